@@ -1,0 +1,54 @@
+# OCX in Go. `make demo` runs a demo node on 127.0.0.1; `make test` passes the tests.
+# Both install what they need (fossil, bubblewrap, git) from Debian when missing.
+
+GO        ?= go
+BIN       ?= bin
+FUZZTIME  ?= 10s
+TESTFLAGS ?=
+APT_PKGS  := fossil bubblewrap git
+
+.PHONY: all deps build test bench fuzz lint demo clean
+
+all: build
+
+# deps installs the programs the tests and the demo run for real.
+deps:
+	@missing=""; \
+	command -v fossil >/dev/null 2>&1 || missing="$$missing fossil"; \
+	command -v bwrap  >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	command -v git    >/dev/null 2>&1 || missing="$$missing git"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+	@fossil version >/dev/null && bwrap --version >/dev/null
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+test: deps
+	$(GO) vet ./...
+	$(GO) test -race -shuffle=on -timeout 60m $(TESTFLAGS) ./...
+
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
+
+# fuzz runs every fuzz target for FUZZTIME each.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "fuzz $$pkg $$f"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+demo: deps build
+	$(BIN)/ocx demo
+
+clean:
+	rm -rf $(BIN)
