@@ -1,0 +1,285 @@
+package messages
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Bounds on names and values. They are part of protocol v1: a writer that needs
+// more is refused, never truncated.
+const (
+	// MaxNameLen bounds a login and a project (decision D1).
+	MaxNameLen = 64
+	// MaxBranchLen bounds a branch name.
+	MaxBranchLen = 255
+	// MaxPathLen bounds an absolute path (PATH_MAX less its NUL).
+	MaxPathLen = 4095
+	// MaxFileNameLen bounds one file name (NAME_MAX), such as a listening file.
+	MaxFileNameLen = 255
+	// MaxTextLen bounds a note's free text (a reason, a summary, a note in words).
+	MaxTextLen = 8192
+	// MaxShortLen bounds a short one-line value: a model, a release, an argument.
+	MaxShortLen = 1024
+)
+
+// pseudoUsers are Fossil's built-in capability holders; none may be an agent's
+// login (D1). Compared without regard to case, so "Nobody" is refused too.
+var pseudoUsers = []string{"nobody", "anonymous", "reader", "developer"}
+
+// ValidateLogin checks a login name per decision D1.
+func ValidateLogin(s string) error { return checkLogin("login", s) }
+
+// ValidateProject checks a project name per decision D1.
+func ValidateProject(s string) error { return checkProject("project", s) }
+
+func checkLogin(field, s string) error {
+	if err := checkName(field, "login", s); err != nil {
+		return err
+	}
+	for _, p := range pseudoUsers {
+		if strings.EqualFold(s, p) {
+			return fieldErr(field, ErrInvalid, fmt.Sprintf("%q is one of Fossil's pseudo-users (nobody, anonymous, reader, developer), never an agent's login", s))
+		}
+	}
+	return nil
+}
+
+func checkProject(field, s string) error { return checkName(field, "project", s) }
+
+// checkName applies D1's shape: [A-Za-z0-9][A-Za-z0-9._-]*, at most MaxNameLen
+// bytes. Because a name cannot start with '.', it can never be "." or "..", and
+// because '/' is not allowed it is always one path component.
+func checkName(field, what, s string) error {
+	if s == "" {
+		return fieldErr(field, ErrMissing, "is empty; a "+what+" is a name")
+	}
+	if len(s) > MaxNameLen {
+		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; a %s is at most %d", len(s), what, MaxNameLen))
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		case i == 0 && (c == '.' || c == '_' || c == '-'):
+			return fieldErr(field, ErrInvalid, fmt.Sprintf("%q is not a %s: it must start with a letter or digit, not %q", s, what, rune(c)))
+		default:
+			r, _ := utf8.DecodeRuneInString(s[i:])
+			return fieldErr(field, ErrInvalid, fmt.Sprintf("%q is not a %s: %s is not allowed (letters, digits, '.', '_' and '-' are)", s, what, strconv.QuoteRune(r)))
+		}
+	}
+	return nil
+}
+
+// WorkspaceKey names a workspace: an agent login and a project, written
+// LOGIN/PROJECT (decision D1).
+type WorkspaceKey struct {
+	Login   string
+	Project string
+}
+
+// ParseWorkspaceKey reads LOGIN/PROJECT and validates both names.
+func ParseWorkspaceKey(s string) (WorkspaceKey, error) {
+	login, project, ok := strings.Cut(s, "/")
+	if !ok {
+		return WorkspaceKey{}, &FieldError{Where: "workspace key", Problem: quoteShort(s) + " is not LOGIN/PROJECT: it has no '/'", Err: ErrSyntax}
+	}
+	k := WorkspaceKey{Login: login, Project: project}
+	if err := k.Validate(); err != nil {
+		return WorkspaceKey{}, at("workspace key", err)
+	}
+	return k, nil
+}
+
+// Validate checks both names.
+func (k WorkspaceKey) Validate() error {
+	if err := checkLogin("login", k.Login); err != nil {
+		return err
+	}
+	return checkProject("project", k.Project)
+}
+
+// String renders LOGIN/PROJECT.
+func (k WorkspaceKey) String() string { return k.Login + "/" + k.Project }
+
+// ValidateBranch checks a Fossil branch name as OCX accepts it: spaces are
+// allowed, as Fossil allows them, but it is never empty, holds no control
+// character and is at most MaxBranchLen bytes of UTF-8.
+func ValidateBranch(s string) error { return checkBranch("branch", s) }
+
+func checkBranch(field, s string) error {
+	if s == "" {
+		return fieldErr(field, ErrMissing, "is empty; a branch has a name")
+	}
+	if len(s) > MaxBranchLen {
+		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; a branch name is at most %d", len(s), MaxBranchLen))
+	}
+	if err := checkChars(field, s, false); err != nil {
+		return err
+	}
+	return nil
+}
+
+// ValidateHash checks a full artifact hash: 40 (SHA1) or 64 (SHA3-256)
+// lowercase hex digits. Notes and pipe lines always carry full hashes (E8).
+func ValidateHash(s string) error { return checkHash("hash", s) }
+
+func checkHash(field, s string) error {
+	if s == "" {
+		return fieldErr(field, ErrMissing, "is empty; a full artifact hash is 40 or 64 hex digits")
+	}
+	if len(s) != 40 && len(s) != 64 {
+		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is %d characters; a full artifact hash is 40 or 64 lowercase hex digits", quoteShort(s), len(s)))
+	}
+	return checkHex(field, s)
+}
+
+// ValidateTicketID checks a Fossil ticket id: exactly 40 lowercase hex digits
+// under any hash policy (Fossil's K card).
+func ValidateTicketID(s string) error { return checkTicketID("ticket", s) }
+
+func checkTicketID(field, s string) error {
+	if len(s) != 40 {
+		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is %d characters; a ticket id is 40 lowercase hex digits", quoteShort(s), len(s)))
+	}
+	return checkHex(field, s)
+}
+
+func checkHex(field, s string) error {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not lowercase hex: %q at offset %d", quoteShort(s), rune(c), i))
+		}
+	}
+	return nil
+}
+
+// ValidateAbsPath checks a host path as a sandbox lists it: absolute, clean
+// (path.Clean leaves it unchanged, so no "..", ".", "//" or trailing '/'), valid
+// UTF-8 without control characters (NUL included), at most MaxPathLen bytes.
+func ValidateAbsPath(s string) error { return checkAbsPath("path", s) }
+
+func checkAbsPath(field, s string) error {
+	if s == "" {
+		return fieldErr(field, ErrMissing, "is empty; a path here is absolute")
+	}
+	if len(s) > MaxPathLen {
+		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; a path is at most %d", len(s), MaxPathLen))
+	}
+	if err := checkChars(field, s, false); err != nil {
+		return err
+	}
+	if s[0] != '/' {
+		return fieldErr(field, ErrInvalid, quoteShort(s)+" is not an absolute path")
+	}
+	if c := path.Clean(s); c != s {
+		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a clean path (clean, it is %s)", quoteShort(s), quoteShort(c)))
+	}
+	return nil
+}
+
+// RepositorySuffix ends every repository file name; the rest is its project (D1).
+const RepositorySuffix = ".fossil"
+
+// ValidateRepository checks a repository file as a pipe line names it: an
+// absolute, clean path with no whitespace, whose file name is PROJECT.fossil for
+// a valid project name.
+func ValidateRepository(s string) error { return checkRepository("repository", s) }
+
+func checkRepository(field, s string) error {
+	if err := checkAbsPath(field, s); err != nil {
+		return err
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) {
+			return fieldErr(field, ErrInvalid, fmt.Sprintf("%s holds whitespace (%s); a repository path in a pipe line has none", quoteShort(s), strconv.QuoteRune(r)))
+		}
+	}
+	base := path.Base(s)
+	project, ok := strings.CutSuffix(base, RepositorySuffix)
+	if !ok {
+		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a repository file: its name does not end in %s", quoteShort(s), RepositorySuffix))
+	}
+	if err := checkName(field, "project", project); err != nil {
+		var fe *FieldError
+		if asFieldError(err, &fe) {
+			fe.Problem = fmt.Sprintf("%s does not name a project: %s", quoteShort(s), fe.Problem)
+		}
+		return err
+	}
+	return nil
+}
+
+// ProjectOf returns the project a repository file holds: its file name without
+// .fossil. It assumes ValidateRepository passed.
+func ProjectOf(repository string) string {
+	return strings.TrimSuffix(path.Base(repository), RepositorySuffix)
+}
+
+// checkChars refuses invalid UTF-8 and control characters (C0, DEL and C1,
+// so NUL too). multiline admits '\n' and '\t', for text written for people.
+func checkChars(field, s string, multiline bool) error {
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, size := utf8.DecodeRuneInString(s[i:]); size <= 1 {
+				return fieldErr(field, ErrInvalid, fmt.Sprintf("is not valid UTF-8 (at byte %d)", i))
+			}
+		}
+		if unicode.IsControl(r) && !(multiline && (r == '\n' || r == '\t')) {
+			return fieldErr(field, ErrInvalid, fmt.Sprintf("holds the control character %s at byte %d", strconv.QuoteRune(r), i))
+		}
+	}
+	return nil
+}
+
+// checkText checks free text for people: valid UTF-8, newlines and tabs
+// allowed, no other control character, at most max bytes.
+func checkText(field, s string, required bool, max int) error {
+	if s == "" && required {
+		return fieldErr(field, ErrMissing, "is empty; it says in words what happened")
+	}
+	if len(s) > max {
+		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; at most %d", len(s), max))
+	}
+	return checkChars(field, s, true)
+}
+
+// checkLine checks a one-line value: no control characters at all.
+func checkLine(field, s string, required bool, max int) error {
+	if s == "" && required {
+		return fieldErr(field, ErrMissing, "is empty")
+	}
+	if len(s) > max {
+		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; at most %d", len(s), max))
+	}
+	return checkChars(field, s, false)
+}
+
+// quoteShort quotes s for an error message, eliding the middle of a long one so
+// that a hostile 5,000-byte value does not make a 5,000-byte message.
+func quoteShort(s string) string {
+	const keep = 48
+	if len(s) <= 2*keep {
+		return strconv.Quote(s)
+	}
+	head, tail := s[:keep], s[len(s)-keep:]
+	return strconv.Quote(strings.ToValidUTF8(head, "")) + "…" + strconv.Quote(strings.ToValidUTF8(tail, ""))
+}
+
+// CleanText makes s safe to carry in a note as one-line text: invalid UTF-8
+// becomes U+FFFD and control characters become spaces. Writers use it on what
+// they did not produce themselves, such as a process's command line read from /proc.
+func CleanText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+}

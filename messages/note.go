@@ -1,0 +1,418 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// NoteKind is what a note's "ocx" key says it is (decision D3).
+type NoteKind string
+
+// The kinds of note on the record, and the state served as JSON.
+const (
+	KindWorkspace  NoteKind = "workspace"
+	KindSession    NoteKind = "session"
+	KindLaunch     NoteKind = "launch"
+	KindRefusal    NoteKind = "refusal"
+	KindEnd        NoteKind = "end"
+	KindStop       NoteKind = "stop"
+	KindStopped    NoteKind = "stopped"
+	KindTerminated NoteKind = "terminated"
+	KindListen     NoteKind = "listen"
+	KindUnlisten   NoteKind = "unlisten"
+	KindUnheard    NoteKind = "unheard"
+	KindReport     NoteKind = "report"
+	KindCI         NoteKind = "ci"
+	KindState      NoteKind = "state"
+)
+
+// Version is the one version of the notes this package reads and writes. A note
+// may say "version": 1 or leave it out.
+const Version = 1
+
+// StopText is the plain post that asks a session to stop, as a stop note does.
+const StopText = "OCX stop"
+
+// Note is a note on the record: one fenced JSON block in a post or a ticket
+// change, whose "ocx" names its kind.
+type Note interface {
+	// NoteKind is the note's "ocx".
+	NoteKind() NoteKind
+	// Validate checks every field; its error names the field at fault.
+	Validate() error
+	// Encode validates the note and renders its canonical fenced block:
+	// "```json\n", the JSON indented by two spaces with "ocx" first, "\n```\n".
+	Encode() ([]byte, error)
+	// String renders the note on one stable line, for logs and transcripts.
+	String() string
+	// decode fills the note from a parsed object whose header was read.
+	decode(o jobj) error
+	// version is the note's Version field.
+	version() int
+}
+
+// NoteKinds lists every kind of note, in a stable order.
+func NoteKinds() []NoteKind {
+	return []NoteKind{KindWorkspace, KindSession, KindLaunch, KindRefusal, KindEnd, KindStop, KindStopped,
+		KindTerminated, KindListen, KindUnlisten, KindUnheard, KindReport, KindCI}
+}
+
+// NewNote returns an empty note of a kind, or nil for a kind this package does not know.
+func NewNote(kind NoteKind) Note {
+	switch kind {
+	case KindWorkspace:
+		return &WorkspaceDefinition{}
+	case KindSession:
+		return &SessionDefinition{}
+	case KindLaunch:
+		return &LaunchNote{}
+	case KindRefusal:
+		return &RefusalNote{}
+	case KindEnd:
+		return &EndNote{}
+	case KindStop:
+		return &StopNote{}
+	case KindStopped:
+		return &StoppedNote{}
+	case KindTerminated:
+		return &TerminatedNote{}
+	case KindListen:
+		return &ListenNote{}
+	case KindUnlisten:
+		return &UnlistenNote{}
+	case KindUnheard:
+		return &UnheardNote{}
+	case KindReport:
+		return &ReportNote{}
+	case KindCI:
+		return &CINote{}
+	}
+	return nil
+}
+
+func (k NoteKind) where() string {
+	switch k {
+	case KindWorkspace:
+		return "workspace definition"
+	case KindSession:
+		return "session definition"
+	case KindState:
+		return "state"
+	}
+	return string(k) + " note"
+}
+
+// DecodeNote reads one note from the JSON of a block (without its fences) and
+// validates it. Unknown keys are ignored, except inside sandbox and for the
+// limit-bearing keys budget, limits and restrict, which refuse the note (E9). A
+// version other than 1 gives ErrUnknownVersion and an unknown kind
+// ErrUnknownKind, each naming what it found; a run-engine message ("ocx": 1)
+// gives ErrRunMessage, and JSON without "ocx" gives ErrNotANote.
+func DecodeNote(block []byte) (Note, error) {
+	v, err := parseStrict(block, MaxNoteLen)
+	if err != nil {
+		return nil, at("note", err)
+	}
+	return decodeTree(v, "")
+}
+
+// DecodeNoteAs reads a note that must be of type T, such as *WorkspaceDefinition.
+func DecodeNoteAs[T Note](block []byte) (T, error) {
+	var zero T
+	n, err := DecodeNote(block)
+	if err != nil {
+		return zero, err
+	}
+	t, ok := n.(T)
+	if !ok {
+		wantKind := "another kind of"
+		if nn := newOf[T](); nn != nil {
+			wantKind = string(nn.NoteKind())
+		}
+		return zero, &FieldError{Where: "note", Field: "ocx", Problem: fmt.Sprintf("is %q; a %s note is expected here", n.NoteKind(), wantKind), Err: ErrWrongKind}
+	}
+	return t, nil
+}
+
+// newOf finds the kind of note a pointer type T stands for.
+func newOf[T Note]() Note {
+	for _, k := range NoteKinds() {
+		if _, ok := NewNote(k).(T); ok {
+			return NewNote(k)
+		}
+	}
+	return nil
+}
+
+// decodeTree reads a note from a parsed value. suffix is appended to the
+// "where" of errors (" at line 7" when read from a post).
+func decodeTree(v any, suffix string) (Note, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, &FieldError{Where: "note" + suffix, Problem: "is " + jsonType(v) + "; a note is a JSON object", Err: ErrNotANote}
+	}
+	o := jobj{m: m}
+	raw, ok := m["ocx"]
+	if !ok {
+		return nil, &FieldError{Where: "note" + suffix, Field: "ocx", Problem: `is missing; a JSON block without "ocx" is not an OCX note`, Err: ErrNotANote}
+	}
+	var kind NoteKind
+	switch x := raw.(type) {
+	case json.Number:
+		return nil, &FieldError{Where: "note" + suffix, Field: "ocx", Problem: fmt.Sprintf(`is %s: a run-engine message (seed 004), which this reader does not read`, x), Err: ErrRunMessage}
+	case string:
+		kind = NoteKind(x)
+	default:
+		return nil, &FieldError{Where: "note" + suffix, Field: "ocx", Problem: "must be a string naming the note's kind, not " + jsonType(raw), Err: ErrInvalid}
+	}
+	n := NewNote(kind)
+	if n == nil {
+		return nil, &FieldError{Where: "note" + suffix, Field: "ocx", Problem: fmt.Sprintf("%s is not a kind of note this reader knows", quoteShort(string(kind))), Err: ErrUnknownKind}
+	}
+	where := kind.where() + suffix
+	if err := readVersion(o); err != nil {
+		return nil, at(where, err)
+	}
+	except := ""
+	if kind == KindWorkspace {
+		except = "sandbox"
+	}
+	if err := o.refuseLimitKeys(kind, except); err != nil {
+		return nil, at(where, err)
+	}
+	if err := n.decode(o); err != nil {
+		return nil, at(where, err)
+	}
+	if err := n.Validate(); err != nil {
+		return nil, at(where, err)
+	}
+	return n, nil
+}
+
+// readVersion refuses a version this reader does not know, naming it.
+func readVersion(o jobj) error {
+	v, ok := o.m["version"]
+	if !ok {
+		return nil
+	}
+	num, isNum := v.(json.Number)
+	if !isNum {
+		return fieldErr("version", ErrInvalid, "must be a whole number, not "+jsonType(v))
+	}
+	if num.String() != strconv.Itoa(Version) {
+		return fieldErr("version", ErrUnknownVersion, fmt.Sprintf("%s is not a version this reader knows (it reads version %d)", quoteShort(num.String()), Version))
+	}
+	return nil
+}
+
+// versionOf reads the version field after readVersion accepted it.
+func versionOf(o jobj) int {
+	if o.has("version") {
+		return Version
+	}
+	return 0
+}
+
+// checkVersion checks a note's Version field before it is written: 0 (left
+// out, version 1 implied) or 1.
+func checkVersion(v int) error {
+	if v != 0 && v != Version {
+		return fieldErr("version", ErrUnknownVersion, fmt.Sprintf("%d is not a version this writer knows (0 leaves it out, or %d)", v, Version))
+	}
+	return nil
+}
+
+// NoteBlock finds the one OCX note among a post's ```json blocks. A block
+// counts as a note when it is a JSON object with an "ocx" key; other JSON
+// blocks are not notes and are passed over. The post is refused when a ```json
+// block is never closed or does not parse (it might have been a note), and when
+// two blocks or more are notes (ErrSeveralNotes): no reader acts on a post whose
+// meaning depends on which note it picks. A post with no note gives ErrNotANote.
+func NoteBlock(text []byte) (Block, error) {
+	b, _, err := noteBlock(text)
+	return b, err
+}
+
+func noteBlock(text []byte) (Block, any, error) {
+	blocks, err := Blocks(text)
+	if err != nil {
+		return Block{}, nil, err
+	}
+	var (
+		notes  []Block
+		values []any
+	)
+	for _, b := range blocks {
+		v, err := parseStrict(b.JSON, MaxNoteLen)
+		if err != nil {
+			return Block{}, nil, at(fmt.Sprintf("post: block at line %d", b.Line), err)
+		}
+		if m, ok := v.(map[string]any); ok {
+			if _, ok := m["ocx"]; ok {
+				notes = append(notes, b)
+				values = append(values, v)
+			}
+		}
+	}
+	switch len(notes) {
+	case 0:
+		return Block{}, nil, &FieldError{Where: "post", Problem: fmt.Sprintf("holds no OCX note (%d ```json block(s), none with \"ocx\")", len(blocks)), Err: ErrNotANote}
+	case 1:
+		return notes[0], values[0], nil
+	}
+	lines := make([]string, len(notes))
+	for i, b := range notes {
+		lines[i] = strconv.Itoa(b.Line)
+	}
+	return Block{}, nil, &FieldError{Where: "post", Problem: fmt.Sprintf("holds %d OCX notes (blocks at lines %s); a post carries at most one, so none of them counts", len(notes), strings.Join(lines, ", ")), Err: ErrSeveralNotes}
+}
+
+// ReadPost reads the note a post or ticket comment carries: a plain post whose
+// text, trimmed, is "OCX stop" is a stop note; otherwise its one note block is
+// decoded (see NoteBlock and DecodeNote for what is refused). Errors name the
+// block's line.
+func ReadPost(text []byte) (Note, error) {
+	if string(bytes.TrimSpace(text)) == StopText {
+		return &StopNote{}, nil
+	}
+	b, v, err := noteBlock(text)
+	if err != nil {
+		return nil, err
+	}
+	return decodeTree(v, fmt.Sprintf(" (block at line %d)", b.Line))
+}
+
+// Ignorable says whether a reader that only acts on what it knows (the hook, the
+// daemon) passes over a post that gave err without a word of complaint: it holds
+// no note, or a note of a version or kind this reader does not know (E9). Other
+// errors are faults worth a line in the log; a tool refuses every error.
+func Ignorable(err error) bool {
+	return errors.Is(err, ErrNotANote) || errors.Is(err, ErrUnknownVersion) ||
+		errors.Is(err, ErrUnknownKind) || errors.Is(err, ErrRunMessage)
+}
+
+// encodeNote renders a note's canonical fenced block. body is the note's
+// fields as a struct with JSON tags (without "ocx" and "version"), which
+// encodeNote puts first.
+func encodeNote(kind NoteKind, version int, body any) ([]byte, error) {
+	var fields bytes.Buffer
+	enc := json.NewEncoder(&fields)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(body); err != nil {
+		return nil, fmt.Errorf("encode %s: %w", kind.where(), err)
+	}
+	inner := bytes.TrimSpace(fields.Bytes())
+	var flat bytes.Buffer
+	flat.WriteString(`{"ocx":`)
+	flat.WriteString(strconv.Quote(string(kind)))
+	if version != 0 {
+		flat.WriteString(`,"version":`)
+		flat.WriteString(strconv.Itoa(version))
+	}
+	if len(inner) > 2 {
+		flat.WriteByte(',')
+		flat.Write(inner[1:])
+	} else {
+		flat.WriteByte('}')
+	}
+	var out bytes.Buffer
+	out.WriteString("```json\n")
+	if err := json.Indent(&out, flat.Bytes(), "", "  "); err != nil {
+		return nil, fmt.Errorf("encode %s: %w", kind.where(), err)
+	}
+	out.WriteString("\n```\n")
+	if out.Len() > MaxNoteLen {
+		return nil, &FieldError{Where: kind.where(), Problem: fmt.Sprintf("encodes to %d bytes; a note is at most %d", out.Len(), MaxNoteLen), Err: ErrTooLong}
+	}
+	return out.Bytes(), nil
+}
+
+// line builds a note's one-line rendering: its kind, then key=value pairs, each
+// value a plain token or quoted.
+type line struct{ b strings.Builder }
+
+func newLine(kind NoteKind) *line {
+	l := &line{}
+	l.b.WriteString(string(kind))
+	return l
+}
+
+func (l *line) word(s string) *line { l.b.WriteByte(' '); l.b.WriteString(token(s)); return l }
+
+func (l *line) kv(k, v string) *line {
+	l.b.WriteByte(' ')
+	l.b.WriteString(k)
+	l.b.WriteByte('=')
+	l.b.WriteString(token(v))
+	return l
+}
+
+func (l *line) optKV(k, v string) *line {
+	if v == "" {
+		return l
+	}
+	return l.kv(k, v)
+}
+
+func (l *line) text(k, v string) *line {
+	if v == "" {
+		return l
+	}
+	l.b.WriteByte(' ')
+	l.b.WriteString(k)
+	l.b.WriteByte('=')
+	l.b.WriteString(strconv.Quote(v))
+	return l
+}
+
+func (l *line) list(k string, vs []string) *line {
+	l.b.WriteByte(' ')
+	l.b.WriteString(k)
+	l.b.WriteByte('=')
+	l.b.WriteString(tokens(vs))
+	return l
+}
+
+// tokens renders a list as [a b "c d"].
+func tokens(vs []string) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, v := range vs {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(token(v))
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+func (l *line) num(k string, n uint64) *line {
+	return l.kv(k, strconv.FormatUint(n, 10))
+}
+
+func (l *line) flag(k string, b bool) *line { return l.kv(k, strconv.FormatBool(b)) }
+
+func (l *line) version(v int) *line {
+	if v != 0 {
+		l.kv("version", strconv.Itoa(v))
+	}
+	return l
+}
+
+func (l *line) String() string { return l.b.String() }
+
+// sortedKeys returns a map's keys in order (for stable messages).
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

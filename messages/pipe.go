@@ -1,0 +1,199 @@
+package messages
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// PipeBuf is PIPE_BUF on Linux: a write of at most this many bytes to a pipe is
+// atomic, so lines from concurrent writers never interleave. A pipe line,
+// newline included, is at most PipeBuf bytes.
+const PipeBuf = 4096
+
+// The verbs of the daemon pipe's lines.
+const (
+	VerbPost   = "post"
+	VerbStop   = "stop"
+	VerbReexec = "reexec"
+)
+
+// PipeLine is one line the daemon reads from its pipe AGENTS/ocxd: a post to
+// look at (from the hook and the console), a stop request (from the console), or
+// a re-exec request (from the console after a release is accepted or rolled back).
+type PipeLine interface {
+	// Validate checks every field.
+	Validate() error
+	// Encode validates and renders the line with its newline, at most PipeBuf bytes.
+	Encode() ([]byte, error)
+	// String renders the line without its newline, quoting any field that would
+	// not survive as one token, so that it is one line even for invalid values.
+	String() string
+	pipeLine()
+}
+
+// PostLine is `post REPOSITORY HASH`: an artifact arrived in a repository (from
+// the hook), or a launch note was written (from the console). The daemon reads
+// the artifact and acts if it is a note of its concern.
+type PostLine struct {
+	Repository string // the repository file: absolute, clean, PROJECT.fossil
+	Hash       string // the artifact's full hash
+}
+
+// StopLine is `stop LOGIN PROJECT`: stop the session of the workspace
+// LOGIN/PROJECT (the seeds' `stop LOGIN KEY`; the key is the project, D1).
+type StopLine struct {
+	Login   string
+	Project string
+}
+
+// ReexecLine is `reexec`: exec the current release's ocxd in place, keeping the
+// daemon's PID and its children.
+type ReexecLine struct{}
+
+func (PostLine) pipeLine()   {}
+func (StopLine) pipeLine()   {}
+func (ReexecLine) pipeLine() {}
+
+// Validate checks the repository path and the hash.
+func (l PostLine) Validate() error {
+	if err := checkRepository("repository", l.Repository); err != nil {
+		return at("post line", err)
+	}
+	return at("post line", checkHash("hash", l.Hash))
+}
+
+// Project is the project the repository holds.
+func (l PostLine) Project() string { return ProjectOf(l.Repository) }
+
+// Encode renders "post REPOSITORY HASH\n".
+func (l PostLine) Encode() ([]byte, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	return finishLine("post line", VerbPost+" "+l.Repository+" "+l.Hash)
+}
+
+// String renders the line without its newline.
+func (l PostLine) String() string { return VerbPost + " " + token(l.Repository) + " " + token(l.Hash) }
+
+// Validate checks both names.
+func (l StopLine) Validate() error {
+	return at("stop line", WorkspaceKey{Login: l.Login, Project: l.Project}.Validate())
+}
+
+// Key is the workspace the line names.
+func (l StopLine) Key() WorkspaceKey { return WorkspaceKey{Login: l.Login, Project: l.Project} }
+
+// Encode renders "stop LOGIN PROJECT\n".
+func (l StopLine) Encode() ([]byte, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	return finishLine("stop line", VerbStop+" "+l.Login+" "+l.Project)
+}
+
+// String renders the line without its newline.
+func (l StopLine) String() string { return VerbStop + " " + token(l.Login) + " " + token(l.Project) }
+
+// Validate has nothing to check: reexec has no arguments.
+func (ReexecLine) Validate() error { return nil }
+
+// Encode renders "reexec\n".
+func (ReexecLine) Encode() ([]byte, error) { return []byte(VerbReexec + "\n"), nil }
+
+// String renders "reexec".
+func (ReexecLine) String() string { return VerbReexec }
+
+func finishLine(where, s string) ([]byte, error) {
+	if len(s)+1 > PipeBuf {
+		return nil, &FieldError{Where: where, Problem: fmt.Sprintf("is %d bytes with its newline; a pipe line is at most %d (PIPE_BUF)", len(s)+1, PipeBuf), Err: ErrTooLong}
+	}
+	b := make([]byte, 0, len(s)+1)
+	b = append(b, s...)
+	return append(b, '\n'), nil
+}
+
+// ParsePipeLine reads one pipe line. The line may end in one '\n', which is
+// not part of it; it must hold no other control character. Fields are separated
+// by exactly one space. Every field is validated, and the error names the field.
+func ParsePipeLine(line []byte) (PipeLine, error) {
+	const where = "pipe line"
+	n := len(line)
+	if n > 0 && line[n-1] == '\n' {
+		line = line[:n-1]
+	} else {
+		n++ // as written, it will carry its newline
+	}
+	if n > PipeBuf {
+		return nil, &FieldError{Where: where, Problem: fmt.Sprintf("is %d bytes with its newline; a pipe line is at most %d (PIPE_BUF)", n, PipeBuf), Err: ErrTooLong}
+	}
+	if len(line) == 0 {
+		return nil, &FieldError{Where: where, Problem: "is empty", Err: ErrSyntax}
+	}
+	if !utf8.Valid(line) {
+		return nil, &FieldError{Where: where, Problem: "is not valid UTF-8", Err: ErrSyntax}
+	}
+	for i, r := range string(line) {
+		if unicode.IsControl(r) {
+			return nil, &FieldError{Where: where, Problem: fmt.Sprintf("holds the control character %s at byte %d", strconv.QuoteRune(r), i), Err: ErrSyntax}
+		}
+	}
+	fields := bytes.Split(line, []byte{' '})
+	for i, f := range fields {
+		if len(f) == 0 {
+			return nil, &FieldError{Where: where, Problem: fmt.Sprintf("field %d is empty: fields are separated by exactly one space, with none before or after", i+1), Err: ErrSyntax}
+		}
+	}
+	verb := string(fields[0])
+	args := fields[1:]
+	switch verb {
+	case VerbPost:
+		if len(args) != 2 {
+			return nil, arity(where, "post REPOSITORY HASH", len(args))
+		}
+		l := PostLine{Repository: string(args[0]), Hash: string(args[1])}
+		if err := l.Validate(); err != nil {
+			return nil, err
+		}
+		return l, nil
+	case VerbStop:
+		if len(args) != 2 {
+			return nil, arity(where, "stop LOGIN PROJECT", len(args))
+		}
+		l := StopLine{Login: string(args[0]), Project: string(args[1])}
+		if err := l.Validate(); err != nil {
+			return nil, err
+		}
+		return l, nil
+	case VerbReexec:
+		if len(args) != 0 {
+			return nil, arity(where, "reexec", len(args))
+		}
+		return ReexecLine{}, nil
+	default:
+		return nil, &FieldError{Where: where, Field: "verb", Problem: fmt.Sprintf("%s is not a verb the daemon reads (post, stop, reexec)", quoteShort(verb)), Err: ErrInvalid}
+	}
+}
+
+func arity(where, shape string, got int) error {
+	verb, _, _ := strings.Cut(shape, " ")
+	return &FieldError{Where: where, Problem: fmt.Sprintf("%s takes %d argument(s), as in %q; found %d", verb, strings.Count(shape, " "), shape, got), Err: ErrSyntax}
+}
+
+// token renders a field as itself when it is one plain token, and quoted
+// otherwise, so a String() of an invalid value is still one unambiguous line.
+func token(s string) string {
+	if s == "" {
+		return `""`
+	}
+	for _, r := range s {
+		if r == ' ' || r == '"' || r == '\\' || r == utf8.RuneError || unicode.IsControl(r) || unicode.IsSpace(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}

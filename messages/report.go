@@ -1,0 +1,200 @@
+package messages
+
+import (
+	"fmt"
+	"strings"
+)
+
+// ReportOutcome is how a session's work ended, by its own account.
+type ReportOutcome string
+
+// The outcomes of a report (D4).
+const (
+	ReportDone   ReportOutcome = "done"
+	ReportFailed ReportOutcome = "failed"
+)
+
+// ReportNote is a session's report on its own record (D4): a turn's answer that
+// holds one is a report, and a completes session exits once it is on the record.
+type ReportNote struct {
+	Version int           `json:"-"`
+	Outcome ReportOutcome `json:"outcome"`
+	// Summary says in words what was done or what failed.
+	Summary string `json:"summary,omitempty"`
+}
+
+// NoteKind is "report".
+func (*ReportNote) NoteKind() NoteKind { return KindReport }
+
+func (n *ReportNote) version() int { return n.Version }
+
+// Validate checks the outcome and the summary.
+func (n *ReportNote) Validate() error {
+	if err := checkVersion(n.Version); err != nil {
+		return err
+	}
+	switch n.Outcome {
+	case ReportDone, ReportFailed:
+	case "":
+		return fieldErr("outcome", ErrMissing, "is empty; it is done or failed")
+	default:
+		return fieldErr("outcome", ErrInvalid, fmt.Sprintf("%s is not an outcome (done, failed)", quoteShort(string(n.Outcome))))
+	}
+	return checkText("summary", n.Summary, false, MaxTextLen)
+}
+
+func (n *ReportNote) decode(o jobj) error {
+	n.Version = versionOf(o)
+	out, err := o.str("outcome", true, "a report says done or failed")
+	if err != nil {
+		return err
+	}
+	n.Outcome = ReportOutcome(out)
+	n.Summary, err = o.optStr("summary")
+	return err
+}
+
+// Encode renders the canonical block.
+func (n *ReportNote) Encode() ([]byte, error) { return encodeChecked(n) }
+
+// String renders the note on one line.
+func (n *ReportNote) String() string {
+	return newLine(KindReport).version(n.Version).kv("outcome", string(n.Outcome)).text("summary", n.Summary).String()
+}
+
+// MaxCILineLen bounds the command's last line in a ci tag and a ci note.
+const MaxCILineLen = 1000
+
+// CINote says a CI result on the CI session's own record (D5); a red result is
+// always said there as well as tagged on the check-in.
+type CINote struct {
+	Version int      `json:"-"`
+	Checkin string   `json:"checkin"`
+	Result  CIResult `json:"result"`
+	// Line is the command's last line of output, as the tag carries it.
+	Line string `json:"line"`
+}
+
+// NoteKind is "ci".
+func (*CINote) NoteKind() NoteKind { return KindCI }
+
+func (n *CINote) version() int { return n.Version }
+
+// Tag is the ci tag the note says.
+func (n *CINote) Tag() CITag { return CITag{Result: n.Result, Line: n.Line} }
+
+// Validate checks the check-in, the result and the line.
+func (n *CINote) Validate() error {
+	if err := checkVersion(n.Version); err != nil {
+		return err
+	}
+	if err := checkHash("checkin", n.Checkin); err != nil {
+		return err
+	}
+	return (CITag{Result: n.Result, Line: n.Line}).validate("result", "line")
+}
+
+func (n *CINote) decode(o jobj) (err error) {
+	n.Version = versionOf(o)
+	if n.Checkin, err = o.str("checkin", true, "a ci note names the check-in it tested"); err != nil {
+		return err
+	}
+	r, err := o.str("result", true, "a ci note says green or red")
+	if err != nil {
+		return err
+	}
+	n.Result = CIResult(r)
+	n.Line, err = o.str("line", true, "a ci note carries the command's last line (\"\" when it printed none)")
+	return err
+}
+
+// Encode renders the canonical block.
+func (n *CINote) Encode() ([]byte, error) { return encodeChecked(n) }
+
+// String renders the note on one line.
+func (n *CINote) String() string {
+	return newLine(KindCI).version(n.Version).kv("checkin", n.Checkin).kv("result", string(n.Result)).text("line", n.Line).String()
+}
+
+// CITagName is the raw tag a CI session puts on the check-in it tested.
+const CITagName = "ci"
+
+// CITag is the value of the ci tag (D5): "green: LINE" or "red: LINE", LINE the
+// command's last line; just "green" or "red" when it printed nothing.
+type CITag struct {
+	Result CIResult
+	Line   string
+}
+
+// ParseCITag reads a ci tag's value.
+func ParseCITag(value string) (CITag, error) {
+	result, line, hasLine := strings.Cut(value, ": ")
+	t := CITag{Result: CIResult(result), Line: line}
+	if !hasLine && strings.Contains(value, ":") {
+		return CITag{}, &FieldError{Where: "ci tag", Problem: fmt.Sprintf("%s is not \"green: LINE\" or \"red: LINE\": the result is followed by \": \" and the line", quoteShort(value)), Err: ErrSyntax}
+	}
+	if hasLine && line == "" {
+		return CITag{}, &FieldError{Where: "ci tag", Field: "line", Problem: "is empty after \": \"; a tag without a line is just green or red", Err: ErrSyntax}
+	}
+	if err := t.validate("result", "line"); err != nil {
+		return CITag{}, at("ci tag", err)
+	}
+	return t, nil
+}
+
+func (t CITag) validate(resultField, lineField string) error {
+	switch t.Result {
+	case CIGreen, CIRed:
+	case "":
+		return fieldErr(resultField, ErrMissing, "is empty; it is green or red")
+	default:
+		return fieldErr(resultField, ErrInvalid, fmt.Sprintf("%s is not a CI result (green, red)", quoteShort(string(t.Result))))
+	}
+	if err := checkLine(lineField, t.Line, false, MaxCILineLen); err != nil {
+		return err
+	}
+	if strings.TrimSpace(t.Line) != t.Line {
+		return fieldErr(lineField, ErrInvalid, fmt.Sprintf("%s has space at an end; LastLine trims it", quoteShort(t.Line)))
+	}
+	return nil
+}
+
+// Validate checks the result and the line.
+func (t CITag) Validate() error { return at("ci tag", t.validate("result", "line")) }
+
+// Value renders the tag's value, after validating it.
+func (t CITag) Value() (string, error) {
+	if err := t.Validate(); err != nil {
+		return "", err
+	}
+	return t.String(), nil
+}
+
+// String renders the tag's value: "green: LINE", or "green" without a line.
+func (t CITag) String() string {
+	if t.Line == "" {
+		return string(t.Result)
+	}
+	return string(t.Result) + ": " + t.Line
+}
+
+// LastLine picks what a ci tag carries from a command's output: its last line
+// that is not blank, trimmed, made one safe line (CleanText), and cut to
+// MaxCILineLen bytes on a character boundary.
+func LastLine(output []byte) string {
+	s := strings.TrimRight(string(output), " \t\r\n")
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	s = strings.TrimSpace(CleanText(s))
+	if len(s) > MaxCILineLen {
+		cut := MaxCILineLen
+		for cut > 0 && !utf8RuneStart(s[cut]) {
+			cut--
+		}
+		s = strings.TrimSpace(s[:cut])
+	}
+	return s
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -1,0 +1,181 @@
+package messages
+
+import "fmt"
+
+// SessionKind says what runs a session's turns.
+type SessionKind string
+
+// The kinds of session (seed 000): a command, or a runner with a model.
+const (
+	Mechanical SessionKind = "mechanical"
+	LLM        SessionKind = "llm"
+)
+
+// Lifetime says when a session ends by itself.
+type Lifetime string
+
+// The lifetimes (seed 000, D4).
+const (
+	// Completes: the session exits once its report is on the record.
+	Completes Lifetime = "completes"
+	// Stays: the session runs until it is stopped.
+	Stays Lifetime = "stays"
+)
+
+// The runners an llm session may name (seed 000's runners). A reader refuses a
+// runner it does not offer (E9).
+const (
+	RunnerClaude = "claude"
+	RunnerCodex  = "codex"
+	RunnerNative = "native"
+)
+
+// Runners lists the runners this release offers.
+var Runners = []string{RunnerClaude, RunnerCodex, RunnerNative}
+
+// SessionDefinition says what a session is: mechanical (a command) or llm (a
+// runner and a model), and whether it completes or stays. It is on the
+// session's own record.
+type SessionDefinition struct {
+	Version  int         `json:"-"`
+	Kind     SessionKind `json:"kind"`
+	Command  []string    `json:"command,omitempty"`
+	Runner   string      `json:"runner,omitempty"`
+	Model    string      `json:"model,omitempty"`
+	Lifetime Lifetime    `json:"lifetime"`
+}
+
+// NoteKind is "session".
+func (*SessionDefinition) NoteKind() NoteKind { return KindSession }
+
+func (n *SessionDefinition) version() int { return n.Version }
+
+// Validate checks that a mechanical session has a command and no runner, an llm
+// session a runner it offers and a model and no command, and the lifetime.
+func (d *SessionDefinition) Validate() error {
+	if err := checkVersion(d.Version); err != nil {
+		return err
+	}
+	switch d.Kind {
+	case Mechanical:
+		if len(d.Command) == 0 {
+			return fieldErr("command", ErrMissing, "is missing or empty; a mechanical session runs a command: the program, then its arguments")
+		}
+		for i, a := range d.Command {
+			if err := checkArg(indexField("command", i), a); err != nil {
+				return err
+			}
+		}
+		if d.Command[0] == "" {
+			return fieldErr("command[0]", ErrInvalid, "is empty; it names the program to run")
+		}
+		if d.Runner != "" {
+			return fieldErr("runner", ErrInvalid, "a mechanical session has no runner; its command is what runs")
+		}
+		if d.Model != "" {
+			return fieldErr("model", ErrInvalid, "a mechanical session has no model; its command is what runs")
+		}
+	case LLM:
+		if d.Runner == "" {
+			return fieldErr("runner", ErrMissing, fmt.Sprintf("is missing; an llm session names its runner (%s)", listWords(Runners)))
+		}
+		known := false
+		for _, r := range Runners {
+			known = known || r == d.Runner
+		}
+		if !known {
+			return fieldErr("runner", ErrInvalid, fmt.Sprintf("%s is not a runner this node offers (%s)", quoteShort(d.Runner), listWords(Runners)))
+		}
+		if err := checkLine("model", d.Model, true, MaxShortLen); err != nil {
+			if d.Model == "" {
+				return fieldErr("model", ErrMissing, "is missing; an llm session names the model its runner uses")
+			}
+			return err
+		}
+		if d.Command != nil {
+			return fieldErr("command", ErrInvalid, "an llm session has no command; its runner is what runs")
+		}
+	case "":
+		return fieldErr("kind", ErrMissing, "is missing; a session is mechanical (a command) or llm (a runner and a model)")
+	default:
+		return fieldErr("kind", ErrInvalid, fmt.Sprintf("%s is not a kind of session (mechanical, llm)", quoteShort(string(d.Kind))))
+	}
+	switch d.Lifetime {
+	case Completes, Stays:
+	case "":
+		return fieldErr("lifetime", ErrMissing, "is missing; a session completes (ends on its report) or stays (runs until stopped)")
+	default:
+		return fieldErr("lifetime", ErrInvalid, fmt.Sprintf("%s is not a lifetime (completes, stays)", quoteShort(string(d.Lifetime))))
+	}
+	return nil
+}
+
+// checkArg checks one argument of a command line: UTF-8 without NUL, which no
+// argument can hold, at most MaxShortLen*4 bytes. Other characters, newlines
+// included, are allowed: a shell script is an argument.
+func checkArg(field, s string) error {
+	if len(s) > MaxTextLen {
+		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; an argument is at most %d", len(s), MaxTextLen))
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return fieldErr(field, ErrInvalid, fmt.Sprintf("holds NUL at byte %d; no argument can", i))
+		}
+	}
+	return checkChars(field, s, true)
+}
+
+func (d *SessionDefinition) decode(o jobj) error {
+	d.Version = versionOf(o)
+	kind, err := o.str("kind", true, "a session is mechanical (a command) or llm (a runner and a model)")
+	if err != nil {
+		return err
+	}
+	d.Kind = SessionKind(kind)
+	if d.Command, err = o.strs("command", false, ""); err != nil {
+		return err
+	}
+	if d.Runner, err = o.str("runner", false, ""); err != nil {
+		return err
+	}
+	if d.Model, err = o.str("model", false, ""); err != nil {
+		return err
+	}
+	// Presence counts, not only value: "model": "" on a mechanical session is
+	// as wrong as a model name, and the schema says so too.
+	switch d.Kind {
+	case Mechanical:
+		for _, k := range []string{"runner", "model"} {
+			if o.has(k) {
+				return fieldErr(k, ErrInvalid, "a mechanical session has no "+k+"; its command is what runs")
+			}
+		}
+	case LLM:
+		if o.has("command") {
+			return fieldErr("command", ErrInvalid, "an llm session has no command; its runner is what runs")
+		}
+	}
+	lifetime, err := o.str("lifetime", true, "a session completes (ends on its report) or stays (runs until stopped)")
+	d.Lifetime = Lifetime(lifetime)
+	return err
+}
+
+// Encode renders the canonical block.
+func (d *SessionDefinition) Encode() ([]byte, error) {
+	if err := d.Validate(); err != nil {
+		return nil, at(KindSession.where(), err)
+	}
+	return encodeNote(KindSession, d.Version, d)
+}
+
+// String renders the definition on one line.
+func (d *SessionDefinition) String() string {
+	l := newLine(KindSession).version(d.Version).word(string(d.Kind))
+	if d.Kind == LLM || d.Runner != "" || d.Model != "" {
+		l.kv("runner", d.Runner).kv("model", d.Model)
+	}
+	if d.Kind == Mechanical || d.Command != nil {
+		l.list("command", d.Command)
+	}
+	return l.kv("lifetime", string(d.Lifetime)).String()
+}

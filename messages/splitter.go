@@ -1,0 +1,112 @@
+package messages
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// PipeRead is one result of splitting the daemon pipe's bytes: a parsed line, or
+// the error that says why a line was refused. Raw is the line as read, without
+// its newline (empty for an over-long line, which is not kept).
+type PipeRead struct {
+	Line PipeLine
+	Raw  []byte
+	Err  error
+}
+
+// String renders the read on one line: the line, or the error.
+func (r PipeRead) String() string {
+	if r.Err != nil {
+		return "refused: " + r.Err.Error()
+	}
+	if r.Line == nil {
+		return "nothing"
+	}
+	return r.Line.String()
+}
+
+// PipeSplitter cuts the bytes read from the daemon's FIFO into lines. A read
+// returns bytes in arbitrary chunks: half a line, several lines, a line and a
+// half. Feed keeps the unfinished tail for the next call. A line longer than
+// PipeBuf is reported once and skipped up to its newline, never taken as two
+// lines; its bytes are not kept, so memory stays bounded by PipeBuf.
+//
+// The zero value is ready to use. A PipeSplitter is not safe for concurrent use;
+// the daemon's one pipe reader owns it.
+type PipeSplitter struct {
+	buf      []byte
+	skipping bool // inside an over-long line, dropping bytes up to its newline
+	skipped  int  // how many bytes of that line were dropped so far
+}
+
+// Feed consumes chunk and returns what the lines it completes say, in order.
+func (s *PipeSplitter) Feed(chunk []byte) []PipeRead {
+	var out []PipeRead
+	for len(chunk) > 0 {
+		nl := bytes.IndexByte(chunk, '\n')
+		if s.skipping {
+			if nl < 0 {
+				s.skipped += len(chunk)
+				return out
+			}
+			s.skipped += nl
+			out = append(out, PipeRead{Err: overlong(s.skipped+1, true)})
+			s.skipping, s.skipped = false, 0
+			chunk = chunk[nl+1:]
+			continue
+		}
+		if nl < 0 {
+			// No newline: keep the tail, unless it can no longer be a line.
+			if len(s.buf)+len(chunk) >= PipeBuf {
+				s.skipping = true
+				s.skipped = len(s.buf) + len(chunk)
+				s.buf = s.buf[:0]
+				return out
+			}
+			s.buf = append(s.buf, chunk...)
+			return out
+		}
+		var line []byte
+		if len(s.buf) > 0 {
+			s.buf = append(s.buf, chunk[:nl]...)
+			line = s.buf
+		} else {
+			line = chunk[:nl]
+		}
+		chunk = chunk[nl+1:]
+		if len(line)+1 > PipeBuf {
+			out = append(out, PipeRead{Err: overlong(len(line)+1, true)})
+		} else {
+			raw := bytes.Clone(line)
+			l, err := ParsePipeLine(raw)
+			out = append(out, PipeRead{Line: l, Raw: raw, Err: err})
+		}
+		s.buf = s.buf[:0]
+	}
+	return out
+}
+
+// Flush reports what is left without a newline, for when the pipe's last
+// writer closed: writers always end a line with a newline, so a tail is a fault.
+// It resets the splitter. It returns nil when nothing is left.
+func (s *PipeSplitter) Flush() *PipeRead {
+	defer func() { s.buf, s.skipping, s.skipped = s.buf[:0], false, 0 }()
+	switch {
+	case s.skipping:
+		return &PipeRead{Err: overlong(s.skipped, false)}
+	case len(s.buf) > 0:
+		return &PipeRead{Raw: bytes.Clone(s.buf), Err: &FieldError{Where: "pipe line", Problem: fmt.Sprintf("%d byte(s) ended without a newline when the last writer closed the pipe", len(s.buf)), Err: ErrSyntax}}
+	}
+	return nil
+}
+
+// Pending is how many bytes wait for their newline (0 while skipping).
+func (s *PipeSplitter) Pending() int { return len(s.buf) }
+
+func overlong(n int, ended bool) error {
+	size := fmt.Sprintf("is %d bytes with its newline", n)
+	if !ended {
+		size = fmt.Sprintf("ran to %d bytes without a newline", n)
+	}
+	return &FieldError{Where: "pipe line", Problem: size + fmt.Sprintf("; a pipe line is at most %d (PIPE_BUF), so it was skipped", PipeBuf), Err: ErrTooLong}
+}

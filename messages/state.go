@@ -1,0 +1,463 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// NodeState is the status JSON the console serves at GET /state
+// (docs/design/state.schema.json): hooks, agent logins, workspaces, sessions and
+// listeners, derived from the record, the workspace directories and the process
+// table. It carries "ocx": "state" like a note, and is read by the same rules:
+// unknown keys are ignored, a version other than 1 is refused, naming it.
+type NodeState struct {
+	Version    int               `json:"-"`
+	Hooks      []HookStatus      `json:"hooks"`
+	Logins     []LoginStatus     `json:"logins"`
+	Workspaces []WorkspaceStatus `json:"workspaces"`
+	Sessions   []SessionStatus   `json:"sessions"`
+	Listeners  []Listener        `json:"listeners"`
+}
+
+// HookStatus says whether the wake hook is installed on a repository of the
+// login group.
+type HookStatus struct {
+	Project    string `json:"project"`
+	Repository string `json:"repository"`
+	Installed  bool   `json:"installed"`
+}
+
+// LoginStatus is an agent login and the repositories it has an account on.
+type LoginStatus struct {
+	Login    string          `json:"login"`
+	Accounts []AccountStatus `json:"accounts"`
+}
+
+// AccountStatus is a login's account on one project's repository, with its
+// Fossil capability letters ("" once withdrawn).
+type AccountStatus struct {
+	Project      string `json:"project"`
+	Capabilities string `json:"capabilities"`
+}
+
+// WorkspaceCondition is where a workspace stands.
+type WorkspaceCondition string
+
+// The conditions of a workspace.
+const (
+	// WorkspaceActive: a running process names it.
+	WorkspaceActive WorkspaceCondition = "active"
+	// WorkspaceIdle: it is on the host and no process names it.
+	WorkspaceIdle WorkspaceCondition = "idle"
+	// WorkspaceTerminated: a terminated note ends it.
+	WorkspaceTerminated WorkspaceCondition = "terminated"
+	// WorkspaceMissing: its definition is on the record but it is not on the host.
+	WorkspaceMissing WorkspaceCondition = "missing"
+)
+
+// WorkspaceStatus is one workspace: its key, its record (the thread whose first
+// post defines it), its branch and its condition.
+type WorkspaceStatus struct {
+	Login   string             `json:"login"`
+	Project string             `json:"project"`
+	Record  string             `json:"record"`
+	Branch  string             `json:"branch"`
+	State   WorkspaceCondition `json:"state"`
+}
+
+// SessionActivity says whether a session is in a turn.
+type SessionActivity string
+
+// The activities of a running session.
+const (
+	SessionWorking SessionActivity = "working"
+	SessionIdle    SessionActivity = "idle"
+)
+
+// SessionStatus is one running process that names a workspace, from the
+// process table.
+type SessionStatus struct {
+	Login   string `json:"login"`
+	Project string `json:"project"`
+	// Record is the session's own record: a thread's root post or a ticket's id.
+	Record string `json:"record"`
+	// Launch is the launch note it serves; a terminal session has none.
+	Launch    string          `json:"launch,omitempty"`
+	PID       int             `json:"pid"`
+	StartTime uint64          `json:"start_time"`
+	StartedBy Origin          `json:"started_by"`
+	State     SessionActivity `json:"state"`
+	// Listening says a process holds its wake pipe open for reading.
+	Listening bool `json:"listening"`
+	// Release is the release it runs, named as an end note names it.
+	Release string `json:"release"`
+	// Older says its release is older than the current one.
+	Older bool `json:"older"`
+}
+
+// Validate checks every entry, and that hooks, logins, workspaces and
+// listeners each appear once.
+func (s *NodeState) Validate() error {
+	if err := checkVersion(s.Version); err != nil {
+		return err
+	}
+	seen := map[string]string{}
+	once := func(field, key string) error {
+		if prev, dup := seen[key]; dup {
+			return fieldErr(field, ErrInvalid, "repeats "+prev)
+		}
+		seen[key] = field
+		return nil
+	}
+	for i, h := range s.Hooks {
+		f := indexField("hooks", i)
+		if err := checkProject(joinField(f, "project"), h.Project); err != nil {
+			return err
+		}
+		if err := checkRepository(joinField(f, "repository"), h.Repository); err != nil {
+			return err
+		}
+		if ProjectOf(h.Repository) != h.Project {
+			return fieldErr(joinField(f, "repository"), ErrInvalid, fmt.Sprintf("%s does not hold project %q", quoteShort(h.Repository), h.Project))
+		}
+		if err := once(f, "hook "+h.Repository); err != nil {
+			return err
+		}
+	}
+	for i, l := range s.Logins {
+		f := indexField("logins", i)
+		if err := checkLogin(joinField(f, "login"), l.Login); err != nil {
+			return err
+		}
+		if err := once(f, "login "+l.Login); err != nil {
+			return err
+		}
+		projects := map[string]bool{}
+		for j, a := range l.Accounts {
+			af := indexField(joinField(f, "accounts"), j)
+			if err := checkProject(joinField(af, "project"), a.Project); err != nil {
+				return err
+			}
+			if projects[a.Project] {
+				return fieldErr(af, ErrInvalid, fmt.Sprintf("repeats the account on %q", a.Project))
+			}
+			projects[a.Project] = true
+			if err := checkCapabilities(joinField(af, "capabilities"), a.Capabilities); err != nil {
+				return err
+			}
+		}
+	}
+	for i, w := range s.Workspaces {
+		f := indexField("workspaces", i)
+		if err := checkLogin(joinField(f, "login"), w.Login); err != nil {
+			return err
+		}
+		if err := checkProject(joinField(f, "project"), w.Project); err != nil {
+			return err
+		}
+		if err := checkHash(joinField(f, "record"), w.Record); err != nil {
+			return err
+		}
+		if err := checkBranch(joinField(f, "branch"), w.Branch); err != nil {
+			return err
+		}
+		switch w.State {
+		case WorkspaceActive, WorkspaceIdle, WorkspaceTerminated, WorkspaceMissing:
+		default:
+			return fieldErr(joinField(f, "state"), ErrInvalid, fmt.Sprintf("%s is not a workspace's state (active, idle, terminated, missing)", quoteShort(string(w.State))))
+		}
+		if err := once(f, "workspace "+w.Login+"/"+w.Project); err != nil {
+			return err
+		}
+	}
+	for i, p := range s.Sessions {
+		if err := p.validate(indexField("sessions", i)); err != nil {
+			return err
+		}
+	}
+	for i, l := range s.Listeners {
+		f := indexField("listeners", i)
+		if err := l.validate(f); err != nil {
+			return err
+		}
+		if err := once(f, "listener "+l.Login+"/"+l.Project+" "+string(l.Kind)+" "+l.Names); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *SessionStatus) validate(f string) error {
+	if err := checkLogin(joinField(f, "login"), p.Login); err != nil {
+		return err
+	}
+	if err := checkProject(joinField(f, "project"), p.Project); err != nil {
+		return err
+	}
+	if err := checkHash(joinField(f, "record"), p.Record); err != nil {
+		return err
+	}
+	if err := checkOptHash(joinField(f, "launch"), p.Launch); err != nil {
+		return err
+	}
+	if err := checkPID(joinField(f, "pid"), p.PID); err != nil {
+		return err
+	}
+	if err := checkStartTime(joinField(f, "start_time"), p.StartTime); err != nil {
+		return err
+	}
+	if err := checkOrigin(joinField(f, "started_by"), p.StartedBy); err != nil {
+		return err
+	}
+	switch p.State {
+	case SessionWorking, SessionIdle:
+	default:
+		return fieldErr(joinField(f, "state"), ErrInvalid, fmt.Sprintf("%s is not a session's state (working, idle)", quoteShort(string(p.State))))
+	}
+	return checkLine(joinField(f, "release"), p.Release, true, MaxShortLen)
+}
+
+// checkCapabilities checks Fossil capability letters: letters and digits, each once.
+func checkCapabilities(field, s string) error {
+	if len(s) > 62 {
+		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d letters; Fossil has at most 62 capabilities", len(s)))
+	}
+	var seen [128]bool
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return fieldErr(field, ErrInvalid, fmt.Sprintf("%s holds %q; capabilities are letters and digits", quoteShort(s), rune(c)))
+		}
+		if seen[c] {
+			return fieldErr(field, ErrInvalid, fmt.Sprintf("%s names %q twice", quoteShort(s), rune(c)))
+		}
+		seen[c] = true
+	}
+	return nil
+}
+
+// DecodeState reads and validates the status JSON.
+func DecodeState(data []byte) (*NodeState, error) {
+	const where = "state"
+	v, err := parseStrict(data, MaxStateLen)
+	if err != nil {
+		return nil, at(where, err)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, &FieldError{Where: where, Problem: "is " + jsonType(v) + "; the state is a JSON object", Err: ErrInvalid}
+	}
+	o := jobj{m: m}
+	kind, err := o.str("ocx", true, `the state says "ocx": "state"`)
+	if err != nil {
+		return nil, at(where, err)
+	}
+	if NoteKind(kind) != KindState {
+		return nil, &FieldError{Where: where, Field: "ocx", Problem: fmt.Sprintf("is %s; the state says \"state\"", quoteShort(kind)), Err: ErrWrongKind}
+	}
+	if err := readVersion(o); err != nil {
+		return nil, at(where, err)
+	}
+	s := &NodeState{Version: versionOf(o)}
+	if err := s.decode(o); err != nil {
+		return nil, at(where, err)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, at(where, err)
+	}
+	return s, nil
+}
+
+func (s *NodeState) decode(o jobj) error {
+	const all = "the state lists it, even when empty"
+	hooks, err := o.objects("hooks", true, all)
+	if err != nil {
+		return err
+	}
+	s.Hooks = make([]HookStatus, len(hooks))
+	for i, h := range hooks {
+		x := &s.Hooks[i]
+		if x.Project, err = h.str("project", true, "a hook names its project"); err != nil {
+			return err
+		}
+		if x.Repository, err = h.str("repository", true, "a hook names its repository file"); err != nil {
+			return err
+		}
+		if x.Installed, err = h.boolean("installed", true, "a hook says whether it is installed"); err != nil {
+			return err
+		}
+	}
+	logins, err := o.objects("logins", true, all)
+	if err != nil {
+		return err
+	}
+	s.Logins = make([]LoginStatus, len(logins))
+	for i, l := range logins {
+		x := &s.Logins[i]
+		if x.Login, err = l.str("login", true, "an agent login has a name"); err != nil {
+			return err
+		}
+		accounts, err := l.objects("accounts", true, "a login lists its accounts, even when it has none")
+		if err != nil {
+			return err
+		}
+		x.Accounts = make([]AccountStatus, len(accounts))
+		for j, a := range accounts {
+			if x.Accounts[j].Project, err = a.str("project", true, "an account is on a project's repository"); err != nil {
+				return err
+			}
+			if x.Accounts[j].Capabilities, err = a.str("capabilities", true, "an account has its capability letters"); err != nil {
+				return err
+			}
+		}
+	}
+	workspaces, err := o.objects("workspaces", true, all)
+	if err != nil {
+		return err
+	}
+	s.Workspaces = make([]WorkspaceStatus, len(workspaces))
+	for i, w := range workspaces {
+		x := &s.Workspaces[i]
+		if x.Login, x.Project, err = readKey(w); err != nil {
+			return err
+		}
+		if x.Record, err = w.str("record", true, "a workspace names its record"); err != nil {
+			return err
+		}
+		if x.Branch, err = w.str("branch", true, "a workspace names its branch"); err != nil {
+			return err
+		}
+		st, err := w.str("state", true, "a workspace is active, idle, terminated or missing")
+		if err != nil {
+			return err
+		}
+		x.State = WorkspaceCondition(st)
+	}
+	sessions, err := o.objects("sessions", true, all)
+	if err != nil {
+		return err
+	}
+	s.Sessions = make([]SessionStatus, len(sessions))
+	for i, p := range sessions {
+		if err := s.Sessions[i].decode(p); err != nil {
+			return err
+		}
+	}
+	listeners, err := o.objects("listeners", true, all)
+	if err != nil {
+		return err
+	}
+	s.Listeners = make([]Listener, len(listeners))
+	for i, l := range listeners {
+		if err := s.Listeners[i].decode(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *SessionStatus) decode(o jobj) (err error) {
+	if p.Login, p.Project, err = readKey(o); err != nil {
+		return err
+	}
+	if p.Record, err = o.str("record", true, "a session names its own record"); err != nil {
+		return err
+	}
+	if p.Launch, err = o.optStr("launch"); err != nil {
+		return err
+	}
+	if p.PID, p.StartTime, err = readProcess(o); err != nil {
+		return err
+	}
+	by, err := o.str("started_by", true, "a session says how it was started: daemon, terminal or orphan")
+	if err != nil {
+		return err
+	}
+	p.StartedBy = Origin(by)
+	st, err := o.str("state", true, "a session is working or idle")
+	if err != nil {
+		return err
+	}
+	p.State = SessionActivity(st)
+	if p.Listening, err = o.boolean("listening", true, "a session says whether a process holds its wake pipe"); err != nil {
+		return err
+	}
+	if p.Release, err = o.str("release", true, "a session names the release it runs"); err != nil {
+		return err
+	}
+	p.Older, err = o.boolean("older", true, "a session says whether its release is older than the current one")
+	return err
+}
+
+// Encode validates the state and renders it as one line of JSON with "ocx"
+// first and a newline, as GET /state serves it. Nil lists are written as [].
+func (s *NodeState) Encode() ([]byte, error) {
+	c := *s
+	if c.Hooks == nil {
+		c.Hooks = []HookStatus{}
+	}
+	if c.Logins == nil {
+		c.Logins = []LoginStatus{}
+	}
+	c.Logins = append([]LoginStatus(nil), c.Logins...)
+	for i := range c.Logins {
+		if c.Logins[i].Accounts == nil {
+			c.Logins[i].Accounts = []AccountStatus{}
+		}
+	}
+	if c.Workspaces == nil {
+		c.Workspaces = []WorkspaceStatus{}
+	}
+	if c.Sessions == nil {
+		c.Sessions = []SessionStatus{}
+	}
+	if c.Listeners == nil {
+		c.Listeners = []Listener{}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, at("state", err)
+	}
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&c); err != nil {
+		return nil, fmt.Errorf("encode state: %w", err)
+	}
+	var out bytes.Buffer
+	out.WriteString(`{"ocx":"state"`)
+	if c.Version != 0 {
+		out.WriteString(`,"version":` + strconv.Itoa(c.Version))
+	}
+	out.WriteByte(',')
+	out.Write(bytes.TrimSpace(body.Bytes())[1:])
+	out.WriteByte('\n')
+	return out.Bytes(), nil
+}
+
+// String renders a summary of the state on one line.
+func (s *NodeState) String() string {
+	active := 0
+	for _, w := range s.Workspaces {
+		if w.State == WorkspaceActive {
+			active++
+		}
+	}
+	listening := 0
+	for _, p := range s.Sessions {
+		if p.Listening {
+			listening++
+		}
+	}
+	return newLine(KindState).version(s.Version).kv("hooks", strconv.Itoa(len(s.Hooks))).
+		kv("logins", strconv.Itoa(len(s.Logins))).kv("workspaces", strconv.Itoa(len(s.Workspaces))).
+		kv("active", strconv.Itoa(active)).kv("sessions", strconv.Itoa(len(s.Sessions))).
+		kv("listening", strconv.Itoa(listening)).kv("listeners", strconv.Itoa(len(s.Listeners))).String()
+}
+
+// String renders one session of the state on one line.
+func (p SessionStatus) String() string {
+	return fmt.Sprintf("session %s/%s record=%s pid=%d start_time=%d started_by=%s state=%s listening=%t release=%s older=%t",
+		token(p.Login), token(p.Project), token(p.Record), p.PID, p.StartTime, token(string(p.StartedBy)), token(string(p.State)), p.Listening, token(p.Release), p.Older)
+}

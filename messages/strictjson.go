@@ -1,0 +1,367 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Bounds on what the JSON reader takes in. A hostile block cannot make a reader
+// allocate more than its bound or recurse deeper than maxDepth.
+const (
+	// MaxNoteLen bounds one note's JSON block.
+	MaxNoteLen = 256 << 10
+	// MaxStateLen bounds the status JSON.
+	MaxStateLen = 64 << 20
+	maxDepth    = 32
+)
+
+// parseStrict reads exactly one JSON value. Unlike encoding/json, which keeps the
+// last of two equal keys without a word, it refuses duplicate keys: two readers
+// could otherwise see two different notes in one block. It also refuses invalid
+// UTF-8 (encoding/json would replace it silently), trailing data and nesting
+// deeper than maxDepth. Numbers stay json.Number, so no precision is lost.
+func parseStrict(data []byte, max int) (any, error) {
+	if len(data) > max {
+		return nil, fieldErr("", ErrTooLong, fmt.Sprintf("is %d bytes; at most %d", len(data), max))
+	}
+	if !utf8.Valid(data) {
+		off := 0
+		for off < len(data) {
+			r, size := utf8.DecodeRune(data[off:])
+			if r == utf8.RuneError && size <= 1 {
+				break
+			}
+			off += size
+		}
+		return nil, fieldErr("", ErrSyntax, fmt.Sprintf("is not valid UTF-8 (at byte %d)", off))
+	}
+	p := &strictParser{dec: json.NewDecoder(bytes.NewReader(data))}
+	p.dec.UseNumber()
+	v, err := p.value("", 0)
+	if err != nil {
+		return nil, err
+	}
+	if tok, err := p.dec.Token(); err != io.EOF {
+		if err == nil {
+			return nil, fieldErr("", ErrSyntax, fmt.Sprintf("holds more after its JSON value (%s at byte %d); a block is one JSON object", describeToken(tok), p.dec.InputOffset()))
+		}
+		return nil, p.syntax("", err)
+	}
+	return v, nil
+}
+
+type strictParser struct {
+	dec *json.Decoder
+}
+
+func (p *strictParser) value(path string, depth int) (any, error) {
+	tok, err := p.dec.Token()
+	if err != nil {
+		return nil, p.syntax(path, err)
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		if depth >= maxDepth {
+			return nil, fieldErr(path, ErrTooLong, fmt.Sprintf("nests deeper than %d levels", maxDepth))
+		}
+		switch t {
+		case '{':
+			m := make(map[string]any)
+			for p.dec.More() {
+				kt, err := p.dec.Token()
+				if err != nil {
+					return nil, p.syntax(path, err)
+				}
+				key, ok := kt.(string)
+				if !ok {
+					return nil, fieldErr(path, ErrSyntax, fmt.Sprintf("has %s where a key should be", describeToken(kt)))
+				}
+				field := joinField(path, key)
+				if _, dup := m[key]; dup {
+					return nil, fieldErr(field, ErrDuplicateKey, "appears twice in one object; readers would disagree on which counts, so the block is refused")
+				}
+				v, err := p.value(field, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				m[key] = v
+			}
+			if _, err := p.dec.Token(); err != nil {
+				return nil, p.syntax(path, err)
+			}
+			return m, nil
+		case '[':
+			a := make([]any, 0)
+			for p.dec.More() {
+				v, err := p.value(indexField(path, len(a)), depth+1)
+				if err != nil {
+					return nil, err
+				}
+				a = append(a, v)
+			}
+			if _, err := p.dec.Token(); err != nil {
+				return nil, p.syntax(path, err)
+			}
+			return a, nil
+		default:
+			return nil, fieldErr(path, ErrSyntax, fmt.Sprintf("has an unexpected %q", rune(t)))
+		}
+	default:
+		return tok, nil
+	}
+}
+
+func (p *strictParser) syntax(path string, err error) error {
+	var se *json.SyntaxError
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fieldErr(path, ErrSyntax, fmt.Sprintf("is not valid JSON: it ends at byte %d before its value does (truncated?)", p.dec.InputOffset()))
+	case errors.As(err, &se):
+		return fieldErr(path, ErrSyntax, fmt.Sprintf("is not valid JSON at byte %d: %s", se.Offset, trimJSONPrefix(se.Error())))
+	}
+	return fieldErr(path, ErrSyntax, "is not valid JSON: "+trimJSONPrefix(err.Error()))
+}
+
+func trimJSONPrefix(s string) string {
+	if len(s) > 6 && s[:6] == "json: " {
+		return s[6:]
+	}
+	return s
+}
+
+func describeToken(tok any) string {
+	switch t := tok.(type) {
+	case json.Delim:
+		return strconv.QuoteRune(rune(t))
+	case string:
+		return "the string " + quoteShort(t)
+	case json.Number:
+		return "the number " + t.String()
+	case bool:
+		return strconv.FormatBool(t)
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%v", tok)
+}
+
+// jsonType names a parsed value's JSON type for messages.
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "true or false"
+	case json.Number:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// jobj is a parsed JSON object and its path, with accessors that name the field
+// at fault in every error.
+type jobj struct {
+	path string
+	m    map[string]any
+}
+
+func (o jobj) field(key string) string { return joinField(o.path, key) }
+
+func (o jobj) has(key string) bool { _, ok := o.m[key]; return ok }
+
+func (o jobj) wrongType(key string, want string, v any) error {
+	return fieldErr(o.field(key), ErrInvalid, fmt.Sprintf("must be %s, not %s", want, jsonType(v)))
+}
+
+func (o jobj) missing(key, what string) error {
+	return fieldErr(o.field(key), ErrMissing, "is missing; "+what)
+}
+
+// str reads a string. An absent optional key gives "".
+func (o jobj) str(key string, required bool, what string) (string, error) {
+	v, ok := o.m[key]
+	if !ok {
+		if required {
+			return "", o.missing(key, what)
+		}
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", o.wrongType(key, "a string", v)
+	}
+	return s, nil
+}
+
+// boolean reads true or false. An absent optional key gives false.
+func (o jobj) boolean(key string, required bool, what string) (bool, error) {
+	v, ok := o.m[key]
+	if !ok {
+		if required {
+			return false, o.missing(key, what)
+		}
+		return false, nil
+	}
+	b, ok := v.(bool)
+	if !ok {
+		return false, o.wrongType(key, "true or false", v)
+	}
+	return b, nil
+}
+
+// strs reads a list of strings, never nil when present.
+func (o jobj) strs(key string, required bool, what string) ([]string, error) {
+	v, ok := o.m[key]
+	if !ok {
+		if required {
+			return nil, o.missing(key, what)
+		}
+		return nil, nil
+	}
+	a, ok := v.([]any)
+	if !ok {
+		return nil, o.wrongType(key, "a list of strings", v)
+	}
+	out := make([]string, len(a))
+	for i, e := range a {
+		s, ok := e.(string)
+		if !ok {
+			return nil, fieldErr(indexField(o.field(key), i), ErrInvalid, "must be a string, not "+jsonType(e))
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+// object reads a nested object. present says whether the key was there.
+func (o jobj) object(key string, required bool, what string) (obj jobj, present bool, err error) {
+	v, ok := o.m[key]
+	if !ok {
+		if required {
+			return jobj{}, false, o.missing(key, what)
+		}
+		return jobj{}, false, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return jobj{}, true, o.wrongType(key, "an object", v)
+	}
+	return jobj{path: o.field(key), m: m}, true, nil
+}
+
+// objects reads a list of objects.
+func (o jobj) objects(key string, required bool, what string) ([]jobj, error) {
+	v, ok := o.m[key]
+	if !ok {
+		if required {
+			return nil, o.missing(key, what)
+		}
+		return nil, nil
+	}
+	a, ok := v.([]any)
+	if !ok {
+		return nil, o.wrongType(key, "a list of objects", v)
+	}
+	out := make([]jobj, len(a))
+	for i, e := range a {
+		m, ok := e.(map[string]any)
+		if !ok {
+			return nil, fieldErr(indexField(o.field(key), i), ErrInvalid, "must be an object, not "+jsonType(e))
+		}
+		out[i] = jobj{path: indexField(o.field(key), i), m: m}
+	}
+	return out, nil
+}
+
+// uint reads a whole number in [0, max]. present says whether the key was there.
+func (o jobj) uint(key string, required bool, max uint64, what string) (n uint64, present bool, err error) {
+	v, ok := o.m[key]
+	if !ok {
+		if required {
+			return 0, false, o.missing(key, what)
+		}
+		return 0, false, nil
+	}
+	num, ok := v.(json.Number)
+	if !ok {
+		return 0, true, o.wrongType(key, "a whole number", v)
+	}
+	n, perr := strconv.ParseUint(num.String(), 10, 64)
+	if perr != nil || n > max {
+		return 0, true, fieldErr(o.field(key), ErrInvalid, fmt.Sprintf("%s is not a whole number from 0 to %d", quoteShort(num.String()), max))
+	}
+	return n, true, nil
+}
+
+// onlyKeys refuses any key not in allowed. It is used where an unknown key may be
+// a limit (inside sandbox), so that no limit is ever silently dropped (E9).
+func (o jobj) onlyKeys(what string, allowed ...string) error {
+	var unknown []string
+	for k := range o.m {
+		known := false
+		for _, a := range allowed {
+			if k == a {
+				known = true
+				break
+			}
+		}
+		if !known {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	sort.Strings(unknown)
+	return fieldErr(o.field(unknown[0]), ErrUnknownKey, fmt.Sprintf("is not a key this reader knows inside %s; an unknown key there may be a limit, so the whole block is refused (it knows %s)", what, listWords(allowed)))
+}
+
+// limitKeys are the keys whose objects hold limits (seed 001 E9, seed 004): a
+// note that carries one this reader does not enforce is refused, never read
+// without it.
+var limitKeys = []string{"budget", "limits", "restrict", "sandbox"}
+
+// refuseLimitKeys refuses a limit-bearing key at the top of a note that does not
+// define it, naming the key.
+func (o jobj) refuseLimitKeys(kind NoteKind, except string) error {
+	for _, k := range limitKeys {
+		if k == except || !o.has(k) {
+			continue
+		}
+		return fieldErr(o.field(k), ErrUnknownKey, fmt.Sprintf("a %s note has no %s; a reader that does not enforce it refuses the note rather than drop a limit", kind, k))
+	}
+	return nil
+}
+
+func listWords(words []string) string {
+	var b bytes.Buffer
+	for i, w := range words {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(w)
+	}
+	return b.String()
+}
+
+// optStr reads an optional string that, when present, is not empty: a writer
+// leaves out what it has not got rather than write "".
+func (o jobj) optStr(key string) (string, error) {
+	s, err := o.str(key, false, "")
+	if err == nil && o.has(key) && s == "" {
+		return "", fieldErr(o.field(key), ErrInvalid, "is empty; leave the key out instead")
+	}
+	return s, err
+}

@@ -1,0 +1,179 @@
+package messages
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// WorkspaceDefinition is the first entry on a workspace's record (seed 000): the
+// agent login, the project, the branch its tree is on, and its whole sandbox.
+// A definition without a sandbox is refused, never read as an older form.
+type WorkspaceDefinition struct {
+	Version int     `json:"-"`
+	Login   string  `json:"login"`
+	Project string  `json:"project"`
+	Branch  string  `json:"branch"`
+	Sandbox Sandbox `json:"sandbox"`
+}
+
+// Sandbox is what a session of the workspace sees, stated whole on the record;
+// the host builds bwrap from it and nothing else. All five fields are required.
+// What is the same for every workspace (/proc, /dev, /tmp, the workspace as
+// HOME) and the program a session runs are not stated here (seed 000).
+type Sandbox struct {
+	// Network says whether the session shares the host's network.
+	Network bool `json:"network"`
+	// ReadOnly are host paths it sees read-only, each where it is on the host.
+	ReadOnly []string `json:"read_only"`
+	// ReadWrite are host paths it sees read-write, each where it is on the host.
+	ReadWrite []string `json:"read_write"`
+	// Homes are host paths it sees read-write inside the workspace, each by its
+	// last name (/root/.claude as WORKSPACE/.claude); so no two share a last name.
+	Homes []string `json:"homes"`
+	// Path are the directories of the session's PATH, in order; none holds ':'.
+	Path []string `json:"path"`
+}
+
+// SandboxKeys are the keys a sandbox has; any other key refuses the definition.
+var SandboxKeys = []string{"network", "read_only", "read_write", "homes", "path"}
+
+// NoteKind is "workspace".
+func (*WorkspaceDefinition) NoteKind() NoteKind { return KindWorkspace }
+
+func (n *WorkspaceDefinition) version() int { return n.Version }
+
+// Key is the workspace the definition defines.
+func (d *WorkspaceDefinition) Key() WorkspaceKey {
+	return WorkspaceKey{Login: d.Login, Project: d.Project}
+}
+
+// Validate checks the names, the branch and every path of the sandbox.
+func (d *WorkspaceDefinition) Validate() error {
+	if err := checkVersion(d.Version); err != nil {
+		return err
+	}
+	if err := checkLogin("login", d.Login); err != nil {
+		return err
+	}
+	if err := checkProject("project", d.Project); err != nil {
+		return err
+	}
+	if err := checkBranch("branch", d.Branch); err != nil {
+		return err
+	}
+	return d.Sandbox.validate("sandbox")
+}
+
+// Validate checks every path of the sandbox.
+func (s *Sandbox) Validate() error { return s.validate("sandbox") }
+
+func (s *Sandbox) validate(field string) error {
+	lists := []struct {
+		key   string
+		paths []string
+	}{{"read_only", s.ReadOnly}, {"read_write", s.ReadWrite}, {"homes", s.Homes}, {"path", s.Path}}
+	for _, l := range lists {
+		f := joinField(field, l.key)
+		for i, p := range l.paths {
+			if err := checkAbsPath(indexField(f, i), p); err != nil {
+				return err
+			}
+		}
+	}
+	names := make(map[string]int, len(s.Homes))
+	for i, h := range s.Homes {
+		f := indexField(joinField(field, "homes"), i)
+		if h == "/" {
+			return fieldErr(f, ErrInvalid, `"/" has no last name to appear under in the workspace`)
+		}
+		base := path.Base(h)
+		if j, dup := names[base]; dup {
+			return fieldErr(f, ErrInvalid, fmt.Sprintf("%s has the last name %q, as homes[%d] does; both would appear at the same place in the workspace", quoteShort(h), base, j))
+		}
+		names[base] = i
+	}
+	for i, p := range s.Path {
+		if strings.ContainsRune(p, ':') {
+			return fieldErr(indexField(joinField(field, "path"), i), ErrInvalid, fmt.Sprintf("%s holds ':', which separates PATH's entries", quoteShort(p)))
+		}
+	}
+	return nil
+}
+
+func (d *WorkspaceDefinition) decode(o jobj) error {
+	d.Version = versionOf(o)
+	var err error
+	if d.Login, err = o.str("login", true, "a workspace definition names its agent login"); err != nil {
+		return err
+	}
+	if d.Project, err = o.str("project", true, "a workspace definition names its project"); err != nil {
+		return err
+	}
+	if d.Branch, err = o.str("branch", true, "a workspace definition names the branch of its tree"); err != nil {
+		return err
+	}
+	sb, _, err := o.object("sandbox", true, "a workspace definition states its whole sandbox; one without is refused, not read as an older form")
+	if err != nil {
+		return err
+	}
+	return d.Sandbox.decode(sb)
+}
+
+func (s *Sandbox) decode(o jobj) error {
+	if err := o.onlyKeys("sandbox", SandboxKeys...); err != nil {
+		return err
+	}
+	var err error
+	if s.Network, err = o.boolean("network", true, "a sandbox says whether it shares the host's network"); err != nil {
+		return err
+	}
+	const all = "a sandbox states every list, even an empty one"
+	if s.ReadOnly, err = o.strs("read_only", true, all); err != nil {
+		return err
+	}
+	if s.ReadWrite, err = o.strs("read_write", true, all); err != nil {
+		return err
+	}
+	if s.Homes, err = o.strs("homes", true, all); err != nil {
+		return err
+	}
+	if s.Path, err = o.strs("path", true, all); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Encode renders the canonical block. Nil lists are written as [], since the
+// sandbox states every list.
+func (d *WorkspaceDefinition) Encode() ([]byte, error) {
+	c := *d
+	c.Sandbox = c.Sandbox.filled()
+	if err := c.Validate(); err != nil {
+		return nil, at(KindWorkspace.where(), err)
+	}
+	return encodeNote(KindWorkspace, c.Version, c)
+}
+
+func (s Sandbox) filled() Sandbox {
+	s.ReadOnly = nonNil(s.ReadOnly)
+	s.ReadWrite = nonNil(s.ReadWrite)
+	s.Homes = nonNil(s.Homes)
+	s.Path = nonNil(s.Path)
+	return s
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// String renders the definition on one line.
+func (d *WorkspaceDefinition) String() string {
+	return newLine(KindWorkspace).version(d.Version).word(d.Login+"/"+d.Project).kv("branch", d.Branch).
+		flag("network", d.Sandbox.Network).list("read_only", d.Sandbox.ReadOnly).
+		list("read_write", d.Sandbox.ReadWrite).list("homes", d.Sandbox.Homes).
+		list("path", d.Sandbox.Path).String()
+}
