@@ -1,0 +1,229 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+)
+
+// The errors the implementations return, wrapped with the operation and path
+// or process they concern.
+var (
+	// ErrGone: the process with that identity has ended (or its PID now names
+	// another process), so nothing was sent to it.
+	ErrGone = errors.New("host: process is gone")
+	// ErrLocked: another process holds the lock.
+	ErrLocked = errors.New("host: lock is held by another process")
+	// ErrNoReader: nobody holds the named pipe open for reading.
+	ErrNoReader = errors.New("host: nobody reads the pipe")
+	// ErrPipeFull: the pipe stayed full for longer than the writer waits.
+	ErrPipeFull = errors.New("host: pipe stayed full")
+	// ErrLineTooLong: a line, with its newline, is longer than PipeBuf.
+	ErrLineTooLong = errors.New("host: line is longer than one atomic pipe write")
+	// ErrRefused: a sandbox path reaches the node's own files.
+	ErrRefused = errors.New("host: path reaches the node's own files")
+	// ErrClosed: the implementation was closed.
+	ErrClosed = errors.New("host: closed")
+)
+
+// PipeBuf is PIPE_BUF on Linux: the longest write to a pipe that is atomic.
+const PipeBuf = 4096
+
+// Signal is a signal number, so that the actors need not import syscall.
+type Signal int
+
+// The signals the daemon sends.
+const (
+	SIGHUP  Signal = 1
+	SIGINT  Signal = 2
+	SIGKILL Signal = 9
+	SIGTERM Signal = 15
+)
+
+func (s Signal) String() string {
+	switch s {
+	case SIGHUP:
+		return "SIGHUP"
+	case SIGINT:
+		return "SIGINT"
+	case SIGKILL:
+		return "SIGKILL"
+	case SIGTERM:
+		return "SIGTERM"
+	}
+	return fmt.Sprintf("signal %d", int(s))
+}
+
+// SpawnSpec says what to start. The child gets a session and process group of
+// its own (so it outlives the daemon and a stop reaches all of it), standard
+// input from /dev/null, standard output and error appended to Log, exactly
+// Env as its environment, and Dir as its working directory. It never gets a
+// parent-death signal.
+type SpawnSpec struct {
+	Path string   // the program, an absolute path (no PATH search)
+	Args []string // its argv, Args[0] included
+	Env  []string // its whole environment, "NAME=value"
+	Dir  string   // its working directory; inside the sandbox when Sandbox is set
+	Log  string   // stdout and stderr are appended here; created mode 0600
+	// Sandbox, when set, runs the program inside bwrap as BwrapArgs builds it.
+	Sandbox *SandboxSpec
+}
+
+// Exit is the end of a process: what a reaper or a watcher reports once, as
+// a message, for each process it was given.
+type Exit struct {
+	ID ProcID
+	// Known is false for a process that was not the daemon's child (found after
+	// a restart): it ended, but its status cannot be had (D6: "status unknown").
+	Known  bool
+	Code   int  // the exit code, when Signal is 0
+	Signal int  // the signal that ended it; 0 when it exited
+	Core   bool // it dumped core
+	User   time.Duration
+	System time.Duration
+	MaxRSS int64 // bytes
+	// Sandbox is set for a process started inside bwrap: what bwrap's
+	// --json-status-fd said.
+	Sandbox *SandboxExit
+	At      time.Time // when it was seen gone
+}
+
+// SandboxExit is what bwrap reported about the command it ran.
+type SandboxExit struct {
+	// ChildPID is the sandbox's first process, as the host numbers it (the
+	// init of its PID namespace); 0 when bwrap never reported one.
+	ChildPID int
+	// Reported is true when bwrap reported the command's exit; false means the
+	// sandbox never ran the command to its end (a bad bind, say).
+	Reported bool
+	// Code is the command's exit code as bwrap gives it: 128+N for signal N.
+	Code int
+}
+
+// Outcome is how a process ended.
+type Outcome string
+
+// The outcomes.
+const (
+	OutcomeExited        Outcome = "exited"         // Status is its exit code
+	OutcomeSignaled      Outcome = "signaled"       // Status is 128 + the signal
+	OutcomeSandboxFailed Outcome = "sandbox-failed" // bwrap exited without running the command to its end
+	OutcomeUnknown       Outcome = "unknown"        // not the daemon's child: no status
+)
+
+// Outcome says how the process ended, and its status in the convention of seed
+// 004's ended: the exit code, or 128 + N for signal N.
+func (e Exit) Outcome() (Outcome, int) {
+	switch {
+	case !e.Known:
+		return OutcomeUnknown, 0
+	case e.Sandbox != nil && e.Sandbox.Reported:
+		// bwrap gives 128+N for a command killed by signal N, which cannot be
+		// told from a command that exited with that code: both are "exited".
+		return OutcomeExited, e.Sandbox.Code
+	case e.Signal != 0:
+		return OutcomeSignaled, 128 + e.Signal
+	case e.Sandbox != nil:
+		return OutcomeSandboxFailed, e.Code
+	}
+	return OutcomeExited, e.Code
+}
+
+// String renders the exit as one line.
+func (e Exit) String() string {
+	o, status := e.Outcome()
+	var b strings.Builder
+	fmt.Fprintf(&b, "exit %s %s", e.ID, o)
+	if o != OutcomeUnknown {
+		fmt.Fprintf(&b, " status %d", status)
+	}
+	if e.Sandbox != nil {
+		fmt.Fprintf(&b, " sandbox-child %d", e.Sandbox.ChildPID)
+		if o == OutcomeSandboxFailed || o == OutcomeSignaled && !e.Sandbox.Reported {
+			fmt.Fprintf(&b, " bwrap-code %d bwrap-signal %d", e.Code, e.Signal)
+		}
+	}
+	if e.Known {
+		fmt.Fprintf(&b, " user %s system %s maxrss %d", e.User, e.System, e.MaxRSS)
+	}
+	return b.String()
+}
+
+// Spawner starts a process. onExit is called exactly once with its end, on
+// another goroutine, never before Spawn has returned; it must not block.
+type Spawner interface {
+	Spawn(spec SpawnSpec, onExit func(Exit)) (ProcID, error)
+}
+
+// Watcher follows a process the daemon did not start in this image (found in
+// the table after a restart, or a child kept across a re-exec). onExit is
+// called exactly once when it ends, with Known set only if it turned out to be
+// the daemon's own child. A process already gone is reported at once.
+type Watcher interface {
+	Watch(id ProcID, onExit func(Exit)) error
+}
+
+// Signaler sends a signal to the process group id leads (to id alone when it
+// leads none), only while id's PID still has id's start time. ErrGone when it
+// does not. A sandboxed child of the daemon is signalled inside its sandbox,
+// so that bwrap stays to report the command's exit.
+type Signaler interface {
+	Signal(id ProcID, sig Signal) error
+}
+
+// ProcTable reads the process table.
+type ProcTable interface {
+	// Scan returns every process that names a workspace of the agents root.
+	Scan() (Table, error)
+	// Naming answers whether a process names the workspace k: the refusal
+	// check made before every launch.
+	Naming(k Key) (Verdict, error)
+}
+
+// Lock is a held lock.
+type Lock interface {
+	Release() error
+}
+
+// Locker takes and probes the daemon's flock.
+type Locker interface {
+	// Acquire takes the lock at path without waiting; ErrLocked if another
+	// process holds it.
+	Acquire(path string) (Lock, error)
+	// Held says whether some process holds the lock at path. It never takes the
+	// lock itself, so it cannot make a daemon's Acquire fail.
+	Held(path string) (bool, error)
+}
+
+// Pipe writes lines to named pipes.
+type Pipe interface {
+	// Send writes line and a newline in one atomic write to the named pipe at
+	// path. ErrNoReader when nobody reads it; it never waits for a reader,
+	// and waits only briefly (ErrPipeFull) when the pipe is full.
+	Send(path, line string) error
+}
+
+// Clock is the time, and timers on it.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f on its own goroutine once d has passed; stop cancels
+	// it and reports whether that prevented the call.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+// Files writes the agents root. Every path is absolute and lies below the
+// root; no symbolic link below the root is followed, so a link planted in a
+// workspace cannot redirect a write.
+type Files interface {
+	MkdirAll(path string, perm fs.FileMode) error
+	// WriteFile replaces the file at path whole (a temporary file renamed over
+	// it), with exactly perm as its mode.
+	WriteFile(path string, data []byte, perm fs.FileMode) error
+	ReadFile(path string) ([]byte, error)
+	Remove(path string) error
+	RemoveAll(path string) error
+	// Mkfifo makes a named pipe with exactly perm as its mode.
+	Mkfifo(path string, perm fs.FileMode) error
+}

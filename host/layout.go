@@ -1,0 +1,150 @@
+package host
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// Layout computes every path of the agents root (seed 000 "layout", decision
+// D2) from the root's absolute path. It touches no file: unixhost.Root does
+// the writing, refusing any symbolic link below the root.
+type Layout struct {
+	root string
+}
+
+// NewLayout returns the layout of the agents root at root, which must be an
+// absolute path; it is cleaned, so that paths compare as strings.
+func NewLayout(root string) (Layout, error) {
+	if root == "" || !filepath.IsAbs(root) {
+		return Layout{}, fmt.Errorf("host: agents root %q is not an absolute path", root)
+	}
+	return Layout{root: filepath.Clean(root)}, nil
+}
+
+// Root is the agents root, cleaned.
+func (l Layout) Root() string { return l.root }
+
+// NodeJSON is AGENTS/node.json: the node's user, release root and projects.
+func (l Layout) NodeJSON() string { return filepath.Join(l.root, "node.json") }
+
+// Lock is AGENTS/ocxd.lock, the flock the one daemon holds.
+func (l Layout) Lock() string { return filepath.Join(l.root, "ocxd.lock") }
+
+// Pipe is AGENTS/ocxd, the daemon's named pipe.
+func (l Layout) Pipe() string { return filepath.Join(l.root, "ocxd") }
+
+// Log is AGENTS/ocxd.log, the daemon's log.
+func (l Layout) Log() string { return filepath.Join(l.root, "ocxd.log") }
+
+// Handoff is AGENTS/ocxd.handoff, present only while the daemon re-execs.
+func (l Layout) Handoff() string { return filepath.Join(l.root, "ocxd.handoff") }
+
+// Password is AGENTS/LOGIN/password, the login's one password (mode 0600).
+func (l Layout) Password(login string) (string, error) {
+	if err := ValidLogin(login); err != nil {
+		return "", err
+	}
+	return filepath.Join(l.root, login, "password"), nil
+}
+
+// Workspace returns the paths of the workspace k.
+func (l Layout) Workspace(k Key) (Workspace, error) {
+	if err := k.Validate(); err != nil {
+		return Workspace{}, err
+	}
+	dir := filepath.Join(l.root, k.Login, "projects", k.Project)
+	session := filepath.Join(dir, "session")
+	return Workspace{
+		Key:          k,
+		Dir:          dir,
+		Clone:        filepath.Join(dir, "clone"),
+		Tree:         filepath.Join(dir, "tree"),
+		Binding:      filepath.Join(dir, "binding.json"),
+		Session:      session,
+		Wake:         filepath.Join(session, "wake"),
+		Log:          filepath.Join(session, "log"),
+		ListeningDir: filepath.Join(session, "listening"),
+	}, nil
+}
+
+// Workspace holds the paths of one workspace, AGENTS/LOGIN/projects/PROJECT.
+type Workspace struct {
+	Key          Key
+	Dir          string // the workspace directory: bound read-write, HOME in the sandbox
+	Clone        string // the agent's own Fossil clone
+	Tree         string // the check-out on the definition's branch
+	Binding      string // binding.json
+	Session      string // session/
+	Wake         string // session/wake, the wake pipe (mode 0600)
+	Log          string // session/log, the session's stdout and stderr
+	ListeningDir string // session/listening/
+}
+
+// Listening is session/listening/RECORD for a validated record name.
+func (w Workspace) Listening(record string) (string, error) {
+	if err := ValidRecord(record); err != nil {
+		return "", err
+	}
+	return filepath.Join(w.ListeningDir, record), nil
+}
+
+// OwnEntries are the names the workspace directory itself holds; a home bound
+// inside the workspace by its last name may not take one of them.
+var OwnEntries = []string{"clone", "tree", "binding.json", "session"}
+
+// KeyOf says which workspace the directory dir is, after cleaning: ok only when
+// dir is exactly AGENTS/LOGIN/projects/PROJECT with valid names.
+func (l Layout) KeyOf(dir string) (Key, bool) {
+	rel, ok := l.rel(dir)
+	if !ok {
+		return Key{}, false
+	}
+	parts := strings.Split(rel, "/")
+	if len(parts) != 3 || parts[1] != "projects" {
+		return Key{}, false
+	}
+	k := Key{Login: parts[0], Project: parts[2]}
+	if k.Validate() != nil {
+		return Key{}, false
+	}
+	return k, true
+}
+
+// KeyWithin says which workspace holds p (p is the workspace directory or lies
+// inside it), after cleaning.
+func (l Layout) KeyWithin(p string) (Key, bool) {
+	rel, ok := l.rel(p)
+	if !ok {
+		return Key{}, false
+	}
+	parts := strings.SplitN(rel, "/", 4)
+	if len(parts) < 3 {
+		return Key{}, false
+	}
+	return l.KeyOf(filepath.Join(l.root, parts[0], parts[1], parts[2]))
+}
+
+// Contains says whether p, cleaned, is the root or lies below it.
+func (l Layout) Contains(p string) bool {
+	_, ok := l.rel(p)
+	return ok || filepath.Clean(p) == l.root
+}
+
+// rel returns p relative to the root, with '/' separators, when p lies strictly
+// below the root.
+func (l Layout) rel(p string) (string, bool) {
+	if l.root == "" || !filepath.IsAbs(p) {
+		return "", false
+	}
+	p = filepath.Clean(p)
+	prefix := l.root + "/"
+	if l.root == "/" {
+		prefix = "/"
+	}
+	rel, ok := strings.CutPrefix(p, prefix)
+	if !ok || rel == "" {
+		return "", false
+	}
+	return rel, true
+}

@@ -1,0 +1,97 @@
+package host
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestLayout(t *testing.T) {
+	if _, err := NewLayout("agents"); err == nil {
+		t.Fatal("a relative root was accepted")
+	}
+	if _, err := NewLayout(""); err == nil {
+		t.Fatal("an empty root was accepted")
+	}
+	l := mustLayout(t, "/var/lib/ocx//agents/")
+	checks := map[string]string{
+		l.Root():     "/var/lib/ocx/agents",
+		l.NodeJSON(): "/var/lib/ocx/agents/node.json",
+		l.Lock():     "/var/lib/ocx/agents/ocxd.lock",
+		l.Pipe():     "/var/lib/ocx/agents/ocxd",
+		l.Log():      "/var/lib/ocx/agents/ocxd.log",
+		l.Handoff():  "/var/lib/ocx/agents/ocxd.handoff",
+	}
+	for got, want := range checks {
+		if got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	}
+	pw, err := l.Password("alice")
+	if err != nil || pw != "/var/lib/ocx/agents/alice/password" {
+		t.Fatalf("Password = %q %v", pw, err)
+	}
+	if _, err := l.Password("../etc"); !errors.Is(err, ErrBadName) {
+		t.Fatalf("Password(../etc) = %v", err)
+	}
+	w, err := l.Workspace(Key{"alice", "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := "/var/lib/ocx/agents/alice/projects/demo"
+	want := Workspace{Key: Key{"alice", "demo"}, Dir: d, Clone: d + "/clone", Tree: d + "/tree", Binding: d + "/binding.json",
+		Session: d + "/session", Wake: d + "/session/wake", Log: d + "/session/log", ListeningDir: d + "/session/listening"}
+	if w != want {
+		t.Fatalf("Workspace = %+v", w)
+	}
+	rec, err := w.Listening("branch-trunk")
+	if err != nil || rec != d+"/session/listening/branch-trunk" {
+		t.Fatalf("Listening = %q %v", rec, err)
+	}
+	if _, err := w.Listening("../../password"); !errors.Is(err, ErrBadName) {
+		t.Fatalf("Listening(../../password) = %v", err)
+	}
+	if _, err := l.Workspace(Key{"alice", ".."}); !errors.Is(err, ErrBadName) {
+		t.Fatalf("Workspace(alice/..) = %v", err)
+	}
+}
+
+func TestLayoutKeyOf(t *testing.T) {
+	l := mustLayout(t, "/a")
+	k := Key{"alice", "demo"}
+	for p, want := range map[string]bool{
+		"/a/alice/projects/demo":      true,
+		"/a/alice/projects/demo/":     true,
+		"/a//alice/projects/./demo":   true,
+		"/a/alice/projects/demo/tree": false,
+		"/a/alice/projects":           false,
+		"/a/alice/other/demo":         false,
+		"/b/alice/projects/demo":      false,
+		"alice/projects/demo":         false,
+		"/a/nobody/projects/demo":     false,
+	} {
+		got, ok := l.KeyOf(p)
+		if ok != want || (ok && got != k) {
+			t.Errorf("KeyOf(%q) = %v %v, want %v", p, got, ok, want)
+		}
+	}
+	for p, want := range map[string]string{
+		"/a/alice/projects/demo":            "alice/demo",
+		"/a/alice/projects/demo/tree/x/y":   "alice/demo",
+		"/a/alice/projects/demo/../x":       "alice/x",
+		"/a/alice/projects/demo2/tree":      "alice/demo2",
+		"/a/alice/projects/demo/../../demo": "",
+		"/a/alice/password":                 "",
+	} {
+		got, ok := l.KeyWithin(p)
+		if (want == "") == ok || (ok && got.String() != want) {
+			t.Errorf("KeyWithin(%q) = %v %v, want %q", p, got, ok, want)
+		}
+	}
+	if !l.Contains("/a") || !l.Contains("/a/x") || l.Contains("/ab") || l.Contains("/") {
+		t.Error("Contains is wrong")
+	}
+	root := mustLayout(t, "/")
+	if k, ok := root.KeyOf("/alice/projects/demo"); !ok || k.Login != "alice" {
+		t.Errorf("root / KeyOf = %v %v", k, ok)
+	}
+}

@@ -1,0 +1,441 @@
+package host
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// ProcID identifies a process: its PID and its start time (field 22 of
+// /proc/PID/stat, clock ticks since boot), so that a reused PID is never taken
+// for the process that held it before (D6).
+type ProcID struct {
+	PID   int
+	Start uint64
+}
+
+// String renders "pid P start T".
+func (id ProcID) String() string { return fmt.Sprintf("pid %d start %d", id.PID, id.Start) }
+
+// Answer is what the evidence says. Its zero value is Unknown, on which no
+// launch or kill decision may rest.
+type Answer int8
+
+// The answers.
+const (
+	Unknown Answer = iota
+	No
+	Yes
+)
+
+func (a Answer) String() string {
+	switch a {
+	case No:
+		return "no"
+	case Yes:
+		return "yes"
+	}
+	return "unknown"
+}
+
+// Stat is what OCX reads from /proc/PID/stat.
+type Stat struct {
+	PID   int
+	Comm  string // the short command name, without its parentheses
+	State byte   // R, S, D, Z, T, ...
+	PPID  int
+	PGID  int
+	SID   int
+	Flags uint64 // the kernel's PF_* flags
+	Start uint64 // field 22: start time in clock ticks since boot
+}
+
+// pfKthread marks a kernel thread in Stat.Flags.
+const pfKthread = 0x00200000
+
+// Kernel says whether the process is a kernel thread.
+func (s Stat) Kernel() bool { return s.Flags&pfKthread != 0 }
+
+// Zombie says whether the process has ended and waits to be reaped.
+func (s Stat) Zombie() bool { return s.State == 'Z' || s.State == 'X' }
+
+// ErrBadStat is wrapped by ParseStat's errors.
+var ErrBadStat = errors.New("host: malformed /proc/PID/stat")
+
+// ParseStat parses the contents of /proc/PID/stat. The command name may hold
+// spaces and parentheses, so it is taken between the first '(' and the last ')'.
+func ParseStat(b []byte) (Stat, error) {
+	var s Stat
+	open := bytes.IndexByte(b, '(')
+	end := bytes.LastIndexByte(b, ')')
+	if open < 1 || end < open {
+		return s, fmt.Errorf("%w: no (comm)", ErrBadStat)
+	}
+	pid, err := strconv.Atoi(string(bytes.TrimSpace(b[:open])))
+	if err != nil || pid <= 0 {
+		return s, fmt.Errorf("%w: pid %q", ErrBadStat, bytes.TrimSpace(b[:open]))
+	}
+	s.PID = pid
+	s.Comm = string(b[open+1 : end])
+	f := bytes.Fields(b[end+1:])
+	// f[0] is field 3 (state); field N is f[N-3]. Field 22 is the start time.
+	if len(f) < 20 || len(f[0]) != 1 {
+		return s, fmt.Errorf("%w: %d fields after the command name, want at least 20", ErrBadStat, len(f))
+	}
+	s.State = f[0][0]
+	ints := []*int{&s.PPID, &s.PGID, &s.SID}
+	for i, p := range ints {
+		v, err := strconv.Atoi(string(f[1+i]))
+		if err != nil {
+			return s, fmt.Errorf("%w: field %d %q", ErrBadStat, 4+i, f[1+i])
+		}
+		*p = v
+	}
+	if s.Flags, err = strconv.ParseUint(string(f[6]), 10, 64); err != nil {
+		return s, fmt.Errorf("%w: flags %q", ErrBadStat, f[6])
+	}
+	if s.Start, err = strconv.ParseUint(string(f[19]), 10, 64); err != nil {
+		return s, fmt.Errorf("%w: start time %q", ErrBadStat, f[19])
+	}
+	return s, nil
+}
+
+// ParseCmdline splits the contents of /proc/PID/cmdline into its arguments. An
+// empty result means a zombie, a kernel thread, or a process that cleared it.
+func ParseCmdline(b []byte) []string {
+	b = bytes.TrimRight(b, "\x00")
+	if len(b) == 0 {
+		return nil
+	}
+	return strings.Split(string(b), "\x00")
+}
+
+// Verb is how a process names a workspace.
+type Verb string
+
+// The verbs: the three of the workspace program (D1) and bwrap's bind of the
+// workspace directory.
+const (
+	VerbRun   Verb = "run"
+	VerbStart Verb = "start"
+	VerbServe Verb = "serve"
+	VerbBind  Verb = "bind"
+)
+
+// Naming is one workspace a command line names.
+type Naming struct {
+	Verb   Verb
+	Key    Key
+	Root   string // the agents root the command line gives, cleaned
+	Launch string // the launch note's hash (`--launch`), as written; "" if none
+	// Unsure is set when the command line names Key but gives a root that is
+	// missing or relative, which cannot be matched against ours: the process
+	// may name our workspace, so a refusal check counts it as unknown.
+	Unsure bool
+}
+
+// MayName says quickly, from the raw contents of /proc/PID/cmdline, whether
+// the command line can name a workspace at all: its program is `workspace` or
+// `bwrap`. A scan reads the rest only for these.
+func MayName(cmdline []byte) bool {
+	arg0 := cmdline
+	if i := bytes.IndexByte(cmdline, 0); i >= 0 {
+		arg0 = cmdline[:i]
+	}
+	if i := bytes.LastIndexByte(arg0, '/'); i >= 0 {
+		arg0 = arg0[i+1:]
+	}
+	return string(arg0) == "workspace" || string(arg0) == "bwrap"
+}
+
+// Namings returns the workspaces of the agents root of l that argv names:
+// `workspace run|start|serve KEY --root ROOT [--launch HASH]` when ROOT,
+// cleaned, is l's root, and bwrap's `--bind SRC DEST` or `--bind-try SRC DEST`
+// when SRC, cleaned, is a workspace directory of l or lies inside one. Flags
+// may be written -x or --x, with the value after '=' or as the next argument.
+func Namings(argv []string, l Layout) []Naming {
+	if len(argv) == 0 {
+		return nil
+	}
+	switch filepath.Base(argv[0]) {
+	case "workspace":
+		n, ok := workspaceNaming(argv, l)
+		if !ok {
+			return nil
+		}
+		return []Naming{n}
+	case "bwrap":
+		var out []Naming
+		for i := 1; i+1 < len(argv); i++ {
+			if argv[i] != "--bind" && argv[i] != "--bind-try" {
+				continue
+			}
+			// A token scan without bwrap's arities can only err towards
+			// naming, which refuses a launch; it never lets one through.
+			src := argv[i+1]
+			if k, ok := l.KeyWithin(src); ok && !hasNaming(out, k) {
+				out = append(out, Naming{Verb: VerbBind, Key: k, Root: l.Root()})
+			}
+			i += 2
+		}
+		return out
+	}
+	return nil
+}
+
+func hasNaming(ns []Naming, k Key) bool {
+	for _, n := range ns {
+		if n.Key == k {
+			return true
+		}
+	}
+	return false
+}
+
+func workspaceNaming(argv []string, l Layout) (Naming, bool) {
+	if len(argv) < 3 {
+		return Naming{}, false
+	}
+	var n Naming
+	switch v := Verb(argv[1]); v {
+	case VerbRun, VerbStart, VerbServe:
+		n.Verb = v
+	default:
+		return Naming{}, false
+	}
+	var key string
+	positional := false
+	for i := 2; i < len(argv); i++ {
+		a := argv[i]
+		if positional || a == "-" || !strings.HasPrefix(a, "-") {
+			if key == "" {
+				key = a
+			}
+			continue
+		}
+		if a == "--" {
+			positional = true
+			continue
+		}
+		name, val, hasVal := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		if name != "root" && name != "launch" {
+			continue
+		}
+		if !hasVal {
+			if i+1 >= len(argv) {
+				break
+			}
+			i++
+			val = argv[i]
+		}
+		if name == "root" {
+			n.Root = val
+		} else {
+			n.Launch = val
+		}
+	}
+	k, err := ParseKey(key)
+	if err != nil {
+		return Naming{}, false
+	}
+	n.Key = k
+	if n.Root == "" || !filepath.IsAbs(n.Root) {
+		n.Unsure = true
+		return n, true
+	}
+	n.Root = filepath.Clean(n.Root)
+	if n.Root != l.Root() {
+		return Naming{}, false
+	}
+	return n, true
+}
+
+// Origin is how a process naming a workspace was started.
+type Origin string
+
+// The origins. The zero value means not yet decided.
+const (
+	// OriginDaemon: the process, or the outermost of its chain of ancestors
+	// naming the same workspace, is a child of the daemon (started from the
+	// console or for CI).
+	OriginDaemon Origin = "daemon"
+	// OriginTerminal: started by anything else, such as a shell.
+	OriginTerminal Origin = "terminal"
+	// OriginOrphan: that outermost process's parent is PID 1 or a subreaper,
+	// so whoever started it is gone.
+	OriginOrphan Origin = "orphan"
+)
+
+// Process is one process of the table: a process whose command line names a
+// workspace of the agents root.
+type Process struct {
+	ID    ProcID
+	PPID  int
+	PGID  int
+	SID   int
+	Comm  string
+	Argv  []string
+	Names []Naming
+	// Exe is /proc/PID/exe; "" when it could not be read.
+	Exe string
+	// Release is the release the process runs: ID for an executable in
+	// RELEASE_ROOT/releases/ID/, otherwise the executable's directory; ""
+	// when unknown.
+	Release string
+	// Listening says whether the process holds its workspace's wake pipe open
+	// for reading.
+	Listening Answer
+	Origin    Origin
+	// Partial says why some of the above could not be read (the process
+	// vanished mid-scan, say); "" when all was read. A partial process still
+	// names its workspaces.
+	Partial string
+}
+
+// NamesKey says whether the process names the workspace k (surely or not).
+func (p Process) NamesKey(k Key) (named, unsure bool) {
+	for _, n := range p.Names {
+		if n.Key != k {
+			continue
+		}
+		if n.Unsure {
+			unsure = true
+		} else {
+			named = true
+		}
+	}
+	return named, unsure
+}
+
+// Unreadable is a process the scan listed but could not read: it may name
+// any workspace.
+type Unreadable struct {
+	PID int
+	Err string
+}
+
+// Table is the process table as far as OCX is concerned.
+type Table struct {
+	Procs      []Process
+	Unreadable []Unreadable
+}
+
+// Verdict answers "does any process name workspace Key?".
+type Verdict struct {
+	Key Key
+	// Named is Yes when a process names it, No when the evidence says none
+	// does, Unknown when some process could not be read or names it under a
+	// root that cannot be matched: refuse on anything but No.
+	Named  Answer
+	By     []ProcID // the processes that name it
+	Unsure []int    // the PIDs that made the answer Unknown
+}
+
+// String renders the verdict for a log or a refusal note.
+func (v Verdict) String() string {
+	switch v.Named {
+	case Yes:
+		ids := make([]string, len(v.By))
+		for i, id := range v.By {
+			ids[i] = id.String()
+		}
+		return fmt.Sprintf("workspace %s is named by %s", v.Key, strings.Join(ids, ", "))
+	case No:
+		return fmt.Sprintf("no process names workspace %s", v.Key)
+	}
+	return fmt.Sprintf("cannot tell whether a process names workspace %s: pids %v could not be read or matched", v.Key, v.Unsure)
+}
+
+// Naming answers whether any process of the table names the workspace k.
+func (t Table) Naming(k Key) Verdict {
+	v := Verdict{Key: k}
+	for _, p := range t.Procs {
+		named, unsure := p.NamesKey(k)
+		if named {
+			v.By = append(v.By, p.ID)
+		} else if unsure {
+			v.Unsure = append(v.Unsure, p.ID.PID)
+		}
+	}
+	for _, u := range t.Unreadable {
+		v.Unsure = append(v.Unsure, u.PID)
+	}
+	switch {
+	case len(v.By) > 0:
+		v.Named = Yes
+	case len(v.Unsure) > 0:
+		v.Named = Unknown
+	default:
+		v.Named = No
+	}
+	return v
+}
+
+// Find returns the process with identity id.
+func (t Table) Find(id ProcID) (Process, bool) {
+	for _, p := range t.Procs {
+		if p.ID == id {
+			return p, true
+		}
+	}
+	return Process{}, false
+}
+
+// SetOrigins decides each process's Origin. daemon is the daemon's PID (0 when
+// none runs); subreaper says whether a PID is a child subreaper, and may be nil.
+// A process's chain is followed up through parents that name the same
+// workspace (bwrap, its init, then `workspace serve`); the parent of the
+// chain's top decides.
+func (t *Table) SetOrigins(daemon int, subreaper func(pid int) bool) {
+	byPID := make(map[int]*Process, len(t.Procs))
+	for i := range t.Procs {
+		byPID[t.Procs[i].ID.PID] = &t.Procs[i]
+	}
+	for i := range t.Procs {
+		p := &t.Procs[i]
+		top := p
+		for range len(t.Procs) {
+			parent, ok := byPID[top.PPID]
+			if !ok || parent == top || !sharesKey(*parent, *p) {
+				break
+			}
+			top = parent
+		}
+		switch {
+		case daemon > 0 && top.PPID == daemon:
+			p.Origin = OriginDaemon
+		case top.PPID <= 1 || (subreaper != nil && subreaper(top.PPID)):
+			p.Origin = OriginOrphan
+		default:
+			p.Origin = OriginTerminal
+		}
+	}
+}
+
+func sharesKey(a, b Process) bool {
+	for _, n := range a.Names {
+		for _, m := range b.Names {
+			if n.Key == m.Key {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ReleaseOf says which release an executable belongs to: ID when exe lies in
+// releaseRoot/releases/ID/, otherwise the executable's directory.
+func ReleaseOf(exe, releaseRoot string) string {
+	if releaseRoot != "" {
+		prefix := filepath.Join(filepath.Clean(releaseRoot), "releases") + "/"
+		if rest, ok := strings.CutPrefix(filepath.Clean(exe), prefix); ok {
+			if id, _, ok := strings.Cut(rest, "/"); ok && id != "" {
+				return id
+			}
+		}
+	}
+	return filepath.Dir(exe)
+}

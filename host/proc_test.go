@@ -1,0 +1,275 @@
+package host
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+func fixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "proc", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestParseStat(t *testing.T) {
+	cases := []struct {
+		file   string
+		want   Stat
+		kernel bool
+		zombie bool
+	}{
+		{"stat-cat.txt", Stat{PID: 10305, Comm: "cat", State: 'R', PPID: 10303, PGID: 10303, SID: 4528, Flags: 4194304, Start: 93340}, false, false},
+		{"stat-kthreadd.txt", Stat{PID: 2, Comm: "kthreadd", State: 'S', PPID: 0, PGID: 0, SID: 0, Flags: 2129984, Start: 18}, true, false},
+		{"stat-parens.txt", Stat{PID: 4242, Comm: "we ird) (name)", State: 'S', PPID: 1, PGID: 4242, SID: 4242, Flags: 4194560, Start: 987654321}, false, false},
+		{"stat-zombie.txt", Stat{PID: 77, Comm: "workspace", State: 'Z', PPID: 50, PGID: 77, SID: 77, Flags: 4227148, Start: 5555}, false, true},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			got, err := ParseStat(fixture(t, c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Fatalf("ParseStat = %+v, want %+v", got, c.want)
+			}
+			if got.Kernel() != c.kernel || got.Zombie() != c.zombie {
+				t.Fatalf("Kernel %v Zombie %v, want %v %v", got.Kernel(), got.Zombie(), c.kernel, c.zombie)
+			}
+		})
+	}
+	init, err := ParseStat(fixture(t, "stat-init.txt"))
+	if err != nil || init.PID != 1 || init.PPID != 0 {
+		t.Fatalf("init: %+v %v", init, err)
+	}
+}
+
+func TestParseStatRefusesMalformed(t *testing.T) {
+	for _, b := range [][]byte{
+		fixture(t, "stat-truncated.txt"),
+		nil,
+		[]byte("12 cat S 1 2 3"),
+		[]byte("x (cat) S 1 2 3 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0"),
+		[]byte("12 (cat) S one 2 3 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0"),
+		[]byte("12 (cat) S 1 2 3 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 soon 0 0"),
+	} {
+		if _, err := ParseStat(b); !errors.Is(err, ErrBadStat) {
+			t.Errorf("ParseStat(%q) = %v, want ErrBadStat", b, err)
+		}
+	}
+}
+
+func FuzzParseStat(f *testing.F) {
+	for _, n := range []string{"stat-cat.txt", "stat-kthreadd.txt", "stat-parens.txt", "stat-zombie.txt", "stat-truncated.txt"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "proc", n))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := ParseStat(b)
+		if err == nil && s.PID <= 0 {
+			t.Fatalf("accepted pid %d", s.PID)
+		}
+	})
+}
+
+func TestParseCmdline(t *testing.T) {
+	got := ParseCmdline(fixture(t, "cmdline-serve.bin"))
+	want := []string{"/var/lib/ocx/release/releases/abc/workspace", "serve", "alice/demo", "--root", "/var/lib/ocx/agents", "--launch", "aaaabbbbccccddddeeeeffff0000111122223333"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %q", got)
+	}
+	if got := ParseCmdline(fixture(t, "cmdline-empty.bin")); got != nil {
+		t.Fatalf("empty: %q", got)
+	}
+	// An argument that is itself empty survives; only trailing NULs go.
+	if got := ParseCmdline([]byte("a\x00\x00b\x00")); !reflect.DeepEqual(got, []string{"a", "", "b"}) {
+		t.Fatalf("got %q", got)
+	}
+	if !MayName(fixture(t, "cmdline-serve.bin")) || !MayName(fixture(t, "cmdline-bwrap.bin")) {
+		t.Fatal("MayName refused a workspace or bwrap command line")
+	}
+	if MayName(fixture(t, "cmdline-init.bin")) || MayName(nil) || MayName([]byte("/bin/workspaces\x00serve")) {
+		t.Fatal("MayName accepted another program")
+	}
+}
+
+func mustLayout(t testing.TB, root string) Layout {
+	t.Helper()
+	l, err := NewLayout(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestNamings(t *testing.T) {
+	l := mustLayout(t, "/var/lib/ocx/agents")
+	k := Key{"alice", "demo"}
+	hash := "aaaabbbbccccddddeeeeffff0000111122223333"
+	cases := []struct {
+		name string
+		argv []string
+		want []Naming
+	}{
+		{"serve from fixture", ParseCmdline(fixture(t, "cmdline-serve.bin")),
+			[]Naming{{Verb: VerbServe, Key: k, Root: l.Root(), Launch: hash}}},
+		{"run", []string{"workspace", "run", "alice/demo", "--root", "/var/lib/ocx/agents"},
+			[]Naming{{Verb: VerbRun, Key: k, Root: l.Root()}}},
+		{"start, -root=, unclean", []string{"/opt/workspace", "start", "-root=/var/lib/ocx//agents/", "alice/demo"},
+			[]Naming{{Verb: VerbStart, Key: k, Root: l.Root()}}},
+		{"other flags and --", []string{"workspace", "serve", "--verbose", "--launch=" + hash, "--root", "/var/lib/ocx/agents", "--", "alice/demo"},
+			[]Naming{{Verb: VerbServe, Key: k, Root: l.Root(), Launch: hash}}},
+		{"another root", []string{"workspace", "run", "alice/demo", "--root", "/srv/agents"}, nil},
+		{"relative root", []string{"workspace", "run", "alice/demo", "--root", "agents"},
+			[]Naming{{Verb: VerbRun, Key: k, Root: "agents", Unsure: true}}},
+		{"no root", []string{"workspace", "run", "alice/demo"},
+			[]Naming{{Verb: VerbRun, Key: k, Unsure: true}}},
+		{"bad key", []string{"workspace", "run", "alice", "--root", "/var/lib/ocx/agents"}, nil},
+		{"pseudo-user key", []string{"workspace", "run", "nobody/demo", "--root", "/var/lib/ocx/agents"}, nil},
+		{"other verb", []string{"workspace", "gc", "alice/demo", "--root", "/var/lib/ocx/agents"}, nil},
+		{"other program", []string{"/bin/workspaces", "run", "alice/demo", "--root", "/var/lib/ocx/agents"}, nil},
+		{"bwrap fixture", ParseCmdline(fixture(t, "cmdline-bwrap.bin")),
+			[]Naming{{Verb: VerbBind, Key: k, Root: l.Root()}}},
+		{"bwrap bind-try inside", []string{"/usr/bin/bwrap", "--bind-try", "/var/lib/ocx/agents/alice/projects/demo/tree", "/w", "--", "sh"},
+			[]Naming{{Verb: VerbBind, Key: k, Root: l.Root()}}},
+		{"bwrap two workspaces", []string{"bwrap", "--bind", "/var/lib/ocx/agents/alice/projects/demo", "/a", "--bind", "/var/lib/ocx/agents/bob/projects/demo", "/b"},
+			[]Naming{{Verb: VerbBind, Key: k, Root: l.Root()}, {Verb: VerbBind, Key: Key{"bob", "demo"}, Root: l.Root()}}},
+		{"bwrap ro-bind", []string{"bwrap", "--ro-bind", "/var/lib/ocx/agents/alice/projects/demo", "/a"}, nil},
+		{"bwrap agents root", []string{"bwrap", "--bind", "/var/lib/ocx/agents", "/a"}, nil},
+		{"bwrap dest only", []string{"bwrap", "--bind", "/x", "/var/lib/ocx/agents/alice/projects/demo"}, nil},
+		{"empty", nil, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Namings(c.argv, l)
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("Namings(%q) = %+v, want %+v", c.argv, got, c.want)
+			}
+		})
+	}
+}
+
+func TestTableNaming(t *testing.T) {
+	k := Key{"alice", "demo"}
+	other := Key{"bob", "demo"}
+	named := Process{ID: ProcID{10, 100}, Names: []Naming{{Verb: VerbServe, Key: k}}}
+	unsure := Process{ID: ProcID{11, 110}, Names: []Naming{{Verb: VerbRun, Key: k, Unsure: true}}}
+	elsewhere := Process{ID: ProcID{12, 120}, Names: []Naming{{Verb: VerbRun, Key: other}}}
+	cases := []struct {
+		name  string
+		table Table
+		want  Answer
+	}{
+		{"empty", Table{}, No},
+		{"other workspace", Table{Procs: []Process{elsewhere}}, No},
+		{"named", Table{Procs: []Process{elsewhere, named}}, Yes},
+		{"named and unreadable", Table{Procs: []Process{named}, Unreadable: []Unreadable{{PID: 5}}}, Yes},
+		{"unsure root", Table{Procs: []Process{unsure}}, Unknown},
+		{"unreadable", Table{Procs: []Process{elsewhere}, Unreadable: []Unreadable{{PID: 5, Err: "permission denied"}}}, Unknown},
+	}
+	for _, c := range cases {
+		v := c.table.Naming(k)
+		if v.Named != c.want {
+			t.Errorf("%s: Named = %v, want %v (%s)", c.name, v.Named, c.want, v)
+		}
+		if (v.Named == Yes) != (len(v.By) > 0) {
+			t.Errorf("%s: By = %v with %v", c.name, v.By, v.Named)
+		}
+	}
+	v := Table{Procs: []Process{named}}.Naming(k)
+	if v.String() != "workspace alice/demo is named by pid 10 start 100" {
+		t.Fatalf("String = %q", v.String())
+	}
+}
+
+func TestSetOrigins(t *testing.T) {
+	k := Key{"alice", "demo"}
+	n := []Naming{{Verb: VerbServe, Key: k}}
+	const daemon = 500
+	// daemon 500 -> bwrap 501 -> init 502 -> serve 503: all of them "daemon".
+	// shell 600 -> run 601: "terminal". 1 -> serve 701: "orphan".
+	// subreaper 800 -> bwrap 801: "orphan". bwrap 900 (parent 1) -> a process
+	// naming another workspace 901: its own chain, parent 900 names another key.
+	tab := Table{Procs: []Process{
+		{ID: ProcID{503, 1}, PPID: 502, Names: n},
+		{ID: ProcID{501, 1}, PPID: daemon, Names: n},
+		{ID: ProcID{502, 1}, PPID: 501, Names: n},
+		{ID: ProcID{601, 1}, PPID: 600, Names: n},
+		{ID: ProcID{701, 1}, PPID: 1, Names: n},
+		{ID: ProcID{801, 1}, PPID: 800, Names: n},
+		{ID: ProcID{900, 1}, PPID: daemon, Names: []Naming{{Key: Key{"bob", "x"}}}},
+		{ID: ProcID{901, 1}, PPID: 900, Names: n},
+	}}
+	tab.SetOrigins(daemon, func(pid int) bool { return pid == 800 })
+	want := map[int]Origin{503: OriginDaemon, 501: OriginDaemon, 502: OriginDaemon, 601: OriginTerminal,
+		701: OriginOrphan, 801: OriginOrphan, 900: OriginDaemon, 901: OriginTerminal}
+	for _, p := range tab.Procs {
+		if p.Origin != want[p.ID.PID] {
+			t.Errorf("pid %d: origin %q, want %q", p.ID.PID, p.Origin, want[p.ID.PID])
+		}
+	}
+	// Without a daemon, the daemon's former children are terminal sessions
+	// of whoever is their parent now, or orphans.
+	tab.SetOrigins(0, nil)
+	if tab.Procs[0].Origin != OriginTerminal || tab.Procs[4].Origin != OriginOrphan {
+		t.Fatalf("without daemon: %q %q", tab.Procs[0].Origin, tab.Procs[4].Origin)
+	}
+	// A cycle of parents (impossible, but a scan is not atomic) ends.
+	loop := Table{Procs: []Process{{ID: ProcID{2000, 1}, PPID: 2001, Names: n}, {ID: ProcID{2001, 1}, PPID: 2000, Names: n}}}
+	loop.SetOrigins(daemon, nil)
+	if loop.Procs[0].Origin == "" {
+		t.Fatal("cycle left no origin")
+	}
+}
+
+func TestReleaseOf(t *testing.T) {
+	cases := []struct{ exe, root, want string }{
+		{"/var/lib/ocx/release/releases/abc123/workspace", "/var/lib/ocx/release", "abc123"},
+		{"/var/lib/ocx/release/releases/abc123/bin/workspace", "/var/lib/ocx/release/", "abc123"},
+		{"/var/lib/ocx/release/current/workspace", "/var/lib/ocx/release", "/var/lib/ocx/release/current"},
+		{"/home/dev/ocx/bin/workspace", "/var/lib/ocx/release", "/home/dev/ocx/bin"},
+		{"/home/dev/ocx/bin/workspace", "", "/home/dev/ocx/bin"},
+		{"/var/lib/ocx/release/releases/workspace", "/var/lib/ocx/release", "/var/lib/ocx/release/releases"},
+	}
+	for _, c := range cases {
+		if got := ReleaseOf(c.exe, c.root); got != c.want {
+			t.Errorf("ReleaseOf(%q, %q) = %q, want %q", c.exe, c.root, got, c.want)
+		}
+	}
+}
+
+func TestExitOutcome(t *testing.T) {
+	cases := []struct {
+		e      Exit
+		out    Outcome
+		status int
+	}{
+		{Exit{Known: true, Code: 3}, OutcomeExited, 3},
+		{Exit{Known: true, Signal: 15}, OutcomeSignaled, 143},
+		{Exit{Known: false, Code: 3}, OutcomeUnknown, 0},
+		{Exit{Known: true, Code: 0, Sandbox: &SandboxExit{ChildPID: 9, Reported: true, Code: 143}}, OutcomeExited, 143},
+		{Exit{Known: true, Code: 1, Sandbox: &SandboxExit{ChildPID: 9}}, OutcomeSandboxFailed, 1},
+		{Exit{Known: true, Signal: 9, Sandbox: &SandboxExit{ChildPID: 9}}, OutcomeSignaled, 137},
+	}
+	for _, c := range cases {
+		out, status := c.e.Outcome()
+		if out != c.out || status != c.status {
+			t.Errorf("%+v: Outcome = %s %d, want %s %d", c.e, out, status, c.out, c.status)
+		}
+		if c.e.String() == "" {
+			t.Errorf("empty String for %+v", c.e)
+		}
+	}
+	got := Exit{ID: ProcID{7, 70}, Known: true, Code: 1, Sandbox: &SandboxExit{ChildPID: 9}}.String()
+	if got != "exit pid 7 start 70 sandbox-failed status 1 sandbox-child 9 bwrap-code 1 bwrap-signal 0 user 0s system 0s maxrss 0" {
+		t.Fatalf("String = %q", got)
+	}
+}

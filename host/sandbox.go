@@ -1,0 +1,307 @@
+package host
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Sandbox is a workspace definition's sandbox (seed 000): what a session sees.
+// The daemon maps the record's definition onto this type.
+type Sandbox struct {
+	Network   bool     // shares the host's network
+	ReadOnly  []string // host paths seen read-only, where they are on the host
+	ReadWrite []string // host paths seen read-write, where they are on the host
+	Homes     []string // host paths seen read-write inside the workspace, by their last name
+	Path      []string // the directories of PATH, in order
+}
+
+// SandboxSpec is a sandbox plus what the node adds for one session.
+type SandboxSpec struct {
+	Sandbox   Sandbox
+	Workspace string // the workspace directory: bound read-write, and HOME
+	Release   string // the release directory the program runs from, bound read-only; "" for none
+}
+
+// BwrapArgs builds bwrap's argv (its argv[0] is "bwrap") that runs argv in dir
+// (the workspace when dir is "") inside the sandbox of s. What is the same for
+// every workspace comes first: a session of its own (--new-session, always:
+// no TIOCSTI into a terminal), every namespace unshared (--share-net gives the
+// network back), its own /proc, /dev and /tmp. Then the stated paths, later
+// ones seen over earlier ones at the same place: read_only (--ro-bind-try, so
+// a system path this host lacks is simply absent), read_write, the workspace,
+// the release read-only, the homes inside the workspace. HOME is the
+// workspace and PATH is path. --die-with-parent is never given: a session
+// outlives the daemon. statusFD, when positive, is given as --json-status-fd,
+// so that a sandbox that failed to start can be told from a session that exited.
+//
+// BwrapArgs checks shapes only; CheckSandbox checks where the paths lead.
+func BwrapArgs(s SandboxSpec, statusFD int, dir string, argv []string) ([]string, error) {
+	if err := checkSpec(s); err != nil {
+		return nil, err
+	}
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, fmt.Errorf("host: sandbox: no command to run")
+	}
+	if dir == "" {
+		dir = s.Workspace
+	}
+	if err := absClean("sandbox directory", dir); err != nil {
+		return nil, err
+	}
+	ws := filepath.Clean(s.Workspace)
+	a := []string{"bwrap", "--new-session", "--unshare-all"}
+	if s.Sandbox.Network {
+		a = append(a, "--share-net")
+	}
+	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+	for _, p := range dedupe(s.Sandbox.ReadOnly) {
+		// A path in both lists is read-write (seed 004, section 6).
+		if p == ws || slices.Contains(s.Sandbox.ReadWrite, p) {
+			continue
+		}
+		a = append(a, "--ro-bind-try", p, p)
+	}
+	for _, p := range dedupe(s.Sandbox.ReadWrite) {
+		if p == ws {
+			continue
+		}
+		a = append(a, "--bind", p, p)
+	}
+	a = append(a, "--bind", ws, ws)
+	if s.Release != "" {
+		a = append(a, "--ro-bind", s.Release, s.Release)
+	}
+	for _, h := range s.Sandbox.Homes {
+		a = append(a, "--bind", h, filepath.Join(ws, filepath.Base(h)))
+	}
+	a = append(a, "--setenv", "HOME", ws)
+	if len(s.Sandbox.Path) > 0 {
+		a = append(a, "--setenv", "PATH", strings.Join(s.Sandbox.Path, ":"))
+	}
+	a = append(a, "--chdir", dir)
+	if statusFD > 0 {
+		a = append(a, "--json-status-fd", fmt.Sprint(statusFD))
+	}
+	a = append(a, "--")
+	return append(a, argv...), nil
+}
+
+func dedupe(ps []string) []string {
+	var out []string
+	for _, p := range ps {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// checkSpec checks every path's shape: absolute, clean, no NUL; homes with
+// distinct last names that are not the workspace's own entries; PATH entries
+// without ':'; and no stated path over the sandbox's own /proc, /dev or /tmp.
+func checkSpec(s SandboxSpec) error {
+	if err := absClean("workspace", s.Workspace); err != nil {
+		return err
+	}
+	if s.Release != "" {
+		if err := absClean("release", s.Release); err != nil {
+			return err
+		}
+	}
+	lists := []struct {
+		name  string
+		paths []string
+	}{{"read_only", s.Sandbox.ReadOnly}, {"read_write", s.Sandbox.ReadWrite}, {"homes", s.Sandbox.Homes}}
+	for _, l := range lists {
+		for i, p := range l.paths {
+			field := fmt.Sprintf("%s[%d]", l.name, i)
+			if err := absClean(field, p); err != nil {
+				return err
+			}
+			if err := CheckFixed(p); err != nil {
+				return fmt.Errorf("host: sandbox %s: %w", field, err)
+			}
+		}
+	}
+	seen := map[string]string{}
+	for i, h := range s.Sandbox.Homes {
+		base := filepath.Base(h)
+		if h == "/" {
+			return fmt.Errorf("host: sandbox homes[%d]: / has no last name", i)
+		}
+		if slices.Contains(OwnEntries, base) {
+			return fmt.Errorf("host: sandbox homes[%d] %q: its last name %q is one of the workspace's own entries", i, h, base)
+		}
+		if prev, ok := seen[base]; ok {
+			return fmt.Errorf("host: sandbox homes[%d] %q: its last name %q is also %q's", i, h, base, prev)
+		}
+		seen[base] = h
+	}
+	for i, p := range s.Sandbox.Path {
+		if err := absClean(fmt.Sprintf("path[%d]", i), p); err != nil {
+			return err
+		}
+		if strings.ContainsRune(p, ':') {
+			return fmt.Errorf("host: sandbox path[%d] %q holds ':'", i, p)
+		}
+	}
+	return nil
+}
+
+func absClean(field, p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("host: sandbox %s is empty", field)
+	case strings.IndexByte(p, 0) >= 0:
+		return fmt.Errorf("host: sandbox %s %q holds a NUL", field, p)
+	case !filepath.IsAbs(p):
+		return fmt.Errorf("host: sandbox %s %q is not absolute", field, p)
+	case filepath.Clean(p) != p:
+		return fmt.Errorf("host: sandbox %s %q is not clean (%q)", field, p, filepath.Clean(p))
+	}
+	return nil
+}
+
+// CheckFixed refuses a stated path that would hide what every sandbox has of
+// its own: a path that is, holds or lies within /proc or /dev, or that is or
+// holds /tmp (a path inside /tmp is bound over the sandbox's own /tmp).
+func CheckFixed(p string) error {
+	for _, f := range []string{"/proc", "/dev"} {
+		if within(p, f) || within(f, p) {
+			return fmt.Errorf("%w: %q would hide the sandbox's own %s", ErrRefused, p, f)
+		}
+	}
+	if within("/tmp", p) {
+		return fmt.Errorf("%w: %q would hide the sandbox's own /tmp", ErrRefused, p)
+	}
+	return nil
+}
+
+// within says whether p is b or lies below it; both are clean and absolute.
+func within(p, b string) bool {
+	return p == b || b == "/" || strings.HasPrefix(p, b+"/")
+}
+
+// NodeFiles are the node's own files (seed 004, section 6), every path
+// already resolved (links followed) and clean. A sandbox may not see them.
+type NodeFiles struct {
+	Repositories []string // each repository file
+	Agents       string   // the agents root: the daemon's state and every password
+	ReleaseRoot  string   // the release root; "" without one
+	Release      string   // the release the session runs: may be named
+	Workspace    string   // the session's own workspace: may be named
+}
+
+// RefusalError says which sandbox path reaches which of the node's files.
+type RefusalError struct {
+	Path     string // as the definition states it
+	Resolved string // after links were followed
+	Reason   string
+}
+
+func (e *RefusalError) Error() string {
+	if e.Resolved != "" && e.Resolved != e.Path {
+		return fmt.Sprintf("host: sandbox path %q (%q once links are followed) %s", e.Path, e.Resolved, e.Reason)
+	}
+	return fmt.Sprintf("host: sandbox path %q %s", e.Path, e.Reason)
+}
+
+// Unwrap lets errors.Is(err, ErrRefused) hold.
+func (e *RefusalError) Unwrap() error { return ErrRefused }
+
+// Check refuses a resolved path that is, holds or lies within one of the
+// node's own files: a repository (its -journal, -wal and -shm too), the agents
+// root except the workspace itself and what lies in it (other workspaces'
+// clones remember their logins' passwords), the release root except the
+// release and the workspace.
+func (n NodeFiles) Check(p string) error { return n.check(p, false) }
+
+// CheckReadOnly is Check for a path seen read-only, which may also name any
+// release of the release root (RELEASE_ROOT/releases/ID), so that a definition
+// naming the release root's current link still runs on the previous release.
+func (n NodeFiles) CheckReadOnly(p string) error { return n.check(p, true) }
+
+func (n NodeFiles) check(p string, readOnly bool) error {
+	refuse := func(why string) error { return &RefusalError{Path: p, Resolved: p, Reason: why} }
+	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+		return refuse("is not an absolute, clean path")
+	}
+	if err := CheckFixed(p); err != nil {
+		return refuse(strings.TrimPrefix(err.Error(), ErrRefused.Error()+": "))
+	}
+	for _, r := range n.Repositories {
+		if within(p, r) || within(r, p) || strings.HasPrefix(p, r+"-") {
+			return refuse(fmt.Sprintf("is, holds or lies within the repository %s", r))
+		}
+	}
+	inWorkspace := n.Workspace != "" && within(p, n.Workspace)
+	if n.Agents != "" && !inWorkspace && (within(p, n.Agents) || within(n.Agents, p)) {
+		return refuse(fmt.Sprintf("is, holds or lies within the agents root %s (only the workspace itself may be named)", n.Agents))
+	}
+	inRelease := n.Release != "" && within(p, n.Release)
+	if readOnly && n.ReleaseRoot != "" {
+		releases := filepath.Join(n.ReleaseRoot, "releases")
+		if rest, ok := strings.CutPrefix(p, releases+"/"); ok && rest != "" {
+			inRelease = true
+		}
+	}
+	if n.ReleaseRoot != "" && !inWorkspace && !inRelease && (within(p, n.ReleaseRoot) || within(n.ReleaseRoot, p)) {
+		return refuse(fmt.Sprintf("is, holds or lies within the release root %s (only the release and the workspace may be named)", n.ReleaseRoot))
+	}
+	return nil
+}
+
+// CheckSandbox resolves and checks every path of sb that a sandbox would
+// see: read_only, read_write and homes. A path that cannot be resolved is
+// refused: no decision rests on evidence that could not be read.
+func (n NodeFiles) CheckSandbox(sb Sandbox, resolve func(string) (string, error)) error {
+	for i, l := range [][]string{sb.ReadOnly, sb.ReadWrite, sb.Homes} {
+		for _, p := range l {
+			r, err := resolve(p)
+			if err != nil {
+				return &RefusalError{Path: p, Reason: fmt.Sprintf("cannot be resolved: %v", err)}
+			}
+			if err := n.check(r, i == 0); err != nil {
+				err.(*RefusalError).Path = p
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// BwrapStatus is what bwrap wrote to its --json-status-fd.
+type BwrapStatus struct {
+	ChildPID int  // the sandbox's first process; 0 when not written
+	Exited   bool // the command ran to its end and ExitCode is its code
+	ExitCode int
+}
+
+// ParseBwrapStatus reads bwrap's JSON status lines; a line that is not
+// complete JSON is ignored.
+func ParseBwrapStatus(b []byte) BwrapStatus {
+	var st BwrapStatus
+	for line := range bytes.Lines(b) {
+		if !bytes.HasSuffix(line, []byte("\n")) {
+			break
+		}
+		var v struct {
+			ChildPID *int `json:"child-pid"`
+			ExitCode *int `json:"exit-code"`
+		}
+		if json.Unmarshal(line, &v) != nil {
+			continue
+		}
+		if v.ChildPID != nil {
+			st.ChildPID = *v.ChildPID
+		}
+		if v.ExitCode != nil {
+			st.Exited, st.ExitCode = true, *v.ExitCode
+		}
+	}
+	return st
+}

@@ -1,0 +1,240 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+func TestBwrapArgs(t *testing.T) {
+	ws := "/var/lib/ocx/agents/ci-ocx/projects/ollama"
+	s := SandboxSpec{
+		Sandbox: Sandbox{
+			Network:   true,
+			ReadOnly:  []string{"/usr", "/etc/ssl", "/usr", "/opt/shared"},
+			ReadWrite: []string{ws, "/opt/shared", "/srv/cache"},
+			Homes:     []string{"/root/.claude", "/root/.claude.json"},
+			Path:      []string{"/var/lib/ocx/release/current", "/usr/bin", "/bin"},
+		},
+		Workspace: ws,
+		Release:   "/var/lib/ocx/release/releases/abc",
+	}
+	got, err := BwrapArgs(s, 3, ws+"/tree", []string{"/var/lib/ocx/release/releases/abc/workspace", "serve", "ci-ocx/ollama"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"bwrap", "--new-session", "--unshare-all", "--share-net",
+		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+		"--ro-bind-try", "/usr", "/usr", "--ro-bind-try", "/etc/ssl", "/etc/ssl",
+		"--bind", "/opt/shared", "/opt/shared", "--bind", "/srv/cache", "/srv/cache",
+		"--bind", ws, ws,
+		"--ro-bind", "/var/lib/ocx/release/releases/abc", "/var/lib/ocx/release/releases/abc",
+		"--bind", "/root/.claude", ws + "/.claude", "--bind", "/root/.claude.json", ws + "/.claude.json",
+		"--setenv", "HOME", ws, "--setenv", "PATH", "/var/lib/ocx/release/current:/usr/bin:/bin",
+		"--chdir", ws + "/tree", "--json-status-fd", "3",
+		"--", "/var/lib/ocx/release/releases/abc/workspace", "serve", "ci-ocx/ollama"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("BwrapArgs =\n%q\nwant\n%q", got, want)
+	}
+	// No network: every namespace stays unshared. No status fd, no release,
+	// no PATH, and the workspace as the directory.
+	s.Sandbox = Sandbox{ReadOnly: []string{"/usr"}}
+	s.Release = ""
+	got, err = BwrapArgs(s, 0, "", []string{"sh", "-c", "echo --die-with-parent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"bwrap", "--new-session", "--unshare-all", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+		"--ro-bind-try", "/usr", "/usr", "--bind", ws, ws, "--setenv", "HOME", ws, "--chdir", ws,
+		"--", "sh", "-c", "echo --die-with-parent"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("BwrapArgs =\n%q\nwant\n%q", got, want)
+	}
+	// What a session must never get, whatever it asks.
+	for _, a := range got[:slices.Index(got, "--")] {
+		if a == "--die-with-parent" || a == "--share-net" {
+			t.Fatalf("got %s", a)
+		}
+	}
+	// The built command names its workspace for the process table.
+	l := mustLayout(t, "/var/lib/ocx/agents")
+	if n := Namings(got, l); len(n) != 1 || n[0].Key != (Key{"ci-ocx", "ollama"}) {
+		t.Fatalf("the bwrap command names %+v", n)
+	}
+}
+
+func TestBwrapArgsRefuses(t *testing.T) {
+	ws := "/a/alice/projects/demo"
+	base := func() SandboxSpec { return SandboxSpec{Workspace: ws} }
+	cases := map[string]func(*SandboxSpec){
+		"relative workspace":   func(s *SandboxSpec) { s.Workspace = "a/b" },
+		"unclean read_only":    func(s *SandboxSpec) { s.Sandbox.ReadOnly = []string{"/usr/../etc"} },
+		"relative read_write":  func(s *SandboxSpec) { s.Sandbox.ReadWrite = []string{"tmp"} },
+		"NUL":                  func(s *SandboxSpec) { s.Sandbox.ReadOnly = []string{"/usr\x00"} },
+		"proc":                 func(s *SandboxSpec) { s.Sandbox.ReadOnly = []string{"/proc"} },
+		"inside dev":           func(s *SandboxSpec) { s.Sandbox.ReadWrite = []string{"/dev/shm"} },
+		"tmp itself":           func(s *SandboxSpec) { s.Sandbox.ReadWrite = []string{"/tmp"} },
+		"root":                 func(s *SandboxSpec) { s.Sandbox.ReadOnly = []string{"/"} },
+		"home named tree":      func(s *SandboxSpec) { s.Sandbox.Homes = []string{"/root/tree"} },
+		"homes sharing a name": func(s *SandboxSpec) { s.Sandbox.Homes = []string{"/root/.x", "/home/u/.x"} },
+		"path with colon":      func(s *SandboxSpec) { s.Sandbox.Path = []string{"/usr/bin:/bin"} },
+		"relative release":     func(s *SandboxSpec) { s.Release = "rel" },
+	}
+	for name, mutate := range cases {
+		s := base()
+		mutate(&s)
+		if _, err := BwrapArgs(s, 3, "", []string{"true"}); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := BwrapArgs(base(), 3, "", nil); err == nil {
+		t.Error("no command: accepted")
+	}
+	if _, err := BwrapArgs(base(), 3, "rel", []string{"true"}); err == nil {
+		t.Error("relative directory: accepted")
+	}
+	s := base()
+	s.Sandbox.ReadWrite = []string{"/tmp/scratch"}
+	if _, err := BwrapArgs(s, 3, "", []string{"true"}); err != nil {
+		t.Errorf("a path inside /tmp was refused: %v", err)
+	}
+}
+
+func node() NodeFiles {
+	return NodeFiles{
+		Repositories: []string{"/srv/fossil/demo.fossil", "/srv/other/x.fossil"},
+		Agents:       "/var/lib/ocx/agents",
+		ReleaseRoot:  "/var/lib/ocx/release",
+		Release:      "/var/lib/ocx/release/releases/abc",
+		Workspace:    "/var/lib/ocx/agents/alice/projects/demo",
+	}
+}
+
+func TestNodeFilesCheck(t *testing.T) {
+	n := node()
+	allowed := []string{
+		"/usr", "/etc/ssl", "/srv/fossil2", "/srv/fossil/demo", "/var/lib/ocx/other",
+		n.Workspace, n.Workspace + "/tree", n.Release, n.Release + "/workspace",
+	}
+	refused := []string{
+		"/", "/srv", "/srv/fossil", "/srv/fossil/demo.fossil", "/srv/fossil/demo.fossil-wal",
+		"/srv/other/x.fossil", "/var", "/var/lib/ocx", n.Agents, n.Agents + "/ocxd.lock",
+		n.Agents + "/node.json", n.Agents + "/alice/password", n.Agents + "/alice",
+		n.Agents + "/alice/projects", n.Agents + "/bob/projects/demo", n.Agents + "/alice/projects/demo2",
+		n.ReleaseRoot, n.ReleaseRoot + "/releases", n.ReleaseRoot + "/releases/def", n.ReleaseRoot + "/current",
+		"/proc", "/proc/1", "/dev", "/tmp", "relative", "/usr/../srv",
+	}
+	for _, p := range allowed {
+		if err := n.Check(p); err != nil {
+			t.Errorf("Check(%q) = %v, want allowed", p, err)
+		}
+	}
+	for _, p := range refused {
+		err := n.Check(p)
+		if !errors.Is(err, ErrRefused) {
+			t.Errorf("Check(%q) = %v, want refused", p, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), fmt.Sprintf("%q", p)) {
+			t.Errorf("Check(%q): the error does not name the path: %v", p, err)
+		}
+	}
+	// Read-only, any release may be seen (the current link on a rollback).
+	if err := n.CheckReadOnly(n.ReleaseRoot + "/releases/def"); err != nil {
+		t.Errorf("CheckReadOnly(other release) = %v", err)
+	}
+	for _, p := range []string{n.ReleaseRoot + "/releases", n.ReleaseRoot, n.ReleaseRoot + "/staged"} {
+		if err := n.CheckReadOnly(p); !errors.Is(err, ErrRefused) {
+			t.Errorf("CheckReadOnly(%q) = %v, want refused", p, err)
+		}
+	}
+}
+
+func TestCheckSandbox(t *testing.T) {
+	n := node()
+	links := map[string]string{
+		"/etc/app":                     "/srv/fossil", // a link planted to the repositories
+		"/var/lib/ocx/release/current": n.Release,
+	}
+	resolve := func(p string) (string, error) {
+		if p == "/broken" {
+			return "", errors.New("permission denied")
+		}
+		for from, to := range links {
+			if within(p, from) {
+				return to + strings.TrimPrefix(p, from), nil
+			}
+		}
+		return p, nil
+	}
+	ok := Sandbox{ReadOnly: []string{"/usr", "/var/lib/ocx/release/current"}, ReadWrite: []string{n.Workspace}}
+	if err := n.CheckSandbox(ok, resolve); err != nil {
+		t.Fatalf("CheckSandbox(ok) = %v", err)
+	}
+	for name, sb := range map[string]Sandbox{
+		"link to repositories": {ReadOnly: []string{"/etc/app"}},
+		"link into a repo":     {ReadOnly: []string{"/etc/app/demo.fossil"}},
+		"agents root":          {ReadWrite: []string{n.Agents}},
+		"password as home":     {Homes: []string{n.Agents + "/alice/password"}},
+		"unresolvable":         {ReadOnly: []string{"/broken"}},
+	} {
+		err := n.CheckSandbox(sb, resolve)
+		var re *RefusalError
+		if !errors.As(err, &re) || !errors.Is(err, ErrRefused) {
+			t.Errorf("%s: %v, want a RefusalError", name, err)
+			continue
+		}
+		stated := slices.Concat(sb.ReadOnly, sb.ReadWrite, sb.Homes)[0]
+		if re.Path != stated {
+			t.Errorf("%s: the error names %q, want the path as stated %q", name, re.Path, stated)
+		}
+	}
+}
+
+// A refused path's parent is refused too: what holds a node file holds it.
+func TestNodeFilesRefusalIsUpwardClosed(t *testing.T) {
+	n := node()
+	parts := []string{"srv", "fossil", "demo.fossil", "var", "lib", "ocx", "agents", "alice", "projects", "demo",
+		"release", "releases", "abc", "def", "password", "tree", "usr", "proc", "tmp"}
+	rapid.Check(t, func(t *rapid.T) {
+		comps := rapid.SliceOfN(rapid.SampledFrom(parts), 1, 7).Draw(t, "path")
+		p := "/" + strings.Join(comps, "/")
+		for _, readOnly := range []bool{false, true} {
+			if n.check(p, readOnly) == nil {
+				continue
+			}
+			for q := filepath.Dir(p); ; q = filepath.Dir(q) {
+				if n.check(q, readOnly) == nil {
+					t.Fatalf("%q is refused (read-only %v) but its ancestor %q is not", p, readOnly, q)
+				}
+				if q == "/" {
+					break
+				}
+			}
+		}
+	})
+}
+
+func TestParseBwrapStatus(t *testing.T) {
+	ran := []byte("{ \"child-pid\": 6575, \"cgroup-namespace\": 4026532181, \"pid-namespace\": 4026532180 }\n{ \"exit-code\": 7 }\n")
+	if st := ParseBwrapStatus(ran); st != (BwrapStatus{ChildPID: 6575, Exited: true, ExitCode: 7}) {
+		t.Fatalf("ran: %+v", st)
+	}
+	failed := []byte("{ \"child-pid\": 6586, \"mnt-namespace\": 4026532177 }\n")
+	if st := ParseBwrapStatus(failed); st != (BwrapStatus{ChildPID: 6586}) {
+		t.Fatalf("failed: %+v", st)
+	}
+	partial := []byte("{ \"child-pid\": 1 }\n{ \"exit-co")
+	if st := ParseBwrapStatus(partial); st != (BwrapStatus{ChildPID: 1}) {
+		t.Fatalf("partial: %+v", st)
+	}
+	if st := ParseBwrapStatus([]byte("garbage\n{\"exit-code\": 0}\n")); st != (BwrapStatus{Exited: true}) {
+		t.Fatalf("garbage: %+v", st)
+	}
+}
