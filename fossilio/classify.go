@@ -1,0 +1,245 @@
+package fossilio
+
+import (
+	"context"
+	"database/sql"
+	"slices"
+	"time"
+)
+
+// Kind is what an artifact is, as OCX's hook and daemon tell artifacts apart.
+type Kind int
+
+// The kinds of artifact OCX tells apart.
+const (
+	KindOther        Kind = iota // file content, wiki, technote, cluster, unparsable, ...
+	KindCheckin                  // a check-in manifest
+	KindPost                     // a forum post (new thread, reply, edit, deletion)
+	KindTicketChange             // a ticket change
+	KindTagChange                // a control artifact: tags on other artifacts
+)
+
+var kindNames = [...]string{"other", "check-in", "forum-post", "ticket-change", "tag-change"}
+
+func (k Kind) String() string {
+	if k >= 0 && int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "kind?"
+}
+
+// Via says how an artifact reached the repository.
+type Via int
+
+// How an artifact arrived, read from its receipt.
+const (
+	ViaUnknown Via = iota // no receipt
+	ViaSync               // an authenticated sync (the receipt has a login nonce)
+	ViaWeb                // a web page (an address, no nonce)
+	ViaLocal              // a command on the host itself (neither)
+)
+
+var viaNames = [...]string{"unknown", "sync", "web", "local"}
+
+func (v Via) String() string {
+	if v >= 0 && int(v) < len(viaNames) {
+		return viaNames[v]
+	}
+	return "via?"
+}
+
+// Info is what the hook and the daemon need to know about one artifact.
+type Info struct {
+	Hash string
+	Kind Kind
+
+	// Sender is the login the node's repository recorded as having sent the
+	// artifact (its receipt), never the name written inside it. It is ""
+	// when unknown: always in a clone (OpenClone), or without a receipt.
+	Sender string
+	// Author is the name written inside the artifact (its U card). It proves
+	// nothing: any user with push rights can write any name there.
+	Author string
+	Via    Via
+	// Rcvid and Rid place the artifact in the server's order: by receipt,
+	// then by row.
+	Rcvid, Rid int64
+	Received   time.Time // when its receipt was made
+	Time       time.Time // the time written inside it (D card)
+
+	Branch  string // check-in: its branch ("trunk" when it carries none)
+	Comment string // check-in: its comment, as edited
+
+	Root      string // post: the thread's root post (its first version)
+	InReplyTo string // post: the post it replies to, "" for a thread's first post
+	Edit      bool   // post: it replaces an earlier version of a post
+	Pending   bool   // post: it awaits moderation (private until approved)
+
+	Ticket string // ticket change: the ticket's id
+
+	Tags    []Tag    // tag change: its T cards
+	Targets []string // tag change: the artifacts it tags, each once
+}
+
+const infoQuery = `SELECT b.rid, b.rcvid, u.login, rf.nonce IS NOT NULL, rf.ipaddr IS NOT NULL, rf.mtime,
+	e.type, e.mtime, coalesce(e.euser, e.user), coalesce(e.ecomment, e.comment),
+	EXISTS(SELECT 1 FROM private p WHERE p.rid=b.rid)
+FROM blob b LEFT JOIN rcvfrom rf ON rf.rcvid=b.rcvid LEFT JOIN user u ON u.uid=rf.uid
+LEFT JOIN event e ON e.objid=b.rid
+WHERE b.uuid=? AND b.size>=0`
+
+const branchQuery = `SELECT value FROM tagxref WHERE rid=? AND tagtype>0
+	AND tagid=(SELECT tagid FROM tag WHERE tagname='branch')`
+
+const forumQuery = `SELECT r.uuid, i.uuid, f.fprev IS NOT NULL
+FROM forumpost f JOIN blob r ON r.rid=f.froot LEFT JOIN blob i ON i.rid=f.firt
+WHERE f.fpid=?`
+
+const ticketQuery = `SELECT substr(t.tagname, 5) FROM tagxref x JOIN tag t ON t.tagid=x.tagid
+WHERE x.rid=? AND t.tagname GLOB 'tkt-*' LIMIT 1`
+
+// Classify tells, for each hash the after-receive hook lists, what the
+// artifact is and who sent it, in one read transaction of the repository. The
+// result has one Info per hash, in the order given. Hashes must be full
+// (the hook lists full hashes); an unknown one is a *HashError (ErrNotFound).
+func (r *Repo) Classify(ctx context.Context, hashes ...string) ([]Info, error) {
+	out := make([]Info, 0, len(hashes))
+	err := r.read(ctx, "classify", func(rd *reader) error {
+		for _, h := range hashes {
+			info, err := rd.info(h)
+			if err != nil {
+				return err
+			}
+			out = append(out, info)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Info classifies one artifact named by a full hash or a unique prefix.
+func (r *Repo) Info(ctx context.Context, hashOrPrefix string) (Info, error) {
+	var info Info
+	err := r.read(ctx, "classify", func(rd *reader) error {
+		full, _, err := rd.resolve(hashOrPrefix)
+		if err != nil {
+			return err
+		}
+		info, err = rd.info(full)
+		return err
+	})
+	return info, err
+}
+
+func (rd *reader) info(hash string) (Info, error) {
+	if !IsHash(hash) {
+		return Info{}, &HashError{Op: "classify", Repo: rd.r.path, Hash: hash, Err: ErrBadHash}
+	}
+	info := Info{Hash: hash}
+	var (
+		login, etype, author, comment sql.NullString
+		rcvid                         sql.NullInt64
+		viaSync, viaAddr              sql.NullBool
+		rtime, etime                  sql.NullFloat64
+		private                       bool
+	)
+	found, err := rd.row(infoQuery, []any{hash}, &info.Rid, &rcvid, &login, &viaSync, &viaAddr, &rtime,
+		&etype, &etime, &author, &comment, &private)
+	if err != nil {
+		return Info{}, err
+	}
+	if !found {
+		return Info{}, &HashError{Op: "classify", Repo: rd.r.path, Hash: hash, Err: ErrNotFound}
+	}
+	info.Rcvid = rcvid.Int64
+	if rd.r.node {
+		info.Sender = login.String
+	}
+	switch {
+	case !rtime.Valid:
+		info.Via = ViaUnknown
+	case viaSync.Bool:
+		info.Via = ViaSync
+	case viaAddr.Bool:
+		info.Via = ViaWeb
+	default:
+		info.Via = ViaLocal
+	}
+	info.Received = julianToTime(rtime.Float64)
+	info.Time = julianToTime(etime.Float64)
+	info.Author = author.String
+	switch etype.String {
+	case "ci":
+		info.Kind = KindCheckin
+		info.Comment = comment.String
+		var branch sql.NullString
+		if _, err := rd.row(branchQuery, []any{info.Rid}, &branch); err != nil {
+			return Info{}, err
+		}
+		info.Branch = branch.String
+		if info.Branch == "" {
+			info.Branch = "trunk"
+		}
+	case "f":
+		info.Kind = KindPost
+		info.Pending = private
+		var root, irt sql.NullString
+		if _, err := rd.row(forumQuery, []any{info.Rid}, &root, &irt, &info.Edit); err != nil {
+			return Info{}, err
+		}
+		info.Root, info.InReplyTo = root.String, irt.String
+	case "t":
+		info.Kind = KindTicketChange
+		var id sql.NullString
+		if _, err := rd.row(ticketQuery, []any{info.Rid}, &id); err != nil {
+			return Info{}, err
+		}
+		info.Ticket = id.String
+	case "g":
+		info.Kind = KindTagChange
+		// The tag tables keep only each tag's latest setting, so the
+		// artifact itself is what says which tags it set and where.
+		a, err := rd.artifact(info.Rid, hash)
+		if err != nil {
+			return Info{}, err
+		}
+		info.Tags = a.Tags
+		for _, t := range a.Tags {
+			if !slices.Contains(info.Targets, t.Target) {
+				info.Targets = append(info.Targets, t.Target)
+			}
+		}
+	}
+	return info, nil
+}
+
+// Received lists the artifacts received after receipt number after, in the
+// server's order, and the newest receipt number. The hook can keep its own
+// mark with it: Fossil's own list skips the first receipt after a day
+// without any (docs/fossil.md).
+func (r *Repo) Received(ctx context.Context, after int64) (hashes []string, last int64, err error) {
+	err = r.read(ctx, "list received", func(rd *reader) error {
+		var max sql.NullInt64
+		if _, err := rd.row(`SELECT max(rcvid) FROM rcvfrom`, nil, &max); err != nil {
+			return err
+		}
+		last = max.Int64
+		rows, err := rd.query(`SELECT uuid FROM blob WHERE rcvid>? AND size>=0 ORDER BY rcvid, rid`, after)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var h string
+			if err := rows.Scan(&h); err != nil {
+				return err
+			}
+			hashes = append(hashes, h)
+		}
+		return rows.Err()
+	})
+	return hashes, last, err
+}

@@ -1,0 +1,422 @@
+package fossilio
+
+import (
+	"bytes"
+	"compress/zlib"
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"modernc.org/sqlite"
+)
+
+// DefaultBusyTimeout is how long a read waits for a writer's lock before it
+// fails with ErrBusy. Fossil itself waits 15 s; a read gives up sooner.
+const DefaultBusyTimeout = 5 * time.Second
+
+// maxDeltaChain bounds a delta chain, so a corrupt (cyclic) chain ends.
+const maxDeltaChain = 100000
+
+// Options tune how a repository is opened for reading.
+type Options struct {
+	// BusyTimeout is how long a read waits for a writer; 0 means
+	// DefaultBusyTimeout.
+	BusyTimeout time.Duration
+}
+
+// Repo reads one Fossil repository file, read-only. It is safe for concurrent
+// use and safe while a Fossil server writes the same file: every read is a
+// short transaction with a busy timeout.
+//
+// A Repo opened with OpenNode is the node's repository, where the receipt
+// table (rcvfrom) tells who sent each artifact. One opened with OpenClone is
+// an agent's clone: there the receipts name the local user who pulled, so
+// every Sender it reports is "" (unknown).
+type Repo struct {
+	path    string
+	node    bool
+	db      *sql.DB
+	stmts   map[string]*sql.Stmt
+	stmtsMu sync.Mutex
+}
+
+// OpenNode opens the node's own repository file, where senders are known.
+func OpenNode(path string, opts *Options) (*Repo, error) { return open(path, true, opts) }
+
+// OpenClone opens a clone (an agent's), where senders are unknown.
+func OpenClone(path string, opts *Options) (*Repo, error) { return open(path, false, opts) }
+
+func open(path string, node bool, opts *Options) (*Repo, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open repository", Path: path, Err: err}
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open repository", Path: abs, Err: errors.Unwrap(err)}
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("open repository %s: %w (not a regular file)", abs, ErrNotRepository)
+	}
+	timeout := DefaultBusyTimeout
+	if opts != nil && opts.BusyTimeout > 0 {
+		timeout = opts.BusyTimeout
+	}
+	u := url.URL{Scheme: "file", Path: abs}
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Set("_busy_timeout", strconv.FormatInt(timeout.Milliseconds(), 10))
+	dsn := u.String() + "?" + q.Encode()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open repository %s: %w", abs, err)
+	}
+	db.SetMaxOpenConns(4)
+	db.SetMaxIdleConns(4)
+	r := &Repo{path: abs, node: node, db: db, stmts: map[string]*sql.Stmt{}}
+	var n int
+	err = db.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN ('blob','rcvfrom','config','event','tagxref','user')`).Scan(&n)
+	if err == nil && n != 6 {
+		err = ErrNotRepository
+	}
+	if err != nil {
+		db.Close()
+		return nil, r.wrap("open repository", err)
+	}
+	return r, nil
+}
+
+// Close releases the database handles.
+func (r *Repo) Close() error {
+	r.stmtsMu.Lock()
+	for _, s := range r.stmts {
+		s.Close()
+	}
+	r.stmts = nil
+	r.stmtsMu.Unlock()
+	return r.db.Close()
+}
+
+// Path is the repository file's absolute path.
+func (r *Repo) Path() string { return r.path }
+
+// SendersKnown reports whether this is the node's repository, where the
+// receipts tell who sent each artifact.
+func (r *Repo) SendersKnown() bool { return r.node }
+
+// ProjectName is the repository file's name without ".fossil".
+func (r *Repo) ProjectName() string { return ProjectName(r.path) }
+
+// wrap turns SQLite's errors into fossilio's: a lock held past the busy
+// timeout is ErrBusy, a file that is not a database is ErrNotRepository.
+func (r *Repo) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
+			return fmt.Errorf("%s %s: %w: %v", op, r.path, ErrBusy, err)
+		case 26, 11: // SQLITE_NOTADB, SQLITE_CORRUPT
+			return fmt.Errorf("%s %s: %w: %v", op, r.path, ErrNotRepository, err)
+		}
+	}
+	if errors.Is(err, ErrNotRepository) || errors.Is(err, ErrBusy) {
+		return fmt.Errorf("%s %s: %w", op, r.path, err)
+	}
+	return fmt.Errorf("%s %s: %w", op, r.path, err)
+}
+
+// stmt returns the prepared statement for query, preparing it once.
+func (r *Repo) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	r.stmtsMu.Lock()
+	defer r.stmtsMu.Unlock()
+	if s, ok := r.stmts[query]; ok {
+		return s, nil
+	}
+	s, err := r.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	r.stmts[query] = s
+	return s, nil
+}
+
+// reader runs queries inside one short read transaction.
+type reader struct {
+	r   *Repo
+	ctx context.Context
+	tx  *sql.Tx
+}
+
+// read runs fn in a read-only transaction, so that what it reads is one
+// consistent state of the repository, and ends the transaction at once.
+func (r *Repo) read(ctx context.Context, op string, fn func(*reader) error) error {
+	tx, err := r.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return r.wrap(op, err)
+	}
+	defer tx.Rollback()
+	if err := fn(&reader{r: r, ctx: ctx, tx: tx}); err != nil {
+		var he *HashError
+		var pe *ParseError
+		if errors.As(err, &he) || errors.As(err, &pe) || errors.Is(err, ErrWrongKind) || errors.Is(err, ErrNoSuchUser) {
+			return err
+		}
+		return r.wrap(op, err)
+	}
+	return nil
+}
+
+func (rd *reader) query(q string, args ...any) (*sql.Rows, error) {
+	s, err := rd.r.stmt(rd.ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return rd.tx.StmtContext(rd.ctx, s).QueryContext(rd.ctx, args...)
+}
+
+// row runs a query expected to return at most one row; found is false when
+// it returns none.
+func (rd *reader) row(q string, args []any, dest ...any) (found bool, err error) {
+	rows, err := rd.query(q, args...)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return false, rows.Err()
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return false, err
+	}
+	return true, rows.Close()
+}
+
+// Config returns a value from the repository's config table.
+func (r *Repo) Config(ctx context.Context, name string) (value string, ok bool, err error) {
+	err = r.read(ctx, "read config", func(rd *reader) error {
+		var v sql.NullString
+		ok, err = rd.row(`SELECT value FROM config WHERE name=?`, []any{name}, &v)
+		value = v.String
+		return err
+	})
+	return value, ok, err
+}
+
+// ProjectCode returns the repository's project code, which names the project
+// in sync and in every shared secret.
+func (r *Repo) ProjectCode(ctx context.Context) (string, error) {
+	v, ok, err := r.Config(ctx, "project-code")
+	if err != nil {
+		return "", err
+	}
+	if !ok || v == "" {
+		return "", fmt.Errorf("read project code %s: %w (no project-code)", r.path, ErrNotRepository)
+	}
+	return v, nil
+}
+
+// Resolve returns the full hash named by a full hash or by a prefix of at
+// least MinPrefix hex digits. A prefix naming several artifacts is refused
+// with ErrAmbiguous; phantoms (hashes known but never received) count as
+// absent.
+func (r *Repo) Resolve(ctx context.Context, hashOrPrefix string) (string, error) {
+	var full string
+	err := r.read(ctx, "resolve", func(rd *reader) error {
+		var err error
+		full, _, err = rd.resolve(hashOrPrefix)
+		return err
+	})
+	return full, err
+}
+
+// resolve returns the full hash and rid of a hash or prefix.
+func (rd *reader) resolve(h string) (string, int64, error) {
+	p := strings.ToLower(strings.TrimSpace(h))
+	if len(p) < MinPrefix || len(p) > sha3Len || !isLowerHex(p) {
+		return "", 0, &HashError{Op: "resolve", Repo: rd.r.path, Hash: h, Err: ErrBadHash}
+	}
+	rows, err := rd.query(`SELECT uuid, rid FROM blob WHERE uuid>=? AND uuid<? AND size>=0 ORDER BY uuid LIMIT 4`, p, p+"g")
+	if err != nil {
+		return "", 0, err
+	}
+	defer rows.Close()
+	var matches []string
+	var rid int64
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u, &rid); err != nil {
+			return "", 0, err
+		}
+		matches = append(matches, u)
+	}
+	if err := rows.Err(); err != nil {
+		return "", 0, err
+	}
+	switch len(matches) {
+	case 0:
+		return "", 0, &HashError{Op: "resolve", Repo: rd.r.path, Hash: h, Err: ErrNotFound}
+	case 1:
+		return matches[0], rid, nil
+	}
+	return "", 0, &HashError{Op: "resolve", Repo: rd.r.path, Hash: h, Matches: matches, Err: ErrAmbiguous}
+}
+
+// Content returns an artifact's bytes, rebuilt through its delta chain and
+// checked against its hash.
+func (r *Repo) Content(ctx context.Context, hashOrPrefix string) ([]byte, error) {
+	var out []byte
+	err := r.read(ctx, "read content", func(rd *reader) error {
+		full, rid, err := rd.resolve(hashOrPrefix)
+		if err != nil {
+			return err
+		}
+		out, err = rd.content(rid, full)
+		return err
+	})
+	return out, err
+}
+
+// Artifact returns an artifact parsed. One that does not parse is a
+// *ParseError (ErrMalformed), naming its hash.
+func (r *Repo) Artifact(ctx context.Context, hashOrPrefix string) (string, *Artifact, error) {
+	var full string
+	var a *Artifact
+	err := r.read(ctx, "read artifact", func(rd *reader) error {
+		var rid int64
+		var err error
+		if full, rid, err = rd.resolve(hashOrPrefix); err != nil {
+			return err
+		}
+		a, err = rd.artifact(rid, full)
+		return err
+	})
+	return full, a, err
+}
+
+func (rd *reader) artifact(rid int64, full string) (*Artifact, error) {
+	data, err := rd.content(rid, full)
+	if err != nil {
+		return nil, err
+	}
+	a, err := Parse(data)
+	if err != nil {
+		var pe *ParseError
+		if errors.As(err, &pe) {
+			pe.Hash = full
+		}
+		return nil, err
+	}
+	return a, nil
+}
+
+// content rebuilds rid's bytes: follow the delta chain to a full text, then
+// apply each delta back up to rid, and check the result's hash.
+func (rd *reader) content(rid int64, full string) ([]byte, error) {
+	chain := []int64{rid}
+	for {
+		var src int64
+		found, err := rd.row(`SELECT srcid FROM delta WHERE rid=?`, []any{chain[len(chain)-1]}, &src)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			break
+		}
+		if len(chain) > maxDeltaChain {
+			return nil, fmt.Errorf("read content of %s: delta chain longer than %d: %w", full, maxDeltaChain, ErrMalformed)
+		}
+		chain = append(chain, src)
+	}
+	var data []byte
+	for i := len(chain) - 1; i >= 0; i-- {
+		var raw []byte
+		var size int64
+		found, err := rd.row(`SELECT content, size FROM blob WHERE rid=?`, []any{chain[i]}, &raw, &size)
+		if err != nil {
+			return nil, err
+		}
+		if !found || size < 0 || raw == nil {
+			return nil, &HashError{Op: "read content (phantom or missing)", Repo: rd.r.path, Hash: full, Err: ErrNotFound}
+		}
+		plain, err := inflate(raw)
+		if err != nil {
+			return nil, fmt.Errorf("read content of %s (rid %d): %w", full, chain[i], err)
+		}
+		if i == len(chain)-1 {
+			data = plain
+			continue
+		}
+		if data, err = ApplyDelta(data, plain); err != nil {
+			return nil, fmt.Errorf("read content of %s (rid %d): %w", full, chain[i], err)
+		}
+	}
+	if !hashMatches(full, data) {
+		return nil, fmt.Errorf("read content of %s: rebuilt content does not match its hash: %w", full, ErrMalformed)
+	}
+	return data, nil
+}
+
+var zlibPool sync.Pool
+
+// inflate decodes a blob's stored form: a 4-byte big-endian size, then a
+// zlib stream of exactly that many bytes.
+func inflate(raw []byte) ([]byte, error) {
+	if len(raw) < 4 {
+		return nil, fmt.Errorf("%w: stored blob shorter than its size header", ErrMalformed)
+	}
+	size := binary.BigEndian.Uint32(raw)
+	if size > maxDeltaOutput {
+		return nil, fmt.Errorf("%w: stored blob claims %d bytes", ErrMalformed, size)
+	}
+	src := bytes.NewReader(raw[4:])
+	var zr io.ReadCloser
+	if pooled, ok := zlibPool.Get().(io.ReadCloser); ok {
+		if err := pooled.(zlib.Resetter).Reset(src, nil); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		zr = pooled
+	} else {
+		var err error
+		if zr, err = zlib.NewReader(src); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+	}
+	out := make([]byte, size)
+	_, err := io.ReadFull(zr, out)
+	if err == nil {
+		// The stream must end exactly at the size the header gave.
+		var one [1]byte
+		if n, _ := zr.Read(one[:]); n != 0 {
+			err = fmt.Errorf("stored blob longer than its size header")
+		}
+	}
+	zr.Close()
+	zlibPool.Put(zr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return out, nil
+}
+
+// julianToTime converts a Julian day number, as Fossil stores times, to UTC.
+func julianToTime(jd float64) time.Time {
+	if jd == 0 {
+		return time.Time{}
+	}
+	ms := int64((jd - 2440587.5) * 86400000)
+	return time.UnixMilli(ms).UTC()
+}

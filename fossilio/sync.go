@@ -1,0 +1,293 @@
+package fossilio
+
+import (
+	"bytes"
+	"compress/zlib"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrPhantom: the server stored the artifact but lacks one it names (it
+// answered with gimme cards). Until that one arrives, the server embargoes
+// its after-receive hooks (docs/fossil.md).
+var ErrPhantom = errors.New("fossilio: the server lacks an artifact the pushed one names")
+
+// DefaultHTTPTimeout bounds one sync request.
+const DefaultHTTPTimeout = time.Minute
+
+// Client writes artifacts to a Fossil server as one user, over Fossil's sync
+// protocol: one HTTP request per artifact, with a login card, so that the
+// server records that user as the sender (its receipt).
+type Client struct {
+	// URL is the server's URL, without credentials (http://127.0.0.1:8080/).
+	URL string
+	// Login and Password authenticate the write. Password is the cleartext
+	// password or the 40-hex shared secret (Fossil's client takes exactly 40
+	// hex digits as the secret).
+	Login, Password string
+	// ProjectCode is the repository's project code (Repo.ProjectCode).
+	ProjectCode string
+	// Backoffice, when not nil, runs after each successful push. On the
+	// node, set it to run `fossil backoffice --nolease REPO` (Admin.Backoffice)
+	// so the hook sees the write at once: the server's own backoffice holds a
+	// 60 s lease, and a second push within a minute would wait for it.
+	Backoffice func(context.Context) error
+	// Now is the clock for D cards; default time.Now.
+	Now func() time.Time
+	// HTTP is the HTTP client; default one with DefaultHTTPTimeout that keeps
+	// no idle connection, so nothing lingers after a write.
+	HTTP *http.Client
+}
+
+func (c *Client) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+var defaultHTTP = &http.Client{
+	Timeout:   DefaultHTTPTimeout,
+	Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
+}
+
+// sharedSecret is what the server keeps as user.pw: SHA1 of
+// "PROJECTCODE/LOGIN/PASSWORD" (src/sha1.c sha1_shared_secret).
+func sharedSecret(projectCode, login, password string) string {
+	if len(password) == sha1Len && isLowerHex(password) {
+		return password
+	}
+	return sha1Hex(projectCode + "/" + login + "/" + password)
+}
+
+// SharedSecret returns the 40-hex shared secret for a login's password,
+// which a client may use instead of the cleartext password.
+func SharedSecret(projectCode, login, password string) string {
+	return sharedSecret(projectCode, login, password)
+}
+
+// Push sends one complete artifact and returns its hash. It checks the
+// artifact parses first, since a server stores a malformed one silently. A
+// refusal (wrong password, no capability i, wrong project) is a
+// *RefusedError carrying the server's reason.
+func (c *Client) Push(ctx context.Context, artifact []byte) (string, error) {
+	if _, err := Parse(artifact); err != nil {
+		return "", fmt.Errorf("push: %w", err)
+	}
+	return c.push(ctx, artifact)
+}
+
+func (c *Client) push(ctx context.Context, artifact []byte) (string, error) {
+	u, err := c.serverURL()
+	if err != nil {
+		return "", err
+	}
+	if err := checkLogin(c.Login); err != nil {
+		return "", fmt.Errorf("push to %s: %w", u, err)
+	}
+	if c.Password == "" {
+		return "", fmt.Errorf("push to %s as %q: %w: no password", u, c.Login, ErrBadInput)
+	}
+	if !IsHash(strings.ToLower(c.ProjectCode)) {
+		return "", fmt.Errorf("push to %s: %w: project code %q is not a hash", u, ErrBadInput, c.ProjectCode)
+	}
+	hash := HashOf(artifact)
+	var payload bytes.Buffer
+	payload.WriteString("push " + strings.Repeat("0", sha1Len) + " " + c.ProjectCode + "\n")
+	payload.WriteString("file " + hash + " " + strconv.Itoa(len(artifact)) + "\n")
+	payload.Write(artifact)
+	// The nonce is the hash of everything after the login card, so the
+	// signature covers the whole message.
+	nonce := sha1Hex(payload.String())
+	sig := sha1Hex(nonce + sharedSecret(c.ProjectCode, c.Login, c.Password))
+	msg := "login " + Fossilize(c.Login) + " " + nonce + " " + sig + "\n" + payload.String()
+
+	reply, err := c.exchange(ctx, u, []byte(msg))
+	if err != nil {
+		return "", err
+	}
+	if err := c.checkReply(u, reply); err != nil {
+		return hash, err
+	}
+	if c.Backoffice != nil {
+		if err := c.Backoffice(ctx); err != nil {
+			return hash, fmt.Errorf("push %s to %s: stored, but the backoffice failed: %w", hash, u, err)
+		}
+	}
+	return hash, nil
+}
+
+func (c *Client) serverURL() (string, error) {
+	u, err := url.Parse(c.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("%w: server URL %q is not an http(s) URL", ErrBadInput, c.URL)
+	}
+	if u.User != nil {
+		return "", fmt.Errorf("%w: server URL holds credentials; give them in Client.Login and Password", ErrBadInput)
+	}
+	return u.String(), nil
+}
+
+// exchange posts one sync message, compressed as Fossil's client does (a
+// 4-byte big-endian length, then zlib), and returns the decoded reply.
+func (c *Client) exchange(ctx context.Context, u string, msg []byte) (string, error) {
+	var body bytes.Buffer
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(msg)))
+	body.Write(n[:])
+	zw := zlib.NewWriter(&body)
+	zw.Write(msg)
+	zw.Close()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, &body)
+	if err != nil {
+		return "", fmt.Errorf("push to %s: %w", u, err)
+	}
+	req.Header.Set("Content-Type", "application/x-fossil")
+	hc := c.HTTP
+	if hc == nil {
+		hc = defaultHTTP
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("push to %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return "", fmt.Errorf("push to %s: read reply: %w", u, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", &RefusedError{Op: "push", URL: u, Login: c.Login,
+			Reason: fmt.Sprintf("HTTP %s: %s", resp.Status, snippet(data))}
+	}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-fossil") {
+		return "", fmt.Errorf("push to %s: reply is %q, not a sync reply: %s", u, resp.Header.Get("Content-Type"), snippet(data))
+	}
+	if len(data) < 4 {
+		return "", fmt.Errorf("push to %s: reply too short", u)
+	}
+	zr, err := zlib.NewReader(bytes.NewReader(data[4:]))
+	if err != nil {
+		return "", fmt.Errorf("push to %s: reply: %w", u, err)
+	}
+	defer zr.Close()
+	plain, err := io.ReadAll(io.LimitReader(zr, 64<<20))
+	if err != nil {
+		return "", fmt.Errorf("push to %s: reply: %w", u, err)
+	}
+	return string(plain), nil
+}
+
+// checkReply reads a sync reply: error and message cards are refusals, gimme
+// cards name artifacts the server lacks, and the closing timestamp line
+// counts the errors.
+func (c *Client) checkReply(u, reply string) error {
+	var reasons, missing []string
+	closed := false
+	for _, line := range strings.Split(reply, "\n") {
+		switch {
+		case strings.HasPrefix(line, "error "):
+			reasons = append(reasons, Defossilize(strings.TrimPrefix(line, "error ")))
+		case strings.HasPrefix(line, "message "):
+			reasons = append(reasons, Defossilize(strings.TrimPrefix(line, "message ")))
+		case strings.HasPrefix(line, "gimme "):
+			missing = append(missing, strings.TrimSpace(strings.TrimPrefix(line, "gimme ")))
+		case strings.HasPrefix(line, "# timestamp "):
+			closed = true
+			if f := strings.Fields(line); len(f) >= 5 && f[3] == "errors" && f[4] != "0" && len(reasons) == 0 {
+				reasons = append(reasons, "the server counted "+f[4]+" errors")
+			}
+		}
+	}
+	if len(reasons) > 0 {
+		return &RefusedError{Op: "push", URL: u, Login: c.Login, Reason: strings.Join(reasons, "; ")}
+	}
+	if !closed {
+		return fmt.Errorf("push to %s: the reply did not finish: %s", u, snippet([]byte(reply)))
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("push to %s: %w: %s", u, ErrPhantom, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
+// NewThread writes the first post of a new forum thread and returns its hash.
+func (c *Client) NewThread(ctx context.Context, title, markdown string) (string, error) {
+	data, err := PostDraft{Date: c.now(), User: c.Login, Title: title, Text: markdown}.Bytes()
+	if err != nil {
+		return "", fmt.Errorf("new thread: %w", err)
+	}
+	return c.push(ctx, data)
+}
+
+// Reply writes a reply to the post to, in the thread whose first post is
+// root (root and to are equal when replying to the first post).
+func (c *Client) Reply(ctx context.Context, root, to, markdown string) (string, error) {
+	data, err := PostDraft{Date: c.now(), User: c.Login, Root: root, InReplyTo: to, Text: markdown}.Bytes()
+	if err != nil {
+		return "", fmt.Errorf("reply to %s: %w", to, err)
+	}
+	return c.push(ctx, data)
+}
+
+// Edit writes a new version of a post: prev is the version it replaces. An
+// edit of a thread's first post keeps a title; an edit of a reply names the
+// post it replied to. An empty text deletes the post, as Fossil does.
+func (c *Client) Edit(ctx context.Context, p ForumPost, markdown string) (string, error) {
+	d := PostDraft{Date: c.now(), User: c.Login, Root: p.Root, Prev: p.Hash, InReplyTo: p.InReplyTo, Text: markdown}
+	if p.InReplyTo == "" {
+		d.Title = p.Title
+		if d.Title == "" {
+			d.Title = "(untitled)"
+		}
+	}
+	data, err := d.Bytes()
+	if err != nil {
+		return "", fmt.Errorf("edit %s: %w", p.Hash, err)
+	}
+	return c.push(ctx, data)
+}
+
+// NewTicket creates a ticket with the given fields and returns the change's
+// hash and the new ticket's id.
+func (c *Client) NewTicket(ctx context.Context, fields ...Field) (hash, ticket string, err error) {
+	ticket = NewTicketID()
+	hash, err = c.ChangeTicket(ctx, ticket, fields...)
+	return hash, ticket, err
+}
+
+// ChangeTicket writes a change to a ticket: each field is set, or appended
+// to when its name starts with "+" (e.g. "+icomment").
+func (c *Client) ChangeTicket(ctx context.Context, ticket string, fields ...Field) (string, error) {
+	data, err := TicketDraft{Date: c.now(), User: c.Login, Ticket: ticket, Fields: fields}.Bytes()
+	if err != nil {
+		return "", fmt.Errorf("change ticket %s: %w", ticket, err)
+	}
+	return c.push(ctx, data)
+}
+
+// Tag adds a tag with a raw name (e.g. "ci", "audited"; never all hex) and a
+// value to a check-in, as Fossil's `tag add --raw` does.
+func (c *Client) Tag(ctx context.Context, checkin, name, value string) (string, error) {
+	data, err := ControlDraft{Date: c.now(), User: c.Login, Tags: []Tag{{Op: TagAdd, Name: name, Target: checkin, Value: value}}}.Bytes()
+	if err != nil {
+		return "", fmt.Errorf("tag %s: %w", checkin, err)
+	}
+	return c.push(ctx, data)
+}

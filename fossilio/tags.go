@@ -1,0 +1,149 @@
+package fossilio
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// TagChange is one T card aimed at a check-in: set by the check-in itself or
+// by a later tag change (control artifact), with who sent it and when.
+type TagChange struct {
+	Tag              // Op, Name (raw, e.g. "sym-trunk", "ci"), Target (the check-in), Value
+	Hash      string // the artifact that carries the T card
+	Sender    string // who sent that artifact ("" when unknown, as in a clone)
+	Author    string // the name written in it, which proves nothing
+	Time      time.Time
+	Rcvid     int64
+	Rid       int64
+}
+
+// CheckinTags returns every tag change aimed at a check-in, the check-in's
+// own T cards first, then each tag change in the server's order. Fossil's
+// tag tables keep only the latest value of each tag; this is the history.
+func (r *Repo) CheckinTags(ctx context.Context, checkin string) ([]TagChange, error) {
+	var out []TagChange
+	err := r.read(ctx, "read check-in tags", func(rd *reader) error {
+		full, _, err := rd.resolve(checkin)
+		if err != nil {
+			return err
+		}
+		ci, err := rd.info(full)
+		if err != nil {
+			return err
+		}
+		if ci.Kind != KindCheckin {
+			return fmt.Errorf("read tags of %s in %s: %w: it is a %s", full, r.path, ErrWrongKind, ci.Kind)
+		}
+		own, err := rd.artifact(ci.Rid, full)
+		if err != nil {
+			return err
+		}
+		for _, t := range own.Tags {
+			if t.Target == "" {
+				t.Target = full
+			}
+			if t.Target == full {
+				out = append(out, tagChange(t, ci))
+			}
+		}
+		// Each tag change's timeline entry names every target by at least
+		// its first 16 digits ("Edit [HASH|..."), which narrows the search
+		// to the tag changes that may name this check-in; each is then
+		// parsed to be sure.
+		rows, err := rd.query(`SELECT b.uuid FROM event e JOIN blob b ON b.rid=e.objid
+			WHERE e.type='g' AND instr(e.comment, ?)>0 AND b.rid NOT IN (SELECT rid FROM private)
+			ORDER BY b.rcvid, b.rid`, "Edit ["+full[:16])
+		if err != nil {
+			return err
+		}
+		var candidates []string
+		for rows.Next() {
+			var h string
+			if err := rows.Scan(&h); err != nil {
+				rows.Close()
+				return err
+			}
+			candidates = append(candidates, h)
+		}
+		rows.Close()
+		for _, h := range candidates {
+			info, err := rd.info(h)
+			if err != nil {
+				return err
+			}
+			for _, t := range info.Tags {
+				if t.Target == full {
+					out = append(out, tagChange(t, info))
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func tagChange(t Tag, from Info) TagChange {
+	return TagChange{Tag: t, Hash: from.Hash, Sender: from.Sender, Author: from.Author,
+		Time: from.Time, Rcvid: from.Rcvid, Rid: from.Rid}
+}
+
+// LatestTag returns the latest change of the raw tag name among changes,
+// counting only those sent by sender when sender is not "". A cancel counts
+// as a change: ok is false when there is none, and the returned change's Op
+// tells whether the tag is set (TagAdd, TagPropagate) or cancelled.
+func LatestTag(changes []TagChange, name, sender string) (TagChange, bool) {
+	for _, c := range slices.Backward(changes) {
+		if c.Name == name && (sender == "" || c.Sender == sender) {
+			return c, true
+		}
+	}
+	return TagChange{}, false
+}
+
+// CheckinsOnBranch returns the check-ins on a branch that the repository
+// received after the artifact named by after (any artifact: a listen note,
+// say), in the server's order. With after "" it returns every check-in on
+// the branch.
+func (r *Repo) CheckinsOnBranch(ctx context.Context, branch, after string) ([]Info, error) {
+	var out []Info
+	err := r.read(ctx, "list check-ins on branch", func(rd *reader) error {
+		var rcvid, rid int64
+		if after != "" {
+			full, _, err := rd.resolve(after)
+			if err != nil {
+				return err
+			}
+			if _, err := rd.row(`SELECT coalesce(rcvid, 0), rid FROM blob WHERE uuid=?`, []any{full}, &rcvid, &rid); err != nil {
+				return err
+			}
+		}
+		rows, err := rd.query(`SELECT b.uuid FROM tagxref x JOIN blob b ON b.rid=x.rid JOIN event e ON e.objid=x.rid AND e.type='ci'
+			WHERE x.tagid=(SELECT tagid FROM tag WHERE tagname='branch') AND x.tagtype>0 AND x.value=?
+			AND (b.rcvid>? OR (b.rcvid=? AND b.rid>?)) AND b.rid NOT IN (SELECT rid FROM private)
+			ORDER BY b.rcvid, b.rid`, branch, rcvid, rcvid, rid)
+		if err != nil {
+			return err
+		}
+		var hashes []string
+		for rows.Next() {
+			var h string
+			if err := rows.Scan(&h); err != nil {
+				rows.Close()
+				return err
+			}
+			hashes = append(hashes, h)
+		}
+		rows.Close()
+		for _, h := range hashes {
+			info, err := rd.info(h)
+			if err != nil {
+				return err
+			}
+			out = append(out, info)
+		}
+		return nil
+	})
+	return out, err
+}

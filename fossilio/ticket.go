@@ -1,0 +1,149 @@
+package fossilio
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+)
+
+// TicketChange is one change to a ticket, as read from the repository.
+type TicketChange struct {
+	Info           // Kind is KindTicketChange; Ticket is set
+	Fields []Field // its J cards, in order
+	// Comment is the text this change adds to the ticket's icomment field:
+	// the value it appends ("+icomment") or sets ("icomment").
+	Comment string
+}
+
+// TicketChanges returns a ticket's changes in the server's order. The ticket
+// is named by its full id or a unique prefix of at least MinPrefix digits.
+// Changes awaiting moderation are left out.
+func (r *Repo) TicketChanges(ctx context.Context, ticket string) ([]TicketChange, error) {
+	var out []TicketChange
+	err := r.read(ctx, "read ticket", func(rd *reader) error {
+		id := strings.ToLower(strings.TrimSpace(ticket))
+		if len(id) < MinPrefix || len(id) > sha1Len || !isLowerHex(id) {
+			return &HashError{Op: "read ticket", Repo: r.path, Hash: ticket, Err: ErrBadHash}
+		}
+		rows, err := rd.query(`SELECT tagid, tagname FROM tag WHERE tagname>=? AND tagname<? LIMIT 4`, "tkt-"+id, "tkt-"+id+"g")
+		if err != nil {
+			return err
+		}
+		var tagids []int64
+		var names []string
+		for rows.Next() {
+			var tid int64
+			var name string
+			if err := rows.Scan(&tid, &name); err != nil {
+				rows.Close()
+				return err
+			}
+			tagids, names = append(tagids, tid), append(names, strings.TrimPrefix(name, "tkt-"))
+		}
+		rows.Close()
+		switch {
+		case len(tagids) == 0:
+			return &HashError{Op: "read ticket", Repo: r.path, Hash: ticket, Err: ErrNotFound}
+		case len(tagids) > 1:
+			return &HashError{Op: "read ticket", Repo: r.path, Hash: ticket, Matches: names, Err: ErrAmbiguous}
+		}
+		rows, err = rd.query(`SELECT b.uuid FROM tagxref x JOIN blob b ON b.rid=x.rid
+			WHERE x.tagid=? AND x.rid NOT IN (SELECT rid FROM private) ORDER BY b.rcvid, b.rid`, tagids[0])
+		if err != nil {
+			return err
+		}
+		var hashes []string
+		for rows.Next() {
+			var h string
+			if err := rows.Scan(&h); err != nil {
+				rows.Close()
+				return err
+			}
+			hashes = append(hashes, h)
+		}
+		rows.Close()
+		for _, h := range hashes {
+			c, err := rd.ticketChange(h)
+			if err != nil {
+				return err
+			}
+			out = append(out, c)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// TicketChange reads one ticket change by hash or unique prefix.
+func (r *Repo) TicketChange(ctx context.Context, hashOrPrefix string) (TicketChange, error) {
+	var c TicketChange
+	err := r.read(ctx, "read ticket change", func(rd *reader) error {
+		full, _, err := rd.resolve(hashOrPrefix)
+		if err != nil {
+			return err
+		}
+		c, err = rd.ticketChange(full)
+		return err
+	})
+	return c, err
+}
+
+func (rd *reader) ticketChange(hash string) (TicketChange, error) {
+	info, err := rd.info(hash)
+	if err != nil {
+		return TicketChange{}, err
+	}
+	if info.Kind != KindTicketChange {
+		return TicketChange{}, fmt.Errorf("read ticket change %s in %s: %w: it is a %s", hash, rd.r.path, ErrWrongKind, info.Kind)
+	}
+	a, err := rd.artifact(info.Rid, hash)
+	if err != nil {
+		return TicketChange{}, err
+	}
+	c := TicketChange{Info: info, Fields: a.Fields}
+	if c.Ticket == "" {
+		c.Ticket = strings.ToLower(a.Ticket)
+	}
+	for _, f := range a.Fields {
+		if f.Name == "+icomment" || f.Name == "icomment" {
+			c.Comment = f.Value
+		}
+	}
+	return c, nil
+}
+
+// Ticket reads a ticket's current fields from the ticket table, by full id.
+func (r *Repo) Ticket(ctx context.Context, id string) (map[string]string, error) {
+	out := map[string]string{}
+	err := r.read(ctx, "read ticket", func(rd *reader) error {
+		rows, err := rd.query(`SELECT * FROM ticket WHERE tkt_uuid=?`, strings.ToLower(id))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		cols, err := rows.Columns()
+		if err != nil {
+			return err
+		}
+		if !rows.Next() {
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			return &HashError{Op: "read ticket", Repo: r.path, Hash: id, Err: ErrNotFound}
+		}
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		for i, c := range cols {
+			out[c] = vals[i].String
+		}
+		return nil
+	})
+	return out, err
+}

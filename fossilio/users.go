@@ -1,0 +1,106 @@
+package fossilio
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// User is a login of a repository and its capability letters, as stored.
+type User struct {
+	Login string
+	Caps  string
+	Info  string // contact information
+}
+
+// fullCaps is what admin (a) and setup (s) expand to (src/capabilities.c).
+const fullCaps = "bcdefghijklmnopqrtwz234567AD"
+
+// Users lists the repository's users, pseudo-users included, by login.
+func (r *Repo) Users(ctx context.Context) ([]User, error) {
+	var out []User
+	err := r.read(ctx, "list users", func(rd *reader) error {
+		rows, err := rd.query(`SELECT login, coalesce(cap, ''), coalesce(info, '') FROM user ORDER BY login`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var u User
+			if err := rows.Scan(&u.Login, &u.Caps, &u.Info); err != nil {
+				return err
+			}
+			out = append(out, u)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// User returns one user; ErrNoSuchUser when the login does not exist.
+func (r *Repo) User(ctx context.Context, login string) (User, error) {
+	var u User
+	err := r.read(ctx, "read user", func(rd *reader) error {
+		found, err := rd.row(`SELECT login, coalesce(cap, ''), coalesce(info, '') FROM user WHERE login=?`, []any{login}, &u.Login, &u.Caps, &u.Info)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("read user %q in %s: %w", login, r.path, ErrNoSuchUser)
+		}
+		return nil
+	})
+	return u, err
+}
+
+// EffectiveCaps returns the capabilities a logged-in user really has: its
+// own, plus those of nobody and anonymous (every logged-in user gets them),
+// with u and v expanded to reader's and developer's and a and s to what
+// they imply, as a sorted string of letters.
+func (r *Repo) EffectiveCaps(ctx context.Context, login string) (string, error) {
+	caps := map[string]string{}
+	err := r.read(ctx, "read capabilities", func(rd *reader) error {
+		rows, err := rd.query(`SELECT login, coalesce(cap, '') FROM user WHERE login IN (?, 'nobody', 'anonymous', 'reader', 'developer')`, login)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var l, c string
+			if err := rows.Scan(&l, &c); err != nil {
+				return err
+			}
+			caps[l] = c
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return "", err
+	}
+	own, ok := caps[login]
+	if !ok {
+		return "", fmt.Errorf("read capabilities of %q in %s: %w", login, r.path, ErrNoSuchUser)
+	}
+	return expandCaps(own+caps["nobody"]+caps["anonymous"], caps["reader"], caps["developer"]), nil
+}
+
+// expandCaps resolves u, v, a and s and returns the distinct letters sorted.
+func expandCaps(caps, reader, developer string) string {
+	if strings.ContainsRune(caps, 'u') {
+		caps += reader
+	}
+	if strings.ContainsRune(caps, 'v') {
+		caps += developer
+	}
+	if strings.ContainsAny(caps, "as") {
+		caps += fullCaps
+	}
+	return sortedCaps(caps)
+}
+
+func sortedCaps(caps string) string {
+	b := []byte(caps)
+	slices.Sort(b)
+	return string(slices.Compact(b))
+}

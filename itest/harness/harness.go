@@ -1,0 +1,338 @@
+// Package harness runs a real `fossil server` for tests, on a free port of
+// 127.0.0.1, over a fresh repository in its own temporary directory, with a
+// private FOSSIL_HOME, not jailed (so the backoffice and hooks run), and with
+// users of chosen capabilities; it ends everything it started, by PID.
+//
+//	srv := harness.StartServer(t, harness.Options{Users: []harness.User{{Login: "alice", Password: "pw", Caps: "i"}}})
+//	srv.URL, srv.Repo, srv.ProjectCode, srv.AdminLogin, srv.AdminPassword
+//	out, err := srv.Fossil("tag", "add", "-R", srv.Repo, ...) // the private environment
+//	err = srv.Backoffice()                                    // fossil backoffice --nolease REPO
+//	harness.Track(t, pid)                                     // pid must be gone at the test's end
+//
+// At the test's end the server's process group is ended, then every process
+// whose command line names the server's directory (the backoffice it forked,
+// hooks naming %R); a test fails if any of them, or a tracked process, is
+// still alive after that.
+package harness
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// User is a login to create on the test repository.
+type User struct {
+	Login    string
+	Password string
+	Caps     string // capability letters, stored verbatim
+}
+
+// Options choose what StartServer sets up.
+type Options struct {
+	// Users are created on the repository before the server starts.
+	Users []User
+	// Project names the repository file (PROJECT.fossil); default "demo".
+	Project string
+	// Dir is the directory to work in; default a fresh t.TempDir().
+	Dir string
+	// Settings are repository settings (fossil settings NAME VALUE) applied
+	// before the server starts, e.g. {"backoffice-nodelay": "1"}.
+	Settings map[string]string
+	// Setup, when not nil, runs after the repository and users are made and
+	// before the server starts.
+	Setup func(s *Server) error
+}
+
+// Server is a running fossil server over a fresh repository.
+type Server struct {
+	URL           string // http://127.0.0.1:PORT/
+	Port          int
+	Repo          string // the repository file
+	Dir           string // the server's own directory (holds Repo and Home)
+	Home          string // FOSSIL_HOME and HOME of every fossil process run here
+	ProjectCode   string
+	AdminLogin    string
+	AdminPassword string
+	PID           int // the fossil server process
+
+	t       testing.TB
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	logPath string
+	stopped bool
+}
+
+// FossilPath is the fossil executable the harness runs.
+var FossilPath = "fossil"
+
+// StartServer makes a repository and starts `fossil server` over it. It
+// fails the test (t.Fatal) when anything goes wrong; cleanup ends the server.
+func StartServer(t testing.TB, opts Options) *Server {
+	t.Helper()
+	exe, err := exec.LookPath(FossilPath)
+	if err != nil {
+		t.Fatalf("harness: fossil is not installed (make deps installs it): %v", err)
+	}
+	dir := opts.Dir
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	project := opts.Project
+	if project == "" {
+		project = "demo"
+	}
+	s := &Server{
+		Dir:           dir,
+		Home:          filepath.Join(dir, "home"),
+		Repo:          filepath.Join(dir, project+".fossil"),
+		AdminLogin:    "admin",
+		AdminPassword: randomText(12),
+		t:             t,
+		logPath:       filepath.Join(dir, "server.log"),
+	}
+	if err := os.MkdirAll(s.Home, 0o700); err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	t.Cleanup(s.cleanup)
+	s.mustFossil("init", "-A", s.AdminLogin, s.Repo)
+	// fossil init stores the admin's first password in clear; setting it
+	// again stores the shared secret, as for every other user.
+	s.mustFossil("user", "password", s.AdminLogin, s.AdminPassword, "-R", s.Repo)
+	for _, u := range opts.Users {
+		s.mustFossil("user", "new", u.Login, u.Login+"@example.invalid", u.Password, "-R", s.Repo)
+		s.mustFossil("user", "capabilities", u.Login, u.Caps, "-R", s.Repo)
+	}
+	for name, value := range opts.Settings {
+		s.mustFossil("settings", name, value, "-R", s.Repo)
+	}
+	info := s.mustFossil("info", "-R", s.Repo)
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, "project-code:"); ok {
+			s.ProjectCode = strings.TrimSpace(v)
+		}
+	}
+	if len(s.ProjectCode) < 40 {
+		t.Fatalf("harness: no project code in `fossil info`:\n%s", info)
+	}
+	if opts.Setup != nil {
+		if err := opts.Setup(s); err != nil {
+			t.Fatalf("harness: setup: %v", err)
+		}
+	}
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		if lastErr = s.start(exe); lastErr == nil {
+			return s
+		}
+	}
+	t.Fatalf("harness: fossil server did not start: %v\n%s", lastErr, s.log())
+	return nil
+}
+
+// start picks a free port and starts the server; it returns when the port
+// accepts connections, or an error when the server exited first.
+func (s *Server) start(exe string) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(exe, "server", "--port", strconv.Itoa(port), "--localhost", "--nojail", s.Repo)
+	cmd.Dir = s.Dir
+	cmd.Env = s.Env()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// A group of its own, so that ending the group ends its request handlers.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start fossil server: %w", err)
+	}
+	logf.Close()
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	s.cmd, s.exited, s.PID, s.Port = cmd, exited, cmd.Process.Pid, port
+	s.URL = fmt.Sprintf("http://127.0.0.1:%d/", port)
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			return fmt.Errorf("fossil server on port %d exited: %v", port, cmd.ProcessState)
+		default:
+		}
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.endGroup()
+	return fmt.Errorf("fossil server on port %d did not accept connections in 15 s", port)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Env is the private environment of every fossil process the harness runs:
+// no CGI or FOSSIL_USER variables leak in, and HOME and FOSSIL_HOME are the
+// server's own directory, so nothing touches a shared global config.
+func (s *Server) Env() []string {
+	return FossilEnv(s.Home, s.AdminLogin)
+}
+
+// FossilEnv is a clean environment for the fossil CLI: PATH, HOME,
+// FOSSIL_HOME and USER, and nothing else.
+func FossilEnv(home, user string) []string {
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	env := []string{"PATH=" + path, "HOME=" + home, "FOSSIL_HOME=" + home, "LANG=C.UTF-8"}
+	if user != "" {
+		env = append(env, "USER="+user)
+	}
+	return env
+}
+
+// Fossil runs the fossil CLI with the private environment in the server's
+// directory and returns what it printed (stdout and stderr).
+func (s *Server) Fossil(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, FossilPath, args...)
+	cmd.Dir = s.Dir
+	cmd.Env = s.Env()
+	cmd.Stdin = nil
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), fmt.Errorf("fossil %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	}
+	return out.String(), nil
+}
+
+func (s *Server) mustFossil(args ...string) string {
+	s.t.Helper()
+	out, err := s.Fossil(args...)
+	if err != nil {
+		s.t.Fatalf("harness: %v", err)
+	}
+	return out
+}
+
+// Backoffice runs the repository's backoffice now, ignoring the lease the
+// server's own backoffice holds for 60 s, so hooks see what just arrived.
+func (s *Server) Backoffice() error {
+	_, err := s.Fossil("backoffice", "--nolease", s.Repo)
+	return err
+}
+
+// UserURL is the server's URL with a login and password in it, as the fossil
+// client takes them.
+func (s *Server) UserURL(login, password string) string {
+	return fmt.Sprintf("http://%s:%s@127.0.0.1:%d/", escapeUserinfo(login), escapeUserinfo(password), s.Port)
+}
+
+func escapeUserinfo(s string) string {
+	r := strings.NewReplacer("%", "%25", "@", "%40", ":", "%3a", "/", "%2f")
+	return r.Replace(s)
+}
+
+// Stop ends the server now (cleanup does it otherwise).
+func (s *Server) Stop() {
+	s.t.Helper()
+	s.cleanup()
+}
+
+func (s *Server) log() string {
+	b, _ := os.ReadFile(s.logPath)
+	return string(b)
+}
+
+// endGroup ends the server's process group: TERM, then KILL if it lingers.
+func (s *Server) endGroup() {
+	if s.cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-s.PID, syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(3 * time.Second):
+		_ = syscall.Kill(-s.PID, syscall.SIGKILL)
+		<-s.exited
+	}
+	// Request handlers still running in the group get the same end.
+	_ = syscall.Kill(-s.PID, syscall.SIGKILL)
+	s.cmd = nil
+}
+
+func (s *Server) cleanup() {
+	if s.stopped {
+		return
+	}
+	s.stopped = true
+	s.endGroup()
+	// The backoffice leaves the server's group (setsid) and may sleep on
+	// deck for up to a minute; hooks run from it. Each names the server's
+	// directory on its command line, which is how they are found.
+	left := endNaming(s.Dir)
+	if len(left) > 0 {
+		s.t.Errorf("harness: processes naming %s still alive after being killed: %v", s.Dir, left)
+	}
+}
+
+// endNaming kills every process whose command line contains dir, by PID,
+// and returns those still alive afterwards.
+func endNaming(dir string) []int {
+	pids := pidsNaming(dir)
+	for _, p := range pids {
+		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	}
+	var alive []int
+	for _, p := range pids {
+		if !waitGone(p, 5*time.Second) {
+			alive = append(alive, p.pid)
+		}
+	}
+	return alive
+}
+
+func randomText(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	// Letters and digits only, never 40 hex digits (which Fossil's client
+	// would take for a shared secret).
+	return "pw" + hex.EncodeToString(b)[:n]
+}
+
+var errGone = errors.New("process gone")
