@@ -97,6 +97,8 @@ func NewNote(kind NoteKind) Note {
 
 func (k NoteKind) where() string {
 	switch k {
+	case "note":
+		return "note"
 	case KindWorkspace:
 		return "workspace definition"
 	case KindSession:
@@ -116,9 +118,23 @@ func (k NoteKind) where() string {
 func DecodeNote(block []byte) (Note, error) {
 	v, err := parseStrict(block, MaxNoteLen)
 	if err != nil {
-		return nil, at("note", err)
+		return nil, at(kindHint(block).where(), err)
 	}
 	return decodeTree(v, "")
+}
+
+// kindHint guesses, for an error message only, what kind of note a block that
+// did not parse strictly meant to be; "note" when it cannot tell.
+func kindHint(block []byte) NoteKind {
+	var head struct {
+		OCX any `json:"ocx"`
+	}
+	if json.Unmarshal(block, &head) == nil {
+		if k, ok := head.OCX.(string); ok && NewNote(NoteKind(k)) != nil {
+			return NoteKind(k)
+		}
+	}
+	return "note"
 }
 
 // DecodeNoteAs reads a note that must be of type T, such as *WorkspaceDefinition.
@@ -164,7 +180,7 @@ func decodeTree(v any, suffix string) (Note, error) {
 	var kind NoteKind
 	switch x := raw.(type) {
 	case json.Number:
-		return nil, &FieldError{Where: "note" + suffix, Field: "ocx", Problem: fmt.Sprintf(`is %s: a run-engine message (seed 004), which this reader does not read`, x), Err: ErrRunMessage}
+		return nil, &FieldError{Where: "note" + suffix, Field: "ocx", Problem: fmt.Sprintf(`is %s: a run-engine message (seed 004), which this reader does not read`, shortToken(x.String())), Err: ErrRunMessage}
 	case string:
 		kind = NoteKind(x)
 	default:
@@ -205,7 +221,7 @@ func readVersion(o jobj) error {
 		return fieldErr("version", ErrInvalid, "must be a whole number, not "+jsonType(v))
 	}
 	if num.String() != strconv.Itoa(Version) {
-		return fieldErr("version", ErrUnknownVersion, fmt.Sprintf("%s is not a version this reader knows (it reads version %d)", quoteShort(num.String()), Version))
+		return fieldErr("version", ErrUnknownVersion, fmt.Sprintf("%s is not a version this reader knows (it reads version %d)", shortToken(num.String()), Version))
 	}
 	return nil
 }

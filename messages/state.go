@@ -391,8 +391,8 @@ func (p *SessionStatus) decode(o jobj) (err error) {
 	return err
 }
 
-// Encode validates the state and renders it as one line of JSON with "ocx"
-// first and a newline, as GET /state serves it. Nil lists are written as [].
+// Encode validates the state and renders it as GET /state serves it: JSON with
+// "ocx" first, indented by two spaces, and a newline. Nil lists are written as [].
 func (s *NodeState) Encode() ([]byte, error) {
 	c := *s
 	if c.Hooks == nil {
@@ -425,13 +425,17 @@ func (s *NodeState) Encode() ([]byte, error) {
 	if err := enc.Encode(&c); err != nil {
 		return nil, fmt.Errorf("encode state: %w", err)
 	}
-	var out bytes.Buffer
-	out.WriteString(`{"ocx":"state"`)
+	var flat bytes.Buffer
+	flat.WriteString(`{"ocx":"state"`)
 	if c.Version != 0 {
-		out.WriteString(`,"version":` + strconv.Itoa(c.Version))
+		flat.WriteString(`,"version":` + strconv.Itoa(c.Version))
 	}
-	out.WriteByte(',')
-	out.Write(bytes.TrimSpace(body.Bytes())[1:])
+	flat.WriteByte(',')
+	flat.Write(bytes.TrimSpace(body.Bytes())[1:])
+	var out bytes.Buffer
+	if err := json.Indent(&out, flat.Bytes(), "", "  "); err != nil {
+		return nil, fmt.Errorf("encode state: %w", err)
+	}
 	out.WriteByte('\n')
 	return out.Bytes(), nil
 }

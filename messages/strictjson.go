@@ -300,7 +300,7 @@ func (o jobj) uint(key string, required bool, max uint64, what string) (n uint64
 	}
 	n, perr := strconv.ParseUint(num.String(), 10, 64)
 	if perr != nil || n > max {
-		return 0, true, fieldErr(o.field(key), ErrInvalid, fmt.Sprintf("%s is not a whole number from 0 to %d", quoteShort(num.String()), max))
+		return 0, true, fieldErr(o.field(key), ErrInvalid, fmt.Sprintf("%s is not a whole number from 0 to %d", shortToken(num.String()), max))
 	}
 	return n, true, nil
 }
@@ -340,7 +340,7 @@ func (o jobj) refuseLimitKeys(kind NoteKind, except string) error {
 		if k == except || !o.has(k) {
 			continue
 		}
-		return fieldErr(o.field(k), ErrUnknownKey, fmt.Sprintf("a %s note has no %s; a reader that does not enforce it refuses the note rather than drop a limit", kind, k))
+		return fieldErr(o.field(k), ErrUnknownKey, fmt.Sprintf("a %s has no %s; a reader that does not enforce one refuses the note rather than drop a limit", kind.where(), k))
 	}
 	return nil
 }
@@ -364,4 +364,12 @@ func (o jobj) optStr(key string) (string, error) {
 		return "", fieldErr(o.field(key), ErrInvalid, "is empty; leave the key out instead")
 	}
 	return s, err
+}
+
+// shortToken shows a JSON number as it was written, eliding a long one.
+func shortToken(s string) string {
+	if len(s) <= 40 {
+		return s
+	}
+	return s[:20] + "…" + s[len(s)-20:]
 }

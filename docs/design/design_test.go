@@ -1,0 +1,13 @@
+package design
+
+import "testing"
+
+func TestSchemasCompile(t *testing.T) {
+	s, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(s.Files()); got != 15 {
+		t.Fatalf("compiled %d schemas, want 15: %v", got, s.Files())
+	}
+}
