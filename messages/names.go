@@ -209,6 +209,7 @@ func checkRepository(field, s string) error {
 		var fe *FieldError
 		if asFieldError(err, &fe) {
 			fe.Problem = fmt.Sprintf("%s does not name a project: %s", quoteShort(s), fe.Problem)
+			fe.Err = ErrInvalid
 		}
 		return err
 	}

@@ -401,7 +401,7 @@ func (s *NodeState) Encode() ([]byte, error) {
 	if c.Logins == nil {
 		c.Logins = []LoginStatus{}
 	}
-	c.Logins = append([]LoginStatus(nil), c.Logins...)
+	c.Logins = append(make([]LoginStatus, 0, len(c.Logins)), c.Logins...)
 	for i := range c.Logins {
 		if c.Logins[i].Accounts == nil {
 			c.Logins[i].Accounts = []AccountStatus{}

@@ -1,0 +1,293 @@
+package messages
+
+import (
+	"strings"
+	"time"
+	"unicode"
+
+	"pgregory.net/rapid"
+)
+
+// Generators of valid values, for the property tests. They reach the edges of
+// every rule: names of 64 bytes, branches with spaces, '/' and '%', paths with
+// dots inside a name, text with newlines, optional fields present and absent.
+
+func genName() *rapid.Generator[string] {
+	return rapid.Custom(func(t *rapid.T) string {
+		if rapid.IntRange(0, 9).Draw(t, "long") == 0 {
+			return "a" + rapid.StringMatching(`[A-Za-z0-9._-]{63}`).Draw(t, "name64")
+		}
+		return rapid.StringMatching(`[A-Za-z0-9][A-Za-z0-9._-]{0,20}`).Draw(t, "name")
+	})
+}
+
+func genLogin() *rapid.Generator[string] {
+	return genName().Filter(func(s string) bool {
+		for _, p := range pseudoUsers {
+			if strings.EqualFold(s, p) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func genHash() *rapid.Generator[string] {
+	return rapid.OneOf(rapid.StringMatching(`[0-9a-f]{40}`), rapid.StringMatching(`[0-9a-f]{64}`))
+}
+
+func genTicket() *rapid.Generator[string] { return rapid.StringMatching(`[0-9a-f]{40}`) }
+
+// printable draws a rune that is neither a control character nor invalid;
+// multiline adds newlines and tabs.
+func printable(multiline bool) *rapid.Generator[rune] {
+	extra := []rune("abc /%.:-_'\"\\<>&`{}[]é日€😀\u00a0\u2028")
+	if multiline {
+		extra = append(extra, '\n', '\t')
+	}
+	return rapid.OneOf(rapid.SampledFrom(extra), rapid.Rune().Filter(func(r rune) bool { return !unicode.IsControl(r) && r != unicode.ReplacementChar }))
+}
+
+func genBranch() *rapid.Generator[string] {
+	return rapid.StringOfN(printable(false), 1, 40, MaxBranchLen)
+}
+
+func genText(required bool) *rapid.Generator[string] {
+	min := 0
+	if required {
+		min = 1
+	}
+	return rapid.StringOfN(printable(true), min, 60, MaxTextLen)
+}
+
+func genLineText(required bool) *rapid.Generator[string] {
+	min := 0
+	if required {
+		min = 1
+	}
+	return rapid.StringOfN(printable(false), min, 30, MaxShortLen)
+}
+
+func genPath() *rapid.Generator[string] {
+	return rapid.Custom(func(t *rapid.T) string {
+		segs := rapid.SliceOfN(rapid.OneOf(
+			rapid.StringMatching(`[A-Za-z0-9_-][A-Za-z0-9._-]{0,12}`),
+			rapid.SampledFrom([]string{"...", ".claude", "..a", "a b", "日本", "x:y", "100%"}),
+		), 0, 6).Draw(t, "segs")
+		return "/" + strings.Join(segs, "/")
+	})
+}
+
+func genPaths() *rapid.Generator[[]string] { return rapid.SliceOfN(genPath(), 0, 5) }
+
+func genHomes() *rapid.Generator[[]string] {
+	return rapid.SliceOfNDistinct(genPath().Filter(func(p string) bool { return p != "/" }), 0, 4, func(p string) string {
+		return p[strings.LastIndexByte(p, '/')+1:]
+	})
+}
+
+func genPathDirs() *rapid.Generator[[]string] {
+	return rapid.SliceOfN(genPath().Filter(func(p string) bool { return !strings.Contains(p, ":") }), 0, 5)
+}
+
+func genVersion() *rapid.Generator[int] { return rapid.SampledFrom([]int{0, Version}) }
+
+func genArg() *rapid.Generator[string] { return rapid.StringOfN(printable(true), 0, 30, MaxTextLen) }
+
+func genCommand() *rapid.Generator[[]string] {
+	return rapid.Custom(func(t *rapid.T) []string {
+		first := rapid.StringOfN(printable(true), 1, 20, MaxTextLen).Draw(t, "program")
+		rest := rapid.SliceOfN(genArg(), 0, 4).Draw(t, "args")
+		return append([]string{first}, rest...)
+	})
+}
+
+func genSignal() *rapid.Generator[string] {
+	return rapid.OneOf(rapid.SampledFrom([]string{"SIGTERM", "SIGKILL", "SIGHUP", "SIGRTMIN+3", "SIGRTMAX-1"}),
+		rapid.StringMatching(`SIG[A-Z][A-Z0-9]{0,8}`))
+}
+
+func genTime() *rapid.Generator[time.Time] {
+	return rapid.Custom(func(t *rapid.T) time.Time {
+		sec := rapid.Int64Range(0, 253402300799).Draw(t, "sec") // 1970 to 9999
+		nsec := int64(0)
+		if rapid.Bool().Draw(t, "frac") {
+			nsec = rapid.Int64Range(0, 999999999).Draw(t, "nsec")
+		}
+		return time.Unix(sec, nsec).UTC()
+	})
+}
+
+func genOpt(g *rapid.Generator[string]) *rapid.Generator[string] {
+	return rapid.OneOf(rapid.Just(""), g)
+}
+
+func genProcess() *rapid.Generator[ProcessInfo] {
+	return rapid.Custom(func(t *rapid.T) ProcessInfo {
+		return ProcessInfo{
+			PID:       rapid.IntRange(1, MaxPID).Draw(t, "pid"),
+			StartTime: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "start"),
+			Command:   genCommand().Draw(t, "command"),
+			StartedBy: rapid.SampledFrom([]Origin{OriginDaemon, OriginTerminal, OriginOrphan}).Draw(t, "by"),
+		}
+	})
+}
+
+func genListener() *rapid.Generator[Listener] {
+	return rapid.Custom(func(t *rapid.T) Listener {
+		l := Listener{Login: genLogin().Draw(t, "login"), Project: genName().Draw(t, "project"),
+			Kind: rapid.SampledFrom([]ListenKind{ListenThread, ListenTicket, ListenBranch}).Draw(t, "kind")}
+		switch l.Kind {
+		case ListenThread:
+			l.Names = genHash().Draw(t, "root")
+		case ListenTicket:
+			l.Names = genTicket().Draw(t, "ticket")
+		default:
+			l.Names = genBranch().Draw(t, "branch")
+		}
+		return l
+	})
+}
+
+// genNote draws a valid note of the given kind.
+func genNote(kind NoteKind) *rapid.Generator[Note] {
+	return rapid.Custom(func(t *rapid.T) Note {
+		v := genVersion().Draw(t, "version")
+		login := genLogin().Draw(t, "login")
+		project := genName().Draw(t, "project")
+		switch kind {
+		case KindWorkspace:
+			return &WorkspaceDefinition{Version: v, Login: login, Project: project, Branch: genBranch().Draw(t, "branch"),
+				Sandbox: Sandbox{Network: rapid.Bool().Draw(t, "network"), ReadOnly: genPaths().Draw(t, "ro"),
+					ReadWrite: genPaths().Draw(t, "rw"), Homes: genHomes().Draw(t, "homes"), Path: genPathDirs().Draw(t, "path")}}
+		case KindSession:
+			d := &SessionDefinition{Version: v, Lifetime: rapid.SampledFrom([]Lifetime{Completes, Stays}).Draw(t, "lifetime")}
+			if rapid.Bool().Draw(t, "mechanical") {
+				d.Kind, d.Command = Mechanical, genCommand().Draw(t, "command")
+			} else {
+				d.Kind, d.Runner, d.Model = LLM, rapid.SampledFrom(Runners).Draw(t, "runner"), genLineText(true).Draw(t, "model")
+			}
+			return d
+		case KindLaunch:
+			return &LaunchNote{Version: v, Login: login, Project: project, Workspace: genHash().Draw(t, "ws"), Session: genHash().Draw(t, "sess"),
+				Release: rapid.SampledFrom([]string{ReleaseCurrent, ReleasePrevious}).Draw(t, "release"), Checkin: genOpt(genHash()).Draw(t, "checkin")}
+		case KindRefusal:
+			n := &RefusalNote{Version: v, Launch: genHash().Draw(t, "launch"), Login: login, Project: project, Reason: genText(true).Draw(t, "reason")}
+			if rapid.Bool().Draw(t, "holder") {
+				p := genProcess().Draw(t, "process")
+				n.Holder = &p
+			}
+			return n
+		case KindEnd:
+			n := &EndNote{Version: v, Launch: genHash().Draw(t, "launch"), Login: login, Project: project,
+				PID: rapid.IntRange(1, MaxPID).Draw(t, "pid"), StartTime: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "start"),
+				Status:  rapid.SampledFrom([]EndStatus{EndExited, EndSignaled, EndUnknown, EndSandboxFailed}).Draw(t, "status"),
+				Release: genLineText(true).Draw(t, "release"), Seen: genTime().Draw(t, "seen"), Note: genText(true).Draw(t, "note")}
+			code := rapid.IntRange(0, 255).Draw(t, "code")
+			switch n.Status {
+			case EndExited:
+				n.ExitCode = &code
+			case EndSignaled:
+				n.Signal, n.Killed = genSignal().Draw(t, "signal"), rapid.Bool().Draw(t, "killed")
+			case EndUnknown:
+				n.Killed = rapid.Bool().Draw(t, "killed")
+			case EndSandboxFailed:
+				if rapid.Bool().Draw(t, "known") {
+					n.ExitCode = &code
+				}
+			}
+			if rapid.Bool().Draw(t, "ci") {
+				n.Checkin = genHash().Draw(t, "checkin")
+				n.Result = rapid.SampledFrom([]CIResult{"", CIGreen, CIRed, CINone}).Draw(t, "result")
+			}
+			return n
+		case KindStop:
+			return &StopNote{Version: v, Login: genOpt(genLogin()).Draw(t, "login"), Reason: genText(false).Draw(t, "reason")}
+		case KindStopped:
+			n := &StoppedNote{Version: v, Login: login, Project: project, Launch: genOpt(genHash()).Draw(t, "launch")}
+			if rapid.Bool().Draw(t, "request") {
+				n.Cause, n.Request = StopByRequest, genHash().Draw(t, "req")
+			} else {
+				n.Cause, n.Signal = StopBySignal, genSignal().Draw(t, "signal")
+			}
+			return n
+		case KindTerminated:
+			return &TerminatedNote{Version: v, Login: login, Project: project, Reason: genText(false).Draw(t, "reason")}
+		case KindListen:
+			return &ListenNote{Version: v, Listener: genListener().Draw(t, "listener")}
+		case KindUnlisten:
+			return &UnlistenNote{Version: v, Listener: genListener().Draw(t, "listener")}
+		case KindUnheard:
+			return &UnheardNote{Version: v, Post: genHash().Draw(t, "post"), Login: login, Project: project,
+				Why: rapid.SampledFrom([]UnheardWhy{UnheardNoReader, UnheardNoPipe}).Draw(t, "why")}
+		case KindReport:
+			return &ReportNote{Version: v, Outcome: rapid.SampledFrom([]ReportOutcome{ReportDone, ReportFailed}).Draw(t, "outcome"), Summary: genText(false).Draw(t, "summary")}
+		case KindCI:
+			tag := genCITag().Draw(t, "tag")
+			return &CINote{Version: v, Checkin: genHash().Draw(t, "checkin"), Result: tag.Result, Line: tag.Line}
+		}
+		panic("no generator for " + string(kind))
+	})
+}
+
+func genCITag() *rapid.Generator[CITag] {
+	return rapid.Custom(func(t *rapid.T) CITag {
+		line := strings.TrimSpace(rapid.StringOfN(printable(false), 0, 30, MaxCILineLen).Draw(t, "line"))
+		return CITag{Result: rapid.SampledFrom([]CIResult{CIGreen, CIRed}).Draw(t, "result"), Line: line}
+	})
+}
+
+func genState() *rapid.Generator[*NodeState] {
+	return rapid.Custom(func(t *rapid.T) *NodeState {
+		s := &NodeState{Version: genVersion().Draw(t, "version")}
+		for i, p := range rapid.SliceOfNDistinct(genName(), 0, 3, rapid.ID[string]).Draw(t, "hooks") {
+			s.Hooks = append(s.Hooks, HookStatus{Project: p, Repository: "/srv/fossil/" + p + ".fossil", Installed: i%2 == 0})
+		}
+		for _, l := range rapid.SliceOfNDistinct(genLogin(), 0, 3, rapid.ID[string]).Draw(t, "logins") {
+			ls := LoginStatus{Login: l, Accounts: []AccountStatus{}}
+			for _, p := range rapid.SliceOfNDistinct(genName(), 0, 2, rapid.ID[string]).Draw(t, "accounts") {
+				ls.Accounts = append(ls.Accounts, AccountStatus{Project: p, Capabilities: rapid.SampledFrom([]string{"", "ijk", "cghijkorw"}).Draw(t, "caps")})
+			}
+			s.Logins = append(s.Logins, ls)
+		}
+		for i, l := range rapid.SliceOfNDistinct(genLogin(), 0, 3, rapid.ID[string]).Draw(t, "workspaces") {
+			s.Workspaces = append(s.Workspaces, WorkspaceStatus{Login: l, Project: "p" + string(rune('a'+i)), Record: genHash().Draw(t, "record"),
+				Branch: genBranch().Draw(t, "branch"), State: rapid.SampledFrom([]WorkspaceCondition{WorkspaceActive, WorkspaceIdle, WorkspaceTerminated, WorkspaceMissing}).Draw(t, "state")})
+		}
+		for range rapid.IntRange(0, 3).Draw(t, "sessions") {
+			s.Sessions = append(s.Sessions, SessionStatus{Login: genLogin().Draw(t, "login"), Project: genName().Draw(t, "project"),
+				Record: genHash().Draw(t, "record"), Launch: genOpt(genHash()).Draw(t, "launch"), PID: rapid.IntRange(1, MaxPID).Draw(t, "pid"),
+				StartTime: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "start"), StartedBy: rapid.SampledFrom([]Origin{OriginDaemon, OriginTerminal, OriginOrphan}).Draw(t, "by"),
+				State: rapid.SampledFrom([]SessionActivity{SessionWorking, SessionIdle}).Draw(t, "state"), Listening: rapid.Bool().Draw(t, "listening"),
+				Release: genLineText(true).Draw(t, "release"), Older: rapid.Bool().Draw(t, "older")})
+		}
+		s.Listeners = rapid.SliceOfNDistinct(genListener(), 0, 3, func(l Listener) Listener { return l }).Draw(t, "listeners")
+		if s.Hooks == nil {
+			s.Hooks = []HookStatus{}
+		}
+		if s.Logins == nil {
+			s.Logins = []LoginStatus{}
+		}
+		if s.Workspaces == nil {
+			s.Workspaces = []WorkspaceStatus{}
+		}
+		if s.Sessions == nil {
+			s.Sessions = []SessionStatus{}
+		}
+		return s
+	})
+}
+
+func genPipeLine() *rapid.Generator[PipeLine] {
+	return rapid.OneOf(
+		rapid.Custom(func(t *rapid.T) PipeLine {
+			dir := rapid.SliceOfN(rapid.StringMatching(`[A-Za-z0-9._-]{1,12}`).Filter(func(s string) bool { return s != "." && s != ".." }), 0, 4).Draw(t, "dir")
+			repo := "/" + strings.Join(append(dir, genName().Draw(t, "project")+".fossil"), "/")
+			return PostLine{Repository: repo, Hash: genHash().Draw(t, "hash")}
+		}),
+		rapid.Custom(func(t *rapid.T) PipeLine {
+			return StopLine{Login: genLogin().Draw(t, "login"), Project: genName().Draw(t, "project")}
+		}),
+		rapid.Just[PipeLine](ReexecLine{}),
+	)
+}

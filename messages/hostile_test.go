@@ -1,0 +1,293 @@
+package messages
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/ocx-go/ocx/docs/design"
+	"github.com/santhosh-tekuri/jsonschema/v5"
+)
+
+const (
+	h64 = "93b653f3e69fdc88a716e5e3428a4947e7af5d21926850ad9673c8469d94913d"
+	h40 = "a9f7f290053f573c5e19492705598fcd9dd10dc8"
+)
+
+// ws builds a workspace definition's JSON around a sandbox body.
+func ws(top, sandbox string) string {
+	return `{"ocx": "workspace", "login": "ci-ocx", "project": "ollama", "branch": "ocx"` + top +
+		`, "sandbox": {` + sandbox + `}}`
+}
+
+const okSandbox = `"network": true, "read_only": ["/usr"], "read_write": ["/srv/w"], "homes": [], "path": ["/usr/bin"]`
+
+// hostileNotes are blocks every reader must refuse, each with the sentinel, the
+// field the error must name, and words the message must hold. schema says
+// whether a JSON Schema can see the fault too; then its error must point at the
+// same place (the field as a JSON pointer).
+var hostileNotes = []struct {
+	name    string
+	block   string
+	err     error
+	field   string
+	words   string
+	schema  bool
+	schemaF string // the schema's location when it differs from field: a parent, "." for the root
+}{
+	{"unknown sandbox key", ws("", okSandbox+`, "memory": "4G"`), ErrUnknownKey, "sandbox.memory", "may be a limit", true, "sandbox"},
+	{"unknown sandbox key first of two", ws("", okSandbox+`, "zz": 1, "cpu": 2`), ErrUnknownKey, "sandbox.cpu", "whole block is refused", true, "sandbox"},
+	{"relative path in read_write", ws("", `"network": true, "read_only": [], "read_write": ["/srv/w", "tmp"], "homes": [], "path": []`), ErrInvalid, "sandbox.read_write[1]", `"tmp" is not an absolute path`, true, ""},
+	{"dot-dot path", ws("", `"network": true, "read_only": ["/a/../b"], "read_write": [], "homes": [], "path": []`), ErrInvalid, "sandbox.read_only[0]", "not a clean path", true, ""},
+	{"trailing slash", ws("", `"network": true, "read_only": ["/usr/"], "read_write": [], "homes": [], "path": []`), ErrInvalid, "sandbox.read_only[0]", "not a clean path", true, ""},
+	{"double slash", ws("", `"network": true, "read_only": ["//usr"], "read_write": [], "homes": [], "path": []`), ErrInvalid, "sandbox.read_only[0]", "not a clean path", true, ""},
+	{"NUL in a path", ws("", `"network": true, "read_only": ["/us\u0000r"], "read_write": [], "homes": [], "path": []`), ErrInvalid, "sandbox.read_only[0]", `control character '\x00'`, true, ""},
+	{"colon in PATH", ws("", `"network": true, "read_only": [], "read_write": [], "homes": [], "path": ["/usr/bin:/bin"]`), ErrInvalid, "sandbox.path[0]", "separates PATH", true, ""},
+	{"root as a home", ws("", `"network": true, "read_only": [], "read_write": [], "homes": ["/"], "path": []`), ErrInvalid, "sandbox.homes[0]", "no last name", true, ""},
+	{"network as a string", ws("", `"network": "yes", "read_only": [], "read_write": [], "homes": [], "path": []`), ErrInvalid, "sandbox.network", "must be true or false, not a string", true, ""},
+	{"null list", ws("", `"network": true, "read_only": null, "read_write": [], "homes": [], "path": []`), ErrInvalid, "sandbox.read_only", "not null", true, ""},
+	{"list left out", ws("", `"network": true, "read_only": [], "read_write": [], "path": []`), ErrMissing, "sandbox.homes", "even an empty one", true, "sandbox"},
+	{"number in a list", ws("", `"network": true, "read_only": ["/usr", 7], "read_write": [], "homes": [], "path": []`), ErrInvalid, "sandbox.read_only[1]", "must be a string, not a number", true, ""},
+	{"no sandbox", `{"ocx": "workspace", "login": "ci-ocx", "project": "ollama", "branch": "ocx", "tools": ["git"]}`, ErrMissing, "sandbox", "not read as an older form", true, "."},
+	{"login ../x", `{"ocx": "workspace", "login": "../x", "project": "ollama", "branch": "ocx", "sandbox": {` + okSandbox + `}}`, ErrInvalid, "login", `"../x" is not a login`, true, ""},
+	{"login with a slash", `{"ocx": "workspace", "login": "a/b", "project": "ollama", "branch": "ocx", "sandbox": {` + okSandbox + `}}`, ErrInvalid, "login", `'/' is not allowed`, true, ""},
+	{"login nobody", `{"ocx": "workspace", "login": "Nobody", "project": "ollama", "branch": "ocx", "sandbox": {` + okSandbox + `}}`, ErrInvalid, "login", "pseudo-users", true, ""},
+	{"login too long", `{"ocx": "workspace", "login": "` + strings.Repeat("a", 65) + `", "project": "ollama", "branch": "ocx", "sandbox": {` + okSandbox + `}}`, ErrTooLong, "login", "at most 64", true, ""},
+	{"project with NUL", `{"ocx": "workspace", "login": "ci", "project": "oll\u0000ama", "branch": "ocx", "sandbox": {` + okSandbox + `}}`, ErrInvalid, "project", `'\x00' is not allowed`, true, ""},
+	{"empty branch", `{"ocx": "workspace", "login": "ci", "project": "ollama", "branch": "", "sandbox": {` + okSandbox + `}}`, ErrMissing, "branch", "is empty", true, ""},
+	{"branch with a newline", `{"ocx": "workspace", "login": "ci", "project": "ollama", "branch": "a\nb", "sandbox": {` + okSandbox + `}}`, ErrInvalid, "branch", `control character '\n'`, true, ""},
+	{"duplicate key", `{"ocx": "workspace", "login": "ci-ocx", "login": "other", "project": "ollama", "branch": "ocx", "sandbox": {` + okSandbox + `}}`, ErrDuplicateKey, "login", "appears twice", false, ""},
+	{"duplicate key in sandbox", ws("", okSandbox+`, "network": false`), ErrDuplicateKey, "sandbox.network", "appears twice", false, ""},
+	{"duplicate key by escape", `{"ocx": "stop", "reason": "a", "re\u0061son": "b"}`, ErrDuplicateKey, "reason", "appears twice", false, ""},
+	{"truncated block", `{"ocx": "workspace", "login": "ci-ocx",`, ErrSyntax, "", "truncated", false, ""},
+	{"trailing data", `{"ocx": "stop"} {"ocx": "stop"}`, ErrSyntax, "", "holds more after its JSON value", false, ""},
+	{"invalid UTF-8", "{\"ocx\": \"stop\", \"reason\": \"\xff\"}", ErrSyntax, "", "not valid UTF-8", false, ""},
+	{"version 2", ws(`, "version": 2`, okSandbox), ErrUnknownVersion, "version", "2 is not a version this reader knows", true, ""},
+	{"version as a string", ws(`, "version": "1"`, okSandbox), ErrInvalid, "version", "must be a whole number", true, ""},
+	{"budget on a workspace", ws(`, "budget": {"wall": "2h"}`, okSandbox), ErrUnknownKey, "budget", "rather than drop a limit", true, ""},
+	{"sandbox on a session", `{"ocx": "session", "kind": "mechanical", "command": ["make"], "lifetime": "stays", "sandbox": {}}`, ErrUnknownKey, "sandbox", "has no sandbox", true, ""},
+	{"restrict on a launch", `{"ocx": "launch", "login": "a", "project": "b", "workspace": "` + h64 + `", "session": "` + h64 + `", "restrict": {}}`, ErrUnknownKey, "restrict", "has no restrict", true, ""},
+	{"unknown kind", `{"ocx": "frobnicate"}`, ErrUnknownKind, "ocx", `"frobnicate" is not a kind of note`, false, ""},
+	{"run-engine message", `{"ocx": 1, "kind": "run"}`, ErrRunMessage, "ocx", "run-engine message", false, ""},
+	{"no ocx", `{"login": "ci"}`, ErrNotANote, "ocx", "not an OCX note", false, ""},
+	{"an array", `[{"ocx": "stop"}]`, ErrNotANote, "", "a list; a note is a JSON object", false, ""},
+	{"mechanical with a runner", `{"ocx": "session", "kind": "mechanical", "command": ["make"], "runner": "claude", "lifetime": "stays"}`, ErrInvalid, "runner", "has no runner", true, "."},
+	{"llm with a command", `{"ocx": "session", "kind": "llm", "runner": "claude", "model": "m", "command": ["x"], "lifetime": "stays"}`, ErrInvalid, "command", "has no command", true, "."},
+	{"empty program", `{"ocx": "session", "kind": "mechanical", "command": ["", "x"], "lifetime": "stays"}`, ErrInvalid, "command[0]", "names the program", true, ""},
+	{"NUL in an argument", `{"ocx": "session", "kind": "mechanical", "command": ["sh", "a\u0000b"], "lifetime": "stays"}`, ErrInvalid, "command[1]", "NUL", true, ""},
+	{"uppercase hash", `{"ocx": "launch", "login": "a", "project": "b", "workspace": "` + strings.ToUpper(h64) + `", "session": "` + h64 + `"}`, ErrInvalid, "workspace", "not lowercase hex", true, ""},
+	{"release latest", `{"ocx": "launch", "login": "a", "project": "b", "workspace": "` + h64 + `", "session": "` + h64 + `", "release": "latest"}`, ErrInvalid, "release", "current, previous", true, ""},
+	{"empty optional", `{"ocx": "launch", "login": "a", "project": "b", "workspace": "` + h64 + `", "session": "` + h64 + `", "checkin": ""}`, ErrInvalid, "checkin", "leave the key out", true, ""},
+	{"pid fraction", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1.5, "start_time": 1, "status": "exited", "exit_code": 0, "killed": false, "release": "r", "seen": "2026-01-01T00:00:00Z", "note": "n"}`, ErrInvalid, "pid", "not a whole number", true, ""},
+	{"pid too big", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 99999999, "start_time": 1, "status": "exited", "exit_code": 0, "killed": false, "release": "r", "seen": "2026-01-01T00:00:00Z", "note": "n"}`, ErrInvalid, "pid", "from 0 to 4194304", true, ""},
+	{"start time past 2^53", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 9007199254740992, "status": "exited", "exit_code": 0, "killed": false, "release": "r", "seen": "2026-01-01T00:00:00Z", "note": "n"}`, ErrInvalid, "start_time", "from 0 to 9007199254740991", true, ""},
+	{"exit code 256", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 1, "status": "exited", "exit_code": 256, "killed": false, "release": "r", "seen": "2026-01-01T00:00:00Z", "note": "n"}`, ErrInvalid, "exit_code", "0 to 255", true, ""},
+	{"signaled without signal", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 1, "status": "signaled", "killed": true, "release": "r", "seen": "2026-01-01T00:00:00Z", "note": "n"}`, ErrMissing, "signal", "names the signal", true, "."},
+	{"killed but exited", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 1, "status": "exited", "exit_code": 0, "killed": true, "release": "r", "seen": "2026-01-01T00:00:00Z", "note": "n"}`, ErrInvalid, "killed", "signaled, not exited", true, "killed"},
+	{"result without checkin", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 1, "status": "exited", "exit_code": 0, "killed": false, "release": "r", "seen": "2026-01-01T00:00:00Z", "result": "green", "note": "n"}`, ErrInvalid, "result", "names no checkin", true, "."},
+	{"seen not a time", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 1, "status": "exited", "exit_code": 0, "killed": false, "release": "r", "seen": "yesterday", "note": "n"}`, ErrInvalid, "seen", "not a time in UTC", true, ""},
+	{"ticket id of 64", `{"ocx": "listen", "login": "a", "project": "b", "kind": "ticket", "names": "` + h64 + `"}`, ErrInvalid, "names", "a ticket id is 40", true, ""},
+	{"thread names a branch", `{"ocx": "listen", "login": "a", "project": "b", "kind": "thread", "names": "trunk"}`, ErrInvalid, "names", "full artifact hash", true, ""},
+	{"holder with empty command", `{"ocx": "refusal", "launch": "` + h64 + `", "login": "a", "project": "b", "reason": "r", "holder": {"pid": 1, "start_time": 1, "command": [], "started_by": "daemon"}}`, ErrMissing, "holder.command", "command line", true, ""},
+	{"reason empty", `{"ocx": "refusal", "launch": "` + h64 + `", "login": "a", "project": "b", "reason": ""}`, ErrMissing, "reason", "in words", true, ""},
+	{"reason with a bell", `{"ocx": "refusal", "launch": "` + h64 + `", "login": "a", "project": "b", "reason": "\u0007"}`, ErrInvalid, "reason", `'\a'`, true, ""},
+	{"why unknown", `{"ocx": "unheard", "post": "` + h64 + `", "login": "a", "project": "b", "why": "asleep"}`, ErrInvalid, "why", "no-reader, no-pipe", true, ""},
+	{"ci line with spaces", `{"ocx": "ci", "checkin": "` + h64 + `", "result": "red", "line": " x "}`, ErrInvalid, "line", "space at an end", true, ""},
+	{"stopped by request without request", `{"ocx": "stopped", "login": "a", "project": "b", "cause": "request"}`, ErrMissing, "request", "is empty", true, "."},
+	{"deep nesting", `{"ocx": "stop", "x": ` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`, ErrTooLong, "x" + strings.Repeat("[0]", 31), "deeper than 32", false, ""},
+}
+
+func TestHostileNotes(t *testing.T) {
+	schemas, err := design.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range hostileNotes {
+		t.Run(tc.name, func(t *testing.T) {
+			n, err := DecodeNote([]byte(tc.block))
+			if err == nil {
+				t.Fatalf("accepted: %v", n)
+			}
+			if !errors.Is(err, tc.err) {
+				t.Errorf("error %q is not %v", err, tc.err)
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("error %T %q is not a *FieldError", err, err)
+			}
+			if fe.Field != tc.field {
+				t.Errorf("error names field %q, want %q: %v", fe.Field, tc.field, err)
+			}
+			if !strings.Contains(err.Error(), tc.words) {
+				t.Errorf("error %q does not say %q", err, tc.words)
+			}
+			if tc.field != "" && !strings.Contains(err.Error(), tc.field+": ") {
+				t.Errorf("error %q does not name %s", err, tc.field)
+			}
+			// The same block as a post is refused the same way.
+			if _, perr := ReadPost([]byte("```json\n" + tc.block + "\n```\n")); !errors.Is(perr, tc.err) {
+				t.Errorf("as a post: %v", perr)
+			}
+			if !tc.schema {
+				return
+			}
+			kind := ""
+			for _, k := range NoteKinds() {
+				if strings.Contains(tc.block, `"ocx": "`+string(k)+`"`) {
+					kind = string(k)
+				}
+			}
+			serr := schemas.Validate(design.SchemaFile(kind), []byte(tc.block))
+			if serr == nil {
+				t.Fatalf("the schema accepts what the Go reader refuses: %v", err)
+			}
+			want := fe.JSONPointer()
+			switch tc.schemaF {
+			case "":
+			case ".":
+				want = "" // a missing key or a condition: JSON Schema locates the object
+			default:
+				want = fieldToPointer(tc.schemaF)
+			}
+			var ve *jsonschema.ValidationError
+			if !errors.As(serr, &ve) {
+				t.Fatalf("schema error %T: %v", serr, serr)
+			}
+			if !schemaLocates(ve, want) {
+				t.Errorf("the schema does not locate the fault at %q: %#v", want, ve)
+			}
+		})
+	}
+}
+
+// schemaLocates says whether any leaf of a schema error is at loc.
+func schemaLocates(ve *jsonschema.ValidationError, loc string) bool {
+	if len(ve.Causes) == 0 {
+		return ve.InstanceLocation == loc
+	}
+	for _, c := range ve.Causes {
+		if schemaLocates(c, loc) {
+			return true
+		}
+	}
+	return false
+}
+
+// hostileLines are pipe lines the daemon refuses, with the field named.
+var hostileLines = []struct {
+	name  string
+	line  string
+	err   error
+	field string
+	words string
+}{
+	{"5000 bytes", "post /srv/" + strings.Repeat("a", 4917) + ".fossil " + h64, ErrTooLong, "", "is 5000 bytes with its newline"},
+	{"4097 with newline", "stop " + strings.Repeat("a", 4091), ErrTooLong, "", "is 4097 bytes"},
+	{"empty", "", ErrSyntax, "", "is empty"},
+	{"unknown verb", "launch a b", ErrInvalid, "verb", `"launch" is not a verb`},
+	{"capital verb", "POST /srv/a.fossil " + h64, ErrInvalid, "verb", `"POST"`},
+	{"leading space", " reexec", ErrSyntax, "", "field 1 is empty"},
+	{"trailing space", "reexec ", ErrSyntax, "", "field 2 is empty"},
+	{"two spaces", "stop a  b", ErrSyntax, "", "field 3 is empty"},
+	{"tab", "stop a\tb", ErrSyntax, "", `control character '\t'`},
+	{"CR", "reexec\r", ErrSyntax, "", `control character '\r'`},
+	{"NUL", "stop a\x00 b", ErrSyntax, "", `'\x00'`},
+	{"two newlines", "reexec\n\n", ErrSyntax, "", `control character '\n'`},
+	{"invalid UTF-8", "stop \xff b", ErrSyntax, "", "not valid UTF-8"},
+	{"reexec with argument", "reexec now", ErrSyntax, "", "reexec takes 0 argument(s)"},
+	{"post short", "post /srv/a.fossil", ErrSyntax, "", "post takes 2 argument(s)"},
+	{"relative repository", "post srv/a.fossil " + h64, ErrInvalid, "repository", "not an absolute path"},
+	{"unclean repository", "post /srv/../a.fossil " + h64, ErrInvalid, "repository", "not a clean path"},
+	{"not a .fossil", "post /srv/a.db " + h64, ErrInvalid, "repository", "does not end in .fossil"},
+	{"bad project file", "post /srv/.fossil " + h64, ErrInvalid, "repository", "does not name a project"},
+	{"no-break space in path", "post /srv/a\u00a0b/c.fossil " + h64, ErrInvalid, "repository", "whitespace"},
+	{"short hash", "post /srv/a.fossil abc", ErrInvalid, "hash", "is 3 characters"},
+	{"uppercase hash", "post /srv/a.fossil " + strings.ToUpper(h40), ErrInvalid, "hash", "not lowercase hex"},
+	{"login ../x", "stop ../x ollama", ErrInvalid, "login", `"../x" is not a login`},
+	{"login with slash", "stop a/b ollama", ErrInvalid, "login", `'/' is not allowed`},
+	{"login anonymous", "stop anonymous ollama", ErrInvalid, "login", "pseudo-users"},
+	{"project dotdot", "stop ci ..", ErrInvalid, "project", "must start with a letter or digit"},
+	{"project too long", "stop ci " + strings.Repeat("p", 65), ErrTooLong, "project", "at most 64"},
+}
+
+func TestHostileLines(t *testing.T) {
+	for _, tc := range hostileLines {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := ParsePipeLine([]byte(tc.line))
+			if err == nil {
+				t.Fatalf("accepted: %v", l)
+			}
+			if !errors.Is(err, tc.err) {
+				t.Errorf("error %q is not %v", err, tc.err)
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tc.field {
+				t.Errorf("error %q names field %q, want %q", err, fe.Field, tc.field)
+			}
+			if !strings.Contains(err.Error(), tc.words) {
+				t.Errorf("error %q does not say %q", err, tc.words)
+			}
+			if len(err.Error()) > 400 {
+				t.Errorf("a %d-byte input made a %d-byte message", len(tc.line), len(err.Error()))
+			}
+			// Fed to the splitter with its newline, it is refused the same way
+			// (an empty line included), and nothing else comes out.
+			if strings.Contains(tc.line, "\n") {
+				return // the splitter sees two lines there
+			}
+			var s PipeSplitter
+			reads := s.Feed([]byte(tc.line + "\n"))
+			if len(reads) != 1 || reads[0].Err == nil || reads[0].Line != nil {
+				t.Errorf("splitter: %v", reads)
+			}
+		})
+	}
+}
+
+func TestHostilePosts(t *testing.T) {
+	tests := []struct {
+		name  string
+		post  string
+		err   error
+		words string
+	}{
+		{"truncated block", "look:\n```json\n{\"ocx\": \"stop\"}\n", ErrUnclosedFence, "block at line 2: the ```json block is never closed"},
+		{"truncated JSON", "```json\n{\"ocx\": \"stop\",\n```\n", ErrSyntax, "block at line 1: is not valid JSON"},
+		{"two notes", "```json\n{\"ocx\": \"stop\"}\n```\n```json\n{\"ocx\": \"stop\"}\n```\n", ErrSeveralNotes, "blocks at lines 1, 4"},
+		{"no note", "just words", ErrNotANote, "holds no OCX note"},
+		{"other JSON only", "```json\n[1, 2]\n```\n", ErrNotANote, "1 ```json block(s), none with \"ocx\""},
+		{"stop with more words", "OCX stop now", ErrNotANote, "holds no OCX note"},
+		{"lower-case stop", "ocx stop", ErrNotANote, "holds no OCX note"},
+		{"duplicate key", "```json\n{\"ocx\": \"stop\", \"ocx\": \"report\"}\n```\n", ErrDuplicateKey, "block at line 1: ocx: appears twice"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n, err := ReadPost([]byte(tc.post))
+			if err == nil {
+				t.Fatalf("accepted: %v", n)
+			}
+			if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.words) {
+				t.Errorf("error %q, want %v saying %q", err, tc.err, tc.words)
+			}
+		})
+	}
+}
+
+func TestIgnorable(t *testing.T) {
+	for _, tc := range []struct {
+		block string
+		want  bool
+	}{
+		{ws(`, "version": 2`, okSandbox), true},
+		{`{"ocx": "frobnicate"}`, true},
+		{`{"ocx": 1, "kind": "run"}`, true},
+		{`{"prompt": ""}`, true},
+		{ws("", okSandbox+`, "memory": "4G"`), false},
+		{`{"ocx": "stop", "login": "../x"}`, false},
+	} {
+		_, err := DecodeNote([]byte(tc.block))
+		if err == nil || Ignorable(err) != tc.want {
+			t.Errorf("%s: Ignorable(%v) = %v, want %v", tc.block, err, !tc.want, tc.want)
+		}
+	}
+}

@@ -1,0 +1,158 @@
+package messages
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/ocx-go/ocx/docs/design"
+	"pgregory.net/rapid"
+)
+
+// unfence returns the JSON of a canonical block.
+func unfence(t interface{ Fatalf(string, ...any) }, block []byte) []byte {
+	body, ok := bytes.CutPrefix(block, []byte("```json\n"))
+	body, ok2 := bytes.CutSuffix(body, []byte("\n```\n"))
+	if !ok || !ok2 {
+		t.Fatalf("not a canonical block: %q", block)
+	}
+	return body
+}
+
+// TestNoteRoundTrip checks decode(encode(x)) == x for every kind of note, that
+// the encoding is valid under the kind's schema, that it reads the same from a
+// post among other words, and that String is one stable line.
+func TestNoteRoundTrip(t *testing.T) {
+	schemas, err := design.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range NoteKinds() {
+		t.Run(string(kind), func(t *testing.T) {
+			rapid.Check(t, func(t *rapid.T) {
+				n := genNote(kind).Draw(t, "note")
+				if err := n.Validate(); err != nil {
+					t.Fatalf("generated an invalid note: %v", err)
+				}
+				enc, err := n.Encode()
+				if err != nil {
+					t.Fatalf("encode %v: %v", n, err)
+				}
+				got, err := DecodeNote(unfence(t, enc))
+				if err != nil {
+					t.Fatalf("decode %s: %v", enc, err)
+				}
+				if !reflect.DeepEqual(got, n) {
+					t.Fatalf("round trip changed the note:\n have %#v\n want %#v", got, n)
+				}
+				post, err := ReadPost([]byte("Before.\r\n\r\n" + strings.ReplaceAll(string(enc), "\n", "\r\n") + "\r\nAfter ```json in a line.\r\n"))
+				if err != nil || !reflect.DeepEqual(post, n) {
+					t.Fatalf("as a CRLF post: %v, %v", post, err)
+				}
+				if err := schemas.Validate(design.SchemaFile(string(kind)), unfence(t, enc)); err != nil {
+					t.Fatalf("the schema refuses the Go encoding %s: %#v", enc, err)
+				}
+				s := n.String()
+				if strings.ContainsAny(s, "\n\r") || !strings.HasPrefix(s, string(kind)) || s != got.String() {
+					t.Fatalf("String is not one stable line: %q vs %q", s, got.String())
+				}
+				again, err := got.Encode()
+				if err != nil || !bytes.Equal(again, enc) {
+					t.Fatalf("encoding is not canonical: %s then %s", enc, again)
+				}
+			})
+		})
+	}
+}
+
+func TestStateRoundTrip(t *testing.T) {
+	schemas, err := design.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		s := genState().Draw(t, "state")
+		enc, err := s.Encode()
+		if err != nil {
+			t.Fatalf("encode: %v", err)
+		}
+		got, err := DecodeState(enc)
+		if err != nil {
+			t.Fatalf("decode %s: %v", enc, err)
+		}
+		if !reflect.DeepEqual(got, s) {
+			t.Fatalf("round trip changed the state:\n have %#v\n want %#v", got, s)
+		}
+		if err := schemas.Validate(design.SchemaFile(string(KindState)), enc); err != nil {
+			t.Fatalf("the schema refuses the Go encoding %s: %#v", enc, err)
+		}
+		if strings.Contains(s.String(), "\n") {
+			t.Fatalf("String spans lines: %q", s.String())
+		}
+	})
+}
+
+func TestPipeLineRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		l := genPipeLine().Draw(t, "line")
+		enc, err := l.Encode()
+		if err != nil {
+			t.Fatalf("encode %v: %v", l, err)
+		}
+		if len(enc) > PipeBuf || enc[len(enc)-1] != '\n' {
+			t.Fatalf("encoded %d bytes: %q", len(enc), enc)
+		}
+		got, err := ParsePipeLine(enc)
+		if err != nil {
+			t.Fatalf("parse %q: %v", enc, err)
+		}
+		if !reflect.DeepEqual(got, l) || got.String()+"\n" != string(enc) {
+			t.Fatalf("round trip: %#v -> %q -> %#v", l, enc, got)
+		}
+	})
+}
+
+func TestCITagRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		tag := genCITag().Draw(t, "tag")
+		v, err := tag.Value()
+		if err != nil {
+			t.Fatalf("value of %#v: %v", tag, err)
+		}
+		got, err := ParseCITag(v)
+		if err != nil || got != tag {
+			t.Fatalf("%q reads back as %#v, %v", v, got, err)
+		}
+	})
+}
+
+func TestListeningFileRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		l := genListener().Draw(t, "listener")
+		name, err := ListeningFileName(l.Kind, l.Names)
+		if err != nil {
+			if l.Kind == ListenBranch && strings.Contains(err.Error(), "a file name is at most 255") {
+				return // many '/' or '%' in a long name: refused, as documented
+			}
+			t.Fatalf("file name of %v: %v", l, err)
+		}
+		if strings.ContainsRune(name, '/') || name == "." || name == ".." || len(name) > MaxFileNameLen {
+			t.Fatalf("%q is not a file name", name)
+		}
+		kind, names, err := ParseListeningFile(name, ListeningFileContent(l.Kind))
+		if err != nil || kind != l.Kind || names != l.Names {
+			t.Fatalf("%q reads back as %s %q, %v", name, kind, names, err)
+		}
+	})
+}
+
+func TestWorkspaceKeyRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		k := WorkspaceKey{Login: genLogin().Draw(t, "login"), Project: genName().Draw(t, "project")}
+		got, err := ParseWorkspaceKey(k.String())
+		if err != nil || got != k {
+			t.Fatalf("%q reads back as %v, %v", k, got, err)
+		}
+	})
+}
