@@ -79,31 +79,50 @@ func SharedSecret(projectCode, login, password string) string {
 // refusal (wrong password, no capability i, wrong project) is a
 // *RefusedError carrying the server's reason.
 func (c *Client) Push(ctx context.Context, artifact []byte) (string, error) {
-	if _, err := Parse(artifact); err != nil {
-		return "", fmt.Errorf("push: %w", err)
+	hashes, err := c.PushAll(ctx, artifact)
+	if len(hashes) == 1 {
+		return hashes[0], err
 	}
-	return c.push(ctx, artifact)
+	return "", err
 }
 
-func (c *Client) push(ctx context.Context, artifact []byte) (string, error) {
+// PushAll sends several complete artifacts in one sync request and returns
+// their hashes, in order. Each is checked first; if one does not parse,
+// nothing is sent.
+func (c *Client) PushAll(ctx context.Context, artifacts ...[]byte) ([]string, error) {
+	for i, a := range artifacts {
+		if _, err := Parse(a); err != nil {
+			return nil, fmt.Errorf("push artifact %d: %w", i, err)
+		}
+	}
+	return c.push(ctx, artifacts...)
+}
+
+func (c *Client) push(ctx context.Context, artifacts ...[]byte) ([]string, error) {
 	u, err := c.serverURL()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := checkLogin(c.Login); err != nil {
-		return "", fmt.Errorf("push to %s: %w", u, err)
+		return nil, fmt.Errorf("push to %s: %w", u, err)
 	}
 	if c.Password == "" {
-		return "", fmt.Errorf("push to %s as %q: %w: no password", u, c.Login, ErrBadInput)
+		return nil, fmt.Errorf("push to %s as %q: %w: no password", u, c.Login, ErrBadInput)
 	}
 	if !IsHash(strings.ToLower(c.ProjectCode)) {
-		return "", fmt.Errorf("push to %s: %w: project code %q is not a hash", u, ErrBadInput, c.ProjectCode)
+		return nil, fmt.Errorf("push to %s: %w: project code %q is not a hash", u, ErrBadInput, c.ProjectCode)
 	}
-	hash := HashOf(artifact)
+	if len(artifacts) == 0 {
+		return nil, fmt.Errorf("push to %s: %w: nothing to push", u, ErrBadInput)
+	}
 	var payload bytes.Buffer
 	payload.WriteString("push " + strings.Repeat("0", sha1Len) + " " + c.ProjectCode + "\n")
-	payload.WriteString("file " + hash + " " + strconv.Itoa(len(artifact)) + "\n")
-	payload.Write(artifact)
+	hashes := make([]string, len(artifacts))
+	for i, a := range artifacts {
+		hashes[i] = HashOf(a)
+		payload.WriteString("file " + hashes[i] + " " + strconv.Itoa(len(a)) + "\n")
+		payload.Write(a)
+	}
 	// The nonce is the hash of everything after the login card, so the
 	// signature covers the whole message.
 	nonce := sha1Hex(payload.String())
@@ -112,17 +131,25 @@ func (c *Client) push(ctx context.Context, artifact []byte) (string, error) {
 
 	reply, err := c.exchange(ctx, u, []byte(msg))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := c.checkReply(u, reply); err != nil {
-		return hash, err
+		return hashes, err
 	}
 	if c.Backoffice != nil {
 		if err := c.Backoffice(ctx); err != nil {
-			return hash, fmt.Errorf("push %s to %s: stored, but the backoffice failed: %w", hash, u, err)
+			return hashes, fmt.Errorf("push to %s: stored, but the backoffice failed: %w", u, err)
 		}
 	}
-	return hash, nil
+	return hashes, nil
+}
+
+// one returns the single hash of a one-artifact push.
+func one(hashes []string, err error) (string, error) {
+	if len(hashes) == 1 {
+		return hashes[0], err
+	}
+	return "", err
 }
 
 func (c *Client) serverURL() (string, error) {
@@ -233,7 +260,7 @@ func (c *Client) NewThread(ctx context.Context, title, markdown string) (string,
 	if err != nil {
 		return "", fmt.Errorf("new thread: %w", err)
 	}
-	return c.push(ctx, data)
+	return one(c.push(ctx, data))
 }
 
 // Reply writes a reply to the post to, in the thread whose first post is
@@ -243,7 +270,7 @@ func (c *Client) Reply(ctx context.Context, root, to, markdown string) (string, 
 	if err != nil {
 		return "", fmt.Errorf("reply to %s: %w", to, err)
 	}
-	return c.push(ctx, data)
+	return one(c.push(ctx, data))
 }
 
 // Edit writes a new version of a post: prev is the version it replaces. An
@@ -261,7 +288,7 @@ func (c *Client) Edit(ctx context.Context, p ForumPost, markdown string) (string
 	if err != nil {
 		return "", fmt.Errorf("edit %s: %w", p.Hash, err)
 	}
-	return c.push(ctx, data)
+	return one(c.push(ctx, data))
 }
 
 // NewTicket creates a ticket with the given fields and returns the change's
@@ -279,7 +306,7 @@ func (c *Client) ChangeTicket(ctx context.Context, ticket string, fields ...Fiel
 	if err != nil {
 		return "", fmt.Errorf("change ticket %s: %w", ticket, err)
 	}
-	return c.push(ctx, data)
+	return one(c.push(ctx, data))
 }
 
 // Tag adds a tag with a raw name (e.g. "ci", "audited"; never all hex) and a
@@ -289,5 +316,5 @@ func (c *Client) Tag(ctx context.Context, checkin, name, value string) (string, 
 	if err != nil {
 		return "", fmt.Errorf("tag %s: %w", checkin, err)
 	}
-	return c.push(ctx, data)
+	return one(c.push(ctx, data))
 }

@@ -10,13 +10,13 @@ import (
 // TagChange is one T card aimed at a check-in: set by the check-in itself or
 // by a later tag change (control artifact), with who sent it and when.
 type TagChange struct {
-	Tag              // Op, Name (raw, e.g. "sym-trunk", "ci"), Target (the check-in), Value
-	Hash      string // the artifact that carries the T card
-	Sender    string // who sent that artifact ("" when unknown, as in a clone)
-	Author    string // the name written in it, which proves nothing
-	Time      time.Time
-	Rcvid     int64
-	Rid       int64
+	Tag           // Op, Name (raw, e.g. "sym-trunk", "ci"), Target (the check-in), Value
+	Hash   string // the artifact that carries the T card
+	Sender string // who sent that artifact ("" when unknown, as in a clone)
+	Author string // the name written in it, which proves nothing
+	Time   time.Time
+	Rcvid  int64
+	Rid    int64
 }
 
 // CheckinTags returns every tag change aimed at a check-in, the check-in's

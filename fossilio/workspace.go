@@ -1,0 +1,202 @@
+package fossilio
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// CloneOptions say how to clone a repository as a login.
+type CloneOptions struct {
+	// URL is the server's URL, without credentials.
+	URL string
+	// Login and Password are the login's; the clone remembers the password
+	// (--save-http-password) and makes Login its local admin, so commits in
+	// its check-outs are the login's.
+	Login, Password string
+	// ProjectCode, when known, lets the clone be made with the 40-hex shared
+	// secret instead of the cleartext password, which then never appears on
+	// a command line (where ps shows it). The clone remembers the secret,
+	// which Fossil's client takes as the password.
+	ProjectCode string
+}
+
+// Clone clones a repository over the network as a login into the file dest,
+// remembering the password, and opens no check-out. fossil clone exits 0 on
+// a refused login, so its output is read for the failure.
+func (f *Fossil) Clone(ctx context.Context, o CloneOptions, dest string) error {
+	u, err := url.Parse(o.URL)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return fmt.Errorf("clone: %w: server URL %q", ErrBadInput, o.URL)
+	}
+	if u.User != nil {
+		return fmt.Errorf("clone: %w: server URL holds credentials; give them in CloneOptions", ErrBadInput)
+	}
+	if err := checkLogin(o.Login); err != nil {
+		return fmt.Errorf("clone %s: %w", o.URL, err)
+	}
+	if o.Password == "" {
+		return fmt.Errorf("clone %s as %q: %w: no password", o.URL, o.Login, ErrBadInput)
+	}
+	if _, err := os.Stat(dest); err == nil {
+		return fmt.Errorf("clone %s: %w: %s already exists", o.URL, ErrBadInput, dest)
+	}
+	secret := o.Password
+	if o.ProjectCode != "" {
+		secret = sharedSecret(o.ProjectCode, o.Login, o.Password)
+	}
+	u.User = url.UserPassword(o.Login, secret)
+	args := []string{"clone", "--save-http-password", "--no-open", "-A", o.Login, u.String(), dest}
+	out, err := f.Run(ctx, args, secret, url.QueryEscape(secret), url.PathEscape(secret))
+	if err == nil {
+		if msg := syncFailure(out); msg != "" {
+			err = &CommandError{Args: mask(args, []string{secret, url.PathEscape(secret)}), Output: msg}
+		}
+	}
+	if err != nil {
+		os.Remove(dest)
+		return fmt.Errorf("clone %s as %q into %s: %w", o.URL, o.Login, dest, err)
+	}
+	if _, err := os.Stat(dest); err != nil {
+		return fmt.Errorf("clone %s as %q: no clone was made: %w", o.URL, o.Login, err)
+	}
+	return nil
+}
+
+// OpenCheckout opens a check-out of a branch (or any name Fossil resolves)
+// of a clone in dir, without syncing. It turns autosync off in it (a session
+// commits and pushes when it means to; a commit never pulls first) and
+// mtime-changes off (an edit is seen by content, not by time and size).
+func (f *Fossil) OpenCheckout(ctx context.Context, clone, dir, branch string) error {
+	abs, err := filepath.Abs(clone)
+	if err != nil {
+		return fmt.Errorf("open check-out of %s: %w", clone, err)
+	}
+	if branch == "" || strings.HasPrefix(branch, "-") {
+		return fmt.Errorf("open check-out of %s: %w: branch %q", clone, ErrBadInput, branch)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("open check-out of %s: %w", clone, err)
+	}
+	if _, err := f.run(ctx, []string{"open", abs, branch, "--nosync"}, dir, nil); err != nil {
+		return fmt.Errorf("open check-out of %s at %s in %s: %w", clone, branch, dir, err)
+	}
+	// A file edited twice within a second keeps its size and mtime; with
+	// mtime-changes off, Fossil compares content, so no edit goes unseen.
+	for _, s := range [][]string{{"autosync", "off"}, {"mtime-changes", "off"}} {
+		if _, err := f.run(ctx, append([]string{"settings"}, s...), dir, nil); err != nil {
+			return fmt.Errorf("open check-out of %s in %s: %w", clone, dir, err)
+		}
+	}
+	return nil
+}
+
+// Pull pulls a clone from the URL it remembers, with the password it
+// remembers. fossil pull exits 0 on failure, so its output is read.
+func (f *Fossil) Pull(ctx context.Context, clone string) error {
+	args := []string{"pull", "-R", clone}
+	out, err := f.Run(ctx, args)
+	if err == nil {
+		if msg := syncFailure(out); msg != "" {
+			err = &CommandError{Args: args, Output: msg}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("pull %s: %w", clone, err)
+	}
+	return nil
+}
+
+// Push pushes a clone's new artifacts to the URL it remembers, with the
+// password it remembers. fossil push exits 0 on failure, so its output is
+// read.
+func (f *Fossil) Push(ctx context.Context, clone string) error {
+	args := []string{"push", "-R", clone}
+	out, err := f.Run(ctx, args)
+	if err == nil {
+		if msg := syncFailure(out); msg != "" {
+			err = &CommandError{Args: args, Output: msg}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("push %s: %w", clone, err)
+	}
+	return nil
+}
+
+// Remote is what a clone remembers of the server it was cloned from.
+type Remote struct {
+	URL      string // without credentials
+	Login    string
+	Password string // as remembered: cleartext, or the 40-hex shared secret
+}
+
+// Remembered reads the server, login and password a clone remembers
+// (last-sync-url, and last-sync-pw, which Fossil stores obscured).
+func Remembered(ctx context.Context, clone string) (Remote, error) {
+	r, err := OpenClone(clone, nil)
+	if err != nil {
+		return Remote{}, err
+	}
+	defer r.Close()
+	raw, ok, err := r.Config(ctx, "last-sync-url")
+	if err != nil {
+		return Remote{}, err
+	}
+	if !ok || raw == "" {
+		return Remote{}, fmt.Errorf("read remote of %s: %w: the clone remembers no server", clone, ErrNotFound)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Remote{}, fmt.Errorf("read remote of %s: %w: last-sync-url %q", clone, ErrMalformed, raw)
+	}
+	rem := Remote{}
+	if u.User != nil {
+		rem.Login = u.User.Username()
+		u.User = nil
+	}
+	rem.URL = u.String()
+	pw, ok, err := r.Config(ctx, "last-sync-pw")
+	if err != nil {
+		return Remote{}, err
+	}
+	if !ok || pw == "" {
+		return rem, fmt.Errorf("read remote of %s: %w: the clone remembers no password", clone, ErrNotFound)
+	}
+	rem.Password = Unobscure(pw)
+	return rem, nil
+}
+
+// obscurer is the pattern Fossil XORs a remembered password with
+// (src/encode.c).
+var obscurer = [16]byte{0xa7, 0x21, 0x31, 0xe3, 0x2a, 0x50, 0x2c, 0x86, 0x4c, 0xa4, 0x52, 0x25, 0xff, 0x49, 0x35, 0x85}
+
+// Unobscure decodes a value Fossil stored obscured: hex of a salt byte, then
+// each byte of the text XOR the pattern XOR the salt. A value that is not
+// such hex is returned as it is, as Fossil does.
+func Unobscure(s string) string {
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) < 1 {
+		return s
+	}
+	salt, text := b[0], b[1:]
+	for i := range text {
+		text[i] ^= obscurer[i&15] ^ salt
+	}
+	return string(text)
+}
+
+// Obscure encodes a value as Fossil stores a remembered password, with the
+// given salt (Fossil picks one at random).
+func Obscure(s string, salt byte) string {
+	b := make([]byte, 1+len(s))
+	b[0] = salt
+	for i := 0; i < len(s); i++ {
+		b[i+1] = s[i] ^ obscurer[i&15] ^ salt
+	}
+	return hex.EncodeToString(b)
+}
