@@ -1,0 +1,351 @@
+package unixhost
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ocx-go/ocx/host"
+)
+
+// PipeReader reads lines from a named pipe: the daemon's AGENTS/ocxd, or a
+// session's wake pipe. It holds a write end of its own, so it never sees EOF
+// while writers come and go, and it reads through Go's poller, so Close
+// unblocks a Run in progress.
+type PipeReader struct {
+	path    string
+	r       *os.File
+	w       *os.File
+	maxLine int
+	dropped atomic.Int64
+}
+
+// DefaultMaxLine bounds a line the reader keeps; a longer one is dropped and
+// counted. Writers write at most host.PipeBuf bytes per line.
+const DefaultMaxLine = 64 << 10
+
+// OpenPipeReader opens the named pipe at path below root for reading.
+func OpenPipeReader(root *Root, path string) (*PipeReader, error) {
+	rel, err := root.rel("open pipe", path)
+	if err != nil {
+		return nil, err
+	}
+	rfd, err := root.openBeneath(rel, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, pathErr("open pipe", path, err)
+	}
+	if err := isFIFO(rfd); err != nil {
+		unix.Close(rfd)
+		return nil, pathErr("open pipe", path, err)
+	}
+	// The write end is opened through the read end's descriptor, so it is the
+	// same pipe even if the path were replaced in between.
+	wfd, err := openRetry(func() (int, error) {
+		return unix.Open(fmt.Sprintf("/proc/self/fd/%d", rfd), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		unix.Close(rfd)
+		return nil, pathErr("open pipe", path, err)
+	}
+	return newPipeReader(rfd, wfd, path), nil
+}
+
+func newPipeReader(rfd, wfd int, path string) *PipeReader {
+	return &PipeReader{path: path, r: os.NewFile(uintptr(rfd), path), w: os.NewFile(uintptr(wfd), path), maxLine: DefaultMaxLine}
+}
+
+func isFIFO(fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return errors.New("not a named pipe")
+	}
+	return nil
+}
+
+// AdoptPipeReader takes over the two descriptors a previous image kept with
+// KeepOnExec. Both must be ends of the same pipe.
+func AdoptPipeReader(rfd, wfd int, path string) (*PipeReader, error) {
+	var a, b unix.Stat_t
+	if err := unix.Fstat(rfd, &a); err != nil {
+		return nil, pathErr("adopt pipe", path, err)
+	}
+	if err := unix.Fstat(wfd, &b); err != nil {
+		return nil, pathErr("adopt pipe", path, err)
+	}
+	if a.Mode&unix.S_IFMT != unix.S_IFIFO || a.Dev != b.Dev || a.Ino != b.Ino {
+		return nil, pathErr("adopt pipe", path, fmt.Errorf("descriptors %d and %d are not both ends of one named pipe", rfd, wfd))
+	}
+	for _, fd := range []int{rfd, wfd} {
+		unix.CloseOnExec(fd)
+		if err := unix.SetNonblock(fd, true); err != nil {
+			return nil, pathErr("adopt pipe", path, err)
+		}
+	}
+	return newPipeReader(rfd, wfd, path), nil
+}
+
+// SetBuffer asks the kernel for a pipe buffer of n bytes (F_SETPIPE_SZ), so a
+// burst of writers waits less; it returns the size granted.
+func (p *PipeReader) SetBuffer(n int) (int, error) {
+	var size int
+	var serr error
+	rc, err := p.r.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	if err := rc.Control(func(fd uintptr) {
+		size, serr = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, n)
+	}); err != nil {
+		return 0, err
+	}
+	if serr != nil {
+		return 0, pathErr("size pipe", p.path, serr)
+	}
+	return size, nil
+}
+
+// KeepOnExec clears close-on-exec on both descriptors and returns them for
+// the hand-off; after an exec, AdoptPipeReader takes them over. Lines written
+// meanwhile wait in the pipe.
+func (p *PipeReader) KeepOnExec() (rfd, wfd int, err error) {
+	fds := [2]int{-1, -1}
+	for i, f := range []*os.File{p.r, p.w} {
+		rc, err := f.SyscallConn()
+		if err != nil {
+			return -1, -1, err
+		}
+		var ferr error
+		if err := rc.Control(func(fd uintptr) {
+			fds[i] = int(fd)
+			_, ferr = unix.FcntlInt(fd, unix.F_SETFD, 0)
+		}); err != nil {
+			return -1, -1, err
+		}
+		if ferr != nil {
+			return -1, -1, pathErr("keep pipe on exec", p.path, ferr)
+		}
+	}
+	return fds[0], fds[1], nil
+}
+
+// Dropped counts the lines dropped for being longer than the reader keeps.
+func (p *PipeReader) Dropped() int64 { return p.dropped.Load() }
+
+// Run reads until Close, calling fn with each complete line, without its
+// newline; the slice is valid only during the call. It returns nil once
+// closed, or the read error that stopped it.
+func (p *PipeReader) Run(fn func(line []byte)) error {
+	buf := make([]byte, 256<<10)
+	start, end := 0, 0
+	discarding := false
+	for {
+		if end == len(buf) {
+			// Keep the partial line, or drop it when it fills the buffer.
+			if start > 0 {
+				end = copy(buf, buf[start:end])
+				start = 0
+			} else {
+				// One line fills the buffer: drop it, and whatever follows
+				// of it until its newline.
+				if !discarding {
+					p.dropped.Add(1)
+				}
+				discarding = true
+				start, end = 0, 0
+			}
+		}
+		n, err := p.r.Read(buf[end:])
+		end += n
+		for start < end {
+			i := bytes.IndexByte(buf[start:end], '\n')
+			if i < 0 {
+				break
+			}
+			line := buf[start : start+i]
+			start += i + 1
+			if discarding {
+				discarding = false
+				continue
+			}
+			if len(line) > p.maxLine {
+				p.dropped.Add(1)
+				continue
+			}
+			fn(line)
+		}
+		if start == end {
+			start, end = 0, 0
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrClosed) {
+				return nil
+			}
+			if err == io.EOF {
+				// Impossible while the reader holds its own write end.
+				return pathErr("read pipe", p.path, io.ErrUnexpectedEOF)
+			}
+			return pathErr("read pipe", p.path, err)
+		}
+	}
+}
+
+// Close stops Run and closes both ends.
+func (p *PipeReader) Close() error {
+	err := p.r.Close()
+	if werr := p.w.Close(); err == nil {
+		err = werr
+	}
+	return err
+}
+
+// PipeWriter writes lines to named pipes below root: the hook's post lines
+// and wakes, the console's stop lines. It never waits for a reader.
+type PipeWriter struct {
+	Root *Root
+	// Wait bounds how long a write waits while the pipe is full; 0 means one
+	// second.
+	Wait time.Duration
+}
+
+var _ host.Pipe = PipeWriter{}
+
+// Send writes line and a newline in one write. host.ErrNoReader when nobody
+// holds the pipe open for reading (the open fails with ENXIO).
+func (w PipeWriter) Send(path, line string) error {
+	lw, err := OpenLineWriter(w.Root, path)
+	if err != nil {
+		return err
+	}
+	lw.Wait = w.Wait
+	err = lw.WriteLine([]byte(line))
+	if cerr := lw.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// LineWriter holds a named pipe open for writing lines.
+type LineWriter struct {
+	path string
+	fd   int
+	// Wait bounds how long a write waits while the pipe is full; 0 means one
+	// second.
+	Wait time.Duration
+	mu   sync.Mutex
+	buf  []byte
+}
+
+// OpenLineWriter opens the named pipe at path below root for writing, without
+// waiting: host.ErrNoReader when nobody reads it.
+func OpenLineWriter(root *Root, path string) (*LineWriter, error) {
+	rel, err := root.rel("open pipe", path)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := root.openBeneath(rel, unix.O_WRONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		if err == unix.ENXIO {
+			return nil, &fs.PathError{Op: "open pipe", Path: path, Err: host.ErrNoReader}
+		}
+		return nil, pathErr("open pipe", path, err)
+	}
+	if err := isFIFO(fd); err != nil {
+		unix.Close(fd)
+		return nil, pathErr("open pipe", path, err)
+	}
+	return &LineWriter{path: path, fd: fd}, nil
+}
+
+// WriteLine writes line and a newline in one atomic write: host.ErrLineTooLong
+// if that is more than host.PipeBuf bytes, host.ErrNoReader if the last reader
+// went away, host.ErrPipeFull if the pipe stayed full past Wait.
+func (w *LineWriter) WriteLine(line []byte) error {
+	if bytes.IndexByte(line, '\n') >= 0 {
+		return &fs.PathError{Op: "write pipe", Path: w.path, Err: errors.New("the line holds a newline")}
+	}
+	if len(line)+1 > host.PipeBuf {
+		return &fs.PathError{Op: "write pipe", Path: w.path, Err: fmt.Errorf("%w: %d bytes", host.ErrLineTooLong, len(line)+1)}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(append(w.buf[:0], line...), '\n')
+	return w.write(w.buf)
+}
+
+// WriteLines writes whole lines, packing as many as fit into each write of at
+// most host.PipeBuf bytes: every line still arrives whole.
+func (w *LineWriter) WriteLines(lines [][]byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = w.buf[:0]
+	for _, l := range lines {
+		if bytes.IndexByte(l, '\n') >= 0 {
+			return &fs.PathError{Op: "write pipe", Path: w.path, Err: errors.New("a line holds a newline")}
+		}
+		if len(l)+1 > host.PipeBuf {
+			return &fs.PathError{Op: "write pipe", Path: w.path, Err: fmt.Errorf("%w: %d bytes", host.ErrLineTooLong, len(l)+1)}
+		}
+		if len(w.buf)+len(l)+1 > host.PipeBuf {
+			if err := w.write(w.buf); err != nil {
+				return err
+			}
+			w.buf = w.buf[:0]
+		}
+		w.buf = append(append(w.buf, l...), '\n')
+	}
+	if len(w.buf) > 0 {
+		return w.write(w.buf)
+	}
+	return nil
+}
+
+func (w *LineWriter) write(b []byte) error {
+	wait := w.Wait
+	if wait <= 0 {
+		wait = time.Second
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		n, err := unix.Write(w.fd, b)
+		switch {
+		case err == nil && n == len(b):
+			return nil
+		case err == nil:
+			// A write of at most PIPE_BUF bytes is all or nothing.
+			return &fs.PathError{Op: "write pipe", Path: w.path, Err: fmt.Errorf("short write: %d of %d bytes", n, len(b))}
+		case err == unix.EINTR:
+		case err == unix.EPIPE:
+			return &fs.PathError{Op: "write pipe", Path: w.path, Err: host.ErrNoReader}
+		case err == unix.EAGAIN:
+			left := time.Until(deadline)
+			if left <= 0 {
+				return &fs.PathError{Op: "write pipe", Path: w.path, Err: host.ErrPipeFull}
+			}
+			pfd := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLOUT}}
+			if _, err := unix.Poll(pfd, int(left/time.Millisecond)+1); err != nil && err != unix.EINTR {
+				return &fs.PathError{Op: "write pipe", Path: w.path, Err: err}
+			}
+		default:
+			return &fs.PathError{Op: "write pipe", Path: w.path, Err: err}
+		}
+	}
+}
+
+// Close closes the pipe.
+func (w *LineWriter) Close() error {
+	if err := unix.Close(w.fd); err != nil {
+		return &fs.PathError{Op: "close pipe", Path: w.path, Err: err}
+	}
+	return nil
+}

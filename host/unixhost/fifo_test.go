@@ -1,0 +1,340 @@
+package unixhost
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ocx-go/ocx/host"
+)
+
+// pipeRoot makes a root with a named pipe at ROOT/ocxd.
+func pipeRoot(t testing.TB) (*Root, string) {
+	t.Helper()
+	dir := t.TempDir()
+	root, err := OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	p := filepath.Join(dir, "ocxd")
+	if err := root.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return root, p
+}
+
+// runReader runs a reader until the test ends, sending each line on the
+// returned channel.
+func runReader(t testing.TB, r *PipeReader) <-chan string {
+	t.Helper()
+	lines := make(chan string, 1<<16)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(func(l []byte) { lines <- string(l) }) }()
+	t.Cleanup(func() {
+		r.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Run returned %v after Close", err)
+		}
+	})
+	return lines
+}
+
+func TestPipeNoReader(t *testing.T) {
+	root, p := pipeRoot(t)
+	w := PipeWriter{Root: root}
+	start := time.Now()
+	err := w.Send(p, "post /srv/demo.fossil abc")
+	if !errors.Is(err, host.ErrNoReader) || !strings.Contains(err.Error(), p) {
+		t.Fatalf("Send without a reader = %v", err)
+	}
+	// It did not wait for a reader: far less than the full-pipe bound.
+	if time.Since(start) > 500*time.Millisecond {
+		t.Fatalf("Send without a reader took %v", time.Since(start))
+	}
+	// A regular file or a link where the pipe should be is refused.
+	reg := filepath.Join(root.Path(), "regular")
+	os.WriteFile(reg, nil, 0o600)
+	if err := w.Send(reg, "x"); err == nil {
+		t.Fatal("Send wrote into a regular file")
+	}
+	if b, _ := os.ReadFile(reg); len(b) != 0 {
+		t.Fatalf("the regular file got %q", b)
+	}
+	link := filepath.Join(root.Path(), "link")
+	os.Symlink(p, link)
+	if err := w.Send(link, "x"); err == nil || errors.Is(err, host.ErrNoReader) {
+		t.Fatalf("Send through a link = %v", err)
+	}
+}
+
+func TestPipeReaderSurvivesWriters(t *testing.T) {
+	root, p := pipeRoot(t)
+	r, err := OpenPipeReader(root, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := runReader(t, r)
+	w := PipeWriter{Root: root}
+	// Writers come and go: each Send opens, writes and closes. The reader
+	// never sees EOF, so every line arrives and Run keeps running.
+	for i := range 200 {
+		if err := w.Send(p, fmt.Sprintf("stop alice demo%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 200 {
+		if got := await(t, lines, "line"); got != fmt.Sprintf("stop alice demo%d", i) {
+			t.Fatalf("line %d = %q", i, got)
+		}
+	}
+	for _, bad := range []string{"two\nlines", strings.Repeat("x", host.PipeBuf)} {
+		if err := w.Send(p, bad); err == nil {
+			t.Fatalf("Send accepted %.20q", bad)
+		}
+	}
+	if err := w.Send(p, strings.Repeat("y", host.PipeBuf-1)); err != nil {
+		t.Fatalf("a line of PipeBuf bytes with its newline: %v", err)
+	}
+	if got := await(t, lines, "long line"); len(got) != host.PipeBuf-1 {
+		t.Fatalf("long line arrived as %d bytes", len(got))
+	}
+}
+
+// Many writers at once: every line arrives whole, none lost, none torn.
+func TestPipeConcurrentWritersAtomic(t *testing.T) {
+	root, p := pipeRoot(t)
+	r, err := OpenPipeReader(root, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	count := 0
+	done := make(chan error, 1)
+	go func() {
+		done <- r.Run(func(l []byte) {
+			mu.Lock()
+			seen[string(l)]++
+			count++
+			mu.Unlock()
+		})
+	}()
+	const writers, each = 16, 2000
+	// Lines of different lengths, up to a full PIPE_BUF, so that a torn
+	// write would show.
+	pad := strings.Repeat("p", 3000)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lw, err := OpenLineWriter(root, p)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer lw.Close()
+			lw.Wait = 10 * time.Second
+			for i := range each {
+				line := fmt.Sprintf("w%d %d %s", w, i, pad[:(w*131+i*17)%len(pad)])
+				if err := lw.WriteLine([]byte(line)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	eventually(t, "all lines read", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return count >= writers*each
+	})
+	r.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if count != writers*each || len(seen) != writers*each {
+		t.Fatalf("read %d lines, %d distinct, want %d", count, len(seen), writers*each)
+	}
+	for w := range writers {
+		for i := range each {
+			line := fmt.Sprintf("w%d %d %s", w, i, pad[:(w*131+i*17)%len(pad)])
+			if seen[line] != 1 {
+				t.Fatalf("line w%d %d seen %d times", w, i, seen[line])
+			}
+		}
+	}
+}
+
+func TestPipeFull(t *testing.T) {
+	root, p := pipeRoot(t)
+	// A reader that holds the pipe and never reads.
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	lw, err := OpenLineWriter(root, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lw.Close()
+	lw.Wait = 50 * time.Millisecond
+	line := []byte(strings.Repeat("z", 1000))
+	var werr error
+	for range 10000 {
+		if werr = lw.WriteLine(line); werr != nil {
+			break
+		}
+	}
+	if !errors.Is(werr, host.ErrPipeFull) {
+		t.Fatalf("writing into a pipe nobody reads ended with %v, want ErrPipeFull", werr)
+	}
+	// Whatever was written is whole lines.
+	buf := make([]byte, 1<<20)
+	n, _ := unix.Read(fd, buf)
+	if n == 0 || n%1001 != 0 {
+		t.Fatalf("read %d bytes, not whole lines", n)
+	}
+	// The reader leaves: the writer says nobody reads.
+	unix.Close(fd)
+	fd = -1
+	if err := lw.WriteLine([]byte("late")); !errors.Is(err, host.ErrNoReader) {
+		t.Fatalf("write after the reader left = %v", err)
+	}
+}
+
+func TestPipeReaderCloseUnblocks(t *testing.T) {
+	root, p := pipeRoot(t)
+	r, err := OpenPipeReader(root, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(func([]byte) {}) }()
+	// Run is blocked in the poller with no writer but its own; Close ends it.
+	r.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close did not unblock Run")
+	}
+}
+
+func TestPipeReaderDropsOverlongLines(t *testing.T) {
+	root, p := pipeRoot(t)
+	r, err := OpenPipeReader(root, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.maxLine = 10
+	lines := runReader(t, r)
+	// A writer that ignores the protocol writes one long line in pieces.
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Write(fd, []byte("short\n"+strings.Repeat("x", 500)+"\nafter\n"))
+	big := make([]byte, 600<<10)
+	for i := range big {
+		big[i] = 'b'
+	}
+	go func() {
+		unix.Write(fd, big)
+		unix.Write(fd, []byte("\nlast\n"))
+		unix.Close(fd)
+	}()
+	for _, want := range []string{"short", "after", "last"} {
+		if got := await(t, lines, want); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	if r.Dropped() != 2 {
+		t.Fatalf("Dropped = %d, want 2", r.Dropped())
+	}
+}
+
+// The reader's descriptors survive an exec; lines written while the image
+// is replaced wait in the pipe and none is lost.
+func TestPipeReaderSurvivesExec(t *testing.T) {
+	root, p := pipeRoot(t)
+	dir := root.Path()
+	readyP, rl := readyPipe(t, dir)
+	out := filepath.Join(dir, "out")
+	cmd := startHelper(t, "pipe", out, "HELPER_ROOT="+dir, "HELPER_PIPE="+p, "HELPER_READY="+readyP)
+	w := PipeWriter{Root: root}
+	// Write while the helper opens, execs and adopts: a line may find no
+	// reader only before the first open.
+	sent := 0
+	for sent < 100 {
+		if err := w.Send(p, fmt.Sprintf("line %d", sent)); err != nil {
+			if errors.Is(err, host.ErrNoReader) && sent == 0 {
+				continue
+			}
+			t.Fatalf("line %d: %v", sent, err)
+		}
+		sent++
+	}
+	if got := await(t, rl, "adoption"); got != fmt.Sprintf("adopted %d", cmd.Process.Pid) {
+		t.Fatalf("helper said %q: %s", got, readFile(t, out))
+	}
+	for sent < 200 {
+		if err := w.Send(p, fmt.Sprintf("line %d", sent)); err != nil {
+			t.Fatal(err)
+		}
+		sent++
+	}
+	eventually(t, "the helper printed every line", func() bool {
+		b, _ := os.ReadFile(out)
+		return strings.Contains(string(b), "line 199\n")
+	})
+	cmd.Process.Signal(unix.SIGTERM)
+	cmd.Wait()
+	got := readFile(t, out)
+	for i := range 200 {
+		if !strings.Contains(got, fmt.Sprintf("line %d\n", i)) {
+			t.Fatalf("line %d lost; output:\n%s", i, got)
+		}
+	}
+	if !strings.Contains(got, "lines 200 err <nil>") {
+		t.Fatalf("helper output:\n%s", got)
+	}
+}
+
+func TestAdoptPipeReaderRefusesStrangers(t *testing.T) {
+	root, p := pipeRoot(t)
+	r, err := OpenPipeReader(root, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	f, err := os.Create(filepath.Join(root.Path(), "file"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rfd, _, err := r.KeepOnExec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AdoptPipeReader(rfd, int(f.Fd()), p); err == nil {
+		t.Fatal("adopted a pipe and a file as one pipe")
+	}
+	var pe *fs.PathError
+	if _, err := OpenPipeReader(root, filepath.Join(root.Path(), "file")); !errors.As(err, &pe) {
+		t.Fatalf("OpenPipeReader on a regular file = %v", err)
+	}
+}

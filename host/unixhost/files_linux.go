@@ -1,0 +1,381 @@
+package unixhost
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ocx-go/ocx/host"
+)
+
+// Root writes and reads below the agents root without following any symbolic
+// link below it: an agent owns its workspace directory, and a link it plants
+// there must not turn a write of the daemon's (running as the node's account)
+// into a write elsewhere. It uses openat2 with RESOLVE_BENEATH and
+// RESOLVE_NO_SYMLINKS, or, where the kernel lacks openat2, a walk that opens
+// each component with O_NOFOLLOW. Links in the root's own path are followed
+// once, when it is opened.
+type Root struct {
+	path string
+	fd   int // O_PATH descriptor of the root
+	walk bool
+}
+
+var _ host.Files = (*Root)(nil)
+
+// OpenRoot opens the agents root at path, which must exist and be absolute.
+func OpenRoot(path string) (*Root, error) {
+	if !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("unixhost: open root %q: not an absolute path", path)
+	}
+	path = filepath.Clean(path)
+	fd, err := openRetry(func() (int, error) {
+		return unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		return nil, &fs.PathError{Op: "open root", Path: path, Err: err}
+	}
+	r := &Root{path: path, fd: fd}
+	probe, err := unix.Openat2(fd, ".", &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolveFlags})
+	if err == nil {
+		unix.Close(probe)
+	} else {
+		r.walk = true
+	}
+	return r, nil
+}
+
+const resolveFlags = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+// Path is the root's path.
+func (r *Root) Path() string { return r.path }
+
+// Close releases the root's descriptor.
+func (r *Root) Close() error { return unix.Close(r.fd) }
+
+// rel returns p relative to the root. p must be absolute and lie strictly
+// below the root; it is cleaned first, so ".." cannot climb out.
+func (r *Root) rel(op, p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		return "", &fs.PathError{Op: op, Path: p, Err: errors.New("not an absolute path")}
+	}
+	c := filepath.Clean(p)
+	prefix := r.path + "/"
+	if r.path == "/" {
+		prefix = "/"
+	}
+	rel, ok := strings.CutPrefix(c, prefix)
+	if !ok || rel == "" {
+		return "", &fs.PathError{Op: op, Path: p, Err: fmt.Errorf("not below the agents root %s", r.path)}
+	}
+	return rel, nil
+}
+
+// openRetry retries an open that was interrupted, or that openat2 asks to
+// retry because a rename raced with its lookup.
+func openRetry(open func() (int, error)) (int, error) {
+	for i := 0; ; i++ {
+		fd, err := open()
+		if (err == unix.EINTR || err == unix.EAGAIN) && i < 100 {
+			continue
+		}
+		return fd, err
+	}
+}
+
+// openBeneath opens rel below the root with flags, following no link.
+func (r *Root) openBeneath(rel string, flags int, mode uint32) (int, error) {
+	if !r.walk {
+		how := &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: resolveFlags}
+		fd, err := openRetry(func() (int, error) { return unix.Openat2(r.fd, rel, how) })
+		if err != unix.ENOSYS {
+			return fd, err
+		}
+	}
+	dir, name := filepath.Split(rel)
+	dfd, err := r.walkDir(strings.TrimSuffix(dir, "/"))
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(dfd)
+	return openRetry(func() (int, error) {
+		return unix.Openat(dfd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+	})
+}
+
+// walkDir opens the directory rel below the root component by component, each
+// with O_NOFOLLOW, and returns a descriptor the caller closes.
+func (r *Root) walkDir(rel string) (int, error) {
+	fd, err := unix.Dup(r.fd)
+	if err != nil {
+		return -1, err
+	}
+	if rel == "" || rel == "." {
+		return fd, nil
+	}
+	for _, c := range strings.Split(rel, "/") {
+		next, err := openRetry(func() (int, error) {
+			return unix.Openat(fd, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		})
+		unix.Close(fd)
+		if err != nil {
+			return -1, err
+		}
+		fd = next
+	}
+	return fd, nil
+}
+
+// parent opens the directory that holds rel, following no link, and returns
+// it with rel's last name.
+func (r *Root) parent(rel string) (int, string, error) {
+	dir, name := filepath.Split(rel)
+	dir = strings.TrimSuffix(dir, "/")
+	if dir == "" {
+		fd, err := unix.Dup(r.fd)
+		return fd, name, err
+	}
+	if r.walk {
+		fd, err := r.walkDir(dir)
+		return fd, name, err
+	}
+	fd, err := r.openBeneath(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	return fd, name, err
+}
+
+func pathErr(op, p string, err error) error {
+	if err == unix.ELOOP || err == unix.EXDEV {
+		err = fmt.Errorf("a symbolic link lies on the path or the path leaves the agents root: %w", err)
+	}
+	return &fs.PathError{Op: op, Path: p, Err: err}
+}
+
+// OpenFile opens the file at p with flag (os.O_* values) and, when it creates
+// the file, perm.
+func (r *Root) OpenFile(p string, flag int, perm fs.FileMode) (*os.File, error) {
+	rel, err := r.rel("open", p)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := r.openBeneath(rel, flag, uint32(perm.Perm()))
+	if err != nil {
+		return nil, pathErr("open", p, err)
+	}
+	return os.NewFile(uintptr(fd), filepath.Clean(p)), nil
+}
+
+// MkdirAll makes the directory p and any parent below the root that is
+// missing, with perm (less the umask); a link where a directory should be is
+// an error.
+func (r *Root) MkdirAll(p string, perm fs.FileMode) error {
+	rel, err := r.rel("mkdir", p)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Dup(r.fd)
+	if err != nil {
+		return pathErr("mkdir", p, err)
+	}
+	defer func() { unix.Close(fd) }()
+	for _, c := range strings.Split(rel, "/") {
+		if err := unix.Mkdirat(fd, c, uint32(perm.Perm())); err != nil && err != unix.EEXIST {
+			return pathErr("mkdir", p, err)
+		}
+		next, err := openRetry(func() (int, error) {
+			return unix.Openat(fd, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		})
+		if err != nil {
+			if err == unix.ENOTDIR {
+				err = fmt.Errorf("%s is not a directory (or is a symbolic link): %w", c, err)
+			}
+			return pathErr("mkdir", p, err)
+		}
+		unix.Close(fd)
+		fd = next
+	}
+	return nil
+}
+
+// WriteFile replaces the file at p whole: it writes a temporary file beside
+// it, gives it exactly perm, syncs it and renames it over p, so a reader sees
+// the old contents or the new, never half of them. A link at p is replaced,
+// not followed.
+func (r *Root) WriteFile(p string, data []byte, perm fs.FileMode) error {
+	rel, err := r.rel("write", p)
+	if err != nil {
+		return err
+	}
+	dfd, name, err := r.parent(rel)
+	if err != nil {
+		return pathErr("write", p, err)
+	}
+	defer unix.Close(dfd)
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	tmp := "." + name + ".tmp" + hex.EncodeToString(rnd[:])
+	fd, err := openRetry(func() (int, error) {
+		return unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	})
+	if err != nil {
+		return pathErr("write", p, err)
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm.Perm())
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(dfd, tmp, dfd, name)
+	}
+	if err != nil {
+		unix.Unlinkat(dfd, tmp, 0)
+		return pathErr("write", p, err)
+	}
+	unix.Fsync(dfd)
+	return nil
+}
+
+// ReadFile reads the file at p.
+func (r *Root) ReadFile(p string) ([]byte, error) {
+	f, err := r.OpenFile(p, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// Remove removes the file or empty directory at p; a link is removed, not
+// followed. A p that does not exist is not an error.
+func (r *Root) Remove(p string) error {
+	rel, err := r.rel("remove", p)
+	if err != nil {
+		return err
+	}
+	dfd, name, err := r.parent(rel)
+	if err != nil {
+		if err == unix.ENOENT {
+			return nil
+		}
+		return pathErr("remove", p, err)
+	}
+	defer unix.Close(dfd)
+	err = unix.Unlinkat(dfd, name, 0)
+	if err == unix.EISDIR {
+		err = unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR)
+	}
+	if err != nil && err != unix.ENOENT {
+		return pathErr("remove", p, err)
+	}
+	return nil
+}
+
+// RemoveAll removes p and all it holds, following no link: a link inside is
+// removed as a link.
+func (r *Root) RemoveAll(p string) error {
+	rel, err := r.rel("remove", p)
+	if err != nil {
+		return err
+	}
+	dfd, name, err := r.parent(rel)
+	if err != nil {
+		if err == unix.ENOENT {
+			return nil
+		}
+		return pathErr("remove", p, err)
+	}
+	defer unix.Close(dfd)
+	if err := removeAllAt(dfd, name); err != nil {
+		return pathErr("remove", p, err)
+	}
+	return nil
+}
+
+func removeAllAt(dfd int, name string) error {
+	err := unix.Unlinkat(dfd, name, 0)
+	if err == nil || err == unix.ENOENT {
+		return nil
+	}
+	if err != unix.EISDIR {
+		return err
+	}
+	fd, err := openRetry(func() (int, error) {
+		return unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		return err
+	}
+	d := os.NewFile(uintptr(fd), name)
+	for {
+		names, rerr := d.Readdirnames(256)
+		for _, n := range names {
+			if err := removeAllAt(fd, n); err != nil {
+				d.Close()
+				return err
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			d.Close()
+			return rerr
+		}
+	}
+	d.Close()
+	if err := unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR); err != nil && err != unix.ENOENT {
+		return err
+	}
+	return nil
+}
+
+// Mkfifo makes a named pipe at p with exactly perm. A pipe already there is
+// kept and given perm; anything else there is an error.
+func (r *Root) Mkfifo(p string, perm fs.FileMode) error {
+	rel, err := r.rel("mkfifo", p)
+	if err != nil {
+		return err
+	}
+	dfd, name, err := r.parent(rel)
+	if err != nil {
+		return pathErr("mkfifo", p, err)
+	}
+	defer unix.Close(dfd)
+	if err := unix.Mkfifoat(dfd, name, uint32(perm.Perm())); err != nil && err != unix.EEXIST {
+		return pathErr("mkfifo", p, err)
+	}
+	// Opening a pipe for reading without waiting never blocks; through the
+	// descriptor the mode is set on the pipe itself, never on a link's target.
+	fd, err := openRetry(func() (int, error) {
+		return unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		return pathErr("mkfifo", p, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return pathErr("mkfifo", p, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return pathErr("mkfifo", p, errors.New("something other than a named pipe is there"))
+	}
+	if err := unix.Fchmod(fd, uint32(perm.Perm())); err != nil {
+		return pathErr("mkfifo", p, err)
+	}
+	return nil
+}

@@ -1,0 +1,453 @@
+package unixhost
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ocx-go/ocx/host"
+)
+
+// ProcOptions configures a ProcTable.
+type ProcOptions struct {
+	// Layout is the agents root whose workspaces the table looks for.
+	Layout host.Layout
+	// ReleaseRoot is node.json's release root; "" without one.
+	ReleaseRoot string
+	// Daemon is the daemon's PID, to tell its children; 0 when none runs.
+	Daemon int
+	// Subreaper says whether a PID is a child subreaper, so that its children
+	// count as orphans. nil treats `systemd` user managers as subreapers.
+	Subreaper func(pid int) bool
+}
+
+// ProcTable reads the process table from /proc. Scan walks all of /proc.
+// Once Watch has been called, it also follows every fork, exec and exit
+// through the kernel's proc connector, so that Naming (the refusal check)
+// and Scan read only the processes that name a workspace.
+type ProcTable struct {
+	opts   ProcOptions
+	procfd int
+	ix     *watchIndex
+}
+
+var _ host.ProcTable = (*ProcTable)(nil)
+
+// NewProcTable opens /proc.
+func NewProcTable(opts ProcOptions) (*ProcTable, error) {
+	if opts.Layout.Root() == "" {
+		return nil, errors.New("unixhost: process table: no agents root")
+	}
+	fd, err := openRetry(func() (int, error) {
+		return unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		return nil, pathErr("open", "/proc", err)
+	}
+	t := &ProcTable{opts: opts, procfd: fd}
+	if t.opts.Subreaper == nil {
+		t.opts.Subreaper = t.systemdSubreaper
+	}
+	return t, nil
+}
+
+// Close stops following events and closes /proc.
+func (t *ProcTable) Close() error {
+	if t.ix != nil {
+		t.ix.close()
+	}
+	return unix.Close(t.procfd)
+}
+
+// readAt reads the file rel below /proc into buf, growing it as needed.
+func (t *ProcTable) readAt(rel string, buf []byte) ([]byte, error) {
+	fd, err := openRetry(func() (int, error) {
+		return unix.Openat(t.procfd, rel, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		return buf[:0], err
+	}
+	defer unix.Close(fd)
+	n := 0
+	buf = buf[:cap(buf)]
+	if len(buf) == 0 {
+		buf = make([]byte, 4096)
+	}
+	for {
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return buf[:n], err
+		}
+		if m == 0 {
+			return buf[:n], nil
+		}
+		n += m
+		if n == len(buf) {
+			buf = append(buf, make([]byte, len(buf))...)
+		}
+	}
+}
+
+// gone says whether err means the process no longer exists.
+func gone(err error) bool { return err == unix.ENOENT || err == unix.ESRCH }
+
+// pids lists the numeric entries of /proc.
+func (t *ProcTable) pids() ([]int, error) {
+	fd, err := openRetry(func() (int, error) {
+		return unix.Openat(t.procfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		return nil, pathErr("open", "/proc", err)
+	}
+	d := os.NewFile(uintptr(fd), "/proc")
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil && err != io.EOF {
+		return nil, pathErr("read", "/proc", err)
+	}
+	pids := make([]int, 0, len(names))
+	for _, n := range names {
+		if n[0] < '0' || n[0] > '9' {
+			continue
+		}
+		if pid, err := strconv.Atoi(n); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// candidate is a process whose command line may name a workspace.
+type candidate struct {
+	pid int
+	err error // set when it could not be read at all
+}
+
+// candidates reads every process's command line, in parallel, and returns
+// those whose program is `workspace` or `bwrap`, and those that could not be
+// read. A process that vanished before its command line was read has ended:
+// it names nothing.
+func (t *ProcTable) candidates(pids []int) []candidate {
+	workers := min(runtime.GOMAXPROCS(0), 8, max(1, len(pids)/256))
+	var mu sync.Mutex
+	var out []candidate
+	var wg sync.WaitGroup
+	chunk := (len(pids) + workers - 1) / workers
+	for w := range workers {
+		lo, hi := w*chunk, min((w+1)*chunk, len(pids))
+		if lo >= hi {
+			continue
+		}
+		wg.Add(1)
+		go func(part []int) {
+			defer wg.Done()
+			buf := make([]byte, 4096)
+			var mine []candidate
+			var name []byte
+			for _, pid := range part {
+				name = strconv.AppendInt(name[:0], int64(pid), 10)
+				name = append(name, "/cmdline"...)
+				var err error
+				buf, err = t.readAt(string(name), buf)
+				switch {
+				case err == nil:
+					if host.MayName(buf) {
+						mine = append(mine, candidate{pid: pid})
+					}
+				case gone(err):
+				default:
+					mine = append(mine, candidate{pid: pid, err: err})
+				}
+			}
+			mu.Lock()
+			out = append(out, mine...)
+			mu.Unlock()
+		}(pids[lo:hi])
+	}
+	wg.Wait()
+	return out
+}
+
+// identify reads a process's stat and command line, and its stat again, so
+// that the command line belongs to the start time it is filed under. ok is
+// false when the process ended before anything was read.
+func (t *ProcTable) identify(pid int) (st host.Stat, argv []string, ok bool, err error) {
+	prefix := strconv.Itoa(pid) + "/"
+	var buf []byte
+	for range 3 {
+		b, err := t.readAt(prefix+"stat", buf)
+		if err != nil {
+			if gone(err) {
+				return st, nil, false, nil
+			}
+			return st, nil, true, err
+		}
+		if st, err = host.ParseStat(b); err != nil {
+			return st, nil, true, err
+		}
+		cl, err := t.readAt(prefix+"cmdline", nil)
+		if err != nil {
+			if gone(err) {
+				return st, nil, false, nil
+			}
+			return st, nil, true, err
+		}
+		b, err = t.readAt(prefix+"stat", b)
+		if err != nil {
+			if gone(err) {
+				return st, nil, false, nil
+			}
+			return st, nil, true, err
+		}
+		again, err := host.ParseStat(b)
+		if err != nil {
+			return st, nil, true, err
+		}
+		if again.Start == st.Start {
+			return again, host.ParseCmdline(cl), true, nil
+		}
+		// The PID was reused while we read: read the new process.
+	}
+	return st, nil, true, errors.New("the PID kept being reused while it was read")
+}
+
+// Scan returns every process that names a workspace of the agents root, with
+// its identity, parent, command line, release, whether it listens, and how it
+// was started; and every process it could not read.
+func (t *ProcTable) Scan() (host.Table, error) {
+	var pids []int
+	var unreadable []host.Unreadable
+	if t.ix != nil {
+		var err error
+		pids, unreadable, err = t.ix.snapshot()
+		if err != nil {
+			return host.Table{}, err
+		}
+	} else {
+		all, err := t.pids()
+		if err != nil {
+			return host.Table{}, err
+		}
+		for _, c := range t.candidates(all) {
+			if c.err != nil {
+				unreadable = append(unreadable, host.Unreadable{PID: c.pid, Err: c.err.Error()})
+			} else {
+				pids = append(pids, c.pid)
+			}
+		}
+	}
+	tab := host.Table{Unreadable: unreadable}
+	wakes := map[host.Key]*unix.Stat_t{}
+	for _, pid := range pids {
+		st, argv, ok, err := t.identify(pid)
+		if !ok {
+			continue
+		}
+		if err != nil {
+			tab.Unreadable = append(tab.Unreadable, host.Unreadable{PID: pid, Err: err.Error()})
+			continue
+		}
+		names := host.Namings(argv, t.opts.Layout)
+		if len(names) == 0 {
+			continue
+		}
+		p := host.Process{
+			ID: host.ProcID{PID: pid, Start: st.Start}, PPID: st.PPID, PGID: st.PGID, SID: st.SID,
+			Comm: st.Comm, Argv: argv, Names: names,
+		}
+		t.inspect(&p, wakes)
+		tab.Procs = append(tab.Procs, p)
+	}
+	tab.SetOrigins(t.opts.Daemon, t.opts.Subreaper)
+	return tab, nil
+}
+
+// inspect reads the executable and the wake pipes a process holds. What it
+// cannot read stays unknown, and Partial says why.
+func (t *ProcTable) inspect(p *host.Process, wakes map[host.Key]*unix.Stat_t) {
+	prefix := strconv.Itoa(p.ID.PID) + "/"
+	exe, err := readlinkAt(t.procfd, prefix+"exe")
+	if err == nil {
+		p.Exe = exe
+		p.Release = t.release(p.ID.PID, exe)
+	} else {
+		p.Partial = "executable: " + err.Error()
+	}
+	p.Listening = t.listening(p, wakes)
+	if p.Listening == host.Unknown && p.Partial == "" {
+		p.Partial = "open files could not be read"
+	}
+}
+
+func readlinkAt(dirfd int, rel string) (string, error) {
+	buf := make([]byte, 512)
+	for {
+		n, err := unix.Readlinkat(dirfd, rel, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < len(buf) {
+			return string(buf[:n]), nil
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// release says which release exe belongs to. Inside a sandbox that binds the
+// release root's current (or previous) link, the path reads .../current/NAME:
+// the release is then found by the executable's inode among releases/*.
+func (t *ProcTable) release(pid int, exe string) string {
+	r := host.ReleaseOf(exe, t.opts.ReleaseRoot)
+	root := t.opts.ReleaseRoot
+	if root == "" || r != filepath.Dir(exe) || !strings.HasPrefix(exe, filepath.Clean(root)+"/") {
+		return r
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(t.procfd, strconv.Itoa(pid)+"/exe", &st, 0) != nil {
+		return r
+	}
+	ids, err := os.ReadDir(filepath.Join(root, "releases"))
+	if err != nil {
+		return r
+	}
+	for _, id := range ids {
+		var cand unix.Stat_t
+		if unix.Stat(filepath.Join(root, "releases", id.Name(), filepath.Base(exe)), &cand) == nil &&
+			cand.Dev == st.Dev && cand.Ino == st.Ino {
+			return id.Name()
+		}
+	}
+	return r
+}
+
+// listening says whether p holds the wake pipe of a workspace it names open
+// for reading: one of its descriptors is that pipe (same device and inode,
+// whatever path its mount namespace shows) and was opened O_RDONLY or O_RDWR.
+func (t *ProcTable) listening(p *host.Process, wakes map[host.Key]*unix.Stat_t) host.Answer {
+	var targets []*unix.Stat_t
+	for _, n := range p.Names {
+		if n.Unsure {
+			continue
+		}
+		st, ok := wakes[n.Key]
+		if !ok {
+			if w, err := t.opts.Layout.Workspace(n.Key); err == nil {
+				var s unix.Stat_t
+				if unix.Stat(w.Wake, &s) == nil && s.Mode&unix.S_IFMT == unix.S_IFIFO {
+					st = &s
+				}
+			}
+			wakes[n.Key] = st
+		}
+		if st != nil {
+			targets = append(targets, st)
+		}
+	}
+	if len(targets) == 0 {
+		return host.No
+	}
+	dir := strconv.Itoa(p.ID.PID) + "/fd"
+	fd, err := openRetry(func() (int, error) {
+		return unix.Openat(t.procfd, dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		return host.Unknown
+	}
+	d := os.NewFile(uintptr(fd), dir)
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil && err != io.EOF {
+		return host.Unknown
+	}
+	for _, n := range names {
+		var st unix.Stat_t
+		if unix.Fstatat(t.procfd, dir+"/"+n, &st, 0) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+			continue
+		}
+		for _, w := range targets {
+			if st.Dev != w.Dev || st.Ino != w.Ino {
+				continue
+			}
+			info, err := t.readAt(strconv.Itoa(p.ID.PID)+"/fdinfo/"+n, nil)
+			if err != nil {
+				return host.Unknown
+			}
+			if flags, ok := fdinfoFlags(info); !ok {
+				return host.Unknown
+			} else if flags&unix.O_ACCMODE != unix.O_WRONLY {
+				return host.Yes
+			}
+		}
+	}
+	return host.No
+}
+
+// fdinfoFlags reads the octal "flags:" line of /proc/PID/fdinfo/N.
+func fdinfoFlags(b []byte) (int, bool) {
+	for line := range bytes.Lines(b) {
+		v, ok := bytes.CutPrefix(line, []byte("flags:"))
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 8, 64)
+		return int(f), err == nil
+	}
+	return 0, false
+}
+
+// systemdSubreaper treats a systemd user manager (not PID 1) as a subreaper,
+// since it makes itself one.
+func (t *ProcTable) systemdSubreaper(pid int) bool {
+	if pid <= 1 {
+		return false
+	}
+	b, err := t.readAt(strconv.Itoa(pid)+"/stat", nil)
+	if err != nil {
+		return false
+	}
+	st, err := host.ParseStat(b)
+	return err == nil && st.Comm == "systemd"
+}
+
+// Naming answers whether a process names the workspace k. After Watch it
+// reads only its index; before, it scans all of /proc.
+func (t *ProcTable) Naming(k host.Key) (host.Verdict, error) {
+	if t.ix != nil {
+		return t.ix.naming(k)
+	}
+	tab, err := t.Scan()
+	if err != nil {
+		return host.Verdict{Key: k}, fmt.Errorf("naming %s: %w", k, err)
+	}
+	return tab.Naming(k), nil
+}
+
+// readStat reads /proc/PID/stat.
+func (t *ProcTable) readStat(pid int) (host.Stat, error) {
+	b, err := t.readAt(strconv.Itoa(pid)+"/stat", nil)
+	if err != nil {
+		return host.Stat{}, err
+	}
+	return host.ParseStat(b)
+}
+
+// ReadStat reads /proc/PID/stat.
+func ReadStat(pid int) (host.Stat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return host.Stat{}, err
+	}
+	return host.ParseStat(b)
+}

@@ -1,0 +1,348 @@
+package unixhost
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ocx-go/ocx/host"
+)
+
+// The proc connector's constants (linux/connector.h, linux/cn_proc.h), which
+// golang.org/x/sys does not carry.
+const (
+	cnIdxProc         = 1
+	cnValProc         = 1
+	procCnMcastListen = 1
+
+	procEventFork = 0x00000001
+	procEventExec = 0x00000002
+	procEventExit = 0x80000000
+
+	nlmsgHdrLen = 16
+	cnMsgLen    = 20
+	// The event's data starts after nlmsghdr, cn_msg and proc_event's what,
+	// cpu and timestamp.
+	eventData = nlmsgHdrLen + cnMsgLen + 16
+)
+
+// procEvent is one fork, exec or exit the kernel reported.
+type procEvent struct {
+	what uint32
+	// fork: parent's PID and TGID, child's PID and TGID. exec and exit: the
+	// process's PID and TGID in a, b.
+	a, b, c, d uint32
+}
+
+// parseProcEvents reads the proc connector's messages in one datagram. A
+// message it cannot read is skipped.
+func parseProcEvents(b []byte) []procEvent {
+	var out []procEvent
+	le := binary.LittleEndian
+	for len(b) >= nlmsgHdrLen {
+		n := int(le.Uint32(b))
+		if n < nlmsgHdrLen || n > len(b) {
+			break
+		}
+		m := b[:n]
+		if n >= eventData+16 && le.Uint32(m[nlmsgHdrLen:]) == cnIdxProc && le.Uint32(m[nlmsgHdrLen+4:]) == cnValProc {
+			d := m[eventData:]
+			out = append(out, procEvent{
+				what: le.Uint32(m[nlmsgHdrLen+cnMsgLen:]),
+				a:    le.Uint32(d), b: le.Uint32(d[4:]), c: le.Uint32(d[8:]), d: le.Uint32(d[12:]),
+			})
+		}
+		adv := (n + 3) &^ 3
+		if adv > len(b) {
+			break
+		}
+		b = b[adv:]
+	}
+	return out
+}
+
+// watchIndex keeps the processes whose command line names a workspace,
+// following exec, fork and exit events. Events are queued in the socket by
+// the kernel as they happen, so draining it before an answer makes the
+// answer as fresh as a full scan would be; when the socket overflowed
+// (ENOBUFS) the index is rebuilt by a full scan before it answers again.
+type watchIndex struct {
+	t      *ProcTable
+	mu     sync.Mutex
+	sock   int
+	file   *os.File
+	buf    []byte
+	named  map[int]entry
+	unread map[int]string
+	dirty  bool
+	closed bool
+	done   chan struct{}
+	// rescans counts full scans, for tests and benchmarks.
+	rescans int
+}
+
+type entry struct {
+	start uint64
+	names []host.Naming
+}
+
+// Watch subscribes to the kernel's process events and builds the index with
+// one full scan. It needs CAP_NET_ADMIN in the initial user and PID
+// namespaces; where it fails, Naming and Scan keep scanning all of /proc.
+func (t *ProcTable) Watch() error {
+	if t.ix != nil {
+		return nil
+	}
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_CONNECTOR)
+	if err != nil {
+		return fmt.Errorf("unixhost: proc connector: socket: %w", err)
+	}
+	// A burst of forks must not overflow the queue; a larger buffer makes a
+	// rescan rare.
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20) != nil {
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 32<<20)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: cnIdxProc}); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("unixhost: proc connector: bind: %w", err)
+	}
+	msg := make([]byte, nlmsgHdrLen+cnMsgLen+4)
+	le := binary.LittleEndian
+	le.PutUint32(msg[0:], uint32(len(msg)))
+	le.PutUint16(msg[4:], unix.NLMSG_DONE)
+	le.PutUint32(msg[12:], uint32(os.Getpid()))
+	le.PutUint32(msg[16:], cnIdxProc)
+	le.PutUint32(msg[20:], cnValProc)
+	le.PutUint16(msg[32:], 4)
+	le.PutUint32(msg[36:], procCnMcastListen)
+	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("unixhost: proc connector: listen: %w", err)
+	}
+	ix := &watchIndex{t: t, sock: fd, buf: make([]byte, 64<<10), dirty: true, done: make(chan struct{})}
+	ix.mu.Lock()
+	err = ix.rescanLocked()
+	ix.mu.Unlock()
+	if err != nil {
+		unix.Close(fd)
+		return err
+	}
+	ix.file = os.NewFile(uintptr(fd), "proc-connector")
+	t.ix = ix
+	go ix.run()
+	return nil
+}
+
+// run drains events as they arrive, so the queue stays short between
+// answers.
+func (ix *watchIndex) run() {
+	defer close(ix.done)
+	rc, err := ix.file.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Read(func(uintptr) bool {
+		ix.mu.Lock()
+		defer ix.mu.Unlock()
+		if ix.closed {
+			return true
+		}
+		ix.drainLocked()
+		return false
+	})
+}
+
+func (ix *watchIndex) close() {
+	ix.mu.Lock()
+	ix.closed = true
+	ix.mu.Unlock()
+	// Closing wakes run's wait; the file is closed outside the lock since
+	// Close waits for run's read to return.
+	ix.file.Close()
+	<-ix.done
+}
+
+// drainLocked applies every queued event.
+func (ix *watchIndex) drainLocked() {
+	for {
+		n, _, err := unix.Recvfrom(ix.sock, ix.buf, unix.MSG_DONTWAIT)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.ENOBUFS:
+			ix.dirty = true
+			continue
+		case err != nil || n == 0:
+			return
+		}
+		for _, e := range parseProcEvents(ix.buf[:n]) {
+			ix.applyLocked(e)
+		}
+	}
+}
+
+func (ix *watchIndex) applyLocked(e procEvent) {
+	switch e.what {
+	case procEventFork:
+		child, childTGID, parent := int(e.c), int(e.d), int(e.b)
+		if child != childTGID {
+			return // a thread
+		}
+		// A child runs its parent's command line until it execs, so only a
+		// child of a process of the index (or of one that could not be
+		// read) can name a workspace now.
+		_, named := ix.named[parent]
+		_, unread := ix.unread[parent]
+		if named || unread {
+			ix.examineLocked(child)
+		}
+	case procEventExec:
+		ix.examineLocked(int(e.b))
+	case procEventExit:
+		if e.a == e.b {
+			delete(ix.named, int(e.a))
+			delete(ix.unread, int(e.a))
+		}
+	}
+}
+
+// examineLocked reads the process's command line as it is now.
+func (ix *watchIndex) examineLocked(pid int) {
+	delete(ix.named, pid)
+	delete(ix.unread, pid)
+	cl, err := ix.t.readAt(strconv.Itoa(pid)+"/cmdline", nil)
+	if err != nil {
+		if !gone(err) {
+			ix.unread[pid] = err.Error()
+		}
+		return
+	}
+	if !host.MayName(cl) {
+		return
+	}
+	st, argv, ok, err := ix.t.identify(pid)
+	if !ok {
+		return
+	}
+	if err != nil {
+		ix.unread[pid] = err.Error()
+		return
+	}
+	if names := host.Namings(argv, ix.t.opts.Layout); len(names) > 0 {
+		ix.named[pid] = entry{start: st.Start, names: names}
+	}
+}
+
+// rescanLocked rebuilds the index from a full scan of /proc.
+func (ix *watchIndex) rescanLocked() error {
+	// Drop what is queued: it is older than what the scan will see.
+	for {
+		_, _, err := unix.Recvfrom(ix.sock, ix.buf, unix.MSG_DONTWAIT)
+		if err != nil && err != unix.EINTR && err != unix.ENOBUFS {
+			break
+		}
+	}
+	ix.dirty = false
+	ix.rescans++
+	pids, err := ix.t.pids()
+	if err != nil {
+		ix.dirty = true
+		return err
+	}
+	ix.named = map[int]entry{}
+	ix.unread = map[int]string{}
+	for _, c := range ix.t.candidates(pids) {
+		if c.err != nil {
+			ix.unread[c.pid] = c.err.Error()
+			continue
+		}
+		ix.examineLocked(c.pid)
+	}
+	return nil
+}
+
+// freshLocked applies every queued event, and rescans if some were lost.
+func (ix *watchIndex) freshLocked() error {
+	if ix.closed {
+		return host.ErrClosed
+	}
+	ix.drainLocked()
+	if ix.dirty {
+		if err := ix.rescanLocked(); err != nil {
+			return err
+		}
+		ix.drainLocked()
+	}
+	return nil
+}
+
+func (ix *watchIndex) naming(k host.Key) (host.Verdict, error) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	v := host.Verdict{Key: k}
+	if err := ix.freshLocked(); err != nil {
+		return v, fmt.Errorf("naming %s: %w", k, err)
+	}
+	for pid, e := range ix.named {
+		for _, n := range e.names {
+			if n.Key != k {
+				continue
+			}
+			if n.Unsure {
+				v.Unsure = append(v.Unsure, pid)
+			} else {
+				v.By = append(v.By, host.ProcID{PID: pid, Start: e.start})
+			}
+			break
+		}
+	}
+	for pid := range ix.unread {
+		v.Unsure = append(v.Unsure, pid)
+	}
+	sort.Slice(v.By, func(i, j int) bool { return v.By[i].PID < v.By[j].PID })
+	sort.Ints(v.Unsure)
+	switch {
+	case len(v.By) > 0:
+		v.Named = host.Yes
+	case len(v.Unsure) > 0:
+		v.Named = host.Unknown
+	default:
+		v.Named = host.No
+	}
+	return v, nil
+}
+
+// snapshot returns the PIDs of the index and those it could not read.
+func (ix *watchIndex) snapshot() ([]int, []host.Unreadable, error) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if err := ix.freshLocked(); err != nil {
+		return nil, nil, err
+	}
+	pids := make([]int, 0, len(ix.named))
+	for pid := range ix.named {
+		pids = append(pids, pid)
+	}
+	sort.Ints(pids)
+	var un []host.Unreadable
+	for pid, e := range ix.unread {
+		un = append(un, host.Unreadable{PID: pid, Err: e})
+	}
+	sort.Slice(un, func(i, j int) bool { return un[i].PID < un[j].PID })
+	return pids, un, nil
+}
+
+// Rescans counts the full scans the index has made (1 after Watch).
+func (t *ProcTable) Rescans() int {
+	if t.ix == nil {
+		return 0
+	}
+	t.ix.mu.Lock()
+	defer t.ix.mu.Unlock()
+	return t.ix.rescans
+}

@@ -1,0 +1,643 @@
+package unixhost
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ocx-go/ocx/host"
+)
+
+// Launcher spawns children, reaps them, watches processes it did not start,
+// and signals them. Each child is followed through its own pidfd, waited on
+// by Go's poller; once the pidfd says the child ended, wait4 on that PID
+// alone reaps it with its resource usage. It never waits on -1, so os/exec's
+// own children (the fossil CLI) keep their statuses, and it never sets a
+// parent-death signal: sessions outlive the daemon.
+type Launcher struct {
+	bwrap   string
+	root    *Root
+	clock   host.Clock
+	devnull int
+
+	mu     sync.Mutex
+	kids   map[int]*child
+	closed bool
+	wg     sync.WaitGroup
+}
+
+var (
+	_ host.Spawner  = (*Launcher)(nil)
+	_ host.Signaler = (*Launcher)(nil)
+	_ host.Watcher  = (*Launcher)(nil)
+)
+
+// LauncherOptions configures a Launcher.
+type LauncherOptions struct {
+	// Bwrap is bwrap's path; "" looks it up in /usr/bin and /bin.
+	Bwrap string
+	// Root, when set, opens each log that lies below it without following a
+	// link (session/log lies in the agent's own workspace).
+	Root *Root
+	// Clock stamps exits; nil uses the system clock.
+	Clock host.Clock
+}
+
+type child struct {
+	id     host.ProcID
+	own    bool // the launcher's own child: wait4 gives its status
+	pidfd  *os.File
+	onExit func(host.Exit)
+	ready  chan struct{}
+	done   bool
+
+	// A sandboxed child's bwrap status pipe, and what was read of it.
+	sandboxed bool
+	smu       sync.Mutex
+	status    int // read end, non-blocking; -1 when none
+	statusBuf []byte
+	inner     int // pidfd of the sandbox's first process; -1 until known
+}
+
+// NewLauncher opens /dev/null for the children's standard input.
+func NewLauncher(opts LauncherOptions) (*Launcher, error) {
+	l := &Launcher{bwrap: opts.Bwrap, root: opts.Root, clock: opts.Clock, kids: map[int]*child{}}
+	if l.clock == nil {
+		l.clock = Clock{}
+	}
+	if l.bwrap == "" {
+		for _, p := range []string{"/usr/bin/bwrap", "/bin/bwrap"} {
+			if _, err := os.Stat(p); err == nil {
+				l.bwrap = p
+				break
+			}
+		}
+	}
+	fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, pathErr("open", "/dev/null", err)
+	}
+	l.devnull = fd
+	return l, nil
+}
+
+// Spawn starts spec's program as a child in a new session and process group,
+// standard input /dev/null, standard output and error appended to spec.Log,
+// exactly spec.Env as its environment. With spec.Sandbox it runs inside
+// bwrap, spec.Path then being the program bwrap runs (as its argv[0]).
+// onExit is called once, after Spawn returned, when the child has been reaped.
+func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (host.ProcID, error) {
+	if err := checkSpawn(spec); err != nil {
+		return host.ProcID{}, err
+	}
+	if onExit == nil {
+		return host.ProcID{}, errors.New("unixhost: spawn: no onExit")
+	}
+	logfd, err := l.openLog(spec.Log)
+	if err != nil {
+		return host.ProcID{}, err
+	}
+	defer unix.Close(logfd)
+	path, argv, dir := spec.Path, spec.Args, spec.Dir
+	files := []uintptr{uintptr(l.devnull), uintptr(logfd), uintptr(logfd)}
+	statusR := -1
+	if spec.Sandbox != nil {
+		if l.bwrap == "" {
+			return host.ProcID{}, errors.New("unixhost: spawn: bwrap is not installed")
+		}
+		inside := append([]string{spec.Path}, spec.Args[1:]...)
+		argv, err = host.BwrapArgs(*spec.Sandbox, 3, spec.Dir, inside)
+		if err != nil {
+			return host.ProcID{}, err
+		}
+		var p [2]int
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+			return host.ProcID{}, fmt.Errorf("unixhost: spawn %s: status pipe: %w", spec.Path, err)
+		}
+		statusR = p[0]
+		defer unix.Close(p[1])
+		if err := unix.SetNonblock(statusR, true); err != nil {
+			unix.Close(statusR)
+			return host.ProcID{}, fmt.Errorf("unixhost: spawn %s: status pipe: %w", spec.Path, err)
+		}
+		files = append(files, uintptr(p[1]))
+		path, dir = l.bwrap, "/"
+	}
+	pidfd := -1
+	attr := &syscall.ProcAttr{Dir: dir, Env: spec.Env, Files: files,
+		Sys: &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd}}
+	if attr.Env == nil {
+		attr.Env = []string{}
+	}
+	pid, err := syscall.ForkExec(path, argv, attr)
+	if err != nil {
+		if statusR >= 0 {
+			unix.Close(statusR)
+		}
+		return host.ProcID{}, &fs.PathError{Op: "spawn", Path: path, Err: err}
+	}
+	if pidfd < 0 {
+		// Without CLONE_PIDFD: the child is ours and unreaped, so its PID
+		// cannot have been reused yet.
+		if pidfd, err = unix.PidfdOpen(pid, 0); err != nil {
+			l.abandon(pid, statusR)
+			return host.ProcID{}, fmt.Errorf("unixhost: spawn %s: pidfd_open %d: %w", path, pid, err)
+		}
+	}
+	st, err := ReadStat(pid)
+	if err != nil {
+		unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+		unix.Close(pidfd)
+		l.abandon(pid, statusR)
+		return host.ProcID{}, fmt.Errorf("unixhost: spawn %s: read the child's start time: %w", path, err)
+	}
+	c := &child{id: host.ProcID{PID: pid, Start: st.Start}, own: true, onExit: onExit, ready: make(chan struct{}),
+		sandboxed: spec.Sandbox != nil, status: statusR, inner: -1}
+	defer close(c.ready)
+	if err := l.register(c, pidfd); err != nil {
+		return c.id, err
+	}
+	return c.id, nil
+}
+
+// abandon reaps a child Spawn could not register, after killing it.
+func (l *Launcher) abandon(pid, statusR int) {
+	unix.Kill(pid, unix.SIGKILL)
+	var ws unix.WaitStatus
+	for {
+		if _, err := unix.Wait4(pid, &ws, 0, nil); err != unix.EINTR {
+			break
+		}
+	}
+	if statusR >= 0 {
+		unix.Close(statusR)
+	}
+}
+
+func checkSpawn(spec host.SpawnSpec) error {
+	switch {
+	case !filepath.IsAbs(spec.Path):
+		return fmt.Errorf("unixhost: spawn: program %q is not an absolute path", spec.Path)
+	case len(spec.Args) == 0:
+		return fmt.Errorf("unixhost: spawn %s: no argv", spec.Path)
+	case !filepath.IsAbs(spec.Dir):
+		return fmt.Errorf("unixhost: spawn %s: directory %q is not an absolute path", spec.Path, spec.Dir)
+	case spec.Log != "" && !filepath.IsAbs(spec.Log):
+		return fmt.Errorf("unixhost: spawn %s: log %q is not an absolute path", spec.Path, spec.Log)
+	}
+	return nil
+}
+
+// openLog opens the log for appending, created 0600. Below the root it
+// follows no link; elsewhere no link as its last name. "" is /dev/null.
+func (l *Launcher) openLog(p string) (int, error) {
+	const flags = unix.O_WRONLY | unix.O_APPEND | unix.O_CREAT
+	if p == "" {
+		fd, err := unix.Open("/dev/null", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, pathErr("open log", "/dev/null", err)
+		}
+		return fd, nil
+	}
+	if l.root != nil {
+		if rel, err := l.root.rel("open log", p); err == nil {
+			fd, err := l.root.openBeneath(rel, flags, 0o600)
+			if err != nil {
+				return -1, pathErr("open log", p, err)
+			}
+			return fd, nil
+		}
+	}
+	fd, err := openRetry(func() (int, error) { return unix.Open(p, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600) })
+	if err != nil {
+		return -1, pathErr("open log", p, err)
+	}
+	return fd, nil
+}
+
+// register files the child and starts following its pidfd.
+func (l *Launcher) register(c *child, pidfd int) error {
+	if err := unix.SetNonblock(pidfd, true); err != nil {
+		unix.Close(pidfd)
+		return fmt.Errorf("unixhost: watch %s: %w", c.id, err)
+	}
+	c.pidfd = os.NewFile(uintptr(pidfd), fmt.Sprintf("pidfd:%d", c.id.PID))
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		c.pidfd.Close()
+		return fmt.Errorf("unixhost: watch %s: %w", c.id, host.ErrClosed)
+	}
+	l.kids[c.id.PID] = c
+	l.wg.Add(1)
+	l.mu.Unlock()
+	go l.follow(c)
+	return nil
+}
+
+// follow waits, through the poller, for the pidfd to say the process ended,
+// reaps it if it is ours, and reports it.
+func (l *Launcher) follow(c *child) {
+	defer l.wg.Done()
+	<-c.ready
+	rc, err := c.pidfd.SyscallConn()
+	var exit host.Exit
+	report := false
+	if err == nil {
+		rc.Read(func(fd uintptr) bool {
+			var stop bool
+			exit, report, stop = l.check(c, int(fd))
+			return stop
+		})
+	}
+	l.mu.Lock()
+	delete(l.kids, c.id.PID)
+	c.done = true
+	l.mu.Unlock()
+	c.pidfd.Close()
+	c.smu.Lock()
+	if c.status >= 0 && report {
+		unix.Close(c.status)
+		c.status = -1
+	}
+	if c.inner >= 0 {
+		unix.Close(c.inner)
+		c.inner = -1
+	}
+	c.smu.Unlock()
+	if report {
+		c.onExit(exit)
+	}
+}
+
+// check says whether the process ended; for the launcher's own child it reaps
+// it. stop ends the wait; report says whether exit is to be reported (not when
+// the launcher was closed or detached).
+func (l *Launcher) check(c *child, pidfd int) (exit host.Exit, report, stop bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return exit, false, true
+	}
+	exit.ID = c.id
+	if !c.own {
+		pfd := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+		n, err := unix.Poll(pfd, 0)
+		if err != nil || n == 0 {
+			return exit, false, false
+		}
+		exit.At = l.clock.Now()
+		return exit, true, true
+	}
+	var ws unix.WaitStatus
+	var ru unix.Rusage
+	var pid int
+	var err error
+	for {
+		pid, err = unix.Wait4(c.id.PID, &ws, unix.WNOHANG, &ru)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	switch {
+	case err == unix.ECHILD:
+		// Someone else reaped it: the status is lost.
+		exit.At = l.clock.Now()
+		return exit, true, true
+	case err != nil || pid == 0:
+		return exit, false, false
+	}
+	exit.Known = true
+	exit.At = l.clock.Now()
+	if ws.Exited() {
+		exit.Code = ws.ExitStatus()
+	}
+	if ws.Signaled() {
+		exit.Signal = int(ws.Signal())
+		exit.Core = ws.CoreDump()
+	}
+	exit.User = time.Duration(ru.Utime.Nano())
+	exit.System = time.Duration(ru.Stime.Nano())
+	exit.MaxRSS = ru.Maxrss * 1024
+	if c.sandboxed {
+		c.smu.Lock()
+		c.readStatus()
+		st := host.ParseBwrapStatus(c.statusBuf)
+		c.smu.Unlock()
+		exit.Sandbox = &host.SandboxExit{ChildPID: st.ChildPID, Reported: st.Exited, Code: st.ExitCode}
+	}
+	return exit, true, true
+}
+
+// readStatus reads what bwrap wrote so far, without waiting. Under c.smu.
+func (c *child) readStatus() {
+	if c.status < 0 {
+		return
+	}
+	var b [512]byte
+	for {
+		n, err := unix.Read(c.status, b[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if n <= 0 || err != nil {
+			return
+		}
+		c.statusBuf = append(c.statusBuf, b[:n]...)
+	}
+}
+
+// Watch follows a process this launcher did not start, found after a restart
+// or kept across a re-exec. If it turns out to be this process's own child
+// (its parent is us), it is reaped and its status is known; otherwise its end
+// is reported with Known false. A process already gone is reported at once.
+func (l *Launcher) Watch(id host.ProcID, onExit func(host.Exit)) error {
+	return l.adopt(id, -1, nil, onExit)
+}
+
+func (l *Launcher) adopt(id host.ProcID, status int, statusBuf []byte, onExit func(host.Exit)) error {
+	if onExit == nil {
+		return errors.New("unixhost: watch: no onExit")
+	}
+	l.mu.Lock()
+	if c, ok := l.kids[id.PID]; ok && c.id == id {
+		l.mu.Unlock()
+		return fmt.Errorf("unixhost: watch %s: already followed", id)
+	}
+	l.mu.Unlock()
+	c := &child{id: id, onExit: onExit, ready: make(chan struct{}), status: status, statusBuf: statusBuf,
+		sandboxed: status >= 0, inner: -1}
+	defer close(c.ready)
+	goneNow := func() error {
+		if status >= 0 {
+			unix.Close(status)
+		}
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			return fmt.Errorf("unixhost: watch %s: %w", id, host.ErrClosed)
+		}
+		l.wg.Add(1)
+		l.mu.Unlock()
+		go func() {
+			defer l.wg.Done()
+			<-c.ready
+			onExit(host.Exit{ID: id, At: l.clock.Now()})
+		}()
+		return nil
+	}
+	pidfd, err := unix.PidfdOpen(id.PID, 0)
+	if err == unix.ESRCH {
+		return goneNow()
+	}
+	if err != nil {
+		return fmt.Errorf("unixhost: watch %s: pidfd_open: %w", id, err)
+	}
+	// The pidfd now holds whatever process has this PID; its start time says
+	// whether that is the one we were asked about.
+	st, err := ReadStat(id.PID)
+	if err != nil || st.Start != id.Start {
+		unix.Close(pidfd)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("unixhost: watch %s: %w", id, err)
+		}
+		return goneNow()
+	}
+	c.own = st.PPID == os.Getpid()
+	return l.register(c, pidfd)
+}
+
+// Handoff is what a re-exec keeps of one child: the new image adopts it.
+type Handoff struct {
+	ID       host.ProcID `json:"id"`
+	StatusFD int         `json:"status_fd"`        // bwrap's status pipe kept open across the exec; -1 for none
+	Status   string      `json:"status,omitempty"` // what was already read of it
+}
+
+// Detach stops following every child without closing anything a child's end
+// still needs: it clears close-on-exec on the bwrap status pipes and returns
+// the hand-off for the image the daemon is about to exec. The launcher is
+// closed afterwards. A child that ends meanwhile stays a zombie until the new
+// image adopts and reaps it.
+func (l *Launcher) Detach() ([]Handoff, error) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, host.ErrClosed
+	}
+	l.closed = true
+	kids := make([]*child, 0, len(l.kids))
+	for _, c := range l.kids {
+		kids = append(kids, c)
+	}
+	l.mu.Unlock()
+	var out []Handoff
+	var err error
+	for _, c := range kids {
+		c.pidfd.Close()
+		c.smu.Lock()
+		h := Handoff{ID: c.id, StatusFD: -1}
+		if c.status >= 0 {
+			c.readStatus()
+			if _, ferr := unix.FcntlInt(uintptr(c.status), unix.F_SETFD, 0); ferr != nil && err == nil {
+				err = fmt.Errorf("unixhost: detach %s: %w", c.id, ferr)
+			}
+			h.StatusFD, h.Status = c.status, string(c.statusBuf)
+		}
+		c.smu.Unlock()
+		out = append(out, h)
+	}
+	l.wg.Wait()
+	unix.Close(l.devnull)
+	return out, err
+}
+
+// Adopt follows a child handed over by a previous image's Detach.
+func (l *Launcher) Adopt(h Handoff, onExit func(host.Exit)) error {
+	if h.StatusFD >= 0 {
+		unix.CloseOnExec(h.StatusFD)
+	}
+	return l.adopt(h.ID, h.StatusFD, []byte(h.Status), onExit)
+}
+
+// Close stops following every child, without signalling any: each keeps
+// running. Their ends are not reported.
+func (l *Launcher) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	kids := make([]*child, 0, len(l.kids))
+	for _, c := range l.kids {
+		kids = append(kids, c)
+	}
+	l.mu.Unlock()
+	for _, c := range kids {
+		c.pidfd.Close()
+		c.smu.Lock()
+		if c.status >= 0 {
+			unix.Close(c.status)
+			c.status = -1
+		}
+		c.smu.Unlock()
+	}
+	l.wg.Wait()
+	return unix.Close(l.devnull)
+}
+
+// Signal sends sig to the process group id leads, or to id alone when it
+// leads none, only while id's PID has id's start time: host.ErrGone when not.
+// A sandboxed child of the launcher is signalled inside the sandbox: sig goes
+// to the process group of the sandbox's first process (bwrap's init, which
+// --new-session made a group leader), so that the command gets it and bwrap
+// stays to report its exit. Signalling bwrap itself would end bwrap alone and
+// leave the session running as an orphan.
+func (l *Launcher) Signal(id host.ProcID, sig host.Signal) error {
+	l.mu.Lock()
+	c, ok := l.kids[id.PID]
+	if ok && (c.id != id || c.done) {
+		ok = false
+	}
+	l.mu.Unlock()
+	if !ok {
+		return signalOther(id, sig)
+	}
+	if c.sandboxed && c.own {
+		if fd, ok := l.innerOf(c); ok {
+			err := pidfdSignal(fd, unix.Signal(sig), true)
+			c.smu.Unlock()
+			if err != unix.ESRCH {
+				if err != nil {
+					return fmt.Errorf("unixhost: signal %s %s inside its sandbox: %w", id, sig, err)
+				}
+				return nil
+			}
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.done {
+		return fmt.Errorf("unixhost: signal %s %s: %w", id, sig, host.ErrGone)
+	}
+	rc, err := c.pidfd.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("unixhost: signal %s %s: %w", id, sig, host.ErrGone)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		// The child is a session leader (Setsid), so it leads its group; it
+		// stays unreaped until check() under l.mu, so its PID and group are
+		// still its own.
+		serr = pidfdSignal(int(fd), unix.Signal(sig), true)
+		if serr == unix.EINVAL {
+			serr = unix.Kill(-id.PID, unix.Signal(sig))
+		}
+	}); err != nil {
+		return fmt.Errorf("unixhost: signal %s %s: %w", id, sig, host.ErrGone)
+	}
+	if serr == unix.ESRCH {
+		return fmt.Errorf("unixhost: signal %s %s: %w", id, sig, host.ErrGone)
+	}
+	if serr != nil {
+		return fmt.Errorf("unixhost: signal %s %s: %w", id, sig, serr)
+	}
+	return nil
+}
+
+// innerOf learns the sandbox's first process from bwrap's status, waiting up
+// to a second for bwrap to report it, and opens a pidfd on it after checking
+// that its parent is our bwrap. On success it returns with c.smu held.
+func (l *Launcher) innerOf(c *child) (int, bool) {
+	c.smu.Lock()
+	if c.inner >= 0 {
+		return c.inner, true
+	}
+	deadline := time.Now().Add(time.Second)
+	for c.status >= 0 {
+		c.readStatus()
+		st := host.ParseBwrapStatus(c.statusBuf)
+		if st.ChildPID > 0 {
+			fd, err := unix.PidfdOpen(st.ChildPID, 0)
+			if err != nil {
+				break
+			}
+			s, err := ReadStat(st.ChildPID)
+			if err != nil || s.PPID != c.id.PID {
+				unix.Close(fd)
+				break
+			}
+			c.inner = fd
+			return fd, true
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			break
+		}
+		pfd := []unix.PollFd{{Fd: int32(c.status), Events: unix.POLLIN}}
+		unix.Poll(pfd, int(min(left, 50*time.Millisecond)/time.Millisecond)+1)
+	}
+	c.smu.Unlock()
+	return -1, false
+}
+
+// pidfdSignal sends sig through a pidfd, to the process group the process
+// leads when group is set. EINVAL when the kernel cannot signal a group
+// through a pidfd (before Linux 6.9).
+func pidfdSignal(fd int, sig unix.Signal, group bool) error {
+	flags := 0
+	if group {
+		flags = unix.PIDFD_SIGNAL_PROCESS_GROUP
+	}
+	for {
+		err := unix.PidfdSendSignal(fd, sig, nil, flags)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// signalOther signals a process that is not the launcher's child: a session
+// at a terminal, an orphan. The pidfd is opened first and the start time read
+// after, so the pidfd is known to hold the process asked about.
+func signalOther(id host.ProcID, sig host.Signal) error {
+	fd, err := unix.PidfdOpen(id.PID, 0)
+	if err == unix.ESRCH {
+		return fmt.Errorf("unixhost: signal %s %s: %w", id, sig, host.ErrGone)
+	}
+	if err != nil {
+		return fmt.Errorf("unixhost: signal %s %s: pidfd_open: %w", id, sig, err)
+	}
+	defer unix.Close(fd)
+	st, err := ReadStat(id.PID)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("unixhost: signal %s %s: %w", id, sig, host.ErrGone)
+		}
+		return fmt.Errorf("unixhost: signal %s %s: %w", id, sig, err)
+	}
+	if st.Start != id.Start || st.Zombie() {
+		return fmt.Errorf("unixhost: signal %s %s: %w", id, sig, host.ErrGone)
+	}
+	leader := st.PGID == id.PID
+	err = pidfdSignal(fd, unix.Signal(sig), leader)
+	if err == unix.EINVAL && leader {
+		// Before Linux 6.9: the group by its number, checked just above.
+		err = unix.Kill(-id.PID, unix.Signal(sig))
+	}
+	if err == unix.ESRCH {
+		return fmt.Errorf("unixhost: signal %s %s: %w", id, sig, host.ErrGone)
+	}
+	if err != nil {
+		return fmt.Errorf("unixhost: signal %s %s: %w", id, sig, err)
+	}
+	return nil
+}
