@@ -382,10 +382,12 @@ const HookSequence = 50
 
 // InstallHook installs OCX's after-receive hook with the given command (Fossil
 // substitutes %F, %R and %A, and runs it with /bin/sh -c), replacing OCX's
-// hook if one is there and keeping every other hook. When the repository had
-// no after-receive hook, it sets hook-last-rcvid to the newest receipt, so
-// the first run neither replays the repository's past nor skips the next
-// receipt; a hook already installed keeps its place.
+// hook if one is there and keeping every other hook. When OCX's hook was not
+// installed, it sets hook-last-rcvid to the newest receipt, so the first run
+// neither replays the repository's past nor skips the next receipt; replacing
+// OCX's hook keeps the place it had reached. (Another hook that had receipts
+// still waiting for the backoffice loses them: a backoffice run between two
+// receipts is the usual case, and replaying the past to OCX is worse.)
 func (a *Admin) InstallHook(ctx context.Context, command string) error {
 	if strings.TrimSpace(command) == "" || strings.ContainsAny(command, "\n\r") {
 		return fmt.Errorf("install hook: %w: the command must be one non-empty line", ErrBadInput)
@@ -395,21 +397,20 @@ func (a *Admin) InstallHook(ctx context.Context, command string) error {
 		if err != nil {
 			return err
 		}
-		hadAfterReceive := false
+		hadOurs := false
 		kept := hooks[:0]
 		for _, h := range hooks {
-			if h["type"] == "after-receive" {
-				hadAfterReceive = true
-			}
 			if h["ocx"] == nil {
 				kept = append(kept, h)
+			} else {
+				hadOurs = true
 			}
 		}
 		kept = append(kept, hookEntry{"type": "after-receive", "cmd": command, "seq": HookSequence, "ocx": 1})
 		if err := writeHooks(ctx, tx, kept); err != nil {
 			return err
 		}
-		if !hadAfterReceive {
+		if !hadOurs {
 			_, err = tx.ExecContext(ctx, `REPLACE INTO config(name, value, mtime)
 				VALUES('hook-last-rcvid', (SELECT coalesce(max(rcvid), 0) FROM rcvfrom), strftime('%s','now'))`)
 		}

@@ -30,9 +30,9 @@ const (
 
 func TestParseKinds(t *testing.T) {
 	cases := []struct {
-		name string
-		data []byte
-		want fossilio.Type
+		name  string
+		data  []byte
+		want  fossilio.Type
 		check func(t *testing.T, a *fossilio.Artifact)
 	}{
 		{"delete reply", withZ("D 2026-11-30T08:41:24.169\nG " + h64a + "\nI " + h64b + "\nN text/x-markdown\nP " + h64c + "\nU alice\nW 0\n\n"), fossilio.TypeForum,
@@ -89,26 +89,26 @@ func TestParseKinds(t *testing.T) {
 func TestParseRefuses(t *testing.T) {
 	good := "D 2026-11-30T08:28:45\nT +x " + h40 + "\nU alice\n"
 	cases := map[string][]byte{
-		"empty":              nil,
-		"no final newline":   []byte("D 2026-11-30T08:28:45"),
-		"bad Z":              []byte(good + "Z 00000000000000000000000000000000\n"),
-		"no Z":               []byte(good),
-		"cards out of order": withZ("T +x " + h40 + "\nD 2026-11-30T08:28:45\nU alice\n"),
-		"two spaces":         withZ("D  2026-11-30T08:28:45\nT +x " + h40 + "\nU alice\n"),
-		"all-hex tag name":   withZ("D 2026-11-30T08:28:45\nT +cafe " + h40 + "\nU alice\n"),
-		"tag order":          withZ("D 2026-11-30T08:28:45\nT +y " + h40 + "\nT +x " + h40 + "\nU alice\n"),
+		"empty":               nil,
+		"no final newline":    []byte("D 2026-11-30T08:28:45"),
+		"bad Z":               []byte(good + "Z 00000000000000000000000000000000\n"),
+		"no Z":                []byte(good),
+		"cards out of order":  withZ("T +x " + h40 + "\nD 2026-11-30T08:28:45\nU alice\n"),
+		"two spaces":          withZ("D  2026-11-30T08:28:45\nT +x " + h40 + "\nU alice\n"),
+		"all-hex tag name":    withZ("D 2026-11-30T08:28:45\nT +cafe " + h40 + "\nU alice\n"),
+		"tag order":           withZ("D 2026-11-30T08:28:45\nT +y " + h40 + "\nT +x " + h40 + "\nU alice\n"),
 		"self tag in control": withZ("D 2026-11-30T08:28:45\nT +x *\nU alice\n"),
-		"H and I":            withZ("D 2026-11-30T08:41:24\nG " + h64a + "\nH t\nI " + h64b + "\nU a\nW 0\n\n"),
-		"short W":            withZ("D 2026-11-30T08:41:24\nH t\nU a\nW 10\nabc\n"),
-		"blank line":         withZ("D 2026-11-30T08:28:45\n\nT +x " + h40 + "\nU alice\n"),
-		"extra argument":     withZ("D 2026-11-30T08:28:45 extra\nT +x " + h40 + "\nU alice\n"),
-		"bad date":           withZ("D yesterday\nT +x " + h40 + "\nU alice\n"),
-		"two U cards":        withZ("D 2026-11-30T08:28:45\nT +x " + h40 + "\nU alice\nU bob\n"),
-		"J out of order":     withZ("D 2026-11-30T08:41:24\nJ status Closed\nJ +icomment x\nK 3c57798b00000000000000000000000000000000\nU alice\n"),
-		"short K":            withZ("D 2026-11-30T08:41:24\nJ status Closed\nK 3c57798b\nU alice\n"),
-		"card not allowed":   withZ("D 2026-11-30T08:41:24\nH t\nJ x y\nU a\nW 0\n\n"),
-		"missing D":          withZ("T +x " + h40 + "\nU alice\n"),
-		"lowercase card":     withZ("D 2026-11-30T08:28:45\nt +x " + h40 + "\nU alice\n"),
+		"H and I":             withZ("D 2026-11-30T08:41:24\nG " + h64a + "\nH t\nI " + h64b + "\nU a\nW 0\n\n"),
+		"short W":             withZ("D 2026-11-30T08:41:24\nH t\nU a\nW 10\nabc\n"),
+		"blank line":          withZ("D 2026-11-30T08:28:45\n\nT +x " + h40 + "\nU alice\n"),
+		"extra argument":      withZ("D 2026-11-30T08:28:45 extra\nT +x " + h40 + "\nU alice\n"),
+		"bad date":            withZ("D yesterday\nT +x " + h40 + "\nU alice\n"),
+		"two U cards":         withZ("D 2026-11-30T08:28:45\nT +x " + h40 + "\nU alice\nU bob\n"),
+		"J out of order":      withZ("D 2026-11-30T08:41:24\nJ status Closed\nJ +icomment x\nK 3c57798b00000000000000000000000000000000\nU alice\n"),
+		"short K":             withZ("D 2026-11-30T08:41:24\nJ status Closed\nK 3c57798b\nU alice\n"),
+		"card not allowed":    withZ("D 2026-11-30T08:41:24\nH t\nJ x y\nU a\nW 0\n\n"),
+		"missing D":           withZ("T +x " + h40 + "\nU alice\n"),
+		"lowercase card":      withZ("D 2026-11-30T08:28:45\nt +x " + h40 + "\nU alice\n"),
 	}
 	for name, data := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -154,16 +154,32 @@ func TestDraftsParse(t *testing.T) {
 func TestDraftsRefuseBadInput(t *testing.T) {
 	cases := map[string]func() ([]byte, error){
 		"thread without title": func() ([]byte, error) { return fossilio.PostDraft{Date: date, User: "a", Text: "x"}.Bytes() },
-		"reply without root":   func() ([]byte, error) { return fossilio.PostDraft{Date: date, User: "a", InReplyTo: h64a, Text: "x"}.Bytes() },
-		"short root":           func() ([]byte, error) { return fossilio.PostDraft{Date: date, User: "a", Root: "abc", InReplyTo: h64a}.Bytes() },
-		"no user":              func() ([]byte, error) { return fossilio.PostDraft{Date: date, Title: "t"}.Bytes() },
-		"no date":              func() ([]byte, error) { return fossilio.PostDraft{User: "a", Title: "t"}.Bytes() },
-		"hex tag":              func() ([]byte, error) { return fossilio.ControlDraft{Date: date, User: "a", Tags: []fossilio.Tag{{Op: '+', Name: "cafe", Target: h64a}}}.Bytes() },
-		"reserved tag":         func() ([]byte, error) { return fossilio.ControlDraft{Date: date, User: "a", Tags: []fossilio.Tag{{Op: '+', Name: "tkt-x", Target: h64a}}}.Bytes() },
-		"tag target prefix":    func() ([]byte, error) { return fossilio.ControlDraft{Date: date, User: "a", Tags: []fossilio.Tag{{Op: '+', Name: "ci", Target: h64a[:20]}}}.Bytes() },
-		"field with space":     func() ([]byte, error) { return fossilio.TicketDraft{Date: date, User: "a", Ticket: h40, Fields: []fossilio.Field{{Name: "a b"}}}.Bytes() },
-		"field twice":          func() ([]byte, error) { return fossilio.TicketDraft{Date: date, User: "a", Ticket: h40, Fields: []fossilio.Field{{Name: "x"}, {Name: "x"}}}.Bytes() },
-		"bad ticket id":        func() ([]byte, error) { return fossilio.TicketDraft{Date: date, User: "a", Ticket: h64a, Fields: []fossilio.Field{{Name: "x"}}}.Bytes() },
+		"reply without root": func() ([]byte, error) {
+			return fossilio.PostDraft{Date: date, User: "a", InReplyTo: h64a, Text: "x"}.Bytes()
+		},
+		"short root": func() ([]byte, error) {
+			return fossilio.PostDraft{Date: date, User: "a", Root: "abc", InReplyTo: h64a}.Bytes()
+		},
+		"no user": func() ([]byte, error) { return fossilio.PostDraft{Date: date, Title: "t"}.Bytes() },
+		"no date": func() ([]byte, error) { return fossilio.PostDraft{User: "a", Title: "t"}.Bytes() },
+		"hex tag": func() ([]byte, error) {
+			return fossilio.ControlDraft{Date: date, User: "a", Tags: []fossilio.Tag{{Op: '+', Name: "cafe", Target: h64a}}}.Bytes()
+		},
+		"reserved tag": func() ([]byte, error) {
+			return fossilio.ControlDraft{Date: date, User: "a", Tags: []fossilio.Tag{{Op: '+', Name: "tkt-x", Target: h64a}}}.Bytes()
+		},
+		"tag target prefix": func() ([]byte, error) {
+			return fossilio.ControlDraft{Date: date, User: "a", Tags: []fossilio.Tag{{Op: '+', Name: "ci", Target: h64a[:20]}}}.Bytes()
+		},
+		"field with space": func() ([]byte, error) {
+			return fossilio.TicketDraft{Date: date, User: "a", Ticket: h40, Fields: []fossilio.Field{{Name: "a b"}}}.Bytes()
+		},
+		"field twice": func() ([]byte, error) {
+			return fossilio.TicketDraft{Date: date, User: "a", Ticket: h40, Fields: []fossilio.Field{{Name: "x"}, {Name: "x"}}}.Bytes()
+		},
+		"bad ticket id": func() ([]byte, error) {
+			return fossilio.TicketDraft{Date: date, User: "a", Ticket: h64a, Fields: []fossilio.Field{{Name: "x"}}}.Bytes()
+		},
 	}
 	for name, f := range cases {
 		t.Run(name, func(t *testing.T) {

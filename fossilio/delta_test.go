@@ -85,14 +85,14 @@ func TestApplyDeltaRefuses(t *testing.T) {
 		t.Fatalf("good delta: %q %v", out, err)
 	}
 	bad := map[string]string{
-		"no size line":      "10",
-		"copy past source":  "10\nP@z,6:targetK@V,D:3\nextra line\niR3Yu;",
-		"bad checksum":      "10\nP@0,6:targetK@V,D:3\nextra line\niR3Yv;",
-		"size mismatch":     "11\nP@0,6:targetK@V,D:3\nextra line\niR3Yu;",
-		"insert past end":   "10\nP@0,6:targetK@V,z:3\n",
-		"unknown command":   "10\nP!0,",
-		"no checksum":       "10\nP@0,6:targetK@V,D:3\nextra line\n",
-		"copy not ended":    "10\nP@0;",
+		"no size line":     "10",
+		"copy past source": "10\nP@z,6:targetK@V,D:3\nextra line\niR3Yu;",
+		"bad checksum":     "10\nP@0,6:targetK@V,D:3\nextra line\niR3Yv;",
+		"size mismatch":    "11\nP@0,6:targetK@V,D:3\nextra line\niR3Yu;",
+		"insert past end":  "10\nP@0,6:targetK@V,z:3\n",
+		"unknown command":  "10\nP!0,",
+		"no checksum":      "10\nP@0,6:targetK@V,D:3\nextra line\n",
+		"copy not ended":   "10\nP@0;",
 	}
 	for name, d := range bad {
 		t.Run(name, func(t *testing.T) {
