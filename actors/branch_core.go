@@ -1,0 +1,186 @@
+package actors
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// BranchCore decides for one branch listener: a `completes` session of a
+// workspace listening to a branch (decisions D5). A check-in makes it reserve
+// the workspace (granted only while nothing names it), find the newest
+// untested check-in, write a launch note for it as the node user and hand that
+// to the workspace. When its run ends it does the same again, unless the run
+// left no result on its check-in. A check-in while the workspace is busy only
+// waits: no note is written for it.
+type BranchCore struct {
+	base
+	cfg     Config
+	st      messages.BranchState
+	collect *messages.CollectState
+}
+
+// NewBranchCore makes the core of branch listener st, new or restored.
+func NewBranchCore(cfg Config, st messages.BranchState) *BranchCore {
+	c := &BranchCore{cfg: cfg.withDefaults(), st: st}
+	c.self = messages.BranchAddr(st.Workspace, st.Branch)
+	if c.st.Phase == "" {
+		c.st.Phase = messages.BranchIdle
+	}
+	return c
+}
+
+// State is the listener's part of a hand-off.
+func (c *BranchCore) State() messages.BranchState { return c.st }
+
+func (c *BranchCore) parent() messages.ActorAddr { return messages.WorkspaceAddr(c.st.Workspace) }
+
+// Start settles a restored listener. A hand-off holds only idle and running
+// listeners; any other phase waited on something the old image held, so it
+// becomes idle with its check-in still waiting.
+func (c *BranchCore) Start(time.Time) []messages.DaemonEffect {
+	switch c.st.Phase {
+	case messages.BranchIdle, messages.BranchRunning:
+	default:
+		c.log(slog.LevelWarn, "branch listener restored mid-launch; its check-in waits", slog.String(KeyBranch, c.st.Branch), slog.String("phase", c.st.Phase))
+		c.idle()
+		c.st.Waiting = true
+	}
+	return c.take()
+}
+
+func (c *BranchCore) idle() {
+	c.st.Phase = messages.BranchIdle
+	c.st.Checkin, c.st.Launch, c.st.Proc = "", "", messages.ProcID{}
+}
+
+// Step takes one message.
+func (c *BranchCore) Step(now time.Time, msg messages.DaemonMessage) []messages.DaemonEffect {
+	c.settle(msg)
+	switch m := msg.(type) {
+	case messages.CheckinArrived:
+		c.st.Listener = m.Listener
+		if m.Listener.Lifetime != messages.Completes {
+			c.log(slog.LevelWarn, "a branch listener of a session that is not `completes` launches nothing", slog.String(KeyBranch, c.st.Branch), slog.String("lifetime", string(m.Listener.Lifetime)))
+			break
+		}
+		c.st.Waiting = true
+		if c.st.Phase == messages.BranchIdle {
+			c.reserve()
+		}
+	case messages.ReservationGranted:
+		if c.st.Phase != messages.BranchReserving {
+			c.tell(c.parent(), messages.ReleaseWorkspace{Branch: c.st.Branch})
+			break
+		}
+		c.st.Phase = messages.BranchQuerying
+		c.emit(messages.FindUntested{Listener: c.st.Listener, Branch: c.st.Branch})
+	case messages.ReservationRefused:
+		if c.st.Phase == messages.BranchReserving {
+			c.log(slog.LevelInfo, "the workspace is busy; the check-in waits: "+m.Why, slog.String(KeyBranch, c.st.Branch))
+			c.idle()
+		}
+	case messages.UntestedFound:
+		if c.st.Phase != messages.BranchQuerying {
+			break
+		}
+		switch {
+		case m.Err != nil:
+			c.log(slog.LevelWarn, "cannot find the untested check-ins; the check-in waits", slog.String(KeyBranch, c.st.Branch), errAttr(m.Err))
+			c.release()
+		case m.Newest == "":
+			c.st.Waiting = false
+			c.release()
+		default:
+			c.st.Waiting = false
+			c.st.Phase = messages.BranchWriting
+			c.st.Checkin = m.Newest
+			c.emit(messages.WriteLaunch{Listener: c.st.Listener, Branch: c.st.Branch, Checkin: m.Newest})
+		}
+	case messages.LaunchWritten:
+		if c.st.Phase != messages.BranchWriting {
+			if m.Launch != nil {
+				c.log(slog.LevelWarn, "a launch note written after the listener moved on", slog.String(KeyBranch, c.st.Branch), slog.String(KeyLaunch, m.Launch.Hash))
+			}
+			break
+		}
+		if m.Err != nil || m.Launch == nil {
+			if m.Err != nil {
+				c.log(slog.LevelError, "cannot write the CI launch note; the check-in waits", slog.String(KeyBranch, c.st.Branch), errAttr(m.Err))
+			}
+			c.st.Waiting = true
+			c.release()
+			break
+		}
+		c.st.Phase = messages.BranchLaunching
+		c.st.Launch = m.Launch.Hash
+		c.tell(c.parent(), messages.LaunchCI{Launch: *m.Launch})
+	case messages.LaunchOutcome:
+		if m.Refused != "" {
+			if c.st.Phase == messages.BranchLaunching && c.st.Launch == m.Launch.Hash {
+				c.idle()
+				c.st.Waiting = true
+			}
+			break
+		}
+		c.st.Phase = messages.BranchRunning
+		c.st.Proc, c.st.Checkin, c.st.Launch = m.Proc, m.Launch.Checkin, m.Launch.Hash
+	case messages.WorkspaceFreed:
+		c.freed(m)
+	case messages.CollectState:
+		c.collect = &m
+	case messages.ResumeWork:
+	default:
+		c.log(slog.LevelWarn, "message not for a branch listener ignored", slog.String(KeyMessage, msg.String()))
+	}
+	c.maybeReply()
+	return c.take()
+}
+
+func (c *BranchCore) reserve() {
+	c.st.Phase = messages.BranchReserving
+	c.tell(c.parent(), messages.ReserveWorkspace{Branch: c.st.Branch})
+}
+
+func (c *BranchCore) release() {
+	c.idle()
+	c.tell(c.parent(), messages.ReleaseWorkspace{Branch: c.st.Branch})
+}
+
+// freed decides on the workspace being free again: after its own run, look
+// again unless the run left no result (D5: a broken CI command cannot loop);
+// after anything else, look again only if a check-in waits.
+func (c *BranchCore) freed(m messages.WorkspaceFreed) {
+	if c.st.Phase == messages.BranchRunning {
+		if m.Ended == nil || !m.Ended.Proc.Matches(c.st.Proc) {
+			return
+		}
+		checkin := c.st.Checkin
+		c.idle()
+		if m.Ended.Launch.IsCI() && !m.Ended.LeftResult {
+			c.log(slog.LevelWarn, "the run left no result on its check-in; not launched again", slog.String(KeyBranch, c.st.Branch), slog.String(KeyCheckin, checkin))
+			return
+		}
+		c.reserve()
+		return
+	}
+	if c.st.Phase == messages.BranchIdle && c.st.Waiting && c.st.Listener.Lifetime == messages.Completes {
+		c.reserve()
+	}
+}
+
+// Quiescent reports whether the listener waits for nothing: idle, or running
+// its session (whose end will come from its workspace).
+func (c *BranchCore) Quiescent() bool {
+	return c.awaiting == 0 && (c.st.Phase == messages.BranchIdle || c.st.Phase == messages.BranchRunning)
+}
+
+func (c *BranchCore) maybeReply() {
+	if c.collect == nil || !c.Quiescent() {
+		return
+	}
+	st := c.st
+	c.tell(c.parent(), messages.StateCollected{Seq: c.collect.Seq, From: c.self, Branch: &st})
+	c.collect = nil
+}

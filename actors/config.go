@@ -1,0 +1,56 @@
+package actors
+
+import "time"
+
+// Config holds the daemon's tunables. The zero value of a field means its default.
+type Config struct {
+	// Grace is how long a session the daemon started has between TERM and
+	// KILL after a stop.
+	Grace time.Duration
+	// RetryAfter is how long a session waits before it tries again to watch a
+	// process or to write an end note after a failure.
+	RetryAfter time.Duration
+	// EndAttempts is how many times a session tries to write its end note.
+	EndAttempts int
+	// RecentHashes is how many handled post hashes the node remembers, so that
+	// a duplicate `post` line is handled once.
+	RecentHashes int
+	// RecentLaunches is how many handled launch notes each workspace remembers.
+	RecentLaunches int
+	// ParkedExits is how many exits the node keeps for processes it does not
+	// know yet (a child can exit before its spawn is reported).
+	ParkedExits int
+}
+
+// The defaults of Config.
+const (
+	DefaultGrace          = 10 * time.Second
+	DefaultRetryAfter     = 10 * time.Second
+	DefaultEndAttempts    = 5
+	DefaultRecentHashes   = 4096
+	DefaultRecentLaunches = 64
+	DefaultParkedExits    = 256
+)
+
+// withDefaults fills in every field left zero.
+func (c Config) withDefaults() Config {
+	if c.Grace <= 0 {
+		c.Grace = DefaultGrace
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryAfter = DefaultRetryAfter
+	}
+	if c.EndAttempts <= 0 {
+		c.EndAttempts = DefaultEndAttempts
+	}
+	if c.RecentHashes <= 0 {
+		c.RecentHashes = DefaultRecentHashes
+	}
+	if c.RecentLaunches <= 0 {
+		c.RecentLaunches = DefaultRecentLaunches
+	}
+	if c.ParkedExits <= 0 {
+		c.ParkedExits = DefaultParkedExits
+	}
+	return c
+}

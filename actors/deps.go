@@ -1,0 +1,204 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// The interfaces below are everything the actors need from the world, each
+// declared here by its consumer and kept small. The daemon's wiring (cmd/ocxd)
+// implements them with host/ and fossilio/; tests implement them with fakes.
+// Every method may block; the shells call them on goroutines of their own,
+// never in Receive, and cancel ctx when the actor stops.
+
+// Artifact is what a posted artifact is to the daemon: exactly one of a launch
+// note, a check-in, or nothing (and why).
+type Artifact struct {
+	Launch  *messages.LaunchSpec
+	Checkin *messages.CheckinSpec
+	Nothing string
+}
+
+// Classifier reads posted artifacts from the record.
+type Classifier interface {
+	// Classify says what a posted artifact is. A launch note comes resolved
+	// (its workspace, record, sandbox, release; for a CI launch its check-in
+	// and that check-in's branch); a check-in comes with the `completes`
+	// sessions whose listening index names its branch.
+	Classify(ctx context.Context, repository, hash string) (Artifact, error)
+	// ResolveLaunch reads the launch note a running `workspace serve` process
+	// found at start serves.
+	ResolveLaunch(ctx context.Context, p messages.ProcInfo) (messages.LaunchSpec, error)
+}
+
+// CheckinReader answers a branch listener's questions (decisions D5).
+type CheckinReader interface {
+	// NewestUntested returns the newest check-in on the branch received after
+	// the listen note with no `ci` tag sent by the listener's login, or "".
+	NewestUntested(ctx context.Context, l messages.BranchListener, branch string) (string, error)
+	// RunResult returns the `ci` tag value the launch's login left on the
+	// launch's check-in, if any.
+	RunResult(ctx context.Context, l messages.LaunchSpec) (result string, found bool, err error)
+}
+
+// NoteWriter writes the daemon's notes on the record as the node user.
+type NoteWriter interface {
+	WriteRefusal(ctx context.Context, n messages.WriteRefusal) error
+	// WriteEnd writes nothing if an end note for the same PID and start time
+	// is already on the record (D6).
+	WriteEnd(ctx context.Context, n messages.WriteEnd) error
+	// WriteLaunch writes a CI launch note and returns it resolved as Classify
+	// would.
+	WriteLaunch(ctx context.Context, n messages.WriteLaunch) (messages.LaunchSpec, error)
+}
+
+// ProcTable reads the process table.
+type ProcTable interface {
+	// Scan returns every process that names the workspace. An error means the
+	// answer is unknown, never "none".
+	Scan(ctx context.Context, w messages.WorkspaceKey) ([]messages.ProcInfo, error)
+}
+
+// Spawner starts sessions.
+type Spawner interface {
+	// Spawn starts `workspace serve KEY --root ROOT --launch HASH` as the
+	// daemon's child, in a process group of its own, in the workspace's
+	// sandbox, and registers it with the reaper before it can exit.
+	Spawn(ctx context.Context, l messages.LaunchSpec) (messages.ProcID, error)
+}
+
+// Signaler signals processes.
+type Signaler interface {
+	// Signal sends sig ("TERM", "KILL") to the process, or the group it leads,
+	// only while its PID still has its start time.
+	Signal(ctx context.Context, p messages.ProcID, group bool, sig string) error
+}
+
+// Watcher watches processes the daemon is not the parent of.
+type Watcher interface {
+	// Watch returns nil once the process is gone (at once if it already is),
+	// or an error if it cannot watch it; it returns ctx's error when ctx ends.
+	Watch(ctx context.Context, p messages.ProcID) error
+}
+
+// Clock is the time the shells stamp messages with, and their timers.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f once after d; stop cancels it if it has not run.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+// Inputs is the pipe reader and the reaper, paused around a re-exec.
+type Inputs interface {
+	// Pause stops reading the pipe and reaping, returning the bytes read but
+	// not yet split into lines. Every line and exit they sent before must be
+	// in the node's mailbox when Pause returns.
+	Pause(ctx context.Context) (remainder []byte, err error)
+	// Resume starts them again after a failed re-exec.
+	Resume(ctx context.Context, remainder []byte) error
+}
+
+// Execer replaces the daemon's image.
+type Execer interface {
+	// Exec execs the current release's ocxd with the hand-off; it returns only
+	// if the exec did not happen.
+	Exec(ctx context.Context, h messages.Handoff) error
+}
+
+// Deps is every dependency of the actor tree.
+type Deps struct {
+	Classifier Classifier
+	Checkins   CheckinReader
+	Notes      NoteWriter
+	Procs      ProcTable
+	Spawner    Spawner
+	Signaler   Signaler
+	Watcher    Watcher
+	Clock      Clock
+	Inputs     Inputs
+	Execer     Execer
+	// Logger receives the actors' log lines; protoactor's own go through it
+	// too when the system is made with NewSystem.
+	Logger *slog.Logger
+}
+
+// Validate reports the dependencies that are missing.
+func (d Deps) Validate() error {
+	var errs []error
+	check := func(name string, ok bool) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("actors: dependency %s is missing", name))
+		}
+	}
+	check("Classifier", d.Classifier != nil)
+	check("Checkins", d.Checkins != nil)
+	check("Notes", d.Notes != nil)
+	check("Procs", d.Procs != nil)
+	check("Spawner", d.Spawner != nil)
+	check("Signaler", d.Signaler != nil)
+	check("Watcher", d.Watcher != nil)
+	check("Clock", d.Clock != nil)
+	check("Inputs", d.Inputs != nil)
+	check("Execer", d.Execer != nil)
+	check("Logger", d.Logger != nil)
+	return errors.Join(errs...)
+}
+
+// run performs one host effect and returns its result, or nil if it has none
+// (an exec that happened). It blocks; the shells call it on a goroutine.
+func (d *Deps) run(ctx context.Context, e messages.DaemonEffect) messages.DaemonMessage {
+	switch e := e.(type) {
+	case messages.ClassifyArtifact:
+		a, err := d.Classifier.Classify(ctx, e.Repository, e.Hash)
+		return messages.ArtifactClassified{Repository: e.Repository, Hash: e.Hash, Launch: a.Launch, Checkin: a.Checkin, Nothing: a.Nothing, Err: err}
+	case messages.ResolveLaunch:
+		l, err := d.Classifier.ResolveLaunch(ctx, e.Proc)
+		if err != nil {
+			return messages.LaunchResolved{Proc: e.Proc, Err: err}
+		}
+		return messages.LaunchResolved{Proc: e.Proc, Launch: &l}
+	case messages.WriteRefusal:
+		return messages.RefusalWritten{Launch: e.Launch.Hash, Err: d.Notes.WriteRefusal(ctx, e)}
+	case messages.WriteEnd:
+		return messages.EndWritten{Proc: e.Proc, Err: d.Notes.WriteEnd(ctx, e)}
+	case messages.WriteLaunch:
+		l, err := d.Notes.WriteLaunch(ctx, e)
+		if err != nil {
+			return messages.LaunchWritten{Branch: e.Branch, Checkin: e.Checkin, Err: err}
+		}
+		return messages.LaunchWritten{Branch: e.Branch, Checkin: e.Checkin, Launch: &l}
+	case messages.ReadResult:
+		r, found, err := d.Checkins.RunResult(ctx, e.Launch)
+		return messages.ResultRead{Proc: e.Proc, Found: found, Result: r, Err: err}
+	case messages.FindUntested:
+		h, err := d.Checkins.NewestUntested(ctx, e.Listener, e.Branch)
+		return messages.UntestedFound{Branch: e.Branch, Newest: h, Err: err}
+	case messages.ScanWorkspace:
+		ps, err := d.Procs.Scan(ctx, e.Workspace)
+		return messages.WorkspaceScanned{Workspace: e.Workspace, Purpose: e.Purpose, For: e.For, Procs: ps, Err: err}
+	case messages.SpawnSession:
+		p, err := d.Spawner.Spawn(ctx, e.Launch)
+		return messages.SessionSpawned{Launch: e.Launch.Hash, Proc: p, Err: err}
+	case messages.SignalProcess:
+		return messages.ProcessSignaled{Proc: e.Proc, Signal: e.Signal, Err: d.Signaler.Signal(ctx, e.Proc, e.Group, e.Signal)}
+	case messages.WatchProcess:
+		err := d.Watcher.Watch(ctx, e.Proc)
+		return messages.ProcessGone{Proc: e.Proc, Seq: e.Seq, At: d.Clock.Now(), Err: err}
+	case messages.PauseInputs:
+		rem, err := d.Inputs.Pause(ctx)
+		return messages.InputsPaused{Remainder: rem, Err: err}
+	case messages.ResumeInputs:
+		return messages.InputsResumed{Err: d.Inputs.Resume(ctx, e.Remainder)}
+	case messages.ExecRelease:
+		if err := d.Execer.Exec(ctx, e.Handoff); err != nil {
+			return messages.ExecFailed{Err: err}
+		}
+		return nil
+	}
+	return nil
+}

@@ -1,0 +1,66 @@
+package actors
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestNoHostImports keeps the actors and their vocabulary pure. Neither
+// actors nor messages, nor any package of this module they depend on, may
+// import os/exec, syscall or golang.org/x/sys/unix, and the real host package
+// must not be among their dependencies at all: the actors reach the operating
+// system only through the interfaces of deps.go, wired in cmd/ocxd. (The
+// standard library and protoactor use syscall themselves, so the rule is on
+// our own packages' imports.) Only protoactor's actor package is used, never
+// its remote or cluster packages.
+func TestNoHostImports(t *testing.T) {
+	const module = "github.com/ocx-go/ocx/"
+	bannedImports := []string{"os/exec", "syscall", "golang.org/x/sys/unix", module + "host/unixhost"}
+	bannedDeps := []string{module + "host/unixhost", "github.com/asynkron/protoactor-go/remote", "github.com/asynkron/protoactor-go/cluster"}
+	for _, pkg := range []string{module + "actors", module + "messages"} {
+		cmd := exec.Command("go", "list", "-deps", "-json", pkg)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps -json %s: %v\n%s", pkg, err, stderr.String())
+		}
+		dec := json.NewDecoder(bytes.NewReader(out))
+		ours := 0
+		for {
+			var p struct {
+				ImportPath string
+				Imports    []string
+			}
+			if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("go list output: %v", err)
+			}
+			for _, b := range bannedDeps {
+				if p.ImportPath == b || strings.HasPrefix(p.ImportPath, b+"/") {
+					t.Errorf("%s depends on %s", pkg, p.ImportPath)
+				}
+			}
+			if !strings.HasPrefix(p.ImportPath, module) {
+				continue
+			}
+			ours++
+			for _, imp := range p.Imports {
+				for _, b := range bannedImports {
+					if imp == b {
+						t.Errorf("%s (a dependency of %s) imports %s; the actors reach the host only through their interfaces", p.ImportPath, pkg, imp)
+					}
+				}
+			}
+		}
+		if ours == 0 {
+			t.Fatalf("go list -deps %s listed none of this module's packages; the check saw nothing", pkg)
+		}
+	}
+}

@@ -1,0 +1,430 @@
+package actors
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// nodePhase is where the node stands with respect to a re-exec.
+type nodePhase int
+
+const (
+	// nodeRunning: lines are acted on as they come.
+	nodeRunning nodePhase = iota
+	// nodePausing: a re-exec was asked; lines are kept for the new image while
+	// the inputs pause and classifications in flight finish.
+	nodePausing
+	// nodeCollecting: every workspace is asked for its state, frozen.
+	nodeCollecting
+	// nodeExecing: the exec was asked; only its failure comes back.
+	nodeExecing
+)
+
+// route is where a session process's exit goes: its workspace.
+type route struct {
+	workspace messages.WorkspaceKey
+	start     uint64
+}
+
+// NodeCore decides for the root of the tree: it reads the pipe's lines (a
+// duplicate post is handled once), classifies posts and hands launch notes and
+// check-ins to workspaces, starting them on demand; it routes each child's
+// exit to the workspace that owns it, parking an exit that comes before its
+// spawn is known; it adopts the sessions found at start; and it runs the
+// re-exec: pause the inputs, gather every actor's settled state, exec with it,
+// and on failure resume everything as it was.
+type NodeCore struct {
+	base
+	cfg         Config
+	recent      *recentSet
+	classifying map[string]bool
+	routes      map[int]route
+	parked      []messages.ProcessExited
+	workspaces  map[messages.WorkspaceKey]bool
+	phase       nodePhase
+	paused      bool
+	deferred    []messages.PipeLine
+	remainder   []byte
+	collect     *collection
+	seq         int
+	// reexecQueued says a re-exec waits for the snapshot under way.
+	reexecQueued bool
+}
+
+// NewNodeCore makes the root's core.
+func NewNodeCore(cfg Config) *NodeCore {
+	cfg = cfg.withDefaults()
+	c := &NodeCore{
+		cfg:         cfg,
+		recent:      newRecentSet(cfg.RecentHashes, nil),
+		classifying: map[string]bool{},
+		routes:      map[int]route{},
+		workspaces:  map[messages.WorkspaceKey]bool{},
+	}
+	c.self = messages.NodeAddr()
+	return c
+}
+
+// Start does nothing: a Boot or a Restore comes first.
+func (c *NodeCore) Start(time.Time) []messages.DaemonEffect { return nil }
+
+// Step takes one message.
+func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.DaemonEffect {
+	c.settle(msg)
+	switch m := msg.(type) {
+	case messages.LineRead:
+		if c.phase != nodeRunning {
+			if _, ok := m.Line.(messages.ReexecLine); ok {
+				c.log(slog.LevelInfo, "re-exec already under way")
+				break
+			}
+			// Read after `reexec`: the new image acts on it.
+			if m.Line != nil {
+				c.deferred = append(c.deferred, m.Line)
+			}
+			break
+		}
+		c.dispatch(m.Line)
+	case messages.ArtifactClassified:
+		c.classified(m)
+	case messages.LaunchSeen:
+		c.recent.add(m.Hash)
+	case messages.ProcessExited:
+		c.exited(m)
+	case messages.SessionStarted:
+		c.routes[m.Proc.PID] = route{workspace: m.Workspace, start: m.Proc.Start}
+		c.claimParked(m.Workspace, m.Proc)
+	case messages.SessionEnded:
+		if r, ok := c.routes[m.Proc.PID]; ok && r.workspace == m.Workspace && r.start == m.Proc.Start {
+			delete(c.routes, m.Proc.PID)
+		}
+	case messages.Boot:
+		c.boot(m)
+	case messages.LaunchResolved:
+		if m.Err != nil || m.Launch == nil {
+			err := m.Err
+			if err == nil {
+				err = fmt.Errorf("no launch note")
+			}
+			c.log(slog.LevelWarn, "a session found at start is not adopted: its launch note cannot be read; its end will not be recorded", wsAttr(m.Proc.Workspace), pidAttr(m.Proc.Proc), errAttr(err))
+			break
+		}
+		c.recent.add(m.Launch.Hash)
+		c.tellWorkspace(m.Proc.Workspace, messages.AdoptSession{Proc: m.Proc, Launch: *m.Launch})
+	case messages.Restore:
+		c.restore(m.Handoff)
+	case messages.SnapshotRequest:
+		if c.collect != nil {
+			c.collect.requests = append(c.collect.requests, m.Request)
+			break
+		}
+		c.beginCollect(false, []int{m.Request})
+	case messages.InputsPaused:
+		if c.phase != nodePausing {
+			break
+		}
+		if m.Err != nil {
+			c.log(slog.LevelError, "re-exec failed: the inputs could not be paused; still running the old image", errAttr(m.Err))
+			c.resume()
+			break
+		}
+		c.paused = true
+		c.remainder = append([]byte(nil), m.Remainder...)
+	case messages.InputsResumed:
+		if m.Err != nil {
+			c.log(slog.LevelError, "the inputs could not be resumed", errAttr(m.Err))
+		}
+	case messages.ExecFailed:
+		if c.phase != nodeExecing {
+			break
+		}
+		c.log(slog.LevelError, "re-exec failed; still running the old image", errAttr(m.Err))
+		for _, w := range c.workspaceList() {
+			c.tellWorkspace(w, messages.ResumeWork{})
+		}
+		c.resume()
+	case messages.StateCollected:
+		c.collected(m)
+	case messages.ChildStopped:
+		if m.Addr.Kind != messages.ActorWorkspace || !c.workspaces[m.Addr.Workspace] {
+			break
+		}
+		c.log(slog.LevelError, "workspace actor stopped unexpectedly; the ends of its sessions will not be recorded", wsAttr(m.Addr.Workspace))
+		delete(c.workspaces, m.Addr.Workspace)
+		for pid, r := range c.routes {
+			if r.workspace == m.Addr.Workspace {
+				delete(c.routes, pid)
+			}
+		}
+		if c.collect != nil {
+			delete(c.collect.waiting, m.Addr)
+			delete(c.collect.replied, m.Addr)
+			delete(c.collect.parts, m.Addr.Workspace)
+		}
+	default:
+		c.log(slog.LevelWarn, "message not for the node ignored", slog.String(KeyMessage, msg.String()))
+	}
+	c.advance()
+	return c.take()
+}
+
+func (c *NodeCore) dispatch(l messages.PipeLine) {
+	switch l := l.(type) {
+	case messages.PostLine:
+		if c.recent.has(l.Hash) || c.classifying[l.Hash] {
+			c.log(slog.LevelDebug, "post already handled", slog.String(KeyHash, l.Hash))
+			return
+		}
+		c.classifying[l.Hash] = true
+		c.emit(messages.ClassifyArtifact{Repository: l.Repository, Hash: l.Hash})
+	case messages.StopLine:
+		w := l.Key()
+		c.tellWorkspace(w, messages.StopWorkspace{Workspace: w})
+	case messages.ReexecLine:
+		c.reexec()
+	default:
+		c.log(slog.LevelWarn, "a pipe line the node does not act on", slog.String(KeyMessage, fmt.Sprint(l)))
+	}
+}
+
+func (c *NodeCore) classified(m messages.ArtifactClassified) {
+	delete(c.classifying, m.Hash)
+	if m.Err != nil {
+		// Not remembered: a later post of the same hash tries again.
+		c.log(slog.LevelWarn, "cannot classify a post", slog.String(KeyHash, m.Hash), errAttr(m.Err))
+		return
+	}
+	c.recent.add(m.Hash)
+	switch {
+	case m.Launch != nil:
+		if err := m.Launch.Validate(); err != nil {
+			c.log(slog.LevelWarn, "a launch note the daemon cannot act on", slog.String(KeyHash, m.Hash), errAttr(err))
+			return
+		}
+		c.tellWorkspace(m.Launch.Workspace, messages.LaunchRequested{Launch: *m.Launch})
+	case m.Checkin != nil:
+		for _, l := range m.Checkin.Listeners {
+			c.tellWorkspace(l.Workspace, messages.CheckinArrived{Checkin: m.Checkin.Hash, Branch: m.Checkin.Branch, Listener: l})
+		}
+		if len(m.Checkin.Listeners) == 0 {
+			c.log(slog.LevelDebug, "a check-in on a branch nobody listens to", slog.String(KeyHash, m.Hash))
+		}
+	default:
+		c.log(slog.LevelDebug, "nothing to do: "+m.Nothing, slog.String(KeyHash, m.Hash))
+	}
+}
+
+// exited routes a child's exit to its workspace, or parks it until the
+// workspace reports the session (the spawn's result can come after the exit).
+func (c *NodeCore) exited(m messages.ProcessExited) {
+	if r, ok := c.routes[m.Proc.PID]; ok && (m.Proc.Start == 0 || m.Proc.Start == r.start) {
+		c.tellWorkspace(r.workspace, m)
+		return
+	}
+	if m.Proc.Start == 0 {
+		c.log(slog.LevelWarn, "exit of an unknown process without a start time dropped", pidAttr(m.Proc))
+		return
+	}
+	c.parked = append(c.parked, m)
+	if len(c.parked) > c.cfg.ParkedExits {
+		c.log(slog.LevelWarn, "too many exits of unknown processes; the oldest is dropped", pidAttr(c.parked[0].Proc))
+		c.parked = c.parked[1:]
+	}
+}
+
+func (c *NodeCore) claimParked(w messages.WorkspaceKey, p messages.ProcID) {
+	for i, e := range c.parked {
+		if e.Proc == p {
+			c.parked = append(c.parked[:i:i], c.parked[i+1:]...)
+			c.tellWorkspace(w, e)
+			return
+		}
+	}
+}
+
+func (c *NodeCore) boot(m messages.Boot) {
+	for _, p := range m.Found {
+		if p.Verb == "serve" && p.Launch != "" {
+			c.emit(messages.ResolveLaunch{Proc: p})
+			continue
+		}
+		c.log(slog.LevelInfo, "found a process naming a workspace; the daemon never starts or adopts a terminal session", wsAttr(p.Workspace), pidAttr(p.Proc), slog.String("verb", p.Verb))
+	}
+}
+
+// tellWorkspace sends to a workspace, starting its actor on demand. During a
+// collection a workspace that already answered is asked again after this
+// message, and a new one is asked at once.
+func (c *NodeCore) tellWorkspace(w messages.WorkspaceKey, m messages.DaemonMessage) {
+	addr := messages.WorkspaceAddr(w)
+	if !c.workspaces[w] {
+		c.workspaces[w] = true
+		c.out = append(c.out, messages.StartActor{Addr: addr, Workspace: &messages.WorkspaceState{Workspace: w}})
+		if c.collect != nil {
+			c.collect.replied[addr] = true // asked below, after m
+		}
+	}
+	c.tell(addr, m)
+	if c.collect != nil && c.collect.replied[addr] {
+		delete(c.collect.replied, addr)
+		c.collect.waiting[addr] = true
+		c.tell(addr, messages.CollectState{Seq: c.collect.seq, Freeze: c.collect.freeze})
+	}
+}
+
+func (c *NodeCore) workspaceList() []messages.WorkspaceKey {
+	ws := make([]messages.WorkspaceKey, 0, len(c.workspaces))
+	for w := range c.workspaces {
+		ws = append(ws, w)
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i].String() < ws[j].String() })
+	return ws
+}
+
+// ---- re-exec ----
+
+func (c *NodeCore) reexec() {
+	if c.phase != nodeRunning {
+		c.log(slog.LevelInfo, "re-exec already under way")
+		return
+	}
+	if c.collect != nil {
+		c.reexecQueued = true
+		return
+	}
+	c.log(slog.LevelInfo, "re-exec: pausing the inputs")
+	c.phase = nodePausing
+	c.paused = false
+	c.emit(messages.PauseInputs{})
+}
+
+// advance moves a re-exec or a snapshot on when what it waits for is done.
+func (c *NodeCore) advance() {
+	c.maybeFinish()
+	if c.phase == nodePausing && c.paused && c.awaiting == 0 && c.collect == nil {
+		c.log(slog.LevelInfo, "re-exec: gathering the actors' state")
+		c.phase = nodeCollecting
+		c.beginCollect(true, nil)
+		c.maybeFinish()
+	}
+}
+
+func (c *NodeCore) beginCollect(freeze bool, requests []int) {
+	c.seq++
+	c.collect = newCollection(c.seq, freeze)
+	c.collect.requests = requests
+	for _, w := range c.workspaceList() {
+		addr := messages.WorkspaceAddr(w)
+		c.collect.waiting[addr] = true
+		c.tell(addr, messages.CollectState{Seq: c.seq, Freeze: freeze})
+	}
+}
+
+func (c *NodeCore) collected(m messages.StateCollected) {
+	if c.collect == nil || m.Seq != c.collect.seq || !c.collect.waiting[m.From] || m.Workspace == nil {
+		return
+	}
+	delete(c.collect.waiting, m.From)
+	c.collect.replied[m.From] = true
+	c.collect.parts[m.Workspace.Workspace] = *m.Workspace
+}
+
+func (c *NodeCore) maybeFinish() {
+	if c.collect == nil || len(c.collect.waiting) > 0 || c.awaiting > 0 {
+		return
+	}
+	h := c.handoff()
+	for _, r := range c.collect.requests {
+		c.out = append(c.out, messages.ReplySnapshot{Request: r, Handoff: h})
+	}
+	freeze := c.collect.freeze
+	c.collect = nil
+	if freeze {
+		c.phase = nodeExecing
+		c.emit(messages.ExecRelease{Handoff: h})
+		return
+	}
+	if c.reexecQueued {
+		c.reexecQueued = false
+		c.reexec()
+	}
+}
+
+// handoff builds the hand-off from the node's state and the collected parts.
+func (c *NodeCore) handoff() messages.Handoff {
+	h := messages.Handoff{
+		OCX:           messages.HandoffKind,
+		Version:       messages.HandoffVersion,
+		Recent:        c.recent.list(),
+		Pending:       []string{},
+		Parked:        append([]messages.ProcessExited{}, c.parked...),
+		PipeRemainder: append([]byte(nil), c.remainder...),
+		Workspaces:    []messages.WorkspaceState{},
+	}
+	for _, l := range c.deferred {
+		if b, err := l.Encode(); err == nil {
+			h.Pending = append(h.Pending, string(bytes.TrimSuffix(b, []byte("\n"))))
+		}
+	}
+	for _, w := range c.workspaceList() {
+		if p, ok := c.collect.parts[w]; ok {
+			h.Workspaces = append(h.Workspaces, p)
+		}
+	}
+	if len(h.PipeRemainder) == 0 {
+		h.PipeRemainder = nil
+	}
+	return h
+}
+
+// resume goes back to running after a failed re-exec: the lines kept for the
+// new image are acted on, in order, then the inputs restart.
+func (c *NodeCore) resume() {
+	c.phase = nodeRunning
+	c.paused = false
+	lines := c.deferred
+	c.deferred = nil
+	for _, l := range lines {
+		c.dispatch(l)
+	}
+	rem := c.remainder
+	c.remainder = nil
+	c.emit(messages.ResumeInputs{Remainder: rem})
+}
+
+// restore starts from a hand-off: the recent hashes, the parked exits, each
+// workspace with its sessions and listeners, the routes of their processes,
+// then the lines the old image kept, in order.
+func (c *NodeCore) restore(h messages.Handoff) {
+	for _, r := range h.Recent {
+		c.recent.add(r)
+	}
+	c.parked = append(c.parked, h.Parked...)
+	for _, w := range h.Workspaces {
+		w := w
+		c.workspaces[w.Workspace] = true
+		c.out = append(c.out, messages.StartActor{Addr: messages.WorkspaceAddr(w.Workspace), Workspace: &w})
+		for _, s := range w.Sessions {
+			if !s.Ended {
+				c.routes[s.Proc.PID] = route{workspace: w.Workspace, start: s.Proc.Start}
+				c.claimParked(w.Workspace, s.Proc)
+			}
+		}
+	}
+	for i, p := range h.Pending {
+		l, err := messages.ParsePipeLine([]byte(p))
+		if err != nil {
+			c.log(slog.LevelError, fmt.Sprintf("a pending line of the hand-off cannot be read (#%d)", i), errAttr(err))
+			continue
+		}
+		c.dispatch(l)
+	}
+}
+
+// Quiescent reports whether the node waits for no result.
+func (c *NodeCore) Quiescent() bool { return c.awaiting == 0 }

@@ -1,0 +1,325 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// sessionPhase is where a session actor stands.
+type sessionPhase int
+
+const (
+	// sessRunning: the process runs (a stop may have been asked).
+	sessRunning sessionPhase = iota
+	// sessReading: the process ended; a CI run's result is being read.
+	sessReading
+	// sessWriting: the end note is being written.
+	sessWriting
+	// sessWaitingRetry: writing the end note failed; a timer will try again.
+	sessWaitingRetry
+	// sessDone: the end note is written (or given up on); nothing is left.
+	sessDone
+)
+
+// SessionCore decides for one session process, launched by the daemon (a
+// child) or found at start (adopted). On a stop it sends TERM to the process
+// group, and for a child KILL after the grace; on the end, from the reaper or
+// from a watch, it writes exactly one end note and tells its workspace. It
+// never launches anything.
+type SessionCore struct {
+	base
+	cfg   Config
+	st    messages.SessionState
+	phase sessionPhase
+	// seq numbers the timers and the watch; one fired under an older number
+	// is stale and changes nothing.
+	seq    int
+	frozen bool
+	// collect is a CollectState waiting for the core to settle.
+	collect *messages.CollectState
+	// finished says SessionFinished was told.
+	finished bool
+}
+
+// NewSessionCore makes the core of session st: a new one (a child just
+// spawned, or a process adopted at start) or one restored from a hand-off.
+func NewSessionCore(cfg Config, st messages.SessionState) *SessionCore {
+	c := &SessionCore{cfg: cfg.withDefaults(), st: st}
+	c.self = messages.SessionAddr(st.Workspace, st.Proc)
+	switch {
+	case !st.Ended:
+		c.phase = sessRunning
+	case st.EndWritten:
+		c.phase = sessDone
+	default:
+		c.phase = sessWaitingRetry
+	}
+	return c
+}
+
+// State is the session's part of a hand-off.
+func (c *SessionCore) State() messages.SessionState { return c.st }
+
+func (c *SessionCore) parent() messages.ActorAddr { return messages.WorkspaceAddr(c.st.Workspace) }
+
+// Start arms what the state needs: a watch for an adopted process, the grace
+// timer for a child being stopped, the end note if it is still to write.
+func (c *SessionCore) Start(now time.Time) []messages.DaemonEffect {
+	switch c.phase {
+	case sessRunning:
+		c.arm(now)
+	case sessWaitingRetry:
+		c.writeEnd()
+	case sessDone:
+		c.finish()
+	}
+	return c.take()
+}
+
+// arm starts the timers and the watch the running state calls for.
+func (c *SessionCore) arm(now time.Time) {
+	if c.frozen {
+		return
+	}
+	c.seq++
+	switch c.phase {
+	case sessRunning:
+		if !c.st.Child {
+			c.emit(messages.WatchProcess{Proc: c.st.Proc, Seq: c.seq})
+		}
+		if c.st.Child && c.st.StopRequestedAt != nil && !c.st.KillSent {
+			left := c.cfg.Grace - now.Sub(*c.st.StopRequestedAt)
+			if left < 0 {
+				left = 0
+			}
+			c.emit(messages.StartTimer{Proc: c.st.Proc, Purpose: messages.TimerGrace, Seq: c.seq, After: left})
+		}
+	case sessWaitingRetry:
+		c.emit(messages.StartTimer{Proc: c.st.Proc, Purpose: messages.TimerEndRetry, Seq: c.seq, After: c.cfg.RetryAfter})
+	}
+}
+
+// Step takes one message.
+func (c *SessionCore) Step(now time.Time, msg messages.DaemonMessage) []messages.DaemonEffect {
+	c.settle(msg)
+	switch m := msg.(type) {
+	case messages.StopSession:
+		c.stop(now)
+	case messages.TimerFired:
+		c.timer(now, m)
+	case messages.ProcessExited:
+		if !c.st.Proc.Matches(m.Proc) {
+			c.log(slog.LevelWarn, "exit of another process ignored", pidAttr(m.Proc))
+			break
+		}
+		if c.st.Ended {
+			c.log(slog.LevelInfo, "second exit of the same process ignored", pidAttr(c.st.Proc))
+			break
+		}
+		c.end(m.Status, m.At)
+	case messages.ProcessGone:
+		if m.Seq != c.seq || c.st.Ended {
+			break // a watch from before a freeze or an end: stale
+		}
+		if m.Err != nil {
+			c.log(slog.LevelWarn, "cannot watch the session; trying again", pidAttr(c.st.Proc), errAttr(m.Err))
+			if !c.frozen {
+				c.emit(messages.StartTimer{Proc: c.st.Proc, Purpose: messages.TimerWatchRetry, Seq: c.seq, After: c.cfg.RetryAfter})
+			}
+			break
+		}
+		c.end(messages.ExitStatus{State: messages.EndUnknown}, m.At)
+	case messages.ResultRead:
+		if c.phase != sessReading {
+			break
+		}
+		switch {
+		case m.Err != nil:
+			c.log(slog.LevelWarn, "cannot read the run's result; it counts as none", pidAttr(c.st.Proc), errAttr(m.Err))
+		case m.Found:
+			c.st.Result, c.st.LeftResult = m.Result, true
+		}
+		c.ended()
+	case messages.EndWritten:
+		if c.phase != sessWriting {
+			break
+		}
+		if m.Err != nil {
+			c.st.EndAttempts++
+			if c.st.EndAttempts >= c.cfg.EndAttempts {
+				c.log(slog.LevelError, fmt.Sprintf("end note not written after %d attempts; giving up", c.st.EndAttempts), pidAttr(c.st.Proc), errAttr(m.Err))
+				c.phase = sessDone
+				break
+			}
+			c.log(slog.LevelWarn, "end note not written; trying again", pidAttr(c.st.Proc), errAttr(m.Err))
+			c.phase = sessWaitingRetry
+			c.arm(now)
+			break
+		}
+		c.st.EndWritten = true
+		c.phase = sessDone
+	case messages.ProcessSignaled:
+		if m.Err != nil {
+			c.log(slog.LevelWarn, "signal not sent", pidAttr(m.Proc), slog.String("signal", m.Signal), errAttr(m.Err))
+		}
+	case messages.CollectState:
+		if m.Freeze && !c.frozen {
+			c.frozen = true
+			c.seq++ // every timer and watch armed so far is now stale
+		}
+		c.collect = &m
+	case messages.ResumeWork:
+		if c.frozen {
+			c.frozen = false
+			c.arm(now)
+		}
+	default:
+		c.log(slog.LevelWarn, "message not for a session ignored", slog.String(KeyMessage, msg.String()))
+	}
+	if c.phase == sessDone && !c.finished {
+		c.finish()
+	}
+	c.maybeReply()
+	return c.take()
+}
+
+func (c *SessionCore) stop(now time.Time) {
+	if c.st.Ended {
+		c.log(slog.LevelInfo, "stop of a session that already ended", pidAttr(c.st.Proc))
+		return
+	}
+	if c.st.StopRequestedAt != nil {
+		c.log(slog.LevelInfo, "stop already requested", pidAttr(c.st.Proc))
+		return
+	}
+	t := now
+	c.st.StopRequestedAt = &t
+	c.emit(messages.SignalProcess{Proc: c.st.Proc, Group: true, Signal: messages.SigTERM})
+	if c.st.Child {
+		c.arm(now)
+	}
+}
+
+func (c *SessionCore) timer(now time.Time, m messages.TimerFired) {
+	if m.Seq != c.seq {
+		return // stale: a later decision replaced it
+	}
+	switch m.Purpose {
+	case messages.TimerGrace:
+		if c.st.Ended || !c.st.Child || c.st.KillSent || c.st.StopRequestedAt == nil {
+			return
+		}
+		c.st.KillSent = true
+		c.log(slog.LevelWarn, "the stop grace ran out; sending KILL to the group", pidAttr(c.st.Proc))
+		c.emit(messages.SignalProcess{Proc: c.st.Proc, Group: true, Signal: messages.SigKILL})
+	case messages.TimerWatchRetry:
+		if !c.st.Ended && !c.st.Child && !c.frozen {
+			c.emit(messages.WatchProcess{Proc: c.st.Proc, Seq: c.seq})
+		}
+	case messages.TimerEndRetry:
+		if c.phase == sessWaitingRetry {
+			c.writeEnd()
+		}
+	}
+}
+
+// end records the end and asks for what the end note needs.
+func (c *SessionCore) end(status messages.ExitStatus, at time.Time) {
+	c.st.Ended = true
+	c.st.Exit = status
+	c.st.EndedAt = at
+	c.seq++ // the grace timer and the watch are over
+	if c.st.Launch.IsCI() {
+		c.phase = sessReading
+		c.emit(messages.ReadResult{Proc: c.st.Proc, Launch: c.st.Launch})
+		return
+	}
+	c.ended()
+}
+
+// ended tells the workspace and writes the end note.
+func (c *SessionCore) ended() {
+	c.tell(c.parent(), messages.SessionEnded{Workspace: c.st.Workspace, Proc: c.st.Proc, Launch: c.st.Launch, LeftResult: c.st.LeftResult})
+	c.writeEnd()
+}
+
+func (c *SessionCore) writeEnd() {
+	c.phase = sessWriting
+	e := messages.WriteEnd{
+		Launch:           c.st.Launch,
+		Proc:             c.st.Proc,
+		Child:            c.st.Child,
+		Status:           c.st.Exit,
+		At:               c.st.EndedAt,
+		StopRequested:    c.st.StopRequestedAt != nil,
+		KilledAfterGrace: c.st.KillSent,
+		Attempt:          c.st.EndAttempts + 1,
+	}
+	if c.st.Launch.IsCI() {
+		e.Tested, e.Result = c.st.Launch.Checkin, c.st.Result
+	}
+	e.Note = c.endWords()
+	c.emit(e)
+}
+
+// endWords says in words how the session ended, for the end note.
+func (c *SessionCore) endWords() string {
+	var s string
+	switch c.st.Exit.State {
+	case messages.EndExited:
+		s = fmt.Sprintf("exited with code %d", c.st.Exit.Code)
+	case messages.EndSignaled:
+		s = "ended by " + c.st.Exit.Signal
+	case messages.EndSandboxFailed:
+		s = fmt.Sprintf("its sandbox failed to start (exit %d), so the session never ran", c.st.Exit.Code)
+	default:
+		s = "seen gone; the daemon was not its parent, so how it ended is unknown"
+	}
+	switch {
+	case c.st.KillSent:
+		s += fmt.Sprintf(", after KILL when the stop grace of %s ran out", c.cfg.Grace)
+	case c.st.StopRequestedAt != nil:
+		s += ", after a stop was requested"
+	}
+	if c.st.Launch.IsCI() {
+		if c.st.LeftResult {
+			s += "; it left " + c.st.Result + " on check-in " + c.st.Launch.Checkin
+		} else {
+			s += "; it left no result on check-in " + c.st.Launch.Checkin + ", so it is not launched again for its branch (D5)"
+		}
+	}
+	return s
+}
+
+// finish tells the workspace the session has nothing left to do, once no
+// effect's result is outstanding, so that stopping the actor loses nothing.
+func (c *SessionCore) finish() {
+	if c.awaiting > 0 {
+		return
+	}
+	c.finished = true
+	c.tell(c.parent(), messages.SessionFinished{Proc: c.st.Proc})
+}
+
+// Quiescent reports whether the session waits for no result: a running
+// process (its timers and watch are re-armed from the state), or an end note
+// waiting for its retry, or nothing left.
+func (c *SessionCore) Quiescent() bool {
+	return c.awaiting == 0 && (c.phase == sessRunning || c.phase == sessWaitingRetry || c.phase == sessDone)
+}
+
+func (c *SessionCore) maybeReply() {
+	if c.collect == nil || !c.Quiescent() {
+		return
+	}
+	r := messages.StateCollected{Seq: c.collect.Seq, From: c.self}
+	if c.phase != sessDone {
+		st := c.st
+		r.Session = &st
+	}
+	c.collect = nil
+	c.tell(c.parent(), r)
+}

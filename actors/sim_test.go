@@ -1,0 +1,284 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// sim runs the actor tree's cores without protoactor, the way the shells do:
+// each actor has a mailbox, a step takes one message, Tell enqueues, StartActor
+// makes a child core and runs its Start at once (protoactor delivers Started
+// before any user message), StopActor removes an actor and its children, and
+// host effects wait in a list until the test answers them. Delivery follows a
+// scheduler: the oldest message first (a deterministic schedule for
+// transcripts), or a choice among the non-empty mailboxes (a property test's
+// random schedule). Both keep each mailbox first-in first-out, as protoactor
+// does.
+type sim struct {
+	cfg   Config
+	now   time.Time
+	cores map[messages.ActorAddr]core
+	// parent of each actor but the node.
+	parent map[messages.ActorAddr]messages.ActorAddr
+	mail   map[messages.ActorAddr][]queued
+	seq    int
+
+	pending []*pendingEffect
+	nextID  int
+
+	// pick chooses the mailbox to deliver from among n non-empty ones,
+	// ordered oldest head first; nil picks 0.
+	pick func(n int) int
+
+	// hooks the tests observe with.
+	onEffect  func(from messages.ActorAddr, e messages.DaemonEffect)
+	onDeliver func(to messages.ActorAddr, m messages.DaemonMessage)
+
+	deadLetters []string
+	snapshots   map[int]messages.Handoff
+	// trace collects what a transcript prints.
+	trace     []string
+	showTells bool
+	showDebug bool
+}
+
+type queued struct {
+	seq int
+	msg messages.DaemonMessage
+}
+
+// pendingEffect is a host effect the test has not answered yet.
+type pendingEffect struct {
+	id   int
+	from messages.ActorAddr
+	eff  messages.DaemonEffect
+}
+
+func newSim(cfg Config, now time.Time) *sim {
+	s := &sim{
+		cfg:       cfg,
+		now:       now,
+		cores:     map[messages.ActorAddr]core{},
+		parent:    map[messages.ActorAddr]messages.ActorAddr{},
+		mail:      map[messages.ActorAddr][]queued{},
+		snapshots: map[int]messages.Handoff{},
+	}
+	node := messages.NodeAddr()
+	s.cores[node] = NewNodeCore(cfg)
+	s.apply(node, s.cores[node].Start(now))
+	return s
+}
+
+// send enqueues a message to an actor from outside the tree (the wiring).
+func (s *sim) send(to messages.ActorAddr, m messages.DaemonMessage) {
+	if _, ok := s.cores[to]; !ok {
+		s.deadLetters = append(s.deadLetters, to.String()+": "+m.String())
+		return
+	}
+	s.seq++
+	s.mail[to] = append(s.mail[to], queued{seq: s.seq, msg: m})
+}
+
+// input sends to the node and delivers until every mailbox is empty.
+func (s *sim) input(m messages.DaemonMessage) {
+	s.send(messages.NodeAddr(), m)
+	s.drain()
+}
+
+// drain delivers messages until no mailbox holds one.
+func (s *sim) drain() {
+	for s.deliverOne() {
+	}
+}
+
+// deliverOne delivers one message; false if there was none.
+func (s *sim) deliverOne() bool {
+	var addrs []messages.ActorAddr
+	for a, q := range s.mail {
+		if len(q) > 0 {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return false
+	}
+	sort.Slice(addrs, func(i, j int) bool { return s.mail[addrs[i]][0].seq < s.mail[addrs[j]][0].seq })
+	i := 0
+	if s.pick != nil && len(addrs) > 1 {
+		i = s.pick(len(addrs))
+	}
+	a := addrs[i]
+	q := s.mail[a][0]
+	s.mail[a] = s.mail[a][1:]
+	c, ok := s.cores[a]
+	if !ok {
+		return true
+	}
+	if s.onDeliver != nil {
+		s.onDeliver(a, q.msg)
+	}
+	s.apply(a, c.Step(s.now, q.msg))
+	return true
+}
+
+func (s *sim) apply(from messages.ActorAddr, effs []messages.DaemonEffect) {
+	for _, e := range effs {
+		if s.onEffect != nil {
+			s.onEffect(from, e)
+		}
+		switch e := e.(type) {
+		case messages.Tell:
+			if s.showTells {
+				s.trace = append(s.trace, from.String()+" -> "+e.String())
+			}
+			to := e.To
+			if _, ok := s.cores[to]; !ok {
+				s.deadLetters = append(s.deadLetters, fmt.Sprintf("from %s: %s", from, e))
+				continue
+			}
+			if !s.mayAddress(from, to) {
+				s.deadLetters = append(s.deadLetters, fmt.Sprintf("from %s (not its parent or child): %s", from, e))
+				continue
+			}
+			s.seq++
+			s.mail[to] = append(s.mail[to], queued{seq: s.seq, msg: e.Msg})
+		case messages.StartActor:
+			if _, ok := s.cores[e.Addr]; ok {
+				s.deadLetters = append(s.deadLetters, "started twice: "+e.Addr.String())
+				continue
+			}
+			var c core
+			switch {
+			case e.Workspace != nil:
+				c = NewWorkspaceCore(s.cfg, *e.Workspace)
+			case e.Session != nil:
+				c = NewSessionCore(s.cfg, *e.Session)
+			case e.Branch != nil:
+				c = NewBranchCore(s.cfg, *e.Branch)
+			default:
+				s.deadLetters = append(s.deadLetters, "start without a state: "+e.Addr.String())
+				continue
+			}
+			if s.showTells {
+				s.trace = append(s.trace, from.String()+" -> "+e.String())
+			}
+			s.cores[e.Addr] = c
+			s.parent[e.Addr] = from
+			s.apply(e.Addr, c.Start(s.now))
+		case messages.StopActor:
+			if s.showTells {
+				s.trace = append(s.trace, from.String()+" -> "+e.String())
+			}
+			s.stop(e.Addr)
+		case messages.ReplySnapshot:
+			s.snapshots[e.Request] = e.Handoff
+			s.trace = append(s.trace, e.String())
+		case messages.LogEvent:
+			if e.Level > slog.LevelDebug || s.showDebug {
+				s.trace = append(s.trace, e.String())
+			}
+		default:
+			s.nextID++
+			p := &pendingEffect{id: s.nextID, from: from, eff: e}
+			s.pending = append(s.pending, p)
+			s.trace = append(s.trace, fmt.Sprintf("[%d] %s", p.id, e))
+		}
+	}
+}
+
+// mayAddress says whether from may reach to as the shells resolve addresses:
+// its parent or one of its children.
+func (s *sim) mayAddress(from, to messages.ActorAddr) bool {
+	return s.parent[from] == to || s.parent[to] == from
+}
+
+// stop removes an actor, its children, its queued messages (protoactor's stop
+// drops them) and its pending effects (the runner drops their results).
+func (s *sim) stop(a messages.ActorAddr) {
+	for c, p := range s.parent {
+		if p == a {
+			s.stop(c)
+		}
+	}
+	delete(s.cores, a)
+	delete(s.parent, a)
+	delete(s.mail, a)
+	kept := s.pending[:0]
+	for _, p := range s.pending {
+		if p.from != a {
+			kept = append(kept, p)
+		}
+	}
+	s.pending = kept
+}
+
+// find returns the pending effect with that id.
+func (s *sim) find(id int) (*pendingEffect, error) {
+	for _, p := range s.pending {
+		if p.id == id {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("no pending effect [%d]", id)
+}
+
+// answer removes a pending effect and delivers its result to the actor that
+// asked (nil: an effect with no result, such as an exec that happened).
+func (s *sim) answer(id int, result messages.DaemonMessage) error {
+	p, err := s.find(id)
+	if err != nil {
+		return err
+	}
+	s.remove(id)
+	if result != nil {
+		s.send(p.from, result)
+	}
+	s.drain()
+	return nil
+}
+
+func (s *sim) remove(id int) {
+	for i, p := range s.pending {
+		if p.id == id {
+			s.pending = append(s.pending[:i:i], s.pending[i+1:]...)
+			return
+		}
+	}
+}
+
+// pendingOf returns the pending effects of one type, oldest first.
+func pendingOf[T messages.DaemonEffect](s *sim) []*pendingEffect {
+	var out []*pendingEffect
+	for _, p := range s.pending {
+		if _, ok := p.eff.(T); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// takeTrace returns what was traced since the last call.
+func (s *sim) takeTrace() []string {
+	t := s.trace
+	s.trace = nil
+	return t
+}
+
+// describe renders the tree's actors, for a failure message.
+func (s *sim) describe() string {
+	var as []string
+	for a := range s.cores {
+		as = append(as, a.String())
+	}
+	sort.Strings(as)
+	var ps []string
+	for _, p := range s.pending {
+		ps = append(ps, fmt.Sprintf("[%d] %s: %s", p.id, p.from, p.eff))
+	}
+	return "actors: " + strings.Join(as, "; ") + "\npending: " + strings.Join(ps, "\n  ")
+}

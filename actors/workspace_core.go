@@ -1,0 +1,604 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// wsSession is what a workspace knows of one of its session actors.
+type wsSession struct {
+	launch messages.LaunchSpec
+	child  bool
+	ended  bool
+}
+
+// wsLaunch is a launch in flight: its process-table scan, then its spawn.
+type wsLaunch struct {
+	launch   messages.LaunchSpec
+	spawning bool
+}
+
+// wsReserve is a branch listener's reservation: scanning, then granted.
+type wsReserve struct {
+	branch  string
+	granted bool
+}
+
+// collection is a CollectState being answered: the children still to answer,
+// those that answered, and their parts.
+type collection struct {
+	seq      int
+	freeze   bool
+	waiting  map[messages.ActorAddr]bool
+	replied  map[messages.ActorAddr]bool
+	sessions map[messages.ProcID]messages.SessionState
+	branches map[string]messages.BranchState
+	parts    map[messages.WorkspaceKey]messages.WorkspaceState
+	requests []int
+}
+
+func newCollection(seq int, freeze bool) *collection {
+	return &collection{
+		seq: seq, freeze: freeze,
+		waiting:  map[messages.ActorAddr]bool{},
+		replied:  map[messages.ActorAddr]bool{},
+		sessions: map[messages.ProcID]messages.SessionState{},
+		branches: map[string]messages.BranchState{},
+		parts:    map[messages.WorkspaceKey]messages.WorkspaceState{},
+	}
+}
+
+// WorkspaceCore decides for one workspace (login × project): it refuses or
+// launches, at most one launch at a time and never while a session of its own
+// runs or any process names the workspace (fail closed when the process table
+// cannot be read). Every launch note it takes gets exactly one outcome: a
+// session, or a refusal note. It routes stops and exits to its sessions and
+// check-ins to its branch listeners, and holds the workspace for a listener's
+// CI launch.
+type WorkspaceCore struct {
+	base
+	cfg        Config
+	key        messages.WorkspaceKey
+	sessions   map[messages.ProcID]*wsSession
+	branches   map[string]bool
+	inflight   *wsLaunch
+	reserve    *wsReserve
+	stopQueued bool
+	deferred   map[string]bool
+	launches   *recentSet
+	collect    *collection
+	// restored is the hand-off part Start starts the children of.
+	restored messages.WorkspaceState
+}
+
+// NewWorkspaceCore makes the core of a workspace, new (st holds only its key)
+// or restored from a hand-off.
+func NewWorkspaceCore(cfg Config, st messages.WorkspaceState) *WorkspaceCore {
+	cfg = cfg.withDefaults()
+	c := &WorkspaceCore{
+		cfg:      cfg,
+		key:      st.Workspace,
+		sessions: map[messages.ProcID]*wsSession{},
+		branches: map[string]bool{},
+		deferred: map[string]bool{},
+		launches: newRecentSet(cfg.RecentLaunches, st.Launches),
+		restored: st,
+	}
+	c.self = messages.WorkspaceAddr(st.Workspace)
+	for _, b := range st.Deferred {
+		c.deferred[b] = true
+	}
+	return c
+}
+
+// Start starts the restored session and branch-listener actors.
+func (c *WorkspaceCore) Start(time.Time) []messages.DaemonEffect {
+	for _, s := range c.restored.Sessions {
+		s := s
+		c.sessions[s.Proc] = &wsSession{launch: s.Launch, child: s.Child, ended: s.Ended}
+		c.out = append(c.out, messages.StartActor{Addr: messages.SessionAddr(c.key, s.Proc), Session: &s})
+	}
+	for _, b := range c.restored.Branches {
+		b := b
+		c.branches[b.Branch] = true
+		c.out = append(c.out, messages.StartActor{Addr: messages.BranchAddr(c.key, b.Branch), Branch: &b})
+	}
+	c.restored = messages.WorkspaceState{}
+	return c.take()
+}
+
+// busy returns the sessions of the daemon's that still run here.
+func (c *WorkspaceCore) busy() []messages.ProcID {
+	var ps []messages.ProcID
+	for p, s := range c.sessions {
+		if !s.ended {
+			ps = append(ps, p)
+		}
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].PID < ps[j].PID })
+	return ps
+}
+
+// Step takes one message.
+func (c *WorkspaceCore) Step(now time.Time, msg messages.DaemonMessage) []messages.DaemonEffect {
+	c.settle(msg)
+	switch m := msg.(type) {
+	case messages.LaunchRequested:
+		c.launch(m.Launch, false)
+	case messages.LaunchCI:
+		c.launch(m.Launch, true)
+	case messages.WorkspaceScanned:
+		c.scanned(m)
+	case messages.SessionSpawned:
+		c.spawned(m)
+	case messages.RefusalWritten:
+		if m.Err != nil {
+			c.log(slog.LevelError, "refusal note not written", wsAttr(c.key), slog.String(KeyLaunch, m.Launch), errAttr(m.Err))
+		}
+	case messages.ProcessSignaled:
+		if m.Err != nil {
+			c.log(slog.LevelWarn, "signal not sent", pidAttr(m.Proc), slog.String("signal", m.Signal), errAttr(m.Err))
+		}
+	case messages.StopWorkspace:
+		c.stop()
+	case messages.AdoptSession:
+		c.adopt(m)
+	case messages.ProcessExited:
+		for p, s := range c.sessions {
+			if p.Matches(m.Proc) && !s.ended {
+				c.tellChild(messages.SessionAddr(c.key, p), m)
+				return c.finishStep()
+			}
+		}
+		c.log(slog.LevelInfo, "exit of a process no session here runs", wsAttr(c.key), pidAttr(m.Proc))
+	case messages.SessionEnded:
+		c.sessionEnded(m)
+	case messages.SessionFinished:
+		if _, ok := c.sessions[m.Proc]; ok {
+			delete(c.sessions, m.Proc)
+			addr := messages.SessionAddr(c.key, m.Proc)
+			c.out = append(c.out, messages.StopActor{Addr: addr})
+			c.forgetChild(addr)
+		}
+	case messages.CheckinArrived:
+		if !c.branches[m.Branch] {
+			c.branches[m.Branch] = true
+			st := messages.BranchState{Workspace: c.key, Branch: m.Branch, Listener: m.Listener, Phase: messages.BranchIdle}
+			c.startChild(messages.StartActor{Addr: messages.BranchAddr(c.key, m.Branch), Branch: &st})
+		}
+		c.tellChild(messages.BranchAddr(c.key, m.Branch), m)
+	case messages.ReserveWorkspace:
+		c.reserveFor(m.Branch)
+	case messages.ReleaseWorkspace:
+		if c.reserve != nil && c.reserve.branch == m.Branch {
+			c.reserve = nil
+			c.freed()
+		}
+	case messages.ChildStopped:
+		c.childStopped(m.Addr)
+	case messages.CollectState:
+		c.startCollect(m)
+	case messages.StateCollected:
+		c.collected(m)
+	case messages.ResumeWork:
+		for _, a := range c.children() {
+			c.tellChild(a, m)
+		}
+	default:
+		c.log(slog.LevelWarn, "message not for a workspace ignored", slog.String(KeyMessage, msg.String()))
+	}
+	return c.finishStep()
+}
+
+func (c *WorkspaceCore) finishStep() []messages.DaemonEffect {
+	c.maybeReply()
+	return c.take()
+}
+
+// launch decides on a launch note: refuse at once if anything of the
+// daemon's holds the workspace, else scan the process table.
+func (c *WorkspaceCore) launch(l messages.LaunchSpec, fromListener bool) {
+	if c.launches.has(l.Hash) {
+		c.log(slog.LevelInfo, "launch note already handled", wsAttr(c.key), slog.String(KeyLaunch, l.Hash))
+		if fromListener && c.branches[l.Branch] {
+			// The listener waits for an outcome; the launch reached us first
+			// from the hook, and its outcome went to the listener then, but it
+			// may have ignored it while still writing the note.
+			c.replayOutcome(l)
+		}
+		return
+	}
+	c.launches.add(l.Hash)
+	if fromListener {
+		c.tell(messages.NodeAddr(), messages.LaunchSeen{Hash: l.Hash})
+	}
+	if ps := c.busy(); len(ps) > 0 {
+		holders := make([]messages.ProcInfo, len(ps))
+		words := make([]string, len(ps))
+		for i, p := range ps {
+			s := c.sessions[p]
+			holders[i] = messages.ProcInfo{Proc: p, Workspace: c.key, Verb: "serve", Launch: s.launch.Hash, StartedBy: c.origin(s)}
+			words[i] = fmt.Sprintf("pid %d (launch %s)", p.PID, s.launch.Hash)
+		}
+		c.refuse(l, holders, fmt.Sprintf("a session already runs in workspace %s: %s", c.key, strings.Join(words, ", ")), true)
+		return
+	}
+	if c.inflight != nil {
+		c.refuse(l, nil, fmt.Sprintf("another launch (%s) is starting in workspace %s", c.inflight.launch.Hash, c.key), true)
+		return
+	}
+	if c.reserve != nil {
+		if !(c.reserve.granted && l.IsCI() && l.Branch == c.reserve.branch) {
+			c.refuse(l, nil, fmt.Sprintf("workspace %s is held for a CI launch on branch %q", c.key, c.reserve.branch), true)
+			return
+		}
+		c.reserve = nil // the listener's launch takes its reservation
+	}
+	c.inflight = &wsLaunch{launch: l}
+	c.emit(messages.ScanWorkspace{Workspace: c.key, Purpose: messages.ScanForLaunch, For: l.Hash})
+}
+
+func (c *WorkspaceCore) origin(s *wsSession) messages.Origin {
+	if s.child {
+		return messages.OriginDaemon
+	}
+	return messages.OriginOrphan
+}
+
+// replayOutcome answers a listener's duplicate LaunchCI with what became of
+// the launch, as far as this workspace still knows it.
+func (c *WorkspaceCore) replayOutcome(l messages.LaunchSpec) {
+	for p, s := range c.sessions {
+		if s.launch.Hash == l.Hash && !s.ended {
+			c.tellChild(messages.BranchAddr(c.key, l.Branch), messages.LaunchOutcome{Launch: s.launch, Proc: p})
+			return
+		}
+	}
+	if c.inflight != nil && c.inflight.launch.Hash == l.Hash {
+		return // its outcome will go to the listener when it comes
+	}
+	c.tellChild(messages.BranchAddr(c.key, l.Branch), messages.LaunchOutcome{Launch: l, Refused: "the launch note was already handled"})
+}
+
+// refuse writes the one refusal note of a launch note. own says the refusal
+// is for something of the daemon's, which ends by itself: a CI launch refused
+// for it is deferred, and its listener told when the workspace is free.
+func (c *WorkspaceCore) refuse(l messages.LaunchSpec, holders []messages.ProcInfo, reason string, own bool) {
+	c.log(slog.LevelInfo, "launch refused: "+reason, wsAttr(c.key), slog.String(KeyLaunch, l.Hash))
+	c.emit(messages.WriteRefusal{Launch: l, Holders: holders, Reason: reason})
+	if l.IsCI() && c.branches[l.Branch] {
+		c.tellChild(messages.BranchAddr(c.key, l.Branch), messages.LaunchOutcome{Launch: l, Refused: reason})
+		if own {
+			c.deferred[l.Branch] = true
+		}
+	}
+}
+
+func (c *WorkspaceCore) scanned(m messages.WorkspaceScanned) {
+	switch m.Purpose {
+	case messages.ScanForLaunch:
+		if c.inflight == nil || c.inflight.spawning || c.inflight.launch.Hash != m.For {
+			c.log(slog.LevelWarn, "stale scan result ignored", wsAttr(c.key))
+			return
+		}
+		l := c.inflight.launch
+		switch {
+		case m.Err != nil:
+			c.inflight = nil
+			c.refuse(l, nil, fmt.Sprintf("the process table could not be read, so whether a process names workspace %s is unknown: %v", c.key, m.Err), false)
+			c.freed()
+		case len(m.Procs) > 0:
+			c.inflight = nil
+			c.refuse(l, m.Procs, fmt.Sprintf("a process already names workspace %s: %s", c.key, holderWords(m.Procs)), false)
+			c.freed()
+		default:
+			c.inflight.spawning = true
+			c.emit(messages.SpawnSession{Launch: l})
+		}
+	case messages.ScanForReserve:
+		if c.reserve == nil || c.reserve.granted || c.reserve.branch != m.For {
+			return
+		}
+		b := c.reserve.branch
+		switch {
+		case m.Err != nil:
+			c.reserve = nil
+			c.tellChild(messages.BranchAddr(c.key, b), messages.ReservationRefused{Branch: b, Why: "the process table could not be read: " + m.Err.Error()})
+			c.freed()
+		case len(m.Procs) > 0:
+			c.reserve = nil
+			c.tellChild(messages.BranchAddr(c.key, b), messages.ReservationRefused{Branch: b, Why: "a process names the workspace: " + holderWords(m.Procs)})
+			c.freed()
+		default:
+			c.reserve.granted = true
+			c.tellChild(messages.BranchAddr(c.key, b), messages.ReservationGranted{Branch: b})
+		}
+	case messages.ScanForStop:
+		if m.Err != nil {
+			c.log(slog.LevelError, "cannot read the process table to stop the workspace", wsAttr(c.key), errAttr(m.Err))
+			return
+		}
+		if len(m.Procs) == 0 {
+			c.log(slog.LevelInfo, "stop: no process names the workspace", wsAttr(c.key))
+		}
+		for _, p := range m.Procs {
+			c.emit(messages.SignalProcess{Proc: p.Proc, Signal: messages.SigTERM})
+		}
+	}
+}
+
+func holderWords(ps []messages.ProcInfo) string {
+	ws := make([]string, len(ps))
+	for i, p := range ps {
+		ws[i] = fmt.Sprintf("pid %d started by %s", p.Proc.PID, p.StartedBy)
+		if p.Command != "" {
+			ws[i] += " (" + p.Command + ")"
+		}
+	}
+	return strings.Join(ws, ", ")
+}
+
+func (c *WorkspaceCore) spawned(m messages.SessionSpawned) {
+	if c.inflight == nil || !c.inflight.spawning || c.inflight.launch.Hash != m.Launch {
+		c.log(slog.LevelError, "spawn result for no launch in flight", wsAttr(c.key), slog.String(KeyLaunch, m.Launch))
+		return
+	}
+	l := c.inflight.launch
+	c.inflight = nil
+	if m.Err != nil {
+		c.stopQueued = false
+		c.refuse(l, nil, "the session could not be started: "+m.Err.Error(), false)
+		c.freed()
+		return
+	}
+	c.log(slog.LevelInfo, "session launched", wsAttr(c.key), slog.String(KeyLaunch, l.Hash), pidAttr(m.Proc))
+	c.sessions[m.Proc] = &wsSession{launch: l, child: true}
+	st := messages.SessionState{Workspace: c.key, Proc: m.Proc, Child: true, Launch: l}
+	addr := messages.SessionAddr(c.key, m.Proc)
+	c.startChild(messages.StartActor{Addr: addr, Session: &st})
+	c.tell(messages.NodeAddr(), messages.SessionStarted{Workspace: c.key, Proc: m.Proc})
+	if l.IsCI() && c.branches[l.Branch] {
+		c.tellChild(messages.BranchAddr(c.key, l.Branch), messages.LaunchOutcome{Launch: l, Proc: m.Proc})
+	}
+	if c.stopQueued {
+		c.stopQueued = false
+		c.tellChild(addr, messages.StopSession{})
+	}
+}
+
+// stop stops the daemon's sessions here; with none, it TERMs every process
+// that names the workspace (a terminal session). Nothing waits for the end.
+func (c *WorkspaceCore) stop() {
+	if ps := c.busy(); len(ps) > 0 {
+		for _, p := range ps {
+			c.tellChild(messages.SessionAddr(c.key, p), messages.StopSession{})
+		}
+		return
+	}
+	if c.inflight != nil {
+		c.stopQueued = true // the session being launched is stopped once it runs
+	}
+	c.emit(messages.ScanWorkspace{Workspace: c.key, Purpose: messages.ScanForStop})
+}
+
+func (c *WorkspaceCore) adopt(m messages.AdoptSession) {
+	if _, ok := c.sessions[m.Proc.Proc]; ok {
+		return
+	}
+	c.launches.add(m.Launch.Hash)
+	c.sessions[m.Proc.Proc] = &wsSession{launch: m.Launch}
+	st := messages.SessionState{Workspace: c.key, Proc: m.Proc.Proc, Launch: m.Launch}
+	c.startChild(messages.StartActor{Addr: messages.SessionAddr(c.key, m.Proc.Proc), Session: &st})
+	c.tell(messages.NodeAddr(), messages.SessionStarted{Workspace: c.key, Proc: m.Proc.Proc})
+}
+
+func (c *WorkspaceCore) sessionEnded(m messages.SessionEnded) {
+	s, ok := c.sessions[m.Proc]
+	if !ok || s.ended {
+		return
+	}
+	s.ended = true
+	c.tell(messages.NodeAddr(), m)
+	ended := &messages.EndedRun{Proc: m.Proc, Launch: m.Launch, LeftResult: m.LeftResult}
+	for _, b := range c.branchList() {
+		c.tellChild(messages.BranchAddr(c.key, b), messages.WorkspaceFreed{Ended: ended})
+	}
+	c.deferred = map[string]bool{}
+}
+
+// freed tells the deferred listeners once nothing of the daemon's holds the
+// workspace.
+func (c *WorkspaceCore) freed() {
+	if len(c.busy()) > 0 || c.inflight != nil || c.reserve != nil || len(c.deferred) == 0 {
+		return
+	}
+	var bs []string
+	for b := range c.deferred {
+		bs = append(bs, b)
+	}
+	sort.Strings(bs)
+	c.deferred = map[string]bool{}
+	for _, b := range bs {
+		if c.branches[b] {
+			c.tellChild(messages.BranchAddr(c.key, b), messages.WorkspaceFreed{})
+		}
+	}
+}
+
+func (c *WorkspaceCore) reserveFor(b string) {
+	var why string
+	switch {
+	case len(c.busy()) > 0:
+		why = "a session of the daemon's runs"
+	case c.inflight != nil:
+		why = "a launch is starting"
+	case c.reserve != nil:
+		why = fmt.Sprintf("it is held for branch %q", c.reserve.branch)
+	}
+	if why != "" {
+		c.deferred[b] = true
+		c.tellChild(messages.BranchAddr(c.key, b), messages.ReservationRefused{Branch: b, Why: why})
+		return
+	}
+	c.reserve = &wsReserve{branch: b}
+	c.emit(messages.ScanWorkspace{Workspace: c.key, Purpose: messages.ScanForReserve, For: b})
+}
+
+func (c *WorkspaceCore) childStopped(a messages.ActorAddr) {
+	switch a.Kind {
+	case messages.ActorSession:
+		if _, ok := c.sessions[a.Proc]; !ok {
+			return
+		}
+		c.log(slog.LevelError, "session actor stopped unexpectedly; its end will not be recorded", wsAttr(c.key), pidAttr(a.Proc))
+		delete(c.sessions, a.Proc)
+	case messages.ActorBranch:
+		if !c.branches[a.Branch] {
+			return
+		}
+		c.log(slog.LevelError, "branch listener stopped unexpectedly", wsAttr(c.key), slog.String(KeyBranch, a.Branch))
+		delete(c.branches, a.Branch)
+		delete(c.deferred, a.Branch)
+		if c.reserve != nil && c.reserve.branch == a.Branch {
+			c.reserve = nil
+			c.freed()
+		}
+	default:
+		return
+	}
+	c.forgetChild(a)
+}
+
+// ---- children and collection ----
+
+func (c *WorkspaceCore) branchList() []string {
+	var bs []string
+	for b := range c.branches {
+		bs = append(bs, b)
+	}
+	sort.Strings(bs)
+	return bs
+}
+
+func (c *WorkspaceCore) children() []messages.ActorAddr {
+	var as []messages.ActorAddr
+	ps := make([]messages.ProcID, 0, len(c.sessions))
+	for p := range c.sessions {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].PID < ps[j].PID })
+	for _, p := range ps {
+		as = append(as, messages.SessionAddr(c.key, p))
+	}
+	for _, b := range c.branchList() {
+		as = append(as, messages.BranchAddr(c.key, b))
+	}
+	return as
+}
+
+// startChild starts a child; during a collection it is asked for its state too.
+func (c *WorkspaceCore) startChild(s messages.StartActor) {
+	c.out = append(c.out, s)
+	if c.collect != nil {
+		c.collect.waiting[s.Addr] = true
+		c.tell(s.Addr, messages.CollectState{Seq: c.collect.seq, Freeze: c.collect.freeze})
+	}
+}
+
+// tellChild tells a child; if it already answered the collection under way,
+// its answer is stale, so it is asked again after this message.
+func (c *WorkspaceCore) tellChild(a messages.ActorAddr, m messages.DaemonMessage) {
+	c.tell(a, m)
+	if c.collect != nil && c.collect.replied[a] {
+		delete(c.collect.replied, a)
+		c.collect.waiting[a] = true
+		c.tell(a, messages.CollectState{Seq: c.collect.seq, Freeze: c.collect.freeze})
+	}
+}
+
+func (c *WorkspaceCore) forgetChild(a messages.ActorAddr) {
+	if c.collect == nil {
+		return
+	}
+	delete(c.collect.waiting, a)
+	delete(c.collect.replied, a)
+	delete(c.collect.sessions, a.Proc)
+	if a.Kind == messages.ActorBranch {
+		delete(c.collect.branches, a.Branch)
+	}
+}
+
+func (c *WorkspaceCore) startCollect(m messages.CollectState) {
+	c.collect = newCollection(m.Seq, m.Freeze)
+	for _, a := range c.children() {
+		c.collect.waiting[a] = true
+		c.tell(a, m)
+	}
+}
+
+func (c *WorkspaceCore) collected(m messages.StateCollected) {
+	if c.collect == nil || m.Seq != c.collect.seq || !c.collect.waiting[m.From] {
+		return
+	}
+	delete(c.collect.waiting, m.From)
+	c.collect.replied[m.From] = true
+	switch {
+	case m.Session != nil:
+		c.collect.sessions[m.Session.Proc] = *m.Session
+	case m.Branch != nil:
+		c.collect.branches[m.Branch.Branch] = *m.Branch
+	case m.From.Kind == messages.ActorSession:
+		delete(c.collect.sessions, m.From.Proc)
+	}
+}
+
+// Quiescent reports whether the workspace waits for no result: no launch, no
+// reservation scan, no stop scan, no refusal note or signal in flight.
+func (c *WorkspaceCore) Quiescent() bool {
+	return c.awaiting == 0 && c.inflight == nil && (c.reserve == nil || c.reserve.granted)
+}
+
+func (c *WorkspaceCore) maybeReply() {
+	if c.collect == nil || len(c.collect.waiting) > 0 || !c.Quiescent() {
+		return
+	}
+	st := c.State()
+	for _, p := range sortedProcs(c.collect.sessions) {
+		s := c.collect.sessions[p]
+		if s.Ended && s.EndWritten {
+			continue
+		}
+		st.Sessions = append(st.Sessions, s)
+	}
+	for _, b := range c.branchList() {
+		if bs, ok := c.collect.branches[b]; ok {
+			st.Branches = append(st.Branches, bs)
+		}
+	}
+	c.tell(messages.NodeAddr(), messages.StateCollected{Seq: c.collect.seq, From: c.self, Workspace: &st})
+	c.collect = nil
+}
+
+// State is the workspace's own part of a hand-off, without its children's.
+func (c *WorkspaceCore) State() messages.WorkspaceState {
+	st := messages.WorkspaceState{Workspace: c.key, Launches: c.launches.list()}
+	for b := range c.deferred {
+		st.Deferred = append(st.Deferred, b)
+	}
+	sort.Strings(st.Deferred)
+	return st
+}
+
+func sortedProcs(m map[messages.ProcID]messages.SessionState) []messages.ProcID {
+	ps := make([]messages.ProcID, 0, len(m))
+	for p := range m {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].PID < ps[j].PID })
+	return ps
+}

@@ -1,0 +1,221 @@
+package messages
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// This file and the other daemon_*.go files hold the vocabulary of ocxd's actors:
+// what the pipe reader and the reaper tell them, what they tell each other, the
+// effects they ask of the host and of Fossil with the results that come back, and
+// the re-exec hand-off. The actors package interprets them; nothing here does I/O.
+
+// ProcID identifies a process as decision D6 does: its PID and its start time
+// (field 22 of /proc/PID/stat, clock ticks since boot). A PID alone is reused;
+// the pair is not.
+type ProcID struct {
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"`
+}
+
+// String renders PID@START, the form the daemon's logs and transcripts use.
+func (p ProcID) String() string {
+	return strconv.Itoa(p.PID) + "@" + strconv.FormatUint(p.Start, 10)
+}
+
+// IsZero reports whether p names no process.
+func (p ProcID) IsZero() bool { return p.PID == 0 && p.Start == 0 }
+
+// Matches reports whether a report about q is about p: the PIDs are equal and
+// the start times are equal, or q's start time is unknown (zero). A reaper that
+// waited on its own child may not know the start time; a child's PID cannot be
+// reused before it is reaped, so the PID alone is then unambiguous.
+func (p ProcID) Matches(q ProcID) bool {
+	return p.PID == q.PID && (q.Start == 0 || p.Start == q.Start)
+}
+
+// Validate checks that p names a process.
+func (p ProcID) Validate() error {
+	if p.PID <= 0 {
+		return fieldErr("pid", ErrInvalid, fmt.Sprintf("is %d; a process's PID is positive", p.PID))
+	}
+	if p.Start == 0 {
+		return fieldErr("start", ErrMissing, "is 0; a process is known by its PID and its start time (D6)")
+	}
+	return nil
+}
+
+// ParseProcID reads PID@START.
+func ParseProcID(s string) (ProcID, error) {
+	pid, start, ok := strings.Cut(s, "@")
+	if !ok {
+		return ProcID{}, &FieldError{Where: "process", Problem: quoteShort(s) + " is not PID@START", Err: ErrSyntax}
+	}
+	n, err := strconv.Atoi(pid)
+	if err != nil {
+		return ProcID{}, &FieldError{Where: "process", Field: "pid", Problem: quoteShort(pid) + " is not a number", Err: ErrSyntax}
+	}
+	st, err := strconv.ParseUint(start, 10, 64)
+	if err != nil {
+		return ProcID{}, &FieldError{Where: "process", Field: "start", Problem: quoteShort(start) + " is not a number", Err: ErrSyntax}
+	}
+	p := ProcID{PID: n, Start: st}
+	if err := p.Validate(); err != nil {
+		return ProcID{}, at("process", err)
+	}
+	return p, nil
+}
+
+// Origin says how a process that names a workspace came to run (seed 000:
+// sessions are listed as started from the console or at a terminal).
+type Origin string
+
+// The origins the process table reports.
+const (
+	// OriginDaemon is a child of the running daemon.
+	OriginDaemon Origin = "daemon"
+	// OriginTerminal is a process someone started by hand (`workspace run`).
+	OriginTerminal Origin = "terminal"
+	// OriginOrphan is a process whose parent is now PID 1 or a subreaper,
+	// such as a session whose daemon died.
+	OriginOrphan Origin = "orphan"
+)
+
+// ProcInfo is one process that names a workspace, as the process table shows it.
+type ProcInfo struct {
+	Proc      ProcID       `json:"proc"`
+	Workspace WorkspaceKey `json:"workspace"`
+	// Verb is the session command's verb: serve, run or start (D1).
+	Verb string `json:"verb,omitempty"`
+	// Launch is the launch note a `workspace serve` process serves (its
+	// --launch HASH), empty for any other.
+	Launch    string `json:"launch,omitempty"`
+	StartedBy Origin `json:"started_by"`
+	// Command is the command line, cleaned to one line, for a refusal note.
+	Command string `json:"command,omitempty"`
+}
+
+// String renders the process in one line.
+func (p ProcInfo) String() string {
+	s := "pid " + p.Proc.String() + " (" + string(p.StartedBy)
+	if p.Verb != "" {
+		s += " " + p.Verb
+	}
+	if p.Launch != "" {
+		s += " launch " + daemonShort(p.Launch)
+	}
+	return s + ")"
+}
+
+// ExitStatus is how a process ended, in the terms of an end note (D6).
+type ExitStatus struct {
+	State EndStatus `json:"state"`
+	// Code is the exit code (exited; sandbox-failed when known).
+	Code int `json:"code,omitempty"`
+	// Signal names the signal that ended it, as the end note writes it: "SIGTERM".
+	Signal string `json:"signal,omitempty"`
+	// CPU is the user and system time the process used, when the reaper knows it.
+	CPU time.Duration `json:"cpu,omitempty"`
+	// MaxRSSKiB is the largest resident set, when the reaper knows it.
+	MaxRSSKiB int64 `json:"max_rss_kib,omitempty"`
+}
+
+// String renders the status in one line: "exited 0", "signaled SIGKILL", "unknown".
+func (e ExitStatus) String() string {
+	switch e.State {
+	case EndExited, EndSandboxFailed:
+		return string(e.State) + " " + strconv.Itoa(e.Code)
+	case EndSignaled:
+		return string(e.State) + " " + e.Signal
+	case "":
+		return "no status"
+	default:
+		return string(e.State)
+	}
+}
+
+// Validate checks the state and the field it needs.
+func (e ExitStatus) Validate() error {
+	switch e.State {
+	case EndExited, EndSandboxFailed, EndUnknown:
+		return nil
+	case EndSignaled:
+		if e.Signal == "" {
+			return fieldErr("signal", ErrMissing, "is empty; a signaled exit names its signal")
+		}
+		return nil
+	case "":
+		return fieldErr("state", ErrMissing, "is empty; an exit is exited, signaled, unknown or sandbox-failed")
+	default:
+		return fieldErr("state", ErrInvalid, quoteShort(string(e.State))+" is not exited, signaled, unknown or sandbox-failed")
+	}
+}
+
+// ActorKind names the kind of one of the daemon's actors.
+type ActorKind string
+
+// The daemon's actors (docs/daemon.md).
+const (
+	ActorNode      ActorKind = "node"
+	ActorWorkspace ActorKind = "workspace"
+	ActorSession   ActorKind = "session"
+	ActorBranch    ActorKind = "branch"
+)
+
+// ActorAddr is the logical address of an actor: the node, a workspace (login ×
+// project), a session (its workspace and process) or a branch listener (its
+// workspace and branch). Cores address each other by these; the shells map
+// them to protoactor PIDs.
+type ActorAddr struct {
+	Kind      ActorKind    `json:"kind"`
+	Workspace WorkspaceKey `json:"workspace"`
+	Proc      ProcID       `json:"proc"`
+	Branch    string       `json:"branch,omitempty"`
+}
+
+// NodeAddr is the root actor's address.
+func NodeAddr() ActorAddr { return ActorAddr{Kind: ActorNode} }
+
+// WorkspaceAddr is the address of workspace w's actor.
+func WorkspaceAddr(w WorkspaceKey) ActorAddr { return ActorAddr{Kind: ActorWorkspace, Workspace: w} }
+
+// SessionAddr is the address of the actor of session process p in workspace w.
+func SessionAddr(w WorkspaceKey, p ProcID) ActorAddr {
+	return ActorAddr{Kind: ActorSession, Workspace: w, Proc: p}
+}
+
+// BranchAddr is the address of the listener of branch b in workspace w.
+func BranchAddr(w WorkspaceKey, b string) ActorAddr {
+	return ActorAddr{Kind: ActorBranch, Workspace: w, Branch: b}
+}
+
+// String renders the address: "node", "workspace ci/demo",
+// "session ci/demo 123@456", "branch ci/demo trunk".
+func (a ActorAddr) String() string {
+	switch a.Kind {
+	case ActorNode:
+		return "node"
+	case ActorWorkspace:
+		return "workspace " + a.Workspace.String()
+	case ActorSession:
+		return "session " + a.Workspace.String() + " " + a.Proc.String()
+	case ActorBranch:
+		return "branch " + a.Workspace.String() + " " + token(a.Branch)
+	default:
+		return "actor " + token(string(a.Kind))
+	}
+}
+
+// short abbreviates a hash to its first 10 digits for a one-line rendering, as
+// Fossil's own short hashes do.
+func daemonShort(h string) string {
+	if len(h) > 10 {
+		return h[:10]
+	}
+	if h == "" {
+		return `""`
+	}
+	return token(h)
+}

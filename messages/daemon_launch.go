@@ -1,0 +1,114 @@
+package messages
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// LaunchSpec is a launch note as the daemon acts on it, already resolved by the
+// wiring from the record: the note itself, the workspace it launches into, the
+// session's own record, the session definition's kind and lifetime, the
+// workspace definition's sandbox and the release to run. The actors read only
+// the workspace, the hash, the record and the CI fields; the rest passes through
+// to the spawner.
+type LaunchSpec struct {
+	// Hash is the launch note's artifact hash; the session process serves it
+	// (`workspace serve KEY --root ROOT --launch HASH`, D1).
+	Hash string `json:"hash"`
+	// Repository is the repository file the note is in.
+	Repository string       `json:"repository"`
+	Workspace  WorkspaceKey `json:"workspace"`
+	// Record is the session's own record: a thread's root post or a ticket.
+	Record   string      `json:"record"`
+	Kind     SessionKind `json:"kind,omitempty"`
+	Lifetime Lifetime    `json:"lifetime,omitempty"`
+	Release  string      `json:"release,omitempty"` // current or previous
+	// Checkin is, for a CI launch, the check-in the run tests (D5); empty
+	// otherwise.
+	Checkin string `json:"checkin,omitempty"`
+	// Branch is, for a CI launch, the branch of that check-in: the branch
+	// listener the launch belongs to.
+	Branch string `json:"branch,omitempty"`
+	// Sandbox is the workspace definition's sandbox as written on the record;
+	// the actors never look inside it.
+	Sandbox json.RawMessage `json:"sandbox,omitempty"`
+}
+
+// IsCI reports whether the launch is a CI run for a check-in.
+func (l LaunchSpec) IsCI() bool { return l.Checkin != "" }
+
+// String renders the launch in one line.
+func (l LaunchSpec) String() string {
+	var b strings.Builder
+	b.WriteString("launch " + daemonShort(l.Hash) + " " + l.Workspace.String() + " record " + daemonShort(l.Record))
+	if l.Lifetime != "" {
+		b.WriteString(" " + string(l.Lifetime))
+	}
+	if l.IsCI() {
+		b.WriteString(" ci " + token(l.Branch) + " " + daemonShort(l.Checkin))
+	}
+	return b.String()
+}
+
+// Validate checks what the actors rely on: the hash, the workspace and the record.
+func (l LaunchSpec) Validate() error {
+	if err := checkHash("hash", l.Hash); err != nil {
+		return at("launch", err)
+	}
+	if err := l.Workspace.Validate(); err != nil {
+		return at("launch", err)
+	}
+	if l.Record == "" {
+		return at("launch", fieldErr("record", ErrMissing, "is empty; a launch names its session's record"))
+	}
+	if l.IsCI() {
+		if err := checkHash("checkin", l.Checkin); err != nil {
+			return at("launch", err)
+		}
+		if err := checkBranch("branch", l.Branch); err != nil {
+			return at("launch", err)
+		}
+	}
+	return nil
+}
+
+// BranchListener is a `completes` session listening to a branch: the listen
+// note on the session's own record, as the listening index names it (seed 000,
+// "listeners"; decisions D5).
+type BranchListener struct {
+	Workspace WorkspaceKey `json:"workspace"`
+	// Repository is the repository whose branch is listened to.
+	Repository string `json:"repository"`
+	// Record is the session's own record, where its launch notes go.
+	Record string `json:"record"`
+	// ListenNote is the listen note's hash: only check-ins received after it wait.
+	ListenNote string   `json:"listen_note"`
+	Lifetime   Lifetime `json:"lifetime"`
+}
+
+// String renders the listener in one line.
+func (b BranchListener) String() string {
+	return "listener " + b.Workspace.String() + " record " + daemonShort(b.Record) + " since " + daemonShort(b.ListenNote) + " " + string(b.Lifetime)
+}
+
+// CheckinSpec is a check-in as the daemon acts on it: its branch and the
+// `completes` sessions whose listening index names that branch.
+type CheckinSpec struct {
+	Hash       string           `json:"hash"`
+	Repository string           `json:"repository"`
+	Branch     string           `json:"branch"`
+	Listeners  []BranchListener `json:"listeners,omitempty"`
+}
+
+// String renders the check-in in one line.
+func (c CheckinSpec) String() string {
+	var b strings.Builder
+	b.WriteString("checkin " + daemonShort(c.Hash) + " on " + token(c.Branch))
+	for i, l := range c.Listeners {
+		if i == 0 {
+			b.WriteString(" for")
+		}
+		b.WriteString(" " + l.Workspace.String())
+	}
+	return b.String()
+}

@@ -1,0 +1,572 @@
+package messages
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DaemonMessage is a message one of the daemon's actors takes: an input from the
+// pipe reader or the reaper, the result of an effect it asked for, or a message
+// from another actor. Commands are imperative, events past tense; all are
+// values, immutable once sent, and render as one stable line.
+type DaemonMessage interface {
+	fmt.Stringer
+	daemonMessage()
+}
+
+// ---- inputs from the wiring ----
+
+// LineRead is one line read from the daemon's pipe, already parsed.
+type LineRead struct {
+	Line PipeLine
+}
+
+// ProcessExited is a child's exit, from the reaper: PID and start time, and how
+// it ended. Start may be zero if the reaper does not know it (ProcID.Matches).
+type ProcessExited struct {
+	Proc   ProcID     `json:"proc"`
+	Status ExitStatus `json:"status"`
+	At     time.Time  `json:"at"`
+}
+
+// Boot starts a fresh daemon: the processes that name a workspace of this
+// agents root when it started. It adopts each `workspace serve` among them, to
+// record its end, and restarts nothing.
+type Boot struct {
+	Found []ProcInfo
+}
+
+// Restore starts a daemon from a re-exec hand-off.
+type Restore struct {
+	Handoff Handoff
+}
+
+// SnapshotRequest asks the node for the daemon's state once every actor has
+// settled what it was doing, without pausing anything; the reply is a
+// Handoff. Tests use it as their barrier. The shell fills in Request.
+type SnapshotRequest struct {
+	Request int
+}
+
+// ---- results of effects ----
+
+// ArtifactClassified is ClassifyArtifact's result: exactly one of Launch,
+// Checkin and Nothing (why there is nothing to do), or Err.
+type ArtifactClassified struct {
+	Repository string
+	Hash       string
+	Launch     *LaunchSpec
+	Checkin    *CheckinSpec
+	Nothing    string
+	Err        error
+}
+
+// LaunchResolved is ResolveLaunch's result.
+type LaunchResolved struct {
+	Proc   ProcInfo
+	Launch *LaunchSpec
+	Err    error
+}
+
+// WorkspaceScanned is ScanWorkspace's result: the processes that name the
+// workspace, or Err if the table could not be read (unknown, never "none").
+type WorkspaceScanned struct {
+	Workspace WorkspaceKey
+	Purpose   string
+	For       string
+	Procs     []ProcInfo
+	Err       error
+}
+
+// SessionSpawned is SpawnSession's result: the child's identity, or Err.
+type SessionSpawned struct {
+	Launch string
+	Proc   ProcID
+	Err    error
+}
+
+// ProcessSignaled is SignalProcess's result.
+type ProcessSignaled struct {
+	Proc   ProcID
+	Signal string
+	Err    error
+}
+
+// RefusalWritten is WriteRefusal's result.
+type RefusalWritten struct {
+	Launch string
+	Err    error
+}
+
+// TimerFired is StartTimer's result.
+type TimerFired struct {
+	Proc    ProcID
+	Purpose string
+	Seq     int
+}
+
+// ProcessGone is WatchProcess's result: the process is gone (At), or watching
+// it failed (Err).
+type ProcessGone struct {
+	Proc ProcID
+	Seq  int
+	At   time.Time
+	Err  error
+}
+
+// ResultRead is ReadResult's result: the run's result on its check-in
+// ("green: ..." or "red: ..."), Found false if there is none.
+type ResultRead struct {
+	Proc   ProcID
+	Found  bool
+	Result string
+	Err    error
+}
+
+// EndWritten is WriteEnd's result.
+type EndWritten struct {
+	Proc ProcID
+	Err  error
+}
+
+// UntestedFound is FindUntested's result: Newest is empty if no check-in waits.
+type UntestedFound struct {
+	Branch string
+	Newest string
+	Err    error
+}
+
+// LaunchWritten is WriteLaunch's result: the launch note written, resolved.
+type LaunchWritten struct {
+	Branch  string
+	Checkin string
+	Launch  *LaunchSpec
+	Err     error
+}
+
+// InputsPaused is PauseInputs' result: the bytes the pipe reader had read but
+// not yet split into lines.
+type InputsPaused struct {
+	Remainder []byte
+	Err       error
+}
+
+// InputsResumed is ResumeInputs' result.
+type InputsResumed struct {
+	Err error
+}
+
+// ExecFailed is ExecRelease's result when the exec did not happen: the old
+// image keeps running.
+type ExecFailed struct {
+	Err error
+}
+
+// ---- between actors ----
+
+// LaunchRequested asks a workspace to launch a launch note.
+type LaunchRequested struct {
+	Launch LaunchSpec
+}
+
+// CheckinArrived tells a workspace, then its branch listener, that a check-in
+// arrived on a branch one of its `completes` sessions listens to.
+type CheckinArrived struct {
+	Checkin  string
+	Branch   string
+	Listener BranchListener
+}
+
+// StopWorkspace asks a workspace to stop its session (`stop LOGIN PROJECT`).
+type StopWorkspace struct {
+	Workspace WorkspaceKey
+}
+
+// AdoptSession gives a workspace a `workspace serve` process found at start.
+type AdoptSession struct {
+	Proc   ProcInfo
+	Launch LaunchSpec
+}
+
+// StopSession asks a session to stop: TERM, then KILL after the grace if the
+// daemon is its parent.
+type StopSession struct{}
+
+// SessionStarted tells the node that a workspace knows session process Proc,
+// so that its exit is routed there.
+type SessionStarted struct {
+	Workspace WorkspaceKey
+	Proc      ProcID
+}
+
+// SessionEnded tells a workspace (and then the node) that its session process
+// ended. LeftResult says whether a CI run left a result on its check-in.
+type SessionEnded struct {
+	Workspace  WorkspaceKey
+	Proc       ProcID
+	Launch     LaunchSpec
+	LeftResult bool
+}
+
+// SessionFinished tells a workspace that a session has written its end note
+// and has nothing left to do.
+type SessionFinished struct {
+	Proc ProcID
+}
+
+// ReserveWorkspace asks a workspace to hold itself for a branch listener's CI
+// launch: granted only while nothing names the workspace.
+type ReserveWorkspace struct {
+	Branch string
+}
+
+// ReleaseWorkspace gives a reservation back unused.
+type ReleaseWorkspace struct {
+	Branch string
+}
+
+// ReservationGranted answers ReserveWorkspace: the workspace is held.
+type ReservationGranted struct {
+	Branch string
+}
+
+// ReservationRefused answers ReserveWorkspace: something holds the workspace;
+// the check-in waits.
+type ReservationRefused struct {
+	Branch string
+	Why    string
+}
+
+// LaunchCI asks a workspace to launch a CI launch note its branch listener
+// wrote under a reservation.
+type LaunchCI struct {
+	Launch LaunchSpec
+}
+
+// LaunchSeen tells the node a launch note's hash, so that the hook's later
+// `post` line for it is a duplicate.
+type LaunchSeen struct {
+	Hash string
+}
+
+// LaunchOutcome tells a branch listener how a CI launch for its branch went:
+// launched as Proc, or refused (Refused says why).
+type LaunchOutcome struct {
+	Launch  LaunchSpec
+	Proc    ProcID
+	Refused string
+}
+
+// EndedRun is a session run that just ended, for a branch listener's decision.
+type EndedRun struct {
+	Proc       ProcID
+	Launch     LaunchSpec
+	LeftResult bool
+}
+
+// WorkspaceFreed tells a branch listener that its workspace no longer runs
+// anything of the daemon's: Ended is the run that ended, if one did.
+type WorkspaceFreed struct {
+	Ended *EndedRun
+}
+
+// CollectState asks an actor for its state once it has settled what it was
+// doing. Freeze (a re-exec) also stops its timers and watches until ResumeWork.
+type CollectState struct {
+	Seq    int
+	Freeze bool
+}
+
+// StateCollected answers CollectState: exactly one of the states, as From's
+// kind says; a session that has finished sends none.
+type StateCollected struct {
+	Seq       int
+	From      ActorAddr
+	Workspace *WorkspaceState
+	Session   *SessionState
+	Branch    *BranchState
+}
+
+// ResumeWork undoes a freeze after a re-exec failed.
+type ResumeWork struct{}
+
+// ChildStopped tells an actor that one of its children stopped (the shell maps
+// protoactor's Terminated to it).
+type ChildStopped struct {
+	Addr ActorAddr
+}
+
+func (LineRead) daemonMessage()           {}
+func (ProcessExited) daemonMessage()      {}
+func (Boot) daemonMessage()               {}
+func (Restore) daemonMessage()            {}
+func (SnapshotRequest) daemonMessage()    {}
+func (ArtifactClassified) daemonMessage() {}
+func (LaunchResolved) daemonMessage()     {}
+func (WorkspaceScanned) daemonMessage()   {}
+func (SessionSpawned) daemonMessage()     {}
+func (ProcessSignaled) daemonMessage()    {}
+func (RefusalWritten) daemonMessage()     {}
+func (TimerFired) daemonMessage()         {}
+func (ProcessGone) daemonMessage()        {}
+func (ResultRead) daemonMessage()         {}
+func (EndWritten) daemonMessage()         {}
+func (UntestedFound) daemonMessage()      {}
+func (LaunchWritten) daemonMessage()      {}
+func (InputsPaused) daemonMessage()       {}
+func (InputsResumed) daemonMessage()      {}
+func (ExecFailed) daemonMessage()         {}
+func (LaunchRequested) daemonMessage()    {}
+func (CheckinArrived) daemonMessage()     {}
+func (StopWorkspace) daemonMessage()      {}
+func (AdoptSession) daemonMessage()       {}
+func (StopSession) daemonMessage()        {}
+func (SessionStarted) daemonMessage()     {}
+func (SessionEnded) daemonMessage()       {}
+func (SessionFinished) daemonMessage()    {}
+func (ReserveWorkspace) daemonMessage()   {}
+func (ReleaseWorkspace) daemonMessage()   {}
+func (ReservationGranted) daemonMessage() {}
+func (ReservationRefused) daemonMessage() {}
+func (LaunchCI) daemonMessage()           {}
+func (LaunchSeen) daemonMessage()         {}
+func (LaunchOutcome) daemonMessage()      {}
+func (WorkspaceFreed) daemonMessage()     {}
+func (CollectState) daemonMessage()       {}
+func (StateCollected) daemonMessage()     {}
+func (ResumeWork) daemonMessage()         {}
+func (ChildStopped) daemonMessage()       {}
+
+// errSuffix renders an effect's error as the tail of a result's line.
+func errSuffix(err error) string {
+	if err == nil {
+		return ""
+	}
+	return ": error: " + CleanText(err.Error())
+}
+
+func (m LineRead) String() string {
+	if m.Line == nil {
+		return "read nothing"
+	}
+	return "read " + m.Line.String()
+}
+
+func (m ProcessExited) String() string { return "exited " + m.Proc.String() + " " + m.Status.String() }
+
+func (m Boot) String() string {
+	s := "boot, found " + strconv.Itoa(len(m.Found))
+	for _, p := range m.Found {
+		s += "; " + p.Workspace.String() + " " + p.String()
+	}
+	return s
+}
+
+func (m Restore) String() string { return "restore " + m.Handoff.Summary() }
+
+func (m SnapshotRequest) String() string { return "snapshot request #" + strconv.Itoa(m.Request) }
+
+func (m ArtifactClassified) String() string {
+	s := "classified " + daemonShort(m.Hash)
+	switch {
+	case m.Err != nil:
+		return s + errSuffix(m.Err)
+	case m.Launch != nil:
+		return s + " as " + m.Launch.String()
+	case m.Checkin != nil:
+		return s + " as " + m.Checkin.String()
+	default:
+		return s + " as nothing: " + m.Nothing
+	}
+}
+
+func (m LaunchResolved) String() string {
+	s := "resolved " + m.Proc.String()
+	if m.Err != nil {
+		return s + errSuffix(m.Err)
+	}
+	if m.Launch != nil {
+		s += " as " + m.Launch.String()
+	}
+	return s
+}
+
+func (m WorkspaceScanned) String() string {
+	s := "scanned " + m.Workspace.String() + " for " + m.Purpose
+	if m.Err != nil {
+		return s + errSuffix(m.Err)
+	}
+	if len(m.Procs) == 0 {
+		return s + ": none"
+	}
+	ps := make([]string, len(m.Procs))
+	for i, p := range m.Procs {
+		ps[i] = p.String()
+	}
+	return s + ": " + strings.Join(ps, ", ")
+}
+
+func (m SessionSpawned) String() string {
+	if m.Err != nil {
+		return "spawn of launch " + daemonShort(m.Launch) + " failed" + errSuffix(m.Err)
+	}
+	return "spawned launch " + daemonShort(m.Launch) + " as " + m.Proc.String()
+}
+
+func (m ProcessSignaled) String() string {
+	return "signaled " + m.Signal + " " + m.Proc.String() + errSuffix(m.Err)
+}
+
+func (m RefusalWritten) String() string {
+	return "refusal written on launch " + daemonShort(m.Launch) + errSuffix(m.Err)
+}
+
+func (m TimerFired) String() string {
+	return "timer " + m.Purpose + " " + m.Proc.String() + " #" + strconv.Itoa(m.Seq) + " fired"
+}
+
+func (m ProcessGone) String() string {
+	if m.Err != nil {
+		return "watch of " + m.Proc.String() + " #" + strconv.Itoa(m.Seq) + " failed" + errSuffix(m.Err)
+	}
+	return "gone " + m.Proc.String() + " #" + strconv.Itoa(m.Seq)
+}
+
+func (m ResultRead) String() string {
+	s := "result of " + m.Proc.String()
+	switch {
+	case m.Err != nil:
+		return s + errSuffix(m.Err)
+	case m.Found:
+		return s + ": " + m.Result
+	default:
+		return s + ": none"
+	}
+}
+
+func (m EndWritten) String() string { return "end written " + m.Proc.String() + errSuffix(m.Err) }
+
+func (m UntestedFound) String() string {
+	s := "untested on " + token(m.Branch)
+	switch {
+	case m.Err != nil:
+		return s + errSuffix(m.Err)
+	case m.Newest == "":
+		return s + ": none"
+	default:
+		return s + ": " + daemonShort(m.Newest)
+	}
+}
+
+func (m LaunchWritten) String() string {
+	s := "launch written on " + token(m.Branch) + " for " + daemonShort(m.Checkin)
+	if m.Err != nil {
+		return s + errSuffix(m.Err)
+	}
+	if m.Launch != nil {
+		s += " as " + daemonShort(m.Launch.Hash)
+	}
+	return s
+}
+
+func (m InputsPaused) String() string {
+	return "inputs paused (" + strconv.Itoa(len(m.Remainder)) + " bytes pending)" + errSuffix(m.Err)
+}
+
+func (m InputsResumed) String() string { return "inputs resumed" + errSuffix(m.Err) }
+
+func (m ExecFailed) String() string { return "exec failed" + errSuffix(m.Err) }
+
+func (m LaunchRequested) String() string { return "launch requested: " + m.Launch.String() }
+
+func (m CheckinArrived) String() string {
+	return "checkin " + daemonShort(m.Checkin) + " on " + token(m.Branch) + " for " + m.Listener.String()
+}
+
+func (m StopWorkspace) String() string { return "stop workspace " + m.Workspace.String() }
+
+func (m AdoptSession) String() string { return "adopt " + m.Proc.String() + " " + m.Launch.String() }
+
+func (StopSession) String() string { return "stop session" }
+
+func (m SessionStarted) String() string {
+	return "session started " + m.Workspace.String() + " " + m.Proc.String()
+}
+
+func (m SessionEnded) String() string {
+	s := "session ended " + m.Workspace.String() + " " + m.Proc.String() + " launch " + daemonShort(m.Launch.Hash)
+	if m.Launch.IsCI() {
+		if m.LeftResult {
+			s += ", left a result"
+		} else {
+			s += ", left no result"
+		}
+	}
+	return s
+}
+
+func (m SessionFinished) String() string { return "session finished " + m.Proc.String() }
+
+func (m ReserveWorkspace) String() string { return "reserve for " + token(m.Branch) }
+
+func (m ReleaseWorkspace) String() string { return "release from " + token(m.Branch) }
+
+func (m ReservationGranted) String() string { return "reserved for " + token(m.Branch) }
+
+func (m ReservationRefused) String() string {
+	return "reservation for " + token(m.Branch) + " refused: " + m.Why
+}
+
+func (m LaunchCI) String() string { return "launch ci: " + m.Launch.String() }
+
+func (m LaunchSeen) String() string { return "launch seen " + daemonShort(m.Hash) }
+
+func (m LaunchOutcome) String() string {
+	if m.Refused != "" {
+		return "launch " + daemonShort(m.Launch.Hash) + " refused: " + m.Refused
+	}
+	return "launch " + daemonShort(m.Launch.Hash) + " launched as " + m.Proc.String()
+}
+
+func (m WorkspaceFreed) String() string {
+	if m.Ended == nil {
+		return "workspace freed"
+	}
+	s := "workspace freed, " + m.Ended.Proc.String() + " ended"
+	if m.Ended.Launch.IsCI() {
+		if m.Ended.LeftResult {
+			s += ", left a result on " + daemonShort(m.Ended.Launch.Checkin)
+		} else {
+			s += ", left no result on " + daemonShort(m.Ended.Launch.Checkin)
+		}
+	}
+	return s
+}
+
+func (m CollectState) String() string {
+	if m.Freeze {
+		return "collect #" + strconv.Itoa(m.Seq) + " and freeze"
+	}
+	return "collect #" + strconv.Itoa(m.Seq)
+}
+
+func (m StateCollected) String() string {
+	s := "collected #" + strconv.Itoa(m.Seq) + " from " + m.From.String()
+	switch {
+	case m.Workspace != nil:
+		s += ": " + m.Workspace.Summary()
+	case m.Session != nil:
+		s += ": " + m.Session.Summary()
+	case m.Branch != nil:
+		s += ": " + m.Branch.Summary()
+	default:
+		s += ": finished"
+	}
+	return s
+}
+
+func (ResumeWork) String() string { return "resume" }
+
+func (m ChildStopped) String() string { return "child stopped: " + m.Addr.String() }
