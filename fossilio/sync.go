@@ -2,9 +2,7 @@ package fossilio
 
 import (
 	"bytes"
-	"compress/zlib"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -163,21 +161,16 @@ func (c *Client) serverURL() (string, error) {
 	return u.String(), nil
 }
 
-// exchange posts one sync message, compressed as Fossil's client does (a
-// 4-byte big-endian length, then zlib), and returns the decoded reply.
+// exchange posts one sync message and returns the reply. It sends it
+// uncompressed (application/x-fossil-uncompressed, which Fossil's server
+// accepts and answers in kind): an artifact is small, and compressing costs
+// both sides more than it saves on the wire.
 func (c *Client) exchange(ctx context.Context, u string, msg []byte) (string, error) {
-	var body bytes.Buffer
-	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(len(msg)))
-	body.Write(n[:])
-	zw := zlib.NewWriter(&body)
-	zw.Write(msg)
-	zw.Close()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, &body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(msg))
 	if err != nil {
 		return "", fmt.Errorf("push to %s: %w", u, err)
 	}
-	req.Header.Set("Content-Type", "application/x-fossil")
+	req.Header.Set("Content-Type", syncContentType)
 	hc := c.HTTP
 	if hc == nil {
 		hc = defaultHTTP
@@ -195,23 +188,13 @@ func (c *Client) exchange(ctx context.Context, u string, msg []byte) (string, er
 		return "", &RefusedError{Op: "push", URL: u, Login: c.Login,
 			Reason: fmt.Sprintf("HTTP %s: %s", resp.Status, snippet(data))}
 	}
-	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-fossil") {
-		return "", fmt.Errorf("push to %s: reply is %q, not a sync reply: %s", u, resp.Header.Get("Content-Type"), snippet(data))
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, syncContentType) {
+		return "", fmt.Errorf("push to %s: reply is %q, not a sync reply: %s", u, ct, snippet(data))
 	}
-	if len(data) < 4 {
-		return "", fmt.Errorf("push to %s: reply too short", u)
-	}
-	zr, err := zlib.NewReader(bytes.NewReader(data[4:]))
-	if err != nil {
-		return "", fmt.Errorf("push to %s: reply: %w", u, err)
-	}
-	defer zr.Close()
-	plain, err := io.ReadAll(io.LimitReader(zr, 64<<20))
-	if err != nil {
-		return "", fmt.Errorf("push to %s: reply: %w", u, err)
-	}
-	return string(plain), nil
+	return string(data), nil
 }
+
+const syncContentType = "application/x-fossil-uncompressed"
 
 // checkReply reads a sync reply: error and message cards are refusals, gimme
 // cards name artifacts the server lacks, and the closing timestamp line
