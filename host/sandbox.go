@@ -277,6 +277,9 @@ func (n NodeFiles) CheckSandbox(sb Sandbox, resolve func(string) (string, error)
 // BwrapStatus is what bwrap wrote to its --json-status-fd.
 type BwrapStatus struct {
 	ChildPID int  // the sandbox's first process; 0 when not written
+	// PIDNamespace is the inode number of the sandbox's PID namespace, which
+	// tells the sandbox's first process from a later process given its PID.
+	PIDNamespace uint64
 	Exited   bool // the command ran to its end and ExitCode is its code
 	ExitCode int
 }
@@ -290,14 +293,15 @@ func ParseBwrapStatus(b []byte) BwrapStatus {
 			break
 		}
 		var v struct {
-			ChildPID *int `json:"child-pid"`
-			ExitCode *int `json:"exit-code"`
+			ChildPID *int   `json:"child-pid"`
+			PIDNS    uint64 `json:"pid-namespace"`
+			ExitCode *int   `json:"exit-code"`
 		}
 		if json.Unmarshal(line, &v) != nil {
 			continue
 		}
 		if v.ChildPID != nil {
-			st.ChildPID = *v.ChildPID
+			st.ChildPID, st.PIDNamespace = *v.ChildPID, v.PIDNS
 		}
 		if v.ExitCode != nil {
 			st.Exited, st.ExitCode = true, *v.ExitCode

@@ -223,7 +223,7 @@ func TestNodeFilesRefusalIsUpwardClosed(t *testing.T) {
 
 func TestParseBwrapStatus(t *testing.T) {
 	ran := []byte("{ \"child-pid\": 6575, \"cgroup-namespace\": 4026532181, \"pid-namespace\": 4026532180 }\n{ \"exit-code\": 7 }\n")
-	if st := ParseBwrapStatus(ran); st != (BwrapStatus{ChildPID: 6575, Exited: true, ExitCode: 7}) {
+	if st := ParseBwrapStatus(ran); st != (BwrapStatus{ChildPID: 6575, PIDNamespace: 4026532180, Exited: true, ExitCode: 7}) {
 		t.Fatalf("ran: %+v", st)
 	}
 	failed := []byte("{ \"child-pid\": 6586, \"mnt-namespace\": 4026532177 }\n")

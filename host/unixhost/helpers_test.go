@@ -3,7 +3,6 @@ package unixhost
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -384,13 +383,25 @@ type exits struct {
 	c  chan host.Exit
 }
 
-func newExits() *exits { return &exits{m: map[host.ProcID][]host.Exit{}, c: make(chan host.Exit, 1024)} }
+func newExits() *exits {
+	return &exits{m: map[host.ProcID][]host.Exit{}, c: make(chan host.Exit, 1)}
+}
 
 func (x *exits) on(e host.Exit) {
 	x.mu.Lock()
 	x.m[e.ID] = append(x.m[e.ID], e)
 	x.mu.Unlock()
-	x.c <- e
+	select {
+	case x.c <- e:
+	default:
+	}
+}
+
+// count returns how many exits were reported for id.
+func (x *exits) count(id host.ProcID) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.m[id])
 }
 
 // wait returns the exit of id.
@@ -406,6 +417,7 @@ func (x *exits) wait(t testing.TB, id host.ProcID) host.Exit {
 		}
 		select {
 		case <-x.c:
+		case <-time.After(10 * time.Millisecond):
 		case <-deadline:
 			t.Fatalf("no exit for %s within 30s", id)
 		}
@@ -471,4 +483,3 @@ func agentsRoot(t testing.TB, k host.Key) (*Root, host.Layout, host.Workspace) {
 	return root, l, w
 }
 
-var _ = io.EOF

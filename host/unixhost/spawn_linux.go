@@ -100,6 +100,12 @@ func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (host.Proc
 	if onExit == nil {
 		return host.ProcID{}, errors.New("unixhost: spawn: no onExit")
 	}
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return host.ProcID{}, fmt.Errorf("unixhost: spawn %s: %w", spec.Path, host.ErrClosed)
+	}
 	logfd, err := l.openLog(spec.Log)
 	if err != nil {
 		return host.ProcID{}, err
@@ -162,7 +168,10 @@ func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (host.Proc
 		sandboxed: spec.Sandbox != nil, status: statusR, inner: -1}
 	defer close(c.ready)
 	if err := l.register(c, pidfd); err != nil {
-		return c.id, err
+		// Closed meanwhile: nobody would reap the child, and the caller is
+		// told it did not start, so it must not run.
+		l.abandon(pid, statusR)
+		return host.ProcID{}, err
 	}
 	return c.id, nil
 }
@@ -263,6 +272,7 @@ func (l *Launcher) follow(c *child) {
 	l.mu.Unlock()
 	c.pidfd.Close()
 	c.smu.Lock()
+	initNS := host.ParseBwrapStatus(c.statusBuf).PIDNamespace
 	if c.status >= 0 && report {
 		unix.Close(c.status)
 		c.status = -1
@@ -272,8 +282,72 @@ func (l *Launcher) follow(c *child) {
 		c.inner = -1
 	}
 	c.smu.Unlock()
+	if report && exit.Sandbox != nil && exit.Sandbox.ChildPID > 0 {
+		l.awaitInit(exit, initNS)
+	}
 	if report {
 		c.onExit(exit)
+	}
+}
+
+// awaitInit follows the sandbox's init once bwrap has been reaped. bwrap
+// reports the command's exit and exits without waiting for its init, which
+// ends a moment later, reparented to PID 1 or to this process if it is a
+// child subreaper. Unless bwrap itself was killed (the init then goes on,
+// an orphaned session), the exit is reported only once the init has ended,
+// up to a bound, so that nothing of the session still names the workspace
+// when the daemon hears of its end. An init that is this process's child is
+// reaped here, since nobody else will.
+func (l *Launcher) awaitInit(exit host.Exit, ns uint64) {
+	pid := exit.Sandbox.ChildPID
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	// The pidfd holds whatever has the PID now: the init if it lives in the
+	// sandbox's PID namespace.
+	link, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	if err != nil || ns == 0 || link != fmt.Sprintf("pid:[%d]", ns) {
+		return
+	}
+	st, err := ReadStat(pid)
+	if err != nil {
+		return
+	}
+	ours := st.PPID == os.Getpid()
+	if exit.Signal != 0 {
+		if ours {
+			l.adopt(host.ProcID{PID: pid, Start: st.Start}, -1, nil, func(host.Exit) {})
+		}
+		return
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		l.mu.Lock()
+		closed := l.closed
+		l.mu.Unlock()
+		if closed {
+			return
+		}
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if n, _ := unix.Poll(pfd, 100); n > 0 {
+			break
+		}
+	}
+	if ours {
+		var ws unix.WaitStatus
+		for {
+			r, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+			if err == unix.EINTR {
+				continue
+			}
+			if err == nil && r == 0 {
+				// Still running past the bound: reap it whenever it ends.
+				l.adopt(host.ProcID{PID: pid, Start: st.Start}, -1, nil, func(host.Exit) {})
+			}
+			break
+		}
 	}
 }
 
@@ -411,7 +485,13 @@ func (l *Launcher) adopt(id host.ProcID, status int, statusBuf []byte, onExit fu
 		return goneNow()
 	}
 	c.own = st.PPID == os.Getpid()
-	return l.register(c, pidfd)
+	if err := l.register(c, pidfd); err != nil {
+		if status >= 0 {
+			unix.Close(status)
+		}
+		return err
+	}
+	return nil
 }
 
 // Handoff is what a re-exec keeps of one child: the new image adopts it.
