@@ -276,12 +276,12 @@ func (n NodeFiles) CheckSandbox(sb Sandbox, resolve func(string) (string, error)
 
 // BwrapStatus is what bwrap wrote to its --json-status-fd.
 type BwrapStatus struct {
-	ChildPID int  // the sandbox's first process; 0 when not written
+	ChildPID int // the sandbox's first process; 0 when not written
 	// PIDNamespace is the inode number of the sandbox's PID namespace, which
 	// tells the sandbox's first process from a later process given its PID.
 	PIDNamespace uint64
-	Exited   bool // the command ran to its end and ExitCode is its code
-	ExitCode int
+	Exited       bool // the command ran to its end and ExitCode is its code
+	ExitCode     int
 }
 
 // ParseBwrapStatus reads bwrap's JSON status lines; a line that is not

@@ -482,4 +482,3 @@ func agentsRoot(t testing.TB, k host.Key) (*Root, host.Layout, host.Workspace) {
 	}
 	return root, l, w
 }
-
