@@ -113,12 +113,30 @@ func at(where string, err error) error {
 	return err
 }
 
-// joinField appends a key to a field path.
+// joinField appends a key to a field path. A key that is not a plain word
+// (letters, digits, '_' and '-') is quoted, and a long one shortened, so that a
+// hostile key cannot put a newline or a megabyte into an error message.
 func joinField(path, key string) string {
+	if !plainKey(key) {
+		key = quoteShort(key)
+	}
 	if path == "" {
 		return key
 	}
 	return path + "." + key
+}
+
+func plainKey(k string) bool {
+	if k == "" || len(k) > 64 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '*') {
+			return false
+		}
+	}
+	return true
 }
 
 // indexField appends a list index to a field path.

@@ -439,14 +439,45 @@ func readTime(o jobj, key, what string) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	// UnmarshalText is the strict RFC 3339 reader (time.Parse also takes forms
-	// RFC 3339 does not, such as a one-digit hour).
+	// Go's RFC 3339 readers take forms RFC 3339 does not (a one-digit hour,
+	// a comma before the fraction), so the shape is checked first.
 	var t time.Time
 	perr := t.UnmarshalText([]byte(s))
-	if perr != nil || !strings.HasSuffix(s, "Z") {
+	if perr != nil || !utcShape(s) {
 		return time.Time{}, fieldErr(o.field(key), ErrInvalid, fmt.Sprintf("%s is not a time in UTC as RFC 3339 writes it (2026-10-13T09:30:00Z)", quoteShort(s)))
 	}
 	return t.UTC(), nil
+}
+
+// utcShape says whether s is YYYY-MM-DDTHH:MM:SS, an optional fraction of one
+// to nine digits after '.', and Z: the one form an end note's time takes.
+func utcShape(s string) bool {
+	const shape = "dddd-dd-ddTdd:dd:dd"
+	if len(s) < len(shape)+1 || s[len(s)-1] != 'Z' {
+		return false
+	}
+	for i := 0; i < len(shape); i++ {
+		if shape[i] == 'd' {
+			if s[i] < '0' || s[i] > '9' {
+				return false
+			}
+		} else if s[i] != shape[i] {
+			return false
+		}
+	}
+	frac := s[len(shape) : len(s)-1]
+	if frac == "" {
+		return true
+	}
+	if frac[0] != '.' || len(frac) < 2 || len(frac) > 10 {
+		return false
+	}
+	for i := 1; i < len(frac); i++ {
+		if frac[i] < '0' || frac[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func (n *EndNote) decode(o jobj) (err error) {

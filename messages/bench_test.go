@@ -1,0 +1,117 @@
+package messages
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/ocx-go/ocx/docs/design"
+)
+
+// seedWorkspace is seed 000's workspace definition in canonical form (15
+// read-only paths, one read-write, four PATH entries).
+func seedWorkspace(b *testing.B) []byte {
+	d := &WorkspaceDefinition{Login: "ci-ocx", Project: "ollama", Branch: "ocx", Sandbox: Sandbox{Network: true,
+		ReadOnly: []string{"/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc/ssl", "/etc/pki", "/etc/ca-certificates",
+			"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/passwd", "/etc/group", "/opt", "/var/lib/ocx/release/current"},
+		ReadWrite: []string{"/var/lib/ocx/agents/ci-ocx/projects/ollama"}, Homes: []string{},
+		Path: []string{"/var/lib/ocx/release/current", "/usr/local/bin", "/usr/bin", "/bin"}}}
+	enc, err := d.Encode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return enc
+}
+
+// BenchmarkDecodeWorkspaceDefinition: the Go reader, strict parse and
+// validation of every field, from the block's JSON.
+func BenchmarkDecodeWorkspaceDefinition(b *testing.B) {
+	body := unfence(b, seedWorkspace(b))
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeNote(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReadPostWorkspaceDefinition adds finding the block in a post.
+func BenchmarkReadPostWorkspaceDefinition(b *testing.B) {
+	post := append([]byte("The workspace for the arm64 port.\n\n"), seedWorkspace(b)...)
+	b.SetBytes(int64(len(post)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ReadPost(post); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSchemaValidateWorkspaceDefinition: the JSON Schema, for comparison
+// (encoding/json's decode included, as a tool validating input would do).
+func BenchmarkSchemaValidateWorkspaceDefinition(b *testing.B) {
+	body := unfence(b, seedWorkspace(b))
+	schemas, err := design.Load()
+	if err != nil {
+		b.Fatal(err)
+	}
+	file := design.SchemaFile(string(KindWorkspace))
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := schemas.Validate(file, body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncodeWorkspaceDefinition(b *testing.B) {
+	n, err := DecodeNote(unfence(b, seedWorkspace(b)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := n.Encode(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParsePipeLine: one `post REPOSITORY HASH` line, validated.
+func BenchmarkParsePipeLine(b *testing.B) {
+	line := []byte("post /srv/fossil/ollama.fossil " + h64 + "\n")
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParsePipeLine(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPipeSplitter: 100 lines read in 4 KiB chunks that cut lines
+// anywhere; the figure is per line.
+func BenchmarkPipeSplitter(b *testing.B) {
+	var stream bytes.Buffer
+	for i := 0; i < 100; i++ {
+		stream.WriteString("post /srv/fossil/ollama.fossil " + h64 + "\n")
+	}
+	data := stream.Bytes()
+	b.SetBytes(int64(len(data)) / 100)
+	b.ReportAllocs()
+	var s PipeSplitter
+	lines := 0
+	for b.Loop() {
+		if lines%100 == 0 {
+			for off := 0; off < len(data); off += 4096 {
+				for _, r := range s.Feed(data[off:min(off+4096, len(data))]) {
+					if r.Err != nil {
+						b.Fatal(r.Err)
+					}
+				}
+			}
+		}
+		lines++
+	}
+}

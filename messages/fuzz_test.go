@@ -1,0 +1,271 @@
+package messages
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/ocx-go/ocx/docs/design"
+)
+
+// Fuzz targets, one per decoder. Each checks that the decoder never panics,
+// that a refusal is a *FieldError whose message is one bounded line, and that
+// what it accepts re-encodes canonically and reads back unchanged. The note
+// decoders also check that the schema accepts whatever the Go reader accepts,
+// so the two cannot drift apart on any input the fuzzer finds. The seed corpus
+// is every example of notes.md and every hostile input of the tables.
+
+// docSeeds returns the bodies of the fenced blocks of notes.md with an info
+// string among infos.
+func docSeeds(f *testing.F, infos ...string) []string {
+	_, blocks := parseDoc(f, string(design.Notes()))
+	var out []string
+	for _, b := range blocks {
+		for _, i := range infos {
+			if b.info == i {
+				out = append(out, b.body)
+			}
+		}
+	}
+	if len(out) == 0 {
+		f.Fatalf("notes.md has no %v blocks", infos)
+	}
+	return out
+}
+
+func checkRefusal(t *testing.T, err error) {
+	t.Helper()
+	var fe *FieldError
+	if !errors.As(err, &fe) {
+		t.Fatalf("error %T is not a *FieldError: %v", err, err)
+	}
+	msg := err.Error()
+	if strings.ContainsAny(msg, "\n\r") || len(msg) > 4096 {
+		t.Fatalf("error message is not one bounded line (%d bytes): %q", len(msg), msg)
+	}
+}
+
+func FuzzDecodeNote(f *testing.F) {
+	for _, s := range docSeeds(f, "json", "json-accepted", "json-refused") {
+		f.Add([]byte(s))
+	}
+	for _, h := range hostileNotes {
+		f.Add([]byte(h.block))
+	}
+	schemas, err := design.Load()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		n, err := DecodeNote(data)
+		if err != nil {
+			checkRefusal(t, err)
+			return
+		}
+		if serr := schemas.ValidateNote(data); serr != nil {
+			t.Fatalf("the Go reader accepts what the schema refuses:\n%s\n%v", data, serr)
+		}
+		enc, err := n.Encode()
+		if err != nil {
+			t.Fatalf("accepted %v but cannot encode it: %v", n, err)
+		}
+		again, err := DecodeNote(unfence(t, enc))
+		if err != nil || !reflect.DeepEqual(again, n) {
+			t.Fatalf("re-encoded note reads back as %v, %v; was %v", again, err, n)
+		}
+		if strings.ContainsAny(n.String(), "\n\r") {
+			t.Fatalf("String spans lines: %q", n.String())
+		}
+	})
+}
+
+func FuzzReadPost(f *testing.F) {
+	for _, s := range docSeeds(f, "post") {
+		f.Add(s)
+	}
+	for _, s := range docSeeds(f, "json") {
+		f.Add("Words.\n\n```json\n" + s + "\n```\n")
+	}
+	f.Add("OCX stop")
+	f.Add("```text\n```json\n{}\n```\n")
+	f.Add("```json\n{\"ocx\": \"stop\"}\n```\n```json\n{\"ocx\": \"stop\"}\n```\n")
+	schemas, err := design.Load()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		n, err := ReadPost([]byte(text))
+		if err != nil {
+			checkRefusal(t, err)
+			return
+		}
+		enc, err := n.Encode()
+		if err != nil {
+			t.Fatalf("accepted %v but cannot encode it: %v", n, err)
+		}
+		if serr := schemas.ValidateNote(unfence(t, enc)); serr != nil {
+			t.Fatalf("the schema refuses the encoding of an accepted note: %s: %v", enc, serr)
+		}
+		again, err := ReadPost(enc)
+		if err != nil || !reflect.DeepEqual(again, n) {
+			t.Fatalf("re-encoded note reads back as %v, %v; was %v", again, err, n)
+		}
+	})
+}
+
+func FuzzDecodeState(f *testing.F) {
+	for _, s := range docSeeds(f, "json") {
+		if strings.Contains(s, `"ocx": "state"`) {
+			f.Add([]byte(s))
+		}
+	}
+	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": []}`))
+	f.Add([]byte(`{"ocx": "state", "version": 2, "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": []}`))
+	schemas, err := design.Load()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := DecodeState(data)
+		if err != nil {
+			checkRefusal(t, err)
+			return
+		}
+		if serr := schemas.Validate(design.SchemaFile(string(KindState)), data); serr != nil {
+			t.Fatalf("the Go reader accepts what the schema refuses:\n%s\n%v", data, serr)
+		}
+		enc, err := s.Encode()
+		if err != nil {
+			t.Fatalf("accepted but cannot encode: %v", err)
+		}
+		again, err := DecodeState(enc)
+		if err != nil || !reflect.DeepEqual(again, s) {
+			t.Fatalf("re-encoded state reads back as %v, %v", again, err)
+		}
+	})
+}
+
+func FuzzParsePipeLine(f *testing.F) {
+	for _, s := range docSeeds(f, "pipe", "pipe-refused") {
+		for _, l := range strings.Split(s, "\n") {
+			f.Add([]byte(l))
+		}
+	}
+	for _, h := range hostileLines {
+		f.Add([]byte(h.line))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		l, err := ParsePipeLine(line)
+		if err != nil {
+			checkRefusal(t, err)
+			return
+		}
+		enc, err := l.Encode()
+		if err != nil {
+			t.Fatalf("accepted %v but cannot encode it: %v", l, err)
+		}
+		want := line
+		if !bytes.HasSuffix(want, []byte("\n")) {
+			want = append(bytes.Clone(want), '\n')
+		}
+		if !bytes.Equal(enc, want) || l.String()+"\n" != string(enc) {
+			t.Fatalf("%q re-encodes as %q, renders %q", line, enc, l.String())
+		}
+	})
+}
+
+func FuzzPipeSplitter(f *testing.F) {
+	f.Add([]byte("post /srv/a.fossil "+h40+"\nstop ci ollama\nreexec\n"), uint16(7))
+	f.Add([]byte(strings.Repeat("x", 5000)+"\nreexec\n"), uint16(4095))
+	f.Add([]byte("\n\n\nstop a b"), uint16(1))
+	f.Fuzz(func(t *testing.T, data []byte, cut uint16) {
+		// Whole, and cut in two anywhere: the same reads.
+		var whole, parts PipeSplitter
+		a := render(whole.Feed(data))
+		if whole.Pending() >= PipeBuf {
+			t.Fatalf("holds %d bytes", whole.Pending())
+		}
+		c := int(cut) % (len(data) + 1)
+		b := render(append(parts.Feed(data[:c]), parts.Feed(data[c:])...))
+		if a != b {
+			t.Fatalf("cut at %d changes the reads:\n%s\n----\n%s", c, a, b)
+		}
+		fw, fp := whole.Flush(), parts.Flush()
+		if (fw == nil) != (fp == nil) || fw != nil && fw.String() != fp.String() {
+			t.Fatalf("flush differs: %v vs %v", fw, fp)
+		}
+		// Every read names its fault on one line, or is a line that re-encodes.
+		for _, r := range whole.Feed(append(bytes.Clone(data), '\n')) {
+			if r.Err != nil {
+				checkRefusal(t, r.Err)
+			} else if enc, err := r.Line.Encode(); err != nil || !bytes.Equal(enc[:len(enc)-1], r.Raw) {
+				t.Fatalf("line %q re-encodes as %q, %v", r.Raw, enc, err)
+			}
+		}
+	})
+}
+
+func render(rs []PipeRead) string {
+	var b strings.Builder
+	for _, r := range rs {
+		b.WriteString(r.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func FuzzParseCITag(f *testing.F) {
+	for _, s := range docSeeds(f, "ci-tag", "ci-tag-refused") {
+		for _, l := range strings.Split(s, "\n") {
+			f.Add(l)
+		}
+	}
+	f.Add("red: a: b")
+	f.Fuzz(func(t *testing.T, v string) {
+		tag, err := ParseCITag(v)
+		if err != nil {
+			checkRefusal(t, err)
+			return
+		}
+		if tag.String() != v {
+			t.Fatalf("%q renders as %q", v, tag.String())
+		}
+	})
+}
+
+func FuzzParseListeningFile(f *testing.F) {
+	f.Add("branch-release%2F2.0", []byte("branch\n"))
+	f.Add("branch-100%25 done", []byte("branch\n"))
+	f.Add(h40, []byte("ticket\n"))
+	f.Add(h64, []byte("thread\n"))
+	f.Add("branch-%2f", []byte("branch\n"))
+	f.Fuzz(func(t *testing.T, name string, content []byte) {
+		kind, names, err := ParseListeningFile(name, content)
+		if err != nil {
+			checkRefusal(t, err)
+			return
+		}
+		back, err := ListeningFileName(kind, names)
+		if err != nil || back != name || !bytes.Equal(ListeningFileContent(kind), content) {
+			t.Fatalf("%q %q reads as %s %q, which names %q (%v)", name, content, kind, names, back, err)
+		}
+	})
+}
+
+func FuzzParseWorkspaceKey(f *testing.F) {
+	f.Add("ci-ocx/ollama")
+	f.Add("../x/y")
+	f.Add("nobody/ollama")
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := ParseWorkspaceKey(s)
+		if err != nil {
+			checkRefusal(t, err)
+			return
+		}
+		if k.String() != s {
+			t.Fatalf("%q renders as %q", s, k.String())
+		}
+	})
+}
