@@ -152,7 +152,7 @@ func cpuPerOp(b *testing.B, serverPID int) func() {
 	start := cpuNow(serverPID)
 	return func() {
 		if b.N > 0 {
-			b.ReportMetric(float64((cpuNow(serverPID) - start).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64((cpuNow(serverPID)-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		}
 	}
 }
