@@ -52,8 +52,6 @@ type NodeCore struct {
 	remainder   []byte
 	collect     *collection
 	seq         int
-	// reexecQueued says a re-exec waits for the snapshot under way.
-	reexecQueued bool
 }
 
 // NewNodeCore makes the root's core.
@@ -293,10 +291,6 @@ func (c *NodeCore) reexec() {
 		c.log(slog.LevelInfo, "re-exec already under way")
 		return
 	}
-	if c.collect != nil {
-		c.reexecQueued = true
-		return
-	}
 	c.log(slog.LevelInfo, "re-exec: pausing the inputs")
 	c.phase = nodePausing
 	c.paused = false
@@ -347,11 +341,6 @@ func (c *NodeCore) maybeFinish() {
 	if freeze {
 		c.phase = nodeExecing
 		c.emit(messages.ExecRelease{Handoff: h})
-		return
-	}
-	if c.reexecQueued {
-		c.reexecQueued = false
-		c.reexec()
 	}
 }
 

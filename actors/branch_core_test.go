@@ -1,0 +1,224 @@
+package actors
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// branchModel is the world of one branch listener: the check-ins on its branch
+// and which of them have a result, the workspace's answers, and its runs.
+type branchModel struct {
+	c   *BranchCore
+	now time.Time
+
+	completes bool
+	checkins  []string // oldest first
+	tested    map[string]bool
+
+	reserveAsked int // ReserveWorkspace told and not answered
+	held         bool
+	queries      []messages.FindUntested
+	lastNewest   string
+	writes       []messages.WriteLaunch
+	launchCI     []messages.LaunchSpec // handed to the workspace, no outcome yet
+	running      *messages.LaunchOutcome
+	nextPID      int
+
+	// blocked: its own run just ended without a result; it may not look for
+	// work again until a check-in arrives or the workspace is freed by
+	// something else (D5: a broken CI command cannot loop).
+	blocked bool
+	// mustReserve: its own run ended with a result; it must look again at once.
+	mustReserve bool
+}
+
+func (m *branchModel) untested() string {
+	for i := len(m.checkins) - 1; i >= 0; i-- {
+		if !m.tested[m.checkins[i]] {
+			return m.checkins[i]
+		}
+	}
+	return ""
+}
+
+func (m *branchModel) step(t *rapid.T, msg messages.DaemonMessage) {
+	t.Logf("step %s", msg)
+	effs := m.c.Step(m.now, msg)
+	reserved := false
+	for _, e := range effs {
+		t.Logf("  -> %s", e)
+		switch e := e.(type) {
+		case messages.FindUntested:
+			if !m.held {
+				t.Fatalf("a query without holding the workspace")
+			}
+			m.queries = append(m.queries, e)
+		case messages.WriteLaunch:
+			if !m.held {
+				t.Fatalf("a launch note written without holding the workspace")
+			}
+			if e.Checkin != m.lastNewest || m.lastNewest == "" {
+				t.Fatalf("a launch note for %s, but the newest untested found was %q", e.Checkin, m.lastNewest)
+			}
+			m.writes = append(m.writes, e)
+		case messages.Tell:
+			if e.To != messages.WorkspaceAddr(testW) {
+				t.Fatalf("a branch listener tells only its workspace: %s", e)
+			}
+			switch x := e.Msg.(type) {
+			case messages.ReserveWorkspace:
+				if !m.completes {
+					t.Fatalf("a listener of a stays session asked for the workspace")
+				}
+				if m.blocked {
+					t.Fatalf("looked for work again after its run left no result, with no new check-in")
+				}
+				if m.reserveAsked > 0 || m.held {
+					t.Fatalf("a second reservation while one is asked or held")
+				}
+				m.reserveAsked++
+				reserved = true
+			case messages.ReleaseWorkspace:
+				m.held = false
+			case messages.LaunchCI:
+				if !m.held {
+					t.Fatalf("a CI launch without holding the workspace")
+				}
+				m.held = false // the workspace's launch takes the reservation
+				m.launchCI = append(m.launchCI, x.Launch)
+			case messages.StateCollected:
+				if !m.c.Quiescent() {
+					t.Fatalf("an answer while not settled")
+				}
+			default:
+				t.Fatalf("a branch listener does not tell %s", e)
+			}
+		case messages.LogEvent:
+		default:
+			t.Fatalf("a branch listener never asks for %T: %s", e, e)
+		}
+	}
+	if m.mustReserve && !reserved {
+		t.Fatalf("its run ended with a result, but it did not look for the next check-in")
+	}
+	m.mustReserve = false
+}
+
+// TestBranchCoreProperties drives a branch listener through check-ins, the
+// workspace's answers, queries and writes that work or fail, launches that
+// are refused, and runs that end with or without a result.
+func TestBranchCoreProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := &branchModel{now: time.Unix(1_000_000, 0), completes: rapid.IntRange(0, 4).Draw(t, "stays") != 0, tested: map[string]bool{}, nextPID: 800}
+		lifetime := messages.Stays
+		if m.completes {
+			lifetime = messages.Completes
+		}
+		listener := messages.BranchListener{Workspace: testW, Repository: "/srv/demo.fossil", Record: testHash(900), ListenNote: testHash(901), Lifetime: lifetime}
+		m.c = NewBranchCore(Config{}, messages.BranchState{Workspace: testW, Branch: "trunk", Listener: listener})
+		if effs := m.c.Start(m.now); len(effs) != 0 {
+			t.Fatalf("a new listener did something at start: %v", effs)
+		}
+
+		t.Repeat(map[string]func(*rapid.T){
+			"checkin": func(t *rapid.T) {
+				h := testHash(100 + len(m.checkins))
+				m.checkins = append(m.checkins, h)
+				m.blocked = false
+				m.step(t, messages.CheckinArrived{Checkin: h, Branch: "trunk", Listener: listener})
+			},
+			"grant": func(t *rapid.T) {
+				if m.reserveAsked == 0 {
+					t.Skip("no reservation asked")
+				}
+				m.reserveAsked--
+				if rapid.Bool().Draw(t, "busy") {
+					m.step(t, messages.ReservationRefused{Branch: "trunk", Why: "busy"})
+					return
+				}
+				m.held = true
+				m.step(t, messages.ReservationGranted{Branch: "trunk"})
+			},
+			"query": func(t *rapid.T) {
+				if len(m.queries) == 0 {
+					t.Skip("no query")
+				}
+				m.queries = m.queries[1:]
+				if rapid.IntRange(0, 4).Draw(t, "fail") == 0 {
+					m.lastNewest = ""
+					m.step(t, messages.UntestedFound{Branch: "trunk", Err: errors.New("locked")})
+					return
+				}
+				m.lastNewest = m.untested()
+				m.step(t, messages.UntestedFound{Branch: "trunk", Newest: m.lastNewest})
+			},
+			"write": func(t *rapid.T) {
+				if len(m.writes) == 0 {
+					t.Skip("no write")
+				}
+				w := m.writes[0]
+				m.writes = m.writes[1:]
+				if rapid.IntRange(0, 4).Draw(t, "fail") == 0 {
+					m.step(t, messages.LaunchWritten{Branch: "trunk", Checkin: w.Checkin, Err: errors.New("401")})
+					return
+				}
+				l := messages.LaunchSpec{Hash: testHash(200 + len(m.checkins)), Repository: listener.Repository, Workspace: testW, Record: listener.Record, Lifetime: messages.Completes, Checkin: w.Checkin, Branch: "trunk"}
+				m.step(t, messages.LaunchWritten{Branch: "trunk", Checkin: w.Checkin, Launch: &l})
+			},
+			"outcome": func(t *rapid.T) {
+				if len(m.launchCI) == 0 {
+					t.Skip("no launch handed over")
+				}
+				l := m.launchCI[0]
+				m.launchCI = m.launchCI[1:]
+				if rapid.IntRange(0, 3).Draw(t, "refused") == 0 {
+					m.step(t, messages.LaunchOutcome{Launch: l, Refused: "a terminal session holds it"})
+					return
+				}
+				m.nextPID++
+				o := messages.LaunchOutcome{Launch: l, Proc: messages.ProcID{PID: m.nextPID, Start: 1}}
+				m.running = &o
+				m.step(t, o)
+			},
+			"runEnds": func(t *rapid.T) {
+				if m.running == nil {
+					t.Skip("nothing runs")
+				}
+				left := rapid.Bool().Draw(t, "leftResult")
+				if left {
+					m.tested[m.running.Launch.Checkin] = true
+					m.mustReserve = true
+				} else {
+					m.blocked = true
+				}
+				ended := &messages.EndedRun{Proc: m.running.Proc, Launch: m.running.Launch, LeftResult: left}
+				m.running = nil
+				m.step(t, messages.WorkspaceFreed{Ended: ended})
+			},
+			"otherFreed": func(t *rapid.T) {
+				if m.running != nil {
+					t.Skip("its own run holds the workspace")
+				}
+				m.blocked = false
+				m.step(t, messages.WorkspaceFreed{})
+			},
+			"collect": func(t *rapid.T) { m.step(t, messages.CollectState{Seq: 1}) },
+			"": func(t *rapid.T) {
+				if !m.completes && m.c.st.Phase != messages.BranchIdle {
+					t.Fatalf("a listener of a stays session left idle: %s", m.c.st.Phase)
+				}
+				if m.c.Quiescent() && m.held {
+					t.Fatalf("settled while still holding the workspace")
+				}
+				if (m.running != nil) != (m.c.st.Phase == messages.BranchRunning) {
+					t.Fatalf("the model runs %v, the listener is %s", m.running != nil, m.c.st.Phase)
+				}
+			},
+		})
+	})
+}

@@ -1,0 +1,324 @@
+package actors
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// nodeModel is what the node's history must add up to.
+type nodeModel struct {
+	c   *NodeCore
+	now time.Time
+
+	started   map[messages.WorkspaceKey]bool
+	classify  []messages.ClassifyArtifact // awaiting a result
+	known     map[string]bool             // hashes classified or seen: a post of them is a duplicate
+	launched  map[string]int              // LaunchRequested told, per hash
+	routes    map[messages.ProcID]messages.WorkspaceKey
+	dead      map[messages.ProcID]bool
+	exits     map[messages.ProcID]int // exits forwarded, per process
+	expect    map[messages.ProcID]int // exits that must have been forwarded
+	parked    []messages.ProcID       // exits with a start time, before their session was known
+	exited    map[messages.ProcID]bool
+	collects  map[messages.WorkspaceKey]int // CollectState seq asked
+	answered  map[messages.WorkspaceKey]bool
+	phase     string // running, pausing, paused, collecting, execing
+	deferred  []string
+	pauseAsk  bool
+	resumes   int
+	execs     []messages.Handoff
+	snapshots int
+	replies   int
+}
+
+var nodeWs = []messages.WorkspaceKey{{Login: "ana", Project: "demo"}, {Login: "bob", Project: "demo"}}
+
+func (m *nodeModel) step(t *rapid.T, msg messages.DaemonMessage) {
+	t.Logf("step %s", msg)
+	for _, e := range m.c.Step(m.now, msg) {
+		t.Logf("  -> %s", e)
+		switch e := e.(type) {
+		case messages.ClassifyArtifact:
+			if m.known[e.Hash] {
+				t.Fatalf("a duplicate post classified again: %s", e.Hash)
+			}
+			for _, c := range m.classify {
+				if c.Hash == e.Hash {
+					t.Fatalf("two classifications of one hash in flight")
+				}
+			}
+			if m.phase != "running" {
+				t.Fatalf("a post acted on during a re-exec (%s)", m.phase)
+			}
+			m.classify = append(m.classify, e)
+		case messages.StartActor:
+			if m.started[e.Addr.Workspace] {
+				t.Fatalf("workspace started twice: %s", e.Addr)
+			}
+			m.started[e.Addr.Workspace] = true
+		case messages.Tell:
+			w := e.To.Workspace
+			if !m.started[w] {
+				t.Fatalf("a tell to a workspace not started: %s", e)
+			}
+			switch x := e.Msg.(type) {
+			case messages.LaunchRequested:
+				m.launched[x.Launch.Hash]++
+			case messages.ProcessExited:
+				p := x.Proc
+				for r := range m.routes {
+					if r.Matches(p) {
+						p = r
+					}
+				}
+				if m.routes[p] != w {
+					t.Fatalf("an exit sent to %s, not to the workspace of %s", w, x.Proc)
+				}
+				m.exits[p]++
+			case messages.CollectState:
+				m.collects[w] = x.Seq
+				m.answered[w] = false
+				if x.Freeze && m.phase != "paused" {
+					t.Fatalf("a freezing collection in phase %s, before the inputs paused", m.phase)
+				}
+			}
+		case messages.PauseInputs:
+			if m.phase != "pausing" {
+				t.Fatalf("inputs paused in phase %s", m.phase)
+			}
+			m.pauseAsk = true
+		case messages.ExecRelease:
+			if m.phase != "paused" || len(m.classify) > 0 {
+				t.Fatalf("exec asked in phase %s with %d classifications in flight", m.phase, len(m.classify))
+			}
+			for _, w := range nodeWsStarted(m) {
+				if !m.answered[w] {
+					t.Fatalf("exec asked before %s answered", w)
+				}
+			}
+			if got := e.Handoff.Pending; !reflect.DeepEqual(got, m.deferred) && !(len(got) == 0 && len(m.deferred) == 0) {
+				t.Fatalf("hand-off pending %q, the lines read after reexec were %q", got, m.deferred)
+			}
+			m.phase = "execing"
+			m.execs = append(m.execs, e.Handoff)
+		case messages.ResumeInputs:
+			if m.phase != "running" {
+				t.Fatalf("inputs resumed in phase %s", m.phase)
+			}
+			m.resumes++
+		case messages.ReplySnapshot:
+			m.replies++
+		case messages.ResolveLaunch, messages.LogEvent:
+		default:
+			t.Fatalf("the node never asks for %T: %s", e, e)
+		}
+	}
+}
+
+func nodeWsStarted(m *nodeModel) []messages.WorkspaceKey {
+	var ws []messages.WorkspaceKey
+	for w := range m.started {
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+// TestNodeCoreProperties drives the node through posts (duplicates among them),
+// classifications that work or fail, stops, exits before and after their
+// session is known (duplicates, unknown start times), re-execs that pause,
+// collect and exec or fail, with lines arriving all along.
+func TestNodeCoreProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := &nodeModel{now: time.Unix(1_000_000, 0), started: map[messages.WorkspaceKey]bool{}, known: map[string]bool{},
+			launched: map[string]int{}, routes: map[messages.ProcID]messages.WorkspaceKey{}, exits: map[messages.ProcID]int{},
+			exited: map[messages.ProcID]bool{}, dead: map[messages.ProcID]bool{}, expect: map[messages.ProcID]int{}, collects: map[messages.WorkspaceKey]int{}, answered: map[messages.WorkspaceKey]bool{}, phase: "running"}
+		m.c = NewNodeCore(Config{ParkedExits: 1000})
+		line := func(t *rapid.T, l messages.PipeLine) {
+			if m.phase != "running" {
+				if _, ok := l.(messages.ReexecLine); !ok {
+					b, _ := l.Encode()
+					m.deferred = append(m.deferred, strings.TrimSuffix(string(b), "\n"))
+				}
+			} else if _, ok := l.(messages.ReexecLine); ok {
+				m.phase = "pausing"
+			}
+			m.step(t, messages.LineRead{Line: l})
+		}
+
+		t.Repeat(map[string]func(*rapid.T){
+			"post": func(t *rapid.T) {
+				line(t, messages.PostLine{Repository: "/srv/demo.fossil", Hash: testHash(rapid.IntRange(0, 5).Draw(t, "hash"))})
+			},
+			"stop": func(t *rapid.T) {
+				w := rapid.SampledFrom(nodeWs).Draw(t, "w")
+				line(t, messages.StopLine{Login: w.Login, Project: w.Project})
+			},
+			"reexec": func(t *rapid.T) { line(t, messages.ReexecLine{}) },
+			"classified": func(t *rapid.T) {
+				if len(m.classify) == 0 {
+					t.Skip("no classification in flight")
+				}
+				c := m.classify[0]
+				m.classify = m.classify[1:]
+				r := messages.ArtifactClassified{Repository: c.Repository, Hash: c.Hash}
+				switch rapid.IntRange(0, 3).Draw(t, "kind") {
+				case 0:
+					r.Err = errors.New("locked")
+				case 1:
+					l := testLaunch(0, false)
+					l.Hash, l.Workspace = c.Hash, rapid.SampledFrom(nodeWs).Draw(t, "w")
+					r.Launch = &l
+					m.known[c.Hash] = true
+				case 2:
+					r.Checkin = &messages.CheckinSpec{Hash: c.Hash, Branch: "trunk", Listeners: []messages.BranchListener{{Workspace: nodeWs[0], Lifetime: messages.Completes}}}
+					m.known[c.Hash] = true
+				default:
+					r.Nothing = "a reply"
+					m.known[c.Hash] = true
+				}
+				m.step(t, r)
+			},
+			"seen": func(t *rapid.T) {
+				h := testHash(rapid.IntRange(0, 5).Draw(t, "hash"))
+				m.known[h] = true
+				m.step(t, messages.LaunchSeen{Hash: h})
+			},
+			"sessionStarted": func(t *rapid.T) {
+				p := messages.ProcID{PID: rapid.IntRange(700, 704).Draw(t, "pid"), Start: 5000}
+				if _, ok := m.routes[p]; ok || m.dead[p] {
+					t.Skip("already known")
+				}
+				w := rapid.SampledFrom(nodeWs).Draw(t, "w")
+				if !m.started[w] {
+					t.Skip("workspace not started")
+				}
+				m.routes[p] = w
+				for i, q := range m.parked {
+					if q == p {
+						m.parked = append(m.parked[:i:i], m.parked[i+1:]...)
+						m.expect[p]++
+						break
+					}
+				}
+				m.step(t, messages.SessionStarted{Workspace: w, Proc: p})
+			},
+			"sessionEnded": func(t *rapid.T) {
+				for p, w := range m.routes {
+					delete(m.routes, p)
+					m.dead[p] = true
+					m.step(t, messages.SessionEnded{Workspace: w, Proc: p})
+					return
+				}
+				t.Skip("no session known")
+			},
+			"exit": func(t *rapid.T) {
+				p := messages.ProcID{PID: rapid.IntRange(700, 706).Draw(t, "pid"), Start: 5000}
+				if m.exited[p] && rapid.Bool().Draw(t, "dup") == false {
+					t.Skip("a reaper reports an exit once; duplicates are drawn rarely")
+				}
+				m.exited[p] = true
+				q := p
+				if rapid.IntRange(0, 5).Draw(t, "nostart") == 0 {
+					q.Start = 0
+				}
+				switch _, routed := m.routes[p]; {
+				case routed:
+					m.expect[p]++
+				case q.Start != 0:
+					m.parked = append(m.parked, p)
+				}
+				m.step(t, messages.ProcessExited{Proc: q, Status: messages.ExitStatus{State: messages.EndExited}})
+			},
+			"paused": func(t *rapid.T) {
+				if !m.pauseAsk {
+					t.Skip("no pause asked")
+				}
+				m.pauseAsk = false
+				if rapid.IntRange(0, 4).Draw(t, "fail") == 0 {
+					m.phase = "running"
+					m.deferredDispatched(t)
+					m.step(t, messages.InputsPaused{Err: errors.New("stuck")})
+					return
+				}
+				m.phase = "paused"
+				m.step(t, messages.InputsPaused{Remainder: []byte("pos")})
+			},
+			"wsAnswers": func(t *rapid.T) {
+				for w, seq := range m.collects {
+					if !m.answered[w] {
+						m.answered[w] = true
+						m.step(t, messages.StateCollected{Seq: seq, From: messages.WorkspaceAddr(w), Workspace: &messages.WorkspaceState{Workspace: w}})
+						return
+					}
+				}
+				t.Skip("no collection to answer")
+			},
+			"execFails": func(t *rapid.T) {
+				if m.phase != "execing" {
+					t.Skip("no exec asked")
+				}
+				m.phase = "running"
+				m.deferredDispatched(t)
+				m.step(t, messages.ExecFailed{Err: errors.New("ENOENT")})
+			},
+			"resumed": func(t *rapid.T) {
+				if m.resumes == 0 {
+					t.Skip("no resume asked")
+				}
+				m.resumes--
+				m.step(t, messages.InputsResumed{})
+			},
+			"snapshot": func(t *rapid.T) {
+				m.snapshots++
+				m.step(t, messages.SnapshotRequest{Request: m.snapshots})
+			},
+			"": func(t *rapid.T) {
+				if m.replies > m.snapshots {
+					t.Fatalf("%d snapshot replies to %d requests", m.replies, m.snapshots)
+				}
+				for h, n := range m.launched {
+					if n > 1 {
+						t.Fatalf("launch %s handed to its workspace %d times", h, n)
+					}
+				}
+				for _, p := range append(keys(m.exits), keys(m.expect)...) {
+					if m.exits[p] != m.expect[p] {
+						t.Fatalf("the exit of %s forwarded %d times, want %d", p, m.exits[p], m.expect[p])
+					}
+				}
+				if len(m.c.parked) != len(m.parked) {
+					t.Fatalf("%d exits parked, the model %d", len(m.c.parked), len(m.parked))
+				}
+				if want := len(m.classify) + boolInt(m.pauseAsk) + m.resumes; m.c.awaiting != want {
+					t.Fatalf("the node awaits %d results, the model %d", m.c.awaiting, want)
+				}
+			},
+		})
+	})
+}
+
+func keys[K comparable, V any](m map[K]V) []K {
+	var ks []K
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// deferredDispatched clears the model's deferred lines: after a failed
+// re-exec the node acts on them itself, and step checks what it does.
+func (m *nodeModel) deferredDispatched(*rapid.T) { m.deferred = nil }

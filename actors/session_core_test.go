@@ -1,0 +1,289 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+var testW = messages.WorkspaceKey{Login: "ana", Project: "demo"}
+
+// testHash makes a 40-hex hash whose 10-digit short form shows n.
+func testHash(n int) string { return fmt.Sprintf("%010d%030x", n, 0) }
+
+func testLaunch(n int, ci bool) messages.LaunchSpec {
+	l := messages.LaunchSpec{Hash: testHash(n), Repository: "/srv/demo.fossil", Workspace: testW, Record: testHash(900), Lifetime: messages.Stays}
+	if ci {
+		l.Checkin, l.Branch, l.Lifetime = testHash(500+n), "trunk", messages.Completes
+	}
+	return l
+}
+
+// sessionModel is what a session's history must add up to.
+type sessionModel struct {
+	c        *SessionCore
+	now      time.Time
+	child    bool
+	ci       bool
+	proc     messages.ProcID
+	timers   []messages.StartTimer
+	watches  []messages.WatchProcess
+	await    []messages.DaemonEffect // effects whose result is due
+	ended    bool
+	exitSeen int
+	stops    int
+	// stopBeforeEnd: a stop came while the process ran.
+	stopBeforeEnd bool
+	terms         int
+	kills         int
+	graceOK       bool // a current grace timer fired while stopping
+	endsOK        int  // end notes written
+	endTells      int
+	finished      int
+	collects      int // collections asked and not answered
+	frozen        bool
+	gaveUp        bool
+}
+
+func (m *sessionModel) step(t *rapid.T, msg messages.DaemonMessage) {
+	t.Logf("step %s", msg)
+	m.apply(t, m.c.Step(m.now, msg))
+}
+
+func (m *sessionModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
+	for _, e := range effs {
+		t.Logf("  -> %s", e)
+		switch e := e.(type) {
+		case messages.StartTimer:
+			m.timers = append(m.timers, e)
+		case messages.WatchProcess:
+			if m.child {
+				t.Fatalf("a watch on a child: %s", e)
+			}
+			m.watches = append(m.watches, e)
+		case messages.SignalProcess:
+			if m.ended {
+				t.Fatalf("a signal after the end: %s", e)
+			}
+			if !e.Group || e.Proc != m.proc {
+				t.Fatalf("a session signals its own process group only: %s", e)
+			}
+			switch e.Signal {
+			case messages.SigTERM:
+				m.terms++
+			case messages.SigKILL:
+				if !m.child || !m.graceOK {
+					t.Fatalf("KILL without the grace running out on a child: %s", e)
+				}
+				m.kills++
+			}
+			m.await = append(m.await, e)
+		case messages.ReadResult:
+			if !m.ended || !m.ci {
+				t.Fatalf("a result read before the end or for a run that is not CI: %s", e)
+			}
+			m.await = append(m.await, e)
+		case messages.WriteEnd:
+			if !m.ended {
+				t.Fatalf("an end note before the end: %s", e)
+			}
+			for _, a := range m.await {
+				if _, ok := a.(messages.WriteEnd); ok {
+					t.Fatalf("two end notes in flight")
+				}
+			}
+			if e.Child != m.child || (e.Status.State == messages.EndUnknown) == m.child {
+				t.Fatalf("an end note with the wrong status for a child=%v: %s", m.child, e)
+			}
+			m.await = append(m.await, e)
+		case messages.Tell:
+			switch x := e.Msg.(type) {
+			case messages.SessionEnded:
+				m.endTells++
+			case messages.SessionFinished:
+				m.finished++
+			case messages.StateCollected:
+				if m.collects == 0 {
+					t.Fatalf("an answer to no collection")
+				}
+				if !m.c.Quiescent() {
+					t.Fatalf("an answer while waiting for a result")
+				}
+				m.collects = 0
+				if x.Session != nil && x.Session.Ended != m.ended {
+					t.Fatalf("the answer says ended=%v, the model %v", x.Session.Ended, m.ended)
+				}
+			default:
+				t.Fatalf("a session tells only its workspace of its end and state, not %s", e)
+			}
+			if e.To != messages.WorkspaceAddr(testW) {
+				t.Fatalf("a session tells only its workspace: %s", e)
+			}
+		case messages.LogEvent:
+			if strings.Contains(e.Text, "giving up") {
+				m.gaveUp = true
+			}
+		default:
+			t.Fatalf("a session never asks for %T: %s", e, e)
+		}
+	}
+}
+
+// TestSessionCoreProperties drives a session through random stops, exits
+// (stale, duplicate, of other processes), timers firing late, watches, results
+// and failures, collections and restores from its own hand-off.
+func TestSessionCoreProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := &sessionModel{now: time.Unix(1_000_000, 0), child: rapid.Bool().Draw(t, "child"), ci: rapid.Bool().Draw(t, "ci")}
+		m.proc = messages.ProcID{PID: 700, Start: 5000}
+		cfg := Config{Grace: 10 * time.Second, RetryAfter: time.Second, EndAttempts: 3}
+		st := messages.SessionState{Workspace: testW, Proc: m.proc, Child: m.child, Launch: testLaunch(1, m.ci)}
+		m.c = NewSessionCore(cfg, st)
+		m.apply(t, m.c.Start(m.now))
+
+		t.Repeat(map[string]func(*rapid.T){
+			"stop": func(t *rapid.T) {
+				m.stops++
+				if !m.ended {
+					m.stopBeforeEnd = true
+				}
+				m.step(t, messages.StopSession{})
+			},
+			"advance": func(t *rapid.T) {
+				m.now = m.now.Add(time.Duration(rapid.IntRange(1, 20).Draw(t, "secs")) * time.Second)
+			},
+			"fire": func(t *rapid.T) {
+				if len(m.timers) == 0 {
+					t.Skip("no timer")
+				}
+				i := rapid.IntRange(0, len(m.timers)-1).Draw(t, "timer")
+				tm := m.timers[i]
+				m.timers = append(m.timers[:i:i], m.timers[i+1:]...)
+				if tm.Purpose == messages.TimerGrace && tm.Seq == m.c.seq && !m.ended && !m.frozen {
+					m.graceOK = true
+				}
+				m.step(t, messages.TimerFired{Proc: tm.Proc, Purpose: tm.Purpose, Seq: tm.Seq})
+			},
+			"exit": func(t *rapid.T) {
+				p := m.proc
+				if rapid.IntRange(0, 4).Draw(t, "other") == 0 {
+					p = messages.ProcID{PID: 701, Start: 5000}
+				}
+				st := messages.ExitStatus{State: messages.EndExited, Code: rapid.IntRange(0, 3).Draw(t, "code")}
+				if !m.child {
+					t.Skip("only children are reaped")
+				}
+				if p == m.proc {
+					m.exitSeen++
+					m.ended = true
+				}
+				m.step(t, messages.ProcessExited{Proc: p, Status: st, At: m.now})
+			},
+			"watch": func(t *rapid.T) {
+				if len(m.watches) == 0 {
+					t.Skip("no watch")
+				}
+				i := rapid.IntRange(0, len(m.watches)-1).Draw(t, "watch")
+				w := m.watches[i]
+				m.watches = append(m.watches[:i:i], m.watches[i+1:]...)
+				var err error
+				if rapid.IntRange(0, 3).Draw(t, "fail") == 0 {
+					err = errors.New("pidfd_open: EMFILE")
+				} else if w.Seq == m.c.seq {
+					m.ended = true
+				}
+				m.step(t, messages.ProcessGone{Proc: w.Proc, Seq: w.Seq, At: m.now, Err: err})
+			},
+			"answer": func(t *rapid.T) {
+				if len(m.await) == 0 {
+					t.Skip("nothing awaited")
+				}
+				i := rapid.IntRange(0, len(m.await)-1).Draw(t, "effect")
+				e := m.await[i]
+				m.await = append(m.await[:i:i], m.await[i+1:]...)
+				var err error
+				if rapid.IntRange(0, 3).Draw(t, "fail") == 0 {
+					err = errors.New("the server said no")
+				}
+				switch e := e.(type) {
+				case messages.SignalProcess:
+					m.step(t, messages.ProcessSignaled{Proc: e.Proc, Signal: e.Signal, Err: err})
+				case messages.ReadResult:
+					found := rapid.Bool().Draw(t, "found")
+					m.step(t, messages.ResultRead{Proc: e.Proc, Found: found, Result: "green: ok", Err: err})
+				case messages.WriteEnd:
+					if err == nil {
+						m.endsOK++
+					}
+					m.step(t, messages.EndWritten{Proc: e.Proc, Err: err})
+				}
+			},
+			"collect": func(t *rapid.T) {
+				freeze := rapid.Bool().Draw(t, "freeze")
+				if freeze {
+					m.frozen = true
+				}
+				m.collects++
+				m.step(t, messages.CollectState{Seq: 1, Freeze: freeze})
+			},
+			"resume": func(t *rapid.T) {
+				m.frozen = false
+				m.step(t, messages.ResumeWork{})
+			},
+			"restore": func(t *rapid.T) {
+				// A re-exec: the state, taken while nothing is awaited,
+				// through its JSON form, into a new core.
+				if !m.c.Quiescent() || m.c.phase == sessDone {
+					t.Skip("not settled")
+				}
+				h := messages.Handoff{OCX: messages.HandoffKind, Version: messages.HandoffVersion,
+					Workspaces: []messages.WorkspaceState{{Workspace: testW, Sessions: []messages.SessionState{m.c.State()}}}}
+				b, err := messages.EncodeHandoff(h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h2, err := messages.DecodeHandoff(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.c = NewSessionCore(cfg, h2.Workspaces[0].Sessions[0])
+				m.timers, m.watches, m.await = nil, nil, nil
+				m.frozen, m.collects, m.graceOK = false, 0, false
+				t.Logf("restore")
+				m.apply(t, m.c.Start(m.now))
+			},
+			"": func(t *rapid.T) {
+				if m.c.st.Ended != m.ended {
+					t.Fatalf("core ended=%v, model %v", m.c.st.Ended, m.ended)
+				}
+				if m.endsOK > 1 {
+					t.Fatalf("%d end notes written", m.endsOK)
+				}
+				if m.endTells > 1 || m.finished > 1 {
+					t.Fatalf("told its end %d times, finished %d times", m.endTells, m.finished)
+				}
+				if m.terms > 1 || m.kills > 1 {
+					t.Fatalf("%d TERM, %d KILL", m.terms, m.kills)
+				}
+				if m.stopBeforeEnd != (m.terms == 1) {
+					t.Fatalf("a stop before the end: %v; TERM sent: %d", m.stopBeforeEnd, m.terms)
+				}
+				if m.finished == 1 && m.endsOK == 0 && !m.gaveUp {
+					t.Fatalf("finished without its end note")
+				}
+				if m.collects > 0 && m.c.Quiescent() {
+					t.Fatalf("settled but the collection is not answered")
+				}
+				if m.c.awaiting != len(m.await) {
+					t.Fatalf("the core awaits %d results, the model %d", m.c.awaiting, len(m.await))
+				}
+			},
+		})
+	})
+}
