@@ -1,0 +1,345 @@
+package unixhost
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ocx-go/ocx/host"
+)
+
+// startSession starts the test binary as a `workspace` session with os/exec:
+// argv names the workspace, env sets the helper up. It waits until the
+// session is ready and ends it when the test ends.
+func startSession(t *testing.T, dir string, argv []string, env ...string) *exec.Cmd {
+	t.Helper()
+	readyP, lines := readyPipe(t, t.TempDir())
+	cmd := &exec.Cmd{Path: testExe(t), Args: argv, Env: append(append(os.Environ(), helperEnv+"=serve", "HELPER_READY="+readyP), env...)}
+	out, _ := os.OpenFile(filepath.Join(dir, "session-out"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	await(t, lines, "session ready")
+	return cmd
+}
+
+func procByPID(tab host.Table, pid int) (host.Process, bool) {
+	for _, p := range tab.Procs {
+		if p.ID.PID == pid {
+			return p, true
+		}
+	}
+	return host.Process{}, false
+}
+
+func TestScan(t *testing.T) {
+	k := host.Key{Login: "alice", Project: "demo"}
+	root, l, w := agentsRoot(t, k)
+	_ = root
+	dir := t.TempDir()
+	self := os.Getpid()
+	wsArgv := func(verb, key string, rest ...string) []string {
+		return append([]string{"/opt/ocx/workspace", verb, key}, rest...)
+	}
+	// A terminal session that listens, one that only writes to its wake
+	// pipe, one under a relative root, one of another root, and one that is
+	// not the workspace program at all.
+	listening := startSession(t, dir, wsArgv("run", "alice/demo", "--root", l.Root()), "HELPER_WAKE="+w.Wake)
+	// The wake pipe needs a reader for a writer to open it.
+	holder, err := OpenPipeReader(root, w.Wake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	writing := startSession(t, dir, wsArgv("start", "alice/demo", "--root="+l.Root()), "HELPER_WAKE_WRITE="+w.Wake)
+	relative := startSession(t, dir, wsArgv("run", "bob/demo", "--root", "agents"))
+	elsewhere := startSession(t, dir, wsArgv("run", "alice/demo", "--root", "/srv/other-agents"))
+	notours := startSession(t, dir, []string{"/opt/ocx/workspaces", "run", "alice/demo", "--root", l.Root()})
+	// A session the daemon started (this process plays the daemon here).
+	launcher := newLauncher(t, root)
+	x := newExits()
+	readyP, lines := readyPipe(t, t.TempDir())
+	served, err := launcher.Spawn(host.SpawnSpec{Path: testExe(t), Args: wsArgv("serve", "carol/demo", "--root", l.Root(), "--launch", launchHash),
+		Env: []string{helperEnv + "=serve", "HELPER_READY=" + readyP}, Dir: "/"}, x.on)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		launcher.Signal(served, host.SIGKILL)
+		x.wait(t, served)
+	}()
+	await(t, lines, "served session")
+
+	// This process is every session's parent; as a daemon it would make
+	// every one "daemon", so the daemon is first some other process.
+	pt, err := NewProcTable(ProcOptions{Layout: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pt.Close()
+	tab, err := pt.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := procByPID(tab, listening.Process.Pid)
+	if !ok {
+		t.Fatalf("the listening session is not in the table: %+v", tab.Procs)
+	}
+	st, _ := ReadStat(listening.Process.Pid)
+	if p.ID.Start != st.Start || p.PPID != self || p.Listening != host.Yes || p.Origin != host.OriginTerminal ||
+		p.Names[0].Verb != host.VerbRun || p.Release != filepath.Dir(testExe(t)) || p.Exe != testExe(t) || p.Partial != "" {
+		t.Errorf("listening session: %+v", p)
+	}
+	if p, ok := procByPID(tab, writing.Process.Pid); !ok || p.Listening != host.No || p.Names[0].Verb != host.VerbStart {
+		t.Errorf("writing session: %+v %v", p, ok)
+	}
+	if p, ok := procByPID(tab, relative.Process.Pid); !ok || !p.Names[0].Unsure {
+		t.Errorf("relative-root session: %+v %v", p, ok)
+	}
+	for _, c := range []*exec.Cmd{elsewhere, notours} {
+		if _, ok := procByPID(tab, c.Process.Pid); ok {
+			t.Errorf("pid %d does not name a workspace of this root, but is in the table", c.Process.Pid)
+		}
+	}
+	if p, ok := procByPID(tab, served.PID); !ok || p.Names[0].Launch != launchHash || p.Listening != host.No {
+		t.Errorf("served session: %+v %v", p, ok)
+	}
+	asDaemon, err := NewProcTable(ProcOptions{Layout: l, Daemon: self})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer asDaemon.Close()
+	tab2, err := asDaemon.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := procByPID(tab2, served.PID); !ok || p.Origin != host.OriginDaemon {
+		t.Errorf("served session with this process as the daemon: %+v %v", p, ok)
+	}
+	for key, want := range map[string]host.Answer{"alice/demo": host.Yes, "carol/demo": host.Yes, "bob/demo": host.Unknown, "dave/demo": host.No} {
+		kk, _ := host.ParseKey(key)
+		v, err := pt.Naming(kk)
+		if err != nil || v.Named != want {
+			t.Errorf("Naming(%s) = %s %v, want %v", key, v, err, want)
+		}
+	}
+	v, _ := pt.Naming(k)
+	if !slices.Contains(v.By, host.ProcID{PID: writing.Process.Pid, Start: mustStart(t, writing.Process.Pid)}) || len(v.By) != 2 {
+		t.Errorf("Naming(alice/demo).By = %v", v.By)
+	}
+}
+
+func mustStart(t *testing.T, pid int) uint64 {
+	t.Helper()
+	st, err := ReadStat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Start
+}
+
+// A session whose starter exited is an orphan: its parent is a subreaper
+// (this test process) or PID 1.
+func TestScanOrphan(t *testing.T) {
+	_, l, _ := agentsRoot(t, host.Key{Login: "alice", Project: "demo"})
+	dir := t.TempDir()
+	readyP, lines := readyPipe(t, dir)
+	argv := fmt.Sprintf(`["/opt/workspace","run","alice/demo","--root",%q]`, l.Root())
+	par := startHelper(t, "parent", filepath.Join(dir, "out"), "HELPER_CHILD_ARGV="+argv, "HELPER_READY="+readyP, "HELPER_ORPHAN=1")
+	pid, _ := strconv.Atoi(strings.Fields(await(t, lines, "grandchild"))[0])
+	defer killReap(pid)
+	par.Wait()
+	self := os.Getpid()
+	eventually(t, "the orphan reparented", func() bool {
+		st, err := ReadStat(pid)
+		return err == nil && st.PPID == self
+	})
+	pt, err := NewProcTable(ProcOptions{Layout: l, Subreaper: func(p int) bool { return p == self }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pt.Close()
+	tab, err := pt.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := procByPID(tab, pid); !ok || p.Origin != host.OriginOrphan {
+		t.Fatalf("orphan: %+v %v", p, ok)
+	}
+}
+
+// Once it follows the kernel's events, the table answers from its index: a
+// session that has run any of its program is named, one reaped a moment ago
+// is not, and an index scan gives what a full scan gives. (The kernel sends
+// the exec event just after the exec's point of no return, which is when
+// Spawn returns: the answer may lag Spawn by those microseconds, never a
+// session that runs.)
+func TestWatchIndex(t *testing.T) {
+	k := host.Key{Login: "alice", Project: "demo"}
+	root, l, _ := agentsRoot(t, k)
+	pt, err := NewProcTable(ProcOptions{Layout: l, Daemon: os.Getpid()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pt.Close()
+	if err := pt.Watch(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := pt.Naming(k); err != nil || v.Named != host.No {
+		t.Fatalf("Naming before = %s %v", v, err)
+	}
+	launcher := newLauncher(t, root)
+	x := newExits()
+	readyP, lines := readyPipe(t, t.TempDir())
+	for i := range 6 {
+		id, err := launcher.Spawn(host.SpawnSpec{Path: testExe(t), Args: []string{"workspace", "serve", "alice/demo", "--root", l.Root()},
+			Env: []string{helperEnv + "=serve", "HELPER_READY=" + readyP}, Dir: "/"}, x.on)
+		if err != nil {
+			t.Fatal(err)
+		}
+		await(t, lines, "session ready")
+		v, err := pt.Naming(k)
+		if err != nil || v.Named != host.Yes || !slices.Contains(v.By, id) {
+			t.Fatalf("round %d: Naming right after Spawn = %s %v", i, v, err)
+		}
+		full, err := (&ProcTable{opts: pt.opts, procfd: pt.procfd}).Scan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		indexed, err := pt.Scan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(ids(full), ids(indexed)) {
+			t.Fatalf("full scan %v, index scan %v", ids(full), ids(indexed))
+		}
+		if err := launcher.Signal(id, host.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		x.wait(t, id)
+		// Its exit was queued before it could be reaped.
+		if v, err := pt.Naming(k); err != nil || v.Named != host.No {
+			t.Fatalf("round %d: Naming right after the exit = %s %v", i, v, err)
+		}
+	}
+	if n := pt.Rescans(); n != 1 {
+		t.Fatalf("%d full scans, want 1", n)
+	}
+}
+
+func ids(t host.Table) []host.ProcID {
+	var out []host.ProcID
+	for _, p := range t.Procs {
+		out = append(out, p.ID)
+	}
+	slices.SortFunc(out, func(a, b host.ProcID) int { return a.PID - b.PID })
+	return out
+}
+
+// When events are lost (the socket overflowed), the index rebuilds itself
+// with a full scan before it answers.
+func TestWatchIndexOverflow(t *testing.T) {
+	k := host.Key{Login: "alice", Project: "demo"}
+	root, l, _ := agentsRoot(t, k)
+	pt, err := NewProcTable(ProcOptions{Layout: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pt.Close()
+	if err := pt.Watch(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.SetsockoptInt(pt.ix.sock, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4096); err != nil {
+		t.Fatal(err)
+	}
+	launcher := newLauncher(t, root)
+	x := newExits()
+	// Hold the index so that nothing drains the socket, and make far more
+	// events than a tiny buffer holds; the session comes last.
+	pt.ix.mu.Lock()
+	for range 40 {
+		if err := exec.Command("/bin/true").Run(); err != nil {
+			pt.ix.mu.Unlock()
+			t.Fatal(err)
+		}
+	}
+	id, err := launcher.Spawn(host.SpawnSpec{Path: testExe(t), Args: []string{"workspace", "serve", "alice/demo", "--root", l.Root()},
+		Env: []string{helperEnv + "=serve"}, Dir: "/"}, x.on)
+	pt.ix.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		launcher.Signal(id, host.SIGKILL)
+		x.wait(t, id)
+	}()
+	v, err := pt.Naming(k)
+	if err != nil || v.Named != host.Yes || !slices.Contains(v.By, id) {
+		t.Fatalf("Naming after an overflow = %s %v", v, err)
+	}
+	if n := pt.Rescans(); n < 2 {
+		t.Fatalf("%d full scans: the overflow went unnoticed", n)
+	}
+}
+
+func TestParseProcEvents(t *testing.T) {
+	le := binary.LittleEndian
+	msg := func(what uint32, data ...uint32) []byte {
+		b := make([]byte, eventData+24)
+		le.PutUint32(b, uint32(len(b)))
+		le.PutUint32(b[nlmsgHdrLen:], cnIdxProc)
+		le.PutUint32(b[nlmsgHdrLen+4:], cnValProc)
+		le.PutUint32(b[nlmsgHdrLen+cnMsgLen:], what)
+		for i, d := range data {
+			le.PutUint32(b[eventData+4*i:], d)
+		}
+		return b
+	}
+	// One datagram holding a fork, an exec, an exit and a message of
+	// another connector, then a truncated message.
+	other := msg(procEventExec, 1, 1)
+	le.PutUint32(other[nlmsgHdrLen:], 7)
+	b := append(append(append(append(msg(procEventFork, 8123, 8120, 8124, 8124), msg(procEventExec, 8124, 8124)...),
+		msg(procEventExit, 8124, 8124, 0, 17, 8123, 8120)...), other...), msg(procEventExec, 5, 5)[:30]...)
+	got := parseProcEvents(b)
+	want := []procEvent{
+		{what: procEventFork, a: 8123, b: 8120, c: 8124, d: 8124},
+		{what: procEventExec, a: 8124, b: 8124},
+		{what: procEventExit, a: 8124, b: 8124, c: 0, d: 17},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("parseProcEvents = %+v", got)
+	}
+	if parseProcEvents(nil) != nil || parseProcEvents([]byte{1, 2, 3}) != nil {
+		t.Fatal("parsed garbage")
+	}
+}
+
+func TestFdinfoFlags(t *testing.T) {
+	for in, want := range map[string]int{
+		"pos:\t0\nflags:\t0104000\nmnt_id:\t25\nino:\t1234\n": 0o104000,
+		"pos:\t0\nflags:\t02000001\n":                         0o2000001,
+	} {
+		if got, ok := fdinfoFlags([]byte(in)); !ok || got != want {
+			t.Errorf("fdinfoFlags(%q) = %o %v", in, got, ok)
+		}
+	}
+	if _, ok := fdinfoFlags([]byte("pos:\t0\n")); ok {
+		t.Error("no flags line, yet ok")
+	}
+}
