@@ -133,9 +133,6 @@ func (r *Repo) wrap(op string, err error) error {
 			return fmt.Errorf("%s %s: %w: %v", op, r.path, ErrNotRepository, err)
 		}
 	}
-	if errors.Is(err, ErrNotRepository) || errors.Is(err, ErrBusy) {
-		return fmt.Errorf("%s %s: %w", op, r.path, err)
-	}
 	return fmt.Errorf("%s %s: %w", op, r.path, err)
 }
 
@@ -170,9 +167,11 @@ func (r *Repo) read(ctx context.Context, op string, fn func(*reader) error) erro
 	}
 	defer tx.Rollback()
 	if err := fn(&reader{r: r, ctx: ctx, tx: tx}); err != nil {
+		// fossilio's own errors already name what is wrong and where;
+		// SQLite's get the operation and the path.
 		var he *HashError
 		var pe *ParseError
-		if errors.As(err, &he) || errors.As(err, &pe) || errors.Is(err, ErrWrongKind) || errors.Is(err, ErrNoSuchUser) {
+		if errors.As(err, &he) || errors.As(err, &pe) || errors.Is(err, ErrWrongKind) || errors.Is(err, ErrNoSuchUser) || errors.Is(err, ErrMalformed) {
 			return err
 		}
 		return r.wrap(op, err)
