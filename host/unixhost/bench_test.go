@@ -305,4 +305,3 @@ func BenchmarkPipeIngest(b *testing.B) {
 		})
 	}
 }
-
