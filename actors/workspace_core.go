@@ -217,15 +217,12 @@ func (c *WorkspaceCore) launch(l messages.LaunchSpec, fromListener bool) {
 	if fromListener {
 		c.tell(messages.NodeAddr(), messages.LaunchSeen{Hash: l.Hash})
 	}
-	if ps := c.busy(); len(ps) > 0 {
-		holders := make([]messages.ProcInfo, len(ps))
-		words := make([]string, len(ps))
-		for i, p := range ps {
-			s := c.sessions[p]
-			holders[i] = messages.ProcInfo{Proc: p, Workspace: c.key, Verb: "serve", Launch: s.launch.Hash, StartedBy: c.origin(s)}
-			words[i] = fmt.Sprintf("pid %d (launch %s)", p.PID, s.launch.Hash)
-		}
-		c.refuse(l, holders, fmt.Sprintf("a session already runs in workspace %s: %s", c.key, strings.Join(words, ", ")), true)
+	// A CI launch of the branch that holds the workspace ends its
+	// reservation, whatever becomes of the launch.
+	if c.reserve != nil && c.reserve.granted && l.IsCI() && l.Branch == c.reserve.branch {
+		c.reserve = nil
+	}
+	if c.refuseIfBusy(l) {
 		return
 	}
 	if c.inflight != nil {
@@ -233,14 +230,28 @@ func (c *WorkspaceCore) launch(l messages.LaunchSpec, fromListener bool) {
 		return
 	}
 	if c.reserve != nil {
-		if !(c.reserve.granted && l.IsCI() && l.Branch == c.reserve.branch) {
-			c.refuse(l, nil, fmt.Sprintf("workspace %s is held for a CI launch on branch %q", c.key, c.reserve.branch), true)
-			return
-		}
-		c.reserve = nil // the listener's launch takes its reservation
+		c.refuse(l, nil, fmt.Sprintf("workspace %s is held for a CI launch on branch %q", c.key, c.reserve.branch), true)
+		return
 	}
 	c.inflight = &wsLaunch{launch: l}
 	c.emit(messages.ScanWorkspace{Workspace: c.key, Purpose: messages.ScanForLaunch, For: l.Hash})
+}
+
+// refuseIfBusy refuses a launch while a session of the daemon's runs here.
+func (c *WorkspaceCore) refuseIfBusy(l messages.LaunchSpec) bool {
+	ps := c.busy()
+	if len(ps) == 0 {
+		return false
+	}
+	holders := make([]messages.ProcInfo, len(ps))
+	words := make([]string, len(ps))
+	for i, p := range ps {
+		s := c.sessions[p]
+		holders[i] = messages.ProcInfo{Proc: p, Workspace: c.key, Verb: "serve", Launch: s.launch.Hash, StartedBy: c.origin(s)}
+		words[i] = fmt.Sprintf("pid %d (launch %s)", p.PID, s.launch.Hash)
+	}
+	c.refuse(l, holders, fmt.Sprintf("a session already runs in workspace %s: %s", c.key, strings.Join(words, ", ")), true)
+	return true
 }
 
 func (c *WorkspaceCore) origin(s *wsSession) messages.Origin {
@@ -287,6 +298,12 @@ func (c *WorkspaceCore) scanned(m messages.WorkspaceScanned) {
 			return
 		}
 		l := c.inflight.launch
+		// A session found at start may have been adopted during the scan.
+		if len(c.busy()) > 0 {
+			c.inflight = nil
+			c.refuseIfBusy(l)
+			return
+		}
 		switch {
 		case m.Err != nil:
 			c.inflight = nil
@@ -306,6 +323,10 @@ func (c *WorkspaceCore) scanned(m messages.WorkspaceScanned) {
 		}
 		b := c.reserve.branch
 		switch {
+		case len(c.busy()) > 0:
+			c.reserve = nil
+			c.deferred[b] = true
+			c.tellChild(messages.BranchAddr(c.key, b), messages.ReservationRefused{Branch: b, Why: "a session runs in the workspace"})
 		case m.Err != nil:
 			c.reserve = nil
 			c.tellChild(messages.BranchAddr(c.key, b), messages.ReservationRefused{Branch: b, Why: "the process table could not be read: " + m.Err.Error()})
@@ -434,7 +455,7 @@ func (c *WorkspaceCore) reserveFor(b string) {
 	var why string
 	switch {
 	case len(c.busy()) > 0:
-		why = "a session of the daemon's runs"
+		why = "a session runs in the workspace"
 	case c.inflight != nil:
 		why = "a launch is starting"
 	case c.reserve != nil:

@@ -1,0 +1,553 @@
+package actors
+
+import (
+	"errors"
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// The whole tree, on the simulator, against a model of the world: the record
+// (launch notes, check-ins and their results), the process table (the
+// daemon's children, orphans found at start, terminal sessions) and the
+// reaper (paused around a re-exec, its exits then wait as zombies). The world
+// answers every effect truthfully, now and then with a failure, in a random
+// order, and the mailboxes are served in a random order too.
+
+var (
+	wsAna   = messages.WorkspaceKey{Login: "ana", Project: "demo"}
+	wsCI    = messages.WorkspaceKey{Login: "ci", Project: "demo"}
+	treeWs  = []messages.WorkspaceKey{wsAna, wsCI}
+	treeRep = "/srv/demo.fossil"
+)
+
+type wproc struct {
+	id        messages.ProcID
+	w         messages.WorkspaceKey
+	origin    messages.Origin
+	launch    messages.LaunchSpec
+	alive     bool
+	delivered bool // its exit reached the tree (or its watch saw it gone)
+	result    bool // a CI run left a result on its check-in
+}
+
+type world struct {
+	t   *rapid.T
+	s   *sim
+	cfg Config
+
+	procs   map[messages.ProcID]*wproc
+	nextPID int
+	nextN   int
+
+	launches map[string]messages.LaunchSpec // launch notes on the record
+	posted   []string                       // every hash posted, for duplicates
+	checkins map[string]string              // check-in -> branch
+	order    []string                       // trunk check-ins, oldest first
+	tested   map[string]bool
+
+	reaperPaused bool
+	zombies      []messages.ProcessExited
+	handoff      *messages.Handoff
+
+	// what happened, for the invariants
+	delivered   map[string]bool // launch hashes that reached a workspace
+	refusals    map[string]int
+	spawned     map[string]int
+	spawning    map[messages.WorkspaceKey]int
+	endsOK      map[messages.ProcID]int
+	stopAsked   map[messages.ProcID]bool
+	writeLaunch int
+	failures    bool
+}
+
+func newWorld(t *rapid.T, cfg Config) *world {
+	w := &world{t: t, cfg: cfg, procs: map[messages.ProcID]*wproc{}, nextPID: 700,
+		launches: map[string]messages.LaunchSpec{}, checkins: map[string]string{}, tested: map[string]bool{},
+		delivered: map[string]bool{}, refusals: map[string]int{}, spawned: map[string]int{},
+		spawning: map[messages.WorkspaceKey]int{}, endsOK: map[messages.ProcID]int{}, stopAsked: map[messages.ProcID]bool{}}
+	w.s = w.newSim(time.Unix(1_000_000, 0))
+	return w
+}
+
+func (w *world) newSim(now time.Time) *sim {
+	s := newSim(w.cfg, now)
+	s.pick = func(n int) int { return rapid.IntRange(0, n-1).Draw(w.t, "sched") }
+	s.onEffect = w.observe
+	s.onDeliver = func(to messages.ActorAddr, m messages.DaemonMessage) {
+		switch m := m.(type) {
+		case messages.LaunchRequested:
+			w.delivered[m.Launch.Hash] = true
+		case messages.LaunchCI:
+			w.delivered[m.Launch.Hash] = true
+		case messages.StopSession:
+			w.stopAsked[to.Proc] = true
+		}
+	}
+	return s
+}
+
+func (w *world) hash() string {
+	w.nextN++
+	return testHash(w.nextN)
+}
+
+func (w *world) liveIn(k messages.WorkspaceKey) []messages.ProcInfo {
+	var ps []messages.ProcInfo
+	for _, p := range w.procs {
+		if p.alive && p.w == k {
+			ps = append(ps, messages.ProcInfo{Proc: p.id, Workspace: k, Verb: "serve", Launch: p.launch.Hash, StartedBy: p.origin})
+		}
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Proc.PID < ps[j].Proc.PID })
+	return ps
+}
+
+func (w *world) newestUntested() string {
+	for i := len(w.order) - 1; i >= 0; i-- {
+		if !w.tested[w.order[i]] {
+			return w.order[i]
+		}
+	}
+	return ""
+}
+
+// input sends a message to the node and delivers until nothing is queued.
+func (w *world) input(m messages.DaemonMessage) {
+	w.t.Logf("input %s", m)
+	w.s.input(m)
+}
+
+// observe checks each effect as the tree asks for it.
+func (w *world) observe(from messages.ActorAddr, e messages.DaemonEffect) {
+	t := w.t
+	if _, ok := e.(messages.Tell); !ok {
+		t.Logf("  %s: %s", from, e)
+	}
+	switch e := e.(type) {
+	case messages.SpawnSession:
+		k := e.Launch.Workspace
+		if live := w.liveIn(k); len(live) > 0 {
+			t.Fatalf("spawn of %s while %v names %s", e.Launch.Hash, live, k)
+		}
+		if w.spawning[k] > 0 {
+			t.Fatalf("a second spawn in flight for %s", k)
+		}
+		if _, ok := w.launches[e.Launch.Hash]; !ok {
+			t.Fatalf("spawn of a launch nobody wrote: %s", e.Launch.Hash)
+		}
+		if w.spawned[e.Launch.Hash] > 0 {
+			t.Fatalf("launch %s spawned twice", e.Launch.Hash)
+		}
+		if e.Launch.Lifetime == messages.Stays && e.Launch.IsCI() {
+			t.Fatalf("a CI launch of a stays session")
+		}
+		w.spawning[k]++
+	case messages.WriteRefusal:
+		w.refusals[e.Launch.Hash]++
+	case messages.WriteEnd:
+		p := w.procs[e.Proc]
+		if p == nil || p.alive {
+			t.Fatalf("an end note for a process that has not ended: %s", e)
+		}
+	case messages.SignalProcess:
+		if e.Signal == messages.SigKILL && !w.stopAsked[e.Proc] {
+			t.Fatalf("KILL to %s, which no stop was asked of", e.Proc)
+		}
+	case messages.WriteLaunch:
+		if e.Checkin != w.newestUntested() {
+			t.Fatalf("a CI launch for %s, but the newest untested is %s", e.Checkin, w.newestUntested())
+		}
+		w.writeLaunch++
+	case messages.Tell:
+		if r, ok := e.Msg.(messages.ReserveWorkspace); ok && r.Branch == "dev" {
+			t.Fatalf("the listener of a stays session asked for its workspace")
+		}
+	case messages.ExecRelease:
+		h := e.Handoff
+		w.handoff = &h
+		var want []messages.ProcID
+		for _, p := range w.procs {
+			if p.origin == messages.OriginDaemon && !p.delivered {
+				want = append(want, p.id)
+			}
+		}
+		sort.Slice(want, func(i, j int) bool { return want[i].PID < want[j].PID })
+		if got := h.Children(); !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
+			t.Fatalf("the hand-off's children %v, the world's %v", got, want)
+		}
+	}
+}
+
+// answer answers a pending effect as the world is now; fail makes a failing
+// answer where the effect can fail. It reports whether it answered.
+func (w *world) answer(p *pendingEffect, fail bool) bool {
+	var err error
+	if fail {
+		err = errors.New("injected failure")
+		w.failures = true
+	}
+	s := w.s
+	var r messages.DaemonMessage
+	switch e := p.eff.(type) {
+	case messages.ClassifyArtifact:
+		res := messages.ArtifactClassified{Repository: e.Repository, Hash: e.Hash, Err: err}
+		if err == nil {
+			if l, ok := w.launches[e.Hash]; ok {
+				res.Launch = &l
+			} else if b, ok := w.checkins[e.Hash]; ok {
+				c := messages.CheckinSpec{Hash: e.Hash, Repository: treeRep, Branch: b}
+				lt := messages.Completes
+				if b == "dev" {
+					lt = messages.Stays
+				}
+				c.Listeners = []messages.BranchListener{{Workspace: wsCI, Repository: treeRep, Record: testHash(9001), ListenNote: testHash(9002), Lifetime: lt}}
+				res.Checkin = &c
+			} else {
+				res.Nothing = "not a note of the daemon's"
+			}
+		}
+		r = res
+	case messages.ResolveLaunch:
+		l := w.launches[e.Proc.Launch]
+		r = messages.LaunchResolved{Proc: e.Proc, Launch: &l}
+	case messages.ScanWorkspace:
+		res := messages.WorkspaceScanned{Workspace: e.Workspace, Purpose: e.Purpose, For: e.For, Err: err}
+		if err == nil {
+			res.Procs = w.liveIn(e.Workspace)
+		}
+		r = res
+	case messages.SpawnSession:
+		w.spawning[e.Launch.Workspace]--
+		if err != nil {
+			r = messages.SessionSpawned{Launch: e.Launch.Hash, Err: err}
+			break
+		}
+		w.nextPID++
+		id := messages.ProcID{PID: w.nextPID, Start: 5000}
+		w.procs[id] = &wproc{id: id, w: e.Launch.Workspace, origin: messages.OriginDaemon, launch: e.Launch, alive: true}
+		w.spawned[e.Launch.Hash]++
+		r = messages.SessionSpawned{Launch: e.Launch.Hash, Proc: id}
+	case messages.SignalProcess:
+		r = messages.ProcessSignaled{Proc: e.Proc, Signal: e.Signal}
+	case messages.WriteRefusal:
+		r = messages.RefusalWritten{Launch: e.Launch.Hash}
+	case messages.WriteEnd:
+		if err == nil {
+			w.endsOK[e.Proc]++
+		}
+		r = messages.EndWritten{Proc: e.Proc, Err: err}
+	case messages.ReadResult:
+		pr := w.procs[e.Proc]
+		r = messages.ResultRead{Proc: e.Proc, Found: pr != nil && pr.result, Result: "green: ok", Err: err}
+	case messages.FindUntested:
+		r = messages.UntestedFound{Branch: e.Branch, Newest: w.newestUntested(), Err: err}
+	case messages.WriteLaunch:
+		if err != nil {
+			r = messages.LaunchWritten{Branch: e.Branch, Checkin: e.Checkin, Err: err}
+			break
+		}
+		l := messages.LaunchSpec{Hash: w.hash(), Repository: treeRep, Workspace: e.Listener.Workspace, Record: e.Listener.Record,
+			Lifetime: messages.Completes, Checkin: e.Checkin, Branch: e.Branch}
+		w.launches[l.Hash] = l
+		w.posted = append(w.posted, l.Hash)
+		r = messages.LaunchWritten{Branch: e.Branch, Checkin: e.Checkin, Launch: &l}
+	case messages.WatchProcess:
+		pr := w.procs[e.Proc]
+		if pr.alive {
+			return false // it is not gone yet
+		}
+		pr.delivered = true
+		r = messages.ProcessGone{Proc: e.Proc, Seq: e.Seq, At: s.now}
+	case messages.PauseInputs:
+		w.reaperPaused = true
+		r = messages.InputsPaused{}
+	case messages.ResumeInputs:
+		w.reaperPaused = false
+		r = messages.InputsResumed{}
+	case messages.StartTimer:
+		r = messages.TimerFired{Proc: e.Proc, Purpose: e.Purpose, Seq: e.Seq}
+	case messages.ExecRelease:
+		return w.exec(p, fail)
+	default:
+		w.t.Fatalf("no answer for %s", p.eff)
+	}
+	w.t.Logf("answer [%d] %s", p.id, r)
+	if err := s.answer(p.id, r); err != nil {
+		w.t.Fatal(err)
+	}
+	w.deliverZombies()
+	return true
+}
+
+// exec answers an exec: a failure keeps the old image; a success starts a new
+// tree from the hand-off, through its JSON form, and the reaper of the new
+// image reaps what died during the exec.
+func (w *world) exec(p *pendingEffect, fail bool) bool {
+	if fail {
+		if err := w.s.answer(p.id, messages.ExecFailed{Err: errors.New("exec: no such file")}); err != nil {
+			w.t.Fatal(err)
+		}
+		return true
+	}
+	h := p.eff.(messages.ExecRelease).Handoff
+	b, err := messages.EncodeHandoff(h)
+	if err != nil {
+		w.t.Fatalf("encode the hand-off: %v", err)
+	}
+	h2, err := messages.DecodeHandoff(b)
+	if err != nil {
+		w.t.Fatalf("decode the hand-off: %v", err)
+	}
+	old := w.s
+	for k := range w.spawning {
+		if w.spawning[k] != 0 {
+			w.t.Fatalf("exec with a spawn in flight")
+		}
+	}
+	w.s = w.newSim(old.now)
+	w.s.nextID = old.nextID
+	w.input(messages.Restore{Handoff: h2})
+	// The new image knows the same children.
+	known := map[messages.ProcID]bool{}
+	for a, c := range w.s.cores {
+		if sc, ok := c.(*SessionCore); ok && sc.st.Child && !sc.st.Ended {
+			known[a.Proc] = true
+		}
+	}
+	for _, c := range h.Children() {
+		if !known[c] {
+			w.t.Fatalf("the new image does not know child %s", c)
+		}
+	}
+	if len(known) != len(h.Children()) {
+		w.t.Fatalf("the new image knows %d children, the hand-off %d", len(known), len(h.Children()))
+	}
+	w.reaperPaused = false
+	w.deliverZombies()
+	return true
+}
+
+func (w *world) deliverZombies() {
+	if w.reaperPaused {
+		return
+	}
+	for len(w.zombies) > 0 {
+		z := w.zombies[0]
+		w.zombies = w.zombies[1:]
+		w.procs[z.Proc].delivered = true
+		w.input(z)
+	}
+}
+
+// exit ends a child (a CI run first leaves its result, or not).
+func (w *world) exit(p *wproc, leftResult bool) {
+	w.t.Logf("world: %s (%s) exits, left a result: %v", p.id, p.origin, leftResult)
+	p.alive = false
+	if p.launch.IsCI() && leftResult {
+		w.tested[p.launch.Checkin] = true
+		p.result = true
+	}
+	if p.origin != messages.OriginDaemon {
+		return // its watch will see it gone
+	}
+	e := messages.ProcessExited{Proc: p.id, Status: messages.ExitStatus{State: messages.EndExited}, At: w.s.now}
+	if w.reaperPaused {
+		w.t.Logf("exit %s: a zombie until the reaper runs again", p.id)
+		w.zombies = append(w.zombies, e)
+		return
+	}
+	p.delivered = true
+	w.input(e)
+}
+
+func (w *world) check() {
+	t := w.t
+	if len(w.s.deadLetters) > 0 {
+		t.Fatalf("dead letters: %v", w.s.deadLetters)
+	}
+	for h, n := range w.refusals {
+		if n > 1 || n+w.spawned[h] > 1 {
+			t.Fatalf("launch %s: %d refusals, %d spawns", h, n, w.spawned[h])
+		}
+	}
+	for p, n := range w.endsOK {
+		if n > 1 {
+			t.Fatalf("%d end notes for %s", n, p)
+		}
+	}
+	for _, k := range treeWs {
+		n := 0
+		for _, p := range w.procs {
+			if p.alive && p.w == k && p.origin == messages.OriginDaemon {
+				n++
+			}
+		}
+		if n > 1 {
+			t.Fatalf("%d sessions of the daemon's run in %s", n, k)
+		}
+	}
+}
+
+// TestTreeProperties drives the whole tree on the simulator.
+func TestTreeProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		// Enough end-note attempts that a run's injected failures never
+		// exhaust them; the memory of launches larger than any run.
+		cfg := Config{Grace: 10 * time.Second, EndAttempts: 1000, RecentLaunches: 100000}
+		w := newWorld(t, cfg)
+
+		// The daemon starts with what it finds: orphans of a previous daemon
+		// and terminal sessions.
+		var found []messages.ProcInfo
+		for i := rapid.IntRange(0, 2).Draw(t, "orphans"); i > 0; i-- {
+			k := rapid.SampledFrom(treeWs).Draw(t, "w")
+			l := messages.LaunchSpec{Hash: w.hash(), Repository: treeRep, Workspace: k, Record: testHash(8000), Lifetime: messages.Stays}
+			w.launches[l.Hash] = l
+			w.nextPID++
+			id := messages.ProcID{PID: w.nextPID, Start: 4000}
+			w.procs[id] = &wproc{id: id, w: k, origin: messages.OriginOrphan, launch: l, alive: true}
+			found = append(found, messages.ProcInfo{Proc: id, Workspace: k, Verb: "serve", Launch: l.Hash, StartedBy: messages.OriginOrphan})
+		}
+		w.input(messages.Boot{Found: found})
+
+		t.Repeat(map[string]func(*rapid.T){
+			"postLaunch": func(t *rapid.T) {
+				k := rapid.SampledFrom(treeWs).Draw(t, "w")
+				l := messages.LaunchSpec{Hash: w.hash(), Repository: treeRep, Workspace: k, Record: testHash(8001), Lifetime: rapid.SampledFrom([]messages.Lifetime{messages.Stays, messages.Completes}).Draw(t, "lifetime")}
+				w.launches[l.Hash] = l
+				w.posted = append(w.posted, l.Hash)
+				w.input(messages.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: l.Hash}})
+			},
+			"repost": func(t *rapid.T) {
+				if len(w.posted) == 0 {
+					t.Skip("nothing posted")
+				}
+				h := rapid.SampledFrom(w.posted).Draw(t, "hash")
+				w.input(messages.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: h}})
+			},
+			"checkin": func(t *rapid.T) {
+				b := rapid.SampledFrom([]string{"trunk", "trunk", "dev"}).Draw(t, "branch")
+				h := w.hash()
+				w.checkins[h] = b
+				if b == "trunk" {
+					w.order = append(w.order, h)
+				}
+				w.posted = append(w.posted, h)
+				w.input(messages.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: h}})
+			},
+			"stop": func(t *rapid.T) {
+				k := rapid.SampledFrom(treeWs).Draw(t, "w")
+				w.input(messages.LineRead{Line: messages.StopLine{Login: k.Login, Project: k.Project}})
+			},
+			"terminal": func(t *rapid.T) {
+				k := rapid.SampledFrom(treeWs).Draw(t, "w")
+				w.nextPID++
+				id := messages.ProcID{PID: w.nextPID, Start: 6000}
+				w.procs[id] = &wproc{id: id, w: k, origin: messages.OriginTerminal, alive: true, delivered: true}
+			},
+			"exit": func(t *rapid.T) {
+				var live []*wproc
+				for _, p := range w.procs {
+					if p.alive {
+						live = append(live, p)
+					}
+				}
+				if len(live) == 0 {
+					t.Skip("nothing runs")
+				}
+				sort.Slice(live, func(i, j int) bool { return live[i].id.PID < live[j].id.PID })
+				p := rapid.SampledFrom(live).Draw(t, "proc")
+				w.exit(p, rapid.Bool().Draw(t, "leftResult"))
+			},
+			"duplicateExit": func(t *rapid.T) {
+				for _, p := range w.procs {
+					if p.origin == messages.OriginDaemon && p.delivered && !w.reaperPaused {
+						w.input(messages.ProcessExited{Proc: p.id, Status: messages.ExitStatus{State: messages.EndExited}, At: w.s.now})
+						return
+					}
+				}
+				t.Skip("no exit to repeat")
+			},
+			"answer": func(t *rapid.T) {
+				if len(w.s.pending) == 0 {
+					t.Skip("nothing pending")
+				}
+				p := rapid.SampledFrom(w.s.pending).Draw(t, "effect")
+				if !w.answer(p, rapid.IntRange(0, 7).Draw(t, "fail") == 0) {
+					t.Skip("not answerable yet")
+				}
+			},
+			"advance": func(t *rapid.T) {
+				w.s.now = w.s.now.Add(time.Duration(rapid.IntRange(1, 15).Draw(t, "secs")) * time.Second)
+			},
+			"reexec": func(t *rapid.T) {
+				w.input(messages.LineRead{Line: messages.ReexecLine{}})
+			},
+			"": func(t *rapid.T) { w.check() },
+		})
+
+		// Settle: no new input but one fresh check-in; every terminal session
+		// ends; every effect is answered successfully; every session exits
+		// (CI runs leaving their result). Then every launch note that reached
+		// a workspace has exactly one outcome, every session process exactly
+		// one end note, and no check-in on the listened branch waits.
+		settle := func() {
+			for i := 0; ; i++ {
+				if i > 5000 {
+					t.Fatalf("the tree does not settle:\n%s", w.s.describe())
+				}
+				w.check()
+				answered := false
+				for _, p := range append([]*pendingEffect(nil), w.s.pending...) {
+					if w.answer(p, false) {
+						answered = true
+						break
+					}
+				}
+				if answered {
+					continue
+				}
+				var live []*wproc
+				for _, p := range w.procs {
+					if p.alive {
+						live = append(live, p)
+					}
+				}
+				if len(live) == 0 {
+					return
+				}
+				sort.Slice(live, func(i, j int) bool { return live[i].id.PID < live[j].id.PID })
+				w.exit(live[0], true)
+			}
+		}
+		settle()
+		h := w.hash()
+		w.checkins[h] = "trunk"
+		w.order = append(w.order, h)
+		w.input(messages.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: h}})
+		settle()
+
+		for hash := range w.delivered {
+			if n := w.refusals[hash] + w.spawned[hash]; n != 1 {
+				t.Fatalf("launch %s reached a workspace and has %d outcomes", hash, n)
+			}
+		}
+		for _, p := range w.procs {
+			if p.origin == messages.OriginTerminal {
+				continue
+			}
+			if w.endsOK[p.id] != 1 {
+				t.Fatalf("%s (%s) has %d end notes", p.id, p.origin, w.endsOK[p.id])
+			}
+		}
+		if u := w.newestUntested(); u != "" {
+			t.Fatalf("check-in %s still waits on the listened branch after everything settled:\n%s", u, w.s.describe())
+		}
+	})
+}
