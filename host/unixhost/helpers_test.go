@@ -357,8 +357,8 @@ func await(t testing.TB, lines <-chan string, what string) string {
 	select {
 	case l := <-lines:
 		return l
-	case <-time.After(20 * time.Second):
-		t.Fatalf("no %s after 20s", what)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no %s after 60s", what)
 		return ""
 	}
 }
@@ -367,10 +367,10 @@ func await(t testing.TB, lines <-chan string, what string) string {
 // bound; it asserts what happens, never how fast.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not happen within 20s", what)
+			t.Fatalf("%s did not happen within 60s", what)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
