@@ -2,6 +2,8 @@ package fossilio
 
 import (
 	"context"
+	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"net/url"
@@ -199,4 +201,30 @@ func Obscure(s string, salt byte) string {
 		b[i+1] = s[i] ^ obscurer[i&15] ^ salt
 	}
 	return hex.EncodeToString(b)
+}
+
+// Remember makes a clone remember a server, login and password, as `fossil
+// clone --save-http-password` does (the password obscured, the URL without
+// it), for instance after the login's password was rotated. It writes the
+// clone's config directly, so the password never appears on a command line.
+func Remember(ctx context.Context, clone string, rem Remote) error {
+	u, err := url.Parse(rem.URL)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
+		return fmt.Errorf("remember in %s: %w: server URL %q", clone, ErrBadInput, rem.URL)
+	}
+	if err := checkLogin(rem.Login); err != nil || rem.Password == "" {
+		return fmt.Errorf("remember in %s: %w: a login and a password are needed", clone, ErrBadInput)
+	}
+	u.User = url.User(rem.Login)
+	var salt [1]byte
+	_, _ = rand.Read(salt[:])
+	a := &Admin{Repository: clone}
+	return a.writeTx(ctx, "remember server", func(tx *sql.Tx) error {
+		for name, value := range map[string]string{"last-sync-url": u.String(), "last-sync-pw": Obscure(rem.Password, salt[0])} {
+			if _, err := tx.ExecContext(ctx, `REPLACE INTO config(name, value, mtime) VALUES(?, ?, strftime('%s','now'))`, name, value); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

@@ -105,4 +105,14 @@ func TestCloneRefused(t *testing.T) {
 	if err := f.Push(n.ctx, good); err == nil {
 		t.Fatal("push with a stale password reported success")
 	}
+	// Once the clone remembers the new password, Fossil pulls with it.
+	if err := fossilio.Remember(n.ctx, good, fossilio.Remote{URL: n.srv.URL, Login: "dave", Password: "changed-pw"}); err != nil {
+		t.Fatal(err)
+	}
+	if rem, err := fossilio.Remembered(n.ctx, good); err != nil || rem.Password != "changed-pw" || rem.Login != "dave" {
+		t.Fatalf("remembered %+v %v", rem, err)
+	}
+	if err := f.Pull(n.ctx, good); err != nil {
+		t.Fatalf("pull with the new password: %v", err)
+	}
 }
