@@ -143,5 +143,3 @@ func plainKey(k string) bool {
 func indexField(path string, i int) string {
 	return path + "[" + strconv.Itoa(i) + "]"
 }
-
-func asFieldError(err error, target **FieldError) bool { return errors.As(err, target) }

@@ -19,7 +19,6 @@ type fence struct {
 	n     int  // how many of them opened it
 	json  bool // whether its info string is exactly "json"
 	line  int
-	start int // len(buf) when it opened
 }
 
 // Blocks returns every ```json block of a post's text, in order. It reads fences

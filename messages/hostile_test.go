@@ -293,3 +293,38 @@ func TestIgnorable(t *testing.T) {
 		}
 	}
 }
+
+// TestNewProcessInfo: whatever a command line holds, the refusal that names
+// its process can be written, and it reads back as written.
+func TestNewProcessInfo(t *testing.T) {
+	argvs := [][]string{
+		nil,
+		{""},
+		{"/usr/bin/workspace", "run", "ci/x", "--root", "/a"},
+		{"sh", "-c", "a\x00b\xff\nc"},
+		{strings.Repeat("é", 10000)},
+		strings.Split(strings.Repeat("arg ", 200), " "),
+		{"x", strings.Repeat("y", 15000), strings.Repeat("z", 5000)},
+	}
+	for _, argv := range argvs {
+		p := NewProcessInfo(42, 7, argv, OriginTerminal)
+		n := &RefusalNote{Launch: h64, Login: "ci", Project: "x", Reason: "held", Holder: &p}
+		enc, err := n.Encode()
+		if err != nil {
+			t.Fatalf("argv %.60q: %v", argv, err)
+		}
+		back, err := ReadPost(enc)
+		if err != nil || back.String() != n.String() {
+			t.Fatalf("argv %.60q reads back as %v, %v", argv, back, err)
+		}
+		if len(enc) > 20<<10 {
+			t.Errorf("argv %.60q makes a %d-byte note", argv, len(enc))
+		}
+	}
+	if p := NewProcessInfo(1, 1, strings.Split(strings.Repeat("a ", 100), " "), OriginDaemon); len(p.Command) != 65 || p.Command[64] != "(37 more arguments left out)" {
+		t.Errorf("101 arguments kept as %d, last %q", len(p.Command), p.Command[len(p.Command)-1])
+	}
+	if _, err := DecodeNote([]byte(`{"ocx": "refusal", "launch": "` + h64 + `", "login": "a", "project": "b", "reason": "r", "holder": {"pid": 1, "start_time": 1, "command": [""], "started_by": "daemon"}}`)); err == nil || !strings.Contains(err.Error(), "holder.command[0]: is empty") {
+		t.Errorf("empty program in a holder: %v", err)
+	}
+}

@@ -129,6 +129,45 @@ type ProcessInfo struct {
 	StartedBy Origin   `json:"started_by"`
 }
 
+// Bounds on the command line NewProcessInfo keeps.
+const (
+	maxHolderArgs  = 64
+	maxHolderBytes = 16 << 10
+)
+
+// NewProcessInfo builds a ProcessInfo from what the process table read, making
+// the command line safe to carry in a note: each argument becomes valid UTF-8
+// without control characters (CleanText), one longer than MaxTextLen is cut on
+// a character boundary, and past 64 arguments or 16 KiB the rest is replaced by
+// one argument saying how many were left out. A refusal note must be writable
+// whatever a process's command line holds.
+func NewProcessInfo(pid int, start uint64, argv []string, by Origin) ProcessInfo {
+	cmd := make([]string, 0, min(len(argv), maxHolderArgs+1))
+	total := 0
+	for i, a := range argv {
+		a = CleanText(a)
+		if len(a) > MaxTextLen {
+			cut := MaxTextLen
+			for cut > 0 && !utf8RuneStart(a[cut]) {
+				cut--
+			}
+			a = a[:cut]
+		}
+		if i == maxHolderArgs || total+len(a) > maxHolderBytes {
+			cmd = append(cmd, fmt.Sprintf("(%d more arguments left out)", len(argv)-i))
+			break
+		}
+		total += len(a)
+		cmd = append(cmd, a)
+	}
+	if len(cmd) == 0 {
+		cmd = append(cmd, "(no command line)")
+	} else if cmd[0] == "" {
+		cmd[0] = "(empty)"
+	}
+	return ProcessInfo{PID: pid, StartTime: start, Command: cmd, StartedBy: by}
+}
+
 func (p *ProcessInfo) validate(field string) error {
 	if err := checkPID(joinField(field, "pid"), p.PID); err != nil {
 		return err
@@ -143,6 +182,9 @@ func (p *ProcessInfo) validate(field string) error {
 		if err := checkArg(indexField(joinField(field, "command"), i), a); err != nil {
 			return err
 		}
+	}
+	if p.Command[0] == "" {
+		return fieldErr(indexField(joinField(field, "command"), 0), ErrInvalid, "is empty; it names the program")
 	}
 	return checkOrigin(joinField(field, "started_by"), p.StartedBy)
 }

@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"strconv"
@@ -207,7 +208,7 @@ func checkRepository(field, s string) error {
 	}
 	if err := checkName(field, "project", project); err != nil {
 		var fe *FieldError
-		if asFieldError(err, &fe) {
+		if errors.As(err, &fe) {
 			fe.Problem = fmt.Sprintf("%s does not name a project: %s", quoteShort(s), fe.Problem)
 			fe.Err = ErrInvalid
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -422,13 +421,3 @@ func (l *line) version(v int) *line {
 }
 
 func (l *line) String() string { return l.b.String() }
-
-// sortedKeys returns a map's keys in order (for stable messages).
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
