@@ -15,10 +15,10 @@ type Block struct {
 
 // fence is an open fenced code block while Blocks scans a post.
 type fence struct {
-	char  byte // '`' or '~'
-	n     int  // how many of them opened it
-	json  bool // whether its info string is exactly "json"
-	line  int
+	char byte // '`' or '~'
+	n    int  // how many of them opened it
+	json bool // whether its info string is exactly "json"
+	line int
 }
 
 // Blocks returns every ```json block of a post's text, in order. It reads fences
