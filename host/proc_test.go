@@ -273,3 +273,14 @@ func TestExitOutcome(t *testing.T) {
 		t.Fatalf("String = %q", got)
 	}
 }
+
+func TestSignalName(t *testing.T) {
+	for n, want := range map[int]string{15: "SIGTERM", 9: "SIGKILL", 31: "SIGSYS", 34: "SIGRTMIN+0", 64: "SIGRTMIN+30", 0: "signal 0", 32: "signal 32", 99: "signal 99"} {
+		if got := SignalName(n); got != want {
+			t.Errorf("SignalName(%d) = %q, want %q", n, got, want)
+		}
+	}
+	if SIGTERM.String() != "SIGTERM" {
+		t.Error(SIGTERM.String())
+	}
+}

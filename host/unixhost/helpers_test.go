@@ -100,6 +100,20 @@ func helperMain(mode string) int {
 		return 0
 	case "parent":
 		return parent()
+	case "watch":
+		l, _ := host.NewLayout("/nonexistent-agents")
+		pt, err := NewProcTable(ProcOptions{Layout: l})
+		if err != nil {
+			fmt.Println("table:", err)
+			return 3
+		}
+		defer pt.Close()
+		if err := pt.Watch(); err != nil {
+			fmt.Println("watch refused:", err)
+			return 0
+		}
+		fmt.Println("watch accepted")
+		return 1
 	case "reexec":
 		return reexecLauncher()
 	case "adopt":

@@ -343,3 +343,20 @@ func TestFdinfoFlags(t *testing.T) {
 		t.Error("no flags line, yet ok")
 	}
 }
+
+// In a PID namespace of its own the kernel's events carry PIDs the process
+// does not see (or none at all, on kernels that send nothing outside the
+// first namespaces). Watch must notice and refuse, so the table keeps
+// scanning /proc.
+func TestWatchRefusedWithoutEvents(t *testing.T) {
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Fatal("unshare (util-linux) is needed for this test")
+	}
+	cmd := exec.Command(unshare, "--user", "--map-root-user", "--pid", "--fork", "--mount-proc", testExe(t))
+	cmd.Env = append(os.Environ(), helperEnv+"=watch")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "watch refused: unixhost: proc connector: no event arrived") {
+		t.Fatalf("in a PID namespace: %v: %s", err, out)
+	}
+}

@@ -2,11 +2,14 @@ package unixhost
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
 	"strconv"
 	"sync"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -92,8 +95,9 @@ type entry struct {
 }
 
 // Watch subscribes to the kernel's process events and builds the index with
-// one full scan. It needs CAP_NET_ADMIN in the initial user and PID
-// namespaces; where it fails, Naming and Scan keep scanning all of /proc.
+// one full scan. It needs the proc connector (CONFIG_PROC_EVENTS), the right
+// to listen to it (root), and the host's PID namespace; where it fails,
+// Naming and Scan keep scanning all of /proc.
 func (t *ProcTable) Watch() error {
 	if t.ix != nil {
 		return nil
@@ -123,6 +127,15 @@ func (t *ProcTable) Watch() error {
 	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		unix.Close(fd)
 		return fmt.Errorf("unixhost: proc connector: listen: %w", err)
+	}
+	// In a PID namespace other than the host's, the events carry PIDs this
+	// process does not see, and some kernels send nothing at all outside the
+	// first namespaces while accepting the subscription; an index that heard
+	// nothing would answer "no process" forever. So see one exec of our own
+	// child arrive, by the PID we know it by, before trusting the index.
+	if err := connectorDelivers(fd); err != nil {
+		unix.Close(fd)
+		return err
 	}
 	ix := &watchIndex{t: t, sock: fd, buf: make([]byte, 64<<10), dirty: true, done: make(chan struct{})}
 	ix.mu.Lock()
@@ -345,4 +358,41 @@ func (t *ProcTable) Rescans() int {
 	t.ix.mu.Lock()
 	defer t.ix.mu.Unlock()
 	return t.ix.rescans
+}
+
+// connectorDelivers runs /bin/true and waits, for a few seconds at most, for
+// the connector to report its exec.
+func connectorDelivers(fd int) error {
+	pid, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{Dir: "/", Env: []string{}})
+	if err != nil {
+		return fmt.Errorf("unixhost: proc connector: self-test: %w", err)
+	}
+	var ws unix.WaitStatus
+	for {
+		if _, err := unix.Wait4(pid, &ws, 0, nil); err != unix.EINTR {
+			break
+		}
+	}
+	buf := make([]byte, 64<<10)
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		n, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT)
+		if err == nil {
+			for _, e := range parseProcEvents(buf[:n]) {
+				if e.what == procEventExec && int(e.b) == pid {
+					return nil
+				}
+			}
+			continue
+		}
+		if err != unix.EAGAIN && err != unix.EINTR && err != unix.ENOBUFS {
+			return fmt.Errorf("unixhost: proc connector: self-test: %w", err)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return errors.New("unixhost: proc connector: no event arrived (not in the initial user and PID namespaces?)")
+		}
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		unix.Poll(pfd, int(min(left, 100*time.Millisecond)/time.Millisecond)+1)
+	}
 }
