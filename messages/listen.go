@@ -66,6 +66,9 @@ func (l *Listener) decode(o jobj) (err error) {
 	return err
 }
 
+// String renders the listener on one line.
+func (l Listener) String() string { return l.render("listener", 0) }
+
 func (l *Listener) render(kind NoteKind, version int) string {
 	return newLine(kind).version(version).word(l.Login+"/"+l.Project).kv("kind", string(l.Kind)).kv("names", l.Names).String()
 }

@@ -146,3 +146,25 @@ func TestCleanTextAndLastLine(t *testing.T) {
 		}
 	}
 }
+
+func TestStringsAreOneLine(t *testing.T) {
+	nasty := "a\nb \"c\"\x00"
+	for _, s := range []interface{ String() string }{
+		Sandbox{ReadOnly: []string{nasty}},
+		Listener{Login: nasty, Kind: ListenBranch, Names: nasty},
+		HookStatus{Project: nasty, Repository: nasty},
+		LoginStatus{Login: nasty, Accounts: []AccountStatus{{Project: nasty, Capabilities: nasty}}},
+		AccountStatus{Project: nasty, Capabilities: nasty},
+		WorkspaceStatus{Login: nasty, Branch: nasty},
+		SessionStatus{Login: nasty, Release: nasty},
+		&WorkspaceDefinition{Login: nasty, Branch: nasty},
+		&EndNote{Note: nasty, Signal: nasty},
+		CITag{Result: CIRed, Line: "x"},
+		PostLine{Repository: nasty, Hash: nasty},
+		StopLine{Login: nasty},
+	} {
+		if got := s.String(); strings.ContainsAny(got, "\n\x00") || got == "" {
+			t.Errorf("%T renders %q", s, got)
+		}
+	}
+}

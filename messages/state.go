@@ -465,3 +465,25 @@ func (p SessionStatus) String() string {
 	return fmt.Sprintf("session %s/%s record=%s pid=%d start_time=%d started_by=%s state=%s listening=%t release=%s older=%t",
 		token(p.Login), token(p.Project), token(p.Record), p.PID, p.StartTime, token(string(p.StartedBy)), token(string(p.State)), p.Listening, token(p.Release), p.Older)
 }
+
+// String renders the hook's state on one line.
+func (h HookStatus) String() string {
+	return fmt.Sprintf("hook %s repository=%s installed=%t", token(h.Project), token(h.Repository), h.Installed)
+}
+
+// String renders the login and its accounts on one line.
+func (l LoginStatus) String() string {
+	parts := make([]string, len(l.Accounts))
+	for i, a := range l.Accounts {
+		parts[i] = a.String()
+	}
+	return "login " + token(l.Login) + " accounts=" + tokens(parts)
+}
+
+// String renders the account as PROJECT:CAPABILITIES.
+func (a AccountStatus) String() string { return token(a.Project) + ":" + token(a.Capabilities) }
+
+// String renders the workspace's state on one line.
+func (w WorkspaceStatus) String() string {
+	return fmt.Sprintf("workspace %s/%s record=%s branch=%s state=%s", token(w.Login), token(w.Project), token(w.Record), token(w.Branch), token(string(w.State)))
+}

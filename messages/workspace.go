@@ -172,8 +172,19 @@ func nonNil(s []string) []string {
 
 // String renders the definition on one line.
 func (d *WorkspaceDefinition) String() string {
-	return newLine(KindWorkspace).version(d.Version).word(d.Login+"/"+d.Project).kv("branch", d.Branch).
-		flag("network", d.Sandbox.Network).list("read_only", d.Sandbox.ReadOnly).
-		list("read_write", d.Sandbox.ReadWrite).list("homes", d.Sandbox.Homes).
-		list("path", d.Sandbox.Path).String()
+	l := newLine(KindWorkspace).version(d.Version).word(d.Login+"/"+d.Project).kv("branch", d.Branch)
+	d.Sandbox.render(l)
+	return l.String()
+}
+
+// String renders the sandbox on one line.
+func (s Sandbox) String() string {
+	l := newLine("sandbox")
+	s.render(l)
+	return l.String()
+}
+
+func (s Sandbox) render(l *line) {
+	l.flag("network", s.Network).list("read_only", s.ReadOnly).list("read_write", s.ReadWrite).
+		list("homes", s.Homes).list("path", s.Path)
 }
