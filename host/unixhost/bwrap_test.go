@@ -364,3 +364,48 @@ func TestSandboxOrphanedWhenBwrapDies(t *testing.T) {
 		return err == nil && v.Named == host.No
 	})
 }
+
+// A sandbox that binds the release root's current link shows the executable
+// as .../current/workspace; the table still names the release, by inode.
+func TestReleaseThroughCurrentLink(t *testing.T) {
+	s := newSandboxSetup(t)
+	readyP, lines := readyPipe(t, s.ws.Dir)
+	l := newLauncher(t, s.root)
+	x := newExits()
+	current := filepath.Join(s.releaseRoot, "current")
+	spec := s.spec(false, "serve", "HELPER_READY="+readyP)
+	spec.Path = filepath.Join(current, "workspace")
+	spec.Sandbox.Release = ""
+	spec.Sandbox.Sandbox.ReadOnly = append(spec.Sandbox.Sandbox.ReadOnly, current)
+	id, err := l.Spawn(spec, x.on)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		l.Signal(id, host.SIGKILL)
+		x.wait(t, id)
+	}()
+	await(t, lines, "session ready")
+	pt, err := NewProcTable(ProcOptions{Layout: s.layout, ReleaseRoot: s.releaseRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pt.Close()
+	tab, err := pt.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range tab.Procs {
+		if p.Names[0].Verb != host.VerbServe {
+			continue
+		}
+		found = true
+		if p.Exe != spec.Path || p.Release != "r1" {
+			t.Fatalf("exe %q release %q", p.Exe, p.Release)
+		}
+	}
+	if !found {
+		t.Fatalf("no serve process: %+v", tab.Procs)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -25,7 +26,8 @@ type Launcher struct {
 	bwrap   string
 	root    *Root
 	clock   host.Clock
-	devnull int
+	devnull int // read end, for standard input
+	nullW   int // write end, for a child without a log
 
 	mu     sync.Mutex
 	kids   map[int]*child
@@ -84,7 +86,12 @@ func NewLauncher(opts LauncherOptions) (*Launcher, error) {
 	if err != nil {
 		return nil, pathErr("open", "/dev/null", err)
 	}
-	l.devnull = fd
+	w, err := unix.Open("/dev/null", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(fd)
+		return nil, pathErr("open", "/dev/null", err)
+	}
+	l.devnull, l.nullW = fd, w
 	return l, nil
 }
 
@@ -157,7 +164,7 @@ func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (host.Proc
 			return host.ProcID{}, fmt.Errorf("unixhost: spawn %s: pidfd_open %d: %w", path, pid, err)
 		}
 	}
-	st, err := ReadStat(pid)
+	st, err := readStatRaw(pid)
 	if err != nil {
 		unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
 		unix.Close(pidfd)
@@ -209,10 +216,11 @@ func checkSpawn(spec host.SpawnSpec) error {
 func (l *Launcher) openLog(p string) (int, error) {
 	const flags = unix.O_WRONLY | unix.O_APPEND | unix.O_CREAT
 	if p == "" {
-		fd, err := unix.Open("/dev/null", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Dup(l.nullW)
 		if err != nil {
 			return -1, pathErr("open log", "/dev/null", err)
 		}
+		unix.CloseOnExec(fd)
 		return fd, nil
 	}
 	if l.root != nil {
@@ -536,6 +544,7 @@ func (l *Launcher) Detach() ([]Handoff, error) {
 	}
 	l.wg.Wait()
 	unix.Close(l.devnull)
+	unix.Close(l.nullW)
 	return out, err
 }
 
@@ -571,6 +580,7 @@ func (l *Launcher) Close() error {
 		c.smu.Unlock()
 	}
 	l.wg.Wait()
+	unix.Close(l.nullW)
 	return unix.Close(l.devnull)
 }
 
@@ -720,4 +730,32 @@ func signalOther(id host.ProcID, sig host.Signal) error {
 		return fmt.Errorf("unixhost: signal %s %s: %w", id, sig, err)
 	}
 	return nil
+}
+
+// readStatRaw reads /proc/PID/stat with three system calls and no
+// allocation but the result's, for Spawn's hot path.
+func readStatRaw(pid int) (host.Stat, error) {
+	var path [32]byte
+	p := append(append(append(path[:0], "/proc/"...), strconv.Itoa(pid)...), "/stat"...)
+	fd, err := openRetry(func() (int, error) { return unix.Open(string(p), unix.O_RDONLY|unix.O_CLOEXEC, 0) })
+	if err != nil {
+		return host.Stat{}, err
+	}
+	defer unix.Close(fd)
+	var buf [1024]byte
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return host.Stat{}, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return host.ParseStat(buf[:n])
 }
