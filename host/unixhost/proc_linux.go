@@ -38,6 +38,9 @@ type ProcTable struct {
 	opts   ProcOptions
 	procfd int
 	ix     *watchIndex
+	// betweenReads, when set (by tests), runs after the command lines were
+	// read and before the rest: where a process can vanish mid-scan.
+	betweenReads func()
 }
 
 var _ host.ProcTable = (*ProcTable)(nil)
@@ -131,8 +134,9 @@ func (t *ProcTable) pids() ([]int, error) {
 
 // candidate is a process whose command line may name a workspace.
 type candidate struct {
-	pid int
-	err error // set when it could not be read at all
+	pid     int
+	cmdline []byte // as first read
+	err     error  // set when it could not be read at all
 }
 
 // candidates reads every process's command line, in parallel, and returns
@@ -164,7 +168,7 @@ func (t *ProcTable) candidates(pids []int) []candidate {
 				switch {
 				case err == nil:
 					if host.MayName(buf) {
-						mine = append(mine, candidate{pid: pid})
+						mine = append(mine, candidate{pid: pid, cmdline: bytes.Clone(buf)})
 					}
 				case gone(err):
 				default:
@@ -227,13 +231,16 @@ func (t *ProcTable) identify(pid int) (st host.Stat, argv []string, ok bool, err
 // its identity, parent, command line, release, whether it listens, and how it
 // was started; and every process it could not read.
 func (t *ProcTable) Scan() (host.Table, error) {
-	var pids []int
+	var cands []candidate
 	var unreadable []host.Unreadable
 	if t.ix != nil {
-		var err error
-		pids, unreadable, err = t.ix.snapshot()
+		pids, un, err := t.ix.snapshot()
 		if err != nil {
 			return host.Table{}, err
+		}
+		unreadable = un
+		for _, pid := range pids {
+			cands = append(cands, candidate{pid: pid})
 		}
 	} else {
 		all, err := t.pids()
@@ -244,15 +251,26 @@ func (t *ProcTable) Scan() (host.Table, error) {
 			if c.err != nil {
 				unreadable = append(unreadable, host.Unreadable{PID: c.pid, Err: c.err.Error()})
 			} else {
-				pids = append(pids, c.pid)
+				cands = append(cands, c)
 			}
 		}
 	}
+	if t.betweenReads != nil {
+		t.betweenReads()
+	}
 	tab := host.Table{Unreadable: unreadable}
 	wakes := map[host.Key]*unix.Stat_t{}
-	for _, pid := range pids {
+	for _, c := range cands {
+		pid := c.pid
 		st, argv, ok, err := t.identify(pid)
 		if !ok {
+			// It ended while it was read. If its command line, read a moment
+			// before, named a workspace, that evidence went missing: the
+			// process is unknown, never simply gone.
+			if names := host.Namings(host.ParseCmdline(c.cmdline), t.opts.Layout); len(names) > 0 {
+				tab.Unreadable = append(tab.Unreadable, host.Unreadable{PID: pid,
+					Err: fmt.Sprintf("it named workspace %s and vanished while it was read", names[0].Key)})
+			}
 			continue
 		}
 		if err != nil {

@@ -360,3 +360,36 @@ func TestWatchRefusedWithoutEvents(t *testing.T) {
 		t.Fatalf("in a PID namespace: %v: %s", err, out)
 	}
 }
+
+// A session whose command line was read, and which ends before the rest of
+// it is read, is unknown, never gone: the refusal check cannot say "no".
+func TestScanVanishedMidScanIsUnknown(t *testing.T) {
+	k := host.Key{Login: "alice", Project: "demo"}
+	_, l, _ := agentsRoot(t, k)
+	cmd := startSession(t, t.TempDir(), []string{"workspace", "serve", "alice/demo", "--root", l.Root()})
+	pt, err := NewProcTable(ProcOptions{Layout: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pt.Close()
+	pt.betweenReads = func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	tab, err := pt.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tab.Procs) != 0 || len(tab.Unreadable) != 1 || tab.Unreadable[0].PID != cmd.Process.Pid ||
+		!strings.Contains(tab.Unreadable[0].Err, "alice/demo") {
+		t.Fatalf("table %+v", tab)
+	}
+	if v := tab.Naming(k); v.Named != host.Unknown {
+		t.Fatalf("Naming = %s", v)
+	}
+	// The next scan sees it gone before reading anything: then it names nothing.
+	pt.betweenReads = nil
+	if v, err := pt.Naming(k); err != nil || v.Named != host.No {
+		t.Fatalf("Naming on the next scan = %s %v", v, err)
+	}
+}
