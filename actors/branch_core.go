@@ -181,6 +181,6 @@ func (c *BranchCore) maybeReply() {
 		return
 	}
 	st := c.st
-	c.tell(c.parent(), messages.StateCollected{Seq: c.collect.Seq, From: c.self, Branch: &st})
+	c.tell(c.parent(), messages.StateCollected{Seq: c.collect.Seq, Ask: c.collect.Ask, From: c.self, Branch: &st})
 	c.collect = nil
 }

@@ -160,8 +160,7 @@ func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Da
 			}
 		}
 		if c.collect != nil {
-			delete(c.collect.waiting, m.Addr)
-			delete(c.collect.replied, m.Addr)
+			c.collect.forget(m.Addr)
 			delete(c.collect.parts, m.Addr.Workspace)
 		}
 	default:
@@ -256,22 +255,18 @@ func (c *NodeCore) boot(m messages.Boot) {
 }
 
 // tellWorkspace sends to a workspace, starting its actor on demand. During a
-// collection a workspace that already answered is asked again after this
-// message, and a new one is asked at once.
+// collection the workspace is asked again after this message: an answer it
+// gave or will give to an earlier request may predate what the message
+// makes it do.
 func (c *NodeCore) tellWorkspace(w messages.WorkspaceKey, m messages.DaemonMessage) {
 	addr := messages.WorkspaceAddr(w)
 	if !c.workspaces[w] {
 		c.workspaces[w] = true
 		c.out = append(c.out, messages.StartActor{Addr: addr, Workspace: &messages.WorkspaceState{Workspace: w}})
-		if c.collect != nil {
-			c.collect.replied[addr] = true // asked below, after m
-		}
 	}
 	c.tell(addr, m)
-	if c.collect != nil && c.collect.replied[addr] {
-		delete(c.collect.replied, addr)
-		c.collect.waiting[addr] = true
-		c.tell(addr, messages.CollectState{Seq: c.collect.seq, Freeze: c.collect.freeze})
+	if c.collect != nil {
+		c.tell(addr, c.collect.ask(addr))
 	}
 }
 
@@ -314,17 +309,14 @@ func (c *NodeCore) beginCollect(freeze bool, requests []int) {
 	c.collect.requests = requests
 	for _, w := range c.workspaceList() {
 		addr := messages.WorkspaceAddr(w)
-		c.collect.waiting[addr] = true
-		c.tell(addr, messages.CollectState{Seq: c.seq, Freeze: freeze})
+		c.tell(addr, c.collect.ask(addr))
 	}
 }
 
 func (c *NodeCore) collected(m messages.StateCollected) {
-	if c.collect == nil || m.Seq != c.collect.seq || !c.collect.waiting[m.From] || m.Workspace == nil {
+	if c.collect == nil || m.Workspace == nil || !c.collect.answer(m) {
 		return
 	}
-	delete(c.collect.waiting, m.From)
-	c.collect.replied[m.From] = true
 	c.collect.parts[m.Workspace.Workspace] = *m.Workspace
 }
 

@@ -27,7 +27,7 @@ type nodeModel struct {
 	expect    map[messages.ProcID]int // exits that must have been forwarded
 	parked    []messages.ProcID       // exits with a start time, before their session was known
 	exited    map[messages.ProcID]bool
-	collects  map[messages.WorkspaceKey]int // CollectState seq asked
+	collects  map[messages.WorkspaceKey]messages.CollectState // the latest asked
 	answered  map[messages.WorkspaceKey]bool
 	phase     string // running, pausing, paused, collecting, execing
 	deferred  []string
@@ -83,7 +83,7 @@ func (m *nodeModel) step(t *rapid.T, msg messages.DaemonMessage) {
 				}
 				m.exits[p]++
 			case messages.CollectState:
-				m.collects[w] = x.Seq
+				m.collects[w] = x
 				m.answered[w] = false
 				if x.Freeze && m.phase != "paused" {
 					t.Fatalf("a freezing collection in phase %s, before the inputs paused", m.phase)
@@ -138,7 +138,7 @@ func TestNodeCoreProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := &nodeModel{now: time.Unix(1_000_000, 0), started: map[messages.WorkspaceKey]bool{}, known: map[string]bool{},
 			launched: map[string]int{}, routes: map[messages.ProcID]messages.WorkspaceKey{}, exits: map[messages.ProcID]int{},
-			exited: map[messages.ProcID]bool{}, dead: map[messages.ProcID]bool{}, expect: map[messages.ProcID]int{}, collects: map[messages.WorkspaceKey]int{}, answered: map[messages.WorkspaceKey]bool{}, phase: "running"}
+			exited: map[messages.ProcID]bool{}, dead: map[messages.ProcID]bool{}, expect: map[messages.ProcID]int{}, collects: map[messages.WorkspaceKey]messages.CollectState{}, answered: map[messages.WorkspaceKey]bool{}, phase: "running"}
 		m.c = NewNodeCore(Config{ParkedExits: 1000})
 		line := func(t *rapid.T, l messages.PipeLine) {
 			if m.phase != "running" {
@@ -251,10 +251,10 @@ func TestNodeCoreProperties(t *testing.T) {
 				m.step(t, messages.InputsPaused{Remainder: []byte("pos")})
 			},
 			"wsAnswers": func(t *rapid.T) {
-				for w, seq := range m.collects {
+				for w, x := range m.collects {
 					if !m.answered[w] {
 						m.answered[w] = true
-						m.step(t, messages.StateCollected{Seq: seq, From: messages.WorkspaceAddr(w), Workspace: &messages.WorkspaceState{Workspace: w}})
+						m.step(t, messages.StateCollected{Seq: x.Seq, Ask: x.Ask, From: messages.WorkspaceAddr(w), Workspace: &messages.WorkspaceState{Workspace: w}})
 						return
 					}
 				}

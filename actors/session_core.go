@@ -315,7 +315,7 @@ func (c *SessionCore) maybeReply() {
 	if c.collect == nil || !c.Quiescent() {
 		return
 	}
-	r := messages.StateCollected{Seq: c.collect.Seq, From: c.self}
+	r := messages.StateCollected{Seq: c.collect.Seq, Ask: c.collect.Ask, From: c.self}
 	if c.phase != sessDone {
 		st := c.st
 		r.Session = &st

@@ -56,7 +56,9 @@ func (s *shell) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		if a, ok := s.byID[m.Who.Id]; ok {
 			delete(s.byID, m.Who.Id)
-			delete(s.children, a)
+			if pid, ok := s.children[a]; ok && pid.Id == m.Who.Id {
+				delete(s.children, a)
+			}
 			s.step(ctx, messages.ChildStopped{Addr: a})
 		}
 	case messages.SnapshotRequest:
@@ -95,9 +97,10 @@ func (s *shell) apply(ctx actor.Context, effs []messages.DaemonEffect) {
 			s.children[e.Addr] = pid
 			s.byID[pid.Id] = e.Addr
 		case messages.StopActor:
+			// The child stays in byID until protoactor reports it
+			// terminated; the core learns it then, as ChildStopped.
 			if pid, ok := s.children[e.Addr]; ok {
 				delete(s.children, e.Addr)
-				delete(s.byID, pid.Id)
 				ctx.Stop(pid)
 			}
 		case messages.ReplySnapshot:

@@ -175,6 +175,9 @@ func (s *sim) apply(from messages.ActorAddr, effs []messages.DaemonEffect) {
 				s.trace = append(s.trace, from.String()+" -> "+e.String())
 			}
 			s.stop(e.Addr)
+			// protoactor tells the parent once the child has stopped.
+			s.seq++
+			s.mail[from] = append(s.mail[from], queued{seq: s.seq, msg: messages.ChildStopped{Addr: e.Addr}})
 		case messages.ReplySnapshot:
 			s.snapshots[e.Request] = e.Handoff
 			s.trace = append(s.trace, e.String())

@@ -34,6 +34,7 @@ type wsReserve struct {
 type collection struct {
 	seq      int
 	freeze   bool
+	asks     map[messages.ActorAddr]int
 	waiting  map[messages.ActorAddr]bool
 	replied  map[messages.ActorAddr]bool
 	sessions map[messages.ProcID]messages.SessionState
@@ -45,12 +46,39 @@ type collection struct {
 func newCollection(seq int, freeze bool) *collection {
 	return &collection{
 		seq: seq, freeze: freeze,
+		asks:     map[messages.ActorAddr]int{},
 		waiting:  map[messages.ActorAddr]bool{},
 		replied:  map[messages.ActorAddr]bool{},
 		sessions: map[messages.ProcID]messages.SessionState{},
 		branches: map[string]messages.BranchState{},
 		parts:    map[messages.WorkspaceKey]messages.WorkspaceState{},
 	}
+}
+
+// ask records a new request to child a and returns it: only the answer to it
+// will count.
+func (c *collection) ask(a messages.ActorAddr) messages.CollectState {
+	c.asks[a]++
+	c.waiting[a] = true
+	delete(c.replied, a)
+	return messages.CollectState{Seq: c.seq, Ask: c.asks[a], Freeze: c.freeze}
+}
+
+// answer takes a child's answer if it is to the latest request.
+func (c *collection) answer(m messages.StateCollected) bool {
+	if m.Seq != c.seq || !c.waiting[m.From] || m.Ask != c.asks[m.From] {
+		return false
+	}
+	delete(c.waiting, m.From)
+	c.replied[m.From] = true
+	return true
+}
+
+// forget drops a child that stopped.
+func (c *collection) forget(a messages.ActorAddr) {
+	delete(c.asks, a)
+	delete(c.waiting, a)
+	delete(c.replied, a)
 }
 
 // WorkspaceCore decides for one workspace (login × project): it refuses or
@@ -72,6 +100,11 @@ type WorkspaceCore struct {
 	deferred   map[string]bool
 	launches   *recentSet
 	collect    *collection
+	// stopping are the session actors asked to stop whose end the shell
+	// has not reported yet.
+	stopping map[messages.ActorAddr]bool
+	// collectAsk is the node's request number the answer goes to.
+	collectAsk int
 	// restored is the hand-off part Start starts the children of.
 	restored messages.WorkspaceState
 }
@@ -86,6 +119,7 @@ func NewWorkspaceCore(cfg Config, st messages.WorkspaceState) *WorkspaceCore {
 		sessions: map[messages.ProcID]*wsSession{},
 		branches: map[string]bool{},
 		deferred: map[string]bool{},
+		stopping: map[messages.ActorAddr]bool{},
 		launches: newRecentSet(cfg.RecentLaunches, st.Launches),
 		restored: st,
 	}
@@ -163,6 +197,7 @@ func (c *WorkspaceCore) Step(now time.Time, msg messages.DaemonMessage) []messag
 			delete(c.sessions, m.Proc)
 			addr := messages.SessionAddr(c.key, m.Proc)
 			c.out = append(c.out, messages.StopActor{Addr: addr})
+			c.stopping[addr] = true
 			c.forgetChild(addr)
 		}
 	case messages.CheckinArrived:
@@ -471,6 +506,10 @@ func (c *WorkspaceCore) reserveFor(b string) {
 }
 
 func (c *WorkspaceCore) childStopped(a messages.ActorAddr) {
+	if c.stopping[a] {
+		delete(c.stopping, a) // the stop it asked for
+		return
+	}
 	switch a.Kind {
 	case messages.ActorSession:
 		if _, ok := c.sessions[a.Proc]; !ok {
@@ -526,19 +565,17 @@ func (c *WorkspaceCore) children() []messages.ActorAddr {
 func (c *WorkspaceCore) startChild(s messages.StartActor) {
 	c.out = append(c.out, s)
 	if c.collect != nil {
-		c.collect.waiting[s.Addr] = true
-		c.tell(s.Addr, messages.CollectState{Seq: c.collect.seq, Freeze: c.collect.freeze})
+		c.tell(s.Addr, c.collect.ask(s.Addr))
 	}
 }
 
-// tellChild tells a child; if it already answered the collection under way,
-// its answer is stale, so it is asked again after this message.
+// tellChild tells a child; during a collection it is asked again after this
+// message, since an answer it gave or will give to an earlier request may
+// predate what the message makes it do.
 func (c *WorkspaceCore) tellChild(a messages.ActorAddr, m messages.DaemonMessage) {
 	c.tell(a, m)
-	if c.collect != nil && c.collect.replied[a] {
-		delete(c.collect.replied, a)
-		c.collect.waiting[a] = true
-		c.tell(a, messages.CollectState{Seq: c.collect.seq, Freeze: c.collect.freeze})
+	if c.collect != nil {
+		c.tell(a, c.collect.ask(a))
 	}
 }
 
@@ -546,8 +583,7 @@ func (c *WorkspaceCore) forgetChild(a messages.ActorAddr) {
 	if c.collect == nil {
 		return
 	}
-	delete(c.collect.waiting, a)
-	delete(c.collect.replied, a)
+	c.collect.forget(a)
 	delete(c.collect.sessions, a.Proc)
 	if a.Kind == messages.ActorBranch {
 		delete(c.collect.branches, a.Branch)
@@ -556,18 +592,16 @@ func (c *WorkspaceCore) forgetChild(a messages.ActorAddr) {
 
 func (c *WorkspaceCore) startCollect(m messages.CollectState) {
 	c.collect = newCollection(m.Seq, m.Freeze)
+	c.collectAsk = m.Ask
 	for _, a := range c.children() {
-		c.collect.waiting[a] = true
-		c.tell(a, m)
+		c.tell(a, c.collect.ask(a))
 	}
 }
 
 func (c *WorkspaceCore) collected(m messages.StateCollected) {
-	if c.collect == nil || m.Seq != c.collect.seq || !c.collect.waiting[m.From] {
+	if c.collect == nil || !c.collect.answer(m) {
 		return
 	}
-	delete(c.collect.waiting, m.From)
-	c.collect.replied[m.From] = true
 	switch {
 	case m.Session != nil:
 		c.collect.sessions[m.Session.Proc] = *m.Session
@@ -579,9 +613,11 @@ func (c *WorkspaceCore) collected(m messages.StateCollected) {
 }
 
 // Quiescent reports whether the workspace waits for no result: no launch, no
-// reservation scan, no stop scan, no refusal note or signal in flight.
+// reservation scan, no stop scan, no refusal note or signal in flight, and no
+// child still stopping (so that a hand-off or a shutdown never races with a
+// stop under way).
 func (c *WorkspaceCore) Quiescent() bool {
-	return c.awaiting == 0 && c.inflight == nil && (c.reserve == nil || c.reserve.granted)
+	return c.awaiting == 0 && c.inflight == nil && (c.reserve == nil || c.reserve.granted) && len(c.stopping) == 0
 }
 
 func (c *WorkspaceCore) maybeReply() {
@@ -601,7 +637,7 @@ func (c *WorkspaceCore) maybeReply() {
 			st.Branches = append(st.Branches, bs)
 		}
 	}
-	c.tell(messages.NodeAddr(), messages.StateCollected{Seq: c.collect.seq, From: c.self, Workspace: &st})
+	c.tell(messages.NodeAddr(), messages.StateCollected{Seq: c.collect.seq, Ask: c.collectAsk, From: c.self, Workspace: &st})
 	c.collect = nil
 }
 

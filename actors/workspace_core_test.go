@@ -287,7 +287,7 @@ func TestWorkspaceCoreProperties(t *testing.T) {
 					t.Skip("no collection waits")
 				}
 				for a := range m.c.collect.waiting {
-					r := messages.StateCollected{Seq: 1, From: a}
+					r := messages.StateCollected{Seq: 1, Ask: m.c.collect.asks[a], From: a}
 					if a.Kind == messages.ActorBranch {
 						r.Branch = &messages.BranchState{Workspace: testW, Branch: a.Branch, Phase: messages.BranchIdle}
 					}

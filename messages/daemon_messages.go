@@ -274,8 +274,12 @@ type WorkspaceFreed struct {
 
 // CollectState asks an actor for its state once it has settled what it was
 // doing. Freeze (a re-exec) also stops its timers and watches until ResumeWork.
+// Ask numbers the requests of one collection to one actor: a parent that tells
+// a child anything during a collection asks it again, and only the answer to
+// its latest ask counts, so that no answer can predate a message.
 type CollectState struct {
 	Seq    int
+	Ask    int
 	Freeze bool
 }
 
@@ -283,6 +287,7 @@ type CollectState struct {
 // kind says; a session that has finished sends none.
 type StateCollected struct {
 	Seq       int
+	Ask       int
 	From      ActorAddr
 	Workspace *WorkspaceState
 	Session   *SessionState
@@ -546,14 +551,15 @@ func (m WorkspaceFreed) String() string {
 }
 
 func (m CollectState) String() string {
+	s := "collect #" + strconv.Itoa(m.Seq) + "." + strconv.Itoa(m.Ask)
 	if m.Freeze {
-		return "collect #" + strconv.Itoa(m.Seq) + " and freeze"
+		s += " and freeze"
 	}
-	return "collect #" + strconv.Itoa(m.Seq)
+	return s
 }
 
 func (m StateCollected) String() string {
-	s := "collected #" + strconv.Itoa(m.Seq) + " from " + m.From.String()
+	s := "collected #" + strconv.Itoa(m.Seq) + "." + strconv.Itoa(m.Ask) + " from " + m.From.String()
 	switch {
 	case m.Workspace != nil:
 		s += ": " + m.Workspace.Summary()
