@@ -161,6 +161,8 @@ type runner struct {
 	mu      sync.Mutex
 	stopped bool
 	timers  []func() bool
+	// running counts the effect goroutines, so a test can wait for them.
+	running sync.WaitGroup
 }
 
 func newRunner(system *actor.ActorSystem, self *actor.PID, deps *Deps) *runner {
@@ -169,7 +171,9 @@ func newRunner(system *actor.ActorSystem, self *actor.PID, deps *Deps) *runner {
 }
 
 func (r *runner) effect(e messages.DaemonEffect) {
+	r.running.Add(1)
 	go func() {
+		defer r.running.Done()
 		r.deliver(r.deps.run(r.ctx, e))
 	}()
 }

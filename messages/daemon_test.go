@@ -1,0 +1,332 @@
+package messages_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+func dHash(n int) string { return fmt.Sprintf("%010d%030x", n, 0) }
+
+var dW = messages.WorkspaceKey{Login: "ana", Project: "demo"}
+
+func dLaunch(n int) messages.LaunchSpec {
+	return messages.LaunchSpec{Hash: dHash(n), Repository: "/srv/demo.fossil", Workspace: dW, Record: dHash(900),
+		Kind: messages.Mechanical, Lifetime: messages.Stays, Release: messages.ReleaseCurrent, Sandbox: json.RawMessage(`{"network":true}`)}
+}
+
+func TestProcID(t *testing.T) {
+	p, err := messages.ParseProcID("700@5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p != (messages.ProcID{PID: 700, Start: 5000}) || p.String() != "700@5000" {
+		t.Errorf("ParseProcID(700@5000) = %v (%s)", p, p)
+	}
+	if !p.Matches(messages.ProcID{PID: 700}) || !p.Matches(p) || p.Matches(messages.ProcID{PID: 700, Start: 1}) || p.Matches(messages.ProcID{PID: 701, Start: 5000}) {
+		t.Error("Matches: the same PID with an unknown or equal start time matches, nothing else")
+	}
+	for _, c := range []struct{ in, fault string }{
+		{"700", "not PID@START"},
+		{"x@5", "pid"},
+		{"7@y", "start"},
+		{"0@5", "pid"},
+		{"7@0", "start"},
+	} {
+		_, err := messages.ParseProcID(c.in)
+		var fe *messages.FieldError
+		if !errors.As(err, &fe) || !strings.Contains(err.Error(), c.fault) {
+			t.Errorf("ParseProcID(%q) = %v, want a field error naming %q", c.in, err, c.fault)
+		}
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	for _, c := range []struct {
+		e    messages.ExitStatus
+		want string
+		ok   bool
+	}{
+		{messages.ExitStatus{State: messages.EndExited, Code: 2}, "exited 2", true},
+		{messages.ExitStatus{State: messages.EndSignaled, Signal: "SIGKILL"}, "signaled SIGKILL", true},
+		{messages.ExitStatus{State: messages.EndUnknown}, "unknown", true},
+		{messages.ExitStatus{State: messages.EndSandboxFailed, Code: 1}, "sandbox-failed 1", true},
+		{messages.ExitStatus{State: messages.EndSignaled}, "signaled ", false},
+		{messages.ExitStatus{}, "no status", false},
+		{messages.ExitStatus{State: "crashed"}, "crashed", false},
+	} {
+		if got := c.e.String(); got != c.want {
+			t.Errorf("%#v.String() = %q, want %q", c.e, got, c.want)
+		}
+		if err := c.e.Validate(); (err == nil) != c.ok {
+			t.Errorf("%#v.Validate() = %v, want ok=%v", c.e, err, c.ok)
+		}
+	}
+}
+
+func TestLaunchSpecValidate(t *testing.T) {
+	good := dLaunch(1)
+	if err := good.Validate(); err != nil {
+		t.Fatalf("a good launch refused: %v", err)
+	}
+	ci := good
+	ci.Checkin, ci.Branch = dHash(2), "trunk"
+	if err := ci.Validate(); err != nil || !ci.IsCI() {
+		t.Fatalf("a good CI launch refused (%v) or not CI", err)
+	}
+	for _, c := range []struct {
+		name, field string
+		mod         func(*messages.LaunchSpec)
+	}{
+		{"short hash", "hash", func(l *messages.LaunchSpec) { l.Hash = "abc" }},
+		{"no record", "record", func(l *messages.LaunchSpec) { l.Record = "" }},
+		{"bad login", "login", func(l *messages.LaunchSpec) { l.Workspace.Login = "../x" }},
+		{"CI without its branch", "branch", func(l *messages.LaunchSpec) { l.Checkin = dHash(3) }},
+		{"CI check-in not a hash", "checkin", func(l *messages.LaunchSpec) { l.Checkin, l.Branch = "HEAD", "trunk" }},
+	} {
+		l := good
+		c.mod(&l)
+		err := l.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: Validate() = %v, want an error naming %q", c.name, err, c.field)
+		}
+	}
+}
+
+// TestDaemonStringsAreOneLine renders one of every message and effect: each
+// is one non-empty line, as the logs and the transcripts need.
+func TestDaemonStringsAreOneLine(t *testing.T) {
+	p := messages.ProcID{PID: 700, Start: 5000}
+	l := dLaunch(1)
+	info := messages.ProcInfo{Proc: p, Workspace: dW, Verb: "run", StartedBy: messages.OriginTerminal, Command: "workspace run ana/demo --root /a"}
+	st := messages.SessionState{Workspace: dW, Proc: p, Child: true, Launch: l}
+	bs := messages.BranchState{Workspace: dW, Branch: "trunk", Phase: messages.BranchIdle}
+	ws := messages.WorkspaceState{Workspace: dW, Sessions: []messages.SessionState{st}, Branches: []messages.BranchState{bs}}
+	h := messages.Handoff{OCX: messages.HandoffKind, Version: messages.HandoffVersion, Workspaces: []messages.WorkspaceState{ws}}
+	listener := messages.BranchListener{Workspace: dW, Record: dHash(9), ListenNote: dHash(8), Lifetime: messages.Completes}
+	boom := errors.New("line one\nline two")
+	values := []fmt.Stringer{
+		messages.ClassifyArtifact{Repository: "/srv/demo.fossil", Hash: dHash(1)},
+		messages.ResolveLaunch{Proc: info},
+		messages.WriteRefusal{Launch: l, Holders: []messages.ProcInfo{info}, Reason: "held"},
+		messages.WriteEnd{Launch: l, Proc: p, Status: messages.ExitStatus{State: messages.EndExited}, KilledAfterGrace: true, Attempt: 2},
+		messages.ReadResult{Proc: p, Launch: l},
+		messages.FindUntested{Listener: listener, Branch: "trunk"},
+		messages.WriteLaunch{Listener: listener, Branch: "trunk", Checkin: dHash(3)},
+		messages.ScanWorkspace{Workspace: dW, Purpose: messages.ScanForLaunch, For: dHash(1)},
+		messages.SpawnSession{Launch: l},
+		messages.SignalProcess{Proc: p, Group: true, Signal: messages.SigTERM},
+		messages.StartTimer{Proc: p, Purpose: messages.TimerGrace, Seq: 1, After: 10 * time.Second},
+		messages.WatchProcess{Proc: p, Seq: 1},
+		messages.PauseInputs{},
+		messages.ResumeInputs{Remainder: []byte("po")},
+		messages.ExecRelease{Handoff: h},
+		messages.Tell{To: messages.WorkspaceAddr(dW), Msg: messages.StopSession{}},
+		messages.StartActor{Addr: messages.SessionAddr(dW, p), Session: &st},
+		messages.StopActor{Addr: messages.BranchAddr(dW, "my branch")},
+		messages.ReplySnapshot{Request: 1, Handoff: h},
+		messages.LineRead{Line: messages.StopLine{Login: "ana", Project: "demo"}},
+		messages.ProcessExited{Proc: p, Status: messages.ExitStatus{State: messages.EndSignaled, Signal: "SIGTERM"}},
+		messages.Boot{Found: []messages.ProcInfo{info}},
+		messages.Restore{Handoff: h},
+		messages.SnapshotRequest{Request: 3},
+		messages.ArtifactClassified{Hash: dHash(1), Err: boom},
+		messages.ArtifactClassified{Hash: dHash(1), Launch: &l},
+		messages.ArtifactClassified{Hash: dHash(1), Checkin: &messages.CheckinSpec{Hash: dHash(2), Branch: "trunk", Listeners: []messages.BranchListener{listener}}},
+		messages.ArtifactClassified{Hash: dHash(1), Nothing: "a reply"},
+		messages.LaunchResolved{Proc: info, Launch: &l},
+		messages.WorkspaceScanned{Workspace: dW, Purpose: messages.ScanForStop, Procs: []messages.ProcInfo{info}},
+		messages.WorkspaceScanned{Workspace: dW, Purpose: messages.ScanForStop, Err: boom},
+		messages.SessionSpawned{Launch: dHash(1), Proc: p},
+		messages.SessionSpawned{Launch: dHash(1), Err: boom},
+		messages.ProcessSignaled{Proc: p, Signal: "TERM", Err: boom},
+		messages.RefusalWritten{Launch: dHash(1)},
+		messages.TimerFired{Proc: p, Purpose: messages.TimerGrace, Seq: 2},
+		messages.ProcessGone{Proc: p, Seq: 1},
+		messages.ResultRead{Proc: p, Found: true, Result: "green: ok"},
+		messages.EndWritten{Proc: p, Err: boom},
+		messages.UntestedFound{Branch: "trunk", Newest: dHash(4)},
+		messages.LaunchWritten{Branch: "trunk", Checkin: dHash(4), Launch: &l},
+		messages.InputsPaused{Remainder: []byte("x")},
+		messages.InputsResumed{},
+		messages.ExecFailed{Err: boom},
+		messages.LaunchRequested{Launch: l},
+		messages.CheckinArrived{Checkin: dHash(4), Branch: "trunk", Listener: listener},
+		messages.StopWorkspace{Workspace: dW},
+		messages.AdoptSession{Proc: info, Launch: l},
+		messages.StopSession{},
+		messages.SessionStarted{Workspace: dW, Proc: p},
+		messages.SessionEnded{Workspace: dW, Proc: p, Launch: l},
+		messages.SessionFinished{Proc: p},
+		messages.ReserveWorkspace{Branch: "trunk"},
+		messages.ReleaseWorkspace{Branch: "trunk"},
+		messages.ReservationGranted{Branch: "trunk"},
+		messages.ReservationRefused{Branch: "trunk", Why: "busy"},
+		messages.LaunchCI{Launch: l},
+		messages.LaunchSeen{Hash: dHash(1)},
+		messages.LaunchOutcome{Launch: l, Refused: "busy"},
+		messages.WorkspaceFreed{Ended: &messages.EndedRun{Proc: p, Launch: l}},
+		messages.CollectState{Seq: 1, Ask: 2, Freeze: true},
+		messages.StateCollected{Seq: 1, Ask: 2, From: messages.WorkspaceAddr(dW), Workspace: &ws},
+		messages.ResumeWork{},
+		messages.ChildStopped{Addr: messages.NodeAddr()},
+	}
+	for _, v := range values {
+		s := v.String()
+		if s == "" || strings.ContainsAny(s, "\n\r") {
+			t.Errorf("%T renders %q: not one non-empty line", v, s)
+		}
+	}
+	// A few renderings the transcripts rely on, exactly.
+	for _, c := range []struct {
+		v    fmt.Stringer
+		want string
+	}{
+		{messages.SignalProcess{Proc: p, Group: true, Signal: messages.SigKILL}, "signal KILL group 700@5000"},
+		{messages.ScanWorkspace{Workspace: dW, Purpose: messages.ScanForLaunch, For: dHash(1)}, "scan ana/demo for launch 0000000001"},
+		{messages.SpawnSession{Launch: l}, "spawn workspace serve ana/demo --launch 0000000001 (release current)"},
+		{messages.BranchAddr(dW, "my branch"), `branch ana/demo "my branch"`},
+	} {
+		if got := c.v.String(); got != c.want {
+			t.Errorf("%T.String() = %q, want %q", c.v, got, c.want)
+		}
+	}
+}
+
+// genHandoff draws a valid hand-off.
+func genHandoff(t *rapid.T) messages.Handoff {
+	h := messages.Handoff{OCX: messages.HandoffKind, Version: messages.HandoffVersion, Recent: []string{}, Pending: []string{}, Parked: []messages.ProcessExited{}, Workspaces: []messages.WorkspaceState{}}
+	for i := rapid.IntRange(0, 3).Draw(t, "recent"); i > 0; i-- {
+		h.Recent = append(h.Recent, dHash(rapid.IntRange(0, 99).Draw(t, "hash")))
+	}
+	for i := rapid.IntRange(0, 3).Draw(t, "pending"); i > 0; i-- {
+		h.Pending = append(h.Pending, rapid.SampledFrom([]string{"post /srv/demo.fossil " + dHash(5), "stop ana demo", "reexec"}).Draw(t, "line"))
+	}
+	for i := rapid.IntRange(0, 2).Draw(t, "parked"); i > 0; i-- {
+		h.Parked = append(h.Parked, messages.ProcessExited{Proc: messages.ProcID{PID: rapid.IntRange(1, 9999).Draw(t, "pid"), Start: 7},
+			Status: messages.ExitStatus{State: messages.EndExited, Code: rapid.IntRange(0, 255).Draw(t, "code")}, At: time.Unix(int64(rapid.IntRange(0, 1<<30).Draw(t, "at")), 0).UTC()})
+	}
+	if rapid.Bool().Draw(t, "remainder") {
+		h.PipeRemainder = []byte(rapid.StringMatching(`[a-z /.]{1,20}`).Draw(t, "bytes"))
+	}
+	logins := []string{"ana", "bob", "ci"}
+	for i, n := 0, rapid.IntRange(0, 3).Draw(t, "workspaces"); i < n; i++ {
+		w := messages.WorkspaceKey{Login: logins[i], Project: "demo"}
+		ws := messages.WorkspaceState{Workspace: w, Sessions: []messages.SessionState{}, Branches: []messages.BranchState{}}
+		for j := rapid.IntRange(0, 2).Draw(t, "sessions"); j > 0; j-- {
+			l := dLaunch(rapid.IntRange(0, 99).Draw(t, "launch"))
+			l.Workspace = w
+			s := messages.SessionState{Workspace: w, Proc: messages.ProcID{PID: rapid.IntRange(1, 9999).Draw(t, "pid"), Start: uint64(rapid.IntRange(1, 1<<40).Draw(t, "start"))},
+				Child: rapid.Bool().Draw(t, "child"), Launch: l, KillSent: rapid.Bool().Draw(t, "kill"), EndAttempts: rapid.IntRange(0, 4).Draw(t, "attempts")}
+			if rapid.Bool().Draw(t, "stopping") {
+				at := time.Unix(int64(rapid.IntRange(0, 1<<30).Draw(t, "stopAt")), 0).UTC()
+				s.StopRequestedAt = &at
+			}
+			if rapid.Bool().Draw(t, "ended") {
+				s.Ended, s.Exit, s.EndedAt = true, messages.ExitStatus{State: messages.EndUnknown}, time.Unix(5, 0).UTC()
+			}
+			ws.Sessions = append(ws.Sessions, s)
+		}
+		if rapid.Bool().Draw(t, "branch") {
+			ws.Branches = append(ws.Branches, messages.BranchState{Workspace: w, Branch: "trunk", Phase: messages.BranchIdle, Waiting: rapid.Bool().Draw(t, "waiting"),
+				Listener: messages.BranchListener{Workspace: w, Repository: "/srv/demo.fossil", Record: dHash(9), ListenNote: dHash(8), Lifetime: messages.Completes}})
+		}
+		h.Workspaces = append(h.Workspaces, ws)
+	}
+	return h
+}
+
+// TestHandoffRoundTrip: every valid hand-off decodes to what was encoded.
+func TestHandoffRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		h := genHandoff(t)
+		b, err := messages.EncodeHandoff(h)
+		if err != nil {
+			t.Fatalf("encode a valid hand-off: %v", err)
+		}
+		got, err := messages.DecodeHandoff(b)
+		if err != nil {
+			t.Fatalf("decode: %v\n%s", err, b)
+		}
+		if !reflect.DeepEqual(got, h) {
+			t.Fatalf("round trip changed the hand-off:\n got %+v\nwant %+v", got, h)
+		}
+	})
+}
+
+// TestHandoffRefusals: a hand-off this image cannot read whole is refused, and
+// the error names what is wrong; nothing is dropped silently.
+func TestHandoffRefusals(t *testing.T) {
+	good := messages.Handoff{OCX: messages.HandoffKind, Version: messages.HandoffVersion,
+		Workspaces: []messages.WorkspaceState{{Workspace: dW, Sessions: []messages.SessionState{{Workspace: dW, Proc: messages.ProcID{PID: 7, Start: 9}, Child: true, Launch: dLaunch(1)}}}}}
+	b, err := messages.EncodeHandoff(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(f func(m map[string]any)) []byte {
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		f(m)
+		out, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	session := func(m map[string]any) map[string]any {
+		return m["workspaces"].([]any)[0].(map[string]any)["sessions"].([]any)[0].(map[string]any)
+	}
+	for _, c := range []struct {
+		name  string
+		data  []byte
+		fault string
+	}{
+		{"not JSON", []byte("{"), "not JSON"},
+		{"another kind", edit(func(m map[string]any) { m["ocx"] = "node" }), "ocx"},
+		{"a newer version", edit(func(m map[string]any) { m["version"] = 2 }), "version: is 2"},
+		{"an unknown key", edit(func(m map[string]any) { m["pidfds"] = []int{3} }), `"pidfds"`},
+		{"an unknown key in a session", edit(func(m map[string]any) { session(m)["pidfd"] = 5 }), `"pidfd"`},
+		{"a session without a start time", edit(func(m map[string]any) { session(m)["proc"] = map[string]any{"pid": 7, "start": 0} }), "start"},
+		{"a bad pending line", edit(func(m map[string]any) { m["pending"] = []string{"launch now"} }), "pending[0]"},
+		{"a bad recent hash", edit(func(m map[string]any) { m["recent"] = []string{"xyz"} }), "recent[0]"},
+		{"a workspace twice", edit(func(m map[string]any) {
+			ws := m["workspaces"].([]any)
+			m["workspaces"] = append(ws, ws[0])
+		}), "appears twice"},
+		{"trailing data", append(append([]byte{}, b...), []byte(` {}`)...), "after top-level value"},
+	} {
+		_, err := messages.DecodeHandoff(c.data)
+		if err == nil || !strings.Contains(err.Error(), c.fault) {
+			t.Errorf("%s: DecodeHandoff = %v, want an error naming %q", c.name, err, c.fault)
+		}
+	}
+	if _, err := messages.EncodeHandoff(messages.Handoff{OCX: messages.HandoffKind, Version: 9}); err == nil {
+		t.Error("EncodeHandoff wrote a version it does not know")
+	}
+}
+
+// TestHandoffChildren lists the children a re-exec keeps: running children,
+// by PID; not adopted processes, not ended ones.
+func TestHandoffChildren(t *testing.T) {
+	s := func(pid int, child, ended bool) messages.SessionState {
+		return messages.SessionState{Workspace: dW, Proc: messages.ProcID{PID: pid, Start: 1}, Child: child, Ended: ended}
+	}
+	h := messages.Handoff{Workspaces: []messages.WorkspaceState{
+		{Workspace: dW, Sessions: []messages.SessionState{s(30, true, false), s(10, false, false)}},
+		{Workspace: messages.WorkspaceKey{Login: "bob", Project: "demo"}, Sessions: []messages.SessionState{s(20, true, false), s(40, true, true)}},
+	}}
+	want := []messages.ProcID{{PID: 20, Start: 1}, {PID: 30, Start: 1}}
+	if got := h.Children(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Children() = %v, want %v", got, want)
+	}
+}
