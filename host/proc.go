@@ -13,8 +13,8 @@ import (
 // /proc/PID/stat, clock ticks since boot), so that a reused PID is never taken
 // for the process that held it before (D6).
 type ProcID struct {
-	PID   int
-	Start uint64
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"`
 }
 
 // String renders "pid P start T".

@@ -26,6 +26,11 @@ type PipeReader struct {
 	w       *os.File
 	maxLine int
 	dropped atomic.Int64
+
+	mu       sync.Mutex
+	running  chan struct{} // closed when Run returns; nil while it does not run
+	stopping bool
+	rest     []byte // the start of a line not yet complete, across Stop and adoption
 }
 
 // DefaultMaxLine bounds a line the reader keeps; a longer one is dropped and
@@ -74,8 +79,9 @@ func isFIFO(fd int) error {
 }
 
 // AdoptPipeReader takes over the two descriptors a previous image kept with
-// KeepOnExec. Both must be ends of the same pipe.
-func AdoptPipeReader(rfd, wfd int, path string) (*PipeReader, error) {
+// KeepOnExec, and rest, the start of a line its Stop returned. Both
+// descriptors must be ends of the same pipe.
+func AdoptPipeReader(rfd, wfd int, path string, rest []byte) (*PipeReader, error) {
 	var a, b unix.Stat_t
 	if err := unix.Fstat(rfd, &a); err != nil {
 		return nil, pathErr("adopt pipe", path, err)
@@ -92,7 +98,9 @@ func AdoptPipeReader(rfd, wfd int, path string) (*PipeReader, error) {
 			return nil, pathErr("adopt pipe", path, err)
 		}
 	}
-	return newPipeReader(rfd, wfd, path), nil
+	p := newPipeReader(rfd, wfd, path)
+	p.rest = bytes.Clone(rest)
+	return p, nil
 }
 
 // SetBuffer asks the kernel for a pipe buffer of n bytes (F_SETPIPE_SZ), so a
@@ -142,31 +150,30 @@ func (p *PipeReader) KeepOnExec() (rfd, wfd int, err error) {
 // Dropped counts the lines dropped for being longer than the reader keeps.
 func (p *PipeReader) Dropped() int64 { return p.dropped.Load() }
 
-// Run reads until Close, calling fn with each complete line, without its
-// newline; the slice is valid only during the call. It returns nil once
-// closed, or the read error that stopped it.
+// Run reads until Close or Stop, calling fn with each complete line, without
+// its newline; the slice is valid only during the call. It returns nil once
+// closed or stopped, or the read error that stopped it.
 func (p *PipeReader) Run(fn func(line []byte)) error {
+	p.mu.Lock()
+	if p.running != nil {
+		p.mu.Unlock()
+		return pathErr("read pipe", p.path, errors.New("already being read"))
+	}
+	done := make(chan struct{})
+	p.running = done
+	rest := p.rest
+	p.rest = nil
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.running = nil
+		p.mu.Unlock()
+		close(done)
+	}()
 	buf := make([]byte, 256<<10)
-	start, end := 0, 0
+	start, end := 0, copy(buf, rest)
 	discarding := false
 	for {
-		if end == len(buf) {
-			// Keep the partial line, or drop it when it fills the buffer.
-			if start > 0 {
-				end = copy(buf, buf[start:end])
-				start = 0
-			} else {
-				// One line fills the buffer: drop it, and whatever follows
-				// of it until its newline.
-				if !discarding {
-					p.dropped.Add(1)
-				}
-				discarding = true
-				start, end = 0, 0
-			}
-		}
-		n, err := p.r.Read(buf[end:])
-		end += n
 		for start < end {
 			i := bytes.IndexByte(buf[start:end], '\n')
 			if i < 0 {
@@ -187,17 +194,81 @@ func (p *PipeReader) Run(fn func(line []byte)) error {
 		if start == end {
 			start, end = 0, 0
 		}
-		if err != nil {
-			if errors.Is(err, os.ErrClosed) {
-				return nil
+		if end == len(buf) {
+			// Keep the partial line, or drop it when it fills the buffer.
+			if start > 0 {
+				end = copy(buf, buf[start:end])
+				start = 0
+			} else {
+				// One line fills the buffer: drop it, and whatever follows
+				// of it until its newline.
+				if !discarding {
+					p.dropped.Add(1)
+				}
+				discarding = true
+				start, end = 0, 0
 			}
-			if err == io.EOF {
-				// Impossible while the reader holds its own write end.
-				return pathErr("read pipe", p.path, io.ErrUnexpectedEOF)
-			}
-			return pathErr("read pipe", p.path, err)
 		}
+		n, err := p.r.Read(buf[end:])
+		end += n
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && p.isStopping() {
+			// Stop: keep what was read of an incomplete line for the hand-off.
+			for start < end && !discarding {
+				// Complete lines that came with the last read are handed
+				// on before stopping.
+				i := bytes.IndexByte(buf[start:end], '\n')
+				if i < 0 {
+					break
+				}
+				if line := buf[start : start+i]; len(line) <= p.maxLine {
+					fn(line)
+				}
+				start += i + 1
+			}
+			if !discarding {
+				p.mu.Lock()
+				p.rest = bytes.Clone(buf[start:end])
+				p.mu.Unlock()
+			}
+			return nil
+		}
+		if errors.Is(err, os.ErrClosed) {
+			return nil
+		}
+		if err == io.EOF {
+			// Impossible while the reader holds its own write end.
+			return pathErr("read pipe", p.path, io.ErrUnexpectedEOF)
+		}
+		return pathErr("read pipe", p.path, err)
 	}
+}
+
+func (p *PipeReader) isStopping() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stopping
+}
+
+// Stop ends Run without closing the pipe, for a re-exec: it returns the
+// start of a line read but not yet complete, which the next image gives to
+// AdoptPipeReader. Lines still in the pipe stay there for it.
+func (p *PipeReader) Stop() []byte {
+	p.mu.Lock()
+	p.stopping = true
+	done := p.running
+	p.mu.Unlock()
+	p.r.SetReadDeadline(time.Unix(1, 0))
+	if done != nil {
+		<-done
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rest := p.rest
+	p.rest = nil
+	return rest
 }
 
 // Close stops Run and closes both ends.

@@ -341,11 +341,68 @@ func TestAdoptPipeReaderRefusesStrangers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := AdoptPipeReader(rfd, int(f.Fd()), p); err == nil {
+	if _, err := AdoptPipeReader(rfd, int(f.Fd()), p, nil); err == nil {
 		t.Fatal("adopted a pipe and a file as one pipe")
 	}
 	var pe *fs.PathError
 	if _, err := OpenPipeReader(root, filepath.Join(root.Path(), "file")); !errors.As(err, &pe) {
 		t.Fatalf("OpenPipeReader on a regular file = %v", err)
+	}
+}
+
+// Stop ends Run and keeps the pipe open; the start of a line read but not
+// yet complete, and the lines still in the pipe, reach the reader that
+// adopts the descriptors.
+func TestPipeReaderStopHandsOver(t *testing.T) {
+	root, p := pipeRoot(t)
+	r, err := OpenPipeReader(root, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 16)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(func(l []byte) { got <- string(l) }) }()
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	// A writer that splits a line (only one ignoring the protocol does).
+	unix.Write(fd, []byte("first\npost /srv/de"))
+	if l := await(t, got, "first line"); l != "first" {
+		t.Fatalf("got %q", l)
+	}
+	eventually(t, "the partial line read", func() bool {
+		var n int
+		rc, _ := r.r.SyscallConn()
+		rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
+		return n == 0
+	})
+	rest := r.Stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if string(rest) != "post /srv/de" {
+		t.Fatalf("Stop returned %q", rest)
+	}
+	// Lines written now wait in the pipe.
+	unix.Write(fd, []byte("mo.fossil abc\nsecond\n"))
+	rfd, wfd, err := r.KeepOnExec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// In one process, the adopting reader gets copies of the descriptors.
+	rfd2, _ := unix.Dup(rfd)
+	wfd2, _ := unix.Dup(wfd)
+	r.Close()
+	r2, err := AdoptPipeReader(rfd2, wfd2, p, rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := runReader(t, r2)
+	for _, want := range []string{"post /srv/demo.fossil abc", "second"} {
+		if l := await(t, lines, want); l != want {
+			t.Fatalf("got %q, want %q", l, want)
+		}
 	}
 }

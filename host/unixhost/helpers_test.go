@@ -140,7 +140,7 @@ func helperMain(mode string) int {
 	case "adoptpipe":
 		var rfd, wfd int
 		fmt.Sscanf(os.Getenv("HELPER_FDS"), "%d,%d", &rfd, &wfd)
-		r, err := AdoptPipeReader(rfd, wfd, os.Getenv("HELPER_PIPE"))
+		r, err := AdoptPipeReader(rfd, wfd, os.Getenv("HELPER_PIPE"), nil)
 		if err != nil {
 			fmt.Println(err)
 			return 3
