@@ -23,6 +23,9 @@ func genName() *rapid.Generator[string] {
 
 func genLogin() *rapid.Generator[string] {
 	return genName().Filter(func(s string) bool {
+		if s == "ocxd" || strings.HasPrefix(s, "ocxd.") || s == "node.json" {
+			return false
+		}
 		for _, p := range pseudoUsers {
 			if strings.EqualFold(s, p) {
 				return false

@@ -46,6 +46,10 @@ func checkLogin(field, s string) error {
 			return fieldErr(field, ErrInvalid, fmt.Sprintf("%q is one of Fossil's pseudo-users (nobody, anonymous, reader, developer), never an agent's login", s))
 		}
 	}
+	// AGENTS/LOGIN would collide with the daemon's own files (decisions D2, D16).
+	if s == "ocxd" || strings.HasPrefix(s, "ocxd.") || s == "node.json" {
+		return fieldErr(field, ErrInvalid, fmt.Sprintf("%q names one of the daemon's own files in the agents root, never a login", s))
+	}
 	return nil
 }
 

@@ -1,0 +1,300 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+)
+
+// The two files of the agents root that are JSON (decisions D2): node.json, which
+// says what the node is, and a workspace's binding.json, the copy of its
+// definition a session reads. They are host files, not notes: they carry
+// "ocx": "node" and "ocx": "binding" so a reader can tell them apart, and they are
+// read as strictly as a note (duplicate keys, wrong types and unknown versions
+// are refused, naming the field).
+
+// NodeConfig is AGENTS/node.json.
+type NodeConfig struct {
+	// User is the node user: the daemon writes its notes as this login, whose
+	// password is AGENTS/USER/password.
+	User string `json:"user"`
+	// Release is the release root (current and previous link to releases/ID/);
+	// empty for a developer's build, where the running executable's directory is
+	// the release.
+	Release string `json:"release,omitempty"`
+	// Projects are the repositories of the login group, by project name.
+	Projects map[string]NodeProject `json:"projects"`
+}
+
+// NodeProject is one repository of the node: its file on this host and the URL
+// the node serves it at.
+type NodeProject struct {
+	Repository string `json:"repository"`
+	URL        string `json:"url"`
+}
+
+// Validate checks the node user, the release root and every project.
+func (c *NodeConfig) Validate() error {
+	if err := checkLogin("user", c.User); err != nil {
+		return at("node.json", err)
+	}
+	if c.Release != "" {
+		if err := checkAbsPath("release", c.Release); err != nil {
+			return at("node.json", err)
+		}
+	}
+	if len(c.Projects) == 0 {
+		return at("node.json", fieldErr("projects", ErrMissing, "is empty; a node serves at least one repository"))
+	}
+	for _, name := range c.ProjectNames() {
+		p := c.Projects[name]
+		field := joinField("projects", name)
+		if err := checkProject(field, name); err != nil {
+			return at("node.json", err)
+		}
+		if err := checkRepository(field+".repository", p.Repository); err != nil {
+			return at("node.json", err)
+		}
+		if got := ProjectOf(p.Repository); got != name {
+			return at("node.json", fieldErr(field+".repository", ErrInvalid,
+				fmt.Sprintf("%q is project %q, not %q: a project is its repository's file name without .fossil", p.Repository, got, name)))
+		}
+		if err := checkURL(field+".url", p.URL); err != nil {
+			return at("node.json", err)
+		}
+	}
+	return nil
+}
+
+// ProjectNames lists the projects in a stable order.
+func (c *NodeConfig) ProjectNames() []string {
+	names := make([]string, 0, len(c.Projects))
+	for n := range c.Projects {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ProjectOfRepository finds the project whose repository file is repo.
+func (c *NodeConfig) ProjectOfRepository(repo string) (string, bool) {
+	for n, p := range c.Projects {
+		if p.Repository == repo {
+			return n, true
+		}
+	}
+	return "", false
+}
+
+// Encode renders node.json, indented, after validating it.
+func (c *NodeConfig) Encode() ([]byte, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return encodeHostFile("node", struct {
+		User     string                 `json:"user"`
+		Release  string                 `json:"release,omitempty"`
+		Projects map[string]NodeProject `json:"projects"`
+	}{c.User, c.Release, c.Projects})
+}
+
+// String renders the node on one line.
+func (c *NodeConfig) String() string {
+	l := newLine("node").kv("user", c.User).optKV("release", c.Release)
+	for _, n := range c.ProjectNames() {
+		l.kv(n, c.Projects[n].URL)
+	}
+	return l.String()
+}
+
+// DecodeNodeConfig reads and validates node.json. Unknown keys are ignored (a
+// later version may add some); unknown versions are refused.
+func DecodeNodeConfig(data []byte) (*NodeConfig, error) {
+	o, err := hostFileObject("node.json", "node", data)
+	if err != nil {
+		return nil, err
+	}
+	c := &NodeConfig{}
+	if c.User, err = o.str("user", true, "node.json names the node user"); err != nil {
+		return nil, at("node.json", err)
+	}
+	if c.Release, err = o.optStr("release"); err != nil {
+		return nil, at("node.json", err)
+	}
+	projects, _, err := o.object("projects", true, "node.json lists the node's repositories")
+	if err != nil {
+		return nil, at("node.json", err)
+	}
+	c.Projects = make(map[string]NodeProject, len(projects.m))
+	for name := range projects.m {
+		po, _, err := projects.object(name, true, "")
+		if err != nil {
+			return nil, at("node.json", err)
+		}
+		var p NodeProject
+		if p.Repository, err = po.str("repository", true, "a project names its repository file"); err != nil {
+			return nil, at("node.json", err)
+		}
+		if p.URL, err = po.str("url", true, "a project names the URL the node serves it at"); err != nil {
+			return nil, at("node.json", err)
+		}
+		c.Projects[name] = p
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Binding is a workspace's binding.json (seed 000 layout): made from its
+// definition when the workspace is added, and read by the session process.
+type Binding struct {
+	Login   string `json:"login"`
+	Project string `json:"project"`
+	// ProjectCode is the repository's project code, which a sync login needs.
+	ProjectCode string `json:"project_code"`
+	// Remote is the URL the clone syncs with, without a password.
+	Remote string `json:"remote"`
+	// Branch is the branch the tree is on.
+	Branch string `json:"branch"`
+	// Home is the workspace's record: the root post of the thread that holds
+	// the definition.
+	Home string `json:"home"`
+	// Workspace is the hash of the post holding the workspace definition.
+	Workspace string `json:"workspace"`
+}
+
+// Key is the workspace the binding is for.
+func (b *Binding) Key() WorkspaceKey { return WorkspaceKey{Login: b.Login, Project: b.Project} }
+
+// Validate checks every field.
+func (b *Binding) Validate() error {
+	if err := checkLogin("login", b.Login); err != nil {
+		return at("binding.json", err)
+	}
+	if err := checkProject("project", b.Project); err != nil {
+		return at("binding.json", err)
+	}
+	if err := checkHash("project_code", b.ProjectCode); err != nil {
+		return at("binding.json", err)
+	}
+	if err := checkURL("remote", b.Remote); err != nil {
+		return at("binding.json", err)
+	}
+	if err := ValidateBranch(b.Branch); err != nil {
+		return at("binding.json", at("branch", err))
+	}
+	if err := checkHash("home", b.Home); err != nil {
+		return at("binding.json", err)
+	}
+	if err := checkHash("workspace", b.Workspace); err != nil {
+		return at("binding.json", err)
+	}
+	return nil
+}
+
+// Encode renders binding.json, indented, after validating it.
+func (b *Binding) Encode() ([]byte, error) {
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	return encodeHostFile("binding", *b)
+}
+
+// String renders the binding on one line.
+func (b *Binding) String() string {
+	return newLine("binding").word(b.Login+"/"+b.Project).kv("branch", b.Branch).
+		kv("remote", b.Remote).kv("home", b.Home).String()
+}
+
+// DecodeBinding reads and validates binding.json.
+func DecodeBinding(data []byte) (*Binding, error) {
+	o, err := hostFileObject("binding.json", "binding", data)
+	if err != nil {
+		return nil, err
+	}
+	b := &Binding{}
+	for _, f := range []struct {
+		key  string
+		dst  *string
+		what string
+	}{
+		{"login", &b.Login, "a binding names its agent login"},
+		{"project", &b.Project, "a binding names its project"},
+		{"project_code", &b.ProjectCode, "a binding carries the project code a sync login needs"},
+		{"remote", &b.Remote, "a binding names the URL its clone syncs with"},
+		{"branch", &b.Branch, "a binding names its tree's branch"},
+		{"home", &b.Home, "a binding names the workspace's record"},
+		{"workspace", &b.Workspace, "a binding names the post holding its definition"},
+	} {
+		if *f.dst, err = o.str(f.key, true, f.what); err != nil {
+			return nil, at("binding.json", err)
+		}
+	}
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// hostFileObject parses a host file strictly and checks its "ocx" and version.
+func hostFileObject(where, kind string, data []byte) (jobj, error) {
+	v, err := parseStrict(data, MaxNoteLen)
+	if err != nil {
+		return jobj{}, at(where, err)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return jobj{}, &FieldError{Where: where, Problem: "is " + jsonType(v) + "; it must be a JSON object", Err: ErrInvalid}
+	}
+	o := jobj{m: m}
+	got, err := o.str("ocx", true, fmt.Sprintf("%s says %q in \"ocx\"", where, kind))
+	if err != nil {
+		return jobj{}, at(where, err)
+	}
+	if got != kind {
+		return jobj{}, at(where, fieldErr("ocx", ErrWrongKind, fmt.Sprintf("is %s; %s says %q", quoteShort(got), where, kind)))
+	}
+	if err := readVersion(o); err != nil {
+		return jobj{}, at(where, err)
+	}
+	return o, nil
+}
+
+// encodeHostFile writes {"ocx": kind, ...fields} indented, with a final newline.
+func encodeHostFile(kind string, body any) ([]byte, error) {
+	var fields bytes.Buffer
+	enc := json.NewEncoder(&fields)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(body); err != nil {
+		return nil, fmt.Errorf("encode %s: %w", kind, err)
+	}
+	inner := bytes.TrimSpace(fields.Bytes())
+	flat := append([]byte(`{"ocx":"`+kind+`"`), ',')
+	flat = append(flat, inner[1:]...)
+	var out bytes.Buffer
+	if err := json.Indent(&out, flat, "", "  "); err != nil {
+		return nil, fmt.Errorf("encode %s: %w", kind, err)
+	}
+	out.WriteByte('\n')
+	return out.Bytes(), nil
+}
+
+// checkURL accepts an absolute http or https URL with a host and no password:
+// a password in a URL ends up in logs and in `ps`.
+func checkURL(field, s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not an http or https URL", quoteShort(s)))
+	}
+	if _, has := u.User.Password(); has {
+		return fieldErr(field, ErrInvalid, "holds a password; a password never goes in a URL here")
+	}
+	if strings.ContainsAny(s, " \t\r\n") {
+		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s holds white space", quoteShort(s)))
+	}
+	return nil
+}

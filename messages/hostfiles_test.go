@@ -1,0 +1,146 @@
+package messages
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+func genNodeConfig() *rapid.Generator[*NodeConfig] {
+	return rapid.Custom(func(t *rapid.T) *NodeConfig {
+		c := &NodeConfig{
+			User:     genLogin().Draw(t, "user"),
+			Release:  genOpt(genPath()).Draw(t, "release"),
+			Projects: map[string]NodeProject{},
+		}
+		for _, name := range rapid.SliceOfNDistinct(genName(), 1, 4, rapid.ID[string]).Draw(t, "projects") {
+			c.Projects[name] = NodeProject{
+				Repository: "/srv/fossil/" + name + RepositorySuffix,
+				URL:        "http://127.0.0.1:" + rapid.StringMatching(`[1-9][0-9]{1,4}`).Draw(t, "port") + "/" + name,
+			}
+		}
+		return c
+	})
+}
+
+func genBinding() *rapid.Generator[*Binding] {
+	return rapid.Custom(func(t *rapid.T) *Binding {
+		return &Binding{
+			Login:       genLogin().Draw(t, "login"),
+			Project:     genName().Draw(t, "project"),
+			ProjectCode: genHash().Draw(t, "code"),
+			Remote:      "http://127.0.0.1:8080/",
+			Branch:      genBranch().Draw(t, "branch"),
+			Home:        genHash().Draw(t, "home"),
+			Workspace:   genHash().Draw(t, "workspace"),
+		}
+	})
+}
+
+func TestHostFilesRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := genNodeConfig().Draw(t, "node")
+		data, err := c.Encode()
+		if err != nil {
+			t.Fatalf("encode %s: %v", c, err)
+		}
+		got, err := DecodeNodeConfig(data)
+		if err != nil {
+			t.Fatalf("decode %s: %v\n%s", c, err, data)
+		}
+		if !reflect.DeepEqual(got, c) {
+			t.Fatalf("round trip:\n got %s\nwant %s", got, c)
+		}
+		b := genBinding().Draw(t, "binding")
+		data, err = b.Encode()
+		if err != nil {
+			t.Fatalf("encode %s: %v", b, err)
+		}
+		gotB, err := DecodeBinding(data)
+		if err != nil {
+			t.Fatalf("decode %s: %v\n%s", b, err, data)
+		}
+		if !reflect.DeepEqual(gotB, b) {
+			t.Fatalf("round trip:\n got %s\nwant %s", gotB, b)
+		}
+	})
+}
+
+func TestHostFilesHostile(t *testing.T) {
+	const code = "96a1f28a1bc4b1c9e1a5e57c3f4b00bf5fcb3a23"
+	good := `{"ocx":"binding","login":"alice","project":"demo","project_code":"` + code + `","remote":"http://127.0.0.1:8080/","branch":"trunk","home":"` + code + `","workspace":"` + code + `"}`
+	if _, err := DecodeBinding([]byte(good)); err != nil {
+		t.Fatalf("the good binding is refused: %v", err)
+	}
+	for _, c := range []struct {
+		name, data, field string
+		want              error
+	}{
+		{"login ../x", strings.Replace(good, `"alice"`, `"../x"`, 1), "login", ErrInvalid},
+		{"password in remote", strings.Replace(good, `http://127.0.0.1`, `http://a:pw@127.0.0.1`, 1), "remote", ErrInvalid},
+		{"file remote", strings.Replace(good, `http://127.0.0.1:8080/`, `file:///srv/x`, 1), "remote", ErrInvalid},
+		{"duplicate key", strings.Replace(good, `"branch":"trunk"`, `"branch":"trunk","branch":"x"`, 1), "branch", ErrDuplicateKey},
+		{"wrong kind", strings.Replace(good, `"ocx":"binding"`, `"ocx":"node"`, 1), "ocx", ErrWrongKind},
+		{"unknown version", strings.Replace(good, `"ocx":"binding"`, `"ocx":"binding","version":2`, 1), "version", ErrUnknownVersion},
+		{"short home", strings.Replace(good, `"home":"`+code, `"home":"abc`, 1), "home", ErrInvalid},
+		{"missing workspace", strings.Replace(good, `,"workspace":"`+code+`"`, ``, 1), "workspace", ErrMissing},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := DecodeBinding([]byte(c.data))
+			var fe *FieldError
+			if !errors.As(err, &fe) || !errors.Is(err, c.want) || fe.Field != c.field {
+				t.Fatalf("got %v; want a %v naming field %q", err, c.want, c.field)
+			}
+		})
+	}
+	node := `{"ocx":"node","user":"ocx","projects":{"demo":{"repository":"/srv/demo.fossil","url":"http://127.0.0.1:8080/"}}}`
+	if _, err := DecodeNodeConfig([]byte(node)); err != nil {
+		t.Fatalf("the good node.json is refused: %v", err)
+	}
+	for _, c := range []struct {
+		name, data, field string
+		want              error
+	}{
+		{"project not its file", strings.Replace(node, `/srv/demo.fossil`, `/srv/other.fossil`, 1), "projects.demo.repository", ErrInvalid},
+		{"relative release", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","release":"rel"`, 1), "release", ErrInvalid},
+		{"no projects", `{"ocx":"node","user":"ocx","projects":{}}`, "projects", ErrMissing},
+		{"node user nobody", strings.Replace(node, `"user":"ocx"`, `"user":"nobody"`, 1), "user", ErrInvalid},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := DecodeNodeConfig([]byte(c.data))
+			var fe *FieldError
+			if !errors.As(err, &fe) || !errors.Is(err, c.want) || fe.Field != c.field {
+				t.Fatalf("got %v; want a %v naming field %q", err, c.want, c.field)
+			}
+		})
+	}
+}
+
+func FuzzDecodeHostFiles(f *testing.F) {
+	f.Add([]byte(`{"ocx":"node","user":"ocx","projects":{"demo":{"repository":"/srv/demo.fossil","url":"http://127.0.0.1:8080/"}}}`))
+	f.Add([]byte(`{"ocx":"binding","login":"a","project":"p","project_code":"","remote":"","branch":"","home":"","workspace":""}`))
+	f.Add([]byte(`{"ocx":"binding","ocx":"node"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if c, err := DecodeNodeConfig(data); err == nil {
+			again, err := c.Encode()
+			if err != nil {
+				t.Fatalf("a decoded node.json does not encode: %v", err)
+			}
+			if c2, err := DecodeNodeConfig(again); err != nil || !reflect.DeepEqual(c, c2) {
+				t.Fatalf("node.json does not round-trip: %v", err)
+			}
+		}
+		if b, err := DecodeBinding(data); err == nil {
+			again, err := b.Encode()
+			if err != nil {
+				t.Fatalf("a decoded binding does not encode: %v", err)
+			}
+			if b2, err := DecodeBinding(again); err != nil || !reflect.DeepEqual(b, b2) {
+				t.Fatalf("binding does not round-trip: %v", err)
+			}
+		}
+	})
+}
