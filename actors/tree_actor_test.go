@@ -20,9 +20,10 @@ import (
 
 // liveTree is the actor tree on a real protoactor system.
 type liveTree struct {
-	sys  *actor.ActorSystem
-	node *actor.PID
-	sub  *eventstream.Subscription
+	sys   *actor.ActorSystem
+	node  *actor.PID
+	sub   *eventstream.Subscription
+	world *fakeWorld
 
 	mu   sync.Mutex
 	dead []string
@@ -39,7 +40,7 @@ type fatalf interface {
 func startTree(t fatalf, f *fakeWorld, cfg Config, first messages.DaemonMessage) *liveTree {
 	t.Helper()
 	logger := slog.New(slog.DiscardHandler)
-	lt := &liveTree{sys: NewSystem(logger, actor.WithDeadLetterThrottleInterval(10*time.Millisecond))}
+	lt := &liveTree{sys: NewSystem(logger, actor.WithDeadLetterThrottleInterval(10*time.Millisecond)), world: f}
 	lt.sub = lt.sys.EventStream.Subscribe(func(evt any) {
 		if d, ok := evt.(*actor.DeadLetterEvent); ok {
 			lt.mu.Lock()
@@ -90,11 +91,24 @@ func (lt *liveTree) checkDead(t fatalf) {
 	}
 }
 
-// stop poisons the tree, waits for it, and shuts the system down.
+// stop poisons the tree, waits for it, and shuts the system down. Stopping
+// the daemon signals no session: they outlive it.
 func (lt *liveTree) stop(t fatalf) {
 	t.Helper()
+	signals := func() int {
+		if lt.world == nil {
+			return 0
+		}
+		lt.world.mu.Lock()
+		defer lt.world.mu.Unlock()
+		return len(lt.world.signals)
+	}
+	before := signals()
 	if err := StopNode(lt.sys, lt.node); err != nil {
 		t.Fatalf("stop the tree: %v", err)
+	}
+	if after := signals(); after != before {
+		t.Fatalf("stopping the daemon sent %d signals to its sessions", after-before)
 	}
 	lt.sys.EventStream.Unsubscribe(lt.sub)
 	lt.sys.Shutdown()

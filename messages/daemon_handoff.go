@@ -69,8 +69,8 @@ type SessionState struct {
 	KillSent bool `json:"kill_sent,omitempty"`
 	// Ended, Exit and EndedAt: the process ended, how and when.
 	Ended   bool       `json:"ended,omitempty"`
-	Exit    ExitStatus `json:"exit"`
-	EndedAt time.Time  `json:"ended_at"`
+	Exit    ExitStatus `json:"exit,omitzero"`
+	EndedAt time.Time  `json:"ended_at,omitzero"`
 	// Result and LeftResult: a CI run's result on its check-in, once read.
 	Result     string `json:"result,omitempty"`
 	LeftResult bool   `json:"left_result,omitempty"`
@@ -102,7 +102,7 @@ type BranchState struct {
 	// note and its process.
 	Checkin string `json:"checkin,omitempty"`
 	Launch  string `json:"launch,omitempty"`
-	Proc    ProcID `json:"proc"`
+	Proc    ProcID `json:"proc,omitzero"`
 }
 
 // Summary renders the hand-off in one line.

@@ -219,3 +219,17 @@ func daemonShort(h string) string {
 	}
 	return token(h)
 }
+
+// MarshalText writes a workspace key as LOGIN/PROJECT, the form the daemon's
+// hand-off (and its logs) use.
+func (k WorkspaceKey) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText reads LOGIN/PROJECT and validates both names.
+func (k *WorkspaceKey) UnmarshalText(b []byte) error {
+	p, err := ParseWorkspaceKey(string(b))
+	if err != nil {
+		return err
+	}
+	*k = p
+	return nil
+}

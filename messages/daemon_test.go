@@ -303,6 +303,9 @@ func TestHandoffRefusals(t *testing.T) {
 			ws := m["workspaces"].([]any)
 			m["workspaces"] = append(ws, ws[0])
 		}), "appears twice"},
+		{"a workspace key that is not LOGIN/PROJECT", edit(func(m map[string]any) {
+			m["workspaces"].([]any)[0].(map[string]any)["workspace"] = "../x"
+		}), "workspace key"},
 		{"trailing data", append(append([]byte{}, b...), []byte(` {}`)...), "after top-level value"},
 	} {
 		_, err := messages.DecodeHandoff(c.data)
