@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -113,6 +114,12 @@ func (c *BranchCore) Step(now time.Time, msg messages.DaemonMessage) []messages.
 			c.release()
 			break
 		}
+		if err := c.checkWritten(*m.Launch); err != nil {
+			c.log(slog.LevelError, "the CI launch note written is not one this listener can launch; the check-in waits", slog.String(KeyBranch, c.st.Branch), errAttr(err))
+			c.st.Waiting = true
+			c.release()
+			break
+		}
 		c.st.Phase = messages.BranchLaunching
 		c.st.Launch = m.Launch.Hash
 		c.tell(c.parent(), messages.LaunchCI{Launch: *m.Launch})
@@ -136,6 +143,18 @@ func (c *BranchCore) Step(now time.Time, msg messages.DaemonMessage) []messages.
 	}
 	c.maybeReply()
 	return c.take()
+}
+
+// checkWritten checks that a written launch note is this listener's CI launch
+// for the check-in it asked for.
+func (c *BranchCore) checkWritten(l messages.LaunchSpec) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	if l.Workspace != c.st.Workspace || l.Branch != c.st.Branch || l.Checkin != c.st.Checkin {
+		return fmt.Errorf("it launches %s on branch %q for %s, not %s on %q for %s", l.Workspace, l.Branch, l.Checkin, c.st.Workspace, c.st.Branch, c.st.Checkin)
+	}
+	return nil
 }
 
 func (c *BranchCore) reserve() {

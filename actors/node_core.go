@@ -112,6 +112,13 @@ func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Da
 			c.log(slog.LevelWarn, "a session found at start is not adopted: its launch note cannot be read; its end will not be recorded", wsAttr(m.Proc.Workspace), pidAttr(m.Proc.Proc), errAttr(err))
 			break
 		}
+		if err := m.Launch.Validate(); err != nil || m.Launch.Workspace != m.Proc.Workspace || m.Launch.Hash != m.Proc.Launch {
+			if err == nil {
+				err = fmt.Errorf("launch note %s of %s does not match the process's %s of %s", m.Launch.Hash, m.Launch.Workspace, m.Proc.Launch, m.Proc.Workspace)
+			}
+			c.log(slog.LevelWarn, "a session found at start is not adopted: its launch note does not describe it; its end will not be recorded", wsAttr(m.Proc.Workspace), pidAttr(m.Proc.Proc), errAttr(err))
+			break
+		}
 		c.recent.add(m.Launch.Hash)
 		c.tellWorkspace(m.Proc.Workspace, messages.AdoptSession{Proc: m.Proc, Launch: *m.Launch})
 	case messages.Restore:

@@ -160,14 +160,15 @@ type runner struct {
 
 	mu      sync.Mutex
 	stopped bool
-	timers  []func() bool
+	timers  map[int]func() bool
+	nextID  int
 	// running counts the effect goroutines, so a test can wait for them.
 	running sync.WaitGroup
 }
 
 func newRunner(system *actor.ActorSystem, self *actor.PID, deps *Deps) *runner {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &runner{system: system, self: self, deps: deps, ctx: ctx, cancel: cancel}
+	return &runner{system: system, self: self, deps: deps, ctx: ctx, cancel: cancel, timers: map[int]func() bool{}}
 }
 
 func (r *runner) effect(e messages.DaemonEffect) {
@@ -179,12 +180,28 @@ func (r *runner) effect(e messages.DaemonEffect) {
 }
 
 func (r *runner) timer(c Clock, e messages.StartTimer) {
+	r.mu.Lock()
+	r.nextID++
+	id := r.nextID
+	r.mu.Unlock()
+	// The clock is called without the lock held, in case it runs f at once.
+	fired := false
 	stop := c.AfterFunc(e.After, func() {
+		r.mu.Lock()
+		fired = true
+		delete(r.timers, id)
+		r.mu.Unlock()
 		r.deliver(messages.TimerFired{Proc: e.Proc, Purpose: e.Purpose, Seq: e.Seq})
 	})
 	r.mu.Lock()
-	r.timers = append(r.timers, stop)
+	if !fired && !r.stopped {
+		r.timers[id] = stop
+	}
+	stopped := r.stopped
 	r.mu.Unlock()
+	if stopped {
+		stop()
+	}
 }
 
 func (r *runner) deliver(m messages.DaemonMessage) {
@@ -202,7 +219,7 @@ func (r *runner) stop() {
 	r.mu.Lock()
 	r.stopped = true
 	timers := r.timers
-	r.timers = nil
+	r.timers = map[int]func() bool{}
 	r.mu.Unlock()
 	r.cancel()
 	for _, t := range timers {
