@@ -1,0 +1,100 @@
+package session
+
+import (
+	"context"
+	"os"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// ci is a CI run (seed 000's command runner, D5): the daemon launched the
+// session for one check-in on a listened branch. It puts the tree on that
+// check-in, runs the command there, tags the check-in ci green or red with
+// the command's last line, says a red one on its own record, and exits 0
+// once the tag is on the record. It answers no post.
+func (s *Session) ci(ctx context.Context) int {
+	checkin := s.launch.Checkin
+	log := s.log.With(keyCheckin, checkin)
+	if done, value := s.alreadyTested(ctx, checkin); done {
+		log.Info("the check-in already carries the login's ci tag; nothing to do", keyEvent, "ci-skip", keyTag, value)
+		return s.finish(ExitOK, "already tested")
+	}
+	err := s.try(ctx, "check out "+checkin, true, func() error {
+		if _, err := s.fsl.Run(ctx, []string{"checkout", "--force", checkin}); err != nil {
+			// The clone may lack the check-in yet: pull, and the next
+			// attempt finds it.
+			_ = s.fsl.Pull(ctx, s.ws.Clone)
+			return err
+		}
+		return nil
+	})
+	if s.signaled() {
+		return s.stopBySignal(ctx)
+	}
+	if err != nil {
+		log.Error("the tree cannot be put on the check-in; no result", keyEvent, "ci-failed", keyErr, err)
+		return s.finish(ExitFailed, "check-out failed")
+	}
+	s.holdTurn(checkin)
+	env := append(os.Environ(), "OCX_CHECKIN="+checkin, "OCX_RECORD="+s.rec.ID)
+	out, ended := s.runTurn(turnSpec{argv: s.def.Command, env: env, dir: s.ws.Tree, combined: true})
+	s.releaseTurn()
+	log.Info("CI command ended", keyEvent, "ci-ran", keyEnded, ended.String(), "bytes", int64(len(out.Tail))+out.Dropped)
+	if s.stopSig != nil {
+		// A run cut short is neither green nor red: no tag, and the daemon
+		// does not launch again for it (D5).
+		return s.stopBySignal(ctx)
+	}
+	tag := CIResultOf(out, ended)
+	value, err := tag.Value()
+	if err != nil {
+		log.Error("the result cannot be said as a tag", keyEvent, "ci-failed", keyErr, err)
+		return s.finish(ExitFailed, "bad result")
+	}
+	var h string
+	err = s.try(ctx, "tag "+checkin, false, func() error {
+		var err error
+		h, err = s.client.Tag(ctx, checkin, messages.CITagName, value)
+		return err
+	})
+	if err != nil {
+		log.Error("the ci tag is not on the record", keyEvent, "ci-failed", keyErr, err)
+		return s.finish(ExitFailed, "tag not written")
+	}
+	log.Info("ci tag written", keyEvent, "ci-tag", keyTag, value, keyHash, h)
+	if tag.Result == messages.CIRed {
+		note := &messages.CINote{Checkin: checkin, Result: tag.Result, Line: tag.Line}
+		at := s.launchPost
+		if at.Record != s.rec.ID {
+			at = Post{Hash: s.rec.First, Kind: s.rec.Kind, Record: s.rec.ID}
+		}
+		if nh, err := s.writeNote(ctx, note, at, false); err != nil {
+			log.Error("the red result is tagged but not said on the record", keyEvent, "ci-note", keyErr, err)
+		} else {
+			log.Info("ci note written", keyEvent, "ci-note", keyHash, nh)
+		}
+	}
+	return s.finish(ExitOK, "ci "+string(tag.Result))
+}
+
+// alreadyTested says whether the check-in already carries a ci tag written
+// in the name of this login (a second launch for one check-in). In the clone
+// the name inside a tag change is all there is to go by.
+func (s *Session) alreadyTested(ctx context.Context, checkin string) (bool, string) {
+	changes, err := s.clone.CheckinTags(ctx, checkin)
+	if err != nil {
+		return false, ""
+	}
+	var mine []fossilio.TagChange
+	for _, c := range changes {
+		if c.Author == s.b.Login {
+			mine = append(mine, c)
+		}
+	}
+	latest, ok := fossilio.LatestTag(mine, messages.CITagName, "")
+	if !ok || latest.Op == fossilio.TagCancel {
+		return false, ""
+	}
+	return true, latest.Value
+}

@@ -1,0 +1,337 @@
+package session
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// This file is the session's pure logic: what to do with a post it was woken
+// for, how an answer is worded, what a CI run's result is, and which records
+// the session listens to. It touches no file, process or server, so its
+// tests need none.
+
+// Post is what a turn needs to know of a post it was woken for: a forum post
+// or a ticket change, as read from the agent's clone.
+type Post struct {
+	Hash string
+	// Kind is where the post is: a thread (a forum post) or a ticket (a
+	// ticket change).
+	Kind messages.ListenKind
+	// Record is the thread's root post or the ticket's id.
+	Record string
+	// Author is the name written inside the post. It proves nothing (any user
+	// who may push can write any name), but in a clone it is all there is.
+	Author string
+	// Sender is the login the node's repository recorded as having sent it;
+	// "" when unknown, as it always is in a clone.
+	Sender string
+	// Text is the post's text, or the text the ticket change adds to the
+	// ticket's comment.
+	Text string
+	// Edit says the post replaces an earlier version of a post.
+	Edit bool
+}
+
+// From is who sent the post, when that is known.
+func (p Post) From() string { return p.Sender }
+
+// ownedBy says whether login wrote the post: by the node's receipt when it is
+// known, else by the name written inside, which is what the clone has.
+func (p Post) ownedBy(login string) bool {
+	if p.Sender != "" {
+		return p.Sender == login
+	}
+	return p.Author == login
+}
+
+// Action is what the session does with a post it was woken for.
+type Action int
+
+// The actions, in the order Decide considers them.
+const (
+	// Answer: run one turn on the post and reply with what it printed.
+	Answer Action = iota
+	// SkipOwn: the agent wrote the post itself.
+	SkipOwn
+	// SkipEdit: the post replaces an earlier version; the first was the one
+	// to answer.
+	SkipEdit
+	// SkipAnswered: the agent already replied to it (a hash may come twice).
+	SkipAnswered
+	// SkipNote: the post holds an OCX note other than a stop request, or a
+	// block that may have been one; notes are for the hook and the daemon.
+	SkipNote
+	// SkipStop: a stop request that is not for this session (another login's,
+	// or on another record).
+	SkipStop
+	// Stop: a stop request for this session: write the stopped note, exit 0.
+	Stop
+)
+
+func (a Action) String() string {
+	switch a {
+	case Answer:
+		return "answer"
+	case SkipOwn:
+		return "skip-own"
+	case SkipEdit:
+		return "skip-edit"
+	case SkipAnswered:
+		return "skip-answered"
+	case SkipNote:
+		return "skip-note"
+	case SkipStop:
+		return "skip-stop"
+	case Stop:
+		return "stop"
+	}
+	return fmt.Sprintf("action(%d)", int(a))
+}
+
+// Decision is an action and why, in words for the log.
+type Decision struct {
+	Action Action
+	Why    string
+}
+
+// Decide says what a session of login, whose own record is ownRecord, does
+// with post p; answered says whether the record already holds the agent's
+// reply to it. A stop request counts only on the session's own record (D3)
+// and, when it names a login, only for that login.
+func Decide(login, ownRecord string, p Post, answered bool) Decision {
+	if p.ownedBy(login) {
+		return Decision{SkipOwn, "the agent wrote it"}
+	}
+	if p.Edit {
+		return Decision{SkipEdit, "it is an edit of an earlier post"}
+	}
+	if answered {
+		return Decision{SkipAnswered, "the agent already replied to it"}
+	}
+	n, err := messages.ReadPost([]byte(p.Text))
+	switch {
+	case errors.Is(err, messages.ErrNotANote):
+		return Decision{Answer, "a post to answer"}
+	case err != nil:
+		return Decision{SkipNote, "it may hold a note: " + err.Error()}
+	}
+	stop, ok := n.(*messages.StopNote)
+	if !ok {
+		return Decision{SkipNote, "it holds a " + string(n.NoteKind()) + " note"}
+	}
+	if p.Record != ownRecord {
+		return Decision{SkipStop, "a stop request on another record than the session's own"}
+	}
+	if stop.Login != "" && stop.Login != login {
+		return Decision{SkipStop, "a stop request for " + stop.Login}
+	}
+	return Decision{Stop, "a stop request"}
+}
+
+// Ended is how a turn's process ended.
+type Ended struct {
+	// Code is the exit code; with Signal, 128 and the signal's number.
+	Code int
+	// Signal names the signal that ended it ("SIGTERM"), or "".
+	Signal string
+	// StartErr says why it could not be started at all.
+	StartErr error
+}
+
+// OK says whether the process ran and exited 0.
+func (e Ended) OK() bool { return e.StartErr == nil && e.Signal == "" && e.Code == 0 }
+
+func (e Ended) String() string {
+	switch {
+	case e.StartErr != nil:
+		return "not started: " + e.StartErr.Error()
+	case e.Signal != "":
+		return "ended by " + e.Signal
+	}
+	return fmt.Sprintf("exit status %d", e.Code)
+}
+
+// Output is what a turn's process printed: at most its last MaxOutput
+// bytes, and how many bytes before them were dropped.
+type Output struct {
+	Tail    []byte
+	Dropped int64
+}
+
+// MaxOutput bounds what an answer carries of a process's output: its end,
+// where a command's result is, as seed 004's kept logs keep the end.
+const MaxOutput = 64 << 10
+
+// AnswerText words the reply to a post from what the turn printed (D4): the
+// output as it is, since it may hold a report note; a line saying so when it
+// printed nothing; and the exit status when it is not 0. who is "command" or
+// "runner".
+func AnswerText(who string, out Output, e Ended) string {
+	var b strings.Builder
+	if out.Dropped > 0 {
+		fmt.Fprintf(&b, "(the first %d bytes of the %s's output are left out)\n\n", out.Dropped, who)
+	}
+	text := cleanOutput(out.Tail)
+	if strings.TrimSpace(text) == "" {
+		if e.StartErr != nil {
+			fmt.Fprintf(&b, "The %s could not be started: %v", who, e.StartErr)
+			return b.String()
+		}
+		fmt.Fprintf(&b, "The %s printed nothing.", who)
+	} else {
+		b.WriteString(strings.TrimRight(text, "\n"))
+	}
+	if !e.OK() {
+		fmt.Fprintf(&b, "\n\n(%s: %s)", who, e)
+	}
+	return b.String()
+}
+
+// cleanOutput makes a process's bytes fit a post: valid UTF-8, no NUL.
+func cleanOutput(b []byte) string {
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	return strings.ReplaceAll(s, "\x00", "")
+}
+
+// ReportOf returns the report an answer holds (D4), or nil: an answer without
+// one is a question or a reply, and keeps a completes session running.
+func ReportOf(answer string) *messages.ReportNote {
+	n, err := messages.ReadPost([]byte(answer))
+	if err != nil {
+		return nil
+	}
+	r, _ := n.(*messages.ReportNote)
+	return r
+}
+
+// CIResultOf is the ci tag a CI run earns (D5): green when the command exited
+// 0, red otherwise, with its last line of output.
+func CIResultOf(out Output, e Ended) messages.CITag {
+	t := messages.CITag{Result: messages.CIRed, Line: messages.LastLine(out.Tail)}
+	if e.OK() {
+		t.Result = messages.CIGreen
+	}
+	if t.Line == "" && e.StartErr != nil {
+		t.Line = messages.LastLine([]byte("not started: " + e.StartErr.Error()))
+	}
+	return t
+}
+
+// TicketReply words a ticket comment that answers change to: a ticket change
+// has no "in reply to" of its own, so its first line says it, as a link a
+// person can follow and a session can find again (RepliesTo).
+func TicketReply(to, text string) string {
+	return ticketReplyLine(to) + "\n\n" + text
+}
+
+func ticketReplyLine(to string) string {
+	short := to
+	if len(short) > 10 {
+		short = short[:10]
+	}
+	return fmt.Sprintf("In reply to [%s](/info/%s):", short, to)
+}
+
+// RepliesTo says whether a ticket comment written by TicketReply answers
+// change to.
+func RepliesTo(comment, to string) bool {
+	first, _, _ := strings.Cut(comment, "\n")
+	return strings.TrimRight(first, "\r ") == ticketReplyLine(to)
+}
+
+// RunnerInput is the one line of JSON an llm session's runner reads on its
+// standard input (D9).
+type RunnerInput struct {
+	Post      string `json:"post"`
+	From      string `json:"from,omitempty"`
+	Text      string `json:"text"`
+	Record    string `json:"record"`
+	Objective string `json:"objective"`
+}
+
+// Line renders the input as one line of JSON and its newline.
+func (in RunnerInput) Line() []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(in) // strings only: it cannot fail
+	return b.Bytes()
+}
+
+// ListenEvent is one listen or unlisten note the agent wrote.
+type ListenEvent struct {
+	messages.Listener
+	// On is true for a listen note, false for an unlisten note.
+	On bool
+	// Time is the time written in the note's post, and Rcvid and Rid its
+	// place in the clone: together they order the notes.
+	Time       time.Time
+	Rcvid, Rid int64
+}
+
+// Listening is the listening index a session rebuilds when it starts
+// (contracts 7): its own record, plus every listener of its workspace whose
+// latest note is a listen note. It maps each file name of
+// WS/session/listening/ to the listener's kind.
+func Listening(key messages.WorkspaceKey, ownKind messages.ListenKind, ownRecord string, events []ListenEvent) (map[string]messages.ListenKind, error) {
+	out := make(map[string]messages.ListenKind)
+	name, err := messages.ListeningFileName(ownKind, ownRecord)
+	if err != nil {
+		return nil, fmt.Errorf("listening file of the session's own record: %w", err)
+	}
+	out[name] = ownKind
+	sorted := slices.Clone(events)
+	slices.SortStableFunc(sorted, func(a, b ListenEvent) int {
+		if c := a.Time.Compare(b.Time); c != 0 {
+			return c
+		}
+		if a.Rcvid != b.Rcvid {
+			return cmp64(a.Rcvid, b.Rcvid)
+		}
+		return cmp64(a.Rid, b.Rid)
+	})
+	type listener struct {
+		kind  messages.ListenKind
+		names string
+	}
+	latest := make(map[listener]bool)
+	var order []listener
+	for _, e := range sorted {
+		if e.Login != key.Login || e.Project != key.Project {
+			continue
+		}
+		l := listener{e.Kind, e.Names}
+		if _, seen := latest[l]; !seen {
+			order = append(order, l)
+		}
+		latest[l] = e.On
+	}
+	for _, l := range order {
+		if !latest[l] {
+			continue
+		}
+		name, err := messages.ListeningFileName(l.kind, l.names)
+		if err != nil {
+			return nil, fmt.Errorf("listening file of %s %s: %w", l.kind, l.names, err)
+		}
+		out[name] = l.kind
+	}
+	return out, nil
+}
+
+func cmp64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,307 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// What the session reads comes from the agent's own clone, pulled first:
+// inside the sandbox it is the only repository it can read, and there every
+// sender is unknown. The hook on the node already decided who wakes the
+// session (D8), and the daemon who may launch it (D7).
+
+// pull brings the clone up to date, trying again a bounded number of times;
+// a pull that keeps failing is logged and the clone is read as it is.
+func (s *Session) pull(ctx context.Context) bool {
+	err := s.try(ctx, "pull", true, func() error { return s.fsl.Pull(ctx, s.ws.Clone) })
+	return err == nil
+}
+
+// readAt reads a post or a ticket change from the clone.
+func (s *Session) readAt(ctx context.Context, hash string) (Post, error) {
+	info, err := s.clone.Info(ctx, hash)
+	if err != nil {
+		return Post{}, err
+	}
+	var p Post
+	switch info.Kind {
+	case fossilio.KindPost:
+		fp, err := s.clone.Post(ctx, hash)
+		if err != nil {
+			return Post{}, err
+		}
+		p = Post{Hash: fp.Hash, Kind: messages.ListenThread, Record: fp.Root, Author: fp.Author, Text: fp.Text, Edit: fp.Edit}
+	case fossilio.KindTicketChange:
+		tc, err := s.clone.TicketChange(ctx, hash)
+		if err != nil {
+			return Post{}, err
+		}
+		p = Post{Hash: tc.Hash, Kind: messages.ListenTicket, Record: tc.Ticket, Author: tc.Author, Text: tc.Comment}
+	default:
+		return Post{}, fmt.Errorf("%s is a %s, not a forum post or a ticket change", hash, info.Kind)
+	}
+	if s.node != nil {
+		if ni, err := s.node.Info(ctx, hash); err == nil {
+			p.Sender = ni.Sender
+		}
+	}
+	return p, nil
+}
+
+// readWoken reads the post a wake line names, pulling first: the hook woke
+// the session because the node received it, so a clone that lacks it is
+// behind and is pulled again, a bounded number of times.
+func (s *Session) readWoken(ctx context.Context, hash string) (Post, error) {
+	var p Post
+	var pulling, reading time.Duration
+	err := s.try(ctx, "read post "+hash, true, func() error {
+		t0 := time.Now()
+		err := s.fsl.Pull(ctx, s.ws.Clone)
+		t1 := time.Now()
+		pulling += t1.Sub(t0)
+		if err != nil {
+			return err
+		}
+		p, err = s.readAt(ctx, hash)
+		reading += time.Since(t1)
+		return err
+	})
+	if err == nil {
+		s.log.Info("post read", keyEvent, "read", keyPost, hash, "pull", pulling, "read", reading)
+	}
+	return p, err
+}
+
+// readNote reads the note a post or ticket change holds.
+func (s *Session) readNote(ctx context.Context, hash, what string) (messages.Note, Post, error) {
+	p, err := s.readAt(ctx, hash)
+	if err != nil {
+		return nil, Post{}, fmt.Errorf("%s %s: %w", what, hash, err)
+	}
+	n, err := messages.ReadPost([]byte(p.Text))
+	if err != nil {
+		return nil, Post{}, fmt.Errorf("%s %s: %w", what, hash, err)
+	}
+	return n, p, nil
+}
+
+// readLaunch reads the launch note serve was started for, and the session
+// definition it names. The launch note's record is the session's own.
+func (s *Session) readLaunch(ctx context.Context) error {
+	n, p, err := s.readNote(ctx, s.o.Launch, "launch")
+	if err != nil {
+		return err
+	}
+	l, ok := n.(*messages.LaunchNote)
+	if !ok {
+		return fmt.Errorf("launch %s holds a %s note, not a launch note", s.o.Launch, n.NoteKind())
+	}
+	if l.Key() != s.o.Key {
+		return fmt.Errorf("launch %s is for workspace %s, not %s", s.o.Launch, l.Key(), s.o.Key)
+	}
+	s.launch, s.launchPost = l, p
+	s.rec = record{Kind: p.Kind, ID: p.Record}
+	dn, _, err := s.readNote(ctx, l.Session, "session definition")
+	if err != nil {
+		return err
+	}
+	def, ok := dn.(*messages.SessionDefinition)
+	if !ok {
+		return fmt.Errorf("launch %s names %s as its session definition, but it holds a %s note", s.o.Launch, l.Session, dn.NoteKind())
+	}
+	s.def, s.defHash = def, l.Session
+	return nil
+}
+
+// findDefinition finds a terminal session's definition: the one --session
+// names, or the newest on the workspace's record. Its record is the
+// session's own.
+func (s *Session) findDefinition(ctx context.Context) error {
+	if s.o.Session != "" {
+		n, p, err := s.readNote(ctx, s.o.Session, "session definition")
+		if err != nil {
+			return err
+		}
+		def, ok := n.(*messages.SessionDefinition)
+		if !ok {
+			return fmt.Errorf("--session %s holds a %s note, not a session definition", s.o.Session, n.NoteKind())
+		}
+		s.def, s.defHash = def, s.o.Session
+		s.rec = record{Kind: p.Kind, ID: p.Record}
+		return nil
+	}
+	posts, err := s.clone.Thread(ctx, s.b.Home)
+	if err != nil {
+		return fmt.Errorf("the workspace's record %s: %w", s.b.Home, err)
+	}
+	for i := len(posts) - 1; i >= 0; i-- {
+		text := posts[i].Text
+		if posts[i].First != posts[i].Hash {
+			// A note is read from a post's first version.
+			first, err := s.clone.Post(ctx, posts[i].First)
+			if err != nil {
+				continue
+			}
+			text = first.Text
+		}
+		n, err := messages.ReadPost([]byte(text))
+		if err != nil {
+			continue
+		}
+		if def, ok := n.(*messages.SessionDefinition); ok {
+			s.def, s.defHash = def, posts[i].First
+			s.rec = record{Kind: messages.ListenThread, ID: s.b.Home}
+			return nil
+		}
+	}
+	return fmt.Errorf("the workspace's record %s holds no session definition; post one, or name one with --session", s.b.Home)
+}
+
+// readRecord reads the record's first post: its hash and its text, the
+// objective of a completes session's first turn.
+func (s *Session) readRecord(ctx context.Context) error {
+	switch s.rec.Kind {
+	case messages.ListenThread:
+		root, err := s.clone.Post(ctx, s.rec.ID)
+		if err != nil {
+			return fmt.Errorf("the session's record %s: %w", s.rec.ID, err)
+		}
+		s.rec.First, s.rec.Objective = root.Hash, root.Text
+	case messages.ListenTicket:
+		changes, err := s.clone.TicketChanges(ctx, s.rec.ID)
+		if err != nil {
+			return fmt.Errorf("the session's record, ticket %s: %w", s.rec.ID, err)
+		}
+		if len(changes) == 0 {
+			return fmt.Errorf("the session's record, ticket %s, has no change", s.rec.ID)
+		}
+		first := changes[0]
+		s.rec.First, s.rec.Objective = first.Hash, first.Comment
+		if strings.TrimSpace(first.Comment) == "" {
+			for _, f := range first.Fields {
+				if f.Name == "title" {
+					s.rec.Objective = f.Value
+				}
+			}
+		}
+	default:
+		return fmt.Errorf("the session's record %s is a %s", s.rec.ID, s.rec.Kind)
+	}
+	return nil
+}
+
+// hasAnswered says whether the record already holds the agent's reply to p:
+// a forum reply to it, or a ticket comment that says it answers it.
+func (s *Session) hasAnswered(ctx context.Context, p Post) (bool, error) {
+	switch p.Kind {
+	case messages.ListenThread:
+		posts, err := s.clone.Thread(ctx, p.Record)
+		if err != nil {
+			return false, err
+		}
+		for _, q := range posts {
+			if q.InReplyTo == p.Hash && q.Author == s.b.Login {
+				return true, nil
+			}
+		}
+	case messages.ListenTicket:
+		changes, err := s.clone.TicketChanges(ctx, p.Record)
+		if err != nil {
+			return false, err
+		}
+		for _, c := range changes {
+			if c.Author == s.b.Login && RepliesTo(c.Comment, p.Hash) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// rebuildIndex rewrites WS/session/listening/ from the agent's listen and
+// unlisten notes in the clone, plus the session's own record (contracts 7).
+// New files are written before stale ones go, so the hook never finds a
+// listener missing that the notes still name.
+func (s *Session) rebuildIndex(ctx context.Context) error {
+	events, err := s.listenEvents(ctx)
+	if err != nil {
+		return fmt.Errorf("rebuild the listening index: %w", err)
+	}
+	want, err := Listening(s.o.Key, s.rec.Kind, s.rec.ID, events)
+	if err != nil {
+		return fmt.Errorf("rebuild the listening index: %w", err)
+	}
+	if err := s.root.MkdirAll(s.ws.ListeningDir, 0o755); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(want))
+	for name, kind := range want {
+		if err := s.root.WriteFile(filepath.Join(s.ws.ListeningDir, name), messages.ListeningFileContent(kind), 0o644); err != nil {
+			return err
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	entries, err := os.ReadDir(s.ws.ListeningDir)
+	if err != nil {
+		return fmt.Errorf("rebuild the listening index: %w", err)
+	}
+	for _, e := range entries {
+		if _, ok := want[e.Name()]; ok {
+			continue
+		}
+		if err := s.root.RemoveAll(filepath.Join(s.ws.ListeningDir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	s.log.Info("listening index rebuilt", keyEvent, "index", keyFiles, strings.Join(names, ","), "notes", len(events))
+	return nil
+}
+
+// listenEvents finds the listen and unlisten notes the agent wrote, in every
+// post and ticket change of the clone. The clone cannot tell who sent a
+// post, so the name written inside it stands for the sender.
+func (s *Session) listenEvents(ctx context.Context) ([]ListenEvent, error) {
+	hashes, _, err := s.clone.Received(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	infos, err := s.clone.Classify(ctx, hashes...)
+	if err != nil {
+		return nil, err
+	}
+	var events []ListenEvent
+	for _, in := range infos {
+		if in.Author != s.b.Login || (in.Kind != fossilio.KindPost && in.Kind != fossilio.KindTicketChange) || in.Edit {
+			continue
+		}
+		p, err := s.readAt(ctx, in.Hash)
+		if err != nil {
+			continue
+		}
+		n, err := messages.ReadPost([]byte(p.Text))
+		if err != nil {
+			continue
+		}
+		e := ListenEvent{Time: in.Time, Rcvid: in.Rcvid, Rid: in.Rid}
+		switch n := n.(type) {
+		case *messages.ListenNote:
+			e.Listener, e.On = n.Listener, true
+		case *messages.UnlistenNote:
+			e.Listener = n.Listener
+		default:
+			continue
+		}
+		events = append(events, e)
+	}
+	return events, nil
+}

@@ -1,0 +1,110 @@
+package session_test
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// echoCommand answers a post with what it read and the facts it was given,
+// prints nothing for "quiet", and exits 3 after answering "fail".
+var echoCommand = []string{"sh", "-c", `read -r x || true
+[ "$x" = quiet ] && exit 0
+echo "said: $x"
+echo "post=$OCX_POST record=$OCX_RECORD from=${OCX_FROM:-unknown}"
+[ "$x" = fail ] && exit 3
+exit 0`}
+
+func stays(command ...string) *messages.SessionDefinition {
+	return &messages.SessionDefinition{Kind: messages.Mechanical, Command: command, Lifetime: messages.Stays}
+}
+
+func TestMechanicalAnswersPostsOnceAndStopsOnRequest(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("mech-1")
+	r := w.record(messages.ListenThread, "Answer what is said here.", stays(echoCommand...), "")
+	p := w.serve(r.launch, false)
+	w.waitLog("event=ready", 1)
+
+	hello := w.post(n.admin, r, "hello")
+	w.wake(hello)
+	a := w.waitReply(r, hello)
+	if a.sender != w.login {
+		t.Fatalf("the reply was sent by %q, want the agent login %q", a.sender, w.login)
+	}
+	for _, want := range []string{"said: hello", "post=" + hello, "record=" + r.id, "from=" + n.srv.AdminLogin} {
+		if !strings.Contains(a.text, want) {
+			t.Errorf("the reply lacks %q:\n%s", want, a.text)
+		}
+	}
+	if strings.Contains(a.text, "exit status") {
+		t.Errorf("a command that exited 0 is said to have failed:\n%s", a.text)
+	}
+	w.turnFileGone()
+
+	// A hash written twice is answered once; so is one already answered.
+	quiet := w.post(n.admin, r, "quiet")
+	fail := w.post(n.admin, r, "fail")
+	w.wake(quiet, quiet, hello, fail)
+	if a := w.waitReply(r, fail); !strings.Contains(a.text, "said: fail") || !strings.Contains(a.text, "(command: exit status 3)") {
+		t.Errorf("the answer to a command that exited 3:\n%s", a.text)
+	}
+	if rs := w.replies(r, quiet); len(rs) != 1 || !strings.Contains(rs[0].text, "The command printed nothing.") {
+		t.Errorf("replies to a post whose command printed nothing: %+v", rs)
+	}
+	if rs := w.replies(r, hello); len(rs) != 1 {
+		t.Errorf("%d replies to a post woken for twice, want 1", len(rs))
+	}
+
+	// The agent's own post is not answered; a stop request ends the session.
+	own := w.post(w.agent, r, "a note to self")
+	stop := w.post(n.admin, r, "OCX stop")
+	w.wake(own, stop)
+	if code := p.wait(); code != 0 {
+		t.Fatalf("the session exited %d after a stop request, want 0:\n%s", code, w.logText())
+	}
+	if rs := w.replies(r, own); len(rs) != 0 {
+		t.Errorf("the agent answered its own post: %+v", rs)
+	}
+	sn := w.stoppedNote(r)
+	if sn.Cause != messages.StopByRequest || sn.Request != stop || sn.Launch != r.launch || sn.Login != w.login {
+		t.Errorf("stopped note %s", sn)
+	}
+	if rs := w.replies(r, stop); len(rs) != 1 {
+		t.Errorf("the stopped note does not reply to the stop request: %d replies", len(rs))
+	}
+}
+
+func TestTicketPostGetsATicketChangeReply(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("mech-2")
+	r := w.record(messages.ListenTicket, "Answer on this ticket.", stays(echoCommand...), "")
+	p := w.serve(r.launch, false)
+	w.waitLog("event=ready", 1)
+	change := w.post(n.admin, r, "about the ticket")
+	w.wake(change)
+	a := w.waitReply(r, change)
+	if !strings.Contains(a.text, "said: about the ticket") || !strings.Contains(a.text, "record="+r.id) {
+		t.Errorf("the ticket reply:\n%s", a.text)
+	}
+	info, err := n.repo.Info(n.ctx, a.hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Ticket != r.id || info.Sender != w.login {
+		t.Errorf("the reply is %+v, want a change to ticket %s sent by %s", info, r.id, w.login)
+	}
+	// TERM while idle: a stopped note naming the signal, exit 0.
+	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d after TERM, want 0", code)
+	}
+	sn := w.stoppedNote(r)
+	if sn.Cause != messages.StopBySignal || sn.Signal != "SIGTERM" || sn.Launch != r.launch {
+		t.Errorf("stopped note %s", sn)
+	}
+}

@@ -1,0 +1,594 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// Exit codes of the workspace command.
+const (
+	// ExitOK: the session ended as it should: stopped on request or by a
+	// signal, a completes session's report written, a CI result tagged.
+	ExitOK = 0
+	// ExitFailed: the session could not run, or a CI run could not put its
+	// result on the record.
+	ExitFailed = 1
+	// ExitUsage: the command line is wrong; nothing was read or written.
+	ExitUsage = 2
+)
+
+// Log attribute keys, one place for all (STYLE 7).
+const (
+	keyWorkspace = "workspace"
+	keyEvent     = "event"
+	keyPost      = "post"
+	keyRecord    = "record"
+	keyLaunch    = "launch"
+	keyErr       = "err"
+	keyAttempt   = "attempt"
+	keyHash      = "hash"
+	keyWhy       = "why"
+	keyEnded     = "ended"
+	keyLine      = "line"
+	keySignal    = "signal"
+	keyPID       = "pid"
+	keyCheckin   = "checkin"
+	keyTag       = "tag"
+	keyFiles     = "files"
+)
+
+// Main runs the workspace command with args (the command line after the
+// program's name) and returns its exit code. It handles its own signals,
+// since TERM is part of a session's life: passed on to a running turn, then
+// a stopped note on the record.
+func Main(args []string, stdout, stderr io.Writer) int {
+	o, err := ParseArgs(args)
+	switch {
+	case errors.Is(err, errHelp):
+		writeUsage(stdout, o.Verb)
+		return ExitOK
+	case err != nil:
+		fmt.Fprintf(stderr, "workspace: %v\n", err)
+		if o.Verb == "" {
+			fmt.Fprint(stderr, usageText)
+		}
+		return ExitUsage
+	}
+	if o.Verb == VerbStart && o.ReadyFD == 0 {
+		return startDetached(o, stdout, stderr)
+	}
+	// Signals are caught before anything else, so that TERM during the start
+	// still ends in a stopped note rather than a bare death.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	log := slog.New(slog.NewTextHandler(stderr, nil)).With(keyWorkspace, o.Key.String())
+	s := &Session{o: o, log: log, errOut: stderr, sigs: sigs, retry: defaultRetry}
+	return s.Run(context.Background())
+}
+
+func writeUsage(w io.Writer, verb string) {
+	if verb == "" {
+		fmt.Fprint(w, usageText)
+		return
+	}
+	fs := newFlagSet(&Options{Verb: verb}, w)
+	fs.Usage()
+}
+
+// retryPolicy bounds how often a failure to reach the server is tried again.
+type retryPolicy struct {
+	attempts int
+	delay    time.Duration // before the second attempt; doubled after each
+}
+
+var defaultRetry = retryPolicy{attempts: 5, delay: 200 * time.Millisecond}
+
+// record is the session's own record: the thread or ticket it was started
+// for, where its definition, work and report go (seed 000).
+type record struct {
+	Kind messages.ListenKind // thread or ticket
+	// ID is the thread's root post or the ticket's id.
+	ID string
+	// First is the record's first post (the root) or first ticket change.
+	First string
+	// Objective is the text of the record's first post: what a completes
+	// session's first turn works on.
+	Objective string
+}
+
+// Session is one session process.
+type Session struct {
+	o      Options
+	log    *slog.Logger
+	errOut io.Writer
+	sigs   chan os.Signal
+	retry  retryPolicy
+
+	layout host.Layout
+	ws     host.Workspace
+	root   *unixhost.Root
+	b      *messages.Binding
+	fsl    *fossilio.Fossil
+	client *fossilio.Client
+	clone  *fossilio.Repo
+	// node is the node's repository, where senders are known; nil unless it
+	// is readable, which it is only outside the sandbox.
+	node *fossilio.Repo
+
+	def     *messages.SessionDefinition
+	defHash string
+	launch  *messages.LaunchNote
+	// launchPost is where the launch note is, to reply to it.
+	launchPost Post
+	rec        record
+
+	answered map[string]bool
+	wakes    *wakeQueue
+	reader   *unixhost.PipeReader
+	readDone chan error
+	// stopSig is the first stopping signal received, nil until one is.
+	stopSig os.Signal
+}
+
+// Run runs the session until it ends, and returns the exit code.
+func (s *Session) Run(ctx context.Context) int {
+	s.answered = make(map[string]bool)
+	defer s.close()
+	if err := s.check(); err != nil {
+		fmt.Fprintf(s.errOut, "workspace %s: %v\n", s.o.Verb, err)
+		return ExitFailed
+	}
+	if s.o.Verb == VerbRun {
+		if err := refuseIfNamed(s.layout, s.o.Key.String()); err != nil {
+			fmt.Fprintf(s.errOut, "workspace %s: %v\n", s.o.Verb, err)
+			return ExitFailed
+		}
+	}
+	if err := s.listen(); err != nil {
+		fmt.Fprintf(s.errOut, "workspace %s: %v\n", s.o.Verb, err)
+		return ExitFailed
+	}
+	s.log.Info("listening", keyEvent, "listening", keyPID, os.Getpid(), "wake", s.ws.Wake, keyLaunch, s.o.Launch)
+	if err := s.prepare(ctx); err != nil {
+		s.log.Error("cannot run", keyEvent, "failed", keyErr, err)
+		fmt.Fprintf(s.errOut, "workspace %s: %v\n", s.o.Verb, err)
+		return ExitFailed
+	}
+	s.log.Info("ready", keyEvent, "ready", keyRecord, s.rec.ID, "kind", string(s.def.Kind),
+		"lifetime", string(s.def.Lifetime), "definition", s.defHash)
+	s.sayReady()
+	if s.signaled() {
+		return s.stopBySignal(ctx)
+	}
+	if s.launch != nil && s.launch.Checkin != "" {
+		return s.ci(ctx)
+	}
+	if s.def.Lifetime == messages.Completes {
+		first := Post{Hash: s.rec.First, Kind: s.rec.Kind, Record: s.rec.ID, Text: s.rec.Objective}
+		s.log.Info("first turn on the record's objective", keyEvent, "objective", keyPost, first.Hash)
+		if s.turn(ctx, first) {
+			return s.finish(ExitOK, "report written")
+		}
+		if s.stopSig != nil {
+			return s.stopBySignal(ctx)
+		}
+	}
+	return s.loop(ctx)
+}
+
+// check validates the workspace before anything is written: it exists, its
+// binding decodes and names this workspace, its clone and tree are there.
+func (s *Session) check() error {
+	if err := checkRoot(s.o.Root); err != nil {
+		return err
+	}
+	l, err := host.NewLayout(s.o.Root)
+	if err != nil {
+		return err
+	}
+	ws, err := l.Workspace(host.Key{Login: s.o.Key.Login, Project: s.o.Key.Project})
+	if err != nil {
+		return err
+	}
+	s.layout, s.ws = l, ws
+	st, err := os.Lstat(ws.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("workspace %s does not exist: no directory %s", s.o.Key, ws.Dir)
+	}
+	if err != nil {
+		return fmt.Errorf("workspace %s: %w", s.o.Key, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("workspace %s: %s is not a directory", s.o.Key, ws.Dir)
+	}
+	root, err := unixhost.OpenRoot(s.o.Root)
+	if err != nil {
+		return err
+	}
+	s.root = root
+	data, err := root.ReadFile(ws.Binding)
+	if err != nil {
+		return fmt.Errorf("workspace %s: read binding: %w", s.o.Key, err)
+	}
+	b, err := messages.DecodeBinding(data)
+	if err != nil {
+		return fmt.Errorf("workspace %s: %s: %w", s.o.Key, ws.Binding, err)
+	}
+	if b.Key() != s.o.Key {
+		return fmt.Errorf("workspace %s: %s is the binding of %s", s.o.Key, ws.Binding, b.Key())
+	}
+	s.b = b
+	for _, p := range []string{ws.Clone, ws.Tree} {
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("workspace %s is incomplete: %w", s.o.Key, err)
+		}
+	}
+	return nil
+}
+
+// listen makes the wake pipe if it is missing and opens it for reading:
+// from then on the session is listening (seed 000). Lines are queued as they
+// come, so a turn never makes the session miss one.
+func (s *Session) listen() error {
+	if err := s.root.MkdirAll(s.ws.Session, 0o700); err != nil {
+		return err
+	}
+	if err := s.root.Mkfifo(s.ws.Wake, 0o600); err != nil {
+		return err
+	}
+	r, err := unixhost.OpenPipeReader(s.root, s.ws.Wake)
+	if err != nil {
+		return err
+	}
+	s.reader = r
+	s.wakes = newWakeQueue()
+	s.readDone = make(chan error, 1)
+	go func() {
+		s.readDone <- r.Run(func(line []byte) {
+			s.log.Info("wake read", keyEvent, "wake", keyLine, string(line))
+			s.wakes.push(string(line))
+		})
+	}()
+	return nil
+}
+
+// prepare reaches the server and reads what the session is: the launch note,
+// the session definition, the record; then rebuilds the listening index.
+func (s *Session) prepare(ctx context.Context) error {
+	rem, err := fossilio.Remembered(ctx, s.ws.Clone)
+	if err != nil {
+		return fmt.Errorf("the password the clone remembers: %w", err)
+	}
+	if rem.Login != s.b.Login {
+		return fmt.Errorf("the clone %s remembers login %q, not the workspace's %q", s.ws.Clone, rem.Login, s.b.Login)
+	}
+	s.client = &fossilio.Client{URL: s.b.Remote, Login: s.b.Login, Password: rem.Password, ProjectCode: s.b.ProjectCode}
+	s.fsl = &fossilio.Fossil{Home: s.ws.Dir, User: s.b.Login, Dir: s.ws.Tree}
+	s.pull(ctx)
+	clone, err := fossilio.OpenClone(s.ws.Clone, nil)
+	if err != nil {
+		return err
+	}
+	s.clone = clone
+	s.openNode()
+	if s.o.Verb == VerbServe {
+		if err := s.readLaunch(ctx); err != nil {
+			return err
+		}
+	} else if err := s.findDefinition(ctx); err != nil {
+		return err
+	}
+	if err := s.readRecord(ctx); err != nil {
+		return err
+	}
+	if s.launch != nil && s.launch.Checkin != "" && s.def.Kind != messages.Mechanical {
+		return fmt.Errorf("launch %s names check-in %s, but its session %s is not mechanical: CI runs a command", s.o.Launch, s.launch.Checkin, s.defHash)
+	}
+	return s.rebuildIndex(ctx)
+}
+
+// openNode opens the node's repository when it is readable (a terminal
+// session on the node's host), so that a post's sender is known. Inside the
+// sandbox it never is.
+func (s *Session) openNode() {
+	data, err := os.ReadFile(s.layout.NodeJSON())
+	if err != nil {
+		return
+	}
+	nc, err := messages.DecodeNodeConfig(data)
+	if err != nil {
+		s.log.Warn("node.json does not decode; senders stay unknown", keyEvent, "node", keyErr, err)
+		return
+	}
+	p, ok := nc.Projects[s.b.Project]
+	if !ok {
+		return
+	}
+	r, err := fossilio.OpenNode(p.Repository, nil)
+	if err != nil {
+		return
+	}
+	s.node = r
+}
+
+// sayReady tells `workspace start`, which detached this process, that it is
+// listening and knows what it is.
+func (s *Session) sayReady() {
+	if s.o.ReadyFD <= 0 {
+		return
+	}
+	f := os.NewFile(uintptr(s.o.ReadyFD), "ready")
+	if f == nil {
+		return
+	}
+	_, _ = f.WriteString("ready\n")
+	f.Close()
+}
+
+// loop answers wake lines until the session ends, and returns its exit code.
+func (s *Session) loop(ctx context.Context) int {
+	for {
+		select {
+		case sig := <-s.sigs:
+			s.noteSignal(sig)
+			return s.stopBySignal(ctx)
+		case err := <-s.readDone:
+			s.readDone <- err
+			s.log.Error("the wake pipe cannot be read", keyEvent, "failed", keyErr, err)
+			return s.finish(ExitFailed, "wake pipe lost")
+		case <-s.wakes.ready:
+			for {
+				line, ok := s.wakes.pop()
+				if !ok {
+					break
+				}
+				switch s.handle(ctx, line) {
+				case outcomeStop:
+					return s.finish(ExitOK, "stopped on request")
+				case outcomeReport:
+					return s.finish(ExitOK, "report written")
+				}
+				if s.stopSig != nil {
+					return s.stopBySignal(ctx)
+				}
+			}
+		}
+	}
+}
+
+type outcome int
+
+const (
+	outcomeGoOn outcome = iota
+	outcomeStop
+	outcomeReport
+)
+
+// handle acts on one wake line: one turn, a skip, or a stop.
+func (s *Session) handle(ctx context.Context, line string) outcome {
+	hash := line
+	if err := messages.ValidateHash(hash); err != nil {
+		s.log.Warn("wake line is not a post's hash; not answered", keyEvent, "refused", keyLine, line, keyErr, err)
+		return outcomeGoOn
+	}
+	if s.launch != nil && s.launch.Checkin != "" {
+		s.log.Info("a CI session answers no post", keyEvent, "not-answered", keyPost, hash)
+		return outcomeGoOn
+	}
+	if s.answered[hash] {
+		s.log.Info("already seen", keyEvent, "skip", keyPost, hash, keyWhy, "this session already handled it")
+		return outcomeGoOn
+	}
+	p, err := s.readWoken(ctx, hash)
+	if err != nil {
+		s.log.Error("post not answered: it cannot be read", keyEvent, "not-answered", keyPost, hash, keyErr, err)
+		return outcomeGoOn
+	}
+	answered, err := s.hasAnswered(ctx, p)
+	if err != nil {
+		s.log.Warn("cannot tell whether the post was answered; taken as not", keyEvent, "read", keyPost, hash, keyErr, err)
+	}
+	d := Decide(s.b.Login, s.rec.ID, p, answered)
+	s.log.Info("woken", keyEvent, d.Action.String(), keyPost, hash, keyRecord, p.Record, keyWhy, d.Why)
+	switch d.Action {
+	case Answer:
+		if s.signaled() {
+			s.log.Warn("post not answered: the session is stopping", keyEvent, "not-answered", keyPost, hash)
+			return outcomeGoOn
+		}
+		if s.turn(ctx, p) {
+			return outcomeReport
+		}
+	case Stop:
+		s.answered[hash] = true
+		s.writeStopped(ctx, &messages.StoppedNote{Login: s.b.Login, Project: s.b.Project, Launch: s.o.Launch,
+			Cause: messages.StopByRequest, Request: hash}, p, true)
+		return outcomeStop
+	default:
+		s.answered[hash] = true
+	}
+	return outcomeGoOn
+}
+
+// turn runs one turn on post p and replies with its answer; it says whether
+// the answer was a report now on the record (which ends a completes session).
+func (s *Session) turn(ctx context.Context, p Post) bool {
+	s.holdTurn(p.Hash)
+	spec, who, err := s.turnSpec(p)
+	var out Output
+	var ended Ended
+	if err != nil {
+		ended = Ended{StartErr: err}
+	} else {
+		out, ended = s.runTurn(spec)
+	}
+	s.releaseTurn()
+	s.log.Info("turn ended", keyEvent, "turn", keyPost, p.Hash, keyEnded, ended.String(), "bytes", int64(len(out.Tail))+out.Dropped)
+	text := AnswerText(who, out, ended)
+	h, err := s.replyTo(ctx, p, text)
+	if err != nil {
+		s.log.Error("answer not written", keyEvent, "not-answered", keyPost, p.Hash, keyErr, err)
+		return false
+	}
+	s.answered[p.Hash] = true
+	report := ReportOf(text)
+	s.log.Info("answered", keyEvent, "answered", keyPost, p.Hash, keyHash, h, "report", report != nil)
+	return report != nil && s.def.Lifetime == messages.Completes
+}
+
+// turnSpec says what a turn on p runs: the session's command with the
+// post's text on standard input, or its runner with one line of JSON (D4, D9).
+func (s *Session) turnSpec(p Post) (turnSpec, string, error) {
+	env := append(os.Environ(), "OCX_POST="+p.Hash, "OCX_RECORD="+p.Record)
+	if from := p.From(); from != "" {
+		env = append(env, "OCX_FROM="+from)
+	}
+	switch s.def.Kind {
+	case messages.Mechanical:
+		return turnSpec{argv: s.def.Command, env: env, dir: s.ws.Tree, stdin: []byte(p.Text), combined: true}, "command", nil
+	case messages.LLM:
+		prog := "ocx-runner-" + s.def.Runner
+		in := RunnerInput{Post: p.Hash, From: p.From(), Text: p.Text, Record: s.rec.ID, Objective: s.rec.Objective}
+		return turnSpec{argv: []string{prog, "--model", s.def.Model}, env: env, dir: s.ws.Tree, stdin: in.Line()}, "runner", nil
+	}
+	return turnSpec{}, "session", fmt.Errorf("session kind %q is not known", s.def.Kind)
+}
+
+// holdTurn writes WS/session/turn while a turn runs (contracts 6): the
+// session is working while it exists.
+func (s *Session) holdTurn(hash string) {
+	if err := s.root.WriteFile(s.turnFile(), []byte(hash+"\n"), 0o644); err != nil {
+		s.log.Warn("turn file not written", keyEvent, "turn-file", keyErr, err)
+	}
+}
+
+func (s *Session) releaseTurn() {
+	if err := s.root.Remove(s.turnFile()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("turn file not removed", keyEvent, "turn-file", keyErr, err)
+	}
+}
+
+func (s *Session) turnFile() string { return filepath.Join(s.ws.Session, "turn") }
+
+// signaled says whether a stopping signal has arrived, taking any waiting.
+func (s *Session) signaled() bool {
+	for {
+		select {
+		case sig := <-s.sigs:
+			s.noteSignal(sig)
+		default:
+			return s.stopSig != nil
+		}
+	}
+}
+
+func (s *Session) noteSignal(sig os.Signal) {
+	s.log.Info("signal received", keyEvent, "signal", keySignal, signalName(sig))
+	if s.stopSig == nil {
+		s.stopSig = sig
+	}
+}
+
+func signalName(sig os.Signal) string {
+	if n, ok := sig.(syscall.Signal); ok {
+		return host.SignalName(int(n))
+	}
+	return sig.String()
+}
+
+// stopBySignal writes the stopped note for the signal received and ends.
+func (s *Session) stopBySignal(ctx context.Context) int {
+	n := &messages.StoppedNote{Login: s.b.Login, Project: s.b.Project, Launch: s.o.Launch,
+		Cause: messages.StopBySignal, Signal: signalName(s.stopSig)}
+	if s.rec.ID == "" {
+		s.log.Error("stopped before its record was known; no stopped note", keyEvent, "stopped", keySignal, n.Signal)
+		return s.finish(ExitOK, "stopped by "+n.Signal)
+	}
+	to := s.launchPost
+	if to.Hash == "" || to.Record != s.rec.ID {
+		to = Post{Hash: s.rec.First, Kind: s.rec.Kind, Record: s.rec.ID}
+	}
+	s.writeStopped(ctx, n, to, false)
+	return s.finish(ExitOK, "stopped by "+n.Signal)
+}
+
+// finish logs the end, and every wake line read but not answered.
+func (s *Session) finish(code int, why string) int {
+	for {
+		line, ok := s.wakes.pop()
+		if !ok {
+			break
+		}
+		s.log.Warn("wake line not answered: the session ends", keyEvent, "not-answered", keyLine, line)
+	}
+	s.log.Info("session ends", keyEvent, "end", keyWhy, why, "exit", code)
+	return code
+}
+
+// close releases what the session holds: the wake pipe last but one, so
+// that nobody writes to a pipe without a reader while the session still runs.
+func (s *Session) close() {
+	if s.reader != nil {
+		s.reader.Close()
+		<-s.readDone
+	}
+	if s.clone != nil {
+		s.clone.Close()
+	}
+	if s.node != nil {
+		s.node.Close()
+	}
+	if s.root != nil {
+		s.root.Close()
+	}
+}
+
+// wakeQueue holds wake lines read but not yet handled: the reader never
+// waits for a turn, and no line read is lost.
+type wakeQueue struct {
+	mu    sync.Mutex
+	lines []string
+	ready chan struct{}
+}
+
+func newWakeQueue() *wakeQueue { return &wakeQueue{ready: make(chan struct{}, 1)} }
+
+func (q *wakeQueue) push(line string) {
+	q.mu.Lock()
+	q.lines = append(q.lines, line)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (q *wakeQueue) pop() (string, bool) {
+	if q == nil {
+		return "", false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.lines) == 0 {
+		return "", false
+	}
+	l := q.lines[0]
+	q.lines = q.lines[1:]
+	return l, true
+}

@@ -1,0 +1,139 @@
+package session
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+)
+
+// startWait bounds how long `workspace start` waits for the session it
+// detached to say it is listening: its start pulls the clone, which is
+// tried again a few times when the server does not answer.
+const startWait = 2 * time.Minute
+
+// startDetached is `workspace start`: the same as run, detached in a session
+// of its own, its output appended to WS/session/log. It prints the PID once
+// the session says it is listening, or why it did not start.
+func startDetached(o Options, stdout, stderr io.Writer) int {
+	s := &Session{o: o, errOut: stderr}
+	defer s.close()
+	if err := s.check(); err != nil {
+		fmt.Fprintf(stderr, "workspace start: %v\n", err)
+		return ExitFailed
+	}
+	if err := refuseIfNamed(s.layout, o.Key.String()); err != nil {
+		fmt.Fprintf(stderr, "workspace start: %v\n", err)
+		return ExitFailed
+	}
+	if err := s.root.MkdirAll(s.ws.Session, 0o700); err != nil {
+		fmt.Fprintf(stderr, "workspace start: %v\n", err)
+		return ExitFailed
+	}
+	logf, err := s.root.OpenFile(s.ws.Log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		fmt.Fprintf(stderr, "workspace start: %v\n", err)
+		return ExitFailed
+	}
+	defer logf.Close()
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		fmt.Fprintf(stderr, "workspace start: %v\n", err)
+		return ExitFailed
+	}
+	defer devnull.Close()
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintf(stderr, "workspace start: %v\n", err)
+		return ExitFailed
+	}
+	defer readyR.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		readyW.Close()
+		fmt.Fprintf(stderr, "workspace start: %v\n", err)
+		return ExitFailed
+	}
+	// The key comes first after the verb and the root is absolute, so the
+	// process table reads which workspace the process names (D1, D16).
+	args := []string{exe, VerbStart, o.Key.String(), "--root", o.Root}
+	if o.Session != "" {
+		args = append(args, "--session", o.Session)
+	}
+	args = append(args, "--ready-fd", "3")
+	cmd := &exec.Cmd{Path: exe, Args: args, Env: os.Environ(), Dir: s.ws.Tree,
+		Stdin: devnull, Stdout: logf, Stderr: logf, ExtraFiles: []*os.File{readyW},
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
+	err = cmd.Start()
+	readyW.Close()
+	if err != nil {
+		fmt.Fprintf(stderr, "workspace start: %v\n", err)
+		return ExitFailed
+	}
+	pid := cmd.Process.Pid
+	said := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(readyR).ReadString('\n')
+		said <- strings.TrimSpace(line)
+	}()
+	select {
+	case line := <-said:
+		if line == "ready" {
+			_ = cmd.Process.Release()
+			fmt.Fprintln(stdout, pid)
+			return ExitOK
+		}
+		// The pipe closed without a word: the session ended at its start.
+		state, _ := cmd.Process.Wait()
+		fmt.Fprintf(stderr, "workspace start: the session (PID %d) did not start: %v; its log is %s\n", pid, state, s.ws.Log)
+		return ExitFailed
+	case <-time.After(startWait):
+		// readyR is closed on return, which ends the goroutine's read.
+		_ = cmd.Process.Release()
+		fmt.Fprintf(stderr, "workspace start: the session (PID %d) is not listening after %s; see %s\n", pid, startWait, s.ws.Log)
+		return ExitFailed
+	}
+}
+
+// refuseIfNamed refuses to start a session in a workspace that a running
+// process already names: a workspace runs one session at a time (seed 000),
+// and the daemon refuses its launches on the same rule.
+func refuseIfNamed(l host.Layout, key string) error {
+	k, err := host.ParseKey(key)
+	if err != nil {
+		return err
+	}
+	t, err := unixhost.NewProcTable(unixhost.ProcOptions{Layout: l})
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	tab, err := t.Scan()
+	if err != nil {
+		return err
+	}
+	v := tab.Naming(k)
+	var others []string
+	for _, id := range v.By {
+		if id.PID == os.Getpid() {
+			continue
+		}
+		desc := strconv.Itoa(id.PID)
+		if p, ok := tab.Find(id); ok {
+			desc += " (" + strings.Join(p.Argv, " ") + ")"
+		}
+		others = append(others, desc)
+	}
+	if len(others) > 0 {
+		return fmt.Errorf("workspace %s is in use: process %s names it; a workspace runs one session at a time", key, strings.Join(others, ", "))
+	}
+	return nil
+}

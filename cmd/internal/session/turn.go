@@ -1,0 +1,160 @@
+package session
+
+import (
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ocx-go/ocx/host"
+)
+
+// turnSpec is one process a turn runs.
+type turnSpec struct {
+	argv  []string
+	env   []string
+	dir   string
+	stdin []byte
+	// combined puts the process's standard error into its output (a
+	// command's answer is all it printed); otherwise standard error goes to
+	// the session's log (a runner's answer is its standard output).
+	combined bool
+}
+
+// drainAfterExit bounds how long the output is read once the turn's process
+// has exited and its group was ended: only a process that left the group
+// can still hold the pipe.
+const drainAfterExit = 2 * time.Second
+
+// runTurn runs spec in a process group of its own and returns what it
+// printed and how it ended. A stopping signal that arrives meanwhile is
+// passed on to the group and noted, and the turn is waited for: the session
+// stops once the turn has ended (the daemon sends KILL after its grace if the
+// turn ignores TERM). When the turn's process exits, what is left of its
+// group is killed: a turn leaves nothing running behind it.
+func (s *Session) runTurn(spec turnSpec) (Output, Ended) {
+	if len(spec.argv) == 0 {
+		return Output{}, Ended{StartErr: errors.New("no program to run")}
+	}
+	path := spec.argv[0]
+	if !strings.Contains(path, "/") {
+		p, err := exec.LookPath(path)
+		if err != nil {
+			return Output{}, Ended{StartErr: err}
+		}
+		path = p
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return Output{}, Ended{StartErr: err}
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return Output{}, Ended{StartErr: err}
+	}
+	cmd := &exec.Cmd{Path: path, Args: spec.argv, Env: spec.env, Dir: spec.dir, Stdin: inR, Stdout: outW}
+	if spec.combined {
+		cmd.Stderr = outW
+	} else if f, ok := s.errOut.(*os.File); ok {
+		cmd.Stderr = f
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return Output{}, Ended{StartErr: err}
+	}
+	pid := cmd.Process.Pid
+	s.log.Info("turn started", keyEvent, "turn-start", keyPID, pid, "argv", strings.Join(spec.argv, " "))
+
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		_, _ = inW.Write(spec.stdin)
+		inW.Close()
+	}()
+	out := &tailBuffer{max: MaxOutput}
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		_, _ = io.Copy(out, outR)
+	}()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	var werr error
+wait:
+	for {
+		select {
+		case werr = <-exited:
+			break wait
+		case sig := <-s.sigs:
+			s.noteSignal(sig)
+			if n, ok := sig.(syscall.Signal); ok {
+				s.log.Info("signal passed on to the turn", keyEvent, "turn-signal", keyPID, pid, keySignal, signalName(sig))
+				_ = syscall.Kill(-pid, n)
+			}
+		}
+	}
+	// The group may outlive its leader; nothing of a turn runs on after it.
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = outR.SetReadDeadline(time.Now().Add(drainAfterExit))
+	<-read
+	outR.Close()
+	_ = inW.SetWriteDeadline(time.Now())
+	<-wrote
+
+	e := Ended{}
+	var xerr *exec.ExitError
+	switch {
+	case werr == nil:
+	case errors.As(werr, &xerr):
+	default:
+		e.StartErr = werr
+	}
+	if cmd.ProcessState != nil {
+		if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+			if st.Signaled() {
+				e.Signal = host.SignalName(int(st.Signal()))
+				e.Code = 128 + int(st.Signal())
+			} else {
+				e.Code = st.ExitStatus()
+			}
+		}
+	}
+	return out.Output(), e
+}
+
+// tailBuffer keeps the last max bytes written to it, and counts the rest.
+type tailBuffer struct {
+	max     int
+	buf     []byte
+	dropped int64
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 2*t.max {
+		cut := len(t.buf) - t.max
+		t.dropped += int64(cut)
+		t.buf = append(t.buf[:0], t.buf[cut:]...)
+	}
+	return len(p), nil
+}
+
+// Output returns what was kept, at most max bytes.
+func (t *tailBuffer) Output() Output {
+	if len(t.buf) > t.max {
+		cut := len(t.buf) - t.max
+		return Output{Tail: t.buf[cut:], Dropped: t.dropped + int64(cut)}
+	}
+	return Output{Tail: t.buf, Dropped: t.dropped}
+}

@@ -1,0 +1,95 @@
+package session
+
+import (
+	"context"
+	"time"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// Every write is made as the agent login, over Fossil's sync, with the
+// password its clone remembers (contracts 4), so the node's repository
+// records the agent as the sender.
+
+// try runs fn until it succeeds or the policy's attempts are spent, logging
+// each failure; what names the operation. A stopping signal cuts the waiting
+// short when interruptible is set (a pull, a read), never for a write that
+// ends the session (a stopped note, a CI result).
+func (s *Session) try(ctx context.Context, what string, interruptible bool, fn func() error) error {
+	delay := s.retry.delay
+	var err error
+	for attempt := 1; ; attempt++ {
+		if err = fn(); err == nil {
+			return nil
+		}
+		if attempt >= s.retry.attempts {
+			s.log.Error("gave up", keyEvent, "failed", "op", what, keyAttempt, attempt, keyErr, err)
+			return err
+		}
+		s.log.Warn("failed; trying again", keyEvent, "retry", "op", what, keyAttempt, attempt, keyErr, err, "in", delay.String())
+		if interruptible && s.signaled() {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		delay *= 2
+	}
+}
+
+// replyTo writes text as a reply to p: a forum reply in its thread, or a
+// comment on its ticket that says which change it answers.
+func (s *Session) replyTo(ctx context.Context, p Post, text string) (string, error) {
+	if p.Kind == messages.ListenTicket {
+		text = TicketReply(p.Hash, text)
+	}
+	return s.writeOn(ctx, "reply to "+p.Hash, p, text)
+}
+
+// writeOn writes text where p is: a reply to p in its thread, or a comment on
+// its ticket, trying again a bounded number of times.
+func (s *Session) writeOn(ctx context.Context, what string, p Post, text string) (string, error) {
+	var h string
+	err := s.try(ctx, what, false, func() error {
+		var err error
+		switch p.Kind {
+		case messages.ListenTicket:
+			h, err = s.client.ChangeTicket(ctx, p.Record,
+				fossilio.Field{Name: "+icomment", Value: text}, fossilio.Field{Name: "mimetype", Value: fossilio.MarkdownMimetype})
+		default:
+			h, err = s.client.Reply(ctx, p.Record, p.Hash, text)
+		}
+		return err
+	})
+	return h, err
+}
+
+// writeNote writes a note where p is; answering says the note answers p (a
+// stop request), which a ticket comment then says in its first line.
+func (s *Session) writeNote(ctx context.Context, n messages.Note, p Post, answering bool) (string, error) {
+	block, err := n.Encode()
+	if err != nil {
+		return "", err
+	}
+	text := string(block)
+	if answering && p.Kind == messages.ListenTicket {
+		text = TicketReply(p.Hash, text)
+	}
+	return s.writeOn(ctx, string(n.NoteKind())+" note", p, text)
+}
+
+// writeStopped writes the stopped note; a failure is logged, and the session
+// still ends as it was asked to.
+func (s *Session) writeStopped(ctx context.Context, n *messages.StoppedNote, at Post, answering bool) {
+	h, err := s.writeNote(ctx, n, at, answering)
+	if err != nil {
+		s.log.Error("stopped note not written", keyEvent, "stopped", keyErr, err)
+		return
+	}
+	s.log.Info("stopped note written", keyEvent, "stopped", keyHash, h, "cause", string(n.Cause), keySignal, n.Signal, "request", n.Request)
+}
