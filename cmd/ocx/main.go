@@ -1,6 +1,7 @@
-// Command ocx is OCX's command line: the demo now; the hook, the tools, the
-// console and the status later. Each subcommand is a file of its own that
-// registers itself, so adding one is adding a file.
+// Command ocx is OCX's command line: the node's actions (init, agent logins,
+// the hook, workspaces, sessions, listeners, the status), the wake hook
+// itself, and the demo. Each subcommand is a file of its own that registers
+// itself, so adding one is adding a file.
 package main
 
 import (
@@ -64,6 +65,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := c.run(ctx, e, args[1:]); err != nil {
+		if errors.Is(err, errStopped) {
+			return 1 // the answer printed says why
+		}
 		if errors.Is(err, errUsage) {
 			fmt.Fprintf(stderr, "ocx %s: %v\n", c.name, err)
 			return 2

@@ -1,0 +1,556 @@
+// Package hook is OCX's wake hook, run by Fossil's after-receive: it reads
+// what arrived, wakes the sessions listening to it, notes a person's post
+// nobody heard, hands posts and check-ins to the daemon, and keeps the git
+// mirror current; it never waits on an agent.
+package hook
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// Options say which repository's arrivals to handle, and how.
+type Options struct {
+	// Agents is the agents root (--agents).
+	Agents string
+	// Repo is the repository as Fossil names it (%R).
+	Repo string
+	// Stdin is Fossil's list of what arrived: one artifact per line, its
+	// hash first.
+	Stdin io.Reader
+	// Log receives one line per action; nil opens AGENTS/hook.log.
+	Log *slog.Logger
+	// Release is the directory of the release's ocxd; empty means the
+	// release node.json names, or the running executable's directory.
+	Release string
+	// Fossil is the fossil executable (git export); empty means "fossil".
+	Fossil string
+	// DaemonWait bounds the wait for a daemon the hook started to read its
+	// pipe; zero means node.DefaultDaemonWait.
+	DaemonWait time.Duration
+	// LockWait bounds the wait for another run of the hook on the same
+	// repository to finish; zero means DefaultLockWait.
+	LockWait time.Duration
+}
+
+// DefaultLockWait bounds how long a run waits for an overlapping run (two
+// backoffice runs may overlap, D11) before it goes on without the lock.
+const DefaultLockWait = 10 * time.Second
+
+// Prepare readies the process Fossil started: its environment is whatever
+// the backoffice's parent had (a CGI request's, even: fossil-2.21.md 4.4),
+// so it is replaced by a clean one; its standard output, which Fossil has
+// closed, is pointed at /dev/null so that nothing can fail writing there;
+// and so is its standard error, inherited from whoever ran the backoffice:
+// a caller that reads it to its end (a tool running `fossil backoffice`)
+// would otherwise wait for the hook, and for anything the hook started.
+// The hook's log is AGENTS/hook.log.
+func Prepare(agents string) error {
+	os.Clearenv()
+	for k, v := range map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": agents, "LANG": "C.UTF-8"} {
+		if err := os.Setenv(k, v); err != nil {
+			return err
+		}
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer null.Close()
+	for _, fd := range []int{1, 2} {
+		if err := unix.Dup3(int(null.Fd()), fd, 0); err != nil {
+			return fmt.Errorf("point descriptor %d at /dev/null: %w", fd, err)
+		}
+	}
+	return nil
+}
+
+// Run handles one after-receive. Each action happens whatever another's
+// outcome; the error reports only what kept the hook from starting at all.
+func Run(ctx context.Context, o Options) error {
+	layout, err := host.NewLayout(o.Agents)
+	if err != nil {
+		return fmt.Errorf("hook: %w", err)
+	}
+	log := o.Log
+	if log == nil {
+		f, err := os.OpenFile(node.HookLog(layout.Root()), os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return fmt.Errorf("hook: open its log: %w", err)
+		}
+		defer f.Close()
+		log = slog.New(slog.NewTextHandler(f, nil))
+	}
+	h := &run{o: o, layout: layout, log: log}
+	if err := h.run(ctx); err != nil {
+		log.Error("hook", "repository", o.Repo, "err", err)
+		return err
+	}
+	return nil
+}
+
+type run struct {
+	o      Options
+	layout host.Layout
+	log    *slog.Logger
+	cfg    *messages.NodeConfig
+	repo   string // the repository file, absolute
+	proj   string
+	root   *unixhost.Root
+	r      *fossilio.Repo
+	logins map[string]bool // the node's logins (agents and the node user)
+}
+
+func (h *run) run(ctx context.Context) error {
+	start := time.Now()
+	data, err := os.ReadFile(h.layout.NodeJSON())
+	if err != nil {
+		return err
+	}
+	if h.cfg, err = messages.DecodeNodeConfig(data); err != nil {
+		return err
+	}
+	if h.repo, err = filepath.Abs(h.o.Repo); err != nil {
+		return err
+	}
+	proj, ok := h.cfg.ProjectOfRepository(h.repo)
+	if !ok {
+		return fmt.Errorf("%s is not a repository of this node (node.json)", h.repo)
+	}
+	h.proj = proj
+	stdin := readHashes(h.o.Stdin)
+	if h.root, err = unixhost.OpenRoot(h.layout.Root()); err != nil {
+		return err
+	}
+	defer h.root.Close()
+
+	mark, unlock := h.lockMark()
+	defer unlock()
+	if h.r, err = fossilio.OpenNode(h.repo, nil); err != nil {
+		return err
+	}
+	defer h.r.Close()
+	infos, last, err := h.arrived(ctx, stdin, mark)
+	if err != nil {
+		return err
+	}
+	h.logins = h.nodeLogins()
+
+	unheard := h.wake(ctx, infos)
+	h.handToDaemon(ctx, infos)
+	h.noteUnheard(ctx, unheard)
+	h.gitExport(ctx, infos)
+	if last > mark.value || !mark.ok {
+		if err := mark.store(max(last, mark.value)); err != nil {
+			h.log.Error("store the hook's mark", "err", err)
+		}
+	}
+	h.log.Info("hook done", "repository", h.repo, "artifacts", len(infos), "stdin", len(stdin), "mark", max(last, mark.value), "elapsed", time.Since(start))
+	return nil
+}
+
+// readHashes reads Fossil's list: a full hash and a description per line.
+func readHashes(in io.Reader) []string {
+	if in == nil {
+		return nil
+	}
+	var out []string
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		f, _, _ := strings.Cut(sc.Text(), " ")
+		if fossilio.IsHash(f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// arrived lists what to handle: what Fossil listed and what the repository
+// received after the hook's own mark, each once, minus what an earlier run
+// handled. Without a mark (a hook installed by hand), only Fossil's list.
+func (h *run) arrived(ctx context.Context, stdin []string, m *mark) ([]fossilio.Info, int64, error) {
+	after := int64(math.MaxInt64)
+	if m.ok {
+		after = m.value
+	}
+	received, last, err := h.r.Received(ctx, after)
+	if err != nil {
+		return nil, 0, err
+	}
+	seen := map[string]bool{}
+	var all []string
+	for _, list := range [][]string{received, stdin} {
+		for _, x := range list {
+			if !seen[x] {
+				seen[x] = true
+				all = append(all, x)
+			}
+		}
+	}
+	infos := h.classify(ctx, all)
+	kept := infos[:0]
+	for _, info := range infos {
+		if !m.ok || info.Rcvid > m.value {
+			kept = append(kept, info)
+		}
+	}
+	return kept, last, nil
+}
+
+// classify classifies in one read, leaving out (and logging) a hash the
+// repository no longer has, such as a post rejected by a moderator.
+func (h *run) classify(ctx context.Context, hashes []string) []fossilio.Info {
+	for len(hashes) > 0 {
+		infos, err := h.r.Classify(ctx, hashes...)
+		if err == nil {
+			return infos
+		}
+		var he *fossilio.HashError
+		if !errors.As(err, &he) {
+			h.log.Error("classify", "err", err)
+			return nil
+		}
+		h.log.Warn("not in the repository; passed over", "hash", he.Hash, "err", err)
+		hashes = remove(hashes, he.Hash)
+	}
+	return nil
+}
+
+func remove(list []string, x string) []string {
+	out := list[:0]
+	for _, y := range list {
+		if y != x {
+			out = append(out, y)
+		}
+	}
+	return out
+}
+
+// nodeLogins lists the node's own logins: each with a password in the agents
+// root (the agent logins and the node user). Anyone else is a person (D8).
+func (h *run) nodeLogins() map[string]bool {
+	out := map[string]bool{h.cfg.User: true}
+	entries, err := os.ReadDir(h.layout.Root())
+	if err != nil {
+		h.log.Error("list the agent logins", "err", err)
+		return out
+	}
+	for _, e := range entries {
+		if e.IsDir() && host.ValidLogin(e.Name()) == nil {
+			if _, err := os.Lstat(filepath.Join(h.layout.Root(), e.Name(), "password")); err == nil {
+				out[e.Name()] = true
+			}
+		}
+	}
+	return out
+}
+
+// unheardPost is a person's post that reached a session nobody hears.
+type unheardPost struct {
+	info  fossilio.Info
+	login string
+	why   messages.UnheardWhy
+}
+
+// wake writes each post's hash into the wake pipe of each session listening
+// to its thread or ticket (D8), and returns the posts nobody heard.
+func (h *run) wake(ctx context.Context, infos []fossilio.Info) []unheardPost {
+	var unheard []unheardPost
+	w := unixhost.PipeWriter{Root: h.root}
+	for _, info := range infos {
+		var record string
+		var kind messages.ListenKind
+		switch info.Kind {
+		case fossilio.KindPost:
+			if info.Pending || info.Edit {
+				// A post awaiting moderation is hidden from the session; an
+				// edit is not a new post.
+				continue
+			}
+			record, kind = info.Root, messages.ListenThread
+		case fossilio.KindTicketChange:
+			record, kind = info.Ticket, messages.ListenTicket
+		default:
+			continue
+		}
+		targets := h.listening(record, kind)
+		if len(targets) == 0 {
+			continue
+		}
+		holdsNote, err := h.holdsNote(ctx, info)
+		if err != nil {
+			h.log.Error("read the post", "post", info.Hash, "err", err)
+			continue
+		}
+		for _, ws := range targets {
+			login := ws.Key.Login
+			switch {
+			case info.Sender == login:
+				continue // the session's own post
+			case holdsNote:
+				h.log.Info("not woken: the post holds an OCX note", "post", info.Hash, "workspace", ws.Key)
+				continue
+			}
+			err := w.Send(ws.Wake, info.Hash)
+			var why messages.UnheardWhy
+			switch {
+			case err == nil:
+				h.log.Info("woke", "post", info.Hash, "workspace", ws.Key, "sender", info.Sender)
+				continue
+			case errors.Is(err, host.ErrNoReader):
+				why = messages.UnheardNoReader
+			case errors.Is(err, fs.ErrNotExist):
+				why = messages.UnheardNoPipe
+			default:
+				h.log.Error("wake", "post", info.Hash, "workspace", ws.Key, "err", err)
+				continue
+			}
+			h.log.Info("nobody hears the session", "post", info.Hash, "workspace", ws.Key, "why", why, "sender", info.Sender)
+			if info.Sender != "" && !h.logins[info.Sender] {
+				unheard = append(unheard, unheardPost{info: info, login: login, why: why})
+			}
+		}
+	}
+	return unheard
+}
+
+// listening returns the workspaces of this project whose listening index
+// names record with the given kind.
+func (h *run) listening(record string, kind messages.ListenKind) []host.Workspace {
+	var out []host.Workspace
+	for login := range h.logins {
+		ws, err := h.layout.Workspace(host.Key{Login: login, Project: h.proj})
+		if err != nil {
+			continue
+		}
+		path, err := ws.Listening(record)
+		if err != nil {
+			continue
+		}
+		content, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		if k, _, err := messages.ParseListeningFile(record, content); err != nil || k != kind {
+			h.log.Warn("listening file of another kind; passed over", "file", path)
+			continue
+		}
+		out = append(out, ws)
+	}
+	return out
+}
+
+// holdsNote says whether a post or ticket comment carries an OCX note other
+// than a stop request (D8): such a post wakes nobody. A post whose note block
+// is broken counts as holding one.
+func (h *run) holdsNote(ctx context.Context, info fossilio.Info) (bool, error) {
+	var text string
+	switch info.Kind {
+	case fossilio.KindPost:
+		p, err := h.r.Post(ctx, info.Hash)
+		if err != nil {
+			return false, err
+		}
+		text = p.Text
+	case fossilio.KindTicketChange:
+		c, err := h.r.TicketChange(ctx, info.Hash)
+		if err != nil {
+			return false, err
+		}
+		text = c.Comment
+	}
+	note, err := messages.ReadPost([]byte(text))
+	if err != nil {
+		return !errors.Is(err, messages.ErrNotANote), nil
+	}
+	return note.NoteKind() != messages.KindStop, nil
+}
+
+// handToDaemon hands each post, ticket change and check-in to the daemon as
+// `post REPO HASH`, in one packed write, starting the daemon when none runs.
+func (h *run) handToDaemon(ctx context.Context, infos []fossilio.Info) {
+	var lines []messages.PipeLine
+	for _, info := range infos {
+		switch info.Kind {
+		case fossilio.KindPost, fossilio.KindTicketChange, fossilio.KindCheckin:
+			lines = append(lines, messages.PostLine{Repository: h.repo, Hash: info.Hash})
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	release := h.o.Release
+	if release == "" {
+		var err error
+		if release, err = node.DefaultRelease(h.cfg); err != nil {
+			h.log.Error("find the daemon", "err", err)
+			return
+		}
+	}
+	wait := h.o.DaemonWait
+	if wait <= 0 {
+		wait = node.DefaultDaemonWait
+	}
+	started, err := node.EnsureDaemon(ctx, h.layout, filepath.Join(release, "ocxd"), wait)
+	if started {
+		h.log.Info("started the daemon", "program", filepath.Join(release, "ocxd"))
+	}
+	if err != nil {
+		h.log.Error("ensure the daemon runs", "err", err)
+		return
+	}
+	if err := node.SendLines(h.layout, lines); err != nil {
+		h.log.Error("hand posts to the daemon", "lines", len(lines), "err", err)
+		return
+	}
+	h.log.Info("handed to the daemon", "lines", len(lines))
+}
+
+// noteUnheard writes, as the session's agent login, a note that a person's
+// post reached a session nobody hears, on the record the post is on. It
+// runs no backoffice after: the note wakes nobody (it holds an OCX note, and
+// its sender is an agent), so the next backoffice run may see it at leisure,
+// and the hook is never run again from within itself.
+func (h *run) noteUnheard(ctx context.Context, unheard []unheardPost) {
+	if len(unheard) == 0 {
+		return
+	}
+	code, err := h.r.ProjectCode(ctx)
+	if err != nil {
+		h.log.Error("note unheard posts", "err", err)
+		return
+	}
+	w := &fossilio.Notes{
+		URL:         h.cfg.Projects[h.proj].URL,
+		ProjectCode: code,
+		Password: func(login string) (string, error) {
+			path, err := h.layout.Password(login)
+			if err != nil {
+				return "", err
+			}
+			return fossilio.ReadPasswordFile(path)
+		},
+	}
+	for _, u := range unheard {
+		note := &messages.UnheardNote{Post: u.info.Hash, Login: u.login, Project: h.proj, Why: u.why}
+		block, err := note.Encode()
+		if err != nil {
+			h.log.Error("note unheard post", "post", u.info.Hash, "err", err)
+			continue
+		}
+		text := fmt.Sprintf("This post reached the session of workspace `%s/%s`, but nothing holds its wake pipe (%s): nobody heard it.\n\n%s", u.login, h.proj, u.why, block)
+		n := fossilio.Note{Login: u.login, Thread: u.info.Root, ReplyTo: u.info.Hash, Text: text}
+		if u.info.Kind == fossilio.KindTicketChange {
+			n = fossilio.Note{Login: u.login, Ticket: u.info.Ticket, Text: text}
+		}
+		hash, err := w.WriteNote(ctx, n)
+		if err != nil {
+			h.log.Error("note unheard post", "post", u.info.Hash, "login", u.login, "err", err)
+			continue
+		}
+		h.log.Info("noted an unheard post", "post", u.info.Hash, "login", u.login, "note", hash)
+	}
+}
+
+// gitExport brings the git mirror up to date when a check-in arrived and
+// the repository has a mirror.
+func (h *run) gitExport(ctx context.Context, infos []fossilio.Info) {
+	checkin := false
+	for _, info := range infos {
+		checkin = checkin || info.Kind == fossilio.KindCheckin
+	}
+	if !checkin {
+		return
+	}
+	mirror, ok, err := h.r.Config(ctx, "last-git-export-repo")
+	if err != nil {
+		h.log.Error("git export", "err", err)
+		return
+	}
+	if !ok || mirror == "" {
+		return
+	}
+	a := &fossilio.Admin{Repository: h.repo, Fossil: &fossilio.Fossil{Exe: h.o.Fossil, Home: h.layout.Root(), User: h.cfg.User, Dir: h.layout.Root()}}
+	if err := a.GitExport(ctx); err != nil {
+		h.log.Error("git export", "mirror", mirror, "err", err)
+		return
+	}
+	h.log.Info("git export", "mirror", mirror)
+}
+
+// mark is the hook's own mark of the newest receipt it handled, in
+// AGENTS/hook.mark.PROJECT, held under a flock for the run so that two
+// overlapping runs (D11) handle each receipt once.
+type mark struct {
+	f     *os.File
+	ok    bool
+	value int64
+}
+
+// lockMark opens and locks the mark, waiting a bounded time for another
+// run; without the lock (or the file) it goes on, since a wake handled
+// twice is better than one lost.
+func (h *run) lockMark() (*mark, func()) {
+	m := &mark{}
+	f, err := h.root.OpenFile(node.MarkFile(h.layout.Root(), h.proj), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		h.log.Error("open the hook's mark", "err", err)
+		return m, func() {}
+	}
+	wait := h.o.LockWait
+	if wait <= 0 {
+		wait = DefaultLockWait
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil || !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err != nil {
+		h.log.Warn("the hook's mark stays locked by another run; going on without it", "err", err)
+	}
+	m.f = f
+	buf := make([]byte, 32)
+	n, _ := f.ReadAt(buf, 0)
+	if v, err := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64); err == nil && v >= 0 {
+		m.ok, m.value = true, v
+	}
+	return m, func() { f.Close() }
+}
+
+// store writes the mark in place (the lock is on this file, so it is not
+// replaced by a rename).
+func (m *mark) store(v int64) error {
+	if m.f == nil {
+		return errors.New("no mark file")
+	}
+	if err := m.f.Truncate(0); err != nil {
+		return err
+	}
+	_, err := m.f.WriteAt([]byte(strconv.FormatInt(v, 10)+"\n"), 0)
+	return err
+}

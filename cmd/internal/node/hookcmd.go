@@ -1,0 +1,133 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// HookLog is the hook's log, AGENTS/hook.log: Fossil closes the hook's
+// standard output, so it writes nothing there.
+func HookLog(agents string) string { return filepath.Join(agents, "hook.log") }
+
+// MarkFile is AGENTS/hook.mark.PROJECT: the newest receipt the hook has
+// handled in the project's repository. Fossil's own list can skip a receipt
+// after a quiet day (docs/fossil.md §4), so the hook keeps its own mark.
+func MarkFile(agents, project string) string {
+	return filepath.Join(agents, "hook.mark."+project)
+}
+
+// HookCommand is the after-receive hook's command line as Fossil runs it
+// with /bin/sh -c: the release's ocx, the agents root, and %R, which Fossil
+// replaces with the repository's path.
+func (n *Node) HookCommand() string {
+	return shellQuote(n.Program("ocx")) + " hook --agents " + shellQuote(n.Agents) + " --repo %R"
+}
+
+// shellQuote quotes s for /bin/sh: Fossil substitutes into the command with
+// no quoting of its own.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// HookInstall installs the wake hook on each repository of the login group
+// (seed 002, "install the wake hook"): installing again replaces it. A fresh
+// install also sets the hook's own mark to the newest receipt, so it neither
+// replays the repository's past nor misses what comes next.
+func (n *Node) HookInstall(ctx context.Context, dry bool) *Answer {
+	a := newAnswer("hook install", dry)
+	cmd := n.HookCommand()
+	root, err := unixhost.OpenRoot(n.Agents)
+	if err != nil {
+		return a.Stop(err)
+	}
+	defer root.Close()
+	for _, p := range n.projects() {
+		st, err := n.admin(p).Hook(ctx)
+		if err != nil {
+			return a.Stop(fmt.Errorf("hook of %s: %w", p.Name, err))
+		}
+		if dry {
+			a.Would("install the after-receive hook on %s: %s", p.Repository, cmd)
+			continue
+		}
+		r, err := n.openRepo(p)
+		if err != nil {
+			return a.Stop(err)
+		}
+		_, last, err := r.Received(ctx, math.MaxInt64)
+		r.Close()
+		if err != nil {
+			return a.Stop(fmt.Errorf("newest receipt of %s: %w", p.Name, err))
+		}
+		if err := n.admin(p).InstallHook(ctx, cmd); err != nil {
+			return a.Stop(fmt.Errorf("install the hook on %s: %w", p.Name, err))
+		}
+		if !st.Installed {
+			if err := root.WriteFile(MarkFile(n.Agents, p.Name), []byte(strconv.FormatInt(last, 10)+"\n"), 0o600); err != nil {
+				return a.Stop(fmt.Errorf("write the hook's mark for %s: %w", p.Name, err))
+			}
+		}
+		verb := "installed"
+		if st.Installed {
+			verb = "replaced"
+		}
+		a.Logf("%s the after-receive hook on %s: %s", verb, p.Repository, cmd)
+	}
+	return a
+}
+
+// HookRemove removes the wake hook from each repository of the login
+// group, keeping every other hook.
+func (n *Node) HookRemove(ctx context.Context, dry bool) *Answer {
+	a := newAnswer("hook remove", dry)
+	root, err := unixhost.OpenRoot(n.Agents)
+	if err != nil {
+		return a.Stop(err)
+	}
+	defer root.Close()
+	for _, p := range n.projects() {
+		if dry {
+			a.Would("remove the after-receive hook from %s", p.Repository)
+			continue
+		}
+		if err := n.admin(p).RemoveHook(ctx); err != nil {
+			return a.Stop(fmt.Errorf("remove the hook from %s: %w", p.Name, err))
+		}
+		if err := root.Remove(MarkFile(n.Agents, p.Name)); err != nil {
+			return a.Stop(err)
+		}
+		a.Logf("removed the after-receive hook from %s", p.Repository)
+	}
+	return a
+}
+
+// HookStatus says whether the wake hook is installed on each repository,
+// and with which command.
+func (n *Node) HookStatus(ctx context.Context) ([]messages.HookStatus, *Answer) {
+	a := newAnswer("hook status", false)
+	var out []messages.HookStatus
+	want := n.HookCommand()
+	for _, p := range n.projects() {
+		st, err := n.admin(p).Hook(ctx)
+		if err != nil {
+			return nil, a.Stop(fmt.Errorf("hook of %s: %w", p.Name, err))
+		}
+		out = append(out, messages.HookStatus{Project: p.Name, Repository: p.Repository, Installed: st.Installed})
+		switch {
+		case !st.Installed:
+			a.Logf("%s: not installed", p.Name)
+		case st.Command != want:
+			a.Logf("%s: installed with another command: %s (this release's is %s)", p.Name, st.Command, want)
+		default:
+			a.Logf("%s: installed: %s", p.Name, st.Command)
+		}
+	}
+	return out, a
+}

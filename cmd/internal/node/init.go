@@ -1,0 +1,205 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// DefaultNodeUser is the node user's login when init is not told another.
+const DefaultNodeUser = "ocx"
+
+// InitProject is one repository of the login group, as `--project
+// NAME=REPO,URL` gives it.
+type InitProject struct {
+	Name       string
+	Repository string
+	URL        string
+}
+
+// ParseInitProject reads NAME=REPO,URL.
+func ParseInitProject(s string) (InitProject, error) {
+	name, rest, ok := strings.Cut(s, "=")
+	repo, u, ok2 := strings.Cut(rest, ",")
+	if !ok || !ok2 || name == "" || repo == "" || u == "" {
+		return InitProject{}, fmt.Errorf("project %q: want NAME=REPOSITORY,URL, as demo=/srv/fossil/demo.fossil,http://127.0.0.1:8080/", s)
+	}
+	return InitProject{Name: name, Repository: repo, URL: u}, nil
+}
+
+// InitInput is what `ocx init` takes.
+type InitInput struct {
+	Projects []InitProject
+	// NodeUser is the node user's login (default DefaultNodeUser).
+	NodeUser string
+	// ReleaseRoot is the release root (current and previous link to
+	// releases/ID/); empty for a developer's build.
+	ReleaseRoot string
+	DryRun      bool
+}
+
+// Init makes the agents root and node.json (contracts 3), and provisions
+// the node user on each repository with its password in AGENTS/USER/password.
+// Run again, it adds projects; it refuses to change what node.json says.
+func Init(ctx context.Context, agents string, in InitInput, opts Options) *Answer {
+	a := newAnswer("init", in.DryRun)
+	n, err := newNode(agents, opts)
+	if err != nil {
+		return a.Stop(err)
+	}
+	cfg, err := n.planInit(ctx, a, in)
+	if err != nil {
+		return a.Stop(err)
+	}
+	data, err := cfg.Encode()
+	if err != nil {
+		return a.Stop(fmt.Errorf("node.json: %w", err))
+	}
+	pwFile, _ := n.Layout.Password(cfg.User)
+	if in.DryRun {
+		a.Would("make %s and write %s:\n%s", n.Agents, n.Layout.NodeJSON(), data)
+		for _, name := range cfg.ProjectNames() {
+			a.Would("provision the node user %q on %s (capabilities %s, password in %s)", cfg.User, cfg.Projects[name].Repository, fossilio.AgentCaps, pwFile)
+		}
+		return a
+	}
+	if err := os.MkdirAll(n.Agents, 0o700); err != nil {
+		return a.Stop(fmt.Errorf("make the agents root: %w", err))
+	}
+	root, err := unixhost.OpenRoot(n.Agents)
+	if err != nil {
+		return a.Stop(err)
+	}
+	defer root.Close()
+	if err := root.MkdirAll(filepath.Dir(pwFile), 0o700); err != nil {
+		return a.Stop(err)
+	}
+	n.Config = cfg
+	for _, p := range n.projects() {
+		if err := n.admin(p).ProvisionAgent(ctx, cfg.User, pwFile); err != nil {
+			return a.Stop(fmt.Errorf("provision the node user on %s: %w", p.Name, err))
+		}
+		a.Logf("provisioned the node user %q on %s (capabilities %s)", cfg.User, p.Repository, fossilio.AgentCaps)
+	}
+	if err := root.WriteFile(n.Layout.NodeJSON(), data, 0o600); err != nil {
+		return a.Stop(fmt.Errorf("write node.json: %w", err))
+	}
+	a.Logf("wrote %s", n.Layout.NodeJSON())
+	return a
+}
+
+// planInit checks every input and merges it with an existing node.json.
+func (n *Node) planInit(ctx context.Context, a *Answer, in InitInput) (*messages.NodeConfig, error) {
+	user := in.NodeUser
+	if user == "" {
+		user = DefaultNodeUser
+	}
+	if err := CheckNewLogin(user); err != nil {
+		return nil, fmt.Errorf("node user: %w", err)
+	}
+	cfg := &messages.NodeConfig{User: user, Release: in.ReleaseRoot, Projects: map[string]messages.NodeProject{}}
+	if in.ReleaseRoot != "" {
+		if err := messages.ValidateAbsPath(in.ReleaseRoot); err != nil {
+			return nil, fmt.Errorf("release: %w", err)
+		}
+		if st, err := os.Stat(filepath.Join(in.ReleaseRoot, "current")); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("release: %s has no current release (a link current -> releases/ID/)", in.ReleaseRoot)
+		}
+	}
+	old, err := os.ReadFile(n.Layout.NodeJSON())
+	switch {
+	case err == nil:
+		prev, err := messages.DecodeNodeConfig(old)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", n.Layout.NodeJSON(), err)
+		}
+		if prev.User != user {
+			return nil, fmt.Errorf("node user: node.json names %q; a node keeps its user", prev.User)
+		}
+		if in.ReleaseRoot != "" && prev.Release != in.ReleaseRoot {
+			return nil, fmt.Errorf("release: node.json names %q", prev.Release)
+		}
+		cfg.Release = prev.Release
+		for name, p := range prev.Projects {
+			cfg.Projects[name] = p
+		}
+		a.Logf("%s exists; adding to it", n.Layout.NodeJSON())
+	case errors.Is(err, fs.ErrNotExist):
+	default:
+		return nil, err
+	}
+	if len(in.Projects) == 0 && len(cfg.Projects) == 0 {
+		return nil, errors.New("project: give at least one --project NAME=REPOSITORY,URL")
+	}
+	for i, p := range in.Projects {
+		field := fmt.Sprintf("project[%d]", i)
+		if err := messages.ValidateProject(p.Name); err != nil {
+			return nil, fmt.Errorf("%s: %w", field, err)
+		}
+		if err := messages.ValidateRepository(p.Repository); err != nil {
+			return nil, fmt.Errorf("%s: %w", field, err)
+		}
+		if got := messages.ProjectOf(p.Repository); got != p.Name {
+			return nil, fmt.Errorf("%s: repository %s holds project %q, not %q (a project is its file's name, D1)", field, p.Repository, got, p.Name)
+		}
+		if err := checkServerURL(p.URL); err != nil {
+			return nil, fmt.Errorf("%s: %w", field, err)
+		}
+		r, err := fossilio.OpenNode(p.Repository, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", field, err)
+		}
+		_, err = r.ProjectCode(ctx)
+		r.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", field, err)
+		}
+		np := messages.NodeProject{Repository: p.Repository, URL: p.URL}
+		if prev, ok := cfg.Projects[p.Name]; ok && prev != np {
+			return nil, fmt.Errorf("%s: node.json has %s as %s at %s", field, p.Name, prev.Repository, prev.URL)
+		}
+		cfg.Projects[p.Name] = np
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// checkServerURL accepts http(s)://HOST[:PORT]/ without credentials.
+func checkServerURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("url %q is not an http:// or https:// server URL", s)
+	}
+	if u.User != nil {
+		return fmt.Errorf("url %q holds credentials; they are kept in the agents root, never in node.json", s)
+	}
+	return nil
+}
+
+// CheckNewLogin checks a login that the node's tools make: D1's shape, not
+// one of the agents root's own files (D16), and not `hook` or `hook.*`, the
+// names of the hook's log and marks in the agents root.
+func CheckNewLogin(login string) error {
+	if err := messages.ValidateLogin(login); err != nil {
+		return err
+	}
+	if err := host.ValidLogin(login); err != nil {
+		return err
+	}
+	if login == "hook" || strings.HasPrefix(login, "hook.") {
+		return fmt.Errorf("login %q: hook and hook.* name the hook's own files in the agents root", login)
+	}
+	return nil
+}

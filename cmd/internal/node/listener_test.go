@@ -1,0 +1,277 @@
+package node_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/docs/design"
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/messages"
+)
+
+func TestListenersOnAThreadATicketAndABranch(t *testing.T) {
+	f := newFix(t)
+	def := *f.addWorkspace().Result
+	th := *f.ok(f.open(person, personPW).Thread(f.ctx, node.PostInput{Title: "A question", Text: "Does it work?"})).Result
+	reply := *f.ok(f.open(person, personPW).Post(f.ctx, node.PostInput{To: th, Text: "More details."})).Result
+	ticket := *f.ok(f.open(person, personPW).Ticket(f.ctx, node.PostInput{Title: "It crashes", Text: "On start."})).Result
+	key := agent + "/demo"
+
+	// A thread is named by any of its posts; the listener names its root.
+	a := f.ok(f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: key, Kind: "thread", Names: reply[:12]}))
+	p := f.post(*a.Result)
+	if p.Sender != agent || p.Root != th {
+		t.Errorf("the listen note was sent by %q in thread %s; want the agent, in %s", p.Sender, p.Root, th)
+	}
+	if got := readListening(t, f, th); got != "thread\n" {
+		t.Errorf("listening/%s holds %q", th, got)
+	}
+	// A ticket, by a prefix of its id: the note is a change of the ticket.
+	a = f.ok(f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: key, Kind: "ticket", Names: ticket[:12]}))
+	c, err := f.repo().TicketChange(f.ctx, *a.Result)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sender != agent || c.Ticket != ticket || !strings.Contains(c.Comment, `"ocx": "listen"`) {
+		t.Errorf("ticket listen note: sender %q ticket %s comment %q", c.Sender, c.Ticket, c.Comment)
+	}
+	if got := readListening(t, f, ticket); got != "ticket\n" {
+		t.Errorf("listening/%s holds %q", ticket, got)
+	}
+	// A branch: the note goes on the session's own record, by default the
+	// workspace's.
+	a = f.ok(f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: key, Kind: "branch", Names: "release/2.0"}))
+	if p := f.post(*a.Result); p.Root != def {
+		t.Errorf("the branch listen note is in %s, want the workspace's record %s", p.Root, def)
+	}
+	if got := readListening(t, f, "branch-release%2F2.0"); got != "branch\n" {
+		t.Errorf("listening/branch-release%%2F2.0 holds %q", got)
+	}
+
+	st, err := f.n.Status(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Listeners) != 3 {
+		t.Errorf("status listeners: %v", st.Listeners)
+	}
+
+	// Removing the thread's listener: the unlisten note, the file gone, and
+	// the status no longer lists it.
+	a = f.ok(f.n.ListenerRemove(f.ctx, node.ListenerInput{Workspace: key, Kind: "thread", Names: th}))
+	if note, _ := messages.ReadPost([]byte(f.post(*a.Result).Text)); note == nil || note.NoteKind() != messages.KindUnlisten {
+		t.Errorf("remove wrote %v", note)
+	}
+	if exists(filepath.Join(f.ws(), "session", "listening", th)) {
+		t.Errorf("the thread's listening file is still there")
+	}
+	st, err = f.n.Status(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range st.Listeners {
+		if l.Kind == messages.ListenThread {
+			t.Errorf("the status still lists %v", l)
+		}
+	}
+	// A listen note sent by someone else than the agent does not count.
+	forged := &messages.ListenNote{Listener: messages.Listener{Login: agent, Project: "demo", Kind: messages.ListenThread, Names: th}}
+	block, _ := forged.Encode()
+	c2 := &fossilio.Client{URL: f.srv.URL, Login: person, Password: personPW, ProjectCode: f.srv.ProjectCode}
+	if _, err := c2.Reply(f.ctx, th, th, string(block)); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = f.n.Status(f.ctx)
+	for _, l := range st.Listeners {
+		if l.Kind == messages.ListenThread {
+			t.Errorf("a listen note by %s counts: %v", person, l)
+		}
+	}
+}
+
+func TestListenerRefusals(t *testing.T) {
+	f := newFix(t)
+	f.addWorkspace()
+	before := f.posts()
+	key := agent + "/demo"
+	for _, tc := range []struct {
+		in   node.ListenerInput
+		want string
+	}{
+		{node.ListenerInput{Workspace: "../x/demo", Kind: "thread", Names: "x"}, "workspace"},
+		{node.ListenerInput{Workspace: "agent-9/demo", Kind: "thread", Names: "x"}, "does not exist on the host"},
+		{node.ListenerInput{Workspace: key, Kind: "wiki", Names: "Home"}, `"wiki" is not a kind of listener`},
+		{node.ListenerInput{Workspace: key, Kind: "thread", Names: ""}, "names"},
+		{node.ListenerInput{Workspace: key, Kind: "thread", Names: "0123456789abcdef"}, "names"},
+		{node.ListenerInput{Workspace: key, Kind: "thread", Names: trunkCheckin(f)}, "not a forum post"},
+		{node.ListenerInput{Workspace: key, Kind: "ticket", Names: "0123456789abcdef"}, "not a ticket of demo"},
+		{node.ListenerInput{Workspace: key, Kind: "branch", Names: "bad\nname"}, "names: holds the control character"},
+	} {
+		f.refused(f.n.ListenerAdd(f.ctx, tc.in), tc.want)
+	}
+	if f.posts() != before {
+		t.Errorf("refused listeners posted")
+	}
+	entries, _ := os.ReadDir(filepath.Join(f.ws(), "session", "listening"))
+	if len(entries) != 0 {
+		t.Errorf("refused listeners wrote the index: %v", entries)
+	}
+}
+
+func TestStatusIsValidAndDerived(t *testing.T) {
+	f := newFix(t)
+	def := *f.addWorkspace().Result
+	f.ok(f.n.HookInstall(f.ctx, false))
+	st, err := f.n.Status(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := st.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas, err := design.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schemas.Validate("state.schema.json", data); err != nil {
+		t.Fatalf("the status is not valid: %v\n%s", err, data)
+	}
+	if len(st.Hooks) != 1 || !st.Hooks[0].Installed || st.Hooks[0].Repository != f.srv.Repo {
+		t.Errorf("hooks: %v", st.Hooks)
+	}
+	if len(st.Logins) != 1 || st.Logins[0].Login != agent || len(st.Logins[0].Accounts) != 1 || st.Logins[0].Accounts[0].Capabilities != fossilio.AgentCaps {
+		t.Errorf("logins (the node user is not an agent login): %v", st.Logins)
+	}
+	if len(st.Workspaces) != 1 || st.Workspaces[0].Record != def || st.Workspaces[0].State != messages.WorkspaceIdle {
+		t.Errorf("workspaces: %v", st.Workspaces)
+	}
+	if len(st.Sessions) != 0 {
+		t.Errorf("sessions: %v", st.Sessions)
+	}
+	// Not on the host: missing. Terminated: terminated.
+	if err := os.RemoveAll(f.ws()); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = f.n.Status(f.ctx)
+	if st.Workspaces[0].State != messages.WorkspaceMissing {
+		t.Errorf("a workspace not on the host is %s", st.Workspaces[0].State)
+	}
+	f.ok(f.n.WorkspaceTerminate(f.ctx, agent+"/demo", "", false))
+	st, _ = f.n.Status(f.ctx)
+	if st.Workspaces[0].State != messages.WorkspaceTerminated {
+		t.Errorf("a terminated workspace is %s", st.Workspaces[0].State)
+	}
+	// A definition sent by a user without admin or setup does not count.
+	forged := &messages.WorkspaceDefinition{Login: "agent-x", Project: "demo", Branch: "trunk", Sandbox: f.n.DefaultSandbox("/tmp/x")}
+	block, _ := forged.Encode()
+	c := &fossilio.Client{URL: f.srv.URL, Login: person, Password: personPW, ProjectCode: f.srv.ProjectCode}
+	if _, err := c.NewThread(f.ctx, "forged", string(block)); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = f.n.Status(f.ctx)
+	if len(st.Workspaces) != 1 {
+		t.Errorf("a definition by %s counts: %v", person, st.Workspaces)
+	}
+}
+
+func TestHookInstallStatusRemove(t *testing.T) {
+	f := newFix(t)
+	hooks, a := f.n.HookStatus(f.ctx)
+	f.ok(a)
+	if len(hooks) != 1 || hooks[0].Installed {
+		t.Fatalf("before install: %v", hooks)
+	}
+	f.ok(f.n.HookInstall(f.ctx, true))
+	if hooks, _ := f.n.HookStatus(f.ctx); hooks[0].Installed {
+		t.Fatalf("a dry run installed the hook")
+	}
+	f.ok(f.n.HookInstall(f.ctx, false))
+	st, err := (&fossilio.Admin{Repository: f.srv.Repo}).Hook(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "'" + filepath.Join(f.release, "ocx") + "' hook --agents '" + f.agents + "' --repo %R"
+	if !st.Installed || st.Command != want {
+		t.Errorf("installed %v with %q, want %q", st.Installed, st.Command, want)
+	}
+	mark, err := os.ReadFile(node.MarkFile(f.agents, "demo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(string(mark)) != strconv.FormatInt(st.LastRcvid, 10) {
+		t.Errorf("the hook's mark %q is not the newest receipt %d", mark, st.LastRcvid)
+	}
+	f.ok(f.n.HookInstall(f.ctx, false)) // again: replaces it
+	f.ok(f.n.HookRemove(f.ctx, false))
+	if hooks, _ := f.n.HookStatus(f.ctx); hooks[0].Installed {
+		t.Errorf("still installed after remove")
+	}
+	if exists(node.MarkFile(f.agents, "demo")) {
+		t.Errorf("remove left the mark")
+	}
+}
+
+func TestSessionRefusalsBeforeAnyWrite(t *testing.T) {
+	f := newFix(t)
+	f.addWorkspace()
+	before := f.posts()
+	key := agent + "/demo"
+	mech := func(in node.SessionStartInput) node.SessionStartInput {
+		if in.Kind == "" {
+			in.Kind = "mechanical"
+		}
+		if in.Lifetime == "" {
+			in.Lifetime = "stays"
+		}
+		if in.Command == nil && in.Kind == "mechanical" {
+			in.Command = []string{"cat"}
+		}
+		return in
+	}
+	for _, tc := range []struct {
+		n    *node.Node
+		in   node.SessionStartInput
+		want string
+	}{
+		{f.n, mech(node.SessionStartInput{Workspace: "../x/demo"}), "workspace"},
+		{f.n, mech(node.SessionStartInput{Workspace: "agent-9/demo"}), "does not exist on the host"},
+		{f.n, mech(node.SessionStartInput{Workspace: key, Kind: "robot"}), "kind"},
+		{f.n, mech(node.SessionStartInput{Workspace: key, Lifetime: "forever"}), "lifetime"},
+		{f.n, node.SessionStartInput{Workspace: key, Kind: "llm", Lifetime: "stays", Runner: "gpt", Model: "m"}, "runner"},
+		{f.n, mech(node.SessionStartInput{Workspace: key, Release: "previous"}), "no release root"},
+		{f.n, mech(node.SessionStartInput{Workspace: key, Record: "0123456789abcdef"}), "names no forum post and no ticket"},
+		{f.open(person, personPW), mech(node.SessionStartInput{Workspace: key}), "without admin"},
+	} {
+		f.refused(tc.n.SessionStart(f.ctx, tc.in), tc.want)
+	}
+	f.refused(f.n.SessionStop(f.ctx, key, false), "no session runs in workspace agent-1/demo: no process names it")
+	f.refused(f.n.SessionStop(f.ctx, "agent-9/demo", false), "no session runs")
+	f.refused(f.n.SessionStop(f.ctx, "agent-1/other", false), "not a repository of this node")
+	a := f.ok(f.n.SessionStart(f.ctx, mech(node.SessionStartInput{Workspace: key, DryRun: true})))
+	if log := strings.Join(a.Log, "\n"); !strings.Contains(log, `"ocx": "session"`) || !strings.Contains(log, "would post the launch note") {
+		t.Errorf("dry run: %s", log)
+	}
+	if f.posts() != before {
+		t.Errorf("refused starts posted")
+	}
+	if entries, _ := os.ReadDir(filepath.Join(f.ws(), "session", "listening")); len(entries) != 0 {
+		t.Errorf("refused starts wrote the index")
+	}
+	if pid, _ := node.DaemonPID(f.n.Layout); pid != 0 {
+		t.Errorf("a refused start left a daemon running (pid %d)", pid)
+	}
+}
+
+func readListening(t *testing.T, f *fix, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.ws(), "session", "listening", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

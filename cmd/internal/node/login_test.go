@@ -1,0 +1,188 @@
+package node_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/messages"
+)
+
+func TestInitWritesNodeJSONAndProvisionsTheNodeUser(t *testing.T) {
+	f := newFix(t)
+	data, err := os.ReadFile(filepath.Join(f.agents, "node.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := messages.DecodeNodeConfig(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.User != node.DefaultNodeUser || cfg.Projects["demo"].Repository != f.srv.Repo || cfg.Projects["demo"].URL != f.srv.URL {
+		t.Errorf("node.json: %s", data)
+	}
+	st, err := os.Stat(filepath.Join(f.agents, "ocx", "password"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the node user's password file: %v %v", st, err)
+	}
+	caps, err := f.repo().EffectiveCaps(f.ctx, "ocx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if caps != sortedCaps(fossilio.AgentCaps) {
+		t.Errorf("the node user's capabilities are %q, want %q", caps, fossilio.AgentCaps)
+	}
+	// Again, the same: nothing changes and nothing is refused.
+	f.ok(node.Init(f.ctx, f.agents, node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: f.srv.URL}}}, node.Options{Release: f.release}))
+	// Another node user, or the project moved: refused, node.json unchanged.
+	f.refused(node.Init(f.ctx, f.agents, node.InitInput{NodeUser: "other"}, node.Options{Release: f.release}), `node.json names "ocx"`)
+	f.refused(node.Init(f.ctx, f.agents, node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: "http://127.0.0.1:1/"}}}, node.Options{Release: f.release}), "node.json has demo")
+	after, _ := os.ReadFile(filepath.Join(f.agents, "node.json"))
+	if string(after) != string(data) {
+		t.Errorf("node.json changed after refusals:\n%s", after)
+	}
+}
+
+func TestInitRefusesBadInputAndWritesNothing(t *testing.T) {
+	f := newFix(t)
+	fresh := filepath.Join(t.TempDir(), "agents")
+	for _, tc := range []struct {
+		in   node.InitInput
+		want string
+	}{
+		{node.InitInput{}, "give at least one --project"},
+		{node.InitInput{NodeUser: "../x", Projects: []node.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: f.srv.URL}}}, `node user: login: "../x"`},
+		{node.InitInput{NodeUser: "ocxd", Projects: []node.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: f.srv.URL}}}, "ocxd"},
+		{node.InitInput{Projects: []node.InitProject{{Name: "other", Repository: f.srv.Repo, URL: f.srv.URL}}}, `holds project "demo", not "other"`},
+		{node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: "ftp://x/"}}}, "not an http"},
+		{node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: "http://u:p@127.0.0.1/"}}}, "holds credentials"},
+		{node.InitInput{Projects: []node.InitProject{{Name: "nope", Repository: filepath.Join(t.TempDir(), "nope.fossil"), URL: f.srv.URL}}}, "nope.fossil"},
+	} {
+		f.refused(node.Init(f.ctx, fresh, tc.in, node.Options{Release: f.release}), tc.want)
+	}
+	if exists(fresh) {
+		t.Errorf("refused inits made %s", fresh)
+	}
+	if _, err := node.ParseInitProject("demo=/x/demo.fossil"); err == nil || !strings.Contains(err.Error(), "NAME=REPOSITORY,URL") {
+		t.Errorf("ParseInitProject without a URL: %v", err)
+	}
+}
+
+func TestLoginAddWithdrawRotate(t *testing.T) {
+	f := newFix(t)
+	r := f.repo()
+	f.ok(f.n.LoginAdd(f.ctx, agent, false))
+	pwFile := filepath.Join(f.agents, agent, "password")
+	pw1, err := fossilio.ReadPasswordFile(pwFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if caps, _ := r.EffectiveCaps(f.ctx, agent); caps != sortedCaps(fossilio.AgentCaps) {
+		t.Errorf("capabilities after add: %q", caps)
+	}
+	// The password works over sync: a post as the agent is accepted.
+	c := &fossilio.Client{URL: f.srv.URL, Login: agent, Password: pw1, ProjectCode: f.srv.ProjectCode}
+	if _, err := c.NewThread(f.ctx, "hello", "from the agent"); err != nil {
+		t.Fatalf("the agent's password does not work: %v", err)
+	}
+
+	f.ok(f.n.LoginWithdraw(f.ctx, agent, false))
+	if u, _ := r.User(f.ctx, agent); u.Caps != "" {
+		t.Errorf("capabilities after withdraw: %q", u.Caps)
+	}
+	if _, err := c.NewThread(f.ctx, "hello", "again"); err == nil {
+		t.Errorf("a withdrawn login could still post")
+	}
+	f.ok(f.n.LoginAdd(f.ctx, agent, false))
+	if u, _ := r.User(f.ctx, agent); u.Caps != fossilio.AgentCaps {
+		t.Errorf("capabilities after adding again: %q", u.Caps)
+	}
+
+	f.ok(f.n.LoginRotate(f.ctx, agent, false))
+	pw2, err := fossilio.ReadPasswordFile(pwFile)
+	if err != nil || pw2 == pw1 {
+		t.Fatalf("rotate kept the password (%v)", err)
+	}
+	if _, err := c.NewThread(f.ctx, "hello", "with the old password"); err == nil {
+		t.Errorf("the old password still works after a rotation")
+	}
+	c.Password = pw2
+	if _, err := c.NewThread(f.ctx, "hello", "with the new password"); err != nil {
+		t.Errorf("the new password does not work: %v", err)
+	}
+}
+
+func TestLoginRefusals(t *testing.T) {
+	f := newFix(t)
+	before := f.posts()
+	for _, tc := range []struct {
+		login string
+		want  []string
+	}{
+		{"../x", []string{`login: "../x" is not a login`}},
+		{"ocxd.lock", []string{"ocxd"}},
+		{"hook.log", []string{"hook and hook.* name the hook's own files"}},
+		{"nobody", []string{"nobody"}},
+		{"admin", []string{`"admin" is already a user of demo`, "not an agent login of this node"}},
+		{person, []string{`"alice" is already a user of demo`}},
+		{"ocx", []string{"is the node user"}},
+	} {
+		f.refused(f.n.LoginAdd(f.ctx, tc.login, false), tc.want...)
+	}
+	f.refused(f.n.LoginWithdraw(f.ctx, "never-added", false), "not an agent login of this node")
+	f.refused(f.n.LoginRotate(f.ctx, "admin", false), "not an agent login of this node")
+	if exists(filepath.Join(f.agents, "..", "x")) || exists(filepath.Join(f.agents, "hook.log", "password")) {
+		t.Errorf("a refused login left files behind")
+	}
+	if u, _ := f.repo().User(f.ctx, "admin"); !strings.Contains(u.Caps, "s") {
+		t.Errorf("refusing admin changed its capabilities to %q", u.Caps)
+	}
+	if f.posts() != before {
+		t.Errorf("refusals wrote on the record")
+	}
+	// A dry run says what it would do and does nothing.
+	a := f.ok(f.n.LoginAdd(f.ctx, "agent-dry", true))
+	if !a.DryRun || !strings.Contains(strings.Join(a.Log, "\n"), "would provision") {
+		t.Errorf("dry run log: %q", a.Log)
+	}
+	if _, err := f.repo().User(f.ctx, "agent-dry"); err == nil || exists(filepath.Join(f.agents, "agent-dry")) {
+		t.Errorf("a dry run provisioned the login")
+	}
+}
+
+func TestAnswerShape(t *testing.T) {
+	f := newFix(t)
+	a := f.n.LoginAdd(f.ctx, "../x", false)
+	var b strings.Builder
+	if err := a.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(b.String()), &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"tool", "dry_run", "log", "result", "stopped"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("the answer lacks %q: %s", k, b.String())
+		}
+	}
+	if got["tool"] != "login add" || got["result"] != nil || !strings.Contains(got["stopped"].(string), "login") {
+		t.Errorf("answer: %s", b.String())
+	}
+}
+
+func sortedCaps(s string) string {
+	b := []byte(s)
+	for i := range b {
+		for j := i + 1; j < len(b); j++ {
+			if b[j] < b[i] {
+				b[i], b[j] = b[j], b[i]
+			}
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,377 @@
+// Package node holds the node's actions (agent logins, the hook, workspaces,
+// sessions, listeners, the status), one layer that the ocx command line now,
+// and the console and the protocol tools later, share.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// DefaultAgents is the agents root when neither --agents nor OCX_AGENTS says.
+const DefaultAgents = "/var/lib/ocx/agents"
+
+// Caller is who an action writes on the record as (D10): a Fossil login and
+// its password, sent over sync so that the node's repository records it as
+// the sender.
+type Caller struct {
+	Login    string
+	Password string
+}
+
+// Options tune how a node is opened.
+type Options struct {
+	// Caller is who posts the action's notes; needed only by actions that
+	// write as the caller.
+	Caller Caller
+	// Release is the directory holding the release's ocx, ocxd and workspace.
+	// Empty: the release root's current link when node.json names a release
+	// root, else the directory of the running executable.
+	Release string
+	// Fossil is the fossil executable; empty means "fossil" on PATH.
+	Fossil string
+	// Log receives one line per step; nil discards.
+	Log *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// OutcomeWait bounds how long `session start` waits for the daemon's
+	// answer (D12); zero means DefaultOutcomeWait.
+	OutcomeWait time.Duration
+	// DaemonWait bounds how long a started daemon has to open its pipe;
+	// zero means DefaultDaemonWait.
+	DaemonWait time.Duration
+}
+
+// Node is one agents root opened for the actions: its layout, node.json and
+// the release its tools run from.
+type Node struct {
+	Agents  string
+	Layout  host.Layout
+	Config  *messages.NodeConfig
+	Caller  Caller
+	Release string // the release directory (may be the release root's current link)
+	Fossil  string
+	Log     *slog.Logger
+	Now     func() time.Time
+
+	outcomeWait, daemonWait time.Duration
+}
+
+// Default bounds on waiting.
+const (
+	DefaultOutcomeWait = 30 * time.Second
+	DefaultDaemonWait  = 10 * time.Second
+)
+
+// Open opens the agents root at agents, reading its node.json.
+func Open(agents string, opts Options) (*Node, error) {
+	n, err := newNode(agents, opts)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(n.Layout.NodeJSON())
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("open node: %s has no node.json; run `ocx init --agents %s ...` first", n.Agents, n.Agents)
+		}
+		return nil, fmt.Errorf("open node: %w", err)
+	}
+	cfg, err := messages.DecodeNodeConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("open node: %s: %w", n.Layout.NodeJSON(), err)
+	}
+	n.Config = cfg
+	if n.Release == "" {
+		n.Release, err = DefaultRelease(cfg)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+func newNode(agents string, opts Options) (*Node, error) {
+	if agents == "" {
+		return nil, errors.New("open node: no agents root given (--agents or OCX_AGENTS)")
+	}
+	abs, err := filepath.Abs(agents)
+	if err != nil {
+		return nil, fmt.Errorf("open node: agents root %q: %w", agents, err)
+	}
+	layout, err := host.NewLayout(abs)
+	if err != nil {
+		return nil, fmt.Errorf("open node: %w", err)
+	}
+	n := &Node{
+		Agents:      layout.Root(),
+		Layout:      layout,
+		Caller:      opts.Caller,
+		Release:     opts.Release,
+		Fossil:      opts.Fossil,
+		Log:         opts.Log,
+		Now:         opts.Now,
+		outcomeWait: opts.OutcomeWait,
+		daemonWait:  opts.DaemonWait,
+	}
+	if n.Log == nil {
+		n.Log = slog.New(slog.DiscardHandler)
+	}
+	if n.Now == nil {
+		n.Now = time.Now
+	}
+	if n.outcomeWait <= 0 {
+		n.outcomeWait = DefaultOutcomeWait
+	}
+	if n.daemonWait <= 0 {
+		n.daemonWait = DefaultDaemonWait
+	}
+	return n, nil
+}
+
+// DefaultRelease is the release directory the node's tools run from: the
+// release root's current link, or, for a developer's build without a release
+// root, the directory of the running executable (D2).
+func DefaultRelease(cfg *messages.NodeConfig) (string, error) {
+	if cfg != nil && cfg.Release != "" {
+		return filepath.Join(cfg.Release, "current"), nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find the release: %w", err)
+	}
+	exe, err = filepath.EvalSymlinks(exe)
+	if err != nil {
+		return "", fmt.Errorf("find the release: %w", err)
+	}
+	return filepath.Dir(exe), nil
+}
+
+// Program is the path of one of the release's programs: ocx, ocxd or
+// workspace.
+func (n *Node) Program(name string) string { return filepath.Join(n.Release, name) }
+
+// project is one repository of the login group.
+type project struct {
+	Name string
+	messages.NodeProject
+}
+
+// projects lists the login group in a stable order.
+func (n *Node) projects() []project {
+	var out []project
+	for _, name := range n.Config.ProjectNames() {
+		out = append(out, project{Name: name, NodeProject: n.Config.Projects[name]})
+	}
+	return out
+}
+
+// project returns one project of the node, or an error naming the known ones.
+func (n *Node) project(name string) (project, error) {
+	p, ok := n.Config.Projects[name]
+	if !ok {
+		return project{}, fmt.Errorf("project %q is not a repository of this node (it has %s)", name, strings.Join(n.Config.ProjectNames(), ", "))
+	}
+	return project{Name: name, NodeProject: p}, nil
+}
+
+// fossilCLI runs fossil commands on the node itself (backoffice, git
+// export), with the agents root as their private home so that no shared
+// global config is touched.
+func (n *Node) fossilCLI() *fossilio.Fossil {
+	return &fossilio.Fossil{Exe: n.Fossil, Home: n.Agents, User: n.Config.User, Dir: n.Agents}
+}
+
+func (n *Node) admin(p project) *fossilio.Admin {
+	return &fossilio.Admin{Repository: p.Repository, Fossil: n.fossilCLI()}
+}
+
+// openRepo opens a project's repository read-only.
+func (n *Node) openRepo(p project) (*fossilio.Repo, error) {
+	r, err := fossilio.OpenNode(p.Repository, nil)
+	if err != nil {
+		return nil, fmt.Errorf("open repository of %s: %w", p.Name, err)
+	}
+	return r, nil
+}
+
+// writer writes notes over sync, each as its login: the caller with the
+// caller's password, any other login with the password it keeps in the
+// agents root. It runs no backoffice: each action runs it once at its end.
+func (n *Node) writer(p project, code string) *fossilio.Notes {
+	return &fossilio.Notes{
+		URL:         p.URL,
+		ProjectCode: code,
+		Password:    n.password,
+		Now:         n.Now,
+	}
+}
+
+// password returns a login's password: the caller's, or the one kept in
+// AGENTS/LOGIN/password.
+func (n *Node) password(login string) (string, error) {
+	if n.Caller.Login != "" && login == n.Caller.Login {
+		if n.Caller.Password == "" {
+			return "", fmt.Errorf("no password for the caller %q (OCX_PASSWORD or --password-file)", login)
+		}
+		return n.Caller.Password, nil
+	}
+	path, err := n.Layout.Password(login)
+	if err != nil {
+		return "", err
+	}
+	return fossilio.ReadPasswordFile(path)
+}
+
+// backoffice runs the repository's backoffice so the hook sees the action's
+// writes at once (D11). Its failure is logged, not fatal: the server's own
+// backoffice runs the hook later.
+func (n *Node) backoffice(ctx context.Context, a *Answer, p project) {
+	if err := n.admin(p).Backoffice(ctx); err != nil {
+		a.Logf("the backoffice of %s failed (the server's own runs the hook later): %v", p.Name, err)
+	}
+}
+
+// requireCaller refuses an action that writes as the caller when no caller
+// was given.
+func (n *Node) requireCaller() error {
+	if n.Caller.Login == "" {
+		return errors.New("caller: no --user given: this action writes on the record as its caller (D10)")
+	}
+	if err := messages.ValidateLogin(n.Caller.Login); err != nil {
+		return fmt.Errorf("caller: %w", err)
+	}
+	if n.Caller.Password == "" {
+		return fmt.Errorf("caller: no password for %q: set OCX_PASSWORD or give --password-file", n.Caller.Login)
+	}
+	return nil
+}
+
+// requirePrivileged refuses a caller without admin or setup on p: the notes
+// it would write (definitions, launches, terminations) count only when such
+// a user sends them (D7).
+func (n *Node) requirePrivileged(ctx context.Context, r *fossilio.Repo, p project) error {
+	ok, caps, err := privileged(ctx, r, n.Caller.Login)
+	if err != nil {
+		return fmt.Errorf("caller: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("caller: %q has capabilities %q on %s, without admin (a) or setup (s): what it wrote would not count (D7)", n.Caller.Login, caps, p.Name)
+	}
+	return nil
+}
+
+// privileged says whether login holds admin or setup on the repository.
+func privileged(ctx context.Context, r *fossilio.Repo, login string) (bool, string, error) {
+	if login == "" {
+		return false, "", nil
+	}
+	u, err := r.User(ctx, login)
+	if errors.Is(err, fossilio.ErrNoSuchUser) {
+		return false, "", fmt.Errorf("%q is not a user of %s", login, r.ProjectName())
+	}
+	if err != nil {
+		return false, "", err
+	}
+	caps, err := r.EffectiveCaps(ctx, login)
+	if err != nil {
+		return false, "", err
+	}
+	return strings.ContainsAny(caps, "as"), u.Caps, nil
+}
+
+// agentLogins lists the logins that keep a password in the agents root,
+// the node user included, sorted.
+func (n *Node) agentLogins() ([]string, error) {
+	entries, err := os.ReadDir(n.Agents)
+	if err != nil {
+		return nil, fmt.Errorf("list agent logins: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if !e.IsDir() || host.ValidLogin(e.Name()) != nil {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(n.Agents, e.Name(), "password")); err == nil {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// workspace returns the paths of the workspace key.
+func (n *Node) workspace(k messages.WorkspaceKey) (host.Workspace, error) {
+	return n.Layout.Workspace(host.Key{Login: k.Login, Project: k.Project})
+}
+
+// readBinding reads a workspace's binding.json; fs.ErrNotExist when the
+// workspace is not on the host.
+func readBinding(ws host.Workspace) (*messages.Binding, error) {
+	data, err := os.ReadFile(ws.Binding)
+	if err != nil {
+		return nil, err
+	}
+	b, err := messages.DecodeBinding(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ws.Binding, err)
+	}
+	return b, nil
+}
+
+// procTable reads the process table of this agents root.
+func (n *Node) procTable() (*unixhost.ProcTable, error) {
+	daemon, _, err := unixhost.LockHolder(n.Layout.Lock())
+	if err != nil {
+		return nil, fmt.Errorf("read the daemon's lock: %w", err)
+	}
+	root := ""
+	if n.Config != nil {
+		root = n.Config.Release
+	}
+	return unixhost.NewProcTable(unixhost.ProcOptions{Layout: n.Layout, ReleaseRoot: root, Daemon: daemon})
+}
+
+// naming answers whether a process names the workspace k: the check before
+// a stop, a terminate, a collection or a withdrawal.
+func (n *Node) naming(k messages.WorkspaceKey) (host.Verdict, error) {
+	t, err := n.procTable()
+	if err != nil {
+		return host.Verdict{}, err
+	}
+	defer t.Close()
+	v, err := t.Naming(host.Key{Login: k.Login, Project: k.Project})
+	if err != nil {
+		return host.Verdict{}, fmt.Errorf("read the process table: %w", err)
+	}
+	return v, nil
+}
+
+// refuseIfNamed says why an action may not touch a workspace a process
+// names (or may name: an unreadable process counts).
+func refuseIfNamed(v host.Verdict, k messages.WorkspaceKey, what string) error {
+	switch v.Named {
+	case host.No:
+		return nil
+	case host.Yes:
+		var pids []string
+		for _, id := range v.By {
+			pids = append(pids, fmt.Sprint(id.PID))
+		}
+		return fmt.Errorf("%s: a running process names workspace %s (pid %s); stop its session first", what, k, strings.Join(pids, ", "))
+	default:
+		return fmt.Errorf("%s: the process table cannot say whether a process names workspace %s (%s); refused, since it might", what, k, v)
+	}
+}

@@ -1,0 +1,299 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// SessionStartInput is what `ocx session start` takes.
+type SessionStartInput struct {
+	Workspace string // LOGIN/PROJECT
+	Kind      string // mechanical or llm
+	Command   []string
+	Runner    string
+	Model     string
+	Lifetime  string // completes or stays
+	// Record is the session's own record: a thread (any of its posts) or a
+	// ticket (its id), full or a prefix of at least 10 digits; empty means
+	// the workspace's record.
+	Record string
+	// Release is current (the default) or previous.
+	Release string
+	DryRun  bool
+}
+
+// ownRecord is a session's own record: a thread's root post or a ticket.
+type ownRecord struct {
+	Kind messages.ListenKind // thread or ticket
+	ID   string              // the root post's hash or the ticket's id
+}
+
+// note returns where a note on this record goes, as login.
+func (o ownRecord) note(login, text string) fossilio.Note {
+	if o.Kind == messages.ListenTicket {
+		return fossilio.Note{Login: login, Ticket: o.ID, Text: text}
+	}
+	return fossilio.Note{Login: login, Thread: o.ID, ReplyTo: o.ID, Text: text}
+}
+
+// resolveRecord finds a session's own record from what the caller typed: a
+// post names its thread, anything else must be a ticket's id or a prefix of
+// one.
+func resolveRecord(ctx context.Context, r *fossilio.Repo, s string) (ownRecord, error) {
+	info, err := r.Info(ctx, s)
+	if err == nil {
+		if info.Kind != fossilio.KindPost {
+			return ownRecord{}, fmt.Errorf("record: %s is a %s, not a forum post or a ticket", info.Hash, info.Kind)
+		}
+		return ownRecord{Kind: messages.ListenThread, ID: info.Root}, nil
+	}
+	if !errors.Is(err, fossilio.ErrNotFound) {
+		return ownRecord{}, fmt.Errorf("record: %w", err)
+	}
+	changes, terr := r.TicketChanges(ctx, s)
+	if terr != nil || len(changes) == 0 {
+		return ownRecord{}, fmt.Errorf("record: %q names no forum post and no ticket of %s", s, r.ProjectName())
+	}
+	return ownRecord{Kind: messages.ListenTicket, ID: changes[0].Ticket}, nil
+}
+
+// SessionStart starts a session (seed 002, "start a session"): the session
+// definition and the launch note, as the caller, on the session's own record;
+// the own record written into the listening index; the launch handed to the
+// daemon (started if none runs); then a bounded wait for its outcome (D12):
+// the session's process in the table, or the daemon's refusal or end note.
+// The daemon alone decides a refusal; checks that need no process table are
+// made before anything is written.
+func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
+	a := newAnswer("session start", in.DryRun)
+	key, err := messages.ParseWorkspaceKey(in.Workspace)
+	if err != nil {
+		return a.Stop(fmt.Errorf("workspace: %w", err))
+	}
+	def := &messages.SessionDefinition{
+		Kind: messages.SessionKind(in.Kind), Command: in.Command, Runner: in.Runner, Model: in.Model,
+		Lifetime: messages.Lifetime(in.Lifetime),
+	}
+	defBlock, err := def.Encode()
+	if err != nil {
+		return a.Stop(err)
+	}
+	release := in.Release
+	if release == "" {
+		release = messages.ReleaseCurrent
+	}
+	if release != messages.ReleaseCurrent && release != messages.ReleasePrevious {
+		return a.Stop(fmt.Errorf("release: %q is not current or previous", release))
+	}
+	if release == messages.ReleasePrevious {
+		if n.Config.Release == "" {
+			return a.Stop(errors.New("release: this node has no release root, so no previous release"))
+		}
+		if _, err := os.Stat(filepath.Join(n.Config.Release, "previous")); err != nil {
+			return a.Stop(fmt.Errorf("release: %s has no previous release", n.Config.Release))
+		}
+	}
+	p, err := n.project(key.Project)
+	if err != nil {
+		return a.Stop(fmt.Errorf("workspace: %w", err))
+	}
+	ws, err := n.workspace(key)
+	if err != nil {
+		return a.Stop(err)
+	}
+	b, err := readBinding(ws)
+	if err != nil {
+		return a.Stop(fmt.Errorf("workspace %s does not exist on the host (%v); `ocx workspace add` makes it", key, err))
+	}
+	if err := n.requireCaller(); err != nil {
+		return a.Stop(err)
+	}
+	r, err := n.openRepo(p)
+	if err != nil {
+		return a.Stop(err)
+	}
+	defer r.Close()
+	if err := n.requirePrivileged(ctx, r, p); err != nil {
+		return a.Stop(err)
+	}
+	if _, err := r.Info(ctx, b.Workspace); err != nil {
+		return a.Stop(fmt.Errorf("workspace %s: its definition %s is not on the record: %v", key, b.Workspace, err))
+	}
+	own := ownRecord{Kind: messages.ListenThread, ID: b.Home}
+	if in.Record != "" {
+		if own, err = resolveRecord(ctx, r, in.Record); err != nil {
+			return a.Stop(err)
+		}
+	}
+	code, err := r.ProjectCode(ctx)
+	if err != nil {
+		return a.Stop(err)
+	}
+	listenFile, err := messages.ListeningFileName(own.Kind, own.ID)
+	if err != nil {
+		return a.Stop(err)
+	}
+	listenPath, err := ws.Listening(listenFile)
+	if err != nil {
+		return a.Stop(err)
+	}
+	defText := fmt.Sprintf("Session of workspace `%s`: %s.\n\n%s", key, def, defBlock)
+	if in.DryRun {
+		a.Would("post as %q on %s %s:\n%s", n.Caller.Login, own.Kind, own.ID, defText)
+		a.Would("post the launch note (release %s) on the same record, write %s and hand `post %s LAUNCH` to the daemon", release, listenPath, p.Repository)
+		if v, err := n.naming(key); err == nil && v.Named != host.No {
+			a.Logf("note: %s now, so the daemon would refuse this launch with a note", v)
+		}
+		return a
+	}
+	w := n.writer(p, code)
+	defHash, err := w.WriteNote(ctx, own.note(n.Caller.Login, defText))
+	if err != nil {
+		return a.Stop(fmt.Errorf("post the session definition: %w", err))
+	}
+	a.Logf("posted the session definition as %q at %s on %s %s", n.Caller.Login, defHash, own.Kind, own.ID)
+	launch := &messages.LaunchNote{Login: key.Login, Project: key.Project, Workspace: b.Workspace, Session: defHash, Release: release}
+	launchBlock, err := launch.Encode()
+	if err != nil {
+		return a.Stop(err)
+	}
+	launchHash, err := w.WriteNote(ctx, own.note(n.Caller.Login, fmt.Sprintf("Launch of the session %s in workspace `%s`.\n\n%s", defHash[:fossilio.MinPrefix], key, launchBlock)))
+	if err != nil {
+		return a.Stop(fmt.Errorf("post the launch note: %w", err))
+	}
+	a.Logf("posted the launch note as %q at %s", n.Caller.Login, launchHash)
+	a.SetResult(launchHash)
+	if err := n.writeListening(ws, listenPath, own.Kind); err != nil {
+		return a.Stop(err)
+	}
+	a.Logf("wrote %s", listenPath)
+	handErr := n.ensureAndSend(ctx, a, messages.PostLine{Repository: p.Repository, Hash: launchHash})
+	n.backoffice(ctx, a, p)
+	if handErr != nil {
+		return a.Stop(fmt.Errorf("hand the launch to the daemon: %w", handErr))
+	}
+	return a.Stop(n.awaitOutcome(ctx, a, r, key, launchHash))
+}
+
+// writeListening writes a listener's file into the listening index.
+func (n *Node) writeListening(ws host.Workspace, path string, kind messages.ListenKind) error {
+	root, err := unixhost.OpenRoot(n.Agents)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.MkdirAll(ws.ListeningDir, 0o700); err != nil {
+		return err
+	}
+	if err := root.WriteFile(path, messages.ListeningFileContent(kind), 0o600); err != nil {
+		return fmt.Errorf("write the listening index: %w", err)
+	}
+	return nil
+}
+
+// awaitOutcome waits, at most the node's outcome wait, for what the daemon
+// made of a launch: the session's process in the table (started), or a
+// refusal or end note replying to the launch (stopped, saying why).
+func (n *Node) awaitOutcome(ctx context.Context, a *Answer, r *fossilio.Repo, key messages.WorkspaceKey, launch string) error {
+	info, err := r.Info(ctx, launch)
+	if err != nil {
+		return fmt.Errorf("read the launch note back: %w", err)
+	}
+	deadline := time.Now().Add(n.outcomeWait)
+	for {
+		if proc, ok, err := n.serving(key, launch); err != nil {
+			return err
+		} else if ok {
+			a.Logf("the daemon started the session: pid %d (start time %d), %s", proc.ID.PID, proc.ID.Start, proc.Origin)
+			return nil
+		}
+		refusals, err := repliesTo[*messages.RefusalNote](ctx, r, info, n.Config.User)
+		if err != nil {
+			return err
+		}
+		for _, ref := range refusals {
+			if ref.Launch == launch {
+				return fmt.Errorf("the daemon refused the launch: %s", ref.Reason)
+			}
+		}
+		ends, err := repliesTo[*messages.EndNote](ctx, r, info, n.Config.User)
+		if err != nil {
+			return err
+		}
+		for _, end := range ends {
+			if end.Launch == launch {
+				return fmt.Errorf("the session ended at once (%s): %s", end.Status, end.Note)
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no outcome of launch %s within %s: no session process in the table and no refusal or end note; see `ocx status` and %s", launch, n.outcomeWait, n.Layout.Log())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// serving finds the `workspace serve` process of a launch.
+func (n *Node) serving(key messages.WorkspaceKey, launch string) (host.Process, bool, error) {
+	t, err := n.procTable()
+	if err != nil {
+		return host.Process{}, false, err
+	}
+	defer t.Close()
+	tab, err := t.Scan()
+	if err != nil {
+		return host.Process{}, false, fmt.Errorf("read the process table: %w", err)
+	}
+	for _, proc := range tab.Procs {
+		for _, nm := range proc.Names {
+			if nm.Verb == host.VerbServe && nm.Key == (host.Key{Login: key.Login, Project: key.Project}) && nm.Launch == launch {
+				return proc, true, nil
+			}
+		}
+	}
+	return host.Process{}, false, nil
+}
+
+// SessionStop stops a workspace's session (seed 002, "stop a session"):
+// `stop LOGIN PROJECT` to the daemon, started if none runs, which sends TERM
+// to the session's process group and records its end. Refused when no
+// process names the workspace. Nothing waits for the end.
+func (n *Node) SessionStop(ctx context.Context, keyText string, dry bool) *Answer {
+	a := newAnswer("session stop", dry)
+	key, err := messages.ParseWorkspaceKey(keyText)
+	if err != nil {
+		return a.Stop(fmt.Errorf("workspace: %w", err))
+	}
+	if _, err := n.project(key.Project); err != nil {
+		return a.Stop(fmt.Errorf("workspace: %w", err))
+	}
+	v, err := n.naming(key)
+	if err != nil {
+		return a.Stop(err)
+	}
+	if v.Named == host.No {
+		return a.Stop(fmt.Errorf("no session runs in workspace %s: no process names it", key))
+	}
+	line := messages.StopLine{Login: key.Login, Project: key.Project}
+	if dry {
+		a.Would("hand `%s` to the daemon (%s)", line, v)
+		return a
+	}
+	if err := n.ensureAndSend(ctx, a, line); err != nil {
+		return a.Stop(err)
+	}
+	a.Logf("the daemon sends TERM to the session and records its end on the record")
+	return a
+}

@@ -1,0 +1,195 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// TurnFile is the file a session holds while a turn runs (contracts 6).
+func TurnFile(ws host.Workspace) string { return filepath.Join(ws.Session, "turn") }
+
+// Status derives the node's state (seed 000's "Status (JSON)",
+// docs/design/state.schema.json) from the record (workspace definitions,
+// terminated notes, launch notes, listen notes), the workspace directories
+// and the process table.
+func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
+	st := &messages.NodeState{
+		Hooks: []messages.HookStatus{}, Logins: []messages.LoginStatus{}, Workspaces: []messages.WorkspaceStatus{},
+		Sessions: []messages.SessionStatus{}, Listeners: []messages.Listener{},
+	}
+	hooks, a := n.HookStatus(ctx)
+	if !a.OK() {
+		return nil, errors.New(*a.Stopped)
+	}
+	st.Hooks = append(st.Hooks, hooks...)
+
+	t, err := n.procTable()
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	table, err := t.Scan()
+	if err != nil {
+		return nil, fmt.Errorf("status: read the process table: %w", err)
+	}
+
+	logins, err := n.agentLogins()
+	if err != nil {
+		return nil, err
+	}
+	repos := map[string]*fossilio.Repo{}
+	defer func() {
+		for _, r := range repos {
+			r.Close()
+		}
+	}()
+	for _, p := range n.projects() {
+		r, err := n.openRepo(p)
+		if err != nil {
+			return nil, err
+		}
+		repos[p.Name] = r
+	}
+	for _, login := range logins {
+		if login == n.Config.User {
+			continue
+		}
+		ls := messages.LoginStatus{Login: login, Accounts: []messages.AccountStatus{}}
+		for _, p := range n.projects() {
+			u, err := repos[p.Name].User(ctx, login)
+			if errors.Is(err, fossilio.ErrNoSuchUser) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("status: %w", err)
+			}
+			ls.Accounts = append(ls.Accounts, messages.AccountStatus{Project: p.Name, Capabilities: u.Caps})
+		}
+		st.Logins = append(st.Logins, ls)
+	}
+
+	for _, p := range n.projects() {
+		rec, err := ReadRecord(ctx, repos[p.Name])
+		if err != nil {
+			return nil, err
+		}
+		defs := rec.Workspaces(ctx)
+		var keys []messages.WorkspaceKey
+		for k := range defs {
+			keys = append(keys, k)
+		}
+		sortKeys(keys)
+		for _, k := range keys {
+			w := defs[k]
+			ws := messages.WorkspaceStatus{Login: k.Login, Project: k.Project, Record: w.Record, Branch: w.Definition.Branch}
+			hk := host.Key{Login: k.Login, Project: k.Project}
+			paths, _ := n.workspace(k)
+			switch {
+			case table.Naming(hk).Named != host.No:
+				ws.State = messages.WorkspaceActive
+			case w.Terminated != "":
+				ws.State = messages.WorkspaceTerminated
+			case exists(paths.Binding):
+				ws.State = messages.WorkspaceIdle
+			default:
+				ws.State = messages.WorkspaceMissing
+			}
+			st.Workspaces = append(st.Workspaces, ws)
+		}
+		st.Listeners = append(st.Listeners, rec.Listeners()...)
+	}
+
+	current := n.currentRelease()
+	for _, proc := range table.Procs {
+		for _, nm := range proc.Names {
+			if nm.Unsure || (nm.Verb != host.VerbServe && nm.Verb != host.VerbRun && nm.Verb != host.VerbStart) {
+				continue
+			}
+			k := messages.WorkspaceKey{Login: nm.Key.Login, Project: nm.Key.Project}
+			r := repos[k.Project]
+			if r == nil {
+				continue
+			}
+			if s := n.sessionStatus(ctx, r, k, nm, proc, current); s.Record != "" {
+				st.Sessions = append(st.Sessions, s)
+			}
+		}
+	}
+	sort.Slice(st.Sessions, func(i, j int) bool { return st.Sessions[i].PID < st.Sessions[j].PID })
+	if err := st.Validate(); err != nil {
+		return nil, fmt.Errorf("status: %w", err)
+	}
+	return st, nil
+}
+
+// sessionStatus describes one session process.
+func (n *Node) sessionStatus(ctx context.Context, r *fossilio.Repo, k messages.WorkspaceKey, nm host.Naming, proc host.Process, current string) messages.SessionStatus {
+	s := messages.SessionStatus{
+		Login: k.Login, Project: k.Project, Launch: nm.Launch,
+		PID: proc.ID.PID, StartTime: proc.ID.Start,
+		StartedBy: messages.Origin(proc.Origin), State: messages.SessionIdle,
+		Listening: proc.Listening == host.Yes, Release: proc.Release,
+	}
+	if s.StartedBy == "" {
+		s.StartedBy = messages.OriginTerminal
+	}
+	if s.Release == "" {
+		s.Release = "unknown"
+	}
+	s.Older = current != "" && proc.Release != "" && proc.Release != current
+	ws, _ := n.workspace(k)
+	if _, err := os.Stat(TurnFile(ws)); err == nil {
+		s.State = messages.SessionWorking
+	}
+	// The session's own record is where its launch note is; a session
+	// without one (at a terminal) works on its workspace's record.
+	if messages.ValidateHash(nm.Launch) == nil {
+		if info, err := r.Info(ctx, nm.Launch); err == nil {
+			switch info.Kind {
+			case fossilio.KindPost:
+				s.Record = info.Root
+			case fossilio.KindTicketChange:
+				s.Record = info.Ticket
+			}
+		}
+	} else {
+		s.Launch = ""
+	}
+	if s.Record == "" {
+		if b, err := readBinding(ws); err == nil {
+			s.Record = b.Home
+		}
+	}
+	return s
+}
+
+// currentRelease names the current release as the process table names a
+// process's: the directory under releases/ the current link leads to; ""
+// without a release root.
+func (n *Node) currentRelease() string {
+	if n.Config.Release == "" {
+		return ""
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Join(n.Config.Release, "current"))
+	if err != nil {
+		return ""
+	}
+	return filepath.Base(dir)
+}
+
+func sortKeys(keys []messages.WorkspaceKey) {
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].Login != keys[j].Login {
+			return keys[i].Login < keys[j].Login
+		}
+		return keys[i].Project < keys[j].Project
+	})
+}

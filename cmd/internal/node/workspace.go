@@ -1,0 +1,465 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// seedReadOnly is seed 000's read-only list, before it is adapted to this
+// host (paths this host lacks are left out) and the release is added.
+var seedReadOnly = []string{
+	"/usr", "/lib", "/lib64", "/bin", "/sbin",
+	"/etc/ssl", "/etc/pki", "/etc/ca-certificates", "/etc/resolv.conf", "/etc/hosts",
+	"/etc/nsswitch.conf", "/etc/passwd", "/etc/group", "/opt",
+}
+
+// DefaultSandbox is the workspace template's sandbox: seed 000's read-only
+// list adapted to this host, the release read-only and first on PATH, the
+// workspace's own directory read-write, and the network (a session reaches
+// the node's Fossil server over it).
+func (n *Node) DefaultSandbox(wsDir string) messages.Sandbox {
+	sb := messages.Sandbox{Network: true, ReadWrite: []string{wsDir}, Homes: []string{}}
+	for _, p := range seedReadOnly {
+		if _, err := os.Lstat(p); err == nil {
+			sb.ReadOnly = append(sb.ReadOnly, p)
+		}
+	}
+	sb.ReadOnly = append(sb.ReadOnly, n.Release)
+	sb.Path = []string{n.Release, "/usr/local/bin", "/usr/bin", "/bin"}
+	return sb
+}
+
+// WorkspaceAddInput is what `ocx workspace add` takes.
+type WorkspaceAddInput struct {
+	Login, Project, Branch string
+	// SandboxJSON is the sandbox as a JSON object (--sandbox FILE); nil
+	// means the default template.
+	SandboxJSON []byte
+	// Record is a thread to post the definition in (any of its posts, or a
+	// prefix of at least 10 digits); empty means a new thread.
+	Record string
+	DryRun bool
+}
+
+// WorkspaceAdd adds a workspace (seed 002, "add a workspace"): the
+// definition, decoded and checked first, is posted as the caller as the first
+// post of a new thread (or in the given thread); then the workspace is made on
+// the host: a clone made over the network as the agent, with its password
+// remembered, a tree opened on the definition's branch, binding.json, and the
+// session's directory with its wake pipe. If a host step fails after the
+// post, the host is left clean and the definition stays on the record, where
+// a second add for the same workspace finds and reuses it.
+func (n *Node) WorkspaceAdd(ctx context.Context, in WorkspaceAddInput) *Answer {
+	a := newAnswer("workspace add", in.DryRun)
+	key := messages.WorkspaceKey{Login: in.Login, Project: in.Project}
+	if err := messages.ValidateLogin(in.Login); err != nil {
+		return a.Stop(fmt.Errorf("login: %w", err))
+	}
+	if err := n.checkAgentLogin(in.Login); err != nil {
+		return a.Stop(err)
+	}
+	p, err := n.project(in.Project)
+	if err != nil {
+		return a.Stop(fmt.Errorf("project: %w", err))
+	}
+	if err := messages.ValidateBranch(in.Branch); err != nil {
+		return a.Stop(fmt.Errorf("branch: %w", err))
+	}
+	ws, err := n.workspace(key)
+	if err != nil {
+		return a.Stop(err)
+	}
+	def, err := n.definition(key, in.Branch, ws, in.SandboxJSON)
+	if err != nil {
+		return a.Stop(err)
+	}
+	if err := n.requireCaller(); err != nil {
+		return a.Stop(err)
+	}
+	r, err := n.openRepo(p)
+	if err != nil {
+		return a.Stop(err)
+	}
+	defer r.Close()
+	if err := n.requirePrivileged(ctx, r, p); err != nil {
+		return a.Stop(err)
+	}
+	if on, err := r.CheckinsOnBranch(ctx, in.Branch, ""); err != nil {
+		return a.Stop(fmt.Errorf("branch: %w", err))
+	} else if len(on) == 0 {
+		return a.Stop(fmt.Errorf("branch: %q has no check-in in %s, so no tree can be opened on it; make it first (fossil branch new %q trunk)", in.Branch, p.Name, in.Branch))
+	}
+	code, err := r.ProjectCode(ctx)
+	if err != nil {
+		return a.Stop(err)
+	}
+	onHost := exists(ws.Dir)
+	rec, err := ReadRecord(ctx, r)
+	if err != nil {
+		return a.Stop(err)
+	}
+	if w := rec.Workspaces(ctx)[key]; w != nil && w.Terminated == "" {
+		if onHost {
+			return a.Stop(fmt.Errorf("workspace %s exists: defined at %s on record %s, and on the host at %s", key, w.Hash, w.Record, ws.Dir))
+		}
+		a.Logf("workspace %s is defined on the record at %s (record %s) but not on the host; making it from that definition", key, w.Hash, w.Record)
+		if w.Definition.Branch != in.Branch {
+			a.Logf("the definition on the record says branch %q, not %q: the record's definition counts (terminate the workspace to change it)", w.Definition.Branch, in.Branch)
+		}
+		if in.DryRun {
+			a.Would("make workspace %s on the host at %s", key, ws.Dir)
+			return a
+		}
+		if err := n.makeWorkspace(ctx, p, code, ws, w.Definition, w.Hash, w.Record); err != nil {
+			return a.Stop(err)
+		}
+		a.Logf("made workspace %s at %s: clone, tree on %q, binding.json, session/wake", key, ws.Dir, w.Definition.Branch)
+		a.SetResult(w.Hash)
+		return a
+	}
+	if onHost {
+		return a.Stop(fmt.Errorf("workspace %s: %s is on the host but no definition on the record counts for it; `ocx workspace gc` removes it", key, ws.Dir))
+	}
+	var thread string
+	if in.Record != "" {
+		info, err := r.Info(ctx, in.Record)
+		if err != nil {
+			return a.Stop(fmt.Errorf("record: %w", err))
+		}
+		if info.Kind != fossilio.KindPost {
+			return a.Stop(fmt.Errorf("record: %s is a %s; a workspace's record is a forum thread", info.Hash, info.Kind))
+		}
+		thread = info.Root
+	}
+	block, err := def.Encode()
+	if err != nil {
+		return a.Stop(err)
+	}
+	text := fmt.Sprintf("Workspace `%s`: agent login `%s` on project `%s`, branch `%s`.\n\n%s", key, key.Login, key.Project, in.Branch, block)
+	if in.DryRun {
+		if thread == "" {
+			a.Would("post as %q the first post of a new thread:\n%s", n.Caller.Login, text)
+		} else {
+			a.Would("post as %q in thread %s:\n%s", n.Caller.Login, thread, text)
+		}
+		a.Would("clone %s as %q into %s, open its tree on %q in %s, write %s and make %s", p.URL, in.Login, ws.Clone, in.Branch, ws.Tree, ws.Binding, ws.Wake)
+		return a
+	}
+	note := fossilio.Note{Login: n.Caller.Login, Title: "Workspace " + key.String(), Text: text}
+	if thread != "" {
+		note = fossilio.Note{Login: n.Caller.Login, Thread: thread, ReplyTo: thread, Text: text}
+	}
+	hash, err := n.writer(p, code).WriteNote(ctx, note)
+	if err != nil {
+		return a.Stop(fmt.Errorf("post the definition: %w", err))
+	}
+	if thread == "" {
+		thread = hash
+	}
+	a.Logf("posted the definition of %s as %q at %s (record %s)", key, n.Caller.Login, hash, thread)
+	a.SetResult(hash)
+	defer n.backoffice(ctx, a, p)
+	if err := n.makeWorkspace(ctx, p, code, ws, def, hash, thread); err != nil {
+		return a.Stop(fmt.Errorf("%w; the host is left clean and the definition stays on the record at %s: `ocx workspace add` again reuses it", err, hash))
+	}
+	a.Logf("made workspace %s at %s: clone, tree on %q, binding.json, session/wake", key, ws.Dir, in.Branch)
+	return a
+}
+
+// definition builds and checks a workspace definition: its sandbox from the
+// given JSON, strictly decoded as the definition it will be part of (so an
+// unknown key is refused, naming it), or the default template; and the
+// node-files rule (no path may reach the node's own files).
+func (n *Node) definition(key messages.WorkspaceKey, branch string, ws host.Workspace, sandboxJSON []byte) (*messages.WorkspaceDefinition, error) {
+	def := &messages.WorkspaceDefinition{Login: key.Login, Project: key.Project, Branch: branch}
+	if sandboxJSON == nil {
+		def.Sandbox = n.DefaultSandbox(ws.Dir)
+	} else {
+		if !json.Valid(sandboxJSON) {
+			return nil, errors.New("sandbox: the file is not JSON")
+		}
+		head, err := json.Marshal(map[string]string{"ocx": "workspace", "login": key.Login, "project": key.Project, "branch": branch})
+		if err != nil {
+			return nil, err
+		}
+		whole := append(head[:len(head)-1], `,"sandbox":`...)
+		whole = append(append(whole, sandboxJSON...), '}')
+		d, err := messages.DecodeNoteAs[*messages.WorkspaceDefinition](whole)
+		if err != nil {
+			return nil, err
+		}
+		def = d
+	}
+	if err := def.Validate(); err != nil {
+		return nil, err
+	}
+	var repos []string
+	for _, p := range n.projects() {
+		repos = append(repos, p.Repository)
+	}
+	release, err := filepath.EvalSymlinks(n.Release)
+	if err != nil {
+		return nil, fmt.Errorf("release %s: %w", n.Release, err)
+	}
+	files, err := unixhost.NodeFilesOf(repos, n.Agents, n.Config.Release, release, ws.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("the node's own files: %w", err)
+	}
+	sb := host.Sandbox{Network: def.Sandbox.Network, ReadOnly: def.Sandbox.ReadOnly, ReadWrite: def.Sandbox.ReadWrite, Homes: def.Sandbox.Homes, Path: def.Sandbox.Path}
+	if err := files.CheckSandbox(sb, unixhost.Resolve); err != nil {
+		return nil, fmt.Errorf("workspace definition: sandbox: %w", err)
+	}
+	return def, nil
+}
+
+// makeWorkspace makes a workspace on the host from its definition; on
+// failure it removes what it made.
+func (n *Node) makeWorkspace(ctx context.Context, p project, code string, ws host.Workspace, def *messages.WorkspaceDefinition, defHash, record string) (err error) {
+	password, err := n.password(def.Login)
+	if err != nil {
+		return err
+	}
+	root, err := unixhost.OpenRoot(n.Agents)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.MkdirAll(ws.Dir, 0o700); err != nil {
+		return fmt.Errorf("make %s: %w", ws.Dir, err)
+	}
+	defer func() {
+		if err != nil {
+			if rmErr := root.RemoveAll(ws.Dir); rmErr != nil {
+				err = fmt.Errorf("%w; and removing %s failed: %v", err, ws.Dir, rmErr)
+			}
+		}
+	}()
+	// The clone's fossil commands use the workspace as their home, as the
+	// session's do (its HOME in the sandbox).
+	f := &fossilio.Fossil{Exe: n.Fossil, Home: ws.Dir, User: def.Login, Dir: ws.Dir}
+	if err := f.Clone(ctx, fossilio.CloneOptions{URL: p.URL, Login: def.Login, Password: password, ProjectCode: code}, ws.Clone); err != nil {
+		return err
+	}
+	if err := f.OpenCheckout(ctx, ws.Clone, ws.Tree, def.Branch); err != nil {
+		return err
+	}
+	b := messages.Binding{Login: def.Login, Project: def.Project, ProjectCode: code, Remote: p.URL, Branch: def.Branch, Home: record, Workspace: defHash}
+	data, err := b.Encode()
+	if err != nil {
+		return err
+	}
+	if err := root.WriteFile(ws.Binding, data, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", ws.Binding, err)
+	}
+	if err := root.MkdirAll(ws.ListeningDir, 0o700); err != nil {
+		return err
+	}
+	if err := root.Mkfifo(ws.Wake, 0o600); err != nil {
+		return err
+	}
+	return nil
+}
+
+// WorkspaceTerminate terminates a workspace (seed 002, "terminate a
+// workspace"): the terminated note on its record, as the caller, then the
+// workspace removed from the host. It is refused while a process names it.
+func (n *Node) WorkspaceTerminate(ctx context.Context, keyText, reason string, dry bool) *Answer {
+	a := newAnswer("workspace terminate", dry)
+	key, err := messages.ParseWorkspaceKey(keyText)
+	if err != nil {
+		return a.Stop(fmt.Errorf("workspace: %w", err))
+	}
+	p, err := n.project(key.Project)
+	if err != nil {
+		return a.Stop(fmt.Errorf("workspace: %w", err))
+	}
+	ws, err := n.workspace(key)
+	if err != nil {
+		return a.Stop(err)
+	}
+	note := &messages.TerminatedNote{Login: key.Login, Project: key.Project, Reason: reason}
+	block, err := note.Encode()
+	if err != nil {
+		return a.Stop(err)
+	}
+	if err := n.requireCaller(); err != nil {
+		return a.Stop(err)
+	}
+	v, err := n.naming(key)
+	if err != nil {
+		return a.Stop(err)
+	}
+	if err := refuseIfNamed(v, key, "terminate "+key.String()); err != nil {
+		return a.Stop(err)
+	}
+	r, err := n.openRepo(p)
+	if err != nil {
+		return a.Stop(err)
+	}
+	defer r.Close()
+	if err := n.requirePrivileged(ctx, r, p); err != nil {
+		return a.Stop(err)
+	}
+	code, err := r.ProjectCode(ctx)
+	if err != nil {
+		return a.Stop(err)
+	}
+	rec, err := ReadRecord(ctx, r)
+	if err != nil {
+		return a.Stop(err)
+	}
+	w := rec.Workspaces(ctx)[key]
+	onHost := exists(ws.Dir)
+	switch {
+	case w == nil && onHost:
+		return a.Stop(fmt.Errorf("workspace %s: no definition on the record counts for it, so there is no record to note its end on; `ocx workspace gc` removes %s", key, ws.Dir))
+	case w == nil:
+		return a.Stop(fmt.Errorf("workspace %s does not exist: no definition on the record and nothing on the host", key))
+	case w.Terminated != "" && !onHost:
+		return a.Stop(fmt.Errorf("workspace %s is already terminated (%s) and not on the host", key, w.Terminated))
+	}
+	if w.Terminated != "" {
+		a.Logf("workspace %s is already terminated (%s)", key, w.Terminated)
+	} else {
+		text := fmt.Sprintf("Workspace `%s` is terminated.\n\n%s", key, block)
+		if dry {
+			a.Would("post as %q in record %s:\n%s", n.Caller.Login, w.Record, text)
+		} else {
+			hash, err := n.writer(p, code).WriteNote(ctx, fossilio.Note{Login: n.Caller.Login, Thread: w.Record, ReplyTo: w.Record, Text: text})
+			if err != nil {
+				return a.Stop(fmt.Errorf("post the terminated note: %w", err))
+			}
+			a.Logf("posted the terminated note of %s as %q at %s", key, n.Caller.Login, hash)
+			a.SetResult(hash)
+			defer n.backoffice(ctx, a, p)
+		}
+	}
+	if !onHost {
+		a.Logf("workspace %s was not on the host", key)
+		return a
+	}
+	if dry {
+		a.Would("remove %s", ws.Dir)
+		return a
+	}
+	if err := n.removeWorkspace(ws); err != nil {
+		return a.Stop(err)
+	}
+	a.Logf("removed %s", ws.Dir)
+	return a
+}
+
+func (n *Node) removeWorkspace(ws host.Workspace) error {
+	root, err := unixhost.OpenRoot(n.Agents)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.RemoveAll(ws.Dir); err != nil {
+		return fmt.Errorf("remove %s: %w", ws.Dir, err)
+	}
+	return nil
+}
+
+// WorkspaceGC collects workspaces (seed 002, "collect workspaces"): each
+// workspace on the host whose record has a terminated note, or whose
+// definition no longer counts, is removed; never one a running process names
+// (or might name). It writes nothing on the record.
+func (n *Node) WorkspaceGC(ctx context.Context, dry bool) *Answer {
+	a := newAnswer("workspace gc", dry)
+	logins, err := n.agentLogins()
+	if err != nil {
+		return a.Stop(err)
+	}
+	records := map[string]map[messages.WorkspaceKey]*Workspace{}
+	for _, login := range logins {
+		keys, err := n.workspacesOf(login)
+		if err != nil {
+			return a.Stop(err)
+		}
+		for _, key := range keys {
+			ws, err := n.workspace(key)
+			if err != nil {
+				a.Logf("%s: %v; left alone", key, err)
+				continue
+			}
+			b, err := readBinding(ws)
+			if err != nil {
+				a.Logf("%s: no readable binding.json (%v): being added, or half made; left alone", key, err)
+				continue
+			}
+			p, err := n.project(key.Project)
+			if err != nil {
+				a.Logf("%s: %v; left alone", key, err)
+				continue
+			}
+			defs, ok := records[p.Name]
+			if !ok {
+				defs, err = n.workspacesOnRecord(ctx, p)
+				if err != nil {
+					return a.Stop(err)
+				}
+				records[p.Name] = defs
+			}
+			why := ""
+			switch w := defs[key]; {
+			case w == nil:
+				why = "no definition on the record counts for it"
+			case w.Terminated != "":
+				why = "terminated at " + w.Terminated
+			case w.Hash != b.Workspace:
+				why = fmt.Sprintf("made from definition %s, which %s replaced", b.Workspace, w.Hash)
+			default:
+				continue
+			}
+			v, err := n.naming(key)
+			if err != nil {
+				return a.Stop(err)
+			}
+			if v.Named != host.No {
+				a.Logf("%s: %s, but a running process names it (%s); left alone", key, why, v)
+				continue
+			}
+			if dry {
+				a.Would("remove %s (%s)", ws.Dir, why)
+				continue
+			}
+			if err := n.removeWorkspace(ws); err != nil {
+				return a.Stop(err)
+			}
+			a.Logf("removed %s (%s)", ws.Dir, why)
+		}
+	}
+	if len(a.Log) == 0 {
+		a.Logf("nothing to collect")
+	}
+	return a
+}
+
+func (n *Node) workspacesOnRecord(ctx context.Context, p project) (map[messages.WorkspaceKey]*Workspace, error) {
+	r, err := n.openRepo(p)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	rec, err := ReadRecord(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return rec.Workspaces(ctx), nil
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return !errors.Is(err, fs.ErrNotExist)
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/ocx-go/ocx/cmd/internal/node"
+)
+
+func init() {
+	register(command{name: "init", summary: "make the agents root and node.json; provision the node user", run: runInit})
+}
+
+// projectsFlag collects repeated --project NAME=REPO,URL.
+type projectsFlag []node.InitProject
+
+func (p *projectsFlag) String() string {
+	var s []string
+	for _, x := range *p {
+		s = append(s, x.Name+"="+x.Repository+","+x.URL)
+	}
+	return strings.Join(s, " ")
+}
+
+func (p *projectsFlag) Set(v string) error {
+	x, err := node.ParseInitProject(v)
+	if err != nil {
+		return err
+	}
+	*p = append(*p, x)
+	return nil
+}
+
+var _ flag.Value = (*projectsFlag)(nil)
+
+func runInit(ctx context.Context, e *env, args []string) error {
+	var c common
+	fs := c.flags(e, "init", "init --agents AGENTS --project NAME=REPO,URL ... [--node-user ocx] [--release DIR]", false, true)
+	var projects projectsFlag
+	fs.Var(&projects, "project", "a repository of the login group: NAME=REPOSITORY,URL (repeat for each)")
+	user := fs.String("node-user", node.DefaultNodeUser, "the node user's login")
+	release := fs.String("release", "", "the release root (current and previous link to releases/ID/); none for a developer's build")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usageErr(err)
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+	}
+	a := node.Init(ctx, c.agents, node.InitInput{Projects: projects, NodeUser: *user, ReleaseRoot: *release, DryRun: c.dryRun}, node.Options{Log: e.log})
+	return c.answer(e, a)
+}

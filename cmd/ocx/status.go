@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"fmt"
+)
+
+func init() {
+	register(command{name: "status", summary: "the node's state: hooks, agent logins, workspaces, sessions, listeners", run: runStatus})
+}
+
+func runStatus(ctx context.Context, e *env, args []string) error {
+	var c common
+	fs := c.flags(e, "status", "status [--agents AGENTS] [--json]", false, false)
+	fs.Lookup("json").Usage = "print the state as JSON (docs/design/state.schema.json)"
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usageErr(err)
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+	}
+	n, err := c.open(e)
+	if err != nil {
+		return err
+	}
+	st, err := n.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		data, err := st.Encode()
+		if err != nil {
+			return err
+		}
+		_, err = e.stdout.Write(data)
+		return err
+	}
+	fmt.Fprintln(e.stdout, st)
+	for _, h := range st.Hooks {
+		fmt.Fprintf(e.stdout, "hook      %s\n", h)
+	}
+	for _, l := range st.Logins {
+		fmt.Fprintf(e.stdout, "login     %s\n", l)
+	}
+	for _, w := range st.Workspaces {
+		fmt.Fprintf(e.stdout, "workspace %s\n", w)
+	}
+	for _, s := range st.Sessions {
+		fmt.Fprintf(e.stdout, "session   %s\n", s)
+	}
+	for _, l := range st.Listeners {
+		fmt.Fprintf(e.stdout, "listener  %s\n", l)
+	}
+	return nil
+}
