@@ -36,8 +36,15 @@ type Options struct {
 	ReadyFD int
 }
 
-// errUsage marks a bad command line; the command exits 2.
-var errUsage = errors.New("usage")
+// UsageError is a bad command line: nothing was read or written, and the
+// command exits 2.
+type UsageError struct{ msg string }
+
+func (e *UsageError) Error() string { return e.msg }
+
+func usageErr(format string, args ...any) error {
+	return &UsageError{msg: fmt.Sprintf(format, args...)}
+}
 
 // errHelp is --help: usage on standard output, exit 0.
 var errHelp = errors.New("help")
@@ -61,7 +68,7 @@ Run "workspace VERB --help" for a verb's flags.
 // LOGIN/PROJECT, a relative root, a hash that is not a full hash.
 func ParseArgs(args []string) (Options, error) {
 	if len(args) == 0 {
-		return Options{}, fmt.Errorf("%w: no verb; the verbs are serve, run and start", errUsage)
+		return Options{}, usageErr("no verb; the verbs are serve, run and start")
 	}
 	var o Options
 	switch a := args[0]; a {
@@ -70,7 +77,7 @@ func ParseArgs(args []string) (Options, error) {
 	case VerbServe, VerbRun, VerbStart:
 		o.Verb = a
 	default:
-		return Options{}, fmt.Errorf("%w: %q is not a verb of workspace (serve, run, start)", errUsage, a)
+		return o, usageErr("%q is not a verb of workspace (serve, run, start)", a)
 	}
 	fs := newFlagSet(&o, io.Discard)
 	// The key may stand before or among the flags.
@@ -81,7 +88,7 @@ func ParseArgs(args []string) (Options, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return Options{Verb: o.Verb}, errHelp
 			}
-			return Options{}, fmt.Errorf("%w: %v", errUsage, err)
+			return o, usageErr("%v", err)
 		}
 		if fs.NArg() == 0 {
 			break
@@ -91,46 +98,46 @@ func ParseArgs(args []string) (Options, error) {
 	}
 	switch len(positional) {
 	case 0:
-		return Options{}, fmt.Errorf("%w: the workspace LOGIN/PROJECT is missing", errUsage)
+		return o, usageErr("the workspace LOGIN/PROJECT is missing")
 	case 1:
 	default:
-		return Options{}, fmt.Errorf("%w: one workspace LOGIN/PROJECT is named, not %d (%s)", errUsage, len(positional), strings.Join(positional, " "))
+		return o, usageErr("one workspace LOGIN/PROJECT is named, not %d (%s)", len(positional), strings.Join(positional, " "))
 	}
 	key, err := messages.ParseWorkspaceKey(positional[0])
 	if err != nil {
-		return Options{}, fmt.Errorf("%w: workspace: %v", errUsage, err)
+		return o, usageErr("%v", err)
 	}
 	// host's rule is stricter: a login never names the daemon's own files.
 	if _, err := host.ParseKey(positional[0]); err != nil {
-		return Options{}, fmt.Errorf("%w: workspace: %v", errUsage, err)
+		return o, usageErr("%v", err)
 	}
 	o.Key = key
 	switch {
 	case o.Root == "":
-		return Options{}, fmt.Errorf("%w: --root AGENTS is missing", errUsage)
+		return o, usageErr("--root AGENTS is missing")
 	case !filepath.IsAbs(o.Root):
 		// A relative root cannot be matched against the agents root in the
 		// process table (D16), so the daemon would count this process as
 		// unknown for every workspace.
-		return Options{}, fmt.Errorf("%w: --root %q is not an absolute path", errUsage, o.Root)
+		return o, usageErr("--root %q is not an absolute path", o.Root)
 	case filepath.Clean(o.Root) != o.Root:
-		return Options{}, fmt.Errorf("%w: --root %q is not a clean path (clean, it is %q)", errUsage, o.Root, filepath.Clean(o.Root))
+		return o, usageErr("--root %q is not a clean path (clean, it is %q)", o.Root, filepath.Clean(o.Root))
 	}
 	if o.Verb == VerbServe {
 		if o.Launch == "" {
-			return Options{}, fmt.Errorf("%w: --launch HASH is missing; serve runs for a launch note", errUsage)
+			return o, usageErr("--launch HASH is missing; serve runs for a launch note")
 		}
 		if err := messages.ValidateHash(o.Launch); err != nil {
-			return Options{}, fmt.Errorf("%w: --launch: %v", errUsage, err)
+			return o, usageErr("--launch: %v", err)
 		}
 	}
 	if o.Session != "" {
 		if err := messages.ValidateHash(o.Session); err != nil {
-			return Options{}, fmt.Errorf("%w: --session: %v", errUsage, err)
+			return o, usageErr("--session: %v", err)
 		}
 	}
 	if o.ReadyFD < 0 {
-		return Options{}, fmt.Errorf("%w: --ready-fd %d is not a descriptor", errUsage, o.ReadyFD)
+		return o, usageErr("--ready-fd %d is not a descriptor", o.ReadyFD)
 	}
 	return o, nil
 }
@@ -150,12 +157,13 @@ func newFlagSet(o *Options, out io.Writer) *flag.FlagSet {
 		fs.IntVar(&o.ReadyFD, "ready-fd", 0, "(set by start for the process it detaches) the descriptor to say it is listening on")
 	}
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: workspace %s LOGIN/PROJECT --root AGENTS %s\n\n%s\nflags:\n", o.Verb, map[string]string{
-			VerbServe: "--launch HASH", VerbRun: "[--session HASH]", VerbStart: "[--session HASH]"}[o.Verb], verbHelp[o.Verb])
+		fmt.Fprintf(fs.Output(), "usage: workspace %s LOGIN/PROJECT --root AGENTS %s\n\n%s\nflags:\n", o.Verb, verbArgs[o.Verb], verbHelp[o.Verb])
 		fs.PrintDefaults()
 	}
 	return fs
 }
+
+var verbArgs = map[string]string{VerbServe: "--launch HASH", VerbRun: "[--session HASH]", VerbStart: "[--session HASH]"}
 
 var verbHelp = map[string]string{
 	VerbServe: `The session process the daemon launches for a launch note, inside the

@@ -63,10 +63,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		writeUsage(stdout, o.Verb)
 		return ExitOK
 	case err != nil:
-		fmt.Fprintf(stderr, "workspace: %v\n", err)
 		if o.Verb == "" {
-			fmt.Fprint(stderr, usageText)
+			fmt.Fprintf(stderr, "workspace: %v\n%s", err, usageText)
+			return ExitUsage
 		}
+		fmt.Fprintf(stderr, "workspace %s: %v\nusage: workspace %s LOGIN/PROJECT --root AGENTS %s (workspace %s --help says more)\n",
+			o.Verb, err, o.Verb, verbArgs[o.Verb], o.Verb)
 		return ExitUsage
 	}
 	if o.Verb == VerbStart && o.ReadyFD == 0 {

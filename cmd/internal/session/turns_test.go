@@ -1,0 +1,115 @@
+package session_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+func llm(lifetime messages.Lifetime) *messages.SessionDefinition {
+	return &messages.SessionDefinition{Kind: messages.LLM, Runner: messages.RunnerNative, Model: "m1", Lifetime: lifetime}
+}
+
+func TestLLMStaysAnswersWithItsRunner(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("llm-1")
+	r := w.record(messages.ListenThread, "Talk with us.", llm(messages.Stays), "")
+	p := w.serve(r.launch, false)
+	w.waitLog("event=ready", 1)
+	h := w.post(n.admin, r, "hello runner")
+	w.wake(h)
+	a := w.waitReply(r, h)
+	if strings.TrimSpace(a.text) != "native(m1) heard: hello runner" {
+		t.Errorf("the runner's answer:\n%s", a.text)
+	}
+	// The runner's standard error goes to the session's log, not the answer.
+	if !strings.Contains(w.logText(), "ocx-runner-native: answering "+h) {
+		t.Errorf("the runner's standard error is not in the log")
+	}
+	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d after TERM", code)
+	}
+}
+
+func TestCompletesAsksThenExitsOnItsReport(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("llm-2")
+	r := w.record(messages.ListenThread, "Port the parser; ask me what matters first.", llm(messages.Completes), "")
+	p := w.serve(r.launch, false)
+
+	// The first turn works on the record's objective; its answer is a
+	// question, so the session keeps running.
+	q := w.waitReply(r, r.first)
+	if !strings.Contains(q.text, "native(m1) asks:") || !strings.Contains(q.text, "Port the parser") {
+		t.Fatalf("the first turn's answer:\n%s", q.text)
+	}
+	if len(w.notes(r, messages.KindReport)) != 0 {
+		t.Fatalf("a question was taken for a report")
+	}
+	more := w.post(n.admin, r, "Just the tokens, and please report when done.")
+	w.wake(more)
+	rep := w.waitReply(r, more)
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d after the report, want 0:\n%s", code, w.logText())
+	}
+	reports := w.notes(r, messages.KindReport)
+	if len(reports) != 1 || reports[0].(*messages.ReportNote).Outcome != messages.ReportDone {
+		t.Fatalf("reports on the record: %v\n%s", reports, rep.text)
+	}
+	if !strings.Contains(w.logText(), `why="report written"`) {
+		t.Errorf("the log does not say the session ended on its report")
+	}
+}
+
+func TestTermDuringATurnIsPassedOnThenStopped(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("mech-3")
+	ready := filepath.Join(w.ws.Dir, "trap-set")
+	cmd := []string{"sh", "-c", `trap 'echo "got TERM"; exit 0' TERM
+echo started
+: > "$HOME/trap-set"
+sleep 60 &
+wait`}
+	r := w.record(messages.ListenThread, "Work slowly.", stays(cmd...), "")
+	p := w.serve(r.launch, false)
+	w.waitLog("event=ready", 1)
+	h := w.post(n.admin, r, "go")
+	w.wake(h)
+	deadline := time.Now().Add(waitFor)
+	for {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the turn never started:\n%s", w.logText())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// While the turn runs, the session holds WS/session/turn naming the post.
+	if b, err := os.ReadFile(filepath.Join(w.ws.Session, "turn")); err != nil || strings.TrimSpace(string(b)) != h {
+		t.Errorf("WS/session/turn while working: %q %v", b, err)
+	}
+	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d after TERM during a turn, want 0:\n%s", code, w.logText())
+	}
+	a := w.waitReply(r, h)
+	if !strings.Contains(a.text, "started") || !strings.Contains(a.text, "got TERM") {
+		t.Errorf("the turn did not get TERM, or its answer is lost:\n%s", a.text)
+	}
+	sn := w.stoppedNote(r)
+	if sn.Cause != messages.StopBySignal || sn.Signal != "SIGTERM" {
+		t.Errorf("stopped note %s", sn)
+	}
+	w.turnFileGone()
+}
