@@ -153,9 +153,11 @@ func (f *fakeWorld) WriteEnd(_ context.Context, n messages.WriteEnd) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.fail("end"); err != nil {
+		f.logf("end note %s fails", n.Proc)
 		return err
 	}
 	f.endCalls[n.Proc]++
+	f.logf("end note %s", n.Proc)
 	// As decisions D6 asks of the real writer: none if one is there already.
 	if len(f.ends[n.Proc]) > 0 {
 		return nil
@@ -293,12 +295,6 @@ func (f *fakeWorld) orphans() []messages.ProcID {
 		}
 	}
 	return out
-}
-
-func (f *fakeWorld) isOrphan(id messages.ProcID) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.procs[id].origin == messages.OriginOrphan
 }
 
 // exit ends a process: a child's exit goes to the node as the reaper would
