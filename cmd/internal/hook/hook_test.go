@@ -1,0 +1,426 @@
+package hook_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ocx-go/ocx/cmd/internal/hook"
+	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/itest/harness"
+	"github.com/ocx-go/ocx/messages"
+)
+
+const (
+	person   = "alice"
+	personPW = "alice-pw-1"
+	agent    = "agent-1"
+	agent2   = "agent-2"
+)
+
+// fix is a node with two agents' workspaces on a real fossil server, and
+// the test reading the daemon's pipe (holding its lock) as the daemon would.
+type fix struct {
+	t       *testing.T
+	ctx     context.Context
+	srv     *harness.Server
+	agents  string
+	n       *node.Node
+	daemon  *lines
+	logBuf  *syncBuffer
+	release string
+}
+
+// lines collects what a reader of a named pipe reads.
+type lines struct {
+	mu   sync.Mutex
+	got  []string
+	r    *unixhost.PipeReader
+	done chan struct{}
+}
+
+func readPipe(t *testing.T, root *unixhost.Root, path string) *lines {
+	t.Helper()
+	r, err := unixhost.OpenPipeReader(root, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &lines{r: r, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		_ = r.Run(func(b []byte) {
+			l.mu.Lock()
+			l.got = append(l.got, string(b))
+			l.mu.Unlock()
+		})
+	}()
+	t.Cleanup(l.close)
+	return l
+}
+
+func (l *lines) close() {
+	if l.r != nil {
+		l.r.Close()
+		<-l.done
+		l.r = nil
+	}
+}
+
+// all returns what was read so far, waiting until it holds want lines or a
+// few seconds passed.
+func (l *lines) all(want int) []string {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l.mu.Lock()
+		got := append([]string(nil), l.got...)
+		l.mu.Unlock()
+		if len(got) >= want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newFix(t *testing.T) *fix {
+	t.Helper()
+	srv := harness.StartServer(t, harness.Options{Users: []harness.User{{Login: person, Password: personPW, Caps: "cghijnorwz234"}}})
+	f := &fix{t: t, ctx: context.Background(), srv: srv, agents: filepath.Join(t.TempDir(), "agents"), release: t.TempDir(), logBuf: &syncBuffer{}}
+	must(t, node.Init(f.ctx, f.agents, node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}}, node.Options{Release: f.release}))
+	n, err := node.Open(f.agents, node.Options{Caller: node.Caller{Login: srv.AdminLogin, Password: srv.AdminPassword}, Release: f.release})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.n = n
+	for _, l := range []string{agent, agent2} {
+		must(t, n.LoginAdd(f.ctx, l, false))
+		must(t, n.WorkspaceAdd(f.ctx, node.WorkspaceAddInput{Login: l, Project: "demo", Branch: "trunk"}))
+	}
+	must(t, n.HookInstall(f.ctx, false))
+	// The test is the daemon: it holds the lock and reads the pipe.
+	lock, err := unixhost.AcquireLock(n.Layout.Lock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Release() })
+	root, err := unixhost.OpenRoot(f.agents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	if err := root.Mkfifo(n.Layout.Pipe(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.daemon = readPipe(t, root, n.Layout.Pipe())
+	return f
+}
+
+func must(t *testing.T, a *node.Answer) *node.Answer {
+	t.Helper()
+	if !a.OK() {
+		t.Fatalf("%s stopped: %s\n%s", a.Tool, *a.Stopped, strings.Join(a.Log, "\n"))
+	}
+	return a
+}
+
+// listen opens a workspace's wake pipe for reading, as its session does.
+func (f *fix) listen(login string) *lines {
+	root, err := unixhost.OpenRoot(f.agents)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { root.Close() })
+	return readPipe(f.t, root, f.wake(login))
+}
+
+func (f *fix) wake(login string) string {
+	return filepath.Join(f.agents, login, "projects", "demo", "session", "wake")
+}
+
+func (f *fix) client(login, password string) *fossilio.Client {
+	return &fossilio.Client{URL: f.srv.URL, Login: login, Password: password, ProjectCode: f.srv.ProjectCode}
+}
+
+func (f *fix) agentClient(login string) *fossilio.Client {
+	pw, err := fossilio.ReadPasswordFile(filepath.Join(f.agents, login, "password"))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return f.client(login, pw)
+}
+
+// hook runs the hook as Fossil would, with stdin listing hashes.
+func (f *fix) hook(stdin ...string) {
+	f.t.Helper()
+	var in strings.Builder
+	for _, h := range stdin {
+		in.WriteString(h + " forum-post " + h[:14] + "\n")
+	}
+	err := hook.Run(f.ctx, hook.Options{
+		Agents: f.agents, Repo: f.srv.Repo, Stdin: strings.NewReader(in.String()),
+		Log: slog.New(slog.NewTextHandler(f.logBuf, nil)), Release: f.release,
+	})
+	if err != nil {
+		f.t.Fatalf("hook: %v\n%s", err, f.logBuf)
+	}
+}
+
+// notes returns the notes of kind T in a thread, with their senders.
+func notesIn[T messages.Note](f *fix, root string) (out []T, senders []string) {
+	r, err := fossilio.OpenNode(f.srv.Repo, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer r.Close()
+	posts, err := r.Thread(f.ctx, root)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, p := range posts {
+		if n, err := messages.ReadPost([]byte(p.Text)); err == nil {
+			if t, ok := n.(T); ok {
+				out, senders = append(out, t), append(senders, p.Sender)
+			}
+		}
+	}
+	return out, senders
+}
+
+func TestHookWakesListenersAndHandsPostsToTheDaemon(t *testing.T) {
+	f := newFix(t)
+	person := f.client(person, personPW)
+	th, err := person.NewThread(f.ctx, "A question", "Hello?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(th) // the thread arrives: nobody listens yet
+	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	w1 := f.listen(agent)
+	listenNote := lastArtifact(f)
+	f.hook(listenNote) // the listen note arrives: a note wakes nobody
+
+	p1, err := person.Reply(f.ctx, th, th, "What does it do?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(p1)
+	if got := w1.all(1); len(got) != 1 || got[0] != p1 {
+		t.Fatalf("the session read %q, want [%s]\n%s", got, p1, f.logBuf)
+	}
+	daemon := f.daemon.all(3)
+	want := []string{"post " + f.srv.Repo + " " + th, "post " + f.srv.Repo + " " + listenNote, "post " + f.srv.Repo + " " + p1}
+	if strings.Join(daemon, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the daemon read:\n%s\nwant:\n%s", strings.Join(daemon, "\n"), strings.Join(want, "\n"))
+	}
+
+	// The session's own post and a post holding an OCX note wake nobody; a
+	// stop request does.
+	own, err := f.agentClient(agent).Reply(f.ctx, th, p1, "It answers.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	note, _ := (&messages.ReportNote{Outcome: messages.ReportDone}).Encode()
+	withNote, err := person.Reply(f.ctx, th, th, string(note))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := person.Reply(f.ctx, th, th, "OCX stop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(own, withNote, stop)
+	if got := w1.all(2); len(got) != 2 || got[1] != stop {
+		t.Errorf("after its own post, a note and a stop request, the session read %q; want the stop %s last", got, stop)
+	}
+	if got := f.daemon.all(6); len(got) != 6 {
+		t.Errorf("the daemon read %d lines, want every post handed: %q", len(got), got)
+	}
+}
+
+func TestHookKeepsItsOwnMark(t *testing.T) {
+	f := newFix(t)
+	person := f.client(person, personPW)
+	th, err := person.NewThread(f.ctx, "A question", "Hello?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(th)
+	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	w1 := f.listen(agent)
+	f.hook()
+	p1, err := person.Reply(f.ctx, th, th, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fossil's list may miss a receipt (after a quiet day): the hook finds
+	// it by its own mark, with nothing on stdin.
+	f.hook()
+	if got := w1.all(1); len(got) != 1 || got[0] != p1 {
+		t.Fatalf("with an empty list the session read %q, want %s\n%s", got, p1, f.logBuf)
+	}
+	// Two backoffice runs may list the same receipts (D11): handled once.
+	f.hook(p1)
+	time.Sleep(100 * time.Millisecond)
+	if got := w1.all(2); len(got) != 1 {
+		t.Errorf("a receipt listed twice woke the session %d times", len(got))
+	}
+	mark, _ := os.ReadFile(node.MarkFile(f.agents, "demo"))
+	r, _ := fossilio.OpenNode(f.srv.Repo, nil)
+	info, _ := r.Info(f.ctx, p1)
+	r.Close()
+	if strings.TrimSpace(string(mark)) != itoa(info.Rcvid) {
+		t.Errorf("the mark is %q, want the receipt of the last post %d", mark, info.Rcvid)
+	}
+}
+
+func TestHookNotesAPersonsUnheardPost(t *testing.T) {
+	f := newFix(t)
+	person := f.client(person, personPW)
+	ticketChange, ticket, err := person.NewTicket(f.ctx, fossilio.Field{Name: "title", Value: "Crash"}, fossilio.Field{Name: "icomment", Value: "It crashes."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th, err := person.NewThread(f.ctx, "A question", "Hello?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(ticketChange, th) // they arrive before anyone listens
+	// agent-1 listens to the thread and agent-2 to the ticket; neither
+	// session reads its pipe; agent-2's pipe is gone.
+	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent2 + "/demo", Kind: "ticket", Names: ticket}))
+	if err := os.Remove(f.wake(agent2)); err != nil {
+		t.Fatal(err)
+	}
+	f.hook()
+	p1, err := person.Reply(f.ctx, th, th, "Anyone?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, err := person.ChangeTicket(f.ctx, ticket, fossilio.Field{Name: "+icomment", Value: "Still crashing."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byAgent, err := f.agentClient(agent2).Reply(f.ctx, th, th, "An agent's post")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(p1, c1, byAgent)
+
+	unheard, senders := notesIn[*messages.UnheardNote](f, th)
+	if len(unheard) != 1 || unheard[0].Post != p1 || unheard[0].Login != agent || unheard[0].Why != messages.UnheardNoReader || senders[0] != agent {
+		t.Errorf("unheard notes in the thread: %v by %v; want one for %s, no-reader, by %s (none for the agent's post)\n%s", unheard, senders, p1, agent, f.logBuf)
+	}
+	r, _ := fossilio.OpenNode(f.srv.Repo, nil)
+	defer r.Close()
+	changes, err := r.TicketChanges(f.ctx, ticket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for _, c := range changes {
+		if n, err := messages.ReadPost([]byte(c.Comment)); err == nil {
+			if u, ok := n.(*messages.UnheardNote); ok && c.Sender == agent2 && u.Post == c1 && u.Why == messages.UnheardNoPipe {
+				found = append(found, c.Hash)
+			}
+		}
+	}
+	if len(found) != 1 {
+		t.Errorf("unheard notes on the ticket: %d, want one, no-pipe, by %s\n%s", len(found), agent2, f.logBuf)
+	}
+	// The unheard notes themselves wake no one and are noted by no one.
+	f.hook()
+	if again, _ := notesIn[*messages.UnheardNote](f, th); len(again) != 1 {
+		t.Errorf("after another run, %d unheard notes", len(again))
+	}
+}
+
+func TestHookExportsToGitOnACheckin(t *testing.T) {
+	f := newFix(t)
+	mirror := filepath.Join(t.TempDir(), "mirror")
+	if out, err := f.srv.Fossil("git", "export", mirror, "-R", f.srv.Repo); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	before := gitCommits(t, mirror)
+	// A check-in by the agent from its tree, pushed over sync.
+	tree := filepath.Join(f.agents, agent, "projects", "demo", "tree")
+	ws := &fossilio.Fossil{Home: filepath.Join(f.agents, agent, "projects", "demo"), User: agent, Dir: tree}
+	if err := os.WriteFile(filepath.Join(tree, "a.txt"), []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"add", "a.txt"}, {"commit", "-m", "a file", "--nosync"}} {
+		if out, err := ws.Run(f.ctx, args); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	if err := ws.Push(f.ctx, filepath.Join(f.agents, agent, "projects", "demo", "clone")); err != nil {
+		t.Fatal(err)
+	}
+	f.hook()
+	if after := gitCommits(t, mirror); after != before+1 {
+		t.Errorf("the mirror has %d commits after a check-in, had %d\n%s", after, before, f.logBuf)
+	}
+	if got := f.daemon.all(1); len(got) != 1 || !strings.HasPrefix(got[0], "post "+f.srv.Repo+" ") {
+		t.Errorf("the check-in was not handed to the daemon: %q", got)
+	}
+}
+
+func gitCommits(t *testing.T, dir string) int {
+	t.Helper()
+	out, err := exec.Command("git", "-C", dir, "rev-list", "--all", "--count").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	n := 0
+	for _, c := range strings.TrimSpace(string(out)) {
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+func lastArtifact(f *fix) string {
+	r, err := fossilio.OpenNode(f.srv.Repo, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer r.Close()
+	hashes, _, err := r.Received(f.ctx, 0)
+	if err != nil || len(hashes) == 0 {
+		f.t.Fatal(err)
+	}
+	return hashes[len(hashes)-1]
+}
+
+func itoa(v int64) string {
+	var b []byte
+	for v > 0 || len(b) == 0 {
+		b = append([]byte{byte('0' + v%10)}, b...)
+		v /= 10
+	}
+	return string(b)
+}
