@@ -48,6 +48,10 @@ type NodeCore struct {
 	workspaces  map[messages.WorkspaceKey]bool
 	phase       nodePhase
 	paused      bool
+	// resuming says a ResumeInputs is in flight; a new pause waits for it,
+	// since the two run on goroutines of their own and could cross.
+	resuming    bool
+	pauseWanted bool
 	deferred    []messages.PipeLine
 	remainder   []byte
 	collect     *collection
@@ -141,8 +145,13 @@ func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Da
 		c.paused = true
 		c.remainder = append([]byte(nil), m.Remainder...)
 	case messages.InputsResumed:
+		c.resuming = false
 		if m.Err != nil {
 			c.log(slog.LevelError, "the inputs could not be resumed", errAttr(m.Err))
+		}
+		if c.pauseWanted && c.phase == nodePausing {
+			c.pauseWanted = false
+			c.emit(messages.PauseInputs{})
 		}
 	case messages.ExecFailed:
 		if c.phase != nodeExecing {
@@ -296,6 +305,10 @@ func (c *NodeCore) reexec() {
 	c.log(slog.LevelInfo, "re-exec: pausing the inputs")
 	c.phase = nodePausing
 	c.paused = false
+	if c.resuming {
+		c.pauseWanted = true // once the inputs have resumed from the last one
+		return
+	}
 	c.emit(messages.PauseInputs{})
 }
 
@@ -382,6 +395,7 @@ func (c *NodeCore) resume() {
 	}
 	rem := c.remainder
 	c.remainder = nil
+	c.resuming = true
 	c.emit(messages.ResumeInputs{Remainder: rem})
 }
 
