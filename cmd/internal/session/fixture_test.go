@@ -27,7 +27,7 @@ const waitFor = 90 * time.Second
 // node is a real fossil server on 127.0.0.1, an agents root with node.json,
 // and the repository opened as the node's (where senders are known).
 type node struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	srv    *harness.Server
 	repo   *fossilio.Repo
@@ -37,7 +37,7 @@ type node struct {
 	dev    *fossilio.Client // a developer who may check in
 }
 
-func newNode(t *testing.T) *node {
+func newNode(t testing.TB) *node {
 	t.Helper()
 	srv := harness.StartServer(t, harness.Options{Users: []harness.User{{Login: "dev", Password: "dev-pw", Caps: "gio"}}})
 	repo, err := fossilio.OpenNode(srv.Repo, nil)
@@ -273,7 +273,7 @@ func (w *wsFixture) spawn(argv []string, sandboxed bool, extraEnv []string) *pro
 
 // killNaming ends, by PID, every process whose command line names dir: what
 // a sandboxed session left behind if a test failed before it ended.
-func killNaming(t *testing.T, dir string) {
+func killNaming(t testing.TB, dir string) {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())

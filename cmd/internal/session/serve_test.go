@@ -108,3 +108,33 @@ func TestTicketPostGetsATicketChangeReply(t *testing.T) {
 		t.Errorf("stopped note %s", sn)
 	}
 }
+
+func TestServerGoneIsLoggedNeverFatal(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("gone-1")
+	r := w.record(messages.ListenThread, "Answer while you can.", stays(echoCommand...), "")
+	p := w.serve(r.launch, false)
+	w.waitLog("event=ready", 1)
+	h := w.post(n.admin, r, "before the server goes")
+	n.srv.Stop()
+	w.wake(h, "not a hash")
+	// The pull is tried a bounded number of times, then the line is logged
+	// as not answered, and the session goes on listening.
+	w.waitLog("event=not-answered post="+h, 1)
+	w.waitLog(`event=refused line="not a hash"`, 1)
+	if !p.running() {
+		t.Fatalf("the session died when the server went away:\n%s", w.logText())
+	}
+	if got := strings.Count(w.logText(), "event=retry op=\"read post "+h+"\""); got != 4 {
+		t.Errorf("%d retries of the read logged, want 4 (5 attempts)", got)
+	}
+	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d after TERM with the server gone", code)
+	}
+	if !strings.Contains(w.logText(), "stopped note not written") {
+		t.Errorf("the stopped note that could not be written is not logged")
+	}
+}

@@ -1,0 +1,249 @@
+package session_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/ocx-go/ocx/cmd/internal/session"
+	"github.com/ocx-go/ocx/messages"
+)
+
+const (
+	own   = "1111111111111111111111111111111111111111111111111111111111111111"
+	other = "2222222222222222222222222222222222222222222222222222222222222222"
+	ph    = "3333333333333333333333333333333333333333333333333333333333333333"
+)
+
+func TestDecide(t *testing.T) {
+	post := func(text string) session.Post {
+		return session.Post{Hash: ph, Kind: messages.ListenThread, Record: own, Author: "pat", Text: text}
+	}
+	cases := []struct {
+		name     string
+		p        session.Post
+		answered bool
+		want     session.Action
+	}{
+		{"a plain post", post("hello"), false, session.Answer},
+		{"already answered", post("hello"), true, session.SkipAnswered},
+		{"the agent's own, by name", func() session.Post { p := post("hello"); p.Author = "agent-1"; return p }(), false, session.SkipOwn},
+		{"the agent's own, by the node's receipt", func() session.Post { p := post("hello"); p.Sender = "agent-1"; return p }(), false, session.SkipOwn},
+		{"a name inside that the receipt belies", func() session.Post { p := post("hello"); p.Author = "agent-1"; p.Sender = "pat"; return p }(), false, session.Answer},
+		{"an edit", func() session.Post { p := post("hello"); p.Edit = true; return p }(), false, session.SkipEdit},
+		{"OCX stop", post("  OCX stop\n"), false, session.Stop},
+		{"a stop note", post("```json\n{\"ocx\": \"stop\"}\n```\n"), false, session.Stop},
+		{"a stop note for this login", post("```json\n{\"ocx\": \"stop\", \"login\": \"agent-1\"}\n```\n"), false, session.Stop},
+		{"a stop note for another login", post("```json\n{\"ocx\": \"stop\", \"login\": \"agent-2\"}\n```\n"), false, session.SkipStop},
+		{"a stop on another record", func() session.Post { p := post("OCX stop"); p.Record = other; return p }(), false, session.SkipStop},
+		{"a stop already obeyed", post("OCX stop"), true, session.SkipAnswered},
+		{"the agent's own stop", func() session.Post { p := post("OCX stop"); p.Author = "agent-1"; return p }(), false, session.SkipOwn},
+		{"a listen note", post("```json\n{\"ocx\": \"listen\", \"login\": \"agent-1\", \"project\": \"demo\", \"kind\": \"branch\", \"names\": \"x\"}\n```\n"), false, session.SkipNote},
+		{"a truncated note", post("```json\n{\"ocx\": \"stop\"\n"), false, session.SkipNote},
+		{"two notes", post("```json\n{\"ocx\": \"stop\"}\n```\n```json\n{\"ocx\": \"stop\"}\n```\n"), false, session.SkipNote},
+		{"a note of an unknown version", post("```json\n{\"ocx\": \"stop\", \"version\": 9}\n```\n"), false, session.SkipNote},
+		{"JSON that is no note", post("see:\n```json\n{\"a\": 1}\n```\n"), false, session.Answer},
+		{"a ticket change", func() session.Post { p := post("on the ticket"); p.Kind = messages.ListenTicket; return p }(), false, session.Answer},
+	}
+	for _, c := range cases {
+		d := session.Decide("agent-1", own, c.p, c.answered)
+		if d.Action != c.want {
+			t.Errorf("%s: %v (%s), want %v", c.name, d.Action, d.Why, c.want)
+		}
+		if d.Why == "" {
+			t.Errorf("%s: no reason given", c.name)
+		}
+	}
+}
+
+func TestAnswerText(t *testing.T) {
+	cases := []struct {
+		name string
+		out  session.Output
+		e    session.Ended
+		want string
+	}{
+		{"output", session.Output{Tail: []byte("line 1\nline 2\n\n")}, session.Ended{}, "line 1\nline 2"},
+		{"nothing", session.Output{Tail: []byte(" \n")}, session.Ended{}, "The command printed nothing."},
+		{"nothing, exit 2", session.Output{}, session.Ended{Code: 2}, "The command printed nothing.\n\n(command: exit status 2)"},
+		{"a signal", session.Output{Tail: []byte("half")}, session.Ended{Code: 143, Signal: "SIGTERM"}, "half\n\n(command: ended by SIGTERM)"},
+		{"not started", session.Output{}, session.Ended{StartErr: errors.New("no such program")}, "The command could not be started: no such program"},
+		{"cut", session.Output{Tail: []byte("the end"), Dropped: 10}, session.Ended{}, "(the first 10 bytes of the command's output are left out)\n\nthe end"},
+		{"bad bytes", session.Output{Tail: []byte("a\x00b\xffc")}, session.Ended{}, "ab\uFFFDc"},
+	}
+	for _, c := range cases {
+		if got := session.AnswerText("command", c.out, c.e); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+func TestReportOf(t *testing.T) {
+	report := "Done.\n\n```json\n{\"ocx\": \"report\", \"outcome\": \"failed\", \"summary\": \"no\"}\n```\n\n(command: exit status 1)"
+	if r := session.ReportOf(report); r == nil || r.Outcome != messages.ReportFailed {
+		t.Errorf("a report with an exit status after it: %v", r)
+	}
+	for _, text := range []string{"What should I do?", "```json\n{\"ocx\": \"stop\"}\n```\n",
+		"```json\n{\"ocx\": \"report\", \"outcome\": \"done\"}\n```\n```json\n{\"ocx\": \"report\", \"outcome\": \"done\"}\n```\n"} {
+		if r := session.ReportOf(text); r != nil {
+			t.Errorf("%q read as a report", text)
+		}
+	}
+}
+
+func TestCIResultOf(t *testing.T) {
+	cases := []struct {
+		out  string
+		e    session.Ended
+		want string
+	}{
+		{"ok 1\nok all\n\n", session.Ended{}, "green: ok all"},
+		{"FAIL x\n", session.Ended{Code: 1}, "red: FAIL x"},
+		{"", session.Ended{}, "green"},
+		{"", session.Ended{Code: 1}, "red"},
+		{"still going", session.Ended{Code: 137, Signal: "SIGKILL"}, "red: still going"},
+		{"", session.Ended{StartErr: errors.New(`exec: "make": executable file not found in $PATH`)}, `red: not started: exec: "make": executable file not found in $PATH`},
+	}
+	for _, c := range cases {
+		tag := session.CIResultOf(session.Output{Tail: []byte(c.out)}, c.e)
+		v, err := tag.Value()
+		if err != nil || v != c.want {
+			t.Errorf("%q %v: %q %v, want %q", c.out, c.e, v, err, c.want)
+		}
+	}
+}
+
+func TestTicketReplyRoundTrip(t *testing.T) {
+	text := session.TicketReply(ph, "the answer")
+	if !session.RepliesTo(text, ph) || session.RepliesTo(text, other) {
+		t.Errorf("RepliesTo does not find the change %q answers", text)
+	}
+	if !strings.HasSuffix(text, "\n\nthe answer") || !strings.Contains(text, "(/info/"+ph+")") {
+		t.Errorf("ticket reply %q", text)
+	}
+	if session.RepliesTo("the answer", ph) || session.RepliesTo("", ph) {
+		t.Errorf("a comment without the line is taken for a reply")
+	}
+}
+
+func TestRunnerInputIsOneLine(t *testing.T) {
+	in := session.RunnerInput{Post: ph, Text: "two\nlines <b>&", Record: own, Objective: "o"}
+	line := string(in.Line())
+	if strings.Count(line, "\n") != 1 || !strings.HasSuffix(line, "\n") {
+		t.Fatalf("not one line: %q", line)
+	}
+	if strings.Contains(line, `"from"`) {
+		t.Errorf("an unknown sender is written: %q", line)
+	}
+	if !strings.Contains(line, `"text":"two\nlines <b>&"`) {
+		t.Errorf("the text is not kept as written: %q", line)
+	}
+}
+
+func TestListening(t *testing.T) {
+	key := messages.WorkspaceKey{Login: "agent-1", Project: "demo"}
+	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
+	l := func(kind messages.ListenKind, names string) messages.Listener {
+		return messages.Listener{Login: "agent-1", Project: "demo", Kind: kind, Names: names}
+	}
+	events := []session.ListenEvent{
+		// Given out of order: the time written in the notes decides.
+		{Listener: l(messages.ListenThread, other), On: false, Time: at(3)},
+		{Listener: l(messages.ListenThread, other), On: true, Time: at(1)},
+		{Listener: l(messages.ListenBranch, "a/b"), On: true, Time: at(2)},
+		{Listener: l(messages.ListenTicket, strings.Repeat("4", 40)), On: true, Time: at(2)},
+		{Listener: l(messages.ListenTicket, strings.Repeat("4", 40)), On: false, Time: at(2), Rcvid: 9},
+		{Listener: messages.Listener{Login: "agent-2", Project: "demo", Kind: messages.ListenThread, Names: ph}, On: true, Time: at(1)},
+		{Listener: messages.Listener{Login: "agent-1", Project: "other", Kind: messages.ListenThread, Names: ph}, On: true, Time: at(1)},
+		// An unlisten of the own record leaves it: a session hears its record.
+		{Listener: l(messages.ListenThread, own), On: false, Time: at(5)},
+	}
+	got, err := session.Listening(key, messages.ListenThread, own, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]messages.ListenKind{own: messages.ListenThread, "branch-a%2Fb": messages.ListenBranch}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("got %v, want %v", got, want)
+		}
+	}
+}
+
+// TestListeningIsTheLatestNote: whatever the notes and their order, a
+// listener is in the index exactly when its latest note is a listen note.
+func TestListeningIsTheLatestNote(t *testing.T) {
+	key := messages.WorkspaceKey{Login: "agent-1", Project: "demo"}
+	branches := []string{"trunk", "dev", "a/b", "100% x"}
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(0, 30).Draw(t, "n")
+		events := make([]session.ListenEvent, n)
+		latest := map[string]session.ListenEvent{}
+		for i := range events {
+			b := rapid.SampledFrom(branches).Draw(t, "branch")
+			e := session.ListenEvent{
+				Listener: messages.Listener{Login: "agent-1", Project: "demo", Kind: messages.ListenBranch, Names: b},
+				On:       rapid.Bool().Draw(t, "on"),
+				// Distinct times, drawn in any order.
+				Time: time.Unix(int64(rapid.IntRange(0, 1000).Draw(t, "time"))*100+int64(i), 0),
+			}
+			events[i] = e
+			if prev, ok := latest[b]; !ok || e.Time.After(prev.Time) {
+				latest[b] = e
+			}
+		}
+		got, err := session.Listening(key, messages.ListenTicket, strings.Repeat("5", 40), events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[strings.Repeat("5", 40)] != messages.ListenTicket {
+			t.Fatalf("the own record is missing: %v", got)
+		}
+		count := 1
+		for b, e := range latest {
+			name, _ := messages.ListeningFileName(messages.ListenBranch, b)
+			_, in := got[name]
+			if in != e.On {
+				t.Fatalf("branch %q: in the index %v, latest note on=%v", b, in, e.On)
+			}
+			if e.On {
+				count++
+			}
+		}
+		if len(got) != count {
+			t.Fatalf("index %v holds %d files, want %d", got, len(got), count)
+		}
+	})
+}
+
+func TestParseArgs(t *testing.T) {
+	h := strings.Repeat("ab", 32)
+	o, err := session.ParseArgs([]string{"serve", "--root", "/srv/agents", "claude-1/demo", "--launch=" + h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Verb != "serve" || o.Key.String() != "claude-1/demo" || o.Root != "/srv/agents" || o.Launch != h {
+		t.Errorf("parsed %+v", o)
+	}
+	o, err = session.ParseArgs([]string{"run", "claude-1/demo", "--root", "/srv/agents"})
+	if err != nil || o.Session != "" || o.Launch != "" {
+		t.Errorf("run: %+v %v", o, err)
+	}
+	var ue *session.UsageError
+	for _, args := range [][]string{
+		{"serve", "claude-1/demo", "--root", "/srv/agents"},
+		{"run", "claude-1/demo", "--root", "/srv/agents", "--launch", h},
+		{"serve", "claude-1/demo", "--root", "/srv//agents", "--launch", h},
+		{"start", "claude-1/demo", "--root", "/srv/agents", "--ready-fd", "-1"},
+	} {
+		if _, err := session.ParseArgs(args); !errors.As(err, &ue) {
+			t.Errorf("%v: %v, want a usage error", args, err)
+		}
+	}
+}

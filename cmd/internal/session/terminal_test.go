@@ -1,0 +1,167 @@
+package session_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ocx-go/ocx/itest/harness"
+	"github.com/ocx-go/ocx/messages"
+)
+
+func TestMechanicalInBwrap(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("box-1")
+	// The command reports what the sandbox lets it see.
+	cmd := []string{"sh", "-c", `read -r x || true
+echo "said: $x from=${OCX_FROM:-unknown}"
+[ -e ` + n.agents + `/node.json ] && echo "sees node.json" || echo "no node.json"
+[ -e ` + n.srv.Repo + ` ] && echo "sees the repository" || echo "no repository"
+echo "home=$HOME"`}
+	r := w.record(messages.ListenThread, "Answer from the sandbox.", stays(cmd...), "")
+	p := w.serve(r.launch, true)
+	w.waitLog("event=ready", 1)
+	h := w.post(n.admin, r, "boxed")
+	w.wake(h)
+	a := w.waitReply(r, h)
+	for _, want := range []string{"said: boxed from=unknown", "no node.json", "no repository", "home=" + w.ws.Dir} {
+		if !strings.Contains(a.text, want) {
+			t.Errorf("the sandboxed answer lacks %q:\n%s", want, a.text)
+		}
+	}
+	if a.sender != w.login {
+		t.Errorf("sent by %q", a.sender)
+	}
+	stop := w.post(n.admin, r, "```json\n{\"ocx\": \"stop\", \"reason\": \"enough\"}\n```\n")
+	w.wake(stop)
+	if code := p.wait(); code != 0 {
+		t.Fatalf("the sandboxed session exited %d after a stop request:\n%s", code, w.logText())
+	}
+	if sn := w.stoppedNote(r); sn.Cause != messages.StopByRequest || sn.Request != stop {
+		t.Errorf("stopped note %s", sn)
+	}
+}
+
+// homeDefinition posts a session definition on the workspace's own record,
+// as a terminal session finds it.
+func (w *wsFixture) homeDefinition(def *messages.SessionDefinition) string {
+	w.n.t.Helper()
+	block, err := def.Encode()
+	if err != nil {
+		w.n.t.Fatal(err)
+	}
+	h, err := w.n.admin.Reply(w.n.ctx, w.home, w.home, string(block))
+	if err != nil {
+		w.n.t.Fatal(err)
+	}
+	return h
+}
+
+func TestRunAtATerminalUsesTheNewestDefinition(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("term-1")
+	w.homeDefinition(stays("sh", "-c", "echo old definition"))
+	w.homeDefinition(stays(echoCommand...))
+	home := rec{kind: messages.ListenThread, id: w.home, first: w.home}
+	p := w.spawn([]string{filepath.Join(release, "workspace"), "run", w.key.String(), "--root", n.agents}, false, nil)
+	w.waitLog("event=ready", 1)
+	h := w.post(n.admin, home, "at the terminal")
+	w.wake(h)
+	a := w.waitReply(home, h)
+	// Outside the sandbox the node's repository tells who sent the post.
+	if !strings.Contains(a.text, "said: at the terminal") || !strings.Contains(a.text, "from="+n.srv.AdminLogin) {
+		t.Errorf("the terminal session's answer:\n%s", a.text)
+	}
+	// While it runs, a second session of the workspace is refused.
+	code, stdout, stderr := runWorkspace(t, "start", w.key.String(), "--root", n.agents)
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "is in use") {
+		t.Errorf("a second session beside a terminal session: exit %d, %q, %q", code, stdout, stderr)
+	}
+	// Ctrl-C at the terminal stops it, with a stopped note and no launch.
+	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d after SIGINT", code)
+	}
+	sn := w.stoppedNote(home)
+	if sn.Cause != messages.StopBySignal || sn.Signal != "SIGINT" || sn.Launch != "" {
+		t.Errorf("stopped note %s", sn)
+	}
+}
+
+func TestStartDetachesAndPrintsThePID(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("term-2")
+	r := w.record(messages.ListenTicket, "Work on this ticket.", stays(echoCommand...), "")
+	code, stdout, stderr := runWorkspace(t, "start", w.key.String(), "--root", n.agents, "--session", r.def)
+	if code != 0 {
+		t.Fatalf("start exited %d: %s\n%s", code, stderr, w.logText())
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(stdout))
+	if err != nil {
+		t.Fatalf("start printed %q, not a PID", stdout)
+	}
+	harness.Track(t, pid)
+	t.Cleanup(func() {
+		if harness.Alive(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		killNaming(t, w.ws.Dir)
+	})
+	// It is detached: a session and process group of its own, the command
+	// line naming its workspace and root, its output in the session's log.
+	sid, pgid := statField(t, pid, 6), statField(t, pid, 5)
+	if sid != pid || pgid != pid {
+		t.Errorf("the detached session's group %d and session %d, want its own PID %d", pgid, sid, pid)
+	}
+	argv, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(argv), "\x00start\x00"+w.key.String()+"\x00--root\x00"+n.agents+"\x00") {
+		t.Errorf("its command line %q", argv)
+	}
+	h := w.post(n.admin, r, "detached")
+	w.wake(h)
+	if a := w.waitReply(r, h); !strings.Contains(a.text, "said: detached") {
+		t.Errorf("the answer:\n%s", a.text)
+	}
+	if !strings.Contains(w.logText(), "event=answered") {
+		t.Errorf("the session's log is not in WS/session/log")
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(waitFor)
+	for harness.Alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the detached session did not end on TERM:\n%s", w.logText())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if sn := w.stoppedNote(r); sn.Cause != messages.StopBySignal || sn.Signal != "SIGTERM" || sn.Launch != "" {
+		t.Errorf("stopped note %s", sn)
+	}
+}
+
+// statField reads field i (1-based, after the command name: 3 is the state)
+// of /proc/PID/stat as a number.
+func statField(t *testing.T, pid, i int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	v, err := strconv.Atoi(f[i-3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
