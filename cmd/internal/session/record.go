@@ -143,25 +143,30 @@ func (s *Session) findDefinition(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("the workspace's record %s: %w", s.b.Home, err)
 	}
-	for i := len(posts) - 1; i >= 0; i-- {
-		text := posts[i].Text
-		if posts[i].First != posts[i].Hash {
+	// The newest is told by the time written in each post: a clone
+	// receives in one pull what the node received one by one.
+	var newest fossilio.ForumPost
+	for _, p := range posts {
+		first := p
+		if p.First != p.Hash {
 			// A note is read from a post's first version.
-			first, err := s.clone.Post(ctx, posts[i].First)
-			if err != nil {
+			if first, err = s.clone.Post(ctx, p.First); err != nil {
 				continue
 			}
-			text = first.Text
 		}
-		n, err := messages.ReadPost([]byte(text))
+		n, err := messages.ReadPost([]byte(first.Text))
 		if err != nil {
 			continue
 		}
-		if def, ok := n.(*messages.SessionDefinition); ok {
-			s.def, s.defHash = def, posts[i].First
-			s.rec = record{Kind: messages.ListenThread, ID: s.b.Home}
-			return nil
+		def, ok := n.(*messages.SessionDefinition)
+		if !ok || (s.def != nil && !first.Time.After(newest.Time)) {
+			continue
 		}
+		s.def, s.defHash, newest = def, first.Hash, first
+	}
+	if s.def != nil {
+		s.rec = record{Kind: messages.ListenThread, ID: s.b.Home}
+		return nil
 	}
 	return fmt.Errorf("the workspace's record %s holds no session definition; post one, or name one with --session", s.b.Home)
 }
@@ -184,7 +189,15 @@ func (s *Session) readRecord(ctx context.Context) error {
 		if len(changes) == 0 {
 			return fmt.Errorf("the session's record, ticket %s, has no change", s.rec.ID)
 		}
+		// A clone receives in one pull what the node received one by one,
+		// in an order of its own; the time written in each change tells
+		// which came first.
 		first := changes[0]
+		for _, c := range changes[1:] {
+			if c.Time.Before(first.Time) {
+				first = c
+			}
+		}
 		s.rec.First, s.rec.Objective = first.Hash, first.Comment
 		if strings.TrimSpace(first.Comment) == "" {
 			for _, f := range first.Fields {

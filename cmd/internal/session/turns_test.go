@@ -113,3 +113,31 @@ wait`}
 	}
 	w.turnFileGone()
 }
+
+func TestMechanicalCompletesOnATicket(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("mech-4")
+	// The command reports once it is told the work is done, and asks
+	// otherwise.
+	cmd := []string{"sh", "-c", "read -r x || true\ncase \"$x\" in\n*done*) printf 'Finished.\\n\\n```json\\n{\"ocx\": \"report\", \"outcome\": \"done\", \"summary\": \"%s\"}\\n```\\n' \"$x\" ;;\n*) echo \"what about: $x?\" ;;\nesac"}
+	def := &messages.SessionDefinition{Kind: messages.Mechanical, Command: cmd, Lifetime: messages.Completes}
+	r := w.record(messages.ListenTicket, "Fix the crash on empty input.", def, "")
+	p := w.serve(r.launch, false)
+	// The objective of a ticket is its first change's comment.
+	q := w.waitReply(r, r.first)
+	if !strings.Contains(q.text, "what about: Fix the crash on empty input.?") {
+		t.Fatalf("the first turn's answer:\n%s", q.text)
+	}
+	if !p.running() {
+		t.Fatalf("the session ended after a question:\n%s", w.logText())
+	}
+	h := w.post(n.admin, r, "it is done now")
+	w.wake(h)
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d after the report:\n%s", code, w.logText())
+	}
+	reports := w.notes(r, messages.KindReport)
+	if len(reports) != 1 || reports[0].(*messages.ReportNote).Summary != "it is done now" {
+		t.Fatalf("reports on the ticket: %v", reports)
+	}
+}
