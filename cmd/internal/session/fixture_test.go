@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -209,6 +210,37 @@ type proc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	code int
+
+	mu         sync.Mutex
+	status     []byte        // what bwrap wrote on its status descriptor
+	statusRead chan struct{} // closed once nothing more can be written there
+}
+
+// sandboxInit waits until bwrap says which process is the sandbox's init.
+func (p *proc) sandboxInit() int {
+	t := p.w.n.t
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		p.mu.Lock()
+		st := host.ParseBwrapStatus(p.status)
+		p.mu.Unlock()
+		if st.ChildPID > 0 {
+			return st.ChildPID
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bwrap never said its child's PID:\n%s", p.w.logText())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// bwrapStatus is what bwrap said, once it has exited.
+func (p *proc) bwrapStatus() host.BwrapStatus {
+	<-p.statusRead
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return host.ParseBwrapStatus(p.status)
 }
 
 // serve starts `workspace serve` as the daemon does (contracts 1): its
@@ -234,22 +266,54 @@ func (w *wsFixture) spawn(argv []string, sandboxed bool, extraEnv []string) *pro
 	env := append([]string{"HOME=" + w.ws.Dir, "PATH=" + strings.Join(w.sandbox.Path, ":"), "USER=" + w.login,
 		"LOGNAME=" + w.login, "LANG=C.UTF-8"}, extraEnv...)
 	path := argv[0]
+	p := &proc{w: w, done: make(chan struct{}), statusRead: make(chan struct{})}
+	var statusW *os.File
 	if sandboxed {
+		// bwrap says on descriptor 3 which process is the sandbox's init,
+		// whose group a stop signals (docs/host.md §5), and the exit code.
 		spec := host.SandboxSpec{Workspace: w.ws.Dir, Release: release, Sandbox: host.Sandbox{
 			Network: w.sandbox.Network, ReadOnly: w.sandbox.ReadOnly, ReadWrite: w.sandbox.ReadWrite,
 			Homes: w.sandbox.Homes, Path: w.sandbox.Path}}
-		argv, err = host.BwrapArgs(spec, 0, w.ws.Tree, argv)
+		argv, err = host.BwrapArgs(spec, 3, w.ws.Tree, argv)
 		if err != nil {
 			t.Fatal(err)
 		}
 		path = "/usr/bin/bwrap"
+		var statusR *os.File
+		statusR, statusW, err = os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			defer close(p.statusRead)
+			defer statusR.Close()
+			buf := make([]byte, 4096)
+			for {
+				n, err := statusR.Read(buf)
+				p.mu.Lock()
+				p.status = append(p.status, buf[:n]...)
+				p.mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	} else {
+		close(p.statusRead)
 	}
 	cmd := &exec.Cmd{Path: path, Args: argv, Env: env, Dir: w.ws.Tree, Stdout: logf, Stderr: logf,
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
-	if err := cmd.Start(); err != nil {
+	if statusW != nil {
+		cmd.ExtraFiles = []*os.File{statusW}
+	}
+	err = cmd.Start()
+	if statusW != nil {
+		statusW.Close()
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{w: w, cmd: cmd, done: make(chan struct{})}
+	p.cmd = cmd
 	harness.Track(t, cmd.Process.Pid)
 	go func() {
 		_ = cmd.Wait()
@@ -264,6 +328,7 @@ func (w *wsFixture) spawn(argv []string, sandboxed bool, extraEnv []string) *pro
 			<-p.done
 		}
 		killNaming(t, w.ws.Dir)
+		<-p.statusRead
 		if t.Failed() || testing.Verbose() {
 			t.Logf("session log:\n%s", w.logText())
 		}

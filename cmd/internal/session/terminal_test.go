@@ -165,3 +165,26 @@ func statField(t *testing.T, pid, i int) int {
 	}
 	return v
 }
+
+// TestTermInBwrap stops a sandboxed session as the daemon does: TERM to the
+// process group of bwrap's init, inside the sandbox (docs/host.md §5).
+func TestTermInBwrap(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("box-2")
+	r := w.record(messages.ListenThread, "Wait in the sandbox.", stays(echoCommand...), "")
+	p := w.serve(r.launch, true)
+	w.waitLog("event=ready", 1)
+	initPID := p.sandboxInit()
+	if err := syscall.Kill(-initPID, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 0 {
+		t.Fatalf("bwrap exited %d after TERM to the sandbox's group:\n%s", code, w.logText())
+	}
+	if st := p.bwrapStatus(); !st.Exited || st.ExitCode != 0 {
+		t.Errorf("bwrap's status %+v, want the session's exit 0", st)
+	}
+	if sn := w.stoppedNote(r); sn.Cause != messages.StopBySignal || sn.Signal != "SIGTERM" || sn.Launch != r.launch {
+		t.Errorf("stopped note %s", sn)
+	}
+}
