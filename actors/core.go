@@ -120,3 +120,55 @@ func (r *recentSet) add(s string) {
 }
 
 func (r *recentSet) list() []string { return append([]string(nil), r.order...) }
+
+// collection is a CollectState being answered: the children still to answer,
+// those that answered, and their parts.
+type collection struct {
+	seq      int
+	freeze   bool
+	asks     map[messages.ActorAddr]int
+	waiting  map[messages.ActorAddr]bool
+	replied  map[messages.ActorAddr]bool
+	sessions map[messages.ProcID]messages.SessionState
+	branches map[string]messages.BranchState
+	parts    map[messages.WorkspaceKey]messages.WorkspaceState
+	requests []int
+}
+
+func newCollection(seq int, freeze bool) *collection {
+	return &collection{
+		seq: seq, freeze: freeze,
+		asks:     map[messages.ActorAddr]int{},
+		waiting:  map[messages.ActorAddr]bool{},
+		replied:  map[messages.ActorAddr]bool{},
+		sessions: map[messages.ProcID]messages.SessionState{},
+		branches: map[string]messages.BranchState{},
+		parts:    map[messages.WorkspaceKey]messages.WorkspaceState{},
+	}
+}
+
+// ask records a new request to child a and returns it: only the answer to it
+// will count.
+func (c *collection) ask(a messages.ActorAddr) messages.CollectState {
+	c.asks[a]++
+	c.waiting[a] = true
+	delete(c.replied, a)
+	return messages.CollectState{Seq: c.seq, Ask: c.asks[a], Freeze: c.freeze}
+}
+
+// answer takes a child's answer if it is to the latest request.
+func (c *collection) answer(m messages.StateCollected) bool {
+	if m.Seq != c.seq || !c.waiting[m.From] || m.Ask != c.asks[m.From] {
+		return false
+	}
+	delete(c.waiting, m.From)
+	c.replied[m.From] = true
+	return true
+}
+
+// forget drops a child that stopped.
+func (c *collection) forget(a messages.ActorAddr) {
+	delete(c.asks, a)
+	delete(c.waiting, a)
+	delete(c.replied, a)
+}

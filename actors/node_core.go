@@ -408,7 +408,6 @@ func (c *NodeCore) restore(h messages.Handoff) {
 	}
 	c.parked = append(c.parked, h.Parked...)
 	for _, w := range h.Workspaces {
-		w := w
 		c.workspaces[w.Workspace] = true
 		c.out = append(c.out, messages.StartActor{Addr: messages.WorkspaceAddr(w.Workspace), Workspace: &w})
 		for _, s := range w.Sessions {
