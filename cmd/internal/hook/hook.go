@@ -119,6 +119,8 @@ type run struct {
 	root   *unixhost.Root
 	r      *fossilio.Repo
 	logins map[string]bool // the node's logins (agents and the node user)
+	// listeners are the workspaces listening to each record, found once.
+	listeners map[string][]host.Workspace
 }
 
 func (h *run) run(ctx context.Context) error {
@@ -277,7 +279,38 @@ type unheardPost struct {
 // to its thread or ticket (D8), and returns the posts nobody heard.
 func (h *run) wake(ctx context.Context, infos []fossilio.Info) []unheardPost {
 	var unheard []unheardPost
-	w := unixhost.PipeWriter{Root: h.root}
+	// Each wake pipe is opened once per run, and what its opening said is
+	// kept: a run over many posts writes one line per post into it.
+	type pipe struct {
+		w   *unixhost.LineWriter
+		err error
+	}
+	pipes := map[string]*pipe{}
+	defer func() {
+		for _, p := range pipes {
+			if p.w != nil {
+				p.w.Close()
+			}
+		}
+	}()
+	send := func(path, hash string) error {
+		p := pipes[path]
+		if p == nil {
+			p = &pipe{}
+			p.w, p.err = unixhost.OpenLineWriter(h.root, path)
+			pipes[path] = p
+		}
+		if p.err != nil {
+			return p.err
+		}
+		if err := p.w.WriteLine([]byte(hash)); err != nil {
+			if errors.Is(err, host.ErrNoReader) {
+				p.err = err
+			}
+			return err
+		}
+		return nil
+	}
 	for _, info := range infos {
 		var record string
 		var kind messages.ListenKind
@@ -312,7 +345,7 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []unheardPost {
 				h.log.Info("not woken: the post holds an OCX note", "post", info.Hash, "workspace", ws.Key)
 				continue
 			}
-			err := w.Send(ws.Wake, info.Hash)
+			err := send(ws.Wake, info.Hash)
 			var why messages.UnheardWhy
 			switch {
 			case err == nil:
@@ -336,8 +369,21 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []unheardPost {
 }
 
 // listening returns the workspaces of this project whose listening index
-// names record with the given kind.
+// names record with the given kind; what it found is kept for the run.
 func (h *run) listening(record string, kind messages.ListenKind) []host.Workspace {
+	k := string(kind) + " " + record
+	if ws, ok := h.listeners[k]; ok {
+		return ws
+	}
+	ws := h.findListening(record, kind)
+	if h.listeners == nil {
+		h.listeners = map[string][]host.Workspace{}
+	}
+	h.listeners[k] = ws
+	return ws
+}
+
+func (h *run) findListening(record string, kind messages.ListenKind) []host.Workspace {
 	var out []host.Workspace
 	for login := range h.logins {
 		ws, err := h.layout.Workspace(host.Key{Login: login, Project: h.proj})
@@ -365,22 +411,23 @@ func (h *run) listening(record string, kind messages.ListenKind) []host.Workspac
 // than a stop request (D8): such a post wakes nobody. A post whose note block
 // is broken counts as holding one.
 func (h *run) holdsNote(ctx context.Context, info fossilio.Info) (bool, error) {
-	var text string
-	switch info.Kind {
-	case fossilio.KindPost:
-		p, err := h.r.Post(ctx, info.Hash)
-		if err != nil {
-			return false, err
-		}
-		text = p.Text
-	case fossilio.KindTicketChange:
-		c, err := h.r.TicketChange(ctx, info.Hash)
-		if err != nil {
-			return false, err
-		}
-		text = c.Comment
+	// The artifact alone says it: a post's text, or what a ticket change
+	// adds to the comment (the hook passes over edits, so a post is its own
+	// first version).
+	_, a, err := h.r.Artifact(ctx, info.Hash)
+	if err != nil {
+		return false, err
 	}
-	note, err := messages.ReadPost([]byte(text))
+	text := a.Text
+	if info.Kind == fossilio.KindTicketChange {
+		text = nil
+		for _, f := range a.Fields {
+			if f.Name == "icomment" || f.Name == "+icomment" {
+				text = append(text, f.Value...)
+			}
+		}
+	}
+	note, err := messages.ReadPost(text)
 	if err != nil {
 		return !errors.Is(err, messages.ErrNotANote), nil
 	}

@@ -30,7 +30,7 @@ const (
 // fix is a node with two agents' workspaces on a real fossil server, and
 // the test reading the daemon's pipe (holding its lock) as the daemon would.
 type fix struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	srv     *harness.Server
 	agents  string
@@ -48,7 +48,7 @@ type lines struct {
 	done chan struct{}
 }
 
-func readPipe(t *testing.T, root *unixhost.Root, path string) *lines {
+func readPipe(t testing.TB, root *unixhost.Root, path string) *lines {
 	t.Helper()
 	r, err := unixhost.OpenPipeReader(root, path)
 	if err != nil {
@@ -107,7 +107,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newFix(t *testing.T) *fix {
+func newFix(t testing.TB) *fix {
 	t.Helper()
 	srv := harness.StartServer(t, harness.Options{Users: []harness.User{{Login: person, Password: personPW, Caps: "cghijnorwz234"}}})
 	f := &fix{t: t, ctx: context.Background(), srv: srv, agents: filepath.Join(t.TempDir(), "agents"), release: t.TempDir(), logBuf: &syncBuffer{}}
@@ -140,7 +140,7 @@ func newFix(t *testing.T) *fix {
 	return f
 }
 
-func must(t *testing.T, a *node.Answer) *node.Answer {
+func must(t testing.TB, a *node.Answer) *node.Answer {
 	t.Helper()
 	if !a.OK() {
 		t.Fatalf("%s stopped: %s\n%s", a.Tool, *a.Stopped, strings.Join(a.Log, "\n"))

@@ -1,0 +1,240 @@
+package itest
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host/unixhost"
+)
+
+// pipeCounter counts the lines a reader of a named pipe reads.
+type pipeCounter struct {
+	mu    sync.Mutex
+	lines int
+	r     *unixhost.PipeReader
+	done  chan struct{}
+}
+
+func countPipe(tb testing.TB, root *unixhost.Root, path string) *pipeCounter {
+	tb.Helper()
+	r, err := unixhost.OpenPipeReader(root, path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := r.SetBuffer(1 << 20); err != nil {
+		tb.Fatal(err)
+	}
+	c := &pipeCounter{r: r, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		_ = r.Run(func([]byte) {
+			c.mu.Lock()
+			c.lines++
+			c.mu.Unlock()
+		})
+	}()
+	tb.Cleanup(func() { r.Close(); <-c.done })
+	return c
+}
+
+func (c *pipeCounter) count(want int) int {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.mu.Lock()
+		n := c.lines
+		c.mu.Unlock()
+		if n >= want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// BenchmarkHook runs the real `ocx hook` binary, as Fossil runs it, over a
+// repository into which 1 or 1,000 posts have just arrived, in a thread a
+// session listens to: each is classified, read for a note, woken into the
+// session's pipe and handed to the daemon. The benchmark stands in for the
+// daemon (it holds its lock and reads its pipe) and for the session (it
+// reads the wake pipe), so that nothing but the hook is measured.
+func BenchmarkHook(b *testing.B) {
+	// What starting the ocx binary costs here, doing nothing else: the floor
+	// under any hook run on this machine.
+	b.Run("start-only", func(b *testing.B) {
+		var cpu time.Duration
+		for i := 0; i < b.N; i++ {
+			cmd := exec.Command(program("ocx"), "help")
+			if err := cmd.Run(); err != nil {
+				b.Fatal(err)
+			}
+			cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		}
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	})
+	for _, count := range []int{1, 1000} {
+		b.Run("artifacts="+strconv.Itoa(count), func(b *testing.B) { benchHook(b, count) })
+	}
+}
+
+func benchHook(b *testing.B, count int) {
+	n := newNode(b)
+	n.must("", "login", "add", agent)
+	record := n.result(n.srv.AdminLogin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
+	n.result("", "listener", "add", key(agent), "--kind", "thread", "--names", record)
+	// Only the benchmark runs the hook.
+	n.must("", "hook", "remove")
+	root, err := unixhost.OpenRoot(n.agents)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer root.Close()
+	lock, err := unixhost.AcquireLock(filepath.Join(n.agents, "ocxd.lock"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lock.Release()
+	if err := root.Mkfifo(filepath.Join(n.agents, "ocxd"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	daemon := countPipe(b, root, filepath.Join(n.agents, "ocxd"))
+	wake := countPipe(b, root, filepath.Join(n.agents, agent, "projects", "demo", "session", "wake"))
+
+	r := n.repo()
+	_, mark, err := r.Received(n.ctx, math.MaxInt64)
+	r.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := &fossilio.Client{URL: n.srv.URL, Login: person, Password: personPW, ProjectCode: n.srv.ProjectCode}
+	var stdin strings.Builder
+	for done := 0; done < count; {
+		var batch [][]byte
+		for ; done < count && len(batch) < 100; done++ {
+			data, err := fossilio.PostDraft{Date: time.Now().UTC(), User: person, Root: record, InReplyTo: record, Text: fmt.Sprintf("post %d of %d", done, count)}.Bytes()
+			if err != nil {
+				b.Fatal(err)
+			}
+			batch = append(batch, data)
+		}
+		hashes, err := c.PushAll(n.ctx, batch...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, h := range hashes {
+			fmt.Fprintf(&stdin, "%s forum-reply-to %s\n", h, record[:14])
+		}
+	}
+	markFile := filepath.Join(n.agents, "hook.mark.demo")
+	var cpu time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		if err := os.WriteFile(markFile, []byte(strconv.FormatInt(mark, 10)+"\n"), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.Command(program("ocx"), "hook", "--agents", n.agents, "--repo", n.srv.Repo)
+		cmd.Env = []string{"GATEWAY_INTERFACE=CGI/1.0", "FOSSIL_USER=" + person} // as a backoffice after a web request may leave it
+		cmd.Stdin = strings.NewReader(stdin.String())
+		cmd.Dir = "/"
+		b.StartTimer()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%v: %s", err, out)
+		}
+		cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(count), "ns/artifact")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	// What the hook itself logs as its own time (from its start of work to
+	// its end), apart from starting the process.
+	log, _ := os.ReadFile(filepath.Join(n.agents, "hook.log"))
+	var inside time.Duration
+	runs := 0
+	for _, line := range strings.Split(string(log), "\n") {
+		if _, e, ok := strings.Cut(line, " elapsed="); ok && strings.Contains(line, "hook done") {
+			if d, err := time.ParseDuration(strings.Fields(e)[0]); err == nil {
+				inside += d
+				runs++
+			}
+		}
+	}
+	if runs > 0 {
+		b.ReportMetric(float64(inside.Nanoseconds())/float64(runs), "work-ns/op")
+	}
+	want := count * b.N
+	if got := wake.count(want); got != want {
+		log, _ := os.ReadFile(filepath.Join(n.agents, "hook.log"))
+		b.Fatalf("the session was woken %d times, want %d\n%s", got, want, lastLines(log, 20))
+	}
+	if got := daemon.count(want); got != want {
+		b.Fatalf("the daemon read %d lines, want %d", got, want)
+	}
+}
+
+func lastLines(b []byte, n int) []byte {
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return bytes.Join(lines, []byte("\n"))
+}
+
+// BenchmarkRoundTrip measures a post's round trip on the node: a person's
+// post arrives over sync, the node's backoffice runs the hook (D11), the
+// hook wakes the session, whose stand-in runner answers at once, and the
+// session's reply is on the node's record. The session runs in its sandbox,
+// launched by the real daemon.
+func BenchmarkRoundTrip(b *testing.B) {
+	needs(b, "ocxd", "workspace")
+	n := newNode(b)
+	n.must("", "login", "add", agent)
+	record := n.result(n.srv.AdminLogin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
+	n.result(n.srv.AdminLogin, "session", "start", key(agent), "--kind", "llm", "--runner", "native", "--model", "stand-in", "--lifetime", "stays")
+	n.waitFor("the session to listen", func() bool {
+		st := n.status()
+		return len(st.Sessions) == 1 && st.Sessions[0].Listening
+	})
+	admin := &fossilio.Admin{Repository: n.srv.Repo, Fossil: &fossilio.Fossil{Home: n.agents, User: "ocx", Dir: n.agents}}
+	c := &fossilio.Client{URL: n.srv.URL, Login: person, Password: personPW, ProjectCode: n.srv.ProjectCode, Backoffice: admin.Backoffice}
+	r := n.repo()
+	defer r.Close()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p, err := c.Reply(n.ctx, record, record, fmt.Sprintf("ping %d", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for !replied(b, r, record, p) {
+			if time.Now().After(deadline) {
+				b.Fatalf("no reply to %s in 60 s", p)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	b.StopTimer()
+	n.must("", "session", "stop", key(agent))
+	n.waitFor("the session to end", func() bool { return len(n.status().Sessions) == 0 })
+}
+
+func replied(b *testing.B, r *fossilio.Repo, root, to string) bool {
+	posts, err := r.Thread(b.Context(), root)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range posts {
+		if p.InReplyTo == to && p.Sender == agent {
+			return true
+		}
+	}
+	return false
+}

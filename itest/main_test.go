@@ -1,0 +1,101 @@
+// Package itest holds OCX's end-to-end tests: the real ocx, ocxd and
+// workspace binaries, built once into a release directory, against a real
+// fossil server on 127.0.0.1, with real processes, pipes and bwrap.
+package itest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// relRoot is the release root the tests' node uses: releases/test/ holds
+// the three binaries, and current links to it (contracts 11).
+var relRoot string
+
+// buildErrs says why a binary of the release did not build.
+var buildErrs = map[string]string{}
+
+// needs fails the test when a binary it runs did not build.
+func needs(tb testing.TB, names ...string) {
+	tb.Helper()
+	for _, name := range names {
+		if msg, bad := buildErrs[name]; bad {
+			tb.Fatalf("the release lacks %s, which did not build: %s", name, msg)
+		}
+	}
+}
+
+// release is the release directory itself.
+func release() string { return filepath.Join(relRoot, "releases", "test") }
+
+// program is the path of one of the release's binaries.
+func program(name string) string { return filepath.Join(relRoot, "current", name) }
+
+func TestMain(m *testing.M) {
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "itest:", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	dir, err := os.MkdirTemp("", "ocx-itest-release-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	relRoot = dir
+	if err := os.MkdirAll(release(), 0o755); err != nil {
+		return 0, err
+	}
+	// Each binary is built on its own, so that one that does not build
+	// fails the tests that need it (needs), not the others.
+	for _, name := range []string{"ocx", "ocxd", "workspace"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(release(), name), "github.com/ocx-go/ocx/cmd/"+name)
+		// Static binaries start faster (no dynamic loader), and a session's
+		// sandbox needs no shared library for them.
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			buildErrs[name] = fmt.Sprintf("%v: %s", err, out)
+		}
+	}
+	if msg, bad := buildErrs["ocx"]; bad {
+		return 0, fmt.Errorf("build ocx: %s", msg)
+	}
+	// The stand-in runner of an llm session (D9), answering at once.
+	runner, err := os.ReadFile(filepath.Join("..", "cmd", "internal", "session", "testdata", "ocx-runner-native"))
+	if err != nil {
+		return 0, err
+	}
+	if err := os.WriteFile(filepath.Join(release(), "ocx-runner-native"), runner, 0o755); err != nil {
+		return 0, err
+	}
+	if err := os.Symlink(filepath.Join("releases", "test"), filepath.Join(relRoot, "current")); err != nil {
+		return 0, err
+	}
+	// goleak checks after the tests, before the release is removed.
+	var code int
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				code = 1
+				fmt.Fprintln(os.Stderr, "itest: panic:", r)
+			}
+		}()
+		code = m.Run()
+	}()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "itest: goroutines leaked:", err)
+			code = 1
+		}
+	}
+	return code, nil
+}

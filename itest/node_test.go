@@ -1,0 +1,264 @@
+package itest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/itest/harness"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// The people of every test node: the repository's admin (setup) and a
+// person who may read, post and open tickets.
+const (
+	person   = "alice"
+	personPW = "alice-pw-1"
+)
+
+// testNode is a real fossil server with OCX's node around it: an agents
+// root made by `ocx init` for the test's release, and the hook installed by
+// `ocx hook install`.
+type testNode struct {
+	t      testing.TB
+	ctx    context.Context
+	srv    *harness.Server
+	agents string
+	pw     map[string]string
+}
+
+func newNode(t testing.TB) *testNode {
+	t.Helper()
+	srv := harness.StartServer(t, harness.Options{Users: []harness.User{{Login: person, Password: personPW, Caps: "cghijnorwz234"}}})
+	n := &testNode{t: t, ctx: context.Background(), srv: srv, agents: filepath.Join(t.TempDir(), "agents"),
+		pw: map[string]string{srv.AdminLogin: srv.AdminPassword, person: personPW}}
+	t.Cleanup(n.shutdown)
+	n.must("", "init", "--project", "demo="+srv.Repo+","+srv.URL, "--release", relRoot)
+	n.must("", "hook", "install")
+	return n
+}
+
+// result is what one run of ocx gave.
+type result struct {
+	args           []string
+	stdout, stderr string
+	code           int
+}
+
+func (r result) String() string {
+	return "ocx " + strings.Join(r.args, " ") + " -> exit " + strconv.Itoa(r.code) + "\nstdout:\n" + r.stdout + "stderr:\n" + r.stderr
+}
+
+// ocx runs the release's ocx as user (none when ""), with the agents root
+// in the environment and the user's password in OCX_PASSWORD.
+func (n *testNode) ocx(user string, args ...string) result {
+	n.t.Helper()
+	ctx, cancel := context.WithTimeout(n.ctx, 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, program("ocx"), args...)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + n.agents, "LANG=C.UTF-8", "OCX_AGENTS=" + n.agents}
+	if user != "" {
+		cmd.Env = append(cmd.Env, "OCX_USER="+user, "OCX_PASSWORD="+n.pw[user])
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{args: args, stdout: out.String(), stderr: errb.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		n.t.Fatalf("ocx %v: %v", args, err)
+	}
+	return r
+}
+
+// must runs ocx and fails the test unless it exits 0.
+func (n *testNode) must(user string, args ...string) result {
+	n.t.Helper()
+	r := n.ocx(user, args...)
+	if r.code != 0 {
+		n.t.Fatalf("%s", r)
+	}
+	return r
+}
+
+// answer is the tools' one answer shape (seed 001 E8).
+type answer struct {
+	Tool    string   `json:"tool"`
+	DryRun  bool     `json:"dry_run"`
+	Log     []string `json:"log"`
+	Result  *string  `json:"result"`
+	Stopped *string  `json:"stopped"`
+}
+
+// answer runs ocx with --json and decodes the tools' answer.
+func (n *testNode) answer(user string, args ...string) (answer, result) {
+	n.t.Helper()
+	r := n.ocx(user, append(args, "--json")...)
+	var a answer
+	if err := json.Unmarshal([]byte(r.stdout), &a); err != nil {
+		n.t.Fatalf("not an answer: %v\n%s", err, r)
+	}
+	if (a.Stopped == nil) != (r.code == 0) {
+		n.t.Errorf("exit %d with stopped %v", r.code, a.Stopped)
+	}
+	return a, r
+}
+
+// result runs ocx --json and returns the answer's result, failing the test
+// unless it did its work.
+func (n *testNode) result(user string, args ...string) string {
+	n.t.Helper()
+	a, r := n.answer(user, args...)
+	if a.Stopped != nil || a.Result == nil {
+		n.t.Fatalf("no result: %s", r)
+	}
+	return *a.Result
+}
+
+// repo opens the node's repository for reading.
+func (n *testNode) repo() *fossilio.Repo {
+	n.t.Helper()
+	r, err := fossilio.OpenNode(n.srv.Repo, nil)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return r
+}
+
+// posted is a note or text on the record and who sent it, as the node's
+// repository recorded it.
+type posted struct {
+	Hash, Sender, InReplyTo, Text string
+	Note                          messages.Note
+}
+
+// thread reads a thread's posts (first versions).
+func (n *testNode) thread(root string) []posted {
+	n.t.Helper()
+	r := n.repo()
+	defer r.Close()
+	posts, err := r.Thread(n.ctx, root)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	var out []posted
+	for _, p := range posts {
+		note, _ := messages.ReadPost([]byte(p.Text))
+		out = append(out, posted{Hash: p.Hash, Sender: p.Sender, InReplyTo: p.InReplyTo, Text: p.Text, Note: note})
+	}
+	return out
+}
+
+// ticket reads a ticket's changes.
+func (n *testNode) ticket(id string) []posted {
+	n.t.Helper()
+	r := n.repo()
+	defer r.Close()
+	changes, err := r.TicketChanges(n.ctx, id)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	var out []posted
+	for _, c := range changes {
+		note, _ := messages.ReadPost([]byte(c.Comment))
+		out = append(out, posted{Hash: c.Hash, Sender: c.Sender, Text: c.Comment, Note: note})
+	}
+	return out
+}
+
+// status runs `ocx status --json` and decodes it.
+func (n *testNode) status() *messages.NodeState {
+	n.t.Helper()
+	r := n.must("", "status", "--json")
+	st, err := messages.DecodeState([]byte(r.stdout))
+	if err != nil {
+		n.t.Fatalf("the status does not decode: %v\n%s", err, r.stdout)
+	}
+	return st
+}
+
+// waitFor polls cond until it holds, failing the test after a generous
+// bound; what names what is awaited.
+func (n *testNode) waitFor(what string, cond func() bool) {
+	n.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(n.agents, "hook.log"))
+			dlog, _ := os.ReadFile(filepath.Join(n.agents, "ocxd.log"))
+			n.t.Fatalf("waited 60 s for %s\nhook.log:\n%s\nocxd.log:\n%s", what, log, dlog)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// daemonPID is the PID holding the daemon's lock, 0 when none.
+func (n *testNode) daemonPID() int {
+	pid, held, err := unixhost.LockHolder(filepath.Join(n.agents, "ocxd.lock"))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if !held {
+		return 0
+	}
+	return pid
+}
+
+// naming lists the processes whose command line names the agents root.
+func (n *testNode) naming() []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.Contains(b, []byte(n.agents)) {
+			continue
+		}
+		if st, err := unixhost.ReadStat(pid); err == nil && !st.Zombie() {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// shutdown ends what the test's node started, by PID: the daemon (TERM; it
+// leaves its sessions running, so a test stops those first), then anything
+// left naming the agents root, which fails the test.
+func (n *testNode) shutdown() {
+	if pid := n.daemonPID(); pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		deadline := time.Now().Add(10 * time.Second)
+		for n.daemonPID() == pid && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n.daemonPID() == pid {
+			n.t.Errorf("the daemon (pid %d) did not end on TERM", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(n.naming()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := n.naming(); len(left) > 0 {
+		for _, pid := range left {
+			cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+			n.t.Errorf("process %d still names the agents root at the end: %q", pid, bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}))
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
