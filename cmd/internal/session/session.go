@@ -74,6 +74,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if o.Verb == VerbStart && o.ReadyFD == 0 {
 		return startDetached(o, stdout, stderr)
 	}
+	if o.ReadyFD > 0 {
+		// The descriptor `start` passed is for this process alone: no fossil
+		// command or turn started meanwhile may hold it open.
+		syscall.CloseOnExec(o.ReadyFD)
+	}
 	// Signals are caught before anything else, so that TERM during the start
 	// still ends in a stopped note rather than a bare death.
 	sigs := make(chan os.Signal, 4)
