@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -14,37 +15,67 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/messages"
 )
 
 func init() {
 	register(command{name: "demo", summary: "run a demo node on 127.0.0.1 until interrupted", run: runDemo})
 }
 
-// The demo's agent login and the thread it writes.
+// The demo's people and its agent. The person's password is fixed so that
+// the README can say it; the node is on loopback only.
 const (
-	demoAgent = "agent-demo"
-	demoAdmin = "admin"
+	demoAdmin    = "admin"
+	demoPerson   = "pat"
+	demoPersonPW = "pat"
+	demoAgent    = "agent-demo"
+	// demoCaps lets the person read, post without moderation, open and
+	// comment on tickets, and write over sync (for `ocx post`).
+	demoCaps = "cghijnorwz234"
+	// demoCommand is the session's command: it answers each post with what
+	// it heard.
+	demoCommand = `printf '%s heard: ' "$USER"; cat`
 )
 
-// runDemo starts a Fossil server on 127.0.0.1 over a demo repository,
-// provisions an agent login, writes a thread as that login through
-// fossilio, prints where to look, and runs until interrupted; then it ends
-// the server by PID.
+// runDemo brings up a demo node on 127.0.0.1: a release made from the
+// binaries beside this ocx, a Fossil server with its backoffice polled each
+// second (D11), the node initialised with the hook installed, an agent login,
+// its workspace and a mechanical session that answers. It prints what to
+// open and what to type, runs until interrupted, then stops the session and
+// the daemon and ends every process it started, by PID.
 func runDemo(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	dir := fs.String("dir", "", "directory for the demo node (default: a new temporary one, removed at the end)")
 	port := fs.Int("port", 0, "port on 127.0.0.1 (default: a free one)")
 	project := fs.String("project", "demo", "the project (repository) name")
+	from := fs.String("from", "", "the directory holding ocx, ocxd and workspace (default: this ocx's own, as `make build` puts them in bin/)")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return usageErr(err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	if err := fossilio.CheckLoginName(*project); err != nil {
+	if err := messages.ValidateProject(*project); err != nil {
 		return fmt.Errorf("%w: project: %v", errUsage, err)
+	}
+	bin := *from
+	if bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		if exe, err = filepath.EvalSymlinks(exe); err != nil {
+			return err
+		}
+		bin = filepath.Dir(exe)
+	}
+	for _, name := range []string{"ocx", "ocxd", "workspace"} {
+		if _, err := os.Stat(filepath.Join(bin, name)); err != nil {
+			return fmt.Errorf("the demo runs the release's binaries: %s has no %s (`make build` puts ocx, ocxd and workspace in bin/)", bin, name)
+		}
 	}
 	root := *dir
 	if root == "" {
@@ -59,70 +90,231 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	home := filepath.Join(root, "home")
-	agents := filepath.Join(root, "agents")
-	for _, d := range []string{home, agents} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+	d := &demo{e: e, root: root, project: *project}
+	defer d.teardown()
+	if err := d.up(ctx, bin, *port); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(e.stdout, "stopping: the session, the daemon, the backoffice poller and the server")
+	case <-d.srv.exited:
+		return fmt.Errorf("fossil server (pid %d) exited by itself", d.srv.pid)
+	}
+	return nil
+}
+
+// demo is a running demo node and what it started.
+type demo struct {
+	e       *env
+	root    string
+	project string
+	srv     *server
+	poller  *server
+	n       *node.Node
+	key     messages.WorkspaceKey
+	launch  string
+}
+
+func (d *demo) up(ctx context.Context, bin string, port int) error {
+	e := d.e
+	home := filepath.Join(d.root, "home")
+	agents := filepath.Join(d.root, "agents")
+	relRoot := filepath.Join(d.root, "release")
+	for _, dir := range []string{home, agents} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
 	}
-	fsl := &fossilio.Fossil{Home: home, User: demoAdmin, Dir: root}
-	repo := filepath.Join(root, *project+".fossil")
+	if err := makeRelease(bin, relRoot); err != nil {
+		return err
+	}
+	fsl := &fossilio.Fossil{Home: home, User: demoAdmin, Dir: d.root}
+	repo := filepath.Join(d.root, d.project+".fossil")
 	adminPw, err := demoRepository(ctx, fsl, repo)
 	if err != nil {
 		return err
 	}
 	admin := &fossilio.Admin{Repository: repo, Fossil: fsl}
-	pwFile := filepath.Join(agents, demoAgent, "password")
-	if err := admin.ProvisionAgent(ctx, demoAgent, pwFile); err != nil {
+	if err := admin.SetUser(ctx, demoPerson, demoPersonPW, demoCaps); err != nil {
 		return err
 	}
-	agentPw, err := fossilio.ReadPasswordFile(pwFile)
-	if err != nil {
+	// The server never runs the backoffice itself; the poller beside it
+	// does, each second, and each OCX write runs it at once (D11).
+	if _, err := fsl.Run(ctx, []string{"settings", "backoffice-disable", "on", "-R", repo}); err != nil {
 		return err
 	}
+	if d.srv, err = startServer(ctx, fsl, repo, port); err != nil {
+		return err
+	}
+	e.log.Info("fossil server started", "pid", d.srv.pid, "url", d.srv.url)
+	if d.poller, err = startProcess(fsl, []string{"backoffice", "--poll", "1", repo}); err != nil {
+		return err
+	}
+	e.log.Info("backoffice poller started", "pid", d.poller.pid)
 
-	srv, err := startServer(ctx, fsl, repo, *port)
+	initA := node.Init(ctx, agents, node.InitInput{Projects: []node.InitProject{{Name: d.project, Repository: repo, URL: d.srv.url}}, ReleaseRoot: relRoot}, node.Options{Log: e.log})
+	if err := answerErr(initA); err != nil {
+		return err
+	}
+	n, err := node.Open(agents, node.Options{Caller: node.Caller{Login: demoAdmin, Password: adminPw}, Log: e.log})
 	if err != nil {
 		return err
 	}
-	defer srv.stop(e)
-	e.log.Info("fossil server started", "pid", srv.pid, "url", srv.url, "repository", repo)
-
-	reader, err := fossilio.OpenNode(repo, nil)
+	d.n = n
+	if err := answerErr(n.HookInstall(ctx, false)); err != nil {
+		return err
+	}
+	if err := answerErr(n.LoginAdd(ctx, demoAgent, false)); err != nil {
+		return err
+	}
+	d.key = messages.WorkspaceKey{Login: demoAgent, Project: d.project}
+	record, err := d.workspace(ctx)
 	if err != nil {
 		return err
 	}
-	defer reader.Close()
-	code, err := reader.ProjectCode(ctx)
-	if err != nil {
+	start := n.SessionStart(ctx, node.SessionStartInput{
+		Workspace: d.key.String(), Kind: string(messages.Mechanical), Lifetime: string(messages.Stays),
+		Command: []string{"/bin/sh", "-c", demoCommand},
+	})
+	if start.Result != nil {
+		d.launch = *start.Result
+	}
+	if err := answerErr(start); err != nil {
 		return err
 	}
-	agent := &fossilio.Client{URL: srv.url, Login: demoAgent, Password: agentPw, ProjectCode: code, Backoffice: admin.Backoffice}
-	thread, err := agent.NewThread(ctx, "Hello from "+demoAgent,
-		"This thread was written by the agent login `"+demoAgent+"` through fossilio, over Fossil's sync protocol.\n\n"+
-			"```json\n{\"ocx\": \"hello\", \"login\": \""+demoAgent+"\"}\n```\n")
-	if err != nil {
-		return err
-	}
-	info, err := reader.Info(ctx, thread)
-	if err != nil {
-		return err
-	}
+	ocx := filepath.Join(relRoot, "current", "ocx")
 	fmt.Fprintf(e.stdout, "OCX demo node\n")
-	fmt.Fprintf(e.stdout, "  url:         %s\n", srv.url)
-	fmt.Fprintf(e.stdout, "  repository:  %s\n", repo)
+	fmt.Fprintf(e.stdout, "  url:         %s\n", d.srv.url)
+	fmt.Fprintf(e.stdout, "  log in as:   %s  password: %s  (at %slogin)\n", demoPerson, demoPersonPW, d.srv.url)
 	fmt.Fprintf(e.stdout, "  admin login: %s  password: %s\n", demoAdmin, adminPw)
-	fmt.Fprintf(e.stdout, "  agent login: %s  (password in %s)\n", demoAgent, pwFile)
-	fmt.Fprintf(e.stdout, "  thread:      %sforumpost/%s  (sent by %s)\n", srv.url, thread[:fossilio.MinPrefix], info.Sender)
+	fmt.Fprintf(e.stdout, "  agent login: %s  (its session answers in the thread below)\n", demoAgent)
+	fmt.Fprintf(e.stdout, "  thread:      %sforumpost/%s\n", d.srv.url, record)
+	fmt.Fprintf(e.stdout, "  agents root: %s\n", agents)
+	fmt.Fprintf(e.stdout, "\nOpen the thread, press Reply, type a line (say: hello) and Submit.\n")
+	fmt.Fprintf(e.stdout, "Within a few seconds %s answers \"%s heard: hello\"; reload the page to see it.\n", demoAgent, demoAgent)
+	fmt.Fprintf(e.stdout, "From a terminal, the same:\n")
+	fmt.Fprintf(e.stdout, "  OCX_AGENTS=%s OCX_USER=%s OCX_PASSWORD=%s %s post --to %s --text hello\n", agents, demoPerson, demoPersonPW, ocx, record[:fossilio.MinPrefix])
+	fmt.Fprintf(e.stdout, "  OCX_AGENTS=%s %s status\n", agents, ocx)
 	fmt.Fprintf(e.stdout, "ready; press Ctrl-C to stop\n")
-
-	select {
-	case <-ctx.Done():
-	case <-srv.exited:
-		return fmt.Errorf("fossil server (pid %d) exited by itself", srv.pid)
-	}
 	return nil
+}
+
+// workspace adds the demo's workspace, or finds the one a previous run in
+// the same directory made, and returns its record.
+func (d *demo) workspace(ctx context.Context) (string, error) {
+	data, err := os.ReadFile(filepath.Join(d.n.Agents, d.key.Login, "projects", d.key.Project, "binding.json"))
+	if err == nil {
+		b, err := messages.DecodeBinding(data)
+		if err != nil {
+			return "", err
+		}
+		return b.Home, nil
+	}
+	add := d.n.WorkspaceAdd(ctx, node.WorkspaceAddInput{Login: demoAgent, Project: d.project, Branch: "trunk"})
+	if err := answerErr(add); err != nil {
+		return "", err
+	}
+	return *add.Result, nil
+}
+
+// teardown stops what up started, in the order that lets each write its
+// notes: the session (its stopped note; the daemon's end note), the
+// daemon, the poller, the server.
+func (d *demo) teardown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if d.n != nil && d.key.Login != "" {
+		if a := d.n.SessionStop(ctx, d.key.String(), false); a.OK() {
+			d.e.log.Info("session stop handed to the daemon", "workspace", d.key)
+			d.waitSessionEnd(ctx)
+		}
+		if pid, err := node.DaemonPID(d.n.Layout); err == nil && pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+			for i := 0; i < 500; i++ {
+				if p, _ := node.DaemonPID(d.n.Layout); p != pid {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			d.e.log.Info("daemon stopped", "pid", pid)
+		}
+	}
+	if d.poller != nil {
+		d.poller.stop(d.e)
+	}
+	if d.srv != nil {
+		d.srv.stop(d.e)
+	}
+}
+
+// waitSessionEnd waits until no process names the workspace and the
+// daemon's end note is on the record, at most until ctx ends.
+func (d *demo) waitSessionEnd(ctx context.Context) {
+	for ctx.Err() == nil {
+		st, err := d.n.Status(ctx)
+		running := err != nil
+		if err == nil {
+			for _, s := range st.Sessions {
+				running = running || (s.Login == d.key.Login && s.Project == d.key.Project)
+			}
+		}
+		ended := d.launch == ""
+		if !ended {
+			end, err := d.n.Ended(ctx, d.project, d.launch)
+			ended = err == nil && end != nil
+		}
+		if !running && ended {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// answerErr turns a stopped answer into an error carrying its log.
+func answerErr(a *node.Answer) error {
+	if a.OK() {
+		return nil
+	}
+	return fmt.Errorf("%s: %s\n  %s", a.Tool, *a.Stopped, strings.Join(a.Log, "\n  "))
+}
+
+// makeRelease copies the binaries into RELROOT/releases/demo/ and links
+// current to it, so that a rebuild of bin/ never changes a running demo.
+func makeRelease(bin, relRoot string) error {
+	dir := filepath.Join(relRoot, "releases", "demo")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, name := range []string{"ocx", "ocxd", "workspace"} {
+		if err := copyFile(filepath.Join(bin, name), filepath.Join(dir, name), 0o755); err != nil {
+			return fmt.Errorf("make the demo's release: %w", err)
+		}
+	}
+	current := filepath.Join(relRoot, "current")
+	_ = os.Remove(current)
+	return os.Symlink(filepath.Join("releases", "demo"), current)
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := dst + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dst)
 }
 
 // demoRepository makes the demo repository, or reuses one left in the
@@ -142,12 +334,34 @@ func demoRepository(ctx context.Context, fsl *fossilio.Fossil, repo string) (str
 	return pw, nil
 }
 
-// server is a running fossil server, in a process group of its own.
+// server is a process the demo started in a process group of its own: the
+// fossil server, or the backoffice poller.
 type server struct {
 	pid    int
 	url    string
 	argv   []string
 	exited chan struct{}
+}
+
+// startProcess starts fossil with args in a process group of its own.
+func startProcess(fsl *fossilio.Fossil, args []string) (*server, error) {
+	exe := fsl.Exe
+	if exe == "" {
+		exe = "fossil"
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = fsl.Env()
+	cmd.Dir = fsl.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start fossil %s: %w", strings.Join(args, " "), err)
+	}
+	s := &server{pid: cmd.Process.Pid, argv: cmd.Args, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(s.exited)
+	}()
+	return s, nil
 }
 
 // startServer starts `fossil server` on 127.0.0.1, unjailed so that the
@@ -162,24 +376,11 @@ func startServer(ctx context.Context, fsl *fossilio.Fossil, repo string, port in
 		port = l.Addr().(*net.TCPAddr).Port
 		l.Close()
 	}
-	exe := fsl.Exe
-	if exe == "" {
-		exe = "fossil"
+	s, err := startProcess(fsl, []string{"server", "--port", strconv.Itoa(port), "--localhost", "--nojail", repo})
+	if err != nil {
+		return nil, err
 	}
-	cmd := exec.Command(exe, "server", "--port", strconv.Itoa(port), "--localhost", "--nojail", repo)
-	cmd.Env = fsl.Env()
-	cmd.Dir = filepath.Dir(repo)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start fossil server: %w", err)
-	}
-	s := &server{pid: cmd.Process.Pid, url: fmt.Sprintf("http://127.0.0.1:%d/", port), argv: cmd.Args, exited: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(s.exited)
-	}()
+	s.url = fmt.Sprintf("http://127.0.0.1:%d/", port)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond)
@@ -189,7 +390,7 @@ func startServer(ctx context.Context, fsl *fossilio.Fossil, repo string, port in
 		}
 		select {
 		case <-s.exited:
-			return nil, fmt.Errorf("fossil server on port %d exited: %s", port, strings.TrimSpace(out.String()))
+			return nil, fmt.Errorf("fossil server on port %d exited (is the port taken?)", port)
 		case <-ctx.Done():
 			s.stop(nil)
 			return nil, ctx.Err()
@@ -202,10 +403,10 @@ func startServer(ctx context.Context, fsl *fossilio.Fossil, repo string, port in
 	}
 }
 
-// stop ends the server's process group by its PID: TERM, then KILL. The
-// backoffice the server forks leaves its group (setsid) and may sleep for up
-// to a minute waiting for its lease; it has the server's own command line,
-// so each such process is ended by its PID too.
+// stop ends the process group by its PID: TERM, then KILL. A backoffice the
+// server forks, or a run the poller starts, may leave the group; each has a
+// command line naming the repository, so each such process is ended by its
+// PID too.
 func (s *server) stop(e *env) {
 	_ = syscall.Kill(-s.pid, syscall.SIGTERM)
 	select {
@@ -215,26 +416,30 @@ func (s *server) stop(e *env) {
 		<-s.exited
 	}
 	_ = syscall.Kill(-s.pid, syscall.SIGKILL)
-	for _, pid := range pidsWithArgv(s.argv) {
+	repo := s.argv[len(s.argv)-1]
+	for _, pid := range pidsNaming(repo) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	if e != nil {
-		e.log.Info("fossil server stopped", "pid", s.pid)
+		e.log.Info("stopped", "pid", s.pid, "argv", strings.Join(s.argv, " "))
 	}
 }
 
-// pidsWithArgv lists the processes whose command line is exactly argv.
-func pidsWithArgv(argv []string) []int {
-	want := strings.Join(argv, "\x00") + "\x00"
+// pidsNaming lists the fossil processes whose command line names path.
+func pidsNaming(path string) []int {
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
 	for _, ent := range entries {
 		pid, err := strconv.Atoi(ent.Name())
-		if err != nil {
+		if err != nil || pid == os.Getpid() {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + ent.Name() + "/cmdline")
-		if err == nil && string(b) == want {
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+		if len(args) > 1 && filepath.Base(args[0]) == "fossil" && args[len(args)-1] == path {
 			pids = append(pids, pid)
 		}
 	}

@@ -297,3 +297,31 @@ func (n *Node) SessionStop(ctx context.Context, keyText string, dry bool) *Answe
 	a.Logf("the daemon sends TERM to the session and records its end on the record")
 	return a
 }
+
+// Ended returns the end note the daemon wrote for a launch, or nil while
+// there is none.
+func (n *Node) Ended(ctx context.Context, project, launch string) (*messages.EndNote, error) {
+	p, err := n.project(project)
+	if err != nil {
+		return nil, err
+	}
+	r, err := n.openRepo(p)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	info, err := r.Info(ctx, launch)
+	if err != nil {
+		return nil, err
+	}
+	ends, err := repliesTo[*messages.EndNote](ctx, r, info, n.Config.User)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ends {
+		if e.Launch == launch {
+			return e, nil
+		}
+	}
+	return nil, nil
+}

@@ -1,0 +1,210 @@
+package itest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// TestDemo runs the README's first command as a newcomer would (the
+// release's `ocx demo`), follows what it prints: logs in as the person on the
+// web, replies in the thread through Fossil's own form, and finds the
+// session's answer; then interrupts the demo and finds every process it
+// started gone, and the session's stopped and end notes on the record.
+func TestDemo(t *testing.T) {
+	needs(t, "ocxd", "workspace")
+	dir := t.TempDir()
+	cmd := exec.Command(program("ocx"), "demo", "--dir", dir)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, "LANG=C.UTF-8"}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		for range lines {
+		}
+		<-exited
+		if left := naming(dir); len(left) > 0 {
+			t.Errorf("processes naming the demo's directory are left: %v", left)
+			for _, pid := range left {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+
+	said := map[string]string{}
+	var out []string
+	deadline := time.After(3 * time.Minute)
+	for ready := false; !ready; {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("the demo ended before it was ready:\n%s\n%s", strings.Join(out, "\n"), stderr.String())
+			}
+			out = append(out, line)
+			if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+				said[k] = strings.TrimSpace(v)
+			}
+			ready = strings.HasPrefix(line, "ready")
+		case <-deadline:
+			t.Fatalf("the demo was not ready in 3 minutes:\n%s\n%s", strings.Join(out, "\n"), stderr.String())
+		}
+	}
+	base := strings.TrimSpace(said["url"])
+	thread := said["thread"]
+	root := thread[strings.LastIndex(thread, "/")+1:]
+	if !strings.HasPrefix(base, "http://127.0.0.1:") || !strings.HasPrefix(said["log in as"], "pat  password: pat") || !strings.Contains(strings.Join(out, "\n"), "post --to "+root[:10]) {
+		t.Fatalf("the demo did not say what to open and type:\n%s", strings.Join(out, "\n"))
+	}
+
+	// As the person, on the web: log in, then reply through the forum's
+	// own form.
+	jar, _ := cookiejar.New(nil)
+	web := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: time.Minute}
+	form(t, web, base+"login", base+"login", url.Values{"u": {"pat"}, "p": {"pat"}, "in": {"Login"}})
+	form(t, web, base+"forume2", base+"forumedit", url.Values{"fpid": {root}, "reply": {"1"}, "mimetype": {"text/x-markdown"}, "content": {"hello from the web"}, "submit": {"Submit"}})
+
+	repoPath := filepath.Join(dir, "demo.fossil")
+	var reply, posted string
+	for start := time.Now(); reply == ""; time.Sleep(100 * time.Millisecond) {
+		if time.Since(start) > 60*time.Second {
+			hook, _ := os.ReadFile(filepath.Join(dir, "agents", "hook.log"))
+			t.Fatalf("no answer from the session in 60 s\nhook.log:\n%s", lastLines(hook, 30))
+		}
+		for _, p := range threadOf(t, repoPath, root) {
+			if p.Sender == "pat" && strings.Contains(p.Text, "hello from the web") {
+				posted = p.Hash
+			}
+			if posted != "" && p.InReplyTo == posted && p.Sender == "agent-demo" {
+				reply = p.Text
+			}
+		}
+	}
+	if !strings.Contains(reply, "agent-demo heard: hello from the web") {
+		t.Errorf("the session answered %q", reply)
+	}
+
+	// Ctrl-C: the demo stops everything it started.
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for range lines {
+	}
+	select {
+	case err := <-exited:
+		exited <- err
+		if err != nil {
+			t.Fatalf("the demo exited with %v\n%s", err, stderr.String())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the demo did not end within 2 minutes of Ctrl-C")
+	}
+	var stopped, ended bool
+	for _, p := range threadOf(t, repoPath, root) {
+		switch p.Note.(type) {
+		case *messages.StoppedNote:
+			stopped = p.Sender == "agent-demo"
+		case *messages.EndNote:
+			ended = p.Sender == "ocx"
+		}
+	}
+	if !stopped || !ended {
+		t.Errorf("after Ctrl-C: stopped note %v, end note %v", stopped, ended)
+	}
+	if left := naming(dir); len(left) > 0 {
+		t.Errorf("the demo left processes naming %s: %v", dir, left)
+	}
+}
+
+// form posts a form as a browser would (Fossil checks the Referer) and
+// expects the redirect Fossil answers a successful form with.
+func form(t *testing.T, c *http.Client, to, referer string, v url.Values) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, to, strings.NewReader(v.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Referer", referer)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound {
+		t.Fatalf("POST %s: %s, want a redirect", to, resp.Status)
+	}
+}
+
+func threadOf(t *testing.T, repo, root string) []posted {
+	t.Helper()
+	r, err := fossilio.OpenNode(repo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	posts, err := r.Thread(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []posted
+	for _, p := range posts {
+		note, _ := messages.ReadPost([]byte(p.Text))
+		out = append(out, posted{Hash: p.Hash, Sender: p.Sender, InReplyTo: p.InReplyTo, Text: p.Text, Note: note})
+	}
+	return out
+}
+
+// naming lists the live processes whose command line holds s.
+func naming(s string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.Contains(b, []byte(s)) {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err == nil {
+			if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+				continue
+			}
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
