@@ -106,4 +106,50 @@ func TestListeningIndexIsRebuiltFromTheNotes(t *testing.T) {
 	if code := p.wait(); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
+
+	// The next session reads only what arrived since the last scan, and
+	// finds the notes written meanwhile.
+	w.listenNote(w.agent, false, t1, messages.ListenThread, t1.id)
+	w.listenNote(w.agent, true, t3, messages.ListenThread, t3.id)
+	r2 := w.record(messages.ListenThread, "Listen again.", stays("cat"), "")
+	p = w.serve(r2.launch, false)
+	w.waitLog("event=ready", 2)
+	keys = listening(t, w)
+	want = []string{"branch feature/x", "thread " + r2.id, "thread " + t3.id, "ticket " + k1}
+	slices.Sort(want)
+	if !slices.Equal(keys, want) {
+		t.Errorf("listening index of the second session:\n got %v\nwant %v", keys, want)
+	}
+	if n := strings.Count(w.logText(), "event=scan from=0 "); n != 1 {
+		t.Errorf("%d sessions read the whole clone, want only the first:\n%s", n, w.logText())
+	}
+	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
+
+// listening lists the listening index as "KIND NAMES", sorted.
+func listening(t *testing.T, w *wsFixture) []string {
+	t.Helper()
+	entries, err := os.ReadDir(w.ws.ListeningDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(w.ws.ListeningDir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind, names, err := messages.ParseListeningFile(e.Name(), b)
+		if err != nil {
+			t.Errorf("listening file %s: %v", e.Name(), err)
+		}
+		keys = append(keys, string(kind)+" "+names)
+	}
+	slices.Sort(keys)
+	return keys
 }

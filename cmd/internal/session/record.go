@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -272,6 +273,12 @@ func (s *Session) rebuildIndex(ctx context.Context) error {
 		if _, ok := want[e.Name()]; ok {
 			continue
 		}
+		if info, err := e.Info(); err == nil && info.ModTime().After(s.pulledAt) {
+			// `ocx listener add` wrote it after this session's pull began:
+			// the note it stands for may not be in the clone yet.
+			s.log.Info("listening file kept: newer than the notes read", keyEvent, "index", "file", e.Name())
+			continue
+		}
 		if err := s.root.RemoveAll(filepath.Join(s.ws.ListeningDir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
@@ -282,9 +289,14 @@ func (s *Session) rebuildIndex(ctx context.Context) error {
 
 // listenEvents finds the listen and unlisten notes the agent wrote, in every
 // post and ticket change of the clone. The clone cannot tell who sent a
-// post, so the name written inside it stands for the sender.
+// post, so the name written inside it stands for the sender. What was found
+// is kept in WS/session/index-scan.json with the clone's receipt it reached,
+// so the next session reads only what arrived since: a clone of a large
+// project holds tens of thousands of artifacts, and a CI session starts for
+// every check-in.
 func (s *Session) listenEvents(ctx context.Context) ([]ListenEvent, error) {
-	hashes, _, err := s.clone.Received(ctx, 0)
+	scan := s.loadScan(ctx)
+	hashes, _, err := s.clone.Received(ctx, scan.Mark)
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +304,7 @@ func (s *Session) listenEvents(ctx context.Context) ([]ListenEvent, error) {
 	if err != nil {
 		return nil, err
 	}
-	var events []ListenEvent
+	events := scan.Events
 	for _, in := range infos {
 		if in.Author != s.b.Login || (in.Kind != fossilio.KindPost && in.Kind != fossilio.KindTicketChange) || in.Edit {
 			continue
@@ -316,5 +328,52 @@ func (s *Session) listenEvents(ctx context.Context) ([]ListenEvent, error) {
 		}
 		events = append(events, e)
 	}
+	if len(infos) > 0 {
+		last := infos[len(infos)-1]
+		s.saveScan(indexScan{Clone: s.b.ProjectCode, Mark: last.Rcvid, MarkHash: last.Hash, Events: events})
+	}
+	s.log.Info("listen notes read", keyEvent, "scan", "from", scan.Mark, "artifacts", len(infos), "notes", len(events))
 	return events, nil
+}
+
+// indexScan is WS/session/index-scan.json: the agent's listen and unlisten
+// notes found in the clone up to receipt Mark, whose last artifact is
+// MarkHash. It is a cache: when it does not match the clone it is ignored
+// and the whole clone is read again.
+type indexScan struct {
+	Clone    string        `json:"clone"` // the project code
+	Mark     int64         `json:"mark"`
+	MarkHash string        `json:"mark_hash"`
+	Events   []ListenEvent `json:"events"`
+}
+
+func (s *Session) scanFile() string { return filepath.Join(s.ws.Session, "index-scan.json") }
+
+// loadScan returns the kept scan when it is this clone's: the artifact it
+// ends on is still there, at the receipt it says. A clone made anew numbers
+// its receipts from the start, and then the scan starts from the start too.
+func (s *Session) loadScan(ctx context.Context) indexScan {
+	data, err := s.root.ReadFile(s.scanFile())
+	if err != nil {
+		return indexScan{}
+	}
+	var scan indexScan
+	if err := json.Unmarshal(data, &scan); err != nil || scan.Clone != s.b.ProjectCode || scan.Mark <= 0 {
+		return indexScan{}
+	}
+	info, err := s.clone.Info(ctx, scan.MarkHash)
+	if err != nil || info.Rcvid != scan.Mark {
+		return indexScan{}
+	}
+	return scan
+}
+
+func (s *Session) saveScan(scan indexScan) {
+	data, err := json.Marshal(scan)
+	if err == nil {
+		err = s.root.WriteFile(s.scanFile(), data, 0o600)
+	}
+	if err != nil {
+		s.log.Warn("the scan of listen notes is not kept", keyEvent, "scan", keyErr, err)
+	}
 }

@@ -145,6 +145,10 @@ type Session struct {
 	launchPost Post
 	rec        record
 
+	// pulledAt is when the first pull began: a listening file written after
+	// it may stand for a note the pull did not bring.
+	pulledAt time.Time
+
 	answered map[string]bool
 	wakes    *wakeQueue
 	reader   *unixhost.PipeReader
@@ -287,6 +291,7 @@ func (s *Session) prepare(ctx context.Context) error {
 	}
 	s.client = &fossilio.Client{URL: s.b.Remote, Login: s.b.Login, Password: rem.Password, ProjectCode: s.b.ProjectCode}
 	s.fsl = &fossilio.Fossil{Home: s.ws.Dir, User: s.b.Login, Dir: s.ws.Tree}
+	s.pulledAt = time.Now()
 	s.pull(ctx)
 	clone, err := fossilio.OpenClone(s.ws.Clone, nil)
 	if err != nil {
