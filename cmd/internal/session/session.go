@@ -8,8 +8,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -312,7 +314,31 @@ func (s *Session) prepare(ctx context.Context) error {
 	if s.launch != nil && s.launch.Checkin != "" && s.def.Kind != messages.Mechanical {
 		return fmt.Errorf("launch %s names check-in %s, but its session %s is not mechanical: CI runs a command", s.o.Launch, s.launch.Checkin, s.defHash)
 	}
+	if err := s.findProgram(); err != nil {
+		return err
+	}
 	return s.rebuildIndex(ctx)
+}
+
+// findProgram checks the program every turn runs is on PATH, so that a
+// session that could answer nothing says so at its start rather than in
+// every answer. A program named with a '/' is left to the turn: it may be
+// in the tree, which a CI run only then puts on its check-in.
+func (s *Session) findProgram() error {
+	prog, what := "", ""
+	switch s.def.Kind {
+	case messages.Mechanical:
+		prog, what = s.def.Command[0], "command"
+	case messages.LLM:
+		prog, what = "ocx-runner-"+s.def.Runner, "runner"
+	}
+	if prog == "" || strings.Contains(prog, "/") {
+		return nil
+	}
+	if _, err := exec.LookPath(prog); err != nil {
+		return fmt.Errorf("the session's %s %s is not on PATH (%s): %w", what, prog, os.Getenv("PATH"), err)
+	}
+	return nil
 }
 
 // openNode opens the node's repository when it is readable (a terminal

@@ -141,3 +141,17 @@ func TestMechanicalCompletesOnATicket(t *testing.T) {
 		t.Fatalf("reports on the ticket: %v", reports)
 	}
 }
+
+func TestARunnerNotOnPathFailsAtStart(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("llm-3")
+	def := &messages.SessionDefinition{Kind: messages.LLM, Runner: messages.RunnerCodex, Model: "m1", Lifetime: messages.Stays}
+	r := w.record(messages.ListenThread, "Nobody can answer this.", def, "")
+	p := w.serve(r.launch, false)
+	if code := p.wait(); code != 1 {
+		t.Fatalf("exit %d for a runner that is not there, want 1", code)
+	}
+	if !strings.Contains(w.logText(), "the session's runner ocx-runner-codex is not on PATH") {
+		t.Errorf("the log does not say why:\n%s", w.logText())
+	}
+}
