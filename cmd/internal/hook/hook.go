@@ -137,7 +137,12 @@ func (h *run) run(ctx context.Context) error {
 	}
 	proj, ok := h.cfg.ProjectOfRepository(h.repo)
 	if !ok {
-		return fmt.Errorf("%s is not a repository of this node (node.json)", h.repo)
+		// Fossil may name the file through another path (a link); node.json
+		// names it as the node was set up.
+		proj, h.repo, ok = h.sameFile(h.repo)
+	}
+	if !ok {
+		return fmt.Errorf("%s is not a repository of this node (node.json)", h.o.Repo)
 	}
 	h.proj = proj
 	stdin := readHashes(h.o.Stdin)
@@ -169,6 +174,21 @@ func (h *run) run(ctx context.Context) error {
 	}
 	h.log.Info("hook done", "repository", h.repo, "artifacts", len(infos), "stdin", len(stdin), "mark", max(last, mark.value), "elapsed", time.Since(start))
 	return nil
+}
+
+// sameFile finds the project whose repository is the file at path.
+func (h *run) sameFile(path string) (string, string, bool) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", "", false
+	}
+	for _, name := range h.cfg.ProjectNames() {
+		repo := h.cfg.Projects[name].Repository
+		if other, err := os.Stat(repo); err == nil && os.SameFile(st, other) {
+			return name, repo, true
+		}
+	}
+	return "", "", false
 }
 
 // readHashes reads Fossil's list: a full hash and a description per line.

@@ -424,3 +424,41 @@ func itoa(v int64) string {
 	}
 	return string(b)
 }
+
+func TestHookFindsItsRepositoryThroughALinkAndRefusesAStranger(t *testing.T) {
+	f := newFix(t)
+	person := f.client(person, personPW)
+	th, err := person.NewThread(f.ctx, "A question", "Hello?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(th)
+	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	w1 := f.listen(agent)
+	f.hook()
+	p1, err := person.Reply(f.ctx, th, th, "through a link")
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "other-name.fossil")
+	if err := os.Symlink(f.srv.Repo, link); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(f.logBuf, nil))
+	if err := hook.Run(f.ctx, hook.Options{Agents: f.agents, Repo: link, Log: log, Release: f.release}); err != nil {
+		t.Fatalf("through a link: %v", err)
+	}
+	if got := w1.all(1); len(got) != 1 || got[0] != p1 {
+		t.Errorf("through a link the session read %q", got)
+	}
+	if got := f.daemon.all(3); got[len(got)-1] != "post "+f.srv.Repo+" "+p1 {
+		t.Errorf("the daemon's line names the repository as node.json does: %q", got)
+	}
+	stranger := filepath.Join(t.TempDir(), "demo.fossil")
+	if err := os.WriteFile(stranger, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := hook.Run(f.ctx, hook.Options{Agents: f.agents, Repo: stranger, Log: log, Release: f.release}); err == nil || !strings.Contains(err.Error(), "not a repository of this node") {
+		t.Errorf("a repository not of the node: %v", err)
+	}
+}
