@@ -180,8 +180,7 @@ func (s *Session) Run(ctx context.Context) int {
 	s.log.Info("listening", keyEvent, "listening", keyPID, os.Getpid(), "wake", s.ws.Wake, keyLaunch, s.o.Launch)
 	if err := s.prepare(ctx); err != nil {
 		s.log.Error("cannot run", keyEvent, "failed", keyErr, err)
-		fmt.Fprintf(s.errOut, "workspace %s: %v\n", s.o.Verb, err)
-		return ExitFailed
+		return s.finish(ExitFailed, "cannot run")
 	}
 	s.log.Info("ready", keyEvent, "ready", keyRecord, s.rec.ID, "kind", string(s.def.Kind),
 		"lifetime", string(s.def.Lifetime), "definition", s.defHash)
