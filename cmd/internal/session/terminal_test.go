@@ -170,9 +170,19 @@ func statField(t *testing.T, pid, i int) int {
 func TestTermInBwrap(t *testing.T) {
 	n := newNode(t)
 	w := n.workspace("box-2")
+	// Seed 000's own read-only list, narrower than all of /etc, with this
+	// test's release in place of /var/lib/ocx/release/current.
+	w.sandbox.ReadOnly = []string{"/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc/ssl", "/etc/pki",
+		"/etc/ca-certificates", "/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/passwd",
+		"/etc/group", "/opt", release}
 	r := w.record(messages.ListenThread, "Wait in the sandbox.", stays(echoCommand...), "")
 	p := w.serve(r.launch, true)
 	w.waitLog("event=ready", 1)
+	h := w.post(n.admin, r, "narrow")
+	w.wake(h)
+	if a := w.waitReply(r, h); !strings.Contains(a.text, "said: narrow") {
+		t.Errorf("the answer from seed 000's sandbox:\n%s", a.text)
+	}
 	initPID := p.sandboxInit()
 	if err := syscall.Kill(-initPID, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
