@@ -501,7 +501,7 @@ func (s *Session) turnSpec(p Post) (turnSpec, string, error) {
 		return turnSpec{argv: s.def.Command, env: env, dir: s.ws.Tree, stdin: []byte(p.Text), combined: true}, "command", nil
 	case messages.LLM:
 		prog := "ocx-runner-" + s.def.Runner
-		in := RunnerInput{Post: p.Hash, From: p.From(), Text: p.Text, Record: s.rec.ID, Objective: s.rec.Objective}
+		in := RunnerInput{Post: p.Hash, From: p.From(), Text: p.Text, Record: p.Record, Objective: s.rec.Objective}
 		return turnSpec{argv: []string{prog, "--model", s.def.Model}, env: env, dir: s.ws.Tree, stdin: in.Line()}, "runner", nil
 	}
 	return turnSpec{}, "session", fmt.Errorf("session kind %q is not known", s.def.Kind)
