@@ -33,10 +33,24 @@ type Handoff struct {
 	// Pending are the pipe lines read but not yet acted on, in order.
 	Pending []string `json:"pending"`
 	// Parked are exits reported before the session they belong to was known.
-	Parked        []ProcessExited  `json:"parked"`
-	PipeRemainder []byte           `json:"pipe_remainder,omitempty"`
-	FDs           map[string]int   `json:"fds,omitempty"`
-	Workspaces    []WorkspaceState `json:"workspaces"`
+	Parked        []ProcessExited `json:"parked"`
+	PipeRemainder []byte          `json:"pipe_remainder,omitempty"`
+	FDs           map[string]int  `json:"fds,omitempty"`
+	// Reaper is the wiring's own too: for each child the reaper still
+	// follows, the descriptor of bwrap's status pipe kept open across the
+	// exec and what was already read of it, so that the new image learns the
+	// sandboxed command's exit code.
+	Reaper     []HandoffChild   `json:"reaper,omitempty"`
+	Workspaces []WorkspaceState `json:"workspaces"`
+}
+
+// HandoffChild is one child of the daemon as its reaper hands it across a
+// re-exec: the process, bwrap's status descriptor (-1 for none) and the
+// status bwrap wrote so far.
+type HandoffChild struct {
+	Proc     ProcID `json:"proc"`
+	StatusFD int    `json:"status_fd"`
+	Status   string `json:"status,omitempty"`
 }
 
 // WorkspaceState is one workspace's part of the hand-off.
@@ -221,6 +235,14 @@ func (h Handoff) Validate() error {
 		}
 		if err := e.Status.Validate(); err != nil {
 			return &FieldError{Where: "hand-off", Field: indexField("parked", i) + ".status", Problem: err.Error(), Err: ErrInvalid}
+		}
+	}
+	for i, c := range h.Reaper {
+		if err := c.Proc.Validate(); err != nil {
+			return &FieldError{Where: "hand-off", Field: indexField("reaper", i) + ".proc", Problem: err.Error(), Err: ErrInvalid}
+		}
+		if c.StatusFD < -1 {
+			return at("hand-off", fieldErr(indexField("reaper", i)+".status_fd", ErrInvalid, fmt.Sprintf("is %d; a descriptor is -1 (none) or more", c.StatusFD)))
 		}
 	}
 	seen := map[WorkspaceKey]bool{}

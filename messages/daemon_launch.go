@@ -23,6 +23,13 @@ type LaunchSpec struct {
 	Kind     SessionKind `json:"kind,omitempty"`
 	Lifetime Lifetime    `json:"lifetime,omitempty"`
 	Release  string      `json:"release,omitempty"` // current or previous
+	// ReleaseDir is the release directory the wiring resolved Release to when
+	// it read the launch (links followed: RELEASE_ROOT/releases/ID, or a
+	// developer build's directory), or the directory a process found at start
+	// runs from. The spawner runs that release, and the end note names it, so
+	// that what a session ran is known even after current has moved on. Empty
+	// when it could not be resolved (the spawn then says why).
+	ReleaseDir string `json:"release_dir,omitempty"`
 	// Checkin is, for a CI launch, the check-in the run tests (D5); empty
 	// otherwise.
 	Checkin string `json:"checkin,omitempty"`
@@ -60,6 +67,11 @@ func (l LaunchSpec) Validate() error {
 	}
 	if l.Record == "" {
 		return at("launch", fieldErr("record", ErrMissing, "is empty; a launch names its session's record"))
+	}
+	if l.ReleaseDir != "" {
+		if err := checkAbsPath("release_dir", l.ReleaseDir); err != nil {
+			return at("launch", err)
+		}
 	}
 	if l.IsCI() {
 		if err := checkHash("checkin", l.Checkin); err != nil {

@@ -1,0 +1,103 @@
+package daemon
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ocx-go/ocx/actors"
+)
+
+// Options is ocxd's parsed command line.
+type Options struct {
+	// Agents is the agents root, absolute and clean.
+	Agents string
+	// Grace is how long a session the daemon started has between TERM and
+	// KILL after a stop.
+	Grace time.Duration
+	// Level is the least level written to the log.
+	Level slog.Level
+	// Restore says the process is the new image of a re-exec: it takes the
+	// lock, the pipe and the children over from AGENTS/ocxd.handoff.
+	Restore bool
+	// HandoffVersion asks only for the hand-off version this build reads,
+	// which the old image checks before it execs a release's ocxd.
+	HandoffVersion bool
+}
+
+// errHelp is --help: the usage on standard output, exit 0.
+var errHelp = errors.New("help")
+
+// UsageError is a bad command line: the daemon did not start, and exits 2.
+type UsageError struct{ msg string }
+
+func (e *UsageError) Error() string { return e.msg }
+
+const usageText = `usage: ocxd --agents AGENTS [--grace DURATION] [--log-level LEVEL]
+       ocxd --handoff-version
+
+The daemon of the agents root AGENTS: it reads AGENTS/ocxd, launches and stops
+sessions, records their ends, and re-execs itself on request. One runs per
+agents root; a second start exits 0 at once, saying one runs.
+
+  --agents AGENTS        the agents root (it holds node.json)
+  --grace DURATION       between TERM and KILL after a stop (default 10s)
+  --log-level LEVEL      debug, info, warn or error (default info)
+  --handoff-version      print the re-exec hand-off version this build reads
+`
+
+// ParseArgs reads the command line after the program's name; every value is
+// checked before anything is opened.
+func ParseArgs(args []string) (Options, error) {
+	fs := flag.NewFlagSet("ocxd", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o := Options{Grace: actors.DefaultGrace}
+	var level string
+	fs.StringVar(&o.Agents, "agents", "", "")
+	fs.DurationVar(&o.Grace, "grace", actors.DefaultGrace, "")
+	fs.StringVar(&level, "log-level", "info", "")
+	fs.BoolVar(&o.Restore, "restore", false, "")
+	fs.BoolVar(&o.HandoffVersion, "handoff-version", false, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, errHelp
+		}
+		return o, &UsageError{msg: err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return o, &UsageError{msg: fmt.Sprintf("unexpected argument %q; ocxd takes flags only", fs.Arg(0))}
+	}
+	if o.HandoffVersion {
+		return o, nil
+	}
+	if o.Agents == "" {
+		return o, &UsageError{msg: "--agents: no agents root given"}
+	}
+	if !filepath.IsAbs(o.Agents) {
+		abs, err := filepath.Abs(o.Agents)
+		if err != nil {
+			return o, &UsageError{msg: fmt.Sprintf("--agents: %q: %v", o.Agents, err)}
+		}
+		o.Agents = abs
+	}
+	o.Agents = filepath.Clean(o.Agents)
+	if o.Grace <= 0 {
+		return o, &UsageError{msg: fmt.Sprintf("--grace: %s is not a positive duration", o.Grace)}
+	}
+	if err := o.Level.UnmarshalText([]byte(level)); err != nil {
+		return o, &UsageError{msg: fmt.Sprintf("--log-level: %q is not debug, info, warn or error", level)}
+	}
+	return o, nil
+}
+
+// argv is the command line that gives these options again, for the image a
+// re-exec starts (with --restore).
+func (o Options) argv(program string) []string {
+	return []string{program, "--agents", o.Agents, "--grace", o.Grace.String(),
+		"--log-level", strings.ToLower(o.Level.String()), "--restore"}
+}

@@ -1,0 +1,281 @@
+// Package daemon is ocxd's wiring: it maps the actors' interfaces onto the
+// real host (host/unixhost) and Fossil (fossilio), feeds the node the lines of
+// its pipe and the ends of its children, and holds the lock, the log and the
+// re-exec.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// ErrRunning says another daemon holds the agents root's lock: nothing to do.
+var ErrRunning = errors.New("ocxd: a daemon already runs for this agents root")
+
+// Main runs ocxd with the command line args and returns its exit code: 0
+// when it stopped on TERM or INT, or found another daemon running; 1 when it
+// could not run; 2 for a bad command line.
+func Main(args []string, stdout, stderr io.Writer) int {
+	opts, err := ParseArgs(args)
+	switch {
+	case errors.Is(err, errHelp):
+		fmt.Fprint(stdout, usageText)
+		return 0
+	case err != nil:
+		fmt.Fprintf(stderr, "ocxd: %v\n%s", err, usageText)
+		return 2
+	case opts.HandoffVersion:
+		fmt.Fprintln(stdout, messages.HandoffVersion)
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	err = Run(ctx, opts)
+	switch {
+	case errors.Is(err, ErrRunning):
+		fmt.Fprintln(stderr, err)
+		return 0
+	case err != nil:
+		fmt.Fprintln(stderr, "ocxd:", err)
+		return 1
+	}
+	return 0
+}
+
+// daemon is one running ocxd: everything Run opened, to be closed in order.
+type daemon struct {
+	opts    Options
+	layout  host.Layout
+	cfg     *messages.NodeConfig
+	log     *slog.Logger
+	logFile *os.File
+	root    *unixhost.Root
+	lock    *unixhost.FileLock
+	rel     *releases
+	table   *unixhost.ProcTable
+	procs   *procs
+	records *records
+	reaper  *reaper
+	inputs  *inputs
+	sys     *actor.ActorSystem
+	node    *actor.PID
+}
+
+// Run runs the daemon of opts.Agents until ctx ends (TERM or INT), then stops
+// its actors and readers and releases the lock. It never signals a session:
+// they outlive the daemon. ErrRunning when another daemon holds the lock.
+func Run(ctx context.Context, opts Options) (err error) {
+	d := &daemon{opts: opts}
+	defer func() {
+		if cerr := d.close(); err == nil && !errors.Is(err, ErrRunning) {
+			err = cerr
+		}
+	}()
+	if err := d.start(); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		d.log.Info("stopping on a signal; sessions keep running")
+		return nil
+	case err := <-d.inputs.fatal:
+		return fmt.Errorf("read %s: %w", d.layout.Pipe(), err)
+	}
+}
+
+// start opens the log, takes the lock (or, after a re-exec, takes it over),
+// reads node.json, opens the pipe, the reaper and the process table, starts
+// the actor tree and tells it what runs: a Boot from the process table, or
+// the hand-off of the image before.
+func (d *daemon) start() error {
+	layout, err := host.NewLayout(d.opts.Agents)
+	if err != nil {
+		return err
+	}
+	d.layout = layout
+	if st, err := os.Stat(layout.Root()); err != nil || !st.IsDir() {
+		return fmt.Errorf("agents root %s is not a directory: %w", layout.Root(), orNotDir(err))
+	}
+	d.logFile, err = os.OpenFile(layout.Log(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open the log: %w", err)
+	}
+	d.log = slog.New(slog.NewJSONHandler(d.logFile, &slog.HandlerOptions{Level: d.opts.Level})).With(slog.Int("ocxd", os.Getpid()))
+
+	var h *messages.Handoff
+	if d.opts.Restore {
+		hh, err := d.takeHandoff()
+		if err != nil {
+			d.log.Error("re-exec: the hand-off cannot be taken over; exiting (sessions keep running, and the next daemon finds them)", errAttr(err))
+			return err
+		}
+		h = &hh
+	} else {
+		d.lock, err = unixhost.AcquireLock(layout.Lock())
+		if errors.Is(err, host.ErrLocked) {
+			d.log.Info("another daemon holds the lock; exiting", errAttr(err))
+			return fmt.Errorf("%w (%s): %v", ErrRunning, layout.Root(), err)
+		}
+		if err != nil {
+			return fmt.Errorf("take the lock: %w", err)
+		}
+	}
+
+	data, err := os.ReadFile(layout.NodeJSON())
+	if err != nil {
+		return fmt.Errorf("read node.json: %w", err)
+	}
+	d.cfg, err = messages.DecodeNodeConfig(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", layout.NodeJSON(), err)
+	}
+	if d.root, err = unixhost.OpenRoot(layout.Root()); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err == nil {
+		self, err = filepath.EvalSymlinks(self)
+	}
+	if err != nil {
+		return fmt.Errorf("find the running executable: %w", err)
+	}
+	d.rel = &releases{root: d.cfg.Release, self: filepath.Dir(self)}
+	if d.reaper, err = newReaper(layout, d.root, d.cfg, d.rel, d.log); err != nil {
+		return err
+	}
+	if d.table, err = unixhost.NewProcTable(unixhost.ProcOptions{Layout: layout, ReleaseRoot: d.cfg.Release, Daemon: os.Getpid()}); err != nil {
+		return fmt.Errorf("open the process table: %w", err)
+	}
+	if err := d.table.Watch(); err != nil {
+		d.log.Warn("the process table is read by full scans: the kernel's process events are not available", errAttr(err))
+	}
+	d.procs = &procs{t: d.table, argv: map[messages.ProcID][]string{}}
+	d.records = newRecords(d.cfg, layout, d.rel, d.log)
+	d.records.argv = d.procs.argvOf
+
+	// The pipe: made if missing (0600), or the one the image before read.
+	var reader *unixhost.PipeReader
+	if h != nil {
+		reader, err = unixhost.AdoptPipeReader(h.FDs[fdPipeRead], h.FDs[fdPipeWrite], layout.Pipe(), h.PipeRemainder)
+	} else {
+		if err = d.root.Mkfifo(layout.Pipe(), 0o600); err == nil {
+			reader, err = unixhost.OpenPipeReader(d.root, layout.Pipe())
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("open the daemon's pipe: %w", err)
+	}
+	if _, err := reader.SetBuffer(1 << 20); err != nil {
+		d.log.Debug("the pipe keeps its default buffer", errAttr(err))
+	}
+
+	d.sys = actors.NewSystem(d.log)
+	d.inputs = &inputs{path: layout.Pipe(), reaper: d.reaper, log: d.log, fatal: make(chan error, 1)}
+	deps := actors.Deps{
+		Classifier: d.records, Checkins: d.records, Notes: d.records,
+		Procs: d.procs, Spawner: d.reaper, Signaler: d.reaper, Watcher: d.reaper,
+		Clock: unixhost.Clock{}, Inputs: d.inputs, Execer: d, Logger: d.log,
+	}
+	d.node, err = actors.StartNode(d.sys, deps, actors.Config{Grace: d.opts.Grace})
+	if err != nil {
+		return err
+	}
+	send := func(m messages.DaemonMessage) { d.sys.Root.Send(d.node, m) }
+	d.inputs.send = send
+
+	// What runs: the hand-off first, then its children adopted, so that
+	// an exit that happened during the exec finds its session known.
+	if h != nil {
+		send(messages.Restore{Handoff: *h})
+		d.reaper.open(func(e messages.ProcessExited) { send(e) })
+		if err := d.reaper.adopt(h.Reaper); err != nil {
+			d.log.Error("re-exec: a child could not be followed again; its end will not be recorded", errAttr(err))
+		}
+		d.log.Info("re-exec: running the new image", slog.String("handoff", h.Summary()))
+	} else {
+		found, dirs, err := d.procs.found(d.rel)
+		if err != nil {
+			d.log.Error("the process table cannot be read at start; sessions running now are not adopted", errAttr(err))
+		}
+		d.records.procReleases = dirs
+		send(messages.Boot{Found: found})
+		d.reaper.open(func(e messages.ProcessExited) { send(e) })
+		d.log.Info("started", slog.String("agents", layout.Root()), slog.Int("found", len(found)), slog.Duration("grace", d.opts.Grace))
+	}
+	d.inputs.start(reader)
+	return nil
+}
+
+// close stops the readers, then the actor tree, then the reaper (which
+// signals nothing), and releases the lock, in that order.
+func (d *daemon) close() error {
+	var errs []error
+	if d.inputs != nil {
+		d.inputs.close()
+	}
+	if d.sys != nil {
+		if d.node != nil {
+			if err := actors.StopNode(d.sys, d.node); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		d.sys.Shutdown()
+	}
+	if d.reaper != nil {
+		d.reaper.close()
+	}
+	if d.table != nil {
+		d.table.Close()
+	}
+	if d.records != nil {
+		d.records.close()
+	}
+	if d.root != nil {
+		d.root.Close()
+	}
+	if d.lock != nil {
+		if err := d.lock.Release(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if d.log != nil && d.lock != nil {
+		d.log.Info("stopped")
+	}
+	if d.logFile != nil {
+		d.logFile.Close()
+	}
+	return errors.Join(errs...)
+}
+
+func orNotDir(err error) error {
+	if err != nil {
+		return err
+	}
+	return fs.ErrInvalid
+}
+
+// The names of the descriptors a re-exec keeps, in the hand-off's fds.
+const (
+	fdLock      = "lock"
+	fdPipeRead  = "pipe_read"
+	fdPipeWrite = "pipe_write"
+)
+
+// execTimeout bounds the probe of the release's ocxd.
+const execTimeout = 10 * time.Second

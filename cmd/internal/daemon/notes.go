@@ -1,0 +1,335 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+
+	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// The daemon's notes (actors.NoteWriter): refusals, ends and CI launches,
+// each written over sync as the node user, whose password is
+// AGENTS/USER/password, so that an agent cannot forge them (D2, D7). Each
+// write runs the repository's backoffice so the hook sees it at once (D11).
+
+// writer is the sync writer of one repository as the node user. The caller
+// holds no lock.
+func (r *records) writer(ctx context.Context, x *repoIndex) (*fossilio.Notes, error) {
+	x.mu.Lock()
+	code, err := x.projectCode(ctx)
+	x.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	admin := &fossilio.Admin{Repository: x.path, Fossil: r.fossil}
+	return &fossilio.Notes{
+		URL:         x.url,
+		ProjectCode: code,
+		Password: func(login string) (string, error) {
+			p, err := r.layout.Password(login)
+			if err != nil {
+				return "", err
+			}
+			return fossilio.ReadPasswordFile(p)
+		},
+		Backoffice: admin.Backoffice,
+		Now:        r.now,
+	}, nil
+}
+
+// replyTo is where a note answering a launch note goes: a reply to it in
+// its thread, or a change appended to its ticket.
+func (r *records) replyTo(ctx context.Context, x *repoIndex, launch, text string) (fossilio.Note, error) {
+	info, err := x.repo.Info(ctx, launch)
+	if err != nil {
+		return fossilio.Note{}, fmt.Errorf("find launch note %s: %w", launch, err)
+	}
+	switch info.Kind {
+	case fossilio.KindPost:
+		return fossilio.Note{Login: r.cfg.User, Thread: info.Root, ReplyTo: info.Hash, Text: text}, nil
+	case fossilio.KindTicketChange:
+		return fossilio.Note{Login: r.cfg.User, Ticket: info.Ticket, Text: text}, nil
+	}
+	return fossilio.Note{}, fmt.Errorf("launch note %s is a %s, not a post or a ticket change", launch, info.Kind)
+}
+
+func (r *records) indexOf(l messages.LaunchSpec) (*repoIndex, error) {
+	project, ok := r.byPath(l.Repository)
+	if !ok {
+		return nil, fmt.Errorf("%s is not a repository of this node", l.Repository)
+	}
+	return r.index(project)
+}
+
+// WriteRefusal answers a launch the daemon did not carry out, naming the
+// process that holds the workspace when one does.
+func (r *records) WriteRefusal(ctx context.Context, n messages.WriteRefusal) error {
+	x, err := r.indexOf(n.Launch)
+	if err != nil {
+		return err
+	}
+	note := &messages.RefusalNote{Launch: n.Launch.Hash, Login: n.Launch.Workspace.Login, Project: n.Launch.Workspace.Project,
+		Reason: clip(messages.CleanText(n.Reason), messages.MaxTextLen)}
+	if h, ok := holder(n.Holders); ok {
+		pi := messages.NewProcessInfo(h.Proc.PID, h.Proc.Start, r.argvOf(h), h.StartedBy)
+		note.Holder = &pi
+	}
+	block, err := note.Encode()
+	if err != nil {
+		return fmt.Errorf("refusal of %s: %w", n.Launch.Hash, err)
+	}
+	text := fmt.Sprintf("The daemon did not launch %s: %s\n\n%s", short(n.Launch.Hash), note.Reason, block)
+	return r.write(ctx, x, n.Launch.Hash, text, "refusal")
+}
+
+// holder picks the process a refusal names: a session command (run, start,
+// serve) rather than the bwrap around it.
+func holder(ps []messages.ProcInfo) (messages.ProcInfo, bool) {
+	for _, p := range ps {
+		if p.Verb == string(host.VerbRun) || p.Verb == string(host.VerbStart) || p.Verb == string(host.VerbServe) {
+			return p, true
+		}
+	}
+	if len(ps) > 0 {
+		return ps[0], true
+	}
+	return messages.ProcInfo{}, false
+}
+
+// argvOf is a holder's command line as the process table read it, or its
+// one-line rendering split at spaces when the table no longer has it.
+func (r *records) argvOf(p messages.ProcInfo) []string {
+	if r.argv != nil {
+		if a, ok := r.argv(p.Proc); ok {
+			return a
+		}
+	}
+	return strings.Fields(p.Command)
+}
+
+// WriteEnd records a session's end on its record, once per process (D6): an
+// end note of the same launch, PID and start time already there means it was
+// written before (a retry, or a daemon that restarted).
+func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
+	x, err := r.indexOf(n.Launch)
+	if err != nil {
+		return err
+	}
+	key := endKey{n.Launch.Hash, n.Proc}
+	x.mu.Lock()
+	err = x.refresh(ctx, r.cfg.User)
+	done := x.ends[key]
+	x.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if done {
+		r.log.Info("end note already on the record", slog.String(actors.KeyLaunch, n.Launch.Hash), slog.String(actors.KeyPID, n.Proc.String()))
+		return nil
+	}
+	note := r.endNote(n)
+	block, err := note.Encode()
+	if err != nil {
+		return fmt.Errorf("end note of %s: %w", n.Proc, err)
+	}
+	text := fmt.Sprintf("The session of %s (pid %d) ended: %s.\n\n%s", n.Launch.Workspace, n.Proc.PID, note.Note, block)
+	if err := r.write(ctx, x, n.Launch.Hash, text, "end"); err != nil {
+		return err
+	}
+	x.mu.Lock()
+	x.ends[key] = true
+	x.mu.Unlock()
+	return nil
+}
+
+// endNote turns the actors' WriteEnd into the note (docs/design/notes.md
+// §5.3).
+func (r *records) endNote(n messages.WriteEnd) *messages.EndNote {
+	st := n.Status
+	if !n.Child {
+		st = messages.ExitStatus{State: messages.EndUnknown}
+	}
+	// bwrap reports a command killed by SIGKILL as exit code 137; after the
+	// daemon's own KILL that is the signal, and the note says so.
+	if n.KilledAfterGrace && st.State == messages.EndExited && st.Code == 128+9 {
+		st = messages.ExitStatus{State: messages.EndSignaled, Signal: "SIGKILL"}
+	}
+	e := &messages.EndNote{Launch: n.Launch.Hash, Login: n.Launch.Workspace.Login, Project: n.Launch.Workspace.Project,
+		PID: n.Proc.PID, StartTime: n.Proc.Start, Status: st.State, Release: r.releases.name(n.Launch.ReleaseDir),
+		Seen: n.At.UTC(), Note: clip(messages.CleanText(n.Note), messages.MaxTextLen)}
+	switch st.State {
+	case messages.EndExited, messages.EndSandboxFailed:
+		code := st.Code
+		if code >= 0 && code <= 255 {
+			e.ExitCode = &code
+		}
+	case messages.EndSignaled:
+		e.Signal = st.Signal
+		e.Killed = n.KilledAfterGrace && st.Signal == "SIGKILL"
+	}
+	if st.State == messages.EndExited && e.ExitCode == nil {
+		zero := 0
+		e.ExitCode = &zero
+	}
+	if e.Seen.IsZero() {
+		e.Seen = r.now().UTC()
+	}
+	if e.Note == "" {
+		e.Note = st.String()
+	}
+	if n.Launch.IsCI() {
+		e.Checkin = n.Launch.Checkin
+		e.Result = messages.CINone
+		if t, err := messages.ParseCITag(n.Result); err == nil && n.Result != "" {
+			e.Result = t.Result
+		}
+	}
+	return e
+}
+
+// WriteLaunch writes a CI launch note as the node user on the listener's
+// record, naming the check-in to test, the workspace's newest definition and
+// the newest session definition on that record, and returns it resolved.
+func (r *records) WriteLaunch(ctx context.Context, n messages.WriteLaunch) (messages.LaunchSpec, error) {
+	var none messages.LaunchSpec
+	project, ok := r.byPath(n.Listener.Repository)
+	if !ok {
+		return none, fmt.Errorf("%s is not a repository of this node", n.Listener.Repository)
+	}
+	x, err := r.index(project)
+	if err != nil {
+		return none, err
+	}
+	key := n.Listener.Workspace
+	x.mu.Lock()
+	err = x.refresh(ctx, r.cfg.User)
+	sdefs := append([]defEntry(nil), x.sessionDefs[n.Listener.Record]...)
+	wdefs := append([]defEntry(nil), x.workspaceDefs[key]...)
+	x.mu.Unlock()
+	if err != nil {
+		return none, err
+	}
+	sd := newestPrivileged(ctx, x, sdefs)
+	if sd == nil {
+		return none, fmt.Errorf("the record %s of %s's branch listener holds no session definition that counts", n.Listener.Record, key)
+	}
+	wd := newestPrivileged(ctx, x, wdefs)
+	if wd == nil {
+		return none, fmt.Errorf("workspace %s has no definition that counts on the record", key)
+	}
+	note := &messages.LaunchNote{Login: key.Login, Project: key.Project, Workspace: wd.hash, Session: sd.hash,
+		Release: messages.ReleaseCurrent, Checkin: n.Checkin}
+	block, err := note.Encode()
+	if err != nil {
+		return none, fmt.Errorf("CI launch note for %s: %w", n.Checkin, err)
+	}
+	text := fmt.Sprintf("CI run for check-in %s on branch %s.\n\n%s", short(n.Checkin), n.Branch, block)
+	var where fossilio.Note
+	if sd.ticket {
+		where = fossilio.Note{Login: r.cfg.User, Ticket: n.Listener.Record, Text: text}
+	} else {
+		where = fossilio.Note{Login: r.cfg.User, Thread: n.Listener.Record, ReplyTo: n.Listener.Record, Text: text}
+	}
+	w, err := r.writer(ctx, x)
+	if err != nil {
+		return none, err
+	}
+	hash, err := w.WriteNote(ctx, where)
+	if err != nil {
+		return none, fmt.Errorf("write the CI launch note for %s: %w", n.Checkin, err)
+	}
+	r.log.Info("wrote a CI launch note", slog.String(actors.KeyLaunch, hash), slog.String(actors.KeyWorkspace, key.String()),
+		slog.String(actors.KeyBranch, n.Branch), slog.String(actors.KeyCheckin, n.Checkin))
+	e, err := x.noteAt(ctx, hash)
+	if err != nil {
+		return none, fmt.Errorf("read the CI launch note %s back: %w", hash, err)
+	}
+	ln, ok := e.note.(*messages.LaunchNote)
+	if !ok {
+		return none, fmt.Errorf("the CI launch note %s does not read back as a launch note", hash)
+	}
+	l, why, err := r.resolveLaunch(ctx, x, e, ln)
+	if err != nil {
+		return none, err
+	}
+	if why != "" {
+		return none, fmt.Errorf("the CI launch note %s: %s", hash, why)
+	}
+	return l, nil
+}
+
+// write posts a note answering a launch note as the node user.
+func (r *records) write(ctx context.Context, x *repoIndex, launch, text, kind string) error {
+	where, err := r.replyTo(ctx, x, launch, text)
+	if err != nil {
+		return err
+	}
+	w, err := r.writer(ctx, x)
+	if err != nil {
+		return err
+	}
+	hash, err := w.WriteNote(ctx, where)
+	if err != nil {
+		return fmt.Errorf("write the %s note on launch %s: %w", kind, launch, err)
+	}
+	r.log.Info("wrote a "+kind+" note", slog.String(actors.KeyLaunch, launch), slog.String(actors.KeyHash, hash))
+	return nil
+}
+
+// clip cuts s to at most n bytes, on a character boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+func short(h string) string {
+	if len(h) > 10 {
+		return h[:10]
+	}
+	return h
+}
+
+// releases resolves a launch's release (current or previous) to its
+// directory, and names a directory as an end note does.
+type releases struct {
+	root string // node.json's release root; "" for a developer's build
+	self string // the directory of the running executable, links followed
+}
+
+// dir is the directory of release (current or previous), links followed.
+func (rl *releases) dir(release string) (string, error) {
+	if release == "" {
+		release = messages.ReleaseCurrent
+	}
+	if rl.root == "" {
+		if release != messages.ReleaseCurrent {
+			return "", fmt.Errorf("release %q: this node has no release root (node.json), so only its own build runs", release)
+		}
+		return rl.self, nil
+	}
+	d, err := filepath.EvalSymlinks(filepath.Join(rl.root, release))
+	if err != nil {
+		return "", fmt.Errorf("release %q of %s: %w", release, rl.root, err)
+	}
+	return d, nil
+}
+
+// name is what an end note calls the release in dir: its name under
+// releases/, or the directory itself for a developer's build.
+func (rl *releases) name(dir string) string {
+	if dir == "" {
+		return "unknown"
+	}
+	return host.ReleaseOf(filepath.Join(dir, "workspace"), rl.root)
+}

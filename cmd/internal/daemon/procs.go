@@ -1,0 +1,113 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// procs is the process table as the actors ask it (actors.ProcTable): every
+// process that names a workspace, read through unixhost's index of the
+// kernel's process events when it could subscribe, by a full scan otherwise.
+type procs struct {
+	t *unixhost.ProcTable
+
+	mu   sync.Mutex
+	argv map[messages.ProcID][]string
+}
+
+// maxArgvKept bounds the command lines remembered for refusal notes.
+const maxArgvKept = 4096
+
+// Scan returns every process that names w. A process that might name it
+// and could not be read makes the answer unknown: an error, never "none".
+func (p *procs) Scan(ctx context.Context, w messages.WorkspaceKey) ([]messages.ProcInfo, error) {
+	tab, err := p.t.Scan()
+	if err != nil {
+		return nil, fmt.Errorf("read the process table: %w", err)
+	}
+	k := host.Key{Login: w.Login, Project: w.Project}
+	v := tab.Naming(k)
+	if v.Named == host.Unknown {
+		return nil, fmt.Errorf("read the process table: %s", v)
+	}
+	var out []messages.ProcInfo
+	for _, pr := range tab.Procs {
+		for _, n := range pr.Names {
+			if n.Key == k && !n.Unsure {
+				out = append(out, p.info(pr, n))
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// found lists every process naming a workspace of the agents root, for the
+// daemon's start (Boot), with the release directory each runs.
+func (p *procs) found(rel *releases) ([]messages.ProcInfo, map[messages.ProcID]string, error) {
+	tab, err := p.t.Scan()
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the process table: %w", err)
+	}
+	var out []messages.ProcInfo
+	dirs := map[messages.ProcID]string{}
+	for _, pr := range tab.Procs {
+		for _, n := range pr.Names {
+			if n.Unsure {
+				continue
+			}
+			pi := p.info(pr, n)
+			out = append(out, pi)
+			if d := releaseDir(pr, rel); d != "" {
+				dirs[pi.Proc] = d
+			}
+		}
+	}
+	return out, dirs, nil
+}
+
+// releaseDir is the directory of the release a process runs.
+func releaseDir(pr host.Process, rel *releases) string {
+	switch {
+	case pr.Release == "":
+		return ""
+	case filepath.IsAbs(pr.Release):
+		return pr.Release
+	case rel.root != "":
+		return filepath.Join(rel.root, "releases", pr.Release)
+	}
+	return ""
+}
+
+func (p *procs) info(pr host.Process, n host.Naming) messages.ProcInfo {
+	id := messages.ProcID{PID: pr.ID.PID, Start: pr.ID.Start}
+	p.mu.Lock()
+	if len(p.argv) >= maxArgvKept {
+		p.argv = map[messages.ProcID][]string{}
+	}
+	p.argv[id] = pr.Argv
+	p.mu.Unlock()
+	return messages.ProcInfo{
+		Proc:      id,
+		Workspace: messages.WorkspaceKey{Login: n.Key.Login, Project: n.Key.Project},
+		Verb:      string(n.Verb),
+		Launch:    n.Launch,
+		StartedBy: messages.Origin(pr.Origin),
+		Command:   clip(messages.CleanText(strings.Join(pr.Argv, " ")), 1024),
+	}
+}
+
+// argvOf is a process's command line as a scan last read it.
+func (p *procs) argvOf(id messages.ProcID) ([]string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a, ok := p.argv[id]
+	return a, ok
+}

@@ -1,0 +1,337 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// reaper is the daemon's one owner of its children: it spawns sessions
+// (actors.Spawner), signals processes (actors.Signaler), watches the ones it
+// did not start (actors.Watcher), and turns each child's end into a
+// ProcessExited for the node. Reaping is unixhost.Launcher's: a pidfd per
+// child, never wait4(-1). Around a re-exec the gate holds the exits back, so
+// that none reaches the old image's actors after their state was gathered;
+// the held ones go into the hand-off.
+type reaper struct {
+	layout   host.Layout
+	root     *unixhost.Root
+	cfg      *messages.NodeConfig
+	releases *releases
+	log      *slog.Logger
+
+	// lmu guards the launcher, which a re-exec replaces, and the watches.
+	lmu     sync.Mutex
+	l       *unixhost.Launcher
+	watches map[messages.ProcID]chan struct{}
+
+	// gmu guards the gate: where exits go.
+	gmu    sync.Mutex
+	send   func(messages.ProcessExited)
+	paused bool
+	held   []messages.ProcessExited
+	// killed are the children the daemon sent KILL, so that bwrap's 137
+	// for them is told as the signal it was.
+	killed map[messages.ProcID]bool
+}
+
+func newReaper(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rel *releases, log *slog.Logger) (*reaper, error) {
+	r := &reaper{layout: layout, root: root, cfg: cfg, releases: rel, log: log,
+		watches: map[messages.ProcID]chan struct{}{}, killed: map[messages.ProcID]bool{}, paused: true}
+	l, err := unixhost.NewLauncher(unixhost.LauncherOptions{Root: root})
+	if err != nil {
+		return nil, fmt.Errorf("start the reaper: %w", err)
+	}
+	r.l = l
+	return r, nil
+}
+
+// open lets exits through to send, first those held meanwhile.
+func (r *reaper) open(send func(messages.ProcessExited)) {
+	r.gmu.Lock()
+	defer r.gmu.Unlock()
+	if send != nil {
+		r.send = send
+	}
+	r.paused = false
+	for _, e := range r.held {
+		r.send(e)
+	}
+	r.held = nil
+}
+
+// pause holds exits back from now on. Every exit let through before it
+// returns was sent (under gmu), so it is in the node's mailbox.
+func (r *reaper) pause() {
+	r.gmu.Lock()
+	r.paused = true
+	r.gmu.Unlock()
+}
+
+// takeHeld returns the exits held back, leaving none.
+func (r *reaper) takeHeld() []messages.ProcessExited {
+	r.gmu.Lock()
+	defer r.gmu.Unlock()
+	h := r.held
+	r.held = nil
+	return h
+}
+
+// hold puts exits back to be sent when the gate opens (a failed exec).
+func (r *reaper) hold(es []messages.ProcessExited) {
+	r.gmu.Lock()
+	defer r.gmu.Unlock()
+	r.held = append(es, r.held...)
+}
+
+// onExit is every child's end, from the launcher's goroutines.
+func (r *reaper) onExit(e host.Exit) {
+	id := messages.ProcID{PID: e.ID.PID, Start: e.ID.Start}
+	r.gmu.Lock()
+	defer r.gmu.Unlock()
+	m := messages.ProcessExited{Proc: id, Status: exitStatus(e, r.killed[id]), At: e.At}
+	delete(r.killed, id)
+	r.log.Info("reaped", slog.String(actors.KeyPID, id.String()), slog.String("status", m.Status.String()), slog.String("exit", e.String()))
+	if r.paused || r.send == nil {
+		r.held = append(r.held, m)
+		return
+	}
+	r.send(m)
+}
+
+// exitStatus is a host exit in the end note's terms. A sandboxed command's
+// code comes from bwrap, which writes 128+N for a command killed by signal
+// N; after the daemon's own KILL, 137 is that KILL.
+func exitStatus(e host.Exit, killed bool) messages.ExitStatus {
+	o, code := e.Outcome()
+	st := messages.ExitStatus{CPU: e.User + e.System, MaxRSSKiB: e.MaxRSS / 1024}
+	switch o {
+	case host.OutcomeExited:
+		if killed && e.Sandbox != nil && code == 128+int(host.SIGKILL) {
+			st.State, st.Signal = messages.EndSignaled, host.SignalName(int(host.SIGKILL))
+		} else {
+			st.State, st.Code = messages.EndExited, code
+		}
+	case host.OutcomeSignaled:
+		st.State, st.Signal = messages.EndSignaled, host.SignalName(e.Signal)
+	case host.OutcomeSandboxFailed:
+		st.State, st.Code = messages.EndSandboxFailed, e.Code
+	default:
+		st.State = messages.EndUnknown
+	}
+	return st
+}
+
+func (r *reaper) launcher() *unixhost.Launcher {
+	r.lmu.Lock()
+	defer r.lmu.Unlock()
+	return r.l
+}
+
+// Spawn starts `workspace serve KEY --root AGENTS --launch HASH` as the
+// daemon's child in the workspace's sandbox (contracts 1): the release's
+// workspace program, the sandbox checked against the node's own files, the
+// session directory and wake pipe made, exactly the environment the contract
+// gives. The launcher registers the child before Spawn returns, and reports
+// its end only after.
+func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.ProcID, error) {
+	var none messages.ProcID
+	key := host.Key{Login: l.Workspace.Login, Project: l.Workspace.Project}
+	ws, err := r.layout.Workspace(key)
+	if err != nil {
+		return none, err
+	}
+	if _, err := os.Lstat(ws.Binding); err != nil {
+		return none, fmt.Errorf("workspace %s is not on this host (%s): %w", key, ws.Binding, err)
+	}
+	dir := l.ReleaseDir
+	if dir == "" {
+		if dir, err = r.releases.dir(l.Release); err != nil {
+			return none, err
+		}
+	}
+	prog := filepath.Join(dir, "workspace")
+	if st, err := os.Stat(prog); err != nil || st.IsDir() {
+		return none, fmt.Errorf("the release %s has no workspace program", dir)
+	}
+	var sb messages.Sandbox
+	if err := json.Unmarshal(l.Sandbox, &sb); err != nil {
+		return none, fmt.Errorf("the sandbox of launch %s: %w", l.Hash, err)
+	}
+	hsb := host.Sandbox{Network: sb.Network, ReadOnly: sb.ReadOnly, ReadWrite: sb.ReadWrite, Homes: sb.Homes, Path: sb.Path}
+	var repos []string
+	for _, name := range r.cfg.ProjectNames() {
+		repos = append(repos, r.cfg.Projects[name].Repository)
+	}
+	nf, err := unixhost.NodeFilesOf(repos, r.layout.Root(), r.releases.root, dir, ws.Dir)
+	if err != nil {
+		return none, fmt.Errorf("resolve the node's own files: %w", err)
+	}
+	if err := nf.CheckSandbox(hsb, unixhost.Resolve); err != nil {
+		return none, fmt.Errorf("the workspace definition's sandbox is refused: %w", err)
+	}
+	if err := r.root.MkdirAll(ws.Session, 0o700); err != nil {
+		return none, fmt.Errorf("make the session directory: %w", err)
+	}
+	if err := r.root.Mkfifo(ws.Wake, 0o600); err != nil {
+		return none, fmt.Errorf("make the wake pipe: %w", err)
+	}
+	spec := host.SpawnSpec{
+		Path: prog,
+		Args: []string{prog, "serve", key.String(), "--root", r.layout.Root(), "--launch", l.Hash},
+		Env: []string{"HOME=" + ws.Dir, "PATH=" + strings.Join(sb.Path, ":"), "USER=" + key.Login,
+			"LOGNAME=" + key.Login, "LANG=C.UTF-8"},
+		Dir:     ws.Tree,
+		Log:     ws.Log,
+		Sandbox: &host.SandboxSpec{Sandbox: hsb, Workspace: ws.Dir, Release: dir},
+	}
+	id, err := r.launcher().Spawn(spec, r.onExit)
+	if err != nil {
+		return none, err
+	}
+	p := messages.ProcID{PID: id.PID, Start: id.Start}
+	r.log.Info("spawned", slog.String(actors.KeyWorkspace, key.String()), slog.String(actors.KeyLaunch, l.Hash),
+		slog.String(actors.KeyPID, p.String()), slog.String("release", dir))
+	return p, nil
+}
+
+// Signal sends TERM or KILL to a process, or the group it leads, only while
+// its PID has its start time. A sandboxed child is signalled inside its
+// sandbox (D16).
+func (r *reaper) Signal(ctx context.Context, p messages.ProcID, group bool, sig string) error {
+	var s host.Signal
+	switch sig {
+	case messages.SigTERM:
+		s = host.SIGTERM
+	case messages.SigKILL:
+		s = host.SIGKILL
+	default:
+		return fmt.Errorf("signal %q: the daemon sends TERM and KILL only", sig)
+	}
+	id := host.ProcID{PID: p.PID, Start: p.Start}
+	if s == host.SIGKILL {
+		// Marked first: the exit KILL causes can be reaped before Signal
+		// returns.
+		r.gmu.Lock()
+		r.killed[p] = true
+		r.gmu.Unlock()
+	}
+	var err error
+	if group {
+		err = r.launcher().Signal(id, s)
+	} else {
+		err = signalOne(id, s)
+	}
+	if err != nil && s == host.SIGKILL {
+		r.gmu.Lock()
+		delete(r.killed, p)
+		r.gmu.Unlock()
+	}
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelWarn
+	}
+	r.log.Log(ctx, level, "signaled", slog.String(actors.KeyPID, p.String()), slog.String("signal", sig), slog.Bool("group", group), errAttr(err))
+	return err
+}
+
+// Watch returns once a process the daemon did not start is gone. A watch
+// asked again (after a freeze, say) waits on the same one.
+func (r *reaper) Watch(ctx context.Context, p messages.ProcID) error {
+	r.lmu.Lock()
+	ch, ok := r.watches[p]
+	if !ok {
+		ch = make(chan struct{})
+		done := ch
+		err := r.l.Watch(host.ProcID{PID: p.PID, Start: p.Start}, func(host.Exit) { close(done) })
+		if err != nil {
+			r.lmu.Unlock()
+			return err
+		}
+		r.watches[p] = ch
+	}
+	r.lmu.Unlock()
+	select {
+	case <-ch:
+		r.lmu.Lock()
+		if r.watches[p] == ch {
+			delete(r.watches, p)
+		}
+		r.lmu.Unlock()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// detach stops following every child for an exec, returning what the new
+// image adopts; the launcher is closed.
+func (r *reaper) detach() ([]unixhost.Handoff, error) {
+	r.lmu.Lock()
+	l := r.l
+	r.lmu.Unlock()
+	return l.Detach()
+}
+
+// reattach follows again, in a new launcher, the children a failed exec
+// detached. Watches start afresh: the actors arm them again when they
+// resume.
+func (r *reaper) reattach(hs []unixhost.Handoff, children map[messages.ProcID]bool) error {
+	l, err := unixhost.NewLauncher(unixhost.LauncherOptions{Root: r.root})
+	if err != nil {
+		return err
+	}
+	r.lmu.Lock()
+	r.l = l
+	r.watches = map[messages.ProcID]chan struct{}{}
+	r.lmu.Unlock()
+	var errs []error
+	for _, h := range hs {
+		if !children[messages.ProcID{PID: h.ID.PID, Start: h.ID.Start}] {
+			closeFD(h.StatusFD)
+			continue
+		}
+		if err := l.Adopt(h, r.onExit); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// adopt follows the children a previous image handed over.
+func (r *reaper) adopt(cs []messages.HandoffChild) error {
+	var errs []error
+	for _, c := range cs {
+		h := unixhost.Handoff{ID: host.ProcID{PID: c.Proc.PID, Start: c.Proc.Start}, StatusFD: c.StatusFD, Status: c.Status}
+		if err := r.launcher().Adopt(h, r.onExit); err != nil {
+			errs = append(errs, fmt.Errorf("adopt child %s: %w", c.Proc, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *reaper) close() error { return r.launcher().Close() }
+
+func errAttr(err error) slog.Attr {
+	if err == nil {
+		return slog.Attr{}
+	}
+	return slog.String(actors.KeyError, err.Error())
+}
+
+// isGone says whether err means the process had already ended.
+func isGone(err error) bool {
+	return errors.Is(err, host.ErrGone) || errors.Is(err, fs.ErrNotExist)
+}

@@ -1,0 +1,151 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// The re-exec (seed 002, "re-exec the daemon"): the node has paused the
+// inputs and gathered every actor's settled state; Exec checks that the
+// release's ocxd reads this hand-off's version, detaches the reaper from the
+// children (which stay ours: the PID does not change), keeps the lock's and
+// the pipe's descriptors open across the exec, writes the hand-off to
+// AGENTS/ocxd.handoff and execs. If anything fails before the exec, it puts
+// everything back and returns the error: the old image keeps running.
+
+// target is the ocxd a re-exec runs: the release root's current one, or,
+// without a release root, the running executable.
+func (d *daemon) target() (string, error) {
+	if d.cfg.Release == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return "", err
+		}
+		return filepath.EvalSymlinks(self)
+	}
+	dir, err := d.rel.dir(messages.ReleaseCurrent)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "ocxd"), nil
+}
+
+// probe asks the target which hand-off version it reads.
+func probe(ctx context.Context, target string) error {
+	ctx, cancel := context.WithTimeout(ctx, execTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, target, "--handoff-version")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("ask %s for its hand-off version: %w", target, err)
+	}
+	v, err := strconv.Atoi(string(bytes.TrimSpace(out)))
+	if err != nil || v != messages.HandoffVersion {
+		return fmt.Errorf("%s reads hand-off version %q, not %d", target, bytes.TrimSpace(out), messages.HandoffVersion)
+	}
+	return nil
+}
+
+// Exec replaces the daemon's image with the release's ocxd, handing it h. It
+// returns only if the exec did not happen, with everything as it was.
+func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
+	target, err := d.target()
+	if err != nil {
+		return fmt.Errorf("re-exec: find the release's ocxd: %w", err)
+	}
+	if err := probe(ctx, target); err != nil {
+		return fmt.Errorf("re-exec: %w", err)
+	}
+	// Exits reaped after the inputs paused are the new image's to claim.
+	held := d.reaper.takeHeld()
+	h.Parked = append(h.Parked, held...)
+	children := map[messages.ProcID]bool{}
+	for _, c := range h.Children() {
+		children[c] = true
+	}
+	hs, err := d.reaper.detach()
+	if err != nil {
+		return d.undo(fmt.Errorf("re-exec: detach the children: %w", err), hs, children, held, nil)
+	}
+	for _, c := range hs {
+		p := messages.ProcID{PID: c.ID.PID, Start: c.ID.Start}
+		if children[p] {
+			h.Reaper = append(h.Reaper, messages.HandoffChild{Proc: p, StatusFD: c.StatusFD, Status: c.Status})
+		}
+	}
+	rfd, wfd, err := d.inputs.current().KeepOnExec()
+	if err != nil {
+		return d.undo(fmt.Errorf("re-exec: keep the pipe: %w", err), hs, children, held, nil)
+	}
+	lfd, err := d.lock.KeepOnExec()
+	if err != nil {
+		return d.undo(fmt.Errorf("re-exec: keep the lock: %w", err), hs, children, held, []int{rfd, wfd})
+	}
+	kept := []int{rfd, wfd, lfd}
+	h.FDs = map[string]int{fdLock: lfd, fdPipeRead: rfd, fdPipeWrite: wfd}
+	data, err := messages.EncodeHandoff(h)
+	if err != nil {
+		return d.undo(fmt.Errorf("re-exec: encode the hand-off: %w", err), hs, children, held, kept)
+	}
+	if err := d.root.WriteFile(d.layout.Handoff(), data, 0o600); err != nil {
+		return d.undo(fmt.Errorf("re-exec: write the hand-off: %w", err), hs, children, held, kept)
+	}
+	d.log.Info("re-exec: exec'ing the release's ocxd", slog.String("program", target), slog.String("handoff", h.Summary()))
+	argv := d.opts.argv(target)
+	err = syscall.Exec(target, argv, os.Environ())
+	d.root.Remove(d.layout.Handoff())
+	return d.undo(fmt.Errorf("re-exec: exec %s: %w", target, err), hs, children, held, kept)
+}
+
+// undo puts back what Exec changed before failing: the descriptors close on
+// exec again, the children are followed again, the held exits wait for the
+// inputs to resume.
+func (d *daemon) undo(err error, hs []unixhost.Handoff, children map[messages.ProcID]bool, held []messages.ProcessExited, kept []int) error {
+	cloexec(kept...)
+	errs := []error{err}
+	if hs != nil {
+		if rerr := d.reaper.reattach(hs, children); rerr != nil {
+			errs = append(errs, fmt.Errorf("follow the children again: %w", rerr))
+		}
+	}
+	d.reaper.hold(held)
+	return errors.Join(errs...)
+}
+
+// takeHandoff reads the hand-off of the image before and takes over the lock
+// it held throughout.
+func (d *daemon) takeHandoff() (messages.Handoff, error) {
+	p := d.layout.Handoff()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return messages.Handoff{}, fmt.Errorf("read the hand-off: %w", err)
+	}
+	os.Remove(p)
+	h, err := messages.DecodeHandoff(data)
+	if err != nil {
+		return messages.Handoff{}, fmt.Errorf("%s: %w", p, err)
+	}
+	fd, ok := h.FDs[fdLock]
+	if !ok {
+		return messages.Handoff{}, fmt.Errorf("%s: no lock descriptor", p)
+	}
+	if d.lock, err = unixhost.AdoptLock(fd, d.layout.Lock()); err != nil {
+		return messages.Handoff{}, fmt.Errorf("take the lock over: %w", err)
+	}
+	if _, ok := h.FDs[fdPipeRead]; !ok {
+		return messages.Handoff{}, fmt.Errorf("%s: no pipe descriptors", p)
+	}
+	return h, nil
+}
