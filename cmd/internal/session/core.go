@@ -37,6 +37,8 @@ type Post struct {
 	Text string
 	// Edit says the post replaces an earlier version of a post.
 	Edit bool
+	// Time is the time written in the post.
+	Time time.Time
 }
 
 // From is who sent the post, when that is known.
@@ -71,6 +73,10 @@ const (
 	// SkipStop: a stop request that is not for this session (another login's,
 	// or on another record).
 	SkipStop
+	// SkipUnheard: a post on a record the session listens to, written before
+	// the agent's listen note there, or after its unlisten note: the listen
+	// note is where a session starts answering (seed 000).
+	SkipUnheard
 	// Stop: a stop request for this session: write the stopped note, exit 0.
 	Stop
 )
@@ -89,6 +95,8 @@ func (a Action) String() string {
 		return "skip-note"
 	case SkipStop:
 		return "skip-stop"
+	case SkipUnheard:
+		return "skip-unheard"
 	case Stop:
 		return "stop"
 	}
@@ -103,9 +111,12 @@ type Decision struct {
 
 // Decide says what a session of login, whose own record is ownRecord, does
 // with post p; answered says whether the record already holds the agent's
-// reply to it. A stop request counts only on the session's own record (D3)
-// and, when it names a login, only for that login.
-func Decide(login, ownRecord string, p Post, answered bool) Decision {
+// reply to it, and listen is the latest listen or unlisten note of this
+// workspace for the record p is on, when it is not the session's own (nil
+// when there is none: the index alone named it). A stop request counts only
+// on the session's own record (D3) and, when it names a login, only for that
+// login.
+func Decide(login, ownRecord string, p Post, answered bool, listen *ListenEvent) Decision {
 	if p.ownedBy(login) {
 		return Decision{SkipOwn, "the agent wrote it"}
 	}
@@ -114,6 +125,14 @@ func Decide(login, ownRecord string, p Post, answered bool) Decision {
 	}
 	if answered {
 		return Decision{SkipAnswered, "the agent already replied to it"}
+	}
+	if p.Record != ownRecord && listen != nil {
+		if !listen.On {
+			return Decision{SkipUnheard, "the agent's latest note on its record is an unlisten note"}
+		}
+		if !p.Time.After(listen.Time) {
+			return Decision{SkipUnheard, "it was written before the agent's listen note on its record"}
+		}
 	}
 	n, err := messages.ReadPost([]byte(p.Text))
 	switch {
@@ -334,4 +353,31 @@ func cmp64(a, b int64) int {
 		return 1
 	}
 	return 0
+}
+
+// LatestListen returns the latest of events (by the time written in them,
+// then their place in the clone) that is a listen or unlisten note of
+// workspace key for the record of kind and names; nil when there is none.
+func LatestListen(events []ListenEvent, key messages.WorkspaceKey, kind messages.ListenKind, names string) *ListenEvent {
+	var latest *ListenEvent
+	for i := range events {
+		e := &events[i]
+		if e.Login != key.Login || e.Project != key.Project || e.Kind != kind || e.Names != names {
+			continue
+		}
+		if latest == nil || laterEvent(*e, *latest) {
+			latest = e
+		}
+	}
+	return latest
+}
+
+func laterEvent(a, b ListenEvent) bool {
+	if c := a.Time.Compare(b.Time); c != 0 {
+		return c > 0
+	}
+	if a.Rcvid != b.Rcvid {
+		return a.Rcvid > b.Rcvid
+	}
+	return a.Rid > b.Rid
 }

@@ -49,13 +49,62 @@ func TestDecide(t *testing.T) {
 		{"a ticket change", func() session.Post { p := post("on the ticket"); p.Kind = messages.ListenTicket; return p }(), false, session.Answer},
 	}
 	for _, c := range cases {
-		d := session.Decide("agent-1", own, c.p, c.answered)
+		d := session.Decide("agent-1", own, c.p, c.answered, nil)
 		if d.Action != c.want {
 			t.Errorf("%s: %v (%s), want %v", c.name, d.Action, d.Why, c.want)
 		}
 		if d.Why == "" {
 			t.Errorf("%s: no reason given", c.name)
 		}
+	}
+}
+
+func TestDecideFromTheListenNote(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
+	l := messages.Listener{Login: "agent-1", Project: "demo", Kind: messages.ListenThread, Names: other}
+	p := session.Post{Hash: ph, Kind: messages.ListenThread, Record: other, Author: "pat", Text: "hello", Time: at(10)}
+	cases := []struct {
+		name   string
+		listen *session.ListenEvent
+		want   session.Action
+	}{
+		{"after the listen note", &session.ListenEvent{Listener: l, On: true, Time: at(5)}, session.Answer},
+		{"before the listen note", &session.ListenEvent{Listener: l, On: true, Time: at(15)}, session.SkipUnheard},
+		{"at the same time as the listen note", &session.ListenEvent{Listener: l, On: true, Time: at(10)}, session.SkipUnheard},
+		{"after an unlisten note", &session.ListenEvent{Listener: l, On: false, Time: at(5)}, session.SkipUnheard},
+		{"no note: the index alone named it", nil, session.Answer},
+	}
+	for _, c := range cases {
+		if d := session.Decide("agent-1", own, p, false, c.listen); d.Action != c.want {
+			t.Errorf("%s: %v (%s), want %v", c.name, d.Action, d.Why, c.want)
+		}
+	}
+	// The session's own record is heard whatever the notes on it say.
+	mine := p
+	mine.Record = own
+	if d := session.Decide("agent-1", own, mine, false, &session.ListenEvent{Listener: l, On: false, Time: at(50)}); d.Action != session.Answer {
+		t.Errorf("a post on the own record: %v", d.Action)
+	}
+}
+
+func TestLatestListen(t *testing.T) {
+	key := messages.WorkspaceKey{Login: "agent-1", Project: "demo"}
+	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
+	l := func(login string, names string) messages.Listener {
+		return messages.Listener{Login: login, Project: "demo", Kind: messages.ListenThread, Names: names}
+	}
+	events := []session.ListenEvent{
+		{Listener: l("agent-1", other), On: true, Time: at(1)},
+		{Listener: l("agent-1", other), On: false, Time: at(3)},
+		{Listener: l("agent-1", other), On: true, Time: at(2)},
+		{Listener: l("agent-2", other), On: true, Time: at(9)},
+		{Listener: l("agent-1", own), On: true, Time: at(9)},
+	}
+	if e := session.LatestListen(events, key, messages.ListenThread, other); e == nil || e.On || !e.Time.Equal(at(3)) {
+		t.Errorf("latest: %+v", e)
+	}
+	if e := session.LatestListen(events, key, messages.ListenTicket, other); e != nil {
+		t.Errorf("a ticket listener where there is none: %+v", e)
 	}
 }
 

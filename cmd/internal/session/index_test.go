@@ -153,3 +153,43 @@ func listening(t *testing.T, w *wsFixture) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// TestAnsweringStartsAtTheListenNote: on a record it listens to, a session
+// answers only what was written after the agent's listen note there, and
+// nothing after its unlisten note (seed 000: "the listen note is where the
+// session starts answering").
+func TestAnsweringStartsAtTheListenNote(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("idx-2")
+	root, err := n.admin.NewThread(n.ctx, "Elsewhere", "another thread")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := rec{kind: messages.ListenThread, id: root, first: root}
+	early := w.post(n.admin, other, "written before the listen note")
+	w.listenNote(w.agent, true, other, messages.ListenThread, root)
+	r := w.record(messages.ListenThread, "Listen elsewhere.", stays(echoCommand...), "")
+	p := w.serve(r.launch, false)
+	w.waitLog("event=ready", 1)
+	late := w.post(n.admin, other, "after the listen note")
+	w.wake(early, late)
+	if a := w.waitReply(other, late); !strings.Contains(a.text, "said: after the listen note") {
+		t.Errorf("the answer on the listened thread:\n%s", a.text)
+	}
+	w.waitLog("event=skip-unheard post="+early, 1)
+	w.listenNote(w.agent, false, other, messages.ListenThread, root)
+	gone := w.post(n.admin, other, "after the unlisten note")
+	w.wake(gone)
+	w.waitLog("event=skip-unheard post="+gone, 1)
+	for _, h := range []string{early, gone} {
+		if rs := w.replies(other, h); len(rs) != 0 {
+			t.Errorf("post %s not heard, yet answered: %+v", h, rs)
+		}
+	}
+	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}

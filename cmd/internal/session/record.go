@@ -40,13 +40,13 @@ func (s *Session) readAt(ctx context.Context, hash string) (Post, error) {
 		if err != nil {
 			return Post{}, err
 		}
-		p = Post{Hash: fp.Hash, Kind: messages.ListenThread, Record: fp.Root, Author: fp.Author, Text: fp.Text, Edit: fp.Edit}
+		p = Post{Hash: fp.Hash, Kind: messages.ListenThread, Record: fp.Root, Author: fp.Author, Text: fp.Text, Edit: fp.Edit, Time: fp.Time}
 	case fossilio.KindTicketChange:
 		tc, err := s.clone.TicketChange(ctx, hash)
 		if err != nil {
 			return Post{}, err
 		}
-		p = Post{Hash: tc.Hash, Kind: messages.ListenTicket, Record: tc.Ticket, Author: tc.Author, Text: tc.Comment}
+		p = Post{Hash: tc.Hash, Kind: messages.ListenTicket, Record: tc.Ticket, Author: tc.Author, Text: tc.Comment, Time: tc.Time}
 	default:
 		return Post{}, fmt.Errorf("%s is a %s, not a forum post or a ticket change", hash, info.Kind)
 	}
@@ -376,4 +376,54 @@ func (s *Session) saveScan(scan indexScan) {
 	if err != nil {
 		s.log.Warn("the scan of listen notes is not kept", keyEvent, "scan", keyErr, err)
 	}
+}
+
+// listenOn returns the latest listen or unlisten note of this workspace for
+// the record p is on, read from that record's posts or changes whose author
+// is the agent; nil when p is on the session's own record, or there is none.
+func (s *Session) listenOn(ctx context.Context, p Post) (*ListenEvent, error) {
+	if p.Record == s.rec.ID {
+		return nil, nil
+	}
+	var events []ListenEvent
+	add := func(in fossilio.Info, text string) {
+		if in.Author != s.b.Login {
+			return
+		}
+		n, err := messages.ReadPost([]byte(text))
+		if err != nil {
+			return
+		}
+		e := ListenEvent{Time: in.Time, Rcvid: in.Rcvid, Rid: in.Rid}
+		switch n := n.(type) {
+		case *messages.ListenNote:
+			e.Listener, e.On = n.Listener, true
+		case *messages.UnlistenNote:
+			e.Listener = n.Listener
+		default:
+			return
+		}
+		events = append(events, e)
+	}
+	switch p.Kind {
+	case messages.ListenThread:
+		posts, err := s.clone.Thread(ctx, p.Record)
+		if err != nil {
+			return nil, err
+		}
+		for _, q := range posts {
+			if q.First == q.Hash {
+				add(q.Info, q.Text)
+			}
+		}
+	case messages.ListenTicket:
+		changes, err := s.clone.TicketChanges(ctx, p.Record)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range changes {
+			add(c.Info, c.Comment)
+		}
+	}
+	return LatestListen(events, s.o.Key, p.Kind, p.Record), nil
 }

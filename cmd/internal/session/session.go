@@ -441,7 +441,11 @@ func (s *Session) handle(ctx context.Context, line string) outcome {
 	if err != nil {
 		s.log.Warn("cannot tell whether the post was answered; taken as not", keyEvent, "read", keyPost, hash, keyErr, err)
 	}
-	d := Decide(s.b.Login, s.rec.ID, p, answered)
+	listen, err := s.listenOn(ctx, p)
+	if err != nil {
+		s.log.Warn("cannot read the listen notes on the post's record; taken as none", keyEvent, "read", keyPost, hash, keyErr, err)
+	}
+	d := Decide(s.b.Login, s.rec.ID, p, answered, listen)
 	s.log.Info("woken", keyEvent, d.Action.String(), keyPost, hash, keyRecord, p.Record, keyWhy, d.Why)
 	switch d.Action {
 	case Answer:
