@@ -224,6 +224,25 @@ func BenchmarkRoundTrip(b *testing.B) {
 	b.StopTimer()
 	n.must("", "session", "stop", key(agent))
 	n.waitFor("the session to end", func() bool { return len(n.status().Sessions) == 0 })
+	// The share of the round trip the session spends pulling its clone
+	// before it reads the post, from its log.
+	log, _ := os.ReadFile(filepath.Join(n.agents, agent, "projects", "demo", "session", "log"))
+	var pull time.Duration
+	reads := 0
+	for _, line := range strings.Split(string(log), "\n") {
+		if !strings.Contains(line, `msg="post read"`) {
+			continue
+		}
+		if _, v, ok := strings.Cut(line, " pull="); ok {
+			if d, err := time.ParseDuration(strings.Fields(v)[0]); err == nil {
+				pull += d
+				reads++
+			}
+		}
+	}
+	if reads > 0 {
+		b.ReportMetric(float64(pull.Nanoseconds())/float64(reads), "pull-ns/op")
+	}
 }
 
 func replied(b *testing.B, r *fossilio.Repo, root, to string) bool {

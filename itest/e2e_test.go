@@ -47,6 +47,7 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 	// A person posts in the thread: the session answers, as the agent.
 	hello := n.result(person, "post", "--to", record, "--text", "hello")
 	reply := n.awaitReply(record, hello)
+	t.Logf("the session answered %s with %s: %q", hello[:10], reply.Hash[:10], reply.Text)
 	if reply.Sender != agent || !strings.Contains(reply.Text, "echo: hello") {
 		t.Errorf("the reply to %s: sent by %q: %q", hello, reply.Sender, reply.Text)
 	}
@@ -98,6 +99,7 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 		t.Fatalf("a second start: %s", r)
 	}
 	second := *a.Result
+	t.Logf("a second start: %s", *a.Stopped)
 	var refusal *messages.RefusalNote
 	for _, p := range n.thread(record) {
 		if rn, ok := p.Note.(*messages.RefusalNote); ok && rn.Launch == second && p.Sender == "ocx" && p.InReplyTo == second {
@@ -127,6 +129,8 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 	if st := n.status(); st.Workspaces[0].State != messages.WorkspaceIdle {
 		t.Errorf("after the stop the workspace is %s", st.Workspaces[0].State)
 	}
+
+	t.Logf("stopped; the record holds %d posts", len(n.thread(record)))
 
 	// A person posts while nothing listens: the unheard note, as the agent.
 	lonely := n.result(person, "post", "--to", record, "--text", "anyone?")

@@ -104,7 +104,18 @@ type answer struct {
 // answer runs ocx with --json and decodes the tools' answer.
 func (n *testNode) answer(user string, args ...string) (answer, result) {
 	n.t.Helper()
-	r := n.ocx(user, append(args, "--json")...)
+	// --json goes before a "--" that ends the flags.
+	withJSON := append([]string{}, args...)
+	for i, a := range args {
+		if a == "--" {
+			withJSON = append(append(append([]string{}, args[:i]...), "--json"), args[i:]...)
+			break
+		}
+	}
+	if len(withJSON) == len(args) {
+		withJSON = append(withJSON, "--json")
+	}
+	r := n.ocx(user, withJSON...)
 	var a answer
 	if err := json.Unmarshal([]byte(r.stdout), &a); err != nil {
 		n.t.Fatalf("not an answer: %v\n%s", err, r)
@@ -235,10 +246,38 @@ func (n *testNode) naming() []int {
 	return pids
 }
 
+// anyServing says whether a `workspace serve` process names the agents root.
+func (n *testNode) anyServing() bool {
+	for _, pid := range n.naming() {
+		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if args := strings.Split(string(cmd), "\x00"); len(args) > 1 && filepath.Base(args[0]) == "workspace" && args[1] == "serve" {
+			return true
+		}
+	}
+	return false
+}
+
 // shutdown ends what the test's node started, by PID: the daemon (TERM; it
 // leaves its sessions running, so a test stops those first), then anything
 // left naming the agents root, which fails the test.
 func (n *testNode) shutdown() {
+	// A test that failed half-way may leave a session running: stop each
+	// through the daemon, as a person would, before ending the daemon.
+	stopped := false
+	for _, pid := range n.naming() {
+		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		args := strings.Split(string(cmd), "\x00")
+		if len(args) > 2 && filepath.Base(args[0]) == "workspace" && args[1] == "serve" {
+			n.ocx("", "session", "stop", args[2])
+			stopped = true
+		}
+	}
+	if stopped {
+		deadline := time.Now().Add(15 * time.Second)
+		for n.anyServing() && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	if pid := n.daemonPID(); pid > 0 {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 		deadline := time.Now().Add(10 * time.Second)
