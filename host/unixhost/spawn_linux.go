@@ -594,7 +594,9 @@ func (l *Launcher) Close() error {
 func (l *Launcher) Signal(id host.ProcID, sig host.Signal) error {
 	l.mu.Lock()
 	c, ok := l.kids[id.PID]
-	if ok && (c.id != id || c.done) {
+	if ok && (c.id != id || c.done || !c.own) {
+		// A process only watched (not our child) may lead no group, and is
+		// not held unreaped by us: signalOther checks both.
 		ok = false
 	}
 	l.mu.Unlock()

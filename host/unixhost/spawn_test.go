@@ -310,3 +310,50 @@ func TestReexecHandoff(t *testing.T) {
 		t.Fatalf("helper output:\n%s", got)
 	}
 }
+
+// TestSignalWatchedNonLeader: a process the launcher only watches (not its
+// child) that leads no process group, as `workspace serve` inside a sandbox
+// found at start, gets the signal itself; before the fix the watch made
+// Signal take it for a child leading its group, and the signal was lost.
+func TestSignalWatchedNonLeader(t *testing.T) {
+	l := newLauncher(t, nil)
+	x := newExits()
+	sh := exec.Command("/bin/sh", "-c", "sleep 60 & echo $!; wait")
+	out, err := sh.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if sh.ProcessState == nil {
+			sh.Process.Kill()
+			sh.Wait()
+		}
+	}()
+	var pid int
+	if _, err := fmt.Fscan(out, &pid); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ReadStat(pid)
+	if err != nil || st.PGID == pid || st.PPID == os.Getpid() {
+		t.Fatalf("sleep %d: %+v %v; want a grandchild in another's group", pid, st, err)
+	}
+	id := host.ProcID{PID: pid, Start: st.Start}
+	if err := l.Watch(id, x.on); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Signal(id, host.SIGTERM); err != nil {
+		t.Fatalf("signal a watched process: %v", err)
+	}
+	if e := x.wait(t, id); e.Known {
+		t.Fatalf("exit of a process not ours: %s", e)
+	}
+	// The shell reaps sleep and ends by itself: killing it first could
+	// leave sleep a zombie of this process (a subreaper).
+	sh.Wait()
+	if err := l.Signal(id, host.SIGTERM); !errors.Is(err, host.ErrGone) {
+		t.Fatalf("signal after its end: %v", err)
+	}
+}

@@ -168,6 +168,7 @@ func (d *daemon) start() error {
 	d.procs = &procs{t: d.table, argv: map[messages.ProcID][]string{}}
 	d.records = newRecords(d.cfg, layout, d.rel, d.log)
 	d.records.argv = d.procs.argvOf
+	d.records.scan = d.procs.Scan
 
 	// The pipe: made if missing (0600), or the one the image before read.
 	var reader *unixhost.PipeReader

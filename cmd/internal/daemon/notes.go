@@ -76,7 +76,15 @@ func (r *records) WriteRefusal(ctx context.Context, n messages.WriteRefusal) err
 	}
 	note := &messages.RefusalNote{Launch: n.Launch.Hash, Login: n.Launch.Workspace.Login, Project: n.Launch.Workspace.Project,
 		Reason: clip(messages.CleanText(n.Reason), messages.MaxTextLen)}
-	if h, ok := holder(n.Holders); ok {
+	holders := n.Holders
+	if len(holders) > 0 && holders[0].Command == "" && r.scan != nil {
+		// The workspace's own session is known by the daemon's child (bwrap);
+		// the process table names the session command inside it.
+		if ps, err := r.scan(ctx, n.Launch.Workspace); err == nil && len(ps) > 0 {
+			holders = ps
+		}
+	}
+	if h, ok := holder(holders); ok {
 		pi := messages.NewProcessInfo(h.Proc.PID, h.Proc.Start, r.argvOf(h), h.StartedBy)
 		note.Holder = &pi
 	}

@@ -40,6 +40,8 @@ type records struct {
 	// argv gives a process's command line as the process table last read
 	// it, for a refusal note's holder.
 	argv func(messages.ProcID) ([]string, bool)
+	// scan reads the processes naming a workspace, for a refusal note.
+	scan func(context.Context, messages.WorkspaceKey) ([]messages.ProcInfo, error)
 }
 
 func newRecords(cfg *messages.NodeConfig, layout host.Layout, rel *releases, log *slog.Logger) *records {

@@ -1,0 +1,265 @@
+package itest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// The daemon's integration tests start ocxd themselves, before any tool
+// would, so that they choose its flags (a short stop grace); the tools then
+// find it running (contracts 8) and only write its pipe.
+
+// daemonProc is an ocxd the test started, a child of the test process.
+type daemonProc struct {
+	t      testing.TB
+	cmd    *exec.Cmd
+	done   chan struct{}
+	stderr *bytes.Buffer
+}
+
+// startDaemon starts program (the release's ocxd) for the node with the
+// given extra flags, and waits until it holds the lock and reads its pipe.
+func startDaemon(t testing.TB, n *testNode, program string, flags ...string) *daemonProc {
+	t.Helper()
+	cmd := exec.Command(program, append([]string{"--agents", n.agents}, flags...)...)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + n.agents, "LANG=C.UTF-8"}
+	cmd.Dir = "/"
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d := &daemonProc{t: t, cmd: cmd, done: make(chan struct{}), stderr: &errb}
+	go func() { cmd.Wait(); close(d.done) }()
+	t.Cleanup(func() {
+		d.stop()
+		stopLateDaemons(t, n)
+	})
+	n.waitFor("the daemon to hold its lock and read its pipe", func() bool {
+		if d.exited() {
+			t.Fatalf("ocxd exited at start: %v\n%s\nocxd.log:\n%s", cmd.ProcessState, errb.String(), n.daemonLog())
+		}
+		return n.daemonPID() == cmd.Process.Pid && pipeHasReader(n)
+	})
+	return d
+}
+
+func (d *daemonProc) pid() int { return d.cmd.Process.Pid }
+
+func (d *daemonProc) exited() bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop ends the daemon with TERM, as the node's shutdown would, and waits
+// for it; a daemon that does not end on TERM fails the test.
+func (d *daemonProc) stop() {
+	if d.exited() {
+		return
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(20 * time.Second):
+		d.t.Errorf("ocxd (pid %d) did not end on TERM", d.pid())
+		d.cmd.Process.Kill()
+		<-d.done
+	}
+}
+
+// stopLateDaemons ends any daemon a hook started after the test's own
+// stopped: the backoffice runs the hook without waiting, so a write made just
+// before the end can make the hook find no daemon and start one. It returns
+// once the lock has stayed free for a second.
+func stopLateDaemons(t testing.TB, n *testNode) {
+	deadline := time.Now().Add(20 * time.Second)
+	free := time.Now()
+	for time.Now().Before(deadline) {
+		pid := n.daemonPID()
+		if pid == 0 {
+			if time.Since(free) > time.Second {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		syscall.Kill(pid, syscall.SIGTERM)
+		for n.daemonPID() == pid && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		free = time.Now()
+	}
+	t.Errorf("a daemon still holds the lock of %s", n.agents)
+}
+
+// kill9 kills the daemon, as a crash would.
+func (d *daemonProc) kill9() {
+	d.cmd.Process.Kill()
+	<-d.done
+}
+
+// pipeHasReader says whether the daemon's pipe is open for reading.
+func pipeHasReader(n *testNode) bool {
+	root, err := unixhost.OpenRoot(n.agents)
+	if err != nil {
+		return false
+	}
+	defer root.Close()
+	w, err := unixhost.OpenLineWriter(root, filepath.Join(n.agents, "ocxd"))
+	if err != nil {
+		return false
+	}
+	w.Close()
+	return true
+}
+
+// send writes lines to the daemon's pipe, packed into atomic writes.
+func (n *testNode) send(lines ...string) {
+	n.t.Helper()
+	root, err := unixhost.OpenRoot(n.agents)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer root.Close()
+	w, err := unixhost.OpenLineWriter(root, filepath.Join(n.agents, "ocxd"))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer w.Close()
+	raw := make([][]byte, len(lines))
+	for i, l := range lines {
+		raw[i] = []byte(l)
+	}
+	if err := w.WriteLines(raw); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+func (n *testNode) daemonLog() string {
+	b, _ := os.ReadFile(filepath.Join(n.agents, "ocxd.log"))
+	return string(b)
+}
+
+// logLine is one line of ocxd.log, as far as the tests read it.
+type logLine struct {
+	Msg   string `json:"msg"`
+	Level string `json:"level"`
+	OCXD  int    `json:"ocxd"`
+	Line  string `json:"line"`
+	PID   string `json:"pid"`
+	N     int64  `json:"n"`
+}
+
+// logLines reads ocxd.log; every line must be one JSON object.
+func (n *testNode) logLines() []logLine {
+	n.t.Helper()
+	f, err := os.Open(filepath.Join(n.agents, "ocxd.log"))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer f.Close()
+	var out []logLine
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var l logLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			n.t.Fatalf("ocxd.log holds a line that is not one JSON object: %q: %v", sc.Text(), err)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// notesOn returns the notes of type T on a thread, with their posts.
+func notesOn[T messages.Note](n *testNode, root string) []struct {
+	P    posted
+	Note T
+} {
+	var out []struct {
+		P    posted
+		Note T
+	}
+	for _, p := range n.thread(root) {
+		if note, ok := p.Note.(T); ok {
+			out = append(out, struct {
+				P    posted
+				Note T
+			}{p, note})
+		}
+	}
+	return out
+}
+
+// endsOf returns the end notes the node user wrote for a launch.
+func (n *testNode) endsOf(root, launch string) []*messages.EndNote {
+	var out []*messages.EndNote
+	for _, e := range notesOn[*messages.EndNote](n, root) {
+		if e.Note.Launch == launch && e.P.Sender == "ocx" && e.P.InReplyTo == launch {
+			out = append(out, e.Note)
+		}
+	}
+	return out
+}
+
+// refusalsOf returns the refusal notes the node user wrote for a launch.
+func (n *testNode) refusalsOf(root, launch string) []*messages.RefusalNote {
+	var out []*messages.RefusalNote
+	for _, e := range notesOn[*messages.RefusalNote](n, root) {
+		if e.Note.Launch == launch && e.P.Sender == "ocx" && e.P.InReplyTo == launch {
+			out = append(out, e.Note)
+		}
+	}
+	return out
+}
+
+// serving finds the `workspace serve` process of a launch in /proc.
+func (n *testNode) serving(launch string) (pid int, ok bool) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00")
+		if len(args) > 1 && filepath.Base(args[0]) == "workspace" && args[1] == "serve" && strings.Contains(string(b), launch) {
+			return p, true
+		}
+	}
+	return 0, false
+}
+
+// ppidOf reads a process's parent.
+func ppidOf(t testing.TB, pid int) int {
+	st, err := unixhost.ReadStat(pid)
+	if err != nil {
+		t.Fatalf("read the stat of %d: %v", pid, err)
+	}
+	return st.PPID
+}
+
+// workspaceDir is a workspace's directory in the node's agents root.
+func (n *testNode) workspaceDir(login string) string {
+	return filepath.Join(n.agents, login, "projects", "demo")
+}
