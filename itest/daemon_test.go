@@ -316,4 +316,3 @@ func TestDaemonKill9AndRestart(t *testing.T) {
 		return !serving && !harness.Alive(top)
 	})
 }
-
