@@ -1,0 +1,136 @@
+package daemon
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
+)
+
+func TestParseArgs(t *testing.T) {
+	o, err := ParseArgs([]string{"--agents", "/srv/agents/", "--grace", "2s", "--log-level", "debug"})
+	if err != nil || o.Agents != "/srv/agents" || o.Grace != 2*time.Second || o.Level != slog.LevelDebug || o.Restore {
+		t.Fatalf("%+v %v", o, err)
+	}
+	if got := strings.Join(o.argv("/r/ocxd"), " "); got != "/r/ocxd --agents /srv/agents --grace 2s --log-level debug --restore" {
+		t.Errorf("the re-exec's argv: %s", got)
+	}
+	if again, err := ParseArgs(o.argv("/r/ocxd")[1:]); err != nil || again.Agents != o.Agents || again.Grace != o.Grace || again.Level != o.Level || !again.Restore {
+		t.Errorf("the re-exec's argv reads back as %+v %v", again, err)
+	}
+	if o, err := ParseArgs([]string{"--handoff-version"}); err != nil || !o.HandoffVersion {
+		t.Errorf("--handoff-version: %+v %v", o, err)
+	}
+	if _, err := ParseArgs([]string{"--help"}); !errors.Is(err, errHelp) {
+		t.Errorf("--help: %v", err)
+	}
+	for _, bad := range [][]string{
+		{},
+		{"--agents", "/a", "--grace", "0s"},
+		{"--agents", "/a", "--grace", "soon"},
+		{"--agents", "/a", "--log-level", "loud"},
+		{"--agents", "/a", "extra"},
+		{"--frobnicate"},
+	} {
+		var ue *UsageError
+		if _, err := ParseArgs(bad); !errors.As(err, &ue) {
+			t.Errorf("%q: %v, want a usage error", bad, err)
+		}
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	id := host.ProcID{PID: 9, Start: 99}
+	for _, c := range []struct {
+		exit   host.Exit
+		killed bool
+		want   string
+	}{
+		{host.Exit{ID: id, Known: true, Code: 3}, false, "exited 3"},
+		{host.Exit{ID: id, Known: true, Signal: 15}, false, "signaled SIGTERM"},
+		{host.Exit{ID: id, Known: true, Sandbox: &host.SandboxExit{Reported: true, Code: 0}}, false, "exited 0"},
+		// bwrap's 137 is the daemon's own KILL only when it sent one.
+		{host.Exit{ID: id, Known: true, Code: 137, Sandbox: &host.SandboxExit{Reported: true, Code: 137}}, true, "signaled SIGKILL"},
+		{host.Exit{ID: id, Known: true, Code: 137, Sandbox: &host.SandboxExit{Reported: true, Code: 137}}, false, "exited 137"},
+		{host.Exit{ID: id, Known: true, Code: 1, Sandbox: &host.SandboxExit{}}, false, "sandbox-failed 1"},
+		{host.Exit{ID: id}, false, "unknown"},
+	} {
+		if got := exitStatus(c.exit, c.killed).String(); got != c.want {
+			t.Errorf("%s (killed %v): %s, want %s", c.exit, c.killed, got, c.want)
+		}
+	}
+}
+
+func TestEndNote(t *testing.T) {
+	r := &records{releases: &releases{root: "/rel"}, now: time.Now}
+	launch := messages.LaunchSpec{Hash: strings.Repeat("a", 64), Workspace: messages.WorkspaceKey{Login: "ci", Project: "demo"},
+		Record: strings.Repeat("b", 64), ReleaseDir: "/rel/releases/r7"}
+	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	proc := messages.ProcID{PID: 42, Start: 4242}
+	for _, c := range []struct {
+		name string
+		in   messages.WriteEnd
+		want string
+	}{
+		{"exited", messages.WriteEnd{Launch: launch, Proc: proc, Child: true, Status: messages.ExitStatus{State: messages.EndExited, Code: 0}, At: at, Note: "exited with code 0"},
+			`end ci/demo launch=` + launch.Hash + ` pid=42 start_time=4242 status=exited exit_code=0 killed=false release=r7 seen=2026-11-30T09:00:00Z note="exited with code 0"`},
+		{"killed after the grace, as bwrap says it", messages.WriteEnd{Launch: launch, Proc: proc, Child: true, KilledAfterGrace: true, Status: messages.ExitStatus{State: messages.EndExited, Code: 137}, At: at, Note: "k"},
+			`end ci/demo launch=` + launch.Hash + ` pid=42 start_time=4242 status=signaled signal=SIGKILL killed=true release=r7 seen=2026-11-30T09:00:00Z note="k"`},
+		{"not the daemon's child", messages.WriteEnd{Launch: launch, Proc: proc, Child: false, Status: messages.ExitStatus{State: messages.EndUnknown}, At: at, Note: "gone"},
+			`end ci/demo launch=` + launch.Hash + ` pid=42 start_time=4242 status=unknown killed=false release=r7 seen=2026-11-30T09:00:00Z note="gone"`},
+	} {
+		n := r.endNote(c.in)
+		if err := n.Validate(); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		if got := n.String(); got != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
+		}
+	}
+	ci := launch
+	ci.Checkin, ci.Branch = strings.Repeat("c", 64), "trunk"
+	for result, want := range map[string]messages.CIResult{"green: ok": messages.CIGreen, "red: FAIL": messages.CIRed, "": messages.CINone} {
+		n := r.endNote(messages.WriteEnd{Launch: ci, Proc: proc, Child: true, Status: messages.ExitStatus{State: messages.EndExited}, At: at, Tested: ci.Checkin, Result: result, Note: "x"})
+		if n.Result != want || n.Checkin != ci.Checkin || n.Validate() != nil {
+			t.Errorf("CI result %q: %s (%v)", result, n, n.Validate())
+		}
+	}
+}
+
+func TestHolder(t *testing.T) {
+	bind := messages.ProcInfo{Proc: messages.ProcID{PID: 1, Start: 1}, Verb: "bind"}
+	run := messages.ProcInfo{Proc: messages.ProcID{PID: 2, Start: 2}, Verb: "run"}
+	if h, ok := holder([]messages.ProcInfo{bind, run}); !ok || h.Proc.PID != 2 {
+		t.Errorf("the holder of bwrap and a session: %v", h)
+	}
+	if h, ok := holder([]messages.ProcInfo{bind}); !ok || h.Proc.PID != 1 {
+		t.Errorf("the holder of bwrap alone: %v", h)
+	}
+	if _, ok := holder(nil); ok {
+		t.Errorf("a holder of nothing")
+	}
+}
+
+func TestReleases(t *testing.T) {
+	dev := &releases{self: "/home/dev/ocx/bin"}
+	if d, err := dev.dir("current"); err != nil || d != "/home/dev/ocx/bin" {
+		t.Errorf("a developer build's current: %q %v", d, err)
+	}
+	if _, err := dev.dir("previous"); err == nil {
+		t.Errorf("a developer build has a previous release")
+	}
+	if got := dev.name("/home/dev/ocx/bin"); got != "/home/dev/ocx/bin" {
+		t.Errorf("a developer build's release is named %q", got)
+	}
+	rel := &releases{root: "/var/lib/ocx/release"}
+	if got := rel.name("/var/lib/ocx/release/releases/2026-11-30.1"); got != "2026-11-30.1" {
+		t.Errorf("a release is named %q", got)
+	}
+	if got := rel.name(""); got != "unknown" {
+		t.Errorf("no release dir is named %q", got)
+	}
+}
