@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -54,11 +55,9 @@ func TestDemo(t *testing.T) {
 		for range lines {
 		}
 		<-exited
-		if left := naming(dir); len(left) > 0 {
-			t.Errorf("processes naming the demo's directory are left: %v", left)
-			for _, pid := range left {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
+		for _, pid := range naming(dir) {
+			t.Errorf("a process naming the demo's directory is left: %d %s", pid, cmdline(pid))
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
 
@@ -141,9 +140,15 @@ func TestDemo(t *testing.T) {
 	if !stopped || !ended {
 		t.Errorf("after Ctrl-C: stopped note %v, end note %v", stopped, ended)
 	}
-	if left := naming(dir); len(left) > 0 {
-		t.Errorf("the demo left processes naming %s: %v", dir, left)
+	for _, pid := range naming(dir) {
+		t.Errorf("the demo left a process naming its directory: %d %s", pid, cmdline(pid))
 	}
+}
+
+// cmdline reads a process's command line, for a message.
+func cmdline(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return string(bytes.ReplaceAll(bytes.TrimRight(b, "\x00"), []byte{0}, []byte{' '}))
 }
 
 // form posts a form as a browser would (Fossil checks the Referer) and
@@ -160,9 +165,14 @@ func form(t *testing.T, c *http.Client, to, referer string, v url.Values) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusFound {
-		t.Fatalf("POST %s: %s, want a redirect", to, resp.Status)
+		msg := string(body)
+		if i := strings.Index(msg, "generalError"); i >= 0 {
+			msg = msg[i:min(len(msg), i+300)]
+		}
+		t.Fatalf("POST %s: %s, want a redirect: %s", to, resp.Status, msg)
 	}
 }
 

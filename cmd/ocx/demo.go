@@ -144,6 +144,13 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 	if _, err := fsl.Run(ctx, []string{"settings", "backoffice-disable", "on", "-R", repo}); err != nil {
 		return err
 	}
+	// Several processes write the repository at once here (the server's
+	// handlers, the poller's backoffice); with a rollback journal a web post
+	// that meets another writer fails at once with "database is locked"
+	// (fossil-2.21.md §6), so the demo's repository uses write-ahead logging.
+	if _, err := fsl.Run(ctx, []string{"sql", "-R", repo, "PRAGMA journal_mode=WAL;"}); err != nil {
+		return err
+	}
 	if d.srv, err = startServer(ctx, fsl, repo, port); err != nil {
 		return err
 	}
@@ -183,6 +190,10 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 	if err := answerErr(start); err != nil {
 		return err
 	}
+	// A web post that meets another writer of the repository fails with
+	// "database is locked" (Fossil reads, then writes, in one transaction),
+	// so the demo says it is ready once the writes its start set off are done.
+	settle(ctx, repo, 1500*time.Millisecond, 15*time.Second)
 	ocx := filepath.Join(relRoot, "current", "ocx")
 	fmt.Fprintf(e.stdout, "OCX demo node\n")
 	fmt.Fprintf(e.stdout, "  url:         %s\n", d.srv.url)
@@ -219,8 +230,10 @@ func (d *demo) workspace(ctx context.Context) (string, error) {
 }
 
 // teardown stops what up started, in the order that lets each write its
-// notes: the session (its stopped note; the daemon's end note), the
-// daemon, the poller, the server.
+// notes and leaves nothing to start anything again: the session (its stopped
+// note; the daemon's end note), the poller (no hook runs after it), the
+// hook runs still going (one may start a daemon: that is what a hook does
+// when posts arrive and none runs), the daemon, the server.
 func (d *demo) teardown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -229,7 +242,36 @@ func (d *demo) teardown() {
 			d.e.log.Info("session stop handed to the daemon", "workspace", d.key)
 			d.waitSessionEnd(ctx)
 		}
-		if pid, err := node.DaemonPID(d.n.Layout); err == nil && pid > 0 {
+	}
+	// Without the hook, no backoffice run (the poller's, or one a write of
+	// the daemon's set off) can start a daemon again once it is stopped.
+	if d.n != nil {
+		if a := d.n.HookRemove(ctx, false); !a.OK() {
+			d.e.log.Warn("remove the hook", "err", *a.Stopped)
+		}
+	}
+	if d.poller != nil {
+		d.poller.stop(d.e)
+	}
+	if d.n != nil {
+		d.stopDaemons(ctx)
+	}
+	if d.srv != nil {
+		d.srv.stop(d.e)
+	}
+}
+
+// stopDaemons waits for the hook runs still going to end, then stops the
+// daemon, until neither is left: a hook run that began before the hook was
+// removed may start a daemon.
+func (d *demo) stopDaemons(ctx context.Context) {
+	hook := d.n.Program("ocx")
+	for quiet := 0; quiet < 2 && ctx.Err() == nil; {
+		busy := false
+		if len(pidsRunning(hook, "hook")) > 0 {
+			busy = true
+		} else if pid, err := node.DaemonPID(d.n.Layout); err == nil && pid > 0 {
+			busy = true
 			_ = syscall.Kill(pid, syscall.SIGTERM)
 			for i := 0; i < 500; i++ {
 				if p, _ := node.DaemonPID(d.n.Layout); p != pid {
@@ -239,13 +281,61 @@ func (d *demo) teardown() {
 			}
 			d.e.log.Info("daemon stopped", "pid", pid)
 		}
+		if busy {
+			quiet = 0
+		} else {
+			quiet++
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	if d.poller != nil {
-		d.poller.stop(d.e)
+	for _, pid := range pidsRunning(hook, "hook") {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	if d.srv != nil {
-		d.srv.stop(d.e)
+}
+
+// settle waits until the repository (and its write-ahead log) has not
+// changed for quiet, at most max.
+func settle(ctx context.Context, repo string, quiet, max time.Duration) {
+	mark := func() string {
+		var b strings.Builder
+		for _, p := range []string{repo, repo + "-wal"} {
+			if st, err := os.Stat(p); err == nil {
+				fmt.Fprintf(&b, "%d/%d ", st.Size(), st.ModTime().UnixNano())
+			}
+		}
+		return b.String()
 	}
+	deadline := time.Now().Add(max)
+	last, since := mark(), time.Now()
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+		if m := mark(); m != last {
+			last, since = m, time.Now()
+		} else if time.Since(since) >= quiet {
+			return
+		}
+	}
+}
+
+// pidsRunning lists the processes running program with first argument arg.
+func pidsRunning(program, arg string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, ent := range entries {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + ent.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+		if len(args) > 1 && args[0] == program && args[1] == arg {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // waitSessionEnd waits until no process names the workspace and the
