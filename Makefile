@@ -5,7 +5,7 @@ GO        ?= go
 BIN       ?= bin
 FUZZTIME  ?= 10s
 TESTFLAGS ?=
-APT_PKGS  := fossil bubblewrap git
+APT_PKGS  := fossil bubblewrap git s6
 
 .PHONY: all deps build test bench fuzz lint demo clean
 
@@ -17,6 +17,7 @@ deps:
 	command -v fossil >/dev/null 2>&1 || missing="$$missing fossil"; \
 	command -v bwrap  >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
 	command -v git    >/dev/null 2>&1 || missing="$$missing git"; \
+	command -v s6-svscan >/dev/null 2>&1 || missing="$$missing s6"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
