@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -208,8 +207,5 @@ func (x *repoIndex) noteAt(ctx context.Context, hash string) (defEntry, error) {
 	}
 	return e, nil
 }
-
-// errNotOnRecord says a looked-up note is not where it must be.
-var errNotOnRecord = errors.New("not on the record")
 
 func (x *repoIndex) close() error { return x.repo.Close() }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -329,9 +328,4 @@ func errAttr(err error) slog.Attr {
 		return slog.Attr{}
 	}
 	return slog.String(actors.KeyError, err.Error())
-}
-
-// isGone says whether err means the process had already ended.
-func isGone(err error) bool {
-	return errors.Is(err, host.ErrGone) || errors.Is(err, fs.ErrNotExist)
 }

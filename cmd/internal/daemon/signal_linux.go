@@ -53,7 +53,8 @@ func closeFD(fd int) {
 	}
 }
 
-// keepOnExec clears close-on-exec on fd; cloexec sets it again.
+// cloexec sets close-on-exec again on descriptors kept for an exec that
+// did not happen.
 func cloexec(fds ...int) {
 	for _, fd := range fds {
 		if fd >= 0 {
