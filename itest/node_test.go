@@ -246,6 +246,17 @@ func (n *testNode) naming() []int {
 	return pids
 }
 
+// hookRunning says whether a run of the hook for this agents root is going.
+func (n *testNode) hookRunning() bool {
+	for _, pid := range n.naming() {
+		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if args := strings.Split(string(cmd), "\x00"); len(args) > 1 && args[1] == "hook" {
+			return true
+		}
+	}
+	return false
+}
+
 // anyServing says whether a `workspace serve` process names the agents root.
 func (n *testNode) anyServing() bool {
 	for _, pid := range n.naming() {
@@ -278,18 +289,35 @@ func (n *testNode) shutdown() {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	if pid := n.daemonPID(); pid > 0 {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-		deadline := time.Now().Add(10 * time.Second)
-		for n.daemonPID() == pid && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
+	// A hook run starts a daemon when posts arrive and none runs, so the
+	// hook goes first; then the hook runs still going end, and each daemon
+	// is stopped, until neither is left.
+	n.ocx("", "hook", "remove")
+	deadline := time.Now().Add(30 * time.Second)
+	for quiet := 0; quiet < 2 && time.Now().Before(deadline); {
+		busy := n.hookRunning()
+		if !busy {
+			if pid := n.daemonPID(); pid > 0 {
+				busy = true
+				_ = syscall.Kill(pid, syscall.SIGTERM)
+				end := time.Now().Add(10 * time.Second)
+				for n.daemonPID() == pid && time.Now().Before(end) {
+					time.Sleep(20 * time.Millisecond)
+				}
+				if n.daemonPID() == pid {
+					n.t.Errorf("the daemon (pid %d) did not end on TERM", pid)
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
 		}
-		if n.daemonPID() == pid {
-			n.t.Errorf("the daemon (pid %d) did not end on TERM", pid)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		if busy {
+			quiet = 0
+		} else {
+			quiet++
 		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(10 * time.Second)
 	for len(n.naming()) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
