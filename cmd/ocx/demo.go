@@ -202,7 +202,7 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 	fmt.Fprintf(e.stdout, "  agent login: %s  (its session answers in the thread below)\n", demoAgent)
 	fmt.Fprintf(e.stdout, "  thread:      %sforumpost/%s\n", d.srv.url, record)
 	fmt.Fprintf(e.stdout, "  agents root: %s\n", agents)
-	fmt.Fprintf(e.stdout, "\nOpen the thread, press Reply, type a line (say: hello) and Submit.\n")
+	fmt.Fprintf(e.stdout, "\nLog in, open the thread, press Reply, type a line (say: hello), then Preview and Submit.\n")
 	fmt.Fprintf(e.stdout, "Within a few seconds %s answers \"%s heard: hello\"; reload the page to see it.\n", demoAgent, demoAgent)
 	fmt.Fprintf(e.stdout, "From a terminal, the same:\n")
 	fmt.Fprintf(e.stdout, "  OCX_AGENTS=%s OCX_USER=%s OCX_PASSWORD=%s %s post --to %s --text hello\n", agents, demoPerson, demoPersonPW, ocx, record[:fossilio.MinPrefix])
