@@ -110,6 +110,17 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 		t.Errorf("no refusal note by the node user replying to the second launch %s", second)
 	}
 
+	// While it runs, nothing removes its workspace or its login.
+	if r := n.ocx(admin, "workspace", "terminate", key); r.code != 1 || !strings.Contains(r.stdout, "a running process names workspace agent-1/demo") {
+		t.Errorf("terminate while a session runs: %s", r)
+	}
+	if r := n.ocx("", "login", "withdraw", agent); r.code != 1 || !strings.Contains(r.stdout, "a running process names workspace agent-1/demo") {
+		t.Errorf("withdraw while a session runs: %s", r)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "binding.json")); err != nil {
+		t.Errorf("the workspace is gone while its session runs: %v", err)
+	}
+
 	// Stop it: the stopped note (by the session) and the end note (by the
 	// daemon), and no process names the workspace any more.
 	n.must("", "session", "stop", key)
