@@ -1,0 +1,77 @@
+package node_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// nameWorkspace starts a real process whose command line names the
+// fixture's workspace as a terminal session's does (`workspace serve KEY
+// --root ROOT`): a shell reading its script from a file named serve. It is
+// ended, with its group, by PID at the test's end.
+func nameWorkspace(t *testing.T, f *fix) int {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "serve"), []byte("sleep 300\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := &exec.Cmd{Path: "/bin/sh", Args: []string{"workspace", "serve", agent + "/demo", "--root", f.agents}, Dir: dir,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	return cmd.Process.Pid
+}
+
+func TestNothingRemovesAWorkspaceAProcessNames(t *testing.T) {
+	f := newFix(t)
+	def := *f.addWorkspace().Result
+	pid := nameWorkspace(t, f)
+	key := agent + "/demo"
+	f.refused(f.n.WorkspaceTerminate(f.ctx, key, "", false), "a running process names workspace agent-1/demo", "stop its session first")
+	f.refused(f.n.LoginWithdraw(f.ctx, agent, false), "a running process names workspace agent-1/demo")
+	// Its record ends it (a terminated note written meanwhile), yet gc leaves
+	// it while the process runs.
+	note, _ := (&messages.TerminatedNote{Login: agent, Project: "demo"}).Encode()
+	admin := &fossilio.Client{URL: f.srv.URL, Login: f.srv.AdminLogin, Password: f.srv.AdminPassword, ProjectCode: f.srv.ProjectCode}
+	if _, err := admin.Reply(f.ctx, def, def, string(note)); err != nil {
+		t.Fatal(err)
+	}
+	a := f.ok(f.n.WorkspaceGC(f.ctx, false))
+	if log := strings.Join(a.Log, "\n"); !strings.Contains(log, "a running process names it") || !exists(f.ws()) {
+		t.Errorf("gc with a process naming the workspace: %s", log)
+	}
+	st, err := f.n.Status(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Sessions) != 1 || st.Sessions[0].PID != pid || st.Sessions[0].StartedBy != messages.OriginTerminal || st.Sessions[0].Record != def || st.Sessions[0].Listening {
+		t.Errorf("the status's sessions: %v", st.Sessions)
+	}
+	if st.Workspaces[0].State != messages.WorkspaceActive {
+		t.Errorf("a workspace a process names is %s", st.Workspaces[0].State)
+	}
+	// The process gone, gc collects it.
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	for exists("/proc/" + strconv.Itoa(pid)) {
+		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); strings.Contains(string(b), ") Z") {
+			break
+		}
+	}
+	f.ok(f.n.WorkspaceGC(f.ctx, false))
+	if exists(f.ws()) {
+		t.Errorf("gc left %s once nothing named it", f.ws())
+	}
+}
