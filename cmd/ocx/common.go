@@ -36,7 +36,7 @@ func (c *common) flags(e *env, name, usage string, caller, dry bool) *flag.FlagS
 	if agents == "" {
 		agents = node.DefaultAgents
 	}
-	fs.StringVar(&c.agents, "agents", agents, "the agents root (default $OCX_AGENTS, else "+node.DefaultAgents+")")
+	fs.StringVar(&c.agents, "agents", agents, "the agents root ($OCX_AGENTS when set)")
 	fs.BoolVar(&c.json, "json", false, "answer in JSON: {tool, dry_run, log, result, stopped}")
 	if caller {
 		fs.StringVar(&c.user, "user", os.Getenv("OCX_USER"), "the Fossil login to write as (default $OCX_USER); its password from $OCX_PASSWORD or --password-file")
