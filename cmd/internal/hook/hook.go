@@ -1,7 +1,6 @@
-// Package hook is OCX's wake hook, run by Fossil's after-receive: it reads
-// what arrived, wakes the sessions listening to it, notes a person's post
-// nobody heard, hands posts and check-ins to the daemon, and keeps the git
-// mirror current; it never waits on an agent.
+// Package hook is OCX's wake hook, run by Fossil's after-receive: it wakes
+// the sessions listening to what arrived, notes a person's post nobody heard,
+// hands posts and check-ins to the daemon and keeps the git mirror current.
 package hook
 
 import (
