@@ -229,11 +229,22 @@ func TestDaemonCI(t *testing.T) {
 		v, ok := n.ciTag(c4, ci)
 		return ok && strings.HasPrefix(v, "green")
 	})
-	if ls := n.ciLaunches(record); len(ls) != 4 || ls[3].Checkin != c4 {
-		t.Errorf("CI launches after a new check-in: %v; want a fourth, for %s", ls, c4)
+	if ls := n.ciLaunches(record); len(ls) < 4 || ls[3].Checkin != c4 {
+		t.Fatalf("CI launches after a new check-in: %v; want a fourth, for %s", ls, c4)
 	}
-	launches = launchHashes(n, record)
-	n.waitFor("the fourth run's end", func() bool { return len(n.endsOf(record, launches[3])) == 1 })
+	// The fourth run left its result, so the daemon launches again for the
+	// check-in still waiting: the third, whose run was stopped (D5).
+	n.waitFor("the stopped run's check-in tagged at last", func() bool {
+		v, ok := n.ciTag(c3, ci)
+		return ok && strings.HasPrefix(v, "green")
+	})
+	if ls := n.ciLaunches(record); len(ls) != 5 || ls[4].Checkin != c3 {
+		t.Errorf("CI launches once the fourth run ended: %v; want a fifth, for %s", ls, c3)
+	}
+	n.waitFor("the fifth run's end", func() bool {
+		launches := launchHashes(n, record)
+		return len(launches) == 5 && len(n.endsOf(record, launches[4])) == 1
+	})
 	n.waitFor("the CI session to be gone", func() bool {
 		for _, p := range n.status().Sessions {
 			if p.Login == ci {
