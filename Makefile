@@ -26,7 +26,9 @@ deps:
 	@fossil version >/dev/null && bwrap --version >/dev/null
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	# Static binaries: no dynamic loader at each start (the hook runs once per
+	# sync), and a sandbox needs no /lib to run them.
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/...
 
 test: deps
 	$(GO) vet ./...

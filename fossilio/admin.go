@@ -45,6 +45,31 @@ func (a *Admin) writeTx(ctx context.Context, op string, fn func(*sql.Tx) error) 
 
 // tx runs fn in one transaction: a write (immediate) one, or a read-only one.
 func (a *Admin) tx(ctx context.Context, op string, write bool, fn func(*sql.Tx) error) error {
+	return a.open(ctx, op, write, func(db *sql.DB, r *Repo) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return r.wrap(op, err)
+		}
+		defer tx.Rollback()
+		if err := fn(tx); err != nil {
+			if errors.Is(err, ErrBadInput) || errors.Is(err, ErrNoSuchUser) || errors.Is(err, ErrPrivileged) {
+				return fmt.Errorf("%s %s: %w", op, r.path, err)
+			}
+			return r.wrap(op, err)
+		}
+		return r.wrap(op, tx.Commit())
+	})
+}
+
+// conn runs fn on a read-write connection outside any transaction.
+func (a *Admin) conn(ctx context.Context, op string, fn func(*sql.DB) error) error {
+	return a.open(ctx, op, true, func(db *sql.DB, r *Repo) error {
+		return r.wrap(op, fn(db))
+	})
+}
+
+// open opens the repository file, checks that it is one, and runs fn.
+func (a *Admin) open(ctx context.Context, op string, write bool, fn func(*sql.DB, *Repo) error) error {
 	abs, err := filepath.Abs(a.Repository)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", op, a.Repository, err)
@@ -71,18 +96,27 @@ func (a *Admin) tx(ctx context.Context, op string, write bool, fn func(*sql.Tx) 
 	if n != 4 {
 		return r.wrap(op, ErrNotRepository)
 	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return r.wrap(op, err)
+	return fn(db, r)
+}
+
+// UseWAL switches the repository to write-ahead logging, which lasts and which
+// Fossil keeps using. With the rollback journal a new repository starts with,
+// a reader holding a transaction makes a concurrent push fail after Fossil's
+// 15 s busy timeout, and a web post that meets another writer fails at once
+// with "database is locked" (fossil-2.21.md section 6); on a node the server,
+// the backoffice, the hook, the daemon and the tools all open the file. It
+// returns the journal mode SQLite reports, which is "wal" on success.
+func (a *Admin) UseWAL(ctx context.Context) (string, error) {
+	var mode string
+	err := a.conn(ctx, "use write-ahead logging", func(db *sql.DB) error {
+		// journal_mode cannot change inside a transaction, so this runs on
+		// its own; the busy timeout lets it wait for a writer to finish.
+		return db.QueryRowContext(ctx, `PRAGMA journal_mode=WAL`).Scan(&mode)
+	})
+	if err == nil && mode != "wal" {
+		err = fmt.Errorf("use write-ahead logging %s: SQLite kept journal mode %q", a.Repository, mode)
 	}
-	defer tx.Rollback()
-	if err := fn(tx); err != nil {
-		if errors.Is(err, ErrBadInput) || errors.Is(err, ErrNoSuchUser) || errors.Is(err, ErrPrivileged) {
-			return fmt.Errorf("%s %s: %w", op, abs, err)
-		}
-		return r.wrap(op, err)
-	}
-	return r.wrap(op, tx.Commit())
+	return mode, err
 }
 
 // checkCaps refuses admin and setup, and anything but capability letters.

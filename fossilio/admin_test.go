@@ -1,6 +1,7 @@
 package fossilio_test
 
 import (
+	"database/sql"
 	"errors"
 	"os"
 	"os/exec"
@@ -361,5 +362,52 @@ func TestGitExport(t *testing.T) {
 	}
 	if !strings.Contains(string(gitLog), "FossilOrigin-Name: "+ci) {
 		t.Fatalf("the mirror lacks %s:\n%s", ci, gitLog)
+	}
+}
+
+// TestUseWAL switches a served repository to write-ahead logging: the mode
+// lasts, and a push succeeds while a reader holds a transaction open, which
+// under the rollback journal a new repository starts with it would not.
+func TestUseWAL(t *testing.T) {
+	n := newNode(t)
+	if mode := n.sql("PRAGMA journal_mode"); mode != "'delete'" {
+		t.Fatalf("a new repository's journal mode is %s; want 'delete'", mode)
+	}
+	mode, err := n.admin().UseWAL(n.ctx)
+	if err != nil || mode != "wal" {
+		t.Fatalf("UseWAL: %q %v", mode, err)
+	}
+	if mode := n.sql("PRAGMA journal_mode"); mode != "'wal'" {
+		t.Fatalf("after UseWAL the journal mode is %s", mode)
+	}
+	// A reader in the middle of a transaction, as the hook or the status may be.
+	db, err := sql.Open("sqlite", "file:"+n.srv.Repo+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tx, err := db.BeginTx(n.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var count int
+	if err := tx.QueryRow("SELECT count(*) FROM blob").Scan(&count); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.client("alice").NewThread(n.ctx, "while a reader reads", "hello"); err != nil {
+		t.Fatalf("a push while a reader holds a transaction: %v", err)
+	}
+	// Again is harmless.
+	if mode, err := n.admin().UseWAL(n.ctx); err != nil || mode != "wal" {
+		t.Fatalf("UseWAL again: %q %v", mode, err)
+	}
+	// A file that is not a repository is refused, untouched.
+	bad := filepath.Join(t.TempDir(), "not.fossil")
+	if err := os.WriteFile(bad, []byte("not a repository"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&fossilio.Admin{Repository: bad}).UseWAL(n.ctx); !errors.Is(err, fossilio.ErrNotRepository) {
+		t.Fatalf("UseWAL on a file that is not a repository: %v", err)
 	}
 }

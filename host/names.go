@@ -31,7 +31,8 @@ const MaxName = 64
 var pseudoUsers = []string{"nobody", "anonymous", "reader", "developer"}
 
 // ValidLogin checks a login per D1, and refuses the names of the agents root's
-// own files (ocxd, ocxd.*, node.json), since AGENTS/LOGIN would collide with them.
+// own files (ocxd, ocxd.*, node.json, hook, hook.*), since AGENTS/LOGIN would
+// collide with them.
 func ValidLogin(s string) error {
 	if err := validName("login", s); err != nil {
 		return err
@@ -41,8 +42,9 @@ func ValidLogin(s string) error {
 			return &NameError{"login", s, "it is one of Fossil's pseudo-users"}
 		}
 	}
-	if s == "ocxd" || strings.HasPrefix(s, "ocxd.") || s == "node.json" {
-		return &NameError{"login", s, "it is the name of one of the daemon's files in the agents root"}
+	if s == "ocxd" || strings.HasPrefix(s, "ocxd.") || s == "node.json" ||
+		s == "hook" || strings.HasPrefix(s, "hook.") {
+		return &NameError{"login", s, "it is the name of one of the agents root's own files"}
 	}
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 )
 
 func TestValidNames(t *testing.T) {
-	good := []string{"alice", "a", "ci-ocx", "A.b_c-9", strings.Repeat("x", 64), "0day", "ocxdaemon"}
+	good := []string{"alice", "a", "ci-ocx", "A.b_c-9", strings.Repeat("x", 64), "0day", "ocxdaemon", "hooked"}
 	for _, s := range good {
 		if err := ValidLogin(s); err != nil {
 			t.Errorf("ValidLogin(%q) = %v", s, err)
@@ -27,7 +27,7 @@ func TestValidNames(t *testing.T) {
 			t.Errorf("ValidProject(%q) = %v, want ErrBadName", s, err)
 		}
 	}
-	for _, s := range []string{"nobody", "Anonymous", "reader", "DEVELOPER", "ocxd", "ocxd.lock", "ocxd.x", "node.json"} {
+	for _, s := range []string{"nobody", "Anonymous", "reader", "DEVELOPER", "ocxd", "ocxd.lock", "ocxd.x", "node.json", "hook", "hook.mark.demo"} {
 		if err := ValidLogin(s); !errors.Is(err, ErrBadName) {
 			t.Errorf("ValidLogin(%q) = %v, want ErrBadName", s, err)
 		}

@@ -23,7 +23,7 @@ func genName() *rapid.Generator[string] {
 
 func genLogin() *rapid.Generator[string] {
 	return genName().Filter(func(s string) bool {
-		if s == "ocxd" || strings.HasPrefix(s, "ocxd.") || s == "node.json" {
+		if ReservedRootName(s) {
 			return false
 		}
 		for _, p := range pseudoUsers {

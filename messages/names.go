@@ -31,6 +31,13 @@ const (
 // login (D1). Compared without regard to case, so "Nobody" is refused too.
 var pseudoUsers = []string{"nobody", "anonymous", "reader", "developer"}
 
+// ReservedRootName says whether s is the name of one of the agents root's own
+// files, which no login may take: AGENTS/LOGIN would collide with them.
+func ReservedRootName(s string) bool {
+	return s == "ocxd" || strings.HasPrefix(s, "ocxd.") || s == "node.json" ||
+		s == "hook" || strings.HasPrefix(s, "hook.")
+}
+
 // ValidateLogin checks a login name per decision D1.
 func ValidateLogin(s string) error { return checkLogin("login", s) }
 
@@ -46,9 +53,10 @@ func checkLogin(field, s string) error {
 			return fieldErr(field, ErrInvalid, fmt.Sprintf("%q is one of Fossil's pseudo-users (nobody, anonymous, reader, developer), never an agent's login", s))
 		}
 	}
-	// AGENTS/LOGIN would collide with the daemon's own files (decisions D2, D16).
-	if s == "ocxd" || strings.HasPrefix(s, "ocxd.") || s == "node.json" {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%q names one of the daemon's own files in the agents root, never a login", s))
+	// AGENTS/LOGIN would collide with the agents root's own files: the
+	// daemon's, node.json, and the hook's log and marks (decisions D2, D16, D19).
+	if ReservedRootName(s) {
+		return fieldErr(field, ErrInvalid, fmt.Sprintf("%q names one of the agents root's own files (ocxd, ocxd.*, node.json, hook, hook.*), never a login", s))
 	}
 	return nil
 }

@@ -144,13 +144,6 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 	if _, err := fsl.Run(ctx, []string{"settings", "backoffice-disable", "on", "-R", repo}); err != nil {
 		return err
 	}
-	// Several processes write the repository at once here (the server's
-	// handlers, the poller's backoffice); with a rollback journal a web post
-	// that meets another writer fails at once with "database is locked"
-	// (fossil-2.21.md §6), so the demo's repository uses write-ahead logging.
-	if _, err := fsl.Run(ctx, []string{"sql", "-R", repo, "PRAGMA journal_mode=WAL;"}); err != nil {
-		return err
-	}
 	if d.srv, err = startServer(ctx, fsl, repo, port); err != nil {
 		return err
 	}

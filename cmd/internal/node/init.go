@@ -70,6 +70,7 @@ func Init(ctx context.Context, agents string, in InitInput, opts Options) *Answe
 		a.Would("make %s and write %s:\n%s", n.Agents, n.Layout.NodeJSON(), data)
 		for _, name := range cfg.ProjectNames() {
 			a.Would("provision the node user %q on %s (capabilities %s, password in %s)", cfg.User, cfg.Projects[name].Repository, fossilio.AgentCaps, pwFile)
+			a.Would("switch %s to write-ahead logging", cfg.Projects[name].Repository)
 		}
 		return a
 	}
@@ -90,6 +91,13 @@ func Init(ctx context.Context, agents string, in InitInput, opts Options) *Answe
 			return a.Stop(fmt.Errorf("provision the node user on %s: %w", p.Name, err))
 		}
 		a.Logf("provisioned the node user %q on %s (capabilities %s)", cfg.User, p.Repository, fossilio.AgentCaps)
+		// The server, its backoffice, the hook, the daemon and the tools all
+		// open the repository; under the rollback journal a web post that meets
+		// another writer fails with "database is locked" (D11).
+		if _, err := n.admin(p).UseWAL(ctx); err != nil {
+			return a.Stop(fmt.Errorf("switch %s to write-ahead logging: %w", p.Name, err))
+		}
+		a.Logf("switched %s to write-ahead logging", p.Repository)
 	}
 	if err := root.WriteFile(n.Layout.NodeJSON(), data, 0o600); err != nil {
 		return a.Stop(fmt.Errorf("write node.json: %w", err))
@@ -188,18 +196,11 @@ func checkServerURL(s string) error {
 	return nil
 }
 
-// CheckNewLogin checks a login that the node's tools make: D1's shape, not
-// one of the agents root's own files (D16), and not `hook` or `hook.*`, the
-// names of the hook's log and marks in the agents root.
+// CheckNewLogin checks a login that the node's tools make: D1's shape, and
+// not one of the agents root's own files (D16, D19).
 func CheckNewLogin(login string) error {
 	if err := messages.ValidateLogin(login); err != nil {
 		return err
 	}
-	if err := host.ValidLogin(login); err != nil {
-		return err
-	}
-	if login == "hook" || strings.HasPrefix(login, "hook.") {
-		return fmt.Errorf("login %q: hook and hook.* name the hook's own files in the agents root", login)
-	}
-	return nil
+	return host.ValidLogin(login)
 }

@@ -20,7 +20,7 @@ import (
 func (n *Node) LoginAdd(ctx context.Context, login string, dry bool) *Answer {
 	a := newAnswer("login add", dry)
 	if err := CheckNewLogin(login); err != nil {
-		return a.Stop(fmt.Errorf("login: %w", err))
+		return a.Stop(err) // it names the login already
 	}
 	if login == n.Config.User {
 		return a.Stop(fmt.Errorf("login: %q is the node user, which `ocx init` provisions", login))

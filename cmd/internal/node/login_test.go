@@ -36,6 +36,9 @@ func TestInitWritesNodeJSONAndProvisionsTheNodeUser(t *testing.T) {
 	if caps != sortedCaps(fossilio.AgentCaps) {
 		t.Errorf("the node user's capabilities are %q, want %q", caps, fossilio.AgentCaps)
 	}
+	if mode, err := f.srv.Fossil("sql", "-R", f.srv.Repo, "PRAGMA journal_mode"); err != nil || strings.TrimSpace(mode) != "'wal'" {
+		t.Errorf("after init the repository's journal mode is %q (%v); want write-ahead logging", mode, err)
+	}
 	// Again, the same: nothing changes and nothing is refused.
 	f.ok(node.Init(f.ctx, f.agents, node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: f.srv.URL}}}, node.Options{Release: f.release}))
 	// Another node user, or the project moved: refused, node.json unchanged.
@@ -125,7 +128,7 @@ func TestLoginRefusals(t *testing.T) {
 	}{
 		{"../x", []string{`login: "../x" is not a login`}},
 		{"ocxd.lock", []string{"ocxd"}},
-		{"hook.log", []string{"hook and hook.* name the hook's own files"}},
+		{"hook.log", []string{`"hook.log" names one of the agents root's own files`}},
 		{"nobody", []string{"nobody"}},
 		{"admin", []string{`"admin" is already a user of demo`, "not an agent login of this node"}},
 		{person, []string{`"alice" is already a user of demo`}},
