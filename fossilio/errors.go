@@ -23,7 +23,7 @@ var (
 	ErrMalformed = errors.New("fossilio: malformed artifact")
 	// ErrWrongKind: the artifact is of another kind than the caller asked for.
 	ErrWrongKind = errors.New("fossilio: artifact of another kind")
-	// ErrRefused: the server refused a write or a login.
+	// ErrRefused: the server refused a write, a fetch or a login.
 	ErrRefused = errors.New("fossilio: refused by the server")
 	// ErrPrivileged: admin (a) and setup (s) are never granted by OCX.
 	ErrPrivileged = errors.New("fossilio: admin and setup are never granted")
@@ -75,16 +75,21 @@ func (e *ParseError) Error() string {
 
 func (e *ParseError) Unwrap() error { return ErrMalformed }
 
-// RefusedError carries the reason a Fossil server gave for refusing a write.
+// RefusedError carries the reason a Fossil server gave for refusing a write
+// or a fetch.
 type RefusedError struct {
-	Op     string // e.g. "push"
+	Op     string // "push" or "fetch"
 	URL    string // the server, without credentials
 	Login  string
 	Reason string // the server's own words, decoded
 }
 
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("fossilio: %s to %s as %q: server refused: %s", e.Op, e.URL, e.Login, e.Reason)
+	prep := "to"
+	if e.Op != "push" {
+		prep = "from"
+	}
+	return fmt.Sprintf("fossilio: %s %s %s as %q: server refused: %s", e.Op, prep, e.URL, e.Login, e.Reason)
 }
 
 func (e *RefusedError) Unwrap() error { return ErrRefused }

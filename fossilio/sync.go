@@ -127,7 +127,7 @@ func (c *Client) push(ctx context.Context, artifacts ...[]byte) ([]string, error
 	sig := sha1Hex(nonce + sharedSecret(c.ProjectCode, c.Login, c.Password))
 	msg := "login " + Fossilize(c.Login) + " " + nonce + " " + sig + "\n" + payload.String()
 
-	reply, err := c.exchange(ctx, u, []byte(msg))
+	reply, err := c.exchange(ctx, "push", u, []byte(msg))
 	if err != nil {
 		return nil, err
 	}
@@ -161,14 +161,18 @@ func (c *Client) serverURL() (string, error) {
 	return u.String(), nil
 }
 
-// exchange posts one sync message and returns the reply. It sends it
-// uncompressed (application/x-fossil-uncompressed, which Fossil's server
-// accepts and answers in kind): an artifact is small, and compressing costs
-// both sides more than it saves on the wire.
-func (c *Client) exchange(ctx context.Context, u string, msg []byte) (string, error) {
+// exchange posts one sync message for op ("push", "fetch") and returns the
+// reply. It sends it uncompressed (application/x-fossil-uncompressed, which
+// Fossil's server accepts and answers in kind): an artifact is small, and
+// compressing costs both sides more than it saves on the wire.
+func (c *Client) exchange(ctx context.Context, op, u string, msg []byte) (string, error) {
+	where := op + " to " + u
+	if op != "push" {
+		where = op + " from " + u
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(msg))
 	if err != nil {
-		return "", fmt.Errorf("push to %s: %w", u, err)
+		return "", fmt.Errorf("%s: %w", where, err)
 	}
 	req.Header.Set("Content-Type", syncContentType)
 	hc := c.HTTP
@@ -177,19 +181,19 @@ func (c *Client) exchange(ctx context.Context, u string, msg []byte) (string, er
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("push to %s: %w", u, err)
+		return "", fmt.Errorf("%s: %w", where, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return "", fmt.Errorf("push to %s: read reply: %w", u, err)
+		return "", fmt.Errorf("%s: read reply: %w", where, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", &RefusedError{Op: "push", URL: u, Login: c.Login,
+		return "", &RefusedError{Op: op, URL: u, Login: c.Login,
 			Reason: fmt.Sprintf("HTTP %s: %s", resp.Status, snippet(data))}
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, syncContentType) {
-		return "", fmt.Errorf("push to %s: reply is %q, not a sync reply: %s", u, ct, snippet(data))
+		return "", fmt.Errorf("%s: reply is %q, not a sync reply: %s", where, ct, snippet(data))
 	}
 	return string(data), nil
 }
