@@ -1,0 +1,105 @@
+package fossilio
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+)
+
+// Sent is a forum post or a ticket change with its text, as SentBy lists it.
+type Sent struct {
+	Info // Kind is KindPost or KindTicketChange; Sender is the login asked for
+	// Text is a post's text, or what a ticket change adds to the ticket's
+	// icomment field.
+	Text string
+}
+
+// sentQuery lists a login's forum posts and ticket changes in the server's
+// order. Fossil indexes no receipt of a blob, so it starts from the events,
+// which name every post and ticket change once.
+const sentQuery = `SELECT b.uuid, b.rid, e.type, CASE WHEN d.rid IS NULL AND ?2 THEN b.content END
+FROM event e JOIN blob b ON b.rid=e.objid
+JOIN rcvfrom rf ON rf.rcvid=b.rcvid JOIN user u ON u.uid=rf.uid LEFT JOIN delta d ON d.rid=b.rid
+WHERE e.type IN ('f','t') AND u.login=?1 AND b.size>=0
+	AND NOT EXISTS(SELECT 1 FROM private p WHERE p.rid=b.rid)
+ORDER BY b.rcvid, b.rid`
+
+// SentBy lists the forum posts and ticket changes the node's repository
+// received from login (its receipts, never the name written inside), in the
+// server's order. A post is listed in its first version only, since an edit
+// never makes a note (protocol v1: a message is read from its first
+// version), and nothing awaiting moderation is listed. When holding is not
+// empty, only the artifacts whose bytes hold it are listed: every OCX note
+// holds "```json" (a W payload and a fossilized J value alike keep it as it
+// is), and the others are then never parsed. Only the node's repository
+// knows who sent what: on a clone SentBy is refused (ErrBadInput).
+func (r *Repo) SentBy(ctx context.Context, login, holding string) ([]Sent, error) {
+	if !r.node {
+		return nil, fmt.Errorf("list what %q sent in %s: %w: a clone does not know who sent what", login, r.path, ErrBadInput)
+	}
+	var out []Sent
+	err := r.read(ctx, "list what "+login+" sent", func(rd *reader) error {
+		type row struct {
+			hash, typ string
+			rid       int64
+			// raw is the stored content when it is whole (no delta), read
+			// in the same query so the filter costs no query of its own.
+			raw []byte
+		}
+		rows, err := rd.query(sentQuery, login, holding != "")
+		if err != nil {
+			return err
+		}
+		var list []row
+		for rows.Next() {
+			var x row
+			if err := rows.Scan(&x.hash, &x.rid, &x.typ, &x.raw); err != nil {
+				rows.Close()
+				return err
+			}
+			list = append(list, x)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, x := range list {
+			if holding != "" {
+				// The filter only passes over; what it keeps is read
+				// again below, its hash checked and its cards parsed.
+				data, err := inflate(x.raw)
+				if x.raw == nil || err != nil {
+					data, err = rd.content(x.rid, x.hash)
+				}
+				if err != nil {
+					return err
+				}
+				if !bytes.Contains(data, []byte(holding)) {
+					continue
+				}
+			}
+			switch x.typ {
+			case "f":
+				p, err := rd.post(x.hash)
+				if err != nil {
+					return err
+				}
+				if p.Edit {
+					continue
+				}
+				out = append(out, Sent{Info: p.Info, Text: p.Text})
+			case "t":
+				c, err := rd.ticketChange(x.hash)
+				if err != nil {
+					return err
+				}
+				out = append(out, Sent{Info: c.Info, Text: c.Comment})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
