@@ -1,0 +1,468 @@
+// Package listening keeps a workspace's listening index, WS/session/listening/
+// (D2): rebuilt from the listen and unlisten notes the node's repository
+// received from the workspace's agent login, and changed one listener at a
+// time by the tools, all under one lock, so the outcome never depends on
+// which of them ran first.
+package listening
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// stagePrefix begins the name of the directory a rebuild writes the new
+// index into, beside the index.
+const stagePrefix = ".listening."
+
+// LockWait bounds how long a change of the index waits for another to end.
+// Each holds the lock for one read of the node's repository and a few small
+// files, so a longer wait means something is stuck.
+const LockWait = 30 * time.Second
+
+// Own is a session's own record, which its index always names (contracts 7).
+type Own struct {
+	Kind messages.ListenKind // thread or ticket
+	ID   string              // the thread's root post, or the ticket's id
+}
+
+// OwnRecord tells what the record id is, from the node's repository: a
+// thread (id is a forum post; its thread's root is the record) or a ticket.
+func OwnRecord(ctx context.Context, node *fossilio.Repo, id string) (Own, error) {
+	info, err := node.Info(ctx, id)
+	if err == nil {
+		if info.Kind != fossilio.KindPost {
+			return Own{}, fmt.Errorf("record %s is a %s, not a thread or a ticket", id, info.Kind)
+		}
+		return Own{Kind: messages.ListenThread, ID: info.Root}, nil
+	}
+	if !errors.Is(err, fossilio.ErrNotFound) {
+		return Own{}, fmt.Errorf("record %s: %w", id, err)
+	}
+	changes, err := node.TicketChanges(ctx, id)
+	if err != nil {
+		return Own{}, fmt.Errorf("record %s is neither a post nor a ticket of %s: %w", id, node.Path(), err)
+	}
+	if len(changes) == 0 {
+		return Own{}, fmt.Errorf("record %s is neither a post nor a ticket of %s", id, node.Path())
+	}
+	return Own{Kind: messages.ListenTicket, ID: changes[0].Ticket}, nil
+}
+
+// Event is one listen or unlisten note the agent login sent.
+type Event struct {
+	messages.Listener
+	// On is true for a listen note, false for an unlisten note.
+	On bool
+	// Hash is the post or ticket change holding the note.
+	Hash string
+	// Time is the time written in it; Rcvid and Rid its place in the
+	// server's order, which decides which note is the latest.
+	Time       time.Time
+	Rcvid, Rid int64
+}
+
+// Events reads the listen and unlisten notes of workspace key that its agent
+// login sent, as the node's repository recorded the sender (D7), in the
+// server's order. A note in the agent's name sent by anyone else is not read.
+func Events(ctx context.Context, node *fossilio.Repo, key messages.WorkspaceKey) ([]Event, error) {
+	if !node.SendersKnown() {
+		return nil, fmt.Errorf("the listen notes of %s: %s is not the node's repository, where senders are known", key, node.Path())
+	}
+	sent, err := node.SentBy(ctx, key.Login, "```json")
+	if err != nil {
+		return nil, fmt.Errorf("the listen notes of %s: %w", key, err)
+	}
+	var out []Event
+	for _, s := range sent {
+		n, err := messages.ReadPost([]byte(s.Text))
+		if err != nil {
+			continue
+		}
+		e := Event{Hash: s.Hash, Time: s.Time, Rcvid: s.Rcvid, Rid: s.Rid}
+		switch n := n.(type) {
+		case *messages.ListenNote:
+			e.Listener, e.On = n.Listener, true
+		case *messages.UnlistenNote:
+			e.Listener = n.Listener
+		default:
+			continue
+		}
+		if e.Login != key.Login || e.Project != key.Project {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Want is the listening index the notes make (a pure function): the
+// session's own record, plus every listener of workspace key whose latest
+// note in the server's order is a listen note. It maps each file name of
+// WS/session/listening/ to its listener's kind.
+func Want(key messages.WorkspaceKey, own Own, events []Event) (map[string]messages.ListenKind, error) {
+	out := make(map[string]messages.ListenKind)
+	name, err := messages.ListeningFileName(own.Kind, own.ID)
+	if err != nil {
+		return nil, fmt.Errorf("listening file of the session's own record: %w", err)
+	}
+	out[name] = own.Kind
+	sorted := slices.Clone(events)
+	slices.SortStableFunc(sorted, func(a, b Event) int {
+		if a.Rcvid != b.Rcvid {
+			return cmp64(a.Rcvid, b.Rcvid)
+		}
+		return cmp64(a.Rid, b.Rid)
+	})
+	type listener struct {
+		kind  messages.ListenKind
+		names string
+	}
+	latest := make(map[listener]bool)
+	var order []listener
+	for _, e := range sorted {
+		if e.Login != key.Login || e.Project != key.Project {
+			continue
+		}
+		l := listener{e.Kind, e.Names}
+		if _, seen := latest[l]; !seen {
+			order = append(order, l)
+		}
+		latest[l] = e.On
+	}
+	for _, l := range order {
+		if !latest[l] {
+			continue
+		}
+		name, err := messages.ListeningFileName(l.kind, l.names)
+		if err != nil {
+			return nil, fmt.Errorf("listening file of %s %s: %w", l.kind, l.names, err)
+		}
+		out[name] = l.kind
+	}
+	return out, nil
+}
+
+func cmp64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Result says what a rebuild wrote.
+type Result struct {
+	// Files are the index's file names, sorted.
+	Files []string
+	// Notes is how many listen and unlisten notes of the workspace were read.
+	Notes int
+}
+
+// Rebuild rewrites the listening index of workspace ws from the node's
+// repository: the session's own record, plus the latest listen or unlisten
+// note of each listener that the agent login sent. It holds the index's lock
+// from the read of the repository to the last file written, so that a tool
+// changing one listener meanwhile (Set) either comes first, and its note is
+// read here, or comes after, and its change stands. The new index replaces the
+// old one at once (an exchange of directories), so a reader sees the one or
+// the other, never a mix; nothing is written through a symbolic link.
+func Rebuild(ctx context.Context, root *unixhost.Root, ws host.Workspace, node *fossilio.Repo, own Own) (Result, error) {
+	key := messages.WorkspaceKey{Login: ws.Key.Login, Project: ws.Key.Project}
+	var res Result
+	err := locked(ctx, root, ws, func(sess *os.File) error {
+		events, err := Events(ctx, node, key)
+		if err != nil {
+			return err
+		}
+		if afterRead != nil {
+			afterRead()
+		}
+		want, err := Want(key, own, events)
+		if err != nil {
+			return err
+		}
+		res.Notes = len(events)
+		for name := range want {
+			res.Files = append(res.Files, name)
+		}
+		sort.Strings(res.Files)
+		return replace(root, ws, sess, want)
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("rebuild the listening index of %s: %w", key, err)
+	}
+	return res, nil
+}
+
+// afterRead, when a test sets it, runs in Rebuild once the notes are read
+// and before the index is written: where a tool's change would meet it.
+var afterRead func()
+
+// RebuildFor opens the node's repository at repository, tells what the
+// session's own record is, and rebuilds the index (Rebuild): what the daemon
+// does just before it starts a session.
+func RebuildFor(ctx context.Context, root *unixhost.Root, ws host.Workspace, repository, record string) (Result, error) {
+	node, err := fossilio.OpenNode(repository, nil)
+	if err != nil {
+		return Result{}, fmt.Errorf("rebuild the listening index of %s: %w", ws.Key, err)
+	}
+	defer node.Close()
+	own, err := OwnRecord(ctx, node, record)
+	if err != nil {
+		return Result{}, fmt.Errorf("rebuild the listening index of %s: the session's own %w", ws.Key, err)
+	}
+	return Rebuild(ctx, root, ws, node, own)
+}
+
+// Set writes (on) or removes one listener's file of the index, under the
+// index's lock. A tool calls it once the listen or unlisten note is on the
+// node, so a rebuild that runs meanwhile either reads that note or runs
+// before this change, and the index ends as the notes say either way.
+func Set(ctx context.Context, root *unixhost.Root, ws host.Workspace, kind messages.ListenKind, names string, on bool) error {
+	file, err := messages.ListeningFileName(kind, names)
+	if err != nil {
+		return err
+	}
+	path, err := ws.Listening(file)
+	if err != nil {
+		return err
+	}
+	return locked(ctx, root, ws, func(*os.File) error {
+		if !on {
+			if err := root.Remove(path); err != nil {
+				return fmt.Errorf("remove %s from the listening index: %w", file, err)
+			}
+			return nil
+		}
+		if err := root.MkdirAll(ws.ListeningDir, 0o700); err != nil {
+			return err
+		}
+		if err := root.WriteFile(path, messages.ListeningFileContent(kind), 0o600); err != nil {
+			return fmt.Errorf("write %s into the listening index: %w", file, err)
+		}
+		return nil
+	})
+}
+
+// locked runs fn holding the index's lock: a flock on the workspace's
+// session directory (made when missing), opened without following a link.
+// The directory itself is the lock because it is never replaced, unlike the
+// index directory inside it, and so no file is added to the layout for it.
+func locked(ctx context.Context, root *unixhost.Root, ws host.Workspace, fn func(sess *os.File) error) error {
+	if err := root.MkdirAll(ws.Session, 0o700); err != nil {
+		return err
+	}
+	sess, err := root.OpenFile(ws.Session, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	if err := lock(ctx, sess); err != nil {
+		return err
+	}
+	// Closing the directory releases the lock; it is released explicitly
+	// first so that a long close cannot hold it.
+	defer unix.Flock(int(sess.Fd()), unix.LOCK_UN)
+	return fn(sess)
+}
+
+// lock takes an exclusive flock on f, waiting at most LockWait (or until ctx
+// ends) while another holds it.
+func lock(ctx context.Context, f *os.File) error {
+	deadline := time.Now().Add(LockWait)
+	delay := time.Millisecond
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		switch {
+		case err == nil:
+			return nil
+		case err == unix.EINTR:
+			continue
+		case err != unix.EWOULDBLOCK:
+			return &os.PathError{Op: "lock the listening index", Path: f.Name(), Err: err}
+		case time.Now().After(deadline):
+			return &os.PathError{Op: "lock the listening index", Path: f.Name(), Err: fmt.Errorf("still held by another after %s", LockWait)}
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("lock the listening index %s: %w", f.Name(), ctx.Err())
+		case <-t.C:
+		}
+		delay = min(delay*2, 10*time.Millisecond)
+	}
+}
+
+// replace makes the index exactly want: the files are written into a new
+// directory beside the index, which is then exchanged with the index in one
+// rename, and the old one removed. On a file system that cannot exchange
+// (renameat2's RENAME_EXCHANGE), the new files are written into the index
+// first and the stale ones removed after, so a listener the notes still name
+// is never missing. Every name is opened relative to the session directory,
+// which was opened without following links, and with O_NOFOLLOW.
+func replace(root *unixhost.Root, ws host.Workspace, sess *os.File, want map[string]messages.ListenKind) error {
+	sfd := int(sess.Fd())
+	const index = "listening"
+	if filepath.Base(ws.ListeningDir) != index || filepath.Dir(ws.ListeningDir) != ws.Session {
+		return fmt.Errorf("the listening index %s is not %s/%s", ws.ListeningDir, ws.Session, index)
+	}
+	// A staging directory left by a rebuild that died midway goes first.
+	if names, err := readNames(sfd, ".", ws.Session); err == nil {
+		for _, n := range names {
+			if strings.HasPrefix(n, stagePrefix) {
+				root.RemoveAll(filepath.Join(ws.Session, n))
+			}
+		}
+	}
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	stage := stagePrefix + hex.EncodeToString(rnd[:])
+	stagePath := filepath.Join(ws.Session, stage)
+	if err := unix.Mkdirat(sfd, stage, 0o700); err != nil {
+		return &os.PathError{Op: "mkdir", Path: stagePath, Err: err}
+	}
+	// Whatever is left at the staging name at the end goes: the new files
+	// when they were not used, or the old index after the exchange.
+	stageIsIndex := false
+	defer func() {
+		if !stageIsIndex {
+			root.RemoveAll(stagePath)
+		}
+	}()
+	if err := writeFiles(sfd, stage, stagePath, want); err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	err := unix.Fstatat(sfd, index, &st, unix.AT_SYMLINK_NOFOLLOW)
+	switch {
+	case err == unix.ENOENT:
+		if err := unix.Renameat2(sfd, stage, sfd, index, unix.RENAME_NOREPLACE); err != nil {
+			return &os.LinkError{Op: "rename", Old: stagePath, New: ws.ListeningDir, Err: err}
+		}
+		stageIsIndex = true
+	case err != nil:
+		return &os.PathError{Op: "stat", Path: ws.ListeningDir, Err: err}
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		// A file or a link where the index should be is replaced, never
+		// followed.
+		if err := unix.Unlinkat(sfd, index, 0); err != nil {
+			return &os.PathError{Op: "remove", Path: ws.ListeningDir, Err: err}
+		}
+		if err := unix.Renameat2(sfd, stage, sfd, index, unix.RENAME_NOREPLACE); err != nil {
+			return &os.LinkError{Op: "rename", Old: stagePath, New: ws.ListeningDir, Err: err}
+		}
+		stageIsIndex = true
+	default:
+		err := unix.Renameat2(sfd, stage, sfd, index, unix.RENAME_EXCHANGE)
+		if err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP {
+			if err := rewriteInPlace(root, ws, sfd, index, want); err != nil {
+				return err
+			}
+			break
+		}
+		if err != nil {
+			return &os.LinkError{Op: "exchange", Old: stagePath, New: ws.ListeningDir, Err: err}
+		}
+		// The old index is now at the staging name, and goes.
+	}
+	if err := unix.Fsync(sfd); err != nil {
+		return &os.PathError{Op: "sync", Path: ws.Session, Err: err}
+	}
+	return nil
+}
+
+// writeFiles writes each listener's file into the directory dir of sfd.
+func writeFiles(sfd int, dir, dirPath string, want map[string]messages.ListenKind) error {
+	dfd, err := unix.Openat(sfd, dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: dirPath, Err: err}
+	}
+	defer unix.Close(dfd)
+	for name, kind := range want {
+		if err := writeAt(dfd, name, messages.ListeningFileContent(kind)); err != nil {
+			return &os.PathError{Op: "write", Path: filepath.Join(dirPath, name), Err: err}
+		}
+	}
+	if err := unix.Fsync(dfd); err != nil {
+		return &os.PathError{Op: "sync", Path: dirPath, Err: err}
+	}
+	return nil
+}
+
+// writeAt writes a whole small file name in dfd: a temporary file beside it,
+// synced, then renamed over it, never through a link.
+func writeAt(dfd int, name string, data []byte) error {
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	tmp := "." + name + ".tmp" + hex.EncodeToString(rnd[:])
+	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(dfd, tmp, dfd, name)
+	}
+	if err != nil {
+		unix.Unlinkat(dfd, tmp, 0)
+	}
+	return err
+}
+
+// rewriteInPlace makes the index want where directories cannot be
+// exchanged: new files first, then the stale ones removed.
+func rewriteInPlace(root *unixhost.Root, ws host.Workspace, sfd int, index string, want map[string]messages.ListenKind) error {
+	if err := writeFiles(sfd, index, ws.ListeningDir, want); err != nil {
+		return err
+	}
+	names, err := readNames(sfd, index, ws.ListeningDir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if _, ok := want[n]; ok {
+			continue
+		}
+		if err := root.RemoveAll(filepath.Join(ws.ListeningDir, n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readNames lists the directory dir of sfd, opened without following a link.
+func readNames(sfd int, dir, dirPath string) ([]string, error) {
+	fd, err := unix.Openat(sfd, dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dirPath, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), dirPath)
+	defer f.Close()
+	return f.Readdirnames(-1)
+}

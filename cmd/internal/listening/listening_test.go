@@ -1,0 +1,495 @@
+package listening
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/itest/harness"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// node is a real fossil server on 127.0.0.1 with two agent logins, ann (the
+// workspace's) and bea (another agent's, who may push anything), an agents
+// root, and ann's workspace of project demo.
+type node struct {
+	t     *testing.T
+	ctx   context.Context
+	srv   *harness.Server
+	repo  *fossilio.Repo
+	admin *fossilio.Client
+	ann   *fossilio.Client
+	bea   *fossilio.Client
+	root  *unixhost.Root
+	ws    host.Workspace
+	key   messages.WorkspaceKey
+}
+
+func newNode(t *testing.T) *node {
+	t.Helper()
+	srv := harness.StartServer(t, harness.Options{Users: []harness.User{
+		{Login: "ann", Password: "ann-pw", Caps: fossilio.AgentCaps},
+		{Login: "bea", Password: "bea-pw", Caps: fossilio.AgentCaps},
+	}})
+	repo, err := fossilio.OpenNode(srv.Repo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { repo.Close() })
+	agents := filepath.Join(t.TempDir(), "agents")
+	if err := os.MkdirAll(agents, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := host.NewLayout(agents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := l.Workspace(host.Key{Login: "ann", Project: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(ws.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	root, err := unixhost.OpenRoot(agents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	client := func(login, pw string) *fossilio.Client {
+		return &fossilio.Client{URL: srv.URL, Login: login, Password: pw, ProjectCode: srv.ProjectCode}
+	}
+	return &node{t: t, ctx: context.Background(), srv: srv, repo: repo, root: root, ws: ws,
+		key:   messages.WorkspaceKey{Login: "ann", Project: "demo"},
+		admin: client(srv.AdminLogin, srv.AdminPassword), ann: client("ann", "ann-pw"), bea: client("bea", "bea-pw")}
+}
+
+func (n *node) thread(title string) string {
+	n.t.Helper()
+	h, err := n.admin.NewThread(n.ctx, title, "a thread")
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return h
+}
+
+// note writes a listen (on) or unlisten note for ann's workspace as c, where
+// the tools write it: on the thread or ticket listened to, or on the thread
+// at for a branch.
+func (n *node) note(c *fossilio.Client, on bool, kind messages.ListenKind, names, at string) string {
+	n.t.Helper()
+	l := messages.Listener{Login: "ann", Project: "demo", Kind: kind, Names: names}
+	var note messages.Note = &messages.ListenNote{Listener: l}
+	if !on {
+		note = &messages.UnlistenNote{Listener: l}
+	}
+	block, err := note.Encode()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	var h string
+	switch kind {
+	case messages.ListenTicket:
+		h, err = c.ChangeTicket(n.ctx, names, fossilio.Field{Name: "+icomment", Value: "Listening.\n\n" + string(block)})
+	case messages.ListenThread:
+		h, err = c.Reply(n.ctx, names, names, "Listening.\n\n"+string(block))
+	default:
+		h, err = c.Reply(n.ctx, at, at, "Listening.\n\n"+string(block))
+	}
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return h
+}
+
+// index reads the listening index as "KIND NAMES", sorted, checking each
+// file as the hook reads it.
+func (n *node) index() []string {
+	n.t.Helper()
+	entries, err := os.ReadDir(n.ws.ListeningDir)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(n.ws.ListeningDir, e.Name()))
+		if err != nil {
+			n.t.Fatal(err)
+		}
+		kind, names, err := messages.ParseListeningFile(e.Name(), b)
+		if err != nil {
+			n.t.Errorf("listening file %s: %v", e.Name(), err)
+		}
+		out = append(out, string(kind)+" "+names)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sorted(s ...string) []string {
+	slices.Sort(s)
+	return s
+}
+
+func TestRebuildFromWhatTheAgentSent(t *testing.T) {
+	n := newNode(t)
+	ctx := n.ctx
+	t1, t2, t3, t4, own := n.thread("one"), n.thread("two"), n.thread("three"), n.thread("four"), n.thread("own")
+	_, k1, err := n.admin.NewTicket(ctx, fossilio.Field{Name: "title", Value: "a ticket"}, fossilio.Field{Name: "icomment", Value: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.note(n.ann, true, messages.ListenThread, t1, "")
+	n.note(n.ann, true, messages.ListenTicket, k1, "")
+	n.note(n.ann, true, messages.ListenThread, t2, "")
+	n.note(n.ann, false, messages.ListenThread, t2, "")
+	n.note(n.ann, true, messages.ListenBranch, "feature/x", own)
+	// bea, who may push as any agent may, writes a listen note in ann's
+	// name: the node knows bea sent it, and it is not ann's.
+	forged := n.note(n.bea, true, messages.ListenThread, t3, "")
+	if info, err := n.repo.Info(ctx, forged); err != nil || info.Sender != "bea" {
+		t.Fatalf("the forged note's sender: %+v, %v", info, err)
+	}
+	// An edit never makes a note: only a post's first version counts.
+	plain, err := n.ann.Reply(ctx, t4, t4, "just words")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := n.repo.Post(ctx, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := (&messages.ListenNote{Listener: messages.Listener{Login: "ann", Project: "demo", Kind: messages.ListenThread, Names: t4}}).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.ann.Edit(ctx, p, string(block)); err != nil {
+		t.Fatal(err)
+	}
+
+	// What was there before: a stale file, and a staging directory a
+	// rebuild that died midway left.
+	if err := os.MkdirAll(n.ws.ListeningDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(n.ws.ListeningDir, strings.Repeat("ab", 20)), []byte("thread\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(n.ws.Session, ".listening.dead", "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := Rebuild(ctx, n.root, n.ws, n.repo, Own{Kind: messages.ListenThread, ID: own})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sorted("branch feature/x", "thread "+own, "thread "+t1, "ticket "+k1)
+	if got := n.index(); !slices.Equal(got, want) {
+		t.Errorf("listening index:\n got %q\nwant %q", got, want)
+	}
+	if res.Notes != 5 || len(res.Files) != 4 || !slices.Contains(res.Files, "branch-feature%2Fx") {
+		t.Errorf("result %+v", res)
+	}
+	entries, err := os.ReadDir(n.ws.Session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".listening") {
+			t.Errorf("%s left in the session directory", e.Name())
+		}
+	}
+
+	// The notes change; the next rebuild follows them.
+	n.note(n.ann, false, messages.ListenThread, t1, "")
+	n.note(n.ann, true, messages.ListenThread, t3, "")
+	if _, err := RebuildFor(ctx, n.root, n.ws, n.srv.Repo, k1); err != nil {
+		t.Fatal(err)
+	}
+	want = sorted("branch feature/x", "thread "+t3, "ticket "+k1)
+	if got := n.index(); !slices.Equal(got, want) {
+		t.Errorf("listening index after the second rebuild:\n got %q\nwant %q", got, want)
+	}
+}
+
+// A link planted where the index or the session directory should be is
+// never followed: the index is made in its place, below the workspace.
+func TestRebuildFollowsNoLink(t *testing.T) {
+	n := newNode(t)
+	own := n.thread("own")
+	outside := t.TempDir()
+	if err := os.MkdirAll(n.ws.Session, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, n.ws.ListeningDir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Rebuild(n.ctx, n.root, n.ws, n.repo, Own{Kind: messages.ListenThread, ID: own}); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.index(); !slices.Equal(got, []string{"thread " + own}) {
+		t.Errorf("listening index %q", got)
+	}
+	if st, err := os.Lstat(n.ws.ListeningDir); err != nil || !st.IsDir() {
+		t.Errorf("the index is not a directory: %v, %v", st, err)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("written through the link: %v", entries)
+	}
+
+	// The session directory itself a link: refused, nothing written there.
+	if err := os.RemoveAll(n.ws.Session); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, n.ws.Session); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Rebuild(n.ctx, n.root, n.ws, n.repo, Own{Kind: messages.ListenThread, ID: own}); err == nil {
+		t.Error("a rebuild through a linked session directory succeeded")
+	}
+	if err := Set(n.ctx, n.root, n.ws, messages.ListenThread, own, true); err == nil {
+		t.Error("a listener written through a linked session directory")
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("written through the link: %v", entries)
+	}
+}
+
+// A tool's change (its note on the node, then Set) meeting a rebuild that
+// read the node just before that note: the rebuild holds the lock until it
+// has written, so the tool's change comes after and stands. Without the lock
+// the tool would write into the index the rebuild is about to replace.
+func TestSetDuringARebuildStands(t *testing.T) {
+	n := newNode(t)
+	own := Own{Kind: messages.ListenThread, ID: n.thread("own")}
+	want := []string{"thread " + own.ID}
+	t1 := n.thread("listened")
+	for _, on := range []bool{true, false} {
+		other, err := unixhost.OpenRoot(n.root.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		afterRead = func() {
+			// The tool: its note reaches the node after the rebuild read
+			// it, then it changes the index.
+			n.note(n.ann, on, messages.ListenThread, t1, "")
+			go func() { done <- Set(n.ctx, other, n.ws, messages.ListenThread, t1, on) }()
+		}
+		res, err := Rebuild(n.ctx, n.root, n.ws, n.repo, own)
+		afterRead = nil
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		other.Close()
+		if slices.Contains(res.Files, t1) == on {
+			t.Fatalf("the rebuild read the tool's note (listen %v): %+v", on, res)
+		}
+		want = []string{"thread " + own.ID}
+		if on {
+			want = sorted(want[0], "thread "+t1)
+		}
+		if got := n.index(); !slices.Equal(got, want) {
+			t.Errorf("after a rebuild and a tool's change (listen %v):\n got %q\nwant %q", on, got, want)
+		}
+	}
+}
+
+// Tools and rebuilds at once, many times: whatever the order, the index
+// ends as the notes on the node say.
+func TestConcurrentSetsAndRebuildsEndAsTheNotesSay(t *testing.T) {
+	n := newNode(t)
+	own := Own{Kind: messages.ListenThread, ID: n.thread("own")}
+	threads := []string{n.thread("a"), n.thread("b"), n.thread("c")}
+	var tools, rebuilds sync.WaitGroup
+	stop := make(chan struct{})
+	errs := make(chan error, 100)
+	for _, th := range threads {
+		tools.Add(1)
+		go func() {
+			defer tools.Done()
+			r, err := unixhost.OpenRoot(n.root.Path())
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer r.Close()
+			for i := range 6 {
+				on := i%2 == 0
+				if err := n.noteErr(on, th); err != nil {
+					errs <- err
+					return
+				}
+				if err := Set(n.ctx, r, n.ws, messages.ListenThread, th, on); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for range 2 {
+		rebuilds.Add(1)
+		go func() {
+			defer rebuilds.Done()
+			repo, err := fossilio.OpenNode(n.srv.Repo, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer repo.Close()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := Rebuild(n.ctx, n.root, n.ws, repo, own); err != nil {
+					errs <- err
+					return
+				}
+				// A pause between rebuilds lets the tools in: a lock
+				// taken by polling favours whoever takes it again at
+				// once, and no daemon rebuilds in a loop.
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+	}
+	tools.Wait()
+	close(stop)
+	rebuilds.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	events, err := Events(n.ctx, n.repo, n.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Want(n.key, own, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantKeys []string
+	for name, kind := range want {
+		wantKeys = append(wantKeys, string(kind)+" "+name)
+	}
+	slices.Sort(wantKeys)
+	// Each thread's last note was an unlisten note.
+	if !slices.Equal(wantKeys, []string{"thread " + own.ID}) {
+		t.Fatalf("the notes say %q", wantKeys)
+	}
+	if got := n.index(); !slices.Equal(got, wantKeys) {
+		t.Errorf("the index after the race:\n got %q\nwant %q", got, wantKeys)
+	}
+}
+
+// noteErr is note for goroutines: an error instead of a fatal.
+func (n *node) noteErr(on bool, thread string) error {
+	l := messages.Listener{Login: "ann", Project: "demo", Kind: messages.ListenThread, Names: thread}
+	var note messages.Note = &messages.ListenNote{Listener: l}
+	if !on {
+		note = &messages.UnlistenNote{Listener: l}
+	}
+	block, err := note.Encode()
+	if err != nil {
+		return err
+	}
+	_, err = n.ann.Reply(n.ctx, thread, thread, string(block))
+	return err
+}
+
+func TestOwnRecord(t *testing.T) {
+	n := newNode(t)
+	ctx := n.ctx
+	root := n.thread("own")
+	reply, err := n.admin.Reply(ctx, root, root, "a reply")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err := OwnRecord(ctx, n.repo, reply); err != nil || o != (Own{messages.ListenThread, root}) {
+		t.Errorf("a reply's record: %+v, %v", o, err)
+	}
+	_, k, err := n.admin.NewTicket(ctx, fossilio.Field{Name: "title", Value: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err := OwnRecord(ctx, n.repo, k); err != nil || o != (Own{messages.ListenTicket, k}) {
+		t.Errorf("a ticket: %+v, %v", o, err)
+	}
+	checkin := strings.Trim(mustSQL(t, n, "SELECT uuid FROM blob WHERE rid=(SELECT min(objid) FROM event WHERE type='ci')"), "'")
+	if _, err := OwnRecord(ctx, n.repo, checkin); err == nil || !strings.Contains(err.Error(), "check-in") {
+		t.Errorf("a check-in as a record: %v", err)
+	}
+	if _, err := OwnRecord(ctx, n.repo, strings.Repeat("ab", 20)); err == nil {
+		t.Error("an unknown record: no error")
+	}
+	if _, err := RebuildFor(ctx, n.root, n.ws, filepath.Join(t.TempDir(), "none.fossil"), root); err == nil {
+		t.Error("a repository that does not exist: no error")
+	}
+	// Senders are unknown in a clone: a rebuild from one is refused.
+	clone, err := fossilio.OpenClone(n.srv.Repo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer clone.Close()
+	if _, err := Rebuild(ctx, n.root, n.ws, clone, Own{messages.ListenThread, root}); err == nil || !strings.Contains(err.Error(), "senders are known") {
+		t.Errorf("a rebuild from a clone: %v", err)
+	}
+}
+
+func mustSQL(t *testing.T, n *node, q string) string {
+	t.Helper()
+	out, err := n.srv.Fossil("sql", "-R", n.srv.Repo, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
+}
+
+// A lock held elsewhere makes a change wait, and a change whose context ends
+// while it waits says so and writes nothing.
+func TestSetWaitsForTheLock(t *testing.T) {
+	n := newNode(t)
+	th := n.thread("t")
+	held := make(chan struct{})
+	release := make(chan struct{})
+	go func() {
+		_ = locked(n.ctx, n.root, n.ws, func(*os.File) error {
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+	ctx, cancel := context.WithTimeout(n.ctx, 200*time.Millisecond)
+	err := Set(ctx, n.root, n.ws, messages.ListenThread, th, true)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a change while the lock is held: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(n.ws.ListeningDir, th)); !os.IsNotExist(err) {
+		t.Errorf("the file was written without the lock: %v", err)
+	}
+	close(release)
+	if err := Set(n.ctx, n.root, n.ws, messages.ListenThread, th, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.index(); !slices.Equal(got, []string{"thread " + th}) {
+		t.Errorf("index %q", got)
+	}
+	if err := Set(n.ctx, n.root, n.ws, messages.ListenThread, "not-a-hash", true); err == nil {
+		t.Error("a thread that is not a hash: no error")
+	}
+}
