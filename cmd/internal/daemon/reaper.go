@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -142,9 +143,10 @@ func (r *reaper) launcher() *unixhost.Launcher {
 // Spawn starts `workspace serve KEY --root AGENTS --launch HASH` as the
 // daemon's child in the workspace's sandbox (contracts 1): the release's
 // workspace program, the sandbox checked against the node's own files, the
-// session directory and wake pipe made, exactly the environment the contract
-// gives. The launcher registers the child before Spawn returns, and reports
-// its end only after.
+// session directory and wake pipe made, the listening index rebuilt from the
+// node's repository, exactly the environment the contract gives. The
+// launcher registers the child before Spawn returns, and reports its end
+// only after.
 func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.ProcID, error) {
 	var none messages.ProcID
 	key := host.Key{Login: l.Workspace.Login, Project: l.Workspace.Project}
@@ -187,6 +189,16 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if err := r.root.Mkfifo(ws.Wake, 0o600); err != nil {
 		return none, fmt.Errorf("make the wake pipe: %w", err)
 	}
+	// The listening index is rebuilt from the node's repository, which
+	// knows who sent each listen note (D7); the session in its sandbox
+	// cannot, so a note another user pushed in the agent's name would
+	// otherwise count.
+	idx, err := listening.RebuildFor(ctx, r.root, ws, l.Repository, l.Record)
+	if err != nil {
+		return none, err
+	}
+	r.log.Info("listening index rebuilt", slog.String(actors.KeyWorkspace, key.String()),
+		slog.String("files", strings.Join(idx.Files, ",")), slog.Int("notes", idx.Notes))
 	spec := host.SpawnSpec{
 		Path: prog,
 		Args: []string{prog, "serve", key.String(), "--root", r.layout.Root(), "--launch", l.Hash},
