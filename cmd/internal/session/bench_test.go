@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -8,29 +9,35 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// pullRe finds the time a session spent pulling for each post it read.
-var pullRe = regexp.MustCompile(`event=read post=[0-9a-f]+ pull=(\S+) read=(\S+)`)
+// readRe finds how a session read each post it was woken for, and how long
+// reading took (a fetch, or a pull and a read of the clone).
+var readRe = regexp.MustCompile(`event=read post=[0-9a-f]+ how=(\w+) took=(\S+)`)
 
 // BenchmarkRoundTrip measures a post's round trip through a session: from
 // the wake line written, as the hook writes it, to the agent's reply on the
 // node's record, with the stand-in runner answering at once. The post itself
-// is written before the clock runs. It reports the share of the round trip
-// the session spent pulling its clone.
+// is written before the clock runs. Both ways a session reads the post run in
+// the same benchmark: fetched alone over sync (the session's way), and the
+// whole clone pulled first (OCX_SESSION_READ=pull, the way before it). It
+// reports the time spent reading and its share of the round trip.
 func BenchmarkRoundTrip(b *testing.B) {
-	for _, sandboxed := range []bool{false, true} {
-		name := "unsandboxed"
-		if sandboxed {
-			name = "bwrap"
+	for _, how := range []string{"fetch", "pull"} {
+		for _, sandboxed := range []bool{false, true} {
+			name := how + "/unsandboxed"
+			if sandboxed {
+				name = how + "/bwrap"
+			}
+			b.Run(name, func(b *testing.B) { benchRoundTrip(b, how, sandboxed) })
 		}
-		b.Run(name, func(b *testing.B) { benchRoundTrip(b, sandboxed) })
 	}
 }
 
-func benchRoundTrip(b *testing.B, sandboxed bool) {
+func benchRoundTrip(b *testing.B, how string, sandboxed bool) {
 	n := newNode(b)
 	w := n.workspace("bench-1")
 	r := w.record(messages.ListenThread, "Answer quickly.", llm(messages.Stays), "")
-	p := w.serve(r.launch, sandboxed)
+	argv := []string{filepath.Join(release, "workspace"), "serve", w.key.String(), "--root", n.agents, "--launch", r.launch}
+	p := w.spawn(argv, sandboxed, []string{"OCX_SESSION_READ=" + how})
 	w.waitLog("event=ready", 1)
 	var total time.Duration
 	b.ResetTimer()
@@ -46,21 +53,24 @@ func benchRoundTrip(b *testing.B, sandboxed bool) {
 		total += time.Since(start)
 	}
 	b.StopTimer()
-	var pulling time.Duration
+	var reading time.Duration
 	reads := 0
-	for _, m := range pullRe.FindAllStringSubmatch(w.logText(), -1) {
-		d, err := time.ParseDuration(m[1])
+	for _, m := range readRe.FindAllStringSubmatch(w.logText(), -1) {
+		if m[1] != how {
+			b.Fatalf("a post read by %s in the %s benchmark", m[1], how)
+		}
+		d, err := time.ParseDuration(m[2])
 		if err != nil {
 			b.Fatal(err)
 		}
-		pulling += d
+		reading += d
 		reads++
 	}
 	if reads != b.N {
 		b.Fatalf("the log has %d reads for %d posts", reads, b.N)
 	}
-	b.ReportMetric(float64(pulling.Nanoseconds())/float64(b.N), "pull-ns/op")
-	b.ReportMetric(float64(pulling)/float64(total), "pull-share")
+	b.ReportMetric(float64(reading.Nanoseconds())/float64(b.N), "read-ns/op")
+	b.ReportMetric(float64(reading)/float64(total), "read-share")
 	// TERM to bwrap would end bwrap alone (docs/host.md); a stop request
 	// reaches the session in or out of the sandbox.
 	w.wake(w.post(n.admin, r, "OCX stop"))

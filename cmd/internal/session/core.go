@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -39,6 +39,32 @@ type Post struct {
 	Edit bool
 	// Time is the time written in the post.
 	Time time.Time
+}
+
+// PostOf reads a post from its own artifact, as the session fetched it: a
+// forum post's thread is its G card (the thread's first post), or the post
+// itself when it opens a thread; it is an edit when it names the version it
+// replaces (P). A ticket change's record is its ticket (K), and its text what
+// it adds to the ticket's comment (+icomment, or icomment).
+func PostOf(hash string, a *fossilio.Artifact) (Post, error) {
+	switch a.Type {
+	case fossilio.TypeForum:
+		root := a.ThreadRoot
+		if root == "" {
+			root = hash
+		}
+		return Post{Hash: hash, Kind: messages.ListenThread, Record: root, Author: a.User, Text: string(a.Text),
+			Edit: len(a.Parents) > 0, Time: a.Date}, nil
+	case fossilio.TypeTicket:
+		p := Post{Hash: hash, Kind: messages.ListenTicket, Record: strings.ToLower(a.Ticket), Author: a.User, Time: a.Date}
+		for _, f := range a.Fields {
+			if f.Name == "+icomment" || f.Name == "icomment" {
+				p.Text = f.Value
+			}
+		}
+		return p, nil
+	}
+	return Post{}, fmt.Errorf("%s is a %s, not a forum post or a ticket change", hash, a.Type)
 }
 
 // From is who sent the post, when that is known.
@@ -284,7 +310,8 @@ func (in RunnerInput) Line() []byte {
 	return b.Bytes()
 }
 
-// ListenEvent is one listen or unlisten note the agent wrote.
+// ListenEvent is one listen or unlisten note the agent wrote, as the
+// session reads it to tell where it starts answering on a record.
 type ListenEvent struct {
 	messages.Listener
 	// On is true for a listen note, false for an unlisten note.
@@ -293,66 +320,6 @@ type ListenEvent struct {
 	// place in the clone: together they order the notes.
 	Time       time.Time
 	Rcvid, Rid int64
-}
-
-// Listening is the listening index a session rebuilds when it starts
-// (contracts 7): its own record, plus every listener of its workspace whose
-// latest note is a listen note. It maps each file name of
-// WS/session/listening/ to the listener's kind.
-func Listening(key messages.WorkspaceKey, ownKind messages.ListenKind, ownRecord string, events []ListenEvent) (map[string]messages.ListenKind, error) {
-	out := make(map[string]messages.ListenKind)
-	name, err := messages.ListeningFileName(ownKind, ownRecord)
-	if err != nil {
-		return nil, fmt.Errorf("listening file of the session's own record: %w", err)
-	}
-	out[name] = ownKind
-	sorted := slices.Clone(events)
-	slices.SortStableFunc(sorted, func(a, b ListenEvent) int {
-		if c := a.Time.Compare(b.Time); c != 0 {
-			return c
-		}
-		if a.Rcvid != b.Rcvid {
-			return cmp64(a.Rcvid, b.Rcvid)
-		}
-		return cmp64(a.Rid, b.Rid)
-	})
-	type listener struct {
-		kind  messages.ListenKind
-		names string
-	}
-	latest := make(map[listener]bool)
-	var order []listener
-	for _, e := range sorted {
-		if e.Login != key.Login || e.Project != key.Project {
-			continue
-		}
-		l := listener{e.Kind, e.Names}
-		if _, seen := latest[l]; !seen {
-			order = append(order, l)
-		}
-		latest[l] = e.On
-	}
-	for _, l := range order {
-		if !latest[l] {
-			continue
-		}
-		name, err := messages.ListeningFileName(l.kind, l.names)
-		if err != nil {
-			return nil, fmt.Errorf("listening file of %s %s: %w", l.kind, l.names, err)
-		}
-		out[name] = l.kind
-	}
-	return out, nil
-}
-
-func cmp64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // LatestListen returns the latest of events (by the time written in them,

@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"pgregory.net/rapid"
-
 	"github.com/ocx-go/ocx/cmd/internal/session"
+	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -192,83 +191,53 @@ func TestRunnerInputIsOneLine(t *testing.T) {
 	}
 }
 
-func TestListening(t *testing.T) {
-	key := messages.WorkspaceKey{Login: "agent-1", Project: "demo"}
-	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
-	l := func(kind messages.ListenKind, names string) messages.Listener {
-		return messages.Listener{Login: "agent-1", Project: "demo", Kind: kind, Names: names}
-	}
-	events := []session.ListenEvent{
-		// Given out of order: the time written in the notes decides.
-		{Listener: l(messages.ListenThread, other), On: false, Time: at(3)},
-		{Listener: l(messages.ListenThread, other), On: true, Time: at(1)},
-		{Listener: l(messages.ListenBranch, "a/b"), On: true, Time: at(2)},
-		{Listener: l(messages.ListenTicket, strings.Repeat("4", 40)), On: true, Time: at(2)},
-		{Listener: l(messages.ListenTicket, strings.Repeat("4", 40)), On: false, Time: at(2), Rcvid: 9},
-		{Listener: messages.Listener{Login: "agent-2", Project: "demo", Kind: messages.ListenThread, Names: ph}, On: true, Time: at(1)},
-		{Listener: messages.Listener{Login: "agent-1", Project: "other", Kind: messages.ListenThread, Names: ph}, On: true, Time: at(1)},
-		// An unlisten of the own record leaves it: a session hears its record.
-		{Listener: l(messages.ListenThread, own), On: false, Time: at(5)},
-	}
-	got, err := session.Listening(key, messages.ListenThread, own, events)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]messages.ListenKind{own: messages.ListenThread, "branch-a%2Fb": messages.ListenBranch}
-	if len(got) != len(want) {
-		t.Fatalf("got %v, want %v", got, want)
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("got %v, want %v", got, want)
-		}
-	}
-}
-
-// TestListeningIsTheLatestNote: whatever the notes and their order, a
-// listener is in the index exactly when its latest note is a listen note.
-func TestListeningIsTheLatestNote(t *testing.T) {
-	key := messages.WorkspaceKey{Login: "agent-1", Project: "demo"}
-	branches := []string{"trunk", "dev", "a/b", "100% x"}
-	rapid.Check(t, func(t *rapid.T) {
-		n := rapid.IntRange(0, 30).Draw(t, "n")
-		events := make([]session.ListenEvent, n)
-		latest := map[string]session.ListenEvent{}
-		for i := range events {
-			b := rapid.SampledFrom(branches).Draw(t, "branch")
-			e := session.ListenEvent{
-				Listener: messages.Listener{Login: "agent-1", Project: "demo", Kind: messages.ListenBranch, Names: b},
-				On:       rapid.Bool().Draw(t, "on"),
-				// Distinct times, drawn in any order.
-				Time: time.Unix(int64(rapid.IntRange(0, 1000).Draw(t, "time"))*100+int64(i), 0),
-			}
-			events[i] = e
-			if prev, ok := latest[b]; !ok || e.Time.After(prev.Time) {
-				latest[b] = e
-			}
-		}
-		got, err := session.Listening(key, messages.ListenTicket, strings.Repeat("5", 40), events)
+// TestPostOf: a post read from its own cards, as the session fetches it,
+// says what reading it from a repository says.
+func TestPostOf(t *testing.T) {
+	d := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	parse := func(data []byte, err error) (string, *fossilio.Artifact) {
+		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got[strings.Repeat("5", 40)] != messages.ListenTicket {
-			t.Fatalf("the own record is missing: %v", got)
+		a, err := fossilio.Parse(data)
+		if err != nil {
+			t.Fatal(err)
 		}
-		count := 1
-		for b, e := range latest {
-			name, _ := messages.ListeningFileName(messages.ListenBranch, b)
-			_, in := got[name]
-			if in != e.On {
-				t.Fatalf("branch %q: in the index %v, latest note on=%v", b, in, e.On)
-			}
-			if e.On {
-				count++
-			}
+		return fossilio.HashOf(data), a
+	}
+	rh, ra := parse(fossilio.PostDraft{Date: d, User: "pat", Title: "A thread", Text: "opening"}.Bytes())
+	xh, xa := parse(fossilio.PostDraft{Date: d, User: "kim", Root: rh, InReplyTo: rh, Text: "a reply"}.Bytes())
+	eh, ea := parse(fossilio.PostDraft{Date: d, User: "kim", Root: rh, InReplyTo: rh, Prev: xh, Text: "edited"}.Bytes())
+	ticket := strings.Repeat("ab", 20)
+	th, ta := parse(fossilio.TicketDraft{Date: d, User: "pat", Ticket: ticket,
+		Fields: []fossilio.Field{{Name: "+icomment", Value: "more words"}, {Name: "status", Value: "Open"}}}.Bytes())
+	for _, c := range []struct {
+		hash string
+		a    *fossilio.Artifact
+		want session.Post
+	}{
+		{rh, ra, session.Post{Hash: rh, Kind: messages.ListenThread, Record: rh, Author: "pat", Text: "opening", Time: d}},
+		{xh, xa, session.Post{Hash: xh, Kind: messages.ListenThread, Record: rh, Author: "kim", Text: "a reply", Time: d}},
+		{eh, ea, session.Post{Hash: eh, Kind: messages.ListenThread, Record: rh, Author: "kim", Text: "edited", Edit: true, Time: d}},
+		{th, ta, session.Post{Hash: th, Kind: messages.ListenTicket, Record: ticket, Author: "pat", Text: "more words", Time: d}},
+	} {
+		got, err := session.PostOf(c.hash, c.a)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if len(got) != count {
-			t.Fatalf("index %v holds %d files, want %d", got, len(got), count)
+		if !got.Time.Equal(c.want.Time) {
+			t.Errorf("%s: time %v, want %v", c.hash, got.Time, c.want.Time)
 		}
-	})
+		got.Time = c.want.Time
+		if got != c.want {
+			t.Errorf("PostOf(%s):\n got %+v\nwant %+v", c.hash, got, c.want)
+		}
+	}
+	ch, ca := parse(fossilio.ControlDraft{Date: d, User: "pat", Tags: []fossilio.Tag{{Op: fossilio.TagAdd, Name: "ci", Target: rh, Value: "green"}}}.Bytes())
+	if _, err := session.PostOf(ch, ca); err == nil || !strings.Contains(err.Error(), "not a forum post or a ticket change") {
+		t.Errorf("a tag change as a post: %v", err)
+	}
 }
 
 func TestParseArgs(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
@@ -33,9 +34,35 @@ func (w *wsFixture) listenNote(c *fossilio.Client, on bool, where rec, kind mess
 	w.post(c, where, string(block))
 }
 
-func TestListeningIndexIsRebuiltFromTheNotes(t *testing.T) {
+// forgedListenNote pushes, as c (another login who may push), a listen note
+// in w's name on thread where, its U card naming w's login too: only the
+// node's receipt tells c sent it.
+func (w *wsFixture) forgedListenNote(c *fossilio.Client, where rec, kind messages.ListenKind, names string) string {
+	w.n.t.Helper()
+	block, err := (&messages.ListenNote{Listener: messages.Listener{Login: w.login, Project: "demo", Kind: kind, Names: names}}).Encode()
+	if err != nil {
+		w.n.t.Fatal(err)
+	}
+	data, err := fossilio.PostDraft{Date: time.Now(), User: w.login, Root: where.id, InReplyTo: where.id, Text: string(block)}.Bytes()
+	if err != nil {
+		w.n.t.Fatal(err)
+	}
+	h, err := c.Push(w.n.ctx, data)
+	if err != nil {
+		w.n.t.Fatal(err)
+	}
+	return h
+}
+
+// TestListeningIndexFromTheNode: `workspace serve` leaves the listening
+// index as it finds it (the daemon rebuilt it from the node's repository
+// just before it started the session); `workspace run` on the node's host
+// rebuilds it from the node's repository, where a listen note in the agent's
+// name that another agent pushed does not count.
+func TestListeningIndexFromTheNode(t *testing.T) {
 	n := newNode(t)
 	w := n.workspace("idx-1")
+	mallory := n.workspace("idx-mallory")
 	ctx := n.ctx
 	thread := func(title string) rec {
 		h, err := n.admin.NewThread(ctx, title, "a thread")
@@ -57,48 +84,27 @@ func TestListeningIndexIsRebuiltFromTheNotes(t *testing.T) {
 	w.listenNote(w.agent, true, t2, messages.ListenThread, t2.id)
 	w.listenNote(w.agent, false, t2, messages.ListenThread, t2.id)
 	w.listenNote(w.agent, true, r, messages.ListenBranch, "feature/x")
-	// Another login's listen note is not this workspace's.
-	w.listenNote(n.dev, true, t3, messages.ListenThread, t3.id)
+	// Another agent pushes a listen note in this agent's name: the clone
+	// cannot tell it from the agent's own, the node can.
+	forged := w.forgedListenNote(mallory.agent, t3, messages.ListenThread, t3.id)
+	if info, err := n.repo.Info(ctx, forged); err != nil || info.Sender != mallory.login || info.Author != w.login {
+		t.Fatalf("the forged note: %+v, %v", info, err)
+	}
 
-	// A file the notes no longer name, left from an earlier session.
+	// What the index holds before: one file the notes no longer name.
 	stale := filepath.Join(w.ws.ListeningDir, strings.Repeat("ab", 20))
-	if err := os.MkdirAll(w.ws.ListeningDir, 0o755); err != nil {
+	if err := os.MkdirAll(w.ws.ListeningDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(stale, []byte("thread\n"), 0o644); err != nil {
+	if err := os.WriteFile(stale, []byte("thread\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	before := listening(t, w)
 
 	p := w.serve(r.launch, false)
 	w.waitLog("event=ready", 1)
-	entries, err := os.ReadDir(w.ws.ListeningDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(w.ws.ListeningDir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		kind, names, err := messages.ParseListeningFile(e.Name(), b)
-		if err != nil {
-			t.Errorf("listening file %s: %v", e.Name(), err)
-		}
-		got[string(kind)+" "+names] = e.Name()
-	}
-	var keys []string
-	for k := range got {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	want := []string{"branch feature/x", "thread " + r.id, "thread " + t1.id, "ticket " + k1}
-	slices.Sort(want)
-	if !slices.Equal(keys, want) {
-		t.Errorf("listening index:\n got %v\nwant %v", keys, want)
-	}
-	if got["branch feature/x"] != "branch-feature%2Fx" {
-		t.Errorf("the branch listener's file is %q", got["branch feature/x"])
+	if got := listening(t, w); !slices.Equal(got, before) {
+		t.Errorf("serve changed the listening index:\n got %v\nwant %v", got, before)
 	}
 	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -107,21 +113,14 @@ func TestListeningIndexIsRebuiltFromTheNotes(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 
-	// The next session reads only what arrived since the last scan, and
-	// finds the notes written meanwhile.
-	w.listenNote(w.agent, false, t1, messages.ListenThread, t1.id)
-	w.listenNote(w.agent, true, t3, messages.ListenThread, t3.id)
-	r2 := w.record(messages.ListenThread, "Listen again.", stays("cat"), "")
-	p = w.serve(r2.launch, false)
+	// A terminal session on the node's host, on the workspace's record.
+	w.homeDefinition(stays("cat"))
+	p = w.spawn([]string{filepath.Join(release, "workspace"), "run", w.key.String(), "--root", n.agents}, false, nil)
 	w.waitLog("event=ready", 2)
-	keys = listening(t, w)
-	want = []string{"branch feature/x", "thread " + r2.id, "thread " + t3.id, "ticket " + k1}
+	want := []string{"branch feature/x", "thread " + t1.id, "thread " + w.home, "ticket " + k1}
 	slices.Sort(want)
-	if !slices.Equal(keys, want) {
-		t.Errorf("listening index of the second session:\n got %v\nwant %v", keys, want)
-	}
-	if n := strings.Count(w.logText(), "event=scan from=0 "); n != 1 {
-		t.Errorf("%d sessions read the whole clone, want only the first:\n%s", n, w.logText())
+	if got := listening(t, w); !slices.Equal(got, want) {
+		t.Errorf("the index run rebuilt from the node:\n got %v\nwant %v", got, want)
 	}
 	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -2,28 +2,33 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 )
 
-// What the session reads comes from the agent's own clone, pulled first:
-// inside the sandbox it is the only repository it can read, and there every
-// sender is unknown. The hook on the node already decided who wakes the
-// session (D8), and the daemon who may launch it (D7).
+// What the session reads at its start comes from the agent's own clone,
+// pulled first: inside the sandbox it is the only repository it can read,
+// and there every sender is unknown. The post a wake line names is fetched
+// alone over sync (fossilio.Client.Fetch), as the agent login: a turn needs
+// that post and nothing else of the record. The hook on the node already
+// decided who wakes the session (D8), and the daemon who may launch it (D7).
 
 // pull brings the clone up to date, trying again a bounded number of times;
 // a pull that keeps failing is logged and the clone is read as it is.
 func (s *Session) pull(ctx context.Context) bool {
+	began := time.Now()
 	err := s.try(ctx, "pull", true, func() error { return s.fsl.Pull(ctx, s.ws.Clone) })
+	if err == nil {
+		s.lastPull = began
+	}
 	return err == nil
 }
 
@@ -58,28 +63,74 @@ func (s *Session) readAt(ctx context.Context, hash string) (Post, error) {
 	return p, nil
 }
 
-// readWoken reads the post a wake line names, pulling first: the hook woke
-// the session because the node received it, so a clone that lacks it is
-// behind and is pulled again, a bounded number of times.
+// How a session reads the post a wake line names (OCX_SESSION_READ).
+const (
+	// readFetch fetches the post alone over sync: one request.
+	readFetch = "fetch"
+	// readPull pulls the whole clone, then reads the post there: the way a
+	// turn read before the fetch, kept so that a benchmark compares the two
+	// in one run, and as a way out should a server refuse the fetch.
+	readPull = "pull"
+)
+
+// readWoken reads the post a wake line names: fetched alone from the server
+// as the agent (the hook woke the session because the node received it), or,
+// with OCX_SESSION_READ=pull, from the clone after a pull. A failure to reach
+// the server is tried again a bounded number of times; a post the server
+// does not hold, or that does not parse, is not.
 func (s *Session) readWoken(ctx context.Context, hash string) (Post, error) {
 	var p Post
-	var pulling, reading time.Duration
+	var took time.Duration
+	how := readFetch
+	if s.readMode == readPull {
+		how = readPull
+	}
 	err := s.try(ctx, "read post "+hash, true, func() error {
 		t0 := time.Now()
-		err := s.fsl.Pull(ctx, s.ws.Clone)
-		t1 := time.Now()
-		pulling += t1.Sub(t0)
-		if err != nil {
-			return err
+		var err error
+		if how == readPull {
+			if err = s.fsl.Pull(ctx, s.ws.Clone); err == nil {
+				s.lastPull = t0
+				p, err = s.readAt(ctx, hash)
+			}
+		} else {
+			p, err = s.fetchPost(ctx, hash)
 		}
-		p, err = s.readAt(ctx, hash)
-		reading += time.Since(t1)
+		took += time.Since(t0)
 		return err
 	})
 	if err == nil {
-		s.log.Info("post read", keyEvent, "read", keyPost, hash, "pull", pulling, "read", reading)
+		s.log.Info("post read", keyEvent, "read", keyPost, hash, "how", how, "took", took)
 	}
 	return p, err
+}
+
+// fetchPost fetches one post or ticket change from the server and reads it
+// from its own cards: its thread's root (G, or the post itself when it opens
+// a thread), whether it is an edit (P), its ticket (K) and the comment it
+// adds. Outside the sandbox the node's repository tells its sender.
+func (s *Session) fetchPost(ctx context.Context, hash string) (Post, error) {
+	data, err := s.client.Fetch(ctx, hash)
+	if err != nil {
+		if errors.Is(err, fossilio.ErrNotFound) || errors.Is(err, fossilio.ErrMalformed) {
+			return Post{}, &permanentError{err}
+		}
+		return Post{}, err
+	}
+	a, err := fossilio.Parse(data[0])
+	if err != nil {
+		return Post{}, &permanentError{fmt.Errorf("post %s does not parse: %w", hash, err)}
+	}
+	p, err := PostOf(hash, a)
+	if err != nil {
+		return Post{}, &permanentError{err}
+	}
+	if s.node != nil {
+		if ni, err := s.node.Info(ctx, hash); err == nil {
+			p.Sender = ni.Sender
+		}
+	}
+	return p, nil
 }
 
 // readNote reads the note a post or ticket change holds.
@@ -213,177 +264,70 @@ func (s *Session) readRecord(ctx context.Context) error {
 	return nil
 }
 
-// hasAnswered says whether the record already holds the agent's reply to p:
-// a forum reply to it, or a ticket comment that says it answers it.
-func (s *Session) hasAnswered(ctx context.Context, p Post) (bool, error) {
-	switch p.Kind {
-	case messages.ListenThread:
-		posts, err := s.clone.Thread(ctx, p.Record)
-		if err != nil {
-			return false, err
-		}
-		for _, q := range posts {
-			if q.InReplyTo == p.Hash && q.Author == s.b.Login {
-				return true, nil
-			}
-		}
-	case messages.ListenTicket:
-		changes, err := s.clone.TicketChanges(ctx, p.Record)
-		if err != nil {
-			return false, err
-		}
-		for _, c := range changes {
-			if c.Author == s.b.Login && RepliesTo(c.Comment, p.Hash) {
-				return true, nil
-			}
-		}
-	}
-	return false, nil
+// isAnswered says whether a session of this workspace answered the post
+// (WS/session/answered), or this process already handled it.
+func (s *Session) isAnswered(hash string) bool {
+	return s.answered[hash] || s.answeredLog.has(hash)
 }
 
-// rebuildIndex rewrites WS/session/listening/ from the agent's listen and
-// unlisten notes in the clone, plus the session's own record (contracts 7).
-// New files are written before stale ones go, so the hook never finds a
-// listener missing that the notes still name.
-func (s *Session) rebuildIndex(ctx context.Context) error {
-	events, err := s.listenEvents(ctx)
-	if err != nil {
-		return fmt.Errorf("rebuild the listening index: %w", err)
+// markAnswered records that the post was answered, in this process and in
+// WS/session/answered for the sessions after it.
+func (s *Session) markAnswered(hash string) {
+	s.answered[hash] = true
+	if err := s.answeredLog.add(hash); err != nil {
+		s.log.Warn("the answered post is not recorded on the host", keyEvent, "answered-file", keyPost, hash, keyErr, err)
 	}
-	want, err := Listening(s.o.Key, s.rec.Kind, s.rec.ID, events)
-	if err != nil {
-		return fmt.Errorf("rebuild the listening index: %w", err)
+}
+
+// indexFromNode rebuilds the listening index from the node's repository
+// when this process can read it (run and start on the node's host):
+// there the node tells who sent each listen note (D7). `serve` runs in the
+// sandbox, where it cannot; the daemon rebuilt the index just before it
+// started it.
+func (s *Session) indexFromNode(ctx context.Context) error {
+	// The scan of the clone's listen notes sessions once kept is no longer
+	// read by anyone.
+	_ = s.root.Remove(filepath.Join(s.ws.Session, "index-scan.json"))
+	if s.o.Verb == VerbServe {
+		return nil
 	}
-	if err := s.root.MkdirAll(s.ws.ListeningDir, 0o755); err != nil {
+	if s.node == nil {
+		s.log.Warn("the node's repository is not readable here; the listening index is left as it is", keyEvent, "index")
+		return nil
+	}
+	res, err := listening.Rebuild(ctx, s.root, s.ws, s.node, listening.Own{Kind: s.rec.Kind, ID: s.rec.ID})
+	if err != nil {
 		return err
 	}
-	names := make([]string, 0, len(want))
-	for name, kind := range want {
-		if err := s.root.WriteFile(filepath.Join(s.ws.ListeningDir, name), messages.ListeningFileContent(kind), 0o644); err != nil {
-			return err
-		}
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	entries, err := os.ReadDir(s.ws.ListeningDir)
-	if err != nil {
-		return fmt.Errorf("rebuild the listening index: %w", err)
-	}
-	for _, e := range entries {
-		if _, ok := want[e.Name()]; ok {
-			continue
-		}
-		if info, err := e.Info(); err == nil && info.ModTime().After(s.pulledAt) {
-			// `ocx listener add` wrote it after this session's pull began:
-			// the note it stands for may not be in the clone yet.
-			s.log.Info("listening file kept: newer than the notes read", keyEvent, "index", "file", e.Name())
-			continue
-		}
-		if err := s.root.RemoveAll(filepath.Join(s.ws.ListeningDir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-	}
-	s.log.Info("listening index rebuilt", keyEvent, "index", keyFiles, strings.Join(names, ","), "notes", len(events))
+	s.log.Info("listening index rebuilt from the node's repository", keyEvent, "index", keyFiles, strings.Join(res.Files, ","), "notes", res.Notes)
 	return nil
 }
 
-// listenEvents finds the listen and unlisten notes the agent wrote, in every
-// post and ticket change of the clone. The clone cannot tell who sent a
-// post, so the name written inside it stands for the sender. What was found
-// is kept in WS/session/index-scan.json with the clone's receipt it reached,
-// so the next session reads only what arrived since: a clone of a large
-// project holds tens of thousands of artifacts, and a CI session starts for
-// every check-in.
-func (s *Session) listenEvents(ctx context.Context) ([]ListenEvent, error) {
-	scan := s.loadScan(ctx)
-	hashes, _, err := s.clone.Received(ctx, scan.Mark)
-	if err != nil {
-		return nil, err
-	}
-	infos, err := s.clone.Classify(ctx, hashes...)
-	if err != nil {
-		return nil, err
-	}
-	events := scan.Events
-	for _, in := range infos {
-		if in.Author != s.b.Login || (in.Kind != fossilio.KindPost && in.Kind != fossilio.KindTicketChange) || in.Edit {
-			continue
-		}
-		p, err := s.readAt(ctx, in.Hash)
-		if err != nil {
-			continue
-		}
-		n, err := messages.ReadPost([]byte(p.Text))
-		if err != nil {
-			continue
-		}
-		e := ListenEvent{Time: in.Time, Rcvid: in.Rcvid, Rid: in.Rid}
-		switch n := n.(type) {
-		case *messages.ListenNote:
-			e.Listener, e.On = n.Listener, true
-		case *messages.UnlistenNote:
-			e.Listener = n.Listener
-		default:
-			continue
-		}
-		events = append(events, e)
-	}
-	if len(infos) > 0 {
-		last := infos[len(infos)-1]
-		s.saveScan(indexScan{Clone: s.b.ProjectCode, Mark: last.Rcvid, MarkHash: last.Hash, Events: events})
-	}
-	s.log.Info("listen notes read", keyEvent, "scan", "from", scan.Mark, "artifacts", len(infos), "notes", len(events))
-	return events, nil
-}
-
-// indexScan is WS/session/index-scan.json: the agent's listen and unlisten
-// notes found in the clone up to receipt Mark, whose last artifact is
-// MarkHash. It is a cache: when it does not match the clone it is ignored
-// and the whole clone is read again.
-type indexScan struct {
-	Clone    string        `json:"clone"` // the project code
-	Mark     int64         `json:"mark"`
-	MarkHash string        `json:"mark_hash"`
-	Events   []ListenEvent `json:"events"`
-}
-
-func (s *Session) scanFile() string { return filepath.Join(s.ws.Session, "index-scan.json") }
-
-// loadScan returns the kept scan when it is this clone's: the artifact it
-// ends on is still there, at the receipt it says. A clone made anew numbers
-// its receipts from the start, and then the scan starts from the start too.
-func (s *Session) loadScan(ctx context.Context) indexScan {
-	data, err := s.root.ReadFile(s.scanFile())
-	if err != nil {
-		return indexScan{}
-	}
-	var scan indexScan
-	if err := json.Unmarshal(data, &scan); err != nil || scan.Clone != s.b.ProjectCode || scan.Mark <= 0 {
-		return indexScan{}
-	}
-	info, err := s.clone.Info(ctx, scan.MarkHash)
-	if err != nil || info.Rcvid != scan.Mark {
-		return indexScan{}
-	}
-	return scan
-}
-
-func (s *Session) saveScan(scan indexScan) {
-	data, err := json.Marshal(scan)
-	if err == nil {
-		err = s.root.WriteFile(s.scanFile(), data, 0o600)
-	}
-	if err != nil {
-		s.log.Warn("the scan of listen notes is not kept", keyEvent, "scan", keyErr, err)
-	}
-}
-
 // listenOn returns the latest listen or unlisten note of this workspace for
-// the record p is on, read from that record's posts or changes whose author
-// is the agent; nil when p is on the session's own record, or there is none.
+// the record p is on; nil when p is on the session's own record, or there is
+// none. The node's repository answers when it is readable (senders known);
+// otherwise the clone, where the name written inside a note stands for its
+// sender. The clone is pulled first when the record's listening file is
+// missing or was written since the last pull: a tool wrote it (or removed
+// it) for a note the clone may lack.
 func (s *Session) listenOn(ctx context.Context, p Post) (*ListenEvent, error) {
 	if p.Record == s.rec.ID {
 		return nil, nil
+	}
+	if s.node != nil {
+		events, err := listening.Events(ctx, s.node, s.o.Key)
+		if err != nil {
+			return nil, err
+		}
+		var out []ListenEvent
+		for _, e := range events {
+			out = append(out, ListenEvent{Listener: e.Listener, On: e.On, Time: e.Time, Rcvid: e.Rcvid, Rid: e.Rid})
+		}
+		return LatestListen(out, s.o.Key, p.Kind, p.Record), nil
+	}
+	if s.listenerChanged(p) {
+		s.log.Info("the record's listening file changed since the last pull; pulling", keyEvent, "pull", keyRecord, p.Record)
+		s.pull(ctx)
 	}
 	var events []ListenEvent
 	add := func(in fossilio.Info, text string) {
@@ -426,4 +370,23 @@ func (s *Session) listenOn(ctx context.Context, p Post) (*ListenEvent, error) {
 		}
 	}
 	return LatestListen(events, s.o.Key, p.Kind, p.Record), nil
+}
+
+// listenerChanged says whether the listening file of p's record is missing,
+// or was written less than a second before the last pull began or after it
+// (a file's time is kept more coarsely than the clock reads).
+func (s *Session) listenerChanged(p Post) bool {
+	name, err := messages.ListeningFileName(p.Kind, p.Record)
+	if err != nil {
+		return true
+	}
+	path, err := s.ws.Listening(name)
+	if err != nil {
+		return true
+	}
+	st, err := os.Lstat(path)
+	if err != nil {
+		return true
+	}
+	return st.ModTime().After(s.lastPull.Add(-time.Second))
 }

@@ -1,6 +1,9 @@
 package session_test
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -115,10 +118,18 @@ func TestServerGoneIsLoggedNeverFatal(t *testing.T) {
 	r := w.record(messages.ListenThread, "Answer while you can.", stays(echoCommand...), "")
 	p := w.serve(r.launch, false)
 	w.waitLog("event=ready", 1)
+	// A post the server does not hold is not tried again: no retry would
+	// bring it.
+	missing := strings.Repeat("cd", 32)
+	w.wake(missing)
+	w.waitLog("event=not-answered post="+missing, 1)
+	if got := strings.Count(w.logText(), "event=retry op=\"read post "+missing+"\""); got != 0 {
+		t.Errorf("%d retries of a post the server lacks, want none", got)
+	}
 	h := w.post(n.admin, r, "before the server goes")
 	n.srv.Stop()
 	w.wake(h, "not a hash")
-	// The pull is tried a bounded number of times, then the line is logged
+	// The fetch is tried a bounded number of times, then the line is logged
 	// as not answered, and the session goes on listening.
 	w.waitLog("event=not-answered post="+h, 1)
 	w.waitLog(`event=refused line="not a hash"`, 1)
@@ -136,5 +147,59 @@ func TestServerGoneIsLoggedNeverFatal(t *testing.T) {
 	}
 	if !strings.Contains(w.logText(), "stopped note not written") {
 		t.Errorf("the stopped note that could not be written is not logged")
+	}
+}
+
+// TestAnsweredOnceAcrossSessions: a post woken again after the session that
+// answered it ended (two backoffice runs overlapping, D11) is not answered
+// again, and a stop request woken again does not stop the next session:
+// WS/session/answered remembers what the workspace's sessions answered.
+func TestAnsweredOnceAcrossSessions(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("twice-1")
+	r := w.record(messages.ListenThread, "Answer once.", stays(echoCommand...), "")
+	p := w.serve(r.launch, false)
+	w.waitLog("event=ready", 1)
+	hello := w.post(n.admin, r, "hello")
+	w.wake(hello)
+	w.waitReply(r, hello)
+	stop := w.post(n.admin, r, "OCX stop")
+	w.wake(stop)
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d after a stop request", code)
+	}
+	data, err := os.ReadFile(filepath.Join(w.ws.Session, "answered"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(string(data)); !slices.Equal(got, []string{hello, stop}) {
+		t.Errorf("WS/session/answered holds %q, want hello then the stop request", got)
+	}
+
+	// The next session of the workspace is woken for both again, then for
+	// a new post.
+	r2 := w.record(messages.ListenThread, "Answer once more.", stays(echoCommand...), "")
+	p = w.serve(r2.launch, false)
+	w.waitLog("event=ready", 2)
+	again := w.post(n.admin, r, "a new post on the first record")
+	w.wake(hello, stop, again)
+	// The first record is not this session's own and holds no listen note:
+	// woken, it is heard.
+	if a := w.waitReply(r, again); !strings.Contains(a.text, "said: a new post") {
+		t.Errorf("the answer to the new post:\n%s", a.text)
+	}
+	w.waitLog("event=skip-answered post="+hello, 1)
+	w.waitLog("event=skip-answered post="+stop, 1)
+	if !p.running() {
+		t.Fatalf("a stop request answered by the session before stopped the next one:\n%s", w.logText())
+	}
+	if rs := w.replies(r, hello); len(rs) != 1 {
+		t.Errorf("%d replies to a post woken in two sessions, want 1", len(rs))
+	}
+	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d after TERM", code)
 	}
 }

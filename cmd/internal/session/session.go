@@ -147,14 +147,20 @@ type Session struct {
 	launchPost Post
 	rec        record
 
-	// pulledAt is when the first pull began: a listening file written after
-	// it may stand for a note the pull did not bring.
-	pulledAt time.Time
+	// lastPull is when the last pull that succeeded began: a listening file
+	// written after it may stand for a note the clone lacks.
+	lastPull time.Time
+	// readMode is how a woken post is read: readFetch, or readPull
+	// (OCX_SESSION_READ=pull).
+	readMode string
 
-	answered map[string]bool
-	wakes    *wakeQueue
-	reader   *unixhost.PipeReader
-	readDone chan error
+	// answered are the posts this process handled; answeredLog those the
+	// workspace's sessions answered (WS/session/answered).
+	answered    map[string]bool
+	answeredLog *answeredLog
+	wakes       *wakeQueue
+	reader      *unixhost.PipeReader
+	readDone    chan error
 	// stopSig is the first stopping signal received, nil until one is.
 	stopSig os.Signal
 }
@@ -292,7 +298,17 @@ func (s *Session) prepare(ctx context.Context) error {
 	}
 	s.client = &fossilio.Client{URL: s.b.Remote, Login: s.b.Login, Password: rem.Password, ProjectCode: s.b.ProjectCode}
 	s.fsl = &fossilio.Fossil{Home: s.ws.Dir, User: s.b.Login, Dir: s.ws.Tree}
-	s.pulledAt = time.Now()
+	s.readMode = readFetch
+	if os.Getenv("OCX_SESSION_READ") == readPull {
+		s.readMode = readPull
+	}
+	if s.answeredLog, err = loadAnswered(s.root, answeredFile(s.ws.Session)); err != nil {
+		s.log.Warn("the answered posts cannot be read; taken as none", keyEvent, "answered-file", keyErr, err)
+	}
+	// The clone is pulled once, at the start: the launch note, the session
+	// definition and the record are read there, and a turn's runner finds
+	// the record as it was then. Each post a wake line names is fetched
+	// alone.
 	s.pull(ctx)
 	clone, err := fossilio.OpenClone(s.ws.Clone, nil)
 	if err != nil {
@@ -316,7 +332,7 @@ func (s *Session) prepare(ctx context.Context) error {
 	if err := s.findProgram(); err != nil {
 		return err
 	}
-	return s.rebuildIndex(ctx)
+	return s.indexFromNode(ctx)
 }
 
 // findProgram checks the program every turn runs is on PATH, so that a
@@ -432,20 +448,23 @@ func (s *Session) handle(ctx context.Context, line string) outcome {
 		s.log.Info("already seen", keyEvent, "skip", keyPost, hash, keyWhy, "this session already handled it")
 		return outcomeGoOn
 	}
+	if s.isAnswered(hash) {
+		// Told before reading anything: WS/session/answered names it.
+		s.answered[hash] = true
+		s.log.Info("woken", keyEvent, SkipAnswered.String(), keyPost, hash, keyWhy, "a session of this workspace already answered it")
+		return outcomeGoOn
+	}
 	p, err := s.readWoken(ctx, hash)
 	if err != nil {
 		s.log.Error("post not answered: it cannot be read", keyEvent, "not-answered", keyPost, hash, keyErr, err)
 		return outcomeGoOn
 	}
-	answered, err := s.hasAnswered(ctx, p)
-	if err != nil {
-		s.log.Warn("cannot tell whether the post was answered; taken as not", keyEvent, "read", keyPost, hash, keyErr, err)
-	}
 	listen, err := s.listenOn(ctx, p)
 	if err != nil {
 		s.log.Warn("cannot read the listen notes on the post's record; taken as none", keyEvent, "read", keyPost, hash, keyErr, err)
 	}
-	d := Decide(s.b.Login, s.rec.ID, p, answered, listen)
+	// Whether it was answered was told above, from WS/session/answered.
+	d := Decide(s.b.Login, s.rec.ID, p, false, listen)
 	s.log.Info("woken", keyEvent, d.Action.String(), keyPost, hash, keyRecord, p.Record, keyWhy, d.Why)
 	switch d.Action {
 	case Answer:
@@ -457,9 +476,12 @@ func (s *Session) handle(ctx context.Context, line string) outcome {
 			return outcomeReport
 		}
 	case Stop:
+		if s.writeStopped(ctx, &messages.StoppedNote{Login: s.b.Login, Project: s.b.Project, Launch: s.o.Launch,
+			Cause: messages.StopByRequest, Request: hash}, p, true) {
+			// A stop request woken again must not stop the next session.
+			s.markAnswered(hash)
+		}
 		s.answered[hash] = true
-		s.writeStopped(ctx, &messages.StoppedNote{Login: s.b.Login, Project: s.b.Project, Launch: s.o.Launch,
-			Cause: messages.StopByRequest, Request: hash}, p, true)
 		return outcomeStop
 	default:
 		s.answered[hash] = true
@@ -487,7 +509,7 @@ func (s *Session) turn(ctx context.Context, p Post) bool {
 		s.log.Error("answer not written", keyEvent, "not-answered", keyPost, p.Hash, keyErr, err)
 		return false
 	}
-	s.answered[p.Hash] = true
+	s.markAnswered(p.Hash)
 	report := ReportOf(text)
 	s.log.Info("answered", keyEvent, "answered", keyPost, p.Hash, keyHash, h, "report", report != nil)
 	return report != nil && s.def.Lifetime == messages.Completes

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
@@ -23,6 +24,11 @@ func (s *Session) try(ctx context.Context, what string, interruptible bool, fn f
 		if err = fn(); err == nil {
 			return nil
 		}
+		var pe *permanentError
+		if errors.As(err, &pe) {
+			s.log.Error("failed; trying again would not help", keyEvent, "failed", "op", what, keyAttempt, attempt, keyErr, pe.err)
+			return pe.err
+		}
 		if attempt >= s.retry.attempts {
 			s.log.Error("gave up", keyEvent, "failed", "op", what, keyAttempt, attempt, keyErr, err)
 			return err
@@ -41,6 +47,13 @@ func (s *Session) try(ctx context.Context, what string, interruptible bool, fn f
 		delay *= 2
 	}
 }
+
+// permanentError is a failure that trying again cannot mend: the server
+// does not hold the post, or what it sent does not parse.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
 
 // replyTo writes text as a reply to p: a forum reply in its thread, or a
 // comment on its ticket that says which change it answers.
@@ -83,13 +96,14 @@ func (s *Session) writeNote(ctx context.Context, n messages.Note, p Post, answer
 	return s.writeOn(ctx, string(n.NoteKind())+" note", p, text)
 }
 
-// writeStopped writes the stopped note; a failure is logged, and the session
-// still ends as it was asked to.
-func (s *Session) writeStopped(ctx context.Context, n *messages.StoppedNote, at Post, answering bool) {
+// writeStopped writes the stopped note and says whether it is on the record;
+// a failure is logged, and the session still ends as it was asked to.
+func (s *Session) writeStopped(ctx context.Context, n *messages.StoppedNote, at Post, answering bool) bool {
 	h, err := s.writeNote(ctx, n, at, answering)
 	if err != nil {
 		s.log.Error("stopped note not written", keyEvent, "stopped", keyErr, err)
-		return
+		return false
 	}
 	s.log.Info("stopped note written", keyEvent, "stopped", keyHash, h, "cause", string(n.Cause), keySignal, n.Signal, "request", n.Request)
+	return true
 }

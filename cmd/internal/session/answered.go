@@ -1,0 +1,91 @@
+package session
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"path/filepath"
+
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// MaxAnswered bounds WS/session/answered. A hash comes twice when two of the
+// node's backoffice runs overlap (D11), seconds apart; the file need only
+// outlast that, and a session restarted meanwhile.
+const MaxAnswered = 1000
+
+// answeredLog is WS/session/answered: the posts this workspace's sessions
+// answered (a reply, or a stopped note for a stop request), one full hash a
+// line, oldest first, at most MaxAnswered. It tells a session that a post
+// woken again was answered without reading the record, which only a pull of
+// the whole clone could bring up to date.
+type answeredLog struct {
+	root  *unixhost.Root
+	path  string
+	order []string
+	set   map[string]bool
+}
+
+func answeredFile(sessionDir string) string { return filepath.Join(sessionDir, "answered") }
+
+// loadAnswered reads the log; a missing file is an empty log.
+func loadAnswered(root *unixhost.Root, path string) (*answeredLog, error) {
+	a := &answeredLog{root: root, path: path, set: map[string]bool{}}
+	data, err := root.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return a, nil
+	}
+	if err != nil {
+		return a, err
+	}
+	a.order = parseAnswered(data)
+	for _, h := range a.order {
+		a.set[h] = true
+	}
+	return a, nil
+}
+
+// parseAnswered reads the log's lines: full hashes, each once, the last
+// MaxAnswered. A line that is not a full hash is passed over, so a file the
+// agent's own turn spoiled costs at most a second answer.
+func parseAnswered(data []byte) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		h := string(line)
+		if messages.ValidateHash(h) != nil || seen[h] {
+			continue
+		}
+		seen[h] = true
+		out = append(out, h)
+	}
+	if len(out) > MaxAnswered {
+		out = out[len(out)-MaxAnswered:]
+	}
+	return out
+}
+
+func (a *answeredLog) has(h string) bool { return a != nil && a.set[h] }
+
+// add records h and rewrites the file whole (atomically: a reader sees the
+// old log or the new), dropping the oldest beyond MaxAnswered.
+func (a *answeredLog) add(h string) error {
+	if a == nil || a.set[h] {
+		return nil
+	}
+	a.set[h] = true
+	a.order = append(a.order, h)
+	if len(a.order) > MaxAnswered {
+		for _, old := range a.order[:len(a.order)-MaxAnswered] {
+			delete(a.set, old)
+		}
+		a.order = append([]string(nil), a.order[len(a.order)-MaxAnswered:]...)
+	}
+	var b bytes.Buffer
+	for _, x := range a.order {
+		b.WriteString(x)
+		b.WriteByte('\n')
+	}
+	return a.root.WriteFile(a.path, b.Bytes(), 0o600)
+}
