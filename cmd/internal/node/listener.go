@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/ocx-go/ocx/fossilio"
-	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -138,21 +137,13 @@ func (n *Node) listener(ctx context.Context, tool string, in ListenerInput, on b
 	a.Logf("posted the %s note as %q at %s on %s %s", note.NoteKind(), key.Login, hash, where.Kind, where.ID)
 	a.SetResult(hash)
 	defer n.backoffice(ctx, a, p)
-	if on {
-		if err := n.writeListening(ws, path, kind); err != nil {
-			return a.Stop(err)
-		}
-		a.Logf("wrote %s", path)
-		return a
-	}
-	root, err := unixhost.OpenRoot(n.Agents)
-	if err != nil {
+	if err := n.setListening(ctx, ws, kind, names, on); err != nil {
 		return a.Stop(err)
 	}
-	defer root.Close()
-	if err := root.Remove(path); err != nil {
-		return a.Stop(fmt.Errorf("remove %s: %w", path, err))
+	if on {
+		a.Logf("wrote %s", path)
+	} else {
+		a.Logf("removed %s", path)
 	}
-	a.Logf("removed %s", path)
 	return a
 }

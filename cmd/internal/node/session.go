@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -172,7 +173,7 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 	}
 	a.Logf("posted the launch note as %q at %s", n.Caller.Login, launchHash)
 	a.SetResult(launchHash)
-	if err := n.writeListening(ws, listenPath, own.Kind); err != nil {
+	if err := n.setListening(ctx, ws, own.Kind, own.ID, true); err != nil {
 		return a.Stop(err)
 	}
 	a.Logf("wrote %s", listenPath)
@@ -184,20 +185,16 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 	return a.Stop(n.awaitOutcome(ctx, a, r, key, launchHash))
 }
 
-// writeListening writes a listener's file into the listening index.
-func (n *Node) writeListening(ws host.Workspace, path string, kind messages.ListenKind) error {
+// setListening writes (on) or removes a listener's file in the listening
+// index, under the index's lock (listening.Set): the note is on the node by
+// now, so a rebuild that meets this change ends as the notes say (D21).
+func (n *Node) setListening(ctx context.Context, ws host.Workspace, kind messages.ListenKind, names string, on bool) error {
 	root, err := unixhost.OpenRoot(n.Agents)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	if err := root.MkdirAll(ws.ListeningDir, 0o700); err != nil {
-		return err
-	}
-	if err := root.WriteFile(path, messages.ListeningFileContent(kind), 0o600); err != nil {
-		return fmt.Errorf("write the listening index: %w", err)
-	}
-	return nil
+	return listening.Set(ctx, root, ws, kind, names, on)
 }
 
 // awaitOutcome waits, at most the node's outcome wait, for what the daemon
