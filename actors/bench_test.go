@@ -1,8 +1,14 @@
 package actors
 
 import (
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
 	"testing"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ocx-go/ocx/messages"
 )
@@ -71,4 +77,76 @@ func BenchmarkActorsLaunchCycle(b *testing.B) {
 		f.exit(children[0], false)
 		lt.snapshot(b)
 	}
+}
+
+// BenchmarkWorkspaceActorMemory measures the Go heap that idle workspace
+// actors hold, in bytes per actor: 10,000 of them, each made by a `stop`
+// line as the daemon's memory benchmark makes them, with the daemon's own
+// kind of logger (JSON). Beside it, the same number of bare protoactor
+// actors, the floor.
+func BenchmarkWorkspaceActorMemory(b *testing.B) {
+	const actors = 10000
+	b.Run("workspace", func(b *testing.B) {
+		for b.Loop() {
+			f := newFakeWorld()
+			logger := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			sys := NewSystem(logger, actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
+			deps := f.deps()
+			deps.Logger = logger
+			node, err := StartNode(sys, deps, Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			sys.Root.Send(node, messages.Boot{})
+			if _, err := Snapshot(sys, node, 10*time.Second); err != nil {
+				b.Fatal(err)
+			}
+			before := liveHeap()
+			for i := 0; i < actors; i++ {
+				sys.Root.Send(node, messages.LineRead{Line: messages.StopLine{Login: fmt.Sprintf("ghost-%d", i), Project: "demo"}})
+			}
+			h, err := Snapshot(sys, node, time.Minute)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(h.Workspaces) != actors {
+				b.Fatalf("%d workspaces in the snapshot, want %d", len(h.Workspaces), actors)
+			}
+			h = messages.Handoff{}
+			after := liveHeap()
+			b.ReportMetric(float64(after-before)/actors, "heap-B/actor")
+			if err := StopNode(sys, node); err != nil {
+				b.Fatal(err)
+			}
+			sys.Shutdown()
+		}
+	})
+	b.Run("bare-protoactor", func(b *testing.B) {
+		for b.Loop() {
+			sys := NewSystem(slog.New(slog.DiscardHandler), actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
+			props := actor.PropsFromFunc(func(actor.Context) {})
+			before := liveHeap()
+			pids := make([]*actor.PID, actors)
+			for i := range pids {
+				pids[i] = sys.Root.Spawn(props)
+			}
+			after := liveHeap()
+			b.ReportMetric(float64(after-before)/actors, "heap-B/actor")
+			for _, p := range pids {
+				if err := sys.Root.StopFuture(p).Wait(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			sys.Shutdown()
+		}
+	})
+}
+
+// liveHeap is the heap in use after a full collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

@@ -6,9 +6,10 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// BranchProps makes the props of a branch listener beginning in state st.
+// BranchProps makes the props of a branch listener beginning in state st,
+// spawned on its own. In the tree a workspace spawns its listeners with one
+// props for all its children (shell.spawn).
 func BranchProps(deps Deps, cfg Config, st messages.BranchState) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
-		return newShell(messages.BranchAddr(st.Workspace, st.Branch), &deps, cfg, func() core { return NewBranchCore(cfg, st) })
-	}, actor.WithSupervisor(stopStrategy(deps.Logger)))
+	t := newTree(deps, cfg)
+	return t.props(func() actor.Actor { return &shell{tree: t, core: NewBranchCore(cfg, st)} })
 }

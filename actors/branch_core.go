@@ -25,7 +25,6 @@ type BranchCore struct {
 // NewBranchCore makes the core of branch listener st, new or restored.
 func NewBranchCore(cfg Config, st messages.BranchState) *BranchCore {
 	c := &BranchCore{cfg: cfg.withDefaults(), st: st}
-	c.self = messages.BranchAddr(st.Workspace, st.Branch)
 	if c.st.Phase == "" {
 		c.st.Phase = messages.BranchIdle
 	}
@@ -200,6 +199,10 @@ func (c *BranchCore) maybeReply() {
 		return
 	}
 	st := c.st
-	c.tell(c.parent(), messages.StateCollected{Seq: c.collect.Seq, Ask: c.collect.Ask, From: c.self, Branch: &st})
+	c.tell(c.parent(), messages.StateCollected{Seq: c.collect.Seq, Ask: c.collect.Ask, From: c.addr(), Branch: &st})
 	c.collect = nil
+}
+
+func (c *BranchCore) addr() messages.ActorAddr {
+	return messages.BranchAddr(c.st.Workspace, c.st.Branch)
 }

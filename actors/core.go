@@ -16,13 +16,15 @@ type core interface {
 	// Quiescent reports whether the core waits for no effect's result, so that
 	// its state can be handed on.
 	Quiescent() bool
+	// addr is the actor's logical address, derived from its key rather than
+	// stored, so that an idle actor does not carry it twice.
+	addr() messages.ActorAddr
 }
 
 // base collects a step's effects and counts the effects whose results the
 // core still waits for. Long-lived effects (timers, watches) are not counted:
 // their state is in the core's own fields and is re-armed after a hand-off.
 type base struct {
-	self     messages.ActorAddr
 	out      []messages.DaemonEffect
 	awaiting int
 }
@@ -98,7 +100,7 @@ type recentSet struct {
 }
 
 func newRecentSet(max int, from []string) *recentSet {
-	r := &recentSet{max: max, set: map[string]bool{}}
+	r := &recentSet{max: max}
 	for _, s := range from {
 		r.add(s)
 	}
@@ -110,6 +112,9 @@ func (r *recentSet) has(s string) bool { return r.set[s] }
 func (r *recentSet) add(s string) {
 	if r.set[s] {
 		return
+	}
+	if r.set == nil {
+		r.set = map[string]bool{}
 	}
 	r.set[s] = true
 	r.order = append(r.order, s)

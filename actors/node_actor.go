@@ -17,9 +17,8 @@ import (
 // logged, never restarted: a restart would begin from a stale state, and a
 // restart loop is what the daemon must never fall into.
 func NodeProps(deps Deps, cfg Config) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
-		return newShell(messages.NodeAddr(), &deps, cfg, func() core { return NewNodeCore(cfg) })
-	}, actor.WithSupervisor(stopStrategy(deps.Logger)), actor.WithGuardian(stopStrategy(deps.Logger)))
+	t := newTree(deps, cfg)
+	return t.props(func() actor.Actor { return &shell{tree: t, core: NewNodeCore(cfg)} }, actor.WithGuardian(t.strategy))
 }
 
 // stopStrategy stops a failed child and logs why.

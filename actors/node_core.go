@@ -68,7 +68,6 @@ func NewNodeCore(cfg Config) *NodeCore {
 		routes:      map[int]route{},
 		workspaces:  map[messages.WorkspaceKey]bool{},
 	}
-	c.self = messages.NodeAddr()
 	return c
 }
 
@@ -429,3 +428,5 @@ func (c *NodeCore) restore(h messages.Handoff) {
 
 // Quiescent reports whether the node waits for no result.
 func (c *NodeCore) Quiescent() bool { return c.awaiting == 0 }
+
+func (c *NodeCore) addr() messages.ActorAddr { return messages.NodeAddr() }

@@ -7,9 +7,10 @@ import (
 )
 
 // SessionProps makes the props of a session actor beginning in state st (a
-// child just spawned, a process adopted at start, or a hand-off's session).
+// child just spawned, a process adopted at start, or a hand-off's session),
+// spawned on its own. In the tree a workspace spawns its sessions with one
+// props for all its children (shell.spawn).
 func SessionProps(deps Deps, cfg Config, st messages.SessionState) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
-		return newShell(messages.SessionAddr(st.Workspace, st.Proc), &deps, cfg, func() core { return NewSessionCore(cfg, st) })
-	}, actor.WithSupervisor(stopStrategy(deps.Logger)))
+	t := newTree(deps, cfg)
+	return t.props(func() actor.Actor { return &shell{tree: t, core: NewSessionCore(cfg, st)} })
 }

@@ -48,7 +48,6 @@ type SessionCore struct {
 // spawned, or a process adopted at start) or one restored from a hand-off.
 func NewSessionCore(cfg Config, st messages.SessionState) *SessionCore {
 	c := &SessionCore{cfg: cfg.withDefaults(), st: st}
-	c.self = messages.SessionAddr(st.Workspace, st.Proc)
 	switch {
 	case !st.Ended:
 		c.phase = sessRunning
@@ -315,11 +314,15 @@ func (c *SessionCore) maybeReply() {
 	if c.collect == nil || !c.Quiescent() {
 		return
 	}
-	r := messages.StateCollected{Seq: c.collect.Seq, Ask: c.collect.Ask, From: c.self}
+	r := messages.StateCollected{Seq: c.collect.Seq, Ask: c.collect.Ask, From: c.addr()}
 	if c.phase != sessDone {
 		st := c.st
 		r.Session = &st
 	}
 	c.collect = nil
 	c.tell(c.parent(), r)
+}
+
+func (c *SessionCore) addr() messages.ActorAddr {
+	return messages.SessionAddr(c.st.Workspace, c.st.Proc)
 }

@@ -3,78 +3,277 @@ package actors
 import (
 	"context"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ocx-go/ocx/messages"
 )
 
+// tree is what every shell of one actor tree shares: the dependencies, the
+// tunables, the supervision strategy and the mailbox producer. A shell holds
+// a pointer to it rather than copies, so that ten thousand idle workspace
+// actors do not carry ten thousand copies of the same values.
+type tree struct {
+	deps     *Deps
+	cfg      Config
+	strategy actor.SupervisorStrategy
+	mailbox  actor.MailboxProducer
+	// effects runs the host effects, mailboxes the actors' turns: both
+	// bounded, so that a burst does not become a goroutine per actor.
+	effects   workers
+	mailboxes workers
+}
+
+func newTree(deps Deps, cfg Config) *tree {
+	// The lock-free mailbox is as unbounded as protoactor's default (a
+	// bounded one would block the reaper, a dropping one would lose exits),
+	// but an empty one is a list head rather than a ring of ten slots.
+	return &tree{deps: &deps, cfg: cfg, strategy: stopStrategy(deps.Logger), mailbox: actor.UnboundedLockfree(),
+		effects: workers{max: maxEffects}, mailboxes: workers{max: maxTurns}}
+}
+
+// maxEffects bounds the goroutines that run host effects at once, for the
+// whole tree, and maxTurns those that run actors' mailboxes. A burst of lines
+// (a thousand workspaces told to stop, a flood of posts from the hook) would
+// otherwise start a goroutine per effect and per actor, whose stacks, though
+// short-lived, stay in the daemon's resident memory: 1,700 at once, 14 MB of
+// stacks, were measured with protoactor's dispatcher. Fossil's server and the
+// process table gain nothing from more effects at once, and a turn never
+// blocks (an actor hands all I/O to effects), so a few workers keep both
+// cores busy.
+const (
+	maxEffects = 32
+	maxTurns   = 8
+)
+
+// dispatcher is protoactor's Dispatcher over the tree's mailbox workers. A
+// mailbox is scheduled only when it has messages and runs until it is empty,
+// yielding every throughput messages as protoactor's own does.
+type dispatcher struct{ w *workers }
+
+func (d dispatcher) Schedule(fn func()) { d.w.submit(fn) }
+
+func (dispatcher) Throughput() int { return 300 }
+
+// workers runs functions in the order given on at most max goroutines, none
+// while there is nothing to run: a worker ends when the queue is empty, so an
+// idle tree holds no goroutine and needs no closing. Submitting never blocks.
+type workers struct {
+	mu      sync.Mutex
+	max     int
+	running int
+	queue   []func()
+}
+
+func (w *workers) submit(f func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.queue = append(w.queue, f)
+	if w.running < w.max {
+		w.running++
+		go w.work()
+	}
+}
+
+func (w *workers) work() {
+	for {
+		w.mu.Lock()
+		if len(w.queue) == 0 {
+			w.running--
+			w.queue = nil // the backing array of a burst is not kept
+			w.mu.Unlock()
+			return
+		}
+		f := w.queue[0]
+		w.queue[0] = nil
+		w.queue = w.queue[1:]
+		w.mu.Unlock()
+		f()
+	}
+}
+
+// props makes the props of an actor of the tree, whose shell produce makes.
+func (t *tree) props(produce actor.Producer, opts ...actor.PropsOption) *actor.Props {
+	return actor.PropsFromProducer(produce, append([]actor.PropsOption{actor.WithSupervisor(t.strategy), actor.WithMailbox(t.mailbox),
+		actor.WithDispatcher(dispatcher{&t.mailboxes})}, opts...)...)
+}
+
+// coreFor makes the core a StartActor asks for, or nil if it carries no state.
+func (t *tree) coreFor(e messages.StartActor) core {
+	switch {
+	case e.Addr.Kind == messages.ActorWorkspace && e.Workspace != nil:
+		return NewWorkspaceCore(t.cfg, *e.Workspace)
+	case e.Addr.Kind == messages.ActorSession && e.Session != nil:
+		return NewSessionCore(t.cfg, *e.Session)
+	case e.Addr.Kind == messages.ActorBranch && e.Branch != nil:
+		return NewBranchCore(t.cfg, *e.Branch)
+	}
+	return nil
+}
+
 // shell is the protoactor side of every actor: it hands each message to the
 // core and runs the effects the core returns. Host effects run on goroutines
 // of the shell's own, and their results come back to the actor as messages,
 // so Receive never blocks on I/O. Tells, starts and stops of children are done
 // in Receive itself, in the order the core returned them.
+//
+// An idle shell is small on purpose (a node may hold ten thousand workspace
+// actors): what the tree shares is behind one pointer, and what only some
+// actors need (children, snapshot requests, effects in flight) is allocated
+// when first needed.
 type shell struct {
-	addr    messages.ActorAddr
-	newCore func() core
-	core    core
-	deps    *Deps
-	cfg     Config
-	log     *slog.Logger
-
-	children map[messages.ActorAddr]*actor.PID
-	byID     map[string]messages.ActorAddr
-	run      *runner
-
+	tree *tree
+	core core
+	// self and sys are set when the actor starts, before any effect runs.
+	self *actor.PID
+	sys  *actor.ActorSystem
+	// fam is nil until the actor starts its first child.
+	fam *family
+	run runner
 	// requests are the senders of snapshot requests still to answer, by the
-	// number the core knows them by.
+	// number the core knows them by; nil when none waits.
 	requests map[int]*actor.PID
 	nextReq  int
 }
 
-func newShell(addr messages.ActorAddr, deps *Deps, cfg Config, newCore func() core) *shell {
-	return &shell{addr: addr, newCore: newCore, deps: deps, cfg: cfg,
-		log: deps.Logger.With(slog.String(KeyActor, addr.String()))}
+// family is what a shell with children keeps: the props its children are
+// spawned with, one for all of them, and each running child by name.
+type family struct {
+	props *actor.Props
+	// next is the shell being spawned. protoactor calls the props' producer
+	// synchronously inside Spawn, in the parent's Receive, so the parent
+	// hands the child's shell over through this field; one Props then serves
+	// every child instead of a Props and a closure per child.
+	next atomic.Pointer[shell]
+	// kids maps a running child's name (childName) to its PID. A child asked
+	// to stop leaves it at once, so nothing more is told to it.
+	kids map[string]*actor.PID
+}
+
+// notRestarted stands in for a child protoactor asks its props to make again:
+// a restart, which the tree's supervisors never choose. It stops at once, so
+// that the parent learns that the child stopped instead of a child running
+// from a state that is not its own.
+type notRestarted struct{}
+
+func (notRestarted) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*actor.Started); ok {
+		ctx.Stop(ctx.Self())
+	}
+}
+
+func (s *shell) family() *family {
+	if s.fam == nil {
+		f := &family{kids: map[string]*actor.PID{}}
+		f.props = s.tree.props(func() actor.Actor {
+			if c := f.next.Swap(nil); c != nil {
+				return c
+			}
+			return notRestarted{}
+		})
+		s.fam = f
+	}
+	return s.fam
+}
+
+// childName names a child by its address, so that its PID's ID says which
+// actor it is and the address can be read back from it when it stops: the
+// parent keeps no second map from IDs to addresses.
+func childName(a messages.ActorAddr) string {
+	switch a.Kind {
+	case messages.ActorWorkspace:
+		return "w" + a.Workspace.String()
+	case messages.ActorSession:
+		return "s" + a.Proc.String()
+	case messages.ActorBranch:
+		return "b" + a.Branch
+	}
+	return ""
+}
+
+// childAddr reads back the address childName wrote. The name was made by
+// this shell, so it is not validated again: a workspace key is split at its
+// one slash, a session's PID@START read as numbers.
+func (s *shell) childAddr(name string) (messages.ActorAddr, bool) {
+	if name == "" {
+		return messages.ActorAddr{}, false
+	}
+	rest := name[1:]
+	switch name[0] {
+	case 'w':
+		login, project, ok := strings.Cut(rest, "/")
+		return messages.WorkspaceAddr(messages.WorkspaceKey{Login: login, Project: project}), ok
+	case 's':
+		pid, start, ok := strings.Cut(rest, "@")
+		p, err1 := strconv.Atoi(pid)
+		st, err2 := strconv.ParseUint(start, 10, 64)
+		return messages.SessionAddr(s.core.addr().Workspace, messages.ProcID{PID: p, Start: st}), ok && err1 == nil && err2 == nil
+	case 'b':
+		return messages.BranchAddr(s.core.addr().Workspace, rest), true
+	}
+	return messages.ActorAddr{}, false
 }
 
 // Receive is protoactor's entry point.
 func (s *shell) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		// The core is made here, so that a restart (which our supervisors
-		// never choose) would also begin from the first state.
-		s.core = s.newCore()
-		s.children = map[messages.ActorAddr]*actor.PID{}
-		s.byID = map[string]messages.ActorAddr{}
-		s.requests = map[int]*actor.PID{}
-		s.run = newRunner(ctx.ActorSystem(), ctx.Self(), s.deps)
-		s.apply(ctx, s.core.Start(s.deps.Clock.Now()))
+		s.self, s.sys = ctx.Self(), ctx.ActorSystem()
+		s.apply(ctx, s.core.Start(s.tree.deps.Clock.Now()))
 	case *actor.Stopping:
-		s.run.stop()
+		s.stopEffects()
 	case *actor.Stopped, *actor.Restarting:
 	case *actor.Terminated:
-		if a, ok := s.byID[m.Who.Id]; ok {
-			delete(s.byID, m.Who.Id)
-			if pid, ok := s.children[a]; ok && pid.Id == m.Who.Id {
-				delete(s.children, a)
-			}
-			s.step(ctx, messages.ChildStopped{Addr: a})
+		name, ok := strings.CutPrefix(m.Who.Id, s.self.Id+"/")
+		if !ok {
+			return
 		}
+		a, ok := s.childAddr(name)
+		if !ok {
+			s.logAttrs(slog.LevelError, "a child with a name this actor does not give stopped", slog.String("child", m.Who.Id))
+			return
+		}
+		if s.fam != nil {
+			if pid, ok := s.fam.kids[name]; ok && pid.Id == m.Who.Id {
+				delete(s.fam.kids, name)
+			}
+		}
+		s.step(ctx, messages.ChildStopped{Addr: a})
 	case messages.SnapshotRequest:
 		s.nextReq++
+		if s.requests == nil {
+			s.requests = map[int]*actor.PID{}
+		}
 		s.requests[s.nextReq] = ctx.Sender()
 		s.step(ctx, messages.SnapshotRequest{Request: s.nextReq})
 	case messages.DaemonMessage:
 		s.step(ctx, m)
 	default:
-		s.log.Warn("a message the daemon's actors do not take", slog.Any(KeyMessage, m))
+		s.logAttrs(slog.LevelWarn, "a message the daemon's actors do not take", slog.Any(KeyMessage, m))
 	}
 }
 
+// logAttrs logs through the tree's one logger, naming the actor; an actor
+// keeps no logger of its own.
+func (s *shell) logAttrs(level slog.Level, text string, attrs ...slog.Attr) {
+	log := s.tree.deps.Logger
+	if !log.Enabled(context.Background(), level) {
+		return
+	}
+	all := make([]slog.Attr, 0, len(attrs)+1)
+	all = append(all, slog.String(KeyActor, s.core.addr().String()))
+	log.LogAttrs(context.Background(), level, text, append(all, attrs...)...)
+}
+
 func (s *shell) step(ctx actor.Context, m messages.DaemonMessage) {
-	s.log.Debug("message", slog.String(KeyMessage, m.String()))
-	s.apply(ctx, s.core.Step(s.deps.Clock.Now(), m))
+	if s.tree.deps.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		s.logAttrs(slog.LevelDebug, "message", slog.String(KeyMessage, m.String()))
+	}
+	s.apply(ctx, s.core.Step(s.tree.deps.Clock.Now(), m))
 }
 
 func (s *shell) apply(ctx actor.Context, effs []messages.DaemonEffect) {
@@ -83,119 +282,185 @@ func (s *shell) apply(ctx actor.Context, effs []messages.DaemonEffect) {
 		case messages.Tell:
 			to := s.resolve(ctx, e.To)
 			if to == nil {
-				s.log.Error("a message to an actor this one does not know dropped", slog.String("to", e.To.String()), slog.String(KeyMessage, e.Msg.String()))
+				s.logAttrs(slog.LevelError, "a message to an actor this one does not know dropped", slog.String("to", e.To.String()), slog.String(KeyMessage, e.Msg.String()))
 				continue
 			}
 			ctx.Send(to, e.Msg)
 		case messages.StartActor:
-			props := s.childProps(e)
-			if props == nil {
-				s.log.Error("cannot start that child", slog.String("child", e.Addr.String()))
-				continue
-			}
-			pid := ctx.SpawnPrefix(props, string(e.Addr.Kind))
-			s.children[e.Addr] = pid
-			s.byID[pid.Id] = e.Addr
+			s.spawn(ctx, e)
 		case messages.StopActor:
-			// The child stays in byID until protoactor reports it
-			// terminated; the core learns it then, as ChildStopped.
-			if pid, ok := s.children[e.Addr]; ok {
-				delete(s.children, e.Addr)
-				ctx.Stop(pid)
+			// The child's address comes back from its name when protoactor
+			// reports it terminated; the core learns it then, as
+			// ChildStopped.
+			if s.fam != nil {
+				name := childName(e.Addr)
+				if pid, ok := s.fam.kids[name]; ok {
+					delete(s.fam.kids, name)
+					ctx.Stop(pid)
+				}
 			}
 		case messages.ReplySnapshot:
 			if to, ok := s.requests[e.Request]; ok {
 				delete(s.requests, e.Request)
+				if len(s.requests) == 0 {
+					s.requests = nil
+				}
 				if to != nil {
 					ctx.Send(to, e.Handoff)
 				}
 			}
 		case messages.LogEvent:
-			s.log.LogAttrs(context.Background(), e.Level, e.Text, e.Attrs...)
+			s.logAttrs(e.Level, e.Text, e.Attrs...)
 		case messages.StartTimer:
-			s.log.Debug("effect", slog.String(KeyEffect, e.String()))
-			s.run.timer(s.deps.Clock, e)
+			s.logEffect(e)
+			s.timer(e)
 		default:
-			s.log.Debug("effect", slog.String(KeyEffect, e.String()))
-			s.run.effect(e)
+			s.logEffect(e)
+			s.effect(e)
 		}
 	}
 }
 
+func (s *shell) logEffect(e messages.DaemonEffect) {
+	if s.tree.deps.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		s.logAttrs(slog.LevelDebug, "effect", slog.String(KeyEffect, e.String()))
+	}
+}
+
+// spawn starts a child with a core made from the StartActor's state, under
+// a name made from its address.
+func (s *shell) spawn(ctx actor.Context, e messages.StartActor) {
+	c := s.tree.coreFor(e)
+	name := childName(e.Addr)
+	if c == nil || name == "" {
+		s.logAttrs(slog.LevelError, "cannot start that child", slog.String("child", e.Addr.String()))
+		return
+	}
+	f := s.family()
+	f.next.Store(&shell{tree: s.tree, core: c})
+	pid, err := ctx.SpawnNamed(f.props, name)
+	f.next.Store(nil)
+	if err != nil {
+		// A name is taken only by a child that has not stopped, and the
+		// cores start a child again only after it stopped.
+		s.logAttrs(slog.LevelError, "cannot start that child", slog.String("child", e.Addr.String()), errAttr(err))
+		return
+	}
+	// The name is kept as the tail of the PID's own ID, not a copy.
+	f.kids[pid.Id[len(pid.Id)-len(name):]] = pid
+}
+
 // resolve maps a logical address to a PID: a child of this actor, or its parent.
 func (s *shell) resolve(ctx actor.Context, a messages.ActorAddr) *actor.PID {
-	if pid, ok := s.children[a]; ok {
-		return pid
+	if s.fam != nil {
+		if pid, ok := s.fam.kids[childName(a)]; ok {
+			return pid
+		}
 	}
+	self := s.core.addr()
 	switch {
-	case s.addr.Kind == messages.ActorWorkspace && a.Kind == messages.ActorNode,
-		(s.addr.Kind == messages.ActorSession || s.addr.Kind == messages.ActorBranch) &&
-			a.Kind == messages.ActorWorkspace && a.Workspace == s.addr.Workspace:
+	case self.Kind == messages.ActorWorkspace && a.Kind == messages.ActorNode,
+		(self.Kind == messages.ActorSession || self.Kind == messages.ActorBranch) &&
+			a.Kind == messages.ActorWorkspace && a.Workspace == self.Workspace:
 		return ctx.Parent()
 	}
 	return nil
 }
 
-func (s *shell) childProps(e messages.StartActor) *actor.Props {
-	switch {
-	case e.Addr.Kind == messages.ActorWorkspace && e.Workspace != nil:
-		return WorkspaceProps(*s.deps, s.cfg, *e.Workspace)
-	case e.Addr.Kind == messages.ActorSession && e.Session != nil:
-		return SessionProps(*s.deps, s.cfg, *e.Session)
-	case e.Addr.Kind == messages.ActorBranch && e.Branch != nil:
-		return BranchProps(*s.deps, s.cfg, *e.Branch)
-	}
-	return nil
-}
-
-// runner runs an actor's host effects on goroutines and sends each result back
-// to the actor, unless the actor has stopped: then the result is dropped, so
-// that a late result never becomes a dead letter.
+// runner is what a shell keeps of its host effects in flight: each effect
+// runs on a goroutine and sends its result back to the actor, unless the
+// actor has stopped: then the result is dropped, so that a late result never
+// becomes a dead letter.
 type runner struct {
-	system *actor.ActorSystem
-	self   *actor.PID
-	deps   *Deps
-	ctx    context.Context
-	cancel context.CancelFunc
-
 	mu      sync.Mutex
 	stopped bool
-	timers  map[int]func() bool
 	nextID  int
+	// live cancels each effect still running and each timer not yet fired,
+	// by number; nil when there is none, so that an idle actor holds no map.
+	live map[int]func()
 	// running counts the effect goroutines, so a test can wait for them.
 	running sync.WaitGroup
 }
 
-func newRunner(system *actor.ActorSystem, self *actor.PID, deps *Deps) *runner {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &runner{system: system, self: self, deps: deps, ctx: ctx, cancel: cancel, timers: map[int]func() bool{}}
-}
-
-func (r *runner) effect(e messages.DaemonEffect) {
-	r.running.Add(1)
-	go func() {
-		defer r.running.Done()
-		r.deliver(r.deps.run(r.ctx, e))
-	}()
-}
-
-func (r *runner) timer(c Clock, e messages.StartTimer) {
-	r.mu.Lock()
+// add registers a cancel function; the caller holds mu.
+func (r *runner) add(cancel func()) int {
 	r.nextID++
-	id := r.nextID
+	if r.live == nil {
+		r.live = map[int]func(){}
+	}
+	r.live[r.nextID] = cancel
+	return r.nextID
+}
+
+// done forgets an effect or timer, reporting whether it was still
+// registered; the caller holds mu.
+func (r *runner) done(id int) bool {
+	_, ok := r.live[id]
+	delete(r.live, id)
+	if len(r.live) == 0 {
+		r.live = nil
+	}
+	return ok
+}
+
+// effect runs a host effect off the actor's goroutine, with a context that
+// the actor's stop cancels: on the tree's workers, or, for a watch, which
+// lasts as long as its process, on a goroutine of its own, so that no number
+// of watches can hold up the other effects.
+func (s *shell) effect(e messages.DaemonEffect) {
+	r := &s.run
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	id := r.add(cancel)
+	r.running.Add(1)
+	r.mu.Unlock()
+	run := func() {
+		defer r.running.Done()
+		var m messages.DaemonMessage
+		// An effect whose actor stopped while it waited in the queue is
+		// not run: its result would be dropped.
+		if ctx.Err() == nil {
+			m = s.tree.deps.run(ctx, e)
+		}
+		r.mu.Lock()
+		r.done(id)
+		r.mu.Unlock()
+		cancel()
+		s.deliver(m)
+	}
+	if _, watch := e.(messages.WatchProcess); watch {
+		go run()
+		return
+	}
+	s.tree.effects.submit(run)
+}
+
+// timer arms a StartTimer on the tree's clock.
+func (s *shell) timer(e messages.StartTimer) {
+	r := &s.run
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return
+	}
+	id := r.add(nil)
 	r.mu.Unlock()
 	// The clock is called without the lock held, in case it runs f at once.
-	fired := false
-	stop := c.AfterFunc(e.After, func() {
+	stop := s.tree.deps.Clock.AfterFunc(e.After, func() {
 		r.mu.Lock()
-		fired = true
-		delete(r.timers, id)
+		pending := r.done(id)
 		r.mu.Unlock()
-		r.deliver(messages.TimerFired{Proc: e.Proc, Purpose: e.Purpose, Seq: e.Seq})
+		if pending {
+			s.deliver(messages.TimerFired{Proc: e.Proc, Purpose: e.Purpose, Seq: e.Seq})
+		}
 	})
 	r.mu.Lock()
-	if !fired && !r.stopped {
-		r.timers[id] = stop
+	if _, pending := r.live[id]; pending {
+		r.live[id] = func() { stop() }
 	}
 	stopped := r.stopped
 	r.mu.Unlock()
@@ -204,25 +469,28 @@ func (r *runner) timer(c Clock, e messages.StartTimer) {
 	}
 }
 
-func (r *runner) deliver(m messages.DaemonMessage) {
+func (s *shell) deliver(m messages.DaemonMessage) {
+	r := &s.run
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.stopped || m == nil || r.ctx.Err() != nil {
+	if r.stopped || m == nil {
 		return
 	}
-	r.system.Root.Send(r.self, m)
+	s.sys.Root.Send(s.self, m)
 }
 
-// stop cancels every effect still running and every timer, and drops their
-// results from now on.
-func (r *runner) stop() {
+// stopEffects cancels every effect still running and every timer, and drops
+// their results from now on.
+func (s *shell) stopEffects() {
+	r := &s.run
 	r.mu.Lock()
 	r.stopped = true
-	timers := r.timers
-	r.timers = map[int]func() bool{}
+	live := r.live
+	r.live = nil
 	r.mu.Unlock()
-	r.cancel()
-	for _, t := range timers {
-		t()
+	for _, cancel := range live {
+		if cancel != nil {
+			cancel()
+		}
 	}
 }

@@ -116,12 +116,13 @@ func TestResultAfterStopIsDropped(t *testing.T) {
 			t.Fatal(err)
 		}
 		deps := newFakeWorld().deps()
-		r := newRunner(sys, pid, &deps)
+		deps.Logger = slog.New(slog.DiscardHandler)
+		sh := &shell{tree: newTree(deps, Config{}), core: NewNodeCore(Config{}), self: pid, sys: sys}
 		if stop {
-			r.stop()
+			sh.stopEffects()
 		}
-		r.effect(messages.ClassifyArtifact{Repository: treeRep, Hash: testHash(1)})
-		r.running.Wait()
+		sh.effect(messages.ClassifyArtifact{Repository: treeRep, Hash: testHash(1)})
+		sh.run.running.Wait()
 		sys.EventStream.Unsubscribe(sub)
 		sys.Shutdown()
 		mu.Lock()
@@ -134,7 +135,7 @@ func TestResultAfterStopIsDropped(t *testing.T) {
 			t.Errorf("a runner not stopped made %d dead letters, want 1: the count does not see them", got)
 		}
 		if !stop {
-			r.stop()
+			sh.stopEffects()
 		}
 	}
 }

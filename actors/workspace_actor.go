@@ -7,10 +7,11 @@ import (
 )
 
 // WorkspaceProps makes the props of a workspace actor beginning in state st
-// (only its key for a new one). Its children are its session actors and its
-// branch listeners; one that fails is stopped, never restarted.
+// (only its key for a new one), spawned on its own. In the tree a node
+// spawns its workspaces with one props for all of them (shell.spawn). Its
+// children are its session actors and its branch listeners; one that fails
+// is stopped, never restarted.
 func WorkspaceProps(deps Deps, cfg Config, st messages.WorkspaceState) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
-		return newShell(messages.WorkspaceAddr(st.Workspace), &deps, cfg, func() core { return NewWorkspaceCore(cfg, st) })
-	}, actor.WithSupervisor(stopStrategy(deps.Logger)))
+	t := newTree(deps, cfg)
+	return t.props(func() actor.Actor { return &shell{tree: t, core: NewWorkspaceCore(cfg, st)} })
 }

@@ -38,58 +38,83 @@ type wsReserve struct {
 // CI launch.
 type WorkspaceCore struct {
 	base
-	cfg        Config
-	key        messages.WorkspaceKey
+	key messages.WorkspaceKey
+	// The maps are nil until first needed: most workspaces of a node are idle
+	// most of the time, with no session, listener or deferred listener, and
+	// an idle workspace actor should cost little more than protoactor's own.
 	sessions   map[messages.ProcID]*wsSession
 	branches   map[string]bool
 	inflight   *wsLaunch
 	reserve    *wsReserve
 	stopQueued bool
 	deferred   map[string]bool
-	launches   *recentSet
+	launches   recentSet
 	collect    *collection
 	// stopping are the session actors asked to stop whose end the shell
 	// has not reported yet.
 	stopping map[messages.ActorAddr]bool
 	// collectAsk is the node's request number the answer goes to.
 	collectAsk int
-	// restored is the hand-off part Start starts the children of.
-	restored messages.WorkspaceState
+	// restored is the hand-off part Start starts the children of, nil once
+	// started (or for a new workspace).
+	restored *messages.WorkspaceState
 }
 
 // NewWorkspaceCore makes the core of a workspace, new (st holds only its key)
 // or restored from a hand-off.
 func NewWorkspaceCore(cfg Config, st messages.WorkspaceState) *WorkspaceCore {
 	cfg = cfg.withDefaults()
-	c := &WorkspaceCore{
-		cfg:      cfg,
-		key:      st.Workspace,
-		sessions: map[messages.ProcID]*wsSession{},
-		branches: map[string]bool{},
-		deferred: map[string]bool{},
-		stopping: map[messages.ActorAddr]bool{},
-		launches: newRecentSet(cfg.RecentLaunches, st.Launches),
-		restored: st,
+	c := &WorkspaceCore{key: st.Workspace, launches: recentSet{max: cfg.RecentLaunches}}
+	for _, l := range st.Launches {
+		c.launches.add(l)
 	}
-	c.self = messages.WorkspaceAddr(st.Workspace)
 	for _, b := range st.Deferred {
-		c.deferred[b] = true
+		c.deferTo(b)
+	}
+	if len(st.Sessions) > 0 || len(st.Branches) > 0 {
+		restored := st
+		c.restored = &restored
 	}
 	return c
 }
 
 // Start starts the restored session and branch-listener actors.
 func (c *WorkspaceCore) Start(time.Time) []messages.DaemonEffect {
+	if c.restored == nil {
+		return nil
+	}
 	for _, s := range c.restored.Sessions {
-		c.sessions[s.Proc] = &wsSession{launch: s.Launch, child: s.Child, ended: s.Ended}
+		c.addSession(s.Proc, &wsSession{launch: s.Launch, child: s.Child, ended: s.Ended})
 		c.out = append(c.out, messages.StartActor{Addr: messages.SessionAddr(c.key, s.Proc), Session: &s})
 	}
 	for _, b := range c.restored.Branches {
-		c.branches[b.Branch] = true
+		c.addBranch(b.Branch)
 		c.out = append(c.out, messages.StartActor{Addr: messages.BranchAddr(c.key, b.Branch), Branch: &b})
 	}
-	c.restored = messages.WorkspaceState{}
+	c.restored = nil
 	return c.take()
+}
+
+// addSession, addBranch and deferTo write the maps that stay nil until then.
+func (c *WorkspaceCore) addSession(p messages.ProcID, s *wsSession) {
+	if c.sessions == nil {
+		c.sessions = map[messages.ProcID]*wsSession{}
+	}
+	c.sessions[p] = s
+}
+
+func (c *WorkspaceCore) addBranch(b string) {
+	if c.branches == nil {
+		c.branches = map[string]bool{}
+	}
+	c.branches[b] = true
+}
+
+func (c *WorkspaceCore) deferTo(b string) {
+	if c.deferred == nil {
+		c.deferred = map[string]bool{}
+	}
+	c.deferred[b] = true
 }
 
 // busy returns the sessions of the daemon's that still run here.
@@ -143,12 +168,15 @@ func (c *WorkspaceCore) Step(now time.Time, msg messages.DaemonMessage) []messag
 			delete(c.sessions, m.Proc)
 			addr := messages.SessionAddr(c.key, m.Proc)
 			c.out = append(c.out, messages.StopActor{Addr: addr})
+			if c.stopping == nil {
+				c.stopping = map[messages.ActorAddr]bool{}
+			}
 			c.stopping[addr] = true
 			c.forgetChild(addr)
 		}
 	case messages.CheckinArrived:
 		if !c.branches[m.Branch] {
-			c.branches[m.Branch] = true
+			c.addBranch(m.Branch)
 			st := messages.BranchState{Workspace: c.key, Branch: m.Branch, Listener: m.Listener, Phase: messages.BranchIdle}
 			c.startChild(messages.StartActor{Addr: messages.BranchAddr(c.key, m.Branch), Branch: &st})
 		}
@@ -266,7 +294,7 @@ func (c *WorkspaceCore) refuse(l messages.LaunchSpec, holders []messages.ProcInf
 	if l.IsCI() && c.branches[l.Branch] {
 		c.tellChild(messages.BranchAddr(c.key, l.Branch), messages.LaunchOutcome{Launch: l, Refused: reason})
 		if own {
-			c.deferred[l.Branch] = true
+			c.deferTo(l.Branch)
 		}
 	}
 }
@@ -306,7 +334,7 @@ func (c *WorkspaceCore) scanned(m messages.WorkspaceScanned) {
 		switch {
 		case len(c.busy()) > 0:
 			c.reserve = nil
-			c.deferred[b] = true
+			c.deferTo(b)
 			c.tellChild(messages.BranchAddr(c.key, b), messages.ReservationRefused{Branch: b, Why: "a session runs in the workspace"})
 		case m.Err != nil:
 			c.reserve = nil
@@ -359,7 +387,7 @@ func (c *WorkspaceCore) spawned(m messages.SessionSpawned) {
 		return
 	}
 	c.log(slog.LevelInfo, "session launched", wsAttr(c.key), slog.String(KeyLaunch, l.Hash), pidAttr(m.Proc))
-	c.sessions[m.Proc] = &wsSession{launch: l, child: true}
+	c.addSession(m.Proc, &wsSession{launch: l, child: true})
 	st := messages.SessionState{Workspace: c.key, Proc: m.Proc, Child: true, Launch: l}
 	addr := messages.SessionAddr(c.key, m.Proc)
 	c.startChild(messages.StartActor{Addr: addr, Session: &st})
@@ -393,7 +421,7 @@ func (c *WorkspaceCore) adopt(m messages.AdoptSession) {
 		return
 	}
 	c.launches.add(m.Launch.Hash)
-	c.sessions[m.Proc.Proc] = &wsSession{launch: m.Launch}
+	c.addSession(m.Proc.Proc, &wsSession{launch: m.Launch})
 	st := messages.SessionState{Workspace: c.key, Proc: m.Proc.Proc, Launch: m.Launch}
 	c.startChild(messages.StartActor{Addr: messages.SessionAddr(c.key, m.Proc.Proc), Session: &st})
 	c.tell(messages.NodeAddr(), messages.SessionStarted{Workspace: c.key, Proc: m.Proc.Proc})
@@ -410,7 +438,7 @@ func (c *WorkspaceCore) sessionEnded(m messages.SessionEnded) {
 	for _, b := range c.branchList() {
 		c.tellChild(messages.BranchAddr(c.key, b), messages.WorkspaceFreed{Ended: ended})
 	}
-	c.deferred = map[string]bool{}
+	c.deferred = nil
 }
 
 // freed tells the deferred listeners once nothing of the daemon's holds the
@@ -424,7 +452,7 @@ func (c *WorkspaceCore) freed() {
 		bs = append(bs, b)
 	}
 	sort.Strings(bs)
-	c.deferred = map[string]bool{}
+	c.deferred = nil
 	for _, b := range bs {
 		if c.branches[b] {
 			c.tellChild(messages.BranchAddr(c.key, b), messages.WorkspaceFreed{})
@@ -443,7 +471,7 @@ func (c *WorkspaceCore) reserveFor(b string) {
 		why = fmt.Sprintf("it is held for branch %q", c.reserve.branch)
 	}
 	if why != "" {
-		c.deferred[b] = true
+		c.deferTo(b)
 		c.tellChild(messages.BranchAddr(c.key, b), messages.ReservationRefused{Branch: b, Why: why})
 		return
 	}
@@ -583,7 +611,7 @@ func (c *WorkspaceCore) maybeReply() {
 			st.Branches = append(st.Branches, bs)
 		}
 	}
-	c.tell(messages.NodeAddr(), messages.StateCollected{Seq: c.collect.seq, Ask: c.collectAsk, From: c.self, Workspace: &st})
+	c.tell(messages.NodeAddr(), messages.StateCollected{Seq: c.collect.seq, Ask: c.collectAsk, From: c.addr(), Workspace: &st})
 	c.collect = nil
 }
 
@@ -605,3 +633,5 @@ func sortedProcs(m map[messages.ProcID]messages.SessionState) []messages.ProcID 
 	sort.Slice(ps, func(i, j int) bool { return ps[i].PID < ps[j].PID })
 	return ps
 }
+
+func (c *WorkspaceCore) addr() messages.ActorAddr { return messages.WorkspaceAddr(c.key) }

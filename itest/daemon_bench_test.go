@@ -3,6 +3,7 @@ package itest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -519,14 +520,17 @@ func awaitRead(b *testing.B, n *testNode, want int64) {
 	}
 }
 
-// BenchmarkDaemonMemory measures the daemon's resident memory with 10,000
-// workspace actors alive.
+// BenchmarkDaemonMemory measures the daemon's memory idle and with 10,000
+// workspace actors alive, in one run: its resident set (VmRSS) as the
+// kernel counts it, then its live Go heap, which the daemon writes to its
+// log on USR1 after a full collection.
 func BenchmarkDaemonMemory(b *testing.B) {
 	needs(b, "ocxd")
 	for i := 0; i < b.N; i++ {
 		n := newBenchNode(b, relRoot)
 		d := startDaemon(b, n, program("ocxd"))
-		before := rssKiB(b, d.pid())
+		rssIdle := rssKiB(b, d.pid())
+		heapIdle := heapLive(b, n, d.pid(), 1)
 		const actors = 10000
 		lines := make([]string, 0, 1000)
 		for j := 0; j < actors; j++ {
@@ -537,11 +541,45 @@ func BenchmarkDaemonMemory(b *testing.B) {
 			}
 		}
 		waitLog(b, n, "10,000 workspace actors", actors, func(l string) bool { return strings.Contains(l, "stop: no process names the workspace") })
-		after := rssKiB(b, d.pid())
-		b.ReportMetric(float64(before)/1024, "rss-idle-MB")
-		b.ReportMetric(float64(after)/1024, "rss-10k-workspaces-MB")
+		rss := rssKiB(b, d.pid())
+		heap := heapLive(b, n, d.pid(), 2)
+		b.ReportMetric(float64(rssIdle)/1024, "rss-idle-MB")
+		b.ReportMetric(float64(rss)/1024, "rss-10k-workspaces-MB")
+		b.ReportMetric(float64(heapIdle)/(1<<20), "heap-idle-MB")
+		b.ReportMetric(float64(heap)/(1<<20), "heap-10k-workspaces-MB")
+		b.ReportMetric(float64(heap-heapIdle)/actors, "heap-B/workspace")
+		b.ReportMetric(0, "ns/op")
+		if os.Getenv("OCX_BENCH_VERBOSE") != "" {
+			for _, l := range strings.Split(n.daemonLog(), "\n") {
+				if strings.Contains(l, `"msg":"memory"`) {
+					b.Log(l)
+				}
+			}
+		}
 		d.stop()
 	}
+}
+
+// heapLive sends the daemon USR1 and returns the live heap of the memory
+// line it logs, the nth since it started.
+func heapLive(b *testing.B, n *testNode, pid, nth int) uint64 {
+	b.Helper()
+	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
+		b.Fatal(err)
+	}
+	var heap uint64
+	waitLog(b, n, "the daemon's memory line", nth, func(l string) bool {
+		var m struct {
+			Msg      string `json:"msg"`
+			HeapLive uint64 `json:"heap_live"`
+		}
+		if json.Unmarshal([]byte(l), &m) != nil || m.Msg != "memory" {
+			return false
+		}
+		heap = m.HeapLive
+		return true
+	})
+	return heap
 }
 
 func rssKiB(b *testing.B, pid int) int64 {

@@ -43,7 +43,8 @@ const usageText = `usage: ocxd --agents AGENTS [--grace DURATION] [--log-level L
 
 The daemon of the agents root AGENTS: it reads AGENTS/ocxd, launches and stops
 sessions, records their ends, and re-execs itself on request. One runs per
-agents root; a second start exits 0 at once, saying one runs.
+agents root; a second start exits 0 at once, saying one runs. TERM or INT
+stops it (its sessions keep running); USR1 writes its memory to its log.
 
   --agents AGENTS        the agents root (it holds node.json)
   --grace DURATION       between TERM and KILL after a stop (default 10s)
