@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	listenindex "github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -188,6 +191,62 @@ func TestAnsweringStartsAtTheListenNote(t *testing.T) {
 	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
+
+// TestListenerAddedWhileRunning: a listener added while the session runs
+// (its note on the node, then its file, as `ocx listener add` does). Outside
+// the sandbox the session reads the listen note from the node's repository.
+// Inside, its clone, pulled at its start, lacks it; the file newer than the
+// last pull makes the session pull once before it decides. Either way a post
+// written before the listen note is not answered and one after it is.
+func TestListenerAddedWhileRunning(t *testing.T) {
+	for _, sandboxed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sandboxed=%v", sandboxed), func(t *testing.T) { listenerAddedWhileRunning(t, sandboxed) })
+	}
+}
+
+func listenerAddedWhileRunning(t *testing.T, sandboxed bool) {
+	n := newNode(t)
+	w := n.workspace("idx-3")
+	root, err := n.admin.NewThread(n.ctx, "Later", "a thread listened to later")
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := rec{kind: messages.ListenThread, id: root, first: root}
+	r := w.record(messages.ListenThread, "Listen later.", stays(echoCommand...), "")
+	p := w.serve(r.launch, sandboxed)
+	w.waitLog("event=ready", 1)
+	before := w.post(n.admin, later, "before the listener")
+	w.listenNote(w.agent, true, later, messages.ListenThread, root)
+	ur, err := unixhost.OpenRoot(n.agents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ur.Close()
+	if err := listenindex.Set(n.ctx, ur, w.ws, messages.ListenThread, root, true); err != nil {
+		t.Fatal(err)
+	}
+	after := w.post(n.admin, later, "after the listener")
+	w.wake(before, after)
+	if a := w.waitReply(later, after); !strings.Contains(a.text, "said: after the listener") {
+		t.Errorf("the answer after the listen note:\n%s", a.text)
+	}
+	w.waitLog("event=skip-unheard post="+before, 1)
+	pulls := 0
+	if sandboxed {
+		pulls = 1
+	}
+	if got := strings.Count(w.logText(), "event=pull record="+root); got != pulls {
+		t.Errorf("%d pulls for the new listener, want %d:\n%s", got, pulls, w.logText())
+	}
+	if rs := w.replies(later, before); len(rs) != 0 {
+		t.Errorf("a post written before the listen note was answered: %+v", rs)
+	}
+	// A stop request reaches the session in or out of the sandbox.
+	w.wake(w.post(n.admin, r, "OCX stop"))
 	if code := p.wait(); code != 0 {
 		t.Fatalf("exit %d", code)
 	}

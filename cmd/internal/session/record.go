@@ -372,9 +372,12 @@ func (s *Session) listenOn(ctx context.Context, p Post) (*ListenEvent, error) {
 	return LatestListen(events, s.o.Key, p.Kind, p.Record), nil
 }
 
+// mtimeSlack covers the coarser clock a file's time is taken from (the
+// kernel's tick, 10 ms at most) against the one the session reads.
+const mtimeSlack = 50 * time.Millisecond
+
 // listenerChanged says whether the listening file of p's record is missing,
-// or was written less than a second before the last pull began or after it
-// (a file's time is kept more coarsely than the clock reads).
+// or was written after the last pull began (less mtimeSlack).
 func (s *Session) listenerChanged(p Post) bool {
 	name, err := messages.ListeningFileName(p.Kind, p.Record)
 	if err != nil {
@@ -388,5 +391,5 @@ func (s *Session) listenerChanged(p Post) bool {
 	if err != nil {
 		return true
 	}
-	return st.ModTime().After(s.lastPull.Add(-time.Second))
+	return st.ModTime().After(s.lastPull.Add(-mtimeSlack))
 }
