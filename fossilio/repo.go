@@ -49,7 +49,15 @@ type Repo struct {
 	db      *sql.DB
 	stmts   map[string]*sql.Stmt
 	stmtsMu sync.Mutex
+	// readers admits one read transaction fewer than there are connections:
+	// a reader that must prepare a statement needs a free connection while
+	// it holds its own, and with every connection held by readers waiting
+	// to prepare, all of them would wait for ever.
+	readers chan struct{}
 }
+
+// maxConns is the connections a Repo opens to its file.
+const maxConns = 4
 
 // OpenNode opens the node's own repository file, where senders are known.
 func OpenNode(path string, opts *Options) (*Repo, error) { return open(path, true, opts) }
@@ -82,9 +90,9 @@ func open(path string, node bool, opts *Options) (*Repo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", abs, err)
 	}
-	db.SetMaxOpenConns(4)
-	db.SetMaxIdleConns(4)
-	r := &Repo{path: abs, node: node, db: db, stmts: map[string]*sql.Stmt{}}
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	r := &Repo{path: abs, node: node, db: db, stmts: map[string]*sql.Stmt{}, readers: make(chan struct{}, maxConns-1)}
 	var n int
 	err = db.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN ('blob','rcvfrom','config','event','tagxref','user')`).Scan(&n)
 	if err == nil && n != 6 {
@@ -161,6 +169,12 @@ type reader struct {
 // read runs fn in a read-only transaction, so that what it reads is one
 // consistent state of the repository, and ends the transaction at once.
 func (r *Repo) read(ctx context.Context, op string, fn func(*reader) error) error {
+	select {
+	case r.readers <- struct{}{}:
+	case <-ctx.Done():
+		return r.wrap(op, ctx.Err())
+	}
+	defer func() { <-r.readers }()
 	tx, err := r.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return r.wrap(op, err)
