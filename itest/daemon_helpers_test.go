@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,18 +27,46 @@ type daemonProc struct {
 	t      testing.TB
 	cmd    *exec.Cmd
 	done   chan struct{}
-	stderr *bytes.Buffer
+	stderr *lockedBuffer
+}
+
+// lockedBuffer collects a process's output, safe to read while it writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // startDaemon starts program (the release's ocxd) for the node with the
 // given extra flags, and waits until it holds the lock and reads its pipe.
 func startDaemon(t testing.TB, n *testNode, program string, flags ...string) *daemonProc {
 	t.Helper()
+	return startDaemonEnv(t, n, program, nil, flags...)
+}
+
+// startDaemonEnv is startDaemon with variables added to the daemon's
+// environment.
+func startDaemonEnv(t testing.TB, n *testNode, program string, env []string, flags ...string) *daemonProc {
+	t.Helper()
 	cmd := exec.Command(program, append([]string{"--agents", n.agents}, flags...)...)
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + n.agents, "LANG=C.UTF-8"}
+	cmd.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + n.agents, "LANG=C.UTF-8"}, env...)
 	cmd.Dir = "/"
-	var errb bytes.Buffer
+	var errb lockedBuffer
 	cmd.Stderr = &errb
+	// Wait returns once the daemon has ended even if a process it started
+	// still holds its standard error, so that no wait here is unbounded.
+	cmd.WaitDelay = 5 * time.Second
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -159,12 +188,38 @@ func (n *testNode) daemonLog() string {
 
 // logLine is one line of ocxd.log, as far as the tests read it.
 type logLine struct {
-	Msg   string `json:"msg"`
-	Level string `json:"level"`
-	OCXD  int    `json:"ocxd"`
-	Line  string `json:"line"`
-	PID   string `json:"pid"`
-	N     int64  `json:"n"`
+	Msg    string `json:"msg"`
+	Level  string `json:"level"`
+	OCXD   int    `json:"ocxd"`
+	Line   string `json:"line"`
+	PID    string `json:"pid"`
+	N      int64  `json:"n"`
+	Point  string `json:"point"`
+	Launch string `json:"launch"`
+	Status string `json:"status"`
+}
+
+// logIndex is the index in lines of the first line from `from` on that
+// satisfies match, -1 when none does.
+func logIndex(lines []logLine, from int, match func(logLine) bool) int {
+	for i := max(from, 0); i < len(lines); i++ {
+		if match(lines[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+// waitLogLine waits until the daemon's log holds a line that satisfies
+// match, and returns the log as it was then.
+func (n *testNode) waitLogLine(what string, match func(logLine) bool) []logLine {
+	n.t.Helper()
+	var lines []logLine
+	n.waitFor(what, func() bool {
+		lines = n.logLines()
+		return logIndex(lines, 0, match) >= 0
+	})
+	return lines
 }
 
 // logLines reads ocxd.log; every line must be one JSON object.

@@ -2,6 +2,7 @@ package itest
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +25,13 @@ func TestDaemonOneRunsAndLogs(t *testing.T) {
 	n := newNode(t)
 	d := startDaemon(t, n, program("ocxd"), "--grace", "1s")
 
-	second := exec.Command(program("ocxd"), "--agents", n.agents)
+	// A second daemon that took the lock would run until stopped: bounded,
+	// as every wait of these tests is.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	second := exec.CommandContext(ctx, program("ocxd"), "--agents", n.agents)
+	second.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + n.agents, "LANG=C.UTF-8"}
+	second.WaitDelay = 5 * time.Second
 	var out bytes.Buffer
 	second.Stdout, second.Stderr = &out, &out
 	if err := second.Run(); err != nil {
@@ -37,7 +44,7 @@ func TestDaemonOneRunsAndLogs(t *testing.T) {
 		t.Errorf("after a second start the lock is held by %d, not the first daemon %d", got, d.pid())
 	}
 
-	bad := exec.Command(program("ocxd"), "--grace", "1s")
+	bad := exec.CommandContext(ctx, program("ocxd"), "--grace", "1s")
 	var badOut bytes.Buffer
 	bad.Stderr = &badOut
 	err := bad.Run()

@@ -28,6 +28,31 @@ type Options struct {
 	// HandoffVersion asks only for the hand-off version this build reads,
 	// which the old image checks before it execs a release's ocxd.
 	HandoffVersion bool
+	// ReexecDelay widens the re-exec's window for the integration tests:
+	// the old image waits this long after pausing, before it detaches its
+	// children, and the new image as long before it adopts them. It comes
+	// from the environment (EnvReexecDelay), never from a flag, and is zero
+	// in use.
+	ReexecDelay time.Duration
+}
+
+// EnvReexecDelay names the environment variable that sets ReexecDelay, a
+// duration such as "3s". It is for tests only.
+const EnvReexecDelay = "OCXD_TEST_REEXEC_DELAY"
+
+// ParseEnv reads what the environment sets, through getenv: a value it
+// cannot read is a bad command line, named.
+func (o *Options) ParseEnv(getenv func(string) string) error {
+	v := getenv(EnvReexecDelay)
+	if v == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return &UsageError{msg: fmt.Sprintf("%s: %q is not a duration such as 3s", EnvReexecDelay, v)}
+	}
+	o.ReexecDelay = d
+	return nil
 }
 
 // errHelp is --help: the usage on standard output, exit 0.

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -34,6 +35,9 @@ var ErrRunning = errors.New("ocxd: a daemon already runs for this agents root")
 // could not run; 2 for a bad command line.
 func Main(args []string, stdout, stderr io.Writer) int {
 	opts, err := ParseArgs(args)
+	if err == nil {
+		err = opts.ParseEnv(os.Getenv)
+	}
 	switch {
 	case errors.Is(err, errHelp):
 		fmt.Fprint(stdout, usageText)
@@ -76,6 +80,11 @@ type daemon struct {
 	inputs  *inputs
 	sys     *actor.ActorSystem
 	node    *actor.PID
+
+	// execMu keeps a re-exec and the stop apart: once stopping is set, no
+	// exec starts, and the stop waits for one under way.
+	execMu   sync.Mutex
+	stopping bool
 }
 
 // Run runs the daemon of opts.Agents until ctx ends (TERM or INT), then stops
@@ -101,6 +110,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		select {
 		case <-ctx.Done():
 			d.log.Info("stopping on a signal; sessions keep running")
+			d.finish()
 			return nil
 		case err := <-d.inputs.fatal:
 			return fmt.Errorf("read %s: %w", d.layout.Pipe(), err)
@@ -108,6 +118,48 @@ func Run(ctx context.Context, opts Options) (err error) {
 			d.logMemory()
 		}
 	}
+}
+
+// The bounds of the stop: how long the drain waits for the writers still
+// holding the pipe, and how long the actors have to act on what was read.
+const (
+	drainBound  = 5 * time.Second
+	settleBound = 10 * time.Second
+)
+
+// finish is the stop on TERM or INT, before the actors stop: every line
+// written to the pipe is read (inputs.drain) and acted on to its end (a
+// launch spawned or refused with its note written, a stop signalled, an end
+// note written), so that no line is half-handled: a line is acted on by this
+// daemon, or its writer could not write it. The settling is the snapshot's:
+// it answers once no actor awaits an effect's result. A session being
+// stopped is not waited for; it outlives the daemon as every session does.
+func (d *daemon) finish() {
+	d.execMu.Lock()
+	d.stopping = true
+	d.execMu.Unlock()
+	n, err := d.inputs.drain(d.root, drainBound)
+	if err != nil {
+		d.log.Warn("stopping: the pipe was not read to its end", slog.Int("lines", n), errAttr(err))
+	} else {
+		d.log.Info("stopping: the pipe is read to its end and removed", slog.Int("lines", n))
+	}
+	if _, err := actors.Snapshot(d.sys, d.node, settleBound); err != nil {
+		d.log.Warn("stopping before every line read was acted on", errAttr(err))
+		return
+	}
+	d.log.Info("stopping: every line read is acted on")
+}
+
+// testDelay waits at a point of the re-exec's window for as long as the
+// tests asked (Options.ReexecDelay), saying so in the log, so that a test
+// can act inside the window for sure.
+func (d *daemon) testDelay(point string) {
+	if d.opts.ReexecDelay <= 0 {
+		return
+	}
+	d.log.Info("re-exec: test delay", slog.String("point", point), slog.Duration("delay", d.opts.ReexecDelay))
+	time.Sleep(d.opts.ReexecDelay)
 }
 
 // logMemory writes the daemon's memory to its log on USR1, after a full
@@ -228,6 +280,7 @@ func (d *daemon) start() error {
 	if h != nil {
 		send(messages.Restore{Handoff: *h})
 		d.reaper.open(func(e messages.ProcessExited) { send(e) })
+		d.testDelay("adopt")
 		if err := d.reaper.adopt(h.Reaper); err != nil {
 			d.log.Error("re-exec: a child could not be followed again; its end will not be recorded", errAttr(err))
 		}

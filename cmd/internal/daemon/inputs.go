@@ -1,11 +1,17 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -29,9 +35,25 @@ type inputs struct {
 	mu     sync.Mutex
 	reader *unixhost.PipeReader
 	done   chan struct{}
+	// draining says the daemon stops: no reader starts again.
+	draining bool
+	// pipe is the identity of the named pipe the reader reads, taken when it
+	// started, so that the drain reads the same pipe through its name.
+	pipe fileID
 
 	// read counts the lines read; refused counts those that did not parse.
 	read, refused atomic.Int64
+}
+
+// fileID is a file's identity: its device and inode.
+type fileID struct{ dev, ino uint64 }
+
+func idOf(fi os.FileInfo) (fileID, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}, false
+	}
+	return fileID{dev: st.Dev, ino: st.Ino}, true
 }
 
 // start reads the pipe with r until it is paused or closed.
@@ -39,6 +61,11 @@ func (in *inputs) start(r *unixhost.PipeReader) {
 	done := make(chan struct{})
 	in.mu.Lock()
 	in.reader, in.done = r, done
+	if fi, err := os.Stat(in.path); err == nil {
+		if id, ok := idOf(fi); ok && fi.Mode()&os.ModeNamedPipe != 0 {
+			in.pipe = id
+		}
+	}
 	in.mu.Unlock()
 	go func() {
 		defer close(done)
@@ -85,8 +112,11 @@ func (in *inputs) Pause(ctx context.Context) ([]byte, error) {
 // the bytes of an incomplete line.
 func (in *inputs) Resume(ctx context.Context, rest []byte) error {
 	in.mu.Lock()
-	old := in.reader
+	old, draining := in.reader, in.draining
 	in.mu.Unlock()
+	if draining {
+		return fmt.Errorf("resume the pipe: the daemon is stopping")
+	}
 	rfd, wfd, err := old.KeepOnExec()
 	if err != nil {
 		return fmt.Errorf("resume the pipe: %w", err)
@@ -127,6 +157,81 @@ func (in *inputs) current() *unixhost.PipeReader {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return in.reader
+}
+
+// drain ends the reading on TERM or INT so that no line a writer managed to
+// write is left unread (seed 002: the hook never waits for the daemon, so a
+// line it wrote and nobody read would be lost without a trace). A second
+// read end is opened through the pipe's name, the name is removed, so that
+// no writer opens the pipe any more (its open fails, and it knows), the
+// reader stops and closes its ends, its own write end among them, and what
+// the pipe holds is read to its end: the end comes once every writer that
+// still has it open has closed it. Each line goes to the node as any other.
+// A writer that keeps the pipe open past bound is cut off: its next write
+// fails. It returns the number of lines read after the reader stopped.
+func (in *inputs) drain(root *unixhost.Root, bound time.Duration) (int, error) {
+	in.mu.Lock()
+	in.draining = true
+	r, done, want := in.reader, in.done, in.pipe
+	in.mu.Unlock()
+	if r == nil {
+		return 0, nil
+	}
+	f, err := root.OpenFile(in.path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err == nil {
+		fi, serr := f.Stat()
+		if id, ok := idOf(fi); serr != nil || !ok || fi.Mode()&os.ModeNamedPipe == 0 || id != want {
+			f.Close()
+			f, err = nil, fmt.Errorf("%s is no longer the pipe the daemon read", in.path)
+		}
+	}
+	// Removed whatever happens next, so that writers learn that nobody
+	// will read it; the next daemon makes it again.
+	if rerr := root.Remove(in.path); rerr != nil {
+		in.log.Warn("the daemon's pipe cannot be removed; a writer may still open it", errAttr(rerr))
+	}
+	rest := r.Stop()
+	if done != nil {
+		<-done
+	}
+	r.Close()
+	if err != nil {
+		return 0, fmt.Errorf("drain %s: %w", in.path, err)
+	}
+	defer f.Close()
+	f.SetReadDeadline(time.Now().Add(bound))
+	buf := append([]byte(nil), rest...)
+	chunk := make([]byte, 64<<10)
+	lines := 0
+	for {
+		n, rerr := f.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		for {
+			i := bytes.IndexByte(buf, '\n')
+			if i < 0 {
+				break
+			}
+			if i <= unixhost.DefaultMaxLine {
+				in.line(buf[:i])
+				lines++
+			}
+			buf = buf[i+1:]
+		}
+		switch {
+		case rerr == nil:
+			continue
+		case errors.Is(rerr, io.EOF):
+			if len(buf) > 0 {
+				in.refused.Add(1)
+				in.log.Warn("a pipe line refused: the pipe ended before its newline", slog.String("line", clip(messages.CleanText(string(buf)), 256)))
+			}
+			return lines, nil
+		case errors.Is(rerr, os.ErrDeadlineExceeded):
+			return lines, fmt.Errorf("drain %s: a writer kept the pipe open past %s; it is cut off", in.path, bound)
+		default:
+			return lines, fmt.Errorf("drain %s: %w", in.path, rerr)
+		}
+	}
 }
 
 // close stops reading for good and closes the pipe.

@@ -298,8 +298,9 @@ func (r *reaper) detach() ([]unixhost.Handoff, error) {
 
 // reattach follows again, in a new launcher, the children a failed exec
 // detached. Watches start afresh: the actors arm them again when they
-// resume.
-func (r *reaper) reattach(hs []unixhost.Handoff, children map[messages.ProcID]bool) error {
+// resume. A child reaped during the detach is left alone: its end is held,
+// and its status descriptor was closed by the follower that reaped it.
+func (r *reaper) reattach(hs []unixhost.Handoff, children, reaped map[messages.ProcID]bool) error {
 	l, err := unixhost.NewLauncher(unixhost.LauncherOptions{Root: r.root})
 	if err != nil {
 		return err
@@ -310,7 +311,11 @@ func (r *reaper) reattach(hs []unixhost.Handoff, children map[messages.ProcID]bo
 	r.lmu.Unlock()
 	var errs []error
 	for _, h := range hs {
-		if !children[messages.ProcID{PID: h.ID.PID, Start: h.ID.Start}] {
+		p := messages.ProcID{PID: h.ID.PID, Start: h.ID.Start}
+		if reaped[p] {
+			continue
+		}
+		if !children[p] {
 			closeFD(h.StatusFD)
 			continue
 		}

@@ -61,6 +61,11 @@ func probe(ctx context.Context, target string) error {
 // Exec replaces the daemon's image with the release's ocxd, handing it h. It
 // returns only if the exec did not happen, with everything as it was.
 func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
+	d.execMu.Lock()
+	defer d.execMu.Unlock()
+	if d.stopping {
+		return fmt.Errorf("re-exec: the daemon is stopping")
+	}
 	target, err := d.target()
 	if err != nil {
 		return fmt.Errorf("re-exec: find the release's ocxd: %w", err)
@@ -68,16 +73,27 @@ func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
 	if err := probe(ctx, target); err != nil {
 		return fmt.Errorf("re-exec: %w", err)
 	}
-	// Exits reaped after the inputs paused are the new image's to claim.
-	held := d.reaper.takeHeld()
-	h.Parked = append(h.Parked, held...)
 	children := map[messages.ProcID]bool{}
 	for _, c := range h.Children() {
 		children[c] = true
 	}
-	hs, err := d.reaper.detach()
-	if err != nil {
-		return d.undo(fmt.Errorf("re-exec: detach the children: %w", err), hs, children, held, nil)
+	d.testDelay("detach")
+	hs, derr := d.reaper.detach()
+	// Exits reaped after the inputs paused are the new image's to claim. They
+	// are taken only now: detaching waits for the launcher's followers, so an
+	// exit reaped up to the last moment is held by now and none comes after.
+	held := d.reaper.takeHeld()
+	h.Parked = append(h.Parked, held...)
+	// A child reaped meanwhile is not handed over to be followed again: its
+	// end is in Parked, and its status descriptor, if the hand-off names one,
+	// was closed by the follower that reaped it.
+	reaped := map[messages.ProcID]bool{}
+	for _, e := range held {
+		reaped[e.Proc] = true
+		delete(children, e.Proc)
+	}
+	if derr != nil {
+		return d.undo(fmt.Errorf("re-exec: detach the children: %w", derr), hs, children, reaped, held, nil)
 	}
 	for _, c := range hs {
 		p := messages.ProcID{PID: c.ID.PID, Start: c.ID.Start}
@@ -87,36 +103,36 @@ func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
 	}
 	rfd, wfd, err := d.inputs.current().KeepOnExec()
 	if err != nil {
-		return d.undo(fmt.Errorf("re-exec: keep the pipe: %w", err), hs, children, held, nil)
+		return d.undo(fmt.Errorf("re-exec: keep the pipe: %w", err), hs, children, reaped, held, nil)
 	}
 	lfd, err := d.lock.KeepOnExec()
 	if err != nil {
-		return d.undo(fmt.Errorf("re-exec: keep the lock: %w", err), hs, children, held, []int{rfd, wfd})
+		return d.undo(fmt.Errorf("re-exec: keep the lock: %w", err), hs, children, reaped, held, []int{rfd, wfd})
 	}
 	kept := []int{rfd, wfd, lfd}
 	h.FDs = map[string]int{fdLock: lfd, fdPipeRead: rfd, fdPipeWrite: wfd}
 	data, err := messages.EncodeHandoff(h)
 	if err != nil {
-		return d.undo(fmt.Errorf("re-exec: encode the hand-off: %w", err), hs, children, held, kept)
+		return d.undo(fmt.Errorf("re-exec: encode the hand-off: %w", err), hs, children, reaped, held, kept)
 	}
 	if err := d.root.WriteFile(d.layout.Handoff(), data, 0o600); err != nil {
-		return d.undo(fmt.Errorf("re-exec: write the hand-off: %w", err), hs, children, held, kept)
+		return d.undo(fmt.Errorf("re-exec: write the hand-off: %w", err), hs, children, reaped, held, kept)
 	}
 	d.log.Info("re-exec: exec'ing the release's ocxd", slog.String("program", target), slog.String("handoff", h.Summary()))
 	argv := d.opts.argv(target)
 	err = syscall.Exec(target, argv, os.Environ())
 	d.root.Remove(d.layout.Handoff())
-	return d.undo(fmt.Errorf("re-exec: exec %s: %w", target, err), hs, children, held, kept)
+	return d.undo(fmt.Errorf("re-exec: exec %s: %w", target, err), hs, children, reaped, held, kept)
 }
 
 // undo puts back what Exec changed before failing: the descriptors close on
-// exec again, the children are followed again, the held exits wait for the
-// inputs to resume.
-func (d *daemon) undo(err error, hs []unixhost.Handoff, children map[messages.ProcID]bool, held []messages.ProcessExited, kept []int) error {
+// exec again, the children are followed again (but those reaped meanwhile,
+// whose ends are held), the held exits wait for the inputs to resume.
+func (d *daemon) undo(err error, hs []unixhost.Handoff, children, reaped map[messages.ProcID]bool, held []messages.ProcessExited, kept []int) error {
 	cloexec(kept...)
 	errs := []error{err}
 	if hs != nil {
-		if rerr := d.reaper.reattach(hs, children); rerr != nil {
+		if rerr := d.reaper.reattach(hs, children, reaped); rerr != nil {
 			errs = append(errs, fmt.Errorf("follow the children again: %w", rerr))
 		}
 	}

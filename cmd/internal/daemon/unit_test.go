@@ -43,6 +43,32 @@ func TestParseArgs(t *testing.T) {
 	}
 }
 
+// TestParseEnv: the tests' re-exec delay is read from the environment, and
+// a value that is not a duration is refused, naming the variable.
+func TestParseEnv(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == EnvReexecDelay {
+				return v
+			}
+			return ""
+		}
+	}
+	var o Options
+	if err := o.ParseEnv(env("")); err != nil || o.ReexecDelay != 0 {
+		t.Errorf("no delay set: %v %v", o.ReexecDelay, err)
+	}
+	if err := o.ParseEnv(env("2500ms")); err != nil || o.ReexecDelay != 2500*time.Millisecond {
+		t.Errorf("2500ms: %v %v", o.ReexecDelay, err)
+	}
+	for _, bad := range []string{"soon", "-1s", "3"} {
+		var ue *UsageError
+		if err := (&Options{}).ParseEnv(env(bad)); !errors.As(err, &ue) || !strings.Contains(err.Error(), EnvReexecDelay) {
+			t.Errorf("%q: %v, want a usage error naming %s", bad, err, EnvReexecDelay)
+		}
+	}
+}
+
 func TestExitStatus(t *testing.T) {
 	id := host.ProcID{PID: 9, Start: 99}
 	for _, c := range []struct {
