@@ -337,8 +337,31 @@ func (w *wsFixture) spawn(argv []string, sandboxed bool, extraEnv []string) *pro
 }
 
 // killNaming ends, by PID, every process whose command line names dir: what
-// a sandboxed session left behind if a test failed before it ended.
+// a sandboxed session left behind if a test failed before it ended. It first
+// gives such processes a bounded while to end by themselves: bwrap reports
+// the session's exit as soon as the session exits, while the sandbox's init
+// (a bwrap too) is still reaping what is left before it exits.
 func killNaming(t testing.TB, dir string) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pids := naming(dir)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for pid, argv := range pids {
+				t.Errorf("process %d (%s) still names %s; killed", pid, argv, dir)
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// naming lists the processes whose command line names dir, with it.
+func naming(dir string) map[int]string {
+	out := map[int]string{}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -347,10 +370,10 @@ func killNaming(t testing.TB, dir string) {
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
 		if err == nil && bytes.Contains(b, []byte(dir)) {
-			t.Errorf("process %d (%s) still names %s; killed", pid, strings.ReplaceAll(string(b), "\x00", " "), dir)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			out[pid] = strings.ReplaceAll(string(b), "\x00", " ")
 		}
 	}
+	return out
 }
 
 func (w *wsFixture) logText() string {
