@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -162,17 +163,29 @@ func (s *Server) start(exe string) error {
 	cmd.Env = s.Env()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// A group of its own, so that ending the group ends its request handlers.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start fossil server: %w", err)
-	}
-	logf.Close()
+	// And the kernel kills it when the test binary dies without running its
+	// cleanups (a test timeout panics and exits at once): a test's server,
+	// unlike a session, must never outlive the test. Pdeathsig fires when the
+	// thread that started the process ends, so that thread is locked to the
+	// goroutine that waits for the server, and ends only after it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	exited := make(chan struct{})
+	started := make(chan error, 1)
 	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		_ = cmd.Wait()
 		close(exited)
 	}()
+	err = <-started
+	logf.Close()
+	if err != nil {
+		return fmt.Errorf("start fossil server: %w", err)
+	}
 	s.cmd, s.exited, s.PID, s.Port = cmd, exited, cmd.Process.Pid, port
 	s.URL = fmt.Sprintf("http://127.0.0.1:%d/", port)
 	deadline := time.Now().Add(15 * time.Second)

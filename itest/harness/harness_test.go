@@ -1,11 +1,13 @@
 package harness_test
 
 import (
+	"bufio"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -120,5 +122,45 @@ func (f *fakeT) Helper()                           {}
 func (f *fakeT) runCleanups() {
 	for i := len(f.cleanups) - 1; i >= 0; i-- {
 		f.cleanups[i]()
+	}
+}
+
+// TestServerDiesWithTheTestBinary: a test binary that dies without running its
+// cleanups (as a test timeout makes it) takes its servers with it.
+func TestServerDiesWithTheTestBinary(t *testing.T) {
+	if os.Getenv("HARNESS_HELPER") == "1" {
+		srv := harness.StartServer(t, harness.Options{})
+		os.Stdout.WriteString(strconv.Itoa(srv.PID) + "\n")
+		time.Sleep(time.Minute) // until the parent kills this process
+		return
+	}
+	helper := exec.Command(os.Args[0], "-test.run=^TestServerDiesWithTheTestBinary$", "-test.v=false")
+	helper.Env = append(os.Environ(), "HARNESS_HELPER=1")
+	out, err := helper.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		helper.Process.Kill()
+		helper.Wait()
+		t.Fatalf("the helper printed no server PID: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("the helper printed %q", line)
+	}
+	harness.Track(t, pid) // a survivor is killed by PID and fails the test
+	helper.Process.Kill()
+	helper.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for harness.Alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server %d outlived its test binary", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
