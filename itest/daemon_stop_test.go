@@ -117,7 +117,7 @@ func TestDaemonChildExitsDuringReexec(t *testing.T) {
 	}
 	for _, launch := range []string{launchA, launchB} {
 		if first := logIndex(lines, 0, func(l logLine) bool { return l.Msg == "wrote a end note" && l.Launch == launch }); first < exec {
-			t.Errorf("the end note of %s was written at log line %d, not by the new image (after line %d)", launch, first, exec)
+			t.Errorf("the end note of %s was written at log line %d, not by the new image (after line %d)\n%s", launch, first, exec, n.daemonLog())
 		}
 	}
 	// agent-2's session was reaped by the new image, after its delay.
