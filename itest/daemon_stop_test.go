@@ -432,3 +432,62 @@ func TestDaemonStopReadsEveryLine(t *testing.T) {
 		return !serving
 	})
 }
+
+// TestDaemonStoppingIsFollowedByTheNext: a tool that hands a line to the
+// daemon while one is stopping (it still holds the lock, its pipe's name is
+// gone: D22) waits for it to end and starts the next, which takes the line.
+// The stopping daemon is held in its last read by a writer that keeps the
+// pipe open; `ocx session stop` comes meanwhile. Fails if the tool checks
+// the lock once and then only waits for a reader.
+func TestDaemonStoppingIsFollowedByTheNext(t *testing.T) {
+	needs(t, "ocxd", "workspace", "ocx")
+	n := newNodeWithoutHook(t)
+	d := startDaemon(t, n, program("ocxd"), "--grace", "1s")
+	record, launch, serve, top := startSession(t, n, d.pid(), agent)
+	served, _ := procOf(t, serve)
+
+	root, err := unixhost.OpenRoot(n.agents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	w, err := unixhost.OpenLineWriter(root, filepath.Join(n.agents, "ocxd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	n.waitFor("the daemon to remove its pipe's name", func() bool {
+		_, err := os.Stat(filepath.Join(n.agents, "ocxd"))
+		return errors.Is(err, os.ErrNotExist)
+	})
+	if d.exited() || n.daemonPID() != d.pid() {
+		t.Fatalf("the daemon ended while a writer held its pipe (exited %v, lock %d)", d.exited(), n.daemonPID())
+	}
+	stopped := make(chan result, 1)
+	go func() { stopped <- n.ocx("", "session", "stop", key(agent)) }()
+	time.Sleep(time.Second)
+	if d.exited() {
+		t.Fatalf("the daemon ended before the writer closed its pipe")
+	}
+	w.Close()
+	r := <-stopped
+	if r.code != 0 {
+		t.Fatalf("session stop while the daemon stopped: %s", r)
+	}
+	if !strings.Contains(r.stderr+r.stdout, "started the daemon") {
+		t.Errorf("session stop did not say it started the next daemon: %s", r)
+	}
+	n.waitFor("the old daemon to end", d.exited)
+	next := n.daemonPID()
+	if next == 0 || next == d.pid() {
+		t.Fatalf("after the stop the lock is held by %d (old daemon %d)", next, d.pid())
+	}
+	n.waitFor("the end note", func() bool { return len(n.endsOf(record, launch)) > 0 })
+	n.waitFor("the session's processes to be gone", func() bool { return !harness.Alive(serve) && !harness.Alive(top) })
+	ends := n.endsOf(record, launch)
+	if len(ends) != 1 || ends[0].Status != messages.EndUnknown || ends[0].PID != served.PID {
+		t.Errorf("end notes of the session: %v; want one, unknown, process %s", ends, served)
+	}
+}

@@ -23,26 +23,53 @@ func DaemonEnv(agents string) []string {
 }
 
 // EnsureDaemon makes sure the daemon of the agents root runs and reads its
-// pipe (contracts 8): when no process holds AGENTS/ocxd.lock, it starts
+// pipe (contracts 8): whenever no process holds AGENTS/ocxd.lock, it starts
 // `ocxd --agents AGENTS` detached, in a session of its own, with its standard
 // streams on /dev/null; then it waits, at most wait, until the pipe has a
-// reader. It reports whether it started one.
+// reader. A daemon found stopping (it holds the lock but has removed its
+// pipe's name, D22) is waited for, and the next one started as soon as the
+// lock is free. It reports whether it started one.
 func EnsureDaemon(ctx context.Context, layout host.Layout, ocxd string, wait time.Duration) (started bool, err error) {
-	_, held, err := unixhost.LockHolder(layout.Lock())
-	if err != nil {
-		return false, fmt.Errorf("ensure the daemon runs: %w", err)
-	}
-	if !held {
-		if err := startDetached(ctx, ocxd, []string{"--agents", layout.Root()}, DaemonEnv(layout.Root())); err != nil {
-			return false, fmt.Errorf("ensure the daemon runs: %w", err)
+	deadline := time.Now().Add(wait)
+	var lastStart time.Time
+	for {
+		if started {
+			// A daemon just started takes the lock before it reads:
+			// probe the reader first so a second start is not wasted.
+			if err := probeReader(layout); err == nil {
+				return true, nil
+			}
 		}
-		started = true
+		_, held, err := unixhost.LockHolder(layout.Lock())
+		if err != nil {
+			return started, fmt.Errorf("ensure the daemon runs: %w", err)
+		}
+		// One start per restartGap at most: a daemon started a moment ago
+		// may not hold the lock yet; a second start would only exit 0.
+		if !held && time.Since(lastStart) >= restartGap {
+			if err := startDetached(ctx, ocxd, []string{"--agents", layout.Root()}, DaemonEnv(layout.Root())); err != nil {
+				return started, fmt.Errorf("ensure the daemon runs: %w", err)
+			}
+			started, lastStart = true, time.Now()
+		}
+		err = probeReader(layout)
+		if err == nil {
+			return started, nil
+		}
+		if time.Now().After(deadline) {
+			return started, fmt.Errorf("ensure the daemon runs: nobody reads %s after %s: %w", layout.Pipe(), wait, err)
+		}
+		select {
+		case <-ctx.Done():
+			return started, fmt.Errorf("ensure the daemon runs: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
-	if err := waitForReader(ctx, layout, wait); err != nil {
-		return started, fmt.Errorf("ensure the daemon runs: %w", err)
-	}
-	return started, nil
 }
+
+// restartGap is how long EnsureDaemon lets a daemon it started take the
+// lock before it starts another.
+const restartGap = 500 * time.Millisecond
 
 // startDetached starts a program that outlives its starter: a shell in a
 // session of its own starts it in the background and exits at once, so the
@@ -62,25 +89,6 @@ func startDetached(ctx context.Context, program string, args, env []string) erro
 		return fmt.Errorf("start %s: %w: %s", program, err, out)
 	}
 	return nil
-}
-
-// waitForReader waits until the daemon's pipe exists and a process reads it.
-func waitForReader(ctx context.Context, layout host.Layout, wait time.Duration) error {
-	deadline := time.Now().Add(wait)
-	for {
-		err := probeReader(layout)
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("nobody reads %s after %s: %w", layout.Pipe(), wait, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
 }
 
 // probeReader opens the daemon's pipe for writing without waiting:
