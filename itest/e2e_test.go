@@ -2,6 +2,7 @@ package itest
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,7 +42,8 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 	st := n.status()
 	s := st.Sessions[0]
 	if s.Login != agent || s.Project != "demo" || s.Record != record || s.Launch != launch || s.StartedBy != messages.OriginDaemon || s.State != messages.SessionIdle || s.Release != "test" || s.Older {
-		t.Errorf("the session's status: %v", s)
+		ps, _ := exec.Command("ps", "-eo", "pid,ppid,stat,args", "--forest").Output()
+		t.Errorf("the session's status: %v\ndaemon (lock holder) %d; processes:\n%s", s, n.daemonPID(), ps)
 	}
 
 	// A person posts in the thread: the session answers, as the agent.
