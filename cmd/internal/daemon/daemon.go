@@ -244,6 +244,7 @@ func (d *daemon) start() error {
 	d.records = newRecords(d.cfg, layout, d.rel, d.log)
 	d.records.argv = d.procs.argvOf
 	d.records.scan = d.procs.Scan
+	d.reaper.repoAt = d.records.repoAt
 
 	// The pipe: made if missing (0600), or the one the image before read.
 	var reader *unixhost.PipeReader

@@ -67,6 +67,15 @@ func (r *records) indexOf(l messages.LaunchSpec) (*repoIndex, error) {
 	return r.index(project)
 }
 
+// repoAt is the open reader of the node repository at path.
+func (r *records) repoAt(path string) (*fossilio.Repo, error) {
+	x, err := r.indexOf(messages.LaunchSpec{Repository: path})
+	if err != nil {
+		return nil, err
+	}
+	return x.repo, nil
+}
+
 // WriteRefusal answers a launch the daemon did not carry out, naming the
 // process that holds the workspace when one does.
 func (r *records) WriteRefusal(ctx context.Context, n messages.WriteRefusal) error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/listening"
+	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -45,6 +46,11 @@ type reaper struct {
 	// killed are the children the daemon sent KILL, so that bwrap's 137
 	// for them is told as the signal it was.
 	killed map[messages.ProcID]bool
+
+	// repoAt gives the daemon's open reader of a node repository, named
+	// by its path as a launch gives it (records.repoAt), so that a launch
+	// does not open the repository again to rebuild the listening index.
+	repoAt func(path string) (*fossilio.Repo, error)
 }
 
 func newReaper(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rel *releases, log *slog.Logger) (*reaper, error) {
@@ -193,7 +199,15 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	// knows who sent each listen note (D7); the session in its sandbox
 	// cannot, so a note another user pushed in the agent's name would
 	// otherwise count.
-	idx, err := listening.RebuildFor(ctx, r.root, ws, l.Repository, l.Record)
+	node, err := r.repoAt(l.Repository)
+	if err != nil {
+		return none, fmt.Errorf("rebuild the listening index of %s: %w", key, err)
+	}
+	own, err := listening.OwnRecord(ctx, node, l.Record)
+	if err != nil {
+		return none, fmt.Errorf("rebuild the listening index of %s: the session's own %w", key, err)
+	}
+	idx, err := listening.Rebuild(ctx, r.root, ws, node, own)
 	if err != nil {
 		return none, err
 	}

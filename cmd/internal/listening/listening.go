@@ -6,6 +6,7 @@
 package listening
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -333,6 +334,11 @@ func replace(root *unixhost.Root, ws host.Workspace, sess *os.File, want map[str
 			}
 		}
 	}
+	// An index that already is what the notes make is left as it is: a
+	// relaunch with the same listeners writes and syncs nothing.
+	if unchanged(sfd, index, want) {
+		return nil
+	}
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	stage := stagePrefix + hex.EncodeToString(rnd[:])
@@ -454,6 +460,46 @@ func rewriteInPlace(root *unixhost.Root, ws host.Workspace, sfd int, index strin
 		}
 	}
 	return nil
+}
+
+// unchanged says whether the index dir of sfd already is exactly want: a
+// directory (not a link) holding want's files and nothing else, each a
+// regular file holding its kind. Anything it cannot read makes it false, so
+// the index is written again.
+func unchanged(sfd int, dir string, want map[string]messages.ListenKind) bool {
+	dfd, err := unix.Openat(sfd, dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	f := os.NewFile(uintptr(dfd), dir)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil || len(names) != len(want) {
+		return false
+	}
+	buf := make([]byte, 64)
+	for _, name := range names {
+		kind, ok := want[name]
+		if !ok {
+			return false
+		}
+		// Non-blocking, so that a FIFO planted in the index cannot hold
+		// the open; it is then refused as not a regular file.
+		fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return false
+		}
+		var st unix.Stat_t
+		n := -1
+		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			n, _ = unix.Read(fd, buf)
+		}
+		unix.Close(fd)
+		if n < 0 || !bytes.Equal(buf[:n], messages.ListeningFileContent(kind)) {
+			return false
+		}
+	}
+	return true
 }
 
 // readNames lists the directory dir of sfd, opened without following a link.

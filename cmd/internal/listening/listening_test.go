@@ -16,6 +16,7 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
+	"golang.org/x/sys/unix"
 )
 
 // node is a real fossil server on 127.0.0.1 with two agent logins, ann (the
@@ -491,5 +492,69 @@ func TestSetWaitsForTheLock(t *testing.T) {
 	}
 	if err := Set(n.ctx, n.root, n.ws, messages.ListenThread, "not-a-hash", true); err == nil {
 		t.Error("a thread that is not a hash: no error")
+	}
+}
+
+// A rebuild that finds the index already as the notes make it writes
+// nothing (the daemon rebuilds it before every launch); one that finds it
+// differing in any way (a kind, a file too many, a FIFO planted in its
+// place) writes it again.
+func TestRebuildLeavesAnUnchangedIndexAlone(t *testing.T) {
+	n := newNode(t)
+	t1, own := n.thread("one"), n.thread("own")
+	n.note(n.ann, true, messages.ListenThread, t1, "")
+	rebuild := func() {
+		t.Helper()
+		if _, err := Rebuild(n.ctx, n.root, n.ws, n.repo, Own{Kind: messages.ListenThread, ID: own}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := sorted("thread "+own, "thread "+t1)
+	inode := func(p string) uint64 {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	rebuild()
+	file := filepath.Join(n.ws.ListeningDir, t1)
+	dirIno, fileIno := inode(n.ws.ListeningDir), inode(file)
+	rebuild()
+	if got := n.index(); !slices.Equal(got, want) {
+		t.Fatalf("listening index:\n got %q\nwant %q", got, want)
+	}
+	if inode(n.ws.ListeningDir) != dirIno || inode(file) != fileIno {
+		t.Errorf("an unchanged index was written again")
+	}
+
+	for _, tamper := range []struct {
+		name string
+		do   func() error
+	}{
+		{"another kind", func() error { return os.WriteFile(file, []byte("ticket\n"), 0o600) }},
+		{"a file too many", func() error {
+			return os.WriteFile(filepath.Join(n.ws.ListeningDir, strings.Repeat("cd", 20)), []byte("thread\n"), 0o600)
+		}},
+		{"a FIFO in a file's place", func() error {
+			if err := os.Remove(file); err != nil {
+				return err
+			}
+			return unix.Mkfifo(file, 0o600)
+		}},
+	} {
+		if err := tamper.do(); err != nil {
+			t.Fatal(err)
+		}
+		rebuild()
+		if got := n.index(); !slices.Equal(got, want) {
+			t.Errorf("after %s the index is %q, want %q", tamper.name, got, want)
+		}
+		if inode(n.ws.ListeningDir) == dirIno {
+			t.Errorf("after %s the index was not written again", tamper.name)
+		}
+		dirIno = inode(n.ws.ListeningDir)
+		file = filepath.Join(n.ws.ListeningDir, t1)
 	}
 }
