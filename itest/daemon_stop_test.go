@@ -109,7 +109,12 @@ func TestDaemonChildExitsDuringReexec(t *testing.T) {
 		}
 	}
 	// Both written by the new image (the same PID, which held the lock
-	// throughout): after the old image's last line, the exec.
+	// throughout): after the old image's last line, the exec. The daemon
+	// logs a note once its write returned, a moment after the note is on
+	// the record, so the log is awaited too.
+	for _, launch := range []string{launchA, launchB} {
+		n.waitLogLine("the daemon to log the end note of "+launch, func(l logLine) bool { return l.Msg == "wrote a end note" && l.Launch == launch })
+	}
 	lines = n.logLines()
 	exec := logIndex(lines, 0, func(l logLine) bool { return strings.HasPrefix(l.Msg, "re-exec: exec'ing") && l.OCXD == d.pid() })
 	if exec < 0 || logIndex(lines, exec, func(l logLine) bool { return l.Msg == "re-exec: running the new image" && l.OCXD == d.pid() }) < 0 {
