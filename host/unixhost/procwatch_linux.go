@@ -279,20 +279,32 @@ func (ix *watchIndex) rescanLocked() error {
 	return nil
 }
 
-// freshLocked applies every queued event, and rescans if some were lost.
+// freshLocked applies every queued event, and rescans if some were lost,
+// again while events are lost during the scan itself: an answer never rests
+// on an index that missed an event. A table that overflows at every scan is
+// an error, which callers take as "unknown".
 func (ix *watchIndex) freshLocked() error {
 	if ix.closed {
 		return host.ErrClosed
 	}
 	ix.drainLocked()
-	if ix.dirty {
+	for range maxRescans {
+		if !ix.dirty {
+			return nil
+		}
 		if err := ix.rescanLocked(); err != nil {
 			return err
 		}
 		ix.drainLocked()
 	}
+	if ix.dirty {
+		return fmt.Errorf("the kernel's process events overflowed during each of %d full scans", maxRescans)
+	}
 	return nil
 }
+
+// maxRescans bounds the full scans one answer may make.
+const maxRescans = 3
 
 func (ix *watchIndex) naming(k host.Key) (host.Verdict, error) {
 	ix.mu.Lock()
