@@ -20,6 +20,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"golang.org/x/sys/unix"
 )
 
 // Exit codes of the workspace command.
@@ -139,6 +140,9 @@ type Session struct {
 	// node is the node's repository, where senders are known; nil unless it
 	// is readable, which it is only outside the sandbox.
 	node *fossilio.Repo
+	// held is the workspace directory, flocked for the session's life
+	// (holdWorkspace).
+	held *os.File
 
 	def     *messages.SessionDefinition
 	defHash string
@@ -178,6 +182,11 @@ func (s *Session) Run(ctx context.Context) int {
 			fmt.Fprintf(s.errOut, "workspace %s: %v\n", s.o.Verb, err)
 			return ExitFailed
 		}
+	}
+	if err := s.holdWorkspace(); err != nil {
+		fmt.Fprintf(s.errOut, "workspace %s: %v\n", s.o.Verb, err)
+		s.log.Error("cannot run", keyEvent, "failed", keyErr, err)
+		return ExitFailed
 	}
 	if err := s.listen(); err != nil {
 		fmt.Fprintf(s.errOut, "workspace %s: %v\n", s.o.Verb, err)
@@ -606,7 +615,38 @@ func (s *Session) finish(code int, why string) int {
 
 // close releases what the session holds: the wake pipe last but one, so
 // that nobody writes to a pipe without a reader while the session still runs.
+// holdWorkspace takes an exclusive flock on the workspace directory for as
+// long as this process runs: a workspace runs one session at a time
+// (seed 000). The process table, which the daemon and `workspace run`
+// consult first, cannot see a session whose exec is under way, so two
+// starts in the same moment would both pass it; the lock lets only one go
+// on. The directory is the same inside the sandbox (bound at its own path),
+// the descriptor is not inherited by what the session runs, and the kernel
+// drops the lock when the process ends, however it ends.
+func (s *Session) holdWorkspace() error {
+	f, err := s.root.OpenFile(s.ws.Dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return fmt.Errorf("lock workspace %s: %w", s.o.Key, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if err == unix.EWOULDBLOCK {
+			holder := ""
+			if pid, held, _ := unixhost.LockHolder(s.ws.Dir); held && pid > 0 {
+				holder = fmt.Sprintf(" (pid %d)", pid)
+			}
+			return fmt.Errorf("workspace %s is in use: another session holds its lock%s; a workspace runs one session at a time", s.o.Key, holder)
+		}
+		return fmt.Errorf("lock workspace %s: %w", s.o.Key, err)
+	}
+	s.held = f
+	return nil
+}
+
 func (s *Session) close() {
+	if s.held != nil {
+		s.held.Close()
+	}
 	if s.reader != nil {
 		s.reader.Close()
 		<-s.readDone

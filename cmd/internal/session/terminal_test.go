@@ -197,3 +197,49 @@ func TestTermInBwrap(t *testing.T) {
 		t.Errorf("stopped note %s", sn)
 	}
 }
+
+// TestOneSessionHoldsTheWorkspace: two `workspace serve` of one workspace
+// at once, in their sandboxes, as two launches in the same moment would
+// make them (the process table cannot see a session whose exec is under
+// way): the second exits 1 saying the workspace is in use and touches
+// nothing; the first runs on and answers. Once the first has ended, the
+// next one starts.
+func TestOneSessionHoldsTheWorkspace(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("lock-1")
+	r := w.record(messages.ListenThread, "Answer what is said here.", stays(echoCommand...), "")
+	first := w.serve(r.launch, true)
+	w.waitLog("event=ready", 1)
+
+	second := w.serve(r.launch, true)
+	if code := second.wait(); code != 1 {
+		t.Fatalf("a second session in the workspace exited %d, want 1:\n%s", code, w.logText())
+	}
+	if !strings.Contains(w.logText(), "workspace lock-1/demo is in use: another session holds its lock") {
+		t.Errorf("the second session does not say why it did not run:\n%s", w.logText())
+	}
+	if strings.Count(w.logText(), "event=listening") != 1 {
+		t.Errorf("the second session listened:\n%s", w.logText())
+	}
+	if !first.running() {
+		t.Fatalf("the first session ended:\n%s", w.logText())
+	}
+	h := w.post(n.admin, r, "still there")
+	w.wake(h)
+	if a := w.waitReply(r, h); !strings.Contains(a.text, "still there") {
+		t.Errorf("the first session's answer: %q", a.text)
+	}
+
+	stop := w.post(n.admin, r, "```json\n{\"ocx\": \"stop\", \"reason\": \"enough\"}\n```\n")
+	w.wake(stop)
+	if code := first.wait(); code != 0 {
+		t.Fatalf("the first session exited %d after a stop request:\n%s", code, w.logText())
+	}
+	third := w.serve(r.launch, true)
+	w.waitLog("event=ready", 2)
+	stop = w.post(n.admin, r, "```json\n{\"ocx\": \"stop\", \"reason\": \"enough again\"}\n```\n")
+	w.wake(stop)
+	if code := third.wait(); code != 0 {
+		t.Fatalf("the session after the first exited %d:\n%s", code, w.logText())
+	}
+}
