@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -244,9 +245,19 @@ func TestSandboxedSessionTableAndStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Named from the moment Spawn returns: bwrap has exec'd.
-	if v, err := pt.Naming(k); err != nil || v.Named != host.Yes {
-		t.Fatalf("Naming right after Spawn = %s %v", v, err)
+	// Named as soon as bwrap's exec is reported, a moment after Spawn
+	// returns (ForkExec returns when the exec closes the child's
+	// close-on-exec descriptors, before the kernel sets up its command line
+	// and reports the exec; docs/host.md).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		v, err := pt.Naming(k)
+		if err == nil && v.Named == host.Yes {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Naming after Spawn = %s %v", v, err)
+		}
+		time.Sleep(time.Millisecond)
 	}
 	await(t, lines, "session ready")
 	tab, err := pt.Scan()
