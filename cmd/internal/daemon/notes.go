@@ -60,16 +60,21 @@ func (r *records) replyTo(ctx context.Context, x *repoIndex, launch, text string
 }
 
 func (r *records) indexOf(l messages.LaunchSpec) (*repoIndex, error) {
-	project, ok := r.byPath(l.Repository)
+	return r.indexAt(l.Repository)
+}
+
+// indexAt is the index of the node repository at path.
+func (r *records) indexAt(path string) (*repoIndex, error) {
+	project, ok := r.byPath(path)
 	if !ok {
-		return nil, fmt.Errorf("%s is not a repository of this node", l.Repository)
+		return nil, fmt.Errorf("%s is not a repository of this node", path)
 	}
 	return r.index(project)
 }
 
 // repoAt is the open reader of the node repository at path.
 func (r *records) repoAt(path string) (*fossilio.Repo, error) {
-	x, err := r.indexOf(messages.LaunchSpec{Repository: path})
+	x, err := r.indexAt(path)
 	if err != nil {
 		return nil, err
 	}

@@ -33,12 +33,9 @@ func EnsureDaemon(ctx context.Context, layout host.Layout, ocxd string, wait tim
 	deadline := time.Now().Add(wait)
 	var lastStart time.Time
 	for {
-		if started {
-			// A daemon just started takes the lock before it reads:
-			// probe the reader first so a second start is not wasted.
-			if err := probeReader(layout); err == nil {
-				return true, nil
-			}
+		probe := probeReader(layout)
+		if probe == nil {
+			return started, nil
 		}
 		_, held, err := unixhost.LockHolder(layout.Lock())
 		if err != nil {
@@ -52,12 +49,8 @@ func EnsureDaemon(ctx context.Context, layout host.Layout, ocxd string, wait tim
 			}
 			started, lastStart = true, time.Now()
 		}
-		err = probeReader(layout)
-		if err == nil {
-			return started, nil
-		}
 		if time.Now().After(deadline) {
-			return started, fmt.Errorf("ensure the daemon runs: nobody reads %s after %s: %w", layout.Pipe(), wait, err)
+			return started, fmt.Errorf("ensure the daemon runs: nobody reads %s after %s: %w", layout.Pipe(), wait, probe)
 		}
 		select {
 		case <-ctx.Done():
