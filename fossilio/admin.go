@@ -478,18 +478,12 @@ func (a *Admin) RemoveHook(ctx context.Context) error {
 func (a *Admin) Hook(ctx context.Context) (HookStatus, error) {
 	var st HookStatus
 	err := a.tx(ctx, "read hook", false, func(tx *sql.Tx) error {
-		hooks, err := readHooks(ctx, tx)
-		if err != nil {
+		var raw sql.NullString
+		err := tx.QueryRowContext(ctx, `SELECT value FROM config WHERE name='hooks'`).Scan(&raw)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		for _, h := range hooks {
-			if h["ocx"] != nil {
-				st.Installed = true
-				st.Command, _ = h["cmd"].(string)
-			} else {
-				st.Others++
-			}
-		}
+		st.Command, st.Others, st.Installed = ocxHookIn(raw.String)
 		var last sql.NullString
 		err = tx.QueryRowContext(ctx, `SELECT value FROM config WHERE name='hook-last-rcvid'`).Scan(&last)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {

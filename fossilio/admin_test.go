@@ -172,6 +172,19 @@ func TestWriteRefusals(t *testing.T) {
 	if c := n.sql("SELECT count(*) FROM event WHERE type='f'"); c != "0" {
 		t.Errorf("%s posts stored after refusals", c)
 	}
+	// The phantom stays: the server asks every later push for it, and
+	// embargoes its hooks again each time. A write that names nothing
+	// missing is not refused for it.
+	h, err := n.client("bob").NewThread(ctx, "after the phantom", "x")
+	if err != nil {
+		t.Errorf("a write while the server keeps an older phantom: %v", err)
+	}
+	if s := n.senderByFossil(h); s != "bob" {
+		t.Errorf("the write after the phantom: sender %q", s)
+	}
+	if st := n.sql("SELECT count(*) FROM config WHERE name='hook-embargo' AND value+0>now()"); st != "1" {
+		t.Errorf("no hook embargo after a push the server answered with gimme (%s)", st)
+	}
 }
 
 func TestWriteWithSharedSecret(t *testing.T) {
@@ -293,11 +306,22 @@ func TestHookInstallRunsOnceFromTheNextReceipt(t *testing.T) {
 	if c := n.sql("SELECT json_array_length(value) FROM config WHERE name='hooks'"); c != "2" {
 		t.Fatalf("hooks setting holds %s entries, want 2", c)
 	}
+	// The repository reader sees the same, as the daemon's hook watch reads it.
+	if cmd, ok, err := n.repo.OCXHook(ctx); err != nil || !ok || cmd != st.Command {
+		t.Fatalf("OCXHook = %q, %v, %v; want %q installed", cmd, ok, err, st.Command)
+	}
+	before, err := n.repo.NewestReceipt(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := n.client("bob")
 	c.Backoffice = a.Backoffice
 	h1, err := c.NewThread(ctx, "after the hook", "y")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if after, err := n.repo.NewestReceipt(ctx); err != nil || after != before+1 {
+		t.Fatalf("newest receipt after one write: %d, %v; want %d", after, err, before+1)
 	}
 	got := waitFor(t, log2, "done")
 	if !strings.Contains(got, h1+" forum-post") || strings.Contains(got, old) {
@@ -326,6 +350,9 @@ func TestHookInstallRunsOnceFromTheNextReceipt(t *testing.T) {
 	st, _ = a.Hook(ctx)
 	if st.Installed || st.Others != 1 {
 		t.Fatalf("after removing: %+v", st)
+	}
+	if cmd, ok, err := n.repo.OCXHook(ctx); err != nil || ok {
+		t.Fatalf("OCXHook after removing = %q, %v, %v; want none", cmd, ok, err)
 	}
 	if out, _ := n.srv.Fossil("hook", "list", "-R", n.srv.Repo); !strings.Contains(out, "other-hook") {
 		t.Fatalf("the other hook is gone: %s", out)

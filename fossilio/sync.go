@@ -131,7 +131,7 @@ func (c *Client) push(ctx context.Context, artifacts ...[]byte) ([]string, error
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkReply(u, reply); err != nil {
+	if err := c.checkReply(u, reply, artifacts); err != nil {
 		return hashes, err
 	}
 	if c.Backoffice != nil {
@@ -202,8 +202,10 @@ const syncContentType = "application/x-fossil-uncompressed"
 
 // checkReply reads a sync reply: error and message cards are refusals, gimme
 // cards name artifacts the server lacks, and the closing timestamp line
-// counts the errors.
-func (c *Client) checkReply(u, reply string) error {
+// counts the errors. A gimme card for an artifact none of the pushed ones
+// names is the server's older phantom, which it asks every push for: not
+// this write's fault, so not its error.
+func (c *Client) checkReply(u, reply string, pushed [][]byte) error {
 	var reasons, missing []string
 	closed := false
 	for _, line := range strings.Split(reply, "\n") {
@@ -213,7 +215,10 @@ func (c *Client) checkReply(u, reply string) error {
 		case strings.HasPrefix(line, "message "):
 			reasons = append(reasons, Defossilize(strings.TrimPrefix(line, "message ")))
 		case strings.HasPrefix(line, "gimme "):
-			missing = append(missing, strings.TrimSpace(strings.TrimPrefix(line, "gimme ")))
+			h := strings.TrimSpace(strings.TrimPrefix(line, "gimme "))
+			if names(pushed, h) {
+				missing = append(missing, h)
+			}
 		case strings.HasPrefix(line, "# timestamp "):
 			closed = true
 			if f := strings.Fields(line); len(f) >= 5 && f[3] == "errors" && f[4] != "0" && len(reasons) == 0 {
@@ -231,6 +236,20 @@ func (c *Client) checkReply(u, reply string) error {
 		return fmt.Errorf("push to %s: %w: %s", u, ErrPhantom, strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// names says whether one of the artifacts names the hash h (a tag's target,
+// a post's thread or parent).
+func names(artifacts [][]byte, h string) bool {
+	if !IsHash(h) {
+		return false
+	}
+	for _, a := range artifacts {
+		if bytes.Contains(a, []byte(h)) {
+			return true
+		}
+	}
+	return false
 }
 
 func snippet(b []byte) string {

@@ -40,6 +40,13 @@ func (l Layout) Log() string { return filepath.Join(l.root, "ocxd.log") }
 // Handoff is AGENTS/ocxd.handoff, present only while the daemon re-execs.
 func (l Layout) Handoff() string { return filepath.Join(l.root, "ocxd.handoff") }
 
+// HookMark is AGENTS/hook.mark.PROJECT: the newest receipt of the project's
+// repository that the wake hook handled. The hook keeps it; the daemon
+// reads it to see that the hook keeps up.
+func (l Layout) HookMark(project string) string {
+	return filepath.Join(l.root, "hook.mark."+project)
+}
+
 // Password is AGENTS/LOGIN/password, the login's one password (mode 0600).
 func (l Layout) Password(login string) (string, error) {
 	if err := ValidLogin(login); err != nil {

@@ -27,6 +27,7 @@ type committer struct {
 
 func newCommitter(t testing.TB, n *testNode) *committer {
 	t.Helper()
+	n.fossilClients = true
 	c := &committer{t: t, n: n, dir: t.TempDir(), home: t.TempDir()}
 	clone := filepath.Join(t.TempDir(), "demo.fossil")
 	c.fossil("", "clone", n.srv.UserURL(n.srv.AdminLogin, n.srv.AdminPassword), clone)

@@ -318,3 +318,26 @@ func ppidOf(t testing.TB, pid int) int {
 func (n *testNode) workspaceDir(login string) string {
 	return filepath.Join(n.agents, login, "projects", "demo")
 }
+
+// hooksFree fails the test when the node's repository holds a phantom (an
+// artifact it names but lacks) or a hook embargo: Fossil then holds back its
+// after-receive hooks, for 60 s after every push (fossil-2.21.md 4.3). OCX
+// never writes an artifact naming one the server lacks; what the fossil
+// command pushes is Fossil's own business, so a test that used it only logs
+// what it finds.
+func (n *testNode) hooksFree() {
+	n.t.Helper()
+	out, err := n.srv.Fossil("sql", "-R", n.srv.Repo,
+		"SELECT 'phantom '||uuid FROM phantom JOIN blob USING(rid) UNION ALL SELECT 'embargo '||value FROM config WHERE name='hook-embargo'")
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	s := strings.TrimSpace(out)
+	switch {
+	case s == "":
+	case n.fossilClients:
+		n.t.Logf("the node's repository holds back its hooks, after pushes by the fossil command:\n%s", s)
+	default:
+		n.t.Errorf("the node's repository holds back its hooks:\n%s", s)
+	}
+}

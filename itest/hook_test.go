@@ -3,6 +3,7 @@ package itest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
 )
@@ -73,5 +75,55 @@ func TestHookAsFossilRunsIt(t *testing.T) {
 	}
 	if !strings.Contains(string(log), "hook done") || strings.Contains(string(log), "level=ERROR") {
 		t.Errorf("the hook's log:\n%s", log)
+	}
+}
+
+// TestHookWatchRunsAHookHeldBack: a tag pushed on a check-in the server
+// lacks leaves it a phantom, which it asks every later push for; each such
+// push embargoes Fossil's hooks for another 60 s (fossil-2.21.md 4.3), so
+// on a busy node they never run. The daemon sees the hook's mark stay behind
+// the newest receipt for a whole look and runs the installed hook itself, so
+// a person's post still reaches it. Once the hook is removed, the daemon
+// runs nothing.
+func TestHookWatchRunsAHookHeldBack(t *testing.T) {
+	needs(t, "ocxd")
+	n := newNode(t)
+	startDaemon(t, n, program("ocxd"), "--hook-watch", "300ms")
+	r := n.repo()
+	code, err := r.ProjectCode(n.ctx)
+	r.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := strings.Repeat("ab", 32)
+	admin := &fossilio.Client{URL: n.srv.URL, Login: n.srv.AdminLogin, Password: n.srv.AdminPassword, ProjectCode: code}
+	if _, err := admin.Tag(n.ctx, missing, "ci", "x"); !errors.Is(err, fossilio.ErrPhantom) {
+		t.Fatalf("a tag on a check-in the server lacks: %v; want the phantom named", err)
+	}
+	held := n.result(person, "thread", "--title", "Held back", "--text", "a post Fossil's hook does not see while its phantom lasts")
+	n.waitFor("the daemon to run the hook for the held-back post", func() bool {
+		return strings.Contains(n.daemonLog(), "post "+n.srv.Repo+" "+held)
+	})
+	if out, _ := n.srv.Fossil("sql", "-R", n.srv.Repo, "SELECT value+0>now() FROM config WHERE name='hook-embargo'"); strings.TrimSpace(out) != "1" {
+		t.Fatalf("no embargo holds Fossil's hook back (%q), so the test proves nothing", out)
+	}
+	if log := n.daemonLog(); !strings.Contains(log, "the wake hook left receipts unhandled for a whole look; running it") {
+		t.Errorf("the daemon read the post without saying it ran the hook:\n%s", log)
+	}
+	if hook, _ := os.ReadFile(filepath.Join(n.agents, "hook.log")); !strings.Contains(string(hook), "hook done") {
+		t.Errorf("the hook's log says no run:\n%s", hook)
+	}
+
+	// Without OCX's hook, the daemon leaves the repository alone.
+	n.must("", "hook", "remove")
+	ignored := n.result(person, "thread", "--title", "No hook", "--text", "nobody listens for this")
+	runs := strings.Count(n.daemonLog(), "running it")
+	time.Sleep(2 * time.Second) // more than 6 looks
+	if log := n.daemonLog(); strings.Contains(log, ignored) || strings.Count(log, "running it") != runs {
+		t.Errorf("the daemon ran a hook that is not installed:\n%s", log)
+	}
+	// The phantom goes, and with it the embargo (shutdown checks both).
+	if _, err := n.srv.Fossil("sql", "-R", n.srv.Repo, "DELETE FROM phantom; DELETE FROM config WHERE name='hook-embargo'"); err != nil {
+		t.Fatal(err)
 	}
 }

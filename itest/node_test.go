@@ -35,6 +35,9 @@ type testNode struct {
 	srv    *harness.Server
 	agents string
 	pw     map[string]string
+	// fossilClients says the test pushes with the fossil command too (a
+	// committer), not only through OCX.
+	fossilClients bool
 }
 
 func newNode(t testing.TB) *testNode {
@@ -208,7 +211,11 @@ func (n *testNode) waitFor(what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(n.agents, "hook.log"))
 			dlog, _ := os.ReadFile(filepath.Join(n.agents, "ocxd.log"))
-			n.t.Fatalf("waited 60 s for %s\nhook.log:\n%s\nocxd.log:\n%s", what, log, dlog)
+			hooks, _ := n.srv.Fossil("hook", "status", "-R", n.srv.Repo)
+			lease, _ := n.srv.Fossil("test-backoffice-lease", "-R", n.srv.Repo)
+			rcv, _ := n.srv.Fossil("sql", "-R", n.srv.Repo, "SELECT rcvid, uid, datetime(mtime) FROM rcvfrom ORDER BY rcvid DESC LIMIT 5")
+			n.t.Fatalf("waited 60 s for %s\nhook.log:\n%s\nocxd.log:\n%s\nfossil hook status:\n%s\nbackoffice lease:\n%s\nlast receipts:\n%s",
+				what, log, dlog, hooks, lease, rcv)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -272,6 +279,10 @@ func (n *testNode) anyServing() bool {
 // leaves its sessions running, so a test stops those first), then anything
 // left naming the agents root, which fails the test.
 func (n *testNode) shutdown() {
+	// No test leaves the node holding back its hooks.
+	if !n.t.Failed() {
+		n.hooksFree()
+	}
 	// A test that failed half-way may leave a session running: stop each
 	// through the daemon, as a person would, before ending the daemon.
 	stopped := false

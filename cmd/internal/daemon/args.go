@@ -22,6 +22,10 @@ type Options struct {
 	Grace time.Duration
 	// Level is the least level written to the log.
 	Level slog.Level
+	// HookWatch is how often the daemon checks that the wake hook keeps up
+	// with each repository's receipts, and runs it when it does not
+	// (hookWatch); zero turns the check off.
+	HookWatch time.Duration
 	// Restore says the process is the new image of a re-exec: it takes the
 	// lock, the pipe and the children over from AGENTS/ocxd.handoff.
 	Restore bool
@@ -64,6 +68,7 @@ type UsageError struct{ msg string }
 func (e *UsageError) Error() string { return e.msg }
 
 const usageText = `usage: ocxd --agents AGENTS [--grace DURATION] [--log-level LEVEL]
+            [--hook-watch DURATION]
        ocxd --handoff-version
 
 The daemon of the agents root AGENTS: it reads AGENTS/ocxd, launches and stops
@@ -74,6 +79,9 @@ stops it (its sessions keep running); USR1 writes its memory to its log.
   --agents AGENTS        the agents root (it holds node.json)
   --grace DURATION       between TERM and KILL after a stop (default 10s)
   --log-level LEVEL      debug, info, warn or error (default info)
+  --hook-watch DURATION  how often to check that the wake hook keeps up with
+                         each repository's receipts, running it when it fell
+                         a whole check behind (default 2s; 0 turns it off)
   --handoff-version      print the re-exec hand-off version this build reads
 `
 
@@ -82,11 +90,12 @@ stops it (its sessions keep running); USR1 writes its memory to its log.
 func ParseArgs(args []string) (Options, error) {
 	fs := flag.NewFlagSet("ocxd", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	o := Options{Grace: actors.DefaultGrace}
+	o := Options{Grace: actors.DefaultGrace, HookWatch: DefaultHookWatch}
 	var level string
 	fs.StringVar(&o.Agents, "agents", "", "")
 	fs.DurationVar(&o.Grace, "grace", actors.DefaultGrace, "")
 	fs.StringVar(&level, "log-level", "info", "")
+	fs.DurationVar(&o.HookWatch, "hook-watch", DefaultHookWatch, "")
 	fs.BoolVar(&o.Restore, "restore", false, "")
 	fs.BoolVar(&o.HandoffVersion, "handoff-version", false, "")
 	if err := fs.Parse(args); err != nil {
@@ -115,6 +124,9 @@ func ParseArgs(args []string) (Options, error) {
 	if o.Grace <= 0 {
 		return o, &UsageError{msg: fmt.Sprintf("--grace: %s is not a positive duration", o.Grace)}
 	}
+	if o.HookWatch < 0 {
+		return o, &UsageError{msg: fmt.Sprintf("--hook-watch: %s is negative; 0 turns the watch off", o.HookWatch)}
+	}
 	if err := o.Level.UnmarshalText([]byte(level)); err != nil {
 		return o, &UsageError{msg: fmt.Sprintf("--log-level: %q is not debug, info, warn or error", level)}
 	}
@@ -125,5 +137,5 @@ func ParseArgs(args []string) (Options, error) {
 // re-exec starts (with --restore).
 func (o Options) argv(program string) []string {
 	return []string{program, "--agents", o.Agents, "--grace", o.Grace.String(),
-		"--log-level", strings.ToLower(o.Level.String()), "--restore"}
+		"--log-level", strings.ToLower(o.Level.String()), "--hook-watch", o.HookWatch.String(), "--restore"}
 }

@@ -78,6 +78,7 @@ type daemon struct {
 	records *records
 	reaper  *reaper
 	inputs  *inputs
+	hooks   *hookWatch
 	sys     *actor.ActorSystem
 	node    *actor.PID
 
@@ -138,6 +139,7 @@ func (d *daemon) finish() {
 	d.execMu.Lock()
 	d.stopping = true
 	d.execMu.Unlock()
+	d.hooks.stop()
 	n, err := d.inputs.drain(d.root, drainBound)
 	if err != nil {
 		d.log.Warn("stopping: the pipe was not read to its end", slog.Int("lines", n), errAttr(err))
@@ -297,6 +299,10 @@ func (d *daemon) start() error {
 		d.log.Info("started", slog.String("agents", layout.Root()), slog.Int("found", len(found)), slog.Duration("grace", d.opts.Grace))
 	}
 	d.inputs.start(reader)
+	if d.opts.HookWatch > 0 {
+		d.hooks = d.openHookWatch()
+		d.hooks.start()
+	}
 	return nil
 }
 
@@ -304,6 +310,7 @@ func (d *daemon) start() error {
 // signals nothing), and releases the lock, in that order.
 func (d *daemon) close() error {
 	var errs []error
+	d.hooks.stop()
 	if d.inputs != nil {
 		d.inputs.close()
 	}

@@ -66,6 +66,10 @@ func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
 	if d.stopping {
 		return fmt.Errorf("re-exec: the daemon is stopping")
 	}
+	// No hook the watch runs is left a child of the new image, which would
+	// not wait for it.
+	d.hooks.pause()
+	defer d.hooks.resume()
 	target, err := d.target()
 	if err != nil {
 		return fmt.Errorf("re-exec: find the release's ocxd: %w", err)

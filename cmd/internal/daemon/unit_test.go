@@ -13,13 +13,16 @@ import (
 
 func TestParseArgs(t *testing.T) {
 	o, err := ParseArgs([]string{"--agents", "/srv/agents/", "--grace", "2s", "--log-level", "debug"})
-	if err != nil || o.Agents != "/srv/agents" || o.Grace != 2*time.Second || o.Level != slog.LevelDebug || o.Restore {
+	if err != nil || o.Agents != "/srv/agents" || o.Grace != 2*time.Second || o.Level != slog.LevelDebug || o.Restore || o.HookWatch != DefaultHookWatch {
 		t.Fatalf("%+v %v", o, err)
 	}
-	if got := strings.Join(o.argv("/r/ocxd"), " "); got != "/r/ocxd --agents /srv/agents --grace 2s --log-level debug --restore" {
+	if got := strings.Join(o.argv("/r/ocxd"), " "); got != "/r/ocxd --agents /srv/agents --grace 2s --log-level debug --hook-watch 2s --restore" {
 		t.Errorf("the re-exec's argv: %s", got)
 	}
-	if again, err := ParseArgs(o.argv("/r/ocxd")[1:]); err != nil || again.Agents != o.Agents || again.Grace != o.Grace || again.Level != o.Level || !again.Restore {
+	if o, err := ParseArgs([]string{"--agents", "/a", "--hook-watch", "0"}); err != nil || o.HookWatch != 0 {
+		t.Errorf("--hook-watch 0: %+v %v", o, err)
+	}
+	if again, err := ParseArgs(o.argv("/r/ocxd")[1:]); err != nil || again.Agents != o.Agents || again.Grace != o.Grace || again.Level != o.Level || again.HookWatch != o.HookWatch || !again.Restore {
 		t.Errorf("the re-exec's argv reads back as %+v %v", again, err)
 	}
 	if o, err := ParseArgs([]string{"--handoff-version"}); err != nil || !o.HandoffVersion {
@@ -33,6 +36,8 @@ func TestParseArgs(t *testing.T) {
 		{"--agents", "/a", "--grace", "0s"},
 		{"--agents", "/a", "--grace", "soon"},
 		{"--agents", "/a", "--log-level", "loud"},
+		{"--agents", "/a", "--hook-watch", "-1s"},
+		{"--agents", "/a", "--hook-watch", "often"},
 		{"--agents", "/a", "extra"},
 		{"--frobnicate"},
 	} {

@@ -20,7 +20,7 @@ func HookLog(agents string) string { return filepath.Join(agents, "hook.log") }
 // handled in the project's repository. Fossil's own list can skip a receipt
 // after a quiet day (docs/fossil.md §4), so the hook keeps its own mark.
 func MarkFile(agents, project string) string {
-	return filepath.Join(agents, "hook.mark."+project)
+	return filepath.Join(agents, "hook.mark."+project) // host.Layout.HookMark
 }
 
 // HookCommand is the after-receive hook's command line as Fossil runs it

@@ -1,0 +1,81 @@
+package fossilio
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+)
+
+// OCXHook reads, from the repository's config, the command of OCX's
+// after-receive hook (the entry with an "ocx" key), and whether it is
+// installed. It is a plain read: cheap enough for a daemon to ask often.
+func (r *Repo) OCXHook(ctx context.Context) (command string, installed bool, err error) {
+	raw, _, err := r.Config(ctx, "hooks")
+	if err != nil {
+		return "", false, err
+	}
+	command, _, installed = ocxHookIn(raw)
+	return command, installed, nil
+}
+
+// NewestReceipt is the newest receipt number (max rcvid), 0 when the
+// repository received nothing yet.
+func (r *Repo) NewestReceipt(ctx context.Context) (int64, error) {
+	var last int64
+	err := r.read(ctx, "newest receipt", func(rd *reader) error {
+		_, err := rd.row(`SELECT coalesce(max(rcvid), 0) FROM rcvfrom`, nil, &last)
+		return err
+	})
+	return last, err
+}
+
+// ocxHookIn finds OCX's entry in the hooks setting's JSON: its command, and
+// how many other hooks there are. A value that is not a JSON array of
+// objects holds no hook, as Fossil reads it (src/hook.c json_valid).
+func ocxHookIn(raw string) (command string, others int, ok bool) {
+	if raw == "" {
+		return "", 0, false
+	}
+	var hooks []hookEntry
+	if err := json.Unmarshal([]byte(raw), &hooks); err != nil {
+		return "", 0, false
+	}
+	for _, h := range hooks {
+		if h["ocx"] != nil {
+			ok = true
+			command, _ = h["cmd"].(string)
+		} else {
+			others++
+		}
+	}
+	return command, others, ok
+}
+
+// HookSubst is the command line Fossil's backoffice runs with /bin/sh -c for
+// a hook's command: %F becomes the fossil executable, %R the repository's
+// path and %A the auxiliary file (none for after-receive, so nothing); any
+// other % stays. Fossil quotes none of them (src/hook.c hook_subst), and
+// neither does this, so that what runs is what Fossil would run.
+func HookSubst(command, fossil, repository string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(command, '%')
+		if i < 0 || i == len(command)-1 {
+			b.WriteString(command)
+			return b.String()
+		}
+		b.WriteString(command[:i])
+		switch command[i+1] {
+		case 'F':
+			b.WriteString(fossil)
+		case 'R':
+			b.WriteString(repository)
+		case 'A':
+		default:
+			b.WriteByte('%')
+			command = command[i+1:]
+			continue
+		}
+		command = command[i+2:]
+	}
+}
