@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,7 +101,23 @@ func TestHookWatchRunsAHookHeldBack(t *testing.T) {
 	if _, err := admin.Tag(n.ctx, missing, "ci", "x"); !errors.Is(err, fossilio.ErrPhantom) {
 		t.Fatalf("a tag on a check-in the server lacks: %v; want the phantom named", err)
 	}
+	// While a run of the hook holds its mark, the daemon runs no other.
+	mark, err := os.OpenFile(filepath.Join(n.agents, "hook.mark.demo"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mark.Close()
+	if err := syscall.Flock(int(mark.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
 	held := n.result(person, "thread", "--title", "Held back", "--text", "a post Fossil's hook does not see while its phantom lasts")
+	time.Sleep(1500 * time.Millisecond) // 5 looks
+	if log := n.daemonLog(); strings.Contains(log, "running it") || strings.Contains(log, held) {
+		t.Fatalf("the daemon ran the hook while a run held its mark:\n%s", log)
+	}
+	if err := syscall.Flock(int(mark.Fd()), syscall.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
 	n.waitFor("the daemon to run the hook for the held-back post", func() bool {
 		return strings.Contains(n.daemonLog(), "post "+n.srv.Repo+" "+held)
 	})

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
@@ -23,6 +26,11 @@ const DefaultHookWatch = 2 * time.Second
 
 // hookRunBound bounds one run of the hook the daemon starts itself.
 const hookRunBound = time.Minute
+
+// hookBusyBound is how long a run of the hook may hold its mark before the
+// watch takes it for stuck and runs another: the bound the hook itself
+// waits for an overlapping run (hook.DefaultLockWait).
+const hookBusyBound = 10 * time.Second
 
 // hookWatch is the daemon's backstop for the wake hook. Fossil runs the hook
 // from its backoffice at most once per receipt range, and sometimes not for a
@@ -51,6 +59,9 @@ type hookWatch struct {
 	// so that no hook the watch started is left to the new image.
 	mu   sync.Mutex
 	lags map[string]*lag
+	// busySince is when the watch first found a run of the hook holding a
+	// project's mark, in a row of looks.
+	busySince map[string]time.Time
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -61,6 +72,7 @@ func (w *hookWatch) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel, w.done = cancel, make(chan struct{})
 	w.lags = map[string]*lag{}
+	w.busySince = map[string]time.Time{}
 	go func() {
 		defer close(w.done)
 		t := time.NewTicker(w.every)
@@ -145,6 +157,19 @@ func (w *hookWatch) look(ctx context.Context, project string) {
 		*l = lag{}
 		return
 	}
+	if w.busy(project) {
+		// A run holds the mark: what it handles moves the mark on.
+		since, ok := w.busySince[project]
+		if !ok {
+			since = time.Now()
+			w.busySince[project] = since
+		}
+		if time.Since(since) < hookBusyBound {
+			return
+		}
+	} else {
+		delete(w.busySince, project)
+	}
 	if !l.look(mark, newest) {
 		return
 	}
@@ -168,6 +193,18 @@ func (w *hookWatch) mark(project string) (int64, bool) {
 	}
 	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	return v, err == nil && v >= 0
+}
+
+// busy says whether a run of the hook holds the project's mark: the hook
+// keeps an exclusive flock on it for its run. The shared lock tried here is
+// dropped at once; a hook starting meanwhile retries within milliseconds.
+func (w *hookWatch) busy(project string) bool {
+	f, err := w.root.OpenFile(w.layout.HookMark(project), os.O_RDONLY, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return errors.Is(unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB), unix.EWOULDBLOCK)
 }
 
 // run runs the hook's command line as Fossil's backoffice does: /bin/sh -c,
