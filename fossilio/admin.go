@@ -408,6 +408,10 @@ type HookStatus struct {
 	Command   string
 	LastRcvid int64 // hook-last-rcvid: the receipts the hooks have seen
 	Others    int   // hooks not OCX's
+	Newest    int64 // the newest receipt (max rcvid)
+	// HeldUntil is when Fossil's hook embargo ends (hook-embargo, set for
+	// 60 s by each push answered with gimme cards); zero when none holds.
+	HeldUntil time.Time
 }
 
 // HookSequence is the seq of OCX's hook: after a default hook (10), so a
@@ -490,6 +494,18 @@ func (a *Admin) Hook(ctx context.Context) (HookStatus, error) {
 			return err
 		}
 		st.LastRcvid, _ = strconv.ParseInt(last.String, 10, 64)
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(rcvid), 0) FROM rcvfrom`).Scan(&st.Newest); err != nil {
+			return err
+		}
+		// Fossil compares now() (seconds since 1970) with value+0.
+		var until sql.NullFloat64
+		err = tx.QueryRowContext(ctx, `SELECT value+0 FROM config WHERE name='hook-embargo'`).Scan(&until)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if end := time.Unix(int64(until.Float64), 0).UTC(); until.Valid && end.After(time.Now()) {
+			st.HeldUntil = end
+		}
 		return nil
 	})
 	return st, err

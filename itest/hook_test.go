@@ -130,6 +130,11 @@ func TestHookWatchRunsAHookHeldBack(t *testing.T) {
 	if hook, _ := os.ReadFile(filepath.Join(n.agents, "hook.log")); !strings.Contains(string(hook), "hook done") {
 		t.Errorf("the hook's log says no run:\n%s", hook)
 	}
+	// The status shows Fossil's embargo, and the hook caught up all the same.
+	n.waitFor("the status to show the hook caught up under the embargo", func() bool {
+		h := n.status().Hooks[0]
+		return h.HeldUntil != nil && h.Mark != nil && *h.Mark == h.Newest
+	})
 
 	// Without OCX's hook, the daemon leaves the repository alone.
 	n.must("", "hook", "remove")

@@ -244,7 +244,17 @@ func genState() *rapid.Generator[*NodeState] {
 	return rapid.Custom(func(t *rapid.T) *NodeState {
 		s := &NodeState{Version: genVersion().Draw(t, "version")}
 		for i, p := range rapid.SliceOfNDistinct(genName(), 0, 3, rapid.ID[string]).Draw(t, "hooks") {
-			s.Hooks = append(s.Hooks, HookStatus{Project: p, Repository: "/srv/fossil/" + p + ".fossil", Installed: i%2 == 0})
+			h := HookStatus{Project: p, Repository: "/srv/fossil/" + p + ".fossil", Installed: i%2 == 0,
+				Newest: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "newest")}
+			if rapid.Bool().Draw(t, "has mark") {
+				m := rapid.Uint64Range(0, MaxSafeInt).Draw(t, "mark")
+				h.Mark = &m
+			}
+			if rapid.Bool().Draw(t, "held") {
+				u := genTime().Draw(t, "held until")
+				h.HeldUntil = &u
+			}
+			s.Hooks = append(s.Hooks, h)
 		}
 		for _, l := range rapid.SliceOfNDistinct(genLogin(), 0, 3, rapid.ID[string]).Draw(t, "logins") {
 			ls := LoginStatus{Login: l, Accounts: []AccountStatus{}}

@@ -1,6 +1,8 @@
 package messages
 
 import (
+	"time"
+
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -27,6 +29,17 @@ type HookStatus struct {
 	Project    string `json:"project"`
 	Repository string `json:"repository"`
 	Installed  bool   `json:"installed"`
+	// Newest is the repository's newest receipt (its max rcvid); 0 when it
+	// received nothing, or was not read.
+	Newest uint64 `json:"newest,omitempty"`
+	// Mark is the newest receipt the hook handled (AGENTS/hook.mark.PROJECT);
+	// nil when it keeps no mark. Behind Newest for more than a moment, the
+	// hook is held back, and the daemon runs it (D24).
+	Mark *uint64 `json:"mark,omitempty"`
+	// HeldUntil is when Fossil's embargo on its hooks ends (it renews it
+	// after each push it answers with gimme cards, for as long as a phantom
+	// lasts); nil when none holds.
+	HeldUntil *time.Time `json:"held_until,omitempty"`
 }
 
 // LoginStatus is an agent login and the repositories it has an account on.
@@ -124,6 +137,17 @@ func (s *NodeState) Validate() error {
 		}
 		if err := once(f, "hook "+h.Repository); err != nil {
 			return err
+		}
+		if h.Newest > MaxSafeInt {
+			return fieldErr(joinField(f, "newest"), ErrInvalid, fmt.Sprintf("%d is past 2^53-1", h.Newest))
+		}
+		if h.Mark != nil && *h.Mark > MaxSafeInt {
+			return fieldErr(joinField(f, "mark"), ErrInvalid, fmt.Sprintf("%d is past 2^53-1", *h.Mark))
+		}
+		if h.HeldUntil != nil {
+			if err := checkTime(joinField(f, "held_until"), *h.HeldUntil); err != nil {
+				return err
+			}
 		}
 	}
 	for i, l := range s.Logins {
@@ -287,6 +311,23 @@ func (s *NodeState) decode(o jobj) error {
 		}
 		if x.Installed, err = h.boolean("installed", true, "a hook says whether it is installed"); err != nil {
 			return err
+		}
+		if x.Newest, _, err = h.uint("newest", false, MaxSafeInt, ""); err != nil {
+			return err
+		}
+		mark, present, err := h.uint("mark", false, MaxSafeInt, "")
+		if err != nil {
+			return err
+		}
+		if present {
+			x.Mark = &mark
+		}
+		if h.has("held_until") {
+			t, err := readTime(h, "held_until", "")
+			if err != nil {
+				return err
+			}
+			x.HeldUntil = &t
 		}
 	}
 	logins, err := o.objects("logins", true, all)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -119,7 +121,14 @@ func (n *Node) HookStatus(ctx context.Context) ([]messages.HookStatus, *Answer) 
 		if err != nil {
 			return nil, a.Stop(fmt.Errorf("hook of %s: %w", p.Name, err))
 		}
-		out = append(out, messages.HookStatus{Project: p.Name, Repository: p.Repository, Installed: st.Installed})
+		h := messages.HookStatus{Project: p.Name, Repository: p.Repository, Installed: st.Installed, Newest: uint64(max(st.Newest, 0))}
+		if m, ok := n.hookMark(p.Name); ok {
+			h.Mark = &m
+		}
+		if !st.HeldUntil.IsZero() {
+			h.HeldUntil = &st.HeldUntil
+		}
+		out = append(out, h)
 		switch {
 		case !st.Installed:
 			a.Logf("%s: not installed", p.Name)
@@ -128,6 +137,23 @@ func (n *Node) HookStatus(ctx context.Context) ([]messages.HookStatus, *Answer) 
 		default:
 			a.Logf("%s: installed: %s", p.Name, st.Command)
 		}
+		if h.Mark != nil && *h.Mark < h.Newest {
+			a.Logf("%s: the hook handled receipts to %d of %d; the daemon runs it when it stays behind (D24)", p.Name, *h.Mark, h.Newest)
+		}
+		if h.HeldUntil != nil {
+			a.Logf("%s: Fossil holds its hooks back until %s (an embargo: the server lacks an artifact some push named); the daemon runs the hook meanwhile", p.Name, h.HeldUntil.Format(time.RFC3339))
+		}
 	}
 	return out, a
+}
+
+// hookMark reads the hook's mark of a project: the newest receipt it
+// handled.
+func (n *Node) hookMark(project string) (uint64, bool) {
+	b, err := os.ReadFile(MarkFile(n.Agents, project))
+	if err != nil {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	return v, err == nil && v <= messages.MaxSafeInt
 }

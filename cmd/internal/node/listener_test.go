@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/docs/design"
@@ -205,6 +206,25 @@ func TestHookInstallStatusRemove(t *testing.T) {
 	}
 	if strings.TrimSpace(string(mark)) != strconv.FormatInt(st.LastRcvid, 10) {
 		t.Errorf("the hook's mark %q is not the newest receipt %d", mark, st.LastRcvid)
+	}
+	// The status shows the mark against the newest receipt, and Fossil's
+	// embargo while one holds.
+	hooks, _ = f.n.HookStatus(f.ctx)
+	if h := hooks[0]; h.Mark == nil || int64(*h.Mark) != st.LastRcvid || int64(h.Newest) != st.Newest || h.HeldUntil != nil {
+		t.Errorf("status after install: %+v; want mark = newest = %d, nothing held", h, st.LastRcvid)
+	}
+	if _, err := f.srv.Fossil("sql", "-R", f.srv.Repo, "REPLACE INTO config(name, value, mtime) VALUES('hook-embargo', now()+3600, now())"); err != nil {
+		t.Fatal(err)
+	}
+	hooks, a = f.n.HookStatus(f.ctx)
+	if h := hooks[0]; h.HeldUntil == nil || time.Until(*h.HeldUntil) < 59*time.Minute || time.Until(*h.HeldUntil) > time.Hour {
+		t.Errorf("status during an embargo of an hour: %+v", h)
+	}
+	if !strings.Contains(strings.Join(a.Log, "\n"), "Fossil holds its hooks back until") {
+		t.Errorf("the status does not say Fossil holds the hooks back: %q", a.Log)
+	}
+	if _, err := f.srv.Fossil("sql", "-R", f.srv.Repo, "DELETE FROM config WHERE name='hook-embargo'"); err != nil {
+		t.Fatal(err)
 	}
 	f.ok(f.n.HookInstall(f.ctx, false)) // again: replaces it
 	f.ok(f.n.HookRemove(f.ctx, false))
