@@ -227,19 +227,9 @@ func (r *Repo) Received(ctx context.Context, after int64) (hashes []string, last
 			return err
 		}
 		last = max.Int64
-		rows, err := rd.query(`SELECT uuid FROM blob WHERE rcvid>? AND size>=0 ORDER BY rcvid, rid`, after)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var h string
-			if err := rows.Scan(&h); err != nil {
-				return err
-			}
-			hashes = append(hashes, h)
-		}
-		return rows.Err()
+		var err error
+		hashes, err = rd.hashes(`SELECT uuid FROM blob WHERE rcvid>? AND size>=0 ORDER BY rcvid, rid`, after)
+		return err
 	})
 	return hashes, last, err
 }

@@ -201,6 +201,25 @@ func (rd *reader) query(q string, args ...any) (*sql.Rows, error) {
 	return rd.tx.StmtContext(rd.ctx, s).QueryContext(rd.ctx, args...)
 }
 
+// hashes runs a query whose one column is a hash, and returns them all; an
+// error met while reading the rows is returned, not a shorter list.
+func (rd *reader) hashes(q string, args ...any) ([]string, error) {
+	rows, err := rd.query(q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var h string
+		if err := rows.Scan(&h); err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
 // row runs a query expected to return at most one row; found is false when
 // it returns none.
 func (rd *reader) row(q string, args []any, dest ...any) (found bool, err error) {

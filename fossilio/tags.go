@@ -52,22 +52,12 @@ func (r *Repo) CheckinTags(ctx context.Context, checkin string) ([]TagChange, er
 		// its first 16 digits ("Edit [HASH|..."), which narrows the search
 		// to the tag changes that may name this check-in; each is then
 		// parsed to be sure.
-		rows, err := rd.query(`SELECT b.uuid FROM event e JOIN blob b ON b.rid=e.objid
+		candidates, err := rd.hashes(`SELECT b.uuid FROM event e JOIN blob b ON b.rid=e.objid
 			WHERE e.type='g' AND instr(e.comment, ?)>0 AND b.rid NOT IN (SELECT rid FROM private)
 			ORDER BY b.rcvid, b.rid`, "Edit ["+full[:16])
 		if err != nil {
 			return err
 		}
-		var candidates []string
-		for rows.Next() {
-			var h string
-			if err := rows.Scan(&h); err != nil {
-				rows.Close()
-				return err
-			}
-			candidates = append(candidates, h)
-		}
-		rows.Close()
 		for _, h := range candidates {
 			info, err := rd.info(h)
 			if err != nil {
@@ -119,23 +109,13 @@ func (r *Repo) CheckinsOnBranch(ctx context.Context, branch, after string) ([]In
 				return err
 			}
 		}
-		rows, err := rd.query(`SELECT b.uuid FROM tagxref x JOIN blob b ON b.rid=x.rid JOIN event e ON e.objid=x.rid AND e.type='ci'
+		hashes, err := rd.hashes(`SELECT b.uuid FROM tagxref x JOIN blob b ON b.rid=x.rid JOIN event e ON e.objid=x.rid AND e.type='ci'
 			WHERE x.tagid=(SELECT tagid FROM tag WHERE tagname='branch') AND x.tagtype>0 AND x.value=?
 			AND (b.rcvid>? OR (b.rcvid=? AND b.rid>?)) AND b.rid NOT IN (SELECT rid FROM private)
 			ORDER BY b.rcvid, b.rid`, branch, rcvid, rcvid, rid)
 		if err != nil {
 			return err
 		}
-		var hashes []string
-		for rows.Next() {
-			var h string
-			if err := rows.Scan(&h); err != nil {
-				rows.Close()
-				return err
-			}
-			hashes = append(hashes, h)
-		}
-		rows.Close()
 		for _, h := range hashes {
 			info, err := rd.info(h)
 			if err != nil {

@@ -48,21 +48,11 @@ func (r *Repo) TicketChanges(ctx context.Context, ticket string) ([]TicketChange
 		case len(tagids) > 1:
 			return &HashError{Op: "read ticket", Repo: r.path, Hash: ticket, Matches: names, Err: ErrAmbiguous}
 		}
-		rows, err = rd.query(`SELECT b.uuid FROM tagxref x JOIN blob b ON b.rid=x.rid
+		hashes, err := rd.hashes(`SELECT b.uuid FROM tagxref x JOIN blob b ON b.rid=x.rid
 			WHERE x.tagid=? AND x.rid NOT IN (SELECT rid FROM private) ORDER BY b.rcvid, b.rid`, tagids[0])
 		if err != nil {
 			return err
 		}
-		var hashes []string
-		for rows.Next() {
-			var h string
-			if err := rows.Scan(&h); err != nil {
-				rows.Close()
-				return err
-			}
-			hashes = append(hashes, h)
-		}
-		rows.Close()
 		for _, h := range hashes {
 			c, err := rd.ticketChange(h)
 			if err != nil {
