@@ -52,6 +52,16 @@ type Options struct {
 	LockWait time.Duration
 }
 
+// WakeWait bounds how long a run waits for room in a session's wake pipe
+// (a session reads its pipe at once, so a full one is a session far behind
+// or stuck). A pipe found full is not waited for again in the same run: the
+// hook never waits long on an agent.
+const WakeWait = 100 * time.Millisecond
+
+// errFullEarlier: a wake pipe found full earlier in the run, not waited for
+// again.
+var errFullEarlier = fmt.Errorf("%w, earlier in this run", host.ErrPipeFull)
+
 // DefaultLockWait bounds how long a run waits for an overlapping run (two
 // backoffice runs may overlap, D11) before it goes on without the lock.
 const DefaultLockWait = 10 * time.Second
@@ -317,14 +327,20 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []unheardPost {
 		if p == nil {
 			p = &pipe{}
 			p.w, p.err = unixhost.OpenLineWriter(h.root, path)
+			if p.w != nil {
+				p.w.Wait = WakeWait
+			}
 			pipes[path] = p
 		}
 		if p.err != nil {
 			return p.err
 		}
 		if err := p.w.WriteLine([]byte(hash)); err != nil {
-			if errors.Is(err, host.ErrNoReader) {
+			switch {
+			case errors.Is(err, host.ErrNoReader):
 				p.err = err
+			case errors.Is(err, host.ErrPipeFull):
+				p.err = errFullEarlier
 			}
 			return err
 		}
@@ -374,6 +390,12 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []unheardPost {
 				why = messages.UnheardNoReader
 			case errors.Is(err, fs.ErrNotExist):
 				why = messages.UnheardNoPipe
+			case errors.Is(err, errFullEarlier):
+				h.log.Error("not woken: the session's wake pipe was full earlier in this run; not waited for again", "post", info.Hash, "workspace", ws.Key)
+				continue
+			case errors.Is(err, host.ErrPipeFull):
+				h.log.Error("not woken: the session's wake pipe stayed full (the session is far behind, or stuck)", "post", info.Hash, "workspace", ws.Key, "waited", WakeWait)
+				continue
 			default:
 				h.log.Error("wake", "post", info.Hash, "workspace", ws.Key, "err", err)
 				continue

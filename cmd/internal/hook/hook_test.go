@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/cmd/internal/hook"
 	"github.com/ocx-go/ocx/cmd/internal/node"
@@ -460,5 +463,71 @@ func TestHookFindsItsRepositoryThroughALinkAndRefusesAStranger(t *testing.T) {
 	}
 	if err := hook.Run(f.ctx, hook.Options{Agents: f.agents, Repo: stranger, Log: log, Release: f.release}); err == nil || !strings.Contains(err.Error(), "not a repository of this node") {
 		t.Errorf("a repository not of the node: %v", err)
+	}
+}
+
+// TestHookGivesUpOnAFullWakePipe: a session that holds its wake pipe but
+// reads nothing (stuck, or far behind) fills it. The hook waits for room once
+// per run (WakeWait), then passes over that session's posts in the run, each
+// logged; the other actions go on: the daemon gets every post, and another
+// session listening to the same thread is woken for each.
+func TestHookGivesUpOnAFullWakePipe(t *testing.T) {
+	f := newFix(t)
+	person := f.client(person, personPW)
+	th, err := person.NewThread(f.ctx, "A question", "Hello?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{agent, agent2} {
+		must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: l + "/demo", Kind: "thread", Names: th}))
+	}
+	f.hook(th, lastArtifact(f)) // nobody listened yet: two unheard notes, which the next run hands on
+	// agent's session: holds its pipe, reads nothing; the pipe is filled.
+	stuck, err := unix.Open(f.wake(agent), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(stuck)
+	fill, err := unix.Open(f.wake(agent), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := []byte(strings.Repeat("f", 64) + "\n")
+	for {
+		if _, err := unix.Write(fill, line); err == unix.EAGAIN {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	unix.Close(fill)
+	w2 := f.listen(agent2)
+
+	var posts []string
+	for i := range 3 {
+		p, err := person.Reply(f.ctx, th, th, "ping "+strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		posts = append(posts, p)
+	}
+	f.hook(posts...)
+	log := f.logBuf.String()
+	if waited, earlier := strings.Count(log, "wake pipe stayed full"), strings.Count(log, "wake pipe was full earlier in this run"); waited != 1 || earlier != 2 {
+		t.Errorf("posts passed over for the full pipe: %d after a wait, %d without; want 1 and 2:\n%s", waited, earlier, log)
+	}
+	if got := w2.all(3); strings.Join(got, " ") != strings.Join(posts, " ") {
+		t.Errorf("the other session read %q, want %q", got, posts)
+	}
+	var want []string
+	for _, p := range posts {
+		want = append(want, "post "+f.srv.Repo+" "+p)
+	}
+	got := f.daemon.all(8) // the thread, two listen notes, two unheard notes, the posts
+	if len(got) < 3 || strings.Join(got[len(got)-3:], "\n") != strings.Join(want, "\n") {
+		t.Errorf("the daemon read %q, want the three posts last: %q", got, want)
+	}
+	if n, _ := unix.Read(stuck, make([]byte, 1)); n != 1 {
+		t.Errorf("the stuck session's pipe holds nothing")
 	}
 }
