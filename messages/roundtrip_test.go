@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ocx-go/ocx/docs/design"
 	"pgregory.net/rapid"
@@ -155,4 +156,24 @@ func TestWorkspaceKeyRoundTrip(t *testing.T) {
 			t.Fatalf("%q reads back as %v, %v", k, got, err)
 		}
 	})
+}
+
+// TestHookStatusLine: `ocx status` prints each hook on one line, with the
+// mark and Fossil's embargo when there are.
+func TestHookStatusLine(t *testing.T) {
+	mark := uint64(4182)
+	until := time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		h    HookStatus
+		want string
+	}{
+		{HookStatus{Project: "demo", Repository: "/srv/demo.fossil", Installed: false},
+			"hook demo repository=/srv/demo.fossil installed=false newest=0"},
+		{HookStatus{Project: "demo", Repository: "/srv/demo.fossil", Installed: true, Newest: 4190, Mark: &mark, HeldUntil: &until},
+			"hook demo repository=/srv/demo.fossil installed=true newest=4190 mark=4182 held_until=2026-11-30T14:00:00Z"},
+	} {
+		if got := c.h.String(); got != c.want {
+			t.Errorf("%+v renders %q, want %q", c.h, got, c.want)
+		}
+	}
 }

@@ -509,7 +509,14 @@ func (p SessionStatus) String() string {
 
 // String renders the hook's state on one line.
 func (h HookStatus) String() string {
-	return fmt.Sprintf("hook %s repository=%s installed=%t", token(h.Project), token(h.Repository), h.Installed)
+	s := fmt.Sprintf("hook %s repository=%s installed=%t newest=%d", token(h.Project), token(h.Repository), h.Installed, h.Newest)
+	if h.Mark != nil {
+		s += fmt.Sprintf(" mark=%d", *h.Mark)
+	}
+	if h.HeldUntil != nil {
+		s += " held_until=" + h.HeldUntil.UTC().Format(time.RFC3339)
+	}
+	return s
 }
 
 // String renders the login and its accounts on one line.
