@@ -341,3 +341,12 @@ func (n *testNode) hooksFree() {
 		n.t.Errorf("the node's repository holds back its hooks:\n%s", s)
 	}
 }
+
+// psForest is the process forest, for a failure's message.
+func psForest() string {
+	out, err := exec.Command("ps", "-eo", "pid,ppid,stat,lstart,args", "--forest").Output()
+	if err != nil {
+		return "ps: " + err.Error()
+	}
+	return string(out)
+}

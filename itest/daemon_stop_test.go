@@ -1,11 +1,13 @@
 package itest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -467,8 +469,10 @@ func TestDaemonStoppingIsFollowedByTheNext(t *testing.T) {
 		_, err := os.Stat(filepath.Join(n.agents, "ocxd"))
 		return errors.Is(err, os.ErrNotExist)
 	})
-	if d.exited() || n.daemonPID() != d.pid() {
-		t.Fatalf("the daemon ended while a writer held its pipe (exited %v, lock %d)", d.exited(), n.daemonPID())
+	if holder := n.daemonPID(); d.exited() || holder != d.pid() {
+		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(holder) + "/cmdline")
+		t.Fatalf("the daemon %d ended while a writer held its pipe (exited %v, lock held by %d: %q)\nocxd.log:\n%s\nps:\n%s",
+			d.pid(), d.exited(), holder, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}), n.daemonLog(), psForest())
 	}
 	stopped := make(chan result, 1)
 	go func() { stopped <- n.ocx("", "session", "stop", key(agent)) }()

@@ -2,7 +2,6 @@ package itest
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,8 +41,7 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 	st := n.status()
 	s := st.Sessions[0]
 	if s.Login != agent || s.Project != "demo" || s.Record != record || s.Launch != launch || s.StartedBy != messages.OriginDaemon || s.State != messages.SessionIdle || s.Release != "test" || s.Older {
-		ps, _ := exec.Command("ps", "-eo", "pid,ppid,stat,args", "--forest").Output()
-		t.Errorf("the session's status: %v\ndaemon (lock holder) %d; processes:\n%s", s, n.daemonPID(), ps)
+		t.Errorf("the session's status: %v\ndaemon (lock holder) %d; processes:\n%s", s, n.daemonPID(), psForest())
 	}
 
 	// A person posts in the thread: the session answers, as the agent.
