@@ -90,7 +90,18 @@ func (a *Admin) open(ctx context.Context, op string, write bool, fn func(*sql.DB
 	defer db.Close()
 	r := &Repo{path: abs}
 	var n int
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN ('blob','rcvfrom','config','user')`).Scan(&n); err != nil {
+	probe := func() error {
+		return db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN ('blob','rcvfrom','config','user')`).Scan(&n)
+	}
+	err = probe()
+	if isHotJournal(err) {
+		// A writer died in a transaction; a read-only connection cannot
+		// roll its journal back (Repo.read).
+		if err = rollBackHotJournal(abs, writeBusyTimeout); err == nil {
+			err = probe()
+		}
+	}
+	if err != nil {
 		return r.wrap(op, err)
 	}
 	if n != 4 {

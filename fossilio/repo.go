@@ -49,6 +49,8 @@ type Repo struct {
 	db      *sql.DB
 	stmts   map[string]*sql.Stmt
 	stmtsMu sync.Mutex
+	// timeout is the busy timeout of its connections.
+	timeout time.Duration
 	// readers admits one read transaction fewer than there are connections:
 	// a reader that must prepare a statement needs a free connection while
 	// it holds its own, and with every connection held by readers waiting
@@ -92,9 +94,17 @@ func open(path string, node bool, opts *Options) (*Repo, error) {
 	}
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	r := &Repo{path: abs, node: node, db: db, stmts: map[string]*sql.Stmt{}, readers: make(chan struct{}, maxConns-1)}
+	r := &Repo{path: abs, node: node, db: db, stmts: map[string]*sql.Stmt{}, readers: make(chan struct{}, maxConns-1), timeout: timeout}
 	var n int
-	err = db.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN ('blob','rcvfrom','config','event','tagxref','user')`).Scan(&n)
+	probe := func() error {
+		return db.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN ('blob','rcvfrom','config','event','tagxref','user')`).Scan(&n)
+	}
+	err = probe()
+	if isHotJournal(err) {
+		if err = rollBackHotJournal(abs, timeout); err == nil {
+			err = probe()
+		}
+	}
 	if err == nil && n != 6 {
 		err = ErrNotRepository
 	}
@@ -167,7 +177,9 @@ type reader struct {
 }
 
 // read runs fn in a read-only transaction, so that what it reads is one
-// consistent state of the repository, and ends the transaction at once.
+// consistent state of the repository, and ends the transaction at once. A
+// hot journal (a writer died in the middle of a transaction: a fossil
+// command killed, say) is rolled back, and the read tried once more.
 func (r *Repo) read(ctx context.Context, op string, fn func(*reader) error) error {
 	select {
 	case r.readers <- struct{}{}:
@@ -175,6 +187,17 @@ func (r *Repo) read(ctx context.Context, op string, fn func(*reader) error) erro
 		return r.wrap(op, ctx.Err())
 	}
 	defer func() { <-r.readers }()
+	err := r.readOnce(ctx, op, fn)
+	if isHotJournal(err) {
+		if rerr := rollBackHotJournal(r.path, r.timeout); rerr != nil {
+			return r.wrap(op, rerr)
+		}
+		err = r.readOnce(ctx, op, fn)
+	}
+	return err
+}
+
+func (r *Repo) readOnce(ctx context.Context, op string, fn func(*reader) error) error {
 	tx, err := r.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return r.wrap(op, err)
@@ -189,6 +212,34 @@ func (r *Repo) read(ctx context.Context, op string, fn func(*reader) error) erro
 			return err
 		}
 		return r.wrap(op, err)
+	}
+	return nil
+}
+
+// isHotJournal says whether err is SQLITE_READONLY_ROLLBACK: a writer died
+// in the middle of a transaction and left a hot journal, which a read-only
+// connection cannot roll back, so every read fails until a writer does.
+func isHotJournal(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == 776
+}
+
+// rollBackHotJournal opens the repository read-write just long enough for
+// SQLite to roll its hot journal back, as the next fossil command to write
+// would; it changes nothing else.
+func rollBackHotJournal(abs string, timeout time.Duration) error {
+	u := url.URL{Scheme: "file", Path: abs}
+	q := url.Values{}
+	q.Set("mode", "rw")
+	q.Set("_busy_timeout", strconv.FormatInt(timeout.Milliseconds(), 10))
+	db, err := sql.Open("sqlite", u.String()+"?"+q.Encode())
+	if err != nil {
+		return fmt.Errorf("roll back the hot journal of %s: %w", abs, err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM sqlite_schema`).Scan(&n); err != nil {
+		return fmt.Errorf("roll back the hot journal of %s: %w", abs, err)
 	}
 	return nil
 }

@@ -60,18 +60,22 @@ func (c *committer) commit(name string) string {
 	if err := os.WriteFile(filepath.Join(c.dir, name), []byte(name+"\n"), 0o644); err != nil {
 		c.t.Fatal(err)
 	}
-	c.fossil(c.dir, "add", name)
-	c.fossil(c.dir, "commit", "-m", "add "+name, "--no-warnings")
-	c.fossil(c.dir, "push", c.n.srv.UserURL(c.n.srv.AdminLogin, c.n.srv.AdminPassword))
-	hash := strings.TrimSpace(c.fossil(c.dir, "info", "current"))
+	before := checkinHash(c.fossil(c.dir, "info", "current"))
+	add := c.fossil(c.dir, "add", name)
+	commit := c.fossil(c.dir, "commit", "-m", "add "+name, "--no-warnings")
+	push := c.fossil(c.dir, "push", c.n.srv.UserURL(c.n.srv.AdminLogin, c.n.srv.AdminPassword))
+	hash := checkinHash(c.fossil(c.dir, "info", "current"))
+	if hash == before {
+		c.t.Fatalf("committing %s made no new check-in (still %s)\nadd: %s\ncommit: %s\npush: %s", name, hash, add, commit, push)
+	}
 	if err := c.n.srv.Backoffice(); err != nil {
 		c.t.Fatal(err)
 	}
 	r := c.n.repo()
 	defer r.Close()
-	full, err := r.Resolve(context.Background(), checkinHash(hash))
+	full, err := r.Resolve(context.Background(), hash)
 	if err != nil {
-		c.t.Fatalf("the check-in %q is not on the node: %v", hash, err)
+		c.t.Fatalf("the check-in %q is not on the node: %v\npush: %s", hash, err, push)
 	}
 	return full
 }
@@ -226,6 +230,7 @@ func TestDaemonCI(t *testing.T) {
 		t.Fatal(err)
 	}
 	c4 := c.commit("four.txt")
+	t.Logf("the fourth check-in: %s", c4)
 	n.waitFor("the next check-in tagged", func() bool {
 		v, ok := n.ciTag(c4, ci)
 		return ok && strings.HasPrefix(v, "green")

@@ -213,9 +213,15 @@ func (n *testNode) waitFor(what string, cond func() bool) {
 			dlog, _ := os.ReadFile(filepath.Join(n.agents, "ocxd.log"))
 			hooks, _ := n.srv.Fossil("hook", "status", "-R", n.srv.Repo)
 			lease, _ := n.srv.Fossil("test-backoffice-lease", "-R", n.srv.Repo)
-			rcv, _ := n.srv.Fossil("sql", "-R", n.srv.Repo, "SELECT rcvid, uid, datetime(mtime) FROM rcvfrom ORDER BY rcvid DESC LIMIT 5")
-			n.t.Fatalf("waited 60 s for %s\nhook.log:\n%s\nocxd.log:\n%s\nfossil hook status:\n%s\nbackoffice lease:\n%s\nlast receipts:\n%s",
-				what, log, dlog, hooks, lease, rcv)
+			rcv, _ := n.srv.Fossil("sql", "-R", n.srv.Repo, "SELECT rcvid, uid, ipaddr, datetime(mtime) FROM rcvfrom ORDER BY rcvid DESC LIMIT 5")
+			blobs, _ := n.srv.Fossil("sql", "-R", n.srv.Repo, "SELECT rid, rcvid, size, uuid FROM blob ORDER BY rid DESC LIMIT 8")
+			logs, _ := filepath.Glob(filepath.Join(n.agents, "*", "projects", "*", "session", "log"))
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				blobs += "\n" + l + ":\n" + string(lastLines(b, 40))
+			}
+			n.t.Fatalf("waited 60 s for %s\nhook.log:\n%s\nocxd.log:\n%s\nfossil hook status:\n%s\nbackoffice lease:\n%s\nlast receipts:\n%s\nlast artifacts:\n%s",
+				what, log, dlog, hooks, lease, rcv, blobs)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
