@@ -3,6 +3,7 @@ package host
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -46,6 +47,16 @@ func (l Layout) Handoff() string { return filepath.Join(l.root, "ocxd.handoff") 
 func (l Layout) HookMark(project string) string {
 	return filepath.Join(l.root, "hook.mark."+project)
 }
+
+// ParseHookMark reads a hook mark's content: a receipt number and a newline.
+// false when it holds none (an empty file, a hook installed by hand).
+func ParseHookMark(b []byte) (int64, bool) {
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return v, err == nil && v >= 0
+}
+
+// HookMarkContent is what a hook mark holds for receipt v.
+func HookMarkContent(v int64) []byte { return []byte(strconv.FormatInt(v, 10) + "\n") }
 
 // Password is AGENTS/LOGIN/password, the login's one password (mode 0600).
 func (l Layout) Password(login string) (string, error) {

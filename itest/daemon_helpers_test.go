@@ -350,3 +350,24 @@ func psForest() string {
 	}
 	return string(out)
 }
+
+// pipeWriter opens the daemon's pipe for writing, as the hook and the tools
+// do; the caller closes it.
+func (n *testNode) pipeWriter() *unixhost.LineWriter {
+	n.t.Helper()
+	w, err := n.openPipe()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return w
+}
+
+// openPipe is pipeWriter for a writer that may find nobody reading.
+func (n *testNode) openPipe() (*unixhost.LineWriter, error) {
+	root, err := unixhost.OpenRoot(n.agents)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return unixhost.OpenLineWriter(root, filepath.Join(n.agents, "ocxd"))
+}

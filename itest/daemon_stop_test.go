@@ -339,15 +339,7 @@ func TestDaemonStopReadsEveryLine(t *testing.T) {
 	}
 
 	d := startDaemon(t, n, program("ocxd"), "--grace", "1s")
-	root, err := unixhost.OpenRoot(n.agents)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	w, err := unixhost.OpenLineWriter(root, filepath.Join(n.agents, "ocxd"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := n.pipeWriter()
 	delivered := make([]bool, len(launches))
 	for i := 0; i < before; i++ {
 		delivered[i] = w.WriteLine(line(i)) == nil
@@ -367,7 +359,7 @@ func TestDaemonStopReadsEveryLine(t *testing.T) {
 		_, err := os.Stat(filepath.Join(n.agents, "ocxd"))
 		return errors.Is(err, os.ErrNotExist) || d.exited()
 	})
-	if w2, err := unixhost.OpenLineWriter(root, filepath.Join(n.agents, "ocxd")); err == nil {
+	if w2, err := n.openPipe(); err == nil {
 		delivered[last] = w2.WriteLine(line(last)) == nil
 		w2.Close()
 	}
@@ -453,15 +445,7 @@ func TestDaemonStoppingIsFollowedByTheNext(t *testing.T) {
 	record, launch, serve, top := startSession(t, n, d.pid(), agent)
 	served, _ := procOf(t, serve)
 
-	root, err := unixhost.OpenRoot(n.agents)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	w, err := unixhost.OpenLineWriter(root, filepath.Join(n.agents, "ocxd"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := n.pipeWriter()
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

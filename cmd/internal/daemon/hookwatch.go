@@ -7,8 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -191,8 +189,7 @@ func (w *hookWatch) mark(project string) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return v, err == nil && v >= 0
+	return host.ParseHookMark(b)
 }
 
 // busy says whether a run of the hook holds the project's mark: the hook
@@ -277,8 +274,6 @@ func (d *daemon) openHookWatch() *hookWatch {
 	}
 	if exe, err := exec.LookPath("fossil"); err == nil {
 		w.fossil = exe
-	} else if _, err := os.Stat("/usr/bin/fossil"); err == nil {
-		w.fossil = "/usr/bin/fossil"
 	}
 	return w
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -40,7 +39,7 @@ func BenchmarkHookWatchLook(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := os.WriteFile(layout.HookMark("demo"), []byte(strconv.FormatInt(newest, 10)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(layout.HookMark("demo"), host.HookMarkContent(newest), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	root, err := unixhost.OpenRoot(agents)

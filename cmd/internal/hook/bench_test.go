@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ func BenchmarkRun(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				if err := os.WriteFile(node.MarkFile(f.agents, "demo"), []byte(strconv.FormatInt(mark, 10)), 0o600); err != nil {
+				if err := os.WriteFile(filepath.Join(f.agents, "hook.mark.demo"), []byte(strconv.FormatInt(mark, 10)), 0o600); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()

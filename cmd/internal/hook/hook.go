@@ -14,7 +14,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -601,7 +600,7 @@ type mark struct {
 // twice is better than one lost.
 func (h *run) lockMark() (*mark, func()) {
 	m := &mark{}
-	f, err := h.root.OpenFile(node.MarkFile(h.layout.Root(), h.proj), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := h.root.OpenFile(h.layout.HookMark(h.proj), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		h.log.Error("open the hook's mark", "err", err)
 		return m, func() {}
@@ -624,9 +623,7 @@ func (h *run) lockMark() (*mark, func()) {
 	m.f = f
 	buf := make([]byte, 32)
 	n, _ := f.ReadAt(buf, 0)
-	if v, err := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64); err == nil && v >= 0 {
-		m.ok, m.value = true, v
-	}
+	m.value, m.ok = host.ParseHookMark(buf[:n])
 	return m, func() { f.Close() }
 }
 
@@ -639,6 +636,6 @@ func (m *mark) store(v int64) error {
 	if err := m.f.Truncate(0); err != nil {
 		return err
 	}
-	_, err := m.f.WriteAt([]byte(strconv.FormatInt(v, 10)+"\n"), 0)
+	_, err := m.f.WriteAt(host.HookMarkContent(v), 0)
 	return err
 }

@@ -292,7 +292,7 @@ func TestHookKeepsItsOwnMark(t *testing.T) {
 	if got := w1.all(2); len(got) != 1 {
 		t.Errorf("a receipt listed twice woke the session %d times", len(got))
 	}
-	mark, _ := os.ReadFile(node.MarkFile(f.agents, "demo"))
+	mark, _ := os.ReadFile(filepath.Join(f.agents, "hook.mark.demo"))
 	r, _ := fossilio.OpenNode(f.srv.Repo, nil)
 	info, _ := r.Info(f.ctx, p1)
 	r.Close()

@@ -6,10 +6,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -17,13 +17,6 @@ import (
 // HookLog is the hook's log, AGENTS/hook.log: Fossil closes the hook's
 // standard output, so it writes nothing there.
 func HookLog(agents string) string { return filepath.Join(agents, "hook.log") }
-
-// MarkFile is AGENTS/hook.mark.PROJECT: the newest receipt the hook has
-// handled in the project's repository. Fossil's own list can skip a receipt
-// after a quiet day (docs/fossil.md §4), so the hook keeps its own mark.
-func MarkFile(agents, project string) string {
-	return filepath.Join(agents, "hook.mark."+project) // host.Layout.HookMark
-}
 
 // HookCommand is the after-receive hook's command line as Fossil runs it
 // with /bin/sh -c: the release's ocx, the agents root, and %R, which Fossil
@@ -72,7 +65,7 @@ func (n *Node) HookInstall(ctx context.Context, dry bool) *Answer {
 			return a.Stop(fmt.Errorf("install the hook on %s: %w", p.Name, err))
 		}
 		if !st.Installed {
-			if err := root.WriteFile(MarkFile(n.Agents, p.Name), []byte(strconv.FormatInt(last, 10)+"\n"), 0o600); err != nil {
+			if err := root.WriteFile(n.Layout.HookMark(p.Name), host.HookMarkContent(last), 0o600); err != nil {
 				return a.Stop(fmt.Errorf("write the hook's mark for %s: %w", p.Name, err))
 			}
 		}
@@ -102,7 +95,7 @@ func (n *Node) HookRemove(ctx context.Context, dry bool) *Answer {
 		if err := n.admin(p).RemoveHook(ctx); err != nil {
 			return a.Stop(fmt.Errorf("remove the hook from %s: %w", p.Name, err))
 		}
-		if err := root.Remove(MarkFile(n.Agents, p.Name)); err != nil {
+		if err := root.Remove(n.Layout.HookMark(p.Name)); err != nil {
 			return a.Stop(err)
 		}
 		a.Logf("removed the after-receive hook from %s", p.Repository)
@@ -148,12 +141,13 @@ func (n *Node) HookStatus(ctx context.Context) ([]messages.HookStatus, *Answer) 
 }
 
 // hookMark reads the hook's mark of a project: the newest receipt it
-// handled.
+// handled (Fossil's own list can skip a receipt after a quiet day,
+// docs/fossil.md §4, so the hook keeps its own).
 func (n *Node) hookMark(project string) (uint64, bool) {
-	b, err := os.ReadFile(MarkFile(n.Agents, project))
+	b, err := os.ReadFile(n.Layout.HookMark(project))
 	if err != nil {
 		return 0, false
 	}
-	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-	return v, err == nil && v <= messages.MaxSafeInt
+	v, ok := host.ParseHookMark(b)
+	return uint64(v), ok && v <= messages.MaxSafeInt
 }

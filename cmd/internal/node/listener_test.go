@@ -200,7 +200,7 @@ func TestHookInstallStatusRemove(t *testing.T) {
 	if !st.Installed || st.Command != want {
 		t.Errorf("installed %v with %q, want %q", st.Installed, st.Command, want)
 	}
-	mark, err := os.ReadFile(node.MarkFile(f.agents, "demo"))
+	mark, err := os.ReadFile(filepath.Join(f.agents, "hook.mark.demo"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestHookInstallStatusRemove(t *testing.T) {
 	if hooks, _ := f.n.HookStatus(f.ctx); hooks[0].Installed {
 		t.Errorf("still installed after remove")
 	}
-	if exists(node.MarkFile(f.agents, "demo")) {
+	if exists(filepath.Join(f.agents, "hook.mark.demo")) {
 		t.Errorf("remove left the mark")
 	}
 }
