@@ -31,8 +31,8 @@ import (
 var ErrRunning = errors.New("ocxd: a daemon already runs for this agents root")
 
 // Main runs ocxd with the command line args and returns its exit code: 0
-// when it stopped on TERM or INT, or found another daemon running; 1 when it
-// could not run; 2 for a bad command line.
+// when it stopped on INT, TERM or QUIT, or found another daemon running; 1
+// when it could not run; 2 for a bad command line.
 func Main(args []string, stdout, stderr io.Writer) int {
 	opts, err := ParseArgs(args)
 	if err == nil {
@@ -49,9 +49,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, messages.HandoffVersion)
 		return 0
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	err = Run(ctx, opts)
+	// Run catches the signals itself (D26): the stop is one of their actions.
+	err = Run(context.Background(), opts)
 	switch {
 	case errors.Is(err, ErrRunning):
 		fmt.Fprintln(stderr, err)
@@ -82,15 +81,21 @@ type daemon struct {
 	sys     *actor.ActorSystem
 	node    *actor.PID
 
+	// sigs receives the signals Run catches; Exec keeps HUP off it across
+	// the exec.
+	sigs chan os.Signal
+
 	// execMu keeps a re-exec and the stop apart: once stopping is set, no
 	// exec starts, and the stop waits for one under way.
 	execMu   sync.Mutex
 	stopping bool
 }
 
-// Run runs the daemon of opts.Agents until ctx ends (TERM or INT), then stops
-// its actors and readers and releases the lock. It never signals a session:
-// they outlive the daemon. ErrRunning when another daemon holds the lock.
+// Run runs the daemon of opts.Agents until a signal stops it (INT, TERM,
+// QUIT) or ctx ends, then stops its actors and readers and releases the
+// lock. It never signals a session: they outlive the daemon. ErrRunning
+// when another daemon holds the lock. What each signal means is actionOf's
+// (D26); Run only routes it.
 func Run(ctx context.Context, opts Options) (err error) {
 	d := &daemon{opts: opts}
 	defer func() {
@@ -98,27 +103,69 @@ func Run(ctx context.Context, opts Options) (err error) {
 			err = cerr
 		}
 	}()
-	// USR1 is caught before anything starts: its default action ends the
-	// process, and whoever sends it may see the daemon as soon as it holds
-	// the lock.
-	usr1 := make(chan os.Signal, 1)
-	signal.Notify(usr1, syscall.SIGUSR1)
-	defer signal.Stop(usr1)
+	// The signals are caught before anything starts, before the lock is
+	// taken: whoever sends one may see the daemon as soon as it holds the
+	// lock, and Go's default for HUP, INT and TERM ends the process (QUIT's
+	// dumps it and exits 2), leaving the pipe's name behind. A re-exec'd
+	// image runs this too, at once; Exec keeps HUP ignored across the exec
+	// until here.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, caughtSignals...)
+	defer signal.Stop(sigs)
+	d.sigs = sigs
 	if err := d.start(); err != nil {
 		return err
 	}
+	// The stop runs beside the loop, so that a signal during it is still
+	// answered (USR2 shows a stop that hangs) or logged as ignored.
+	var stopped chan struct{}
+	done, fatal := ctx.Done(), d.inputs.fatal
+	stop := func(msg string, attrs ...any) {
+		d.log.Info(msg, attrs...)
+		stopped, done, fatal = make(chan struct{}), nil, nil
+		go func() {
+			defer close(stopped)
+			d.finish()
+		}()
+	}
 	for {
 		select {
-		case <-ctx.Done():
-			d.log.Info("stopping on a signal; sessions keep running")
-			d.finish()
-			return nil
-		case err := <-d.inputs.fatal:
+		case <-done:
+			stop("stopping: the caller's context ended; sessions keep running")
+		case err := <-fatal:
 			return fmt.Errorf("read %s: %w", d.layout.Pipe(), err)
-		case <-usr1:
-			d.logMemory()
+		case <-stopped:
+			return nil
+		case sig := <-sigs:
+			name := signalName(sig)
+			switch actionOf(sig, stopped != nil) {
+			case sigReexec:
+				d.log.Info("HUP: re-exec the current release", slog.String(keySignal, name))
+				d.inputs.send(messages.LineRead{Line: messages.ReexecLine{}})
+			case sigStop:
+				stop("stopping on a signal; sessions keep running", slog.String(keySignal, name))
+			case sigMemory:
+				d.logMemory()
+			case sigStacks:
+				d.logStacks(name)
+			case sigIgnored:
+				d.log.Info("signal ignored: the daemon is stopping", slog.String(keySignal, name))
+			default:
+				d.log.Warn("a signal caught that means nothing to the daemon", slog.String(keySignal, name))
+			}
 		}
 	}
+}
+
+// keySignal is the log attribute naming a signal the daemon received, as
+// host.SignalName names it (SIGHUP).
+const keySignal = "signal"
+
+func signalName(sig os.Signal) string {
+	if n, ok := sig.(syscall.Signal); ok {
+		return host.SignalName(int(n))
+	}
+	return sig.String()
 }
 
 // The bounds of the stop: how long the drain waits for the writers still
@@ -128,7 +175,7 @@ const (
 	settleBound = 10 * time.Second
 )
 
-// finish is the stop on TERM or INT, before the actors stop: every line
+// finish is the stop on INT, TERM or QUIT, before the actors stop: every line
 // written to the pipe is read (inputs.drain) and acted on to its end (a
 // launch spawned or refused with its note written, a stop signalled, an end
 // note written), so that no line is half-handled: a line is acted on by this
@@ -174,6 +221,27 @@ func (d *daemon) logMemory() {
 	d.log.Info("memory", slog.Uint64("heap_live", m.HeapAlloc), slog.Uint64("heap_objects", m.HeapObjects),
 		slog.Uint64("heap_sys", m.HeapSys), slog.Uint64("stack", m.StackInuse), slog.Uint64("sys", m.Sys),
 		slog.Int("goroutines", runtime.NumGoroutine()))
+}
+
+// maxStacks bounds the goroutine dump USR2 asks for; a dump cut there says
+// so. The daemon's goroutines are bounded (the workers, a watch per adopted
+// session), so a dump is tens of kilobytes.
+const maxStacks = 16 << 20
+
+// logStacks writes every goroutine's stack to the log on USR2, as one
+// record, the daemon running on: what a daemon that seems stuck (a stop
+// that does not end, lines not acted on) is doing.
+func (d *daemon) logStacks(sig string) {
+	buf := make([]byte, 64<<10)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) || len(buf) >= maxStacks {
+			d.log.Info("goroutines", slog.String(keySignal, sig), slog.Int("goroutines", runtime.NumGoroutine()),
+				slog.Bool("truncated", n == len(buf)), slog.String("stacks", string(buf[:n])))
+			return
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
 
 // start opens the log, takes the lock (or, after a re-exec, takes it over),

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -124,7 +125,15 @@ func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
 	}
 	d.log.Info("re-exec: exec'ing the release's ocxd", slog.String("program", target), slog.String("handoff", h.Summary()))
 	argv := d.opts.argv(target)
+	// HUP is ignored across the exec, until the new image's Run catches it
+	// (D26): Go's runtime keeps an inherited SIG_IGN for HUP, where its
+	// default would end the new image, which holds the lock from the first
+	// instruction. A HUP meanwhile asks for the re-exec under way.
+	signal.Ignore(syscall.SIGHUP)
 	err = syscall.Exec(target, argv, os.Environ())
+	if d.sigs != nil {
+		signal.Notify(d.sigs, syscall.SIGHUP)
+	}
 	d.root.Remove(d.layout.Handoff())
 	return d.undo(fmt.Errorf("re-exec: exec %s: %w", target, err), hs, children, reaped, held, kept)
 }
