@@ -197,6 +197,8 @@ type logLine struct {
 	Point  string `json:"point"`
 	Launch string `json:"launch"`
 	Status string `json:"status"`
+	Signal string `json:"signal"`
+	Stacks string `json:"stacks"`
 }
 
 // logIndex is the index in lines of the first line from `from` on that
