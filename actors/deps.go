@@ -21,6 +21,8 @@ import (
 type Artifact struct {
 	Launch  *messages.LaunchSpec
 	Checkin *messages.CheckinSpec
+	// Refused is a launch note the record model refuses with a note.
+	Refused *messages.LaunchRefused
 	Nothing string
 }
 
@@ -155,7 +157,7 @@ func (d *Deps) run(ctx context.Context, e messages.DaemonEffect) messages.Daemon
 	switch e := e.(type) {
 	case messages.ClassifyArtifact:
 		a, err := d.Classifier.Classify(ctx, e.Repository, e.Hash)
-		return messages.ArtifactClassified{Repository: e.Repository, Hash: e.Hash, Launch: a.Launch, Checkin: a.Checkin, Nothing: a.Nothing, Err: err}
+		return messages.ArtifactClassified{Repository: e.Repository, Hash: e.Hash, Launch: a.Launch, Checkin: a.Checkin, Refused: a.Refused, Nothing: a.Nothing, Err: err}
 	case messages.ResolveLaunch:
 		l, err := d.Classifier.ResolveLaunch(ctx, e.Proc)
 		if err != nil {

@@ -95,6 +95,10 @@ func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Da
 		c.classified(m)
 	case messages.LaunchSeen:
 		c.recent.add(m.Hash)
+	case messages.RefusalWritten:
+		if m.Err != nil {
+			c.log(slog.LevelError, "refusal note not written", slog.String(KeyLaunch, m.Launch), errAttr(m.Err))
+		}
 	case messages.ProcessExited:
 		c.exited(m)
 	case messages.SessionStarted:
@@ -219,6 +223,11 @@ func (c *NodeCore) classified(m messages.ArtifactClassified) {
 			return
 		}
 		c.tellWorkspace(m.Launch.Workspace, messages.LaunchRequested{Launch: *m.Launch})
+	case m.Refused != nil:
+		// A launch note is answered once: the hash is remembered above, so
+		// the hook's line and the tool's for one note write one refusal.
+		c.log(slog.LevelWarn, "a launch note is refused: "+m.Refused.Reason, slog.String(KeyHash, m.Hash), wsAttr(m.Refused.Workspace))
+		c.emit(messages.WriteRefusal{Launch: messages.LaunchSpec{Hash: m.Refused.Hash, Repository: m.Refused.Repository, Workspace: m.Refused.Workspace}, Reason: m.Refused.Reason})
 	case m.Checkin != nil:
 		for _, l := range m.Checkin.Listeners {
 			c.tellWorkspace(l.Workspace, messages.CheckinArrived{Checkin: m.Checkin.Hash, Branch: m.Checkin.Branch, Listener: l})

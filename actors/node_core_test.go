@@ -21,6 +21,8 @@ type nodeModel struct {
 	classify  []messages.ClassifyArtifact // awaiting a result
 	known     map[string]bool             // hashes classified or seen: a post of them is a duplicate
 	launched  map[string]int              // LaunchRequested told, per hash
+	refused   map[string]int              // refusal notes asked for, per hash
+	refusing  []string                    // refusal notes being written
 	routes    map[messages.ProcID]messages.WorkspaceKey
 	dead      map[messages.ProcID]bool
 	exits     map[messages.ProcID]int // exits forwarded, per process
@@ -95,8 +97,8 @@ func (m *nodeModel) step(t *rapid.T, msg messages.DaemonMessage) {
 			}
 			m.pauseAsk = true
 		case messages.ExecRelease:
-			if m.phase != "paused" || len(m.classify) > 0 {
-				t.Fatalf("exec asked in phase %s with %d classifications in flight", m.phase, len(m.classify))
+			if m.phase != "paused" || len(m.classify) > 0 || len(m.refusing) > 0 {
+				t.Fatalf("exec asked in phase %s with %d classifications and %d refusal notes in flight", m.phase, len(m.classify), len(m.refusing))
 			}
 			for _, w := range nodeWsStarted(m) {
 				if !m.answered[w] {
@@ -115,6 +117,15 @@ func (m *nodeModel) step(t *rapid.T, msg messages.DaemonMessage) {
 			m.resumes++
 		case messages.ReplySnapshot:
 			m.replies++
+		case messages.WriteRefusal:
+			m.refused[e.Launch.Hash]++
+			m.refusing = append(m.refusing, e.Launch.Hash)
+			if m.refused[e.Launch.Hash] > 1 {
+				t.Fatalf("a second refusal note for launch %s", e.Launch.Hash)
+			}
+			if e.Reason == "" || e.Launch.Workspace.Project == "" {
+				t.Fatalf("a refusal that names no reason or project: %s", e)
+			}
 		case messages.ResolveLaunch, messages.LogEvent:
 		default:
 			t.Fatalf("the node never asks for %T: %s", e, e)
@@ -137,7 +148,7 @@ func nodeWsStarted(m *nodeModel) []messages.WorkspaceKey {
 func TestNodeCoreProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := &nodeModel{now: time.Unix(1_000_000, 0), started: map[messages.WorkspaceKey]bool{}, known: map[string]bool{},
-			launched: map[string]int{}, routes: map[messages.ProcID]messages.WorkspaceKey{}, exits: map[messages.ProcID]int{},
+			launched: map[string]int{}, refused: map[string]int{}, routes: map[messages.ProcID]messages.WorkspaceKey{}, exits: map[messages.ProcID]int{},
 			exited: map[messages.ProcID]bool{}, dead: map[messages.ProcID]bool{}, expect: map[messages.ProcID]int{}, collects: map[messages.WorkspaceKey]messages.CollectState{}, answered: map[messages.WorkspaceKey]bool{}, phase: "running"}
 		m.c = NewNodeCore(Config{ParkedExits: 1000})
 		line := func(t *rapid.T, l messages.PipeLine) {
@@ -168,7 +179,7 @@ func TestNodeCoreProperties(t *testing.T) {
 				c := m.classify[0]
 				m.classify = m.classify[1:]
 				r := messages.ArtifactClassified{Repository: c.Repository, Hash: c.Hash}
-				switch rapid.IntRange(0, 3).Draw(t, "kind") {
+				switch rapid.IntRange(0, 4).Draw(t, "kind") {
 				case 0:
 					r.Err = errors.New("locked")
 				case 1:
@@ -178,6 +189,9 @@ func TestNodeCoreProperties(t *testing.T) {
 					m.known[c.Hash] = true
 				case 2:
 					r.Checkin = &messages.CheckinSpec{Hash: c.Hash, Branch: "trunk", Listeners: []messages.BranchListener{{Workspace: nodeWs[0], Lifetime: messages.Completes}}}
+					m.known[c.Hash] = true
+				case 3:
+					r.Refused = &messages.LaunchRefused{Hash: c.Hash, Repository: c.Repository, Workspace: rapid.SampledFrom(nodeWs).Draw(t, "w"), Reason: "its workspace definition does not read"}
 					m.known[c.Hash] = true
 				default:
 					r.Nothing = "a reply"
@@ -275,6 +289,18 @@ func TestNodeCoreProperties(t *testing.T) {
 				m.resumes--
 				m.step(t, messages.InputsResumed{})
 			},
+			"refusalWritten": func(t *rapid.T) {
+				if len(m.refusing) == 0 {
+					t.Skip("no refusal note in flight")
+				}
+				h := m.refusing[0]
+				m.refusing = m.refusing[1:]
+				var err error
+				if rapid.Bool().Draw(t, "fails") {
+					err = errors.New("server gone")
+				}
+				m.step(t, messages.RefusalWritten{Launch: h, Err: err})
+			},
 			"snapshot": func(t *rapid.T) {
 				m.snapshots++
 				m.step(t, messages.SnapshotRequest{Request: m.snapshots})
@@ -296,7 +322,7 @@ func TestNodeCoreProperties(t *testing.T) {
 				if len(m.c.parked) != len(m.parked) {
 					t.Fatalf("%d exits parked, the model %d", len(m.c.parked), len(m.parked))
 				}
-				if want := len(m.classify) + boolInt(m.pauseAsk) + m.resumes; m.c.awaiting != want {
+				if want := len(m.classify) + len(m.refusing) + boolInt(m.pauseAsk) + m.resumes; m.c.awaiting != want {
 					t.Fatalf("the node awaits %d results, the model %d", m.c.awaiting, want)
 				}
 			},

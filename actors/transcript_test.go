@@ -408,8 +408,18 @@ func (tr *transcript) result(e messages.DaemonEffect, verb string, args []string
 			r.Checkin = &c
 		case "nothing":
 			r.Nothing = strings.Join(args, " ")
+		case "refused":
+			// refused ws=W REASON...
+			if len(args) < 2 || !strings.HasPrefix(args[0], "ws=") {
+				return nil, errors.New("refused ws=W REASON")
+			}
+			w, err := messages.ParseWorkspaceKey(strings.TrimPrefix(args[0], "ws="))
+			if err != nil {
+				return nil, err
+			}
+			r.Refused = &messages.LaunchRefused{Hash: e.Hash, Repository: e.Repository, Workspace: w, Reason: strings.Join(args[1:], " ")}
 		default:
-			return nil, fmt.Errorf("classify: answer launch, checkin, nothing or error, not %q", verb)
+			return nil, fmt.Errorf("classify: answer launch, checkin, refused, nothing or error, not %q", verb)
 		}
 		return r, nil
 	case messages.ResolveLaunch:

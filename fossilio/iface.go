@@ -67,18 +67,63 @@ type Notes struct {
 
 // WriteNote writes the note and returns its artifact's hash.
 func (w *Notes) WriteNote(ctx context.Context, n Note) (string, error) {
-	pw, err := w.Password(n.Login)
-	if err != nil {
-		return "", fmt.Errorf("write %v: password: %w", n, err)
+	hashes, err := w.WriteNotes(ctx, n)
+	if len(hashes) == 1 {
+		return hashes[0], err
 	}
-	c := &Client{URL: w.URL, Login: n.Login, Password: pw, ProjectCode: w.ProjectCode, Backoffice: w.Backoffice, Now: w.Now}
+	return "", err
+}
+
+// WriteNotes writes notes of one login in one sync request (Fossil's push
+// takes many artifacts), runs the backoffice once, and returns their
+// hashes in order. Nothing is sent when one of them is malformed.
+func (w *Notes) WriteNotes(ctx context.Context, notes ...Note) ([]string, error) {
+	if len(notes) == 0 {
+		return nil, nil
+	}
+	login := notes[0].Login
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
+	artifacts := make([][]byte, len(notes))
+	for i, n := range notes {
+		if n.Login != login {
+			return nil, fmt.Errorf("write %v: %w: notes written together are all by %q", n, ErrBadInput, login)
+		}
+		a, err := n.artifact(now())
+		if err != nil {
+			return nil, err
+		}
+		artifacts[i] = a
+	}
+	pw, err := w.Password(login)
+	if err != nil {
+		return nil, fmt.Errorf("write %v: password: %w", notes[0], err)
+	}
+	c := &Client{URL: w.URL, Login: login, Password: pw, ProjectCode: w.ProjectCode, Backoffice: w.Backoffice, Now: w.Now}
+	return c.PushAll(ctx, artifacts...)
+}
+
+// artifact builds the note's artifact, dated at.
+func (n Note) artifact(at time.Time) ([]byte, error) {
+	var (
+		data []byte
+		err  error
+	)
 	switch {
 	case n.Ticket != "" && n.Thread == "" && n.Title == "":
-		return c.ChangeTicket(ctx, n.Ticket, Field{Name: "+icomment", Value: n.Text}, Field{Name: "mimetype", Value: MarkdownMimetype})
+		data, err = TicketDraft{Date: at, User: n.Login, Ticket: n.Ticket,
+			Fields: []Field{{Name: "+icomment", Value: n.Text}, {Name: "mimetype", Value: MarkdownMimetype}}}.Bytes()
 	case n.Thread != "" && n.ReplyTo != "" && n.Title == "":
-		return c.Reply(ctx, n.Thread, n.ReplyTo, n.Text)
+		data, err = PostDraft{Date: at, User: n.Login, Root: n.Thread, InReplyTo: n.ReplyTo, Text: n.Text}.Bytes()
 	case n.Title != "" && n.Thread == "" && n.ReplyTo == "":
-		return c.NewThread(ctx, n.Title, n.Text)
+		data, err = PostDraft{Date: at, User: n.Login, Title: n.Title, Text: n.Text}.Bytes()
+	default:
+		return nil, fmt.Errorf("write %v: %w: a note goes in a new thread (Title), a thread (Thread and ReplyTo) or a ticket (Ticket)", n, ErrBadInput)
 	}
-	return "", fmt.Errorf("write %v: %w: a note goes in a new thread (Title), a thread (Thread and ReplyTo) or a ticket (Ticket)", n, ErrBadInput)
+	if err != nil {
+		return nil, fmt.Errorf("write %v: %w", n, err)
+	}
+	return data, nil
 }

@@ -2,6 +2,7 @@ package fossilio
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -103,4 +104,52 @@ func sortedCaps(caps string) string {
 	b := []byte(caps)
 	slices.Sort(b)
 	return string(slices.Compact(b))
+}
+
+// pseudo says whether login is one of Fossil's capability holders, which
+// no receipt names as a sender.
+func pseudo(login string) bool {
+	switch login {
+	case "nobody", "anonymous", "reader", "developer":
+		return true
+	}
+	return false
+}
+
+// Privileged says whether login holds admin (a) or setup (s) here, its own
+// or through nobody and anonymous (D7): the users whose notes count, who may
+// stop a session, and whom a session hears by default. A login the
+// repository does not hold is not privileged.
+func (r *Repo) Privileged(ctx context.Context, login string) (bool, error) {
+	if login == "" || pseudo(login) {
+		return false, nil
+	}
+	caps, err := r.EffectiveCaps(ctx, login)
+	if errors.Is(err, ErrNoSuchUser) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return strings.ContainsAny(caps, "as"), nil
+}
+
+// PrivilegedUsers lists, by login, the users holding admin or setup
+// (Privileged), pseudo-users left out.
+func (r *Repo) PrivilegedUsers(ctx context.Context) ([]string, error) {
+	users, err := r.Users(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, u := range users {
+		ok, err := r.Privileged(ctx, u.Login)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, u.Login)
+		}
+	}
+	return out, nil
 }

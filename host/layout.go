@@ -83,6 +83,7 @@ func (l Layout) Workspace(k Key) (Workspace, error) {
 		Wake:         filepath.Join(session, "wake"),
 		Log:          filepath.Join(session, "log"),
 		ListeningDir: filepath.Join(session, "listening"),
+		Hears:        filepath.Join(session, "hears"),
 	}, nil
 }
 
@@ -97,6 +98,9 @@ type Workspace struct {
 	Wake         string // session/wake, the wake pipe (mode 0600)
 	Log          string // session/log, the session's stdout and stderr
 	ListeningDir string // session/listening/
+	// Hears is session/hears: the users whose posts wake the session, one
+	// login a line or "*", written by whoever starts it (D27).
+	Hears string
 }
 
 // Listening is session/listening/RECORD for a validated record name.

@@ -39,7 +39,7 @@ func TestLayout(t *testing.T) {
 	}
 	d := "/var/lib/ocx/agents/alice/projects/demo"
 	want := Workspace{Key: Key{"alice", "demo"}, Dir: d, Clone: d + "/clone", Tree: d + "/tree", Binding: d + "/binding.json",
-		Session: d + "/session", Wake: d + "/session/wake", Log: d + "/session/log", ListeningDir: d + "/session/listening"}
+		Session: d + "/session", Wake: d + "/session/wake", Log: d + "/session/log", ListeningDir: d + "/session/listening", Hears: d + "/session/hears"}
 	if w != want {
 		t.Fatalf("Workspace = %+v", w)
 	}

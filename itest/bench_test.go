@@ -199,7 +199,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 	n := newNode(b)
 	n.must("", "login", "add", agent)
 	record := n.result(n.srv.AdminLogin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
-	n.result(n.srv.AdminLogin, "session", "start", key(agent), "--kind", "llm", "--runner", "native", "--model", "stand-in", "--lifetime", "stays")
+	n.result(n.srv.AdminLogin, "session", "start", key(agent), "--hears", person, "--kind", "llm", "--runner", "native", "--model", "stand-in", "--lifetime", "stays")
 	n.waitFor("the session to listen", func() bool {
 		st := n.status()
 		return len(st.Sessions) == 1 && st.Sessions[0].Listening

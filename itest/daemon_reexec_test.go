@@ -101,7 +101,7 @@ func TestDaemonReexecKeepsEverything(t *testing.T) {
 	for _, login := range logins {
 		n.must("", "login", "add", login)
 		records[login] = n.result(admin, "workspace", "add", "--login", login, "--project", "demo", "--branch", "trunk")
-		launches[login] = n.result(admin, "session", "start", login+"/demo", "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript)
+		launches[login] = n.result(admin, "session", "start", login+"/demo", "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript)
 		serve, ok := n.serving(launches[login])
 		if !ok {
 			t.Fatalf("no session for %s", login)

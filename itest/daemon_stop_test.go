@@ -47,7 +47,7 @@ func startSession(t *testing.T, n *testNode, daemon int, login string) (record, 
 	admin := n.srv.AdminLogin
 	n.must("", "login", "add", login)
 	record = n.result(admin, "workspace", "add", "--login", login, "--project", "demo", "--branch", "trunk")
-	launch = n.result(admin, "session", "start", login+"/demo", "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript)
+	launch = n.result(admin, "session", "start", login+"/demo", "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript)
 	serve, ok := n.serving(launch)
 	if !ok {
 		t.Fatalf("no workspace serve for %s's launch %s", login, launch)

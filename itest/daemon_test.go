@@ -116,7 +116,7 @@ func TestDaemonLaunchRefusalStopWithGrace(t *testing.T) {
 	// A turn that ignores TERM: it marks its start in the workspace (its
 	// HOME) and sleeps.
 	script := `trap '' TERM; read -r line; touch "$HOME/turn-started"; sleep 120; echo never`
-	launch := n.result(admin, "session", "start", key(agent), "--kind", "mechanical", "--lifetime", "stays", "--command", script)
+	launch := n.result(admin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", script)
 	serve, ok := n.serving(launch)
 	if !ok {
 		t.Fatalf("no workspace serve for launch %s", launch)
@@ -134,7 +134,7 @@ func TestDaemonLaunchRefusalStopWithGrace(t *testing.T) {
 	}
 
 	// A second launch while it runs: refused with one note naming it.
-	a, r := n.answer(admin, "session", "start", key(agent), "--kind", "mechanical", "--lifetime", "stays", "--command", "cat")
+	a, r := n.answer(admin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", "cat")
 	if r.code != 1 || a.Result == nil {
 		t.Fatalf("a second start: %s", r)
 	}
@@ -222,7 +222,7 @@ func TestDaemonRefusesATerminalSession(t *testing.T) {
 		return len(st.Sessions) == 1 && st.Sessions[0].Listening && st.Sessions[0].StartedBy == messages.OriginTerminal
 	})
 
-	a, r := n.answer(admin, "session", "start", login+"/demo", "--kind", "mechanical", "--lifetime", "stays", "--command", "cat")
+	a, r := n.answer(admin, "session", "start", login+"/demo", "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", "cat")
 	if r.code != 1 || a.Result == nil {
 		t.Fatalf("a start beside a terminal session: %s", r)
 	}
@@ -265,7 +265,7 @@ func TestDaemonKill9AndRestart(t *testing.T) {
 	d := startDaemon(t, n, program("ocxd"), "--grace", "1s")
 	n.must("", "login", "add", agent)
 	record := n.result(admin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
-	launch := n.result(admin, "session", "start", key(agent), "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript)
+	launch := n.result(admin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript)
 	serve, ok := n.serving(launch)
 	if !ok {
 		t.Fatalf("no session for %s", launch)
@@ -300,7 +300,7 @@ func TestDaemonKill9AndRestart(t *testing.T) {
 		t.Errorf("the new daemon's start is logged %d times", found)
 	}
 	// Known for refusals: a launch beside it is refused, naming it.
-	a, r := n.answer(admin, "session", "start", key(agent), "--kind", "mechanical", "--lifetime", "stays", "--command", "cat")
+	a, r := n.answer(admin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", "cat")
 	if r.code != 1 || a.Result == nil {
 		t.Fatalf("a start beside the orphan: %s", r)
 	}

@@ -33,7 +33,7 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 
 	n.must("", "login", "add", agent)
 	record := n.result(admin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
-	launch := n.result(admin, "session", "start", key, "--kind", "mechanical", "--lifetime", "stays", "--", "/bin/sh", "-c", echoScript)
+	launch := n.result(admin, "session", "start", key, "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--", "/bin/sh", "-c", echoScript)
 	n.waitFor("the session to listen", func() bool {
 		st := n.status()
 		return len(st.Sessions) == 1 && st.Sessions[0].Listening
@@ -94,7 +94,7 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 	}
 
 	// A second start while it runs: the daemon refuses it, with a note.
-	a, r := n.answer(admin, "session", "start", key, "--kind", "mechanical", "--lifetime", "stays", "--", "/bin/sh", "-c", echoScript)
+	a, r := n.answer(admin, "session", "start", key, "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--", "/bin/sh", "-c", echoScript)
 	if r.code != 1 || a.Stopped == nil || !strings.Contains(*a.Stopped, "refused") || a.Result == nil {
 		t.Fatalf("a second start: %s", r)
 	}
@@ -210,7 +210,7 @@ func TestBadInputsLeaveNothingHalfMade(t *testing.T) {
 		t.Errorf("refusals wrote %d artifacts on the record", after-before)
 	}
 	// A start into a workspace that does not exist, and usage errors.
-	r = n.ocx(admin, "session", "start", key(agent), "--kind", "mechanical", "--lifetime", "stays", "--", "cat")
+	r = n.ocx(admin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--", "cat")
 	if r.code != 1 || !strings.Contains(r.stdout, "does not exist on the host") {
 		t.Errorf("start without a workspace: %s", r)
 	}
@@ -218,7 +218,7 @@ func TestBadInputsLeaveNothingHalfMade(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, `"frobnicate" is not an action of ocx workspace`) {
 		t.Errorf("unknown action: %s", r)
 	}
-	if r := n.ocx("", "session", "start", "--help"); r.code != 0 || !strings.Contains(r.stderr, "--lifetime") {
+	if r := n.ocx("", "session", "start", "--help"); r.code != 0 || !strings.Contains(r.stderr, "--lifetime") || !strings.Contains(r.stderr, "-hears") {
 		t.Errorf("--help: %s", r)
 	}
 }

@@ -55,7 +55,7 @@ func TestForgedListenNoteWakesNobody(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	n.result(admin, "session", "start", agent+"/demo", "--kind", "mechanical", "--lifetime", "stays", "--", "/bin/sh", "-c", echoScript)
+	n.result(admin, "session", "start", agent+"/demo", "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--", "/bin/sh", "-c", echoScript)
 	n.waitFor("the session to listen", func() bool {
 		st := n.status()
 		return len(st.Sessions) == 1 && st.Sessions[0].Listening

@@ -39,6 +39,10 @@ type LaunchSpec struct {
 	// Sandbox is the workspace definition's sandbox as written on the record;
 	// the actors never look inside it.
 	Sandbox json.RawMessage `json:"sandbox,omitempty"`
+	// Hears is the session definition's hears (nil: the default, every user
+	// holding admin or setup when the session starts), which the spawner
+	// resolves and writes for the hook (WS/session/hears).
+	Hears []string `json:"hears,omitzero"`
 }
 
 // IsCI reports whether the launch is a CI run for a check-in.
@@ -81,7 +85,7 @@ func (l LaunchSpec) Validate() error {
 			return at("launch", err)
 		}
 	}
-	return nil
+	return at("launch", checkHears("hears", l.Hears))
 }
 
 // BranchListener is a `completes` session listening to a branch: the listen
@@ -101,6 +105,25 @@ type BranchListener struct {
 // String renders the listener in one line.
 func (b BranchListener) String() string {
 	return "listener " + b.Workspace.String() + " record " + daemonShort(b.Record) + " since " + daemonShort(b.ListenNote) + " " + string(b.Lifetime)
+}
+
+// LaunchRefused is a launch note the daemon will not act on, as the record
+// model decided it: sent by a user holding admin or setup (or the node
+// user), but naming what cannot be launched (a definition that does not
+// count or does not decode, a field at fault, a terminated workspace). The
+// daemon answers it with a refusal note naming why; a launch from anyone
+// else is only logged (D7). Workspace.Login is empty when the note names no
+// login the daemon could read.
+type LaunchRefused struct {
+	Hash       string       `json:"hash"`
+	Repository string       `json:"repository"`
+	Workspace  WorkspaceKey `json:"workspace"`
+	Reason     string       `json:"reason"`
+}
+
+// String renders the refusal on one line.
+func (r LaunchRefused) String() string {
+	return "launch " + daemonShort(r.Hash) + " " + r.Workspace.String() + " refused: " + r.Reason
 }
 
 // CheckinSpec is a check-in as the daemon acts on it: its branch and the

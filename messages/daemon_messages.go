@@ -59,8 +59,11 @@ type ArtifactClassified struct {
 	Hash       string
 	Launch     *LaunchSpec
 	Checkin    *CheckinSpec
-	Nothing    string
-	Err        error
+	// Refused is a launch note that is not launched and gets a refusal
+	// note saying why.
+	Refused *LaunchRefused
+	Nothing string
+	Err     error
 }
 
 // LaunchResolved is ResolveLaunch's result.
@@ -382,6 +385,8 @@ func (m ArtifactClassified) String() string {
 		return s + " as " + m.Launch.String()
 	case m.Checkin != nil:
 		return s + " as " + m.Checkin.String()
+	case m.Refused != nil:
+		return s + " as " + m.Refused.String()
 	default:
 		return s + " as nothing: " + m.Nothing
 	}

@@ -324,8 +324,8 @@ func checkDocListening(t *testing.T, where, l string) {
 	if err != nil || got != file {
 		t.Errorf("%s: ListeningFileName(%s, %q) = %q, %v; the doc says %q", where, kind, names, got, err, file)
 	}
-	k, n, err := ParseListeningFile(file, ListeningFileContent(ListenKind(kind)))
-	if err != nil || string(k) != kind || n != names {
-		t.Errorf("%s: ParseListeningFile(%q) = %s %q, %v", where, file, k, n, err)
+	e, err := ParseListeningFile(file, ListeningFileContent(ListenKind(kind), 0))
+	if err != nil || string(e.Kind) != kind || e.Names != names {
+		t.Errorf("%s: ParseListeningFile(%q) = %+v, %v", where, file, e, err)
 	}
 }

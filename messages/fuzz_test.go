@@ -241,15 +241,19 @@ func FuzzParseListeningFile(f *testing.F) {
 	f.Add(h40, []byte("ticket\n"))
 	f.Add(h64, []byte("thread\n"))
 	f.Add("branch-%2f", []byte("branch\n"))
+	f.Add(h64, []byte("thread 4711\n"))
+	f.Add(h64, []byte("thread 0\n"))
+	f.Add(h64, []byte("thread 007\n"))
+	f.Add(h40, []byte("ticket 1 2\n"))
 	f.Fuzz(func(t *testing.T, name string, content []byte) {
-		kind, names, err := ParseListeningFile(name, content)
+		e, err := ParseListeningFile(name, content)
 		if err != nil {
 			checkRefusal(t, err)
 			return
 		}
-		back, err := ListeningFileName(kind, names)
-		if err != nil || back != name || !bytes.Equal(ListeningFileContent(kind), content) {
-			t.Fatalf("%q %q reads as %s %q, which names %q (%v)", name, content, kind, names, back, err)
+		back, err := ListeningFileName(e.Kind, e.Names)
+		if err != nil || back != name || !bytes.Equal(ListeningFileContent(e.Kind, e.After), content) {
+			t.Fatalf("%q %q reads as %+v, which names %q (%v)", name, content, e, back, err)
 		}
 	})
 }

@@ -170,6 +170,7 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			} else {
 				d.Kind, d.Runner, d.Model = LLM, rapid.SampledFrom(Runners).Draw(t, "runner"), genLineText(true).Draw(t, "model")
 			}
+			d.Hears = genHears().Draw(t, "hears")
 			return d
 		case KindLaunch:
 			return &LaunchNote{Version: v, Login: login, Project: project, Workspace: genHash().Draw(t, "ws"), Session: genHash().Draw(t, "sess"),
@@ -221,8 +222,20 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 		case KindUnlisten:
 			return &UnlistenNote{Version: v, Listener: genListener().Draw(t, "listener")}
 		case KindUnheard:
-			return &UnheardNote{Version: v, Post: genHash().Draw(t, "post"), Login: login, Project: project,
+			n := &UnheardNote{Version: v, Post: genHash().Draw(t, "post"), Login: login, Project: project,
 				Why: rapid.SampledFrom([]UnheardWhy{UnheardNoReader, UnheardNoPipe}).Draw(t, "why")}
+			if more := rapid.SliceOfNDistinct(genHash(), 0, 4, func(s string) string { return s }).Draw(t, "more"); len(more) > 0 {
+				n.Posts = []string{n.Post}
+				for _, p := range more {
+					if p != n.Post {
+						n.Posts = append(n.Posts, p)
+					}
+				}
+				if len(n.Posts) < 2 {
+					n.Posts = nil
+				}
+			}
+			return n
 		case KindReport:
 			return &ReportNote{Version: v, Outcome: rapid.SampledFrom([]ReportOutcome{ReportDone, ReportFailed}).Draw(t, "outcome"), Summary: genText(false).Draw(t, "summary")}
 		case KindCI:
@@ -272,7 +285,7 @@ func genState() *rapid.Generator[*NodeState] {
 				Record: genHash().Draw(t, "record"), Launch: genOpt(genHash()).Draw(t, "launch"), PID: rapid.IntRange(1, MaxPID).Draw(t, "pid"),
 				StartTime: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "start"), StartedBy: rapid.SampledFrom([]Origin{OriginDaemon, OriginTerminal, OriginOrphan}).Draw(t, "by"),
 				State: rapid.SampledFrom([]SessionActivity{SessionWorking, SessionIdle}).Draw(t, "state"), Listening: rapid.Bool().Draw(t, "listening"),
-				Release: genLineText(true).Draw(t, "release"), Older: rapid.Bool().Draw(t, "older")})
+				Release: genLineText(true).Draw(t, "release"), Older: rapid.Bool().Draw(t, "older"), Hears: genHears().Draw(t, "hears")})
 		}
 		s.Listeners = rapid.SliceOfNDistinct(genListener(), 0, 3, func(l Listener) Listener { return l }).Draw(t, "listeners")
 		if s.Hooks == nil {
@@ -303,4 +316,32 @@ func genPipeLine() *rapid.Generator[PipeLine] {
 		}),
 		rapid.Just[PipeLine](ReexecLine{}),
 	)
+}
+
+// genUser draws a Fossil login as a receipt names it: any printable line
+// without space at either end.
+func genUser() *rapid.Generator[string] {
+	return rapid.OneOf(genLogin(), rapid.Custom(func(t *rapid.T) string {
+		s := rapid.StringOfN(printable(false), 1, 20, 200).Draw(t, "user")
+		s = strings.Trim(s, " ")
+		if s == "" || s == HearsEveryone {
+			return "u"
+		}
+		return s
+	}))
+}
+
+// genHears draws a hears list: absent, empty, everyone, or some users.
+func genHears() *rapid.Generator[[]string] {
+	return rapid.Custom(func(t *rapid.T) []string {
+		switch rapid.IntRange(0, 3).Draw(t, "hears-kind") {
+		case 0:
+			return nil
+		case 1:
+			return []string{}
+		case 2:
+			return []string{HearsEveryone}
+		}
+		return rapid.SliceOfNDistinct(genUser(), 1, 4, func(s string) string { return s }).Draw(t, "hears")
+	})
 }

@@ -231,10 +231,13 @@ func readProcess(o jobj) (pid int, start uint64, err error) {
 // RefusalNote says the daemon did not launch a session, in words a person reads:
 // written by the node user on the session's own record, replying to the launch.
 // Holder is the process that already names the workspace, when that is why.
+// Login and Project name the workspace the launch was for; Login is absent
+// when the launch note names none the daemon could read (the refusal then
+// says what is wrong with it).
 type RefusalNote struct {
 	Version int          `json:"-"`
 	Launch  string       `json:"launch"`
-	Login   string       `json:"login"`
+	Login   string       `json:"login,omitempty"`
 	Project string       `json:"project"`
 	Reason  string       `json:"reason"`
 	Holder  *ProcessInfo `json:"holder,omitempty"`
@@ -247,7 +250,15 @@ func (n *RefusalNote) version() int { return n.Version }
 
 // Validate checks every field.
 func (n *RefusalNote) Validate() error {
-	if err := checkHeader(n.Version, n.Login, n.Project); err != nil {
+	if err := checkVersion(n.Version); err != nil {
+		return err
+	}
+	if n.Login != "" {
+		if err := checkLogin("login", n.Login); err != nil {
+			return err
+		}
+	}
+	if err := checkProject("project", n.Project); err != nil {
 		return err
 	}
 	if err := checkHash("launch", n.Launch); err != nil {
@@ -267,7 +278,13 @@ func (n *RefusalNote) decode(o jobj) (err error) {
 	if n.Launch, err = o.str("launch", true, "a refusal names the launch it refuses"); err != nil {
 		return err
 	}
-	if n.Login, n.Project, err = readKey(o); err != nil {
+	if n.Login, err = o.str("login", false, ""); err != nil {
+		return err
+	}
+	if o.has("login") && n.Login == "" {
+		return fieldErr("login", ErrInvalid, "is empty; a refusal for no known login leaves it out")
+	}
+	if n.Project, err = o.str("project", true, "a refusal names the project of the launch it refuses"); err != nil {
 		return err
 	}
 	if n.Reason, err = o.str("reason", true, "a refusal says why, in words a person reads"); err != nil {
@@ -286,7 +303,11 @@ func (n *RefusalNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *RefusalNote) String() string {
-	l := newLine(KindRefusal).version(n.Version).word(n.Login+"/"+n.Project).kv("launch", n.Launch).text("reason", n.Reason)
+	l := newLine(KindRefusal).version(n.Version).word(n.Login + "/" + n.Project)
+	if n.Login == "" {
+		l = newLine(KindRefusal).version(n.Version).kv("project", n.Project)
+	}
+	l.kv("launch", n.Launch).text("reason", n.Reason)
 	if n.Holder != nil {
 		l.b.WriteString(" holder{")
 		l.b.WriteString(n.Holder.String())

@@ -2,6 +2,7 @@ package messages
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -150,12 +151,25 @@ const (
 
 // UnheardNote is what the hook writes, as the session's agent login, on the
 // record a person's post is on, when that post reached a session nobody hears.
+// One note covers every such post of one run of the hook on one record (a
+// burst of a thousand replies gets one note, not a thousand): Post is the
+// first of them, and Posts lists them all, in the server's order, when there
+// are two or more. Each post is so noted once per session (seed 002).
 type UnheardNote struct {
 	Version int        `json:"-"`
 	Post    string     `json:"post"`
+	Posts   []string   `json:"posts,omitempty"`
 	Login   string     `json:"login"`
 	Project string     `json:"project"`
 	Why     UnheardWhy `json:"why"`
+}
+
+// All lists every post the note covers.
+func (n *UnheardNote) All() []string {
+	if len(n.Posts) > 0 {
+		return n.Posts
+	}
+	return []string{n.Post}
 }
 
 // NoteKind is "unheard".
@@ -171,6 +185,24 @@ func (n *UnheardNote) Validate() error {
 	if err := checkHash("post", n.Post); err != nil {
 		return err
 	}
+	if n.Posts != nil {
+		if len(n.Posts) < 2 {
+			return fieldErr("posts", ErrInvalid, "lists every post of a note covering two or more; a note for one post names it in post alone")
+		}
+		seen := make(map[string]bool, len(n.Posts))
+		for i, p := range n.Posts {
+			if err := checkHash(indexField("posts", i), p); err != nil {
+				return err
+			}
+			if seen[p] {
+				return fieldErr(indexField("posts", i), ErrInvalid, "names a post twice")
+			}
+			seen[p] = true
+		}
+		if n.Posts[0] != n.Post {
+			return fieldErr("posts[0]", ErrInvalid, "is not post; the list begins with the first post, which post names")
+		}
+	}
 	switch n.Why {
 	case UnheardNoReader, UnheardNoPipe:
 		return nil
@@ -183,6 +215,9 @@ func (n *UnheardNote) Validate() error {
 func (n *UnheardNote) decode(o jobj) (err error) {
 	n.Version = versionOf(o)
 	if n.Post, err = o.str("post", true, "an unheard note names the post nobody heard"); err != nil {
+		return err
+	}
+	if n.Posts, err = o.strs("posts", false, ""); err != nil {
 		return err
 	}
 	if n.Login, n.Project, err = readKey(o); err != nil {
@@ -198,7 +233,11 @@ func (n *UnheardNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *UnheardNote) String() string {
-	return newLine(KindUnheard).version(n.Version).word(n.Login+"/"+n.Project).kv("post", n.Post).kv("why", string(n.Why)).String()
+	l := newLine(KindUnheard).version(n.Version).word(n.Login+"/"+n.Project).kv("post", n.Post)
+	if n.Posts != nil {
+		l.list("posts", n.Posts)
+	}
+	return l.kv("why", string(n.Why)).String()
 }
 
 // BranchFilePrefix begins a branch listener's file name in listening/ (D2).
@@ -233,30 +272,61 @@ func ListeningFileName(kind ListenKind, names string) (string, error) {
 	return b.String(), nil
 }
 
-// ListeningFileContent is what a listener's file holds: its kind and a newline,
-// since a thread's root hash and a ticket's id cannot be told apart by name (D2).
-func ListeningFileContent(kind ListenKind) []byte { return []byte(string(kind) + "\n") }
+// ListeningEntry is one file of a session's listening index (D2): what the
+// session listens to, and from which of the node's receipts on. After is
+// the receipt number (Fossil's rcvid) of the agent's listen note on the node:
+// the hook wakes the session only for what the node received after it, so a
+// session never answers a record's history (seed 000), and the order is the
+// server's, not a time written inside an artifact. After is 0 for the
+// session's own record, heard from the start.
+type ListeningEntry struct {
+	Kind  ListenKind
+	Names string
+	After int64
+}
+
+// ListeningFileContent is what a listener's file holds: its kind, since a
+// thread's root hash and a ticket's id cannot be told apart by name (D2),
+// then, for a listener a listen note made, a space and the note's receipt
+// number; then a newline.
+func ListeningFileContent(kind ListenKind, after int64) []byte {
+	if after <= 0 {
+		return []byte(string(kind) + "\n")
+	}
+	return []byte(string(kind) + " " + strconv.FormatInt(after, 10) + "\n")
+}
 
 // ParseListeningFile is the inverse of ListeningFileName and
 // ListeningFileContent: from a file's name and what it holds, the listener's
-// kind and what it names. The escape is read strictly (only %25 and %2F), so
-// each listener has exactly one file name.
-func ParseListeningFile(name string, content []byte) (ListenKind, string, error) {
+// kind, what it names and the receipt it hears after. The escape is read
+// strictly (only %25 and %2F), and the receipt as canonical decimal, so each
+// listener has exactly one file name and one content.
+func ParseListeningFile(name string, content []byte) (ListeningEntry, error) {
 	const where = "listening file"
-	kind := ListenKind(strings.TrimSuffix(string(content), "\n"))
-	if len(content) == 0 || content[len(content)-1] != '\n' || strings.ContainsRune(string(kind), '\n') {
-		return "", "", &FieldError{Where: where, Field: quoteShort(name), Problem: "holds " + quoteShort(string(content)) + "; it holds its kind (thread, ticket or branch) and a newline", Err: ErrSyntax}
+	body := string(content)
+	if len(content) == 0 || content[len(content)-1] != '\n' || strings.ContainsRune(body[:len(body)-1], '\n') {
+		return ListeningEntry{}, &FieldError{Where: where, Field: quoteShort(name), Problem: "holds " + quoteShort(body) + "; it holds its kind (thread, ticket or branch), a receipt number when a listen note made it, and a newline", Err: ErrSyntax}
+	}
+	kindText, afterText, hasAfter := strings.Cut(body[:len(body)-1], " ")
+	kind := ListenKind(kindText)
+	var after int64
+	if hasAfter {
+		n, err := strconv.ParseInt(afterText, 10, 64)
+		if err != nil || n <= 0 || strconv.FormatInt(n, 10) != afterText {
+			return ListeningEntry{}, &FieldError{Where: where, Field: quoteShort(name), Problem: "holds the receipt " + quoteShort(afterText) + ", not a whole number above 0 written plainly", Err: ErrSyntax}
+		}
+		after = n
 	}
 	names := name
 	if rest, ok := strings.CutPrefix(name, BranchFilePrefix); ok {
 		if kind != ListenBranch {
-			return "", "", &FieldError{Where: where, Field: quoteShort(name), Problem: fmt.Sprintf("is named for a branch but holds the kind %s", quoteShort(string(kind))), Err: ErrInvalid}
+			return ListeningEntry{}, &FieldError{Where: where, Field: quoteShort(name), Problem: fmt.Sprintf("is named for a branch but holds the kind %s", quoteShort(string(kind))), Err: ErrInvalid}
 		}
 		var b strings.Builder
 		for i := 0; i < len(rest); i++ {
 			c := rest[i]
 			if c == '/' {
-				return "", "", &FieldError{Where: where, Field: quoteShort(name), Problem: "holds '/', which no file name can", Err: ErrInvalid}
+				return ListeningEntry{}, &FieldError{Where: where, Field: quoteShort(name), Problem: "holds '/', which no file name can", Err: ErrInvalid}
 			}
 			if c != '%' {
 				b.WriteByte(c)
@@ -268,19 +338,19 @@ func ParseListeningFile(name string, content []byte) (ListenKind, string, error)
 			case strings.HasPrefix(rest[i:], "%2F"):
 				b.WriteByte('/')
 			default:
-				return "", "", &FieldError{Where: where, Field: quoteShort(name), Problem: fmt.Sprintf("has '%%' at byte %d not followed by 25 or 2F, the only escapes a branch's file name uses", len(BranchFilePrefix)+i), Err: ErrInvalid}
+				return ListeningEntry{}, &FieldError{Where: where, Field: quoteShort(name), Problem: fmt.Sprintf("has '%%' at byte %d not followed by 25 or 2F, the only escapes a branch's file name uses", len(BranchFilePrefix)+i), Err: ErrInvalid}
 			}
 			i += 2
 		}
 		names = b.String()
 	} else if kind == ListenBranch {
-		return "", "", &FieldError{Where: where, Field: quoteShort(name), Problem: "holds the kind branch but its name does not start with " + BranchFilePrefix, Err: ErrInvalid}
+		return ListeningEntry{}, &FieldError{Where: where, Field: quoteShort(name), Problem: "holds the kind branch but its name does not start with " + BranchFilePrefix, Err: ErrInvalid}
 	}
 	if len(name) > MaxFileNameLen {
-		return "", "", &FieldError{Where: where, Field: quoteShort(name), Problem: fmt.Sprintf("is %d bytes; a file name is at most %d", len(name), MaxFileNameLen), Err: ErrTooLong}
+		return ListeningEntry{}, &FieldError{Where: where, Field: quoteShort(name), Problem: fmt.Sprintf("is %d bytes; a file name is at most %d", len(name), MaxFileNameLen), Err: ErrTooLong}
 	}
 	if err := checkListened("kind", "names", kind, names); err != nil {
-		return "", "", at(where, err)
+		return ListeningEntry{}, at(where, err)
 	}
-	return kind, names, nil
+	return ListeningEntry{Kind: kind, Names: names, After: after}, nil
 }

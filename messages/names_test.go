@@ -119,9 +119,16 @@ func TestListeningFiles(t *testing.T) {
 		{h40, ""},
 		{h64, "ticket\n"},
 		{"branch-", "branch\n"},
+		{h64, "thread 0\n"},   // a receipt is above 0; 0 is written by leaving it out
+		{h64, "thread 012\n"}, // not written plainly
+		{h64, "thread -3\n"},  // no receipt is negative
+		{h64, "thread 1 2\n"}, // one receipt
+		{h64, "thread  12\n"}, // one space
+		{h64, "thread 12 \n"}, // nothing after it
+		{h64, "thread x12\n"}, // a number
 	} {
-		if k, n, err := ParseListeningFile(bad.file, []byte(bad.content)); err == nil {
-			t.Errorf("%q %q read as %s %q", bad.file, bad.content, k, n)
+		if e, err := ParseListeningFile(bad.file, []byte(bad.content)); err == nil {
+			t.Errorf("%q %q read as %+v", bad.file, bad.content, e)
 		}
 	}
 }

@@ -421,3 +421,41 @@ func (l *line) version(v int) *line {
 }
 
 func (l *line) String() string { return l.b.String() }
+
+// Claim is what one fenced block of a post says it is, read loosely: its
+// kind ("ocx") and, when they are strings, the login and project it names.
+type Claim struct {
+	Line    int
+	Kind    NoteKind
+	Login   string
+	Project string
+}
+
+// Claims lists the blocks of a post that claim to be OCX notes: each ```json
+// block that parses as an object whose "ocx" is a string, whether or not it
+// decodes as a note. A reader uses it to tell what a post that ReadPost
+// refused was meant as (two launch notes, or a launch with a field at
+// fault), so that its refusal can name the workspace and the fault.
+func Claims(text []byte) []Claim {
+	blocks, _ := Blocks(text)
+	var out []Claim
+	for _, b := range blocks {
+		v, err := parseStrict(b.JSON, MaxNoteLen)
+		if err != nil {
+			continue
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			continue
+		}
+		kind, ok := m["ocx"].(string)
+		if !ok {
+			continue
+		}
+		c := Claim{Line: b.Line, Kind: NoteKind(kind)}
+		c.Login, _ = m["login"].(string)
+		c.Project, _ = m["project"].(string)
+		out = append(out, c)
+	}
+	return out
+}

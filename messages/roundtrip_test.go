@@ -141,9 +141,10 @@ func TestListeningFileRoundTrip(t *testing.T) {
 		if strings.ContainsRune(name, '/') || name == "." || name == ".." || len(name) > MaxFileNameLen {
 			t.Fatalf("%q is not a file name", name)
 		}
-		kind, names, err := ParseListeningFile(name, ListeningFileContent(l.Kind))
-		if err != nil || kind != l.Kind || names != l.Names {
-			t.Fatalf("%q reads back as %s %q, %v", name, kind, names, err)
+		after := rapid.Int64Range(0, 1<<62).Draw(t, "after")
+		e, err := ParseListeningFile(name, ListeningFileContent(l.Kind, after))
+		if err != nil || e.Kind != l.Kind || e.Names != l.Names || e.After != after {
+			t.Fatalf("%q reads back as %+v, %v", name, e, err)
 		}
 	})
 }

@@ -43,7 +43,42 @@ type SessionDefinition struct {
 	Runner   string      `json:"runner,omitempty"`
 	Model    string      `json:"model,omitempty"`
 	Lifetime Lifetime    `json:"lifetime"`
+	// Hears names the users whose posts and ticket changes wake the session
+	// (protocol v1 E3, seed 004 section 8): logins, or ["*"] for every user
+	// the server knows. nil (absent) is the default: every user holding
+	// admin or setup when the session starts, as the tools write it out;
+	// an empty list hears nobody. The session's own posts never wake it.
+	Hears []string `json:"hears,omitzero"`
 }
+
+// HearsEveryone is the one entry of a hears list that stands for every user.
+const HearsEveryone = "*"
+
+// checkHears checks a hears list: each entry a user's login, or "*" alone,
+// none twice.
+func checkHears(field string, hears []string) error {
+	seen := make(map[string]bool, len(hears))
+	for i, u := range hears {
+		f := indexField(field, i)
+		if u == HearsEveryone {
+			if len(hears) != 1 {
+				return fieldErr(f, ErrInvalid, `"*" stands for every user and comes alone`)
+			}
+			continue
+		}
+		if err := checkUser(f, u); err != nil {
+			return err
+		}
+		if seen[u] {
+			return fieldErr(f, ErrInvalid, fmt.Sprintf("%s is named twice", quoteShort(u)))
+		}
+		seen[u] = true
+	}
+	return nil
+}
+
+// ValidateHears checks a hears list as a session definition holds it.
+func ValidateHears(hears []string) error { return checkHears("hears", hears) }
 
 // NoteKind is "session".
 func (*SessionDefinition) NoteKind() NoteKind { return KindSession }
@@ -107,7 +142,7 @@ func (d *SessionDefinition) Validate() error {
 	default:
 		return fieldErr("lifetime", ErrInvalid, fmt.Sprintf("%s is not a lifetime (completes, stays)", quoteShort(string(d.Lifetime))))
 	}
-	return nil
+	return checkHears("hears", d.Hears)
 }
 
 // checkArg checks one argument of a command line: UTF-8 without NUL, which no
@@ -157,6 +192,10 @@ func (d *SessionDefinition) decode(o jobj) error {
 	}
 	lifetime, err := o.str("lifetime", true, "a session completes (ends on its report) or stays (runs until stopped)")
 	d.Lifetime = Lifetime(lifetime)
+	if err != nil {
+		return err
+	}
+	d.Hears, err = o.strs("hears", false, "")
 	return err
 }
 
@@ -177,5 +216,9 @@ func (d *SessionDefinition) String() string {
 	if d.Kind == Mechanical || d.Command != nil {
 		l.list("command", d.Command)
 	}
-	return l.kv("lifetime", string(d.Lifetime)).String()
+	l.kv("lifetime", string(d.Lifetime))
+	if d.Hears != nil {
+		l.list("hears", d.Hears)
+	}
+	return l.String()
 }

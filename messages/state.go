@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // NodeState is the status JSON the console serves at GET /state
@@ -108,6 +109,11 @@ type SessionStatus struct {
 	Release string `json:"release"`
 	// Older says its release is older than the current one.
 	Older bool `json:"older"`
+	// Hears are the users whose posts wake it (its definition's hears, or
+	// the users holding admin or setup when it started), as the daemon wrote
+	// them for the hook (WS/session/hears); absent when none were written,
+	// as for a session a release before this one started.
+	Hears []string `json:"hears,omitzero"`
 }
 
 // Validate checks every entry, and that hooks, logins, workspaces and
@@ -215,6 +221,9 @@ func (s *NodeState) Validate() error {
 
 func (p *SessionStatus) validate(f string) error {
 	if err := checkLogin(joinField(f, "login"), p.Login); err != nil {
+		return err
+	}
+	if err := checkHears(joinField(f, "hears"), p.Hears); err != nil {
 		return err
 	}
 	if err := checkProject(joinField(f, "project"), p.Project); err != nil {
@@ -428,7 +437,10 @@ func (p *SessionStatus) decode(o jobj) (err error) {
 	if p.Release, err = o.str("release", true, "a session names the release it runs"); err != nil {
 		return err
 	}
-	p.Older, err = o.boolean("older", true, "a session says whether its release is older than the current one")
+	if p.Older, err = o.boolean("older", true, "a session says whether its release is older than the current one"); err != nil {
+		return err
+	}
+	p.Hears, err = o.strs("hears", false, "")
 	return err
 }
 
@@ -503,8 +515,16 @@ func (s *NodeState) String() string {
 
 // String renders one session of the state on one line.
 func (p SessionStatus) String() string {
-	return fmt.Sprintf("session %s/%s record=%s pid=%d start_time=%d started_by=%s state=%s listening=%t release=%s older=%t",
+	s := fmt.Sprintf("session %s/%s record=%s pid=%d start_time=%d started_by=%s state=%s listening=%t release=%s older=%t",
 		token(p.Login), token(p.Project), token(p.Record), p.PID, p.StartTime, token(string(p.StartedBy)), token(string(p.State)), p.Listening, token(p.Release), p.Older)
+	if p.Hears != nil {
+		hs := make([]string, len(p.Hears))
+		for i, h := range p.Hears {
+			hs[i] = token(h)
+		}
+		s += " hears=[" + strings.Join(hs, " ") + "]"
+	}
+	return s
 }
 
 // String renders the hook's state on one line.

@@ -176,6 +176,8 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 	start := n.SessionStart(ctx, node.SessionStartInput{
 		Workspace: d.key.String(), Kind: string(messages.Mechanical), Lifetime: string(messages.Stays),
 		Command: []string{"/bin/sh", "-c", demoCommand},
+		// The session hears the demo's person and the admin (D27).
+		Hears: []string{demoPerson, n.Caller.Login},
 	})
 	if start.Result != nil {
 		d.launch = *start.Result

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
@@ -25,6 +26,16 @@ func runSession(ctx context.Context, e *env, args []string) error {
 			record := fs.String("record", "", "the session's own record: a thread's post or a ticket's id (default: the workspace's record)")
 			release := fs.String("release", "current", "the release to run: current or previous")
 			wait := fs.Duration("wait", node.DefaultOutcomeWait, "how long to wait for the daemon's outcome")
+			var hears []string
+			fs.Func("hears", "whose posts wake the session: logins separated by commas, * for every user, or '' for nobody (default: every user holding admin or setup now, written out)", func(s string) error {
+				hears = []string{}
+				for _, u := range strings.Split(s, ",") {
+					if u = strings.TrimSpace(u); u != "" {
+						hears = append(hears, u)
+					}
+				}
+				return nil
+			})
 			pos, rest, err := parse(fs, args)
 			if err != nil {
 				return usageErr(err)
@@ -33,7 +44,7 @@ func runSession(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			in := node.SessionStartInput{Workspace: key, Kind: *kind, Runner: *runner, Model: *model, Lifetime: *lifetime, Record: *record, Release: *release, DryRun: c.dryRun}
+			in := node.SessionStartInput{Workspace: key, Kind: *kind, Runner: *runner, Model: *model, Lifetime: *lifetime, Record: *record, Release: *release, Hears: hears, DryRun: c.dryRun}
 			switch {
 			case *command != "" && rest != nil:
 				return fmt.Errorf("%w: give the command with --command or after --, not both", errUsage)

@@ -58,6 +58,10 @@ type defEntry struct {
 	rcvid  int64
 	rid    int64
 	note   messages.Note
+	// noteErr says why a post whose blocks claim to be notes (claims) holds
+	// none that counts: two notes, a field at fault, a block never closed.
+	noteErr error
+	claims  []messages.Claim
 }
 
 type endKey struct {
@@ -144,6 +148,9 @@ func (x *repoIndex) entry(ctx context.Context, info fossilio.Info) (defEntry, bo
 	}
 	note, err := messages.ReadPost([]byte(text))
 	if err != nil {
+		if !messages.Ignorable(err) {
+			e.noteErr, e.claims = err, messages.Claims([]byte(text))
+		}
 		return e, false, nil
 	}
 	e.note = note
@@ -203,6 +210,9 @@ func (x *repoIndex) noteAt(ctx context.Context, hash string) (defEntry, error) {
 		return defEntry{}, err
 	}
 	if !ok {
+		if e.noteErr != nil {
+			return defEntry{}, fmt.Errorf("%s does not read as one note: %w", hash, e.noteErr)
+		}
 		return defEntry{}, fmt.Errorf("%s holds no note that counts (a %s)", hash, info.Kind)
 	}
 	return e, nil

@@ -276,14 +276,14 @@ func (r *records) WriteLaunch(ctx context.Context, n messages.WriteLaunch) (mess
 	if !ok {
 		return none, fmt.Errorf("the CI launch note %s does not read back as a launch note", hash)
 	}
-	l, why, err := r.resolveLaunch(ctx, x, e, ln)
+	v, err := r.resolveLaunch(ctx, x, e, ln)
 	if err != nil {
 		return none, err
 	}
-	if why != "" {
+	if why := v.ignore + v.refuse; why != "" {
 		return none, fmt.Errorf("the CI launch note %s: %s", hash, why)
 	}
-	return l, nil
+	return v.spec, nil
 }
 
 // write posts a note answering a launch note as the node user.

@@ -207,12 +207,18 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if err != nil {
 		return none, fmt.Errorf("rebuild the listening index of %s: the session's own %w", key, err)
 	}
-	idx, err := listening.Rebuild(ctx, r.root, ws, node, own)
+	// Whom the session hears, written for the hook beside the index (D27):
+	// the definition's hears, or the users holding admin or setup now.
+	hears, err := listening.ResolveHears(ctx, node, l.Hears)
+	if err != nil {
+		return none, fmt.Errorf("rebuild the listening index of %s: %w", key, err)
+	}
+	idx, err := listening.Rebuild(ctx, r.root, ws, node, own, hears)
 	if err != nil {
 		return none, err
 	}
 	r.log.Info("listening index rebuilt", slog.String(actors.KeyWorkspace, key.String()),
-		slog.String("files", strings.Join(idx.Files, ",")), slog.Int("notes", idx.Notes))
+		slog.String("files", strings.Join(idx.Files, ",")), slog.Int("notes", idx.Notes), slog.String("hears", strings.Join(idx.Hears, ",")))
 	spec := host.SpawnSpec{
 		Path: prog,
 		Args: []string{prog, "serve", key.String(), "--root", r.layout.Root(), "--launch", l.Hash},

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -102,11 +101,8 @@ func (r *records) close() {
 // privileged says whether a sender holds admin or setup on the repository
 // now (D7). A sender that cannot be read does not count.
 func privileged(ctx context.Context, x *repoIndex, sender string) bool {
-	if sender == "" {
-		return false
-	}
-	caps, err := x.repo.EffectiveCaps(ctx, sender)
-	return err == nil && strings.ContainsAny(caps, "as")
+	ok, err := x.repo.Privileged(ctx, sender)
+	return err == nil && ok
 }
 
 // Classify says what a posted artifact is to the daemon (actors.Classifier).
@@ -140,82 +136,135 @@ func (r *records) Classify(ctx context.Context, repository, hash string) (actors
 	}
 	n, isLaunch := e.note.(*messages.LaunchNote)
 	if !ok || !isLaunch {
+		if claim, meant := launchClaim(e); meant {
+			return r.refuse(ctx, x, e, claim.Login, fmt.Sprintf("post %s does not read as one launch note: %v", short(hash), e.noteErr)), nil
+		}
+		if e.noteErr != nil {
+			r.log.Warn("a post whose note does not read is not acted on", slog.String(actors.KeyHash, hash), slog.String("sender", e.sender), errAttr(e.noteErr))
+		}
 		return actors.Artifact{Nothing: "a " + info.Kind.String() + " that is not a launch note"}, nil
 	}
-	l, why, err := r.resolveLaunch(ctx, x, e, n)
+	v, err := r.resolveLaunch(ctx, x, e, n)
 	if err != nil {
 		return actors.Artifact{}, err
 	}
-	if why != "" {
-		r.log.Warn("a launch note the daemon does not act on: "+why, slog.String(actors.KeyLaunch, hash), slog.String(actors.KeyWorkspace, n.Key().String()))
-		return actors.Artifact{Nothing: why}, nil
+	switch {
+	case v.ignore != "":
+		r.log.Warn("a launch note the daemon does not act on: "+v.ignore, slog.String(actors.KeyLaunch, hash), slog.String(actors.KeyWorkspace, n.Key().String()))
+		return actors.Artifact{Nothing: v.ignore}, nil
+	case v.refuse != "":
+		return r.refuse(ctx, x, e, n.Login, v.refuse), nil
 	}
-	return actors.Artifact{Launch: &l}, nil
+	return actors.Artifact{Launch: &v.spec}, nil
+}
+
+// launchClaim is the launch a post that does not read as one note was
+// meant as: its first block that says it is a launch note.
+func launchClaim(e defEntry) (messages.Claim, bool) {
+	if e.noteErr == nil {
+		return messages.Claim{}, false
+	}
+	for _, c := range e.claims {
+		if c.Kind == messages.KindLaunch {
+			return c, true
+		}
+	}
+	return messages.Claim{}, false
+}
+
+// refuse is the record model's verdict on a launch note that cannot be
+// launched: answered with a refusal note when its sender counts (a user
+// holding admin or setup, or the node user), so the person who asked reads
+// why; only logged, at warn with the exact reason, when anyone else sent it,
+// since a note for that would let anyone make the node write (D7).
+func (r *records) refuse(ctx context.Context, x *repoIndex, e defEntry, login, reason string) actors.Artifact {
+	if e.sender != r.cfg.User && !privileged(ctx, x, e.sender) {
+		why := fmt.Sprintf("launch note %s was sent by %q, who holds neither admin nor setup and is not the node user (D7), and would be refused anyway: %s", short(e.hash), e.sender, reason)
+		r.log.Warn("a launch note the daemon does not act on: "+why, slog.String(actors.KeyLaunch, e.hash))
+		return actors.Artifact{Nothing: why}
+	}
+	if messages.ValidateLogin(login) != nil {
+		login = ""
+	}
+	return actors.Artifact{Refused: &messages.LaunchRefused{Hash: e.hash, Repository: x.path,
+		Workspace: messages.WorkspaceKey{Login: login, Project: x.project}, Reason: reason}}
+}
+
+// launchVerdict is the record model's word on a launch note (D7): launch
+// spec, ignore it (its sender does not count: logged only), or refuse it
+// (its sender counts, so a refusal note says why).
+type launchVerdict struct {
+	spec   messages.LaunchSpec
+	ignore string
+	refuse string
 }
 
 // resolveLaunch reads what a launch note names: the session definition on
 // the same record, the workspace definition (both sent by a user holding
 // admin or setup, D7), the sandbox, the release, and for a CI launch its
-// check-in's branch. A note that does not count comes back with why.
-func (r *records) resolveLaunch(ctx context.Context, x *repoIndex, e defEntry, n *messages.LaunchNote) (messages.LaunchSpec, string, error) {
-	var none messages.LaunchSpec
+// check-in's branch. A note whose sender does not count is to be ignored; one
+// that counts but names what cannot be launched is to be refused, saying why.
+func (r *records) resolveLaunch(ctx context.Context, x *repoIndex, e defEntry, n *messages.LaunchNote) (launchVerdict, error) {
 	if e.sender != r.cfg.User && !privileged(ctx, x, e.sender) {
-		return none, fmt.Sprintf("launch note %s was sent by %q, who holds neither admin nor setup and is not the node user (D7)", e.hash, e.sender), nil
+		return launchVerdict{ignore: fmt.Sprintf("launch note %s was sent by %q, who holds neither admin nor setup and is not the node user (D7)", e.hash, e.sender)}, nil
+	}
+	refuse := func(format string, args ...any) (launchVerdict, error) {
+		return launchVerdict{refuse: fmt.Sprintf(format, args...)}, nil
 	}
 	if n.Project != x.project {
-		return none, fmt.Sprintf("launch note %s names project %q but is in the repository of %q", e.hash, n.Project, x.project), nil
+		return refuse("launch note %s names project %q but is in the repository of %q", short(e.hash), n.Project, x.project)
 	}
 	sd, err := x.noteAt(ctx, n.Session)
 	if err != nil {
-		return none, fmt.Sprintf("launch note %s: its session definition %s: %v", e.hash, n.Session, err), nil
+		return refuse("its session definition %s: %v", short(n.Session), err)
 	}
 	def, ok := sd.note.(*messages.SessionDefinition)
 	switch {
 	case !ok:
-		return none, fmt.Sprintf("launch note %s: %s is not a session definition", e.hash, n.Session), nil
+		return refuse("%s, named as its session definition, holds a %s note, not a session definition", short(n.Session), sd.note.NoteKind())
 	case sd.record != e.record || sd.ticket != e.ticket:
-		return none, fmt.Sprintf("launch note %s: its session definition %s is not on the launch's record %s", e.hash, n.Session, e.record), nil
+		return refuse("its session definition %s is not on the launch's record %s", short(n.Session), short(e.record))
 	case !privileged(ctx, x, sd.sender):
-		return none, fmt.Sprintf("launch note %s: its session definition %s was sent by %q, who holds neither admin nor setup (D7)", e.hash, n.Session, sd.sender), nil
+		return refuse("its session definition %s was sent by %q, who holds neither admin nor setup, so it does not count (D7)", short(n.Session), sd.sender)
 	}
 	wd, err := x.noteAt(ctx, n.Workspace)
 	if err != nil {
-		return none, fmt.Sprintf("launch note %s: its workspace definition %s: %v", e.hash, n.Workspace, err), nil
+		return refuse("its workspace definition %s: %v", short(n.Workspace), err)
 	}
 	wdef, ok := wd.note.(*messages.WorkspaceDefinition)
 	switch {
 	case !ok:
-		return none, fmt.Sprintf("launch note %s: %s is not a workspace definition", e.hash, n.Workspace), nil
+		return refuse("%s, named as its workspace definition, holds a %s note, not a workspace definition", short(n.Workspace), wd.note.NoteKind())
 	case wdef.Key() != n.Key():
-		return none, fmt.Sprintf("launch note %s is for %s, but the workspace definition %s defines %s", e.hash, n.Key(), n.Workspace, wdef.Key()), nil
+		return refuse("it is for %s, but the workspace definition %s defines %s", n.Key(), short(n.Workspace), wdef.Key())
 	case !privileged(ctx, x, wd.sender):
-		return none, fmt.Sprintf("launch note %s: its workspace definition %s was sent by %q, who holds neither admin nor setup (D7)", e.hash, n.Workspace, wd.sender), nil
+		return refuse("its workspace definition %s was sent by %q, who holds neither admin nor setup, so it does not count (D7)", short(n.Workspace), wd.sender)
 	}
 	if t, err := r.terminatedAfter(ctx, x, wd); err != nil {
-		return none, "", err
+		return launchVerdict{}, err
 	} else if t != "" {
-		return none, fmt.Sprintf("launch note %s: workspace %s was terminated (%s)", e.hash, n.Key(), t), nil
+		return refuse("workspace %s was terminated (%s)", n.Key(), short(t))
 	}
 	sandbox, err := json.Marshal(wdef.Sandbox)
 	if err != nil {
-		return none, "", fmt.Errorf("launch note %s: encode the sandbox: %w", e.hash, err)
+		return launchVerdict{}, fmt.Errorf("launch note %s: encode the sandbox: %w", e.hash, err)
 	}
 	l := messages.LaunchSpec{Hash: e.hash, Repository: x.path, Workspace: n.Key(), Record: e.record,
-		Kind: def.Kind, Lifetime: def.Lifetime, Release: n.Release, Sandbox: sandbox}
+		Kind: def.Kind, Lifetime: def.Lifetime, Release: n.Release, Sandbox: sandbox, Hears: def.Hears}
 	if dir, err := r.releases.dir(n.Release); err == nil {
 		l.ReleaseDir = dir
 	}
 	if n.Checkin != "" {
 		ci, err := x.repo.Info(ctx, n.Checkin)
 		if err != nil || ci.Kind != fossilio.KindCheckin {
-			return none, fmt.Sprintf("launch note %s: %s is not a check-in of %s", e.hash, n.Checkin, x.project), nil
+			return refuse("%s is not a check-in of %s", short(n.Checkin), x.project)
 		}
 		l.Checkin, l.Branch = ci.Hash, ci.Branch
 	}
 	if err := l.Validate(); err != nil {
-		return none, fmt.Sprintf("launch note %s: %v", e.hash, err), nil
+		return refuse("%v", err)
 	}
-	return l, "", nil
+	return launchVerdict{spec: l}, nil
 }
 
 // terminatedAfter returns the terminated note, sent by a user holding admin
@@ -253,13 +302,14 @@ func (r *records) ResolveLaunch(ctx context.Context, p messages.ProcInfo) (messa
 	if !ok {
 		return messages.LaunchSpec{}, fmt.Errorf("%s, which %s serves, is not a launch note", p.Launch, p.Proc)
 	}
-	l, why, err := r.resolveLaunch(ctx, x, e, n)
+	v, err := r.resolveLaunch(ctx, x, e, n)
 	if err != nil {
 		return messages.LaunchSpec{}, err
 	}
-	if why != "" {
+	if why := v.ignore + v.refuse; why != "" {
 		return messages.LaunchSpec{}, errors.New(why)
 	}
+	l := v.spec
 	r.mu.Lock()
 	if dir, ok := r.procReleases[p.Proc]; ok {
 		l.ReleaseDir = dir

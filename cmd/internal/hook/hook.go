@@ -14,12 +14,14 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
@@ -127,8 +129,12 @@ type run struct {
 	root   *unixhost.Root
 	r      *fossilio.Repo
 	logins map[string]bool // the node's logins (agents and the node user)
-	// listeners are the workspaces listening to each record, found once.
-	listeners map[string][]host.Workspace
+	// listeners are the sessions listening to each record, found once.
+	listeners map[string][]Target
+	// standing says, for each sender met, whether it holds admin or setup.
+	standing map[string]bool
+	// defaultHears is whom a session without a hears file hears.
+	defaultHears []string
 }
 
 func (h *run) run(ctx context.Context) error {
@@ -296,17 +302,11 @@ func (h *run) nodeLogins() map[string]bool {
 	return out
 }
 
-// unheardPost is a person's post that reached a session nobody hears.
-type unheardPost struct {
-	info  fossilio.Info
-	login string
-	why   messages.UnheardWhy
-}
-
-// wake writes each post's hash into the wake pipe of each session listening
-// to its thread or ticket (D8), and returns the posts nobody heard.
-func (h *run) wake(ctx context.Context, infos []fossilio.Info) []unheardPost {
-	var unheard []unheardPost
+// wake writes each post's wake line (its hash and its sender, D27) into the
+// wake pipe of each session it is for (Decide), and returns the posts
+// nobody heard that earn an unheard note.
+func (h *run) wake(ctx context.Context, infos []fossilio.Info) []Missed {
+	var missed []Missed
 	// Each wake pipe is opened once per run, and what its opening said is
 	// kept: a run over many posts writes one line per post into it.
 	type pipe struct {
@@ -321,7 +321,11 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []unheardPost {
 			}
 		}
 	}()
-	send := func(path, hash string) error {
+	send := func(path string, line messages.WakeLine) error {
+		b, err := line.Encode()
+		if err != nil {
+			return err
+		}
 		p := pipes[path]
 		if p == nil {
 			p = &pipe{}
@@ -334,7 +338,7 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []unheardPost {
 		if p.err != nil {
 			return p.err
 		}
-		if err := p.w.WriteLine([]byte(hash)); err != nil {
+		if err := p.w.WriteLine(b[:len(b)-1]); err != nil {
 			switch {
 			case errors.Is(err, host.ErrNoReader):
 				p.err = err
@@ -346,8 +350,8 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []unheardPost {
 		return nil
 	}
 	for _, info := range infos {
-		var record string
 		var kind messages.ListenKind
+		a := Arrival{Hash: info.Hash, Sender: info.Sender, Rcvid: info.Rcvid}
 		switch info.Kind {
 		case fossilio.KindPost:
 			if info.Pending || info.Edit {
@@ -355,77 +359,95 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []unheardPost {
 				// edit is not a new post.
 				continue
 			}
-			record, kind = info.Root, messages.ListenThread
+			a.Record, kind = info.Root, messages.ListenThread
 		case fossilio.KindTicketChange:
-			record, kind = info.Ticket, messages.ListenTicket
+			a.Record, kind = info.Ticket, messages.ListenTicket
 		default:
 			continue
 		}
-		targets := h.listening(record, kind)
+		targets := h.listening(ctx, a.Record, kind)
 		if len(targets) == 0 {
 			continue
 		}
-		holdsNote, err := h.holdsNote(ctx, info)
-		if err != nil {
+		var err error
+		if a.Note, a.NoteErr, err = h.noteOf(ctx, info); err != nil {
 			h.log.Error("read the post", "post", info.Hash, "err", err)
 			continue
 		}
-		for _, ws := range targets {
-			login := ws.Key.Login
-			switch {
-			case info.Sender == login:
-				continue // the session's own post
-			case holdsNote:
-				h.log.Info("not woken: the post holds an OCX note", "post", info.Hash, "workspace", ws.Key)
+		for _, v := range Decide(a, targets, h.logins, h.privileged(ctx, a.Sender)) {
+			ws := v.Target.Workspace
+			if !v.Wake {
+				h.log.Log(ctx, v.Level, v.Why, "post", info.Hash, "workspace", ws, "sender", info.Sender)
 				continue
 			}
-			err := send(ws.Wake, info.Hash)
+			w, err := h.layout.Workspace(host.Key{Login: ws.Login, Project: ws.Project})
+			if err != nil {
+				h.log.Error("wake", "post", info.Hash, "workspace", ws, "err", err)
+				continue
+			}
+			err = send(w.Wake, v.Line)
 			var why messages.UnheardWhy
 			switch {
 			case err == nil:
-				h.log.Info("woke", "post", info.Hash, "workspace", ws.Key, "sender", info.Sender)
+				h.log.Info("woke", "post", info.Hash, "workspace", ws, "sender", info.Sender)
 				continue
 			case errors.Is(err, host.ErrNoReader):
 				why = messages.UnheardNoReader
 			case errors.Is(err, fs.ErrNotExist):
 				why = messages.UnheardNoPipe
 			case errors.Is(err, errFullEarlier):
-				h.log.Error("not woken: the session's wake pipe was full earlier in this run; not waited for again", "post", info.Hash, "workspace", ws.Key)
+				h.log.Error("not woken: the session's wake pipe was full earlier in this run; not waited for again", "post", info.Hash, "workspace", ws)
 				continue
 			case errors.Is(err, host.ErrPipeFull):
-				h.log.Error("not woken: the session's wake pipe stayed full (the session is far behind, or stuck)", "post", info.Hash, "workspace", ws.Key, "waited", WakeWait)
+				h.log.Error("not woken: the session's wake pipe stayed full (the session is far behind, or stuck)", "post", info.Hash, "workspace", ws, "waited", WakeWait)
 				continue
 			default:
-				h.log.Error("wake", "post", info.Hash, "workspace", ws.Key, "err", err)
+				h.log.Error("wake", "post", info.Hash, "workspace", ws, "err", err)
 				continue
 			}
-			h.log.Info("nobody hears the session", "post", info.Hash, "workspace", ws.Key, "why", why, "sender", info.Sender)
-			if info.Sender != "" && !h.logins[info.Sender] {
-				unheard = append(unheard, unheardPost{info: info, login: login, why: why})
+			h.log.Info("nobody hears the session", "post", info.Hash, "workspace", ws, "why", why, "sender", info.Sender)
+			if v.NoteIfUnheard {
+				missed = append(missed, Missed{Workspace: ws, Kind: kind, Record: a.Record, Post: info.Hash, Why: why})
 			}
 		}
 	}
-	return unheard
+	return missed
 }
 
-// listening returns the workspaces of this project whose listening index
+// privileged says whether a sender holds admin or setup, read once a run.
+func (h *run) privileged(ctx context.Context, sender string) bool {
+	if ok, seen := h.standing[sender]; seen {
+		return ok
+	}
+	ok, err := h.r.Privileged(ctx, sender)
+	if err != nil {
+		h.log.Error("read the sender's capabilities; taken as neither admin nor setup", "sender", sender, "err", err)
+	}
+	if h.standing == nil {
+		h.standing = map[string]bool{}
+	}
+	h.standing[sender] = ok
+	return ok
+}
+
+// listening returns the sessions of this project whose listening index
 // names record with the given kind; what it found is kept for the run.
-func (h *run) listening(record string, kind messages.ListenKind) []host.Workspace {
+func (h *run) listening(ctx context.Context, record string, kind messages.ListenKind) []Target {
 	k := string(kind) + " " + record
-	if ws, ok := h.listeners[k]; ok {
-		return ws
+	if ts, ok := h.listeners[k]; ok {
+		return ts
 	}
-	ws := h.findListening(record, kind)
+	ts := h.findListening(ctx, record, kind)
 	if h.listeners == nil {
-		h.listeners = map[string][]host.Workspace{}
+		h.listeners = map[string][]Target{}
 	}
-	h.listeners[k] = ws
-	return ws
+	h.listeners[k] = ts
+	return ts
 }
 
-func (h *run) findListening(record string, kind messages.ListenKind) []host.Workspace {
-	var out []host.Workspace
-	for login := range h.logins {
+func (h *run) findListening(ctx context.Context, record string, kind messages.ListenKind) []Target {
+	var out []Target
+	for _, login := range h.loginList() {
 		ws, err := h.layout.Workspace(host.Key{Login: login, Project: h.proj})
 		if err != nil {
 			continue
@@ -434,29 +456,63 @@ func (h *run) findListening(record string, kind messages.ListenKind) []host.Work
 		if err != nil {
 			continue
 		}
-		content, err := os.ReadFile(path)
+		content, err := h.root.ReadFile(path)
 		if err != nil {
 			continue
 		}
-		if k, _, err := messages.ParseListeningFile(record, content); err != nil || k != kind {
-			h.log.Warn("listening file of another kind; passed over", "file", path)
+		e, err := messages.ParseListeningFile(record, content)
+		if err != nil || e.Kind != kind {
+			h.log.Warn("listening file of another kind, or unreadable; passed over", "file", path, "err", err)
 			continue
 		}
-		out = append(out, ws)
+		out = append(out, Target{Workspace: messages.WorkspaceKey{Login: login, Project: h.proj}, After: e.After, Hears: h.hears(ctx, ws)})
 	}
 	return out
 }
 
-// holdsNote says whether a post or ticket comment carries an OCX note other
-// than a stop request (D8): such a post wakes nobody. A post whose note block
-// is broken counts as holding one.
-func (h *run) holdsNote(ctx context.Context, info fossilio.Info) (bool, error) {
+// loginList is the node's logins, sorted, so that sessions are woken in one
+// order.
+func (h *run) loginList() []string {
+	out := make([]string, 0, len(h.logins))
+	for l := range h.logins {
+		out = append(out, l)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// hears reads whom a session hears (WS/session/hears, written when it was
+// started). A session started without one (by a release before it) hears
+// the default: every user holding admin or setup now.
+func (h *run) hears(ctx context.Context, ws host.Workspace) []string {
+	list, ok, err := listening.ReadHears(h.root, ws)
+	if err == nil && ok {
+		return list
+	}
+	if err != nil {
+		h.log.Warn("the session's hears file cannot be read; it hears the users holding admin or setup", "workspace", ws.Key, "err", err)
+	}
+	if h.defaultHears == nil {
+		users, err := h.r.PrivilegedUsers(ctx)
+		if err != nil {
+			h.log.Error("list the users holding admin or setup", "err", err)
+			users = []string{}
+		}
+		h.defaultHears = users
+	}
+	return h.defaultHears
+}
+
+// noteOf says what a post or ticket comment holds, as far as waking goes
+// (D8): no note, a stop request, another note, or a block that does not
+// read as one note.
+func (h *run) noteOf(ctx context.Context, info fossilio.Info) (NoteSeen, error, error) {
 	// The artifact alone says it: a post's text, or what a ticket change
 	// adds to the comment (the hook passes over edits, so a post is its own
 	// first version).
 	_, a, err := h.r.Artifact(ctx, info.Hash)
 	if err != nil {
-		return false, err
+		return NoNote, nil, err
 	}
 	text := a.Text
 	if info.Kind == fossilio.KindTicketChange {
@@ -468,10 +524,15 @@ func (h *run) holdsNote(ctx context.Context, info fossilio.Info) (bool, error) {
 		}
 	}
 	note, err := messages.ReadPost(text)
-	if err != nil {
-		return !errors.Is(err, messages.ErrNotANote), nil
+	switch {
+	case errors.Is(err, messages.ErrNotANote):
+		return NoNote, nil, nil
+	case err != nil:
+		return BrokenNote, err, nil
+	case note.NoteKind() == messages.KindStop:
+		return StopRequest, nil, nil
 	}
-	return note.NoteKind() != messages.KindStop, nil
+	return OtherNote, nil, nil
 }
 
 // handToDaemon hands each post, ticket change and check-in to the daemon as
@@ -514,13 +575,16 @@ func (h *run) handToDaemon(ctx context.Context, infos []fossilio.Info) {
 	h.log.Info("handed to the daemon", "lines", len(lines))
 }
 
-// noteUnheard writes, as the session's agent login, a note that a person's
-// post reached a session nobody hears, on the record the post is on. It
-// runs no backoffice after: the note wakes nobody (it holds an OCX note, and
-// its sender is an agent), so the next backoffice run may see it at leisure,
-// and the hook is never run again from within itself.
-func (h *run) noteUnheard(ctx context.Context, unheard []unheardPost) {
-	if len(unheard) == 0 {
+// noteUnheard writes, as each session's agent login, a note on the record
+// that a person's posts reached a session nobody hears: one note per
+// session, record and reason of this run, naming every such post (D28),
+// and one sync request per login for all its notes. It runs no backoffice
+// after: the note wakes nobody (it holds an OCX note, and its sender is an
+// agent), so the next backoffice run may see it at leisure, and the hook is
+// never run again from within itself.
+func (h *run) noteUnheard(ctx context.Context, missed []Missed) {
+	notes := Unheard(missed)
+	if len(notes) == 0 {
 		return
 	}
 	code, err := h.r.ProjectCode(ctx)
@@ -539,24 +603,31 @@ func (h *run) noteUnheard(ctx context.Context, unheard []unheardPost) {
 			return fossilio.ReadPasswordFile(path)
 		},
 	}
-	for _, u := range unheard {
-		note := &messages.UnheardNote{Post: u.info.Hash, Login: u.login, Project: h.proj, Why: u.why}
-		block, err := note.Encode()
+	byLogin := map[string][]fossilio.Note{}
+	var logins []string
+	for _, u := range notes {
+		block, err := u.Note.Encode()
 		if err != nil {
-			h.log.Error("note unheard post", "post", u.info.Hash, "err", err)
+			h.log.Error("note unheard posts", "post", u.Note.Post, "err", err)
 			continue
 		}
-		text := fmt.Sprintf("This post reached the session of workspace `%s/%s`, but nothing holds its wake pipe (%s): nobody heard it.\n\n%s", u.login, h.proj, u.why, block)
-		n := fossilio.Note{Login: u.login, Thread: u.info.Root, ReplyTo: u.info.Hash, Text: text}
-		if u.info.Kind == fossilio.KindTicketChange {
-			n = fossilio.Note{Login: u.login, Ticket: u.info.Ticket, Text: text}
+		login := u.Note.Login
+		n := fossilio.Note{Login: login, Thread: u.Record, ReplyTo: u.Note.Post, Text: u.Text(block)}
+		if u.Kind == messages.ListenTicket {
+			n = fossilio.Note{Login: login, Ticket: u.Record, Text: u.Text(block)}
 		}
-		hash, err := w.WriteNote(ctx, n)
+		if _, ok := byLogin[login]; !ok {
+			logins = append(logins, login)
+		}
+		byLogin[login] = append(byLogin[login], n)
+	}
+	for _, login := range logins {
+		hashes, err := w.WriteNotes(ctx, byLogin[login]...)
 		if err != nil {
-			h.log.Error("note unheard post", "post", u.info.Hash, "login", u.login, "err", err)
+			h.log.Error("note unheard posts", "login", login, "notes", len(byLogin[login]), "err", err)
 			continue
 		}
-		h.log.Info("noted an unheard post", "post", u.info.Hash, "login", u.login, "note", hash)
+		h.log.Info("noted unheard posts", "login", login, "notes", strings.Join(hashes, ","))
 	}
 }
 

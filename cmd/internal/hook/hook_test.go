@@ -26,8 +26,11 @@ import (
 const (
 	person   = "alice"
 	personPW = "alice-pw-1"
-	agent    = "agent-1"
-	agent2   = "agent-2"
+	// stranger may post too, but no session here hears him.
+	stranger   = "bob"
+	strangerPW = "bob-pw-1"
+	agent      = "agent-1"
+	agent2     = "agent-2"
 )
 
 // fix is a node with two agents' workspaces on a real fossil server, and
@@ -112,7 +115,10 @@ func (s *syncBuffer) String() string {
 
 func newFix(t testing.TB) *fix {
 	t.Helper()
-	srv := harness.StartServer(t, harness.Options{Users: []harness.User{{Login: person, Password: personPW, Caps: "cghijnorwz234"}}})
+	srv := harness.StartServer(t, harness.Options{Users: []harness.User{
+		{Login: person, Password: personPW, Caps: "cghijnorwz234"},
+		{Login: stranger, Password: strangerPW, Caps: "cghijnorwz234"},
+	}})
 	f := &fix{t: t, ctx: context.Background(), srv: srv, agents: filepath.Join(t.TempDir(), "agents"), release: t.TempDir(), logBuf: &syncBuffer{}}
 	must(t, node.Init(f.ctx, f.agents, node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}}, node.Options{Release: f.release}))
 	n, err := node.Open(f.agents, node.Options{Caller: node.Caller{Login: srv.AdminLogin, Password: srv.AdminPassword}, Release: f.release})
@@ -164,6 +170,65 @@ func (f *fix) listen(login string) *lines {
 func (f *fix) wake(login string) string {
 	return filepath.Join(f.agents, login, "projects", "demo", "session", "wake")
 }
+
+// hears writes whom a workspace's session hears, as the daemon does when it
+// starts one (WS/session/hears).
+func (f *fix) hears(login string, users ...string) {
+	f.t.Helper()
+	data, err := messages.HearsFileContent(users)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(f.agents, login, "projects", "demo", "session"), 0o700); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.agents, login, "projects", "demo", "session", "hears"), data, 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// upTo writes a marker into a workspace's wake pipe, after whatever a run of
+// the hook that has returned wrote there, and returns what the session read
+// before it: what the hook woke it for, with no wait for lines that may
+// never come.
+func (f *fix) upTo(w *lines, login string) []string {
+	f.t.Helper()
+	root, err := unixhost.OpenRoot(f.agents)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer root.Close()
+	lw, err := unixhost.OpenLineWriter(root, f.wake(login))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer lw.Close()
+	marker := strings.Repeat("e", 64)
+	if err := lw.WriteLine([]byte(marker)); err != nil {
+		f.t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w.mu.Lock()
+		got := append([]string(nil), w.got...)
+		w.mu.Unlock()
+		for i, l := range got {
+			if l == marker {
+				w.mu.Lock()
+				w.got = append(w.got[:i:i], w.got[i+1:]...)
+				w.mu.Unlock()
+				return got[:i]
+			}
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("the marker never came through the wake pipe of %s: %q", login, got)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// line is the wake line the hook writes for a post and its sender.
+func line(hash, sender string) string { return hash + " " + sender }
 
 func (f *fix) client(login, password string) *fossilio.Client {
 	return &fossilio.Client{URL: f.srv.URL, Login: login, Password: password, ProjectCode: f.srv.ProjectCode}
@@ -223,6 +288,7 @@ func TestHookWakesListenersAndHandsPostsToTheDaemon(t *testing.T) {
 	}
 	f.hook(th) // the thread arrives: nobody listens yet
 	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	f.hears(agent, person.Login)
 	w1 := f.listen(agent)
 	listenNote := lastArtifact(f)
 	f.hook(listenNote) // the listen note arrives: a note wakes nobody
@@ -232,7 +298,7 @@ func TestHookWakesListenersAndHandsPostsToTheDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.hook(p1)
-	if got := w1.all(1); len(got) != 1 || got[0] != p1 {
+	if got := w1.all(1); len(got) != 1 || got[0] != line(p1, person.Login) {
 		t.Fatalf("the session read %q, want [%s]\n%s", got, p1, f.logBuf)
 	}
 	daemon := f.daemon.all(3)
@@ -242,7 +308,8 @@ func TestHookWakesListenersAndHandsPostsToTheDaemon(t *testing.T) {
 	}
 
 	// The session's own post and a post holding an OCX note wake nobody; a
-	// stop request does.
+	// stop request from a person without admin or setup is ignored; the
+	// admin's stop request wakes it, though it does not hear the admin.
 	own, err := f.agentClient(agent).Reply(f.ctx, th, p1, "It answers.")
 	if err != nil {
 		t.Fatal(err)
@@ -252,15 +319,22 @@ func TestHookWakesListenersAndHandsPostsToTheDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop, err := person.Reply(f.ctx, th, th, "OCX stop")
+	personsStop, err := person.Reply(f.ctx, th, th, "OCX stop")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.hook(own, withNote, stop)
-	if got := w1.all(2); len(got) != 2 || got[1] != stop {
-		t.Errorf("after its own post, a note and a stop request, the session read %q; want the stop %s last", got, stop)
+	adminsStop, err := f.client(f.srv.AdminLogin, f.srv.AdminPassword).Reply(f.ctx, th, th, "OCX stop")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := f.daemon.all(6); len(got) != 6 {
+	f.hook(own, withNote, personsStop, adminsStop)
+	if got := w1.all(2); len(got) != 2 || got[1] != line(adminsStop, f.srv.AdminLogin) {
+		t.Errorf("after its own post, a note and two stop requests, the session read %q; want the admin's stop %s last", got, adminsStop)
+	}
+	if log := f.logBuf.String(); !strings.Contains(log, `a stop request from \"alice\", who holds neither admin nor setup, is ignored`) || !strings.Contains(log, "level=WARN") {
+		t.Errorf("the ignored stop request is not logged at warn:\n%s", log)
+	}
+	if got := f.daemon.all(7); len(got) != 7 {
 		t.Errorf("the daemon read %d lines, want every post handed: %q", len(got), got)
 	}
 }
@@ -274,6 +348,7 @@ func TestHookKeepsItsOwnMark(t *testing.T) {
 	}
 	f.hook(th)
 	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	f.hears(agent, person.Login)
 	w1 := f.listen(agent)
 	f.hook()
 	p1, err := person.Reply(f.ctx, th, th, "one")
@@ -283,13 +358,12 @@ func TestHookKeepsItsOwnMark(t *testing.T) {
 	// Fossil's list may miss a receipt (after a quiet day): the hook finds
 	// it by its own mark, with nothing on stdin.
 	f.hook()
-	if got := w1.all(1); len(got) != 1 || got[0] != p1 {
+	if got := w1.all(1); len(got) != 1 || got[0] != line(p1, person.Login) {
 		t.Fatalf("with an empty list the session read %q, want %s\n%s", got, p1, f.logBuf)
 	}
 	// Two backoffice runs may list the same receipts (D11): handled once.
 	f.hook(p1)
-	time.Sleep(100 * time.Millisecond)
-	if got := w1.all(2); len(got) != 1 {
+	if got := f.upTo(w1, agent); len(got) != 1 {
 		t.Errorf("a receipt listed twice woke the session %d times", len(got))
 	}
 	mark, _ := os.ReadFile(filepath.Join(f.agents, "hook.mark.demo"))
@@ -317,6 +391,8 @@ func TestHookNotesAPersonsUnheardPost(t *testing.T) {
 	// session reads its pipe; agent-2's pipe is gone.
 	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
 	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent2 + "/demo", Kind: "ticket", Names: ticket}))
+	f.hears(agent, person.Login)
+	f.hears(agent2, person.Login, agent)
 	if err := os.Remove(f.wake(agent2)); err != nil {
 		t.Fatal(err)
 	}
@@ -437,6 +513,7 @@ func TestHookFindsItsRepositoryThroughALinkAndRefusesAStranger(t *testing.T) {
 	}
 	f.hook(th)
 	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	f.hears(agent, person.Login)
 	w1 := f.listen(agent)
 	f.hook()
 	p1, err := person.Reply(f.ctx, th, th, "through a link")
@@ -451,7 +528,7 @@ func TestHookFindsItsRepositoryThroughALinkAndRefusesAStranger(t *testing.T) {
 	if err := hook.Run(f.ctx, hook.Options{Agents: f.agents, Repo: link, Log: log, Release: f.release}); err != nil {
 		t.Fatalf("through a link: %v", err)
 	}
-	if got := w1.all(1); len(got) != 1 || got[0] != p1 {
+	if got := w1.all(1); len(got) != 1 || got[0] != line(p1, person.Login) {
 		t.Errorf("through a link the session read %q", got)
 	}
 	if got := f.daemon.all(3); got[len(got)-1] != "post "+f.srv.Repo+" "+p1 {
@@ -480,8 +557,9 @@ func TestHookGivesUpOnAFullWakePipe(t *testing.T) {
 	}
 	for _, l := range []string{agent, agent2} {
 		must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: l + "/demo", Kind: "thread", Names: th}))
+		f.hears(l, person.Login)
 	}
-	f.hook(th, lastArtifact(f)) // nobody listened yet: two unheard notes, which the next run hands on
+	f.hook(th, lastArtifact(f)) // the thread came before the listen notes, which are notes: nobody is woken
 	// agent's session: holds its pipe, reads nothing; the pipe is filled.
 	stuck, err := unix.Open(f.wake(agent), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -492,9 +570,9 @@ func TestHookGivesUpOnAFullWakePipe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := []byte(strings.Repeat("f", 64) + "\n")
+	filler := []byte(strings.Repeat("f", 64) + "\n")
 	for {
-		if _, err := unix.Write(fill, line); err == unix.EAGAIN {
+		if _, err := unix.Write(fill, filler); err == unix.EAGAIN {
 			break
 		} else if err != nil {
 			t.Fatal(err)
@@ -516,18 +594,182 @@ func TestHookGivesUpOnAFullWakePipe(t *testing.T) {
 	if waited, earlier := strings.Count(log, "wake pipe stayed full"), strings.Count(log, "wake pipe was full earlier in this run"); waited != 1 || earlier != 2 {
 		t.Errorf("posts passed over for the full pipe: %d after a wait, %d without; want 1 and 2:\n%s", waited, earlier, log)
 	}
-	if got := w2.all(3); strings.Join(got, " ") != strings.Join(posts, " ") {
-		t.Errorf("the other session read %q, want %q", got, posts)
+	var lines []string
+	for _, p := range posts {
+		lines = append(lines, line(p, person.Login))
+	}
+	if got := w2.all(3); strings.Join(got, "|") != strings.Join(lines, "|") {
+		t.Errorf("the other session read %q, want %q", got, lines)
 	}
 	var want []string
 	for _, p := range posts {
 		want = append(want, "post "+f.srv.Repo+" "+p)
 	}
-	got := f.daemon.all(8) // the thread, two listen notes, two unheard notes, the posts
+	got := f.daemon.all(6) // the thread, two listen notes, the posts
 	if len(got) < 3 || strings.Join(got[len(got)-3:], "\n") != strings.Join(want, "\n") {
 		t.Errorf("the daemon read %q, want the three posts last: %q", got, want)
 	}
 	if n, _ := unix.Read(stuck, make([]byte, 1)); n != 1 {
 		t.Errorf("the stuck session's pipe holds nothing")
+	}
+}
+
+// TestHookHearsOnlyWhomTheSessionHears (issue 10, items 1 and 9): a session
+// hears the users its hears file names. A post from anyone else wakes
+// nothing and, with nobody listening, gets no unheard note; a post whose U
+// card names the agent is woken as its pusher's, the receipt's user, never
+// as the agent's own.
+func TestHookHearsOnlyWhomTheSessionHears(t *testing.T) {
+	f := newFix(t)
+	alice := f.client(person, personPW)
+	bob := f.client(stranger, strangerPW)
+	th, err := alice.NewThread(f.ctx, "A question", "Hello?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(th)
+	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	f.hears(agent, person)
+	f.hook()
+	w1 := f.listen(agent)
+
+	fromBob, err := bob.Reply(f.ctx, th, th, "Let me in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// alice pushes a reply whose U card says agent-1 wrote it.
+	data, err := fossilio.PostDraft{Date: time.Now(), User: agent, Root: th, InReplyTo: th, Text: "I am the agent, honest"}.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := alice.Push(f.ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(fromBob, forged)
+	if got := f.upTo(w1, agent); len(got) != 1 || got[0] != line(forged, person) {
+		t.Fatalf("the session read %q; want only the forged post, as alice's: %q\n%s", got, line(forged, person), f.logBuf)
+	}
+	if log := f.logBuf.String(); !strings.Contains(log, `not woken: the session does not hear \"bob\"`) {
+		t.Errorf("the stranger's post is not logged as not heard:\n%s", log)
+	}
+
+	// Nobody reads the pipe now: alice's post gets an unheard note, bob's
+	// none.
+	w1.close()
+	fromAlice, err := alice.Reply(f.ctx, th, th, "Anyone?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := bob.Reply(f.ctx, th, th, "Anyone at all?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(fromAlice, again)
+	unheard, senders := notesIn[*messages.UnheardNote](f, th)
+	if len(unheard) != 1 || unheard[0].Post != fromAlice || len(unheard[0].Posts) != 0 || senders[0] != agent {
+		t.Errorf("unheard notes: %v by %v; want one for alice's post %s alone, by %s\n%s", unheard, senders, fromAlice, agent, f.logBuf)
+	}
+}
+
+// TestHookWakesOnlyAfterTheListenNote (issue 10, item 6): a listener hears
+// what the node received after its listen note, in the server's order, as
+// its file in the index says (the note's receipt); a post from before it is
+// not woken even when the hook sees it only after the file is there.
+func TestHookWakesOnlyAfterTheListenNote(t *testing.T) {
+	f := newFix(t)
+	alice := f.client(person, personPW)
+	th, err := alice.NewThread(f.ctx, "Later", "a thread listened to later")
+	if err != nil {
+		t.Fatal(err)
+	}
+	early, err := alice.Reply(f.ctx, th, th, "before the listener")
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	listenNote := lastArtifact(f)
+	f.hears(agent, person)
+	w1 := f.listen(agent)
+	late, err := alice.Reply(f.ctx, th, th, "after the listener")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One run sees them all, the early post last on Fossil's list.
+	f.hook(th, listenNote, late, early)
+	if got := f.upTo(w1, agent); len(got) != 1 || got[0] != line(late, person) {
+		t.Fatalf("the session read %q, want only the post after the listen note %s\n%s", got, late, f.logBuf)
+	}
+	if log := f.logBuf.String(); !strings.Contains(log, "before the agent's listen note on its record") || !strings.Contains(log, early) {
+		t.Errorf("the early post is not logged as before the listen note:\n%s", log)
+	}
+	// An unlisten note removes the file: nothing more is woken.
+	must(t, f.n.ListenerRemove(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	gone, err := alice.Reply(f.ctx, th, th, "after the unlisten note")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(gone)
+	if got := f.upTo(w1, agent); len(got) != 1 {
+		t.Errorf("after the unlisten note the session read %q", got)
+	}
+}
+
+// TestHookNotesABurstOnce (issue 10, item 4): 999 replies pushed in one
+// sync into a thread a session listens to while nothing reads its pipe.
+// One run of the hook notes them in one unheard note naming every post, in
+// the server's order, written in one request (one receipt of the agent's);
+// every post is still handed to the daemon.
+func TestHookNotesABurstOnce(t *testing.T) {
+	f := newFix(t)
+	alice := f.client(person, personPW)
+	th, err := alice.NewThread(f.ctx, "A busy thread", "Hello?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	f.hears(agent, person)
+	f.hook(th, lastArtifact(f))
+	const burst = 999
+	var drafts [][]byte
+	for i := range burst {
+		d, err := fossilio.PostDraft{Date: time.Now(), User: person, Root: th, InReplyTo: th, Text: "reply " + strconv.Itoa(i)}.Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		drafts = append(drafts, d)
+	}
+	posts, err := alice.PushAll(f.ctx, drafts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	f.hook(posts...)
+	t.Logf("the hook handled %d replies in %s", burst, time.Since(start))
+
+	unheard, senders := notesIn[*messages.UnheardNote](f, th)
+	if len(unheard) != 1 || senders[0] != agent || unheard[0].Why != messages.UnheardNoReader {
+		t.Fatalf("%d unheard notes (%v), want one by %s\n%s", len(unheard), senders, agent, f.logBuf)
+	}
+	r, err := fossilio.OpenNode(f.srv.Repo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	thread, err := r.Thread(f.ctx, th)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, p := range thread {
+		if p.Sender == person && p.Hash != th {
+			order = append(order, p.Hash)
+		}
+	}
+	if got := unheard[0].All(); len(got) != burst || strings.Join(got, ",") != strings.Join(order, ",") {
+		t.Errorf("the note names %d posts; want all %d in the server's order", len(got), burst)
+	}
+	if got := f.daemon.all(burst + 2); len(got) != burst+2 {
+		t.Errorf("the daemon read %d lines, want %d", len(got), burst+2)
 	}
 }

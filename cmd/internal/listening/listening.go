@@ -113,16 +113,16 @@ func Events(ctx context.Context, node *fossilio.Repo, key messages.WorkspaceKey)
 }
 
 // Want is the listening index the notes make (a pure function): the
-// session's own record, plus every listener of workspace key whose latest
-// note in the server's order is a listen note. It maps each file name of
-// WS/session/listening/ to its listener's kind.
-func Want(key messages.WorkspaceKey, own Own, events []Event) (map[string]messages.ListenKind, error) {
-	out := make(map[string]messages.ListenKind)
-	name, err := messages.ListeningFileName(own.Kind, own.ID)
+// session's own record, heard from the start, plus every listener of
+// workspace key whose latest note in the server's order is a listen note,
+// heard after that note's receipt. It maps each file name of
+// WS/session/listening/ to what its file says.
+func Want(key messages.WorkspaceKey, own Own, events []Event) (map[string]messages.ListeningEntry, error) {
+	out := make(map[string]messages.ListeningEntry)
+	ownName, err := messages.ListeningFileName(own.Kind, own.ID)
 	if err != nil {
 		return nil, fmt.Errorf("listening file of the session's own record: %w", err)
 	}
-	out[name] = own.Kind
 	sorted := slices.Clone(events)
 	slices.SortStableFunc(sorted, func(a, b Event) int {
 		if a.Rcvid != b.Rcvid {
@@ -134,7 +134,7 @@ func Want(key messages.WorkspaceKey, own Own, events []Event) (map[string]messag
 		kind  messages.ListenKind
 		names string
 	}
-	latest := make(map[listener]bool)
+	latest := make(map[listener]Event)
 	var order []listener
 	for _, e := range sorted {
 		if e.Login != key.Login || e.Project != key.Project {
@@ -144,18 +144,21 @@ func Want(key messages.WorkspaceKey, own Own, events []Event) (map[string]messag
 		if _, seen := latest[l]; !seen {
 			order = append(order, l)
 		}
-		latest[l] = e.On
+		latest[l] = e
 	}
 	for _, l := range order {
-		if !latest[l] {
+		e := latest[l]
+		if !e.On {
 			continue
 		}
 		name, err := messages.ListeningFileName(l.kind, l.names)
 		if err != nil {
 			return nil, fmt.Errorf("listening file of %s %s: %w", l.kind, l.names, err)
 		}
-		out[name] = l.kind
+		out[name] = messages.ListeningEntry{Kind: l.kind, Names: l.names, After: e.Rcvid}
 	}
+	// The own record is heard from the start, whatever notes name it.
+	out[ownName] = messages.ListeningEntry{Kind: own.Kind, Names: own.ID}
 	return out, nil
 }
 
@@ -175,20 +178,60 @@ type Result struct {
 	Files []string
 	// Notes is how many listen and unlisten notes of the workspace were read.
 	Notes int
+	// Hears is what WS/session/hears now holds.
+	Hears []string
+}
+
+// ResolveHears is whom a session hears (D27): its definition's hears as
+// written, or, when the definition names none (nil), every user holding
+// admin or setup on the node's repository now, the default protocol v1 E8
+// gives.
+func ResolveHears(ctx context.Context, node *fossilio.Repo, hears []string) ([]string, error) {
+	if hears != nil {
+		return hears, nil
+	}
+	users, err := node.PrivilegedUsers(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("whom the session hears by default: %w", err)
+	}
+	return users, nil
+}
+
+// ReadHears reads WS/session/hears; ok is false when there is none (a
+// session started by a release before it).
+func ReadHears(root *unixhost.Root, ws host.Workspace) (hears []string, ok bool, err error) {
+	data, err := root.ReadFile(ws.Hears)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	h, err := messages.ParseHearsFile(data)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", ws.Hears, err)
+	}
+	return h, true, nil
 }
 
 // Rebuild rewrites the listening index of workspace ws from the node's
 // repository: the session's own record, plus the latest listen or unlisten
-// note of each listener that the agent login sent. It holds the index's lock
+// note of each listener that the agent login sent; and WS/session/hears,
+// the users whose posts wake the session (hears, as ResolveHears gives it).
+// It holds the index's lock
 // from the read of the repository to the last file written, so that a tool
 // changing one listener meanwhile (Set) either comes first, and its note is
 // read here, or comes after, and its change stands. The new index replaces the
 // old one at once (an exchange of directories), so a reader sees the one or
 // the other, never a mix; nothing is written through a symbolic link.
-func Rebuild(ctx context.Context, root *unixhost.Root, ws host.Workspace, node *fossilio.Repo, own Own) (Result, error) {
+func Rebuild(ctx context.Context, root *unixhost.Root, ws host.Workspace, node *fossilio.Repo, own Own, hears []string) (Result, error) {
 	key := messages.WorkspaceKey{Login: ws.Key.Login, Project: ws.Key.Project}
-	var res Result
-	err := locked(ctx, root, ws, func(sess *os.File) error {
+	res := Result{Hears: hears}
+	hearsFile, err := messages.HearsFileContent(hears)
+	if err != nil {
+		return Result{}, fmt.Errorf("rebuild the listening index of %s: %w", key, err)
+	}
+	err = locked(ctx, root, ws, func(sess *os.File) error {
 		events, err := Events(ctx, node, key)
 		if err != nil {
 			return err
@@ -205,7 +248,23 @@ func Rebuild(ctx context.Context, root *unixhost.Root, ws host.Workspace, node *
 			res.Files = append(res.Files, name)
 		}
 		sort.Strings(res.Files)
-		return replace(root, ws, sess, want)
+		if err := replace(root, ws, sess, want); err != nil {
+			return err
+		}
+		if filepath.Dir(ws.Hears) != ws.Session {
+			return fmt.Errorf("the hears file %s is not in %s", ws.Hears, ws.Session)
+		}
+		// As the index, a hears file that already says it is left alone.
+		if sameFile(int(sess.Fd()), filepath.Base(ws.Hears), hearsFile) {
+			return nil
+		}
+		if err := writeAt(int(sess.Fd()), filepath.Base(ws.Hears), hearsFile); err != nil {
+			return &os.PathError{Op: "write", Path: ws.Hears, Err: err}
+		}
+		if err := unix.Fsync(int(sess.Fd())); err != nil {
+			return &os.PathError{Op: "sync", Path: ws.Session, Err: err}
+		}
+		return nil
 	})
 	if err != nil {
 		return Result{}, fmt.Errorf("rebuild the listening index of %s: %w", key, err)
@@ -220,7 +279,7 @@ var afterRead func()
 // RebuildFor opens the node's repository at repository, tells what the
 // session's own record is, and rebuilds the index (Rebuild): what the daemon
 // does just before it starts a session.
-func RebuildFor(ctx context.Context, root *unixhost.Root, ws host.Workspace, repository, record string) (Result, error) {
+func RebuildFor(ctx context.Context, root *unixhost.Root, ws host.Workspace, repository, record string, hears []string) (Result, error) {
 	node, err := fossilio.OpenNode(repository, nil)
 	if err != nil {
 		return Result{}, fmt.Errorf("rebuild the listening index of %s: %w", ws.Key, err)
@@ -230,14 +289,19 @@ func RebuildFor(ctx context.Context, root *unixhost.Root, ws host.Workspace, rep
 	if err != nil {
 		return Result{}, fmt.Errorf("rebuild the listening index of %s: the session's own %w", ws.Key, err)
 	}
-	return Rebuild(ctx, root, ws, node, own)
+	resolved, err := ResolveHears(ctx, node, hears)
+	if err != nil {
+		return Result{}, fmt.Errorf("rebuild the listening index of %s: %w", ws.Key, err)
+	}
+	return Rebuild(ctx, root, ws, node, own, resolved)
 }
 
 // Set writes (on) or removes one listener's file of the index, under the
 // index's lock. A tool calls it once the listen or unlisten note is on the
 // node, so a rebuild that runs meanwhile either reads that note or runs
-// before this change, and the index ends as the notes say either way.
-func Set(ctx context.Context, root *unixhost.Root, ws host.Workspace, kind messages.ListenKind, names string, on bool) error {
+// before this change, and the index ends as the notes say either way. after
+// is the listen note's receipt on the node (0 for the session's own record).
+func Set(ctx context.Context, root *unixhost.Root, ws host.Workspace, kind messages.ListenKind, names string, after int64, on bool) error {
 	file, err := messages.ListeningFileName(kind, names)
 	if err != nil {
 		return err
@@ -256,7 +320,7 @@ func Set(ctx context.Context, root *unixhost.Root, ws host.Workspace, kind messa
 		if err := root.MkdirAll(ws.ListeningDir, 0o700); err != nil {
 			return err
 		}
-		if err := root.WriteFile(path, messages.ListeningFileContent(kind), 0o600); err != nil {
+		if err := root.WriteFile(path, messages.ListeningFileContent(kind, after), 0o600); err != nil {
 			return fmt.Errorf("write %s into the listening index: %w", file, err)
 		}
 		return nil
@@ -320,7 +384,7 @@ func lock(ctx context.Context, f *os.File) error {
 // first and the stale ones removed after, so a listener the notes still name
 // is never missing. Every name is opened relative to the session directory,
 // which was opened without following links, and with O_NOFOLLOW.
-func replace(root *unixhost.Root, ws host.Workspace, sess *os.File, want map[string]messages.ListenKind) error {
+func replace(root *unixhost.Root, ws host.Workspace, sess *os.File, want map[string]messages.ListeningEntry) error {
 	sfd := int(sess.Fd())
 	const index = "listening"
 	if filepath.Base(ws.ListeningDir) != index || filepath.Dir(ws.ListeningDir) != ws.Session {
@@ -397,14 +461,14 @@ func replace(root *unixhost.Root, ws host.Workspace, sess *os.File, want map[str
 }
 
 // writeFiles writes each listener's file into the directory dir of sfd.
-func writeFiles(sfd int, dir, dirPath string, want map[string]messages.ListenKind) error {
+func writeFiles(sfd int, dir, dirPath string, want map[string]messages.ListeningEntry) error {
 	dfd, err := unix.Openat(sfd, dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return &os.PathError{Op: "open", Path: dirPath, Err: err}
 	}
 	defer unix.Close(dfd)
-	for name, kind := range want {
-		if err := writeAt(dfd, name, messages.ListeningFileContent(kind)); err != nil {
+	for name, e := range want {
+		if err := writeAt(dfd, name, messages.ListeningFileContent(e.Kind, e.After)); err != nil {
 			return &os.PathError{Op: "write", Path: filepath.Join(dirPath, name), Err: err}
 		}
 	}
@@ -443,7 +507,7 @@ func writeAt(dfd int, name string, data []byte) error {
 
 // rewriteInPlace makes the index want where directories cannot be
 // exchanged: new files first, then the stale ones removed.
-func rewriteInPlace(root *unixhost.Root, ws host.Workspace, sfd int, index string, want map[string]messages.ListenKind) error {
+func rewriteInPlace(root *unixhost.Root, ws host.Workspace, sfd int, index string, want map[string]messages.ListeningEntry) error {
 	if err := writeFiles(sfd, index, ws.ListeningDir, want); err != nil {
 		return err
 	}
@@ -466,7 +530,7 @@ func rewriteInPlace(root *unixhost.Root, ws host.Workspace, sfd int, index strin
 // directory (not a link) holding want's files and nothing else, each a
 // regular file holding its kind. Anything it cannot read makes it false, so
 // the index is written again.
-func unchanged(sfd int, dir string, want map[string]messages.ListenKind) bool {
+func unchanged(sfd int, dir string, want map[string]messages.ListeningEntry) bool {
 	dfd, err := unix.Openat(sfd, dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false
@@ -479,27 +543,41 @@ func unchanged(sfd int, dir string, want map[string]messages.ListenKind) bool {
 	}
 	buf := make([]byte, 64)
 	for _, name := range names {
-		kind, ok := want[name]
+		e, ok := want[name]
 		if !ok {
 			return false
 		}
-		// Non-blocking, so that a FIFO planted in the index cannot hold
-		// the open; it is then refused as not a regular file.
-		fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return false
-		}
-		var st unix.Stat_t
-		n := -1
-		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-			n, _ = unix.Read(fd, buf)
-		}
-		unix.Close(fd)
-		if n < 0 || !bytes.Equal(buf[:n], messages.ListeningFileContent(kind)) {
+		if !sameFileBuf(dfd, name, messages.ListeningFileContent(e.Kind, e.After), buf) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameFile says whether the file name of the directory dfd is a regular
+// file holding exactly want.
+func sameFile(dfd int, name string, want []byte) bool {
+	return sameFileBuf(dfd, name, want, make([]byte, len(want)+1))
+}
+
+// sameFileBuf is sameFile reading into buf, which holds more than want.
+func sameFileBuf(dfd int, name string, want, buf []byte) bool {
+	if len(buf) <= len(want) {
+		buf = make([]byte, len(want)+1)
+	}
+	// Non-blocking, so that a FIFO planted there cannot hold the open; it
+	// is then refused as not a regular file.
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false
+	}
+	n, err := unix.Read(fd, buf)
+	return err == nil && bytes.Equal(buf[:n], want)
 }
 
 // readNames lists the directory dir of sfd, opened without following a link.

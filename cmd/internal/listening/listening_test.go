@@ -126,11 +126,11 @@ func (n *node) index() []string {
 		if err != nil {
 			n.t.Fatal(err)
 		}
-		kind, names, err := messages.ParseListeningFile(e.Name(), b)
+		le, err := messages.ParseListeningFile(e.Name(), b)
 		if err != nil {
 			n.t.Errorf("listening file %s: %v", e.Name(), err)
 		}
-		out = append(out, string(kind)+" "+names)
+		out = append(out, string(le.Kind)+" "+le.Names)
 	}
 	slices.Sort(out)
 	return out
@@ -149,8 +149,8 @@ func TestRebuildFromWhatTheAgentSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.note(n.ann, true, messages.ListenThread, t1, "")
-	n.note(n.ann, true, messages.ListenTicket, k1, "")
+	l1 := n.note(n.ann, true, messages.ListenThread, t1, "")
+	lk := n.note(n.ann, true, messages.ListenTicket, k1, "")
 	n.note(n.ann, true, messages.ListenThread, t2, "")
 	n.note(n.ann, false, messages.ListenThread, t2, "")
 	n.note(n.ann, true, messages.ListenBranch, "feature/x", own)
@@ -189,13 +189,39 @@ func TestRebuildFromWhatTheAgentSent(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	res, err := Rebuild(ctx, n.root, n.ws, n.repo, Own{Kind: messages.ListenThread, ID: own})
+	res, err := Rebuild(ctx, n.root, n.ws, n.repo, Own{Kind: messages.ListenThread, ID: own}, []string{"pat", "Pat Q. Public"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := sorted("branch feature/x", "thread "+own, "thread "+t1, "ticket "+k1)
 	if got := n.index(); !slices.Equal(got, want) {
 		t.Errorf("listening index:\n got %q\nwant %q", got, want)
+	}
+	// Each listener is heard after its listen note's receipt on the node;
+	// the own record from the start.
+	for file, note := range map[string]string{t1: l1, k1: lk, own: ""} {
+		b, err := os.ReadFile(filepath.Join(n.ws.ListeningDir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		le, err := messages.ParseListeningFile(file, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var after int64
+		if note != "" {
+			info, err := n.repo.Info(ctx, note)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after = info.Rcvid
+		}
+		if le.After != after || (note != "" && after == 0) {
+			t.Errorf("%s is heard after receipt %d, want %d (its listen note %s)", file, le.After, after, note)
+		}
+	}
+	if h, ok, err := ReadHears(n.root, n.ws); err != nil || !ok || !slices.Equal(h, []string{"pat", "Pat Q. Public"}) || !slices.Equal(res.Hears, h) {
+		t.Errorf("the hears file: %q %v %v (result %q)", h, ok, err, res.Hears)
 	}
 	if res.Notes != 5 || len(res.Files) != 4 || !slices.Contains(res.Files, "branch-feature%2Fx") {
 		t.Errorf("result %+v", res)
@@ -213,12 +239,17 @@ func TestRebuildFromWhatTheAgentSent(t *testing.T) {
 	// The notes change; the next rebuild follows them.
 	n.note(n.ann, false, messages.ListenThread, t1, "")
 	n.note(n.ann, true, messages.ListenThread, t3, "")
-	if _, err := RebuildFor(ctx, n.root, n.ws, n.srv.Repo, k1); err != nil {
+	if _, err := RebuildFor(ctx, n.root, n.ws, n.srv.Repo, k1, nil); err != nil {
 		t.Fatal(err)
 	}
 	want = sorted("branch feature/x", "thread "+t3, "ticket "+k1)
 	if got := n.index(); !slices.Equal(got, want) {
 		t.Errorf("listening index after the second rebuild:\n got %q\nwant %q", got, want)
+	}
+	// A definition that names nobody to hear: every user holding admin or
+	// setup now, here the repository's admin alone.
+	if h, _, err := ReadHears(n.root, n.ws); err != nil || !slices.Equal(h, []string{n.srv.AdminLogin}) {
+		t.Errorf("the default hears file: %q, %v; want the admin %q alone", h, err, n.srv.AdminLogin)
 	}
 }
 
@@ -234,7 +265,7 @@ func TestRebuildFollowsNoLink(t *testing.T) {
 	if err := os.Symlink(outside, n.ws.ListeningDir); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Rebuild(n.ctx, n.root, n.ws, n.repo, Own{Kind: messages.ListenThread, ID: own}); err != nil {
+	if _, err := Rebuild(n.ctx, n.root, n.ws, n.repo, Own{Kind: messages.ListenThread, ID: own}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := n.index(); !slices.Equal(got, []string{"thread " + own}) {
@@ -254,10 +285,10 @@ func TestRebuildFollowsNoLink(t *testing.T) {
 	if err := os.Symlink(outside, n.ws.Session); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Rebuild(n.ctx, n.root, n.ws, n.repo, Own{Kind: messages.ListenThread, ID: own}); err == nil {
+	if _, err := Rebuild(n.ctx, n.root, n.ws, n.repo, Own{Kind: messages.ListenThread, ID: own}, nil); err == nil {
 		t.Error("a rebuild through a linked session directory succeeded")
 	}
-	if err := Set(n.ctx, n.root, n.ws, messages.ListenThread, own, true); err == nil {
+	if err := Set(n.ctx, n.root, n.ws, messages.ListenThread, own, 0, true); err == nil {
 		t.Error("a listener written through a linked session directory")
 	}
 	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
@@ -283,10 +314,11 @@ func TestSetDuringARebuildStands(t *testing.T) {
 		afterRead = func() {
 			// The tool: its note reaches the node after the rebuild read
 			// it, then it changes the index.
-			n.note(n.ann, on, messages.ListenThread, t1, "")
-			go func() { done <- Set(n.ctx, other, n.ws, messages.ListenThread, t1, on) }()
+			h := n.note(n.ann, on, messages.ListenThread, t1, "")
+			after := n.rcvid(h)
+			go func() { done <- Set(n.ctx, other, n.ws, messages.ListenThread, t1, after, on) }()
 		}
-		res, err := Rebuild(n.ctx, n.root, n.ws, n.repo, own)
+		res, err := Rebuild(n.ctx, n.root, n.ws, n.repo, own, nil)
 		afterRead = nil
 		if err != nil {
 			t.Fatal(err)
@@ -305,7 +337,34 @@ func TestSetDuringARebuildStands(t *testing.T) {
 		if got := n.index(); !slices.Equal(got, want) {
 			t.Errorf("after a rebuild and a tool's change (listen %v):\n got %q\nwant %q", on, got, want)
 		}
+		if on && n.after(t1) == 0 {
+			t.Errorf("the tool's file for %s names no receipt", t1)
+		}
 	}
+}
+
+// rcvid is the receipt on the node of an artifact.
+func (n *node) rcvid(hash string) int64 {
+	n.t.Helper()
+	info, err := n.repo.Info(n.ctx, hash)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return info.Rcvid
+}
+
+// after is the receipt a listening file hears after.
+func (n *node) after(file string) int64 {
+	n.t.Helper()
+	b, err := os.ReadFile(filepath.Join(n.ws.ListeningDir, file))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	le, err := messages.ParseListeningFile(file, b)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return le.After
 }
 
 // Tools and rebuilds at once, many times: whatever the order, the index
@@ -327,13 +386,25 @@ func TestConcurrentSetsAndRebuildsEndAsTheNotesSay(t *testing.T) {
 				return
 			}
 			defer r.Close()
+			r2, err := fossilio.OpenNode(n.srv.Repo, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer r2.Close()
 			for i := range 6 {
 				on := i%2 == 0
-				if err := n.noteErr(on, th); err != nil {
+				h, err := n.noteErr(on, th)
+				if err != nil {
 					errs <- err
 					return
 				}
-				if err := Set(n.ctx, r, n.ws, messages.ListenThread, th, on); err != nil {
+				info, err := r2.Info(n.ctx, h)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if err := Set(n.ctx, r, n.ws, messages.ListenThread, th, info.Rcvid, on); err != nil {
 					errs <- err
 					return
 				}
@@ -356,7 +427,7 @@ func TestConcurrentSetsAndRebuildsEndAsTheNotesSay(t *testing.T) {
 					return
 				default:
 				}
-				if _, err := Rebuild(n.ctx, n.root, n.ws, repo, own); err != nil {
+				if _, err := Rebuild(n.ctx, n.root, n.ws, repo, own, nil); err != nil {
 					errs <- err
 					return
 				}
@@ -383,8 +454,8 @@ func TestConcurrentSetsAndRebuildsEndAsTheNotesSay(t *testing.T) {
 		t.Fatal(err)
 	}
 	var wantKeys []string
-	for name, kind := range want {
-		wantKeys = append(wantKeys, string(kind)+" "+name)
+	for name, e := range want {
+		wantKeys = append(wantKeys, string(e.Kind)+" "+name)
 	}
 	slices.Sort(wantKeys)
 	// Each thread's last note was an unlisten note.
@@ -397,7 +468,7 @@ func TestConcurrentSetsAndRebuildsEndAsTheNotesSay(t *testing.T) {
 }
 
 // noteErr is note for goroutines: an error instead of a fatal.
-func (n *node) noteErr(on bool, thread string) error {
+func (n *node) noteErr(on bool, thread string) (string, error) {
 	l := messages.Listener{Login: "ann", Project: "demo", Kind: messages.ListenThread, Names: thread}
 	var note messages.Note = &messages.ListenNote{Listener: l}
 	if !on {
@@ -405,10 +476,9 @@ func (n *node) noteErr(on bool, thread string) error {
 	}
 	block, err := note.Encode()
 	if err != nil {
-		return err
+		return "", err
 	}
-	_, err = n.ann.Reply(n.ctx, thread, thread, string(block))
-	return err
+	return n.ann.Reply(n.ctx, thread, thread, string(block))
 }
 
 func TestOwnRecord(t *testing.T) {
@@ -436,7 +506,7 @@ func TestOwnRecord(t *testing.T) {
 	if _, err := OwnRecord(ctx, n.repo, strings.Repeat("ab", 20)); err == nil {
 		t.Error("an unknown record: no error")
 	}
-	if _, err := RebuildFor(ctx, n.root, n.ws, filepath.Join(t.TempDir(), "none.fossil"), root); err == nil {
+	if _, err := RebuildFor(ctx, n.root, n.ws, filepath.Join(t.TempDir(), "none.fossil"), root, nil); err == nil {
 		t.Error("a repository that does not exist: no error")
 	}
 	// Senders are unknown in a clone: a rebuild from one is refused.
@@ -445,7 +515,7 @@ func TestOwnRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer clone.Close()
-	if _, err := Rebuild(ctx, n.root, n.ws, clone, Own{messages.ListenThread, root}); err == nil || !strings.Contains(err.Error(), "senders are known") {
+	if _, err := Rebuild(ctx, n.root, n.ws, clone, Own{messages.ListenThread, root}, nil); err == nil || !strings.Contains(err.Error(), "senders are known") {
 		t.Errorf("a rebuild from a clone: %v", err)
 	}
 }
@@ -475,7 +545,7 @@ func TestSetWaitsForTheLock(t *testing.T) {
 	}()
 	<-held
 	ctx, cancel := context.WithTimeout(n.ctx, 200*time.Millisecond)
-	err := Set(ctx, n.root, n.ws, messages.ListenThread, th, true)
+	err := Set(ctx, n.root, n.ws, messages.ListenThread, th, 0, true)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a change while the lock is held: %v", err)
@@ -484,13 +554,13 @@ func TestSetWaitsForTheLock(t *testing.T) {
 		t.Errorf("the file was written without the lock: %v", err)
 	}
 	close(release)
-	if err := Set(n.ctx, n.root, n.ws, messages.ListenThread, th, true); err != nil {
+	if err := Set(n.ctx, n.root, n.ws, messages.ListenThread, th, 0, true); err != nil {
 		t.Fatal(err)
 	}
 	if got := n.index(); !slices.Equal(got, []string{"thread " + th}) {
 		t.Errorf("index %q", got)
 	}
-	if err := Set(n.ctx, n.root, n.ws, messages.ListenThread, "not-a-hash", true); err == nil {
+	if err := Set(n.ctx, n.root, n.ws, messages.ListenThread, "not-a-hash", 0, true); err == nil {
 		t.Error("a thread that is not a hash: no error")
 	}
 }
@@ -505,7 +575,7 @@ func TestRebuildLeavesAnUnchangedIndexAlone(t *testing.T) {
 	n.note(n.ann, true, messages.ListenThread, t1, "")
 	rebuild := func() {
 		t.Helper()
-		if _, err := Rebuild(n.ctx, n.root, n.ws, n.repo, Own{Kind: messages.ListenThread, ID: own}); err != nil {
+		if _, err := Rebuild(n.ctx, n.root, n.ws, n.repo, Own{Kind: messages.ListenThread, ID: own}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

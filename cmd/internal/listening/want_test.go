@@ -33,7 +33,11 @@ func TestWant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]messages.ListenKind{own: messages.ListenThread, "branch-a%2Fb": messages.ListenBranch}
+	// The own record is heard from the start; a listener after its note.
+	want := map[string]messages.ListeningEntry{
+		own:            {Kind: messages.ListenThread, Names: own},
+		"branch-a%2Fb": {Kind: messages.ListenBranch, Names: "a/b", After: 2},
+	}
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
@@ -76,15 +80,18 @@ func TestWantIsTheLatestNote(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got[own] != messages.ListenTicket {
+		if got[own] != (messages.ListeningEntry{Kind: messages.ListenTicket, Names: own}) {
 			t.Fatalf("the own record is missing: %v", got)
 		}
 		count := 1
 		for b, e := range latest {
 			name, _ := messages.ListeningFileName(messages.ListenBranch, b)
-			_, in := got[name]
+			g, in := got[name]
 			if in != e.On {
 				t.Fatalf("branch %q: in the index %v, latest note on=%v", b, in, e.On)
+			}
+			if in && g.After != e.Rcvid {
+				t.Fatalf("branch %q: heard after receipt %d, its listen note's is %d", b, g.After, e.Rcvid)
 			}
 			if e.On {
 				count++

@@ -137,7 +137,16 @@ func (n *Node) listener(ctx context.Context, tool string, in ListenerInput, on b
 	a.Logf("posted the %s note as %q at %s on %s %s", note.NoteKind(), key.Login, hash, where.Kind, where.ID)
 	a.SetResult(hash)
 	defer n.backoffice(ctx, a, p)
-	if err := n.setListening(ctx, ws, kind, names, on); err != nil {
+	// The listener hears what the node receives after its note (D27).
+	var after int64
+	if on {
+		info, err := r.Info(ctx, hash)
+		if err != nil {
+			return a.Stop(fmt.Errorf("read the listen note %s back: %w", hash, err))
+		}
+		after = info.Rcvid
+	}
+	if err := n.setListening(ctx, ws, kind, names, after, on); err != nil {
 		return a.Stop(err)
 	}
 	if on {

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,8 +29,10 @@ func TestListenersOnAThreadATicketAndABranch(t *testing.T) {
 	if p.Sender != agent || p.Root != th {
 		t.Errorf("the listen note was sent by %q in thread %s; want the agent, in %s", p.Sender, p.Root, th)
 	}
-	if got := readListening(t, f, th); got != "thread\n" {
-		t.Errorf("listening/%s holds %q", th, got)
+	// The file says the listen note's receipt: the hook wakes the session
+	// only for what the node received after it.
+	if got := readListening(t, f, th); got != fmt.Sprintf("thread %d\n", p.Rcvid) || p.Rcvid == 0 {
+		t.Errorf("listening/%s holds %q; the listen note's receipt is %d", th, got, p.Rcvid)
 	}
 	// A ticket, by a prefix of its id: the note is a change of the ticket.
 	a = f.ok(f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: key, Kind: "ticket", Names: ticket[:12]}))
@@ -40,16 +43,17 @@ func TestListenersOnAThreadATicketAndABranch(t *testing.T) {
 	if c.Sender != agent || c.Ticket != ticket || !strings.Contains(c.Comment, `"ocx": "listen"`) {
 		t.Errorf("ticket listen note: sender %q ticket %s comment %q", c.Sender, c.Ticket, c.Comment)
 	}
-	if got := readListening(t, f, ticket); got != "ticket\n" {
-		t.Errorf("listening/%s holds %q", ticket, got)
+	if got := readListening(t, f, ticket); got != fmt.Sprintf("ticket %d\n", c.Rcvid) {
+		t.Errorf("listening/%s holds %q; the listen note's receipt is %d", ticket, got, c.Rcvid)
 	}
 	// A branch: the note goes on the session's own record, by default the
 	// workspace's.
 	a = f.ok(f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: key, Kind: "branch", Names: "release/2.0"}))
-	if p := f.post(*a.Result); p.Root != def {
-		t.Errorf("the branch listen note is in %s, want the workspace's record %s", p.Root, def)
+	bp := f.post(*a.Result)
+	if bp.Root != def {
+		t.Errorf("the branch listen note is in %s, want the workspace's record %s", bp.Root, def)
 	}
-	if got := readListening(t, f, "branch-release%2F2.0"); got != "branch\n" {
+	if got := readListening(t, f, "branch-release%2F2.0"); got != fmt.Sprintf("branch %d\n", bp.Rcvid) {
 		t.Errorf("listening/branch-release%%2F2.0 holds %q", got)
 	}
 
@@ -294,4 +298,41 @@ func readListening(t *testing.T, f *fix, name string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestSessionStartWritesWhomItHears (issue 10, item 9): the session
+// definition `session start` posts names whom the session hears, written
+// out: by default every user holding admin or setup now (here the
+// repository's admin, not alice); as given otherwise, [] for nobody; a
+// hears list that names a user twice is refused before anything is written.
+func TestSessionStartWritesWhomItHears(t *testing.T) {
+	f := newFix(t)
+	f.addWorkspace()
+	key := agent + "/demo"
+	in := node.SessionStartInput{Workspace: key, Kind: "mechanical", Lifetime: "stays", Command: []string{"cat"}, DryRun: true}
+	for _, c := range []struct {
+		hears, want []string
+	}{
+		{nil, []string{f.srv.AdminLogin}},
+		{[]string{"alice", "bob"}, []string{"alice", "bob"}},
+		{[]string{"*"}, []string{"*"}},
+		{[]string{}, []string{}},
+	} {
+		in.Hears = c.hears
+		a := f.ok(f.n.SessionStart(f.ctx, in))
+		log := strings.Join(a.Log, "\n")
+		n, err := messages.ReadPost([]byte(log[strings.Index(log, "```json"):]))
+		if err != nil {
+			t.Fatalf("hears %q: %v\n%s", c.hears, err, log)
+		}
+		if d := n.(*messages.SessionDefinition); d.Hears == nil || strings.Join(d.Hears, ",") != strings.Join(c.want, ",") {
+			t.Errorf("hears %q: the definition it would post hears %q, want %q\n%s", c.hears, d.Hears, c.want, log)
+		}
+	}
+	before := f.posts()
+	in.Hears, in.DryRun = []string{"alice", "alice"}, false
+	f.refused(f.n.SessionStart(f.ctx, in), "hears[1]", "named twice")
+	if after := f.posts(); after != before {
+		t.Errorf("a refused start wrote %d posts", after-before)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/listening"
@@ -29,7 +30,11 @@ type SessionStartInput struct {
 	Record string
 	// Release is current (the default) or previous.
 	Release string
-	DryRun  bool
+	// Hears are the users whose posts wake the session: logins, or ["*"]
+	// for every user; empty hears nobody. nil is the default: every user
+	// holding admin or setup now, written out in the definition (D27).
+	Hears  []string
+	DryRun bool
 }
 
 // ownRecord is a session's own record: a thread's root post or a ticket.
@@ -82,10 +87,9 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 	}
 	def := &messages.SessionDefinition{
 		Kind: messages.SessionKind(in.Kind), Command: in.Command, Runner: in.Runner, Model: in.Model,
-		Lifetime: messages.Lifetime(in.Lifetime),
+		Lifetime: messages.Lifetime(in.Lifetime), Hears: in.Hears,
 	}
-	defBlock, err := def.Encode()
-	if err != nil {
+	if _, err := def.Encode(); err != nil {
 		return a.Stop(err)
 	}
 	release := in.Release
@@ -128,6 +132,18 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 	}
 	if _, err := r.Info(ctx, b.Workspace); err != nil {
 		return a.Stop(fmt.Errorf("workspace %s: its definition %s is not on the record: %v", key, b.Workspace, err))
+	}
+	// Whom it hears is written out on the record (protocol v1 E8): by
+	// default, every user holding admin or setup now.
+	if def.Hears == nil {
+		if def.Hears, err = listening.ResolveHears(ctx, r, nil); err != nil {
+			return a.Stop(err)
+		}
+		a.Logf("the session hears every user holding admin or setup now: %s", strings.Join(def.Hears, ", "))
+	}
+	defBlock, err := def.Encode()
+	if err != nil {
+		return a.Stop(err)
 	}
 	own := ownRecord{Kind: messages.ListenThread, ID: b.Home}
 	if in.Record != "" {
@@ -173,7 +189,7 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 	}
 	a.Logf("posted the launch note as %q at %s", n.Caller.Login, launchHash)
 	a.SetResult(launchHash)
-	if err := n.setListening(ctx, ws, own.Kind, own.ID, true); err != nil {
+	if err := n.setListening(ctx, ws, own.Kind, own.ID, 0, true); err != nil {
 		return a.Stop(err)
 	}
 	a.Logf("wrote %s", listenPath)
@@ -188,13 +204,14 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 // setListening writes (on) or removes a listener's file in the listening
 // index, under the index's lock (listening.Set): the note is on the node by
 // now, so a rebuild that meets this change ends as the notes say (D21).
-func (n *Node) setListening(ctx context.Context, ws host.Workspace, kind messages.ListenKind, names string, on bool) error {
+// after is the listen note's receipt (0 for the session's own record).
+func (n *Node) setListening(ctx context.Context, ws host.Workspace, kind messages.ListenKind, names string, after int64, on bool) error {
 	root, err := unixhost.OpenRoot(n.Agents)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	return listening.Set(ctx, root, ws, kind, names, on)
+	return listening.Set(ctx, root, ws, kind, names, after, on)
 }
 
 // awaitOutcome waits, at most the node's outcome wait, for what the daemon

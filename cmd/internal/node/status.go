@@ -149,6 +149,12 @@ func (n *Node) sessionStatus(ctx context.Context, r *fossilio.Repo, k messages.W
 	if _, err := os.Stat(TurnFile(ws)); err == nil {
 		s.State = messages.SessionWorking
 	}
+	// Whom it hears, as the daemon wrote it for the hook when it started it.
+	if data, err := os.ReadFile(ws.Hears); err == nil {
+		if h, err := messages.ParseHearsFile(data); err == nil {
+			s.Hears = h
+		}
+	}
 	// The session's own record is where its launch note is; a session
 	// without one (at a terminal) works on its workspace's record.
 	if messages.ValidateHash(nm.Launch) == nil {

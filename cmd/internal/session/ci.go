@@ -78,21 +78,22 @@ func (s *Session) ci(ctx context.Context) int {
 	return s.finish(ExitOK, "ci "+string(tag.Result))
 }
 
-// alreadyTested says whether the check-in already carries a ci tag written
-// in the name of this login (a second launch for one check-in). In the clone
-// the name inside a tag change is all there is to go by.
+// alreadyTested says whether the check-in already carries a ci tag this
+// login sent (a second launch for one check-in), as the node's repository
+// recorded the sender. Inside the sandbox the node cannot be read, and the
+// clone knows only the name written in each tag change, which anyone who may
+// push can forge to make CI pass over a check-in: there the daemon's choice
+// stands (it launches only for a check-in with no result of this login's,
+// read on the node, D5).
 func (s *Session) alreadyTested(ctx context.Context, checkin string) (bool, string) {
-	changes, err := s.clone.CheckinTags(ctx, checkin)
+	if s.node == nil {
+		return false, ""
+	}
+	changes, err := s.node.CheckinTags(ctx, checkin)
 	if err != nil {
 		return false, ""
 	}
-	var mine []fossilio.TagChange
-	for _, c := range changes {
-		if c.Author == s.b.Login {
-			mine = append(mine, c)
-		}
-	}
-	latest, ok := fossilio.LatestTag(mine, messages.CITagName, "")
+	latest, ok := fossilio.LatestTag(changes, messages.CITagName, s.b.Login)
 	if !ok || latest.Op == fossilio.TagCancel {
 		return false, ""
 	}

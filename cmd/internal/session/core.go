@@ -26,11 +26,12 @@ type Post struct {
 	Kind messages.ListenKind
 	// Record is the thread's root post or the ticket's id.
 	Record string
-	// Author is the name written inside the post. It proves nothing (any user
-	// who may push can write any name), but in a clone it is all there is.
+	// Author is the name written inside the post (its U card). It proves
+	// nothing: any user who may push can write any name (protocol v1 E2).
+	// It is never read to decide anything; the log shows it beside Sender.
 	Author string
-	// Sender is the login the node's repository recorded as having sent it;
-	// "" when unknown, as it always is in a clone.
+	// Sender is the login the node's repository recorded as having sent it,
+	// as the hook's wake line says (D27); "" when unknown, never the agent.
 	Sender string
 	// Text is the post's text, or the text the ticket change adds to the
 	// ticket's comment.
@@ -70,15 +71,6 @@ func PostOf(hash string, a *fossilio.Artifact) (Post, error) {
 // From is who sent the post, when that is known.
 func (p Post) From() string { return p.Sender }
 
-// ownedBy says whether login wrote the post: by the node's receipt when it is
-// known, else by the name written inside, which is what the clone has.
-func (p Post) ownedBy(login string) bool {
-	if p.Sender != "" {
-		return p.Sender == login
-	}
-	return p.Author == login
-}
-
 // Action is what the session does with a post it was woken for.
 type Action int
 
@@ -97,12 +89,8 @@ const (
 	// block that may have been one; notes are for the hook and the daemon.
 	SkipNote
 	// SkipStop: a stop request that is not for this session (another login's,
-	// or on another record).
+	// on another record, or from an unknown sender).
 	SkipStop
-	// SkipUnheard: a post on a record the session listens to, written before
-	// the agent's listen note there, or after its unlisten note: the listen
-	// note is where a session starts answering (seed 000).
-	SkipUnheard
 	// Stop: a stop request for this session: write the stopped note, exit 0.
 	Stop
 )
@@ -121,8 +109,6 @@ func (a Action) String() string {
 		return "skip-note"
 	case SkipStop:
 		return "skip-stop"
-	case SkipUnheard:
-		return "skip-unheard"
 	case Stop:
 		return "stop"
 	}
@@ -137,28 +123,21 @@ type Decision struct {
 
 // Decide says what a session of login, whose own record is ownRecord, does
 // with post p; answered says whether the record already holds the agent's
-// reply to it, and listen is the latest listen or unlisten note of this
-// workspace for the record p is on, when it is not the session's own (nil
-// when there is none: the index alone named it). A stop request counts only
-// on the session's own record (D3) and, when it names a login, only for that
-// login.
-func Decide(login, ownRecord string, p Post, answered bool, listen *ListenEvent) Decision {
-	if p.ownedBy(login) {
-		return Decision{SkipOwn, "the agent wrote it"}
+// reply to it. The hook, which reads the node's repository, already decided
+// that the session hears p (its sender, its place after the listen note, a
+// stop only from a user holding admin or setup: D27), and told its sender
+// in the wake line; nothing written inside p decides anything here. A stop
+// request counts only on the session's own record (D3), from a known sender
+// and, when it names a login, only for that login.
+func Decide(login, ownRecord string, p Post, answered bool) Decision {
+	if p.Sender == login {
+		return Decision{SkipOwn, "the agent sent it"}
 	}
 	if p.Edit {
 		return Decision{SkipEdit, "it is an edit of an earlier post"}
 	}
 	if answered {
 		return Decision{SkipAnswered, "the agent already replied to it"}
-	}
-	if p.Record != ownRecord && listen != nil {
-		if !listen.On {
-			return Decision{SkipUnheard, "the agent's latest note on its record is an unlisten note"}
-		}
-		if !p.Time.After(listen.Time) {
-			return Decision{SkipUnheard, "it was written before the agent's listen note on its record"}
-		}
 	}
 	n, err := messages.ReadPost([]byte(p.Text))
 	switch {
@@ -173,6 +152,9 @@ func Decide(login, ownRecord string, p Post, answered bool, listen *ListenEvent)
 	}
 	if p.Record != ownRecord {
 		return Decision{SkipStop, "a stop request on another record than the session's own"}
+	}
+	if p.Sender == "" {
+		return Decision{SkipStop, "a stop request from an unknown sender"}
 	}
 	if stop.Login != "" && stop.Login != login {
 		return Decision{SkipStop, "a stop request for " + stop.Login}
@@ -308,43 +290,4 @@ func (in RunnerInput) Line() []byte {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(in) // strings only: it cannot fail
 	return b.Bytes()
-}
-
-// ListenEvent is one listen or unlisten note the agent wrote, as the
-// session reads it to tell where it starts answering on a record.
-type ListenEvent struct {
-	messages.Listener
-	// On is true for a listen note, false for an unlisten note.
-	On bool
-	// Time is the time written in the note's post, and Rcvid and Rid its
-	// place in the clone: together they order the notes.
-	Time       time.Time
-	Rcvid, Rid int64
-}
-
-// LatestListen returns the latest of events (by the time written in them,
-// then their place in the clone) that is a listen or unlisten note of
-// workspace key for the record of kind and names; nil when there is none.
-func LatestListen(events []ListenEvent, key messages.WorkspaceKey, kind messages.ListenKind, names string) *ListenEvent {
-	var latest *ListenEvent
-	for i := range events {
-		e := &events[i]
-		if e.Login != key.Login || e.Project != key.Project || e.Kind != kind || e.Names != names {
-			continue
-		}
-		if latest == nil || laterEvent(*e, *latest) {
-			latest = e
-		}
-	}
-	return latest
-}
-
-func laterEvent(a, b ListenEvent) bool {
-	if c := a.Time.Compare(b.Time); c != 0 {
-		return c > 0
-	}
-	if a.Rcvid != b.Rcvid {
-		return a.Rcvid > b.Rcvid
-	}
-	return a.Rid > b.Rid
 }

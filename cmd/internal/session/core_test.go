@@ -19,7 +19,7 @@ const (
 
 func TestDecide(t *testing.T) {
 	post := func(text string) session.Post {
-		return session.Post{Hash: ph, Kind: messages.ListenThread, Record: own, Author: "pat", Text: text}
+		return session.Post{Hash: ph, Kind: messages.ListenThread, Record: own, Author: "pat", Sender: "pat", Text: text}
 	}
 	cases := []struct {
 		name     string
@@ -29,81 +29,37 @@ func TestDecide(t *testing.T) {
 	}{
 		{"a plain post", post("hello"), false, session.Answer},
 		{"already answered", post("hello"), true, session.SkipAnswered},
-		{"the agent's own, by name", func() session.Post { p := post("hello"); p.Author = "agent-1"; return p }(), false, session.SkipOwn},
 		{"the agent's own, by the node's receipt", func() session.Post { p := post("hello"); p.Sender = "agent-1"; return p }(), false, session.SkipOwn},
-		{"a name inside that the receipt belies", func() session.Post { p := post("hello"); p.Author = "agent-1"; p.Sender = "pat"; return p }(), false, session.Answer},
+		// A U card naming the agent proves nothing (issue 10, item 1): the
+		// forged post is answered as its pusher's.
+		{"a U card naming the agent, pushed by pat", func() session.Post { p := post("hello"); p.Author = "agent-1"; return p }(), false, session.Answer},
+		{"a U card naming the agent, sender unknown", func() session.Post { p := post("hello"); p.Author = "agent-1"; p.Sender = ""; return p }(), false, session.Answer},
 		{"an edit", func() session.Post { p := post("hello"); p.Edit = true; return p }(), false, session.SkipEdit},
 		{"OCX stop", post("  OCX stop\n"), false, session.Stop},
 		{"a stop note", post("```json\n{\"ocx\": \"stop\"}\n```\n"), false, session.Stop},
 		{"a stop note for this login", post("```json\n{\"ocx\": \"stop\", \"login\": \"agent-1\"}\n```\n"), false, session.Stop},
 		{"a stop note for another login", post("```json\n{\"ocx\": \"stop\", \"login\": \"agent-2\"}\n```\n"), false, session.SkipStop},
 		{"a stop on another record", func() session.Post { p := post("OCX stop"); p.Record = other; return p }(), false, session.SkipStop},
+		{"a stop from an unknown sender", func() session.Post { p := post("OCX stop"); p.Sender = ""; return p }(), false, session.SkipStop},
 		{"a stop already obeyed", post("OCX stop"), true, session.SkipAnswered},
-		{"the agent's own stop", func() session.Post { p := post("OCX stop"); p.Author = "agent-1"; return p }(), false, session.SkipOwn},
+		{"the agent's own stop", func() session.Post { p := post("OCX stop"); p.Sender = "agent-1"; return p }(), false, session.SkipOwn},
+		{"a stop with the agent's U card, pushed by pat", func() session.Post { p := post("OCX stop"); p.Author = "agent-1"; return p }(), false, session.Stop},
 		{"a listen note", post("```json\n{\"ocx\": \"listen\", \"login\": \"agent-1\", \"project\": \"demo\", \"kind\": \"branch\", \"names\": \"x\"}\n```\n"), false, session.SkipNote},
 		{"a truncated note", post("```json\n{\"ocx\": \"stop\"\n"), false, session.SkipNote},
 		{"two notes", post("```json\n{\"ocx\": \"stop\"}\n```\n```json\n{\"ocx\": \"stop\"}\n```\n"), false, session.SkipNote},
 		{"a note of an unknown version", post("```json\n{\"ocx\": \"stop\", \"version\": 9}\n```\n"), false, session.SkipNote},
 		{"JSON that is no note", post("see:\n```json\n{\"a\": 1}\n```\n"), false, session.Answer},
 		{"a ticket change", func() session.Post { p := post("on the ticket"); p.Kind = messages.ListenTicket; return p }(), false, session.Answer},
+		{"a post on a listened record", func() session.Post { p := post("hello"); p.Record = other; return p }(), false, session.Answer},
 	}
 	for _, c := range cases {
-		d := session.Decide("agent-1", own, c.p, c.answered, nil)
+		d := session.Decide("agent-1", own, c.p, c.answered)
 		if d.Action != c.want {
 			t.Errorf("%s: %v (%s), want %v", c.name, d.Action, d.Why, c.want)
 		}
 		if d.Why == "" {
 			t.Errorf("%s: no reason given", c.name)
 		}
-	}
-}
-
-func TestDecideFromTheListenNote(t *testing.T) {
-	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
-	l := messages.Listener{Login: "agent-1", Project: "demo", Kind: messages.ListenThread, Names: other}
-	p := session.Post{Hash: ph, Kind: messages.ListenThread, Record: other, Author: "pat", Text: "hello", Time: at(10)}
-	cases := []struct {
-		name   string
-		listen *session.ListenEvent
-		want   session.Action
-	}{
-		{"after the listen note", &session.ListenEvent{Listener: l, On: true, Time: at(5)}, session.Answer},
-		{"before the listen note", &session.ListenEvent{Listener: l, On: true, Time: at(15)}, session.SkipUnheard},
-		{"at the same time as the listen note", &session.ListenEvent{Listener: l, On: true, Time: at(10)}, session.SkipUnheard},
-		{"after an unlisten note", &session.ListenEvent{Listener: l, On: false, Time: at(5)}, session.SkipUnheard},
-		{"no note: the index alone named it", nil, session.Answer},
-	}
-	for _, c := range cases {
-		if d := session.Decide("agent-1", own, p, false, c.listen); d.Action != c.want {
-			t.Errorf("%s: %v (%s), want %v", c.name, d.Action, d.Why, c.want)
-		}
-	}
-	// The session's own record is heard whatever the notes on it say.
-	mine := p
-	mine.Record = own
-	if d := session.Decide("agent-1", own, mine, false, &session.ListenEvent{Listener: l, On: false, Time: at(50)}); d.Action != session.Answer {
-		t.Errorf("a post on the own record: %v", d.Action)
-	}
-}
-
-func TestLatestListen(t *testing.T) {
-	key := messages.WorkspaceKey{Login: "agent-1", Project: "demo"}
-	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
-	l := func(login string, names string) messages.Listener {
-		return messages.Listener{Login: login, Project: "demo", Kind: messages.ListenThread, Names: names}
-	}
-	events := []session.ListenEvent{
-		{Listener: l("agent-1", other), On: true, Time: at(1)},
-		{Listener: l("agent-1", other), On: false, Time: at(3)},
-		{Listener: l("agent-1", other), On: true, Time: at(2)},
-		{Listener: l("agent-2", other), On: true, Time: at(9)},
-		{Listener: l("agent-1", own), On: true, Time: at(9)},
-	}
-	if e := session.LatestListen(events, key, messages.ListenThread, other); e == nil || e.On || !e.Time.Equal(at(3)) {
-		t.Errorf("latest: %+v", e)
-	}
-	if e := session.LatestListen(events, key, messages.ListenTicket, other); e != nil {
-		t.Errorf("a ticket listener where there is none: %+v", e)
 	}
 }
 

@@ -416,8 +416,28 @@ func (p *proc) running() bool {
 	}
 }
 
-// wake writes a post's hash into the wake pipe, as the hook does.
+// wake writes each post's wake line into the wake pipe as the hook does:
+// its hash and its sender, as the node's repository recorded it.
 func (w *wsFixture) wake(hashes ...string) {
+	t := w.n.t
+	t.Helper()
+	var lines []string
+	for _, h := range hashes {
+		info, err := w.n.repo.Info(w.n.ctx, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := messages.WakeLine{Post: h, From: info.Sender}.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, strings.TrimSuffix(string(l), "\n"))
+	}
+	w.wakeLines(lines...)
+}
+
+// wakeLines writes wake lines as they are.
+func (w *wsFixture) wakeLines(lines ...string) {
 	t := w.n.t
 	t.Helper()
 	root, err := unixhost.OpenRoot(w.n.agents)
@@ -430,8 +450,8 @@ func (w *wsFixture) wake(hashes ...string) {
 		t.Fatal(err)
 	}
 	defer lw.Close()
-	for _, h := range hashes {
-		if err := lw.WriteLine([]byte(h)); err != nil {
+	for _, l := range lines {
+		if err := lw.WriteLine([]byte(l)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,16 +18,18 @@ import (
 // pulled first: inside the sandbox it is the only repository it can read,
 // and there every sender is unknown. The post a wake line names is fetched
 // alone over sync (fossilio.Client.Fetch), as the agent login: a turn needs
-// that post and nothing else of the record. The hook on the node already
-// decided who wakes the session (D8), and the daemon who may launch it (D7).
+// that post and nothing else of the record. Its sender is the one the wake
+// line names: the hook on the node already decided who wakes the session
+// and told it who sent each post (D8, D27), and the daemon who may launch
+// it (D7). Nothing written inside an artifact is taken for its sender.
 
 // pull brings the clone up to date, trying again a bounded number of times;
 // a pull that keeps failing is logged and the clone is read as it is.
 func (s *Session) pull(ctx context.Context) bool {
-	began := time.Now()
+	t0 := time.Now()
 	err := s.try(ctx, "pull", true, func() error { return s.fsl.Pull(ctx, s.ws.Clone) })
 	if err == nil {
-		s.lastPull = began
+		s.log.Info("clone pulled", keyEvent, "pull", "took", time.Since(t0))
 	}
 	return err == nil
 }
@@ -54,11 +56,6 @@ func (s *Session) readAt(ctx context.Context, hash string) (Post, error) {
 		p = Post{Hash: tc.Hash, Kind: messages.ListenTicket, Record: tc.Ticket, Author: tc.Author, Text: tc.Comment, Time: tc.Time}
 	default:
 		return Post{}, fmt.Errorf("%s is a %s, not a forum post or a ticket change", hash, info.Kind)
-	}
-	if s.node != nil {
-		if ni, err := s.node.Info(ctx, hash); err == nil {
-			p.Sender = ni.Sender
-		}
 	}
 	return p, nil
 }
@@ -90,7 +87,6 @@ func (s *Session) readWoken(ctx context.Context, hash string) (Post, error) {
 		var err error
 		if how == readPull {
 			if err = s.fsl.Pull(ctx, s.ws.Clone); err == nil {
-				s.lastPull = t0
 				p, err = s.readAt(ctx, hash)
 			}
 		} else {
@@ -108,7 +104,7 @@ func (s *Session) readWoken(ctx context.Context, hash string) (Post, error) {
 // fetchPost fetches one post or ticket change from the server and reads it
 // from its own cards: its thread's root (G, or the post itself when it opens
 // a thread), whether it is an edit (P), its ticket (K) and the comment it
-// adds. Outside the sandbox the node's repository tells its sender.
+// adds.
 func (s *Session) fetchPost(ctx context.Context, hash string) (Post, error) {
 	data, err := s.client.Fetch(ctx, hash)
 	if err != nil {
@@ -124,11 +120,6 @@ func (s *Session) fetchPost(ctx context.Context, hash string) (Post, error) {
 	p, err := PostOf(hash, a)
 	if err != nil {
 		return Post{}, &permanentError{err}
-	}
-	if s.node != nil {
-		if ni, err := s.node.Info(ctx, hash); err == nil {
-			p.Sender = ni.Sender
-		}
 	}
 	return p, nil
 }
@@ -175,7 +166,10 @@ func (s *Session) readLaunch(ctx context.Context) error {
 }
 
 // findDefinition finds a terminal session's definition: the one --session
-// names, or the newest on the workspace's record. Its record is the
+// names, or the newest on the workspace's record that counts. A definition
+// counts only when a user holding admin or setup sent it (D7), which only
+// the node's repository tells: without it, a session at a terminal runs only
+// the definition its person names with --session. Its record is the
 // session's own.
 func (s *Session) findDefinition(ctx context.Context) error {
 	if s.o.Session != "" {
@@ -187,40 +181,69 @@ func (s *Session) findDefinition(ctx context.Context) error {
 		if !ok {
 			return fmt.Errorf("--session %s holds a %s note, not a session definition", s.o.Session, n.NoteKind())
 		}
+		if s.node != nil {
+			if err := s.counts(ctx, s.o.Session, "--session"); err != nil {
+				return err
+			}
+		}
 		s.def, s.defHash = def, s.o.Session
 		s.rec = record{Kind: p.Kind, ID: p.Record}
 		return nil
 	}
-	posts, err := s.clone.Thread(ctx, s.b.Home)
+	if s.node == nil {
+		return fmt.Errorf("the workspace's record %s: a session definition counts only when a user holding admin or setup sent it (D7), which only the node's repository tells, and it cannot be read here; name the definition with --session", s.b.Home)
+	}
+	posts, err := s.node.Thread(ctx, s.b.Home)
 	if err != nil {
 		return fmt.Errorf("the workspace's record %s: %w", s.b.Home, err)
 	}
-	// The newest is told by the time written in each post: a clone
-	// receives in one pull what the node received one by one.
-	var newest fossilio.ForumPost
-	for _, p := range posts {
-		first := p
-		if p.First != p.Hash {
-			// A note is read from a post's first version.
-			if first, err = s.clone.Post(ctx, p.First); err != nil {
-				continue
-			}
+	// The newest in the server's order (Thread's order) that counts; a note
+	// is read from a post's first version, which is what the receipt names.
+	var refused []string
+	for _, p := range slices.Backward(posts) {
+		if p.First != p.Hash || p.Pending {
+			continue
 		}
-		n, err := messages.ReadPost([]byte(first.Text))
+		n, err := messages.ReadPost([]byte(p.Text))
 		if err != nil {
 			continue
 		}
 		def, ok := n.(*messages.SessionDefinition)
-		if !ok || (s.def != nil && !first.Time.After(newest.Time)) {
+		if !ok {
 			continue
 		}
-		s.def, s.defHash, newest = def, first.Hash, first
-	}
-	if s.def != nil {
+		if err := s.counts(ctx, p.Hash, "session definition"); err != nil {
+			refused = append(refused, err.Error())
+			continue
+		}
+		s.def, s.defHash = def, p.Hash
 		s.rec = record{Kind: messages.ListenThread, ID: s.b.Home}
+		for _, why := range refused {
+			s.log.Warn("a newer session definition does not count", keyEvent, "definition", keyWhy, why)
+		}
 		return nil
 	}
+	if len(refused) > 0 {
+		return fmt.Errorf("the workspace's record %s holds no session definition that counts: %s", s.b.Home, strings.Join(refused, "; "))
+	}
 	return fmt.Errorf("the workspace's record %s holds no session definition; post one, or name one with --session", s.b.Home)
+}
+
+// counts says whether the note at hash counts (D7): its sender, as the
+// node's repository recorded it, holds admin or setup.
+func (s *Session) counts(ctx context.Context, hash, what string) error {
+	info, err := s.node.Info(ctx, hash)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, hash, err)
+	}
+	ok, err := s.node.Privileged(ctx, info.Sender)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, hash, err)
+	}
+	if !ok {
+		return fmt.Errorf("%s %s was sent by %q, who holds neither admin nor setup, so it does not count (D7)", what, hash, info.Sender)
+	}
+	return nil
 }
 
 // readRecord reads the record's first post: its hash and its text, the
@@ -295,101 +318,14 @@ func (s *Session) indexFromNode(ctx context.Context) error {
 		s.log.Warn("the node's repository is not readable here; the listening index is left as it is", keyEvent, "index")
 		return nil
 	}
-	res, err := listening.Rebuild(ctx, s.root, s.ws, s.node, listening.Own{Kind: s.rec.Kind, ID: s.rec.ID})
+	hears, err := listening.ResolveHears(ctx, s.node, s.def.Hears)
 	if err != nil {
 		return err
 	}
-	s.log.Info("listening index rebuilt from the node's repository", keyEvent, "index", keyFiles, strings.Join(res.Files, ","), "notes", res.Notes)
+	res, err := listening.Rebuild(ctx, s.root, s.ws, s.node, listening.Own{Kind: s.rec.Kind, ID: s.rec.ID}, hears)
+	if err != nil {
+		return err
+	}
+	s.log.Info("listening index rebuilt from the node's repository", keyEvent, "index", keyFiles, strings.Join(res.Files, ","), "notes", res.Notes, "hears", strings.Join(res.Hears, ","))
 	return nil
-}
-
-// listenOn returns the latest listen or unlisten note of this workspace for
-// the record p is on; nil when p is on the session's own record, or there is
-// none. The node's repository answers when it is readable (senders known);
-// otherwise the clone, where the name written inside a note stands for its
-// sender. The clone is pulled first when the record's listening file is
-// missing or was written since the last pull: a tool wrote it (or removed
-// it) for a note the clone may lack.
-func (s *Session) listenOn(ctx context.Context, p Post) (*ListenEvent, error) {
-	if p.Record == s.rec.ID {
-		return nil, nil
-	}
-	if s.node != nil {
-		events, err := listening.Events(ctx, s.node, s.o.Key)
-		if err != nil {
-			return nil, err
-		}
-		var out []ListenEvent
-		for _, e := range events {
-			out = append(out, ListenEvent{Listener: e.Listener, On: e.On, Time: e.Time, Rcvid: e.Rcvid, Rid: e.Rid})
-		}
-		return LatestListen(out, s.o.Key, p.Kind, p.Record), nil
-	}
-	if s.listenerChanged(p) {
-		s.log.Info("the record's listening file changed since the last pull; pulling", keyEvent, "pull", keyRecord, p.Record)
-		s.pull(ctx)
-	}
-	var events []ListenEvent
-	add := func(in fossilio.Info, text string) {
-		if in.Author != s.b.Login {
-			return
-		}
-		n, err := messages.ReadPost([]byte(text))
-		if err != nil {
-			return
-		}
-		e := ListenEvent{Time: in.Time, Rcvid: in.Rcvid, Rid: in.Rid}
-		switch n := n.(type) {
-		case *messages.ListenNote:
-			e.Listener, e.On = n.Listener, true
-		case *messages.UnlistenNote:
-			e.Listener = n.Listener
-		default:
-			return
-		}
-		events = append(events, e)
-	}
-	switch p.Kind {
-	case messages.ListenThread:
-		posts, err := s.clone.Thread(ctx, p.Record)
-		if err != nil {
-			return nil, err
-		}
-		for _, q := range posts {
-			if q.First == q.Hash {
-				add(q.Info, q.Text)
-			}
-		}
-	case messages.ListenTicket:
-		changes, err := s.clone.TicketChanges(ctx, p.Record)
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range changes {
-			add(c.Info, c.Comment)
-		}
-	}
-	return LatestListen(events, s.o.Key, p.Kind, p.Record), nil
-}
-
-// mtimeSlack covers the coarser clock a file's time is taken from (the
-// kernel's tick, 10 ms at most) against the one the session reads.
-const mtimeSlack = 50 * time.Millisecond
-
-// listenerChanged says whether the listening file of p's record is missing,
-// or was written after the last pull began (less mtimeSlack).
-func (s *Session) listenerChanged(p Post) bool {
-	name, err := messages.ListeningFileName(p.Kind, p.Record)
-	if err != nil {
-		return true
-	}
-	path, err := s.ws.Listening(name)
-	if err != nil {
-		return true
-	}
-	st, err := os.Lstat(path)
-	if err != nil {
-		return true
-	}
-	return st.ModTime().After(s.lastPull.Add(-mtimeSlack))
 }

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -121,14 +123,14 @@ func TestServerGoneIsLoggedNeverFatal(t *testing.T) {
 	// A post the server does not hold is not tried again: no retry would
 	// bring it.
 	missing := strings.Repeat("cd", 32)
-	w.wake(missing)
+	w.wakeLines(missing + " " + n.srv.AdminLogin)
 	w.waitLog("event=not-answered post="+missing, 1)
 	if got := strings.Count(w.logText(), "event=retry op=\"read post "+missing+"\""); got != 0 {
 		t.Errorf("%d retries of a post the server lacks, want none", got)
 	}
 	h := w.post(n.admin, r, "before the server goes")
 	n.srv.Stop()
-	w.wake(h, "not a hash")
+	w.wakeLines(h+" "+n.srv.AdminLogin, "not a hash")
 	// The fetch is tried a bounded number of times, then the line is logged
 	// as not answered, and the session goes on listening.
 	w.waitLog("event=not-answered post="+h, 1)
@@ -201,5 +203,51 @@ func TestAnsweredOnceAcrossSessions(t *testing.T) {
 	}
 	if code := p.wait(); code != 0 {
 		t.Fatalf("exit %d after TERM", code)
+	}
+}
+
+// TestForgedUCardIsAnsweredAsThePushers (issue 10, item 1): a user who may
+// push (dev) pushes a reply whose U card names the session's agent login. In
+// its sandbox the session cannot read the node, and used to take the name in
+// the U card for the sender: it skipped the post as its own. The wake line
+// names the receipt's user, so the session answers the post as dev's; a stop
+// request on a line naming no sender is not obeyed.
+func TestForgedUCardIsAnsweredAsThePushers(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("forged-1")
+	cmd := []string{"sh", "-c", `read -r x || true; echo "said: $x from=${OCX_FROM:-unknown}"`}
+	r := w.record(messages.ListenThread, "Answer whoever speaks.", stays(cmd...), "")
+	p := w.serve(r.launch, true)
+	w.waitLog("event=ready", 1)
+	data, err := fossilio.PostDraft{Date: time.Now(), User: w.login, Root: r.id, InReplyTo: r.id, Text: "I am the agent"}.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := n.dev.Push(n.ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := n.repo.Info(n.ctx, forged); err != nil || info.Sender != "dev" || info.Author != w.login {
+		t.Fatalf("the forged post: %+v, %v", info, err)
+	}
+	w.wake(forged)
+	a := w.waitReply(r, forged)
+	if !strings.Contains(a.text, "said: I am the agent from=dev") || a.sender != w.login {
+		t.Errorf("the answer to the forged post: %+v", a)
+	}
+	if strings.Contains(w.logText(), "event=skip-own") {
+		t.Errorf("the forged post was taken for the agent's own:\n%s", w.logText())
+	}
+	// A line with no sender is a post from an unknown sender: its stop
+	// request is not obeyed (the hook never writes such a line).
+	stop := w.post(n.admin, r, "OCX stop")
+	w.wakeLines(stop)
+	w.waitLog("event=skip-stop post="+stop, 1)
+	w.wake(stop)
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if sn := w.stoppedNote(r); sn.Cause != messages.StopByRequest || sn.Request != stop {
+		t.Errorf("stopped note %s", sn)
 	}
 }

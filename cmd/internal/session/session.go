@@ -151,9 +151,6 @@ type Session struct {
 	launchPost Post
 	rec        record
 
-	// lastPull is when the last pull that succeeded began: a listening file
-	// written after it may stand for a note the clone lacks.
-	lastPull time.Time
 	// readMode is how a woken post is read: readFetch, or readPull
 	// (OCX_SESSION_READ=pull).
 	readMode string
@@ -444,11 +441,12 @@ const (
 
 // handle acts on one wake line: one turn, a skip, or a stop.
 func (s *Session) handle(ctx context.Context, line string) outcome {
-	hash := line
-	if err := messages.ValidateHash(hash); err != nil {
-		s.log.Warn("wake line is not a post's hash; not answered", keyEvent, "refused", keyLine, line, keyErr, err)
+	wl, err := messages.ParseWakeLine([]byte(line))
+	if err != nil {
+		s.log.Warn("wake line is not a post's hash and its sender; not answered", keyEvent, "refused", keyLine, line, keyErr, err)
 		return outcomeGoOn
 	}
+	hash := wl.Post
 	if s.launch != nil && s.launch.Checkin != "" {
 		s.log.Info("a CI session answers no post", keyEvent, "not-answered", keyPost, hash)
 		return outcomeGoOn
@@ -468,13 +466,11 @@ func (s *Session) handle(ctx context.Context, line string) outcome {
 		s.log.Error("post not answered: it cannot be read", keyEvent, "not-answered", keyPost, hash, keyErr, err)
 		return outcomeGoOn
 	}
-	listen, err := s.listenOn(ctx, p)
-	if err != nil {
-		s.log.Warn("cannot read the listen notes on the post's record; taken as none", keyEvent, "read", keyPost, hash, keyErr, err)
-	}
+	// Who sent it is what the hook read on the node, never the name inside.
+	p.Sender = wl.From
 	// Whether it was answered was told above, from WS/session/answered.
-	d := Decide(s.b.Login, s.rec.ID, p, false, listen)
-	s.log.Info("woken", keyEvent, d.Action.String(), keyPost, hash, keyRecord, p.Record, keyWhy, d.Why)
+	d := Decide(s.b.Login, s.rec.ID, p, false)
+	s.log.Info("woken", keyEvent, d.Action.String(), keyPost, hash, keyRecord, p.Record, "from", p.Sender, "author", p.Author, keyWhy, d.Why)
 	switch d.Action {
 	case Answer:
 		if s.signaled() {
@@ -492,6 +488,9 @@ func (s *Session) handle(ctx context.Context, line string) outcome {
 		}
 		s.answered[hash] = true
 		return outcomeStop
+	case SkipStop:
+		// Not remembered: whether a stop counts depends on the line too (a
+		// line naming no sender), so a later wake for it is decided again.
 	default:
 		s.answered[hash] = true
 	}

@@ -105,7 +105,9 @@ func startDetached(o Options, stdout, stderr io.Writer) int {
 
 // refuseIfNamed refuses to start a session in a workspace that a running
 // process already names: a workspace runs one session at a time (seed 000),
-// and the daemon refuses its launches on the same rule.
+// and the daemon refuses its launches on the same rule. A table that cannot
+// tell refuses too, as everywhere else: only "no process names it" lets a
+// start through.
 func refuseIfNamed(l host.Layout, key string) error {
 	k, err := host.ParseKey(key)
 	if err != nil {
@@ -116,14 +118,33 @@ func refuseIfNamed(l host.Layout, key string) error {
 		return err
 	}
 	defer t.Close()
-	tab, err := t.Scan()
-	if err != nil {
-		return err
+	// A process that ends while the table is read leaves the answer
+	// unknown for that scan only; the table is read again, a few times,
+	// before an unknown answer refuses.
+	for attempt := 1; ; attempt++ {
+		tab, err := t.Scan()
+		if err != nil {
+			return fmt.Errorf("workspace %s: cannot tell whether a process names it, so no session starts: %w", key, err)
+		}
+		v := tab.Naming(k)
+		err = namedRefusal(tab, v, os.Getpid())
+		if err == nil || v.Named == host.Yes || attempt == namingScans {
+			return err
+		}
 	}
-	v := tab.Naming(k)
+}
+
+// namingScans bounds the reads of the process table before a start refuses
+// on an unknown answer.
+const namingScans = 3
+
+// namedRefusal words the verdict on the workspace for a session process
+// self that is about to run in it: nil only when no process but self names
+// it and none left the answer unknown.
+func namedRefusal(tab host.Table, v host.Verdict, self int) error {
 	var others []string
 	for _, id := range v.By {
-		if id.PID == os.Getpid() {
+		if id.PID == self {
 			continue
 		}
 		desc := strconv.Itoa(id.PID)
@@ -133,7 +154,16 @@ func refuseIfNamed(l host.Layout, key string) error {
 		others = append(others, desc)
 	}
 	if len(others) > 0 {
-		return fmt.Errorf("workspace %s is in use: process %s names it; a workspace runs one session at a time", key, strings.Join(others, ", "))
+		return fmt.Errorf("workspace %s is in use: process %s names it; a workspace runs one session at a time", v.Key, strings.Join(others, ", "))
+	}
+	var unsure []string
+	for _, pid := range v.Unsure {
+		if pid != self {
+			unsure = append(unsure, strconv.Itoa(pid))
+		}
+	}
+	if len(unsure) > 0 {
+		return fmt.Errorf("workspace %s: cannot tell whether a process names it (process %s could not be read, or names it under a root that cannot be matched), so no session starts; a workspace runs one session at a time", v.Key, strings.Join(unsure, ", "))
 	}
 	return nil
 }

@@ -1,0 +1,176 @@
+package messages
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestWakeLines(t *testing.T) {
+	for _, ok := range []WakeLine{
+		{Post: h64},
+		{Post: h64, From: "alice"},
+		{Post: h40, From: "Pat Q. Public"}, // Fossil holds logins with spaces
+		{Post: h64, From: "agent-1"},
+	} {
+		b, err := ok.Encode()
+		if err != nil {
+			t.Fatalf("%v: %v", ok, err)
+		}
+		back, err := ParseWakeLine(b)
+		if err != nil || back != ok {
+			t.Errorf("%q reads back as %+v, %v", b, back, err)
+		}
+		if back2, err := ParseWakeLine(bytes.TrimSuffix(b, []byte("\n"))); err != nil || back2 != ok {
+			t.Errorf("%q without its newline reads as %+v, %v", b, back2, err)
+		}
+	}
+	for _, bad := range []struct {
+		line, field string
+		err         error
+	}{
+		{"", "post", ErrMissing},
+		{"nothex", "post", ErrInvalid},
+		{h64[:20], "post", ErrInvalid},
+		{h64 + " ", "from", ErrSyntax},
+		{h64 + "  alice", "from", ErrInvalid},
+		{h64 + " alice ", "from", ErrInvalid},
+		{h64 + " al\x01ice", "from", ErrInvalid},
+		{h64 + " al\xffice", "from", ErrInvalid},
+		{h64 + " " + strings.Repeat("a", PipeBuf), "", ErrTooLong},
+		{h64 + " alice\nbob", "from", ErrInvalid},
+	} {
+		_, err := ParseWakeLine([]byte(bad.line))
+		var fe *FieldError
+		if !errors.As(err, &fe) || !errors.Is(err, bad.err) || fe.Field != bad.field || !strings.Contains(err.Error(), "wake line") {
+			t.Errorf("%q: %v (field %q), want %v naming %q", bad.line, err, fieldOf(err), bad.err, bad.field)
+		}
+	}
+}
+
+func fieldOf(err error) string {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return fe.Field
+	}
+	return ""
+}
+
+func TestHearsFile(t *testing.T) {
+	for _, h := range [][]string{{}, {"*"}, {"alice"}, {"alice", "Pat Q. Public", "ci-1"}} {
+		b, err := HearsFileContent(h)
+		if err != nil {
+			t.Fatalf("%q: %v", h, err)
+		}
+		back, err := ParseHearsFile(b)
+		if err != nil || strings.Join(back, "|") != strings.Join(h, "|") || back == nil {
+			t.Errorf("%q: %q reads back as %q, %v", h, b, back, err)
+		}
+	}
+	for _, bad := range []string{"alice", "alice\n\n", "\n", "*\nalice\n", "alice\nalice\n", " alice\n", "al\x00ice\n"} {
+		if h, err := ParseHearsFile([]byte(bad)); err == nil {
+			t.Errorf("%q read as %q", bad, h)
+		}
+	}
+	if Hears([]string{"*"}, "") || !Hears([]string{"*"}, "anyone") || Hears([]string{"alice"}, "bob") || !Hears([]string{"bob", "alice"}, "alice") || Hears(nil, "alice") {
+		t.Error("Hears gives the wrong answer")
+	}
+}
+
+func TestSessionDefinitionHears(t *testing.T) {
+	for _, c := range []struct {
+		hears string
+		want  []string
+		err   string
+	}{
+		{``, nil, ""},
+		{`,"hears":[]`, []string{}, ""},
+		{`,"hears":["*"]`, []string{"*"}, ""},
+		{`,"hears":["pat","alice"]`, []string{"pat", "alice"}, ""},
+		{`,"hears":["pat","pat"]`, nil, "hears[1]"},
+		{`,"hears":["*","pat"]`, nil, "hears[0]"},
+		{`,"hears":[""]`, nil, "hears[0]"},
+		{`,"hears":"pat"`, nil, "hears"},
+		{`,"hears":[3]`, nil, "hears[0]"},
+	} {
+		text := "```json\n{\"ocx\":\"session\",\"kind\":\"mechanical\",\"command\":[\"true\"],\"lifetime\":\"stays\"" + c.hears + "}\n```\n"
+		n, err := ReadPost([]byte(text))
+		if c.err != "" {
+			if err == nil || fieldOf(err) != c.err {
+				t.Errorf("%s: %v, want a refusal naming %s", c.hears, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.hears, err)
+		}
+		d := n.(*SessionDefinition)
+		if (d.Hears == nil) != (c.want == nil) || strings.Join(d.Hears, "|") != strings.Join(c.want, "|") {
+			t.Errorf("%s: hears %q, want %q", c.hears, d.Hears, c.want)
+		}
+		// The encoding keeps absent and empty apart.
+		enc, err := d.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(string(enc), `"hears"`); got != (c.want != nil) {
+			t.Errorf("%s: encoded as %s", c.hears, enc)
+		}
+	}
+}
+
+func TestClaims(t *testing.T) {
+	text := "two launches\n\n```json\n{\"ocx\":\"launch\",\"login\":\"agent-1\",\"project\":\"demo\"}\n```\n\n```json\n{\"ocx\":\"launch\",\"login\":7}\n```\n```json\n[1]\n```\n"
+	got := Claims([]byte(text))
+	if len(got) != 2 || got[0].Kind != KindLaunch || got[0].Login != "agent-1" || got[0].Project != "demo" || got[0].Line != 3 || got[1].Login != "" {
+		t.Errorf("claims: %+v", got)
+	}
+	if _, err := ReadPost([]byte(text)); !errors.Is(err, ErrSeveralNotes) {
+		t.Errorf("the post reads as %v", err)
+	}
+}
+
+func FuzzParseWakeLine(f *testing.F) {
+	f.Add([]byte(h64))
+	f.Add([]byte(h64 + " alice\n"))
+	f.Add([]byte(h40 + " Pat Q. Public"))
+	f.Add([]byte(h64 + " "))
+	f.Add([]byte(h64 + "  x"))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		l, err := ParseWakeLine(line)
+		if err != nil {
+			checkRefusal(t, err)
+			return
+		}
+		enc, err := l.Encode()
+		if err != nil {
+			t.Fatalf("accepted %+v but cannot encode it: %v", l, err)
+		}
+		want := line
+		if !bytes.HasSuffix(want, []byte("\n")) {
+			want = append(bytes.Clone(want), '\n')
+		}
+		if !bytes.Equal(enc, want) {
+			t.Fatalf("%q re-encodes as %q", line, enc)
+		}
+	})
+}
+
+func FuzzParseHearsFile(f *testing.F) {
+	f.Add([]byte(""))
+	f.Add([]byte("*\n"))
+	f.Add([]byte("alice\nbob\n"))
+	f.Add([]byte("alice\nalice\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, err := ParseHearsFile(data)
+		if err != nil {
+			checkRefusal(t, err)
+			return
+		}
+		enc, err := HearsFileContent(h)
+		if err != nil || !bytes.Equal(enc, data) {
+			t.Fatalf("%q reads as %q, which writes %q (%v)", data, h, enc, err)
+		}
+	})
+}
