@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"modernc.org/sqlite"
 )
 
 // AgentCaps are the capabilities of an agent login (protocol v1, E2): read
@@ -36,7 +38,14 @@ type Admin struct {
 	Repository string
 	// Fossil runs the fossil commands (backoffice, git export).
 	Fossil *Fossil
+	// WALWait bounds how long UseWAL waits for the lock of another process
+	// that has the repository open; zero means DefaultWALWait.
+	WALWait time.Duration
 }
+
+// DefaultWALWait is how long UseWAL waits, at most, for the server, its
+// backoffice or a fossil command to let go of the repository's lock (D11).
+const DefaultWALWait = 10 * time.Second
 
 // writeTx runs fn in one immediate (write) transaction on the repository.
 func (a *Admin) writeTx(ctx context.Context, op string, fn func(*sql.Tx) error) error {
@@ -45,7 +54,7 @@ func (a *Admin) writeTx(ctx context.Context, op string, fn func(*sql.Tx) error) 
 
 // tx runs fn in one transaction: a write (immediate) one, or a read-only one.
 func (a *Admin) tx(ctx context.Context, op string, write bool, fn func(*sql.Tx) error) error {
-	return a.open(ctx, op, write, func(db *sql.DB, r *Repo) error {
+	return a.open(ctx, op, write, writeBusyTimeout, func(db *sql.DB, r *Repo) error {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return r.wrap(op, err)
@@ -61,15 +70,9 @@ func (a *Admin) tx(ctx context.Context, op string, write bool, fn func(*sql.Tx) 
 	})
 }
 
-// conn runs fn on a read-write connection outside any transaction.
-func (a *Admin) conn(ctx context.Context, op string, fn func(*sql.DB) error) error {
-	return a.open(ctx, op, true, func(db *sql.DB, r *Repo) error {
-		return r.wrap(op, fn(db))
-	})
-}
-
-// open opens the repository file, checks that it is one, and runs fn.
-func (a *Admin) open(ctx context.Context, op string, write bool, fn func(*sql.DB, *Repo) error) error {
+// open opens the repository file, checks that it is one, and runs fn; each
+// connection waits at most busy for another's lock.
+func (a *Admin) open(ctx context.Context, op string, write bool, busy time.Duration, fn func(*sql.DB, *Repo) error) error {
 	abs, err := filepath.Abs(a.Repository)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", op, a.Repository, err)
@@ -82,7 +85,7 @@ func (a *Admin) open(ctx context.Context, op string, write bool, fn func(*sql.DB
 	if write {
 		mode = "mode=rw&_txlock=immediate"
 	}
-	dsn := u.String() + "?" + mode + "&_busy_timeout=" + strconv.FormatInt(writeBusyTimeout.Milliseconds(), 10)
+	dsn := u.String() + "?" + mode + "&_busy_timeout=" + strconv.FormatInt(busy.Milliseconds(), 10)
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", op, abs, err)
@@ -97,7 +100,7 @@ func (a *Admin) open(ctx context.Context, op string, write bool, fn func(*sql.DB
 	if isHotJournal(err) {
 		// A writer died in a transaction; a read-only connection cannot
 		// roll its journal back (Repo.read).
-		if err = rollBackHotJournal(abs, writeBusyTimeout); err == nil {
+		if err = rollBackHotJournal(abs, busy); err == nil {
 			err = probe()
 		}
 	}
@@ -117,17 +120,71 @@ func (a *Admin) open(ctx context.Context, op string, write bool, fn func(*sql.DB
 // with "database is locked" (fossil-2.21.md section 6); on a node the server,
 // the backoffice, the hook, the daemon and the tools all open the file. It
 // returns the journal mode SQLite reports, which is "wal" on success.
+//
+// The switch needs the repository to itself for a moment, so on a live
+// repository it waits for the others' locks, at most WALWait (D11); past
+// that it fails with ErrBusy, saying what it waited for and how long. A
+// repository already in WAL mode needs no lock and is not waited for.
 func (a *Admin) UseWAL(ctx context.Context) (string, error) {
+	const op = "use write-ahead logging"
+	wait := a.WALWait
+	if wait <= 0 {
+		wait = DefaultWALWait
+	}
+	deadline := time.Now().Add(wait)
 	var mode string
-	err := a.conn(ctx, "use write-ahead logging", func(db *sql.DB) error {
+	err := a.open(ctx, op, true, wait, func(db *sql.DB, r *Repo) error {
 		// journal_mode cannot change inside a transaction, so this runs on
-		// its own; the busy timeout lets it wait for a writer to finish.
-		return db.QueryRowContext(ctx, `PRAGMA journal_mode=WAL`).Scan(&mode)
+		// its own connection outside one. SQLite takes the write lock for
+		// it from within a read, where it calls no busy handler: a writer
+		// in its transaction (a server's handler, a backoffice run) makes
+		// it fail at once whatever the busy timeout, so it is tried again
+		// until the deadline. The busy timeout still bounds each try's
+		// wait for readers to leave.
+		c, err := db.Conn(ctx)
+		if err != nil {
+			return r.wrap(op, err)
+		}
+		defer c.Close()
+		for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+			left := max(time.Until(deadline), 0)
+			_, err := c.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.FormatInt(left.Milliseconds(), 10))
+			if err == nil {
+				err = c.QueryRowContext(ctx, `PRAGMA journal_mode=WAL`).Scan(&mode)
+			}
+			if !isBusy(err) || left == 0 {
+				return r.wrap(op, err)
+			}
+			select {
+			case <-ctx.Done():
+				return r.wrap(op, ctx.Err())
+			case <-time.After(min(pause, left)):
+			}
+		}
 	})
+	if errors.Is(err, ErrBusy) {
+		return "", a.lockedErr(op, wait, err)
+	}
 	if err == nil && mode != "wal" {
 		err = fmt.Errorf("use write-ahead logging %s: SQLite kept journal mode %q", a.Repository, mode)
 	}
 	return mode, err
+}
+
+// lockedErr says that op waited all of wait for the repository's lock: which
+// repository, what held it, for how long, and SQLite's own word.
+func (a *Admin) lockedErr(op string, wait time.Duration, err error) error {
+	path, perr := filepath.Abs(a.Repository)
+	if perr != nil {
+		path = a.Repository
+	}
+	cause := err
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		cause = se
+	}
+	return fmt.Errorf("%s %s: %w: waited %v for the lock of another process that has the repository open (the fossil server, its backoffice, a fossil command), and it was still held: %v",
+		op, path, ErrBusy, wait, cause)
 }
 
 // checkCaps refuses admin and setup, and anything but capability letters.

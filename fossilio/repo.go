@@ -146,7 +146,7 @@ func (r *Repo) wrap(op string, err error) error {
 	if errors.As(err, &se) {
 		switch se.Code() & 0xff {
 		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
-			return fmt.Errorf("%s %s: %w: %v", op, r.path, ErrBusy, err)
+			return fmt.Errorf("%s %s: %w: %w", op, r.path, ErrBusy, err)
 		case 26, 11: // SQLITE_NOTADB, SQLITE_CORRUPT
 			return fmt.Errorf("%s %s: %w: %v", op, r.path, ErrNotRepository, err)
 		}
@@ -222,6 +222,13 @@ func (r *Repo) readOnce(ctx context.Context, op string, fn func(*reader) error) 
 func isHotJournal(err error) bool {
 	var se *sqlite.Error
 	return errors.As(err, &se) && se.Code() == 776
+}
+
+// isBusy says whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED, in any
+// of their extended forms: another connection holds a lock.
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && (se.Code()&0xff == 5 || se.Code()&0xff == 6)
 }
 
 // rollBackHotJournal opens the repository read-write just long enough for
