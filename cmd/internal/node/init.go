@@ -69,8 +69,8 @@ func Init(ctx context.Context, agents string, in InitInput, opts Options) *Answe
 	if in.DryRun {
 		a.Would("make %s and write %s:\n%s", n.Agents, n.Layout.NodeJSON(), data)
 		for _, name := range cfg.ProjectNames() {
-			a.Would("provision the node user %q on %s (capabilities %s, password in %s)", cfg.User, cfg.Projects[name].Repository, fossilio.AgentCaps, pwFile)
 			a.Would("switch %s to write-ahead logging", cfg.Projects[name].Repository)
+			a.Would("provision the node user %q on %s (capabilities %s, password in %s)", cfg.User, cfg.Projects[name].Repository, fossilio.AgentCaps, pwFile)
 		}
 		return a
 	}
@@ -87,17 +87,20 @@ func Init(ctx context.Context, agents string, in InitInput, opts Options) *Answe
 	}
 	n.Config = cfg
 	for _, p := range n.projects() {
-		if err := n.admin(p).ProvisionAgent(ctx, cfg.User, pwFile); err != nil {
-			return a.Stop(fmt.Errorf("provision the node user on %s: %w", p.Name, err))
-		}
-		a.Logf("provisioned the node user %q on %s (capabilities %s)", cfg.User, p.Repository, fossilio.AgentCaps)
 		// The server, its backoffice, the hook, the daemon and the tools all
 		// open the repository; under the rollback journal a web post that meets
-		// another writer fails with "database is locked" (D11).
+		// another writer fails with "database is locked" (D11). So the switch
+		// comes first, before init writes; on a live repository it waits a
+		// bounded time for the others' locks (an error says so past it), and
+		// a repository already in WAL mode is not waited for.
 		if _, err := n.admin(p).UseWAL(ctx); err != nil {
 			return a.Stop(fmt.Errorf("switch %s to write-ahead logging: %w", p.Name, err))
 		}
 		a.Logf("switched %s to write-ahead logging", p.Repository)
+		if err := n.admin(p).ProvisionAgent(ctx, cfg.User, pwFile); err != nil {
+			return a.Stop(fmt.Errorf("provision the node user on %s: %w", p.Name, err))
+		}
+		a.Logf("provisioned the node user %q on %s (capabilities %s)", cfg.User, p.Repository, fossilio.AgentCaps)
 	}
 	if err := root.WriteFile(n.Layout.NodeJSON(), data, 0o600); err != nil {
 		return a.Stop(fmt.Errorf("write node.json: %w", err))

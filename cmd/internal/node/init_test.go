@@ -1,0 +1,63 @@
+package node_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/itest/harness"
+)
+
+// TestInitOnALiveRepository: `ocx init` on a repository a running fossil
+// server serves, while another process is in the middle of writing it (a
+// real `fossil sql` in a write transaction, as a server's handler writing a
+// post or a backoffice run does), waits for the writer, then
+// switches the repository to write-ahead logging and provisions the node
+// user; the server serves a post after. It stopped at once with "switch demo
+// to write-ahead logging: ... database is locked (5) (SQLITE_BUSY)", as the
+// demo's start did (issue 10).
+func TestInitOnALiveRepository(t *testing.T) {
+	srv := harness.StartServer(t, harness.Options{Users: []harness.User{{Login: person, Password: personPW, Caps: "cghijnorwz234"}}})
+	ctx := context.Background()
+	agents, release := filepath.Join(t.TempDir(), "agents"), t.TempDir()
+	in := node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}}
+	lock := harness.HoldLock(t, srv.Repo, harness.WriteLock)
+	done := make(chan *node.Answer, 1)
+	go func() { done <- node.Init(ctx, agents, in, node.Options{Release: release}) }()
+	// Long enough for init to meet the lock; it cannot switch while the
+	// lock is held.
+	select {
+	case a := <-done:
+		lock.Release()
+		t.Fatalf("init returned while a writer held the repository: stopped %v\nlog:\n%s", deref(a.Stopped), strings.Join(a.Log, "\n"))
+	case <-time.After(200 * time.Millisecond):
+	}
+	lock.Release()
+	var a *node.Answer
+	select {
+	case a = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("init did not return within a minute of the lock's release")
+	}
+	if !a.OK() {
+		t.Fatalf("init after the writer committed: stopped %s\nlog:\n%s", *a.Stopped, strings.Join(a.Log, "\n"))
+	}
+	if mode, err := srv.Fossil("sql", "-R", srv.Repo, "PRAGMA journal_mode"); err != nil || strings.TrimSpace(mode) != "'wal'" {
+		t.Errorf("after init the repository's journal mode is %q (%v); want write-ahead logging", mode, err)
+	}
+	c := &fossilio.Client{URL: srv.URL, Login: person, Password: personPW, ProjectCode: srv.ProjectCode}
+	if _, err := c.NewThread(ctx, "after init", "the server still takes a post"); err != nil {
+		t.Errorf("a post after init: %v", err)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
