@@ -40,8 +40,9 @@ const (
 )
 
 // runDemo brings up a demo node on 127.0.0.1: a release made from the
-// binaries beside this ocx, a Fossil server with its backoffice polled each
-// second (D11), the node initialised with the hook installed, an agent login,
+// binaries beside this ocx, a repository switched to write-ahead logging and
+// only then a Fossil server with its backoffice polled each second (D11),
+// the node initialised with the hook installed, an agent login,
 // its workspace and a mechanical session that answers. It prints what to
 // open and what to type, runs until interrupted, then stops the session and
 // the daemon and ends every process it started, by PID.
@@ -142,6 +143,12 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 	// The server never runs the backoffice itself; the poller beside it
 	// does, each second, and each OCX write runs it at once (D11).
 	if _, err := fsl.Run(ctx, []string{"settings", "backoffice-disable", "on", "-R", repo}); err != nil {
+		return err
+	}
+	// Write-ahead logging before anything else opens the repository: the
+	// switch needs the file to itself, and the server and the poller write
+	// it from their start (D11). `ocx init` below then finds it switched.
+	if _, err := admin.UseWAL(ctx); err != nil {
 		return err
 	}
 	if d.srv, err = startServer(ctx, fsl, repo, port); err != nil {
