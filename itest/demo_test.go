@@ -50,6 +50,21 @@ func TestDemo(t *testing.T) {
 		close(lines)
 		exited <- cmd.Wait()
 	}()
+	// stderrAtExit is what the demo wrote on its standard error, read once
+	// it has exited: cmd.Wait returns only after os/exec's copier has
+	// written all of it into the buffer, and reading the buffer any earlier
+	// (while that goroutine may still write) is a data race. A demo still
+	// running is interrupted first, then killed if it does not end.
+	stderrAtExit := func() string {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		kill := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+		defer kill.Stop()
+		for range lines {
+		}
+		err := <-exited
+		exited <- err
+		return stderr.String()
+	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		for range lines {
@@ -68,7 +83,7 @@ func TestDemo(t *testing.T) {
 		select {
 		case line, ok := <-lines:
 			if !ok {
-				t.Fatalf("the demo ended before it was ready:\n%s\n%s", strings.Join(out, "\n"), stderr.String())
+				t.Fatalf("the demo ended before it was ready:\n%s\n%s", strings.Join(out, "\n"), stderrAtExit())
 			}
 			out = append(out, line)
 			if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
@@ -76,7 +91,7 @@ func TestDemo(t *testing.T) {
 			}
 			ready = strings.HasPrefix(line, "ready")
 		case <-deadline:
-			t.Fatalf("the demo was not ready in 3 minutes:\n%s\n%s", strings.Join(out, "\n"), stderr.String())
+			t.Fatalf("the demo was not ready in 3 minutes:\n%s\n%s", strings.Join(out, "\n"), stderrAtExit())
 		}
 	}
 	base := strings.TrimSpace(said["url"])
