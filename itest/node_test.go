@@ -40,11 +40,19 @@ type testNode struct {
 	fossilClients bool
 }
 
-func newNode(t testing.TB) *testNode {
+func newNode(t testing.TB) *testNode { return newNodeWith(t) }
+
+// newNodeWith is newNode with more people, each who may read, post and
+// push as alice may.
+func newNodeWith(t testing.TB, people ...harness.User) *testNode {
 	t.Helper()
-	srv := harness.StartServer(t, harness.Options{Users: []harness.User{{Login: person, Password: personPW, Caps: "cghijnorwz234"}}})
+	users := append([]harness.User{{Login: person, Password: personPW, Caps: "cghijnorwz234"}}, people...)
+	srv := harness.StartServer(t, harness.Options{Users: users})
 	n := &testNode{t: t, ctx: context.Background(), srv: srv, agents: filepath.Join(t.TempDir(), "agents"),
-		pw: map[string]string{srv.AdminLogin: srv.AdminPassword, person: personPW}}
+		pw: map[string]string{srv.AdminLogin: srv.AdminPassword}}
+	for _, u := range users {
+		n.pw[u.Login] = u.Password
+	}
 	t.Cleanup(n.shutdown)
 	n.must("", "init", "--project", "demo="+srv.Repo+","+srv.URL, "--release", relRoot)
 	n.must("", "hook", "install")
