@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -68,9 +69,26 @@ func TestRunAtATerminalUsesTheNewestDefinition(t *testing.T) {
 	w := n.workspace("term-1")
 	w.homeDefinition(stays("sh", "-c", "echo old definition"))
 	w.homeDefinition(stays(echoCommand...))
+	// dev, who may push but holds neither admin nor setup, pushes a newer
+	// definition: it does not count (D7), and the terminal session says so.
+	block, err := stays("sh", "-c", "echo dev's definition").Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := fossilio.PostDraft{Date: time.Now(), User: n.srv.AdminLogin, Root: w.home, InReplyTo: w.home, Text: string(block)}.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	devDef, err := n.dev.Push(n.ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
 	home := rec{kind: messages.ListenThread, id: w.home, first: w.home}
 	p := w.spawn([]string{filepath.Join(release, "workspace"), "run", w.key.String(), "--root", n.agents}, false, nil)
 	w.waitLog("event=ready", 1)
+	if log := w.logText(); !strings.Contains(log, devDef) || !strings.Contains(log, `was sent by \"dev\", who holds neither admin nor setup`) {
+		t.Errorf("the terminal session does not say the newer definition does not count:\n%s", log)
+	}
 	h := w.post(n.admin, home, "at the terminal")
 	w.wake(h)
 	a := w.waitReply(home, h)
