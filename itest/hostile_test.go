@@ -182,8 +182,8 @@ func TestStrangersNeitherPromptNorStop(t *testing.T) {
 // ignored, logged at warn with why, and gets no note (D7); an admin's launch
 // note that cannot be launched gets a refusal note naming the fault: one
 // whose post holds two launch notes, one naming a workspace definition whose
-// sandbox holds memory_max, one naming a session definition a non-admin
-// sent. Nothing is launched.
+// sandbox holds memory_max, one naming a session definition and one a
+// workspace definition a non-admin sent. Nothing is launched.
 func TestLaunchNotesThatDoNotCount(t *testing.T) {
 	needs(t, "ocxd", "workspace")
 	n := newNode(t)
@@ -236,6 +236,19 @@ func TestLaunchNotesThatDoNotCount(t *testing.T) {
 	}
 	namesBadWS := n.push(admin, admin, record, record, launchBlock(badWS, adminDef))
 
+	// 5. The admin's launch naming a workspace definition alice wrote (she
+	// may push, so she can write one, with the admin's name in its U card).
+	goodWS := strings.ReplaceAll(wsText, `, "memory_max": "1G"`, "")
+	data, err := fossilio.PostDraft{Date: time.Now(), User: admin, Title: "A workspace alice defined", Text: goodWS}.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	alicesWS, err := n.pusher(person).Push(n.ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	namesAlicesWS := n.push(admin, admin, record, record, launchBlock(alicesWS, adminDef))
+
 	refusal := func(launch string) *messages.RefusalNote {
 		var got *messages.RefusalNote
 		n.waitFor("the refusal note of "+launch, func() bool {
@@ -256,6 +269,7 @@ func TestLaunchNotesThatDoNotCount(t *testing.T) {
 		{two, []string{"does not read as one launch note", "holds 2 OCX notes"}},
 		{namesAlices, []string{"session definition", `sent by "alice"`, "neither admin nor setup"}},
 		{namesBadWS, []string{"workspace definition", "memory_max"}},
+		{namesAlicesWS, []string{"workspace definition", `sent by "alice"`, "neither admin nor setup"}},
 	} {
 		r := refusal(c.launch)
 		for _, w := range c.want {
