@@ -21,9 +21,7 @@ import (
 // writer is the sync writer of one repository as the node user. The caller
 // holds no lock.
 func (r *records) writer(ctx context.Context, x *repoIndex) (*fossilio.Notes, error) {
-	x.mu.Lock()
 	code, err := x.projectCode(ctx)
-	x.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -143,11 +141,7 @@ func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 	if err != nil {
 		return err
 	}
-	key := endKey{n.Launch.Hash, n.Proc}
-	x.mu.Lock()
-	err = x.refresh(ctx, r.cfg.User)
-	done := x.ends[key]
-	x.mu.Unlock()
+	done, err := x.idx.Ended(ctx, n.Launch.Hash, n.Proc.PID, n.Proc.Start)
 	if err != nil {
 		return err
 	}
@@ -161,13 +155,7 @@ func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 		return fmt.Errorf("end note of %s: %w", n.Proc, err)
 	}
 	text := fmt.Sprintf("The session of %s (pid %d) ended: %s.\n\n%s", n.Launch.Workspace, n.Proc.PID, note.Note, block)
-	if err := r.write(ctx, x, n.Launch.Hash, text, "end"); err != nil {
-		return err
-	}
-	x.mu.Lock()
-	x.ends[key] = true
-	x.mu.Unlock()
-	return nil
+	return r.write(ctx, x, n.Launch.Hash, text, "end")
 }
 
 // endNote turns the actors' WriteEnd into the note (docs/design/notes.md
@@ -229,23 +217,17 @@ func (r *records) WriteLaunch(ctx context.Context, n messages.WriteLaunch) (mess
 		return none, err
 	}
 	key := n.Listener.Workspace
-	x.mu.Lock()
-	err = x.refresh(ctx, r.cfg.User)
-	sdefs := append([]defEntry(nil), x.sessionDefs[n.Listener.Record]...)
-	wdefs := append([]defEntry(nil), x.workspaceDefs[key]...)
-	x.mu.Unlock()
+	wd, sd, err := x.idx.NewestDefinitions(ctx, key, n.Listener.Record)
 	if err != nil {
 		return none, err
 	}
-	sd := newestPrivileged(ctx, x, sdefs)
 	if sd == nil {
 		return none, fmt.Errorf("the record %s of %s's branch listener holds no session definition that counts", n.Listener.Record, key)
 	}
-	wd := newestPrivileged(ctx, x, wdefs)
 	if wd == nil {
 		return none, fmt.Errorf("workspace %s has no definition that counts on the record", key)
 	}
-	note := &messages.LaunchNote{Login: key.Login, Project: key.Project, Workspace: wd.hash, Session: sd.hash,
+	note := &messages.LaunchNote{Login: key.Login, Project: key.Project, Workspace: wd.Hash, Session: sd.Hash,
 		Release: messages.ReleaseCurrent, Checkin: n.Checkin}
 	block, err := note.Encode()
 	if err != nil {
@@ -253,7 +235,7 @@ func (r *records) WriteLaunch(ctx context.Context, n messages.WriteLaunch) (mess
 	}
 	text := fmt.Sprintf("CI run for check-in %s on branch %s.\n\n%s", short(n.Checkin), n.Branch, block)
 	var where fossilio.Note
-	if sd.ticket {
+	if sd.Ticket {
 		where = fossilio.Note{Login: r.cfg.User, Ticket: n.Listener.Record, Text: text}
 	} else {
 		where = fossilio.Note{Login: r.cfg.User, Thread: n.Listener.Record, ReplyTo: n.Listener.Record, Text: text}
@@ -268,22 +250,11 @@ func (r *records) WriteLaunch(ctx context.Context, n messages.WriteLaunch) (mess
 	}
 	r.log.Info("wrote a CI launch note", slog.String(actors.KeyLaunch, hash), slog.String(actors.KeyWorkspace, key.String()),
 		slog.String(actors.KeyBranch, n.Branch), slog.String(actors.KeyCheckin, n.Checkin))
-	e, err := x.noteAt(ctx, hash)
+	l, err := r.launchAt(ctx, x, hash)
 	if err != nil {
-		return none, fmt.Errorf("read the CI launch note %s back: %w", hash, err)
+		return none, fmt.Errorf("the CI launch note %s read back: %w", hash, err)
 	}
-	ln, ok := e.note.(*messages.LaunchNote)
-	if !ok {
-		return none, fmt.Errorf("the CI launch note %s does not read back as a launch note", hash)
-	}
-	v, err := r.resolveLaunch(ctx, x, e, ln)
-	if err != nil {
-		return none, err
-	}
-	if why := v.ignore + v.refuse; why != "" {
-		return none, fmt.Errorf("the CI launch note %s: %s", hash, why)
-	}
-	return v.spec, nil
+	return l, nil
 }
 
 // write posts a note answering a launch note as the node user.

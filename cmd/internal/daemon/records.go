@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -68,7 +68,7 @@ func (r *records) index(project string) (*repoIndex, error) {
 	if !ok {
 		return nil, fmt.Errorf("project %q is not a repository of this node", project)
 	}
-	x, err := newRepoIndex(project, p)
+	x, err := newRepoIndex(project, p, r.cfg.User)
 	if err != nil {
 		return nil, err
 	}
@@ -98,13 +98,6 @@ func (r *records) close() {
 	r.repos = map[string]*repoIndex{}
 }
 
-// privileged says whether a sender holds admin or setup on the repository
-// now (D7). A sender that cannot be read does not count.
-func privileged(ctx context.Context, x *repoIndex, sender string) bool {
-	ok, err := x.repo.Privileged(ctx, sender)
-	return err == nil && ok
-}
-
 // Classify says what a posted artifact is to the daemon (actors.Classifier).
 func (r *records) Classify(ctx context.Context, repository, hash string) (actors.Artifact, error) {
 	project, ok := r.byPath(repository)
@@ -130,161 +123,31 @@ func (r *records) Classify(ctx context.Context, repository, hash string) (actors
 	default:
 		return actors.Artifact{Nothing: "a " + info.Kind.String()}, nil
 	}
-	e, ok, err := x.entry(ctx, info)
+	e, _, err := record.Read(ctx, x.repo, info)
 	if err != nil {
 		return actors.Artifact{}, err
 	}
-	n, isLaunch := e.note.(*messages.LaunchNote)
-	if !ok || !isLaunch {
-		if claim, meant := launchClaim(e); meant {
-			return r.refuse(ctx, x, e, claim.Login, fmt.Sprintf("post %s does not read as one launch note: %v", short(hash), e.noteErr)), nil
-		}
-		if e.noteErr != nil {
-			r.log.Warn("a post whose note does not read is not acted on", slog.String(actors.KeyHash, hash), slog.String("sender", e.sender), errAttr(e.noteErr))
-		}
-		return actors.Artifact{Nothing: "a " + info.Kind.String() + " that is not a launch note"}, nil
-	}
-	v, err := r.resolveLaunch(ctx, x, e, n)
+	v, err := x.idx.LaunchVerdict(ctx, e)
 	if err != nil {
 		return actors.Artifact{}, err
 	}
 	switch {
-	case v.ignore != "":
-		r.log.Warn("a launch note the daemon does not act on: "+v.ignore, slog.String(actors.KeyLaunch, hash), slog.String(actors.KeyWorkspace, n.Key().String()))
-		return actors.Artifact{Nothing: v.ignore}, nil
-	case v.refuse != "":
-		return r.refuse(ctx, x, e, n.Login, v.refuse), nil
-	}
-	return actors.Artifact{Launch: &v.spec}, nil
-}
-
-// launchClaim is the launch a post that does not read as one note was
-// meant as: its first block that says it is a launch note.
-func launchClaim(e defEntry) (messages.Claim, bool) {
-	if e.noteErr == nil {
-		return messages.Claim{}, false
-	}
-	for _, c := range e.claims {
-		if c.Kind == messages.KindLaunch {
-			return c, true
+	case v.Spec != nil:
+		l := *v.Spec
+		if dir, err := r.releases.dir(l.Release); err == nil {
+			l.ReleaseDir = dir
 		}
+		return actors.Artifact{Launch: &l}, nil
+	case v.Refuse != nil:
+		return actors.Artifact{Refused: v.Refuse}, nil
+	case v.Ignore != "":
+		r.log.Warn("a launch note the daemon does not act on: "+v.Ignore, slog.String(actors.KeyLaunch, hash))
+		return actors.Artifact{Nothing: v.Ignore}, nil
 	}
-	return messages.Claim{}, false
-}
-
-// refuse is the record model's verdict on a launch note that cannot be
-// launched: answered with a refusal note when its sender counts (a user
-// holding admin or setup, or the node user), so the person who asked reads
-// why; only logged, at warn with the exact reason, when anyone else sent it,
-// since a note for that would let anyone make the node write (D7).
-func (r *records) refuse(ctx context.Context, x *repoIndex, e defEntry, login, reason string) actors.Artifact {
-	if e.sender != r.cfg.User && !privileged(ctx, x, e.sender) {
-		why := fmt.Sprintf("launch note %s was sent by %q, who holds neither admin nor setup and is not the node user (D7), and would be refused anyway: %s", short(e.hash), e.sender, reason)
-		r.log.Warn("a launch note the daemon does not act on: "+why, slog.String(actors.KeyLaunch, e.hash))
-		return actors.Artifact{Nothing: why}
+	if e.Err != nil {
+		r.log.Warn("a post whose note does not read is not acted on", slog.String(actors.KeyHash, hash), slog.String("sender", e.Sender), errAttr(e.Err))
 	}
-	if messages.ValidateLogin(login) != nil {
-		login = ""
-	}
-	return actors.Artifact{Refused: &messages.LaunchRefused{Hash: e.hash, Repository: x.path,
-		Workspace: messages.WorkspaceKey{Login: login, Project: x.project}, Reason: reason}}
-}
-
-// launchVerdict is the record model's word on a launch note (D7): launch
-// spec, ignore it (its sender does not count: logged only), or refuse it
-// (its sender counts, so a refusal note says why).
-type launchVerdict struct {
-	spec   messages.LaunchSpec
-	ignore string
-	refuse string
-}
-
-// resolveLaunch reads what a launch note names: the session definition on
-// the same record, the workspace definition (both sent by a user holding
-// admin or setup, D7), the sandbox, the release, and for a CI launch its
-// check-in's branch. A note whose sender does not count is to be ignored; one
-// that counts but names what cannot be launched is to be refused, saying why.
-func (r *records) resolveLaunch(ctx context.Context, x *repoIndex, e defEntry, n *messages.LaunchNote) (launchVerdict, error) {
-	if e.sender != r.cfg.User && !privileged(ctx, x, e.sender) {
-		return launchVerdict{ignore: fmt.Sprintf("launch note %s was sent by %q, who holds neither admin nor setup and is not the node user (D7)", e.hash, e.sender)}, nil
-	}
-	refuse := func(format string, args ...any) (launchVerdict, error) {
-		return launchVerdict{refuse: fmt.Sprintf(format, args...)}, nil
-	}
-	if n.Project != x.project {
-		return refuse("launch note %s names project %q but is in the repository of %q", short(e.hash), n.Project, x.project)
-	}
-	sd, err := x.noteAt(ctx, n.Session)
-	if err != nil {
-		return refuse("its session definition %s: %v", short(n.Session), err)
-	}
-	def, ok := sd.note.(*messages.SessionDefinition)
-	switch {
-	case !ok:
-		return refuse("%s, named as its session definition, holds a %s note, not a session definition", short(n.Session), sd.note.NoteKind())
-	case sd.record != e.record || sd.ticket != e.ticket:
-		return refuse("its session definition %s is not on the launch's record %s", short(n.Session), short(e.record))
-	case !privileged(ctx, x, sd.sender):
-		return refuse("its session definition %s was sent by %q, who holds neither admin nor setup, so it does not count (D7)", short(n.Session), sd.sender)
-	}
-	wd, err := x.noteAt(ctx, n.Workspace)
-	if err != nil {
-		return refuse("its workspace definition %s: %v", short(n.Workspace), err)
-	}
-	wdef, ok := wd.note.(*messages.WorkspaceDefinition)
-	switch {
-	case !ok:
-		return refuse("%s, named as its workspace definition, holds a %s note, not a workspace definition", short(n.Workspace), wd.note.NoteKind())
-	case wdef.Key() != n.Key():
-		return refuse("it is for %s, but the workspace definition %s defines %s", n.Key(), short(n.Workspace), wdef.Key())
-	case !privileged(ctx, x, wd.sender):
-		return refuse("its workspace definition %s was sent by %q, who holds neither admin nor setup, so it does not count (D7)", short(n.Workspace), wd.sender)
-	}
-	if t, err := r.terminatedAfter(ctx, x, wd); err != nil {
-		return launchVerdict{}, err
-	} else if t != "" {
-		return refuse("workspace %s was terminated (%s)", n.Key(), short(t))
-	}
-	sandbox, err := json.Marshal(wdef.Sandbox)
-	if err != nil {
-		return launchVerdict{}, fmt.Errorf("launch note %s: encode the sandbox: %w", e.hash, err)
-	}
-	l := messages.LaunchSpec{Hash: e.hash, Repository: x.path, Workspace: n.Key(), Record: e.record,
-		Kind: def.Kind, Lifetime: def.Lifetime, Release: n.Release, Sandbox: sandbox, Hears: def.Hears}
-	if dir, err := r.releases.dir(n.Release); err == nil {
-		l.ReleaseDir = dir
-	}
-	if n.Checkin != "" {
-		ci, err := x.repo.Info(ctx, n.Checkin)
-		if err != nil || ci.Kind != fossilio.KindCheckin {
-			return refuse("%s is not a check-in of %s", short(n.Checkin), x.project)
-		}
-		l.Checkin, l.Branch = ci.Hash, ci.Branch
-	}
-	if err := l.Validate(); err != nil {
-		return refuse("%v", err)
-	}
-	return launchVerdict{spec: l}, nil
-}
-
-// terminatedAfter returns the terminated note, sent by a user holding admin
-// or setup on the workspace's record after its definition, if there is one.
-func (r *records) terminatedAfter(ctx context.Context, x *repoIndex, wd defEntry) (string, error) {
-	def := wd.note.(*messages.WorkspaceDefinition)
-	x.mu.Lock()
-	err := x.refresh(ctx, r.cfg.User)
-	ts := append([]defEntry(nil), x.terminated[def.Key()]...)
-	x.mu.Unlock()
-	if err != nil {
-		return "", err
-	}
-	for _, t := range ts {
-		after := t.rcvid > wd.rcvid || t.rcvid == wd.rcvid && t.rid > wd.rid
-		if after && t.record == wd.record && privileged(ctx, x, t.sender) {
-			return t.hash, nil
-		}
-	}
-	return "", nil
+	return actors.Artifact{Nothing: v.Nothing}, nil
 }
 
 // ResolveLaunch reads the launch note a `workspace serve` found at start
@@ -294,27 +157,41 @@ func (r *records) ResolveLaunch(ctx context.Context, p messages.ProcInfo) (messa
 	if err != nil {
 		return messages.LaunchSpec{}, err
 	}
-	e, err := x.noteAt(ctx, p.Launch)
+	l, err := r.launchAt(ctx, x, p.Launch)
 	if err != nil {
-		return messages.LaunchSpec{}, fmt.Errorf("read the launch note %s of %s: %w", p.Launch, p.Proc, err)
+		return messages.LaunchSpec{}, fmt.Errorf("the launch note %s of %s: %w", p.Launch, p.Proc, err)
 	}
-	n, ok := e.note.(*messages.LaunchNote)
-	if !ok {
-		return messages.LaunchSpec{}, fmt.Errorf("%s, which %s serves, is not a launch note", p.Launch, p.Proc)
-	}
-	v, err := r.resolveLaunch(ctx, x, e, n)
-	if err != nil {
-		return messages.LaunchSpec{}, err
-	}
-	if why := v.ignore + v.refuse; why != "" {
-		return messages.LaunchSpec{}, errors.New(why)
-	}
-	l := v.spec
 	r.mu.Lock()
 	if dir, ok := r.procReleases[p.Proc]; ok {
 		l.ReleaseDir = dir
 	}
 	r.mu.Unlock()
+	return l, nil
+}
+
+// launchAt reads the launch note at hash as the daemon launches it (the
+// record's verdict, the release resolved); anything but a launch is an
+// error saying why.
+func (r *records) launchAt(ctx context.Context, x *repoIndex, hash string) (messages.LaunchSpec, error) {
+	e, err := record.At(ctx, x.repo, hash)
+	if err != nil {
+		return messages.LaunchSpec{}, err
+	}
+	v, err := x.idx.LaunchVerdict(ctx, e)
+	switch {
+	case err != nil:
+		return messages.LaunchSpec{}, err
+	case v.Refuse != nil:
+		return messages.LaunchSpec{}, errors.New(v.Refuse.Reason)
+	case v.Ignore != "":
+		return messages.LaunchSpec{}, errors.New(v.Ignore)
+	case v.Spec == nil:
+		return messages.LaunchSpec{}, fmt.Errorf("%s is not a launch note: %s", hash, v.Nothing)
+	}
+	l := *v.Spec
+	if dir, err := r.releases.dir(l.Release); err == nil {
+		l.ReleaseDir = dir
+	}
 	return l, nil
 }
 
@@ -332,35 +209,26 @@ func (r *records) checkin(ctx context.Context, x *repoIndex, info fossilio.Info)
 	if err != nil || len(logins) == 0 {
 		return c, err
 	}
-	x.mu.Lock()
-	err = x.refresh(ctx, r.cfg.User)
-	type found struct {
-		login string
-		le    listenEntry
-		defs  []defEntry
-	}
-	var fs []found
 	for _, login := range logins {
-		le, ok := x.listens[listenKey{login, info.Branch}]
-		if !ok || !le.on {
+		key := messages.WorkspaceKey{Login: login, Project: x.project}
+		l, ok, err := x.idx.BranchListen(ctx, key, info.Branch)
+		if err != nil {
+			return nil, err
+		}
+		if !ok || !l.On {
 			continue
 		}
-		fs = append(fs, found{login, le, append([]defEntry(nil), x.sessionDefs[le.record]...)})
-	}
-	x.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range fs {
-		key := messages.WorkspaceKey{Login: f.login, Project: x.project}
-		def := newestPrivileged(ctx, x, f.defs)
+		_, def, err := x.idx.NewestDefinitions(ctx, key, l.Entry.Record)
+		if err != nil {
+			return nil, err
+		}
 		if def == nil {
 			r.log.Warn("a branch listener's record holds no session definition that counts; its check-ins launch nothing",
-				slog.String(actors.KeyWorkspace, key.String()), slog.String(actors.KeyBranch, info.Branch), slog.String("record", f.le.record))
+				slog.String(actors.KeyWorkspace, key.String()), slog.String(actors.KeyBranch, info.Branch), slog.String("record", l.Entry.Record))
 			continue
 		}
-		c.Listeners = append(c.Listeners, messages.BranchListener{Workspace: key, Repository: x.path, Record: f.le.record,
-			ListenNote: f.le.hash, Lifetime: def.note.(*messages.SessionDefinition).Lifetime})
+		c.Listeners = append(c.Listeners, messages.BranchListener{Workspace: key, Repository: x.path, Record: l.Entry.Record,
+			ListenNote: l.Entry.Hash, Lifetime: def.Note.(*messages.SessionDefinition).Lifetime})
 	}
 	return c, nil
 }
@@ -390,16 +258,6 @@ func (r *records) listeningLogins(project, name string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// newestPrivileged is the newest entry sent by a user holding admin or setup.
-func newestPrivileged(ctx context.Context, x *repoIndex, es []defEntry) *defEntry {
-	for i := len(es) - 1; i >= 0; i-- {
-		if privileged(ctx, x, es[i].sender) {
-			return &es[i]
-		}
-	}
-	return nil
 }
 
 // NewestUntested is the newest check-in on the branch received after the

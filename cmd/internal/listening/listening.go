@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -95,19 +96,13 @@ func Events(ctx context.Context, node *fossilio.Repo, key messages.WorkspaceKey)
 		if err != nil {
 			continue
 		}
-		e := Event{Hash: s.Hash, Time: s.Time, Rcvid: s.Rcvid, Rid: s.Rid}
-		switch n := n.(type) {
-		case *messages.ListenNote:
-			e.Listener, e.On = n.Listener, true
-		case *messages.UnlistenNote:
-			e.Listener = n.Listener
-		default:
+		// The one rule of fossilio/record: a listen note counts when its
+		// workspace's agent login sent it (D7).
+		l, on, counts := record.ListenCounts(record.Entry{Sender: s.Sender, Note: n})
+		if !counts || l.Key() != key {
 			continue
 		}
-		if e.Login != key.Login || e.Project != key.Project {
-			continue
-		}
-		out = append(out, e)
+		out = append(out, Event{Listener: l, On: on, Hash: s.Hash, Time: s.Time, Rcvid: s.Rcvid, Rid: s.Rid})
 	}
 	return out, nil
 }

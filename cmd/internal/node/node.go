@@ -273,7 +273,9 @@ func (n *Node) requirePrivileged(ctx context.Context, r *fossilio.Repo, p projec
 	return nil
 }
 
-// privileged says whether login holds admin or setup on the repository.
+// privileged says whether login holds admin or setup on the repository
+// (fossilio.Repo.Privileged, D7), with its own capabilities for a refusal
+// to name; a login the repository does not hold is an error saying so.
 func privileged(ctx context.Context, r *fossilio.Repo, login string) (bool, string, error) {
 	if login == "" {
 		return false, "", nil
@@ -285,11 +287,11 @@ func privileged(ctx context.Context, r *fossilio.Repo, login string) (bool, stri
 	if err != nil {
 		return false, "", err
 	}
-	caps, err := r.EffectiveCaps(ctx, login)
+	ok, err := r.Privileged(ctx, login)
 	if err != nil {
 		return false, "", err
 	}
-	return strings.ContainsAny(caps, "as"), u.Caps, nil
+	return ok, u.Caps, nil
 }
 
 // agentLogins lists the logins that keep a password in the agents root,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -222,6 +223,7 @@ func (n *Node) awaitOutcome(ctx context.Context, a *Answer, r *fossilio.Repo, ke
 	if err != nil {
 		return fmt.Errorf("read the launch note back: %w", err)
 	}
+	idx := record.NewIndexAfter(r, n.Config.User, info.Rcvid-1)
 	deadline := time.Now().Add(n.outcomeWait)
 	for {
 		if proc, ok, err := n.serving(key, launch); err != nil {
@@ -230,23 +232,19 @@ func (n *Node) awaitOutcome(ctx context.Context, a *Answer, r *fossilio.Repo, ke
 			a.Logf("the daemon started the session: pid %d (start time %d), %s", proc.ID.PID, proc.ID.Start, proc.Origin)
 			return nil
 		}
-		refusals, err := repliesTo[*messages.RefusalNote](ctx, r, info, n.Config.User)
+		refusals, err := repliesTo[*messages.RefusalNote](ctx, idx, launch)
 		if err != nil {
 			return err
 		}
-		for _, ref := range refusals {
-			if ref.Launch == launch {
-				return fmt.Errorf("the daemon refused the launch: %s", ref.Reason)
-			}
+		if len(refusals) > 0 {
+			return fmt.Errorf("the daemon refused the launch: %s", refusals[0].Reason)
 		}
-		ends, err := repliesTo[*messages.EndNote](ctx, r, info, n.Config.User)
+		ends, err := repliesTo[*messages.EndNote](ctx, idx, launch)
 		if err != nil {
 			return err
 		}
-		for _, end := range ends {
-			if end.Launch == launch {
-				return fmt.Errorf("the session ended at once (%s): %s", end.Status, end.Note)
-			}
+		if len(ends) > 0 {
+			return fmt.Errorf("the session ended at once (%s): %s", ends[0].Status, ends[0].Note)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("no outcome of launch %s within %s: no session process in the table and no refusal or end note; see `ocx status` and %s", launch, n.outcomeWait, n.Layout.Log())
@@ -328,14 +326,12 @@ func (n *Node) Ended(ctx context.Context, project, launch string) (*messages.End
 	if err != nil {
 		return nil, err
 	}
-	ends, err := repliesTo[*messages.EndNote](ctx, r, info, n.Config.User)
+	ends, err := repliesTo[*messages.EndNote](ctx, record.NewIndexAfter(r, n.Config.User, info.Rcvid-1), info.Hash)
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range ends {
-		if e.Launch == launch {
-			return e, nil
-		}
+	if len(ends) > 0 {
+		return ends[0], nil
 	}
 	return nil, nil
 }

@@ -77,11 +77,11 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 	}
 
 	for _, p := range n.projects() {
-		rec, err := ReadRecord(ctx, repos[p.Name])
+		idx := n.index(repos[p.Name])
+		defs, err := workspaces(ctx, idx)
 		if err != nil {
 			return nil, err
 		}
-		defs := rec.Workspaces(ctx)
 		var keys []messages.WorkspaceKey
 		for k := range defs {
 			keys = append(keys, k)
@@ -104,7 +104,11 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 			}
 			st.Workspaces = append(st.Workspaces, ws)
 		}
-		st.Listeners = append(st.Listeners, rec.Listeners()...)
+		ls, err := listeners(ctx, idx)
+		if err != nil {
+			return nil, err
+		}
+		st.Listeners = append(st.Listeners, ls...)
 	}
 
 	current := n.currentRelease()

@@ -104,11 +104,11 @@ func (n *Node) WorkspaceAdd(ctx context.Context, in WorkspaceAddInput) *Answer {
 		return a.Stop(err)
 	}
 	onHost := exists(ws.Dir)
-	rec, err := ReadRecord(ctx, r)
+	defs, err := workspaces(ctx, n.index(r))
 	if err != nil {
 		return a.Stop(err)
 	}
-	if w := rec.Workspaces(ctx)[key]; w != nil && w.Terminated == "" {
+	if w := defs[key]; w != nil && w.Terminated == "" {
 		if onHost {
 			return a.Stop(fmt.Errorf("workspace %s exists: defined at %s on record %s, and on the host at %s", key, w.Hash, w.Record, ws.Dir))
 		}
@@ -314,11 +314,11 @@ func (n *Node) WorkspaceTerminate(ctx context.Context, keyText, reason string, d
 	if err != nil {
 		return a.Stop(err)
 	}
-	rec, err := ReadRecord(ctx, r)
+	defs, err := workspaces(ctx, n.index(r))
 	if err != nil {
 		return a.Stop(err)
 	}
-	w := rec.Workspaces(ctx)[key]
+	w := defs[key]
 	onHost := exists(ws.Dir)
 	switch {
 	case w == nil && onHost:
@@ -452,11 +452,7 @@ func (n *Node) workspacesOnRecord(ctx context.Context, p project) (map[messages.
 		return nil, err
 	}
 	defer r.Close()
-	rec, err := ReadRecord(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	return rec.Workspaces(ctx), nil
+	return workspaces(ctx, n.index(r))
 }
 
 func exists(p string) bool {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/fossilio"
+	onrecord "github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -230,18 +231,14 @@ func (s *Session) findDefinition(ctx context.Context) error {
 }
 
 // counts says whether the note at hash counts (D7): its sender, as the
-// node's repository recorded it, holds admin or setup.
+// node's repository recorded it, holds admin or setup (fossilio/record).
 func (s *Session) counts(ctx context.Context, hash, what string) error {
-	info, err := s.node.Info(ctx, hash)
+	e, err := onrecord.At(ctx, s.node, hash)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", what, hash, err)
 	}
-	ok, err := s.node.Privileged(ctx, info.Sender)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", what, hash, err)
-	}
-	if !ok {
-		return fmt.Errorf("%s %s was sent by %q, who holds neither admin nor setup, so it does not count (D7)", what, hash, info.Sender)
+	if !onrecord.Privileged(ctx, s.node, e.Sender) {
+		return fmt.Errorf("%s %s was sent by %q, who holds neither admin nor setup, so it does not count (D7)", what, hash, e.Sender)
 	}
 	return nil
 }

@@ -1,0 +1,322 @@
+package record
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// Index is the notes of one repository that OCX looks up, kept up to date
+// from the receipts the repository made since the last look: workspace and
+// session definitions, terminated notes, listen and unlisten notes, and the
+// node user's end and refusal notes. Notes are facts that never change once
+// received, so the index is safe to keep for as long as the repository is
+// open; who may write what (D7) is checked when an entry is used, since
+// capabilities can change. It is safe for concurrent use.
+type Index struct {
+	repo     *fossilio.Repo
+	nodeUser string
+
+	mu   sync.Mutex
+	mark int64 // the newest receipt indexed
+	// sessionDefs are the session definitions on each record, in the
+	// server's order.
+	sessionDefs map[string][]Entry
+	// workspaceDefs are the workspace definitions of each workspace, in the
+	// server's order, each the first post of its thread.
+	workspaceDefs map[messages.WorkspaceKey][]Entry
+	// terminated are the terminated notes of each workspace.
+	terminated map[messages.WorkspaceKey][]Entry
+	// listens are the listen and unlisten notes each workspace's agent
+	// login sent (D7), in the server's order.
+	listens map[messages.WorkspaceKey][]Entry
+	// replies are the node user's end and refusal notes, by the launch
+	// they answer.
+	replies map[string][]Entry
+}
+
+// NewIndex indexes repo, where nodeUser writes the daemon's notes. Nothing is
+// read until the first Refresh.
+func NewIndex(repo *fossilio.Repo, nodeUser string) *Index {
+	return &Index{repo: repo, nodeUser: nodeUser,
+		sessionDefs:   map[string][]Entry{},
+		workspaceDefs: map[messages.WorkspaceKey][]Entry{},
+		terminated:    map[messages.WorkspaceKey][]Entry{},
+		listens:       map[messages.WorkspaceKey][]Entry{},
+		replies:       map[string][]Entry{},
+	}
+}
+
+// NewIndexAfter indexes only what repo received after the receipt rcvid:
+// for a caller that awaits the answers to a note already on the record
+// (the daemon's replies to a launch come after it), without reading the
+// whole record first.
+func NewIndexAfter(repo *fossilio.Repo, nodeUser string, rcvid int64) *Index {
+	x := NewIndex(repo, nodeUser)
+	x.mark = rcvid
+	return x
+}
+
+// Repo is the repository indexed.
+func (x *Index) Repo() *fossilio.Repo { return x.repo }
+
+// NodeUser is the node user whose notes the index takes for the daemon's.
+func (x *Index) NodeUser() string { return x.nodeUser }
+
+// classifyBatch bounds the artifacts classified in one read transaction, so
+// that a first look at a large repository never holds a long read.
+const classifyBatch = 512
+
+// Refresh indexes what the repository received since the last look.
+func (x *Index) Refresh(ctx context.Context) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	hashes, last, err := x.repo.Received(ctx, x.mark)
+	if err != nil {
+		return fmt.Errorf("read what %s received: %w", x.repo.Path(), err)
+	}
+	for len(hashes) > 0 {
+		batch := hashes[:min(classifyBatch, len(hashes))]
+		hashes = hashes[len(batch):]
+		infos, err := x.repo.Classify(ctx, batch...)
+		if err != nil {
+			return fmt.Errorf("classify what %s received: %w", x.repo.Path(), err)
+		}
+		for _, info := range infos {
+			e, ok, err := Read(ctx, x.repo, info)
+			if err != nil {
+				return err
+			}
+			if ok {
+				x.add(e)
+			}
+		}
+	}
+	if last > x.mark {
+		x.mark = last
+	}
+	return nil
+}
+
+// add files an entry. The caller holds x.mu.
+func (x *Index) add(e Entry) {
+	switch n := e.Note.(type) {
+	case *messages.ListenNote, *messages.UnlistenNote:
+		if l, _, counts := ListenCounts(e); counts {
+			x.listens[l.Key()] = append(x.listens[l.Key()], e)
+		}
+	case *messages.SessionDefinition:
+		x.sessionDefs[e.Record] = append(x.sessionDefs[e.Record], e)
+	case *messages.WorkspaceDefinition:
+		if e.First() {
+			x.workspaceDefs[n.Key()] = append(x.workspaceDefs[n.Key()], e)
+		}
+	case *messages.TerminatedNote:
+		x.terminated[n.Key()] = append(x.terminated[n.Key()], e)
+	case *messages.EndNote:
+		if e.Sender == x.nodeUser {
+			x.replies[n.Launch] = append(x.replies[n.Launch], e)
+		}
+	case *messages.RefusalNote:
+		if e.Sender == x.nodeUser {
+			x.replies[n.Launch] = append(x.replies[n.Launch], e)
+		}
+	}
+}
+
+// copies returns a copy of list, so that a caller reads it without the lock.
+func copies(list []Entry) []Entry { return append([]Entry(nil), list...) }
+
+// Privileged says whether user holds admin or setup now (D7).
+func (x *Index) Privileged(ctx context.Context, user string) bool {
+	return Privileged(ctx, x.repo, user)
+}
+
+// Workspace is a workspace as the record says it: its latest definition that
+// counts, and the terminated note that ends it, if one does.
+type Workspace struct {
+	Key        messages.WorkspaceKey
+	Definition *messages.WorkspaceDefinition
+	Entry      Entry  // the post holding the definition
+	Terminated string // the terminated note's post, "" when none
+}
+
+// Workspaces returns each workspace defined on the record: for each key its
+// latest definition sent by a user holding admin or setup, and the first
+// terminated note that counts on that definition's record after it.
+func (x *Index) Workspaces(ctx context.Context) (map[messages.WorkspaceKey]*Workspace, error) {
+	if err := x.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	x.mu.Lock()
+	defs := make(map[messages.WorkspaceKey][]Entry, len(x.workspaceDefs))
+	for k, es := range x.workspaceDefs {
+		defs[k] = copies(es)
+	}
+	x.mu.Unlock()
+	out := map[messages.WorkspaceKey]*Workspace{}
+	for k, es := range defs {
+		d := x.newestCounting(ctx, es)
+		if d == nil {
+			continue
+		}
+		w := &Workspace{Key: k, Definition: d.Note.(*messages.WorkspaceDefinition), Entry: *d}
+		var err error
+		if w.Terminated, err = x.TerminatedAfter(ctx, *d); err != nil {
+			return nil, err
+		}
+		out[k] = w
+	}
+	return out, nil
+}
+
+// newestCounting is the newest entry a user holding admin or setup sent.
+func (x *Index) newestCounting(ctx context.Context, es []Entry) *Entry {
+	for i := len(es) - 1; i >= 0; i-- {
+		if x.Privileged(ctx, es[i].Sender) {
+			return &es[i]
+		}
+	}
+	return nil
+}
+
+// TerminatedAfter returns the first terminated note, sent by a user holding
+// admin or setup on the workspace's record after its definition def, if
+// there is one.
+func (x *Index) TerminatedAfter(ctx context.Context, def Entry) (string, error) {
+	wd, ok := def.Note.(*messages.WorkspaceDefinition)
+	if !ok {
+		return "", fmt.Errorf("%s is not a workspace definition", def.Hash)
+	}
+	if err := x.Refresh(ctx); err != nil {
+		return "", err
+	}
+	x.mu.Lock()
+	ts := copies(x.terminated[wd.Key()])
+	x.mu.Unlock()
+	for _, t := range ts {
+		if t.After(def) && t.Record == def.Record && x.Privileged(ctx, t.Sender) {
+			return t.Hash, nil
+		}
+	}
+	return "", nil
+}
+
+// NewestDefinitions returns the newest workspace definition of key and the
+// newest session definition on record, each that counts (D7); nil when
+// there is none.
+func (x *Index) NewestDefinitions(ctx context.Context, key messages.WorkspaceKey, record string) (ws, session *Entry, err error) {
+	if err := x.Refresh(ctx); err != nil {
+		return nil, nil, err
+	}
+	x.mu.Lock()
+	wdefs, sdefs := copies(x.workspaceDefs[key]), copies(x.sessionDefs[record])
+	x.mu.Unlock()
+	return x.newestCounting(ctx, wdefs), x.newestCounting(ctx, sdefs), nil
+}
+
+// Listen is a listener's latest note that counts.
+type Listen struct {
+	Listener messages.Listener
+	On       bool  // a listen note, not an unlisten note
+	Entry    Entry // the post or ticket change holding it
+}
+
+// Listeners returns each listener whose agent login wrote a listen or
+// unlisten note, its latest in the server's order, in the order the
+// listeners were first stated.
+func (x *Index) Listeners(ctx context.Context) ([]Listen, error) {
+	if err := x.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var all []Entry
+	for _, es := range x.listens {
+		all = append(all, es...)
+	}
+	return Latest(all), nil
+}
+
+// Latest reduces listen and unlisten entries to each listener's latest in
+// the server's order, in the order the listeners were first stated (a pure
+// function).
+func Latest(entries []Entry) []Listen {
+	sorted := copies(entries)
+	sortByServer(sorted)
+	latest := map[messages.Listener]int{}
+	var out []Listen
+	for _, e := range sorted {
+		l, on, counts := ListenCounts(e)
+		if !counts {
+			continue
+		}
+		if i, seen := latest[l]; seen {
+			out[i] = Listen{Listener: l, On: on, Entry: e}
+			continue
+		}
+		latest[l] = len(out)
+		out = append(out, Listen{Listener: l, On: on, Entry: e})
+	}
+	return out
+}
+
+// BranchListen is the latest note that counts of login's listener on branch
+// of this repository's project, if any.
+func (x *Index) BranchListen(ctx context.Context, key messages.WorkspaceKey, branch string) (Listen, bool, error) {
+	if err := x.Refresh(ctx); err != nil {
+		return Listen{}, false, err
+	}
+	x.mu.Lock()
+	es := copies(x.listens[key])
+	x.mu.Unlock()
+	for _, l := range Latest(es) {
+		if l.Listener.Kind == messages.ListenBranch && l.Listener.Names == branch {
+			return l, true, nil
+		}
+	}
+	return Listen{}, false, nil
+}
+
+// Replies returns the node user's end and refusal notes answering a launch
+// note, in the server's order.
+func (x *Index) Replies(ctx context.Context, launch string) ([]Entry, error) {
+	if err := x.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return copies(x.replies[launch]), nil
+}
+
+// Ended says whether the node user's end note for one process of a launch
+// is on the record (D6: at most one per PID and start time).
+func (x *Index) Ended(ctx context.Context, launch string, pid int, start uint64) (bool, error) {
+	rs, err := x.Replies(ctx, launch)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range rs {
+		if n, ok := e.Note.(*messages.EndNote); ok && n.PID == pid && n.StartTime == start {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// sortByServer sorts entries in the server's order.
+func sortByServer(es []Entry) {
+	slices.SortStableFunc(es, func(a, b Entry) int {
+		switch {
+		case a.After(b):
+			return 1
+		case b.After(a):
+			return -1
+		}
+		return 0
+	})
+}
