@@ -61,29 +61,18 @@ func (b *base) log(level slog.Level, text string, attrs ...slog.Attr) {
 func (b *base) Quiescent() bool { return b.awaiting == 0 }
 
 // expectsResult says whether an effect sends exactly one result back to the
-// actor that asked for it, and so holds up a hand-off until it does.
+// actor that asked for it, and so holds up a hand-off until it does
+// (messages.Asking).
 func expectsResult(e messages.DaemonEffect) bool {
-	switch e.(type) {
-	case messages.ClassifyArtifact, messages.ResolveLaunch, messages.WriteRefusal,
-		messages.WriteEnd, messages.ReadResult, messages.FindUntested, messages.WriteLaunch,
-		messages.ScanWorkspace, messages.SpawnSession, messages.SignalProcess,
-		messages.PauseInputs, messages.ResumeInputs:
-		return true
-	}
-	return false
+	_, ok := e.(messages.Asking)
+	return ok
 }
 
 // isResult says whether a message is the result of an effect that
-// expectsResult counts.
+// expectsResult counts (messages.Answer).
 func isResult(m messages.DaemonMessage) bool {
-	switch m.(type) {
-	case messages.ArtifactClassified, messages.LaunchResolved, messages.RefusalWritten,
-		messages.EndWritten, messages.ResultRead, messages.UntestedFound, messages.LaunchWritten,
-		messages.WorkspaceScanned, messages.SessionSpawned, messages.ProcessSignaled,
-		messages.InputsPaused, messages.InputsResumed:
-		return true
-	}
-	return false
+	_, ok := m.(messages.Answer)
+	return ok
 }
 
 func errAttr(err error) slog.Attr { return slog.String(KeyError, err.Error()) }

@@ -2,12 +2,17 @@ package actors
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"os/exec"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ocx-go/ocx/messages"
 )
 
 // TestNoHostImports keeps the actors and their vocabulary pure. Neither
@@ -61,6 +66,35 @@ func TestNoHostImports(t *testing.T) {
 		}
 		if ours == 0 {
 			t.Fatalf("go list -deps %s listed none of this module's packages; the check saw nothing", pkg)
+		}
+	}
+}
+
+// TestDepsAnswerAsTheEffectSays: the result each asking effect gets from
+// the deps is the type its Answer names, so the hand-off's count of
+// outstanding effects pairs each with its result on the type itself.
+func TestDepsAnswerAsTheEffectSays(t *testing.T) {
+	f := newFakeWorld()
+	d := f.deps()
+	d.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	l := testLaunch(1, false)
+	for _, e := range []messages.Asking{
+		messages.ClassifyArtifact{Repository: "/srv/demo.fossil", Hash: testHash(1)},
+		messages.ResolveLaunch{Proc: messages.ProcInfo{Proc: messages.ProcID{PID: 9, Start: 9}, Workspace: testW, Launch: l.Hash}},
+		messages.WriteRefusal{Launch: l, Reason: "r"},
+		messages.WriteEnd{Launch: l, Proc: messages.ProcID{PID: 9, Start: 9}},
+		messages.ReadResult{Proc: messages.ProcID{PID: 9, Start: 9}, Launch: l},
+		messages.FindUntested{Branch: "trunk"},
+		messages.WriteLaunch{Branch: "trunk", Checkin: testHash(2)},
+		messages.ScanWorkspace{Workspace: testW},
+		messages.SpawnSession{Launch: l},
+		messages.SignalProcess{Proc: messages.ProcID{PID: 9, Start: 9}, Signal: messages.SigTERM},
+		messages.PauseInputs{},
+		messages.ResumeInputs{},
+	} {
+		got := d.run(context.Background(), e)
+		if reflect.TypeOf(got) != reflect.TypeOf(e.Answer()) {
+			t.Errorf("%T is answered with %T, but says %T", e, got, e.Answer())
 		}
 	}
 }

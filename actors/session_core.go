@@ -118,7 +118,7 @@ func (c *SessionCore) Step(now time.Time, msg messages.DaemonMessage) []messages
 			c.log(slog.LevelInfo, "second exit of the same process ignored", pidAttr(c.st.Proc))
 			break
 		}
-		c.end(m.Status, m.At)
+		c.end(now, m.Status, m.At)
 	case messages.ProcessGone:
 		if m.Seq != c.seq || c.st.Ended {
 			break // a watch from before a freeze or an end: stale
@@ -130,7 +130,7 @@ func (c *SessionCore) Step(now time.Time, msg messages.DaemonMessage) []messages
 			}
 			break
 		}
-		c.end(messages.ExitStatus{State: messages.EndUnknown}, m.At)
+		c.end(now, messages.ExitStatus{State: messages.EndUnknown}, m.At)
 	case messages.ResultRead:
 		if c.phase != sessReading {
 			break
@@ -225,10 +225,18 @@ func (c *SessionCore) timer(now time.Time, m messages.TimerFired) {
 	}
 }
 
-// end records the end and asks for what the end note needs.
-func (c *SessionCore) end(status messages.ExitStatus, at time.Time) {
+// end records the end and asks for what the end note needs. The status is
+// what the note says (D20): unknown for a process the daemon is not the
+// parent of, and a sandbox's 137 after the daemon's own KILL is that KILL.
+func (c *SessionCore) end(now time.Time, status messages.ExitStatus, at time.Time) {
+	if !c.st.Child {
+		status = messages.ExitStatus{State: messages.EndUnknown}
+	}
+	if at.IsZero() {
+		at = now
+	}
 	c.st.Ended = true
-	c.st.Exit = status
+	c.st.Exit = status.AfterKill(c.st.KillSent)
 	c.st.EndedAt = at
 	c.seq++ // the grace timer and the watch are over
 	if c.st.Launch.IsCI() {
@@ -247,21 +255,49 @@ func (c *SessionCore) ended() {
 
 func (c *SessionCore) writeEnd() {
 	c.phase = sessWriting
-	e := messages.WriteEnd{
+	c.emit(messages.WriteEnd{
 		Launch:           c.st.Launch,
 		Proc:             c.st.Proc,
-		Child:            c.st.Child,
-		Status:           c.st.Exit,
-		At:               c.st.EndedAt,
+		End:              c.endNote(),
 		StopRequested:    c.st.StopRequestedAt != nil,
 		KilledAfterGrace: c.st.KillSent,
 		Attempt:          c.st.EndAttempts + 1,
+	})
+}
+
+// endNote is the end note, every field decided here (docs/design/notes.md
+// §5.3): the status and its code or signal, killed when the daemon's KILL
+// after the grace ended it, the release it ran, when it was seen to end,
+// for a CI run the check-in and its result (none when it left none).
+func (c *SessionCore) endNote() messages.EndNote {
+	st := c.st.Exit
+	release := c.st.Launch.ReleaseName
+	if release == "" {
+		release = "unknown"
+	}
+	e := messages.EndNote{Launch: c.st.Launch.Hash, Login: c.st.Launch.Workspace.Login, Project: c.st.Launch.Workspace.Project,
+		PID: c.st.Proc.PID, StartTime: c.st.Proc.Start, Status: st.State, Release: release,
+		Seen: c.st.EndedAt.UTC(), Note: messages.ClipText(messages.CleanText(c.endWords()), messages.MaxTextLen)}
+	switch st.State {
+	case messages.EndExited, messages.EndSandboxFailed:
+		if code := st.Code; code >= 0 && code <= 255 {
+			e.ExitCode = &code
+		}
+		if st.State == messages.EndExited && e.ExitCode == nil {
+			zero := 0
+			e.ExitCode = &zero
+		}
+	case messages.EndSignaled:
+		e.Signal = st.Signal
+		e.Killed = c.st.KillSent && st.Signal == "SIGKILL"
 	}
 	if c.st.Launch.IsCI() {
-		e.Tested, e.Result = c.st.Launch.Checkin, c.st.Result
+		e.Checkin, e.Result = c.st.Launch.Checkin, messages.CINone
+		if t, err := messages.ParseCITag(c.st.Result); err == nil && c.st.Result != "" {
+			e.Result = t.Result
+		}
 	}
-	e.Note = c.endWords()
-	c.emit(e)
+	return e
 }
 
 // endWords says in words how the session ended, for the end note.

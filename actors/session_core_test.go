@@ -98,7 +98,7 @@ func (m *sessionModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 					t.Fatalf("two end notes in flight")
 				}
 			}
-			if e.Child != m.child || (e.Status.State == messages.EndUnknown) == m.child {
+			if (e.End.Status == messages.EndUnknown) == m.child {
 				t.Fatalf("an end note with the wrong status for a child=%v: %s", m.child, e)
 			}
 			m.await = append(m.await, e)
@@ -286,4 +286,62 @@ func TestSessionCoreProperties(t *testing.T) {
 			},
 		})
 	})
+}
+
+// TestEndNote: the end note's fields are the session core's (issue 11,
+// item 5), every one: the status and its code or signal, killed, the
+// release it ran, when it was seen, a CI run's check-in and result; and a
+// sandbox's 137 after the daemon's own KILL is that KILL, the one place of
+// the rule (messages.ExitStatus.AfterKill).
+func TestEndNote(t *testing.T) {
+	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	proc := messages.ProcID{PID: 42, Start: 4242}
+	launch := testLaunch(1, false)
+	launch.ReleaseName = "r7"
+	end := func(child, killed bool, launch messages.LaunchSpec, st messages.ExitStatus, result string) messages.EndNote {
+		t.Helper()
+		c := NewSessionCore(Config{}.withDefaults(), messages.SessionState{Workspace: testW, Proc: proc, Child: child, Launch: launch, KillSent: killed})
+		effects := c.Step(at, messages.ProcessExited{Proc: proc, Status: st, At: at})
+		if launch.IsCI() {
+			effects = c.Step(at, messages.ResultRead{Proc: proc, Result: result, Found: result != ""})
+		}
+		for _, e := range effects {
+			if w, ok := e.(messages.WriteEnd); ok {
+				if err := w.End.Validate(); err != nil {
+					t.Errorf("%s: %v", (&w.End).String(), err)
+				}
+				return w.End
+			}
+		}
+		t.Fatalf("no end note among %v", effects)
+		return messages.EndNote{}
+	}
+	h := launch.Hash
+	for _, c := range []struct {
+		name          string
+		child, killed bool
+		st            messages.ExitStatus
+		want          string
+	}{
+		{"exited", true, false, messages.ExitStatus{State: messages.EndExited, Code: 0},
+			`end ana/demo launch=` + h + ` pid=42 start_time=4242 status=exited exit_code=0 killed=false release=r7 seen=2026-11-30T09:00:00Z note="exited with code 0"`},
+		{"killed after the grace, as bwrap says it", true, true, messages.ExitStatus{State: messages.EndExited, Code: 137, Sandboxed: true},
+			`end ana/demo launch=` + h + ` pid=42 start_time=4242 status=signaled signal=SIGKILL killed=true release=r7 seen=2026-11-30T09:00:00Z note="ended by SIGKILL, after KILL when the stop grace of 10s ran out"`},
+		{"137 by itself, unsandboxed or without our KILL", true, false, messages.ExitStatus{State: messages.EndExited, Code: 137, Sandboxed: true},
+			`end ana/demo launch=` + h + ` pid=42 start_time=4242 status=exited exit_code=137 killed=false release=r7 seen=2026-11-30T09:00:00Z note="exited with code 137"`},
+		{"not the daemon's child", false, false, messages.ExitStatus{State: messages.EndExited, Code: 3},
+			`end ana/demo launch=` + h + ` pid=42 start_time=4242 status=unknown killed=false release=r7 seen=2026-11-30T09:00:00Z note="seen gone; the daemon was not its parent, so how it ended is unknown"`},
+	} {
+		n := end(c.child, c.killed, launch, c.st, "")
+		if got := n.String(); got != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
+		}
+	}
+	ci := testLaunch(2, true)
+	for result, want := range map[string]messages.CIResult{"green: ok": messages.CIGreen, "red: FAIL": messages.CIRed, "": messages.CINone} {
+		n := end(true, false, ci, messages.ExitStatus{State: messages.EndExited}, result)
+		if n.Result != want || n.Checkin != ci.Checkin || n.Release != "unknown" {
+			t.Errorf("CI result %q: %s", result, (&n).String())
+		}
+	}
 }

@@ -43,29 +43,20 @@ type WriteRefusal struct {
 }
 
 // WriteEnd writes an end note, as the node user, replying to the launch note
-// of a session process that ended. The writer first looks for an end note for
+// of a session process that ended. The note is the session core's: every
+// field decided there (D6, D20). The writer first looks for an end note for
 // the same (PID, start time) on the record and writes none if there is one
 // (decisions D6), so a retry or a restart never writes a second. Result:
 // EndWritten.
 type WriteEnd struct {
 	Launch LaunchSpec
 	Proc   ProcID
-	// Child says whether the daemon was the process's parent (else its status
-	// is unknown).
-	Child  bool
-	Status ExitStatus
-	// At is when the process was seen to end.
-	At time.Time
-	// StopRequested and KilledAfterGrace tell a stop from an end by itself.
+	End    EndNote
+	// StopRequested and KilledAfterGrace tell, for the log, a stop from an
+	// end by itself.
 	StopRequested    bool
 	KilledAfterGrace bool
-	// Tested and Result are, for a CI run, the check-in it tested and the
-	// result its login left on it ("" if none).
-	Tested string
-	Result string
-	// Note says in words how it ended.
-	Note    string
-	Attempt int
+	Attempt          int
 }
 
 // ReadResult asks for the result a CI run's login left on the check-in it was
@@ -207,6 +198,57 @@ type LogEvent struct {
 	Attrs []slog.Attr
 }
 
+// Asking is an effect that sends exactly one result back to the actor that
+// asked for it (and so holds up a hand-off until it does): Answer names that
+// result's type, as its zero value, so that each effect is paired with its
+// result on the type itself.
+type Asking interface {
+	DaemonEffect
+	Answer() Answer
+}
+
+// Answer is the result of an Asking effect.
+type Answer interface {
+	DaemonMessage
+	answer()
+}
+
+// Answer is ArtifactClassified.
+func (ClassifyArtifact) Answer() Answer { return ArtifactClassified{} }
+
+// Answer is LaunchResolved.
+func (ResolveLaunch) Answer() Answer { return LaunchResolved{} }
+
+// Answer is RefusalWritten.
+func (WriteRefusal) Answer() Answer { return RefusalWritten{} }
+
+// Answer is EndWritten.
+func (WriteEnd) Answer() Answer { return EndWritten{} }
+
+// Answer is ResultRead.
+func (ReadResult) Answer() Answer { return ResultRead{} }
+
+// Answer is UntestedFound.
+func (FindUntested) Answer() Answer { return UntestedFound{} }
+
+// Answer is LaunchWritten.
+func (WriteLaunch) Answer() Answer { return LaunchWritten{} }
+
+// Answer is WorkspaceScanned.
+func (ScanWorkspace) Answer() Answer { return WorkspaceScanned{} }
+
+// Answer is SessionSpawned.
+func (SpawnSession) Answer() Answer { return SessionSpawned{} }
+
+// Answer is ProcessSignaled.
+func (SignalProcess) Answer() Answer { return ProcessSignaled{} }
+
+// Answer is InputsPaused.
+func (PauseInputs) Answer() Answer { return InputsPaused{} }
+
+// Answer is InputsResumed.
+func (ResumeInputs) Answer() Answer { return InputsResumed{} }
+
 func (ClassifyArtifact) daemonEffect() {}
 func (ResolveLaunch) daemonEffect()    {}
 func (WriteRefusal) daemonEffect()     {}
@@ -249,18 +291,14 @@ func (e WriteRefusal) String() string {
 }
 
 func (e WriteEnd) String() string {
-	s := "write end " + e.Proc.String() + " launch " + daemonShort(e.Launch.Hash) + " " + e.Launch.Workspace.String() + ": " + e.Status.String()
+	s := "write end " + e.Proc.String() + " launch " + daemonShort(e.Launch.Hash) + " " + e.Launch.Workspace.String() + ": " + e.End.StatusString()
 	if e.KilledAfterGrace {
 		s += ", killed after the grace"
 	} else if e.StopRequested {
 		s += ", stop requested"
 	}
-	if e.Tested != "" {
-		r := e.Result
-		if r == "" {
-			r = "no result"
-		}
-		s += ", tested " + daemonShort(e.Tested) + ": " + r
+	if e.End.Checkin != "" {
+		s += ", tested " + daemonShort(e.End.Checkin) + ": " + string(e.End.Result)
 	}
 	if e.Attempt > 1 {
 		s += " (attempt " + strconv.Itoa(e.Attempt) + ")"

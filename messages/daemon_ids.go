@@ -120,6 +120,23 @@ type ExitStatus struct {
 	CPU time.Duration `json:"cpu,omitempty"`
 	// MaxRSSKiB is the largest resident set, when the reaper knows it.
 	MaxRSSKiB int64 `json:"max_rss_kib,omitempty"`
+	// Sandboxed says the process ran in a sandbox (bwrap), which reports a
+	// command killed by signal N as the exit code 128+N.
+	Sandboxed bool `json:"sandboxed,omitempty"`
+}
+
+// sigKILL is SIGKILL's number, which Linux and every POSIX system share.
+const sigKILL = 9
+
+// AfterKill is the status of a process the daemon sent KILL after its stop
+// grace (killed): a sandbox reports the command that KILL ended as exit
+// code 137, which is that KILL, so the status says signaled SIGKILL. This
+// is the one place of that rule (D20).
+func (e ExitStatus) AfterKill(killed bool) ExitStatus {
+	if killed && e.Sandboxed && e.State == EndExited && e.Code == 128+sigKILL {
+		e.State, e.Code, e.Signal = EndSignaled, 0, "SIGKILL"
+	}
+	return e
 }
 
 // String renders the status in one line: "exited 0", "signaled SIGKILL", "unknown".

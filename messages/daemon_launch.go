@@ -30,6 +30,10 @@ type LaunchSpec struct {
 	// that what a session ran is known even after current has moved on. Empty
 	// when it could not be resolved (the spawn then says why).
 	ReleaseDir string `json:"release_dir,omitempty"`
+	// ReleaseName is what an end note calls that release: its name under
+	// the release root's releases/, or the directory of a developer's
+	// build; resolved with ReleaseDir.
+	ReleaseName string `json:"release_name,omitempty"`
 	// Checkin is, for a CI launch, the check-in the run tests (D5); empty
 	// otherwise.
 	Checkin string `json:"checkin,omitempty"`

@@ -306,11 +306,24 @@ type ChildStopped struct {
 	Addr ActorAddr
 }
 
-func (LineRead) daemonMessage()           {}
-func (ProcessExited) daemonMessage()      {}
-func (Boot) daemonMessage()               {}
-func (Restore) daemonMessage()            {}
-func (SnapshotRequest) daemonMessage()    {}
+func (LineRead) daemonMessage()        {}
+func (ProcessExited) daemonMessage()   {}
+func (Boot) daemonMessage()            {}
+func (Restore) daemonMessage()         {}
+func (SnapshotRequest) daemonMessage() {}
+func (ArtifactClassified) answer()     {}
+func (LaunchResolved) answer()         {}
+func (RefusalWritten) answer()         {}
+func (EndWritten) answer()             {}
+func (ResultRead) answer()             {}
+func (UntestedFound) answer()          {}
+func (LaunchWritten) answer()          {}
+func (WorkspaceScanned) answer()       {}
+func (SessionSpawned) answer()         {}
+func (ProcessSignaled) answer()        {}
+func (InputsPaused) answer()           {}
+func (InputsResumed) answer()          {}
+
 func (ArtifactClassified) daemonMessage() {}
 func (LaunchResolved) daemonMessage()     {}
 func (WorkspaceScanned) daemonMessage()   {}

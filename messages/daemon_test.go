@@ -117,7 +117,7 @@ func TestDaemonStringsAreOneLine(t *testing.T) {
 		messages.ClassifyArtifact{Repository: "/srv/demo.fossil", Hash: dHash(1)},
 		messages.ResolveLaunch{Proc: info},
 		messages.WriteRefusal{Launch: l, Holders: []messages.ProcInfo{info}, Reason: "held"},
-		messages.WriteEnd{Launch: l, Proc: p, Status: messages.ExitStatus{State: messages.EndExited}, KilledAfterGrace: true, Attempt: 2},
+		messages.WriteEnd{Launch: l, Proc: p, End: messages.EndNote{Status: messages.EndExited}, KilledAfterGrace: true, Attempt: 2},
 		messages.ReadResult{Proc: p, Launch: l},
 		messages.FindUntested{Listener: listener, Branch: "trunk"},
 		messages.WriteLaunch{Listener: listener, Branch: "trunk", Checkin: dHash(3)},
@@ -361,5 +361,17 @@ func TestHandoffChildren(t *testing.T) {
 	want := []messages.ProcID{{PID: 20, Start: 1}, {PID: 30, Start: 1}}
 	if got := h.Children(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Children() = %v, want %v", got, want)
+	}
+}
+
+// TestEffectsAnswerWithTheirResults: each effect that asks names a result.
+// with its result on its type, and the deps answer each with that type.
+func TestEffectsAnswerWithTheirResults(t *testing.T) {
+	for _, e := range []messages.Asking{messages.ClassifyArtifact{}, messages.ResolveLaunch{}, messages.WriteRefusal{}, messages.WriteEnd{},
+		messages.ReadResult{}, messages.FindUntested{}, messages.WriteLaunch{}, messages.ScanWorkspace{}, messages.SpawnSession{},
+		messages.SignalProcess{}, messages.PauseInputs{}, messages.ResumeInputs{}} {
+		if e.Answer() == nil {
+			t.Errorf("%T answers with nothing", e)
+		}
 	}
 }

@@ -377,6 +377,22 @@ type EndNote struct {
 // NoteKind is "end".
 func (*EndNote) NoteKind() NoteKind { return KindEnd }
 
+// StatusString renders how the process ended: "exited 0", "signaled
+// SIGKILL", "unknown".
+func (n *EndNote) StatusString() string {
+	switch n.Status {
+	case EndExited, EndSandboxFailed:
+		if n.ExitCode != nil {
+			return string(n.Status) + " " + strconv.Itoa(*n.ExitCode)
+		}
+	case EndSignaled:
+		return string(n.Status) + " " + n.Signal
+	case "":
+		return "no status"
+	}
+	return string(n.Status)
+}
+
 func (n *EndNote) version() int { return n.Version }
 
 // Validate checks every field and that the status, exit code, signal and

@@ -297,3 +297,14 @@ func CleanText(s string) string {
 		return r
 	}, s)
 }
+
+// ClipText cuts s to at most n bytes, on a character boundary.
+func ClipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}

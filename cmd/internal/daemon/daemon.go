@@ -301,6 +301,17 @@ func (d *daemon) start() error {
 		return fmt.Errorf("find the running executable: %w", err)
 	}
 	d.rel = &releases{root: d.cfg.Release, self: filepath.Dir(self)}
+	if h != nil {
+		// An image before this one named no release in its launches; the
+		// directory says which it is.
+		for i := range h.Workspaces {
+			for j := range h.Workspaces[i].Sessions {
+				if l := &h.Workspaces[i].Sessions[j].Launch; l.ReleaseName == "" && l.ReleaseDir != "" {
+					l.ReleaseName = d.rel.name(l.ReleaseDir)
+				}
+			}
+		}
+	}
 	if d.reaper, err = newReaper(layout, d.root, d.cfg, d.rel, d.log); err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func (in *inputs) line(b []byte) {
 	l, err := messages.ParsePipeLine(b)
 	if err != nil {
 		in.refused.Add(1)
-		in.log.Warn("a pipe line refused", slog.String("line", clip(messages.CleanText(string(b)), 256)), slog.Int64("n", n), errAttr(err))
+		in.log.Warn("a pipe line refused", slog.String("line", messages.ClipText(messages.CleanText(string(b)), 256)), slog.Int64("n", n), errAttr(err))
 		return
 	}
 	in.log.Info("read", slog.String("line", l.String()), slog.Int64("n", n))
@@ -223,7 +223,7 @@ func (in *inputs) drain(root *unixhost.Root, bound time.Duration) (int, error) {
 		case errors.Is(rerr, io.EOF):
 			if len(buf) > 0 {
 				in.refused.Add(1)
-				in.log.Warn("a pipe line refused: the pipe ended before its newline", slog.String("line", clip(messages.CleanText(string(buf)), 256)))
+				in.log.Warn("a pipe line refused: the pipe ended before its newline", slog.String("line", messages.ClipText(messages.CleanText(string(buf)), 256)))
 			}
 			return lines, nil
 		case errors.Is(rerr, os.ErrDeadlineExceeded):

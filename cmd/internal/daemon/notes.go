@@ -87,7 +87,7 @@ func (r *records) WriteRefusal(ctx context.Context, n messages.WriteRefusal) err
 		return err
 	}
 	note := &messages.RefusalNote{Launch: n.Launch.Hash, Login: n.Launch.Workspace.Login, Project: n.Launch.Workspace.Project,
-		Reason: clip(messages.CleanText(n.Reason), messages.MaxTextLen)}
+		Reason: messages.ClipText(messages.CleanText(n.Reason), messages.MaxTextLen)}
 	holders := n.Holders
 	if len(holders) > 0 && holders[0].Command == "" && r.scan != nil {
 		// The workspace's own session is known by the daemon's child (bwrap);
@@ -149,58 +149,13 @@ func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 		r.log.Info("end note already on the record", slog.String(actors.KeyLaunch, n.Launch.Hash), slog.String(actors.KeyPID, n.Proc.String()))
 		return nil
 	}
-	note := r.endNote(n)
+	note := &n.End
 	block, err := note.Encode()
 	if err != nil {
 		return fmt.Errorf("end note of %s: %w", n.Proc, err)
 	}
 	text := fmt.Sprintf("The session of %s (pid %d) ended: %s.\n\n%s", n.Launch.Workspace, n.Proc.PID, note.Note, block)
 	return r.write(ctx, x, n.Launch.Hash, text, "end")
-}
-
-// endNote turns the actors' WriteEnd into the note (docs/design/notes.md
-// §5.3).
-func (r *records) endNote(n messages.WriteEnd) *messages.EndNote {
-	st := n.Status
-	if !n.Child {
-		st = messages.ExitStatus{State: messages.EndUnknown}
-	}
-	// bwrap reports a command killed by SIGKILL as exit code 137; after the
-	// daemon's own KILL that is the signal, and the note says so.
-	if n.KilledAfterGrace && st.State == messages.EndExited && st.Code == 128+9 {
-		st = messages.ExitStatus{State: messages.EndSignaled, Signal: "SIGKILL"}
-	}
-	e := &messages.EndNote{Launch: n.Launch.Hash, Login: n.Launch.Workspace.Login, Project: n.Launch.Workspace.Project,
-		PID: n.Proc.PID, StartTime: n.Proc.Start, Status: st.State, Release: r.releases.name(n.Launch.ReleaseDir),
-		Seen: n.At.UTC(), Note: clip(messages.CleanText(n.Note), messages.MaxTextLen)}
-	switch st.State {
-	case messages.EndExited, messages.EndSandboxFailed:
-		code := st.Code
-		if code >= 0 && code <= 255 {
-			e.ExitCode = &code
-		}
-	case messages.EndSignaled:
-		e.Signal = st.Signal
-		e.Killed = n.KilledAfterGrace && st.Signal == "SIGKILL"
-	}
-	if st.State == messages.EndExited && e.ExitCode == nil {
-		zero := 0
-		e.ExitCode = &zero
-	}
-	if e.Seen.IsZero() {
-		e.Seen = r.now().UTC()
-	}
-	if e.Note == "" {
-		e.Note = st.String()
-	}
-	if n.Launch.IsCI() {
-		e.Checkin = n.Launch.Checkin
-		e.Result = messages.CINone
-		if t, err := messages.ParseCITag(n.Result); err == nil && n.Result != "" {
-			e.Result = t.Result
-		}
-	}
-	return e
 }
 
 // WriteLaunch writes a CI launch note as the node user on the listener's
@@ -273,17 +228,6 @@ func (r *records) write(ctx context.Context, x *repoIndex, launch, text, kind st
 	}
 	r.log.Info("wrote a "+kind+" note", slog.String(actors.KeyLaunch, launch), slog.String(actors.KeyHash, hash))
 	return nil
-}
-
-// clip cuts s to at most n bytes, on a character boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
 }
 
 func short(h string) string {

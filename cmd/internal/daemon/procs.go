@@ -100,7 +100,7 @@ func (p *procs) info(pr host.Process, n host.Naming) messages.ProcInfo {
 		Verb:      string(n.Verb),
 		Launch:    n.Launch,
 		StartedBy: messages.Origin(pr.Origin),
-		Command:   clip(messages.CleanText(strings.Join(pr.Argv, " ")), 1024),
+		Command:   messages.ClipText(messages.CleanText(strings.Join(pr.Argv, " ")), 1024),
 	}
 }
 

@@ -43,9 +43,6 @@ type reaper struct {
 	send   func(messages.ProcessExited)
 	paused bool
 	held   []messages.ProcessExited
-	// killed are the children the daemon sent KILL, so that bwrap's 137
-	// for them is told as the signal it was.
-	killed map[messages.ProcID]bool
 
 	// repoAt gives the daemon's open reader of a node repository, named
 	// by its path as a launch gives it (records.repoAt), so that a launch
@@ -55,7 +52,7 @@ type reaper struct {
 
 func newReaper(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rel *releases, log *slog.Logger) (*reaper, error) {
 	r := &reaper{layout: layout, root: root, cfg: cfg, releases: rel, log: log,
-		watches: map[messages.ProcID]chan struct{}{}, killed: map[messages.ProcID]bool{}, paused: true}
+		watches: map[messages.ProcID]chan struct{}{}, paused: true}
 	l, err := unixhost.NewLauncher(unixhost.LauncherOptions{Root: root})
 	if err != nil {
 		return nil, fmt.Errorf("start the reaper: %w", err)
@@ -107,8 +104,7 @@ func (r *reaper) onExit(e host.Exit) {
 	id := messages.ProcID{PID: e.ID.PID, Start: e.ID.Start}
 	r.gmu.Lock()
 	defer r.gmu.Unlock()
-	m := messages.ProcessExited{Proc: id, Status: exitStatus(e, r.killed[id]), At: e.At}
-	delete(r.killed, id)
+	m := messages.ProcessExited{Proc: id, Status: exitStatus(e), At: e.At}
 	r.log.Info("reaped", slog.String(actors.KeyPID, id.String()), slog.String("status", m.Status.String()), slog.String("exit", e.String()))
 	if r.paused || r.send == nil {
 		r.held = append(r.held, m)
@@ -117,19 +113,16 @@ func (r *reaper) onExit(e host.Exit) {
 	r.send(m)
 }
 
-// exitStatus is a host exit in the end note's terms. A sandboxed command's
-// code comes from bwrap, which writes 128+N for a command killed by signal
-// N; after the daemon's own KILL, 137 is that KILL.
-func exitStatus(e host.Exit, killed bool) messages.ExitStatus {
+// exitStatus is a host exit in the end note's terms, as it came: a
+// sandboxed command's code comes from bwrap, which writes 128+N for a
+// command killed by signal N (the session's core tells the daemon's own
+// KILL from it: messages.ExitStatus.AfterKill).
+func exitStatus(e host.Exit) messages.ExitStatus {
 	o, code := e.Outcome()
-	st := messages.ExitStatus{CPU: e.User + e.System, MaxRSSKiB: e.MaxRSS / 1024}
+	st := messages.ExitStatus{CPU: e.User + e.System, MaxRSSKiB: e.MaxRSS / 1024, Sandboxed: e.Sandbox != nil}
 	switch o {
 	case host.OutcomeExited:
-		if killed && e.Sandbox != nil && code == 128+int(host.SIGKILL) {
-			st.State, st.Signal = messages.EndSignaled, host.SignalName(int(host.SIGKILL))
-		} else {
-			st.State, st.Code = messages.EndExited, code
-		}
+		st.State, st.Code = messages.EndExited, code
 	case host.OutcomeSignaled:
 		st.State, st.Signal = messages.EndSignaled, host.SignalName(e.Signal)
 	case host.OutcomeSandboxFailed:
@@ -252,23 +245,11 @@ func (r *reaper) Signal(ctx context.Context, p messages.ProcID, group bool, sig 
 		return fmt.Errorf("signal %q: the daemon sends TERM and KILL only", sig)
 	}
 	id := host.ProcID{PID: p.PID, Start: p.Start}
-	if s == host.SIGKILL {
-		// Marked first: the exit KILL causes can be reaped before Signal
-		// returns.
-		r.gmu.Lock()
-		r.killed[p] = true
-		r.gmu.Unlock()
-	}
 	var err error
 	if group {
 		err = r.launcher().Signal(id, s)
 	} else {
 		err = signalOne(id, s)
-	}
-	if err != nil && s == host.SIGKILL {
-		r.gmu.Lock()
-		delete(r.killed, p)
-		r.gmu.Unlock()
 	}
 	level := slog.LevelInfo
 	if err != nil {

@@ -132,10 +132,15 @@ func (r *records) Classify(ctx context.Context, repository, hash string) (actors
 		return actors.Artifact{}, err
 	}
 	switch {
+	case v.Spec != nil && v.Spec.IsCI() && e.Sender == r.cfg.User:
+		// A CI launch note is the node user's own, written by a branch
+		// listener that launches it itself: its one path into the daemon,
+		// so the hook's hand-over of it is nothing more to do.
+		return actors.Artifact{Nothing: "a CI launch note, launched by its branch listener"}, nil
 	case v.Spec != nil:
 		l := *v.Spec
 		if dir, err := r.releases.dir(l.Release); err == nil {
-			l.ReleaseDir = dir
+			l.ReleaseDir, l.ReleaseName = dir, r.releases.name(dir)
 		}
 		return actors.Artifact{Launch: &l}, nil
 	case v.Refuse != nil:
@@ -163,7 +168,7 @@ func (r *records) ResolveLaunch(ctx context.Context, p messages.ProcInfo) (messa
 	}
 	r.mu.Lock()
 	if dir, ok := r.procReleases[p.Proc]; ok {
-		l.ReleaseDir = dir
+		l.ReleaseDir, l.ReleaseName = dir, r.releases.name(dir)
 	}
 	r.mu.Unlock()
 	return l, nil
@@ -190,7 +195,7 @@ func (r *records) launchAt(ctx context.Context, x *repoIndex, hash string) (mess
 	}
 	l := *v.Spec
 	if dir, err := r.releases.dir(l.Release); err == nil {
-		l.ReleaseDir = dir
+		l.ReleaseDir, l.ReleaseName = dir, r.releases.name(dir)
 	}
 	return l, nil
 }

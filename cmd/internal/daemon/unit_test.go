@@ -84,50 +84,16 @@ func TestExitStatus(t *testing.T) {
 		{host.Exit{ID: id, Known: true, Code: 3}, false, "exited 3"},
 		{host.Exit{ID: id, Known: true, Signal: 15}, false, "signaled SIGTERM"},
 		{host.Exit{ID: id, Known: true, Sandbox: &host.SandboxExit{Reported: true, Code: 0}}, false, "exited 0"},
-		// bwrap's 137 is the daemon's own KILL only when it sent one.
+		// bwrap's 137 is the daemon's own KILL only when it sent one
+		// (messages.ExitStatus.AfterKill, which the session's core applies).
 		{host.Exit{ID: id, Known: true, Code: 137, Sandbox: &host.SandboxExit{Reported: true, Code: 137}}, true, "signaled SIGKILL"},
 		{host.Exit{ID: id, Known: true, Code: 137, Sandbox: &host.SandboxExit{Reported: true, Code: 137}}, false, "exited 137"},
+		{host.Exit{ID: id, Known: true, Code: 137}, true, "exited 137"},
 		{host.Exit{ID: id, Known: true, Code: 1, Sandbox: &host.SandboxExit{}}, false, "sandbox-failed 1"},
 		{host.Exit{ID: id}, false, "unknown"},
 	} {
-		if got := exitStatus(c.exit, c.killed).String(); got != c.want {
+		if got := exitStatus(c.exit).AfterKill(c.killed).String(); got != c.want {
 			t.Errorf("%s (killed %v): %s, want %s", c.exit, c.killed, got, c.want)
-		}
-	}
-}
-
-func TestEndNote(t *testing.T) {
-	r := &records{releases: &releases{root: "/rel"}, now: time.Now}
-	launch := messages.LaunchSpec{Hash: strings.Repeat("a", 64), Workspace: messages.WorkspaceKey{Login: "ci", Project: "demo"},
-		Record: strings.Repeat("b", 64), ReleaseDir: "/rel/releases/r7"}
-	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	proc := messages.ProcID{PID: 42, Start: 4242}
-	for _, c := range []struct {
-		name string
-		in   messages.WriteEnd
-		want string
-	}{
-		{"exited", messages.WriteEnd{Launch: launch, Proc: proc, Child: true, Status: messages.ExitStatus{State: messages.EndExited, Code: 0}, At: at, Note: "exited with code 0"},
-			`end ci/demo launch=` + launch.Hash + ` pid=42 start_time=4242 status=exited exit_code=0 killed=false release=r7 seen=2026-11-30T09:00:00Z note="exited with code 0"`},
-		{"killed after the grace, as bwrap says it", messages.WriteEnd{Launch: launch, Proc: proc, Child: true, KilledAfterGrace: true, Status: messages.ExitStatus{State: messages.EndExited, Code: 137}, At: at, Note: "k"},
-			`end ci/demo launch=` + launch.Hash + ` pid=42 start_time=4242 status=signaled signal=SIGKILL killed=true release=r7 seen=2026-11-30T09:00:00Z note="k"`},
-		{"not the daemon's child", messages.WriteEnd{Launch: launch, Proc: proc, Child: false, Status: messages.ExitStatus{State: messages.EndUnknown}, At: at, Note: "gone"},
-			`end ci/demo launch=` + launch.Hash + ` pid=42 start_time=4242 status=unknown killed=false release=r7 seen=2026-11-30T09:00:00Z note="gone"`},
-	} {
-		n := r.endNote(c.in)
-		if err := n.Validate(); err != nil {
-			t.Errorf("%s: %v", c.name, err)
-		}
-		if got := n.String(); got != c.want {
-			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
-		}
-	}
-	ci := launch
-	ci.Checkin, ci.Branch = strings.Repeat("c", 64), "trunk"
-	for result, want := range map[string]messages.CIResult{"green: ok": messages.CIGreen, "red: FAIL": messages.CIRed, "": messages.CINone} {
-		n := r.endNote(messages.WriteEnd{Launch: ci, Proc: proc, Child: true, Status: messages.ExitStatus{State: messages.EndExited}, At: at, Tested: ci.Checkin, Result: result, Note: "x"})
-		if n.Result != want || n.Checkin != ci.Checkin || n.Validate() != nil {
-			t.Errorf("CI result %q: %s (%v)", result, n, n.Validate())
 		}
 	}
 }
