@@ -7,7 +7,7 @@ FUZZTIME  ?= 10s
 TESTFLAGS ?=
 APT_PKGS  := fossil bubblewrap git s6
 
-.PHONY: all deps build test bench fuzz lint demo clean
+.PHONY: all deps build test bench fuzz lint demo clean cover
 
 all: build
 
@@ -37,6 +37,20 @@ test: deps
 	$(GO) vet ./...
 	$(GO) test -race -shuffle=on -timeout 60m $(TESTFLAGS) $$($(GO) list ./... | grep -v '/itest$$')
 	$(GO) test -race -shuffle=on -timeout 60m $(TESTFLAGS) ./itest/
+
+# cover measures the tests' coverage (seed 002, "measure coverage"): a
+# report per package and in all, written outside the tree (COVERDIR), its
+# summary printed. The integration tests run the real binaries, built
+# without coverage, so their packages count what the unit tests reach.
+COVERDIR ?= $(or $(TMPDIR),/tmp)/ocx-cover
+cover: deps
+	@mkdir -p $(COVERDIR)
+	@$(GO) test -covermode=atomic -coverpkg=./... -coverprofile=$(COVERDIR)/cover.out -timeout 60m $$($(GO) list ./... | grep -v '/itest$$') > $(COVERDIR)/packages.txt; \
+	  status=$$?; cat $(COVERDIR)/packages.txt; exit $$status
+	@$(GO) tool cover -func=$(COVERDIR)/cover.out > $(COVERDIR)/functions.txt
+	@$(GO) tool cover -html=$(COVERDIR)/cover.out -o $(COVERDIR)/cover.html
+	@echo "coverage report in $(COVERDIR): packages.txt, functions.txt, cover.html"
+	@grep '^total:' $(COVERDIR)/functions.txt
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
