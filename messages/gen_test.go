@@ -125,9 +125,9 @@ func genOpt(g *rapid.Generator[string]) *rapid.Generator[string] {
 	return rapid.OneOf(rapid.Just(""), g)
 }
 
-func genProcess() *rapid.Generator[ProcessInfo] {
-	return rapid.Custom(func(t *rapid.T) ProcessInfo {
-		return ProcessInfo{
+func genProcess() *rapid.Generator[Holder] {
+	return rapid.Custom(func(t *rapid.T) Holder {
+		return Holder{
 			PID:       rapid.IntRange(1, MaxPID).Draw(t, "pid"),
 			StartTime: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "start"),
 			Command:   genCommand().Draw(t, "command"),

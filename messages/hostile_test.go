@@ -307,7 +307,7 @@ func TestNewProcessInfo(t *testing.T) {
 		{"x", strings.Repeat("y", 15000), strings.Repeat("z", 5000)},
 	}
 	for _, argv := range argvs {
-		p := NewProcessInfo(42, 7, argv, OriginTerminal)
+		p := NewHolder(42, 7, argv, OriginTerminal)
 		n := &RefusalNote{Launch: h64, Login: "ci", Project: "x", Reason: "held", Holder: &p}
 		enc, err := n.Encode()
 		if err != nil {
@@ -321,7 +321,7 @@ func TestNewProcessInfo(t *testing.T) {
 			t.Errorf("argv %.60q makes a %d-byte note", argv, len(enc))
 		}
 	}
-	if p := NewProcessInfo(1, 1, strings.Split(strings.Repeat("a ", 100), " "), OriginDaemon); len(p.Command) != 65 || p.Command[64] != "(37 more arguments left out)" {
+	if p := NewHolder(1, 1, strings.Split(strings.Repeat("a ", 100), " "), OriginDaemon); len(p.Command) != 65 || p.Command[64] != "(37 more arguments left out)" {
 		t.Errorf("101 arguments kept as %d, last %q", len(p.Command), p.Command[len(p.Command)-1])
 	}
 	if _, err := DecodeNote([]byte(`{"ocx": "refusal", "launch": "` + h64 + `", "login": "a", "project": "b", "reason": "r", "holder": {"pid": 1, "start_time": 1, "command": [""], "started_by": "daemon"}}`)); err == nil || !strings.Contains(err.Error(), "holder.command[0]: is empty") {

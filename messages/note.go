@@ -459,3 +459,36 @@ func Claims(text []byte) []Claim {
 	}
 	return out
 }
+func checkHeader(version int, login, project string) error {
+	if err := checkVersion(version); err != nil {
+		return err
+	}
+	if err := checkLogin("login", login); err != nil {
+		return err
+	}
+	return checkProject("project", project)
+}
+
+func checkOptHash(field, s string) error {
+	if s == "" {
+		return nil
+	}
+	return checkHash(field, s)
+}
+
+// readKey reads the login and project of a note.
+func readKey(o jobj) (login, project string, err error) {
+	if login, err = o.str("login", true, "the note names the agent login of its workspace"); err != nil {
+		return "", "", err
+	}
+	project, err = o.str("project", true, "the note names the project of its workspace")
+	return login, project, err
+}
+
+// encodeChecked validates a note and renders it.
+func encodeChecked(n Note) ([]byte, error) {
+	if err := n.Validate(); err != nil {
+		return nil, at(n.NoteKind().where(), err)
+	}
+	return encodeNote(n.NoteKind(), n.version(), n)
+}

@@ -97,7 +97,7 @@ func (r *records) WriteRefusal(ctx context.Context, n messages.WriteRefusal) err
 		}
 	}
 	if h, ok := holder(holders); ok {
-		pi := messages.NewProcessInfo(h.Proc.PID, h.Proc.Start, r.argvOf(h), h.StartedBy)
+		pi := messages.NewHolder(h.Proc.PID, h.Proc.Start, r.argvOf(h), h.StartedBy)
 		note.Holder = &pi
 	}
 	block, err := note.Encode()

@@ -1,0 +1,318 @@
+package messages
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// EndStatus says how a session's process ended.
+type EndStatus string
+
+// The statuses of an end note (D6).
+const (
+	// EndExited: it exited by itself; ExitCode says with what.
+	EndExited EndStatus = "exited"
+	// EndSignaled: a signal ended it; Signal names it.
+	EndSignaled EndStatus = "signaled"
+	// EndUnknown: the daemon saw it gone but could not reap it (not its child),
+	// so it records no guessed exit status.
+	EndUnknown EndStatus = "unknown"
+	// EndSandboxFailed: the sandbox could not be set up, so the session never ran.
+	EndSandboxFailed EndStatus = "sandbox-failed"
+)
+
+// CIResult is a CI run's result on a check-in.
+type CIResult string
+
+// The results: the ci tag says green or red; an end note may also say none,
+// when the run left no result on the check-in it was launched for (D5).
+const (
+	CIGreen CIResult = "green"
+	CIRed   CIResult = "red"
+	CINone  CIResult = "none"
+)
+
+// EndNote records a session's end: written by the node user on the session's
+// own record, replying to the launch, at most once per process (PID and start
+// time, D6).
+type EndNote struct {
+	Version   int       `json:"-"`
+	Launch    string    `json:"launch"`
+	Login     string    `json:"login"`
+	Project   string    `json:"project"`
+	PID       int       `json:"pid"`
+	StartTime uint64    `json:"start_time"`
+	Status    EndStatus `json:"status"`
+	// ExitCode is set for exited (required) and sandbox-failed (when known).
+	ExitCode *int `json:"exit_code,omitempty"`
+	// Signal names the signal for signaled, as SIGTERM.
+	Signal string `json:"signal,omitempty"`
+	// Killed says the daemon sent SIGKILL after the stop grace ran out.
+	Killed bool `json:"killed"`
+	// Release is the release the process ran: the name of its directory under
+	// the release root's releases/, or the directory of a developer's build.
+	Release string `json:"release"`
+	// Seen is when the daemon saw the process end, in UTC.
+	Seen time.Time `json:"seen"`
+	// Checkin is, for a CI run, the check-in it was launched to test.
+	Checkin string `json:"checkin,omitempty"`
+	// Result is, for a CI run, what the check-in carried when the run ended:
+	// green, red, or none (then the daemon does not launch again, D5).
+	Result CIResult `json:"result,omitempty"`
+	// Note says the end in words.
+	Note string `json:"note"`
+}
+
+// NoteKind is "end".
+func (*EndNote) NoteKind() NoteKind { return KindEnd }
+
+// StatusString renders how the process ended: "exited 0", "signaled
+// SIGKILL", "unknown".
+func (n *EndNote) StatusString() string {
+	switch n.Status {
+	case EndExited, EndSandboxFailed:
+		if n.ExitCode != nil {
+			return string(n.Status) + " " + strconv.Itoa(*n.ExitCode)
+		}
+	case EndSignaled:
+		return string(n.Status) + " " + n.Signal
+	case "":
+		return "no status"
+	}
+	return string(n.Status)
+}
+
+func (n *EndNote) version() int { return n.Version }
+
+// Validate checks every field and that the status, exit code, signal and
+// killed agree.
+func (n *EndNote) Validate() error {
+	if err := checkHeader(n.Version, n.Login, n.Project); err != nil {
+		return err
+	}
+	if err := checkHash("launch", n.Launch); err != nil {
+		return err
+	}
+	if err := checkPID("pid", n.PID); err != nil {
+		return err
+	}
+	if err := checkStartTime("start_time", n.StartTime); err != nil {
+		return err
+	}
+	if n.ExitCode != nil && (*n.ExitCode < 0 || *n.ExitCode > 255) {
+		return fieldErr("exit_code", ErrInvalid, fmt.Sprintf("%d is not an exit code (0 to 255)", *n.ExitCode))
+	}
+	if n.Signal != "" {
+		if err := checkSignal("signal", n.Signal); err != nil {
+			return err
+		}
+	}
+	switch n.Status {
+	case EndExited:
+		if n.ExitCode == nil {
+			return fieldErr("exit_code", ErrMissing, "is missing; an exited process has an exit code")
+		}
+		if n.Signal != "" {
+			return fieldErr("signal", ErrInvalid, "an exited process was not ended by a signal")
+		}
+		if n.Killed {
+			return fieldErr("killed", ErrInvalid, "is true, but a killed process is signaled, not exited")
+		}
+	case EndSignaled:
+		if n.Signal == "" {
+			return fieldErr("signal", ErrMissing, "is missing; a signaled process names the signal, as SIGTERM")
+		}
+		if n.ExitCode != nil {
+			return fieldErr("exit_code", ErrInvalid, "a signaled process has no exit code")
+		}
+	case EndUnknown:
+		if n.ExitCode != nil {
+			return fieldErr("exit_code", ErrInvalid, "an end the daemon could not reap has no exit code; it is never guessed")
+		}
+		if n.Signal != "" {
+			return fieldErr("signal", ErrInvalid, "an end the daemon could not reap has no signal; it is never guessed")
+		}
+	case EndSandboxFailed:
+		if n.Signal != "" {
+			return fieldErr("signal", ErrInvalid, "a sandbox that failed to start names no signal")
+		}
+		if n.Killed {
+			return fieldErr("killed", ErrInvalid, "is true, but a sandbox that failed to start was not killed")
+		}
+	case "":
+		return fieldErr("status", ErrMissing, "is empty; it is exited, signaled, unknown or sandbox-failed")
+	default:
+		return fieldErr("status", ErrInvalid, fmt.Sprintf("%s is not an end status (exited, signaled, unknown, sandbox-failed)", quoteShort(string(n.Status))))
+	}
+	if err := checkLine("release", n.Release, true, MaxShortLen); err != nil {
+		return err
+	}
+	if err := checkTime("seen", n.Seen); err != nil {
+		return err
+	}
+	if err := checkOptHash("checkin", n.Checkin); err != nil {
+		return err
+	}
+	switch n.Result {
+	case "":
+	case CIGreen, CIRed, CINone:
+		if n.Checkin == "" {
+			return fieldErr("result", ErrInvalid, "a result belongs to a CI run; the note names no checkin")
+		}
+	default:
+		return fieldErr("result", ErrInvalid, fmt.Sprintf("%s is not a CI result (green, red, none)", quoteShort(string(n.Result))))
+	}
+	return checkText("note", n.Note, true, MaxTextLen)
+}
+
+// checkSignal checks a signal's name: SIG, then capitals and digits, and for a
+// real-time signal an offset, as SIGRTMIN+3.
+func checkSignal(field, s string) error {
+	rest, ok := strings.CutPrefix(s, "SIG")
+	bad := !ok || rest == "" || len(s) > 32
+	if !bad {
+		name, off, hasOff := strings.Cut(rest, "+")
+		if !hasOff {
+			name, off, hasOff = strings.Cut(rest, "-")
+		}
+		bad = name == "" || name[0] < 'A' || name[0] > 'Z'
+		for i := 0; !bad && i < len(name); i++ {
+			c := name[i]
+			bad = !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9')
+		}
+		if !bad && hasOff {
+			_, err := strconv.ParseUint(off, 10, 8)
+			bad = off == "" || err != nil || off[0] == '+'
+		}
+	}
+	if bad {
+		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a signal's name, as SIGTERM or SIGRTMIN+3", quoteShort(s)))
+	}
+	return nil
+}
+
+func checkTime(field string, t time.Time) error {
+	if t.IsZero() {
+		return fieldErr(field, ErrMissing, "is missing; it is when the end was seen, in UTC")
+	}
+	if y := t.UTC().Year(); y < 1970 || y > 9999 {
+		return fieldErr(field, ErrInvalid, fmt.Sprintf("year %d is out of range (1970 to 9999)", y))
+	}
+	return nil
+}
+
+// readTime reads an RFC 3339 time in UTC, written with Z.
+func readTime(o jobj, key, what string) (time.Time, error) {
+	s, err := o.str(key, true, what)
+	if err != nil {
+		return time.Time{}, err
+	}
+	// Go's RFC 3339 readers take forms RFC 3339 does not (a one-digit hour,
+	// a comma before the fraction), so the shape is checked first.
+	var t time.Time
+	perr := t.UnmarshalText([]byte(s))
+	if perr != nil || !utcShape(s) {
+		return time.Time{}, fieldErr(o.field(key), ErrInvalid, fmt.Sprintf("%s is not a time in UTC as RFC 3339 writes it (2026-10-13T09:30:00Z)", quoteShort(s)))
+	}
+	return t.UTC(), nil
+}
+
+// utcShape says whether s is YYYY-MM-DDTHH:MM:SS, an optional fraction of one
+// to nine digits after '.', and Z: the one form an end note's time takes.
+func utcShape(s string) bool {
+	const shape = "dddd-dd-ddTdd:dd:dd"
+	if len(s) < len(shape)+1 || s[len(s)-1] != 'Z' {
+		return false
+	}
+	for i := 0; i < len(shape); i++ {
+		if shape[i] == 'd' {
+			if s[i] < '0' || s[i] > '9' {
+				return false
+			}
+		} else if s[i] != shape[i] {
+			return false
+		}
+	}
+	frac := s[len(shape) : len(s)-1]
+	if frac == "" {
+		return true
+	}
+	if frac[0] != '.' || len(frac) < 2 || len(frac) > 10 {
+		return false
+	}
+	for i := 1; i < len(frac); i++ {
+		if frac[i] < '0' || frac[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func (n *EndNote) decode(o jobj) (err error) {
+	n.Version = versionOf(o)
+	if n.Launch, err = o.str("launch", true, "an end names the launch it ends"); err != nil {
+		return err
+	}
+	if n.Login, n.Project, err = readKey(o); err != nil {
+		return err
+	}
+	if n.PID, n.StartTime, err = readProcess(o); err != nil {
+		return err
+	}
+	s, err := o.str("status", true, "an end says how the process ended: exited, signaled, unknown or sandbox-failed")
+	if err != nil {
+		return err
+	}
+	n.Status = EndStatus(s)
+	code, present, err := o.uint("exit_code", false, 255, "")
+	if err != nil {
+		return err
+	}
+	if present {
+		c := int(code)
+		n.ExitCode = &c
+	}
+	if n.Signal, err = o.optStr("signal"); err != nil {
+		return err
+	}
+	if n.Killed, err = o.boolean("killed", true, "an end says whether the daemon killed the process after the stop grace"); err != nil {
+		return err
+	}
+	if n.Release, err = o.str("release", true, "an end names the release the process ran"); err != nil {
+		return err
+	}
+	if n.Seen, err = readTime(o, "seen", "an end says when it was seen, in UTC"); err != nil {
+		return err
+	}
+	if n.Checkin, err = o.optStr("checkin"); err != nil {
+		return err
+	}
+	r, err := o.optStr("result")
+	if err != nil {
+		return err
+	}
+	n.Result = CIResult(r)
+	n.Note, err = o.str("note", true, "an end says what happened in words")
+	return err
+}
+
+// Encode renders the canonical block, with Seen in UTC.
+func (n *EndNote) Encode() ([]byte, error) {
+	c := *n
+	c.Seen = c.Seen.UTC()
+	return encodeChecked(&c)
+}
+
+// String renders the note on one line.
+func (n *EndNote) String() string {
+	l := newLine(KindEnd).version(n.Version).word(n.Login+"/"+n.Project).kv("launch", n.Launch).
+		kv("pid", strconv.Itoa(n.PID)).num("start_time", n.StartTime).kv("status", string(n.Status))
+	if n.ExitCode != nil {
+		l.kv("exit_code", strconv.Itoa(*n.ExitCode))
+	}
+	l.optKV("signal", n.Signal).flag("killed", n.Killed).kv("release", n.Release).
+		kv("seen", n.Seen.UTC().Format(time.RFC3339Nano)).optKV("checkin", n.Checkin).optKV("result", string(n.Result))
+	return l.text("note", n.Note).String()
+}

@@ -1,0 +1,104 @@
+package messages
+
+import (
+	"fmt"
+)
+
+// Bounds on process identities.
+const (
+	// MaxPID is Linux's PID_MAX_LIMIT on 64-bit hosts.
+	MaxPID = 1 << 22
+	// MaxSafeInt is the largest whole number every JSON reader reads exactly
+	// (2^53-1); a start time in clock ticks stays far below it.
+	MaxSafeInt = 1<<53 - 1
+)
+
+// The releases a launch may ask for (seed 000: restart on the current or the
+// previous release).
+const (
+	ReleaseCurrent  = "current"
+	ReleasePrevious = "previous"
+)
+
+// LaunchNote asks the daemon to start a session: written by the caller on the
+// session's own record, or by the node user for a CI launch, and handed to the
+// daemon as a post line.
+type LaunchNote struct {
+	Version int    `json:"-"`
+	Login   string `json:"login"`
+	Project string `json:"project"`
+	// Workspace is the hash of the post holding the workspace definition.
+	Workspace string `json:"workspace"`
+	// Session is the hash of the post holding the session definition.
+	Session string `json:"session"`
+	// Release is the release to run: "current" (the default when the key is
+	// left out) or "previous".
+	Release string `json:"release"`
+	// Checkin is, for a CI launch, the check-in to test.
+	Checkin string `json:"checkin,omitempty"`
+}
+
+// NoteKind is "launch".
+func (*LaunchNote) NoteKind() NoteKind { return KindLaunch }
+
+func (n *LaunchNote) version() int { return n.Version }
+
+// Key is the workspace the launch is for.
+func (n *LaunchNote) Key() WorkspaceKey { return WorkspaceKey{Login: n.Login, Project: n.Project} }
+
+// Validate checks the names, the hashes and the release.
+func (n *LaunchNote) Validate() error {
+	if err := checkHeader(n.Version, n.Login, n.Project); err != nil {
+		return err
+	}
+	if err := checkHash("workspace", n.Workspace); err != nil {
+		return err
+	}
+	if err := checkHash("session", n.Session); err != nil {
+		return err
+	}
+	if err := checkRelease("release", n.Release); err != nil {
+		return err
+	}
+	return checkOptHash("checkin", n.Checkin)
+}
+
+func checkRelease(field, r string) error {
+	switch r {
+	case ReleaseCurrent, ReleasePrevious:
+		return nil
+	case "":
+		return fieldErr(field, ErrMissing, "is empty; it is current or previous")
+	}
+	return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a release to launch on (current, previous)", quoteShort(r)))
+}
+
+func (n *LaunchNote) decode(o jobj) (err error) {
+	n.Version = versionOf(o)
+	if n.Login, n.Project, err = readKey(o); err != nil {
+		return err
+	}
+	if n.Workspace, err = o.str("workspace", true, "a launch names the post holding its workspace definition"); err != nil {
+		return err
+	}
+	if n.Session, err = o.str("session", true, "a launch names the post holding its session definition"); err != nil {
+		return err
+	}
+	if n.Release, err = o.optStr("release"); err != nil {
+		return err
+	}
+	if n.Release == "" {
+		n.Release = ReleaseCurrent
+	}
+	n.Checkin, err = o.optStr("checkin")
+	return err
+}
+
+// Encode renders the canonical block; it always writes the release.
+func (n *LaunchNote) Encode() ([]byte, error) { return encodeChecked(n) }
+
+// String renders the note on one line.
+func (n *LaunchNote) String() string {
+	return newLine(KindLaunch).version(n.Version).word(n.Login+"/"+n.Project).kv("workspace", n.Workspace).
+		kv("session", n.Session).kv("release", n.Release).optKV("checkin", n.Checkin).String()
+}

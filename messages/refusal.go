@@ -1,0 +1,217 @@
+package messages
+
+import (
+	"fmt"
+)
+
+// Origin (daemon, terminal, orphan) is declared in daemon_ids.go, which the
+// daemon's vocabulary shares with the notes.
+
+func checkOrigin(field string, o Origin) error {
+	switch o {
+	case OriginDaemon, OriginTerminal, OriginOrphan:
+		return nil
+	case "":
+		return fieldErr(field, ErrMissing, "is empty; it is daemon, terminal or orphan")
+	}
+	return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not how a process was started (daemon, terminal, orphan)", quoteShort(string(o))))
+}
+
+// Holder is the process a refusal note names as holding the workspace, as
+// the note writes it: its PID and start time (field 22 of /proc/PID/stat,
+// clock ticks since boot, D6), its command line, and how it was started. It
+// is the note's form of a process; the daemon's is ProcInfo, the process
+// table's host.Process.
+type Holder struct {
+	PID       int      `json:"pid"`
+	StartTime uint64   `json:"start_time"`
+	Command   []string `json:"command"`
+	StartedBy Origin   `json:"started_by"`
+}
+
+// Bounds on the command line NewHolder keeps.
+const (
+	maxHolderArgs  = 64
+	maxHolderBytes = 16 << 10
+)
+
+// NewHolder builds a Holder from what the process table read, making
+// the command line safe to carry in a note: each argument becomes valid UTF-8
+// without control characters (CleanText), one longer than MaxTextLen is cut on
+// a character boundary, and past 64 arguments or 16 KiB the rest is replaced by
+// one argument saying how many were left out. A refusal note must be writable
+// whatever a process's command line holds.
+func NewHolder(pid int, start uint64, argv []string, by Origin) Holder {
+	cmd := make([]string, 0, min(len(argv), maxHolderArgs+1))
+	total := 0
+	for i, a := range argv {
+		a = CleanText(a)
+		if len(a) > MaxTextLen {
+			cut := MaxTextLen
+			for cut > 0 && !utf8RuneStart(a[cut]) {
+				cut--
+			}
+			a = a[:cut]
+		}
+		if i == maxHolderArgs || total+len(a) > maxHolderBytes {
+			cmd = append(cmd, fmt.Sprintf("(%d more arguments left out)", len(argv)-i))
+			break
+		}
+		total += len(a)
+		cmd = append(cmd, a)
+	}
+	if len(cmd) == 0 {
+		cmd = append(cmd, "(no command line)")
+	} else if cmd[0] == "" {
+		cmd[0] = "(empty)"
+	}
+	return Holder{PID: pid, StartTime: start, Command: cmd, StartedBy: by}
+}
+
+func (p *Holder) validate(field string) error {
+	if err := checkPID(joinField(field, "pid"), p.PID); err != nil {
+		return err
+	}
+	if err := checkStartTime(joinField(field, "start_time"), p.StartTime); err != nil {
+		return err
+	}
+	if len(p.Command) == 0 {
+		return fieldErr(joinField(field, "command"), ErrMissing, "is empty; it is the process's command line, as /proc/PID/cmdline holds it")
+	}
+	for i, a := range p.Command {
+		if err := checkArg(indexField(joinField(field, "command"), i), a); err != nil {
+			return err
+		}
+	}
+	if p.Command[0] == "" {
+		return fieldErr(indexField(joinField(field, "command"), 0), ErrInvalid, "is empty; it names the program")
+	}
+	return checkOrigin(joinField(field, "started_by"), p.StartedBy)
+}
+
+func (p *Holder) decode(o jobj) (err error) {
+	if p.PID, p.StartTime, err = readProcess(o); err != nil {
+		return err
+	}
+	if p.Command, err = o.strs("command", true, "the process's command line"); err != nil {
+		return err
+	}
+	s, err := o.str("started_by", true, "how the process was started: daemon, terminal or orphan")
+	p.StartedBy = Origin(s)
+	return err
+}
+
+func (p *Holder) String() string {
+	return fmt.Sprintf("pid=%d start_time=%d started_by=%s command=%s", p.PID, p.StartTime, token(string(p.StartedBy)), tokens(p.Command))
+}
+
+func checkPID(field string, pid int) error {
+	if pid < 1 || pid > MaxPID {
+		return fieldErr(field, ErrInvalid, fmt.Sprintf("%d is not a PID (1 to %d)", pid, MaxPID))
+	}
+	return nil
+}
+
+func checkStartTime(field string, t uint64) error {
+	if t > MaxSafeInt {
+		return fieldErr(field, ErrInvalid, fmt.Sprintf("%d is past 2^53-1, which not every JSON reader reads exactly", t))
+	}
+	return nil
+}
+
+func readProcess(o jobj) (pid int, start uint64, err error) {
+	p, _, err := o.uint("pid", true, MaxPID, "a process is named by its PID and start time")
+	if err != nil {
+		return 0, 0, err
+	}
+	start, _, err = o.uint("start_time", true, MaxSafeInt, "a process is named by its PID and start time (clock ticks since boot)")
+	return int(p), start, err
+}
+
+// RefusalNote says the daemon did not launch a session, in words a person reads:
+// written by the node user on the session's own record, replying to the launch.
+// Holder is the process that already names the workspace, when that is why.
+// Login and Project name the workspace the launch was for; Login is absent
+// when the launch note names none the daemon could read (the refusal then
+// says what is wrong with it).
+type RefusalNote struct {
+	Version int          `json:"-"`
+	Launch  string       `json:"launch"`
+	Login   string       `json:"login,omitempty"`
+	Project string       `json:"project"`
+	Reason  string       `json:"reason"`
+	Holder  *Holder `json:"holder,omitempty"`
+}
+
+// NoteKind is "refusal".
+func (*RefusalNote) NoteKind() NoteKind { return KindRefusal }
+
+func (n *RefusalNote) version() int { return n.Version }
+
+// Validate checks every field.
+func (n *RefusalNote) Validate() error {
+	if err := checkVersion(n.Version); err != nil {
+		return err
+	}
+	if n.Login != "" {
+		if err := checkLogin("login", n.Login); err != nil {
+			return err
+		}
+	}
+	if err := checkProject("project", n.Project); err != nil {
+		return err
+	}
+	if err := checkHash("launch", n.Launch); err != nil {
+		return err
+	}
+	if err := checkText("reason", n.Reason, true, MaxTextLen); err != nil {
+		return err
+	}
+	if n.Holder != nil {
+		return n.Holder.validate("holder")
+	}
+	return nil
+}
+
+func (n *RefusalNote) decode(o jobj) (err error) {
+	n.Version = versionOf(o)
+	if n.Launch, err = o.str("launch", true, "a refusal names the launch it refuses"); err != nil {
+		return err
+	}
+	if n.Login, err = o.str("login", false, ""); err != nil {
+		return err
+	}
+	if o.has("login") && n.Login == "" {
+		return fieldErr("login", ErrInvalid, "is empty; a refusal for no known login leaves it out")
+	}
+	if n.Project, err = o.str("project", true, "a refusal names the project of the launch it refuses"); err != nil {
+		return err
+	}
+	if n.Reason, err = o.str("reason", true, "a refusal says why, in words a person reads"); err != nil {
+		return err
+	}
+	h, present, err := o.object("holder", false, "")
+	if err != nil || !present {
+		return err
+	}
+	n.Holder = &Holder{}
+	return n.Holder.decode(h)
+}
+
+// Encode renders the canonical block.
+func (n *RefusalNote) Encode() ([]byte, error) { return encodeChecked(n) }
+
+// String renders the note on one line.
+func (n *RefusalNote) String() string {
+	l := newLine(KindRefusal).version(n.Version).word(n.Login + "/" + n.Project)
+	if n.Login == "" {
+		l = newLine(KindRefusal).version(n.Version).kv("project", n.Project)
+	}
+	l.kv("launch", n.Launch).text("reason", n.Reason)
+	if n.Holder != nil {
+		l.b.WriteString(" holder{")
+		l.b.WriteString(n.Holder.String())
+		l.b.WriteString("}")
+	}
+	return l.String()
+}

@@ -1,0 +1,43 @@
+package messages
+
+// TerminatedNote ends a workspace: written by the caller on the workspace's
+// record; the workspace is then removed from the host.
+type TerminatedNote struct {
+	Version int    `json:"-"`
+	Login   string `json:"login"`
+	Project string `json:"project"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// NoteKind is "terminated".
+func (*TerminatedNote) NoteKind() NoteKind { return KindTerminated }
+
+func (n *TerminatedNote) version() int { return n.Version }
+
+// Key is the workspace it ends.
+func (n *TerminatedNote) Key() WorkspaceKey { return WorkspaceKey{Login: n.Login, Project: n.Project} }
+
+// Validate checks the names and the reason.
+func (n *TerminatedNote) Validate() error {
+	if err := checkHeader(n.Version, n.Login, n.Project); err != nil {
+		return err
+	}
+	return checkText("reason", n.Reason, false, MaxTextLen)
+}
+
+func (n *TerminatedNote) decode(o jobj) (err error) {
+	n.Version = versionOf(o)
+	if n.Login, n.Project, err = readKey(o); err != nil {
+		return err
+	}
+	n.Reason, err = o.optStr("reason")
+	return err
+}
+
+// Encode renders the canonical block.
+func (n *TerminatedNote) Encode() ([]byte, error) { return encodeChecked(n) }
+
+// String renders the note on one line.
+func (n *TerminatedNote) String() string {
+	return newLine(KindTerminated).version(n.Version).word(n.Login+"/"+n.Project).text("reason", n.Reason).String()
+}
