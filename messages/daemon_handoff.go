@@ -23,8 +23,8 @@ const (
 // recent post hashes (so a duplicate line after the exec is still a
 // duplicate), the lines read but not acted on, exits not yet claimed, the bytes
 // of a line not yet complete, and each workspace with its sessions and branch
-// listeners. FDs is the wiring's own: the descriptors it keeps open across the
-// exec (the lock and the pipe), by name.
+// listeners. What the wiring keeps across the exec beside it (descriptors,
+// the reaper's state) is the wiring's own, in its own file around this.
 type Handoff struct {
 	OCX     string `json:"ocx"`
 	Version int    `json:"version"`
@@ -34,23 +34,8 @@ type Handoff struct {
 	Pending []string `json:"pending"`
 	// Parked are exits reported before the session they belong to was known.
 	Parked        []ProcessExited `json:"parked"`
-	PipeRemainder []byte          `json:"pipe_remainder,omitempty"`
-	FDs           map[string]int  `json:"fds,omitempty"`
-	// Reaper is the wiring's own too: for each child the reaper still
-	// follows, the descriptor of bwrap's status pipe kept open across the
-	// exec and what was already read of it, so that the new image learns the
-	// sandboxed command's exit code.
-	Reaper     []HandoffChild   `json:"reaper,omitempty"`
-	Workspaces []WorkspaceState `json:"workspaces"`
-}
-
-// HandoffChild is one child of the daemon as its reaper hands it across a
-// re-exec: the process, bwrap's status descriptor (-1 for none) and the
-// status bwrap wrote so far.
-type HandoffChild struct {
-	Proc     ProcID `json:"proc"`
-	StatusFD int    `json:"status_fd"`
-	Status   string `json:"status,omitempty"`
+	PipeRemainder []byte           `json:"pipe_remainder,omitempty"`
+	Workspaces    []WorkspaceState `json:"workspaces"`
 }
 
 // WorkspaceState is one workspace's part of the hand-off.
@@ -237,14 +222,6 @@ func (h Handoff) Validate() error {
 			return &FieldError{Where: "hand-off", Field: indexField("parked", i) + ".status", Problem: err.Error(), Err: ErrInvalid}
 		}
 	}
-	for i, c := range h.Reaper {
-		if err := c.Proc.Validate(); err != nil {
-			return &FieldError{Where: "hand-off", Field: indexField("reaper", i) + ".proc", Problem: err.Error(), Err: ErrInvalid}
-		}
-		if c.StatusFD < -1 {
-			return at("hand-off", fieldErr(indexField("reaper", i)+".status_fd", ErrInvalid, fmt.Sprintf("is %d; a descriptor is -1 (none) or more", c.StatusFD)))
-		}
-	}
 	seen := map[WorkspaceKey]bool{}
 	for i, w := range h.Workspaces {
 		f := indexField("workspaces", i)
@@ -325,30 +302,47 @@ func EncodeHandoff(h Handoff) ([]byte, error) {
 // whole hand-off rather than dropping state silently, and so does a version
 // other than HandoffVersion.
 func DecodeHandoff(data []byte) (Handoff, error) {
+	var h Handoff
+	if err := DecodeHandoffInto(data, &h); err != nil {
+		return Handoff{}, err
+	}
+	return h, nil
+}
+
+// DecodeHandoffInto reads a hand-off into v: a *Handoff, or the wiring's
+// struct that embeds one beside its own fields. The kind and version are
+// checked first; a key v does not have refuses the whole file; the Handoff
+// part is validated (the wiring checks its own fields).
+func DecodeHandoffInto(data []byte, v any) error {
 	var probe struct {
 		OCX     string `json:"ocx"`
 		Version int    `json:"version"`
 	}
 	if err := json.Unmarshal(data, &probe); err != nil {
-		return Handoff{}, &FieldError{Where: "hand-off", Problem: "is not JSON: " + err.Error(), Err: ErrSyntax}
+		return &FieldError{Where: "hand-off", Problem: "is not JSON: " + err.Error(), Err: ErrSyntax}
 	}
 	if probe.OCX != HandoffKind {
-		return Handoff{}, &FieldError{Where: "hand-off", Field: "ocx", Problem: quoteShort(probe.OCX) + " is not " + strconv.Quote(HandoffKind), Err: ErrInvalid}
+		return &FieldError{Where: "hand-off", Field: "ocx", Problem: quoteShort(probe.OCX) + " is not " + strconv.Quote(HandoffKind), Err: ErrInvalid}
 	}
 	if probe.Version != HandoffVersion {
-		return Handoff{}, &FieldError{Where: "hand-off", Field: "version", Problem: fmt.Sprintf("is %d; this ocxd reads version %d only", probe.Version, HandoffVersion), Err: ErrInvalid}
+		return &FieldError{Where: "hand-off", Field: "version", Problem: fmt.Sprintf("is %d; this ocxd reads version %d only", probe.Version, HandoffVersion), Err: ErrInvalid}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var h Handoff
-	if err := dec.Decode(&h); err != nil {
-		return Handoff{}, &FieldError{Where: "hand-off", Problem: err.Error(), Err: ErrInvalid}
+	if err := dec.Decode(v); err != nil {
+		return &FieldError{Where: "hand-off", Problem: err.Error(), Err: ErrInvalid}
 	}
 	if dec.More() {
-		return Handoff{}, &FieldError{Where: "hand-off", Problem: "has data after its JSON object", Err: ErrSyntax}
+		return &FieldError{Where: "hand-off", Problem: "has data after its JSON object", Err: ErrSyntax}
 	}
-	if err := h.Validate(); err != nil {
-		return Handoff{}, err
+	var h Handoff
+	switch x := v.(type) {
+	case *Handoff:
+		h = *x
+	case interface{ HandoffPart() Handoff }:
+		h = x.HandoffPart()
+	default:
+		return fmt.Errorf("hand-off: %T holds no Handoff", v)
 	}
-	return h, nil
+	return h.Validate()
 }

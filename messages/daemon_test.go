@@ -307,12 +307,10 @@ func TestHandoffRefusals(t *testing.T) {
 			m["workspaces"].([]any)[0].(map[string]any)["workspace"] = "../x"
 		}), "workspace key"},
 		{"trailing data", append(append([]byte{}, b...), []byte(` {}`)...), "after top-level value"},
-		{"a reaper child without a start time", edit(func(m map[string]any) {
-			m["reaper"] = []any{map[string]any{"proc": map[string]any{"pid": 7, "start": 0}, "status_fd": 5}}
-		}), "reaper[0].proc"},
-		{"a reaper descriptor below -1", edit(func(m map[string]any) {
-			m["reaper"] = []any{map[string]any{"proc": map[string]any{"pid": 7, "start": 9}, "status_fd": -2}}
-		}), "reaper[0].status_fd"},
+		// The reaper's state is the wiring's, read by the daemon around this.
+		{"the wiring's reaper state, to the actors' reader", edit(func(m map[string]any) {
+			m["reaper"] = []any{map[string]any{"proc": map[string]any{"pid": 7, "start": 9}, "status_fd": 5}}
+		}), `unknown field "reaper"`},
 		{"a relative release directory", edit(func(m map[string]any) { session(m)["launch"].(map[string]any)["release_dir"] = "releases/a" }), "release_dir"},
 	} {
 		_, err := messages.DecodeHandoff(c.data)
@@ -325,15 +323,12 @@ func TestHandoffRefusals(t *testing.T) {
 	}
 }
 
-// TestHandoffReaperRoundTrip: the reaper's part of a hand-off (each child's
-// bwrap status descriptor and what was read of it) and a launch's release
-// directory come back as written.
-func TestHandoffReaperRoundTrip(t *testing.T) {
+// TestHandoffReleaseRoundTrip: a launch's release directory and name come
+// back as written.
+func TestHandoffReleaseRoundTrip(t *testing.T) {
 	l := dLaunch(1)
-	l.ReleaseDir = "/var/lib/ocx/release/releases/2026-11-30.1"
+	l.ReleaseDir, l.ReleaseName = "/var/lib/ocx/release/releases/2026-11-30.1", "2026-11-30.1"
 	h := messages.Handoff{OCX: messages.HandoffKind, Version: messages.HandoffVersion,
-		FDs:        map[string]int{"lock": 3, "pipe_read": 4, "pipe_write": 5},
-		Reaper:     []messages.HandoffChild{{Proc: messages.ProcID{PID: 7, Start: 9}, StatusFD: 6, Status: `{"child-pid": 8}`}, {Proc: messages.ProcID{PID: 11, Start: 12}, StatusFD: -1}},
 		Workspaces: []messages.WorkspaceState{{Workspace: dW, Sessions: []messages.SessionState{{Workspace: dW, Proc: messages.ProcID{PID: 7, Start: 9}, Child: true, Launch: l}}}}}
 	b, err := messages.EncodeHandoff(h)
 	if err != nil {
@@ -343,7 +338,7 @@ func TestHandoffReaperRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got.Reaper, h.Reaper) || got.Workspaces[0].Sessions[0].Launch.ReleaseDir != l.ReleaseDir || !reflect.DeepEqual(got.FDs, h.FDs) {
+	if got.Workspaces[0].Sessions[0].Launch.ReleaseDir != l.ReleaseDir || got.Workspaces[0].Sessions[0].Launch.ReleaseName != l.ReleaseName {
 		t.Errorf("round trip: %+v", got)
 	}
 }

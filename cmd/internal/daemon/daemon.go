@@ -263,7 +263,7 @@ func (d *daemon) start() error {
 	}
 	d.log = slog.New(slog.NewJSONHandler(d.logFile, &slog.HandlerOptions{Level: d.opts.Level})).With(slog.Int("ocxd", os.Getpid()))
 
-	var h *messages.Handoff
+	var h *handoffFile
 	if d.opts.Restore {
 		hh, err := d.takeHandoff()
 		if err != nil {
@@ -360,7 +360,7 @@ func (d *daemon) start() error {
 	// What runs: the hand-off first, then its children adopted, so that
 	// an exit that happened during the exec finds its session known.
 	if h != nil {
-		send(messages.Restore{Handoff: *h})
+		send(messages.Restore{Handoff: h.Handoff})
 		d.reaper.open(func(e messages.ProcessExited) { send(e) })
 		d.testDelay("adopt")
 		if err := d.reaper.adopt(h.Reaper); err != nil {

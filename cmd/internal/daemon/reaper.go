@@ -328,7 +328,7 @@ func (r *reaper) reattach(hs []unixhost.Handoff, children, reaped map[messages.P
 }
 
 // adopt follows the children a previous image handed over.
-func (r *reaper) adopt(cs []messages.HandoffChild) error {
+func (r *reaper) adopt(cs []handoffChild) error {
 	var errs []error
 	for _, c := range cs {
 		h := unixhost.Handoff{ID: host.ProcID{PID: c.Proc.PID, Start: c.Proc.Start}, StatusFD: c.StatusFD, Status: c.Status}

@@ -100,10 +100,11 @@ func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
 	if derr != nil {
 		return d.undo(fmt.Errorf("re-exec: detach the children: %w", derr), hs, children, reaped, held, nil)
 	}
+	file := handoffFile{Handoff: h}
 	for _, c := range hs {
 		p := messages.ProcID{PID: c.ID.PID, Start: c.ID.Start}
 		if children[p] {
-			h.Reaper = append(h.Reaper, messages.HandoffChild{Proc: p, StatusFD: c.StatusFD, Status: c.Status})
+			file.Reaper = append(file.Reaper, handoffChild{Proc: p, StatusFD: c.StatusFD, Status: c.Status})
 		}
 	}
 	rfd, wfd, err := d.inputs.current().KeepOnExec()
@@ -115,8 +116,8 @@ func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
 		return d.undo(fmt.Errorf("re-exec: keep the lock: %w", err), hs, children, reaped, held, []int{rfd, wfd})
 	}
 	kept := []int{rfd, wfd, lfd}
-	h.FDs = map[string]int{fdLock: lfd, fdPipeRead: rfd, fdPipeWrite: wfd}
-	data, err := messages.EncodeHandoff(h)
+	file.FDs = map[string]int{fdLock: lfd, fdPipeRead: rfd, fdPipeWrite: wfd}
+	data, err := encodeHandoff(file)
 	if err != nil {
 		return d.undo(fmt.Errorf("re-exec: encode the hand-off: %w", err), hs, children, reaped, held, kept)
 	}
@@ -155,26 +156,26 @@ func (d *daemon) undo(err error, hs []unixhost.Handoff, children, reaped map[mes
 
 // takeHandoff reads the hand-off of the image before and takes over the lock
 // it held throughout.
-func (d *daemon) takeHandoff() (messages.Handoff, error) {
+func (d *daemon) takeHandoff() (handoffFile, error) {
 	p := d.layout.Handoff()
 	data, err := os.ReadFile(p)
 	if err != nil {
-		return messages.Handoff{}, fmt.Errorf("read the hand-off: %w", err)
+		return handoffFile{}, fmt.Errorf("read the hand-off: %w", err)
 	}
 	os.Remove(p)
-	h, err := messages.DecodeHandoff(data)
+	h, err := decodeHandoff(data)
 	if err != nil {
-		return messages.Handoff{}, fmt.Errorf("%s: %w", p, err)
+		return handoffFile{}, fmt.Errorf("%s: %w", p, err)
 	}
 	fd, ok := h.FDs[fdLock]
 	if !ok {
-		return messages.Handoff{}, fmt.Errorf("%s: no lock descriptor", p)
+		return handoffFile{}, fmt.Errorf("%s: no lock descriptor", p)
 	}
 	if d.lock, err = unixhost.AdoptLock(fd, d.layout.Lock()); err != nil {
-		return messages.Handoff{}, fmt.Errorf("take the lock over: %w", err)
+		return handoffFile{}, fmt.Errorf("take the lock over: %w", err)
 	}
 	if _, ok := h.FDs[fdPipeRead]; !ok {
-		return messages.Handoff{}, fmt.Errorf("%s: no pipe descriptors", p)
+		return handoffFile{}, fmt.Errorf("%s: no pipe descriptors", p)
 	}
 	return h, nil
 }

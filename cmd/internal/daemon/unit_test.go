@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +131,55 @@ func TestReleases(t *testing.T) {
 	}
 	if got := rel.name(""); got != "unknown" {
 		t.Errorf("no release dir is named %q", got)
+	}
+}
+
+// TestHandoffFileRoundTrip: the wiring's part of the hand-off (the kept
+// descriptors, each child's bwrap status descriptor and what was read of
+// it) rides beside the actors' in one JSON object, as version 1 wrote it,
+// and a key neither part knows refuses the file.
+func TestHandoffFileRoundTrip(t *testing.T) {
+	w := messages.WorkspaceKey{Login: "ci", Project: "demo"}
+	l := messages.LaunchSpec{Hash: strings.Repeat("a", 64), Workspace: w, Record: strings.Repeat("b", 64)}
+	f := handoffFile{
+		Handoff: messages.Handoff{OCX: messages.HandoffKind, Version: messages.HandoffVersion,
+			Workspaces: []messages.WorkspaceState{{Workspace: w, Sessions: []messages.SessionState{{Workspace: w, Proc: messages.ProcID{PID: 7, Start: 9}, Child: true, Launch: l}}}}},
+		FDs:    map[string]int{fdLock: 3, fdPipeRead: 4, fdPipeWrite: 5},
+		Reaper: []handoffChild{{Proc: messages.ProcID{PID: 7, Start: 9}, StatusFD: 6, Status: `{"child-pid": 8}`}, {Proc: messages.ProcID{PID: 11, Start: 12}, StatusFD: -1}},
+	}
+	b, err := encodeHandoff(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"fds":{`) || !strings.Contains(string(b), `"reaper":[{"proc":{"pid":7,"start":9},"status_fd":6`) || !strings.HasPrefix(string(b), `{"ocx":"ocxd-handoff","version":1,`) {
+		t.Errorf("the file: %s", b)
+	}
+	got, err := decodeHandoff(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, f) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, f)
+	}
+	// The actors' reader alone refuses the wiring's keys: nothing is dropped.
+	if _, err := messages.DecodeHandoff(b); err == nil || !strings.Contains(err.Error(), "fds") {
+		t.Errorf("messages.DecodeHandoff of the whole file: %v", err)
+	}
+	if _, err := decodeHandoff([]byte(strings.Replace(string(b), `"fds":`, `"fdz":`, 1))); err == nil {
+		t.Error("a key neither part knows was read")
+	}
+	for field, child := range map[string]handoffChild{
+		"status_fd": {Proc: messages.ProcID{PID: 7, Start: 9}, StatusFD: -2},
+		"proc":      {Proc: messages.ProcID{PID: 7}, StatusFD: 5},
+	} {
+		bad := f
+		bad.Reaper = []handoffChild{child}
+		if _, err := encodeHandoff(bad); err == nil || !strings.Contains(err.Error(), "reaper[0]."+field) {
+			t.Errorf("a bad %s: %v", field, err)
+		}
+		data, _ := json.Marshal(bad)
+		if _, err := decodeHandoff(data); err == nil || !strings.Contains(err.Error(), "reaper[0]."+field) {
+			t.Errorf("a bad %s read: %v", field, err)
+		}
 	}
 }
