@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
+
+	"github.com/ocx-go/ocx/host"
 
 	"github.com/ocx-go/ocx/messages"
 )
@@ -59,8 +60,10 @@ type NoteWriter interface {
 	WriteLaunch(ctx context.Context, n messages.WriteLaunch) (messages.LaunchSpec, error)
 }
 
-// ProcTable reads the process table.
-type ProcTable interface {
+// WorkspaceProcs answers the actors' one question of the process table
+// (host.ProcTable reads the table itself): which processes name a
+// workspace, in the daemon's terms.
+type WorkspaceProcs interface {
 	// Scan returns every process that names the workspace. An error means the
 	// answer is unknown, never "none".
 	Scan(ctx context.Context, w messages.WorkspaceKey) ([]messages.ProcInfo, error)
@@ -88,13 +91,6 @@ type Watcher interface {
 	Watch(ctx context.Context, p messages.ProcID) error
 }
 
-// Clock is the time the shells stamp messages with, and their timers.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc calls f once after d; stop cancels it if it has not run.
-	AfterFunc(d time.Duration, f func()) (stop func() bool)
-}
-
 // Inputs is the pipe reader and the reaper, paused around a re-exec.
 type Inputs interface {
 	// Pause stops reading the pipe and reaping, returning the bytes read but
@@ -117,13 +113,14 @@ type Deps struct {
 	Classifier Classifier
 	Checkins   CheckinReader
 	Notes      NoteWriter
-	Procs      ProcTable
+	Procs      WorkspaceProcs
 	Spawner    Spawner
 	Signaler   Signaler
 	Watcher    Watcher
-	Clock      Clock
-	Inputs     Inputs
-	Execer     Execer
+	// Clock is the time the shells stamp messages with, and their timers.
+	Clock  host.Clock
+	Inputs Inputs
+	Execer Execer
 	// Logger receives the actors' log lines; protoactor's own go through it
 	// too when the system is made with NewSystem.
 	Logger *slog.Logger

@@ -12,7 +12,7 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// procs is the process table as the actors ask it (actors.ProcTable): every
+// procs is the process table as the actors ask it (actors.WorkspaceProcs): every
 // process that names a workspace, read through unixhost's index of the
 // kernel's process events when it could subscribe, by a full scan otherwise.
 type procs struct {
