@@ -17,9 +17,10 @@ import (
 // Every method may block; the shells call them on goroutines of their own,
 // never in Receive, and cancel ctx when the actor stops.
 
-// Artifact is what a posted artifact is to the daemon: exactly one of a launch
-// note, a check-in, or nothing (and why).
-type Artifact struct {
+// Classification is what a posted artifact is to the daemon (fossilio.Artifact
+// is the artifact itself): exactly one of a launch note, a check-in, a launch
+// note refused, or nothing (and why).
+type Classification struct {
 	Launch  *messages.LaunchSpec
 	Checkin *messages.CheckinSpec
 	// Refused is a launch note the record model refuses with a note.
@@ -33,7 +34,7 @@ type Classifier interface {
 	// (its workspace, record, sandbox, release; for a CI launch its check-in
 	// and that check-in's branch); a check-in comes with the `completes`
 	// sessions whose listening index names its branch.
-	Classify(ctx context.Context, repository, hash string) (Artifact, error)
+	Classify(ctx context.Context, repository, hash string) (Classification, error)
 	// ResolveLaunch reads the launch note a running `workspace serve` process
 	// found at start serves.
 	ResolveLaunch(ctx context.Context, p messages.ProcInfo) (messages.LaunchSpec, error)

@@ -87,24 +87,24 @@ func (f *fakeWorld) hash() string {
 	return testHash(f.nextN)
 }
 
-func (f *fakeWorld) Classify(_ context.Context, repository, hash string) (Artifact, error) {
+func (f *fakeWorld) Classify(_ context.Context, repository, hash string) (Classification, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.fail("classify"); err != nil {
-		return Artifact{}, err
+		return Classification{}, err
 	}
 	if l, ok := f.launches[hash]; ok {
-		return Artifact{Launch: &l}, nil
+		return Classification{Launch: &l}, nil
 	}
 	if b, ok := f.checkins[hash]; ok {
 		lt := messages.Completes
 		if b == "dev" {
 			lt = messages.Stays
 		}
-		return Artifact{Checkin: &messages.CheckinSpec{Hash: hash, Repository: repository, Branch: b, Listeners: []messages.BranchListener{
+		return Classification{Checkin: &messages.CheckinSpec{Hash: hash, Repository: repository, Branch: b, Listeners: []messages.BranchListener{
 			{Workspace: wsCI, Repository: repository, Record: testHash(9001), ListenNote: testHash(9002), Lifetime: lt}}}}, nil
 	}
-	return Artifact{Nothing: "not a note of the daemon's"}, nil
+	return Classification{Nothing: "not a note of the daemon's"}, nil
 }
 
 func (f *fakeWorld) ResolveLaunch(_ context.Context, p messages.ProcInfo) (messages.LaunchSpec, error) {

@@ -470,8 +470,10 @@ func (a *Admin) GitExport(ctx context.Context) error {
 // "ocx", a key Fossil ignores.
 type hookEntry map[string]any
 
-// HookStatus says whether OCX's after-receive hook is installed.
-type HookStatus struct {
+// HookSetting is what the repository's settings say of its hooks: whether
+// OCX's after-receive hook is installed, and where the hooks stand
+// (messages.HookStatus is the node's status built from it).
+type HookSetting struct {
 	Installed bool
 	Command   string
 	LastRcvid int64 // hook-last-rcvid: the receipts the hooks have seen
@@ -547,8 +549,8 @@ func (a *Admin) RemoveHook(ctx context.Context) error {
 }
 
 // Hook reports whether OCX's hook is installed, and with which command.
-func (a *Admin) Hook(ctx context.Context) (HookStatus, error) {
-	var st HookStatus
+func (a *Admin) Hook(ctx context.Context) (HookSetting, error) {
+	var st HookSetting
 	err := a.tx(ctx, "read hook", false, func(tx *sql.Tx) error {
 		var raw sql.NullString
 		err := tx.QueryRowContext(ctx, `SELECT value FROM config WHERE name='hooks'`).Scan(&raw)

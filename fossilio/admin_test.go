@@ -213,11 +213,11 @@ func TestNotesWriter(t *testing.T) {
 		}
 		return "", errors.New("no password")
 	}}
-	root, err := w.WriteNote(n.ctx, fossilio.Note{Login: "alice", Title: "Workspace", Text: "```json\n{\"ocx\": \"workspace\"}\n```\n"})
+	root, err := w.WriteNote(n.ctx, fossilio.NoteWrite{Login: "alice", Title: "Workspace", Text: "```json\n{\"ocx\": \"workspace\"}\n```\n"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reply, err := w.WriteNote(n.ctx, fossilio.Note{Login: "bob", Thread: root, ReplyTo: root, Text: "```json\n{\"ocx\": \"launch\"}\n```\n"})
+	reply, err := w.WriteNote(n.ctx, fossilio.NoteWrite{Login: "bob", Thread: root, ReplyTo: root, Text: "```json\n{\"ocx\": \"launch\"}\n```\n"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestNotesWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tn, err := w.WriteNote(n.ctx, fossilio.Note{Login: "bob", Ticket: ticket, Text: "```json\n{\"ocx\": \"end\"}\n```\n"})
+	tn, err := w.WriteNote(n.ctx, fossilio.NoteWrite{Login: "bob", Ticket: ticket, Text: "```json\n{\"ocx\": \"end\"}\n```\n"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,10 +236,10 @@ func TestNotesWriter(t *testing.T) {
 	if infos[0].Sender != "alice" || infos[1].Sender != "bob" || infos[1].InReplyTo != root || infos[2].Ticket != ticket || infos[2].Sender != "bob" {
 		t.Fatalf("notes: %+v", infos)
 	}
-	if _, err := w.WriteNote(n.ctx, fossilio.Note{Login: "bob", Thread: root, Text: "x"}); !errors.Is(err, fossilio.ErrBadInput) {
+	if _, err := w.WriteNote(n.ctx, fossilio.NoteWrite{Login: "bob", Thread: root, Text: "x"}); !errors.Is(err, fossilio.ErrBadInput) {
 		t.Fatalf("a note with no place: %v", err)
 	}
-	if _, err := w.WriteNote(n.ctx, fossilio.Note{Login: "zed", Title: "x", Text: "x"}); err == nil {
+	if _, err := w.WriteNote(n.ctx, fossilio.NoteWrite{Login: "zed", Title: "x", Text: "x"}); err == nil {
 		t.Fatal("a note by a login without password was written")
 	}
 }

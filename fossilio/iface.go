@@ -6,28 +6,11 @@ import (
 	"time"
 )
 
-// Reader answers "what is artifact X": its kind, its sender, and what the
-// hook and the daemon need of it. *Repo is one; fossiliotest.Reader is a fake
-// for unit tests of pure logic.
-type Reader interface {
-	Info(ctx context.Context, hashOrPrefix string) (Info, error)
-}
-
-// Writer writes a note (a post or a ticket comment) as a given login.
-// *Notes is one; fossiliotest.Writer records notes for unit tests.
-type Writer interface {
-	WriteNote(ctx context.Context, n Note) (string, error)
-}
-
-var (
-	_ Reader = (*Repo)(nil)
-	_ Writer = (*Notes)(nil)
-)
-
-// Note is a post or a ticket comment to write as Login. Exactly one of these
+// NoteWrite is a post or a ticket comment to write as Login: a note's place
+// and text (messages.Note is the note itself). Exactly one of these
 // says where it goes: Title (a new thread), Thread and ReplyTo (a reply in
 // a thread), or Ticket (a comment appended to a ticket).
-type Note struct {
+type NoteWrite struct {
 	Login   string
 	Title   string // a new thread's title
 	Thread  string // the thread's root post
@@ -37,7 +20,7 @@ type Note struct {
 }
 
 // String renders the note as one stable line, for logs and transcripts.
-func (n Note) String() string {
+func (n NoteWrite) String() string {
 	switch {
 	case n.Ticket != "":
 		return fmt.Sprintf("note by %s on ticket %s: %q", n.Login, short(n.Ticket), n.Text)
@@ -66,7 +49,7 @@ type Notes struct {
 }
 
 // WriteNote writes the note and returns its artifact's hash.
-func (w *Notes) WriteNote(ctx context.Context, n Note) (string, error) {
+func (w *Notes) WriteNote(ctx context.Context, n NoteWrite) (string, error) {
 	hashes, err := w.WriteNotes(ctx, n)
 	if len(hashes) == 1 {
 		return hashes[0], err
@@ -77,7 +60,7 @@ func (w *Notes) WriteNote(ctx context.Context, n Note) (string, error) {
 // WriteNotes writes notes of one login in one sync request (Fossil's push
 // takes many artifacts), runs the backoffice once, and returns their
 // hashes in order. Nothing is sent when one of them is malformed.
-func (w *Notes) WriteNotes(ctx context.Context, notes ...Note) ([]string, error) {
+func (w *Notes) WriteNotes(ctx context.Context, notes ...NoteWrite) ([]string, error) {
 	if len(notes) == 0 {
 		return nil, nil
 	}
@@ -106,7 +89,7 @@ func (w *Notes) WriteNotes(ctx context.Context, notes ...Note) ([]string, error)
 }
 
 // artifact builds the note's artifact, dated at.
-func (n Note) artifact(at time.Time) ([]byte, error) {
+func (n NoteWrite) artifact(at time.Time) ([]byte, error) {
 	var (
 		data []byte
 		err  error

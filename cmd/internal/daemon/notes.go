@@ -43,18 +43,18 @@ func (r *records) writer(ctx context.Context, x *repoIndex) (*fossilio.Notes, er
 
 // replyTo is where a note answering a launch note goes: a reply to it in
 // its thread, or a change appended to its ticket.
-func (r *records) replyTo(ctx context.Context, x *repoIndex, launch, text string) (fossilio.Note, error) {
+func (r *records) replyTo(ctx context.Context, x *repoIndex, launch, text string) (fossilio.NoteWrite, error) {
 	info, err := x.repo.Info(ctx, launch)
 	if err != nil {
-		return fossilio.Note{}, fmt.Errorf("find launch note %s: %w", launch, err)
+		return fossilio.NoteWrite{}, fmt.Errorf("find launch note %s: %w", launch, err)
 	}
 	switch info.Kind {
 	case fossilio.KindPost:
-		return fossilio.Note{Login: r.cfg.User, Thread: info.Root, ReplyTo: info.Hash, Text: text}, nil
+		return fossilio.NoteWrite{Login: r.cfg.User, Thread: info.Root, ReplyTo: info.Hash, Text: text}, nil
 	case fossilio.KindTicketChange:
-		return fossilio.Note{Login: r.cfg.User, Ticket: info.Ticket, Text: text}, nil
+		return fossilio.NoteWrite{Login: r.cfg.User, Ticket: info.Ticket, Text: text}, nil
 	}
-	return fossilio.Note{}, fmt.Errorf("launch note %s is a %s, not a post or a ticket change", launch, info.Kind)
+	return fossilio.NoteWrite{}, fmt.Errorf("launch note %s is a %s, not a post or a ticket change", launch, info.Kind)
 }
 
 func (r *records) indexOf(l messages.LaunchSpec) (*repoIndex, error) {
@@ -189,11 +189,11 @@ func (r *records) WriteLaunch(ctx context.Context, n messages.WriteLaunch) (mess
 		return none, fmt.Errorf("CI launch note for %s: %w", n.Checkin, err)
 	}
 	text := fmt.Sprintf("CI run for check-in %s on branch %s.\n\n%s", short(n.Checkin), n.Branch, block)
-	var where fossilio.Note
+	var where fossilio.NoteWrite
 	if sd.Ticket {
-		where = fossilio.Note{Login: r.cfg.User, Ticket: n.Listener.Record, Text: text}
+		where = fossilio.NoteWrite{Login: r.cfg.User, Ticket: n.Listener.Record, Text: text}
 	} else {
-		where = fossilio.Note{Login: r.cfg.User, Thread: n.Listener.Record, ReplyTo: n.Listener.Record, Text: text}
+		where = fossilio.NoteWrite{Login: r.cfg.User, Thread: n.Listener.Record, ReplyTo: n.Listener.Record, Text: text}
 	}
 	w, err := r.writer(ctx, x)
 	if err != nil {

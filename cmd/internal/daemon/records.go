@@ -99,60 +99,60 @@ func (r *records) close() {
 }
 
 // Classify says what a posted artifact is to the daemon (actors.Classifier).
-func (r *records) Classify(ctx context.Context, repository, hash string) (actors.Artifact, error) {
+func (r *records) Classify(ctx context.Context, repository, hash string) (actors.Classification, error) {
 	project, ok := r.byPath(repository)
 	if !ok {
-		return actors.Artifact{Nothing: fmt.Sprintf("%s is not a repository of this node (node.json)", repository)}, nil
+		return actors.Classification{Nothing: fmt.Sprintf("%s is not a repository of this node (node.json)", repository)}, nil
 	}
 	x, err := r.index(project)
 	if err != nil {
-		return actors.Artifact{}, err
+		return actors.Classification{}, err
 	}
 	info, err := x.repo.Info(ctx, hash)
 	if err != nil {
-		return actors.Artifact{}, fmt.Errorf("classify %s of %s: %w", hash, repository, err)
+		return actors.Classification{}, fmt.Errorf("classify %s of %s: %w", hash, repository, err)
 	}
 	switch info.Kind {
 	case fossilio.KindCheckin:
 		c, err := r.checkin(ctx, x, info)
 		if err != nil {
-			return actors.Artifact{}, err
+			return actors.Classification{}, err
 		}
-		return actors.Artifact{Checkin: c}, nil
+		return actors.Classification{Checkin: c}, nil
 	case fossilio.KindPost, fossilio.KindTicketChange:
 	default:
-		return actors.Artifact{Nothing: "a " + info.Kind.String()}, nil
+		return actors.Classification{Nothing: "a " + info.Kind.String()}, nil
 	}
 	e, _, err := record.Read(ctx, x.repo, info)
 	if err != nil {
-		return actors.Artifact{}, err
+		return actors.Classification{}, err
 	}
 	v, err := x.idx.LaunchVerdict(ctx, e)
 	if err != nil {
-		return actors.Artifact{}, err
+		return actors.Classification{}, err
 	}
 	switch {
 	case v.Spec != nil && v.Spec.IsCI() && e.Sender == r.cfg.User:
 		// A CI launch note is the node user's own, written by a branch
 		// listener that launches it itself: its one path into the daemon,
 		// so the hook's hand-over of it is nothing more to do.
-		return actors.Artifact{Nothing: "a CI launch note, launched by its branch listener"}, nil
+		return actors.Classification{Nothing: "a CI launch note, launched by its branch listener"}, nil
 	case v.Spec != nil:
 		l := *v.Spec
 		if dir, err := r.releases.dir(l.Release); err == nil {
 			l.ReleaseDir, l.ReleaseName = dir, r.releases.name(dir)
 		}
-		return actors.Artifact{Launch: &l}, nil
+		return actors.Classification{Launch: &l}, nil
 	case v.Refuse != nil:
-		return actors.Artifact{Refused: v.Refuse}, nil
+		return actors.Classification{Refused: v.Refuse}, nil
 	case v.Ignore != "":
 		r.log.Warn("a launch note the daemon does not act on: "+v.Ignore, slog.String(actors.KeyLaunch, hash))
-		return actors.Artifact{Nothing: v.Ignore}, nil
+		return actors.Classification{Nothing: v.Ignore}, nil
 	}
 	if e.Err != nil {
 		r.log.Warn("a post whose note does not read is not acted on", slog.String(actors.KeyHash, hash), slog.String("sender", e.Sender), errAttr(e.Err))
 	}
-	return actors.Artifact{Nothing: v.Nothing}, nil
+	return actors.Classification{Nothing: v.Nothing}, nil
 }
 
 // ResolveLaunch reads the launch note a `workspace serve` found at start

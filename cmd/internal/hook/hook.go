@@ -603,7 +603,7 @@ func (h *run) noteUnheard(ctx context.Context, missed []Missed) {
 			return fossilio.ReadPasswordFile(path)
 		},
 	}
-	byLogin := map[string][]fossilio.Note{}
+	byLogin := map[string][]fossilio.NoteWrite{}
 	var logins []string
 	for _, u := range notes {
 		block, err := u.Note.Encode()
@@ -612,9 +612,9 @@ func (h *run) noteUnheard(ctx context.Context, missed []Missed) {
 			continue
 		}
 		login := u.Note.Login
-		n := fossilio.Note{Login: login, Thread: u.Record, ReplyTo: u.Note.Post, Text: u.Text(block)}
+		n := fossilio.NoteWrite{Login: login, Thread: u.Record, ReplyTo: u.Note.Post, Text: u.Text(block)}
 		if u.Kind == messages.ListenTicket {
-			n = fossilio.Note{Login: login, Ticket: u.Record, Text: u.Text(block)}
+			n = fossilio.NoteWrite{Login: login, Ticket: u.Record, Text: u.Text(block)}
 		}
 		if _, ok := byLogin[login]; !ok {
 			logins = append(logins, login)

@@ -44,22 +44,22 @@ func (n *Node) Post(ctx context.Context, in PostInput) *Answer {
 	if in.Text == "" {
 		return a.Stop(errors.New("text: empty"))
 	}
-	return n.write(ctx, a, in, func(r *fossilio.Repo) (fossilio.Note, string, error) {
+	return n.write(ctx, a, in, func(r *fossilio.Repo) (fossilio.NoteWrite, string, error) {
 		info, err := r.Info(ctx, in.To)
 		if err == nil {
 			if info.Kind != fossilio.KindPost {
-				return fossilio.Note{}, "", fmt.Errorf("to: %s is a %s, not a forum post", info.Hash, info.Kind)
+				return fossilio.NoteWrite{}, "", fmt.Errorf("to: %s is a %s, not a forum post", info.Hash, info.Kind)
 			}
-			return fossilio.Note{Login: n.Caller.Login, Thread: info.Root, ReplyTo: info.Hash, Text: in.Text}, "a reply to " + info.Hash, nil
+			return fossilio.NoteWrite{Login: n.Caller.Login, Thread: info.Root, ReplyTo: info.Hash, Text: in.Text}, "a reply to " + info.Hash, nil
 		}
 		if !errors.Is(err, fossilio.ErrNotFound) {
-			return fossilio.Note{}, "", fmt.Errorf("to: %w", err)
+			return fossilio.NoteWrite{}, "", fmt.Errorf("to: %w", err)
 		}
 		changes, terr := r.TicketChanges(ctx, in.To)
 		if terr != nil || len(changes) == 0 {
-			return fossilio.Note{}, "", fmt.Errorf("to: %q names no forum post and no ticket", in.To)
+			return fossilio.NoteWrite{}, "", fmt.Errorf("to: %q names no forum post and no ticket", in.To)
 		}
-		return fossilio.Note{Login: n.Caller.Login, Ticket: changes[0].Ticket, Text: in.Text}, "a comment on ticket " + changes[0].Ticket, nil
+		return fossilio.NoteWrite{Login: n.Caller.Login, Ticket: changes[0].Ticket, Text: in.Text}, "a comment on ticket " + changes[0].Ticket, nil
 	})
 }
 
@@ -69,8 +69,8 @@ func (n *Node) Thread(ctx context.Context, in PostInput) *Answer {
 	if in.Title == "" || in.Text == "" {
 		return a.Stop(errors.New("title and text: a thread needs both"))
 	}
-	return n.write(ctx, a, in, func(*fossilio.Repo) (fossilio.Note, string, error) {
-		return fossilio.Note{Login: n.Caller.Login, Title: in.Title, Text: in.Text}, fmt.Sprintf("a new thread %q", in.Title), nil
+	return n.write(ctx, a, in, func(*fossilio.Repo) (fossilio.NoteWrite, string, error) {
+		return fossilio.NoteWrite{Login: n.Caller.Login, Title: in.Title, Text: in.Text}, fmt.Sprintf("a new thread %q", in.Title), nil
 	})
 }
 
@@ -115,7 +115,7 @@ func (n *Node) Ticket(ctx context.Context, in PostInput) *Answer {
 }
 
 // write posts one note as the caller where plan says.
-func (n *Node) write(ctx context.Context, a *Answer, in PostInput, plan func(*fossilio.Repo) (fossilio.Note, string, error)) *Answer {
+func (n *Node) write(ctx context.Context, a *Answer, in PostInput, plan func(*fossilio.Repo) (fossilio.NoteWrite, string, error)) *Answer {
 	if err := n.requireCaller(); err != nil {
 		return a.Stop(err)
 	}

@@ -45,11 +45,11 @@ type ownRecord struct {
 }
 
 // note returns where a note on this record goes, as login.
-func (o ownRecord) note(login, text string) fossilio.Note {
+func (o ownRecord) note(login, text string) fossilio.NoteWrite {
 	if o.Kind == messages.ListenTicket {
-		return fossilio.Note{Login: login, Ticket: o.ID, Text: text}
+		return fossilio.NoteWrite{Login: login, Ticket: o.ID, Text: text}
 	}
-	return fossilio.Note{Login: login, Thread: o.ID, ReplyTo: o.ID, Text: text}
+	return fossilio.NoteWrite{Login: login, Thread: o.ID, ReplyTo: o.ID, Text: text}
 }
 
 // resolveRecord finds a session's own record from what the caller typed: a

@@ -155,9 +155,9 @@ func (n *Node) WorkspaceAdd(ctx context.Context, in WorkspaceAddInput) *Answer {
 		a.Would("clone %s as %q into %s, open its tree on %q in %s, write %s and make %s", p.URL, in.Login, ws.Clone, in.Branch, ws.Tree, ws.Binding, ws.Wake)
 		return a
 	}
-	note := fossilio.Note{Login: n.Caller.Login, Title: "Workspace " + key.String(), Text: text}
+	note := fossilio.NoteWrite{Login: n.Caller.Login, Title: "Workspace " + key.String(), Text: text}
 	if thread != "" {
-		note = fossilio.Note{Login: n.Caller.Login, Thread: thread, ReplyTo: thread, Text: text}
+		note = fossilio.NoteWrite{Login: n.Caller.Login, Thread: thread, ReplyTo: thread, Text: text}
 	}
 	hash, err := n.writer(p, code).WriteNote(ctx, note)
 	if err != nil {
@@ -335,7 +335,7 @@ func (n *Node) WorkspaceTerminate(ctx context.Context, keyText, reason string, d
 		if dry {
 			a.Would("post as %q in record %s:\n%s", n.Caller.Login, w.Record, text)
 		} else {
-			hash, err := n.writer(p, code).WriteNote(ctx, fossilio.Note{Login: n.Caller.Login, Thread: w.Record, ReplyTo: w.Record, Text: text})
+			hash, err := n.writer(p, code).WriteNote(ctx, fossilio.NoteWrite{Login: n.Caller.Login, Thread: w.Record, ReplyTo: w.Record, Text: text})
 			if err != nil {
 				return a.Stop(fmt.Errorf("post the terminated note: %w", err))
 			}
