@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -201,7 +199,7 @@ func (w *hookWatch) busy(project string) bool {
 		return false
 	}
 	defer f.Close()
-	return errors.Is(unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB), unix.EWOULDBLOCK)
+	return errors.Is(unixhost.TryLock(f, unixhost.Shared), host.ErrLocked)
 }
 
 // run runs the hook's command line as Fossil's backoffice does: /bin/sh -c,

@@ -165,7 +165,7 @@ func (h *run) run(ctx context.Context) error {
 	}
 	defer h.root.Close()
 
-	mark, unlock := h.lockMark()
+	mark, unlock := h.lockMark(ctx)
 	defer unlock()
 	if h.r, err = fossilio.OpenNode(h.repo, nil); err != nil {
 		return err
@@ -667,9 +667,9 @@ type mark struct {
 }
 
 // lockMark opens and locks the mark, waiting a bounded time for another
-// run; without the lock (or the file) it goes on, since a wake handled
-// twice is better than one lost.
-func (h *run) lockMark() (*mark, func()) {
+// run (or until ctx ends); without the lock (or the file) it goes on, since
+// a wake handled twice is better than one lost.
+func (h *run) lockMark(ctx context.Context) (*mark, func()) {
 	m := &mark{}
 	f, err := h.root.OpenFile(h.layout.HookMark(h.proj), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -680,15 +680,7 @@ func (h *run) lockMark() (*mark, func()) {
 	if wait <= 0 {
 		wait = DefaultLockWait
 	}
-	deadline := time.Now().Add(wait)
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil || !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if err != nil {
+	if err := unixhost.LockFile(ctx, f, unixhost.Exclusive, wait); err != nil {
 		h.log.Warn("the hook's mark stays locked by another run; going on without it", "err", err)
 	}
 	m.f = f

@@ -345,36 +345,17 @@ func locked(ctx context.Context, root *unixhost.Root, ws host.Workspace, fn func
 	}
 	// Closing the directory releases the lock; it is released explicitly
 	// first so that a long close cannot hold it.
-	defer unix.Flock(int(sess.Fd()), unix.LOCK_UN)
+	defer unixhost.Unlock(sess)
 	return fn(sess)
 }
 
 // lock takes an exclusive flock on f, waiting at most LockWait (or until ctx
 // ends) while another holds it.
 func lock(ctx context.Context, f *os.File) error {
-	deadline := time.Now().Add(LockWait)
-	delay := time.Millisecond
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		switch {
-		case err == nil:
-			return nil
-		case err == unix.EINTR:
-			continue
-		case err != unix.EWOULDBLOCK:
-			return &os.PathError{Op: "lock the listening index", Path: f.Name(), Err: err}
-		case time.Now().After(deadline):
-			return &os.PathError{Op: "lock the listening index", Path: f.Name(), Err: fmt.Errorf("still held by another after %s", LockWait)}
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("lock the listening index %s: %w", f.Name(), ctx.Err())
-		case <-t.C:
-		}
-		delay = min(delay*2, 10*time.Millisecond)
+	if err := unixhost.LockFile(ctx, f, unixhost.Exclusive, LockWait); err != nil {
+		return fmt.Errorf("the listening index: %w", err)
 	}
+	return nil
 }
 
 // replace makes the index exactly want: the files are written into a new

@@ -627,12 +627,12 @@ func (s *Session) holdWorkspace() error {
 	if err != nil {
 		return fmt.Errorf("lock workspace %s: %w", s.o.Key, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := unixhost.TryLock(f, unixhost.Exclusive); err != nil {
 		f.Close()
-		if err == unix.EWOULDBLOCK {
+		if held := (*unixhost.HeldError)(nil); errors.As(err, &held) {
 			holder := ""
-			if pid, held, _ := unixhost.LockHolder(s.ws.Dir); held && pid > 0 {
-				holder = fmt.Sprintf(" (pid %d)", pid)
+			if held.PID > 0 {
+				holder = fmt.Sprintf(" (pid %d)", held.PID)
 			}
 			return fmt.Errorf("workspace %s is in use: another session holds its lock%s; a workspace runs one session at a time", s.o.Key, holder)
 		}
