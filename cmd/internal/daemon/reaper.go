@@ -263,7 +263,7 @@ func (r *reaper) Signal(ctx context.Context, p messages.ProcID, group bool, sig 
 	if group {
 		err = r.launcher().Signal(id, s)
 	} else {
-		err = signalOne(id, s)
+		err = unixhost.SignalOne(id, s)
 	}
 	if err != nil && s == host.SIGKILL {
 		r.gmu.Lock()
