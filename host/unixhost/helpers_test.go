@@ -102,6 +102,17 @@ func helperMain(mode string) int {
 		waitTerm()
 		f.Close()
 		return 0
+	case "devnull":
+		// Writes to standard output and error before and after
+		// PointAtDevNull(1, 2).
+		fmt.Println("before")
+		if err := PointAtDevNull(1, 2); err != nil {
+			fmt.Println("devnull:", err)
+			return 3
+		}
+		fmt.Println("after")
+		fmt.Fprintln(os.Stderr, "after")
+		return 0
 	case "adoptlock":
 		fd, _ := strconv.Atoi(os.Getenv("HELPER_LOCKFD"))
 		if _, err := AdoptLock(fd, os.Getenv("HELPER_LOCK")); err != nil {

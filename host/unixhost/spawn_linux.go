@@ -232,7 +232,7 @@ func (l *Launcher) openLog(p string) (int, error) {
 			return fd, nil
 		}
 	}
-	fd, err := openRetry(func() (int, error) { return unix.Open(p, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600) })
+	fd, err := openLogNoFollow(p)
 	if err != nil {
 		return -1, pathErr("open log", p, err)
 	}
