@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
@@ -211,8 +210,8 @@ func (w *hookWatch) run(ctx context.Context, line string) error {
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", line)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + w.layout.Root(), "LANG=C.UTF-8"}
 	cmd.Dir = w.layout.Root()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.SysProcAttr = unixhost.GroupAttr()
+	cmd.Cancel = func() error { return unixhost.KillGroup(cmd.Process.Pid, host.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	return cmd.Run()
 }

@@ -336,7 +336,7 @@ func (r *reaper) reattach(hs []unixhost.Handoff, children, reaped map[messages.P
 			continue
 		}
 		if !children[p] {
-			closeFD(h.StatusFD)
+			unixhost.CloseFD(h.StatusFD)
 			continue
 		}
 		if err := l.Adopt(h, r.onExit); err != nil {

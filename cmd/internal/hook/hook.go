@@ -16,10 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/cmd/internal/node"
@@ -82,17 +79,7 @@ func Prepare(agents string) error {
 			return err
 		}
 	}
-	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	defer null.Close()
-	for _, fd := range []int{1, 2} {
-		if err := unix.Dup3(int(null.Fd()), fd, 0); err != nil {
-			return fmt.Errorf("point descriptor %d at /dev/null: %w", fd, err)
-		}
-	}
-	return nil
+	return unixhost.PointAtDevNull(1, 2)
 }
 
 // Run handles one after-receive. Each action happens whatever another's
@@ -104,7 +91,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	log := o.Log
 	if log == nil {
-		f, err := os.OpenFile(node.HookLog(layout.Root()), os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+		f, err := unixhost.OpenLog(node.HookLog(layout.Root()))
 		if err != nil {
 			return fmt.Errorf("hook: open its log: %w", err)
 		}
