@@ -34,10 +34,10 @@ func SignalOf(sig os.Signal) (host.Signal, bool) {
 }
 
 // Kill sends sig to the process pid by its number alone, with no check of
-// its identity: for the caller's own child, not yet waited for, whose PID
-// cannot be reused meanwhile (host.Signaler checks the start time for any
-// other). A pid below 1, which kill(2) reads as a group or every process, is
-// refused.
+// its identity (host.Signaler and SignalOne check the start time): only the
+// caller's own child, not yet waited for, cannot have lost its PID to another
+// process meanwhile. A pid below 1, which kill(2) reads as a group or every
+// process, is refused.
 func Kill(pid int, sig host.Signal) error {
 	if pid < 1 {
 		return fmt.Errorf("unixhost: kill %d %s: not a process", pid, sig)
