@@ -34,11 +34,16 @@ const PipeBuf = 4096
 // Signal is a signal number, so that the actors need not import syscall.
 type Signal int
 
-// The signals the daemon sends.
+// The signals OCX sends or catches (Linux's numbers; unixhost.OSSignal
+// makes each an os.Signal).
 const (
 	SIGHUP  Signal = 1
 	SIGINT  Signal = 2
+	SIGQUIT Signal = 3
 	SIGKILL Signal = 9
+	SIGUSR1 Signal = 10
+	SIGUSR2 Signal = 12
+	SIGPIPE Signal = 13
 	SIGTERM Signal = 15
 )
 

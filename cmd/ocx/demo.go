@@ -12,11 +12,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -274,7 +275,7 @@ func (d *demo) stopDaemons(ctx context.Context) {
 			busy = true
 		} else if pid, err := node.DaemonPID(d.n.Layout); err == nil && pid > 0 {
 			busy = true
-			_ = syscall.Kill(pid, syscall.SIGTERM)
+			_ = unixhost.Kill(pid, host.SIGTERM)
 			for i := 0; i < 500; i++ {
 				if p, _ := node.DaemonPID(d.n.Layout); p != pid {
 					break
@@ -291,7 +292,7 @@ func (d *demo) stopDaemons(ctx context.Context) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	for _, pid := range pidsRunning(hook, "hook") {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		_ = unixhost.Kill(pid, host.SIGKILL)
 	}
 }
 
@@ -444,7 +445,7 @@ func startProcess(fsl *fossilio.Fossil, args []string) (*server, error) {
 	cmd := exec.Command(exe, args...)
 	cmd.Env = fsl.Env()
 	cmd.Dir = fsl.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = unixhost.GroupAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start fossil %s: %w", strings.Join(args, " "), err)
 	}
@@ -500,17 +501,17 @@ func startServer(ctx context.Context, fsl *fossilio.Fossil, repo string, port in
 // command line naming the repository, so each such process is ended by its
 // PID too.
 func (s *server) stop(e *env) {
-	_ = syscall.Kill(-s.pid, syscall.SIGTERM)
+	_ = unixhost.KillGroup(s.pid, host.SIGTERM)
 	select {
 	case <-s.exited:
 	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-s.pid, syscall.SIGKILL)
+		_ = unixhost.KillGroup(s.pid, host.SIGKILL)
 		<-s.exited
 	}
-	_ = syscall.Kill(-s.pid, syscall.SIGKILL)
+	_ = unixhost.KillGroup(s.pid, host.SIGKILL)
 	repo := s.argv[len(s.argv)-1]
 	for _, pid := range pidsNaming(repo) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		_ = unixhost.Kill(pid, host.SIGKILL)
 	}
 	if e != nil {
 		e.log.Info("stopped", "pid", s.pid, "argv", strings.Join(s.argv, " "))

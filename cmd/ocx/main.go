@@ -13,7 +13,9 @@ import (
 	"os"
 	"os/signal"
 	"sort"
-	"syscall"
+
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
 )
 
 // command is one subcommand.
@@ -43,7 +45,7 @@ func register(c command) {
 var errUsage = errors.New("usage")
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, unixhost.OSSignal(host.SIGTERM))
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,17 +40,9 @@ const DefaultMaxLine = 64 << 10
 
 // OpenPipeReader opens the named pipe at path below root for reading.
 func OpenPipeReader(root *Root, path string) (*PipeReader, error) {
-	rel, err := root.rel("open pipe", path)
+	rfd, err := root.openFIFO(path)
 	if err != nil {
 		return nil, err
-	}
-	rfd, err := root.openBeneath(rel, unix.O_RDONLY|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, pathErr("open pipe", path, err)
-	}
-	if err := isFIFO(rfd); err != nil {
-		unix.Close(rfd)
-		return nil, pathErr("open pipe", path, err)
 	}
 	// The write end is opened through the read end's descriptor, so it is the
 	// same pipe even if the path were replaced in between.
@@ -61,6 +54,34 @@ func OpenPipeReader(root *Root, path string) (*PipeReader, error) {
 		return nil, pathErr("open pipe", path, err)
 	}
 	return newPipeReader(rfd, wfd, path), nil
+}
+
+// OpenFIFO opens the named pipe at p below the root for reading, without
+// waiting for a writer (O_NONBLOCK) and following no link; anything but a
+// named pipe there is refused. It reads through Go's poller, so a read
+// deadline holds: the daemon's drain reads its pipe to the end this way.
+func (r *Root) OpenFIFO(p string) (*os.File, error) {
+	fd, err := r.openFIFO(p)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), filepath.Clean(p)), nil
+}
+
+func (r *Root) openFIFO(p string) (int, error) {
+	rel, err := r.rel("open pipe", p)
+	if err != nil {
+		return -1, err
+	}
+	fd, err := r.openBeneath(rel, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return -1, pathErr("open pipe", p, err)
+	}
+	if err := isFIFO(fd); err != nil {
+		unix.Close(fd)
+		return -1, pathErr("open pipe", p, err)
+	}
+	return fd, nil
 }
 
 func newPipeReader(rfd, wfd int, path string) *PipeReader {
@@ -145,6 +166,43 @@ func (p *PipeReader) KeepOnExec() (rfd, wfd int, err error) {
 		}
 	}
 	return fds[0], fds[1], nil
+}
+
+// Reopen makes a new reader of the same pipe on duplicates of p's two
+// descriptors (close-on-exec), starting with rest, the start of a line p's
+// Stop returned: a stopped reader cannot run again, so a re-exec that did
+// not happen goes on with this one. p is still to be closed.
+func (p *PipeReader) Reopen(rest []byte) (*PipeReader, error) {
+	fds := [2]int{-1, -1}
+	closeAll := func() {
+		for _, fd := range fds {
+			CloseFD(fd)
+		}
+	}
+	for i, f := range []*os.File{p.r, p.w} {
+		rc, err := f.SyscallConn()
+		if err != nil {
+			closeAll()
+			return nil, pathErr("reopen pipe", p.path, err)
+		}
+		var derr error
+		if err := rc.Control(func(fd uintptr) {
+			fds[i], derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+		}); err != nil {
+			derr = err
+		}
+		if derr != nil {
+			fds[i] = -1
+			closeAll()
+			return nil, pathErr("reopen pipe", p.path, derr)
+		}
+	}
+	r, err := AdoptPipeReader(fds[0], fds[1], p.path, rest)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	return r, nil
 }
 
 // Dropped counts the lines dropped for being longer than the reader keeps.

@@ -406,3 +406,90 @@ func TestPipeReaderStopHandsOver(t *testing.T) {
 		}
 	}
 }
+
+// Reopen goes on reading a stopped reader's pipe in the same process (a
+// re-exec that did not happen): lines written meanwhile wait in the pipe,
+// and the split line is completed.
+func TestPipeReaderReopen(t *testing.T) {
+	root, p := pipeRoot(t)
+	r, err := OpenPipeReader(root, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 16)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(func(l []byte) { got <- string(l) }) }()
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	unix.Write(fd, []byte("first\npost /srv/de"))
+	if l := await(t, got, "first line"); l != "first" {
+		t.Fatalf("got %q", l)
+	}
+	eventually(t, "the partial line read", func() bool {
+		var n int
+		rc, _ := r.r.SyscallConn()
+		rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
+		return n == 0
+	})
+	rest := r.Stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	unix.Write(fd, []byte("mo.fossil abc\nsecond\n"))
+	r2, err := r.Reopen(rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	lines := runReader(t, r2)
+	for _, want := range []string{"post /srv/demo.fossil abc", "second"} {
+		if l := await(t, lines, want); l != want {
+			t.Fatalf("got %q, want %q", l, want)
+		}
+	}
+}
+
+// OpenFIFO opens a pipe nobody writes without waiting, reads it with a
+// deadline, and refuses a file or a link where the pipe should be.
+func TestRootOpenFIFO(t *testing.T) {
+	root, p := pipeRoot(t)
+	f, err := root.OpenFIFO(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.WriteString("post\n")
+	f.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	buf := make([]byte, 16)
+	if n, err := f.Read(buf); err != nil || string(buf[:n]) != "post\n" {
+		t.Fatalf("Read = %q %v", buf[:n], err)
+	}
+	// The writer still holds it: no end, the deadline.
+	if _, err := f.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read with a writer and nothing written = %v", err)
+	}
+	w.Close()
+	file := filepath.Join(root.Path(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root.Path(), "link")
+	if err := os.Symlink(p, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{file, link} {
+		if g, err := root.OpenFIFO(bad); err == nil || !strings.Contains(err.Error(), bad) {
+			if g != nil {
+				g.Close()
+			}
+			t.Errorf("OpenFIFO(%s) = %v", bad, err)
+		}
+	}
+}

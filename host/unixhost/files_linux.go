@@ -1,8 +1,6 @@
 package unixhost
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -204,48 +202,25 @@ func (r *Root) MkdirAll(p string, perm fs.FileMode) error {
 	return nil
 }
 
-// WriteFile replaces the file at p whole: it writes a temporary file beside
-// it, gives it exactly perm, syncs it and renames it over p, so a reader sees
-// the old contents or the new, never half of them. A link at p is replaced,
-// not followed.
+// WriteFile replaces the file at p whole (Dir.WriteFile in p's directory,
+// which is then synced): a reader sees the old contents or the new, never
+// half of them, and a link at p is replaced, not followed.
 func (r *Root) WriteFile(p string, data []byte, perm fs.FileMode) error {
 	rel, err := r.rel("write", p)
 	if err != nil {
 		return err
 	}
-	dfd, name, err := r.parent(rel)
+	d, name, err := r.parentDir(rel)
 	if err != nil {
 		return pathErr("write", p, err)
 	}
-	defer unix.Close(dfd)
-	var rnd [6]byte
-	rand.Read(rnd[:])
-	tmp := "." + name + ".tmp" + hex.EncodeToString(rnd[:])
-	fd, err := openRetry(func() (int, error) {
-		return unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	})
-	if err != nil {
-		return pathErr("write", p, err)
+	defer d.Close()
+	if err := d.WriteFile(name, data, perm); err != nil {
+		return err
 	}
-	f := os.NewFile(uintptr(fd), tmp)
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm.Perm())
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = unix.Renameat(dfd, tmp, dfd, name)
-	}
-	if err != nil {
-		unix.Unlinkat(dfd, tmp, 0)
-		return pathErr("write", p, err)
-	}
-	unix.Fsync(dfd)
+	// As before, the file is written once it is renamed; a directory that
+	// cannot be synced does not undo that.
+	d.Sync()
 	return nil
 }
 

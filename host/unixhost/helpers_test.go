@@ -82,6 +82,37 @@ func helperMain(mode string) int {
 		ready("locked")
 		waitTerm()
 		return 0
+	case "flock":
+		// Holds a flock taken with TryLock on HELPER_LOCK (a file or a
+		// directory), shared when HELPER_SHARED is 1.
+		f, err := os.Open(os.Getenv("HELPER_LOCK"))
+		if err != nil {
+			fmt.Println("open:", err)
+			return 3
+		}
+		mode := Exclusive
+		if os.Getenv("HELPER_SHARED") == "1" {
+			mode = Shared
+		}
+		if err := TryLock(f, mode); err != nil {
+			fmt.Println("lock:", err)
+			return 3
+		}
+		ready("flocked")
+		waitTerm()
+		f.Close()
+		return 0
+	case "devnull":
+		// Writes to standard output and error before and after
+		// PointAtDevNull(1, 2).
+		fmt.Println("before")
+		if err := PointAtDevNull(1, 2); err != nil {
+			fmt.Println("devnull:", err)
+			return 3
+		}
+		fmt.Println("after")
+		fmt.Fprintln(os.Stderr, "after")
+		return 0
 	case "adoptlock":
 		fd, _ := strconv.Atoi(os.Getenv("HELPER_LOCKFD"))
 		if _, err := AdoptLock(fd, os.Getenv("HELPER_LOCK")); err != nil {

@@ -3,11 +3,13 @@ package unixhost
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -42,32 +44,139 @@ func AcquireLock(path string) (*FileLock, error) {
 		if err != nil {
 			return nil, &fs.PathError{Op: "lock", Path: path, Err: err}
 		}
-		if err := flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-			unix.Close(fd)
-			if err == unix.EWOULDBLOCK {
-				if pid, held, _ := LockHolder(path); held && pid > 0 {
-					return nil, &fs.PathError{Op: "lock", Path: path, Err: fmt.Errorf("%w (pid %d)", host.ErrLocked, pid)}
-				}
-				return nil, &fs.PathError{Op: "lock", Path: path, Err: host.ErrLocked}
-			}
-			return nil, &fs.PathError{Op: "lock", Path: path, Err: err}
+		f := os.NewFile(uintptr(fd), path)
+		if err := TryLock(f, Exclusive); err != nil {
+			f.Close()
+			return nil, err
 		}
 		// The lock is on the file we opened; if the path was removed or
 		// replaced meanwhile, another process may lock the new file, so try
 		// again on what the path names now.
 		same, err := sameFile(fd, path)
 		if err != nil {
-			unix.Close(fd)
+			f.Close()
 			return nil, &fs.PathError{Op: "lock", Path: path, Err: err}
 		}
 		if same {
-			return &FileLock{f: os.NewFile(uintptr(fd), path), path: path}, nil
+			return &FileLock{f: f, path: path}, nil
 		}
-		unix.Close(fd)
+		f.Close()
 	}
 	return nil, &fs.PathError{Op: "lock", Path: path, Err: fmt.Errorf("the file kept being replaced")}
 }
 
+// LockMode is the kind of flock LockFile takes.
+type LockMode int
+
+const (
+	// Exclusive: no other holder at all (LOCK_EX).
+	Exclusive LockMode = iota
+	// Shared: other shared holders, but no exclusive one (LOCK_SH).
+	Shared
+)
+
+func (m LockMode) how() int {
+	if m == Shared {
+		return unix.LOCK_SH
+	}
+	return unix.LOCK_EX
+}
+
+// HeldError is host.ErrLocked naming the holder: the PID /proc/locks gives
+// for the file's flock when the attempt failed, 0 when it shows none (a
+// holder outside this PID namespace, or one gone meanwhile).
+type HeldError struct{ PID int }
+
+func (e *HeldError) Error() string {
+	if e.PID > 0 {
+		return fmt.Sprintf("%v (pid %d)", host.ErrLocked, e.PID)
+	}
+	return host.ErrLocked.Error()
+}
+
+func (e *HeldError) Unwrap() error { return host.ErrLocked }
+
+// maxLockPoll caps the pause between two attempts while LockFile waits: the
+// first is 1 ms, doubled after each.
+const maxLockPoll = 10 * time.Millisecond
+
+// LockFile takes a flock of mode on f's open file description (so closing f,
+// or Unlock, drops it), waiting while another holds it at most wait (none
+// when wait is 0) or until ctx ends; a free lock is taken even when ctx has
+// ended. EINTR is retried. Every error is an *fs.PathError naming "lock"
+// and f: while another holds the lock it wraps a *HeldError (host.ErrLocked,
+// with the holder's PID), and ctx's error too when ctx ended first.
+func LockFile(ctx context.Context, f *os.File, mode LockMode, wait time.Duration) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return &fs.PathError{Op: "lock", Path: f.Name(), Err: err}
+	}
+	var lerr error
+	if err := rc.Control(func(fd uintptr) { lerr = flockWait(ctx, int(fd), mode.how(), wait) }); err != nil {
+		return &fs.PathError{Op: "lock", Path: f.Name(), Err: err}
+	}
+	if lerr != nil {
+		return &fs.PathError{Op: "lock", Path: f.Name(), Err: lerr}
+	}
+	return nil
+}
+
+// TryLock is LockFile without waiting: host.ErrLocked at once while another
+// holds the lock.
+func TryLock(f *os.File, mode LockMode) error {
+	return LockFile(context.Background(), f, mode, 0)
+}
+
+// Unlock drops the flock f holds.
+func Unlock(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return &fs.PathError{Op: "unlock", Path: f.Name(), Err: err}
+	}
+	var uerr error
+	if err := rc.Control(func(fd uintptr) { uerr = flock(int(fd), unix.LOCK_UN) }); err != nil {
+		uerr = err
+	}
+	if uerr != nil {
+		return &fs.PathError{Op: "unlock", Path: f.Name(), Err: uerr}
+	}
+	return nil
+}
+
+// flockWait is LockFile on a descriptor, its error not yet naming the file.
+func flockWait(ctx context.Context, fd, how int, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	delay := time.Millisecond
+	for {
+		err := flock(fd, how|unix.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if err != unix.EWOULDBLOCK {
+			return err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w while waiting: %w", ctx.Err(), heldBy(fd))
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			if wait <= 0 {
+				return heldBy(fd)
+			}
+			return fmt.Errorf("%w, still after %s", heldBy(fd), wait)
+		}
+		t := time.NewTimer(min(delay, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w while waiting: %w", ctx.Err(), heldBy(fd))
+		case <-t.C:
+		}
+		delay = min(delay*2, maxLockPoll)
+	}
+}
+
+// flock is flock(2), EINTR retried.
 func flock(fd, how int) error {
 	for {
 		err := unix.Flock(fd, how)
@@ -75,6 +184,17 @@ func flock(fd, how int) error {
 			return err
 		}
 	}
+}
+
+// heldBy is the HeldError for the file fd, its holder read from
+// /proc/locks.
+func heldBy(fd int) *HeldError {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return &HeldError{}
+	}
+	pid, _, _ := holderOf(&st)
+	return &HeldError{PID: pid}
 }
 
 func sameFile(fd int, path string) (bool, error) {
@@ -124,7 +244,7 @@ func AdoptLock(fd int, path string) (*FileLock, error) {
 	if !same {
 		return nil, &fs.PathError{Op: "adopt lock", Path: path, Err: fmt.Errorf("descriptor %d is not this file", fd)}
 	}
-	if err := flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := flockWait(context.Background(), fd, unix.LOCK_EX, 0); err != nil {
 		return nil, &fs.PathError{Op: "adopt lock", Path: path, Err: fmt.Errorf("descriptor %d does not hold the lock: %w", fd, err)}
 	}
 	unix.CloseOnExec(fd)
@@ -148,9 +268,19 @@ func LockHolder(path string) (pid int, held bool, err error) {
 		}
 		return 0, false, &fs.PathError{Op: "probe lock", Path: path, Err: err}
 	}
-	b, err := os.ReadFile("/proc/locks")
+	pid, held, err = holderOf(&st)
 	if err != nil {
 		return 0, false, fmt.Errorf("probe lock %s: %w", path, err)
+	}
+	return pid, held, nil
+}
+
+// holderOf finds the flock of the file st in /proc/locks (the thin reader;
+// ParseLocks is the parser).
+func holderOf(st *unix.Stat_t) (pid int, held bool, err error) {
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return 0, false, err
 	}
 	for _, l := range ParseLocks(b) {
 		if l.Kind == "FLOCK" && l.Major == unix.Major(st.Dev) && l.Minor == unix.Minor(st.Dev) && l.Inode == st.Ino {

@@ -3,13 +3,17 @@
 package unixhost
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ocx-go/ocx/host"
 )
@@ -158,5 +162,137 @@ func TestParseLocks(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("ParseLocks = %+v", got)
+	}
+}
+
+// holdFlock starts a helper holding a flock on path (shared when shared is
+// set) and returns it once it holds it.
+func holdFlock(t *testing.T, dir, path string, shared bool) *exec.Cmd {
+	t.Helper()
+	readyP, lines := readyPipe(t, dir)
+	env := []string{"HELPER_LOCK=" + path, "HELPER_READY=" + readyP}
+	if shared {
+		env = append(env, "HELPER_SHARED=1")
+	}
+	out := filepath.Join(dir, "out")
+	cmd := startHelper(t, "flock", out, env...)
+	if got := await(t, lines, "flock"); got != fmt.Sprintf("flocked %d", cmd.Process.Pid) {
+		t.Fatalf("helper said %q; its output: %s", got, readFile(t, out))
+	}
+	return cmd
+}
+
+// checkHeldBy checks that err is LockFile's refusal while pid holds f's lock: a
+// *fs.PathError naming the operation and the file, wrapping host.ErrLocked
+// with the holder's PID.
+func checkHeldBy(t *testing.T, what string, err error, f *os.File, pid int) {
+	t.Helper()
+	var pe *fs.PathError
+	var held *HeldError
+	switch {
+	case !errors.Is(err, host.ErrLocked):
+		t.Errorf("%s = %v, want host.ErrLocked", what, err)
+	case !errors.As(err, &pe) || pe.Op != "lock" || pe.Path != f.Name():
+		t.Errorf("%s = %v, want an *fs.PathError lock %s", what, err, f.Name())
+	case !errors.As(err, &held) || held.PID != pid:
+		t.Errorf("%s = %v, want the holder's PID %d", what, err, pid)
+	case !strings.Contains(err.Error(), fmt.Sprintf("(pid %d)", pid)):
+		t.Errorf("%s = %q, does not name the holder", what, err)
+	}
+}
+
+// LockFile and TryLock against a lock another process holds, on a directory
+// (as the workspace's lock and the listening index's are): refused at once,
+// or after the bound, or when the context ends, each naming the holder; and
+// taken as soon as the holder is gone while waiting.
+func TestLockFileAcrossProcesses(t *testing.T) {
+	dir := t.TempDir()
+	locked := filepath.Join(dir, "session")
+	if err := os.Mkdir(locked, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd := holdFlock(t, dir, locked, false)
+	pid := cmd.Process.Pid
+	f, err := os.Open(locked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+
+	checkHeldBy(t, "TryLock exclusive", TryLock(f, Exclusive), f, pid)
+	checkHeldBy(t, "TryLock shared", TryLock(f, Shared), f, pid)
+
+	const bound = 150 * time.Millisecond
+	start := time.Now()
+	err = LockFile(context.Background(), f, Exclusive, bound)
+	if took := time.Since(start); took < bound {
+		t.Errorf("LockFile gave up after %s, before its bound %s", took, bound)
+	}
+	checkHeldBy(t, "LockFile past its bound", err, f, pid)
+	if !strings.Contains(err.Error(), "still after "+bound.String()) {
+		t.Errorf("LockFile past its bound = %q, does not say the bound", err)
+	}
+
+	const long = 10 * time.Minute
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	start = time.Now()
+	err = LockFile(ctx, f, Exclusive, long)
+	if took := time.Since(start); took >= long {
+		t.Errorf("LockFile waited its bound %s although its context ended", took)
+	}
+	checkHeldBy(t, "LockFile whose context ended", err, f, pid)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("LockFile whose context ended = %v, want context.Canceled", err)
+	}
+
+	// While one waits, the holder goes: the lock is taken.
+	got := make(chan error, 1)
+	go func() { got <- LockFile(context.Background(), f, Exclusive, long) }()
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	if err := <-got; err != nil {
+		t.Fatalf("LockFile once the holder ended = %v", err)
+	}
+	if p, held, err := LockHolder(locked); err != nil || !held || p != os.Getpid() {
+		t.Fatalf("LockHolder while the test holds it = %d %v %v", p, held, err)
+	}
+	if err := Unlock(f); err != nil {
+		t.Fatal(err)
+	}
+	if _, held, _ := LockHolder(locked); held {
+		t.Fatal("still held after Unlock")
+	}
+}
+
+// A shared lock admits other shared holders and keeps an exclusive one out,
+// as the hook watch's probe needs of the hook's mark.
+func TestLockFileShared(t *testing.T) {
+	dir := t.TempDir()
+	mark := filepath.Join(dir, "hook.mark.demo")
+	if err := os.WriteFile(mark, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := holdFlock(t, dir, mark, true)
+	f, err := os.Open(mark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	checkHeldBy(t, "TryLock exclusive beside a shared holder", TryLock(f, Exclusive), f, cmd.Process.Pid)
+	if err := TryLock(f, Shared); err != nil {
+		t.Fatalf("TryLock shared beside a shared holder = %v", err)
+	}
+	f.Close()
+	// A free lock is taken even by a context already ended.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	g, err := os.OpenFile(filepath.Join(dir, "free"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := LockFile(ctx, g, Exclusive, time.Second); err != nil {
+		t.Fatalf("LockFile of a free lock with an ended context = %v", err)
 	}
 }

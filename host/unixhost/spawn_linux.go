@@ -232,7 +232,7 @@ func (l *Launcher) openLog(p string) (int, error) {
 			return fd, nil
 		}
 	}
-	fd, err := openRetry(func() (int, error) { return unix.Open(p, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600) })
+	fd, err := openLogNoFollow(p)
 	if err != nil {
 		return -1, pathErr("open log", p, err)
 	}
@@ -697,10 +697,21 @@ func pidfdSignal(fd int, sig unix.Signal, group bool) error {
 	}
 }
 
-// signalOther signals a process that is not the launcher's child: a session
-// at a terminal, an orphan. The pidfd is opened first and the start time read
-// after, so the pidfd is known to hold the process asked about.
-func signalOther(id host.ProcID, sig host.Signal) error {
+// SignalOne sends sig to the process id alone, not to the group it may
+// lead, only while id's PID has id's start time: host.ErrGone when not (a
+// zombie is gone too). It is for a process that names a workspace without
+// being a session of the daemon's (a terminal session).
+func SignalOne(id host.ProcID, sig host.Signal) error { return signalChecked(id, sig, false) }
+
+// signalOther signals a process that is not the launcher's child, a session
+// at a terminal or an orphan: the group it leads, or it alone.
+func signalOther(id host.ProcID, sig host.Signal) error { return signalChecked(id, sig, true) }
+
+// signalChecked is the one pidfd signal of a process known by its identity.
+// The pidfd is opened first and the start time read after, so the pidfd is
+// known to hold the process asked about; with group, the signal goes to the
+// process group it leads, if it leads one.
+func signalChecked(id host.ProcID, sig host.Signal, group bool) error {
 	fd, err := unix.PidfdOpen(id.PID, 0)
 	if err == unix.ESRCH {
 		return fmt.Errorf("unixhost: signal %s %s: %w", id, sig, host.ErrGone)
@@ -719,7 +730,7 @@ func signalOther(id host.ProcID, sig host.Signal) error {
 	if st.Start != id.Start || st.Zombie() {
 		return fmt.Errorf("unixhost: signal %s %s: %w", id, sig, host.ErrGone)
 	}
-	leader := st.PGID == id.PID
+	leader := group && st.PGID == id.PID
 	err = pidfdSignal(fd, unix.Signal(sig), leader)
 	if err == unix.EINVAL && leader {
 		// Before Linux 6.9: the group by its number, checked just above.

@@ -357,3 +357,52 @@ func TestSignalWatchedNonLeader(t *testing.T) {
 		t.Fatalf("signal after its end: %v", err)
 	}
 }
+
+// SignalOne reaches the process asked about and not the group it leads:
+// the leader ends, the other member of its group runs on; a wrong start
+// time, or a process ended, is host.ErrGone.
+func TestSignalOne(t *testing.T) {
+	sh := exec.Command("/bin/sh", "-c", "sleep 1000 & echo $!; wait")
+	sh.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
+	out, err := sh.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if sh.ProcessState == nil {
+			unix.Kill(-sh.Process.Pid, unix.SIGKILL)
+			sh.Wait()
+		}
+	}()
+	var member int
+	if _, err := fmt.Fscan(out, &member); err != nil {
+		t.Fatal(err)
+	}
+	// Once the leader is gone, sleep is this process's (a subreaper's).
+	t.Cleanup(func() { killReap(member) })
+	st, err := ReadStat(sh.Process.Pid)
+	if err != nil || st.PGID != sh.Process.Pid {
+		t.Fatalf("sh %d: %+v %v; want a group leader", sh.Process.Pid, st, err)
+	}
+	id := host.ProcID{PID: sh.Process.Pid, Start: st.Start}
+	if err := SignalOne(host.ProcID{PID: id.PID, Start: id.Start - 1}, host.SIGTERM); !errors.Is(err, host.ErrGone) {
+		t.Fatalf("SignalOne with a wrong start time = %v", err)
+	}
+	if err := SignalOne(id, host.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err = sh.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+		t.Fatalf("the leader ended with %v", err)
+	}
+	if ms, err := ReadStat(member); err != nil || ms.Zombie() || ms.PGID != id.PID {
+		t.Fatalf("the group's other member after SignalOne: %+v %v; want it running", ms, err)
+	}
+	if err := SignalOne(id, host.SIGTERM); !errors.Is(err, host.ErrGone) {
+		t.Fatalf("SignalOne after the end = %v", err)
+	}
+}

@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -110,7 +109,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	// image runs this too, at once; Exec keeps HUP ignored across the exec
 	// until here.
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, caughtSignals...)
+	signal.Notify(sigs, unixhost.OSSignals(caughtSignals...)...)
 	defer signal.Stop(sigs)
 	d.sigs = sigs
 	if err := d.start(); err != nil {
@@ -137,8 +136,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 		case <-stopped:
 			return nil
 		case sig := <-sigs:
+			n, _ := unixhost.SignalOf(sig)
 			name := signalName(sig)
-			switch actionOf(sig, stopped != nil) {
+			switch actionOf(n, stopped != nil) {
 			case sigReexec:
 				d.log.Info("HUP: re-exec the current release", slog.String(keySignal, name))
 				d.inputs.send(messages.LineRead{Line: messages.ReexecLine{}})
@@ -162,8 +162,8 @@ func Run(ctx context.Context, opts Options) (err error) {
 const keySignal = "signal"
 
 func signalName(sig os.Signal) string {
-	if n, ok := sig.(syscall.Signal); ok {
-		return host.SignalName(int(n))
+	if n, ok := unixhost.SignalOf(sig); ok {
+		return n.String()
 	}
 	return sig.String()
 }

@@ -8,10 +8,7 @@ import (
 	"os/exec"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
@@ -201,7 +198,7 @@ func (w *hookWatch) busy(project string) bool {
 		return false
 	}
 	defer f.Close()
-	return errors.Is(unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB), unix.EWOULDBLOCK)
+	return errors.Is(unixhost.TryLock(f, unixhost.Shared), host.ErrLocked)
 }
 
 // run runs the hook's command line as Fossil's backoffice does: /bin/sh -c,
@@ -213,8 +210,8 @@ func (w *hookWatch) run(ctx context.Context, line string) error {
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", line)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + w.layout.Root(), "LANG=C.UTF-8"}
 	cmd.Dir = w.layout.Root()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.SysProcAttr = unixhost.GroupAttr()
+	cmd.Cancel = func() error { return unixhost.KillGroup(cmd.Process.Pid, host.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	return cmd.Run()
 }

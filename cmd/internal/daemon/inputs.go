@@ -10,10 +10,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -37,23 +34,13 @@ type inputs struct {
 	done   chan struct{}
 	// draining says the daemon stops: no reader starts again.
 	draining bool
-	// pipe is the identity of the named pipe the reader reads, taken when it
-	// started, so that the drain reads the same pipe through its name.
-	pipe fileID
+	// pipe is the named pipe the reader reads, as it was when it started,
+	// so that the drain reads the same pipe through its name (os.SameFile:
+	// its device and inode).
+	pipe os.FileInfo
 
 	// read counts the lines read; refused counts those that did not parse.
 	read, refused atomic.Int64
-}
-
-// fileID is a file's identity: its device and inode.
-type fileID struct{ dev, ino uint64 }
-
-func idOf(fi os.FileInfo) (fileID, bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileID{}, false
-	}
-	return fileID{dev: st.Dev, ino: st.Ino}, true
 }
 
 // start reads the pipe with r until it is paused or closed.
@@ -61,10 +48,8 @@ func (in *inputs) start(r *unixhost.PipeReader) {
 	done := make(chan struct{})
 	in.mu.Lock()
 	in.reader, in.done = r, done
-	if fi, err := os.Stat(in.path); err == nil {
-		if id, ok := idOf(fi); ok && fi.Mode()&os.ModeNamedPipe != 0 {
-			in.pipe = id
-		}
+	if fi, err := os.Stat(in.path); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
+		in.pipe = fi
 	}
 	in.mu.Unlock()
 	go func() {
@@ -117,11 +102,7 @@ func (in *inputs) Resume(ctx context.Context, rest []byte) error {
 	if draining {
 		return fmt.Errorf("resume the pipe: the daemon is stopping")
 	}
-	rfd, wfd, err := old.KeepOnExec()
-	if err != nil {
-		return fmt.Errorf("resume the pipe: %w", err)
-	}
-	r2, err := dupReader(rfd, wfd, in.path, rest)
+	r2, err := old.Reopen(rest)
 	if err != nil {
 		return fmt.Errorf("resume the pipe: %w", err)
 	}
@@ -130,26 +111,6 @@ func (in *inputs) Resume(ctx context.Context, rest []byte) error {
 	in.reaper.open(nil)
 	in.log.Info("inputs resumed", slog.Int("pending_bytes", len(rest)))
 	return nil
-}
-
-// dupReader makes a reader of duplicates of a pipe's two descriptors.
-func dupReader(rfd, wfd int, path string, rest []byte) (*unixhost.PipeReader, error) {
-	r2, err := unix.FcntlInt(uintptr(rfd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	w2, err := unix.FcntlInt(uintptr(wfd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		unix.Close(r2)
-		return nil, err
-	}
-	p, err := unixhost.AdoptPipeReader(r2, w2, path, rest)
-	if err != nil {
-		unix.Close(r2)
-		unix.Close(w2)
-		return nil, err
-	}
-	return p, nil
 }
 
 // current is the reader in use.
@@ -177,10 +138,10 @@ func (in *inputs) drain(root *unixhost.Root, bound time.Duration) (int, error) {
 	if r == nil {
 		return 0, nil
 	}
-	f, err := root.OpenFile(in.path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	f, err := root.OpenFIFO(in.path)
 	if err == nil {
 		fi, serr := f.Stat()
-		if id, ok := idOf(fi); serr != nil || !ok || fi.Mode()&os.ModeNamedPipe == 0 || id != want {
+		if serr != nil || fi.Mode()&os.ModeNamedPipe == 0 || !os.SameFile(fi, want) {
 			f.Close()
 			f, err = nil, fmt.Errorf("%s is no longer the pipe the daemon read", in.path)
 		}

@@ -249,7 +249,7 @@ func (r *reaper) Signal(ctx context.Context, p messages.ProcID, group bool, sig 
 	if group {
 		err = r.launcher().Signal(id, s)
 	} else {
-		err = signalOne(id, s)
+		err = unixhost.SignalOne(id, s)
 	}
 	level := slog.LevelInfo
 	if err != nil {
@@ -317,7 +317,7 @@ func (r *reaper) reattach(hs []unixhost.Handoff, children, reaped map[messages.P
 			continue
 		}
 		if !children[p] {
-			closeFD(h.StatusFD)
+			unixhost.CloseFD(h.StatusFD)
 			continue
 		}
 		if err := l.Adopt(h, r.onExit); err != nil {

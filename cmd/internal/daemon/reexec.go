@@ -11,8 +11,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"syscall"
 
+	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -130,20 +130,20 @@ func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
 	// (D26): Go's runtime keeps an inherited SIG_IGN for HUP, where its
 	// default would end the new image, which holds the lock from the first
 	// instruction. A HUP meanwhile asks for the re-exec under way.
-	signal.Ignore(syscall.SIGHUP)
-	err = syscall.Exec(target, argv, os.Environ())
+	signal.Ignore(unixhost.OSSignal(host.SIGHUP))
+	err = unixhost.Exec(target, argv, os.Environ())
 	if d.sigs != nil {
-		signal.Notify(d.sigs, syscall.SIGHUP)
+		signal.Notify(d.sigs, unixhost.OSSignal(host.SIGHUP))
 	}
 	d.root.Remove(d.layout.Handoff())
-	return d.undo(fmt.Errorf("re-exec: exec %s: %w", target, err), hs, children, reaped, held, kept)
+	return d.undo(fmt.Errorf("re-exec: %w", err), hs, children, reaped, held, kept)
 }
 
 // undo puts back what Exec changed before failing: the descriptors close on
 // exec again, the children are followed again (but those reaped meanwhile,
 // whose ends are held), the held exits wait for the inputs to resume.
 func (d *daemon) undo(err error, hs []unixhost.Handoff, children, reaped map[messages.ProcID]bool, held []messages.ProcessExited, kept []int) error {
-	cloexec(kept...)
+	unixhost.CloseOnExec(kept...)
 	errs := []error{err}
 	if hs != nil {
 		if rerr := d.reaper.reattach(hs, children, reaped); rerr != nil {

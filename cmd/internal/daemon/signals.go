@@ -1,9 +1,6 @@
 package daemon
 
-import (
-	"os"
-	"syscall"
-)
+import "github.com/ocx-go/ocx/host"
 
 // What each signal means to ocxd (decisions D26): the decision is here,
 // pure; Run only routes it.
@@ -51,27 +48,27 @@ func (a sigAction) String() string {
 // that none of them ever takes Go's default action on a daemon that holds
 // the lock: HUP, INT and TERM would end it, QUIT would dump its goroutines
 // and exit 2, each leaving the pipe's name behind. PIPE is left to Go.
-var caughtSignals = []os.Signal{
-	syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2,
+var caughtSignals = []host.Signal{
+	host.SIGHUP, host.SIGINT, host.SIGTERM, host.SIGQUIT, host.SIGUSR1, host.SIGUSR2,
 }
 
 // actionOf is what sig means to the daemon; stopping says its stop has
 // begun (no re-exec starts then, and a second stop adds nothing).
-func actionOf(sig os.Signal, stopping bool) sigAction {
+func actionOf(sig host.Signal, stopping bool) sigAction {
 	switch sig {
-	case syscall.SIGHUP:
+	case host.SIGHUP:
 		if stopping {
 			return sigIgnored
 		}
 		return sigReexec
-	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT:
+	case host.SIGINT, host.SIGTERM, host.SIGQUIT:
 		if stopping {
 			return sigIgnored
 		}
 		return sigStop
-	case syscall.SIGUSR1:
+	case host.SIGUSR1:
 		return sigMemory
-	case syscall.SIGUSR2:
+	case host.SIGUSR2:
 		return sigStacks
 	}
 	return sigLeft

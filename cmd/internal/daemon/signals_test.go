@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"os"
 	"slices"
-	"syscall"
 	"testing"
 
 	"github.com/ocx-go/ocx/host"
@@ -13,20 +11,20 @@ import (
 // means to it, running and stopping.
 func TestSignalActions(t *testing.T) {
 	for _, c := range []struct {
-		sig               syscall.Signal
+		sig               host.Signal
 		running, stopping sigAction
 	}{
-		{syscall.SIGHUP, sigReexec, sigIgnored},
-		{syscall.SIGINT, sigStop, sigIgnored},
-		{syscall.SIGTERM, sigStop, sigIgnored},
-		{syscall.SIGQUIT, sigStop, sigIgnored},
-		{syscall.SIGUSR1, sigMemory, sigMemory},
-		{syscall.SIGUSR2, sigStacks, sigStacks},
-		{syscall.SIGPIPE, sigLeft, sigLeft},
-		{syscall.SIGCHLD, sigLeft, sigLeft},
-		{syscall.SIGWINCH, sigLeft, sigLeft},
+		{host.SIGHUP, sigReexec, sigIgnored},
+		{host.SIGINT, sigStop, sigIgnored},
+		{host.SIGTERM, sigStop, sigIgnored},
+		{host.SIGQUIT, sigStop, sigIgnored},
+		{host.SIGUSR1, sigMemory, sigMemory},
+		{host.SIGUSR2, sigStacks, sigStacks},
+		{host.SIGPIPE, sigLeft, sigLeft},
+		{17, sigLeft, sigLeft}, // SIGCHLD
+		{28, sigLeft, sigLeft}, // SIGWINCH
 	} {
-		name := host.SignalName(int(c.sig))
+		name := c.sig.String()
 		if got := actionOf(c.sig, false); got != c.running {
 			t.Errorf("%s while running: %s, want %s", name, got, c.running)
 		}
@@ -41,14 +39,14 @@ func TestSignalActions(t *testing.T) {
 // left to Go (PIPE) is caught.
 func TestCaughtSignals(t *testing.T) {
 	for n := 1; n < 32; n++ {
-		sig := syscall.Signal(n)
-		caught := slices.Contains(caughtSignals, os.Signal(sig))
+		sig := host.Signal(n)
+		caught := slices.Contains(caughtSignals, sig)
 		acts := actionOf(sig, false) != sigLeft
 		if caught != acts {
 			t.Errorf("%s: caught %v, but its action is %s", host.SignalName(n), caught, actionOf(sig, false))
 		}
 	}
-	if slices.Contains(caughtSignals, os.Signal(syscall.SIGPIPE)) {
+	if slices.Contains(caughtSignals, host.SIGPIPE) {
 		t.Errorf("SIGPIPE is caught; D26 leaves it to Go")
 	}
 }

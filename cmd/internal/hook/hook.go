@@ -16,10 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/cmd/internal/node"
@@ -82,17 +79,7 @@ func Prepare(agents string) error {
 			return err
 		}
 	}
-	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	defer null.Close()
-	for _, fd := range []int{1, 2} {
-		if err := unix.Dup3(int(null.Fd()), fd, 0); err != nil {
-			return fmt.Errorf("point descriptor %d at /dev/null: %w", fd, err)
-		}
-	}
-	return nil
+	return unixhost.PointAtDevNull(1, 2)
 }
 
 // Run handles one after-receive. Each action happens whatever another's
@@ -104,7 +91,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	log := o.Log
 	if log == nil {
-		f, err := os.OpenFile(node.HookLog(layout.Root()), os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+		f, err := unixhost.OpenLog(node.HookLog(layout.Root()))
 		if err != nil {
 			return fmt.Errorf("hook: open its log: %w", err)
 		}
@@ -165,7 +152,7 @@ func (h *run) run(ctx context.Context) error {
 	}
 	defer h.root.Close()
 
-	mark, unlock := h.lockMark()
+	mark, unlock := h.lockMark(ctx)
 	defer unlock()
 	if h.r, err = fossilio.OpenNode(h.repo, nil); err != nil {
 		return err
@@ -667,9 +654,9 @@ type mark struct {
 }
 
 // lockMark opens and locks the mark, waiting a bounded time for another
-// run; without the lock (or the file) it goes on, since a wake handled
-// twice is better than one lost.
-func (h *run) lockMark() (*mark, func()) {
+// run (or until ctx ends); without the lock (or the file) it goes on, since
+// a wake handled twice is better than one lost.
+func (h *run) lockMark(ctx context.Context) (*mark, func()) {
 	m := &mark{}
 	f, err := h.root.OpenFile(h.layout.HookMark(h.proj), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -680,15 +667,7 @@ func (h *run) lockMark() (*mark, func()) {
 	if wait <= 0 {
 		wait = DefaultLockWait
 	}
-	deadline := time.Now().Add(wait)
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil || !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if err != nil {
+	if err := unixhost.LockFile(ctx, f, unixhost.Exclusive, wait); err != nil {
 		h.log.Warn("the hook's mark stays locked by another run; going on without it", "err", err)
 	}
 	m.f = f

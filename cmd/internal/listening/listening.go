@@ -6,7 +6,6 @@
 package listening
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -18,8 +17,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
@@ -226,7 +223,7 @@ func Rebuild(ctx context.Context, root *unixhost.Root, ws host.Workspace, node *
 	if err != nil {
 		return Result{}, fmt.Errorf("rebuild the listening index of %s: %w", key, err)
 	}
-	err = locked(ctx, root, ws, func(sess *os.File) error {
+	err = locked(ctx, root, ws, func(sess *unixhost.Dir) error {
 		events, err := Events(ctx, node, key)
 		if err != nil {
 			return err
@@ -250,16 +247,13 @@ func Rebuild(ctx context.Context, root *unixhost.Root, ws host.Workspace, node *
 			return fmt.Errorf("the hears file %s is not in %s", ws.Hears, ws.Session)
 		}
 		// As the index, a hears file that already says it is left alone.
-		if sameFile(int(sess.Fd()), filepath.Base(ws.Hears), hearsFile) {
+		if sess.Holds(filepath.Base(ws.Hears), hearsFile) {
 			return nil
 		}
-		if err := writeAt(int(sess.Fd()), filepath.Base(ws.Hears), hearsFile); err != nil {
-			return &os.PathError{Op: "write", Path: ws.Hears, Err: err}
+		if err := sess.WriteFile(filepath.Base(ws.Hears), hearsFile, 0o600); err != nil {
+			return err
 		}
-		if err := unix.Fsync(int(sess.Fd())); err != nil {
-			return &os.PathError{Op: "sync", Path: ws.Session, Err: err}
-		}
-		return nil
+		return sess.Sync()
 	})
 	if err != nil {
 		return Result{}, fmt.Errorf("rebuild the listening index of %s: %w", key, err)
@@ -305,7 +299,7 @@ func Set(ctx context.Context, root *unixhost.Root, ws host.Workspace, kind messa
 	if err != nil {
 		return err
 	}
-	return locked(ctx, root, ws, func(*os.File) error {
+	return locked(ctx, root, ws, func(*unixhost.Dir) error {
 		if !on {
 			if err := root.Remove(path); err != nil {
 				return fmt.Errorf("remove %s from the listening index: %w", file, err)
@@ -326,67 +320,47 @@ func Set(ctx context.Context, root *unixhost.Root, ws host.Workspace, kind messa
 // session directory (made when missing), opened without following a link.
 // The directory itself is the lock because it is never replaced, unlike the
 // index directory inside it, and so no file is added to the layout for it.
-func locked(ctx context.Context, root *unixhost.Root, ws host.Workspace, fn func(sess *os.File) error) error {
+func locked(ctx context.Context, root *unixhost.Root, ws host.Workspace, fn func(sess *unixhost.Dir) error) error {
 	if err := root.MkdirAll(ws.Session, 0o700); err != nil {
 		return err
 	}
-	sess, err := root.OpenFile(ws.Session, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	sess, err := root.OpenDir(ws.Session)
 	if err != nil {
 		return err
 	}
 	defer sess.Close()
-	if err := lock(ctx, sess); err != nil {
+	if err := lock(ctx, sess.File()); err != nil {
 		return err
 	}
 	// Closing the directory releases the lock; it is released explicitly
 	// first so that a long close cannot hold it.
-	defer unix.Flock(int(sess.Fd()), unix.LOCK_UN)
+	defer unixhost.Unlock(sess.File())
 	return fn(sess)
 }
 
 // lock takes an exclusive flock on f, waiting at most LockWait (or until ctx
 // ends) while another holds it.
 func lock(ctx context.Context, f *os.File) error {
-	deadline := time.Now().Add(LockWait)
-	delay := time.Millisecond
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		switch {
-		case err == nil:
-			return nil
-		case err == unix.EINTR:
-			continue
-		case err != unix.EWOULDBLOCK:
-			return &os.PathError{Op: "lock the listening index", Path: f.Name(), Err: err}
-		case time.Now().After(deadline):
-			return &os.PathError{Op: "lock the listening index", Path: f.Name(), Err: fmt.Errorf("still held by another after %s", LockWait)}
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("lock the listening index %s: %w", f.Name(), ctx.Err())
-		case <-t.C:
-		}
-		delay = min(delay*2, 10*time.Millisecond)
+	if err := unixhost.LockFile(ctx, f, unixhost.Exclusive, LockWait); err != nil {
+		return fmt.Errorf("the listening index: %w", err)
 	}
+	return nil
 }
 
 // replace makes the index exactly want: the files are written into a new
 // directory beside the index, which is then exchanged with the index in one
-// rename, and the old one removed. On a file system that cannot exchange
-// (renameat2's RENAME_EXCHANGE), the new files are written into the index
-// first and the stale ones removed after, so a listener the notes still name
+// rename (unixhost.Dir.ExchangeDir), and the old one removed. On a file
+// system that cannot exchange, ExchangeDir moves the new files into the
+// index and removes the stale ones after, so a listener the notes still name
 // is never missing. Every name is opened relative to the session directory,
-// which was opened without following links, and with O_NOFOLLOW.
-func replace(root *unixhost.Root, ws host.Workspace, sess *os.File, want map[string]messages.ListeningEntry) error {
-	sfd := int(sess.Fd())
+// which was opened without following links, and none through a link.
+func replace(root *unixhost.Root, ws host.Workspace, sess *unixhost.Dir, want map[string]messages.ListeningEntry) error {
 	const index = "listening"
 	if filepath.Base(ws.ListeningDir) != index || filepath.Dir(ws.ListeningDir) != ws.Session {
 		return fmt.Errorf("the listening index %s is not %s/%s", ws.ListeningDir, ws.Session, index)
 	}
 	// A staging directory left by a rebuild that died midway goes first.
-	if names, err := readNames(sfd, ".", ws.Session); err == nil {
+	if names, err := sess.Names(); err == nil {
 		for _, n := range names {
 			if strings.HasPrefix(n, stagePrefix) {
 				root.RemoveAll(filepath.Join(ws.Session, n))
@@ -395,193 +369,63 @@ func replace(root *unixhost.Root, ws host.Workspace, sess *os.File, want map[str
 	}
 	// An index that already is what the notes make is left as it is: a
 	// relaunch with the same listeners writes and syncs nothing.
-	if unchanged(sfd, index, want) {
+	if unchanged(sess, index, want) {
 		return nil
 	}
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	stage := stagePrefix + hex.EncodeToString(rnd[:])
-	stagePath := filepath.Join(ws.Session, stage)
-	if err := unix.Mkdirat(sfd, stage, 0o700); err != nil {
-		return &os.PathError{Op: "mkdir", Path: stagePath, Err: err}
+	if err := sess.Mkdir(stage, 0o700); err != nil {
+		return err
 	}
 	// Whatever is left at the staging name at the end goes: the new files
-	// when they were not used, or the old index after the exchange.
-	stageIsIndex := false
-	defer func() {
-		if !stageIsIndex {
-			root.RemoveAll(stagePath)
-		}
-	}()
-	if err := writeFiles(sfd, stage, stagePath, want); err != nil {
+	// when they were not used, the old index after an exchange, or the
+	// empty directory the fallback leaves (after a rename there is nothing).
+	defer root.RemoveAll(filepath.Join(ws.Session, stage))
+	if err := writeFiles(sess, stage, want); err != nil {
 		return err
 	}
-	var st unix.Stat_t
-	err := unix.Fstatat(sfd, index, &st, unix.AT_SYMLINK_NOFOLLOW)
-	switch {
-	case err == unix.ENOENT:
-		if err := unix.Renameat2(sfd, stage, sfd, index, unix.RENAME_NOREPLACE); err != nil {
-			return &os.LinkError{Op: "rename", Old: stagePath, New: ws.ListeningDir, Err: err}
-		}
-		stageIsIndex = true
-	case err != nil:
-		return &os.PathError{Op: "stat", Path: ws.ListeningDir, Err: err}
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		// A file or a link where the index should be is replaced, never
-		// followed.
-		if err := unix.Unlinkat(sfd, index, 0); err != nil {
-			return &os.PathError{Op: "remove", Path: ws.ListeningDir, Err: err}
-		}
-		if err := unix.Renameat2(sfd, stage, sfd, index, unix.RENAME_NOREPLACE); err != nil {
-			return &os.LinkError{Op: "rename", Old: stagePath, New: ws.ListeningDir, Err: err}
-		}
-		stageIsIndex = true
-	default:
-		err := unix.Renameat2(sfd, stage, sfd, index, unix.RENAME_EXCHANGE)
-		if err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP {
-			if err := rewriteInPlace(root, ws, sfd, index, want); err != nil {
-				return err
-			}
-			break
-		}
-		if err != nil {
-			return &os.LinkError{Op: "exchange", Old: stagePath, New: ws.ListeningDir, Err: err}
-		}
-		// The old index is now at the staging name, and goes.
+	if err := sess.ExchangeDir(stage, index); err != nil {
+		return err
 	}
-	if err := unix.Fsync(sfd); err != nil {
-		return &os.PathError{Op: "sync", Path: ws.Session, Err: err}
-	}
-	return nil
+	return sess.Sync()
 }
 
-// writeFiles writes each listener's file into the directory dir of sfd.
-func writeFiles(sfd int, dir, dirPath string, want map[string]messages.ListeningEntry) error {
-	dfd, err := unix.Openat(sfd, dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+// writeFiles writes each listener's file into the directory dir of sess,
+// and syncs it.
+func writeFiles(sess *unixhost.Dir, dir string, want map[string]messages.ListeningEntry) error {
+	d, err := sess.OpenDir(dir)
 	if err != nil {
-		return &os.PathError{Op: "open", Path: dirPath, Err: err}
+		return err
 	}
-	defer unix.Close(dfd)
+	defer d.Close()
 	for name, e := range want {
-		if err := writeAt(dfd, name, messages.ListeningFileContent(e.Kind, e.After)); err != nil {
-			return &os.PathError{Op: "write", Path: filepath.Join(dirPath, name), Err: err}
-		}
-	}
-	if err := unix.Fsync(dfd); err != nil {
-		return &os.PathError{Op: "sync", Path: dirPath, Err: err}
-	}
-	return nil
-}
-
-// writeAt writes a whole small file name in dfd: a temporary file beside it,
-// synced, then renamed over it, never through a link.
-func writeAt(dfd int, name string, data []byte) error {
-	var rnd [6]byte
-	rand.Read(rnd[:])
-	tmp := "." + name + ".tmp" + hex.EncodeToString(rnd[:])
-	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return err
-	}
-	f := os.NewFile(uintptr(fd), tmp)
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = unix.Renameat(dfd, tmp, dfd, name)
-	}
-	if err != nil {
-		unix.Unlinkat(dfd, tmp, 0)
-	}
-	return err
-}
-
-// rewriteInPlace makes the index want where directories cannot be
-// exchanged: new files first, then the stale ones removed.
-func rewriteInPlace(root *unixhost.Root, ws host.Workspace, sfd int, index string, want map[string]messages.ListeningEntry) error {
-	if err := writeFiles(sfd, index, ws.ListeningDir, want); err != nil {
-		return err
-	}
-	names, err := readNames(sfd, index, ws.ListeningDir)
-	if err != nil {
-		return err
-	}
-	for _, n := range names {
-		if _, ok := want[n]; ok {
-			continue
-		}
-		if err := root.RemoveAll(filepath.Join(ws.ListeningDir, n)); err != nil {
+		if err := d.WriteFile(name, messages.ListeningFileContent(e.Kind, e.After), 0o600); err != nil {
 			return err
 		}
 	}
-	return nil
+	return d.Sync()
 }
 
-// unchanged says whether the index dir of sfd already is exactly want: a
+// unchanged says whether the index dir of sess already is exactly want: a
 // directory (not a link) holding want's files and nothing else, each a
 // regular file holding its kind. Anything it cannot read makes it false, so
 // the index is written again.
-func unchanged(sfd int, dir string, want map[string]messages.ListeningEntry) bool {
-	dfd, err := unix.Openat(sfd, dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+func unchanged(sess *unixhost.Dir, dir string, want map[string]messages.ListeningEntry) bool {
+	d, err := sess.OpenDir(dir)
 	if err != nil {
 		return false
 	}
-	f := os.NewFile(uintptr(dfd), dir)
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
+	defer d.Close()
+	names, err := d.Names()
 	if err != nil || len(names) != len(want) {
 		return false
 	}
-	buf := make([]byte, 64)
 	for _, name := range names {
 		e, ok := want[name]
-		if !ok {
-			return false
-		}
-		if !sameFileBuf(dfd, name, messages.ListeningFileContent(e.Kind, e.After), buf) {
+		if !ok || !d.Holds(name, messages.ListeningFileContent(e.Kind, e.After)) {
 			return false
 		}
 	}
 	return true
-}
-
-// sameFile says whether the file name of the directory dfd is a regular
-// file holding exactly want.
-func sameFile(dfd int, name string, want []byte) bool {
-	return sameFileBuf(dfd, name, want, make([]byte, len(want)+1))
-}
-
-// sameFileBuf is sameFile reading into buf, which holds more than want.
-func sameFileBuf(dfd int, name string, want, buf []byte) bool {
-	if len(buf) <= len(want) {
-		buf = make([]byte, len(want)+1)
-	}
-	// Non-blocking, so that a FIFO planted there cannot hold the open; it
-	// is then refused as not a regular file.
-	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return false
-	}
-	n, err := unix.Read(fd, buf)
-	return err == nil && bytes.Equal(buf[:n], want)
-}
-
-// readNames lists the directory dir of sfd, opened without following a link.
-func readNames(sfd int, dir, dirPath string) ([]string, error) {
-	fd, err := unix.Openat(sfd, dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: dirPath, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), dirPath)
-	defer f.Close()
-	return f.Readdirnames(-1)
 }

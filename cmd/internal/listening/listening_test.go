@@ -537,7 +537,7 @@ func TestSetWaitsForTheLock(t *testing.T) {
 	held := make(chan struct{})
 	release := make(chan struct{})
 	go func() {
-		_ = locked(n.ctx, n.root, n.ws, func(*os.File) error {
+		_ = locked(n.ctx, n.root, n.ws, func(*unixhost.Dir) error {
 			close(held)
 			<-release
 			return nil

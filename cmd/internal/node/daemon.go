@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"syscall"
 	"time"
 
 	"github.com/ocx-go/ocx/host"
@@ -77,7 +76,7 @@ func startDetached(ctx context.Context, program string, args, env []string) erro
 	cmd := exec.CommandContext(ctx, "/bin/sh", argv...)
 	cmd.Env = env
 	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = unixhost.SessionAttr()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("start %s: %w: %s", program, err, out)
 	}

@@ -13,14 +13,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
-	"golang.org/x/sys/unix"
 )
 
 // Exit codes of the workspace command.
@@ -80,12 +78,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if o.ReadyFD > 0 {
 		// The descriptor `start` passed is for this process alone: no fossil
 		// command or turn started meanwhile may hold it open.
-		syscall.CloseOnExec(o.ReadyFD)
+		unixhost.CloseOnExec(o.ReadyFD)
 	}
 	// Signals are caught before anything else, so that TERM during the start
 	// still ends in a stopped note rather than a bare death.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(sigs, unixhost.OSSignals(host.SIGTERM, host.SIGINT, host.SIGHUP)...)
 	defer signal.Stop(sigs)
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With(keyWorkspace, o.Key.String())
 	s := &Session{o: o, log: log, errOut: stderr, sigs: sigs, retry: defaultRetry}
@@ -142,7 +140,7 @@ type Session struct {
 	node *fossilio.Repo
 	// held is the workspace directory, flocked for the session's life
 	// (holdWorkspace).
-	held *os.File
+	held *unixhost.Dir
 
 	def     *messages.SessionDefinition
 	defHash string
@@ -577,8 +575,8 @@ func (s *Session) noteSignal(sig os.Signal) {
 }
 
 func signalName(sig os.Signal) string {
-	if n, ok := sig.(syscall.Signal); ok {
-		return host.SignalName(int(n))
+	if n, ok := unixhost.SignalOf(sig); ok {
+		return n.String()
 	}
 	return sig.String()
 }
@@ -623,22 +621,22 @@ func (s *Session) finish(code int, why string) int {
 // the descriptor is not inherited by what the session runs, and the kernel
 // drops the lock when the process ends, however it ends.
 func (s *Session) holdWorkspace() error {
-	f, err := s.root.OpenFile(s.ws.Dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	d, err := s.root.OpenDir(s.ws.Dir)
 	if err != nil {
 		return fmt.Errorf("lock workspace %s: %w", s.o.Key, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if err == unix.EWOULDBLOCK {
+	if err := unixhost.TryLock(d.File(), unixhost.Exclusive); err != nil {
+		d.Close()
+		if held := (*unixhost.HeldError)(nil); errors.As(err, &held) {
 			holder := ""
-			if pid, held, _ := unixhost.LockHolder(s.ws.Dir); held && pid > 0 {
-				holder = fmt.Sprintf(" (pid %d)", pid)
+			if held.PID > 0 {
+				holder = fmt.Sprintf(" (pid %d)", held.PID)
 			}
 			return fmt.Errorf("workspace %s is in use: another session holds its lock%s; a workspace runs one session at a time", s.o.Key, holder)
 		}
 		return fmt.Errorf("lock workspace %s: %w", s.o.Key, err)
 	}
-	s.held = f
+	s.held = d
 	return nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ocx-go/ocx/host"
@@ -71,7 +70,7 @@ func startDetached(o Options, stdout, stderr io.Writer) int {
 	args = append(args, "--ready-fd", "3")
 	cmd := &exec.Cmd{Path: exe, Args: args, Env: os.Environ(), Dir: s.ws.Tree,
 		Stdin: devnull, Stdout: logf, Stderr: logf, ExtraFiles: []*os.File{readyW},
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
+		SysProcAttr: unixhost.SessionAttr()}
 	err = cmd.Start()
 	readyW.Close()
 	if err != nil {

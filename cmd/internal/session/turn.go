@@ -6,10 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
 )
 
 // turnSpec is one process a turn runs.
@@ -63,7 +63,7 @@ func (s *Session) runTurn(spec turnSpec) (Output, Ended) {
 	} else if f, ok := s.errOut.(*os.File); ok {
 		cmd.Stderr = f
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = unixhost.GroupAttr()
 	err = cmd.Start()
 	inR.Close()
 	outW.Close()
@@ -98,14 +98,14 @@ wait:
 			break wait
 		case sig := <-s.sigs:
 			s.noteSignal(sig)
-			if n, ok := sig.(syscall.Signal); ok {
+			if n, ok := unixhost.SignalOf(sig); ok {
 				s.log.Info("signal passed on to the turn", keyEvent, "turn-signal", keyPID, pid, keySignal, signalName(sig))
-				_ = syscall.Kill(-pid, n)
+				_ = unixhost.KillGroup(pid, n)
 			}
 		}
 	}
 	// The group may outlive its leader; nothing of a turn runs on after it.
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = unixhost.KillGroup(pid, host.SIGKILL)
 	_ = outR.SetReadDeadline(time.Now().Add(drainAfterExit))
 	<-read
 	outR.Close()
@@ -121,13 +121,11 @@ wait:
 		e.StartErr = werr
 	}
 	if cmd.ProcessState != nil {
-		if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
-			if st.Signaled() {
-				e.Signal = host.SignalName(int(st.Signal()))
-				e.Code = 128 + int(st.Signal())
-			} else {
-				e.Code = st.ExitStatus()
-			}
+		if sig, ok := unixhost.EndingSignal(cmd.ProcessState); ok {
+			e.Signal = sig.String()
+			e.Code = 128 + int(sig)
+		} else {
+			e.Code = cmd.ProcessState.ExitCode()
 		}
 	}
 	return out.Output(), e
