@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"strings"
 	"time"
+
+	"github.com/ocx-go/ocx/messages"
 )
 
 // The errors the implementations return, wrapped with the operation and path
@@ -67,7 +69,7 @@ type SpawnSpec struct {
 // Exit is the end of a process: what a reaper or a watcher reports once, as
 // a message, for each process it was given.
 type Exit struct {
-	ID ProcID
+	ID messages.ProcID
 	// Known is false for a process that was not the daemon's child (found after
 	// a restart): it ended, but its status cannot be had (D6: "status unknown").
 	Known  bool
@@ -147,7 +149,7 @@ func (e Exit) String() string {
 // Spawner starts a process. onExit is called exactly once with its end, on
 // another goroutine, never before Spawn has returned; it must not block.
 type Spawner interface {
-	Spawn(spec SpawnSpec, onExit func(Exit)) (ProcID, error)
+	Spawn(spec SpawnSpec, onExit func(Exit)) (messages.ProcID, error)
 }
 
 // Watcher follows a process the daemon did not start in this image (found in
@@ -155,7 +157,7 @@ type Spawner interface {
 // called exactly once when it ends, with Known set only if it turned out to be
 // the daemon's own child. A process already gone is reported at once.
 type Watcher interface {
-	Watch(id ProcID, onExit func(Exit)) error
+	Watch(id messages.ProcID, onExit func(Exit)) error
 }
 
 // Signaler sends a signal to the process group id leads (to id alone when it
@@ -163,7 +165,7 @@ type Watcher interface {
 // does not. A sandboxed child of the daemon is signalled inside its sandbox,
 // so that bwrap stays to report the command's exit.
 type Signaler interface {
-	Signal(id ProcID, sig Signal) error
+	Signal(id messages.ProcID, sig Signal) error
 }
 
 // ProcTable reads the process table.
@@ -172,7 +174,7 @@ type ProcTable interface {
 	Scan() (Table, error)
 	// Naming answers whether a process names the workspace k: the refusal
 	// check made before every launch.
-	Naming(k Key) (Verdict, error)
+	Naming(k messages.WorkspaceKey) (Verdict, error)
 }
 
 // Lock is a held lock.

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages"
 )
 
 // Layout computes every path of the agents root (seed 000 "layout", decision
@@ -60,14 +62,14 @@ func HookMarkContent(v int64) []byte { return []byte(strconv.FormatInt(v, 10) + 
 
 // Password is AGENTS/LOGIN/password, the login's one password (mode 0600).
 func (l Layout) Password(login string) (string, error) {
-	if err := ValidLogin(login); err != nil {
+	if err := messages.ValidateLogin(login); err != nil {
 		return "", err
 	}
 	return filepath.Join(l.root, login, "password"), nil
 }
 
 // Workspace returns the paths of the workspace k.
-func (l Layout) Workspace(k Key) (Workspace, error) {
+func (l Layout) Workspace(k messages.WorkspaceKey) (Workspace, error) {
 	if err := k.Validate(); err != nil {
 		return Workspace{}, err
 	}
@@ -89,7 +91,7 @@ func (l Layout) Workspace(k Key) (Workspace, error) {
 
 // Workspace holds the paths of one workspace, AGENTS/LOGIN/projects/PROJECT.
 type Workspace struct {
-	Key          Key
+	Key          messages.WorkspaceKey
 	Dir          string // the workspace directory: bound read-write, HOME in the sandbox
 	Clone        string // the agent's own Fossil clone
 	Tree         string // the check-out on the definition's branch
@@ -105,7 +107,7 @@ type Workspace struct {
 
 // Listening is session/listening/RECORD for a validated record name.
 func (w Workspace) Listening(record string) (string, error) {
-	if err := ValidRecord(record); err != nil {
+	if err := messages.ValidateListeningFileName(record); err != nil {
 		return "", err
 	}
 	return filepath.Join(w.ListeningDir, record), nil
@@ -117,32 +119,32 @@ var OwnEntries = []string{"clone", "tree", "binding.json", "session"}
 
 // KeyOf says which workspace the directory dir is, after cleaning: ok only when
 // dir is exactly AGENTS/LOGIN/projects/PROJECT with valid names.
-func (l Layout) KeyOf(dir string) (Key, bool) {
+func (l Layout) KeyOf(dir string) (messages.WorkspaceKey, bool) {
 	rel, ok := l.rel(dir)
 	if !ok {
-		return Key{}, false
+		return messages.WorkspaceKey{}, false
 	}
 	parts := strings.Split(rel, "/")
 	if len(parts) != 3 || parts[1] != "projects" {
-		return Key{}, false
+		return messages.WorkspaceKey{}, false
 	}
-	k := Key{Login: parts[0], Project: parts[2]}
+	k := messages.WorkspaceKey{Login: parts[0], Project: parts[2]}
 	if k.Validate() != nil {
-		return Key{}, false
+		return messages.WorkspaceKey{}, false
 	}
 	return k, true
 }
 
 // KeyWithin says which workspace holds p (p is the workspace directory or lies
 // inside it), after cleaning.
-func (l Layout) KeyWithin(p string) (Key, bool) {
+func (l Layout) KeyWithin(p string) (messages.WorkspaceKey, bool) {
 	rel, ok := l.rel(p)
 	if !ok {
-		return Key{}, false
+		return messages.WorkspaceKey{}, false
 	}
 	parts := strings.SplitN(rel, "/", 4)
 	if len(parts) < 3 {
-		return Key{}, false
+		return messages.WorkspaceKey{}, false
 	}
 	return l.KeyOf(filepath.Join(l.root, parts[0], parts[1], parts[2]))
 }

@@ -3,6 +3,8 @@ package host
 import (
 	"errors"
 	"testing"
+
+	"github.com/ocx-go/ocx/messages"
 )
 
 func TestLayout(t *testing.T) {
@@ -30,15 +32,15 @@ func TestLayout(t *testing.T) {
 	if err != nil || pw != "/var/lib/ocx/agents/alice/password" {
 		t.Fatalf("Password = %q %v", pw, err)
 	}
-	if _, err := l.Password("../etc"); !errors.Is(err, ErrBadName) {
+	if _, err := l.Password("../etc"); !errors.Is(err, messages.ErrInvalid) {
 		t.Fatalf("Password(../etc) = %v", err)
 	}
-	w, err := l.Workspace(Key{"alice", "demo"})
+	w, err := l.Workspace(messages.WorkspaceKey{Login: "alice", Project: "demo"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := "/var/lib/ocx/agents/alice/projects/demo"
-	want := Workspace{Key: Key{"alice", "demo"}, Dir: d, Clone: d + "/clone", Tree: d + "/tree", Binding: d + "/binding.json",
+	want := Workspace{Key: messages.WorkspaceKey{Login: "alice", Project: "demo"}, Dir: d, Clone: d + "/clone", Tree: d + "/tree", Binding: d + "/binding.json",
 		Session: d + "/session", Wake: d + "/session/wake", Log: d + "/session/log", ListeningDir: d + "/session/listening", Hears: d + "/session/hears"}
 	if w != want {
 		t.Fatalf("Workspace = %+v", w)
@@ -47,17 +49,17 @@ func TestLayout(t *testing.T) {
 	if err != nil || rec != d+"/session/listening/branch-trunk" {
 		t.Fatalf("Listening = %q %v", rec, err)
 	}
-	if _, err := w.Listening("../../password"); !errors.Is(err, ErrBadName) {
+	if _, err := w.Listening("../../password"); !errors.Is(err, messages.ErrInvalid) {
 		t.Fatalf("Listening(../../password) = %v", err)
 	}
-	if _, err := l.Workspace(Key{"alice", ".."}); !errors.Is(err, ErrBadName) {
+	if _, err := l.Workspace(messages.WorkspaceKey{Login: "alice", Project: ".."}); !errors.Is(err, messages.ErrInvalid) {
 		t.Fatalf("Workspace(alice/..) = %v", err)
 	}
 }
 
 func TestLayoutKeyOf(t *testing.T) {
 	l := mustLayout(t, "/a")
-	k := Key{"alice", "demo"}
+	k := messages.WorkspaceKey{Login: "alice", Project: "demo"}
 	for p, want := range map[string]bool{
 		"/a/alice/projects/demo":      true,
 		"/a/alice/projects/demo/":     true,

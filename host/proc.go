@@ -7,31 +7,23 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages"
 )
 
-// ProcID identifies a process: its PID and its start time (field 22 of
-// /proc/PID/stat, clock ticks since boot), so that a reused PID is never taken
-// for the process that held it before (D6).
-type ProcID struct {
-	PID   int    `json:"pid"`
-	Start uint64 `json:"start"`
-}
-
-// String renders "pid P start T".
-func (id ProcID) String() string { return fmt.Sprintf("pid %d start %d", id.PID, id.Start) }
-
-// Answer is what the evidence says. Its zero value is Unknown, on which no
-// launch or kill decision may rest.
-type Answer int8
+// Evidence is what the process table says of a question (does a process
+// name this workspace? does one hold its wake pipe?). Its zero value is
+// Unknown, on which no launch or kill decision may rest.
+type Evidence int8
 
 // The answers.
 const (
-	Unknown Answer = iota
+	Unknown Evidence = iota
 	No
 	Yes
 )
 
-func (a Answer) String() string {
+func (a Evidence) String() string {
 	switch a {
 	case No:
 		return "no"
@@ -128,7 +120,7 @@ const (
 // Naming is one workspace a command line names.
 type Naming struct {
 	Verb   Verb
-	Key    Key
+	Key    messages.WorkspaceKey
 	Root   string // the agents root the command line gives, cleaned
 	Launch string // the launch note's hash (`--launch`), as written; "" if none
 	// Unsure is set when the command line names Key but gives a root that is
@@ -186,7 +178,7 @@ func Namings(argv []string, l Layout) []Naming {
 	return nil
 }
 
-func hasNaming(ns []Naming, k Key) bool {
+func hasNaming(ns []Naming, k messages.WorkspaceKey) bool {
 	for _, n := range ns {
 		if n.Key == k {
 			return true
@@ -237,7 +229,7 @@ func workspaceNaming(argv []string, l Layout) (Naming, bool) {
 			n.Launch = val
 		}
 	}
-	k, err := ParseKey(key)
+	k, err := messages.ParseWorkspaceKey(key)
 	if err != nil {
 		return Naming{}, false
 	}
@@ -253,26 +245,10 @@ func workspaceNaming(argv []string, l Layout) (Naming, bool) {
 	return n, true
 }
 
-// Origin is how a process naming a workspace was started.
-type Origin string
-
-// The origins. The zero value means not yet decided.
-const (
-	// OriginDaemon: the process, or the outermost of its chain of ancestors
-	// naming the same workspace, is a child of the daemon (started from the
-	// console or for CI).
-	OriginDaemon Origin = "daemon"
-	// OriginTerminal: started by anything else, such as a shell.
-	OriginTerminal Origin = "terminal"
-	// OriginOrphan: that outermost process's parent is PID 1 or a subreaper,
-	// so whoever started it is gone.
-	OriginOrphan Origin = "orphan"
-)
-
 // Process is one process of the table: a process whose command line names a
 // workspace of the agents root.
 type Process struct {
-	ID    ProcID
+	ID    messages.ProcID
 	PPID  int
 	PGID  int
 	SID   int
@@ -287,8 +263,8 @@ type Process struct {
 	Release string
 	// Listening says whether the process holds its workspace's wake pipe open
 	// for reading.
-	Listening Answer
-	Origin    Origin
+	Listening Evidence
+	Origin    messages.Origin
 	// Partial says why some of the above could not be read (the process
 	// vanished mid-scan, say); "" when all was read. A partial process still
 	// names its workspaces.
@@ -296,7 +272,7 @@ type Process struct {
 }
 
 // NamesKey says whether the process names the workspace k (surely or not).
-func (p Process) NamesKey(k Key) (named, unsure bool) {
+func (p Process) NamesKey(k messages.WorkspaceKey) (named, unsure bool) {
 	for _, n := range p.Names {
 		if n.Key != k {
 			continue
@@ -325,13 +301,13 @@ type Table struct {
 
 // Verdict answers "does any process name workspace Key?".
 type Verdict struct {
-	Key Key
+	Key messages.WorkspaceKey
 	// Named is Yes when a process names it, No when the evidence says none
 	// does, Unknown when some process could not be read or names it under a
 	// root that cannot be matched: refuse on anything but No.
-	Named  Answer
-	By     []ProcID // the processes that name it
-	Unsure []int    // the PIDs that made the answer Unknown
+	Named  Evidence
+	By     []messages.ProcID // the processes that name it
+	Unsure []int             // the PIDs that made the answer Unknown
 }
 
 // String renders the verdict for a log or a refusal note.
@@ -350,7 +326,7 @@ func (v Verdict) String() string {
 }
 
 // Naming answers whether any process of the table names the workspace k.
-func (t Table) Naming(k Key) Verdict {
+func (t Table) Naming(k messages.WorkspaceKey) Verdict {
 	v := Verdict{Key: k}
 	for _, p := range t.Procs {
 		named, unsure := p.NamesKey(k)
@@ -375,7 +351,7 @@ func (t Table) Naming(k Key) Verdict {
 }
 
 // Find returns the process with identity id.
-func (t Table) Find(id ProcID) (Process, bool) {
+func (t Table) Find(id messages.ProcID) (Process, bool) {
 	for _, p := range t.Procs {
 		if p.ID == id {
 			return p, true
@@ -406,11 +382,11 @@ func (t *Table) SetOrigins(daemon int, subreaper func(pid int) bool) {
 		}
 		switch {
 		case daemon > 0 && top.PPID == daemon:
-			p.Origin = OriginDaemon
+			p.Origin = messages.OriginDaemon
 		case top.PPID <= 1 || (subreaper != nil && subreaper(top.PPID)):
-			p.Origin = OriginOrphan
+			p.Origin = messages.OriginOrphan
 		default:
-			p.Origin = OriginTerminal
+			p.Origin = messages.OriginTerminal
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/ocx-go/ocx/messages"
 )
 
 func fixture(t *testing.T, name string) []byte {
@@ -112,7 +114,7 @@ func mustLayout(t testing.TB, root string) Layout {
 
 func TestNamings(t *testing.T) {
 	l := mustLayout(t, "/var/lib/ocx/agents")
-	k := Key{"alice", "demo"}
+	k := messages.WorkspaceKey{Login: "alice", Project: "demo"}
 	hash := "aaaabbbbccccddddeeeeffff0000111122223333"
 	cases := []struct {
 		name string
@@ -141,7 +143,7 @@ func TestNamings(t *testing.T) {
 		{"bwrap bind-try inside", []string{"/usr/bin/bwrap", "--bind-try", "/var/lib/ocx/agents/alice/projects/demo/tree", "/w", "--", "sh"},
 			[]Naming{{Verb: VerbBind, Key: k, Root: l.Root()}}},
 		{"bwrap two workspaces", []string{"bwrap", "--bind", "/var/lib/ocx/agents/alice/projects/demo", "/a", "--bind", "/var/lib/ocx/agents/bob/projects/demo", "/b"},
-			[]Naming{{Verb: VerbBind, Key: k, Root: l.Root()}, {Verb: VerbBind, Key: Key{"bob", "demo"}, Root: l.Root()}}},
+			[]Naming{{Verb: VerbBind, Key: k, Root: l.Root()}, {Verb: VerbBind, Key: messages.WorkspaceKey{Login: "bob", Project: "demo"}, Root: l.Root()}}},
 		{"bwrap ro-bind", []string{"bwrap", "--ro-bind", "/var/lib/ocx/agents/alice/projects/demo", "/a"}, nil},
 		{"bwrap agents root", []string{"bwrap", "--bind", "/var/lib/ocx/agents", "/a"}, nil},
 		{"bwrap dest only", []string{"bwrap", "--bind", "/x", "/var/lib/ocx/agents/alice/projects/demo"}, nil},
@@ -158,15 +160,15 @@ func TestNamings(t *testing.T) {
 }
 
 func TestTableNaming(t *testing.T) {
-	k := Key{"alice", "demo"}
-	other := Key{"bob", "demo"}
-	named := Process{ID: ProcID{10, 100}, Names: []Naming{{Verb: VerbServe, Key: k}}}
-	unsure := Process{ID: ProcID{11, 110}, Names: []Naming{{Verb: VerbRun, Key: k, Unsure: true}}}
-	elsewhere := Process{ID: ProcID{12, 120}, Names: []Naming{{Verb: VerbRun, Key: other}}}
+	k := messages.WorkspaceKey{Login: "alice", Project: "demo"}
+	other := messages.WorkspaceKey{Login: "bob", Project: "demo"}
+	named := Process{ID: messages.ProcID{PID: 10, Start: 100}, Names: []Naming{{Verb: VerbServe, Key: k}}}
+	unsure := Process{ID: messages.ProcID{PID: 11, Start: 110}, Names: []Naming{{Verb: VerbRun, Key: k, Unsure: true}}}
+	elsewhere := Process{ID: messages.ProcID{PID: 12, Start: 120}, Names: []Naming{{Verb: VerbRun, Key: other}}}
 	cases := []struct {
 		name  string
 		table Table
-		want  Answer
+		want  Evidence
 	}{
 		{"empty", Table{}, No},
 		{"other workspace", Table{Procs: []Process{elsewhere}}, No},
@@ -185,13 +187,13 @@ func TestTableNaming(t *testing.T) {
 		}
 	}
 	v := Table{Procs: []Process{named}}.Naming(k)
-	if v.String() != "workspace alice/demo is named by pid 10 start 100" {
+	if v.String() != "workspace alice/demo is named by 10@100" {
 		t.Fatalf("String = %q", v.String())
 	}
 }
 
 func TestSetOrigins(t *testing.T) {
-	k := Key{"alice", "demo"}
+	k := messages.WorkspaceKey{Login: "alice", Project: "demo"}
 	n := []Naming{{Verb: VerbServe, Key: k}}
 	const daemon = 500
 	// daemon 500 -> bwrap 501 -> init 502 -> serve 503: all of them "daemon".
@@ -199,18 +201,18 @@ func TestSetOrigins(t *testing.T) {
 	// subreaper 800 -> bwrap 801: "orphan". bwrap 900 (parent 1) -> a process
 	// naming another workspace 901: its own chain, parent 900 names another key.
 	tab := Table{Procs: []Process{
-		{ID: ProcID{503, 1}, PPID: 502, Names: n},
-		{ID: ProcID{501, 1}, PPID: daemon, Names: n},
-		{ID: ProcID{502, 1}, PPID: 501, Names: n},
-		{ID: ProcID{601, 1}, PPID: 600, Names: n},
-		{ID: ProcID{701, 1}, PPID: 1, Names: n},
-		{ID: ProcID{801, 1}, PPID: 800, Names: n},
-		{ID: ProcID{900, 1}, PPID: daemon, Names: []Naming{{Key: Key{"bob", "x"}}}},
-		{ID: ProcID{901, 1}, PPID: 900, Names: n},
+		{ID: messages.ProcID{PID: 503, Start: 1}, PPID: 502, Names: n},
+		{ID: messages.ProcID{PID: 501, Start: 1}, PPID: daemon, Names: n},
+		{ID: messages.ProcID{PID: 502, Start: 1}, PPID: 501, Names: n},
+		{ID: messages.ProcID{PID: 601, Start: 1}, PPID: 600, Names: n},
+		{ID: messages.ProcID{PID: 701, Start: 1}, PPID: 1, Names: n},
+		{ID: messages.ProcID{PID: 801, Start: 1}, PPID: 800, Names: n},
+		{ID: messages.ProcID{PID: 900, Start: 1}, PPID: daemon, Names: []Naming{{Key: messages.WorkspaceKey{Login: "bob", Project: "x"}}}},
+		{ID: messages.ProcID{PID: 901, Start: 1}, PPID: 900, Names: n},
 	}}
 	tab.SetOrigins(daemon, func(pid int) bool { return pid == 800 })
-	want := map[int]Origin{503: OriginDaemon, 501: OriginDaemon, 502: OriginDaemon, 601: OriginTerminal,
-		701: OriginOrphan, 801: OriginOrphan, 900: OriginDaemon, 901: OriginTerminal}
+	want := map[int]messages.Origin{503: messages.OriginDaemon, 501: messages.OriginDaemon, 502: messages.OriginDaemon, 601: messages.OriginTerminal,
+		701: messages.OriginOrphan, 801: messages.OriginOrphan, 900: messages.OriginDaemon, 901: messages.OriginTerminal}
 	for _, p := range tab.Procs {
 		if p.Origin != want[p.ID.PID] {
 			t.Errorf("pid %d: origin %q, want %q", p.ID.PID, p.Origin, want[p.ID.PID])
@@ -219,11 +221,11 @@ func TestSetOrigins(t *testing.T) {
 	// Without a daemon, the daemon's former children are terminal sessions
 	// of whoever is their parent now, or orphans.
 	tab.SetOrigins(0, nil)
-	if tab.Procs[0].Origin != OriginTerminal || tab.Procs[4].Origin != OriginOrphan {
+	if tab.Procs[0].Origin != messages.OriginTerminal || tab.Procs[4].Origin != messages.OriginOrphan {
 		t.Fatalf("without daemon: %q %q", tab.Procs[0].Origin, tab.Procs[4].Origin)
 	}
 	// A cycle of parents (impossible, but a scan is not atomic) ends.
-	loop := Table{Procs: []Process{{ID: ProcID{2000, 1}, PPID: 2001, Names: n}, {ID: ProcID{2001, 1}, PPID: 2000, Names: n}}}
+	loop := Table{Procs: []Process{{ID: messages.ProcID{PID: 2000, Start: 1}, PPID: 2001, Names: n}, {ID: messages.ProcID{PID: 2001, Start: 1}, PPID: 2000, Names: n}}}
 	loop.SetOrigins(daemon, nil)
 	if loop.Procs[0].Origin == "" {
 		t.Fatal("cycle left no origin")
@@ -268,8 +270,8 @@ func TestExitOutcome(t *testing.T) {
 			t.Errorf("empty String for %+v", c.e)
 		}
 	}
-	got := Exit{ID: ProcID{7, 70}, Known: true, Code: 1, Sandbox: &SandboxExit{ChildPID: 9}}.String()
-	if got != "exit pid 7 start 70 sandbox-failed status 1 sandbox-child 9 bwrap-code 1 bwrap-signal 0 user 0s system 0s maxrss 0" {
+	got := Exit{ID: messages.ProcID{PID: 7, Start: 70}, Known: true, Code: 1, Sandbox: &SandboxExit{ChildPID: 9}}.String()
+	if got != "exit 7@70 sandbox-failed status 1 sandbox-child 9 bwrap-code 1 bwrap-signal 0 user 0s system 0s maxrss 0" {
 		t.Fatalf("String = %q", got)
 	}
 }

@@ -7,23 +7,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-)
 
-// Sandbox is a workspace definition's sandbox (seed 000): what a session sees.
-// The daemon maps the record's definition onto this type.
-type Sandbox struct {
-	Network   bool     // shares the host's network
-	ReadOnly  []string // host paths seen read-only, where they are on the host
-	ReadWrite []string // host paths seen read-write, where they are on the host
-	Homes     []string // host paths seen read-write inside the workspace, by their last name
-	Path      []string // the directories of PATH, in order
-}
+	"github.com/ocx-go/ocx/messages"
+)
 
 // SandboxSpec is a sandbox plus what the node adds for one session.
 type SandboxSpec struct {
-	Sandbox   Sandbox
-	Workspace string // the workspace directory: bound read-write, and HOME
-	Release   string // the release directory the program runs from, bound read-only; "" for none
+	Sandbox   messages.Sandbox // the workspace definition's, as written on the record
+	Workspace string           // the workspace directory: bound read-write, and HOME
+	Release   string           // the release directory the program runs from, bound read-only; "" for none
 }
 
 // BwrapArgs builds bwrap's argv (its argv[0] is "bwrap") that runs argv in dir
@@ -258,7 +250,7 @@ func (n NodeFiles) check(p string, readOnly bool) error {
 // CheckSandbox resolves and checks every path of sb that a sandbox would
 // see: read_only, read_write and homes. A path that cannot be resolved is
 // refused: no decision rests on evidence that could not be read.
-func (n NodeFiles) CheckSandbox(sb Sandbox, resolve func(string) (string, error)) error {
+func (n NodeFiles) CheckSandbox(sb messages.Sandbox, resolve func(string) (string, error)) error {
 	for i, l := range [][]string{sb.ReadOnly, sb.ReadWrite, sb.Homes} {
 		for _, p := range l {
 			r, err := resolve(p)

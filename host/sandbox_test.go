@@ -9,13 +9,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ocx-go/ocx/messages"
 	"pgregory.net/rapid"
 )
 
 func TestBwrapArgs(t *testing.T) {
 	ws := "/var/lib/ocx/agents/ci-ocx/projects/ollama"
 	s := SandboxSpec{
-		Sandbox: Sandbox{
+		Sandbox: messages.Sandbox{
 			Network:   true,
 			ReadOnly:  []string{"/usr", "/etc/ssl", "/usr", "/opt/shared"},
 			ReadWrite: []string{ws, "/opt/shared", "/srv/cache"},
@@ -44,7 +45,7 @@ func TestBwrapArgs(t *testing.T) {
 	}
 	// No network: every namespace stays unshared. No status fd, no release,
 	// no PATH, and the workspace as the directory.
-	s.Sandbox = Sandbox{ReadOnly: []string{"/usr"}}
+	s.Sandbox = messages.Sandbox{ReadOnly: []string{"/usr"}}
 	s.Release = ""
 	got, err = BwrapArgs(s, 0, "", []string{"sh", "-c", "echo --die-with-parent"})
 	if err != nil {
@@ -64,7 +65,7 @@ func TestBwrapArgs(t *testing.T) {
 	}
 	// The built command names its workspace for the process table.
 	l := mustLayout(t, "/var/lib/ocx/agents")
-	if n := Namings(got, l); len(n) != 1 || n[0].Key != (Key{"ci-ocx", "ollama"}) {
+	if n := Namings(got, l); len(n) != 1 || n[0].Key != (messages.WorkspaceKey{Login: "ci-ocx", Project: "ollama"}) {
 		t.Fatalf("the bwrap command names %+v", n)
 	}
 }
@@ -173,11 +174,11 @@ func TestCheckSandbox(t *testing.T) {
 		}
 		return p, nil
 	}
-	ok := Sandbox{ReadOnly: []string{"/usr", "/var/lib/ocx/release/current"}, ReadWrite: []string{n.Workspace}}
+	ok := messages.Sandbox{ReadOnly: []string{"/usr", "/var/lib/ocx/release/current"}, ReadWrite: []string{n.Workspace}}
 	if err := n.CheckSandbox(ok, resolve); err != nil {
 		t.Fatalf("CheckSandbox(ok) = %v", err)
 	}
-	for name, sb := range map[string]Sandbox{
+	for name, sb := range map[string]messages.Sandbox{
 		"link to repositories": {ReadOnly: []string{"/etc/app"}},
 		"link into a repo":     {ReadOnly: []string{"/etc/app/demo.fossil"}},
 		"agents root":          {ReadWrite: []string{n.Agents}},

@@ -218,7 +218,7 @@ func BenchmarkDaemonLaunch(b *testing.B) {
 	sb = wdef.Sandbox
 	env := []string{"HOME=" + ws, "PATH=" + strings.Join(sb.Path, ":"), "USER=" + agent, "LOGNAME=" + agent, "LANG=C.UTF-8"}
 	argvFor := func(launch string, statusFD int) []string {
-		a, err := host.BwrapArgs(host.SandboxSpec{Sandbox: host.Sandbox{Network: sb.Network, ReadOnly: sb.ReadOnly, ReadWrite: sb.ReadWrite, Homes: sb.Homes, Path: sb.Path},
+		a, err := host.BwrapArgs(host.SandboxSpec{Sandbox: sb,
 			Workspace: ws, Release: dir}, statusFD, filepath.Join(ws, "tree"),
 			[]string{filepath.Join(dir, "workspace"), "serve", agent + "/demo", "--root", n.agents, "--launch", launch})
 		if err != nil {

@@ -33,7 +33,7 @@ type Handoff struct {
 	// Pending are the pipe lines read but not yet acted on, in order.
 	Pending []string `json:"pending"`
 	// Parked are exits reported before the session they belong to was known.
-	Parked        []ProcessExited `json:"parked"`
+	Parked        []ProcessExited  `json:"parked"`
 	PipeRemainder []byte           `json:"pipe_remainder,omitempty"`
 	Workspaces    []WorkspaceState `json:"workspaces"`
 }

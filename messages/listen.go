@@ -354,3 +354,16 @@ func ParseListeningFile(name string, content []byte) (ListeningEntry, error) {
 	}
 	return ListeningEntry{Kind: kind, Names: names, After: after}, nil
 }
+
+// ValidateListeningFileName checks the name of a file of a listening index:
+// one ListeningFileName makes (a thread's root hash, a ticket's id, or
+// branch- and the branch's name escaped strictly), which is always one
+// path component.
+func ValidateListeningFileName(name string) error {
+	kind := ListenThread
+	if strings.HasPrefix(name, BranchFilePrefix) {
+		kind = ListenBranch
+	}
+	_, err := ParseListeningFile(name, ListeningFileContent(kind, 0))
+	return err
+}

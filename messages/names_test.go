@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 func TestNames(t *testing.T) {
@@ -174,4 +176,34 @@ func TestStringsAreOneLine(t *testing.T) {
 			t.Errorf("%T renders %q", s, got)
 		}
 	}
+}
+
+// TestValidateListeningFileName: the names ListeningFileName makes, and
+// nothing else, are names of a listening index's files.
+func TestValidateListeningFileName(t *testing.T) {
+	hex40 := strings.Repeat("ab", 20)
+	for _, s := range []string{hex40, strings.Repeat("0f", 32), "branch-trunk", "branch-feature%2Fx", "branch-100%25"} {
+		if err := ValidateListeningFileName(s); err != nil {
+			t.Errorf("%q: %v", s, err)
+		}
+	}
+	for _, s := range []string{"", "AB" + hex40[2:], hex40[:39], "branch-", "branch-a/b", "branch-50%", "branch-%zz", "branch-a%41", "..", "../x", "branch-" + strings.Repeat("x", 249)} {
+		var fe *FieldError
+		if err := ValidateListeningFileName(s); !errors.As(err, &fe) {
+			t.Errorf("%q: %v, want a refusal", s, err)
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		b := rapid.StringMatching(`[^\x00]{1,60}`).Draw(t, "branch")
+		name, err := ListeningFileName(ListenBranch, b)
+		if err != nil {
+			if checkBranch("names", b) != nil {
+				return
+			}
+			t.Fatalf("%q: %v", b, err)
+		}
+		if err := ValidateListeningFileName(name); err != nil || strings.Contains(name, "/") {
+			t.Fatalf("%q makes %q: %v", b, name, err)
+		}
+	})
 }

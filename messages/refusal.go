@@ -135,11 +135,11 @@ func readProcess(o jobj) (pid int, start uint64, err error) {
 // when the launch note names none the daemon could read (the refusal then
 // says what is wrong with it).
 type RefusalNote struct {
-	Version int          `json:"-"`
-	Launch  string       `json:"launch"`
-	Login   string       `json:"login,omitempty"`
-	Project string       `json:"project"`
-	Reason  string       `json:"reason"`
+	Version int     `json:"-"`
+	Launch  string  `json:"launch"`
+	Login   string  `json:"login,omitempty"`
+	Project string  `json:"project"`
+	Reason  string  `json:"reason"`
 	Holder  *Holder `json:"holder,omitempty"`
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
 )
 
 var (
@@ -125,13 +126,13 @@ func (c *Clock) Pending() int {
 
 // Spawned is one process the fake spawner started.
 type Spawned struct {
-	ID   host.ProcID
+	ID   messages.ProcID
 	Spec host.SpawnSpec
 }
 
 // Sent is one signal the fake sent.
 type Sent struct {
-	ID  host.ProcID
+	ID  messages.ProcID
 	Sig host.Signal
 }
 
@@ -145,18 +146,18 @@ type Spawner struct {
 	start   uint64
 	spawned []Spawned
 	sent    []Sent
-	running map[host.ProcID]func(host.Exit)
+	running map[messages.ProcID]func(host.Exit)
 	failing error
 	// OnSignal, when set, is called (outside the fake's lock) after a signal
 	// was recorded: a test makes a process end on TERM by calling End there.
-	OnSignal func(id host.ProcID, sig host.Signal)
+	OnSignal func(id messages.ProcID, sig host.Signal)
 	// SignalErr, when set for an identity, is what Signal returns for it.
-	SignalErr map[host.ProcID]error
+	SignalErr map[messages.ProcID]error
 }
 
 // NewSpawner numbers processes from firstPID, with start times from 1000.
 func NewSpawner(firstPID int) *Spawner {
-	return &Spawner{next: firstPID, start: 1000, running: map[host.ProcID]func(host.Exit){}, SignalErr: map[host.ProcID]error{}}
+	return &Spawner{next: firstPID, start: 1000, running: map[messages.ProcID]func(host.Exit){}, SignalErr: map[messages.ProcID]error{}}
 }
 
 // FailNext makes the next Spawn fail with err.
@@ -167,18 +168,18 @@ func (s *Spawner) FailNext(err error) {
 }
 
 // Spawn records spec and "starts" a process.
-func (s *Spawner) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (host.ProcID, error) {
+func (s *Spawner) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (messages.ProcID, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failing != nil {
 		err := s.failing
 		s.failing = nil
-		return host.ProcID{}, err
+		return messages.ProcID{}, err
 	}
 	if onExit == nil || spec.Path == "" || len(spec.Args) == 0 {
-		return host.ProcID{}, fmt.Errorf("hosttest: spawn: incomplete spec %+v", spec)
+		return messages.ProcID{}, fmt.Errorf("hosttest: spawn: incomplete spec %+v", spec)
 	}
-	id := host.ProcID{PID: s.next, Start: s.start}
+	id := messages.ProcID{PID: s.next, Start: s.start}
 	s.next++
 	s.start += 10
 	s.spawned = append(s.spawned, Spawned{ID: id, Spec: spec})
@@ -187,7 +188,7 @@ func (s *Spawner) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (host.ProcI
 }
 
 // Watch follows a process not spawned here; End reports it.
-func (s *Spawner) Watch(id host.ProcID, onExit func(host.Exit)) error {
+func (s *Spawner) Watch(id messages.ProcID, onExit func(host.Exit)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.running[id]; ok {
@@ -199,7 +200,7 @@ func (s *Spawner) Watch(id host.ProcID, onExit func(host.Exit)) error {
 
 // End ends a running process with e (its ID is set to id), calling its
 // onExit once, on this goroutine.
-func (s *Spawner) End(id host.ProcID, e host.Exit) error {
+func (s *Spawner) End(id messages.ProcID, e host.Exit) error {
 	s.mu.Lock()
 	onExit, ok := s.running[id]
 	delete(s.running, id)
@@ -213,7 +214,7 @@ func (s *Spawner) End(id host.ProcID, e host.Exit) error {
 }
 
 // Signal records the signal; ErrGone for a process that is not running.
-func (s *Spawner) Signal(id host.ProcID, sig host.Signal) error {
+func (s *Spawner) Signal(id messages.ProcID, sig host.Signal) error {
 	s.mu.Lock()
 	if err, ok := s.SignalErr[id]; ok {
 		s.mu.Unlock()
@@ -249,10 +250,10 @@ func (s *Spawner) Sent() []Sent {
 }
 
 // Running lists the processes not yet ended.
-func (s *Spawner) Running() []host.ProcID {
+func (s *Spawner) Running() []messages.ProcID {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]host.ProcID, 0, len(s.running))
+	out := make([]messages.ProcID, 0, len(s.running))
 	for id := range s.running {
 		out = append(out, id)
 	}
@@ -289,7 +290,7 @@ func (p *ProcTable) Scan() (host.Table, error) {
 }
 
 // Naming answers from the table, as host.Table.Naming does.
-func (p *ProcTable) Naming(k host.Key) (host.Verdict, error) {
+func (p *ProcTable) Naming(k messages.WorkspaceKey) (host.Verdict, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
 )
 
 func TestLocker(t *testing.T) {
@@ -85,7 +86,7 @@ func TestSpawner(t *testing.T) {
 		t.Fatal("FailNext did nothing")
 	}
 	// TERM ends a process when the test says so.
-	s.OnSignal = func(id host.ProcID, sig host.Signal) {
+	s.OnSignal = func(id messages.ProcID, sig host.Signal) {
 		if sig == host.SIGTERM {
 			s.End(id, host.Exit{Known: true, Signal: 15})
 		}
@@ -99,10 +100,10 @@ func TestSpawner(t *testing.T) {
 	if err := s.End(a, host.Exit{}); !errors.Is(err, host.ErrGone) {
 		t.Fatalf("a second end = %v", err)
 	}
-	if err := s.Watch(host.ProcID{PID: 7, Start: 1}, on); err != nil {
+	if err := s.Watch(messages.ProcID{PID: 7, Start: 1}, on); err != nil {
 		t.Fatal(err)
 	}
-	s.End(host.ProcID{PID: 7, Start: 1}, host.Exit{At: time.Unix(5, 0)})
+	s.End(messages.ProcID{PID: 7, Start: 1}, host.Exit{At: time.Unix(5, 0)})
 	if len(got) != 2 || got[0].ID != a || got[0].Signal != 15 || got[1].Known {
 		t.Fatalf("exits %+v", got)
 	}
@@ -119,11 +120,11 @@ func TestSpawner(t *testing.T) {
 
 func TestProcTable(t *testing.T) {
 	var p ProcTable
-	k := host.Key{Login: "alice", Project: "demo"}
+	k := messages.WorkspaceKey{Login: "alice", Project: "demo"}
 	if v, err := p.Naming(k); err != nil || v.Named != host.No {
 		t.Fatalf("empty table: %s %v", v, err)
 	}
-	p.Set(host.Table{Procs: []host.Process{{ID: host.ProcID{PID: 5, Start: 1}, Names: []host.Naming{{Verb: host.VerbServe, Key: k}}}}})
+	p.Set(host.Table{Procs: []host.Process{{ID: messages.ProcID{PID: 5, Start: 1}, Names: []host.Naming{{Verb: host.VerbServe, Key: k}}}}})
 	if v, _ := p.Naming(k); v.Named != host.Yes {
 		t.Fatalf("named: %s", v)
 	}

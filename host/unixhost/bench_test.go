@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // pool starts n processes: named of them are `workspace serve KEY` sessions
@@ -91,7 +92,7 @@ func BenchmarkProcTable(b *testing.B) {
 	l, _ := host.NewLayout(dir)
 	const total, named = 5000, 10
 	pool(b, l, total, named)
-	k := host.Key{Login: "agent3", Project: "demo"}
+	k := messages.WorkspaceKey{Login: "agent3", Project: "demo"}
 	full, err := NewProcTable(ProcOptions{Layout: l})
 	if err != nil {
 		b.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
 )
 
 const launchHash = "aaaabbbbccccddddeeeeffff0000111122223333"
@@ -39,7 +40,7 @@ type sandboxSetup struct {
 func newSandboxSetup(t *testing.T) sandboxSetup {
 	t.Helper()
 	var s sandboxSetup
-	s.root, s.layout, s.ws = agentsRoot(t, host.Key{Login: "alice", Project: "demo"})
+	s.root, s.layout, s.ws = agentsRoot(t, messages.WorkspaceKey{Login: "alice", Project: "demo"})
 	if err := s.root.MkdirAll(s.ws.Tree, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func copyFile(t *testing.T, from, to string) {
 }
 
 func (s sandboxSetup) spec(network bool, mode string, env ...string) host.SpawnSpec {
-	sb := host.Sandbox{
+	sb := messages.Sandbox{
 		Network:   network,
 		ReadOnly:  []string{"/usr", "/lib", "/lib64", "/bin", "/etc/passwd", "/nonexistent/ok-to-miss"},
 		ReadWrite: []string{s.ws.Dir},
@@ -271,7 +272,7 @@ func TestSandboxedSessionTableAndStop(t *testing.T) {
 			continue
 		}
 		comms[p.Comm]++
-		if p.Origin != host.OriginDaemon {
+		if p.Origin != messages.OriginDaemon {
 			t.Errorf("%s %q: origin %q", p.ID, p.Comm, p.Origin)
 		}
 		if p.Names[0].Verb == host.VerbServe {
@@ -360,7 +361,7 @@ func TestSandboxOrphanedWhenBwrapDies(t *testing.T) {
 	}
 	var orphans []host.Process
 	for _, p := range tab.Procs {
-		if p.Origin == host.OriginOrphan {
+		if p.Origin == messages.OriginOrphan {
 			orphans = append(orphans, p)
 		}
 	}

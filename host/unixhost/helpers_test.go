@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // helperEnv selects a helper program in TestMain; the other HELPER_*
@@ -299,17 +300,28 @@ func reexecLauncher() int {
 		fmt.Println(err)
 		return 3
 	}
-	id, err := l.Spawn(host.SpawnSpec{Path: "/bin/sh", Args: []string{"sh", "-c", "exit 5"}, Dir: "/"}, func(e host.Exit) {
+	// The child waits on a fifo until the launcher has detached: had it
+	// exited before, the launcher would have reaped and reported it.
+	fifo := filepath.Join(os.TempDir(), fmt.Sprintf("reexec-%d.fifo", os.Getpid()))
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		fmt.Println(err)
+		return 3
+	}
+	defer os.Remove(fifo)
+	id, err := l.Spawn(host.SpawnSpec{Path: "/bin/sh", Args: []string{"sh", "-c", "read x < \"$1\"; exit 5", "sh", fifo}, Dir: "/"}, func(e host.Exit) {
 		fmt.Println("reported before the exec:", e)
 	})
 	if err != nil {
 		fmt.Println(err)
 		return 3
 	}
-	// The launcher reaps as soon as it can; detach at once, and let the
-	// child become a zombie on its own while nobody follows it.
 	h, err := l.Detach()
 	if err != nil {
+		fmt.Println(err)
+		return 3
+	}
+	// Now let the child end and become a zombie while nobody follows it.
+	if err := os.WriteFile(fifo, []byte("go\n"), 0o600); err != nil {
 		fmt.Println(err)
 		return 3
 	}
@@ -327,7 +339,7 @@ func reexecLauncher() int {
 }
 
 func adoptLauncher() int {
-	var hs []Handoff
+	var hs []ChildHandoff
 	if err := json.Unmarshal([]byte(os.Getenv("HELPER_HANDOFF")), &hs); err != nil {
 		fmt.Println(err)
 		return 3
@@ -426,12 +438,12 @@ func eventually(t testing.TB, what string, cond func() bool) {
 // exits collects the exits a launcher reports.
 type exits struct {
 	mu sync.Mutex
-	m  map[host.ProcID][]host.Exit
+	m  map[messages.ProcID][]host.Exit
 	c  chan host.Exit
 }
 
 func newExits() *exits {
-	return &exits{m: map[host.ProcID][]host.Exit{}, c: make(chan host.Exit, 1)}
+	return &exits{m: map[messages.ProcID][]host.Exit{}, c: make(chan host.Exit, 1)}
 }
 
 func (x *exits) on(e host.Exit) {
@@ -445,14 +457,14 @@ func (x *exits) on(e host.Exit) {
 }
 
 // count returns how many exits were reported for id.
-func (x *exits) count(id host.ProcID) int {
+func (x *exits) count(id messages.ProcID) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return len(x.m[id])
 }
 
 // wait returns the exit of id.
-func (x *exits) wait(t testing.TB, id host.ProcID) host.Exit {
+func (x *exits) wait(t testing.TB, id messages.ProcID) host.Exit {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
@@ -505,7 +517,7 @@ func readFile(t testing.TB, p string) string {
 
 // agentsRoot makes an agents root with one workspace and its wake pipe, and
 // returns the root, its layout and the workspace.
-func agentsRoot(t testing.TB, k host.Key) (*Root, host.Layout, host.Workspace) {
+func agentsRoot(t testing.TB, k messages.WorkspaceKey) (*Root, host.Layout, host.Workspace) {
 	t.Helper()
 	dir := t.TempDir()
 	root, err := OpenRoot(dir)

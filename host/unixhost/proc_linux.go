@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // ProcOptions configures a ProcTable.
@@ -259,7 +260,7 @@ func (t *ProcTable) Scan() (host.Table, error) {
 		t.betweenReads()
 	}
 	tab := host.Table{Unreadable: unreadable}
-	wakes := map[host.Key]*unix.Stat_t{}
+	wakes := map[messages.WorkspaceKey]*unix.Stat_t{}
 	for _, c := range cands {
 		pid := c.pid
 		st, argv, ok, err := t.identify(pid)
@@ -282,7 +283,7 @@ func (t *ProcTable) Scan() (host.Table, error) {
 			continue
 		}
 		p := host.Process{
-			ID: host.ProcID{PID: pid, Start: st.Start}, PPID: st.PPID, PGID: st.PGID, SID: st.SID,
+			ID: messages.ProcID{PID: pid, Start: st.Start}, PPID: st.PPID, PGID: st.PGID, SID: st.SID,
 			Comm: st.Comm, Argv: argv, Names: names,
 		}
 		t.inspect(&p, wakes)
@@ -294,7 +295,7 @@ func (t *ProcTable) Scan() (host.Table, error) {
 
 // inspect reads the executable and the wake pipes a process holds. What it
 // cannot read stays unknown, and Partial says why.
-func (t *ProcTable) inspect(p *host.Process, wakes map[host.Key]*unix.Stat_t) {
+func (t *ProcTable) inspect(p *host.Process, wakes map[messages.WorkspaceKey]*unix.Stat_t) {
 	prefix := strconv.Itoa(p.ID.PID) + "/"
 	exe, err := readlinkAt(t.procfd, prefix+"exe")
 	if err == nil {
@@ -353,7 +354,7 @@ func (t *ProcTable) release(pid int, exe string) string {
 // listening says whether p holds the wake pipe of a workspace it names open
 // for reading: one of its descriptors is that pipe (same device and inode,
 // whatever path its mount namespace shows) and was opened O_RDONLY or O_RDWR.
-func (t *ProcTable) listening(p *host.Process, wakes map[host.Key]*unix.Stat_t) host.Answer {
+func (t *ProcTable) listening(p *host.Process, wakes map[messages.WorkspaceKey]*unix.Stat_t) host.Evidence {
 	var targets []*unix.Stat_t
 	for _, n := range p.Names {
 		if n.Unsure {
@@ -441,7 +442,7 @@ func (t *ProcTable) systemdSubreaper(pid int) bool {
 
 // Naming answers whether a process names the workspace k. After Watch it
 // reads only its index; before, it scans all of /proc.
-func (t *ProcTable) Naming(k host.Key) (host.Verdict, error) {
+func (t *ProcTable) Naming(k messages.WorkspaceKey) (host.Verdict, error) {
 	if t.ix != nil {
 		return t.ix.naming(k)
 	}

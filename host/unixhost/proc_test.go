@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // startSession starts the test binary as a `workspace` session with os/exec:
@@ -51,7 +52,7 @@ func procByPID(tab host.Table, pid int) (host.Process, bool) {
 }
 
 func TestScan(t *testing.T) {
-	k := host.Key{Login: "alice", Project: "demo"}
+	k := messages.WorkspaceKey{Login: "alice", Project: "demo"}
 	root, l, w := agentsRoot(t, k)
 	_ = root
 	dir := t.TempDir()
@@ -104,7 +105,7 @@ func TestScan(t *testing.T) {
 		t.Fatalf("the listening session is not in the table: %+v", tab.Procs)
 	}
 	st, _ := ReadStat(listening.Process.Pid)
-	if p.ID.Start != st.Start || p.PPID != self || p.Listening != host.Yes || p.Origin != host.OriginTerminal ||
+	if p.ID.Start != st.Start || p.PPID != self || p.Listening != host.Yes || p.Origin != messages.OriginTerminal ||
 		p.Names[0].Verb != host.VerbRun || p.Release != filepath.Dir(testExe(t)) || p.Exe != testExe(t) || p.Partial != "" {
 		t.Errorf("listening session: %+v", p)
 	}
@@ -131,18 +132,18 @@ func TestScan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, ok := procByPID(tab2, served.PID); !ok || p.Origin != host.OriginDaemon {
+	if p, ok := procByPID(tab2, served.PID); !ok || p.Origin != messages.OriginDaemon {
 		t.Errorf("served session with this process as the daemon: %+v %v", p, ok)
 	}
-	for key, want := range map[string]host.Answer{"alice/demo": host.Yes, "carol/demo": host.Yes, "bob/demo": host.Unknown, "dave/demo": host.No} {
-		kk, _ := host.ParseKey(key)
+	for key, want := range map[string]host.Evidence{"alice/demo": host.Yes, "carol/demo": host.Yes, "bob/demo": host.Unknown, "dave/demo": host.No} {
+		kk, _ := messages.ParseWorkspaceKey(key)
 		v, err := pt.Naming(kk)
 		if err != nil || v.Named != want {
 			t.Errorf("Naming(%s) = %s %v, want %v", key, v, err, want)
 		}
 	}
 	v, _ := pt.Naming(k)
-	if !slices.Contains(v.By, host.ProcID{PID: writing.Process.Pid, Start: mustStart(t, writing.Process.Pid)}) || len(v.By) != 2 {
+	if !slices.Contains(v.By, messages.ProcID{PID: writing.Process.Pid, Start: mustStart(t, writing.Process.Pid)}) || len(v.By) != 2 {
 		t.Errorf("Naming(alice/demo).By = %v", v.By)
 	}
 }
@@ -159,7 +160,7 @@ func mustStart(t *testing.T, pid int) uint64 {
 // A session whose starter exited is an orphan: its parent is a subreaper
 // (this test process) or PID 1.
 func TestScanOrphan(t *testing.T) {
-	_, l, _ := agentsRoot(t, host.Key{Login: "alice", Project: "demo"})
+	_, l, _ := agentsRoot(t, messages.WorkspaceKey{Login: "alice", Project: "demo"})
 	dir := t.TempDir()
 	readyP, lines := readyPipe(t, dir)
 	argv := fmt.Sprintf(`["/opt/workspace","run","alice/demo","--root",%q]`, l.Root())
@@ -181,7 +182,7 @@ func TestScanOrphan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, ok := procByPID(tab, pid); !ok || p.Origin != host.OriginOrphan {
+	if p, ok := procByPID(tab, pid); !ok || p.Origin != messages.OriginOrphan {
 		t.Fatalf("orphan: %+v %v", p, ok)
 	}
 }
@@ -193,7 +194,7 @@ func TestScanOrphan(t *testing.T) {
 // Spawn returns: the answer may lag Spawn by those microseconds, never a
 // session that runs.)
 func TestWatchIndex(t *testing.T) {
-	k := host.Key{Login: "alice", Project: "demo"}
+	k := messages.WorkspaceKey{Login: "alice", Project: "demo"}
 	root, l, _ := agentsRoot(t, k)
 	pt, err := NewProcTable(ProcOptions{Layout: l, Daemon: os.Getpid()})
 	if err != nil {
@@ -245,19 +246,19 @@ func TestWatchIndex(t *testing.T) {
 	}
 }
 
-func ids(t host.Table) []host.ProcID {
-	var out []host.ProcID
+func ids(t host.Table) []messages.ProcID {
+	var out []messages.ProcID
 	for _, p := range t.Procs {
 		out = append(out, p.ID)
 	}
-	slices.SortFunc(out, func(a, b host.ProcID) int { return a.PID - b.PID })
+	slices.SortFunc(out, func(a, b messages.ProcID) int { return a.PID - b.PID })
 	return out
 }
 
 // When events are lost (the socket overflowed), the index rebuilds itself
 // with a full scan before it answers.
 func TestWatchIndexOverflow(t *testing.T) {
-	k := host.Key{Login: "alice", Project: "demo"}
+	k := messages.WorkspaceKey{Login: "alice", Project: "demo"}
 	root, l, _ := agentsRoot(t, k)
 	pt, err := NewProcTable(ProcOptions{Layout: l})
 	if err != nil {
@@ -380,7 +381,7 @@ func TestWatchRefusedWithoutEvents(t *testing.T) {
 // A session whose command line was read, and which ends before the rest of
 // it is read, is unknown, never gone: the refusal check cannot say "no".
 func TestScanVanishedMidScanIsUnknown(t *testing.T) {
-	k := host.Key{Login: "alice", Project: "demo"}
+	k := messages.WorkspaceKey{Login: "alice", Project: "demo"}
 	_, l, _ := agentsRoot(t, k)
 	cmd := startSession(t, t.TempDir(), []string{"workspace", "serve", "alice/demo", "--root", l.Root()})
 	pt, err := NewProcTable(ProcOptions{Layout: l})

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // The proc connector's constants (linux/connector.h, linux/cn_proc.h), which
@@ -306,7 +307,7 @@ func (ix *watchIndex) freshLocked() error {
 // maxRescans bounds the full scans one answer may make.
 const maxRescans = 3
 
-func (ix *watchIndex) naming(k host.Key) (host.Verdict, error) {
+func (ix *watchIndex) naming(k messages.WorkspaceKey) (host.Verdict, error) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	v := host.Verdict{Key: k}
@@ -321,7 +322,7 @@ func (ix *watchIndex) naming(k host.Key) (host.Verdict, error) {
 			if n.Unsure {
 				v.Unsure = append(v.Unsure, pid)
 			} else {
-				v.By = append(v.By, host.ProcID{PID: pid, Start: e.start})
+				v.By = append(v.By, messages.ProcID{PID: pid, Start: e.start})
 			}
 			break
 		}

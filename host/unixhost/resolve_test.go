@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
 )
 
 func TestResolve(t *testing.T) {
@@ -53,11 +54,11 @@ func TestCheckSandboxReal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok := host.Sandbox{ReadOnly: []string{"/usr", filepath.Join(s.releaseRoot, "current")}, ReadWrite: []string{s.ws.Dir}, Homes: []string{s.home}}
+	ok := messages.Sandbox{ReadOnly: []string{"/usr", filepath.Join(s.releaseRoot, "current")}, ReadWrite: []string{s.ws.Dir}, Homes: []string{s.home}}
 	if err := n.CheckSandbox(ok, Resolve); err != nil {
 		t.Fatalf("a sound sandbox was refused: %v", err)
 	}
-	for _, sb := range []host.Sandbox{
+	for _, sb := range []messages.Sandbox{
 		{ReadOnly: []string{filepath.Join(links, "innocent")}},
 		{ReadWrite: []string{filepath.Join(links, "data")}},
 		{Homes: []string{s.layout.Root()}},

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // Launcher spawns children, reaps them, watches processes it did not start,
@@ -53,7 +54,7 @@ type LauncherOptions struct {
 }
 
 type child struct {
-	id     host.ProcID
+	id     messages.ProcID
 	own    bool // the launcher's own child: wait4 gives its status
 	pidfd  *os.File
 	onExit func(host.Exit)
@@ -100,22 +101,22 @@ func NewLauncher(opts LauncherOptions) (*Launcher, error) {
 // exactly spec.Env as its environment. With spec.Sandbox it runs inside
 // bwrap, spec.Path then being the program bwrap runs (as its argv[0]).
 // onExit is called once, after Spawn returned, when the child has been reaped.
-func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (host.ProcID, error) {
+func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (messages.ProcID, error) {
 	if err := checkSpawn(spec); err != nil {
-		return host.ProcID{}, err
+		return messages.ProcID{}, err
 	}
 	if onExit == nil {
-		return host.ProcID{}, errors.New("unixhost: spawn: no onExit")
+		return messages.ProcID{}, errors.New("unixhost: spawn: no onExit")
 	}
 	l.mu.Lock()
 	closed := l.closed
 	l.mu.Unlock()
 	if closed {
-		return host.ProcID{}, fmt.Errorf("unixhost: spawn %s: %w", spec.Path, host.ErrClosed)
+		return messages.ProcID{}, fmt.Errorf("unixhost: spawn %s: %w", spec.Path, host.ErrClosed)
 	}
 	logfd, err := l.openLog(spec.Log)
 	if err != nil {
-		return host.ProcID{}, err
+		return messages.ProcID{}, err
 	}
 	defer unix.Close(logfd)
 	path, argv, dir := spec.Path, spec.Args, spec.Dir
@@ -123,22 +124,22 @@ func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (host.Proc
 	statusR := -1
 	if spec.Sandbox != nil {
 		if l.bwrap == "" {
-			return host.ProcID{}, errors.New("unixhost: spawn: bwrap is not installed")
+			return messages.ProcID{}, errors.New("unixhost: spawn: bwrap is not installed")
 		}
 		inside := append([]string{spec.Path}, spec.Args[1:]...)
 		argv, err = host.BwrapArgs(*spec.Sandbox, 3, spec.Dir, inside)
 		if err != nil {
-			return host.ProcID{}, err
+			return messages.ProcID{}, err
 		}
 		var p [2]int
 		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-			return host.ProcID{}, fmt.Errorf("unixhost: spawn %s: status pipe: %w", spec.Path, err)
+			return messages.ProcID{}, fmt.Errorf("unixhost: spawn %s: status pipe: %w", spec.Path, err)
 		}
 		statusR = p[0]
 		defer unix.Close(p[1])
 		if err := unix.SetNonblock(statusR, true); err != nil {
 			unix.Close(statusR)
-			return host.ProcID{}, fmt.Errorf("unixhost: spawn %s: status pipe: %w", spec.Path, err)
+			return messages.ProcID{}, fmt.Errorf("unixhost: spawn %s: status pipe: %w", spec.Path, err)
 		}
 		files = append(files, uintptr(p[1]))
 		path, dir = l.bwrap, "/"
@@ -154,14 +155,14 @@ func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (host.Proc
 		if statusR >= 0 {
 			unix.Close(statusR)
 		}
-		return host.ProcID{}, &fs.PathError{Op: "spawn", Path: path, Err: err}
+		return messages.ProcID{}, &fs.PathError{Op: "spawn", Path: path, Err: err}
 	}
 	if pidfd < 0 {
 		// Without CLONE_PIDFD: the child is ours and unreaped, so its PID
 		// cannot have been reused yet.
 		if pidfd, err = unix.PidfdOpen(pid, 0); err != nil {
 			l.abandon(pid, statusR)
-			return host.ProcID{}, fmt.Errorf("unixhost: spawn %s: pidfd_open %d: %w", path, pid, err)
+			return messages.ProcID{}, fmt.Errorf("unixhost: spawn %s: pidfd_open %d: %w", path, pid, err)
 		}
 	}
 	st, err := readStatRaw(pid)
@@ -169,16 +170,16 @@ func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (host.Proc
 		unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
 		unix.Close(pidfd)
 		l.abandon(pid, statusR)
-		return host.ProcID{}, fmt.Errorf("unixhost: spawn %s: read the child's start time: %w", path, err)
+		return messages.ProcID{}, fmt.Errorf("unixhost: spawn %s: read the child's start time: %w", path, err)
 	}
-	c := &child{id: host.ProcID{PID: pid, Start: st.Start}, own: true, onExit: onExit, ready: make(chan struct{}),
+	c := &child{id: messages.ProcID{PID: pid, Start: st.Start}, own: true, onExit: onExit, ready: make(chan struct{}),
 		sandboxed: spec.Sandbox != nil, status: statusR, inner: -1}
 	defer close(c.ready)
 	if err := l.register(c, pidfd); err != nil {
 		// Closed meanwhile: nobody would reap the child, and the caller is
 		// told it did not start, so it must not run.
 		l.abandon(pid, statusR)
-		return host.ProcID{}, err
+		return messages.ProcID{}, err
 	}
 	return c.id, nil
 }
@@ -326,7 +327,7 @@ func (l *Launcher) awaitInit(exit host.Exit, ns uint64) {
 	ours := st.PPID == os.Getpid()
 	if exit.Signal != 0 {
 		if ours {
-			l.adopt(host.ProcID{PID: pid, Start: st.Start}, -1, nil, func(host.Exit) {})
+			l.adopt(messages.ProcID{PID: pid, Start: st.Start}, -1, nil, func(host.Exit) {})
 		}
 		return
 	}
@@ -352,7 +353,7 @@ func (l *Launcher) awaitInit(exit host.Exit, ns uint64) {
 			}
 			if err == nil && r == 0 {
 				// Still running past the bound: reap it whenever it ends.
-				l.adopt(host.ProcID{PID: pid, Start: st.Start}, -1, nil, func(host.Exit) {})
+				l.adopt(messages.ProcID{PID: pid, Start: st.Start}, -1, nil, func(host.Exit) {})
 			}
 			break
 		}
@@ -440,11 +441,11 @@ func (c *child) readStatus() {
 // or kept across a re-exec. If it turns out to be this process's own child
 // (its parent is us), it is reaped and its status is known; otherwise its end
 // is reported with Known false. A process already gone is reported at once.
-func (l *Launcher) Watch(id host.ProcID, onExit func(host.Exit)) error {
+func (l *Launcher) Watch(id messages.ProcID, onExit func(host.Exit)) error {
 	return l.adopt(id, -1, nil, onExit)
 }
 
-func (l *Launcher) adopt(id host.ProcID, status int, statusBuf []byte, onExit func(host.Exit)) error {
+func (l *Launcher) adopt(id messages.ProcID, status int, statusBuf []byte, onExit func(host.Exit)) error {
 	if onExit == nil {
 		return errors.New("unixhost: watch: no onExit")
 	}
@@ -502,11 +503,11 @@ func (l *Launcher) adopt(id host.ProcID, status int, statusBuf []byte, onExit fu
 	return nil
 }
 
-// Handoff is what a re-exec keeps of one child: the new image adopts it.
-type Handoff struct {
-	ID       host.ProcID `json:"id"`
-	StatusFD int         `json:"status_fd"`        // bwrap's status pipe kept open across the exec; -1 for none
-	Status   string      `json:"status,omitempty"` // what was already read of it
+// ChildHandoff is what a re-exec keeps of one child: the new image adopts it.
+type ChildHandoff struct {
+	ID       messages.ProcID `json:"proc"`
+	StatusFD int             `json:"status_fd"`        // bwrap's status pipe kept open across the exec; -1 for none
+	Status   string          `json:"status,omitempty"` // what was already read of it
 }
 
 // Detach stops following every child without closing anything a child's end
@@ -514,7 +515,7 @@ type Handoff struct {
 // the hand-off for the image the daemon is about to exec. The launcher is
 // closed afterwards. A child that ends meanwhile stays a zombie until the new
 // image adopts and reaps it.
-func (l *Launcher) Detach() ([]Handoff, error) {
+func (l *Launcher) Detach() ([]ChildHandoff, error) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -526,12 +527,12 @@ func (l *Launcher) Detach() ([]Handoff, error) {
 		kids = append(kids, c)
 	}
 	l.mu.Unlock()
-	var out []Handoff
+	var out []ChildHandoff
 	var err error
 	for _, c := range kids {
 		c.pidfd.Close()
 		c.smu.Lock()
-		h := Handoff{ID: c.id, StatusFD: -1}
+		h := ChildHandoff{ID: c.id, StatusFD: -1}
 		if c.status >= 0 {
 			c.readStatus()
 			if _, ferr := unix.FcntlInt(uintptr(c.status), unix.F_SETFD, 0); ferr != nil && err == nil {
@@ -549,7 +550,7 @@ func (l *Launcher) Detach() ([]Handoff, error) {
 }
 
 // Adopt follows a child handed over by a previous image's Detach.
-func (l *Launcher) Adopt(h Handoff, onExit func(host.Exit)) error {
+func (l *Launcher) Adopt(h ChildHandoff, onExit func(host.Exit)) error {
 	if h.StatusFD >= 0 {
 		unix.CloseOnExec(h.StatusFD)
 	}
@@ -591,7 +592,7 @@ func (l *Launcher) Close() error {
 // --new-session made a group leader), so that the command gets it and bwrap
 // stays to report its exit. Signalling bwrap itself would end bwrap alone and
 // leave the session running as an orphan.
-func (l *Launcher) Signal(id host.ProcID, sig host.Signal) error {
+func (l *Launcher) Signal(id messages.ProcID, sig host.Signal) error {
 	l.mu.Lock()
 	c, ok := l.kids[id.PID]
 	if ok && (c.id != id || c.done || !c.own) {
@@ -701,17 +702,17 @@ func pidfdSignal(fd int, sig unix.Signal, group bool) error {
 // lead, only while id's PID has id's start time: host.ErrGone when not (a
 // zombie is gone too). It is for a process that names a workspace without
 // being a session of the daemon's (a terminal session).
-func SignalOne(id host.ProcID, sig host.Signal) error { return signalChecked(id, sig, false) }
+func SignalOne(id messages.ProcID, sig host.Signal) error { return signalChecked(id, sig, false) }
 
 // signalOther signals a process that is not the launcher's child, a session
 // at a terminal or an orphan: the group it leads, or it alone.
-func signalOther(id host.ProcID, sig host.Signal) error { return signalChecked(id, sig, true) }
+func signalOther(id messages.ProcID, sig host.Signal) error { return signalChecked(id, sig, true) }
 
 // signalChecked is the one pidfd signal of a process known by its identity.
 // The pidfd is opened first and the start time read after, so the pidfd is
 // known to hold the process asked about; with group, the signal goes to the
 // process group it leads, if it leads one.
-func signalChecked(id host.ProcID, sig host.Signal, group bool) error {
+func signalChecked(id messages.ProcID, sig host.Signal, group bool) error {
 	fd, err := unix.PidfdOpen(id.PID, 0)
 	if err == unix.ESRCH {
 		return fmt.Errorf("unixhost: signal %s %s: %w", id, sig, host.ErrGone)

@@ -312,7 +312,7 @@ func (d *daemon) start() error {
 			}
 		}
 	}
-	if d.reaper, err = newReaper(layout, d.root, d.cfg, d.rel, d.log); err != nil {
+	if d.reaper, err = newReaper(layout, d.root, d.cfg, d.rel, d.log, nil); err != nil {
 		return err
 	}
 	if d.table, err = unixhost.NewProcTable(unixhost.ProcOptions{Layout: layout, ReleaseRoot: d.cfg.Release, Daemon: os.Getpid()}); err != nil {

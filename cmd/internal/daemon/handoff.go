@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/ocx-go/ocx/host/unixhost"
+
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -20,16 +22,7 @@ type handoffFile struct {
 	// bwrap's status pipe kept open across the exec and what was already
 	// read of it, so that the new image learns the sandboxed command's exit
 	// code.
-	Reaper []handoffChild `json:"reaper,omitempty"`
-}
-
-// handoffChild is one child of the daemon as its reaper hands it across a
-// re-exec: the process, bwrap's status descriptor (-1 for none) and the
-// status bwrap wrote so far.
-type handoffChild struct {
-	Proc     messages.ProcID `json:"proc"`
-	StatusFD int             `json:"status_fd"`
-	Status   string          `json:"status,omitempty"`
+	Reaper []unixhost.ChildHandoff `json:"reaper,omitempty"`
 }
 
 // HandoffPart is the actors' part, for messages.DecodeHandoffInto.
@@ -38,7 +31,7 @@ func (f *handoffFile) HandoffPart() messages.Handoff { return f.Handoff }
 // validate checks the wiring's own fields.
 func (f *handoffFile) validate() error {
 	for i, c := range f.Reaper {
-		if err := c.Proc.Validate(); err != nil {
+		if err := c.ID.Validate(); err != nil {
 			return fmt.Errorf("hand-off: reaper[%d].proc: %w", i, err)
 		}
 		if c.StatusFD < -1 {

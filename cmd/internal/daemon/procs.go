@@ -8,15 +8,15 @@ import (
 	"sync"
 
 	"github.com/ocx-go/ocx/host"
-	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
 // procs is the process table as the actors ask it (actors.WorkspaceProcs): every
-// process that names a workspace, read through unixhost's index of the
-// kernel's process events when it could subscribe, by a full scan otherwise.
+// process that names a workspace, read from host's table (the real one,
+// unixhost's, reads through its index of the kernel's process events when
+// it could subscribe, by a full scan otherwise).
 type procs struct {
-	t *unixhost.ProcTable
+	t host.ProcTable
 
 	mu   sync.Mutex
 	argv map[messages.ProcID][]string
@@ -32,7 +32,7 @@ func (p *procs) Scan(ctx context.Context, w messages.WorkspaceKey) ([]messages.P
 	if err != nil {
 		return nil, fmt.Errorf("read the process table: %w", err)
 	}
-	k := host.Key{Login: w.Login, Project: w.Project}
+	k := w
 	v := tab.Naming(k)
 	if v.Named == host.Unknown {
 		return nil, fmt.Errorf("read the process table: %s", v)
@@ -87,7 +87,7 @@ func releaseDir(pr host.Process, rel *releases) string {
 }
 
 func (p *procs) info(pr host.Process, n host.Naming) messages.ProcInfo {
-	id := messages.ProcID{PID: pr.ID.PID, Start: pr.ID.Start}
+	id := pr.ID
 	p.mu.Lock()
 	if len(p.argv) >= maxArgvKept {
 		p.argv = map[messages.ProcID][]string{}
@@ -96,10 +96,10 @@ func (p *procs) info(pr host.Process, n host.Naming) messages.ProcInfo {
 	p.mu.Unlock()
 	return messages.ProcInfo{
 		Proc:      id,
-		Workspace: messages.WorkspaceKey{Login: n.Key.Login, Project: n.Key.Project},
+		Workspace: n.Key,
 		Verb:      string(n.Verb),
 		Launch:    n.Launch,
-		StartedBy: messages.Origin(pr.Origin),
+		StartedBy: pr.Origin,
 		Command:   messages.ClipText(messages.CleanText(strings.Join(pr.Argv, " ")), 1024),
 	}
 }

@@ -19,13 +19,28 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
+// launcher is what the reaper needs of the host: host's Spawner, Signaler
+// and Watcher, and for a re-exec, handing its children over to the next
+// image and taking them back. *unixhost.Launcher is the real one (a pidfd
+// per child, never wait4(-1)); tests may give host/hosttest's Spawner.
+type launcher interface {
+	host.Spawner
+	host.Signaler
+	host.Watcher
+	Detach() ([]unixhost.ChildHandoff, error)
+	Adopt(h unixhost.ChildHandoff, onExit func(host.Exit)) error
+	Close() error
+}
+
+// newLauncher makes a launcher: a real one below the agents root.
+type newLauncher func() (launcher, error)
+
 // reaper is the daemon's one owner of its children: it spawns sessions
 // (actors.Spawner), signals processes (actors.Signaler), watches the ones it
 // did not start (actors.Watcher), and turns each child's end into a
-// ProcessExited for the node. Reaping is unixhost.Launcher's: a pidfd per
-// child, never wait4(-1). Around a re-exec the gate holds the exits back, so
-// that none reaches the old image's actors after their state was gathered;
-// the held ones go into the hand-off.
+// ProcessExited for the node. Reaping is the launcher's. Around a re-exec the
+// gate holds the exits back, so that none reaches the old image's actors
+// after their state was gathered; the held ones go into the hand-off.
 type reaper struct {
 	layout   host.Layout
 	root     *unixhost.Root
@@ -34,9 +49,12 @@ type reaper struct {
 	log      *slog.Logger
 
 	// lmu guards the launcher, which a re-exec replaces, and the watches.
-	lmu     sync.Mutex
-	l       *unixhost.Launcher
-	watches map[messages.ProcID]chan struct{}
+	lmu      sync.Mutex
+	l        launcher
+	watches  map[messages.ProcID]chan struct{}
+	launcher newLauncher
+	// signalOne signals a process that is not the daemon's child.
+	signalOne func(messages.ProcID, host.Signal) error
 
 	// gmu guards the gate: where exits go.
 	gmu    sync.Mutex
@@ -50,10 +68,15 @@ type reaper struct {
 	repoAt func(path string) (*fossilio.Repo, error)
 }
 
-func newReaper(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rel *releases, log *slog.Logger) (*reaper, error) {
+// newReaper makes the reaper; with make nil, it runs on the real host
+// (unixhost.NewLauncher below the agents root, unixhost.SignalOne).
+func newReaper(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rel *releases, log *slog.Logger, mk newLauncher) (*reaper, error) {
 	r := &reaper{layout: layout, root: root, cfg: cfg, releases: rel, log: log,
-		watches: map[messages.ProcID]chan struct{}{}, paused: true}
-	l, err := unixhost.NewLauncher(unixhost.LauncherOptions{Root: root})
+		watches: map[messages.ProcID]chan struct{}{}, paused: true, launcher: mk, signalOne: unixhost.SignalOne}
+	if r.launcher == nil {
+		r.launcher = func() (launcher, error) { return unixhost.NewLauncher(unixhost.LauncherOptions{Root: root}) }
+	}
+	l, err := r.launcher()
 	if err != nil {
 		return nil, fmt.Errorf("start the reaper: %w", err)
 	}
@@ -101,7 +124,7 @@ func (r *reaper) hold(es []messages.ProcessExited) {
 
 // onExit is every child's end, from the launcher's goroutines.
 func (r *reaper) onExit(e host.Exit) {
-	id := messages.ProcID{PID: e.ID.PID, Start: e.ID.Start}
+	id := e.ID
 	r.gmu.Lock()
 	defer r.gmu.Unlock()
 	m := messages.ProcessExited{Proc: id, Status: exitStatus(e), At: e.At}
@@ -133,7 +156,7 @@ func exitStatus(e host.Exit) messages.ExitStatus {
 	return st
 }
 
-func (r *reaper) launcher() *unixhost.Launcher {
+func (r *reaper) current() launcher {
 	r.lmu.Lock()
 	defer r.lmu.Unlock()
 	return r.l
@@ -148,7 +171,7 @@ func (r *reaper) launcher() *unixhost.Launcher {
 // only after.
 func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.ProcID, error) {
 	var none messages.ProcID
-	key := host.Key{Login: l.Workspace.Login, Project: l.Workspace.Project}
+	key := l.Workspace
 	ws, err := r.layout.Workspace(key)
 	if err != nil {
 		return none, err
@@ -170,7 +193,6 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if err := json.Unmarshal(l.Sandbox, &sb); err != nil {
 		return none, fmt.Errorf("the sandbox of launch %s: %w", l.Hash, err)
 	}
-	hsb := host.Sandbox{Network: sb.Network, ReadOnly: sb.ReadOnly, ReadWrite: sb.ReadWrite, Homes: sb.Homes, Path: sb.Path}
 	var repos []string
 	for _, name := range r.cfg.ProjectNames() {
 		repos = append(repos, r.cfg.Projects[name].Repository)
@@ -179,7 +201,7 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if err != nil {
 		return none, fmt.Errorf("resolve the node's own files: %w", err)
 	}
-	if err := nf.CheckSandbox(hsb, unixhost.Resolve); err != nil {
+	if err := nf.CheckSandbox(sb, unixhost.Resolve); err != nil {
 		return none, fmt.Errorf("the workspace definition's sandbox is refused: %w", err)
 	}
 	if err := r.root.MkdirAll(ws.Session, 0o700); err != nil {
@@ -219,13 +241,13 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 			"LOGNAME=" + key.Login, "LANG=C.UTF-8"},
 		Dir:     ws.Tree,
 		Log:     ws.Log,
-		Sandbox: &host.SandboxSpec{Sandbox: hsb, Workspace: ws.Dir, Release: dir},
+		Sandbox: &host.SandboxSpec{Sandbox: sb, Workspace: ws.Dir, Release: dir},
 	}
-	id, err := r.launcher().Spawn(spec, r.onExit)
+	id, err := r.current().Spawn(spec, r.onExit)
 	if err != nil {
 		return none, err
 	}
-	p := messages.ProcID{PID: id.PID, Start: id.Start}
+	p := id
 	r.log.Info("spawned", slog.String(actors.KeyWorkspace, key.String()), slog.String(actors.KeyLaunch, l.Hash),
 		slog.String(actors.KeyPID, p.String()), slog.String("release", dir))
 	return p, nil
@@ -244,12 +266,12 @@ func (r *reaper) Signal(ctx context.Context, p messages.ProcID, group bool, sig 
 	default:
 		return fmt.Errorf("signal %q: the daemon sends TERM and KILL only", sig)
 	}
-	id := host.ProcID{PID: p.PID, Start: p.Start}
+	id := p
 	var err error
 	if group {
-		err = r.launcher().Signal(id, s)
+		err = r.current().Signal(id, s)
 	} else {
-		err = unixhost.SignalOne(id, s)
+		err = r.signalOne(id, s)
 	}
 	level := slog.LevelInfo
 	if err != nil {
@@ -267,7 +289,7 @@ func (r *reaper) Watch(ctx context.Context, p messages.ProcID) error {
 	if !ok {
 		ch = make(chan struct{})
 		done := ch
-		err := r.l.Watch(host.ProcID{PID: p.PID, Start: p.Start}, func(host.Exit) { close(done) })
+		err := r.l.Watch(p, func(host.Exit) { close(done) })
 		if err != nil {
 			r.lmu.Unlock()
 			return err
@@ -290,7 +312,7 @@ func (r *reaper) Watch(ctx context.Context, p messages.ProcID) error {
 
 // detach stops following every child for an exec, returning what the new
 // image adopts; the launcher is closed.
-func (r *reaper) detach() ([]unixhost.Handoff, error) {
+func (r *reaper) detach() ([]unixhost.ChildHandoff, error) {
 	r.lmu.Lock()
 	l := r.l
 	r.lmu.Unlock()
@@ -301,8 +323,8 @@ func (r *reaper) detach() ([]unixhost.Handoff, error) {
 // detached. Watches start afresh: the actors arm them again when they
 // resume. A child reaped during the detach is left alone: its end is held,
 // and its status descriptor was closed by the follower that reaped it.
-func (r *reaper) reattach(hs []unixhost.Handoff, children, reaped map[messages.ProcID]bool) error {
-	l, err := unixhost.NewLauncher(unixhost.LauncherOptions{Root: r.root})
+func (r *reaper) reattach(hs []unixhost.ChildHandoff, children, reaped map[messages.ProcID]bool) error {
+	l, err := r.launcher()
 	if err != nil {
 		return err
 	}
@@ -312,7 +334,7 @@ func (r *reaper) reattach(hs []unixhost.Handoff, children, reaped map[messages.P
 	r.lmu.Unlock()
 	var errs []error
 	for _, h := range hs {
-		p := messages.ProcID{PID: h.ID.PID, Start: h.ID.Start}
+		p := h.ID
 		if reaped[p] {
 			continue
 		}
@@ -328,18 +350,17 @@ func (r *reaper) reattach(hs []unixhost.Handoff, children, reaped map[messages.P
 }
 
 // adopt follows the children a previous image handed over.
-func (r *reaper) adopt(cs []handoffChild) error {
+func (r *reaper) adopt(cs []unixhost.ChildHandoff) error {
 	var errs []error
 	for _, c := range cs {
-		h := unixhost.Handoff{ID: host.ProcID{PID: c.Proc.PID, Start: c.Proc.Start}, StatusFD: c.StatusFD, Status: c.Status}
-		if err := r.launcher().Adopt(h, r.onExit); err != nil {
-			errs = append(errs, fmt.Errorf("adopt child %s: %w", c.Proc, err))
+		if err := r.current().Adopt(c, r.onExit); err != nil {
+			errs = append(errs, fmt.Errorf("adopt child %s: %w", c.ID, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (r *reaper) close() error { return r.launcher().Close() }
+func (r *reaper) close() error { return r.current().Close() }
 
 func errAttr(err error) slog.Attr {
 	if err == nil {

@@ -206,7 +206,7 @@ func (r *records) launchAt(ctx context.Context, x *repoIndex, hash string) (mess
 // definition on that note's record.
 func (r *records) checkin(ctx context.Context, x *repoIndex, info fossilio.Info) (*messages.CheckinSpec, error) {
 	c := &messages.CheckinSpec{Hash: info.Hash, Repository: x.path, Branch: info.Branch}
-	file, err := host.BranchRecord(info.Branch)
+	file, err := messages.ListeningFileName(messages.ListenBranch, info.Branch)
 	if err != nil {
 		return c, nil
 	}
@@ -247,10 +247,10 @@ func (r *records) listeningLogins(project, name string) ([]string, error) {
 	}
 	var out []string
 	for _, e := range entries {
-		if !e.IsDir() || host.ValidLogin(e.Name()) != nil || e.Name() == r.cfg.User {
+		if !e.IsDir() || messages.ValidateLogin(e.Name()) != nil || e.Name() == r.cfg.User {
 			continue
 		}
-		ws, err := r.layout.Workspace(host.Key{Login: e.Name(), Project: project})
+		ws, err := r.layout.Workspace(messages.WorkspaceKey{Login: e.Name(), Project: project})
 		if err != nil {
 			continue
 		}

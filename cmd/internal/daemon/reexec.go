@@ -102,9 +102,8 @@ func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
 	}
 	file := handoffFile{Handoff: h}
 	for _, c := range hs {
-		p := messages.ProcID{PID: c.ID.PID, Start: c.ID.Start}
-		if children[p] {
-			file.Reaper = append(file.Reaper, handoffChild{Proc: p, StatusFD: c.StatusFD, Status: c.Status})
+		if children[c.ID] {
+			file.Reaper = append(file.Reaper, c)
 		}
 	}
 	rfd, wfd, err := d.inputs.current().KeepOnExec()
@@ -142,7 +141,7 @@ func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
 // undo puts back what Exec changed before failing: the descriptors close on
 // exec again, the children are followed again (but those reaped meanwhile,
 // whose ends are held), the held exits wait for the inputs to resume.
-func (d *daemon) undo(err error, hs []unixhost.Handoff, children, reaped map[messages.ProcID]bool, held []messages.ProcessExited, kept []int) error {
+func (d *daemon) undo(err error, hs []unixhost.ChildHandoff, children, reaped map[messages.ProcID]bool, held []messages.ProcessExited, kept []int) error {
 	unixhost.CloseOnExec(kept...)
 	errs := []error{err}
 	if hs != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -77,7 +78,7 @@ func TestParseEnv(t *testing.T) {
 }
 
 func TestExitStatus(t *testing.T) {
-	id := host.ProcID{PID: 9, Start: 99}
+	id := messages.ProcID{PID: 9, Start: 99}
 	for _, c := range []struct {
 		exit   host.Exit
 		killed bool
@@ -145,7 +146,7 @@ func TestHandoffFileRoundTrip(t *testing.T) {
 		Handoff: messages.Handoff{OCX: messages.HandoffKind, Version: messages.HandoffVersion,
 			Workspaces: []messages.WorkspaceState{{Workspace: w, Sessions: []messages.SessionState{{Workspace: w, Proc: messages.ProcID{PID: 7, Start: 9}, Child: true, Launch: l}}}}},
 		FDs:    map[string]int{fdLock: 3, fdPipeRead: 4, fdPipeWrite: 5},
-		Reaper: []handoffChild{{Proc: messages.ProcID{PID: 7, Start: 9}, StatusFD: 6, Status: `{"child-pid": 8}`}, {Proc: messages.ProcID{PID: 11, Start: 12}, StatusFD: -1}},
+		Reaper: []unixhost.ChildHandoff{{ID: messages.ProcID{PID: 7, Start: 9}, StatusFD: 6, Status: `{"child-pid": 8}`}, {ID: messages.ProcID{PID: 11, Start: 12}, StatusFD: -1}},
 	}
 	b, err := encodeHandoff(f)
 	if err != nil {
@@ -168,12 +169,12 @@ func TestHandoffFileRoundTrip(t *testing.T) {
 	if _, err := decodeHandoff([]byte(strings.Replace(string(b), `"fds":`, `"fdz":`, 1))); err == nil {
 		t.Error("a key neither part knows was read")
 	}
-	for field, child := range map[string]handoffChild{
-		"status_fd": {Proc: messages.ProcID{PID: 7, Start: 9}, StatusFD: -2},
-		"proc":      {Proc: messages.ProcID{PID: 7}, StatusFD: 5},
+	for field, child := range map[string]unixhost.ChildHandoff{
+		"status_fd": {ID: messages.ProcID{PID: 7, Start: 9}, StatusFD: -2},
+		"proc":      {ID: messages.ProcID{PID: 7}, StatusFD: 5},
 	} {
 		bad := f
-		bad.Reaper = []handoffChild{child}
+		bad.Reaper = []unixhost.ChildHandoff{child}
 		if _, err := encodeHandoff(bad); err == nil || !strings.Contains(err.Error(), "reaper[0]."+field) {
 			t.Errorf("a bad %s: %v", field, err)
 		}

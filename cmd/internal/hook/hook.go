@@ -280,7 +280,7 @@ func (h *run) nodeLogins() map[string]bool {
 		return out
 	}
 	for _, e := range entries {
-		if e.IsDir() && host.ValidLogin(e.Name()) == nil {
+		if e.IsDir() && messages.ValidateLogin(e.Name()) == nil {
 			if _, err := os.Lstat(filepath.Join(h.layout.Root(), e.Name(), "password")); err == nil {
 				out[e.Name()] = true
 			}
@@ -367,7 +367,7 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []Missed {
 				h.log.Log(ctx, v.Level, v.Why, "post", info.Hash, "workspace", ws, "sender", info.Sender)
 				continue
 			}
-			w, err := h.layout.Workspace(host.Key{Login: ws.Login, Project: ws.Project})
+			w, err := h.layout.Workspace(ws)
 			if err != nil {
 				h.log.Error("wake", "post", info.Hash, "workspace", ws, "err", err)
 				continue
@@ -435,7 +435,7 @@ func (h *run) listening(ctx context.Context, record string, kind messages.Listen
 func (h *run) findListening(ctx context.Context, record string, kind messages.ListenKind) []Target {
 	var out []Target
 	for _, login := range h.loginList() {
-		ws, err := h.layout.Workspace(host.Key{Login: login, Project: h.proj})
+		ws, err := h.layout.Workspace(messages.WorkspaceKey{Login: login, Project: h.proj})
 		if err != nil {
 			continue
 		}

@@ -217,7 +217,7 @@ func ReadHears(root *unixhost.Root, ws host.Workspace) (hears []string, ok bool,
 // old one at once (an exchange of directories), so a reader sees the one or
 // the other, never a mix; nothing is written through a symbolic link.
 func Rebuild(ctx context.Context, root *unixhost.Root, ws host.Workspace, node *fossilio.Repo, own Own, hears []string) (Result, error) {
-	key := messages.WorkspaceKey{Login: ws.Key.Login, Project: ws.Key.Project}
+	key := ws.Key
 	res := Result{Hears: hears}
 	hearsFile, err := messages.HearsFileContent(hears)
 	if err != nil {

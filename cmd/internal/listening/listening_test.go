@@ -54,7 +54,7 @@ func newNode(t *testing.T) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws, err := l.Workspace(host.Key{Login: "ann", Project: "demo"})
+	ws, err := l.Workspace(messages.WorkspaceKey{Login: "ann", Project: "demo"})
 	if err != nil {
 		t.Fatal(err)
 	}

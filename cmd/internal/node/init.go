@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/fossilio"
-	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -205,5 +204,5 @@ func CheckNewLogin(login string) error {
 	if err := messages.ValidateLogin(login); err != nil {
 		return err
 	}
-	return host.ValidLogin(login)
+	return messages.ValidateLogin(login)
 }

@@ -303,7 +303,7 @@ func (n *Node) agentLogins() ([]string, error) {
 	}
 	var out []string
 	for _, e := range entries {
-		if !e.IsDir() || host.ValidLogin(e.Name()) != nil {
+		if !e.IsDir() || messages.ValidateLogin(e.Name()) != nil {
 			continue
 		}
 		if _, err := os.Lstat(filepath.Join(n.Agents, e.Name(), "password")); err == nil {
@@ -316,7 +316,7 @@ func (n *Node) agentLogins() ([]string, error) {
 
 // workspace returns the paths of the workspace key.
 func (n *Node) workspace(k messages.WorkspaceKey) (host.Workspace, error) {
-	return n.Layout.Workspace(host.Key{Login: k.Login, Project: k.Project})
+	return n.Layout.Workspace(k)
 }
 
 // readBinding reads a workspace's binding.json; fs.ErrNotExist when the
@@ -354,7 +354,7 @@ func (n *Node) naming(k messages.WorkspaceKey) (host.Verdict, error) {
 		return host.Verdict{}, err
 	}
 	defer t.Close()
-	v, err := t.Naming(host.Key{Login: k.Login, Project: k.Project})
+	v, err := t.Naming(k)
 	if err != nil {
 		return host.Verdict{}, fmt.Errorf("read the process table: %w", err)
 	}

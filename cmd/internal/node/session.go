@@ -270,7 +270,7 @@ func (n *Node) serving(key messages.WorkspaceKey, launch string) (host.Process, 
 	}
 	for _, proc := range tab.Procs {
 		for _, nm := range proc.Names {
-			if nm.Verb == host.VerbServe && nm.Key == (host.Key{Login: key.Login, Project: key.Project}) && nm.Launch == launch {
+			if nm.Verb == host.VerbServe && nm.Key == key && nm.Launch == launch {
 				return proc, true, nil
 			}
 		}

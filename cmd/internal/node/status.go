@@ -90,7 +90,7 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 		for _, k := range keys {
 			w := defs[k]
 			ws := messages.WorkspaceStatus{Login: k.Login, Project: k.Project, Record: w.Record, Branch: w.Definition.Branch}
-			hk := host.Key{Login: k.Login, Project: k.Project}
+			hk := k
 			paths, _ := n.workspace(k)
 			switch {
 			case table.Naming(hk).Named != host.No:
@@ -117,7 +117,7 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 			if nm.Unsure || (nm.Verb != host.VerbServe && nm.Verb != host.VerbRun && nm.Verb != host.VerbStart) {
 				continue
 			}
-			k := messages.WorkspaceKey{Login: nm.Key.Login, Project: nm.Key.Project}
+			k := nm.Key
 			r := repos[k.Project]
 			if r == nil {
 				continue

@@ -215,7 +215,7 @@ func (n *Node) definition(key messages.WorkspaceKey, branch string, ws host.Work
 	if err != nil {
 		return nil, fmt.Errorf("the node's own files: %w", err)
 	}
-	sb := host.Sandbox{Network: def.Sandbox.Network, ReadOnly: def.Sandbox.ReadOnly, ReadWrite: def.Sandbox.ReadWrite, Homes: def.Sandbox.Homes, Path: def.Sandbox.Path}
+	sb := messages.Sandbox{Network: def.Sandbox.Network, ReadOnly: def.Sandbox.ReadOnly, ReadWrite: def.Sandbox.ReadWrite, Homes: def.Sandbox.Homes, Path: def.Sandbox.Path}
 	if err := files.CheckSandbox(sb, unixhost.Resolve); err != nil {
 		return nil, fmt.Errorf("workspace definition: sandbox: %w", err)
 	}

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -108,7 +107,7 @@ func ParseArgs(args []string) (Options, error) {
 		return o, usageErr("%v", err)
 	}
 	// host's rule is stricter: a login never names the daemon's own files.
-	if _, err := host.ParseKey(positional[0]); err != nil {
+	if _, err := messages.ParseWorkspaceKey(positional[0]); err != nil {
 		return o, usageErr("%v", err)
 	}
 	o.Key = key

@@ -98,7 +98,7 @@ func (n *node) workspace(login string) *wsFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws, err := n.layout.Workspace(host.Key{Login: login, Project: "demo"})
+	ws, err := n.layout.Workspace(messages.WorkspaceKey{Login: login, Project: "demo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func (w *wsFixture) spawn(argv []string, sandboxed bool, extraEnv []string) *pro
 	if sandboxed {
 		// bwrap says on descriptor 3 which process is the sandbox's init,
 		// whose group a stop signals (docs/host.md §5), and the exit code.
-		spec := host.SandboxSpec{Workspace: w.ws.Dir, Release: release, Sandbox: host.Sandbox{
+		spec := host.SandboxSpec{Workspace: w.ws.Dir, Release: release, Sandbox: messages.Sandbox{
 			Network: w.sandbox.Network, ReadOnly: w.sandbox.ReadOnly, ReadWrite: w.sandbox.ReadWrite,
 			Homes: w.sandbox.Homes, Path: w.sandbox.Path}}
 		argv, err = host.BwrapArgs(spec, 3, w.ws.Tree, argv)

@@ -224,7 +224,7 @@ func (s *Session) check() error {
 	if err != nil {
 		return err
 	}
-	ws, err := l.Workspace(host.Key{Login: s.o.Key.Login, Project: s.o.Key.Project})
+	ws, err := l.Workspace(s.o.Key)
 	if err != nil {
 		return err
 	}

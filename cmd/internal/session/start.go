@@ -12,6 +12,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // startWait bounds how long `workspace start` waits for the session it
@@ -108,7 +109,7 @@ func startDetached(o Options, stdout, stderr io.Writer) int {
 // tell refuses too, as everywhere else: only "no process names it" lets a
 // start through.
 func refuseIfNamed(l host.Layout, key string) error {
-	k, err := host.ParseKey(key)
+	k, err := messages.ParseWorkspaceKey(key)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,182 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/hosttest"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// fakeLauncher is hosttest's Spawner with the re-exec half a launcher
+// also has.
+type fakeLauncher struct {
+	*hosttest.Spawner
+	closed bool
+}
+
+func (f *fakeLauncher) Detach() ([]unixhost.ChildHandoff, error) { return nil, nil }
+func (f *fakeLauncher) Adopt(unixhost.ChildHandoff, func(host.Exit)) error {
+	return errors.New("fake: adopt")
+}
+func (f *fakeLauncher) Close() error { f.closed = true; return nil }
+
+type sentOne struct {
+	id  messages.ProcID
+	sig host.Signal
+}
+
+// fakeReaper is a reaper on hosttest's Spawner, its single-process
+// signals recorded.
+func fakeReaper(t *testing.T) (*reaper, *fakeLauncher, *[]sentOne) {
+	t.Helper()
+	f := &fakeLauncher{Spawner: hosttest.NewSpawner(100)}
+	r, err := newReaper(host.Layout{}, nil, &messages.NodeConfig{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)),
+		func() (launcher, error) { return f, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ones []sentOne
+	r.signalOne = func(id messages.ProcID, s host.Signal) error {
+		ones = append(ones, sentOne{id, s})
+		return nil
+	}
+	return r, f, &ones
+}
+
+// TestReaperSignal: a group signal goes to the launcher (which signals
+// the group its child leads, or inside its sandbox), a single one to the
+// process alone; a signal the daemon does not send is refused by name.
+func TestReaperSignal(t *testing.T) {
+	r, f, ones := fakeReaper(t)
+	ctx := context.Background()
+	id, err := f.Spawn(host.SpawnSpec{Path: "/w", Args: []string{"w"}}, r.onExit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Signal(ctx, id, true, messages.SigTERM); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Sent(); len(got) != 1 || got[0].ID != id || got[0].Sig != host.SIGTERM {
+		t.Fatalf("group signal sent %+v, want TERM to %s", got, id)
+	}
+	other := messages.ProcID{PID: 7, Start: 70}
+	if err := r.Signal(ctx, other, false, messages.SigKILL); err != nil {
+		t.Fatal(err)
+	}
+	if len(*ones) != 1 || (*ones)[0] != (sentOne{other, host.SIGKILL}) || len(f.Sent()) != 1 {
+		t.Fatalf("single signal: one %+v, group %+v", *ones, f.Sent())
+	}
+	err = r.Signal(ctx, id, true, "HUP")
+	if err == nil || !strings.Contains(err.Error(), `"HUP"`) {
+		t.Fatalf("signal HUP: %v, want a refusal naming it", err)
+	}
+	f.End(id, host.Exit{})
+	if err := r.Signal(ctx, id, true, messages.SigTERM); !errors.Is(err, host.ErrGone) {
+		t.Fatalf("signal after the end: %v, want ErrGone", err)
+	}
+}
+
+// TestReaperGate: exits are held while the gate is shut (from the start
+// until the node opens it, and around a re-exec), then sent in order.
+func TestReaperGate(t *testing.T) {
+	r, f, _ := fakeReaper(t)
+	var ids []messages.ProcID
+	for range 3 {
+		id, err := f.Spawn(host.SpawnSpec{Path: "/w", Args: []string{"w"}}, r.onExit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	var got []messages.ProcessExited
+	send := func(m messages.ProcessExited) { got = append(got, m) }
+
+	f.End(ids[0], host.Exit{Known: true, Code: 3})
+	if len(got) != 0 {
+		t.Fatalf("sent before the gate opened: %+v", got)
+	}
+	r.open(send)
+	if len(got) != 1 || got[0].Proc != ids[0] || got[0].Status.State != messages.EndExited || got[0].Status.Code != 3 {
+		t.Fatalf("held exit sent as %+v", got)
+	}
+	r.pause()
+	f.End(ids[1], host.Exit{Known: true})
+	if len(got) != 1 {
+		t.Fatalf("sent while paused: %+v", got)
+	}
+	held := r.takeHeld()
+	if len(held) != 1 || held[0].Proc != ids[1] {
+		t.Fatalf("held %+v", held)
+	}
+	// A failed exec puts them back, ahead of any exit since.
+	f.End(ids[2], host.Exit{Known: true})
+	r.hold(held)
+	r.open(nil)
+	if len(got) != 3 || got[1].Proc != ids[1] || got[2].Proc != ids[2] {
+		t.Fatalf("after reopening: %+v", got)
+	}
+}
+
+// TestReaperWatch: a watch returns once the process ends; one asked again
+// meanwhile waits on the same watch (the launcher follows the process
+// once), and one given up returns the context's error.
+func TestReaperWatch(t *testing.T) {
+	r, f, _ := fakeReaper(t)
+	id := messages.ProcID{PID: 9, Start: 90}
+	done := make(chan error, 1)
+	go func() { done <- r.Watch(context.Background(), id) }()
+	for deadline := time.Now().Add(10 * time.Second); len(f.Running()) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the watch never reached the launcher")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Arming it again would make the fake answer "already followed".
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := r.Watch(ctx, id); !errors.Is(err, context.Canceled) {
+		t.Fatalf("watch asked again, given up: %v, want context.Canceled", err)
+	}
+	if err := f.End(id, host.Exit{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+}
+
+// TestProcsScan: a scan lists the processes naming the workspace, and one
+// that cannot be read makes the answer an error, never "none".
+func TestProcsScan(t *testing.T) {
+	k := messages.WorkspaceKey{Login: "alice", Project: "main"}
+	other := messages.WorkspaceKey{Login: "bob", Project: "main"}
+	pt := &hosttest.ProcTable{}
+	p := &procs{t: pt, argv: map[messages.ProcID][]string{}}
+	a := host.Process{ID: messages.ProcID{PID: 10, Start: 1}, Argv: []string{"workspace", "serve", "alice/main"},
+		Names: []host.Naming{{Verb: "serve", Key: k, Launch: "abc"}}}
+	b := host.Process{ID: messages.ProcID{PID: 11, Start: 1}, Names: []host.Naming{{Verb: "serve", Key: other}}}
+	pt.Set(host.Table{Procs: []host.Process{a, b}})
+	got, err := p.Scan(context.Background(), k)
+	if err != nil || len(got) != 1 || got[0].Proc != a.ID || got[0].Launch != "abc" || got[0].Command != "workspace serve alice/main" {
+		t.Fatalf("scan: %+v %v", got, err)
+	}
+	if argv, ok := p.argvOf(a.ID); !ok || len(argv) != 3 {
+		t.Fatalf("argv kept: %q %v", argv, ok)
+	}
+	pt.Set(host.Table{Procs: []host.Process{b}, Unreadable: []host.Unreadable{{PID: 12, Err: "permission denied"}}})
+	if got, err := p.Scan(context.Background(), k); err == nil || !strings.Contains(err.Error(), "12") {
+		t.Fatalf("scan with an unreadable process: %+v %v, want an error naming it", got, err)
+	}
+	pt.SetErr(errors.New("no /proc"))
+	if _, err := p.Scan(context.Background(), k); err == nil || !strings.Contains(err.Error(), "no /proc") {
+		t.Fatalf("scan of a table that failed: %v", err)
+	}
+}
