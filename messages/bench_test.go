@@ -2,6 +2,7 @@ package messages
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 
 	"github.com/ocx-go/ocx/docs/design"
@@ -30,6 +31,26 @@ func BenchmarkDecodeWorkspaceDefinition(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := DecodeNote(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkUnmarshalWorkspaceDefinition is what a reader would do with
+// encoding/json alone (unknown keys refused, no duplicate-key, UTF-8 or
+// field checks), beside the Go reader's two passes and Validate.
+func BenchmarkUnmarshalWorkspaceDefinition(b *testing.B) {
+	body := unfence(b, seedWorkspace(b))
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var d struct {
+			WorkspaceDefinition
+			OCX string `json:"ocx"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&d); err != nil {
 			b.Fatal(err)
 		}
 	}

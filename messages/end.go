@@ -38,31 +38,31 @@ const (
 // own record, replying to the launch, at most once per process (PID and start
 // time, D6).
 type EndNote struct {
-	Version   int       `json:"-"`
-	Launch    string    `json:"launch"`
-	Login     string    `json:"login"`
-	Project   string    `json:"project"`
-	PID       int       `json:"pid"`
-	StartTime uint64    `json:"start_time"`
-	Status    EndStatus `json:"status"`
+	Version   int       `json:"-" ocx:"version"`
+	Launch    string    `json:"launch" why:"an end names the launch it ends"`
+	Login     string    `json:"login" why:"the note names the agent login of its workspace"`
+	Project   string    `json:"project" why:"the note names the project of its workspace"`
+	PID       int       `json:"pid" max:"pid" why:"a process is named by its PID and start time"`
+	StartTime uint64    `json:"start_time" why:"a process is named by its PID and start time (clock ticks since boot)"`
+	Status    EndStatus `json:"status" why:"an end says how the process ended: exited, signaled, unknown or sandbox-failed"`
 	// ExitCode is set for exited (required) and sandbox-failed (when known).
-	ExitCode *int `json:"exit_code,omitempty"`
+	ExitCode *int `json:"exit_code,omitempty" max:"code"`
 	// Signal names the signal for signaled, as SIGTERM.
 	Signal string `json:"signal,omitempty"`
 	// Killed says the daemon sent SIGKILL after the stop grace ran out.
-	Killed bool `json:"killed"`
+	Killed bool `json:"killed" why:"an end says whether the daemon killed the process after the stop grace"`
 	// Release is the release the process ran: the name of its directory under
 	// the release root's releases/, or the directory of a developer's build.
-	Release string `json:"release"`
+	Release string `json:"release" why:"an end names the release the process ran"`
 	// Seen is when the daemon saw the process end, in UTC.
-	Seen time.Time `json:"seen"`
+	Seen time.Time `json:"seen" why:"an end says when it was seen, in UTC"`
 	// Checkin is, for a CI run, the check-in it was launched to test.
 	Checkin string `json:"checkin,omitempty"`
 	// Result is, for a CI run, what the check-in carried when the run ended:
 	// green, red, or none (then the daemon does not launch again, D5).
 	Result CIResult `json:"result,omitempty"`
 	// Note says the end in words.
-	Note string `json:"note"`
+	Note string `json:"note" why:"an end says what happened in words"`
 }
 
 // NoteKind is "end".
@@ -203,18 +203,14 @@ func checkTime(field string, t time.Time) error {
 	return nil
 }
 
-// readTime reads an RFC 3339 time in UTC, written with Z.
-func readTime(o jobj, key, what string) (time.Time, error) {
-	s, err := o.str(key, true, what)
-	if err != nil {
-		return time.Time{}, err
-	}
+// parseUTC reads an RFC 3339 time in UTC, written with Z.
+func parseUTC(field, s string) (time.Time, error) {
 	// Go's RFC 3339 readers take forms RFC 3339 does not (a one-digit hour,
 	// a comma before the fraction), so the shape is checked first.
 	var t time.Time
 	perr := t.UnmarshalText([]byte(s))
 	if perr != nil || !utcShape(s) {
-		return time.Time{}, fieldErr(o.field(key), ErrInvalid, fmt.Sprintf("%s is not a time in UTC as RFC 3339 writes it (2026-10-13T09:30:00Z)", quoteShort(s)))
+		return time.Time{}, fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a time in UTC as RFC 3339 writes it (2026-10-13T09:30:00Z)", quoteShort(s)))
 	}
 	return t.UTC(), nil
 }
@@ -248,54 +244,6 @@ func utcShape(s string) bool {
 		}
 	}
 	return true
-}
-
-func (n *EndNote) decode(o jobj) (err error) {
-	n.Version = versionOf(o)
-	if n.Launch, err = o.str("launch", true, "an end names the launch it ends"); err != nil {
-		return err
-	}
-	if n.Login, n.Project, err = readKey(o); err != nil {
-		return err
-	}
-	if n.PID, n.StartTime, err = readProcess(o); err != nil {
-		return err
-	}
-	s, err := o.str("status", true, "an end says how the process ended: exited, signaled, unknown or sandbox-failed")
-	if err != nil {
-		return err
-	}
-	n.Status = EndStatus(s)
-	code, present, err := o.uint("exit_code", false, 255, "")
-	if err != nil {
-		return err
-	}
-	if present {
-		c := int(code)
-		n.ExitCode = &c
-	}
-	if n.Signal, err = o.optStr("signal"); err != nil {
-		return err
-	}
-	if n.Killed, err = o.boolean("killed", true, "an end says whether the daemon killed the process after the stop grace"); err != nil {
-		return err
-	}
-	if n.Release, err = o.str("release", true, "an end names the release the process ran"); err != nil {
-		return err
-	}
-	if n.Seen, err = readTime(o, "seen", "an end says when it was seen, in UTC"); err != nil {
-		return err
-	}
-	if n.Checkin, err = o.optStr("checkin"); err != nil {
-		return err
-	}
-	r, err := o.optStr("result")
-	if err != nil {
-		return err
-	}
-	n.Result = CIResult(r)
-	n.Note, err = o.str("note", true, "an end says what happened in words")
-	return err
 }
 
 // Encode renders the canonical block, with Seen in UTC.

@@ -20,20 +20,20 @@ import (
 type NodeConfig struct {
 	// User is the node user: the daemon writes its notes as this login, whose
 	// password is AGENTS/USER/password.
-	User string `json:"user"`
+	User string `json:"user" why:"node.json names the node user"`
 	// Release is the release root (current and previous link to releases/ID/);
 	// empty for a developer's build, where the running executable's directory is
 	// the release.
 	Release string `json:"release,omitempty"`
 	// Projects are the repositories of the login group, by project name.
-	Projects map[string]NodeProject `json:"projects"`
+	Projects map[string]NodeProject `json:"projects" why:"node.json lists the node's repositories"`
 }
 
 // NodeProject is one repository of the node: its file on this host and the URL
 // the node serves it at.
 type NodeProject struct {
-	Repository string `json:"repository"`
-	URL        string `json:"url"`
+	Repository string `json:"repository" why:"a project names its repository file"`
+	URL        string `json:"url" why:"a project names the URL the node serves it at"`
 }
 
 // Validate checks the node user, the release root and every project.
@@ -118,30 +118,8 @@ func DecodeNodeConfig(data []byte) (*NodeConfig, error) {
 		return nil, err
 	}
 	c := &NodeConfig{}
-	if c.User, err = o.str("user", true, "node.json names the node user"); err != nil {
+	if err := fill(o, c); err != nil {
 		return nil, at("node.json", err)
-	}
-	if c.Release, err = o.optStr("release"); err != nil {
-		return nil, at("node.json", err)
-	}
-	projects, _, err := o.object("projects", true, "node.json lists the node's repositories")
-	if err != nil {
-		return nil, at("node.json", err)
-	}
-	c.Projects = make(map[string]NodeProject, len(projects.m))
-	for name := range projects.m {
-		po, _, err := projects.object(name, true, "")
-		if err != nil {
-			return nil, at("node.json", err)
-		}
-		var p NodeProject
-		if p.Repository, err = po.str("repository", true, "a project names its repository file"); err != nil {
-			return nil, at("node.json", err)
-		}
-		if p.URL, err = po.str("url", true, "a project names the URL the node serves it at"); err != nil {
-			return nil, at("node.json", err)
-		}
-		c.Projects[name] = p
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -152,19 +130,19 @@ func DecodeNodeConfig(data []byte) (*NodeConfig, error) {
 // Binding is a workspace's binding.json (seed 000 layout): made from its
 // definition when the workspace is added, and read by the session process.
 type Binding struct {
-	Login   string `json:"login"`
-	Project string `json:"project"`
+	Login   string `json:"login" why:"a binding names its agent login"`
+	Project string `json:"project" why:"a binding names its project"`
 	// ProjectCode is the repository's project code, which a sync login needs.
-	ProjectCode string `json:"project_code"`
+	ProjectCode string `json:"project_code" why:"a binding carries the project code a sync login needs"`
 	// Remote is the URL the clone syncs with, without a password.
-	Remote string `json:"remote"`
+	Remote string `json:"remote" why:"a binding names the URL its clone syncs with"`
 	// Branch is the branch the tree is on.
-	Branch string `json:"branch"`
+	Branch string `json:"branch" why:"a binding names its tree's branch"`
 	// Home is the workspace's record: the root post of the thread that holds
 	// the definition.
-	Home string `json:"home"`
+	Home string `json:"home" why:"a binding names the workspace's record"`
 	// Workspace is the hash of the post holding the workspace definition.
-	Workspace string `json:"workspace"`
+	Workspace string `json:"workspace" why:"a binding names the post holding its definition"`
 }
 
 // Key is the workspace the binding is for.
@@ -217,22 +195,8 @@ func DecodeBinding(data []byte) (*Binding, error) {
 		return nil, err
 	}
 	b := &Binding{}
-	for _, f := range []struct {
-		key  string
-		dst  *string
-		what string
-	}{
-		{"login", &b.Login, "a binding names its agent login"},
-		{"project", &b.Project, "a binding names its project"},
-		{"project_code", &b.ProjectCode, "a binding carries the project code a sync login needs"},
-		{"remote", &b.Remote, "a binding names the URL its clone syncs with"},
-		{"branch", &b.Branch, "a binding names its tree's branch"},
-		{"home", &b.Home, "a binding names the workspace's record"},
-		{"workspace", &b.Workspace, "a binding names the post holding its definition"},
-	} {
-		if *f.dst, err = o.str(f.key, true, f.what); err != nil {
-			return nil, at("binding.json", err)
-		}
+	if err := fill(o, b); err != nil {
+		return nil, at("binding.json", err)
 	}
 	if err := b.Validate(); err != nil {
 		return nil, err

@@ -24,13 +24,13 @@ const (
 // session's own record, or by the node user for a CI launch, and handed to the
 // daemon as a post line.
 type LaunchNote struct {
-	Version int    `json:"-"`
-	Login   string `json:"login"`
-	Project string `json:"project"`
+	Version int    `json:"-" ocx:"version"`
+	Login   string `json:"login" why:"the note names the agent login of its workspace"`
+	Project string `json:"project" why:"the note names the project of its workspace"`
 	// Workspace is the hash of the post holding the workspace definition.
-	Workspace string `json:"workspace"`
+	Workspace string `json:"workspace" why:"a launch names the post holding its workspace definition"`
 	// Session is the hash of the post holding the session definition.
-	Session string `json:"session"`
+	Session string `json:"session" why:"a launch names the post holding its session definition"`
 	// Release is the release to run: "current" (the default when the key is
 	// left out) or "previous".
 	Release string `json:"release"`
@@ -73,27 +73,6 @@ func checkRelease(field, r string) error {
 	return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a release to launch on (current, previous)", quoteShort(r)))
 }
 
-func (n *LaunchNote) decode(o jobj) (err error) {
-	n.Version = versionOf(o)
-	if n.Login, n.Project, err = readKey(o); err != nil {
-		return err
-	}
-	if n.Workspace, err = o.str("workspace", true, "a launch names the post holding its workspace definition"); err != nil {
-		return err
-	}
-	if n.Session, err = o.str("session", true, "a launch names the post holding its session definition"); err != nil {
-		return err
-	}
-	if n.Release, err = o.optStr("release"); err != nil {
-		return err
-	}
-	if n.Release == "" {
-		n.Release = ReleaseCurrent
-	}
-	n.Checkin, err = o.optStr("checkin")
-	return err
-}
-
 // Encode renders the canonical block; it always writes the release.
 func (n *LaunchNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
@@ -101,4 +80,12 @@ func (n *LaunchNote) Encode() ([]byte, error) { return encodeChecked(n) }
 func (n *LaunchNote) String() string {
 	return newLine(KindLaunch).version(n.Version).word(n.Login+"/"+n.Project).kv("workspace", n.Workspace).
 		kv("session", n.Session).kv("release", n.Release).optKV("checkin", n.Checkin).String()
+}
+
+// decoded gives a launch that names no release the current one.
+func (n *LaunchNote) decoded(jobj) error {
+	if n.Release == "" {
+		n.Release = ReleaseCurrent
+	}
+	return nil
 }

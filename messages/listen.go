@@ -21,10 +21,10 @@ const (
 // listens, to what kind of record, and what it names: the thread's root post
 // hash, the ticket's id, or the branch's name.
 type Listener struct {
-	Login   string     `json:"login"`
-	Project string     `json:"project"`
-	Kind    ListenKind `json:"kind"`
-	Names   string     `json:"names"`
+	Login   string     `json:"login" why:"the note names the agent login of its workspace"`
+	Project string     `json:"project" why:"the note names the project of its workspace"`
+	Kind    ListenKind `json:"kind" why:"a listener listens to a thread, a ticket or a branch"`
+	Names   string     `json:"names" why:"a listener names its thread's root post, its ticket's id or its branch"`
 }
 
 // Key is the workspace whose session listens.
@@ -54,19 +54,6 @@ func checkListened(kindField, namesField string, kind ListenKind, names string) 
 	return fieldErr(kindField, ErrInvalid, fmt.Sprintf("%s is not a kind of listener (thread, ticket, branch)", quoteShort(string(kind))))
 }
 
-func (l *Listener) decode(o jobj) (err error) {
-	if l.Login, l.Project, err = readKey(o); err != nil {
-		return err
-	}
-	k, err := o.str("kind", true, "a listener listens to a thread, a ticket or a branch")
-	if err != nil {
-		return err
-	}
-	l.Kind = ListenKind(k)
-	l.Names, err = o.str("names", true, "a listener names its thread's root post, its ticket's id or its branch")
-	return err
-}
-
 // String renders the listener on one line.
 func (l Listener) String() string { return l.render("listener", 0) }
 
@@ -78,13 +65,13 @@ func (l *Listener) render(kind NoteKind, version int) string {
 // listened to, or for a branch on the session's own record. The session answers
 // only what arrives after it.
 type ListenNote struct {
-	Version int `json:"-"`
+	Version int `json:"-" ocx:"version"`
 	Listener
 }
 
 // UnlistenNote ends the listener its fields name.
 type UnlistenNote struct {
-	Version int `json:"-"`
+	Version int `json:"-" ocx:"version"`
 	Listener
 }
 
@@ -112,16 +99,6 @@ func (n *UnlistenNote) Validate() error {
 		return err
 	}
 	return n.Listener.validate("")
-}
-
-func (n *ListenNote) decode(o jobj) error {
-	n.Version = versionOf(o)
-	return n.Listener.decode(o)
-}
-
-func (n *UnlistenNote) decode(o jobj) error {
-	n.Version = versionOf(o)
-	return n.Listener.decode(o)
 }
 
 // Encode renders the canonical block.
@@ -156,12 +133,12 @@ const (
 // first of them, and Posts lists them all, in the server's order, when there
 // are two or more. Each post is so noted once per session (seed 002).
 type UnheardNote struct {
-	Version int        `json:"-"`
-	Post    string     `json:"post"`
+	Version int        `json:"-" ocx:"version"`
+	Post    string     `json:"post" why:"an unheard note names the post nobody heard"`
 	Posts   []string   `json:"posts,omitempty"`
-	Login   string     `json:"login"`
-	Project string     `json:"project"`
-	Why     UnheardWhy `json:"why"`
+	Login   string     `json:"login" why:"the note names the agent login of its workspace"`
+	Project string     `json:"project" why:"the note names the project of its workspace"`
+	Why     UnheardWhy `json:"why" why:"an unheard note says why: no-reader or no-pipe"`
 }
 
 // All lists every post the note covers.
@@ -210,22 +187,6 @@ func (n *UnheardNote) Validate() error {
 		return fieldErr("why", ErrMissing, "is empty; it is no-reader or no-pipe")
 	}
 	return fieldErr("why", ErrInvalid, fmt.Sprintf("%s is not why a post went unheard (no-reader, no-pipe)", quoteShort(string(n.Why))))
-}
-
-func (n *UnheardNote) decode(o jobj) (err error) {
-	n.Version = versionOf(o)
-	if n.Post, err = o.str("post", true, "an unheard note names the post nobody heard"); err != nil {
-		return err
-	}
-	if n.Posts, err = o.strs("posts", false, ""); err != nil {
-		return err
-	}
-	if n.Login, n.Project, err = readKey(o); err != nil {
-		return err
-	}
-	w, err := o.str("why", true, "an unheard note says why: no-reader or no-pipe")
-	n.Why = UnheardWhy(w)
-	return err
 }
 
 // Encode renders the canonical block.

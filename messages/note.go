@@ -49,8 +49,6 @@ type Note interface {
 	Encode() ([]byte, error)
 	// String renders the note on one stable line, for logs and transcripts.
 	String() string
-	// decode fills the note from a parsed object whose header was read.
-	decode(o jobj) error
 	// version is the note's Version field.
 	version() int
 }
@@ -200,7 +198,7 @@ func decodeTree(v any, suffix string) (Note, error) {
 	if err := o.refuseLimitKeys(kind, except); err != nil {
 		return nil, at(where, err)
 	}
-	if err := n.decode(o); err != nil {
+	if err := fill(o, n); err != nil {
 		return nil, at(where, err)
 	}
 	if err := n.Validate(); err != nil {
@@ -474,15 +472,6 @@ func checkOptHash(field, s string) error {
 		return nil
 	}
 	return checkHash(field, s)
-}
-
-// readKey reads the login and project of a note.
-func readKey(o jobj) (login, project string, err error) {
-	if login, err = o.str("login", true, "the note names the agent login of its workspace"); err != nil {
-		return "", "", err
-	}
-	project, err = o.str("project", true, "the note names the project of its workspace")
-	return login, project, err
 }
 
 // encodeChecked validates a note and renders it.

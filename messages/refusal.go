@@ -23,10 +23,10 @@ func checkOrigin(field string, o Origin) error {
 // is the note's form of a process; the daemon's is ProcInfo, the process
 // table's host.Process.
 type Holder struct {
-	PID       int      `json:"pid"`
-	StartTime uint64   `json:"start_time"`
-	Command   []string `json:"command"`
-	StartedBy Origin   `json:"started_by"`
+	PID       int      `json:"pid" max:"pid" why:"a process is named by its PID and start time"`
+	StartTime uint64   `json:"start_time" why:"a process is named by its PID and start time (clock ticks since boot)"`
+	Command   []string `json:"command" why:"the process's command line"`
+	StartedBy Origin   `json:"started_by" why:"how the process was started: daemon, terminal or orphan"`
 }
 
 // Bounds on the command line NewHolder keeps.
@@ -89,18 +89,6 @@ func (p *Holder) validate(field string) error {
 	return checkOrigin(joinField(field, "started_by"), p.StartedBy)
 }
 
-func (p *Holder) decode(o jobj) (err error) {
-	if p.PID, p.StartTime, err = readProcess(o); err != nil {
-		return err
-	}
-	if p.Command, err = o.strs("command", true, "the process's command line"); err != nil {
-		return err
-	}
-	s, err := o.str("started_by", true, "how the process was started: daemon, terminal or orphan")
-	p.StartedBy = Origin(s)
-	return err
-}
-
 func (p *Holder) String() string {
 	return fmt.Sprintf("pid=%d start_time=%d started_by=%s command=%s", p.PID, p.StartTime, token(string(p.StartedBy)), tokens(p.Command))
 }
@@ -119,15 +107,6 @@ func checkStartTime(field string, t uint64) error {
 	return nil
 }
 
-func readProcess(o jobj) (pid int, start uint64, err error) {
-	p, _, err := o.uint("pid", true, MaxPID, "a process is named by its PID and start time")
-	if err != nil {
-		return 0, 0, err
-	}
-	start, _, err = o.uint("start_time", true, MaxSafeInt, "a process is named by its PID and start time (clock ticks since boot)")
-	return int(p), start, err
-}
-
 // RefusalNote says the daemon did not launch a session, in words a person reads:
 // written by the node user on the session's own record, replying to the launch.
 // Holder is the process that already names the workspace, when that is why.
@@ -135,11 +114,11 @@ func readProcess(o jobj) (pid int, start uint64, err error) {
 // when the launch note names none the daemon could read (the refusal then
 // says what is wrong with it).
 type RefusalNote struct {
-	Version int     `json:"-"`
-	Launch  string  `json:"launch"`
-	Login   string  `json:"login,omitempty"`
-	Project string  `json:"project"`
-	Reason  string  `json:"reason"`
+	Version int     `json:"-" ocx:"version"`
+	Launch  string  `json:"launch" why:"a refusal names the launch it refuses"`
+	Login   string  `json:"login,omitempty" ocx:"empty"`
+	Project string  `json:"project" why:"a refusal names the project of the launch it refuses"`
+	Reason  string  `json:"reason" why:"a refusal says why, in words a person reads"`
 	Holder  *Holder `json:"holder,omitempty"`
 }
 
@@ -173,31 +152,6 @@ func (n *RefusalNote) Validate() error {
 	return nil
 }
 
-func (n *RefusalNote) decode(o jobj) (err error) {
-	n.Version = versionOf(o)
-	if n.Launch, err = o.str("launch", true, "a refusal names the launch it refuses"); err != nil {
-		return err
-	}
-	if n.Login, err = o.str("login", false, ""); err != nil {
-		return err
-	}
-	if o.has("login") && n.Login == "" {
-		return fieldErr("login", ErrInvalid, "is empty; a refusal for no known login leaves it out")
-	}
-	if n.Project, err = o.str("project", true, "a refusal names the project of the launch it refuses"); err != nil {
-		return err
-	}
-	if n.Reason, err = o.str("reason", true, "a refusal says why, in words a person reads"); err != nil {
-		return err
-	}
-	h, present, err := o.object("holder", false, "")
-	if err != nil || !present {
-		return err
-	}
-	n.Holder = &Holder{}
-	return n.Holder.decode(h)
-}
-
 // Encode renders the canonical block.
 func (n *RefusalNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
@@ -214,4 +168,12 @@ func (n *RefusalNote) String() string {
 		l.b.WriteString("}")
 	}
 	return l.String()
+}
+
+// decoded refuses an empty login in the words of a refusal.
+func (n *RefusalNote) decoded(o jobj) error {
+	if o.has("login") && n.Login == "" {
+		return fieldErr("login", ErrInvalid, "is empty; a refusal for no known login leaves it out")
+	}
+	return nil
 }

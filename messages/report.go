@@ -17,8 +17,8 @@ const (
 // ReportNote is a session's report on its own record (D4): a turn's answer that
 // holds one is a report, and a completes session exits once it is on the record.
 type ReportNote struct {
-	Version int           `json:"-"`
-	Outcome ReportOutcome `json:"outcome"`
+	Version int           `json:"-" ocx:"version"`
+	Outcome ReportOutcome `json:"outcome" why:"a report says done or failed"`
 	// Summary says in words what was done or what failed.
 	Summary string `json:"summary,omitempty"`
 }
@@ -43,17 +43,6 @@ func (n *ReportNote) Validate() error {
 	return checkText("summary", n.Summary, false, MaxTextLen)
 }
 
-func (n *ReportNote) decode(o jobj) error {
-	n.Version = versionOf(o)
-	out, err := o.str("outcome", true, "a report says done or failed")
-	if err != nil {
-		return err
-	}
-	n.Outcome = ReportOutcome(out)
-	n.Summary, err = o.optStr("summary")
-	return err
-}
-
 // Encode renders the canonical block.
 func (n *ReportNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
@@ -68,11 +57,11 @@ const MaxCILineLen = 1000
 // CINote says a CI result on the CI session's own record (D5); a red result is
 // always said there as well as tagged on the check-in.
 type CINote struct {
-	Version int      `json:"-"`
-	Checkin string   `json:"checkin"`
-	Result  CIResult `json:"result"`
+	Version int      `json:"-" ocx:"version"`
+	Checkin string   `json:"checkin" why:"a ci note names the check-in it tested"`
+	Result  CIResult `json:"result" why:"a ci note says green or red"`
 	// Line is the command's last line of output, as the tag carries it.
-	Line string `json:"line"`
+	Line string `json:"line" why:"a ci note carries the command's last line (\"\" when it printed none)"`
 }
 
 // NoteKind is "ci".
@@ -92,20 +81,6 @@ func (n *CINote) Validate() error {
 		return err
 	}
 	return (CITag{Result: n.Result, Line: n.Line}).validate("result", "line")
-}
-
-func (n *CINote) decode(o jobj) (err error) {
-	n.Version = versionOf(o)
-	if n.Checkin, err = o.str("checkin", true, "a ci note names the check-in it tested"); err != nil {
-		return err
-	}
-	r, err := o.str("result", true, "a ci note says green or red")
-	if err != nil {
-		return err
-	}
-	n.Result = CIResult(r)
-	n.Line, err = o.str("line", true, "a ci note carries the command's last line (\"\" when it printed none)")
-	return err
 }
 
 // Encode renders the canonical block.

@@ -37,12 +37,12 @@ var Runners = []string{RunnerClaude, RunnerCodex, RunnerNative}
 // runner and a model), and whether it completes or stays. It is on the
 // session's own record.
 type SessionDefinition struct {
-	Version  int         `json:"-"`
-	Kind     SessionKind `json:"kind"`
+	Version  int         `json:"-" ocx:"version"`
+	Kind     SessionKind `json:"kind" why:"a session is mechanical (a command) or llm (a runner and a model)"`
 	Command  []string    `json:"command,omitempty"`
-	Runner   string      `json:"runner,omitempty"`
-	Model    string      `json:"model,omitempty"`
-	Lifetime Lifetime    `json:"lifetime"`
+	Runner   string      `json:"runner,omitempty" ocx:"empty"`
+	Model    string      `json:"model,omitempty" ocx:"empty"`
+	Lifetime Lifetime    `json:"lifetime" why:"a session completes (ends on its report) or stays (runs until stopped)"`
 	// Hears names the users whose posts and ticket changes wake the session
 	// (protocol v1 E3, seed 004 section 8): logins, or ["*"] for every user
 	// the server knows. nil (absent) is the default: every user holding
@@ -160,45 +160,6 @@ func checkArg(field, s string) error {
 	return checkChars(field, s, true)
 }
 
-func (d *SessionDefinition) decode(o jobj) error {
-	d.Version = versionOf(o)
-	kind, err := o.str("kind", true, "a session is mechanical (a command) or llm (a runner and a model)")
-	if err != nil {
-		return err
-	}
-	d.Kind = SessionKind(kind)
-	if d.Command, err = o.strs("command", false, ""); err != nil {
-		return err
-	}
-	if d.Runner, err = o.str("runner", false, ""); err != nil {
-		return err
-	}
-	if d.Model, err = o.str("model", false, ""); err != nil {
-		return err
-	}
-	// Presence counts, not only value: "model": "" on a mechanical session is
-	// as wrong as a model name, and the schema says so too.
-	switch d.Kind {
-	case Mechanical:
-		for _, k := range []string{"runner", "model"} {
-			if o.has(k) {
-				return fieldErr(k, ErrInvalid, "a mechanical session has no "+k+"; its command is what runs")
-			}
-		}
-	case LLM:
-		if o.has("command") {
-			return fieldErr("command", ErrInvalid, "an llm session has no command; its runner is what runs")
-		}
-	}
-	lifetime, err := o.str("lifetime", true, "a session completes (ends on its report) or stays (runs until stopped)")
-	d.Lifetime = Lifetime(lifetime)
-	if err != nil {
-		return err
-	}
-	d.Hears, err = o.strs("hears", false, "")
-	return err
-}
-
 // Encode renders the canonical block.
 func (d *SessionDefinition) Encode() ([]byte, error) {
 	if err := d.Validate(); err != nil {
@@ -221,4 +182,23 @@ func (d *SessionDefinition) String() string {
 		l.list("hears", d.Hears)
 	}
 	return l.String()
+}
+
+// decoded refuses the keys of the other kind of session. Presence counts,
+// not only value: "model": "" on a mechanical session is as wrong as a
+// model name, and the schema says so too.
+func (d *SessionDefinition) decoded(o jobj) error {
+	switch d.Kind {
+	case Mechanical:
+		for _, k := range []string{"runner", "model"} {
+			if o.has(k) {
+				return fieldErr(k, ErrInvalid, "a mechanical session has no "+k+"; its command is what runs")
+			}
+		}
+	case LLM:
+		if o.has("command") {
+			return fieldErr("command", ErrInvalid, "an llm session has no command; its runner is what runs")
+		}
+	}
+	return nil
 }

@@ -16,20 +16,20 @@ import (
 // table. It carries "ocx": "state" like a note, and is read by the same rules:
 // unknown keys are ignored, a version other than 1 is refused, naming it.
 type NodeState struct {
-	Version    int               `json:"-"`
-	Hooks      []HookStatus      `json:"hooks"`
-	Logins     []LoginStatus     `json:"logins"`
-	Workspaces []WorkspaceStatus `json:"workspaces"`
-	Sessions   []SessionStatus   `json:"sessions"`
-	Listeners  []Listener        `json:"listeners"`
+	Version    int               `json:"-" ocx:"version"`
+	Hooks      []HookStatus      `json:"hooks" why:"the state lists it, even when empty"`
+	Logins     []LoginStatus     `json:"logins" why:"the state lists it, even when empty"`
+	Workspaces []WorkspaceStatus `json:"workspaces" why:"the state lists it, even when empty"`
+	Sessions   []SessionStatus   `json:"sessions" why:"the state lists it, even when empty"`
+	Listeners  []Listener        `json:"listeners" why:"the state lists it, even when empty"`
 }
 
 // HookStatus says whether the wake hook is installed on a repository of the
 // login group.
 type HookStatus struct {
-	Project    string `json:"project"`
-	Repository string `json:"repository"`
-	Installed  bool   `json:"installed"`
+	Project    string `json:"project" why:"a hook names its project"`
+	Repository string `json:"repository" why:"a hook names its repository file"`
+	Installed  bool   `json:"installed" why:"a hook says whether it is installed"`
 	// Newest is the repository's newest receipt (its max rcvid); 0 when it
 	// received nothing, or was not read.
 	Newest uint64 `json:"newest,omitempty"`
@@ -45,15 +45,15 @@ type HookStatus struct {
 
 // LoginStatus is an agent login and the repositories it has an account on.
 type LoginStatus struct {
-	Login    string          `json:"login"`
-	Accounts []AccountStatus `json:"accounts"`
+	Login    string          `json:"login" why:"an agent login has a name"`
+	Accounts []AccountStatus `json:"accounts" why:"a login lists its accounts, even when it has none"`
 }
 
 // AccountStatus is a login's account on one project's repository, with its
 // Fossil capability letters ("" once withdrawn).
 type AccountStatus struct {
-	Project      string `json:"project"`
-	Capabilities string `json:"capabilities"`
+	Project      string `json:"project" why:"an account is on a project's repository"`
+	Capabilities string `json:"capabilities" why:"an account has its capability letters"`
 }
 
 // WorkspaceCondition is where a workspace stands.
@@ -74,11 +74,11 @@ const (
 // WorkspaceStatus is one workspace: its key, its record (the thread whose first
 // post defines it), its branch and its condition.
 type WorkspaceStatus struct {
-	Login   string             `json:"login"`
-	Project string             `json:"project"`
-	Record  string             `json:"record"`
-	Branch  string             `json:"branch"`
-	State   WorkspaceCondition `json:"state"`
+	Login   string             `json:"login" why:"the note names the agent login of its workspace"`
+	Project string             `json:"project" why:"the note names the project of its workspace"`
+	Record  string             `json:"record" why:"a workspace names its record"`
+	Branch  string             `json:"branch" why:"a workspace names its branch"`
+	State   WorkspaceCondition `json:"state" why:"a workspace is active, idle, terminated or missing"`
 }
 
 // SessionActivity says whether a session is in a turn.
@@ -93,22 +93,22 @@ const (
 // SessionStatus is one running process that names a workspace, from the
 // process table.
 type SessionStatus struct {
-	Login   string `json:"login"`
-	Project string `json:"project"`
+	Login   string `json:"login" why:"the note names the agent login of its workspace"`
+	Project string `json:"project" why:"the note names the project of its workspace"`
 	// Record is the session's own record: a thread's root post or a ticket's id.
-	Record string `json:"record"`
+	Record string `json:"record" why:"a session names its own record"`
 	// Launch is the launch note it serves; a terminal session has none.
 	Launch    string          `json:"launch,omitempty"`
-	PID       int             `json:"pid"`
-	StartTime uint64          `json:"start_time"`
-	StartedBy Origin          `json:"started_by"`
-	State     SessionActivity `json:"state"`
+	PID       int             `json:"pid" max:"pid" why:"a process is named by its PID and start time"`
+	StartTime uint64          `json:"start_time" why:"a process is named by its PID and start time (clock ticks since boot)"`
+	StartedBy Origin          `json:"started_by" why:"a session says how it was started: daemon, terminal or orphan"`
+	State     SessionActivity `json:"state" why:"a session is working or idle"`
 	// Listening says a process holds its wake pipe open for reading.
-	Listening bool `json:"listening"`
+	Listening bool `json:"listening" why:"a session says whether a process holds its wake pipe"`
 	// Release is the release it runs, named as an end note names it.
-	Release string `json:"release"`
+	Release string `json:"release" why:"a session names the release it runs"`
 	// Older says its release is older than the current one.
-	Older bool `json:"older"`
+	Older bool `json:"older" why:"a session says whether its release is older than the current one"`
 	// Hears are the users whose posts wake it (its definition's hears, or
 	// the users holding admin or setup when it started), as the daemon wrote
 	// them for the hook (WS/session/hears); absent when none were written,
@@ -293,155 +293,14 @@ func DecodeState(data []byte) (*NodeState, error) {
 	if err := readVersion(o); err != nil {
 		return nil, at(where, err)
 	}
-	s := &NodeState{Version: versionOf(o)}
-	if err := s.decode(o); err != nil {
+	s := &NodeState{}
+	if err := fill(o, s); err != nil {
 		return nil, at(where, err)
 	}
 	if err := s.Validate(); err != nil {
 		return nil, at(where, err)
 	}
 	return s, nil
-}
-
-func (s *NodeState) decode(o jobj) error {
-	const all = "the state lists it, even when empty"
-	hooks, err := o.objects("hooks", true, all)
-	if err != nil {
-		return err
-	}
-	s.Hooks = make([]HookStatus, len(hooks))
-	for i, h := range hooks {
-		x := &s.Hooks[i]
-		if x.Project, err = h.str("project", true, "a hook names its project"); err != nil {
-			return err
-		}
-		if x.Repository, err = h.str("repository", true, "a hook names its repository file"); err != nil {
-			return err
-		}
-		if x.Installed, err = h.boolean("installed", true, "a hook says whether it is installed"); err != nil {
-			return err
-		}
-		if x.Newest, _, err = h.uint("newest", false, MaxSafeInt, ""); err != nil {
-			return err
-		}
-		mark, present, err := h.uint("mark", false, MaxSafeInt, "")
-		if err != nil {
-			return err
-		}
-		if present {
-			x.Mark = &mark
-		}
-		if h.has("held_until") {
-			t, err := readTime(h, "held_until", "")
-			if err != nil {
-				return err
-			}
-			x.HeldUntil = &t
-		}
-	}
-	logins, err := o.objects("logins", true, all)
-	if err != nil {
-		return err
-	}
-	s.Logins = make([]LoginStatus, len(logins))
-	for i, l := range logins {
-		x := &s.Logins[i]
-		if x.Login, err = l.str("login", true, "an agent login has a name"); err != nil {
-			return err
-		}
-		accounts, err := l.objects("accounts", true, "a login lists its accounts, even when it has none")
-		if err != nil {
-			return err
-		}
-		x.Accounts = make([]AccountStatus, len(accounts))
-		for j, a := range accounts {
-			if x.Accounts[j].Project, err = a.str("project", true, "an account is on a project's repository"); err != nil {
-				return err
-			}
-			if x.Accounts[j].Capabilities, err = a.str("capabilities", true, "an account has its capability letters"); err != nil {
-				return err
-			}
-		}
-	}
-	workspaces, err := o.objects("workspaces", true, all)
-	if err != nil {
-		return err
-	}
-	s.Workspaces = make([]WorkspaceStatus, len(workspaces))
-	for i, w := range workspaces {
-		x := &s.Workspaces[i]
-		if x.Login, x.Project, err = readKey(w); err != nil {
-			return err
-		}
-		if x.Record, err = w.str("record", true, "a workspace names its record"); err != nil {
-			return err
-		}
-		if x.Branch, err = w.str("branch", true, "a workspace names its branch"); err != nil {
-			return err
-		}
-		st, err := w.str("state", true, "a workspace is active, idle, terminated or missing")
-		if err != nil {
-			return err
-		}
-		x.State = WorkspaceCondition(st)
-	}
-	sessions, err := o.objects("sessions", true, all)
-	if err != nil {
-		return err
-	}
-	s.Sessions = make([]SessionStatus, len(sessions))
-	for i, p := range sessions {
-		if err := s.Sessions[i].decode(p); err != nil {
-			return err
-		}
-	}
-	listeners, err := o.objects("listeners", true, all)
-	if err != nil {
-		return err
-	}
-	s.Listeners = make([]Listener, len(listeners))
-	for i, l := range listeners {
-		if err := s.Listeners[i].decode(l); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (p *SessionStatus) decode(o jobj) (err error) {
-	if p.Login, p.Project, err = readKey(o); err != nil {
-		return err
-	}
-	if p.Record, err = o.str("record", true, "a session names its own record"); err != nil {
-		return err
-	}
-	if p.Launch, err = o.optStr("launch"); err != nil {
-		return err
-	}
-	if p.PID, p.StartTime, err = readProcess(o); err != nil {
-		return err
-	}
-	by, err := o.str("started_by", true, "a session says how it was started: daemon, terminal or orphan")
-	if err != nil {
-		return err
-	}
-	p.StartedBy = Origin(by)
-	st, err := o.str("state", true, "a session is working or idle")
-	if err != nil {
-		return err
-	}
-	p.State = SessionActivity(st)
-	if p.Listening, err = o.boolean("listening", true, "a session says whether a process holds its wake pipe"); err != nil {
-		return err
-	}
-	if p.Release, err = o.str("release", true, "a session names the release it runs"); err != nil {
-		return err
-	}
-	if p.Older, err = o.boolean("older", true, "a session says whether its release is older than the current one"); err != nil {
-		return err
-	}
-	p.Hears, err = o.strs("hears", false, "")
-	return err
 }
 
 // Encode validates the state and renders it as GET /state serves it: JSON with

@@ -8,7 +8,7 @@ import (
 // agent, on the session's own record. A plain post whose text is "OCX stop" is
 // the same request. Login, when set, stops only that login's session there.
 type StopNote struct {
-	Version int    `json:"-"`
+	Version int    `json:"-" ocx:"version"`
 	Login   string `json:"login,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 }
@@ -31,15 +31,6 @@ func (n *StopNote) Validate() error {
 	return checkText("reason", n.Reason, false, MaxTextLen)
 }
 
-func (n *StopNote) decode(o jobj) (err error) {
-	n.Version = versionOf(o)
-	if n.Login, err = o.optStr("login"); err != nil {
-		return err
-	}
-	n.Reason, err = o.optStr("reason")
-	return err
-}
-
 // Encode renders the canonical block.
 func (n *StopNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
@@ -60,12 +51,12 @@ const (
 // StoppedNote is what a session writes, as its agent login on its own record,
 // when it stops on request or on TERM, before it exits 0.
 type StoppedNote struct {
-	Version int    `json:"-"`
-	Login   string `json:"login"`
-	Project string `json:"project"`
+	Version int    `json:"-" ocx:"version"`
+	Login   string `json:"login" why:"the note names the agent login of its workspace"`
+	Project string `json:"project" why:"the note names the project of its workspace"`
 	// Launch is the launch the session served; a terminal session has none.
 	Launch string    `json:"launch,omitempty"`
-	Cause  StopCause `json:"cause"`
+	Cause  StopCause `json:"cause" why:"a stopped note says what stopped the session: request or signal"`
 	// Request is the stop post it obeyed (cause request).
 	Request string `json:"request,omitempty"`
 	// Signal names the signal it obeyed (cause signal), as SIGTERM.
@@ -109,26 +100,6 @@ func (n *StoppedNote) Validate() error {
 		return fieldErr("cause", ErrInvalid, fmt.Sprintf("%s is not a cause (request, signal)", quoteShort(string(n.Cause))))
 	}
 	return nil
-}
-
-func (n *StoppedNote) decode(o jobj) (err error) {
-	n.Version = versionOf(o)
-	if n.Login, n.Project, err = readKey(o); err != nil {
-		return err
-	}
-	if n.Launch, err = o.optStr("launch"); err != nil {
-		return err
-	}
-	c, err := o.str("cause", true, "a stopped note says what stopped the session: request or signal")
-	if err != nil {
-		return err
-	}
-	n.Cause = StopCause(c)
-	if n.Request, err = o.optStr("request"); err != nil {
-		return err
-	}
-	n.Signal, err = o.optStr("signal")
-	return err
 }
 
 // Encode renders the canonical block.

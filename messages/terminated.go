@@ -3,9 +3,9 @@ package messages
 // TerminatedNote ends a workspace: written by the caller on the workspace's
 // record; the workspace is then removed from the host.
 type TerminatedNote struct {
-	Version int    `json:"-"`
-	Login   string `json:"login"`
-	Project string `json:"project"`
+	Version int    `json:"-" ocx:"version"`
+	Login   string `json:"login" why:"the note names the agent login of its workspace"`
+	Project string `json:"project" why:"the note names the project of its workspace"`
 	Reason  string `json:"reason,omitempty"`
 }
 
@@ -23,15 +23,6 @@ func (n *TerminatedNote) Validate() error {
 		return err
 	}
 	return checkText("reason", n.Reason, false, MaxTextLen)
-}
-
-func (n *TerminatedNote) decode(o jobj) (err error) {
-	n.Version = versionOf(o)
-	if n.Login, n.Project, err = readKey(o); err != nil {
-		return err
-	}
-	n.Reason, err = o.optStr("reason")
-	return err
 }
 
 // Encode renders the canonical block.

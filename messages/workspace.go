@@ -10,11 +10,11 @@ import (
 // agent login, the project, the branch its tree is on, and its whole sandbox.
 // A definition without a sandbox is refused, never read as an older form.
 type WorkspaceDefinition struct {
-	Version int     `json:"-"`
-	Login   string  `json:"login"`
-	Project string  `json:"project"`
-	Branch  string  `json:"branch"`
-	Sandbox Sandbox `json:"sandbox"`
+	Version int     `json:"-" ocx:"version"`
+	Login   string  `json:"login" why:"a workspace definition names its agent login"`
+	Project string  `json:"project" why:"a workspace definition names its project"`
+	Branch  string  `json:"branch" why:"a workspace definition names the branch of its tree"`
+	Sandbox Sandbox `json:"sandbox" ocx:"closed" why:"a workspace definition states its whole sandbox; one without is refused, not read as an older form"`
 }
 
 // Sandbox is what a session of the workspace sees, stated whole on the record;
@@ -23,20 +23,17 @@ type WorkspaceDefinition struct {
 // HOME) and the program a session runs are not stated here (seed 000).
 type Sandbox struct {
 	// Network says whether the session shares the host's network.
-	Network bool `json:"network"`
+	Network bool `json:"network" why:"a sandbox says whether it shares the host's network"`
 	// ReadOnly are host paths it sees read-only, each where it is on the host.
-	ReadOnly []string `json:"read_only"`
+	ReadOnly []string `json:"read_only" why:"a sandbox states every list, even an empty one"`
 	// ReadWrite are host paths it sees read-write, each where it is on the host.
-	ReadWrite []string `json:"read_write"`
+	ReadWrite []string `json:"read_write" why:"a sandbox states every list, even an empty one"`
 	// Homes are host paths it sees read-write inside the workspace, each by its
 	// last name (/root/.claude as WORKSPACE/.claude); so no two share a last name.
-	Homes []string `json:"homes"`
+	Homes []string `json:"homes" why:"a sandbox states every list, even an empty one"`
 	// Path are the directories of the session's PATH, in order; none holds ':'.
-	Path []string `json:"path"`
+	Path []string `json:"path" why:"a sandbox states every list, even an empty one"`
 }
-
-// SandboxKeys are the keys a sandbox has; any other key refuses the definition.
-var SandboxKeys = []string{"network", "read_only", "read_write", "homes", "path"}
 
 // NoteKind is "workspace".
 func (*WorkspaceDefinition) NoteKind() NoteKind { return KindWorkspace }
@@ -97,49 +94,6 @@ func (s *Sandbox) validate(field string) error {
 		if strings.ContainsRune(p, ':') {
 			return fieldErr(indexField(joinField(field, "path"), i), ErrInvalid, fmt.Sprintf("%s holds ':', which separates PATH's entries", quoteShort(p)))
 		}
-	}
-	return nil
-}
-
-func (d *WorkspaceDefinition) decode(o jobj) error {
-	d.Version = versionOf(o)
-	var err error
-	if d.Login, err = o.str("login", true, "a workspace definition names its agent login"); err != nil {
-		return err
-	}
-	if d.Project, err = o.str("project", true, "a workspace definition names its project"); err != nil {
-		return err
-	}
-	if d.Branch, err = o.str("branch", true, "a workspace definition names the branch of its tree"); err != nil {
-		return err
-	}
-	sb, _, err := o.object("sandbox", true, "a workspace definition states its whole sandbox; one without is refused, not read as an older form")
-	if err != nil {
-		return err
-	}
-	return d.Sandbox.decode(sb)
-}
-
-func (s *Sandbox) decode(o jobj) error {
-	if err := o.onlyKeys("sandbox", SandboxKeys...); err != nil {
-		return err
-	}
-	var err error
-	if s.Network, err = o.boolean("network", true, "a sandbox says whether it shares the host's network"); err != nil {
-		return err
-	}
-	const all = "a sandbox states every list, even an empty one"
-	if s.ReadOnly, err = o.strs("read_only", true, all); err != nil {
-		return err
-	}
-	if s.ReadWrite, err = o.strs("read_write", true, all); err != nil {
-		return err
-	}
-	if s.Homes, err = o.strs("homes", true, all); err != nil {
-		return err
-	}
-	if s.Path, err = o.strs("path", true, all); err != nil {
-		return err
 	}
 	return nil
 }
