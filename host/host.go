@@ -3,7 +3,6 @@ package host
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 	"time"
 
@@ -177,50 +176,12 @@ type ProcTable interface {
 	Naming(k messages.WorkspaceKey) (Verdict, error)
 }
 
-// Lock is a held lock.
-type Lock interface {
-	Release() error
-}
-
-// Locker takes and probes the daemon's flock.
-type Locker interface {
-	// Acquire takes the lock at path without waiting; ErrLocked if another
-	// process holds it.
-	Acquire(path string) (Lock, error)
-	// Held says whether some process holds the lock at path. It never takes the
-	// lock itself, so it cannot make a daemon's Acquire fail.
-	Held(path string) (bool, error)
-}
-
-// Pipe writes lines to named pipes.
-type Pipe interface {
-	// Send writes line and a newline in one atomic write to the named pipe at
-	// path. ErrNoReader when nobody reads it; it never waits for a reader,
-	// and waits only briefly (ErrPipeFull) when the pipe is full.
-	Send(path, line string) error
-}
-
 // Clock is the time, and timers on it.
 type Clock interface {
 	Now() time.Time
 	// AfterFunc calls f on its own goroutine once d has passed; stop cancels
 	// it and reports whether that prevented the call.
 	AfterFunc(d time.Duration, f func()) (stop func() bool)
-}
-
-// Files writes the agents root. Every path is absolute and lies below the
-// root; no symbolic link below the root is followed, so a link planted in a
-// workspace cannot redirect a write.
-type Files interface {
-	MkdirAll(path string, perm fs.FileMode) error
-	// WriteFile replaces the file at path whole (a temporary file renamed over
-	// it), with exactly perm as its mode.
-	WriteFile(path string, data []byte, perm fs.FileMode) error
-	ReadFile(path string) ([]byte, error)
-	Remove(path string) error
-	RemoveAll(path string) error
-	// Mkfifo makes a named pipe with exactly perm as its mode.
-	Mkfifo(path string, perm fs.FileMode) error
 }
 
 // signalNames are Linux's signal names, for an end note ("SIGTERM").

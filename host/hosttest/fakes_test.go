@@ -11,33 +11,6 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-func TestLocker(t *testing.T) {
-	var l Locker
-	LockerContract(t, &l, "/agents/ocxd.lock")
-	l.Holder("/agents/ocxd.lock", true)
-	if _, err := l.Acquire("/agents/ocxd.lock"); !errors.Is(err, host.ErrLocked) {
-		t.Fatalf("Acquire against another holder = %v", err)
-	}
-}
-
-func TestPipe(t *testing.T) {
-	var p Pipe
-	PipeContract(t, &p, "/agents/ocxd", func() (func() []string, func()) {
-		p.Listen("/agents/ocxd", true)
-		return func() []string { return p.Lines("/agents/ocxd") }, func() { p.Listen("/agents/ocxd", false) }
-	})
-}
-
-func TestFiles(t *testing.T) {
-	FilesContract(t, NewFiles("/agents"), "/agents")
-	f := NewFiles("/agents")
-	f.MkdirAll("/agents/alice", 0o700)
-	f.WriteFile("/agents/alice/password", []byte("pw"), 0o600)
-	if e, ok := f.Stat("/agents/alice/password"); !ok || e.Perm != 0o600 {
-		t.Fatalf("password %+v %v", e, ok)
-	}
-}
-
 func TestClock(t *testing.T) {
 	start := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	c := NewClock(start)

@@ -338,32 +338,6 @@ func (p *PipeReader) Close() error {
 	return err
 }
 
-// PipeWriter writes lines to named pipes below root: the hook's post lines
-// and wakes, the console's stop lines. It never waits for a reader.
-type PipeWriter struct {
-	Root *Root
-	// Wait bounds how long a write waits while the pipe is full; 0 means one
-	// second.
-	Wait time.Duration
-}
-
-var _ host.Pipe = PipeWriter{}
-
-// Send writes line and a newline in one write. host.ErrNoReader when nobody
-// holds the pipe open for reading (the open fails with ENXIO).
-func (w PipeWriter) Send(path, line string) error {
-	lw, err := OpenLineWriter(w.Root, path)
-	if err != nil {
-		return err
-	}
-	lw.Wait = w.Wait
-	err = lw.WriteLine([]byte(line))
-	if cerr := lw.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
 // LineWriter holds a named pipe open for writing lines.
 type LineWriter struct {
 	path string

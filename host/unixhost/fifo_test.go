@@ -52,9 +52,8 @@ func runReader(t testing.TB, r *PipeReader) <-chan string {
 
 func TestPipeNoReader(t *testing.T) {
 	root, p := pipeRoot(t)
-	w := PipeWriter{Root: root}
 	start := time.Now()
-	err := w.Send(p, "post /srv/demo.fossil abc")
+	err := sendLine(root, p, "post /srv/demo.fossil abc")
 	if !errors.Is(err, host.ErrNoReader) || !strings.Contains(err.Error(), p) {
 		t.Fatalf("Send without a reader = %v", err)
 	}
@@ -65,7 +64,7 @@ func TestPipeNoReader(t *testing.T) {
 	// A regular file or a link where the pipe should be is refused.
 	reg := filepath.Join(root.Path(), "regular")
 	os.WriteFile(reg, nil, 0o600)
-	if err := w.Send(reg, "x"); err == nil {
+	if err := sendLine(root, reg, "x"); err == nil {
 		t.Fatal("Send wrote into a regular file")
 	}
 	if b, _ := os.ReadFile(reg); len(b) != 0 {
@@ -73,7 +72,7 @@ func TestPipeNoReader(t *testing.T) {
 	}
 	link := filepath.Join(root.Path(), "link")
 	os.Symlink(p, link)
-	if err := w.Send(link, "x"); err == nil || errors.Is(err, host.ErrNoReader) {
+	if err := sendLine(root, link, "x"); err == nil || errors.Is(err, host.ErrNoReader) {
 		t.Fatalf("Send through a link = %v", err)
 	}
 }
@@ -85,11 +84,10 @@ func TestPipeReaderSurvivesWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := runReader(t, r)
-	w := PipeWriter{Root: root}
 	// Writers come and go: each Send opens, writes and closes. The reader
 	// never sees EOF, so every line arrives and Run keeps running.
 	for i := range 200 {
-		if err := w.Send(p, fmt.Sprintf("stop alice demo%d", i)); err != nil {
+		if err := sendLine(root, p, fmt.Sprintf("stop alice demo%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -99,11 +97,11 @@ func TestPipeReaderSurvivesWriters(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"two\nlines", strings.Repeat("x", host.PipeBuf)} {
-		if err := w.Send(p, bad); err == nil {
+		if err := sendLine(root, p, bad); err == nil {
 			t.Fatalf("Send accepted %.20q", bad)
 		}
 	}
-	if err := w.Send(p, strings.Repeat("y", host.PipeBuf-1)); err != nil {
+	if err := sendLine(root, p, strings.Repeat("y", host.PipeBuf-1)); err != nil {
 		t.Fatalf("a line of PipeBuf bytes with its newline: %v", err)
 	}
 	if got := await(t, lines, "long line"); len(got) != host.PipeBuf-1 {
@@ -162,7 +160,7 @@ func TestPipeConcurrentWritersAtomic(t *testing.T) {
 	}
 	wg.Wait()
 	// Every writer has written: a last line comes after all of theirs.
-	if err := (PipeWriter{Root: root, Wait: time.Minute}).Send(p, "sentinel"); err != nil {
+	if err := sendLineWaiting(root, p, "sentinel", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -286,12 +284,11 @@ func TestPipeReaderSurvivesExec(t *testing.T) {
 	readyP, rl := readyPipe(t, dir)
 	out := filepath.Join(dir, "out")
 	cmd := startHelper(t, "pipe", out, "HELPER_ROOT="+dir, "HELPER_PIPE="+p, "HELPER_READY="+readyP)
-	w := PipeWriter{Root: root}
 	// Write while the helper opens, execs and adopts: a line may find no
 	// reader only before the first open.
 	sent := 0
 	for sent < 100 {
-		if err := w.Send(p, fmt.Sprintf("line %d", sent)); err != nil {
+		if err := sendLine(root, p, fmt.Sprintf("line %d", sent)); err != nil {
 			if errors.Is(err, host.ErrNoReader) && sent == 0 {
 				continue
 			}
@@ -303,7 +300,7 @@ func TestPipeReaderSurvivesExec(t *testing.T) {
 		t.Fatalf("helper said %q: %s", got, readFile(t, out))
 	}
 	for sent < 200 {
-		if err := w.Send(p, fmt.Sprintf("line %d", sent)); err != nil {
+		if err := sendLine(root, p, fmt.Sprintf("line %d", sent)); err != nil {
 			t.Fatal(err)
 		}
 		sent++

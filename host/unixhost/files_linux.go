@@ -10,8 +10,6 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/ocx-go/ocx/host"
 )
 
 // Root writes and reads below the agents root without following any symbolic
@@ -26,8 +24,6 @@ type Root struct {
 	fd   int // O_PATH descriptor of the root
 	walk bool
 }
-
-var _ host.Files = (*Root)(nil)
 
 // OpenRoot opens the agents root at path, which must exist and be absolute.
 func OpenRoot(path string) (*Root, error) {

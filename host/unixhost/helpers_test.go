@@ -126,7 +126,7 @@ func helperMain(mode string) int {
 	case "probe":
 		n, _ := strconv.Atoi(os.Getenv("HELPER_N"))
 		for range n {
-			if _, err := (Locker{}).Held(os.Getenv("HELPER_LOCK")); err != nil {
+			if _, _, err := LockHolder(os.Getenv("HELPER_LOCK")); err != nil {
 				fmt.Println("probe:", err)
 				return 3
 			}

@@ -16,13 +16,6 @@ import (
 	"github.com/ocx-go/ocx/host"
 )
 
-// Locker takes the daemon's flock and probes it through /proc/locks, which
-// lists every lock without taking one: a probe can never make a daemon's
-// Acquire lose a race (as a probe that took the lock for a moment could).
-type Locker struct{}
-
-var _ host.Locker = Locker{}
-
 // FileLock is a held flock. Its open file description is the lock, so a
 // descriptor kept across an exec keeps the lock held throughout.
 type FileLock struct {
@@ -30,12 +23,9 @@ type FileLock struct {
 	path string
 }
 
-// Acquire takes an exclusive flock on path (created 0600 if missing) without
-// waiting. host.ErrLocked, naming the holder's PID when /proc/locks shows it,
-// when another process holds it.
-func (Locker) Acquire(path string) (host.Lock, error) { return AcquireLock(path) }
-
-// AcquireLock is Acquire returning the concrete lock.
+// AcquireLock takes an exclusive flock on path (created 0600 if missing)
+// without waiting. host.ErrLocked, naming the holder's PID when /proc/locks
+// shows it, when another process holds it.
 func AcquireLock(path string) (*FileLock, error) {
 	for range 10 {
 		fd, err := openRetry(func() (int, error) {
@@ -249,13 +239,6 @@ func AdoptLock(fd int, path string) (*FileLock, error) {
 	}
 	unix.CloseOnExec(fd)
 	return &FileLock{f: os.NewFile(uintptr(fd), path), path: path}, nil
-}
-
-// Held says whether a process holds a flock on path; a missing file is not
-// held. It reads /proc/locks and takes no lock.
-func (Locker) Held(path string) (bool, error) {
-	_, held, err := LockHolder(path)
-	return held, err
 }
 
 // LockHolder returns the PID holding a flock on path (as /proc/locks gives it;

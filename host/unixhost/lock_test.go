@@ -46,30 +46,29 @@ func TestLockAcrossProcesses(t *testing.T) {
 	dir := t.TempDir()
 	lock := filepath.Join(dir, "ocxd.lock")
 	readyP, lines := readyPipe(t, dir)
-	var lk Locker
-	if held, err := lk.Held(lock); err != nil || held {
+	if _, held, err := LockHolder(lock); err != nil || held {
 		t.Fatalf("Held before anyone locked = %v %v", held, err)
 	}
 	cmd := startHelper(t, "lock", filepath.Join(dir, "out"), "HELPER_LOCK="+lock, "HELPER_READY="+readyP)
 	if got := await(t, lines, "lock"); got != fmt.Sprintf("locked %d", cmd.Process.Pid) {
 		t.Fatalf("helper said %q; its output: %s", got, readFile(t, filepath.Join(dir, "out")))
 	}
-	if held, err := lk.Held(lock); err != nil || !held {
+	if _, held, err := LockHolder(lock); err != nil || !held {
 		t.Fatalf("Held while the helper holds it = %v %v", held, err)
 	}
 	if pid, held, err := LockHolder(lock); err != nil || !held || pid != cmd.Process.Pid {
 		t.Fatalf("LockHolder = %d %v %v, want %d", pid, held, err, cmd.Process.Pid)
 	}
-	_, err := lk.Acquire(lock)
+	_, err := AcquireLock(lock)
 	if !errors.Is(err, host.ErrLocked) || !strings.Contains(err.Error(), fmt.Sprint(cmd.Process.Pid)) || !strings.Contains(err.Error(), lock) {
 		t.Fatalf("Acquire while held = %v", err)
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	if held, err := lk.Held(lock); err != nil || held {
+	if _, held, err := LockHolder(lock); err != nil || held {
 		t.Fatalf("Held after the holder died = %v %v", held, err)
 	}
-	l, err := lk.Acquire(lock)
+	l, err := AcquireLock(lock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +81,7 @@ func TestLockAcrossProcesses(t *testing.T) {
 	if err := l.Release(); err != nil {
 		t.Fatal(err)
 	}
-	if held, _ := lk.Held(lock); held {
+	if _, held, _ := LockHolder(lock); held {
 		t.Fatal("still held after Release")
 	}
 }
@@ -92,8 +91,7 @@ func TestLockAcrossProcesses(t *testing.T) {
 func TestLockProbeNeverBlocksAcquire(t *testing.T) {
 	dir := t.TempDir()
 	lock := filepath.Join(dir, "ocxd.lock")
-	var lk Locker
-	l, err := lk.Acquire(lock)
+	l, err := AcquireLock(lock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +102,7 @@ func TestLockProbeNeverBlocksAcquire(t *testing.T) {
 	}
 	acquired := 0
 	for range 2000 {
-		l, err := lk.Acquire(lock)
+		l, err := AcquireLock(lock)
 		if err != nil {
 			t.Fatalf("Acquire failed while only probes ran (after %d): %v", acquired, err)
 		}
@@ -131,7 +129,7 @@ func TestLockSurvivesExec(t *testing.T) {
 	if pid, held, err := LockHolder(lock); err != nil || !held || pid != cmd.Process.Pid {
 		t.Fatalf("LockHolder after the exec = %d %v %v", pid, held, err)
 	}
-	if _, err := (Locker{}).Acquire(lock); !errors.Is(err, host.ErrLocked) {
+	if _, err := AcquireLock(lock); !errors.Is(err, host.ErrLocked) {
 		t.Fatalf("Acquire after the exec = %v", err)
 	}
 	cmd.Process.Signal(os.Interrupt)
