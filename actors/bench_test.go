@@ -38,7 +38,7 @@ func BenchmarkCoresLaunchCycle(b *testing.B) {
 				if err := s.answer(p.id, r); err != nil {
 					b.Fatal(err)
 				}
-				s.input(messages.ProcessExited{Proc: proc, Status: messages.ExitStatus{State: messages.EndExited}})
+				s.input(messages.ProcessExited{Proc: proc, Workspace: wsAna, Status: messages.ExitStatus{State: messages.EndExited}})
 				continue
 			case messages.WriteEnd:
 				r = messages.EndWritten{Proc: e.Proc}

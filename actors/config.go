@@ -17,9 +17,6 @@ type Config struct {
 	RecentHashes int
 	// RecentLaunches is how many handled launch notes each workspace remembers.
 	RecentLaunches int
-	// ParkedExits is how many exits the node keeps for processes it does not
-	// know yet (a child can exit before its spawn is reported).
-	ParkedExits int
 }
 
 // The defaults of Config.
@@ -29,7 +26,6 @@ const (
 	DefaultEndAttempts    = 5
 	DefaultRecentHashes   = 4096
 	DefaultRecentLaunches = 64
-	DefaultParkedExits    = 256
 )
 
 // withDefaults fills in every field left zero.
@@ -48,9 +44,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RecentLaunches <= 0 {
 		c.RecentLaunches = DefaultRecentLaunches
-	}
-	if c.ParkedExits <= 0 {
-		c.ParkedExits = DefaultParkedExits
 	}
 	return c
 }

@@ -311,7 +311,7 @@ func (f *fakeWorld) exit(id messages.ProcID, leftResult bool) {
 	}
 	close(p.gone)
 	var send func(messages.DaemonMessage)
-	e := messages.ProcessExited{Proc: id, Status: messages.ExitStatus{State: messages.EndExited}, At: f.clock.Now()}
+	e := messages.ProcessExited{Proc: id, Workspace: p.w, Status: messages.ExitStatus{State: messages.EndExited}, At: f.clock.Now()}
 	if p.origin == messages.OriginDaemon {
 		if f.paused {
 			f.zombies = append(f.zombies, e)

@@ -25,17 +25,10 @@ const (
 	nodeExecing
 )
 
-// route is where a session process's exit goes: its workspace.
-type route struct {
-	workspace messages.WorkspaceKey
-	start     uint64
-}
-
 // NodeCore decides for the root of the tree: it reads the pipe's lines (a
 // duplicate post is handled once), classifies posts and hands launch notes and
-// check-ins to workspaces, starting them on demand; it routes each child's
-// exit to the workspace that owns it, parking an exit that comes before its
-// spawn is known; it adopts the sessions found at start; and it runs the
+// check-ins to workspaces, starting them on demand; it hands each child's
+// exit to the workspace the reaper spawned it for; it adopts the sessions found at start; and it runs the
 // re-exec: pause the inputs, gather every actor's settled state, exec with it,
 // and on failure resume everything as it was.
 type NodeCore struct {
@@ -43,8 +36,6 @@ type NodeCore struct {
 	cfg         Config
 	recent      *recentSet
 	classifying map[string]bool
-	routes      map[int]route
-	parked      []messages.ProcessExited
 	workspaces  map[messages.WorkspaceKey]bool
 	phase       nodePhase
 	paused      bool
@@ -65,7 +56,6 @@ func NewNodeCore(cfg Config) *NodeCore {
 		cfg:         cfg,
 		recent:      newRecentSet(cfg.RecentHashes, nil),
 		classifying: map[string]bool{},
-		routes:      map[int]route{},
 		workspaces:  map[messages.WorkspaceKey]bool{},
 	}
 	return c
@@ -101,13 +91,6 @@ func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Da
 		}
 	case messages.ProcessExited:
 		c.exited(m)
-	case messages.SessionStarted:
-		c.routes[m.Proc.PID] = route{workspace: m.Workspace, start: m.Proc.Start}
-		c.claimParked(m.Workspace, m.Proc)
-	case messages.SessionEnded:
-		if r, ok := c.routes[m.Proc.PID]; ok && r.workspace == m.Workspace && r.start == m.Proc.Start {
-			delete(c.routes, m.Proc.PID)
-		}
 	case messages.Boot:
 		c.boot(m)
 	case messages.LaunchResolved:
@@ -173,11 +156,6 @@ func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Da
 		}
 		c.log(slog.LevelError, "workspace actor stopped unexpectedly; the ends of its sessions will not be recorded", wsAttr(m.Addr.Workspace))
 		delete(c.workspaces, m.Addr.Workspace)
-		for pid, r := range c.routes {
-			if r.workspace == m.Addr.Workspace {
-				delete(c.routes, pid)
-			}
-		}
 		if c.collect != nil {
 			c.collect.forget(m.Addr)
 			delete(c.collect.parts, m.Addr.Workspace)
@@ -240,32 +218,14 @@ func (c *NodeCore) classified(m messages.ArtifactClassified) {
 	}
 }
 
-// exited routes a child's exit to its workspace, or parks it until the
-// workspace reports the session (the spawn's result can come after the exit).
+// exited hands a child's exit to the workspace the reaper spawned it for.
+// The workspace's core orders it after its spawn's result.
 func (c *NodeCore) exited(m messages.ProcessExited) {
-	if r, ok := c.routes[m.Proc.PID]; ok && (m.Proc.Start == 0 || m.Proc.Start == r.start) {
-		c.tellWorkspace(r.workspace, m)
+	if m.Workspace == (messages.WorkspaceKey{}) {
+		c.log(slog.LevelWarn, "exit of a child spawned for no workspace dropped", pidAttr(m.Proc))
 		return
 	}
-	if m.Proc.Start == 0 {
-		c.log(slog.LevelWarn, "exit of an unknown process without a start time dropped", pidAttr(m.Proc))
-		return
-	}
-	c.parked = append(c.parked, m)
-	if len(c.parked) > c.cfg.ParkedExits {
-		c.log(slog.LevelWarn, "too many exits of unknown processes; the oldest is dropped", pidAttr(c.parked[0].Proc))
-		c.parked = c.parked[1:]
-	}
-}
-
-func (c *NodeCore) claimParked(w messages.WorkspaceKey, p messages.ProcID) {
-	for i, e := range c.parked {
-		if e.Proc == p {
-			c.parked = append(c.parked[:i:i], c.parked[i+1:]...)
-			c.tellWorkspace(w, e)
-			return
-		}
-	}
+	c.tellWorkspace(m.Workspace, m)
 }
 
 func (c *NodeCore) boot(m messages.Boot) {
@@ -371,7 +331,7 @@ func (c *NodeCore) handoff() messages.Handoff {
 		Version:       messages.HandoffVersion,
 		Recent:        c.recent.list(),
 		Pending:       []string{},
-		Parked:        append([]messages.ProcessExited{}, c.parked...),
+		Held:          []messages.ProcessExited{},
 		PipeRemainder: append([]byte(nil), c.remainder...),
 		Workspaces:    []messages.WorkspaceState{},
 	}
@@ -407,23 +367,25 @@ func (c *NodeCore) resume() {
 	c.emit(messages.ResumeInputs{Remainder: rem})
 }
 
-// restore starts from a hand-off: the recent hashes, the parked exits, each
-// workspace with its sessions and listeners, the routes of their processes,
-// then the lines the old image kept, in order.
+// restore starts from a hand-off: the recent hashes, each workspace with its
+// sessions and listeners, the exits held back for the exec (each to the
+// workspace whose session it ends), then the lines the old image kept, in
+// order.
 func (c *NodeCore) restore(h messages.Handoff) {
 	for _, r := range h.Recent {
 		c.recent.add(r)
 	}
-	c.parked = append(c.parked, h.Parked...)
 	for _, w := range h.Workspaces {
 		c.workspaces[w.Workspace] = true
 		c.out = append(c.out, messages.StartActor{Addr: messages.WorkspaceAddr(w.Workspace), Workspace: &w})
-		for _, s := range w.Sessions {
-			if !s.Ended {
-				c.routes[s.Proc.PID] = route{workspace: w.Workspace, start: s.Proc.Start}
-				c.claimParked(w.Workspace, s.Proc)
-			}
+	}
+	// An image before this one wrote no workspace with a held exit.
+	children := h.ChildWorkspaces()
+	for _, e := range h.Held {
+		if e.Workspace == (messages.WorkspaceKey{}) {
+			e.Workspace = children[e.Proc]
 		}
+		c.exited(e)
 	}
 	for i, p := range h.Pending {
 		l, err := messages.ParsePipeLine([]byte(p))

@@ -23,11 +23,8 @@ type nodeModel struct {
 	launched  map[string]int              // LaunchRequested told, per hash
 	refused   map[string]int              // refusal notes asked for, per hash
 	refusing  []string                    // refusal notes being written
-	routes    map[messages.ProcID]messages.WorkspaceKey
-	dead      map[messages.ProcID]bool
 	exits     map[messages.ProcID]int // exits forwarded, per process
 	expect    map[messages.ProcID]int // exits that must have been forwarded
-	parked    []messages.ProcID       // exits with a start time, before their session was known
 	exited    map[messages.ProcID]bool
 	collects  map[messages.WorkspaceKey]messages.CollectState // the latest asked
 	answered  map[messages.WorkspaceKey]bool
@@ -74,16 +71,10 @@ func (m *nodeModel) step(t *rapid.T, msg messages.DaemonMessage) {
 			case messages.LaunchRequested:
 				m.launched[x.Launch.Hash]++
 			case messages.ProcessExited:
-				p := x.Proc
-				for r := range m.routes {
-					if r.Matches(p) {
-						p = r
-					}
+				if x.Workspace != w {
+					t.Fatalf("an exit sent to %s, not to the workspace it was spawned for: %s", w, x)
 				}
-				if m.routes[p] != w {
-					t.Fatalf("an exit sent to %s, not to the workspace of %s", w, x.Proc)
-				}
-				m.exits[p]++
+				m.exits[x.Proc]++
 			case messages.CollectState:
 				m.collects[w] = x
 				m.answered[w] = false
@@ -142,15 +133,15 @@ func nodeWsStarted(m *nodeModel) []messages.WorkspaceKey {
 }
 
 // TestNodeCoreProperties drives the node through posts (duplicates among them),
-// classifications that work or fail, stops, exits before and after their
-// session is known (duplicates, unknown start times), re-execs that pause,
+// classifications that work or fail, stops, exits for a workspace started or
+// not, or for none (duplicates, unknown start times), re-execs that pause,
 // collect and exec or fail, with lines arriving all along.
 func TestNodeCoreProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := &nodeModel{now: time.Unix(1_000_000, 0), started: map[messages.WorkspaceKey]bool{}, known: map[string]bool{},
-			launched: map[string]int{}, refused: map[string]int{}, routes: map[messages.ProcID]messages.WorkspaceKey{}, exits: map[messages.ProcID]int{},
-			exited: map[messages.ProcID]bool{}, dead: map[messages.ProcID]bool{}, expect: map[messages.ProcID]int{}, collects: map[messages.WorkspaceKey]messages.CollectState{}, answered: map[messages.WorkspaceKey]bool{}, phase: "running"}
-		m.c = NewNodeCore(Config{ParkedExits: 1000})
+			launched: map[string]int{}, refused: map[string]int{}, exits: map[messages.ProcID]int{},
+			exited: map[messages.ProcID]bool{}, expect: map[messages.ProcID]int{}, collects: map[messages.WorkspaceKey]messages.CollectState{}, answered: map[messages.WorkspaceKey]bool{}, phase: "running"}
+		m.c = NewNodeCore(Config{})
 		line := func(t *rapid.T, l messages.PipeLine) {
 			if m.phase != "running" {
 				if _, ok := l.(messages.ReexecLine); !ok {
@@ -204,34 +195,6 @@ func TestNodeCoreProperties(t *testing.T) {
 				m.known[h] = true
 				m.step(t, messages.LaunchSeen{Hash: h})
 			},
-			"sessionStarted": func(t *rapid.T) {
-				p := messages.ProcID{PID: rapid.IntRange(700, 704).Draw(t, "pid"), Start: 5000}
-				if _, ok := m.routes[p]; ok || m.dead[p] {
-					t.Skip("already known")
-				}
-				w := rapid.SampledFrom(nodeWs).Draw(t, "w")
-				if !m.started[w] {
-					t.Skip("workspace not started")
-				}
-				m.routes[p] = w
-				for i, q := range m.parked {
-					if q == p {
-						m.parked = append(m.parked[:i:i], m.parked[i+1:]...)
-						m.expect[p]++
-						break
-					}
-				}
-				m.step(t, messages.SessionStarted{Workspace: w, Proc: p})
-			},
-			"sessionEnded": func(t *rapid.T) {
-				for p, w := range m.routes {
-					delete(m.routes, p)
-					m.dead[p] = true
-					m.step(t, messages.SessionEnded{Workspace: w, Proc: p})
-					return
-				}
-				t.Skip("no session known")
-			},
 			"exit": func(t *rapid.T) {
 				p := messages.ProcID{PID: rapid.IntRange(700, 706).Draw(t, "pid"), Start: 5000}
 				if m.exited[p] && rapid.Bool().Draw(t, "dup") == false {
@@ -242,13 +205,12 @@ func TestNodeCoreProperties(t *testing.T) {
 				if rapid.IntRange(0, 5).Draw(t, "nostart") == 0 {
 					q.Start = 0
 				}
-				switch _, routed := m.routes[p]; {
-				case routed:
-					m.expect[p]++
-				case q.Start != 0:
-					m.parked = append(m.parked, p)
+				var w messages.WorkspaceKey
+				if rapid.IntRange(0, 5).Draw(t, "noworkspace") != 0 {
+					w = rapid.SampledFrom(nodeWs).Draw(t, "w")
+					m.expect[q]++
 				}
-				m.step(t, messages.ProcessExited{Proc: q, Status: messages.ExitStatus{State: messages.EndExited}})
+				m.step(t, messages.ProcessExited{Proc: q, Workspace: w, Status: messages.ExitStatus{State: messages.EndExited}})
 			},
 			"paused": func(t *rapid.T) {
 				if !m.pauseAsk {
@@ -318,9 +280,6 @@ func TestNodeCoreProperties(t *testing.T) {
 					if m.exits[p] != m.expect[p] {
 						t.Fatalf("the exit of %s forwarded %d times, want %d", p, m.exits[p], m.expect[p])
 					}
-				}
-				if len(m.c.parked) != len(m.parked) {
-					t.Fatalf("%d exits parked, the model %d", len(m.c.parked), len(m.parked))
 				}
 				if want := len(m.classify) + len(m.refusing) + boolInt(m.pauseAsk) + m.resumes; m.c.awaiting != want {
 					t.Fatalf("the node awaits %d results, the model %d", m.c.awaiting, want)

@@ -196,18 +196,22 @@ func (tr *transcript) do(cmd string) error {
 	case "reexec":
 		s.input(messages.LineRead{Line: messages.ReexecLine{}})
 	case "exit":
-		if len(f) != 3 {
-			return errors.New("exit PID@START code=N|signal=SIG|sandbox=N")
+		if len(f) != 4 {
+			return errors.New("exit PID@START LOGIN/PROJECT code=N|signal=SIG|sandbox=N")
 		}
 		p, err := messages.ParseProcID(f[1])
 		if err != nil {
 			return err
 		}
-		st, err := parseStatus(f[2])
+		w, err := messages.ParseWorkspaceKey(f[2])
 		if err != nil {
 			return err
 		}
-		s.input(messages.ProcessExited{Proc: p, Status: st, At: s.now})
+		st, err := parseStatus(f[3])
+		if err != nil {
+			return err
+		}
+		s.input(messages.ProcessExited{Proc: p, Workspace: w, Status: st, At: s.now})
 	case "boot":
 		var found []messages.ProcInfo
 		for _, a := range f[1:] {

@@ -356,7 +356,7 @@ func (w *world) exit(p *wproc, leftResult bool) {
 	if p.origin != messages.OriginDaemon {
 		return // its watch will see it gone
 	}
-	e := messages.ProcessExited{Proc: p.id, Status: messages.ExitStatus{State: messages.EndExited}, At: w.s.now}
+	e := messages.ProcessExited{Proc: p.id, Workspace: p.w, Status: messages.ExitStatus{State: messages.EndExited}, At: w.s.now}
 	if w.reaperPaused {
 		w.t.Logf("exit %s: a zombie until the reaper runs again", p.id)
 		w.zombies = append(w.zombies, e)
@@ -468,7 +468,7 @@ func TestTreeProperties(t *testing.T) {
 			"duplicateExit": func(t *rapid.T) {
 				for _, p := range w.procs {
 					if p.origin == messages.OriginDaemon && p.delivered && !w.reaperPaused {
-						w.input(messages.ProcessExited{Proc: p.id, Status: messages.ExitStatus{State: messages.EndExited}, At: w.s.now})
+						w.input(messages.ProcessExited{Proc: p.id, Workspace: p.w, Status: messages.ExitStatus{State: messages.EndExited}, At: w.s.now})
 						return
 					}
 				}

@@ -18,9 +18,17 @@ type wsSession struct {
 }
 
 // wsLaunch is a launch in flight: its process-table scan, then its spawn.
+// maxEarlyExits bounds the exits kept while a spawn is in flight; only the
+// reaper's exits of this workspace's children reach it, so one is the most
+// that comes.
+const maxEarlyExits = 16
+
 type wsLaunch struct {
 	launch   messages.LaunchSpec
 	spawning bool
+	// early are exits of no session here that came while spawning: the
+	// child's, when it came before the spawn's result, is among them.
+	early []messages.ProcessExited
 }
 
 // wsReserve is a branch listener's reservation: scanning, then granted.
@@ -154,13 +162,7 @@ func (c *WorkspaceCore) Step(now time.Time, msg messages.DaemonMessage) []messag
 	case messages.AdoptSession:
 		c.adopt(m)
 	case messages.ProcessExited:
-		for p, s := range c.sessions {
-			if p.Matches(m.Proc) && !s.ended {
-				c.tellChild(messages.SessionAddr(c.key, p), m)
-				return c.finishStep()
-			}
-		}
-		c.log(slog.LevelInfo, "exit of a process no session here runs", wsAttr(c.key), pidAttr(m.Proc))
+		c.exited(m)
 	case messages.SessionEnded:
 		c.sessionEnded(m)
 	case messages.SessionFinished:
@@ -373,14 +375,37 @@ func holderWords(ps []messages.ProcInfo) string {
 	return strings.Join(ws, ", ")
 }
 
+// exited hands a child's exit to the session that runs it. The reaper
+// reports an exit only after the spawn returned, but the spawn's result
+// comes back by this workspace's own effect while the exit comes by the
+// node, so the exit of the child being spawned can come first: it is kept
+// with the launch in flight (there is one at a time) until the result
+// names the child.
+func (c *WorkspaceCore) exited(m messages.ProcessExited) {
+	for p, s := range c.sessions {
+		if p.Matches(m.Proc) && !s.ended {
+			c.tellChild(messages.SessionAddr(c.key, p), m)
+			return
+		}
+	}
+	if c.inflight != nil && c.inflight.spawning && len(c.inflight.early) < maxEarlyExits {
+		c.inflight.early = append(c.inflight.early, m)
+		return
+	}
+	c.log(slog.LevelInfo, "exit of a process no session here runs", wsAttr(c.key), pidAttr(m.Proc))
+}
+
 func (c *WorkspaceCore) spawned(m messages.SessionSpawned) {
 	if c.inflight == nil || !c.inflight.spawning || c.inflight.launch.Hash != m.Launch {
 		c.log(slog.LevelError, "spawn result for no launch in flight", wsAttr(c.key), slog.String(KeyLaunch, m.Launch))
 		return
 	}
-	l := c.inflight.launch
+	l, early := c.inflight.launch, c.inflight.early
 	c.inflight = nil
 	if m.Err != nil {
+		for _, e := range early {
+			c.log(slog.LevelInfo, "exit of a process no session here runs", wsAttr(c.key), pidAttr(e.Proc))
+		}
 		c.stopQueued = false
 		c.refuse(l, nil, "the session could not be started: "+m.Err.Error(), false)
 		c.freed()
@@ -391,7 +416,13 @@ func (c *WorkspaceCore) spawned(m messages.SessionSpawned) {
 	st := messages.SessionState{Workspace: c.key, Proc: m.Proc, Child: true, Launch: l}
 	addr := messages.SessionAddr(c.key, m.Proc)
 	c.startChild(messages.StartActor{Addr: addr, Session: &st})
-	c.tell(messages.NodeAddr(), messages.SessionStarted{Workspace: c.key, Proc: m.Proc})
+	for _, e := range early {
+		if e.Proc.Matches(m.Proc) {
+			c.tellChild(addr, e)
+		} else {
+			c.log(slog.LevelInfo, "exit of a process no session here runs", wsAttr(c.key), pidAttr(e.Proc))
+		}
+	}
 	if l.IsCI() && c.branches[l.Branch] {
 		c.tellChild(messages.BranchAddr(c.key, l.Branch), messages.LaunchOutcome{Launch: l, Proc: m.Proc})
 	}
@@ -424,7 +455,6 @@ func (c *WorkspaceCore) adopt(m messages.AdoptSession) {
 	c.addSession(m.Proc.Proc, &wsSession{launch: m.Launch})
 	st := messages.SessionState{Workspace: c.key, Proc: m.Proc.Proc, Launch: m.Launch}
 	c.startChild(messages.StartActor{Addr: messages.SessionAddr(c.key, m.Proc.Proc), Session: &st})
-	c.tell(messages.NodeAddr(), messages.SessionStarted{Workspace: c.key, Proc: m.Proc.Proc})
 }
 
 func (c *WorkspaceCore) sessionEnded(m messages.SessionEnded) {
@@ -433,7 +463,6 @@ func (c *WorkspaceCore) sessionEnded(m messages.SessionEnded) {
 		return
 	}
 	s.ended = true
-	c.tell(messages.NodeAddr(), m)
 	ended := &messages.EndedRun{Proc: m.Proc, Launch: m.Launch, LeftResult: m.LeftResult}
 	for _, b := range c.branchList() {
 		c.tellChild(messages.BranchAddr(c.key, b), messages.WorkspaceFreed{Ended: ended})

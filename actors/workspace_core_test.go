@@ -27,6 +27,8 @@ type wsModel struct {
 
 	await []messages.DaemonEffect
 
+	forwarded map[messages.ProcID]int // exits handed to a session actor
+
 	reservedFor string // granted reservation, model side
 	collects    int
 	replied     bool
@@ -111,6 +113,11 @@ func (m *wsModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 				t.Fatalf("a tell to no child: %s", e)
 			}
 			switch x := e.Msg.(type) {
+			case messages.ProcessExited:
+				if e.To.Kind != messages.ActorSession || !e.To.Proc.Matches(x.Proc) || m.sessions[e.To.Proc] == nil {
+					t.Fatalf("an exit handed to %s, not to the session of %s", e.To, x.Proc)
+				}
+				m.forwarded[e.To.Proc]++
 			case messages.StateCollected:
 				if m.collects == 0 {
 					t.Fatalf("an answer to no collection")
@@ -141,7 +148,7 @@ func TestWorkspaceCoreProperties(t *testing.T) {
 		m := &wsModel{now: time.Unix(1_000_000, 0), nextPID: 700,
 			children: map[messages.ActorAddr]bool{}, sessions: map[messages.ProcID]*wsModelSession{},
 			terminals: map[messages.ProcID]bool{}, delivered: map[string]bool{}, outcomes: map[string]int{},
-			spawning: map[string]bool{}, lastScan: map[string]bool{}}
+			spawning: map[string]bool{}, lastScan: map[string]bool{}, forwarded: map[messages.ProcID]int{}}
 		// The memory of launches is made larger than any run here, so that a
 		// launch delivered again is always one it remembers.
 		m.c = NewWorkspaceCore(Config{RecentLaunches: 100000}, messages.WorkspaceState{Workspace: testW})
@@ -192,15 +199,27 @@ func TestWorkspaceCoreProperties(t *testing.T) {
 				m.step(t, messages.WorkspaceScanned{Workspace: testW, Purpose: e.Purpose, For: e.For, Procs: procs, Err: err})
 			case messages.SpawnSession:
 				delete(m.spawning, e.Launch.Hash)
+				// The child's exit can come (by the node) before the
+				// spawn's result (by the workspace's own effect).
+				early := rapid.IntRange(0, 3).Draw(t, "exitFirst") == 0
+				p := messages.ProcID{PID: m.nextPID + 1, Start: 5000}
+				if early {
+					m.step(t, messages.ProcessExited{Proc: p, Workspace: testW, Status: messages.ExitStatus{State: messages.EndExited}})
+					if m.forwarded[p] != 0 {
+						t.Fatalf("the exit of %s handed on before its spawn's result", p)
+					}
+				}
 				if err != nil {
 					m.step(t, messages.SessionSpawned{Launch: e.Launch.Hash, Err: err})
 					break
 				}
 				m.nextPID++
-				p := messages.ProcID{PID: m.nextPID, Start: 5000}
 				m.sessions[p] = &wsModelSession{child: true}
 				m.outcomes[e.Launch.Hash]++
 				m.step(t, messages.SessionSpawned{Launch: e.Launch.Hash, Proc: p})
+				if early && m.forwarded[p] != 1 {
+					t.Fatalf("the exit of %s that came before its spawn's result was handed on %d times, want once", p, m.forwarded[p])
+				}
 			case messages.WriteRefusal:
 				m.step(t, messages.RefusalWritten{Launch: e.Launch.Hash, Err: err})
 			case messages.SignalProcess:
@@ -269,7 +288,7 @@ func TestWorkspaceCoreProperties(t *testing.T) {
 				t.Skip("no session to finish")
 			},
 			"exit": func(t *rapid.T) {
-				m.step(t, messages.ProcessExited{Proc: messages.ProcID{PID: rapid.IntRange(700, 710).Draw(t, "pid"), Start: 5000}, Status: messages.ExitStatus{State: messages.EndExited}})
+				m.step(t, messages.ProcessExited{Proc: messages.ProcID{PID: rapid.IntRange(700, 710).Draw(t, "pid"), Start: 5000}, Workspace: testW, Status: messages.ExitStatus{State: messages.EndExited}})
 			},
 			"answer": func(t *rapid.T) {
 				if len(m.await) == 0 {

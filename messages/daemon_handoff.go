@@ -32,8 +32,10 @@ type Handoff struct {
 	Recent []string `json:"recent"`
 	// Pending are the pipe lines read but not yet acted on, in order.
 	Pending []string `json:"pending"`
-	// Parked are exits reported before the session they belong to was known.
-	Parked        []ProcessExited  `json:"parked"`
+	// Held are the exits the reaper held back once the inputs paused for
+	// the exec: the sessions they end are in Workspaces, not yet ended. (The
+	// key is "parked", as older images wrote it.)
+	Held          []ProcessExited  `json:"parked"`
 	PipeRemainder []byte           `json:"pipe_remainder,omitempty"`
 	Workspaces    []WorkspaceState `json:"workspaces"`
 }
@@ -116,8 +118,8 @@ func (h Handoff) Summary() string {
 		}
 		branches += len(w.Branches)
 	}
-	return fmt.Sprintf("hand-off v%d: %d workspaces, %d sessions (%d children), %d branch listeners, %d recent, %d pending, %d parked",
-		h.Version, len(h.Workspaces), sessions, children, branches, len(h.Recent), len(h.Pending), len(h.Parked))
+	return fmt.Sprintf("hand-off v%d: %d workspaces, %d sessions (%d children), %d branch listeners, %d recent, %d pending, %d held exits",
+		h.Version, len(h.Workspaces), sessions, children, branches, len(h.Recent), len(h.Pending), len(h.Held))
 }
 
 // Summary renders the workspace's state in one line.
@@ -180,6 +182,20 @@ func (b BranchState) Summary() string {
 	return s
 }
 
+// ChildWorkspaces maps each child the hand-off's sessions run to its
+// workspace: where the new image sends the child's exit.
+func (h Handoff) ChildWorkspaces() map[ProcID]WorkspaceKey {
+	out := map[ProcID]WorkspaceKey{}
+	for _, w := range h.Workspaces {
+		for _, s := range w.Sessions {
+			if s.Child && !s.Ended {
+				out[s.Proc] = w.Workspace
+			}
+		}
+	}
+	return out
+}
+
 // Children are the session processes whose parent is the daemon, sorted by
 // PID: what a re-exec must keep (and the new image reap).
 func (h Handoff) Children() []ProcID {
@@ -214,12 +230,17 @@ func (h Handoff) Validate() error {
 			return &FieldError{Where: "hand-off", Field: indexField("pending", i), Problem: err.Error(), Err: ErrInvalid}
 		}
 	}
-	for i, e := range h.Parked {
+	for i, e := range h.Held {
 		if e.Proc.PID <= 0 {
 			return at("hand-off", fieldErr(indexField("parked", i)+".proc.pid", ErrInvalid, "is not a PID"))
 		}
 		if err := e.Status.Validate(); err != nil {
 			return &FieldError{Where: "hand-off", Field: indexField("parked", i) + ".status", Problem: err.Error(), Err: ErrInvalid}
+		}
+		if e.Workspace != (WorkspaceKey{}) {
+			if err := e.Workspace.Validate(); err != nil {
+				return &FieldError{Where: "hand-off", Field: indexField("parked", i) + ".workspace", Problem: err.Error(), Err: ErrInvalid}
+			}
 		}
 	}
 	seen := map[WorkspaceKey]bool{}

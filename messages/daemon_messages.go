@@ -23,12 +23,16 @@ type LineRead struct {
 	Line PipeLine
 }
 
-// ProcessExited is a child's exit, from the reaper: PID and start time, and how
-// it ended. Start may be zero if the reaper does not know it (ProcID.Matches).
+// ProcessExited is a child's exit, from the reaper: PID and start time, how
+// it ended, and the workspace it was spawned for, which the reaper recorded
+// with the child when it spawned it (or adopted it from a hand-off), so that
+// the exit goes straight there. Start may be zero if the reaper does not know
+// it (ProcID.Matches).
 type ProcessExited struct {
-	Proc   ProcID     `json:"proc"`
-	Status ExitStatus `json:"status"`
-	At     time.Time  `json:"at"`
+	Proc      ProcID       `json:"proc"`
+	Workspace WorkspaceKey `json:"workspace,omitzero"`
+	Status    ExitStatus   `json:"status"`
+	At        time.Time    `json:"at"`
 }
 
 // Boot starts a fresh daemon: the processes that name a workspace of this
@@ -197,15 +201,7 @@ type AdoptSession struct {
 // daemon is its parent.
 type StopSession struct{}
 
-// SessionStarted tells the node that a workspace knows session process Proc,
-// so that its exit is routed there.
-type SessionStarted struct {
-	Workspace WorkspaceKey
-	Proc      ProcID
-}
-
-// SessionEnded tells a workspace (and then the node) that its session process
-// ended. LeftResult says whether a CI run left a result on its check-in.
+// SessionEnded tells a workspace that its session process ended. LeftResult says whether a CI run left a result on its check-in.
 type SessionEnded struct {
 	Workspace  WorkspaceKey
 	Proc       ProcID
@@ -344,7 +340,6 @@ func (CheckinArrived) daemonMessage()     {}
 func (StopWorkspace) daemonMessage()      {}
 func (AdoptSession) daemonMessage()       {}
 func (StopSession) daemonMessage()        {}
-func (SessionStarted) daemonMessage()     {}
 func (SessionEnded) daemonMessage()       {}
 func (SessionFinished) daemonMessage()    {}
 func (ReserveWorkspace) daemonMessage()   {}
@@ -513,10 +508,6 @@ func (m StopWorkspace) String() string { return "stop workspace " + m.Workspace.
 func (m AdoptSession) String() string { return "adopt " + m.Proc.String() + " " + m.Launch.String() }
 
 func (StopSession) String() string { return "stop session" }
-
-func (m SessionStarted) String() string {
-	return "session started " + m.Workspace.String() + " " + m.Proc.String()
-}
 
 func (m SessionEnded) String() string {
 	s := "session ended " + m.Workspace.String() + " " + m.Proc.String() + " launch " + daemonShort(m.Launch.Hash)

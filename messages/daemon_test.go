@@ -163,7 +163,6 @@ func TestDaemonStringsAreOneLine(t *testing.T) {
 		messages.StopWorkspace{Workspace: dW},
 		messages.AdoptSession{Proc: info, Launch: l},
 		messages.StopSession{},
-		messages.SessionStarted{Workspace: dW, Proc: p},
 		messages.SessionEnded{Workspace: dW, Proc: p, Launch: l},
 		messages.SessionFinished{Proc: p},
 		messages.ReserveWorkspace{Branch: "trunk"},
@@ -203,7 +202,7 @@ func TestDaemonStringsAreOneLine(t *testing.T) {
 
 // genHandoff draws a valid hand-off.
 func genHandoff(t *rapid.T) messages.Handoff {
-	h := messages.Handoff{OCX: messages.HandoffKind, Version: messages.HandoffVersion, Recent: []string{}, Pending: []string{}, Parked: []messages.ProcessExited{}, Workspaces: []messages.WorkspaceState{}}
+	h := messages.Handoff{OCX: messages.HandoffKind, Version: messages.HandoffVersion, Recent: []string{}, Pending: []string{}, Held: []messages.ProcessExited{}, Workspaces: []messages.WorkspaceState{}}
 	for i := rapid.IntRange(0, 3).Draw(t, "recent"); i > 0; i-- {
 		h.Recent = append(h.Recent, dHash(rapid.IntRange(0, 99).Draw(t, "hash")))
 	}
@@ -211,7 +210,11 @@ func genHandoff(t *rapid.T) messages.Handoff {
 		h.Pending = append(h.Pending, rapid.SampledFrom([]string{"post /srv/demo.fossil " + dHash(5), "stop ana demo", "reexec"}).Draw(t, "line"))
 	}
 	for i := rapid.IntRange(0, 2).Draw(t, "parked"); i > 0; i-- {
-		h.Parked = append(h.Parked, messages.ProcessExited{Proc: messages.ProcID{PID: rapid.IntRange(1, 9999).Draw(t, "pid"), Start: 7},
+		var w messages.WorkspaceKey
+		if rapid.Bool().Draw(t, "heldWorkspace") {
+			w = messages.WorkspaceKey{Login: "ana", Project: "demo"}
+		}
+		h.Held = append(h.Held, messages.ProcessExited{Proc: messages.ProcID{PID: rapid.IntRange(1, 9999).Draw(t, "pid"), Start: 7}, Workspace: w,
 			Status: messages.ExitStatus{State: messages.EndExited, Code: rapid.IntRange(0, 255).Draw(t, "code")}, At: time.Unix(int64(rapid.IntRange(0, 1<<30).Draw(t, "at")), 0).UTC()})
 	}
 	if rapid.Bool().Draw(t, "remainder") {

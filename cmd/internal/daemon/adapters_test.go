@@ -57,7 +57,7 @@ func fakeReaper(t *testing.T) (*reaper, *fakeLauncher, *[]sentOne) {
 func TestReaperSignal(t *testing.T) {
 	r, f, ones := fakeReaper(t)
 	ctx := context.Background()
-	id, err := f.Spawn(host.SpawnSpec{Path: "/w", Args: []string{"w"}}, r.onExit)
+	id, err := f.Spawn(host.SpawnSpec{Path: "/w", Args: []string{"w"}}, r.exitTo(messages.WorkspaceKey{Login: "ana", Project: "demo"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,12 +85,14 @@ func TestReaperSignal(t *testing.T) {
 }
 
 // TestReaperGate: exits are held while the gate is shut (from the start
-// until the node opens it, and around a re-exec), then sent in order.
+// until the node opens it, and around a re-exec), then sent in order, each
+// naming the workspace its child was spawned for.
 func TestReaperGate(t *testing.T) {
 	r, f, _ := fakeReaper(t)
 	var ids []messages.ProcID
-	for range 3 {
-		id, err := f.Spawn(host.SpawnSpec{Path: "/w", Args: []string{"w"}}, r.onExit)
+	ws := []messages.WorkspaceKey{{Login: "ana", Project: "demo"}, {Login: "bob", Project: "demo"}, {Login: "ana", Project: "web"}}
+	for i := range 3 {
+		id, err := f.Spawn(host.SpawnSpec{Path: "/w", Args: []string{"w"}}, r.exitTo(ws[i]))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,6 +124,11 @@ func TestReaperGate(t *testing.T) {
 	r.open(nil)
 	if len(got) != 3 || got[1].Proc != ids[1] || got[2].Proc != ids[2] {
 		t.Fatalf("after reopening: %+v", got)
+	}
+	for i, m := range got {
+		if m.Workspace != ws[i] {
+			t.Fatalf("the exit of %s names workspace %s, want %s", m.Proc, m.Workspace, ws[i])
+		}
 	}
 }
 

@@ -363,7 +363,7 @@ func (d *daemon) start() error {
 		send(messages.Restore{Handoff: h.Handoff})
 		d.reaper.open(func(e messages.ProcessExited) { send(e) })
 		d.testDelay("adopt")
-		if err := d.reaper.adopt(h.Reaper); err != nil {
+		if err := d.reaper.adopt(h.Reaper, h.ChildWorkspaces()); err != nil {
 			d.log.Error("re-exec: a child could not be followed again; its end will not be recorded", errAttr(err))
 		}
 		d.log.Info("re-exec: running the new image", slog.String("handoff", h.Summary()))

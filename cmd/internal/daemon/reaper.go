@@ -38,7 +38,8 @@ type newLauncher func() (launcher, error)
 // reaper is the daemon's one owner of its children: it spawns sessions
 // (actors.Spawner), signals processes (actors.Signaler), watches the ones it
 // did not start (actors.Watcher), and turns each child's end into a
-// ProcessExited for the node. Reaping is the launcher's. Around a re-exec the
+// ProcessExited for the node, naming the workspace it spawned the child for
+// (the route is fixed at the spawn, or at the adoption from a hand-off). Reaping is the launcher's. Around a re-exec the
 // gate holds the exits back, so that none reaches the old image's actors
 // after their state was gathered; the held ones go into the hand-off.
 type reaper struct {
@@ -122,12 +123,17 @@ func (r *reaper) hold(es []messages.ProcessExited) {
 	r.held = append(es, r.held...)
 }
 
-// onExit is every child's end, from the launcher's goroutines.
-func (r *reaper) onExit(e host.Exit) {
+// exitTo is the end of a child spawned (or adopted) for workspace w, called
+// on the launcher's goroutines.
+func (r *reaper) exitTo(w messages.WorkspaceKey) func(host.Exit) {
+	return func(e host.Exit) { r.onExit(e, w) }
+}
+
+func (r *reaper) onExit(e host.Exit, w messages.WorkspaceKey) {
 	id := e.ID
 	r.gmu.Lock()
 	defer r.gmu.Unlock()
-	m := messages.ProcessExited{Proc: id, Status: exitStatus(e), At: e.At}
+	m := messages.ProcessExited{Proc: id, Workspace: w, Status: exitStatus(e), At: e.At}
 	r.log.Info("reaped", slog.String(actors.KeyPID, id.String()), slog.String("status", m.Status.String()), slog.String("exit", e.String()))
 	if r.paused || r.send == nil {
 		r.held = append(r.held, m)
@@ -243,7 +249,7 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 		Log:     ws.Log,
 		Sandbox: &host.SandboxSpec{Sandbox: sb, Workspace: ws.Dir, Release: dir},
 	}
-	id, err := r.current().Spawn(spec, r.onExit)
+	id, err := r.current().Spawn(spec, r.exitTo(key))
 	if err != nil {
 		return none, err
 	}
@@ -320,10 +326,11 @@ func (r *reaper) detach() ([]unixhost.ChildHandoff, error) {
 }
 
 // reattach follows again, in a new launcher, the children a failed exec
-// detached. Watches start afresh: the actors arm them again when they
-// resume. A child reaped during the detach is left alone: its end is held,
-// and its status descriptor was closed by the follower that reaped it.
-func (r *reaper) reattach(hs []unixhost.ChildHandoff, children, reaped map[messages.ProcID]bool) error {
+// detached, each for its workspace. Watches start afresh: the actors arm
+// them again when they resume. A child reaped during the detach is left
+// alone: its end is held, and its status descriptor was closed by the
+// follower that reaped it.
+func (r *reaper) reattach(hs []unixhost.ChildHandoff, children map[messages.ProcID]messages.WorkspaceKey, reaped map[messages.ProcID]bool) error {
 	l, err := r.launcher()
 	if err != nil {
 		return err
@@ -338,22 +345,30 @@ func (r *reaper) reattach(hs []unixhost.ChildHandoff, children, reaped map[messa
 		if reaped[p] {
 			continue
 		}
-		if !children[p] {
+		w, ok := children[p]
+		if !ok {
 			unixhost.CloseFD(h.StatusFD)
 			continue
 		}
-		if err := l.Adopt(h, r.onExit); err != nil {
+		if err := l.Adopt(h, r.exitTo(w)); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// adopt follows the children a previous image handed over.
-func (r *reaper) adopt(cs []unixhost.ChildHandoff) error {
+// adopt follows the children a previous image handed over, each for the
+// workspace whose session it runs.
+func (r *reaper) adopt(cs []unixhost.ChildHandoff, children map[messages.ProcID]messages.WorkspaceKey) error {
 	var errs []error
 	for _, c := range cs {
-		if err := r.current().Adopt(c, r.onExit); err != nil {
+		w, ok := children[c.ID]
+		if !ok {
+			errs = append(errs, fmt.Errorf("adopt child %s: no session of the hand-off runs it", c.ID))
+			unixhost.CloseFD(c.StatusFD)
+			continue
+		}
+		if err := r.current().Adopt(c, r.exitTo(w)); err != nil {
 			errs = append(errs, fmt.Errorf("adopt child %s: %w", c.ID, err))
 		}
 	}

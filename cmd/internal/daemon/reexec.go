@@ -78,19 +78,16 @@ func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
 	if err := probe(ctx, target); err != nil {
 		return fmt.Errorf("re-exec: %w", err)
 	}
-	children := map[messages.ProcID]bool{}
-	for _, c := range h.Children() {
-		children[c] = true
-	}
+	children := h.ChildWorkspaces()
 	d.testDelay("detach")
 	hs, derr := d.reaper.detach()
 	// Exits reaped after the inputs paused are the new image's to claim. They
 	// are taken only now: detaching waits for the launcher's followers, so an
 	// exit reaped up to the last moment is held by now and none comes after.
 	held := d.reaper.takeHeld()
-	h.Parked = append(h.Parked, held...)
+	h.Held = append(h.Held, held...)
 	// A child reaped meanwhile is not handed over to be followed again: its
-	// end is in Parked, and its status descriptor, if the hand-off names one,
+	// end is in Held, and its status descriptor, if the hand-off names one,
 	// was closed by the follower that reaped it.
 	reaped := map[messages.ProcID]bool{}
 	for _, e := range held {
@@ -102,7 +99,7 @@ func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
 	}
 	file := handoffFile{Handoff: h}
 	for _, c := range hs {
-		if children[c.ID] {
+		if _, ok := children[c.ID]; ok {
 			file.Reaper = append(file.Reaper, c)
 		}
 	}
@@ -141,7 +138,7 @@ func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
 // undo puts back what Exec changed before failing: the descriptors close on
 // exec again, the children are followed again (but those reaped meanwhile,
 // whose ends are held), the held exits wait for the inputs to resume.
-func (d *daemon) undo(err error, hs []unixhost.ChildHandoff, children, reaped map[messages.ProcID]bool, held []messages.ProcessExited, kept []int) error {
+func (d *daemon) undo(err error, hs []unixhost.ChildHandoff, children map[messages.ProcID]messages.WorkspaceKey, reaped map[messages.ProcID]bool, held []messages.ProcessExited, kept []int) error {
 	unixhost.CloseOnExec(kept...)
 	errs := []error{err}
 	if hs != nil {
