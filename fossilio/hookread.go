@@ -2,6 +2,7 @@ package fossilio
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"strings"
 )
@@ -27,6 +28,38 @@ func (r *Repo) NewestReceipt(ctx context.Context) (int64, error) {
 		return err
 	})
 	return last, err
+}
+
+// HookLook is what the daemon's hook watch reads of a repository at each
+// look, in one read: OCX's hook, the newest receipt, and the newest receipt
+// Fossil's backoffice launched its hooks for.
+type HookLook struct {
+	// Command is OCX's hook command, when Installed.
+	Command   string
+	Installed bool
+	// Newest is max(rcvid), 0 when the repository received nothing yet.
+	Newest int64
+	// Fossil is hook-last-rcvid: Fossil sets it to the newest receipt once
+	// it has started its hooks for everything up to it (fossil-2.21.md
+	// 4.3); 0 when never set.
+	Fossil int64
+}
+
+// HookLook reads what the hook watch compares (see HookLook): a plain read,
+// cheap enough for a daemon to make at every write to the repository.
+func (r *Repo) HookLook(ctx context.Context) (HookLook, error) {
+	var l HookLook
+	err := r.read(ctx, "hook look", func(rd *reader) error {
+		var hooks sql.NullString
+		var last sql.NullInt64
+		_, err := rd.row(`SELECT (SELECT value FROM config WHERE name='hooks'),
+			(SELECT coalesce(max(rcvid), 0) FROM rcvfrom),
+			(SELECT value+0 FROM config WHERE name='hook-last-rcvid')`, nil, &hooks, &l.Newest, &last)
+		l.Command, _, l.Installed = ocxHookIn(hooks.String)
+		l.Fossil = last.Int64
+		return err
+	})
+	return l, err
 }
 
 // ocxHookIn finds OCX's entry in the hooks setting's JSON: its command, and
