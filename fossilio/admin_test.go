@@ -325,7 +325,7 @@ func TestHookInstallRunsOnceFromTheNextReceipt(t *testing.T) {
 	}
 	// The watch's one read says the same, and that the writer's backoffice
 	// (run before NewThread returned) launched the hooks for it.
-	if l, err := n.repo.HookLook(ctx); err != nil || !l.Installed || l.Command != st.Command || l.Newest != before+1 || l.Fossil != before+1 {
+	if l, err := n.repo.HookLook(ctx, 0); err != nil || !l.Installed || l.Command != st.Command || l.Newest != before+1 || l.Fossil != before+1 {
 		t.Fatalf("HookLook = %+v, %v; want %q installed, newest and Fossil's %d", l, err, st.Command, before+1)
 	}
 	got := waitFor(t, log2, "done")
@@ -359,7 +359,7 @@ func TestHookInstallRunsOnceFromTheNextReceipt(t *testing.T) {
 	if cmd, ok, err := n.repo.OCXHook(ctx); err != nil || ok {
 		t.Fatalf("OCXHook after removing = %q, %v, %v; want none", cmd, ok, err)
 	}
-	if l, err := n.repo.HookLook(ctx); err != nil || l.Installed || l.Command != "" {
+	if l, err := n.repo.HookLook(ctx, 0); err != nil || l.Installed || l.Command != "" {
 		t.Fatalf("HookLook after removing = %+v, %v; want no hook", l, err)
 	}
 	if out, _ := n.srv.Fossil("hook", "list", "-R", n.srv.Repo); !strings.Contains(out, "other-hook") {

@@ -37,7 +37,9 @@ type HookLook struct {
 	// Command is OCX's hook command, when Installed.
 	Command   string
 	Installed bool
-	// Newest is max(rcvid), 0 when the repository received nothing yet.
+	// Newest is the newest receipt the hook would handle now, as Received
+	// says: max(rcvid), or the receipt before one a web page is still
+	// writing; 0 when the repository received nothing yet.
 	Newest int64
 	// Fossil is hook-last-rcvid: Fossil sets it to the newest receipt once
 	// it has started its hooks for everything up to it (fossil-2.21.md
@@ -45,18 +47,22 @@ type HookLook struct {
 	Fossil int64
 }
 
-// HookLook reads what the hook watch compares (see HookLook): a plain read,
-// cheap enough for a daemon to make at every write to the repository.
-func (r *Repo) HookLook(ctx context.Context) (HookLook, error) {
+// HookLook reads what the hook watch compares with the hook's mark, after
+// (see HookLook): a plain read, cheap enough for a daemon to make at every
+// write to the repository.
+func (r *Repo) HookLook(ctx context.Context, after int64) (HookLook, error) {
 	var l HookLook
 	err := r.read(ctx, "hook look", func(rd *reader) error {
 		var hooks sql.NullString
 		var last sql.NullInt64
 		_, err := rd.row(`SELECT (SELECT value FROM config WHERE name='hooks'),
-			(SELECT coalesce(max(rcvid), 0) FROM rcvfrom),
-			(SELECT value+0 FROM config WHERE name='hook-last-rcvid')`, nil, &hooks, &l.Newest, &last)
+			(SELECT value+0 FROM config WHERE name='hook-last-rcvid')`, nil, &hooks, &last)
+		if err != nil {
+			return err
+		}
 		l.Command, _, l.Installed = ocxHookIn(hooks.String)
 		l.Fossil = last.Int64
+		l.Newest, err = rd.finished(after)
 		return err
 	})
 	return l, err
