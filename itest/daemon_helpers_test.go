@@ -199,6 +199,9 @@ type logLine struct {
 	Status string `json:"status"`
 	Signal string `json:"signal"`
 	Stacks string `json:"stacks"`
+	Woken  string `json:"woken"`
+	Newest int64  `json:"newest"`
+	Mark   int64  `json:"mark"`
 }
 
 // logIndex is the index in lines of the first line from `from` on that
