@@ -23,8 +23,8 @@ type nodeModel struct {
 	launched  map[string]int              // LaunchRequested told, per hash
 	refused   map[string]int              // refusal notes asked for, per hash
 	refusing  []string                    // refusal notes being written
-	exits     map[messages.ProcID]int // exits forwarded, per process
-	expect    map[messages.ProcID]int // exits that must have been forwarded
+	exits     map[messages.ProcID]int     // exits forwarded, per process
+	expect    map[messages.ProcID]int     // exits that must have been forwarded
 	exited    map[messages.ProcID]bool
 	collects  map[messages.WorkspaceKey]messages.CollectState // the latest asked
 	answered  map[messages.WorkspaceKey]bool

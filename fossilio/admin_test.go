@@ -323,6 +323,11 @@ func TestHookInstallRunsOnceFromTheNextReceipt(t *testing.T) {
 	if after, err := n.repo.NewestReceipt(ctx); err != nil || after != before+1 {
 		t.Fatalf("newest receipt after one write: %d, %v; want %d", after, err, before+1)
 	}
+	// The watch's one read says the same, and that the writer's backoffice
+	// (run before NewThread returned) launched the hooks for it.
+	if l, err := n.repo.HookLook(ctx, 0); err != nil || !l.Installed || l.Command != st.Command || l.Newest != before+1 || l.Fossil != before+1 {
+		t.Fatalf("HookLook = %+v, %v; want %q installed, newest and Fossil's %d", l, err, st.Command, before+1)
+	}
 	got := waitFor(t, log2, "done")
 	if !strings.Contains(got, h1+" forum-post") || strings.Contains(got, old) {
 		t.Fatalf("the first run got %q; want %s and not %s", got, h1, old)
@@ -353,6 +358,9 @@ func TestHookInstallRunsOnceFromTheNextReceipt(t *testing.T) {
 	}
 	if cmd, ok, err := n.repo.OCXHook(ctx); err != nil || ok {
 		t.Fatalf("OCXHook after removing = %q, %v, %v; want none", cmd, ok, err)
+	}
+	if l, err := n.repo.HookLook(ctx, 0); err != nil || l.Installed || l.Command != "" {
+		t.Fatalf("HookLook after removing = %+v, %v; want no hook", l, err)
 	}
 	if out, _ := n.srv.Fossil("hook", "list", "-R", n.srv.Repo); !strings.Contains(out, "other-hook") {
 		t.Fatalf("the other hook is gone: %s", out)

@@ -219,17 +219,53 @@ func (rd *reader) info(hash string) (Info, error) {
 // Received lists the artifacts received after receipt number after, in the
 // server's order, and the newest receipt number. The hook can keep its own
 // mark with it: Fossil's own list skips the first receipt after a day
-// without any (docs/fossil.md).
+// without any (docs/fossil.md). Both stop before the oldest receipt after
+// after that a web page is still writing (unfinishedQuery): a reader that
+// kept its mark past it would never see it for what it is.
 func (r *Repo) Received(ctx context.Context, after int64) (hashes []string, last int64, err error) {
 	err = r.read(ctx, "list received", func(rd *reader) error {
-		var max sql.NullInt64
-		if _, err := rd.row(`SELECT max(rcvid) FROM rcvfrom`, nil, &max); err != nil {
+		var err error
+		if last, err = rd.finished(after); err != nil {
 			return err
 		}
-		last = max.Int64
-		var err error
-		hashes, err = rd.hashes(`SELECT uuid FROM blob WHERE rcvid>? AND size>=0 ORDER BY rcvid, rid`, after)
+		hashes, err = rd.hashes(`SELECT uuid FROM blob WHERE rcvid>? AND rcvid<=? AND size>=0 ORDER BY rcvid, rid`, after, last)
 		return err
 	})
 	return hashes, last, err
+}
+
+// UnfinishedFor is how long a receipt a web page made may stay unfinished
+// (unfinishedQuery) before it counts as finished whatever it holds: a
+// cross-link that failed must not hold every later receipt back for good.
+const UnfinishedFor = 10 * time.Second
+
+// unfinishedQuery finds the oldest receipt after ? that a web page is still
+// writing. Fossil's forms store an artifact (its blob and its receipt) in one
+// transaction and cross-link it (its event, forumpost or ticket rows) in the
+// next (wiki_put: content_put_ex, then manifest_crosslink), so for a moment,
+// about a millisecond on an idle host, a reader sees a post that is no post
+// yet (VERIFIED with a reader polling every 0.5 ms beside a web post). Sync
+// and the commands on the host write both in one transaction. Such a
+// receipt was made by a web page (no nonce, an address) less than
+// UnfinishedFor ago, holds artifacts, and none of them is cross-linked: every
+// artifact a page makes has an event row once it is.
+const unfinishedQuery = `SELECT min(rf.rcvid) FROM rcvfrom rf
+WHERE rf.rcvid>? AND rf.nonce IS NULL AND rf.ipaddr IS NOT NULL AND rf.mtime>julianday('now')-?
+AND EXISTS(SELECT 1 FROM blob b WHERE b.rcvid=rf.rcvid AND b.size>=0)
+AND NOT EXISTS(SELECT 1 FROM blob b JOIN event e ON e.objid=b.rid WHERE b.rcvid=rf.rcvid)`
+
+// finished is the newest receipt number, or the one before the oldest
+// unfinished receipt after after; 0 when the repository received nothing.
+func (rd *reader) finished(after int64) (int64, error) {
+	var newest, unfinished sql.NullInt64
+	if _, err := rd.row(`SELECT max(rcvid) FROM rcvfrom`, nil, &newest); err != nil {
+		return 0, err
+	}
+	if _, err := rd.row(unfinishedQuery, []any{after, UnfinishedFor.Hours() / 24}, &unfinished); err != nil {
+		return 0, err
+	}
+	if unfinished.Valid {
+		return unfinished.Int64 - 1, nil
+	}
+	return newest.Int64, nil
 }

@@ -2,6 +2,7 @@ package fossilio
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"strings"
 )
@@ -27,6 +28,44 @@ func (r *Repo) NewestReceipt(ctx context.Context) (int64, error) {
 		return err
 	})
 	return last, err
+}
+
+// HookLook is what the daemon's hook watch reads of a repository at each
+// look, in one read: OCX's hook, the newest receipt, and the newest receipt
+// Fossil's backoffice launched its hooks for.
+type HookLook struct {
+	// Command is OCX's hook command, when Installed.
+	Command   string
+	Installed bool
+	// Newest is the newest receipt the hook would handle now, as Received
+	// says: max(rcvid), or the receipt before one a web page is still
+	// writing; 0 when the repository received nothing yet.
+	Newest int64
+	// Fossil is hook-last-rcvid: Fossil sets it to the newest receipt once
+	// it has started its hooks for everything up to it (fossil-2.21.md
+	// 4.3); 0 when never set.
+	Fossil int64
+}
+
+// HookLook reads what the hook watch compares with the hook's mark, after
+// (see HookLook): a plain read, cheap enough for a daemon to make at every
+// write to the repository.
+func (r *Repo) HookLook(ctx context.Context, after int64) (HookLook, error) {
+	var l HookLook
+	err := r.read(ctx, "hook look", func(rd *reader) error {
+		var hooks sql.NullString
+		var last sql.NullInt64
+		_, err := rd.row(`SELECT (SELECT value FROM config WHERE name='hooks'),
+			(SELECT value+0 FROM config WHERE name='hook-last-rcvid')`, nil, &hooks, &last)
+		if err != nil {
+			return err
+		}
+		l.Command, _, l.Installed = ocxHookIn(hooks.String)
+		l.Fossil = last.Int64
+		l.Newest, err = rd.finished(after)
+		return err
+	})
+	return l, err
 }
 
 // ocxHookIn finds OCX's entry in the hooks setting's JSON: its command, and

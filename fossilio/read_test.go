@@ -3,6 +3,7 @@ package fossilio_test
 import (
 	"database/sql"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -567,5 +568,50 @@ func TestUsersAndProject(t *testing.T) {
 	code, err := n.repo.ProjectCode(n.ctx)
 	if err != nil || code != n.srv.ProjectCode || n.repo.ProjectName() != "demo" {
 		t.Fatalf("project %q %q %v", code, n.repo.ProjectName(), err)
+	}
+}
+
+// TestReceivedStopsBeforeAnUnfinishedWebReceipt: a web form stores its
+// artifact and cross-links it in two transactions (wiki_put); in between, a
+// receipt made by a web page holds an artifact with no event row. Received
+// and HookLook stop before it, so that a reader's mark never passes a post
+// that is no post yet; once it is cross-linked they go on. A receipt older
+// than UnfinishedFor counts as finished whatever it holds, and one made on
+// the host (a malformed tag, TestMalformedArtifactInRepository) never waits.
+func TestReceivedStopsBeforeAnUnfinishedWebReceipt(t *testing.T) {
+	n := newNode(t)
+	before, last, err := n.repo.Received(n.ctx, 0)
+	if err != nil || len(before) == 0 {
+		t.Fatalf("received: %v %v", before, err)
+	}
+	// What content_put_ex has committed of a web post, before
+	// manifest_crosslink: its receipt and its blob.
+	hash := strings.Repeat("ab", 32)
+	n.sql(`INSERT INTO rcvfrom(uid, mtime, nonce, ipaddr) VALUES(1, julianday('now'), NULL, '127.0.0.1');
+		INSERT INTO blob(rcvid, size, uuid, content) VALUES((SELECT max(rcvid) FROM rcvfrom), 3, '` + hash + `', x'00000003');`)
+	got, newest, err := n.repo.Received(n.ctx, last)
+	if err != nil || len(got) != 0 || newest != last {
+		t.Fatalf("received after %d with a web receipt unfinished: %v, newest %d, %v; want nothing, %d", last, got, newest, err, last)
+	}
+	if l, err := n.repo.HookLook(n.ctx, last); err != nil || l.Newest != last {
+		t.Fatalf("HookLook(%d) with a web receipt unfinished: %+v %v; want newest %d", last, l, err, last)
+	}
+	// The cross-link.
+	n.sql(`INSERT INTO event(type, mtime, objid, user, comment) VALUES('f', julianday('now'), (SELECT rid FROM blob WHERE uuid='` + hash + `'), 'carol', 'Post: x')`)
+	got, newest, err = n.repo.Received(n.ctx, last)
+	if err != nil || len(got) != 1 || got[0] != hash || newest != last+1 {
+		t.Fatalf("received after the cross-link: %v, newest %d, %v; want %s, %d", got, newest, err, hash, last+1)
+	}
+	if l, err := n.repo.HookLook(n.ctx, last); err != nil || l.Newest != last+1 {
+		t.Fatalf("HookLook(%d) after the cross-link: %+v %v; want newest %d", last, l, err, last+1)
+	}
+	// A web receipt older than UnfinishedFor is finished, cross-linked or
+	// not.
+	old := strings.Repeat("cd", 32)
+	n.sql(fmt.Sprintf(`INSERT INTO rcvfrom(uid, mtime, nonce, ipaddr) VALUES(1, julianday('now')-%f, NULL, '127.0.0.1');
+		INSERT INTO blob(rcvid, size, uuid, content) VALUES((SELECT max(rcvid) FROM rcvfrom), 3, '`+old+`', x'00000003');`,
+		(fossilio.UnfinishedFor+time.Second).Hours()/24))
+	if got, newest, err := n.repo.Received(n.ctx, last+1); err != nil || len(got) != 1 || got[0] != old || newest != last+2 {
+		t.Fatalf("received after %d with an old web receipt: %v, newest %d, %v; want %s, %d", last+1, got, newest, err, old, last+2)
 	}
 }

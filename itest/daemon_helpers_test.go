@@ -199,6 +199,9 @@ type logLine struct {
 	Status string `json:"status"`
 	Signal string `json:"signal"`
 	Stacks string `json:"stacks"`
+	Woken  string `json:"woken"`
+	Newest int64  `json:"newest"`
+	Mark   int64  `json:"mark"`
 }
 
 // logIndex is the index in lines of the first line from `from` on that
@@ -334,7 +337,16 @@ func (n *testNode) hooksFree() {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	s := strings.TrimSpace(out)
+	// SQLite's notice that it recovered the WAL (the last connection to
+	// close was the daemon's read-only one, which cannot checkpoint) goes
+	// to the same output; it is no phantom.
+	var kept []string
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, "SQLITE_NOTICE") {
+			kept = append(kept, line)
+		}
+	}
+	s := strings.TrimSpace(strings.Join(kept, "\n"))
 	switch {
 	case s == "":
 	case n.fossilClients:

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -168,17 +169,25 @@ func cmdline(pid int) string {
 
 // form posts a form as a browser would (Fossil checks the Referer) and
 // expects the redirect Fossil answers a successful form with.
-func form(t *testing.T, c *http.Client, to, referer string, v url.Values) {
+func form(t testing.TB, c *http.Client, to, referer string, v url.Values) {
 	t.Helper()
+	if err := postForm(c, to, referer, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// postForm is form's request: an error unless Fossil answered with its
+// redirect, naming Fossil's own message.
+func postForm(c *http.Client, to, referer string, v url.Values) error {
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, to, strings.NewReader(v.Encode()))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Referer", referer)
 	resp, err := c.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
@@ -187,8 +196,9 @@ func form(t *testing.T, c *http.Client, to, referer string, v url.Values) {
 		if i := strings.Index(msg, "generalError"); i >= 0 {
 			msg = msg[i:min(len(msg), i+300)]
 		}
-		t.Fatalf("POST %s: %s, want a redirect: %s", to, resp.Status, msg)
+		return fmt.Errorf("POST %s: %s, want a redirect: %s", to, resp.Status, msg)
 	}
+	return nil
 }
 
 func threadOf(t *testing.T, repo, root string) []posted {

@@ -22,9 +22,10 @@ type Options struct {
 	Grace time.Duration
 	// Level is the least level written to the log.
 	Level slog.Level
-	// HookWatch is how often the daemon checks that the wake hook keeps up
-	// with each repository's receipts, and runs it when it does not
-	// (hookWatch); zero turns the check off.
+	// HookWatch is the longest time between two checks that the wake hook
+	// keeps up with a repository's receipts (the file events make one
+	// after each write); the daemon runs the hook when it does not
+	// (hookWatch, D29). Zero turns the checks off, events and all.
 	HookWatch time.Duration
 	// Restore says the process is the new image of a re-exec: it takes the
 	// lock, the pipe and the children over from AGENTS/ocxd.handoff.
@@ -79,9 +80,10 @@ stops it (its sessions keep running); USR1 writes its memory to its log.
   --agents AGENTS        the agents root (it holds node.json)
   --grace DURATION       between TERM and KILL after a stop (default 10s)
   --log-level LEVEL      debug, info, warn or error (default info)
-  --hook-watch DURATION  how often to check that the wake hook keeps up with
-                         each repository's receipts, running it when it fell
-                         a whole check behind (default 2s; 0 turns it off)
+  --hook-watch DURATION  the longest time between two checks that the wake
+                         hook keeps up with a repository's receipts (each
+                         write to it is checked at once), running it when
+                         nothing else will (default 2s; 0 turns it off)
   --handoff-version      print the re-exec hand-off version this build reads
 `
 

@@ -413,6 +413,7 @@ func (d *daemon) close() error {
 	if d.root != nil {
 		d.root.Close()
 	}
+	d.hooks.release()
 	if d.lock != nil {
 		if err := d.lock.Release(); err != nil {
 			errs = append(errs, err)

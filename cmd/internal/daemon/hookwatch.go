@@ -3,20 +3,25 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
-	"sort"
-	"sync"
+	"path/filepath"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 )
 
-// DefaultHookWatch is how often the daemon compares each repository's newest
-// receipt with the wake hook's mark.
+// DefaultHookWatch is the longest time between two looks at a repository
+// (--hook-watch): the fallback under the file events, which make the watch
+// look Settle after each write.
 const DefaultHookWatch = 2 * time.Second
 
 // hookRunBound bounds one run of the hook the daemon starts itself.
@@ -27,20 +32,35 @@ const hookRunBound = time.Minute
 // waits for an overlapping run (hook.DefaultLockWait).
 const hookBusyBound = 10 * time.Second
 
-// hookWatch is the daemon's backstop for the wake hook. Fossil runs the hook
-// from its backoffice at most once per receipt range, and sometimes not for a
-// long while: a backoffice lease held for 60 s, an embargo of 60 s after
-// every push the server answered with gimme cards (for as long as a phantom
-// lasts), a server whose backoffice never runs (fossil-2.21.md 4.3 and 4.5).
-// A wake held back that long is a session that does not answer. So every
-// look, the watch reads each repository's newest receipt and the hook's mark
-// (AGENTS/hook.mark.PROJECT); when the mark stayed behind a receipt for a
-// whole look, it runs the installed hook command itself, as Fossil would,
-// with nothing on standard input: the hook handles what arrived after its
-// mark, once (its mark is under a lock), so a run that finds nothing new
-// does nothing. A repository without OCX's hook is left alone.
+// The core's other times (watchTimes). hookSettle is from a write to the
+// look at it: a post's writes take a few milliseconds, and a tool's
+// `fossil backoffice` has launched the hook within about 20 ms of its write
+// (D29); hookRetry how often a look is made again while a run holds the mark;
+// hookLaunchBound how long a run Fossil launched has to take the mark.
+const (
+	hookSettle      = 50 * time.Millisecond
+	hookRetry       = 50 * time.Millisecond
+	hookLaunchBound = time.Second
+)
+
+// hookWatch is the daemon's backstop for the wake hook (D24, D29). Fossil
+// runs the hook from its backoffice at most once per receipt range, and
+// sometimes not for a long while: never after a web form's post (the form
+// answers with a redirect, and only a 200 reply starts the backoffice), a
+// lease held for 60 s, an embargo of 60 s after every push the server
+// answered with gimme cards, a server whose backoffice never runs
+// (fossil-2.21.md 4.3 and 4.5). A wake held back is a session that does not
+// answer. So the watch follows each repository's writes (fsnotify on its
+// directory, for the file and its -wal) and looks at it after each, and at
+// least every times.Every: the newest receipt, Fossil's hook-last-rcvid and
+// the hook's mark (AGENTS/hook.mark.PROJECT) with its lock. What to do is
+// WatchCore's; this is its shell: the events, the timer, the reads, and the
+// runs of the installed command, as Fossil would run it, with nothing on
+// standard input: the hook handles what arrived after its mark, once (its
+// mark is under a lock), so a run that finds nothing new does nothing. A
+// repository without OCX's hook is left alone.
 type hookWatch struct {
-	every    time.Duration
+	times    watchTimes
 	layout   host.Layout
 	root     *unixhost.Root
 	projects map[string]string // repository path by project
@@ -49,44 +69,40 @@ type hookWatch struct {
 	// fossil is the executable %F names.
 	fossil string
 	log    *slog.Logger
+	// noEvents leaves the file events out (tests of the fallback).
+	noEvents bool
 
-	// mu is held while the watch looks and runs the hook; a re-exec takes it
-	// so that no hook the watch started is left to the new image.
-	mu   sync.Mutex
-	lags map[string]*lag
-	// busySince is when the watch first found a run of the hook holding a
-	// project's mark, in a row of looks.
-	busySince map[string]time.Time
-
+	// reqs carries pause and resume to the loop.
+	reqs   chan watchReq
 	cancel context.CancelFunc
 	done   chan struct{}
+	// released is closed once the file events are released (release).
+	released chan struct{}
 }
 
-// start looks every w.every until stop.
+// watchReq is a pause (or a resume) for the loop; done is closed once the
+// loop has taken it, for a pause once no run is under way.
+type watchReq struct {
+	pause bool
+	done  chan struct{}
+}
+
+// start runs the watch until stop.
 func (w *hookWatch) start() {
 	ctx, cancel := context.WithCancel(context.Background())
-	w.cancel, w.done = cancel, make(chan struct{})
-	w.lags = map[string]*lag{}
-	w.busySince = map[string]time.Time{}
+	w.cancel, w.done, w.reqs, w.released = cancel, make(chan struct{}), make(chan watchReq), make(chan struct{})
 	go func() {
 		defer close(w.done)
-		t := time.NewTicker(w.every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				w.mu.Lock()
-				w.lookAll(ctx)
-				w.mu.Unlock()
-			}
-		}
+		w.loop(ctx)
 	}()
 }
 
-// stop ends the watch, and a hook run under way (its process group). A nil
-// watch (--hook-watch 0) has nothing to stop; stopping twice is once.
+// stop ends the watch, and a hook run under way (its process group): once it
+// returns, the watch looks at nothing and runs nothing. A nil watch
+// (--hook-watch 0) has nothing to stop; stopping twice is once. The file
+// events are released after it, in the background: closing an inotify
+// descriptor waits for the kernel's RCU grace period (7 ms here, more under
+// load), which the stop, a step before the drain, does not wait for.
 func (w *hookWatch) stop() {
 	if w == nil || w.cancel == nil {
 		return
@@ -95,110 +111,250 @@ func (w *hookWatch) stop() {
 	<-w.done
 }
 
-// pause holds the watch between looks; resume lets it go on.
-func (w *hookWatch) pause() {
-	if w != nil {
-		w.mu.Lock()
+// release stops the watch and waits until its file events are released
+// too: the daemon's last step, and a test's.
+func (w *hookWatch) release() {
+	if w == nil || w.cancel == nil {
+		return
+	}
+	w.stop()
+	<-w.released
+}
+
+// pause waits for a run under way to end and holds the watch: no look and
+// no run until resume. Writes meanwhile are looked at after it.
+func (w *hookWatch) pause() { w.request(true) }
+
+func (w *hookWatch) resume() { w.request(false) }
+
+func (w *hookWatch) request(pause bool) {
+	if w == nil || w.reqs == nil {
+		return
+	}
+	r := watchReq{pause: pause, done: make(chan struct{})}
+	select {
+	case w.reqs <- r:
+	case <-w.done:
+		return
+	}
+	select {
+	case <-r.done:
+	case <-w.done:
 	}
 }
 
-func (w *hookWatch) resume() {
-	if w != nil {
-		w.mu.Unlock()
-	}
+// runEnded is a run's end, from the goroutine that waited for it.
+type runEnded struct {
+	project string
+	err     error
 }
 
-func (w *hookWatch) lookAll(ctx context.Context) {
+// loop owns the core: it turns the file events, the timer, the requests and
+// the runs' ends into messages, and carries out the effects. Looks are made
+// here, in order (each is about 100 us); a run is waited for by a goroutine
+// of its own, so that the events are read meanwhile.
+func (w *hookWatch) loop(ctx context.Context) {
+	begun := time.Now()
+	now := func() time.Duration { return time.Since(begun) }
 	names := make([]string, 0, len(w.projects))
 	for p := range w.projects {
 		names = append(names, p)
 	}
-	sort.Strings(names)
-	for _, p := range names {
-		if ctx.Err() != nil {
+	core := NewWatchCore(w.times, names)
+	commands := map[string]string{}
+
+	var events *repoEvents
+	var evc <-chan fsnotify.Event
+	var errc <-chan error
+	if !w.noEvents {
+		var err error
+		if events, err = openRepoEvents(w.projects); err != nil {
+			w.log.Warn("hook watch: the repositories' writes cannot be followed; looking at them every "+w.times.Every.String()+" only", errAttr(err))
+		} else {
+			evc, errc = events.w.Events, events.w.Errors
+		}
+	}
+	stopEvents := func(reason string) {
+		if events != nil {
+			events.close() // rare: no hurry here
+			events, evc, errc = nil, nil, nil
+		}
+		w.log.Warn("hook watch: the repositories' writes are no longer followed; looking at them every "+w.times.Every.String()+" only", slog.String("reason", reason))
+	}
+	defer func() {
+		if events == nil {
+			close(w.released)
 			return
 		}
-		w.look(ctx, p)
+		go func(e *repoEvents) {
+			defer close(w.released)
+			e.close()
+		}(events)
+	}()
+
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	ran := make(chan runEnded, 1)
+	running := ""
+	var acks []chan struct{}
+	defer func() {
+		if running != "" {
+			<-ran // ctx is done: the run's group was killed
+		}
+		for _, a := range acks {
+			close(a)
+		}
+	}()
+
+	var queue []WatchMsg
+	step := func(m WatchMsg) {
+		queue = append(queue, m)
+		for len(queue) > 0 {
+			m := queue[0]
+			queue = queue[1:]
+			for _, e := range core.Step(m) {
+				switch e := e.(type) {
+				case Look:
+					r, command := w.look(ctx, e.Project)
+					r.At = now()
+					if r.Installed {
+						commands[e.Project] = command
+					}
+					w.log.Debug("hook watch: "+r.String(), slog.String("project", e.Project))
+					queue = append(queue, r)
+				case RunHook:
+					line := fossilio.HookSubst(commands[e.Project], w.fossil, w.projects[e.Project])
+					// A web post or a receipt Fossil holds back is the
+					// watch's daily work; a run stuck or lost is not.
+					level := slog.LevelInfo
+					if e.Why == "stuck" || e.Why == "lost" {
+						level = slog.LevelWarn
+					}
+					w.log.Log(ctx, level, "the wake hook left receipts unhandled; running it",
+						slog.String("project", e.Project), slog.Int64("mark", e.Mark), slog.Int64("newest", e.Newest),
+						slog.String("woken", e.Why), slog.String("command", line))
+					running = e.Project
+					go func() { ran <- runEnded{project: e.Project, err: w.run(ctx, line)} }()
+				case SetTimer:
+					timer.Stop()
+					if e.At != never {
+						timer.Reset(max(e.At-now(), 0))
+					}
+				}
+			}
+		}
+	}
+
+	step(WatchStarted{At: now()})
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-evc:
+			if !ok {
+				stopEvents("the watcher ended")
+				step(EventsLost{At: now(), Reason: "the watcher ended"})
+				continue
+			}
+			project, gone := events.project(ev)
+			if gone {
+				stopEvents(fmt.Sprintf("%s: %s", ev.Name, ev.Op))
+				step(EventsLost{At: now(), Reason: "a repository's directory went"})
+				continue
+			}
+			if project != "" {
+				step(RepoWritten{At: now(), Project: project})
+			}
+		case err, ok := <-errc:
+			if ok && errors.Is(err, fsnotify.ErrEventOverflow) {
+				w.log.Warn("hook watch: writes were missed (the kernel's queue overflowed); looking at every repository", errAttr(err))
+				step(EventsLost{At: now(), Reason: "overflow"})
+				continue
+			}
+			reason := "the watcher ended"
+			if ok {
+				reason = err.Error()
+			}
+			stopEvents(reason)
+			step(EventsLost{At: now(), Reason: reason})
+		case <-timer.C:
+			step(Tick{At: now()})
+		case r := <-ran:
+			running = ""
+			attrs := []any{slog.String("project", r.project)}
+			if mark, _, ok := w.markOf(r.project); ok {
+				attrs = append(attrs, slog.Int64("mark", mark))
+			}
+			if r.err != nil {
+				w.log.Error("the wake hook the daemon ran failed", append(attrs, errAttr(r.err))...)
+			} else {
+				w.log.Info("the wake hook the daemon ran is done", attrs...)
+			}
+			step(HookRunEnded{At: now(), Project: r.project, Failed: r.err != nil})
+			for _, a := range acks {
+				close(a)
+			}
+			acks = nil
+		case req := <-w.reqs:
+			if !req.pause {
+				step(WatchResumed{At: now()})
+				close(req.done)
+				continue
+			}
+			step(WatchPaused{At: now()})
+			if running == "" {
+				close(req.done)
+			} else {
+				acks = append(acks, req.done)
+			}
+		}
 	}
 }
 
-// look compares one repository's newest receipt with the hook's mark, and
-// runs the hook when the mark stayed behind.
-func (w *hookWatch) look(ctx context.Context, project string) {
-	l := w.lags[project]
-	if l == nil {
-		l = &lag{}
-		w.lags[project] = l
-	}
+// look reads what the core compares, in an order that never shows the mark
+// ahead of what it covers: whether a run holds the mark, the mark, then the
+// repository.
+func (w *hookWatch) look(ctx context.Context, project string) (LookResult, string) {
+	res := LookResult{Project: project}
+	res.Mark, res.Held, res.HasMark = w.markOf(project)
 	r, err := w.repo(project)
 	if err != nil {
 		w.log.Debug("hook watch: the repository cannot be read", slog.String("project", project), errAttr(err))
-		return
+		res.Unreadable = true
+		return res, ""
 	}
-	command, installed, err := r.OCXHook(ctx)
-	if err != nil || !installed {
-		*l = lag{}
-		return
+	after := res.Mark
+	if !res.HasMark {
+		after = math.MaxInt64 // left alone: nothing to look for after it
 	}
-	newest, err := r.NewestReceipt(ctx)
+	l, err := r.HookLook(ctx, after)
 	if err != nil {
-		w.log.Debug("hook watch: the newest receipt cannot be read", slog.String("project", project), errAttr(err))
-		return
+		w.log.Debug("hook watch: the repository cannot be read", slog.String("project", project), errAttr(err))
+		res.Unreadable = true
+		return res, ""
 	}
-	mark, ok := w.mark(project)
-	if !ok {
-		// No mark: the hook was installed by hand, and handles only
-		// Fossil's own list; a run with an empty list would do nothing.
-		*l = lag{}
-		return
-	}
-	if w.busy(project) {
-		// A run holds the mark: what it handles moves the mark on.
-		since, ok := w.busySince[project]
-		if !ok {
-			since = time.Now()
-			w.busySince[project] = since
-		}
-		if time.Since(since) < hookBusyBound {
-			return
-		}
-	} else {
-		delete(w.busySince, project)
-	}
-	if !l.look(mark, newest) {
-		return
-	}
-	line := fossilio.HookSubst(command, w.fossil, w.projects[project])
-	w.log.Warn("the wake hook left receipts unhandled for a whole look; running it",
-		slog.String("project", project), slog.Int64("mark", mark), slog.Int64("newest", newest),
-		slog.Int("runs", l.runs), slog.String("command", line))
-	if err := w.run(ctx, line); err != nil {
-		w.log.Error("the wake hook the daemon ran failed", slog.String("project", project), errAttr(err))
-		return
-	}
-	after, _ := w.mark(project)
-	w.log.Info("the wake hook the daemon ran is done", slog.String("project", project), slog.Int64("mark", after))
+	res.Installed, res.Newest, res.Fossil = l.Installed, l.Newest, l.Fossil
+	return res, l.Command
 }
 
-// mark reads the hook's mark of a project; false when there is none.
-func (w *hookWatch) mark(project string) (int64, bool) {
-	b, err := w.root.ReadFile(w.layout.HookMark(project))
-	if err != nil {
-		return 0, false
-	}
-	return host.ParseHookMark(b)
-}
-
-// busy says whether a run of the hook holds the project's mark: the hook
-// keeps an exclusive flock on it for its run. The shared lock tried here is
-// dropped at once; a hook starting meanwhile retries within milliseconds.
-func (w *hookWatch) busy(project string) bool {
+// markOf reads the hook's mark of a project (ok false when there is none)
+// and whether a run of the hook holds it: the hook keeps an exclusive flock
+// on it for its run. The shared lock tried here is dropped at once; a hook
+// starting meanwhile retries within milliseconds.
+func (w *hookWatch) markOf(project string) (mark int64, held, ok bool) {
 	f, err := w.root.OpenFile(w.layout.HookMark(project), os.O_RDONLY, 0)
 	if err != nil {
-		return false
+		return 0, false, false
 	}
 	defer f.Close()
-	return errors.Is(unixhost.TryLock(f, unixhost.Shared), host.ErrLocked)
+	held = errors.Is(unixhost.TryLock(f, unixhost.Shared), host.ErrLocked)
+	b, err := io.ReadAll(io.LimitReader(f, 64))
+	if err != nil {
+		return 0, held, false
+	}
+	mark, ok = host.ParseHookMark(b)
+	return mark, held, ok
 }
 
 // run runs the hook's command line as Fossil's backoffice does: /bin/sh -c,
@@ -216,49 +372,70 @@ func (w *hookWatch) run(ctx context.Context, line string) error {
 	return cmd.Run()
 }
 
-// lag follows one repository's hook mark against its newest receipt, look by
-// look, and says when to run the hook: when the mark is still behind the
-// receipt it was behind at the look before. A run after which the mark does
-// not pass that receipt (a hook that fails) doubles the looks until the next
-// one, up to 32.
-type lag struct {
-	// waiting is the newest receipt at the look that found the mark behind
-	// it; 0 when the mark was not behind.
-	waiting int64
-	// looks counts the looks since waiting was set or the hook last ran.
-	looks int
-	// runs counts the runs since the mark last passed waiting.
-	runs int
+// repoEvents follows the writes to the repositories: one inotify watch on
+// each repository's directory, its events kept for the repository's file and
+// its -wal by name. A directory, not the files: SQLite removes the -wal when
+// its last connection closes and makes it again at the next open, and a
+// watch on a file ends when the file goes; a repository replaced by a rename
+// is a new file under the old name. A commit in WAL mode writes the -wal (a
+// checkpoint, the file); a read writes neither (it may create the -wal, or
+// change its mode), so the daemon's own looks wake nothing.
+type repoEvents struct {
+	w *fsnotify.Watcher
+	// files names the project of each file followed; dirs the directories
+	// watched.
+	files map[string]string
+	dirs  map[string]bool
 }
 
-// maxBackoff caps the doubling of the looks between runs that do not help.
-const maxBackoff = 5
-
-func (l *lag) look(mark, newest int64) bool {
-	if l.waiting != 0 && mark >= l.waiting {
-		*l = lag{} // the hook caught up with what it was behind
+func openRepoEvents(projects map[string]string) (*repoEvents, error) {
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
 	}
-	if mark >= newest {
-		*l = lag{}
-		return false
+	e := &repoEvents{w: fw, files: map[string]string{}, dirs: map[string]bool{}}
+	for name, repo := range projects {
+		path, err := filepath.Abs(repo)
+		if err != nil {
+			fw.Close()
+			return nil, err
+		}
+		// SQLite puts the -wal beside the file a link leads to.
+		if real, err := filepath.EvalSymlinks(path); err == nil {
+			path = real
+		}
+		dir := filepath.Dir(path)
+		if !e.dirs[dir] {
+			if err := fw.Add(dir); err != nil {
+				fw.Close()
+				return nil, fmt.Errorf("watch %s: %w", dir, err)
+			}
+			e.dirs[dir] = true
+		}
+		e.files[path] = name
+		e.files[path+"-wal"] = name
 	}
-	if l.waiting == 0 {
-		l.waiting = newest
-		return false
-	}
-	l.looks++
-	if l.looks < 1<<min(l.runs, maxBackoff) {
-		return false
-	}
-	l.looks = 0
-	l.runs++
-	return true
+	return e, nil
 }
+
+// project is the project whose repository an event wrote, "" for any other
+// event; gone when a watched directory itself went (its watch is over).
+func (e *repoEvents) project(ev fsnotify.Event) (project string, gone bool) {
+	if e.dirs[ev.Name] && ev.Has(fsnotify.Remove|fsnotify.Rename) {
+		return "", true
+	}
+	if !ev.Has(fsnotify.Write | fsnotify.Create | fsnotify.Rename | fsnotify.Remove) {
+		return "", false // a mode change: every open of the -wal makes one
+	}
+	return e.files[ev.Name], false
+}
+
+func (e *repoEvents) close() { e.w.Close() }
 
 // openHookWatch readies the watch over every project of node.json.
 func (d *daemon) openHookWatch() *hookWatch {
-	w := &hookWatch{every: d.opts.HookWatch, layout: d.layout, root: d.root, projects: map[string]string{},
-		fossil: "fossil", log: d.log}
+	w := &hookWatch{layout: d.layout, root: d.root, projects: map[string]string{}, fossil: "fossil", log: d.log,
+		times: watchTimes{Every: d.opts.HookWatch, Settle: hookSettle, Retry: hookRetry, Busy: hookBusyBound, Launch: hookLaunchBound}}
 	for name, p := range d.cfg.Projects {
 		w.projects[name] = p.Repository
 	}

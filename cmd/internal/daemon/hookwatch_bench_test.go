@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
@@ -49,14 +48,15 @@ func BenchmarkHookWatchLook(b *testing.B) {
 	defer root.Close()
 	w := &hookWatch{layout: layout, root: root, projects: map[string]string{"demo": srv.Repo}, fossil: harness.FossilPath,
 		repo: func(string) (*fossilio.Repo, error) { return repo, nil },
-		log:  slog.New(slog.NewTextHandler(io.Discard, nil)), lags: map[string]*lag{}, busySince: map[string]time.Time{}}
+		log:  slog.New(slog.NewTextHandler(io.Discard, nil))}
 
 	b.Run("watch-look", func(b *testing.B) {
+		var r LookResult
 		for b.Loop() {
-			w.look(ctx, "demo")
+			r, _ = w.look(ctx, "demo")
 		}
-		if l := w.lags["demo"]; l.runs != 0 || l.waiting != 0 {
-			b.Fatalf("the watch saw a lag where the hook is caught up: %+v", l)
+		if !r.Installed || !r.HasMark || r.Held || r.Mark != r.Newest || r.Newest != newest {
+			b.Fatalf("the watch saw a lag where the hook is caught up: %v", r)
 		}
 	})
 	b.Run("fossil-hook-status", func(b *testing.B) {

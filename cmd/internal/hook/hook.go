@@ -234,7 +234,9 @@ func (h *run) arrived(ctx context.Context, stdin []string, m *mark) ([]fossilio.
 	infos := h.classify(ctx, all)
 	kept := infos[:0]
 	for _, info := range infos {
-		if !m.ok || info.Rcvid > m.value {
+		// Past last is a receipt Received stopped before (a web page is
+		// still writing one before it): the next run has it, finished.
+		if !m.ok || (info.Rcvid > m.value && info.Rcvid <= last) {
 			kept = append(kept, info)
 		}
 	}

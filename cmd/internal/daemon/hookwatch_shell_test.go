@@ -1,0 +1,234 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/itest/harness"
+)
+
+// shellNode is a real fossil server over a repository in WAL mode (as `ocx
+// init` leaves the node's), whose own backoffice never runs, with a hook
+// standing in for OCX's: it logs its start and end, and moves its mark to
+// the newest receipt; it sleeps 3 s first while the file "slow" exists.
+type shellNode struct {
+	t      *testing.T
+	srv    *harness.Server
+	agents string
+	log    string // the stand-in hook's log
+	client *fossilio.Client
+	logs   *lockedLog
+	w      *hookWatch
+}
+
+// lockedLog is a slog handler's output, safe to read while the watch writes.
+type lockedLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func newShellNode(t *testing.T, every time.Duration, noEvents bool) *shellNode {
+	srv := harness.StartServer(t, harness.Options{
+		Settings: map[string]string{"backoffice-disable": "1"},
+		Setup: func(s *harness.Server) error {
+			_, err := s.Fossil("sql", "-R", s.Repo, "PRAGMA journal_mode=WAL")
+			return err
+		},
+	})
+	agents := t.TempDir()
+	layout, err := host.NewLayout(agents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &shellNode{t: t, srv: srv, agents: agents, log: filepath.Join(agents, "hook.log"), logs: &lockedLog{}}
+	script := filepath.Join(agents, "hook.sh")
+	mark := layout.HookMark("demo")
+	body := fmt.Sprintf(`#!/bin/sh
+echo "start $$" >> %[1]q
+if [ -e %[2]q ]; then sleep 3; fi
+n=$(%[3]q sql -R "$1" "SELECT max(rcvid) FROM rcvfrom" 2>/dev/null)
+printf '%%s\n' "$n" > %[4]q
+echo "done $n" >> %[1]q
+`, n.log, filepath.Join(agents, "slow"), harness.FossilPath, mark)
+	if err := os.WriteFile(script, []byte(body), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := (&fossilio.Admin{Repository: srv.Repo}).InstallHook(ctx, "/bin/sh "+script+" %R"); err != nil {
+		t.Fatal(err)
+	}
+	repo, err := fossilio.OpenNode(srv.Repo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { repo.Close() })
+	newest, err := repo.NewestReceipt(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mark, host.HookMarkContent(newest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root, err := unixhost.OpenRoot(agents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	n.client = &fossilio.Client{URL: srv.URL, Login: srv.AdminLogin, Password: srv.AdminPassword, ProjectCode: srv.ProjectCode}
+	n.w = &hookWatch{layout: layout, root: root, projects: map[string]string{"demo": srv.Repo}, fossil: harness.FossilPath,
+		repo:     func(string) (*fossilio.Repo, error) { return repo, nil },
+		log:      slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		noEvents: noEvents,
+		times:    watchTimes{Every: every, Settle: hookSettle, Retry: hookRetry, Busy: hookBusyBound, Launch: hookLaunchBound}}
+	n.w.start()
+	t.Cleanup(n.w.release)
+	return n
+}
+
+// post writes a post over sync, as a person's client would, with no
+// backoffice after it: only the watch can run the hook for it. It returns
+// the post's receipt.
+func (n *shellNode) post(text string) int64 {
+	n.t.Helper()
+	if _, err := n.client.NewThread(context.Background(), "a post", text); err != nil {
+		n.t.Fatal(err)
+	}
+	out, err := n.srv.Fossil("sql", "-R", n.srv.Repo, "SELECT max(rcvid) FROM rcvfrom")
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	fields := strings.Fields(out)
+	r, err := strconv.ParseInt(fields[len(fields)-1], 10, 64)
+	if err != nil {
+		n.t.Fatalf("the newest receipt: %q", out)
+	}
+	return r
+}
+
+func (n *shellNode) hookLog() string {
+	b, _ := os.ReadFile(n.log)
+	return string(b)
+}
+
+// waitHook waits (at most 60 s, to fail rather than hang) for the hook's log
+// to hold s.
+func (n *shellNode) waitHook(s string) {
+	n.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(n.hookLog(), s) {
+		if time.Now().After(deadline) {
+			n.t.Fatalf("no %q in the hook's log in 60 s:\n%s\nthe watch's log:\n%s", s, n.hookLog(), n.logs.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitLog waits (at most 60 s) for the watch's log to hold s.
+func (n *shellNode) waitLog(s string) {
+	n.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(n.logs.String(), s) {
+		if time.Now().After(deadline) {
+			n.t.Fatalf("no %q in the watch's log in 60 s:\n%s", s, n.logs.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestHookWatchFollowsWrites: with no periodic look for an hour, a post the
+// server's backoffice never hands the hook gets a run anyway, woken by the
+// repository's write; the run's end is logged with the mark.
+func TestHookWatchFollowsWrites(t *testing.T) {
+	n := newShellNode(t, time.Hour, false)
+	start := time.Now()
+	r := n.post("hello")
+	n.waitHook(fmt.Sprintf("done %d", r))
+	took := time.Since(start)
+	// The run's end is logged with the mark, once the hook has exited.
+	n.waitLog(fmt.Sprintf(`msg="the wake hook the daemon ran is done" project=demo mark=%d`, r))
+	if logs := n.logs.String(); !strings.Contains(logs, "running it") || !strings.Contains(logs, "woken=write") {
+		t.Errorf("the watch did not say a write woke it:\n%s", logs)
+	}
+	if got := strings.Count(n.hookLog(), "start"); got != 1 {
+		t.Errorf("%d runs for one post:\n%s", got, n.hookLog())
+	}
+	t.Logf("post to the hook's end: %s", took)
+}
+
+// TestHookWatchFallsBackToLooks: without the file events, the looks every
+// Every still find the post, and run the hook a Settle later.
+func TestHookWatchFallsBackToLooks(t *testing.T) {
+	n := newShellNode(t, 200*time.Millisecond, true)
+	r := n.post("hello")
+	n.waitHook(fmt.Sprintf("done %d", r))
+	if logs := n.logs.String(); !strings.Contains(logs, "woken=look") {
+		t.Errorf("the run was not a look's:\n%s", logs)
+	}
+}
+
+// TestHookWatchPauseAndStop: a pause waits for the run under way; a write
+// during the pause is looked at on resuming; a stop ends a run under way
+// (its process group) and returns.
+func TestHookWatchPauseAndStop(t *testing.T) {
+	n := newShellNode(t, time.Hour, false)
+	if err := os.WriteFile(filepath.Join(n.agents, "slow"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := n.post("slow")
+	n.waitHook("start")
+	n.w.pause()
+	if !strings.Contains(n.hookLog(), fmt.Sprintf("done %d", r)) {
+		t.Fatalf("the pause returned before the run under way ended:\n%s", n.hookLog())
+	}
+	if err := os.Remove(filepath.Join(n.agents, "slow")); err != nil {
+		t.Fatal(err)
+	}
+	r2 := n.post("while paused")
+	n.w.resume()
+	n.waitHook(fmt.Sprintf("done %d", r2))
+
+	if err := os.WriteFile(filepath.Join(n.agents, "slow"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runs := strings.Count(n.hookLog(), "start")
+	n.post("stopped")
+	deadline := time.Now().Add(60 * time.Second)
+	for strings.Count(n.hookLog(), "start") == runs {
+		if time.Now().After(deadline) {
+			t.Fatalf("no run for the third post:\n%s", n.hookLog())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	begun := time.Now()
+	n.w.stop()
+	if took := time.Since(begun); took > 2*time.Second {
+		t.Errorf("the stop took %s with a run under way (it sleeps 3 s)", took)
+	}
+	if got := strings.Count(n.hookLog(), "done"); got != 2 {
+		t.Errorf("the run under way at the stop was not ended (%d runs done):\n%s", got, n.hookLog())
+	}
+}
