@@ -40,6 +40,10 @@ func (l Layout) Pipe() string { return filepath.Join(l.root, "ocxd") }
 // Log is AGENTS/ocxd.log, the daemon's log.
 func (l Layout) Log() string { return filepath.Join(l.root, "ocxd.log") }
 
+// HookLog is the hook's log, AGENTS/hook.log: Fossil closes the hook's
+// standard output, so it writes nothing there.
+func (l Layout) HookLog() string { return filepath.Join(l.root, "hook.log") }
+
 // Handoff is AGENTS/ocxd.handoff, present only while the daemon re-execs.
 func (l Layout) Handoff() string { return filepath.Join(l.root, "ocxd.handoff") }
 

@@ -64,7 +64,7 @@ func TestHookAsFossilRunsIt(t *testing.T) {
 	}
 	env := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
 	slices.Sort(env)
-	// PWD is the starting shell's own (node.EnsureDaemon starts the daemon
+	// PWD is the starting shell's own (daemonclient.Ensure starts the daemon
 	// detached through /bin/sh, in /).
 	want := []string{"HOME=" + n.agents, "LANG=C.UTF-8", "PATH=/usr/local/bin:/usr/bin:/bin", "PWD=/"}
 	if !slices.Equal(env, want) {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
@@ -273,11 +274,11 @@ func (d *demo) stopDaemons(ctx context.Context) {
 		busy := false
 		if len(pidsRunning(hook, "hook")) > 0 {
 			busy = true
-		} else if pid, err := node.DaemonPID(d.n.Layout); err == nil && pid > 0 {
+		} else if pid, err := daemonclient.PID(d.n.Layout); err == nil && pid > 0 {
 			busy = true
 			_ = unixhost.Kill(pid, host.SIGTERM)
 			for i := 0; i < 500; i++ {
-				if p, _ := node.DaemonPID(d.n.Layout); p != pid {
+				if p, _ := daemonclient.PID(d.n.Layout); p != pid {
 					break
 				}
 				time.Sleep(20 * time.Millisecond)

@@ -18,8 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/listening"
-	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -43,7 +43,7 @@ type Options struct {
 	// Fossil is the fossil executable (git export); empty means "fossil".
 	Fossil string
 	// DaemonWait bounds the wait for a daemon the hook started to read its
-	// pipe; zero means node.DefaultDaemonWait.
+	// pipe; zero means daemonclient.DefaultWait.
 	DaemonWait time.Duration
 	// LockWait bounds the wait for another run of the hook on the same
 	// repository to finish; zero means DefaultLockWait.
@@ -91,7 +91,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	log := o.Log
 	if log == nil {
-		f, err := unixhost.OpenLog(node.HookLog(layout.Root()))
+		f, err := unixhost.OpenLog(layout.HookLog())
 		if err != nil {
 			return fmt.Errorf("hook: open its log: %w", err)
 		}
@@ -540,16 +540,16 @@ func (h *run) handToDaemon(ctx context.Context, infos []fossilio.Info) {
 	release := h.o.Release
 	if release == "" {
 		var err error
-		if release, err = node.DefaultRelease(h.cfg); err != nil {
+		if release, err = daemonclient.Release(h.cfg); err != nil {
 			h.log.Error("find the daemon", "err", err)
 			return
 		}
 	}
 	wait := h.o.DaemonWait
 	if wait <= 0 {
-		wait = node.DefaultDaemonWait
+		wait = daemonclient.DefaultWait
 	}
-	started, err := node.EnsureDaemon(ctx, h.layout, filepath.Join(release, "ocxd"), wait)
+	started, err := daemonclient.Ensure(ctx, h.layout, filepath.Join(release, "ocxd"), wait)
 	if started {
 		h.log.Info("started the daemon", "program", filepath.Join(release, "ocxd"))
 	}
@@ -557,7 +557,7 @@ func (h *run) handToDaemon(ctx context.Context, infos []fossilio.Info) {
 		h.log.Error("ensure the daemon runs", "err", err)
 		return
 	}
-	if err := node.SendLines(h.layout, lines); err != nil {
+	if err := daemonclient.Send(h.layout, lines); err != nil {
 		h.log.Error("hand posts to the daemon", "lines", len(lines), "err", err)
 		return
 	}

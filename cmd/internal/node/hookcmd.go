@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -13,10 +12,6 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
-
-// HookLog is the hook's log, AGENTS/hook.log: Fossil closes the hook's
-// standard output, so it writes nothing there.
-func HookLog(agents string) string { return filepath.Join(agents, "hook.log") }
 
 // HookCommand is the after-receive hook's command line as Fossil runs it
 // with /bin/sh -c: the release's ocx, the agents root, and %R, which Fossil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/fossilio"
@@ -286,7 +287,7 @@ func TestSessionRefusalsBeforeAnyWrite(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Join(f.ws(), "session", "listening")); len(entries) != 0 {
 		t.Errorf("refused starts wrote the index")
 	}
-	if pid, _ := node.DaemonPID(f.n.Layout); pid != 0 {
+	if pid, _ := daemonclient.PID(f.n.Layout); pid != 0 {
 		t.Errorf("a refused start left a daemon running (pid %d)", pid)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -51,7 +52,7 @@ type Options struct {
 	// answer (D12); zero means DefaultOutcomeWait.
 	OutcomeWait time.Duration
 	// DaemonWait bounds how long a started daemon has to open its pipe;
-	// zero means DefaultDaemonWait.
+	// zero means daemonclient.DefaultWait.
 	DaemonWait time.Duration
 }
 
@@ -73,7 +74,6 @@ type Node struct {
 // Default bounds on waiting.
 const (
 	DefaultOutcomeWait = 30 * time.Second
-	DefaultDaemonWait  = 10 * time.Second
 )
 
 // Open opens the agents root at agents, reading its node.json.
@@ -95,7 +95,7 @@ func Open(agents string, opts Options) (*Node, error) {
 	}
 	n.Config = cfg
 	if n.Release == "" {
-		n.Release, err = DefaultRelease(cfg)
+		n.Release, err = daemonclient.Release(cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -136,27 +136,9 @@ func newNode(agents string, opts Options) (*Node, error) {
 		n.outcomeWait = DefaultOutcomeWait
 	}
 	if n.daemonWait <= 0 {
-		n.daemonWait = DefaultDaemonWait
+		n.daemonWait = daemonclient.DefaultWait
 	}
 	return n, nil
-}
-
-// DefaultRelease is the release directory the node's tools run from: the
-// release root's current link, or, for a developer's build without a release
-// root, the directory of the running executable (D2).
-func DefaultRelease(cfg *messages.NodeConfig) (string, error) {
-	if cfg != nil && cfg.Release != "" {
-		return filepath.Join(cfg.Release, "current"), nil
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("find the release: %w", err)
-	}
-	exe, err = filepath.EvalSymlinks(exe)
-	if err != nil {
-		return "", fmt.Errorf("find the release: %w", err)
-	}
-	return filepath.Dir(exe), nil
 }
 
 // Program is the path of one of the release's programs: ocx, ocxd or
