@@ -36,6 +36,10 @@ build:
 test: deps
 	$(GO) vet ./...
 	$(GO) test -race -shuffle=on -timeout 60m $(TESTFLAGS) $$($(GO) list ./... | grep -v '/itest$$')
+	# Each benchmark of those packages once, so that none rots unseen (a
+	# benchmark checks what it measures: one that stopped working fails).
+	@echo "go test -run '^$$' -bench . -benchtime 1x (every benchmark but itest's, once)"
+	@out=$$($(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m $$($(GO) list ./... | grep -v '/itest$$') 2>&1) || { echo "$$out"; exit 1; }
 	$(GO) test -race -shuffle=on -timeout 60m $(TESTFLAGS) ./itest/
 
 # cover measures the tests' coverage (seed 002, "measure coverage"): a

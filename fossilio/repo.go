@@ -48,6 +48,7 @@ type Repo struct {
 	node    bool
 	db      *sql.DB
 	stmts   map[string]*sql.Stmt
+	once    map[string]bool // queries run once, not yet prepared
 	stmtsMu sync.Mutex
 	// timeout is the busy timeout of its connections.
 	timeout time.Duration
@@ -94,7 +95,7 @@ func open(path string, node bool, opts *Options) (*Repo, error) {
 	}
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	r := &Repo{path: abs, node: node, db: db, stmts: map[string]*sql.Stmt{}, readers: make(chan struct{}, maxConns-1), timeout: timeout}
+	r := &Repo{path: abs, node: node, db: db, stmts: map[string]*sql.Stmt{}, once: map[string]bool{}, readers: make(chan struct{}, maxConns-1), timeout: timeout}
 	var n int
 	probe := func() error {
 		return db.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN ('blob','rcvfrom','config','event','tagxref','user')`).Scan(&n)
@@ -154,13 +155,23 @@ func (r *Repo) wrap(op string, err error) error {
 	return fmt.Errorf("%s %s: %w", op, r.path, err)
 }
 
-// stmt returns the prepared statement for query, preparing it once.
+// stmt returns the prepared statement for query, preparing it the second
+// time the query runs; the first time it returns nil, and the query runs
+// on the transaction's connection alone. A statement prepared for the pool
+// is prepared on a connection of its own (opened, its schema read, for the
+// first) and again on the transaction's, which is what a one-shot reader,
+// the hook, pays for every query it runs once.
 func (r *Repo) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	r.stmtsMu.Lock()
 	defer r.stmtsMu.Unlock()
 	if s, ok := r.stmts[query]; ok {
 		return s, nil
 	}
+	if !r.once[query] {
+		r.once[query] = true
+		return nil, nil
+	}
+	delete(r.once, query)
 	s, err := r.db.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
@@ -255,6 +266,9 @@ func (rd *reader) query(q string, args ...any) (*sql.Rows, error) {
 	s, err := rd.r.stmt(rd.ctx, q)
 	if err != nil {
 		return nil, err
+	}
+	if s == nil {
+		return rd.tx.QueryContext(rd.ctx, q, args...)
 	}
 	return rd.tx.StmtContext(rd.ctx, s).QueryContext(rd.ctx, args...)
 }

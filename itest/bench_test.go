@@ -68,6 +68,27 @@ func (c *pipeCounter) count(want int) int {
 // daemon (it holds its lock and reads its pipe) and for the session (it
 // reads the wake pipe), so that nothing but the hook is measured.
 func BenchmarkHook(b *testing.B) {
+	// An empty static Go binary (main returns at once): the least any Go
+	// program costs to start here, the yardstick for the hook's aim.
+	b.Run("empty-binary", func(b *testing.B) {
+		dir := b.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		empty := filepath.Join(dir, "empty")
+		build := exec.Command("go", "build", "-o", empty, "main.go")
+		build.Dir = dir
+		build.Env = append(os.Environ(), "CGO_ENABLED=0", "GO111MODULE=off")
+		if out, err := build.CombinedOutput(); err != nil {
+			b.Fatalf("build the empty binary: %v\n%s", err, out)
+		}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if err := exec.Command(empty).Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	// What starting the ocx binary costs here, doing nothing else: the floor
 	// under any hook run on this machine.
 	b.Run("start-only", func(b *testing.B) {

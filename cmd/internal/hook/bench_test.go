@@ -31,6 +31,7 @@ func BenchmarkRun(b *testing.B) {
 				b.Fatal(err)
 			}
 			must(b, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+			f.hears(agent, "alice")
 			w := f.listen(agent)
 			r, _ := fossilio.OpenNode(f.srv.Repo, nil)
 			_, mark, err := r.Received(f.ctx, math.MaxInt64)
