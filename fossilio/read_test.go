@@ -565,6 +565,24 @@ func TestUsersAndProject(t *testing.T) {
 	if _, err := n.repo.User(n.ctx, "zed"); !errors.Is(err, fossilio.ErrNoSuchUser) {
 		t.Fatalf("unknown user: %v", err)
 	}
+	// PrivilegedUsers, one read, says what Privileged says of each user.
+	priv, err := n.repo.PrivilegedUsers(n.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inList := map[string]bool{}
+	for _, u := range priv {
+		inList[u] = true
+	}
+	if !inList[n.srv.AdminLogin] {
+		t.Errorf("PrivilegedUsers %v leaves out the admin %s", priv, n.srv.AdminLogin)
+	}
+	for _, u := range users {
+		ok, err := n.repo.Privileged(n.ctx, u.Login)
+		if err != nil || ok != inList[u.Login] {
+			t.Errorf("%s: Privileged %v %v, in PrivilegedUsers %v", u.Login, ok, err, inList[u.Login])
+		}
+	}
 	code, err := n.repo.ProjectCode(n.ctx)
 	if err != nil || code != n.srv.ProjectCode || n.repo.ProjectName() != "demo" {
 		t.Fatalf("project %q %q %v", code, n.repo.ProjectName(), err)

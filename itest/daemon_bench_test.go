@@ -180,7 +180,19 @@ func BenchmarkDaemonLaunch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d := startDaemon(b, n, filepath.Join(root, "current", "ocxd"), "--grace", "1s")
+	flags := []string{"--grace", "1s"}
+	// OCX_BENCH_PROFILE=DIR keeps the daemon's CPU profile and its debug
+	// log of the run there, for `go tool pprof` and the stages' times.
+	prof := os.Getenv("OCX_BENCH_PROFILE")
+	if prof != "" {
+		flags = append(flags, "--cpu-profile", filepath.Join(prof, "ocxd-launch.prof"), "--log-level", "debug")
+		b.Cleanup(func() {
+			if data, err := os.ReadFile(filepath.Join(n.agents, "ocxd.log")); err == nil {
+				os.WriteFile(filepath.Join(prof, "ocxd-launch.log"), data, 0o644)
+			}
+		})
+	}
+	d := startDaemon(b, n, filepath.Join(root, "current", "ocxd"), flags...)
 
 	// 1,000 workspace actors alive (each made by a stop of its workspace).
 	var ghosts []string

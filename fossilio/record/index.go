@@ -37,7 +37,26 @@ type Index struct {
 	// replies are the node user's end and refusal notes, by the launch
 	// they answer.
 	replies map[string][]Entry
+	// definitions are the session and workspace definitions by hash,
+	// wherever they stand (a launch names them so; posts do not change).
+	definitions map[string]Entry
+	// recent are the artifacts the latest refreshes read, by hash, the
+	// oldest first in recentOrder: what a classification that follows a
+	// refresh need not read again.
+	recent      map[string]artifact
+	recentOrder []string
 }
+
+// artifact is what a refresh read of one artifact.
+type artifact struct {
+	info  fossilio.Info
+	entry Entry
+	ok    bool // it holds a note, or blocks that claim to be one
+}
+
+// maxRecent bounds the artifacts a refresh keeps for the classifications
+// that follow it.
+const maxRecent = 256
 
 // NewIndex indexes repo, where nodeUser writes the daemon's notes. Nothing is
 // read until the first Refresh.
@@ -48,6 +67,8 @@ func NewIndex(repo *fossilio.Repo, nodeUser string) *Index {
 		terminated:    map[messages.WorkspaceKey][]Entry{},
 		listens:       map[messages.WorkspaceKey][]Entry{},
 		replies:       map[string][]Entry{},
+		definitions:   map[string]Entry{},
+		recent:        map[string]artifact{},
 	}
 }
 
@@ -94,6 +115,10 @@ func (x *Index) Refresh(ctx context.Context) error {
 			if ok {
 				x.add(e)
 			}
+			// A post awaiting moderation may yet be approved: read again.
+			if !info.Pending {
+				x.remember(artifact{info: info, entry: e, ok: ok})
+			}
 		}
 	}
 	if last > x.mark {
@@ -102,8 +127,58 @@ func (x *Index) Refresh(ctx context.Context) error {
 	return nil
 }
 
+// remember keeps what a refresh read of an artifact. The caller holds x.mu.
+func (x *Index) remember(a artifact) {
+	if _, ok := x.recent[a.info.Hash]; !ok {
+		x.recentOrder = append(x.recentOrder, a.info.Hash)
+	}
+	x.recent[a.info.Hash] = a
+	for len(x.recentOrder) > maxRecent {
+		delete(x.recent, x.recentOrder[0])
+		x.recentOrder = x.recentOrder[1:]
+	}
+}
+
+// Artifact is what the record holds at hash: its classification, and for a
+// post or a ticket change its entry (ok when it holds a note, or blocks that
+// claim to be one). It refreshes first, and an artifact the refresh just
+// read is not read again.
+func (x *Index) Artifact(ctx context.Context, hash string) (fossilio.Info, Entry, bool, error) {
+	if err := x.Refresh(ctx); err != nil {
+		return fossilio.Info{}, Entry{}, false, err
+	}
+	x.mu.Lock()
+	a, found := x.recent[hash]
+	x.mu.Unlock()
+	if found {
+		return a.info, a.entry, a.ok, nil
+	}
+	info, err := x.repo.Info(ctx, hash)
+	if err != nil {
+		return fossilio.Info{}, Entry{}, false, err
+	}
+	e, ok, err := Read(ctx, x.repo, info)
+	return info, e, ok, err
+}
+
+// definition is the note at hash as At reads it, from the index when it is
+// a definition already indexed.
+func (x *Index) definition(ctx context.Context, hash string) (Entry, error) {
+	x.mu.Lock()
+	e, found := x.definitions[hash]
+	x.mu.Unlock()
+	if found {
+		return e, nil
+	}
+	return At(ctx, x.repo, hash)
+}
+
 // add files an entry. The caller holds x.mu.
 func (x *Index) add(e Entry) {
+	switch e.Note.(type) {
+	case *messages.SessionDefinition, *messages.WorkspaceDefinition:
+		x.definitions[e.Hash] = e
+	}
 	switch n := e.Note.(type) {
 	case *messages.ListenNote, *messages.UnlistenNote:
 		if l, _, counts := ListenCounts(e); counts {

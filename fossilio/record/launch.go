@@ -89,7 +89,10 @@ func (x *Index) resolve(ctx context.Context, e Entry, n *messages.LaunchNote) (V
 	if n.Project != project {
 		return refuse("launch note %s names project %q but is in the repository of %q", short(e.Hash), n.Project, project)
 	}
-	sd, err := At(ctx, x.repo, n.Session)
+	if err := x.Refresh(ctx); err != nil {
+		return Verdict{}, err
+	}
+	sd, err := x.definition(ctx, n.Session)
 	if err != nil {
 		return refuse("its session definition %s: %v", short(n.Session), err)
 	}
@@ -102,7 +105,7 @@ func (x *Index) resolve(ctx context.Context, e Entry, n *messages.LaunchNote) (V
 	case !x.Privileged(ctx, sd.Sender):
 		return refuse("its session definition %s was sent by %q, who holds neither admin nor setup, so it does not count (D7)", short(n.Session), sd.Sender)
 	}
-	wd, err := At(ctx, x.repo, n.Workspace)
+	wd, err := x.definition(ctx, n.Workspace)
 	if err != nil {
 		return refuse("its workspace definition %s: %v", short(n.Workspace), err)
 	}

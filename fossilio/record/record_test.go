@@ -2,6 +2,7 @@ package record_test
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -196,6 +197,48 @@ func TestLaunchVerdicts(t *testing.T) {
 	}
 	if v := verdict(adminDef); v.Nothing == "" || v.Spec != nil {
 		t.Errorf("a session definition: %+v", v)
+	}
+}
+
+// TestArtifactAsAtReadsIt: what the index hands a classification (the
+// artifact a refresh just read, or read afresh) and the definitions it
+// looks up by hash are what record.At and the repository read; a hash it
+// never saw is read from the repository, and one the repository lacks is
+// an error naming it.
+func TestArtifactAsAtReadsIt(t *testing.T) {
+	f := newFix(t)
+	home := f.thread(f.admin, f.srv.AdminLogin, f.block(wsDef("agent-1")))
+	def := f.reply(f.admin, f.srv.AdminLogin, home, f.block(&messages.SessionDefinition{Kind: messages.Mechanical, Command: []string{"cat"}, Lifetime: messages.Stays}))
+	plain := f.reply(f.alice, "alice", home, "no note here")
+	idx := record.NewIndex(f.repo, "ocx")
+	for _, h := range []string{home, def, plain} {
+		info, e, ok, err := idx.Artifact(f.ctx, h)
+		if err != nil {
+			t.Fatalf("%s: %v", h, err)
+		}
+		want, err := f.repo.Info(f.ctx, h)
+		if err != nil || !reflect.DeepEqual(info, want) {
+			t.Errorf("%s: info %+v, the repository's %+v %v", h, info, want, err)
+		}
+		if h == plain {
+			if ok || e.Note != nil {
+				t.Errorf("a post without a note: ok %v, note %v", ok, e.Note)
+			}
+			continue
+		}
+		at, err := record.At(f.ctx, f.repo, h)
+		if err != nil || !ok || e.Hash != at.Hash || e.Sender != at.Sender || e.Record != at.Record || e.Note.String() != at.Note.String() {
+			t.Errorf("%s: the index's %+v (ok %v), At's %+v %v", h, e, ok, at, err)
+		}
+	}
+	// Posted after the index's last refresh: the next call reads it.
+	later := f.reply(f.admin, f.srv.AdminLogin, home, f.block(&messages.SessionDefinition{Kind: messages.Mechanical, Command: []string{"true"}, Lifetime: messages.Completes}))
+	if _, e, ok, err := idx.Artifact(f.ctx, later); err != nil || !ok || e.Hash != later {
+		t.Errorf("a post received after the last refresh: %+v %v %v", e, ok, err)
+	}
+	missing := strings.Repeat("0", 64)
+	if _, _, _, err := idx.Artifact(f.ctx, missing); err == nil || !strings.Contains(err.Error(), missing[:10]) {
+		t.Errorf("a hash the repository lacks: %v, want an error naming it", err)
 	}
 }
 

@@ -30,6 +30,10 @@ type Options struct {
 	// Restore says the process is the new image of a re-exec: it takes the
 	// lock, the pipe and the children over from AGENTS/ocxd.handoff.
 	Restore bool
+	// CPUProfile, when set, is where the daemon writes a CPU profile of its
+	// run (runtime/pprof's format, for go tool pprof), when it stops or
+	// re-execs.
+	CPUProfile string
 	// HandoffVersion asks only for the hand-off version this build reads,
 	// which the old image checks before it execs a release's ocxd.
 	HandoffVersion bool
@@ -69,7 +73,7 @@ type UsageError struct{ msg string }
 func (e *UsageError) Error() string { return e.msg }
 
 const usageText = `usage: ocxd --agents AGENTS [--grace DURATION] [--log-level LEVEL]
-            [--hook-watch DURATION]
+            [--hook-watch DURATION] [--cpu-profile FILE]
        ocxd --handoff-version
 
 The daemon of the agents root AGENTS: it reads AGENTS/ocxd, launches and stops
@@ -84,6 +88,8 @@ stops it (its sessions keep running); USR1 writes its memory to its log.
                          hook keeps up with a repository's receipts (each
                          write to it is checked at once), running it when
                          nothing else will (default 2s; 0 turns it off)
+  --cpu-profile FILE     write a CPU profile of the run to FILE (for go tool
+                         pprof) when the daemon stops or re-execs
   --handoff-version      print the re-exec hand-off version this build reads
 `
 
@@ -99,6 +105,7 @@ func ParseArgs(args []string) (Options, error) {
 	fs.StringVar(&level, "log-level", "info", "")
 	fs.DurationVar(&o.HookWatch, "hook-watch", DefaultHookWatch, "")
 	fs.BoolVar(&o.Restore, "restore", false, "")
+	fs.StringVar(&o.CPUProfile, "cpu-profile", "", "")
 	fs.BoolVar(&o.HandoffVersion, "handoff-version", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -63,22 +64,25 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // daemon is one running ocxd: everything Run opened, to be closed in order.
 type daemon struct {
-	opts    Options
-	layout  host.Layout
-	cfg     *messages.NodeConfig
-	log     *slog.Logger
-	logFile *os.File
-	root    *unixhost.Root
-	lock    *unixhost.FileLock
-	rel     *releases
-	table   *unixhost.ProcTable
-	procs   *procs
-	records *records
-	reaper  *reaper
-	inputs  *inputs
-	hooks   *hookWatch
-	sys     *actor.ActorSystem
-	node    *actor.PID
+	opts Options
+	// stopProfile ends and writes the CPU profile (--cpu-profile); it is
+	// called again, harmlessly, at the end of Run.
+	stopProfile func()
+	layout      host.Layout
+	cfg         *messages.NodeConfig
+	log         *slog.Logger
+	logFile     *os.File
+	root        *unixhost.Root
+	lock        *unixhost.FileLock
+	rel         *releases
+	table       *unixhost.ProcTable
+	procs       *procs
+	records     *records
+	reaper      *reaper
+	inputs      *inputs
+	hooks       *hookWatch
+	sys         *actor.ActorSystem
+	node        *actor.PID
 
 	// sigs receives the signals Run catches; Exec keeps HUP off it across
 	// the exec.
@@ -112,6 +116,14 @@ func Run(ctx context.Context, opts Options) (err error) {
 	signal.Notify(sigs, unixhost.OSSignals(caughtSignals...)...)
 	defer signal.Stop(sigs)
 	d.sigs = sigs
+	if opts.CPUProfile != "" {
+		stop, err := startCPUProfile(opts.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		d.stopProfile = stop
+	}
 	if err := d.start(); err != nil {
 		return err
 	}
@@ -444,3 +456,23 @@ const (
 
 // execTimeout bounds the probe of the release's ocxd.
 const execTimeout = 10 * time.Second
+
+// startCPUProfile starts writing a CPU profile to path, returning what ends
+// it (once, whoever calls it first).
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpu-profile %s: %w", path, err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		})
+	}, nil
+}

@@ -108,7 +108,9 @@ func (r *records) Classify(ctx context.Context, repository, hash string) (actors
 	if err != nil {
 		return actors.Classification{}, err
 	}
-	info, err := x.repo.Info(ctx, hash)
+	// The index has most often just read it, in the refresh that also
+	// brings its record up to date for the verdict.
+	info, e, _, err := x.idx.Artifact(ctx, hash)
 	if err != nil {
 		return actors.Classification{}, fmt.Errorf("classify %s of %s: %w", hash, repository, err)
 	}
@@ -122,10 +124,6 @@ func (r *records) Classify(ctx context.Context, repository, hash string) (actors
 	case fossilio.KindPost, fossilio.KindTicketChange:
 	default:
 		return actors.Classification{Nothing: "a " + info.Kind.String()}, nil
-	}
-	e, _, err := record.Read(ctx, x.repo, info)
-	if err != nil {
-		return actors.Classification{}, err
 	}
 	v, err := x.idx.LaunchVerdict(ctx, e)
 	if err != nil {

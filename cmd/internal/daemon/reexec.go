@@ -127,6 +127,9 @@ func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
 	// default would end the new image, which holds the lock from the first
 	// instruction. A HUP meanwhile asks for the re-exec under way.
 	signal.Ignore(unixhost.OSSignal(host.SIGHUP))
+	if d.stopProfile != nil {
+		d.stopProfile() // the new image does not go on with it
+	}
 	err = unixhost.Exec(target, argv, os.Environ())
 	if d.sigs != nil {
 		signal.Notify(d.sigs, unixhost.OSSignal(host.SIGHUP))

@@ -28,6 +28,9 @@ func TestParseArgs(t *testing.T) {
 	if again, err := ParseArgs(o.argv("/r/ocxd")[1:]); err != nil || again.Agents != o.Agents || again.Grace != o.Grace || again.Level != o.Level || again.HookWatch != o.HookWatch || !again.Restore {
 		t.Errorf("the re-exec's argv reads back as %+v %v", again, err)
 	}
+	if o, err := ParseArgs([]string{"--agents", "/a", "--cpu-profile", "/tmp/ocxd.prof"}); err != nil || o.CPUProfile != "/tmp/ocxd.prof" || strings.Contains(strings.Join(o.argv("/r/ocxd"), " "), "profile") {
+		t.Errorf("--cpu-profile: %+v %v (the new image of a re-exec does not go on with it)", o, err)
+	}
 	if o, err := ParseArgs([]string{"--handoff-version"}); err != nil || !o.HandoffVersion {
 		t.Errorf("--handoff-version: %+v %v", o, err)
 	}
