@@ -34,11 +34,8 @@ func (c *Client) Fetch(ctx context.Context, hashes ...string) ([][]byte, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLogin(c.Login); err != nil {
-		return nil, fmt.Errorf("fetch from %s: %w", u, err)
-	}
-	if c.Password == "" {
-		return nil, fmt.Errorf("fetch from %s as %q: %w: no password", u, c.Login, ErrBadInput)
+	if err := c.checkCredentials("fetch from " + u); err != nil {
+		return nil, err
 	}
 	if !IsHash(strings.ToLower(c.ProjectCode)) {
 		return nil, fmt.Errorf("fetch from %s: %w: project code %q is not a hash", u, ErrBadInput, c.ProjectCode)
@@ -143,10 +140,7 @@ func (c *Client) fetchOnce(ctx context.Context, u string, want []string) (*fetch
 	for _, h := range want {
 		payload.WriteString("gimme " + h + "\n")
 	}
-	nonce := sha1Hex(payload.String())
-	sig := sha1Hex(nonce + sharedSecret(c.ProjectCode, c.Login, c.Password))
-	msg := "login " + Fossilize(c.Login) + " " + nonce + " " + sig + "\n" + payload.String()
-	reply, err := c.exchange(ctx, "fetch", u, []byte(msg))
+	reply, err := c.exchange(ctx, "fetch", u, c.signed(payload.String()))
 	if err != nil {
 		return nil, err
 	}

@@ -43,6 +43,9 @@ type Notes struct {
 	URL         string
 	ProjectCode string
 	Password    func(login string) (string, error)
+	// Cookie, when not nil, gives a login's Fossil login cookie: a login it
+	// gives one for writes by it (Client.Cookie) and needs no password.
+	Cookie func(login string) string
 	// Backoffice, when not nil, runs after each note (see Client.Backoffice).
 	Backoffice func(context.Context) error
 	Now        func() time.Time
@@ -80,11 +83,17 @@ func (w *Notes) WriteNotes(ctx context.Context, notes ...NoteWrite) ([]string, e
 		}
 		artifacts[i] = a
 	}
-	pw, err := w.Password(login)
-	if err != nil {
-		return nil, fmt.Errorf("write %v: password: %w", notes[0], err)
+	c := &Client{URL: w.URL, Login: login, ProjectCode: w.ProjectCode, Backoffice: w.Backoffice, Now: w.Now}
+	if w.Cookie != nil {
+		c.Cookie = w.Cookie(login)
 	}
-	c := &Client{URL: w.URL, Login: login, Password: pw, ProjectCode: w.ProjectCode, Backoffice: w.Backoffice, Now: w.Now}
+	if c.Cookie == "" {
+		pw, err := w.Password(login)
+		if err != nil {
+			return nil, fmt.Errorf("write %v: password: %w", notes[0], err)
+		}
+		c.Password = pw
+	}
 	return c.PushAll(ctx, artifacts...)
 }
 

@@ -31,6 +31,11 @@ type Client struct {
 	// password or the 40-hex shared secret (Fossil's client takes exactly 40
 	// hex digits as the secret).
 	Login, Password string
+	// Cookie, in place of Password, is a Fossil login cookie of Login's
+	// (NAME=VALUE, as a browser sends it): the request carries it and no
+	// login card, and the server authenticates the write by it as it does
+	// a web page's (D30). The console writes as its viewer this way.
+	Cookie string
 	// ProjectCode is the repository's project code (Repo.ProjectCode).
 	ProjectCode string
 	// Backoffice, when not nil, runs after each successful push. On the
@@ -101,11 +106,8 @@ func (c *Client) push(ctx context.Context, artifacts ...[]byte) ([]string, error
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLogin(c.Login); err != nil {
-		return nil, fmt.Errorf("push to %s: %w", u, err)
-	}
-	if c.Password == "" {
-		return nil, fmt.Errorf("push to %s as %q: %w: no password", u, c.Login, ErrBadInput)
+	if err := c.checkCredentials("push to " + u); err != nil {
+		return nil, err
 	}
 	if !IsHash(strings.ToLower(c.ProjectCode)) {
 		return nil, fmt.Errorf("push to %s: %w: project code %q is not a hash", u, ErrBadInput, c.ProjectCode)
@@ -121,13 +123,7 @@ func (c *Client) push(ctx context.Context, artifacts ...[]byte) ([]string, error
 		payload.WriteString("file " + hashes[i] + " " + strconv.Itoa(len(a)) + "\n")
 		payload.Write(a)
 	}
-	// The nonce is the hash of everything after the login card, so the
-	// signature covers the whole message.
-	nonce := sha1Hex(payload.String())
-	sig := sha1Hex(nonce + sharedSecret(c.ProjectCode, c.Login, c.Password))
-	msg := "login " + Fossilize(c.Login) + " " + nonce + " " + sig + "\n" + payload.String()
-
-	reply, err := c.exchange(ctx, "push", u, []byte(msg))
+	reply, err := c.exchange(ctx, "push", u, c.signed(payload.String()))
 	if err != nil {
 		return nil, err
 	}
@@ -140,6 +136,72 @@ func (c *Client) push(ctx context.Context, artifacts ...[]byte) ([]string, error
 		}
 	}
 	return hashes, nil
+}
+
+// checkCredentials refuses a client that cannot authenticate: a login
+// that is not one, neither a password nor a cookie, or a cookie that is
+// another login's (the write would be recorded as the cookie's user).
+func (c *Client) checkCredentials(where string) error {
+	if err := checkLogin(c.Login); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	switch {
+	case c.Cookie != "" && c.Password != "":
+		return fmt.Errorf("%s as %q: %w: both a password and a cookie", where, c.Login, ErrBadInput)
+	case c.Cookie != "":
+		login, err := CookieLogin(c.Cookie)
+		if err != nil {
+			return fmt.Errorf("%s as %q: %w", where, c.Login, err)
+		}
+		if login != c.Login {
+			return fmt.Errorf("%s as %q: %w: the cookie is %q's", where, c.Login, ErrBadInput, login)
+		}
+	case c.Password == "":
+		return fmt.Errorf("%s as %q: %w: no password", where, c.Login, ErrBadInput)
+	}
+	return nil
+}
+
+// signed is a sync message: the payload after a login card whose nonce is
+// the hash of the payload, so the signature covers the whole message; with
+// a cookie, the payload alone (the cookie rides in the request's header).
+func (c *Client) signed(payload string) []byte {
+	if c.Cookie != "" {
+		return []byte(payload)
+	}
+	nonce := sha1Hex(payload)
+	sig := sha1Hex(nonce + sharedSecret(c.ProjectCode, c.Login, c.Password))
+	return []byte("login " + Fossilize(c.Login) + " " + nonce + " " + sig + "\n" + payload)
+}
+
+// CookieLogin is the login a Fossil login cookie (NAME=VALUE) names: its
+// value is HASH/PROJECT/LOGIN, URL-encoded as Fossil sets it
+// (src/login.c login_check_credentials).
+func CookieLogin(cookie string) (string, error) {
+	name, value, ok := strings.Cut(cookie, "=")
+	if !ok || !strings.HasPrefix(name, "fossil-") || strings.ContainsAny(cookie, "\r\n;") {
+		return "", fmt.Errorf("%w: %q is not a Fossil login cookie (fossil-CODE=VALUE)", ErrBadInput, shortCookie(cookie))
+	}
+	v, err := url.PathUnescape(value)
+	if err != nil {
+		return "", fmt.Errorf("%w: the login cookie's value does not decode: %v", ErrBadInput, err)
+	}
+	parts := strings.Split(v, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[2] == "" {
+		return "", fmt.Errorf("%w: the login cookie's value is not HASH/PROJECT/LOGIN", ErrBadInput)
+	}
+	if err := checkLogin(parts[2]); err != nil {
+		return "", fmt.Errorf("the login cookie's login: %w", err)
+	}
+	return parts[2], nil
+}
+
+// shortCookie shows where a malformed cookie goes wrong without its secret.
+func shortCookie(s string) string {
+	if len(s) > 16 {
+		return s[:16] + "…"
+	}
+	return s
 }
 
 // one returns the single hash of a one-artifact push.
@@ -175,6 +237,9 @@ func (c *Client) exchange(ctx context.Context, op, u string, msg []byte) (string
 		return "", fmt.Errorf("%s: %w", where, err)
 	}
 	req.Header.Set("Content-Type", syncContentType)
+	if c.Cookie != "" {
+		req.Header.Set("Cookie", c.Cookie)
+	}
 	hc := c.HTTP
 	if hc == nil {
 		hc = defaultHTTP

@@ -23,6 +23,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,6 +57,9 @@ type Options struct {
 	// Setup, when not nil, runs after the repository and users are made and
 	// before the server starts.
 	Setup func(s *Server) error
+	// ExtRoot, when set, is served as the CGI extensions' root
+	// (fossil server --extroot DIR): what /ext/NAME runs.
+	ExtRoot string
 }
 
 // Server is a running fossil server over a fresh repository.
@@ -68,6 +73,7 @@ type Server struct {
 	AdminLogin    string
 	AdminPassword string
 	PID           int // the fossil server process
+	ExtRoot       string
 
 	t       testing.TB
 	cmd     *exec.Cmd
@@ -107,6 +113,7 @@ func StartServer(t testing.TB, opts Options) *Server {
 		AdminPassword: randomText(12),
 		t:             t,
 		logPath:       filepath.Join(dir, "server.log"),
+		ExtRoot:       opts.ExtRoot,
 	}
 	if err := os.MkdirAll(s.Home, 0o700); err != nil {
 		t.Fatalf("harness: %v", err)
@@ -158,7 +165,11 @@ func (s *Server) start(exe string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(exe, "server", "--port", strconv.Itoa(port), "--localhost", "--nojail", s.Repo)
+	args := []string{"server", "--port", strconv.Itoa(port), "--localhost", "--nojail"}
+	if s.ExtRoot != "" {
+		args = append(args, "--extroot", s.ExtRoot)
+	}
+	cmd := exec.Command(exe, append(args, s.Repo)...)
 	cmd.Dir = s.Dir
 	cmd.Env = s.Env()
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -279,6 +290,30 @@ func (s *Server) UserURL(login, password string) string {
 func escapeUserinfo(s string) string {
 	r := strings.NewReplacer("%", "%25", "@", "%40", ":", "%3a", "/", "%2f")
 	return r.Replace(s)
+}
+
+// LoginCookie logs in through Fossil's own login page, as a browser does,
+// and returns the login cookie it sets (NAME=VALUE, as a browser sends it).
+func (s *Server) LoginCookie(login, password string) (string, error) {
+	form := url.Values{"u": {login}, "p": {password}, "in": {"Login"}}
+	req, err := http.NewRequest(http.MethodPost, s.URL+"login", strings.NewReader(form.Encode()))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Referer", s.URL+"login")
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("harness: log in as %s: %w", login, err)
+	}
+	resp.Body.Close()
+	for _, ck := range resp.Cookies() {
+		if strings.HasPrefix(ck.Name, "fossil-") && ck.Value != "" {
+			return ck.Name + "=" + ck.Value, nil
+		}
+	}
+	return "", fmt.Errorf("harness: log in as %s: %s and no login cookie", login, resp.Status)
 }
 
 // Stop ends the server now (cleanup does it otherwise).

@@ -26,11 +26,15 @@ import (
 const DefaultAgents = "/var/lib/ocx/agents"
 
 // Caller is who an action writes on the record as (D10): a Fossil login and
-// its password, sent over sync so that the node's repository records it as
-// the sender.
+// its password, or its login cookie, sent over sync so that the node's
+// repository records it as the sender.
 type Caller struct {
 	Login    string
 	Password string
+	// Cookie, in place of Password, is the caller's Fossil login cookie
+	// (NAME=VALUE): the console's viewer, whose writes Fossil authenticates
+	// by the cookie its own login page set (D30).
+	Cookie string
 }
 
 // Options tune how a node is opened.
@@ -197,7 +201,13 @@ func (n *Node) writer(p project, code string) *fossilio.Notes {
 		URL:         p.URL,
 		ProjectCode: code,
 		Password:    n.password,
-		Now:         n.Now,
+		Cookie: func(login string) string {
+			if login == n.Caller.Login {
+				return n.Caller.Cookie
+			}
+			return ""
+		},
+		Now: n.Now,
 	}
 }
 
@@ -235,8 +245,17 @@ func (n *Node) requireCaller() error {
 	if err := messages.ValidateLogin(n.Caller.Login); err != nil {
 		return fmt.Errorf("caller: %w", err)
 	}
-	if n.Caller.Password == "" {
+	if n.Caller.Password == "" && n.Caller.Cookie == "" {
 		return fmt.Errorf("caller: no password for %q: set OCX_PASSWORD or give --password-file", n.Caller.Login)
+	}
+	if n.Caller.Cookie != "" {
+		login, err := fossilio.CookieLogin(n.Caller.Cookie)
+		if err != nil {
+			return fmt.Errorf("caller: %w", err)
+		}
+		if login != n.Caller.Login {
+			return fmt.Errorf("caller: the login cookie is %q's, not %q's", login, n.Caller.Login)
+		}
 	}
 	return nil
 }

@@ -100,7 +100,7 @@ func (n *Node) Ticket(ctx context.Context, in PostInput) *Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
-	c := &fossilio.Client{URL: p.URL, Login: n.Caller.Login, Password: n.Caller.Password, ProjectCode: code, Now: n.Now}
+	c := &fossilio.Client{URL: p.URL, Login: n.Caller.Login, Password: n.Caller.Password, Cookie: n.Caller.Cookie, ProjectCode: code, Now: n.Now}
 	hash, id, err := c.NewTicket(ctx,
 		fossilio.Field{Name: "title", Value: in.Title}, fossilio.Field{Name: "status", Value: "Open"},
 		fossilio.Field{Name: "type", Value: "Code_Defect"}, fossilio.Field{Name: "icomment", Value: in.Text},
