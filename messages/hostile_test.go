@@ -328,3 +328,24 @@ func TestNewProcessInfo(t *testing.T) {
 		t.Errorf("empty program in a holder: %v", err)
 	}
 }
+
+// TestDecodeSandbox: a sandbox alone (a template's) is read as strictly as
+// inside a definition, its errors naming the field under "sandbox".
+func TestDecodeSandbox(t *testing.T) {
+	sb, err := DecodeSandbox([]byte(`{` + okSandbox + `}`))
+	if err != nil || !sb.Network || len(sb.ReadOnly) != 1 || sb.Path[0] != "/usr/bin" {
+		t.Fatalf("a good sandbox: %+v %v", sb, err)
+	}
+	for _, c := range []struct{ data, err, words string }{
+		{`{` + okSandbox + `, "memory": "4G"}`, "sandbox.memory", "may be a limit"},
+		{`{"network": true, "read_only": [], "read_write": [], "path": []}`, "sandbox.homes", "even an empty one"},
+		{`{"network": true, "read_only": ["tmp"], "read_write": [], "homes": [], "path": []}`, "sandbox.read_only[0]", "not an absolute path"},
+		{`["/usr"]`, "", "a sandbox is a JSON object"},
+		{`{"network": true,`, "", "truncated"},
+	} {
+		_, err := DecodeSandbox([]byte(c.data))
+		if err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), c.words) {
+			t.Errorf("%s: %v, want %q and %q", c.data, err, c.err, c.words)
+		}
+	}
+}

@@ -142,3 +142,29 @@ func (s Sandbox) render(l *line) {
 	l.flag("network", s.Network).list("read_only", s.ReadOnly).list("read_write", s.ReadWrite).
 		list("homes", s.Homes).list("path", s.Path)
 }
+
+// DecodeSandbox reads a sandbox object on its own (a workspace template's,
+// a --sandbox file's) as strictly as inside a workspace definition: every
+// key known, every list stated, each path checked; errors name the field
+// under "sandbox".
+func DecodeSandbox(data []byte) (Sandbox, error) {
+	const where = "sandbox"
+	v, err := parseStrict(data, MaxNoteLen)
+	if err != nil {
+		return Sandbox{}, at(where, err)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return Sandbox{}, &FieldError{Where: where, Problem: "is " + jsonType(v) + "; a sandbox is a JSON object", Err: ErrInvalid}
+	}
+	var wrap struct {
+		Sandbox Sandbox `json:"sandbox" ocx:"closed" why:"a sandbox"`
+	}
+	if err := fill(jobj{m: map[string]any{"sandbox": m}}, &wrap); err != nil {
+		return Sandbox{}, at(where, err)
+	}
+	if err := wrap.Sandbox.Validate(); err != nil {
+		return Sandbox{}, at(where, err)
+	}
+	return wrap.Sandbox, nil
+}

@@ -37,6 +37,11 @@ type Index struct {
 	// replies are the node user's end and refusal notes, by the launch
 	// they answer.
 	replies map[string][]Entry
+	// ends are the node user's end notes of each workspace, in the
+	// server's order.
+	ends map[messages.WorkspaceKey][]Entry
+	// reports are the report notes on each record, in the server's order.
+	reports map[string][]Entry
 	// definitions are the session and workspace definitions by hash,
 	// wherever they stand (a launch names them so; posts do not change).
 	definitions map[string]Entry
@@ -68,6 +73,8 @@ func NewIndex(repo *fossilio.Repo, nodeUser string) *Index {
 		listens:       map[messages.WorkspaceKey][]Entry{},
 		replies:       map[string][]Entry{},
 		definitions:   map[string]Entry{},
+		ends:          map[messages.WorkspaceKey][]Entry{},
+		reports:       map[string][]Entry{},
 		recent:        map[string]artifact{},
 	}
 }
@@ -195,7 +202,11 @@ func (x *Index) add(e Entry) {
 	case *messages.EndNote:
 		if e.Sender == x.nodeUser {
 			x.replies[n.Launch] = append(x.replies[n.Launch], e)
+			k := messages.WorkspaceKey{Login: n.Login, Project: n.Project}
+			x.ends[k] = append(x.ends[k], e)
 		}
+	case *messages.ReportNote:
+		x.reports[e.Record] = append(x.reports[e.Record], e)
 	case *messages.RefusalNote:
 		if e.Sender == x.nodeUser {
 			x.replies[n.Launch] = append(x.replies[n.Launch], e)
@@ -394,4 +405,44 @@ func sortByServer(es []Entry) {
 		}
 		return 0
 	})
+}
+
+// LatestEnd is the newest end note the node user wrote for a session of
+// workspace key: how its last session ended; ok false when none ended.
+func (x *Index) LatestEnd(ctx context.Context, key messages.WorkspaceKey) (Entry, bool, error) {
+	if err := x.Refresh(ctx); err != nil {
+		return Entry{}, false, err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	es := x.ends[key]
+	if len(es) == 0 {
+		return Entry{}, false, nil
+	}
+	latest := es[0]
+	for _, e := range es[1:] {
+		if e.After(latest) {
+			latest = e
+		}
+	}
+	return latest, true, nil
+}
+
+// Report is the newest report note on record that sender sent after the
+// entry after (a session's report since its launch); ok false when none.
+// Who sent it is the node's receipt's, never the note's (D7).
+func (x *Index) Report(ctx context.Context, record, sender string, after Entry) (Entry, bool, error) {
+	if err := x.Refresh(ctx); err != nil {
+		return Entry{}, false, err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out Entry
+	found := false
+	for _, e := range x.reports[record] {
+		if e.Sender == sender && e.After(after) && (!found || e.After(out)) {
+			out, found = e, true
+		}
+	}
+	return out, found, nil
 }

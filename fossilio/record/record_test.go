@@ -270,6 +270,48 @@ func TestReplies(t *testing.T) {
 	}
 }
 
+// TestLatestEndAndReport: the newest end note the node user wrote for a
+// workspace is its last session's end (one alice pushed in the node user's
+// name does not count), and a session's report is the newest its agent
+// sent on the record after its launch.
+func TestLatestEndAndReport(t *testing.T) {
+	f := newFix(t)
+	th := f.thread(f.admin, f.srv.AdminLogin, "a record")
+	launch := f.reply(f.admin, f.srv.AdminLogin, th, "stands for a launch note")
+	key := messages.WorkspaceKey{Login: "agent-1", Project: "demo"}
+	idx := record.NewIndex(f.repo, "ocx")
+	if _, ok, err := idx.LatestEnd(f.ctx, key); err != nil || ok {
+		t.Fatalf("an end before any: %v %v", ok, err)
+	}
+	code := 0
+	end := func(pid int) *messages.EndNote {
+		return &messages.EndNote{Launch: launch, Login: "agent-1", Project: "demo", PID: pid, StartTime: 9, Status: messages.EndExited, ExitCode: &code,
+			Seen: time.Unix(1_700_000_000, 0).UTC(), Note: "exited 0", Release: "test"}
+	}
+	f.reply(f.nodeU, "ocx", th, f.block(end(7)))
+	second := f.reply(f.nodeU, "ocx", th, f.block(end(8)))
+	f.reply(f.alice, "ocx", th, f.block(end(9))) // forged: not the node user's
+	e, ok, err := idx.LatestEnd(f.ctx, key)
+	if err != nil || !ok || e.Hash != second {
+		t.Fatalf("latest end %s %v %v, want %s", e.Hash, ok, err, second)
+	}
+	at, err := record.At(f.ctx, f.repo, launch)
+	if err != nil {
+		info, _ := f.repo.Info(f.ctx, launch)
+		at = record.Entry{Hash: launch, Rcvid: info.Rcvid, Rid: info.Rid}
+	}
+	done := f.block(&messages.ReportNote{Outcome: messages.ReportDone, Summary: "all done"})
+	f.reply(f.alice, "agent-1", th, done) // a U card proves nothing
+	mine := f.reply(f.agent, "agent-1", th, done)
+	r, ok, err := idx.Report(f.ctx, th, "agent-1", at)
+	if err != nil || !ok || r.Hash != mine {
+		t.Fatalf("report %s %v %v, want the agent's %s", r.Hash, ok, err, mine)
+	}
+	if _, ok, _ := idx.Report(f.ctx, th, "agent-1", r); ok {
+		t.Error("a report after the newest one")
+	}
+}
+
 // TestLatestIsTheServersOrder: whatever the entries and their order, each
 // listener's latest counting note in the server's order is what Latest
 // gives, in the order first stated.

@@ -1,0 +1,136 @@
+package console
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cgi"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ServeCGI answers one request as Fossil's CGI extension: environ is the
+// environment Fossil gave, stdin the request's body (Fossil does not close
+// it: exactly CONTENT_LENGTH bytes are read), stdout the reply. The
+// process's own environment is then cleared of Fossil's variables (a
+// `fossil` the actions run must not take GATEWAY_INTERFACE for a CGI
+// request, nor FOSSIL_USER for its user) and given a PATH. It returns the
+// exit status: 0 whenever a reply was written.
+func ServeCGI(agents string, stdin io.Reader, stdout io.Writer, environ []string) int {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	w := newCGIWriter()
+	f, err := FossilFromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		w.fail(http.StatusBadRequest, err.Error())
+		return w.flush(stdout)
+	}
+	// Fossil sets no SERVER_PROTOCOL (fossil-2.21.md §5, VERIFIED by dumping
+	// ext/env), which net/http/cgi requires.
+	if env["SERVER_PROTOCOL"] == "" {
+		env["SERVER_PROTOCOL"] = "HTTP/1.1"
+	}
+	r, err := cgi.RequestFromMap(env)
+	if err != nil {
+		w.fail(http.StatusBadRequest, "console: the request does not read: "+err.Error())
+		return w.flush(stdout)
+	}
+	if r.ContentLength > 0 {
+		r.Body = io.NopCloser(io.LimitReader(stdin, r.ContentLength))
+	} else {
+		r.Body = http.NoBody
+	}
+	scrubEnv(agents)
+	c, err := Open(agents)
+	if err != nil {
+		w.fail(http.StatusInternalServerError, err.Error())
+		return w.flush(stdout)
+	}
+	c.Serve(w, r, f)
+	return w.flush(stdout)
+}
+
+// scrubEnv leaves the process only what its children need.
+func scrubEnv(agents string) {
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		os.Unsetenv(k)
+	}
+	os.Setenv("PATH", "/usr/local/bin:/usr/bin:/bin")
+	os.Setenv("HOME", agents)
+	os.Setenv("LANG", "C.UTF-8")
+}
+
+// cgiWriter is an http.ResponseWriter that keeps the reply whole and writes
+// it as a CGI reply: a Status line, the headers (each well under the 1000
+// bytes Fossil reads a header line into), a blank line, the body.
+type cgiWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func newCGIWriter() *cgiWriter { return &cgiWriter{header: http.Header{}} }
+
+func (w *cgiWriter) Header() http.Header { return w.header }
+
+func (w *cgiWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.body.Write(b)
+}
+
+func (w *cgiWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+}
+
+func (w *cgiWriter) fail(code int, msg string) {
+	w.header.Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	w.body.WriteString(msg + "\n")
+}
+
+// flush writes the reply. A reply without a Content-Type is sent as plain
+// text, never sniffed: Fossil wraps text/html in its skin only when it
+// begins with the console's div, and passes anything else through.
+func (w *cgiWriter) flush(out io.Writer) int {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if w.header.Get("Content-Type") == "" {
+		w.header.Set("Content-Type", "text/plain; charset=utf-8")
+	}
+	b := bufio.NewWriter(out)
+	fmt.Fprintf(b, "Status: %d %s\r\n", w.status, http.StatusText(w.status))
+	keys := make([]string, 0, len(w.header))
+	for k := range w.header {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		for _, v := range w.header[k] {
+			v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
+			fmt.Fprintf(b, "%s: %s\r\n", k, v)
+		}
+	}
+	if w.header.Get("Content-Length") == "" {
+		fmt.Fprintf(b, "Content-Length: %s\r\n", strconv.Itoa(w.body.Len()))
+	}
+	b.WriteString("\r\n")
+	b.Write(w.body.Bytes())
+	if err := b.Flush(); err != nil {
+		return 1
+	}
+	return 0
+}

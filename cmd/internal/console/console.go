@@ -1,0 +1,370 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
+	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/messages"
+)
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+var pages = template.Must(template.New("console").Funcs(template.FuncMap{
+	"short": func(h string) string {
+		if len(h) > 10 {
+			return h[:10]
+		}
+		return h
+	},
+	"join":      strings.Join,
+	"stateOf":   stateOf,
+	"startedBy": startedBy,
+}).ParseFS(templateFiles, "templates/*.html"))
+
+// stateOf is where a running session stands, as the pages say it: working
+// or idle while a process holds its wake pipe, not listening otherwise.
+func stateOf(s messages.SessionStatus) string {
+	if !s.Listening {
+		return "not listening"
+	}
+	return string(s.State)
+}
+
+// startedBy says how a session was started, as the Sessions page says it.
+func startedBy(o messages.Origin) string {
+	switch o {
+	case messages.OriginDaemon:
+		return "from the console or a tool, by the daemon"
+	case messages.OriginTerminal:
+		return "at a terminal"
+	case messages.OriginOrphan:
+		return "by a daemon no longer running"
+	}
+	return string(o)
+}
+
+// DaemonWait bounds how long a page waits for a daemon it started to read
+// its pipe before it says that none runs.
+const DaemonWait = 3 * time.Second
+
+// Console serves the pages of one agents root.
+type Console struct {
+	agents string
+	key    []byte
+	// Now is the clock; tests may set it.
+	Now func() time.Time
+}
+
+// Open opens the console of the agents root: its key is made on first use.
+func Open(agents string) (*Console, error) {
+	key, err := loadKey(agents)
+	if err != nil {
+		return nil, err
+	}
+	return &Console{agents: agents, key: key, Now: time.Now}, nil
+}
+
+// view is what every page renders with.
+type view struct {
+	Title, Nav     string
+	Script, Nonce  string
+	Project        string
+	Viewer         string
+	Admin          bool
+	Token          string
+	Daemon         string // why no daemon runs, when none does
+	Problem        string // what could not be read for this page
+	Data           any
+	Answer         *node.Answer
+	Next, Refusal  string
+}
+
+// request is one request's context: Fossil's side, the node and the page.
+type request struct {
+	c       *Console
+	f       Fossil
+	w       http.ResponseWriter
+	r       *http.Request
+	n       *node.Node
+	project string
+	ctx     context.Context
+	// daemonProblem says why no daemon runs, when none does.
+	daemonProblem string
+}
+
+// Serve answers one request Fossil handed over.
+func (c *Console) Serve(w http.ResponseWriter, r *http.Request, f Fossil) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
+	defer cancel()
+	q := &request{c: c, f: f, w: w, r: r, ctx: ctx}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if !f.MayRead() {
+		q.plain(http.StatusForbidden, "you may not read this repository, so you may not see its console: log in as a user who may (capability o)")
+		return
+	}
+	code := ""
+	n, err := node.Open(c.agents, node.Options{})
+	if err == nil {
+		project, ok := n.ProjectOf(f.Repository)
+		if !ok {
+			q.plain(http.StatusNotFound, fmt.Sprintf("%s is not a repository of this node (its node.json names %s)", f.Repository, strings.Join(n.Config.ProjectNames(), ", ")))
+			return
+		}
+		q.project = project
+		r, err := n.OpenRepo(project)
+		if err == nil {
+			code, err = r.ProjectCode(ctx)
+			r.Close()
+		}
+	}
+	if err != nil {
+		q.plain(http.StatusInternalServerError, "the console cannot open the node: "+err.Error())
+		return
+	}
+	if len(code) >= 16 {
+		q.f.Cookie = loginCookie(r, code[:16])
+	}
+	if q.f.Cookie != "" {
+		if login, err := fossilio.CookieLogin(q.f.Cookie); err != nil || login != f.Viewer {
+			q.f.Cookie = "" // another login's cookie is not the viewer's
+		}
+	}
+	caller := node.Caller{}
+	if q.f.Admin() && q.f.Cookie != "" {
+		caller = node.Caller{Login: f.Viewer, Cookie: q.f.Cookie}
+	}
+	if q.n, err = node.Open(c.agents, node.Options{Caller: caller}); err != nil {
+		q.plain(http.StatusInternalServerError, "the console cannot open the node: "+err.Error())
+		return
+	}
+	q.route()
+}
+
+// route picks the page or the action for the request's path.
+func (q *request) route() {
+	path := strings.Trim(q.f.Path, "/")
+	parts := strings.Split(path, "/")
+	if path == "" {
+		parts = nil
+	}
+	if q.r.Method == http.MethodPost && (len(parts) == 0 || parts[0] != "git") {
+		if ref := checkPost(q.r, q.f, q.c.key); ref != nil {
+			q.refuse(ref)
+			return
+		}
+		q.act(parts)
+		return
+	}
+	if q.r.Method != http.MethodGet && q.r.Method != http.MethodHead && (len(parts) == 0 || parts[0] != "git") {
+		q.refuse(&refusal{http.StatusMethodNotAllowed, "the console answers GET, and POST from its buttons"})
+		return
+	}
+	if len(parts) == 0 || parts[0] != "git" {
+		q.ensureDaemon()
+	}
+	switch {
+	case len(parts) == 0:
+		q.render("index", q.project, "", nil)
+	case path == "state":
+		q.state()
+	case len(parts) == 2 && parts[0] == "thread":
+		q.thread(parts[1])
+	case parts[0] == "git":
+		q.git(parts[1:])
+	case path == "hook":
+		q.hookPage()
+	case path == "logins":
+		q.loginsPage()
+	case path == "workspaces":
+		q.workspacesPage()
+	case path == "workspaces/add":
+		q.workspaceAddPage()
+	case len(parts) == 2 && parts[0] == "workspace":
+		q.workspacePage(parts[1])
+	case len(parts) == 3 && parts[0] == "workspace" && parts[2] == "start":
+		q.sessionStartPage(parts[1])
+	case path == "sessions":
+		q.sessionsPage()
+	case len(parts) == 2 && parts[0] == "session":
+		q.sessionPage(parts[1])
+	case len(parts) == 3 && parts[0] == "session" && parts[2] == "listeners":
+		q.listenersPage(parts[1])
+	default:
+		q.plain(http.StatusNotFound, fmt.Sprintf("the console has no page %q", q.f.Path))
+	}
+}
+
+// act runs a button's action (checkPost passed) and shows its one answer.
+func (q *request) act(parts []string) {
+	form := q.r.PostForm
+	var (
+		a    *node.Answer
+		next string
+	)
+	path := strings.Join(parts, "/")
+	switch {
+	case path == "hook/install":
+		a, next = q.n.HookInstall(q.ctx, false), "/hook"
+	case path == "hook/remove":
+		a, next = q.n.HookRemove(q.ctx, false), "/hook"
+	case path == "logins/add":
+		a, next = q.n.LoginAdd(q.ctx, form.Get("login"), false), "/logins"
+	case path == "logins/withdraw":
+		a, next = q.n.LoginWithdraw(q.ctx, form.Get("login"), false), "/logins"
+	case path == "workspaces/add":
+		a, next = q.workspaceAdd(form)
+	case len(parts) == 3 && parts[0] == "workspace" && parts[2] == "terminate":
+		if form.Get("confirm") != "yes" {
+			q.refuse(&refusal{http.StatusBadRequest, "terminating a workspace needs its box ticked: nothing written"})
+			return
+		}
+		a, next = q.n.WorkspaceTerminate(q.ctx, q.keyOf(parts[1]), form.Get("reason"), false), "/workspaces"
+	case len(parts) == 3 && parts[0] == "workspace" && parts[2] == "start":
+		a, next = q.sessionStart(parts[1], form)
+	case len(parts) == 3 && parts[0] == "session" && parts[2] == "stop":
+		a, next = q.n.SessionStop(q.ctx, q.keyOf(parts[1]), false), "/session/"+parts[1]
+	case len(parts) == 4 && parts[0] == "session" && parts[2] == "listeners" && (parts[3] == "add" || parts[3] == "remove"):
+		in := node.ListenerInput{Workspace: q.keyOf(parts[1]), Kind: form.Get("kind"), Names: strings.TrimSpace(form.Get("names"))}
+		if parts[3] == "add" {
+			a = q.n.ListenerAdd(q.ctx, in)
+		} else {
+			a = q.n.ListenerRemove(q.ctx, in)
+		}
+		next = "/session/" + parts[1] + "/listeners"
+	default:
+		q.refuse(&refusal{http.StatusNotFound, fmt.Sprintf("the console has no button %q", q.f.Path)})
+		return
+	}
+	v := q.view(a.Tool, "")
+	v.Answer, v.Next = a, next
+	status := http.StatusOK
+	if !a.OK() {
+		status = http.StatusUnprocessableEntity
+	}
+	q.write(status, "answer", v)
+}
+
+// keyOf is the workspace of login in this repository's project, as the
+// tools name it; the action validates it.
+func (q *request) keyOf(login string) string { return login + "/" + q.project }
+
+// view is a page's common part.
+func (q *request) view(title, nav string) view {
+	v := view{Title: "OCX: " + title, Nav: nav, Script: q.f.Script, Nonce: q.f.Nonce, Project: q.project,
+		Viewer: q.f.Viewer, Admin: q.f.Admin()}
+	if v.Admin && q.f.Cookie != "" {
+		v.Token = token(q.c.key, q.f.Cookie)
+	} else {
+		v.Admin = false
+	}
+	return v
+}
+
+// render renders a page; problem says what could not be read for it.
+func (q *request) render(name, title, nav string, data any) {
+	v := q.view(title, nav)
+	v.Data = data
+	q.write(http.StatusOK, name, v)
+}
+
+// renderProblem renders a page that could not read all it shows.
+func (q *request) renderProblem(name, title, nav string, data any, err error) {
+	v := q.view(title, nav)
+	v.Data = data
+	if err != nil {
+		v.Problem = err.Error()
+	}
+	q.write(http.StatusOK, name, v)
+}
+
+func (q *request) write(status int, name string, v view) {
+	if q.daemonProblem != "" {
+		v.Daemon = q.daemonProblem
+	}
+	var b bytes.Buffer
+	if err := pages.ExecuteTemplate(&b, name, v); err != nil {
+		q.plain(http.StatusInternalServerError, "the console's page "+name+" does not render: "+err.Error())
+		return
+	}
+	q.w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	q.w.WriteHeader(status)
+	q.w.Write(b.Bytes())
+}
+
+func (q *request) refuse(r *refusal) {
+	v := q.view("refused", "")
+	v.Refusal = r.reason
+	var b bytes.Buffer
+	if err := pages.ExecuteTemplate(&b, "refused", v); err != nil {
+		q.plain(r.status, r.reason)
+		return
+	}
+	q.w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	q.w.WriteHeader(r.status)
+	q.w.Write(b.Bytes())
+}
+
+// plain answers in plain text, which Fossil wraps in its skin.
+func (q *request) plain(status int, msg string) {
+	q.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	q.w.WriteHeader(status)
+	fmt.Fprintln(q.w, msg)
+}
+
+// ensureDaemon starts the daemon when none runs (seed 002, "ensure the
+// daemon runs from the console"); a page that cannot says so.
+func (q *request) ensureDaemon() {
+	_, err := daemonclient.Ensure(q.ctx, q.n.Layout, q.n.Program("ocxd"), DaemonWait)
+	if err != nil {
+		q.daemonProblem = "No daemon runs, so nothing will be launched or stopped: " + err.Error()
+	}
+}
+
+// state serves the status JSON (seed 002, "serve status as JSON"): the
+// document `ocx status --json` prints, with an ETag, so that a page that
+// polls it gets 304 while nothing changed.
+func (q *request) state() {
+	st, err := q.n.Status(q.ctx)
+	if err != nil {
+		q.jsonError(http.StatusInternalServerError, err)
+		return
+	}
+	data, err := st.Encode()
+	if err != nil {
+		q.jsonError(http.StatusInternalServerError, err)
+		return
+	}
+	q.jsonBody(data)
+}
+
+func (q *request) jsonBody(data []byte) {
+	sum := sha256.Sum256(data)
+	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
+	q.w.Header().Set("ETag", etag)
+	q.w.Header().Set("Content-Type", "application/json")
+	if q.r.Header.Get("If-None-Match") == etag {
+		q.w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	q.w.Write(data)
+}
+
+func (q *request) jsonError(status int, err error) {
+	q.w.Header().Set("Content-Type", "application/json")
+	q.w.WriteHeader(status)
+	json.NewEncoder(q.w).Encode(map[string]string{"error": err.Error()})
+}

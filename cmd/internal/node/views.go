@@ -1,0 +1,157 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// What the console reads beside the actions: the same record model and the
+// same paths, named for its pages.
+
+// ProjectOf names the project whose repository is the file at path, as
+// Fossil names it (FOSSIL_REPOSITORY): by node.json's path, or by the file
+// itself when one of the two names it through a link.
+func (n *Node) ProjectOf(path string) (string, bool) {
+	// Fossil gives the repository as its server was given it: relative to
+	// the server's directory, which is the CGI's too.
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	if name, ok := n.Config.ProjectOfRepository(path); ok {
+		return name, true
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", false
+	}
+	for _, p := range n.projects() {
+		if pst, err := os.Stat(p.Repository); err == nil && os.SameFile(st, pst) {
+			return p.Name, true
+		}
+	}
+	return "", false
+}
+
+// OpenRepo opens a project's repository for reading, as the node's.
+func (n *Node) OpenRepo(project string) (*fossilio.Repo, error) {
+	p, err := n.project(project)
+	if err != nil {
+		return nil, err
+	}
+	return n.openRepo(p)
+}
+
+// Workspaces returns each workspace of project the record defines: its
+// latest definition that counts and the terminated note that ends it.
+func (n *Node) Workspaces(ctx context.Context, project string) (map[messages.WorkspaceKey]*Workspace, error) {
+	r, err := n.OpenRepo(project)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return workspaces(ctx, n.index(r))
+}
+
+// WorkspacePaths are the paths of workspace key on the host.
+func (n *Node) WorkspacePaths(key messages.WorkspaceKey) (host.Workspace, error) {
+	return n.workspace(key)
+}
+
+// AgentLogins lists the node's agent logins (those keeping a password in
+// the agents root), the node user left out.
+func (n *Node) AgentLogins() ([]string, error) {
+	all, err := n.agentLogins()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, l := range all {
+		if l != n.Config.User {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// SessionEnd is how the last session of a workspace ended, as the record
+// says: the daemon's end note, and the report its agent wrote on its own
+// record after the launch, if any (a completes session ends on it).
+type SessionEnd struct {
+	End        *messages.EndNote
+	EndHash    string
+	Record     string // the session's own record
+	Report     *messages.ReportNote
+	ReportHash string
+}
+
+// LastSessionEnd reads how the last session of workspace key ended; nil
+// when none ever ended.
+func (n *Node) LastSessionEnd(ctx context.Context, key messages.WorkspaceKey) (*SessionEnd, error) {
+	r, err := n.OpenRepo(key.Project)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	idx := n.index(r)
+	e, ok, err := idx.LatestEnd(ctx, key)
+	if err != nil || !ok {
+		return nil, err
+	}
+	end := e.Note.(*messages.EndNote)
+	out := &SessionEnd{End: end, EndHash: e.Hash, Record: e.Record}
+	_, launch, _, err := idx.Artifact(ctx, end.Launch)
+	if err != nil {
+		return out, nil // the end stands on its own
+	}
+	rep, ok, err := idx.Report(ctx, launch.Record, key.Login, launch)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		out.Report, out.ReportHash, out.Record = rep.Note.(*messages.ReportNote), rep.Hash, launch.Record
+	}
+	return out, nil
+}
+
+// LogTail returns the last max bytes of a log below the agents root, from
+// the start of a line, or "" when there is none.
+func (n *Node) LogTail(path string, max int64) (string, error) {
+	if !n.Layout.Contains(path) {
+		return "", fmt.Errorf("log %s: not below the agents root", path)
+	}
+	f, err := os.Open(filepath.Clean(path))
+	if os.IsNotExist(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return "", fmt.Errorf("log %s: not a regular file", path)
+	}
+	off := st.Size() - max
+	if off < 0 {
+		off = 0
+	}
+	b := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
+		return "", err
+	}
+	s := string(b)
+	if off > 0 {
+		if i := strings.IndexByte(s, '\n'); i >= 0 {
+			s = s[i+1:]
+		}
+	}
+	return strings.ToValidUTF8(s, "\uFFFD"), nil
+}
