@@ -79,17 +79,17 @@ func Open(agents string) (*Console, error) {
 
 // view is what every page renders with.
 type view struct {
-	Title, Nav     string
-	Script, Nonce  string
-	Project        string
-	Viewer         string
-	Admin          bool
-	Token          string
-	Daemon         string // why no daemon runs, when none does
-	Problem        string // what could not be read for this page
-	Data           any
-	Answer         *node.Answer
-	Next, Refusal  string
+	Title, Nav    string
+	Script, Nonce string
+	Project       string
+	Viewer        string
+	Admin         bool
+	Token         string
+	Daemon        string // why no daemon runs, when none does
+	Problem       string // what could not be read for this page
+	Data          any
+	Answer        *node.Answer
+	Next, Refusal string
 }
 
 // request is one request's context: Fossil's side, the node and the page.
