@@ -217,9 +217,24 @@ func (q *request) sessionStartPage(login string) {
 			d.TemplateError = fmt.Sprintf("template session/%s does not decode: %v", d.Template, err)
 		} else {
 			d.Kind, d.Lifetime = string(def.Kind), string(def.Lifetime)
-			d.Command, d.Runner, d.Model = strings.Join(def.Command, "\n"), def.Runner, def.Model
+			d.Command, d.Runner, d.Model = shellCommand(def.Command), def.Runner, def.Model
 			d.Hears = strings.Join(def.Hears, ", ")
 		}
 	}
 	q.render("session-start", "start a session in "+k.String(), "workspaces", d)
 }
+
+// shellCommand is a definition's command as the form's one line for
+// /bin/sh -c: the script itself when it is one, else each argument quoted.
+func shellCommand(argv []string) string {
+	if len(argv) == 3 && (argv[0] == "/bin/sh" || argv[0] == "sh") && argv[1] == "-c" {
+		return argv[2]
+	}
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = shellQuote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

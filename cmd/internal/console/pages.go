@@ -257,22 +257,6 @@ func (q *request) listenersPage(login string) {
 	q.renderProblem("listeners", "listeners of "+k.String(), "sessions", d, err)
 }
 
-// splitLines is a command given one argument per line; blank lines at the
-// ends are dropped, and a line keeps its spaces.
-func splitLines(s string) []string {
-	var out []string
-	for _, l := range strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n") {
-		out = append(out, strings.TrimRight(l, "\r"))
-	}
-	for len(out) > 0 && strings.TrimSpace(out[len(out)-1]) == "" {
-		out = out[:len(out)-1]
-	}
-	for len(out) > 0 && strings.TrimSpace(out[0]) == "" {
-		out = out[1:]
-	}
-	return out
-}
-
 // splitList is a comma-separated list of names.
 func splitList(s string) []string {
 	var out []string
@@ -288,7 +272,10 @@ func (q *request) sessionStart(login string, form url.Values) (*node.Answer, str
 	in := node.SessionStartInput{Workspace: q.keyOf(login), Kind: form.Get("kind"), Lifetime: form.Get("lifetime")}
 	switch in.Kind {
 	case string(messages.Mechanical):
-		in.Command = splitLines(form.Get("command"))
+		// As `ocx session start --command`: run by /bin/sh -c.
+		if c := strings.TrimSpace(form.Get("command")); c != "" {
+			in.Command = []string{"/bin/sh", "-c", c}
+		}
 	case string(messages.LLM):
 		in.Runner, in.Model = strings.TrimSpace(form.Get("runner")), strings.TrimSpace(form.Get("model"))
 	}

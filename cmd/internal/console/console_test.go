@@ -1,0 +1,243 @@
+package console
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/messages"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const evil = `<script>alert("x")</script>`
+
+// TestPagesRender: every page renders with its data filled in, for an
+// admin and for a reader, and whatever the data holds is escaped.
+func TestPagesRender(t *testing.T) {
+	k := messages.WorkspaceKey{Login: "agent-1", Project: "demo"}
+	mark := uint64(7)
+	sess := &messages.SessionStatus{Login: "agent-1", Project: "demo", Record: strings.Repeat("a", 64), PID: 42, StartTime: 9,
+		StartedBy: messages.OriginDaemon, State: messages.SessionIdle, Listening: true, Release: evil, Older: true, Hears: []string{"admin"}}
+	code := 0
+	end := &node.SessionEnd{End: &messages.EndNote{Status: messages.EndExited, ExitCode: &code, Seen: time.Unix(1_700_000_000, 0)},
+		Report: &messages.ReportNote{Outcome: messages.ReportDone, Summary: evil}}
+	data := map[string]any{
+		"index":  nil,
+		"hook":   hookData{Hooks: []messages.HookStatus{{Project: "demo", Repository: evil, Installed: true, Newest: 9, Mark: &mark}}},
+		"logins": struct{ Logins []loginRow }{[]loginRow{{Login: "agent-1", Here: true, Caps: evil}}},
+		"workspaces": struct{ Workspaces []messages.WorkspaceStatus }{[]messages.WorkspaceStatus{{Login: "agent-1", Project: "demo",
+			Record: strings.Repeat("b", 64), State: messages.WorkspaceIdle}}},
+		"workspace-add": workspaceAddData{Templates: []string{"small"}, Template: "small", TemplateError: evil, Logins: []string{"agent-1"},
+			Threads: []fossilio.Thread{{Root: strings.Repeat("c", 64), Title: evil}}, Branches: []string{"trunk"}, Sandbox: evil},
+		"workspace":     workspaceData{Key: k, State: messages.WorkspaceActive, Record: strings.Repeat("b", 64), Definition: evil, Session: sess, End: endText(end), Log: evil},
+		"session-start": sessionStartData{Key: k, Templates: []string{"ci"}, Template: "ci", Kind: "llm", Command: evil, Runner: "claude", Model: evil, Lifetime: "completes", Hears: "admin"},
+		"sessions":      struct{ Sessions []messages.SessionStatus }{[]messages.SessionStatus{*sess}},
+		"session":       sessionData{Key: k, Session: sess, Completed: reportText(end.Report), End: endText(end), ListenerCount: 2, Log: evil},
+		"listeners": listenersData{Key: k, Kind: "ticket", Listeners: []messages.Listener{{Login: "agent-1", Project: "demo", Kind: messages.ListenTicket, Names: evil}},
+			Recent: []option{{Value: evil, Label: evil}}},
+	}
+	for name, d := range data {
+		for _, admin := range []bool{true, false} {
+			v := view{Title: evil, Script: "/ext/console", Nonce: "abc123", Project: "demo", Viewer: evil, Admin: admin, Data: d}
+			if admin {
+				v.Token = "tok"
+			}
+			var b bytes.Buffer
+			if err := pages.ExecuteTemplate(&b, name, v); err != nil {
+				t.Fatalf("%s (admin %v): %v", name, admin, err)
+			}
+			out := b.String()
+			if strings.Contains(out, evil) {
+				t.Errorf("%s: the data is not escaped:\n%s", name, out)
+			}
+			if !strings.HasPrefix(out, "<div class='fossil-doc'") {
+				t.Errorf("%s: does not open with Fossil's fossil-doc div, so Fossil would not wrap it in its skin", name)
+			}
+			if !strings.Contains(out, `<script nonce="abc123">`) {
+				t.Errorf("%s: the page's script carries no nonce", name)
+			}
+			if forms := strings.Count(out, `method="POST"`); forms != strings.Count(out, `name="token" value="tok"`) {
+				t.Errorf("%s (admin %v): %d POST forms, %d tokens", name, admin, forms, strings.Count(out, `name="token"`))
+			}
+			if !admin && strings.Contains(out, `method="POST"`) {
+				t.Errorf("%s: a reader is shown a button", name)
+			}
+		}
+	}
+	var b bytes.Buffer
+	if err := pages.ExecuteTemplate(&b, "answer", view{Script: "/ext/console", Answer: &node.Answer{Tool: "x", Log: []string{evil}, Stopped: ptr(evil)}}); err != nil || strings.Contains(b.String(), evil) {
+		t.Fatalf("the answer page: %v\n%s", err, b.String())
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+// TestCheckPost: a button acts only for a POST from a page of this
+// repository, carrying the token of the viewer's own cookie, pressed by an
+// admin; each other case is refused, with its reason.
+func TestCheckPost(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	cookie := "fossil-0123456789abcdef=HASH%2F0123456789abcdef%2Fadmin"
+	other := "fossil-0123456789abcdef=OTHER%2F0123456789abcdef%2Fbob"
+	f := Fossil{Viewer: "admin", Caps: "as", Base: "http://127.0.0.1:8080", Cookie: cookie}
+	post := func(method, referer, tok string) *http.Request {
+		form := url.Values{"token": {tok}}
+		r := httptest.NewRequest(method, "/ext/console/hook/install", strings.NewReader(form.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if referer != "" {
+			r.Header.Set("Referer", referer)
+		}
+		return r
+	}
+	good := token(key, cookie)
+	for _, c := range []struct {
+		name   string
+		r      *http.Request
+		f      Fossil
+		status int
+		words  string
+	}{
+		{"a GET", post(http.MethodGet, f.Base+"/ext/console/hook", good), f, 405, "a button is a POST"},
+		{"no Referer", post(http.MethodPost, "", good), f, 403, "not sent from a page of this repository"},
+		{"another port", post(http.MethodPost, "http://127.0.0.1:9090/attack", good), f, 403, "not sent from a page"},
+		{"a host that starts like it", post(http.MethodPost, "http://127.0.0.1:8080.evil.example/x", good), f, 403, "not sent from a page"},
+		{"no token", post(http.MethodPost, f.Base+"/ext/console/hook", ""), f, 403, "token is not this viewer's"},
+		{"another viewer's token", post(http.MethodPost, f.Base+"/ext/console/hook", token(key, other)), f, 403, "token is not this viewer's"},
+		{"another key's token", post(http.MethodPost, f.Base+"/ext/console/hook", token(bytes.Repeat([]byte{8}, 32), cookie)), f, 403, "token is not this viewer's"},
+		{"not logged in", post(http.MethodPost, f.Base+"/ext/console/hook", good), Fossil{Caps: "o", Base: f.Base}, 403, "log in first"},
+		{"a reader", post(http.MethodPost, f.Base+"/ext/console/hook", good), Fossil{Viewer: "admin", Caps: "oi", Base: f.Base, Cookie: cookie}, 403, "neither admin nor setup"},
+	} {
+		ref := checkPost(c.r, c.f, key)
+		if ref == nil || ref.status != c.status || !strings.Contains(ref.reason, c.words) {
+			t.Errorf("%s: %+v, want %d saying %q", c.name, ref, c.status, c.words)
+		}
+	}
+	if ref := checkPost(post(http.MethodPost, f.Base+"/ext/console/hook", good), f, key); ref != nil {
+		t.Fatalf("the admin's own form: %v", ref)
+	}
+}
+
+// TestCGIWriter: the reply is a CGI reply Fossil reads: a Status line, the
+// headers (a header's CR or LF cannot start another), a blank line, the
+// body; a reply without a Content-Type is plain text, never sniffed.
+func TestCGIWriter(t *testing.T) {
+	w := newCGIWriter()
+	w.Header().Set("X-Name", "a\r\nSet-Cookie: x=1")
+	w.WriteHeader(http.StatusForbidden)
+	w.Write([]byte("<html>"))
+	var b bytes.Buffer
+	if code := w.flush(&b); code != 0 {
+		t.Fatal(code)
+	}
+	want := "Status: 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nX-Name: a  Set-Cookie: x=1\r\nContent-Length: 6\r\n\r\n<html>"
+	if b.String() != want {
+		t.Fatalf("reply:\n%q\nwant\n%q", b.String(), want)
+	}
+}
+
+// TestFossilFromEnv: the request's Fossil side, from Fossil's variables
+// alone; a request without FOSSIL_REPOSITORY did not come from Fossil.
+func TestFossilFromEnv(t *testing.T) {
+	env := map[string]string{"FOSSIL_USER": "admin", "FOSSIL_CAPABILITIES": "as", "FOSSIL_NONCE": "n1", "FOSSIL_REPOSITORY": "demo.fossil",
+		"REQUEST_SCHEME": "https", "HTTP_HOST": "example.org", "FOSSIL_URI": "/cgi/demo", "SCRIPT_NAME": "/cgi/demo/ext/console", "PATH_INFO": "/hook"}
+	f, err := FossilFromEnv(func(k string) string { return env[k] })
+	if err != nil || f.Base != "https://example.org/cgi/demo" || f.Script != "/ext/console" || f.Path != "/hook" || !f.Admin() || f.Nonce != "n1" {
+		t.Fatalf("%+v %v", f, err)
+	}
+	delete(env, "FOSSIL_REPOSITORY")
+	if _, err := FossilFromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "extroot") {
+		t.Fatalf("without Fossil: %v", err)
+	}
+	for caps, want := range map[string][2]bool{"cghjnorz": {true, false}, "as": {true, true}, "s": {true, true}, "gh": {false, false}} {
+		g := Fossil{Viewer: "v", Caps: caps}
+		if g.MayRead() != want[0] || g.Admin() != want[1] {
+			t.Errorf("caps %q: read %v admin %v, want %v", caps, g.MayRead(), g.Admin(), want)
+		}
+	}
+}
+
+// TestLoadKey: the key is made once, 0600, and two consoles starting at
+// once read the same one; a key file another user could read is refused.
+func TestLoadKey(t *testing.T) {
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	keys := make([][]byte, 8)
+	errs := make([]error, 8)
+	for i := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			keys[i], errs[i] = loadKey(dir)
+		}()
+	}
+	wg.Wait()
+	for i := range keys {
+		if errs[i] != nil || !bytes.Equal(keys[i], keys[0]) || len(keys[i]) != 32 {
+			t.Fatalf("load %d: %x %v, want the one key", i, keys[i], errs[i])
+		}
+	}
+	st, err := os.Stat(filepath.Join(dir, KeyFile))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file %v %v", st, err)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, ".console.key.*"))
+	if len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+	os.Chmod(filepath.Join(dir, KeyFile), 0o644)
+	if _, err := loadKey(dir); err == nil || !strings.Contains(err.Error(), "0600") {
+		t.Fatalf("a readable key: %v", err)
+	}
+}
+
+// TestLoginCookie: the viewer's cookie is the one named for this project,
+// among any others the browser sends; a malformed one is none.
+func TestLoginCookie(t *testing.T) {
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("Cookie", "fossil-ffffffffffffffff=A%2Fffffffffffffffff%2Fbob; theme=dark; fossil-0123456789abcdef=H%2F0123456789abcdef%2Fadmin")
+	if got := loginCookie(r, "0123456789abcdef"); got != "fossil-0123456789abcdef=H%2F0123456789abcdef%2Fadmin" {
+		t.Fatalf("got %q", got)
+	}
+	r.Header.Set("Cookie", "fossil-0123456789abcdef=garbage")
+	if got := loginCookie(r, "0123456789abcdef"); got != "" {
+		t.Fatalf("a malformed cookie: %q", got)
+	}
+}
+
+// TestWithWorkspaceDir: the form's stand-in becomes the workspace's own
+// directory, which is made read-write once.
+func TestWithWorkspaceDir(t *testing.T) {
+	sb := `{"network": false, "read_only": ["/usr"], "read_write": ["WORKSPACE"], "homes": [], "path": ["/usr/bin"]}`
+	got, err := messages.DecodeSandbox(withWorkspaceDir([]byte(sb), "/srv/agents/a/projects/demo"))
+	if err != nil || len(got.ReadWrite) != 1 || got.ReadWrite[0] != "/srv/agents/a/projects/demo" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	got, err = messages.DecodeSandbox(withWorkspaceDir([]byte(`{"network": false, "read_only": [], "read_write": [], "homes": [], "path": []}`), "/w"))
+	if err != nil || len(got.ReadWrite) != 1 || got.ReadWrite[0] != "/w" {
+		t.Fatalf("added: %+v %v", got, err)
+	}
+	if bad := withWorkspaceDir([]byte(`{"memory": 1}`), "/w"); !strings.Contains(string(bad), "memory") {
+		t.Fatalf("a bad sandbox is passed on for the action to refuse: %s", bad)
+	}
+}
+
+func TestShellCommand(t *testing.T) {
+	if got := shellCommand([]string{"/bin/sh", "-c", "make test"}); got != "make test" {
+		t.Errorf("%q", got)
+	}
+	if got := shellCommand([]string{"printf", "it's %s"}); got != `'printf' 'it'\''s %s'` {
+		t.Errorf("%q", got)
+	}
+}
