@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -517,10 +518,14 @@ func inflate(raw []byte) ([]byte, error) {
 }
 
 // julianToTime converts a Julian day number, as Fossil stores times, to UTC.
+// Fossil's times are whole milliseconds (its D cards, SQLite's julianday),
+// which a double holds only to within a few microseconds: rounded to the
+// nearest millisecond they come back exact, where truncated half of them
+// came back a millisecond early.
 func julianToTime(jd float64) time.Time {
 	if jd == 0 {
 		return time.Time{}
 	}
-	ms := int64((jd - 2440587.5) * 86400000)
+	ms := int64(math.Round((jd - 2440587.5) * 86400000))
 	return time.UnixMilli(ms).UTC()
 }
