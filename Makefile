@@ -1,29 +1,32 @@
 # OCX in Go. `make demo` runs a demo node on 127.0.0.1; `make test` passes the tests.
-# Both install what they need (fossil, bubblewrap, git) from Debian when missing.
+# Both install what they need (fossil, bubblewrap, git, s6, chromium) from
+# Debian when missing.
 
 GO        ?= go
 BIN       ?= bin
 FUZZTIME  ?= 10s
 TESTFLAGS ?=
-APT_PKGS  := fossil bubblewrap git s6
+APT_PKGS  := fossil bubblewrap git s6 chromium
 
 .PHONY: all deps build test bench fuzz lint demo clean cover
 
 all: build
 
-# deps installs the programs the tests and the demo run for real.
+# deps installs the programs the tests and the demo run for real; chromium
+# is the headless browser the console's browser tests drive.
 deps:
 	@missing=""; \
 	command -v fossil >/dev/null 2>&1 || missing="$$missing fossil"; \
 	command -v bwrap  >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
 	command -v git    >/dev/null 2>&1 || missing="$$missing git"; \
 	command -v s6-svscan >/dev/null 2>&1 || missing="$$missing s6"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
-	@fossil version >/dev/null && bwrap --version >/dev/null
+	@fossil version >/dev/null && bwrap --version >/dev/null && command -v chromium >/dev/null
 
 build:
 	# Static binaries: no dynamic loader at each start (the hook runs once per
