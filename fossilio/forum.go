@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // ForumPost is one forum post as read from the repository.
@@ -182,4 +183,114 @@ func cmpInt(a, b int64) int {
 		return 1
 	}
 	return 0
+}
+
+// Thread is one forum thread as a list of recent threads shows it.
+type Thread struct {
+	Root  string // the full hash of the thread's first post, as first written
+	Title string // the title of the first post's latest version
+	// LastPost is the time written in the thread's newest post or edit
+	// (its D card), which is when the thread was last active.
+	LastPost time.Time
+	// Posts counts the thread's posts, each once however often edited
+	// (a deleted reply still counts, as it does on Fossil's /forum).
+	Posts int
+}
+
+// recentThreadsQuery groups the visible versions of posts by thread, the
+// most recently active first, as Fossil's /forum page does for a reader
+// who is not a moderator: a version awaiting moderation counts for
+// nothing, and a thread whose first post awaits it is not there at all.
+const recentThreadsQuery = `SELECT r.uuid, f.froot, max(f.fmtime), sum(f.fprev IS NULL)
+FROM forumpost f JOIN blob r ON r.rid=f.froot
+WHERE f.fpid NOT IN (SELECT rid FROM private) AND f.froot NOT IN (SELECT rid FROM private)
+GROUP BY f.froot
+ORDER BY 3 DESC, f.froot DESC
+LIMIT ? OFFSET ?`
+
+// rootVersionQuery finds the latest visible version of a thread's first
+// post: the one whose title is the thread's (src/manifest.c gives every
+// post of a thread the title of its newest first-post version).
+const rootVersionQuery = `SELECT b.uuid, f.fpid FROM forumpost f JOIN blob b ON b.rid=f.fpid
+WHERE f.froot=? AND f.firt IS NULL AND f.fpid NOT IN (SELECT rid FROM private)
+ORDER BY f.fmtime DESC, f.fpid DESC LIMIT 1`
+
+// RecentThreads returns the n forum threads most recently active (by the
+// time of their newest post or edit), newest first; n is 1 to MaxRecent.
+// Threads whose first post awaits moderation are left out, and so are
+// those whose first post was deleted: its latest version has no text or
+// no title, which Fossil shows as "Deleted".
+func (r *Repo) RecentThreads(ctx context.Context, n int) ([]Thread, error) {
+	const op = "list recent threads"
+	if err := r.checkRecent(op, n); err != nil {
+		return nil, err
+	}
+	var out []Thread
+	err := r.read(ctx, op, func(rd *reader) error {
+		// Fossil creates the forum's table with the first post.
+		if ok, err := rd.hasTable("forumpost"); err != nil || !ok {
+			return err
+		}
+		type group struct {
+			root      string
+			rootRid   int64
+			lastPost  float64
+			postCount int
+		}
+		// Deleted threads are rare, so one batch a little larger than n
+		// usually holds n threads; each further batch is as large again.
+		batch := n + 8
+		for offset := 0; len(out) < n; offset += batch {
+			rows, err := rd.query(recentThreadsQuery, batch, offset)
+			if err != nil {
+				return err
+			}
+			var groups []group
+			for rows.Next() {
+				var g group
+				if err := rows.Scan(&g.root, &g.rootRid, &g.lastPost, &g.postCount); err != nil {
+					rows.Close()
+					return err
+				}
+				groups = append(groups, g)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			for _, g := range groups {
+				var latest string
+				var rid int64
+				found, err := rd.row(rootVersionQuery, []any{g.rootRid}, &latest, &rid)
+				if err != nil {
+					return err
+				}
+				if !found {
+					continue
+				}
+				a, err := rd.artifact(rid, latest)
+				if err != nil {
+					return err
+				}
+				if a.Type != TypeForum {
+					return fmt.Errorf("%s %s: %w: first post %s parses as a %s", op, r.path, ErrWrongKind, latest, a.Type)
+				}
+				if len(a.Text) == 0 || a.ThreadTitle == "" {
+					continue
+				}
+				out = append(out, Thread{Root: g.root, Title: a.ThreadTitle, LastPost: julianToTime(g.lastPost), Posts: g.postCount})
+				if len(out) == n {
+					return nil
+				}
+			}
+			if len(groups) < batch {
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

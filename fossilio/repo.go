@@ -529,3 +529,25 @@ func julianToTime(jd float64) time.Time {
 	ms := int64(math.Round((jd - 2440587.5) * 86400000))
 	return time.UnixMilli(ms).UTC()
 }
+
+// MaxRecent bounds how many entries a list of recent things returns
+// (RecentThreads, RecentTickets): a form shows a page of them, never a
+// whole repository's history.
+const MaxRecent = 100
+
+// checkRecent refuses a count outside 1 to MaxRecent, naming it and the
+// repository.
+func (r *Repo) checkRecent(op string, n int) error {
+	if n <= 0 || n > MaxRecent {
+		return fmt.Errorf("%s %s: %w: n is %d, not 1 to %d", op, r.path, ErrBadInput, n, MaxRecent)
+	}
+	return nil
+}
+
+// hasTable says whether the repository has a table Fossil creates only
+// when first needed (forumpost before the first post, modreq before the
+// first moderated item).
+func (rd *reader) hasTable(name string) (bool, error) {
+	var one int
+	return rd.row(`SELECT 1 FROM sqlite_schema WHERE type='table' AND name=?`, []any{name}, &one)
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // TicketChange is one change to a ticket, as read from the repository.
@@ -136,4 +137,126 @@ func (r *Repo) Ticket(ctx context.Context, id string) (map[string]string, error)
 		return nil
 	})
 	return out, err
+}
+
+// TicketSummary is one ticket as a list of recent tickets shows it.
+type TicketSummary struct {
+	Ticket  string // the ticket's id (tkt_uuid: 40 hex digits)
+	Title   string
+	Status  string
+	Changed time.Time // the time written in its latest change (D card)
+}
+
+// recentTicketsQuery lists tickets by their latest visible change. Each
+// change of a ticket tags itself tkt-ID (src/manifest.c); a change
+// awaiting moderation counts for nothing.
+const recentTicketsQuery = `SELECT g.tagid, substr(g.tagname, 5), max(x.mtime)
+FROM tag g JOIN tagxref x ON x.tagid=g.tagid
+WHERE g.tagname GLOB 'tkt-*' AND x.srcid=x.rid AND x.rid NOT IN (SELECT rid FROM private)
+GROUP BY g.tagid
+ORDER BY 3 DESC, 2
+LIMIT ?`
+
+// ticketVersionsQuery lists a ticket's visible changes in the order
+// Fossil applies them when it rebuilds the ticket (ticket_rebuild_entry:
+// by the time written in each).
+const ticketVersionsQuery = `SELECT x.rid, b.uuid FROM tagxref x JOIN blob b ON b.rid=x.rid
+WHERE x.tagid=? AND x.srcid=x.rid AND x.rid NOT IN (SELECT rid FROM private)
+ORDER BY x.mtime, x.rid`
+
+// RecentTickets returns the n tickets most recently changed, newest first;
+// n is 1 to MaxRecent. A change awaiting moderation counts for nothing, as
+// in TicketChanges: a ticket's title and status are what its visible
+// changes make them, applied in order as Fossil applies them (a field set,
+// or appended to with "+"), and a ticket made by a change awaiting
+// moderation is not listed. This is the ticket as a clone sees it;
+// Fossil's ticket table, which its reports read, also counts the changes
+// awaiting moderation.
+func (r *Repo) RecentTickets(ctx context.Context, n int) ([]TicketSummary, error) {
+	const op = "list recent tickets"
+	if err := r.checkRecent(op, n); err != nil {
+		return nil, err
+	}
+	var out []TicketSummary
+	err := r.read(ctx, op, func(rd *reader) error {
+		rows, err := rd.query(recentTicketsQuery, n)
+		if err != nil {
+			return err
+		}
+		var tagids []int64
+		for rows.Next() {
+			var tagid int64
+			var t TicketSummary
+			var mtime float64
+			if err := rows.Scan(&tagid, &t.Ticket, &mtime); err != nil {
+				rows.Close()
+				return err
+			}
+			t.Changed = julianToTime(mtime)
+			tagids, out = append(tagids, tagid), append(out, t)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for i, tagid := range tagids {
+			if err := rd.ticketSummary(tagid, &out[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ticketSummary applies a ticket's visible changes to its title and status.
+func (rd *reader) ticketSummary(tagid int64, t *TicketSummary) error {
+	type version struct {
+		rid  int64
+		hash string
+	}
+	rows, err := rd.query(ticketVersionsQuery, tagid)
+	if err != nil {
+		return err
+	}
+	var versions []version
+	for rows.Next() {
+		var v version
+		if err := rows.Scan(&v.rid, &v.hash); err != nil {
+			rows.Close()
+			return err
+		}
+		versions = append(versions, v)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, v := range versions {
+		a, err := rd.artifact(v.rid, v.hash)
+		if err != nil {
+			return err
+		}
+		if a.Type != TypeTicket {
+			// Fossil's rebuild skips what does not parse as a ticket
+			// change (manifest_get with CFTYPE_TICKET), and so does this.
+			continue
+		}
+		for _, f := range a.Fields {
+			switch f.Name {
+			case "title":
+				t.Title = f.Value
+			case "+title":
+				t.Title += f.Value
+			case "status":
+				t.Status = f.Value
+			case "+status":
+				t.Status += f.Value
+			}
+		}
+	}
+	return nil
 }
