@@ -546,14 +546,14 @@ func simplePath(p string) bool {
 	return true
 }
 
-// wikiName approximates Fossil's wiki_name_is_wellformed: printable, no
-// leading or trailing space, at most 100 bytes.
+// wikiName is Fossil's wiki_name_is_wellformed (src/wiki.c): 1 to 100
+// bytes, no byte below space, no space at either end or two in a row.
 func wikiName(s string) bool {
 	if s == "" || len(s) > 100 || s[0] == ' ' || s[len(s)-1] == ' ' {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		if s[i] < ' ' {
+		if s[i] < ' ' || s[i] == ' ' && i > 0 && s[i-1] == ' ' {
 			return false
 		}
 	}

@@ -165,6 +165,58 @@ func NewTicketID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// WikiDraft describes a version of a wiki page: its whole text. A page's
+// first version has no Prev; each later one names the version it replaces
+// (WikiPage.Hash). An empty Text deletes the page, as Fossil deletes one.
+type WikiDraft struct {
+	Date     time.Time
+	User     string
+	Name     string // the page's name (CheckWikiName)
+	Prev     string
+	Mimetype string // default MarkdownMimetype
+	Text     string
+}
+
+// Bytes renders the version as an artifact and checks it parses as a wiki
+// page. Like Fossil's own (wiki_cmd_commit), it has no N card when the
+// mimetype is Fossil's default, text/x-fossil-wiki.
+func (d WikiDraft) Bytes() ([]byte, error) {
+	if err := checkLogin(d.User); err != nil {
+		return nil, err
+	}
+	if d.Date.IsZero() {
+		return nil, fmt.Errorf("%w: wiki page %q without a date", ErrBadInput, d.Name)
+	}
+	if err := CheckWikiName(d.Name); err != nil {
+		return nil, err
+	}
+	if !utf8.ValidString(d.Text) {
+		return nil, fmt.Errorf("%w: wiki page %q: text is not UTF-8", ErrBadInput, d.Name)
+	}
+	if d.Prev != "" && !IsHash(d.Prev) {
+		return nil, fmt.Errorf("%w: wiki page %q: previous version %q is not a full hash", ErrBadInput, d.Name, d.Prev)
+	}
+	mime := d.Mimetype
+	if mime == "" {
+		mime = MarkdownMimetype
+	}
+	if !utf8.ValidString(mime) || hasControl(mime) {
+		return nil, fmt.Errorf("%w: wiki page %q: mimetype %q", ErrBadInput, d.Name, mime)
+	}
+	var w cardWriter
+	w.card('D', formatDate(d.Date))
+	w.card('L', Fossilize(d.Name))
+	if mime != "text/x-fossil-wiki" {
+		w.card('N', Fossilize(mime))
+	}
+	if d.Prev != "" {
+		w.card('P', d.Prev)
+	}
+	w.card('U', Fossilize(d.User))
+	w.text(d.Text)
+	return checked(w.finish(), TypeWiki)
+}
+
 // ControlDraft describes a tag change: one or more T cards on other artifacts.
 type ControlDraft struct {
 	Date time.Time

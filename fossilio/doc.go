@@ -1,6 +1,7 @@
 // Package fossilio is every effect OCX has on Fossil: reading artifacts, threads,
-// tags, users and who sent what from a repository file, and writing posts, ticket
-// changes and tags as a given user so that the node's repository records that user.
+// tickets, branches, wiki pages, tags, users and who sent what from a repository
+// file, and writing posts, ticket changes, wiki pages and tags as a given user so
+// that the node's repository records that user.
 //
 // Reading opens the repository read-only with SQLite (OpenNode, OpenClone).
 // Writing pushes one artifact over Fossil's sync protocol with a login card

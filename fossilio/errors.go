@@ -31,6 +31,9 @@ var (
 	ErrBadInput = errors.New("fossilio: bad input")
 	// ErrNoSuchUser: the repository has no user of that login.
 	ErrNoSuchUser = errors.New("fossilio: no such user")
+	// ErrNoSuchPage: the repository has no wiki page of that name, or
+	// none that anyone but a moderator may see yet.
+	ErrNoSuchPage = errors.New("fossilio: no such wiki page")
 	// ErrCommand: a fossil command failed (its output says why).
 	ErrCommand = errors.New("fossilio: fossil command failed")
 )
