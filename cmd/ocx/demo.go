@@ -124,7 +124,8 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 	home := filepath.Join(d.root, "home")
 	agents := filepath.Join(d.root, "agents")
 	relRoot := filepath.Join(d.root, "release")
-	for _, dir := range []string{home, agents} {
+	extroot := filepath.Join(d.root, "ext")
+	for _, dir := range []string{home, agents, extroot} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
@@ -153,7 +154,7 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 	if _, err := admin.UseWAL(ctx); err != nil {
 		return err
 	}
-	if d.srv, err = startServer(ctx, fsl, repo, port); err != nil {
+	if d.srv, err = startServer(ctx, fsl, repo, port, extroot); err != nil {
 		return err
 	}
 	e.log.Info("fossil server started", "pid", d.srv.pid, "url", d.srv.url)
@@ -171,6 +172,9 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 		return err
 	}
 	d.n = n
+	if err := answerErr(n.ConsoleInstall(extroot, false)); err != nil {
+		return err
+	}
 	if err := answerErr(n.HookInstall(ctx, false)); err != nil {
 		return err
 	}
@@ -199,14 +203,21 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 	// so the demo says it is ready once the writes its start set off are done.
 	settle(ctx, repo, 1500*time.Millisecond, 15*time.Second)
 	ocx := filepath.Join(relRoot, "current", "ocx")
+	console := d.srv.url + "ext/" + node.ConsoleEntryName + "/"
 	fmt.Fprintf(e.stdout, "OCX demo node\n")
+	fmt.Fprintf(e.stdout, "  console:     %s\n", console)
 	fmt.Fprintf(e.stdout, "  url:         %s\n", d.srv.url)
 	fmt.Fprintf(e.stdout, "  log in as:   %s  password: %s  (at %slogin)\n", demoPerson, demoPersonPW, d.srv.url)
 	fmt.Fprintf(e.stdout, "  admin login: %s  password: %s\n", demoAdmin, adminPw)
 	fmt.Fprintf(e.stdout, "  agent login: %s  (its session answers in the thread below)\n", demoAgent)
 	fmt.Fprintf(e.stdout, "  thread:      %sforumpost/%s\n", d.srv.url, record)
 	fmt.Fprintf(e.stdout, "  agents root: %s\n", agents)
-	fmt.Fprintf(e.stdout, "\nLog in, open the thread, press Reply, type a line (say: hello), then Preview and Submit.\n")
+	fmt.Fprintf(e.stdout, "\nThe console, in the browser (log in as %s first, at %slogin):\n", demoAdmin, d.srv.url)
+	fmt.Fprintf(e.stdout, "  1. Hook: the wake hook is installed on %s.\n", d.project)
+	fmt.Fprintf(e.stdout, "  2. Agent logins: add one (say agent-2).\n")
+	fmt.Fprintf(e.stdout, "  3. Workspaces: Add a workspace for it; open it; Start a session (mechanical, stays, a command such as: read -r l; echo \"heard: $l\").\n")
+	fmt.Fprintf(e.stdout, "  4. Sessions: see it listening; open it for its log, its listeners (add a ticket), and Stop it.\n")
+	fmt.Fprintf(e.stdout, "\nOr talk to the session already running: log in as %s, open the thread, press Reply, type a line (say: hello), then Preview and Submit.\n", demoPerson)
 	fmt.Fprintf(e.stdout, "Within a few seconds %s answers \"%s heard: hello\"; reload the page to see it.\n", demoAgent, demoAgent)
 	fmt.Fprintf(e.stdout, "From a terminal, the same:\n")
 	fmt.Fprintf(e.stdout, "  OCX_AGENTS=%s OCX_USER=%s OCX_PASSWORD=%s %s post --to %s --text hello\n", agents, demoPerson, demoPersonPW, ocx, record[:fossilio.MinPrefix])
@@ -461,7 +472,7 @@ func startProcess(fsl *fossilio.Fossil, args []string) (*server, error) {
 // startServer starts `fossil server` on 127.0.0.1, unjailed so that the
 // backoffice and hooks run (reference 4.5), and waits until it accepts
 // connections.
-func startServer(ctx context.Context, fsl *fossilio.Fossil, repo string, port int) (*server, error) {
+func startServer(ctx context.Context, fsl *fossilio.Fossil, repo string, port int, extroot string) (*server, error) {
 	if port == 0 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -470,7 +481,7 @@ func startServer(ctx context.Context, fsl *fossilio.Fossil, repo string, port in
 		port = l.Addr().(*net.TCPAddr).Port
 		l.Close()
 	}
-	s, err := startProcess(fsl, []string{"server", "--port", strconv.Itoa(port), "--localhost", "--nojail", repo})
+	s, err := startProcess(fsl, []string{"server", "--port", strconv.Itoa(port), "--localhost", "--nojail", "--extroot", extroot, repo})
 	if err != nil {
 		return nil, err
 	}

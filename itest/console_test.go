@@ -1,0 +1,483 @@
+package itest
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"html"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ocx-go/ocx/docs/design"
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/itest/harness"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// consoleNode is a node whose fossil server serves the console: the
+// server runs with --extroot, and `ocx console install` put the entry
+// there. The hook is not installed: the console's own button does it.
+func consoleNode(t testing.TB, people ...harness.User) *testNode {
+	t.Helper()
+	extroot := filepath.Join(t.TempDir(), "ext")
+	if err := os.MkdirAll(extroot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	users := append([]harness.User{{Login: person, Password: personPW, Caps: "cghijnorwz234"}}, people...)
+	srv := harness.StartServer(t, harness.Options{Users: users, ExtRoot: extroot})
+	n := &testNode{t: t, ctx: context.Background(), srv: srv, agents: filepath.Join(t.TempDir(), "agents"),
+		pw: map[string]string{srv.AdminLogin: srv.AdminPassword}}
+	for _, u := range users {
+		n.pw[u.Login] = u.Password
+	}
+	t.Cleanup(n.shutdown)
+	n.must("", "init", "--project", "demo="+srv.Repo+","+srv.URL, "--release", relRoot, "--extroot", extroot)
+	return n
+}
+
+// viewer is a browser's side of the console without a browser: a cookie
+// jar logged in through Fossil's login page (or none), and no redirects
+// followed, so that each answer is seen.
+type viewer struct {
+	t     testing.TB
+	base  string // the repository's URL, with its final slash
+	c     *http.Client
+	login string
+}
+
+func (n *testNode) viewer(login string) *viewer {
+	n.t.Helper()
+	jar, _ := cookiejar.New(nil)
+	v := &viewer{t: n.t, base: n.srv.URL, login: login, c: &http.Client{Jar: jar, Timeout: 3 * time.Minute,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	if login != "" {
+		form(n.t, v.c, v.base+"login", v.base+"login", url.Values{"u": {login}, "p": {n.pw[login]}, "in": {"Login"}})
+		if v.cookie() == "" {
+			n.t.Fatalf("logging in as %s through /login gave no cookie", login)
+		}
+	}
+	return v
+}
+
+// cookie is the viewer's login cookie as the browser sends it.
+func (v *viewer) cookie() string {
+	u, _ := url.Parse(v.base)
+	for _, c := range v.c.Jar.Cookies(u) {
+		if strings.HasPrefix(c.Name, "fossil-") {
+			return c.Name + "=" + c.Value
+		}
+	}
+	return ""
+}
+
+// get fetches a console page and returns its status and body.
+func (v *viewer) get(path string) (int, string) {
+	v.t.Helper()
+	resp, err := v.c.Get(v.base + "ext/console/" + path)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// post presses a console button: the form's fields, sent from referer.
+func (v *viewer) post(path, referer string, fields url.Values) (int, string) {
+	v.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, v.base+"ext/console/"+path, strings.NewReader(fields.Encode()))
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if referer != "" {
+		req.Header.Set("Referer", referer)
+	}
+	resp, err := v.c.Do(req)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+var tokenRE = regexp.MustCompile(`name="token" value="([0-9a-f]+)"`)
+
+// token is the token a page's forms carry, "" when it shows none.
+func token(page string) string {
+	if m := tokenRE.FindStringSubmatch(page); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// press loads the page a button is on and presses it with the page's token.
+func (v *viewer) press(page, action string, fields url.Values) (int, string) {
+	v.t.Helper()
+	_, body := v.get(page)
+	tok := token(body)
+	if tok == "" {
+		v.t.Fatalf("%s shows %s no button", page, v.login)
+	}
+	if fields == nil {
+		fields = url.Values{}
+	}
+	fields.Set("token", tok)
+	return v.post(action, v.base+"ext/console/"+page, fields)
+}
+
+// answerOf reads the tools' answer a button's page shows: its log, its
+// result and why it stopped.
+func answerOf(body string) (log []string, result, stopped string) {
+	for _, m := range regexp.MustCompile(`<li>(.*?)</li>`).FindAllStringSubmatch(between(body, `<ol id="ocx-log">`, `</ol>`), -1) {
+		log = append(log, html.UnescapeString(m[1]))
+	}
+	if m := regexp.MustCompile(`id="ocx-result">result: <code>([^<]*)</code>`).FindStringSubmatch(body); m != nil {
+		result = m[1]
+	}
+	if m := regexp.MustCompile(`id="ocx-stopped">stopped: ([^<]*)</p>`).FindStringSubmatch(body); m != nil {
+		stopped = html.UnescapeString(m[1])
+	}
+	return log, result, stopped
+}
+
+func between(s, from, to string) string {
+	i := strings.Index(s, from)
+	if i < 0 {
+		return ""
+	}
+	s = s[i+len(from):]
+	if j := strings.Index(s, to); j >= 0 {
+		return s[:j]
+	}
+	return s
+}
+
+// senderOf is who the repository says sent an artifact (its receipt).
+func (n *testNode) senderOf(hash string) string {
+	n.t.Helper()
+	r := n.repo()
+	defer r.Close()
+	info, err := r.Info(n.ctx, hash)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return info.Sender
+}
+
+// TestConsoleSecurity (issue 12, item 6): a POST needs the token of the
+// viewer's own login cookie and a Referer from this repository, from a
+// viewer holding admin or setup; each other POST gets 403 and writes
+// nothing; a GET never writes; every value shown is escaped; names are
+// validated as the ocx commands validate them; no page shows a password.
+func TestConsoleSecurity(t *testing.T) {
+	needs(t, "ocxd")
+	n := consoleNode(t)
+	admin, alice, nobody := n.viewer(n.srv.AdminLogin), n.viewer(person), n.viewer("")
+	page := n.srv.URL + "ext/console/logins"
+	hookNow := func() bool {
+		st := n.status()
+		return len(st.Hooks) == 1 && st.Hooks[0].Installed
+	}
+	logins := func() int { return len(n.status().Logins) }
+
+	// Anyone who may read sees the pages, and no button but the admin.
+	for _, v := range []*viewer{admin, alice, nobody} {
+		for _, p := range []string{"", "hook", "logins", "workspaces", "workspaces/add", "sessions"} {
+			code, body := v.get(p)
+			if code != 200 {
+				t.Fatalf("%q sees %s as %d:\n%s", v.login, p, code, body)
+			}
+			hasButton := strings.Contains(body, `method="POST"`)
+			withButtons := p == "hook" || p == "logins" || p == "workspaces/add"
+			if hasButton != (v == admin && withButtons) {
+				t.Errorf("%q on %q: a button shown %v", v.login, p, hasButton)
+			}
+		}
+	}
+
+	// The console's key is the node's: the test reads it to forge what a
+	// page elsewhere cannot, a token for alice and one for another key.
+	keyHex, err := os.ReadFile(filepath.Join(n.agents, "console.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := hex.DecodeString(strings.TrimSpace(string(keyHex)))
+	tokenFor := func(k []byte, cookie string) string {
+		m := hmac.New(sha256.New, k)
+		m.Write([]byte("ocx console token\x00" + cookie))
+		return hex.EncodeToString(m.Sum(nil))
+	}
+	_, body := admin.get("logins")
+	good := token(body)
+	for _, c := range []struct {
+		name   string
+		v      *viewer
+		ref    string
+		tok    string
+		status int
+		words  string
+	}{
+		{"no token", admin, page, "", 403, "token is not this viewer's"},
+		{"alice's token", admin, page, tokenFor(key, alice.cookie()), 403, "token is not this viewer's"},
+		{"another key's token", admin, page, tokenFor(make([]byte, 32), admin.cookie()), 403, "token is not this viewer's"},
+		{"no Referer", admin, "", good, 403, "not sent from a page of this repository"},
+		{"a page on another port", admin, "http://127.0.0.1:1/attack.html", good, 403, "not sent from a page of this repository"},
+		{"alice with her own token", alice, page, tokenFor(key, alice.cookie()), 403, "neither admin nor setup"},
+		{"not logged in", nobody, page, good, 403, "log in first"},
+	} {
+		code, body := c.v.post("logins/add", c.ref, url.Values{"token": {c.tok}, "login": {"mallory"}})
+		if code != c.status || !strings.Contains(html.UnescapeString(body), c.words) {
+			t.Errorf("%s: %d, want %d saying %q:\n%s", c.name, code, c.status, c.words, between(body, "<h2>", "</div>"))
+		}
+		code, _ = c.v.post("hook/install", c.ref, url.Values{"token": {c.tok}})
+		if code != c.status {
+			t.Errorf("%s, hook/install: %d, want %d", c.name, code, c.status)
+		}
+	}
+	if logins() != 0 || hookNow() {
+		t.Fatalf("a refused POST wrote: %d logins, hook installed %v", logins(), hookNow())
+	}
+	// A GET of a button's address does nothing and says so.
+	if code, _ := admin.get("logins/add?login=mallory&token=" + good); code != 404 || logins() != 0 {
+		t.Fatalf("a GET of a button: %d, %d logins", code, logins())
+	}
+
+	// A name is validated as `ocx login add` validates it.
+	code, body := admin.press("logins", "logins/add", url.Values{"login": {"../x"}})
+	if _, _, stopped := answerOf(body); code != 422 || !strings.Contains(stopped, `"../x"`) || logins() != 0 {
+		t.Fatalf("login ../x: %d, stopped %q, %d logins", code, stopped, logins())
+	}
+	code, body = admin.press("logins", "logins/add", url.Values{"login": {agent}})
+	if log, _, stopped := answerOf(body); code != 200 || stopped != "" || len(log) == 0 || logins() != 1 {
+		t.Fatalf("login add: %d %q %q", code, log, stopped)
+	}
+	// No page shows a password, nor what a password file holds.
+	pw, err := fossilio.ReadPasswordFile(filepath.Join(n.agents, agent, "password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"", "hook", "logins", "workspaces", "workspaces/add", "sessions", "state"} {
+		if _, body := admin.get(p); strings.Contains(body, pw) || strings.Contains(body, n.srv.AdminPassword) {
+			t.Errorf("page %q shows a password", p)
+		}
+	}
+
+	// Every value shown is escaped: a thread whose title is a script.
+	c := n.pusher(person)
+	d, _ := fossilio.PostDraft{Date: time.Now().UTC(), User: person, Title: `<script>alert("t")</script>`, Text: "x"}.Bytes()
+	if _, err := c.Push(n.ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if _, body := admin.get("workspaces/add"); strings.Contains(body, `<script>alert("t")`) || !strings.Contains(body, `&lt;script&gt;alert(&#34;t&#34;)`) {
+		t.Errorf("the thread's title is not escaped on the form")
+	}
+}
+
+// TestConsoleWritesAsTheViewer (issue 12, item 5): every note the console
+// writes as its viewer is recorded by the repository as the viewer's, read
+// back from its receipts: the workspace definition, the session
+// definition, the launch note and the terminated note.
+// A listen note is the agent login's (D7, D10), as `ocx listener add`
+// writes it.
+func TestConsoleWritesAsTheViewer(t *testing.T) {
+	needs(t, "ocxd", "workspace")
+	n := consoleNode(t)
+	admin := n.viewer(n.srv.AdminLogin)
+	if code, body := admin.press("hook", "hook/install", nil); code != 200 {
+		t.Fatalf("hook install: %d\n%s", code, body)
+	}
+	admin.press("logins", "logins/add", url.Values{"login": {agent}})
+	code, body := admin.press("workspaces/add", "workspaces/add", url.Values{"login": {agent}, "branch": {"trunk"}, "record": {""}})
+	log, defHash, stopped := answerOf(body)
+	if code != 200 || stopped != "" {
+		t.Fatalf("workspace add: %d %q %q", code, log, stopped)
+	}
+	if s := n.senderOf(defHash); s != n.srv.AdminLogin {
+		t.Fatalf("the workspace definition %s is recorded as sent by %q, not the viewer %q", defHash, s, n.srv.AdminLogin)
+	}
+	code, body = admin.press("workspace/"+agent+"/start", "workspace/"+agent+"/start", url.Values{"kind": {"mechanical"},
+		"command": {echoScript}, "lifetime": {"stays"}, "hears": {person}})
+	log, launch, stopped := answerOf(body)
+	if code != 200 || stopped != "" {
+		t.Fatalf("session start: %d %q %q", code, log, stopped)
+	}
+	if s := n.senderOf(launch); s != n.srv.AdminLogin {
+		t.Fatalf("the launch note is recorded as sent by %q", s)
+	}
+	var sessionDef string
+	for _, l := range log {
+		if m := regexp.MustCompile(`posted the session definition as "[^"]+" at ([0-9a-f]{64})`).FindStringSubmatch(l); m != nil {
+			sessionDef = m[1]
+		}
+	}
+	if sessionDef == "" || n.senderOf(sessionDef) != n.srv.AdminLogin {
+		t.Fatalf("the session definition (%q) is not recorded as the viewer's; log %q", sessionDef, log)
+	}
+	n.waitFor("the session to listen", func() bool {
+		st := n.status()
+		return len(st.Sessions) == 1 && st.Sessions[0].Listening
+	})
+	// Its listeners: a ticket; the listen note is the agent's.
+	id := n.result(person, "ticket", "--title", "a ticket", "--text", "for the session")
+	code, body = admin.press("session/"+agent+"/listeners?kind=ticket", "session/"+agent+"/listeners/add", url.Values{"kind": {"ticket"}, "names": {id}})
+	if log, _, stopped := answerOf(body); code != 200 || stopped != "" {
+		t.Fatalf("listener add: %d %q %q", code, log, stopped)
+	}
+	if _, page := admin.get("session/" + agent + "/listeners"); !strings.Contains(page, id) {
+		t.Fatalf("the listeners page does not show ticket %s", id)
+	}
+	if got := n.notesSentBy(agent)[messages.KindListen]; got != 1 {
+		t.Fatalf("%d listen notes sent by %s, want 1", got, agent)
+	}
+	// Stop it: a stop line to the daemon, which started it (no note).
+	code, body = admin.press("session/"+agent, "session/"+agent+"/stop", nil)
+	log, _, stopped = answerOf(body)
+	if code != 200 || stopped != "" {
+		t.Fatalf("stop: %d %q %q", code, log, stopped)
+	}
+	n.waitFor("the session to end", func() bool { return len(n.status().Sessions) == 0 })
+	n.waitFor("the session page to show its end", func() bool {
+		_, page := admin.get("session/" + agent)
+		return strings.Contains(page, `id="ocx-ended"`)
+	})
+	// Terminate the workspace: the terminated note is the viewer's.
+	code, body = admin.press("workspace/"+agent, "workspace/"+agent+"/terminate", url.Values{"confirm": {"yes"}, "reason": {"done with it"}})
+	if log, _, stopped := answerOf(body); code != 200 || stopped != "" {
+		t.Fatalf("terminate: %d %q %q", code, log, stopped)
+	}
+	sent := n.notesSentBy(n.srv.AdminLogin)
+	if sent[messages.KindTerminated] != 1 || sent[messages.KindWorkspace] != 1 || sent[messages.KindSession] != 1 || sent[messages.KindLaunch] != 1 {
+		t.Fatalf("the notes the viewer sent, by kind: %v", sent)
+	}
+}
+
+// notesSentBy counts, by kind, the notes the repository received from
+// login (its receipts).
+func (n *testNode) notesSentBy(login string) map[messages.NoteKind]int {
+	n.t.Helper()
+	r := n.repo()
+	defer r.Close()
+	sent, err := r.SentBy(n.ctx, login, "")
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	out := map[messages.NoteKind]int{}
+	for _, s := range sent {
+		if note, err := messages.ReadPost([]byte(s.Text)); err == nil && note != nil {
+			out[note.NoteKind()]++
+		}
+	}
+	return out
+}
+
+// TestConsoleReads (issue 12, item 3): the status JSON is the document
+// `ocx status --json` prints, valid against its schema, served as JSON,
+// with an ETag that answers 304 while nothing changed; a thread's status
+// names the sessions and listeners bound to it; a page opened starts the
+// daemon when none runs.
+func TestConsoleReads(t *testing.T) {
+	needs(t, "ocxd")
+	n := consoleNode(t)
+	if n.daemonPID() != 0 {
+		t.Fatal("a daemon runs before any page was opened")
+	}
+	v := n.viewer(person)
+	if code, _ := v.get("sessions"); code != 200 {
+		t.Fatal(code)
+	}
+	n.waitFor("the page to have started the daemon", func() bool { return n.daemonPID() != 0 })
+	resp, err := v.c.Get(v.base + "ext/console/state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "application/json" {
+		t.Fatalf("state: %d %q", resp.StatusCode, ct)
+	}
+	schemas, err := design.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schemas.Validate("state.schema.json", data); err != nil {
+		t.Fatalf("the console's state is not valid: %v\n%s", err, data)
+	}
+	if cli := n.must("", "status", "--json").stdout; cli != string(data) {
+		t.Fatalf("the console's state differs from ocx status --json:\n%s\n---\n%s", data, cli)
+	}
+	req, _ := http.NewRequest(http.MethodGet, v.base+"ext/console/state", nil)
+	req.Header.Set("If-None-Match", resp.Header.Get("ETag"))
+	again, err := v.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Body.Close()
+	if again.StatusCode != http.StatusNotModified {
+		t.Fatalf("state with its ETag: %d, want 304", again.StatusCode)
+	}
+
+	n.must("", "login", "add", agent)
+	record := n.result(n.srv.AdminLogin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
+	n.result(n.srv.AdminLogin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript)
+	n.waitFor("the session to listen", func() bool {
+		st := n.status()
+		return len(st.Sessions) == 1 && st.Sessions[0].Listening
+	})
+	code, body := v.get("thread/" + record[:12])
+	if code != 200 || !strings.Contains(body, `"thread": "`+record+`"`) || !strings.Contains(body, `"login": "`+agent+`"`) {
+		t.Fatalf("the thread's status: %d\n%s", code, body)
+	}
+	if code, body := v.get("thread/zz"); code != 400 || !strings.Contains(body, "10 hex digits") {
+		t.Fatalf("a bad thread name: %d %s", code, body)
+	}
+}
+
+// TestConsoleGitFetch (seed 002, "serve a git fetch"): a real git clone
+// of the repository's mirror through the console, read-only: a push is
+// refused.
+func TestConsoleGitFetch(t *testing.T) {
+	needs(t, "ocxd")
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is not installed (make deps installs it)")
+	}
+	n := consoleNode(t)
+	mirror := filepath.Join(t.TempDir(), "mirror")
+	if out, err := n.srv.Fossil("git", "export", mirror, "-R", n.srv.Repo); err != nil {
+		t.Fatalf("fossil git export: %v\n%s", err, out)
+	}
+	dst := filepath.Join(t.TempDir(), "clone")
+	git := func(args ...string) (string, error) {
+		cmd := exec.Command("git", args...)
+		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + t.TempDir(), "GIT_TERMINAL_PROMPT=0"}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := git("clone", n.srv.URL+"ext/console/git", dst); err != nil {
+		t.Fatalf("git clone through the console: %v\n%s", err, out)
+	}
+	if out, err := git("-C", dst, "log", "--oneline"); err != nil || !strings.Contains(out, "initial empty check-in") {
+		t.Fatalf("the clone's history: %v\n%s", err, out)
+	}
+	os.WriteFile(filepath.Join(dst, "x"), []byte("x"), 0o644)
+	git("-C", dst, "add", "x")
+	git("-C", dst, "-c", "user.name=m", "-c", "user.email=m@x", "commit", "-m", "x")
+	if out, err := git("-C", dst, "push", "origin", "HEAD"); err == nil {
+		t.Fatalf("a push through the console succeeded:\n%s", out)
+	}
+	v := n.viewer("")
+	if code, body := v.get("git/info/refs?service=git-receive-pack"); code != 403 || !strings.Contains(body, "fetches only") {
+		t.Fatalf("receive-pack: %d %s", code, body)
+	}
+}
