@@ -42,7 +42,9 @@ func waitText(t *testing.T, b *harness.Browser, sel, what string, ok func(string
 	}
 }
 
-func jsString(s string) string { return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'" }
+func jsString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
 
 // answerDone checks that a button's page says the action was done.
 func answerDone(t *testing.T, b *harness.Browser, what string) string {
