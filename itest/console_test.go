@@ -481,3 +481,64 @@ func TestConsoleGitFetch(t *testing.T) {
 		t.Fatalf("receive-pack: %d %s", code, body)
 	}
 }
+
+// TestConsoleTemplates: the forms' defaults come from wiki pages
+// workspace/NAME and session/NAME, each holding one fenced JSON block; a
+// template that does not decode is shown as an error on the form, and the
+// node's default stays.
+func TestConsoleTemplates(t *testing.T) {
+	needs(t, "ocxd")
+	n := consoleNode(t)
+	page := func(name, text string) {
+		f := filepath.Join(t.TempDir(), "page")
+		if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := n.srv.Fossil("wiki", "create", name, f, "--mimetype", "text/x-markdown", "-R", n.srv.Repo); err != nil {
+			t.Fatalf("fossil wiki create %s: %v\n%s", name, err, out)
+		}
+	}
+	page("workspace/small", "A small sandbox.\n\n```json\n"+`{"network": false, "read_only": ["/usr", "/bin"], "read_write": [], "homes": [], "path": ["/usr/bin", "/bin"]}`+"\n```\n")
+	page("workspace/broken", "```json\n"+`{"network": false, "memory_max": "4G"}`+"\n```\n")
+	page("session/ci", "```json\n"+`{"ocx": "session", "kind": "mechanical", "command": ["/bin/sh", "-c", "make test"], "lifetime": "completes"}`+"\n```\n")
+	admin := n.viewer(n.srv.AdminLogin)
+	n.must("", "login", "add", agent)
+
+	_, body := admin.get("workspaces/add")
+	if !strings.Contains(body, `<option value="small">small</option>`) || !strings.Contains(body, `<option value="broken">broken</option>`) {
+		t.Fatalf("the form offers no template:\n%s", between(body, "<h2>", "</form>"))
+	}
+	_, body = admin.get("workspaces/add?template=small")
+	sandbox := html.UnescapeString(between(body, `id="ocx-ws-sandbox" rows="14" cols="80">`, "</textarea>"))
+	sb, err := messages.DecodeSandbox([]byte(sandbox))
+	if err != nil || sb.Network || len(sb.ReadOnly) != 2 {
+		t.Fatalf("the small template's sandbox on the form: %+v %v\n%s", sb, err, sandbox)
+	}
+	_, body = admin.get("workspaces/add?template=broken")
+	if msg := html.UnescapeString(between(body, `id="ocx-template-error">`, "</p>")); !strings.Contains(msg, "memory_max") || !strings.Contains(msg, "broken") {
+		t.Fatalf("a template that does not decode: %q", msg)
+	}
+	if _, body = admin.get("workspaces/add?template=../x"); !strings.Contains(body, "a template&#39;s name is") {
+		t.Fatalf("a bad template name is not refused on the form")
+	}
+	// A workspace made from the small template: the workspace's own
+	// directory added read-write, the rest as the template says.
+	code, body := admin.press("workspaces/add?template=small", "workspaces/add", url.Values{"login": {agent}, "branch": {"trunk"}, "record": {""}, "sandbox": {sandbox}})
+	if log, _, stopped := answerOf(body); code != 200 || stopped != "" {
+		t.Fatalf("workspace add from a template: %d %q %q", code, log, stopped)
+	}
+	defs := n.status().Workspaces
+	if len(defs) != 1 {
+		t.Fatalf("workspaces %+v", defs)
+	}
+	_, body = admin.get("workspace/" + agent)
+	def := html.UnescapeString(between(body, `<pre id="ocx-ws-definition">`, "</pre>"))
+	wd, err := messages.DecodeNoteAs[*messages.WorkspaceDefinition]([]byte(def))
+	if err != nil || wd.Sandbox.Network || len(wd.Sandbox.ReadWrite) != 1 || wd.Sandbox.ReadWrite[0] != n.workspaceDir(agent) {
+		t.Fatalf("the workspace's definition: %+v %v\n%s", wd, err, def)
+	}
+	_, body = admin.get("workspace/" + agent + "/start?template=ci")
+	if !strings.Contains(body, ">make test</textarea>") || !strings.Contains(body, `value="completes" id="ocx-completes" checked`) {
+		t.Fatalf("the ci template on the start form:\n%s", between(body, "<h2>", "</form>"))
+	}
+}
