@@ -102,6 +102,22 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("the demo did not say what to open and type:\n%s", strings.Join(out, "\n"))
 	}
 
+	// The console it prints answers, in the repository's skin, with the
+	// demo's session listening on its Sessions page.
+	console := said["console"]
+	if console != base+"ext/console/" {
+		t.Fatalf("the demo printed the console at %q, want %sext/console/", console, base)
+	}
+	resp, err := http.Get(console + "sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page), `data-ocx-session="agent-demo/demo"`) || !strings.Contains(string(page), `class="mainmenu"`) {
+		t.Fatalf("the demo's console: %d\n%s", resp.StatusCode, page)
+	}
+
 	// As the person, on the web: log in, then reply through the forum's
 	// own form.
 	jar, _ := cookiejar.New(nil)
