@@ -389,6 +389,11 @@ func (c *WorkspaceCore) exited(m messages.ProcessExited) {
 		}
 	}
 	if c.inflight != nil && c.inflight.spawning && len(c.inflight.early) < maxEarlyExits {
+		for _, e := range c.inflight.early {
+			if e.Proc == m.Proc {
+				return // the reaper's exit again: kept once
+			}
+		}
 		c.inflight.early = append(c.inflight.early, m)
 		return
 	}
