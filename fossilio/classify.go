@@ -269,3 +269,38 @@ func (rd *reader) finished(after int64) (int64, error) {
 	}
 	return newest.Int64, nil
 }
+
+// NoteTexts reads, in one read transaction, the text each artifact may
+// hold a note in: a post's text, what a ticket change adds to the ticket's
+// comment; "" for anything else, and for an edit or a post awaiting
+// moderation, which hold none. infos are what Classify or Info gave, so
+// each artifact is read by its row, its hash checked, never looked up again.
+func (r *Repo) NoteTexts(ctx context.Context, infos []Info) ([]string, error) {
+	out := make([]string, len(infos))
+	err := r.read(ctx, "read notes", func(rd *reader) error {
+		for i, info := range infos {
+			switch {
+			case info.Kind == KindPost && !info.Edit && !info.Pending:
+			case info.Kind == KindTicketChange:
+			default:
+				continue
+			}
+			a, err := rd.artifact(info.Rid, info.Hash)
+			if err != nil {
+				return err
+			}
+			switch {
+			case info.Kind == KindPost && a.Type == TypeForum:
+				out[i] = string(a.Text)
+			case info.Kind == KindTicketChange:
+				for _, f := range a.Fields {
+					if f.Name == "+icomment" || f.Name == "icomment" {
+						out[i] = f.Value
+					}
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
+}

@@ -114,11 +114,12 @@ func (x *Index) Refresh(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("classify what %s received: %w", x.repo.Path(), err)
 		}
-		for _, info := range infos {
-			e, ok, err := Read(ctx, x.repo, info)
-			if err != nil {
-				return err
-			}
+		texts, err := x.repo.NoteTexts(ctx, infos)
+		if err != nil {
+			return fmt.Errorf("read what %s received: %w", x.repo.Path(), err)
+		}
+		for i, info := range infos {
+			e, ok := entryOf(info, texts[i])
 			if ok {
 				x.add(e)
 			}
@@ -245,25 +246,41 @@ func (x *Index) Workspaces(ctx context.Context) (map[messages.WorkspaceKey]*Work
 	}
 	x.mu.Unlock()
 	out := map[messages.WorkspaceKey]*Workspace{}
+	// Whom D7 counts is asked once per sender in this one answer.
+	privileged := x.privilegedOnce(ctx)
 	for k, es := range defs {
-		d := x.newestCounting(ctx, es)
+		d := newestCounting(es, privileged)
 		if d == nil {
 			continue
 		}
 		w := &Workspace{Key: k, Definition: d.Note.(*messages.WorkspaceDefinition), Entry: *d}
-		var err error
-		if w.Terminated, err = x.TerminatedAfter(ctx, *d); err != nil {
-			return nil, err
-		}
+		w.Terminated = x.terminatedAfter(*d, privileged)
 		out[k] = w
 	}
 	return out, nil
 }
 
+// privilegedOnce is Privileged, each user asked of the repository once.
+func (x *Index) privilegedOnce(ctx context.Context) func(string) bool {
+	seen := map[string]bool{}
+	return func(user string) bool {
+		ok, done := seen[user]
+		if !done {
+			ok = x.Privileged(ctx, user)
+			seen[user] = ok
+		}
+		return ok
+	}
+}
+
 // newestCounting is the newest entry a user holding admin or setup sent.
 func (x *Index) newestCounting(ctx context.Context, es []Entry) *Entry {
+	return newestCounting(es, func(u string) bool { return x.Privileged(ctx, u) })
+}
+
+func newestCounting(es []Entry, privileged func(string) bool) *Entry {
 	for i := len(es) - 1; i >= 0; i-- {
-		if x.Privileged(ctx, es[i].Sender) {
+		if privileged(es[i].Sender) {
 			return &es[i]
 		}
 	}
@@ -274,22 +291,27 @@ func (x *Index) newestCounting(ctx context.Context, es []Entry) *Entry {
 // admin or setup on the workspace's record after its definition def, if
 // there is one.
 func (x *Index) TerminatedAfter(ctx context.Context, def Entry) (string, error) {
-	wd, ok := def.Note.(*messages.WorkspaceDefinition)
-	if !ok {
+	if _, ok := def.Note.(*messages.WorkspaceDefinition); !ok {
 		return "", fmt.Errorf("%s is not a workspace definition", def.Hash)
 	}
 	if err := x.Refresh(ctx); err != nil {
 		return "", err
 	}
+	return x.terminatedAfter(def, func(u string) bool { return x.Privileged(ctx, u) }), nil
+}
+
+// terminatedAfter is TerminatedAfter on the index as it stands.
+func (x *Index) terminatedAfter(def Entry, privileged func(string) bool) string {
+	wd := def.Note.(*messages.WorkspaceDefinition)
 	x.mu.Lock()
 	ts := copies(x.terminated[wd.Key()])
 	x.mu.Unlock()
 	for _, t := range ts {
-		if t.After(def) && t.Record == def.Record && x.Privileged(ctx, t.Sender) {
-			return t.Hash, nil
+		if t.After(def) && t.Record == def.Record && privileged(t.Sender) {
+			return t.Hash
 		}
 	}
-	return "", nil
+	return ""
 }
 
 // NewestDefinitions returns the newest workspace definition of key and the

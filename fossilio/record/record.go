@@ -74,18 +74,41 @@ func Read(ctx context.Context, r *fossilio.Repo, info fossilio.Info) (Entry, boo
 	default:
 		return e, false, nil
 	}
+	e, ok := fromText(e, text)
+	return e, ok, nil
+}
+
+// entryOf is the entry of an artifact whose text was read (NoteTexts).
+func entryOf(info fossilio.Info, text string) (Entry, bool) {
+	e := Entry{Hash: info.Hash, Sender: info.Sender, Rcvid: info.Rcvid, Rid: info.Rid, InReplyTo: info.InReplyTo}
+	switch info.Kind {
+	case fossilio.KindPost:
+		if info.Edit || info.Pending {
+			return e, false
+		}
+		e.Record = info.Root
+	case fossilio.KindTicketChange:
+		e.Record, e.Ticket, e.InReplyTo = info.Ticket, true, ""
+	default:
+		return e, false
+	}
+	return fromText(e, text)
+}
+
+// fromText reads the note an entry's text holds.
+func fromText(e Entry, text string) (Entry, bool) {
 	if !strings.Contains(text, "```") && strings.TrimSpace(text) != messages.StopText {
-		return e, false, nil
+		return e, false
 	}
 	note, err := messages.ReadPost([]byte(text))
 	if err != nil {
 		if !messages.Ignorable(err) {
 			e.Err, e.Claims = err, messages.Claims([]byte(text))
 		}
-		return e, false, nil
+		return e, false
 	}
 	e.Note = note
-	return e, true, nil
+	return e, true
 }
 
 // At reads the note of one post or ticket change, by full hash or prefix.
