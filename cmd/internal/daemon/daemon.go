@@ -22,6 +22,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/cmd/internal/version"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -47,6 +48,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 2
 	case opts.HandoffVersion:
 		fmt.Fprintln(stdout, messages.HandoffVersion)
+		return 0
+	case opts.Version:
+		fmt.Fprint(stdout, version.Line("ocxd"))
 		return 0
 	}
 	// Run catches the signals itself (D26): the stop is one of their actions.

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ocx-go/ocx/cmd/internal/version"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -62,6 +63,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case errors.Is(err, errHelp):
 		writeUsage(stdout, o.Verb)
+		return ExitOK
+	case errors.Is(err, errVersion):
+		fmt.Fprint(stdout, version.Line("workspace"))
 		return ExitOK
 	case err != nil:
 		if o.Verb == "" {
