@@ -410,3 +410,31 @@ func TestScanVanishedMidScanIsUnknown(t *testing.T) {
 		t.Fatalf("Naming on the next scan = %s %v", v, err)
 	}
 }
+
+// TestExecutable: the table reads which program a process runs and which
+// release that is: the directory under releases/ for a program there, the
+// program's directory otherwise.
+func TestExecutable(t *testing.T) {
+	l, err := host.NewLayout(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, _ = filepath.EvalSymlinks(self)
+	relRoot := filepath.Dir(filepath.Dir(filepath.Dir(self)))
+	pt, err := NewProcTable(ProcOptions{Layout: l, ReleaseRoot: relRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pt.Close()
+	exe, rel, err := pt.Executable(os.Getpid())
+	if err != nil || exe != self || rel != filepath.Dir(self) {
+		t.Fatalf("Executable(self) = %q, %q, %v; want %q in %q", exe, rel, err, self, filepath.Dir(self))
+	}
+	if _, _, err := pt.Executable(0); err == nil {
+		t.Fatal("pid 0 has an executable")
+	}
+}
