@@ -284,6 +284,7 @@ func (d *daemon) start() error {
 		hh, err := d.takeHandoff()
 		if err != nil {
 			d.log.Error("re-exec: the hand-off cannot be taken over; exiting (sessions keep running, and the next daemon finds them)", errAttr(err))
+			d.recordStart(fmt.Errorf("the new image could not take the hand-off over, and exited: %w", err))
 			return err
 		}
 		h = &hh
@@ -318,6 +319,7 @@ func (d *daemon) start() error {
 	}
 	d.rel = &releases{root: d.cfg.Release, self: filepath.Dir(self)}
 	if h != nil {
+		d.recordReexec(messages.ReexecOutcome{Target: self})
 		// An image before this one named no release in its launches; the
 		// directory says which it is.
 		for i := range h.Workspaces {
@@ -399,6 +401,25 @@ func (d *daemon) start() error {
 		d.hooks.start()
 	}
 	return nil
+}
+
+// recordStart records a new image's failure to start from the hand-off, as
+// far as it got: the release it is in is read from its own program.
+func (d *daemon) recordStart(err error) {
+	self, serr := os.Executable()
+	if serr == nil {
+		self, serr = filepath.EvalSymlinks(self)
+	}
+	if serr != nil {
+		self = ""
+	}
+	r := messages.ReexecOutcome{Target: self, Error: err.Error()}
+	if data, derr := os.ReadFile(d.layout.NodeJSON()); derr == nil {
+		if cfg, derr := messages.DecodeNodeConfig(data); derr == nil && self != "" {
+			d.rel = &releases{root: cfg.Release, self: filepath.Dir(self)}
+		}
+	}
+	d.recordReexec(r)
 }
 
 // close stops the readers, then the actor tree, then the reaper (which
