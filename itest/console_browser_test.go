@@ -69,7 +69,9 @@ func answerDone(t *testing.T, b *harness.Browser, what string) string {
 // Sessions page; as a person, post in its thread through Fossil's own
 // forum editor; see the page turn from working to idle without a reload,
 // and the reply; add a listener on a ticket; stop the session and see its
-// end. No page raises a script error or a CSP violation.
+// end; restart it with "Restart stopped sessions" (the list, then
+// Confirm), and a second press leaves it alone. No page raises a script
+// error or a CSP violation.
 func TestConsoleInTheBrowser(t *testing.T) {
 	needs(t, "ocxd", "workspace")
 	n := consoleNode(t)
@@ -210,6 +212,31 @@ func TestConsoleInTheBrowser(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	b.Screenshot("15-its-end")
+
+	// Restart stopped sessions: the list (a dry run), then Confirm.
+	b.Navigate(console+"sessions", "#ocx-restart")
+	b.Screenshot("16-restart-stopped-sessions")
+	b.ClickAndLoad("#ocx-restart button")
+	b.WaitVisible("#ocx-restart-list")
+	row := `[data-ocx-restart="` + agent + `/demo"] [data-ocx-field="outcome"]`
+	if got := b.Text(row); got != "would restart" {
+		t.Fatalf("the restart's list says %q of %s/demo", got, agent)
+	}
+	b.Screenshot("17-restart-list")
+	b.ClickAndLoad("#ocx-restart-confirm button")
+	answerDone(t, b, "restart the stopped session")
+	if got := b.Text(row); got != "restarted" {
+		t.Fatalf("the confirmed restart says %q of %s/demo", got, agent)
+	}
+	b.Screenshot("18-restarted")
+	b.Navigate(console+"sessions", "#ocx-sessions")
+	waitText(t, b, `[data-ocx-session="`+agent+`/demo"] [data-ocx-field="state"]`, "the restarted session listening and idle", func(s string) bool { return s == "idle" })
+	b.ClickAndLoad("#ocx-restart button")
+	b.WaitVisible("#ocx-restart-list")
+	if got := b.Text(row); got != "left alone" || !strings.Contains(b.Text("#ocx-restart-list"), "it runs") || !strings.Contains(b.Text("#ocx-restart-none"), "Nothing would restart") {
+		t.Fatalf("a second press of restart says %q of %s/demo:\n%s", got, agent, b.Text("#ocx-restart-list"))
+	}
+	b.Screenshot("19-restart-again-left-alone")
 	b.NoErrors()
 	p.NoErrors()
 }

@@ -200,7 +200,7 @@ func TestConsoleSecurity(t *testing.T) {
 				t.Fatalf("%q sees %s as %d:\n%s", v.login, p, code, body)
 			}
 			hasButton := strings.Contains(body, `method="POST"`)
-			withButtons := p == "hook" || p == "logins" || p == "workspaces/add"
+			withButtons := p == "hook" || p == "logins" || p == "workspaces/add" || p == "sessions"
 			if hasButton != (v == admin && withButtons) {
 				t.Errorf("%q on %q: a button shown %v", v.login, p, hasButton)
 			}
@@ -245,6 +245,11 @@ func TestConsoleSecurity(t *testing.T) {
 		if code != c.status {
 			t.Errorf("%s, hook/install: %d, want %d", c.name, code, c.status)
 		}
+		for _, restart := range []string{"sessions/restart", "sessions/restart/confirm"} {
+			if code, _ = c.v.post(restart, c.ref, url.Values{"token": {c.tok}, "release": {"current"}}); code != c.status {
+				t.Errorf("%s, %s: %d, want %d", c.name, restart, code, c.status)
+			}
+		}
 	}
 	if logins() != 0 || hookNow() {
 		t.Fatalf("a refused POST wrote: %d logins, hook installed %v", logins(), hookNow())
@@ -288,7 +293,8 @@ func TestConsoleSecurity(t *testing.T) {
 // TestConsoleWritesAsTheViewer (issue 12, item 5): every note the console
 // writes as its viewer is recorded by the repository as the viewer's, read
 // back from its receipts: the workspace definition, the session
-// definition, the launch note and the terminated note.
+// definition, the launch note, the launch note of a restart (the list of
+// "Restart stopped sessions", then its Confirm) and the terminated note.
 // A listen note is the agent login's (D7, D10), as `ocx listener add`
 // writes it.
 func TestConsoleWritesAsTheViewer(t *testing.T) {
@@ -352,13 +358,50 @@ func TestConsoleWritesAsTheViewer(t *testing.T) {
 		_, page := admin.get("session/" + agent)
 		return strings.Contains(page, `id="ocx-ended"`)
 	})
+	// Restart stopped sessions (D33): the first press lists the stopped
+	// session and writes nothing; Confirm restarts exactly it, as the
+	// viewer; a second press leaves it alone, saying it runs.
+	before := n.notesSentBy(n.srv.AdminLogin)[messages.KindLaunch]
+	code, body = admin.press("sessions", "sessions/restart", url.Values{"release": {"current"}})
+	row := between(body, `<tr data-ocx-restart="`+key(agent)+`">`, `</tr>`)
+	if code != 200 || !strings.Contains(row, "would restart") || !strings.Contains(row, "it ended") {
+		t.Fatalf("restart stopped sessions, the list: %d\n%s", code, body)
+	}
+	if got := n.notesSentBy(n.srv.AdminLogin)[messages.KindLaunch]; got != before {
+		t.Fatalf("the restart's list wrote %d launch notes", got-before)
+	}
+	picks := regexp.MustCompile(`name="pick" value="([^"]+)"`).FindAllStringSubmatch(body, -1)
+	if len(picks) != 1 || picks[0][1] != key(agent)+"@"+launch {
+		t.Fatalf("the Confirm button carries %q, want %s@%s", picks, key(agent), launch)
+	}
+	code, body = admin.post("sessions/restart/confirm", admin.base+"ext/console/sessions/restart",
+		url.Values{"token": {token(body)}, "release": {"current"}, "pick": {picks[0][1]}})
+	log, _, stopped = answerOf(body)
+	row = between(body, `<tr data-ocx-restart="`+key(agent)+`">`, `</tr>`)
+	if code != 200 || stopped != "" || !strings.Contains(row, "restarted") {
+		t.Fatalf("restart stopped sessions, confirmed: %d %q %q\n%s", code, log, stopped, row)
+	}
+	n.waitFor("the restarted session to listen", func() bool {
+		st := n.status()
+		return len(st.Sessions) == 1 && st.Sessions[0].Listening && st.Sessions[0].Launch != launch
+	})
+	if s := n.senderOf(n.status().Sessions[0].Launch); s != n.srv.AdminLogin {
+		t.Fatalf("the restart's launch note is recorded as sent by %q", s)
+	}
+	_, body = admin.press("sessions", "sessions/restart", url.Values{"release": {"current"}})
+	if row := between(body, `<tr data-ocx-restart="`+key(agent)+`">`, `</tr>`); !strings.Contains(row, "left alone") || !strings.Contains(row, "it runs") || strings.Contains(body, `id="ocx-restart-confirm"`) {
+		t.Fatalf("a second press of restart: %s", row)
+	}
+	admin.press("session/"+agent, "session/"+agent+"/stop", nil)
+	n.waitFor("the restarted session to end", func() bool { return len(n.status().Sessions) == 0 })
+
 	// Terminate the workspace: the terminated note is the viewer's.
 	code, body = admin.press("workspace/"+agent, "workspace/"+agent+"/terminate", url.Values{"confirm": {"yes"}, "reason": {"done with it"}})
 	if log, _, stopped := answerOf(body); code != 200 || stopped != "" {
 		t.Fatalf("terminate: %d %q %q", code, log, stopped)
 	}
 	sent := n.notesSentBy(n.srv.AdminLogin)
-	if sent[messages.KindTerminated] != 1 || sent[messages.KindWorkspace] != 1 || sent[messages.KindSession] != 1 || sent[messages.KindLaunch] != 1 {
+	if sent[messages.KindTerminated] != 1 || sent[messages.KindWorkspace] != 1 || sent[messages.KindSession] != 1 || sent[messages.KindLaunch] != 2 {
 		t.Fatalf("the notes the viewer sent, by kind: %v", sent)
 	}
 }

@@ -235,6 +235,11 @@ func (q *request) act(parts []string) {
 		a, next = q.n.WorkspaceTerminate(q.ctx, q.keyOf(parts[1]), form.Get("reason"), false), "/workspaces"
 	case len(parts) == 3 && parts[0] == "workspace" && parts[2] == "start":
 		a, next = q.sessionStart(parts[1], form)
+	case path == "sessions/restart":
+		q.restartList(form)
+		return
+	case path == "sessions/restart/confirm":
+		a, next = q.restartConfirm(form)
 	case len(parts) == 3 && parts[0] == "session" && parts[2] == "stop":
 		a, next = q.n.SessionStop(q.ctx, q.keyOf(parts[1]), false), "/session/"+parts[1]
 	case len(parts) == 4 && parts[0] == "session" && parts[2] == "listeners" && (parts[3] == "add" || parts[3] == "remove"):

@@ -45,6 +45,9 @@ func TestPagesRender(t *testing.T) {
 		"session-start": sessionStartData{Key: k, Templates: []string{"ci"}, Template: "ci", Kind: "llm", Command: evil, Runner: "claude", Model: evil, Lifetime: "completes", Hears: "admin"},
 		"sessions":      struct{ Sessions []messages.SessionStatus }{[]messages.SessionStatus{*sess}},
 		"session":       sessionData{Key: k, Session: sess, Completed: reportText(end.Report), End: endText(end), ListenerCount: 2, Log: evil},
+		"restart": restartData{Release: evil, Picks: []string{evil}, Answer: &node.Answer{Tool: "session restart", DryRun: true, Sessions: []node.SessionOutcome{
+			{Workspace: evil, Start: strings.Repeat("d", 64), Outcome: node.OutcomeWouldRestart, Release: evil, Why: evil},
+			{Workspace: "agent-2/demo", Start: strings.Repeat("e", 64), Outcome: node.OutcomeLeftAlone, Why: evil}}}},
 		"listeners": listenersData{Key: k, Kind: "ticket", Listeners: []messages.Listener{{Login: "agent-1", Project: "demo", Kind: messages.ListenTicket, Names: evil}},
 			Recent: []option{{Value: evil, Label: evil}}},
 	}
@@ -77,7 +80,8 @@ func TestPagesRender(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	if err := pages.ExecuteTemplate(&b, "answer", view{Script: "/ext/console", Answer: &node.Answer{Tool: "x", Log: []string{evil}, Stopped: ptr(evil)}}); err != nil || strings.Contains(b.String(), evil) {
+	if err := pages.ExecuteTemplate(&b, "answer", view{Script: "/ext/console", Answer: &node.Answer{Tool: "x", Log: []string{evil}, Stopped: ptr(evil),
+		Sessions: []node.SessionOutcome{{Workspace: evil, Outcome: node.OutcomeRestarted, Launch: evil, Release: evil, Why: evil}}}}); err != nil || strings.Contains(b.String(), evil) || !strings.Contains(b.String(), `id="ocx-restart-outcomes"`) {
 		t.Fatalf("the answer page: %v\n%s", err, b.String())
 	}
 }
