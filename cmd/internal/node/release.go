@@ -88,6 +88,10 @@ type ReleaseAcceptInput struct {
 
 // ReleaseRollbackInput is what `ocx release rollback` takes.
 type ReleaseRollbackInput struct {
+	// Checkin, when given, is the release previous must name: the one a
+	// dry run showed (the console's Confirm carries it). A rollback finding
+	// another there is refused, and changes nothing.
+	Checkin string
 	// Wait is as ReleaseAcceptInput's.
 	Wait   time.Duration
 	DryRun bool
@@ -929,6 +933,9 @@ func (n *Node) ReleaseRollback(ctx context.Context, in ReleaseRollbackInput) *An
 	}
 	if cur == prev {
 		return a.Stop(fmt.Errorf("rollback: current and previous are both %s", cur))
+	}
+	if want := strings.ToLower(strings.TrimSpace(in.Checkin)); want != "" && want != prev {
+		return a.Stop(fmt.Errorf("rollback: previous is %s now, not %s: another accept or rollback came between; nothing was changed", prev, want))
 	}
 	if err := r.check(ctx, a, r.root.Release(prev), prev); err != nil {
 		return a.Stop(err)
