@@ -265,6 +265,11 @@ func (d *daemon) logStacks(sig string) {
 // the actor tree and tells it what runs: a Boot from the process table, or
 // the hand-off of the image before.
 func (d *daemon) start() error {
+	began := time.Now()
+	var stages []any // how long each step of a start from a hand-off took
+	stage := func(name string) {
+		stages = append(stages, slog.Duration(name, time.Since(began)))
+	}
 	layout, err := host.NewLayout(d.opts.Agents)
 	if err != nil {
 		return err
@@ -288,6 +293,7 @@ func (d *daemon) start() error {
 			return err
 		}
 		h = &hh
+		stage("handoff")
 	} else {
 		d.lock, err = unixhost.AcquireLock(layout.Lock())
 		if errors.Is(err, host.ErrLocked) {
@@ -339,6 +345,7 @@ func (d *daemon) start() error {
 	if err := d.table.Watch(); err != nil {
 		d.log.Warn("the process table is read by full scans: the kernel's process events are not available", errAttr(err))
 	}
+	stage("proc_table")
 	d.procs = &procs{t: d.table, argv: map[messages.ProcID][]string{}}
 	d.records = newRecords(d.cfg, layout, d.rel, d.log)
 	d.records.argv = d.procs.argvOf
@@ -378,13 +385,15 @@ func (d *daemon) start() error {
 	// What runs: the hand-off first, then its children adopted, so that
 	// an exit that happened during the exec finds its session known.
 	if h != nil {
+		stage("actors")
 		send(messages.Restore{Handoff: h.Handoff})
 		d.reaper.open(func(e messages.ProcessExited) { send(e) })
 		d.testDelay("adopt")
 		if err := d.reaper.adopt(h.Reaper, h.ChildWorkspaces()); err != nil {
 			d.log.Error("re-exec: a child could not be followed again; its end will not be recorded", errAttr(err))
 		}
-		d.log.Info("re-exec: running the new image", slog.String("handoff", h.Summary()))
+		stage("adopted")
+		d.log.Info("re-exec: running the new image", slog.String("handoff", h.Summary()), slog.Group("since_main", stages...))
 	} else {
 		found, dirs, err := d.procs.found(d.rel)
 		if err != nil {

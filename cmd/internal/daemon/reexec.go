@@ -114,6 +114,9 @@ func (d *daemon) exec(ctx context.Context, h messages.Handoff) (string, error) {
 	// not wait for it.
 	d.hooks.pause()
 	defer d.hooks.resume()
+	began := time.Now()
+	var stages []any // how long each step took, for the log
+	stage := func(name string) { stages = append(stages, slog.Duration(name, time.Since(began))) }
 	target, err := d.target()
 	if err != nil {
 		return "", fmt.Errorf("re-exec: find the release's ocxd: %w", err)
@@ -121,6 +124,7 @@ func (d *daemon) exec(ctx context.Context, h messages.Handoff) (string, error) {
 	if err := probe(ctx, target); err != nil {
 		return target, fmt.Errorf("re-exec: %w", err)
 	}
+	stage("probe")
 	children := h.ChildWorkspaces()
 	d.testDelay("detach")
 	hs, derr := d.reaper.detach()
@@ -140,6 +144,7 @@ func (d *daemon) exec(ctx context.Context, h messages.Handoff) (string, error) {
 	if derr != nil {
 		return target, d.undo(fmt.Errorf("re-exec: detach the children: %w", derr), hs, children, reaped, held, nil)
 	}
+	stage("detach")
 	file := handoffFile{Handoff: h}
 	for _, c := range hs {
 		if _, ok := children[c.ID]; ok {
@@ -163,7 +168,8 @@ func (d *daemon) exec(ctx context.Context, h messages.Handoff) (string, error) {
 	if err := d.root.WriteFile(d.layout.Handoff(), data, 0o600); err != nil {
 		return target, d.undo(fmt.Errorf("re-exec: write the hand-off: %w", err), hs, children, reaped, held, kept)
 	}
-	d.log.Info("re-exec: exec'ing the release's ocxd", slog.String("program", target), slog.String("handoff", h.Summary()))
+	stage("written")
+	d.log.Info("re-exec: exec'ing the release's ocxd", slog.String("program", target), slog.String("handoff", h.Summary()), slog.Group("took", stages...))
 	argv := d.opts.argv(target)
 	// HUP is ignored across the exec, until the new image's Run catches it
 	// (D26): Go's runtime keeps an inherited SIG_IGN for HUP, where its
