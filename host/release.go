@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/ocx-go/ocx/messages"
 )
@@ -107,3 +108,9 @@ func ValidateCheckin(id string) error {
 	}
 	return nil
 }
+
+// ProbeTimeout bounds each program a release's host checks run, and the
+// daemon's own probe of the ocxd it is about to exec: one bound for both, so
+// that a release whose ocxd the daemon would give up on is refused by the
+// checks, before any link changes, not after.
+const ProbeTimeout = 10 * time.Second

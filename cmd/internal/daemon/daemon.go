@@ -325,7 +325,9 @@ func (d *daemon) start() error {
 	}
 	d.rel = &releases{root: d.cfg.Release, self: filepath.Dir(self)}
 	if h != nil {
+		stage("config")
 		d.recordReexec(messages.ReexecOutcome{Target: self})
+		stage("recorded")
 		// An image before this one named no release in its launches; the
 		// directory says which it is.
 		for i := range h.Workspaces {
@@ -339,6 +341,7 @@ func (d *daemon) start() error {
 	if d.reaper, err = newReaper(layout, d.root, d.cfg, d.rel, d.log, nil); err != nil {
 		return err
 	}
+	stage("reaper")
 	if d.table, err = unixhost.NewProcTable(unixhost.ProcOptions{Layout: layout, ReleaseRoot: d.cfg.Release, Daemon: os.Getpid()}); err != nil {
 		return fmt.Errorf("open the process table: %w", err)
 	}
@@ -488,8 +491,9 @@ const (
 	fdPipeWrite = "pipe_write"
 )
 
-// execTimeout bounds the probe of the release's ocxd.
-const execTimeout = 10 * time.Second
+// execTimeout bounds the probe of the release's ocxd, as the host checks
+// bound it.
+const execTimeout = host.ProbeTimeout
 
 // startCPUProfile starts writing a CPU profile to path, returning what ends
 // it (once, whoever calls it first).

@@ -284,8 +284,9 @@ func (n *Node) handoffWant(ctx context.Context) (handoffWant, error) {
 	return handoffWant{version: v, from: from}, nil
 }
 
-// programTimeout bounds each program a check runs.
-const programTimeout = 20 * time.Second
+// programTimeout bounds each program a check runs: the daemon's probe's
+// bound (host.ProbeTimeout).
+const programTimeout = host.ProbeTimeout
 
 // runProgram runs a program of a release with a bare environment and
 // returns its standard output; a failure carries its standard error.

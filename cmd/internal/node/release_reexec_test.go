@@ -32,30 +32,23 @@ func stampedBuild(t *testing.T, checkin string) string {
 	return dir
 }
 
-// probeSleep is how long the staged ocxd of TestReleaseAcceptReexecFails
-// takes to answer --handoff-version: longer than the running daemon's probe
-// waits (10 s, cmd/internal/daemon's execTimeout), shorter than the host
-// checks wait (20 s, programTimeout in release.go).
-const probeSleep = 12
-
 // TestReleaseAcceptReexecFails: a re-exec that fails after accept's host
-// checks passed. The staged ocxd says its version line and answers the
-// right hand-off version, but slowly: the host checks, which wait up to
-// 20 s for a program, pass it; the running daemon's own probe of the new
-// current's ocxd, which waits 10 s, gives up, so the daemon does not exec.
+// checks passed, as when the staged ocxd is changed on disk between the
+// checks and the exec. The staged ocxd says its version line and answers
+// the right hand-off version to the checks (the stage's and the
+// accept's), and another to every later ask: the running daemon's own
+// probe of the new current's ocxd refuses it, so the daemon does not exec.
 // The answer says the links stay as accepted and that rollback puts them
 // back; the old image runs on (same PID, same /proc/PID/exe); the outcome
 // file and the status hold the error; rollback swaps the links back and
 // the daemon re-execs the release it ran, which answers at once.
 func TestReleaseAcceptReexecFails(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits out the daemon's 10 s probe")
-	}
 	f := newRelFix(t, node.ReleaseSource{From: stampedBuild(t, ciA)})
-	slow := scriptRelease(t, ciB, messages.HandoffVersion, nil)
+	changing := scriptRelease(t, ciB, messages.HandoffVersion, nil)
+	asked := filepath.Join(t.TempDir(), "asked")
 	ocxd := "#!/bin/sh\ncase \"$1\" in\n--version) echo 'ocxd version v0.0.0-20261201000000-" + ciB[:12] + " checkin " + ciB + "' ;;\n" +
-		"--handoff-version) sleep " + strconv.Itoa(probeSleep) + "; echo " + strconv.Itoa(messages.HandoffVersion) + " ;;\n*) exit 2 ;;\nesac\n"
-	if err := os.WriteFile(filepath.Join(slow, "ocxd"), []byte(ocxd), 0o755); err != nil {
+		"--handoff-version) echo x >> " + asked + "; if [ $(wc -l < " + asked + ") -le 2 ]; then echo " + strconv.Itoa(messages.HandoffVersion) + "; else echo 99; fi ;;\n*) exit 2 ;;\nesac\n"
+	if err := os.WriteFile(filepath.Join(changing, "ocxd"), []byte(ocxd), 0o755); err != nil {
 		t.Fatal(err)
 	}
 
@@ -76,7 +69,7 @@ func TestReleaseAcceptReexecFails(t *testing.T) {
 		t.Fatalf("the daemon runs %s, want %s", exe(), exeA)
 	}
 
-	a := f.ok(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{From: slow}}))
+	a := f.ok(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{From: changing}}))
 	if !logHas(a, "check hand-off: the staged ocxd reads hand-off version") {
 		t.Fatalf("stage did not run the hand-off check:\n%s", strings.Join(a.Log, "\n"))
 	}
