@@ -268,6 +268,10 @@ func TestWatchIndexOverflow(t *testing.T) {
 	if err := pt.Watch(); err != nil {
 		t.Fatal(err)
 	}
+	// The first answer builds the index with its first full scan.
+	if v, err := pt.Naming(k); err != nil || v.Named != host.No || pt.Rescans() != 1 {
+		t.Fatalf("the first answer = %s %v after %d full scans, want No after 1", v, err, pt.Rescans())
+	}
 	if err := unix.SetsockoptInt(pt.ix.sock, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4096); err != nil {
 		t.Fatal(err)
 	}
