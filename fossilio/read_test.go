@@ -449,15 +449,17 @@ func TestBadRepositories(t *testing.T) {
 
 func TestBusyRepository(t *testing.T) {
 	n := newNode(t)
-	h, err := n.client("alice").NewThread(n.ctx, "t", "x")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Opened before the push: the server's backoffice may write for a
+	// moment after it, longer than this reader's 50 ms.
 	repo, err := fossilio.OpenNode(n.srv.Repo, &fossilio.Options{BusyTimeout: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer repo.Close()
+	h, err := n.client("alice").NewThread(n.ctx, "t", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A writer holding an exclusive lock (in rollback-journal mode, as a
 	// new repository is) keeps every reader out until the busy timeout.
 	w, err := sql.Open("sqlite", "file://"+n.srv.Repo+"?_txlock=exclusive&_busy_timeout=15000")
