@@ -51,12 +51,16 @@ var errHelp = errors.New("help")
 // errVersion is --version: the version line on standard output, exit 0.
 var errVersion = errors.New("version")
 
-const usageText = `usage:
+// synopsisText is what a refused command line is shown: the forms alone.
+const synopsisText = `usage:
   workspace serve LOGIN/PROJECT --root AGENTS --launch HASH
   workspace run   LOGIN/PROJECT --root AGENTS [--session HASH]
   workspace start LOGIN/PROJECT --root AGENTS [--session HASH]
   workspace --version
+`
 
+// usageText is --help's: the forms, what each verb does, where to read on.
+const usageText = synopsisText + `
 serve   the session process the daemon launches for a launch note, inside the
         workspace's sandbox: it holds the wake pipe and answers what it reads
 run     the same loop in the foreground, at a terminal, unsandboxed

@@ -69,7 +69,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return ExitOK
 	case err != nil:
 		if o.Verb == "" {
-			fmt.Fprintf(stderr, "workspace: %v\n%s", err, usageText)
+			fmt.Fprintf(stderr, "workspace: %v\n%sRun \"workspace --help\" for what each verb does.\n", err, synopsisText)
 			return ExitUsage
 		}
 		fmt.Fprintf(stderr, "workspace %s: %v\nusage: workspace %s LOGIN/PROJECT --root AGENTS %s (workspace %s --help says more)\n",
