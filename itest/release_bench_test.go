@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -275,4 +278,105 @@ func timedLogFrom(b testing.TB, n *testNode, off int64) ([]timedLine, int64) {
 		out = append(out, l)
 	}
 	return out, off + int64(len(data))
+}
+
+// BenchmarkReleaseAccept times `ocx release accept` end to end on a node
+// whose daemon runs: the host checks of the staged release (each program's
+// version line, the staged ocxd's hand-off version, workspace in a
+// sandbox), the links, the `reexec` line and the wait for the daemon's
+// outcome. Side by side, what an operator would do by hand without the
+// checks: move current with a link renamed over it, send the daemon HUP
+// (D26: the re-exec of current) and wait for the same outcome. Releases A
+// and B take turns: each sample stages the one not current (not timed).
+func BenchmarkReleaseAccept(b *testing.B) {
+	needs(b, "ocxd", "workspace")
+	const samples = 5
+	ciA, ciB := strings.Repeat("3c", 20), strings.Repeat("4d", 20)
+	dirs := map[string]string{ciA: stampedPrograms(b, ciA), ciB: stampedPrograms(b, ciB)}
+	root := filepath.Join(b.TempDir(), "release")
+	cmd := exec.Command(program("ocx"), "release", "init", root, "--from", dirs[ciA])
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + b.TempDir(), "LANG=C.UTF-8"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("ocx release init: %v\n%s", err, out)
+	}
+	n := newBenchNode(b, root)
+	d := startDaemon(b, n, filepath.Join(root, "current", "ocxd"), "--grace", "1s")
+	layout, err := host.NewLayout(n.agents)
+	if err != nil {
+		b.Fatal(err)
+	}
+	current := ciA
+	other := func() string {
+		if current == ciA {
+			return ciB
+		}
+		return ciA
+	}
+	// reexecd waits for the daemon's outcome of a re-exec asked after t0,
+	// running release id.
+	reexecd := func(t0 time.Time, id string) {
+		n.waitFor("the daemon's re-exec outcome", func() bool {
+			data, err := os.ReadFile(layout.Reexec())
+			if err != nil {
+				return false
+			}
+			o, err := messages.DecodeReexecOutcome(data)
+			if err != nil || o.At.Before(t0) {
+				return false
+			}
+			if !o.OK || o.Release != id {
+				b.Fatalf("the re-exec to %s: %+v", id, o)
+			}
+			return true
+		})
+	}
+	var accept, byHand []time.Duration
+	b.ResetTimer()
+	for i := 0; i < samples*b.N; i++ {
+		b.StopTimer()
+		next := other()
+		n.must("", "release", "stage", "--from", dirs[next])
+		b.StartTimer()
+		t0 := time.Now()
+		n.must("", "release", "accept")
+		accept = append(accept, time.Since(t0))
+		current = next
+		if exeOf(d.pid()) != filepath.Join(root, "releases", current, "ocxd") {
+			b.Fatalf("after accept the daemon runs %s", exeOf(d.pid()))
+		}
+
+		// By hand: previous and current swapped, HUP, the outcome awaited.
+		next = other()
+		t0 = time.Now()
+		for _, l := range []struct{ name, target string }{{"previous", "releases/" + current}, {"current", "releases/" + next}} {
+			tmp := filepath.Join(root, l.name+".new")
+			os.Remove(tmp)
+			if err := os.Symlink(l.target, tmp); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.Rename(tmp, filepath.Join(root, l.name)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := syscall.Kill(d.pid(), syscall.SIGHUP); err != nil {
+			b.Fatal(err)
+		}
+		reexecd(t0, next)
+		byHand = append(byHand, time.Since(t0))
+		current = next
+	}
+	b.StopTimer()
+	if d.exited() || n.daemonPID() != d.pid() {
+		b.Fatalf("the daemon %d changed or exited (lock held by %d)", d.pid(), n.daemonPID())
+	}
+	report := func(name string, s []time.Duration) time.Duration {
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		p50 := percentile(s, 50)
+		b.ReportMetric(float64(p50.Microseconds())/1000, name+"-p50-ms")
+		b.ReportMetric(float64(s[len(s)-1].Microseconds())/1000, name+"-max-ms")
+		return p50
+	}
+	a50, h50 := report("accept", accept), report("by-hand", byHand)
+	b.ReportMetric(float64(a50)/float64(h50), "accept/by-hand-p50")
+	b.ReportMetric(0, "ns/op")
 }
