@@ -28,10 +28,22 @@ deps:
 	fi
 	@fossil version >/dev/null && bwrap --version >/dev/null && command -v chromium >/dev/null
 
+# The build is stamped (cmd/internal/version) with the git commit it is
+# built from and a version made of that commit's time and hash, as Go's
+# pseudo-versions are (+dirty when the tree has changes); outside a git
+# checkout both stay "dev". `ocx release stage` stamps a Fossil check-in
+# the same way.
+CHECKIN := $(shell git rev-parse HEAD 2>/dev/null || echo dev)
+VERSION := $(shell if [ "$(CHECKIN)" = dev ]; then echo dev; else \
+	t=$$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S); \
+	d=$$(git status --porcelain --untracked-files=no 2>/dev/null | head -c1); \
+	echo "v0.0.0-$$t-$$(echo $(CHECKIN) | cut -c1-12)$${d:++dirty}"; fi)
+LDFLAGS := -X github.com/ocx-go/ocx/cmd/internal/version.Version=$(VERSION) -X github.com/ocx-go/ocx/cmd/internal/version.Checkin=$(CHECKIN)
+
 build:
 	# Static binaries: no dynamic loader at each start (the hook runs once per
 	# sync), and a sandbox needs no /lib to run them.
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 # test runs the integration tests (itest/: real servers, daemons, sessions
 # and sandboxes, with timing windows of their own) after the other packages,

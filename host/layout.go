@@ -47,6 +47,11 @@ func (l Layout) HookLog() string { return filepath.Join(l.root, "hook.log") }
 // Handoff is AGENTS/ocxd.handoff, present only while the daemon re-execs.
 func (l Layout) Handoff() string { return filepath.Join(l.root, "ocxd.handoff") }
 
+// Reexec is AGENTS/ocxd.reexec, the outcome of the daemon's last re-exec
+// (messages.ReexecOutcome): written by the old image when the exec did not
+// happen, by the new one when it starts from the hand-off.
+func (l Layout) Reexec() string { return filepath.Join(l.root, "ocxd.reexec") }
+
 // HookMark is AGENTS/hook.mark.PROJECT: the newest receipt of the project's
 // repository that the wake hook handled. The hook keeps it; the daemon
 // reads it to see that the hook keeps up.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +70,9 @@ func answerDone(t *testing.T, b *harness.Browser, what string) string {
 // Sessions page; as a person, post in its thread through Fossil's own
 // forum editor; see the page turn from working to idle without a reload,
 // and the reply; add a listener on a ticket; stop the session and see its
-// end. No page raises a script error or a CSP violation.
+// end; restart it with "Restart stopped sessions" (the list, then
+// Confirm), and a second press leaves it alone. No page raises a script
+// error or a CSP violation.
 func TestConsoleInTheBrowser(t *testing.T) {
 	needs(t, "ocxd", "workspace")
 	n := consoleNode(t)
@@ -210,6 +213,31 @@ func TestConsoleInTheBrowser(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	b.Screenshot("15-its-end")
+
+	// Restart stopped sessions: the list (a dry run), then Confirm.
+	b.Navigate(console+"sessions", "#ocx-restart")
+	b.Screenshot("16-restart-stopped-sessions")
+	b.ClickAndLoad("#ocx-restart button")
+	b.WaitVisible("#ocx-restart-list")
+	row := `[data-ocx-restart="` + agent + `/demo"] [data-ocx-field="outcome"]`
+	if got := b.Text(row); got != "would restart" {
+		t.Fatalf("the restart's list says %q of %s/demo", got, agent)
+	}
+	b.Screenshot("17-restart-list")
+	b.ClickAndLoad("#ocx-restart-confirm button")
+	answerDone(t, b, "restart the stopped session")
+	if got := b.Text(row); got != "restarted" {
+		t.Fatalf("the confirmed restart says %q of %s/demo", got, agent)
+	}
+	b.Screenshot("18-restarted")
+	b.Navigate(console+"sessions", "#ocx-sessions")
+	waitText(t, b, `[data-ocx-session="`+agent+`/demo"] [data-ocx-field="state"]`, "the restarted session listening and idle", func(s string) bool { return s == "idle" })
+	b.ClickAndLoad("#ocx-restart button")
+	b.WaitVisible("#ocx-restart-list")
+	if got := b.Text(row); got != "left alone" || !strings.Contains(b.Text("#ocx-restart-list"), "it runs") || !strings.Contains(b.Text("#ocx-restart-none"), "Nothing would restart") {
+		t.Fatalf("a second press of restart says %q of %s/demo:\n%s", got, agent, b.Text("#ocx-restart-list"))
+	}
+	b.Screenshot("19-restart-again-left-alone")
 	b.NoErrors()
 	p.NoErrors()
 }
@@ -239,5 +267,56 @@ func TestConsoleReaderInTheBrowser(t *testing.T) {
 		}
 		b.Screenshot("reader-" + string(rune('a'+i)))
 	}
+	b.NoErrors()
+}
+
+// TestConsoleReleasesInTheBrowser: the admin opens Releases, presses
+// Accept on the staged release, sees the dry run's checks and links,
+// confirms, and sees the daemon's re-exec on the answer and the new
+// current on the page, the daemon's PID unchanged. No page raises a script
+// error or a CSP violation.
+func TestConsoleReleasesInTheBrowser(t *testing.T) {
+	needs(t, "ocxd", "workspace")
+	n, root := releaseConsoleNode(t)
+	console := n.srv.URL + "ext/console/"
+	b := harness.StartBrowser(t)
+	browserLogin(t, b, n, n.srv.AdminLogin)
+	b.Navigate(console, "#ocx-releases-link")
+	b.ClickAndLoad("#ocx-releases-link")
+	b.WaitVisible("#ocx-releases")
+	if got := b.Text(`[data-ocx-release="current"] code`); got != consoleCiA {
+		t.Fatalf("the page's current is %q, want %s", got, consoleCiA)
+	}
+	pid := n.daemonPID()
+	if pid == 0 || !strings.Contains(b.Text("#ocx-release-daemon"), strconv.Itoa(pid)) {
+		t.Fatalf("the page's daemon: %q (pid %d)", b.Text("#ocx-release-daemon"), pid)
+	}
+	b.Screenshot("01-releases")
+	b.ClickAndLoad(`[data-ocx-checkin="` + consoleCiB + `"] .ocx-accept button`)
+	b.WaitVisible("#ocx-release-confirm")
+	if log := b.Text("#ocx-log"); !strings.Contains(log, "check hand-off") || !strings.Contains(log, "would link") {
+		t.Fatalf("the dry run's list: %q", log)
+	}
+	if cur, _ := releaseLinks(t, root); cur != "releases/"+consoleCiA {
+		t.Fatalf("the dry run moved current to %s", cur)
+	}
+	b.Screenshot("02-accept-dry-run")
+	b.ClickAndLoad("#ocx-release-confirm button")
+	if got := answerDone(t, b, "accept the release"); got != consoleCiB {
+		t.Fatalf("accept's result %q", got)
+	}
+	if got, _ := b.Attr("#ocx-reexec", "data-ocx-reexec"); got != "ok" || !strings.Contains(b.Text("#ocx-reexec"), consoleCiB) {
+		t.Fatalf("the answer's re-exec: %q %q", got, b.Text("#ocx-reexec"))
+	}
+	b.Screenshot("03-accepted")
+	b.ClickAndLoad("#ocx-next")
+	b.WaitVisible("#ocx-releases")
+	if got := b.Text(`[data-ocx-release="current"] code`); got != consoleCiB {
+		t.Fatalf("after accept the page's current is %q", got)
+	}
+	if n.daemonPID() != pid || exeOf(pid) != filepath.Join(root, "releases", consoleCiB, "ocxd") {
+		t.Fatalf("after accept the daemon is pid %d running %s", n.daemonPID(), exeOf(pid))
+	}
+	b.Screenshot("04-releases-after")
 	b.NoErrors()
 }

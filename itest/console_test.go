@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -200,7 +201,7 @@ func TestConsoleSecurity(t *testing.T) {
 				t.Fatalf("%q sees %s as %d:\n%s", v.login, p, code, body)
 			}
 			hasButton := strings.Contains(body, `method="POST"`)
-			withButtons := p == "hook" || p == "logins" || p == "workspaces/add"
+			withButtons := p == "hook" || p == "logins" || p == "workspaces/add" || p == "sessions"
 			if hasButton != (v == admin && withButtons) {
 				t.Errorf("%q on %q: a button shown %v", v.login, p, hasButton)
 			}
@@ -245,6 +246,11 @@ func TestConsoleSecurity(t *testing.T) {
 		if code != c.status {
 			t.Errorf("%s, hook/install: %d, want %d", c.name, code, c.status)
 		}
+		for _, restart := range []string{"sessions/restart", "sessions/restart/confirm"} {
+			if code, _ = c.v.post(restart, c.ref, url.Values{"token": {c.tok}, "release": {"current"}}); code != c.status {
+				t.Errorf("%s, %s: %d, want %d", c.name, restart, code, c.status)
+			}
+		}
 	}
 	if logins() != 0 || hookNow() {
 		t.Fatalf("a refused POST wrote: %d logins, hook installed %v", logins(), hookNow())
@@ -288,7 +294,8 @@ func TestConsoleSecurity(t *testing.T) {
 // TestConsoleWritesAsTheViewer (issue 12, item 5): every note the console
 // writes as its viewer is recorded by the repository as the viewer's, read
 // back from its receipts: the workspace definition, the session
-// definition, the launch note and the terminated note.
+// definition, the launch note, the launch note of a restart (the list of
+// "Restart stopped sessions", then its Confirm) and the terminated note.
 // A listen note is the agent login's (D7, D10), as `ocx listener add`
 // writes it.
 func TestConsoleWritesAsTheViewer(t *testing.T) {
@@ -352,13 +359,50 @@ func TestConsoleWritesAsTheViewer(t *testing.T) {
 		_, page := admin.get("session/" + agent)
 		return strings.Contains(page, `id="ocx-ended"`)
 	})
+	// Restart stopped sessions (D33): the first press lists the stopped
+	// session and writes nothing; Confirm restarts exactly it, as the
+	// viewer; a second press leaves it alone, saying it runs.
+	before := n.notesSentBy(n.srv.AdminLogin)[messages.KindLaunch]
+	code, body = admin.press("sessions", "sessions/restart", url.Values{"release": {"current"}})
+	row := between(body, `<tr data-ocx-restart="`+key(agent)+`">`, `</tr>`)
+	if code != 200 || !strings.Contains(row, "would restart") || !strings.Contains(row, "it ended") {
+		t.Fatalf("restart stopped sessions, the list: %d\n%s", code, body)
+	}
+	if got := n.notesSentBy(n.srv.AdminLogin)[messages.KindLaunch]; got != before {
+		t.Fatalf("the restart's list wrote %d launch notes", got-before)
+	}
+	picks := regexp.MustCompile(`name="pick" value="([^"]+)"`).FindAllStringSubmatch(body, -1)
+	if len(picks) != 1 || picks[0][1] != key(agent)+"@"+launch {
+		t.Fatalf("the Confirm button carries %q, want %s@%s", picks, key(agent), launch)
+	}
+	code, body = admin.post("sessions/restart/confirm", admin.base+"ext/console/sessions/restart",
+		url.Values{"token": {token(body)}, "release": {"current"}, "pick": {picks[0][1]}})
+	log, _, stopped = answerOf(body)
+	row = between(body, `<tr data-ocx-restart="`+key(agent)+`">`, `</tr>`)
+	if code != 200 || stopped != "" || !strings.Contains(row, "restarted") {
+		t.Fatalf("restart stopped sessions, confirmed: %d %q %q\n%s", code, log, stopped, row)
+	}
+	n.waitFor("the restarted session to listen", func() bool {
+		st := n.status()
+		return len(st.Sessions) == 1 && st.Sessions[0].Listening && st.Sessions[0].Launch != launch
+	})
+	if s := n.senderOf(n.status().Sessions[0].Launch); s != n.srv.AdminLogin {
+		t.Fatalf("the restart's launch note is recorded as sent by %q", s)
+	}
+	_, body = admin.press("sessions", "sessions/restart", url.Values{"release": {"current"}})
+	if row := between(body, `<tr data-ocx-restart="`+key(agent)+`">`, `</tr>`); !strings.Contains(row, "left alone") || !strings.Contains(row, "it runs") || strings.Contains(body, `id="ocx-restart-confirm"`) {
+		t.Fatalf("a second press of restart: %s", row)
+	}
+	admin.press("session/"+agent, "session/"+agent+"/stop", nil)
+	n.waitFor("the restarted session to end", func() bool { return len(n.status().Sessions) == 0 })
+
 	// Terminate the workspace: the terminated note is the viewer's.
 	code, body = admin.press("workspace/"+agent, "workspace/"+agent+"/terminate", url.Values{"confirm": {"yes"}, "reason": {"done with it"}})
 	if log, _, stopped := answerOf(body); code != 200 || stopped != "" {
 		t.Fatalf("terminate: %d %q %q", code, log, stopped)
 	}
 	sent := n.notesSentBy(n.srv.AdminLogin)
-	if sent[messages.KindTerminated] != 1 || sent[messages.KindWorkspace] != 1 || sent[messages.KindSession] != 1 || sent[messages.KindLaunch] != 1 {
+	if sent[messages.KindTerminated] != 1 || sent[messages.KindWorkspace] != 1 || sent[messages.KindSession] != 1 || sent[messages.KindLaunch] != 2 {
 		t.Fatalf("the notes the viewer sent, by kind: %v", sent)
 	}
 }
@@ -540,5 +584,224 @@ func TestConsoleTemplates(t *testing.T) {
 	_, body = admin.get("workspace/" + agent + "/start?template=ci")
 	if !strings.Contains(body, ">make test</textarea>") || !strings.Contains(body, `value="completes" id="ocx-completes" checked`) {
 		t.Fatalf("the ci template on the start form:\n%s", between(body, "<h2>", "</form>"))
+	}
+}
+
+// The check-ins the console's release tests stamp their two builds with.
+var (
+	consoleCiA = strings.Repeat("1a", 20)
+	consoleCiB = strings.Repeat("2b", 20)
+)
+
+// stampedPrograms builds ocx, ocxd and workspace from this tree into a new
+// directory, stamped with checkin as `make build` stamps them, for `ocx
+// release init --from` and `ocx release stage --from`.
+func stampedPrograms(t testing.TB, checkin string) string {
+	t.Helper()
+	dir := t.TempDir()
+	const v = "github.com/ocx-go/ocx/cmd/internal/version"
+	ldflags := "-X " + v + ".Version=v0.0.0-20260101000000-" + checkin[:12] + " -X " + v + ".Checkin=" + checkin
+	for _, p := range []string{"ocx", "ocxd", "workspace"} {
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", filepath.Join(dir, p), "github.com/ocx-go/ocx/cmd/"+p)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s stamped %s: %v\n%s", p, checkin, err, out)
+		}
+	}
+	return dir
+}
+
+// releaseConsoleNode is a console node on a release root of its own: made
+// by `ocx release init --from` a build stamped consoleCiA, with a build
+// stamped consoleCiB staged by `ocx release stage --from`. The console
+// itself runs from the root's current ocx.
+func releaseConsoleNode(t testing.TB) (*testNode, string) {
+	t.Helper()
+	a, b := stampedPrograms(t, consoleCiA), stampedPrograms(t, consoleCiB)
+	root := filepath.Join(t.TempDir(), "release")
+	cmd := exec.Command(program("ocx"), "release", "init", root, "--from", a)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + t.TempDir(), "LANG=C.UTF-8"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ocx release init: %v\n%s", err, out)
+	}
+	n := consoleNodeOn(t, root)
+	n.must("", "release", "stage", "--from", b)
+	return n, root
+}
+
+// releaseLinks reads current and previous of a release root.
+func releaseLinks(t testing.TB, root string) (current, previous string) {
+	t.Helper()
+	current, _ = os.Readlink(filepath.Join(root, "current"))
+	previous, _ = os.Readlink(filepath.Join(root, "previous"))
+	return current, previous
+}
+
+// TestConsoleReleases (issue 13, item 4's console button): the Releases
+// page shows current, previous and staged with their version lines, the
+// daemon and its last re-exec, and the sessions on an older release with
+// the way to restart them; a reader sees no button and a reader's POST,
+// or one without the token, is refused and changes no link. Accept is two
+// presses: the dry run lists the checks and the link changes and changes
+// nothing, Confirm accepts the check-in it carries and the real daemon
+// re-execs in place (same PID, the new release's ocxd); the answer shows
+// the log and the re-exec. Roll back the same; a Confirm a list no longer
+// matches is refused.
+func TestConsoleReleases(t *testing.T) {
+	needs(t, "ocxd", "workspace")
+	n, root := releaseConsoleNode(t)
+	admin, alice := n.viewer(n.srv.AdminLogin), n.viewer(person)
+	relA, relB := "releases/"+consoleCiA, "releases/"+consoleCiB
+
+	code, body := admin.get("releases")
+	if code != 200 {
+		t.Fatalf("releases: %d\n%s", code, body)
+	}
+	pid := n.daemonPID()
+	if pid == 0 || exeOf(pid) != filepath.Join(root, relA, "ocxd") {
+		t.Fatalf("the page started no daemon on current (pid %d, %s)", pid, exeOf(pid))
+	}
+	// A session on the current release, flagged older once B is accepted.
+	n.must("", "login", "add", agent)
+	n.result(n.srv.AdminLogin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
+	n.result(n.srv.AdminLogin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript)
+	n.waitFor("the session to listen", func() bool {
+		st := n.status()
+		return len(st.Sessions) == 1 && st.Sessions[0].Listening
+	})
+
+	_, body = admin.get("releases")
+	text := html.UnescapeString(body)
+	for _, want := range []string{
+		`<tr data-ocx-release="current"><th>current</th><td><code>` + consoleCiA + `</code></td><td><code>ocx version v0.0.0-20260101000000-` + consoleCiA[:12] + ` checkin ` + consoleCiA,
+		`<tr data-ocx-release="staged" data-ocx-checkin="` + consoleCiB + `"><th>staged (next)</th><td><code>` + consoleCiB,
+		`<tr data-ocx-release="previous"><th>previous</th><td colspan="3">none</td>`,
+		"It runs, pid <b>" + strconv.Itoa(pid) + "</b>, release <code>" + consoleCiA + "</code>",
+		"It has not re-exec'd.", `id="ocx-older-none"`, `name="checkin" value="` + consoleCiB + `"`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("the releases page lacks %q:\n%s", want, between(body, "<h2>", "</div>"))
+		}
+	}
+	if strings.Contains(body, `id="ocx-rollback"`) {
+		t.Fatal("a Roll back button shows with no previous release")
+	}
+
+	// A reader sees it all and no button; a reader's POST, and one without
+	// the token, are refused and change nothing.
+	if code, page := alice.get("releases"); code != 200 || strings.Contains(page, `method="POST"`) || !strings.Contains(page, consoleCiB) {
+		t.Fatalf("the reader's releases page: %d, a button %v", code, strings.Contains(page, `method="POST"`))
+	}
+	ref := n.srv.URL + "ext/console/releases"
+	_, page := admin.get("releases")
+	for _, c := range []struct {
+		name  string
+		v     *viewer
+		tok   string
+		words string
+	}{
+		{"a reader with a token", alice, token(page), "token is not this viewer's"},
+		{"the admin without the token", admin, "", "token is not this viewer's"},
+	} {
+		for _, action := range []string{"releases/accept", "releases/accept/confirm", "releases/rollback/confirm"} {
+			code, body := c.v.post(action, ref, url.Values{"token": {c.tok}, "checkin": {consoleCiB}})
+			if code != 403 || !strings.Contains(html.UnescapeString(body), c.words) {
+				t.Errorf("%s, %s: %d, want 403 saying %q", c.name, action, code, c.words)
+			}
+		}
+	}
+	keyHex, _ := os.ReadFile(filepath.Join(n.agents, "console.key"))
+	consoleKey, _ := hex.DecodeString(strings.TrimSpace(string(keyHex)))
+	m := hmac.New(sha256.New, consoleKey)
+	m.Write([]byte("ocx console token\x00" + alice.cookie()))
+	if code, body := alice.post("releases/accept/confirm", ref, url.Values{"token": {hex.EncodeToString(m.Sum(nil))}, "checkin": {consoleCiB}}); code != 403 || !strings.Contains(body, "neither admin nor setup") {
+		t.Errorf("a reader with her own token: %d", code)
+	}
+	if cur, prev := releaseLinks(t, root); cur != relA || prev != "" {
+		t.Fatalf("a refused POST changed the links: current %s, previous %s", cur, prev)
+	}
+
+	// Accept: the dry run lists the checks and the links, changing none.
+	code, body = admin.press("releases", "releases/accept", url.Values{"checkin": {consoleCiB}})
+	log, _, stopped := answerOf(body)
+	if code != 200 || stopped != "" || !strings.Contains(strings.Join(log, "\n"), "check version: ocxd version") ||
+		!strings.Contains(strings.Join(log, "\n"), "check sandbox:") || !strings.Contains(strings.Join(log, "\n"), "would link "+filepath.Join(root, "current")+" -> "+relB) {
+		t.Fatalf("accept's dry run: %d %q %q", code, log, stopped)
+	}
+	confirm := regexp.MustCompile(`action="[^"]*/releases/accept/confirm"`).MatchString(body)
+	carried := regexp.MustCompile(`id="ocx-release-confirm">.*\n<input type="hidden" name="checkin" value="([0-9a-f]+)">`).FindStringSubmatch(body)
+	if !confirm || carried == nil || carried[1] != consoleCiB {
+		t.Fatalf("the dry run's Confirm carries %q:\n%s", carried, between(body, "<h2>", "</div>"))
+	}
+	if cur, prev := releaseLinks(t, root); cur != relA || prev != "" {
+		t.Fatalf("the dry run changed the links: current %s, previous %s", cur, prev)
+	}
+	code, body = admin.post("releases/accept/confirm", n.srv.URL+"ext/console/releases/accept", url.Values{"token": {token(body)}, "checkin": {carried[1]}})
+	log, result, stopped := answerOf(body)
+	if code != 200 || stopped != "" || result != consoleCiB || !strings.Contains(strings.Join(log, "\n"), "the daemon (pid "+strconv.Itoa(pid)+") re-exec'd") {
+		t.Fatalf("accept confirmed: %d %q %q %q", code, log, result, stopped)
+	}
+	if !strings.Contains(body, `id="ocx-reexec" data-ocx-reexec="ok"`) || !strings.Contains(between(body, `id="ocx-reexec"`, "</p>"), consoleCiB) {
+		t.Fatalf("the answer does not show the re-exec:\n%s", between(body, "<h2>", "</div>"))
+	}
+	if cur, prev := releaseLinks(t, root); cur != relB || prev != relA {
+		t.Fatalf("after accept: current %s, previous %s", cur, prev)
+	}
+	if n.daemonPID() != pid || exeOf(pid) != filepath.Join(root, relB, "ocxd") {
+		t.Fatalf("after accept the daemon is pid %d running %s, want pid %d running B", n.daemonPID(), exeOf(pid), pid)
+	}
+	// ocx status shows the daemon in one line, and its JSON the same.
+	if out := n.must("", "status").stdout; !regexp.MustCompile(`(?m)^daemon    daemon pid=` + strconv.Itoa(pid) + ` release=` + consoleCiB + ` reexec_at=\S+ reexec=ok reexec_release=` + consoleCiB + `$`).MatchString(out) {
+		t.Fatalf("ocx status shows no daemon line:\n%s", out)
+	}
+	if d := n.status().Daemon; d == nil || d.PID != pid || d.Release != consoleCiB || d.Reexec == nil || !d.Reexec.OK {
+		t.Fatalf("ocx status --json's daemon: %+v", d)
+	}
+	_, body = admin.get("releases")
+	text = html.UnescapeString(body)
+	for _, want := range []string{
+		`<tr data-ocx-release="current"><th>current</th><td><code>` + consoleCiB,
+		`<tr data-ocx-release="previous"><th>previous</th><td><code>` + consoleCiA,
+		`id="ocx-rollback"`, `data-ocx-reexec="ok"`, "ok, it runs release <code>" + consoleCiB,
+		`id="ocx-older-note"`, `<tr data-ocx-session="` + key(agent) + `">`, `/ext/console/sessions#ocx-restart" id="ocx-older-restart"`,
+		"nothing is staged",
+	} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("after accept the releases page lacks %q:\n%s", want, between(body, "<h2>", "</div>"))
+		}
+	}
+
+	// Roll back: the same two presses.
+	code, body = admin.press("releases", "releases/rollback", nil)
+	log, _, stopped = answerOf(body)
+	carried = regexp.MustCompile(`id="ocx-release-confirm">.*\n<input type="hidden" name="checkin" value="([0-9a-f]+)">`).FindStringSubmatch(body)
+	if code != 200 || stopped != "" || carried == nil || carried[1] != consoleCiA || !strings.Contains(strings.Join(log, "\n"), "would link") {
+		t.Fatalf("rollback's dry run: %d %q %q, Confirm carries %q", code, log, stopped, carried)
+	}
+	if cur, _ := releaseLinks(t, root); cur != relB {
+		t.Fatalf("rollback's dry run moved current to %s", cur)
+	}
+	tok := token(body)
+	code, body = admin.post("releases/rollback/confirm", n.srv.URL+"ext/console/releases/rollback", url.Values{"token": {tok}, "checkin": {carried[1]}})
+	log, result, stopped = answerOf(body)
+	if code != 200 || stopped != "" || result != consoleCiA || !strings.Contains(body, `data-ocx-reexec="ok"`) {
+		t.Fatalf("rollback confirmed: %d %q %q %q", code, log, result, stopped)
+	}
+	if cur, prev := releaseLinks(t, root); cur != relA || prev != relB {
+		t.Fatalf("after rollback: current %s, previous %s", cur, prev)
+	}
+	if n.daemonPID() != pid || exeOf(pid) != filepath.Join(root, relA, "ocxd") {
+		t.Fatalf("after rollback the daemon is pid %d running %s", n.daemonPID(), exeOf(pid))
+	}
+	// The same Confirm pressed again: previous is B now, not A: refused.
+	code, body = admin.post("releases/rollback/confirm", n.srv.URL+"ext/console/releases/rollback", url.Values{"token": {tok}, "checkin": {consoleCiA}})
+	if _, _, stopped = answerOf(body); code != 422 || !strings.Contains(stopped, "previous is "+consoleCiB+" now") {
+		t.Fatalf("a stale rollback Confirm: %d %q", code, stopped)
+	}
+	if cur, prev := releaseLinks(t, root); cur != relA || prev != relB {
+		t.Fatalf("a refused Confirm moved the links: current %s, previous %s", cur, prev)
+	}
+	if _, body = admin.get("releases"); !strings.Contains(body, `id="ocx-older-none"`) {
+		t.Fatal("after rollback the session on current is still listed as older")
 	}
 }

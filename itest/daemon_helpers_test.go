@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -384,4 +386,56 @@ func (n *testNode) openPipe() (*unixhost.LineWriter, error) {
 	}
 	defer root.Close()
 	return unixhost.OpenLineWriter(root, filepath.Join(n.agents, "ocxd"))
+}
+
+// launchAgain posts, as the admin, a launch note repeating the record's
+// first one (the same workspace and session definitions) and hands it to
+// the daemon, as an older tool or a hand-written note would: `ocx session
+// start` no longer launches beside a running session (a second start
+// restarts, D33), so the daemon's own refusal of a launch into a workspace
+// a process names is reached this way. It returns the note's hash.
+func (n *testNode) launchAgain(record string) string {
+	n.t.Helper()
+	c := &fossilio.Client{URL: n.srv.URL, Login: n.srv.AdminLogin, Password: n.srv.AdminPassword, ProjectCode: n.srv.ProjectCode}
+	var ln messages.LaunchNote
+	if launches := notesOn[*messages.LaunchNote](n, record); len(launches) > 0 {
+		ln = *launches[0].Note
+	} else {
+		// A session at a terminal wrote none: a session definition first,
+		// and the workspace's definition as the host holds it.
+		login := ""
+		for _, p := range n.thread(record) {
+			if d, ok := p.Note.(*messages.WorkspaceDefinition); ok {
+				login = d.Login
+			}
+		}
+		data, err := os.ReadFile(filepath.Join(n.workspaceDir(login), "binding.json"))
+		if err != nil {
+			n.t.Fatal(err)
+		}
+		b, err := messages.DecodeBinding(data)
+		if err != nil {
+			n.t.Fatal(err)
+		}
+		def := &messages.SessionDefinition{Kind: messages.Mechanical, Command: []string{"cat"}, Lifetime: messages.Stays}
+		dblock, err := def.Encode()
+		if err != nil {
+			n.t.Fatal(err)
+		}
+		sdef, err := c.Reply(n.ctx, record, record, "Session, by hand.\n\n"+string(dblock))
+		if err != nil {
+			n.t.Fatal(err)
+		}
+		ln = messages.LaunchNote{Login: login, Project: "demo", Workspace: b.Workspace, Session: sdef, Release: messages.ReleaseCurrent}
+	}
+	block, err := ln.Encode()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	hash, err := c.Reply(n.ctx, record, record, fmt.Sprintf("Launch of the session %s in workspace `%s/%s`, again.\n\n%s", ln.Session[:10], ln.Login, ln.Project, block))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.send(messages.PostLine{Repository: n.srv.Repo, Hash: hash}.String())
+	return hash
 }

@@ -3,6 +3,7 @@ package itest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,12 +134,8 @@ func TestDaemonLaunchRefusalStopWithGrace(t *testing.T) {
 		t.Errorf("the daemon's child is not bwrap: %q", cmd)
 	}
 
-	// A second launch while it runs: refused with one note naming it.
-	a, r := n.answer(admin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", "cat")
-	if r.code != 1 || a.Result == nil {
-		t.Fatalf("a second start: %s", r)
-	}
-	second := *a.Result
+	// A second launch note while it runs: refused with one note naming it.
+	second := n.launchAgain(record)
 	n.waitFor("the refusal note", func() bool { return len(n.refusalsOf(record, second)) > 0 })
 	refs := n.refusalsOf(record, second)
 	if len(refs) != 1 || refs[0].Holder == nil || refs[0].Holder.PID != serve || refs[0].Holder.StartedBy != messages.OriginDaemon ||
@@ -222,11 +219,13 @@ func TestDaemonRefusesATerminalSession(t *testing.T) {
 		return len(st.Sessions) == 1 && st.Sessions[0].Listening && st.Sessions[0].StartedBy == messages.OriginTerminal
 	})
 
+	// `session start` refuses before writing anything, naming the terminal
+	// session (D33); a launch note written anyway is refused by the daemon.
 	a, r := n.answer(admin, "session", "start", login+"/demo", "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", "cat")
-	if r.code != 1 || a.Result == nil {
+	if r.code != 1 || a.Result != nil || a.Stopped == nil || !strings.Contains(*a.Stopped, fmt.Sprintf("pid %d", term.Process.Pid)) || !strings.Contains(*a.Stopped, "nothing written") {
 		t.Fatalf("a start beside a terminal session: %s", r)
 	}
-	launch := *a.Result
+	launch := n.launchAgain(record)
 	n.waitFor("the refusal note", func() bool { return len(n.refusalsOf(record, launch)) > 0 })
 	refs := n.refusalsOf(record, launch)
 	h := refs[0].Holder
@@ -300,12 +299,9 @@ func TestDaemonKill9AndRestart(t *testing.T) {
 		t.Errorf("the new daemon's start is logged %d times", found)
 	}
 	// Known for refusals: a launch beside it is refused, naming it.
-	a, r := n.answer(admin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", "cat")
-	if r.code != 1 || a.Result == nil {
-		t.Fatalf("a start beside the orphan: %s", r)
-	}
-	n.waitFor("the refusal", func() bool { return len(n.refusalsOf(record, *a.Result)) == 1 })
-	if h := n.refusalsOf(record, *a.Result)[0].Holder; h == nil || h.PID != serve || h.StartedBy != messages.OriginOrphan {
+	again := n.launchAgain(record)
+	n.waitFor("the refusal", func() bool { return len(n.refusalsOf(record, again)) == 1 })
+	if h := n.refusalsOf(record, again)[0].Holder; h == nil || h.PID != serve || h.StartedBy != messages.OriginOrphan {
 		t.Errorf("the refusal's holder: %+v, want the orphan %d", h, serve)
 	}
 	if len(n.endsOf(record, launch)) != 0 {

@@ -21,9 +21,11 @@ const echoScript = `read -r line; if [ "$line" = slow ]; then while [ ! -e "$HOM
 // workspace; start a `stays` mechanical session; a person posts in the
 // thread and the session's reply appears, sent by the agent login; a
 // listener on a ticket feeds it too; the status shows it working, then idle
-// and listening; a second start is refused with a note; stop it and find the
-// stopped and end notes; a person's post while nothing listens gets the
-// unheard note; a stop when no session runs is refused.
+// and listening; a second start restarts it (one end note of the first, the
+// new one answering); stop it and find the stopped and end notes; a
+// person's post while nothing listens gets the unheard note; a stop when no
+// session runs is refused; `session restart -n` lists the stopped session
+// and `--only` restarts it.
 func TestAgentSessionEndToEnd(t *testing.T) {
 	needs(t, "ocxd", "workspace")
 	n := newNode(t)
@@ -93,21 +95,29 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 		t.Errorf("hooks %v, logins %v", st.Hooks, st.Logins)
 	}
 
-	// A second start while it runs: the daemon refuses it, with a note.
-	a, r := n.answer(admin, "session", "start", key, "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--", "/bin/sh", "-c", echoScript)
-	if r.code != 1 || a.Stopped == nil || !strings.Contains(*a.Stopped, "refused") || a.Result == nil {
-		t.Fatalf("a second start: %s", r)
-	}
-	second := *a.Result
-	t.Logf("a second start: %s", *a.Stopped)
-	var refusal *messages.RefusalNote
+	// A second start while it runs restarts it (D33): the first session is
+	// stopped and its one end note awaited, then the new one launches.
+	first := launch
+	launch = n.result(admin, "session", "start", key, "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--", "/bin/sh", "-c", echoScript)
+	var firstEnds int
 	for _, p := range n.thread(record) {
-		if rn, ok := p.Note.(*messages.RefusalNote); ok && rn.Launch == second && p.Sender == "ocx" && p.InReplyTo == second {
-			refusal = rn
+		if e, ok := p.Note.(*messages.EndNote); ok && e.Launch == first && p.Sender == "ocx" {
+			firstEnds++
+		}
+		if rn, ok := p.Note.(*messages.RefusalNote); ok && rn.Launch == launch {
+			t.Errorf("the second start was refused: %s", rn.Reason)
 		}
 	}
-	if refusal == nil {
-		t.Errorf("no refusal note by the node user replying to the second launch %s", second)
+	if firstEnds != 1 {
+		t.Errorf("the first launch %s has %d end notes after a second start, want 1", first, firstEnds)
+	}
+	n.waitFor("the restarted session to listen", func() bool {
+		st := n.status()
+		return len(st.Sessions) == 1 && st.Sessions[0].Launch == launch && st.Sessions[0].Listening
+	})
+	again := n.result(person, "post", "--to", record, "--text", "again")
+	if r := n.awaitReply(record, again); !strings.Contains(r.Text, "echo: again") {
+		t.Errorf("the restarted session's reply: %q", r.Text)
 	}
 
 	// While it runs, nothing removes its workspace or its login.
@@ -155,10 +165,32 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 	})
 
 	// A stop for a session that does not exist.
-	r = n.ocx("", "session", "stop", key)
+	r := n.ocx("", "session", "stop", key)
 	if r.code != 1 || !strings.Contains(r.stdout, "no session runs in workspace agent-1/demo") {
 		t.Errorf("a stop with no session: %s", r)
 	}
+
+	// Restart the stopped session (D33): -n lists it and writes out the
+	// confirming command; --only restarts exactly that list.
+	before := len(n.thread(record))
+	r = n.ocx(admin, "session", "restart", "--release", "current", "-n")
+	pick := key + "@" + launch
+	if r.code != 0 || !strings.Contains(r.stdout, "would restart agent-1/demo") || !strings.Contains(r.stdout, "--only "+pick) {
+		t.Fatalf("session restart -n: %s", r)
+	}
+	if got := len(n.thread(record)); got != before {
+		t.Errorf("session restart -n wrote %d posts", got-before)
+	}
+	r = n.ocx(admin, "session", "restart", "--release", "current", "--only", pick)
+	if r.code != 0 || !strings.Contains(r.stdout, "restarted agent-1/demo") {
+		t.Fatalf("session restart --only: %s", r)
+	}
+	n.waitFor("the restarted session to listen", func() bool {
+		st := n.status()
+		return len(st.Sessions) == 1 && st.Sessions[0].Launch != launch && st.Sessions[0].Listening
+	})
+	n.must("", "session", "stop", key)
+	n.waitFor("no session in the status", func() bool { return len(n.status().Sessions) == 0 })
 }
 
 // awaitReply waits for the agent's reply to a post in a thread.

@@ -38,6 +38,9 @@ type testNode struct {
 	// fossilClients says the test pushes with the fossil command too (a
 	// committer), not only through OCX.
 	fossilClients bool
+	// env is added to the environment of each ocx run (goEnv's, for the
+	// tools that build releases).
+	env []string
 }
 
 func newNode(t testing.TB) *testNode { return newNodeWith(t) }
@@ -81,6 +84,7 @@ func (n *testNode) ocx(user string, args ...string) result {
 	if user != "" {
 		cmd.Env = append(cmd.Env, "OCX_USER="+user, "OCX_PASSWORD="+n.pw[user])
 	}
+	cmd.Env = append(cmd.Env, n.env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -123,6 +123,10 @@ func FuzzDecodeState(f *testing.F) {
 	}
 	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": []}`))
 	f.Add([]byte(`{"ocx": "state", "version": 2, "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": []}`))
+	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], "daemon": {"running": false}}`))
+	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], "daemon": {"running": true, "pid": 42, "release": "3f2a9c", "reexec": {"at": "2026-12-01T10:00:00Z", "pid": 42, "target": "/var/lib/ocx/release/releases/3f2a9c/ocxd", "release": "3f2a9c", "ok": true}}}`))
+	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], "daemon": {"running": true, "pid": 42, "reexec": {"at": "2026-12-01T10:00:00Z", "pid": 42, "ok": false, "error": "ask it for its hand-off version: exit status 1"}}}`))
+	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], "daemon": {"running": false, "pid": 42}}`))
 	schemas, err := design.Load()
 	if err != nil {
 		f.Fatal(err)

@@ -288,6 +288,9 @@ func genState() *rapid.Generator[*NodeState] {
 				Release: genLineText(true).Draw(t, "release"), Older: rapid.Bool().Draw(t, "older"), Hears: genHears().Draw(t, "hears")})
 		}
 		s.Listeners = rapid.SliceOfNDistinct(genListener(), 0, 3, func(l Listener) Listener { return l }).Draw(t, "listeners")
+		if rapid.Bool().Draw(t, "has daemon") {
+			s.Daemon = genDaemonStatus().Draw(t, "daemon")
+		}
 		if s.Hooks == nil {
 			s.Hooks = []HookStatus{}
 		}
@@ -301,6 +304,31 @@ func genState() *rapid.Generator[*NodeState] {
 			s.Sessions = []SessionStatus{}
 		}
 		return s
+	})
+}
+
+func genReexecOutcome() *rapid.Generator[*ReexecOutcome] {
+	return rapid.Custom(func(t *rapid.T) *ReexecOutcome {
+		r := &ReexecOutcome{At: genTime().Draw(t, "at"), PID: rapid.IntRange(1, MaxPID).Draw(t, "pid"),
+			Target: genOpt(genPath()).Draw(t, "target"), Release: genLineText(false).Draw(t, "release"), OK: rapid.Bool().Draw(t, "ok")}
+		if !r.OK {
+			r.Error = genText(true).Draw(t, "error")
+		}
+		return r
+	})
+}
+
+func genDaemonStatus() *rapid.Generator[*DaemonStatus] {
+	return rapid.Custom(func(t *rapid.T) *DaemonStatus {
+		d := &DaemonStatus{Running: rapid.Bool().Draw(t, "running")}
+		if d.Running {
+			d.PID = rapid.IntRange(1, MaxPID).Draw(t, "pid")
+			d.Release = genLineText(false).Draw(t, "release")
+		}
+		if rapid.Bool().Draw(t, "has reexec") {
+			d.Reexec = genReexecOutcome().Draw(t, "reexec")
+		}
+		return d
 	})
 }
 

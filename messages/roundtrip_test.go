@@ -94,6 +94,53 @@ func TestStateRoundTrip(t *testing.T) {
 	})
 }
 
+// TestReexecOutcomeRoundTrip: AGENTS/ocxd.reexec reads back as written, in
+// one canonical encoding; an outcome whose error does not match its ok is
+// refused both ways.
+func TestReexecOutcomeRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		r := genReexecOutcome().Draw(t, "outcome")
+		enc, err := r.Encode()
+		if err != nil {
+			t.Fatalf("encode: %v", err)
+		}
+		got, err := DecodeReexecOutcome(enc)
+		if err != nil {
+			t.Fatalf("decode %s: %v", enc, err)
+		}
+		if !reflect.DeepEqual(got, r) {
+			t.Fatalf("round trip changed the outcome:\n have %#v\n want %#v", got, r)
+		}
+		if again, err := got.Encode(); err != nil || !bytes.Equal(again, enc) {
+			t.Fatalf("encoding is not canonical: %s then %s", enc, again)
+		}
+		if strings.Contains(r.String(), "\n") {
+			t.Fatalf("String spans lines: %q", r.String())
+		}
+		bad := *r
+		if bad.OK {
+			bad.Error = "but it failed"
+		} else {
+			bad.Error = ""
+		}
+		if _, err := bad.Encode(); err == nil {
+			t.Fatalf("%v encoded: ok and error disagree", &bad)
+		}
+	})
+	for _, doc := range []string{
+		`{"ocx": "reexec", "at": "2026-12-01T10:00:00Z", "pid": 42, "ok": false}`,
+		`{"ocx": "reexec", "at": "2026-12-01T10:00:00Z", "pid": 42, "ok": true, "error": "x"}`,
+		`{"ocx": "reexec", "at": "2026-12-01T10:00:00+01:00", "pid": 42, "ok": true}`,
+		`{"ocx": "reexec", "at": "2026-12-01T10:00:00Z", "pid": 0, "ok": true}`,
+		`{"ocx": "reexec", "at": "2026-12-01T10:00:00Z", "pid": 42, "ok": true, "target": "ocxd"}`,
+		`{"ocx": "state", "at": "2026-12-01T10:00:00Z", "pid": 42, "ok": true}`,
+	} {
+		if r, err := DecodeReexecOutcome([]byte(doc)); err == nil {
+			t.Errorf("%s read as %v", doc, r)
+		}
+	}
+}
+
 func TestPipeLineRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		l := genPipeLine().Draw(t, "line")

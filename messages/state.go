@@ -22,6 +22,9 @@ type NodeState struct {
 	Workspaces []WorkspaceStatus `json:"workspaces" why:"the state lists it, even when empty"`
 	Sessions   []SessionStatus   `json:"sessions" why:"the state lists it, even when empty"`
 	Listeners  []Listener        `json:"listeners" why:"the state lists it, even when empty"`
+	// Daemon is the agents root's daemon: whether one runs, its release,
+	// its last re-exec. Absent from a state written before it was added.
+	Daemon *DaemonStatus `json:"daemon,omitempty"`
 }
 
 // HookStatus says whether the wake hook is installed on a repository of the
@@ -216,6 +219,9 @@ func (s *NodeState) Validate() error {
 			return err
 		}
 	}
+	if s.Daemon != nil {
+		return s.Daemon.validate("daemon")
+	}
 	return nil
 }
 
@@ -327,6 +333,15 @@ func (s *NodeState) Encode() ([]byte, error) {
 	}
 	if c.Listeners == nil {
 		c.Listeners = []Listener{}
+	}
+	if c.Daemon != nil {
+		d := *c.Daemon
+		if d.Reexec != nil {
+			r := *d.Reexec
+			r.At = r.At.UTC()
+			d.Reexec = &r
+		}
+		c.Daemon = &d
 	}
 	if err := c.Validate(); err != nil {
 		return nil, at("state", err)

@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	register(command{name: "session", summary: "start or stop a workspace's session", run: runSession})
+	register(command{name: "session", summary: "start, stop or restart sessions", run: runSession})
 }
 
 func runSession(ctx context.Context, e *env, args []string) error {
@@ -26,6 +26,7 @@ func runSession(ctx context.Context, e *env, args []string) error {
 			record := fs.String("record", "", "the session's own record: a thread's post or a ticket's id (default: the workspace's record)")
 			release := fs.String("release", "current", "the release to run: current or previous")
 			wait := fs.Duration("wait", node.DefaultOutcomeWait, "how long to wait for the daemon's outcome")
+			stopWait := fs.Duration("stop-wait", node.DefaultStopWait, "a second start: how long to wait for the end of the session it stops")
 			var hears []string
 			fs.Func("hears", "whose posts wake the session: logins separated by commas, * for every user, or '' for nobody (default: every user holding admin or setup now, written out)", func(s string) error {
 				hears = []string{}
@@ -57,11 +58,55 @@ func runSession(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			n, err := node.Open(c.agents, node.Options{Caller: caller, Log: e.log, OutcomeWait: max(*wait, time.Second)})
+			n, err := node.Open(c.agents, node.Options{Caller: caller, Log: e.log, OutcomeWait: max(*wait, time.Second), StopWait: max(*stopWait, time.Second)})
 			if err != nil {
 				return err
 			}
 			return c.answer(e, n.SessionStart(ctx, in))
+		}},
+		"restart": {summary: "launch the stopped `stays` sessions again, on the current or the previous release", run: func(ctx context.Context, e *env, args []string) error {
+			var c common
+			fs := c.flags(e, "session restart", "session restart --release current|previous [--project PROJECT] [-n] [--only LOGIN/PROJECT@START ...] [flags]\n\n"+
+				"Launches again, as the caller, each `stays` session whose record shows a start\n"+
+				"and no process running it, in a workspace not terminated and a login not\n"+
+				"withdrawn; the daemon's refusals still decide. Nothing restarts by itself.\n"+
+				"First list what would restart (-n); then confirm exactly that list with\n"+
+				"--only, as the list's last line writes it out: a session whose latest start\n"+
+				"is another by then is left alone, saying so.", true, true)
+			fs.BoolVar(&c.dryRun, "n", false, "short for --dry-run: list what would restart and what is left alone, and why")
+			release := fs.String("release", "", "the release to run them on: current or previous (required)")
+			project := fs.String("project", "", "restart the sessions of this project only (default: every project of the node)")
+			wait := fs.Duration("wait", node.DefaultOutcomeWait, "how long to wait for the daemon's outcomes")
+			var only []node.RestartPick
+			fs.Func("only", "restart only this session of a list: LOGIN/PROJECT@START, the start its list showed (repeat it, or separate by commas)", func(s string) error {
+				for _, one := range strings.Split(s, ",") {
+					ws, start, ok := strings.Cut(strings.TrimSpace(one), "@")
+					if !ok || ws == "" || start == "" {
+						return fmt.Errorf("%q is not LOGIN/PROJECT@START", one)
+					}
+					only = append(only, node.RestartPick{Workspace: ws, Start: start})
+				}
+				return nil
+			})
+			pos, _, err := parse(fs, args)
+			if err != nil {
+				return usageErr(err)
+			}
+			if len(pos) != 0 {
+				return fmt.Errorf("%w: session restart takes no argument, got %q", errUsage, pos)
+			}
+			if *release == "" {
+				return fmt.Errorf("%w: --release current or --release previous: a restart says which release it runs", errUsage)
+			}
+			caller, err := c.caller()
+			if err != nil {
+				return err
+			}
+			n, err := node.Open(c.agents, node.Options{Caller: caller, Log: e.log, OutcomeWait: max(*wait, time.Second)})
+			if err != nil {
+				return err
+			}
+			return c.answer(e, n.SessionRestart(ctx, node.SessionRestartInput{Release: *release, Project: *project, Only: only, DryRun: c.dryRun}))
 		}},
 		"stop": {summary: "hand `stop LOGIN PROJECT` to the daemon", run: func(ctx context.Context, e *env, args []string) error {
 			var c common

@@ -37,6 +37,9 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	fmt.Fprintln(e.stdout, st)
+	if st.Daemon != nil {
+		fmt.Fprintf(e.stdout, "daemon    %s\n", st.Daemon)
+	}
 	for _, h := range st.Hooks {
 		fmt.Fprintf(e.stdout, "hook      %s\n", h)
 	}

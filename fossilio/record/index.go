@@ -42,6 +42,9 @@ type Index struct {
 	ends map[messages.WorkspaceKey][]Entry
 	// reports are the report notes on each record, in the server's order.
 	reports map[string][]Entry
+	// launches are the launch notes of each workspace, whoever sent them
+	// (who counts is checked when one is used), in the server's order.
+	launches map[messages.WorkspaceKey][]Entry
 	// definitions are the session and workspace definitions by hash,
 	// wherever they stand (a launch names them so; posts do not change).
 	definitions map[string]Entry
@@ -75,6 +78,7 @@ func NewIndex(repo *fossilio.Repo, nodeUser string) *Index {
 		definitions:   map[string]Entry{},
 		ends:          map[messages.WorkspaceKey][]Entry{},
 		reports:       map[string][]Entry{},
+		launches:      map[messages.WorkspaceKey][]Entry{},
 		recent:        map[string]artifact{},
 	}
 }
@@ -208,6 +212,8 @@ func (x *Index) add(e Entry) {
 		}
 	case *messages.ReportNote:
 		x.reports[e.Record] = append(x.reports[e.Record], e)
+	case *messages.LaunchNote:
+		x.launches[n.Key()] = append(x.launches[n.Key()], e)
 	case *messages.RefusalNote:
 		if e.Sender == x.nodeUser {
 			x.replies[n.Launch] = append(x.replies[n.Launch], e)
@@ -467,4 +473,52 @@ func (x *Index) Report(ctx context.Context, record, sender string, after Entry) 
 		}
 	}
 	return out, found, nil
+}
+
+// LatestStart is the newest start of a session in workspace key: its
+// newest launch note that counts (D7: sent by a user holding admin or
+// setup now, or by the node user) and that the node user did not refuse
+// (a refused launch started nothing); ok false when none did. Whether it
+// ran, runs or ended is for the caller to read (Replies, the process
+// table).
+func (x *Index) LatestStart(ctx context.Context, key messages.WorkspaceKey) (Entry, bool, error) {
+	if err := x.Refresh(ctx); err != nil {
+		return Entry{}, false, err
+	}
+	x.mu.Lock()
+	es := copies(x.launches[key])
+	x.mu.Unlock()
+	sortByServer(es)
+	privileged := x.privilegedOnce(ctx)
+	for i := len(es) - 1; i >= 0; i-- {
+		e := es[i]
+		if e.Sender == "" || (e.Sender != x.nodeUser && !privileged(e.Sender)) {
+			continue
+		}
+		x.mu.Lock()
+		refused := false
+		for _, r := range x.replies[e.Hash] {
+			if _, ok := r.Note.(*messages.RefusalNote); ok {
+				refused = true
+			}
+		}
+		x.mu.Unlock()
+		if !refused {
+			return e, true, nil
+		}
+	}
+	return Entry{}, false, nil
+}
+
+// WouldLaunch is the daemon's verdict (LaunchVerdict) on a launch note
+// not yet written: n, as sender would send it on the record of on (a note
+// already there, such as the launch it repeats). It is the check made
+// before writing one; the spec it returns carries on's hash in place of
+// the note's own, which does not exist yet.
+func (x *Index) WouldLaunch(ctx context.Context, sender string, on Entry, n *messages.LaunchNote) (Verdict, error) {
+	e := Entry{Hash: on.Hash, Sender: sender, Rcvid: on.Rcvid, Rid: on.Rid, Record: on.Record, Ticket: on.Ticket, InReplyTo: on.Record, Note: n}
+	if e.Ticket {
+		e.InReplyTo = ""
+	}
+	return x.resolve(ctx, e, n)
 }

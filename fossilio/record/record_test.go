@@ -350,3 +350,60 @@ func TestLatestIsTheServersOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestLatestStartAndWouldLaunch: a workspace's latest start is its newest
+// launch note that counts (an admin's or the node user's, never one alice
+// pushed in the admin's name) and that the node user did not refuse; a
+// launch not yet written gets the verdict the daemon would give it.
+func TestLatestStartAndWouldLaunch(t *testing.T) {
+	f := newFix(t)
+	home := f.thread(f.admin, f.srv.AdminLogin, f.block(wsDef("agent-1")))
+	stays := f.reply(f.admin, f.srv.AdminLogin, home, f.block(&messages.SessionDefinition{Kind: messages.Mechanical, Command: []string{"cat"}, Lifetime: messages.Stays}))
+	completes := f.reply(f.admin, f.srv.AdminLogin, home, f.block(&messages.SessionDefinition{Kind: messages.Mechanical, Command: []string{"true"}, Lifetime: messages.Completes}))
+	note := func(session string) *messages.LaunchNote {
+		return &messages.LaunchNote{Login: "agent-1", Project: "demo", Workspace: home, Session: session, Release: messages.ReleaseCurrent}
+	}
+	key := messages.WorkspaceKey{Login: "agent-1", Project: "demo"}
+	idx := record.NewIndex(f.repo, "ocx")
+	if _, ok, err := idx.LatestStart(f.ctx, key); err != nil || ok {
+		t.Fatalf("a start before any launch: %v %v", ok, err)
+	}
+	first := f.reply(f.admin, f.srv.AdminLogin, home, f.block(note(stays)))
+	f.reply(f.alice, f.srv.AdminLogin, home, f.block(note(stays))) // forged: alice's
+	if e, ok, err := idx.LatestStart(f.ctx, key); err != nil || !ok || e.Hash != first {
+		t.Fatalf("latest start %s %v %v, want the admin's %s", e.Hash, ok, err, first)
+	}
+	refused := f.reply(f.admin, f.srv.AdminLogin, home, f.block(note(stays)))
+	f.reply(f.alice, "ocx", home, f.block(&messages.RefusalNote{Launch: refused, Login: "agent-1", Project: "demo", Reason: "forged"}))
+	if e, _, _ := idx.LatestStart(f.ctx, key); e.Hash != refused {
+		t.Fatalf("a refusal alice forged counts: latest start %s, want %s", e.Hash, refused)
+	}
+	f.reply(f.nodeU, "ocx", home, f.block(&messages.RefusalNote{Launch: refused, Login: "agent-1", Project: "demo", Reason: "a session runs"}))
+	if e, _, _ := idx.LatestStart(f.ctx, key); e.Hash != first {
+		t.Fatalf("latest start %s, want %s: a refused launch started nothing", e.Hash, first)
+	}
+	ci := f.reply(f.nodeU, "ocx", home, f.block(note(completes)))
+	start, _, _ := idx.LatestStart(f.ctx, key)
+	if start.Hash != ci {
+		t.Fatalf("latest start %s, want the node user's %s", start.Hash, ci)
+	}
+
+	// What a launch repeating it would be: as the admin, its lifetime read;
+	// as alice, ignored; on a record without the definition, refused.
+	v, err := idx.WouldLaunch(f.ctx, f.srv.AdminLogin, start, note(completes))
+	if err != nil || v.Spec == nil || v.Spec.Lifetime != messages.Completes || v.Spec.Record != home {
+		t.Fatalf("would launch: %+v %v", v, err)
+	}
+	if v, _ := idx.WouldLaunch(f.ctx, "alice", start, note(stays)); v.Ignore == "" {
+		t.Errorf("alice's launch would count: %+v", v)
+	}
+	other := f.thread(f.admin, f.srv.AdminLogin, "another record")
+	at, err := record.At(f.ctx, f.repo, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at.Record = other
+	if v, _ := idx.WouldLaunch(f.ctx, f.srv.AdminLogin, at, note(stays)); v.Refuse == nil || !strings.Contains(v.Refuse.Reason, "is not on the launch's record") {
+		t.Errorf("a launch on another record: %+v", v)
+	}
+}

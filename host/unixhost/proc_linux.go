@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -308,6 +309,20 @@ func (t *ProcTable) inspect(p *host.Process, wakes map[messages.WorkspaceKey]*un
 	if p.Listening == host.Unknown && p.Partial == "" {
 		p.Partial = "open files could not be read"
 	}
+}
+
+// Executable reads the program process pid runs (/proc/PID/exe, " (deleted)"
+// when its file is gone) and the release it belongs to, as the table names a
+// session's: what the status says of the daemon.
+func (t *ProcTable) Executable(pid int) (exe, release string, err error) {
+	if pid <= 0 {
+		return "", "", fmt.Errorf("unixhost: executable of pid %d: not a process", pid)
+	}
+	exe, err = readlinkAt(t.procfd, strconv.Itoa(pid)+"/exe")
+	if err != nil {
+		return "", "", &fs.PathError{Op: "readlink", Path: "/proc/" + strconv.Itoa(pid) + "/exe", Err: err}
+	}
+	return exe, t.release(pid, strings.TrimSuffix(exe, " (deleted)")), nil
 }
 
 func readlinkAt(dirfd int, rel string) (string, error) {

@@ -268,6 +268,10 @@ func TestWatchIndexOverflow(t *testing.T) {
 	if err := pt.Watch(); err != nil {
 		t.Fatal(err)
 	}
+	// The first answer builds the index with its first full scan.
+	if v, err := pt.Naming(k); err != nil || v.Named != host.No || pt.Rescans() != 1 {
+		t.Fatalf("the first answer = %s %v after %d full scans, want No after 1", v, err, pt.Rescans())
+	}
 	if err := unix.SetsockoptInt(pt.ix.sock, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4096); err != nil {
 		t.Fatal(err)
 	}
@@ -408,5 +412,33 @@ func TestScanVanishedMidScanIsUnknown(t *testing.T) {
 	pt.betweenReads = nil
 	if v, err := pt.Naming(k); err != nil || v.Named != host.No {
 		t.Fatalf("Naming on the next scan = %s %v", v, err)
+	}
+}
+
+// TestExecutable: the table reads which program a process runs and which
+// release that is: the directory under releases/ for a program there, the
+// program's directory otherwise.
+func TestExecutable(t *testing.T) {
+	l, err := host.NewLayout(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, _ = filepath.EvalSymlinks(self)
+	relRoot := filepath.Dir(filepath.Dir(filepath.Dir(self)))
+	pt, err := NewProcTable(ProcOptions{Layout: l, ReleaseRoot: relRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pt.Close()
+	exe, rel, err := pt.Executable(os.Getpid())
+	if err != nil || exe != self || rel != filepath.Dir(self) {
+		t.Fatalf("Executable(self) = %q, %q, %v; want %q in %q", exe, rel, err, self, filepath.Dir(self))
+	}
+	if _, _, err := pt.Executable(0); err == nil {
+		t.Fatal("pid 0 has an executable")
 	}
 }

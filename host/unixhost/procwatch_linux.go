@@ -95,8 +95,8 @@ type entry struct {
 	names []host.Naming
 }
 
-// Watch subscribes to the kernel's process events and builds the index with
-// one full scan. It needs the proc connector (CONFIG_PROC_EVENTS), the right
+// Watch subscribes to the kernel's process events; the index is built by
+// the first answer's full scan. It needs the proc connector (CONFIG_PROC_EVENTS), the right
 // to listen to it (root), and the host's PID namespace; where it fails,
 // Naming and Scan keep scanning all of /proc.
 func (t *ProcTable) Watch() error {
@@ -138,14 +138,11 @@ func (t *ProcTable) Watch() error {
 		unix.Close(fd)
 		return err
 	}
-	ix := &watchIndex{t: t, sock: fd, buf: make([]byte, 64<<10), dirty: true, done: make(chan struct{})}
-	ix.mu.Lock()
-	err = ix.rescanLocked()
-	ix.mu.Unlock()
-	if err != nil {
-		unix.Close(fd)
-		return err
-	}
+	// The index is built by its first answer's full scan, not here: a
+	// daemon's new image subscribes on its way to reading its pipe, and
+	// needs no answer before a line asks for one.
+	ix := &watchIndex{t: t, sock: fd, buf: make([]byte, 64<<10), dirty: true, done: make(chan struct{}),
+		named: map[int]entry{}, unread: map[int]string{}}
 	ix.file = os.NewFile(uintptr(fd), "proc-connector")
 	t.ix = ix
 	go ix.run()

@@ -90,6 +90,9 @@ type view struct {
 	Data          any
 	Answer        *node.Answer
 	Next, Refusal string
+	// Reexec is, on the answer of an accept or a rollback, the daemon's
+	// re-exec outcome recorded after the press; nil when none was.
+	Reexec *messages.ReexecOutcome
 }
 
 // request is one request's context: Fossil's side, the node and the page.
@@ -203,6 +206,8 @@ func (q *request) route() {
 		q.sessionPage(parts[1])
 	case len(parts) == 3 && parts[0] == "session" && parts[2] == "listeners":
 		q.listenersPage(parts[1])
+	case path == "releases":
+		q.releasesPage()
 	default:
 		q.plain(http.StatusNotFound, fmt.Sprintf("the console has no page %q", q.f.Path))
 	}
@@ -212,9 +217,11 @@ func (q *request) route() {
 func (q *request) act(parts []string) {
 	form := q.r.PostForm
 	var (
-		a    *node.Answer
-		next string
+		a       *node.Answer
+		next    string
+		release bool // an accept or a rollback: the answer shows the re-exec
 	)
+	pressed := time.Now()
 	path := strings.Join(parts, "/")
 	switch {
 	case path == "hook/install":
@@ -235,6 +242,17 @@ func (q *request) act(parts []string) {
 		a, next = q.n.WorkspaceTerminate(q.ctx, q.keyOf(parts[1]), form.Get("reason"), false), "/workspaces"
 	case len(parts) == 3 && parts[0] == "workspace" && parts[2] == "start":
 		a, next = q.sessionStart(parts[1], form)
+	case path == "sessions/restart":
+		q.restartList(form)
+		return
+	case path == "sessions/restart/confirm":
+		a, next = q.restartConfirm(form)
+	case path == "releases/accept" || path == "releases/rollback":
+		q.releaseDryRun(parts[1], form)
+		return
+	case path == "releases/accept/confirm" || path == "releases/rollback/confirm":
+		a, next = q.releaseConfirm(parts[1], form)
+		release = true
 	case len(parts) == 3 && parts[0] == "session" && parts[2] == "stop":
 		a, next = q.n.SessionStop(q.ctx, q.keyOf(parts[1]), false), "/session/"+parts[1]
 	case len(parts) == 4 && parts[0] == "session" && parts[2] == "listeners" && (parts[3] == "add" || parts[3] == "remove"):
@@ -251,6 +269,11 @@ func (q *request) act(parts []string) {
 	}
 	v := q.view(a.Tool, "")
 	v.Answer, v.Next = a, next
+	if release {
+		if d, err := q.n.DaemonStatus(); err == nil && d.Reexec != nil && !d.Reexec.At.Before(pressed) {
+			v.Reexec = d.Reexec
+		}
+	}
 	status := http.StatusOK
 	if !a.OK() {
 		status = http.StatusUnprocessableEntity

@@ -33,6 +33,7 @@ func TestPagesRender(t *testing.T) {
 	code := 0
 	end := &node.SessionEnd{End: &messages.EndNote{Status: messages.EndExited, ExitCode: &code, Seen: time.Unix(1_700_000_000, 0)},
 		Report: &messages.ReportNote{Outcome: messages.ReportDone, Summary: evil}}
+	built := time.Unix(1_700_000_000, 0)
 	data := map[string]any{
 		"index":  nil,
 		"hook":   hookData{Hooks: []messages.HookStatus{{Project: "demo", Repository: evil, Installed: true, Newest: 9, Mark: &mark}}},
@@ -45,6 +46,14 @@ func TestPagesRender(t *testing.T) {
 		"session-start": sessionStartData{Key: k, Templates: []string{"ci"}, Template: "ci", Kind: "llm", Command: evil, Runner: "claude", Model: evil, Lifetime: "completes", Hears: "admin"},
 		"sessions":      struct{ Sessions []messages.SessionStatus }{[]messages.SessionStatus{*sess}},
 		"session":       sessionData{Key: k, Session: sess, Completed: reportText(end.Report), End: endText(end), ListenerCount: 2, Log: evil},
+		"restart": restartData{Release: evil, Picks: []string{evil}, Answer: &node.Answer{Tool: "session restart", DryRun: true, Sessions: []node.SessionOutcome{
+			{Workspace: evil, Start: strings.Repeat("d", 64), Outcome: node.OutcomeWouldRestart, Release: evil, Why: evil},
+			{Workspace: "agent-2/demo", Start: strings.Repeat("e", 64), Outcome: node.OutcomeLeftAlone, Why: evil}}}},
+		"releases": releasesData{State: &node.ReleaseState{Root: evil, Current: &node.ReleaseInfo{Checkin: strings.Repeat("a", 40), Version: evil, Built: &built},
+			Previous: &node.ReleaseInfo{Checkin: strings.Repeat("b", 40), Error: evil}, Staged: []node.ReleaseInfo{{Checkin: strings.Repeat("c", 40), Version: evil}},
+			Next: strings.Repeat("c", 40), Daemon: messages.DaemonStatus{Running: true, PID: 42, Release: evil, Reexec: &messages.ReexecOutcome{At: built, PID: 42, Error: evil}}},
+			Older: []messages.SessionStatus{*sess}},
+		"release-confirm": releaseConfirmData{Action: "accept", Checkin: strings.Repeat("c", 40), Answer: &node.Answer{Tool: "release accept", DryRun: true, Log: []string{evil}}},
 		"listeners": listenersData{Key: k, Kind: "ticket", Listeners: []messages.Listener{{Login: "agent-1", Project: "demo", Kind: messages.ListenTicket, Names: evil}},
 			Recent: []option{{Value: evil, Label: evil}}},
 	}
@@ -77,7 +86,18 @@ func TestPagesRender(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	if err := pages.ExecuteTemplate(&b, "answer", view{Script: "/ext/console", Answer: &node.Answer{Tool: "x", Log: []string{evil}, Stopped: ptr(evil)}}); err != nil || strings.Contains(b.String(), evil) {
+	if err := pages.ExecuteTemplate(&b, "releases", view{Script: "/ext/console", Admin: true, Token: "tok", Data: data["releases"]}); err != nil ||
+		!strings.Contains(b.String(), `id="ocx-rollback"`) || !strings.Contains(b.String(), `class="ocx-inline ocx-accept"`) || !strings.Contains(b.String(), `id="ocx-older-restart"`) {
+		t.Fatalf("the releases page shows an admin no Accept, Roll back or restart link: %v\n%s", err, b.String())
+	}
+	b.Reset()
+	if err := pages.ExecuteTemplate(&b, "answer", view{Script: "/ext/console", Answer: &node.Answer{Tool: "release accept", Log: []string{evil}, Stopped: ptr(evil)},
+		Reexec: &messages.ReexecOutcome{At: built, PID: 42, Error: evil}}); err != nil || strings.Contains(b.String(), evil) || !strings.Contains(b.String(), `data-ocx-reexec="error"`) {
+		t.Fatalf("the answer page of an accept: %v\n%s", err, b.String())
+	}
+	b.Reset()
+	if err := pages.ExecuteTemplate(&b, "answer", view{Script: "/ext/console", Answer: &node.Answer{Tool: "x", Log: []string{evil}, Stopped: ptr(evil),
+		Sessions: []node.SessionOutcome{{Workspace: evil, Outcome: node.OutcomeRestarted, Launch: evil, Release: evil, Why: evil}}}}); err != nil || strings.Contains(b.String(), evil) || !strings.Contains(b.String(), `id="ocx-restart-outcomes"`) {
 		t.Fatalf("the answer page: %v\n%s", err, b.String())
 	}
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"sort"
 	"strings"
@@ -283,4 +284,51 @@ func (q *request) sessionStart(login string, form url.Values) (*node.Answer, str
 		in.Hears = splitList(h)
 	}
 	return q.n.SessionStart(q.ctx, in), "/session/" + login
+}
+
+// restartData is the list a press of "Restart stopped sessions" shows: the
+// dry run's answer, and the picks its Confirm button carries.
+type restartData struct {
+	Release string
+	Answer  *node.Answer
+	Picks   []string // LOGIN/PROJECT@START, as RestartPick.String
+}
+
+// restartList is the first press of "Restart stopped sessions" (seed 002,
+// "restart stopped sessions"): a dry run on the chosen release, showing
+// which sessions would restart and which are left alone, and why, with a
+// Confirm button carrying exactly the ones that would restart. It writes
+// nothing.
+func (q *request) restartList(form url.Values) {
+	release := form.Get("release")
+	if release == "" {
+		release = messages.ReleaseCurrent
+	}
+	a := q.n.SessionRestart(q.ctx, node.SessionRestartInput{Release: release, Project: q.project, DryRun: true})
+	d := restartData{Release: release, Answer: a}
+	for _, o := range a.Sessions {
+		if o.Outcome == node.OutcomeWouldRestart {
+			d.Picks = append(d.Picks, o.Pick().String())
+		}
+	}
+	v := q.view("restart stopped sessions", "sessions")
+	v.Data = d
+	status := http.StatusOK
+	if !a.OK() {
+		status = http.StatusUnprocessableEntity
+	}
+	q.write(status, "restart", v)
+}
+
+// restartConfirm is the Confirm of a restart's list: it restarts exactly
+// the picks the list showed (SessionRestartInput.Only), none when it
+// showed none; a session whose latest start is another by now is left
+// alone, saying so.
+func (q *request) restartConfirm(form url.Values) (*node.Answer, string) {
+	picks := []node.RestartPick{}
+	for _, p := range form["pick"] {
+		ws, start, _ := strings.Cut(p, "@")
+		picks = append(picks, node.RestartPick{Workspace: ws, Start: start})
+	}
+	return q.n.SessionRestart(q.ctx, node.SessionRestartInput{Release: form.Get("release"), Project: q.project, Only: picks}), "/sessions"
 }

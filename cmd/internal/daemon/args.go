@@ -37,6 +37,9 @@ type Options struct {
 	// HandoffVersion asks only for the hand-off version this build reads,
 	// which the old image checks before it execs a release's ocxd.
 	HandoffVersion bool
+	// Version asks only for the build's version line (cmd/internal/version),
+	// which `ocx release` checks before it accepts a release.
+	Version bool
 	// ReexecDelay widens the re-exec's window for the integration tests:
 	// the old image waits this long after pausing, before it detaches its
 	// children, and the new image as long before it adopts them. It comes
@@ -75,6 +78,7 @@ func (e *UsageError) Error() string { return e.msg }
 const usageText = `usage: ocxd --agents AGENTS [--grace DURATION] [--log-level LEVEL]
             [--hook-watch DURATION] [--cpu-profile FILE]
        ocxd --handoff-version
+       ocxd --version
 
 The daemon of the agents root AGENTS: it reads AGENTS/ocxd, launches and stops
 sessions, records their ends, and re-execs itself on request. One runs per
@@ -91,6 +95,7 @@ stops it (its sessions keep running); USR1 writes its memory to its log.
   --cpu-profile FILE     write a CPU profile of the run to FILE (for go tool
                          pprof) when the daemon stops or re-execs
   --handoff-version      print the re-exec hand-off version this build reads
+  --version              print the build's version and check-in, one line
 `
 
 // ParseArgs reads the command line after the program's name; every value is
@@ -107,6 +112,7 @@ func ParseArgs(args []string) (Options, error) {
 	fs.BoolVar(&o.Restore, "restore", false, "")
 	fs.StringVar(&o.CPUProfile, "cpu-profile", "", "")
 	fs.BoolVar(&o.HandoffVersion, "handoff-version", false, "")
+	fs.BoolVar(&o.Version, "version", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, errHelp
@@ -116,7 +122,7 @@ func ParseArgs(args []string) (Options, error) {
 	if fs.NArg() > 0 {
 		return o, &UsageError{msg: fmt.Sprintf("unexpected argument %q; ocxd takes flags only", fs.Arg(0))}
 	}
-	if o.HandoffVersion {
+	if o.HandoffVersion || o.Version {
 		return o, nil
 	}
 	if o.Agents == "" {

@@ -22,6 +22,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/cmd/internal/version"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -47,6 +48,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 2
 	case opts.HandoffVersion:
 		fmt.Fprintln(stdout, messages.HandoffVersion)
+		return 0
+	case opts.Version:
+		fmt.Fprint(stdout, version.Line("ocxd"))
 		return 0
 	}
 	// Run catches the signals itself (D26): the stop is one of their actions.
@@ -261,6 +265,11 @@ func (d *daemon) logStacks(sig string) {
 // the actor tree and tells it what runs: a Boot from the process table, or
 // the hand-off of the image before.
 func (d *daemon) start() error {
+	began := time.Now()
+	var stages []any // how long each step of a start from a hand-off took
+	stage := func(name string) {
+		stages = append(stages, slog.Duration(name, time.Since(began)))
+	}
 	layout, err := host.NewLayout(d.opts.Agents)
 	if err != nil {
 		return err
@@ -280,9 +289,11 @@ func (d *daemon) start() error {
 		hh, err := d.takeHandoff()
 		if err != nil {
 			d.log.Error("re-exec: the hand-off cannot be taken over; exiting (sessions keep running, and the next daemon finds them)", errAttr(err))
+			d.recordStart(fmt.Errorf("the new image could not take the hand-off over, and exited: %w", err))
 			return err
 		}
 		h = &hh
+		stage("handoff")
 	} else {
 		d.lock, err = unixhost.AcquireLock(layout.Lock())
 		if errors.Is(err, host.ErrLocked) {
@@ -314,6 +325,9 @@ func (d *daemon) start() error {
 	}
 	d.rel = &releases{root: d.cfg.Release, self: filepath.Dir(self)}
 	if h != nil {
+		stage("config")
+		d.recordReexec(messages.ReexecOutcome{Target: self})
+		stage("recorded")
 		// An image before this one named no release in its launches; the
 		// directory says which it is.
 		for i := range h.Workspaces {
@@ -327,12 +341,14 @@ func (d *daemon) start() error {
 	if d.reaper, err = newReaper(layout, d.root, d.cfg, d.rel, d.log, nil); err != nil {
 		return err
 	}
+	stage("reaper")
 	if d.table, err = unixhost.NewProcTable(unixhost.ProcOptions{Layout: layout, ReleaseRoot: d.cfg.Release, Daemon: os.Getpid()}); err != nil {
 		return fmt.Errorf("open the process table: %w", err)
 	}
 	if err := d.table.Watch(); err != nil {
 		d.log.Warn("the process table is read by full scans: the kernel's process events are not available", errAttr(err))
 	}
+	stage("proc_table")
 	d.procs = &procs{t: d.table, argv: map[messages.ProcID][]string{}}
 	d.records = newRecords(d.cfg, layout, d.rel, d.log)
 	d.records.argv = d.procs.argvOf
@@ -372,13 +388,15 @@ func (d *daemon) start() error {
 	// What runs: the hand-off first, then its children adopted, so that
 	// an exit that happened during the exec finds its session known.
 	if h != nil {
+		stage("actors")
 		send(messages.Restore{Handoff: h.Handoff})
 		d.reaper.open(func(e messages.ProcessExited) { send(e) })
 		d.testDelay("adopt")
 		if err := d.reaper.adopt(h.Reaper, h.ChildWorkspaces()); err != nil {
 			d.log.Error("re-exec: a child could not be followed again; its end will not be recorded", errAttr(err))
 		}
-		d.log.Info("re-exec: running the new image", slog.String("handoff", h.Summary()))
+		stage("adopted")
+		d.log.Info("re-exec: running the new image", slog.String("handoff", h.Summary()), slog.Group("since_main", stages...))
 	} else {
 		found, dirs, err := d.procs.found(d.rel)
 		if err != nil {
@@ -395,6 +413,25 @@ func (d *daemon) start() error {
 		d.hooks.start()
 	}
 	return nil
+}
+
+// recordStart records a new image's failure to start from the hand-off, as
+// far as it got: the release it is in is read from its own program.
+func (d *daemon) recordStart(err error) {
+	self, serr := os.Executable()
+	if serr == nil {
+		self, serr = filepath.EvalSymlinks(self)
+	}
+	if serr != nil {
+		self = ""
+	}
+	r := messages.ReexecOutcome{Target: self, Error: err.Error()}
+	if data, derr := os.ReadFile(d.layout.NodeJSON()); derr == nil {
+		if cfg, derr := messages.DecodeNodeConfig(data); derr == nil && self != "" {
+			d.rel = &releases{root: cfg.Release, self: filepath.Dir(self)}
+		}
+	}
+	d.recordReexec(r)
 }
 
 // close stops the readers, then the actor tree, then the reaper (which
@@ -454,8 +491,9 @@ const (
 	fdPipeWrite = "pipe_write"
 )
 
-// execTimeout bounds the probe of the release's ocxd.
-const execTimeout = 10 * time.Second
+// execTimeout bounds the probe of the release's ocxd, as the host checks
+// bound it.
+const execTimeout = host.ProbeTimeout
 
 // startCPUProfile starts writing a CPU profile to path, returning what ends
 // it (once, whoever calls it first).

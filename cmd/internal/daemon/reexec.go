@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -60,24 +61,70 @@ func probe(ctx context.Context, target string) error {
 }
 
 // Exec replaces the daemon's image with the release's ocxd, handing it h. It
-// returns only if the exec did not happen, with everything as it was.
+// returns only if the exec did not happen, with everything as it was, and
+// then records why in AGENTS/ocxd.reexec (the new image records its start
+// there itself).
 func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
+	target, err := d.exec(ctx, h)
+	if err == nil {
+		err = errors.New("re-exec: the exec returned without an error") // it never does
+	}
+	d.recordReexec(messages.ReexecOutcome{Target: target, Error: err.Error()})
+	return err
+}
+
+// recordReexec writes the outcome of a re-exec to AGENTS/ocxd.reexec, with
+// the time, the PID and the target's release filled in; a failure to write
+// it is logged, and changes nothing else.
+func (d *daemon) recordReexec(r messages.ReexecOutcome) {
+	r.At, r.PID, r.OK = time.Now().UTC(), os.Getpid(), r.Error == ""
+	if r.Target != "" && d.rel != nil {
+		r.Release = d.rel.name(filepath.Dir(r.Target))
+	}
+	if err := writeReexec(d.layout, d.root, r); err != nil && d.log != nil {
+		d.log.Warn("re-exec: its outcome is not recorded", errAttr(err))
+	}
+}
+
+// writeReexec writes r to AGENTS/ocxd.reexec through root, or, before the
+// daemon has opened the agents root, through a root opened for it.
+func writeReexec(layout host.Layout, root *unixhost.Root, r messages.ReexecOutcome) error {
+	data, err := r.Encode()
+	if err != nil {
+		return err
+	}
+	if root == nil {
+		if root, err = unixhost.OpenRoot(layout.Root()); err != nil {
+			return err
+		}
+		defer root.Close()
+	}
+	return root.WriteFile(layout.Reexec(), data, 0o600)
+}
+
+// exec is Exec's work: it returns the target it found ("" when none) and
+// why the exec did not happen.
+func (d *daemon) exec(ctx context.Context, h messages.Handoff) (string, error) {
 	d.execMu.Lock()
 	defer d.execMu.Unlock()
 	if d.stopping {
-		return fmt.Errorf("re-exec: the daemon is stopping")
+		return "", fmt.Errorf("re-exec: the daemon is stopping")
 	}
 	// No hook the watch runs is left a child of the new image, which would
 	// not wait for it.
 	d.hooks.pause()
 	defer d.hooks.resume()
+	began := time.Now()
+	var stages []any // how long each step took, for the log
+	stage := func(name string) { stages = append(stages, slog.Duration(name, time.Since(began))) }
 	target, err := d.target()
 	if err != nil {
-		return fmt.Errorf("re-exec: find the release's ocxd: %w", err)
+		return "", fmt.Errorf("re-exec: find the release's ocxd: %w", err)
 	}
 	if err := probe(ctx, target); err != nil {
-		return fmt.Errorf("re-exec: %w", err)
+		return target, fmt.Errorf("re-exec: %w", err)
 	}
+	stage("probe")
 	children := h.ChildWorkspaces()
 	d.testDelay("detach")
 	hs, derr := d.reaper.detach()
@@ -95,8 +142,9 @@ func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
 		delete(children, e.Proc)
 	}
 	if derr != nil {
-		return d.undo(fmt.Errorf("re-exec: detach the children: %w", derr), hs, children, reaped, held, nil)
+		return target, d.undo(fmt.Errorf("re-exec: detach the children: %w", derr), hs, children, reaped, held, nil)
 	}
+	stage("detach")
 	file := handoffFile{Handoff: h}
 	for _, c := range hs {
 		if _, ok := children[c.ID]; ok {
@@ -105,22 +153,23 @@ func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
 	}
 	rfd, wfd, err := d.inputs.current().KeepOnExec()
 	if err != nil {
-		return d.undo(fmt.Errorf("re-exec: keep the pipe: %w", err), hs, children, reaped, held, nil)
+		return target, d.undo(fmt.Errorf("re-exec: keep the pipe: %w", err), hs, children, reaped, held, nil)
 	}
 	lfd, err := d.lock.KeepOnExec()
 	if err != nil {
-		return d.undo(fmt.Errorf("re-exec: keep the lock: %w", err), hs, children, reaped, held, []int{rfd, wfd})
+		return target, d.undo(fmt.Errorf("re-exec: keep the lock: %w", err), hs, children, reaped, held, []int{rfd, wfd})
 	}
 	kept := []int{rfd, wfd, lfd}
 	file.FDs = map[string]int{fdLock: lfd, fdPipeRead: rfd, fdPipeWrite: wfd}
 	data, err := encodeHandoff(file)
 	if err != nil {
-		return d.undo(fmt.Errorf("re-exec: encode the hand-off: %w", err), hs, children, reaped, held, kept)
+		return target, d.undo(fmt.Errorf("re-exec: encode the hand-off: %w", err), hs, children, reaped, held, kept)
 	}
 	if err := d.root.WriteFile(d.layout.Handoff(), data, 0o600); err != nil {
-		return d.undo(fmt.Errorf("re-exec: write the hand-off: %w", err), hs, children, reaped, held, kept)
+		return target, d.undo(fmt.Errorf("re-exec: write the hand-off: %w", err), hs, children, reaped, held, kept)
 	}
-	d.log.Info("re-exec: exec'ing the release's ocxd", slog.String("program", target), slog.String("handoff", h.Summary()))
+	stage("written")
+	d.log.Info("re-exec: exec'ing the release's ocxd", slog.String("program", target), slog.String("handoff", h.Summary()), slog.Group("took", stages...))
 	argv := d.opts.argv(target)
 	// HUP is ignored across the exec, until the new image's Run catches it
 	// (D26): Go's runtime keeps an inherited SIG_IGN for HUP, where its
@@ -135,7 +184,7 @@ func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
 		signal.Notify(d.sigs, unixhost.OSSignal(host.SIGHUP))
 	}
 	d.root.Remove(d.layout.Handoff())
-	return d.undo(fmt.Errorf("re-exec: %w", err), hs, children, reaped, held, kept)
+	return target, d.undo(fmt.Errorf("re-exec: %w", err), hs, children, reaped, held, kept)
 }
 
 // undo puts back what Exec changed before failing: the descriptors close on

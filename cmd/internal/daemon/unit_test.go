@@ -34,6 +34,13 @@ func TestParseArgs(t *testing.T) {
 	if o, err := ParseArgs([]string{"--handoff-version"}); err != nil || !o.HandoffVersion {
 		t.Errorf("--handoff-version: %+v %v", o, err)
 	}
+	if o, err := ParseArgs([]string{"--version"}); err != nil || !o.Version {
+		t.Errorf("--version: %+v %v", o, err)
+	}
+	var out, errOut strings.Builder
+	if code := Main([]string{"--version"}, &out, &errOut); code != 0 || out.String() != "ocxd version dev checkin dev\n" {
+		t.Errorf("ocxd --version: exit %d, %q %q", code, out.String(), errOut.String())
+	}
 	if _, err := ParseArgs([]string{"--help"}); !errors.Is(err, errHelp) {
 		t.Errorf("--help: %v", err)
 	}

@@ -16,6 +16,9 @@ type Answer struct {
 	Log     []string `json:"log"`
 	Result  *string  `json:"result"`
 	Stopped *string  `json:"stopped"`
+	// Sessions is, for `session restart`, each session it restarted or
+	// left alone and why; absent from every other answer.
+	Sessions []SessionOutcome `json:"sessions,omitempty"`
 }
 
 func newAnswer(tool string, dry bool) *Answer {

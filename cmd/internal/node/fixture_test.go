@@ -32,8 +32,15 @@ const (
 
 func newFix(t *testing.T) *fix {
 	t.Helper()
+	return newFixIn(t, t.TempDir())
+}
+
+// newFixIn is newFix with the node's tools run from the release directory
+// release.
+func newFixIn(t *testing.T, release string) *fix {
+	t.Helper()
 	srv := harness.StartServer(t, harness.Options{Users: []harness.User{{Login: person, Password: personPW, Caps: "cghijnorwz234"}}})
-	f := &fix{t: t, ctx: context.Background(), srv: srv, agents: filepath.Join(t.TempDir(), "agents"), release: t.TempDir()}
+	f := &fix{t: t, ctx: context.Background(), srv: srv, agents: filepath.Join(t.TempDir(), "agents"), release: release}
 	a := node.Init(f.ctx, f.agents, node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}}, node.Options{Release: f.release})
 	f.ok(a)
 	f.n = f.open(srv.AdminLogin, srv.AdminPassword)

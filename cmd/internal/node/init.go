@@ -123,7 +123,7 @@ func (n *Node) planInit(ctx context.Context, a *Answer, in InitInput) (*messages
 			return nil, fmt.Errorf("release: %w", err)
 		}
 		if st, err := os.Stat(filepath.Join(in.ReleaseRoot, "current")); err != nil || !st.IsDir() {
-			return nil, fmt.Errorf("release: %s has no current release (a link current -> releases/ID/)", in.ReleaseRoot)
+			return nil, fmt.Errorf("release: %s has no current release (a link current -> releases/ID/); make the release root with `ocx release init %s --from DIR` (or --repo REPO CHECKIN)", in.ReleaseRoot, in.ReleaseRoot)
 		}
 	}
 	old, err := os.ReadFile(n.Layout.NodeJSON())
@@ -136,10 +136,16 @@ func (n *Node) planInit(ctx context.Context, a *Answer, in InitInput) (*messages
 		if prev.User != user {
 			return nil, fmt.Errorf("node user: node.json names %q; a node keeps its user", prev.User)
 		}
-		if in.ReleaseRoot != "" && prev.Release != in.ReleaseRoot {
-			return nil, fmt.Errorf("release: node.json names %q", prev.Release)
+		// A node without a release root may be given one (D32's bootstrap);
+		// one it has is kept.
+		if in.ReleaseRoot != "" && prev.Release != "" && prev.Release != in.ReleaseRoot {
+			return nil, fmt.Errorf("release: node.json names %q; a node keeps its release root", prev.Release)
 		}
-		cfg.Release = prev.Release
+		if prev.Release != "" {
+			cfg.Release = prev.Release
+		} else if in.ReleaseRoot != "" {
+			a.Logf("node.json names no release root yet: it will name %s (a running daemon moves to it at its next re-exec or start)", in.ReleaseRoot)
+		}
 		for name, p := range prev.Projects {
 			cfg.Projects[name] = p
 		}

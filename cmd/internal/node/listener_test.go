@@ -159,6 +159,9 @@ func TestStatusIsValidAndDerived(t *testing.T) {
 	if len(st.Sessions) != 0 {
 		t.Errorf("sessions: %v", st.Sessions)
 	}
+	if st.Daemon == nil || st.Daemon.Running || st.Daemon.Reexec != nil {
+		t.Errorf("the daemon, none running and never re-exec'd: %+v", st.Daemon)
+	}
 	// Not on the host: missing. Terminated: terminated.
 	if err := os.RemoveAll(f.ws()); err != nil {
 		t.Fatal(err)

@@ -55,6 +55,9 @@ type Options struct {
 	// OutcomeWait bounds how long `session start` waits for the daemon's
 	// answer (D12); zero means DefaultOutcomeWait.
 	OutcomeWait time.Duration
+	// StopWait bounds how long a second `session start` waits for the end
+	// of the session it stopped (D33); zero means DefaultStopWait.
+	StopWait time.Duration
 	// DaemonWait bounds how long a started daemon has to open its pipe;
 	// zero means daemonclient.DefaultWait.
 	DaemonWait time.Duration
@@ -72,7 +75,7 @@ type Node struct {
 	Log     *slog.Logger
 	Now     func() time.Time
 
-	outcomeWait, daemonWait time.Duration
+	outcomeWait, daemonWait, stopWait time.Duration
 }
 
 // Default bounds on waiting.
@@ -129,6 +132,7 @@ func newNode(agents string, opts Options) (*Node, error) {
 		Now:         opts.Now,
 		outcomeWait: opts.OutcomeWait,
 		daemonWait:  opts.DaemonWait,
+		stopWait:    opts.StopWait,
 	}
 	if n.Log == nil {
 		n.Log = slog.New(slog.DiscardHandler)
@@ -141,6 +145,9 @@ func newNode(agents string, opts Options) (*Node, error) {
 	}
 	if n.daemonWait <= 0 {
 		n.daemonWait = daemonclient.DefaultWait
+	}
+	if n.stopWait <= 0 {
+		n.stopWait = DefaultStopWait
 	}
 	return n, nil
 }

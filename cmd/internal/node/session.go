@@ -80,6 +80,13 @@ func resolveRecord(ctx context.Context, r *fossilio.Repo, s string) (ownRecord, 
 // the session's process in the table, or the daemon's refusal or end note.
 // The daemon alone decides a refusal; checks that need no process table are
 // made before anything is written.
+//
+// A second start restarts (D33): when the daemon runs a session in the
+// workspace, it is stopped first (`stop LOGIN PROJECT`, as SessionStop
+// does) and its end note awaited, at most the node's stop wait, before
+// anything is written; past the bound the start stops, writing nothing. A
+// session at a terminal, or a process the table cannot read, refuses the
+// start before anything is written, naming it.
 func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 	a := newAnswer("session start", in.DryRun)
 	key, err := messages.ParseWorkspaceKey(in.Workspace)
@@ -93,20 +100,9 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 	if _, err := def.Encode(); err != nil {
 		return a.Stop(err)
 	}
-	release := in.Release
-	if release == "" {
-		release = messages.ReleaseCurrent
-	}
-	if release != messages.ReleaseCurrent && release != messages.ReleasePrevious {
-		return a.Stop(fmt.Errorf("release: %q is not current or previous", release))
-	}
-	if release == messages.ReleasePrevious {
-		if n.Config.Release == "" {
-			return a.Stop(errors.New("release: this node has no release root, so no previous release"))
-		}
-		if _, err := os.Stat(filepath.Join(n.Config.Release, "previous")); err != nil {
-			return a.Stop(fmt.Errorf("release: %s has no previous release", n.Config.Release))
-		}
+	release, err := n.launchRelease(in.Release)
+	if err != nil {
+		return a.Stop(err)
 	}
 	p, err := n.project(key.Project)
 	if err != nil {
@@ -164,14 +160,26 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
+	// A second start restarts (seed 002, D33): a session the daemon runs
+	// in the workspace is stopped first and its end awaited; one at a
+	// terminal is never stopped this way, and refuses the start.
+	held, err := n.holder(key)
+	if err != nil {
+		return a.Stop(err)
+	}
 	defText := fmt.Sprintf("Session of workspace `%s`: %s.\n\n%s", key, def, defBlock)
 	if in.DryRun {
+		if held != nil {
+			a.Would("hand `%s` to the daemon, which runs the session of launch %s in %s (%s), and wait at most %s for its end note", messages.StopLine{Login: key.Login, Project: key.Project}, held.Launch, key, held, n.stopWait)
+		}
 		a.Would("post as %q on %s %s:\n%s", n.Caller.Login, own.Kind, own.ID, defText)
 		a.Would("post the launch note (release %s) on the same record, write %s and hand `post %s LAUNCH` to the daemon", release, listenPath, p.Repository)
-		if v, err := n.naming(key); err == nil && v.Named != host.No {
-			a.Logf("note: %s now, so the daemon would refuse this launch with a note", v)
-		}
 		return a
+	}
+	if held != nil {
+		if err := n.stopAndAwaitEnd(ctx, a, r, key, held); err != nil {
+			return a.Stop(err)
+		}
 	}
 	w := n.writer(p, code)
 	defHash, err := w.WriteNote(ctx, own.note(n.Caller.Login, defText))
@@ -226,25 +234,19 @@ func (n *Node) awaitOutcome(ctx context.Context, a *Answer, r *fossilio.Repo, ke
 	idx := record.NewIndexAfter(r, n.Config.User, info.Rcvid-1)
 	deadline := time.Now().Add(n.outcomeWait)
 	for {
-		if proc, ok, err := n.serving(key, launch); err != nil {
-			return err
-		} else if ok {
-			a.Logf("the daemon started the session: pid %d (start time %d), %s", proc.ID.PID, proc.ID.Start, proc.Origin)
-			return nil
-		}
-		refusals, err := repliesTo[*messages.RefusalNote](ctx, idx, launch)
+		tab, err := n.scan()
 		if err != nil {
 			return err
 		}
-		if len(refusals) > 0 {
-			return fmt.Errorf("the daemon refused the launch: %s", refusals[0].Reason)
-		}
-		ends, err := repliesTo[*messages.EndNote](ctx, idx, launch)
+		o, err := outcomeOf(ctx, idx, tab, key, launch)
 		if err != nil {
 			return err
 		}
-		if len(ends) > 0 {
-			return fmt.Errorf("the session ended at once (%s): %s", ends[0].Status, ends[0].Note)
+		if o.decided() {
+			if o.Started != nil {
+				a.Logf("the daemon started the session: pid %d (start time %d), %s", o.Started.ID.PID, o.Started.ID.Start, o.Started.Origin)
+			}
+			return o.err()
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("no outcome of launch %s within %s: no session process in the table and no refusal or end note; see `ocx status` and %s", launch, n.outcomeWait, n.Layout.Log())
@@ -257,25 +259,77 @@ func (n *Node) awaitOutcome(ctx context.Context, a *Answer, r *fossilio.Repo, ke
 	}
 }
 
-// serving finds the `workspace serve` process of a launch.
-func (n *Node) serving(key messages.WorkspaceKey, launch string) (host.Process, bool, error) {
+// launchOutcome is what the daemon made of a launch so far: its session's
+// process in the table, or its refusal or end note; none of them while it
+// is undecided.
+type launchOutcome struct {
+	Started *host.Process
+	Refusal *messages.RefusalNote
+	End     *messages.EndNote
+}
+
+func (o launchOutcome) decided() bool { return o.Started != nil || o.Refusal != nil || o.End != nil }
+
+// err says why a decided launch started no session; nil when it did.
+func (o launchOutcome) err() error {
+	switch {
+	case o.Started != nil:
+		return nil
+	case o.Refusal != nil:
+		return fmt.Errorf("the daemon refused the launch: %s", o.Refusal.Reason)
+	case o.End != nil:
+		return fmt.Errorf("the session ended at once (%s): %s", o.End.Status, o.End.Note)
+	}
+	return nil
+}
+
+// outcomeOf looks once for a launch's outcome, in the process table tab
+// and the daemon's replies on the record.
+func outcomeOf(ctx context.Context, idx *record.Index, tab host.Table, key messages.WorkspaceKey, launch string) (launchOutcome, error) {
+	if proc, ok := servingIn(tab, key, launch); ok {
+		return launchOutcome{Started: &proc}, nil
+	}
+	refusals, err := repliesTo[*messages.RefusalNote](ctx, idx, launch)
+	if err != nil {
+		return launchOutcome{}, err
+	}
+	if len(refusals) > 0 {
+		return launchOutcome{Refusal: refusals[0]}, nil
+	}
+	ends, err := repliesTo[*messages.EndNote](ctx, idx, launch)
+	if err != nil {
+		return launchOutcome{}, err
+	}
+	if len(ends) > 0 {
+		return launchOutcome{End: ends[0]}, nil
+	}
+	return launchOutcome{}, nil
+}
+
+// scan reads the process table of this agents root once.
+func (n *Node) scan() (host.Table, error) {
 	t, err := n.procTable()
 	if err != nil {
-		return host.Process{}, false, err
+		return host.Table{}, err
 	}
 	defer t.Close()
 	tab, err := t.Scan()
 	if err != nil {
-		return host.Process{}, false, fmt.Errorf("read the process table: %w", err)
+		return host.Table{}, fmt.Errorf("read the process table: %w", err)
 	}
+	return tab, nil
+}
+
+// servingIn finds the `workspace serve` process of a launch in tab.
+func servingIn(tab host.Table, key messages.WorkspaceKey, launch string) (host.Process, bool) {
 	for _, proc := range tab.Procs {
 		for _, nm := range proc.Names {
 			if nm.Verb == host.VerbServe && nm.Key == key && nm.Launch == launch {
-				return proc, true, nil
+				return proc, true
 			}
 		}
 	}
-	return host.Process{}, false, nil
+	return host.Process{}, false
 }
 
 // SessionStop stops a workspace's session (seed 002, "stop a session"):
@@ -334,4 +388,148 @@ func (n *Node) Ended(ctx context.Context, project, launch string) (*messages.End
 		return ends[0], nil
 	}
 	return nil, nil
+}
+
+// launchRelease is the release a launch asks for: current (the default) or
+// previous, which needs a release root with a previous release.
+func (n *Node) launchRelease(release string) (string, error) {
+	if release == "" {
+		release = messages.ReleaseCurrent
+	}
+	if release != messages.ReleaseCurrent && release != messages.ReleasePrevious {
+		return "", fmt.Errorf("release: %q is not current or previous", release)
+	}
+	if release == messages.ReleasePrevious {
+		if n.Config.Release == "" {
+			return "", errors.New("release: this node has no release root, so no previous release")
+		}
+		if _, err := os.Stat(filepath.Join(n.Config.Release, "previous")); err != nil {
+			return "", fmt.Errorf("release: %s has no previous release", n.Config.Release)
+		}
+	}
+	return release, nil
+}
+
+// daemonSession is a session the daemon runs in a workspace: its
+// `workspace serve` process and the launch note it serves.
+type daemonSession struct {
+	Proc   host.Process
+	Launch string
+}
+
+func (d *daemonSession) String() string {
+	return fmt.Sprintf("pid %d, `%s`, %s", d.Proc.ID.PID, strings.Join(d.Proc.Argv, " "), originText(d.Proc.Origin))
+}
+
+// originText says how a process was started, as a refusal says it.
+func originText(o messages.Origin) string {
+	switch o {
+	case messages.OriginDaemon:
+		return "started by the daemon"
+	case messages.OriginOrphan:
+		return "started by a daemon no longer running"
+	}
+	return "started at a terminal"
+}
+
+// holder reads the process table for what holds workspace k now (holderOf).
+func (n *Node) holder(k messages.WorkspaceKey) (*daemonSession, error) {
+	tab, err := n.scan()
+	if err != nil {
+		return nil, err
+	}
+	return holderOf(tab, k)
+}
+
+// holderOf says what holds workspace k in the process table, for a second
+// start (D33): nil when no process names it; the session the daemon runs
+// there (a `workspace serve` with its launch, which a daemon started, and
+// nothing else beside it but its sandbox), which a start may stop; or an
+// error saying why a start may not replace what is there: a session at a
+// terminal (`workspace run|start`, or any process naming the workspace
+// that no daemon started), named by its PID and command line; a process
+// the table could not read; a session starting or ending (its sandbox
+// alone names the workspace).
+func holderOf(tab host.Table, k messages.WorkspaceKey) (*daemonSession, error) {
+	v := tab.Naming(k)
+	switch v.Named {
+	case host.No:
+		return nil, nil
+	case host.Unknown:
+		return nil, fmt.Errorf("the process table cannot say what holds workspace %s (%s): a start would stop nothing it cannot see; refused, nothing written", k, v)
+	}
+	var serve *daemonSession
+	var terminal []string
+	for _, p := range tab.Procs {
+		named, unsure := p.NamesKey(k)
+		if unsure && !named {
+			return nil, fmt.Errorf("process %d may name workspace %s under a root that cannot be matched (`%s`); refused, nothing written", p.ID.PID, k, strings.Join(p.Argv, " "))
+		}
+		if !named {
+			continue
+		}
+		atTerminal := p.Origin != messages.OriginDaemon && p.Origin != messages.OriginOrphan
+		for _, nm := range p.Names {
+			if nm.Key != k || nm.Unsure {
+				continue
+			}
+			switch {
+			case nm.Verb == host.VerbRun || nm.Verb == host.VerbStart:
+				atTerminal = true
+			case nm.Verb == host.VerbServe && nm.Launch != "" && !atTerminal && serve == nil:
+				serve = &daemonSession{Proc: p, Launch: nm.Launch}
+			}
+		}
+		if atTerminal {
+			terminal = append(terminal, fmt.Sprintf("pid %d, `%s`, %s", p.ID.PID, strings.Join(p.Argv, " "), originText(p.Origin)))
+		}
+	}
+	switch {
+	case len(terminal) > 0:
+		return nil, fmt.Errorf("a session at a terminal holds workspace %s (%s): a start never stops it; stop it where it runs, or with `ocx session stop %s`, then start again; nothing written", k, strings.Join(terminal, "; "), k)
+	case serve == nil:
+		return nil, fmt.Errorf("a session is starting or ending in workspace %s (%s, and no `workspace serve` yet or any more): try again in a moment; nothing written", k, v)
+	case messages.ValidateHash(serve.Launch) != nil:
+		return nil, fmt.Errorf("the session in workspace %s (%s) serves %q, which is not a launch note's hash; refused, nothing written", k, serve, serve.Launch)
+	}
+	return serve, nil
+}
+
+// DefaultStopWait bounds how long a second start waits for the end note of
+// the session it stopped (D33).
+const DefaultStopWait = 60 * time.Second
+
+// stopAndAwaitEnd stops the session the daemon runs in workspace key, as
+// SessionStop does, and waits at most the node's stop wait for the daemon's
+// end note of the launch it serves; past the bound it says so, and the
+// caller writes nothing more.
+func (n *Node) stopAndAwaitEnd(ctx context.Context, a *Answer, r *fossilio.Repo, key messages.WorkspaceKey, held *daemonSession) error {
+	info, err := r.Info(ctx, held.Launch)
+	if err != nil {
+		return fmt.Errorf("the session in workspace %s (%s) serves launch %s, which the record of %s does not hold (%v): not stopped, nothing written", key, held, held.Launch, r.ProjectName(), err)
+	}
+	a.Logf("a session runs in workspace %s: launch %s, %s; a second start restarts it: stop it first", key, held.Launch, held)
+	if err := n.ensureAndSend(ctx, a, messages.StopLine{Login: key.Login, Project: key.Project}); err != nil {
+		return fmt.Errorf("stop the session of launch %s: %w; nothing written", held.Launch, err)
+	}
+	idx := record.NewIndexAfter(r, n.Config.User, info.Rcvid-1)
+	deadline := time.Now().Add(n.stopWait)
+	for {
+		ends, err := repliesTo[*messages.EndNote](ctx, idx, info.Hash)
+		if err != nil {
+			return err
+		}
+		if len(ends) > 0 {
+			a.Logf("the session of launch %s ended: %s", held.Launch, ends[0].StatusString())
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the session of launch %s (%s) was told to stop, but no end note of it is on the record after %s; nothing more written: see `ocx status` and %s", held.Launch, held, n.stopWait, n.Layout.Log())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -128,6 +128,14 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 		}
 	}
 	sort.Slice(st.Sessions, func(i, j int) bool { return st.Sessions[i].PID < st.Sessions[j].PID })
+	// The daemon and its last re-exec (docs/releases.md): a lock that
+	// cannot be read leaves the daemon out of the state, logged, rather
+	// than failing the whole status.
+	if d, err := n.DaemonStatus(); err != nil {
+		n.Log.Warn("status: the daemon's status is left out: " + err.Error())
+	} else {
+		st.Daemon = d
+	}
 	if err := st.Validate(); err != nil {
 		return nil, fmt.Errorf("status: %w", err)
 	}

@@ -48,16 +48,25 @@ func usageErr(format string, args ...any) error {
 // errHelp is --help: usage on standard output, exit 0.
 var errHelp = errors.New("help")
 
-const usageText = `usage:
+// errVersion is --version: the version line on standard output, exit 0.
+var errVersion = errors.New("version")
+
+// synopsisText is what a refused command line is shown: the forms alone.
+const synopsisText = `usage:
   workspace serve LOGIN/PROJECT --root AGENTS --launch HASH
   workspace run   LOGIN/PROJECT --root AGENTS [--session HASH]
   workspace start LOGIN/PROJECT --root AGENTS [--session HASH]
+  workspace --version
+`
 
+// usageText is --help's: the forms, what each verb does, where to read on.
+const usageText = synopsisText + `
 serve   the session process the daemon launches for a launch note, inside the
         workspace's sandbox: it holds the wake pipe and answers what it reads
 run     the same loop in the foreground, at a terminal, unsandboxed
 start   run, detached in a session of its own, its output appended to
         AGENTS/LOGIN/projects/PROJECT/session/log; prints the PID
+--version  print the build's version and check-in, one line
 
 Run "workspace VERB --help" for a verb's flags.
 `
@@ -73,6 +82,11 @@ func ParseArgs(args []string) (Options, error) {
 	switch a := args[0]; a {
 	case "-h", "--help", "-help", "help":
 		return Options{}, errHelp
+	case "--version":
+		if len(args) > 1 {
+			return Options{}, usageErr("--version takes no arguments")
+		}
+		return Options{}, errVersion
 	case VerbServe, VerbRun, VerbStart:
 		o.Verb = a
 	default:

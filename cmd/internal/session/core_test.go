@@ -209,6 +209,13 @@ func TestParseArgs(t *testing.T) {
 	if err != nil || o.Session != "" || o.Launch != "" {
 		t.Errorf("run: %+v %v", o, err)
 	}
+	var out, errOut strings.Builder
+	if code := session.Main([]string{"--version"}, &out, &errOut); code != session.ExitOK || out.String() != "workspace version dev checkin dev\n" {
+		t.Errorf("workspace --version: exit %d, %q %q", code, out.String(), errOut.String())
+	}
+	if code := session.Main([]string{"--version", "x"}, &out, &errOut); code != session.ExitUsage {
+		t.Errorf("workspace --version x: exit %d", code)
+	}
 	var ue *session.UsageError
 	for _, args := range [][]string{
 		{"serve", "claude-1/demo", "--root", "/srv/agents"},

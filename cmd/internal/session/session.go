@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ocx-go/ocx/cmd/internal/version"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -63,9 +64,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, errHelp):
 		writeUsage(stdout, o.Verb)
 		return ExitOK
+	case errors.Is(err, errVersion):
+		fmt.Fprint(stdout, version.Line("workspace"))
+		return ExitOK
 	case err != nil:
 		if o.Verb == "" {
-			fmt.Fprintf(stderr, "workspace: %v\n%s", err, usageText)
+			fmt.Fprintf(stderr, "workspace: %v\n%sRun \"workspace --help\" for what each verb does.\n", err, synopsisText)
 			return ExitUsage
 		}
 		fmt.Fprintf(stderr, "workspace %s: %v\nusage: workspace %s LOGIN/PROJECT --root AGENTS %s (workspace %s --help says more)\n",

@@ -1,0 +1,132 @@
+package node_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
+	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/docs/design"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// stampedBuild builds this tree's ocx, ocxd and workspace into a new
+// directory, stamped with checkin as `make build` stamps them.
+func stampedBuild(t *testing.T, checkin string) string {
+	t.Helper()
+	dir := t.TempDir()
+	const v = "github.com/ocx-go/ocx/cmd/internal/version"
+	ldflags := "-X " + v + ".Version=v0.0.0-20260101000000-" + checkin[:12] + " -X " + v + ".Checkin=" + checkin
+	for _, p := range []string{"ocx", "ocxd", "workspace"} {
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", filepath.Join(dir, p), "github.com/ocx-go/ocx/cmd/"+p)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s stamped %s: %v\n%s", p, checkin, err, out)
+		}
+	}
+	return dir
+}
+
+// TestReleaseAcceptReexecFails: a re-exec that fails after accept's host
+// checks passed, as when the staged ocxd is changed on disk between the
+// checks and the exec. The staged ocxd says its version line and answers
+// the right hand-off version to the checks (the stage's and the
+// accept's), and another to every later ask: the running daemon's own
+// probe of the new current's ocxd refuses it, so the daemon does not exec.
+// The answer says the links stay as accepted and that rollback puts them
+// back; the old image runs on (same PID, same /proc/PID/exe); the outcome
+// file and the status hold the error; rollback swaps the links back and
+// the daemon re-execs the release it ran, which answers at once.
+func TestReleaseAcceptReexecFails(t *testing.T) {
+	f := newRelFix(t, node.ReleaseSource{From: stampedBuild(t, ciA)})
+	changing := scriptRelease(t, ciB, messages.HandoffVersion, nil)
+	asked := filepath.Join(t.TempDir(), "asked")
+	ocxd := "#!/bin/sh\ncase \"$1\" in\n--version) echo 'ocxd version v0.0.0-20261201000000-" + ciB[:12] + " checkin " + ciB + "' ;;\n" +
+		"--handoff-version) echo x >> " + asked + "; if [ $(wc -l < " + asked + ") -le 2 ]; then echo " + strconv.Itoa(messages.HandoffVersion) + "; else echo 99; fi ;;\n*) exit 2 ;;\nesac\n"
+	if err := os.WriteFile(filepath.Join(changing, "ocxd"), []byte(ocxd), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := daemonclient.Ensure(f.ctx, f.n.Layout, filepath.Join(f.root, "current", "ocxd"), 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := daemonclient.PID(f.n.Layout)
+	t.Cleanup(func() { endDaemonPID(t, f.n, pid) })
+	if pid == 0 {
+		t.Fatal("no daemon holds the lock")
+	}
+	exeA := filepath.Join(f.root, "releases", ciA, "ocxd")
+	exe := func() string {
+		p, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+		return p
+	}
+	if exe() != exeA {
+		t.Fatalf("the daemon runs %s, want %s", exe(), exeA)
+	}
+
+	a := f.ok(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{From: changing}}))
+	if !logHas(a, "check hand-off: the staged ocxd reads hand-off version") {
+		t.Fatalf("stage did not run the hand-off check:\n%s", strings.Join(a.Log, "\n"))
+	}
+	sent := time.Now()
+	a = f.n.ReleaseAccept(f.ctx, node.ReleaseAcceptInput{Wait: 60 * time.Second})
+	for _, c := range []string{"check version", "check hand-off", "check sandbox", "handed `reexec` to the daemon"} {
+		if !logHas(a, c) {
+			t.Fatalf("accept's log lacks %q:\n%s", c, strings.Join(a.Log, "\n"))
+		}
+	}
+	f.refused(a, "did not re-exec", "hand-off version", "the links stay as accepted (current is "+ciB+")", "the old image runs on", "`ocx release rollback` puts the links back")
+	f.wantLinks(map[string]string{"current": "releases/" + ciB, "previous": "releases/" + ciA})
+	if p, _ := daemonclient.PID(f.n.Layout); p != pid || exe() != exeA {
+		t.Fatalf("after the failed re-exec the daemon is pid %d running %s; want pid %d running %s", p, exe(), pid, exeA)
+	}
+	data, err := os.ReadFile(f.n.Layout.Reexec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := messages.DecodeReexecOutcome(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.OK || o.PID != pid || o.At.Before(sent) || !strings.Contains(o.Error, "hand-off version") || !strings.Contains(o.Target, ciB) {
+		t.Fatalf("the outcome file: %+v", o)
+	}
+
+	// The status shows the daemon and the failure: ocx status's daemon,
+	// valid against the schema, and its one line.
+	st, err := f.n.Status(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Daemon == nil || !st.Daemon.Running || st.Daemon.PID != pid || st.Daemon.Release != ciA || st.Daemon.Reexec == nil || st.Daemon.Reexec.OK {
+		t.Fatalf("the status's daemon: %+v", st.Daemon)
+	}
+	doc, err := st.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas, err := design.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schemas.Validate("state.schema.json", doc); err != nil {
+		t.Fatalf("the status with a failed re-exec is not valid: %v\n%s", err, doc)
+	}
+	if line := st.Daemon.String(); !strings.Contains(line, "pid="+strconv.Itoa(pid)) || !strings.Contains(line, "reexec=failed") {
+		t.Fatalf("the daemon's line: %s", line)
+	}
+
+	a = f.ok(f.n.ReleaseRollback(f.ctx, node.ReleaseRollbackInput{Wait: 30 * time.Second}))
+	if !logHas(a, "it runs release "+ciA) {
+		t.Fatalf("rollback's answer does not report the re-exec:\n%s", strings.Join(a.Log, "\n"))
+	}
+	f.wantLinks(map[string]string{"current": "releases/" + ciA, "previous": "releases/" + ciB})
+	if p, _ := daemonclient.PID(f.n.Layout); p != pid || exe() != exeA {
+		t.Fatalf("after rollback the daemon is pid %d running %s", p, exe())
+	}
+}

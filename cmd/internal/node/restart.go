@@ -1,0 +1,452 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// SessionRestartInput is what `ocx session restart` takes.
+type SessionRestartInput struct {
+	// Release is current (the default) or previous.
+	Release string
+	// Project restricts the restart to one project; empty means every
+	// project of the node.
+	Project string
+	// Only, when not nil, restricts the restart to the sessions a dry run
+	// listed: each workspace with the start it showed. A workspace whose
+	// latest start is another by now is left alone, saying so.
+	Only   []RestartPick
+	DryRun bool
+}
+
+// RestartPick is one session a restart's list showed: its workspace and
+// the launch note that started it last.
+type RestartPick struct {
+	Workspace string `json:"workspace"` // LOGIN/PROJECT
+	Start     string `json:"start"`
+}
+
+// A session's outcome in a restart's answer.
+const (
+	OutcomeRestarted    = "restarted"
+	OutcomeWouldRestart = "would restart"
+	OutcomeLeftAlone    = "left alone"
+	OutcomeNotRestarted = "not restarted"
+)
+
+// SessionOutcome is one session in a restart's answer: its workspace, its
+// own record, the launch note that started it last, and what the restart
+// did with it and why. Launch and Release name the launch note a restart
+// wrote (or, in a dry run, the release it would name).
+type SessionOutcome struct {
+	Workspace string `json:"workspace"`
+	Record    string `json:"record"`
+	Start     string `json:"start"`
+	Outcome   string `json:"outcome"`
+	Launch    string `json:"launch,omitempty"`
+	Release   string `json:"release,omitempty"`
+	Why       string `json:"why"`
+}
+
+// String is the pick as `ocx session restart --only` takes it:
+// LOGIN/PROJECT@START.
+func (p RestartPick) String() string { return p.Workspace + "@" + p.Start }
+
+// Pick is the session as a list names it, for a confirming restart.
+func (o SessionOutcome) Pick() RestartPick {
+	return RestartPick{Workspace: o.Workspace, Start: o.Start}
+}
+
+func (o SessionOutcome) String() string {
+	s := fmt.Sprintf("%s %s (record %s, started by %s)", o.Outcome, o.Workspace, short(o.Record), short(o.Start))
+	if o.Launch != "" {
+		s += fmt.Sprintf(": launch %s on release %s", o.Launch, o.Release)
+	} else if o.Release != "" {
+		s += " on release " + o.Release
+	}
+	return s + ": " + o.Why
+}
+
+func short(h string) string {
+	if len(h) > fossilio.MinPrefix {
+		return h[:fossilio.MinPrefix]
+	}
+	return h
+}
+
+// restartFacts is what the record and the host say of one workspace whose
+// record shows a start, for decideRestart.
+type restartFacts struct {
+	Key messages.WorkspaceKey
+	// Shown is the start a confirming restart's list showed, "" when the
+	// restart takes every session; Start is the latest start now.
+	Shown, Start string
+	// Terminated is the terminated note ending the workspace, "" if none.
+	Terminated string
+	// Verdict is the daemon's verdict (record.Index.WouldLaunch) on a
+	// launch note repeating the start, as the caller would write it.
+	Verdict record.Verdict
+	// Caps are the login's capabilities on the project ("" once
+	// withdrawn); NoAccount when the project has no such user.
+	Caps      string
+	NoAccount bool
+	OnHost    bool // the workspace's binding.json is on the host
+	// Named is what the process table says of the workspace.
+	Named host.Verdict
+	// End is the daemon's end note of the start, nil while there is none.
+	End *messages.EndNote
+	// Received is when the node received the start; Boot when the host
+	// booted (zero when it cannot be read).
+	Received, Boot time.Time
+}
+
+// decideRestart says whether a restart launches the session again, and
+// why (D33): a `stays` session whose start counts and ended (its end note
+// on the record, or launched before the host booted: it went down with the
+// host), no process naming its workspace, the workspace not terminated,
+// and its login not withdrawn. A session whose latest start has no end
+// note yet is in flight or running, and is left alone: so pressing twice
+// restarts it once. A pure function: every fact is read before.
+func decideRestart(f restartFacts) (bool, string) {
+	switch {
+	case f.Shown != "" && f.Shown != f.Start:
+		return false, fmt.Sprintf("its latest start is %s now, not the %s the list showed: look again", short(f.Start), short(f.Shown))
+	case f.Terminated != "":
+		return false, fmt.Sprintf("its workspace was terminated (%s)", short(f.Terminated))
+	case f.Verdict.Ignore != "":
+		return false, "a launch repeating it would not count: " + f.Verdict.Ignore
+	case f.Verdict.Refuse != nil:
+		return false, "a launch repeating it would be refused: " + f.Verdict.Refuse.Reason
+	case f.Verdict.Spec == nil:
+		return false, "a launch repeating it would not be a launch: " + f.Verdict.Nothing
+	case f.Verdict.Spec.Lifetime != messages.Stays:
+		return false, fmt.Sprintf("a %s session is never restarted: it ends by itself, on its report", f.Verdict.Spec.Lifetime)
+	case f.NoAccount:
+		return false, fmt.Sprintf("its login %s has no account on %s", f.Key.Login, f.Key.Project)
+	case f.Caps == "":
+		return false, fmt.Sprintf("its login %s was withdrawn from %s: it holds no capabilities there", f.Key.Login, f.Key.Project)
+	case !f.OnHost:
+		return false, fmt.Sprintf("workspace %s is not on the host; `ocx workspace add` makes it again from its definition", f.Key)
+	case f.Named.Named == host.Yes:
+		return false, fmt.Sprintf("it runs: %s", f.Named)
+	case f.Named.Named != host.No:
+		return false, fmt.Sprintf("the process table cannot say whether it runs (%s)", f.Named)
+	case f.End != nil:
+		return true, "it ended: " + f.End.StatusString()
+	case !f.Boot.IsZero() && !f.Received.IsZero() && f.Received.Before(f.Boot):
+		return true, fmt.Sprintf("it has no end note, and was launched before the host booted (%s): it went down with the host", f.Boot.Format(time.RFC3339))
+	}
+	return false, fmt.Sprintf("its latest start %s has no end note yet: its launch is in flight, or its session is ending", short(f.Start))
+}
+
+// restartPlan is one session a restart launches again.
+type restartPlan struct {
+	p      project
+	r      *fossilio.Repo
+	key    messages.WorkspaceKey
+	own    ownRecord
+	launch *messages.LaunchNote
+	out    int // its index in the answer's sessions
+}
+
+// SessionRestart restarts the stopped sessions (seed 002, "restart stopped
+// sessions"; seed 000: never by itself, a button on the current or the
+// previous release). For each workspace whose record shows a start that
+// decideRestart lets through, it writes, as the caller, a launch note on
+// the session's own record naming the same session definition and the
+// chosen release, hands every launch to the daemon, and waits a bounded
+// time for each outcome. The daemon's refusals still decide. The answer
+// lists each session restarted and each left alone, with why; it stops
+// when a launch it wrote started no session.
+func (n *Node) SessionRestart(ctx context.Context, in SessionRestartInput) *Answer {
+	a := newAnswer("session restart", in.DryRun)
+	a.Sessions = []SessionOutcome{}
+	release, err := n.launchRelease(in.Release)
+	if err != nil {
+		return a.Stop(err)
+	}
+	projects := n.projects()
+	if in.Project != "" {
+		p, err := n.project(in.Project)
+		if err != nil {
+			return a.Stop(fmt.Errorf("project: %w", err))
+		}
+		projects = []project{p}
+	}
+	var only map[messages.WorkspaceKey]string
+	if in.Only != nil {
+		only = map[messages.WorkspaceKey]string{}
+		for _, pick := range in.Only {
+			k, err := messages.ParseWorkspaceKey(pick.Workspace)
+			if err != nil {
+				return a.Stop(fmt.Errorf("the list: %w", err))
+			}
+			if err := messages.ValidateHash(pick.Start); err != nil {
+				return a.Stop(fmt.Errorf("the list: the start of %s: %w", k, err))
+			}
+			only[k] = pick.Start
+		}
+	}
+	if err := n.requireCaller(); err != nil {
+		return a.Stop(err)
+	}
+	boot, err := unixhost.BootTime()
+	if err != nil {
+		a.Logf("%v: a start without an end note counts as in flight", err)
+	}
+	tab, err := n.scan()
+	if err != nil {
+		return a.Stop(err)
+	}
+	var plans []restartPlan
+	codes := map[string]string{}
+	for _, p := range projects {
+		r, err := n.openRepo(p)
+		if err != nil {
+			return a.Stop(err)
+		}
+		defer r.Close()
+		if err := n.requirePrivileged(ctx, r, p); err != nil {
+			return a.Stop(err)
+		}
+		idx := n.index(r)
+		defs, err := workspaces(ctx, idx)
+		if err != nil {
+			return a.Stop(err)
+		}
+		var keys []messages.WorkspaceKey
+		for k := range defs {
+			if _, picked := only[k]; only == nil || picked {
+				keys = append(keys, k)
+			}
+		}
+		sortKeys(keys)
+		for _, k := range keys {
+			start, ok, err := idx.LatestStart(ctx, k)
+			if err != nil {
+				return a.Stop(err)
+			}
+			if !ok {
+				if only != nil {
+					a.Sessions = append(a.Sessions, SessionOutcome{Workspace: k.String(), Start: only[k], Outcome: OutcomeLeftAlone, Why: "its record shows no start any more"})
+				}
+				continue
+			}
+			plan, facts, err := n.restartFacts(ctx, r, idx, tab, p, defs[k], start)
+			if err != nil {
+				return a.Stop(err)
+			}
+			facts.Boot, facts.Shown = boot, only[k]
+			out := SessionOutcome{Workspace: k.String(), Record: start.Record, Start: start.Hash}
+			restart, why := decideRestart(facts)
+			out.Why = why
+			if !restart {
+				out.Outcome = OutcomeLeftAlone
+				a.Sessions = append(a.Sessions, out)
+				continue
+			}
+			out.Outcome, out.Release = OutcomeWouldRestart, release
+			plan.launch.Release = release
+			plan.out = len(a.Sessions)
+			a.Sessions = append(a.Sessions, out)
+			plans = append(plans, plan)
+			if codes[p.Name] == "" {
+				if codes[p.Name], err = r.ProjectCode(ctx); err != nil {
+					return a.Stop(err)
+				}
+			}
+		}
+	}
+	if in.DryRun || len(plans) == 0 {
+		for _, o := range a.Sessions {
+			a.Logf("%s", o)
+		}
+		if len(a.Sessions) == 0 {
+			a.Logf("no workspace's record shows a start of a session")
+		}
+		if in.DryRun && len(plans) > 0 {
+			picks := make([]string, len(plans))
+			for i, pl := range plans {
+				picks[i] = a.Sessions[pl.out].Pick().String()
+			}
+			a.Logf("to restart exactly these: ocx session restart --release %s --only %s", release, strings.Join(picks, ","))
+		}
+		return a
+	}
+	return a.Stop(n.restart(ctx, a, plans, codes))
+}
+
+// restartFacts reads what decideRestart needs of workspace w, whose latest
+// start is start, and the launch a restart would write.
+func (n *Node) restartFacts(ctx context.Context, r *fossilio.Repo, idx *record.Index, tab host.Table, p project, w *Workspace, start record.Entry) (restartPlan, restartFacts, error) {
+	k := w.Key
+	f := restartFacts{Key: k, Start: start.Hash, Terminated: w.Terminated, Named: tab.Naming(k)}
+	prior, ok := start.Note.(*messages.LaunchNote)
+	if !ok {
+		return restartPlan{}, f, fmt.Errorf("start %s of %s holds no launch note", start.Hash, k)
+	}
+	// The launch names the workspace's definition as the host holds it,
+	// as `session start` names it; the record's newest when it is gone.
+	wsDef := w.Hash
+	paths, err := n.workspace(k)
+	if err != nil {
+		return restartPlan{}, f, err
+	}
+	if b, err := readBinding(paths); err == nil {
+		f.OnHost, wsDef = true, b.Workspace
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return restartPlan{}, f, err
+	}
+	next := &messages.LaunchNote{Login: k.Login, Project: k.Project, Workspace: wsDef, Session: prior.Session, Release: messages.ReleaseCurrent}
+	if f.Verdict, err = idx.WouldLaunch(ctx, n.Caller.Login, start, next); err != nil {
+		return restartPlan{}, f, err
+	}
+	u, err := r.User(ctx, k.Login)
+	switch {
+	case errors.Is(err, fossilio.ErrNoSuchUser):
+		f.NoAccount = true
+	case err != nil:
+		return restartPlan{}, f, err
+	default:
+		f.Caps = u.Caps
+	}
+	ends, err := repliesTo[*messages.EndNote](ctx, idx, start.Hash)
+	if err != nil {
+		return restartPlan{}, f, err
+	}
+	if len(ends) > 0 {
+		f.End = ends[0]
+	} else {
+		info, err := r.Info(ctx, start.Hash)
+		if err != nil {
+			return restartPlan{}, f, err
+		}
+		f.Received = info.Received
+	}
+	own := ownRecord{Kind: messages.ListenThread, ID: start.Record}
+	if start.Ticket {
+		own.Kind = messages.ListenTicket
+	}
+	return restartPlan{p: p, r: r, key: k, own: own, launch: next}, f, nil
+}
+
+// restart writes each plan's launch note as the caller, hands them all to
+// the daemon and waits, at most the node's outcome wait, for each one's
+// outcome; it fails when one started no session.
+func (n *Node) restart(ctx context.Context, a *Answer, plans []restartPlan, codes map[string]string) error {
+	var lines []messages.PipeLine
+	written := map[string]project{}
+	type pending struct {
+		plan restartPlan
+		idx  *record.Index
+	}
+	var waiting []pending
+	fail := func(pl restartPlan, why string) {
+		o := &a.Sessions[pl.out]
+		o.Outcome, o.Why = OutcomeNotRestarted, why
+	}
+	for _, pl := range plans {
+		o := &a.Sessions[pl.out]
+		block, err := pl.launch.Encode()
+		if err != nil {
+			return err
+		}
+		text := fmt.Sprintf("Restart of the session %s in workspace `%s` (%s), on release %s.\n\n%s", short(pl.launch.Session), pl.key, o.Why, pl.launch.Release, block)
+		hash, err := n.writer(pl.p, codes[pl.p.Name]).WriteNote(ctx, pl.own.note(n.Caller.Login, text))
+		if err != nil {
+			fail(pl, fmt.Sprintf("the launch note could not be posted: %v", err))
+			continue
+		}
+		o.Launch = hash
+		written[pl.p.Name] = pl.p
+		a.Logf("posted the launch note of %s as %q at %s on %s %s", pl.key, n.Caller.Login, hash, pl.own.Kind, pl.own.ID)
+		paths, err := n.workspace(pl.key)
+		if err == nil {
+			err = n.setListening(ctx, paths, pl.own.Kind, pl.own.ID, 0, true)
+		}
+		if err != nil {
+			fail(pl, fmt.Sprintf("its launch note %s is posted, but its listening index could not be written: %v", hash, err))
+			continue
+		}
+		info, err := pl.r.Info(ctx, hash)
+		if err != nil {
+			fail(pl, fmt.Sprintf("its launch note %s does not read back: %v", hash, err))
+			continue
+		}
+		lines = append(lines, messages.PostLine{Repository: pl.p.Repository, Hash: hash})
+		waiting = append(waiting, pending{plan: pl, idx: record.NewIndexAfter(pl.r, n.Config.User, info.Rcvid-1)})
+	}
+	var handErr error
+	if len(lines) > 0 {
+		handErr = n.ensureAndSend(ctx, a, lines...)
+	}
+	for _, p := range written {
+		n.backoffice(ctx, a, p)
+	}
+	if handErr != nil {
+		for _, w := range waiting {
+			fail(w.plan, fmt.Sprintf("its launch note %s is posted, but could not be handed to the daemon: %v", a.Sessions[w.plan.out].Launch, handErr))
+		}
+		waiting = nil
+	}
+	deadline := time.Now().Add(n.outcomeWait)
+	for len(waiting) > 0 {
+		tab, err := n.scan()
+		if err != nil {
+			return err
+		}
+		var still []pending
+		for _, w := range waiting {
+			o := &a.Sessions[w.plan.out]
+			got, err := outcomeOf(ctx, w.idx, tab, w.plan.key, o.Launch)
+			if err != nil {
+				return err
+			}
+			switch {
+			case got.Started != nil:
+				o.Outcome = OutcomeRestarted
+				o.Why += fmt.Sprintf("; the daemon started it again: pid %d", got.Started.ID.PID)
+			case got.decided():
+				fail(w.plan, got.err().Error())
+			default:
+				still = append(still, w)
+			}
+		}
+		waiting = still
+		if len(waiting) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			for _, w := range waiting {
+				fail(w.plan, fmt.Sprintf("no outcome of its launch %s within %s: no session process in the table and no refusal or end note; see `ocx status` and %s", a.Sessions[w.plan.out].Launch, n.outcomeWait, n.Layout.Log()))
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	var failed []string
+	for _, o := range a.Sessions {
+		a.Logf("%s", o)
+		if o.Outcome == OutcomeNotRestarted {
+			failed = append(failed, o.Workspace)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d sessions to restart did not start again: %s", len(failed), len(plans), strings.Join(failed, ", "))
+	}
+	return nil
+}

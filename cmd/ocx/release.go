@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/ocx-go/ocx/cmd/internal/node"
+)
+
+func init() {
+	register(command{name: "release", summary: "stage, accept or roll back a release; make a release root", run: runRelease})
+}
+
+// releaseHelp is `ocx release help`'s text, before the actions.
+const releaseHelp = `A release root holds one directory of programs per check-in (releases/CHECKIN)
+and the links current, previous, staged/CHECKIN and staged/next; every link is
+replaced in one step. Each release is checked on this host before a link
+changes: every program says its version line naming the check-in, the staged
+ocxd reads the running daemon's hand-off version, and workspace answers in a
+sandbox. Accept and rollback move the links, then ask a running daemon to
+re-exec in place (same PID, same sessions) and report its outcome; nothing is
+ever restarted by itself. docs/releases.md tells more.
+
+  ocx release init ROOT --from DIR            make a release root (then ocx init --release ROOT)
+  ocx release stage --repo REPO CHECKIN        build a check-in of OCX's source and stage it
+  ocx release stage --from DIR                 stage programs already built (make build)
+  ocx release accept [CHECKIN]                 make staged/next (or CHECKIN) current
+  ocx release rollback                         swap current and previous
+  ocx release status [--json]                  the links, the daemon, older sessions
+
+`
+
+// sourceFlags adds --repo and --from; the check-in is the one positional
+// argument with --repo.
+func sourceFlags(fs *flag.FlagSet, src *node.ReleaseSource) {
+	fs.StringVar(&src.Repo, "repo", "", "a Fossil repository file on this node holding OCX's source; the check-in (full hash or unique prefix) is the argument")
+	fs.StringVar(&src.From, "from", "", "a directory of programs already built (ocx, ocxd, workspace, runners), all stamped with one check-in")
+}
+
+// sourceArgs takes the check-in argument of --repo.
+func sourceArgs(src *node.ReleaseSource, pos []string, what string) error {
+	switch {
+	case src.From != "" && len(pos) > 0:
+		return fmt.Errorf("%w: %s --from DIR takes no check-in, got %q", errUsage, what, pos)
+	case src.From == "" && len(pos) != 1:
+		return fmt.Errorf("%w: %s --repo REPO CHECKIN wants one check-in, got %d arguments", errUsage, what, len(pos))
+	case src.From == "":
+		src.Checkin = pos[0]
+	}
+	return nil
+}
+
+func runRelease(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(e.stderr, releaseHelp)
+	}
+	return dispatch(ctx, e, "release", map[string]action{
+		"init": {summary: "make a release root holding one release, current linking to it", run: func(ctx context.Context, e *env, args []string) error {
+			var c common
+			fs := c.flags(e, "release init", "release init ROOT (--from DIR | --repo REPO CHECKIN) [--dry-run] [--json]", false, true)
+			var src node.ReleaseSource
+			sourceFlags(fs, &src)
+			pos, _, err := parse(fs, args)
+			if err != nil {
+				return usageErr(err)
+			}
+			if len(pos) == 0 {
+				return fmt.Errorf("%w: release init ROOT: which release root?", errUsage)
+			}
+			root := pos[0]
+			if err := sourceArgs(&src, pos[1:], "release init"); err != nil {
+				return err
+			}
+			return c.answer(e, node.ReleaseInit(ctx, node.ReleaseInitInput{Root: root, ReleaseSource: src, DryRun: c.dryRun}, node.Options{Log: e.log}))
+		}},
+		"stage": {summary: "build a check-in (--repo REPO CHECKIN) or copy programs (--from DIR); link staged/CHECKIN and staged/next", run: func(ctx context.Context, e *env, args []string) error {
+			var c common
+			fs := c.flags(e, "release stage", "release stage (--repo REPO CHECKIN | --from DIR) [--dry-run] [--json]", false, true)
+			var src node.ReleaseSource
+			sourceFlags(fs, &src)
+			pos, _, err := parse(fs, args)
+			if err != nil {
+				return usageErr(err)
+			}
+			if err := sourceArgs(&src, pos, "release stage"); err != nil {
+				return err
+			}
+			n, err := c.open(e)
+			if err != nil {
+				return err
+			}
+			return c.answer(e, n.ReleaseStage(ctx, node.ReleaseStageInput{ReleaseSource: src, DryRun: c.dryRun}))
+		}},
+		"accept": {summary: "check the staged release, make it current, re-exec the daemon", run: func(ctx context.Context, e *env, args []string) error {
+			var c common
+			fs := c.flags(e, "release accept", "release accept [CHECKIN] [--wait 30s] [--dry-run] [--json]", false, true)
+			wait := fs.Duration("wait", node.DefaultReexecWait, "how long to wait for the daemon's re-exec outcome")
+			pos, _, err := parse(fs, args)
+			if err != nil {
+				return usageErr(err)
+			}
+			if len(pos) > 1 {
+				return fmt.Errorf("%w: release accept takes at most one check-in, got %q", errUsage, pos)
+			}
+			checkin := ""
+			if len(pos) == 1 {
+				checkin = pos[0]
+			}
+			n, err := c.open(e)
+			if err != nil {
+				return err
+			}
+			return c.answer(e, n.ReleaseAccept(ctx, node.ReleaseAcceptInput{Checkin: checkin, Wait: max(*wait, time.Second), DryRun: c.dryRun}))
+		}},
+		"rollback": {summary: "swap current and previous, re-exec the daemon", run: func(ctx context.Context, e *env, args []string) error {
+			var c common
+			fs := c.flags(e, "release rollback", "release rollback [--wait 30s] [--dry-run] [--json]", false, true)
+			wait := fs.Duration("wait", node.DefaultReexecWait, "how long to wait for the daemon's re-exec outcome")
+			pos, _, err := parse(fs, args)
+			if err != nil {
+				return usageErr(err)
+			}
+			if len(pos) > 0 {
+				return fmt.Errorf("%w: release rollback takes no argument, got %q", errUsage, pos)
+			}
+			n, err := c.open(e)
+			if err != nil {
+				return err
+			}
+			return c.answer(e, n.ReleaseRollback(ctx, node.ReleaseRollbackInput{Wait: max(*wait, time.Second), DryRun: c.dryRun}))
+		}},
+		"status": {summary: "current, previous, staged; the daemon and its last re-exec; sessions on older releases", run: func(ctx context.Context, e *env, args []string) error {
+			var c common
+			fs := c.flags(e, "release status", "release status [--json]", false, false)
+			fs.Lookup("json").Usage = "print the release state as JSON"
+			pos, _, err := parse(fs, args)
+			if err != nil {
+				return usageErr(err)
+			}
+			if len(pos) > 0 {
+				return fmt.Errorf("%w: release status takes no argument, got %q", errUsage, pos)
+			}
+			n, err := c.open(e)
+			if err != nil {
+				return err
+			}
+			st, err := n.ReleaseStatus(ctx)
+			if err != nil {
+				return err
+			}
+			if c.json {
+				enc := json.NewEncoder(e.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			_, err = fmt.Fprint(e.stdout, st)
+			return err
+		}},
+	}, args)
+}
