@@ -49,6 +49,10 @@ type SessionDefinition struct {
 	// admin or setup when the session starts, as the tools write it out;
 	// an empty list hears nobody. The session's own posts never wake it.
 	Hears []string `json:"hears,omitzero"`
+	// Wall is the longest the session runs, counted from its start: a
+	// record's budget.wall (protocol v1 E3, seed 004's limits.wall). Past
+	// it the session stops itself as on SIGXCPU. Empty: no limit.
+	Wall string `json:"wall,omitempty"`
 }
 
 // HearsEveryone is the one entry of a hears list that stands for every user.
@@ -142,6 +146,11 @@ func (d *SessionDefinition) Validate() error {
 	default:
 		return fieldErr("lifetime", ErrInvalid, fmt.Sprintf("%s is not a lifetime (completes, stays)", quoteShort(string(d.Lifetime))))
 	}
+	if d.Wall != "" {
+		if _, err := ParseWall("wall", d.Wall); err != nil {
+			return err
+		}
+	}
 	return checkHears("hears", d.Hears)
 }
 
@@ -181,7 +190,7 @@ func (d *SessionDefinition) String() string {
 	if d.Hears != nil {
 		l.list("hears", d.Hears)
 	}
-	return l.String()
+	return l.optKV("wall", d.Wall).String()
 }
 
 // decoded refuses the keys of the other kind of session. Presence counts,
