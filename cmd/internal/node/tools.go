@@ -104,17 +104,23 @@ func (n *Node) toolRepo() (project, *fossilio.Repo, error) {
 // in every refusal: no artifact, several (with their names), or not a hash.
 func resolveField(ctx context.Context, r *fossilio.Repo, field, s string) (fossilio.Info, error) {
 	info, err := r.Info(ctx, s)
-	if err == nil {
-		return info, nil
+	if err != nil {
+		return info, hashRefusal(field, s, r.ProjectName(), err)
 	}
+	return info, nil
+}
+
+// hashRefusal says why a hash a tool was given names no one artifact,
+// naming the field: none, several (with their names), or not a hash.
+func hashRefusal(field, s, project string, err error) error {
 	var he *fossilio.HashError
 	switch {
 	case errors.Is(err, fossilio.ErrAmbiguous) && errors.As(err, &he):
-		return info, fmt.Errorf("%s: %q names several artifacts (%s); give more of its digits", field, s, strings.Join(he.Matches, ", "))
+		return fmt.Errorf("%s: %q names several artifacts (%s); give more of its digits", field, s, strings.Join(he.Matches, ", "))
 	case errors.Is(err, fossilio.ErrNotFound):
-		return info, fmt.Errorf("%s: %q names no artifact of %s", field, s, r.ProjectName())
+		return fmt.Errorf("%s: %q names no artifact of %s", field, s, project)
 	}
-	return info, fmt.Errorf("%s: %w", field, err)
+	return fmt.Errorf("%s: %w", field, err)
 }
 
 // taskRecord reads the protocol v1 record a hash names (D35): the first
