@@ -169,3 +169,17 @@ func (r *Repo) Lacks(ctx context.Context, hashes ...string) ([]string, error) {
 	})
 	return out, err
 }
+
+// Tagged returns the check-ins that carry, or carried, the raw tag name,
+// the most recently tagged first, at most limit of them.
+func (r *Repo) Tagged(ctx context.Context, name string, limit int) ([]string, error) {
+	var out []string
+	err := r.read(ctx, "list tagged check-ins", func(rd *reader) error {
+		var err error
+		out, err = rd.hashes(`SELECT b.uuid FROM tagxref x JOIN blob b ON b.rid=x.rid JOIN event e ON e.objid=x.rid AND e.type='ci'
+			WHERE x.tagid=(SELECT tagid FROM tag WHERE tagname=?) AND b.rid NOT IN (SELECT rid FROM private)
+			ORDER BY x.mtime DESC, b.rid DESC LIMIT ?`, name, limit)
+		return err
+	})
+	return out, err
+}

@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -289,6 +290,12 @@ func genState() *rapid.Generator[*NodeState] {
 				Release: genLineText(true).Draw(t, "release"), Older: rapid.Bool().Draw(t, "older"), Hears: genHears().Draw(t, "hears")})
 		}
 		s.Listeners = rapid.SliceOfNDistinct(genListener(), 0, 3, func(l Listener) Listener { return l }).Draw(t, "listeners")
+		s.Restrictions = rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"no_password", "branch", "own_thread"}), 0, 3, func(r string) string { return r }).Draw(t, "restrictions")
+		for i := range rapid.IntRange(0, 2).Draw(t, "verdicts") {
+			s.Verdicts = append(s.Verdicts, VerdictStatus{Project: genName().Draw(t, "vproject"), Checkin: genHash().Draw(t, "vcheckin"),
+				Branch: "trunk", User: "user-" + strconv.Itoa(i), Verdict: rapid.SampledFrom([]string{VerdictPass, VerdictFail}).Draw(t, "verdict"),
+				Reason: genLineText(true).Draw(t, "reason"), Against: "PLAN.md", Tag: genHash().Draw(t, "tag")})
+		}
 		if s.Hooks == nil {
 			s.Hooks = []HookStatus{}
 		}

@@ -241,6 +241,24 @@ func TestToolAuditWritesVerdictsAndRefusesOwnCheckins(t *testing.T) {
 	if got, _ := fossilio.LatestTag(tags, messages.AuditedTag, person); got.Value != "fail: not yet (against "+rec+")" {
 		t.Errorf("alice's verdict: %q", got.Value)
 	}
+	// The status shows each user's latest verdict, and what this node
+	// enforces.
+	st, err := f.n.Status(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(st.Restrictions, ",") != "no_password,branch,own_thread" {
+		t.Errorf("status restrictions: %q", st.Restrictions)
+	}
+	seen := map[string]string{}
+	for _, v := range st.Verdicts {
+		if v.Checkin == ci {
+			seen[v.User] = v.Verdict + ": " + v.Reason + " against " + v.Against
+		}
+	}
+	if len(seen) != 2 || seen[f.srv.AdminLogin] != "pass: the plan is there against PLAN.md" || seen[person] != "fail: not yet against "+rec {
+		t.Errorf("status verdicts on %s: %v", ci, seen)
+	}
 	before = f.count()
 	for _, c := range []struct {
 		caller node.Caller
