@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/ocx-go/ocx/fossilio"
@@ -116,7 +117,7 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 		}
 		st.Verdicts = append(st.Verdicts, vs...)
 	}
-	st.Restrictions = append([]string(nil), EnforcedRestrictions...)
+	st.Restrictions = slices.Clone(EnforcedRestrictions)
 
 	current := n.currentRelease()
 	for _, proc := range table.Procs {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/listening"
@@ -15,9 +16,14 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// EnforcedRestrictions are the restrictions of E10 this node enforces
-// (D37), as the status lists them.
-var EnforcedRestrictions = []string{"no_password", "branch", "own_thread"}
+// EnforcedRestrictions are the restrictions of E10 this node can run an
+// agent under (D37), as create accepts them and the status lists them.
+// None yet: a session writes its replies with the password its clone
+// keeps, so an agent cannot run without its password until its writes go
+// through the node (the MCP socket, issue 14 item 3), and branch and
+// own_thread need no_password. post and push enforce all three for any
+// record that asks them.
+var EnforcedRestrictions = []string{}
 
 // remoteRunners are the runners that offer remote control; none does on
 // this node yet, so remote defaults to false and true is refused.
@@ -59,6 +65,11 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 	}
 	if in.Restrict != nil {
 		rec.Restrict = *in.Restrict
+		for _, name := range rec.Restrict.Names() {
+			if !slices.Contains(EnforcedRestrictions, name) {
+				return a.Stop(fmt.Errorf("restrict.%s: this node cannot run an agent under it yet: its sessions write their replies with the password their clone keeps (it enforces: %s)", name, enforcedWords()))
+			}
+		}
 	}
 	if in.Sandbox != nil {
 		rec.Sandbox = *in.Sandbox
@@ -115,7 +126,7 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 	if in.DryRun {
 		a.Would("post as %q the first post of a new thread on %s:\n%s", n.Caller.Login, p.Name, text)
 		a.Would("provision %q on %s with capabilities %s", rec.User, p.Name, fossilio.AgentCaps)
-		a.Would("add workspace %s on branch %q in the record's thread", key, branch)
+		a.Would("add workspace %s on branch %q (its definition the first post of a thread of its own)", key, branch)
 		if rec.Restrict.NoPassword {
 			a.Would("make the clone of %s forget its password (restrict no_password)", key)
 		}
@@ -139,7 +150,7 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 	if !a.merge(n.LoginAdd(ctx, rec.User, false)) {
 		return a
 	}
-	if !a.merge(n.WorkspaceAdd(ctx, WorkspaceAddInput{Login: rec.User, Project: p.Name, Branch: branch, SandboxJSON: sbJSON, Record: hash})) {
+	if !a.merge(n.WorkspaceAdd(ctx, WorkspaceAddInput{Login: rec.User, Project: p.Name, Branch: branch, SandboxJSON: sbJSON})) {
 		return a
 	}
 	if rec.Restrict.NoPassword {
@@ -186,6 +197,13 @@ func (n *Node) checkNewAgent(ctx context.Context, login string) error {
 		}
 	}
 	return nil
+}
+
+func enforcedWords() string {
+	if len(EnforcedRestrictions) == 0 {
+		return "none"
+	}
+	return strings.Join(EnforcedRestrictions, ", ")
 }
 
 func firstLine(s string) string {

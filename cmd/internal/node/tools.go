@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -152,23 +154,34 @@ func (n *Node) taskRecord(ctx context.Context, r *fossilio.Repo, field, hash str
 	return rec, info, nil
 }
 
-// agentRecord finds the record of an agent login on p (D35): its
-// workspace's record, when that is a protocol v1 record naming it. ok is
-// false for a login with no workspace or a workspace made another way.
+// agentRecord finds the record of an agent login on p (D35): the thread
+// its session answers on, which its listening index names, when that is a
+// protocol v1 record that counts and names the login. ok is false for a
+// login with no workspace, or whose workspace serves no such record. A
+// name the agent wrote into its index points only at a record an admin
+// wrote for this very login: create makes one user per record.
 func (n *Node) agentRecord(ctx context.Context, r *fossilio.Repo, p project, login string) (rec *messages.TaskRecord, hash string, ok bool, err error) {
+	if messages.ValidateLogin(login) != nil {
+		return nil, "", false, nil
+	}
 	ws, err := n.workspace(messages.WorkspaceKey{Login: login, Project: p.Name})
 	if err != nil {
 		return nil, "", false, nil
 	}
-	b, err := readBinding(ws)
+	entries, err := os.ReadDir(ws.ListeningDir)
 	if err != nil {
 		return nil, "", false, nil
 	}
-	rec, info, err := n.taskRecord(ctx, r, "record", b.Home)
-	if err != nil || rec.User != login {
-		return nil, "", false, nil
+	for _, e := range entries {
+		if !fossilio.IsHash(e.Name()) {
+			continue
+		}
+		rec, info, err := n.taskRecord(ctx, r, "record", e.Name())
+		if err == nil && rec.User == login {
+			return rec, info.Hash, true, nil
+		}
 	}
-	return rec, info.Hash, true, nil
+	return nil, "", false, nil
 }
 
 // merge adds a sub-action's log to a and says whether it did its work; if
@@ -183,4 +196,14 @@ func (a *Answer) merge(sub *Answer) bool {
 		return false
 	}
 	return true
+}
+
+// Running says whether a process may name the workspace k: true when one
+// does, or when the process table cannot say that none does.
+func (n *Node) Running(k messages.WorkspaceKey) (bool, error) {
+	v, err := n.naming(k)
+	if err != nil {
+		return false, err
+	}
+	return v.Named != host.No, nil
 }

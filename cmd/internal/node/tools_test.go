@@ -28,8 +28,8 @@ func (f *fix) call(c node.Caller, tool, input string) *node.Answer {
 
 // agentRecord sets up what create sets up but the session (which needs a
 // daemon; the command line's tests start one): the record as a new thread
-// by the admin, the agent's user, its workspace in the record's thread,
-// and for no_password a clone that forgot its password.
+// by the admin, the agent's user, its workspace, the record in its
+// listening index, and for no_password a clone that forgot its password.
 func (f *fix) agentRecord(login string, restrict messages.Restrict, checkins ...string) (record string, caller node.Caller) {
 	f.t.Helper()
 	rec := &messages.TaskRecord{User: login, Node: f.n.Config.User, Runner: "native", Objective: "Test the tools.",
@@ -41,7 +41,11 @@ func (f *fix) agentRecord(login string, restrict messages.Restrict, checkins ...
 	}
 	a := f.ok(f.n.Thread(f.ctx, node.PostInput{Title: "Record of " + login, Text: "Record.\n\n" + string(block)}))
 	f.ok(f.n.LoginAdd(f.ctx, login, false))
-	f.ok(f.n.WorkspaceAdd(f.ctx, node.WorkspaceAddInput{Login: login, Project: "demo", Branch: "trunk", Record: *a.Result}))
+	f.ok(f.n.WorkspaceAdd(f.ctx, node.WorkspaceAddInput{Login: login, Project: "demo", Branch: "trunk"}))
+	// The session's own record, as session start writes it in the index.
+	if err := os.WriteFile(filepath.Join(f.agents, login, "projects", "demo", "session", "listening", *a.Result), []byte("thread\n"), 0o600); err != nil {
+		f.t.Fatal(err)
+	}
 	if restrict.NoPassword {
 		if err := fossilio.Forget(f.ctx, filepath.Join(f.agents, login, "projects", "demo", "clone")); err != nil {
 			f.t.Fatal(err)
@@ -247,7 +251,7 @@ func TestToolAuditWritesVerdictsAndRefusesOwnCheckins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(st.Restrictions, ",") != "no_password,branch,own_thread" {
+	if strings.Join(st.Restrictions, ",") != strings.Join(node.EnforcedRestrictions, ",") {
 		t.Errorf("status restrictions: %q", st.Restrictions)
 	}
 	seen := map[string]string{}
@@ -293,20 +297,21 @@ func TestToolCreateChecksBeforeWriting(t *testing.T) {
 		{f.admin(), `{` + base + `, "user": "alice"}`, []string{`user: "alice" is already a user of demo`}},
 		{f.admin(), `{` + base + `, "remote": true}`, []string{`remote: runner "claude" offers no remote control`}},
 		{f.admin(), `{` + base + `, "restrict": {"no_password": true, "sudo": true}}`, []string{"restrict.sudo"}},
+		{f.admin(), `{` + base + `, "restrict": {"no_password": true, "branch": "docs"}}`, []string{"restrict.no_password: this node cannot run an agent under it yet", "it enforces: none"}},
 		{f.admin(), `{"objective": "o", "budget": {"wall": "2h", "cpu": 60}}`, []string{"budget.cpu"}},
 		{f.admin(), `{` + base + `, "sandbox": {"network": true, "read_only": ["` + f.agents + `"], "read_write": []}}`, []string{"sandbox: ", f.agents}},
 		{f.admin(), `{` + base + `, "sandbox": {"network": true, "read_only": [], "read_write": [], "homes": []}}`, []string{"sandbox.homes"}},
 	} {
 		f.refused(f.call(c.caller, "create", c.in), c.want...)
 	}
-	a := f.call(f.admin(), "create", `{`+base+`, "user": "docs-1", "runner": "native", "restrict": {"no_password": true, "branch": "docs"}, "dry_run": true}`)
+	a := f.call(f.admin(), "create", `{`+base+`, "user": "docs-1", "runner": "native", "checkins": ["docs"], "dry_run": true}`)
 	f.noWrite(before, a)
 	log := strings.Join(a.Log, "\n")
 	rec, err := messages.ReadTaskRecord([]byte(log[strings.Index(log, "```json"):]))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log)
 	}
-	if rec.User != "docs-1" || rec.Node != f.n.Config.User || strings.Join(rec.Hears, ",") != f.srv.AdminLogin || rec.Remote || rec.Restrict.Branch != "docs" || !rec.Sandbox.Network {
+	if rec.User != "docs-1" || rec.Node != f.n.Config.User || strings.Join(rec.Hears, ",") != f.srv.AdminLogin || rec.Remote || rec.Checkins[0] != "docs" || !rec.Sandbox.Network {
 		t.Errorf("the record it would write: %+v", rec)
 	}
 	if exists(filepath.Join(f.agents, "docs-1")) {
