@@ -326,3 +326,46 @@ func TestToolCreateStopRespondsOnceAndWithdraws(t *testing.T) {
 		t.Errorf("the record has %d responses, want exactly 1", ends)
 	}
 }
+
+// TestToolCreateWallEndsTheSession: a record's budget.wall is enforced
+// (E9): past it the session stops itself as on SIGXCPU, and the daemon
+// writes the record's response.
+func TestToolCreateWallEndsTheSession(t *testing.T) {
+	tn := newToolNode(t)
+	a := frontEnds[1].call(tn, tn.admin(), "", "create", `{"objective": "Wait.", "user": "native-2", "runner": "native", "budget": {"wall": "2s"}}`)
+	if !a.OK() {
+		t.Fatalf("create stopped: %s\n%s", *a.Stopped, strings.Join(a.Log, "\n"))
+	}
+	rec := *a.Result
+	rd := tn.repo()
+	var stopped *messages.StoppedNote
+	var end *messages.EndNote
+	for deadline := time.Now().Add(20 * time.Second); (stopped == nil || end == nil) && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		thread, err := rd.Thread(tn.ctx, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range thread {
+			n, err := messages.ReadPost([]byte(p.Text))
+			if err != nil {
+				continue
+			}
+			switch x := n.(type) {
+			case *messages.StoppedNote:
+				if p.Sender == "native-2" {
+					stopped = x
+				}
+			case *messages.EndNote:
+				if p.Sender == tn.n.Config.User {
+					end = x
+				}
+			}
+		}
+	}
+	if stopped == nil || end == nil {
+		t.Fatalf("no stopped note (%v) or no end note (%v) within 20 s of a 2 s wall", stopped, end)
+	}
+	if stopped.Cause != messages.StopBySignal || stopped.Signal != "SIGXCPU" {
+		t.Errorf("the session stopped by %s %s, want signal SIGXCPU", stopped.Cause, stopped.Signal)
+	}
+}

@@ -318,3 +318,35 @@ func TestToolCreateChecksBeforeWriting(t *testing.T) {
 		t.Errorf("a dry run made the login")
 	}
 }
+
+// TestToolStopRefusals: stop needs admin or setup, a record that counts,
+// on this node, whose agent runs; each refusal writes nothing.
+func TestToolStopRefusals(t *testing.T) {
+	f := newFix(t)
+	rec, _ := f.agentRecord("agent-7", messages.Restrict{})
+	forged := &messages.TaskRecord{User: "agent-8", Node: f.n.Config.User, Runner: "native", Objective: "o", Hears: []string{},
+		Sandbox: messages.DefaultRecordSandbox(), Budget: messages.Budget{Wall: "1h"}}
+	block, _ := forged.Encode()
+	fake := f.ok(f.open(person, personPW).Thread(f.ctx, node.PostInput{Title: "Not a record", Text: string(block)}))
+	elsewhere := *forged
+	elsewhere.Node = "another-node"
+	block, _ = elsewhere.Encode()
+	far := f.ok(f.n.Thread(f.ctx, node.PostInput{Title: "Another node's record", Text: string(block)}))
+	before := f.count()
+	for _, c := range []struct {
+		caller node.Caller
+		in     string
+		want   []string
+	}{
+		{f.admin(), `{"record": "` + rec + `"}`, []string{"record: the agent of " + rec + " is not running"}},
+		{f.admin(), `{"record": "` + rec + `", "dry_run": true}`, []string{"is not running"}},
+		{toolCaller(person, personPW), `{"record": "` + rec + `"}`, []string{"without admin (a) or setup (s)"}},
+		{f.admin(), `{"record": "` + *fake.Result + `"}`, []string{"does not count", `"alice" holds neither admin nor setup`}},
+		{f.admin(), `{"record": "` + *far.Result + `"}`, []string{`is run by node "another-node", not this node`}},
+	} {
+		f.refused(f.call(c.caller, "stop", c.in), c.want...)
+	}
+	if f.count() != before {
+		t.Errorf("a refused stop wrote")
+	}
+}
