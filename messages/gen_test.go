@@ -172,7 +172,9 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 				d.Kind, d.Runner, d.Model = LLM, rapid.SampledFrom(Runners).Draw(t, "runner"), genLineText(true).Draw(t, "model")
 			}
 			d.Hears = genHears().Draw(t, "hears")
-			d.Wall = rapid.SampledFrom([]string{"", "2h", "90s", "1d"}).Draw(t, "wall")
+			if wall := rapid.SampledFrom([]string{"", "2h", "90s", "1d"}).Draw(t, "wall"); wall != "" {
+				d.Limits = &SessionLimits{Wall: wall}
+			}
 			return d
 		case KindLaunch:
 			return &LaunchNote{Version: v, Login: login, Project: project, Workspace: genHash().Draw(t, "ws"), Session: genHash().Draw(t, "sess"),

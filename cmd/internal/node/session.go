@@ -91,7 +91,10 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 	}
 	def := &messages.SessionDefinition{
 		Kind: messages.SessionKind(in.Kind), Command: in.Command, Runner: in.Runner, Model: in.Model,
-		Lifetime: messages.Lifetime(in.Lifetime), Hears: in.Hears, Wall: in.Wall,
+		Lifetime: messages.Lifetime(in.Lifetime), Hears: in.Hears,
+	}
+	if in.Wall != "" {
+		def.Limits = &messages.SessionLimits{Wall: in.Wall}
 	}
 	if _, err := def.Encode(); err != nil {
 		return a.Stop(err)

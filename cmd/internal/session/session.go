@@ -605,14 +605,14 @@ func (s *Session) stopBySignal(ctx context.Context) int {
 // in the middle of one, and its stopped note names SIGXCPU. It returns the
 // timer's stop, or nil when the definition sets no wall.
 func (s *Session) armWall() func() bool {
-	if s.def == nil || s.def.Wall == "" {
+	if s.def == nil || s.def.Wall() == "" {
 		return nil
 	}
-	d, err := messages.ParseWall("wall", s.def.Wall)
+	d, err := messages.ParseWall("limits.wall", s.def.Wall())
 	if err != nil {
 		return nil // the definition was validated; a bad wall cannot get here
 	}
-	s.log.Info("wall limit armed", keyEvent, "wall", "wall", s.def.Wall)
+	s.log.Info("wall limit armed", keyEvent, "wall", "wall", s.def.Wall())
 	t := time.AfterFunc(d, func() {
 		select {
 		case s.sigs <- unixhost.OSSignal(host.SIGXCPU):
