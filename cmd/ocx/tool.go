@@ -54,6 +54,7 @@ func runTool(ctx context.Context, e *env, args []string) error {
 	var c common
 	fs := c.flags(e, "tool "+name, "tool "+name+" [--input FILE] [FLAGS]", true, true)
 	input := fs.String("input", "", "a file holding the tool's JSON input (- for standard input)")
+	project := fs.String("project", "", "the project (default: the node's one project)")
 	agent := fs.String("agent", "", "call as this agent login of the node, with the password the node keeps for it (in place of --user)")
 	wall := ""
 	if name == messages.ToolCreate {
@@ -107,7 +108,7 @@ func runTool(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("--agent: %w", err)
 		}
 	}
-	a := n.Call(ctx, caller, name, raw)
+	a := n.CallIn(ctx, *project, caller, name, raw)
 	if err := a.WriteJSON(e.stdout); err != nil {
 		return err
 	}
@@ -121,9 +122,13 @@ func runTool(ctx context.Context, e *env, args []string) error {
 // that is not a JSON object is left as it is, for the tool to refuse.
 func withFlags(fs *flag.FlagSet, raw []byte, set map[string]*string, wall string, dry bool) ([]byte, error) {
 	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	fs.Visit(func(f *flag.Flag) {
+		if _, field := set[f.Name]; field || f.Name == "wall" || f.Name == "dry-run" {
+			given[f.Name] = true
+		}
+	})
 	if len(given) == 0 {
-		return raw, nil
+		return raw, nil // the input as it came, for the tool's strict reader
 	}
 	obj := map[string]any{}
 	if len(raw) > 0 {

@@ -232,6 +232,7 @@ func TestToolFrontEndsAnswerAlike(t *testing.T) {
 		{"stop a post that is no record", tn.admin(), "stop", `{"record": "` + root + `"}`, false},
 		{"stop by a person", node.Caller{Login: tPerson, Password: tPersonPW}, "stop", `{"record": "` + root + `"}`, false},
 		{"no caller", node.Caller{}, "post", `{"to": "` + root + `", "text": "x"}`, false},
+		{"a key twice", tn.admin(), "post", `{"to": "` + root + `", "to": "` + root + `", "text": "x"}`, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var first string
@@ -324,6 +325,36 @@ func TestToolCreateStopRespondsOnceAndWithdraws(t *testing.T) {
 	}
 	if ends != 1 {
 		t.Errorf("the record has %d responses, want exactly 1", ends)
+	}
+}
+
+// TestToolFlags: the friendly flags set the input's fields; --help says
+// how; ocx tool list prints the registry.
+func TestToolFlags(t *testing.T) {
+	tn := newToolNode(t)
+	tn.n.Caller = tn.admin()
+	thread := tn.n.Thread(tn.ctx, node.PostInput{Title: "A thread", Text: "hello"})
+	var out, errb bytes.Buffer
+	t.Setenv("OCX_PASSWORD", tn.srv.AdminPassword)
+	code := run(tn.ctx, []string{"tool", "post", "--agents", tn.agents, "--user", tn.srv.AdminLogin, "--to", *thread.Result, "--text", "by flags", "--dry-run"}, &out, &errb)
+	var a node.Answer
+	if err := json.Unmarshal(out.Bytes(), &a); err != nil || code != 0 || !a.DryRun || !a.OK() {
+		t.Fatalf("exit %d, %s %s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	if code := run(tn.ctx, []string{"tool", "list"}, &out, &errb); code != 0 {
+		t.Fatalf("tool list: exit %d: %s", code, errb.String())
+	}
+	var tools []node.Tool
+	if err := json.Unmarshal(out.Bytes(), &tools); err != nil || len(tools) != 5 || tools[2].Name != "audit" {
+		t.Errorf("tool list: %v %s", err, out.String())
+	}
+	errb.Reset()
+	if code := run(tn.ctx, []string{"tool", "audit", "--help"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "-against") {
+		t.Errorf("tool audit --help: exit %d: %s", code, errb.String())
+	}
+	if code := run(tn.ctx, []string{"tool", "launch"}, &out, &errb); code != 2 {
+		t.Errorf("an unknown tool exits %d, want 2", code)
 	}
 }
 

@@ -46,12 +46,20 @@ func Tools() []Tool {
 // input that does not decode stops the answer with the decoder's error,
 // naming the field at fault.
 func (n *Node) Call(ctx context.Context, caller Caller, name string, input json.RawMessage) *Answer {
+	return n.CallIn(ctx, "", caller, name, input)
+}
+
+// CallIn is Call on the named project of the node ("" for its one
+// project): a front end that knows the caller's project (a session's)
+// names it.
+func (n *Node) CallIn(ctx context.Context, project string, caller Caller, name string, input json.RawMessage) *Answer {
 	args, err := messages.DecodeTool(name, input)
 	if err != nil {
 		return newAnswer(name, messages.ToolDryRun(input)).Stop(err)
 	}
 	c := *n
 	c.Caller = caller
+	c.toolProject = project
 	switch a := args.(type) {
 	case *messages.CreateArgs:
 		return c.toolCreate(ctx, a)
@@ -91,7 +99,7 @@ func (n *Node) toolRepo() (project, *fossilio.Repo, error) {
 	if err := n.requireCaller(); err != nil {
 		return project{}, nil, err
 	}
-	p, err := n.defaultProject("")
+	p, err := n.defaultProject(n.toolProject)
 	if err != nil {
 		return project{}, nil, err
 	}
