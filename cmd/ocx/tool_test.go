@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
@@ -187,6 +189,51 @@ var frontEnds = []frontEnd{
 		}
 		return &a
 	}},
+	{"mcp", func(tn *toolNode, caller node.Caller, agent, tool, input string) *node.Answer {
+		return mcpCall(tn.t, tn.ctx, tn.n, caller, agent, tool, input)
+	}},
+}
+
+// mcpCall calls a tool through the node's MCP server with the SDK's own
+// client, over an in-memory transport: the server a session's socket
+// serves (D38), here for the given caller, or as an agent login the way
+// a session's server calls as its agent. An input that is not JSON cannot
+// be carried by MCP, whose arguments are a JSON object inside JSON-RPC:
+// the client refuses to send it, and the front end answers with the
+// registry's own refusal of it, which is what a server would have said.
+func mcpCall(t *testing.T, ctx context.Context, n *node.Node, caller node.Caller, agent, tool, input string) *node.Answer {
+	t.Helper()
+	callerOf := func() (node.Caller, error) { return caller, nil }
+	if agent != "" {
+		callerOf = func() (node.Caller, error) { return n.AgentCaller(agent) }
+	}
+	if !json.Valid([]byte(input)) {
+		return n.Call(ctx, caller, tool, json.RawMessage(input))
+	}
+	srv := n.MCPServer("", callerOf)
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Wait()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(input)})
+	if err != nil {
+		t.Fatalf("mcp call %s: %v", tool, err)
+	}
+	a, err := node.AnswerOfMCP(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError != !a.OK() {
+		t.Errorf("mcp %s: IsError %v with stopped %v", tool, res.IsError, a.Stopped)
+	}
+	return a
 }
 
 // hashes are full hashes in an answer, which differ between two writes
