@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -81,7 +83,7 @@ func inSandbox(t *testing.T, bw []string, stdin string, argv ...string) (string,
 
 // createAgent creates a record for the stand-in runner as the admin and
 // returns the record's hash and the agent's workspace.
-func createAgent(t *testing.T, tn *toolNode, login, restrict string) (string, host.Workspace) {
+func createAgent(t testing.TB, tn *toolNode, login, restrict string) (string, host.Workspace) {
 	t.Helper()
 	in := `{"objective": "Answer what is said here.", "user": "` + login + `", "runner": "native", "hears": ["` + tn.srv.AdminLogin + `"],
 		"budget": {"wall": "1h"}` + restrict + `}`
@@ -105,7 +107,7 @@ func mcpServers(agents string) map[int][]string {
 
 // endsServers ends the test's sessions and daemon, then wants every MCP
 // server they had gone with its session; one left is killed by its PID.
-func endsServers(t *testing.T, tn *toolNode) {
+func endsServers(t testing.TB, tn *toolNode) {
 	tn.shutdown()
 	left := mcpServers(tn.agents)
 	for end := time.Now().Add(10 * time.Second); len(left) > 0 && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
@@ -212,4 +214,49 @@ func jsonEqual(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
+}
+
+// BenchmarkMCPPost: a post round trip over a session's real MCP socket
+// (one SDK client connection, as a runner holds one), dry and real,
+// beside the same post by `ocx tool post` as a process. The client runs
+// in the test process: a connected Unix socket costs the same from inside
+// the sandbox, whose bind mount adds no step to its I/O.
+func BenchmarkMCPPost(b *testing.B) {
+	tn := newToolNode(b)
+	rec, ws := createAgent(b, tn, "native-1", "")
+	defer endsServers(b, tn)
+	cs, err := connectMCP(tn.ctx, ws.MCPSocket(), 10*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	post := func(b *testing.B, dry bool) {
+		in := json.RawMessage(`{"to": "` + rec + `", "text": "a benchmark reply", "dry_run": ` + strconv.FormatBool(dry) + `}`)
+		for b.Loop() {
+			res, err := cs.CallTool(tn.ctx, &mcp.CallToolParams{Name: "post", Arguments: in})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if a, err := node.AnswerOfMCP(res); err != nil || !a.OK() {
+				b.Fatalf("%v %v", a, err)
+			}
+		}
+	}
+	b.Run("mcp dry", func(b *testing.B) { post(b, true) })
+	b.Run("mcp real", func(b *testing.B) { post(b, false) })
+	process := func(b *testing.B, dry bool) {
+		args := []string{"tool", "post", "--agents", tn.agents, "--agent", "native-1", "--to", rec, "--text", "a benchmark reply"}
+		if dry {
+			args = append(args, "--dry-run")
+		}
+		for b.Loop() {
+			cmd := exec.Command(filepath.Join(tn.rel, "ocx"), args...)
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + tn.agents}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("%v\n%s", err, out)
+			}
+		}
+	}
+	b.Run("ocx tool dry", func(b *testing.B) { process(b, true) })
+	b.Run("ocx tool real", func(b *testing.B) { process(b, false) })
 }

@@ -37,7 +37,7 @@ var (
 
 // release builds ocx, ocxd and workspace once into a release directory,
 // with the stand-in runner beside them (D9).
-func release(t *testing.T) string {
+func release(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		releaseDir, buildErr = os.MkdirTemp("", "ocx-tool-release-")
@@ -66,7 +66,7 @@ func release(t *testing.T) string {
 
 // toolNode is a real fossil server and a node initialised for it.
 type toolNode struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	srv    *harness.Server
 	agents string
@@ -79,7 +79,7 @@ const (
 	tPersonPW = "alice-pw-1"
 )
 
-func newToolNode(t *testing.T) *toolNode {
+func newToolNode(t testing.TB) *toolNode {
 	rel := release(t)
 	srv := harness.StartServer(t, harness.Options{Users: []harness.User{{Login: tPerson, Password: tPersonPW, Caps: "cghijnorwz234"}}})
 	tn := &toolNode{t: t, ctx: context.Background(), srv: srv, agents: filepath.Join(t.TempDir(), "agents"), rel: rel}
@@ -201,7 +201,7 @@ var frontEnds = []frontEnd{
 // be carried by MCP, whose arguments are a JSON object inside JSON-RPC:
 // the client refuses to send it, and the front end answers with the
 // registry's own refusal of it, which is what a server would have said.
-func mcpCall(t *testing.T, ctx context.Context, n *node.Node, caller node.Caller, agent, tool, input string) *node.Answer {
+func mcpCall(t testing.TB, ctx context.Context, n *node.Node, caller node.Caller, agent, tool, input string) *node.Answer {
 	t.Helper()
 	callerOf := func() (node.Caller, error) { return caller, nil }
 	if agent != "" {
