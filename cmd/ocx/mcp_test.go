@@ -184,6 +184,7 @@ func TestMCPFromInsideTheSandbox(t *testing.T) {
 		return a, errs
 	}
 	dry, _ := call(`{"to": "` + rec1 + `", "text": "a dry reply over MCP", "dry_run": true}`)
+	t.Logf("dry post over MCP: %s", normal(dry))
 	if !dry.OK() || !dry.DryRun || dry.Result != nil {
 		t.Fatalf("dry post: %+v", dry)
 	}
