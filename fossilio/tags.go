@@ -127,3 +127,59 @@ func (r *Repo) CheckinsOnBranch(ctx context.Context, branch, after string) ([]In
 	})
 	return out, err
 }
+
+// Checkins returns every check-in of the repository, in the order it
+// stored them (by row: a clone's own check-ins after what it pulled).
+func (r *Repo) Checkins(ctx context.Context) ([]Info, error) {
+	var out []Info
+	err := r.read(ctx, "list check-ins", func(rd *reader) error {
+		hashes, err := rd.hashes(`SELECT b.uuid FROM event e JOIN blob b ON b.rid=e.objid
+			WHERE e.type='ci' AND b.rid NOT IN (SELECT rid FROM private) ORDER BY b.rid`)
+		if err != nil {
+			return err
+		}
+		for _, h := range hashes {
+			info, err := rd.info(h)
+			if err != nil {
+				return err
+			}
+			out = append(out, info)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Lacks returns those of the full hashes the repository does not hold
+// (a phantom counts as not held), in the order given.
+func (r *Repo) Lacks(ctx context.Context, hashes ...string) ([]string, error) {
+	var out []string
+	err := r.read(ctx, "look up artifacts", func(rd *reader) error {
+		for _, h := range hashes {
+			var size int64
+			found, err := rd.row(`SELECT size FROM blob WHERE uuid=?`, []any{h}, &size)
+			if err != nil {
+				return err
+			}
+			if !found || size < 0 {
+				out = append(out, h)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Tagged returns the check-ins that carry, or carried, the raw tag name,
+// the most recently tagged first, at most limit of them.
+func (r *Repo) Tagged(ctx context.Context, name string, limit int) ([]string, error) {
+	var out []string
+	err := r.read(ctx, "list tagged check-ins", func(rd *reader) error {
+		var err error
+		out, err = rd.hashes(`SELECT b.uuid FROM tagxref x JOIN blob b ON b.rid=x.rid JOIN event e ON e.objid=x.rid AND e.type='ci'
+			WHERE x.tagid=(SELECT tagid FROM tag WHERE tagname=?) AND b.rid NOT IN (SELECT rid FROM private)
+			ORDER BY x.mtime DESC, b.rid DESC LIMIT ?`, name, limit)
+		return err
+	})
+	return out, err
+}

@@ -228,3 +228,15 @@ func Remember(ctx context.Context, clone string, rem Remote) error {
 		return nil
 	})
 }
+
+// Forget makes a clone forget the password it remembers, keeping the
+// server and the login: a clone whose agent holds no password (protocol v1
+// E10, no_password). Fossil keeps the password it was cloned with in
+// last-sync-pw; nothing else in a clone holds it.
+func Forget(ctx context.Context, clone string) error {
+	a := &Admin{Repository: clone}
+	return a.writeTx(ctx, "forget the password", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM config WHERE name IN ('last-sync-pw', 'parent-project-pw')`)
+		return err
+	})
+}

@@ -46,6 +46,8 @@ const (
 	SIGUSR2 Signal = 12
 	SIGPIPE Signal = 13
 	SIGTERM Signal = 15
+	// SIGXCPU is what a session stops as when its wall limit runs out.
+	SIGXCPU Signal = 24
 )
 
 func (s Signal) String() string { return SignalName(int(s)) }

@@ -95,6 +95,8 @@ func (l Layout) Workspace(k messages.WorkspaceKey) (Workspace, error) {
 		Log:          filepath.Join(session, "log"),
 		ListeningDir: filepath.Join(session, "listening"),
 		Hears:        filepath.Join(session, "hears"),
+		MCPDir:       filepath.Join(l.root, k.Login, "mcp", k.Project),
+		MCPLog:       filepath.Join(l.root, k.Login, "mcp", k.Project+".log"),
 	}, nil
 }
 
@@ -112,7 +114,29 @@ type Workspace struct {
 	// Hears is session/hears: the users whose posts wake the session, one
 	// login a line or "*", written by whoever starts it (D27).
 	Hears string
+	// MCPDir is AGENTS/LOGIN/mcp/PROJECT (mode 0700), outside the
+	// workspace: it holds the session's MCP socket, MCPSocketName, and is
+	// bound read-only into that session's sandbox alone, at MCPMount (D38).
+	MCPDir string
+	// MCPLog is AGENTS/LOGIN/mcp/PROJECT.log, the MCP server's log, out
+	// of the sandbox's reach.
+	MCPLog string
 }
+
+// MCPSocketName is the name of a session's MCP socket in its MCPDir.
+const MCPSocketName = "mcp.sock"
+
+// MCPMount is where a sandbox sees its own session's MCPDir, and
+// MCPSocketInside the socket's path there, which the session's
+// environment names as OCX_MCP_SOCKET (D38).
+const (
+	MCPMount        = "/tmp/ocx-mcp"
+	MCPSocketInside = MCPMount + "/" + MCPSocketName
+	MCPSocketEnv    = "OCX_MCP_SOCKET"
+)
+
+// MCPSocket is the session's MCP socket as the node sees it.
+func (w Workspace) MCPSocket() string { return filepath.Join(w.MCPDir, MCPSocketName) }
 
 // Listening is session/listening/RECORD for a validated record name.
 func (w Workspace) Listening(record string) (string, error) {

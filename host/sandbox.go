@@ -16,6 +16,10 @@ type SandboxSpec struct {
 	Sandbox   messages.Sandbox // the workspace definition's, as written on the record
 	Workspace string           // the workspace directory: bound read-write, and HOME
 	Release   string           // the release directory the program runs from, bound read-only; "" for none
+	// MCPDir, when set, is the session's MCP directory (Workspace.MCPDir),
+	// bound read-only at MCPMount after every other path, so that the
+	// sandbox sees its own session's socket and no other (D38).
+	MCPDir string
 }
 
 // BwrapArgs builds bwrap's argv (its argv[0] is "bwrap") that runs argv in dir
@@ -70,6 +74,9 @@ func BwrapArgs(s SandboxSpec, statusFD int, dir string, argv []string) ([]string
 	for _, h := range s.Sandbox.Homes {
 		a = append(a, "--bind", h, filepath.Join(ws, filepath.Base(h)))
 	}
+	if s.MCPDir != "" {
+		a = append(a, "--ro-bind", s.MCPDir, MCPMount)
+	}
 	a = append(a, "--setenv", "HOME", ws)
 	if len(s.Sandbox.Path) > 0 {
 		a = append(a, "--setenv", "PATH", strings.Join(s.Sandbox.Path, ":"))
@@ -101,6 +108,11 @@ func checkSpec(s SandboxSpec) error {
 	}
 	if s.Release != "" {
 		if err := absClean("release", s.Release); err != nil {
+			return err
+		}
+	}
+	if s.MCPDir != "" {
+		if err := absClean("MCP directory", s.MCPDir); err != nil {
 			return err
 		}
 	}
@@ -169,6 +181,9 @@ func CheckFixed(p string) error {
 	}
 	if within("/tmp", p) {
 		return fmt.Errorf("%w: %q would hide the sandbox's own /tmp", ErrRefused, p)
+	}
+	if within(p, MCPMount) || within(MCPMount, p) {
+		return fmt.Errorf("%w: %q would hide the sandbox's own MCP socket at %s", ErrRefused, p, MCPMount)
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ func TestBwrapArgs(t *testing.T) {
 		},
 		Workspace: ws,
 		Release:   "/var/lib/ocx/release/releases/abc",
+		MCPDir:    "/var/lib/ocx/agents/ci-ocx/mcp/ollama",
 	}
 	got, err := BwrapArgs(s, 3, ws+"/tree", []string{"/var/lib/ocx/release/releases/abc/workspace", "serve", "ci-ocx/ollama"})
 	if err != nil {
@@ -37,6 +38,7 @@ func TestBwrapArgs(t *testing.T) {
 		"--bind", ws, ws,
 		"--ro-bind", "/var/lib/ocx/release/releases/abc", "/var/lib/ocx/release/releases/abc",
 		"--bind", "/root/.claude", ws + "/.claude", "--bind", "/root/.claude.json", ws + "/.claude.json",
+		"--ro-bind", "/var/lib/ocx/agents/ci-ocx/mcp/ollama", MCPMount,
 		"--setenv", "HOME", ws, "--setenv", "PATH", "/var/lib/ocx/release/current:/usr/bin:/bin",
 		"--chdir", ws + "/tree", "--json-status-fd", "3",
 		"--", "/var/lib/ocx/release/releases/abc/workspace", "serve", "ci-ocx/ollama"}
@@ -46,7 +48,7 @@ func TestBwrapArgs(t *testing.T) {
 	// No network: every namespace stays unshared. No status fd, no release,
 	// no PATH, and the workspace as the directory.
 	s.Sandbox = messages.Sandbox{ReadOnly: []string{"/usr"}}
-	s.Release = ""
+	s.Release, s.MCPDir = "", ""
 	got, err = BwrapArgs(s, 0, "", []string{"sh", "-c", "echo --die-with-parent"})
 	if err != nil {
 		t.Fatal(err)
@@ -86,6 +88,9 @@ func TestBwrapArgsRefuses(t *testing.T) {
 		"homes sharing a name": func(s *SandboxSpec) { s.Sandbox.Homes = []string{"/root/.x", "/home/u/.x"} },
 		"path with colon":      func(s *SandboxSpec) { s.Sandbox.Path = []string{"/usr/bin:/bin"} },
 		"relative release":     func(s *SandboxSpec) { s.Release = "rel" },
+		"relative MCP dir":     func(s *SandboxSpec) { s.MCPDir = "mcp" },
+		"over the MCP mount":   func(s *SandboxSpec) { s.Sandbox.ReadWrite = []string{MCPMount} },
+		"inside the MCP mount": func(s *SandboxSpec) { s.Sandbox.ReadOnly = []string{MCPMount + "/x"} },
 	}
 	for name, mutate := range cases {
 		s := base()

@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -171,6 +172,9 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 				d.Kind, d.Runner, d.Model = LLM, rapid.SampledFrom(Runners).Draw(t, "runner"), genLineText(true).Draw(t, "model")
 			}
 			d.Hears = genHears().Draw(t, "hears")
+			if wall := rapid.SampledFrom([]string{"", "2h", "90s", "1d"}).Draw(t, "wall"); wall != "" {
+				d.Limits = &SessionLimits{Wall: wall}
+			}
 			return d
 		case KindLaunch:
 			return &LaunchNote{Version: v, Login: login, Project: project, Workspace: genHash().Draw(t, "ws"), Session: genHash().Draw(t, "sess"),
@@ -290,6 +294,12 @@ func genState() *rapid.Generator[*NodeState] {
 		s.Listeners = rapid.SliceOfNDistinct(genListener(), 0, 3, func(l Listener) Listener { return l }).Draw(t, "listeners")
 		if rapid.Bool().Draw(t, "has daemon") {
 			s.Daemon = genDaemonStatus().Draw(t, "daemon")
+		}
+		s.Restrictions = rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"no_password", "branch", "own_thread"}), 0, 3, func(r string) string { return r }).Draw(t, "restrictions")
+		for i := range rapid.IntRange(0, 2).Draw(t, "verdicts") {
+			s.Verdicts = append(s.Verdicts, VerdictStatus{Project: genName().Draw(t, "vproject"), Checkin: genHash().Draw(t, "vcheckin"),
+				Branch: "trunk", User: "user-" + strconv.Itoa(i), Verdict: rapid.SampledFrom([]string{VerdictPass, VerdictFail}).Draw(t, "verdict"),
+				Reason: genLineText(true).Draw(t, "reason"), Against: "PLAN.md", Tag: genHash().Draw(t, "tag")})
 		}
 		if s.Hooks == nil {
 			s.Hooks = []HookStatus{}

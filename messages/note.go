@@ -192,8 +192,11 @@ func decodeTree(v any, suffix string) (Note, error) {
 		return nil, at(where, err)
 	}
 	except := ""
-	if kind == KindWorkspace {
+	switch kind {
+	case KindWorkspace:
 		except = "sandbox"
+	case KindSession:
+		except = "limits"
 	}
 	if err := o.refuseLimitKeys(kind, except); err != nil {
 		return nil, at(where, err)

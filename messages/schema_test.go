@@ -164,6 +164,9 @@ func TestSchemaFilesAreKnown(t *testing.T) {
 	for _, k := range NoteKinds() {
 		known[design.SchemaFile(string(k))] = true
 	}
+	for _, tool := range ToolNames {
+		known[design.ToolSchemaFile(tool)] = true
+	}
 	s, err := design.Load()
 	if err != nil {
 		t.Fatal(err)

@@ -49,6 +49,28 @@ type SessionDefinition struct {
 	// admin or setup when the session starts, as the tools write it out;
 	// an empty list hears nobody. The session's own posts never wake it.
 	Hears []string `json:"hears,omitzero"`
+	// Limits are the session's limits (seed 004's limits layer; a
+	// protocol v1 record's budget): nil for none. A reader of a release
+	// before this one refuses a definition that carries limits rather
+	// than drop them (E9), and this one refuses a key it does not know
+	// inside them.
+	Limits *SessionLimits `json:"limits,omitempty" ocx:"closed"`
+}
+
+// SessionLimits are the limits a session runs under.
+type SessionLimits struct {
+	// Wall is the longest the session runs, counted from its start: a
+	// whole number and s, m, h or d. Past it the session stops itself as
+	// on SIGXCPU.
+	Wall string `json:"wall" why:"limits name wall, the longest the session runs (a whole number and s, m, h or d)"`
+}
+
+// Wall returns the definition's wall limit, "" when it has none.
+func (d *SessionDefinition) Wall() string {
+	if d.Limits == nil {
+		return ""
+	}
+	return d.Limits.Wall
 }
 
 // HearsEveryone is the one entry of a hears list that stands for every user.
@@ -142,6 +164,11 @@ func (d *SessionDefinition) Validate() error {
 	default:
 		return fieldErr("lifetime", ErrInvalid, fmt.Sprintf("%s is not a lifetime (completes, stays)", quoteShort(string(d.Lifetime))))
 	}
+	if d.Limits != nil {
+		if _, err := ParseWall("limits.wall", d.Limits.Wall); err != nil {
+			return err
+		}
+	}
 	return checkHears("hears", d.Hears)
 }
 
@@ -181,7 +208,7 @@ func (d *SessionDefinition) String() string {
 	if d.Hears != nil {
 		l.list("hears", d.Hears)
 	}
-	return l.String()
+	return l.optKV("wall", d.Wall()).String()
 }
 
 // decoded refuses the keys of the other kind of session. Presence counts,

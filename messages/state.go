@@ -25,6 +25,56 @@ type NodeState struct {
 	// Daemon is the agents root's daemon: whether one runs, its release,
 	// its last re-exec. Absent from a state written before it was added.
 	Daemon *DaemonStatus `json:"daemon,omitempty"`
+	// Restrictions are the restrictions of protocol v1 E10 this node
+	// enforces (D37); absent from a node that enforces none.
+	Restrictions []string `json:"restrictions,omitzero"`
+	// Verdicts are each user's latest verdict (E6) on the check-ins most
+	// recently tagged audited, per project.
+	Verdicts []VerdictStatus `json:"verdicts,omitzero"`
+}
+
+// VerdictStatus is one user's latest verdict on a check-in (E6): from the
+// audited tag's history, counting only a user that neither sent the
+// check-in nor is the user Fossil records in it.
+type VerdictStatus struct {
+	Project string `json:"project" why:"a verdict is on a project's check-in"`
+	Checkin string `json:"checkin" why:"a verdict names its check-in"`
+	Branch  string `json:"branch" why:"a verdict names its check-in's branch"`
+	User    string `json:"user" why:"a verdict names the user that sent it"`
+	Verdict string `json:"verdict" why:"a verdict is pass or fail"`
+	Reason  string `json:"reason" why:"a verdict gives its reason"`
+	Against string `json:"against" why:"a verdict names what it was judged against"`
+	// Tag is the tag change that carries it.
+	Tag string `json:"tag" why:"a verdict names the tag change that carries it"`
+}
+
+// String renders the verdict on one line.
+func (v VerdictStatus) String() string {
+	return fmt.Sprintf("%s %s on %s by %s: %s: %s (against %s)", v.Project, v.Checkin[:min(len(v.Checkin), 10)], v.Branch, v.User, v.Verdict, v.Reason, v.Against)
+}
+
+func (v *VerdictStatus) validate(f string) error {
+	if err := checkProject(joinField(f, "project"), v.Project); err != nil {
+		return err
+	}
+	for k, h := range map[string]string{"checkin": v.Checkin, "tag": v.Tag} {
+		if err := checkHash(joinField(f, k), h); err != nil {
+			return err
+		}
+	}
+	if err := checkBranch(joinField(f, "branch"), v.Branch); err != nil {
+		return err
+	}
+	if err := checkUser(joinField(f, "user"), v.User); err != nil {
+		return err
+	}
+	if v.Verdict != VerdictPass && v.Verdict != VerdictFail {
+		return fieldErr(joinField(f, "verdict"), ErrInvalid, fmt.Sprintf("%s is not a verdict (pass, fail)", quoteShort(v.Verdict)))
+	}
+	if err := checkLine(joinField(f, "reason"), v.Reason, true, MaxTextLen); err != nil {
+		return err
+	}
+	return checkLine(joinField(f, "against"), v.Against, true, MaxPathLen)
 }
 
 // HookStatus says whether the wake hook is installed on a repository of the
@@ -220,7 +270,27 @@ func (s *NodeState) Validate() error {
 		}
 	}
 	if s.Daemon != nil {
-		return s.Daemon.validate("daemon")
+		if err := s.Daemon.validate("daemon"); err != nil {
+			return err
+		}
+	}
+	for i, r := range s.Restrictions {
+		f := indexField("restrictions", i)
+		if r != "no_password" && r != "branch" && r != "own_thread" {
+			return fieldErr(f, ErrInvalid, fmt.Sprintf("%s is not a restriction (no_password, branch, own_thread)", quoteShort(r)))
+		}
+		if err := once(f, "restriction "+r); err != nil {
+			return err
+		}
+	}
+	for i, v := range s.Verdicts {
+		f := indexField("verdicts", i)
+		if err := v.validate(f); err != nil {
+			return err
+		}
+		if err := once(f, "verdict "+v.Project+" "+v.Checkin+" "+v.User); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 )
 
 func init() {
@@ -54,6 +55,12 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	}
 	for _, l := range st.Listeners {
 		fmt.Fprintf(e.stdout, "listener  %s\n", l)
+	}
+	if len(st.Restrictions) > 0 {
+		fmt.Fprintf(e.stdout, "enforces  %s\n", strings.Join(st.Restrictions, " "))
+	}
+	for _, v := range st.Verdicts {
+		fmt.Fprintf(e.stdout, "verdict   %s\n", v)
 	}
 	return nil
 }

@@ -46,6 +46,18 @@ func SchemaFile(kind string) string {
 	return kind + ".schema.json"
 }
 
+// ToolSchemaFile names the schema of a protocol v1 tool's input.
+func ToolSchemaFile(tool string) string { return "tool-" + tool + ".schema.json" }
+
+// ToolSchema returns a tool's input schema as the file holds it, or nil.
+func ToolSchema(tool string) []byte {
+	b, err := files.ReadFile(ToolSchemaFile(tool))
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
 // Schemas is every schema of docs/design, compiled.
 type Schemas struct {
 	byFile map[string]*jsonschema.Schema

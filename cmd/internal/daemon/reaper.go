@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/listening"
@@ -216,6 +218,11 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if err := r.root.Mkfifo(ws.Wake, 0o600); err != nil {
 		return none, fmt.Errorf("make the wake pipe: %w", err)
 	}
+	// The MCP directory is bound into the sandbox, so it must be there
+	// before bwrap starts; the server's socket in it comes after (D38).
+	if err := r.root.MkdirAll(ws.MCPDir, 0o700); err != nil {
+		return none, fmt.Errorf("make the MCP directory: %w", err)
+	}
 	// The listening index is rebuilt from the node's repository, which
 	// knows who sent each listen note (D7); the session in its sandbox
 	// cannot, so a note another user pushed in the agent's name would
@@ -244,10 +251,10 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 		Path: prog,
 		Args: []string{prog, "serve", key.String(), "--root", r.layout.Root(), "--launch", l.Hash},
 		Env: []string{"HOME=" + ws.Dir, "PATH=" + strings.Join(sb.Path, ":"), "USER=" + key.Login,
-			"LOGNAME=" + key.Login, "LANG=C.UTF-8"},
+			"LOGNAME=" + key.Login, "LANG=C.UTF-8", host.MCPSocketEnv + "=" + host.MCPSocketInside},
 		Dir:     ws.Tree,
 		Log:     ws.Log,
-		Sandbox: &host.SandboxSpec{Sandbox: sb, Workspace: ws.Dir, Release: dir},
+		Sandbox: &host.SandboxSpec{Sandbox: sb, Workspace: ws.Dir, Release: dir, MCPDir: ws.MCPDir},
 	}
 	id, err := r.current().Spawn(spec, r.exitTo(key))
 	if err != nil {
@@ -256,7 +263,33 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	p := id
 	r.log.Info("spawned", slog.String(actors.KeyWorkspace, key.String()), slog.String(actors.KeyLaunch, l.Hash),
 		slog.String(actors.KeyPID, p.String()), slog.String("release", dir))
+	r.startMCP(ctx, dir, key, p)
 	return p, nil
+}
+
+// mcpStartWait bounds `ocx mcp start`, which returns once the socket is
+// bound.
+const mcpStartWait = 10 * time.Second
+
+// startMCP runs the release's `ocx mcp start KEY --session PID@START`,
+// which binds the session's MCP socket and leaves its server running in a
+// session of its own until the session is gone (D38): a process apart
+// from the daemon, so that the daemon's re-exec or end leaves it serving,
+// and a failure of it ends no more than the tools of one session. A
+// session whose server did not start runs on without its tools; the log
+// says why.
+func (r *reaper) startMCP(ctx context.Context, dir string, key messages.WorkspaceKey, p messages.ProcID) {
+	ocx := filepath.Join(dir, "ocx")
+	ctx, cancel := context.WithTimeout(ctx, mcpStartWait)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ocx, "mcp", "start", key.String(), "--agents", r.layout.Root(), "--session", p.String())
+	out, err := cmd.CombinedOutput()
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelWarn
+	}
+	r.log.Log(ctx, level, "mcp server started", slog.String(actors.KeyWorkspace, key.String()),
+		slog.String(actors.KeyPID, p.String()), slog.String("output", strings.TrimSpace(string(out))), errAttr(err))
 }
 
 // Signal sends TERM or KILL to a process, or the group it leads, only while

@@ -76,6 +76,9 @@ type Node struct {
 	Now     func() time.Time
 
 	outcomeWait, daemonWait, stopWait time.Duration
+	// toolProject is the project a tool call acts on ("" for the node's
+	// one project), set by CallIn on its copy of the node.
+	toolProject string
 }
 
 // Default bounds on waiting.

@@ -34,7 +34,10 @@ type SessionStartInput struct {
 	// Hears are the users whose posts wake the session: logins, or ["*"]
 	// for every user; empty hears nobody. nil is the default: every user
 	// holding admin or setup now, written out in the definition (D27).
-	Hears  []string
+	Hears []string
+	// Wall is the longest the session runs (a record's budget.wall); empty
+	// sets no limit.
+	Wall   string
 	DryRun bool
 }
 
@@ -96,6 +99,9 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 	def := &messages.SessionDefinition{
 		Kind: messages.SessionKind(in.Kind), Command: in.Command, Runner: in.Runner, Model: in.Model,
 		Lifetime: messages.Lifetime(in.Lifetime), Hears: in.Hears,
+	}
+	if in.Wall != "" {
+		def.Limits = &messages.SessionLimits{Wall: in.Wall}
 	}
 	if _, err := def.Encode(); err != nil {
 		return a.Stop(err)

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -109,7 +111,13 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 			return nil, err
 		}
 		st.Listeners = append(st.Listeners, ls...)
+		vs, err := verdicts(ctx, repos[p.Name], p.Name)
+		if err != nil {
+			return nil, err
+		}
+		st.Verdicts = append(st.Verdicts, vs...)
 	}
+	st.Restrictions = slices.Clone(EnforcedRestrictions)
 
 	current := n.currentRelease()
 	for _, proc := range table.Procs {
@@ -140,6 +148,39 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 		return nil, fmt.Errorf("status: %w", err)
 	}
 	return st, nil
+}
+
+// StatusVerdicts bounds how many check-ins the status reads verdicts of:
+// those most recently tagged audited.
+const StatusVerdicts = 50
+
+// verdicts lists each user's latest verdict (record.AuditVerdicts) on the
+// check-ins of a project most recently tagged audited.
+func verdicts(ctx context.Context, r *fossilio.Repo, project string) ([]messages.VerdictStatus, error) {
+	tagged, err := r.Tagged(ctx, messages.AuditedTag, StatusVerdicts)
+	if err != nil {
+		return nil, fmt.Errorf("status: %w", err)
+	}
+	var out []messages.VerdictStatus
+	for _, h := range tagged {
+		ci, err := r.Info(ctx, h)
+		if err != nil {
+			return nil, fmt.Errorf("status: %w", err)
+		}
+		changes, err := r.CheckinTags(ctx, h)
+		if err != nil {
+			return nil, fmt.Errorf("status: %w", err)
+		}
+		for _, v := range record.AuditVerdicts(ci, changes) {
+			word := messages.VerdictFail
+			if v.Pass {
+				word = messages.VerdictPass
+			}
+			out = append(out, messages.VerdictStatus{Project: project, Checkin: h, Branch: ci.Branch, User: v.User,
+				Verdict: word, Reason: v.Reason, Against: v.Against, Tag: v.Tag})
+		}
+	}
+	return out, nil
 }
 
 // sessionStatus describes one session process.

@@ -244,7 +244,8 @@ func (s *Session) counts(ctx context.Context, hash, what string) error {
 }
 
 // readRecord reads the record's first post: its hash and its text, the
-// objective of a completes session's first turn.
+// objective of a completes session's first turn. A protocol v1 record's
+// objective is "Record HASH: OBJECTIVE" (E4), its own field in full.
 func (s *Session) readRecord(ctx context.Context) error {
 	switch s.rec.Kind {
 	case messages.ListenThread:
@@ -253,6 +254,9 @@ func (s *Session) readRecord(ctx context.Context) error {
 			return fmt.Errorf("the session's record %s: %w", s.rec.ID, err)
 		}
 		s.rec.First, s.rec.Objective = root.Hash, root.Text
+		if rec, err := messages.ReadTaskRecord([]byte(root.Text)); err == nil {
+			s.rec.Objective = "Record " + root.Hash + ": " + rec.Objective
+		}
 	case messages.ListenTicket:
 		changes, err := s.clone.TicketChanges(ctx, s.rec.ID)
 		if err != nil {

@@ -199,6 +199,9 @@ func (s *Session) Run(ctx context.Context) int {
 	s.log.Info("ready", keyEvent, "ready", keyRecord, s.rec.ID, "kind", string(s.def.Kind),
 		"lifetime", string(s.def.Lifetime), "definition", s.defHash)
 	s.sayReady()
+	if stop := s.armWall(); stop != nil {
+		defer stop()
+	}
 	if s.signaled() {
 		return s.stopBySignal(ctx)
 	}
@@ -599,6 +602,28 @@ func (s *Session) stopBySignal(ctx context.Context) int {
 	}
 	s.writeStopped(ctx, n, to, false)
 	return s.finish(ExitOK, "stopped by "+n.Signal)
+}
+
+// armWall arms the session's wall limit (protocol v1's budget.wall): once
+// it has run that long, the session stops as on SIGXCPU, between turns or
+// in the middle of one, and its stopped note names SIGXCPU. It returns the
+// timer's stop, or nil when the definition sets no wall.
+func (s *Session) armWall() func() bool {
+	if s.def == nil || s.def.Wall() == "" {
+		return nil
+	}
+	d, err := messages.ParseWall("limits.wall", s.def.Wall())
+	if err != nil {
+		return nil // the definition was validated; a bad wall cannot get here
+	}
+	s.log.Info("wall limit armed", keyEvent, "wall", "wall", s.def.Wall())
+	t := time.AfterFunc(d, func() {
+		select {
+		case s.sigs <- unixhost.OSSignal(host.SIGXCPU):
+		default: // a stopping signal is already waiting
+		}
+	})
+	return t.Stop
 }
 
 // finish logs the end, and every wake line read but not answered.

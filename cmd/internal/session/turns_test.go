@@ -155,3 +155,29 @@ func TestARunnerNotOnPathFailsAtStart(t *testing.T) {
 		t.Errorf("the log does not say why:\n%s", w.logText())
 	}
 }
+
+// TestV1RecordObjective: a session on a protocol v1 record works on
+// "Record HASH: OBJECTIVE" (E4), the record's own field, not the post's
+// whole text with its JSON block.
+func TestV1RecordObjective(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("llm-9")
+	rec := &messages.TaskRecord{User: "llm-9", Node: "ocx", Runner: messages.RunnerNative, Objective: "Port the parser; ask me what matters first.",
+		Checkins: []string{}, Hears: []string{}, Sandbox: messages.DefaultRecordSandbox(), Budget: messages.Budget{Wall: "1h"}}
+	block, err := rec.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := w.record(messages.ListenThread, "Record of agent `llm-9`.\n\n"+string(block), llm(messages.Completes), "")
+	p := w.serve(r.launch, false)
+	q := w.waitReply(r, r.first)
+	if !strings.Contains(q.text, "Record "+r.first+": Port the parser") || strings.Contains(q.text, "kind") {
+		t.Errorf("the first turn's answer:\n%s", q.text)
+	}
+	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d after TERM", code)
+	}
+}

@@ -1,0 +1,212 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/ocx-go/ocx/cmd/internal/listening"
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// EnforcedRestrictions are the restrictions of E10 this node can run an
+// agent under (D37), as create accepts them and the status lists them.
+// None yet: a session writes its replies with the password its clone
+// keeps, so an agent cannot run without its password until its writes go
+// through the node (the MCP socket, issue 14 item 3), and branch and
+// own_thread need no_password. post and push enforce all three for any
+// record that asks them.
+var EnforcedRestrictions = []string{}
+
+// remoteRunners are the runners that offer remote control; none does on
+// this node yet, so remote defaults to false and true is refused.
+var remoteRunners = []string{}
+
+// RecordModel is the model a record's llm session names: the runner's own
+// choice (D35).
+const RecordModel = "default"
+
+// toolCreate makes an agent (E8, D35): the record as a new thread, the
+// agent's user, its workspace in the record's thread, its session started
+// on the record. Everything that needs no write is checked first.
+func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer {
+	a := newAnswer(messages.ToolCreate, in.DryRun)
+	p, r, err := n.toolRepo()
+	if err != nil {
+		return a.Stop(err)
+	}
+	defer r.Close()
+	if err := n.requirePrivileged(ctx, r, p); err != nil {
+		return a.Stop(err)
+	}
+	rec := &messages.TaskRecord{User: in.User, Node: n.Config.User, Runner: in.Runner, Objective: in.Objective,
+		Checkins: in.Checkins, Hears: in.Hears, Budget: in.Budget, Sandbox: messages.DefaultRecordSandbox()}
+	if rec.Runner == "" {
+		rec.Runner = messages.RunnerClaude
+	}
+	offers := false
+	for _, rr := range remoteRunners {
+		offers = offers || rr == rec.Runner
+	}
+	switch {
+	case in.Remote == nil:
+		rec.Remote = offers
+	case *in.Remote && !offers:
+		return a.Stop(fmt.Errorf("remote: runner %q offers no remote control on this node", rec.Runner))
+	default:
+		rec.Remote = *in.Remote
+	}
+	if in.Restrict != nil {
+		rec.Restrict = *in.Restrict
+		for _, name := range rec.Restrict.Names() {
+			if !slices.Contains(EnforcedRestrictions, name) {
+				return a.Stop(fmt.Errorf("restrict.%s: this node cannot run an agent under it yet: its sessions write their replies with the password their clone keeps (it enforces: %s)", name, enforcedWords()))
+			}
+		}
+	}
+	if in.Sandbox != nil {
+		rec.Sandbox = *in.Sandbox
+	}
+	if rec.Checkins == nil {
+		rec.Checkins = []string{}
+	}
+	if rec.User == "" {
+		var b [3]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return a.Stop(err)
+		}
+		rec.User = rec.Runner + "-" + hex.EncodeToString(b[:])
+	}
+	if err := n.checkNewAgent(ctx, rec.User); err != nil {
+		return a.Stop(err)
+	}
+	if rec.Hears == nil {
+		if rec.Hears, err = listening.ResolveHears(ctx, r, nil); err != nil {
+			return a.Stop(err)
+		}
+	}
+	block, err := rec.Encode()
+	if err != nil {
+		return a.Stop(err)
+	}
+	// The tree opens on the branch the record holds it to, once that branch
+	// has a check-in; until then on trunk, from which the agent branches.
+	branch := "trunk"
+	if rec.Restrict.Branch != "" {
+		if on, err := r.CheckinsOnBranch(ctx, rec.Restrict.Branch, ""); err != nil {
+			return a.Stop(err)
+		} else if len(on) > 0 {
+			branch = rec.Restrict.Branch
+		}
+	}
+	key := messages.WorkspaceKey{Login: rec.User, Project: p.Name}
+	ws, err := n.workspace(key)
+	if err != nil {
+		return a.Stop(fmt.Errorf("user: %w", err))
+	}
+	sb := n.DefaultSandbox(ws.Dir)
+	sb.Network = rec.Sandbox.Network
+	sb.ReadOnly = append(sb.ReadOnly, rec.Sandbox.ReadOnly...)
+	sb.ReadWrite = append(sb.ReadWrite, rec.Sandbox.ReadWrite...)
+	sbJSON, err := json.Marshal(sb)
+	if err != nil {
+		return a.Stop(err)
+	}
+	if _, err := n.definition(key, branch, ws, sbJSON); err != nil {
+		return a.Stop(fmt.Errorf("sandbox: %w", err))
+	}
+	text := fmt.Sprintf("Record of agent `%s` (%s): %s\n\n%s", rec.User, rec.Runner, firstLine(rec.Objective), block)
+	if in.DryRun {
+		a.Would("post as %q the first post of a new thread on %s:\n%s", n.Caller.Login, p.Name, text)
+		a.Would("provision %q on %s with capabilities %s", rec.User, p.Name, fossilio.AgentCaps)
+		a.Would("add workspace %s on branch %q (its definition the first post of a thread of its own)", key, branch)
+		if rec.Restrict.NoPassword {
+			a.Would("make the clone of %s forget its password (restrict no_password)", key)
+		}
+		a.Would("start its llm session (runner %s, lifetime stays, wall %s) on the record", rec.Runner, rec.Budget.Wall)
+		return a
+	}
+	code, err := r.ProjectCode(ctx)
+	if err != nil {
+		return a.Stop(err)
+	}
+	title := "Record: " + firstLine(rec.Objective)
+	if len(title) > 200 {
+		title = title[:200]
+	}
+	hash, err := n.writer(p, code).WriteNote(ctx, fossilio.NoteWrite{Login: n.Caller.Login, Title: strings.ToValidUTF8(title, ""), Text: text})
+	if err != nil {
+		return a.Stop(fmt.Errorf("post the record: %w", err))
+	}
+	a.Logf("posted the record of %q as %q at %s (a new thread)", rec.User, n.Caller.Login, hash)
+	a.SetResult(hash)
+	if !a.merge(n.LoginAdd(ctx, rec.User, false)) {
+		return a
+	}
+	if !a.merge(n.WorkspaceAdd(ctx, WorkspaceAddInput{Login: rec.User, Project: p.Name, Branch: branch, SandboxJSON: sbJSON})) {
+		return a
+	}
+	if rec.Restrict.NoPassword {
+		if err := fossilio.Forget(ctx, ws.Clone); err != nil {
+			return a.Stop(fmt.Errorf("make the clone forget its password: %w", err))
+		}
+		a.Logf("the clone of %s holds no password (restrict no_password)", key)
+	}
+	a.merge(n.SessionStart(ctx, SessionStartInput{Workspace: key.String(), Kind: string(messages.LLM), Runner: rec.Runner,
+		Model: RecordModel, Lifetime: string(messages.Stays), Record: hash, Hears: rec.Hears, Wall: rec.Budget.Wall}))
+	a.SetResult(hash)
+	return a
+}
+
+// checkNewAgent refuses a user name create may not make: not a login, the
+// node user's, one this node keeps a password for, or a user of any
+// project (create makes a new user, E2).
+func (n *Node) checkNewAgent(ctx context.Context, login string) error {
+	if err := CheckNewLogin(login); err != nil {
+		return fmt.Errorf("user: %w", err)
+	}
+	if login == n.Config.User {
+		return fmt.Errorf("user: %q is the node user", login)
+	}
+	pw, err := n.Layout.Password(login)
+	if err != nil {
+		return fmt.Errorf("user: %w", err)
+	}
+	if _, err := os.Lstat(pw); err == nil {
+		return fmt.Errorf("user: %q is an agent login of this node already; create makes a new user", login)
+	}
+	for _, p := range n.projects() {
+		r, err := n.openRepo(p)
+		if err != nil {
+			return err
+		}
+		_, err = r.User(ctx, login)
+		r.Close()
+		if err == nil {
+			return fmt.Errorf("user: %q is already a user of %s; create makes a new user", login, p.Name)
+		}
+		if !errors.Is(err, fossilio.ErrNoSuchUser) {
+			return err
+		}
+	}
+	return nil
+}
+
+func enforcedWords() string {
+	if len(EnforcedRestrictions) == 0 {
+		return "none"
+	}
+	return strings.Join(EnforcedRestrictions, ", ")
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}

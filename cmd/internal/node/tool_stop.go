@@ -1,0 +1,124 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// toolStop ends a record's agent (E8, D35): the daemon stops its session
+// and writes the end note, the record's response, once; then every
+// capability of the agent's user is withdrawn. Admin or setup only, on the
+// record's node, refused when the agent is not running.
+func (n *Node) toolStop(ctx context.Context, in *messages.StopArgs) *Answer {
+	a := newAnswer(messages.ToolStop, in.DryRun)
+	p, r, err := n.toolRepo()
+	if err != nil {
+		return a.Stop(err)
+	}
+	defer r.Close()
+	if err := n.requirePrivileged(ctx, r, p); err != nil {
+		return a.Stop(err)
+	}
+	rec, info, err := n.taskRecord(ctx, r, "record", in.Record)
+	if err != nil {
+		return a.Stop(err)
+	}
+	if rec.Node != n.Config.User {
+		return a.Stop(fmt.Errorf("record: %s is run by node %q, not this node (%q); stop it there", info.Hash, rec.Node, n.Config.User))
+	}
+	key := messages.WorkspaceKey{Login: rec.User, Project: p.Name}
+	launch, err := n.recordLaunch(ctx, r, info.Hash, rec.User)
+	if err != nil {
+		return a.Stop(err)
+	}
+	v, err := n.naming(key)
+	if err != nil {
+		return a.Stop(err)
+	}
+	if v.Named == host.No {
+		return a.Stop(fmt.Errorf("record: the agent of %s is not running (no process names workspace %s)", info.Hash, key))
+	}
+	if in.DryRun {
+		a.Would("hand `stop %s %s` to the daemon, which ends the session and writes the response (its end note) on %s", key.Login, key.Project, info.Hash)
+		a.Would("take every capability from %q once the session is gone", rec.User)
+		return a
+	}
+	if !a.merge(n.SessionStop(ctx, key.String(), false)) {
+		return a
+	}
+	// The end note is the response; the user's capabilities go once no
+	// process names the workspace (LoginWithdraw refuses before).
+	idx := record.NewIndexAfter(r, n.Config.User, info.Rcvid-1)
+	deadline := time.Now().Add(n.outcomeWait)
+	var end string
+	for end == "" {
+		if launch != "" {
+			ends, err := idx.Replies(ctx, launch)
+			if err != nil {
+				return a.Stop(err)
+			}
+			for _, e := range ends {
+				if _, ok := e.Note.(*messages.EndNote); ok {
+					end = e.Hash
+					break
+				}
+			}
+		}
+		v, err := n.naming(key)
+		if err != nil {
+			return a.Stop(err)
+		}
+		if end != "" && v.Named == host.No {
+			break
+		}
+		if launch == "" && v.Named == host.No {
+			break
+		}
+		if time.Now().After(deadline) {
+			return a.Stop(fmt.Errorf("the session of %s did not end within %s; its user keeps its capabilities until it does (stop again)", key, n.outcomeWait))
+		}
+		end = ""
+		select {
+		case <-ctx.Done():
+			return a.Stop(ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if end != "" {
+		a.Logf("the response to %s is the end note %s, written by %q", info.Hash, end, n.Config.User)
+		a.SetResult(end)
+	}
+	a.merge(n.LoginWithdraw(ctx, rec.User, false))
+	return a
+}
+
+// recordLaunch finds the launch note of the record's session: the first in
+// its thread that a user holding admin or setup sent for the agent's
+// workspace; "" when there is none.
+func (n *Node) recordLaunch(ctx context.Context, r *fossilio.Repo, recHash, login string) (string, error) {
+	posts, err := r.Thread(ctx, recHash)
+	if err != nil {
+		return "", fmt.Errorf("record: read its thread: %w", err)
+	}
+	for _, post := range posts {
+		if post.Edit {
+			continue
+		}
+		note, err := messages.ReadPost([]byte(post.Text))
+		if err != nil {
+			continue
+		}
+		if l, ok := note.(*messages.LaunchNote); ok && l.Login == login {
+			if ok, _ := r.Privileged(ctx, post.Sender); ok {
+				return post.Hash, nil
+			}
+		}
+	}
+	return "", nil
+}

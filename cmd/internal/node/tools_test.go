@@ -1,0 +1,352 @@
+package node_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// toolCaller is a caller for the tools: a login and its password.
+func toolCaller(login, password string) node.Caller {
+	return node.Caller{Login: login, Password: password}
+}
+
+func (f *fix) admin() node.Caller { return toolCaller(f.srv.AdminLogin, f.srv.AdminPassword) }
+
+// call runs a tool through the registry.
+func (f *fix) call(c node.Caller, tool, input string) *node.Answer {
+	f.t.Helper()
+	return f.n.Call(f.ctx, c, tool, json.RawMessage(input))
+}
+
+// agentRecord sets up what create sets up but the session (which needs a
+// daemon; the command line's tests start one): the record as a new thread
+// by the admin, the agent's user, its workspace, the record in its
+// listening index, and for no_password a clone that forgot its password.
+func (f *fix) agentRecord(login string, restrict messages.Restrict, checkins ...string) (record string, caller node.Caller) {
+	f.t.Helper()
+	rec := &messages.TaskRecord{User: login, Node: f.n.Config.User, Runner: "native", Objective: "Test the tools.",
+		Checkins: checkins, Hears: []string{f.srv.AdminLogin}, Restrict: restrict,
+		Sandbox: messages.DefaultRecordSandbox(), Budget: messages.Budget{Wall: "1h"}}
+	block, err := rec.Encode()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	a := f.ok(f.n.Thread(f.ctx, node.PostInput{Title: "Record of " + login, Text: "Record.\n\n" + string(block)}))
+	f.ok(f.n.LoginAdd(f.ctx, login, false))
+	f.ok(f.n.WorkspaceAdd(f.ctx, node.WorkspaceAddInput{Login: login, Project: "demo", Branch: "trunk"}))
+	// The session's own record, as session start writes it in the index.
+	if err := os.WriteFile(filepath.Join(f.agents, login, "projects", "demo", "session", "listening", *a.Result), []byte("thread\n"), 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+	if restrict.NoPassword {
+		if err := fossilio.Forget(f.ctx, filepath.Join(f.agents, login, "projects", "demo", "clone")); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	c, err := f.n.AgentCaller(login)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return *a.Result, c
+}
+
+// commit checks a file in, in the agent's tree, with fossil itself (the
+// tree's autosync is off: nothing leaves the clone). extra are more
+// arguments to fossil commit (--branch NAME, --user NAME).
+func (f *fix) commit(login, file, text string, extra ...string) string {
+	f.t.Helper()
+	tree := filepath.Join(f.agents, login, "projects", "demo", "tree")
+	if err := os.WriteFile(filepath.Join(tree, file), []byte(text), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		cmd := exec.Command("fossil", args...)
+		cmd.Dir = tree
+		ws := filepath.Dir(tree)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + ws, "FOSSIL_HOME=" + ws, "USER=" + login}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			f.t.Fatalf("fossil %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run("add", file)
+	run(append([]string{"commit", "--no-warnings", "-m", "add " + file}, extra...)...)
+	out := run("info", "current")
+	for _, l := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(l, "hash:"); ok {
+			clone, err := fossilio.OpenClone(filepath.Join(filepath.Dir(tree), "clone"), nil)
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			defer clone.Close()
+			full, err := clone.Resolve(f.ctx, strings.Fields(rest)[0])
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			return full
+		}
+	}
+	f.t.Fatalf("no hash in fossil info:\n%s", out)
+	return ""
+}
+
+// count is how many artifacts the node's repository holds.
+func (f *fix) count() int { return len(f.artifacts()) }
+
+// noWrite fails unless a dry run wrote nothing.
+func (f *fix) noWrite(before int, a *node.Answer) {
+	f.t.Helper()
+	f.ok(a)
+	if !a.DryRun || a.Result != nil {
+		f.t.Errorf("%s: a dry run answered dry_run %v, result %v", a.Tool, a.DryRun, a.Result)
+	}
+	if after := f.count(); after != before {
+		f.t.Errorf("%s: a dry run wrote %d artifacts", a.Tool, after-before)
+	}
+}
+
+func TestToolRegistryListsEveryTool(t *testing.T) {
+	tools := node.Tools()
+	if len(tools) != 5 {
+		t.Fatalf("%d tools", len(tools))
+	}
+	for i, name := range []string{"create", "post", "audit", "push", "stop"} {
+		var schema map[string]any
+		if tools[i].Name != name || tools[i].Description == "" || json.Unmarshal(tools[i].InputSchema, &schema) != nil || schema["type"] != "object" {
+			t.Errorf("tool %d: %+v", i, tools[i])
+		}
+	}
+}
+
+// TestToolAnswerShapeOnEveryRefusal: an input that does not decode, a tool
+// that does not exist and a call without a caller all answer in E8's one
+// shape, stopped naming the field.
+func TestToolAnswerShapeOnEveryRefusal(t *testing.T) {
+	f := newFix(t)
+	for _, c := range []struct {
+		caller      node.Caller
+		tool, input string
+		dry         bool
+		want        string
+	}{
+		{f.admin(), "post", `{"to": "0123456789", "text": "x", "colour": "red", "dry_run": true}`, true, "colour: is not a field of post"},
+		{f.admin(), "post", `{"to": "01234", "text": "x"}`, false, `to: "01234" is 5 characters`},
+		{f.admin(), "post", `{"to": "0123456789abcdef", "text": "x"}`, false, `to: "0123456789abcdef" names no artifact of demo`},
+		{f.admin(), "audit", `not json`, false, "audit input: is not valid JSON"},
+		{f.admin(), "launch", `{}`, false, `"launch" is not a tool`},
+		{node.Caller{}, "post", `{"to": "0123456789", "text": "x"}`, false, "caller: no --user given"},
+		{toolCaller("nobody-here", "pw"), "stop", `{"record": "0123456789"}`, false, "is not a user of demo"},
+	} {
+		a := f.call(c.caller, c.tool, c.input)
+		f.refused(a, c.want)
+		b, _ := json.Marshal(a)
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil || len(m) != 5 || m["result"] != nil || a.DryRun != c.dry || a.Tool != c.tool {
+			t.Errorf("%s %s: the answer %s is not the one shape", c.tool, c.input, b)
+		}
+	}
+}
+
+func TestToolPostRepliesAndHoldsOwnThread(t *testing.T) {
+	f := newFix(t)
+	other := f.ok(f.n.Thread(f.ctx, node.PostInput{Title: "Elsewhere", Text: "another thread"}))
+	record, agentC := f.agentRecord("agent-2", messages.Restrict{NoPassword: true, OwnThread: true})
+
+	// A person replies anywhere, as themselves.
+	a := f.ok(f.call(toolCaller(person, personPW), "post", `{"to": "`+(*other.Result)[:12]+`", "text": "hello"}`))
+	if p := f.post(*a.Result); p.Sender != person || p.InReplyTo != *other.Result {
+		t.Errorf("the reply was sent by %q in reply to %q", p.Sender, p.InReplyTo)
+	}
+	// The agent posts in its record's thread, as itself; not outside it.
+	a = f.ok(f.call(agentC, "post", `{"to": "`+record+`", "text": "working on it"}`))
+	if p := f.post(*a.Result); p.Sender != "agent-2" || p.Root != record {
+		t.Errorf("the agent's post was sent by %q in thread %q", p.Sender, p.Root)
+	}
+	before := f.count()
+	f.refused(f.call(agentC, "post", `{"to": "`+*other.Result+`", "text": "out of bounds"}`), "to: ", "outside the thread of record "+record, "restrict own_thread")
+	f.noWrite(before, f.call(agentC, "post", `{"to": "`+record+`", "text": "dry", "dry_run": true}`))
+	if f.count() != before {
+		t.Errorf("a refused post wrote")
+	}
+}
+
+func TestToolPushCopiesCheckinsAndHoldsTheBranch(t *testing.T) {
+	f := newFix(t)
+	_, free := f.agentRecord("agent-3", messages.Restrict{NoPassword: true})
+	_, held := f.agentRecord("agent-4", messages.Restrict{NoPassword: true, Branch: "feature"})
+
+	// The clone holds no password (no_password).
+	if _, err := fossilio.Remembered(f.ctx, filepath.Join(f.agents, "agent-3", "projects", "demo", "clone")); err == nil {
+		t.Errorf("the clone of a no_password agent remembers a password")
+	}
+	f.ok(f.call(free, "push", `{}`)) // nothing new: nothing pushed
+	ci := f.commit("agent-3", "a.txt", "hello\n")
+	before := f.count()
+	f.noWrite(before, f.call(free, "push", `{"dry_run": true}`))
+	a := f.ok(f.call(free, "push", `{}`))
+	if *a.Result != ci {
+		t.Errorf("push answered %s, want the check-in %s", *a.Result, ci)
+	}
+	info, err := f.repo().Info(f.ctx, ci)
+	if err != nil || info.Kind != fossilio.KindCheckin || info.Sender != "agent-3" {
+		t.Fatalf("on the node the check-in is %+v (%v), want one sent by agent-3", info, err)
+	}
+	if _, err := f.repo().Content(f.ctx, fossilio.HashOf([]byte("hello\n"))); err != nil {
+		t.Errorf("its file did not arrive: %v", err)
+	}
+
+	// Held to branch feature: a check-in on trunk is refused, naming it,
+	// and nothing is pushed (it stays in the clone, so every later push is
+	// refused too: the agent's branch is the record's).
+	bad := f.commit("agent-4", "b.txt", "on trunk\n")
+	before = f.count()
+	f.refused(f.call(held, "push", `{}`), "checkin "+bad, `is on branch "trunk", not "feature"`, "nothing pushed")
+	if f.count() != before {
+		t.Errorf("a refused push wrote")
+	}
+	// The person is no agent of a record: push is not theirs.
+	f.refused(f.call(toolCaller(person, personPW), "push", `{}`), "push is for an agent whose record restricts no_password")
+}
+
+func TestToolAuditWritesVerdictsAndRefusesOwnCheckins(t *testing.T) {
+	f := newFix(t)
+	rec, agentC := f.agentRecord("agent-5", messages.Restrict{NoPassword: true}, "trunk")
+	other, _ := f.agentRecord("agent-6", messages.Restrict{NoPassword: true}, "release")
+	ci := f.commit("agent-5", "PLAN.md", "# Plan\n")
+	f.ok(f.call(agentC, "push", `{}`))
+	// agent-5 checks in once more, naming alice as the check-in's user.
+	named := f.commit("agent-5", "c.txt", "c\n", "--user-override", person)
+	f.ok(f.call(agentC, "push", `{}`))
+
+	before := f.count()
+	in := `{"checkin": "` + ci[:10] + `", "verdict": "pass", "reason": "the plan is there", "against": "PLAN.md"}`
+	f.noWrite(before, f.call(f.admin(), "audit", strings.Replace(in, `}`, `, "dry_run": true}`, 1)))
+	a := f.ok(f.call(f.admin(), "audit", in))
+	tags, err := f.repo().CheckinTags(f.ctx, ci)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := fossilio.LatestTag(tags, messages.AuditedTag, f.srv.AdminLogin)
+	if !ok || got.Value != "pass: the plan is there (against PLAN.md)" || got.Hash != *a.Result {
+		t.Errorf("the audited tag: %+v %v", got, ok)
+	}
+	// Against a record: in full, when it lists the branch.
+	a = f.ok(f.call(toolCaller(person, personPW), "audit", `{"checkin": "`+ci+`", "verdict": "fail", "reason": "not yet", "against": "`+rec[:12]+`"}`))
+	tags, _ = f.repo().CheckinTags(f.ctx, ci)
+	if got, _ := fossilio.LatestTag(tags, messages.AuditedTag, person); got.Value != "fail: not yet (against "+rec+")" {
+		t.Errorf("alice's verdict: %q", got.Value)
+	}
+	// The status shows each user's latest verdict, and what this node
+	// enforces.
+	st, err := f.n.Status(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(st.Restrictions, ",") != strings.Join(node.EnforcedRestrictions, ",") {
+		t.Errorf("status restrictions: %q", st.Restrictions)
+	}
+	seen := map[string]string{}
+	for _, v := range st.Verdicts {
+		if v.Checkin == ci {
+			seen[v.User] = v.Verdict + ": " + v.Reason + " against " + v.Against
+		}
+	}
+	if len(seen) != 2 || seen[f.srv.AdminLogin] != "pass: the plan is there against PLAN.md" || seen[person] != "fail: not yet against "+rec {
+		t.Errorf("status verdicts on %s: %v", ci, seen)
+	}
+	before = f.count()
+	for _, c := range []struct {
+		caller node.Caller
+		in     string
+		want   []string
+	}{
+		{agentC, in, []string{"checkin: ", `was sent by "agent-5", the caller`}},
+		{toolCaller(person, personPW), `{"checkin": "` + named + `", "verdict": "pass", "reason": "r", "against": "c.txt"}`, []string{`names "alice", the caller, as its user`}},
+		{f.admin(), `{"checkin": "` + ci + `", "verdict": "pass", "reason": "r", "against": "` + other + `"}`, []string{"against: record " + other, `does not list the check-in's branch "trunk"`}},
+		{f.admin(), `{"checkin": "` + ci + `", "verdict": "pass", "reason": "r", "against": "NOPE.md"}`, []string{`against: check-in ` + ci + ` has no file "NOPE.md"`}},
+		{f.admin(), `{"checkin": "` + rec + `", "verdict": "pass", "reason": "r", "against": "PLAN.md"}`, []string{"checkin: " + rec + " is a forum-post, not a check-in"}},
+	} {
+		f.refused(f.call(c.caller, "audit", c.in), c.want...)
+	}
+	if f.count() != before {
+		t.Errorf("a refused audit wrote")
+	}
+}
+
+// TestToolCreateChecksBeforeWriting: create's refusals, each before any
+// write; its dry run writes nothing and shows the record it would post.
+func TestToolCreateChecksBeforeWriting(t *testing.T) {
+	f := newFix(t)
+	before := f.count()
+	base := `"objective": "Keep docs in step.", "budget": {"wall": "2h"}`
+	for _, c := range []struct {
+		caller node.Caller
+		in     string
+		want   []string
+	}{
+		{toolCaller(person, personPW), `{` + base + `}`, []string{"without admin (a) or setup (s)"}},
+		{f.admin(), `{` + base + `, "user": "alice"}`, []string{`user: "alice" is already a user of demo`}},
+		{f.admin(), `{` + base + `, "remote": true}`, []string{`remote: runner "claude" offers no remote control`}},
+		{f.admin(), `{` + base + `, "restrict": {"no_password": true, "sudo": true}}`, []string{"restrict.sudo"}},
+		{f.admin(), `{` + base + `, "restrict": {"no_password": true, "branch": "docs"}}`, []string{"restrict.no_password: this node cannot run an agent under it yet", "it enforces: none"}},
+		{f.admin(), `{"objective": "o", "budget": {"wall": "2h", "cpu": 60}}`, []string{"budget.cpu"}},
+		{f.admin(), `{` + base + `, "sandbox": {"network": true, "read_only": ["` + f.agents + `"], "read_write": []}}`, []string{"sandbox: ", f.agents}},
+		{f.admin(), `{` + base + `, "sandbox": {"network": true, "read_only": [], "read_write": [], "homes": []}}`, []string{"sandbox.homes"}},
+	} {
+		f.refused(f.call(c.caller, "create", c.in), c.want...)
+	}
+	a := f.call(f.admin(), "create", `{`+base+`, "user": "docs-1", "runner": "native", "checkins": ["docs"], "dry_run": true}`)
+	f.noWrite(before, a)
+	log := strings.Join(a.Log, "\n")
+	rec, err := messages.ReadTaskRecord([]byte(log[strings.Index(log, "```json"):]))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	if rec.User != "docs-1" || rec.Node != f.n.Config.User || strings.Join(rec.Hears, ",") != f.srv.AdminLogin || rec.Remote || rec.Checkins[0] != "docs" || !rec.Sandbox.Network {
+		t.Errorf("the record it would write: %+v", rec)
+	}
+	if exists(filepath.Join(f.agents, "docs-1")) {
+		t.Errorf("a dry run made the login")
+	}
+}
+
+// TestToolStopRefusals: stop needs admin or setup, a record that counts,
+// on this node, whose agent runs; each refusal writes nothing.
+func TestToolStopRefusals(t *testing.T) {
+	f := newFix(t)
+	rec, _ := f.agentRecord("agent-7", messages.Restrict{})
+	forged := &messages.TaskRecord{User: "agent-8", Node: f.n.Config.User, Runner: "native", Objective: "o", Hears: []string{},
+		Sandbox: messages.DefaultRecordSandbox(), Budget: messages.Budget{Wall: "1h"}}
+	block, _ := forged.Encode()
+	fake := f.ok(f.open(person, personPW).Thread(f.ctx, node.PostInput{Title: "Not a record", Text: string(block)}))
+	elsewhere := *forged
+	elsewhere.Node = "another-node"
+	block, _ = elsewhere.Encode()
+	far := f.ok(f.n.Thread(f.ctx, node.PostInput{Title: "Another node's record", Text: string(block)}))
+	before := f.count()
+	for _, c := range []struct {
+		caller node.Caller
+		in     string
+		want   []string
+	}{
+		{f.admin(), `{"record": "` + rec + `"}`, []string{"record: the agent of " + rec + " is not running"}},
+		{f.admin(), `{"record": "` + rec + `", "dry_run": true}`, []string{"is not running"}},
+		{toolCaller(person, personPW), `{"record": "` + rec + `"}`, []string{"without admin (a) or setup (s)"}},
+		{f.admin(), `{"record": "` + *fake.Result + `"}`, []string{"does not count", `"alice" holds neither admin nor setup`}},
+		{f.admin(), `{"record": "` + *far.Result + `"}`, []string{`is run by node "another-node", not this node`}},
+	} {
+		f.refused(f.call(c.caller, "stop", c.in), c.want...)
+	}
+	if f.count() != before {
+		t.Errorf("a refused stop wrote")
+	}
+}

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+func init() {
+	register(command{name: "mcp", summary: "the tools over MCP: serve a session's socket (start, serve), or reach it from inside the sandbox (connect, call)", run: runMCP})
+}
+
+const mcpUsage = `mcp start|serve LOGIN/PROJECT [--agents ROOT] [--session PID@START]
+       ocx mcp connect [--socket PATH]
+       ocx mcp call TOOL [--socket PATH] [--input FILE]
+       ocx mcp tools [--socket PATH]
+
+start and serve run on the node, outside the sandbox: serve answers MCP on
+the session's socket (AGENTS/LOGIN/mcp/PROJECT/mcp.sock) as the workspace's
+agent login, with the password the node keeps for it, until the session
+--session names is gone or a TERM; start binds the socket, leaves serve
+running on it in a session of its own, and returns (the daemon runs it at
+each launch, D38). connect, inside the sandbox, bridges standard input and
+output to the socket ($OCX_MCP_SOCKET), for a runner that takes an MCP
+server command; call calls one tool with the SDK's client, its JSON input
+on standard input, and prints the answer; tools lists the tools the
+socket offers, with their input schemas.`
+
+func runMCP(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintf(e.stderr, "usage: ocx %s\n", mcpUsage)
+		if len(args) == 0 {
+			return fmt.Errorf("%w: no mcp command named", errUsage)
+		}
+		return nil
+	}
+	switch args[0] {
+	case "start", "serve":
+		return runMCPServe(ctx, e, args[0], args[1:])
+	case "connect":
+		return runMCPConnect(ctx, e, args[1:])
+	case "call":
+		return runMCPCall(ctx, e, args[1:])
+	case "tools":
+		return runMCPTools(ctx, e, args[1:])
+	}
+	return fmt.Errorf("%w: %q is not an mcp command (start, serve, connect, call, tools)", errUsage, args[0])
+}
+
+// mcpListenFD is the descriptor start hands serve its bound socket on.
+const mcpListenFD = 3
+
+func runMCPServe(ctx context.Context, e *env, verb string, args []string) error {
+	var c common
+	fs := c.flags(e, "mcp "+verb, "mcp "+verb+" LOGIN/PROJECT [--agents ROOT] [--session PID@START]", false, false)
+	session := fs.String("session", "", "serve until this process (the session's bwrap, PID@START) is gone")
+	fromFD := fs.Bool("listen-fd", false, "serve on descriptor 3, bound by mcp start (internal)")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usageErr(err)
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: mcp %s takes one LOGIN/PROJECT", errUsage, verb)
+	}
+	key, err := messages.ParseWorkspaceKey(pos[0])
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	var sess messages.ProcID
+	if *session != "" {
+		if sess, err = messages.ParseProcID(*session); err != nil {
+			return fmt.Errorf("%w: --session: %v", errUsage, err)
+		}
+	}
+	n, err := node.Open(c.agents, node.Options{Log: e.log})
+	if err != nil {
+		return err
+	}
+	ws, err := n.Layout.Workspace(key)
+	if err != nil {
+		return err
+	}
+	if _, err := n.AgentCaller(key.Login); err != nil {
+		return fmt.Errorf("mcp %s %s: %w", verb, key, err)
+	}
+	var ln net.Listener
+	if *fromFD {
+		f := os.NewFile(mcpListenFD, ws.MCPSocket())
+		ln, err = net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("mcp serve: the socket on descriptor %d: %w", mcpListenFD, err)
+		}
+	} else if ln, err = unixhost.ListenSocket(n.Layout.Root(), ws.MCPDir, host.MCPSocketName); err != nil {
+		return err
+	}
+	if verb == "start" {
+		return startMCPServe(e, ln, ws, c.agents, key, *session)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if *session != "" {
+		go func() {
+			if err := unixhost.WaitGone(ctx, sess); err == nil {
+				e.log.Info("the session is gone", slog.String("session", sess.String()))
+			}
+			cancel()
+		}()
+	}
+	caller := func() (node.Caller, error) { return n.AgentCaller(key.Login) }
+	e.log.Info("mcp serving", slog.String("workspace", key.String()), slog.String("socket", ws.MCPSocket()))
+	err = node.ServeMCP(ctx, n.MCPServer(key.Project, caller), ln, unixhost.SameUser, e.log)
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	os.Remove(ws.MCPSocket())
+	return err
+}
+
+// startMCPServe leaves `ocx mcp serve --listen-fd` running on ln in a
+// session of its own, its output appended to the MCP log, and returns:
+// the socket is bound and listening already, so a client may connect at
+// once.
+func startMCPServe(e *env, ln net.Listener, ws host.Workspace, agents string, key messages.WorkspaceKey, session string) error {
+	defer ln.Close()
+	f, err := ln.(*net.UnixListener).File()
+	if err != nil {
+		return fmt.Errorf("mcp start: %w", err)
+	}
+	defer f.Close()
+	logf, err := unixhost.OpenLog(ws.MCPLog)
+	if err != nil {
+		return fmt.Errorf("mcp start: %w", err)
+	}
+	defer logf.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("mcp start: %w", err)
+	}
+	args := []string{"mcp", "serve", key.String(), "--agents", agents, "--listen-fd"}
+	if session != "" {
+		args = append(args, "--session", session)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{f} // descriptor 3
+	cmd.SysProcAttr = unixhost.SessionAttr()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("mcp start: %w", err)
+	}
+	fmt.Fprintf(e.stdout, "%d %s\n", cmd.Process.Pid, ws.MCPSocket())
+	return cmd.Process.Release()
+}
+
+// mcpSocket is --socket, else $OCX_MCP_SOCKET.
+func mcpSocket(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if s := os.Getenv(host.MCPSocketEnv); s != "" {
+		return s, nil
+	}
+	return "", fmt.Errorf("%w: no --socket and no $%s", errUsage, host.MCPSocketEnv)
+}
+
+// dialMCP connects to the socket, waiting up to wait for a server that is
+// not there yet (a session's first moments).
+func dialMCP(ctx context.Context, path string, wait time.Duration) (net.Conn, error) {
+	end := time.Now().Add(wait)
+	var d net.Dialer
+	for {
+		conn, err := d.DialContext(ctx, "unix", path)
+		if err == nil {
+			return conn, nil
+		}
+		if time.Now().After(end) || ctx.Err() != nil {
+			return nil, fmt.Errorf("mcp: connect to %s: %w", path, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func runMCPConnect(ctx context.Context, e *env, args []string) error {
+	var c common
+	fs := c.flags(e, "mcp connect", "mcp connect [--socket PATH]", false, false)
+	sock := fs.String("socket", "", "the session's MCP socket (default $"+host.MCPSocketEnv+")")
+	wait := fs.Duration("wait", 5*time.Second, "how long to wait for the socket")
+	if _, _, err := parse(fs, args); err != nil {
+		return usageErr(err)
+	}
+	path, err := mcpSocket(*sock)
+	if err != nil {
+		return err
+	}
+	conn, err := dialMCP(ctx, path, *wait)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	go func() {
+		io.Copy(conn, os.Stdin)
+		conn.(*net.UnixConn).CloseWrite()
+	}()
+	_, err = io.Copy(e.stdout, conn)
+	return err
+}
+
+func runMCPCall(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: mcp call takes a TOOL", errUsage)
+	}
+	name := args[0]
+	var c common
+	fs := c.flags(e, "mcp call "+name, "mcp call TOOL [--socket PATH] [--input FILE]", false, false)
+	sock := fs.String("socket", "", "the session's MCP socket (default $"+host.MCPSocketEnv+")")
+	input := fs.String("input", "-", "a file holding the tool's JSON input (- for standard input)")
+	wait := fs.Duration("wait", 5*time.Second, "how long to wait for the socket")
+	if _, _, err := parse(fs, args[1:]); err != nil {
+		return usageErr(err)
+	}
+	path, err := mcpSocket(*sock)
+	if err != nil {
+		return err
+	}
+	var raw []byte
+	if *input == "-" {
+		raw, err = io.ReadAll(io.LimitReader(os.Stdin, messages.MaxToolInputLen+1))
+	} else {
+		raw, err = os.ReadFile(*input)
+	}
+	if err != nil {
+		return fmt.Errorf("--input: %w", err)
+	}
+	if !json.Valid(raw) {
+		return fmt.Errorf("%w: the input is not JSON: MCP carries a JSON object", errUsage)
+	}
+	a, err := callMCP(ctx, path, *wait, name, raw)
+	if err != nil {
+		return err
+	}
+	if err := a.WriteJSON(e.stdout); err != nil {
+		return err
+	}
+	if !a.OK() {
+		return errStopped
+	}
+	return nil
+}
+
+// callMCP calls one tool on the socket with the SDK's client and reads the
+// answer back from its text content.
+func callMCP(ctx context.Context, path string, wait time.Duration, name string, input json.RawMessage) (*node.Answer, error) {
+	cs, err := connectMCP(ctx, path, wait)
+	if err != nil {
+		return nil, err
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: input})
+	if err != nil {
+		return nil, fmt.Errorf("mcp: call %s: %w", name, err)
+	}
+	return node.AnswerOfMCP(res)
+}
+
+func runMCPTools(ctx context.Context, e *env, args []string) error {
+	var c common
+	fs := c.flags(e, "mcp tools", "mcp tools [--socket PATH]", false, false)
+	sock := fs.String("socket", "", "the session's MCP socket (default $"+host.MCPSocketEnv+")")
+	wait := fs.Duration("wait", 5*time.Second, "how long to wait for the socket")
+	if _, _, err := parse(fs, args); err != nil {
+		return usageErr(err)
+	}
+	path, err := mcpSocket(*sock)
+	if err != nil {
+		return err
+	}
+	cs, err := connectMCP(ctx, path, *wait)
+	if err != nil {
+		return err
+	}
+	defer cs.Close()
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("mcp: list the tools: %w", err)
+	}
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res.Tools)
+}
+
+// connectMCP connects the SDK's client to the socket.
+func connectMCP(ctx context.Context, path string, wait time.Duration) (*mcp.ClientSession, error) {
+	conn, err := dialMCP(ctx, path, wait)
+	if err != nil {
+		return nil, err
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "ocx-mcp", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: conn, Writer: conn}, nil)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("mcp: initialize over %s: %w", path, err)
+	}
+	return cs, nil
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/messages"
+)
+
+func init() {
+	register(command{name: "tool", summary: "call a protocol v1 tool (create, post, audit, push, stop) with JSON input; `tool list` lists them", run: runTool})
+}
+
+const toolUsage = `tool NAME [--input FILE] [FLAGS]   (JSON input on standard input when no --input and no field flag)
+       ocx tool list
+
+The tools of protocol v1 (docs/tools.md): create, post, audit, push, stop.
+The answer is always {"tool", "dry_run", "log", "result", "stopped"}, in
+JSON; ocx exits 1 when stopped is set. Field flags set the input's fields
+over what --input gives.`
+
+// toolFlags are the friendly flags: each sets one string field of the input.
+var toolFlags = map[string][]string{
+	messages.ToolCreate: {"objective", "runner"},
+	messages.ToolPost:   {"to", "text"},
+	messages.ToolAudit:  {"checkin", "verdict", "reason", "against"},
+	messages.ToolPush:   {},
+	messages.ToolStop:   {"record"},
+}
+
+func runTool(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintf(e.stderr, "usage: ocx %s\n", toolUsage)
+		if len(args) == 0 {
+			return fmt.Errorf("%w: no tool named", errUsage)
+		}
+		return nil
+	}
+	name := args[0]
+	if name == "list" {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(node.Tools())
+	}
+	fields, known := toolFlags[name]
+	if !known {
+		return fmt.Errorf("%w: %q is not a tool (create, post, audit, push, stop, or list)", errUsage, name)
+	}
+	var c common
+	fs := c.flags(e, "tool "+name, "tool "+name+" [--input FILE] [FLAGS]", true, true)
+	input := fs.String("input", "", "a file holding the tool's JSON input (- for standard input)")
+	project := fs.String("project", "", "the project (default: the node's one project)")
+	agent := fs.String("agent", "", "call as this agent login of the node, with the password the node keeps for it (in place of --user)")
+	wall := ""
+	if name == messages.ToolCreate {
+		fs.StringVar(&wall, "wall", "", "budget.wall: the longest the agent runs, as 2h")
+	}
+	set := map[string]*string{}
+	for _, f := range fields {
+		set[f] = fs.String(f, "", "the input's "+f)
+	}
+	pos, _, err := parse(fs, args[1:])
+	if err != nil {
+		return usageErr(err)
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+	}
+	flagged := false
+	fs.Visit(func(f *flag.Flag) {
+		if _, ok := set[f.Name]; ok || f.Name == "wall" || f.Name == "dry-run" {
+			flagged = true
+		}
+	})
+	var raw []byte
+	switch {
+	case *input == "-" || (*input == "" && !flagged):
+		if raw, err = io.ReadAll(io.LimitReader(os.Stdin, messages.MaxToolInputLen+1)); err != nil {
+			return fmt.Errorf("read the input from standard input: %w", err)
+		}
+	case *input != "":
+		if raw, err = os.ReadFile(*input); err != nil {
+			return fmt.Errorf("--input: %w", err)
+		}
+	}
+	raw, err = withFlags(fs, raw, set, wall, c.dryRun)
+	if err != nil {
+		return err
+	}
+	n, err := node.Open(c.agents, node.Options{Log: e.log})
+	if err != nil {
+		return err
+	}
+	caller, err := c.caller()
+	if err != nil {
+		return err
+	}
+	if *agent != "" {
+		if c.user != "" {
+			return fmt.Errorf("%w: --agent and --user both name a caller", errUsage)
+		}
+		if caller, err = n.AgentCaller(*agent); err != nil {
+			return fmt.Errorf("--agent: %w", err)
+		}
+	}
+	a := n.CallIn(ctx, *project, caller, name, raw)
+	if err := a.WriteJSON(e.stdout); err != nil {
+		return err
+	}
+	if !a.OK() {
+		return errStopped
+	}
+	return nil
+}
+
+// withFlags sets the fields the flags give over the JSON input. An input
+// that is not a JSON object is left as it is, for the tool to refuse.
+func withFlags(fs *flag.FlagSet, raw []byte, set map[string]*string, wall string, dry bool) ([]byte, error) {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) {
+		if _, field := set[f.Name]; field || f.Name == "wall" || f.Name == "dry-run" {
+			given[f.Name] = true
+		}
+	})
+	if len(given) == 0 {
+		return raw, nil // the input as it came, for the tool's strict reader
+	}
+	obj := map[string]any{}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+			return raw, nil
+		}
+	}
+	for f, v := range set {
+		if given[f] {
+			obj[f] = *v
+		}
+	}
+	if given["wall"] {
+		obj["budget"] = map[string]any{"wall": wall}
+	}
+	if given["dry-run"] {
+		obj["dry_run"] = dry
+	}
+	return json.Marshal(obj)
+}

@@ -1,0 +1,47 @@
+package unixhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// WaitGone returns nil once the process id (its PID with its start time)
+// is gone, at once when it is gone already, or ctx's error first. It reaps
+// nothing: the process need not be a child, and a child of ours stays for
+// its owner to reap.
+func WaitGone(ctx context.Context, id messages.ProcID) error {
+	fd, err := openRetry(func() (int, error) { return unix.PidfdOpen(id.PID, 0) })
+	if err == unix.ESRCH {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("unixhost: wait for %s: pidfd_open: %w", id, err)
+	}
+	defer unix.Close(fd)
+	st, err := ReadStat(id.PID)
+	if err != nil || st.Start != id.Start {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("unixhost: wait for %s: %w", id, err)
+		}
+		return nil // another process holds the PID now, or none does
+	}
+	for {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 200)
+		if err != nil && err != unix.EINTR {
+			return fmt.Errorf("unixhost: wait for %s: poll: %w", id, err)
+		}
+		if n > 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,550 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The protocol v1 tools (seed 001 E8): create, post, audit, push, stop.
+// Each takes one JSON object, read in the notes' two passes (parseStrict,
+// then fill) with one more rule: a key the tool does not know is refused,
+// naming it. Every error is a *FieldError naming the field at fault.
+
+// The tools' names.
+const (
+	ToolCreate = "create"
+	ToolPost   = "post"
+	ToolAudit  = "audit"
+	ToolPush   = "push"
+	ToolStop   = "stop"
+)
+
+// ToolNames lists the tools in the order seed 001 E8 gives them.
+var ToolNames = []string{ToolCreate, ToolPost, ToolAudit, ToolPush, ToolStop}
+
+// MaxToolInputLen bounds one tool input.
+const MaxToolInputLen = MaxNoteLen
+
+// ToolArgs is one tool's decoded input.
+type ToolArgs interface {
+	// ToolName names the tool the input is for.
+	ToolName() string
+	// Dry says whether the call is a dry run.
+	Dry() bool
+	// Validate checks what fill cannot tell from the tags.
+	Validate() error
+}
+
+// Restrict is a record's restrictions (E10). Each is optional; none is the
+// default. branch and own_thread need no_password: an agent that holds its
+// password can write past any tool.
+type Restrict struct {
+	NoPassword bool   `json:"no_password,omitempty"`
+	Branch     string `json:"branch,omitempty"`
+	OwnThread  bool   `json:"own_thread,omitempty"`
+}
+
+// Validate checks the branch's name and that what needs no_password has it.
+func (r Restrict) Validate() error {
+	if r.Branch != "" {
+		if err := checkBranch("restrict.branch", r.Branch); err != nil {
+			return err
+		}
+		if !r.NoPassword {
+			return fieldErr("restrict.branch", ErrInvalid, "needs restrict.no_password: an agent that holds its password can check in on any branch with Fossil itself")
+		}
+	}
+	if r.OwnThread && !r.NoPassword {
+		return fieldErr("restrict.own_thread", ErrInvalid, "needs restrict.no_password: an agent that holds its password can post anywhere with Fossil itself")
+	}
+	return nil
+}
+
+// Names lists the restrictions asked, in E10's order.
+func (r Restrict) Names() []string {
+	var out []string
+	if r.NoPassword {
+		out = append(out, "no_password")
+	}
+	if r.Branch != "" {
+		out = append(out, "branch")
+	}
+	if r.OwnThread {
+		out = append(out, "own_thread")
+	}
+	return out
+}
+
+// RecordSandbox is a record's sandbox (E3): whether the agent shares the
+// host's network, and the host paths it sees read-only and read-write
+// beside what every workspace sees.
+type RecordSandbox struct {
+	Network   bool     `json:"network" why:"a record's sandbox says whether the agent shares the host's network"`
+	ReadOnly  []string `json:"read_only" why:"a record's sandbox lists the host paths the agent sees read-only (empty: none)"`
+	ReadWrite []string `json:"read_write" why:"a record's sandbox lists the host paths the agent sees read-write (empty: none)"`
+}
+
+// DefaultRecordSandbox is create's default sandbox (E8).
+func DefaultRecordSandbox() RecordSandbox {
+	return RecordSandbox{Network: true, ReadOnly: []string{}, ReadWrite: []string{}}
+}
+
+func (s RecordSandbox) validate(field string) error {
+	for name, list := range map[string][]string{"read_only": s.ReadOnly, "read_write": s.ReadWrite} {
+		for i, p := range list {
+			if err := checkAbsPath(indexField(field+"."+name, i), p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Budget is a record's budget (E3): wall, the longest the agent may run,
+// counted from its launch.
+type Budget struct {
+	Wall string `json:"wall" why:"a budget names wall, the longest the agent runs (a whole number and s, m, h or d)"`
+}
+
+// WallDuration reads the budget's wall as a duration.
+func (b Budget) WallDuration() (time.Duration, error) { return ParseWall("budget.wall", b.Wall) }
+
+// ParseWall reads a wall limit as seed 004 section 7 writes it: a whole
+// number above zero, then s, m, h or d.
+func ParseWall(field, s string) (time.Duration, error) {
+	bad := fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a wall limit: a whole number above 0 and s, m, h or d, as 2h", quoteShort(s)))
+	if len(s) < 2 || len(s) > 12 {
+		return 0, bad
+	}
+	unit := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour}[s[len(s)-1]]
+	num := s[:len(s)-1]
+	if unit == 0 || num[0] < '1' || num[0] > '9' {
+		return 0, bad
+	}
+	n, err := strconv.ParseUint(num, 10, 32)
+	if err != nil || time.Duration(n) > (1<<62)/unit {
+		return 0, bad
+	}
+	return time.Duration(n) * unit, nil
+}
+
+// CreateArgs is create's input: a record's own fields but node (E8).
+// Absent fields take their defaults when the record is written: user a new
+// one (RUNNER-6 hex digits), runner claude, checkins [], hears every user
+// holding admin or setup now, remote true when the runner offers it,
+// restrict {}, sandbox DefaultRecordSandbox.
+type CreateArgs struct {
+	User      string         `json:"user,omitempty"`
+	Runner    string         `json:"runner,omitempty"`
+	Objective string         `json:"objective" why:"a record says what its agent is for, and what counts as passing"`
+	Checkins  []string       `json:"checkins,omitempty"`
+	Hears     []string       `json:"hears,omitempty"`
+	Remote    *bool          `json:"remote,omitempty"`
+	Restrict  *Restrict      `json:"restrict,omitempty" ocx:"closed"`
+	Sandbox   *RecordSandbox `json:"sandbox,omitempty" ocx:"closed"`
+	Budget    Budget         `json:"budget" why:"a record's budget names at least wall" ocx:"closed"`
+	DryRun    bool           `json:"dry_run,omitempty"`
+}
+
+// ToolName is "create".
+func (*CreateArgs) ToolName() string { return ToolCreate }
+
+// Dry says whether it is a dry run.
+func (a *CreateArgs) Dry() bool { return a.DryRun }
+
+// Validate checks every field create checks before it looks at the node.
+func (a *CreateArgs) Validate() error {
+	if a.User != "" {
+		if err := checkLogin("user", a.User); err != nil {
+			return err
+		}
+	}
+	if a.Runner != "" && !slices.Contains(Runners, a.Runner) {
+		return fieldErr("runner", ErrInvalid, fmt.Sprintf("%s is not a runner this node offers (%s)", quoteShort(a.Runner), listWords(Runners)))
+	}
+	if err := checkText("objective", a.Objective, true, MaxTextLen); err != nil {
+		return err
+	}
+	if strings.TrimSpace(a.Objective) == "" {
+		return fieldErr("objective", ErrMissing, "is blank; a record says what its agent is for")
+	}
+	seen := map[string]bool{}
+	for i, b := range a.Checkins {
+		f := indexField("checkins", i)
+		if err := checkBranch(f, b); err != nil {
+			return err
+		}
+		if seen[b] {
+			return fieldErr(f, ErrInvalid, fmt.Sprintf("%s is named twice", quoteShort(b)))
+		}
+		seen[b] = true
+	}
+	if err := checkHears("hears", a.Hears); err != nil {
+		return err
+	}
+	if a.Restrict != nil {
+		if err := a.Restrict.Validate(); err != nil {
+			return err
+		}
+	}
+	if a.Sandbox != nil {
+		if err := a.Sandbox.validate("sandbox"); err != nil {
+			return err
+		}
+	}
+	_, err := a.Budget.WallDuration()
+	return err
+}
+
+// PostArgs is post's input: the post to reply to and the text.
+type PostArgs struct {
+	To     string `json:"to" why:"post replies to a post: give its hash, or 10 or more of its first hex digits"`
+	Text   string `json:"text" why:"post writes a text, in Markdown"`
+	DryRun bool   `json:"dry_run,omitempty"`
+}
+
+// ToolName is "post".
+func (*PostArgs) ToolName() string { return ToolPost }
+
+// Dry says whether it is a dry run.
+func (a *PostArgs) Dry() bool { return a.DryRun }
+
+// Validate checks the hash and the text.
+func (a *PostArgs) Validate() error {
+	if err := CheckHashPrefix("to", a.To); err != nil {
+		return err
+	}
+	if strings.TrimSpace(a.Text) == "" {
+		return fieldErr("text", ErrMissing, "is blank; a post says something")
+	}
+	return checkText("text", a.Text, true, MaxNoteLen)
+}
+
+// The two verdicts (E6).
+const (
+	VerdictPass = "pass"
+	VerdictFail = "fail"
+)
+
+// AuditArgs is audit's input: the check-in, pass or fail, the reason on one
+// line, and what it was judged against: a record's hash or a path.
+type AuditArgs struct {
+	Checkin string `json:"checkin" why:"audit judges a check-in: give its hash, or 10 or more of its first hex digits"`
+	Verdict string `json:"verdict" why:"a verdict is pass or fail"`
+	Reason  string `json:"reason" why:"a verdict gives its reason, on one line"`
+	Against string `json:"against" why:"a verdict names what it was judged against: a record's hash, or the path of a file in the check-in"`
+	DryRun  bool   `json:"dry_run,omitempty"`
+}
+
+// ToolName is "audit".
+func (*AuditArgs) ToolName() string { return ToolAudit }
+
+// Dry says whether it is a dry run.
+func (a *AuditArgs) Dry() bool { return a.DryRun }
+
+// Validate checks each field's form.
+func (a *AuditArgs) Validate() error {
+	if err := CheckHashPrefix("checkin", a.Checkin); err != nil {
+		return err
+	}
+	if a.Verdict != VerdictPass && a.Verdict != VerdictFail {
+		return fieldErr("verdict", ErrInvalid, fmt.Sprintf("%s is not a verdict (pass, fail)", quoteShort(a.Verdict)))
+	}
+	if strings.TrimSpace(a.Reason) == "" {
+		return fieldErr("reason", ErrMissing, "is blank; a verdict gives its reason")
+	}
+	if err := checkLine("reason", a.Reason, true, MaxShortLen); err != nil {
+		return err
+	}
+	if AgainstRecord(a.Against) {
+		return nil
+	}
+	return CheckAgainstPath("against", a.Against)
+}
+
+// AgainstRecord says whether a verdict's against names a record (hex
+// digits, 10 or more) rather than a path.
+func AgainstRecord(s string) bool {
+	return len(s) >= MinHashPrefix && len(s) <= 64 && checkHex("", strings.ToLower(s)) == nil
+}
+
+// CheckAgainstPath checks a path as a verdict names it: relative to the
+// check-in's root, clean, one line.
+func CheckAgainstPath(field, s string) error {
+	if err := checkLine(field, s, true, MaxPathLen); err != nil {
+		return err
+	}
+	if strings.HasPrefix(s, "/") || path.Clean(s) != s || s == "." || s == ".." || strings.HasPrefix(s, "../") {
+		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is neither a record's hash (10 or more hex digits) nor a clean path inside the check-in, as PLAN.md", quoteShort(s)))
+	}
+	return nil
+}
+
+// PushArgs is push's input: nothing but dry_run; what it pushes is the
+// caller's own clone.
+type PushArgs struct {
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// ToolName is "push".
+func (*PushArgs) ToolName() string { return ToolPush }
+
+// Dry says whether it is a dry run.
+func (a *PushArgs) Dry() bool { return a.DryRun }
+
+// Validate has nothing to check.
+func (a *PushArgs) Validate() error { return nil }
+
+// StopArgs is stop's input: the record whose agent to stop.
+type StopArgs struct {
+	Record string `json:"record" why:"stop names the record whose agent it stops: its hash, or 10 or more of its first hex digits"`
+	DryRun bool   `json:"dry_run,omitempty"`
+}
+
+// ToolName is "stop".
+func (*StopArgs) ToolName() string { return ToolStop }
+
+// Dry says whether it is a dry run.
+func (a *StopArgs) Dry() bool { return a.DryRun }
+
+// Validate checks the hash.
+func (a *StopArgs) Validate() error { return CheckHashPrefix("record", a.Record) }
+
+// MinHashPrefix is the fewest hex digits a tool takes for a hash (E8).
+const MinHashPrefix = 10
+
+// CheckHashPrefix checks a hash as a tool takes it: 10 to 64 hex digits.
+// Whether it names one artifact is the repository's to say.
+func CheckHashPrefix(field, s string) error {
+	if s == "" {
+		return fieldErr(field, ErrMissing, "is empty; give a hash, or 10 or more of its first hex digits")
+	}
+	if len(s) < MinHashPrefix || len(s) > 64 {
+		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is %d characters; give a hash, or 10 or more of its first hex digits (at most 64)", quoteShort(s), len(s)))
+	}
+	return checkHex(field, strings.ToLower(s))
+}
+
+// DecodeToolArgs reads one tool's input: one JSON object (blank input is
+// {}), no key twice, no key the tool does not know, each field of its type.
+func DecodeToolArgs[T any, P interface {
+	*T
+	ToolArgs
+}](data []byte) (P, error) {
+	p := P(new(T))
+	where := p.ToolName() + " input"
+	if len(bytes.TrimSpace(data)) == 0 {
+		data = []byte("{}")
+	}
+	v, err := parseStrict(data, MaxToolInputLen)
+	if err != nil {
+		return nil, at(where, err)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, &FieldError{Where: where, Problem: "is " + jsonType(v) + "; a tool's input is a JSON object", Err: ErrInvalid}
+	}
+	o := jobj{m: m}
+	known := planOf(argsType(p)).keys
+	if err := o.onlyToolKeys(p.ToolName(), known); err != nil {
+		return nil, at(where, err)
+	}
+	if err := fill(o, p); err != nil {
+		return nil, at(where, err)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, at(where, err)
+	}
+	return p, nil
+}
+
+// DecodeTool reads the input of the tool named name.
+func DecodeTool(name string, data []byte) (ToolArgs, error) {
+	switch name {
+	case ToolCreate:
+		return DecodeToolArgs[CreateArgs](data)
+	case ToolPost:
+		return DecodeToolArgs[PostArgs](data)
+	case ToolAudit:
+		return DecodeToolArgs[AuditArgs](data)
+	case ToolPush:
+		return DecodeToolArgs[PushArgs](data)
+	case ToolStop:
+		return DecodeToolArgs[StopArgs](data)
+	}
+	return nil, &FieldError{Where: "tool", Problem: fmt.Sprintf("%s is not a tool (%s)", quoteShort(name), listWords(ToolNames)), Err: ErrUnknownKind}
+}
+
+// ToolDryRun reads only whether an input asks a dry run, for an answer to a
+// call whose input does not decode: false unless the input is an object
+// whose dry_run is true.
+func ToolDryRun(data []byte) bool {
+	v, err := parseStrict(data, MaxToolInputLen)
+	if err != nil {
+		return false
+	}
+	m, _ := v.(map[string]any)
+	b, _ := m["dry_run"].(bool)
+	return b
+}
+
+// onlyToolKeys refuses a key the tool does not take, naming it.
+func (o jobj) onlyToolKeys(tool string, known []string) error {
+	var unknown []string
+	for k := range o.m {
+		if !slices.Contains(known, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	return fieldErr(o.field(unknown[0]), ErrUnknownKey, fmt.Sprintf("is not a field of %s, which takes %s", tool, listWords(known)))
+}
+
+func argsType(a ToolArgs) reflect.Type { return reflect.TypeOf(a).Elem() }
+
+// ToolFields lists the fields a tool takes, as its input names them.
+func ToolFields(a ToolArgs) []string {
+	return slices.Clone(planOf(argsType(a)).keys)
+}
+
+// TaskRecord is protocol v1's record (E3): the first post of a new thread,
+// holding one fenced block {"ocx": 1, "kind": "record", ...}. create writes
+// it with every default written out; only one that a user holding admin
+// or setup sent counts. A reader ignores keys it does not know, but inside
+// restrict, sandbox and budget, where an unknown key may be a limit.
+type TaskRecord struct {
+	User      string        `json:"user" why:"a record names its agent's user"`
+	Node      string        `json:"node" why:"a record names the node user of the node that runs it"`
+	Runner    string        `json:"runner" why:"a record names its runner"`
+	Objective string        `json:"objective" why:"a record says what its agent is for"`
+	Checkins  []string      `json:"checkins" why:"a record lists the branches whose check-ins its agent is given (empty: none)"`
+	Hears     []string      `json:"hears" why:"a record lists whose posts its agent is given, written out"`
+	Remote    bool          `json:"remote" why:"a record says whether its agent offers remote control"`
+	Restrict  Restrict      `json:"restrict" why:"a record states its restrictions ({} for none)" ocx:"closed"`
+	Sandbox   RecordSandbox `json:"sandbox" why:"a record states its sandbox" ocx:"closed"`
+	Budget    Budget        `json:"budget" why:"a record states its budget" ocx:"closed"`
+}
+
+// RecordKind is the kind of a protocol v1 record block.
+const RecordKind = "record"
+
+// Validate checks every field.
+func (r *TaskRecord) Validate() error {
+	if err := checkLogin("user", r.User); err != nil {
+		return err
+	}
+	if err := checkLogin("node", r.Node); err != nil {
+		return err
+	}
+	a := CreateArgs{User: r.User, Runner: r.Runner, Objective: r.Objective, Checkins: r.Checkins, Hears: r.Hears,
+		Restrict: &r.Restrict, Sandbox: &r.Sandbox, Budget: r.Budget}
+	if r.Runner == "" {
+		return fieldErr("runner", ErrMissing, "is empty; a record names its runner")
+	}
+	return a.Validate()
+}
+
+// Encode renders the record's fenced block.
+func (r *TaskRecord) Encode() ([]byte, error) {
+	if err := r.Validate(); err != nil {
+		return nil, at("record", err)
+	}
+	c := *r
+	for _, l := range []*[]string{&c.Checkins, &c.Hears, &c.Sandbox.ReadOnly, &c.Sandbox.ReadWrite} {
+		if *l == nil {
+			*l = []string{}
+		}
+	}
+	body, err := json.Marshal(struct {
+		Ocx  int    `json:"ocx"`
+		Kind string `json:"kind"`
+		*TaskRecord
+	}{Version, RecordKind, &c})
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	out.WriteString("```json\n")
+	if err := json.Indent(&out, body, "", "  "); err != nil {
+		return nil, err
+	}
+	out.WriteString("\n```\n")
+	return out.Bytes(), nil
+}
+
+// ReadTaskRecord reads the record a post's text holds: its one JSON block
+// with "ocx": 1 and "kind": "record".
+func ReadTaskRecord(text []byte) (*TaskRecord, error) {
+	b, v, err := noteBlock(text)
+	if err != nil {
+		return nil, err
+	}
+	where := fmt.Sprintf("record (block at line %d)", b.Line)
+	m, _ := v.(map[string]any)
+	o := jobj{m: m}
+	if n, ok := m["ocx"].(json.Number); !ok || n.String() != strconv.Itoa(Version) {
+		return nil, &FieldError{Where: where, Field: "ocx", Problem: fmt.Sprintf(`is not 1; a protocol v1 record says "ocx": 1`), Err: ErrUnknownVersion}
+	}
+	if k, _ := m["kind"].(string); k != RecordKind {
+		return nil, &FieldError{Where: where, Field: "kind", Problem: `is not "record"`, Err: ErrWrongKind}
+	}
+	r := new(TaskRecord)
+	if err := fill(o, r); err != nil {
+		return nil, at(where, err)
+	}
+	if err := r.Validate(); err != nil {
+		return nil, at(where, err)
+	}
+	return r, nil
+}
+
+// AuditedTag is the raw name of a verdict's tag (E6).
+const AuditedTag = "audited"
+
+// Verdict is one verdict, as an audited tag's value says it: pass: or
+// fail:, the reason on one line, then (against X).
+type Verdict struct {
+	Pass    bool
+	Reason  string
+	Against string // a record's full hash, or a path in the check-in
+}
+
+// TagValue renders the tag's value.
+func (v Verdict) TagValue() string {
+	word := VerdictFail
+	if v.Pass {
+		word = VerdictPass
+	}
+	return fmt.Sprintf("%s: %s (against %s)", word, v.Reason, v.Against)
+}
+
+// ParseVerdict reads an audited tag's value.
+func ParseVerdict(value string) (Verdict, error) {
+	var v Verdict
+	rest, ok := strings.CutPrefix(value, VerdictPass+": ")
+	v.Pass = ok
+	if !ok {
+		if rest, ok = strings.CutPrefix(value, VerdictFail+": "); !ok {
+			return Verdict{}, fieldErr("audited", ErrInvalid, fmt.Sprintf("%s does not start with pass: or fail:", quoteShort(value)))
+		}
+	}
+	i := strings.LastIndex(rest, " (against ")
+	if i < 0 || !strings.HasSuffix(rest, ")") {
+		return Verdict{}, fieldErr("audited", ErrInvalid, fmt.Sprintf("%s does not end with (against X)", quoteShort(value)))
+	}
+	v.Reason, v.Against = rest[:i], rest[i+len(" (against "):len(rest)-1]
+	if strings.TrimSpace(v.Reason) == "" || v.Against == "" || checkLine("audited", value, true, MaxTextLen) != nil {
+		return Verdict{}, fieldErr("audited", ErrInvalid, fmt.Sprintf("%s has no reason or no X", quoteShort(value)))
+	}
+	return v, nil
+}
