@@ -96,6 +96,17 @@ type daemon struct {
 	// exec starts, and the stop waits for one under way.
 	execMu   sync.Mutex
 	stopping bool
+	// probes asks the release's ocxd its hand-off version as soon as a
+	// re-exec is asked for.
+	probes earlyProbe
+}
+
+// reexecAsked starts the probe of the ocxd a re-exec would run, while the
+// node pauses and gathers its state.
+func (d *daemon) reexecAsked() {
+	if target, err := d.target(); err == nil {
+		d.probes.start(target)
+	}
 }
 
 // Run runs the daemon of opts.Agents until a signal stops it (INT, TERM,
@@ -157,6 +168,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 			switch actionOf(n, stopped != nil) {
 			case sigReexec:
 				d.log.Info("HUP: re-exec the current release", slog.String(keySignal, name))
+				d.reexecAsked()
 				d.inputs.send(messages.LineRead{Line: messages.ReexecLine{}})
 			case sigStop:
 				stop("stopping on a signal; sessions keep running", slog.String(keySignal, name))
@@ -372,7 +384,7 @@ func (d *daemon) start() error {
 	}
 
 	d.sys = actors.NewSystem(d.log)
-	d.inputs = &inputs{path: layout.Pipe(), reaper: d.reaper, log: d.log, fatal: make(chan error, 1)}
+	d.inputs = &inputs{path: layout.Pipe(), reaper: d.reaper, log: d.log, fatal: make(chan error, 1), reexec: d.reexecAsked}
 	deps := actors.Deps{
 		Classifier: d.records, Checkins: d.records, Notes: d.records,
 		Procs: d.procs, Spawner: d.reaper, Signaler: d.reaper, Watcher: d.reaper,
@@ -450,6 +462,7 @@ func (d *daemon) close() error {
 		}
 		d.sys.Shutdown()
 	}
+	d.probes.wait()
 	if d.reaper != nil {
 		d.reaper.close()
 	}

@@ -28,6 +28,9 @@ type inputs struct {
 	log    *slog.Logger
 	// fatal receives the error that ended the reader for good.
 	fatal chan error
+	// reexec, when set, is told of a `reexec` line as it is read, before
+	// the node is.
+	reexec func()
 
 	mu     sync.Mutex
 	reader *unixhost.PipeReader
@@ -74,6 +77,9 @@ func (in *inputs) line(b []byte) {
 		return
 	}
 	in.log.Info("read", slog.String("line", l.String()), slog.Int64("n", n))
+	if _, ok := l.(messages.ReexecLine); ok && in.reexec != nil {
+		in.reexec()
+	}
 	in.send(messages.LineRead{Line: l})
 }
 

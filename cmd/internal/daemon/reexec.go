@@ -121,7 +121,7 @@ func (d *daemon) exec(ctx context.Context, h messages.Handoff) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("re-exec: find the release's ocxd: %w", err)
 	}
-	if err := probe(ctx, target); err != nil {
+	if err := d.probes.check(ctx, target); err != nil {
 		return target, fmt.Errorf("re-exec: %w", err)
 	}
 	stage("probe")
