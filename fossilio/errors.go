@@ -11,6 +11,9 @@ import (
 var (
 	// ErrNotFound: no artifact has this hash or prefix.
 	ErrNotFound = errors.New("fossilio: no such artifact")
+	// ErrNoPassword is a clone that remembers its server and login but no
+	// password (restrict no_password, fossilio.Forget); it is ErrNotFound.
+	ErrNoPassword = fmt.Errorf("%w: the clone remembers no password", ErrNotFound)
 	// ErrAmbiguous: a hash prefix names more than one artifact.
 	ErrAmbiguous = errors.New("fossilio: ambiguous hash prefix")
 	// ErrBadHash: the text is not a hash or a prefix of at least 10 hex digits.

@@ -167,7 +167,7 @@ func Remembered(ctx context.Context, clone string) (Remote, error) {
 		return Remote{}, err
 	}
 	if !ok || pw == "" {
-		return rem, fmt.Errorf("read remote of %s: %w: the clone remembers no password", clone, ErrNotFound)
+		return rem, fmt.Errorf("read remote of %s: %w", clone, ErrNoPassword)
 	}
 	rem.Password = Unobscure(pw)
 	return rem, nil
@@ -232,11 +232,16 @@ func Remember(ctx context.Context, clone string, rem Remote) error {
 // Forget makes a clone forget the password it remembers, keeping the
 // server and the login: a clone whose agent holds no password (protocol v1
 // E10, no_password). Fossil keeps the password it was cloned with in
-// last-sync-pw; nothing else in a clone holds it.
+// last-sync-pw; nothing else in a clone holds it. It also turns the
+// clone's autosync off: a clone without a password cannot sync, and a
+// commit that tried would fail; its check-ins leave by the push tool.
 func Forget(ctx context.Context, clone string) error {
 	a := &Admin{Repository: clone}
 	return a.writeTx(ctx, "forget the password", func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM config WHERE name IN ('last-sync-pw', 'parent-project-pw')`)
+		if _, err := tx.ExecContext(ctx, `DELETE FROM config WHERE name IN ('last-sync-pw', 'parent-project-pw')`); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `REPLACE INTO config(name, value, mtime) VALUES('autosync', 'off', strftime('%s','now'))`)
 		return err
 	})
 }

@@ -177,23 +177,6 @@ func mcpSocket(flag string) (string, error) {
 	return "", fmt.Errorf("%w: no --socket and no $%s", errUsage, host.MCPSocketEnv)
 }
 
-// dialMCP connects to the socket, waiting up to wait for a server that is
-// not there yet (a session's first moments).
-func dialMCP(ctx context.Context, path string, wait time.Duration) (net.Conn, error) {
-	end := time.Now().Add(wait)
-	var d net.Dialer
-	for {
-		conn, err := d.DialContext(ctx, "unix", path)
-		if err == nil {
-			return conn, nil
-		}
-		if time.Now().After(end) || ctx.Err() != nil {
-			return nil, fmt.Errorf("mcp: connect to %s: %w", path, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func runMCPConnect(ctx context.Context, e *env, args []string) error {
 	var c common
 	fs := c.flags(e, "mcp connect", "mcp connect [--socket PATH]", false, false)
@@ -206,7 +189,7 @@ func runMCPConnect(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	conn, err := dialMCP(ctx, path, *wait)
+	conn, err := node.DialMCP(ctx, path, *wait)
 	if err != nil {
 		return err
 	}
@@ -264,7 +247,7 @@ func runMCPCall(ctx context.Context, e *env, args []string) error {
 // callMCP calls one tool on the socket with the SDK's client and reads the
 // answer back from its text content.
 func callMCP(ctx context.Context, path string, wait time.Duration, name string, input json.RawMessage) (*node.Answer, error) {
-	cs, err := connectMCP(ctx, path, wait)
+	cs, err := node.ConnectMCP(ctx, path, wait)
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +271,7 @@ func runMCPTools(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	cs, err := connectMCP(ctx, path, *wait)
+	cs, err := node.ConnectMCP(ctx, path, *wait)
 	if err != nil {
 		return err
 	}
@@ -300,19 +283,4 @@ func runMCPTools(ctx context.Context, e *env, args []string) error {
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(res.Tools)
-}
-
-// connectMCP connects the SDK's client to the socket.
-func connectMCP(ctx context.Context, path string, wait time.Duration) (*mcp.ClientSession, error) {
-	conn, err := dialMCP(ctx, path, wait)
-	if err != nil {
-		return nil, err
-	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "ocx-mcp", Version: "1"}, nil)
-	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: conn, Writer: conn}, nil)
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("mcp: initialize over %s: %w", path, err)
-	}
-	return cs, nil
 }

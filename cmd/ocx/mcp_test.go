@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -226,7 +228,7 @@ func BenchmarkMCPPost(b *testing.B) {
 	tn := newToolNode(b)
 	rec, ws := createAgent(b, tn, "native-1", "")
 	defer endsServers(b, tn)
-	cs, err := connectMCP(tn.ctx, ws.MCPSocket(), 10*time.Second)
+	cs, err := node.ConnectMCP(tn.ctx, ws.MCPSocket(), 10*time.Second)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -260,4 +262,55 @@ func BenchmarkMCPPost(b *testing.B) {
 	}
 	b.Run("ocx tool dry", func(b *testing.B) { process(b, true) })
 	b.Run("ocx tool real", func(b *testing.B) { process(b, false) })
+}
+
+// TestNoPasswordSessionWritesThroughTheNode: a record that restricts
+// no_password runs (D39): its clone remembers no password, its session
+// reads its launch through the node, and the stopped note stop asks for is
+// written through the tools on its MCP socket, as its agent login (itest
+// TestToolsAgentEndToEnd has it answer a person's post too).
+func TestNoPasswordSessionWritesThroughTheNode(t *testing.T) {
+	tn := newToolNode(t)
+	rec, ws := createAgent(t, tn, "native-3", `, "restrict": {"no_password": true, "own_thread": true}`)
+	defer endsServers(t, tn)
+
+	clone, err := fossilio.OpenClone(ws.Clone, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"last-sync-pw", "parent-project-pw"} {
+		if v, ok, err := clone.Config(tn.ctx, name); err != nil || ok {
+			t.Errorf("the clone's %s: %q %v %v, want none", name, v, ok, err)
+		}
+	}
+	clone.Close()
+	if _, err := fossilio.Remembered(tn.ctx, ws.Clone); !errors.Is(err, fossilio.ErrNoPassword) {
+		t.Errorf("the clone remembers: %v", err)
+	}
+
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if b, _ := os.ReadFile(ws.Log); strings.Contains(string(b), "event=ready") {
+			break
+		}
+	}
+	slog, _ := os.ReadFile(ws.Log)
+	if !strings.Contains(string(slog), "the clone remembers no password: the session reads and writes through the node's tools") {
+		t.Errorf("the session log does not say it writes through the node:\n%s", lastLines(slog, 20))
+	}
+	stop := tn.n.Call(tn.ctx, tn.admin(), "stop", json.RawMessage(`{"record": "`+rec+`"}`))
+	if !stop.OK() {
+		t.Fatalf("stop: %s\n%s", *stop.Stopped, strings.Join(stop.Log, "\n"))
+	}
+	stopped := 0
+	thread, _ := tn.repo().Thread(tn.ctx, rec)
+	for _, p := range thread {
+		if n, err := messages.ReadPost([]byte(p.Text)); err == nil {
+			if _, ok := n.(*messages.StoppedNote); ok && p.Sender == "native-3" {
+				stopped++
+			}
+		}
+	}
+	if stopped != 1 {
+		t.Errorf("%d stopped notes by the agent, want 1", stopped)
+	}
 }

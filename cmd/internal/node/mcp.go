@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -38,7 +41,66 @@ func (n *Node) MCPServer(project string, caller func() (Caller, error)) *mcp.Ser
 			return MCPResult(n.mcpCall(ctx, project, caller, name, req.Params.Arguments)), nil
 		})
 	}
+	s.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: MCPArtifactTemplate, Name: "artifact",
+		Description: "One artifact of the project, its bytes as the node's repository holds them, read as this connection's agent (D39).",
+		MIMEType:    "application/octet-stream"},
+		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return n.mcpArtifact(ctx, project, caller, req.Params.URI)
+		})
 	return s
+}
+
+// MCPArtifactTemplate is the URI of an artifact a session reads over its
+// socket (D39): a full hash after the prefix.
+const (
+	MCPArtifactTemplate = "ocx:artifact/{hash}"
+	MCPArtifactPrefix   = "ocx:artifact/"
+)
+
+// mcpArtifact reads one artifact for the connection's agent: what a sync
+// fetch with its password would give it (D39). The caller must still hold
+// read (o); a private artifact (a post awaiting moderation) is refused, as
+// sync sends it to no clone.
+func (n *Node) mcpArtifact(ctx context.Context, project string, caller func() (Caller, error), uri string) (*mcp.ReadResourceResult, error) {
+	hash, ok := strings.CutPrefix(uri, MCPArtifactPrefix)
+	if !ok || !fossilio.IsHash(hash) {
+		return nil, fmt.Errorf("resource %q: not %sHASH with a full hash", uri, MCPArtifactPrefix)
+	}
+	c, err := caller()
+	if err != nil {
+		return nil, fmt.Errorf("the caller of this MCP connection: %w", err)
+	}
+	p, err := n.defaultProject(project)
+	if err != nil {
+		return nil, err
+	}
+	r, err := n.openRepo(p)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	caps, err := r.EffectiveCaps(ctx, c.Login)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.ContainsRune(caps, 'o') {
+		return nil, fmt.Errorf("read %s: %q may not read %s (no capability o)", hash, c.Login, p.Name)
+	}
+	info, err := r.Info(ctx, hash)
+	if errors.Is(err, fossilio.ErrNotFound) {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if info.Pending {
+		return nil, fmt.Errorf("read %s: it is private (awaiting moderation), and sync sends it to no clone", hash)
+	}
+	data, err := r.Content(ctx, info.Hash)
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/octet-stream", Blob: data}}}, nil
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -161,4 +223,41 @@ func ServeMCP(ctx context.Context, s *mcp.Server, ln net.Listener, accept func(n
 	ln.Close()
 	wg.Wait()
 	return err
+}
+
+// DialMCP connects to a session's MCP socket, waiting up to wait for a
+// server that is not there yet (a session's first moments).
+func DialMCP(ctx context.Context, path string, wait time.Duration) (net.Conn, error) {
+	end := time.Now().Add(wait)
+	var d net.Dialer
+	for {
+		conn, err := d.DialContext(ctx, "unix", path)
+		if err == nil {
+			return conn, nil
+		}
+		if time.Now().After(end) || ctx.Err() != nil {
+			return nil, fmt.Errorf("mcp: connect to %s: %w", path, err)
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+}
+
+// ConnectMCP connects the SDK's client to a session's MCP socket.
+func ConnectMCP(ctx context.Context, path string, wait time.Duration) (*mcp.ClientSession, error) {
+	conn, err := DialMCP(ctx, path, wait)
+	if err != nil {
+		return nil, err
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "ocx-mcp", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: conn, Writer: conn}, nil)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("mcp: initialize over %s: %w", path, err)
+	}
+	return cs, nil
 }

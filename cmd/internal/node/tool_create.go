@@ -17,13 +17,13 @@ import (
 )
 
 // EnforcedRestrictions are the restrictions of E10 this node can run an
-// agent under (D37), as create accepts them and the status lists them.
-// None yet: a session writes its replies with the password its clone
-// keeps, so an agent cannot run without its password until its writes go
-// through the node (the MCP socket, issue 14 item 3), and branch and
-// own_thread need no_password. post and push enforce all three for any
-// record that asks them.
-var EnforcedRestrictions = []string{}
+// agent under (D37, D39), as create accepts them and the status lists them:
+// no_password (the clone forgets its password; the session's own replies
+// and notes, and the agent's writes, go through the tools on its MCP
+// socket, as its user), branch (push refuses a check-in on another branch)
+// and own_thread (post refuses a to outside the record's thread), both of
+// which hold because, without a password, the tools are the only way out.
+var EnforcedRestrictions = []string{"no_password", "branch", "own_thread"}
 
 // remoteRunners are the runners that offer remote control; none does on
 // this node yet, so remote defaults to false and true is refused.
@@ -67,7 +67,7 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 		rec.Restrict = *in.Restrict
 		for _, name := range rec.Restrict.Names() {
 			if !slices.Contains(EnforcedRestrictions, name) {
-				return a.Stop(fmt.Errorf("restrict.%s: this node cannot run an agent under it yet: its sessions write their replies with the password their clone keeps (it enforces: %s)", name, enforcedWords()))
+				return a.Stop(fmt.Errorf("restrict.%s: this node does not enforce it (it enforces: %s)", name, enforcedWords()))
 			}
 		}
 	}

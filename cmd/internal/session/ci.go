@@ -55,7 +55,7 @@ func (s *Session) ci(ctx context.Context) int {
 	var h string
 	err = s.try(ctx, "tag "+checkin, false, func() error {
 		var err error
-		h, err = s.client.Tag(ctx, checkin, messages.CITagName, value)
+		h, err = s.remote.tag(ctx, checkin, messages.CITagName, value)
 		return err
 	})
 	if err != nil {

@@ -27,6 +27,10 @@ import (
 // pull brings the clone up to date, trying again a bounded number of times;
 // a pull that keeps failing is logged and the clone is read as it is.
 func (s *Session) pull(ctx context.Context) bool {
+	if s.tools != nil {
+		s.log.Info("the clone is not pulled: it remembers no password; posts are read through the node's tools", keyEvent, "pull")
+		return false
+	}
 	t0 := time.Now()
 	err := s.try(ctx, "pull", true, func() error { return s.fsl.Pull(ctx, s.ws.Clone) })
 	if err == nil {
@@ -38,6 +42,10 @@ func (s *Session) pull(ctx context.Context) bool {
 // readAt reads a post or a ticket change from the clone.
 func (s *Session) readAt(ctx context.Context, hash string) (Post, error) {
 	info, err := s.clone.Info(ctx, hash)
+	if errors.Is(err, fossilio.ErrNotFound) && s.tools != nil {
+		// The clone is never pulled (D39): what it lacks, the node sends.
+		return s.fetchPost(ctx, hash)
+	}
 	if err != nil {
 		return Post{}, err
 	}
@@ -86,7 +94,7 @@ func (s *Session) readWoken(ctx context.Context, hash string) (Post, error) {
 	err := s.try(ctx, "read post "+hash, true, func() error {
 		t0 := time.Now()
 		var err error
-		if how == readPull {
+		if how == readPull && s.tools == nil {
 			if err = s.fsl.Pull(ctx, s.ws.Clone); err == nil {
 				p, err = s.readAt(ctx, hash)
 			}
@@ -107,14 +115,14 @@ func (s *Session) readWoken(ctx context.Context, hash string) (Post, error) {
 // a thread), whether it is an edit (P), its ticket (K) and the comment it
 // adds.
 func (s *Session) fetchPost(ctx context.Context, hash string) (Post, error) {
-	data, err := s.client.Fetch(ctx, hash)
+	data, err := s.remote.fetch(ctx, hash)
 	if err != nil {
 		if errors.Is(err, fossilio.ErrNotFound) || errors.Is(err, fossilio.ErrMalformed) {
 			return Post{}, &permanentError{err}
 		}
 		return Post{}, err
 	}
-	a, err := fossilio.Parse(data[0])
+	a, err := fossilio.Parse(data)
 	if err != nil {
 		return Post{}, &permanentError{fmt.Errorf("post %s does not parse: %w", hash, err)}
 	}

@@ -137,7 +137,10 @@ type Session struct {
 	root   *unixhost.Root
 	b      *messages.Binding
 	fsl    *fossilio.Fossil
-	client *fossilio.Client
+	// remote is the node as the session reaches it (remote.go); tools is
+	// it when the clone remembers no password (D39), else nil.
+	remote remote
+	tools  *toolsRemote
 	clone  *fossilio.Repo
 	// node is the node's repository, where senders are known; nil unless it
 	// is readable, which it is only outside the sandbox.
@@ -301,13 +304,24 @@ func (s *Session) listen() error {
 // the session definition, the record; then rebuilds the listening index.
 func (s *Session) prepare(ctx context.Context) error {
 	rem, err := fossilio.Remembered(ctx, s.ws.Clone)
-	if err != nil {
+	sock := os.Getenv(host.MCPSocketEnv)
+	switch {
+	case errors.Is(err, fossilio.ErrNoPassword) && sock != "":
+		// restrict no_password (D39): the node writes for the session, as its
+		// agent login, through the tools on its MCP socket.
+		s.tools = &toolsRemote{path: sock, wait: mcpWait}
+		s.remote = s.tools
+		s.log.Info("the clone remembers no password: the session reads and writes through the node's tools", keyEvent, "no-password", "socket", sock)
+	case errors.Is(err, fossilio.ErrNoPassword):
+		return fmt.Errorf("the password the clone remembers: %w, and no $%s names the node's tools to write through instead (D39)", err, host.MCPSocketEnv)
+	case err != nil:
 		return fmt.Errorf("the password the clone remembers: %w", err)
+	default:
+		s.remote = syncRemote{&fossilio.Client{URL: s.b.Remote, Login: s.b.Login, Password: rem.Password, ProjectCode: s.b.ProjectCode}}
 	}
 	if rem.Login != s.b.Login {
 		return fmt.Errorf("the clone %s remembers login %q, not the workspace's %q", s.ws.Clone, rem.Login, s.b.Login)
 	}
-	s.client = &fossilio.Client{URL: s.b.Remote, Login: s.b.Login, Password: rem.Password, ProjectCode: s.b.ProjectCode}
 	s.fsl = &fossilio.Fossil{Home: s.ws.Dir, User: s.b.Login, Dir: s.ws.Tree}
 	s.readMode = readFetch
 	if os.Getenv("OCX_SESSION_READ") == readPull {
@@ -682,6 +696,9 @@ func (s *Session) close() {
 	}
 	if s.node != nil {
 		s.node.Close()
+	}
+	if s.tools != nil {
+		s.tools.close()
 	}
 	if s.root != nil {
 		s.root.Close()

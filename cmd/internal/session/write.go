@@ -5,13 +5,13 @@ import (
 	"errors"
 	"time"
 
-	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 )
 
-// Every write is made as the agent login, over Fossil's sync, with the
-// password its clone remembers (contracts 4), so the node's repository
-// records the agent as the sender.
+// Every write is made as the agent login, so the node's repository records
+// the agent as the sender: over Fossil's sync with the password its clone
+// remembers (contracts 4), or, when it remembers none, through the node's
+// tools on the session's MCP socket (D39).
 
 // try runs fn until it succeeds or the policy's attempts are spent, logging
 // each failure; what names the operation. A stopping signal cuts the waiting
@@ -72,10 +72,9 @@ func (s *Session) writeOn(ctx context.Context, what string, p Post, text string)
 		var err error
 		switch p.Kind {
 		case messages.ListenTicket:
-			h, err = s.client.ChangeTicket(ctx, p.Record,
-				fossilio.Field{Name: "+icomment", Value: text}, fossilio.Field{Name: "mimetype", Value: fossilio.MarkdownMimetype})
+			h, err = s.remote.comment(ctx, p.Record, text)
 		default:
-			h, err = s.client.Reply(ctx, p.Record, p.Hash, text)
+			h, err = s.remote.reply(ctx, p.Record, p.Hash, text)
 		}
 		return err
 	})
