@@ -15,6 +15,7 @@ import (
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -103,15 +104,21 @@ func BenchmarkHook(b *testing.B) {
 		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	})
 	for _, count := range []int{1, 1000} {
-		b.Run("artifacts="+strconv.Itoa(count), func(b *testing.B) { benchHook(b, count, true) })
+		b.Run("artifacts="+strconv.Itoa(count), func(b *testing.B) { benchHook(b, count, true, false) })
 	}
 	// A burst nobody hears (issue 10, item 4): every post earns an unheard
 	// note, written as one note in one request (D28).
-	b.Run("artifacts=1000-unheard", func(b *testing.B) { benchHook(b, 1000, false) })
+	b.Run("artifacts=1000-unheard", func(b *testing.B) { benchHook(b, 1000, false, false) })
+	// The session's hears turns half the burst away (issue 14 item 7): every
+	// other post is by a user it does not hear, which wakes nothing.
+	b.Run("artifacts=1000-half-heard", func(b *testing.B) { benchHook(b, 1000, true, true) })
 }
 
-func benchHook(b *testing.B, count int, listening bool) {
-	n := newNode(b)
+// benchHook pushes count posts into a thread the session listens to and
+// runs the hook over them b.N times. With halfHeard every other post is the
+// stranger's, whom the session does not hear.
+func benchHook(b *testing.B, count int, listening, halfHeard bool) {
+	n := newNodeWith(b, harness.User{Login: stranger, Password: strangerPW, Caps: "cghijnorwz234"})
 	// Only the benchmark runs the hook (and no daemon is started by a hook
 	// run the set-up's writes would set off).
 	n.must("", "hook", "remove")
@@ -148,12 +155,18 @@ func benchHook(b *testing.B, count int, listening bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := &fossilio.Client{URL: n.srv.URL, Login: person, Password: personPW, ProjectCode: n.srv.ProjectCode}
+	heardBy := &fossilio.Client{URL: n.srv.URL, Login: person, Password: personPW, ProjectCode: n.srv.ProjectCode}
+	notHeardBy := &fossilio.Client{URL: n.srv.URL, Login: stranger, Password: strangerPW, ProjectCode: n.srv.ProjectCode}
 	var stdin strings.Builder
+	heard := 0
 	for done := 0; done < count; {
+		c := heardBy
+		if halfHeard && (done/100)%2 == 1 {
+			c = notHeardBy
+		}
 		var batch [][]byte
 		for ; done < count && len(batch) < 100; done++ {
-			data, err := fossilio.PostDraft{Date: time.Now().UTC(), User: person, Root: record, InReplyTo: record, Text: fmt.Sprintf("post %d of %d", done, count)}.Bytes()
+			data, err := fossilio.PostDraft{Date: time.Now().UTC(), User: c.Login, Root: record, InReplyTo: record, Text: fmt.Sprintf("post %d of %d", done, count)}.Bytes()
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -162,6 +175,9 @@ func benchHook(b *testing.B, count int, listening bool) {
 		hashes, err := c.PushAll(n.ctx, batch...)
 		if err != nil {
 			b.Fatal(err)
+		}
+		if c == heardBy {
+			heard += len(hashes)
 		}
 		for _, h := range hashes {
 			fmt.Fprintf(&stdin, "%s forum-reply-to %s\n", h, record[:14])
@@ -204,13 +220,14 @@ func benchHook(b *testing.B, count int, listening bool) {
 	if runs > 0 {
 		b.ReportMetric(float64(inside.Nanoseconds())/float64(runs), "work-ns/op")
 	}
-	want := count * b.N
+	// Every post is handed to the daemon; only the heard ones wake.
+	want, woken := count*b.N, heard*b.N
 	if !listening {
 		if got := strings.Count(string(log), "noted unheard posts"); got != b.N {
 			b.Fatalf("%d runs noted unheard posts, want %d\n%s", got, b.N, lastLines(log, 20))
 		}
-	} else if got := wake.count(want); got != want {
-		b.Fatalf("the session was woken %d times, want %d\n%s", got, want, lastLines(log, 20))
+	} else if got := wake.count(woken); got != woken {
+		b.Fatalf("the session was woken %d times, want %d\n%s", got, woken, lastLines(log, 20))
 	}
 	if !listening {
 		// Each run handles again the unheard notes the runs before it
@@ -219,6 +236,11 @@ func benchHook(b *testing.B, count int, listening bool) {
 	}
 	if got := daemon.count(want); got != want {
 		b.Fatalf("the daemon read %d lines, want %d", got, want)
+	}
+	if listening {
+		if got := wake.count(woken); got != woken {
+			b.Fatalf("the session was woken %d times in all, want %d: a post it does not hear woke it", got, woken)
+		}
 	}
 }
 

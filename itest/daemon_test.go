@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
@@ -173,6 +174,14 @@ func TestDaemonLaunchRefusalStopWithGrace(t *testing.T) {
 	// Still one end note once everything settled.
 	if ends := n.endsOf(record, launch); len(ends) != 1 {
 		t.Errorf("%d end notes for %s after settling", len(ends), launch)
+	}
+	// Its record is no protocol v1 record, so its end note is no response:
+	// the daemon withdraws nothing (D35), and the login keeps its letters.
+	rd := n.repo()
+	u, err := rd.User(n.ctx, agent)
+	rd.Close()
+	if err != nil || u.Caps != fossilio.AgentCaps {
+		t.Errorf("after the end note %s has capabilities %q (%v), want %q", agent, u.Caps, err, fossilio.AgentCaps)
 	}
 }
 

@@ -46,7 +46,7 @@ func procsOf(match func(argv []string) bool) map[int][]string {
 // sessionBwrap is the bwrap command line the daemon started the session
 // of workspace ws with, up to its "--", without its status descriptor:
 // the same sandbox, for another program to run in.
-func sessionBwrap(t *testing.T, ws host.Workspace) []string {
+func sessionBwrap(t testing.TB, ws host.Workspace) []string {
 	t.Helper()
 	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		for _, argv := range procsOf(func(a []string) bool {
@@ -219,11 +219,14 @@ func jsonEqual(a, b any) bool {
 	return bytes.Equal(x, y)
 }
 
-// BenchmarkMCPPost: a post round trip over a session's real MCP socket
-// (one SDK client connection, as a runner holds one), dry and real,
-// beside the same post by `ocx tool post` as a process. The client runs
-// in the test process: a connected Unix socket costs the same from inside
-// the sandbox, whose bind mount adds no step to its I/O.
+// BenchmarkMCPPost: a post round trip over a session's real MCP socket,
+// dry and real, beside the same post by `ocx tool post` as a process on
+// the host, one per call. "sandbox" runs the client inside the session's
+// own bwrap (its command line as the daemon gave it): this test binary,
+// copied into the workspace, holds one SDK connection as a runner does,
+// times N calls and writes each call's time to a file in the workspace
+// (TestMCPBenchClient). "in-process" is the same client in the test
+// process. Each case reports its p50 and mean per call (p50-µs, mean-µs).
 func BenchmarkMCPPost(b *testing.B) {
 	tn := newToolNode(b)
 	rec, ws := createAgent(b, tn, "native-1", "")
@@ -233,9 +236,14 @@ func BenchmarkMCPPost(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer cs.Close()
+	input := func(dry bool) json.RawMessage {
+		return json.RawMessage(`{"to": "` + rec + `", "text": "a benchmark reply", "dry_run": ` + strconv.FormatBool(dry) + `}`)
+	}
 	post := func(b *testing.B, dry bool) {
-		in := json.RawMessage(`{"to": "` + rec + `", "text": "a benchmark reply", "dry_run": ` + strconv.FormatBool(dry) + `}`)
+		in := input(dry)
+		var times []time.Duration
 		for b.Loop() {
+			t0 := time.Now()
 			res, err := cs.CallTool(tn.ctx, &mcp.CallToolParams{Name: "post", Arguments: in})
 			if err != nil {
 				b.Fatal(err)
@@ -243,25 +251,139 @@ func BenchmarkMCPPost(b *testing.B) {
 			if a, err := node.AnswerOfMCP(res); err != nil || !a.OK() {
 				b.Fatalf("%v %v", a, err)
 			}
+			times = append(times, time.Since(t0))
 		}
+		reportCalls(b, times)
 	}
-	b.Run("mcp dry", func(b *testing.B) { post(b, true) })
-	b.Run("mcp real", func(b *testing.B) { post(b, false) })
+	b.Run("in-process mcp dry", func(b *testing.B) { post(b, true) })
+	b.Run("in-process mcp real", func(b *testing.B) { post(b, false) })
+
+	bw := sessionBwrap(b, ws)
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	client := filepath.Join(ws.Dir, "mcp-bench-client")
+	if err := copyFile(self, client, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	sandbox := func(b *testing.B, dry bool) {
+		spec := mcpBench{Calls: max(b.N, 20), Input: input(dry), Out: filepath.Join(ws.Dir, "mcp-bench.json")}
+		specFile := filepath.Join(ws.Dir, "mcp-bench-spec.json")
+		if err := writeJSON(specFile, spec); err != nil {
+			b.Fatal(err)
+		}
+		os.Remove(spec.Out)
+		args := append(slices.Clone(bw[1:]), "--setenv", host.MCPSocketEnv, host.MCPSocketInside, "--setenv", mcpBenchEnv, specFile,
+			"--", client, "-test.run=^TestMCPBenchClient$", "-test.count=1")
+		cmd := exec.Command("bwrap", args...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("the client inside the sandbox: %v\n%s", err, out)
+		}
+		var times []time.Duration
+		raw, err := os.ReadFile(spec.Out)
+		if err == nil {
+			err = json.Unmarshal(raw, &times)
+		}
+		if err != nil || len(times) != spec.Calls {
+			b.Fatalf("the client's figures: %d of %d (%v)", len(times), spec.Calls, err)
+		}
+		reportCalls(b, times)
+	}
+	b.Run("sandbox mcp dry", func(b *testing.B) { sandbox(b, true) })
+	b.Run("sandbox mcp real", func(b *testing.B) { sandbox(b, false) })
+
 	process := func(b *testing.B, dry bool) {
 		args := []string{"tool", "post", "--agents", tn.agents, "--agent", "native-1", "--to", rec, "--text", "a benchmark reply"}
 		if dry {
 			args = append(args, "--dry-run")
 		}
+		var times []time.Duration
 		for b.Loop() {
+			t0 := time.Now()
 			cmd := exec.Command(filepath.Join(tn.rel, "ocx"), args...)
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + tn.agents}
 			if out, err := cmd.CombinedOutput(); err != nil {
 				b.Fatalf("%v\n%s", err, out)
 			}
+			times = append(times, time.Since(t0))
 		}
+		reportCalls(b, times)
 	}
 	b.Run("ocx tool dry", func(b *testing.B) { process(b, true) })
 	b.Run("ocx tool real", func(b *testing.B) { process(b, false) })
+}
+
+// mcpBenchEnv names the spec file of TestMCPBenchClient inside a sandbox.
+const mcpBenchEnv = "OCX_MCP_BENCH"
+
+// mcpBench is what BenchmarkMCPPost asks of its client inside the sandbox.
+type mcpBench struct {
+	Calls int             `json:"calls"`
+	Input json.RawMessage `json:"input"`
+	Out   string          `json:"out"`
+}
+
+// TestMCPBenchClient is BenchmarkMCPPost's client inside a session's
+// sandbox: one connection to $OCX_MCP_SOCKET, Calls posts, each call's
+// time written to Out. Skipped anywhere else.
+func TestMCPBenchClient(t *testing.T) {
+	specFile := os.Getenv(mcpBenchEnv)
+	if specFile == "" {
+		t.Skip("run by BenchmarkMCPPost inside a session's sandbox")
+	}
+	var spec mcpBench
+	raw, err := os.ReadFile(specFile)
+	if err == nil {
+		err = json.Unmarshal(raw, &spec)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	cs, err := node.ConnectMCP(ctx, os.Getenv(host.MCPSocketEnv), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	times := make([]time.Duration, 0, spec.Calls)
+	for range spec.Calls {
+		t0 := time.Now()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "post", Arguments: spec.Input})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, err := node.AnswerOfMCP(res); err != nil || !a.OK() {
+			t.Fatalf("%v %v", a, err)
+		}
+		times = append(times, time.Since(t0))
+	}
+	if err := writeJSON(spec.Out, times); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reportCalls reports the p50 and the mean of the calls' times.
+func reportCalls(b *testing.B, times []time.Duration) {
+	if len(times) == 0 {
+		return
+	}
+	s := slices.Sorted(slices.Values(times))
+	var sum time.Duration
+	for _, d := range s {
+		sum += d
+	}
+	b.ReportMetric(float64(s[len(s)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(sum.Microseconds())/float64(len(s)), "mean-µs")
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 // TestNoPasswordSessionWritesThroughTheNode: a record that restricts

@@ -446,4 +446,54 @@ func TestToolCreateWallEndsTheSession(t *testing.T) {
 	if stopped.Cause != messages.StopBySignal || stopped.Signal != "SIGXCPU" {
 		t.Errorf("the session stopped by %s %s, want signal SIGXCPU", stopped.Cause, stopped.Signal)
 	}
+	// The end note is the response, so the daemon that wrote it withdraws
+	// every capability of the agent's user (E5, D35), no stop asked.
+	var caps string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		u, err := rd.User(tn.ctx, "native-2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if caps = u.Caps; caps == "" {
+			break
+		}
+	}
+	if caps != "" {
+		dlog, _ := os.ReadFile(tn.n.Layout.Log())
+		t.Fatalf("the agent's user keeps capabilities %q after its response\ndaemon log:\n%s", caps, lastLines(dlog, 15))
+	}
+	st, err := tn.n.Status(tn.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := false
+	for _, l := range st.Logins {
+		if l.Login != "native-2" {
+			continue
+		}
+		for _, acc := range l.Accounts {
+			listed = true
+			if acc.Capabilities != "" {
+				t.Errorf("the status shows native-2 on %s with capabilities %q", acc.Project, acc.Capabilities)
+			}
+		}
+	}
+	if !listed {
+		t.Errorf("the status lists no account of native-2: %+v", st.Logins)
+	}
+	thread, err := rd.Thread(tn.ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := 0
+	for _, p := range thread {
+		if n, err := messages.ReadPost([]byte(p.Text)); err == nil {
+			if _, ok := n.(*messages.EndNote); ok {
+				ends++
+			}
+		}
+	}
+	if ends != 1 {
+		t.Errorf("%d end notes on the record, want exactly one", ends)
+	}
 }

@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/ocx-go/ocx/actors"
@@ -147,7 +149,9 @@ func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 	}
 	if done {
 		r.log.Info("end note already on the record", slog.String(actors.KeyLaunch, n.Launch.Hash), slog.String(actors.KeyPID, n.Proc.String()))
-		return nil
+		// A daemon that wrote the note and ended before withdrawing
+		// withdraws now; taking nothing from a user with nothing is a no-op.
+		return r.withdrawResponded(ctx, x, n)
 	}
 	note := &n.End
 	block, err := note.Encode()
@@ -155,7 +159,91 @@ func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 		return fmt.Errorf("end note of %s: %w", n.Proc, err)
 	}
 	text := fmt.Sprintf("The session of %s (pid %d) ended: %s.\n\n%s", n.Launch.Workspace, n.Proc.PID, note.Note, block)
-	return r.write(ctx, x, n.Launch.Hash, text, "end")
+	if err := r.write(ctx, x, n.Launch.Hash, text, "end"); err != nil {
+		return err
+	}
+	return r.withdrawResponded(ctx, x, n)
+}
+
+// withdrawResponded takes every capability from the agent's user on every
+// project once the end note of a protocol v1 record's session is written
+// (seed 001 E5, D35): that note is the record's response. The record is
+// the launch's own record when it is a thread's first post holding a
+// TaskRecord for the workspace's login and this node, sent by a user
+// holding admin or setup. Any other session's user keeps its
+// capabilities. While another process still names the workspace nothing
+// is withdrawn (as `login withdraw` refuses), and the warning says so. A
+// failure is returned, so the session core writes again, finds the note
+// written, and withdraws then.
+func (r *records) withdrawResponded(ctx context.Context, x *repoIndex, n messages.WriteEnd) error {
+	login := n.Launch.Workspace.Login
+	v1, err := r.isTaskRecord(ctx, x, n.Launch.Record, login)
+	if err != nil || !v1 {
+		return err
+	}
+	if r.scan != nil {
+		ps, err := r.scan(ctx, n.Launch.Workspace)
+		if err != nil {
+			return fmt.Errorf("withdraw %q: %w", login, err)
+		}
+		for _, p := range ps {
+			if p.Proc != n.Proc {
+				r.log.Warn("the record's response is written, but a process still names its workspace; its user keeps its capabilities",
+					slog.String(actors.KeyWorkspace, n.Launch.Workspace.String()), slog.String(actors.KeyPID, p.Proc.String()))
+				return nil
+			}
+		}
+	}
+	names := make([]string, 0, len(r.cfg.Projects))
+	for name := range r.cfg.Projects {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		px, err := r.index(name)
+		if err != nil {
+			return fmt.Errorf("withdraw %q on %s: %w", login, name, err)
+		}
+		admin := &fossilio.Admin{Repository: px.path, Fossil: r.fossil}
+		err = admin.Withdraw(ctx, login)
+		if errors.Is(err, fossilio.ErrNoSuchUser) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("withdraw %q on %s: %w", login, name, err)
+		}
+	}
+	r.log.Info("took every capability from the record's agent user: its response is written",
+		slog.String(actors.KeyWorkspace, n.Launch.Workspace.String()), slog.String(actors.KeyLaunch, n.Launch.Hash))
+	return nil
+}
+
+// isTaskRecord says whether hash, a launch's record, is a protocol v1
+// record that counts for login on this node (D35).
+func (r *records) isTaskRecord(ctx context.Context, x *repoIndex, hash, login string) (bool, error) {
+	if hash == "" {
+		return false, nil
+	}
+	info, err := x.repo.Info(ctx, hash)
+	if err != nil {
+		return false, fmt.Errorf("read the record %s: %w", hash, err)
+	}
+	if info.Kind != fossilio.KindPost || info.InReplyTo != "" || info.Edit {
+		return false, nil
+	}
+	post, err := x.repo.Post(ctx, info.Hash)
+	if err != nil {
+		return false, fmt.Errorf("read the record %s: %w", hash, err)
+	}
+	rec, err := messages.ReadTaskRecord([]byte(post.Text))
+	if err != nil || rec.User != login || rec.Node != r.cfg.User {
+		return false, nil
+	}
+	ok, err := x.repo.Privileged(ctx, post.Sender)
+	if err != nil {
+		return false, fmt.Errorf("read the record %s's sender: %w", hash, err)
+	}
+	return ok, nil
 }
 
 // WriteLaunch writes a CI launch note as the node user on the listener's
