@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,7 +227,7 @@ func jsonEqual(a, b any) bool {
 // own bwrap (its command line as the daemon gave it): this test binary,
 // copied into the workspace, holds one SDK connection as a runner does,
 // times N calls and writes each call's time to a file in the workspace
-// (TestMCPBenchClient). "in-process" is the same client in the test
+// (mcpBenchClient). "in-process" is the same client in the test
 // process. Each case reports its p50 and mean per call (p50-µs, mean-µs).
 func BenchmarkMCPPost(b *testing.B) {
 	tn := newToolNode(b)
@@ -275,7 +277,7 @@ func BenchmarkMCPPost(b *testing.B) {
 		}
 		os.Remove(spec.Out)
 		args := append(slices.Clone(bw[1:]), "--setenv", host.MCPSocketEnv, host.MCPSocketInside, "--setenv", mcpBenchEnv, specFile,
-			"--", client, "-test.run=^TestMCPBenchClient$", "-test.count=1")
+			"--", client)
 		cmd := exec.Command("bwrap", args...)
 		cmd.Env = []string{"PATH=/usr/bin:/bin"}
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -315,7 +317,7 @@ func BenchmarkMCPPost(b *testing.B) {
 	b.Run("ocx tool real", func(b *testing.B) { process(b, false) })
 }
 
-// mcpBenchEnv names the spec file of TestMCPBenchClient inside a sandbox.
+// mcpBenchEnv names the spec file of mcpBenchClient inside a sandbox.
 const mcpBenchEnv = "OCX_MCP_BENCH"
 
 // mcpBench is what BenchmarkMCPPost asks of its client inside the sandbox.
@@ -325,26 +327,22 @@ type mcpBench struct {
 	Out   string          `json:"out"`
 }
 
-// TestMCPBenchClient is BenchmarkMCPPost's client inside a session's
-// sandbox: one connection to $OCX_MCP_SOCKET, Calls posts, each call's
-// time written to Out. Skipped anywhere else.
-func TestMCPBenchClient(t *testing.T) {
-	specFile := os.Getenv(mcpBenchEnv)
-	if specFile == "" {
-		t.Skip("run by BenchmarkMCPPost inside a session's sandbox")
-	}
+// mcpBenchClient is BenchmarkMCPPost's client inside a session's sandbox,
+// run by TestMain when mcpBenchEnv names its spec: one connection to
+// $OCX_MCP_SOCKET, Calls posts, each call's time written to Out.
+func mcpBenchClient(specFile string) error {
 	var spec mcpBench
 	raw, err := os.ReadFile(specFile)
 	if err == nil {
 		err = json.Unmarshal(raw, &spec)
 	}
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	ctx := t.Context()
+	ctx := context.Background()
 	cs, err := node.ConnectMCP(ctx, os.Getenv(host.MCPSocketEnv), 10*time.Second)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer cs.Close()
 	times := make([]time.Duration, 0, spec.Calls)
@@ -352,16 +350,14 @@ func TestMCPBenchClient(t *testing.T) {
 		t0 := time.Now()
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "post", Arguments: spec.Input})
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if a, err := node.AnswerOfMCP(res); err != nil || !a.OK() {
-			t.Fatalf("%v %v", a, err)
+			return fmt.Errorf("post over MCP: %v %v", a, err)
 		}
 		times = append(times, time.Since(t0))
 	}
-	if err := writeJSON(spec.Out, times); err != nil {
-		t.Fatal(err)
-	}
+	return writeJSON(spec.Out, times)
 }
 
 // reportCalls reports the p50 and the mean of the calls' times.
