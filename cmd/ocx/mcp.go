@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -177,19 +178,34 @@ func mcpSocket(flag string) (string, error) {
 	return "", fmt.Errorf("%w: no --socket and no $%s", errUsage, host.MCPSocketEnv)
 }
 
+// socketFlags are the flags every client of a session's socket takes.
+type socketFlags struct {
+	sock *string
+	wait *time.Duration
+}
+
+func addSocketFlags(fs *flag.FlagSet) socketFlags {
+	return socketFlags{
+		sock: fs.String("socket", "", "the session's MCP socket (default $"+host.MCPSocketEnv+")"),
+		wait: fs.Duration("wait", 5*time.Second, "how long to wait for the socket"),
+	}
+}
+
+// path is the socket the flags or the environment name.
+func (f socketFlags) path() (string, error) { return mcpSocket(*f.sock) }
+
 func runMCPConnect(ctx context.Context, e *env, args []string) error {
 	var c common
 	fs := c.flags(e, "mcp connect", "mcp connect [--socket PATH]", false, false)
-	sock := fs.String("socket", "", "the session's MCP socket (default $"+host.MCPSocketEnv+")")
-	wait := fs.Duration("wait", 5*time.Second, "how long to wait for the socket")
+	sf := addSocketFlags(fs)
 	if _, _, err := parse(fs, args); err != nil {
 		return usageErr(err)
 	}
-	path, err := mcpSocket(*sock)
+	path, err := sf.path()
 	if err != nil {
 		return err
 	}
-	conn, err := node.DialMCP(ctx, path, *wait)
+	conn, err := node.DialMCP(ctx, path, *sf.wait)
 	if err != nil {
 		return err
 	}
@@ -209,13 +225,12 @@ func runMCPCall(ctx context.Context, e *env, args []string) error {
 	name := args[0]
 	var c common
 	fs := c.flags(e, "mcp call "+name, "mcp call TOOL [--socket PATH] [--input FILE]", false, false)
-	sock := fs.String("socket", "", "the session's MCP socket (default $"+host.MCPSocketEnv+")")
+	sf := addSocketFlags(fs)
 	input := fs.String("input", "-", "a file holding the tool's JSON input (- for standard input)")
-	wait := fs.Duration("wait", 5*time.Second, "how long to wait for the socket")
 	if _, _, err := parse(fs, args[1:]); err != nil {
 		return usageErr(err)
 	}
-	path, err := mcpSocket(*sock)
+	path, err := sf.path()
 	if err != nil {
 		return err
 	}
@@ -231,7 +246,7 @@ func runMCPCall(ctx context.Context, e *env, args []string) error {
 	if !json.Valid(raw) {
 		return fmt.Errorf("%w: the input is not JSON: MCP carries a JSON object", errUsage)
 	}
-	a, err := callMCP(ctx, path, *wait, name, raw)
+	a, err := callMCP(ctx, path, *sf.wait, name, raw)
 	if err != nil {
 		return err
 	}
@@ -262,16 +277,15 @@ func callMCP(ctx context.Context, path string, wait time.Duration, name string, 
 func runMCPTools(ctx context.Context, e *env, args []string) error {
 	var c common
 	fs := c.flags(e, "mcp tools", "mcp tools [--socket PATH]", false, false)
-	sock := fs.String("socket", "", "the session's MCP socket (default $"+host.MCPSocketEnv+")")
-	wait := fs.Duration("wait", 5*time.Second, "how long to wait for the socket")
+	sf := addSocketFlags(fs)
 	if _, _, err := parse(fs, args); err != nil {
 		return usageErr(err)
 	}
-	path, err := mcpSocket(*sock)
+	path, err := sf.path()
 	if err != nil {
 		return err
 	}
-	cs, err := node.ConnectMCP(ctx, path, *wait)
+	cs, err := node.ConnectMCP(ctx, path, *sf.wait)
 	if err != nil {
 		return err
 	}
