@@ -554,7 +554,9 @@ func (s *Session) turnSpec(p Post) (turnSpec, string, error) {
 		return turnSpec{argv: s.def.Command, env: env, dir: s.ws.Tree, stdin: []byte(p.Text), combined: true}, "command", nil
 	case messages.LLM:
 		prog := "ocx-runner-" + s.def.Runner
-		in := RunnerInput{Post: p.Hash, From: p.From(), Text: p.Text, Record: p.Record, Objective: s.rec.Objective}
+		in := RunnerInput{Post: p.Hash, From: p.From(), Text: p.Text, Record: p.Record, Objective: s.rec.Objective,
+			Login: s.b.Login, Session: s.rec.ID}
+		env = append(env, "OCX_SESSION_DIR="+s.ws.Session)
 		return turnSpec{argv: []string{prog, "--model", s.def.Model}, env: env, dir: s.ws.Tree, stdin: in.Line()}, "runner", nil
 	}
 	return turnSpec{}, "session", fmt.Errorf("session kind %q is not known", s.def.Kind)
