@@ -95,6 +95,7 @@ func (l Layout) Workspace(k messages.WorkspaceKey) (Workspace, error) {
 		Log:          filepath.Join(session, "log"),
 		ListeningDir: filepath.Join(session, "listening"),
 		Hears:        filepath.Join(session, "hears"),
+		Checkins:     filepath.Join(session, "checkins"),
 		MCPDir:       filepath.Join(l.root, k.Login, "mcp", k.Project),
 		MCPLog:       filepath.Join(l.root, k.Login, "mcp", k.Project+".log"),
 	}, nil
@@ -114,6 +115,10 @@ type Workspace struct {
 	// Hears is session/hears: the users whose posts wake the session, one
 	// login a line or "*", written by whoever starts it (D27).
 	Hears string
+	// Checkins is session/checkins: the branches whose check-ins the hook
+	// gives the session, one branch a line, written by whoever starts it
+	// (seed 001 E7); absent or empty for none.
+	Checkins string
 	// MCPDir is AGENTS/LOGIN/mcp/PROJECT (mode 0700), outside the
 	// workspace: it holds the session's MCP socket, MCPSocketName, and is
 	// bound read-only into that session's sandbox alone, at MCPMount (D38).

@@ -57,6 +57,17 @@ func (c *committer) fossil(dir string, args ...string) string {
 // commit checks in a new file on trunk and returns the check-in's hash.
 func (c *committer) commit(name string) string {
 	c.t.Helper()
+	return c.commitOn(name, "")
+}
+
+// commitOn checks in a new file on branch, as it stands on the node (""
+// for where the checkout is), and returns the check-in's hash.
+func (c *committer) commitOn(name, branch string) string {
+	c.t.Helper()
+	if branch != "" {
+		c.fossil(c.dir, "pull", c.n.srv.UserURL(c.n.srv.AdminLogin, c.n.srv.AdminPassword))
+		c.fossil(c.dir, "update", branch)
+	}
 	if err := os.WriteFile(filepath.Join(c.dir, name), []byte(name+"\n"), 0o644); err != nil {
 		c.t.Fatal(err)
 	}

@@ -116,7 +116,7 @@ func TestToolsAgentEndToEnd(t *testing.T) {
 	base := c.commit("PLAN.md")
 
 	input := filepath.Join(t.TempDir(), "create.json")
-	rec := `{"objective": "Answer what is said here.", "user": "` + toolAgent + `", "runner": "native", "hears": ["` + person + `"],
+	rec := `{"objective": "Answer what is said here.", "user": "` + toolAgent + `", "runner": "native", "hears": ["` + person + `"], "checkins": ["feature"],
 		"restrict": {"no_password": true, "branch": "feature", "own_thread": true}, "budget": {"wall": "1h"}}`
 	if err := os.WriteFile(input, []byte(rec), 0o600); err != nil {
 		t.Fatal(err)
@@ -212,6 +212,26 @@ func TestToolsAgentEndToEnd(t *testing.T) {
 	r.Close()
 	if err != nil || info.Kind != fossilio.KindCheckin || info.Sender != toolAgent {
 		t.Fatalf("the pushed check-in %s: %+v %v", own, info, err)
+	}
+
+	// E7: another user's check-in on its branch is given to it, and
+	// answered on its record; its own is not.
+	byAdmin := c.commitOn("admin.md", "feature")
+	n.waitFor("the agent's answer to the admin's check-in", func() bool {
+		for _, p := range n.thread(record) {
+			if p.Sender == toolAgent && strings.HasPrefix(p.Text, "On check-in ["+byAdmin[:10]+"](/info/"+byAdmin+"):") {
+				if !strings.Contains(p.Text, "heard: Check-in "+byAdmin+" by "+admin+": add admin.md") {
+					t.Errorf("the answer to the admin's check-in: %q", p.Text)
+				}
+				return true
+			}
+		}
+		return false
+	})
+	for _, p := range n.thread(record) {
+		if strings.Contains(p.Text, own[:10]) {
+			t.Errorf("the agent was given its own check-in %s: %q", own[:10], p.Text)
+		}
 	}
 
 	// A check-in on another branch: refused, naming it, nothing pushed.

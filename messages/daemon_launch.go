@@ -47,6 +47,10 @@ type LaunchSpec struct {
 	// holding admin or setup when the session starts), which the spawner
 	// resolves and writes for the hook (WS/session/hears).
 	Hears []string `json:"hears,omitzero"`
+	// Checkins is the session definition's checkins: the branches whose
+	// check-ins the hook gives the session, which the spawner writes for
+	// it (WS/session/checkins).
+	Checkins []string `json:"checkins,omitempty"`
 }
 
 // IsCI reports whether the launch is a CI run for a check-in.
@@ -88,6 +92,9 @@ func (l LaunchSpec) Validate() error {
 		if err := checkBranch("branch", l.Branch); err != nil {
 			return at("launch", err)
 		}
+	}
+	if err := checkBranches("checkins", l.Checkins); err != nil {
+		return at("launch", err)
 	}
 	return at("launch", checkHears("hears", l.Hears))
 }

@@ -172,6 +172,9 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 				d.Kind, d.Runner, d.Model = LLM, rapid.SampledFrom(Runners).Draw(t, "runner"), genLineText(true).Draw(t, "model")
 			}
 			d.Hears = genHears().Draw(t, "hears")
+			if rapid.Bool().Draw(t, "has-checkins") {
+				d.Checkins = genBranches().Draw(t, "checkins")
+			}
 			if wall := rapid.SampledFrom([]string{"", "2h", "90s", "1d"}).Draw(t, "wall"); wall != "" {
 				d.Limits = &SessionLimits{Wall: wall}
 			}
@@ -370,6 +373,13 @@ func genUser() *rapid.Generator[string] {
 }
 
 // genHears draws a hears list: absent, empty, everyone, or some users.
+// genBranches draws one to three distinct branch names.
+func genBranches() *rapid.Generator[[]string] {
+	return rapid.Custom(func(t *rapid.T) []string {
+		return rapid.SliceOfNDistinct(genBranch(), 1, 3, func(b string) string { return b }).Draw(t, "branches")
+	})
+}
+
 func genHears() *rapid.Generator[[]string] {
 	return rapid.Custom(func(t *rapid.T) []string {
 		switch rapid.IntRange(0, 3).Draw(t, "hears-kind") {

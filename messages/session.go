@@ -49,6 +49,11 @@ type SessionDefinition struct {
 	// admin or setup when the session starts, as the tools write it out;
 	// an empty list hears nobody. The session's own posts never wake it.
 	Hears []string `json:"hears,omitzero"`
+	// Checkins names the branches whose check-ins are given to the running
+	// session (protocol v1 E4 and E7, seed 004's process.checkins): the
+	// hook wakes it with each check-in on one of them that its own login
+	// did not send. Empty or absent: none.
+	Checkins []string `json:"checkins,omitempty"`
 	// Limits are the session's limits (seed 004's limits layer; a
 	// protocol v1 record's budget): nil for none. A reader of a release
 	// before this one refuses a definition that carries limits rather
@@ -169,7 +174,26 @@ func (d *SessionDefinition) Validate() error {
 			return err
 		}
 	}
+	if err := checkBranches("checkins", d.Checkins); err != nil {
+		return err
+	}
 	return checkHears("hears", d.Hears)
+}
+
+// checkBranches checks a list of branch names: each a branch, none twice.
+func checkBranches(field string, branches []string) error {
+	seen := make(map[string]bool, len(branches))
+	for i, b := range branches {
+		f := indexField(field, i)
+		if err := checkBranch(f, b); err != nil {
+			return err
+		}
+		if seen[b] {
+			return fieldErr(f, ErrInvalid, fmt.Sprintf("%s is named twice", quoteShort(b)))
+		}
+		seen[b] = true
+	}
+	return nil
 }
 
 // checkArg checks one argument of a command line: UTF-8 without NUL, which no
@@ -207,6 +231,9 @@ func (d *SessionDefinition) String() string {
 	l.kv("lifetime", string(d.Lifetime))
 	if d.Hears != nil {
 		l.list("hears", d.Hears)
+	}
+	if len(d.Checkins) > 0 {
+		l.list("checkins", d.Checkins)
 	}
 	return l.optKV("wall", d.Wall()).String()
 }

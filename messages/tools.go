@@ -175,16 +175,8 @@ func (a *CreateArgs) Validate() error {
 	if strings.TrimSpace(a.Objective) == "" {
 		return fieldErr("objective", ErrMissing, "is blank; a record says what its agent is for")
 	}
-	seen := map[string]bool{}
-	for i, b := range a.Checkins {
-		f := indexField("checkins", i)
-		if err := checkBranch(f, b); err != nil {
-			return err
-		}
-		if seen[b] {
-			return fieldErr(f, ErrInvalid, fmt.Sprintf("%s is named twice", quoteShort(b)))
-		}
-		seen[b] = true
+	if err := checkBranches("checkins", a.Checkins); err != nil {
+		return err
 	}
 	if err := checkHears("hears", a.Hears); err != nil {
 		return err

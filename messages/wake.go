@@ -136,3 +136,35 @@ func Hears(hears []string, sender string) bool {
 	}
 	return false
 }
+
+// CheckinsFileContent renders WS/session/checkins: one branch a line, each
+// line ended by a newline; no branch, an empty file.
+func CheckinsFileContent(branches []string) ([]byte, error) {
+	if err := checkBranches("checkins", branches); err != nil {
+		return nil, at("checkins file", err)
+	}
+	var b bytes.Buffer
+	for _, br := range branches {
+		b.WriteString(br)
+		b.WriteByte('\n')
+	}
+	return b.Bytes(), nil
+}
+
+// ParseCheckinsFile reads WS/session/checkins: the inverse of
+// CheckinsFileContent. It never returns nil.
+func ParseCheckinsFile(data []byte) ([]string, error) {
+	const where = "checkins file"
+	out := []string{}
+	if len(data) == 0 {
+		return out, nil
+	}
+	if data[len(data)-1] != '\n' {
+		return nil, &FieldError{Where: where, Problem: "does not end with a newline: each branch is a line", Err: ErrSyntax}
+	}
+	out = append(out, strings.Split(string(data[:len(data)-1]), "\n")...)
+	if err := checkBranches("checkins", out); err != nil {
+		return nil, at(where, err)
+	}
+	return out, nil
+}

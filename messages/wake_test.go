@@ -174,3 +174,39 @@ func FuzzParseHearsFile(f *testing.F) {
 		}
 	})
 }
+
+func TestCheckinsFile(t *testing.T) {
+	for _, bs := range [][]string{{}, {"trunk"}, {"feature x", "trunk", "v1.2"}} {
+		b, err := CheckinsFileContent(bs)
+		if err != nil {
+			t.Fatalf("%q: %v", bs, err)
+		}
+		back, err := ParseCheckinsFile(b)
+		if err != nil || strings.Join(back, "|") != strings.Join(bs, "|") || back == nil {
+			t.Errorf("%q: %q reads back as %q, %v", bs, b, back, err)
+		}
+	}
+	for _, bad := range []string{"trunk", "trunk\n\n", "\n", "trunk\ntrunk\n", "tr\x00unk\n"} {
+		if bs, err := ParseCheckinsFile([]byte(bad)); err == nil {
+			t.Errorf("%q read as %q", bad, bs)
+		}
+	}
+}
+
+func FuzzParseCheckinsFile(f *testing.F) {
+	f.Add([]byte(""))
+	f.Add([]byte("trunk\n"))
+	f.Add([]byte("feature\ntrunk\n"))
+	f.Add([]byte("trunk\ntrunk\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		bs, err := ParseCheckinsFile(data)
+		if err != nil {
+			checkRefusal(t, err)
+			return
+		}
+		enc, err := CheckinsFileContent(bs)
+		if err != nil || !bytes.Equal(enc, data) {
+			t.Fatalf("%q reads as %q, which writes %q (%v)", data, bs, enc, err)
+		}
+	})
+}

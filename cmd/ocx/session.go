@@ -37,6 +37,15 @@ func runSession(ctx context.Context, e *env, args []string) error {
 				}
 				return nil
 			})
+			var checkins []string
+			fs.Func("checkins", "the branches whose check-ins the session is given, separated by commas (default: none)", func(s string) error {
+				for _, b := range strings.Split(s, ",") {
+					if b = strings.TrimSpace(b); b != "" {
+						checkins = append(checkins, b)
+					}
+				}
+				return nil
+			})
 			pos, rest, err := parse(fs, args)
 			if err != nil {
 				return usageErr(err)
@@ -45,7 +54,7 @@ func runSession(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			in := node.SessionStartInput{Workspace: key, Kind: *kind, Runner: *runner, Model: *model, Lifetime: *lifetime, Record: *record, Release: *release, Hears: hears, DryRun: c.dryRun}
+			in := node.SessionStartInput{Workspace: key, Kind: *kind, Runner: *runner, Model: *model, Lifetime: *lifetime, Record: *record, Release: *release, Hears: hears, Checkins: checkins, DryRun: c.dryRun}
 			switch {
 			case *command != "" && rest != nil:
 				return fmt.Errorf("%w: give the command with --command or after --, not both", errUsage)

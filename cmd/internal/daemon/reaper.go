@@ -245,8 +245,11 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if err != nil {
 		return none, err
 	}
+	if err := listening.WriteCheckins(ctx, r.root, ws, l.Checkins); err != nil {
+		return none, err
+	}
 	r.log.Info("listening index rebuilt", slog.String(actors.KeyWorkspace, key.String()),
-		slog.String("files", strings.Join(idx.Files, ",")), slog.Int("notes", idx.Notes), slog.String("hears", strings.Join(idx.Hears, ",")))
+		slog.String("files", strings.Join(idx.Files, ",")), slog.Int("notes", idx.Notes), slog.String("hears", strings.Join(idx.Hears, ",")), slog.String("checkins", strings.Join(l.Checkins, ",")))
 	spec := host.SpawnSpec{
 		Path: prog,
 		Args: []string{prog, "serve", key.String(), "--root", r.layout.Root(), "--launch", l.Hash},

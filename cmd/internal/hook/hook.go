@@ -122,6 +122,8 @@ type run struct {
 	standing map[string]bool
 	// defaultHears is whom a session without a hears file hears.
 	defaultHears []string
+	// checkins are the sessions given check-ins, read once a run.
+	checkins *[]CheckinTarget
 }
 
 func (h *run) run(ctx context.Context) error {
@@ -341,29 +343,14 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []Missed {
 	for _, info := range infos {
 		var kind messages.ListenKind
 		a := Arrival{Hash: info.Hash, Sender: info.Sender, Rcvid: info.Rcvid}
+		var verdicts []Verdict
 		switch info.Kind {
-		case fossilio.KindPost:
-			if info.Pending || info.Edit {
-				// A post awaiting moderation is hidden from the session; an
-				// edit is not a new post.
-				continue
-			}
-			a.Record, kind = info.Root, messages.ListenThread
-		case fossilio.KindTicketChange:
-			a.Record, kind = info.Ticket, messages.ListenTicket
-		default:
-			continue
+		case fossilio.KindCheckin:
+			verdicts = DecideCheckin(info.Hash, info.Branch, info.Sender, h.checkinTargets())
+		case fossilio.KindPost, fossilio.KindTicketChange:
+			verdicts = h.decidePost(ctx, info, &a, &kind)
 		}
-		targets := h.listening(ctx, a.Record, kind)
-		if len(targets) == 0 {
-			continue
-		}
-		var err error
-		if a.Note, a.NoteErr, err = h.noteOf(ctx, info); err != nil {
-			h.log.Error("read the post", "post", info.Hash, "err", err)
-			continue
-		}
-		for _, v := range Decide(a, targets, h.logins, h.privileged(ctx, a.Sender)) {
+		for _, v := range verdicts {
 			ws := v.Target.Workspace
 			if !v.Wake {
 				h.log.Log(ctx, v.Level, v.Why, "post", info.Hash, "workspace", ws, "sender", info.Sender)
@@ -401,6 +388,61 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []Missed {
 		}
 	}
 	return missed
+}
+
+// decidePost says whom a post or ticket change wakes (Decide), filling in
+// its record and kind; none when it is an edit, awaits moderation, or no
+// session listens to its record.
+func (h *run) decidePost(ctx context.Context, info fossilio.Info, a *Arrival, kind *messages.ListenKind) []Verdict {
+	switch info.Kind {
+	case fossilio.KindPost:
+		if info.Pending || info.Edit {
+			// A post awaiting moderation is hidden from the session; an
+			// edit is not a new post.
+			return nil
+		}
+		a.Record, *kind = info.Root, messages.ListenThread
+	case fossilio.KindTicketChange:
+		a.Record, *kind = info.Ticket, messages.ListenTicket
+	default:
+		return nil
+	}
+	targets := h.listening(ctx, a.Record, *kind)
+	if len(targets) == 0 {
+		return nil
+	}
+	var err error
+	if a.Note, a.NoteErr, err = h.noteOf(ctx, info); err != nil {
+		h.log.Error("read the post", "post", info.Hash, "err", err)
+		return nil
+	}
+	return Decide(*a, targets, h.logins, h.privileged(ctx, a.Sender))
+}
+
+// checkinTargets reads, once a run, the sessions given check-ins: each
+// login's WS/session/checkins for this project (seed 001 E7).
+func (h *run) checkinTargets() []CheckinTarget {
+	if h.checkins != nil {
+		return *h.checkins
+	}
+	out := []CheckinTarget{}
+	for _, login := range h.loginList() {
+		key := messages.WorkspaceKey{Login: login, Project: h.proj}
+		ws, err := h.layout.Workspace(key)
+		if err != nil {
+			continue
+		}
+		bs, err := listening.ReadCheckins(h.root, ws)
+		if err != nil {
+			h.log.Warn("the session's checkins file cannot be read; it is given no check-in", "workspace", key, "err", err)
+			continue
+		}
+		if len(bs) > 0 {
+			out = append(out, CheckinTarget{Workspace: key, Branches: bs})
+		}
+	}
+	h.checkins = &out
+	return out
 }
 
 // privileged says whether a sender holds admin or setup, read once a run.

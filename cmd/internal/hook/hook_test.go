@@ -773,3 +773,109 @@ func TestHookNotesABurstOnce(t *testing.T) {
 		t.Errorf("the daemon read %d lines, want %d", len(got), burst+2)
 	}
 }
+
+// checkins writes the branches whose check-ins a workspace's session is
+// given, as the daemon does when it starts one (WS/session/checkins).
+func (f *fix) checkins(login string, branches ...string) {
+	f.t.Helper()
+	data, err := messages.CheckinsFileContent(branches)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	dir := filepath.Join(f.agents, login, "projects", "demo", "session")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "checkins"), data, 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// checkIn commits a file from login's tree (on a new branch when branch is
+// not ""), pushes it as login, and returns the check-in's hash.
+func (f *fix) checkIn(login, file, branch string) string {
+	f.t.Helper()
+	dir := filepath.Join(f.agents, login, "projects", "demo")
+	ws := &fossilio.Fossil{Home: dir, User: login, Dir: filepath.Join(dir, "tree")}
+	if err := os.WriteFile(filepath.Join(dir, "tree", file), []byte(file+"\n"), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	commit := []string{"commit", "-m", "add " + file, "--nosync"}
+	if branch != "" {
+		commit = append(commit, "--branch", branch)
+	}
+	for _, args := range [][]string{{"add", file}, commit} {
+		if out, err := ws.Run(f.ctx, args); err != nil {
+			f.t.Fatalf("%v: %s", err, out)
+		}
+	}
+	if err := ws.Push(f.ctx, filepath.Join(dir, "clone")); err != nil {
+		f.t.Fatal(err)
+	}
+	return lastArtifactOf(f, fossilio.KindCheckin)
+}
+
+// lastArtifactOf is the hash of the newest artifact of kind the node received.
+func lastArtifactOf(f *fix, kind fossilio.Kind) string {
+	f.t.Helper()
+	r, err := fossilio.OpenNode(f.srv.Repo, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer r.Close()
+	hashes, _, err := r.Received(f.ctx, 0)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for i := len(hashes) - 1; i >= 0; i-- {
+		if info, err := r.Info(f.ctx, hashes[i]); err == nil && info.Kind == kind {
+			return hashes[i]
+		}
+	}
+	f.t.Fatalf("the node received no %s", kind)
+	return ""
+}
+
+// given is what the hook gave a session since the last call: upTo, and the
+// lines forgotten after.
+func (f *fix) given(w *lines, login string) []string {
+	got := f.upTo(w, login)
+	w.mu.Lock()
+	w.got = w.got[len(got):]
+	w.mu.Unlock()
+	return got
+}
+
+// Seed 001 E7: a check-in is given to each running agent whose checkins
+// has its branch, unless that agent's user sent it; with its sender, as
+// the receipt says.
+func TestHookGivesCheckinsToTheAgentsOfTheirBranch(t *testing.T) {
+	f := newFix(t)
+	f.checkins(agent, "elsewhere")
+	f.checkins(agent2, "trunk", "feature")
+	w1, w2 := f.listen(agent), f.listen(agent2)
+
+	onTrunk := f.checkIn(agent, "a.txt", "")
+	f.hook()
+	if got := f.given(w2, agent2); len(got) != 1 || got[0] != line(onTrunk, agent) {
+		t.Errorf("agent2 (trunk, feature) was given %q for a trunk check-in by %s, want %q\n%s", got, agent, line(onTrunk, agent), f.logBuf)
+	}
+	if got := f.given(w1, agent); len(got) != 0 {
+		t.Errorf("agent (elsewhere) was given %q for a trunk check-in", got)
+	}
+
+	own := f.checkIn(agent2, "b.txt", "feature")
+	f.hook()
+	if got := f.given(w2, agent2); len(got) != 0 {
+		t.Errorf("agent2 was given its own check-in %s: %q", own[:10], got)
+	}
+	if !strings.Contains(f.logBuf.String(), "not given: the session's own login sent the check-in") {
+		t.Errorf("the log does not say why agent2 was not given its own check-in:\n%s", f.logBuf)
+	}
+	f.checkins(agent2)
+	onTrunk2 := f.checkIn(agent, "c.txt", "")
+	f.hook()
+	if got := f.given(w2, agent2); len(got) != 0 {
+		t.Errorf("agent2, given no branch any more, was given %q for %s", got, onTrunk2[:10])
+	}
+}

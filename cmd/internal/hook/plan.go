@@ -3,6 +3,7 @@ package hook
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/ocx-go/ocx/messages"
@@ -195,4 +196,34 @@ func (u UnheardNote) Text(block []byte) string {
 	}
 	return fmt.Sprintf("%s reached the session of workspace `%s/%s`, but nothing holds its wake pipe (%s): nobody heard %s.\n\n%s",
 		what, u.Note.Login, u.Note.Project, u.Note.Why, them, block)
+}
+
+// CheckinTarget is a session given the check-ins of some branches: those
+// its WS/session/checkins names (seed 001 E4, E7).
+type CheckinTarget struct {
+	Workspace messages.WorkspaceKey
+	Branches  []string
+}
+
+// DecideCheckin says what a check-in on branch, sent by sender, means to
+// each session given check-ins (seed 001 E7): it is given to each whose
+// branches name its branch, unless that session's own login sent it. A
+// check-in reaches no session by its sender's standing: who may check in
+// is Fossil's to say. A failed wake earns no unheard note (D28 counts
+// posts a person wrote to be answered).
+func DecideCheckin(hash, branch, sender string, targets []CheckinTarget) []Verdict {
+	var out []Verdict
+	for _, t := range targets {
+		v := Verdict{Target: Target{Workspace: t.Workspace}}
+		switch {
+		case !slices.Contains(t.Branches, branch):
+			continue // the common case: said nothing, logged nothing
+		case sender != "" && sender == t.Workspace.Login:
+			v.Why, v.Level = "not given: the session's own login sent the check-in", slog.LevelInfo
+		default:
+			v.Wake, v.Line = true, messages.WakeLine{Post: hash, From: sender}
+		}
+		out = append(out, v)
+	}
+	return out
 }

@@ -185,3 +185,36 @@ func TestUnheardBurst(t *testing.T) {
 		t.Errorf("the notes name %d posts, not the %d in order", len(named), len(hashes))
 	}
 }
+
+func TestDecideCheckin(t *testing.T) {
+	a := messages.WorkspaceKey{Login: "agent-a", Project: "p"}
+	b := messages.WorkspaceKey{Login: "agent-b", Project: "p"}
+	targets := []CheckinTarget{{Workspace: a, Branches: []string{"trunk"}}, {Workspace: b, Branches: []string{"feature x", "trunk"}}}
+	const h = "0123456789abcdef0123456789abcdef01234567"
+	for _, c := range []struct {
+		branch, sender string
+		want           []string // the logins woken, in order
+		told           []string // the logins told why not
+	}{
+		{"trunk", "alice", []string{"agent-a", "agent-b"}, nil},
+		{"feature x", "alice", []string{"agent-b"}, nil},
+		{"other", "alice", nil, nil},
+		{"trunk", "agent-a", []string{"agent-b"}, []string{"agent-a"}},
+		{"trunk", "", []string{"agent-a", "agent-b"}, nil},
+	} {
+		var woke, told []string
+		for _, v := range DecideCheckin(h, c.branch, c.sender, targets) {
+			if v.Wake {
+				if v.Line != (messages.WakeLine{Post: h, From: c.sender}) {
+					t.Errorf("%s by %q: line %v", c.branch, c.sender, v.Line)
+				}
+				woke = append(woke, v.Target.Workspace.Login)
+			} else {
+				told = append(told, v.Target.Workspace.Login)
+			}
+		}
+		if strings.Join(woke, ",") != strings.Join(c.want, ",") || strings.Join(told, ",") != strings.Join(c.told, ",") {
+			t.Errorf("%s by %q: woke %q, told %q; want %q, %q", c.branch, c.sender, woke, told, c.want, c.told)
+		}
+	}
+}

@@ -261,6 +261,56 @@ func Rebuild(ctx context.Context, root *unixhost.Root, ws host.Workspace, node *
 	return res, nil
 }
 
+// WriteCheckins writes WS/session/checkins, the branches whose check-ins
+// the hook gives the session (seed 001 E7), under the index's lock; with no
+// branch it removes the file, so that a session started without checkins
+// is given none that an earlier one of the workspace asked for.
+func WriteCheckins(ctx context.Context, root *unixhost.Root, ws host.Workspace, branches []string) error {
+	content, err := messages.CheckinsFileContent(branches)
+	if err != nil {
+		return fmt.Errorf("the checkins of %s: %w", ws.Key, err)
+	}
+	if filepath.Dir(ws.Checkins) != ws.Session {
+		return fmt.Errorf("the checkins file %s is not in %s", ws.Checkins, ws.Session)
+	}
+	name := filepath.Base(ws.Checkins)
+	err = locked(ctx, root, ws, func(sess *unixhost.Dir) error {
+		if len(branches) == 0 {
+			if err := root.Remove(ws.Checkins); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			return nil
+		}
+		if sess.Holds(name, content) {
+			return nil
+		}
+		if err := sess.WriteFile(name, content, 0o600); err != nil {
+			return err
+		}
+		return sess.Sync()
+	})
+	if err != nil {
+		return fmt.Errorf("the checkins of %s: %w", ws.Key, err)
+	}
+	return nil
+}
+
+// ReadCheckins reads WS/session/checkins: none when there is no file.
+func ReadCheckins(root *unixhost.Root, ws host.Workspace) ([]string, error) {
+	data, err := root.ReadFile(ws.Checkins)
+	if errors.Is(err, os.ErrNotExist) {
+		return []string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	bs, err := messages.ParseCheckinsFile(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ws.Checkins, err)
+	}
+	return bs, nil
+}
+
 // afterRead, when a test sets it, runs in Rebuild once the notes are read
 // and before the index is written: where a tool's change would meet it.
 var afterRead func()

@@ -35,6 +35,9 @@ type SessionStartInput struct {
 	// for every user; empty hears nobody. nil is the default: every user
 	// holding admin or setup now, written out in the definition (D27).
 	Hears []string
+	// Checkins are the branches whose check-ins the session is given
+	// (seed 001 E7); empty for none.
+	Checkins []string
 	// Wall is the longest the session runs (a record's budget.wall); empty
 	// sets no limit.
 	Wall   string
@@ -98,7 +101,7 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 	}
 	def := &messages.SessionDefinition{
 		Kind: messages.SessionKind(in.Kind), Command: in.Command, Runner: in.Runner, Model: in.Model,
-		Lifetime: messages.Lifetime(in.Lifetime), Hears: in.Hears,
+		Lifetime: messages.Lifetime(in.Lifetime), Hears: in.Hears, Checkins: in.Checkins,
 	}
 	if in.Wall != "" {
 		def.Limits = &messages.SessionLimits{Wall: in.Wall}

@@ -160,7 +160,7 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 		a.Logf("the clone of %s holds no password (restrict no_password)", key)
 	}
 	a.merge(n.SessionStart(ctx, SessionStartInput{Workspace: key.String(), Kind: string(messages.LLM), Runner: rec.Runner,
-		Model: RecordModel, Lifetime: string(messages.Stays), Record: hash, Hears: rec.Hears, Wall: rec.Budget.Wall}))
+		Model: RecordModel, Lifetime: string(messages.Stays), Record: hash, Hears: rec.Hears, Checkins: rec.Checkins, Wall: rec.Budget.Wall}))
 	a.SetResult(hash)
 	return a
 }

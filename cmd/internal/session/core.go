@@ -40,6 +40,10 @@ type Post struct {
 	Edit bool
 	// Time is the time written in the post.
 	Time time.Time
+	// Checkin says Hash is a check-in the session is given (seed 001 E7),
+	// not a post: Text is its comment, and the answer goes on the
+	// session's own record.
+	Checkin bool
 }
 
 // PostOf reads a post from its own artifact, as the session fetched it: a
@@ -64,8 +68,30 @@ func PostOf(hash string, a *fossilio.Artifact) (Post, error) {
 			}
 		}
 		return p, nil
+	case fossilio.TypeManifest:
+		return Post{Hash: hash, Checkin: true, Author: a.User, Text: a.Comment, Time: a.Date}, nil
 	}
-	return Post{}, fmt.Errorf("%s is a %s, not a forum post or a ticket change", hash, a.Type)
+	return Post{}, fmt.Errorf("%s is a %s, not a forum post, a ticket change or a check-in", hash, a.Type)
+}
+
+// CheckinTurn is what a turn on a check-in reads (seed 001 E7): the
+// check-in, who sent it, and its comment.
+func CheckinTurn(p Post) string {
+	from := p.Sender
+	if from == "" {
+		from = "an unknown sender"
+	}
+	return fmt.Sprintf("Check-in %s by %s: %s", p.Hash, from, p.Text)
+}
+
+// CheckinReply opens an answer to a check-in on the session's own thread:
+// a link to the check-in, since a forum post can reply only to a post.
+func CheckinReply(checkin, text string) string {
+	short := checkin
+	if len(short) > 10 {
+		short = short[:10]
+	}
+	return fmt.Sprintf("On check-in [%s](/info/%s):", short, checkin) + "\n\n" + text
 }
 
 // From is who sent the post, when that is known.

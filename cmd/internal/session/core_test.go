@@ -1,7 +1,9 @@
 package session_test
 
 import (
+	"crypto/md5"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -191,8 +193,21 @@ func TestPostOf(t *testing.T) {
 		}
 	}
 	ch, ca := parse(fossilio.ControlDraft{Date: d, User: "pat", Tags: []fossilio.Tag{{Op: fossilio.TagAdd, Name: "ci", Target: rh, Value: "green"}}}.Bytes())
-	if _, err := session.PostOf(ch, ca); err == nil || !strings.Contains(err.Error(), "not a forum post or a ticket change") {
+	if _, err := session.PostOf(ch, ca); err == nil || !strings.Contains(err.Error(), "not a forum post, a ticket change or a check-in") {
 		t.Errorf("a tag change as a post: %v", err)
+	}
+	// A check-in (seed 001 E7): its comment is the text.
+	body := "C add\\sa\\sfile\nD 2026-12-01T10:00:00\nU kim\n"
+	mh, ma := parse([]byte(fmt.Sprintf("%sZ %x\n", body, md5.Sum([]byte(body)))), nil)
+	got, err := session.PostOf(mh, ma)
+	if err != nil || !got.Checkin || got.Text != "add a file" || got.Author != "kim" || got.Hash != mh || got.Record != "" {
+		t.Errorf("a check-in as a post: %+v %v", got, err)
+	}
+	if turn := session.CheckinTurn(session.Post{Hash: mh, Sender: "alice", Text: "add a file"}); turn != "Check-in "+mh+" by alice: add a file" {
+		t.Errorf("CheckinTurn: %q", turn)
+	}
+	if r := session.CheckinReply(mh, "ok"); r != "On check-in ["+mh[:10]+"](/info/"+mh+"):\n\nok" {
+		t.Errorf("CheckinReply: %q", r)
 	}
 }
 

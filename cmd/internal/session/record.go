@@ -335,6 +335,9 @@ func (s *Session) indexFromNode(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := listening.WriteCheckins(ctx, s.root, s.ws, s.def.Checkins); err != nil {
+		return err
+	}
 	s.log.Info("listening index rebuilt from the node's repository", keyEvent, "index", keyFiles, strings.Join(res.Files, ","), "notes", res.Notes, "hears", strings.Join(res.Hears, ","))
 	return nil
 }

@@ -487,6 +487,9 @@ func (s *Session) handle(ctx context.Context, line string) outcome {
 	}
 	// Who sent it is what the hook read on the node, never the name inside.
 	p.Sender = wl.From
+	if p.Checkin {
+		return s.handleCheckin(ctx, p)
+	}
 	// Whether it was answered was told above, from WS/session/answered.
 	d := Decide(s.b.Login, s.rec.ID, p, false)
 	s.log.Info("woken", keyEvent, d.Action.String(), keyPost, hash, keyRecord, p.Record, "from", p.Sender, "author", p.Author, keyWhy, d.Why)
@@ -512,6 +515,30 @@ func (s *Session) handle(ctx context.Context, line string) outcome {
 		// line naming no sender), so a later wake for it is decided again.
 	default:
 		s.answered[hash] = true
+	}
+	return outcomeGoOn
+}
+
+// handleCheckin answers a check-in the hook gave the session (seed 001
+// E7): one turn on it, its answer on the session's own record. A session
+// that asked for no check-ins, or whose own login sent it, answers nothing.
+func (s *Session) handleCheckin(ctx context.Context, p Post) outcome {
+	s.answered[p.Hash] = true
+	switch {
+	case len(s.def.Checkins) == 0:
+		s.log.Warn("given a check-in, but the session's definition names no checkins; not answered", keyEvent, "not-answered", keyPost, p.Hash, "from", p.Sender)
+		return outcomeGoOn
+	case p.Sender == s.b.Login:
+		s.log.Info("woken", keyEvent, SkipOwn.String(), keyPost, p.Hash, keyWhy, "the agent sent the check-in")
+		return outcomeGoOn
+	case s.signaled():
+		s.log.Warn("check-in not answered: the session is stopping", keyEvent, "not-answered", keyPost, p.Hash)
+		return outcomeGoOn
+	}
+	p.Kind, p.Record, p.Text = s.rec.Kind, s.rec.ID, CheckinTurn(p)
+	s.log.Info("woken", keyEvent, Answer.String(), keyPost, p.Hash, keyRecord, p.Record, "from", p.Sender, keyWhy, "a check-in on a branch the session is given")
+	if s.turn(ctx, p) {
+		return outcomeReport
 	}
 	return outcomeGoOn
 }
@@ -548,6 +575,9 @@ func (s *Session) turnSpec(p Post) (turnSpec, string, error) {
 	env := append(os.Environ(), "OCX_POST="+p.Hash, "OCX_RECORD="+p.Record)
 	if from := p.From(); from != "" {
 		env = append(env, "OCX_FROM="+from)
+	}
+	if p.Checkin {
+		env = append(env, "OCX_CHECKIN="+p.Hash)
 	}
 	switch s.def.Kind {
 	case messages.Mechanical:

@@ -58,8 +58,14 @@ func (e *permanentError) Unwrap() error { return e.err }
 // replyTo writes text as a reply to p: a forum reply in its thread, or a
 // comment on its ticket that says which change it answers.
 func (s *Session) replyTo(ctx context.Context, p Post, text string) (string, error) {
-	if p.Kind == messages.ListenTicket {
+	switch {
+	case p.Kind == messages.ListenTicket:
 		text = TicketReply(p.Hash, text)
+	case p.Checkin:
+		// A forum post replies to a post: the answer to a check-in replies
+		// to the session's own thread, and links the check-in.
+		text = CheckinReply(p.Hash, text)
+		p = Post{Hash: s.rec.First, Kind: s.rec.Kind, Record: s.rec.ID}
 	}
 	return s.writeOn(ctx, "reply to "+p.Hash, p, text)
 }
