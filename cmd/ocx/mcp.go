@@ -87,10 +87,13 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 			return fmt.Errorf("%w: --session: %v", errUsage, err)
 		}
 	}
-	n, err := node.Open(c.agents, node.Options{Log: e.log})
+	// A server lives as long as its session: the backoffice each write
+	// needs runs beside its answer, not before it (D38).
+	n, err := node.Open(c.agents, node.Options{Log: e.log, BackofficeBeside: verb == "serve"})
 	if err != nil {
 		return err
 	}
+	defer n.Wait()
 	ws, err := n.Layout.Workspace(key)
 	if err != nil {
 		return err

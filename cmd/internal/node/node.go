@@ -61,6 +61,10 @@ type Options struct {
 	// DaemonWait bounds how long a started daemon has to open its pipe;
 	// zero means daemonclient.DefaultWait.
 	DaemonWait time.Duration
+	// BackofficeBeside runs the backoffice a write needs beside its answer
+	// instead of before it (a long-lived front end: the MCP server), runs
+	// of one project coalesced; the front end calls Wait before it exits.
+	BackofficeBeside bool
 }
 
 // Node is one agents root opened for the actions: its layout, node.json and
@@ -79,6 +83,8 @@ type Node struct {
 	// toolProject is the project a tool call acts on ("" for the node's
 	// one project), set by CallIn on its copy of the node.
 	toolProject string
+	// beside runs backoffices beside the answers (Options.BackofficeBeside).
+	beside *backoffices
 }
 
 // Default bounds on waiting.
@@ -139,6 +145,9 @@ func newNode(agents string, opts Options) (*Node, error) {
 	}
 	if n.Log == nil {
 		n.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.BackofficeBeside {
+		n.beside = newBackoffices(func(ctx context.Context, p project) error { return n.admin(p).Backoffice(ctx) }, n.Log)
 	}
 	if n.Now == nil {
 		n.Now = time.Now
@@ -241,8 +250,21 @@ func (n *Node) password(login string) (string, error) {
 // writes at once (D11). Its failure is logged, not fatal: the server's own
 // backoffice runs the hook later.
 func (n *Node) backoffice(ctx context.Context, a *Answer, p project) {
+	if n.beside != nil {
+		n.beside.kick(p)
+		a.Logf("the backoffice of %s runs beside this answer, so the hook sees the write at once", p.Name)
+		return
+	}
 	if err := n.admin(p).Backoffice(ctx); err != nil {
 		a.Logf("the backoffice of %s failed (the server's own runs the hook later): %v", p.Name, err)
+	}
+}
+
+// Wait returns once every backoffice run started beside an answer
+// (Options.BackofficeBeside) has ended.
+func (n *Node) Wait() {
+	if n.beside != nil {
+		n.beside.wait()
 	}
 }
 
