@@ -31,6 +31,11 @@ func (l Layout) Root() string { return l.root }
 // NodeJSON is AGENTS/node.json: the node's user, release root and projects.
 func (l Layout) NodeJSON() string { return filepath.Join(l.root, "node.json") }
 
+// ModelJSON is AGENTS/model.json: the model the node's llm sessions reach
+// through its model proxy, and where the proxy's key is (docs/runners.md).
+// It is optional: a node without one serves no model.
+func (l Layout) ModelJSON() string { return filepath.Join(l.root, "model.json") }
+
 // Lock is AGENTS/ocxd.lock, the flock the one daemon holds.
 func (l Layout) Lock() string { return filepath.Join(l.root, "ocxd.lock") }
 
@@ -142,6 +147,14 @@ const (
 
 // MCPSocket is the session's MCP socket as the node sees it.
 func (w Workspace) MCPSocket() string { return filepath.Join(w.MCPDir, MCPSocketName) }
+
+// ModelSocketName is the session's model proxy in its MCPDir, beside the
+// MCP socket and served by the same process when AGENTS/model.json says
+// which model; a runner finds it beside $OCX_MCP_SOCKET.
+const ModelSocketName = "model.sock"
+
+// ModelSocket is the session's model proxy as the node sees it.
+func (w Workspace) ModelSocket() string { return filepath.Join(w.MCPDir, ModelSocketName) }
 
 // Listening is session/listening/RECORD for a validated record name.
 func (w Workspace) Listening(record string) (string, error) {

@@ -11,10 +11,12 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -62,14 +64,19 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	return fmt.Errorf("%w: %q is not an mcp command (start, serve, connect, call, tools)", errUsage, args[0])
 }
 
-// mcpListenFD is the descriptor start hands serve its bound socket on.
-const mcpListenFD = 3
+// mcpListenFD is the descriptor start hands serve its bound socket on,
+// and modelListenFD the model socket's, when the node has a model.json.
+const (
+	mcpListenFD   = 3
+	modelListenFD = 4
+)
 
 func runMCPServe(ctx context.Context, e *env, verb string, args []string) error {
 	var c common
 	fs := c.flags(e, "mcp "+verb, "mcp "+verb+" LOGIN/PROJECT [--agents ROOT] [--session PID@START]", false, false)
 	session := fs.String("session", "", "serve until this process (the session's bwrap, PID@START) is gone")
 	fromFD := fs.Bool("listen-fd", false, "serve on descriptor 3, bound by mcp start (internal)")
+	modelFD := fs.Bool("model-fd", false, "serve the model proxy on descriptor 4, bound by mcp start (internal)")
 	pos, _, err := parse(fs, args)
 	if err != nil {
 		return usageErr(err)
@@ -112,11 +119,50 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 	} else if ln, err = unixhost.ListenSocket(n.Layout.Root(), ws.MCPDir, host.MCPSocketName); err != nil {
 		return err
 	}
+	// The model proxy beside it (docs/runners.md): bound here, or by start
+	// when it handed us descriptor 4.
+	modelH, hasModel, merr := model.Open(n.Layout, e.log)
+	if merr != nil {
+		e.log.Warn("the node's model configuration does not read; its proxy refuses every request", slog.String("error", merr.Error()))
+	}
+	var modelLn net.Listener
+	switch {
+	case *fromFD && *modelFD:
+		f := os.NewFile(modelListenFD, ws.ModelSocket())
+		modelLn, err = net.FileListener(f)
+		f.Close()
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("mcp serve: the model socket on descriptor %d: %w", modelListenFD, err)
+		}
+	case hasModel && !*fromFD:
+		if modelLn, err = unixhost.ListenSocket(n.Layout.Root(), ws.MCPDir, host.ModelSocketName); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	if verb == "start" {
-		return startMCPServe(e, ln, ws, c.agents, key, *session)
+		return startMCPServe(e, ln, modelLn, ws, c.agents, key, *session)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var wg sync.WaitGroup
+	if modelLn != nil {
+		if modelH == nil { // descriptor 4 but model.json is gone since start
+			modelH = model.Refusing(errors.New("this node serves no model (no AGENTS/model.json)"))
+		}
+		e.log.Info("model proxy serving", slog.String("workspace", key.String()), slog.String("socket", ws.ModelSocket()))
+		wg.Go(func() {
+			if err := model.Serve(ctx, modelLn, modelH, unixhost.SameUser, e.log); err != nil {
+				e.log.Error("model proxy ended", slog.String("error", err.Error()))
+			}
+		})
+		defer func() {
+			cancel()
+			wg.Wait()
+			os.Remove(ws.ModelSocket())
+		}()
+	}
 	if *session != "" {
 		go func() {
 			if err := unixhost.WaitGone(ctx, sess); err == nil {
@@ -139,13 +185,23 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 // session of its own, its output appended to the MCP log, and returns:
 // the socket is bound and listening already, so a client may connect at
 // once.
-func startMCPServe(e *env, ln net.Listener, ws host.Workspace, agents string, key messages.WorkspaceKey, session string) error {
+func startMCPServe(e *env, ln, modelLn net.Listener, ws host.Workspace, agents string, key messages.WorkspaceKey, session string) error {
 	defer ln.Close()
 	f, err := ln.(*net.UnixListener).File()
 	if err != nil {
 		return fmt.Errorf("mcp start: %w", err)
 	}
 	defer f.Close()
+	files := []*os.File{f} // descriptor 3
+	if modelLn != nil {
+		defer modelLn.Close()
+		mf, err := modelLn.(*net.UnixListener).File()
+		if err != nil {
+			return fmt.Errorf("mcp start: %w", err)
+		}
+		defer mf.Close()
+		files = append(files, mf) // descriptor 4
+	}
 	logf, err := unixhost.OpenLog(ws.MCPLog)
 	if err != nil {
 		return fmt.Errorf("mcp start: %w", err)
@@ -156,12 +212,15 @@ func startMCPServe(e *env, ln net.Listener, ws host.Workspace, agents string, ke
 		return fmt.Errorf("mcp start: %w", err)
 	}
 	args := []string{"mcp", "serve", key.String(), "--agents", agents, "--listen-fd"}
+	if modelLn != nil {
+		args = append(args, "--model-fd")
+	}
 	if session != "" {
 		args = append(args, "--session", session)
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{f} // descriptor 3
+	cmd.ExtraFiles = files
 	cmd.SysProcAttr = unixhost.SessionAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("mcp start: %w", err)

@@ -1,0 +1,48 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+
+	"github.com/ocx-go/ocx/host"
+)
+
+// Open reads the node's model configuration (host.Layout.ModelJSON) and
+// its key, and returns the proxy to serve on each session's model socket.
+// ok is false when the node has no model.json: it serves no model. A
+// model.json that does not read, a key file that lies inside a workspace
+// (where a sandbox could read it) or that does not read gives the
+// Refusing handler, which tells every runner why, and the error, for the
+// server's log.
+func Open(l host.Layout, log *slog.Logger) (h http.Handler, ok bool, err error) {
+	b, err := os.ReadFile(l.ModelJSON())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err == nil && len(b) > MaxConfigLen {
+		err = fmt.Errorf("%s is longer than %d bytes", l.ModelJSON(), MaxConfigLen)
+	}
+	var c *Config
+	if err == nil {
+		c, err = DecodeConfig(b)
+	}
+	var key string
+	if err == nil && c.KeyFile != "" {
+		if _, in := l.KeyWithin(c.KeyFile); in {
+			err = fmt.Errorf("model.json: \"key_file\" %s lies in a workspace, which its session's sandbox sees; keep the key outside every workspace", c.KeyFile)
+		} else {
+			key, err = ReadKey(c.KeyFile)
+		}
+	}
+	if err == nil {
+		h, err = NewProxy(c, key, log)
+	}
+	if err != nil {
+		return Refusing(fmt.Errorf("the node's model configuration: %w", err)), true, err
+	}
+	return h, true, nil
+}

@@ -1,0 +1,123 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Bridge is the command an agent CLI launches as its stdio MCP server to
+// reach the node's tools: `ocx mcp connect --socket SOCKET` (D38). The
+// socket is in the arguments, not only in the environment, because a CLI
+// may start its servers with an environment of its own (codex passes a
+// few variables only).
+type Bridge struct {
+	// Command is ocx's absolute path.
+	Command string
+	Args    []string
+}
+
+// BridgeOf finds the bridge for env: ocx on PATH (lookPath is
+// exec.LookPath) and the session's MCP socket. It says why there is none
+// when the node serves no tools here or ocx is not on PATH; the runner
+// then runs its CLI without the node's tools, as a session whose MCP
+// server did not start runs on (D38).
+func BridgeOf(env Env, lookPath func(string) (string, error)) (Bridge, error) {
+	if env.MCPSocket == "" {
+		return Bridge{}, fmt.Errorf("the node serves no tools here ($%s is not set)", EnvMCPSocket)
+	}
+	p, err := lookPath("ocx")
+	if err != nil {
+		return Bridge{}, errors.New("ocx, which bridges the node's tools, is not on PATH")
+	}
+	if !filepath.IsAbs(p) {
+		if p, err = filepath.Abs(p); err != nil {
+			return Bridge{}, fmt.Errorf("ocx's path: %w", err)
+		}
+	}
+	return Bridge{Command: p, Args: []string{"mcp", "connect", "--socket", env.MCPSocket}}, nil
+}
+
+// CLI is one run of an agent CLI for a turn.
+type CLI struct {
+	// Name is the program, found on PATH (claude, codex).
+	Name string
+	Args []string
+	// Stdin is the prompt.
+	Stdin string
+	// Env is the CLI's whole environment; Dir its working directory ("" is
+	// the runner's, the session's tree).
+	Env []string
+	Dir string
+	// Stderr receives the CLI's standard error: the session's log.
+	Stderr io.Writer
+}
+
+// MaxCLIOutput bounds what a CLI may print on standard output in a turn.
+const MaxCLIOutput = 64 << 20
+
+// CLIRun is what a CLI printed and how it ended.
+type CLIRun struct {
+	Stdout []byte
+	// Exit is its exit status, -1 when a signal ended it.
+	Exit int
+}
+
+// killGrace is how long a CLI has to end after SIGTERM when the turn is
+// cancelled, before SIGKILL.
+const killGrace = 5 * time.Second
+
+// Run runs the CLI until it exits or ctx ends (SIGTERM, then SIGKILL after
+// a grace). A CLI not on PATH is a Failure naming it; an exit status that
+// is not 0 is not an error here, the caller reads the output first. The
+// error is for a CLI that could not run or printed too much.
+func (c CLI) Run(ctx context.Context) (CLIRun, error) {
+	if _, err := exec.LookPath(c.Name); err != nil {
+		return CLIRun{}, Failf("%s is not on PATH (the sandbox's path must hold it)", c.Name)
+	}
+	cmd := exec.CommandContext(ctx, c.Name, c.Args...)
+	cmd.Stdin = bytes.NewReader([]byte(c.Stdin))
+	var out limitedBuffer
+	out.max = MaxCLIOutput
+	cmd.Stdout = &out
+	cmd.Stderr = c.Stderr
+	cmd.Env = c.Env
+	cmd.Dir = c.Dir
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = killGrace
+	err := cmd.Run()
+	if out.over {
+		return CLIRun{}, Failf("%s printed more than %d bytes", c.Name, MaxCLIOutput)
+	}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return CLIRun{Stdout: out.b.Bytes()}, nil
+	case ctx.Err() != nil:
+		return CLIRun{}, Failf("%s was stopped: the turn was cancelled", c.Name)
+	case errors.As(err, &ee):
+		return CLIRun{Stdout: out.b.Bytes(), Exit: ee.ExitCode()}, nil
+	}
+	return CLIRun{}, Failf("%s did not run: %v", c.Name, err)
+}
+
+// limitedBuffer keeps at most max bytes and notes when more came.
+type limitedBuffer struct {
+	b    bytes.Buffer
+	max  int
+	over bool
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if l.b.Len()+len(p) > l.max {
+		l.over = true
+		return 0, errors.New("too much output")
+	}
+	return l.b.Write(p)
+}

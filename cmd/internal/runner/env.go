@@ -1,0 +1,43 @@
+package runner
+
+import (
+	"path/filepath"
+
+	"github.com/ocx-go/ocx/host"
+)
+
+// The environment of a turn (D9, D38).
+const (
+	EnvPost       = "OCX_POST"
+	EnvRecord     = "OCX_RECORD"
+	EnvFrom       = "OCX_FROM"
+	EnvSessionDir = "OCX_SESSION_DIR"
+	EnvMCPSocket  = "OCX_MCP_SOCKET"
+)
+
+// Env is what a runner reads from its environment.
+type Env struct {
+	Post, Record, From string
+	// SessionDir is the session's directory: writable in the sandbox, kept
+	// across the daemon's re-exec and the session's restart.
+	SessionDir string
+	// MCPSocket is the node's MCP socket, "" when the node serves none.
+	MCPSocket string
+}
+
+// EnvOf reads the environment through getenv (os.Getenv).
+func EnvOf(getenv func(string) string) Env {
+	return Env{Post: getenv(EnvPost), Record: getenv(EnvRecord), From: getenv(EnvFrom),
+		SessionDir: getenv(EnvSessionDir), MCPSocket: getenv(EnvMCPSocket)}
+}
+
+// ModelSocket is the node's model proxy (host.ModelSocketName) beside the
+// MCP socket, in the same directory (/tmp/ocx-mcp in the sandbox); "" when
+// there is no MCP socket. The node serves it when AGENTS/model.json
+// configures a model.
+func (e Env) ModelSocket() string {
+	if e.MCPSocket == "" {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(e.MCPSocket), host.ModelSocketName)
+}

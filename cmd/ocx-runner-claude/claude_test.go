@@ -1,0 +1,77 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseOutput(t *testing.T) {
+	for _, tc := range []struct {
+		name, out, answer, id, note string
+		exit                        int
+	}{
+		{"success", `{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s1","total_cost_usd":0.1}`, "done", "s1", "", 0},
+		{"verbose list", `[{"type":"system","subtype":"init","session_id":"s1"},{"type":"assistant"},{"type":"result","subtype":"success","is_error":false,"result":"ok","session_id":"s1"}]`, "ok", "s1", "", 0},
+		{"lines", "{\"type\":\"system\"}\n{\"type\":\"result\",\"subtype\":\"success\",\"result\":\"ok\",\"session_id\":\"s2\"}\n", "ok", "s2", "", 0},
+		{"api error", `{"type":"result","subtype":"success","is_error":true,"result":"Invalid API key · Please run /login","session_id":"s1"}`, "", "", "claude: success: Invalid API key · Please run /login", 1},
+		{"error objects", `{"type":"result","subtype":"error_during_execution","is_error":true,"errors":[{"message":"boom"}]}`, "", "", "claude: error_during_execution: boom", 1},
+		{"error bare", `{"type":"result","subtype":"error_max_budget_usd","is_error":true}`, "", "", "claude: error_max_budget_usd", 1},
+		{"nonzero after success", `{"type":"result","subtype":"success","result":"x","session_id":"s"}`, "", "", "claude exited with status 1 after a successful result", 1},
+		{"no result", `{"type":"system"}`, "", "", "claude's output holds no result object", 0},
+		{"nothing", "", "", "", "claude printed nothing", 0},
+		{"nothing, failed", "", "", "", "claude exited with status 2 and no result (its standard error is in the session's log)", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, perr := parseOutput([]byte(tc.out))
+			answer, id, err := outcome(r, perr, tc.exit)
+			if tc.note != "" {
+				if err == nil || err.Error() != tc.note {
+					t.Fatalf("err %v, want %q", err, tc.note)
+				}
+				return
+			}
+			if err != nil || answer != tc.answer || id != tc.id {
+				t.Fatalf("%q, %q, %v; want %q, %q", answer, id, err, tc.answer, tc.id)
+			}
+		})
+	}
+}
+
+func TestMessageIsShortAndOneLine(t *testing.T) {
+	r := result{Result: strings.Repeat("é\n", 300)}
+	m := r.message()
+	if strings.Contains(m, "\n") || len(m) > maxErrorLen+len("…") || !strings.HasSuffix(m, "…") {
+		t.Fatalf("message %q", m)
+	}
+}
+
+func TestArgs(t *testing.T) {
+	got := strings.Join(args("opus", "/s/claude-mcp.json", ""), " ")
+	want := "-p --output-format json --model opus --mcp-config /s/claude-mcp.json --strict-mcp-config --allowedTools mcp__ocx --permission-mode bypassPermissions"
+	if got != want {
+		t.Fatalf("args\n got %s\nwant %s", got, want)
+	}
+	if got := args("opus", "/c", "abc"); strings.Join(got[len(got)-2:], " ") != "--resume abc" {
+		t.Fatalf("resumed args %q", got)
+	}
+}
+
+// FuzzParseOutput: any output parses or is refused, never a panic; what
+// parses is a result, and a failure note is one line.
+func FuzzParseOutput(f *testing.F) {
+	f.Add([]byte(`{"type":"result","subtype":"success","result":"x","session_id":"s"}`))
+	f.Add([]byte(`[{"type":"result","subtype":"error_max_turns","is_error":true,"errors":["a",{"message":"b"},3]}]`))
+	f.Add([]byte("{\"type\":\"result\"}\n{\"type\":"))
+	f.Add([]byte("not json"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, perr := parseOutput(b)
+		if perr == nil && r.Type != "result" {
+			t.Fatalf("parsed a %q, not a result", r.Type)
+		}
+		for _, exit := range []int{0, 1} {
+			if _, _, err := outcome(r, perr, exit); err != nil && strings.Contains(r.message(), "\n") {
+				t.Fatalf("message %q spans lines", r.message())
+			}
+		}
+	})
+}

@@ -1,0 +1,145 @@
+// Command ocx-runner-claude is an llm session's runner (D9) for Claude
+// Code: each turn runs `claude -p` headless in the session's tree, with
+// the node's tools over MCP, resuming the session's conversation by the
+// id claude gave on its first turn. docs/runners.md, "## claude", says
+// each flag and the output it reads.
+//
+//	ocx-runner-claude --model MODEL < TURN-LINE
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/host/unixhost"
+)
+
+// name is the runner's name: its conversations' directory and its CLI.
+const name = "claude"
+
+// configFile is the MCP configuration the runner writes in the session's
+// directory for each turn.
+const configFile = "claude-mcp.json"
+
+// state is what the conversation store keeps for claude: its session id.
+type state struct {
+	SessionID string `json:"session_id"`
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	answer, err := turn(ctx, argv, stdin, stderr)
+	return runner.Finish(stdout, answer, err)
+}
+
+// turn runs one turn and returns the answer.
+func turn(ctx context.Context, argv []string, stdin io.Reader, stderr io.Writer) (string, error) {
+	fs := flag.NewFlagSet("ocx-runner-"+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	model := fs.String("model", "", "the model claude runs")
+	if err := fs.Parse(argv); err != nil || fs.NArg() != 0 || *model == "" {
+		return "", &runner.Failure{What: "usage: ocx-runner-claude --model MODEL, with the turn's line on standard input", Usage: true}
+	}
+	in, err := runner.ReadInput(stdin)
+	if err != nil {
+		return "", err
+	}
+	env := runner.EnvOf(os.Getenv)
+	store, err := runner.OpenStore(env.SessionDir, name)
+	if err != nil {
+		return "", err
+	}
+	defer store.Close()
+	conv, err := store.Load(in.Session)
+	if err != nil {
+		return "", err
+	}
+	var st state
+	if conv != nil {
+		if err := json.Unmarshal(conv.State, &st); err != nil || st.SessionID == "" {
+			return "", runner.Failf("the conversation of %s holds no claude session id", in.Session)
+		}
+	}
+	var bridge *runner.Bridge
+	if b, err := runner.BridgeOf(env, exec.LookPath); err != nil {
+		fmt.Fprintf(stderr, "ocx-runner-claude: claude runs without the node's tools: %v\n", err)
+	} else {
+		bridge = &b
+	}
+	config, err := writeConfig(env.SessionDir, mcpConfig(bridge))
+	if err != nil {
+		return "", err
+	}
+	out, err := runner.CLI{
+		Name:   name,
+		Args:   args(*model, config, st.SessionID),
+		Stdin:  in.Message(conv == nil),
+		Env:    withEnv(os.Environ(), "IS_SANDBOX=1"),
+		Stderr: stderr,
+	}.Run(ctx)
+	if err != nil {
+		return "", err
+	}
+	r, perr := parseOutput(out.Stdout)
+	answer, id, err := outcome(r, perr, out.Exit)
+	if err != nil {
+		return "", err
+	}
+	if id == "" {
+		fmt.Fprintln(stderr, "ocx-runner-claude: claude's result has no session_id; the next turn starts a new conversation")
+		return answer, nil
+	}
+	turns := 1
+	if conv != nil {
+		turns = conv.Turns + 1
+	}
+	b, _ := json.Marshal(state{SessionID: id}) // a string only
+	if err := store.Save(in.Session, &runner.Conversation{Turns: turns, State: b}); err != nil {
+		// The answer stands: the model did the work and may have posted.
+		fmt.Fprintf(stderr, "ocx-runner-claude: %v\n", err)
+	}
+	return answer, nil
+}
+
+// writeConfig writes the MCP configuration in the session's directory,
+// whole, and returns its path.
+func writeConfig(sessionDir string, config []byte) (string, error) {
+	root, err := unixhost.OpenRoot(sessionDir)
+	if err != nil {
+		return "", fmt.Errorf("the session's directory: %w", err)
+	}
+	defer root.Close()
+	p := filepath.Join(root.Path(), configFile)
+	if err := root.WriteFile(p, config, 0o600); err != nil {
+		return "", fmt.Errorf("write claude's MCP configuration: %w", err)
+	}
+	return p, nil
+}
+
+// withEnv returns env with kv (KEY=VALUE) set, replacing KEY's value.
+func withEnv(env []string, kv string) []string {
+	key, _, _ := strings.Cut(kv, "=")
+	out := make([]string, 0, len(env)+1)
+	for _, e := range env {
+		if k, _, _ := strings.Cut(e, "="); k != key {
+			out = append(out, e)
+		}
+	}
+	return append(out, kv)
+}

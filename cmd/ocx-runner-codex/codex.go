@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/ocx-go/ocx/cmd/internal/runner"
+)
+
+// args is codex's command line for a turn (docs/runners.md, "## codex"):
+// exec with its JSON Lines events, the session's model, the tree as its
+// root (a Fossil checkout, not a Git one), no sandbox or approvals of its
+// own (the session's sandbox is the boundary), the node's tools as the MCP
+// server ocx, the thread resumed by its id after the first turn, and the
+// prompt read from standard input ("-"). Every option comes before
+// resume, as codex's docs write it.
+func args(model, dir string, b *runner.Bridge, resume string) []string {
+	a := []string{"exec", "--json", "--model", model, "--cd", dir,
+		"--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"}
+	if b != nil {
+		a = append(a, "-c", "mcp_servers.ocx.command="+tomlString(b.Command),
+			"-c", "mcp_servers.ocx.args="+tomlArray(b.Args))
+	}
+	if resume != "" {
+		a = append(a, "resume", resume)
+	}
+	return append(a, "-")
+}
+
+// tomlString renders s as a TOML basic string, which codex's -c reads.
+func tomlString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\u%04X`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// tomlArray renders ss as a TOML array of basic strings.
+func tomlArray(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = tomlString(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// event is one line of codex exec --json: the fields a runner reads.
+// Others, and event and item types it does not know, are ignored, as the
+// CLI adds them over time.
+type event struct {
+	Type string `json:"type"`
+	// ThreadID is thread.started's: the id to resume.
+	ThreadID string `json:"thread_id"`
+	// Message is an error event's.
+	Message string `json:"message"`
+	// Error is turn.failed's.
+	Error *struct {
+		Message string `json:"message"`
+	} `json:"error"`
+	// Item is item.started's, item.updated's and item.completed's.
+	Item *struct {
+		Type string `json:"type"`
+		// ItemType is what codex 0.4x named type.
+		ItemType string `json:"item_type"`
+		Text     string `json:"text"`
+		Message  string `json:"message"`
+	} `json:"item"`
+}
+
+// run is what a turn's events say.
+type events struct {
+	ThreadID string
+	// Answer is the last agent message completed.
+	Answer string
+	// Completed says turn.completed came; Failed is turn.failed's message.
+	Completed bool
+	Failed    string
+	// Errors are the error events' and error items' messages, in order.
+	Errors []string
+	// Skipped counts the lines that are not JSON objects.
+	Skipped int
+}
+
+// parseEvents reads codex's JSON Lines output.
+func parseEvents(b []byte) events {
+	var ev events
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		var e event
+		if line[0] != '{' || json.Unmarshal(line, &e) != nil {
+			ev.Skipped++
+			continue
+		}
+		switch e.Type {
+		case "thread.started":
+			if ev.ThreadID == "" {
+				ev.ThreadID = e.ThreadID
+			}
+		case "turn.completed":
+			ev.Completed = true
+		case "turn.failed":
+			ev.Failed = "the turn failed"
+			if e.Error != nil && e.Error.Message != "" {
+				ev.Failed = e.Error.Message
+			}
+		case "error":
+			ev.Errors = append(ev.Errors, e.Message)
+		case "item.completed":
+			if e.Item == nil {
+				continue
+			}
+			switch t := e.Item.Type + e.Item.ItemType; t {
+			case "agent_message", "assistant_message":
+				ev.Answer = e.Item.Text
+			case "error":
+				ev.Errors = append(ev.Errors, e.Item.Message)
+			}
+		}
+	}
+	return ev
+}
+
+// maxErrorLen bounds what of codex's error a failure note quotes.
+const maxErrorLen = 200
+
+// outcome is a turn's answer and the thread's id from its events and
+// codex's exit status, or the failure. A turn counts when turn.completed
+// came, no turn.failed, and codex exited 0: an error event before a
+// completed turn is one codex recovered from (a reconnection).
+func outcome(ev events, exit int) (answer, id string, err error) {
+	switch {
+	case ev.Failed != "":
+		return "", "", runner.Failf("codex: the turn failed: %s", short(ev.Failed))
+	case !ev.Completed && len(ev.Errors) > 0:
+		return "", "", runner.Failf("codex: %s", short(ev.Errors[len(ev.Errors)-1]))
+	case !ev.Completed && exit != 0:
+		return "", "", runner.Failf("codex exited with status %d before its turn completed (its standard error is in the session's log)", exit)
+	case !ev.Completed:
+		return "", "", runner.Failf("codex ended without completing its turn")
+	case exit != 0:
+		return "", "", runner.Failf("codex exited with status %d after its turn completed", exit)
+	}
+	return ev.Answer, ev.ThreadID, nil
+}
+
+// short is msg on one line, cut to maxErrorLen bytes.
+func short(msg string) string {
+	msg = strings.Join(strings.Fields(msg), " ")
+	if len(msg) > maxErrorLen {
+		cut := maxErrorLen
+		for cut > 0 && msg[cut]&0xC0 == 0x80 {
+			cut--
+		}
+		msg = msg[:cut] + "…"
+	}
+	return msg
+}

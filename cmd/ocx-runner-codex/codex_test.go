@@ -1,0 +1,92 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/ocx-go/ocx/cmd/internal/runner"
+)
+
+func TestArgs(t *testing.T) {
+	b := &runner.Bridge{Command: "/rel/ocx", Args: []string{"mcp", "connect", "--socket", "/tmp/ocx-mcp/mcp.sock"}}
+	got := strings.Join(args("gpt-5", "/tree", b, ""), " ")
+	want := `exec --json --model gpt-5 --cd /tree --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox ` +
+		`-c mcp_servers.ocx.command="/rel/ocx" -c mcp_servers.ocx.args=["mcp", "connect", "--socket", "/tmp/ocx-mcp/mcp.sock"] -`
+	if got != want {
+		t.Fatalf("args\n got %s\nwant %s", got, want)
+	}
+	if got := args("m", "/t", nil, "th1"); strings.Join(got[len(got)-3:], " ") != "resume th1 -" || strings.Contains(" "+strings.Join(got, " ")+" ", " -c ") {
+		t.Fatalf("resumed args without tools %q", got)
+	}
+}
+
+// A TOML basic string as tomlString writes it reads back as JSON does.
+func TestTOMLString(t *testing.T) {
+	for _, s := range []string{"/a b/ocx", `q"uo\te`, "tab\tnew\nline\x7f", "é/ünï"} {
+		var back string
+		if err := json.Unmarshal([]byte(tomlString(s)), &back); err != nil || back != s {
+			t.Errorf("%q -> %s -> %q, %v", s, tomlString(s), back, err)
+		}
+	}
+}
+
+func TestParseEvents(t *testing.T) {
+	for _, tc := range []struct {
+		name, out, answer, id, note string
+		exit                        int
+	}{
+		{"completed", `{"type":"thread.started","thread_id":"t1"}
+{"type":"turn.started"}
+{"type":"item.completed","item":{"id":"item_0","type":"reasoning","text":"**thinking**"}}
+{"type":"item.completed","item":{"id":"item_1","type":"agent_message","text":"first"}}
+{"type":"item.completed","item":{"id":"item_2","type":"agent_message","text":"last"}}
+{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":2}}`, "last", "t1", "", 0},
+		{"0.4x item_type", `{"type":"thread.started","thread_id":"t2"}
+{"type":"item.completed","item":{"id":"item_3","item_type":"assistant_message","text":"old"}}
+{"type":"turn.completed","usage":{}}`, "old", "t2", "", 0},
+		{"unknown events", `{"type":"thread.started","thread_id":"t3"}
+{"type":"item.plan.delta","item_id":"x","delta":"y"}
+{"type":"future.event","x":1}
+{"type":"turn.completed"}`, "", "t3", "", 0},
+		{"failed", `{"type":"thread.started","thread_id":"t1"}
+{"type":"error","message":"quota"}
+{"type":"turn.failed","error":{"message":"You exceeded your quota"}}`, "", "", "codex: the turn failed: You exceeded your quota", 1},
+		{"failed, no message", `{"type":"turn.failed"}`, "", "", "codex: the turn failed: the turn failed", 1},
+		{"error only", `{"type":"thread.started","thread_id":"t1"}
+{"type":"error","message":"stream error"}`, "", "", "codex: stream error", 1},
+		{"error item", `{"type":"item.completed","item":{"id":"i","type":"error","message":"bad config"}}`, "", "", "codex: bad config", 0},
+		{"exit before turn", `{"type":"thread.started","thread_id":"t1"}`, "", "", "codex exited with status 1 before its turn completed (its standard error is in the session's log)", 1},
+		{"ended early", ``, "", "", "codex ended without completing its turn", 0},
+		{"exit after turn", `{"type":"turn.completed"}`, "", "", "codex exited with status 1 after its turn completed", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			answer, id, err := outcome(parseEvents([]byte(tc.out)), tc.exit)
+			if tc.note != "" {
+				if err == nil || err.Error() != tc.note {
+					t.Fatalf("err %v, want %q", err, tc.note)
+				}
+				return
+			}
+			if err != nil || answer != tc.answer || id != tc.id {
+				t.Fatalf("%q, %q, %v; want %q, %q", answer, id, err, tc.answer, tc.id)
+			}
+		})
+	}
+}
+
+// FuzzParseEvents: any output reads as events, never a panic; a failure
+// note is one line.
+func FuzzParseEvents(f *testing.F) {
+	f.Add([]byte("{\"type\":\"thread.started\",\"thread_id\":\"t\"}\n{\"type\":\"turn.completed\"}\n"))
+	f.Add([]byte("{\"type\":\"item.completed\",\"item\":{\"type\":\"agent_message\",\"text\":\"a\"}}\n{\"type\":\"turn.failed\",\"error\":{\"message\":\"x\\ny\"}}"))
+	f.Add([]byte("{\"type\":\"error\",\"message\":null}\nnot json\n{\"item\":7}"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ev := parseEvents(b)
+		for _, exit := range []int{0, 1} {
+			if _, _, err := outcome(ev, exit); err != nil && strings.Contains(err.Error(), "\n") {
+				t.Fatalf("note %q spans lines", err)
+			}
+		}
+	})
+}
