@@ -196,10 +196,16 @@ func TestAgentSessionEndToEnd(t *testing.T) {
 // awaitReply waits for the agent's reply to a post in a thread.
 func (n *testNode) awaitReply(root, to string) posted {
 	n.t.Helper()
+	return n.awaitReplyBy(agent, root, to)
+}
+
+// awaitReplyBy waits for login's reply to a post in a thread.
+func (n *testNode) awaitReplyBy(login, root, to string) posted {
+	n.t.Helper()
 	var got posted
-	n.waitFor("the agent's reply to "+to, func() bool {
+	n.waitFor(login+"'s reply to "+to, func() bool {
 		for _, p := range n.thread(root) {
-			if p.InReplyTo == to && p.Sender == agent {
+			if p.InReplyTo == to && p.Sender == login {
 				got = p
 				return true
 			}

@@ -33,6 +33,37 @@ func needs(tb testing.TB, names ...string) {
 // release is the release directory itself.
 func release() string { return filepath.Join(relRoot, "releases", "test") }
 
+// llmRoot is a release root like relRoot whose release holds the real
+// runners (ocx-runner-native built from this tree, not the stand-in), for
+// the tests of llm sessions against a stand-in model server.
+var llmRoot string
+
+// makeLLMRelease makes llmRoot at dir: the test release's programs, linked,
+// and the runners built.
+func makeLLMRelease(dir string) error {
+	rel := filepath.Join(dir, "releases", "llm")
+	if err := os.MkdirAll(rel, 0o755); err != nil {
+		return err
+	}
+	for _, name := range []string{"ocx", "ocxd", "workspace"} {
+		if _, bad := buildErrs[name]; bad {
+			continue
+		}
+		if err := os.Link(filepath.Join(release(), name), filepath.Join(rel, name)); err != nil {
+			return err
+		}
+	}
+	for _, name := range []string{"ocx-runner-native"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(rel, name), "github.com/ocx-go/ocx/cmd/"+name)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			buildErrs["llm "+name] = fmt.Sprintf("%v: %s", err, out)
+		}
+	}
+	llmRoot = dir
+	return os.Symlink(filepath.Join("releases", "llm"), filepath.Join(dir, "current"))
+}
+
 // program is the path of one of the release's binaries.
 func program(name string) string { return filepath.Join(relRoot, "current", name) }
 
@@ -78,6 +109,9 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	if err := os.Symlink(filepath.Join("releases", "test"), filepath.Join(relRoot, "current")); err != nil {
+		return 0, err
+	}
+	if err := makeLLMRelease(filepath.Join(dir, "llm")); err != nil {
 		return 0, err
 	}
 	// goleak checks after the tests, before the release is removed.

@@ -49,6 +49,12 @@ func newNode(t testing.TB) *testNode { return newNodeWith(t) }
 // push as alice may.
 func newNodeWith(t testing.TB, people ...harness.User) *testNode {
 	t.Helper()
+	return newNodeOn(t, relRoot, people...)
+}
+
+// newNodeOn is newNodeWith on the release root root.
+func newNodeOn(t testing.TB, root string, people ...harness.User) *testNode {
+	t.Helper()
 	users := append([]harness.User{{Login: person, Password: personPW, Caps: "cghijnorwz234"}}, people...)
 	srv := harness.StartServer(t, harness.Options{Users: users})
 	n := &testNode{t: t, ctx: context.Background(), srv: srv, agents: filepath.Join(t.TempDir(), "agents"),
@@ -57,7 +63,7 @@ func newNodeWith(t testing.TB, people ...harness.User) *testNode {
 		n.pw[u.Login] = u.Password
 	}
 	t.Cleanup(n.shutdown)
-	n.must("", "init", "--project", "demo="+srv.Repo+","+srv.URL, "--release", relRoot)
+	n.must("", "init", "--project", "demo="+srv.Repo+","+srv.URL, "--release", root)
 	n.must("", "hook", "install")
 	return n
 }

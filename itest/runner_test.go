@@ -1,0 +1,203 @@
+package itest
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// chatModel is a stand-in for an OpenAI-compatible chat-completions server
+// on 127.0.0.1: it plays its replies in order, and keeps each request's
+// messages and authorization.
+type chatModel struct {
+	t       testing.TB
+	mu      sync.Mutex
+	replies []string // each a whole response body
+	seen    []chatRequest
+}
+
+type chatRequest struct {
+	Auth     string
+	Messages []json.RawMessage
+	Tools    []string
+}
+
+func (m *chatModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+		http.Error(w, "not here: "+r.Method+" "+r.URL.Path, http.StatusNotFound)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	var req struct {
+		Messages []json.RawMessage `json:"messages"`
+		Tools    []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	seen := chatRequest{Auth: r.Header.Get("Authorization"), Messages: req.Messages}
+	for _, t := range req.Tools {
+		seen.Tools = append(seen.Tools, t.Function.Name)
+	}
+	m.mu.Lock()
+	m.seen = append(m.seen, seen)
+	var reply string
+	if len(m.replies) > 0 {
+		reply, m.replies = m.replies[0], m.replies[1:]
+	}
+	m.mu.Unlock()
+	if reply == "" {
+		http.Error(w, "the stand-in model has no reply left", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, reply)
+}
+
+func (m *chatModel) requests() []chatRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]chatRequest(nil), m.seen...)
+}
+
+// chatText is a reply of plain text; chatCall one calling a tool.
+func chatText(text string) string {
+	b, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"finish_reason": "stop",
+		"message": map[string]any{"role": "assistant", "content": text}}}})
+	return string(b)
+}
+
+func chatCall(id, tool string, args map[string]any) string {
+	a, _ := json.Marshal(args)
+	b, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"finish_reason": "tool_calls",
+		"message": map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{
+			"id": id, "type": "function", "function": map[string]any{"name": tool, "arguments": string(a)}}}}}}})
+	return string(b)
+}
+
+// Issue 15 item 8: a `stays` llm session on the real ocx-runner-native,
+// against a stand-in model server on 127.0.0.1 reached through the node's
+// model proxy, answers a person's post, calls OCX's post tool through MCP
+// from inside its sandbox, and continues the same conversation on the next
+// post: the server sees the first turn's history. The key is the proxy's
+// alone: it reaches the server and nothing the session wrote.
+func TestNativeSessionEndToEnd(t *testing.T) {
+	needs(t, "ocxd", "workspace", "llm ocx-runner-native")
+	n := newNodeOn(t, llmRoot)
+	admin := n.srv.AdminLogin
+
+	const key = "sk-itest-0123456789"
+	model := &chatModel{t: t}
+	srv := httptest.NewServer(model)
+	t.Cleanup(srv.Close)
+	keyFile := filepath.Join(t.TempDir(), "model.key")
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `{"api": "openai", "base_url": "` + srv.URL + `", "key_file": "` + keyFile + `"}`
+	if err := os.WriteFile(filepath.Join(n.agents, "model.json"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	input := filepath.Join(t.TempDir(), "create.json")
+	rec := `{"objective": "Greet whoever writes.", "user": "native-7", "runner": "native", "hears": ["` + person + `"], "budget": {"wall": "1h"}}`
+	if err := os.WriteFile(input, []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	record := n.result(admin, "tool", "create", "--input", input)
+	n.waitFor("the agent's session to listen", func() bool {
+		for _, s := range n.status().Sessions {
+			if s.Login == "native-7" && s.Listening {
+				return true
+			}
+		}
+		return false
+	})
+
+	// Turn 1: a tool call, then the answer.
+	model.mu.Lock()
+	model.replies = []string{
+		chatCall("call-1", "post", map[string]any{"to": record, "text": "a note from the tool"}),
+		chatText("native answer one"),
+		chatText("native answer two"),
+	}
+	model.mu.Unlock()
+	hello := n.result(person, "post", "--to", record, "--text", "hello there")
+	first := n.awaitReplyBy("native-7", record, hello)
+	if first.Sender != "native-7" || strings.TrimSpace(first.Text) != "native answer one" {
+		t.Fatalf("the answer to hello: %+v", first)
+	}
+	byTool := false
+	for _, p := range n.thread(record) {
+		byTool = byTool || (p.Sender == "native-7" && strings.TrimSpace(p.Text) == "a note from the tool")
+	}
+	if !byTool {
+		t.Errorf("the post tool's post is not in the record's thread, by the agent")
+	}
+
+	// Turn 2 continues the conversation.
+	again := n.result(person, "post", "--to", record, "--text", "and again")
+	second := n.awaitReplyBy("native-7", record, again)
+	if strings.TrimSpace(second.Text) != "native answer two" {
+		t.Fatalf("the answer to the second post: %+v", second)
+	}
+	reqs := model.requests()
+	if len(reqs) != 3 {
+		t.Fatalf("the model saw %d requests, want 3", len(reqs))
+	}
+	joined := func(r chatRequest) string {
+		var b strings.Builder
+		for _, m := range r.Messages {
+			b.Write(m)
+			b.WriteByte('\n')
+		}
+		return b.String()
+	}
+	if j := joined(reqs[0]); !strings.Contains(j, "Record "+record) || !strings.Contains(j, "Greet whoever writes.") || !strings.Contains(j, "hello there") {
+		t.Errorf("the first request does not give the record, its objective and the post (E4):\n%s", j)
+	}
+	if !strings.Contains(strings.Join(reqs[0].Tools, ","), "post") {
+		t.Errorf("the model was offered the tools %q, not post", reqs[0].Tools)
+	}
+	if j := joined(reqs[1]); !strings.Contains(j, "a note from the tool") || !strings.Contains(j, "call-1") {
+		t.Errorf("the second request does not carry the tool's answer:\n%s", j)
+	}
+	if j := joined(reqs[2]); !strings.Contains(j, "hello there") || !strings.Contains(j, "native answer one") || !strings.Contains(j, "and again") {
+		t.Errorf("turn 2 does not continue turn 1's conversation:\n%s", j)
+	}
+	for i, r := range reqs {
+		if r.Auth != "Bearer "+key {
+			t.Errorf("request %d carried authorization %q, want the node's key", i, r.Auth)
+		}
+	}
+	// The key is nowhere the agent or the record can read.
+	logData, _ := os.ReadFile(filepath.Join(n.workspaceDir("native-7"), "session", "log"))
+	if strings.Contains(string(logData), key) {
+		t.Errorf("the session's log holds the key")
+	}
+	for _, p := range n.thread(record) {
+		if strings.Contains(p.Text, key) {
+			t.Errorf("a post holds the key: %s", p.Hash)
+		}
+	}
+	_ = filepath.WalkDir(n.workspaceDir("native-7"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), key) {
+				t.Errorf("%s, in the workspace, holds the key", path)
+			}
+		}
+		return nil
+	})
+	n.must(admin, "tool", "stop", "--record", record)
+}
