@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -29,9 +30,31 @@ import (
 // started gone, and the session's stopped and end notes on the record.
 func TestDemo(t *testing.T) {
 	needs(t, "ocxd", "workspace")
+	demoEndToEnd(t, program("ocx"), nil, "agent-demo heard: hello from the web")
+}
+
+// TestDemoWithAModel is issue 15 item 9: with the environment naming a
+// model server (here a stand-in on 127.0.0.1, as a local ollama would be),
+// the demo's session is an llm session on ocx-runner-native, and the
+// person's post is answered by the model.
+func TestDemoWithAModel(t *testing.T) {
+	needs(t, "ocxd", "workspace", "llm ocx-runner-native")
+	model := &chatModel{t: t, replies: []string{chatText("the model says hello back")}}
+	srv := httptest.NewServer(model)
+	t.Cleanup(srv.Close)
+	demoEndToEnd(t, filepath.Join(llmRoot, "current", "ocx"), []string{"OCX_DEMO_MODEL_URL=" + srv.URL, "OCX_DEMO_MODEL=llama3.2"},
+		"the model says hello back")
+	if reqs := model.requests(); len(reqs) != 1 || !strings.Contains(string(reqs[0].Messages[len(reqs[0].Messages)-1]), "hello from the web") {
+		t.Errorf("the model saw %d requests; the last message of the first: %s", len(reqs), reqs[0].Messages[len(reqs[0].Messages)-1])
+	}
+}
+
+// demoEndToEnd is TestDemo with the release's ocx at ocx, the environment
+// added to, and the answer expected from the session.
+func demoEndToEnd(t *testing.T, ocx string, env []string, want string) {
 	dir := t.TempDir()
-	cmd := exec.Command(program("ocx"), "demo", "--dir", dir)
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, "LANG=C.UTF-8"}
+	cmd := exec.Command(ocx, "demo", "--dir", dir)
+	cmd.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, "LANG=C.UTF-8"}, env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +164,7 @@ func TestDemo(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(reply, "agent-demo heard: hello from the web") {
+	if !strings.Contains(reply, want) {
 		t.Errorf("the session answered %q", reply)
 	}
 

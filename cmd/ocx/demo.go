@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
+	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
@@ -40,6 +42,46 @@ const (
 	// it heard.
 	demoCommand = `printf '%s heard: ' "$USER"; cat`
 )
+
+// The environment that makes the demo's session an llm session on
+// ocx-runner-native: the model server's base URL (an OpenAI-compatible
+// one such as ollama's, unless OCX_DEMO_MODEL_API says anthropic), the
+// model, and a file holding its key when it takes one.
+const (
+	demoModelURLEnv = "OCX_DEMO_MODEL_URL"
+	demoModelEnv    = "OCX_DEMO_MODEL"
+	demoModelAPIEnv = "OCX_DEMO_MODEL_API"
+	demoModelKeyEnv = "OCX_DEMO_MODEL_KEY_FILE"
+)
+
+// demoModel writes the node's model.json from the environment when it
+// names a model server, and returns the model; "" when it names none.
+func demoModel(path string) (string, error) {
+	url := os.Getenv(demoModelURLEnv)
+	if url == "" {
+		return "", nil
+	}
+	name := os.Getenv(demoModelEnv)
+	if name == "" {
+		return "", fmt.Errorf("%s names a model server, but %s names no model", demoModelURLEnv, demoModelEnv)
+	}
+	api := os.Getenv(demoModelAPIEnv)
+	if api == "" {
+		api = "openai"
+	}
+	c := &model.Config{API: model.API(api), BaseURL: url, KeyFile: os.Getenv(demoModelKeyEnv)}
+	if err := c.Validate(); err != nil {
+		return "", fmt.Errorf("the demo's model (%s, %s, %s): %w", demoModelURLEnv, demoModelAPIEnv, demoModelKeyEnv, err)
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o600); err != nil {
+		return "", err
+	}
+	return name, nil
+}
 
 // runDemo brings up a demo node on 127.0.0.1: a release made from the
 // binaries beside this ocx, a repository switched to write-ahead logging and
@@ -186,12 +228,20 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 	if err != nil {
 		return err
 	}
-	start := n.SessionStart(ctx, node.SessionStartInput{
+	in := node.SessionStartInput{
 		Workspace: d.key.String(), Kind: string(messages.Mechanical), Lifetime: string(messages.Stays),
 		Command: []string{"/bin/sh", "-c", demoCommand},
 		// The session hears the demo's person and the admin (D27).
 		Hears: []string{demoPerson, n.Caller.Login},
-	})
+	}
+	llm, err := demoModel(n.Layout.ModelJSON())
+	if err != nil {
+		return err
+	}
+	if llm != "" {
+		in.Kind, in.Command, in.Runner, in.Model = string(messages.LLM), nil, messages.RunnerNative, llm
+	}
+	start := n.SessionStart(ctx, in)
 	if start.Result != nil {
 		d.launch = *start.Result
 	}
@@ -218,7 +268,12 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 	fmt.Fprintf(e.stdout, "  3. Workspaces: Add a workspace for it; open it; Start a session (mechanical, stays, a command such as: read -r l; echo \"heard: $l\").\n")
 	fmt.Fprintf(e.stdout, "  4. Sessions: see it listening; open it for its log, its listeners (add a ticket), and Stop it.\n")
 	fmt.Fprintf(e.stdout, "\nOr talk to the session already running: log in as %s, open the thread, press Reply, type a line (say: hello), then Preview and Submit.\n", demoPerson)
-	fmt.Fprintf(e.stdout, "Within a few seconds %s answers \"%s heard: hello\"; reload the page to see it.\n", demoAgent, demoAgent)
+	if llm != "" {
+		fmt.Fprintf(e.stdout, "Its session is an llm session: ocx-runner-native asks the model %s at %s (AGENTS/model.json); reload the page to see its answer.\n", llm, os.Getenv(demoModelURLEnv))
+	} else {
+		fmt.Fprintf(e.stdout, "Within a few seconds %s answers \"%s heard: hello\"; reload the page to see it.\n", demoAgent, demoAgent)
+		fmt.Fprintf(e.stdout, "(With %s=http://127.0.0.1:11434 and %s=MODEL, a local ollama say, the session is an llm session on ocx-runner-native instead.)\n", demoModelURLEnv, demoModelEnv)
+	}
 	fmt.Fprintf(e.stdout, "From a terminal, the same:\n")
 	fmt.Fprintf(e.stdout, "  OCX_AGENTS=%s OCX_USER=%s OCX_PASSWORD=%s %s post --to %s --text hello\n", agents, demoPerson, demoPersonPW, ocx, record[:fossilio.MinPrefix])
 	fmt.Fprintf(e.stdout, "  OCX_AGENTS=%s %s status\n", agents, ocx)
@@ -391,7 +446,18 @@ func makeRelease(bin, relRoot string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	for _, name := range []string{"ocx", "ocxd", "workspace"} {
+	names := []string{"ocx", "ocxd", "workspace"}
+	// The runners beside them too (D9): `make build` puts each in bin/.
+	entries, err := os.ReadDir(bin)
+	if err != nil {
+		return fmt.Errorf("make the demo's release: %w", err)
+	}
+	for _, e := range entries {
+		if n := e.Name(); strings.HasPrefix(n, host.RunnerPrefix) && len(n) > len(host.RunnerPrefix) && !strings.Contains(n, ".") && e.Type().IsRegular() {
+			names = append(names, n)
+		}
+	}
+	for _, name := range names {
 		if err := copyFile(filepath.Join(bin, name), filepath.Join(dir, name), 0o755); err != nil {
 			return fmt.Errorf("make the demo's release: %w", err)
 		}
