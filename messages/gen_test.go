@@ -175,6 +175,10 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			if wall := rapid.SampledFrom([]string{"", "2h", "90s", "1d"}).Draw(t, "wall"); wall != "" {
 				d.Limits = &SessionLimits{Wall: wall}
 			}
+			d.Result = rapid.SampledFrom([]ResultKind{"", ResultCI, ResultVerdict}).Draw(t, "result")
+			if d.Result == ResultVerdict {
+				d.Lifetime = Completes
+			}
 			return d
 		case KindLaunch:
 			return &LaunchNote{Version: v, Login: login, Project: project, Workspace: genHash().Draw(t, "ws"), Session: genHash().Draw(t, "sess"),
@@ -206,7 +210,7 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			}
 			if rapid.Bool().Draw(t, "ci") {
 				n.Checkin = genHash().Draw(t, "checkin")
-				n.Result = rapid.SampledFrom([]CIResult{"", CIGreen, CIRed, CINone}).Draw(t, "result")
+				n.Result = rapid.SampledFrom([]CIResult{"", CIGreen, CIRed, CIPass, CIFail, CINone}).Draw(t, "result")
 			}
 			return n
 		case KindStop:
