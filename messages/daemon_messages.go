@@ -410,7 +410,9 @@ func (m Boot) String() string {
 	return s + listenedSuffix(m.Listeners)
 }
 
-func (m Restore) String() string { return "restore " + m.Handoff.Summary() + listenedSuffix(m.Listeners) }
+func (m Restore) String() string {
+	return "restore " + m.Handoff.Summary() + listenedSuffix(m.Listeners)
+}
 
 func listenedSuffix(ls []ListenedBranch) string {
 	if len(ls) == 0 {
