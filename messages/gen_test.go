@@ -305,6 +305,15 @@ func genState() *rapid.Generator[*NodeState] {
 				Branch: "trunk", User: "user-" + strconv.Itoa(i), Verdict: rapid.SampledFrom([]string{VerdictPass, VerdictFail}).Draw(t, "verdict"),
 				Reason: genLineText(true).Draw(t, "reason"), Against: "PLAN.md", Tag: genHash().Draw(t, "tag")})
 		}
+		for i := range rapid.IntRange(0, 2).Draw(t, "reviews") {
+			r := ReviewStatus{Project: genName().Draw(t, "rproject"), Login: "rev-" + strconv.Itoa(i), Branch: genBranch().Draw(t, "rbranch"),
+				Record: genHash().Draw(t, "rrecord"), Pending: rapid.SliceOfNDistinct(genHash(), 0, 3, func(h string) string { return h }).Draw(t, "pending"),
+				Skipped: rapid.IntRange(0, 3).Draw(t, "skipped")}
+			if r.Pending == nil {
+				r.Pending = []string{}
+			}
+			s.Reviews = append(s.Reviews, r)
+		}
 		if s.Hooks == nil {
 			s.Hooks = []HookStatus{}
 		}
