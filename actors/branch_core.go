@@ -15,16 +15,23 @@ import (
 // to the workspace. When its run ends it does the same again, unless the run
 // left no result on its check-in. A check-in while the workspace is busy only
 // waits: no note is written for it.
+//
+// A reviewer (D42) is the same listener whose runs leave a verdict: the
+// query gives its queue, the check-ins without its verdict, and the ones it
+// may never judge, which it logs once and never launches for.
 type BranchCore struct {
 	base
 	cfg     Config
 	st      messages.BranchState
 	collect *messages.CollectState
+	// skipped are the check-ins whose skip this actor has logged: a log
+	// line, not state; the query finds them again and they launch nothing.
+	skipped map[string]bool
 }
 
 // NewBranchCore makes the core of branch listener st, new or restored.
 func NewBranchCore(cfg Config, st messages.BranchState) *BranchCore {
-	c := &BranchCore{cfg: cfg.withDefaults(), st: st}
+	c := &BranchCore{cfg: cfg.withDefaults(), st: st, skipped: map[string]bool{}}
 	if c.st.Phase == "" {
 		c.st.Phase = messages.BranchIdle
 	}
@@ -62,6 +69,9 @@ func (c *BranchCore) Step(now time.Time, msg messages.DaemonMessage) []messages.
 	case messages.CheckinArrived:
 		c.st.Listener = m.Listener
 		if m.Listener.Lifetime != messages.Completes {
+			if m.Checkin == "" {
+				break
+			}
 			c.log(slog.LevelWarn, "a branch listener of a session that is not `completes` launches nothing", slog.String(KeyBranch, c.st.Branch), slog.String("lifetime", string(m.Listener.Lifetime)))
 			break
 		}
@@ -84,6 +94,12 @@ func (c *BranchCore) Step(now time.Time, msg messages.DaemonMessage) []messages.
 	case messages.UntestedFound:
 		if c.st.Phase != messages.BranchQuerying {
 			break
+		}
+		for _, k := range m.Skipped {
+			if !c.skipped[k.Checkin] {
+				c.skipped[k.Checkin] = true
+				c.log(slog.LevelInfo, "a check-in this listener may not judge is skipped, with no result: "+k.Why, slog.String(KeyBranch, c.st.Branch), slog.String(KeyCheckin, k.Checkin))
+			}
 		}
 		switch {
 		case m.Err != nil:

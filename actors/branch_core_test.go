@@ -2,6 +2,7 @@ package actors
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,8 +18,16 @@ type branchModel struct {
 	now time.Time
 
 	completes bool
-	checkins  []string // oldest first
-	tested    map[string]bool
+	// reviewer: its runs leave a verdict (D42); own are the check-ins it
+	// may not judge (E6: it sent them), which its queue passes over.
+	reviewer bool
+	checkins []string // oldest first
+	tested   map[string]bool
+	own      map[string]bool
+	// inFlight is the check-in whose launch note is written and whose run
+	// has not ended (or whose launch was refused): its result is pending.
+	inFlight map[string]bool
+	skipLogs map[string]int
 
 	reserveAsked int // ReserveWorkspace told and not answered
 	held         bool
@@ -38,12 +47,26 @@ type branchModel struct {
 }
 
 func (m *branchModel) untested() string {
-	for i := len(m.checkins) - 1; i >= 0; i-- {
-		if !m.tested[m.checkins[i]] {
-			return m.checkins[i]
+	q := m.queue()
+	if len(q.Waiting) == 0 {
+		return ""
+	}
+	return q.Waiting[len(q.Waiting)-1]
+}
+
+// queue is the listener's queue as the record gives it: derived from the
+// check-ins and their results, nothing remembered for it.
+func (m *branchModel) queue() Queue {
+	var q Queue
+	for _, h := range m.checkins {
+		switch {
+		case m.own[h]:
+			q.Skipped = append(q.Skipped, messages.SkippedCheckin{Checkin: h, Why: "sent by the reviewer (E6)"})
+		case !m.tested[h]:
+			q.Waiting = append(q.Waiting, h)
 		}
 	}
-	return ""
+	return q
 }
 
 func (m *branchModel) step(t *rapid.T, msg messages.DaemonMessage) {
@@ -65,6 +88,16 @@ func (m *branchModel) step(t *rapid.T, msg messages.DaemonMessage) {
 			if e.Checkin != m.lastNewest || m.lastNewest == "" {
 				t.Fatalf("a launch note for %s, but the newest untested found was %q", e.Checkin, m.lastNewest)
 			}
+			if m.tested[e.Checkin] {
+				t.Fatalf("a launch note for %s, which already carries its result (a verdict)", e.Checkin)
+			}
+			if m.own[e.Checkin] {
+				t.Fatalf("a launch note for %s, which the reviewer may not judge (E6)", e.Checkin)
+			}
+			if m.inFlight[e.Checkin] {
+				t.Fatalf("a second launch note for %s while its result is pending", e.Checkin)
+			}
+			m.inFlight[e.Checkin] = true
 			m.writes = append(m.writes, e)
 		case messages.Tell:
 			if e.To != messages.WorkspaceAddr(testW) {
@@ -99,6 +132,14 @@ func (m *branchModel) step(t *rapid.T, msg messages.DaemonMessage) {
 				t.Fatalf("a branch listener does not tell %s", e)
 			}
 		case messages.LogEvent:
+			for _, a := range e.Attrs {
+				if a.Key == KeyCheckin && strings.Contains(e.Text, "may not judge") {
+					m.skipLogs[a.Value.String()]++
+					if m.skipLogs[a.Value.String()] > 1 {
+						t.Fatalf("the skip of %s logged twice", a.Value)
+					}
+				}
+			}
 		default:
 			t.Fatalf("a branch listener never asks for %T: %s", e, e)
 		}
@@ -114,12 +155,17 @@ func (m *branchModel) step(t *rapid.T, msg messages.DaemonMessage) {
 // are refused, and runs that end with or without a result.
 func TestBranchCoreProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		m := &branchModel{now: time.Unix(1_000_000, 0), completes: rapid.IntRange(0, 4).Draw(t, "stays") != 0, tested: map[string]bool{}, nextPID: 800}
+		m := &branchModel{now: time.Unix(1_000_000, 0), completes: rapid.IntRange(0, 4).Draw(t, "stays") != 0, tested: map[string]bool{}, nextPID: 800,
+			own: map[string]bool{}, inFlight: map[string]bool{}, skipLogs: map[string]int{}}
 		lifetime := messages.Stays
 		if m.completes {
 			lifetime = messages.Completes
+			m.reviewer = rapid.Bool().Draw(t, "reviewer")
 		}
 		listener := messages.BranchListener{Workspace: testW, Repository: "/srv/demo.fossil", Record: testHash(900), ListenNote: testHash(901), Lifetime: lifetime}
+		if m.reviewer {
+			listener.Result = messages.ResultVerdict
+		}
 		m.c = NewBranchCore(Config{}, messages.BranchState{Workspace: testW, Branch: "trunk", Listener: listener})
 		if effs := m.c.Start(m.now); len(effs) != 0 {
 			t.Fatalf("a new listener did something at start: %v", effs)
@@ -129,8 +175,21 @@ func TestBranchCoreProperties(t *testing.T) {
 			"checkin": func(t *rapid.T) {
 				h := testHash(100 + len(m.checkins))
 				m.checkins = append(m.checkins, h)
+				m.own[h] = m.reviewer && rapid.IntRange(0, 3).Draw(t, "own") == 0
 				m.blocked = false
 				m.step(t, messages.CheckinArrived{Checkin: h, Branch: "trunk", Listener: listener})
+			},
+			// The daemon starts or re-execs: the listener looks at its
+			// queue, with no check-in in particular (D42).
+			"look": func(t *rapid.T) {
+				m.blocked = false
+				m.step(t, messages.CheckinArrived{Branch: "trunk", Listener: listener})
+			},
+			// A check-in arrives while no daemon runs: nothing tells the
+			// listener; the next look or check-in finds it.
+			"checkinUnseen": func(t *rapid.T) {
+				h := testHash(100 + len(m.checkins))
+				m.checkins = append(m.checkins, h)
 			},
 			"grant": func(t *rapid.T) {
 				if m.reserveAsked == 0 {
@@ -154,8 +213,9 @@ func TestBranchCoreProperties(t *testing.T) {
 					m.step(t, messages.UntestedFound{Branch: "trunk", Err: errors.New("locked")})
 					return
 				}
+				q := m.queue()
 				m.lastNewest = m.untested()
-				m.step(t, messages.UntestedFound{Branch: "trunk", Newest: m.lastNewest})
+				m.step(t, messages.UntestedFound{Branch: "trunk", Newest: m.lastNewest, Waiting: len(q.Waiting), Skipped: q.Skipped})
 			},
 			"write": func(t *rapid.T) {
 				if len(m.writes) == 0 {
@@ -164,6 +224,7 @@ func TestBranchCoreProperties(t *testing.T) {
 				w := m.writes[0]
 				m.writes = m.writes[1:]
 				if rapid.IntRange(0, 4).Draw(t, "fail") == 0 {
+					delete(m.inFlight, w.Checkin)
 					m.step(t, messages.LaunchWritten{Branch: "trunk", Checkin: w.Checkin, Err: errors.New("401")})
 					return
 				}
@@ -177,6 +238,7 @@ func TestBranchCoreProperties(t *testing.T) {
 				l := m.launchCI[0]
 				m.launchCI = m.launchCI[1:]
 				if rapid.IntRange(0, 3).Draw(t, "refused") == 0 {
+					delete(m.inFlight, l.Checkin)
 					m.step(t, messages.LaunchOutcome{Launch: l, Refused: "a terminal session holds it"})
 					return
 				}
@@ -196,6 +258,7 @@ func TestBranchCoreProperties(t *testing.T) {
 				} else {
 					m.blocked = true
 				}
+				delete(m.inFlight, m.running.Launch.Checkin)
 				ended := &messages.EndedRun{Proc: m.running.Proc, Launch: m.running.Launch, LeftResult: left}
 				m.running = nil
 				m.step(t, messages.WorkspaceFreed{Ended: ended})
@@ -217,6 +280,9 @@ func TestBranchCoreProperties(t *testing.T) {
 				}
 				if (m.running != nil) != (m.c.st.Phase == messages.BranchRunning) {
 					t.Fatalf("the model runs %v, the listener is %s", m.running != nil, m.c.st.Phase)
+				}
+				if len(m.inFlight) > 1 {
+					t.Fatalf("%d check-ins launched at once: %v", len(m.inFlight), m.inFlight)
 				}
 			},
 		})

@@ -40,13 +40,24 @@ type Classifier interface {
 	ResolveLaunch(ctx context.Context, p messages.ProcInfo) (messages.LaunchSpec, error)
 }
 
-// CheckinReader answers a branch listener's questions (decisions D5).
+// Queue is a branch listener's queue as the record gives it (decisions D5,
+// D42): derived each time, never stored.
+type Queue struct {
+	// Waiting are the check-ins on the branch received after the listen
+	// note that carry no result of the listener's login (a ci tag it sent,
+	// or its verdict), in the server's order: the newest last.
+	Waiting []string
+	// Skipped are the check-ins on the branch the listener may never judge
+	// (E6: a reviewer's own), each with why.
+	Skipped []messages.SkippedCheckin
+}
+
+// CheckinReader answers a branch listener's questions (decisions D5, D42).
 type CheckinReader interface {
-	// NewestUntested returns the newest check-in on the branch received after
-	// the listen note with no `ci` tag sent by the listener's login, or "".
-	NewestUntested(ctx context.Context, l messages.BranchListener, branch string) (string, error)
-	// RunResult returns the `ci` tag value the launch's login left on the
-	// launch's check-in, if any.
+	// Queue returns the listener's queue on the branch.
+	Queue(ctx context.Context, l messages.BranchListener, branch string) (Queue, error)
+	// RunResult returns the result the launch's login left on the launch's
+	// check-in, if any: its `ci` tag's value, or for a reviewer its verdict.
 	RunResult(ctx context.Context, l messages.LaunchSpec) (result string, found bool, err error)
 }
 
@@ -176,8 +187,12 @@ func (d *Deps) run(ctx context.Context, e messages.DaemonEffect) messages.Daemon
 		r, found, err := d.Checkins.RunResult(ctx, e.Launch)
 		return messages.ResultRead{Proc: e.Proc, Found: found, Result: r, Err: err}
 	case messages.FindUntested:
-		h, err := d.Checkins.NewestUntested(ctx, e.Listener, e.Branch)
-		return messages.UntestedFound{Branch: e.Branch, Newest: h, Err: err}
+		q, err := d.Checkins.Queue(ctx, e.Listener, e.Branch)
+		r := messages.UntestedFound{Branch: e.Branch, Waiting: len(q.Waiting), Skipped: q.Skipped, Err: err}
+		if err == nil && len(q.Waiting) > 0 {
+			r.Newest = q.Waiting[len(q.Waiting)-1]
+		}
+		return r
 	case messages.ScanWorkspace:
 		ps, err := d.Procs.Scan(ctx, e.Workspace)
 		return messages.WorkspaceScanned{Workspace: e.Workspace, Purpose: e.Purpose, For: e.For, Procs: ps, Err: err}

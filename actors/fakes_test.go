@@ -117,18 +117,19 @@ func (f *fakeWorld) ResolveLaunch(_ context.Context, p messages.ProcInfo) (messa
 	return l, nil
 }
 
-func (f *fakeWorld) NewestUntested(_ context.Context, _ messages.BranchListener, branch string) (string, error) {
+func (f *fakeWorld) Queue(_ context.Context, _ messages.BranchListener, branch string) (Queue, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.fail("untested"); err != nil {
-		return "", err
+		return Queue{}, err
 	}
-	for i := len(f.order) - 1; i >= 0; i-- {
-		if !f.tested[f.order[i]] {
-			return f.order[i], nil
+	var q Queue
+	for _, h := range f.order {
+		if !f.tested[h] {
+			q.Waiting = append(q.Waiting, h)
 		}
 	}
-	return "", nil
+	return q, nil
 }
 
 func (f *fakeWorld) RunResult(_ context.Context, l messages.LaunchSpec) (string, bool, error) {

@@ -113,6 +113,7 @@ func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Da
 		c.tellWorkspace(m.Proc.Workspace, messages.AdoptSession{Proc: m.Proc, Launch: *m.Launch})
 	case messages.Restore:
 		c.restore(m.Handoff)
+		c.lookAtQueues(m.Listeners)
 	case messages.SnapshotRequest:
 		if c.collect != nil {
 			c.collect.requests = append(c.collect.requests, m.Request)
@@ -235,6 +236,20 @@ func (c *NodeCore) boot(m messages.Boot) {
 			continue
 		}
 		c.log(slog.LevelInfo, "found a process naming a workspace; the daemon never starts or adopts a terminal session", wsAttr(p.Workspace), pidAttr(p.Proc), slog.String("verb", p.Verb))
+	}
+	c.lookAtQueues(m.Listeners)
+}
+
+// lookAtQueues has each `completes` branch listener found at start look at
+// what waits on its branch (D42): its queue is derived from the record, so a
+// check-in that arrived while no daemon ran is found, and one with a result
+// is not. A listener of a `stays` session launches nothing and is left out.
+func (c *NodeCore) lookAtQueues(ls []messages.ListenedBranch) {
+	for _, l := range ls {
+		if l.Listener.Lifetime != messages.Completes {
+			continue
+		}
+		c.tellWorkspace(l.Listener.Workspace, messages.CheckinArrived{Branch: l.Branch, Listener: l.Listener})
 	}
 }
 

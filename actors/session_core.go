@@ -292,10 +292,7 @@ func (c *SessionCore) endNote() messages.EndNote {
 		e.Killed = c.st.KillSent && st.Signal == "SIGKILL"
 	}
 	if c.st.Launch.IsCI() {
-		e.Checkin, e.Result = c.st.Launch.Checkin, messages.CINone
-		if t, err := messages.ParseCITag(c.st.Result); err == nil && c.st.Result != "" {
-			e.Result = t.Result
-		}
+		e.Checkin, e.Result = c.st.Launch.Checkin, messages.RunResultOf(c.st.Result)
 	}
 	return e
 }

@@ -50,6 +50,10 @@ type world struct {
 	checkins map[string]string              // check-in -> branch
 	order    []string                       // trunk check-ins, oldest first
 	tested   map[string]bool
+	// reviewer: the trunk listener's runs leave a verdict (D42); own are
+	// the trunk check-ins it may not judge (E6), which its queue skips.
+	reviewer bool
+	own      map[string]bool
 
 	reaperPaused bool
 	zombies      []messages.ProcessExited
@@ -68,7 +72,7 @@ type world struct {
 
 func newWorld(t *rapid.T, cfg Config) *world {
 	w := &world{t: t, cfg: cfg, procs: map[messages.ProcID]*wproc{}, nextPID: 700,
-		launches: map[string]messages.LaunchSpec{}, checkins: map[string]string{}, tested: map[string]bool{},
+		launches: map[string]messages.LaunchSpec{}, checkins: map[string]string{}, tested: map[string]bool{}, own: map[string]bool{},
 		delivered: map[string]bool{}, refusals: map[string]int{}, spawned: map[string]int{},
 		spawning: map[messages.WorkspaceKey]int{}, endsOK: map[messages.ProcID]int{}, stopAsked: map[messages.ProcID]bool{}}
 	w.s = w.newSim(time.Unix(1_000_000, 0))
@@ -110,11 +114,39 @@ func (w *world) liveIn(k messages.WorkspaceKey) []messages.ProcInfo {
 
 func (w *world) newestUntested() string {
 	for i := len(w.order) - 1; i >= 0; i-- {
-		if !w.tested[w.order[i]] {
+		if !w.tested[w.order[i]] && !w.own[w.order[i]] {
 			return w.order[i]
 		}
 	}
 	return ""
+}
+
+// listener is the listener of a branch as the record names it: trunk's
+// completes session (a reviewer or CI), dev's stays session.
+func (w *world) listener(branch string) messages.BranchListener {
+	l := messages.BranchListener{Workspace: wsCI, Repository: treeRep, Record: testHash(9001), ListenNote: testHash(9002), Lifetime: messages.Completes}
+	if branch == "dev" {
+		l.Lifetime = messages.Stays
+	} else if w.reviewer {
+		l.Result = messages.ResultVerdict
+	}
+	return l
+}
+
+// listeners are the branch listeners the wiring finds when a daemon starts.
+func (w *world) listeners() []messages.ListenedBranch {
+	return []messages.ListenedBranch{{Branch: "trunk", Listener: w.listener("trunk")}, {Branch: "dev", Listener: w.listener("dev")}}
+}
+
+// skipped are the trunk check-ins the listener may never judge.
+func (w *world) skipped() []messages.SkippedCheckin {
+	var out []messages.SkippedCheckin
+	for _, h := range w.order {
+		if w.own[h] {
+			out = append(out, messages.SkippedCheckin{Checkin: h, Why: "sent by the reviewer (E6)"})
+		}
+	}
+	return out
 }
 
 // input sends a message to the node and delivers until nothing is queued.
@@ -160,6 +192,12 @@ func (w *world) observe(from messages.ActorAddr, e messages.DaemonEffect) {
 			t.Fatalf("KILL to %s, which no stop was asked of", e.Proc)
 		}
 	case messages.WriteLaunch:
+		if w.tested[e.Checkin] {
+			t.Fatalf("a launch for %s, which carries its result (a verdict) already", e.Checkin)
+		}
+		if w.own[e.Checkin] {
+			t.Fatalf("a launch for %s, which the reviewer may not judge (E6)", e.Checkin)
+		}
 		if e.Checkin != w.newestUntested() {
 			t.Fatalf("a CI launch for %s, but the newest untested is %s", e.Checkin, w.newestUntested())
 		}
@@ -202,11 +240,7 @@ func (w *world) answer(p *pendingEffect, fail bool) bool {
 				res.Launch = &l
 			} else if b, ok := w.checkins[e.Hash]; ok {
 				c := messages.CheckinSpec{Hash: e.Hash, Repository: treeRep, Branch: b}
-				lt := messages.Completes
-				if b == "dev" {
-					lt = messages.Stays
-				}
-				c.Listeners = []messages.BranchListener{{Workspace: wsCI, Repository: treeRep, Record: testHash(9001), ListenNote: testHash(9002), Lifetime: lt}}
+				c.Listeners = []messages.BranchListener{w.listener(b)}
 				res.Checkin = &c
 			} else {
 				res.Nothing = "not a note of the daemon's"
@@ -246,7 +280,7 @@ func (w *world) answer(p *pendingEffect, fail bool) bool {
 		pr := w.procs[e.Proc]
 		r = messages.ResultRead{Proc: e.Proc, Found: pr != nil && pr.result, Result: "green: ok", Err: err}
 	case messages.FindUntested:
-		r = messages.UntestedFound{Branch: e.Branch, Newest: w.newestUntested(), Err: err}
+		r = messages.UntestedFound{Branch: e.Branch, Newest: w.newestUntested(), Skipped: w.skipped(), Err: err}
 	case messages.WriteLaunch:
 		if err != nil {
 			r = messages.LaunchWritten{Branch: e.Branch, Checkin: e.Checkin, Err: err}
@@ -312,7 +346,7 @@ func (w *world) exec(p *pendingEffect, fail bool) bool {
 	}
 	w.s = w.newSim(old.now)
 	w.s.nextID = old.nextID
-	w.input(messages.Restore{Handoff: h2})
+	w.input(messages.Restore{Handoff: h2, Listeners: w.listeners()})
 	// The new image knows the same children.
 	known := map[messages.ProcID]bool{}
 	for a, c := range w.s.cores {
@@ -401,6 +435,7 @@ func TestTreeProperties(t *testing.T) {
 		// exhaust them; the memory of launches larger than any run.
 		cfg := Config{Grace: 10 * time.Second, EndAttempts: 1000, RecentLaunches: 100000}
 		w := newWorld(t, cfg)
+		w.reviewer = rapid.Bool().Draw(t, "reviewer")
 
 		// The daemon starts with what it finds: orphans of a previous daemon
 		// and terminal sessions.
@@ -414,7 +449,7 @@ func TestTreeProperties(t *testing.T) {
 			w.procs[id] = &wproc{id: id, w: k, origin: messages.OriginOrphan, launch: l, alive: true}
 			found = append(found, messages.ProcInfo{Proc: id, Workspace: k, Verb: "serve", Launch: l.Hash, StartedBy: messages.OriginOrphan})
 		}
-		w.input(messages.Boot{Found: found})
+		w.input(messages.Boot{Found: found, Listeners: w.listeners()})
 
 		t.Repeat(map[string]func(*rapid.T){
 			"postLaunch": func(t *rapid.T) {
@@ -437,9 +472,17 @@ func TestTreeProperties(t *testing.T) {
 				w.checkins[h] = b
 				if b == "trunk" {
 					w.order = append(w.order, h)
+					w.own[h] = w.reviewer && rapid.IntRange(0, 3).Draw(t, "own") == 0
 				}
 				w.posted = append(w.posted, h)
 				w.input(messages.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: h}})
+			},
+			// A check-in whose hook line never reaches the daemon (it
+			// arrived while none ran): only a look at the queue finds it.
+			"checkinUnheard": func(t *rapid.T) {
+				h := w.hash()
+				w.checkins[h] = "trunk"
+				w.order = append(w.order, h)
 			},
 			"stop": func(t *rapid.T) {
 				k := rapid.SampledFrom(treeWs).Draw(t, "w")
@@ -548,6 +591,29 @@ func TestTreeProperties(t *testing.T) {
 		}
 		if u := w.newestUntested(); u != "" {
 			t.Fatalf("check-in %s still waits on the listened branch after everything settled:\n%s", u, w.s.describe())
+		}
+
+		// The daemon stops; check-ins arrive while none runs (their hook
+		// lines lost); a new daemon starts. Nothing was stored for the
+		// queue: the new daemon derives it, launches for each check-in
+		// that waits, and for none already judged (the launch check above).
+		launchedBefore := w.writeLaunch
+		unheard := rapid.IntRange(0, 3).Draw(t, "unheard")
+		for range unheard {
+			h := w.hash()
+			w.checkins[h] = "trunk"
+			w.order = append(w.order, h)
+		}
+		old := w.s
+		w.s = w.newSim(old.now)
+		w.s.nextID = old.nextID
+		w.input(messages.Boot{Listeners: w.listeners()})
+		settle()
+		if u := w.newestUntested(); u != "" {
+			t.Fatalf("check-in %s, arrived while no daemon ran, still waits after the next daemon settled:\n%s", u, w.s.describe())
+		}
+		if got := w.writeLaunch - launchedBefore; got != unheard {
+			t.Fatalf("the next daemon wrote %d launch notes for %d check-ins that arrived while none ran", got, unheard)
 		}
 	})
 }

@@ -19,18 +19,26 @@ import (
 // own over HTTP, a commit, a push, then the backoffice so that the hook
 // sees the check-in at once (D11).
 type committer struct {
-	t    testing.TB
-	n    *testNode
-	dir  string
-	home string
+	t               testing.TB
+	n               *testNode
+	dir             string
+	home            string
+	login, password string
 }
 
 func newCommitter(t testing.TB, n *testNode) *committer {
 	t.Helper()
+	return newCommitterAs(t, n, n.srv.AdminLogin, n.srv.AdminPassword)
+}
+
+// newCommitterAs is a committer that pushes as login, and whom each
+// check-in names as its user.
+func newCommitterAs(t testing.TB, n *testNode, login, password string) *committer {
+	t.Helper()
 	n.fossilClients = true
-	c := &committer{t: t, n: n, dir: t.TempDir(), home: t.TempDir()}
+	c := &committer{t: t, n: n, dir: t.TempDir(), home: t.TempDir(), login: login, password: password}
 	clone := filepath.Join(t.TempDir(), "demo.fossil")
-	c.fossil("", "clone", n.srv.UserURL(n.srv.AdminLogin, n.srv.AdminPassword), clone)
+	c.fossil("", "clone", n.srv.UserURL(login, password), clone)
 	c.fossil(c.dir, "open", clone, "--nosync")
 	c.fossil(c.dir, "settings", "autosync", "off")
 	return c
@@ -45,7 +53,7 @@ func (c *committer) fossil(dir string, args ...string) string {
 	if dir == "" {
 		cmd.Dir = c.home
 	}
-	cmd.Env = harness.FossilEnv(c.home, c.n.srv.AdminLogin)
+	cmd.Env = harness.FossilEnv(c.home, c.login)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -74,7 +82,7 @@ func (c *committer) commitOn(name, branch string) string {
 	before := checkinHash(c.fossil(c.dir, "info", "current"))
 	add := c.fossil(c.dir, "add", name)
 	commit := c.fossil(c.dir, "commit", "-m", "add "+name, "--no-warnings")
-	push := c.fossil(c.dir, "push", c.n.srv.UserURL(c.n.srv.AdminLogin, c.n.srv.AdminPassword))
+	push := c.fossil(c.dir, "push", c.n.srv.UserURL(c.login, c.password))
 	hash := checkinHash(c.fossil(c.dir, "info", "current"))
 	if hash == before {
 		c.t.Fatalf("committing %s made no new check-in (still %s)\nadd: %s\ncommit: %s\npush: %s", name, hash, add, commit, push)

@@ -40,6 +40,9 @@ type LaunchSpec struct {
 	// Branch is, for a CI launch, the branch of that check-in: the branch
 	// listener the launch belongs to.
 	Branch string `json:"branch,omitempty"`
+	// Result is, for a CI launch, what the run leaves on its check-in: the
+	// session definition's result (empty: ci; verdict: a reviewer, D42).
+	Result ResultKind `json:"result,omitempty"`
 	// Sandbox is the workspace definition's sandbox as written on the record;
 	// the actors never look inside it.
 	Sandbox json.RawMessage `json:"sandbox,omitempty"`
@@ -65,6 +68,9 @@ func (l LaunchSpec) String() string {
 	}
 	if l.IsCI() {
 		b.WriteString(" ci " + token(l.Branch) + " " + daemonShort(l.Checkin))
+		if l.Result != "" && l.Result != ResultCI {
+			b.WriteString(" result " + string(l.Result))
+		}
 	}
 	return b.String()
 }
@@ -111,11 +117,18 @@ type BranchListener struct {
 	// ListenNote is the listen note's hash: only check-ins received after it wait.
 	ListenNote string   `json:"listen_note"`
 	Lifetime   Lifetime `json:"lifetime"`
+	// Result is what each run leaves on its check-in, from the session
+	// definition: empty (ci) or verdict (a reviewer, D42).
+	Result ResultKind `json:"result,omitempty"`
 }
 
 // String renders the listener in one line.
 func (b BranchListener) String() string {
-	return "listener " + b.Workspace.String() + " record " + daemonShort(b.Record) + " since " + daemonShort(b.ListenNote) + " " + string(b.Lifetime)
+	s := "listener " + b.Workspace.String() + " record " + daemonShort(b.Record) + " since " + daemonShort(b.ListenNote) + " " + string(b.Lifetime)
+	if b.Result != "" && b.Result != ResultCI {
+		s += " result " + string(b.Result)
+	}
+	return s
 }
 
 // LaunchRefused is a launch note the daemon will not act on, as the record

@@ -40,11 +40,17 @@ type ProcessExited struct {
 // record its end, and restarts nothing.
 type Boot struct {
 	Found []ProcInfo
+	// Listeners are the node's branch listeners: each `completes` one looks
+	// at what waits on its branch (D42), which may have arrived while no
+	// daemon ran.
+	Listeners []ListenedBranch
 }
 
-// Restore starts a daemon from a re-exec hand-off.
+// Restore starts a daemon from a re-exec hand-off. Listeners are as Boot's:
+// read again by the new image, never handed over.
 type Restore struct {
-	Handoff Handoff
+	Handoff   Handoff
+	Listeners []ListenedBranch
 }
 
 // SnapshotRequest asks the node for the daemon's state once every actor has
@@ -138,11 +144,33 @@ type EndWritten struct {
 	Err  error
 }
 
-// UntestedFound is FindUntested's result: Newest is empty if no check-in waits.
+// UntestedFound is FindUntested's result: the listener's queue, derived
+// from the record (D5, D42). Newest is empty if no check-in waits; Waiting
+// counts those that wait, Newest among them; Skipped are the check-ins on
+// the branch the listener may never judge (E6: a reviewer's own), each
+// passed over for good.
 type UntestedFound struct {
-	Branch string
-	Newest string
-	Err    error
+	Branch  string
+	Newest  string
+	Waiting int
+	Skipped []SkippedCheckin
+	Err     error
+}
+
+// SkippedCheckin is a check-in a branch listener passes over for good, and
+// why (D42).
+type SkippedCheckin struct {
+	Checkin string `json:"checkin"`
+	Why     string `json:"why"`
+}
+
+// ListenedBranch is one branch listener the wiring found when the daemon
+// started or re-execed: a workspace whose listening index names a branch,
+// with its latest listen note there and its session definition, as a
+// check-in comes with them (D42).
+type ListenedBranch struct {
+	Branch   string
+	Listener BranchListener
 }
 
 // LaunchWritten is WriteLaunch's result: the launch note written, resolved.
@@ -179,7 +207,9 @@ type LaunchRequested struct {
 }
 
 // CheckinArrived tells a workspace, then its branch listener, that a check-in
-// arrived on a branch one of its `completes` sessions listens to.
+// arrived on a branch one of its `completes` sessions listens to. Checkin is
+// empty when the daemon starts or re-execs (ListenersFound): no check-in in
+// particular, the listener looks at what waits (D42).
 type CheckinArrived struct {
 	Checkin  string
 	Branch   string
@@ -377,10 +407,23 @@ func (m Boot) String() string {
 	for _, p := range m.Found {
 		s += "; " + p.Workspace.String() + " " + p.String()
 	}
-	return s
+	return s + listenedSuffix(m.Listeners)
 }
 
-func (m Restore) String() string { return "restore " + m.Handoff.Summary() }
+func (m Restore) String() string {
+	return "restore " + m.Handoff.Summary() + listenedSuffix(m.Listeners)
+}
+
+func listenedSuffix(ls []ListenedBranch) string {
+	if len(ls) == 0 {
+		return ""
+	}
+	s := ", listeners " + strconv.Itoa(len(ls))
+	for _, l := range ls {
+		s += "; " + token(l.Branch) + " " + l.Listener.String()
+	}
+	return s
+}
 
 func (m SnapshotRequest) String() string { return "snapshot request #" + strconv.Itoa(m.Request) }
 
@@ -472,10 +515,17 @@ func (m UntestedFound) String() string {
 	case m.Err != nil:
 		return s + errSuffix(m.Err)
 	case m.Newest == "":
-		return s + ": none"
+		s += ": none"
 	default:
-		return s + ": " + daemonShort(m.Newest)
+		s += ": " + daemonShort(m.Newest)
+		if m.Waiting > 1 {
+			s += " of " + strconv.Itoa(m.Waiting)
+		}
 	}
+	for _, k := range m.Skipped {
+		s += "; skipped " + daemonShort(k.Checkin) + ": " + CleanText(k.Why)
+	}
+	return s
 }
 
 func (m LaunchWritten) String() string {
@@ -500,6 +550,9 @@ func (m ExecFailed) String() string { return "exec failed" + errSuffix(m.Err) }
 func (m LaunchRequested) String() string { return "launch requested: " + m.Launch.String() }
 
 func (m CheckinArrived) String() string {
+	if m.Checkin == "" {
+		return "look at " + token(m.Branch) + " for " + m.Listener.String()
+	}
 	return "checkin " + daemonShort(m.Checkin) + " on " + token(m.Branch) + " for " + m.Listener.String()
 }
 

@@ -112,6 +112,8 @@ func TestDaemonStringsAreOneLine(t *testing.T) {
 	ws := messages.WorkspaceState{Workspace: dW, Sessions: []messages.SessionState{st}, Branches: []messages.BranchState{bs}}
 	h := messages.Handoff{OCX: messages.HandoffKind, Version: messages.HandoffVersion, Workspaces: []messages.WorkspaceState{ws}}
 	listener := messages.BranchListener{Workspace: dW, Record: dHash(9), ListenNote: dHash(8), Lifetime: messages.Completes}
+	reviewer := listener
+	reviewer.Result = messages.ResultVerdict
 	boom := errors.New("line one\nline two")
 	values := []fmt.Stringer{
 		messages.ClassifyArtifact{Repository: "/srv/demo.fossil", Hash: dHash(1)},
@@ -136,6 +138,8 @@ func TestDaemonStringsAreOneLine(t *testing.T) {
 		messages.LineRead{Line: messages.StopLine{Login: "ana", Project: "demo"}},
 		messages.ProcessExited{Proc: p, Status: messages.ExitStatus{State: messages.EndSignaled, Signal: "SIGTERM"}},
 		messages.Boot{Found: []messages.ProcInfo{info}},
+		messages.Boot{Listeners: []messages.ListenedBranch{{Branch: "trunk", Listener: listener}}},
+		messages.Restore{Handoff: h, Listeners: []messages.ListenedBranch{{Branch: "trunk", Listener: reviewer}}},
 		messages.Restore{Handoff: h},
 		messages.SnapshotRequest{Request: 3},
 		messages.ArtifactClassified{Hash: dHash(1), Err: boom},
@@ -154,12 +158,14 @@ func TestDaemonStringsAreOneLine(t *testing.T) {
 		messages.ResultRead{Proc: p, Found: true, Result: "green: ok"},
 		messages.EndWritten{Proc: p, Err: boom},
 		messages.UntestedFound{Branch: "trunk", Newest: dHash(4)},
+		messages.UntestedFound{Branch: "trunk", Newest: dHash(4), Waiting: 2, Skipped: []messages.SkippedCheckin{{Checkin: dHash(5), Why: "sent by\nthe reviewer"}}},
 		messages.LaunchWritten{Branch: "trunk", Checkin: dHash(4), Launch: &l},
 		messages.InputsPaused{Remainder: []byte("x")},
 		messages.InputsResumed{},
 		messages.ExecFailed{Err: boom},
 		messages.LaunchRequested{Launch: l},
 		messages.CheckinArrived{Checkin: dHash(4), Branch: "trunk", Listener: listener},
+		messages.CheckinArrived{Branch: "trunk", Listener: reviewer},
 		messages.StopWorkspace{Workspace: dW},
 		messages.AdoptSession{Proc: info, Launch: l},
 		messages.StopSession{},

@@ -26,13 +26,32 @@ const (
 // CIResult is a CI run's result on a check-in.
 type CIResult string
 
-// The results: the ci tag says green or red; an end note may also say none,
-// when the run left no result on the check-in it was launched for (D5).
+// The results: the ci tag says green or red, a reviewer's verdict pass or
+// fail (D42); an end note may also say none, when the run left no result on
+// the check-in it was launched for (D5).
 const (
 	CIGreen CIResult = "green"
 	CIRed   CIResult = "red"
+	CIPass  CIResult = "pass"
+	CIFail  CIResult = "fail"
 	CINone  CIResult = "none"
 )
+
+// RunResultOf is the word an end note says for a run's result as read from
+// its check-in (a ci tag's value or a verdict's): green, red, pass, fail,
+// or none when value is neither.
+func RunResultOf(value string) CIResult {
+	if t, err := ParseCITag(value); err == nil {
+		return t.Result
+	}
+	if v, err := ParseVerdict(value); err == nil {
+		if v.Pass {
+			return CIPass
+		}
+		return CIFail
+	}
+	return CINone
+}
 
 // EndNote records a session's end: written by the node user on the session's
 // own record, replying to the launch, at most once per process (PID and start
@@ -59,7 +78,8 @@ type EndNote struct {
 	// Checkin is, for a CI run, the check-in it was launched to test.
 	Checkin string `json:"checkin,omitempty"`
 	// Result is, for a CI run, what the check-in carried when the run ended:
-	// green, red, or none (then the daemon does not launch again, D5).
+	// green or red (a ci tag), pass or fail (a reviewer's verdict, D42), or
+	// none (then the daemon does not launch again, D5).
 	Result CIResult `json:"result,omitempty"`
 	// Note says the end in words.
 	Note string `json:"note" why:"an end says what happened in words"`
@@ -157,12 +177,12 @@ func (n *EndNote) Validate() error {
 	}
 	switch n.Result {
 	case "":
-	case CIGreen, CIRed, CINone:
+	case CIGreen, CIRed, CIPass, CIFail, CINone:
 		if n.Checkin == "" {
 			return fieldErr("result", ErrInvalid, "a result belongs to a CI run; the note names no checkin")
 		}
 	default:
-		return fieldErr("result", ErrInvalid, fmt.Sprintf("%s is not a CI result (green, red, none)", quoteShort(string(n.Result))))
+		return fieldErr("result", ErrInvalid, fmt.Sprintf("%s is not a CI result (green, red, pass, fail, none)", quoteShort(string(n.Result))))
 	}
 	return checkText("note", n.Note, true, MaxTextLen)
 }

@@ -178,6 +178,10 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			if wall := rapid.SampledFrom([]string{"", "2h", "90s", "1d"}).Draw(t, "wall"); wall != "" {
 				d.Limits = &SessionLimits{Wall: wall}
 			}
+			d.Result = rapid.SampledFrom([]ResultKind{"", ResultCI, ResultVerdict}).Draw(t, "result")
+			if d.Result == ResultVerdict {
+				d.Lifetime = Completes
+			}
 			return d
 		case KindLaunch:
 			return &LaunchNote{Version: v, Login: login, Project: project, Workspace: genHash().Draw(t, "ws"), Session: genHash().Draw(t, "sess"),
@@ -209,7 +213,7 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			}
 			if rapid.Bool().Draw(t, "ci") {
 				n.Checkin = genHash().Draw(t, "checkin")
-				n.Result = rapid.SampledFrom([]CIResult{"", CIGreen, CIRed, CINone}).Draw(t, "result")
+				n.Result = rapid.SampledFrom([]CIResult{"", CIGreen, CIRed, CIPass, CIFail, CINone}).Draw(t, "result")
 			}
 			return n
 		case KindStop:
@@ -303,6 +307,15 @@ func genState() *rapid.Generator[*NodeState] {
 			s.Verdicts = append(s.Verdicts, VerdictStatus{Project: genName().Draw(t, "vproject"), Checkin: genHash().Draw(t, "vcheckin"),
 				Branch: "trunk", User: "user-" + strconv.Itoa(i), Verdict: rapid.SampledFrom([]string{VerdictPass, VerdictFail}).Draw(t, "verdict"),
 				Reason: genLineText(true).Draw(t, "reason"), Against: "PLAN.md", Tag: genHash().Draw(t, "tag")})
+		}
+		for i := range rapid.IntRange(0, 2).Draw(t, "reviews") {
+			r := ReviewStatus{Project: genName().Draw(t, "rproject"), Login: "rev-" + strconv.Itoa(i), Branch: genBranch().Draw(t, "rbranch"),
+				Record: genHash().Draw(t, "rrecord"), Pending: rapid.SliceOfNDistinct(genHash(), 0, 3, func(h string) string { return h }).Draw(t, "pending"),
+				Skipped: rapid.IntRange(0, 3).Draw(t, "skipped")}
+			if r.Pending == nil {
+				r.Pending = []string{}
+			}
+			s.Reviews = append(s.Reviews, r)
 		}
 		if s.Hooks == nil {
 			s.Hooks = []HookStatus{}

@@ -22,6 +22,38 @@ const (
 	Stays Lifetime = "stays"
 )
 
+// ResultKind is what a `completes` session's run on a check-in of a branch
+// it listens to leaves on that check-in (D5, D42): a ci tag, or its login's
+// verdict.
+type ResultKind string
+
+// The results a branch listener's run leaves.
+const (
+	// ResultCI: a `ci` tag, green or red with the command's last line (CI,
+	// D5). It is the default: a definition without result.
+	ResultCI ResultKind = "ci"
+	// ResultVerdict: the `audited` tag, pass or fail with the command's last
+	// line, as the session's agent login: its verdict (seed 001 E6). Such a
+	// session is a reviewer (D42).
+	ResultVerdict ResultKind = "verdict"
+)
+
+// Or returns the result, ResultCI when it is empty.
+func (k ResultKind) Or() ResultKind {
+	if k == "" {
+		return ResultCI
+	}
+	return k
+}
+
+// TagName is the raw tag a run of this result writes on its check-in.
+func (k ResultKind) TagName() string {
+	if k == ResultVerdict {
+		return AuditedTag
+	}
+	return CITagName
+}
+
 // The runners an llm session may name (seed 000's runners). A reader refuses a
 // runner it does not offer (E9).
 const (
@@ -60,6 +92,10 @@ type SessionDefinition struct {
 	// than drop them (E9), and this one refuses a key it does not know
 	// inside them.
 	Limits *SessionLimits `json:"limits,omitempty" ocx:"closed"`
+	// Result is what each run on a check-in of a branch the session listens
+	// to leaves there (D42): ci (absent: the default) or verdict, which
+	// makes the session a reviewer. Only a `completes` session says it.
+	Result ResultKind `json:"result,omitempty"`
 }
 
 // SessionLimits are the limits a session runs under.
@@ -177,6 +213,15 @@ func (d *SessionDefinition) Validate() error {
 	if err := checkBranches("checkins", d.Checkins); err != nil {
 		return err
 	}
+	switch d.Result {
+	case "", ResultCI:
+	case ResultVerdict:
+		if d.Lifetime != Completes {
+			return fieldErr("result", ErrInvalid, "a verdict is the result of a `completes` session's run on a check-in; a `stays` session has none")
+		}
+	default:
+		return fieldErr("result", ErrInvalid, fmt.Sprintf("%s is not a run's result (ci, verdict)", quoteShort(string(d.Result))))
+	}
 	return checkHears("hears", d.Hears)
 }
 
@@ -235,7 +280,7 @@ func (d *SessionDefinition) String() string {
 	if len(d.Checkins) > 0 {
 		l.list("checkins", d.Checkins)
 	}
-	return l.optKV("wall", d.Wall()).String()
+	return l.optKV("wall", d.Wall()).optKV("result", string(d.Result)).String()
 }
 
 // decoded refuses the keys of the other kind of session. Presence counts,

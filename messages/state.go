@@ -31,6 +31,70 @@ type NodeState struct {
 	// Verdicts are each user's latest verdict (E6) on the check-ins most
 	// recently tagged audited, per project.
 	Verdicts []VerdictStatus `json:"verdicts,omitzero"`
+	// Reviews are each reviewer's queue (D42): a branch listener whose
+	// session's result is verdict, and the check-ins on its branch that wait
+	// for its verdict, derived from the record as the daemon derives them.
+	Reviews []ReviewStatus `json:"reviews,omitzero"`
+}
+
+// ReviewStatus is one reviewer's queue on a branch (D42): the check-ins on
+// the branch received after its listen note without its verdict, oldest
+// first, and how many it may never judge (E6: its own).
+type ReviewStatus struct {
+	Project string `json:"project" why:"a review names its project"`
+	Login   string `json:"login" why:"a review names the reviewer's agent login"`
+	Branch  string `json:"branch" why:"a review names the branch it listens to"`
+	Record  string `json:"record" why:"a review names the reviewer's own record"`
+	// Pending are the check-ins that wait for its verdict, in the server's
+	// order.
+	Pending []string `json:"pending" why:"a review lists the check-ins that wait, even none"`
+	// Skipped counts the check-ins it may never judge.
+	Skipped int `json:"skipped,omitempty"`
+}
+
+// String renders the review on one line.
+func (r ReviewStatus) String() string {
+	s := fmt.Sprintf("%s %s on %s: %d waiting", r.Project, r.Login, r.Branch, len(r.Pending))
+	for i, h := range r.Pending {
+		if i == 0 {
+			s += ":"
+		}
+		s += " " + h[:min(len(h), 10)]
+	}
+	if r.Skipped > 0 {
+		s += fmt.Sprintf(" (%d its own, never judged)", r.Skipped)
+	}
+	return s
+}
+
+func (r *ReviewStatus) validate(f string) error {
+	if err := checkProject(joinField(f, "project"), r.Project); err != nil {
+		return err
+	}
+	if err := checkLogin(joinField(f, "login"), r.Login); err != nil {
+		return err
+	}
+	if err := checkBranch(joinField(f, "branch"), r.Branch); err != nil {
+		return err
+	}
+	if err := checkHash(joinField(f, "record"), r.Record); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for i, h := range r.Pending {
+		pf := indexField(joinField(f, "pending"), i)
+		if err := checkHash(pf, h); err != nil {
+			return err
+		}
+		if seen[h] {
+			return fieldErr(pf, ErrInvalid, "names a check-in twice")
+		}
+		seen[h] = true
+	}
+	if r.Skipped < 0 {
+		return fieldErr(joinField(f, "skipped"), ErrInvalid, "is below 0")
+	}
+	return nil
 }
 
 // VerdictStatus is one user's latest verdict on a check-in (E6): from the
@@ -289,6 +353,15 @@ func (s *NodeState) Validate() error {
 			return err
 		}
 		if err := once(f, "verdict "+v.Project+" "+v.Checkin+" "+v.User); err != nil {
+			return err
+		}
+	}
+	for i, r := range s.Reviews {
+		f := indexField("reviews", i)
+		if err := r.validate(f); err != nil {
+			return err
+		}
+		if err := once(f, "review "+r.Project+" "+r.Login+" "+r.Branch); err != nil {
 			return err
 		}
 	}

@@ -62,5 +62,8 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	for _, v := range st.Verdicts {
 		fmt.Fprintf(e.stdout, "verdict   %s\n", v)
 	}
+	for _, r := range st.Reviews {
+		fmt.Fprintf(e.stdout, "review    %s\n", r)
+	}
 	return nil
 }

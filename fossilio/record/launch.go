@@ -136,7 +136,7 @@ func (x *Index) resolve(ctx context.Context, e Entry, n *messages.LaunchNote) (V
 		if err != nil || ci.Kind != fossilio.KindCheckin {
 			return refuse("%s is not a check-in of %s", short(n.Checkin), project)
 		}
-		l.Checkin, l.Branch = ci.Hash, ci.Branch
+		l.Checkin, l.Branch, l.Result = ci.Hash, ci.Branch, def.Result
 	}
 	if err := l.Validate(); err != nil {
 		return refuse("%v", err)

@@ -15,11 +15,13 @@ import (
 )
 
 // ThreadStatus is a thread's status (seed 002, "answer a thread's
-// status"): the sessions whose own record it is, and the listeners on it.
+// status"): the sessions whose own record it is, the listeners on it, and
+// the queues of the reviewers whose own record it is (D42).
 type ThreadStatus struct {
 	Thread    string                   `json:"thread"`
 	Sessions  []messages.SessionStatus `json:"sessions"`
 	Listeners []messages.Listener      `json:"listeners"`
+	Reviews   []messages.ReviewStatus  `json:"reviews,omitzero"`
 }
 
 // thread answers a thread's status, named by any of its posts (a full
@@ -58,6 +60,11 @@ func (q *request) thread(hash string) {
 	for _, l := range st.Listeners {
 		if l.Project == q.project && l.Kind == messages.ListenThread && l.Names == info.Root {
 			out.Listeners = append(out.Listeners, l)
+		}
+	}
+	for _, r := range st.Reviews {
+		if r.Project == q.project && r.Record == info.Root {
+			out.Reviews = append(out.Reviews, r)
 		}
 	}
 	data, err := json.MarshalIndent(out, "", "  ")

@@ -401,7 +401,7 @@ func (d *daemon) start() error {
 	// an exit that happened during the exec finds its session known.
 	if h != nil {
 		stage("actors")
-		send(messages.Restore{Handoff: h.Handoff})
+		send(messages.Restore{Handoff: h.Handoff, Listeners: d.records.Listeners(context.Background())})
 		d.reaper.open(func(e messages.ProcessExited) { send(e) })
 		d.testDelay("adopt")
 		if err := d.reaper.adopt(h.Reaper, h.ChildWorkspaces()); err != nil {
@@ -415,7 +415,7 @@ func (d *daemon) start() error {
 			d.log.Error("the process table cannot be read at start; sessions running now are not adopted", errAttr(err))
 		}
 		d.records.procReleases = dirs
-		send(messages.Boot{Found: found})
+		send(messages.Boot{Found: found, Listeners: d.records.Listeners(context.Background())})
 		d.reaper.open(func(e messages.ProcessExited) { send(e) })
 		d.log.Info("started", slog.String("agents", layout.Root()), slog.Int("found", len(found)), slog.Duration("grace", d.opts.Grace))
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -213,27 +214,104 @@ func (r *records) checkin(ctx context.Context, x *repoIndex, info fossilio.Info)
 		return c, err
 	}
 	for _, login := range logins {
-		key := messages.WorkspaceKey{Login: login, Project: x.project}
-		l, ok, err := x.idx.BranchListen(ctx, key, info.Branch)
+		l, ok, err := r.branchListener(ctx, x, messages.WorkspaceKey{Login: login, Project: x.project}, info.Branch)
 		if err != nil {
 			return nil, err
 		}
-		if !ok || !l.On {
-			continue
+		if ok {
+			c.Listeners = append(c.Listeners, l)
 		}
-		_, def, err := x.idx.NewestDefinitions(ctx, key, l.Entry.Record)
-		if err != nil {
-			return nil, err
-		}
-		if def == nil {
-			r.log.Warn("a branch listener's record holds no session definition that counts; its check-ins launch nothing",
-				slog.String(actors.KeyWorkspace, key.String()), slog.String(actors.KeyBranch, info.Branch), slog.String("record", l.Entry.Record))
-			continue
-		}
-		c.Listeners = append(c.Listeners, messages.BranchListener{Workspace: key, Repository: x.path, Record: l.Entry.Record,
-			ListenNote: l.Entry.Hash, Lifetime: def.Note.(*messages.SessionDefinition).Lifetime})
 	}
 	return c, nil
+}
+
+// branchListener resolves key's listener on branch: its latest listen note
+// sent by its agent login (an unlisten: none) and the newest session
+// definition on that note's record, whose lifetime and result it takes.
+func (r *records) branchListener(ctx context.Context, x *repoIndex, key messages.WorkspaceKey, branch string) (messages.BranchListener, bool, error) {
+	l, ok, err := x.idx.BranchListen(ctx, key, branch)
+	if err != nil || !ok || !l.On {
+		return messages.BranchListener{}, false, err
+	}
+	_, def, err := x.idx.NewestDefinitions(ctx, key, l.Entry.Record)
+	if err != nil {
+		return messages.BranchListener{}, false, err
+	}
+	if def == nil {
+		r.log.Warn("a branch listener's record holds no session definition that counts; its check-ins launch nothing",
+			slog.String(actors.KeyWorkspace, key.String()), slog.String(actors.KeyBranch, branch), slog.String("record", l.Entry.Record))
+		return messages.BranchListener{}, false, nil
+	}
+	d := def.Note.(*messages.SessionDefinition)
+	return messages.BranchListener{Workspace: key, Repository: x.path, Record: l.Entry.Record,
+		ListenNote: l.Entry.Hash, Lifetime: d.Lifetime, Result: d.Result}, true, nil
+}
+
+// Listeners finds every branch listener of the node when the daemon starts
+// or re-execs (D42): each workspace whose listening index holds a branch's
+// file, resolved as a check-in's listeners are. A repository that cannot be
+// read is logged and left out: its listeners look again at their next
+// check-in.
+func (r *records) Listeners(ctx context.Context) []messages.ListenedBranch {
+	var out []messages.ListenedBranch
+	projects := make([]string, 0, len(r.cfg.Projects))
+	for name := range r.cfg.Projects {
+		projects = append(projects, name)
+	}
+	slices.Sort(projects)
+	for _, project := range projects {
+		found, err := r.projectListeners(ctx, project)
+		if err != nil {
+			r.log.Warn("the branch listeners of a project cannot be read at start; their queues wait for a check-in", slog.String("project", project), errAttr(err))
+			continue
+		}
+		out = append(out, found...)
+	}
+	return out
+}
+
+func (r *records) projectListeners(ctx context.Context, project string) ([]messages.ListenedBranch, error) {
+	x, err := r.index(project)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(r.layout.Root())
+	if err != nil {
+		return nil, fmt.Errorf("list the agents root: %w", err)
+	}
+	var out []messages.ListenedBranch
+	for _, e := range entries {
+		if !e.IsDir() || messages.ValidateLogin(e.Name()) != nil || e.Name() == r.cfg.User {
+			continue
+		}
+		key := messages.WorkspaceKey{Login: e.Name(), Project: project}
+		ws, err := r.layout.Workspace(key)
+		if err != nil {
+			continue
+		}
+		files, err := os.ReadDir(ws.ListeningDir)
+		if err != nil {
+			continue
+		}
+		for _, f := range files {
+			content, err := os.ReadFile(filepath.Join(ws.ListeningDir, f.Name()))
+			if err != nil {
+				continue
+			}
+			le, err := messages.ParseListeningFile(f.Name(), content)
+			if err != nil || le.Kind != messages.ListenBranch {
+				continue
+			}
+			l, ok, err := r.branchListener(ctx, x, key, le.Names)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, messages.ListenedBranch{Branch: le.Names, Listener: l})
+			}
+		}
+	}
+	return out, nil
 }
 
 // listeningLogins lists the logins whose workspace of project has the
@@ -263,52 +341,36 @@ func (r *records) listeningLogins(project, name string) ([]string, error) {
 	return out, nil
 }
 
-// NewestUntested is the newest check-in on the branch received after the
-// listen note with no `ci` tag sent by the listener's login (D5).
-func (r *records) NewestUntested(ctx context.Context, l messages.BranchListener, branch string) (string, error) {
+// Queue is the listener's queue (D5, D42), derived from the record
+// (record.Queue): the check-ins on the branch received after the listen
+// note without its login's result, and those it may never judge.
+func (r *records) Queue(ctx context.Context, l messages.BranchListener, branch string) (actors.Queue, error) {
 	project, ok := r.byPath(l.Repository)
 	if !ok {
-		return "", fmt.Errorf("%s is not a repository of this node", l.Repository)
+		return actors.Queue{}, fmt.Errorf("%s is not a repository of this node", l.Repository)
 	}
 	x, err := r.index(project)
 	if err != nil {
-		return "", err
+		return actors.Queue{}, err
 	}
-	cs, err := x.repo.CheckinsOnBranch(ctx, branch, l.ListenNote)
+	qs, err := record.Queue(ctx, x.repo, l.Result, l.Workspace.Login, branch, l.ListenNote)
 	if err != nil {
-		return "", fmt.Errorf("list the check-ins on %q after %s: %w", branch, l.ListenNote, err)
+		return actors.Queue{}, err
 	}
-	for i := len(cs) - 1; i >= 0; i-- {
-		tested, err := r.tested(ctx, x, cs[i].Hash, l.Workspace.Login)
-		if err != nil {
-			return "", err
+	var q actors.Queue
+	for _, c := range qs {
+		switch {
+		case c.Skip != "":
+			q.Skipped = append(q.Skipped, messages.SkippedCheckin{Checkin: c.Checkin, Why: c.Skip})
+		case c.Waits:
+			q.Waiting = append(q.Waiting, c.Checkin)
 		}
-		if !tested {
-			return cs[i].Hash, nil
-		}
 	}
-	return "", nil
+	return q, nil
 }
 
-// tested says whether a check-in carries a `ci` tag sent by login.
-func (r *records) tested(ctx context.Context, x *repoIndex, checkin, login string) (bool, error) {
-	_, found, err := r.result(ctx, x, checkin, login)
-	return found, err
-}
-
-func (r *records) result(ctx context.Context, x *repoIndex, checkin, login string) (string, bool, error) {
-	tags, err := x.repo.CheckinTags(ctx, checkin)
-	if err != nil {
-		return "", false, fmt.Errorf("read the tags of %s: %w", checkin, err)
-	}
-	t, found := fossilio.LatestTag(tags, "ci", login)
-	if !found || t.Op == fossilio.TagCancel {
-		return "", false, nil
-	}
-	return t.Value, true, nil
-}
-
-// RunResult is the `ci` tag value the launch's login left on its check-in.
+// RunResult is the result the launch's login left on its check-in: its
+// `ci` tag's value, or a reviewer's verdict (record.RunResult).
 func (r *records) RunResult(ctx context.Context, l messages.LaunchSpec) (string, bool, error) {
 	project, ok := r.byPath(l.Repository)
 	if !ok {
@@ -318,5 +380,14 @@ func (r *records) RunResult(ctx context.Context, l messages.LaunchSpec) (string,
 	if err != nil {
 		return "", false, err
 	}
-	return r.result(ctx, x, l.Checkin, l.Workspace.Login)
+	ci, err := x.repo.Info(ctx, l.Checkin)
+	if err != nil {
+		return "", false, fmt.Errorf("read %s: %w", l.Checkin, err)
+	}
+	tags, err := x.repo.CheckinTags(ctx, l.Checkin)
+	if err != nil {
+		return "", false, fmt.Errorf("read the tags of %s: %w", l.Checkin, err)
+	}
+	v, found := record.RunResult(l.Result, l.Workspace.Login, ci, tags)
+	return v, found, nil
 }

@@ -116,6 +116,11 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 			return nil, err
 		}
 		st.Verdicts = append(st.Verdicts, vs...)
+		rs, err := reviews(ctx, idx, p.Name)
+		if err != nil {
+			return nil, err
+		}
+		st.Reviews = append(st.Reviews, rs...)
 	}
 	st.Restrictions = slices.Clone(EnforcedRestrictions)
 
@@ -179,6 +184,46 @@ func verdicts(ctx context.Context, r *fossilio.Repo, project string) ([]messages
 			out = append(out, messages.VerdictStatus{Project: project, Checkin: h, Branch: ci.Branch, User: v.User,
 				Verdict: word, Reason: v.Reason, Against: v.Against, Tag: v.Tag})
 		}
+	}
+	return out, nil
+}
+
+// reviews lists each reviewer's queue on a project (D42): every branch
+// listener whose session definition's result is verdict, with the
+// check-ins on its branch that wait for its verdict, derived by the rule
+// the daemon launches by (record.Queue).
+func reviews(ctx context.Context, idx *record.Index, project string) ([]messages.ReviewStatus, error) {
+	ls, err := idx.Listeners(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("status: %w", err)
+	}
+	var out []messages.ReviewStatus
+	for _, l := range ls {
+		if !l.On || l.Listener.Kind != messages.ListenBranch {
+			continue
+		}
+		key := l.Listener.Key()
+		_, def, err := idx.NewestDefinitions(ctx, key, l.Entry.Record)
+		if err != nil {
+			return nil, fmt.Errorf("status: %w", err)
+		}
+		if def == nil || def.Note.(*messages.SessionDefinition).Result != messages.ResultVerdict {
+			continue
+		}
+		qs, err := record.Queue(ctx, idx.Repo(), messages.ResultVerdict, key.Login, l.Listener.Names, l.Entry.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("status: %w", err)
+		}
+		r := messages.ReviewStatus{Project: project, Login: key.Login, Branch: l.Listener.Names, Record: l.Entry.Record, Pending: []string{}}
+		for _, q := range qs {
+			switch {
+			case q.Skip != "":
+				r.Skipped++
+			case q.Waits:
+				r.Pending = append(r.Pending, q.Checkin)
+			}
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }

@@ -2,9 +2,10 @@ package session
 
 import (
 	"context"
+	"log/slog"
 	"os"
 
-	"github.com/ocx-go/ocx/fossilio"
+	onrecord "github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -12,12 +13,16 @@ import (
 // session for one check-in on a listened branch. It puts the tree on that
 // check-in, runs the command there, tags the check-in ci green or red with
 // the command's last line, says a red one on its own record, and exits 0
-// once the tag is on the record. It answers no post.
+// once the tag is on the record. It answers no post. A reviewer's run
+// (the definition's result verdict, D42) is the same run whose result is
+// its login's verdict: the audited tag, pass or fail with the last line,
+// against its own record.
 func (s *Session) ci(ctx context.Context) int {
 	checkin := s.launch.Checkin
 	log := s.log.With(keyCheckin, checkin)
+	kind := s.def.Result.Or()
 	if done, value := s.alreadyTested(ctx, checkin); done {
-		log.Info("the check-in already carries the login's ci tag; nothing to do", keyEvent, "ci-skip", keyTag, value)
+		log.Info("the check-in already carries the login's "+kind.TagName()+" tag; nothing to do", keyEvent, "ci-skip", keyTag, value)
 		return s.finish(ExitOK, "already tested")
 	}
 	err := s.try(ctx, "check out "+checkin, true, func() error {
@@ -45,6 +50,9 @@ func (s *Session) ci(ctx context.Context) int {
 		// A run cut short is neither green nor red: no tag, and the daemon
 		// does not launch again for it (D5).
 		return s.stopBySignal(ctx)
+	}
+	if kind == messages.ResultVerdict {
+		return s.verdict(ctx, log, checkin, VerdictOf(out, ended, s.rec.ID))
 	}
 	tag := CIResultOf(out, ended)
 	value, err := tag.Value()
@@ -78,6 +86,43 @@ func (s *Session) ci(ctx context.Context) int {
 	return s.finish(ExitOK, "ci "+string(tag.Result))
 }
 
+// verdict writes a reviewer's verdict on the check-in it judged, as its
+// login (D42), and exits 0 once it is on the record. The daemon launches a
+// reviewer only for a check-in it may judge (E6, onrecord.MayNotJudge); where
+// the node can be read here, the session checks that again and writes
+// nothing for one it may not.
+func (s *Session) verdict(ctx context.Context, log *slog.Logger, checkin string, v messages.Verdict) int {
+	value := v.TagValue()
+	if _, err := messages.ParseVerdict(value); err != nil {
+		log.Error("the verdict cannot be said as a tag", keyEvent, "ci-failed", keyErr, err)
+		return s.finish(ExitFailed, "bad result")
+	}
+	if s.node != nil {
+		if ci, err := s.node.Info(ctx, checkin); err == nil {
+			if why := onrecord.MayNotJudge(s.b.Login, ci); why != "" {
+				log.Warn("the check-in may not be judged by this login; no verdict: "+why, keyEvent, "ci-skip")
+				return s.finish(ExitOK, "may not judge")
+			}
+		}
+	}
+	var h string
+	err := s.try(ctx, "tag "+checkin, false, func() error {
+		var err error
+		h, err = s.remote.tag(ctx, checkin, messages.AuditedTag, value)
+		return err
+	})
+	if err != nil {
+		log.Error("the verdict is not on the record", keyEvent, "ci-failed", keyErr, err)
+		return s.finish(ExitFailed, "tag not written")
+	}
+	log.Info("verdict written", keyEvent, "ci-tag", keyTag, value, keyHash, h)
+	word := messages.VerdictFail
+	if v.Pass {
+		word = messages.VerdictPass
+	}
+	return s.finish(ExitOK, "verdict "+word)
+}
+
 // alreadyTested says whether the check-in already carries a ci tag this
 // login sent (a second launch for one check-in), as the node's repository
 // recorded the sender. Inside the sandbox the node cannot be read, and the
@@ -93,9 +138,10 @@ func (s *Session) alreadyTested(ctx context.Context, checkin string) (bool, stri
 	if err != nil {
 		return false, ""
 	}
-	latest, ok := fossilio.LatestTag(changes, messages.CITagName, s.b.Login)
-	if !ok || latest.Op == fossilio.TagCancel {
+	ci, err := s.node.Info(ctx, checkin)
+	if err != nil {
 		return false, ""
 	}
-	return true, latest.Value
+	value, found := onrecord.RunResult(s.def.Result, s.b.Login, ci, changes)
+	return found, value
 }

@@ -277,6 +277,18 @@ func CIResultOf(out Output, e Ended) messages.CITag {
 	return t
 }
 
+// VerdictOf is the verdict a reviewer's run earns (D42), as CIResultOf is
+// a CI run's result: pass when the command exited 0, fail otherwise; its
+// reason the command's last line of output, or how it ended when it printed
+// none; judged against the session's own record, where its objective is.
+func VerdictOf(out Output, e Ended, against string) messages.Verdict {
+	reason := messages.LastLine(out.Tail)
+	if strings.TrimSpace(reason) == "" {
+		reason = messages.LastLine([]byte(e.String()))
+	}
+	return messages.Verdict{Pass: e.OK(), Reason: reason, Against: against}
+}
+
 // TicketReply words a ticket comment that answers change to: a ticket change
 // has no "in reply to" of its own, so its first line says it, as a link a
 // person can follow and a session can find again (RepliesTo).

@@ -122,6 +122,34 @@ func TestCIResultOf(t *testing.T) {
 	}
 }
 
+// TestVerdictOf: a reviewer's run earns pass on exit 0 and fail otherwise,
+// its reason the last line (how it ended when it printed none), against its
+// own record; every value reads back as a verdict (D42).
+func TestVerdictOf(t *testing.T) {
+	cases := []struct {
+		out  string
+		e    session.Ended
+		want string
+	}{
+		{"looked at it\nlooks right\n\n", session.Ended{}, "pass: looks right (against " + ph + ")"},
+		{"FAIL: no docs for --frob\n", session.Ended{Code: 1}, "fail: FAIL: no docs for --frob (against " + ph + ")"},
+		{"", session.Ended{}, "pass: exit status 0 (against " + ph + ")"},
+		{"  \n", session.Ended{Code: 2}, "fail: exit status 2 (against " + ph + ")"},
+		{"", session.Ended{Code: 137, Signal: "SIGKILL"}, "fail: ended by SIGKILL (against " + ph + ")"},
+	}
+	for _, c := range cases {
+		v := session.VerdictOf(session.Output{Tail: []byte(c.out)}, c.e, ph)
+		got := v.TagValue()
+		if got != c.want {
+			t.Errorf("%q %v: %q, want %q", c.out, c.e, got, c.want)
+		}
+		back, err := messages.ParseVerdict(got)
+		if err != nil || back != v {
+			t.Errorf("%q reads back as %+v, %v", got, back, err)
+		}
+	}
+}
+
 func TestTicketReplyRoundTrip(t *testing.T) {
 	text := session.TicketReply(ph, "the answer")
 	if !session.RepliesTo(text, ph) || session.RepliesTo(text, other) {
