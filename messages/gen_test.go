@@ -204,6 +204,9 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 					n.ExitCode = &code
 				}
 			}
+			if n.Status != EndSandboxFailed && rapid.Bool().Draw(t, "budget") {
+				n.Budget = rapid.SampledFrom(BudgetLimits).Draw(t, "limit")
+			}
 			if rapid.Bool().Draw(t, "ci") {
 				n.Checkin = genHash().Draw(t, "checkin")
 				n.Result = rapid.SampledFrom([]CIResult{"", CIGreen, CIRed, CINone}).Draw(t, "result")
@@ -213,10 +216,13 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			return &StopNote{Version: v, Login: genOpt(genLogin()).Draw(t, "login"), Reason: genText(false).Draw(t, "reason")}
 		case KindStopped:
 			n := &StoppedNote{Version: v, Login: login, Project: project, Launch: genOpt(genHash()).Draw(t, "launch")}
-			if rapid.Bool().Draw(t, "request") {
+			switch rapid.IntRange(0, 2).Draw(t, "cause") {
+			case 0:
 				n.Cause, n.Request = StopByRequest, genHash().Draw(t, "req")
-			} else {
+			case 1:
 				n.Cause, n.Signal = StopBySignal, genSignal().Draw(t, "signal")
+			default:
+				n.Cause, n.Budget = StopByBudget, rapid.SampledFrom(BudgetLimits).Draw(t, "limit")
 			}
 			return n
 		case KindTerminated:
