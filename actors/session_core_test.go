@@ -27,12 +27,12 @@ func testLaunch(n int, ci bool) messages.LaunchSpec {
 
 // sessionModel is what a session's history must add up to.
 type sessionModel struct {
-	c        *SessionCore
-	now      time.Time
-	child    bool
-	ci       bool
-	proc     messages.ProcID
-	timers   []messages.StartTimer
+	c      *SessionCore
+	now    time.Time
+	child  bool
+	ci     bool
+	proc   messages.ProcID
+	timers []messages.StartTimer
 	// due is when each timer of timers is due: a timer fires late, never
 	// early.
 	due []time.Time
