@@ -531,6 +531,14 @@ func (s *Session) turn(ctx context.Context, p Post) bool {
 	s.releaseTurn()
 	s.log.Info("turn ended", keyEvent, "turn", keyPost, p.Hash, keyEnded, ended.String(), "bytes", int64(len(out.Tail))+out.Dropped)
 	text := AnswerText(who, out, ended)
+	if s.def.Kind == messages.LLM && !ended.OK() {
+		// A failed turn says what failed, briefly; a completes session
+		// ends on it with a failed report, unless it is being stopped
+		// (the turn then failed on the signal passed on to it).
+		failed := s.def.Lifetime == messages.Completes && s.stopSig == nil
+		text = FailedTurnText(spec.argv[0], out, ended, failed)
+		s.log.Warn("the runner failed", keyEvent, "turn-failed", keyPost, p.Hash, keyEnded, ended.String(), "report", failed)
+	}
 	h, err := s.replyTo(ctx, p, text)
 	if err != nil {
 		s.log.Error("answer not written", keyEvent, "not-answered", keyPost, p.Hash, keyErr, err)
