@@ -302,6 +302,9 @@ func genState() *rapid.Generator[*NodeState] {
 			s.Daemon = genDaemonStatus().Draw(t, "daemon")
 		}
 		s.Restrictions = rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"no_password", "branch", "own_thread"}), 0, 3, func(r string) string { return r }).Draw(t, "restrictions")
+		for _, name := range rapid.SliceOfNDistinct(rapid.SampledFrom(Runners), 0, 3, func(r string) string { return r }).Draw(t, "runners") {
+			s.Runners = append(s.Runners, RunnerOffer{Name: name, Version: rapid.OneOf(rapid.Just(VersionUnknown), genLineText(true)).Draw(t, "version")})
+		}
 		for i := range rapid.IntRange(0, 2).Draw(t, "verdicts") {
 			s.Verdicts = append(s.Verdicts, VerdictStatus{Project: genName().Draw(t, "vproject"), Checkin: genHash().Draw(t, "vcheckin"),
 				Branch: "trunk", User: "user-" + strconv.Itoa(i), Verdict: rapid.SampledFrom([]string{VerdictPass, VerdictFail}).Draw(t, "verdict"),

@@ -118,6 +118,7 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 		st.Verdicts = append(st.Verdicts, vs...)
 	}
 	st.Restrictions = slices.Clone(EnforcedRestrictions)
+	st.Runners = n.Runners(ctx)
 
 	current := n.currentRelease()
 	for _, proc := range table.Procs {
