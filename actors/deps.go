@@ -197,8 +197,9 @@ func (d *Deps) run(ctx context.Context, e messages.DaemonEffect) messages.Daemon
 		ps, err := d.Procs.Scan(ctx, e.Workspace)
 		return messages.WorkspaceScanned{Workspace: e.Workspace, Purpose: e.Purpose, For: e.For, Procs: ps, Err: err}
 	case messages.SpawnSession:
+		at := d.Clock.Now() // the wall counts from the spawn (D40)
 		p, err := d.Spawner.Spawn(ctx, e.Launch)
-		return messages.SessionSpawned{Launch: e.Launch.Hash, Proc: p, Err: err}
+		return messages.SessionSpawned{Launch: e.Launch.Hash, Proc: p, At: at, Err: err}
 	case messages.SignalProcess:
 		return messages.ProcessSignaled{Proc: e.Proc, Signal: e.Signal, Err: d.Signaler.Signal(ctx, e.Proc, e.Group, e.Signal)}
 	case messages.WatchProcess:

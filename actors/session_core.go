@@ -25,10 +25,11 @@ const (
 )
 
 // SessionCore decides for one session process, launched by the daemon (a
-// child) or found at start (adopted). On a stop it sends TERM to the process
-// group, and for a child KILL after the grace; on the end, from the reaper or
-// from a watch, it writes exactly one end note and tells its workspace. It
-// never launches anything.
+// child) or found at start (adopted). On a stop, or once the process has run
+// past its launch's wall limit (D40), it sends TERM to the process group, and
+// for a child KILL after the grace; on the end, from the reaper or from a
+// watch, it writes exactly one end note (naming the budget when the wall
+// ended it) and tells its workspace. It never launches anything.
 type SessionCore struct {
 	base
 	cfg   Config
@@ -69,6 +70,12 @@ func (c *SessionCore) parent() messages.ActorAddr { return messages.WorkspaceAdd
 func (c *SessionCore) Start(now time.Time) []messages.DaemonEffect {
 	switch c.phase {
 	case sessRunning:
+		if c.st.StartedAt.IsZero() && c.st.Launch.Wall != "" {
+			// A process whose start could not be read: its wall counts
+			// from now, and the hand-off keeps it from here on.
+			c.log(slog.LevelWarn, "the session's start is unknown; its wall limit counts from now", pidAttr(c.st.Proc))
+			c.st.StartedAt = now
+		}
 		c.arm(now)
 	case sessWaitingRetry:
 		c.writeEnd()
@@ -96,9 +103,29 @@ func (c *SessionCore) arm(now time.Time) {
 			}
 			c.emit(messages.StartTimer{Proc: c.st.Proc, Purpose: messages.TimerGrace, Seq: c.seq, After: left})
 		}
+		if at, ok := c.wallDeadline(); ok && c.st.StopRequestedAt == nil {
+			left := at.Sub(now)
+			if left < 0 {
+				left = 0
+			}
+			c.emit(messages.StartTimer{Proc: c.st.Proc, Purpose: messages.TimerWall, Seq: c.seq, After: left})
+		}
 	case sessWaitingRetry:
 		c.emit(messages.StartTimer{Proc: c.st.Proc, Purpose: messages.TimerEndRetry, Seq: c.seq, After: c.cfg.RetryAfter})
 	}
+}
+
+// wallDeadline is when the session is past its launch's wall limit, counted
+// from its process's start (D40), and whether it has one.
+func (c *SessionCore) wallDeadline() (time.Time, bool) {
+	if c.st.Launch.Wall == "" {
+		return time.Time{}, false
+	}
+	d, err := messages.ParseWall("wall", c.st.Launch.Wall)
+	if err != nil {
+		return time.Time{}, false // the launch was validated; a bad wall cannot get here
+	}
+	return c.st.StartedAt.Add(d), true
 }
 
 // Step takes one message.
@@ -222,6 +249,13 @@ func (c *SessionCore) timer(now time.Time, m messages.TimerFired) {
 		if c.phase == sessWaitingRetry {
 			c.writeEnd()
 		}
+	case messages.TimerWall:
+		if c.st.Ended || c.st.StopRequestedAt != nil {
+			return
+		}
+		c.log(slog.LevelWarn, "the session ran past its wall limit of "+c.st.Launch.Wall+"; stopping it", pidAttr(c.st.Proc))
+		c.st.Budget = messages.LimitWall
+		c.stop(now)
 	}
 }
 
@@ -278,6 +312,9 @@ func (c *SessionCore) endNote() messages.EndNote {
 	e := messages.EndNote{Launch: c.st.Launch.Hash, Login: c.st.Launch.Workspace.Login, Project: c.st.Launch.Workspace.Project,
 		PID: c.st.Proc.PID, StartTime: c.st.Proc.Start, Status: st.State, Release: release,
 		Seen: c.st.EndedAt.UTC(), Note: messages.ClipText(messages.CleanText(c.endWords()), messages.MaxTextLen)}
+	if st.State != messages.EndSandboxFailed {
+		e.Budget = c.st.Budget
+	}
 	switch st.State {
 	case messages.EndExited, messages.EndSandboxFailed:
 		if code := st.Code; code >= 0 && code <= 255 {
@@ -313,8 +350,12 @@ func (c *SessionCore) endWords() string {
 	switch {
 	case c.st.KillSent:
 		s += fmt.Sprintf(", after KILL when the stop grace of %s ran out", c.cfg.Grace)
-	case c.st.StopRequestedAt != nil:
+	case c.st.StopRequestedAt != nil && c.st.Budget == "":
 		s += ", after a stop was requested"
+	}
+	if c.st.Budget != "" {
+		s += fmt.Sprintf("; the daemon ended it past its %s limit of %s, counted from its start at %s", c.st.Budget, c.st.Launch.Wall,
+			c.st.StartedAt.UTC().Format(time.RFC3339))
 	}
 	if c.st.Launch.IsCI() {
 		if c.st.LeftResult {

@@ -27,12 +27,20 @@ func testLaunch(n int, ci bool) messages.LaunchSpec {
 
 // sessionModel is what a session's history must add up to.
 type sessionModel struct {
-	c        *SessionCore
-	now      time.Time
-	child    bool
-	ci       bool
-	proc     messages.ProcID
-	timers   []messages.StartTimer
+	c      *SessionCore
+	now    time.Time
+	child  bool
+	ci     bool
+	proc   messages.ProcID
+	timers []messages.StartTimer
+	// due is when each timer of timers is due: a timer fires late, never
+	// early.
+	due []time.Time
+	// wall is the launch's wall limit (0: none), started the process's
+	// start; wallTerm says the wall timer sent TERM.
+	wall     time.Duration
+	started  time.Time
+	wallTerm bool
 	watches  []messages.WatchProcess
 	await    []messages.DaemonEffect // effects whose result is due
 	ended    bool
@@ -61,7 +69,19 @@ func (m *sessionModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 		t.Logf("  -> %s", e)
 		switch e := e.(type) {
 		case messages.StartTimer:
+			if e.Purpose == messages.TimerWall {
+				if m.wall == 0 {
+					t.Fatalf("a wall timer for a launch with no wall: %s", e)
+				}
+				// Counted from the process's start, whenever it is armed:
+				// a re-exec never restarts it.
+				want := max(m.started.Add(m.wall).Sub(m.now), 0)
+				if e.After != want {
+					t.Fatalf("the wall timer is due in %s, want %s (start %s, wall %s, now %s)", e.After, want, m.started, m.wall, m.now)
+				}
+			}
 			m.timers = append(m.timers, e)
+			m.due = append(m.due, m.now.Add(e.After))
 		case messages.WatchProcess:
 			if m.child {
 				t.Fatalf("a watch on a child: %s", e)
@@ -100,6 +120,9 @@ func (m *sessionModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 			}
 			if (e.End.Status == messages.EndUnknown) == m.child {
 				t.Fatalf("an end note with the wrong status for a child=%v: %s", m.child, e)
+			}
+			if (e.End.Budget == messages.LimitWall) != m.wallTerm {
+				t.Fatalf("the end note says budget %q; the wall timer sent TERM: %v", e.End.Budget, m.wallTerm)
 			}
 			m.await = append(m.await, e)
 		case messages.Tell:
@@ -144,6 +167,12 @@ func TestSessionCoreProperties(t *testing.T) {
 		m.proc = messages.ProcID{PID: 700, Start: 5000}
 		cfg := Config{Grace: 10 * time.Second, RetryAfter: time.Second, EndAttempts: 3}
 		st := messages.SessionState{Workspace: testW, Proc: m.proc, Child: m.child, Launch: testLaunch(1, m.ci)}
+		if wall := rapid.SampledFrom([]string{"", "5s", "30s", "1m"}).Draw(t, "wall"); wall != "" {
+			st.Launch.Wall = wall
+			m.wall, _ = messages.ParseWall("wall", wall)
+			m.started = m.now.Add(-time.Duration(rapid.IntRange(0, 90).Draw(t, "age")) * time.Second)
+			st.StartedAt = m.started
+		}
 		m.c = NewSessionCore(cfg, st)
 		m.apply(t, m.c.Start(m.now))
 
@@ -163,10 +192,21 @@ func TestSessionCoreProperties(t *testing.T) {
 					t.Skip("no timer")
 				}
 				i := rapid.IntRange(0, len(m.timers)-1).Draw(t, "timer")
-				tm := m.timers[i]
+				tm, due := m.timers[i], m.due[i]
 				m.timers = append(m.timers[:i:i], m.timers[i+1:]...)
-				if tm.Purpose == messages.TimerGrace && tm.Seq == m.c.seq && !m.ended && !m.frozen {
+				m.due = append(m.due[:i:i], m.due[i+1:]...)
+				if m.now.Before(due) {
+					m.now = due
+				}
+				current := tm.Seq == m.c.seq && !m.ended && !m.frozen
+				if tm.Purpose == messages.TimerGrace && current {
 					m.graceOK = true
+				}
+				if tm.Purpose == messages.TimerWall && current && m.terms == 0 {
+					if m.now.Before(m.started.Add(m.wall)) {
+						t.Fatalf("the wall timer fired at %s, before the deadline %s", m.now, m.started.Add(m.wall))
+					}
+					m.wallTerm, m.stopBeforeEnd = true, true
 				}
 				m.step(t, messages.TimerFired{Proc: tm.Proc, Purpose: tm.Purpose, Seq: tm.Seq})
 			},
@@ -253,7 +293,7 @@ func TestSessionCoreProperties(t *testing.T) {
 					t.Fatal(err)
 				}
 				m.c = NewSessionCore(cfg, h2.Workspaces[0].Sessions[0])
-				m.timers, m.watches, m.await = nil, nil, nil
+				m.timers, m.due, m.watches, m.await = nil, nil, nil, nil
 				m.frozen, m.collects, m.graceOK = false, 0, false
 				t.Logf("restore")
 				m.apply(t, m.c.Start(m.now))
@@ -282,6 +322,20 @@ func TestSessionCoreProperties(t *testing.T) {
 				}
 				if m.c.awaiting != len(m.await) {
 					t.Fatalf("the core awaits %d results, the model %d", m.c.awaiting, len(m.await))
+				}
+				if m.wall > 0 && !m.ended && m.terms == 0 && !m.frozen {
+					// A running session with a wall always has its
+					// wall timer armed: the daemon ends it in time.
+					armed := false
+					for _, tm := range m.timers {
+						armed = armed || tm.Purpose == messages.TimerWall && tm.Seq == m.c.seq
+					}
+					if !armed {
+						t.Fatalf("running with a wall of %s and no current wall timer", m.wall)
+					}
+				}
+				if m.wallTerm && m.c.st.Budget != messages.LimitWall {
+					t.Fatalf("the wall sent TERM, but the state says budget %q", m.c.st.Budget)
 				}
 			},
 		})

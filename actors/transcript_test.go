@@ -331,7 +331,7 @@ func (tr *transcript) procInfo(s string) (messages.ProcInfo, error) {
 	return info, nil
 }
 
-// launch reads "NAME ws=W record=R [lifetime=L] [ci=BRANCH@CHECKIN]".
+// launch reads "NAME ws=W record=R [lifetime=L] [wall=D] [ci=BRANCH@CHECKIN]".
 func (tr *transcript) launch(args []string) (messages.LaunchSpec, error) {
 	if len(args) < 1 {
 		return messages.LaunchSpec{}, errors.New("launch NAME ws=W record=R [lifetime=L] [ci=BRANCH@CHECKIN]")
@@ -350,6 +350,8 @@ func (tr *transcript) launch(args []string) (messages.LaunchSpec, error) {
 			l.Record = tr.hash(v)
 		case "lifetime":
 			l.Lifetime = messages.Lifetime(v)
+		case "wall":
+			l.Wall = v
 		case "ci":
 			b, c, ok := strings.Cut(v, "@")
 			if !ok {
@@ -457,7 +459,7 @@ func (tr *transcript) result(e messages.DaemonEffect, verb string, args []string
 		}
 		return r, nil
 	case messages.SpawnSession:
-		r := messages.SessionSpawned{Launch: e.Launch.Hash, Err: err}
+		r := messages.SessionSpawned{Launch: e.Launch.Hash, At: tr.s.now, Err: err}
 		if verb == "spawned" {
 			if len(args) != 1 {
 				return nil, errors.New("spawned PID@START")

@@ -266,7 +266,7 @@ func (w *world) answer(p *pendingEffect, fail bool) bool {
 		id := messages.ProcID{PID: w.nextPID, Start: 5000}
 		w.procs[id] = &wproc{id: id, w: e.Launch.Workspace, origin: messages.OriginDaemon, launch: e.Launch, alive: true}
 		w.spawned[e.Launch.Hash]++
-		r = messages.SessionSpawned{Launch: e.Launch.Hash, Proc: id}
+		r = messages.SessionSpawned{Launch: e.Launch.Hash, Proc: id, At: s.now}
 	case messages.SignalProcess:
 		r = messages.ProcessSignaled{Proc: e.Proc, Signal: e.Signal}
 	case messages.WriteRefusal:

@@ -418,7 +418,7 @@ func (c *WorkspaceCore) spawned(m messages.SessionSpawned) {
 	}
 	c.log(slog.LevelInfo, "session launched", wsAttr(c.key), slog.String(KeyLaunch, l.Hash), pidAttr(m.Proc))
 	c.addSession(m.Proc, &wsSession{launch: l, child: true})
-	st := messages.SessionState{Workspace: c.key, Proc: m.Proc, Child: true, Launch: l}
+	st := messages.SessionState{Workspace: c.key, Proc: m.Proc, Child: true, Launch: l, StartedAt: m.At}
 	addr := messages.SessionAddr(c.key, m.Proc)
 	c.startChild(messages.StartActor{Addr: addr, Session: &st})
 	for _, e := range early {
@@ -458,7 +458,7 @@ func (c *WorkspaceCore) adopt(m messages.AdoptSession) {
 	}
 	c.launches.add(m.Launch.Hash)
 	c.addSession(m.Proc.Proc, &wsSession{launch: m.Launch})
-	st := messages.SessionState{Workspace: c.key, Proc: m.Proc.Proc, Launch: m.Launch}
+	st := messages.SessionState{Workspace: c.key, Proc: m.Proc.Proc, Launch: m.Launch, StartedAt: m.Proc.Started}
 	c.startChild(messages.StartActor{Addr: messages.SessionAddr(c.key, m.Proc.Proc), Session: &st})
 }
 

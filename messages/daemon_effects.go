@@ -127,6 +127,7 @@ const (
 	TimerGrace      = "grace"       // TERM was sent; KILL when it fires
 	TimerWatchRetry = "watch-retry" // watching a process failed; try again
 	TimerEndRetry   = "end-retry"   // writing the end note failed; try again
+	TimerWall       = "wall"        // the launch's wall limit is reached; TERM (D40)
 )
 
 // StartTimer asks for TimerFired after a duration. Seq tells a current timer
@@ -292,9 +293,14 @@ func (e WriteRefusal) String() string {
 
 func (e WriteEnd) String() string {
 	s := "write end " + e.Proc.String() + " launch " + daemonShort(e.Launch.Hash) + " " + e.Launch.Workspace.String() + ": " + e.End.StatusString()
-	if e.KilledAfterGrace {
+	switch {
+	case e.End.Budget != "" && e.KilledAfterGrace:
+		s += ", past its " + token(e.End.Budget) + ", killed after the grace"
+	case e.End.Budget != "":
+		s += ", past its " + token(e.End.Budget)
+	case e.KilledAfterGrace:
 		s += ", killed after the grace"
-	} else if e.StopRequested {
+	case e.StopRequested:
 		s += ", stop requested"
 	}
 	if e.End.Checkin != "" {

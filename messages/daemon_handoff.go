@@ -64,8 +64,16 @@ type SessionState struct {
 	// Child says whether the daemon is the process's parent (it reaps it).
 	Child  bool       `json:"child"`
 	Launch LaunchSpec `json:"launch"`
+	// StartedAt is when the process started, from which its launch's wall
+	// limit counts (D40): the spawn's time for a child, the process
+	// table's start time for one found at start; kept across a re-exec so
+	// that the deadline never restarts with the daemon.
+	StartedAt time.Time `json:"started_at,omitzero"`
 	// StopRequestedAt is when a stop was asked, if one was; TERM went then.
 	StopRequestedAt *time.Time `json:"stop_requested_at,omitempty"`
+	// Budget names the limit past which the daemon stopped the session
+	// (wall), when that is why TERM went; its end note says it.
+	Budget string `json:"budget,omitempty"`
 	// KillSent says KILL went to the group after the grace.
 	KillSent bool `json:"kill_sent,omitempty"`
 	// Ended, Exit and EndedAt: the process ended, how and when.

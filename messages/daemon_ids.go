@@ -93,6 +93,10 @@ type ProcInfo struct {
 	// --launch HASH), empty for any other.
 	Launch    string `json:"launch,omitempty"`
 	StartedBy Origin `json:"started_by"`
+	// Started is when the process started, read from the process table
+	// (its start time after the host's boot); zero when unknown. A
+	// session's wall limit counts from it (D40).
+	Started time.Time `json:"started,omitzero"`
 	// Command is the command line, cleaned to one line, for a refusal note.
 	Command string `json:"command,omitempty"`
 }

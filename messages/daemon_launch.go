@@ -46,6 +46,10 @@ type LaunchSpec struct {
 	// Sandbox is the workspace definition's sandbox as written on the record;
 	// the actors never look inside it.
 	Sandbox json.RawMessage `json:"sandbox,omitempty"`
+	// Wall is the session definition's limits.wall as written ("" for
+	// none): the daemon ends the session once it has run that long,
+	// counted from its process's start (D40).
+	Wall string `json:"wall,omitempty"`
 	// Hears is the session definition's hears (nil: the default, every user
 	// holding admin or setup when the session starts), which the spawner
 	// resolves and writes for the hook (WS/session/hears).
@@ -65,6 +69,9 @@ func (l LaunchSpec) String() string {
 	b.WriteString("launch " + daemonShort(l.Hash) + " " + l.Workspace.String() + " record " + daemonShort(l.Record))
 	if l.Lifetime != "" {
 		b.WriteString(" " + string(l.Lifetime))
+	}
+	if l.Wall != "" {
+		b.WriteString(" wall " + token(l.Wall))
 	}
 	if l.IsCI() {
 		b.WriteString(" ci " + token(l.Branch) + " " + daemonShort(l.Checkin))
@@ -101,6 +108,11 @@ func (l LaunchSpec) Validate() error {
 	}
 	if err := checkBranches("checkins", l.Checkins); err != nil {
 		return at("launch", err)
+	}
+	if l.Wall != "" {
+		if _, err := ParseWall("wall", l.Wall); err != nil {
+			return at("launch", err)
+		}
 	}
 	return at("launch", checkHears("hears", l.Hears))
 }

@@ -97,7 +97,9 @@ type WorkspaceScanned struct {
 type SessionSpawned struct {
 	Launch string
 	Proc   ProcID
-	Err    error
+	// At is when the process was spawned: its wall limit counts from it.
+	At  time.Time
+	Err error
 }
 
 // ProcessSignaled is SignalProcess's result.

@@ -77,6 +77,11 @@ type EndNote struct {
 	Seen time.Time `json:"seen" why:"an end says when it was seen, in UTC"`
 	// Checkin is, for a CI run, the check-in it was launched to test.
 	Checkin string `json:"checkin,omitempty"`
+	// Budget names the limit past which the daemon ended the session (D40),
+	// as wall; empty when none did. A reader from before D40 refuses the
+	// note (budget is a limit-bearing key, E9) rather than read a budget's
+	// end as a plain exit.
+	Budget string `json:"budget,omitempty"`
 	// Result is, for a CI run, what the check-in carried when the run ended:
 	// green or red (a ci tag), pass or fail (a reviewer's verdict, D42), or
 	// none (then the daemon does not launch again, D5).
@@ -174,6 +179,14 @@ func (n *EndNote) Validate() error {
 	}
 	if err := checkOptHash("checkin", n.Checkin); err != nil {
 		return err
+	}
+	if n.Budget != "" {
+		if err := checkBudget("budget", n.Budget); err != nil {
+			return err
+		}
+		if n.Status == EndSandboxFailed {
+			return fieldErr("budget", ErrInvalid, "a session whose sandbox failed to start never ran, so it ran past no limit")
+		}
 	}
 	switch n.Result {
 	case "":
@@ -281,6 +294,6 @@ func (n *EndNote) String() string {
 		l.kv("exit_code", strconv.Itoa(*n.ExitCode))
 	}
 	l.optKV("signal", n.Signal).flag("killed", n.Killed).kv("release", n.Release).
-		kv("seen", n.Seen.UTC().Format(time.RFC3339Nano)).optKV("checkin", n.Checkin).optKV("result", string(n.Result))
+		kv("seen", n.Seen.UTC().Format(time.RFC3339Nano)).optKV("budget", n.Budget).optKV("checkin", n.Checkin).optKV("result", string(n.Result))
 	return l.text("note", n.Note).String()
 }

@@ -211,6 +211,9 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 					n.ExitCode = &code
 				}
 			}
+			if n.Status != EndSandboxFailed && rapid.Bool().Draw(t, "budget") {
+				n.Budget = rapid.SampledFrom(BudgetLimits).Draw(t, "limit")
+			}
 			if rapid.Bool().Draw(t, "ci") {
 				n.Checkin = genHash().Draw(t, "checkin")
 				n.Result = rapid.SampledFrom([]CIResult{"", CIGreen, CIRed, CIPass, CIFail, CINone}).Draw(t, "result")
@@ -220,10 +223,13 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			return &StopNote{Version: v, Login: genOpt(genLogin()).Draw(t, "login"), Reason: genText(false).Draw(t, "reason")}
 		case KindStopped:
 			n := &StoppedNote{Version: v, Login: login, Project: project, Launch: genOpt(genHash()).Draw(t, "launch")}
-			if rapid.Bool().Draw(t, "request") {
+			switch rapid.IntRange(0, 2).Draw(t, "cause") {
+			case 0:
 				n.Cause, n.Request = StopByRequest, genHash().Draw(t, "req")
-			} else {
+			case 1:
 				n.Cause, n.Signal = StopBySignal, genSignal().Draw(t, "signal")
+			default:
+				n.Cause, n.Budget = StopByBudget, rapid.SampledFrom(BudgetLimits).Draw(t, "limit")
 			}
 			return n
 		case KindTerminated:
@@ -303,6 +309,9 @@ func genState() *rapid.Generator[*NodeState] {
 			s.Daemon = genDaemonStatus().Draw(t, "daemon")
 		}
 		s.Restrictions = rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"no_password", "branch", "own_thread"}), 0, 3, func(r string) string { return r }).Draw(t, "restrictions")
+		for _, name := range rapid.SliceOfNDistinct(rapid.SampledFrom(Runners), 0, 3, func(r string) string { return r }).Draw(t, "runners") {
+			s.Runners = append(s.Runners, RunnerOffer{Name: name, Version: rapid.OneOf(rapid.Just(VersionUnknown), genLineText(true)).Draw(t, "version")})
+		}
 		for i := range rapid.IntRange(0, 2).Draw(t, "verdicts") {
 			s.Verdicts = append(s.Verdicts, VerdictStatus{Project: genName().Draw(t, "vproject"), Checkin: genHash().Draw(t, "vcheckin"),
 				Branch: "trunk", User: "user-" + strconv.Itoa(i), Verdict: rapid.SampledFrom([]string{VerdictPass, VerdictFail}).Draw(t, "verdict"),

@@ -197,6 +197,10 @@ func decodeTree(v any, suffix string) (Note, error) {
 		except = "sandbox"
 	case KindSession:
 		except = "limits"
+	case KindEnd, KindStopped:
+		// budget there names the limit a session ran past (D40), which
+		// this reader knows.
+		except = "budget"
 	}
 	if err := o.refuseLimitKeys(kind, except); err != nil {
 		return nil, at(where, err)

@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"slices"
 	"time"
 
 	"bytes"
@@ -28,6 +29,10 @@ type NodeState struct {
 	// Restrictions are the restrictions of protocol v1 E10 this node
 	// enforces (D37); absent from a node that enforces none.
 	Restrictions []string `json:"restrictions,omitzero"`
+	// Runners are the runners this node offers (E9): of the runners the
+	// protocol knows (Runners), those whose ocx-runner-NAME is in the
+	// current release, each with its version; absent when none is.
+	Runners []RunnerOffer `json:"runners,omitzero"`
 	// Verdicts are each user's latest verdict (E6) on the check-ins most
 	// recently tagged audited, per project.
 	Verdicts []VerdictStatus `json:"verdicts,omitzero"`
@@ -96,6 +101,16 @@ func (r *ReviewStatus) validate(f string) error {
 	}
 	return nil
 }
+
+// RunnerOffer is a runner a node offers and the version it says it is
+// (its --version line), "unknown" when it does not say.
+type RunnerOffer struct {
+	Name    string `json:"name" why:"an offered runner is named"`
+	Version string `json:"version" why:"an offered runner says its version, or unknown"`
+}
+
+// VersionUnknown is the version of a runner that does not answer --version.
+const VersionUnknown = "unknown"
 
 // VerdictStatus is one user's latest verdict on a check-in (E6): from the
 // audited tag's history, counting only a user that neither sent the
@@ -344,6 +359,18 @@ func (s *NodeState) Validate() error {
 			return fieldErr(f, ErrInvalid, fmt.Sprintf("%s is not a restriction (no_password, branch, own_thread)", quoteShort(r)))
 		}
 		if err := once(f, "restriction "+r); err != nil {
+			return err
+		}
+	}
+	for i, r := range s.Runners {
+		f := indexField("runners", i)
+		if !slices.Contains(Runners, r.Name) {
+			return fieldErr(f+".name", ErrInvalid, fmt.Sprintf("%s is not a runner (%s)", quoteShort(r.Name), listWords(Runners)))
+		}
+		if err := once(f, "runner "+r.Name); err != nil {
+			return err
+		}
+		if err := checkLine(f+".version", r.Version, true, MaxShortLen); err != nil {
 			return err
 		}
 	}

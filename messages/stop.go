@@ -42,11 +42,36 @@ func (n *StopNote) String() string {
 // StopCause says what stopped a session.
 type StopCause string
 
-// The causes (D4): a stop request on the record, or a signal (TERM from the daemon).
+// The causes (D4): a stop request on the record, a signal (TERM from the
+// daemon), or the session's own budget (D40: a terminal session past its
+// limits.wall, or a daemon's session past it with no daemon to end it).
 const (
 	StopByRequest StopCause = "request"
 	StopBySignal  StopCause = "signal"
+	StopByBudget  StopCause = "budget"
 )
+
+// LimitWall names the wall limit: a session definition's limits.wall, a
+// protocol v1 record's budget.wall (seed 004 section 7).
+const LimitWall = "wall"
+
+// BudgetLimits lists the limits a note's budget may name: the limits this
+// node enforces by ending a session past them (D40). A reader refuses a
+// budget it does not know rather than read the end some other way (E9).
+var BudgetLimits = []string{LimitWall}
+
+// checkBudget checks a note's budget: one of BudgetLimits.
+func checkBudget(field, s string) error {
+	for _, l := range BudgetLimits {
+		if s == l {
+			return nil
+		}
+	}
+	if s == "" {
+		return fieldErr(field, ErrInvalid, "is empty; leave the key out instead")
+	}
+	return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a limit this reader knows (%s)", quoteShort(s), listWords(BudgetLimits)))
+}
 
 // StoppedNote is what a session writes, as its agent login on its own record,
 // when it stops on request or on TERM, before it exits 0.
@@ -61,6 +86,9 @@ type StoppedNote struct {
 	Request string `json:"request,omitempty"`
 	// Signal names the signal it obeyed (cause signal), as SIGTERM.
 	Signal string `json:"signal,omitempty"`
+	// Budget names the limit it ran past (cause budget), as wall. A reader
+	// from before D40 refuses the note (budget is a limit-bearing key, E9).
+	Budget string `json:"budget,omitempty"`
 }
 
 // NoteKind is "stopped".
@@ -84,6 +112,9 @@ func (n *StoppedNote) Validate() error {
 		if n.Signal != "" {
 			return fieldErr("signal", ErrInvalid, "a session stopped by a request names the request, not a signal")
 		}
+		if n.Budget != "" {
+			return fieldErr("budget", ErrInvalid, "a session stopped by a request names the request, not a budget")
+		}
 	case StopBySignal:
 		if n.Signal == "" {
 			return fieldErr("signal", ErrMissing, "is missing; a session stopped by a signal names it, as SIGTERM")
@@ -94,10 +125,27 @@ func (n *StoppedNote) Validate() error {
 		if n.Request != "" {
 			return fieldErr("request", ErrInvalid, "a session stopped by a signal names the signal, not a request")
 		}
+		if n.Budget != "" {
+			return fieldErr("budget", ErrInvalid, "a session stopped by a signal names the signal, not a budget")
+		}
+	case StopByBudget:
+		if n.Budget == "" {
+			return fieldErr("budget", ErrMissing, "is missing; a session stopped by its budget names the limit, as wall")
+		}
+		if err := checkBudget("budget", n.Budget); err != nil {
+			return err
+		}
+		if n.Request != "" || n.Signal != "" {
+			f := "request"
+			if n.Signal != "" {
+				f = "signal"
+			}
+			return fieldErr(f, ErrInvalid, "a session stopped by its budget names the limit, not a request or a signal")
+		}
 	case "":
-		return fieldErr("cause", ErrMissing, "is empty; it is request or signal")
+		return fieldErr("cause", ErrMissing, "is empty; it is request, signal or budget")
 	default:
-		return fieldErr("cause", ErrInvalid, fmt.Sprintf("%s is not a cause (request, signal)", quoteShort(string(n.Cause))))
+		return fieldErr("cause", ErrInvalid, fmt.Sprintf("%s is not a cause (request, signal, budget)", quoteShort(string(n.Cause))))
 	}
 	return nil
 }
@@ -108,5 +156,5 @@ func (n *StoppedNote) Encode() ([]byte, error) { return encodeChecked(n) }
 // String renders the note on one line.
 func (n *StoppedNote) String() string {
 	return newLine(KindStopped).version(n.Version).word(n.Login+"/"+n.Project).optKV("launch", n.Launch).
-		kv("cause", string(n.Cause)).optKV("request", n.Request).optKV("signal", n.Signal).String()
+		kv("cause", string(n.Cause)).optKV("request", n.Request).optKV("signal", n.Signal).optKV("budget", n.Budget).String()
 }

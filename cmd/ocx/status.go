@@ -59,6 +59,9 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if len(st.Restrictions) > 0 {
 		fmt.Fprintf(e.stdout, "enforces  %s\n", strings.Join(st.Restrictions, " "))
 	}
+	for _, r := range st.Runners {
+		fmt.Fprintf(e.stdout, "runner    %s %s\n", r.Name, r.Version)
+	}
 	for _, v := range st.Verdicts {
 		fmt.Fprintf(e.stdout, "verdict   %s\n", v)
 	}

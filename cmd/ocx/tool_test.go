@@ -406,8 +406,9 @@ func TestToolFlags(t *testing.T) {
 }
 
 // TestToolCreateWallEndsTheSession: a record's budget.wall is enforced
-// (E9): past it the session stops itself as on SIGXCPU, and the daemon
-// writes the record's response.
+// (E3, E9) by the daemon (D40): past it the daemon sends TERM, the session
+// writes its stopped note for the signal, and the daemon's end note (the
+// record's response) names the budget, wall.
 func TestToolCreateWallEndsTheSession(t *testing.T) {
 	tn := newToolNode(t)
 	a := frontEnds[1].call(tn, tn.admin(), "", "create", `{"objective": "Wait.", "user": "native-2", "runner": "native", "budget": {"wall": "2s"}}`)
@@ -443,8 +444,11 @@ func TestToolCreateWallEndsTheSession(t *testing.T) {
 	if stopped == nil || end == nil {
 		t.Fatalf("no stopped note (%v) or no end note (%v) within 20 s of a 2 s wall", stopped, end)
 	}
-	if stopped.Cause != messages.StopBySignal || stopped.Signal != "SIGXCPU" {
-		t.Errorf("the session stopped by %s %s, want signal SIGXCPU", stopped.Cause, stopped.Signal)
+	if stopped.Cause != messages.StopBySignal || stopped.Signal != "SIGTERM" {
+		t.Errorf("the session stopped by %s %s, want signal SIGTERM: the daemon's", stopped.Cause, stopped.Signal)
+	}
+	if end.Budget != messages.LimitWall || !strings.Contains(end.Note, "past its wall limit of 2s") {
+		t.Errorf("the end note %s, want budget wall", end)
 	}
 	// The end note is the response, so the daemon that wrote it withdraws
 	// every capability of the agent's user (E5, D35), no stop asked.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -185,5 +186,38 @@ func TestProcsScan(t *testing.T) {
 	pt.SetErr(errors.New("no /proc"))
 	if _, err := p.Scan(context.Background(), k); err == nil || !strings.Contains(err.Error(), "no /proc") {
 		t.Fatalf("scan of a table that failed: %v", err)
+	}
+}
+
+// TestProcsStarted: a process found in the table says when it started, its
+// start ticks after the host's boot, so that a session found at start (a
+// daemon restarted without a hand-off) counts its wall limit from its own
+// start, not from the daemon's (D40). Our own process is checked against
+// the real table and boot time.
+func TestProcsStarted(t *testing.T) {
+	boot := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	if got := startedAt(boot, 250); !got.Equal(boot.Add(2500 * time.Millisecond)) {
+		t.Errorf("250 ticks after boot: %s", got)
+	}
+	if got := startedAt(time.Time{}, 250); !got.IsZero() {
+		t.Errorf("with no boot time: %s, want zero", got)
+	}
+	b, err := unixhost.BootTime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := host.ParseStat(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &procs{boot: b, argv: map[messages.ProcID][]string{}}
+	k := messages.WorkspaceKey{Login: "alice", Project: "main"}
+	info := p.info(host.Process{ID: messages.ProcID{PID: os.Getpid(), Start: st.Start}}, host.Naming{Verb: "serve", Key: k})
+	if age := time.Since(info.Started); age < 0 || age > 10*time.Minute {
+		t.Errorf("this test's process started %s ago, by the table (%s)", age, info.Started)
 	}
 }

@@ -362,6 +362,11 @@ func (d *daemon) start() error {
 	}
 	stage("proc_table")
 	d.procs = &procs{t: d.table, argv: map[messages.ProcID][]string{}}
+	if boot, err := unixhost.BootTime(); err != nil {
+		d.log.Warn("the host's boot time cannot be read; a session found at start counts its wall limit from then", errAttr(err))
+	} else {
+		d.procs.boot = boot
+	}
 	d.records = newRecords(d.cfg, layout, d.rel, d.log)
 	d.records.argv = d.procs.argvOf
 	d.records.scan = d.procs.Scan

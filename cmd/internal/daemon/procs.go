@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
@@ -17,6 +18,10 @@ import (
 // it could subscribe, by a full scan otherwise).
 type procs struct {
 	t host.ProcTable
+	// boot is when the host booted (zero when unknown): a process's start
+	// time in clock ticks since then is when it started, from which a
+	// session's wall limit counts (D40).
+	boot time.Time
 
 	mu   sync.Mutex
 	argv map[messages.ProcID][]string
@@ -100,8 +105,22 @@ func (p *procs) info(pr host.Process, n host.Naming) messages.ProcInfo {
 		Verb:      string(n.Verb),
 		Launch:    n.Launch,
 		StartedBy: pr.Origin,
+		Started:   startedAt(p.boot, id.Start),
 		Command:   messages.ClipText(messages.CleanText(strings.Join(pr.Argv, " ")), 1024),
 	}
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/PID/stat's start
+// time: 100 on every Linux the daemon runs on (sysconf(_SC_CLK_TCK)).
+const clockTicks = 100
+
+// startedAt is when a process that started ticks after boot started; zero
+// when the boot time is unknown.
+func startedAt(boot time.Time, ticks uint64) time.Time {
+	if boot.IsZero() || ticks == 0 {
+		return time.Time{}
+	}
+	return boot.Add(time.Duration(ticks) * (time.Second / clockTicks)).UTC()
 }
 
 // argvOf is a process's command line as a scan last read it.

@@ -32,7 +32,22 @@ const (
 
 func newFix(t *testing.T) *fix {
 	t.Helper()
-	return newFixIn(t, t.TempDir())
+	return newFixIn(t, standInRelease(t))
+}
+
+// standInRelease is a release directory holding the session's stand-in
+// runner as ocx-runner-native, so that the node offers native (E9).
+func standInRelease(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join("..", "session", "testdata", "ocx-runner-native"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ocx-runner-native"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // newFixIn is newFix with the node's tools run from the release directory

@@ -271,6 +271,8 @@ func TestSessionRefusalsBeforeAnyWrite(t *testing.T) {
 		{f.n, mech(node.SessionStartInput{Workspace: key, Kind: "robot"}), "kind"},
 		{f.n, mech(node.SessionStartInput{Workspace: key, Lifetime: "forever"}), "lifetime"},
 		{f.n, node.SessionStartInput{Workspace: key, Kind: "llm", Lifetime: "stays", Runner: "gpt", Model: "m"}, "runner"},
+		// E9: a runner the protocol knows but the release does not hold.
+		{f.n, node.SessionStartInput{Workspace: key, Kind: "llm", Lifetime: "stays", Runner: "codex", Model: "m"}, `runner: "codex" is not offered by this node`},
 		{f.n, mech(node.SessionStartInput{Workspace: key, Release: "previous"}), "no release root"},
 		{f.n, mech(node.SessionStartInput{Workspace: key, Record: "0123456789abcdef"}), "names no forum post and no ticket"},
 		{f.open(person, personPW), mech(node.SessionStartInput{Workspace: key}), "without admin"},

@@ -113,6 +113,15 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
+	if def.Kind == messages.LLM {
+		dir := n.Release
+		if release == messages.ReleasePrevious {
+			dir = filepath.Join(n.Config.Release, messages.ReleasePrevious)
+		}
+		if err := requireOffered(dir, def.Runner); err != nil {
+			return a.Stop(err) // E9: refused before anything is written
+		}
+	}
 	p, err := n.project(key.Project)
 	if err != nil {
 		return a.Stop(fmt.Errorf("workspace: %w", err))

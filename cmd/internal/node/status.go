@@ -123,6 +123,7 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 		st.Reviews = append(st.Reviews, rs...)
 	}
 	st.Restrictions = slices.Clone(EnforcedRestrictions)
+	st.Runners = n.Runners(ctx)
 
 	current := n.currentRelease()
 	for _, proc := range table.Procs {

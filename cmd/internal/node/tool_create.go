@@ -51,6 +51,9 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 	if rec.Runner == "" {
 		rec.Runner = messages.RunnerClaude
 	}
+	if !slices.Contains(messages.Runners, rec.Runner) {
+		return a.Stop(fmt.Errorf("runner: %q is not a runner (%s)", rec.Runner, strings.Join(messages.Runners, ", ")))
+	}
 	offers := false
 	for _, rr := range remoteRunners {
 		offers = offers || rr == rec.Runner
@@ -121,6 +124,9 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 	}
 	if _, err := n.definition(key, branch, ws, sbJSON); err != nil {
 		return a.Stop(fmt.Errorf("sandbox: %w", err))
+	}
+	if err := requireOffered(n.Release, rec.Runner); err != nil {
+		return a.Stop(err) // E9: a runner it does not offer is refused, nothing written
 	}
 	text := fmt.Sprintf("Record of agent `%s` (%s): %s\n\n%s", rec.User, rec.Runner, firstLine(rec.Objective), block)
 	if in.DryRun {

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -302,6 +303,11 @@ func TestToolCreateChecksBeforeWriting(t *testing.T) {
 		{f.admin(), `{"objective": "o", "budget": {"wall": "2h", "cpu": 60}}`, []string{"budget.cpu"}},
 		{f.admin(), `{` + base + `, "sandbox": {"network": true, "read_only": ["` + f.agents + `"], "read_write": []}}`, []string{"sandbox: ", f.agents}},
 		{f.admin(), `{` + base + `, "sandbox": {"network": true, "read_only": [], "read_write": [], "homes": []}}`, []string{"sandbox.homes"}},
+		// E9: runners the protocol knows that this node's release does not
+		// hold (it holds native alone), refused naming them and the offered.
+		{f.admin(), `{` + base + `, "runner": "codex"}`, []string{`runner: "codex" is not offered by this node`, "it offers: native"}},
+		{f.admin(), `{` + base + `}`, []string{`runner: "claude" is not offered`}},
+		{f.admin(), `{` + base + `, "runner": "gpt"}`, []string{"runner"}},
 	} {
 		f.refused(f.call(c.caller, "create", c.in), c.want...)
 	}
@@ -349,5 +355,31 @@ func TestToolStopRefusals(t *testing.T) {
 	}
 	if f.count() != before {
 		t.Errorf("a refused stop wrote")
+	}
+}
+
+// TestStatusListsOfferedRunners: the node's status lists the runners its
+// release holds, each with the version its --version says, "unknown" for
+// one that does not answer it (E9).
+func TestStatusListsOfferedRunners(t *testing.T) {
+	f := newFix(t)
+	mute := filepath.Join(f.release, "ocx-runner-claude")
+	if err := os.WriteFile(mute, []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Not executable: not offered.
+	if err := os.WriteFile(filepath.Join(f.release, "ocx-runner-codex"), []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.n.Status(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []messages.RunnerOffer{{Name: "claude", Version: messages.VersionUnknown}, {Name: "native", Version: "stand-in checkin none"}}
+	if fmt.Sprint(st.Runners) != fmt.Sprint(want) {
+		t.Errorf("runners %v, want %v", st.Runners, want)
+	}
+	if err := st.Validate(); err != nil {
+		t.Errorf("the status does not validate: %v", err)
 	}
 }

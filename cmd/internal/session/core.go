@@ -247,6 +247,56 @@ func AnswerText(who string, out Output, e Ended) string {
 	return b.String()
 }
 
+// MaxFailureLine bounds what a failed turn's answer quotes of the runner's
+// own output: its last line, the runner's failure note when it printed one.
+const MaxFailureLine = 400
+
+// FailedTurnText words the answer to a post whose llm turn failed (issue 15):
+// the runner could not be started, exited other than 0, or a signal ended
+// it. The answer is one short line saying what failed, then the last line
+// the runner printed, quoted and cut to MaxFailureLine bytes (a runner's
+// failure note, "The runner failed: WHAT."); nothing else of its output, so
+// a stack trace or a half answer never reaches the record. With report (a
+// completes session not being stopped) it adds a failed report note, which
+// ends the session as a done one does.
+func FailedTurnText(prog string, out Output, e Ended, report bool) string {
+	var what string
+	switch {
+	case e.StartErr != nil:
+		what = "it could not be started: " + clipLine(e.StartErr.Error(), MaxFailureLine)
+	case e.Signal != "":
+		what = "ended by " + e.Signal
+	default:
+		what = fmt.Sprintf("exit %d", e.Code)
+	}
+	summary := fmt.Sprintf("The runner %s failed: %s.", prog, strings.TrimRight(what, "."))
+	var b strings.Builder
+	b.WriteString(summary)
+	if line := clipLine(messages.LastLine(out.Tail), MaxFailureLine); line != "" && !strings.Contains(line, "```") {
+		b.WriteString("\n\n> " + line)
+	}
+	if report {
+		if block, err := (&messages.ReportNote{Outcome: messages.ReportFailed, Summary: summary}).Encode(); err == nil {
+			b.WriteString("\n\n" + string(block))
+		}
+	}
+	return b.String()
+}
+
+// clipLine makes s one line of at most max bytes, cut on a character
+// boundary with an ellipsis.
+func clipLine(s string, max int) string {
+	s = strings.Join(strings.Fields(messages.CleanText(s)), " ")
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 // cleanOutput makes a process's bytes fit a post: valid UTF-8, no NUL.
 func cleanOutput(b []byte) string {
 	s := strings.ToValidUTF8(string(b), "\uFFFD")

@@ -271,3 +271,39 @@ func TestParseArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedTurnText: a failed llm turn's answer is one line saying what
+// failed and at most the runner's last line, cut; a fence is never quoted;
+// a completes session's carries a failed report.
+func TestFailedTurnText(t *testing.T) {
+	long := strings.Repeat("é", 1000)
+	for _, c := range []struct {
+		name   string
+		out    string
+		e      session.Ended
+		report bool
+		want   string
+	}{
+		{"exit", "trace\n  at x\nThe runner failed: no key.\n", session.Ended{Code: 1}, false,
+			"The runner ocx-runner-claude failed: exit 1.\n\n> The runner failed: no key."},
+		{"signal, nothing printed", "", session.Ended{Code: 137, Signal: "SIGKILL"}, false,
+			"The runner ocx-runner-claude failed: ended by SIGKILL."},
+		{"not started", "", session.Ended{StartErr: errors.New("exec: \"ocx-runner-claude\": executable file not found in $PATH")}, false,
+			"The runner ocx-runner-claude failed: it could not be started: exec: \"ocx-runner-claude\": executable file not found in $PATH."},
+		{"a fence is not quoted", "```json\n{}\n```\n", session.Ended{Code: 2}, false,
+			"The runner ocx-runner-claude failed: exit 2."},
+	} {
+		if got := session.FailedTurnText("ocx-runner-claude", session.Output{Tail: []byte(c.out)}, c.e, c.report); got != c.want {
+			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
+		}
+	}
+	got := session.FailedTurnText("ocx-runner-claude", session.Output{Tail: []byte("x\n" + long + "\n")}, session.Ended{Code: 1}, true)
+	quote, _, _ := strings.Cut(strings.TrimPrefix(got, "The runner ocx-runner-claude failed: exit 1.\n\n> "), "\n")
+	if len(quote) > session.MaxFailureLine+len("…") || !strings.HasSuffix(quote, "…") {
+		t.Errorf("a long line quoted as %d bytes", len(quote))
+	}
+	r := session.ReportOf(got)
+	if r == nil || r.Outcome != messages.ReportFailed || r.Summary != "The runner ocx-runner-claude failed: exit 1." {
+		t.Errorf("the report of a completes session's failed turn: %v\n%s", r, got)
+	}
+}

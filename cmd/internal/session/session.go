@@ -558,6 +558,14 @@ func (s *Session) turn(ctx context.Context, p Post) bool {
 	s.releaseTurn()
 	s.log.Info("turn ended", keyEvent, "turn", keyPost, p.Hash, keyEnded, ended.String(), "bytes", int64(len(out.Tail))+out.Dropped)
 	text := AnswerText(who, out, ended)
+	if s.def.Kind == messages.LLM && !ended.OK() {
+		// A failed turn says what failed, briefly; a completes session
+		// ends on it with a failed report, unless it is being stopped
+		// (the turn then failed on the signal passed on to it).
+		failed := s.def.Lifetime == messages.Completes && s.stopSig == nil
+		text = FailedTurnText(spec.argv[0], out, ended, failed)
+		s.log.Warn("the runner failed", keyEvent, "turn-failed", keyPost, p.Hash, keyEnded, ended.String(), "report", failed)
+	}
 	h, err := s.replyTo(ctx, p, text)
 	if err != nil {
 		s.log.Error("answer not written", keyEvent, "not-answered", keyPost, p.Hash, keyErr, err)
@@ -634,10 +642,14 @@ func signalName(sig os.Signal) string {
 	return sig.String()
 }
 
-// stopBySignal writes the stopped note for the signal received and ends.
+// stopBySignal writes the stopped note for the signal received, or for the
+// session's own budget, and ends.
 func (s *Session) stopBySignal(ctx context.Context) int {
 	n := &messages.StoppedNote{Login: s.b.Login, Project: s.b.Project, Launch: s.o.Launch,
 		Cause: messages.StopBySignal, Signal: signalName(s.stopSig)}
+	if b, ok := s.stopSig.(budgetStop); ok {
+		n.Cause, n.Signal, n.Budget = messages.StopByBudget, "", b.limit
+	}
 	if s.rec.ID == "" {
 		s.log.Error("stopped before its record was known; no stopped note", keyEvent, "stopped", keySignal, n.Signal)
 		return s.finish(ExitOK, "stopped by "+n.Signal)
@@ -647,13 +659,34 @@ func (s *Session) stopBySignal(ctx context.Context) int {
 		to = Post{Hash: s.rec.First, Kind: s.rec.Kind, Record: s.rec.ID}
 	}
 	s.writeStopped(ctx, n, to, false)
-	return s.finish(ExitOK, "stopped by "+n.Signal)
+	return s.finish(ExitOK, "stopped by "+signalName(s.stopSig))
 }
 
-// armWall arms the session's wall limit (protocol v1's budget.wall): once
-// it has run that long, the session stops as on SIGXCPU, between turns or
-// in the middle of one, and its stopped note names SIGXCPU. It returns the
-// timer's stop, or nil when the definition sets no wall.
+// budgetStop stands among the stopping signals for the session's own wall
+// limit: past it the session stops as on TERM (a turn's group gets TERM),
+// and its stopped note says cause budget, naming the limit (D40).
+type budgetStop struct{ limit string }
+
+func (b budgetStop) String() string { return "budget " + b.limit }
+
+// Signal makes budgetStop an os.Signal.
+func (budgetStop) Signal() {}
+
+// WallBackstop is how long past its wall a `serve` session waits for the
+// daemon, which enforces the wall (D40), before it stops itself: only a
+// session whose daemon is not running gets there.
+const WallBackstop = time.Minute
+
+// armWall arms the session's own wall timer (limits.wall). At a terminal
+// (`run`, `start`) no daemon watches the session, so the timer is the
+// limit: once the session has run that long it stops, between turns or in
+// the middle of one, its stopped note saying cause budget. Under the daemon
+// (`serve`) the daemon ends the session at its wall, counted from the
+// process's start, and writes the end note naming the budget; the session's
+// timer is then a backstop, WallBackstop later, for a daemon that is not
+// there. Either way one stopping cause is taken, the first, so the session
+// writes one stopped note. It returns the timer's stop, or nil when the
+// definition sets no wall.
 func (s *Session) armWall() func() bool {
 	if s.def == nil || s.def.Wall() == "" {
 		return nil
@@ -662,10 +695,13 @@ func (s *Session) armWall() func() bool {
 	if err != nil {
 		return nil // the definition was validated; a bad wall cannot get here
 	}
-	s.log.Info("wall limit armed", keyEvent, "wall", "wall", s.def.Wall())
+	if s.o.Verb == VerbServe {
+		d += WallBackstop
+	}
+	s.log.Info("wall limit armed", keyEvent, "wall", "wall", s.def.Wall(), "after", d.String())
 	t := time.AfterFunc(d, func() {
 		select {
-		case s.sigs <- unixhost.OSSignal(host.SIGXCPU):
+		case s.sigs <- budgetStop{limit: messages.LimitWall}:
 		default: // a stopping signal is already waiting
 		}
 	})

@@ -263,3 +263,34 @@ func TestOneSessionHoldsTheWorkspace(t *testing.T) {
 		t.Fatalf("the session after the first exited %d:\n%s", code, w.logText())
 	}
 }
+
+// TestWallAtATerminal: a terminal session (no daemon watches it) is held to
+// its definition's limits.wall by its own timer (D40): past it, in the
+// middle of a turn that would run on, the turn gets TERM, its answer is
+// written, and the stopped note says cause budget, limit wall.
+func TestWallAtATerminal(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("term-wall")
+	def := stays("sh", "-c", "echo turn begins; sleep 30; echo never")
+	def.Limits = &messages.SessionLimits{Wall: "4s"}
+	w.homeDefinition(def)
+	home := rec{kind: messages.ListenThread, id: w.home, first: w.home}
+	start := time.Now()
+	p := w.spawn([]string{filepath.Join(release, "workspace"), "run", w.key.String(), "--root", n.agents}, false, nil)
+	w.waitLog("event=ready", 1)
+	h := w.post(n.admin, home, "run long")
+	w.wake(h)
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d past its wall:\n%s", code, w.logText())
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("the session ran %s with a wall of 4s", took)
+	}
+	sn := w.stoppedNote(home)
+	if sn.Cause != messages.StopByBudget || sn.Budget != messages.LimitWall || sn.Signal != "" {
+		t.Errorf("stopped note %s, want cause budget, budget wall", sn)
+	}
+	if a := w.waitReply(home, h); !strings.Contains(a.text, "turn begins") || strings.Contains(a.text, "never") || !strings.Contains(a.text, "SIGTERM") {
+		t.Errorf("the turn cut short by the wall answered:\n%s", a.text)
+	}
+}

@@ -98,8 +98,12 @@ wait:
 			break wait
 		case sig := <-s.sigs:
 			s.noteSignal(sig)
-			if n, ok := unixhost.SignalOf(sig); ok {
-				s.log.Info("signal passed on to the turn", keyEvent, "turn-signal", keyPID, pid, keySignal, signalName(sig))
+			n, ok := unixhost.SignalOf(sig)
+			if _, budget := sig.(budgetStop); budget {
+				n, ok = host.SIGTERM, true // past its own wall: the turn is stopped as on TERM
+			}
+			if ok {
+				s.log.Info("signal passed on to the turn", keyEvent, "turn-signal", keyPID, pid, keySignal, n.String())
 				_ = unixhost.KillGroup(pid, n)
 			}
 		}

@@ -181,3 +181,88 @@ func TestV1RecordObjective(t *testing.T) {
 		t.Fatalf("exit %d after TERM", code)
 	}
 }
+
+// TestLLMFailedTurnsAreSaidAndAStaysSessionGoesOn: a runner that exits 1
+// (printing a stack trace and its failure note), one that a signal ends,
+// and one no longer on PATH when a turn comes (issue 15, item 5) are each
+// answered with a short note saying what failed, quoting at most the last
+// line the runner printed, never its trace; a stays session keeps answering.
+func TestLLMFailedTurnsAreSaidAndAStaysSessionGoesOn(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("llm-fail")
+	// The runner is a copy in a directory of its own on PATH, so that the
+	// test can take it away while the session runs.
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "ocx-runner-codex")
+	src, err := os.ReadFile(filepath.Join(release, "ocx-runner-native"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prog, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.sandbox.Path = append([]string{dir}, w.sandbox.Path...)
+	def := &messages.SessionDefinition{Kind: messages.LLM, Runner: messages.RunnerCodex, Model: "m1", Lifetime: messages.Stays}
+	r := w.record(messages.ListenThread, "Talk with us.", def, "")
+	p := w.serve(r.launch, false)
+	w.waitLog("event=ready", 1)
+
+	for _, c := range []struct{ text, want string }{
+		{"please fail", "The runner ocx-runner-codex failed: exit 1.\n\n> The runner failed: model m1 is not there."},
+		{"please die", "The runner ocx-runner-codex failed: ended by SIGKILL.\n\n> native(m1) starts to answer"},
+		{"hello after failures", "native(m1) heard: hello after failures"},
+	} {
+		h := w.post(n.admin, r, c.text)
+		w.wake(h)
+		if a := w.waitReply(r, h); strings.TrimSpace(a.text) != c.want {
+			t.Errorf("%q answered:\n%s\nwant:\n%s", c.text, a.text, c.want)
+		}
+	}
+	if err := os.Remove(prog); err != nil {
+		t.Fatal(err)
+	}
+	h := w.post(n.admin, r, "hello to nobody")
+	w.wake(h)
+	a := w.waitReply(r, h)
+	if !strings.HasPrefix(a.text, "The runner ocx-runner-codex failed: it could not be started: ") || !strings.Contains(a.text, "not found") {
+		t.Errorf("a runner gone from PATH answered:\n%s", a.text)
+	}
+	if got := w.notes(r, messages.KindReport); len(got) != 0 {
+		t.Errorf("a stays session wrote reports: %v", got)
+	}
+	if !p.running() {
+		t.Fatalf("the stays session ended after failed turns:\n%s", w.logText())
+	}
+	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d after TERM", code)
+	}
+}
+
+// TestLLMCompletesEndsOnAFailedTurn: a completes session whose runner fails
+// ends as on a report, with a failed report naming what failed.
+func TestLLMCompletesEndsOnAFailedTurn(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("llm-fail-2")
+	r := w.record(messages.ListenThread, "Port the parser, and please fail.", llm(messages.Completes), "")
+	p := w.serve(r.launch, false)
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d after a failed turn, want 0:\n%s", code, w.logText())
+	}
+	reports := w.notes(r, messages.KindReport)
+	if len(reports) != 1 {
+		t.Fatalf("reports on the record: %v", reports)
+	}
+	if rep := reports[0].(*messages.ReportNote); rep.Outcome != messages.ReportFailed || rep.Summary != "The runner ocx-runner-native failed: exit 1." {
+		t.Errorf("the report: %s", rep)
+	}
+	a := w.waitReply(r, r.first)
+	if strings.Contains(a.text, "goroutine") || !strings.Contains(a.text, "> The runner failed: model m1 is not there.") {
+		t.Errorf("the answer:\n%s", a.text)
+	}
+	if !strings.Contains(w.logText(), `why="report written"`) {
+		t.Errorf("the log does not say the session ended on its report")
+	}
+}

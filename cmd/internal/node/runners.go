@@ -1,0 +1,91 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ocx-go/ocx/cmd/internal/version"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// The runners this node offers (E9, issue 15): of the runners the protocol
+// knows (messages.Runners, whose other names make a definition malformed),
+// those whose program ocx-runner-NAME is an executable file in the release
+// directory the node's tools and its daemon's sessions run. A session on a
+// runner not offered is refused before anything is written.
+
+// versionWait bounds how long a runner is given to answer --version.
+const versionWait = 3 * time.Second
+
+// OfferedRunners lists the runners whose program is in the release
+// directory dir, in the order of messages.Runners.
+func OfferedRunners(dir string) []string {
+	var out []string
+	if dir == "" {
+		return out
+	}
+	for _, r := range messages.Runners {
+		st, err := os.Stat(filepath.Join(dir, host.RunnerPrefix+r))
+		if err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// RunnerVersion asks the runner program at path for its version: the
+// version of a version line (PROGRAM version VERSION checkin CHECKIN, as
+// this repository's programs print it), else the first line it printed
+// when it exited 0, else messages.VersionUnknown.
+func RunnerVersion(ctx context.Context, path string) string {
+	ctx, cancel := context.WithTimeout(ctx, versionWait)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, path, "--version")
+	cmd.Stdout = &out
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		return messages.VersionUnknown
+	}
+	first, _, _ := strings.Cut(out.String(), "\n")
+	first = strings.TrimSpace(messages.CleanText(first))
+	if info, err := version.Parse(first); err == nil {
+		return info.Version + " checkin " + info.Checkin
+	}
+	if first == "" || len(first) > messages.MaxShortLen {
+		return messages.VersionUnknown
+	}
+	return first
+}
+
+// Runners lists the runners the node offers, each with its version.
+func (n *Node) Runners(ctx context.Context) []messages.RunnerOffer {
+	var out []messages.RunnerOffer
+	for _, r := range OfferedRunners(n.Release) {
+		out = append(out, messages.RunnerOffer{Name: r, Version: RunnerVersion(ctx, filepath.Join(n.Release, host.RunnerPrefix+r))})
+	}
+	return out
+}
+
+// requireOffered refuses a runner the release directory dir does not
+// hold, naming it and the runners offered.
+func requireOffered(dir, runner string) error {
+	offered := OfferedRunners(dir)
+	for _, r := range offered {
+		if r == runner {
+			return nil
+		}
+	}
+	what := "none"
+	if len(offered) > 0 {
+		what = strings.Join(offered, ", ")
+	}
+	return fmt.Errorf("runner: %q is not offered by this node: its release %s holds no %s%s (it offers: %s)", runner, dir, host.RunnerPrefix, runner, what)
+}
