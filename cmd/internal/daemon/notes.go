@@ -158,11 +158,15 @@ func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 	if err != nil {
 		return fmt.Errorf("end note of %s: %w", n.Proc, err)
 	}
-	text := fmt.Sprintf("The session of %s (pid %d) ended: %s.\n\n%s", n.Launch.Workspace, n.Proc.PID, note.Note, block)
-	if err := r.write(ctx, x, n.Launch.Hash, text, "end"); err != nil {
+	// The record's user is withdrawn before its response is written (E5):
+	// a daemon that ends between the two leaves no response, which the next
+	// writes (and withdraws again, a no-op), rather than a response beside
+	// a user who keeps what it may do.
+	if err := r.withdrawResponded(ctx, x, n); err != nil {
 		return err
 	}
-	return r.withdrawResponded(ctx, x, n)
+	text := fmt.Sprintf("The session of %s (pid %d) ended: %s.\n\n%s", n.Launch.Workspace, n.Proc.PID, note.Note, block)
+	return r.write(ctx, x, n.Launch.Hash, text, "end")
 }
 
 // withdrawResponded takes every capability from the agent's user on every
