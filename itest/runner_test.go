@@ -2,6 +2,7 @@ package itest
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/ocx-go/ocx/fossilio"
 )
 
 // chatModel is a stand-in for an OpenAI-compatible chat-completions server
@@ -200,4 +204,89 @@ func TestNativeSessionEndToEnd(t *testing.T) {
 		return nil
 	})
 	n.must(admin, "tool", "stop", "--record", record)
+}
+
+// BenchmarkTurn is issue 15 item 10: a turn's cost from the wake to the
+// reply on the record, for a `stays` llm session on the real
+// ocx-runner-native whose stand-in model answers at once, beside the same
+// turn of a mechanical session (a shell answering what it heard), each in
+// its sandbox under the real daemon. A person's post is written over sync
+// and the node's backoffice runs the hook (D11); the time is until the
+// agent's reply is on the node. Reported: each's p50 and mean, and the
+// ratio of the p50s (native/mechanical; the aim is at most 1.5).
+func BenchmarkTurn(b *testing.B) {
+	needs(b, "ocxd", "workspace", "llm ocx-runner-native")
+	n := newNodeOn(b, llmRoot)
+	admin := n.srv.AdminLogin
+	model := &chatModel{t: b}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		model.mu.Lock()
+		model.replies = append(model.replies, chatText("native heard it"))
+		model.mu.Unlock()
+		model.ServeHTTP(w, r)
+	}))
+	b.Cleanup(srv.Close)
+	if err := os.WriteFile(filepath.Join(n.agents, "model.json"), []byte(`{"api": "openai", "base_url": "`+srv.URL+`"}`), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	start := func(login string, args ...string) string {
+		n.must("", "login", "add", login)
+		record := n.result(admin, "workspace", "add", "--login", login, "--project", "demo", "--branch", "trunk")
+		n.result(admin, append([]string{"session", "start", key(login), "--hears", person, "--lifetime", "stays"}, args...)...)
+		n.waitFor(login+"'s session to listen", func() bool {
+			for _, s := range n.status().Sessions {
+				if s.Login == login && s.Listening {
+					return true
+				}
+			}
+			return false
+		})
+		return record
+	}
+	mech := start("mech-1", "--kind", "mechanical", "--", "/bin/sh", "-c", `printf 'heard: '; cat`)
+	native := start("native-1", "--kind", "llm", "--runner", "native", "--model", "stand-in")
+	adm := &fossilio.Admin{Repository: n.srv.Repo, Fossil: &fossilio.Fossil{Home: n.agents, User: "ocx", Dir: n.agents}}
+	c := &fossilio.Client{URL: n.srv.URL, Login: person, Password: personPW, ProjectCode: n.srv.ProjectCode, Backoffice: adm.Backoffice}
+	r := n.repo()
+	defer r.Close()
+	p50 := map[string]time.Duration{}
+	turn := func(b *testing.B, login, record string) {
+		var times []time.Duration
+		i := 0
+		for b.Loop() {
+			i++
+			t0 := time.Now()
+			p, err := c.Reply(n.ctx, record, record, fmt.Sprintf("ping %d", i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for deadline := time.Now().Add(60 * time.Second); !repliedBy(b, r, login, record, p); time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					b.Fatalf("no reply by %s to %s in 60 s", login, p)
+				}
+			}
+			times = append(times, time.Since(t0))
+		}
+		p50[login], _ = reportTimes(b, "turn", times)
+		if m := p50["mech-1"]; login != "mech-1" && m > 0 {
+			b.ReportMetric(float64(p50[login])/float64(m), "vs-mechanical-p50")
+		}
+	}
+	b.Run("mechanical", func(b *testing.B) { turn(b, "mech-1", mech) })
+	b.Run("native", func(b *testing.B) { turn(b, "native-1", native) })
+	n.must("", "session", "stop", key("mech-1"))
+	n.must("", "session", "stop", key("native-1"))
+}
+
+func repliedBy(b *testing.B, r *fossilio.Repo, login, root, to string) bool {
+	posts, err := r.Thread(b.Context(), root)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range posts {
+		if p.InReplyTo == to && p.Sender == login {
+			return true
+		}
+	}
+	return false
 }
