@@ -106,6 +106,9 @@ type request struct {
 	ctx     context.Context
 	// daemonProblem says why no daemon runs, when none does.
 	daemonProblem string
+	// asJSON: the request is a tool's JSON endpoint (/tool/NAME.json, or
+	// Accept: application/json), answered in JSON, its refusals too.
+	asJSON bool
 }
 
 // Serve answers one request Fossil handed over.
@@ -164,6 +167,10 @@ func (q *request) route() {
 	if path == "" {
 		parts = nil
 	}
+	if len(parts) == 2 && parts[0] == "tool" {
+		name, asJSON := toolPath(parts[1])
+		parts[1], q.asJSON = name, asJSON || acceptsJSON(q.r)
+	}
 	if q.r.Method == http.MethodPost && (len(parts) == 0 || parts[0] != "git") {
 		if ref := checkPost(q.r, q.f, q.c.key); ref != nil {
 			q.refuse(ref)
@@ -208,6 +215,12 @@ func (q *request) route() {
 		q.listenersPage(parts[1])
 	case path == "releases":
 		q.releasesPage()
+	case path == "tools":
+		q.toolsPage()
+	case len(parts) == 2 && parts[0] == "tool" && !q.asJSON:
+		q.toolPage(parts[1])
+	case len(parts) == 2 && parts[0] == "tool":
+		q.refuse(&refusal{http.StatusMethodNotAllowed, "a tool's JSON answer is a POST of its input, as its form's button sends it"})
 	default:
 		q.plain(http.StatusNotFound, fmt.Sprintf("the console has no page %q", q.f.Path))
 	}
@@ -224,6 +237,9 @@ func (q *request) act(parts []string) {
 	pressed := time.Now()
 	path := strings.Join(parts, "/")
 	switch {
+	case len(parts) == 2 && parts[0] == "tool":
+		q.toolCall(parts[1], q.asJSON)
+		return
 	case path == "hook/install":
 		a, next = q.n.HookInstall(q.ctx, false), "/hook"
 	case path == "hook/remove":
@@ -329,6 +345,10 @@ func (q *request) write(status int, name string, v view) {
 }
 
 func (q *request) refuse(r *refusal) {
+	if q.asJSON {
+		q.jsonError(r.status, r)
+		return
+	}
 	v := q.view("refused", "")
 	v.Refusal = r.reason
 	var b bytes.Buffer
