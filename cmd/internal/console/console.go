@@ -106,8 +106,8 @@ type request struct {
 	ctx     context.Context
 	// daemonProblem says why no daemon runs, when none does.
 	daemonProblem string
-	// asJSON: the request is a tool's JSON endpoint (/tool/NAME.json, or
-	// Accept: application/json), answered in JSON, its refusals too.
+	// asJSON: the request is a tool's JSON endpoint (/tool/NAME.json),
+	// answered in JSON, its refusals too.
 	asJSON bool
 }
 
@@ -169,7 +169,7 @@ func (q *request) route() {
 	}
 	if len(parts) == 2 && parts[0] == "tool" {
 		name, asJSON := toolPath(parts[1])
-		parts[1], q.asJSON = name, asJSON || acceptsJSON(q.r)
+		parts[1], q.asJSON = name, asJSON
 	}
 	if q.r.Method == http.MethodPost && (len(parts) == 0 || parts[0] != "git") {
 		if ref := checkPost(q.r, q.f, q.c.key); ref != nil {

@@ -332,16 +332,11 @@ func TestToolInput(t *testing.T) {
 	}
 }
 
-func TestAcceptsJSON(t *testing.T) {
-	for accept, want := range map[string]bool{"application/json": true, "text/html,application/xhtml+xml,*/*;q=0.8": false,
-		"application/json; charset=utf-8, text/html": true, "": false, "*/*": false} {
-		r := httptest.NewRequest(http.MethodPost, "/", nil)
-		r.Header.Set("Accept", accept)
-		if got := acceptsJSON(r); got != want {
-			t.Errorf("Accept %q: %v, want %v", accept, got, want)
-		}
-	}
+func TestToolPath(t *testing.T) {
 	if n, j := toolPath("post.json"); n != "post" || !j {
 		t.Errorf("post.json: %q %v", n, j)
+	}
+	if n, j := toolPath("post"); n != "post" || j {
+		t.Errorf("post: %q %v", n, j)
 	}
 }

@@ -3,7 +3,6 @@ package console
 import (
 	"bytes"
 	"fmt"
-	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -14,9 +13,10 @@ import (
 // The protocol v1 tools (seed 001 E8; docs/tools.md) as the console offers
 // them: /tools lists the registry's tools, /tool/NAME is a tool's form,
 // and its button calls the registry's CallIn as the viewer (D30, D36),
-// showing the one answer. POST /tool/NAME.json, or /tool/NAME with Accept:
-// application/json, answers with the answer's JSON alone, byte for byte
-// as `ocx tool NAME` prints it. The list comes from node.Tools(): the
+// showing the one answer. POST /tool/NAME.json answers with the answer's
+// JSON alone, byte for byte as `ocx tool NAME` prints it. It is a path,
+// not an Accept header: Fossil 2.21 does not pass Accept to its CGI
+// extensions (HTTP_ACCEPT is absent from their environment, measured). The list comes from node.Tools(): the
 // console offers no tool the registry does not.
 
 // toolByName is the registry's tool called name.
@@ -35,24 +35,6 @@ func toolPath(s string) (name string, asJSON bool) {
 		return n, true
 	}
 	return s, false
-}
-
-// acceptsJSON says whether the request asks for JSON (Accept:
-// application/json, before any HTML).
-func acceptsJSON(r *http.Request) bool {
-	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
-		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
-		switch mt {
-		case "application/json":
-			return true
-		case "text/html", "application/xhtml+xml":
-			return false
-		}
-	}
-	return false
 }
 
 // formField is one friendly field on a tool's form.
