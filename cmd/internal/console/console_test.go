@@ -339,4 +339,9 @@ func TestToolPath(t *testing.T) {
 	if n, j := toolPath("post"); n != "post" || j {
 		t.Errorf("post: %q %v", n, j)
 	}
+	for path, want := range map[string]bool{"/tool/post.json": true, "tool/x.json/": true, "/tool/post": false, "/tools.json": false, "/tool/a/b.json": false, "/state": false} {
+		if toolJSON(path) != want {
+			t.Errorf("toolJSON(%q) = %v", path, !want)
+		}
+	}
 }

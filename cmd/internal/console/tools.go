@@ -29,6 +29,13 @@ func toolByName(name string) (node.Tool, bool) {
 	return node.Tool{}, false
 }
 
+// toolJSON says whether the extension's path is a tool's JSON endpoint,
+// /tool/NAME.json: every reply to it is JSON, its refusals too.
+func toolJSON(path string) bool {
+	rest, ok := strings.CutPrefix(strings.Trim(path, "/"), "tool/")
+	return ok && !strings.Contains(rest, "/") && strings.HasSuffix(rest, ".json")
+}
+
 // toolPath reads a tool's path below /tool/: NAME or NAME.json.
 func toolPath(s string) (name string, asJSON bool) {
 	if n, ok := strings.CutSuffix(s, ".json"); ok {
