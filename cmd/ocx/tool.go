@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/messages"
@@ -24,15 +25,6 @@ The answer is always {"tool", "dry_run", "log", "result", "stopped"}, in
 JSON; ocx exits 1 when stopped is set. Field flags set the input's fields
 over what --input gives.`
 
-// toolFlags are the friendly flags: each sets one string field of the input.
-var toolFlags = map[string][]string{
-	messages.ToolCreate: {"objective", "runner"},
-	messages.ToolPost:   {"to", "text"},
-	messages.ToolAudit:  {"checkin", "verdict", "reason", "against"},
-	messages.ToolPush:   {},
-	messages.ToolStop:   {"record"},
-}
-
 func runTool(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintf(e.stderr, "usage: ocx %s\n", toolUsage)
@@ -47,8 +39,7 @@ func runTool(ctx context.Context, e *env, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(node.Tools())
 	}
-	fields, known := toolFlags[name]
-	if !known {
+	if !slices.ContainsFunc(node.Tools(), func(t node.Tool) bool { return t.Name == name }) {
 		return fmt.Errorf("%w: %q is not a tool (create, post, audit, push, stop, or list)", errUsage, name)
 	}
 	var c common
@@ -56,13 +47,10 @@ func runTool(ctx context.Context, e *env, args []string) error {
 	input := fs.String("input", "", "a file holding the tool's JSON input (- for standard input)")
 	project := fs.String("project", "", "the project (default: the node's one project)")
 	agent := fs.String("agent", "", "call as this agent login of the node, with the password the node keeps for it (in place of --user)")
-	wall := ""
-	if name == messages.ToolCreate {
-		fs.StringVar(&wall, "wall", "", "budget.wall: the longest the agent runs, as 2h")
-	}
+	// The friendly flags, node.ToolFields: each sets one field of the input.
 	set := map[string]*string{}
-	for _, f := range fields {
-		set[f] = fs.String(f, "", "the input's "+f)
+	for _, f := range node.ToolFields(name) {
+		set[f.Name] = fs.String(f.Name, "", f.Help)
 	}
 	pos, _, err := parse(fs, args[1:])
 	if err != nil {
@@ -73,7 +61,7 @@ func runTool(ctx context.Context, e *env, args []string) error {
 	}
 	flagged := false
 	fs.Visit(func(f *flag.Flag) {
-		if _, ok := set[f.Name]; ok || f.Name == "wall" || f.Name == "dry-run" {
+		if _, ok := set[f.Name]; ok || f.Name == "dry-run" {
 			flagged = true
 		}
 	})
@@ -88,10 +76,7 @@ func runTool(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("--input: %w", err)
 		}
 	}
-	raw, err = withFlags(fs, raw, set, wall, c.dryRun)
-	if err != nil {
-		return err
-	}
+	raw = withFlags(fs, name, raw, set, c.dryRun)
 	n, err := node.Open(c.agents, node.Options{Log: e.log})
 	if err != nil {
 		return err
@@ -118,34 +103,19 @@ func runTool(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// withFlags sets the fields the flags give over the JSON input. An input
-// that is not a JSON object is left as it is, for the tool to refuse.
-func withFlags(fs *flag.FlagSet, raw []byte, set map[string]*string, wall string, dry bool) ([]byte, error) {
-	given := map[string]bool{}
+// withFlags sets the fields the flags give over the JSON input
+// (node.WithFields, as the console's forms do). Without a field flag the
+// input is left as it came, for the tool's strict reader.
+func withFlags(fs *flag.FlagSet, tool string, raw []byte, set map[string]*string, dry bool) []byte {
+	given := map[string]string{}
+	var dryRun *bool
 	fs.Visit(func(f *flag.Flag) {
-		if _, field := set[f.Name]; field || f.Name == "wall" || f.Name == "dry-run" {
-			given[f.Name] = true
+		if v, field := set[f.Name]; field {
+			given[f.Name] = *v
+		}
+		if f.Name == "dry-run" {
+			dryRun = &dry
 		}
 	})
-	if len(given) == 0 {
-		return raw, nil // the input as it came, for the tool's strict reader
-	}
-	obj := map[string]any{}
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
-			return raw, nil
-		}
-	}
-	for f, v := range set {
-		if given[f] {
-			obj[f] = *v
-		}
-	}
-	if given["wall"] {
-		obj["budget"] = map[string]any{"wall": wall}
-	}
-	if given["dry-run"] {
-		obj["dry_run"] = dry
-	}
-	return json.Marshal(obj)
+	return node.WithFields(tool, raw, given, dryRun)
 }

@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,8 +29,9 @@ import (
 )
 
 // The tools' tests run every case through each front end and want the
-// same answer from each: the Go registry and `ocx tool` (the binary) here;
-// MCP is one more frontEnd in the list.
+// same answer from each: the Go registry, `ocx tool` (the binary), MCP
+// (the SDK's client) and the console (its CGI run by the fossil server's
+// --extroot, as a browser's button sends it).
 
 var (
 	buildOnce  sync.Once
@@ -72,6 +76,8 @@ type toolNode struct {
 	agents string
 	rel    string
 	n      *node.Node
+	// cookies are the login cookies Fossil's /login gave, by login.
+	cookies map[string]string
 }
 
 const (
@@ -81,8 +87,12 @@ const (
 
 func newToolNode(t testing.TB) *toolNode {
 	rel := release(t)
-	srv := harness.StartServer(t, harness.Options{Users: []harness.User{{Login: tPerson, Password: tPersonPW, Caps: "cghijnorwz234"}}})
-	tn := &toolNode{t: t, ctx: context.Background(), srv: srv, agents: filepath.Join(t.TempDir(), "agents"), rel: rel}
+	extroot := filepath.Join(t.TempDir(), "ext")
+	if err := os.Mkdir(extroot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv := harness.StartServer(t, harness.Options{Users: []harness.User{{Login: tPerson, Password: tPersonPW, Caps: "cghijnorwz234"}}, ExtRoot: extroot})
+	tn := &toolNode{t: t, ctx: context.Background(), srv: srv, agents: filepath.Join(t.TempDir(), "agents"), rel: rel, cookies: map[string]string{}}
 	if a := node.Init(tn.ctx, tn.agents, node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}}, node.Options{Release: rel}); !a.OK() {
 		t.Fatalf("init: %s", *a.Stopped)
 	}
@@ -92,6 +102,9 @@ func newToolNode(t testing.TB) *toolNode {
 	}
 	tn.n = n
 	t.Cleanup(tn.shutdown)
+	if a := n.ConsoleInstall(extroot, false); !a.OK() {
+		t.Fatalf("console install: %s", *a.Stopped)
+	}
 	return tn
 }
 
@@ -151,11 +164,15 @@ func (tn *toolNode) admin() node.Caller {
 // a password for) with a JSON input.
 type frontEnd struct {
 	name string
-	call func(tn *toolNode, caller node.Caller, agent, tool, input string) *node.Answer
+	// adminOnly: the front end lets only a caller holding admin or setup
+	// call a tool (the console's buttons, D31). Another caller is refused
+	// before any tool runs, with nothing written, and call returns nil.
+	adminOnly bool
+	call      func(tn *toolNode, caller node.Caller, agent, tool, input string) *node.Answer
 }
 
 var frontEnds = []frontEnd{
-	{"registry", func(tn *toolNode, caller node.Caller, agent, tool, input string) *node.Answer {
+	{name: "registry", call: func(tn *toolNode, caller node.Caller, agent, tool, input string) *node.Answer {
 		if agent != "" {
 			var err error
 			if caller, err = tn.n.AgentCaller(agent); err != nil {
@@ -164,7 +181,7 @@ var frontEnds = []frontEnd{
 		}
 		return tn.n.Call(tn.ctx, caller, tool, json.RawMessage(input))
 	}},
-	{"ocx tool", func(tn *toolNode, caller node.Caller, agent, tool, input string) *node.Answer {
+	{name: "ocx tool", call: func(tn *toolNode, caller node.Caller, agent, tool, input string) *node.Answer {
 		args := []string{"tool", tool, "--agents", tn.agents}
 		env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + tn.agents}
 		switch {
@@ -189,9 +206,106 @@ var frontEnds = []frontEnd{
 		}
 		return &a
 	}},
-	{"mcp", func(tn *toolNode, caller node.Caller, agent, tool, input string) *node.Answer {
+	{name: "mcp", call: func(tn *toolNode, caller node.Caller, agent, tool, input string) *node.Answer {
 		return mcpCall(tn.t, tn.ctx, tn.n, caller, agent, tool, input)
 	}},
+	{name: "console", adminOnly: true, call: consoleCall},
+}
+
+var consoleToken = regexp.MustCompile(`name="token" value="([0-9a-f]+)"`)
+
+// consoleCall calls a tool through the console as Fossil serves it: the
+// caller logs in through Fossil's /login, opens /tool/NAME, and its
+// button's POST (the page's token, a Referer from the repository) goes to
+// /tool/NAME.json with the input as the form's raw JSON, exactly as
+// given. The answer is the JSON the console replies with, status 422 when
+// it stopped. A caller shown no button (not an admin, or not logged in)
+// sends the POST with a token of its own making: it must get 403 and
+// leave the repository as it was, and consoleCall returns nil.
+func consoleCall(tn *toolNode, caller node.Caller, agent, tool, input string) *node.Answer {
+	t := tn.t
+	t.Helper()
+	if agent != "" {
+		t.Fatalf("the console has no agent callers: an agent calls through MCP")
+	}
+	cookie := ""
+	if caller.Login != "" {
+		if cookie = tn.cookies[caller.Login]; cookie == "" {
+			var err error
+			if cookie, err = tn.srv.LoginCookie(caller.Login, caller.Password); err != nil {
+				t.Fatal(err)
+			}
+			tn.cookies[caller.Login] = cookie
+		}
+	}
+	page := tn.srv.URL + "ext/console/tool/" + tool
+	do := func(method, url string, body string, hdr map[string]string) (int, http.Header, []byte) {
+		req, err := http.NewRequest(method, url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		if cookie != "" {
+			req.Header.Set("Cookie", cookie)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, b
+	}
+	code, _, body := do(http.MethodGet, page, "", nil)
+	tok := ""
+	if m := consoleToken.FindSubmatch(body); m != nil {
+		tok = string(m[1])
+	}
+	if code != http.StatusOK && (tok != "" || code != http.StatusForbidden) {
+		t.Fatalf("GET %s as %q: %d\n%s", page, caller.Login, code, body)
+	}
+	before := tn.received()
+	if tok == "" {
+		tok = strings.Repeat("0", 64)
+	}
+	form := url.Values{"token": {tok}, "input": {input}}
+	code, reply, body := do(http.MethodPost, page+".json", form.Encode(), map[string]string{
+		"Content-Type": "application/x-www-form-urlencoded", "Referer": page})
+	if reply.Get("Content-Type") != "application/json" {
+		t.Fatalf("POST %s.json as %q: %d %s, not JSON\n%s", page, caller.Login, code, reply.Get("Content-Type"), body)
+	}
+	if code == http.StatusForbidden {
+		if after := tn.received(); after != before {
+			t.Errorf("the console refused %q's call (%s) but the repository received %d artifacts", caller.Login, body, after-before)
+		}
+		return nil
+	}
+	a, err := node.DecodeAnswer(body)
+	if err != nil {
+		t.Fatalf("POST %s.json as %q: %d: %v\n%s", page, caller.Login, code, err, body)
+	}
+	if want := map[bool]int{true: http.StatusOK, false: http.StatusUnprocessableEntity}[a.OK()]; code != want {
+		t.Errorf("POST %s.json: %d with stopped %v, want %d", page, code, a.Stopped, want)
+	}
+	var direct bytes.Buffer
+	a.WriteJSON(&direct)
+	if !bytes.Equal(direct.Bytes(), body) {
+		t.Errorf("the console's JSON is not the answer's own bytes:\n%s\nwant\n%s", body, direct.Bytes())
+	}
+	return a
+}
+
+// received counts the artifacts the node's repository received.
+func (tn *toolNode) received() int {
+	tn.t.Helper()
+	r := tn.repo()
+	hashes, _, err := r.Received(tn.ctx, 0)
+	if err != nil {
+		tn.t.Fatal(err)
+	}
+	return len(hashes)
 }
 
 // mcpCall calls a tool through the node's MCP server with the SDK's own
@@ -246,7 +360,11 @@ func normal(a *node.Answer) string {
 }
 
 // TestToolFrontEndsAnswerAlike runs each case through every front end and
-// wants the same answer, hashes aside when the case writes.
+// wants the same answer, hashes aside when the case writes: each front end
+// writes an artifact of its own (a reply), so its hash is the one thing
+// that legitimately differs; normal replaces every full hash. The console
+// answers only an admin or setup caller (D31): every other case's caller
+// is refused there with 403 and nothing written, which consoleCall checks.
 func TestToolFrontEndsAnswerAlike(t *testing.T) {
 	tn := newToolNode(t)
 	tn.n.Caller = tn.admin()
@@ -264,6 +382,7 @@ func TestToolFrontEndsAnswerAlike(t *testing.T) {
 		ok     bool
 	}{
 		{"post", node.Caller{Login: tPerson, Password: tPersonPW}, "post", `{"to": "` + root[:10] + `", "text": "a reply"}`, true},
+		{"post by the admin", tn.admin(), "post", `{"to": "` + root[:10] + `", "text": "the admin's reply"}`, true},
 		{"post dry run", tn.admin(), "post", `{"to": "` + root + `", "text": "a reply", "dry_run": true}`, true},
 		{"post unknown field", tn.admin(), "post", `{"to": "` + root + `", "text": "x", "title": "t"}`, false},
 		{"post short hash", tn.admin(), "post", `{"to": "` + root[:9] + `", "text": "x"}`, false},
@@ -285,8 +404,22 @@ func TestToolFrontEndsAnswerAlike(t *testing.T) {
 			var first string
 			for i, fe := range frontEnds {
 				a := fe.call(tn, c.caller, "", c.tool, c.input)
+				if privileged := c.caller.Login == tn.srv.AdminLogin; fe.adminOnly && !privileged {
+					if a != nil {
+						t.Errorf("%s answered %q, who holds neither admin nor setup: %s", fe.name, c.caller.Login, normal(a))
+					}
+					continue
+				} else if a == nil {
+					t.Fatalf("%s refused %q", fe.name, c.caller.Login)
+				}
 				if a.OK() != c.ok {
 					t.Errorf("%s: ok %v, want %v: %v", fe.name, a.OK(), c.ok, a.Stopped)
+				}
+				if a.Result != nil && !a.DryRun {
+					// Written as the caller (D30 for the console's viewer).
+					if info, err := tn.repo().Info(tn.ctx, *a.Result); err != nil || info.Sender != c.caller.Login {
+						t.Errorf("%s: %s was sent by %q (%v), not by the caller %q", fe.name, *a.Result, info.Sender, err, c.caller.Login)
+					}
 				}
 				t.Logf("%s: %s", fe.name, normal(a))
 				if i == 0 {

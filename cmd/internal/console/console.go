@@ -7,6 +7,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -106,13 +107,16 @@ type request struct {
 	ctx     context.Context
 	// daemonProblem says why no daemon runs, when none does.
 	daemonProblem string
+	// asJSON: the request is a tool's JSON endpoint (/tool/NAME.json),
+	// answered in JSON, its refusals too.
+	asJSON bool
 }
 
 // Serve answers one request Fossil handed over.
 func (c *Console) Serve(w http.ResponseWriter, r *http.Request, f Fossil) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
 	defer cancel()
-	q := &request{c: c, f: f, w: w, r: r, ctx: ctx}
+	q := &request{c: c, f: f, w: w, r: r, ctx: ctx, asJSON: toolJSON(f.Path)}
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if !f.MayRead() {
@@ -164,6 +168,9 @@ func (q *request) route() {
 	if path == "" {
 		parts = nil
 	}
+	if len(parts) == 2 && parts[0] == "tool" {
+		parts[1], _ = toolPath(parts[1])
+	}
 	if q.r.Method == http.MethodPost && (len(parts) == 0 || parts[0] != "git") {
 		if ref := checkPost(q.r, q.f, q.c.key); ref != nil {
 			q.refuse(ref)
@@ -208,6 +215,12 @@ func (q *request) route() {
 		q.listenersPage(parts[1])
 	case path == "releases":
 		q.releasesPage()
+	case path == "tools":
+		q.toolsPage()
+	case len(parts) == 2 && parts[0] == "tool" && !q.asJSON:
+		q.toolPage(parts[1])
+	case len(parts) == 2 && parts[0] == "tool":
+		q.refuse(&refusal{http.StatusMethodNotAllowed, "a tool's JSON answer is a POST of its input, as its form's button sends it"})
 	default:
 		q.plain(http.StatusNotFound, fmt.Sprintf("the console has no page %q", q.f.Path))
 	}
@@ -224,6 +237,9 @@ func (q *request) act(parts []string) {
 	pressed := time.Now()
 	path := strings.Join(parts, "/")
 	switch {
+	case len(parts) == 2 && parts[0] == "tool":
+		q.toolCall(parts[1], q.asJSON)
+		return
 	case path == "hook/install":
 		a, next = q.n.HookInstall(q.ctx, false), "/hook"
 	case path == "hook/remove":
@@ -329,6 +345,10 @@ func (q *request) write(status int, name string, v view) {
 }
 
 func (q *request) refuse(r *refusal) {
+	if q.asJSON {
+		q.jsonError(r.status, r)
+		return
+	}
 	v := q.view("refused", "")
 	v.Refusal = r.reason
 	var b bytes.Buffer
@@ -341,8 +361,13 @@ func (q *request) refuse(r *refusal) {
 	q.w.Write(b.Bytes())
 }
 
-// plain answers in plain text, which Fossil wraps in its skin.
+// plain answers in plain text, which Fossil wraps in its skin; a tool's
+// JSON endpoint in JSON.
 func (q *request) plain(status int, msg string) {
+	if q.asJSON {
+		q.jsonError(status, errors.New(strings.TrimSpace(msg)))
+		return
+	}
 	q.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	q.w.WriteHeader(status)
 	fmt.Fprintln(q.w, msg)

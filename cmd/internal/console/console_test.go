@@ -54,6 +54,9 @@ func TestPagesRender(t *testing.T) {
 			Next: strings.Repeat("c", 40), Daemon: messages.DaemonStatus{Running: true, PID: 42, Release: evil, Reexec: &messages.ReexecOutcome{At: built, PID: 42, Error: evil}}},
 			Older: []messages.SessionStatus{*sess}},
 		"release-confirm": releaseConfirmData{Action: "accept", Checkin: strings.Repeat("c", 40), Answer: &node.Answer{Tool: "release accept", DryRun: true, Log: []string{evil}}},
+		"tools":           struct{ Tools []node.Tool }{[]node.Tool{{Name: "post", Description: evil}}},
+		"tool": toolData{Tool: node.Tool{Name: "post", Description: evil, InputSchema: []byte(evil)}, Fields: []formField{{Name: "to", Help: evil, Value: evil}, {Name: "text", Value: evil, Long: true}},
+			Input: evil, Answer: &node.Answer{Tool: "post", Log: []string{evil}, Result: ptr(evil), Stopped: ptr(evil)}, AnswerJSON: evil},
 		"listeners": listenersData{Key: k, Kind: "ticket", Listeners: []messages.Listener{{Login: "agent-1", Project: "demo", Kind: messages.ListenTicket, Names: evil}},
 			Recent: []option{{Value: evil, Label: evil}}},
 	}
@@ -259,5 +262,86 @@ func TestShellCommand(t *testing.T) {
 	}
 	if got := shellCommand([]string{"printf", "it's %s"}); got != `'printf' 'it'\''s %s'` {
 		t.Errorf("%q", got)
+	}
+}
+
+// TestToolPages: /tools lists exactly the registry's tools, each with a
+// link to its form; each form offers exactly the tool's friendly fields,
+// the raw JSON and the dry-run box, ticked; a reader sees no form.
+func TestToolPages(t *testing.T) {
+	var b bytes.Buffer
+	if err := pages.ExecuteTemplate(&b, "tools", view{Script: "/ext/console", Data: struct{ Tools []node.Tool }{node.Tools()}}); err != nil {
+		t.Fatal(err)
+	}
+	list := b.String()
+	if got := strings.Count(list, "data-ocx-tool="); got != len(node.Tools()) {
+		t.Errorf("the tools page lists %d tools, the registry %d", got, len(node.Tools()))
+	}
+	for _, tool := range node.Tools() {
+		if !strings.Contains(list, `href="$ROOT/ext/console/tool/`+tool.Name+`"`) {
+			t.Errorf("the tools page has no link to %s", tool.Name)
+		}
+		for _, admin := range []bool{true, false} {
+			b.Reset()
+			v := view{Script: "/ext/console", Admin: admin, Token: "tok", Viewer: "admin", Data: toolFormData(tool, nil)}
+			if err := pages.ExecuteTemplate(&b, "tool", v); err != nil {
+				t.Fatal(err)
+			}
+			out := b.String()
+			if !admin {
+				if strings.Contains(out, "<form") {
+					t.Errorf("%s: a reader sees a form", tool.Name)
+				}
+				continue
+			}
+			fields := node.ToolFields(tool.Name)
+			if got := strings.Count(out, `id="ocx-field-`); got != len(fields) {
+				t.Errorf("%s: %d fields on the form, %d friendly fields", tool.Name, got, len(fields))
+			}
+			for _, f := range fields {
+				if !strings.Contains(out, `name="`+f.Name+`"`) {
+					t.Errorf("%s: no field %s", tool.Name, f.Name)
+				}
+			}
+			if !strings.Contains(out, `id="ocx-tool-dry" checked`) || !strings.Contains(out, `name="input"`) || !strings.Contains(out, `name="dry_run_box"`) {
+				t.Errorf("%s: no raw input or no ticked dry-run box:\n%s", tool.Name, out)
+			}
+		}
+	}
+	if _, ok := toolByName("launch"); ok {
+		t.Error("a name the registry lacks is a tool")
+	}
+}
+
+// TestToolInput: the form's fields over its raw JSON, dry_run as its box
+// says; without fields or box, the raw JSON exactly as given.
+func TestToolInput(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		form url.Values
+		want string
+	}{
+		{"raw alone", url.Values{"input": {`{"to": "a", "to": "b"}`}}, `{"to": "a", "to": "b"}`},
+		{"fields, box ticked", url.Values{"to": {"abc"}, "text": {"hi"}, "input": {""}, "dry_run_box": {"1"}, "dry_run": {"true"}}, `{"dry_run":true,"text":"hi","to":"abc"}`},
+		{"box unticked", url.Values{"to": {" "}, "input": {`{"to": "abc", "text": "x", "dry_run": true}`}, "dry_run_box": {"1"}}, `{"dry_run":false,"text":"x","to":"abc"}`},
+		{"a field of another tool", url.Values{"record": {"abc"}, "input": {`{}`}}, `{}`},
+	} {
+		if got := string(toolInput("post", c.form)); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+func TestToolPath(t *testing.T) {
+	if n, j := toolPath("post.json"); n != "post" || !j {
+		t.Errorf("post.json: %q %v", n, j)
+	}
+	if n, j := toolPath("post"); n != "post" || j {
+		t.Errorf("post: %q %v", n, j)
+	}
+	for path, want := range map[string]bool{"/tool/post.json": true, "tool/x.json/": true, "/tool/post": false, "/tools.json": false, "/tool/a/b.json": false, "/state": false} {
+		if toolJSON(path) != want {
+			t.Errorf("toolJSON(%q) = %v", path, !want)
+		}
 	}
 }
