@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // chatModel is a stand-in for an OpenAI-compatible chat-completions server
@@ -90,11 +91,12 @@ func chatCall(id, tool string, args map[string]any) string {
 	return string(b)
 }
 
-// Issue 15 item 8: a `stays` llm session on the real ocx-runner-native,
+// Issue 15 items 2 and 8: a `stays` llm session on the real ocx-runner-native,
 // against a stand-in model server on 127.0.0.1 reached through the node's
 // model proxy, answers a person's post, calls OCX's post tool through MCP
 // from inside its sandbox, and continues the same conversation on the next
-// post: the server sees the first turn's history. The key is the proxy's
+// post, across a re-exec of the daemon and a restart of the session on the
+// same record: the server sees the earlier turns' history. The key is the proxy's
 // alone: it reaches the server and nothing the session wrote.
 func TestNativeSessionEndToEnd(t *testing.T) {
 	needs(t, "ocxd", "workspace", "llm ocx-runner-native")
@@ -135,6 +137,7 @@ func TestNativeSessionEndToEnd(t *testing.T) {
 		chatCall("call-1", "post", map[string]any{"to": record, "text": "a note from the tool"}),
 		chatText("native answer one"),
 		chatText("native answer two"),
+		chatText("native answer three"),
 	}
 	model.mu.Unlock()
 	hello := n.result(person, "post", "--to", record, "--text", "hello there")
@@ -150,15 +153,40 @@ func TestNativeSessionEndToEnd(t *testing.T) {
 		t.Errorf("the post tool's post is not in the record's thread, by the agent")
 	}
 
-	// Turn 2 continues the conversation.
+	// Turn 2 continues the conversation, across a re-exec of the daemon.
+	n.send("reexec")
+	n.waitFor("the daemon's re-exec", func() bool {
+		d := n.status().Daemon
+		return d != nil && d.Reexec != nil && d.Reexec.OK
+	})
 	again := n.result(person, "post", "--to", record, "--text", "and again")
 	second := n.awaitReplyBy("native-7", record, again)
 	if strings.TrimSpace(second.Text) != "native answer two" {
 		t.Fatalf("the answer to the second post: %+v", second)
 	}
+	// Turn 3, after a restart of the session on the same record: the
+	// conversation goes on from the session's directory.
+	launched := len(notesOn[*messages.LaunchNote](n, record))
+	n.must(admin, "session", "start", "native-7/demo", "--record", record, "--kind", "llm", "--runner", "native",
+		"--model", "default", "--lifetime", "stays", "--hears", person)
+	n.waitFor("the restarted session to listen", func() bool {
+		if len(notesOn[*messages.LaunchNote](n, record)) <= launched {
+			return false
+		}
+		for _, s := range n.status().Sessions {
+			if s.Login == "native-7" && s.Listening {
+				return true
+			}
+		}
+		return false
+	})
+	third := n.result(person, "post", "--to", record, "--text", "a third time")
+	if got := n.awaitReplyBy("native-7", record, third); strings.TrimSpace(got.Text) != "native answer three" {
+		t.Fatalf("the answer after the restart: %+v", got)
+	}
 	reqs := model.requests()
-	if len(reqs) != 3 {
-		t.Fatalf("the model saw %d requests, want 3", len(reqs))
+	if len(reqs) != 4 {
+		t.Fatalf("the model saw %d requests, want 4", len(reqs))
 	}
 	joined := func(r chatRequest) string {
 		var b strings.Builder
@@ -178,7 +206,10 @@ func TestNativeSessionEndToEnd(t *testing.T) {
 		t.Errorf("the second request does not carry the tool's answer:\n%s", j)
 	}
 	if j := joined(reqs[2]); !strings.Contains(j, "hello there") || !strings.Contains(j, "native answer one") || !strings.Contains(j, "and again") {
-		t.Errorf("turn 2 does not continue turn 1's conversation:\n%s", j)
+		t.Errorf("turn 2, after the re-exec, does not continue turn 1's conversation:\n%s", j)
+	}
+	if j := joined(reqs[3]); !strings.Contains(j, "hello there") || !strings.Contains(j, "native answer two") || !strings.Contains(j, "a third time") {
+		t.Errorf("turn 3, after the restart, does not continue the conversation:\n%s", j)
 	}
 	for i, r := range reqs {
 		if r.Auth != "Bearer "+key {

@@ -199,6 +199,9 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 			return a.Stop(err)
 		}
 	}
+	if err := n.regrantRecordUser(ctx, a, r, own, key.Login); err != nil {
+		return a.Stop(err)
+	}
 	w := n.writer(p, code)
 	defHash, err := w.WriteNote(ctx, own.note(n.Caller.Login, defText))
 	if err != nil {
@@ -550,4 +553,41 @@ func (n *Node) stopAndAwaitEnd(ctx context.Context, a *Answer, r *fossilio.Repo,
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// regrantRecordUser gives a protocol v1 record's agent user the agent
+// capabilities back on every project when an admin starts its session
+// again (D35): the end of the session before, its response, withdrew
+// them, and a session whose user may do nothing answers nothing. The user
+// of any other record, or one that holds capabilities, is left alone.
+func (n *Node) regrantRecordUser(ctx context.Context, a *Answer, r *fossilio.Repo, own ownRecord, login string) error {
+	if own.Kind != messages.ListenThread {
+		return nil
+	}
+	rec, _, err := n.taskRecord(ctx, r, "record", own.ID)
+	if err != nil || rec.User != login {
+		return nil // not a v1 record of this login: nothing to give back
+	}
+	for _, p := range n.projects() {
+		pr, err := n.openRepo(p)
+		if err != nil {
+			return err
+		}
+		u, err := pr.User(ctx, login)
+		pr.Close()
+		if errors.Is(err, fossilio.ErrNoSuchUser) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read the record's user %q on %s: %w", login, p.Name, err)
+		}
+		if u.Caps != "" {
+			continue
+		}
+		if err := n.admin(p).SetCaps(ctx, login, fossilio.AgentCaps); err != nil {
+			return fmt.Errorf("give the record's user %q its capabilities back on %s: %w", login, p.Name, err)
+		}
+		a.Logf("gave %q the agent capabilities %s on %s again: an admin starts the session of its record %s (D35)", login, fossilio.AgentCaps, p.Name, own.ID)
+	}
+	return nil
 }

@@ -8,8 +8,10 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
+
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
 )
 
 // Bridge is the command an agent CLI launches as its stdio MCP server to
@@ -89,7 +91,7 @@ func (c CLI) Run(ctx context.Context) (CLIRun, error) {
 	cmd.Stderr = c.Stderr
 	cmd.Env = c.Env
 	cmd.Dir = c.Dir
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.Cancel = func() error { return cmd.Process.Signal(unixhost.OSSignal(host.SIGTERM)) }
 	cmd.WaitDelay = killGrace
 	err := cmd.Run()
 	if out.over {
