@@ -321,3 +321,62 @@ func repliedBy(b *testing.B, r *fossilio.Repo, login, root, to string) bool {
 	}
 	return false
 }
+
+// Issue 15 item 8: a `completes` llm session on the real ocx-runner-native
+// whose own record is a ticket takes a first turn on the ticket, and ends
+// once the model's answer holds a report: the report is a comment on the
+// ticket, by the agent, and the daemon's end note says the session exited 0.
+func TestNativeCompletesOnATicket(t *testing.T) {
+	needs(t, "ocxd", "workspace", "llm ocx-runner-native")
+	n := newNodeOn(t, llmRoot)
+	admin := n.srv.AdminLogin
+	report := "Done: the crash is understood.\n\n```json\n{\"ocx\": \"report\", \"outcome\": \"done\", \"summary\": \"the crash is understood\"}\n```"
+	model := &chatModel{t: t, replies: []string{chatText(report)}}
+	srv := httptest.NewServer(model)
+	t.Cleanup(srv.Close)
+	if err := os.WriteFile(filepath.Join(n.agents, "model.json"), []byte(`{"api": "openai", "base_url": "`+srv.URL+`"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.must("", "login", "add", "native-3")
+	n.result(admin, "workspace", "add", "--login", "native-3", "--project", "demo", "--branch", "trunk")
+	tid := n.result(person, "ticket", "--title", "It crashes", "--text", "It crashes on start; find out why.")
+	launch := n.result(admin, "session", "start", key("native-3"), "--record", tid, "--kind", "llm", "--runner", "native",
+		"--model", "stand-in", "--lifetime", "completes", "--hears", person)
+	var reported posted
+	n.waitFor("the agent's report on the ticket", func() bool {
+		for _, c := range n.ticket(tid) {
+			if c.Sender == "native-3" && strings.Contains(c.Text, `"ocx": "report"`) {
+				reported = c
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(reported.Text, "the crash is understood") {
+		t.Errorf("the report: %q", reported.Text)
+	}
+	n.waitFor("the session to end on its report", func() bool {
+		for _, s := range n.status().Sessions {
+			if s.Login == "native-3" {
+				return false
+			}
+		}
+		return true
+	})
+	var ends []*messages.EndNote
+	n.waitFor("the end note", func() bool {
+		ends = nil
+		for _, c := range n.ticket(tid) {
+			if e, ok := c.Note.(*messages.EndNote); ok && e.Launch == launch {
+				ends = append(ends, e)
+			}
+		}
+		return len(ends) > 0
+	})
+	if len(ends) != 1 || ends[0].Status != messages.EndExited || ends[0].ExitCode == nil || *ends[0].ExitCode != 0 {
+		t.Errorf("the end notes of the launch: %+v", ends)
+	}
+	if reqs := model.requests(); len(reqs) != 1 || !strings.Contains(string(reqs[0].Messages[len(reqs[0].Messages)-1]), "It crashes on start") {
+		t.Errorf("the model's one request does not hold the ticket's first comment: %d requests", len(reqs))
+	}
+}

@@ -229,6 +229,10 @@ func (r *records) isTaskRecord(ctx context.Context, x *repoIndex, hash, login st
 		return false, nil
 	}
 	info, err := x.repo.Info(ctx, hash)
+	if errors.Is(err, fossilio.ErrNotFound) {
+		// A ticket's id names no artifact: a ticket is never a v1 record.
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("read the record %s: %w", hash, err)
 	}
