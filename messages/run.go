@@ -157,7 +157,9 @@ func (r *Run) String() string {
 	return l.flag("manual", r.Process.Manual).flag("session", r.Process.Session).String()
 }
 
-func (s *RunStop) String() string { return newLine("stop").kv("node", s.Node).kv("run", s.Run).String() }
+func (s *RunStop) String() string {
+	return newLine("stop").kv("node", s.Node).kv("run", s.Run).String()
+}
 
 func (s *RunStarted) String() string {
 	return newLine("started").kv("node", s.Node).kv("run", s.Run).list("values", s.Values.Names()).list("limits", s.Limits.Names()).String()

@@ -16,16 +16,16 @@ type RefusalRow int
 // checks them after RunRefusal passed, with the host, and reports them
 // with the same numbers.
 const (
-	RefusedSender      RefusalRow = 1 + iota // no user holding admin or setup sent it
-	RefusedMalformed                         // a field missing, of the wrong type or form
-	RefusedSteps                             // an unknown step kind, unmet needs, a value not set by then
-	RefusedUser                              // its user is a node's, or holds admin or setup
-	RefusedOtherNode                         // its user works for another node
-	RefusedNoPassword                        // a password step, and no password for its user
-	RefusedUnconfined                        // no sandbox, and the node runs nothing unconfined
-	RefusedUnprovided                        // a sandbox setting or a limit the node cannot provide
-	RefusedNodeFiles                         // a sandbox path reaches the node's own files (host)
-	RefusedStepFailed                        // a workspace step fails (host)
+	RefusedSender     RefusalRow = 1 + iota // no user holding admin or setup sent it
+	RefusedMalformed                        // a field missing, of the wrong type or form
+	RefusedSteps                            // an unknown step kind, unmet needs, a value not set by then
+	RefusedUser                             // its user is a node's, or holds admin or setup
+	RefusedOtherNode                        // its user works for another node
+	RefusedNoPassword                       // a password step, and no password for its user
+	RefusedUnconfined                       // no sandbox, and the node runs nothing unconfined
+	RefusedUnprovided                       // a sandbox setting or a limit the node cannot provide
+	RefusedNodeFiles                        // a sandbox path reaches the node's own files (host)
+	RefusedStepFailed                       // a workspace step fails (host)
 )
 
 // RunProvision is what a node can give a run (row 8).
