@@ -628,13 +628,13 @@ func (p *RunProcess) validate(field string) error {
 			v RunSize
 		}{{"stderr", p.Keep.Stderr}, {"stdout", p.Keep.Stdout}} {
 			if s.v != "" {
-				if _, err := parseRunSize(f("keep."+s.k), string(s.v), false); err != nil {
+				if _, err := parseRunSize(joinField(f("keep"), s.k), string(s.v), false); err != nil {
 					return err
 				}
 			}
 		}
 		if w := p.Keep.StdoutWhen; w != "" && w != KeepOnFailure && w != KeepAlways {
-			return fieldErr(f("keep.stdout_when"), ErrInvalid, fmt.Sprintf("%s is neither failure nor always", quoteShort(w)))
+			return fieldErr(joinField(f("keep"), "stdout_when"), ErrInvalid, fmt.Sprintf("%s is neither failure nor always", quoteShort(w)))
 		}
 	}
 	return nil
