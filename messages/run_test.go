@@ -711,8 +711,10 @@ func TestClassifyMessage(t *testing.T) {
 		{"a record from anyone else", MessageStanding{Kind: MsgRecord}, MessageIgnored, 0},
 	}
 	for _, c := range cases {
-		if v, row := ClassifyMessage(c.m); v != c.want || row != c.row {
-			t.Errorf("%s: got %v row %d, want %v row %d", c.name, v, row, c.want, c.row)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if v, row := ClassifyMessage(c.m); v != c.want || row != c.row {
+				t.Errorf("got %v row %d, want %v row %d", v, row, c.want, c.row)
+			}
+		})
 	}
 }
