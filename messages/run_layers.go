@@ -214,13 +214,19 @@ func readSandbox(o jobj) (*RunSandbox, error) {
 			return nil, err
 		}
 	}
-	for k, p := range map[string]*bool{"network": &s.Network, "own_session": &s.OwnSession, "ends_with_node": &s.EndsWithNode} {
-		if *p, err = o.boolean(k, true, ""); err != nil {
+	for _, f := range []struct {
+		k string
+		p *bool
+	}{{"network", &s.Network}, {"own_session", &s.OwnSession}, {"ends_with_node", &s.EndsWithNode}} {
+		if *f.p, err = o.boolean(f.k, true, ""); err != nil {
 			return nil, err
 		}
 	}
-	for k, p := range map[string]*[]string{"read_only": &s.ReadOnly, "read_write": &s.ReadWrite, "homes": &s.Homes} {
-		if *p, err = o.strs(k, true, ""); err != nil {
+	for _, f := range []struct {
+		k string
+		p *[]string
+	}{{"read_only", &s.ReadOnly}, {"read_write", &s.ReadWrite}, {"homes", &s.Homes}} {
+		if *f.p, err = o.strs(f.k, true, ""); err != nil {
 			return nil, err
 		}
 	}
@@ -240,8 +246,11 @@ func readSandbox(o jobj) (*RunSandbox, error) {
 			return nil, err
 		}
 	}
-	for k, p := range map[string]*string{"proc": &s.Proc, "dev": &s.Dev, "tmp": &s.Tmp} {
-		if *p, err = o.str(k, true, ""); err != nil {
+	for _, f := range []struct {
+		k string
+		p *string
+	}{{"proc", &s.Proc}, {"dev", &s.Dev}, {"tmp", &s.Tmp}} {
+		if *f.p, err = o.str(f.k, true, ""); err != nil {
 			return nil, err
 		}
 	}
@@ -541,8 +550,11 @@ func readProcess(o jobj) (RunProcess, error) {
 	if p.Cwd, err = o.optStr("cwd"); err != nil {
 		return p, err
 	}
-	for k, b := range map[string]*bool{"manual": &p.Manual, "session": &p.Session, "terminal": &p.Terminal} {
-		if *b, err = o.boolean(k, false, ""); err != nil {
+	for _, f := range []struct {
+		k string
+		p *bool
+	}{{"manual", &p.Manual}, {"session", &p.Session}, {"terminal", &p.Terminal}} {
+		if *f.p, err = o.boolean(f.k, false, ""); err != nil {
 			return p, err
 		}
 	}
