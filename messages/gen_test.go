@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -413,5 +414,176 @@ func genHears() *rapid.Generator[[]string] {
 			return []string{HearsEveryone}
 		}
 		return rapid.SliceOfNDistinct(genUser(), 1, 4, func(s string) string { return s }).Draw(t, "hears")
+	})
+}
+
+// The run engine's messages (seed 004).
+
+func genValueName() *rapid.Generator[string] {
+	return rapid.OneOf(rapid.SampledFrom(append(slices.Clone(NodeValueNames), ValueWorkspace, ValueClone, ValueTree, ValueCheckout)),
+		rapid.StringMatching(`[A-Za-z0-9_]{1,12}`))
+}
+
+// genValueText draws text that may name values and holds the near misses
+// that must reach the process as written: a lone $, ${HOME}, $$ alone.
+func genValueText(min int) *rapid.Generator[string] {
+	return rapid.Custom(func(t *rapid.T) string {
+		parts := rapid.SliceOfN(rapid.OneOf(
+			rapid.StringOfN(printable(false), 0, 8, 64),
+			rapid.SampledFrom([]string{"$", "$$", "${HOME}", "$$$", "$a$", "$$-$$", "/"}),
+			rapid.Map(genValueName(), func(n string) string { return "$$" + n + "$$" }),
+		), min, 5).Draw(t, "parts")
+		s := strings.Join(parts, "")
+		if len(s) < min {
+			s = "x"
+		}
+		return s
+	})
+}
+
+func genRunPath() *rapid.Generator[string] {
+	return rapid.OneOf(genPath(), rapid.Custom(func(t *rapid.T) string {
+		return "$$" + genValueName().Draw(t, "value") + "$$" + rapid.SampledFrom([]string{"", "/tree", "/a/b"}).Draw(t, "rest")
+	}))
+}
+
+func genRunPaths() *rapid.Generator[[]string] { return rapid.SliceOfN(genRunPath(), 0, 4) }
+
+func genRunSize() *rapid.Generator[RunSize] {
+	return rapid.OneOf(
+		rapid.Map(rapid.Uint64Range(0, 1<<40), func(n uint64) RunSize { return RunSize(strconv.FormatUint(n, 10)) }),
+		rapid.Custom(func(t *rapid.T) RunSize {
+			n := rapid.Uint64Range(0, 1<<20).Draw(t, "n")
+			return RunSize(strconv.FormatUint(n, 10) + rapid.SampledFrom([]string{"K", "M", "G"}).Draw(t, "unit"))
+		}))
+}
+
+func genRunStep() *rapid.Generator[RunStep] {
+	return rapid.Custom(func(t *rapid.T) RunStep {
+		switch rapid.SampledFrom(StepKinds).Draw(t, "step") {
+		case StepDirectory:
+			return RunStep{Step: StepDirectory, At: genRunPath().Draw(t, "at")}
+		case StepPassword:
+			return RunStep{Step: StepPassword}
+		case StepClone:
+			return RunStep{Step: StepClone, Into: genRunPath().Draw(t, "into")}
+		}
+		return RunStep{Step: StepCheckout, Of: genLineText(true).Draw(t, "of"), Into: genRunPath().Draw(t, "into")}
+	})
+}
+
+func genRunSandbox() *rapid.Generator[*RunSandbox] {
+	return rapid.Custom(func(t *rapid.T) *RunSandbox {
+		files := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) RunFile {
+			return RunFile{At: genRunPath().Draw(t, "at"), Text: genArg().Draw(t, "text")}
+		}), 0, 3).Draw(t, "files")
+		return &RunSandbox{
+			UID: rapid.Uint32Range(0, maxID).Draw(t, "uid"), GID: rapid.Uint32Range(0, maxID).Draw(t, "gid"),
+			Capabilities: rapid.SliceOfN(rapid.SampledFrom([]string{"CAP_NET_BIND_SERVICE", "CAP_CHOWN", "$$x$$"}), 0, 2).Draw(t, "caps"),
+			Network:      rapid.Bool().Draw(t, "network"), OwnSession: rapid.Bool().Draw(t, "own_session"),
+			EndsWithNode: rapid.Bool().Draw(t, "ends_with_node"),
+			ReadOnly:     genRunPaths().Draw(t, "read_only"), ReadWrite: genRunPaths().Draw(t, "read_write"),
+			Homes: genRunPaths().Draw(t, "homes"), Files: files,
+			Proc: genRunPath().Draw(t, "proc"), Dev: genRunPath().Draw(t, "dev"), Tmp: genRunPath().Draw(t, "tmp"),
+		}
+	})
+}
+
+func genRunLimits() *rapid.Generator[RunLimits] {
+	return rapid.Custom(func(t *rapid.T) RunLimits {
+		var l RunLimits
+		if rapid.Bool().Draw(t, "has-wall") {
+			l.Wall = strconv.Itoa(rapid.IntRange(1, 1000).Draw(t, "wall")) + rapid.SampledFrom([]string{"s", "m", "h", "d"}).Draw(t, "unit")
+		}
+		if rapid.Bool().Draw(t, "has-cpu") {
+			n := rapid.Uint64Range(1, maxLimit).Draw(t, "cpu")
+			l.CPU = &n
+		}
+		if rapid.Bool().Draw(t, "has-processes") {
+			n := rapid.Uint64Range(1, maxLimit).Draw(t, "processes")
+			l.Processes = &n
+		}
+		if rapid.Bool().Draw(t, "has-memory") {
+			l.Memory = genRunSize().Draw(t, "memory")
+		}
+		return l
+	})
+}
+
+func genRunProcess() *rapid.Generator[RunProcess] {
+	return rapid.Custom(func(t *rapid.T) RunProcess {
+		p := RunProcess{User: genUser().Draw(t, "user"), Command: genCommand().Draw(t, "command")}
+		env := rapid.MapOfN(rapid.OneOf(rapid.StringMatching(`[A-Z_][A-Z0-9_]{0,8}`), rapid.Just("$$user$$")), genValueText(0), 0, 4).Draw(t, "env")
+		if len(env) > 0 {
+			p.Env = env
+		}
+		if rapid.Bool().Draw(t, "has-cwd") {
+			p.Cwd = genRunPath().Draw(t, "cwd")
+		}
+		p.Manual, p.Session, p.Terminal = rapid.Bool().Draw(t, "manual"), rapid.Bool().Draw(t, "session"), rapid.Bool().Draw(t, "terminal")
+		if h := genHears().Draw(t, "hears"); len(h) > 0 {
+			p.Hears = h
+		}
+		if rapid.Bool().Draw(t, "has-checkins") {
+			p.Checkins = genBranches().Draw(t, "checkins")
+		}
+		p.Deliveries = rapid.SampledFrom([]string{"", DeliveriesFeed, DeliveriesStart}).Draw(t, "deliveries")
+		if rapid.Bool().Draw(t, "has-keep") {
+			k := RunKeep{StdoutWhen: rapid.SampledFrom([]string{"", KeepOnFailure, KeepAlways}).Draw(t, "when")}
+			if rapid.Bool().Draw(t, "has-stderr") {
+				k.Stderr = genRunSize().Draw(t, "stderr")
+			}
+			if rapid.Bool().Draw(t, "has-stdout") {
+				k.Stdout = genRunSize().Draw(t, "stdout")
+			}
+			if k != (RunKeep{}) {
+				p.Keep = &k
+			}
+		}
+		return p
+	})
+}
+
+func genRun() *rapid.Generator[*Run] {
+	return rapid.Custom(func(t *rapid.T) *Run {
+		r := &Run{Node: genUser().Draw(t, "node"), Process: genRunProcess().Draw(t, "process"),
+			Objective: genText(true).Filter(func(s string) bool { return strings.TrimSpace(s) != "" }).Draw(t, "objective")}
+		if steps := rapid.SliceOfN(genRunStep(), 0, 5).Draw(t, "workspace"); len(steps) > 0 {
+			r.Workspace = steps
+		}
+		if rapid.Bool().Draw(t, "has-sandbox") {
+			r.Sandbox = genRunSandbox().Draw(t, "sandbox")
+		}
+		if rapid.Bool().Draw(t, "has-limits") {
+			l := genRunLimits().Draw(t, "limits")
+			r.Limits = &l
+		}
+		return r
+	})
+}
+
+// genMessage draws a valid message of a run engine kind.
+func genMessage(kind MessageKind) *rapid.Generator[Message] {
+	return rapid.Custom(func(t *rapid.T) Message {
+		node, run := genUser().Draw(t, "node"), genHash().Draw(t, "run")
+		switch kind {
+		case MsgRun:
+			return genRun().Draw(t, "run")
+		case MsgStop:
+			return &RunStop{Node: node, Run: run}
+		case MsgStarted:
+			vals := rapid.MapOfN(genValueName(), genValueText(0), 0, 6).Draw(t, "values")
+			return &RunStarted{Node: node, Run: run, Values: vals, Limits: genRunLimits().Draw(t, "limits")}
+		}
+		e := &RunEnded{Node: node, Run: run, Outcome: rapid.SampledFrom(RunOutcomes).Draw(t, "outcome")}
+		exit, note := endedFields(e.Outcome)
+		if exit == fieldRequired {
+			x := rapid.IntRange(0, 255).Draw(t, "exit")
+			e.Exit = &x
+		}
+		if note == fieldRequired {
+			e.Note = genText(true).Filter(func(s string) bool { return strings.TrimSpace(s) != "" }).Draw(t, "note")
+		}
+		return e
 	})
 }

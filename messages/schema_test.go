@@ -47,6 +47,10 @@ func schemaKeys(t *testing.T, docs map[string]map[string]any, node any, prefix s
 			schemaKeys(t, docs, v, joinField(prefix, k), out, depth+1)
 		}
 	}
+	if add, ok := m["additionalProperties"].(map[string]any); ok {
+		out[joinField(prefix, "*")] = true
+		schemaKeys(t, docs, add, joinField(prefix, "*"), out, depth+1)
+	}
 	if items, ok := m["items"]; ok {
 		schemaKeys(t, docs, items, joinField(prefix, "*"), out, depth+1)
 	}
@@ -146,6 +150,17 @@ func TestSchemaKeysMatchGo(t *testing.T) {
 			})
 		})
 	}
+	for _, kind := range []MessageKind{MsgRun, MsgStop, MsgStarted, MsgEnded} {
+		t.Run("message_"+string(kind), func(t *testing.T) {
+			check(t, design.MessageSchemaFile(string(kind)), func(rt *rapid.T) []byte {
+				enc, err := genMessage(kind).Draw(rt, "message").Encode()
+				if err != nil {
+					rt.Fatal(err)
+				}
+				return freeKeys(rt, unfence(rt, enc), "process.env", "values")
+			})
+		})
+	}
 	t.Run("state", func(t *testing.T) {
 		check(t, design.SchemaFile(string(KindState)), func(rt *rapid.T) []byte {
 			enc, err := genState().Draw(rt, "state").Encode()
@@ -167,6 +182,9 @@ func TestSchemaFilesAreKnown(t *testing.T) {
 	for _, tool := range ToolNames {
 		known[design.ToolSchemaFile(tool)] = true
 	}
+	for _, k := range []MessageKind{MsgRun, MsgStop, MsgStarted, MsgEnded} {
+		known[design.MessageSchemaFile(string(k))] = true
+	}
 	s, err := design.Load()
 	if err != nil {
 		t.Fatal(err)
@@ -180,4 +198,32 @@ func TestSchemaFilesAreKnown(t *testing.T) {
 	for f := range known {
 		t.Errorf("no schema file %s", f)
 	}
+}
+
+// freeKeys renames the keys of the objects at the given paths (an object
+// of text, such as process.env) to "*", as their schema names them.
+func freeKeys(t *rapid.T, doc []byte, paths ...string) []byte {
+	var v map[string]any
+	if err := json.Unmarshal(doc, &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		parts := strings.Split(p, ".")
+		m := v
+		for _, k := range parts[:len(parts)-1] {
+			m, _ = m[k].(map[string]any)
+		}
+		last := parts[len(parts)-1]
+		if obj, ok := m[last].(map[string]any); ok && len(obj) > 0 {
+			for _, e := range obj {
+				m[last] = map[string]any{"*": e}
+				break
+			}
+		}
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

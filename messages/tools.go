@@ -490,12 +490,22 @@ func ReadTaskRecord(text []byte) (*TaskRecord, error) {
 	if k, _ := m["kind"].(string); k != RecordKind {
 		return nil, &FieldError{Where: where, Field: "kind", Problem: `is not "record"`, Err: ErrWrongKind}
 	}
-	r := new(TaskRecord)
-	if err := fill(o, r); err != nil {
+	r, err := decodeTaskRecord(o)
+	if err != nil {
 		return nil, at(where, err)
 	}
+	return r, nil
+}
+
+// decodeTaskRecord reads a record's fields from its parsed block, whose
+// ocx and kind the caller has read; ReadMessage dispatches here too.
+func decodeTaskRecord(o jobj) (*TaskRecord, error) {
+	r := new(TaskRecord)
+	if err := fill(o, r); err != nil {
+		return nil, err
+	}
 	if err := r.Validate(); err != nil {
-		return nil, at(where, err)
+		return nil, err
 	}
 	return r, nil
 }

@@ -143,3 +143,29 @@ func (s *Schemas) ValidateNote(doc []byte) error {
 	}
 	return s.Validate(SchemaFile(kind), doc)
 }
+
+// MessageSchemaFile names the schema of a run engine message's kind (seed
+// 004): run.schema.json, and run-KIND.schema.json for stop, started and
+// ended. A protocol v1 record has no schema file.
+func MessageSchemaFile(kind string) string {
+	if kind == "run" {
+		return "run.schema.json"
+	}
+	return "run-" + kind + ".schema.json"
+}
+
+// ValidateMessage checks a run engine message's JSON ("ocx": 1) against the
+// schema its "kind" names.
+func (s *Schemas) ValidateMessage(doc []byte) error {
+	var head struct {
+		Kind any `json:"kind"`
+	}
+	if err := json.Unmarshal(doc, &head); err != nil {
+		return fmt.Errorf("validate message: %w", err)
+	}
+	kind, ok := head.Kind.(string)
+	if !ok || (kind != "run" && kind != "stop" && kind != "started" && kind != "ended") {
+		return fmt.Errorf("validate message: \"kind\" is %v, not a run engine kind", head.Kind)
+	}
+	return s.Validate(MessageSchemaFile(kind), doc)
+}

@@ -7,7 +7,7 @@ func TestSchemasCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(s.Files()); got != 20 {
-		t.Fatalf("compiled %d schemas, want 20: %v", got, s.Files())
+	if got := len(s.Files()); got != 24 {
+		t.Fatalf("compiled %d schemas, want 24: %v", got, s.Files())
 	}
 }

@@ -1,0 +1,703 @@
+package messages
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The layers of a run (seed 004, table 1, sections 5 to 8): the workspace's
+// steps, the sandbox, the limits and the process. Each is read strictly: a
+// key a layer does not have is refused, naming it, so that no setting and no
+// limit is ever dropped (a node never runs a run with less than it asks).
+
+// The step kinds of section 5, in its order.
+const (
+	StepDirectory = "directory"
+	StepPassword  = "password"
+	StepClone     = "clone"
+	StepCheckout  = "checkout"
+)
+
+// StepKinds lists the step kinds of section 5.
+var StepKinds = []string{StepDirectory, StepPassword, StepClone, StepCheckout}
+
+// RunStep is one step of the workspace layer. At is directory's argument;
+// Into clone's and checkout's; Of checkout's. A step of a kind section 5
+// does not have is read with its kind alone: refusing it is row 3's, not
+// the decoder's.
+type RunStep struct {
+	Step string `json:"step"`
+	At   string `json:"at,omitempty"`
+	Of   string `json:"of,omitempty"`
+	Into string `json:"into,omitempty"`
+}
+
+// stepArgs gives each kind's arguments, every one required.
+var stepArgs = map[string][]string{
+	StepDirectory: {"at"},
+	StepPassword:  {},
+	StepClone:     {"into"},
+	StepCheckout:  {"of", "into"},
+}
+
+// stepNeeds gives the step each kind needs before it (section 5, Needs).
+var stepNeeds = map[string]string{StepClone: StepPassword, StepCheckout: StepClone}
+
+// stepSets gives the values each kind sets (section 5, Sets).
+var stepSets = map[string][]string{
+	StepDirectory: {ValueWorkspace},
+	StepClone:     {ValueClone},
+	StepCheckout:  {ValueTree, ValueCheckout},
+}
+
+// KnownStep says whether section 5 has the step's kind.
+func (s RunStep) KnownStep() bool { _, ok := stepArgs[s.Step]; return ok }
+
+// Needs names the step kind that must come before this one, or "".
+func (s RunStep) Needs() string { return stepNeeds[s.Step] }
+
+// Sets names the values the step sets, in section 5's order.
+func (s RunStep) Sets() []string { return slices.Clone(stepSets[s.Step]) }
+
+// SetValues records in vals what the step, its values in place, has set:
+// workspace its at, clone and tree its into, checkout the check-in the
+// checkout resolved to in full (checkin, ignored by other kinds).
+func (s RunStep) SetValues(vals RunValues, checkin string) {
+	switch s.Step {
+	case StepDirectory:
+		vals[ValueWorkspace] = s.At
+	case StepClone:
+		vals[ValueClone] = s.Into
+	case StepCheckout:
+		vals[ValueTree] = s.Into
+		vals[ValueCheckout] = checkin
+	}
+}
+
+func (s RunStep) String() string {
+	l := newLine("step").word(s.Step)
+	return l.optKV("at", s.At).optKV("of", s.Of).optKV("into", s.Into).String()
+}
+
+func readStep(o jobj) (RunStep, error) {
+	kind, err := o.str("step", true, "a step names its kind ("+listWords(StepKinds)+")")
+	if err != nil {
+		return RunStep{}, err
+	}
+	if kind == "" {
+		return RunStep{}, fieldErr(o.field("step"), ErrMissing, "is empty; a step names its kind ("+listWords(StepKinds)+")")
+	}
+	if err := checkLine(o.field("step"), kind, true, MaxNameLen); err != nil {
+		return RunStep{}, err
+	}
+	args, known := stepArgs[kind]
+	if !known {
+		return RunStep{Step: kind}, nil
+	}
+	if err := o.closed("a "+kind+" step", append([]string{"step"}, args...)...); err != nil {
+		return RunStep{}, err
+	}
+	s := RunStep{Step: kind}
+	for _, a := range args {
+		v, err := o.str(a, true, "a "+kind+" step names its "+a)
+		if err != nil {
+			return RunStep{}, err
+		}
+		if err := checkLine(o.field(a), v, true, MaxPathLen); err != nil {
+			return RunStep{}, err
+		}
+		switch a {
+		case "at":
+			s.At = v
+		case "of":
+			s.Of = v
+		case "into":
+			s.Into = v
+		}
+	}
+	if s.At != "" {
+		if err := checkRunPath(o.field("at"), s.At); err != nil {
+			return RunStep{}, err
+		}
+	}
+	if s.Into != "" {
+		if err := checkRunPath(o.field("into"), s.Into); err != nil {
+			return RunStep{}, err
+		}
+	}
+	return s, nil
+}
+
+func (s RunStep) validate(field string) error {
+	if !s.KnownStep() {
+		return fieldErr(field+".step", ErrInvalid, fmt.Sprintf("%s is not a step kind (%s)", quoteShort(s.Step), listWords(StepKinds)))
+	}
+	has := map[string]string{"at": s.At, "of": s.Of, "into": s.Into}
+	for k, v := range has {
+		if slices.Contains(stepArgs[s.Step], k) {
+			if v == "" {
+				return fieldErr(field+"."+k, ErrMissing, "is missing; a "+s.Step+" step names its "+k)
+			}
+			if err := checkLine(field+"."+k, v, true, MaxPathLen); err != nil {
+				return err
+			}
+		} else if v != "" {
+			return fieldErr(field+"."+k, ErrUnknownKey, "is not an argument of a "+s.Step+" step")
+		}
+	}
+	for _, k := range []string{"at", "into"} {
+		if has[k] != "" {
+			if err := checkRunPath(field+"."+k, has[k]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// RunFile is a file the sandbox makes for the process alone.
+type RunFile struct {
+	At   string `json:"at"`
+	Text string `json:"text"`
+}
+
+// RunSandbox is the sandbox layer (table 6). Every field is required.
+type RunSandbox struct {
+	UID          uint32    `json:"uid"`
+	GID          uint32    `json:"gid"`
+	Capabilities []string  `json:"capabilities"`
+	Network      bool      `json:"network"`
+	OwnSession   bool      `json:"own_session"`
+	EndsWithNode bool      `json:"ends_with_node"`
+	ReadOnly     []string  `json:"read_only"`
+	ReadWrite    []string  `json:"read_write"`
+	Homes        []string  `json:"homes"`
+	Files        []RunFile `json:"files"`
+	Proc         string    `json:"proc"`
+	Dev          string    `json:"dev"`
+	Tmp          string    `json:"tmp"`
+}
+
+var sandboxKeys = []string{"uid", "gid", "capabilities", "network", "own_session", "ends_with_node",
+	"read_only", "read_write", "homes", "files", "proc", "dev", "tmp"}
+
+// maxID is the largest uid or gid a sandbox names: (uid_t)-1 is no user.
+const maxID = 1<<32 - 2
+
+func readSandbox(o jobj) (*RunSandbox, error) {
+	if err := o.closed("sandbox", sandboxKeys...); err != nil {
+		return nil, err
+	}
+	for _, k := range sandboxKeys {
+		if !o.has(k) {
+			return nil, o.missing(k, "every field of a sandbox is required, so the run says all of it ("+listWords(sandboxKeys)+")")
+		}
+	}
+	s := &RunSandbox{}
+	uid, _, err := o.uint("uid", true, maxID, "")
+	if err != nil {
+		return nil, err
+	}
+	gid, _, err := o.uint("gid", true, maxID, "")
+	if err != nil {
+		return nil, err
+	}
+	s.UID, s.GID = uint32(uid), uint32(gid)
+	if s.Capabilities, err = o.strs("capabilities", true, ""); err != nil {
+		return nil, err
+	}
+	for i, c := range s.Capabilities {
+		if err := checkLine(indexField(o.field("capabilities"), i), c, true, MaxNameLen); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range []struct {
+		k string
+		p *bool
+	}{{"network", &s.Network}, {"own_session", &s.OwnSession}, {"ends_with_node", &s.EndsWithNode}} {
+		if *f.p, err = o.boolean(f.k, true, ""); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range []struct {
+		k string
+		p *[]string
+	}{{"read_only", &s.ReadOnly}, {"read_write", &s.ReadWrite}, {"homes", &s.Homes}} {
+		if *f.p, err = o.strs(f.k, true, ""); err != nil {
+			return nil, err
+		}
+	}
+	files, err := o.objects("files", true, "")
+	if err != nil {
+		return nil, err
+	}
+	s.Files = make([]RunFile, len(files))
+	for i, f := range files {
+		if err := f.closed("a file", "at", "text"); err != nil {
+			return nil, err
+		}
+		if s.Files[i].At, err = f.str("at", true, "a file says where it is made"); err != nil {
+			return nil, err
+		}
+		if s.Files[i].Text, err = f.str("text", true, "a file says what it holds"); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range []struct {
+		k string
+		p *string
+	}{{"proc", &s.Proc}, {"dev", &s.Dev}, {"tmp", &s.Tmp}} {
+		if *f.p, err = o.str(f.k, true, ""); err != nil {
+			return nil, err
+		}
+	}
+	return s, s.validate(o.path)
+}
+
+func (s *RunSandbox) validate(field string) error {
+	for i, c := range s.Capabilities {
+		if err := checkLine(indexField(joinField(field, "capabilities"), i), c, true, MaxNameLen); err != nil {
+			return err
+		}
+	}
+	for _, l := range []struct {
+		k string
+		v []string
+	}{{"read_only", s.ReadOnly}, {"read_write", s.ReadWrite}, {"homes", s.Homes}} {
+		for i, p := range l.v {
+			if err := checkRunPath(indexField(joinField(field, l.k), i), p); err != nil {
+				return err
+			}
+		}
+	}
+	for i, f := range s.Files {
+		fe := indexField(joinField(field, "files"), i)
+		if err := checkRunPath(fe+".at", f.At); err != nil {
+			return err
+		}
+		if err := checkArg(fe+".text", f.Text); err != nil {
+			return err
+		}
+	}
+	for _, l := range []struct{ k, v string }{{"proc", s.Proc}, {"dev", s.Dev}, {"tmp", s.Tmp}} {
+		if err := checkRunPath(joinField(field, l.k), l.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkRunPath checks a path as a run writes it, before its values are in
+// place: one line, and absolute or beginning with a value ($$workspace$$/x).
+// Expand checks that it is absolute and clean once its values are in.
+func checkRunPath(field, s string) error {
+	if err := checkLine(field, s, true, MaxPathLen); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(s, "/") && !strings.HasPrefix(s, "$$") {
+		return fieldErr(field, ErrInvalid, quoteShort(s)+" is not an absolute path, nor one beginning with a value such as $$workspace$$")
+	}
+	return nil
+}
+
+// RunSize is a size as a run writes it (section 8, keep): a whole number of
+// bytes, held as its digits ("65536"), or a whole number and K, M or G
+// ("64K"). It is kept as written, so started and a re-encoded run say it the
+// same way.
+type RunSize string
+
+// Bytes is the size in bytes.
+func (s RunSize) Bytes() (uint64, error) { return parseRunSize("size", string(s), false) }
+
+// MarshalJSON writes digits as a JSON number and the rest as a string.
+func (s RunSize) MarshalJSON() ([]byte, error) {
+	if _, err := parseRunSize("size", string(s), true); err == nil {
+		return []byte(s), nil
+	}
+	return json.Marshal(string(s))
+}
+
+// parseRunSize reads a size; number says it was written as a JSON number.
+func parseRunSize(field, s string, number bool) (uint64, error) {
+	bad := fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a size: a whole number of bytes, or text, a whole number and K, M or G, as \"64K\"", quoteShort(s)))
+	if s == "" || len(s) > 24 {
+		return 0, bad
+	}
+	digits, mul := s, uint64(1)
+	if !number {
+		switch s[len(s)-1] {
+		case 'K':
+			mul = 1 << 10
+		case 'M':
+			mul = 1 << 20
+		case 'G':
+			mul = 1 << 30
+		default:
+			if n, err := parseDigits(s); err == nil {
+				return n, nil
+			}
+			return 0, bad
+		}
+		digits = s[:len(s)-1]
+	}
+	n, err := parseDigits(digits)
+	if err != nil || n > (1<<63)/mul {
+		return 0, bad
+	}
+	return n * mul, nil
+}
+
+// parseDigits reads a whole number written with digits alone, no sign, no
+// leading zero but 0 itself.
+func parseDigits(s string) (uint64, error) {
+	if s == "" || len(s) > 1 && s[0] == '0' {
+		return 0, strconv.ErrSyntax
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, strconv.ErrSyntax
+		}
+	}
+	return strconv.ParseUint(s, 10, 64)
+}
+
+func isDigits(s string) bool { _, err := parseDigits(s); return err == nil }
+
+// size reads a size key: a JSON number of bytes or a string with a unit.
+func (o jobj) size(key string) (RunSize, error) {
+	v, ok := o.m[key]
+	if !ok {
+		return "", nil
+	}
+	switch x := v.(type) {
+	case json.Number:
+		if _, err := parseRunSize(o.field(key), x.String(), true); err != nil {
+			return "", err
+		}
+		return RunSize(x.String()), nil
+	case string:
+		if _, err := parseRunSize(o.field(key), x, false); err != nil || !strings.ContainsAny(x[len(x)-1:], "KMG") {
+			return "", fieldErr(o.field(key), ErrInvalid, fmt.Sprintf("%s is not a size: as text, a whole number and K, M or G, as \"64K\"; bytes alone are a number", quoteShort(x)))
+		}
+		return RunSize(x), nil
+	}
+	return "", o.wrongType(key, "a size (a whole number of bytes, or text such as \"64K\")", v)
+}
+
+// RunLimits is the limits layer (table 7). Each limit is optional; absent,
+// it is not applied. started lists them as written.
+type RunLimits struct {
+	Wall      string  `json:"wall,omitempty"`
+	CPU       *uint64 `json:"cpu,omitempty"`
+	Processes *uint64 `json:"processes,omitempty"`
+	Memory    RunSize `json:"memory,omitempty"`
+}
+
+// The limits of table 7, in its order (LimitWall is stop.go's, the same
+// wall).
+const (
+	LimitCPU       = "cpu"
+	LimitProcesses = "processes"
+	LimitMemory    = "memory"
+)
+
+// LimitNames lists table 7's limits.
+var LimitNames = []string{LimitWall, LimitCPU, LimitProcesses, LimitMemory}
+
+// maxLimit bounds cpu and processes: what an rlimit takes and more than any
+// host has.
+const maxLimit = 1<<32 - 1
+
+func readLimits(o jobj) (*RunLimits, error) {
+	if err := o.closed("limits", LimitNames...); err != nil {
+		return nil, err
+	}
+	l := &RunLimits{}
+	var err error
+	if l.Wall, err = o.str(LimitWall, false, ""); err != nil {
+		return nil, err
+	}
+	for _, k := range []struct {
+		key string
+		p   **uint64
+	}{{LimitCPU, &l.CPU}, {LimitProcesses, &l.Processes}} {
+		n, present, err := o.uint(k.key, false, maxLimit, "")
+		if err != nil {
+			return nil, err
+		}
+		if present {
+			*k.p = &n
+		}
+	}
+	if l.Memory, err = o.size(LimitMemory); err != nil {
+		return nil, err
+	}
+	return l, l.validate(o.path)
+}
+
+func (l *RunLimits) validate(field string) error {
+	if l.Wall != "" {
+		if _, err := ParseWall(joinField(field, LimitWall), l.Wall); err != nil {
+			return err
+		}
+	}
+	for _, k := range []struct {
+		key string
+		p   *uint64
+	}{{LimitCPU, l.CPU}, {LimitProcesses, l.Processes}} {
+		if k.p != nil && (*k.p == 0 || *k.p > maxLimit) {
+			return fieldErr(joinField(field, k.key), ErrInvalid, fmt.Sprintf("%d is not a limit: a whole number from 1 to %d", *k.p, uint64(maxLimit)))
+		}
+	}
+	if l.Memory != "" {
+		if _, err := parseRunSize(joinField(field, LimitMemory), string(l.Memory), isDigits(string(l.Memory))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Names lists the limits the layer asks, in table 7's order.
+func (l *RunLimits) Names() []string {
+	if l == nil {
+		return nil
+	}
+	var out []string
+	if l.Wall != "" {
+		out = append(out, LimitWall)
+	}
+	if l.CPU != nil {
+		out = append(out, LimitCPU)
+	}
+	if l.Processes != nil {
+		out = append(out, LimitProcesses)
+	}
+	if l.Memory != "" {
+		out = append(out, LimitMemory)
+	}
+	return out
+}
+
+// The deliveries of table 8.
+const (
+	DeliveriesFeed  = "feed"
+	DeliveriesStart = "start"
+)
+
+// The stdout_when of table 8's keep.
+const (
+	KeepOnFailure = "failure"
+	KeepAlways    = "always"
+)
+
+// DefaultKeepSize is keep's default for STDERR and STDOUT.
+const DefaultKeepSize RunSize = "64K"
+
+// RunKeep is the process's keep: how much of the end of STDERR and STDOUT
+// the node keeps, and when STDOUT's. Empty fields take their defaults.
+type RunKeep struct {
+	Stderr     RunSize `json:"stderr,omitempty"`
+	Stdout     RunSize `json:"stdout,omitempty"`
+	StdoutWhen string  `json:"stdout_when,omitempty"`
+}
+
+// RunProcess is the process layer (table 8). Fields left out are empty
+// here, as written; WithDefaults gives them table 8's defaults.
+type RunProcess struct {
+	User       string            `json:"user"`
+	Command    []string          `json:"command"`
+	Env        map[string]string `json:"env,omitempty"`
+	Cwd        string            `json:"cwd,omitempty"`
+	Manual     bool              `json:"manual,omitempty"`
+	Session    bool              `json:"session,omitempty"`
+	Hears      []string          `json:"hears,omitempty"`
+	Checkins   []string          `json:"checkins,omitempty"`
+	Deliveries string            `json:"deliveries,omitempty"`
+	Terminal   bool              `json:"terminal,omitempty"`
+	Keep       *RunKeep          `json:"keep,omitempty"`
+}
+
+var processKeys = []string{"user", "command", "env", "cwd", "manual", "session", "hears", "checkins",
+	"deliveries", "terminal", "keep"}
+
+func readProcess(o jobj) (RunProcess, error) {
+	var p RunProcess
+	if err := o.closed("process", processKeys...); err != nil {
+		return p, err
+	}
+	var err error
+	if p.User, err = o.str("user", true, "a process names the Fossil user it acts as"); err != nil {
+		return p, err
+	}
+	if p.Command, err = o.strs("command", true, "a process names its program, then its arguments"); err != nil {
+		return p, err
+	}
+	if env, present, err := o.object("env", false, ""); err != nil {
+		return p, err
+	} else if present && len(env.m) > 0 {
+		p.Env = make(map[string]string, len(env.m))
+		for k, v := range env.m {
+			s, ok := v.(string)
+			if !ok {
+				return p, env.wrongType(k, "a string", v)
+			}
+			p.Env[k] = s
+		}
+	}
+	if p.Cwd, err = o.optStr("cwd"); err != nil {
+		return p, err
+	}
+	for _, f := range []struct {
+		k string
+		p *bool
+	}{{"manual", &p.Manual}, {"session", &p.Session}, {"terminal", &p.Terminal}} {
+		if *f.p, err = o.boolean(f.k, false, ""); err != nil {
+			return p, err
+		}
+	}
+	if p.Hears, err = o.strs("hears", false, ""); err != nil {
+		return p, err
+	}
+	if p.Checkins, err = o.strs("checkins", false, ""); err != nil {
+		return p, err
+	}
+	if len(p.Hears) == 0 {
+		p.Hears = nil
+	}
+	if len(p.Checkins) == 0 {
+		p.Checkins = nil
+	}
+	if p.Deliveries, err = o.optStr("deliveries"); err != nil {
+		return p, err
+	}
+	if keep, present, err := o.object("keep", false, ""); err != nil {
+		return p, err
+	} else if present {
+		if err := keep.closed("keep", "stderr", "stdout", "stdout_when"); err != nil {
+			return p, err
+		}
+		k := &RunKeep{}
+		if k.Stderr, err = keep.size("stderr"); err != nil {
+			return p, err
+		}
+		if k.Stdout, err = keep.size("stdout"); err != nil {
+			return p, err
+		}
+		if k.StdoutWhen, err = keep.optStr("stdout_when"); err != nil {
+			return p, err
+		}
+		if *k != (RunKeep{}) {
+			p.Keep = k
+		}
+	}
+	return p, p.validate(o.path)
+}
+
+func (p *RunProcess) validate(field string) error {
+	f := func(k string) string { return joinField(field, k) }
+	if err := checkUser(f("user"), p.User); err != nil {
+		return err
+	}
+	if len(p.Command) == 0 {
+		return fieldErr(f("command"), ErrMissing, "is empty; a process names its program, then its arguments")
+	}
+	if p.Command[0] == "" {
+		return fieldErr(indexField(f("command"), 0), ErrMissing, "is empty; it names the program")
+	}
+	for i, a := range p.Command {
+		if err := checkArg(indexField(f("command"), i), a); err != nil {
+			return err
+		}
+	}
+	for k, v := range p.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || checkLine("", k, true, MaxShortLen) != nil {
+			return fieldErr(joinField(f("env"), k), ErrInvalid, "is not an environment variable's name: one line, not empty, without = or NUL")
+		}
+		if err := checkArg(joinField(f("env"), k), v); err != nil {
+			return err
+		}
+	}
+	if p.Cwd != "" {
+		if err := checkRunPath(f("cwd"), p.Cwd); err != nil {
+			return err
+		}
+	}
+	if err := checkHears(f("hears"), p.Hears); err != nil {
+		return err
+	}
+	if err := checkBranches(f("checkins"), p.Checkins); err != nil {
+		return err
+	}
+	if p.Deliveries != "" && p.Deliveries != DeliveriesFeed && p.Deliveries != DeliveriesStart {
+		return fieldErr(f("deliveries"), ErrInvalid, fmt.Sprintf("%s is neither feed nor start", quoteShort(p.Deliveries)))
+	}
+	if p.Keep != nil {
+		for _, s := range []struct {
+			k string
+			v RunSize
+		}{{"stderr", p.Keep.Stderr}, {"stdout", p.Keep.Stdout}} {
+			if s.v != "" {
+				if _, err := parseRunSize(joinField(f("keep"), s.k), string(s.v), false); err != nil {
+					return err
+				}
+			}
+		}
+		if w := p.Keep.StdoutWhen; w != "" && w != KeepOnFailure && w != KeepAlways {
+			return fieldErr(joinField(f("keep"), "stdout_when"), ErrInvalid, fmt.Sprintf("%s is neither failure nor always", quoteShort(w)))
+		}
+	}
+	return nil
+}
+
+// WithDefaults returns the process with table 8's defaults in place of what
+// was left out: env empty, cwd $$workspace$$ when the run sets workspace
+// and / otherwise (a default naming a value not set is left out, section
+// 2), deliveries feed, keep 64K, 64K, failure. Lists stay as written.
+func (p RunProcess) WithDefaults(setsWorkspace bool) RunProcess {
+	if p.Env == nil {
+		p.Env = map[string]string{}
+	}
+	if p.Cwd == "" {
+		p.Cwd = "/"
+		if setsWorkspace {
+			p.Cwd = "$$" + ValueWorkspace + "$$"
+		}
+	}
+	if p.Deliveries == "" {
+		p.Deliveries = DeliveriesFeed
+	}
+	k := RunKeep{}
+	if p.Keep != nil {
+		k = *p.Keep
+	}
+	if k.Stderr == "" {
+		k.Stderr = DefaultKeepSize
+	}
+	if k.Stdout == "" {
+		k.Stdout = DefaultKeepSize
+	}
+	if k.StdoutWhen == "" {
+		k.StdoutWhen = KeepOnFailure
+	}
+	p.Keep = &k
+	return p
+}
+
+// closed refuses a key the object does not have, naming it: the run
+// engine's messages are read strictly at every depth.
+func (o jobj) closed(what string, known ...string) error {
+	var unknown []string
+	for k := range o.m {
+		if !slices.Contains(known, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	return fieldErr(o.field(unknown[0]), ErrUnknownKey, fmt.Sprintf("is not a field of %s, which has %s; an unknown field is refused, never dropped", what, listWords(known)))
+}

@@ -1,0 +1,155 @@
+package messages
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// RefusalRow is a row of seed 004's section 11: what ends a run refused.
+// Rows are checked in order and the first that holds counts.
+type RefusalRow int
+
+// The rows of section 11. RunRefusal checks 1 to 8, which need no host;
+// 9 (a sandbox path reaching the node's own files, once links are
+// followed) and 10 (a workspace step failing) are the engine's, which
+// checks them after RunRefusal passed, with the host, and reports them
+// with the same numbers.
+const (
+	RefusedSender     RefusalRow = 1 + iota // no user holding admin or setup sent it
+	RefusedMalformed                        // a field missing, of the wrong type or form
+	RefusedSteps                            // an unknown step kind, unmet needs, a value not set by then
+	RefusedUser                             // its user is a node's, or holds admin or setup
+	RefusedOtherNode                        // its user works for another node
+	RefusedNoPassword                       // a password step, and no password for its user
+	RefusedUnconfined                       // no sandbox, and the node runs nothing unconfined
+	RefusedUnprovided                       // a sandbox setting or a limit the node cannot provide
+	RefusedNodeFiles                        // a sandbox path reaches the node's own files (host)
+	RefusedStepFailed                       // a workspace step fails (host)
+)
+
+// RunProvision is what a node can give a run (row 8).
+type RunProvision struct {
+	// Sandbox: it has a confining program (bwrap) at all.
+	Sandbox bool
+	// Capabilities are the Linux capabilities a sandbox may keep.
+	Capabilities []string
+	// NoNetwork: it can withhold the host's network (network false).
+	NoNetwork bool
+	// Limits are the limits it enforces, among wall, cpu and processes.
+	// memory is never provided today (table 7: no cgroup yet), whatever
+	// this says.
+	Limits []string
+}
+
+// RunFacts is what RunRefusal needs of the node and the repository, each
+// read by the caller.
+type RunFacts struct {
+	// SenderPrivileged: the user the server received the run from holds
+	// admin or setup.
+	SenderPrivileged bool
+	// NodeUser is this node's node user.
+	NodeUser string
+	// NodeUsers are the other nodes' node users known: each one named as
+	// the node of a run an admin or setup sent.
+	NodeUsers []string
+	// Privileged are the users holding admin or setup.
+	Privileged []string
+	// BoundNode is the node the run's process.user works for: the node of
+	// the first run, in the server's order, that an admin or setup sent
+	// with that user, whatever became of it; "" when this run is the first.
+	BoundNode string
+	// ServerNode: this node is the server's node (it sets passwords itself).
+	ServerNode bool
+	// HasPassword: a node on another host holds a password for the user.
+	HasPassword bool
+	// NothingUnconfined: the node runs nothing unconfined.
+	NothingUnconfined bool
+	// Provides is what it can give a run.
+	Provides RunProvision
+	// Values are the values the node sets before any step (nil:
+	// NodeValueNames).
+	Values []string
+}
+
+// Refusal is a row that held and its note, what ended's note says.
+type Refusal struct {
+	Row  RefusalRow
+	Note string
+}
+
+func (r *Refusal) String() string { return fmt.Sprintf("refused row=%d note=%q", r.Row, r.Note) }
+
+// RunRefusal checks a run against rows 1 to 8 of section 11 in order and
+// returns the first that holds, or nil. run is the decoded run, or nil
+// with decodeErr the error ReadMessage gave (a *MalformedMessage). Row 1
+// comes first, so a run a user without admin or setup sent is refused for
+// that whatever its form.
+func RunRefusal(run *Run, decodeErr error, f RunFacts) *Refusal {
+	if !f.SenderPrivileged {
+		return &Refusal{RefusedSender, "no user holding admin or setup sent this run"}
+	}
+	if run == nil || decodeErr != nil {
+		if decodeErr == nil {
+			decodeErr = errors.New("run: no run")
+		}
+		note := decodeErr.Error()
+		var fe *FieldError
+		if errors.As(decodeErr, &fe) {
+			note = fe.Error()
+		}
+		return &Refusal{RefusedMalformed, note}
+	}
+	if err := CheckRunValues(run, f.Values); err != nil {
+		return &Refusal{RefusedSteps, "run: " + err.Error()}
+	}
+	u := run.Process.User
+	switch {
+	case u == f.NodeUser:
+		return &Refusal{RefusedUser, fmt.Sprintf("process.user %s is this node's own user", quoteShort(u))}
+	case slices.Contains(f.NodeUsers, u):
+		return &Refusal{RefusedUser, fmt.Sprintf("process.user %s is a node's user", quoteShort(u))}
+	case slices.Contains(f.Privileged, u):
+		return &Refusal{RefusedUser, fmt.Sprintf("process.user %s holds admin or setup", quoteShort(u))}
+	}
+	if f.BoundNode != "" && f.BoundNode != f.NodeUser {
+		return &Refusal{RefusedOtherNode, fmt.Sprintf("process.user %s works for the node %s", quoteShort(u), quoteShort(f.BoundNode))}
+	}
+	if run.HasPasswordStep() && !f.ServerNode && !f.HasPassword {
+		return &Refusal{RefusedNoPassword, fmt.Sprintf("this node holds no password for %s, which the password step takes", quoteShort(u))}
+	}
+	if run.Sandbox == nil && f.NothingUnconfined {
+		return &Refusal{RefusedUnconfined, "the run has no sandbox, and this node runs nothing unconfined"}
+	}
+	if what := unprovided(run, f.Provides); what != "" {
+		return &Refusal{RefusedUnprovided, what}
+	}
+	return nil
+}
+
+// unprovided names the first sandbox setting or limit the node cannot
+// provide, in the run's order: sandbox, then limits.
+func unprovided(run *Run, p RunProvision) string {
+	if s := run.Sandbox; s != nil {
+		if !p.Sandbox {
+			return "sandbox: this node has no confining program"
+		}
+		for i, c := range s.Capabilities {
+			if !slices.Contains(p.Capabilities, c) {
+				return fmt.Sprintf("sandbox.capabilities[%d]: this node cannot keep the capability %s", i, quoteShort(c))
+			}
+		}
+		if !s.Network && !p.NoNetwork {
+			return "sandbox.network: this node cannot withhold the host's network"
+		}
+	}
+	for _, l := range run.Limits.Names() {
+		if l == LimitMemory {
+			return "limits.memory: a node cannot enforce memory yet (it needs a cgroup)"
+		}
+		if !slices.Contains(p.Limits, l) {
+			return fmt.Sprintf("limits.%s: this node cannot enforce it", l)
+		}
+	}
+	return ""
+}

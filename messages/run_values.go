@@ -1,0 +1,353 @@
+package messages
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Values (seed 004, section 2): how a string names something the node
+// knows, written $$name$$. The node sets its values before the workspace;
+// each step sets more for what comes after it.
+
+// RunValues maps a value's name to its value: what started lists.
+type RunValues map[string]string
+
+// Names lists the values' names, sorted.
+func (v RunValues) Names() []string { return slices.Sorted(maps.Keys(v)) }
+
+// The values of section 2's table, then those the steps set (section 5).
+const (
+	ValueRoot      = "root"
+	ValueProject   = "project"
+	ValueUser      = "user"
+	ValueRun       = "run"
+	ValueNode      = "node"
+	ValueServer    = "server"
+	ValueRelease   = "release"
+	ValueWorkspace = "workspace"
+	ValueClone     = "clone"
+	ValueTree      = "tree"
+	ValueCheckout  = "checkout"
+)
+
+// NodeValueNames lists the values the node sets before any step.
+var NodeValueNames = []string{ValueRoot, ValueProject, ValueUser, ValueRun, ValueNode, ValueServer, ValueRelease}
+
+// validValueName: one or more letters, digits or _.
+func validValueName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isValueByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isValueByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
+}
+
+// scanValues splits s into literal text and the names it holds, calling
+// lit and name in order. A reference is $$, a name of letters, digits or
+// _, then $$; the leftmost one wins, as the regular expression
+// \$\$([A-Za-z0-9_]+)\$\$ finds them. Everything else is literal: a lone
+// $, ${HOME}, $$ not followed by a name and $$.
+func scanValues(s string, lit func(string), name func(string)) {
+	start := 0
+	for i := 0; i+1 < len(s); {
+		if s[i] != '$' || s[i+1] != '$' {
+			i++
+			continue
+		}
+		j := i + 2
+		for j < len(s) && isValueByte(s[j]) {
+			j++
+		}
+		if j == i+2 || j+1 >= len(s) || s[j] != '$' || s[j+1] != '$' {
+			i++
+			continue
+		}
+		if start < i {
+			lit(s[start:i])
+		}
+		name(s[i+2 : j])
+		i = j + 2
+		start = i
+	}
+	if start < len(s) {
+		lit(s[start:])
+	}
+}
+
+// ValueRefs lists the names s holds, in order, each as often as written.
+func ValueRefs(s string) []string {
+	var out []string
+	scanValues(s, func(string) {}, func(n string) { out = append(out, n) })
+	return out
+}
+
+// ExpandString puts the values in place in s. It returns the first name s
+// holds that vals does not set, and false, if there is one.
+func ExpandString(s string, vals RunValues) (string, string, bool) {
+	if !strings.Contains(s, "$$") {
+		return s, "", true
+	}
+	var b strings.Builder
+	missing := ""
+	scanValues(s, func(l string) { b.WriteString(l) }, func(n string) {
+		v, ok := vals[n]
+		if !ok && missing == "" {
+			missing = n
+		}
+		b.WriteString(v)
+	})
+	if missing != "" {
+		return "", missing, false
+	}
+	return b.String(), "", true
+}
+
+// valueField is one string where values are read, and its field's name.
+type valueField struct {
+	field string
+	s     *string
+}
+
+// valueStrings lists the step's arguments, where values are read; its kind
+// is its name, not an argument, and is read as written.
+func (s *RunStep) valueStrings(field string) []valueField {
+	var out []valueField
+	for _, a := range []struct {
+		k string
+		p *string
+	}{{"at", &s.At}, {"of", &s.Of}, {"into", &s.Into}} {
+		if *a.p != "" {
+			out = append(out, valueField{field + "." + a.k, a.p})
+		}
+	}
+	return out
+}
+
+// valueStrings lists every string of the sandbox.
+func (sb *RunSandbox) valueStrings(field string) []valueField {
+	var out []valueField
+	list := func(k string, l []string) {
+		for i := range l {
+			out = append(out, valueField{indexField(field+"."+k, i), &l[i]})
+		}
+	}
+	list("capabilities", sb.Capabilities)
+	list("read_only", sb.ReadOnly)
+	list("read_write", sb.ReadWrite)
+	list("homes", sb.Homes)
+	for i := range sb.Files {
+		f := indexField(field+".files", i)
+		out = append(out, valueField{f + ".at", &sb.Files[i].At}, valueField{f + ".text", &sb.Files[i].Text})
+	}
+	return append(out, valueField{field + ".proc", &sb.Proc}, valueField{field + ".dev", &sb.Dev}, valueField{field + ".tmp", &sb.Tmp})
+}
+
+// valueStrings lists every string of the process but user, deliveries,
+// hears and checkins, and never env's keys. keep's strings are listed too;
+// their form, checked as written, holds no value.
+func (p *RunProcess) valueStrings(field string) []valueField {
+	var out []valueField
+	for i := range p.Command {
+		out = append(out, valueField{indexField(field+".command", i), &p.Command[i]})
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
+		v := p.Env[k] // a copy: a map's values are not addressable, and Expand writes env through the map
+		out = append(out, valueField{joinField(field+".env", k), &v})
+	}
+	if p.Cwd != "" {
+		out = append(out, valueField{field + ".cwd", &p.Cwd})
+	}
+	if p.Keep != nil {
+		out = append(out, valueField{field + ".keep.stdout_when", &p.Keep.StdoutWhen})
+	}
+	return out
+}
+
+// clone copies the run deeply, so that Expand can write in place.
+func (r *Run) clone() *Run {
+	c := *r
+	c.Workspace = slices.Clone(r.Workspace)
+	if r.Sandbox != nil {
+		s := *r.Sandbox
+		s.Capabilities = slices.Clone(s.Capabilities)
+		s.ReadOnly = slices.Clone(s.ReadOnly)
+		s.ReadWrite = slices.Clone(s.ReadWrite)
+		s.Homes = slices.Clone(s.Homes)
+		s.Files = slices.Clone(s.Files)
+		c.Sandbox = &s
+	}
+	if r.Limits != nil {
+		l := *r.Limits
+		c.Limits = &l
+	}
+	c.Process.Command = slices.Clone(r.Process.Command)
+	c.Process.Env = maps.Clone(r.Process.Env)
+	c.Process.Hears = slices.Clone(r.Process.Hears)
+	c.Process.Checkins = slices.Clone(r.Process.Checkins)
+	if r.Process.Keep != nil {
+		k := *r.Process.Keep
+		c.Process.Keep = &k
+	}
+	return &c
+}
+
+func unsetValue(field, name, by string) error {
+	return fieldErr(field, ErrUnsetValue, fmt.Sprintf("names the value $$%s$$, which nothing sets %s", name, by))
+}
+
+// CheckRunValues is section 11's row 3, checked when the run arrives and
+// before any step: each step's kind is one section 5 has, its needs are
+// met before it, and every string names only values set by then: nodeValues
+// (nil for NodeValueNames) and what the steps before it set; the sandbox
+// and process see every step's. The error names the step or value, and
+// where. A default naming a value not set is left out, not refused.
+func CheckRunValues(r *Run, nodeValues []string) error {
+	if nodeValues == nil {
+		nodeValues = NodeValueNames
+	}
+	set := map[string]bool{}
+	for _, n := range nodeValues {
+		set[n] = true
+	}
+	done := map[string]bool{}
+	check := func(fields []valueField, by string) error {
+		for _, f := range fields {
+			for _, n := range ValueRefs(*f.s) {
+				if !set[n] {
+					return unsetValue(f.field, n, by)
+				}
+			}
+		}
+		return nil
+	}
+	for i := range r.Workspace {
+		s := &r.Workspace[i]
+		field := indexField("workspace", i)
+		if !s.KnownStep() {
+			return fieldErr(field+".step", ErrUnknownStep, fmt.Sprintf("%s is not a step kind section 5 has (%s)", quoteShort(s.Step), listWords(StepKinds)))
+		}
+		if need := s.Needs(); need != "" && !done[need] {
+			return fieldErr(field, ErrStepNeeds, fmt.Sprintf("is a %s step, which needs a %s step before it", s.Step, need))
+		}
+		if err := check(s.valueStrings(field), "before this step"); err != nil {
+			return err
+		}
+		done[s.Step] = true
+		for _, n := range s.Sets() {
+			set[n] = true
+		}
+	}
+	if r.Sandbox != nil {
+		if err := check(r.Sandbox.valueStrings("sandbox"), "before the sandbox"); err != nil {
+			return err
+		}
+	}
+	return check(r.Process.valueStrings("process"), "before the process")
+}
+
+// ExpandStep returns the step with the values in place: what the engine
+// runs, then records with SetValues.
+func ExpandStep(s RunStep, field string, vals RunValues) (RunStep, error) {
+	for _, f := range s.valueStrings(field) {
+		v, missing, ok := ExpandString(*f.s, vals)
+		if !ok {
+			return RunStep{}, unsetValue(f.field, missing, "")
+		}
+		*f.s = v
+	}
+	for _, f := range []struct{ k, v string }{{"at", s.At}, {"into", s.Into}} {
+		if f.v != "" {
+			if err := checkAbsPath(field+"."+f.k, f.v); err != nil {
+				return RunStep{}, err
+			}
+		}
+	}
+	return s, nil
+}
+
+// Expand returns the run with every value in place in workspace, sandbox
+// and process, given every value set (the node's and the steps'), and
+// the process's defaults filled in (WithDefaults; a default naming a value
+// not set is left out). Once the values are in, every sandbox path, each
+// step's at and into and the process's cwd must be absolute and clean.
+// The error names the field, and the value not set or the path.
+func (r *Run) Expand(vals RunValues) (*Run, error) {
+	c := r.clone()
+	_, hasWS := vals[ValueWorkspace]
+	c.Process = c.Process.WithDefaults(hasWS)
+	for i := range c.Workspace {
+		s, err := ExpandStep(c.Workspace[i], indexField("workspace", i), vals)
+		if err != nil {
+			return nil, err
+		}
+		c.Workspace[i] = s
+	}
+	var fields []valueField
+	if c.Sandbox != nil {
+		fields = append(fields, c.Sandbox.valueStrings("sandbox")...)
+	}
+	for _, f := range fields {
+		v, missing, ok := ExpandString(*f.s, vals)
+		if !ok {
+			return nil, unsetValue(f.field, missing, "")
+		}
+		*f.s = v
+	}
+	p := &c.Process
+	for i := range p.Command {
+		v, missing, ok := ExpandString(p.Command[i], vals)
+		if !ok {
+			return nil, unsetValue(indexField("process.command", i), missing, "")
+		}
+		p.Command[i] = v
+	}
+	for k, v := range p.Env {
+		e, missing, ok := ExpandString(v, vals)
+		if !ok {
+			return nil, unsetValue(joinField("process.env", k), missing, "")
+		}
+		p.Env[k] = e
+	}
+	cwd, missing, ok := ExpandString(p.Cwd, vals)
+	if !ok {
+		return nil, unsetValue("process.cwd", missing, "")
+	}
+	p.Cwd = cwd
+	if err := checkAbsPath("process.cwd", p.Cwd); err != nil {
+		return nil, err
+	}
+	if c.Sandbox != nil {
+		s := c.Sandbox
+		for _, l := range []struct {
+			k string
+			v []string
+		}{{"read_only", s.ReadOnly}, {"read_write", s.ReadWrite}, {"homes", s.Homes}} {
+			for i, path := range l.v {
+				if err := checkAbsPath(indexField("sandbox."+l.k, i), path); err != nil {
+					return nil, err
+				}
+			}
+		}
+		for i, f := range s.Files {
+			if err := checkAbsPath(indexField("sandbox.files", i)+".at", f.At); err != nil {
+				return nil, err
+			}
+		}
+		for _, l := range []struct{ k, v string }{{"proc", s.Proc}, {"dev", s.Dev}, {"tmp", s.Tmp}} {
+			if err := checkAbsPath("sandbox."+l.k, l.v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return c, nil
+}
