@@ -56,6 +56,21 @@ type RunKept struct {
 	Alive         bool
 	Given         RunGiven
 	Queue         []messages.RunDelivery
+	// Cause is what came first of a stop (stopped) and the wall (budget),
+	// once the node acted on it, and CauseNote its note: the node keeps it
+	// so that a restart ends the run as it would have.
+	Cause     messages.RunOutcome
+	CauseNote string
+	// Decided is the run's outcome once decided and until ended is
+	// written, so that a node going down between the two writes the same.
+	Decided *RunDecision
+}
+
+// RunDecision is a run's decided ended: its outcome, exit and note.
+type RunDecision struct {
+	Outcome messages.RunOutcome
+	Exit    *int
+	Note    string
 }
 
 // RunCore decides a run's life (seed 004, section 10): from its arrival,
@@ -120,6 +135,10 @@ func RestoreRunCore(cfg Config, facts messages.RunFacts, k RunKept) *RunCore {
 	switch {
 	case k.EndedCounts:
 		c.phase = runEnded
+	case k.Decided != nil:
+		c.phase = runEnding
+		c.outcome, c.exit, c.note = k.Decided.Outcome, k.Decided.Exit, k.Decided.Note
+		c.launchedAt, c.proc = k.LaunchedAt, k.Proc
 	case k.StartedCounts:
 		c.phase = runStarted
 		c.launchedAt, c.proc = k.LaunchedAt, k.Proc
@@ -127,13 +146,14 @@ func RestoreRunCore(cfg Config, facts messages.RunFacts, k RunKept) *RunCore {
 		if facts.StartsEach() {
 			c.queue = append([]messages.RunDelivery(nil), k.Queue...)
 		}
-		if k.StopCounts {
+		c.cause, c.causeNote = k.Cause, k.CauseNote
+		if c.cause == "" && k.StopCounts {
 			c.cause = messages.RunStopped
 		}
 	case k.InCare:
 		c.phase = runPreparing
-		c.stop = k.StopCounts
-	case k.StopCounts:
+		c.stop = k.StopCounts || k.Cause == messages.RunStopped
+	case k.StopCounts || k.Cause == messages.RunStopped:
 		c.phase = runNone
 		c.stop = true
 	default:
@@ -152,6 +172,8 @@ func (c *RunCore) Start(now time.Time) []messages.DaemonEffect {
 			c.inCare = false
 			c.emit(messages.RunRelease{Run: c.run})
 		}
+	case runEnding:
+		c.writeEnded()
 	case runNone:
 		if c.stop {
 			c.decide(messages.RunStopped, nil, "")
@@ -168,10 +190,13 @@ func (c *RunCore) Start(now time.Time) []messages.DaemonEffect {
 			c.launchedAt = now
 		}
 		switch {
-		case c.cause == messages.RunStopped && c.running:
+		case c.cause != "" && c.running:
 			c.endProcess()
-		case c.cause == messages.RunStopped && c.inCare && c.facts.StartsEach():
-			c.decide(messages.RunStopped, nil, "")
+		case c.cause != "" && c.inCare && c.facts.StartsEach():
+			c.decide(c.cause, nil, c.causeNote)
+		case c.cause == "" && c.facts.Wall > 0 && !now.Before(c.launchedAt.Add(c.facts.Wall)) && (c.running || c.inCare):
+			// Past its wall while the node was down: ended now.
+			c.pastWall()
 		case c.cause == "":
 			c.armWall(now)
 			if c.inCare && c.facts.StartsEach() {
@@ -185,10 +210,20 @@ func (c *RunCore) Start(now time.Time) []messages.DaemonEffect {
 // Kept is what the node keeps of the run while it is in its care (section
 // 4), for RestoreRunCore; the record's part is read from the repository.
 func (c *RunCore) Kept() RunKept {
-	return RunKept{
-		StartedCounts: c.phase >= runStarted, InCare: c.inCare, LaunchedAt: c.launchedAt,
+	k := RunKept{
+		StartedCounts: !c.launchedAt.IsZero(), InCare: c.inCare, LaunchedAt: c.launchedAt,
 		Proc: c.proc, Alive: c.running, Given: c.given, Queue: append([]messages.RunDelivery(nil), c.queue...),
 	}
+	if c.stop {
+		k.Cause = messages.RunStopped
+	}
+	if c.cause != "" {
+		k.Cause, k.CauseNote = c.cause, c.causeNote
+	}
+	if c.phase == runEnding {
+		k.Decided = &RunDecision{Outcome: c.outcome, Exit: c.exit, Note: c.note}
+	}
+	return k
 }
 
 // Ended says ended is written (or given up on): the core does nothing more.
@@ -411,6 +446,19 @@ func (c *RunCore) retry() {
 	c.emit(messages.RunStartTimer{Run: c.run, Purpose: messages.RunTimerRetry, Seq: c.seq, After: c.cfg.RetryAfter})
 }
 
+// pastWall ends the run past its wall: its process first, if one runs.
+func (c *RunCore) pastWall() {
+	c.wallSeq = 0
+	c.cause = messages.RunBudget
+	c.causeNote = fmt.Sprintf("wall: past limits.wall of %s, counted from the launch at %s", c.facts.Wall, c.launchedAt.UTC().Format(time.RFC3339))
+	c.log(slog.LevelWarn, "the run is past its wall; ending it", runAttr(c.run))
+	if c.running {
+		c.endProcess()
+		return
+	}
+	c.decide(messages.RunBudget, nil, c.causeNote)
+}
+
 // endProcess sends TERM to the running process, and KILL after the grace.
 func (c *RunCore) endProcess() {
 	c.emit(messages.RunEndProcess{Run: c.run, Proc: c.proc, Signal: messages.SigTERM})
@@ -497,8 +545,8 @@ func (c *RunCore) notInCare(m messages.RunNotInCare) {
 		c.log(slog.LevelWarn, "the run is not lost: it is not started, or its process runs", runAttr(c.run), slog.String("state", c.phase.String()))
 		return
 	}
-	if c.cause == messages.RunStopped {
-		c.decide(messages.RunStopped, nil, "") // the stop came first
+	if c.cause != "" {
+		c.decide(c.cause, nil, c.causeNote) // a stop or the wall came first
 		return
 	}
 	note := m.Note
@@ -517,15 +565,7 @@ func (c *RunCore) timer(now time.Time, m messages.RunTimerFired) {
 		if m.Seq != c.wallSeq || c.phase != runStarted || c.cause != "" {
 			return
 		}
-		c.wallSeq = 0
-		c.cause = messages.RunBudget
-		c.causeNote = fmt.Sprintf("wall: past limits.wall of %s, counted from the launch at %s", c.facts.Wall, c.launchedAt.UTC().Format(time.RFC3339))
-		c.log(slog.LevelWarn, "the run is past its wall; ending it", runAttr(c.run))
-		if c.running {
-			c.endProcess()
-			return
-		}
-		c.decide(messages.RunBudget, nil, c.causeNote)
+		c.pastWall()
 	case messages.RunTimerGrace:
 		if m.Seq != c.graceSeq || !c.running || c.killSent {
 			return
