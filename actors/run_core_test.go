@@ -37,7 +37,9 @@ type runStep struct {
 	want    []string
 }
 
-func admin() messages.RunStopRequested { return messages.RunStopRequested{By: "root", Privileged: true} }
+func admin() messages.RunStopRequested {
+	return messages.RunStopRequested{By: "root", Privileged: true}
+}
 
 func delivery(n int) messages.RunDelivered {
 	h := strings.Repeat(string(rune('a'+n)), 40)

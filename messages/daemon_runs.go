@@ -18,9 +18,9 @@ import (
 // its limits as far as the node enforces them (wall; whether cpu is set, so
 // that SIGXCPU reads as past it).
 type RunFacts struct {
-	Hash       string
-	Manual     bool
-	Session    bool
+	Hash    string
+	Manual  bool
+	Session bool
 	// Deliveries is process.deliveries as written: "feed" (or empty) or
 	// "start", the decoder's values.
 	Deliveries string
