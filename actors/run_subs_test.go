@@ -151,8 +151,8 @@ func TestRunsLost(t *testing.T) {
 		{Hash: "C", StartedCounts: true},                    // in care, dead: lost
 		{Hash: "D", StartedCounts: true},                    // a start-session between processes
 		{Hash: "E", StartedCounts: true, EndedCounts: true}, // ended
-		{Hash: "F"},                                         // not started
-		{Hash: "A", StartedCounts: true},                    // named twice
+		{Hash: "F"},                      // not started
+		{Hash: "A", StartedCounts: true}, // named twice
 	}
 	care := []RunInCare{{Hash: "B", Alive: true}, {Hash: "C"}, {Hash: "D", StartsEach: true}, {Hash: "F"}}
 	got := RunsLost(record, care)
