@@ -13,4 +13,5 @@ const (
 	KeyEffect    = "effect"
 	KeyMessage   = "message"
 	KeyError     = "error"
+	KeyRun       = "run"
 )

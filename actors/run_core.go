@@ -1,0 +1,634 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// runPhase is where a run stands in table 10 of seed 004. none, waiting,
+// started and ended are the table's states; preparing and writing are the
+// none state on its way to started, and ending is ended decided and being
+// written.
+type runPhase int
+
+const (
+	// runNone: no started or ended counts, and the run is not in care.
+	runNone runPhase = iota
+	// runWaiting: a manual run waits for a start by admin or setup.
+	runWaiting
+	// runPreparing: in care; layers 2 to 4 are being made.
+	runPreparing
+	// runWriting: prepared; started is being written.
+	runWriting
+	// runStarted: started counts; the process runs, or for a session whose
+	// deliveries is start, one process at a time runs for its deliveries.
+	runStarted
+	// runEnding: the outcome is decided; the last kept logs, then ended,
+	// are being written.
+	runEnding
+	// runEnded: ended is written (or given up on). Nothing more happens.
+	runEnded
+)
+
+var runPhaseNames = [...]string{"none", "waiting", "preparing", "writing started", "started", "ending", "ended"}
+
+func (p runPhase) String() string { return runPhaseNames[p] }
+
+// sigXCPU is SIGXCPU's number on Linux: the kernel's signal to a process
+// past its cpu limit (seed 004, table 7).
+const sigXCPU = 24
+
+// RunKept is what a run's core is rebuilt from when the node starts (seed
+// 004, section 4): what the record says (started, a stop and ended that
+// count) and what the node keeps of a run in its care (when it launched,
+// its last process's number and whether that process is alive, what its
+// session has been given and the deliveries waiting for it).
+type RunKept struct {
+	StartedCounts bool
+	StopCounts    bool
+	EndedCounts   bool
+	InCare        bool
+	LaunchedAt    time.Time
+	Proc          int
+	Alive         bool
+	Given         RunGiven
+	Queue         []messages.RunDelivery
+	// Cause is what came first of a stop (stopped) and the wall (budget),
+	// once the node acted on it, and CauseNote its note: the node keeps it
+	// so that a restart ends the run as it would have.
+	Cause     messages.RunOutcome
+	CauseNote string
+	// Decided is the run's outcome once decided and until ended is
+	// written, so that a node going down between the two writes the same.
+	Decided *RunDecision
+}
+
+// RunDecision is a run's decided ended: its outcome, exit and note.
+type RunDecision struct {
+	Outcome messages.RunOutcome
+	Exit    *int
+	Note    string
+}
+
+// RunCore decides a run's life (seed 004, section 10): from its arrival,
+// through started and its process or processes, to exactly one ended. It
+// writes started before any launch, so that a process is launched at most
+// once for a run, and it decides ended once, from what came first of a
+// stop, the wall and the process's exit.
+type RunCore struct {
+	base
+	cfg   Config
+	run   string
+	facts messages.RunFacts
+	phase runPhase
+
+	inCare bool
+	values map[string]string
+	// startInFlight and endInFlight: a write of started or ended is out.
+	startInFlight, endInFlight bool
+	startAttempts, endAttempts int
+
+	launchedAt time.Time
+	// proc is the number of the run's last process; running says it runs;
+	// keeping says its kept logs are being written.
+	proc     int
+	running  bool
+	keeping  bool
+	killSent bool
+
+	// stop says a stop by admin or setup came before started (it is acted on
+	// once the effect in flight answers). cause is what came first, once
+	// started, of a stop (stopped) and the wall (budget).
+	stop      bool
+	cause     messages.RunOutcome
+	causeNote string
+
+	given RunGiven
+	queue []messages.RunDelivery
+
+	// The decision, once made.
+	outcome messages.RunOutcome
+	exit    *int
+	note    string
+
+	seq                         int
+	wallSeq, graceSeq, retrySeq int
+}
+
+// NewRunCore makes the core of the run with this hash, which has not
+// arrived yet: it is in state none.
+func NewRunCore(cfg Config, run string) *RunCore {
+	return &RunCore{cfg: cfg.withDefaults(), run: run, facts: messages.RunFacts{Hash: run}}
+}
+
+// RestoreRunCore rebuilds a run's core from its message's facts, the record
+// and what the node keeps (section 4); Start then arms what it needs. A run
+// in care whose started does not count never launched (a launch waits for
+// started on the record), so it is prepared again; one whose started counts
+// but which has no live process (and is not a session between processes)
+// waits for the node's check (RunsLost) to say RunNotInCare.
+func RestoreRunCore(cfg Config, facts messages.RunFacts, k RunKept) *RunCore {
+	c := &RunCore{cfg: cfg.withDefaults(), run: facts.Hash, facts: facts, inCare: k.InCare, given: k.Given}
+	switch {
+	case k.EndedCounts:
+		c.phase = runEnded
+	case k.Decided != nil:
+		c.phase = runEnding
+		c.outcome, c.exit, c.note = k.Decided.Outcome, k.Decided.Exit, k.Decided.Note
+		c.launchedAt, c.proc = k.LaunchedAt, k.Proc
+	case k.StartedCounts:
+		c.phase = runStarted
+		c.launchedAt, c.proc = k.LaunchedAt, k.Proc
+		c.running = k.Alive && k.InCare
+		if facts.StartsEach() {
+			c.queue = append([]messages.RunDelivery(nil), k.Queue...)
+		}
+		c.cause, c.causeNote = k.Cause, k.CauseNote
+		if c.cause == "" && k.StopCounts {
+			c.cause = messages.RunStopped
+		}
+	case k.InCare:
+		c.phase = runPreparing
+		c.stop = k.StopCounts || k.Cause == messages.RunStopped
+	case k.StopCounts || k.Cause == messages.RunStopped:
+		c.phase = runNone
+		c.stop = true
+	default:
+		c.phase = runNone
+	}
+	return c
+}
+
+// Start arms what a restored state needs: the care to release of an ended
+// run, the preparation to do again, the wall timer, the stop to carry out,
+// the next delivery's process.
+func (c *RunCore) Start(now time.Time) []messages.DaemonEffect {
+	switch c.phase {
+	case runEnded:
+		if c.inCare {
+			c.inCare = false
+			c.emit(messages.RunRelease{Run: c.run})
+		}
+	case runEnding:
+		c.writeEnded()
+	case runNone:
+		if c.stop {
+			c.decide(messages.RunStopped, nil, "")
+		}
+	case runPreparing:
+		if c.stop {
+			c.decide(messages.RunStopped, nil, "")
+			break
+		}
+		c.emit(messages.RunPrepare{Run: c.run})
+	case runStarted:
+		if c.launchedAt.IsZero() {
+			c.log(slog.LevelWarn, "the run's launch time is unknown; its wall counts from now", runAttr(c.run))
+			c.launchedAt = now
+		}
+		switch {
+		case c.cause != "" && c.running:
+			c.endProcess()
+		case c.cause != "" && c.inCare && c.facts.StartsEach():
+			c.decide(c.cause, nil, c.causeNote)
+		case c.cause == "" && c.facts.Wall > 0 && !now.Before(c.launchedAt.Add(c.facts.Wall)) && (c.running || c.inCare):
+			// Past its wall while the node was down: ended now.
+			c.pastWall()
+		case c.cause == "":
+			c.armWall(now)
+			if c.inCare && c.facts.StartsEach() {
+				c.next()
+			}
+		}
+	}
+	return c.take()
+}
+
+// Kept is what the node keeps of the run while it is in its care (section
+// 4), for RestoreRunCore; the record's part is read from the repository.
+func (c *RunCore) Kept() RunKept {
+	k := RunKept{
+		StartedCounts: !c.launchedAt.IsZero(), InCare: c.inCare, LaunchedAt: c.launchedAt,
+		Proc: c.proc, Alive: c.running, Given: c.given, Queue: append([]messages.RunDelivery(nil), c.queue...),
+	}
+	if c.stop {
+		k.Cause = messages.RunStopped
+	}
+	if c.cause != "" {
+		k.Cause, k.CauseNote = c.cause, c.causeNote
+	}
+	if c.phase == runEnding {
+		k.Decided = &RunDecision{Outcome: c.outcome, Exit: c.exit, Note: c.note}
+	}
+	return k
+}
+
+// Ended says ended is written (or given up on): the core does nothing more.
+func (c *RunCore) Ended() bool { return c.phase == runEnded }
+
+// Outcome is the decided outcome, empty until it is decided.
+func (c *RunCore) Outcome() messages.RunOutcome { return c.outcome }
+
+// State is the run's state in table 10's words: none, waiting, started or
+// ended (ended once decided).
+func (c *RunCore) State() string {
+	switch c.phase {
+	case runNone, runPreparing, runWriting:
+		return "none"
+	case runWaiting:
+		return "waiting"
+	case runStarted:
+		return "started"
+	}
+	return "ended"
+}
+
+// Step takes one message. An ended run takes anything and does nothing.
+func (c *RunCore) Step(now time.Time, msg messages.DaemonMessage) []messages.DaemonEffect {
+	c.settle(msg)
+	if c.phase == runEnded {
+		return nil
+	}
+	switch m := msg.(type) {
+	case messages.RunArrived:
+		c.arrived(m)
+	case messages.RunStartRequested:
+		c.startRequested(m)
+	case messages.RunStopRequested:
+		c.stopRequested(m)
+	case messages.RunPrepared:
+		c.prepared(m)
+	case messages.RunStartedWritten:
+		c.startedWritten(now, m)
+	case messages.RunProcessExited:
+		c.exited(m)
+	case messages.RunLogsKept:
+		c.logsKept(m)
+	case messages.RunEndedWritten:
+		c.endedWritten(m)
+	case messages.RunDelivered:
+		c.delivered(m.Delivery)
+	case messages.RunNotInCare:
+		c.notInCare(m)
+	case messages.RunTimerFired:
+		c.timer(now, m)
+	default:
+		c.log(slog.LevelWarn, "message not for a run ignored", runAttr(c.run), slog.String(KeyMessage, msg.String()))
+	}
+	return c.take()
+}
+
+// arrived: table 10, rows 1 to 3.
+func (c *RunCore) arrived(m messages.RunArrived) {
+	if c.phase != runNone || c.inCare || c.stop {
+		c.log(slog.LevelInfo, "the run arrived again; ignored", runAttr(c.run))
+		return
+	}
+	m.Facts.Hash = c.run
+	c.facts = m.Facts
+	switch {
+	case m.Refusal != "":
+		c.decide(messages.RunRefused, nil, m.Refusal)
+	case m.Facts.Manual:
+		c.phase = runWaiting
+	default:
+		c.begin()
+	}
+}
+
+// startRequested: table 10, row 4.
+func (c *RunCore) startRequested(m messages.RunStartRequested) {
+	switch {
+	case c.phase != runWaiting:
+		c.log(slog.LevelInfo, "a start of a run that does not wait for one; ignored", runAttr(c.run), slog.String("state", c.phase.String()))
+	case !m.Privileged:
+		c.log(slog.LevelWarn, "a start by a user holding neither admin nor setup; ignored", runAttr(c.run), slog.String("by", m.By))
+	case m.Refusal != "":
+		c.decide(messages.RunRefused, nil, m.Refusal)
+	default:
+		c.begin()
+	}
+}
+
+// begin takes the run into care and makes layers 2 to 4.
+func (c *RunCore) begin() {
+	c.inCare = true
+	c.emit(messages.RunTakeIntoCare{Run: c.run})
+	c.phase = runPreparing
+	c.emit(messages.RunPrepare{Run: c.run})
+}
+
+// stopRequested: table 10, rows 5, 8 and 11.
+func (c *RunCore) stopRequested(m messages.RunStopRequested) {
+	if !m.Privileged {
+		c.log(slog.LevelWarn, "a stop by a user holding neither admin nor setup; ignored", runAttr(c.run), slog.String("by", m.By))
+		return
+	}
+	switch c.phase {
+	case runNone, runWaiting:
+		c.stop = true
+		c.decide(messages.RunStopped, nil, "")
+	case runPreparing:
+		c.stop = true // decided when the layers answer
+	case runWriting:
+		c.stop = true
+		if !c.startInFlight {
+			c.decide(messages.RunStopped, nil, "")
+		}
+	case runStarted:
+		if c.cause != "" {
+			c.log(slog.LevelInfo, "the run is already being ended; the stop changes nothing", runAttr(c.run))
+			return
+		}
+		c.cause = messages.RunStopped
+		c.wallSeq = 0
+		if c.running {
+			c.endProcess()
+			return
+		}
+		c.decide(messages.RunStopped, nil, "")
+	default:
+		c.log(slog.LevelInfo, "stop of a run whose end is decided; ignored", runAttr(c.run))
+	}
+}
+
+func (c *RunCore) prepared(m messages.RunPrepared) {
+	if c.phase != runPreparing {
+		c.log(slog.LevelWarn, "a preparation's result out of turn; ignored", runAttr(c.run))
+		return
+	}
+	switch {
+	case c.stop:
+		c.decide(messages.RunStopped, nil, "")
+	case m.Failed != "":
+		c.decide(messages.RunRefused, nil, m.Failed)
+	default:
+		c.values = m.Values
+		c.phase = runWriting
+		c.writeStarted()
+	}
+}
+
+func (c *RunCore) writeStarted() {
+	c.startAttempts++
+	c.startInFlight = true
+	c.emit(messages.RunWriteStarted{Run: c.run, Values: c.values, Attempt: c.startAttempts})
+}
+
+// startedWritten: started is on the record, so the command may be launched
+// (for a node on another host, the server has it).
+func (c *RunCore) startedWritten(now time.Time, m messages.RunStartedWritten) {
+	if c.phase != runWriting || !c.startInFlight {
+		c.log(slog.LevelWarn, "a started write's result out of turn; ignored", runAttr(c.run))
+		return
+	}
+	c.startInFlight = false
+	if m.Err != nil {
+		switch {
+		case c.stop:
+			c.decide(messages.RunStopped, nil, "")
+		case c.startAttempts >= c.cfg.EndAttempts:
+			c.decide(messages.RunRefused, nil, fmt.Sprintf("started could not be written after %d attempts: %s", c.startAttempts, messages.CleanText(m.Err.Error())))
+		default:
+			c.log(slog.LevelWarn, "started not written; trying again", runAttr(c.run), errAttr(m.Err))
+			c.retry()
+		}
+		return
+	}
+	c.phase = runStarted
+	c.launchedAt = now
+	if c.stop {
+		// The stop came before the launch: started is on the record, and
+		// nothing is launched.
+		c.cause = messages.RunStopped
+		c.decide(messages.RunStopped, nil, "")
+		return
+	}
+	c.armWall(now)
+	if c.facts.StartsEach() {
+		c.next()
+		return
+	}
+	c.launch(nil)
+}
+
+func (c *RunCore) launch(d *messages.RunDelivery) {
+	c.proc++
+	c.running, c.killSent = true, false
+	c.emit(messages.RunLaunch{Run: c.run, Proc: c.proc, Delivery: d})
+}
+
+// next launches a process for the first delivery waiting, if none runs.
+func (c *RunCore) next() {
+	if c.running || c.keeping || c.cause != "" || len(c.queue) == 0 {
+		return
+	}
+	d := c.queue[0]
+	c.queue = c.queue[1:]
+	c.launch(&d)
+}
+
+func (c *RunCore) armWall(now time.Time) {
+	if c.facts.Wall <= 0 {
+		return
+	}
+	c.seq++
+	c.wallSeq = c.seq
+	c.emit(messages.RunStartTimer{Run: c.run, Purpose: messages.RunTimerWall, Seq: c.seq, After: max(c.launchedAt.Add(c.facts.Wall).Sub(now), 0)})
+}
+
+func (c *RunCore) retry() {
+	c.seq++
+	c.retrySeq = c.seq
+	c.emit(messages.RunStartTimer{Run: c.run, Purpose: messages.RunTimerRetry, Seq: c.seq, After: c.cfg.RetryAfter})
+}
+
+// pastWall ends the run past its wall: its process first, if one runs.
+func (c *RunCore) pastWall() {
+	c.wallSeq = 0
+	c.cause = messages.RunBudget
+	c.causeNote = fmt.Sprintf("wall: past limits.wall of %s, counted from the launch at %s", c.facts.Wall, c.launchedAt.UTC().Format(time.RFC3339))
+	c.log(slog.LevelWarn, "the run is past its wall; ending it", runAttr(c.run))
+	if c.running {
+		c.endProcess()
+		return
+	}
+	c.decide(messages.RunBudget, nil, c.causeNote)
+}
+
+// endProcess sends TERM to the running process, and KILL after the grace.
+func (c *RunCore) endProcess() {
+	c.emit(messages.RunEndProcess{Run: c.run, Proc: c.proc, Signal: messages.SigTERM})
+	c.seq++
+	c.graceSeq = c.seq
+	c.emit(messages.RunStartTimer{Run: c.run, Purpose: messages.RunTimerGrace, Seq: c.seq, After: c.cfg.Grace})
+}
+
+// delivered: table 10, rows 6 and 7.
+func (c *RunCore) delivered(d messages.RunDelivery) {
+	switch {
+	case c.phase != runStarted:
+		c.log(slog.LevelInfo, "a delivery for a run that is not started; ignored", runAttr(c.run), slog.String("delivery", d.String()), slog.String("state", c.phase.String()))
+		return
+	case !c.facts.Session:
+		c.log(slog.LevelWarn, "a delivery for a run that is not a session; ignored", runAttr(c.run), slog.String("delivery", d.String()))
+		return
+	case c.cause != "":
+		c.log(slog.LevelInfo, "a delivery for a run being ended; not given", runAttr(c.run), slog.String("delivery", d.String()))
+		return
+	case !c.facts.StartsEach() && !c.running:
+		c.log(slog.LevelWarn, "a delivery for a session with no process to feed; not given", runAttr(c.run), slog.String("delivery", d.String()))
+		return
+	case !c.given.Give(d.At):
+		c.log(slog.LevelInfo, "a delivery given already, or behind one given; ignored", runAttr(c.run), slog.String("delivery", d.String()))
+		return
+	}
+	if !c.facts.StartsEach() {
+		c.emit(messages.RunDeliver{Run: c.run, Proc: c.proc, Delivery: d})
+		return
+	}
+	c.queue = append(c.queue, d)
+	c.next()
+}
+
+// exited: table 10, rows 9 to 11.
+func (c *RunCore) exited(m messages.RunProcessExited) {
+	if c.phase != runStarted || !c.running || m.Proc != c.proc {
+		c.log(slog.LevelInfo, "an exit of no process of the run's that runs; ignored", runAttr(c.run), slog.Int("proc", m.Proc))
+		return
+	}
+	c.running = false
+	c.graceSeq = 0
+	c.keeping = true
+	c.emit(messages.RunKeepLogs{Run: c.run, Proc: c.proc})
+	switch {
+	case c.cause == messages.RunStopped:
+		c.decide(messages.RunStopped, nil, "")
+	case c.cause == messages.RunBudget:
+		c.decide(messages.RunBudget, nil, c.causeNote)
+	case m.Unknown && !c.facts.StartsEach():
+		c.decide(messages.RunLost, nil, "its process ended while the node was not its parent, so how it ended is unknown")
+	case m.Signal == sigXCPU && c.facts.CPU:
+		c.decide(messages.RunBudget, nil, "cpu: its process was ended by SIGXCPU, past limits.cpu")
+	case !c.facts.StartsEach():
+		code := m.Exit()
+		c.decide(messages.RunExited, &code, "")
+	}
+}
+
+func (c *RunCore) logsKept(m messages.RunLogsKept) {
+	if !c.keeping || m.Proc != c.proc {
+		c.log(slog.LevelWarn, "a kept logs' result out of turn; ignored", runAttr(c.run))
+		return
+	}
+	c.keeping = false
+	if m.Err != nil {
+		c.log(slog.LevelWarn, "kept logs not written", runAttr(c.run), slog.Int("proc", m.Proc), errAttr(m.Err))
+	}
+	switch {
+	case c.phase == runEnding:
+		c.writeEnded()
+	case c.cause != "":
+		c.decide(c.cause, nil, c.causeNote)
+	default:
+		c.next()
+	}
+}
+
+// notInCare: table 10, row 12. The node's check (RunsLost) is the one that
+// finds it; a run whose process the core knows runs is not lost.
+func (c *RunCore) notInCare(m messages.RunNotInCare) {
+	if c.phase != runStarted || c.running || c.keeping {
+		c.log(slog.LevelWarn, "the run is not lost: it is not started, or its process runs", runAttr(c.run), slog.String("state", c.phase.String()))
+		return
+	}
+	if c.cause != "" {
+		c.decide(c.cause, nil, c.causeNote) // a stop or the wall came first
+		return
+	}
+	note := m.Note
+	if note == "" {
+		note = "the node found it not in its care"
+	}
+	c.decide(messages.RunLost, nil, note)
+}
+
+func (c *RunCore) timer(now time.Time, m messages.RunTimerFired) {
+	if m.Seq == 0 {
+		return
+	}
+	switch m.Purpose {
+	case messages.RunTimerWall:
+		if m.Seq != c.wallSeq || c.phase != runStarted || c.cause != "" {
+			return
+		}
+		c.pastWall()
+	case messages.RunTimerGrace:
+		if m.Seq != c.graceSeq || !c.running || c.killSent {
+			return
+		}
+		c.killSent = true
+		c.log(slog.LevelWarn, "the stop grace ran out; sending KILL", runAttr(c.run), slog.Int("proc", c.proc))
+		c.emit(messages.RunEndProcess{Run: c.run, Proc: c.proc, Signal: messages.SigKILL})
+	case messages.RunTimerRetry:
+		if m.Seq != c.retrySeq {
+			return
+		}
+		switch {
+		case c.phase == runWriting && !c.startInFlight:
+			c.writeStarted()
+		case c.phase == runEnding && !c.endInFlight && !c.keeping:
+			c.writeEnded()
+		}
+	}
+}
+
+// decide makes the run's one decision: its outcome, then ended once the
+// last process's kept logs are written.
+func (c *RunCore) decide(o messages.RunOutcome, exit *int, note string) {
+	if c.phase >= runEnding {
+		return
+	}
+	c.phase = runEnding
+	c.outcome, c.exit, c.note = o, exit, messages.ClipText(messages.CleanText(note), messages.MaxTextLen)
+	c.wallSeq, c.graceSeq = 0, 0
+	if n := len(c.queue); n > 0 {
+		c.log(slog.LevelInfo, fmt.Sprintf("the run ends; %d deliveries waiting are not given", n), runAttr(c.run))
+		c.queue = nil
+	}
+	if !c.keeping {
+		c.writeEnded()
+	}
+}
+
+func (c *RunCore) writeEnded() {
+	c.endAttempts++
+	c.endInFlight = true
+	c.emit(messages.RunWriteEnded{Run: c.run, Outcome: c.outcome, Exit: c.exit, Note: c.note, Attempt: c.endAttempts})
+}
+
+func (c *RunCore) endedWritten(m messages.RunEndedWritten) {
+	if c.phase != runEnding || !c.endInFlight {
+		c.log(slog.LevelWarn, "an ended write's result out of turn; ignored", runAttr(c.run))
+		return
+	}
+	c.endInFlight = false
+	if m.Err != nil {
+		if c.endAttempts < c.cfg.EndAttempts {
+			c.log(slog.LevelWarn, "ended not written; trying again", runAttr(c.run), errAttr(m.Err))
+			c.retry()
+			return
+		}
+		c.log(slog.LevelError, fmt.Sprintf("ended not written after %d attempts; giving up", c.endAttempts), runAttr(c.run), errAttr(m.Err))
+	}
+	c.phase = runEnded
+	if c.inCare {
+		c.inCare = false
+		c.emit(messages.RunRelease{Run: c.run})
+	}
+}
+
+func runAttr(h string) slog.Attr { return slog.String(KeyRun, h) }

@@ -1,0 +1,149 @@
+package actors
+
+import (
+	"slices"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// RunSubscription is what the filters of seed 004's section 9 read of a
+// run: its process.session, whether its started counts and where the server
+// received it, its process.user, its thread or ticket, its process.checkins
+// and process.hears.
+type RunSubscription struct {
+	Session       bool
+	StartedCounts bool
+	Started       messages.RunPosition
+	User          string
+	// Thread is the root of the thread the run is in; Ticket the ticket it
+	// is a change to. One of them is set.
+	Thread   string
+	Ticket   string
+	Checkins []string
+	Hears    []string
+}
+
+// The filters of table 9, in its order.
+const (
+	RunFilterSession   = "session"
+	RunFilterAfter     = "after"
+	RunFilterKnown     = "known"
+	RunFilterNoMessage = "no message"
+	RunFilterNotItsOwn = "not its own"
+	RunFilterWhere     = "where"
+	RunFilterHeard     = "heard"
+)
+
+// RunFilters lists the filters in table 9's order.
+var RunFilters = []string{RunFilterSession, RunFilterAfter, RunFilterKnown, RunFilterNoMessage, RunFilterNotItsOwn, RunFilterWhere, RunFilterHeard}
+
+// RunFilter checks an arrival against a run's subscription, the filters in
+// order, and returns the first that fails, or "" when the arrival is to be
+// given (at most once, in the server's order: RunGiven).
+func RunFilter(s RunSubscription, a messages.RunArrival) string {
+	for _, f := range RunFilters {
+		if !runPasses(f, s, a) {
+			return f
+		}
+	}
+	return ""
+}
+
+func runPasses(f string, s RunSubscription, a messages.RunArrival) bool {
+	switch f {
+	case RunFilterSession:
+		return s.Session && s.StartedCounts
+	case RunFilterAfter:
+		return s.Started.Before(a.At)
+	case RunFilterKnown:
+		return a.From != ""
+	case RunFilterNoMessage:
+		return !a.HoldsMessage
+	case RunFilterNotItsOwn:
+		return a.From != s.User
+	case RunFilterWhere:
+		switch a.Kind {
+		case messages.RunPost:
+			return s.Thread != "" && a.Thread == s.Thread
+		case messages.RunChange:
+			return s.Ticket != "" && a.Ticket == s.Ticket
+		case messages.RunCheckin:
+			return slices.Contains(s.Checkins, a.Branch)
+		}
+		return false
+	case RunFilterHeard:
+		return a.Kind == messages.RunCheckin || slices.Contains(s.Hears, "*") || slices.Contains(s.Hears, a.From)
+	}
+	return false
+}
+
+// RunGiven is what the node keeps so that a session is given each artifact
+// at most once, in the server's order (seed 004, section 4): the place of
+// the last artifact given. An artifact at or before it, a replay or one
+// that arrives behind a later one, is not given; nothing else needs to be
+// kept, however long the session runs.
+type RunGiven struct {
+	Last messages.RunPosition `json:"last"`
+}
+
+// Give says whether the artifact at this place is to be given, and if so
+// remembers it. An artifact with no place in the server's order is never
+// given.
+func (g *RunGiven) Give(at messages.RunPosition) bool {
+	if at.IsZero() || !g.Last.Before(at) {
+		return false
+	}
+	g.Last = at
+	return true
+}
+
+// RunOnRecord is a run as the repository says: its hash, and whether its
+// started and its ended count (section 3).
+type RunOnRecord struct {
+	Hash          string
+	StartedCounts bool
+	EndedCounts   bool
+}
+
+// RunInCare is a run the node has in its care (section 4): whether a
+// process of it is alive, and whether it is a session whose deliveries is
+// start, which may rightly have no process between its deliveries.
+type RunInCare struct {
+	Hash       string
+	Alive      bool
+	StartsEach bool
+}
+
+// RunFoundLost is a run the node's check ends lost, and why.
+type RunFoundLost struct {
+	Hash string
+	Note string
+}
+
+// RunsLost is the node's check of its runs (seed 004, section 10, its last
+// paragraph), when it starts and whenever its administrator runs it again:
+// each run whose started counts and whose ended does not, and which is not
+// in its care with a live process (or, for a session whose deliveries is
+// start, in its care at all), is to be ended lost, in the record's order.
+func RunsLost(record []RunOnRecord, care []RunInCare) []RunFoundLost {
+	byHash := make(map[string]RunInCare, len(care))
+	for _, r := range care {
+		byHash[r.Hash] = r
+	}
+	var lost []RunFoundLost
+	seen := map[string]bool{}
+	for _, r := range record {
+		if !r.StartedCounts || r.EndedCounts || seen[r.Hash] {
+			continue
+		}
+		seen[r.Hash] = true
+		c, ok := byHash[r.Hash]
+		switch {
+		case !ok:
+			lost = append(lost, RunFoundLost{Hash: r.Hash, Note: "its started counts and no ended does, but the node has no record of it in its care: what ran it is gone"})
+		case !c.Alive && !c.StartsEach:
+			lost = append(lost, RunFoundLost{Hash: r.Hash, Note: "it is in the node's care, but its process is no longer alive and its exit was not seen"})
+		}
+	}
+	return lost
+}

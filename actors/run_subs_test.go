@@ -1,0 +1,172 @@
+package actors
+
+import (
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// TestRunFilter has one case per filter of seed 004's table 9, each failing
+// that filter alone, in order, and the arrivals that pass them all.
+func TestRunFilter(t *testing.T) {
+	sub := RunSubscription{Session: true, StartedCounts: true, Started: messages.RunPosition{Receipt: 10, Row: 2},
+		User: "claude-1", Thread: "T1", Checkins: []string{"trunk"}, Hears: []string{"ana"}}
+	post := messages.RunArrival{Kind: messages.RunPost, Hash: "P1", At: messages.RunPosition{Receipt: 11, Row: 1}, From: "ana", Thread: "T1", Text: "hi"}
+	with := func(f func(*RunSubscription, *messages.RunArrival)) (RunSubscription, messages.RunArrival) {
+		s, a := sub, post
+		f(&s, &a)
+		return s, a
+	}
+	cases := []struct {
+		name string
+		f    func(*RunSubscription, *messages.RunArrival)
+		want string
+	}{
+		{"1 session: not a session", func(s *RunSubscription, _ *messages.RunArrival) { s.Session = false }, RunFilterSession},
+		{"1 session: started does not count", func(s *RunSubscription, _ *messages.RunArrival) { s.StartedCounts = false }, RunFilterSession},
+		{"2 after: received before started", func(_ *RunSubscription, a *messages.RunArrival) { a.At = messages.RunPosition{Receipt: 10, Row: 1} }, RunFilterAfter},
+		{"2 after: started itself", func(_ *RunSubscription, a *messages.RunArrival) { a.At = sub.Started }, RunFilterAfter},
+		{"3 known: no sender", func(_ *RunSubscription, a *messages.RunArrival) { a.From = "" }, RunFilterKnown},
+		{"4 no message: holds an OCX message", func(_ *RunSubscription, a *messages.RunArrival) { a.HoldsMessage = true }, RunFilterNoMessage},
+		{"5 not its own: sent by process.user", func(s *RunSubscription, a *messages.RunArrival) { a.From = "claude-1"; s.Hears = []string{"*"} }, RunFilterNotItsOwn},
+		{"6 where: a post in another thread", func(_ *RunSubscription, a *messages.RunArrival) { a.Thread = "T2" }, RunFilterWhere},
+		{"6 where: a change to another ticket", func(s *RunSubscription, a *messages.RunArrival) {
+			s.Thread, s.Ticket = "", "K1"
+			a.Kind, a.Thread, a.Ticket = messages.RunChange, "", "K2"
+		}, RunFilterWhere},
+		{"6 where: a check-in on a branch not in checkins", func(_ *RunSubscription, a *messages.RunArrival) {
+			a.Kind, a.Thread, a.Branch = messages.RunCheckin, "", "dev"
+		}, RunFilterWhere},
+		{"7 heard: a sender not in hears", func(_ *RunSubscription, a *messages.RunArrival) { a.From = "bob" }, RunFilterHeard},
+		{"given: a post in its thread by one it hears", func(*RunSubscription, *messages.RunArrival) {}, ""},
+		{"given: hears is [*]", func(s *RunSubscription, a *messages.RunArrival) { s.Hears = []string{"*"}; a.From = "bob" }, ""},
+		{"given: a change to its ticket", func(s *RunSubscription, a *messages.RunArrival) {
+			s.Thread, s.Ticket = "", "K1"
+			a.Kind, a.Thread, a.Ticket = messages.RunChange, "", "K1"
+		}, ""},
+		{"given: a check-in on a branch in checkins, whoever sent it", func(s *RunSubscription, a *messages.RunArrival) {
+			s.Hears = nil
+			a.Kind, a.Thread, a.Branch, a.From = messages.RunCheckin, "", "trunk", "bob"
+		}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, a := with(tc.f)
+			if got := RunFilter(s, a); got != tc.want {
+				t.Fatalf("RunFilter = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRunFilterOrder: the filter named is the first that fails, in table
+// 9's order, whatever else fails after it.
+func TestRunFilterOrder(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := RunSubscription{Session: rapid.Bool().Draw(t, "session"), StartedCounts: rapid.Bool().Draw(t, "counts"),
+			Started: messages.RunPosition{Receipt: 5}, User: "u", Thread: "T", Ticket: "K", Checkins: []string{"trunk"},
+			Hears: rapid.SampledFrom([][]string{nil, {"*"}, {"a"}}).Draw(t, "hears")}
+		a := messages.RunArrival{Kind: rapid.SampledFrom([]messages.RunArrivalKind{messages.RunPost, messages.RunChange, messages.RunCheckin}).Draw(t, "kind"),
+			At: messages.RunPosition{Receipt: rapid.Int64Range(1, 9).Draw(t, "at")}, From: rapid.SampledFrom([]string{"", "u", "a", "b"}).Draw(t, "from"),
+			HoldsMessage: rapid.Bool().Draw(t, "msg"), Thread: rapid.SampledFrom([]string{"", "T", "X"}).Draw(t, "thread"),
+			Ticket: rapid.SampledFrom([]string{"", "K", "X"}).Draw(t, "ticket"), Branch: rapid.SampledFrom([]string{"trunk", "dev"}).Draw(t, "branch")}
+		got := RunFilter(s, a)
+		i := slices.Index(RunFilters, got)
+		if got != "" && i < 0 {
+			t.Fatalf("no such filter %q", got)
+		}
+		for j, f := range RunFilters {
+			passes := runPasses(f, s, a)
+			if (got == "" || j < i) && !passes {
+				t.Fatalf("%q fails before %q", f, got)
+			}
+			if j == i && passes {
+				t.Fatalf("%q named, but passes", f)
+			}
+		}
+	})
+}
+
+// TestRunGivenOnce replays and reorders arrivals through the keeper: each
+// artifact is given at most once, in the server's order, and when arrivals
+// come in the server's order (replays aside) none is left out.
+func TestRunGivenOnce(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, 30).Draw(t, "n")
+		all := make([]messages.RunPosition, n)
+		for i := range all {
+			all[i] = messages.RunPosition{Receipt: int64(1 + i/3), Row: int64(1 + i%3)}
+		}
+		inOrder := rapid.Bool().Draw(t, "in order")
+		var arrivals []messages.RunPosition
+		if inOrder {
+			for i, p := range all {
+				arrivals = append(arrivals, p)
+				for range rapid.IntRange(0, 2).Draw(t, "replays") {
+					arrivals = append(arrivals, all[rapid.IntRange(0, i).Draw(t, "replay")])
+				}
+			}
+		} else {
+			arrivals = rapid.SliceOfN(rapid.SampledFrom(all), 1, 3*n).Draw(t, "arrivals")
+		}
+		var g RunGiven
+		// A restart keeps g and may replay from anywhere.
+		var given []messages.RunPosition
+		seen := map[messages.RunPosition]bool{}
+		for _, p := range arrivals {
+			if g.Give(p) {
+				if seen[p] {
+					t.Fatalf("%s given twice", p)
+				}
+				if len(given) > 0 && !given[len(given)-1].Before(p) {
+					t.Fatalf("%s given after %s", p, given[len(given)-1])
+				}
+				seen[p] = true
+				given = append(given, p)
+			}
+		}
+		if inOrder {
+			// Replays aside, each arrived in the server's order: none is
+			// left out.
+			if !slices.Equal(all, given) {
+				t.Fatalf("given %v, want all %d in order", given, n)
+			}
+		}
+		if g.Give(messages.RunPosition{}) {
+			t.Fatalf("an artifact with no place given")
+		}
+	})
+}
+
+// TestRunsLost: the node's check ends lost each run whose started counts
+// and whose ended does not, and which it does not have in its care with a
+// live process (or, a session between its processes, in its care at all).
+func TestRunsLost(t *testing.T) {
+	record := []RunOnRecord{
+		{Hash: "A", StartedCounts: true},                    // not in care: lost
+		{Hash: "B", StartedCounts: true},                    // in care, alive
+		{Hash: "C", StartedCounts: true},                    // in care, dead: lost
+		{Hash: "D", StartedCounts: true},                    // a start-session between processes
+		{Hash: "E", StartedCounts: true, EndedCounts: true}, // ended
+		{Hash: "F"},                      // not started
+		{Hash: "A", StartedCounts: true}, // named twice
+	}
+	care := []RunInCare{{Hash: "B", Alive: true}, {Hash: "C"}, {Hash: "D", StartsEach: true}, {Hash: "F"}}
+	got := RunsLost(record, care)
+	var hs []string
+	for _, l := range got {
+		if l.Note == "" {
+			t.Fatalf("%s lost with no note", l.Hash)
+		}
+		hs = append(hs, l.Hash)
+	}
+	if !slices.Equal(hs, []string{"A", "C"}) {
+		t.Fatalf("lost %v, want [A C]", hs)
+	}
+	if RunsLost(nil, care) != nil {
+		t.Fatalf("lost with nothing on the record")
+	}
+}
