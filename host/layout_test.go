@@ -41,7 +41,7 @@ func TestLayout(t *testing.T) {
 	}
 	d := "/var/lib/ocx/agents/alice/projects/demo"
 	want := Workspace{Key: messages.WorkspaceKey{Login: "alice", Project: "demo"}, Dir: d, Clone: d + "/clone", Tree: d + "/tree", Binding: d + "/binding.json",
-		Session: d + "/session", Wake: d + "/session/wake", Log: d + "/session/log", ListeningDir: d + "/session/listening", Hears: d + "/session/hears",
+		Session: d + "/session", Wake: d + "/session/wake", Log: d + "/session/log", ListeningDir: d + "/session/listening", Hears: d + "/session/hears", Checkins: d + "/session/checkins",
 		MCPDir: "/var/lib/ocx/agents/alice/mcp/demo", MCPLog: "/var/lib/ocx/agents/alice/mcp/demo.log"}
 	if w != want {
 		t.Fatalf("Workspace = %+v", w)
