@@ -201,6 +201,11 @@ type NodeFiles struct {
 	ReleaseRoot  string   // the release root; "" without one
 	Release      string   // the release the session runs: may be named
 	Workspace    string   // the session's own workspace: may be named
+	// State is the directory the node keeps its runs' state in, and
+	// Passwords its file of passwords (seed 004, section 4); "" for none.
+	// Neither has an exception: not even the workspace may hold them.
+	State     string
+	Passwords string
 }
 
 // RefusalError says which sandbox path reaches which of the node's files.
@@ -225,24 +230,42 @@ func (e *RefusalError) Unwrap() error { return ErrRefused }
 // root except the workspace itself and what lies in it (other workspaces'
 // clones remember their logins' passwords), the release root except the
 // release and the workspace.
-func (n NodeFiles) Check(p string) error { return n.check(p, false) }
+func (n NodeFiles) Check(p string) error { return n.check(p, checkSession) }
 
 // CheckReadOnly is Check for a path seen read-only, which may also name any
 // release of the release root (RELEASE_ROOT/releases/ID), so that a definition
 // naming the release root's current link still runs on the previous release.
-func (n NodeFiles) CheckReadOnly(p string) error { return n.check(p, true) }
+func (n NodeFiles) CheckReadOnly(p string) error { return n.check(p, checkSessionReadOnly) }
 
-func (n NodeFiles) check(p string, readOnly bool) error {
+// How check reads a path: for a session's sandbox (which has its own /proc,
+// /dev, /tmp and MCP socket at fixed places), seen read-only or not; or for a
+// run's, whose own places are stated and seen over what it binds.
+type checkMode int8
+
+const (
+	checkSession checkMode = iota
+	checkSessionReadOnly
+	checkRun
+)
+
+func (n NodeFiles) check(p string, mode checkMode) error {
 	refuse := func(why string) error { return &RefusalError{Path: p, Resolved: p, Reason: why} }
 	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
 		return refuse("is not an absolute, clean path")
 	}
-	if err := CheckFixed(p); err != nil {
-		return refuse(strings.TrimPrefix(err.Error(), ErrRefused.Error()+": "))
+	if mode != checkRun {
+		if err := CheckFixed(p); err != nil {
+			return refuse(strings.TrimPrefix(err.Error(), ErrRefused.Error()+": "))
+		}
 	}
 	for _, r := range n.Repositories {
 		if within(p, r) || within(r, p) || strings.HasPrefix(p, r+"-") {
 			return refuse(fmt.Sprintf("is, holds or lies within the repository %s", r))
+		}
+	}
+	for _, f := range []struct{ what, p string }{{"the node's run state directory", n.State}, {"the node's file of passwords", n.Passwords}} {
+		if f.p != "" && (within(p, f.p) || within(f.p, p)) {
+			return refuse(fmt.Sprintf("is, holds or lies within %s %s", f.what, f.p))
 		}
 	}
 	inWorkspace := n.Workspace != "" && within(p, n.Workspace)
@@ -250,7 +273,7 @@ func (n NodeFiles) check(p string, readOnly bool) error {
 		return refuse(fmt.Sprintf("is, holds or lies within the agents root %s (only the workspace itself may be named)", n.Agents))
 	}
 	inRelease := n.Release != "" && within(p, n.Release)
-	if readOnly && n.ReleaseRoot != "" {
+	if mode == checkSessionReadOnly && n.ReleaseRoot != "" {
 		releases := filepath.Join(n.ReleaseRoot, "releases")
 		if rest, ok := strings.CutPrefix(p, releases+"/"); ok && rest != "" {
 			inRelease = true
@@ -266,13 +289,24 @@ func (n NodeFiles) check(p string, readOnly bool) error {
 // see: read_only, read_write and homes. A path that cannot be resolved is
 // refused: no decision rests on evidence that could not be read.
 func (n NodeFiles) CheckSandbox(sb messages.Sandbox, resolve func(string) (string, error)) error {
-	for i, l := range [][]string{sb.ReadOnly, sb.ReadWrite, sb.Homes} {
+	return n.checkPaths([][]string{sb.ReadOnly, sb.ReadWrite, sb.Homes}, false, resolve)
+}
+
+func (n NodeFiles) checkPaths(lists [][]string, run bool, resolve func(string) (string, error)) error {
+	for i, l := range lists {
 		for _, p := range l {
 			r, err := resolve(p)
 			if err != nil {
 				return &RefusalError{Path: p, Reason: fmt.Sprintf("cannot be resolved: %v", err)}
 			}
-			if err := n.check(r, i == 0); err != nil {
+			mode := checkSession
+			switch {
+			case run:
+				mode = checkRun
+			case i == 0:
+				mode = checkSessionReadOnly
+			}
+			if err := n.check(r, mode); err != nil {
 				err.(*RefusalError).Path = p
 				return err
 			}

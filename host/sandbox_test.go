@@ -119,6 +119,8 @@ func node() NodeFiles {
 		ReleaseRoot:  "/var/lib/ocx/release",
 		Release:      "/var/lib/ocx/release/releases/abc",
 		Workspace:    "/var/lib/ocx/agents/alice/projects/demo",
+		State:        "/var/lib/ocx/runs",
+		Passwords:    "/etc/ocx/passwords",
 	}
 }
 
@@ -207,17 +209,17 @@ func TestCheckSandbox(t *testing.T) {
 func TestNodeFilesRefusalIsUpwardClosed(t *testing.T) {
 	n := node()
 	parts := []string{"srv", "fossil", "demo.fossil", "var", "lib", "ocx", "agents", "alice", "projects", "demo",
-		"release", "releases", "abc", "def", "password", "tree", "usr", "proc", "tmp"}
+		"release", "releases", "abc", "def", "password", "tree", "usr", "proc", "tmp", "runs", "etc", "passwords"}
 	rapid.Check(t, func(t *rapid.T) {
 		comps := rapid.SliceOfN(rapid.SampledFrom(parts), 1, 7).Draw(t, "path")
 		p := "/" + strings.Join(comps, "/")
-		for _, readOnly := range []bool{false, true} {
+		for _, readOnly := range []checkMode{checkSession, checkSessionReadOnly, checkRun} {
 			if n.check(p, readOnly) == nil {
 				continue
 			}
 			for q := filepath.Dir(p); ; q = filepath.Dir(q) {
 				if n.check(q, readOnly) == nil {
-					t.Fatalf("%q is refused (read-only %v) but its ancestor %q is not", p, readOnly, q)
+					t.Fatalf("%q is refused (mode %v) but its ancestor %q is not", p, readOnly, q)
 				}
 				if q == "/" {
 					break

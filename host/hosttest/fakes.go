@@ -2,6 +2,7 @@ package hosttest
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -11,11 +12,12 @@ import (
 )
 
 var (
-	_ host.Clock     = (*Clock)(nil)
-	_ host.Spawner   = (*Spawner)(nil)
-	_ host.Signaler  = (*Spawner)(nil)
-	_ host.Watcher   = (*Spawner)(nil)
-	_ host.ProcTable = (*ProcTable)(nil)
+	_ host.Clock      = (*Clock)(nil)
+	_ host.Spawner    = (*Spawner)(nil)
+	_ host.Signaler   = (*Spawner)(nil)
+	_ host.Watcher    = (*Spawner)(nil)
+	_ host.RunStarter = (*Spawner)(nil)
+	_ host.ProcTable  = (*ProcTable)(nil)
 )
 
 // Clock is a manual clock: time moves only with Advance, which runs the
@@ -138,6 +140,7 @@ type Spawner struct {
 	next    int
 	start   uint64
 	spawned []Spawned
+	started []Started
 	sent    []Sent
 	running map[messages.ProcID]func(host.Exit)
 	failing error
@@ -146,6 +149,8 @@ type Spawner struct {
 	OnSignal func(id messages.ProcID, sig host.Signal)
 	// SignalErr, when set for an identity, is what Signal returns for it.
 	SignalErr map[messages.ProcID]error
+	// Support is what StartRun provides; the zero value provides everything.
+	Support host.RunSupport
 }
 
 // NewSpawner numbers processes from firstPID, with start times from 1000.
@@ -178,6 +183,43 @@ func (s *Spawner) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (messages.P
 	s.spawned = append(s.spawned, Spawned{ID: id, Spec: spec})
 	s.running[id] = onExit
 	return id, nil
+}
+
+// Started is one run's process the fake started.
+type Started struct {
+	ID   messages.ProcID
+	Spec host.RunSpec
+}
+
+// StartRun records spec and "starts" a run's process, numbered as Spawn's;
+// Support, when set, refuses what it does not provide, as the real one does.
+func (s *Spawner) StartRun(spec host.RunSpec, onExit func(host.Exit)) (messages.ProcID, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failing != nil {
+		err := s.failing
+		s.failing = nil
+		return messages.ProcID{}, err
+	}
+	if onExit == nil || len(spec.Command) == 0 || spec.Dir == "" {
+		return messages.ProcID{}, fmt.Errorf("hosttest: start run: incomplete spec %+v", spec)
+	}
+	if err := s.Support.Check(spec.Sandbox, spec.Limits); err != nil {
+		return messages.ProcID{}, err
+	}
+	id := messages.ProcID{PID: s.next, Start: s.start}
+	s.next++
+	s.start += 10
+	s.started = append(s.started, Started{ID: id, Spec: spec})
+	s.running[id] = onExit
+	return id, nil
+}
+
+// Started returns the runs' processes started so far, in order.
+func (s *Spawner) Started() []Started {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.started)
 }
 
 // Watch follows a process not spawned here; End reports it.

@@ -110,3 +110,24 @@ func TestProcTable(t *testing.T) {
 		t.Fatal("SetErr did nothing")
 	}
 }
+
+func TestSpawnerStartRun(t *testing.T) {
+	s := NewSpawner(300)
+	var _ host.RunStarter = s
+	s.Support = host.RunSupport{Memory: "no cgroup"}
+	sb := &host.RunSandbox{Proc: "/proc", Dev: "/dev", Tmp: "/tmp"}
+	if _, err := s.StartRun(host.RunSpec{Command: []string{"x"}, Dir: "/", Sandbox: sb, Limits: host.RunLimits{Memory: 1}}, func(host.Exit) {}); !errors.Is(err, host.ErrNotProvided) {
+		t.Fatalf("memory: %v", err)
+	}
+	var got []host.Exit
+	id, err := s.StartRun(host.RunSpec{Command: []string{"x"}, Dir: "/", Sandbox: sb, Limits: host.RunLimits{CPU: 1}}, func(e host.Exit) { got = append(got, e) })
+	if err != nil || id.PID != 300 {
+		t.Fatalf("StartRun = %v %v", id, err)
+	}
+	if st := s.Started(); len(st) != 1 || st[0].ID != id || st[0].Spec.Limits.CPU != 1 {
+		t.Fatalf("Started = %+v", st)
+	}
+	if err := s.End(id, host.Exit{Known: true, Code: 3}); err != nil || len(got) != 1 || got[0].Code != 3 {
+		t.Fatalf("End: %v %+v", err, got)
+	}
+}

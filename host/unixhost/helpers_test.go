@@ -189,6 +189,10 @@ func helperMain(mode string) int {
 		})
 		fmt.Printf("lines %d err %v\n", n, err)
 		return 0
+	case "runlimited":
+		return runLimitedHelper()
+	case "runwatcher":
+		return runWatcherHelper()
 	}
 	fmt.Println("unknown helper", mode)
 	return 2

@@ -43,9 +43,19 @@ func Resolve(p string) (string, error) {
 // repositories, the agents root, the release root, the release the session
 // runs and its workspace.
 func NodeFilesOf(repositories []string, agents, releaseRoot, release, workspace string) (host.NodeFiles, error) {
-	var n host.NodeFiles
+	return ResolveNodeFiles(host.NodeFiles{Repositories: repositories, Agents: agents, ReleaseRoot: releaseRoot,
+		Release: release, Workspace: workspace})
+}
+
+// ResolveNodeFiles resolves every path of u, the node's own files as the
+// node names them, for host.NodeFiles' checks (a run's: its repository, its
+// run state directory, its release root and its file of passwords, with the
+// run's release and workspace).
+func ResolveNodeFiles(u host.NodeFiles) (host.NodeFiles, error) {
+	n := u
+	n.Repositories = nil
 	var err error
-	for _, r := range repositories {
+	for _, r := range u.Repositories {
 		rr, err := Resolve(r)
 		if err != nil {
 			return n, err
@@ -55,7 +65,8 @@ func NodeFilesOf(repositories []string, agents, releaseRoot, release, workspace 
 	for _, f := range []struct {
 		dst *string
 		src string
-	}{{&n.Agents, agents}, {&n.ReleaseRoot, releaseRoot}, {&n.Release, release}, {&n.Workspace, workspace}} {
+	}{{&n.Agents, u.Agents}, {&n.ReleaseRoot, u.ReleaseRoot}, {&n.Release, u.Release}, {&n.Workspace, u.Workspace},
+		{&n.State, u.State}, {&n.Passwords, u.Passwords}} {
 		if f.src == "" {
 			continue
 		}

@@ -157,6 +157,15 @@ func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (messages.
 		}
 		return messages.ProcID{}, &fs.PathError{Op: "spawn", Path: path, Err: err}
 	}
+	return l.track(path, pid, pidfd, spec.Sandbox != nil, statusR, nil, onExit)
+}
+
+// track follows a child just forked: it opens a pidfd on it if the fork gave
+// none, reads its start time and registers it, so that onExit hears of its
+// end. On failure the child is killed and reaped. statusR is bwrap's status
+// pipe (-1 for none), statusBuf what was already read of it.
+func (l *Launcher) track(path string, pid, pidfd int, sandboxed bool, statusR int, statusBuf []byte, onExit func(host.Exit)) (messages.ProcID, error) {
+	var err error
 	if pidfd < 0 {
 		// Without CLONE_PIDFD: the child is ours and unreaped, so its PID
 		// cannot have been reused yet.
@@ -173,7 +182,7 @@ func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (messages.
 		return messages.ProcID{}, fmt.Errorf("unixhost: spawn %s: read the child's start time: %w", path, err)
 	}
 	c := &child{id: messages.ProcID{PID: pid, Start: st.Start}, own: true, onExit: onExit, ready: make(chan struct{}),
-		sandboxed: spec.Sandbox != nil, status: statusR, inner: -1}
+		sandboxed: sandboxed, status: statusR, statusBuf: statusBuf, inner: -1}
 	defer close(c.ready)
 	if err := l.register(c, pidfd); err != nil {
 		// Closed meanwhile: nobody would reap the child, and the caller is

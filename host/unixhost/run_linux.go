@@ -1,0 +1,374 @@
+package unixhost
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
+)
+
+var _ host.RunStarter = (*Launcher)(nil)
+
+// childPIDWait bounds how long StartRun waits for bwrap to say its child's
+// PID, which it does right after the clone.
+const childPIDWait = 10 * time.Second
+
+// runSupport is computed once per process: what it finds does not change
+// while the node runs.
+var runSupport = sync.OnceValue(probeRunSupport)
+
+// RunSupport says what this host can provide a run (refusal row 8): bwrap,
+// cpu (RLIMIT_CPU, which the kernel enforces on everyone), processes
+// (RLIMIT_NPROC, which the kernel does not count for root's user: a node
+// running as root, whose sandbox's user is root outside it, cannot provide
+// it) and memory (refused: no cgroup is made for a run yet; the reason names
+// what the host lacks).
+func (l *Launcher) RunSupport() host.RunSupport {
+	s := runSupport()
+	if l.bwrap == "" {
+		s.Sandbox = "bwrap is not installed (looked for /usr/bin/bwrap and /bin/bwrap)"
+	}
+	return s
+}
+
+func probeRunSupport() host.RunSupport {
+	var s host.RunSupport
+	if os.Geteuid() == 0 {
+		s.Processes = "the node runs as root: its sandboxes' users are root outside them, whose processes the kernel does not count against RLIMIT_NPROC"
+	}
+	s.Memory = memoryRefusal()
+	return s
+}
+
+// memoryRefusal reads the node's own cgroup v2 directory and its controllers
+// for host.MemoryRefusal.
+func memoryRefusal() string {
+	cg, err := readSmall("/proc/self/cgroup")
+	if err != nil {
+		return fmt.Sprintf("the node's cgroup cannot be read: %v", err)
+	}
+	mi, err := readSmall("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Sprintf("the node's mounts cannot be read: %v", err)
+	}
+	p, ok := host.ParseProcCgroup(cg)
+	dir := ""
+	if ok {
+		dir, _ = host.Cgroup2Dir(host.ParseCgroup2Mounts(mi), p)
+	}
+	var controllers, subtree []byte
+	if dir != "" {
+		if controllers, err = readSmall(filepath.Join(dir, "cgroup.controllers")); err != nil {
+			return fmt.Sprintf("the controllers of the node's cgroup cannot be read: %v", err)
+		}
+		subtree, _ = readSmall(filepath.Join(dir, "cgroup.subtree_control"))
+	}
+	return host.MemoryRefusal(dir, controllers, subtree)
+}
+
+// readSmall reads a small file of /proc or /sys, retrying EINTR.
+func readSmall(p string) ([]byte, error) {
+	for {
+		b, err := os.ReadFile(p)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		return b, err
+	}
+}
+
+// StartRun starts a run's process (seed 004, sections 6 to 8): with a
+// sandbox, bwrap with host.RunBwrapArgs, the files' texts in memfds, and,
+// when a limit is asked, the recipe that leaves no window: bwrap is given
+// --json-status-fd and --block-fd, StartRun reads the PID of bwrap's child,
+// sets RLIMIT_CPU and RLIMIT_NPROC on it with prlimit, and only then writes
+// the byte that lets it go on to the command; the command's process and every
+// one it starts inherit the limits. Without a sandbox the program is started
+// alone (found on spec.Env's PATH when named without '/'), and no limit may
+// be asked. It returns the process to watch (bwrap, with a sandbox) and
+// follows it as Spawn's children are: onExit hears of its end once.
+//
+// With EndsWithNode, bwrap is given --die-with-parent: the sandbox is killed
+// when the process that called StartRun ends, or rather the thread that
+// forked bwrap (bubblewrap #692); Go ends a thread only when a goroutine
+// locked to it exits, and StartRun does not lock. That process is the run's
+// watcher, never the daemon, whose going down ends no run.
+func (l *Launcher) StartRun(spec host.RunSpec, onExit func(host.Exit)) (messages.ProcID, error) {
+	if onExit == nil {
+		return messages.ProcID{}, errors.New("unixhost: start run: no onExit")
+	}
+	if len(spec.Command) == 0 || spec.Command[0] == "" {
+		return messages.ProcID{}, errors.New("unixhost: start run: no command")
+	}
+	prog := spec.Command[0]
+	if !filepath.IsAbs(spec.Dir) || filepath.Clean(spec.Dir) != spec.Dir {
+		return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: directory %q is not an absolute, clean path", prog, spec.Dir)
+	}
+	if err := l.RunSupport().Check(spec.Sandbox, spec.Limits); err != nil {
+		return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, err)
+	}
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, host.ErrClosed)
+	}
+	files := []uintptr{uintptr(l.devnull), uintptr(l.nullW), uintptr(l.nullW)}
+	for i, f := range []host.FD{spec.Stdin, spec.Stdout, spec.Stderr} {
+		if f != nil {
+			files[i] = f.Fd()
+		}
+	}
+	env := spec.Env
+	if env == nil {
+		env = []string{}
+	}
+	if spec.Sandbox == nil {
+		return l.startUnconfined(spec, env, files, onExit)
+	}
+	return l.startSandboxed(spec, env, files, onExit)
+}
+
+func (l *Launcher) startUnconfined(spec host.RunSpec, env []string, files []uintptr, onExit func(host.Exit)) (messages.ProcID, error) {
+	path, err := lookPath(spec.Command[0], env)
+	if err != nil {
+		return messages.ProcID{}, err
+	}
+	pidfd := -1
+	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: env, Files: files,
+		Sys: &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd}}
+	pid, err := syscall.ForkExec(path, spec.Command, attr)
+	if err != nil {
+		return messages.ProcID{}, &fs.PathError{Op: "start run", Path: path, Err: err}
+	}
+	return l.track(path, pid, pidfd, false, -1, nil, onExit)
+}
+
+// lookPath finds prog on env's PATH, as the run's process would: a program
+// named without '/' with no PATH in env is an error, not a guess.
+func lookPath(prog string, env []string) (string, error) {
+	if strings.Contains(prog, "/") {
+		if !filepath.IsAbs(prog) {
+			return "", fmt.Errorf("unixhost: start run: program %q is neither absolute nor a name to find on PATH", prog)
+		}
+		return prog, nil
+	}
+	path, ok := "", false
+	for _, kv := range env {
+		if v, found := strings.CutPrefix(kv, "PATH="); found {
+			path, ok = v, true
+		}
+	}
+	if !ok {
+		return "", fmt.Errorf("unixhost: start run: program %q is named without '/', and env has no PATH", prog)
+	}
+	for _, d := range filepath.SplitList(path) {
+		if !filepath.IsAbs(d) {
+			continue
+		}
+		p := filepath.Join(d, prog)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && unix.Access(p, unix.X_OK) == nil {
+			return p, nil
+		}
+	}
+	return "", &fs.PathError{Op: "start run: find on PATH " + path, Path: prog, Err: fs.ErrNotExist}
+}
+
+func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintptr, onExit func(host.Exit)) (messages.ProcID, error) {
+	sb := spec.Sandbox
+	prog := spec.Command[0]
+	limited := spec.Limits.CPU > 0 || spec.Limits.Processes > 0
+	fds := host.RunFDs{Status: 3, Files: 4}
+	if limited {
+		fds = host.RunFDs{Status: 3, Block: 4, Files: 5}
+	}
+	argv, err := host.RunBwrapArgs(*sb, fds, spec.Dir, spec.Command)
+	if err != nil {
+		return messages.ProcID{}, err
+	}
+	var closeAfter []int
+	defer func() {
+		for _, fd := range closeAfter {
+			unix.Close(fd)
+		}
+	}()
+	var status [2]int
+	if err := unix.Pipe2(status[:], unix.O_CLOEXEC); err != nil {
+		return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: status pipe: %w", prog, err)
+	}
+	statusR := status[0]
+	closeAfter = append(closeAfter, status[1])
+	if err := unix.SetNonblock(statusR, true); err != nil {
+		unix.Close(statusR)
+		return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: status pipe: %w", prog, err)
+	}
+	files = append(files, uintptr(status[1]))
+	blockW := -1
+	if limited {
+		var block [2]int
+		if err := unix.Pipe2(block[:], unix.O_CLOEXEC); err != nil {
+			unix.Close(statusR)
+			return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: block pipe: %w", prog, err)
+		}
+		blockW = block[1]
+		// Closing the write end would let the child go on, as a byte does:
+		// it is closed only once the limits are set or the child is dead.
+		closeAfter = append(closeAfter, block[0])
+		files = append(files, uintptr(block[0]))
+	}
+	for i, f := range sb.Files {
+		fd, err := dataFD(f.Text)
+		if err != nil {
+			unix.Close(statusR)
+			if blockW >= 0 {
+				unix.Close(blockW)
+			}
+			return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: sandbox.files[%d] at %s: %w", prog, i, f.At, err)
+		}
+		closeAfter = append(closeAfter, fd)
+		files = append(files, uintptr(fd))
+	}
+	pidfd := -1
+	attr := &syscall.ProcAttr{Dir: "/", Env: env, Files: files,
+		Sys: &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd}}
+	pid, err := syscall.ForkExec(l.bwrap, argv, attr)
+	if err != nil {
+		unix.Close(statusR)
+		if blockW >= 0 {
+			unix.Close(blockW)
+		}
+		return messages.ProcID{}, &fs.PathError{Op: "start run", Path: l.bwrap, Err: err}
+	}
+	for _, fd := range closeAfter {
+		unix.Close(fd)
+	}
+	closeAfter = nil
+	if !limited {
+		return l.track(l.bwrap, pid, pidfd, true, statusR, nil, onExit)
+	}
+	buf, err := l.limit(pid, statusR, spec.Limits)
+	if err != nil {
+		// The child, if there is one, is killed before the block is lifted,
+		// so that nothing runs without its limits.
+		if st := host.ParseBwrapStatus(buf); st.ChildPID > 0 {
+			killChildOf(st.ChildPID, pid)
+		}
+		if pidfd >= 0 {
+			unix.Close(pidfd)
+		}
+		l.abandon(pid, statusR)
+		unix.Close(blockW)
+		return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, err)
+	}
+	// Let the child go on. EPIPE means it is gone already (a bind that
+	// failed): bwrap says so in its exit.
+	for {
+		_, err := unix.Write(blockW, []byte{'\n'})
+		if err != unix.EINTR {
+			break
+		}
+	}
+	unix.Close(blockW)
+	return l.track(l.bwrap, pid, pidfd, true, statusR, buf, onExit)
+}
+
+// limit waits for bwrap to say its child's PID and sets the limits on it.
+// It returns what it read of the status pipe. A bwrap that exits before it
+// has a child (bad arguments) is no error: its exit says so.
+func (l *Launcher) limit(bwrap, statusR int, lim host.RunLimits) ([]byte, error) {
+	var buf []byte
+	deadline := time.Now().Add(childPIDWait)
+	child := 0
+	for child == 0 {
+		var b [512]byte
+		n, err := unix.Read(statusR, b[:])
+		switch {
+		case n > 0:
+			buf = append(buf, b[:n]...)
+			child = host.ParseBwrapStatus(buf).ChildPID
+			continue
+		case err == unix.EINTR:
+			continue
+		case n == 0 && err == nil:
+			return buf, nil // EOF: bwrap ended without a child
+		case err != unix.EAGAIN:
+			return buf, fmt.Errorf("read bwrap %d's status: %w", bwrap, err)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return buf, fmt.Errorf("bwrap %d did not say its child's PID within %s", bwrap, childPIDWait)
+		}
+		pfd := []unix.PollFd{{Fd: int32(statusR), Events: unix.POLLIN}}
+		if _, err := unix.Poll(pfd, int(min(left, time.Second)/time.Millisecond)+1); err != nil && err != unix.EINTR {
+			return buf, fmt.Errorf("poll bwrap %d's status: %w", bwrap, err)
+		}
+	}
+	set := []struct {
+		field string
+		res   int
+		lim   unix.Rlimit
+		asked bool
+	}{
+		// SIGXCPU at the soft limit; SIGKILL a second later if it is caught.
+		{"limits.cpu", unix.RLIMIT_CPU, unix.Rlimit{Cur: lim.CPU, Max: lim.CPU + 1}, lim.CPU > 0},
+		{"limits.processes", unix.RLIMIT_NPROC, unix.Rlimit{Cur: lim.Processes, Max: lim.Processes}, lim.Processes > 0},
+	}
+	for _, s := range set {
+		if !s.asked {
+			continue
+		}
+		if err := unix.Prlimit(child, s.res, &s.lim, nil); err != nil {
+			return buf, fmt.Errorf("%s: prlimit on bwrap's child %d: %w", s.field, child, err)
+		}
+	}
+	return buf, nil
+}
+
+// killChildOf kills pid if it is still bwrap's child (checked through a
+// pidfd, so that a reused PID is never hit).
+func killChildOf(pid, bwrap int) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if st, err := ReadStat(pid); err == nil && st.PPID == bwrap {
+		pidfdSignal(fd, unix.SIGKILL, false)
+	}
+}
+
+// dataFD returns a memfd holding text, at its start, for bwrap to copy: the
+// text is on no file system of the host.
+func dataFD(text string) (int, error) {
+	fd, err := unix.MemfdCreate("ocx-run-file", unix.MFD_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("memfd_create: %w", err)
+	}
+	b := []byte(text)
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("write memfd: %w", err)
+		}
+		b = b[n:]
+	}
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("seek memfd: %w", err)
+	}
+	return fd, nil
+}
