@@ -317,7 +317,7 @@ func FuzzReadMessage(f *testing.F) {
 				}
 			}
 			_ = CheckRunValues(r, nil)
-			_ = RunRefusal(r, nil, RunFacts{SenderPrivileged: true})
+			_ = RunRefusal(r, nil, RefusalFacts{SenderPrivileged: true})
 		}
 		enc, err := m.Encode()
 		if err != nil {

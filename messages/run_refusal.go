@@ -42,9 +42,9 @@ type RunProvision struct {
 	Limits []string
 }
 
-// RunFacts is what RunRefusal needs of the node and the repository, each
+// RefusalFacts is what RunRefusal needs of the node and the repository, each
 // read by the caller.
-type RunFacts struct {
+type RefusalFacts struct {
 	// SenderPrivileged: the user the server received the run from holds
 	// admin or setup.
 	SenderPrivileged bool
@@ -85,7 +85,7 @@ func (r *Refusal) String() string { return fmt.Sprintf("refused row=%d note=%q",
 // with decodeErr the error ReadMessage gave (a *MalformedMessage). Row 1
 // comes first, so a run a user without admin or setup sent is refused for
 // that whatever its form.
-func RunRefusal(run *Run, decodeErr error, f RunFacts) *Refusal {
+func RunRefusal(run *Run, decodeErr error, f RefusalFacts) *Refusal {
 	if !f.SenderPrivileged {
 		return &Refusal{RefusedSender, "no user holding admin or setup sent this run"}
 	}

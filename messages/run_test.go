@@ -245,7 +245,7 @@ func TestHostileRuns(t *testing.T) {
 			if mm.Err.Field != c.field {
 				t.Errorf("names %q, want %q: %v", mm.Err.Field, c.field, err)
 			}
-			ref := RunRefusal(nil, err, RunFacts{SenderPrivileged: true})
+			ref := RunRefusal(nil, err, RefusalFacts{SenderPrivileged: true})
 			if ref == nil || ref.Row != RefusedMalformed || !strings.Contains(ref.Note, c.field) {
 				t.Errorf("refusal %v, want row 2 naming %s", ref, c.field)
 			}
@@ -615,7 +615,7 @@ func TestCheckRunValues(t *testing.T) {
 // TestRunRefusalRows: one case per row 1 to 8, each holding that row
 // alone, then the order: a run holding several is refused for the first.
 func TestRunRefusalRows(t *testing.T) {
-	ok := RunFacts{SenderPrivileged: true, NodeUser: "lab-1", NodeUsers: []string{"lab-2"}, Privileged: []string{"admin"},
+	ok := RefusalFacts{SenderPrivileged: true, NodeUser: "lab-1", NodeUsers: []string{"lab-2"}, Privileged: []string{"admin"},
 		ServerNode: true, Provides: RunProvision{Sandbox: true, NoNetwork: true, Limits: []string{LimitWall, LimitCPU, LimitProcesses}}}
 	sb := `"sandbox": {"uid": 1, "gid": 1, "capabilities": [], "network": true, "own_session": true, "ends_with_node": true, "read_only": [], "read_write": [], "homes": [], "files": [], "proc": "/proc", "dev": "/dev", "tmp": "/tmp"}`
 	block := func(user, extra string) string {
@@ -625,38 +625,38 @@ func TestRunRefusalRows(t *testing.T) {
 	type tc struct {
 		name  string
 		block string
-		facts func(f *RunFacts)
+		facts func(f *RefusalFacts)
 		row   RefusalRow
 		note  string
 	}
 	cases := []tc{
 		{"none", good, nil, 0, ""},
-		{"1 sender", good, func(f *RunFacts) { f.SenderPrivileged = false }, RefusedSender, "admin or setup"},
+		{"1 sender", good, func(f *RefusalFacts) { f.SenderPrivileged = false }, RefusedSender, "admin or setup"},
 		{"2 malformed", block("", ""), nil, RefusedMalformed, "process.user"},
 		{"3 value", block("builder", `, "limits": {}, "sandbox": {"uid": 1, "gid": 1, "capabilities": [], "network": true, "own_session": true, "ends_with_node": true, "read_only": ["$$tree$$"], "read_write": [], "homes": [], "files": [], "proc": "/proc", "dev": "/dev", "tmp": "/tmp"}`), nil, RefusedSteps, "$$tree$$"},
 		{"3 step", `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "workspace": [{"step": "clone", "into": "/c"}], "process": {"user": "builder", "command": ["x"]}}`, nil, RefusedSteps, "needs a password step"},
 		{"4 own user", block("lab-1", ""), nil, RefusedUser, "this node's own"},
 		{"4 a node's user", block("lab-2", ""), nil, RefusedUser, "a node's user"},
 		{"4 admin", block("admin", ""), nil, RefusedUser, "admin or setup"},
-		{"5 works for another", good, func(f *RunFacts) { f.BoundNode = "lab-3" }, RefusedOtherNode, "lab-3"},
-		{"5 works for this one", good, func(f *RunFacts) { f.BoundNode = "lab-1" }, 0, ""},
-		{"6 no password", good, func(f *RunFacts) { f.ServerNode = false }, RefusedNoPassword, "builder"},
-		{"6 a password held", good, func(f *RunFacts) { f.ServerNode, f.HasPassword = false, true }, 0, ""},
-		{"7 unconfined", good, func(f *RunFacts) { f.NothingUnconfined = true }, RefusedUnconfined, "unconfined"},
-		{"7 confined", block("builder", ", "+sb), func(f *RunFacts) { f.NothingUnconfined = true }, 0, ""},
-		{"8 memory", block("builder", `, "limits": {"memory": "1G"}`), func(f *RunFacts) { f.Provides.Limits = append(f.Provides.Limits, LimitMemory) }, RefusedUnprovided, "limits.memory"},
-		{"8 cpu", block("builder", `, "limits": {"cpu": 60}`), func(f *RunFacts) { f.Provides.Limits = []string{LimitWall} }, RefusedUnprovided, "limits.cpu"},
-		{"8 no bwrap", block("builder", ", "+sb), func(f *RunFacts) { f.Provides.Sandbox = false }, RefusedUnprovided, "sandbox"},
+		{"5 works for another", good, func(f *RefusalFacts) { f.BoundNode = "lab-3" }, RefusedOtherNode, "lab-3"},
+		{"5 works for this one", good, func(f *RefusalFacts) { f.BoundNode = "lab-1" }, 0, ""},
+		{"6 no password", good, func(f *RefusalFacts) { f.ServerNode = false }, RefusedNoPassword, "builder"},
+		{"6 a password held", good, func(f *RefusalFacts) { f.ServerNode, f.HasPassword = false, true }, 0, ""},
+		{"7 unconfined", good, func(f *RefusalFacts) { f.NothingUnconfined = true }, RefusedUnconfined, "unconfined"},
+		{"7 confined", block("builder", ", "+sb), func(f *RefusalFacts) { f.NothingUnconfined = true }, 0, ""},
+		{"8 memory", block("builder", `, "limits": {"memory": "1G"}`), func(f *RefusalFacts) { f.Provides.Limits = append(f.Provides.Limits, LimitMemory) }, RefusedUnprovided, "limits.memory"},
+		{"8 cpu", block("builder", `, "limits": {"cpu": 60}`), func(f *RefusalFacts) { f.Provides.Limits = []string{LimitWall} }, RefusedUnprovided, "limits.cpu"},
+		{"8 no bwrap", block("builder", ", "+sb), func(f *RefusalFacts) { f.Provides.Sandbox = false }, RefusedUnprovided, "sandbox"},
 		{"8 capability", block("builder", ", "+strings.Replace(sb, `"capabilities": []`, `"capabilities": ["CAP_SYS_ADMIN"]`, 1)), nil, RefusedUnprovided, "CAP_SYS_ADMIN"},
-		{"8 network", block("builder", ", "+strings.Replace(sb, `"network": true`, `"network": false`, 1)), func(f *RunFacts) { f.Provides.NoNetwork = false }, RefusedUnprovided, "sandbox.network"},
+		{"8 network", block("builder", ", "+strings.Replace(sb, `"network": true`, `"network": false`, 1)), func(f *RefusalFacts) { f.Provides.NoNetwork = false }, RefusedUnprovided, "sandbox.network"},
 		// Order: the first row that holds counts.
-		{"1 before 2", block("", ""), func(f *RunFacts) { f.SenderPrivileged = false }, RefusedSender, ""},
+		{"1 before 2", block("", ""), func(f *RefusalFacts) { f.SenderPrivileged = false }, RefusedSender, ""},
 		{"2 before 4", block("", `, "process2": 1`), nil, RefusedMalformed, ""},
 		{"3 before 4", strings.Replace(block("lab-1", ""), `"password"`, `"shell"`, 1), nil, RefusedSteps, "shell"},
-		{"4 before 5", block("admin", ""), func(f *RunFacts) { f.BoundNode = "lab-3" }, RefusedUser, ""},
-		{"5 before 6", good, func(f *RunFacts) { f.BoundNode, f.ServerNode = "lab-3", false }, RefusedOtherNode, ""},
-		{"6 before 7", good, func(f *RunFacts) { f.ServerNode, f.NothingUnconfined = false, true }, RefusedNoPassword, ""},
-		{"7 before 8", block("builder", `, "limits": {"memory": "1G"}`), func(f *RunFacts) { f.NothingUnconfined = true }, RefusedUnconfined, ""},
+		{"4 before 5", block("admin", ""), func(f *RefusalFacts) { f.BoundNode = "lab-3" }, RefusedUser, ""},
+		{"5 before 6", good, func(f *RefusalFacts) { f.BoundNode, f.ServerNode = "lab-3", false }, RefusedOtherNode, ""},
+		{"6 before 7", good, func(f *RefusalFacts) { f.ServerNode, f.NothingUnconfined = false, true }, RefusedNoPassword, ""},
+		{"7 before 8", block("builder", `, "limits": {"memory": "1G"}`), func(f *RefusalFacts) { f.NothingUnconfined = true }, RefusedUnconfined, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
