@@ -99,8 +99,9 @@ func (l Layout) Workspace(k messages.WorkspaceKey) (Workspace, error) {
 		Wake:         filepath.Join(session, "wake"),
 		Log:          filepath.Join(session, "log"),
 		ListeningDir: filepath.Join(session, "listening"),
-		Hears:        filepath.Join(session, "hears"),
-		Checkins:     filepath.Join(session, "checkins"),
+		Held:         filepath.Join(l.root, k.Login, "held", k.Project),
+		Hears:        filepath.Join(l.root, k.Login, "held", k.Project, "hears"),
+		Checkins:     filepath.Join(l.root, k.Login, "held", k.Project, "checkins"),
 		MCPDir:       filepath.Join(l.root, k.Login, "mcp", k.Project),
 		MCPLog:       filepath.Join(l.root, k.Login, "mcp", k.Project+".log"),
 	}, nil
@@ -117,12 +118,17 @@ type Workspace struct {
 	Wake         string // session/wake, the wake pipe (mode 0600)
 	Log          string // session/log, the session's stdout and stderr
 	ListeningDir string // session/listening/
-	// Hears is session/hears: the users whose posts wake the session, one
+	// Held is AGENTS/LOGIN/held/PROJECT (mode 0700): what the hook reads of
+	// the session that its agent may not change, outside the workspace and
+	// bound into no sandbox. A file in the workspace is the agent's to
+	// write: a hears file there would let it hear whom its record does not.
+	Held string
+	// Hears is Held/hears: the users whose posts wake the session, one
 	// login a line or "*", written by whoever starts it (D27).
 	Hears string
-	// Checkins is session/checkins: the branches whose check-ins the hook
+	// Checkins is Held/checkins: the branches whose check-ins the hook
 	// gives the session, one branch a line, written by whoever starts it
-	// (seed 001 E7); absent or empty for none.
+	// (seed 001 E7); absent for none.
 	Checkins string
 	// MCPDir is AGENTS/LOGIN/mcp/PROJECT (mode 0700), outside the
 	// workspace: it holds the session's MCP socket, MCPSocketName, and is

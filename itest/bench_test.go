@@ -141,7 +141,10 @@ func benchHook(b *testing.B, count int, listening, halfHeard bool) {
 	daemon := countPipe(b, root, filepath.Join(n.agents, "ocxd"))
 	// The session hears alice, as a session started with --hears alice does.
 	hears, _ := messages.HearsFileContent([]string{person})
-	if err := os.WriteFile(filepath.Join(n.agents, agent, "projects", "demo", "session", "hears"), hears, 0o600); err != nil {
+	if err := os.MkdirAll(filepath.Join(n.agents, agent, "held", "demo"), 0o700); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(n.agents, agent, "held", "demo", "hears"), hears, 0o600); err != nil {
 		b.Fatal(err)
 	}
 	var wake *pipeCounter

@@ -257,6 +257,20 @@ func TestToolsAgentEndToEnd(t *testing.T) {
 		t.Errorf("audit of its own check-in: %+v", a)
 	}
 
+	// The agent, from inside its sandbox, tries to hear everyone: the file
+	// the hook reads is outside its reach, and what it writes in its
+	// workspace hears nobody more.
+	held := filepath.Join(n.agents, toolAgent, "held", "demo", "hears")
+	if out, errs, err := inSandbox(bw, "", "", "/bin/sh", "-c", `echo '*' > "$0"`, held); err == nil {
+		t.Errorf("the agent wrote the hears file the hook reads, %s: %s%s", held, out, errs)
+	}
+	if _, errs, err := inSandbox(bw, "", "", "/bin/sh", "-c", `echo '*' > "$0"`, filepath.Join(wsDir, "session", "hears")); err != nil {
+		t.Fatalf("write in its own workspace: %v %s", err, errs)
+	}
+	if b, err := os.ReadFile(held); err != nil || string(b) != person+"\n" {
+		t.Errorf("the hears file the hook reads holds %q (%v), want alice alone", b, err)
+	}
+
 	// A stranger's post wakes nothing (no answer, no unheard note, D27);
 	// alice's after it is answered.
 	fromBob := n.result(stranger, "post", "--to", record, "--text", "let me in")

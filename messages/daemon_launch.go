@@ -52,11 +52,11 @@ type LaunchSpec struct {
 	Wall string `json:"wall,omitempty"`
 	// Hears is the session definition's hears (nil: the default, every user
 	// holding admin or setup when the session starts), which the spawner
-	// resolves and writes for the hook (WS/session/hears).
+	// resolves and writes for the hook (AGENTS/LOGIN/held/PROJECT/hears).
 	Hears []string `json:"hears,omitzero"`
 	// Checkins is the session definition's checkins: the branches whose
 	// check-ins the hook gives the session, which the spawner writes for
-	// it (WS/session/checkins).
+	// it (AGENTS/LOGIN/held/PROJECT/checkins).
 	Checkins []string `json:"checkins,omitempty"`
 }
 

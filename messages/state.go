@@ -243,7 +243,7 @@ type SessionStatus struct {
 	Older bool `json:"older" why:"a session says whether its release is older than the current one"`
 	// Hears are the users whose posts wake it (its definition's hears, or
 	// the users holding admin or setup when it started), as the daemon wrote
-	// them for the hook (WS/session/hears); absent when none were written,
+	// them for the hook (AGENTS/LOGIN/held/PROJECT/hears); absent when none were written,
 	// as for a session a release before this one started.
 	Hears []string `json:"hears,omitzero"`
 }

@@ -87,7 +87,7 @@ func checkUser(field, s string) error {
 	return checkChars(field, s, false)
 }
 
-// HearsFileContent is what WS/session/hears holds for a resolved hears list:
+// HearsFileContent is what AGENTS/LOGIN/held/PROJECT/hears holds for a resolved hears list:
 // one login a line, in the order given, or "*" alone; an empty list (the
 // session hears nobody) is an empty file. The hook reads it for each post
 // that would wake the session (D27).
@@ -103,7 +103,7 @@ func HearsFileContent(hears []string) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// ParseHearsFile reads WS/session/hears: the inverse of HearsFileContent.
+// ParseHearsFile reads AGENTS/LOGIN/held/PROJECT/hears: the inverse of HearsFileContent.
 // It never returns nil: an empty file hears nobody.
 func ParseHearsFile(data []byte) ([]string, error) {
 	const where = "hears file"
@@ -137,7 +137,7 @@ func Hears(hears []string, sender string) bool {
 	return false
 }
 
-// CheckinsFileContent renders WS/session/checkins: one branch a line, each
+// CheckinsFileContent renders AGENTS/LOGIN/held/PROJECT/checkins: one branch a line, each
 // line ended by a newline; no branch, an empty file.
 func CheckinsFileContent(branches []string) ([]byte, error) {
 	if err := checkBranches("checkins", branches); err != nil {
@@ -151,7 +151,7 @@ func CheckinsFileContent(branches []string) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// ParseCheckinsFile reads WS/session/checkins: the inverse of
+// ParseCheckinsFile reads AGENTS/LOGIN/held/PROJECT/checkins: the inverse of
 // CheckinsFileContent. It never returns nil.
 func ParseCheckinsFile(data []byte) ([]string, error) {
 	const where = "checkins file"

@@ -420,7 +420,7 @@ func (h *run) decidePost(ctx context.Context, info fossilio.Info, a *Arrival, ki
 }
 
 // checkinTargets reads, once a run, the sessions given check-ins: each
-// login's WS/session/checkins for this project (seed 001 E7).
+// login's AGENTS/LOGIN/held/PROJECT/checkins for this project (seed 001 E7).
 func (h *run) checkinTargets() []CheckinTarget {
 	if h.checkins != nil {
 		return *h.checkins
@@ -512,7 +512,7 @@ func (h *run) loginList() []string {
 	return out
 }
 
-// hears reads whom a session hears (WS/session/hears, written when it was
+// hears reads whom a session hears (AGENTS/LOGIN/held/PROJECT/hears, written when it was
 // started). A session started without one (by a release before it) hears
 // the default: every user holding admin or setup now.
 func (h *run) hears(ctx context.Context, ws host.Workspace) []string {

@@ -172,17 +172,17 @@ func (f *fix) wake(login string) string {
 }
 
 // hears writes whom a workspace's session hears, as the daemon does when it
-// starts one (WS/session/hears).
+// starts one (AGENTS/LOGIN/held/PROJECT/hears).
 func (f *fix) hears(login string, users ...string) {
 	f.t.Helper()
 	data, err := messages.HearsFileContent(users)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(f.agents, login, "projects", "demo", "session"), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(f.agents, login, "held", "demo"), 0o700); err != nil {
 		f.t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(f.agents, login, "projects", "demo", "session", "hears"), data, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(f.agents, login, "held", "demo", "hears"), data, 0o600); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -775,14 +775,14 @@ func TestHookNotesABurstOnce(t *testing.T) {
 }
 
 // checkins writes the branches whose check-ins a workspace's session is
-// given, as the daemon does when it starts one (WS/session/checkins).
+// given, as the daemon does when it starts one (AGENTS/LOGIN/held/PROJECT/checkins).
 func (f *fix) checkins(login string, branches ...string) {
 	f.t.Helper()
 	data, err := messages.CheckinsFileContent(branches)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	dir := filepath.Join(f.agents, login, "projects", "demo", "session")
+	dir := filepath.Join(f.agents, login, "held", "demo")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		f.t.Fatal(err)
 	}

@@ -199,7 +199,7 @@ func (u UnheardNote) Text(block []byte) string {
 }
 
 // CheckinTarget is a session given the check-ins of some branches: those
-// its WS/session/checkins names (seed 001 E4, E7).
+// its AGENTS/LOGIN/held/PROJECT/checkins names (seed 001 E4, E7).
 type CheckinTarget struct {
 	Workspace messages.WorkspaceKey
 	Branches  []string

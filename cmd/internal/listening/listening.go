@@ -6,6 +6,7 @@
 package listening
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -170,7 +171,7 @@ type Result struct {
 	Files []string
 	// Notes is how many listen and unlisten notes of the workspace were read.
 	Notes int
-	// Hears is what WS/session/hears now holds.
+	// Hears is what AGENTS/LOGIN/held/PROJECT/hears now holds.
 	Hears []string
 }
 
@@ -189,7 +190,7 @@ func ResolveHears(ctx context.Context, node *fossilio.Repo, hears []string) ([]s
 	return users, nil
 }
 
-// ReadHears reads WS/session/hears; ok is false when there is none (a
+// ReadHears reads the workspace's hears file (Workspace.Hears); ok is false when there is none (a
 // session started by a release before it).
 func ReadHears(root *unixhost.Root, ws host.Workspace) (hears []string, ok bool, err error) {
 	data, err := root.ReadFile(ws.Hears)
@@ -208,7 +209,7 @@ func ReadHears(root *unixhost.Root, ws host.Workspace) (hears []string, ok bool,
 
 // Rebuild rewrites the listening index of workspace ws from the node's
 // repository: the session's own record, plus the latest listen or unlisten
-// note of each listener that the agent login sent; and WS/session/hears,
+// note of each listener that the agent login sent; and AGENTS/LOGIN/held/PROJECT/hears,
 // the users whose posts wake the session (hears, as ResolveHears gives it).
 // It holds the index's lock
 // from the read of the repository to the last file written, so that a tool
@@ -243,17 +244,7 @@ func Rebuild(ctx context.Context, root *unixhost.Root, ws host.Workspace, node *
 		if err := replace(root, ws, sess, want); err != nil {
 			return err
 		}
-		if filepath.Dir(ws.Hears) != ws.Session {
-			return fmt.Errorf("the hears file %s is not in %s", ws.Hears, ws.Session)
-		}
-		// As the index, a hears file that already says it is left alone.
-		if sess.Holds(filepath.Base(ws.Hears), hearsFile) {
-			return nil
-		}
-		if err := sess.WriteFile(filepath.Base(ws.Hears), hearsFile, 0o600); err != nil {
-			return err
-		}
-		return sess.Sync()
+		return writeHeld(root, ws, ws.Hears, hearsFile)
 	})
 	if err != nil {
 		return Result{}, fmt.Errorf("rebuild the listening index of %s: %w", key, err)
@@ -261,7 +252,7 @@ func Rebuild(ctx context.Context, root *unixhost.Root, ws host.Workspace, node *
 	return res, nil
 }
 
-// WriteCheckins writes WS/session/checkins, the branches whose check-ins
+// WriteCheckins writes AGENTS/LOGIN/held/PROJECT/checkins, the branches whose check-ins
 // the hook gives the session (seed 001 E7), under the index's lock; with no
 // branch it removes the file, so that a session started without checkins
 // is given none that an earlier one of the workspace asked for.
@@ -270,24 +261,14 @@ func WriteCheckins(ctx context.Context, root *unixhost.Root, ws host.Workspace, 
 	if err != nil {
 		return fmt.Errorf("the checkins of %s: %w", ws.Key, err)
 	}
-	if filepath.Dir(ws.Checkins) != ws.Session {
-		return fmt.Errorf("the checkins file %s is not in %s", ws.Checkins, ws.Session)
-	}
-	name := filepath.Base(ws.Checkins)
-	err = locked(ctx, root, ws, func(sess *unixhost.Dir) error {
+	err = locked(ctx, root, ws, func(*unixhost.Dir) error {
 		if len(branches) == 0 {
 			if err := root.Remove(ws.Checkins); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}
 			return nil
 		}
-		if sess.Holds(name, content) {
-			return nil
-		}
-		if err := sess.WriteFile(name, content, 0o600); err != nil {
-			return err
-		}
-		return sess.Sync()
+		return writeHeld(root, ws, ws.Checkins, content)
 	})
 	if err != nil {
 		return fmt.Errorf("the checkins of %s: %w", ws.Key, err)
@@ -295,7 +276,23 @@ func WriteCheckins(ctx context.Context, root *unixhost.Root, ws host.Workspace, 
 	return nil
 }
 
-// ReadCheckins reads WS/session/checkins: none when there is no file.
+// writeHeld writes one file of the workspace's held directory (its hears
+// or checkins), making the directory first; a file that already says it
+// is left alone. Nothing is written through a symbolic link.
+func writeHeld(root *unixhost.Root, ws host.Workspace, path string, content []byte) error {
+	if filepath.Dir(path) != ws.Held {
+		return fmt.Errorf("%s is not in the held directory %s", path, ws.Held)
+	}
+	if err := root.MkdirAll(ws.Held, 0o700); err != nil {
+		return err
+	}
+	if old, err := root.ReadFile(path); err == nil && bytes.Equal(old, content) {
+		return nil
+	}
+	return root.WriteFile(path, content, 0o600)
+}
+
+// ReadCheckins reads the workspace's checkins file: none when there is no file.
 func ReadCheckins(root *unixhost.Root, ws host.Workspace) ([]string, error) {
 	data, err := root.ReadFile(ws.Checkins)
 	if errors.Is(err, os.ErrNotExist) {
