@@ -380,3 +380,49 @@ func TestNativeCompletesOnATicket(t *testing.T) {
 		t.Errorf("the model's one request does not hold the ticket's first comment: %d requests", len(reqs))
 	}
 }
+
+// E9 (D41): a launch note written by hand, for an llm session on a runner
+// the release does not hold, is refused by the daemon before anything
+// starts, the refusal naming the runner; no process names the workspace.
+func TestDaemonRefusesARunnerNotOffered(t *testing.T) {
+	needs(t, "ocxd", "workspace")
+	n := newNode(t)
+	admin := n.srv.AdminLogin
+	n.must("", "login", "add", agent)
+	record := n.result(admin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
+	data, err := os.ReadFile(filepath.Join(n.workspaceDir(agent), "binding.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := messages.DecodeBinding(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &fossilio.Client{URL: n.srv.URL, Login: admin, Password: n.srv.AdminPassword, ProjectCode: n.srv.ProjectCode}
+	def := &messages.SessionDefinition{Kind: messages.LLM, Runner: messages.RunnerCodex, Model: "m", Lifetime: messages.Stays, Hears: []string{person}}
+	dblock, err := def.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdef, err := c.Reply(n.ctx, record, record, "Session, by hand.\n\n"+string(dblock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &messages.LaunchNote{Login: agent, Project: "demo", Workspace: b.Workspace, Session: sdef, Release: messages.ReleaseCurrent}
+	lblock, err := ln.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	launch, err := c.Reply(n.ctx, record, record, "Launch, by hand.\n\n"+string(lblock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.send(messages.PostLine{Repository: n.srv.Repo, Hash: launch}.String())
+	n.waitFor("the refusal of the launch", func() bool { return len(n.refusalsOf(record, launch)) > 0 })
+	if r := n.refusalsOf(record, launch); len(r) != 1 || !strings.Contains(r[0].Reason, `runner "codex" is not offered by this node`) || !strings.Contains(r[0].Reason, "ocx-runner-codex") {
+		t.Errorf("the refusals: %+v", r)
+	}
+	for _, s := range n.status().Sessions {
+		t.Errorf("a session runs after the refusal: %+v", s)
+	}
+}

@@ -21,6 +21,9 @@ type LaunchSpec struct {
 	// Record is the session's own record: a thread's root post or a ticket.
 	Record   string      `json:"record"`
 	Kind     SessionKind `json:"kind,omitempty"`
+	// Runner is an llm session's runner (its definition's), which the
+	// spawner checks its release offers (E9).
+	Runner string `json:"runner,omitempty"`
 	Lifetime Lifetime    `json:"lifetime,omitempty"`
 	Release  string      `json:"release,omitempty"` // current or previous
 	// ReleaseDir is the release directory the wiring resolved Release to when

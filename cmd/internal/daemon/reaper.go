@@ -197,6 +197,15 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if st, err := os.Stat(prog); err != nil || st.IsDir() {
 		return none, fmt.Errorf("the release %s has no workspace program", dir)
 	}
+	if l.Kind == messages.LLM {
+		// E9: a runner the release does not hold is refused before the
+		// session starts, naming it (a launch note written by hand, or
+		// for a release other than the one the tools checked).
+		runner := filepath.Join(dir, host.RunnerPrefix+l.Runner)
+		if fi, err := os.Stat(runner); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+			return none, fmt.Errorf("runner %q is not offered by this node: its release %s holds no executable %s%s", l.Runner, dir, host.RunnerPrefix, l.Runner)
+		}
+	}
 	var sb messages.Sandbox
 	if err := json.Unmarshal(l.Sandbox, &sb); err != nil {
 		return none, fmt.Errorf("the sandbox of launch %s: %w", l.Hash, err)
