@@ -39,9 +39,9 @@ type NodeCore struct {
 	workspaces  map[messages.WorkspaceKey]bool
 	// runs are the run actors started (seed 004), by run hash; nil until
 	// the first.
-	runs  map[string]bool
-	phase nodePhase
-	paused      bool
+	runs   map[string]bool
+	phase  nodePhase
+	paused bool
 	// resuming says a ResumeInputs is in flight; a new pause waits for it,
 	// since the two run on goroutines of their own and could cross.
 	resuming    bool

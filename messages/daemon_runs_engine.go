@@ -77,7 +77,7 @@ type RunsChecked struct {
 	Err  error
 }
 
-func (CheckRuns) daemonEffect()  {}
+func (CheckRuns) daemonEffect()    {}
 func (RunsChecked) daemonMessage() {}
 func (RunsChecked) answer()        {}
 
