@@ -337,7 +337,10 @@ func (e *runEngine) keepLogs(ctx context.Context, eff messages.RunKeepLogs) erro
 	p.readers.Wait()
 	errEnd, errTotal := p.stderr.Bytes()
 	outEnd, outTotal := p.stdout.Bytes()
-	exit := p.exit.Exit()
+	e.mu.Lock()
+	pexit := p.exit
+	e.mu.Unlock()
+	exit := pexit.Exit()
 	stderr := runeng.KeptStream{Name: "stderr", End: errEnd, Total: errTotal}
 	stdout := runeng.KeptStream{Name: "stdout", End: outEnd, Total: outTotal}
 	kept := runeng.Kept(prep.Keep, exit, stderr, stdout)
@@ -351,7 +354,7 @@ func (e *runEngine) keepLogs(ctx context.Context, eff messages.RunKeepLogs) erro
 			}
 		}
 	}
-	return e.records.write(ctx, r.x, eff.Run, runeng.KeptLogsText(eff.Run, eff.Proc, exitWords(p.exit), kept), "kept logs")
+	return e.records.write(ctx, r.x, eff.Run, runeng.KeptLogsText(eff.Run, eff.Proc, exitWords(pexit), kept), "kept logs")
 }
 
 func exitWords(m messages.RunProcessExited) string {
@@ -404,8 +407,11 @@ func (e *runEngine) launch(ctx context.Context, eff messages.RunLaunch) error {
 	p := &runProc{stderr: &runeng.Tail{Max: 64 << 10}, stdout: &runeng.Tail{Max: 64 << 10}}
 	fail := func(err error) error {
 		fmt.Fprintf(p.stderr, "ocxd: the process could not be started: %v\n", err)
-		p.exit = messages.RunProcessExited{Proc: eff.Proc, Code: 127}
-		e.exited(eff.Run, p.exit)
+		m := messages.RunProcessExited{Proc: eff.Proc, Code: 127}
+		e.mu.Lock()
+		p.exit = m
+		e.mu.Unlock()
+		e.exited(eff.Run, m)
 		return err
 	}
 	r, err := e.find(ctx, eff.Run)
