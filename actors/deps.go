@@ -25,6 +25,8 @@ type Classification struct {
 	Checkin *messages.CheckinSpec
 	// Refused is a launch note the record model refuses with a note.
 	Refused *messages.LaunchRefused
+	// Run is a seed 004 message that is an event of a run, for its actor.
+	Run     *messages.RunRouted
 	Nothing string
 }
 
@@ -120,6 +122,29 @@ type Execer interface {
 	Exec(ctx context.Context, h messages.Handoff) error
 }
 
+// RunHost carries out the effects of seed 004's runs: the daemon's run
+// engine. Each method may block; a run actor's effects run one at a time,
+// in the order its core asked for them. A run is named by its hash: the
+// engine reads its message from the record.
+type RunHost interface {
+	// Care records that the run is in the node's care (RunTakeIntoCare),
+	// or takes it out (RunRelease), on the node's own host.
+	Care(ctx context.Context, run string, in bool) error
+	// Prepare makes layers 2 to 4 (RunPrepare): the values set, or the
+	// note naming what failed.
+	Prepare(ctx context.Context, run string) (values map[string]string, failed string)
+	// Write writes started or ended as the node user where the run is
+	// (RunWriteStarted, RunWriteEnded), or the kept logs (RunKeepLogs).
+	Write(ctx context.Context, e messages.DaemonEffect) error
+	// Process launches, feeds or signals a process of the run (RunLaunch,
+	// RunDeliver, RunEndProcess). A launched process's exit comes back to
+	// the node later as a RunRouted RunProcessExited, exactly once.
+	Process(ctx context.Context, e messages.DaemonEffect) error
+	// Check is the node's check of its runs (`runs check`): the runs to end
+	// lost, each as the RunNotInCare for its actor.
+	Check(ctx context.Context) ([]messages.RunRouted, error)
+}
+
 // Deps is every dependency of the actor tree.
 type Deps struct {
 	Classifier Classifier
@@ -133,6 +158,9 @@ type Deps struct {
 	Clock  host.Clock
 	Inputs Inputs
 	Execer Execer
+	// Runs is the run engine (seed 004); nil on a node that runs none:
+	// run events are then logged and dropped.
+	Runs RunHost
 	// Logger receives the actors' log lines; protoactor's own go through it
 	// too when the system is made with NewSystem.
 	Logger *slog.Logger
@@ -166,7 +194,7 @@ func (d *Deps) run(ctx context.Context, e messages.DaemonEffect) messages.Daemon
 	switch e := e.(type) {
 	case messages.ClassifyArtifact:
 		a, err := d.Classifier.Classify(ctx, e.Repository, e.Hash)
-		return messages.ArtifactClassified{Repository: e.Repository, Hash: e.Hash, Launch: a.Launch, Checkin: a.Checkin, Refused: a.Refused, Nothing: a.Nothing, Err: err}
+		return messages.ArtifactClassified{Repository: e.Repository, Hash: e.Hash, Launch: a.Launch, Checkin: a.Checkin, Refused: a.Refused, Run: a.Run, Nothing: a.Nothing, Err: err}
 	case messages.ResolveLaunch:
 		l, err := d.Classifier.ResolveLaunch(ctx, e.Proc)
 		if err != nil {
@@ -215,6 +243,44 @@ func (d *Deps) run(ctx context.Context, e messages.DaemonEffect) messages.Daemon
 			return messages.ExecFailed{Err: err}
 		}
 		return nil
+	}
+	return d.runEffect(ctx, e)
+}
+
+// runEffect performs a run's effect through the run engine, and returns its
+// result, or nil for an effect that has none.
+func (d *Deps) runEffect(ctx context.Context, e messages.DaemonEffect) messages.DaemonMessage {
+	if d.Runs == nil {
+		if _, ok := e.(messages.CheckRuns); ok {
+			return messages.RunsChecked{Err: errors.New("this node has no run engine")}
+		}
+		return nil
+	}
+	switch e := e.(type) {
+	case messages.RunTakeIntoCare:
+		if err := d.Runs.Care(ctx, e.Run, true); err != nil {
+			d.Logger.Error("the run could not be recorded in the node's care", slog.String(KeyRun, e.Run), errAttr(err))
+		}
+	case messages.RunRelease:
+		if err := d.Runs.Care(ctx, e.Run, false); err != nil {
+			d.Logger.Error("the run could not be taken out of the node's care", slog.String(KeyRun, e.Run), errAttr(err))
+		}
+	case messages.RunPrepare:
+		vals, failed := d.Runs.Prepare(ctx, e.Run)
+		return messages.RunPrepared{Values: vals, Failed: failed}
+	case messages.RunWriteStarted:
+		return messages.RunStartedWritten{Err: d.Runs.Write(ctx, e)}
+	case messages.RunWriteEnded:
+		return messages.RunEndedWritten{Err: d.Runs.Write(ctx, e)}
+	case messages.RunKeepLogs:
+		return messages.RunLogsKept{Proc: e.Proc, Err: d.Runs.Write(ctx, e)}
+	case messages.RunLaunch, messages.RunDeliver, messages.RunEndProcess:
+		if err := d.Runs.Process(ctx, e); err != nil {
+			d.Logger.Warn("a run's process effect failed", slog.String(KeyEffect, e.String()), errAttr(err))
+		}
+	case messages.CheckRuns:
+		lost, err := d.Runs.Check(ctx)
+		return messages.RunsChecked{Lost: lost, Err: err}
 	}
 	return nil
 }

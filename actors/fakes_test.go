@@ -17,6 +17,8 @@ import (
 // from the shells' goroutines.
 type fakeWorld struct {
 	mu sync.Mutex
+	// runs is the world's run engine (seed 004); nil for none.
+	runs RunHost
 
 	launches map[string]messages.LaunchSpec
 	checkins map[string]string // hash -> branch
@@ -71,7 +73,7 @@ func newFakeWorld() *fakeWorld {
 }
 
 func (f *fakeWorld) deps() Deps {
-	return Deps{Classifier: f, Checkins: f, Notes: f, Procs: f, Spawner: f, Signaler: f, Watcher: f, Clock: f.clock, Inputs: f, Execer: f}
+	return Deps{Classifier: f, Checkins: f, Notes: f, Procs: f, Spawner: f, Signaler: f, Watcher: f, Clock: f.clock, Inputs: f, Execer: f, Runs: f.runs}
 }
 
 func (f *fakeWorld) fail(name string) error {

@@ -37,8 +37,11 @@ type NodeCore struct {
 	recent      *recentSet
 	classifying map[string]bool
 	workspaces  map[messages.WorkspaceKey]bool
-	phase       nodePhase
-	paused      bool
+	// runs are the run actors started (seed 004), by run hash; nil until
+	// the first.
+	runs   map[string]bool
+	phase  nodePhase
+	paused bool
 	// resuming says a ResumeInputs is in flight; a new pause waits for it,
 	// since the two run on goroutines of their own and could cross.
 	resuming    bool
@@ -91,6 +94,16 @@ func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Da
 		}
 	case messages.ProcessExited:
 		c.exited(m)
+	case messages.RunRouted:
+		c.routeRun(m)
+	case messages.RunsChecked:
+		if m.Err != nil {
+			c.log(slog.LevelError, "the node's runs could not be checked", errAttr(m.Err))
+		}
+		for _, r := range m.Lost {
+			c.routeRun(r)
+		}
+		c.log(slog.LevelInfo, fmt.Sprintf("the node's runs are checked: %d found lost", len(m.Lost)))
 	case messages.Boot:
 		c.boot(m)
 	case messages.LaunchResolved:
@@ -152,6 +165,11 @@ func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Da
 	case messages.StateCollected:
 		c.collected(m)
 	case messages.ChildStopped:
+		if m.Addr.Kind == messages.ActorRun && c.runs[m.Addr.Run] {
+			c.log(slog.LevelError, "a run's actor stopped unexpectedly; its ended may not be written", runAttr(m.Addr.Run))
+			delete(c.runs, m.Addr.Run)
+			break
+		}
 		if m.Addr.Kind != messages.ActorWorkspace || !c.workspaces[m.Addr.Workspace] {
 			break
 		}
@@ -182,6 +200,8 @@ func (c *NodeCore) dispatch(l messages.PipeLine) {
 		c.tellWorkspace(w, messages.StopWorkspace{Workspace: w})
 	case messages.ReexecLine:
 		c.reexec()
+	case messages.RunsCheckLine:
+		c.emit(messages.CheckRuns{})
 	default:
 		c.log(slog.LevelWarn, "a pipe line the node does not act on", slog.String(KeyMessage, fmt.Sprint(l)))
 	}
@@ -207,6 +227,8 @@ func (c *NodeCore) classified(m messages.ArtifactClassified) {
 		// the hook's line and the tool's for one note write one refusal.
 		c.log(slog.LevelWarn, "a launch note is refused: "+m.Refused.Reason, slog.String(KeyHash, m.Hash), wsAttr(m.Refused.Workspace))
 		c.emit(messages.WriteRefusal{Launch: messages.LaunchSpec{Hash: m.Refused.Hash, Repository: m.Refused.Repository, Workspace: m.Refused.Workspace}, Reason: m.Refused.Reason})
+	case m.Run != nil:
+		c.routeRun(*m.Run)
 	case m.Checkin != nil:
 		for _, l := range m.Checkin.Listeners {
 			c.tellWorkspace(l.Workspace, messages.CheckinArrived{Checkin: m.Checkin.Hash, Branch: m.Checkin.Branch, Listener: l})
@@ -238,6 +260,35 @@ func (c *NodeCore) boot(m messages.Boot) {
 		c.log(slog.LevelInfo, "found a process naming a workspace; the daemon never starts or adopts a terminal session", wsAttr(p.Workspace), pidAttr(p.Proc), slog.String("verb", p.Verb))
 	}
 	c.lookAtQueues(m.Listeners)
+	for _, st := range m.Runs {
+		r := messages.RunRouted{Run: st.Facts.Hash, Start: &st}
+		if st.Lost != "" {
+			r.Event = messages.RunNotInCare{Note: st.Lost}
+		}
+		c.routeRun(r)
+	}
+}
+
+// routeRun hands a run's event to its actor, one per run hash, starting it
+// on demand: from the state the event brings, or in state none. A run's
+// actor stays once its run ended, taking anything and doing nothing, so a
+// late stop or a second arrival changes nothing.
+func (c *NodeCore) routeRun(r messages.RunRouted) {
+	if r.Run == "" {
+		c.log(slog.LevelWarn, "a run event naming no run dropped", slog.String(KeyMessage, r.String()))
+		return
+	}
+	addr := messages.RunAddr(r.Run)
+	if !c.runs[r.Run] {
+		if c.runs == nil {
+			c.runs = map[string]bool{}
+		}
+		c.runs[r.Run] = true
+		c.out = append(c.out, messages.StartActor{Addr: addr, Run: r.Start})
+	}
+	if r.Event != nil {
+		c.tell(addr, r.Event)
+	}
 }
 
 // lookAtQueues has each `completes` branch listener found at start look at

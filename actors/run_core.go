@@ -632,3 +632,11 @@ func (c *RunCore) endedWritten(m messages.RunEndedWritten) {
 }
 
 func runAttr(h string) slog.Attr { return slog.String(KeyRun, h) }
+
+func (c *RunCore) addr() messages.ActorAddr { return messages.RunAddr(c.run) }
+
+// runKept is what the node keeps of a run, as the wiring found it at start.
+func runKept(s messages.RunActorState) RunKept {
+	return RunKept{StartedCounts: s.StartedCounts, StopCounts: s.StopCounts, EndedCounts: s.EndedCounts,
+		InCare: s.InCare, LaunchedAt: s.LaunchedAt, Proc: s.Proc, Alive: s.Alive}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -111,6 +112,10 @@ func (t *tree) coreFor(e messages.StartActor) core {
 		return NewSessionCore(t.cfg, *e.Session)
 	case e.Addr.Kind == messages.ActorBranch && e.Branch != nil:
 		return NewBranchCore(t.cfg, *e.Branch)
+	case e.Addr.Kind == messages.ActorRun && e.Run != nil:
+		return RestoreRunCore(t.cfg, e.Run.Facts, runKept(*e.Run))
+	case e.Addr.Kind == messages.ActorRun:
+		return NewRunCore(t.cfg, e.Addr.Run)
 	}
 	return nil
 }
@@ -134,6 +139,10 @@ type shell struct {
 	// fam is nil until the actor starts its first child.
 	fam *family
 	run runner
+	// serial runs a run actor's effects one at a time, in the order its
+	// core asked for them (care before the workspace is made, a launch
+	// before its signal); nil for every other actor.
+	serial *workers
 	// requests are the senders of snapshot requests still to answer, by the
 	// number the core knows them by; nil when none waits.
 	requests map[int]*actor.PID
@@ -191,6 +200,8 @@ func childName(a messages.ActorAddr) string {
 		return "s" + a.Proc.String()
 	case messages.ActorBranch:
 		return "b" + a.Branch
+	case messages.ActorRun:
+		return "r" + a.Run
 	}
 	return ""
 }
@@ -214,6 +225,8 @@ func (s *shell) childAddr(name string) (messages.ActorAddr, bool) {
 		return messages.SessionAddr(s.core.addr().Workspace, messages.ProcID{PID: p, Start: st}), ok && err1 == nil && err2 == nil
 	case 'b':
 		return messages.BranchAddr(s.core.addr().Workspace, rest), true
+	case 'r':
+		return messages.RunAddr(rest), true
 	}
 	return messages.ActorAddr{}, false
 }
@@ -313,7 +326,10 @@ func (s *shell) apply(ctx actor.Context, effs []messages.DaemonEffect) {
 			s.logAttrs(e.Level, e.Text, e.Attrs...)
 		case messages.StartTimer:
 			s.logEffect(e)
-			s.timer(e)
+			s.timer(e.After, messages.TimerFired{Proc: e.Proc, Purpose: e.Purpose, Seq: e.Seq})
+		case messages.RunStartTimer:
+			s.logEffect(e)
+			s.timer(e.After, messages.RunTimerFired{Purpose: e.Purpose, Seq: e.Seq})
 		default:
 			s.logEffect(e)
 			s.effect(e)
@@ -359,7 +375,7 @@ func (s *shell) resolve(ctx actor.Context, a messages.ActorAddr) *actor.PID {
 	}
 	self := s.core.addr()
 	switch {
-	case self.Kind == messages.ActorWorkspace && a.Kind == messages.ActorNode,
+	case (self.Kind == messages.ActorWorkspace || self.Kind == messages.ActorRun) && a.Kind == messages.ActorNode,
 		(self.Kind == messages.ActorSession || self.Kind == messages.ActorBranch) &&
 			a.Kind == messages.ActorWorkspace && a.Workspace == self.Workspace:
 		return ctx.Parent()
@@ -436,11 +452,18 @@ func (s *shell) effect(e messages.DaemonEffect) {
 		go run()
 		return
 	}
+	if s.core.addr().Kind == messages.ActorRun {
+		if s.serial == nil {
+			s.serial = &workers{max: 1}
+		}
+		s.serial.submit(run)
+		return
+	}
 	s.tree.effects.submit(run)
 }
 
-// timer arms a StartTimer on the tree's clock.
-func (s *shell) timer(e messages.StartTimer) {
+// timer arms a timer on the tree's clock, which sends fired when it fires.
+func (s *shell) timer(after time.Duration, fired messages.DaemonMessage) {
 	r := &s.run
 	r.mu.Lock()
 	if r.stopped {
@@ -450,12 +473,12 @@ func (s *shell) timer(e messages.StartTimer) {
 	id := r.add(nil)
 	r.mu.Unlock()
 	// The clock is called without the lock held, in case it runs f at once.
-	stop := s.tree.deps.Clock.AfterFunc(e.After, func() {
+	stop := s.tree.deps.Clock.AfterFunc(after, func() {
 		r.mu.Lock()
 		pending := r.done(id)
 		r.mu.Unlock()
 		if pending {
-			s.deliver(messages.TimerFired{Proc: e.Proc, Purpose: e.Purpose, Seq: e.Seq})
+			s.deliver(fired)
 		}
 	})
 	r.mu.Lock()

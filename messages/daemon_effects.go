@@ -179,6 +179,8 @@ type StartActor struct {
 	Workspace *WorkspaceState
 	Session   *SessionState
 	Branch    *BranchState
+	// Run is a run actor's first state (ActorRun).
+	Run *RunActorState
 }
 
 // StopActor stops a child actor that has nothing left to do.

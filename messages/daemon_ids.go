@@ -183,6 +183,9 @@ const (
 	ActorWorkspace ActorKind = "workspace"
 	ActorSession   ActorKind = "session"
 	ActorBranch    ActorKind = "branch"
+	// ActorRun is a run of seed 004, one actor per run hash, a child of
+	// the node.
+	ActorRun ActorKind = "run"
 )
 
 // ActorAddr is the logical address of an actor: the node, a workspace (login ×
@@ -194,6 +197,8 @@ type ActorAddr struct {
 	Workspace WorkspaceKey `json:"workspace"`
 	Proc      ProcID       `json:"proc"`
 	Branch    string       `json:"branch,omitempty"`
+	// Run is a run actor's run hash.
+	Run string `json:"run,omitempty"`
 }
 
 // NodeAddr is the root actor's address.
@@ -212,6 +217,9 @@ func BranchAddr(w WorkspaceKey, b string) ActorAddr {
 	return ActorAddr{Kind: ActorBranch, Workspace: w, Branch: b}
 }
 
+// RunAddr is the address of the actor of the run with hash h.
+func RunAddr(h string) ActorAddr { return ActorAddr{Kind: ActorRun, Run: h} }
+
 // String renders the address: "node", "workspace ci/demo",
 // "session ci/demo 123@456", "branch ci/demo trunk".
 func (a ActorAddr) String() string {
@@ -224,6 +232,8 @@ func (a ActorAddr) String() string {
 		return "session " + a.Workspace.String() + " " + a.Proc.String()
 	case ActorBranch:
 		return "branch " + a.Workspace.String() + " " + token(a.Branch)
+	case ActorRun:
+		return "run " + daemonShort(a.Run)
 	default:
 		return "actor " + token(string(a.Kind))
 	}

@@ -44,6 +44,9 @@ type Boot struct {
 	// at what waits on its branch (D42), which may have arrived while no
 	// daemon ran.
 	Listeners []ListenedBranch
+	// Runs are the node's runs the wiring found at start (seed 004,
+	// section 10's last paragraph): each in its care, or found lost.
+	Runs []RunActorState
 }
 
 // Restore starts a daemon from a re-exec hand-off. Listeners are as Boot's:
@@ -72,6 +75,9 @@ type ArtifactClassified struct {
 	// Refused is a launch note that is not launched and gets a refusal
 	// note saying why.
 	Refused *LaunchRefused
+	// Run is a seed 004 message that is an event of a run (a run for this
+	// node, a stop that counts), for the run's actor.
+	Run     *RunRouted
 	Nothing string
 	Err     error
 }
@@ -440,6 +446,8 @@ func (m ArtifactClassified) String() string {
 		return s + " as " + m.Checkin.String()
 	case m.Refused != nil:
 		return s + " as " + m.Refused.String()
+	case m.Run != nil:
+		return s + " as " + m.Run.String()
 	default:
 		return s + " as nothing: " + m.Nothing
 	}

@@ -19,6 +19,9 @@ const (
 	VerbPost   = "post"
 	VerbStop   = "stop"
 	VerbReexec = "reexec"
+	// VerbRuns is `runs check`: check the node's runs (seed 004, section
+	// 10's last paragraph).
+	VerbRuns = "runs"
 )
 
 // PipeLine is one line the daemon reads from its pipe AGENTS/ocxd: a post to
@@ -53,6 +56,22 @@ type StopLine struct {
 // ReexecLine is `reexec`: exec the current release's ocxd in place, keeping the
 // daemon's PID and its children.
 type ReexecLine struct{}
+
+// RunsCheckLine is `runs check`: find the node's runs whose started counts,
+// whose ended does not, and which it does not have in its care with a live
+// process, and end each lost (seed 004, section 10).
+type RunsCheckLine struct{}
+
+func (RunsCheckLine) pipeLine() {}
+
+// Validate has nothing to check.
+func (RunsCheckLine) Validate() error { return nil }
+
+// Encode renders "runs check\n".
+func (RunsCheckLine) Encode() ([]byte, error) { return []byte(VerbRuns + " check\n"), nil }
+
+// String renders "runs check".
+func (RunsCheckLine) String() string { return VerbRuns + " check" }
 
 func (PostLine) pipeLine()   {}
 func (StopLine) pipeLine()   {}
@@ -174,8 +193,13 @@ func ParsePipeLine(line []byte) (PipeLine, error) {
 			return nil, arity(where, "reexec", len(args))
 		}
 		return ReexecLine{}, nil
+	case VerbRuns:
+		if len(args) != 1 || string(args[0]) != "check" {
+			return nil, arity(where, "runs check", len(args))
+		}
+		return RunsCheckLine{}, nil
 	default:
-		return nil, &FieldError{Where: where, Field: "verb", Problem: fmt.Sprintf("%s is not a verb the daemon reads (post, stop, reexec)", quoteShort(verb)), Err: ErrInvalid}
+		return nil, &FieldError{Where: where, Field: "verb", Problem: fmt.Sprintf("%s is not a verb the daemon reads (post, stop, reexec, runs)", quoteShort(verb)), Err: ErrInvalid}
 	}
 }
 

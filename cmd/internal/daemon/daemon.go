@@ -82,6 +82,7 @@ type daemon struct {
 	table       *unixhost.ProcTable
 	procs       *procs
 	records     *records
+	runs        *runEngine
 	reaper      *reaper
 	inputs      *inputs
 	hooks       *hookWatch
@@ -371,6 +372,8 @@ func (d *daemon) start() error {
 	d.records.argv = d.procs.argvOf
 	d.records.scan = d.procs.Scan
 	d.reaper.repoAt = d.records.repoAt
+	d.records.support = d.reaper.runSupport
+	d.runs = newRunEngine(d.cfg, layout, d.root, d.records, d.reaper, d.rel, d.log)
 
 	// The pipe: made if missing (0600), or the one the image before read.
 	var reader *unixhost.PipeReader
@@ -393,7 +396,7 @@ func (d *daemon) start() error {
 	deps := actors.Deps{
 		Classifier: d.records, Checkins: d.records, Notes: d.records,
 		Procs: d.procs, Spawner: d.reaper, Signaler: d.reaper, Watcher: d.reaper,
-		Clock: unixhost.Clock{}, Inputs: d.inputs, Execer: d, Logger: d.log,
+		Clock: unixhost.Clock{}, Inputs: d.inputs, Execer: d, Runs: d.runs, Logger: d.log,
 	}
 	d.node, err = actors.StartNode(d.sys, deps, actors.Config{Grace: d.opts.Grace})
 	if err != nil {
@@ -401,6 +404,7 @@ func (d *daemon) start() error {
 	}
 	send := func(m messages.DaemonMessage) { d.sys.Root.Send(d.node, m) }
 	d.inputs.send = send
+	d.runs.send = send
 
 	// What runs: the hand-off first, then its children adopted, so that
 	// an exit that happened during the exec finds its session known.
@@ -420,7 +424,13 @@ func (d *daemon) start() error {
 			d.log.Error("the process table cannot be read at start; sessions running now are not adopted", errAttr(err))
 		}
 		d.records.procReleases = dirs
-		send(messages.Boot{Found: found, Listeners: d.records.Listeners(context.Background())})
+		// The node's runs (seed 004, section 10): those in its care, and
+		// those it finds lost, ended so once their actors start.
+		runs, err := d.runs.boot(context.Background())
+		if err != nil {
+			d.log.Error("the node's runs cannot be checked at start; `runs check` checks them again", errAttr(err))
+		}
+		send(messages.Boot{Found: found, Listeners: d.records.Listeners(context.Background()), Runs: runs})
 		d.reaper.open(func(e messages.ProcessExited) { send(e) })
 		d.log.Info("started", slog.String("agents", layout.Root()), slog.Int("found", len(found)), slog.Duration("grace", d.opts.Grace))
 	}
@@ -468,6 +478,9 @@ func (d *daemon) close() error {
 		d.sys.Shutdown()
 	}
 	d.probes.wait()
+	if d.runs != nil {
+		d.runs.close()
+	}
 	if d.reaper != nil {
 		d.reaper.close()
 	}

@@ -23,6 +23,9 @@ type repoIndex struct {
 
 	mu   sync.Mutex
 	code string // the project code, read once
+
+	// runLog is the repository's run engine messages (seed 004).
+	runLog runLog
 }
 
 func newRepoIndex(project string, p messages.NodeProject, nodeUser string) (*repoIndex, error) {

@@ -42,6 +42,8 @@ type records struct {
 	argv func(messages.ProcID) ([]string, bool)
 	// scan reads the processes naming a workspace, for a refusal note.
 	scan func(context.Context, messages.WorkspaceKey) ([]messages.ProcInfo, error)
+	// support is what the host can give a run (seed 004, refusal row 8).
+	support func() host.RunSupport
 }
 
 func newRecords(cfg *messages.NodeConfig, layout host.Layout, rel *releases, log *slog.Logger) *records {
@@ -125,6 +127,11 @@ func (r *records) Classify(ctx context.Context, repository, hash string) (actors
 	case fossilio.KindPost, fossilio.KindTicketChange:
 	default:
 		return actors.Classification{Nothing: "a " + info.Kind.String()}, nil
+	}
+	// A seed 004 message (a run, stop, started or ended) is the run
+	// engine's; the session design's notes go on below.
+	if c, handled, err := r.classifyRun(ctx, x, hash); handled || err != nil {
+		return c, err
 	}
 	v, err := x.idx.LaunchVerdict(ctx, e)
 	if err != nil {

@@ -1,0 +1,119 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// fakeRuns is a run engine that records each effect, in the order the run
+// actor's shell carried them out, and answers a launch's process with an
+// exit when told to (exitNow), or when signalled.
+type fakeRuns struct {
+	mu      sync.Mutex
+	log     []string
+	exitNow bool
+	toNode  func(messages.DaemonMessage)
+	done    chan struct{}
+}
+
+func (f *fakeRuns) record(s string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.log = append(f.log, s)
+}
+
+func (f *fakeRuns) Care(_ context.Context, run string, in bool) error {
+	f.record(fmt.Sprintf("care %v", in))
+	if !in {
+		close(f.done)
+	}
+	return nil
+}
+
+func (f *fakeRuns) Prepare(context.Context, string) (map[string]string, string) {
+	f.record("prepare")
+	return map[string]string{"run": strings.Repeat("a", 64)}, ""
+}
+
+func (f *fakeRuns) Write(_ context.Context, e messages.DaemonEffect) error {
+	f.record(e.String())
+	return nil
+}
+
+func (f *fakeRuns) Process(_ context.Context, e messages.DaemonEffect) error {
+	f.record(e.String())
+	switch e := e.(type) {
+	case messages.RunLaunch:
+		if f.exitNow {
+			f.toNode(messages.RunRouted{Run: e.Run, Event: messages.RunProcessExited{Proc: e.Proc, Code: 0}})
+		}
+	case messages.RunEndProcess:
+		f.toNode(messages.RunRouted{Run: e.Run, Event: messages.RunProcessExited{Proc: e.Proc, Signal: 15}})
+	}
+	return nil
+}
+
+func (f *fakeRuns) Check(context.Context) ([]messages.RunRouted, error) { return nil, nil }
+
+func (f *fakeRuns) effects() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return strings.Join(f.log, "\n")
+}
+
+// TestRunActorInTheTree: a run routed by the node gets an actor of its own,
+// whose effects run in its core's order (care before preparing, started
+// before the launch, kept logs before ended, ended before the release),
+// and whose process's exit, routed by the run, ends it exited. A stop
+// routed meanwhile to a second run ends its process and the run stopped.
+func TestRunActorInTheTree(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		exitNow bool
+		stop    bool
+		want    []string
+	}{
+		{"exits", true, false, []string{"care true", "prepare", "write started", "launch", "keep logs", "write ended", "exited exit 0", "care false"}},
+		{"stopped", false, true, []string{"care true", "prepare", "write started", "launch", "signal TERM", "keep logs", "write ended", "stopped", "care false"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newFakeWorld()
+			runs := &fakeRuns{exitNow: tc.exitNow, done: make(chan struct{})}
+			w.runs = runs
+			lt := startTree(t, w, Config{}, messages.Boot{})
+			runs.toNode = lt.send
+			hash := strings.Repeat("b", 64)
+			lt.send(messages.RunRouted{Run: hash, Event: messages.RunArrived{Facts: messages.RunFacts{Hash: hash}}})
+			if tc.stop {
+				// The launch is in the log once started is written; the stop
+				// is routed after it.
+				for !strings.Contains(runs.effects(), "launch") {
+					lt.snapshot(t)
+				}
+				lt.send(messages.RunRouted{Run: hash, Event: messages.RunStopRequested{By: "admin", Privileged: true}})
+			}
+			<-runs.done
+			got := runs.effects()
+			at := 0
+			for _, want := range tc.want {
+				i := strings.Index(got[at:], want)
+				if i < 0 {
+					t.Fatalf("effects, in order, lack %q after byte %d:\n%s", want, at, got)
+				}
+				at += i + len(want)
+			}
+			// A second arrival of the same run changes nothing.
+			lt.send(messages.RunRouted{Run: hash, Event: messages.RunArrived{Facts: messages.RunFacts{Hash: hash}}})
+			lt.snapshot(t)
+			lt.stop(t)
+			if strings.Count(runs.effects(), "write ended") != 1 {
+				t.Errorf("ended written more than once:\n%s", runs.effects())
+			}
+		})
+	}
+}

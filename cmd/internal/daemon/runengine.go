@@ -1,0 +1,692 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ocx-go/ocx/actors"
+	runeng "github.com/ocx-go/ocx/cmd/internal/runs"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// runEngine carries out the effects of seed 004's runs (actors.RunHost):
+// what the node keeps of the runs in its care (a file each under
+// AGENTS/ocxd.runs), their preparation (a runeng.Preparer), their started and
+// ended written as the node user where the run is, their processes started
+// through the reaper's launcher with STDIN, STDOUT and STDERR pipes, and
+// their kept logs. A run is found by its hash on the record; its process's
+// exit comes back to the node as a RunRouted, so it is routed by the run,
+// not by a workspace.
+type runEngine struct {
+	cfg     *messages.NodeConfig
+	layout  host.Layout
+	root    *unixhost.Root
+	records *records
+	reaper  *reaper
+	rel     *releases
+	prep    runeng.Preparer
+	log     *slog.Logger
+	// send hands a message to the node; set before the first effect.
+	send func(messages.DaemonMessage)
+	now  func() time.Time
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu   sync.Mutex
+	runs map[string]*engineRun
+}
+
+// engineRun is what the engine knows of one run: its message, where it is,
+// its preparation and its processes.
+type engineRun struct {
+	hash     string
+	x        *repoIndex
+	msg      runMsg
+	run      *messages.Run
+	prepared *runeng.Prepared
+	procs    map[int]*runProc
+}
+
+// runProc is one process of a run, launched by this daemon or found alive
+// at start (adopted: not its child).
+type runProc struct {
+	id      messages.ProcID
+	adopted bool
+	stdin   *os.File // nil once closed
+	stderr  *runeng.Tail
+	stdout  *runeng.Tail
+	readers sync.WaitGroup
+	exit    messages.RunProcessExited
+}
+
+// runCare is the file the node keeps for a run in its care (seed 004,
+// section 4): enough for a daemon started again to know it, and whether
+// its process may still be alive.
+type runCare struct {
+	Run        string           `json:"run"`
+	Repository string           `json:"repository"`
+	Since      time.Time        `json:"since"`
+	Proc       int              `json:"proc,omitempty"`
+	Process    *messages.ProcID `json:"process,omitempty"`
+	LaunchedAt time.Time        `json:"launched_at,omitzero"`
+}
+
+func newRunEngine(cfg *messages.NodeConfig, layout host.Layout, root *unixhost.Root, rec *records, rp *reaper, rel *releases, log *slog.Logger) *runEngine {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &runEngine{cfg: cfg, layout: layout, root: root, records: rec, reaper: rp, rel: rel, prep: runeng.Unconfined{},
+		log: log, now: time.Now, ctx: ctx, cancel: cancel, runs: map[string]*engineRun{}}
+}
+
+// close ends the watches of processes found at start; the processes live on.
+func (e *runEngine) close() { e.cancel() }
+
+// careDir is where the node keeps its runs in care: a name of the ocxd.*
+// family, which no login may take (D16).
+func (e *runEngine) careDir() string { return filepath.Join(e.layout.Root(), "ocxd.runs") }
+
+func (e *runEngine) carePath(hash string) (string, error) {
+	if err := messages.ValidateHash(hash); err != nil {
+		return "", err
+	}
+	return filepath.Join(e.careDir(), hash+".json"), nil
+}
+
+func (e *runEngine) writeCare(c runCare) error {
+	p, err := e.carePath(c.Run)
+	if err != nil {
+		return err
+	}
+	if err := e.root.MkdirAll(e.careDir(), 0o700); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	return e.root.WriteFile(p, append(b, '\n'), 0o600)
+}
+
+func (e *runEngine) readCare(hash string) (runCare, bool, error) {
+	p, err := e.carePath(hash)
+	if err != nil {
+		return runCare{}, false, err
+	}
+	b, err := e.root.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return runCare{}, false, nil
+	}
+	if err != nil {
+		return runCare{}, false, err
+	}
+	var c runCare
+	if err := json.Unmarshal(b, &c); err != nil {
+		return runCare{}, false, fmt.Errorf("%s: %w", p, err)
+	}
+	return c, true, nil
+}
+
+// cares lists the runs in the node's care, as their files say.
+func (e *runEngine) cares() ([]runCare, error) {
+	entries, err := os.ReadDir(e.careDir())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []runCare
+	for _, d := range entries {
+		h, ok := strings.CutSuffix(d.Name(), ".json")
+		if !ok || messages.ValidateHash(h) != nil {
+			continue
+		}
+		c, ok, err := e.readCare(h)
+		if err != nil {
+			e.log.Warn("a run's care file cannot be read", slog.String(actors.KeyRun, h), errAttr(err))
+			continue
+		}
+		if ok {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// find returns the run with this hash, read from the record once.
+func (e *runEngine) find(ctx context.Context, hash string) (*engineRun, error) {
+	e.mu.Lock()
+	r, ok := e.runs[hash]
+	e.mu.Unlock()
+	if ok {
+		return r, nil
+	}
+	for _, name := range e.cfg.ProjectNames() {
+		x, err := e.records.index(name)
+		if err != nil {
+			return nil, err
+		}
+		msgs, err := x.runs(ctx)
+		if err != nil {
+			return nil, err
+		}
+		i := slices.IndexFunc(msgs, func(m runMsg) bool { return m.Hash == hash && m.kind() == messages.MsgRun })
+		if i < 0 {
+			continue
+		}
+		r := &engineRun{hash: hash, x: x, msg: msgs[i], procs: map[int]*runProc{}}
+		r.run, _ = msgs[i].Msg.(*messages.Run)
+		e.mu.Lock()
+		if old, ok := e.runs[hash]; ok {
+			r = old
+		} else {
+			e.runs[hash] = r
+		}
+		e.mu.Unlock()
+		return r, nil
+	}
+	return nil, fmt.Errorf("run %s is on no repository of this node", hash)
+}
+
+// Care records the run in the node's care, or takes it out.
+func (e *runEngine) Care(ctx context.Context, hash string, in bool) error {
+	if !in {
+		p, err := e.carePath(hash)
+		if err != nil {
+			return err
+		}
+		if err := e.root.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		e.log.Info("run released from the node's care", slog.String(actors.KeyRun, hash))
+		return nil
+	}
+	r, err := e.find(ctx, hash)
+	if err != nil {
+		return err
+	}
+	if _, ok, _ := e.readCare(hash); ok {
+		return nil // in care already: a run prepared again after a start
+	}
+	e.log.Info("run taken into the node's care", slog.String(actors.KeyRun, hash))
+	return e.writeCare(runCare{Run: hash, Repository: r.x.path, Since: e.now().UTC()})
+}
+
+// Prepare makes layers 2 to 4 through the preparer, then checks what it
+// made against the host: row 9 (a sandbox path reaching the node's own
+// files) and row 8 in the host's terms.
+func (e *runEngine) Prepare(ctx context.Context, hash string) (map[string]string, string) {
+	r, err := e.find(ctx, hash)
+	if err != nil {
+		return nil, "the run cannot be read: " + err.Error()
+	}
+	if r.run == nil {
+		return nil, "the run does not read"
+	}
+	rel, _ := e.rel.dir(messages.ReleaseCurrent)
+	nv := runeng.NodeValues{Root: e.layout.Root(), Project: r.x.project, Node: e.cfg.User, Server: r.x.url, Release: rel}
+	p, err := e.prep.Prepare(ctx, r.run, hash, nv)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if sb := p.Spec.Sandbox; sb != nil {
+		var repos []string
+		for _, name := range e.cfg.ProjectNames() {
+			repos = append(repos, e.cfg.Projects[name].Repository)
+		}
+		nf, err := unixhost.NodeFilesOf(repos, e.layout.Root(), e.rel.root, rel, p.Workspace)
+		if err != nil {
+			return nil, "the node's own files cannot be resolved: " + err.Error()
+		}
+		if err := nf.CheckRunSandbox(*sb, unixhost.Resolve); err != nil {
+			return nil, err.Error()
+		}
+	}
+	if err := e.reaper.runSupport().Check(p.Spec.Sandbox, p.Spec.Limits); err != nil {
+		return nil, err.Error()
+	}
+	e.mu.Lock()
+	r.prepared = &p
+	e.mu.Unlock()
+	return p.Values, ""
+}
+
+// Write writes started, ended or the kept logs where the run is.
+func (e *runEngine) Write(ctx context.Context, eff messages.DaemonEffect) error {
+	switch eff := eff.(type) {
+	case messages.RunWriteStarted:
+		return e.writeReport(ctx, eff.Run, messages.MsgStarted, func(r *engineRun) (messages.Message, string) {
+			s := &messages.RunStarted{Node: e.cfg.User, Run: eff.Run, Values: eff.Values}
+			if s.Values == nil {
+				s.Values = messages.RunValues{}
+			}
+			if r.run != nil && r.run.Limits != nil {
+				s.Limits = *r.run.Limits
+			}
+			return s, fmt.Sprintf("The node started run %s.", short(eff.Run))
+		})
+	case messages.RunWriteEnded:
+		return e.writeReport(ctx, eff.Run, messages.MsgEnded, func(*engineRun) (messages.Message, string) {
+			m := &messages.RunEnded{Node: e.cfg.User, Run: eff.Run, Outcome: eff.Outcome, Exit: eff.Exit, Note: eff.Note}
+			line := fmt.Sprintf("Run %s ended: %s", short(eff.Run), eff.Outcome)
+			if eff.Exit != nil {
+				line += fmt.Sprintf(", exit %d", *eff.Exit)
+			}
+			if eff.Note != "" {
+				line += ": " + eff.Note
+			}
+			return m, line + "."
+		})
+	case messages.RunKeepLogs:
+		return e.keepLogs(ctx, eff)
+	}
+	return fmt.Errorf("not a write of a run: %s", eff)
+}
+
+// writeReport writes the node's started or ended of a run, once: a retry,
+// or a daemon started again, finds the one on the record and writes none.
+func (e *runEngine) writeReport(ctx context.Context, hash string, kind messages.MessageKind, build func(*engineRun) (messages.Message, string)) error {
+	r, err := e.find(ctx, hash)
+	if err != nil {
+		return err
+	}
+	msgs, err := r.x.runs(ctx)
+	if err != nil {
+		return err
+	}
+	st := standingOf(msgs, r.msg, privilegedOnce(ctx, r.x))
+	if (kind == messages.MsgStarted && st.StartedCounts) || (kind == messages.MsgEnded && st.EndedCounts) {
+		e.log.Info("the run's "+string(kind)+" is on the record already", slog.String(actors.KeyRun, hash))
+		return nil
+	}
+	m, line := build(r)
+	block, err := m.Encode()
+	if err != nil {
+		return fmt.Errorf("%s of run %s: %w", kind, hash, err)
+	}
+	return e.records.write(ctx, r.x, hash, line+"\n\n"+string(block), string(kind))
+}
+
+// keepLogs writes the kept logs of a process (section 8.2): the files in
+// the workspace, when the run has one, and a reply where the run is, for
+// each kept stream that printed a byte.
+func (e *runEngine) keepLogs(ctx context.Context, eff messages.RunKeepLogs) error {
+	r, err := e.find(ctx, eff.Run)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	p := r.procs[eff.Proc]
+	prep := r.prepared
+	e.mu.Unlock()
+	if p == nil || p.adopted || prep == nil {
+		return nil // nothing of its streams was read by this daemon
+	}
+	p.readers.Wait()
+	errEnd, errTotal := p.stderr.Bytes()
+	outEnd, outTotal := p.stdout.Bytes()
+	e.mu.Lock()
+	pexit := p.exit
+	e.mu.Unlock()
+	exit := pexit.Exit()
+	stderr := runeng.KeptStream{Name: "stderr", End: errEnd, Total: errTotal}
+	stdout := runeng.KeptStream{Name: "stdout", End: outEnd, Total: outTotal}
+	kept := runeng.Kept(prep.Keep, exit, stderr, stdout)
+	if len(kept) == 0 {
+		return nil
+	}
+	if prep.Workspace != "" {
+		for _, s := range []runeng.KeptStream{stderr, stdout} {
+			if err := os.WriteFile(filepath.Join(prep.Workspace, s.Name+".log"), s.End, 0o600); err != nil {
+				e.log.Warn("a kept log's file is not written", slog.String(actors.KeyRun, eff.Run), errAttr(err))
+			}
+		}
+	}
+	return e.records.write(ctx, r.x, eff.Run, runeng.KeptLogsText(eff.Run, eff.Proc, exitWords(pexit), kept), "kept logs")
+}
+
+func exitWords(m messages.RunProcessExited) string {
+	switch {
+	case m.Unknown:
+		return "unknown"
+	case m.Signal > 0:
+		return fmt.Sprintf("signal %d (%d)", m.Signal, m.Exit())
+	}
+	return fmt.Sprintf("%d", m.Code)
+}
+
+// Process launches, feeds or signals a process of a run.
+func (e *runEngine) Process(ctx context.Context, eff messages.DaemonEffect) error {
+	switch eff := eff.(type) {
+	case messages.RunLaunch:
+		return e.launch(ctx, eff)
+	case messages.RunDeliver:
+		e.mu.Lock()
+		var p *runProc
+		if r := e.runs[eff.Run]; r != nil {
+			p = r.procs[eff.Proc]
+		}
+		e.mu.Unlock()
+		if p == nil || p.stdin == nil {
+			return fmt.Errorf("run %s process %d has no input open", eff.Run, eff.Proc)
+		}
+		_, err := p.stdin.Write([]byte(eff.Delivery.Line + "\n"))
+		return err
+	case messages.RunEndProcess:
+		e.mu.Lock()
+		var p *runProc
+		if r := e.runs[eff.Run]; r != nil {
+			p = r.procs[eff.Proc]
+		}
+		e.mu.Unlock()
+		if p == nil {
+			return fmt.Errorf("run %s has no process %d", eff.Run, eff.Proc)
+		}
+		return e.reaper.Signal(ctx, p.id, !p.adopted, eff.Signal)
+	}
+	return fmt.Errorf("not a process effect of a run: %s", eff)
+}
+
+// launch starts the run's process: STDIN a pipe holding the first line
+// (then closed, or kept open for a session fed its deliveries), STDOUT and
+// STDERR pipes the node reads, keeping their ends. Exactly one exit comes
+// back for it, 127 for a process that could not be started.
+func (e *runEngine) launch(ctx context.Context, eff messages.RunLaunch) error {
+	p := &runProc{stderr: &runeng.Tail{Max: 64 << 10}, stdout: &runeng.Tail{Max: 64 << 10}}
+	fail := func(err error) error {
+		fmt.Fprintf(p.stderr, "ocxd: the process could not be started: %v\n", err)
+		m := messages.RunProcessExited{Proc: eff.Proc, Code: 127}
+		e.mu.Lock()
+		p.exit = m
+		e.mu.Unlock()
+		e.exited(eff.Run, m)
+		return err
+	}
+	r, err := e.find(ctx, eff.Run)
+	if err != nil {
+		return fail(err)
+	}
+	e.mu.Lock()
+	prep := r.prepared
+	r.procs[eff.Proc] = p
+	e.mu.Unlock()
+	if prep == nil {
+		return fail(errors.New("the run is not prepared"))
+	}
+	p.stderr.Max, p.stdout.Max = prep.Keep.Stderr, prep.Keep.Stdout
+	starter, ok := e.reaper.current().(host.RunStarter)
+	if !ok {
+		return fail(errors.New("this host starts no runs"))
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return fail(err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return fail(err)
+	}
+	spec := prep.Spec
+	spec.Stdin, spec.Stdout, spec.Stderr = inR, outW, errW
+	// The readers start before the process: its exit waits for them.
+	p.readers.Add(2)
+	go e.read(p, outR, p.stdout)
+	go e.read(p, errR, p.stderr)
+	launchedAt := e.now()
+	id, err := starter.StartRun(spec, func(x host.Exit) { go e.onExit(eff.Run, eff.Proc, p, x) })
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		inW.Close()
+		return fail(err)
+	}
+	e.mu.Lock()
+	p.id = id
+	e.mu.Unlock()
+	e.log.Info("run's process launched", slog.String(actors.KeyRun, eff.Run), slog.Int("proc", eff.Proc), slog.String(actors.KeyPID, id.String()))
+	if c, ok, _ := e.readCare(eff.Run); ok {
+		c.Proc, c.Process, c.LaunchedAt = eff.Proc, &id, launchedAt.UTC()
+		if err := e.writeCare(c); err != nil {
+			e.log.Error("the run's care file does not name its process", slog.String(actors.KeyRun, eff.Run), errAttr(err))
+		}
+	}
+	line := runeng.FirstLine(eff.Run, r.run.Objective)
+	if eff.Delivery != nil {
+		line = append(line, eff.Delivery.Line+"\n"...)
+	}
+	if _, err := inW.Write(line); err != nil {
+		e.log.Warn("the run's first line is not written to its STDIN", slog.String(actors.KeyRun, eff.Run), errAttr(err))
+	}
+	feeds := r.run.Process.Session && r.run.Process.Deliveries != messages.DeliveriesStart
+	if feeds {
+		e.mu.Lock()
+		p.stdin = inW
+		e.mu.Unlock()
+	} else {
+		inW.Close()
+	}
+	return nil
+}
+
+// read copies a stream into its kept end until the process and every
+// process it left holding the pipe are done.
+func (e *runEngine) read(p *runProc, f *os.File, t *runeng.Tail) {
+	defer p.readers.Done()
+	defer f.Close()
+	io.Copy(t, f)
+}
+
+// readersWait bounds how long an exit waits for its streams: a process that
+// left a child holding the pipe ends its run all the same.
+const readersWait = 5 * time.Second
+
+func (e *runEngine) onExit(hash string, proc int, p *runProc, x host.Exit) {
+	done := make(chan struct{})
+	go func() { p.readers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(readersWait):
+		e.log.Warn("the run's process exited, but its streams are still held open; its kept logs are what was read", slog.String(actors.KeyRun, hash))
+	}
+	m := messages.RunProcessExited{Proc: proc}
+	o, code := x.Outcome()
+	switch o {
+	case host.OutcomeSignaled:
+		m.Signal = x.Signal
+	case host.OutcomeUnknown:
+		m.Unknown = true
+	default:
+		m.Code = code
+	}
+	e.mu.Lock()
+	p.exit = m
+	if p.stdin != nil {
+		p.stdin.Close()
+		p.stdin = nil
+	}
+	e.mu.Unlock()
+	e.log.Info("run's process exited", slog.String(actors.KeyRun, hash), slog.Int("proc", proc), slog.String("exit", x.String()))
+	e.exited(hash, m)
+}
+
+func (e *runEngine) exited(hash string, m messages.RunProcessExited) {
+	e.send(messages.RunRouted{Run: hash, Event: m})
+}
+
+// boot reads what the node has of its runs when the daemon starts: each run
+// in its care, and each found lost (section 10's last paragraph), as the
+// state its actor starts from. A process in care found alive is watched:
+// the daemon is not its parent now, so its end comes as unknown.
+func (e *runEngine) boot(ctx context.Context) ([]messages.RunActorState, error) {
+	record, care, states, err := e.survey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lost := actors.RunsLost(record, care)
+	lostNote := map[string]string{}
+	for _, l := range lost {
+		lostNote[l.Hash] = l.Note
+	}
+	var out []messages.RunActorState
+	for _, rec := range record {
+		st, ok := states[rec.Hash]
+		if !ok {
+			continue
+		}
+		if n, ok := lostNote[rec.Hash]; ok {
+			st.Lost = n
+			st.Alive = false
+			out = append(out, st)
+			continue
+		}
+		if !st.InCare {
+			continue
+		}
+		out = append(out, st)
+	}
+	for _, st := range out {
+		if st.Alive && st.Lost == "" {
+			e.watch(st.Facts.Hash, st.Proc)
+		}
+	}
+	return out, nil
+}
+
+// survey reads the node's runs on the record and in its care.
+func (e *runEngine) survey(ctx context.Context) ([]actors.RunOnRecord, []actors.RunInCare, map[string]messages.RunActorState, error) {
+	cares, err := e.cares()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	byHash := map[string]runCare{}
+	for _, c := range cares {
+		byHash[c.Run] = c
+	}
+	var record []actors.RunOnRecord
+	var care []actors.RunInCare
+	states := map[string]messages.RunActorState{}
+	for _, name := range e.cfg.ProjectNames() {
+		x, err := e.records.index(name)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		msgs, err := x.runs(ctx)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		privileged := privilegedOnce(ctx, x)
+		for _, m := range msgs {
+			run, ok := m.Msg.(*messages.Run)
+			if !ok || run.Node != e.cfg.User {
+				continue
+			}
+			s := standingOf(msgs, m, privileged)
+			record = append(record, actors.RunOnRecord{Hash: m.Hash, StartedCounts: s.StartedCounts, EndedCounts: s.EndedCounts})
+			f := runFacts(m.Hash, run)
+			st := messages.RunActorState{Facts: f, StartedCounts: s.StartedCounts, StopCounts: s.StopCounts, EndedCounts: s.EndedCounts}
+			if c, ok := byHash[m.Hash]; ok {
+				st.InCare, st.LaunchedAt, st.Proc = true, c.LaunchedAt, c.Proc
+				alive := c.Process != nil && e.alive(*c.Process) && !e.ours(m.Hash, c.Proc)
+				live := c.Process != nil && e.alive(*c.Process)
+				st.Alive = live
+				care = append(care, actors.RunInCare{Hash: m.Hash, Alive: live, StartsEach: f.StartsEach()})
+				if alive {
+					e.adopt(x, m, run, c)
+				}
+			}
+			states[m.Hash] = st
+		}
+	}
+	return record, care, states, nil
+}
+
+// ours says the process is one this daemon launched (so not to adopt).
+func (e *runEngine) ours(hash string, proc int) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := e.runs[hash]
+	if r == nil {
+		return false
+	}
+	p := r.procs[proc]
+	return p != nil && !p.adopted
+}
+
+// adopt records a process found alive at start, not the daemon's child.
+func (e *runEngine) adopt(x *repoIndex, m runMsg, run *messages.Run, c runCare) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := e.runs[m.Hash]
+	if r == nil {
+		r = &engineRun{hash: m.Hash, x: x, msg: m, run: run, procs: map[int]*runProc{}}
+		e.runs[m.Hash] = r
+	}
+	if _, ok := r.procs[c.Proc]; !ok {
+		r.procs[c.Proc] = &runProc{id: *c.Process, adopted: true, stderr: &runeng.Tail{}, stdout: &runeng.Tail{}}
+	}
+}
+
+// alive says the process runs (its PID with its start time, not a zombie).
+func (e *runEngine) alive(id messages.ProcID) bool {
+	st, err := unixhost.ReadStat(id.PID)
+	return err == nil && st.Start == id.Start && !st.Zombie()
+}
+
+// watch waits for a run's process found alive at start, and routes its end
+// as unknown: the daemon is not its parent.
+func (e *runEngine) watch(hash string, proc int) {
+	e.mu.Lock()
+	var id messages.ProcID
+	if r := e.runs[hash]; r != nil && r.procs[proc] != nil {
+		id = r.procs[proc].id
+	}
+	e.mu.Unlock()
+	if id.PID == 0 {
+		return
+	}
+	go func() {
+		if err := unixhost.WaitGone(e.ctx, id); err != nil {
+			return
+		}
+		e.log.Info("a run's process found at start is gone; how it ended is unknown", slog.String(actors.KeyRun, hash), slog.String(actors.KeyPID, id.String()))
+		e.exited(hash, messages.RunProcessExited{Proc: proc, Unknown: true})
+	}()
+}
+
+// Check is `runs check`: the runs to end lost now.
+func (e *runEngine) Check(ctx context.Context) ([]messages.RunRouted, error) {
+	record, care, states, err := e.survey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []messages.RunRouted
+	for _, l := range actors.RunsLost(record, care) {
+		st := states[l.Hash]
+		st.Alive = false
+		out = append(out, messages.RunRouted{Run: l.Hash, Start: &st, Event: messages.RunNotInCare{Note: l.Note}})
+	}
+	return out, nil
+}

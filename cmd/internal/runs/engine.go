@@ -1,0 +1,189 @@
+// Package runs is what ocxd's run engine (seed 004) needs beside the actors:
+// the preparation of a run's layers 2 to 4 (Preparer), and the pure parts of
+// its process's streams (the first line of STDIN, the kept ends of STDOUT
+// and STDERR, the kept logs' reply).
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// NodeValues are the values of seed 004's table 2 the node sets before any
+// step, from itself: root, project, node, server and release. user and run
+// come from the run itself (Prepare sets them).
+type NodeValues struct {
+	Root    string // the directory under which the node makes its runs' workspaces
+	Project string // the server's repository's name
+	Node    string // the node user
+	Server  string // the server's URL
+	Release string // the directory of the OCX release the node runs
+}
+
+// Values are the node's values with the run's own (user, run), as section 2
+// sets them before the workspace.
+func (n NodeValues) Values(run *messages.Run, hash string) messages.RunValues {
+	return messages.RunValues{
+		messages.ValueRoot: n.Root, messages.ValueProject: n.Project, messages.ValueNode: n.Node,
+		messages.ValueServer: n.Server, messages.ValueRelease: n.Release,
+		messages.ValueUser: run.Process.User, messages.ValueRun: hash,
+	}
+}
+
+// Prepared is a run ready to launch: every value set (started lists them),
+// the process as the host starts it (its streams left nil: the engine gives
+// them), and what of its streams the node keeps.
+type Prepared struct {
+	Values messages.RunValues
+	Spec   host.RunSpec
+	// Workspace is $$workspace$$, "" for a run without one: where the kept
+	// logs' files are written.
+	Workspace string
+	Keep      Keep
+}
+
+// Keep is process.keep in bytes (table 8).
+type Keep struct {
+	Stderr, Stdout int
+	// StdoutAlways: STDOUT is kept whatever the exit; otherwise on failure
+	// alone (an exit but 0, or a signal).
+	StdoutAlways bool
+}
+
+// Preparer makes a run's layers 2 to 4 (seed 004, sections 5 to 7): the
+// workspace's steps in order, then the sandbox and limits mapped onto the
+// host's terms, every value in place. run is the decoded message as it
+// arrived (its values not yet in place), hash its hash. An error is the
+// refusal of section 11, row 10 (or 9, a sandbox path reaching the node's
+// own files): its text is ended's note, naming the step or the path and
+// why. A Preparer may block (a clone); the engine calls it off the actors.
+type Preparer interface {
+	Prepare(ctx context.Context, run *messages.Run, hash string, node NodeValues) (Prepared, error)
+}
+
+// KeepOf reads process.keep, its defaults filled in (WithDefaults), in
+// bytes.
+func KeepOf(p messages.RunProcess) (Keep, error) {
+	k := p.WithDefaults(false).Keep
+	e, err := k.Stderr.Bytes()
+	if err != nil {
+		return Keep{}, fmt.Errorf("process.keep.stderr: %w", err)
+	}
+	o, err := k.Stdout.Bytes()
+	if err != nil {
+		return Keep{}, fmt.Errorf("process.keep.stdout: %w", err)
+	}
+	const most = 1 << 30
+	return Keep{Stderr: int(min(e, most)), Stdout: int(min(o, most)), StdoutAlways: k.StdoutWhen == messages.KeepAlways}, nil
+}
+
+// FirstLine is the line a process reads first on STDIN (table 8.1):
+// {"run": HASH, "objective": TEXT}, with its newline.
+func FirstLine(hash, objective string) []byte {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(struct {
+		Run       string `json:"run"`
+		Objective string `json:"objective"`
+	}{hash, objective}) // strings always encode
+	return []byte(b.String())
+}
+
+// Tail keeps the last Max bytes written to it and counts them all: the
+// kept end of a stream (section 8.2). It is safe for concurrent use.
+type Tail struct {
+	Max int
+
+	mu    sync.Mutex
+	buf   []byte
+	total int64
+}
+
+// Write keeps the end of p; it never fails.
+func (t *Tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.total += int64(len(p))
+	if t.Max <= 0 {
+		return len(p), nil
+	}
+	if len(p) >= t.Max {
+		t.buf = append(t.buf[:0], p[len(p)-t.Max:]...)
+		return len(p), nil
+	}
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.Max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// Bytes is the end kept, and how many bytes the stream printed in all.
+func (t *Tail) Bytes() ([]byte, int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]byte(nil), t.buf...), t.total
+}
+
+// KeptStream is one stream's kept end: its name (stderr or stdout), the
+// end kept and how many bytes it printed in all.
+type KeptStream struct {
+	Name  string
+	End   []byte
+	Total int64
+}
+
+// Kept says which streams' ends are kept after a process's exit (section
+// 8.2 and table 8's keep): STDERR whenever it printed a byte, STDOUT when
+// it did and it is kept always or the process failed (an exit but 0, or a
+// signal). STDERR comes first.
+func Kept(keep Keep, exit int, stderr, stdout KeptStream) []KeptStream {
+	var out []KeptStream
+	if stderr.Total > 0 && keep.Stderr > 0 {
+		out = append(out, stderr)
+	}
+	if stdout.Total > 0 && keep.Stdout > 0 && (keep.StdoutAlways || exit != 0) {
+		out = append(out, stdout)
+	}
+	return out
+}
+
+// KeptLogsText is the reply holding the kept logs (section 8.2): a plain
+// post, no OCX message, each stream's end in a fenced block headed by its
+// name, then the exit.
+func KeptLogsText(hash string, proc int, exit string, streams []KeptStream) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "The kept logs of run %s, process %d.\n", short(hash), proc)
+	for _, s := range streams {
+		end := string(s.End)
+		fence := "```"
+		for strings.Contains(end, fence) {
+			fence += "`"
+		}
+		b.WriteString("\n")
+		if s.Total > int64(len(s.End)) {
+			fmt.Fprintf(&b, "The last %d of %d bytes:\n\n", len(s.End), s.Total)
+		}
+		b.WriteString(fence + s.Name + "\n" + end)
+		if !strings.HasSuffix(end, "\n") {
+			b.WriteString("\n")
+		}
+		b.WriteString(fence + "\n")
+	}
+	fmt.Fprintf(&b, "\nIts exit: %s.\n", exit)
+	return b.String()
+}
+
+func short(h string) string {
+	if len(h) > 10 {
+		return h[:10]
+	}
+	return h
+}

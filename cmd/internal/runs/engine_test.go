@@ -1,0 +1,86 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+func TestTailKeepsTheEnd(t *testing.T) {
+	tl := &Tail{Max: 4}
+	for _, s := range []string{"ab", "cde", "f", "0123456789"} {
+		tl.Write([]byte(s))
+	}
+	end, total := tl.Bytes()
+	if string(end) != "6789" || total != 16 {
+		t.Errorf("end %q of %d, want 6789 of 16", end, total)
+	}
+}
+
+// TestKept: STDERR whenever it printed, STDOUT when kept always or on
+// failure (table 8's keep, section 8.2).
+func TestKept(t *testing.T) {
+	e := KeptStream{Name: "stderr", End: []byte("x"), Total: 1}
+	o := KeptStream{Name: "stdout", End: []byte("y"), Total: 1}
+	none := KeptStream{Name: "stdout"}
+	k := Keep{Stderr: 10, Stdout: 10}
+	for _, c := range []struct {
+		keep Keep
+		exit int
+		out  KeptStream
+		want string
+	}{
+		{k, 0, o, "stderr"},
+		{k, 1, o, "stderr stdout"},
+		{Keep{Stderr: 10, Stdout: 10, StdoutAlways: true}, 0, o, "stderr stdout"},
+		{k, 1, none, "stderr"},
+	} {
+		var names []string
+		for _, s := range Kept(c.keep, c.exit, e, c.out) {
+			names = append(names, s.Name)
+		}
+		if got := strings.Join(names, " "); got != c.want {
+			t.Errorf("keep %+v exit %d: %q, want %q", c.keep, c.exit, got, c.want)
+		}
+	}
+}
+
+func TestKeptLogsTextHoldsNoMessage(t *testing.T) {
+	text := KeptLogsText(strings.Repeat("a", 64), 1, "0", []KeptStream{{Name: "stdout", End: []byte("```json\n{\"ocx\": 1}\n```\n"), Total: 30}})
+	if !strings.Contains(text, "````stdout\n") || !strings.Contains(text, "Its exit: 0.") {
+		t.Errorf("not fenced past its content, or no exit:\n%s", text)
+	}
+	if _, err := messages.ReadMessage([]byte(text)); !errors.Is(err, messages.ErrNotANote) {
+		t.Errorf("the kept logs read as a message: %v\n%s", err, text)
+	}
+}
+
+// TestUnconfinedSeedEcho maps section 14's first run onto the host's
+// terms: echo hello in /, exactly its env, its values set.
+func TestUnconfinedSeedEcho(t *testing.T) {
+	m, err := messages.ReadMessage([]byte("```json\n" + `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "Say hello.",
+"process": {"user": "builder", "command": ["echo", "hello"], "env": {"PATH": "/usr/bin:/bin"},
+"keep": {"stdout_when": "always"}}}` + "\n```\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := strings.Repeat("c", 64)
+	p, err := Unconfined{}.Prepare(context.Background(), m.(*messages.Run), hash, NodeValues{Root: "/r", Project: "demo", Node: "lab-1", Server: "http://s/", Release: "/rel"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(p.Spec.Command, " ") != "echo hello" || p.Spec.Dir != "/" || strings.Join(p.Spec.Env, " ") != "PATH=/usr/bin:/bin" || p.Spec.Sandbox != nil {
+		t.Errorf("spec %+v", p.Spec)
+	}
+	if p.Values["run"] != hash || p.Values["user"] != "builder" || !p.Keep.StdoutAlways || p.Keep.Stdout != 64<<10 {
+		t.Errorf("values %v keep %+v", p.Values, p.Keep)
+	}
+	ws, _ := messages.ReadMessage([]byte("```json\n" + `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x",
+"workspace": [{"step": "directory", "at": "$$root$$/x"}], "process": {"user": "b", "command": ["true"]}}` + "\n```\n"))
+	if _, err := (Unconfined{}).Prepare(context.Background(), ws.(*messages.Run), hash, NodeValues{}); !errors.Is(err, ErrLayerNotPrepared) {
+		t.Errorf("a run with a workspace prepared unconfined: %v", err)
+	}
+}

@@ -1,0 +1,288 @@
+package itest
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// The run engine in ocxd (seed 004), end to end: a real fossil server, the
+// hook, the daemon and the run's real process.
+
+// nodeUser is the node user node.json names.
+func (n *testNode) nodeUser() string {
+	n.t.Helper()
+	b, err := os.ReadFile(filepath.Join(n.agents, "node.json"))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	cfg, err := messages.DecodeNodeConfig(b)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return cfg.User
+}
+
+// runPost is a post of a run's thread with the run engine message it holds
+// (nil for a plain post, such as the kept logs).
+type runPost struct {
+	posted
+	Msg messages.Message
+}
+
+func (n *testNode) runThread(root string) []runPost {
+	n.t.Helper()
+	var out []runPost
+	for _, p := range n.thread(root) {
+		m, _ := messages.ReadMessage([]byte(p.Text))
+		out = append(out, runPost{posted: p, Msg: m})
+	}
+	return out
+}
+
+// endedOf is the first ended the node user wrote in the thread, or nil.
+func (n *testNode) endedOf(root string) *messages.RunEnded {
+	user := n.nodeUser()
+	for _, p := range n.runThread(root) {
+		if e, ok := p.Msg.(*messages.RunEnded); ok && p.Sender == user {
+			return e
+		}
+	}
+	return nil
+}
+
+func (n *testNode) startedOf(root string) *messages.RunStarted {
+	user := n.nodeUser()
+	for _, p := range n.runThread(root) {
+		if s, ok := p.Msg.(*messages.RunStarted); ok && p.Sender == user {
+			return s
+		}
+	}
+	return nil
+}
+
+func block(v string) string { return "```json\n" + v + "\n```\n" }
+
+// runCare is the node's care file of a run, while it has it in its care.
+func (n *testNode) runCare(hash string) (messages.ProcID, bool) {
+	b, err := os.ReadFile(filepath.Join(n.agents, "ocxd.runs", hash+".json"))
+	if err != nil {
+		return messages.ProcID{}, false
+	}
+	var c struct {
+		Process *messages.ProcID `json:"process"`
+	}
+	if err := json.Unmarshal(b, &c); err != nil || c.Process == nil {
+		return messages.ProcID{}, false
+	}
+	return *c.Process, true
+}
+
+func procAlive(id messages.ProcID) bool {
+	st, err := unixhost.ReadStat(id.PID)
+	return err == nil && st.Start == id.Start && !st.Zombie()
+}
+
+// killAtEnd ends a run's process the test started, by its PID, if it still
+// runs when the test ends.
+func killAtEnd(t *testing.T, id messages.ProcID) {
+	t.Cleanup(func() {
+		if procAlive(id) {
+			syscall.Kill(id.PID, syscall.SIGKILL)
+		}
+	})
+}
+
+// TestRunEchoUnconfined is seed 004's section 14, first example, as
+// written: the admin posts the run in a new thread; the node writes
+// started (values listed), runs echo hello in /, posts a reply holding
+// hello in a fenced stdout block with exit 0, then ended exited exit 0.
+func TestRunEchoUnconfined(t *testing.T) {
+	needs(t, "ocxd")
+	n := newNode(t)
+	admin := n.srv.AdminLogin
+	node := n.nodeUser()
+	startDaemon(t, n, program("ocxd"))
+	run := fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Say hello.",
+"process": {"user": "builder", "command": ["echo", "hello"], "env": {"PATH": "/usr/bin:/bin"},
+"keep": {"stdout_when": "always"}}}`, node)
+	root := n.result(admin, "thread", "--title", "Say hello", "--text", block(run))
+	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
+
+	posts := n.runThread(root)
+	for _, p := range posts {
+		t.Logf("%s by %s:\n%s", p.Hash, p.Sender, p.Text)
+	}
+	if len(posts) != 4 {
+		t.Fatalf("the thread holds %d posts, want the run, started, the kept logs and ended", len(posts))
+	}
+	if _, ok := posts[0].Msg.(*messages.Run); !ok || posts[0].Hash != root {
+		t.Errorf("the first post is not the run: %+v", posts[0])
+	}
+	st, ok := posts[1].Msg.(*messages.RunStarted)
+	if !ok || posts[1].Sender != node || st.Run != root {
+		t.Fatalf("the second post is not the node's started: %s by %s", posts[1].Text, posts[1].Sender)
+	}
+	for k, want := range map[string]string{"run": root, "user": "builder", "node": node, "project": "demo"} {
+		if st.Values[k] != want {
+			t.Errorf("started's value %s is %q, want %q (values %v)", k, st.Values[k], want, st.Values)
+		}
+	}
+	for _, k := range []string{"root", "server", "release"} {
+		if st.Values[k] == "" {
+			t.Errorf("started lists no value %s: %v", k, st.Values)
+		}
+	}
+	logs := posts[2]
+	if logs.Msg != nil || logs.Sender != node || !strings.Contains(logs.Text, "```stdout\nhello\n```") || !strings.Contains(logs.Text, "exit: 0") {
+		t.Errorf("the third post is not the kept logs holding hello, exit 0 (by %s):\n%s", logs.Sender, logs.Text)
+	}
+	if strings.Contains(logs.Text, "```stderr") {
+		t.Errorf("the kept logs hold a stderr block, though echo printed nothing there:\n%s", logs.Text)
+	}
+	e, ok := posts[3].Msg.(*messages.RunEnded)
+	if !ok || posts[3].Sender != node || e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 || e.Run != root {
+		t.Errorf("the last post is not ended exited exit 0 by the node: %s by %s", posts[3].Text, posts[3].Sender)
+	}
+	for _, p := range posts[1:] {
+		if p.InReplyTo == "" {
+			t.Errorf("%s is not a reply in the run's thread", p.Hash)
+		}
+	}
+	// Out of the node's care once ended.
+	n.waitFor("the run to leave the node's care", func() bool {
+		_, err := os.Stat(filepath.Join(n.agents, "ocxd.runs", root+".json"))
+		return os.IsNotExist(err)
+	})
+}
+
+// TestRunRefusedFromANonAdmin: a run sent by a user holding neither admin
+// nor setup is answered ended, refused, its note naming that (table 3,
+// row 1; section 11, row 1); nothing is started.
+func TestRunRefusedFromANonAdmin(t *testing.T) {
+	needs(t, "ocxd")
+	n := newNode(t)
+	node := n.nodeUser()
+	startDaemon(t, n, program("ocxd"))
+	run := fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Say hello.",
+"process": {"user": "builder", "command": ["echo", "hello"]}}`, node)
+	root := n.result(person, "thread", "--title", "A run from alice", "--text", block(run))
+	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
+	e := n.endedOf(root)
+	if e.Outcome != messages.RunRefused || !strings.Contains(e.Note, "admin or setup") || e.Exit != nil {
+		t.Errorf("ended %+v, want refused naming admin or setup", e)
+	}
+	if s := n.startedOf(root); s != nil {
+		t.Errorf("a refused run was started: %+v", s)
+	}
+	if posts := n.runThread(root); len(posts) != 2 {
+		t.Errorf("the thread holds %d posts, want the run and ended", len(posts))
+	}
+}
+
+// TestRunStopAndAForgedEnded: a long-running run; an ended written by
+// someone other than the node user is ignored (table 3, rows 2 and 4: the
+// process runs on); then a stop by the admin ends its process (checked by
+// PID) and the run ends stopped (table 10: started, a stop).
+func TestRunStopAndAForgedEnded(t *testing.T) {
+	needs(t, "ocxd")
+	n := newNode(t)
+	admin := n.srv.AdminLogin
+	node := n.nodeUser()
+	startDaemon(t, n, program("ocxd"), "--grace", "2s")
+	run := fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Wait.",
+"process": {"user": "builder", "command": ["sleep", "600"], "env": {"PATH": "/usr/bin:/bin"}}}`, node)
+	root := n.result(admin, "thread", "--title", "Wait", "--text", block(run))
+	var id messages.ProcID
+	n.waitFor("the run's process", func() bool {
+		var ok bool
+		id, ok = n.runCare(root)
+		return ok && n.startedOf(root) != nil
+	})
+	killAtEnd(t, id)
+	if !procAlive(id) {
+		t.Fatalf("the run's process %s is not alive", id)
+	}
+
+	forged := fmt.Sprintf(`{"ocx": 1, "kind": "ended", "node": %q, "run": %q, "outcome": "exited", "exit": 0}`, node, root)
+	n.result(admin, "post", "--to", root, "--text", block(forged))
+	// The forged ended is on the record and handed to the daemon, which
+	// logs it ignored; the process runs on and the node writes nothing.
+	n.waitLogLine("the forged ended ignored", func(l logLine) bool {
+		return strings.Contains(l.Msg, "does not act on") && strings.Contains(l.Msg, "ended ignored")
+	})
+	if !procAlive(id) {
+		t.Fatalf("the forged ended ended the run's process")
+	}
+	if e := n.endedOf(root); e != nil {
+		t.Fatalf("the node wrote ended after a forged one: %+v", e)
+	}
+
+	stop := fmt.Sprintf(`{"ocx": 1, "kind": "stop", "node": %q, "run": %q}`, node, root)
+	n.result(admin, "post", "--to", root, "--text", block(stop))
+	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
+	e := n.endedOf(root)
+	if e.Outcome != messages.RunStopped || e.Exit != nil || e.Note != "" {
+		t.Errorf("ended %+v, want stopped", e)
+	}
+	n.waitFor("the run's process gone", func() bool { return !procAlive(id) })
+}
+
+// TestRunLostAfterTheDaemonDies: the daemon is killed (SIGKILL) while a
+// run's process runs; the process is then killed; the daemon started again
+// finds the run started, not ended, in its care with its process gone, and
+// ends it lost (section 10's last paragraph; table 12, lost).
+func TestRunLostAfterTheDaemonDies(t *testing.T) {
+	needs(t, "ocxd")
+	n := newNode(t)
+	admin := n.srv.AdminLogin
+	node := n.nodeUser()
+	d := startDaemon(t, n, program("ocxd"))
+	run := fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Wait.",
+"process": {"user": "builder", "command": ["sleep", "600"], "env": {"PATH": "/usr/bin:/bin"}}}`, node)
+	root := n.result(admin, "thread", "--title", "Wait", "--text", block(run))
+	var id messages.ProcID
+	n.waitFor("the run's process", func() bool {
+		var ok bool
+		id, ok = n.runCare(root)
+		return ok && n.startedOf(root) != nil
+	})
+	killAtEnd(t, id)
+	d.kill9()
+	if !procAlive(id) {
+		t.Fatalf("the run's process %s did not outlive the daemon", id)
+	}
+	syscall.Kill(id.PID, syscall.SIGKILL)
+	n.waitFor("the run's process gone", func() bool { return !procAlive(id) })
+	if e := n.endedOf(root); e != nil {
+		t.Fatalf("ended before the daemon started again: %+v", e)
+	}
+
+	startDaemon(t, n, program("ocxd"))
+	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
+	e := n.endedOf(root)
+	if e.Outcome != messages.RunLost || e.Note == "" || e.Exit != nil {
+		t.Errorf("ended %+v, want lost with a note", e)
+	}
+	// Once: a check asked again finds nothing more to end.
+	n.send("runs check")
+	n.waitLogLine("the check asked again", func(l logLine) bool { return strings.Contains(l.Msg, "runs are checked") })
+	time.Sleep(500 * time.Millisecond)
+	count := 0
+	for _, p := range n.runThread(root) {
+		if _, ok := p.Msg.(*messages.RunEnded); ok {
+			count++
+		}
+	}
+	if count != 1 {
+		t.Errorf("%d ended in the thread, want 1", count)
+	}
+}

@@ -1,0 +1,91 @@
+package messages
+
+import (
+	"strconv"
+	"time"
+)
+
+// The run engine's messages between the wiring and the node (seed 004):
+// how a run event reaches its run's actor, and what a run actor starts
+// from.
+
+// RunRouted is an event for the actor of run Run: a run that arrived, a
+// stop that counts, its process's exit, a run the node's check found lost.
+// The node starts the run's actor if it does not run (from Start, when
+// set, or in state none).
+type RunRouted struct {
+	Run   string
+	Event DaemonMessage
+	// Start is the actor's first state when it is started for this event;
+	// nil starts it in state none.
+	Start *RunActorState
+}
+
+func (RunRouted) daemonMessage() {}
+
+func (m RunRouted) String() string {
+	s := "for run " + daemonShort(m.Run) + ": "
+	if m.Event == nil {
+		return s + "nothing"
+	}
+	return s + m.Event.String()
+}
+
+// RunActorState is what a run's actor is rebuilt from when the node starts
+// (seed 004, sections 4 and 10): the run's facts, what the record says
+// (started, a stop and ended that count) and what the node keeps of a run
+// in its care. Lost, when set, is the note of the node's check: the actor
+// is told RunNotInCare once it starts.
+type RunActorState struct {
+	Facts         RunFacts  `json:"facts"`
+	StartedCounts bool      `json:"started_counts,omitempty"`
+	StopCounts    bool      `json:"stop_counts,omitempty"`
+	EndedCounts   bool      `json:"ended_counts,omitempty"`
+	InCare        bool      `json:"in_care,omitempty"`
+	LaunchedAt    time.Time `json:"launched_at,omitzero"`
+	Proc          int       `json:"proc,omitempty"`
+	Alive         bool      `json:"alive,omitempty"`
+	Lost          string    `json:"lost,omitempty"`
+}
+
+func (s RunActorState) String() string {
+	out := s.Facts.String()
+	for _, f := range []struct {
+		on   bool
+		word string
+	}{{s.StartedCounts, "started"}, {s.StopCounts, "stop"}, {s.EndedCounts, "ended"}, {s.InCare, "in care"}, {s.Alive, "alive"}} {
+		if f.on {
+			out += " " + f.word
+		}
+	}
+	if s.Proc > 0 {
+		out += " proc " + strconv.Itoa(s.Proc)
+	}
+	if s.Lost != "" {
+		out += " lost: " + oneLine(s.Lost)
+	}
+	return out
+}
+
+// CheckRuns asks the wiring for the node's runs that are to be ended lost
+// (the `runs check` line). Result: RunsChecked.
+type CheckRuns struct{}
+
+// RunsChecked is CheckRuns's result: each run found lost, with its note.
+type RunsChecked struct {
+	Lost []RunRouted
+	Err  error
+}
+
+func (CheckRuns) daemonEffect()    {}
+func (RunsChecked) daemonMessage() {}
+func (RunsChecked) answer()        {}
+
+// Answer is RunsChecked.
+func (CheckRuns) Answer() Answer { return RunsChecked{} }
+
+func (CheckRuns) String() string { return "check the node's runs" }
+
+func (m RunsChecked) String() string {
+	return "runs checked: " + strconv.Itoa(len(m.Lost)) + " lost" + errSuffix(m.Err)
+}
