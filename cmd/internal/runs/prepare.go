@@ -139,7 +139,9 @@ func (e *PrepareError) Error() string { return "runs: prepare: " + e.Note }
 func (e *PrepareError) Unwrap() error { return e.Err }
 
 // Refusal is the refusal ended's note says.
-func (e *PrepareError) Refusal() *messages.Refusal { return &messages.Refusal{Row: e.Row, Note: e.Note} }
+func (e *PrepareError) Refusal() *messages.Refusal {
+	return &messages.Refusal{Row: e.Row, Note: e.Note}
+}
 
 func refused(row messages.RefusalRow, note string, err error) *PrepareError {
 	return &PrepareError{Row: row, Step: -1, Note: note, Err: err}

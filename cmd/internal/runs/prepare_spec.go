@@ -79,7 +79,13 @@ func (p *Preparer) layers(run *messages.Run, vals messages.RunValues) (layered, 
 	if err != nil {
 		return layered{}, refused(messages.RefusedMalformed, err.Error(), err)
 	}
-	if err := p.Support.Check(spec.Sandbox, spec.Limits); err != nil {
+	support := p.Support
+	if support.Memory == "" {
+		// Nothing applies a memory limit yet (table 7: "a cgroup: not
+		// yet, so a node refuses it"), whatever the host says it has.
+		support.Memory = "no cgroup is made for a run yet"
+	}
+	if err := support.Check(spec.Sandbox, spec.Limits); err != nil {
 		var np *host.NotProvidedError
 		if errors.As(err, &np) {
 			return layered{}, refused(messages.RefusedUnprovided, fmt.Sprintf("%s is not provided by this node: %s", np.Field, np.Why), err)
