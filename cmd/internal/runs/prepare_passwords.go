@@ -25,8 +25,8 @@ import (
 //	USER PASSWORD\n
 //
 // USER being the Fossil user (valid UTF-8, no white space, no control
-// character), one space, then PASSWORD (printable ASCII, '!' to '~': no
-// space). Every line ends with a newline, the last one too; no blank line,
+// character, not beginning with #), one space, then PASSWORD (printable
+// ASCII, '!' to '~': no space). Every line ends with a newline, the last one too; no blank line,
 // no comment, no carriage return, no user twice. An empty file holds no
 // password. No error ever quotes a password.
 
@@ -159,6 +159,8 @@ func checkPasswordUser(u string) string {
 		return fmt.Sprintf("is longer than %d bytes", maxPasswordUser)
 	case !utf8.ValidString(u):
 		return "is not UTF-8"
+	case u[0] == '#':
+		return "begins with #, and the file has no comments"
 	}
 	for _, r := range u {
 		if unicode.IsSpace(r) || unicode.IsControl(r) || r == utf8.RuneError {
