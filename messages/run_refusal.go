@@ -40,6 +40,12 @@ type RunProvision struct {
 	// memory is never provided today (table 7: no cgroup yet), whatever
 	// this says.
 	Limits []string
+	// Terminal, Deliveries and Manual: it holds a terminal for a run's
+	// process (process.terminal), gives a session its deliveries
+	// (process.session) and has the tool that starts a manual run
+	// (process.manual). A node never runs a run with less than it asks
+	// (table 1): a run asking one it lacks is refused, naming the field.
+	Terminal, Deliveries, Manual bool
 }
 
 // RefusalFacts is what RunRefusal needs of the node and the repository, each
@@ -150,6 +156,14 @@ func unprovided(run *Run, p RunProvision) string {
 		if !slices.Contains(p.Limits, l) {
 			return fmt.Sprintf("limits.%s: this node cannot enforce it", l)
 		}
+	}
+	switch pr := run.Process; {
+	case pr.Manual && !p.Manual:
+		return "process.manual: this node has no tool to start a manual run yet"
+	case pr.Session && !p.Deliveries:
+		return "process.session: this node gives a session no deliveries yet"
+	case pr.Terminal && !p.Terminal:
+		return "process.terminal: this node holds no terminal for a run yet"
 	}
 	return ""
 }

@@ -86,7 +86,7 @@ type runCare struct {
 
 func newRunEngine(cfg *messages.NodeConfig, layout host.Layout, root *unixhost.Root, rec *records, rp *reaper, rel *releases, log *slog.Logger) *runEngine {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &runEngine{cfg: cfg, layout: layout, root: root, records: rec, reaper: rp, rel: rel, prep: runeng.Unconfined{},
+	return &runEngine{cfg: cfg, layout: layout, root: root, records: rec, reaper: rp, rel: rel,
 		log: log, now: time.Now, ctx: ctx, cancel: cancel, runs: map[string]*engineRun{}}
 }
 
@@ -96,6 +96,29 @@ func (e *runEngine) close() { e.cancel() }
 // careDir is where the node keeps its runs in care: a name of the ocxd.*
 // family, which no login may take (D16).
 func (e *runEngine) careDir() string { return filepath.Join(e.layout.Root(), "ocxd.runs") }
+
+// workRoot is $$root$$, under which the node makes its runs' workspaces
+// (seed 004, table 2): AGENTS/ocxd.work, of the ocxd.* family too.
+func (e *runEngine) workRoot() string { return filepath.Join(e.layout.Root(), "ocxd.work") }
+
+// preparer is the Preparer of a run of the repository x: the engine's own
+// (a test's), or the node's layers on this host, the server's node, its
+// password step setting a fresh password in x's repository.
+func (e *runEngine) preparer(x *repoIndex) runeng.Preparer {
+	if e.prep != nil {
+		return e.prep
+	}
+	var repos []string
+	for _, name := range e.cfg.ProjectNames() {
+		repos = append(repos, e.cfg.Projects[name].Repository)
+	}
+	return &runeng.Layers{
+		Fossil:     e.records.fossil.Exe,
+		Repository: x.path,
+		Files:      host.NodeFiles{Repositories: repos, Agents: e.layout.Root(), ReleaseRoot: e.rel.root, State: e.careDir()},
+		Support:    e.reaper.runSupport(),
+	}
+}
 
 func (e *runEngine) carePath(hash string) (string, error) {
 	if err := messages.ValidateHash(hash); err != nil {
@@ -236,8 +259,11 @@ func (e *runEngine) Prepare(ctx context.Context, hash string) (map[string]string
 		return nil, "the run does not read"
 	}
 	rel, _ := e.rel.dir(messages.ReleaseCurrent)
-	nv := runeng.NodeValues{Root: e.layout.Root(), Project: r.x.project, Node: e.cfg.User, Server: r.x.url, Release: rel}
-	p, err := e.prep.Prepare(ctx, r.run, hash, nv)
+	if err := e.root.MkdirAll(e.workRoot(), 0o700); err != nil {
+		return nil, "the node's run root cannot be made: " + err.Error()
+	}
+	nv := runeng.NodeValues{Root: e.workRoot(), Project: r.x.project, Node: e.cfg.User, Server: r.x.url, Release: rel}
+	p, err := e.preparer(r.x).Prepare(ctx, r.run, hash, nv)
 	if err != nil {
 		return nil, err.Error()
 	}

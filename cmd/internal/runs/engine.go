@@ -46,6 +46,8 @@ type Prepared struct {
 	// logs' files are written.
 	Workspace string
 	Keep      Keep
+	// Limits are the limits applied, as written: what started lists.
+	Limits messages.RunLimits
 }
 
 // Keep is process.keep in bytes (table 8).

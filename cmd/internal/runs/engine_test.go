@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -58,9 +59,10 @@ func TestKeptLogsTextHoldsNoMessage(t *testing.T) {
 	}
 }
 
-// TestUnconfinedSeedEcho maps section 14's first run onto the host's
-// terms: echo hello in /, exactly its env, its values set.
-func TestUnconfinedSeedEcho(t *testing.T) {
+// TestPrepareSeedEcho maps section 14's first run onto the host's terms
+// as the engine calls its Preparer: echo hello in /, exactly its env, its
+// values set, nothing made on the host.
+func TestPrepareSeedEcho(t *testing.T) {
 	m, err := messages.ReadMessage([]byte("```json\n" + `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "Say hello.",
 "process": {"user": "builder", "command": ["echo", "hello"], "env": {"PATH": "/usr/bin:/bin"},
 "keep": {"stdout_when": "always"}}}` + "\n```\n"))
@@ -68,19 +70,19 @@ func TestUnconfinedSeedEcho(t *testing.T) {
 		t.Fatal(err)
 	}
 	hash := strings.Repeat("c", 64)
-	p, err := Unconfined{}.Prepare(context.Background(), m.(*messages.Run), hash, NodeValues{Root: "/r", Project: "demo", Node: "lab-1", Server: "http://s/", Release: "/rel"})
+	root, rel := t.TempDir(), t.TempDir()
+	var p Preparer = &Layers{}
+	got, err := p.Prepare(context.Background(), m.(*messages.Run), hash, NodeValues{Root: root, Project: "demo", Node: "lab-1", Server: "http://s/", Release: rel})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(p.Spec.Command, " ") != "echo hello" || p.Spec.Dir != "/" || strings.Join(p.Spec.Env, " ") != "PATH=/usr/bin:/bin" || p.Spec.Sandbox != nil {
-		t.Errorf("spec %+v", p.Spec)
+	if strings.Join(got.Spec.Command, " ") != "echo hello" || got.Spec.Dir != "/" || strings.Join(got.Spec.Env, " ") != "PATH=/usr/bin:/bin" || got.Spec.Sandbox != nil {
+		t.Errorf("spec %+v", got.Spec)
 	}
-	if p.Values["run"] != hash || p.Values["user"] != "builder" || !p.Keep.StdoutAlways || p.Keep.Stdout != 64<<10 {
-		t.Errorf("values %v keep %+v", p.Values, p.Keep)
+	if got.Values["run"] != hash || got.Values["user"] != "builder" || !got.Keep.StdoutAlways || got.Keep.Stdout != 64<<10 || got.Workspace != "" {
+		t.Errorf("values %v keep %+v workspace %q", got.Values, got.Keep, got.Workspace)
 	}
-	ws, _ := messages.ReadMessage([]byte("```json\n" + `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x",
-"workspace": [{"step": "directory", "at": "$$root$$/x"}], "process": {"user": "b", "command": ["true"]}}` + "\n```\n"))
-	if _, err := (Unconfined{}).Prepare(context.Background(), ws.(*messages.Run), hash, NodeValues{}); !errors.Is(err, ErrLayerNotPrepared) {
-		t.Errorf("a run with a workspace prepared unconfined: %v", err)
+	if entries, _ := os.ReadDir(root); len(entries) != 0 {
+		t.Errorf("a run without a workspace made %d entries in the root", len(entries))
 	}
 }
