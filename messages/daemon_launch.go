@@ -19,13 +19,13 @@ type LaunchSpec struct {
 	Repository string       `json:"repository"`
 	Workspace  WorkspaceKey `json:"workspace"`
 	// Record is the session's own record: a thread's root post or a ticket.
-	Record   string      `json:"record"`
-	Kind     SessionKind `json:"kind,omitempty"`
+	Record string      `json:"record"`
+	Kind   SessionKind `json:"kind,omitempty"`
 	// Runner is an llm session's runner (its definition's), which the
 	// spawner checks its release offers (E9).
-	Runner string `json:"runner,omitempty"`
-	Lifetime Lifetime    `json:"lifetime,omitempty"`
-	Release  string      `json:"release,omitempty"` // current or previous
+	Runner   string   `json:"runner,omitempty"`
+	Lifetime Lifetime `json:"lifetime,omitempty"`
+	Release  string   `json:"release,omitempty"` // current or previous
 	// ReleaseDir is the release directory the wiring resolved Release to when
 	// it read the launch (links followed: RELEASE_ROOT/releases/ID, or a
 	// developer build's directory), or the directory a process found at start

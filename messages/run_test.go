@@ -652,7 +652,9 @@ func TestRunRefusalRows(t *testing.T) {
 		{"8 terminal", `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "process": {"user": "builder", "command": ["x"], "terminal": true}}`, nil, RefusedUnprovided, "process.terminal"},
 		{"8 session", `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "process": {"user": "builder", "command": ["x"], "session": true}}`, nil, RefusedUnprovided, "process.session"},
 		{"8 manual", `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "process": {"user": "builder", "command": ["x"], "manual": true}}`, nil, RefusedUnprovided, "process.manual"},
-		{"8 terminal held", `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "process": {"user": "builder", "command": ["x"], "terminal": true, "session": true, "manual": true}}`, func(f *RefusalFacts) { f.Provides.Terminal, f.Provides.Deliveries, f.Provides.Manual = true, true, true }, 0, ""},
+		{"8 terminal held", `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "process": {"user": "builder", "command": ["x"], "terminal": true, "session": true, "manual": true}}`, func(f *RefusalFacts) {
+			f.Provides.Terminal, f.Provides.Deliveries, f.Provides.Manual = true, true, true
+		}, 0, ""},
 		// Order: the first row that holds counts.
 		{"1 before 2", block("", ""), func(f *RefusalFacts) { f.SenderPrivileged = false }, RefusedSender, ""},
 		{"2 before 4", block("", `, "process2": 1`), nil, RefusedMalformed, ""},
