@@ -78,6 +78,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, errStopped) {
 			return 1 // the answer printed says why
 		}
+		if ex, ok := errors.AsType[errExit](err); ok {
+			return ex.code // a run's holder exits as its command did
+		}
 		if errors.Is(err, errUsage) {
 			fmt.Fprintf(stderr, "ocx %s: %v\n", c.name, err)
 			return 2

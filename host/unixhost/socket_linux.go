@@ -80,3 +80,49 @@ func SameUser(c net.Conn) error {
 	}
 	return nil
 }
+
+// ListenSocketAt listens on the Unix socket at p (mode 0600) in a directory
+// that is already there, which it leaves as it is: a run's holder binds its
+// socket where its caller says. A socket left at p by a server that is
+// gone is removed; one a server still answers on is refused, and so is
+// anything else at p, and a path too long for a socket.
+func ListenSocketAt(p string) (net.Listener, error) {
+	if len(p) > MaxSocketPath {
+		return nil, fmt.Errorf("unixhost: socket %s: %d bytes, and a Unix socket's path holds at most %d", p, len(p), MaxSocketPath)
+	}
+	if st, err := os.Lstat(p); err == nil {
+		if st.Mode().Type() != fs.ModeSocket {
+			return nil, &fs.PathError{Op: "listen", Path: p, Err: errors.New("is there and is not a socket")}
+		}
+		if c, err := net.Dial("unix", p); err == nil {
+			c.Close()
+			return nil, &fs.PathError{Op: "listen", Path: p, Err: errors.New("a server answers on it")}
+		}
+		if err := os.Remove(p); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := net.Listen("unix", p)
+	if err != nil {
+		return nil, err
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := os.Chmod(p, 0o600); err != nil {
+		ln.Close()
+		os.Remove(p)
+		return nil, err
+	}
+	return ln, nil
+}
+
+// WriteFileAtomic replaces the file at the absolute path p whole, as
+// Root.WriteFile does beneath p's directory: a reader sees the old contents
+// or the new, and a link at p is replaced, not followed.
+func WriteFileAtomic(p string, data []byte, perm fs.FileMode) error {
+	root, err := OpenRoot(filepath.Dir(p))
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return root.WriteFile(p, data, perm)
+}

@@ -1,0 +1,432 @@
+package runhold
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+)
+
+// Timings of a holder's end, and of its clients.
+const (
+	// drainGrace is how long output is still read after the command exits,
+	// when something it left behind still holds the terminal or the pipe.
+	drainGrace = time.Second
+	// flushGrace is how long attached clients are given to take the last
+	// of the output before they are cut off.
+	flushGrace = 2 * time.Second
+	// commandWait is how long a connection may take to send its request.
+	commandWait = 5 * time.Second
+	// clientWrite is how long a client may take to take one chunk of output.
+	clientWrite = 10 * time.Second
+	// clientQueue is how many chunks of output wait for a slow client
+	// before it is cut off (it never slows the command).
+	clientQueue = 1024
+	// screenKeep is how much of the terminal's output a client that
+	// attaches is shown first.
+	screenKeep = 16 << 10
+	// maxRequest bounds a request's first line.
+	maxRequest = 64 << 10
+)
+
+// DetachKey is the key that detaches `ocx attach`: Ctrl-], as telnet's.
+const DetachKey = 0x1d
+
+// holder is one running holder's state.
+type holder struct {
+	log    *slog.Logger
+	master *os.File
+	pid    int
+
+	writeMu sync.Mutex // one writer into the terminal at a time
+
+	mu        sync.Mutex
+	clients   map[*client]struct{}
+	conns     map[net.Conn]struct{}
+	listeners []net.Listener
+	ended     bool
+	screen    *tail
+	stdout    *tail
+	stderr    *tail
+
+	wg sync.WaitGroup // accept loops and connections
+}
+
+// client is one attached connection.
+type client struct {
+	conn   net.Conn
+	out    chan []byte
+	closed bool // out is closed; under holder.mu
+	done   chan struct{}
+}
+
+// Hold runs a holder in this process until its command exits, and returns
+// the exit. It serves on ln when ln is not nil, else it listens on
+// o.Socket. A signal on signals is sent to the command's process group
+// (its session), but SIGUSR1, which binds the socket again if it was
+// removed; ctx's end sends SIGTERM. The socket is removed, and ln closed,
+// before Hold returns.
+func Hold(ctx context.Context, o Options, ln net.Listener, signals <-chan host.Signal, log *slog.Logger) (Status, error) {
+	if err := o.Check(); err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		return Status{}, err
+	}
+	if ln == nil {
+		var err error
+		if ln, err = unixhost.ListenSocketAt(o.Socket); err != nil {
+			return Status{}, err
+		}
+	}
+	cmd := exec.Command(o.Argv[0], o.Argv[1:]...)
+	cmd.Dir = o.Dir
+	master, stderrR, err := unixhost.StartOnPTY(cmd)
+	if err != nil {
+		// The caller (a detached start) may be gone: the status file tells.
+		st := Status{Exit: 127, Error: err.Error()}
+		werr := writeStatus(o.Status, st)
+		ln.Close()
+		os.Remove(o.Socket)
+		return st, errors.Join(fmt.Errorf("runhold: start %q: %w", o.Argv[0], err), werr)
+	}
+	h := &holder{
+		log: log, master: master, pid: cmd.Process.Pid,
+		clients: map[*client]struct{}{}, conns: map[net.Conn]struct{}{},
+		screen: newTail(screenKeep), stdout: newTail(o.KeepStdout), stderr: newTail(o.KeepStderr),
+	}
+	log.Info("run holder started", slog.Int("pid", h.pid), slog.String("socket", o.Socket))
+	var pumps sync.WaitGroup
+	pumps.Go(func() { h.pump(master, false) })
+	pumps.Go(func() { h.pump(stderrR, true) })
+	h.serve(ln)
+	if o.FirstLine != "" {
+		if err := h.typeLine(o.FirstLine); err != nil {
+			log.Warn("the first line was not typed in", slog.String("error", err.Error()))
+		}
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	done := ctx.Done()
+wait:
+	for {
+		select {
+		case <-waited:
+			break wait
+		case <-done:
+			done = nil
+			h.signal(host.SIGTERM)
+		case s := <-signals:
+			if s == host.SIGUSR1 {
+				h.relisten(o.Socket)
+			} else {
+				h.signal(s)
+			}
+		}
+	}
+	st := statusOf(cmd.ProcessState)
+
+	// The output the command left in the terminal and the pipe, then the
+	// end: kept logs, the status, the clients, the socket.
+	drained := make(chan struct{})
+	go func() { pumps.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(drainGrace):
+		master.SetReadDeadline(time.Now())
+		stderrR.SetReadDeadline(time.Now())
+		<-drained
+	}
+	stderrR.Close()
+	var errs []error
+	h.mu.Lock()
+	if h.stdout.wrote && o.StdoutLog != "" {
+		errs = append(errs, unixhost.WriteFileAtomic(o.StdoutLog, h.stdout.Bytes(), 0o600))
+	}
+	if h.stderr.wrote && o.StderrLog != "" {
+		errs = append(errs, unixhost.WriteFileAtomic(o.StderrLog, h.stderr.Bytes(), 0o600))
+	}
+	h.mu.Unlock()
+	errs = append(errs, writeStatus(o.Status, st))
+	h.end()
+	master.Close()
+	if err := os.Remove(o.Socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	log.Info("run holder ended", slog.Int("pid", h.pid), slog.Int("exit", st.Exit), slog.String("signal", st.Signal))
+	return st, errors.Join(errs...)
+}
+
+// pump copies one of the command's outputs to the clients and its tail
+// until it ends. Standard error is shown as the terminal would show it,
+// each newline a carriage return and a newline.
+func (h *holder) pump(f *os.File, stderr bool) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			h.output(buf[:n], stderr)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (h *holder) output(p []byte, stderr bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if stderr {
+		h.stderr.Write(p)
+		p = bytes.ReplaceAll(p, []byte("\n"), []byte("\r\n"))
+	} else {
+		h.stdout.Write(p)
+		p = bytes.Clone(p)
+	}
+	h.screen.Write(p)
+	for c := range h.clients {
+		select {
+		case c.out <- p:
+		default: // too slow: cut off, never waited for
+			h.log.Warn("an attached client is too slow, cut off")
+			h.dropLocked(c)
+		}
+	}
+}
+
+// typeLine types line and a newline into the terminal.
+func (h *holder) typeLine(line string) error {
+	if err := checkControl(line); err != nil {
+		return err
+	}
+	// A long line is whole only once the command has left canonical mode.
+	if len(line)+1 > unixhost.MaxCanonicalLine {
+		if canon, err := unixhost.Canonical(h.master); err != nil || canon {
+			return CheckLine(line)
+		}
+	}
+	return h.input([]byte(line + "\n"))
+}
+
+// input writes keys into the terminal.
+func (h *holder) input(p []byte) error {
+	h.writeMu.Lock()
+	defer h.writeMu.Unlock()
+	_, err := h.master.Write(p)
+	return err
+}
+
+// signal sends s to the command's process group.
+func (h *holder) signal(s host.Signal) {
+	if err := unixhost.KillGroup(h.pid, s); err != nil {
+		h.log.Warn("signal not sent", slog.String("signal", s.String()), slog.String("error", err.Error()))
+	}
+}
+
+// relisten binds the socket again when it is gone (abduco's SIGUSR1).
+func (h *holder) relisten(p string) {
+	if _, err := os.Lstat(p); err == nil {
+		return
+	}
+	ln, err := unixhost.ListenSocketAt(p)
+	if err != nil {
+		h.log.Warn("the socket was not bound again", slog.String("error", err.Error()))
+		return
+	}
+	h.log.Info("the socket is bound again", slog.String("socket", p))
+	h.serve(ln)
+}
+
+// serve accepts connections on ln until the holder ends.
+func (h *holder) serve(ln net.Listener) {
+	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		ln.Close()
+		return
+	}
+	h.listeners = append(h.listeners, ln)
+	h.mu.Unlock()
+	h.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			h.mu.Lock()
+			if h.ended {
+				h.mu.Unlock()
+				c.Close()
+				continue
+			}
+			h.conns[c] = struct{}{}
+			h.wg.Go(func() { h.handle(c) })
+			h.mu.Unlock()
+		}
+	})
+}
+
+// handle answers one connection.
+func (h *holder) handle(c net.Conn) {
+	defer func() {
+		c.Close()
+		h.mu.Lock()
+		delete(h.conns, c)
+		h.mu.Unlock()
+	}()
+	if err := unixhost.SameUser(c); err != nil {
+		h.log.Warn("a connection refused", slog.String("error", err.Error()))
+		return
+	}
+	c.SetReadDeadline(time.Now().Add(commandWait))
+	r := bufio.NewReaderSize(c, 4096)
+	line, err := readLine(r, maxRequest)
+	if err != nil {
+		return
+	}
+	cmd, err := ParseCommand(line)
+	if err != nil {
+		fmt.Fprintf(c, "error: %v\n", err)
+		return
+	}
+	switch cmd.Verb {
+	case "type":
+		if err := h.typeLine(cmd.Line); err != nil {
+			fmt.Fprintf(c, "error: %v\n", err)
+			return
+		}
+		io.WriteString(c, "ok\n")
+	case "status":
+		h.mu.Lock()
+		b, _ := json.Marshal(struct {
+			PID     int `json:"pid"`
+			Clients int `json:"clients"`
+		}{h.pid, len(h.clients)})
+		h.mu.Unlock()
+		c.Write(append(b, '\n'))
+	case "attach":
+		c.SetReadDeadline(time.Time{})
+		if cmd.Size.Rows > 0 && cmd.Size.Cols > 0 {
+			if err := unixhost.SetWindowSize(h.master, cmd.Size); err != nil {
+				h.log.Warn("window size not set", slog.String("error", err.Error()))
+			}
+		}
+		h.attach(c, r)
+	}
+}
+
+// attach serves an attached client: the screen's end and then the output
+// to it, its keys into the terminal, until either side ends.
+func (h *holder) attach(c net.Conn, r *bufio.Reader) {
+	cl := &client{conn: c, out: make(chan []byte, clientQueue), done: make(chan struct{})}
+	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		return
+	}
+	if b := h.screen.Bytes(); len(b) > 0 {
+		cl.out <- b
+	}
+	h.clients[cl] = struct{}{}
+	h.mu.Unlock()
+	go func() {
+		defer close(cl.done)
+		for b := range cl.out {
+			c.SetWriteDeadline(time.Now().Add(clientWrite))
+			if _, err := c.Write(b); err != nil {
+				c.Close()
+				for range cl.out {
+				}
+				return
+			}
+		}
+		c.Close() // the holder ended: the client sees the connection end
+	}()
+	buf := make([]byte, 4096)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if werr := h.input(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	h.mu.Lock()
+	h.dropLocked(cl)
+	h.mu.Unlock()
+	<-cl.done
+}
+
+// dropLocked ends a client's output; h.mu is held.
+func (h *holder) dropLocked(c *client) {
+	delete(h.clients, c)
+	if !c.closed {
+		c.closed = true
+		close(c.out)
+	}
+}
+
+// end stops accepting, lets attached clients take the last of the output,
+// then ends every connection and waits for them.
+func (h *holder) end() {
+	h.mu.Lock()
+	h.ended = true
+	for _, ln := range h.listeners {
+		ln.Close()
+	}
+	var dones []chan struct{}
+	for c := range h.clients {
+		dones = append(dones, c.done)
+		h.dropLocked(c)
+	}
+	h.mu.Unlock()
+	deadline := time.After(flushGrace)
+	for _, d := range dones {
+		select {
+		case <-d:
+		case <-deadline:
+		}
+	}
+	h.mu.Lock()
+	for c := range h.conns {
+		c.Close()
+	}
+	h.mu.Unlock()
+	// A key or a line still being typed into a terminal no one reads.
+	h.master.SetWriteDeadline(time.Now())
+	h.wg.Wait()
+}
+
+// readLine reads one line, without its newline, of at most max bytes.
+func readLine(r *bufio.Reader, max int) (string, error) {
+	var line []byte
+	for {
+		frag, err := r.ReadSlice('\n')
+		line = append(line, frag...)
+		if len(line) > max {
+			return "", errors.New("request too long")
+		}
+		if err == nil {
+			return string(bytes.TrimSuffix(line[:len(line)-1], []byte("\r"))), nil
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return "", err
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/ocx-go/ocx/cmd/internal/runhold"
+	"github.com/ocx-go/ocx/host/unixhost"
+)
+
+func init() {
+	register(command{name: "run", summary: "the node's side of a run: `run hold` holds a run's terminal (docs/runs.md §8.1)", run: runRun})
+	register(command{name: "attach", summary: "join a run's terminal; Ctrl-] detaches and the run goes on", run: runAttach})
+}
+
+const runUsage = runhold.Usage + `
+
+hold starts COMMAND on a terminal of its own, in a session of its own, and
+holds the terminal's master until COMMAND exits: a person joins it with ocx
+attach, the node types the first line and each delivery in through the
+socket (docs/runs.md §8.1), STDERR is a pipe copied to the terminal, and the
+ends of both are rewritten to the logs named. At the exit it writes
+{"exit":N} (or {"exit":128+N,"signal":"SIGX"}) to --status, removes the
+socket, and exits with COMMAND's status. --detach binds the socket, leaves
+the holder running in a session of its own (it outlives its caller and the
+daemon), prints "PID SOCKET" and returns. A TERM, INT or HUP to the holder
+is sent on to COMMAND's session; a USR1 binds a removed socket again.`
+
+// errExit carries a holder's exit code out of run: the command's own.
+type errExit struct{ code int }
+
+func (e errExit) Error() string { return fmt.Sprintf("the command exited %d", e.code) }
+
+func runRun(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] != "hold" {
+		fmt.Fprintf(e.stderr, "usage: ocx %s\n", runUsage)
+		if len(args) == 0 || (args[0] != "-h" && args[0] != "--help" && args[0] != "help") {
+			return fmt.Errorf("%w: run takes hold", errUsage)
+		}
+		return nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	code, err := runhold.Main(ctx, []string{exe, "run", "hold"}, args[1:], e.stdout, e.stderr, e.log)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return nil
+	case err != nil && code == 2:
+		return fmt.Errorf("%w: %v", errUsage, err)
+	case err != nil:
+		return err
+	case code != 0:
+		return errExit{code}
+	}
+	return nil
+}
+
+const attachUsage = `attach [--socket PATH | PATH]
+
+attach joins the terminal of a run a holder holds (ocx run hold; the
+socket it was given, AGENTS/runs/RUN/terminal.sock when the daemon starts
+it): what the terminal shows, starting with the last of what it showed, and
+what you type goes in. Standard input is put in raw mode when it is a
+terminal, and its size becomes the run's. Ctrl-] detaches, leaving the run
+running; when the run ends, attach ends. Several people may attach at once:
+each sees the output, and what each types goes in.`
+
+func runAttach(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("attach", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() { fmt.Fprintf(e.stderr, "usage: ocx %s\n\n", attachUsage); fs.PrintDefaults() }
+	sock := fs.String("socket", "", "the holder's socket")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usageErr(err)
+	}
+	switch {
+	case len(pos) == 1 && *sock == "":
+		*sock = pos[0]
+	case len(pos) != 0 || *sock == "":
+		return fmt.Errorf("%w: attach takes one socket", errUsage)
+	}
+	var size unixhost.WindowSize
+	if unixhost.IsTerminal(os.Stdout) {
+		size, _ = unixhost.GetWindowSize(os.Stdout)
+	}
+	if unixhost.IsTerminal(os.Stdin) {
+		restore, err := unixhost.MakeRaw(os.Stdin)
+		if err != nil {
+			return err
+		}
+		defer restore()
+		fmt.Fprintf(e.stderr, "[attached to %s: Ctrl-] detaches]\r\n", *sock)
+	}
+	detached, err := runhold.Attach(*sock, os.Stdin, e.stdout, size)
+	if err != nil {
+		return fmt.Errorf("attach %s: %w", *sock, err)
+	}
+	if detached {
+		fmt.Fprint(e.stderr, "\r\n[detached; the run goes on]\r\n")
+	} else {
+		fmt.Fprint(e.stderr, "\r\n[the run ended]\r\n")
+	}
+	return nil
+}
