@@ -638,5 +638,5 @@ func (c *RunCore) addr() messages.ActorAddr { return messages.RunAddr(c.run) }
 // runKept is what the node keeps of a run, as the wiring found it at start.
 func runKept(s messages.RunActorState) RunKept {
 	return RunKept{StartedCounts: s.StartedCounts, StopCounts: s.StopCounts, EndedCounts: s.EndedCounts,
-		InCare: s.InCare, LaunchedAt: s.LaunchedAt, Proc: s.Proc, Alive: s.Alive}
+		InCare: s.InCare, LaunchedAt: s.LaunchedAt, Proc: s.Proc, Alive: s.Alive, Given: RunGiven{Last: s.Given}}
 }

@@ -77,6 +77,25 @@ func runPasses(f string, s RunSubscription, a messages.RunArrival) bool {
 	return false
 }
 
+// RunDeliveries is what a session is to be given of arrivals read from the
+// repository in the server's order: each that comes after the place after
+// (the last given, or the run's started) and passes every filter, as its
+// delivery, at most once and in the server's order. An arrival at or behind
+// one already taken is left out, so a list read twice, or out of order,
+// gives nothing twice.
+func RunDeliveries(s RunSubscription, after messages.RunPosition, arrivals []messages.RunArrival) []messages.RunDelivery {
+	var out []messages.RunDelivery
+	last := after
+	for _, a := range arrivals {
+		if a.At.IsZero() || !last.Before(a.At) || RunFilter(s, a) != "" {
+			continue
+		}
+		last = a.At
+		out = append(out, messages.RunDelivery{Hash: a.Hash, At: a.At, Line: messages.RunLine(a)})
+	}
+	return out
+}
+
 // RunGiven is what the node keeps so that a session is given each artifact
 // at most once, in the server's order (seed 004, section 4): the place of
 // the last artifact given. An artifact at or before it, a replay or one

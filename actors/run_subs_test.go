@@ -170,3 +170,59 @@ func TestRunsLost(t *testing.T) {
 		t.Fatalf("lost with nothing on the record")
 	}
 }
+
+// TestRunDeliveriesAtMostOnceInOrder: whatever arrivals are read, in
+// whatever order and however often, what RunDeliveries gives passes every
+// filter, comes after the place given, is in strictly rising server order
+// (so nothing twice), and leaves out no arrival that passes and comes after
+// the last one before it; reading the same list again from the last given
+// place gives nothing.
+func TestRunDeliveriesAtMostOnceInOrder(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := RunSubscription{Session: true, StartedCounts: true, Started: messages.RunPosition{Receipt: 3, Row: 1},
+			User: "u", Thread: "T", Checkins: []string{"trunk"}, Hears: rapid.SampledFrom([][]string{nil, {"*"}, {"a"}}).Draw(t, "hears")}
+		arr := rapid.Custom(func(t *rapid.T) messages.RunArrival {
+			return messages.RunArrival{
+				Kind:         rapid.SampledFrom([]messages.RunArrivalKind{messages.RunPost, messages.RunChange, messages.RunCheckin}).Draw(t, "kind"),
+				Hash:         rapid.StringMatching(`[0-9a-f]{4}`).Draw(t, "hash"),
+				At:           messages.RunPosition{Receipt: rapid.Int64Range(0, 8).Draw(t, "rcv"), Row: rapid.Int64Range(0, 4).Draw(t, "row")},
+				From:         rapid.SampledFrom([]string{"", "a", "b", "u"}).Draw(t, "from"),
+				HoldsMessage: rapid.Bool().Draw(t, "msg"),
+				Thread:       rapid.SampledFrom([]string{"T", "X"}).Draw(t, "thread"),
+				Branch:       rapid.SampledFrom([]string{"trunk", "dev"}).Draw(t, "branch"),
+				Text:         "t",
+			}
+		})
+		arrivals := rapid.SliceOf(arr).Draw(t, "arrivals")
+		after := s.Started
+		if rapid.Bool().Draw(t, "given") {
+			after = messages.RunPosition{Receipt: 5, Row: 0}
+		}
+		got := RunDeliveries(s, after, arrivals)
+		last := after
+		j := 0
+		for _, a := range arrivals {
+			passes := RunFilter(s, a) == "" && last.Before(a.At)
+			if passes {
+				if j >= len(got) || got[j].Hash != a.Hash || got[j].At != a.At || got[j].Line != messages.RunLine(a) {
+					t.Fatalf("arrival %+v passes but is not delivery %d of %+v", a, j, got)
+				}
+				last = a.At
+				j++
+			}
+		}
+		if j != len(got) {
+			t.Fatalf("%d deliveries, want %d: %+v", len(got), j, got)
+		}
+		var g RunGiven
+		g.Last = after
+		for _, d := range got {
+			if !g.Give(d.At) {
+				t.Fatalf("delivery %s is at or behind one given before it", d)
+			}
+		}
+		if again := RunDeliveries(s, g.Last, arrivals); len(again) != 0 {
+			t.Fatalf("read again from %s, it gives %+v", g.Last, again)
+		}
+	})
+}

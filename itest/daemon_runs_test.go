@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -284,5 +285,173 @@ func TestRunLostAfterTheDaemonDies(t *testing.T) {
 	}
 	if count != 1 {
 		t.Errorf("%d ended in the thread, want 1", count)
+	}
+}
+
+// posAt is where an artifact stands in the server's order.
+func (n *testNode) posAt(hash string) messages.RunPosition {
+	n.t.Helper()
+	r := n.repo()
+	defer r.Close()
+	info, err := r.Info(n.ctx, hash)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return messages.RunPosition{Receipt: info.Rcvid, Row: info.Rid}
+}
+
+// runGiven is the place of the last artifact the run's care file says its
+// session was given.
+func (n *testNode) runGiven(hash string) messages.RunPosition {
+	b, err := os.ReadFile(filepath.Join(n.agents, "ocxd.runs", hash+".json"))
+	if err != nil {
+		return messages.RunPosition{}
+	}
+	var c struct {
+		Given messages.RunPosition `json:"given"`
+	}
+	json.Unmarshal(b, &c)
+	return c.Given
+}
+
+// postLine is table 9's line of a post, as the session is given it.
+func (n *testNode) postLine(hash, from, text string) string {
+	return messages.RunLine(messages.RunArrival{Kind: messages.RunPost, Hash: hash, From: from, Text: text})
+}
+
+// keptStdouts are the STDOUT blocks of the kept logs the node wrote in the
+// thread, in order.
+func (n *testNode) keptStdouts(root string) []string {
+	node := n.nodeUser()
+	var out []string
+	for _, p := range n.runThread(root) {
+		if p.Msg != nil || p.Sender != node {
+			continue
+		}
+		_, after, ok := strings.Cut(p.Text, "```stdout\n")
+		if !ok {
+			continue
+		}
+		block, _, _ := strings.Cut(after, "```")
+		out = append(out, block)
+	}
+	return out
+}
+
+// TestRunSessionFeedsWhatItHears: a session whose deliveries is feed
+// (table 10, row 6) is given, on its STDIN, table 9's line of each post in
+// its thread that passes the filters, once each and in the server's order:
+// alice's (heard) posts; not carol's (not heard, filter 7), not its own
+// user's (bob, filter 5), not one holding an OCX message (filter 4), not
+// one before its started (filter 2). A stop ends it stopped, and its kept
+// STDOUT holds exactly the lines it got.
+func TestRunSessionFeedsWhatItHears(t *testing.T) {
+	needs(t, "ocxd")
+	n := newNodeWith(t, harness.User{Login: stranger, Password: strangerPW, Caps: "cghijnorwz234"},
+		harness.User{Login: "carol", Password: "carol-pw-1", Caps: "cghijnorwz234"})
+	admin := n.srv.AdminLogin
+	node := n.nodeUser()
+	startDaemon(t, n, program("ocxd"), "--grace", "2s")
+	run := fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Echo what you hear.",
+"process": {"user": %q, "command": ["sh", "-c", "while read l; do echo \"got $l\"; done"], "env": {"PATH": "/usr/bin:/bin"},
+"session": true, "hears": ["alice", %q], "deliveries": "feed", "keep": {"stdout_when": "always"}}}`, node, stranger, stranger)
+	root := n.result(admin, "thread", "--title", "Echo", "--text", block(run))
+	early := n.result(person, "post", "--to", root, "--text", "early")
+	var id messages.ProcID
+	n.waitFor("the run's process", func() bool {
+		var ok bool
+		id, ok = n.runCare(root)
+		return ok && n.startedOf(root) != nil
+	})
+	killAtEnd(t, id)
+
+	var want []string
+	var startedHash string
+	for _, p := range n.runThread(root) {
+		if _, ok := p.Msg.(*messages.RunStarted); ok && p.Sender == node {
+			startedHash = p.Hash
+		}
+	}
+	if n.posAt(startedHash).Before(n.posAt(early)) {
+		t.Logf("alice's early post came after started: it is given")
+		want = append(want, n.postLine(early, person, "early"))
+	} else {
+		t.Logf("alice's early post came before started: it is not given")
+	}
+	a1 := n.result(person, "post", "--to", root, "--text", "hello from alice")
+	want = append(want, n.postLine(a1, person, "hello from alice"))
+	n.result("carol", "post", "--to", root, "--text", "carol is not heard")
+	n.result(stranger, "post", "--to", root, "--text", "bob is the run's own user")
+	n.result(person, "post", "--to", root, "--text", block(`{"ocx": "workspace", "kind": "wake"}`))
+	a2 := n.result(person, "post", "--to", root, "--text", "alice again")
+	want = append(want, n.postLine(a2, person, "alice again"))
+	n.result(person, "thread", "--title", "Elsewhere", "--text", "not the run's thread")
+	a3 := n.result(person, "post", "--to", root, "--text", "and a third")
+	want = append(want, n.postLine(a3, person, "and a third"))
+	last := n.posAt(a3)
+	n.waitFor("the session given alice's last post", func() bool { return n.runGiven(root) == last })
+
+	stop := fmt.Sprintf(`{"ocx": 1, "kind": "stop", "node": %q, "run": %q}`, node, root)
+	n.result(admin, "post", "--to", root, "--text", block(stop))
+	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
+	if e := n.endedOf(root); e.Outcome != messages.RunStopped {
+		t.Errorf("ended %+v, want stopped", e)
+	}
+	n.waitFor("the run's process gone", func() bool { return !procAlive(id) })
+	outs := n.keptStdouts(root)
+	if len(outs) != 1 {
+		t.Fatalf("%d kept STDOUT blocks, want 1: %q", len(outs), outs)
+	}
+	lines := strings.Split(strings.TrimSuffix(outs[0], "\n"), "\n")
+	if len(lines) == 0 || !strings.HasPrefix(lines[0], `got {"run"`) {
+		t.Fatalf("the kept STDOUT does not begin with the first line: %q", outs[0])
+	}
+	var got []string
+	for _, l := range lines[1:] {
+		got = append(got, strings.TrimPrefix(l, "got "))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the session got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestRunSessionStartsOneProcessEach: a session whose deliveries is start
+// (table 10, rows 7 and 10; section 8.1): each delivery starts a process of
+// its own, one at a time, in the server's order, which reads the first line
+// and then the delivery's; each process's kept STDOUT holds its line. A
+// stop between deliveries ends the run stopped.
+func TestRunSessionStartsOneProcessEach(t *testing.T) {
+	needs(t, "ocxd")
+	n := newNode(t)
+	admin := n.srv.AdminLogin
+	node := n.nodeUser()
+	startDaemon(t, n, program("ocxd"), "--grace", "2s")
+	run := fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "One each.",
+"process": {"user": "builder", "command": ["sh", "-c", "read first; read d; echo \"$d\""], "env": {"PATH": "/usr/bin:/bin"},
+"session": true, "hears": ["alice"], "deliveries": "start", "keep": {"stdout_when": "always"}}}`, node)
+	root := n.result(admin, "thread", "--title", "One each", "--text", block(run))
+	n.waitFor("the run's started", func() bool { return n.startedOf(root) != nil })
+	var want []string
+	var last messages.RunPosition
+	for _, text := range []string{"one", "two", "three"} {
+		h := n.result(person, "post", "--to", root, "--text", text)
+		want = append(want, n.postLine(h, person, text)+"\n")
+		last = n.posAt(h)
+	}
+	n.waitFor("three kept logs", func() bool { return len(n.keptStdouts(root)) == 3 })
+	if g := n.runGiven(root); g != last {
+		t.Errorf("the care file says %s given, want %s", g, last)
+	}
+	if got := n.keptStdouts(root); strings.Join(got, "") != strings.Join(want, "") {
+		t.Errorf("the processes printed\n%q\nwant\n%q", got, want)
+	}
+	if id, ok := n.runCare(root); ok {
+		killAtEnd(t, id)
+	}
+	stop := fmt.Sprintf(`{"ocx": 1, "kind": "stop", "node": %q, "run": %q}`, node, root)
+	n.result(admin, "post", "--to", root, "--text", block(stop))
+	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
+	if e := n.endedOf(root); e.Outcome != messages.RunStopped {
+		t.Errorf("ended %+v, want stopped", e)
 	}
 }

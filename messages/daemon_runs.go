@@ -3,6 +3,7 @@ package messages
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -470,6 +471,17 @@ type RunArrival struct {
 	Branch string
 	// Text is a post's text, the text a change adds, or a check-in's comment.
 	Text string
+}
+
+// HoldsMessage says a post's text or the text a ticket change adds holds
+// an OCX message (table 9, filter 4): a fenced JSON block with "ocx", of a
+// run engine message or of the session design. Text whose blocks cannot be
+// told apart (an unclosed fence, a block that does not parse, two blocks
+// with "ocx") counts as holding one: a session is never given what a
+// reader of messages might act on.
+func HoldsMessage(text string) bool {
+	_, err := NoteBlock([]byte(text))
+	return !errors.Is(err, ErrNotANote)
 }
 
 // RunLine is the line a session is given for an arrival (table 9), one JSON

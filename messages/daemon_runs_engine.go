@@ -45,7 +45,11 @@ type RunActorState struct {
 	LaunchedAt    time.Time `json:"launched_at,omitzero"`
 	Proc          int       `json:"proc,omitempty"`
 	Alive         bool      `json:"alive,omitempty"`
-	Lost          string    `json:"lost,omitempty"`
+	// Given is the place of the last artifact the session was given, as
+	// its care file keeps it (seed 004, section 4): none at or before it is
+	// given again.
+	Given RunPosition `json:"given,omitzero"`
+	Lost  string      `json:"lost,omitempty"`
 }
 
 func (s RunActorState) String() string {
@@ -60,6 +64,9 @@ func (s RunActorState) String() string {
 	}
 	if s.Proc > 0 {
 		out += " proc " + strconv.Itoa(s.Proc)
+	}
+	if !s.Given.IsZero() {
+		out += " given " + s.Given.String()
 	}
 	if s.Lost != "" {
 		out += " lost: " + oneLine(s.Lost)

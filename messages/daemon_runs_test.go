@@ -122,3 +122,27 @@ func TestRunLineShapes(t *testing.T) {
 		t.Error("a line for an arrival of no kind of table 9")
 	}
 }
+
+// TestHoldsMessage: table 9's filter 4 reads a fenced JSON block with "ocx"
+// as an OCX message, of the run engine or of the session design, and text
+// whose blocks cannot be told apart as one too.
+func TestHoldsMessage(t *testing.T) {
+	fence := func(s string) string { return "```json\n" + s + "\n```\n" }
+	for _, c := range []struct {
+		text string
+		want bool
+	}{
+		{"plain words", false},
+		{"", false},
+		{fence(`{"a": 1}`), false},
+		{fence(`{"ocx": 1, "kind": "stop", "node": "n", "run": "r"}`), true},
+		{fence(`{"ocx": 1, "kind": "nonsense"}`), true},
+		{fence(`{"ocx": "workspace", "kind": "wake"}`), true},
+		{"```json\n{\"ocx\": 1\n", true},
+		{fence(`{"ocx": 1}`) + fence(`{"ocx": 1}`), true},
+	} {
+		if got := messages.HoldsMessage(c.text); got != c.want {
+			t.Errorf("HoldsMessage(%q) = %v, want %v", c.text, got, c.want)
+		}
+	}
+}

@@ -405,6 +405,7 @@ func (d *daemon) start() error {
 	send := func(m messages.DaemonMessage) { d.sys.Root.Send(d.node, m) }
 	d.inputs.send = send
 	d.runs.send = send
+	d.records.arrived = d.runs.deliver
 
 	// What runs: the hand-off first, then its children adopted, so that
 	// an exit that happened during the exec finds its session known.
@@ -431,6 +432,8 @@ func (d *daemon) start() error {
 			d.log.Error("the node's runs cannot be checked at start; `runs check` checks them again", errAttr(err))
 		}
 		send(messages.Boot{Found: found, Listeners: d.records.Listeners(context.Background()), Runs: runs})
+		// What arrived for the sessions in care while no daemon ran.
+		d.runs.deliver(context.Background(), "")
 		d.reaper.open(func(e messages.ProcessExited) { send(e) })
 		d.log.Info("started", slog.String("agents", layout.Root()), slog.Int("found", len(found)), slog.Duration("grace", d.opts.Grace))
 	}

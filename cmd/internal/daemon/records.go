@@ -44,6 +44,9 @@ type records struct {
 	scan func(context.Context, messages.WorkspaceKey) ([]messages.ProcInfo, error)
 	// support is what the host can give a run (seed 004, refusal row 8).
 	support func() host.RunSupport
+	// arrived gives the sessions of the repository at path what arrived
+	// for them (seed 004, section 9); nil on a node with no run engine.
+	arrived func(ctx context.Context, path string)
 }
 
 func newRecords(cfg *messages.NodeConfig, layout host.Layout, rel *releases, log *slog.Logger) *records {
@@ -116,6 +119,12 @@ func (r *records) Classify(ctx context.Context, repository, hash string) (actors
 	info, e, _, err := x.idx.Artifact(ctx, hash)
 	if err != nil {
 		return actors.Classification{}, fmt.Errorf("classify %s of %s: %w", hash, repository, err)
+	}
+	switch info.Kind {
+	case fossilio.KindPost, fossilio.KindTicketChange, fossilio.KindCheckin:
+		if r.arrived != nil {
+			defer r.arrived(ctx, x.path)
+		}
 	}
 	switch info.Kind {
 	case fossilio.KindCheckin:

@@ -47,6 +47,8 @@ type runEngine struct {
 
 	mu   sync.Mutex
 	runs map[string]*engineRun
+	// deliverMu orders the sessions' deliveries (rundeliver.go).
+	deliverMu sync.Mutex
 }
 
 // engineRun is what the engine knows of one run: its message, where it is,
@@ -82,6 +84,9 @@ type runCare struct {
 	Proc       int              `json:"proc,omitempty"`
 	Process    *messages.ProcID `json:"process,omitempty"`
 	LaunchedAt time.Time        `json:"launched_at,omitzero"`
+	// Given is the place of the last artifact the session was given
+	// (section 4), written before its line goes to the process.
+	Given messages.RunPosition `json:"given,omitzero"`
 }
 
 func newRunEngine(cfg *messages.NodeConfig, layout host.Layout, root *unixhost.Root, rec *records, rp *reaper, rel *releases, log *slog.Logger) *runEngine {
@@ -408,6 +413,9 @@ func (e *runEngine) Process(ctx context.Context, eff messages.DaemonEffect) erro
 		if p == nil || p.stdin == nil {
 			return fmt.Errorf("run %s process %d has no input open", eff.Run, eff.Proc)
 		}
+		if err := e.keepGiven(eff.Run, eff.Delivery.At); err != nil {
+			return fmt.Errorf("run %s: what its session was given is not kept, so %s is not given: %w", eff.Run, eff.Delivery, err)
+		}
 		_, err := p.stdin.Write([]byte(eff.Delivery.Line + "\n"))
 		return err
 	case messages.RunEndProcess:
@@ -495,6 +503,9 @@ func (e *runEngine) launch(ctx context.Context, eff messages.RunLaunch) error {
 	e.log.Info("run's process launched", slog.String(actors.KeyRun, eff.Run), slog.Int("proc", eff.Proc), slog.String(actors.KeyPID, id.String()))
 	if c, ok, _ := e.readCare(eff.Run); ok {
 		c.Proc, c.Process, c.LaunchedAt = eff.Proc, &id, launchedAt.UTC()
+		if eff.Delivery != nil && c.Given.Before(eff.Delivery.At) {
+			c.Given = eff.Delivery.At
+		}
 		if err := e.writeCare(c); err != nil {
 			e.log.Error("the run's care file does not name its process", slog.String(actors.KeyRun, eff.Run), errAttr(err))
 		}
@@ -511,6 +522,8 @@ func (e *runEngine) launch(ctx context.Context, eff messages.RunLaunch) error {
 		e.mu.Lock()
 		p.stdin = inW
 		e.mu.Unlock()
+		// What arrived between its started and this launch.
+		e.deliver(ctx, r.x.path)
 	} else {
 		inW.Close()
 	}
@@ -634,7 +647,7 @@ func (e *runEngine) survey(ctx context.Context) ([]actors.RunOnRecord, []actors.
 			f := runFacts(m.Hash, run)
 			st := messages.RunActorState{Facts: f, StartedCounts: s.StartedCounts, StopCounts: s.StopCounts, EndedCounts: s.EndedCounts}
 			if c, ok := byHash[m.Hash]; ok {
-				st.InCare, st.LaunchedAt, st.Proc = true, c.LaunchedAt, c.Proc
+				st.InCare, st.LaunchedAt, st.Proc, st.Given = true, c.LaunchedAt, c.Proc, c.Given
 				alive := c.Process != nil && e.alive(*c.Process) && !e.ours(m.Hash, c.Proc)
 				live := c.Process != nil && e.alive(*c.Process)
 				st.Alive = live

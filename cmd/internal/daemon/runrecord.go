@@ -145,6 +145,9 @@ type runStanding struct {
 	StartedCounts bool
 	StopCounts    bool
 	EndedCounts   bool
+	// StartedAt is where the started that counts stands in the server's
+	// order (table 9, filter 2), zero while none counts.
+	StartedAt messages.RunPosition
 }
 
 // privilegedOnce answers "holds admin or setup" for users, each read once.
@@ -179,6 +182,7 @@ func standingOf(msgs []runMsg, run runMsg, privileged func(string) bool) runStan
 			s.SeenBefore = st.StartedCounts
 			if v, _ := messages.ClassifyMessage(s); v == messages.MessageCounts {
 				st.StartedCounts = true
+				st.StartedAt = messages.RunPosition{Receipt: m.Rcvid, Row: m.Rid}
 			}
 		case messages.MsgEnded:
 			s.SeenBefore = st.EndedCounts
@@ -236,7 +240,7 @@ func (r *records) refusalOf(ctx context.Context, x *repoIndex, msgs []runMsg, m 
 		// password itself (section 5, password).
 		ServerNode: true,
 		Provides: messages.RunProvision{Sandbox: support.Sandbox == "", Capabilities: host.Capabilities[:], NoNetwork: true,
-			Limits: []string{messages.LimitWall}},
+			Limits: []string{messages.LimitWall}, Deliveries: true},
 	}
 	if support.CPU == "" {
 		f.Provides.Limits = append(f.Provides.Limits, messages.LimitCPU)
