@@ -327,7 +327,13 @@ func (l *Launcher) limit(bwrap, statusR int, lim host.RunLimits) ([]byte, error)
 		if !s.asked {
 			continue
 		}
-		if err := unix.Prlimit(child, s.res, &s.lim, nil); err != nil {
+		err := unix.Prlimit(child, s.res, &s.lim, nil)
+		if err == unix.ESRCH {
+			// The child is gone before the block was lifted: it ran
+			// nothing (a bind that failed), and bwrap's exit says why.
+			return buf, nil
+		}
+		if err != nil {
 			return buf, fmt.Errorf("%s: prlimit on bwrap's child %d: %w", s.field, child, err)
 		}
 	}
