@@ -3,12 +3,14 @@ package itest
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -26,6 +28,15 @@ func newSecondNode(t *testing.T, n *testNode, user string) *testNode {
 	t.Cleanup(b.shutdown)
 	b.must("", "init", "--project", "demo="+n.srv.Repo+","+n.srv.URL, "--release", relRoot, "--node-user", user)
 	b.must("", "hook", "install")
+	// The hook was installed already (A's), so B's install wrote no mark
+	// of its own: B starts where A is, missing nothing after it.
+	mark, err := os.ReadFile(filepath.Join(n.agents, "hook.mark.demo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b.agents, "hook.mark.demo"), mark, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// One after-receive hook per repository is OCX's: make it run both
 	// nodes' hooks, each under its own mark in its own agents root.
 	line := hookLine(n) + "; " + hookLine(b)
@@ -121,5 +132,101 @@ func TestRunTwoNodes(t *testing.T) {
 	}
 	if by := threadBy(a, runA); by[nodeA] != 3 {
 		t.Errorf("A wrote %d posts in its run, want started, the kept logs, ended: %v", by[nodeA], by)
+	}
+}
+
+// otherHost marks every project of n's node.json other_host: the node is
+// not the server's node, and reads its run users' passwords from
+// AGENTS/run-passwords, which is written holding pws ("USER PASSWORD").
+func otherHost(t *testing.T, n *testNode, pws ...string) {
+	t.Helper()
+	path := filepath.Join(n.agents, "node.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := messages.DecodeNodeConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range cfg.Projects {
+		p.OtherHost = true
+		cfg.Projects[name] = p
+	}
+	if b, err = cfg.Encode(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := ""
+	for _, l := range pws {
+		file += l + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(n.agents, "run-passwords"), []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRunPasswordOnAnotherHost: node B is not the server's node
+// (node.json's other_host). A run with a password step whose user its file
+// of passwords holds clones the server as that user with the file's
+// password (the server's password is left as it was); a run whose user the
+// file lacks is refused naming the user (section 11, row 6), nothing made.
+// Node A, the server's node, answers neither.
+func TestRunPasswordOnAnotherHost(t *testing.T) {
+	needs(t, "ocxd")
+	const runnerPW = "runner-pw-1"
+	a := newNodeWith(t, harness.User{Login: "runner", Password: runnerPW, Caps: fossilio.AgentCaps},
+		harness.User{Login: "stranger", Password: "stranger-pw-1", Caps: fossilio.AgentCaps})
+	b := newSecondNode(t, a, "nodeb")
+	otherHost(t, b, "runner "+runnerPW)
+	admin := a.srv.AdminLogin
+	nodeA, nodeB := a.nodeUser(), b.nodeUser()
+	startDaemon(t, a, program("ocxd"))
+	startDaemon(t, b, program("ocxd"))
+
+	clone := func(user string) string {
+		return block(fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Clone.",
+"workspace": [
+  {"step": "directory", "at": "$$root$$/$$user$$/projects/$$project$$/$$run$$"},
+  {"step": "password"},
+  {"step": "clone", "into": "$$workspace$$/clone"}
+],
+"process": {"user": %q, "command": ["test", "-s", "$$clone$$"], "env": {"PATH": "/usr/bin:/bin"}}}`, nodeB, user))
+	}
+	ok := a.result(admin, "thread", "--title", "runner on B", "--text", clone("runner"))
+	b.waitFor("the run's ended", func() bool { return b.endedOf(ok) != nil })
+	if e := b.endedOf(ok); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+		t.Fatalf("the run with the file's password ended %+v, want exited 0", e)
+	}
+	s := b.startedOf(ok)
+	if s == nil || s.Values["clone"] == "" {
+		t.Fatalf("started %+v lists no clone", s)
+	}
+	if _, err := os.Stat(s.Values["clone"]); err != nil {
+		t.Errorf("the run's clone: %v", err)
+	}
+	// The other host set no password: the server's is the one it had.
+	if _, err := a.srv.LoginCookie("runner", runnerPW); err != nil {
+		t.Errorf("runner no longer logs in with its password: %v", err)
+	}
+
+	refused := a.result(admin, "thread", "--title", "stranger on B", "--text", clone("stranger"))
+	b.waitFor("the run's ended", func() bool { return b.endedOf(refused) != nil })
+	e := b.endedOf(refused)
+	if e.Outcome != messages.RunRefused || !strings.Contains(e.Note, "holds no password") || !strings.Contains(e.Note, "stranger") {
+		t.Errorf("the run whose user the file lacks ended %+v, want refused naming stranger (row 6)", e)
+	}
+	if s := b.startedOf(refused); s != nil {
+		t.Errorf("a refused run was started: %+v", s)
+	}
+	if _, err := os.Stat(filepath.Join(b.agents, "ocxd.work", "stranger")); !os.IsNotExist(err) {
+		t.Errorf("a workspace was made for the refused run: %v", err)
+	}
+	for _, root := range []string{ok, refused} {
+		if by := threadBy(a, root); by[nodeA] != 0 {
+			t.Errorf("the server's node %s wrote in %s, a run for %s", nodeA, root, nodeB)
+		}
 	}
 }
