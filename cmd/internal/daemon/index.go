@@ -22,7 +22,7 @@ type repoIndex struct {
 	// (node.json's other_host).
 	otherHost bool
 	repo      *fossilio.Repo
-	idx     *record.Index
+	idx       *record.Index
 
 	mu   sync.Mutex
 	code string // the project code, read once
