@@ -34,6 +34,13 @@ type NodeConfig struct {
 type NodeProject struct {
 	Repository string `json:"repository" why:"a project names its repository file"`
 	URL        string `json:"url" why:"a project names the URL the node serves it at"`
+	// OtherHost says this node is not the server's node of the project
+	// (seed 004, sections 4 and 5): it sets no run user's password, but
+	// reads each from its file of passwords (AGENTS/run-passwords), and a
+	// run with a password step whose user the file lacks is refused (section
+	// 11, row 6). Repository is then the record the node reads; its writes go
+	// to URL as the node user.
+	OtherHost bool `json:"other_host,omitempty"`
 }
 
 // Validate checks the node user, the release root and every project.

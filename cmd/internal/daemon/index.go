@@ -18,8 +18,11 @@ type repoIndex struct {
 	project string
 	path    string
 	url     string
-	repo    *fossilio.Repo
-	idx     *record.Index
+	// otherHost: this node is not the server's node of the repository
+	// (node.json's other_host).
+	otherHost bool
+	repo      *fossilio.Repo
+	idx       *record.Index
 
 	mu   sync.Mutex
 	code string // the project code, read once
@@ -33,7 +36,7 @@ func newRepoIndex(project string, p messages.NodeProject, nodeUser string) (*rep
 	if err != nil {
 		return nil, fmt.Errorf("open the repository of %s: %w", project, err)
 	}
-	return &repoIndex{project: project, path: p.Repository, url: p.URL, repo: r, idx: record.NewIndex(r, nodeUser)}, nil
+	return &repoIndex{project: project, path: p.Repository, url: p.URL, otherHost: p.OtherHost, repo: r, idx: record.NewIndex(r, nodeUser)}, nil
 }
 
 // projectCode reads the repository's project code once.

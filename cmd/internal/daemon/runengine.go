@@ -117,12 +117,29 @@ func (e *runEngine) preparer(x *repoIndex) runeng.Preparer {
 	for _, name := range e.cfg.ProjectNames() {
 		repos = append(repos, e.cfg.Projects[name].Repository)
 	}
-	return &runeng.Layers{
+	l := &runeng.Layers{
 		Fossil:     e.records.fossil.Exe,
 		Repository: x.path,
 		Files:      host.NodeFiles{Repositories: repos, Agents: e.layout.Root(), ReleaseRoot: e.rel.root, State: e.careDir()},
 		Support:    e.reaper.runSupport(),
 	}
+	if x.otherHost {
+		// Not the server's node: the password step reads the file of
+		// passwords, and sets nothing on the server.
+		l.Repository = ""
+		l.Passwords = e.passwordsFile()
+		l.Files.Passwords = l.Passwords
+		if code, err := x.projectCode(e.ctx); err == nil {
+			l.ProjectCode = code
+		}
+	}
+	return l
+}
+
+// passwordsFile is the node's file of passwords (seed 004, section 4), read
+// on a node that is not the server's.
+func (e *runEngine) passwordsFile() string {
+	return filepath.Join(e.layout.Root(), runeng.PasswordsFileName)
 }
 
 func (e *runEngine) carePath(hash string) (string, error) {

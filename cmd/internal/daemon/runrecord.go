@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"sync"
 
 	"github.com/ocx-go/ocx/actors"
+	runeng "github.com/ocx-go/ocx/cmd/internal/runs"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
@@ -236,9 +238,10 @@ func (r *records) refusalOf(ctx context.Context, x *repoIndex, msgs []runMsg, m 
 	f := messages.RefusalFacts{
 		SenderPrivileged: privileged(m.Sender),
 		NodeUser:         r.cfg.User,
-		// This node runs on the server's host: it sets a run user's
-		// password itself (section 5, password).
-		ServerNode: true,
+		// The server's node sets a run user's password itself; a node on
+		// another host reads it from its file of passwords (section 5,
+		// password; row 6).
+		ServerNode: !x.otherHost,
 		Provides: messages.RunProvision{Sandbox: support.Sandbox == "", Capabilities: host.Capabilities[:], NoNetwork: true,
 			Limits: []string{messages.LimitWall}, Deliveries: true},
 	}
@@ -268,6 +271,17 @@ func (r *records) refusalOf(ctx context.Context, x *repoIndex, msgs []runMsg, m 
 			if f.BoundNode == "" && or.Process.User == run.Process.User {
 				f.BoundNode = or.Node
 			}
+		}
+	}
+	if x.otherHost && run != nil && run.HasPasswordStep() {
+		pws, err := runeng.ReadPasswords(filepath.Join(r.layout.Root(), runeng.PasswordsFileName))
+		switch {
+		case errors.Is(err, runeng.ErrNoPasswordsFile):
+			// No file: the node holds no password (row 6).
+		case err != nil:
+			return "", fmt.Errorf("read the file of passwords: %w", err)
+		default:
+			f.HasPassword = pws.Has(run.Process.User)
 		}
 	}
 	if ref := messages.RunRefusal(run, decodeErr, f); ref != nil {
