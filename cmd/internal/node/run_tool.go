@@ -302,7 +302,7 @@ func (n *Node) RunStop(ctx context.Context, in RunInput) *Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
-	text := "```json\n" + strings.TrimSpace(string(block)) + "\n```\n"
+	text := string(block) // the canonical block, fenced
 	a.Logf("run %s is %s, for node %q", st.Run, st.State, st.Node)
 	if m.Ticket {
 		return a.mergeAll(n.Post(ctx, PostInput{Project: p.Name, To: m.Record, Text: text, DryRun: in.DryRun}))
