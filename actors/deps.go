@@ -143,6 +143,10 @@ type RunHost interface {
 	// Check is the node's check of its runs (`runs check`): the runs to end
 	// lost, each as the RunNotInCare for its actor.
 	Check(ctx context.Context) ([]messages.RunRouted, error)
+	// Start is a start of a manual run (`run start`): the events for the
+	// run's actor, read from the record now (By's standing, section 11
+	// again), or nothing and why.
+	Start(ctx context.Context, e messages.StartRun) (routed []messages.RunRouted, nothing string, err error)
 }
 
 // Deps is every dependency of the actor tree.
@@ -254,6 +258,9 @@ func (d *Deps) runEffect(ctx context.Context, e messages.DaemonEffect) messages.
 		if _, ok := e.(messages.CheckRuns); ok {
 			return messages.RunsChecked{Err: errors.New("this node has no run engine")}
 		}
+		if s, ok := e.(messages.StartRun); ok {
+			return messages.RunStartChecked{Run: s.Run, Err: errors.New("this node has no run engine")}
+		}
 		return nil
 	}
 	switch e := e.(type) {
@@ -281,6 +288,9 @@ func (d *Deps) runEffect(ctx context.Context, e messages.DaemonEffect) messages.
 	case messages.CheckRuns:
 		lost, err := d.Runs.Check(ctx)
 		return messages.RunsChecked{Lost: lost, Err: err}
+	case messages.StartRun:
+		routed, nothing, err := d.Runs.Start(ctx, e)
+		return messages.RunStartChecked{Run: e.Run, Routed: routed, Nothing: nothing, Err: err}
 	}
 	return nil
 }

@@ -104,6 +104,16 @@ func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Da
 			c.routeRun(r)
 		}
 		c.log(slog.LevelInfo, fmt.Sprintf("the node's runs are checked: %d found lost", len(m.Lost)))
+	case messages.RunStartChecked:
+		switch {
+		case m.Err != nil:
+			c.log(slog.LevelError, "a start of a manual run could not be checked", slog.String(KeyRun, m.Run), errAttr(m.Err))
+		case m.Nothing != "":
+			c.log(slog.LevelWarn, "a start of a manual run that starts nothing: "+m.Nothing, slog.String(KeyRun, m.Run))
+		}
+		for _, r := range m.Routed {
+			c.routeRun(r)
+		}
 	case messages.Boot:
 		c.boot(m)
 	case messages.LaunchResolved:
@@ -202,6 +212,8 @@ func (c *NodeCore) dispatch(l messages.PipeLine) {
 		c.reexec()
 	case messages.RunsCheckLine:
 		c.emit(messages.CheckRuns{})
+	case messages.RunStartLine:
+		c.emit(messages.StartRun{Repository: l.Repository, Run: l.Hash, By: l.By})
 	default:
 		c.log(slog.LevelWarn, "a pipe line the node does not act on", slog.String(KeyMessage, fmt.Sprint(l)))
 	}

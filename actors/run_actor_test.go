@@ -60,6 +60,10 @@ func (f *fakeRuns) Process(_ context.Context, e messages.DaemonEffect) error {
 
 func (f *fakeRuns) Check(context.Context) ([]messages.RunRouted, error) { return nil, nil }
 
+func (f *fakeRuns) Start(context.Context, messages.StartRun) ([]messages.RunRouted, string, error) {
+	return nil, "", nil
+}
+
 func (f *fakeRuns) effects() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -96,3 +96,43 @@ func (CheckRuns) String() string { return "check the node's runs" }
 func (m RunsChecked) String() string {
 	return "runs checked: " + strconv.Itoa(len(m.Lost)) + " lost" + errSuffix(m.Err)
 }
+
+// StartRun asks the wiring to start the manual run Run of Repository for By
+// (the `run start` line): it reads the run from the record again, and By's
+// standing and section 11's refusals now. Result: RunStartChecked.
+type StartRun struct {
+	Repository string
+	Run        string
+	By         string
+}
+
+// RunStartChecked is StartRun's result: the events for the run's actor (its
+// arrival, so a run not yet in an actor waits, then the start), or Nothing
+// saying why there is none.
+type RunStartChecked struct {
+	Run     string
+	Routed  []RunRouted
+	Nothing string
+	Err     error
+}
+
+func (StartRun) daemonEffect()         {}
+func (RunStartChecked) daemonMessage() {}
+func (RunStartChecked) answer()        {}
+
+// Answer is RunStartChecked.
+func (StartRun) Answer() Answer { return RunStartChecked{} }
+
+func (e StartRun) String() string {
+	return "start the run " + e.Run + " of " + e.Repository + " for " + e.By
+}
+
+func (m RunStartChecked) String() string {
+	s := "run start checked: " + m.Run
+	if m.Nothing != "" {
+		s += " nothing: " + oneLine(m.Nothing)
+	} else {
+		s += " " + strconv.Itoa(len(m.Routed)) + " events"
+	}
+	return s + errSuffix(m.Err)
+}

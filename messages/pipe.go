@@ -22,6 +22,10 @@ const (
 	// VerbRuns is `runs check`: check the node's runs (seed 004, section
 	// 10's last paragraph).
 	VerbRuns = "runs"
+	// VerbRun is `run start REPOSITORY HASH USER`: a person holding admin
+	// or setup starts a manual run with OCX's run tool (seed 004, section
+	// 8), the tool having authenticated them.
+	VerbRun = "run"
 )
 
 // PipeLine is one line the daemon reads from its pipe AGENTS/ocxd: a post to
@@ -72,6 +76,44 @@ func (RunsCheckLine) Encode() ([]byte, error) { return []byte(VerbRuns + " check
 
 // String renders "runs check".
 func (RunsCheckLine) String() string { return VerbRuns + " check" }
+
+// RunStartLine is `run start REPOSITORY HASH USER`: the run tool asks the
+// daemon to start the manual run HASH of REPOSITORY for USER, a login it
+// authenticated over sync. The daemon checks again that USER holds admin or
+// setup, and section 11's refusals, before it starts anything. Only the
+// node's own OS user can write the pipe, so the line is the tool's word
+// that it checked the password; the standing is the record's.
+type RunStartLine struct {
+	Repository string // the repository file: absolute, clean, PROJECT.fossil
+	Hash       string // the run's full hash
+	By         string // the login that starts it
+}
+
+func (RunStartLine) pipeLine() {}
+
+// Validate checks the repository path, the hash and the login.
+func (l RunStartLine) Validate() error {
+	if err := checkRepository("repository", l.Repository); err != nil {
+		return at("run start line", err)
+	}
+	if err := checkHash("hash", l.Hash); err != nil {
+		return at("run start line", err)
+	}
+	return at("run start line", checkLogin("user", l.By))
+}
+
+// Encode renders "run start REPOSITORY HASH USER\n".
+func (l RunStartLine) Encode() ([]byte, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	return finishLine("run start line", VerbRun+" start "+l.Repository+" "+l.Hash+" "+l.By)
+}
+
+// String renders the line without its newline.
+func (l RunStartLine) String() string {
+	return VerbRun + " start " + token(l.Repository) + " " + token(l.Hash) + " " + token(l.By)
+}
 
 func (PostLine) pipeLine()   {}
 func (StopLine) pipeLine()   {}
@@ -198,8 +240,17 @@ func ParsePipeLine(line []byte) (PipeLine, error) {
 			return nil, arity(where, "runs check", len(args))
 		}
 		return RunsCheckLine{}, nil
+	case VerbRun:
+		if len(args) != 4 || string(args[0]) != "start" {
+			return nil, arity(where, "run start REPOSITORY HASH USER", len(args))
+		}
+		l := RunStartLine{Repository: string(args[1]), Hash: string(args[2]), By: string(args[3])}
+		if err := l.Validate(); err != nil {
+			return nil, err
+		}
+		return l, nil
 	default:
-		return nil, &FieldError{Where: where, Field: "verb", Problem: fmt.Sprintf("%s is not a verb the daemon reads (post, stop, reexec, runs)", quoteShort(verb)), Err: ErrInvalid}
+		return nil, &FieldError{Where: where, Field: "verb", Problem: fmt.Sprintf("%s is not a verb the daemon reads (post, stop, reexec, runs, run)", quoteShort(verb)), Err: ErrInvalid}
 	}
 }
 

@@ -12,11 +12,11 @@ import (
 )
 
 func init() {
-	register(command{name: "run", summary: "the node's side of a run: `run hold` holds a run's terminal (docs/runs.md §8.1)", run: runRun})
 	register(command{name: "attach", summary: "join a run's terminal; Ctrl-] detaches and the run goes on", run: runAttach})
 }
 
-const runUsage = runhold.Usage + `
+// runHoldUsage says what run hold does, after runhold.Usage.
+const runHoldUsage = runhold.Usage + `
 
 hold starts COMMAND on a terminal of its own, in a session of its own, and
 holds the terminal's master until COMMAND exits: a person joins it with ocx
@@ -34,11 +34,12 @@ type errExit struct{ code int }
 
 func (e errExit) Error() string { return fmt.Sprintf("the command exited %d", e.code) }
 
-func runRun(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 || args[0] != "hold" {
-		fmt.Fprintf(e.stderr, "usage: ocx %s\n", runUsage)
-		if len(args) == 0 || (args[0] != "-h" && args[0] != "--help" && args[0] != "help") {
-			return fmt.Errorf("%w: run takes hold", errUsage)
+// runRunHold is `ocx run hold`: args are what follows hold.
+func runRunHold(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintf(e.stderr, "usage: ocx %s\n", runHoldUsage)
+		if len(args) == 0 {
+			return fmt.Errorf("%w: run hold takes a COMMAND after --", errUsage)
 		}
 		return nil
 	}
@@ -46,7 +47,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	code, err := runhold.Main(ctx, []string{exe, "run", "hold"}, args[1:], e.stdout, e.stderr, e.log)
+	code, err := runhold.Main(ctx, []string{exe, "run", "hold"}, args, e.stdout, e.stderr, e.log)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return nil

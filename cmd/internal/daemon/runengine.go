@@ -746,3 +746,9 @@ func (e *runEngine) Check(ctx context.Context) ([]messages.RunRouted, error) {
 	}
 	return out, nil
 }
+
+// Start is `run start`: the events that start a manual run, read from the
+// record now.
+func (e *runEngine) Start(ctx context.Context, s messages.StartRun) ([]messages.RunRouted, string, error) {
+	return e.records.startRun(ctx, s)
+}

@@ -243,7 +243,7 @@ func (r *records) refusalOf(ctx context.Context, x *repoIndex, msgs []runMsg, m 
 		// password; row 6).
 		ServerNode: !x.otherHost,
 		Provides: messages.RunProvision{Sandbox: support.Sandbox == "", Capabilities: host.Capabilities[:], NoNetwork: true,
-			Limits: []string{messages.LimitWall}, Deliveries: true},
+			Limits: []string{messages.LimitWall}, Deliveries: true, Manual: true},
 	}
 	if support.CPU == "" {
 		f.Provides.Limits = append(f.Provides.Limits, messages.LimitCPU)
@@ -395,4 +395,60 @@ func (r *records) refusalOfIn(ctx context.Context, x *repoIndex, msgs []runMsg, 
 		support = r.support()
 	}
 	return r.refusalOf(ctx, x, msgs, m, privileged, support)
+}
+
+// startRun is a start of a manual run with OCX's run tool (`run start
+// REPOSITORY HASH USER`): the run read from the record again, then, for its
+// actor, its arrival (so a run the daemon holds no actor for, after a
+// restart, waits first; an actor already waiting ignores it) and the start,
+// with By's standing now and section 11 checked again (section 11: "when it
+// arrives and again when a person starts it"). nothing says why there is no
+// start to give.
+func (r *records) startRun(ctx context.Context, e messages.StartRun) ([]messages.RunRouted, string, error) {
+	project, ok := r.byPath(e.Repository)
+	if !ok {
+		return nil, fmt.Sprintf("%s is not a repository of this node (node.json)", e.Repository), nil
+	}
+	x, err := r.index(project)
+	if err != nil {
+		return nil, "", err
+	}
+	msgs, err := x.runs(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	i := slices.IndexFunc(msgs, func(m runMsg) bool { return m.Hash == e.Run && m.kind() == messages.MsgRun })
+	if i < 0 {
+		return nil, fmt.Sprintf("%s is no run on %s", e.Run, project), nil
+	}
+	m := msgs[i]
+	if m.node() != r.cfg.User {
+		return nil, fmt.Sprintf("a run for the node %q, not this node's (%q)", m.node(), r.cfg.User), nil
+	}
+	run, _ := m.Msg.(*messages.Run)
+	if run == nil {
+		return nil, "a run that does not read: it was ended refused when it arrived", nil
+	}
+	if !run.Process.Manual {
+		return nil, "not a manual run (process.manual is false): the node started it when it arrived", nil
+	}
+	privileged := privilegedOnce(ctx, x)
+	st := standingOf(msgs, m, privileged)
+	switch {
+	case st.EndedCounts:
+		return nil, "the run has ended", nil
+	case st.StartedCounts:
+		return nil, "the run has started already", nil
+	case st.StopCounts:
+		return nil, "the run was stopped", nil
+	}
+	note, err := r.refusalOfIn(ctx, x, msgs[:i+1], m, privileged)
+	if err != nil {
+		return nil, "", err
+	}
+	// The arrival as it was (a refusal then ended it: it would not wait).
+	return []messages.RunRouted{
+		{Run: e.Run, Event: messages.RunArrived{Facts: runFacts(e.Run, run)}},
+		{Run: e.Run, Event: messages.RunStartRequested{By: e.By, Privileged: privileged(e.By), Refusal: note}},
+	}, "", nil
 }

@@ -1,0 +1,520 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// OCX's run tool (seed 004, sections 3, 8 and 10): `ocx run post`, `stop`,
+// `start`, `check` and `status`. Posts and stops are written as the caller
+// (D10), over sync, then the backoffice hands them to the daemon through
+// the hook; a start, which table 3 has no kind for, is the pipe line `run
+// start REPOSITORY HASH USER`, sent once the caller is authenticated over
+// sync; the check is the pipe line `runs check`.
+
+// RunInput is what the run tool's actions take.
+type RunInput struct {
+	// Project is the repository; empty when the node has one.
+	Project string
+	// Message is a run message's JSON (RunPost).
+	Message []byte
+	// To is the post to reply to, or the ticket to add a change to
+	// (RunPost); empty for a new thread.
+	To string
+	// Run is the run's hash, or a prefix of it (stop, start, status).
+	Run    string
+	DryRun bool
+}
+
+// RunState is one run as the record and the node's care say (ocx run
+// status).
+type RunState struct {
+	Run       string `json:"run"`
+	Node      string `json:"node"`
+	Objective string `json:"objective"`
+	Sender    string `json:"sender"`
+	// State is table 10's: none, waiting, started or ended; none is a run
+	// the node has not answered (not yet arrived, or another node's).
+	State   string `json:"state"`
+	Manual  bool   `json:"manual"`
+	Started string `json:"started,omitempty"`
+	Stopped string `json:"stopped,omitempty"`
+	Ended   string `json:"ended,omitempty"`
+	Outcome string `json:"outcome,omitempty"`
+	Exit    *int   `json:"exit,omitempty"`
+	Note    string `json:"note,omitempty"`
+	// InCare says the node keeps it in its care (AGENTS/ocxd.runs), and
+	// Alive that the process named there runs.
+	InCare bool `json:"in_care"`
+	Alive  bool `json:"alive"`
+}
+
+// runMsg is one run engine message on the record.
+type runMsg struct {
+	Hash, Sender, Record string
+	Ticket               bool
+	Msg                  messages.Message
+}
+
+func (m runMsg) about() string {
+	switch x := m.Msg.(type) {
+	case *messages.RunStop:
+		return x.Run
+	case *messages.RunStarted:
+		return x.Run
+	case *messages.RunEnded:
+		return x.Run
+	}
+	return m.Hash
+}
+
+// runRecord reads every run engine message of the repository, in the
+// server's order, each from its first version.
+func runRecord(ctx context.Context, r *fossilio.Repo) ([]runMsg, error) {
+	hashes, _, err := r.Received(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []runMsg
+	seen := map[string]bool{}
+	for len(hashes) > 0 {
+		batch := hashes[:min(512, len(hashes))]
+		hashes = hashes[len(batch):]
+		infos, err := r.Classify(ctx, batch...)
+		if err != nil {
+			return nil, err
+		}
+		texts, err := r.NoteTexts(ctx, infos)
+		if err != nil {
+			return nil, err
+		}
+		for i, info := range infos {
+			m := runMsg{Hash: info.Hash, Sender: info.Sender}
+			switch {
+			case info.Kind == fossilio.KindPost && !info.Edit && !info.Pending:
+				m.Record = info.Root
+			case info.Kind == fossilio.KindTicketChange:
+				m.Record, m.Ticket = info.Ticket, true
+			default:
+				continue
+			}
+			msg, err := messages.ReadMessage([]byte(texts[i]))
+			if err != nil || msg.Kind() == messages.MsgRecord || seen[m.Hash] {
+				continue
+			}
+			seen[m.Hash] = true
+			m.Msg = msg
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// runStates applies section 3 to the record: each run with the started,
+// stop and ended that count.
+func runStates(ctx context.Context, r *fossilio.Repo, msgs []runMsg) []RunState {
+	priv := map[string]bool{}
+	privileged := func(u string) bool {
+		if v, ok := priv[u]; ok {
+			return v
+		}
+		ok, err := r.Privileged(ctx, u)
+		priv[u] = err == nil && ok
+		return priv[u]
+	}
+	var out []RunState
+	for _, m := range msgs {
+		run, ok := m.Msg.(*messages.Run)
+		if !ok {
+			continue
+		}
+		st := RunState{Run: m.Hash, Node: run.Node, Objective: run.Objective, Sender: m.Sender, Manual: run.Process.Manual, State: "none"}
+		for _, o := range msgs {
+			if o.Hash == m.Hash || o.about() != m.Hash {
+				continue
+			}
+			s := messages.MessageStanding{Kind: o.Msg.Kind(), SenderPrivileged: privileged(o.Sender), SenderIsNode: o.Sender == run.Node,
+				WhereItsRun: o.Record == m.Record && o.Ticket == m.Ticket}
+			switch o.Msg.Kind() {
+			case messages.MsgStarted:
+				s.SeenBefore = st.Started != ""
+			case messages.MsgEnded:
+				s.SeenBefore = st.Ended != ""
+			}
+			if v, _ := messages.ClassifyMessage(s); v != messages.MessageCounts {
+				continue
+			}
+			switch x := o.Msg.(type) {
+			case *messages.RunStarted:
+				st.Started = o.Hash
+			case *messages.RunStop:
+				if st.Stopped == "" {
+					st.Stopped = o.Hash
+				}
+			case *messages.RunEnded:
+				st.Ended, st.Outcome, st.Exit, st.Note = o.Hash, string(x.Outcome), x.Exit, x.Note
+			}
+		}
+		switch {
+		case st.Ended != "":
+			st.State = "ended"
+		case st.Started != "":
+			st.State = "started"
+		case st.Manual && privileged(m.Sender):
+			// A manual run an admin or setup sent, not ended: it waits
+			// (a refusal at arrival would have ended it).
+			st.State = "waiting"
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// runCare is the part of the node's care file (AGENTS/ocxd.runs/HASH.json)
+// the tool reads.
+type runCare struct {
+	Process *messages.ProcID `json:"process"`
+}
+
+// care fills in whether the node keeps the run in its care, and whether
+// its process runs.
+func (n *Node) care(st *RunState) {
+	b, err := os.ReadFile(filepath.Join(n.Layout.Root(), "ocxd.runs", st.Run+".json"))
+	if err != nil {
+		return
+	}
+	st.InCare = true
+	var c runCare
+	if json.Unmarshal(b, &c) == nil && c.Process != nil {
+		ps, err := unixhost.ReadStat(c.Process.PID)
+		st.Alive = err == nil && ps.Start == c.Process.Start && !ps.Zombie()
+	}
+}
+
+// runOf finds the run a hash or prefix names, with its state.
+func (n *Node) runOf(ctx context.Context, r *fossilio.Repo, field, hash string) (RunState, runMsg, []runMsg, error) {
+	info, err := resolveField(ctx, r, field, hash)
+	if err != nil {
+		return RunState{}, runMsg{}, nil, err
+	}
+	msgs, err := runRecord(ctx, r)
+	if err != nil {
+		return RunState{}, runMsg{}, nil, err
+	}
+	i := slices.IndexFunc(msgs, func(m runMsg) bool { return m.Hash == info.Hash })
+	if i < 0 {
+		return RunState{}, runMsg{}, nil, fmt.Errorf("%s: %s holds no run (a post or ticket change holding {\"ocx\": 1, \"kind\": \"run\", ...})", field, info.Hash)
+	}
+	if _, ok := msgs[i].Msg.(*messages.Run); !ok {
+		return RunState{}, runMsg{}, nil, fmt.Errorf("%s: %s holds a %s, not a run", field, info.Hash, msgs[i].Msg.Kind())
+	}
+	for _, st := range runStates(ctx, r, msgs) {
+		if st.Run == info.Hash {
+			n.care(&st)
+			return st, msgs[i], msgs, nil
+		}
+	}
+	return RunState{}, runMsg{}, nil, fmt.Errorf("%s: %s: no state", field, info.Hash)
+}
+
+// DecodeRunInput reads a run message for `ocx run post`: a run, as
+// messages.DecodeMessage reads it, refused naming the field.
+func DecodeRunInput(raw []byte) (*messages.Run, error) {
+	if len(strings.TrimSpace(string(raw))) == 0 {
+		return nil, errors.New("input: empty; give a run message's JSON ({\"ocx\": 1, \"kind\": \"run\", ...})")
+	}
+	msg, err := messages.DecodeMessage(raw)
+	if err != nil {
+		return nil, err
+	}
+	run, ok := msg.(*messages.Run)
+	if !ok {
+		return nil, fmt.Errorf("kind: %q is not a run; `ocx run post` posts runs (a stop is `ocx run stop`)", msg.Kind())
+	}
+	return run, nil
+}
+
+// runTitle is a new thread's title for a run: its objective's first line,
+// bounded.
+func runTitle(objective string) string {
+	t, _, _ := strings.Cut(strings.TrimSpace(objective), "\n")
+	if r := []rune(t); len(r) > 80 {
+		t = string(r[:79]) + "…"
+	}
+	return t
+}
+
+// RunPost posts a run message as the caller: a new thread titled from its
+// objective, or a reply to in.To (a post, or a change to a ticket).
+func (n *Node) RunPost(ctx context.Context, in RunInput) *Answer {
+	a := newAnswer("run post", in.DryRun)
+	run, err := DecodeRunInput(in.Message)
+	if err != nil {
+		return a.Stop(err)
+	}
+	// The message as given, checked: the block written is the caller's own
+	// bytes, so what was checked is what the record holds.
+	text := "```json\n" + strings.TrimSpace(string(in.Message)) + "\n```\n"
+	if in.To != "" {
+		return n.Post(ctx, PostInput{Project: in.Project, To: in.To, Text: text, DryRun: in.DryRun}).retool(a)
+	}
+	return n.Thread(ctx, PostInput{Project: in.Project, Title: runTitle(run.Objective), Text: text, DryRun: in.DryRun}).retool(a)
+}
+
+// retool gives a sub-action's answer the tool's name.
+func (sub *Answer) retool(a *Answer) *Answer {
+	sub.Tool = a.Tool
+	return sub
+}
+
+// RunStop posts a stop where the run is, as the caller (table 3), refused
+// before anything is written when the caller holds neither admin nor
+// setup (the stop would be ignored), the run is not found, or it ended.
+func (n *Node) RunStop(ctx context.Context, in RunInput) *Answer {
+	a := newAnswer("run stop", in.DryRun)
+	p, r, err := n.toolRepoIn(in.Project)
+	if err != nil {
+		return a.Stop(err)
+	}
+	defer r.Close()
+	if err := n.requirePrivileged(ctx, r, p); err != nil {
+		return a.Stop(fmt.Errorf("%w; a stop by such a user is ignored (seed 004, section 3)", err))
+	}
+	st, m, _, err := n.runOf(ctx, r, "run", in.Run)
+	if err != nil {
+		return a.Stop(err)
+	}
+	if st.Ended != "" {
+		return a.Stop(fmt.Errorf("run: %s has ended (%s, ended %s); a stop changes nothing", st.Run, st.Outcome, st.Ended))
+	}
+	block, err := (&messages.RunStop{Node: st.Node, Run: st.Run}).Encode()
+	if err != nil {
+		return a.Stop(err)
+	}
+	text := string(block) // the canonical block, fenced
+	a.Logf("run %s is %s, for node %q", st.Run, st.State, st.Node)
+	if m.Ticket {
+		return a.mergeAll(n.Post(ctx, PostInput{Project: p.Name, To: m.Record, Text: text, DryRun: in.DryRun}))
+	}
+	return a.mergeAll(n.Post(ctx, PostInput{Project: p.Name, To: st.Run, Text: text, DryRun: in.DryRun}))
+}
+
+// mergeAll adds a sub-action's log, result and stop to a.
+func (a *Answer) mergeAll(sub *Answer) *Answer {
+	a.merge(sub)
+	return a
+}
+
+// toolRepoIn is toolRepo on a named project.
+func (n *Node) toolRepoIn(name string) (project, *fossilio.Repo, error) {
+	c := *n
+	c.toolProject = name
+	return c.toolRepo()
+}
+
+// RunStart starts a manual run that waits (seed 004, section 8): the
+// caller authenticated over sync (the run fetched as them), holding admin
+// or setup; then the pipe line `run start REPOSITORY HASH USER` to the
+// daemon, which checks the standing and section 11 again. It waits for
+// started or ended on the record, and says which.
+func (n *Node) RunStart(ctx context.Context, in RunInput) *Answer {
+	a := newAnswer("run start", in.DryRun)
+	p, r, err := n.toolRepoIn(in.Project)
+	if err != nil {
+		return a.Stop(err)
+	}
+	defer r.Close()
+	if err := n.requirePrivileged(ctx, r, p); err != nil {
+		return a.Stop(fmt.Errorf("%w; only such a user starts a manual run (seed 004, section 8)", err))
+	}
+	st, _, _, err := n.runOf(ctx, r, "run", in.Run)
+	if err != nil {
+		return a.Stop(err)
+	}
+	switch {
+	case st.Node != n.Config.User:
+		return a.Stop(fmt.Errorf("run: %s is for node %q, not this node (%q); start it there", st.Run, st.Node, n.Config.User))
+	case !st.Manual:
+		return a.Stop(fmt.Errorf("run: %s is not a manual run (process.manual is false): the node starts it when it arrives", st.Run))
+	case st.Ended != "":
+		return a.Stop(fmt.Errorf("run: %s has ended (%s, ended %s)", st.Run, st.Outcome, st.Ended))
+	case st.Started != "":
+		return a.Stop(fmt.Errorf("run: %s has started already (started %s)", st.Run, st.Started))
+	case st.Stopped != "":
+		return a.Stop(fmt.Errorf("run: %s was stopped (%s); its ended follows", st.Run, st.Stopped))
+	case st.State != "waiting":
+		return a.Stop(fmt.Errorf("run: %s does not wait for a start (%s)", st.Run, st.State))
+	}
+	// The caller's password, checked by the server: the run fetched over
+	// sync as them. The pipe line carries only the login.
+	code, err := r.ProjectCode(ctx)
+	if err != nil {
+		return a.Stop(err)
+	}
+	c := &fossilio.Client{URL: p.URL, Login: n.Caller.Login, Password: n.Caller.Password, Cookie: n.Caller.Cookie, ProjectCode: code, Now: n.Now}
+	if _, err := c.Fetch(ctx, st.Run); err != nil {
+		return a.Stop(fmt.Errorf("caller: %q is not authenticated by the server: %w", n.Caller.Login, err))
+	}
+	a.Logf("%q authenticated by the server, holding admin or setup on %s", n.Caller.Login, p.Name)
+	line := messages.RunStartLine{Repository: p.Repository, Hash: st.Run, By: n.Caller.Login}
+	if err := line.Validate(); err != nil {
+		return a.Stop(err)
+	}
+	if in.DryRun {
+		a.Would("hand `%s` to the daemon, which starts run %s", line, st.Run)
+		return a
+	}
+	if err := n.ensureAndSend(ctx, a, line); err != nil {
+		return a.Stop(err)
+	}
+	deadline := time.Now().Add(n.outcomeWait)
+	for {
+		now, _, _, err := n.runOf(ctx, r, "run", st.Run)
+		if err != nil {
+			return a.Stop(err)
+		}
+		switch {
+		case now.Ended != "" && now.Started == "":
+			return a.Stop(fmt.Errorf("run: %s ended %s before it started: %s", st.Run, now.Outcome, now.Note))
+		case now.Started != "":
+			a.Logf("run %s started: %s, written by %q", st.Run, now.Started, now.Node)
+			a.SetResult(now.Started)
+			return a
+		}
+		if time.Now().After(deadline) {
+			return a.Stop(fmt.Errorf("run: %s neither started nor ended within %s; the daemon's log says why (the start may still come)", st.Run, n.outcomeWait))
+		}
+		select {
+		case <-ctx.Done():
+			return a.Stop(ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// RunStatus lists the runs of the project (or the one named) as the record
+// and the node's care say.
+func (n *Node) RunStatus(ctx context.Context, in RunInput) ([]RunState, error) {
+	p, err := n.defaultProject(in.Project)
+	if err != nil {
+		return nil, err
+	}
+	r, err := n.openRepo(p)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if in.Run != "" {
+		st, _, _, err := n.runOf(ctx, r, "run", in.Run)
+		if err != nil {
+			return nil, err
+		}
+		return []RunState{st}, nil
+	}
+	msgs, err := runRecord(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	sts := runStates(ctx, r, msgs)
+	for i := range sts {
+		n.care(&sts[i])
+	}
+	return sts, nil
+}
+
+// RunCheck is the node's check of its runs (seed 004, section 10's last
+// paragraph; seed 002 "check the node's runs"): it hands `runs check` to
+// the daemon, starting it when none runs (its start checks too), and
+// waits for ended on each run the check is to end lost: this node's runs
+// whose started counts, whose ended does not, and which are not in its
+// care with a live process. The result is the last ended; the log names
+// each.
+func (n *Node) RunCheck(ctx context.Context, in RunInput) *Answer {
+	a := newAnswer("run check", in.DryRun)
+	var want []RunState
+	var repos []*fossilio.Repo
+	defer func() {
+		for _, r := range repos {
+			r.Close()
+		}
+	}()
+	type pending struct {
+		r  *fossilio.Repo
+		st RunState
+	}
+	var lost []pending
+	for _, p := range n.projects() {
+		if in.Project != "" && p.Name != in.Project {
+			continue
+		}
+		r, err := n.openRepo(p)
+		if err != nil {
+			return a.Stop(err)
+		}
+		repos = append(repos, r)
+		msgs, err := runRecord(ctx, r)
+		if err != nil {
+			return a.Stop(err)
+		}
+		for _, st := range runStates(ctx, r, msgs) {
+			if st.Node != n.Config.User || st.Started == "" || st.Ended != "" {
+				continue
+			}
+			n.care(&st)
+			if st.InCare && st.Alive {
+				continue
+			}
+			lost = append(lost, pending{r, st})
+			want = append(want, st)
+		}
+	}
+	for _, l := range lost {
+		a.Would("find run %s lost (started %s, no ended, in care %v, its process alive %v)", l.st.Run, l.st.Started, l.st.InCare, l.st.Alive)
+	}
+	if in.DryRun {
+		a.Would("hand `runs check` to the daemon")
+		return a
+	}
+	if err := n.ensureAndSend(ctx, a, messages.RunsCheckLine{}); err != nil {
+		return a.Stop(err)
+	}
+	deadline := time.Now().Add(n.outcomeWait)
+	for _, l := range lost {
+		for {
+			msgs, err := runRecord(ctx, l.r)
+			if err != nil {
+				return a.Stop(err)
+			}
+			i := slices.IndexFunc(runStates(ctx, l.r, msgs), func(s RunState) bool { return s.Run == l.st.Run && s.Ended != "" })
+			if i >= 0 {
+				e := runStates(ctx, l.r, msgs)[i]
+				a.Logf("ended %s run %s: %s (%s)", e.Outcome, e.Run, e.Note, e.Ended)
+				a.SetResult(e.Ended)
+				break
+			}
+			if time.Now().After(deadline) {
+				return a.Stop(fmt.Errorf("run %s: no ended within %s; the daemon's log says why", l.st.Run, n.outcomeWait))
+			}
+			select {
+			case <-ctx.Done():
+				return a.Stop(ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	if len(lost) == 0 {
+		a.Logf("no run of this node is to end lost")
+	}
+	return a
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/ocx-go/ocx/cmd/internal/node"
+)
+
+func init() {
+	register(command{name: "run", summary: "OCX's run tool (seed 004): post, stop, start, check and list runs; hold a run's terminal", run: runRun})
+}
+
+var runActions = map[string]action{
+	"post":   {"post a run message as the caller: a new thread, or a reply (--to)", runRunPost},
+	"stop":   {"post a stop where the run is, as the caller (admin or setup)", runRunStop},
+	"start":  {"start a manual run that waits (admin or setup)", runRunStart},
+	"check":  {"the node's check of its runs: end lost each started run it no longer has", runRunCheck},
+	"status": {"the runs, as the record and the node's care say", runRunStatus},
+	"hold":   {"hold a run's terminal: COMMAND on a terminal of its own, which ocx attach joins (docs/runs.md §8.1)", runRunHold},
+}
+
+func runRun(ctx context.Context, e *env, args []string) error {
+	return dispatch(ctx, e, "run", runActions, args)
+}
+
+func runRunPost(ctx context.Context, e *env, args []string) error {
+	var c common
+	fs := c.flags(e, "run post", "run post (--input FILE | --message JSON) [--to HASH] --user USER", true, true)
+	project := fs.String("project", "", "the project (default: the node's one project)")
+	input := fs.String("input", "", "a file holding the run message's JSON (- for standard input)")
+	message := fs.String("message", "", "the run message's JSON itself")
+	to := fs.String("to", "", "post it as a reply to this post, or as a change to this ticket (default: a new thread titled from its objective)")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usageErr(err)
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+	}
+	var raw []byte
+	switch {
+	case *input != "" && *message != "":
+		return fmt.Errorf("%w: --input and --message both give the message", errUsage)
+	case *message != "":
+		raw = []byte(*message)
+	case *input == "-":
+		if raw, err = io.ReadAll(io.LimitReader(os.Stdin, 1<<20)); err != nil {
+			return fmt.Errorf("read the message from standard input: %w", err)
+		}
+	case *input != "":
+		if raw, err = os.ReadFile(*input); err != nil {
+			return fmt.Errorf("--input: %w", err)
+		}
+	default:
+		return fmt.Errorf("%w: give the run message with --input FILE or --message JSON", errUsage)
+	}
+	n, err := c.open(e)
+	if err != nil {
+		return err
+	}
+	return c.answer(e, n.RunPost(ctx, node.RunInput{Project: *project, Message: raw, To: *to, DryRun: c.dryRun}))
+}
+
+// runOne parses an action taking one run's hash.
+func runOne(ctx context.Context, e *env, args []string, name string, dry bool, caller bool,
+	do func(n *node.Node, in node.RunInput) *node.Answer) error {
+	var c common
+	fs := c.flags(e, "run "+name, "run "+name+" RUN --user USER", caller, dry)
+	project := fs.String("project", "", "the project (default: the node's one project)")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usageErr(err)
+	}
+	run, err := one(pos, "run's hash")
+	if err != nil {
+		return err
+	}
+	n, err := c.open(e)
+	if err != nil {
+		return err
+	}
+	return c.answer(e, do(n, node.RunInput{Project: *project, Run: run, DryRun: c.dryRun}))
+}
+
+func runRunStop(ctx context.Context, e *env, args []string) error {
+	return runOne(ctx, e, args, "stop", true, true, func(n *node.Node, in node.RunInput) *node.Answer { return n.RunStop(ctx, in) })
+}
+
+func runRunStart(ctx context.Context, e *env, args []string) error {
+	return runOne(ctx, e, args, "start", true, true, func(n *node.Node, in node.RunInput) *node.Answer { return n.RunStart(ctx, in) })
+}
+
+func runRunCheck(ctx context.Context, e *env, args []string) error {
+	var c common
+	fs := c.flags(e, "run check", "run check [--project P]", false, true)
+	project := fs.String("project", "", "only this project's runs (default: every project of the node)")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usageErr(err)
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+	}
+	n, err := c.open(e)
+	if err != nil {
+		return err
+	}
+	return c.answer(e, n.RunCheck(ctx, node.RunInput{Project: *project, DryRun: c.dryRun}))
+}
+
+func runRunStatus(ctx context.Context, e *env, args []string) error {
+	var c common
+	fs := c.flags(e, "run status", "run status [RUN] [--project P] [--json]", false, false)
+	project := fs.String("project", "", "the project (default: the node's one project)")
+	pos, _, err := parse(fs, args)
+	if err != nil {
+		return usageErr(err)
+	}
+	if len(pos) > 1 {
+		return fmt.Errorf("%w: want at most one run's hash, got %d arguments", errUsage, len(pos))
+	}
+	in := node.RunInput{Project: *project}
+	if len(pos) == 1 {
+		in.Run = pos[0]
+	}
+	n, err := c.open(e)
+	if err != nil {
+		return err
+	}
+	sts, err := n.RunStatus(ctx, in)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		if sts == nil {
+			sts = []node.RunState{}
+		}
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(sts)
+	}
+	for _, s := range sts {
+		line := fmt.Sprintf("%s %s node %s", s.Run, s.State, s.Node)
+		if s.Manual {
+			line += " manual"
+		}
+		if s.Outcome != "" {
+			line += " " + s.Outcome
+			if s.Exit != nil {
+				line += fmt.Sprintf(" exit %d", *s.Exit)
+			}
+		}
+		if s.InCare {
+			line += " in care"
+			if s.Alive {
+				line += " (alive)"
+			}
+		}
+		if s.Note != "" {
+			line += ": " + s.Note
+		}
+		fmt.Fprintln(e.stdout, line)
+	}
+	return nil
+}

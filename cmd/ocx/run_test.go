@@ -1,0 +1,31 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestRunToolUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"run"}, 2, "no action given"},
+		{[]string{"run", "launch"}, 2, "not an action of ocx run"},
+		{[]string{"run", "post"}, 2, "--input FILE or --message JSON"},
+		{[]string{"run", "post", "--input", "x", "--message", "{}"}, 2, "both give the message"},
+		{[]string{"run", "stop"}, 2, "want one run's hash"},
+		{[]string{"run", "start", "a", "b"}, 2, "want one run's hash"},
+		{[]string{"run", "status", "a", "b"}, 2, "at most one run's hash"},
+		{[]string{"run", "check", "x"}, 2, "unexpected argument"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), c.args, &out, &errb)
+		if code != c.code || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d naming %q", c.args, code, errb.String(), c.code, c.want)
+		}
+	}
+}
