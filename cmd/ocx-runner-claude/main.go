@@ -10,11 +10,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -50,37 +48,17 @@ func run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.
 
 // turn runs one turn and returns the answer.
 func turn(ctx context.Context, argv []string, stdin io.Reader, stderr io.Writer) (string, error) {
-	fs := flag.NewFlagSet("ocx-runner-"+name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	model := fs.String("model", "", "the model claude runs")
-	if err := fs.Parse(argv); err != nil || fs.NArg() != 0 || *model == "" {
-		return "", &runner.Failure{What: "usage: ocx-runner-claude --model MODEL, with the turn's line on standard input", Usage: true}
-	}
-	in, err := runner.ReadInput(stdin)
+	t, err := runner.StartCLITurn(name, argv, stdin, stderr, os.Getenv)
 	if err != nil {
 		return "", err
 	}
-	env := runner.EnvOf(os.Getenv)
-	store, err := runner.OpenStore(env.SessionDir, name)
-	if err != nil {
-		return "", err
-	}
-	defer store.Close()
-	conv, err := store.Load(in.Session)
-	if err != nil {
-		return "", err
-	}
+	defer t.Store.Close()
+	in, conv, bridge, store, env := t.Input, t.Conv, t.Bridge, t.Store, t.Env
 	var st state
 	if conv != nil {
 		if err := json.Unmarshal(conv.State, &st); err != nil || st.SessionID == "" {
 			return "", runner.Failf("the conversation of %s holds no claude session id", in.Session)
 		}
-	}
-	var bridge *runner.Bridge
-	if b, err := runner.BridgeOf(env, exec.LookPath); err != nil {
-		fmt.Fprintf(stderr, "ocx-runner-claude: claude runs without the node's tools: %v\n", err)
-	} else {
-		bridge = &b
 	}
 	config, err := writeConfig(env.SessionDir, mcpConfig(bridge))
 	if err != nil {
@@ -88,7 +66,7 @@ func turn(ctx context.Context, argv []string, stdin io.Reader, stderr io.Writer)
 	}
 	out, err := runner.CLI{
 		Name:   name,
-		Args:   args(*model, config, st.SessionID),
+		Args:   args(t.Model, config, st.SessionID),
 		Stdin:  in.Message(conv == nil),
 		Env:    withEnv(os.Environ(), "IS_SANDBOX=1"),
 		Stderr: stderr,
@@ -105,10 +83,7 @@ func turn(ctx context.Context, argv []string, stdin io.Reader, stderr io.Writer)
 		fmt.Fprintln(stderr, "ocx-runner-claude: claude's result has no session_id; the next turn starts a new conversation")
 		return answer, nil
 	}
-	turns := 1
-	if conv != nil {
-		turns = conv.Turns + 1
-	}
+	turns := t.Turns()
 	b, _ := json.Marshal(state{SessionID: id}) // a string only
 	if err := store.Save(in.Session, &runner.Conversation{Turns: turns, State: b}); err != nil {
 		// The answer stands: the model did the work and may have posted.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os/exec"
@@ -122,4 +123,59 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 		return 0, errors.New("too much output")
 	}
 	return l.b.Write(p)
+}
+
+// CLITurn is what a turn of a runner that drives an agent's CLI (claude,
+// codex) starts from: its model, the turn's line, the conversation so far
+// (nil on the first turn) in its store, and the bridge to the node's tools
+// (nil: the CLI runs without them, and the log says why).
+type CLITurn struct {
+	Model  string
+	Input  Input
+	Env    Env
+	Store  *Store
+	Conv   *Conversation
+	Bridge *Bridge
+}
+
+// StartCLITurn reads the runner NAME's command line (--model MODEL), the
+// turn's line on stdin, and the conversation of the turn's session, and
+// finds the bridge. The caller closes Store.
+func StartCLITurn(name string, argv []string, stdin io.Reader, stderr io.Writer, getenv func(string) string) (*CLITurn, error) {
+	fs := flag.NewFlagSet("ocx-runner-"+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	model := fs.String("model", "", "the model "+name+" runs")
+	if err := fs.Parse(argv); err != nil || fs.NArg() != 0 || *model == "" {
+		return nil, &Failure{What: "usage: ocx-runner-" + name + " --model MODEL, with the turn's line on standard input", Usage: true}
+	}
+	in, err := ReadInput(stdin)
+	if err != nil {
+		return nil, err
+	}
+	env := EnvOf(getenv)
+	store, err := OpenStore(env.SessionDir, name)
+	if err != nil {
+		return nil, err
+	}
+	conv, err := store.Load(in.Session)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	t := &CLITurn{Model: *model, Input: in, Env: env, Store: store, Conv: conv}
+	if b, err := BridgeOf(env, exec.LookPath); err != nil {
+		fmt.Fprintf(stderr, "ocx-runner-%s: %s runs without the node's tools: %v\n", name, name, err)
+	} else {
+		t.Bridge = &b
+	}
+	return t, nil
+}
+
+// Turns is how many turns the conversation will have held once this one is
+// saved.
+func (t *CLITurn) Turns() int {
+	if t.Conv == nil {
+		return 1
+	}
+	return t.Conv.Turns + 1
 }
