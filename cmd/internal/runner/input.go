@@ -12,7 +12,7 @@ import (
 )
 
 // Input is the one line of JSON a turn gives its runner on standard input
-// (session.RunnerInput writes it).
+// (the session writes it with Line; a runner reads it with ReadInput).
 type Input struct {
 	// Post is the post the turn answers.
 	Post string `json:"post"`

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/cmd/internal/runner"
-	"github.com/ocx-go/ocx/cmd/internal/session"
 )
 
 const (
@@ -16,7 +15,7 @@ const (
 
 // The session's own line decodes to the same values.
 func TestSessionLineDecodes(t *testing.T) {
-	line := session.RunnerInput{Post: post, From: "alice", Text: "two\nlines <b>&", Record: rec,
+	line := runner.Input{Post: post, From: "alice", Text: "two\nlines <b>&", Record: rec,
 		Objective: "Record " + rec + ": fix it", Login: "agent", Session: rec}.Line()
 	in, err := runner.ReadInput(bytes.NewReader(line))
 	if err != nil {

@@ -1,8 +1,6 @@
 package session
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -359,31 +357,4 @@ func ticketReplyLine(to string) string {
 func RepliesTo(comment, to string) bool {
 	first, _, _ := strings.Cut(comment, "\n")
 	return strings.TrimRight(first, "\r ") == ticketReplyLine(to)
-}
-
-// RunnerInput is the one line of JSON an llm session's runner reads on its
-// standard input (D9). Its environment also names the session's directory
-// (OCX_SESSION_DIR), where a runner keeps its conversation from turn to
-// turn, and the MCP socket of the node's tools (OCX_MCP_SOCKET) when the
-// daemon serves one.
-type RunnerInput struct {
-	Post      string `json:"post"`
-	From      string `json:"from,omitempty"`
-	Text      string `json:"text"`
-	Record    string `json:"record"`
-	Objective string `json:"objective"`
-	// Login is the session's agent login, whose posts are the answers.
-	Login string `json:"login"`
-	// Session is the session's own record (a thread's first post or a
-	// ticket), which its conversation belongs to.
-	Session string `json:"session"`
-}
-
-// Line renders the input as one line of JSON and its newline.
-func (in RunnerInput) Line() []byte {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(in) // strings only: it cannot fail
-	return b.Bytes()
 }

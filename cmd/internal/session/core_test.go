@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocx-go/ocx/cmd/internal/runner"
 	"github.com/ocx-go/ocx/cmd/internal/session"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
@@ -164,7 +165,7 @@ func TestTicketReplyRoundTrip(t *testing.T) {
 }
 
 func TestRunnerInputIsOneLine(t *testing.T) {
-	in := session.RunnerInput{Post: ph, Text: "two\nlines <b>&", Record: own, Objective: "o"}
+	in := runner.Input{Post: ph, Text: "two\nlines <b>&", Record: own, Objective: "o"}
 	line := string(in.Line())
 	if strings.Count(line, "\n") != 1 || !strings.HasSuffix(line, "\n") {
 		t.Fatalf("not one line: %q", line)

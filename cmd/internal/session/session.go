@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ocx-go/ocx/cmd/internal/runner"
 	"github.com/ocx-go/ocx/cmd/internal/version"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
@@ -592,7 +593,7 @@ func (s *Session) turnSpec(p Post) (turnSpec, string, error) {
 		return turnSpec{argv: s.def.Command, env: env, dir: s.ws.Tree, stdin: []byte(p.Text), combined: true}, "command", nil
 	case messages.LLM:
 		prog := "ocx-runner-" + s.def.Runner
-		in := RunnerInput{Post: p.Hash, From: p.From(), Text: p.Text, Record: p.Record, Objective: s.rec.Objective,
+		in := runner.Input{Post: p.Hash, From: p.From(), Text: p.Text, Record: p.Record, Objective: s.rec.Objective,
 			Login: s.b.Login, Session: s.rec.ID}
 		env = append(env, "OCX_SESSION_DIR="+s.ws.Session)
 		return turnSpec{argv: []string{prog, "--model", s.def.Model}, env: env, dir: s.ws.Tree, stdin: in.Line()}, "runner", nil
