@@ -1,12 +1,14 @@
 package unixhost
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -125,4 +127,27 @@ func WriteFileAtomic(p string, data []byte, perm fs.FileMode) error {
 	}
 	defer root.Close()
 	return root.WriteFile(p, data, perm)
+}
+
+// DialSocket connects to the Unix socket at p, trying again every 50ms
+// until wait has passed: a server that is not listening yet (a session's
+// first moments, a holder starting) is waited for, not failed.
+func DialSocket(ctx context.Context, p string, wait time.Duration) (net.Conn, error) {
+	end := time.Now().Add(wait)
+	var d net.Dialer
+	for {
+		conn, err := d.DialContext(ctx, "unix", p)
+		if err == nil {
+			return conn, nil
+		}
+		if time.Now().After(end) || ctx.Err() != nil {
+			return nil, fmt.Errorf("connect to %s: %w", p, err)
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
 }

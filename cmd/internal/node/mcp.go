@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -228,23 +229,11 @@ func ServeMCP(ctx context.Context, s *mcp.Server, ln net.Listener, accept func(n
 // DialMCP connects to a session's MCP socket, waiting up to wait for a
 // server that is not there yet (a session's first moments).
 func DialMCP(ctx context.Context, path string, wait time.Duration) (net.Conn, error) {
-	end := time.Now().Add(wait)
-	var d net.Dialer
-	for {
-		conn, err := d.DialContext(ctx, "unix", path)
-		if err == nil {
-			return conn, nil
-		}
-		if time.Now().After(end) || ctx.Err() != nil {
-			return nil, fmt.Errorf("mcp: connect to %s: %w", path, err)
-		}
-		t := time.NewTimer(50 * time.Millisecond)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
+	conn, err := unixhost.DialSocket(ctx, path, wait)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: %w", err)
 	}
+	return conn, nil
 }
 
 // ConnectMCP connects the SDK's client to a session's MCP socket.

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/ocx-go/ocx/host/unixhost"
 )
 
 // Tool is one of the node's tools as its MCP server lists it.
@@ -41,7 +41,7 @@ func ConnectTools(ctx context.Context, path string, wait time.Duration) (*Tools,
 	if path == "" {
 		return nil, fmt.Errorf("the node serves no tools here ($%s is not set)", EnvMCPSocket)
 	}
-	conn, err := dialUnix(ctx, path, wait)
+	conn, err := unixhost.DialSocket(ctx, path, wait)
 	if err != nil {
 		return nil, fmt.Errorf("the node's tools: %w", err)
 	}
@@ -52,28 +52,6 @@ func ConnectTools(ctx context.Context, path string, wait time.Duration) (*Tools,
 		return nil, fmt.Errorf("the node's tools: initialize MCP over %s: %w", path, err)
 	}
 	return &Tools{cs: cs}, nil
-}
-
-// dialUnix connects to the socket at path, trying again every 50ms until
-// wait has passed.
-func dialUnix(ctx context.Context, path string, wait time.Duration) (net.Conn, error) {
-	end := time.Now().Add(wait)
-	var d net.Dialer
-	for {
-		conn, err := d.DialContext(ctx, "unix", path)
-		if err == nil {
-			return conn, nil
-		}
-		if time.Now().After(end) || ctx.Err() != nil {
-			return nil, fmt.Errorf("connect to %s: %w", path, err)
-		}
-		t := time.NewTimer(50 * time.Millisecond)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
-	}
 }
 
 // Close ends the connection.
