@@ -77,10 +77,10 @@ func awaitRunPost[M messages.Message](b *testing.B, r *fossilio.Repo, node, root
 // the next.
 func BenchmarkRunArrival(b *testing.B) {
 	needs(b, "ocxd")
-	n, relRoot, stamp := runBenchNode(b)
+	n, rroot, stamp := runBenchNode(b)
 	admin := n.srv.AdminLogin
 	node := n.nodeUser()
-	startDaemon(b, n, filepath.Join(relRoot, "current", "ocxd"), "--grace", "1s")
+	startDaemon(b, n, filepath.Join(rroot, "current", "ocxd"), "--grace", "1s")
 	n.must("", "login", "add", agent)
 	record := n.result(admin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
 	ws := n.workspaceDir(agent)
