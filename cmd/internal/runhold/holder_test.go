@@ -376,7 +376,7 @@ func TestAKilledHolderHangsUpOnlyItsRun(t *testing.T) {
 func TestHolderRunsBwrapOnTheTerminal(t *testing.T) {
 	bwrap, err := exec.LookPath("bwrap")
 	if err != nil {
-		t.Skip("no bwrap")
+		t.Fatalf("bwrap is not on PATH (make deps installs it): %v", err)
 	}
 	r := newRun(t, bwrap, "--unshare-all", "--ro-bind", "/", "/", "--",
 		"/bin/sh", "-c", `test -t 0 && test -t 1 && echo tty:yes; read l; echo got:$l; exit 4`)

@@ -62,7 +62,7 @@ func TestPrepareSeedClaude(t *testing.T) {
 	}
 	t.Cleanup(func() { l.Close() })
 	if why := l.RunSupport().Sandbox; why != "" {
-		t.Skipf("no sandbox here: %s", why)
+		t.Fatalf("this host starts no sandboxed run (make deps installs bwrap): %s", why)
 	}
 	f := newFixture(t)
 	ctx := ctxT(t)
