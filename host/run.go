@@ -185,6 +185,11 @@ type RunFDs struct {
 	Status int // --json-status-fd
 	Block  int // --block-fd; 0 or less for none
 	Files  int // the first of the files' data, one descriptor each in order
+	// FilePaths, when set, are host files holding the files' texts, one
+	// each in order, bound read-only (--ro-bind) instead of descriptors:
+	// for a command started where no descriptor can be handed down (a
+	// holder's terminal, docs/runs.md section 8.1).
+	FilePaths []string
 }
 
 // RunBwrapArgs builds bwrap's argv (its argv[0] is "bwrap") for a run's
@@ -234,11 +239,20 @@ func RunBwrapArgs(sb RunSandbox, fds RunFDs, dir string, command []string) ([]st
 	for _, h := range sb.Homes {
 		a = append(a, "--bind", h, filepath.Join(sb.Workspace, filepath.Base(h)))
 	}
+	if fds.FilePaths != nil && len(fds.FilePaths) != len(sb.Files) {
+		return nil, &RunFieldError{Field: "sandbox.files", Why: fmt.Sprintf("%d files and %d paths holding them", len(sb.Files), len(fds.FilePaths))}
+	}
 	for i, f := range sb.Files {
+		if fds.FilePaths != nil {
+			a = append(a, "--ro-bind", fds.FilePaths[i], f.At)
+			continue
+		}
 		a = append(a, "--perms", "0644", "--ro-bind-data", strconv.Itoa(fds.Files+i), f.At)
 	}
-	a = append(a, "--proc", sb.Proc, "--dev", sb.Dev, "--tmpfs", sb.Tmp, "--chdir", dir,
-		"--json-status-fd", strconv.Itoa(fds.Status))
+	a = append(a, "--proc", sb.Proc, "--dev", sb.Dev, "--tmpfs", sb.Tmp, "--chdir", dir)
+	if fds.Status > 0 {
+		a = append(a, "--json-status-fd", strconv.Itoa(fds.Status))
+	}
 	if fds.Block > 0 {
 		a = append(a, "--block-fd", strconv.Itoa(fds.Block))
 	}

@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
+	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/runhold"
 	"github.com/ocx-go/ocx/host/unixhost"
 )
@@ -61,11 +64,12 @@ func runRunHold(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-const attachUsage = `attach [--socket PATH | PATH]
+const attachUsage = `attach [--agents AGENTS] RUN | [--socket PATH | PATH]
 
-attach joins the terminal of a run a holder holds (ocx run hold; the
-socket it was given, AGENTS/runs/RUN/terminal.sock when the daemon starts
-it): what the terminal shows, starting with the last of what it showed, and
+attach joins the terminal of a run a holder holds (ocx run hold): RUN, a
+run's hash or its beginning, in the node's care (its holder's socket under
+AGENTS/ocxd.runs, docs/runs.md section 8.1), or the socket given to a
+holder started by hand. It shows what the terminal shows, starting with the last of what it showed, and
 what you type goes in. Standard input is put in raw mode when it is a
 terminal, and its size becomes the run's. Ctrl-] detaches, leaving the run
 running; when the run ends, attach ends. Several people may attach at once:
@@ -76,15 +80,26 @@ func runAttach(ctx context.Context, e *env, args []string) error {
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() { fmt.Fprintf(e.stderr, "usage: ocx %s\n\n", attachUsage); fs.PrintDefaults() }
 	sock := fs.String("socket", "", "the holder's socket")
+	agents := os.Getenv("OCX_AGENTS")
+	if agents == "" {
+		agents = node.DefaultAgents
+	}
+	fs.StringVar(&agents, "agents", agents, "the agents root, where RUN is in care ($OCX_AGENTS when set)")
 	pos, _, err := parse(fs, args)
 	if err != nil {
 		return usageErr(err)
 	}
 	switch {
+	case len(pos) == 1 && *sock == "" && !strings.Contains(pos[0], "/"):
+		s, err := runhold.RunSocket(filepath.Join(agents, "ocxd.runs"), pos[0])
+		if err != nil {
+			return err
+		}
+		*sock = s
 	case len(pos) == 1 && *sock == "":
 		*sock = pos[0]
 	case len(pos) != 0 || *sock == "":
-		return fmt.Errorf("%w: attach takes one socket", errUsage)
+		return fmt.Errorf("%w: attach takes one run or one socket", errUsage)
 	}
 	var size unixhost.WindowSize
 	if unixhost.IsTerminal(os.Stdout) {

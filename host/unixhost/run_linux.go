@@ -378,3 +378,7 @@ func dataFD(text string) (int, error) {
 	}
 	return fd, nil
 }
+
+// Bwrap is the bwrap the launcher runs sandboxes with, "" when there is
+// none: a run's holder runs the same one (docs/runs.md section 8.1).
+func (l *Launcher) Bwrap() string { return l.bwrap }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/cmd/internal/runhold"
 	runeng "github.com/ocx-go/ocx/cmd/internal/runs"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -68,6 +69,9 @@ type runProc struct {
 	id      messages.ProcID
 	adopted bool
 	stdin   *os.File // nil once closed
+	// socket is the holder's, for a run on a terminal (runterminal.go):
+	// its deliveries are typed in there.
+	socket  string
 	stderr  *runeng.Tail
 	stdout  *runeng.Tail
 	readers sync.WaitGroup
@@ -87,6 +91,9 @@ type runCare struct {
 	// Given is the place of the last artifact the session was given
 	// (section 4), written before its line goes to the process.
 	Given messages.RunPosition `json:"given,omitzero"`
+	// Terminal is the socket of the holder of its terminal, for a run
+	// whose process.terminal is true.
+	Terminal string `json:"terminal,omitempty"`
 }
 
 func newRunEngine(cfg *messages.NodeConfig, layout host.Layout, root *unixhost.Root, rec *records, rp *reaper, rel *releases, log *slog.Logger) *runEngine {
@@ -427,13 +434,23 @@ func (e *runEngine) Process(ctx context.Context, eff messages.DaemonEffect) erro
 			p = r.procs[eff.Proc]
 		}
 		e.mu.Unlock()
-		if p == nil || p.stdin == nil {
+		var stdin *os.File
+		var socket string
+		if p != nil {
+			e.mu.Lock()
+			stdin, socket = p.stdin, p.socket
+			e.mu.Unlock()
+		}
+		if stdin == nil && socket == "" {
 			return fmt.Errorf("run %s process %d has no input open", eff.Run, eff.Proc)
 		}
 		if err := e.keepGiven(eff.Run, eff.Delivery.At); err != nil {
 			return fmt.Errorf("run %s: what its session was given is not kept, so %s is not given: %w", eff.Run, eff.Delivery, err)
 		}
-		_, err := p.stdin.Write([]byte(eff.Delivery.Line + "\n"))
+		if socket != "" {
+			return runhold.Type(socket, eff.Delivery.Line)
+		}
+		_, err := stdin.Write([]byte(eff.Delivery.Line + "\n"))
 		return err
 	case messages.RunEndProcess:
 		e.mu.Lock()
@@ -445,7 +462,10 @@ func (e *runEngine) Process(ctx context.Context, eff messages.DaemonEffect) erro
 		if p == nil {
 			return fmt.Errorf("run %s has no process %d", eff.Run, eff.Proc)
 		}
-		return e.reaper.Signal(ctx, p.id, !p.adopted, eff.Signal)
+		e.mu.Lock()
+		group := !p.adopted && p.socket == "" // a holder passes TERM on itself
+		e.mu.Unlock()
+		return e.reaper.Signal(ctx, p.id, group, eff.Signal)
 	}
 	return fmt.Errorf("not a process effect of a run: %s", eff)
 }
@@ -480,6 +500,9 @@ func (e *runEngine) launch(ctx context.Context, eff messages.RunLaunch) error {
 	starter, ok := e.reaper.current().(host.RunStarter)
 	if !ok {
 		return fail(errors.New("this host starts no runs"))
+	}
+	if r.run.Process.Terminal {
+		return e.launchTerminal(ctx, eff, r, prep, p, starter, fail)
 	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -701,7 +724,7 @@ func (e *runEngine) adopt(x *repoIndex, m runMsg, run *messages.Run, c runCare) 
 		e.runs[m.Hash] = r
 	}
 	if _, ok := r.procs[c.Proc]; !ok {
-		r.procs[c.Proc] = &runProc{id: *c.Process, adopted: true, stderr: &runeng.Tail{}, stdout: &runeng.Tail{}}
+		r.procs[c.Proc] = &runProc{id: *c.Process, adopted: true, socket: c.Terminal, stderr: &runeng.Tail{}, stdout: &runeng.Tail{}}
 	}
 }
 
@@ -716,11 +739,25 @@ func (e *runEngine) alive(id messages.ProcID) bool {
 func (e *runEngine) watch(hash string, proc int) {
 	e.mu.Lock()
 	var id messages.ProcID
+	terminal := false
 	if r := e.runs[hash]; r != nil && r.procs[proc] != nil {
 		id = r.procs[proc].id
+		terminal = r.procs[proc].socket != ""
 	}
 	e.mu.Unlock()
 	if id.PID == 0 {
+		return
+	}
+	if terminal {
+		// A holder found at start: its status file says how it ended.
+		go func() {
+			if err := unixhost.WaitGone(e.ctx, id); err != nil {
+				return
+			}
+			m := holderExit(proc, e.terminalFiles(hash).status)
+			e.log.Info("a run's holder found at start is gone", slog.String(actors.KeyRun, hash), slog.String("exit", exitWords(m)))
+			e.exited(hash, m)
+		}()
 		return
 	}
 	go func() {

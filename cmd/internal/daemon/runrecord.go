@@ -243,7 +243,7 @@ func (r *records) refusalOf(ctx context.Context, x *repoIndex, msgs []runMsg, m 
 		// password; row 6).
 		ServerNode: !x.otherHost,
 		Provides: messages.RunProvision{Sandbox: support.Sandbox == "", Capabilities: host.Capabilities[:], NoNetwork: true,
-			Limits: []string{messages.LimitWall}, Deliveries: true, Manual: true},
+			Limits: []string{messages.LimitWall}, Deliveries: true, Manual: true, Terminal: true},
 	}
 	if support.CPU == "" {
 		f.Provides.Limits = append(f.Provides.Limits, messages.LimitCPU)
