@@ -56,7 +56,7 @@ func homeAtEnd(t *testing.T, p string, dir bool) {
 func TestRunClaudeOnATerminal(t *testing.T) {
 	needs(t, "ocxd", "ocx")
 	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("no bwrap")
+		t.Fatalf("bwrap is not on PATH (make deps installs it): %v", err)
 	}
 	// The sandbox as written mounts a fresh /tmp over what it binds there:
 	// the node's root and its release are put under /var/tmp.
