@@ -308,8 +308,15 @@ func (r *records) WriteLaunch(ctx context.Context, n messages.WriteLaunch) (mess
 	return l, nil
 }
 
-// write posts a note answering a launch note as the node user.
+// write posts a note answering a launch note as the node user, then runs
+// the backoffice (D11).
 func (r *records) write(ctx context.Context, x *repoIndex, launch, text, kind string) error {
+	return r.writeNote(ctx, x, launch, text, kind, true)
+}
+
+// writeNote is write, running the backoffice after it or, when backoffice
+// is false, leaving that to the caller.
+func (r *records) writeNote(ctx context.Context, x *repoIndex, launch, text, kind string, backoffice bool) error {
 	where, err := r.replyTo(ctx, x, launch, text)
 	if err != nil {
 		return err
@@ -317,6 +324,9 @@ func (r *records) write(ctx context.Context, x *repoIndex, launch, text, kind st
 	w, err := r.writer(ctx, x)
 	if err != nil {
 		return err
+	}
+	if !backoffice {
+		w.Backoffice = nil
 	}
 	hash, err := w.WriteNote(ctx, where)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/runhold"
 	runeng "github.com/ocx-go/ocx/cmd/internal/runs"
+	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -50,6 +51,8 @@ type runEngine struct {
 	runs map[string]*engineRun
 	// deliverMu orders the sessions' deliveries (rundeliver.go).
 	deliverMu sync.Mutex
+	// bg counts the backoffice runs started beside a launch.
+	bg sync.WaitGroup
 }
 
 // engineRun is what the engine knows of one run: its message, where it is,
@@ -103,7 +106,10 @@ func newRunEngine(cfg *messages.NodeConfig, layout host.Layout, root *unixhost.R
 }
 
 // close ends the watches of processes found at start; the processes live on.
-func (e *runEngine) close() { e.cancel() }
+func (e *runEngine) close() {
+	e.cancel()
+	e.bg.Wait()
+}
 
 // careDir is where the node keeps its runs in care: a name of the ocxd.*
 // family, which no login may take (D16).
@@ -371,7 +377,32 @@ func (e *runEngine) writeReport(ctx context.Context, hash string, kind messages.
 	if err != nil {
 		return fmt.Errorf("%s of run %s: %w", kind, hash, err)
 	}
-	return e.records.write(ctx, r.x, hash, line+"\n\n"+string(block), string(kind))
+	if kind != messages.MsgStarted {
+		return e.records.write(ctx, r.x, hash, line+"\n\n"+string(block), string(kind))
+	}
+	// Started must be on the record before the launch (section 10); the
+	// backoffice, which only lets the hook see it at once, runs beside the
+	// launch rather than before it.
+	if err := e.records.writeNote(ctx, r.x, hash, line+"\n\n"+string(block), string(kind), false); err != nil {
+		return err
+	}
+	e.besideLaunch(r.x)
+	return nil
+}
+
+// besideLaunch runs the backoffice of x's repository in the background,
+// bounded; close waits for it.
+func (e *runEngine) besideLaunch(x *repoIndex) {
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		admin := &fossilio.Admin{Repository: x.path, Fossil: e.records.fossil}
+		if err := admin.Backoffice(ctx); err != nil {
+			e.log.Warn("the backoffice after a started failed (the server's own runs the hook later)", errAttr(err))
+		}
+	}()
 }
 
 // keepLogs writes the kept logs of a process (section 8.2): the files in
