@@ -49,7 +49,7 @@ func TestMCPConfig(t *testing.T) {
 	if _, errs, code := f.turn(t, input("hello")); code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	b, err := os.ReadFile(filepath.Join(f.sessionDir, configFile))
+	b, err := os.ReadFile(filepath.Join(f.SessionDir, configFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestMCPConfig(t *testing.T) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		t.Fatal(err)
 	}
-	want := mcpServer{Type: "stdio", Command: filepath.Join(standins, "ocx"), Args: []string{"mcp", "connect", "--socket", socket}}
+	want := mcpServer{Type: "stdio", Command: filepath.Join(kit.Standins, "ocx"), Args: []string{"mcp", "connect", "--socket", socket}}
 	if s := c.MCPServers["ocx"]; len(c.MCPServers) != 1 || s.Type != want.Type || s.Command != want.Command ||
 		strings.Join(s.Args, " ") != strings.Join(want.Args, " ") {
 		t.Fatalf("MCP configuration %s, want the server %+v alone", b, want)
@@ -70,7 +70,7 @@ func TestMCPConfig(t *testing.T) {
 // log says why.
 func TestNoTools(t *testing.T) {
 	f := newFixture(t)
-	f.tools = false
+	f.Tools = false
 	out, errs, code := f.turn(t, input("hello"))
 	if code != 0 || !heard.MatchString(out) {
 		t.Fatalf("exit %d, out %q, stderr %q", code, out, errs)
@@ -110,7 +110,7 @@ func TestResumeUnknownSession(t *testing.T) {
 	if _, errs, code := f.turn(t, input("hello")); code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if err := os.RemoveAll(filepath.Join(f.home, ".standin-claude")); err != nil {
+	if err := os.RemoveAll(filepath.Join(f.Home, ".standin-claude")); err != nil {
 		t.Fatal(err)
 	}
 	id, _ := f.stored(t)
@@ -122,7 +122,7 @@ func TestResumeUnknownSession(t *testing.T) {
 
 func TestMissingCLI(t *testing.T) {
 	f := newFixture(t)
-	f.path = "/usr/bin:/bin"
+	f.Path = "/usr/bin:/bin"
 	out, _, code := f.turn(t, input("hello"))
 	if want := "The runner failed: claude is not on PATH (the sandbox's path must hold it).\n"; code != 1 || out != want {
 		t.Fatalf("exit %d, out %q, want %q", code, out, want)

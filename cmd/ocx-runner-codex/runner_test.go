@@ -48,7 +48,7 @@ func TestFirstTurnThenResume(t *testing.T) {
 // A node that serves no tools: codex runs with no -c, and the log says why.
 func TestNoTools(t *testing.T) {
 	f := newFixture(t)
-	f.tools = false
+	f.Tools = false
 	out, errs, code := f.turn(t, input("hello"))
 	if code != 0 || !heard.MatchString(out) {
 		t.Fatalf("exit %d, out %q, stderr %q", code, out, errs)
@@ -99,7 +99,7 @@ func TestResumeUnknownThread(t *testing.T) {
 	if _, errs, code := f.turn(t, input("hello")); code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if err := os.RemoveAll(filepath.Join(f.home, ".standin-codex")); err != nil {
+	if err := os.RemoveAll(filepath.Join(f.Home, ".standin-codex")); err != nil {
 		t.Fatal(err)
 	}
 	id, _ := f.stored(t)
@@ -121,7 +121,7 @@ func TestNoMessage(t *testing.T) {
 
 func TestMissingCLI(t *testing.T) {
 	f := newFixture(t)
-	f.path = "/usr/bin:/bin"
+	f.Path = "/usr/bin:/bin"
 	out, _, code := f.turn(t, input("hello"))
 	if want := "The runner failed: codex is not on PATH (the sandbox's path must hold it).\n"; code != 1 || out != want {
 		t.Fatalf("exit %d, out %q, want %q", code, out, want)
