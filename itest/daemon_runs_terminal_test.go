@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
@@ -82,24 +83,9 @@ func TestRunClaudeOnATerminal(t *testing.T) {
 	admin := n.srv.AdminLogin
 	node := n.nodeUser()
 	startDaemon(t, n, filepath.Join(relDir, "current", "ocxd"), "--grace", "2s")
-	run := fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Answer what is said here.",
-"workspace": [
-{"step": "directory", "at": "$$root$$/$$user$$/projects/$$project$$/$$run$$"},
-{"step": "password"},
-{"step": "clone", "into": "$$workspace$$/clone"},
-{"step": "checkout", "of": "trunk", "into": "$$workspace$$/tree"}],
-"sandbox": {"uid": 1000, "gid": 1000, "capabilities": [], "network": true, "own_session": true,
-"ends_with_node": true,
-"read_only": ["/usr", "/bin", "/lib", "/lib64", "/etc/resolv.conf", "/etc/ssl/certs", "$$release$$"],
-"read_write": ["$$workspace$$"],
-"homes": ["/root/.claude", "/root/.claude.json"],
-"files": [{"at": "/etc/passwd", "text": "$$user$$:x:1000:1000::$$workspace$$:/bin/sh\n"}],
-"proc": "/proc", "dev": "/dev", "tmp": "/tmp"},
-"limits": {"wall": "8h"},
-"process": {"user": "claude-1", "command": ["claude", "--remote-control"], "cwd": "$$tree$$",
-"session": true, "hears": ["*"], "terminal": true,
-"env": {"HOME": "$$workspace$$", "USER": "$$user$$", "PATH": "$$release$$:/usr/local/bin:/usr/bin:/bin",
-"IS_SANDBOX": "1"}}}`, node)
+	// Section 14's second example as written (docs/design/examples), for
+	// this node.
+	run := strings.Replace(design.Example("run-claude.json"), `"node": "lab-1"`, fmt.Sprintf(`"node": %q`, node), 1)
 	root := n.result(admin, "thread", "--title", "Claude", "--text", block(run))
 	var holder messages.ProcID
 	n.waitFor("the run's holder", func() bool {

@@ -12,29 +12,14 @@ import (
 	"pgregory.net/rapid"
 )
 
-// seed 004, section 14: an unconfined echo, and Claude in a sandbox.
+// seed 004, section 14: an unconfined echo, and Claude in a sandbox, as
+// docs/design/examples holds them.
+var (
+	seedEcho   = design.Example("run-echo.json")
+	seedClaude = design.Example("run-claude.json")
+)
+
 const (
-	seedEcho = `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "Say hello.",
-"process": {"user": "builder", "command": ["echo", "hello"], "env": {"PATH": "/usr/bin:/bin"},
-"keep": {"stdout_when": "always"}}}`
-	seedClaude = `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "Answer what is said here.",
-"workspace": [
-{"step": "directory", "at": "$$root$$/$$user$$/projects/$$project$$/$$run$$"},
-{"step": "password"},
-{"step": "clone", "into": "$$workspace$$/clone"},
-{"step": "checkout", "of": "trunk", "into": "$$workspace$$/tree"}],
-"sandbox": {"uid": 1000, "gid": 1000, "capabilities": [], "network": true, "own_session": true,
-"ends_with_node": true,
-"read_only": ["/usr", "/bin", "/lib", "/lib64", "/etc/resolv.conf", "/etc/ssl/certs", "$$release$$"],
-"read_write": ["$$workspace$$"],
-"homes": ["/root/.claude", "/root/.claude.json"],
-"files": [{"at": "/etc/passwd", "text": "$$user$$:x:1000:1000::$$workspace$$:/bin/sh\n"}],
-"proc": "/proc", "dev": "/dev", "tmp": "/tmp"},
-"limits": {"wall": "8h"},
-"process": {"user": "claude-1", "command": ["claude", "--remote-control"], "cwd": "$$tree$$",
-"session": true, "hears": ["*"], "terminal": true,
-"env": {"HOME": "$$workspace$$", "USER": "$$user$$", "PATH": "$$release$$:/usr/local/bin:/usr/bin:/bin",
-"IS_SANDBOX": "1"}}}`
 	testRunHash = "0123456789abcdef0123456789abcdef01234567"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v5"
 )
 
-//go:embed *.schema.json notes.md
+//go:embed *.schema.json notes.md examples/*.json
 var files embed.FS
 
 // BaseURL is the $id prefix of every schema; relative $refs resolve against it.
@@ -32,6 +32,16 @@ func Notes() []byte {
 		panic(fmt.Sprintf("design: notes.md not embedded: %v", err))
 	}
 	return b
+}
+
+// Example returns docs/design/examples/NAME: a message as the seeds write
+// it (seed 004, section 14's runs), for the docs and the tests to share.
+func Example(name string) string {
+	b, err := files.ReadFile("examples/" + name)
+	if err != nil {
+		panic(fmt.Sprintf("design: no example %s: %v", name, err))
+	}
+	return strings.TrimSuffix(string(b), "\n")
 }
 
 // SchemaFile names the schema of a note kind ("ocx" value) or of the state.

@@ -11,3 +11,17 @@ func TestSchemasCompile(t *testing.T) {
 		t.Fatalf("compiled %d schemas, want 24: %v", got, s.Files())
 	}
 }
+
+// The examples the docs and the tests share are messages their schemas
+// accept.
+func TestExamplesValidate(t *testing.T) {
+	s, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"run-echo.json", "run-claude.json"} {
+		if err := s.ValidateMessage([]byte(Example(name))); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

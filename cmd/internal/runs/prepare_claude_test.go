@@ -12,30 +12,15 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 )
 
-// seedClaude is section 14's second example, as written.
-const seedClaude = `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "Answer what is said here.",
-"workspace": [
-{"step": "directory", "at": "$$root$$/$$user$$/projects/$$project$$/$$run$$"},
-{"step": "password"},
-{"step": "clone", "into": "$$workspace$$/clone"},
-{"step": "checkout", "of": "trunk", "into": "$$workspace$$/tree"}],
-"sandbox": {"uid": 1000, "gid": 1000, "capabilities": [], "network": true, "own_session": true,
-"ends_with_node": true,
-"read_only": ["/usr", "/bin", "/lib", "/lib64", "/etc/resolv.conf", "/etc/ssl/certs", "$$release$$"],
-"read_write": ["$$workspace$$"],
-"homes": ["/root/.claude", "/root/.claude.json"],
-"files": [{"at": "/etc/passwd", "text": "$$user$$:x:1000:1000::$$workspace$$:/bin/sh\n"}],
-"proc": "/proc", "dev": "/dev", "tmp": "/tmp"},
-"limits": {"wall": "8h"},
-"process": {"user": "claude-1", "command": ["claude", "--remote-control"], "cwd": "$$tree$$",
-"session": true, "hears": ["*"], "terminal": true,
-"env": {"HOME": "$$workspace$$", "USER": "$$user$$", "PATH": "$$release$$:/usr/local/bin:/usr/bin:/bin",
-"IS_SANDBOX": "1"}}}`
+// seedClaude is section 14's second example, as written
+// (docs/design/examples).
+var seedClaude = design.Example("run-claude.json")
 
 // standIn is the claude a test's release holds: it says what it was given.
 const standIn = `#!/bin/sh
