@@ -51,8 +51,8 @@ type runEngine struct {
 	runs map[string]*engineRun
 	// deliverMu orders the sessions' deliveries (rundeliver.go).
 	deliverMu sync.Mutex
-	// bg counts the backoffice runs started beside a launch.
-	bg sync.WaitGroup
+	// bg runs the backoffice beside a launch.
+	bg *fossilio.Beside
 }
 
 // engineRun is what the engine knows of one run: its message, where it is,
@@ -102,7 +102,7 @@ type runCare struct {
 func newRunEngine(cfg *messages.NodeConfig, layout host.Layout, root *unixhost.Root, rec *records, rp *reaper, rel *releases, log *slog.Logger) *runEngine {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &runEngine{cfg: cfg, layout: layout, root: root, records: rec, reaper: rp, rel: rel,
-		log: log, now: time.Now, ctx: ctx, cancel: cancel, runs: map[string]*engineRun{}}
+		log: log, bg: fossilio.NewBeside(log), now: time.Now, ctx: ctx, cancel: cancel, runs: map[string]*engineRun{}}
 }
 
 // close ends the watches of processes found at start; the processes live on.
@@ -390,19 +390,10 @@ func (e *runEngine) writeReport(ctx context.Context, hash string, kind messages.
 	return nil
 }
 
-// besideLaunch runs the backoffice of x's repository in the background,
-// bounded; close waits for it.
+// besideLaunch runs the backoffice of x's repository beside the launch
+// (fossilio.Beside: runs coalesced, never overlapping); close waits for it.
 func (e *runEngine) besideLaunch(x *repoIndex) {
-	e.bg.Add(1)
-	go func() {
-		defer e.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		admin := &fossilio.Admin{Repository: x.path, Fossil: e.records.fossil}
-		if err := admin.Backoffice(ctx); err != nil {
-			e.log.Warn("the backoffice after a started failed (the server's own runs the hook later)", errAttr(err))
-		}
-	}()
+	e.bg.Kick(x.path, (&fossilio.Admin{Repository: x.path, Fossil: e.records.fossil}).Backoffice)
 }
 
 // keepLogs writes the kept logs of a process (section 8.2): the files in

@@ -84,7 +84,7 @@ type Node struct {
 	// one project), set by CallIn on its copy of the node.
 	toolProject string
 	// beside runs backoffices beside the answers (Options.BackofficeBeside).
-	beside *backoffices
+	beside *fossilio.Beside
 }
 
 // Default bounds on waiting.
@@ -147,7 +147,7 @@ func newNode(agents string, opts Options) (*Node, error) {
 		n.Log = slog.New(slog.DiscardHandler)
 	}
 	if opts.BackofficeBeside {
-		n.beside = newBackoffices(func(ctx context.Context, p project) error { return n.admin(p).Backoffice(ctx) }, n.Log)
+		n.beside = fossilio.NewBeside(n.Log)
 	}
 	if n.Now == nil {
 		n.Now = time.Now
@@ -251,7 +251,7 @@ func (n *Node) password(login string) (string, error) {
 // backoffice runs the hook later.
 func (n *Node) backoffice(ctx context.Context, a *Answer, p project) {
 	if n.beside != nil {
-		n.beside.kick(p)
+		n.beside.Kick(p.Repository, n.admin(p).Backoffice)
 		a.Logf("the backoffice of %s runs beside this answer, so the hook sees the write at once", p.Name)
 		return
 	}
@@ -264,7 +264,7 @@ func (n *Node) backoffice(ctx context.Context, a *Answer, p project) {
 // (Options.BackofficeBeside) has ended.
 func (n *Node) Wait() {
 	if n.beside != nil {
-		n.beside.wait()
+		n.beside.Wait()
 	}
 }
 

@@ -1,13 +1,15 @@
-package node
+package fossilio_test
 
 import (
 	"context"
 	"log/slog"
 	"sync"
 	"testing"
+
+	"github.com/ocx-go/ocx/fossilio"
 )
 
-// Runs beside the answers never overlap for one project and coalesce: the
+// Runs beside the work never overlap for one repository and coalesce: the
 // kicks made while one runs ask for exactly one more run, and wait returns
 // once none is left.
 func TestBackofficesCoalesce(t *testing.T) {
@@ -17,31 +19,32 @@ func TestBackofficesCoalesce(t *testing.T) {
 	overlap := false
 	release := make(chan struct{})
 	started := make(chan string, 10)
-	b := newBackoffices(func(_ context.Context, p project) error {
-		mu.Lock()
-		runs[p.Name]++
-		running[p.Name]++
-		overlap = overlap || running[p.Name] > 1
-		mu.Unlock()
-		started <- p.Name
-		<-release
-		mu.Lock()
-		running[p.Name]--
-		mu.Unlock()
-		return nil
-	}, slog.New(slog.DiscardHandler))
-
-	demo, other := project{Name: "demo"}, project{Name: "other"}
-	b.kick(demo)
+	b := fossilio.NewBeside(slog.New(slog.DiscardHandler))
+	run := func(name string) func(context.Context) error {
+		return func(context.Context) error {
+			mu.Lock()
+			runs[name]++
+			running[name]++
+			overlap = overlap || running[name] > 1
+			mu.Unlock()
+			started <- name
+			<-release
+			mu.Lock()
+			running[name]--
+			mu.Unlock()
+			return nil
+		}
+	}
+	b.Kick("demo", run("demo"))
 	<-started // demo's first run holds
 	for range 5 {
-		b.kick(demo)
+		b.Kick("demo", run("demo"))
 	}
-	b.kick(other)
-	<-started // other runs beside demo: another project
+	b.Kick("other", run("other"))
+	<-started // other runs beside demo: another repository
 	close(release)
 	<-started // demo's one more run
-	b.wait()
+	b.Wait()
 	mu.Lock()
 	defer mu.Unlock()
 	if runs["demo"] != 2 || runs["other"] != 1 || overlap {
