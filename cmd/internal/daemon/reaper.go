@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -201,8 +202,7 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 		// E9: a runner the release does not hold is refused before the
 		// session starts, naming it (a launch note written by hand, or
 		// for a release other than the one the tools checked).
-		runner := filepath.Join(dir, host.RunnerPrefix+l.Runner)
-		if fi, err := os.Stat(runner); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		if !slices.Contains(unixhost.OfferedRunners(dir), l.Runner) {
 			return none, fmt.Errorf("runner %q is not offered by this node: its release %s holds no executable %s%s", l.Runner, dir, host.RunnerPrefix, l.Runner)
 		}
 	}

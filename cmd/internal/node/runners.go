@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/version"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -23,22 +23,6 @@ import (
 
 // versionWait bounds how long a runner is given to answer --version.
 const versionWait = 3 * time.Second
-
-// OfferedRunners lists the runners whose program is in the release
-// directory dir, in the order of messages.Runners.
-func OfferedRunners(dir string) []string {
-	var out []string
-	if dir == "" {
-		return out
-	}
-	for _, r := range messages.Runners {
-		st, err := os.Stat(filepath.Join(dir, host.RunnerPrefix+r))
-		if err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
-			out = append(out, r)
-		}
-	}
-	return out
-}
 
 // RunnerVersion asks the runner program at path for its version: the
 // version of a version line (PROGRAM version VERSION checkin CHECKIN, as
@@ -68,7 +52,7 @@ func RunnerVersion(ctx context.Context, path string) string {
 // Runners lists the runners the node offers, each with its version.
 func (n *Node) Runners(ctx context.Context) []messages.RunnerOffer {
 	var out []messages.RunnerOffer
-	for _, r := range OfferedRunners(n.Release) {
+	for _, r := range unixhost.OfferedRunners(n.Release) {
 		out = append(out, messages.RunnerOffer{Name: r, Version: RunnerVersion(ctx, filepath.Join(n.Release, host.RunnerPrefix+r))})
 	}
 	return out
@@ -77,7 +61,7 @@ func (n *Node) Runners(ctx context.Context) []messages.RunnerOffer {
 // requireOffered refuses a runner the release directory dir does not
 // hold, naming it and the runners offered.
 func requireOffered(dir, runner string) error {
-	offered := OfferedRunners(dir)
+	offered := unixhost.OfferedRunners(dir)
 	for _, r := range offered {
 		if r == runner {
 			return nil
