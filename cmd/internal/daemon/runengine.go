@@ -38,7 +38,6 @@ type runEngine struct {
 	records *records
 	reaper  *reaper
 	rel     *releases
-	prep    runeng.Preparer
 	log     *slog.Logger
 	// send hands a message to the node; set before the first effect.
 	send func(messages.DaemonMessage)
@@ -119,13 +118,11 @@ func (e *runEngine) careDir() string { return filepath.Join(e.layout.Root(), "oc
 // (seed 004, table 2): AGENTS/ocxd.work, of the ocxd.* family too.
 func (e *runEngine) workRoot() string { return filepath.Join(e.layout.Root(), "ocxd.work") }
 
-// preparer is the Preparer of a run of the repository x: the engine's own
-// (a test's), or the node's layers on this host, the server's node, its
-// password step setting a fresh password in x's repository.
+// preparer is the Preparer of a run of the repository x: the node's layers
+// on this host; on the server's node its password step sets a fresh
+// password in x's repository, on another host it reads the file of
+// passwords.
 func (e *runEngine) preparer(x *repoIndex) runeng.Preparer {
-	if e.prep != nil {
-		return e.prep
-	}
 	var repos []string
 	for _, name := range e.cfg.ProjectNames() {
 		repos = append(repos, e.cfg.Projects[name].Repository)
@@ -282,9 +279,9 @@ func (e *runEngine) Care(ctx context.Context, hash string, in bool) error {
 	return e.writeCare(runCare{Run: hash, Repository: r.x.path, Since: e.now().UTC()})
 }
 
-// Prepare makes layers 2 to 4 through the preparer, then checks what it
-// made against the host: row 9 (a sandbox path reaching the node's own
-// files) and row 8 in the host's terms.
+// Prepare makes layers 2 to 4 through the node's layers (runs.Layers),
+// which check what they make against the host too: row 9 (a sandbox path
+// reaching the node's own files) and row 8 in the host's terms.
 func (e *runEngine) Prepare(ctx context.Context, hash string) (map[string]string, string) {
 	r, err := e.find(ctx, hash)
 	if err != nil {
@@ -300,22 +297,6 @@ func (e *runEngine) Prepare(ctx context.Context, hash string) (map[string]string
 	nv := runeng.NodeValues{Root: e.workRoot(), Project: r.x.project, Node: e.cfg.User, Server: r.x.url, Release: rel}
 	p, err := e.preparer(r.x).Prepare(ctx, r.run, hash, nv)
 	if err != nil {
-		return nil, err.Error()
-	}
-	if sb := p.Spec.Sandbox; sb != nil {
-		var repos []string
-		for _, name := range e.cfg.ProjectNames() {
-			repos = append(repos, e.cfg.Projects[name].Repository)
-		}
-		nf, err := unixhost.NodeFilesOf(repos, e.layout.Root(), e.rel.root, rel, p.Workspace)
-		if err != nil {
-			return nil, "the node's own files cannot be resolved: " + err.Error()
-		}
-		if err := nf.CheckRunSandbox(*sb, unixhost.Resolve); err != nil {
-			return nil, err.Error()
-		}
-	}
-	if err := e.reaper.runSupport().Check(p.Spec.Sandbox, p.Spec.Limits); err != nil {
 		return nil, err.Error()
 	}
 	e.mu.Lock()
