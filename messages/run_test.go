@@ -140,6 +140,11 @@ func TestReadMessageDispatch(t *testing.T) {
 		{"kind not a string", "```json\n{\"ocx\": 1, \"kind\": 3}\n```\n", ErrUnknownKind, ""},
 		{"malformed run", string(fenceRun(`{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "process": {"user": "b"}}`)), ErrMissing, MsgRun},
 		{"malformed stop", string(fenceRun(`{"ocx": 1, "kind": "stop", "node": "lab-1", "run": "abc"}`)), ErrInvalid, MsgStop},
+		{"stop with a field a stop has not", string(fenceRun(`{"ocx": 1, "kind": "stop", "node": "lab-1", "run": "` + testRunHash + `", "note": "x"}`)), ErrUnknownKey, MsgStop},
+		{"started without values", string(fenceRun(`{"ocx": 1, "kind": "started", "node": "lab-1", "run": "` + testRunHash + `", "limits": {}}`)), ErrMissing, MsgStarted},
+		{"started without limits", string(fenceRun(`{"ocx": 1, "kind": "started", "node": "lab-1", "run": "` + testRunHash + `", "values": {}}`)), ErrMissing, MsgStarted},
+		{"started naming its run by a short hash", string(fenceRun(`{"ocx": 1, "kind": "started", "node": "lab-1", "run": "abc", "values": {}, "limits": {}}`)), ErrInvalid, MsgStarted},
+		{"ended naming its run by a short hash", string(fenceRun(`{"ocx": 1, "kind": "ended", "node": "lab-1", "run": "abc", "outcome": "stopped"}`)), ErrInvalid, MsgEnded},
 		{"duplicate key", string(fenceRun(`{"ocx": 1, "kind": "stop", "kind": "run"}`)), ErrDuplicateKey, ""},
 		{"run", string(fenceRun(seedEcho)), nil, MsgRun},
 		{"stop", string(fenceRun(`{"ocx": 1, "kind": "stop", "node": "lab-1", "run": "` + testRunHash + `"}`)), nil, MsgStop},
@@ -241,7 +246,7 @@ func TestHostileRuns(t *testing.T) {
 // TestEndedTable12: per outcome, which of exit and note are present and
 // required.
 func TestEndedTable12(t *testing.T) {
-	one := 1
+	one, past := 1, 256 // past: beyond an exit code's 0 to 255
 	cases := []struct {
 		outcome RunOutcome
 		exit    *int
@@ -257,6 +262,7 @@ func TestEndedTable12(t *testing.T) {
 		{RunExited, &one, "", ""},
 		{RunExited, nil, "", "exit"},
 		{RunExited, &one, "x", "note"},
+		{RunExited, &past, "", "exit"},
 		{RunBudget, nil, "wall", ""},
 		{RunBudget, nil, "", "note"},
 		{RunBudget, &one, "wall", "exit"},
