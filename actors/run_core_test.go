@@ -139,7 +139,7 @@ func TestRunLifeTable(t *testing.T) {
 			runStep{msg: delivery(1), want: []string{"deliver bbbbbbbbbb@r11.1 to R0run00000 process 1"}},
 			runStep{msg: delivery(1)},
 			runStep{msg: delivery(2), want: []string{"deliver cccccccccc@r12.1 to R0run00000 process 1"}}), "started"},
-		{"07 started + deliveries, deliveries start: a process each, one at a time, in the server's order", join2(
+		{"07 started + deliveries, deliveries start: a process each, once the one before exited and its logs are kept, in the server's order", join2(
 			startedRun(eachSession, "start timer wall R0run00000 #1 1m0s"),
 			runStep{msg: delivery(1), want: []string{"launch R0run00000 process 1 for bbbbbbbbbb@r11.1"}},
 			runStep{msg: delivery(2)},
@@ -147,6 +147,7 @@ func TestRunLifeTable(t *testing.T) {
 			runStep{msg: messages.RunProcessExited{Proc: 1, Code: 3}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"launch R0run00000 process 2 for cccccccccc@r12.1"}},
 			runStep{msg: messages.RunProcessExited{Proc: 2}, want: []string{"keep logs R0run00000 process 2"}},
+			runStep{msg: delivery(4)},
 			runStep{msg: messages.RunLogsKept{Proc: 2}, want: []string{"launch R0run00000 process 3 for dddddddddd@r13.1"}}), "started"},
 		{"08 started + a stop: ends the process, TERM then KILL after the grace; ended stopped once it exits", join2(startedRun(plain, launch1...),
 			runStep{msg: admin(), want: []string{"signal TERM R0run00000 process 1", "start timer grace R0run00000 #1 10s"}},
@@ -210,9 +211,13 @@ func TestRunLifeTable(t *testing.T) {
 					t.Fatalf("Start: %q", got)
 				}
 			}
+			released := false // ended is written and the care released: nothing more, not even a log line
 			for i, s := range tc.steps {
 				now = now.Add(s.advance)
 				effs := c.Step(now, s.msg)
+				if released && len(effs) > 0 {
+					t.Fatalf("step %d > %s: the run is ended, yet it gives %v", i, s.msg, effs)
+				}
 				got := runLines(effs)
 				if strings.Join(got, "\n") != strings.Join(s.want, "\n") {
 					t.Fatalf("step %d > %s\n--- want\n%s\n--- got\n%s", i, s.msg, strings.Join(s.want, "\n"), strings.Join(got, "\n"))
@@ -220,6 +225,9 @@ func TestRunLifeTable(t *testing.T) {
 				for _, e := range effs {
 					if strings.Contains(e.String(), "\n") {
 						t.Fatalf("an effect of two lines: %q", e.String())
+					}
+					if _, ok := e.(messages.RunRelease); ok {
+						released = true
 					}
 				}
 			}
