@@ -10,7 +10,8 @@ import (
 )
 
 // TestRunFilter has one case per filter of seed 004's table 9, each failing
-// that filter alone, in order, and the arrivals that pass them all.
+// that filter alone, in order, the arrivals that pass them all, then the
+// order: an arrival failing two filters is held by the first.
 func TestRunFilter(t *testing.T) {
 	sub := RunSubscription{Session: true, StartedCounts: true, Started: messages.RunPosition{Receipt: 10, Row: 2},
 		User: "claude-1", Thread: "T1", Checkins: []string{"trunk"}, Hears: []string{"ana"}}
@@ -40,6 +41,13 @@ func TestRunFilter(t *testing.T) {
 		{"6 where: a check-in on a branch not in checkins", func(_ *RunSubscription, a *messages.RunArrival) {
 			a.Kind, a.Thread, a.Branch = messages.RunCheckin, "", "dev"
 		}, RunFilterWhere},
+		{"6 where: a post with no thread, the run on a ticket", func(s *RunSubscription, a *messages.RunArrival) {
+			s.Thread, s.Ticket = "", "K1"
+			a.Thread = ""
+		}, RunFilterWhere},
+		{"6 where: a change with no ticket, the run in a thread", func(_ *RunSubscription, a *messages.RunArrival) {
+			a.Kind, a.Thread = messages.RunChange, ""
+		}, RunFilterWhere},
 		{"7 heard: a sender not in hears", func(_ *RunSubscription, a *messages.RunArrival) { a.From = "bob" }, RunFilterHeard},
 		{"given: a post in its thread by one it hears", func(*RunSubscription, *messages.RunArrival) {}, ""},
 		{"given: hears is [*]", func(s *RunSubscription, a *messages.RunArrival) { s.Hears = []string{"*"}; a.From = "bob" }, ""},
@@ -51,6 +59,19 @@ func TestRunFilter(t *testing.T) {
 			s.Hears = nil
 			a.Kind, a.Thread, a.Branch, a.From = messages.RunCheckin, "", "trunk", "bob"
 		}, ""},
+		// Order: an arrival failing two filters is held by the first.
+		{"1 before 2", func(s *RunSubscription, a *messages.RunArrival) {
+			s.StartedCounts = false
+			a.At = messages.RunPosition{Receipt: 10, Row: 1}
+		}, RunFilterSession},
+		{"2 before 3", func(_ *RunSubscription, a *messages.RunArrival) { a.At, a.From = sub.Started, "" }, RunFilterAfter},
+		{"3 before 4", func(_ *RunSubscription, a *messages.RunArrival) { a.From, a.HoldsMessage = "", true }, RunFilterKnown},
+		{"4 before 5", func(_ *RunSubscription, a *messages.RunArrival) { a.HoldsMessage, a.From = true, "claude-1" }, RunFilterNoMessage},
+		{"5 before 6", func(s *RunSubscription, a *messages.RunArrival) {
+			s.Hears = []string{"*"}
+			a.From, a.Thread = "claude-1", "T2"
+		}, RunFilterNotItsOwn},
+		{"6 before 7", func(_ *RunSubscription, a *messages.RunArrival) { a.Thread, a.From = "T2", "bob" }, RunFilterWhere},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
