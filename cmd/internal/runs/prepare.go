@@ -154,29 +154,41 @@ func (p *Layers) Make(ctx context.Context, run *messages.Run, hash string) (Made
 	user := run.Process.User
 	vals := p.Values.Values(run, hash)
 
-	// The plan: every step with the values the steps before it set.
+	// The plan: every step with the values the steps before it set. The
+	// rows are reported in section 11's order: 4 and 6 (the password to
+	// take), 8 and 9 (the layers), then 10 (a step that would fail).
 	plan := maps.Clone(vals)
 	steps := make([]messages.RunStep, len(run.Workspace))
+	var failing error
 	for i, s := range run.Workspace {
 		es, err := messages.ExpandStep(s, stepField(i), plan)
 		if err != nil {
 			return Made{}, fieldRefusal(err)
 		}
-		if err := p.checkStepPaths(es); err != nil {
-			return Made{}, stepFailed(i, es, err, nil)
+		if err := p.checkStepPaths(es); err != nil && failing == nil {
+			failing = stepFailed(i, es, err, nil)
 		}
 		steps[i] = es
 		es.SetValues(plan, plannedCheckout)
-	}
-	if _, err := p.layers(run, plan); err != nil {
-		return Made{}, err
 	}
 	ws := &workspace{p: p, user: user, vals: vals}
 	if run.HasPasswordStep() {
 		i := stepIndex(steps, messages.StepPassword)
 		if err := ws.checkPassword(ctx, i, steps[i]); err != nil {
-			return Made{}, err
+			var pe *PrepareError
+			if !errors.As(err, &pe) || pe.Row < messages.RefusedUnprovided {
+				return Made{}, err
+			}
+			if failing == nil || pe.Step < failing.(*PrepareError).Step {
+				failing = err
+			}
 		}
+	}
+	if _, err := p.layers(run, plan); err != nil {
+		return Made{}, err
+	}
+	if failing != nil {
+		return Made{}, failing
 	}
 
 	// The steps, for real.

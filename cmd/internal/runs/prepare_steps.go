@@ -115,7 +115,7 @@ func (w *workspace) checkPassword(ctx context.Context, i int, s messages.RunStep
 		return nil
 	}
 	if w.user == p.Values.Node {
-		return stepFailed(i, s, fmt.Errorf("the run's user %q is this node's own", w.user), nil)
+		return refused(messages.RefusedUser, fmt.Sprintf("process.user %q is this node's own user", w.user), nil)
 	}
 	repo, err := fossilio.OpenNode(p.Repository, nil)
 	if err != nil {
@@ -130,7 +130,7 @@ func (w *workspace) checkPassword(ctx context.Context, i int, s messages.RunStep
 	if priv, err := repo.Privileged(ctx, w.user); err != nil {
 		return stepFailed(i, s, fmt.Errorf("the user %q on the server: %w", w.user, err), nil)
 	} else if priv {
-		return stepFailed(i, s, fmt.Errorf("the user %q holds admin or setup on the server; the node sets no such user's password", w.user), nil)
+		return refused(messages.RefusedUser, fmt.Sprintf("process.user %q holds admin or setup on the server; the node sets no such user's password", w.user), nil)
 	}
 	w.code = p.ProjectCode
 	if w.code == "" {

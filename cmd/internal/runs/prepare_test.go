@@ -176,8 +176,9 @@ func TestPrepareStepFailures(t *testing.T) {
 		}
 	})
 	t.Run("user holding admin", func(t *testing.T) {
+		// Row 4, as RunRefusal says it, should the two ever disagree.
 		_, err := f.p.Make(ctx, echoRun(t, f.srv.AdminLogin, seedPattern), runHash)
-		mustRefuse(t, err, messages.RefusedStepFailed, 1, "workspace[1], a password step", "holds admin or setup")
+		mustRefuse(t, err, messages.RefusedUser, -1, `process.user "`+f.srv.AdminLogin+`" holds admin or setup`)
 	})
 	t.Run("checkout of a name Fossil cannot resolve", func(t *testing.T) {
 		steps := strings.Replace(seedPattern, `"of": "trunk"`, `"of": "no-such-branch"`, 1)
@@ -311,6 +312,19 @@ func TestPrepareRows8And9(t *testing.T) {
 	if exists(ws) {
 		t.Error("a run refused for rows 8 or 9 had its workspace made")
 	}
+	// Section 11's order: a run for which rows 9 and 10 both hold (its
+	// sandbox reads the repository, its directory lies outside the root)
+	// is refused for 9; one for which 6 and 9 hold, for 6.
+	outside := strings.Replace(seedPattern, `"at": "$$root$$/`, `"at": "/var/`, 1)
+	r := readRun(t, `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "workspace": `+outside+`, `+sandbox(`"`+f.srv.Repo+`"`)+`
+  "process": {"user": "`+runUser+`", "command": ["/bin/true"]}}`)
+	_, err = f.p.Make(ctx, r, runHash)
+	mustRefuse(t, err, messages.RefusedNodeFiles, -1, f.srv.Repo)
+	repo, pws := f.p.Repository, f.p.Passwords
+	f.p.Repository, f.p.Passwords = "", ""
+	_, err = f.p.Make(ctx, runWith(sandbox(`"`+f.srv.Repo+`"`)), runHash)
+	mustRefuse(t, err, messages.RefusedNoPassword, -1, `"`+runUser+`"`)
+	f.p.Repository, f.p.Passwords = repo, pws
 	// Unconfined, cpu cannot be held: row 8.
 	_, err = f.p.Make(ctx, runWith(`"limits": {"cpu": 10},`), runHash)
 	mustRefuse(t, err, messages.RefusedUnprovided, -1, "limits.cpu")

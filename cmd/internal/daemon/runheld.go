@@ -1,0 +1,212 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/cmd/internal/runhold"
+	runeng "github.com/ocx-go/ocx/cmd/internal/runs"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// Every run's process runs in its holder, its watcher (seed 002, "watch a
+// run"; docs/runs.md section 8.1): `$$release$$/ocx run hold --detach`,
+// started through the launcher, leaves the holder running in a session of
+// its own and prints its PID. The holder starts the command from the spec
+// file the daemon writes (its environment, directory, sandbox, limits and
+// first lines) as the launcher would, on a terminal or on pipes, and holds
+// its streams, so that neither the daemon's death nor its re-exec touches
+// the run. The holder is not the daemon's child: its end is watched by
+// pidfd and read from its status file, and its socket takes the
+// deliveries. Its files are under AGENTS/ocxd.runs (runhold.RunFilesBase).
+
+// detachWait bounds `ocx run hold --detach`, which returns once the
+// holder listens.
+const detachWait = 30 * time.Second
+
+// heldFiles are the holder's paths for a run.
+type heldFiles struct {
+	socket, status, stdout, stderr, log, spec string
+}
+
+func (e *runEngine) heldFiles(hash string) heldFiles {
+	b := runhold.RunFilesBase(e.careDir(), hash)
+	return heldFiles{socket: b + ".sock", status: b + ".status", stdout: b + ".stdout.log",
+		stderr: b + ".stderr.log", log: b + ".holder.log", spec: b + ".spec"}
+}
+
+// launchHeld starts the run's process in a holder. fail reports a process
+// that could not be started (exit 127).
+func (e *runEngine) launchHeld(ctx context.Context, eff messages.RunLaunch, r *engineRun, prep *runeng.Prepared, p *runProc, starter host.RunStarter, fail func(error) error) error {
+	rel, err := e.rel.dir(messages.ReleaseCurrent)
+	if err != nil {
+		return fail(fmt.Errorf("the current release: %w", err))
+	}
+	hf := e.heldFiles(eff.Run)
+	if err := e.root.MkdirAll(e.careDir(), 0o700); err != nil {
+		return fail(err)
+	}
+	for _, f := range []string{hf.status, hf.stdout, hf.stderr} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fail(err)
+		}
+	}
+	proc := r.run.Process
+	terminal := proc.Terminal
+	feeds := proc.Session && proc.Deliveries != messages.DeliveriesStart
+	// STDIN (section 8.1): the line {"run", "objective"}, then, for a
+	// process a delivery starts, the delivery's line.
+	input := []string{strings.TrimSuffix(string(runeng.FirstLine(eff.Run, r.run.Objective)), "\n")}
+	if eff.Delivery != nil {
+		input = append(input, eff.Delivery.Line)
+	}
+	if terminal {
+		for _, l := range input {
+			if err := runhold.CheckLine(l); err != nil {
+				return fail(fmt.Errorf("a line for its terminal: %w", err))
+			}
+		}
+	}
+	spec := prep.Spec
+	if err := runhold.WriteSpec(hf.spec, runhold.Spec{Command: spec.Command, Env: spec.Env, Dir: spec.Dir,
+		Sandbox: spec.Sandbox, Limits: spec.Limits, Input: input}); err != nil {
+		return fail(err)
+	}
+	o := runhold.Options{Socket: hf.socket, Status: hf.status, StdoutLog: hf.stdout, StderrLog: hf.stderr,
+		KeepStdout: prep.Keep.Stdout, KeepStderr: prep.Keep.Stderr, Terminal: terminal, Feed: feeds && !terminal, Spec: hf.spec}
+	if err := o.Check(); err != nil {
+		return fail(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	defer outR.Close()
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outW.Close()
+		return fail(err)
+	}
+	defer errR.Close()
+	// The care file names the holder's socket before the holder starts:
+	// a daemon that goes down before it learns the holder's PID finds the
+	// holder there (runEngine.found).
+	launchedAt := e.now()
+	if c, ok, _ := e.readCare(eff.Run); ok {
+		c.Proc, c.Process, c.LaunchedAt, c.Socket, c.Workspace = eff.Proc, nil, launchedAt.UTC(), hf.socket, prep.Workspace
+		// Given before it is given (section 4): at most once.
+		if eff.Delivery != nil && c.Given.Before(eff.Delivery.At) {
+			c.Given = eff.Delivery.At
+		}
+		if err := e.writeCare(c); err != nil {
+			return fail(fmt.Errorf("the care file cannot name its holder: %w", err))
+		}
+	}
+	// The holder needs nothing of an environment: the command's is in
+	// the spec.
+	hs := host.RunSpec{Command: append([]string{filepath.Join(rel, "ocx"), "run", "hold"}, runhold.DetachArgs(o, hf.log)...),
+		Env: []string{}, Dir: "/", Stdout: outW, Stderr: errW}
+	done := make(chan host.Exit, 1)
+	_, err = starter.StartRun(hs, func(x host.Exit) { done <- x })
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		return fail(err)
+	}
+	errc := make(chan struct{})
+	go func() { io.Copy(p.stderr, errR); close(errc) }()
+	line, _ := bufio.NewReader(io.LimitReader(outR, 4096)).ReadString('\n')
+	var x host.Exit
+	select {
+	case x = <-done:
+	case <-time.After(detachWait):
+		return fail(errors.New("ocx run hold --detach did not return"))
+	}
+	<-errc
+	if o, code := x.Outcome(); o != host.OutcomeExited || code != 0 {
+		return fail(fmt.Errorf("ocx run hold --detach: %s", x))
+	}
+	pidText, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+	pid, err := strconv.Atoi(pidText)
+	if err != nil || pid <= 0 {
+		return fail(fmt.Errorf("ocx run hold --detach printed %q, not PID SOCKET", line))
+	}
+	id := messages.ProcID{PID: pid}
+	if st, err := unixhost.ReadStat(pid); err == nil {
+		id.Start = st.Start
+	}
+	e.mu.Lock()
+	p.id, p.socket = id, hf.socket
+	e.mu.Unlock()
+	e.log.Info("run's process launched in its holder", slog.String(actors.KeyRun, eff.Run), slog.Int("proc", eff.Proc),
+		slog.String(actors.KeyPID, id.String()), slog.String("socket", hf.socket), slog.Bool("terminal", terminal))
+	if c, ok, _ := e.readCare(eff.Run); ok {
+		c.Process = &id
+		if err := e.writeCare(c); err != nil {
+			e.log.Error("the run's care file does not name its process", slog.String(actors.KeyRun, eff.Run), errAttr(err))
+		}
+	}
+	go e.watchHolder(eff.Run, eff.Proc, p, id, hf)
+	if feeds {
+		// What arrived between its started and this launch.
+		e.deliver(ctx, r.x.path)
+	}
+	return nil
+}
+
+// watchHolder waits for a holder to be gone, then routes its command's
+// exit as its status file says (unknown when there is none: the holder
+// was killed outright), its logs read into the process's kept ends.
+func (e *runEngine) watchHolder(hash string, proc int, p *runProc, id messages.ProcID, tf heldFiles) {
+	if id.Start != 0 {
+		if err := unixhost.WaitGone(e.ctx, id); err != nil {
+			return // the daemon goes down: the holder lives on
+		}
+	}
+	m := holderExit(proc, tf.status)
+	st, _ := runhold.ReadStatus(tf.status)
+	for _, s := range []struct {
+		path  string
+		t     *runeng.Tail
+		total int64
+	}{{tf.stdout, p.stdout, st.StdoutBytes}, {tf.stderr, p.stderr, st.StderrBytes}} {
+		if b, err := os.ReadFile(s.path); err == nil {
+			s.t.Write(b)
+			s.t.Counted(s.total)
+		}
+	}
+	e.mu.Lock()
+	p.exit = m
+	p.socket = ""
+	e.mu.Unlock()
+	e.log.Info("run's holder exited", slog.String(actors.KeyRun, hash), slog.Int("proc", proc), slog.String("exit", exitWords(m)))
+	e.exited(hash, m)
+}
+
+// holderExit is the exit a holder's status file records.
+func holderExit(proc int, status string) messages.RunProcessExited {
+	m := messages.RunProcessExited{Proc: proc}
+	st, err := runhold.ReadStatus(status)
+	switch {
+	case err != nil:
+		m.Unknown = true
+	case st.Signal != "" && st.Exit > 128:
+		m.Signal = st.Exit - 128
+	default:
+		m.Code = st.Exit
+	}
+	return m
+}

@@ -1,0 +1,37 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// A holder's status file is the exit of its run's process: a code, a
+// signal (128 and N), or unknown when there is none (a holder killed
+// outright writes none).
+func TestHolderExit(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		text string
+		want messages.RunProcessExited
+	}{
+		{`{"exit":3}`, messages.RunProcessExited{Proc: 2, Code: 3}},
+		{`{"exit":143,"signal":"SIGTERM"}`, messages.RunProcessExited{Proc: 2, Signal: 15}},
+		{`{"exit":127,"error":"no such program"}`, messages.RunProcessExited{Proc: 2, Code: 127}},
+		{"", messages.RunProcessExited{Proc: 2, Unknown: true}},
+		{`{"exit":1,"what":1}`, messages.RunProcessExited{Proc: 2, Unknown: true}},
+	} {
+		p := filepath.Join(dir, "x.status")
+		os.Remove(p)
+		if c.text != "" {
+			if err := os.WriteFile(p, []byte(c.text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := holderExit(2, p); got != c.want {
+			t.Errorf("%q: %+v, want %+v", c.text, got, c.want)
+		}
+	}
+}
