@@ -137,6 +137,7 @@ func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Da
 	case messages.Restore:
 		c.restore(m.Handoff)
 		c.lookAtQueues(m.Listeners)
+		c.foundRuns(m.Runs)
 	case messages.SnapshotRequest:
 		if c.collect != nil {
 			c.collect.requests = append(c.collect.requests, m.Request)
@@ -272,7 +273,13 @@ func (c *NodeCore) boot(m messages.Boot) {
 		c.log(slog.LevelInfo, "found a process naming a workspace; the daemon never starts or adopts a terminal session", wsAttr(p.Workspace), pidAttr(p.Proc), slog.String("verb", p.Verb))
 	}
 	c.lookAtQueues(m.Listeners)
-	for _, st := range m.Runs {
+	c.foundRuns(m.Runs)
+}
+
+// foundRuns starts the actors of the runs the wiring found in the node's
+// care, or lost, when the daemon starts or a re-exec's new image does.
+func (c *NodeCore) foundRuns(runs []messages.RunActorState) {
+	for _, st := range runs {
 		r := messages.RunRouted{Run: st.Facts.Hash, Start: &st}
 		if st.Lost != "" {
 			r.Event = messages.RunNotInCare{Note: st.Lost}

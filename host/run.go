@@ -64,6 +64,15 @@ type RunSpec struct {
 	Stdin, Stdout, Stderr FD
 	Sandbox               *RunSandbox // nil runs it unconfined
 	Limits                RunLimits
+	// Terminal says Stdin is a terminal, which becomes the controlling
+	// terminal of the process's session (seed 004 §8.1, with a terminal).
+	Terminal bool
+	// HangUpWithStarter sends the process SIGHUP when the process that
+	// started it ends, as a terminal's hang-up would: a run's holder
+	// killed outright leaves no run behind unseen (docs/runs.md §8.1).
+	// With a sandbox it reaches bwrap, and the sandbox itself then ends
+	// only when it ends with the node (EndsWithNode).
+	HangUpWithStarter bool
 }
 
 // RunStarter starts a run's process. The process is in a session and
@@ -185,11 +194,6 @@ type RunFDs struct {
 	Status int // --json-status-fd
 	Block  int // --block-fd; 0 or less for none
 	Files  int // the first of the files' data, one descriptor each in order
-	// FilePaths, when set, are host files holding the files' texts, one
-	// each in order, bound read-only (--ro-bind) instead of descriptors:
-	// for a command started where no descriptor can be handed down (a
-	// holder's terminal, docs/runs.md section 8.1).
-	FilePaths []string
 }
 
 // RunBwrapArgs builds bwrap's argv (its argv[0] is "bwrap") for a run's
@@ -239,14 +243,7 @@ func RunBwrapArgs(sb RunSandbox, fds RunFDs, dir string, command []string) ([]st
 	for _, h := range sb.Homes {
 		a = append(a, "--bind", h, filepath.Join(sb.Workspace, filepath.Base(h)))
 	}
-	if fds.FilePaths != nil && len(fds.FilePaths) != len(sb.Files) {
-		return nil, &RunFieldError{Field: "sandbox.files", Why: fmt.Sprintf("%d files and %d paths holding them", len(sb.Files), len(fds.FilePaths))}
-	}
 	for i, f := range sb.Files {
-		if fds.FilePaths != nil {
-			a = append(a, "--ro-bind", fds.FilePaths[i], f.At)
-			continue
-		}
 		a = append(a, "--perms", "0644", "--ro-bind-data", strconv.Itoa(fds.Files+i), f.At)
 	}
 	a = append(a, "--proc", sb.Proc, "--dev", sb.Dev, "--tmpfs", sb.Tmp, "--chdir", dir)

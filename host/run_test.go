@@ -63,23 +63,6 @@ func TestRunBwrapArgs(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("RunBwrapArgs =\n%q\nwant\n%q", got, want)
 	}
-	// On a holder's terminal: no status descriptor, the files bound from
-	// the node's files.
-	sb = claudeSandbox()
-	sb.OwnSession = false
-	got, err = RunBwrapArgs(sb, RunFDs{FilePaths: []string{"/state/f/0"}}, ws+"/tree", []string{"claude"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if i := slices.Index(got, "/etc/passwd"); i < 2 || got[i-2] != "--ro-bind" || got[i-1] != "/state/f/0" {
-		t.Errorf("the file is not bound from its path: %q", got)
-	}
-	if slices.Contains(got, "--json-status-fd") || slices.Contains(got, "--new-session") || slices.Contains(got, "--ro-bind-data") {
-		t.Errorf("a descriptor or --new-session on a terminal: %q", got)
-	}
-	if _, err := RunBwrapArgs(sb, RunFDs{FilePaths: []string{}}, ws+"/tree", []string{"claude"}); err == nil {
-		t.Error("one file and no path: no error")
-	}
 	sb = RunSandbox{UID: 0, GID: 0, Proc: "/p", Dev: "/d", Tmp: "/t"}
 	got, _ = RunBwrapArgs(sb, RunFDs{Status: 3, Files: 4}, "/", []string{"/bin/true"})
 	for _, a := range got {

@@ -82,7 +82,7 @@ func TestRunClaudeOnATerminal(t *testing.T) {
 	n := newNodeOn(t, relDir, harness.User{Login: "claude-1", Password: "claude-pw-1", Caps: fossilio.AgentCaps})
 	admin := n.srv.AdminLogin
 	node := n.nodeUser()
-	startDaemon(t, n, filepath.Join(relDir, "current", "ocxd"), "--grace", "2s")
+	d := startDaemon(t, n, filepath.Join(relDir, "current", "ocxd"), "--grace", "2s")
 	// Section 14's second example as written (docs/design/examples), for
 	// this node.
 	run := strings.Replace(design.Example("run-claude.json"), `"node": "lab-1"`, fmt.Sprintf(`"node": %q`, node), 1)
@@ -101,6 +101,16 @@ func TestRunClaudeOnATerminal(t *testing.T) {
 		t.Fatalf("the run ended before it ran: %+v; holder log: %s", e, hl)
 	}
 	killAtEnd(t, holder)
+	var out *lockedBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			hl, _ := os.ReadFile(filepath.Join(n.agents, "ocxd.runs", root[:16]+".holder.log"))
+			t.Logf("holder log:\n%s", hl)
+			if out != nil {
+				t.Logf("seen through attach: %q", out.String())
+			}
+		}
+	})
 	s := n.startedOf(root)
 	for _, v := range []string{"run", "user", "node", "project", "root", "server", "release", "workspace", "clone", "tree"} {
 		if s.Values[v] == "" {
@@ -123,7 +133,7 @@ func TestRunClaudeOnATerminal(t *testing.T) {
 	killAtEnd(t, claude)
 
 	// ocx attach RUN, its input a pipe: the replay, then the output.
-	out := &lockedBuffer{}
+	out = &lockedBuffer{}
 	att := exec.Command(filepath.Join(relDir, "current", "ocx"), "attach", "--agents", n.agents, root[:12])
 	att.Stdout, att.Stderr = out, out
 	keys, err := att.StdinPipe()
@@ -135,8 +145,9 @@ func TestRunClaudeOnATerminal(t *testing.T) {
 	}
 	attDone := make(chan error, 1)
 	go func() { attDone <- att.Wait() }()
+	attached := true
 	t.Cleanup(func() {
-		if att.ProcessState == nil {
+		if attached {
 			att.Process.Kill()
 			<-attDone
 		}
@@ -149,12 +160,50 @@ func TestRunClaudeOnATerminal(t *testing.T) {
 		return strings.Contains(out.String(), "claude heard: "+line)
 	})
 	keys.Write([]byte{0x1d}) // Ctrl-], attach's detach key
-	if err := <-attDone; err != nil {
+	err = <-attDone
+	attached = false
+	if err != nil {
 		t.Errorf("attach: %v: %s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "[detached") {
 		t.Errorf("attach did not detach: %q", out.String())
 	}
+
+	// The daemon killed outright: the holder and claude go on; the daemon
+	// started again adopts the holder from its care file, and types the
+	// next post in.
+	d.kill9()
+	if !procAlive(holder) || !procAlive(claude) {
+		t.Fatal("the run did not outlive the daemon")
+	}
+	startDaemon(t, n, filepath.Join(relDir, "current", "ocxd"), "--grace", "2s")
+	said2 := n.result(person, "post", "--to", root, "--text", "and three and three")
+	line2 := n.postLine(said2, person, "and three and three")
+	again := &lockedBuffer{}
+	att2 := exec.Command(filepath.Join(relDir, "current", "ocx"), "attach", "--agents", n.agents, root[:12])
+	att2.Stdout, att2.Stderr = again, again
+	keys2, err := att2.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := att2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	att2Done := make(chan error, 1)
+	go func() { att2Done <- att2.Wait() }()
+	attached2 := true
+	t.Cleanup(func() {
+		if attached2 {
+			att2.Process.Kill()
+			<-att2Done
+		}
+	})
+	n.waitFor("the post after the restart typed into claude's terminal", func() bool {
+		return strings.Contains(again.String(), "claude heard: "+line2)
+	})
+	keys2.Write([]byte{0x1d})
+	<-att2Done
+	attached2 = false
 
 	stop := fmt.Sprintf(`{"ocx": 1, "kind": "stop", "node": %q, "run": %q}`, node, root)
 	n.result(admin, "post", "--to", root, "--text", block(stop))

@@ -49,11 +49,13 @@ type Boot struct {
 	Runs []RunActorState
 }
 
-// Restore starts a daemon from a re-exec hand-off. Listeners are as Boot's:
-// read again by the new image, never handed over.
+// Restore starts a daemon from a re-exec hand-off. Listeners and Runs are
+// as Boot's: read again by the new image, never handed over (a run's
+// process is its holder's, which the exec does not touch).
 type Restore struct {
 	Handoff   Handoff
 	Listeners []ListenedBranch
+	Runs      []RunActorState
 }
 
 // SnapshotRequest asks the node for the daemon's state once every actor has

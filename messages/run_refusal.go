@@ -150,12 +150,6 @@ func unprovided(run *Run, p RunProvision) string {
 		}
 	}
 	for _, l := range run.Limits.Names() {
-		if run.Process.Terminal && (l == LimitCPU || l == LimitProcesses) {
-			// A holder starts the command on its terminal: the launcher's
-			// recipe that sets the limits before the first instruction
-			// is not on that path yet.
-			return fmt.Sprintf("limits.%s: this node does not enforce it on a run with process.terminal yet", l)
-		}
 		if l == LimitMemory {
 			return "limits.memory: a node cannot enforce memory yet (it needs a cgroup)"
 		}

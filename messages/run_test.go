@@ -646,9 +646,14 @@ func TestRunRefusalRows(t *testing.T) {
 		{"8 terminal held", `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "process": {"user": "builder", "command": ["x"], "terminal": true, "session": true, "manual": true}}`, func(f *RefusalFacts) {
 			f.Provides.Terminal, f.Provides.Deliveries, f.Provides.Manual = true, true, true
 		}, 0, ""},
-		{"8 cpu on a terminal", `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "limits": {"cpu": 60}, "process": {"user": "builder", "command": ["x"], "terminal": true}}`, func(f *RefusalFacts) {
+		// A holder starts a terminal's command as the launcher does, limits
+		// in place before its first instruction.
+		{"8 cpu on a terminal provided", `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "limits": {"cpu": 60}, "process": {"user": "builder", "command": ["x"], "terminal": true}}`, func(f *RefusalFacts) {
 			f.Provides.Terminal, f.Provides.Limits = true, []string{LimitWall, LimitCPU, LimitProcesses}
-		}, RefusedUnprovided, "limits.cpu: this node does not enforce it on a run with process.terminal"},
+		}, 0, ""},
+		{"8 cpu on a terminal not provided", `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "limits": {"cpu": 60}, "process": {"user": "builder", "command": ["x"], "terminal": true}}`, func(f *RefusalFacts) {
+			f.Provides.Terminal, f.Provides.Limits = true, []string{LimitWall}
+		}, RefusedUnprovided, "limits.cpu: this node cannot enforce it"},
 		// Order: the first row that holds counts.
 		{"1 before 2", block("", ""), func(f *RefusalFacts) { f.SenderPrivileged = false }, RefusedSender, ""},
 		{"2 before 4", block("", `, "process2": 1`), nil, RefusedMalformed, ""},

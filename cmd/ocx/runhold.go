@@ -21,16 +21,22 @@ func init() {
 // runHoldUsage says what run hold does, after runhold.Usage.
 const runHoldUsage = runhold.Usage + `
 
-hold starts COMMAND on a terminal of its own, in a session of its own, and
-holds the terminal's master until COMMAND exits: a person joins it with ocx
-attach, the node types the first line and each delivery in through the
-socket (docs/runs.md §8.1), STDERR is a pipe copied to the terminal, and the
-ends of both are rewritten to the logs named. At the exit it writes
-{"exit":N} (or {"exit":128+N,"signal":"SIGX"}) to --status, removes the
-socket, and exits with COMMAND's status. --detach binds the socket, leaves
-the holder running in a session of its own (it outlives its caller and the
-daemon), prints "PID SOCKET" and returns. A TERM, INT or HUP to the holder
-is sent on to COMMAND's session; a USR1 binds a removed socket again.`
+hold is a run's watcher: it starts COMMAND in a session of its own, on a
+terminal it holds (--terminal) or on pipes, and holds its streams until
+COMMAND exits, so that the run outlives its caller and the daemon. The node
+types the first line and each delivery in through the socket (docs/runs.md
+§8.1): on pipes only with --feed, else the input closes after the first
+line; a person joins a terminal with ocx attach. STDERR is a pipe (copied to
+the terminal), and the ends of both streams are rewritten to the logs
+named. --spec FILE names the command as the daemon prepared it (its
+environment, directory, sandbox, limits and first lines), started as the
+daemon would start it; without it COMMAND runs unconfined with the
+holder's environment. At the exit it writes {"exit":N} (or
+{"exit":128+N,"signal":"SIGX"}) to --status, removes the socket, and exits
+with COMMAND's status. --detach binds the socket, leaves the holder
+running in a session of its own, prints "PID SOCKET" and returns. Killed
+outright, the holder hangs COMMAND up (SIGHUP). A TERM, INT or HUP to the
+holder is sent on to COMMAND's session; a USR1 binds a removed socket again.`
 
 // errExit carries a holder's exit code out of run: the command's own.
 type errExit struct{ code int }
@@ -42,7 +48,7 @@ func runRunHold(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintf(e.stderr, "usage: ocx %s\n", runHoldUsage)
 		if len(args) == 0 {
-			return fmt.Errorf("%w: run hold takes a COMMAND after --", errUsage)
+			return fmt.Errorf("%w: run hold takes a COMMAND after --, or --spec", errUsage)
 		}
 		return nil
 	}

@@ -48,7 +48,7 @@ func TestRunHoldDetachAndAttach(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "t.sock")
 	hold := exec.Command(ocx, "run", "hold", "--detach", "--socket", sock, "--status", filepath.Join(dir, "st.json"),
-		"--log", filepath.Join(dir, "holder.log"), "--first-line", `{"run":"r","objective":"o"}`,
+		"--log", filepath.Join(dir, "holder.log"), "--first-line", `{"run":"r","objective":"o"}`, "--terminal",
 		"--", "/bin/sh", "-c", "read l; echo got:$l; read m; echo got2:$m; exit 3")
 	b, err := hold.Output()
 	if err != nil {

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -50,38 +48,6 @@ func OpenPTY() (master, tty *os.File, err error) {
 		return fail("set non-blocking", err)
 	}
 	return os.NewFile(uintptr(mfd), "/dev/ptmx"), os.NewFile(uintptr(sfd), name), nil
-}
-
-// StartOnPTY starts cmd on a new terminal (seed 004 §8.1, with a
-// terminal): its standard input and output are the terminal, which is the
-// controlling terminal of a session of its own (Setsid, Setctty; no
-// parent-death signal), and its standard error is a pipe of its own. It
-// returns the master, which the caller owns (closing it hangs up the
-// session), and the pipe's read end; the caller keeps neither the terminal
-// nor the pipe's write end. cmd's Stdin, Stdout, Stderr and SysProcAttr are
-// set here.
-func StartOnPTY(cmd *exec.Cmd) (master, stderr *os.File, err error) {
-	master, tty, err := OpenPTY()
-	if err != nil {
-		return nil, nil, err
-	}
-	defer tty.Close()
-	r, w, err := os.Pipe()
-	if err != nil {
-		master.Close()
-		return nil, nil, fmt.Errorf("unixhost: start on a terminal: %w", err)
-	}
-	defer w.Close()
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, w
-	// Ctty is a descriptor number in the child: 0, its standard input
-	// (golang/go#29458).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
-		master.Close()
-		r.Close()
-		return nil, nil, err
-	}
-	return master, r, nil
 }
 
 // IsTerminal reports whether f is a terminal.

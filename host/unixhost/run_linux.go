@@ -145,13 +145,27 @@ func (l *Launcher) startUnconfined(spec host.RunSpec, env []string, files []uint
 		return messages.ProcID{}, err
 	}
 	pidfd := -1
-	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: env, Files: files,
-		Sys: &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd}}
+	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: env, Files: files, Sys: runAttr(spec, &pidfd)}
 	pid, err := syscall.ForkExec(path, spec.Command, attr)
 	if err != nil {
 		return messages.ProcID{}, &fs.PathError{Op: "start run", Path: path, Err: err}
 	}
 	return l.track(path, pid, pidfd, false, -1, nil, onExit)
+}
+
+// runAttr is a run's process's session: its own, with its standard input
+// as the controlling terminal when it is one (Ctty is a descriptor number
+// in the child, golang/go#29458), and SIGHUP when its starter's thread ends
+// when asked (Go ends no thread that locked no goroutine).
+func runAttr(spec host.RunSpec, pidfd *int) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setsid: true, PidFD: pidfd}
+	if spec.Terminal {
+		a.Setctty, a.Ctty = true, 0
+	}
+	if spec.HangUpWithStarter {
+		a.Pdeathsig = syscall.SIGHUP
+	}
+	return a
 }
 
 // lookPath finds prog on env's PATH, as the run's process would: a program
@@ -239,8 +253,7 @@ func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintp
 		files = append(files, uintptr(fd))
 	}
 	pidfd := -1
-	attr := &syscall.ProcAttr{Dir: "/", Env: env, Files: files,
-		Sys: &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd}}
+	attr := &syscall.ProcAttr{Dir: "/", Env: env, Files: files, Sys: runAttr(spec, &pidfd)}
 	pid, err := syscall.ForkExec(l.bwrap, argv, attr)
 	if err != nil {
 		unix.Close(statusR)

@@ -411,7 +411,13 @@ func (d *daemon) start() error {
 	// an exit that happened during the exec finds its session known.
 	if h != nil {
 		stage("actors")
-		send(messages.Restore{Handoff: h.Handoff, Listeners: d.records.Listeners(context.Background())})
+		// The runs the old image had in its care: their holders run on.
+		runs, err := d.runs.boot(context.Background())
+		if err != nil {
+			d.log.Error("re-exec: the node's runs cannot be read; `runs check` checks them again", errAttr(err))
+		}
+		send(messages.Restore{Handoff: h.Handoff, Listeners: d.records.Listeners(context.Background()), Runs: runs})
+		d.runs.deliver(context.Background(), "")
 		d.reaper.open(func(e messages.ProcessExited) { send(e) })
 		d.testDelay("adopt")
 		if err := d.reaper.adopt(h.Reaper, h.ChildWorkspaces()); err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -65,19 +64,17 @@ type engineRun struct {
 	procs    map[int]*runProc
 }
 
-// runProc is one process of a run, launched by this daemon or found alive
-// at start (adopted: not its child).
+// runProc is one process of a run, in its holder: launched by this
+// daemon, or found alive at start (adopted).
 type runProc struct {
 	id      messages.ProcID
 	adopted bool
-	stdin   *os.File // nil once closed
-	// socket is the holder's, for a run on a terminal (runterminal.go):
-	// its deliveries are typed in there.
-	socket  string
-	stderr  *runeng.Tail
-	stdout  *runeng.Tail
-	readers sync.WaitGroup
-	exit    messages.RunProcessExited
+	// socket is its holder's: its deliveries are typed in there; "" once
+	// the holder is gone.
+	socket string
+	stderr *runeng.Tail
+	stdout *runeng.Tail
+	exit   messages.RunProcessExited
 }
 
 // runCare is the file the node keeps for a run in its care (seed 004,
@@ -93,9 +90,10 @@ type runCare struct {
 	// Given is the place of the last artifact the session was given
 	// (section 4), written before its line goes to the process.
 	Given messages.RunPosition `json:"given,omitzero"`
-	// Terminal is the socket of the holder of its terminal, for a run
-	// whose process.terminal is true.
-	Terminal string `json:"terminal,omitempty"`
+	// Socket is its process's holder's (runheld.go).
+	Socket string `json:"socket,omitempty"`
+	// Workspace is $$workspace$$, where its kept logs' files go.
+	Workspace string `json:"workspace,omitempty"`
 }
 
 func newRunEngine(cfg *messages.NodeConfig, layout host.Layout, root *unixhost.Root, rec *records, rp *reaper, rel *releases, log *slog.Logger) *runEngine {
@@ -265,6 +263,13 @@ func (e *runEngine) Care(ctx context.Context, hash string, in bool) error {
 		if err := e.root.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
+		// Its holder's files: the record holds what a reader needs.
+		hf := e.heldFiles(hash)
+		for _, f := range []string{hf.spec, hf.status, hf.stdout, hf.stderr, hf.log, hf.socket} {
+			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+				e.log.Warn("a file of the run's holder is left", slog.String(actors.KeyRun, hash), errAttr(err))
+			}
+		}
 		e.log.Info("run released from the node's care", slog.String(actors.KeyRun, hash))
 		return nil
 	}
@@ -389,10 +394,22 @@ func (e *runEngine) keepLogs(ctx context.Context, eff messages.RunKeepLogs) erro
 	p := r.procs[eff.Proc]
 	prep := r.prepared
 	e.mu.Unlock()
-	if p == nil || p.adopted || prep == nil {
-		return nil // nothing of its streams was read by this daemon
+	if p == nil {
+		return nil // no process of it was seen by this daemon
 	}
-	p.readers.Wait()
+	var keep runeng.Keep
+	var workspace string
+	if prep != nil {
+		keep, workspace = prep.Keep, prep.Workspace
+	} else {
+		// A process found alive at start: what the node kept of it.
+		if keep, err = runeng.KeepOf(r.run.Process); err != nil {
+			return err
+		}
+		if c, ok, _ := e.readCare(eff.Run); ok {
+			workspace = c.Workspace
+		}
+	}
 	errEnd, errTotal := p.stderr.Bytes()
 	outEnd, outTotal := p.stdout.Bytes()
 	e.mu.Lock()
@@ -401,13 +418,13 @@ func (e *runEngine) keepLogs(ctx context.Context, eff messages.RunKeepLogs) erro
 	exit := pexit.Exit()
 	stderr := runeng.KeptStream{Name: "stderr", End: errEnd, Total: errTotal}
 	stdout := runeng.KeptStream{Name: "stdout", End: outEnd, Total: outTotal}
-	kept := runeng.Kept(prep.Keep, exit, stderr, stdout)
+	kept := runeng.Kept(keep, exit, stderr, stdout)
 	if len(kept) == 0 {
 		return nil
 	}
-	if prep.Workspace != "" {
+	if workspace != "" {
 		for _, s := range []runeng.KeptStream{stderr, stdout} {
-			if err := os.WriteFile(filepath.Join(prep.Workspace, s.Name+".log"), s.End, 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(workspace, s.Name+".log"), s.End, 0o600); err != nil {
 				e.log.Warn("a kept log's file is not written", slog.String(actors.KeyRun, eff.Run), errAttr(err))
 			}
 		}
@@ -432,29 +449,18 @@ func (e *runEngine) Process(ctx context.Context, eff messages.DaemonEffect) erro
 		return e.launch(ctx, eff)
 	case messages.RunDeliver:
 		e.mu.Lock()
-		var p *runProc
-		if r := e.runs[eff.Run]; r != nil {
-			p = r.procs[eff.Proc]
+		socket := ""
+		if r := e.runs[eff.Run]; r != nil && r.procs[eff.Proc] != nil {
+			socket = r.procs[eff.Proc].socket
 		}
 		e.mu.Unlock()
-		var stdin *os.File
-		var socket string
-		if p != nil {
-			e.mu.Lock()
-			stdin, socket = p.stdin, p.socket
-			e.mu.Unlock()
-		}
-		if stdin == nil && socket == "" {
-			return fmt.Errorf("run %s process %d has no input open", eff.Run, eff.Proc)
+		if socket == "" {
+			return fmt.Errorf("run %s process %d has no holder to type into", eff.Run, eff.Proc)
 		}
 		if err := e.keepGiven(eff.Run, eff.Delivery.At); err != nil {
 			return fmt.Errorf("run %s: what its session was given is not kept, so %s is not given: %w", eff.Run, eff.Delivery, err)
 		}
-		if socket != "" {
-			return runhold.Type(socket, eff.Delivery.Line)
-		}
-		_, err := stdin.Write([]byte(eff.Delivery.Line + "\n"))
-		return err
+		return runhold.Type(socket, eff.Delivery.Line)
 	case messages.RunEndProcess:
 		e.mu.Lock()
 		var p *runProc
@@ -465,18 +471,15 @@ func (e *runEngine) Process(ctx context.Context, eff messages.DaemonEffect) erro
 		if p == nil {
 			return fmt.Errorf("run %s has no process %d", eff.Run, eff.Proc)
 		}
-		e.mu.Lock()
-		group := !p.adopted && p.socket == "" // a holder passes TERM on itself
-		e.mu.Unlock()
-		return e.reaper.Signal(ctx, p.id, group, eff.Signal)
+		// The holder alone: it passes TERM on to its command's group, and
+		// KILL hangs the command up.
+		return e.reaper.Signal(ctx, p.id, false, eff.Signal)
 	}
 	return fmt.Errorf("not a process effect of a run: %s", eff)
 }
 
-// launch starts the run's process: STDIN a pipe holding the first line
-// (then closed, or kept open for a session fed its deliveries), STDOUT and
-// STDERR pipes the node reads, keeping their ends. Exactly one exit comes
-// back for it, 127 for a process that could not be started.
+// launch starts the run's process in its holder (runheld.go). Exactly one
+// exit comes back for it, 127 for a process that could not be started.
 func (e *runEngine) launch(ctx context.Context, eff messages.RunLaunch) error {
 	p := &runProc{stderr: &runeng.Tail{Max: 64 << 10}, stdout: &runeng.Tail{Max: 64 << 10}}
 	fail := func(err error) error {
@@ -504,114 +507,7 @@ func (e *runEngine) launch(ctx context.Context, eff messages.RunLaunch) error {
 	if !ok {
 		return fail(errors.New("this host starts no runs"))
 	}
-	if r.run.Process.Terminal {
-		return e.launchTerminal(ctx, eff, r, prep, p, starter, fail)
-	}
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		return fail(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return fail(err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
-		return fail(err)
-	}
-	spec := prep.Spec
-	spec.Stdin, spec.Stdout, spec.Stderr = inR, outW, errW
-	// The readers start before the process: its exit waits for them.
-	p.readers.Add(2)
-	go e.read(p, outR, p.stdout)
-	go e.read(p, errR, p.stderr)
-	launchedAt := e.now()
-	id, err := starter.StartRun(spec, func(x host.Exit) { go e.onExit(eff.Run, eff.Proc, p, x) })
-	inR.Close()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		inW.Close()
-		return fail(err)
-	}
-	e.mu.Lock()
-	p.id = id
-	e.mu.Unlock()
-	e.log.Info("run's process launched", slog.String(actors.KeyRun, eff.Run), slog.Int("proc", eff.Proc), slog.String(actors.KeyPID, id.String()))
-	if c, ok, _ := e.readCare(eff.Run); ok {
-		c.Proc, c.Process, c.LaunchedAt = eff.Proc, &id, launchedAt.UTC()
-		if eff.Delivery != nil && c.Given.Before(eff.Delivery.At) {
-			c.Given = eff.Delivery.At
-		}
-		if err := e.writeCare(c); err != nil {
-			e.log.Error("the run's care file does not name its process", slog.String(actors.KeyRun, eff.Run), errAttr(err))
-		}
-	}
-	line := runeng.FirstLine(eff.Run, r.run.Objective)
-	if eff.Delivery != nil {
-		line = append(line, eff.Delivery.Line+"\n"...)
-	}
-	if _, err := inW.Write(line); err != nil {
-		e.log.Warn("the run's first line is not written to its STDIN", slog.String(actors.KeyRun, eff.Run), errAttr(err))
-	}
-	feeds := r.run.Process.Session && r.run.Process.Deliveries != messages.DeliveriesStart
-	if feeds {
-		e.mu.Lock()
-		p.stdin = inW
-		e.mu.Unlock()
-		// What arrived between its started and this launch.
-		e.deliver(ctx, r.x.path)
-	} else {
-		inW.Close()
-	}
-	return nil
-}
-
-// read copies a stream into its kept end until the process and every
-// process it left holding the pipe are done.
-func (e *runEngine) read(p *runProc, f *os.File, t *runeng.Tail) {
-	defer p.readers.Done()
-	defer f.Close()
-	io.Copy(t, f)
-}
-
-// readersWait bounds how long an exit waits for its streams: a process that
-// left a child holding the pipe ends its run all the same.
-const readersWait = 5 * time.Second
-
-func (e *runEngine) onExit(hash string, proc int, p *runProc, x host.Exit) {
-	done := make(chan struct{})
-	go func() { p.readers.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(readersWait):
-		e.log.Warn("the run's process exited, but its streams are still held open; its kept logs are what was read", slog.String(actors.KeyRun, hash))
-	}
-	m := messages.RunProcessExited{Proc: proc}
-	o, code := x.Outcome()
-	switch o {
-	case host.OutcomeSignaled:
-		m.Signal = x.Signal
-	case host.OutcomeUnknown:
-		m.Unknown = true
-	default:
-		m.Code = code
-	}
-	e.mu.Lock()
-	p.exit = m
-	if p.stdin != nil {
-		p.stdin.Close()
-		p.stdin = nil
-	}
-	e.mu.Unlock()
-	e.log.Info("run's process exited", slog.String(actors.KeyRun, hash), slog.Int("proc", proc), slog.String("exit", x.String()))
-	e.exited(hash, m)
+	return e.launchHeld(ctx, eff, r, prep, p, starter, fail)
 }
 
 func (e *runEngine) exited(hash string, m messages.RunProcessExited) {
@@ -691,8 +587,8 @@ func (e *runEngine) survey(ctx context.Context) ([]actors.RunOnRecord, []actors.
 			st := messages.RunActorState{Facts: f, StartedCounts: s.StartedCounts, StopCounts: s.StopCounts, EndedCounts: s.EndedCounts}
 			if c, ok := byHash[m.Hash]; ok {
 				st.InCare, st.LaunchedAt, st.Proc, st.Given = true, c.LaunchedAt, c.Proc, c.Given
-				alive := c.Process != nil && e.alive(*c.Process) && !e.ours(m.Hash, c.Proc)
-				live := c.Process != nil && e.alive(*c.Process)
+				live := e.found(&c)
+				alive := live && !e.ours(m.Hash, c.Proc)
 				st.Alive = live
 				care = append(care, actors.RunInCare{Hash: m.Hash, Alive: live, StartsEach: f.StartsEach()})
 				if alive {
@@ -703,6 +599,30 @@ func (e *runEngine) survey(ctx context.Context) ([]actors.RunOnRecord, []actors.
 		}
 	}
 	return record, care, states, nil
+}
+
+// found says whether the process a care file names is still the node's to
+// watch: alive; or its holder, which a daemon that went down while starting
+// it never learnt the PID of, answering on its socket (c.Process is then
+// filled in); or a holder that ended while no daemon ran, its status file
+// saying how its command ended.
+func (e *runEngine) found(c *runCare) bool {
+	if c.Process != nil && e.alive(*c.Process) {
+		return true
+	}
+	if c.Socket == "" {
+		return false
+	}
+	if c.Process == nil {
+		if i, err := runhold.Query(c.Socket); err == nil && i.Holder > 0 {
+			if st, err := unixhost.ReadStat(i.Holder); err == nil && !st.Zombie() {
+				c.Process = &messages.ProcID{PID: i.Holder, Start: st.Start}
+				return true
+			}
+		}
+	}
+	_, err := runhold.ReadStatus(e.heldFiles(c.Run).status)
+	return err == nil
 }
 
 // ours says the process is one this daemon launched (so not to adopt).
@@ -727,7 +647,13 @@ func (e *runEngine) adopt(x *repoIndex, m runMsg, run *messages.Run, c runCare) 
 		e.runs[m.Hash] = r
 	}
 	if _, ok := r.procs[c.Proc]; !ok {
-		r.procs[c.Proc] = &runProc{id: *c.Process, adopted: true, socket: c.Terminal, stderr: &runeng.Tail{}, stdout: &runeng.Tail{}}
+		var id messages.ProcID // none: a holder that ended before its PID was kept
+		if c.Process != nil {
+			id = *c.Process
+		}
+		keep, _ := runeng.KeepOf(run.Process) // its sizes were checked when it arrived
+		r.procs[c.Proc] = &runProc{id: id, adopted: true, socket: c.Socket,
+			stderr: &runeng.Tail{Max: keep.Stderr}, stdout: &runeng.Tail{Max: keep.Stdout}}
 	}
 }
 
@@ -737,37 +663,31 @@ func (e *runEngine) alive(id messages.ProcID) bool {
 	return err == nil && st.Start == id.Start && !st.Zombie()
 }
 
-// watch waits for a run's process found alive at start, and routes its end
-// as unknown: the daemon is not its parent.
+// watch waits for a run's process found alive at start: a holder, whose
+// status file and logs say how it ended; a process without one (a care
+// file of an older daemon) ends unknown, the daemon not its parent.
 func (e *runEngine) watch(hash string, proc int) {
 	e.mu.Lock()
-	var id messages.ProcID
-	terminal := false
-	if r := e.runs[hash]; r != nil && r.procs[proc] != nil {
-		id = r.procs[proc].id
-		terminal = r.procs[proc].socket != ""
+	var p *runProc
+	if r := e.runs[hash]; r != nil {
+		p = r.procs[proc]
 	}
 	e.mu.Unlock()
-	if id.PID == 0 {
+	if p == nil {
 		return
 	}
-	if terminal {
-		// A holder found at start: its status file says how it ended.
-		go func() {
-			if err := unixhost.WaitGone(e.ctx, id); err != nil {
-				return
-			}
-			m := holderExit(proc, e.terminalFiles(hash).status)
-			e.log.Info("a run's holder found at start is gone", slog.String(actors.KeyRun, hash), slog.String("exit", exitWords(m)))
-			e.exited(hash, m)
-		}()
+	if p.socket != "" {
+		go e.watchHolder(hash, proc, p, p.id, e.heldFiles(hash))
+		return
+	}
+	if p.id.PID == 0 {
 		return
 	}
 	go func() {
-		if err := unixhost.WaitGone(e.ctx, id); err != nil {
+		if err := unixhost.WaitGone(e.ctx, p.id); err != nil {
 			return
 		}
-		e.log.Info("a run's process found at start is gone; how it ended is unknown", slog.String(actors.KeyRun, hash), slog.String(actors.KeyPID, id.String()))
+		e.log.Info("a run's process found at start is gone; how it ended is unknown", slog.String(actors.KeyRun, hash), slog.String(actors.KeyPID, p.id.String()))
 		e.exited(hash, messages.RunProcessExited{Proc: proc, Unknown: true})
 	}()
 }

@@ -87,11 +87,13 @@ func Type(socket, line string) error {
 
 // Info is a holder's answer to status.
 type Info struct {
-	PID     int `json:"pid"`
-	Clients int `json:"clients"`
+	PID     int `json:"pid"`     // the command's
+	Clients int `json:"clients"` // attached
+	Holder  int `json:"holder"`  // the holder's own
 }
 
-// Query asks the holder on socket for its command's PID and its clients.
+// Query asks the holder on socket for its command's PID, its clients and
+// its own PID.
 func Query(socket string) (Info, error) {
 	ans, err := request(socket, "status")
 	if err != nil {

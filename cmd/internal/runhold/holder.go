@@ -12,12 +12,12 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"sync"
 	"time"
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // Timings of a holder's end, and of its clients.
@@ -38,8 +38,9 @@ const (
 	// screenKeep is how much of the terminal's output a client that
 	// attaches is shown first.
 	screenKeep = 16 << 10
-	// maxRequest bounds a request's first line.
-	maxRequest = 64 << 10
+	// maxRequest bounds a request's first line: a delivery's line holds a
+	// post's whole text.
+	maxRequest = 8 << 20
 )
 
 // DetachKey is the key that detaches `ocx attach`: Ctrl-], as telnet's.
@@ -47,11 +48,15 @@ const DetachKey = 0x1d
 
 // holder is one running holder's state.
 type holder struct {
-	log    *slog.Logger
-	master *os.File
-	pid    int
+	log      *slog.Logger
+	terminal bool
+	pid      int
 
-	writeMu sync.Mutex // one writer into the terminal at a time
+	// in is the terminal's master, or the write end of the command's
+	// standard input; inClosed, under writeMu, once it is closed.
+	in       *os.File
+	writeMu  sync.Mutex // one writer into the command's input at a time
+	inClosed bool
 
 	mu        sync.Mutex
 	clients   map[*client]struct{}
@@ -73,12 +78,103 @@ type client struct {
 	done   chan struct{}
 }
 
+// streams are the command's standard streams: the holder's ends, and the
+// command's, which the holder closes once the command has started.
+type streams struct {
+	input, stdout, stderr *os.File
+	child                 []*os.File // stdin, stdout, stderr
+}
+
+// openStreams makes a terminal (its master the input and the output) or
+// three pipes, and a pipe for standard error either way (seed 004 §8.1).
+func openStreams(terminal bool) (streams, error) {
+	var s streams
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return s, err
+	}
+	s.stderr = errR
+	if terminal {
+		master, tty, err := unixhost.OpenPTY()
+		if err != nil {
+			errR.Close()
+			errW.Close()
+			return s, err
+		}
+		s.input, s.stdout, s.child = master, master, []*os.File{tty, tty, errW}
+		return s, nil
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		errR.Close()
+		errW.Close()
+		return s, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		errR.Close()
+		errW.Close()
+		inR.Close()
+		inW.Close()
+		return s, err
+	}
+	s.input, s.stdout, s.child = inW, outR, []*os.File{inR, outW, errW}
+	return s, nil
+}
+
+// closeChild closes the command's ends (a terminal's once only).
+func (s streams) closeChild() {
+	seen := map[*os.File]bool{}
+	for _, f := range s.child {
+		if f != nil && !seen[f] {
+			seen[f] = true
+			f.Close()
+		}
+	}
+}
+
+func (s streams) close() {
+	s.closeChild()
+	for _, f := range []*os.File{s.input, s.stdout, s.stderr} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// runSpec is the command the holder starts: its spec file's, or Argv in
+// Dir with the holder's environment, unconfined.
+// It returns the lines to type in after the first, too.
+func (o Options) runSpec() (host.RunSpec, []string, error) {
+	if o.Spec != "" {
+		s, err := ReadSpec(o.Spec)
+		if err != nil {
+			return host.RunSpec{}, nil, err
+		}
+		return host.RunSpec{Command: s.Command, Env: s.Env, Dir: s.Dir, Sandbox: s.Sandbox, Limits: s.Limits}, s.Input, nil
+	}
+	dir := o.Dir
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return host.RunSpec{}, nil, fmt.Errorf("runhold: the holder's directory: %w", err)
+		}
+		dir = wd
+	}
+	return host.RunSpec{Command: o.Argv, Env: os.Environ(), Dir: dir}, nil, nil
+}
+
 // Hold runs a holder in this process until its command exits, and returns
 // the exit. It serves on ln when ln is not nil, else it listens on
 // o.Socket. A signal on signals is sent to the command's process group
 // (its session), but SIGUSR1, which binds the socket again if it was
 // removed; ctx's end sends SIGTERM. The socket is removed, and ln closed,
 // before Hold returns.
+//
+// The command is started as the daemon would start it (unixhost's
+// StartRun: the sandbox through bwrap, the limits before its first
+// instruction), in a session of its own, and is hung up (SIGHUP) if the
+// holder is killed outright, as a terminal's closing master would.
 func Hold(ctx context.Context, o Options, ln net.Listener, signals <-chan host.Signal, log *slog.Logger) (Status, error) {
 	if err := o.Check(); err != nil {
 		if ln != nil {
@@ -92,39 +188,71 @@ func Hold(ctx context.Context, o Options, ln net.Listener, signals <-chan host.S
 			return Status{}, err
 		}
 	}
-	cmd := exec.Command(o.Argv[0], o.Argv[1:]...)
-	cmd.Dir = o.Dir
-	master, stderrR, err := unixhost.StartOnPTY(cmd)
+	exits := make(chan host.Exit, 1)
+	var st streams
+	var id messages.ProcID
+	var stop func()
+	spec, input, err := o.runSpec()
+	if err == nil {
+		st, err = openStreams(o.Terminal)
+	}
+	if err == nil {
+		var l *unixhost.Launcher
+		if l, err = unixhost.NewLauncher(unixhost.LauncherOptions{}); err == nil {
+			stop = func() { l.Close() }
+			spec.Stdin, spec.Stdout, spec.Stderr = st.child[0], st.child[1], st.child[2]
+			spec.Terminal, spec.HangUpWithStarter = o.Terminal, true
+			if sb := spec.Sandbox; sb != nil && o.Terminal {
+				// The terminal's session is the run's own session:
+				// bwrap's --new-session would take the terminal away.
+				c := *sb
+				c.OwnSession = false
+				spec.Sandbox = &c
+			}
+			id, err = l.StartRun(spec, func(x host.Exit) { exits <- x })
+			st.closeChild()
+		}
+	}
 	if err != nil {
+		st.close()
+		if stop != nil {
+			stop()
+		}
 		// The caller (a detached start) may be gone: the status file tells.
-		st := Status{Exit: 127, Error: err.Error()}
-		werr := writeStatus(o.Status, st)
+		s := Status{Exit: 127, Error: err.Error()}
+		werr := writeStatus(o.Status, s)
 		ln.Close()
 		os.Remove(o.Socket)
-		return st, errors.Join(fmt.Errorf("runhold: start %q: %w", o.Argv[0], err), werr)
+		return s, errors.Join(fmt.Errorf("runhold: start the command: %w", err), werr)
 	}
+	defer stop()
 	h := &holder{
-		log: log, master: master, pid: cmd.Process.Pid,
+		log: log, terminal: o.Terminal, pid: id.PID, in: st.input,
 		clients: map[*client]struct{}{}, conns: map[net.Conn]struct{}{},
 		screen: newTail(screenKeep), stdout: newTail(o.KeepStdout), stderr: newTail(o.KeepStderr),
 	}
-	log.Info("run holder started", slog.Int("pid", h.pid), slog.String("socket", o.Socket))
+	log.Info("run holder started", slog.Int("pid", h.pid), slog.String("socket", o.Socket), slog.Bool("terminal", o.Terminal))
 	var pumps sync.WaitGroup
-	pumps.Go(func() { h.pump(master, false) })
-	pumps.Go(func() { h.pump(stderrR, true) })
+	pumps.Go(func() { h.pump(st.stdout, false) })
+	pumps.Go(func() { h.pump(st.stderr, true) })
 	h.serve(ln)
 	if o.FirstLine != "" {
-		if err := h.typeLine(o.FirstLine); err != nil {
-			log.Warn("the first line was not typed in", slog.String("error", err.Error()))
+		input = append([]string{o.FirstLine}, input...)
+	}
+	for _, l := range input {
+		if err := h.typeLine(l); err != nil {
+			log.Warn("a line was not typed in", slog.String("error", err.Error()))
 		}
 	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
+	if !o.Terminal && !o.Feed {
+		h.closeInput()
+	}
 	done := ctx.Done()
+	var x host.Exit
 wait:
 	for {
 		select {
-		case <-waited:
+		case x = <-exits:
 			break wait
 		case <-done:
 			done = nil
@@ -137,20 +265,23 @@ wait:
 			}
 		}
 	}
-	st := statusOf(cmd.ProcessState)
+	status := statusOf(x)
 
-	// The output the command left in the terminal and the pipe, then the
+	// The output the command left in the terminal and the pipes, then the
 	// end: kept logs, the status, the clients, the socket.
 	drained := make(chan struct{})
 	go func() { pumps.Wait(); close(drained) }()
 	select {
 	case <-drained:
 	case <-time.After(drainGrace):
-		master.SetReadDeadline(time.Now())
-		stderrR.SetReadDeadline(time.Now())
+		st.stdout.SetReadDeadline(time.Now())
+		st.stderr.SetReadDeadline(time.Now())
 		<-drained
 	}
-	stderrR.Close()
+	st.stderr.Close()
+	if !o.Terminal {
+		st.stdout.Close()
+	}
 	var errs []error
 	h.mu.Lock()
 	if h.stdout.wrote && o.StdoutLog != "" {
@@ -159,15 +290,16 @@ wait:
 	if h.stderr.wrote && o.StderrLog != "" {
 		errs = append(errs, unixhost.WriteFileAtomic(o.StderrLog, h.stderr.Bytes(), 0o600))
 	}
+	status.StdoutBytes, status.StderrBytes = h.stdout.total, h.stderr.total
 	h.mu.Unlock()
-	errs = append(errs, writeStatus(o.Status, st))
+	errs = append(errs, writeStatus(o.Status, status))
 	h.end()
-	master.Close()
+	h.closeInput()
 	if err := os.Remove(o.Socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)
 	}
-	log.Info("run holder ended", slog.Int("pid", h.pid), slog.Int("exit", st.Exit), slog.String("signal", st.Signal))
-	return st, errors.Join(errs...)
+	log.Info("run holder ended", slog.Int("pid", h.pid), slog.Int("exit", status.Exit), slog.String("signal", status.Signal))
+	return status, errors.Join(errs...)
 }
 
 // pump copies one of the command's outputs to the clients and its tail
@@ -207,26 +339,48 @@ func (h *holder) output(p []byte, stderr bool) {
 	}
 }
 
-// typeLine types line and a newline into the terminal.
+// typeLine types line and a newline into the terminal, or writes them to
+// the command's input.
 func (h *holder) typeLine(line string) error {
 	if err := checkControl(line); err != nil {
 		return err
 	}
+	if !h.terminal {
+		return h.write([]byte(line + "\n"))
+	}
 	// A long line is whole only once the command has left canonical mode.
 	if len(line)+1 > unixhost.MaxCanonicalLine {
-		if canon, err := unixhost.Canonical(h.master); err != nil || canon {
+		if canon, err := unixhost.Canonical(h.in); err != nil || canon {
 			return CheckLine(line)
 		}
 	}
-	return h.input([]byte(line + "\n"))
+	return h.write([]byte(line + "\n"))
 }
 
-// input writes keys into the terminal.
-func (h *holder) input(p []byte) error {
+// errInputClosed answers a line typed into a command whose input closed.
+var errInputClosed = errors.New("the command's input is closed: only a session that feeds is given lines")
+
+// write writes keys or a line into the command's input.
+func (h *holder) write(p []byte) error {
 	h.writeMu.Lock()
 	defer h.writeMu.Unlock()
-	_, err := h.master.Write(p)
+	if h.inClosed {
+		return errInputClosed
+	}
+	_, err := h.in.Write(p)
 	return err
+}
+
+// closeInput closes the command's input: it reads its end. A write under
+// way is cut short first.
+func (h *holder) closeInput() {
+	h.in.SetWriteDeadline(time.Now())
+	h.writeMu.Lock()
+	defer h.writeMu.Unlock()
+	if !h.inClosed {
+		h.inClosed = true
+		h.in.Close()
+	}
 }
 
 // signal sends s to the command's process group.
@@ -311,16 +465,17 @@ func (h *holder) handle(c net.Conn) {
 		io.WriteString(c, "ok\n")
 	case "status":
 		h.mu.Lock()
-		b, _ := json.Marshal(struct {
-			PID     int `json:"pid"`
-			Clients int `json:"clients"`
-		}{h.pid, len(h.clients)})
+		b, _ := json.Marshal(Info{PID: h.pid, Clients: len(h.clients), Holder: os.Getpid()})
 		h.mu.Unlock()
 		c.Write(append(b, '\n'))
 	case "attach":
+		if !h.terminal {
+			io.WriteString(c, "error: the run has no terminal to join (its process.terminal is false)\n")
+			return
+		}
 		c.SetReadDeadline(time.Time{})
 		if cmd.Size.Rows > 0 && cmd.Size.Cols > 0 {
-			if err := unixhost.SetWindowSize(h.master, cmd.Size); err != nil {
+			if err := unixhost.SetWindowSize(h.in, cmd.Size); err != nil {
 				h.log.Warn("window size not set", slog.String("error", err.Error()))
 			}
 		}
@@ -359,7 +514,7 @@ func (h *holder) attach(c net.Conn, r *bufio.Reader) {
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
-			if werr := h.input(buf[:n]); werr != nil {
+			if werr := h.write(buf[:n]); werr != nil {
 				break
 			}
 		}
@@ -408,8 +563,8 @@ func (h *holder) end() {
 		c.Close()
 	}
 	h.mu.Unlock()
-	// A key or a line still being typed into a terminal no one reads.
-	h.master.SetWriteDeadline(time.Now())
+	// A key or a line still being typed into a command that reads none.
+	h.in.SetWriteDeadline(time.Now())
 	h.wg.Wait()
 }
 

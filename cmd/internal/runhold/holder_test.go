@@ -42,7 +42,7 @@ func newRun(t *testing.T, argv ...string) run {
 	return run{dir: dir, opts: Options{
 		Socket: filepath.Join(dir, "t.sock"), Status: filepath.Join(dir, "status.json"),
 		StdoutLog: filepath.Join(dir, "stdout.log"), StderrLog: filepath.Join(dir, "stderr.log"),
-		KeepStdout: DefaultKeep, KeepStderr: DefaultKeep, Argv: argv,
+		KeepStdout: DefaultKeep, KeepStderr: DefaultKeep, Terminal: true, Argv: argv,
 	}}
 }
 
@@ -215,10 +215,11 @@ read l; echo got:$l; read m; echo got2:$m; echo err >&2; exit 3`)
 		}
 	}
 	st, err := ReadStatus(r.opts.Status)
-	if err != nil || st != (Status{Exit: 3}) {
-		t.Errorf("status %+v, %v", st, err)
+	b := readFile(t, r.opts.StdoutLog)
+	if err != nil || st != (Status{Exit: 3, StdoutBytes: int64(len(b)), StderrBytes: 4}) {
+		t.Errorf("status %+v, %v; stdout.log holds %d bytes", st, err, len(b))
 	}
-	if b := readFile(t, r.opts.StdoutLog); !strings.Contains(b, "got:{") || !strings.Contains(b, "got2:{") || strings.Contains(b, "err") {
+	if !strings.Contains(b, "got:{") || !strings.Contains(b, "got2:{") || strings.Contains(b, "err") {
 		t.Errorf("stdout.log %q", b)
 	}
 	if b := readFile(t, r.opts.StderrLog); b != "err\n" {
@@ -366,7 +367,7 @@ func TestAKilledHolderHangsUpOnlyItsRun(t *testing.T) {
 	if code := exitOf(t, pb.Pid); code != 143 {
 		t.Errorf("B's holder exited %d, not 143", code)
 	}
-	if st, err := ReadStatus(rb.opts.Status); err != nil || st != (Status{Exit: 143, Signal: "SIGTERM"}) {
+	if st, err := ReadStatus(rb.opts.Status); err != nil || st != (Status{Exit: 143, Signal: "SIGTERM", StdoutBytes: int64(len("ready\r\n"))}) {
 		t.Errorf("status %+v, %v", st, err)
 	}
 }

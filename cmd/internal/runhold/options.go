@@ -1,8 +1,8 @@
-// Package runhold is the holder of a run's terminal (seed 004 §8
-// `terminal`, §8.1 with a terminal; docs/runs.md §8.1): a small per-run
-// process, `ocx run hold`, that starts the run's command on a terminal of
-// its own, owns the terminal's master so that the run outlives ocxd, serves
-// people who join it (`ocx attach`) and the daemon's deliveries on a Unix
+// Package runhold is a run's watcher (seed 002, "watch a run"; seed 004
+// §8, §8.1; docs/runs.md §8.1): a small per-run process, `ocx run hold`,
+// that starts the run's command (on a terminal of its own, or on pipes),
+// holds its streams so that the run outlives ocxd, serves the daemon's
+// deliveries and the people who join a terminal (`ocx attach`) on a Unix
 // socket, keeps the ends of the output, and records the exit in a file.
 package runhold
 
@@ -38,10 +38,19 @@ type Options struct {
 	// FirstLine is typed into the terminal once the command starts, when
 	// set: the line {"run", "objective"}, without its newline.
 	FirstLine string
-	// Dir is the command's working directory; empty, the holder's.
-	Dir string
-	// Argv is the command and its arguments (a bare name is found on the
-	// holder's PATH). It gets the holder's environment, exactly.
+	// Terminal: the command runs on a terminal the holder owns; else its
+	// standard streams are pipes the holder holds.
+	Terminal bool
+	// Feed keeps a command's standard input open after the first line,
+	// for the lines typed in (a session that feeds); without it, and
+	// without a terminal, the input closes after the first line.
+	Feed bool
+	// The command is either Spec, a file holding a Spec (the daemon's:
+	// the run's environment, sandbox and limits), or Argv, the command
+	// and its arguments (a bare name found on the holder's PATH) in Dir
+	// (empty: the holder's), unconfined, with the holder's environment.
+	Spec string
+	Dir  string
 	Argv []string
 }
 
@@ -60,11 +69,21 @@ func (o Options) Check() error {
 		return errors.New("runhold: --stderr-log must be an absolute path")
 	case o.KeepStdout < 0 || o.KeepStderr < 0:
 		return errors.New("runhold: --keep-stdout and --keep-stderr are sizes, 0 or more")
-	case len(o.Argv) == 0 || o.Argv[0] == "":
-		return errors.New("runhold: no command after --")
+	case o.Spec != "" && (len(o.Argv) > 0 || o.Dir != ""):
+		return errors.New("runhold: --spec names the command and its directory: no command after --, no --dir")
+	case o.Spec != "" && !filepath.IsAbs(o.Spec):
+		return errors.New("runhold: --spec must be an absolute path")
+	case o.Spec == "" && (len(o.Argv) == 0 || o.Argv[0] == ""):
+		return errors.New("runhold: no command after --, and no --spec")
+	case o.Feed && o.Terminal:
+		return errors.New("runhold: --feed is for a command on pipes: a terminal takes every line typed in")
+	}
+	check := checkControl // a pipe takes a line of any length
+	if o.Terminal {
+		check = CheckLine
 	}
 	if o.FirstLine != "" {
-		if err := CheckLine(o.FirstLine); err != nil {
+		if err := check(o.FirstLine); err != nil {
 			return fmt.Errorf("runhold: the first line: %w", err)
 		}
 	}
@@ -113,8 +132,9 @@ type Flags struct {
 
 // Usage is the holder's command line.
 const Usage = `run hold --socket PATH --status PATH [--stdout-log PATH] [--stderr-log PATH]
-            [--keep-stdout BYTES] [--keep-stderr BYTES] [--first-line LINE] [--dir DIR]
-            [--detach [--log PATH]] -- COMMAND [ARG...]`
+            [--keep-stdout BYTES] [--keep-stderr BYTES] [--first-line LINE]
+            [--terminal | --feed] [--detach [--log PATH]]
+            (--spec FILE | [--dir DIR] -- COMMAND [ARG...])`
 
 // ParseFlags reads a holder's command line (the words after `run hold`).
 func ParseFlags(args []string, stderr io.Writer) (Flags, error) {
@@ -134,6 +154,9 @@ func ParseFlags(args []string, stderr io.Writer) (Flags, error) {
 	fs.StringVar(&f.FirstLine, "first-line", "", "the line typed in once the command starts")
 	fs.IntVar(&f.FirstLineFD, "first-line-fd", 0, "read the first line from this descriptor (internal)")
 	fs.StringVar(&f.Dir, "dir", "", "the command's working directory")
+	fs.StringVar(&f.Spec, "spec", "", "a file naming the command, its environment, directory, sandbox and limits (the daemon's)")
+	fs.BoolVar(&f.Terminal, "terminal", false, "run the command on a terminal the holder owns (else on pipes)")
+	fs.BoolVar(&f.Feed, "feed", false, "keep the command's input open after the first line, for lines typed in")
 	fs.IntVar(&f.ListenFD, "listen-fd", 0, "serve on this descriptor, bound by --detach (internal)")
 	fs.BoolVar(&f.Detach, "detach", false, "bind the socket, leave the holder running in a session of its own, print PID SOCKET")
 	fs.StringVar(&f.Log, "log", "", "with --detach: append the holder's own messages here")
@@ -173,8 +196,17 @@ func (o Options) args(listenFD, firstLineFD int) []string {
 		a = append(a, "--stderr-log", o.StderrLog)
 	}
 	a = append(a, "--keep-stdout", strconv.Itoa(o.KeepStdout), "--keep-stderr", strconv.Itoa(o.KeepStderr))
+	if o.Terminal {
+		a = append(a, "--terminal")
+	}
+	if o.Feed {
+		a = append(a, "--feed")
+	}
 	if o.Dir != "" {
 		a = append(a, "--dir", o.Dir)
+	}
+	if o.Spec != "" {
+		a = append(a, "--spec", o.Spec)
 	}
 	if listenFD != 0 {
 		a = append(a, "--listen-fd", strconv.Itoa(listenFD))
@@ -183,6 +215,9 @@ func (o Options) args(listenFD, firstLineFD int) []string {
 		a = append(a, "--first-line-fd", strconv.Itoa(firstLineFD))
 	} else if o.FirstLine != "" {
 		a = append(a, "--first-line", o.FirstLine)
+	}
+	if len(o.Argv) == 0 {
+		return a
 	}
 	return append(append(a, "--"), o.Argv...)
 }

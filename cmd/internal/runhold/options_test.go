@@ -87,12 +87,25 @@ func TestFlagsRoundTrip(t *testing.T) {
 	if err != nil || f.ListenFD != 3 || f.FirstLineFD != 4 || f.FirstLine != "" {
 		t.Errorf("%+v, %v", f, err)
 	}
+	for _, o := range []Options{
+		{Socket: "/r/t.sock", Status: "/r/s.json", Terminal: true, Spec: "/r/spec.json"},
+		{Socket: "/r/t.sock", Status: "/r/s.json", Feed: true, Spec: "/r/spec.json"},
+	} {
+		f, err := ParseFlags(o.args(0, 0), io.Discard)
+		if err != nil || !reflect.DeepEqual(f.Options, o) {
+			t.Errorf("\n got %+v, %v\nwant %+v", f.Options, err, o)
+		}
+	}
 	for _, bad := range [][]string{
 		{"--status", "/s", "--", "sh"},
 		{"--socket", "rel.sock", "--status", "/s", "--", "sh"},
 		{"--socket", "/t.sock", "--status", "/s"},
 		{"--socket", "/t.sock", "--status", "/s", "sh"},
 		{"--socket", "/t.sock", "--status", "/s", "--first-line", "a\x03", "--", "sh"},
+		{"--socket", "/t.sock", "--status", "/s", "--spec", "/spec", "--", "sh"},
+		{"--socket", "/t.sock", "--status", "/s", "--spec", "/spec", "--dir", "/w"},
+		{"--socket", "/t.sock", "--status", "/s", "--spec", "spec"},
+		{"--socket", "/t.sock", "--status", "/s", "--terminal", "--feed", "--", "sh"},
 	} {
 		if _, err := ParseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%q taken", bad)

@@ -34,7 +34,7 @@ func RunSocket(careDir, run string) (string, error) {
 	var found []string
 	for _, d := range entries {
 		h, ok := strings.CutSuffix(d.Name(), ".json")
-		if ok && strings.HasPrefix(h, strings.ToLower(run)) {
+		if ok && !strings.Contains(h, ".") && strings.HasPrefix(h, strings.ToLower(run)) {
 			found = append(found, h)
 		}
 	}

@@ -17,14 +17,25 @@ type Status struct {
 	Exit   int    `json:"exit"`
 	Signal string `json:"signal,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// StdoutBytes and StderrBytes are how many bytes each stream printed
+	// in all; the logs hold their ends.
+	StdoutBytes int64 `json:"stdout_bytes,omitempty"`
+	StderrBytes int64 `json:"stderr_bytes,omitempty"`
 }
 
-// statusOf reads how a process ended.
-func statusOf(ps *os.ProcessState) Status {
-	if sig, ok := unixhost.EndingSignal(ps); ok {
-		return Status{Exit: 128 + int(sig), Signal: host.SignalName(int(sig))}
+// statusOf is the status of how the command ended. bwrap gives a
+// sandboxed command's signal as 128 and N, which is all the holder learns.
+func statusOf(x host.Exit) Status {
+	o, code := x.Outcome()
+	switch o {
+	case host.OutcomeSignaled:
+		return Status{Exit: code, Signal: host.SignalName(x.Signal)}
+	case host.OutcomeSandboxFailed:
+		return Status{Exit: code, Error: "the sandbox did not run the command to its end (bwrap's own message is on standard error)"}
+	case host.OutcomeUnknown:
+		return Status{Exit: 127, Error: "the command's end is unknown"}
 	}
-	return Status{Exit: ps.ExitCode()}
+	return Status{Exit: code}
 }
 
 // ReadStatus reads a holder's status file; an error wrapping
@@ -56,6 +67,7 @@ type tail struct {
 	max   int
 	buf   []byte
 	wrote bool
+	total int64
 }
 
 func newTail(max int) *tail { return &tail{max: max} }
@@ -65,6 +77,7 @@ func (t *tail) Write(p []byte) {
 		return
 	}
 	t.wrote = true
+	t.total += int64(len(p))
 	if t.max == 0 {
 		return
 	}

@@ -127,6 +127,14 @@ func (t *Tail) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// Counted says the stream printed total bytes in all, when that is more
+// than was written to the tail (a holder's log holds only the end).
+func (t *Tail) Counted(total int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.total = max(t.total, total)
+}
+
 // Bytes is the end kept, and how many bytes the stream printed in all.
 func (t *Tail) Bytes() ([]byte, int64) {
 	t.mu.Lock()
