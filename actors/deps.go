@@ -131,8 +131,8 @@ type RunHost interface {
 	// or takes it out (RunRelease), on the node's own host.
 	Care(ctx context.Context, run string, in bool) error
 	// Prepare makes layers 2 to 4 (RunPrepare): the values set, or the
-	// note naming what failed.
-	Prepare(ctx context.Context, run string) (values map[string]string, failed string)
+	// note naming what failed, or that a stop ended it.
+	Prepare(ctx context.Context, run string) messages.RunPrepared
 	// Write writes started or ended as the node user where the run is
 	// (RunWriteStarted, RunWriteEnded), or the kept logs (RunKeepLogs).
 	Write(ctx context.Context, e messages.DaemonEffect) error
@@ -273,8 +273,7 @@ func (d *Deps) runEffect(ctx context.Context, e messages.DaemonEffect) messages.
 			d.Logger.Error("the run could not be taken out of the node's care", slog.String(KeyRun, e.Run), errAttr(err))
 		}
 	case messages.RunPrepare:
-		vals, failed := d.Runs.Prepare(ctx, e.Run)
-		return messages.RunPrepared{Values: vals, Failed: failed}
+		return d.Runs.Prepare(ctx, e.Run)
 	case messages.RunWriteStarted:
 		return messages.RunStartedWritten{Err: d.Runs.Write(ctx, e)}
 	case messages.RunWriteEnded:

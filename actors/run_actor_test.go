@@ -35,9 +35,9 @@ func (f *fakeRuns) Care(_ context.Context, run string, in bool) error {
 	return nil
 }
 
-func (f *fakeRuns) Prepare(context.Context, string) (map[string]string, string) {
+func (f *fakeRuns) Prepare(context.Context, string) messages.RunPrepared {
 	f.record("prepare")
-	return map[string]string{"run": strings.Repeat("a", 64)}, ""
+	return messages.RunPrepared{Values: map[string]string{"run": strings.Repeat("a", 64)}}
 }
 
 func (f *fakeRuns) Write(_ context.Context, e messages.DaemonEffect) error {

@@ -361,7 +361,7 @@ func (c *RunCore) prepared(m messages.RunPrepared) {
 		return
 	}
 	switch {
-	case c.stop:
+	case c.stop || m.Stopped:
 		c.decide(messages.RunStopped, nil, "")
 	case m.Failed != "":
 		c.decide(messages.RunRefused, nil, m.Failed)

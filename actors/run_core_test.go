@@ -135,6 +135,12 @@ func TestRunLifeTable(t *testing.T) {
 			{msg: prepOK, want: []string{"write ended R0run00000 stopped"}},
 			{msg: endedOK, want: release},
 		}, "ended"},
+		{"05 a stop that ended the layers' wait for the user's run before it: ended stopped, before the stop reaches the actor", []runStep{
+			{msg: messages.RunArrived{Facts: plain}, want: launched},
+			{msg: messages.RunPrepared{Failed: "workspace: the password step: stopped while it waited", Stopped: true}, want: []string{"write ended R0run00000 stopped"}},
+			{msg: endedOK, want: release},
+			{msg: admin()},
+		}, "ended"},
 		{"06 started + a delivery, deliveries feed: to its STDIN", join2(startedRun(feedSession, launch1...),
 			runStep{msg: delivery(1), want: []string{"deliver bbbbbbbbbb@r11.1 to R0run00000 process 1"}},
 			runStep{msg: delivery(1)},

@@ -198,6 +198,7 @@ type logLine struct {
 	N      int64  `json:"n"`
 	Point  string `json:"point"`
 	Launch string `json:"launch"`
+	Run    string `json:"run"`
 	Status string `json:"status"`
 	Signal string `json:"signal"`
 	Stacks string `json:"stacks"`

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -110,4 +112,92 @@ func TestRunOutlivesTheDaemon(t *testing.T) {
 	if count != 1 {
 		t.Errorf("%d ended in the thread, want 1", count)
 	}
+}
+
+// TestRunOneAtATimeForEachUser: the server's node sets a run user's
+// password afresh in the password step, so "it runs one run at a time for
+// each user" (seed 004, section 5): a second run of runner waits, started
+// only once the first has ended (seed 002: "a watcher that ends hands on
+// the next waiting run of its user"), and its clone then pulls with the
+// password it set; a third, stopped while it waits, ends stopped and is
+// never started. Another user's run does not wait.
+func TestRunOneAtATimeForEachUser(t *testing.T) {
+	needs(t, "ocxd", "ocx")
+	n := newNodeWith(t, harness.User{Login: "runner", Password: "runner-pw-1", Caps: fossilio.AgentCaps},
+		harness.User{Login: "other", Password: "other-pw-1", Caps: fossilio.AgentCaps})
+	admin := n.srv.AdminLogin
+	node := n.nodeUser()
+	startDaemon(t, n, program("ocxd"), "--grace", "2s")
+	run := func(user, command string) string {
+		return block(fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Hold the clone.",
+"workspace": [
+  {"step": "directory", "at": "$$root$$/$$user$$/projects/$$project$$/$$run$$"},
+  {"step": "password"},
+  {"step": "clone", "into": "$$workspace$$/clone"}
+],
+"process": {"user": %q, "command": %s, "env": {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$"}}}`, node, user, command))
+	}
+	waits := func(hash string) func() bool {
+		return func() bool {
+			for _, l := range n.logLines() {
+				if strings.Contains(l.Msg, "waits for its user's run before it") && l.Run == hash {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	first := n.result(admin, "thread", "--title", "first", "--text", run("runner", `["sleep", "600"]`))
+	n.waitFor("the first run's started", func() bool { return n.startedOf(first) != nil })
+	id, _ := n.runCare(first)
+	killAtEnd(t, id)
+	second := n.result(admin, "thread", "--title", "second", "--text", run("runner", `["fossil", "pull", "-R", "$$clone$$"]`))
+	n.waitFor("the second run waiting for the first", waits(second))
+	third := n.result(admin, "thread", "--title", "third", "--text", run("runner", `["true"]`))
+	n.waitFor("the third run waiting", waits(third))
+	elsewhere := n.result(admin, "thread", "--title", "another user", "--text", run("other", `["true"]`))
+	n.waitFor("another user's run ended", func() bool { return n.endedOf(elsewhere) != nil })
+	if e := n.endedOf(elsewhere); e.Outcome != messages.RunExited {
+		t.Errorf("another user's run ended %+v, want exited", e)
+	}
+	if n.startedOf(second) != nil || n.startedOf(third) != nil {
+		t.Fatal("a run of runner was started while its first run ran")
+	}
+
+	stop := func(root string) {
+		n.result(admin, "post", "--to", root, "--text", block(fmt.Sprintf(`{"ocx": 1, "kind": "stop", "node": %q, "run": %q}`, node, root)))
+	}
+	stop(third)
+	n.waitFor("the waiting third run's ended", func() bool { return n.endedOf(third) != nil })
+	if e := n.endedOf(third); e.Outcome != messages.RunStopped || n.startedOf(third) != nil {
+		t.Errorf("the third run, stopped while it waited, ended %+v (started %v), want stopped and never started", e, n.startedOf(third) != nil)
+	}
+	stop(first)
+	n.waitFor("the first run's ended", func() bool { return n.endedOf(first) != nil })
+	n.waitFor("the second run's ended", func() bool { return n.endedOf(second) != nil })
+	if e := n.endedOf(second); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+		t.Errorf("the second run (a pull with the password its step set) ended %+v, want exited 0", e)
+	}
+	// Started only after the first's ended, in the server's order.
+	if n.posAt(n.answerOf(second, messages.MsgStarted)).Before(n.posAt(n.answerOf(first, messages.MsgEnded))) {
+		t.Error("the second run's started came before the first run's ended")
+	}
+}
+
+// answerOf is the hash of the node's started or ended in a run's thread.
+func (n *testNode) answerOf(root string, kind messages.MessageKind) string {
+	n.t.Helper()
+	for _, p := range n.runThread(root) {
+		if p.Sender != n.nodeUser() || p.Msg == nil {
+			continue
+		}
+		if _, ok := p.Msg.(*messages.RunStarted); ok && kind == messages.MsgStarted {
+			return p.Hash
+		}
+		if _, ok := p.Msg.(*messages.RunEnded); ok && kind == messages.MsgEnded {
+			return p.Hash
+		}
+	}
+	n.t.Fatalf("no %s in the thread of %s", kind, root)
+	return ""
 }

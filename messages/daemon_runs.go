@@ -121,10 +121,13 @@ type RunStopRequested struct {
 
 // RunPrepared is the result of RunPrepare: layers 2 to 4 made, with the
 // values they set (which started lists), or Failed, the note naming the
-// step that failed and why (section 11, row 10).
+// step that failed and why (section 11, row 10). Stopped says a stop that
+// counts ended the preparation before the run's actor had it (a run that
+// waited for its user's run before it, seed 004 §5): the run ends stopped.
 type RunPrepared struct {
-	Values map[string]string
-	Failed string
+	Values  map[string]string
+	Failed  string
+	Stopped bool
 }
 
 // RunStartedWritten is the result of RunWriteStarted: started is on the

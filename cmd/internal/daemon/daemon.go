@@ -406,6 +406,7 @@ func (d *daemon) start() error {
 	d.inputs.send = send
 	d.runs.send = send
 	d.records.arrived = d.runs.deliver
+	d.records.stopped = d.runs.slots.stop
 
 	// What runs: the hand-off first, then its children adopted, so that
 	// an exit that happened during the exec finds its session known.

@@ -47,6 +47,9 @@ type records struct {
 	// arrived gives the sessions of the repository at path what arrived
 	// for them (seed 004, section 9); nil on a node with no run engine.
 	arrived func(ctx context.Context, path string)
+	// stopped hears of each stop that counts, before its run's actor
+	// does: a run waiting for its user's slot stops waiting.
+	stopped func(run string)
 }
 
 func newRecords(cfg *messages.NodeConfig, layout host.Layout, rel *releases, log *slog.Logger) *records {

@@ -51,6 +51,9 @@ type runEngine struct {
 	deliverMu sync.Mutex
 	// bg runs the backoffice beside a launch.
 	bg *fossilio.Beside
+	// slots: one run at a time for each user whose password the server's
+	// node sets (runslots.go).
+	slots *userSlots
 }
 
 // engineRun is what the engine knows of one run: its message, where it is,
@@ -99,7 +102,8 @@ type runCare struct {
 func newRunEngine(cfg *messages.NodeConfig, layout host.Layout, root *unixhost.Root, rec *records, rp *reaper, rel *releases, log *slog.Logger) *runEngine {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &runEngine{cfg: cfg, layout: layout, root: root, records: rec, reaper: rp, rel: rel,
-		log: log, bg: fossilio.NewBeside(log), now: time.Now, ctx: ctx, cancel: cancel, runs: map[string]*engineRun{}}
+		log: log, bg: fossilio.NewBeside(log), now: time.Now, ctx: ctx, cancel: cancel, runs: map[string]*engineRun{},
+		slots: newUserSlots()}
 }
 
 // close ends the watches of processes found at start; the processes live on.
@@ -270,6 +274,7 @@ func (e *runEngine) Care(ctx context.Context, hash string, in bool) error {
 				e.log.Warn("a file of the run's holder is left", slog.String(actors.KeyRun, hash), errAttr(err))
 			}
 		}
+		e.slots.give(hash)
 		e.log.Info("run released from the node's care", slog.String(actors.KeyRun, hash))
 		return nil
 	}
@@ -287,27 +292,37 @@ func (e *runEngine) Care(ctx context.Context, hash string, in bool) error {
 // Prepare makes layers 2 to 4 through the node's layers (runs.Layers),
 // which check what they make against the host too: row 9 (a sandbox path
 // reaching the node's own files) and row 8 in the host's terms.
-func (e *runEngine) Prepare(ctx context.Context, hash string) (map[string]string, string) {
+func (e *runEngine) Prepare(ctx context.Context, hash string) messages.RunPrepared {
 	r, err := e.find(ctx, hash)
 	if err != nil {
-		return nil, "the run cannot be read: " + err.Error()
+		return messages.RunPrepared{Failed: "the run cannot be read: " + err.Error()}
 	}
 	if r.run == nil {
-		return nil, "the run does not read"
+		return messages.RunPrepared{Failed: "the run does not read"}
+	}
+	if e.setsPassword(r.x, r.run) {
+		user := r.run.Process.User
+		err := e.slots.take(ctx, user, hash, func(before string) {
+			e.log.Info("run waits for its user's run before it (one run at a time for each user)",
+				slog.String(actors.KeyRun, hash), slog.String("user", user), slog.String("before", before))
+		})
+		if err != nil {
+			return messages.RunPrepared{Failed: "workspace: the password step: " + err.Error(), Stopped: errors.Is(err, errStoppedWaiting)}
+		}
 	}
 	rel, _ := e.rel.dir(messages.ReleaseCurrent)
 	if err := e.root.MkdirAll(e.workRoot(), 0o700); err != nil {
-		return nil, "the node's run root cannot be made: " + err.Error()
+		return messages.RunPrepared{Failed: "the node's run root cannot be made: " + err.Error()}
 	}
 	nv := runeng.NodeValues{Root: e.workRoot(), Project: r.x.project, Node: e.cfg.User, Server: r.x.url, Release: rel}
 	p, err := e.preparer(r.x).Prepare(ctx, r.run, hash, nv)
 	if err != nil {
-		return nil, err.Error()
+		return messages.RunPrepared{Failed: err.Error()}
 	}
 	e.mu.Lock()
 	r.prepared = &p
 	e.mu.Unlock()
-	return p.Values, ""
+	return messages.RunPrepared{Values: p.Values}
 }
 
 // Write writes started, ended or the kept logs where the run is.
@@ -587,6 +602,9 @@ func (e *runEngine) survey(ctx context.Context) ([]actors.RunOnRecord, []actors.
 			st := messages.RunActorState{Facts: f, StartedCounts: s.StartedCounts, StopCounts: s.StopCounts, EndedCounts: s.EndedCounts}
 			if c, ok := byHash[m.Hash]; ok {
 				st.InCare, st.LaunchedAt, st.Proc, st.Given = true, c.LaunchedAt, c.Proc, c.Given
+				if s.StartedCounts && e.setsPassword(x, run) {
+					e.slots.hold(run.Process.User, m.Hash)
+				}
 				live := e.found(&c)
 				alive := live && !e.ours(m.Hash, c.Proc)
 				st.Alive = live
@@ -599,6 +617,12 @@ func (e *runEngine) survey(ctx context.Context) ([]actors.RunOnRecord, []actors.
 		}
 	}
 	return record, care, states, nil
+}
+
+// setsPassword says the run's password step sets its user's password
+// afresh: a run with one, on the server's node (seed 004 §5).
+func (e *runEngine) setsPassword(x *repoIndex, run *messages.Run) bool {
+	return run != nil && !x.otherHost && run.HasPasswordStep()
 }
 
 // found says whether the process a care file names is still the node's to

@@ -364,6 +364,9 @@ func (r *records) classifyRun(ctx context.Context, x *repoIndex, hash string) (a
 		if st := standingOf(msgs, msgs[j], privileged); st.EndedCounts {
 			return nothing("a stop of a run that has ended")
 		}
+		if r.stopped != nil {
+			r.stopped(target)
+		}
 		return actors.Classification{Run: &messages.RunRouted{Run: target, Event: messages.RunStopRequested{By: m.Sender, Privileged: true}}}, true, nil
 	default:
 		// started and ended are the node's own answers: which count is
