@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocx-go/ocx/docs/design"
+	"github.com/ocx-go/ocx/docs/design/validate"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -334,7 +334,7 @@ func BenchmarkConsoleState(b *testing.B) {
 			b.Fatalf("Fossil's environment for /ext/console/state lacks %s: %q", want, env)
 		}
 	}
-	schemas, err := design.Load()
+	schemas, err := validate.Load()
 	if err != nil {
 		b.Fatal(err)
 	}

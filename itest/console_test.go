@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocx-go/ocx/docs/design"
+	"github.com/ocx-go/ocx/docs/design/validate"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
@@ -451,7 +451,7 @@ func TestConsoleReads(t *testing.T) {
 	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "application/json" {
 		t.Fatalf("state: %d %q", resp.StatusCode, ct)
 	}
-	schemas, err := design.Load()
+	schemas, err := validate.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/docs/design"
+	"github.com/ocx-go/ocx/docs/design/validate"
 )
 
 // seedWorkspace is seed 000's workspace definition in canonical form (15
@@ -72,7 +73,7 @@ func BenchmarkReadPostWorkspaceDefinition(b *testing.B) {
 // (encoding/json's decode included, as a tool validating input would do).
 func BenchmarkSchemaValidateWorkspaceDefinition(b *testing.B) {
 	body := unfence(b, seedWorkspace(b))
-	schemas, err := design.Load()
+	schemas, err := validate.Load()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/docs/design"
+	"github.com/ocx-go/ocx/docs/design/validate"
 	"pgregory.net/rapid"
 )
 
@@ -108,7 +109,7 @@ func mutate(t *rapid.T, root any, path []step) {
 // refuse more only where it cannot express a rule the other way round; it is
 // the Go reader that may refuse more: duplicate keys, two homes with one name.)
 func TestGoAcceptsOnlyWhatTheSchemaAccepts(t *testing.T) {
-	schemas, err := design.Load()
+	schemas, err := validate.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

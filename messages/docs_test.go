@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/docs/design"
+	"github.com/ocx-go/ocx/docs/design/validate"
 )
 
 // updateDocs rewrites the Reads: and Refused: lines of docs/design/notes.md from
@@ -129,7 +130,7 @@ func TestNotesDoc(t *testing.T) {
 	if !bytes.Equal(text, design.Notes()) && !*updateDocs {
 		t.Fatal("the embedded notes.md differs from the file; rebuild")
 	}
-	schemas, err := design.Load()
+	schemas, err := validate.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +227,7 @@ func TestNotesDoc(t *testing.T) {
 }
 
 // checkDocNote checks an accepted example and returns its one-line rendering.
-func checkDocNote(t *testing.T, where string, schemas *design.Schemas, b docBlock, shown map[string]bool) string {
+func checkDocNote(t *testing.T, where string, schemas *validate.Schemas, b docBlock, shown map[string]bool) string {
 	t.Helper()
 	var (
 		enc    []byte
@@ -283,7 +284,7 @@ func checkDocNote(t *testing.T, where string, schemas *design.Schemas, b docBloc
 }
 
 // refusedDocNote checks a refused example and returns the Go reader's error.
-func refusedDocNote(t *testing.T, where string, schemas *design.Schemas, b docBlock) error {
+func refusedDocNote(t *testing.T, where string, schemas *validate.Schemas, b docBlock) error {
 	t.Helper()
 	var err error
 	var file string

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/docs/design"
+	"github.com/ocx-go/ocx/docs/design/validate"
 )
 
 // Fuzz targets, one per decoder. Each checks that the decoder never panics,
@@ -54,7 +55,7 @@ func FuzzDecodeNote(f *testing.F) {
 	for _, h := range hostileNotes {
 		f.Add([]byte(h.block))
 	}
-	schemas, err := design.Load()
+	schemas, err := validate.Load()
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func FuzzReadPost(f *testing.F) {
 	f.Add("OCX stop")
 	f.Add("```text\n```json\n{}\n```\n")
 	f.Add("```json\n{\"ocx\": \"stop\"}\n```\n```json\n{\"ocx\": \"stop\"}\n```\n")
-	schemas, err := design.Load()
+	schemas, err := validate.Load()
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func FuzzDecodeState(f *testing.F) {
 	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], "daemon": {"running": true, "pid": 42, "release": "3f2a9c", "reexec": {"at": "2026-12-01T10:00:00Z", "pid": 42, "target": "/var/lib/ocx/release/releases/3f2a9c/ocxd", "release": "3f2a9c", "ok": true}}}`))
 	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], "daemon": {"running": true, "pid": 42, "reexec": {"at": "2026-12-01T10:00:00Z", "pid": 42, "ok": false, "error": "ask it for its hand-off version: exit status 1"}}}`))
 	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], "daemon": {"running": false, "pid": 42}}`))
-	schemas, err := design.Load()
+	schemas, err := validate.Load()
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -293,7 +294,7 @@ func FuzzReadMessage(f *testing.F) {
 	} {
 		f.Add([]byte("```json\n" + s + "\n```\n"))
 	}
-	schemas, err := design.Load()
+	schemas, err := validate.Load()
 	if err != nil {
 		f.Fatal(err)
 	}

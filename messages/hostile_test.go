@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/docs/design"
+	"github.com/ocx-go/ocx/docs/design/validate"
 	"github.com/santhosh-tekuri/jsonschema/v5"
 )
 
@@ -103,7 +104,7 @@ var hostileNotes = []struct {
 }
 
 func TestHostileNotes(t *testing.T) {
-	schemas, err := design.Load()
+	schemas, err := validate.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

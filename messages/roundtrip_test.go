@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/docs/design"
+	"github.com/ocx-go/ocx/docs/design/validate"
 	"pgregory.net/rapid"
 )
 
@@ -25,7 +26,7 @@ func unfence(t interface{ Fatalf(string, ...any) }, block []byte) []byte {
 // the encoding is valid under the kind's schema, that it reads the same from a
 // post among other words, and that String is one stable line.
 func TestNoteRoundTrip(t *testing.T) {
-	schemas, err := design.Load()
+	schemas, err := validate.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestNoteRoundTrip(t *testing.T) {
 }
 
 func TestStateRoundTrip(t *testing.T) {
-	schemas, err := design.Load()
+	schemas, err := validate.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/docs/design"
+	"github.com/ocx-go/ocx/docs/design/validate"
 	"pgregory.net/rapid"
 )
 
@@ -39,7 +40,7 @@ func mustRun(t *testing.T, block string) *Run {
 }
 
 func TestSeedRunExamples(t *testing.T) {
-	schemas, err := design.Load()
+	schemas, err := validate.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +272,7 @@ func TestEndedTable12(t *testing.T) {
 		{RunLost, &one, "x", "exit"},
 		{"crashed", nil, "x", "outcome"},
 	}
-	schemas, err := design.Load()
+	schemas, err := validate.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +306,7 @@ func TestEndedTable12(t *testing.T) {
 // TestMessageRoundTrip: every message a generator draws encodes to a
 // canonical block that the schema accepts and that reads back the same.
 func TestMessageRoundTrip(t *testing.T) {
-	schemas, err := design.Load()
+	schemas, err := validate.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

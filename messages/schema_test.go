@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/docs/design"
+	"github.com/ocx-go/ocx/docs/design/validate"
 	"pgregory.net/rapid"
 )
 
@@ -185,7 +186,7 @@ func TestSchemaFilesAreKnown(t *testing.T) {
 	for _, k := range []MessageKind{MsgRun, MsgStop, MsgStarted, MsgEnded} {
 		known[design.MessageSchemaFile(string(k))] = true
 	}
-	s, err := design.Load()
+	s, err := validate.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

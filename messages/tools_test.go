@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/docs/design"
+	"github.com/ocx-go/ocx/docs/design/validate"
 )
 
 // toolCases are inputs each tool's decoder and its schema must agree on:
@@ -66,7 +67,7 @@ var toolCases = []struct {
 // decoder and the tool's schema, or refused by both, and the decoder's
 // refusal names the field at fault.
 func TestToolDecodersAgreeWithSchemas(t *testing.T) {
-	s, err := design.Load()
+	s, err := validate.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func fuzzTool(f *testing.F, tool string) {
 			f.Add([]byte(c.in))
 		}
 	}
-	s, err := design.Load()
+	s, err := validate.Load()
 	if err != nil {
 		f.Fatal(err)
 	}

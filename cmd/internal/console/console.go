@@ -12,6 +12,7 @@ import (
 	"html/template"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
@@ -23,17 +24,23 @@ import (
 //go:embed templates/*.html
 var templateFiles embed.FS
 
-var pages = template.Must(template.New("console").Funcs(template.FuncMap{
-	"short": func(h string) string {
-		if len(h) > 10 {
-			return h[:10]
-		}
-		return h
-	},
-	"join":      strings.Join,
-	"stateOf":   stateOf,
-	"startedBy": startedBy,
-}).ParseFS(templateFiles, "templates/*.html"))
+// pages are parsed at the first page, not at every start of ocx (1 ms of
+// every command's start, a run's holder's too).
+var pages = sync.OnceValue(func() *template.Template { return parsePages() })
+
+func parsePages() *template.Template {
+	return template.Must(template.New("console").Funcs(template.FuncMap{
+		"short": func(h string) string {
+			if len(h) > 10 {
+				return h[:10]
+			}
+			return h
+		},
+		"join":      strings.Join,
+		"stateOf":   stateOf,
+		"startedBy": startedBy,
+	}).ParseFS(templateFiles, "templates/*.html"))
+}
 
 // stateOf is where a running session stands, as the pages say it: working
 // or idle while a process holds its wake pipe, not listening otherwise.
@@ -335,7 +342,7 @@ func (q *request) write(status int, name string, v view) {
 		v.Daemon = q.daemonProblem
 	}
 	var b bytes.Buffer
-	if err := pages.ExecuteTemplate(&b, name, v); err != nil {
+	if err := pages().ExecuteTemplate(&b, name, v); err != nil {
 		q.plain(http.StatusInternalServerError, "the console's page "+name+" does not render: "+err.Error())
 		return
 	}
@@ -352,7 +359,7 @@ func (q *request) refuse(r *refusal) {
 	v := q.view("refused", "")
 	v.Refusal = r.reason
 	var b bytes.Buffer
-	if err := pages.ExecuteTemplate(&b, "refused", v); err != nil {
+	if err := pages().ExecuteTemplate(&b, "refused", v); err != nil {
 		q.plain(r.status, r.reason)
 		return
 	}

@@ -67,7 +67,7 @@ func TestPagesRender(t *testing.T) {
 				v.Token = "tok"
 			}
 			var b bytes.Buffer
-			if err := pages.ExecuteTemplate(&b, name, v); err != nil {
+			if err := pages().ExecuteTemplate(&b, name, v); err != nil {
 				t.Fatalf("%s (admin %v): %v", name, admin, err)
 			}
 			out := b.String()
@@ -89,17 +89,17 @@ func TestPagesRender(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	if err := pages.ExecuteTemplate(&b, "releases", view{Script: "/ext/console", Admin: true, Token: "tok", Data: data["releases"]}); err != nil ||
+	if err := pages().ExecuteTemplate(&b, "releases", view{Script: "/ext/console", Admin: true, Token: "tok", Data: data["releases"]}); err != nil ||
 		!strings.Contains(b.String(), `id="ocx-rollback"`) || !strings.Contains(b.String(), `class="ocx-inline ocx-accept"`) || !strings.Contains(b.String(), `id="ocx-older-restart"`) {
 		t.Fatalf("the releases page shows an admin no Accept, Roll back or restart link: %v\n%s", err, b.String())
 	}
 	b.Reset()
-	if err := pages.ExecuteTemplate(&b, "answer", view{Script: "/ext/console", Answer: &node.Answer{Tool: "release accept", Log: []string{evil}, Stopped: ptr(evil)},
+	if err := pages().ExecuteTemplate(&b, "answer", view{Script: "/ext/console", Answer: &node.Answer{Tool: "release accept", Log: []string{evil}, Stopped: ptr(evil)},
 		Reexec: &messages.ReexecOutcome{At: built, PID: 42, Error: evil}}); err != nil || strings.Contains(b.String(), evil) || !strings.Contains(b.String(), `data-ocx-reexec="error"`) {
 		t.Fatalf("the answer page of an accept: %v\n%s", err, b.String())
 	}
 	b.Reset()
-	if err := pages.ExecuteTemplate(&b, "answer", view{Script: "/ext/console", Answer: &node.Answer{Tool: "x", Log: []string{evil}, Stopped: ptr(evil),
+	if err := pages().ExecuteTemplate(&b, "answer", view{Script: "/ext/console", Answer: &node.Answer{Tool: "x", Log: []string{evil}, Stopped: ptr(evil),
 		Sessions: []node.SessionOutcome{{Workspace: evil, Outcome: node.OutcomeRestarted, Launch: evil, Release: evil, Why: evil}}}}); err != nil || strings.Contains(b.String(), evil) || !strings.Contains(b.String(), `id="ocx-restart-outcomes"`) {
 		t.Fatalf("the answer page: %v\n%s", err, b.String())
 	}
@@ -270,7 +270,7 @@ func TestShellCommand(t *testing.T) {
 // the raw JSON and the dry-run box, ticked; a reader sees no form.
 func TestToolPages(t *testing.T) {
 	var b bytes.Buffer
-	if err := pages.ExecuteTemplate(&b, "tools", view{Script: "/ext/console", Data: struct{ Tools []node.Tool }{node.Tools()}}); err != nil {
+	if err := pages().ExecuteTemplate(&b, "tools", view{Script: "/ext/console", Data: struct{ Tools []node.Tool }{node.Tools()}}); err != nil {
 		t.Fatal(err)
 	}
 	list := b.String()
@@ -284,7 +284,7 @@ func TestToolPages(t *testing.T) {
 		for _, admin := range []bool{true, false} {
 			b.Reset()
 			v := view{Script: "/ext/console", Admin: admin, Token: "tok", Viewer: "admin", Data: toolFormData(tool, nil)}
-			if err := pages.ExecuteTemplate(&b, "tool", v); err != nil {
+			if err := pages().ExecuteTemplate(&b, "tool", v); err != nil {
 				t.Fatal(err)
 			}
 			out := b.String()

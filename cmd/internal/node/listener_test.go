@@ -11,7 +11,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/node"
-	"github.com/ocx-go/ocx/docs/design"
+	"github.com/ocx-go/ocx/docs/design/validate"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -140,7 +140,7 @@ func TestStatusIsValidAndDerived(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	schemas, err := design.Load()
+	schemas, err := validate.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,10 @@
-package design
+package validate
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/ocx-go/ocx/docs/design"
+)
 
 func TestSchemasCompile(t *testing.T) {
 	s, err := Load()
@@ -20,7 +24,7 @@ func TestExamplesValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"run-echo.json", "run-claude.json"} {
-		if err := s.ValidateMessage([]byte(Example(name))); err != nil {
+		if err := s.ValidateMessage([]byte(design.Example(name))); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
