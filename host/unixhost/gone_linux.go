@@ -45,3 +45,18 @@ func WaitGone(ctx context.Context, id messages.ProcID) error {
 		}
 	}
 }
+
+// ReapIfChild reaps pid if it is a child of this process that has ended
+// (a run's holder the daemon started, found gone by WaitGone, whichever
+// image of the daemon started it); anything else is left alone.
+func ReapIfChild(pid int) {
+	if pid <= 0 {
+		return // 0 and -1 would be any child: never
+	}
+	var ws unix.WaitStatus
+	for {
+		if _, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err != unix.EINTR {
+			return
+		}
+	}
+}

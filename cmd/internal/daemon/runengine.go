@@ -518,11 +518,7 @@ func (e *runEngine) launch(ctx context.Context, eff messages.RunLaunch) error {
 		return fail(errors.New("the run is not prepared"))
 	}
 	p.stderr.Max, p.stdout.Max = prep.Keep.Stderr, prep.Keep.Stdout
-	starter, ok := e.reaper.current().(host.RunStarter)
-	if !ok {
-		return fail(errors.New("this host starts no runs"))
-	}
-	return e.launchHeld(ctx, eff, r, prep, p, starter, fail)
+	return e.launchHeld(ctx, eff, r, prep, p, fail)
 }
 
 func (e *runEngine) exited(hash string, m messages.RunProcessExited) {

@@ -1,41 +1,32 @@
 package daemon
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/runhold"
 	runeng "github.com/ocx-go/ocx/cmd/internal/runs"
-	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
 // Every run's process runs in its holder, its watcher (seed 002, "watch a
-// run"; docs/runs.md section 8.1): `$$release$$/ocx run hold --detach`,
-// started through the launcher, leaves the holder running in a session of
-// its own and prints its PID. The holder starts the command from the spec
+// run"; docs/runs.md section 8.1): `$$release$$/ocx run hold`, started by
+// runhold.Start in a session of its own, on its socket, bound already. The
+// holder starts the command from the spec
 // file the daemon writes (its environment, directory, sandbox, limits and
 // first lines) as the launcher would, on a terminal or on pipes, and holds
 // its streams, so that neither the daemon's death nor its re-exec touches
 // the run. The holder is not the daemon's child: its end is watched by
 // pidfd and read from its status file, and its socket takes the
 // deliveries. Its files are under AGENTS/ocxd.runs (runhold.RunFilesBase).
-
-// detachWait bounds `ocx run hold --detach`, which returns once the
-// holder listens.
-const detachWait = 30 * time.Second
 
 // heldFiles are the holder's paths for a run.
 type heldFiles struct {
@@ -50,7 +41,7 @@ func (e *runEngine) heldFiles(hash string) heldFiles {
 
 // launchHeld starts the run's process in a holder. fail reports a process
 // that could not be started (exit 127).
-func (e *runEngine) launchHeld(ctx context.Context, eff messages.RunLaunch, r *engineRun, prep *runeng.Prepared, p *runProc, starter host.RunStarter, fail func(error) error) error {
+func (e *runEngine) launchHeld(ctx context.Context, eff messages.RunLaunch, r *engineRun, prep *runeng.Prepared, p *runProc, fail func(error) error) error {
 	rel, err := e.rel.dir(messages.ReleaseCurrent)
 	if err != nil {
 		return fail(fmt.Errorf("the current release: %w", err))
@@ -90,17 +81,6 @@ func (e *runEngine) launchHeld(ctx context.Context, eff messages.RunLaunch, r *e
 	if err := o.Check(); err != nil {
 		return fail(err)
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return fail(err)
-	}
-	defer outR.Close()
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outW.Close()
-		return fail(err)
-	}
-	defer errR.Close()
 	// The care file names the holder's socket before the holder starts:
 	// a daemon that goes down before it learns the holder's PID finds the
 	// holder there (runEngine.found).
@@ -115,35 +95,19 @@ func (e *runEngine) launchHeld(ctx context.Context, eff messages.RunLaunch, r *e
 			return fail(fmt.Errorf("the care file cannot name its holder: %w", err))
 		}
 	}
-	// The holder needs nothing of an environment: the command's is in
-	// the spec.
-	hs := host.RunSpec{Command: append([]string{filepath.Join(rel, "ocx"), "run", "hold"}, runhold.DetachArgs(o, hf.log)...),
-		Env: []string{}, Dir: "/", Stdout: outW, Stderr: errW}
-	done := make(chan host.Exit, 1)
-	_, err = starter.StartRun(hs, func(x host.Exit) { done <- x })
-	outW.Close()
-	errW.Close()
+	// The holder, in a session of its own, with no environment of the
+	// daemon's (the command's is in the spec): the daemon's child, which
+	// outlives it; watchHolder reaps it, or a later image of the daemon.
+	holder, err := runhold.Start([]string{filepath.Join(rel, "ocx"), "run", "hold"}, o, []string{}, hf.log)
 	if err != nil {
+		if holder != nil {
+			holder.Kill()
+			unixhost.ReapIfChild(holder.Pid)
+		}
 		return fail(err)
 	}
-	errc := make(chan struct{})
-	go func() { io.Copy(p.stderr, errR); close(errc) }()
-	line, _ := bufio.NewReader(io.LimitReader(outR, 4096)).ReadString('\n')
-	var x host.Exit
-	select {
-	case x = <-done:
-	case <-time.After(detachWait):
-		return fail(errors.New("ocx run hold --detach did not return"))
-	}
-	<-errc
-	if o, code := x.Outcome(); o != host.OutcomeExited || code != 0 {
-		return fail(fmt.Errorf("ocx run hold --detach: %s", x))
-	}
-	pidText, _, _ := strings.Cut(strings.TrimSpace(line), " ")
-	pid, err := strconv.Atoi(pidText)
-	if err != nil || pid <= 0 {
-		return fail(fmt.Errorf("ocx run hold --detach printed %q, not PID SOCKET", line))
-	}
+	pid := holder.Pid
+	holder.Release()
 	id := messages.ProcID{PID: pid}
 	if st, err := unixhost.ReadStat(pid); err == nil {
 		id.Start = st.Start
@@ -176,6 +140,7 @@ func (e *runEngine) watchHolder(hash string, proc int, p *runProc, id messages.P
 			return // the daemon goes down: the holder lives on
 		}
 	}
+	unixhost.ReapIfChild(id.PID)
 	m := holderExit(proc, tf.status)
 	st, _ := runhold.ReadStatus(tf.status)
 	for _, s := range []struct {
