@@ -20,13 +20,13 @@ import (
 // Every run's process runs in its holder, its watcher (seed 002, "watch a
 // run"; docs/runs.md section 8.1): `$$release$$/ocx run hold`, started by
 // runhold.Start in a session of its own, on its socket, bound already. The
-// holder starts the command from the spec
-// file the daemon writes (its environment, directory, sandbox, limits and
-// first lines) as the launcher would, on a terminal or on pipes, and holds
-// its streams, so that neither the daemon's death nor its re-exec touches
-// the run. The holder is not the daemon's child: its end is watched by
-// pidfd and read from its status file, and its socket takes the
-// deliveries. Its files are under AGENTS/ocxd.runs (runhold.RunFilesBase).
+// holder starts the command from the spec file the daemon writes (its
+// environment, directory, sandbox, limits and first lines) as the launcher
+// would, on a terminal or on pipes, and holds its streams, so that neither
+// the daemon's death nor its re-exec touches the run. The daemon never
+// waits for it: its end is watched by pidfd and read from its status file,
+// and its socket takes the deliveries. Its files are under AGENTS/ocxd.runs
+// (runhold.RunFilesBase).
 
 // heldFiles are the holder's paths for a run.
 type heldFiles struct {

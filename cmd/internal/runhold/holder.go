@@ -53,8 +53,10 @@ type holder struct {
 	pid      int
 
 	// in is the terminal's master, or the write end of the command's
-	// standard input; inClosed, under writeMu, once it is closed.
+	// standard input; inClosed, under writeMu, once it is closed. typed is
+	// closed once the first lines are typed in.
 	in       *os.File
+	typed    chan struct{}
 	writeMu  sync.Mutex // one writer into the command's input at a time
 	inClosed bool
 
@@ -227,7 +229,7 @@ func Hold(ctx context.Context, o Options, ln net.Listener, signals <-chan host.S
 	}
 	defer stop()
 	h := &holder{
-		log: log, terminal: o.Terminal, pid: id.PID, in: st.input,
+		log: log, terminal: o.Terminal, pid: id.PID, in: st.input, typed: make(chan struct{}),
 		clients: map[*client]struct{}{}, conns: map[net.Conn]struct{}{},
 		screen: newTail(screenKeep), stdout: newTail(o.KeepStdout), stderr: newTail(o.KeepStderr),
 	}
@@ -239,14 +241,20 @@ func Hold(ctx context.Context, o Options, ln net.Listener, signals <-chan host.S
 	if o.FirstLine != "" {
 		input = append([]string{o.FirstLine}, input...)
 	}
-	for _, l := range input {
-		if err := h.typeLine(l); err != nil {
-			log.Warn("a line was not typed in", slog.String("error", err.Error()))
+	// The first lines, beside the wait: a command that does not read them
+	// is still signalled and seen to exit. A line typed through the
+	// socket waits for them.
+	go func() {
+		defer close(h.typed)
+		for _, l := range input {
+			if err := h.typeLine(l); err != nil {
+				log.Warn("a line was not typed in", slog.String("error", err.Error()))
+			}
 		}
-	}
-	if !o.Terminal && !o.Feed {
-		h.closeInput()
-	}
+		if !o.Terminal && !o.Feed {
+			h.closeInput()
+		}
+	}()
 	done := ctx.Done()
 	var x host.Exit
 wait:
@@ -293,8 +301,11 @@ wait:
 	status.StdoutBytes, status.StderrBytes = h.stdout.total, h.stderr.total
 	h.mu.Unlock()
 	errs = append(errs, writeStatus(o.Status, status))
-	h.end()
+	// The input first: a first line still being typed is cut short, and a
+	// line asked meanwhile is answered, before the connections are ended.
 	h.closeInput()
+	<-h.typed
+	h.end()
 	if err := os.Remove(o.Socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)
 	}
@@ -458,6 +469,7 @@ func (h *holder) handle(c net.Conn) {
 	}
 	switch cmd.Verb {
 	case "type":
+		<-h.typed
 		if err := h.typeLine(cmd.Line); err != nil {
 			fmt.Fprintf(c, "error: %v\n", err)
 			return
@@ -563,8 +575,6 @@ func (h *holder) end() {
 		c.Close()
 	}
 	h.mu.Unlock()
-	// A key or a line still being typed into a command that reads none.
-	h.in.SetWriteDeadline(time.Now())
 	h.wg.Wait()
 }
 

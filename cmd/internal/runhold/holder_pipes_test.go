@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/host"
+	"golang.org/x/sys/unix"
 )
 
 // newPipeRun is a run whose command is on pipes (process.terminal false).
@@ -186,4 +187,34 @@ func FuzzDecodeSpec(f *testing.F) {
 			t.Fatalf("accepted %+v", s)
 		}
 	})
+}
+
+// A command that never reads its input, given first lines longer than a
+// pipe holds: the holder still passes a TERM on and sees it exit, and a
+// line typed meanwhile is answered once the holder ends.
+func TestHolderSignalledWhileTheFirstLinesWait(t *testing.T) {
+	r := newPipeRun(t)
+	r.opts.Spec = filepath.Join(r.dir, "spec.json")
+	long := strings.Repeat("y", 200<<10)
+	if err := WriteSpec(r.opts.Spec, Spec{Command: []string{"/bin/sh", "-c", `trap 'exit 5' TERM; while :; do sleep 0.05; done`},
+		Env: []string{"PATH=/usr/bin:/bin"}, Dir: "/", Input: []string{long, "after"}}); err != nil {
+		t.Fatal(err)
+	}
+	p := r.start(t)
+	i, err := Query(r.opts.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killReap(i.PID) })
+	typed := make(chan error, 1)
+	go func() { typed <- Type(r.opts.Socket, "a delivery") }()
+	if err := unix.Kill(p.Pid, unix.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitOf(t, p.Pid); code != 5 {
+		t.Fatalf("holder exited %d, want the command's 5", code)
+	}
+	if err := <-typed; err == nil {
+		t.Error("a line typed into a command that ended was answered ok")
+	}
 }
