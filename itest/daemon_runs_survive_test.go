@@ -85,24 +85,7 @@ func TestRunOutlivesTheDaemon(t *testing.T) {
 	}
 	n.waitFor("the holder gone", func() bool { return !procAlive(holder) })
 
-	outs := n.keptStdouts(root)
-	if len(outs) != 1 {
-		t.Fatalf("%d kept STDOUT blocks, want 1: %q", len(outs), outs)
-	}
-	lines := strings.Split(strings.TrimSuffix(outs[0], "\n"), "\n")
-	if len(lines) == 0 || !strings.HasPrefix(lines[0], `got {"run"`) {
-		for _, p := range n.runThread(root) {
-			t.Logf("%s: %s", p.Sender, p.Text)
-		}
-		t.Fatalf("the kept STDOUT does not begin with the first line: %q", outs[0])
-	}
-	var got []string
-	for _, l := range lines[1:] {
-		got = append(got, strings.TrimPrefix(l, "got "))
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("the session got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	n.expectFed(root, want)
 	count := 0
 	for _, p := range n.runThread(root) {
 		if _, ok := p.Msg.(*messages.RunEnded); ok {

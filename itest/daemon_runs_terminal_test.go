@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -133,25 +135,9 @@ func TestRunClaudeOnATerminal(t *testing.T) {
 	killAtEnd(t, claude)
 
 	// ocx attach RUN, its input a pipe: the replay, then the output.
-	out = &lockedBuffer{}
-	att := exec.Command(filepath.Join(relDir, "current", "ocx"), "attach", "--agents", n.agents, root[:12])
-	att.Stdout, att.Stderr = out, out
-	keys, err := att.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := att.Start(); err != nil {
-		t.Fatal(err)
-	}
-	attDone := make(chan error, 1)
-	go func() { attDone <- att.Wait() }()
-	attached := true
-	t.Cleanup(func() {
-		if attached {
-			att.Process.Kill()
-			<-attDone
-		}
-	})
+	ocx := filepath.Join(relDir, "current", "ocx")
+	a := startAttach(t, ocx, n.agents, root[:12])
+	out = a.out
 	n.waitFor("claude ready, seen through attach", func() bool { return strings.Contains(out.String(), "claude ready") })
 
 	said := n.result(person, "post", "--to", root, "--text", "what is two and two")
@@ -159,10 +145,7 @@ func TestRunClaudeOnATerminal(t *testing.T) {
 	n.waitFor("alice's line typed into claude's terminal, seen through attach", func() bool {
 		return strings.Contains(out.String(), "claude heard: "+line)
 	})
-	keys.Write([]byte{0x1d}) // Ctrl-], attach's detach key
-	err = <-attDone
-	attached = false
-	if err != nil {
+	if err := a.detach(); err != nil {
 		t.Errorf("attach: %v: %s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "[detached") {
@@ -179,31 +162,13 @@ func TestRunClaudeOnATerminal(t *testing.T) {
 	startDaemon(t, n, filepath.Join(relDir, "current", "ocxd"), "--grace", "2s")
 	said2 := n.result(person, "post", "--to", root, "--text", "and three and three")
 	line2 := n.postLine(said2, person, "and three and three")
-	again := &lockedBuffer{}
-	att2 := exec.Command(filepath.Join(relDir, "current", "ocx"), "attach", "--agents", n.agents, root[:12])
-	att2.Stdout, att2.Stderr = again, again
-	keys2, err := att2.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := att2.Start(); err != nil {
-		t.Fatal(err)
-	}
-	att2Done := make(chan error, 1)
-	go func() { att2Done <- att2.Wait() }()
-	attached2 := true
-	t.Cleanup(func() {
-		if attached2 {
-			att2.Process.Kill()
-			<-att2Done
-		}
-	})
+	again := startAttach(t, ocx, n.agents, root[:12])
 	n.waitFor("the post after the restart typed into claude's terminal", func() bool {
-		return strings.Contains(again.String(), "claude heard: "+line2)
+		return strings.Contains(again.out.String(), "claude heard: "+line2)
 	})
-	keys2.Write([]byte{0x1d})
-	<-att2Done
-	attached2 = false
+	if err := again.detach(); err != nil {
+		t.Errorf("the second attach: %v: %s", err, again.out.String())
+	}
 
 	stop := fmt.Sprintf(`{"ocx": 1, "kind": "stop", "node": %q, "run": %q}`, node, root)
 	n.result(admin, "post", "--to", root, "--text", block(stop))
@@ -240,4 +205,45 @@ func holderStatus(t *testing.T, sock string) struct{ PID, Clients int } {
 		t.Fatalf("the holder's status: %q %v", ans, err)
 	}
 	return struct{ PID, Clients int }{st.PID, st.Clients}
+}
+
+// attachProc is an `ocx attach` the test runs, its input a pipe.
+type attachProc struct {
+	out  *lockedBuffer
+	keys io.WriteCloser
+	done chan error
+}
+
+// startAttach runs `ocx attach --agents AGENTS RUN`; it is killed at the
+// end of the test unless detach ended it.
+func startAttach(t *testing.T, ocx, agents, run string) *attachProc {
+	t.Helper()
+	a := &attachProc{out: &lockedBuffer{}, done: make(chan error, 1)}
+	cmd := exec.Command(ocx, "attach", "--agents", agents, run)
+	cmd.Stdout, cmd.Stderr = a.out, a.out
+	keys, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.keys = keys
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- cmd.Wait() }()
+	var once sync.Once
+	var result error
+	wait := func() error { once.Do(func() { result = <-ended }); return result }
+	go func() { a.done <- wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		wait()
+	})
+	return a
+}
+
+// detach types Ctrl-], attach's detach key, and returns how attach ended.
+func (a *attachProc) detach() error {
+	a.keys.Write([]byte{0x1d})
+	return <-a.done
 }

@@ -398,12 +398,24 @@ func TestRunSessionFeedsWhatItHears(t *testing.T) {
 		t.Errorf("ended %+v, want stopped", e)
 	}
 	n.waitFor("the run's process gone", func() bool { return !procAlive(id) })
+	n.expectFed(root, want)
+}
+
+// expectFed checks the one kept STDOUT of a feeding session that echoes
+// each line it reads as "got LINE": the first line, then exactly want, in
+// order, each once.
+func (n *testNode) expectFed(root string, want []string) {
+	t := n.t
+	t.Helper()
 	outs := n.keptStdouts(root)
 	if len(outs) != 1 {
 		t.Fatalf("%d kept STDOUT blocks, want 1: %q", len(outs), outs)
 	}
 	lines := strings.Split(strings.TrimSuffix(outs[0], "\n"), "\n")
 	if len(lines) == 0 || !strings.HasPrefix(lines[0], `got {"run"`) {
+		for _, p := range n.runThread(root) {
+			t.Logf("%s: %s", p.Sender, p.Text)
+		}
 		t.Fatalf("the kept STDOUT does not begin with the first line: %q", outs[0])
 	}
 	var got []string
