@@ -92,7 +92,7 @@ func TestHolderFeedsLinesOnPipes(t *testing.T) {
 // The holder killed outright hangs its run up on pipes as a terminal's
 // closed master would: nothing of the run goes on unseen.
 func TestAKilledHolderHangsUpItsRunOnPipes(t *testing.T) {
-	r := newPipeRun(t, "/bin/sh", "-c", `trap 'echo hup > "$0.hup"; exit 9' HUP; while :; do sleep 0.05; done`, "")
+	r := newPipeRun(t, "/bin/sh", "-c", `trap 'echo hup > "$0.hup"; exit 9' HUP; : > "$0.ready"; while :; do sleep 0.05; done`, "")
 	r.opts.Argv[3] = filepath.Join(r.dir, "cmd")
 	p := r.start(t)
 	i, err := Query(r.opts.Socket)
@@ -100,6 +100,11 @@ func TestAKilledHolderHangsUpItsRunOnPipes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { killReap(i.PID) })
+	// Its trap is set once it says so: a HUP before would end it 129.
+	eventually(t, "the command's trap set", func() bool {
+		_, err := os.Stat(filepath.Join(r.dir, "cmd.ready"))
+		return err == nil
+	})
 	killReap(p.Pid)
 	if code := exitOf(t, i.PID); code != 9 {
 		t.Errorf("the command exited %d, not its HUP trap's 9", code)
@@ -196,7 +201,8 @@ func TestHolderSignalledWhileTheFirstLinesWait(t *testing.T) {
 	r := newPipeRun(t)
 	r.opts.Spec = filepath.Join(r.dir, "spec.json")
 	long := strings.Repeat("y", 200<<10)
-	if err := WriteSpec(r.opts.Spec, Spec{Command: []string{"/bin/sh", "-c", `trap 'exit 5' TERM; while :; do sleep 0.05; done`},
+	ready := filepath.Join(r.dir, "ready")
+	if err := WriteSpec(r.opts.Spec, Spec{Command: []string{"/bin/sh", "-c", `trap 'exit 5' TERM; : > "$0"; while :; do sleep 0.05; done`, ready},
 		Env: []string{"PATH=/usr/bin:/bin"}, Dir: "/", Input: []string{long, "after"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +212,11 @@ func TestHolderSignalledWhileTheFirstLinesWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { killReap(i.PID) })
+	// Its trap is set once it says so: a TERM before would end it 143.
+	eventually(t, "the command's trap set", func() bool {
+		_, err := os.Stat(ready)
+		return err == nil
+	})
 	typed := make(chan error, 1)
 	go func() { typed <- Type(r.opts.Socket, "a delivery") }()
 	if err := unix.Kill(p.Pid, unix.SIGTERM); err != nil {
