@@ -31,13 +31,7 @@ func TestRunOutlivesTheDaemon(t *testing.T) {
 "process": {"user": "builder", "command": ["sh", "-c", "while read l; do echo \"got $l\"; echo \"$l\" >> %s; case \"$l\" in *farewell*) exit 7;; esac; done"],
 "env": {"PATH": "/usr/bin:/bin"}, "session": true, "hears": ["alice"], "keep": {"stdout_when": "always"}}}`, node, heard)
 	root := n.result(admin, "thread", "--title", "Echo", "--text", block(run))
-	var holder messages.ProcID
-	n.waitFor("the run's holder", func() bool {
-		var ok bool
-		holder, ok = n.runCare(root)
-		return ok && n.startedOf(root) != nil
-	})
-	killAtEnd(t, holder)
+	holder := n.heldRun(root)
 	var want []string
 	say := func(text string) {
 		t.Helper()
@@ -131,9 +125,7 @@ func TestRunOneAtATimeForEachUser(t *testing.T) {
 		}
 	}
 	first := n.result(admin, "thread", "--title", "first", "--text", run("runner", `["sleep", "600"]`))
-	n.waitFor("the first run's started", func() bool { return n.startedOf(first) != nil })
-	id, _ := n.runCare(first)
-	killAtEnd(t, id)
+	n.heldRun(first)
 	second := n.result(admin, "thread", "--title", "second", "--text", run("runner", `["fossil", "pull", "-R", "$$clone$$"]`))
 	n.waitFor("the second run waiting for the first", waits(second))
 	third := n.result(admin, "thread", "--title", "third", "--text", run("runner", `["true"]`))
@@ -162,25 +154,9 @@ func TestRunOneAtATimeForEachUser(t *testing.T) {
 		t.Errorf("the second run (a pull with the password its step set) ended %+v, want exited 0", e)
 	}
 	// Started only after the first's ended, in the server's order.
-	if n.posAt(n.answerOf(second, messages.MsgStarted)).Before(n.posAt(n.answerOf(first, messages.MsgEnded))) {
+	_, startedSecond := nodeAnswer[messages.RunStarted](n, second)
+	_, endedFirst := nodeAnswer[messages.RunEnded](n, first)
+	if n.posAt(startedSecond).Before(n.posAt(endedFirst)) {
 		t.Error("the second run's started came before the first run's ended")
 	}
-}
-
-// answerOf is the hash of the node's started or ended in a run's thread.
-func (n *testNode) answerOf(root string, kind messages.MessageKind) string {
-	n.t.Helper()
-	for _, p := range n.runThread(root) {
-		if p.Sender != n.nodeUser() || p.Msg == nil {
-			continue
-		}
-		if _, ok := p.Msg.(*messages.RunStarted); ok && kind == messages.MsgStarted {
-			return p.Hash
-		}
-		if _, ok := p.Msg.(*messages.RunEnded); ok && kind == messages.MsgEnded {
-			return p.Hash
-		}
-	}
-	n.t.Fatalf("no %s in the thread of %s", kind, root)
-	return ""
 }

@@ -49,25 +49,46 @@ func (n *testNode) runThread(root string) []runPost {
 	return out
 }
 
-// endedOf is the first ended the node user wrote in the thread, or nil.
-func (n *testNode) endedOf(root string) *messages.RunEnded {
+// nodeAnswer is the first message of type M the node user wrote in the
+// run's thread (its started or ended), and the post's hash; nil if none.
+func nodeAnswer[M any](n *testNode, root string) (*M, string) {
 	user := n.nodeUser()
 	for _, p := range n.runThread(root) {
-		if e, ok := p.Msg.(*messages.RunEnded); ok && p.Sender == user {
-			return e
+		if m, ok := any(p.Msg).(*M); ok && p.Sender == user {
+			return m, p.Hash
 		}
 	}
-	return nil
+	return nil, ""
 }
 
+// endedOf is the first ended the node user wrote in the thread, or nil.
+func (n *testNode) endedOf(root string) *messages.RunEnded {
+	e, _ := nodeAnswer[messages.RunEnded](n, root)
+	return e
+}
+
+// startedOf is the first started the node user wrote in the thread, or nil.
 func (n *testNode) startedOf(root string) *messages.RunStarted {
-	user := n.nodeUser()
-	for _, p := range n.runThread(root) {
-		if s, ok := p.Msg.(*messages.RunStarted); ok && p.Sender == user {
-			return s
+	s, _ := nodeAnswer[messages.RunStarted](n, root)
+	return s
+}
+
+// heldRun waits for the run's started and its holder in the node's care,
+// and returns the holder, killed by PID at the end of the test if alive.
+func (n *testNode) heldRun(root string) messages.ProcID {
+	n.t.Helper()
+	var id messages.ProcID
+	n.waitFor("the run's holder", func() bool {
+		var ok bool
+		id, ok = n.runCare(root)
+		return ok && n.startedOf(root) != nil
+	})
+	n.t.Cleanup(func() {
+		if procAlive(id) {
+			syscall.Kill(id.PID, syscall.SIGKILL)
 		}
-	}
-	return nil
+	})
+	return id
 }
 
 func block(v string) string { return "```json\n" + v + "\n```\n" }
@@ -94,7 +115,7 @@ func procAlive(id messages.ProcID) bool {
 
 // killAtEnd ends a run's process the test started, by its PID, if it still
 // runs when the test ends.
-func killAtEnd(t *testing.T, id messages.ProcID) {
+func killAtEnd(t testing.TB, id messages.ProcID) {
 	t.Cleanup(func() {
 		if procAlive(id) {
 			syscall.Kill(id.PID, syscall.SIGKILL)
@@ -202,13 +223,7 @@ func TestRunStopAndAForgedEnded(t *testing.T) {
 	run := fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Wait.",
 "process": {"user": "builder", "command": ["sleep", "600"], "env": {"PATH": "/usr/bin:/bin"}}}`, node)
 	root := n.result(admin, "thread", "--title", "Wait", "--text", block(run))
-	var id messages.ProcID
-	n.waitFor("the run's process", func() bool {
-		var ok bool
-		id, ok = n.runCare(root)
-		return ok && n.startedOf(root) != nil
-	})
-	killAtEnd(t, id)
+	id := n.heldRun(root)
 	if !procAlive(id) {
 		t.Fatalf("the run's process %s is not alive", id)
 	}
@@ -250,13 +265,7 @@ func TestRunLostAfterTheDaemonDies(t *testing.T) {
 	run := fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Wait.",
 "process": {"user": "builder", "command": ["sleep", "600"], "env": {"PATH": "/usr/bin:/bin"}}}`, node)
 	root := n.result(admin, "thread", "--title", "Wait", "--text", block(run))
-	var id messages.ProcID
-	n.waitFor("the run's process", func() bool {
-		var ok bool
-		id, ok = n.runCare(root)
-		return ok && n.startedOf(root) != nil
-	})
-	killAtEnd(t, id)
+	id := n.heldRun(root)
 	d.kill9()
 	if !procAlive(id) {
 		t.Fatalf("the run's process %s did not outlive the daemon", id)
@@ -357,13 +366,7 @@ func TestRunSessionFeedsWhatItHears(t *testing.T) {
 "session": true, "hears": ["alice", %q], "deliveries": "feed", "keep": {"stdout_when": "always"}}}`, node, stranger, stranger)
 	root := n.result(admin, "thread", "--title", "Echo", "--text", block(run))
 	early := n.result(person, "post", "--to", root, "--text", "early")
-	var id messages.ProcID
-	n.waitFor("the run's process", func() bool {
-		var ok bool
-		id, ok = n.runCare(root)
-		return ok && n.startedOf(root) != nil
-	})
-	killAtEnd(t, id)
+	id := n.heldRun(root)
 
 	var want []string
 	var startedHash string

@@ -170,12 +170,7 @@ func BenchmarkRunDeliveries(b *testing.B) {
 "process": {"user": "builder", "command": ["sh", "-c", "while read l; do printf '%%s\\n' \"$l\" >> \"$OUT\"; done"],
 "env": {"PATH": "/usr/bin:/bin", "OUT": %q}, "session": true, "hears": ["alice"], "deliveries": "feed"}}`, node, out)
 	root := n.result(admin, "thread", "--title", "Deliveries", "--text", block(run))
-	var id messages.ProcID
-	n.waitFor("the run's process", func() bool {
-		var ok bool
-		id, ok = n.runCare(root)
-		return ok && n.startedOf(root) != nil
-	})
+	id := n.heldRun(root)
 	b.Cleanup(func() {
 		stop := fmt.Sprintf(`{"ocx": 1, "kind": "stop", "node": %q, "run": %q}`, node, root)
 		n.result(admin, "post", "--to", root, "--text", block(stop))

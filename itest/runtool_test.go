@@ -127,13 +127,7 @@ func TestRunToolCheckPrintsLost(t *testing.T) {
 	run := fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Wait.",
 "process": {"user": "builder", "command": ["sleep", "600"], "env": {"PATH": "/usr/bin:/bin"}}}`, node)
 	root := n.result(admin, "run", "post", "--message", run)
-	var id messages.ProcID
-	n.waitFor("the run's process", func() bool {
-		var ok bool
-		id, ok = n.runCare(root)
-		return ok && n.startedOf(root) != nil
-	})
-	killAtEnd(t, id)
+	id := n.heldRun(root)
 	d.kill9()
 	syscall.Kill(id.PID, syscall.SIGKILL)
 	n.waitFor("the run's process gone", func() bool { return !procAlive(id) })

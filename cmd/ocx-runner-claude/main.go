@@ -13,12 +13,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/runner"
-	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 )
 
@@ -34,12 +32,7 @@ type state struct {
 	SessionID string `json:"session_id"`
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), unixhost.OSSignal(host.SIGTERM), os.Interrupt)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { runner.Main(run) }
 
 func run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	answer, err := turn(ctx, argv, stdin, stderr)

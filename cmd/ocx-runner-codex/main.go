@@ -13,11 +13,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 
 	"github.com/ocx-go/ocx/cmd/internal/runner"
-	"github.com/ocx-go/ocx/host"
-	"github.com/ocx-go/ocx/host/unixhost"
 )
 
 // name is the runner's name: its conversations' directory and its CLI.
@@ -28,12 +25,7 @@ type state struct {
 	ThreadID string `json:"thread_id"`
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), unixhost.OSSignal(host.SIGTERM), os.Interrupt)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { runner.Main(run) }
 
 func run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	answer, err := turn(ctx, argv, stdin, stderr)

@@ -15,13 +15,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/runner"
-	"github.com/ocx-go/ocx/host"
-	"github.com/ocx-go/ocx/host/unixhost"
 )
 
 // runnerName is this runner's name: its conversations are its own.
@@ -38,10 +35,9 @@ type flags struct {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, unixhost.OSSignal(host.SIGTERM))
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
-	stop()
-	os.Exit(code)
+	runner.Main(func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+		return run(ctx, args, stdin, stdout, stderr, os.Getenv)
+	})
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {

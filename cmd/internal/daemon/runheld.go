@@ -141,8 +141,7 @@ func (e *runEngine) watchHolder(hash string, proc int, p *runProc, id messages.P
 		}
 	}
 	unixhost.ReapIfChild(id.PID)
-	m := holderExit(proc, tf.status)
-	st, _ := runhold.ReadStatus(tf.status)
+	m, st := holderExit(proc, tf.status)
 	for _, s := range []struct {
 		path  string
 		t     *runeng.Tail
@@ -161,8 +160,8 @@ func (e *runEngine) watchHolder(hash string, proc int, p *runProc, id messages.P
 	e.exited(hash, m)
 }
 
-// holderExit is the exit a holder's status file records.
-func holderExit(proc int, status string) messages.RunProcessExited {
+// holderExit is the exit a holder's status file records, and the file.
+func holderExit(proc int, status string) (messages.RunProcessExited, runhold.Status) {
 	m := messages.RunProcessExited{Proc: proc}
 	st, err := runhold.ReadStatus(status)
 	switch {
@@ -173,5 +172,5 @@ func holderExit(proc int, status string) messages.RunProcessExited {
 	default:
 		m.Code = st.Exit
 	}
-	return m
+	return m, st
 }

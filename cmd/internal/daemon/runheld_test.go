@@ -30,7 +30,7 @@ func TestHolderExit(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if got := holderExit(2, p); got != c.want {
+		if got, _ := holderExit(2, p); got != c.want {
 			t.Errorf("%q: %+v, want %+v", c.text, got, c.want)
 		}
 	}

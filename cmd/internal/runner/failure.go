@@ -1,10 +1,16 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
 )
 
 // Exit codes of a runner (docs/runners.md). The session posts what the
@@ -76,4 +82,14 @@ func Finish(stdout io.Writer, answer string, err error) int {
 	}
 	io.WriteString(stdout, answer)
 	return ExitAnswered
+}
+
+// Main is a runner's main: run is given the process's arguments and
+// streams, with a context that ends on TERM or an interrupt, and its code
+// is the process's exit.
+func Main(run func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int) {
+	ctx, stop := signal.NotifyContext(context.Background(), unixhost.OSSignal(host.SIGTERM), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
