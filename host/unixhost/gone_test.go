@@ -22,7 +22,11 @@ func TestReapIfChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { running.Process.Kill(); running.Wait() })
-	id := messages.ProcID{PID: done.Process.Pid}
+	st, err := ReadStat(done.Process.Pid) // a child not reaped: its PID is its own
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := messages.ProcID{PID: done.Process.Pid, Start: st.Start}
 	if err := WaitGone(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
