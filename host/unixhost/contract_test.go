@@ -98,7 +98,7 @@ func TestRootFiles(t *testing.T) {
 	if err := f.WriteFile(filepath.Join(ws, "binding.json"), []byte(`{"a":2}`), 0o644); err != nil {
 		t.Fatalf("WriteFile again = %v", err)
 	}
-	if b, err := f.ReadFile(filepath.Join(ws, "binding.json")); err != nil || !bytes.Equal(b, []byte(`{"a":2}`)) {
+	if b, err := f.ReadFile(filepath.Join(ws, "binding.json"), SmallFile); err != nil || !bytes.Equal(b, []byte(`{"a":2}`)) {
 		t.Fatalf("ReadFile = %q %v", b, err)
 	}
 	if err := f.Mkfifo(filepath.Join(ws, "session", "wake"), 0o600); err != nil {
@@ -117,7 +117,7 @@ func TestRootFiles(t *testing.T) {
 	if err := f.Remove(rec); err != nil {
 		t.Fatalf("Remove = %v", err)
 	}
-	if _, err := f.ReadFile(rec); err == nil {
+	if _, err := f.ReadFile(rec, SmallFile); err == nil {
 		t.Fatal("read a removed file")
 	}
 	if err := f.Remove(rec); err != nil {
@@ -131,7 +131,7 @@ func TestRootFiles(t *testing.T) {
 	if err := f.RemoveAll(filepath.Join(root, "alice")); err != nil {
 		t.Fatalf("RemoveAll = %v", err)
 	}
-	if _, err := f.ReadFile(filepath.Join(ws, "binding.json")); err == nil {
+	if _, err := f.ReadFile(filepath.Join(ws, "binding.json"), SmallFile); err == nil {
 		t.Fatal("RemoveAll left a file")
 	}
 }

@@ -220,16 +220,6 @@ func (r *Root) WriteFile(p string, data []byte, perm fs.FileMode) error {
 	return nil
 }
 
-// ReadFile reads the file at p.
-func (r *Root) ReadFile(p string) ([]byte, error) {
-	f, err := r.OpenFile(p, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(f)
-}
-
 // Remove removes the file or empty directory at p; a link is removed, not
 // followed. A p that does not exist is not an error.
 func (r *Root) Remove(p string) error {

@@ -181,7 +181,7 @@ func (e *runEngine) readCare(hash string) (runCare, bool, error) {
 	if err != nil {
 		return runCare{}, false, err
 	}
-	b, err := e.root.ReadFile(p)
+	b, err := e.root.ReadFile(p, unixhost.SmallFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return runCare{}, false, nil
 	}

@@ -487,7 +487,7 @@ func (h *run) findListening(ctx context.Context, record string, kind messages.Li
 		if err != nil {
 			continue
 		}
-		content, err := h.root.ReadFile(path)
+		content, err := h.root.ReadFile(path, unixhost.SmallFile)
 		if err != nil {
 			continue
 		}

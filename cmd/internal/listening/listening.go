@@ -193,7 +193,7 @@ func ResolveHears(ctx context.Context, node *fossilio.Repo, hears []string) ([]s
 // ReadHears reads the workspace's hears file (Workspace.Hears); ok is false when there is none (a
 // session started by a release before it).
 func ReadHears(root *unixhost.Root, ws host.Workspace) (hears []string, ok bool, err error) {
-	data, err := root.ReadFile(ws.Hears)
+	data, err := root.ReadFile(ws.Hears, unixhost.SmallFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, false, nil
 	}
@@ -286,7 +286,7 @@ func writeHeld(root *unixhost.Root, ws host.Workspace, path string, content []by
 	if err := root.MkdirAll(ws.Held, 0o700); err != nil {
 		return err
 	}
-	if old, err := root.ReadFile(path); err == nil && bytes.Equal(old, content) {
+	if old, err := root.ReadFile(path, unixhost.SmallFile); err == nil && bytes.Equal(old, content) {
 		return nil
 	}
 	return root.WriteFile(path, content, 0o600)
@@ -294,7 +294,7 @@ func writeHeld(root *unixhost.Root, ws host.Workspace, path string, content []by
 
 // ReadCheckins reads the workspace's checkins file: none when there is no file.
 func ReadCheckins(root *unixhost.Root, ws host.Workspace) ([]string, error) {
-	data, err := root.ReadFile(ws.Checkins)
+	data, err := root.ReadFile(ws.Checkins, unixhost.SmallFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return []string{}, nil
 	}

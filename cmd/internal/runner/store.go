@@ -78,7 +78,7 @@ func (s *Store) Load(session string) (*Conversation, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := s.root.ReadFile(p)
+	b, err := s.root.ReadFile(p, MaxConversationLen)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -32,8 +32,10 @@ func answeredFile(sessionDir string) string { return filepath.Join(sessionDir, "
 // loadAnswered reads the log; a missing file is an empty log.
 func loadAnswered(root *unixhost.Root, path string) (*answeredLog, error) {
 	a := &answeredLog{root: root, path: path, set: map[string]bool{}}
-	data, err := root.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	// Twice the most it holds: a file the agent's own turn grew or made a
+	// pipe is as good as none, costing at most a second answer.
+	data, err := root.ReadFile(path, 2*MaxAnswered*65)
+	if _, refused := unixhost.AsRefused(err); refused || errors.Is(err, fs.ErrNotExist) {
 		return a, nil
 	}
 	if err != nil {

@@ -255,7 +255,7 @@ func (s *Session) check() error {
 		return err
 	}
 	s.root = root
-	data, err := root.ReadFile(ws.Binding)
+	data, err := root.ReadFile(ws.Binding, unixhost.SmallFile)
 	if err != nil {
 		return fmt.Errorf("workspace %s: read binding: %w", s.o.Key, err)
 	}

@@ -1,0 +1,262 @@
+package unixhost
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// The bounds of what the node reads below the agents root (docs/trust.md):
+// every file there may have been written by an agent, so none is read
+// without one.
+const (
+	// SmallFile bounds the node's own small files: a listening entry, a
+	// hears or checkins file, a binding, a care or spawn record.
+	SmallFile = 64 << 10
+	// TailMax bounds the end of a log that a page or a status shows.
+	TailMax = 1 << 20
+)
+
+// RefusedError is a file below the agents root that the node will not read
+// or write through, and why: a link on its path, a named pipe, a directory
+// or anything else that is not a regular file, or a file larger than its
+// bound. A reader takes it as absent (Absent): the agent that planted it
+// harms only itself.
+type RefusedError struct {
+	Op   string // "read", "open"
+	Path string
+	Why  string // "a symbolic link", "a named pipe", "larger than 64 KiB", ...
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%s %s: refused: %s", e.Op, e.Path, e.Why)
+}
+
+// AsRefused returns the refusal err holds, if any.
+func AsRefused(err error) (*RefusedError, bool) {
+	var r *RefusedError
+	ok := errors.As(err, &r)
+	return r, ok
+}
+
+// refuseOpen turns an open's error into a refusal when it says why the
+// path is not one the node follows; other errors (ENOENT among them) are
+// kept as they are.
+func refuseOpen(op, p string, err error) error {
+	switch err {
+	case unix.ELOOP:
+		return &RefusedError{Op: op, Path: p, Why: "a symbolic link"}
+	case unix.EXDEV:
+		return &RefusedError{Op: op, Path: p, Why: "a path that leaves the agents root"}
+	case unix.ENXIO:
+		// Opening a socket (or a device with nothing behind it).
+		return &RefusedError{Op: op, Path: p, Why: "a socket"}
+	case unix.ENOTDIR:
+		// The walk (no openat2) opens each directory O_DIRECTORY|O_NOFOLLOW:
+		// a link or a file where a directory should be.
+		return &RefusedError{Op: op, Path: p, Why: "a symbolic link or a file where a directory should be"}
+	}
+	return pathErr(op, p, err)
+}
+
+// kindOf names what st is, for a refusal: "" for a regular file.
+func kindOf(st *unix.Stat_t) string {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return ""
+	case unix.S_IFIFO:
+		return "a named pipe"
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFCHR, unix.S_IFBLK:
+		return "a device"
+	case unix.S_IFLNK:
+		return "a symbolic link"
+	}
+	return "not a regular file"
+}
+
+// sizeWords says "larger than 64 KiB" for a bound.
+func sizeWords(max int64) string {
+	switch {
+	case max >= 1<<20 && max%(1<<20) == 0:
+		return fmt.Sprintf("larger than %d MiB", max>>20)
+	case max >= 1<<10 && max%(1<<10) == 0:
+		return fmt.Sprintf("larger than %d KiB", max>>10)
+	}
+	return fmt.Sprintf("larger than %d bytes", max)
+}
+
+// openRegular opens rel below the root for reading as ReadFile does: no
+// link anywhere on the path, without waiting (a named pipe opens at once,
+// then is refused), a regular file only.
+func (r *Root) openRegular(op, p string) (*os.File, int64, error) {
+	rel, err := r.rel(op, p)
+	if err != nil {
+		return nil, 0, err
+	}
+	fd, err := r.openBeneath(rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, 0, refuseOpen(op, p, err)
+	}
+	return regular(fd, op, filepath.Clean(p))
+}
+
+// regular checks that fd is a regular file and returns it, with its size,
+// as an *os.File; anything else is closed and refused.
+func regular(fd int, op, p string) (*os.File, int64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, 0, pathErr(op, p, err)
+	}
+	if why := kindOf(&st); why != "" {
+		unix.Close(fd)
+		return nil, 0, &RefusedError{Op: op, Path: p, Why: why}
+	}
+	return os.NewFile(uintptr(fd), p), st.Size, nil
+}
+
+// readBounded reads f whole, refusing more than max bytes: the size fstat
+// gave, and what is read, since the file may grow in between.
+func readBounded(f *os.File, size, max int64, op, p string) ([]byte, error) {
+	if size > max {
+		return nil, &RefusedError{Op: op, Path: p, Why: sizeWords(max)}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, pathErr(op, p, err)
+	}
+	if int64(len(b)) > max {
+		return nil, &RefusedError{Op: op, Path: p, Why: sizeWords(max)}
+	}
+	return b, nil
+}
+
+// ReadFile reads the regular file at p below the root, at most max bytes:
+// a link anywhere below the root on its path, a named pipe (opened without
+// waiting), a directory, a device or a socket there, or a file larger than
+// max is refused with a *RefusedError; a missing file is fs.ErrNotExist.
+// This is the one way the node reads a file an agent may have written
+// (docs/trust.md).
+func (r *Root) ReadFile(p string, max int64) ([]byte, error) {
+	f, size, err := r.openRegular("read", p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readBounded(f, size, max, "read", f.Name())
+}
+
+// ReadTail reads the last max bytes of the regular file at p below the
+// root, and says how large the file is: the end of a log, however long
+// (a sparse file of a terabyte costs as much as a short one). It refuses
+// as ReadFile does, but for the size.
+func (r *Root) ReadTail(p string, max int64) (tail []byte, size int64, err error) {
+	f, size, err := r.openRegular("read", p)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	off := size - max
+	if off < 0 {
+		off = 0
+	}
+	b, err := io.ReadAll(io.LimitReader(io.NewSectionReader(f, off, max), max))
+	if err != nil {
+		return nil, 0, pathErr("read", f.Name(), err)
+	}
+	return b, size, nil
+}
+
+// IsRegular says whether a regular file is at p below the root, reached
+// without a link; a link, a pipe or anything else there is refused, a
+// missing one is fs.ErrNotExist.
+func (r *Root) IsRegular(p string) error {
+	rel, err := r.rel("stat", p)
+	if err != nil {
+		return err
+	}
+	dir, name, err := r.parent(rel)
+	if err != nil {
+		return refuseOpen("stat", p, err)
+	}
+	defer unix.Close(dir)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return pathErr("stat", p, err)
+	}
+	if why := kindOf(&st); why != "" {
+		return &RefusedError{Op: "stat", Path: filepath.Clean(p), Why: why}
+	}
+	return nil
+}
+
+// ReadFile reads the regular file name in d, at most max bytes, refusing
+// as Root.ReadFile does.
+func (d *Dir) ReadFile(name string, max int64) ([]byte, error) {
+	p := d.join(name)
+	fd, err := openRetry(func() (int, error) {
+		return unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		return nil, refuseOpen("read", p, err)
+	}
+	f, size, err := regular(fd, "read", p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readBounded(f, size, max, "read", p)
+}
+
+// RefusalLog logs each refusal once, with why, so that a file an agent
+// planted costs one line however often it is met, and says whether a
+// read's error leaves the file absent.
+type RefusalLog struct {
+	log  *slog.Logger
+	mu   sync.Mutex
+	seen map[RefusedError]bool
+}
+
+// NewRefusalLog logs to log (nil: nothing is logged).
+func NewRefusalLog(log *slog.Logger) *RefusalLog {
+	return &RefusalLog{log: log, seen: map[RefusedError]bool{}}
+}
+
+// Absent says whether err leaves the file absent for its reader: it does
+// not exist, or it was refused, which is logged the first time.
+func (l *RefusalLog) Absent(err error) bool {
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	r, ok := AsRefused(err)
+	if !ok {
+		return false
+	}
+	l.Note(r)
+	return true
+}
+
+// Note logs r unless it was logged before.
+func (l *RefusalLog) Note(r *RefusedError) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	first := !l.seen[*r]
+	l.seen[*r] = true
+	l.mu.Unlock()
+	if first && l.log != nil {
+		l.log.Warn("a file below the agents root is refused; taken as absent", slog.String("path", r.Path), slog.String("why", r.Why), slog.String("op", r.Op))
+	}
+}
