@@ -275,7 +275,11 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	p := id
 	r.log.Info("spawned", slog.String(actors.KeyWorkspace, key.String()), slog.String(actors.KeyLaunch, l.Hash),
 		slog.String(actors.KeyPID, p.String()), slog.String("release", dir))
-	r.startMCP(ctx, dir, key, p)
+	model := ""
+	if l.Kind == messages.LLM {
+		model = l.Model
+	}
+	r.startMCP(ctx, dir, key, p, model)
 	return p, nil
 }
 
@@ -284,17 +288,24 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 const mcpStartWait = 10 * time.Second
 
 // startMCP runs the release's `ocx mcp start KEY --session PID@START`,
-// which binds the session's MCP socket and leaves its server running in a
+// with `--model MODEL` for an llm session (its definition's model, which
+// the model proxy beside the socket alone serves; any other session has
+// no model socket), which binds the session's MCP socket and leaves its
+// server running in a
 // session of its own until the session is gone (D38): a process apart
 // from the daemon, so that the daemon's re-exec or end leaves it serving,
 // and a failure of it ends no more than the tools of one session. A
 // session whose server did not start runs on without its tools; the log
 // says why.
-func (r *reaper) startMCP(ctx context.Context, dir string, key messages.WorkspaceKey, p messages.ProcID) {
+func (r *reaper) startMCP(ctx context.Context, dir string, key messages.WorkspaceKey, p messages.ProcID, model string) {
 	ocx := filepath.Join(dir, "ocx")
 	ctx, cancel := context.WithTimeout(ctx, mcpStartWait)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, ocx, "mcp", "start", key.String(), "--agents", r.layout.Root(), "--session", p.String())
+	args := []string{"mcp", "start", key.String(), "--agents", r.layout.Root(), "--session", p.String()}
+	if model != "" {
+		args = append(args, "--model", model)
+	}
+	cmd := exec.CommandContext(ctx, ocx, args...)
 	out, err := cmd.CombinedOutput()
 	level := slog.LevelInfo
 	if err != nil {
