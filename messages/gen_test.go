@@ -230,7 +230,7 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			case 1:
 				n.Cause, n.Signal = StopBySignal, genSignal().Draw(t, "signal")
 			default:
-				n.Cause, n.Budget = StopByBudget, rapid.SampledFrom(BudgetLimits).Draw(t, "limit")
+				n.Cause, n.Budget = StopByBudget, rapid.SampledFrom(StoppedBudgetLimits).Draw(t, "limit")
 			}
 			return n
 		case KindTerminated:
