@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -112,4 +113,99 @@ func (n *testNode) layoutWorkspace(login string) (host.Workspace, error) {
 		return host.Workspace{}, err
 	}
 	return l.Workspace(messages.WorkspaceKey{Login: login, Project: "demo"})
+}
+
+// setSessionLimits writes node.json's session_limits, before the daemon
+// starts.
+func (n *testNode) setSessionLimits(memory string, processes uint64) {
+	n.t.Helper()
+	l, _ := host.NewLayout(n.agents)
+	b, err := os.ReadFile(l.NodeJSON())
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	cfg, err := messages.DecodeNodeConfig(b)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	cfg.SessionLimits = &messages.NodeSessionLimits{Memory: memory, Processes: &processes}
+	if b, err = cfg.Encode(); err != nil {
+		n.t.Fatal(err)
+	}
+	if err := os.WriteFile(l.NodeJSON(), b, 0o600); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// TestSessionPastItsLimits is issue 22 item 6's second part on the real
+// daemon, hook and sandboxed sessions: with node.json's session_limits of
+// 64M and 32 processes, a mechanical session whose command allocates past
+// the memory (dd with a 256 MiB buffer) is OOM-killed inside its cgroup
+// and ended by the daemon, its end note saying budget memory; one whose
+// command forks past the processes (sleeps in a loop) is ended, budget
+// processes. Each cgroup is gone with its session, and nothing the
+// sessions started is left. Where no cgroup can be made, the daemon says
+// why at its start, and sessions run without them.
+func TestSessionPastItsLimits(t *testing.T) {
+	needs(t, "ocxd", "workspace")
+	n := newNode(t)
+	admin := n.srv.AdminLogin
+	n.setSessionLimits("64M", 32)
+	cg := unixhost.HostCgroups()
+	l, _ := host.NewLayout(n.agents)
+
+	cases := []struct {
+		login, script, budget, words string
+	}{
+		{"agent-mem", `cat >/dev/null; dd if=/dev/zero of=/dev/null bs=256M count=1; echo dd $?; sleep 60`,
+			messages.LimitMemory, "killed by the kernel at its memory limit of 64 MiB"},
+		{"agent-fork", `cat >/dev/null; i=0; while [ $i -lt 100 ]; do sleep 60 & i=$((i+1)); done; echo forked; sleep 60`,
+			messages.LimitProcesses, "refused at its processes limit of 32"},
+	}
+	type started struct{ record, launch string }
+	var runs []started
+	for _, c := range cases {
+		n.must("", "login", "add", c.login)
+		record := n.result(admin, "workspace", "add", "--login", c.login, "--project", "demo", "--branch", "trunk")
+		launch := n.result(admin, "session", "start", key(c.login), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", c.script)
+		runs = append(runs, started{record, launch})
+	}
+	if why := cg.Why(); why != "" {
+		n.waitLogLine("the daemon says sessions run without cgroups", func(l logLine) bool {
+			return strings.Contains(l.Msg, "sessions run without cgroups") && l.Why == why
+		})
+		for _, c := range cases {
+			n.must("", "session", "stop", key(c.login))
+		}
+		return
+	}
+	for i, c := range cases {
+		name := l.SessionCgroup(messages.WorkspaceKey{Login: c.login, Project: "demo"})
+		n.waitFor(c.login+"'s cgroup", func() bool {
+			g, err := cg.Open(name)
+			if err != nil {
+				return false
+			}
+			procs, _ := g.Procs()
+			return len(procs) > 0 && g.Limits() == host.CgroupLimits{Memory: 64 << 20, Processes: 32}
+		})
+		n.result(person, "post", "--to", runs[i].record, "--text", "go past it")
+	}
+	for i, c := range cases {
+		n.waitFor(c.login+"'s end note", func() bool { return len(n.endsOf(runs[i].record, runs[i].launch)) > 0 })
+		e := n.endsOf(runs[i].record, runs[i].launch)[0]
+		if e.Budget != c.budget || !strings.Contains(e.Note, c.words) || !strings.Contains(e.Note, "the daemon ended it past its "+c.budget+" limit") {
+			t.Errorf("%s's end note: %s; want budget %s and a note saying %q", c.login, e, c.budget, c.words)
+		}
+		name := l.SessionCgroup(messages.WorkspaceKey{Login: c.login, Project: "demo"})
+		n.waitFor(c.login+"'s cgroup to be removed", func() bool {
+			_, err := cg.Open(name)
+			return err != nil
+		})
+	}
+	for _, d := range cg.Hierarchies().Dirs() {
+		if _, err := os.Lstat(filepath.Join(d, l.CgroupNode())); err == nil {
+			t.Errorf("the node's cgroups are left in %s", d)
+		}
+	}
 }

@@ -66,6 +66,10 @@ type reaper struct {
 	paused bool
 	held   []messages.ProcessExited
 
+	// cgroups, when set, is where each session is spawned in a cgroup of
+	// its own (D46); nil on a host that makes none.
+	cgroups *cgroupLimits
+
 	// repoAt gives the daemon's open reader of a node repository, named
 	// by its path as a launch gives it (records.repoAt), so that a launch
 	// does not open the repository again to rebuild the listening index.
@@ -267,6 +271,9 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 		Dir:     ws.Tree,
 		Log:     ws.Log,
 		Sandbox: &host.SandboxSpec{Sandbox: sb, Workspace: ws.Dir, Release: dir, MCPDir: ws.MCPDir},
+	}
+	if r.cgroups != nil {
+		spec.Cgroup, spec.Limits = r.cgroups.spec(key)
 	}
 	id, err := r.current().Spawn(spec, r.exitTo(key))
 	if err != nil {
