@@ -3,6 +3,7 @@ package itest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -170,6 +172,11 @@ func TestSessionPastItsLimits(t *testing.T) {
 		launch := n.result(admin, "session", "start", key(c.login), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", c.script)
 		runs = append(runs, started{record, launch})
 	}
+	// The status says the limits, and where they are held or why not.
+	if sl := n.status().SessionLimits; sl == nil || sl.Memory != 64<<20 || sl.Processes != 32 ||
+		cg.Why() == "" && !strings.Contains(sl.Cgroups, l.CgroupNode()) || cg.Why() != "" && sl.NotApplied != cg.Why() {
+		t.Errorf("the status's session limits: %+v", sl)
+	}
 	if why := cg.Why(); why != "" {
 		n.waitLogLine("the daemon says sessions run without cgroups", func(l logLine) bool {
 			return strings.Contains(l.Msg, "sessions run without cgroups") && l.Why == why
@@ -207,5 +214,53 @@ func TestSessionPastItsLimits(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(d, l.CgroupNode())); err == nil {
 			t.Errorf("the node's cgroups are left in %s", d)
 		}
+	}
+}
+
+// TestRunPastItsMemory is issue 22 item 6 for a run (seed 004, table 7):
+// a run with limits.memory is started, not refused, where a cgroup can
+// be made; its command allocates past the limit, the kernel kills it
+// inside the run's cgroup, the sandbox is ended whole (the shell would
+// sleep on), and ended says budget, naming memory; the cgroup is gone.
+// Where none can be made, the run is refused, the note naming the reason.
+func TestRunPastItsMemory(t *testing.T) {
+	needs(t, "ocxd")
+	n := newNode(t)
+	admin := n.srv.AdminLogin
+	node := n.nodeUser()
+	startDaemon(t, n, program("ocxd"))
+	run := fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Go past the memory.",
+"sandbox": {"uid": 1000, "gid": 1000, "capabilities": [], "network": false, "own_session": true, "ends_with_node": false,
+  "read_only": ["/usr", "/bin", "/lib", "/lib64"], "read_write": [], "homes": [], "files": [], "proc": "/proc", "dev": "/dev", "tmp": "/tmp"},
+"limits": {"memory": "32M"},
+"process": {"user": "builder", "command": ["/bin/sh", "-c", "dd if=/dev/zero of=/dev/null bs=256M count=1; echo dd $?; sleep 60; echo survived"],
+  "env": {"PATH": "/usr/bin:/bin"}, "keep": {"stdout_when": "always"}}}`, node)
+	start := time.Now()
+	root := n.result(admin, "thread", "--title", "Past its memory", "--text", block(run))
+	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
+	e := n.endedOf(root)
+	for _, p := range n.runThread(root) {
+		t.Logf("%s by %s:\n%s", p.Hash, p.Sender, p.Text)
+	}
+	if why := unixhost.HostCgroups().Why(); why != "" {
+		if e.Outcome != messages.RunRefused || !strings.Contains(e.Note, "limits.memory") || !strings.Contains(e.Note, why) {
+			t.Fatalf("a run asking memory on a host without cgroups: %+v, want refused naming %q", e, why)
+		}
+		return
+	}
+	if n.startedOf(root) == nil || e.Outcome != messages.RunBudget || !strings.HasPrefix(e.Note, "memory: ") || !strings.Contains(e.Note, "32 MiB") {
+		t.Fatalf("ended %+v; want started, then budget naming memory", e)
+	}
+	if time.Since(start) > 50*time.Second {
+		t.Errorf("the run went on past its memory limit: ended after %s", time.Since(start))
+	}
+	for _, p := range n.runThread(root) {
+		if p.Hash != root && strings.Contains(p.Text, "survived") {
+			t.Errorf("the sandbox ran on past the OOM kill:\n%s", p.Text)
+		}
+	}
+	l, _ := host.NewLayout(n.agents)
+	if _, err := unixhost.HostCgroups().Open(l.RunCgroup(root)); err == nil {
+		t.Errorf("the run's cgroup %s is left", l.RunCgroup(root))
 	}
 }

@@ -313,6 +313,15 @@ func genState() *rapid.Generator[*NodeState] {
 		for _, name := range rapid.SliceOfNDistinct(rapid.SampledFrom(Runners), 0, 3, func(r string) string { return r }).Draw(t, "runners") {
 			s.Runners = append(s.Runners, RunnerOffer{Name: name, Version: rapid.OneOf(rapid.Just(VersionUnknown), genLineText(true)).Draw(t, "version")})
 		}
+		if rapid.Bool().Draw(t, "session limits") {
+			l := &SessionLimitsStatus{Memory: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "memory"), Processes: rapid.Uint64Range(0, 1<<20).Draw(t, "processes")}
+			if rapid.Bool().Draw(t, "cgroups") {
+				l.Cgroups = "v1 /sys/fs/cgroup/memory /sys/fs/cgroup/pids"
+			} else {
+				l.NotApplied = genLineText(true).Draw(t, "why")
+			}
+			s.SessionLimits = l
+		}
 		for i := range rapid.IntRange(0, 2).Draw(t, "verdicts") {
 			s.Verdicts = append(s.Verdicts, VerdictStatus{Project: genName().Draw(t, "vproject"), Checkin: genHash().Draw(t, "vcheckin"),
 				Branch: "trunk", User: "user-" + strconv.Itoa(i), Verdict: rapid.SampledFrom([]string{VerdictPass, VerdictFail}).Draw(t, "verdict"),
