@@ -264,3 +264,59 @@ func TestRunPastItsMemory(t *testing.T) {
 		t.Errorf("the run's cgroup %s is left", l.RunCgroup(root))
 	}
 }
+
+// TestSessionLimitsAcrossRestarts: a session's cgroup is found again by
+// its name, so its limits hold across the daemon's end. Two sessions
+// under a 64M limit; the daemon is killed outright and started again,
+// and the session it finds (not its child) goes past its memory: ended,
+// budget memory, status unknown; then the new daemon re-execs, and the
+// other session, its child no more either, goes past its memory: ended
+// the same way by the new image.
+func TestSessionLimitsAcrossRestarts(t *testing.T) {
+	needs(t, "ocxd", "workspace")
+	cg := unixhost.HostCgroups()
+	if cg.Why() != "" {
+		// TestSessionPastItsLimits tests the refusal; nothing here to find.
+		t.Logf("no cgroup here: %s", cg.Why())
+		return
+	}
+	n := newNode(t)
+	admin := n.srv.AdminLogin
+	n.setSessionLimits("64M", 64)
+	d := startDaemon(t, n, program("ocxd"), "--grace", "2s")
+	script := `cat >/dev/null; dd if=/dev/zero of=/dev/null bs=256M count=1; echo dd $?; sleep 60`
+	type started struct{ login, record, launch string }
+	var ss []started
+	for _, login := range []string{"agent-restart", "agent-reexec"} {
+		n.must("", "login", "add", login)
+		record := n.result(admin, "workspace", "add", "--login", login, "--project", "demo", "--branch", "trunk")
+		launch := n.result(admin, "session", "start", key(login), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", script)
+		if _, ok := n.serving(launch); !ok {
+			t.Fatalf("no session for %s", launch)
+		}
+		ss = append(ss, started{login, record, launch})
+	}
+	past := func(s started) {
+		t.Helper()
+		n.result(person, "post", "--to", s.record, "--text", "go past it")
+		n.waitFor(s.login+"'s end note", func() bool { return len(n.endsOf(s.record, s.launch)) > 0 })
+		e := n.endsOf(s.record, s.launch)[0]
+		if e.Budget != messages.LimitMemory || e.Status != messages.EndUnknown || !strings.Contains(e.Note, "the daemon ended it past its memory limit") {
+			t.Errorf("%s's end note: %s; want budget memory, unknown", s.login, e)
+		}
+		l, _ := host.NewLayout(n.agents)
+		n.waitFor(s.login+"'s cgroup to be removed", func() bool {
+			_, err := cg.Open(l.SessionCgroup(messages.WorkspaceKey{Login: s.login, Project: "demo"}))
+			return err != nil
+		})
+	}
+	d.kill9()
+	startDaemon(t, n, program("ocxd"), "--grace", "2s")
+	past(ss[0])
+	n.send("reexec")
+	n.waitFor("the daemon's re-exec", func() bool {
+		d := n.status().Daemon
+		return d != nil && d.Reexec != nil && d.Reexec.OK
+	})
+	past(ss[1])
+}
