@@ -258,3 +258,62 @@ func TestRunProcessesInCgroup(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSpawnInCgroup: what a session's cgroup costs its spawn, a
+// sandboxed /bin/true interleaved with and without one: with it, the
+// cgroup made, the child joined while bwrap holds it on --block-fd, and
+// (as the daemon's close does) killed and removed after its exit.
+func BenchmarkSpawnInCgroup(b *testing.B) {
+	c := HostCgroups()
+	if c.Why() != "" {
+		b.Skipf("no cgroup here: %s", c.Why())
+	}
+	l, err := NewLauncher(LauncherOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	dir := b.TempDir()
+	spec := host.SpawnSpec{Path: "/bin/true", Args: []string{"true"}, Dir: dir,
+		Sandbox: &host.SandboxSpec{Sandbox: messages.Sandbox{ReadOnly: []string{"/usr", "/bin", "/lib", "/lib64"}}, Workspace: dir}}
+	name := testCgroupNode() + "/bench"
+	done := make(chan host.Exit, 1)
+	var with, without, spawnWith, spawnWithout time.Duration
+	n := 0
+	one := func(cg bool) {
+		s := spec
+		if cg {
+			s.Cgroup, s.Limits = name, host.CgroupLimits{Memory: 256 << 20, Processes: 64}
+		}
+		t0 := time.Now()
+		if _, err := l.Spawn(s, func(e host.Exit) { done <- e }); err != nil {
+			b.Fatal(err)
+		}
+		ts := time.Since(t0)
+		<-done
+		if cg {
+			g, err := c.Open(name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			g.Kill(5 * time.Second)
+			if err := g.Remove(5 * time.Second); err != nil {
+				b.Fatal(err)
+			}
+			with += time.Since(t0)
+			spawnWith += ts
+		} else {
+			without += time.Since(t0)
+			spawnWithout += ts
+		}
+	}
+	for b.Loop() {
+		one(n%2 == 0)
+		one(n%2 != 0)
+		n++
+	}
+	b.ReportMetric(float64(spawnWith.Microseconds())/float64(n), "cgroup-spawn-µs")
+	b.ReportMetric(float64(spawnWithout.Microseconds())/float64(n), "plain-spawn-µs")
+	b.ReportMetric(float64(with.Microseconds())/float64(n), "cgroup-cycle-µs")
+	b.ReportMetric(float64(without.Microseconds())/float64(n), "plain-cycle-µs")
+}
