@@ -286,7 +286,11 @@ func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintp
 		cb.ok = true
 		rc = watchRun(cb.g, child, pid)
 	}
-	return l.trackWith(l.bwrap, pid, pidfd, true, statusR, buf, rc, onExit)
+	id, err := l.trackWith(l.bwrap, pid, pidfd, true, statusR, buf, rc, onExit)
+	if err != nil && rc != nil {
+		rc.end(true) // the run was killed: its cgroup goes
+	}
+	return id, err
 }
 
 // limit waits for bwrap to say its child's PID, sets the limits on it and
