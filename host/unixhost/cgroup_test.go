@@ -317,3 +317,39 @@ func BenchmarkSpawnInCgroup(b *testing.B) {
 	b.ReportMetric(float64(with.Microseconds())/float64(n), "cgroup-cycle-µs")
 	b.ReportMetric(float64(without.Microseconds())/float64(n), "plain-cycle-µs")
 }
+
+// On a host where no cgroup can be made (here: a launcher told so), a
+// run's memory is refused naming the reason, and so are its processes as
+// root; a session's spawn with a cgroup fails naming it, and nothing is
+// started.
+func TestNoCgroupsRefuses(t *testing.T) {
+	const why = "no cgroup v2 hierarchy is mounted, and no cgroup v1 memory or pids hierarchy is mounted"
+	none := &Cgroups{why: why}
+	l, err := NewLauncher(LauncherOptions{Cgroups: none})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	s := l.RunSupport()
+	if s.Memory != why || os.Geteuid() == 0 && !strings.Contains(s.Processes, why) {
+		t.Fatalf("support %+v", s)
+	}
+	sb := systemSandbox()
+	_, err = l.StartRun(host.RunSpec{Command: []string{"/bin/true"}, Dir: "/", Sandbox: &sb, Limits: host.RunLimits{Memory: 1 << 30}, Cgroup: "ocx-x/run:y"}, func(host.Exit) {})
+	var ne *host.NotProvidedError
+	if !errors.As(err, &ne) || ne.Field != "limits.memory" || ne.Why != why {
+		t.Fatalf("memory: %v", err)
+	}
+	dir := t.TempDir()
+	spec := host.SpawnSpec{Path: "/bin/true", Args: []string{"true"}, Dir: dir, Cgroup: "ocx-x/session:a:b",
+		Sandbox: &host.SandboxSpec{Sandbox: messages.Sandbox{ReadOnly: []string{"/usr", "/bin", "/lib", "/lib64"}}, Workspace: dir}}
+	if _, err := l.Spawn(spec, func(host.Exit) { t.Error("a spawn refused reported an exit") }); !errors.Is(err, ErrNoCgroups) || !strings.Contains(err.Error(), why) {
+		t.Fatalf("spawn: %v", err)
+	}
+	if _, err := none.Open("ocx-x/session:a:b"); !errors.Is(err, ErrNoCgroups) {
+		t.Fatalf("open: %v", err)
+	}
+	if removed, err := none.Sweep("ocx-x"); removed != nil || err != nil {
+		t.Fatalf("sweep: %v %v", removed, err)
+	}
+}
