@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -284,13 +285,10 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 // workspace adds the demo's workspace, or finds the one a previous run in
 // the same directory made, and returns its record.
 func (d *demo) workspace(ctx context.Context) (string, error) {
-	data, err := os.ReadFile(filepath.Join(d.n.Agents, d.key.Login, "projects", d.key.Project, "binding.json"))
-	if err == nil {
-		b, err := messages.DecodeBinding(data)
-		if err != nil {
-			return "", err
-		}
+	if b, err := d.n.Binding(d.key); err == nil {
 		return b.Home, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
 	}
 	add := d.n.WorkspaceAdd(ctx, node.WorkspaceAddInput{Login: demoAgent, Project: d.project, Branch: "trunk"})
 	if err := answerErr(add); err != nil {

@@ -261,3 +261,57 @@ func BenchmarkReadSmallFile(b *testing.B) {
 		}
 	})
 }
+
+func TestReclaim(t *testing.T) {
+	rootModes(t, func(t *testing.T, r *Root, dir string) {
+		outside := t.TempDir()
+		secret := filepath.Join(outside, "password")
+		if err := os.WriteFile(secret, []byte("the node's secret\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ws := filepath.Join(dir, "agent", "projects", "demo")
+		if err := os.MkdirAll(ws, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		planted := hostile(t, ws, secret)
+		cases := []struct {
+			name string
+			want fs.FileMode
+			was  string
+		}{
+			{"link", 0, "a symbolic link"},
+			{"fifo", fs.ModeDir, "a named pipe"},
+			{"dir", fs.ModeNamedPipe, "a directory"},
+			{"sparse", fs.ModeDir, "a regular file"},
+			{"socket", 0, "a socket"},
+			{"dirlink", fs.ModeDir, "a symbolic link"},
+		}
+		for _, c := range cases {
+			was, err := r.Reclaim(planted[c.name], c.want)
+			if err != nil || was != c.was {
+				t.Errorf("Reclaim(%s) = %q, %v; want %q", c.name, was, err, c.was)
+			}
+			if _, err := os.Lstat(planted[c.name]); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("Reclaim(%s) left it: %v", c.name, err)
+			}
+		}
+		// What a link led to is untouched.
+		if b, err := os.ReadFile(secret); err != nil || string(b) != "the node's secret\n" {
+			t.Fatalf("the link's target changed: %q %v", b, err)
+		}
+		// What is already of the kind wanted, or missing, stays.
+		keep := filepath.Join(ws, "keep")
+		if err := os.Mkdir(keep, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if was, err := r.Reclaim(keep, fs.ModeDir); was != "" || err != nil {
+			t.Fatalf("Reclaim of a directory wanted = %q, %v", was, err)
+		}
+		if was, err := r.Reclaim(filepath.Join(ws, "none"), 0); was != "" || err != nil {
+			t.Fatalf("Reclaim of nothing = %q, %v", was, err)
+		}
+		if _, err := os.Stat(keep); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

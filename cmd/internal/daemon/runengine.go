@@ -438,8 +438,10 @@ func (e *runEngine) keepLogs(ctx context.Context, eff messages.RunKeepLogs) erro
 		return nil
 	}
 	if workspace != "" {
+		// The workspace is the run's process's to write: a link it left at
+		// stdout.log is replaced, never followed (docs/trust.md).
 		for _, s := range []runeng.KeptStream{stderr, stdout} {
-			if err := os.WriteFile(filepath.Join(workspace, s.Name+".log"), s.End, 0o600); err != nil {
+			if err := e.root.WriteFile(filepath.Join(workspace, s.Name+".log"), s.End, 0o600); err != nil {
 				e.log.Warn("a kept log's file is not written", slog.String(actors.KeyRun, eff.Run), errAttr(err))
 			}
 		}

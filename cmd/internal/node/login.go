@@ -154,7 +154,7 @@ func (n *Node) LoginRotate(ctx context.Context, login string, dry bool) *Answer 
 	}
 	for _, k := range keys {
 		ws, _ := n.workspace(k)
-		b, err := readBinding(ws)
+		b, err := n.readBinding(ws)
 		if err != nil {
 			a.Logf("workspace %s: %v; its clone keeps the old password", k, err)
 			continue
