@@ -315,3 +315,58 @@ func TestReclaim(t *testing.T) {
 		}
 	})
 }
+
+func TestReadSecretReadDirRename(t *testing.T) {
+	rootModes(t, func(t *testing.T, r *Root, dir string) {
+		pw := filepath.Join(dir, "alice", "password")
+		if err := os.MkdirAll(filepath.Dir(pw), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := r.ReadSecret(pw, SmallFile); err != nil || string(b) != "s3cret\n" {
+			t.Fatalf("ReadSecret = %q, %v", b, err)
+		}
+		if err := os.Chmod(pw, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.ReadSecret(pw, SmallFile); err == nil || !strings.Contains(err.Error(), "mode -rw-r----- lets others read it") {
+			t.Fatalf("ReadSecret of a file others read = %v", err)
+		}
+		outside := t.TempDir()
+		if err := os.Symlink(outside, filepath.Join(dir, "linked")); err != nil {
+			t.Fatal(err)
+		}
+		ents, err := r.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		if strings.Join(names, ",") != "alice,linked" || !ents[0].IsDir() || ents[1].Type()&fs.ModeSymlink == 0 {
+			t.Fatalf("ReadDir(root) = %v", names)
+		}
+		if ents, err := r.ReadDir(filepath.Join(dir, "alice")); err != nil || len(ents) != 1 || ents[0].Name() != "password" {
+			t.Fatalf("ReadDir(alice) = %v, %v", ents, err)
+		}
+		if _, err := r.ReadDir(filepath.Join(dir, "linked")); err == nil {
+			t.Fatal("ReadDir followed a link")
+		}
+		next := filepath.Join(dir, "alice", ".password.new")
+		if err := r.WriteFile(next, []byte("fresh\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Rename(next, pw); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(pw); err != nil || string(b) != "fresh\n" {
+			t.Fatalf("after Rename: %q %v", b, err)
+		}
+		if err := r.Rename(pw, filepath.Join(dir, "elsewhere")); err == nil {
+			t.Fatal("Rename into another directory succeeded")
+		}
+	})
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -297,7 +296,7 @@ func (r *records) projectListeners(ctx context.Context, project string) ([]messa
 	if err != nil {
 		return nil, err
 	}
-	entries, err := os.ReadDir(r.layout.Root())
+	entries, err := unixhost.Below(r.layout.Root()).ReadDir(r.layout.Root())
 	if err != nil {
 		return nil, fmt.Errorf("list the agents root: %w", err)
 	}
@@ -344,7 +343,7 @@ func (r *records) projectListeners(ctx context.Context, project string) ([]messa
 // listeningLogins lists the logins whose workspace of project has the
 // listening file name.
 func (r *records) listeningLogins(project, name string) ([]string, error) {
-	entries, err := os.ReadDir(r.layout.Root())
+	entries, err := unixhost.Below(r.layout.Root()).ReadDir(r.layout.Root())
 	if err != nil {
 		return nil, fmt.Errorf("list the agents root: %w", err)
 	}

@@ -197,7 +197,7 @@ func (e *runEngine) readCare(hash string) (runCare, bool, error) {
 
 // cares lists the runs in the node's care, as their files say.
 func (e *runEngine) cares() ([]runCare, error) {
-	entries, err := os.ReadDir(e.careDir())
+	entries, err := e.root.ReadDir(e.careDir())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

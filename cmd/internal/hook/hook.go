@@ -131,7 +131,7 @@ type run struct {
 
 func (h *run) run(ctx context.Context) error {
 	start := time.Now()
-	data, err := os.ReadFile(h.layout.NodeJSON())
+	data, err := unixhost.Below(h.layout.Root()).ReadFile(h.layout.NodeJSON(), unixhost.NodeFile)
 	if err != nil {
 		return err
 	}
@@ -281,7 +281,7 @@ func remove(list []string, x string) []string {
 // root (the agent logins and the node user). Anyone else is a person (D8).
 func (h *run) nodeLogins() map[string]bool {
 	out := map[string]bool{h.cfg.User: true}
-	entries, err := os.ReadDir(h.layout.Root())
+	entries, err := h.root.ReadDir(h.layout.Root())
 	if err != nil {
 		h.log.Error("list the agent logins", "err", err)
 		return out
@@ -635,7 +635,7 @@ func (h *run) noteUnheard(ctx context.Context, missed []Missed) {
 			if err != nil {
 				return "", err
 			}
-			return fossilio.ReadPasswordFile(path)
+			return fossilio.ReadPasswordFrom(unixhost.Below(h.layout.Root()), path)
 		},
 	}
 	byLogin := map[string][]fossilio.NoteWrite{}

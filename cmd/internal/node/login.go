@@ -189,7 +189,7 @@ func (n *Node) checkAgentLogin(login string) error {
 // workspacesOf lists the workspaces a login has on the host.
 func (n *Node) workspacesOf(login string) ([]messages.WorkspaceKey, error) {
 	dir := filepath.Join(n.Agents, login, "projects")
-	entries, err := os.ReadDir(dir)
+	entries, err := unixhost.Below(n.Agents).ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

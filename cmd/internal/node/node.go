@@ -101,7 +101,7 @@ func Open(agents string, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(n.Layout.NodeJSON())
+	data, err := unixhost.Below(n.Agents).ReadFile(n.Layout.NodeJSON(), unixhost.NodeFile)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("open node: %s has no node.json; run `ocx init --agents %s ...` first", n.Agents, n.Agents)
@@ -204,7 +204,7 @@ func (n *Node) fossilCLI() *fossilio.Fossil {
 }
 
 func (n *Node) admin(p project) *fossilio.Admin {
-	return &fossilio.Admin{Repository: p.Repository, Fossil: n.fossilCLI()}
+	return &fossilio.Admin{Repository: p.Repository, Fossil: n.fossilCLI(), Files: unixhost.Below(n.Agents)}
 }
 
 // openRepo opens a project's repository read-only.
@@ -247,7 +247,7 @@ func (n *Node) password(login string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fossilio.ReadPasswordFile(path)
+	return fossilio.ReadPasswordFrom(unixhost.Below(n.Agents), path)
 }
 
 // backoffice runs the repository's backoffice so the hook sees the action's
@@ -334,7 +334,7 @@ func privileged(ctx context.Context, r *fossilio.Repo, login string) (bool, stri
 // agentLogins lists the logins that keep a password in the agents root,
 // the node user included, sorted.
 func (n *Node) agentLogins() ([]string, error) {
-	entries, err := os.ReadDir(n.Agents)
+	entries, err := unixhost.Below(n.Agents).ReadDir(n.Agents)
 	if err != nil {
 		return nil, fmt.Errorf("list agent logins: %w", err)
 	}
