@@ -287,6 +287,12 @@ func (b Below) ReadFile(p string, max int64) (data []byte, err error) {
 	return data, err
 }
 
+// ReadTail is Root.ReadTail.
+func (b Below) ReadTail(p string, max int64) (tail []byte, size int64, err error) {
+	err = b.with(func(r *Root) error { tail, size, err = r.ReadTail(p, max); return err })
+	return tail, size, err
+}
+
 // ReadSecret is Root.ReadSecret.
 func (b Below) ReadSecret(p string, max int64) (data []byte, err error) {
 	err = b.with(func(r *Root) error { data, err = r.ReadSecret(p, max); return err })

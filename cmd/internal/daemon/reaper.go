@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -246,6 +247,20 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	}
 	if err := r.root.Mkfifo(ws.Wake, 0o600); err != nil {
 		return none, fmt.Errorf("make the wake pipe: %w", err)
+	}
+	// The workspace's binding.json is the session's to read and the
+	// agent's to spoil: it is put back as the node made it (its held
+	// copy, D44) whenever it says anything else.
+	if held, err := r.root.ReadFile(ws.HeldBinding, unixhost.SmallFile); err == nil {
+		if cur, err := r.root.ReadFile(ws.Binding, unixhost.SmallFile); err != nil || !bytes.Equal(cur, held) {
+			if _, err := r.root.Reclaim(ws.Binding, 0); err != nil {
+				return none, fmt.Errorf("make room for %s: %w", ws.Binding, err)
+			}
+			if err := r.root.WriteFile(ws.Binding, held, 0o600); err != nil {
+				return none, fmt.Errorf("put back %s: %w", ws.Binding, err)
+			}
+			r.log.Warn("the workspace's binding.json said something else; put back as the node made it", slog.String(actors.KeyWorkspace, key.String()))
+		}
 	}
 	// The MCP directory is bound into the sandbox, so it must be there
 	// before bwrap starts; the server's socket in it comes after (D38).

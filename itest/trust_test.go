@@ -1,0 +1,320 @@
+package itest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+)
+
+// The bounds of TestHostileWorkspace (issue 22): whatever an agent plants
+// in its workspace, no node-side command takes longer than this, grows
+// larger than this, and another agent's session still answers within this.
+const (
+	hostileSlowest  = 2 * time.Second
+	hostileLargest  = 100 << 20 // bytes of resident memory
+	hostileBystande = 5 * time.Second
+)
+
+// plantKind is one thing an agent may put where the node reads or writes
+// a file.
+type plantKind string
+
+const (
+	plantLinkSecret plantKind = "a link to the node user's password"
+	plantLinkVictim plantKind = "a link to a file outside, to be overwritten"
+	plantFIFO       plantKind = "a named pipe"
+	plantSparse     plantKind = "a sparse file of 1 GiB"
+	plantDir        plantKind = "a directory"
+)
+
+// hostilePaths are the paths of a workspace that a program outside the
+// sandbox reads or writes (docs/trust.md), relative to the workspace;
+// listening/R is the index's old place, where the agent planted another
+// agent's record.
+func hostilePaths(victimRecord string) []string {
+	return []string{"binding.json", "session/log", "session/turn", "session/wake", "session/listening/" + victimRecord, "clone"}
+}
+
+// plant puts kind at p, whatever was there.
+func plant(t *testing.T, kind plantKind, p, secret, victim string) {
+	t.Helper()
+	if err := os.RemoveAll(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	switch kind {
+	case plantLinkSecret:
+		err = os.Symlink(secret, p)
+	case plantLinkVictim:
+		err = os.Symlink(victim, p)
+	case plantFIFO:
+		err = syscall.Mkfifo(p, 0o600)
+	case plantSparse:
+		var f *os.File
+		if f, err = os.Create(p); err == nil {
+			err = f.Truncate(1 << 30)
+			f.Close()
+		}
+	case plantDir:
+		err = os.MkdirAll(filepath.Join(p, "inside"), 0o700)
+	}
+	if err != nil {
+		t.Fatalf("plant %s at %s: %v", kind, p, err)
+	}
+}
+
+// timedOCX runs ocx as user and says how long it took and how much
+// resident memory it and what it waited for used at most.
+func (n *testNode) timedOCX(user string, stdin string, args ...string) (result, time.Duration, int64) {
+	n.t.Helper()
+	ctx, cancel := context.WithTimeout(n.ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, program("ocx"), args...)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + n.agents, "LANG=C.UTF-8", "OCX_AGENTS=" + n.agents}
+	if user != "" {
+		cmd.Env = append(cmd.Env, "OCX_USER="+user, "OCX_PASSWORD="+n.pw[user])
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Stdin = strings.NewReader(stdin)
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start)
+	r := result{args: args, stdout: out.String(), stderr: errb.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		n.t.Fatalf("ocx %v: %v", args, err)
+	}
+	var rss int64
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		rss = ru.Maxrss << 10 // Linux gives kilobytes
+	}
+	return r, took, rss
+}
+
+// TestHostileWorkspace is issue 22's hostile workspace: for every path of
+// a workspace that a program outside the sandbox reads or writes, it
+// plants in turn a link to a secret, a link to a file outside to be
+// overwritten, a named pipe, a sparse gigabyte and a directory, and drives
+// every node-side reader and writer that touches them: each console page
+// as the admin, as a reader and without a login, the hook with a post in
+// every listened record, the status, every tool, and session start,
+// restart, withdraw, terminate and gc (dry runs each round, and for real
+// once at the end). No answer or page holds a secret, no file outside
+// changes, no command takes over 2 s or 100 MB, and another agent's
+// session answers a post within 5 s, every round.
+func TestHostileWorkspace(t *testing.T) {
+	needs(t, "ocxd", "workspace")
+	n := consoleNode(t)
+	n.must("", "hook", "install")
+	admin := n.srv.AdminLogin
+	const hostile, bystander = "agent-1", "agent-2"
+	for _, l := range []string{hostile, bystander} {
+		n.must("", "login", "add", l)
+	}
+	hostileRec := n.result(admin, "workspace", "add", "--login", hostile, "--project", "demo", "--branch", "trunk")
+	byRec := n.result(admin, "workspace", "add", "--login", bystander, "--project", "demo", "--branch", "trunk")
+	for _, l := range []string{hostile, bystander} {
+		n.result(admin, "session", "start", key(l), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript)
+	}
+	n.waitFor("both sessions to listen", func() bool {
+		st := n.status()
+		listening := 0
+		for _, s := range st.Sessions {
+			if s.Listening {
+				listening++
+			}
+		}
+		return listening == 2
+	})
+
+	// The secrets: the node user's password and the bystander's; the
+	// victim: a file outside the agents root that nothing may write.
+	var cfg struct{ User string }
+	if b, err := os.ReadFile(filepath.Join(n.agents, "node.json")); err != nil || json.Unmarshal(b, &cfg) != nil || cfg.User == "" {
+		t.Fatalf("node.json: %v", err)
+	}
+	secretFile := filepath.Join(n.agents, cfg.User, "password")
+	var secrets []string
+	for _, f := range []string{secretFile, filepath.Join(n.agents, bystander, "password")} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets = append(secrets, strings.TrimSpace(string(b)))
+	}
+	victim := filepath.Join(t.TempDir(), "victim")
+	const victimText = "nobody writes here\n"
+	if err := os.WriteFile(victim, []byte(victimText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws := n.workspaceDir(hostile)
+	// The agent's clone is kept aside while its place holds what is
+	// planted, and put back for the end.
+	clone := filepath.Join(ws, "clone.kept")
+	if err := os.Rename(filepath.Join(ws, "clone"), clone); err != nil {
+		t.Fatal(err)
+	}
+
+	viewers := map[string]*viewer{"admin": n.viewer(admin), "reader": n.viewer(person), "no login": n.viewer("")}
+	pages := []string{"", "hook", "logins", "workspaces", "workspace/" + hostile, "workspace/" + bystander,
+		"sessions", "session/" + hostile, "session/" + bystander, "session/" + hostile + "/listeners",
+		"state", "thread/" + hostileRec[:12], "thread/" + byRec[:12], "tools"}
+	check := func(what, out string, took time.Duration, rss int64) {
+		t.Helper()
+		for _, s := range secrets {
+			if strings.Contains(out, s) {
+				t.Errorf("%s shows a secret", what)
+			}
+		}
+		if took > hostileSlowest {
+			t.Errorf("%s took %v", what, took)
+		}
+		if rss > hostileLargest {
+			t.Errorf("%s grew to %d MB", what, rss>>20)
+		}
+	}
+	tool := func(in map[string]any) string {
+		b, _ := json.Marshal(in)
+		return string(b)
+	}
+	round := 0
+	readers := func(kind plantKind) {
+		t.Helper()
+		round++
+		for who, v := range viewers {
+			for _, p := range pages {
+				start := time.Now()
+				code, body := v.get(p)
+				check(fmt.Sprintf("[%s] the page %q as %s (%d)", kind, p, who, code), body, time.Since(start), 0)
+			}
+		}
+		// The hook, through a person's post in every listened record; the
+		// bystander answers within its bound.
+		var byPost string
+		for _, rec := range []string{hostileRec, byRec} {
+			r, took, rss := n.timedOCX(person, "", "post", "--to", rec, "--text", fmt.Sprintf("round %d: are you there?", round), "--json")
+			check(fmt.Sprintf("[%s] ocx post to %s", kind, rec[:10]), r.stdout+r.stderr, took, rss)
+			if rec == byRec {
+				var a answer
+				if err := json.Unmarshal([]byte(r.stdout), &a); err != nil || a.Result == nil {
+					t.Fatalf("[%s] the post to the bystander: %s", kind, r)
+				}
+				byPost = *a.Result
+			}
+		}
+		deadline := time.Now().Add(hostileBystande)
+		for answered := false; !answered; {
+			for _, p := range n.thread(byRec) {
+				answered = answered || (p.InReplyTo == byPost && p.Sender == bystander)
+			}
+			if !answered && time.Now().After(deadline) {
+				t.Fatalf("[%s] the bystander did not answer within %v", kind, hostileBystande)
+			}
+			if !answered {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		for _, args := range [][]string{
+			{"status"}, {"status", "--json"},
+			{"session", "start", key(hostile), "--dry-run", "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript},
+			{"session", "restart", "--release", "current", "-n"},
+			{"login", "withdraw", hostile, "--dry-run"},
+			{"workspace", "terminate", key(hostile), "--dry-run", "--reason", "hostile"},
+			{"workspace", "gc", "--dry-run"},
+			{"listener", "add", key(hostile), "--kind", "thread", "--names", byRec, "--dry-run"},
+		} {
+			r, took, rss := n.timedOCX(admin, "", args...)
+			check(fmt.Sprintf("[%s] ocx %s", kind, strings.Join(args, " ")), r.stdout+r.stderr, took, rss)
+		}
+		for _, c := range []struct {
+			user, name, input string
+			agent             bool
+		}{
+			{admin, "create", tool(map[string]any{"objective": "x", "budget": map[string]any{"wall": "1m"}, "dry_run": true}), false},
+			{admin, "post", tool(map[string]any{"to": hostileRec, "text": "x", "dry_run": true}), false},
+			{admin, "stop", tool(map[string]any{"record": hostileRec, "dry_run": true}), false},
+			{admin, "audit", tool(map[string]any{"checkin": "trunk", "verdict": "pass", "reason": "x", "against": hostileRec, "dry_run": true}), false},
+			{hostile, "push", tool(map[string]any{"dry_run": true}), true},
+			{hostile, "post", tool(map[string]any{"to": byRec, "text": "x", "dry_run": true}), true},
+		} {
+			args := []string{"tool", c.name, "--json"}
+			user := c.user
+			if c.agent {
+				args, user = append(args, "--agent", c.user), ""
+			}
+			r, took, rss := n.timedOCX(user, c.input, args...)
+			check(fmt.Sprintf("[%s] ocx tool %s as %s", kind, c.name, c.user), r.stdout+r.stderr, took, rss)
+		}
+		if b, err := os.ReadFile(victim); err != nil || string(b) != victimText {
+			t.Fatalf("[%s] the file outside changed: %q, %v", kind, b, err)
+		}
+	}
+
+	for _, kind := range []plantKind{plantLinkSecret, plantLinkVictim, plantFIFO, plantSparse, plantDir} {
+		for _, p := range hostilePaths(byRec) {
+			plant(t, kind, filepath.Join(ws, p), secretFile, victim)
+		}
+		readers(kind)
+	}
+
+	// For real, once, with links and pipes in place: a second start
+	// restarts the hostile session (the daemon makes its session
+	// directory afresh), the restart, the withdrawal of its login, the
+	// termination of its workspace, and gc. The bystander answers after.
+	plant(t, plantLinkVictim, filepath.Join(ws, "binding.json"), secretFile, victim)
+	plant(t, plantLinkVictim, filepath.Join(ws, "session", "log"), secretFile, victim)
+	plant(t, plantFIFO, filepath.Join(ws, "session", "turn"), secretFile, victim)
+	plant(t, plantLinkSecret, filepath.Join(ws, "session", "wake"), secretFile, victim)
+	if err := os.RemoveAll(filepath.Join(ws, "clone")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(clone, filepath.Join(ws, "clone")); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"session", "start", key(hostile), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript},
+		{"session", "stop", key(hostile)},
+		{"session", "restart", "--release", "current", "-n"},
+		{"login", "withdraw", hostile},
+		{"workspace", "terminate", key(hostile), "--reason", "hostile"},
+		{"workspace", "gc"},
+	} {
+		if args[1] == "withdraw" {
+			n.waitFor("the hostile session to end", func() bool {
+				for _, s := range n.status().Sessions {
+					if s.Login == hostile {
+						return false
+					}
+				}
+				return true
+			})
+		}
+		r, took, rss := n.timedOCX(admin, "", append(args, "--json")...)
+		check("ocx "+strings.Join(args, " "), r.stdout+r.stderr, took, rss)
+		if r.code != 0 {
+			t.Errorf("%s", r)
+		}
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != victimText {
+		t.Fatalf("the file outside changed: %q, %v", b, err)
+	}
+	to := n.result(person, "post", "--to", byRec, "--text", "still there?")
+	n.awaitReplyBy(bystander, byRec, to)
+	if st := n.status(); len(st.Sessions) != 1 || st.Sessions[0].Login != bystander {
+		t.Fatalf("sessions after the hostile workspace went: %+v", st.Sessions)
+	}
+}
