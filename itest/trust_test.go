@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocx-go/ocx/messages"
 )
 
 // The bounds of TestHostileWorkspace (issue 22): whatever an agent plants
@@ -316,5 +317,60 @@ func TestHostileWorkspace(t *testing.T) {
 	n.awaitReplyBy(bystander, byRec, to)
 	if st := n.status(); len(st.Sessions) != 1 || st.Sessions[0].Login != bystander {
 		t.Fatalf("sessions after the hostile workspace went: %+v", st.Sessions)
+	}
+}
+
+// TestRunKeptLogsFollowNoLink is issue 22's run that writes any file of
+// the node: its process, sandboxed with its workspace read-write, plants
+// links at $$workspace$$/stdout.log and stderr.log to files outside and
+// prints; the node writes its kept logs in their place, replacing the
+// links, and the files outside keep what they held.
+func TestRunKeptLogsFollowNoLink(t *testing.T) {
+	needs(t, "ocxd")
+	n := newNode(t)
+	admin := n.srv.AdminLogin
+	node := n.nodeUser()
+	startDaemon(t, n, program("ocxd"))
+	outside := t.TempDir()
+	victims := []string{filepath.Join(outside, "out"), filepath.Join(outside, "err")}
+	for _, v := range victims {
+		if err := os.WriteFile(v, []byte("nobody writes here\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := fmt.Sprintf(`ln -s %s "$HOME/stdout.log"; ln -s %s "$HOME/stderr.log"; echo PWNED; echo PWNED >&2; exit 3`, victims[0], victims[1])
+	command, _ := json.Marshal([]string{"/bin/sh", "-c", script})
+	run := fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Write outside.",
+"workspace": [{"step": "directory", "at": "$$root$$/$$user$$/projects/$$project$$/$$run$$"}],
+"sandbox": {"uid": 1000, "gid": 1000, "capabilities": [], "network": false, "own_session": true,
+  "ends_with_node": false, "read_only": ["/usr", "/bin", "/lib", "/lib64"], "read_write": ["$$workspace$$"], "homes": [],
+  "files": [], "proc": "/proc", "dev": "/dev", "tmp": "/scratch"},
+"process": {"user": "builder", "command": %s, "env": {"PATH": "/usr/bin:/bin", "HOME": "$$workspace$$"},
+  "keep": {"stdout_when": "always"}}}`, node, command)
+	root := n.result(admin, "thread", "--title", "Write outside", "--text", block(run))
+	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
+	if e := n.endedOf(root); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 3 {
+		for _, p := range n.runThread(root) {
+			t.Logf("%s: %s", p.Sender, p.Text)
+		}
+		t.Fatalf("the run ended %+v, want exited 3", e)
+	}
+	for _, v := range victims {
+		if b, err := os.ReadFile(v); err != nil || string(b) != "nobody writes here\n" {
+			t.Errorf("%s, outside the sandbox, holds %q (%v): the kept logs were written through the run's link", v, b, err)
+		}
+	}
+	st := n.startedOf(root)
+	ws := st.Values["workspace"]
+	for _, name := range []string{"stdout.log", "stderr.log"} {
+		p := filepath.Join(ws, name)
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("%s is %v, %v; want the kept log, a regular file in the link's place", p, fi, err)
+			continue
+		}
+		if b, _ := os.ReadFile(p); string(b) != "PWNED\n" {
+			t.Errorf("%s holds %q, want the process's PWNED", p, b)
+		}
 	}
 }
