@@ -374,3 +374,88 @@ func TestRunKeptLogsFollowNoLink(t *testing.T) {
 		}
 	}
 }
+
+// plantingScript is a session's command that plants what a post asks in
+// its own workspace from inside its sandbox, and echoes anything else:
+// `plant-fifo PATH`, `plant-text PATH TEXT`, `plant-link PATH TARGET`.
+const plantingScript = `read -r verb path arg
+case "$verb" in
+plant-fifo) rm -rf "$HOME/$path"; mkfifo "$HOME/$path" && echo "planted a pipe at $path" ;;
+plant-text) rm -rf "$HOME/$path"; printf '%s\n' "$arg" > "$HOME/$path" && echo "planted text at $path" ;;
+plant-link) rm -rf "$HOME/$path"; ln -s "$arg" "$HOME/$path" && echo "planted a link at $path" ;;
+*) echo "echo: $verb $path $arg" ;;
+esac`
+
+// plantBy has the agent's session plant, from inside its sandbox, what
+// line asks, and waits for its answer.
+func (n *testNode) plantBy(login, record, line string) {
+	n.t.Helper()
+	to := n.result(person, "post", "--to", record, "--text", line)
+	if got := n.awaitReplyBy(login, record, to); !strings.Contains(got.Text, "planted") {
+		n.t.Fatalf("the session did not plant %q: %s", line, got.Text)
+	}
+}
+
+// TestBindingIsTheNodesOwn is issue 22 item 1: binding.json is the
+// agent's file, and what it says no longer picks the workspace definition
+// or the record of the admin's next start, nor can a pipe there hang it.
+// The agent, from inside its sandbox, rewrites its binding to name another
+// record (a bystander's) and another definition; the admin's next start
+// still writes its definition and launch on the workspace's own record and
+// launches from its own definition. Then it makes binding.json a pipe: the
+// next start returns in seconds, and the daemon puts the binding back.
+func TestBindingIsTheNodesOwn(t *testing.T) {
+	needs(t, "ocxd", "workspace")
+	n := newNode(t)
+	admin := n.srv.AdminLogin
+	n.must("", "login", "add", agent)
+	n.must("", "login", "add", "agent-2")
+	record := n.result(admin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
+	other := n.result(admin, "workspace", "add", "--login", "agent-2", "--project", "demo", "--branch", "trunk")
+	start := func() result {
+		t.Helper()
+		r, took, _ := n.timedOCX(admin, "", "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", plantingScript, "--json")
+		if took > 20*time.Second {
+			t.Fatalf("session start took %v", took)
+		}
+		if r.code != 0 {
+			t.Fatalf("%s", r)
+		}
+		return r
+	}
+	start()
+	b, err := readBindingOf(n, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := *b
+	forged.Home, forged.Workspace = other, other
+	data, err := forged.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line bytes.Buffer // one line: the session reads one
+	if err := json.Compact(&line, data); err != nil {
+		t.Fatal(err)
+	}
+	n.plantBy(agent, record, "plant-text binding.json "+line.String())
+	start()
+	// The definition and the launch are on the workspace's own record, and
+	// the launch names its own definition.
+	launches := notesOn[*messages.LaunchNote](n, record)
+	if len(launches) != 2 || launches[1].Note.Workspace != b.Workspace {
+		t.Fatalf("the launches on the workspace's record: %+v; want two, the second from definition %s", launches, b.Workspace)
+	}
+	if got := notesOn[*messages.LaunchNote](n, other); len(got) != 0 {
+		t.Fatalf("the forged binding sent a launch to the other record: %+v", got)
+	}
+	if after, err := readBindingOf(n, agent); err != nil || *after != *b {
+		t.Fatalf("the binding after the launch: %+v, %v; want it put back as %+v", after, err, b)
+	}
+
+	n.plantBy(agent, record, "plant-fifo binding.json")
+	start()
+	if after, err := readBindingOf(n, agent); err != nil || *after != *b {
+		t.Fatalf("the binding after the launch: %+v, %v; want the pipe replaced by %+v", after, err, b)
+	}
+}
