@@ -317,9 +317,31 @@ func (n NodeFiles) checkPaths(lists [][]string, run bool, resolve func(string) (
 				err.(*RefusalError).Path = p
 				return err
 			}
+			if err := n.leavesWorkspace(p, r, resolve); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// leavesWorkspace refuses a stated path p that passes through the
+// workspace (a directory it names resolves to the workspace) but resolves,
+// as r, outside it: a link in the workspace, which the agent may have
+// planted, leads it out, and bwrap, which binds p as stated, would follow
+// the link as the node (docs/trust.md).
+func (n NodeFiles) leavesWorkspace(p, r string, resolve func(string) (string, error)) error {
+	if n.Workspace == "" || within(r, n.Workspace) {
+		return nil
+	}
+	for q := filepath.Dir(p); ; q = filepath.Dir(q) {
+		if rq, err := resolve(q); err == nil && rq == n.Workspace {
+			return &RefusalError{Path: p, Resolved: r, Reason: fmt.Sprintf("lies in the workspace %s, but a link there leads it out of it: what the workspace holds is its agent's to plant", q)}
+		}
+		if q == "/" || q == "." {
+			return nil
+		}
+	}
 }
 
 // BwrapStatus is what bwrap wrote to its --json-status-fd.

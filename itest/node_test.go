@@ -236,7 +236,8 @@ func (n *testNode) waitFor(what string, cond func() bool) {
 			blobs, _ := n.srv.Fossil("sql", "-R", n.srv.Repo, "SELECT rid, rcvid, size, uuid FROM blob ORDER BY rid DESC LIMIT 8")
 			logs, _ := filepath.Glob(filepath.Join(n.agents, "*", "projects", "*", "session", "log"))
 			for _, l := range logs {
-				b, _ := os.ReadFile(l)
+				// A session's log is its agent's to replace with a pipe.
+				b, _, _ := unixhost.Below(n.agents).ReadTail(l, 64<<10)
 				blobs += "\n" + l + ":\n" + string(lastLines(b, 40))
 			}
 			n.t.Fatalf("waited 60 s for %s\nhook.log:\n%s\nocxd.log:\n%s\nfossil hook status:\n%s\nbackoffice lease:\n%s\nlast receipts:\n%s\nlast artifacts:\n%s",

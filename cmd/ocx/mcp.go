@@ -317,7 +317,7 @@ func runMCPCall(ctx context.Context, e *env, args []string) error {
 	if *input == "-" {
 		raw, err = io.ReadAll(io.LimitReader(os.Stdin, messages.MaxToolInputLen+1))
 	} else {
-		raw, err = os.ReadFile(*input)
+		raw, err = os.ReadFile(*input) // trust:outside the caller's own --input file
 	}
 	if err != nil {
 		return fmt.Errorf("--input: %w", err)

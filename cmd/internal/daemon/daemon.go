@@ -292,7 +292,7 @@ func (d *daemon) start() error {
 	if st, err := os.Stat(layout.Root()); err != nil || !st.IsDir() {
 		return fmt.Errorf("agents root %s is not a directory: %w", layout.Root(), orNotDir(err))
 	}
-	d.logFile, err = os.OpenFile(layout.Log(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	d.logFile, err = unixhost.OpenLog(layout.Log())
 	if err != nil {
 		return fmt.Errorf("open the log: %w", err)
 	}
@@ -319,7 +319,7 @@ func (d *daemon) start() error {
 		}
 	}
 
-	data, err := os.ReadFile(layout.NodeJSON())
+	data, err := unixhost.Below(layout.Root()).ReadFile(layout.NodeJSON(), unixhost.NodeFile)
 	if err != nil {
 		return fmt.Errorf("read node.json: %w", err)
 	}
@@ -485,7 +485,7 @@ func (d *daemon) recordStart(err error) {
 		self = ""
 	}
 	r := messages.ReexecOutcome{Target: self, Error: err.Error()}
-	if data, derr := os.ReadFile(d.layout.NodeJSON()); derr == nil {
+	if data, derr := unixhost.Below(d.layout.Root()).ReadFile(d.layout.NodeJSON(), unixhost.NodeFile); derr == nil {
 		if cfg, derr := messages.DecodeNodeConfig(data); derr == nil && self != "" {
 			d.rel = &releases{root: cfg.Release, self: filepath.Dir(self)}
 		}
@@ -561,7 +561,7 @@ const execTimeout = host.ProbeTimeout
 // startCPUProfile starts writing a CPU profile to path, returning what ends
 // it (once, whoever calls it first).
 func startCPUProfile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600) // trust:outside a file the administrator names with --cpu-profile
 	if err != nil {
 		return nil, fmt.Errorf("--cpu-profile: %w", err)
 	}

@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -189,8 +191,8 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if err != nil {
 		return none, err
 	}
-	if _, err := os.Lstat(ws.Binding); err != nil {
-		return none, fmt.Errorf("workspace %s is not on this host (%s): %w", key, ws.Binding, err)
+	if st, err := os.Lstat(ws.Dir); err != nil || !st.IsDir() {
+		return none, fmt.Errorf("workspace %s is not on this host (no directory %s)", key, ws.Dir)
 	}
 	dir := l.ReleaseDir
 	if dir == "" {
@@ -225,11 +227,44 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if err := nf.CheckSandbox(sb, unixhost.Resolve); err != nil {
 		return none, fmt.Errorf("the workspace definition's sandbox is refused: %w", err)
 	}
-	if err := r.root.MkdirAll(ws.Session, 0o700); err != nil {
-		return none, fmt.Errorf("make the session directory: %w", err)
+	// The session directory, its wake pipe and its log are in the
+	// workspace, the agent's to fill: what an earlier session planted in
+	// their place (a link, a file) goes, and they are made afresh; nothing
+	// is followed (docs/trust.md).
+	for _, want := range []struct {
+		p    string
+		kind fs.FileMode
+	}{{ws.Session, fs.ModeDir}, {ws.Wake, fs.ModeNamedPipe}, {ws.Log, 0}} {
+		was, err := r.root.Reclaim(want.p, want.kind)
+		if err != nil {
+			return none, fmt.Errorf("make room for %s: %w", want.p, err)
+		}
+		if was != "" {
+			r.log.Warn("what the agent left in the session's place is removed", slog.String(actors.KeyWorkspace, key.String()),
+				slog.String("path", want.p), slog.String("was", was))
+		}
+		if want.p == ws.Session {
+			if err := r.root.MkdirAll(ws.Session, 0o700); err != nil {
+				return none, fmt.Errorf("make the session directory: %w", err)
+			}
+		}
 	}
 	if err := r.root.Mkfifo(ws.Wake, 0o600); err != nil {
 		return none, fmt.Errorf("make the wake pipe: %w", err)
+	}
+	// The workspace's binding.json is the session's to read and the
+	// agent's to spoil: it is put back as the node made it (its held
+	// copy, D44) whenever it says anything else.
+	if held, err := r.root.ReadFile(ws.HeldBinding, unixhost.SmallFile); err == nil {
+		if cur, err := r.root.ReadFile(ws.Binding, unixhost.SmallFile); err != nil || !bytes.Equal(cur, held) {
+			if _, err := r.root.Reclaim(ws.Binding, 0); err != nil {
+				return none, fmt.Errorf("make room for %s: %w", ws.Binding, err)
+			}
+			if err := r.root.WriteFile(ws.Binding, held, 0o600); err != nil {
+				return none, fmt.Errorf("put back %s: %w", ws.Binding, err)
+			}
+			r.log.Warn("the workspace's binding.json said something else; put back as the node made it", slog.String(actors.KeyWorkspace, key.String()))
+		}
 	}
 	// The MCP directory is bound into the sandbox, so it must be there
 	// before bwrap starts; the server's socket in it comes after (D38).

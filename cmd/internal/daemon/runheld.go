@@ -152,7 +152,7 @@ func (e *runEngine) watchHolder(hash string, proc int, p *runProc, id messages.P
 		t     *runeng.Tail
 		total int64
 	}{{tf.stdout, p.stdout, st.StdoutBytes}, {tf.stderr, p.stderr, st.StderrBytes}} {
-		if b, err := os.ReadFile(s.path); err == nil {
+		if b, _, err := e.root.ReadTail(s.path, int64(s.t.Max)); err == nil {
 			s.t.Write(b)
 			s.t.Counted(s.total)
 		}

@@ -6,9 +6,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"os"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
 )
 
 // Open reads the node's model configuration (host.Layout.ModelJSON) and
@@ -20,12 +20,9 @@ import (
 // Refusing handler, which tells every runner why, and the error, for the
 // server's log.
 func Open(l host.Layout, only string, log *slog.Logger) (h http.Handler, ok bool, err error) {
-	b, err := os.ReadFile(l.ModelJSON())
+	b, err := unixhost.Below(l.Root()).ReadFile(l.ModelJSON(), MaxConfigLen)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
-	}
-	if err == nil && len(b) > MaxConfigLen {
-		err = fmt.Errorf("%s is longer than %d bytes", l.ModelJSON(), MaxConfigLen)
 	}
 	var c *Config
 	if err == nil {
@@ -36,7 +33,7 @@ func Open(l host.Layout, only string, log *slog.Logger) (h http.Handler, ok bool
 		if _, in := l.KeyWithin(c.KeyFile); in {
 			err = fmt.Errorf("model.json: \"key_file\" %s lies in a workspace, which its session's sandbox sees; keep the key outside every workspace", c.KeyFile)
 		} else {
-			key, err = ReadKey(c.KeyFile)
+			key, err = ReadKey(l, c.KeyFile)
 		}
 	}
 	if err == nil {

@@ -154,7 +154,7 @@ func (n *Node) LoginRotate(ctx context.Context, login string, dry bool) *Answer 
 	}
 	for _, k := range keys {
 		ws, _ := n.workspace(k)
-		b, err := readBinding(ws)
+		b, err := n.readBinding(ws)
 		if err != nil {
 			a.Logf("workspace %s: %v; its clone keeps the old password", k, err)
 			continue
@@ -189,7 +189,7 @@ func (n *Node) checkAgentLogin(login string) error {
 // workspacesOf lists the workspaces a login has on the host.
 func (n *Node) workspacesOf(login string) ([]messages.WorkspaceKey, error) {
 	dir := filepath.Join(n.Agents, login, "projects")
-	entries, err := os.ReadDir(dir)
+	entries, err := unixhost.Below(n.Agents).ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 
+	"github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -246,14 +247,18 @@ func (n *Node) sessionStatus(ctx context.Context, r *fossilio.Repo, k messages.W
 	}
 	s.Older = current != "" && proc.Release != "" && proc.Release != current
 	ws, _ := n.workspace(k)
-	if _, err := os.Stat(TurnFile(ws)); err == nil {
+	// The turn file is the session's to write: what it says of its own state
+	// is all it can lie about, and it is read through no link (a link or a
+	// pipe there reads as idle).
+	if n.isRegular(TurnFile(ws)) {
 		s.State = messages.SessionWorking
 	}
 	// Whom it hears, as the daemon wrote it for the hook when it started it.
-	if data, err := os.ReadFile(ws.Hears); err == nil {
-		if h, err := messages.ParseHearsFile(data); err == nil {
+	if root, err := unixhost.OpenRoot(n.Agents); err == nil {
+		if h, ok, err := listening.ReadHears(root, ws); err == nil && ok {
 			s.Hears = h
 		}
+		root.Close()
 	}
 	// The session's own record is where its launch note is; a session
 	// without one (at a terminal) works on its workspace's record.
@@ -270,7 +275,7 @@ func (n *Node) sessionStatus(ctx context.Context, r *fossilio.Repo, k messages.W
 		s.Launch = ""
 	}
 	if s.Record == "" {
-		if b, err := readBinding(ws); err == nil {
+		if b, err := n.boundWorkspace(ctx, r, ws); err == nil {
 			s.Record = b.Home
 		}
 	}

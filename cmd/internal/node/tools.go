@@ -11,6 +11,7 @@ import (
 	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -86,7 +87,7 @@ func (n *Node) AgentCaller(login string) (Caller, error) {
 	if err != nil {
 		return Caller{}, err
 	}
-	pw, err := fossilio.ReadPasswordFile(path)
+	pw, err := fossilio.ReadPasswordFrom(unixhost.Below(n.Agents), path)
 	if err != nil {
 		return Caller{}, err
 	}

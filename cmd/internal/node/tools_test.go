@@ -44,7 +44,7 @@ func (f *fix) agentRecord(login string, restrict messages.Restrict, checkins ...
 	f.ok(f.n.LoginAdd(f.ctx, login, false))
 	f.ok(f.n.WorkspaceAdd(f.ctx, node.WorkspaceAddInput{Login: login, Project: "demo", Branch: "trunk"}))
 	// The session's own record, as session start writes it in the index.
-	if err := os.WriteFile(filepath.Join(f.agents, login, "projects", "demo", "session", "listening", *a.Result), []byte("thread\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(f.agents, login, "held", "demo", "listening", *a.Result), []byte("thread\n"), 0o600); err != nil {
 		f.t.Fatal(err)
 	}
 	if restrict.NoPassword {

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"path/filepath"
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -47,14 +47,9 @@ func WriteSpec(p string, s Spec) error {
 
 // ReadSpec reads a spec file.
 func ReadSpec(p string) (Spec, error) {
-	f, err := os.Open(p)
+	b, err := unixhost.Below(filepath.Dir(p)).ReadFile(p, maxSpec)
 	if err != nil {
 		return Spec{}, fmt.Errorf("runhold: spec: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSpec+1))
-	if err != nil {
-		return Spec{}, fmt.Errorf("runhold: spec %s: %w", p, err)
 	}
 	s, err := DecodeSpec(b)
 	if err != nil {

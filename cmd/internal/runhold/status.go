@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
+	"path/filepath"
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -54,7 +54,7 @@ func commandExit(x host.Exit) Status {
 // ReadStatus reads a holder's status file; an error wrapping
 // fs.ErrNotExist while the holder runs (or if it was killed outright).
 func ReadStatus(p string) (Status, error) {
-	b, err := os.ReadFile(p)
+	b, err := unixhost.Below(filepath.Dir(p)).ReadFile(p, unixhost.SmallFile)
 	if err != nil {
 		return Status{}, err
 	}
