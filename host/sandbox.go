@@ -20,6 +20,10 @@ type SandboxSpec struct {
 	// bound read-only at MCPMount after every other path, so that the
 	// sandbox sees its own session's socket and no other (D38).
 	MCPDir string
+	// BlockFD, when positive, is given as --block-fd: the sandbox's first
+	// process waits for a byte on it before it execs the command, while
+	// the spawner puts it in its cgroup (D46).
+	BlockFD int
 }
 
 // BwrapArgs builds bwrap's argv (its argv[0] is "bwrap") that runs argv in dir
@@ -84,6 +88,9 @@ func BwrapArgs(s SandboxSpec, statusFD int, dir string, argv []string) ([]string
 	a = append(a, "--chdir", dir)
 	if statusFD > 0 {
 		a = append(a, "--json-status-fd", fmt.Sprint(statusFD))
+	}
+	if s.BlockFD > 0 {
+		a = append(a, "--block-fd", fmt.Sprint(s.BlockFD))
 	}
 	a = append(a, "--")
 	return append(a, argv...), nil

@@ -23,7 +23,10 @@ type LaunchSpec struct {
 	Kind   SessionKind `json:"kind,omitempty"`
 	// Runner is an llm session's runner (its definition's), which the
 	// spawner checks its release offers (E9).
-	Runner   string   `json:"runner,omitempty"`
+	Runner string `json:"runner,omitempty"`
+	// Model is an llm session's model (its definition's): the one model
+	// the node's model proxy beside the session serves it.
+	Model    string   `json:"model,omitempty"`
 	Lifetime Lifetime `json:"lifetime,omitempty"`
 	Release  string   `json:"release,omitempty"` // current or previous
 	// ReleaseDir is the release directory the wiring resolved Release to when

@@ -33,6 +33,10 @@ type NodeState struct {
 	// protocol knows (Runners), those whose ocx-runner-NAME is in the
 	// current release, each with its version; absent when none is.
 	Runners []RunnerOffer `json:"runners,omitzero"`
+	// SessionLimits are the limits each session runs under (D46): its
+	// cgroup's, with where the cgroups are, or why none can be made.
+	// Absent from a state written before it was added.
+	SessionLimits *SessionLimitsStatus `json:"session_limits,omitempty"`
 	// Verdicts are each user's latest verdict (E6) on the check-ins most
 	// recently tagged audited, per project.
 	Verdicts []VerdictStatus `json:"verdicts,omitzero"`
@@ -100,6 +104,36 @@ func (r *ReviewStatus) validate(f string) error {
 		return fieldErr(joinField(f, "skipped"), ErrInvalid, "is below 0")
 	}
 	return nil
+}
+
+// SessionLimitsStatus is what the node holds each session to (D46): the
+// memory and processes of its cgroup (node.json's session_limits, the
+// defaults filled in), and Cgroups, where they are made; or NotApplied,
+// why no cgroup can be made on this host, and sessions run without them.
+type SessionLimitsStatus struct {
+	Memory     uint64 `json:"memory,omitempty"` // bytes; 0 for none
+	Processes  uint64 `json:"processes,omitempty"`
+	Cgroups    string `json:"cgroups,omitempty"`
+	NotApplied string `json:"not_applied,omitempty"`
+}
+
+// String renders the limits on one line.
+func (l SessionLimitsStatus) String() string {
+	s := "memory " + strconv.FormatUint(l.Memory, 10) + " bytes, processes " + strconv.FormatUint(l.Processes, 10)
+	if l.NotApplied != "" {
+		return s + ", not applied: " + l.NotApplied
+	}
+	return s + ", in cgroups " + l.Cgroups
+}
+
+func (l *SessionLimitsStatus) validate(f string) error {
+	if (l.Cgroups == "") == (l.NotApplied == "") {
+		return fieldErr(f, ErrInvalid, "says where the cgroups are (cgroups) or why there are none (not_applied), one of the two")
+	}
+	if err := checkLine(joinField(f, "cgroups"), l.Cgroups, false, MaxShortLen); err != nil {
+		return err
+	}
+	return checkLine(joinField(f, "not_applied"), l.NotApplied, false, MaxShortLen)
 }
 
 // RunnerOffer is a runner a node offers and the version it says it is
@@ -371,6 +405,11 @@ func (s *NodeState) Validate() error {
 			return err
 		}
 		if err := checkLine(f+".version", r.Version, true, MaxShortLen); err != nil {
+			return err
+		}
+	}
+	if s.SessionLimits != nil {
+		if err := s.SessionLimits.validate("session_limits"); err != nil {
 			return err
 		}
 	}

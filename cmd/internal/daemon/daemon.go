@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"time"
 
@@ -354,6 +355,17 @@ func (d *daemon) start() error {
 	if d.reaper, err = newReaper(layout, d.root, d.cfg, d.rel, d.log, nil); err != nil {
 		return err
 	}
+	limits, noCgroups, err := newCgroupLimits(layout, d.cfg)
+	if err != nil {
+		return err
+	}
+	if limits != nil {
+		d.reaper.cgroups = limits
+		d.log.Info("sessions run in cgroups of their own", slog.String("limits", limits.limits.String()),
+			slog.String("cgroups", fmt.Sprintf("v%d below %s", limits.cg.Hierarchies().Version, strings.Join(limits.cg.Hierarchies().Dirs(), ", "))))
+	} else {
+		d.log.Warn("sessions run without cgroups, so without memory and processes limits", slog.String("why", noCgroups))
+	}
 	stage("reaper")
 	if d.table, err = unixhost.NewProcTable(unixhost.ProcOptions{Layout: layout, ReleaseRoot: d.cfg.Release, Daemon: os.Getpid()}); err != nil {
 		return fmt.Errorf("open the process table: %w", err)
@@ -398,6 +410,9 @@ func (d *daemon) start() error {
 		Procs: d.procs, Spawner: d.reaper, Signaler: d.reaper, Watcher: d.reaper,
 		Clock: unixhost.Clock{}, Inputs: d.inputs, Execer: d, Runs: d.runs, Logger: d.log,
 	}
+	if limits != nil {
+		deps.Limits = limits
+	}
 	d.node, err = actors.StartNode(d.sys, deps, actors.Config{Grace: d.opts.Grace})
 	if err != nil {
 		return err
@@ -427,6 +442,13 @@ func (d *daemon) start() error {
 		stage("adopted")
 		d.log.Info("re-exec: running the new image", slog.String("handoff", h.Summary()), slog.Group("since_main", stages...))
 	} else {
+		if limits != nil {
+			// Left by sessions that ended while no daemon ran; a running
+			// session's holds its processes and stays.
+			if gone, err := limits.sweep(); err != nil || len(gone) > 0 {
+				d.log.Info("cgroups of ended sessions removed", slog.String("removed", strings.Join(gone, ",")), errAttr(err))
+			}
+		}
 		found, dirs, err := d.procs.found(d.rel)
 		if err != nil {
 			d.log.Error("the process table cannot be read at start; sessions running now are not adopted", errAttr(err))

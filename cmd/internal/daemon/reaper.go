@@ -68,6 +68,10 @@ type reaper struct {
 	paused bool
 	held   []messages.ProcessExited
 
+	// cgroups, when set, is where each session is spawned in a cgroup of
+	// its own (D46); nil on a host that makes none.
+	cgroups *cgroupLimits
+
 	// repoAt gives the daemon's open reader of a node repository, named
 	// by its path as a launch gives it (records.repoAt), so that a launch
 	// does not open the repository again to rebuild the listening index.
@@ -303,6 +307,9 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 		Log:     ws.Log,
 		Sandbox: &host.SandboxSpec{Sandbox: sb, Workspace: ws.Dir, Release: dir, MCPDir: ws.MCPDir},
 	}
+	if r.cgroups != nil {
+		spec.Cgroup, spec.Limits = r.cgroups.spec(key)
+	}
 	id, err := r.current().Spawn(spec, r.exitTo(key))
 	if err != nil {
 		return none, err
@@ -310,7 +317,11 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	p := id
 	r.log.Info("spawned", slog.String(actors.KeyWorkspace, key.String()), slog.String(actors.KeyLaunch, l.Hash),
 		slog.String(actors.KeyPID, p.String()), slog.String("release", dir))
-	r.startMCP(ctx, dir, key, p)
+	model := ""
+	if l.Kind == messages.LLM {
+		model = l.Model
+	}
+	r.startMCP(ctx, dir, key, p, model)
 	return p, nil
 }
 
@@ -319,17 +330,24 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 const mcpStartWait = 10 * time.Second
 
 // startMCP runs the release's `ocx mcp start KEY --session PID@START`,
-// which binds the session's MCP socket and leaves its server running in a
+// with `--model MODEL` for an llm session (its definition's model, which
+// the model proxy beside the socket alone serves; any other session has
+// no model socket), which binds the session's MCP socket and leaves its
+// server running in a
 // session of its own until the session is gone (D38): a process apart
 // from the daemon, so that the daemon's re-exec or end leaves it serving,
 // and a failure of it ends no more than the tools of one session. A
 // session whose server did not start runs on without its tools; the log
 // says why.
-func (r *reaper) startMCP(ctx context.Context, dir string, key messages.WorkspaceKey, p messages.ProcID) {
+func (r *reaper) startMCP(ctx context.Context, dir string, key messages.WorkspaceKey, p messages.ProcID, model string) {
 	ocx := filepath.Join(dir, "ocx")
 	ctx, cancel := context.WithTimeout(ctx, mcpStartWait)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, ocx, "mcp", "start", key.String(), "--agents", r.layout.Root(), "--session", p.String())
+	args := []string{"mcp", "start", key.String(), "--agents", r.layout.Root(), "--session", p.String()}
+	if model != "" {
+		args = append(args, "--model", model)
+	}
+	cmd := exec.CommandContext(ctx, ocx, args...)
 	out, err := cmd.CombinedOutput()
 	level := slog.LevelInfo
 	if err != nil {

@@ -12,13 +12,14 @@ import (
 )
 
 // Open reads the node's model configuration (host.Layout.ModelJSON) and
-// its key, and returns the proxy to serve on each session's model socket.
+// its key, and returns the proxy to serve on the model socket of a session
+// whose definition names the model only (NewProxy).
 // ok is false when the node has no model.json: it serves no model. A
 // model.json that does not read, a key file that lies inside a workspace
 // (where a sandbox could read it) or that does not read gives the
 // Refusing handler, which tells every runner why, and the error, for the
 // server's log.
-func Open(l host.Layout, log *slog.Logger) (h http.Handler, ok bool, err error) {
+func Open(l host.Layout, only string, log *slog.Logger) (h http.Handler, ok bool, err error) {
 	b, err := unixhost.Below(l.Root()).ReadFile(l.ModelJSON(), MaxConfigLen)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
@@ -36,7 +37,7 @@ func Open(l host.Layout, log *slog.Logger) (h http.Handler, ok bool, err error) 
 		}
 	}
 	if err == nil {
-		h, err = NewProxy(c, key, log)
+		h, err = NewProxy(c, key, only, log)
 	}
 	if err != nil {
 		return Refusing(fmt.Errorf("the node's model configuration: %w", err)), true, err

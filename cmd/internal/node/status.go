@@ -125,6 +125,7 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 	}
 	st.Restrictions = slices.Clone(EnforcedRestrictions)
 	st.Runners = n.Runners(ctx)
+	st.SessionLimits = n.SessionLimits()
 
 	current := n.currentRelease()
 	for _, proc := range table.Procs {

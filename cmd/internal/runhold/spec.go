@@ -25,6 +25,10 @@ type Spec struct {
 	Dir     string           `json:"dir"`
 	Sandbox *host.RunSandbox `json:"sandbox,omitempty"`
 	Limits  host.RunLimits   `json:"limits"`
+	// Cgroup is the cgroup the command is held in when its limits need
+	// one (host.Layout.RunCgroup); the holder's launcher makes it and
+	// removes it once the command has ended.
+	Cgroup string `json:"cgroup,omitempty"`
 	// Input are the lines typed in once the command starts, after the
 	// first line (--first-line), each without its newline: the line of
 	// the delivery a process was started for (seed 004 §8.1).

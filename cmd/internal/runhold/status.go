@@ -21,11 +21,24 @@ type Status struct {
 	// in all; the logs hold their ends.
 	StdoutBytes int64 `json:"stdout_bytes,omitempty"`
 	StderrBytes int64 `json:"stderr_bytes,omitempty"`
+	// Limit names the limit of its cgroup the command went past (memory:
+	// an OOM kill, which ends the sandbox whole; processes: a fork
+	// refused), and LimitNote what the counts showed; absent for none.
+	Limit     string `json:"limit,omitempty"`
+	LimitNote string `json:"limit_note,omitempty"`
 }
 
 // statusOf is the status of how the command ended. bwrap gives a
 // sandboxed command's signal as 128 and N, which is all the holder learns.
 func statusOf(x host.Exit) Status {
+	s := commandExit(x)
+	if c := x.Cgroup; c != nil {
+		s.Limit, s.LimitNote = c.Events.Limit(), c.Events.Words(c.Limits)
+	}
+	return s
+}
+
+func commandExit(x host.Exit) Status {
 	o, code := x.Outcome()
 	switch o {
 	case host.OutcomeSignaled:
