@@ -320,6 +320,11 @@ func (n NodeFiles) checkPaths(lists [][]string, run bool, resolve func(string) (
 			if err := n.leavesWorkspace(p, r, resolve); err != nil {
 				return err
 			}
+			// Seen read-write, the host's /sys would let the process move
+			// itself out of its cgroup (D46), or write the kernel's knobs.
+			if i > 0 && (within(r, "/sys") || within("/sys", r)) {
+				return &RefusalError{Path: p, Resolved: r, Reason: "is, holds or lies within /sys, which a sandbox sees read-only if at all: read-write it lets its process leave its cgroup"}
+			}
 		}
 	}
 	return nil

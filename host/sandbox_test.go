@@ -239,6 +239,14 @@ func TestCheckSandboxLinkOutOfTheWorkspace(t *testing.T) {
 			}
 		}
 	}
+	for _, sb := range []messages.Sandbox{{ReadWrite: []string{"/sys/fs/cgroup"}}, {Homes: []string{"/sys"}}, {ReadWrite: []string{"/sys/fs/cgroup/memory/ocx"}}} {
+		if err := n.CheckSandbox(sb, resolve); err == nil || !strings.Contains(err.Error(), "leave its cgroup") {
+			t.Errorf("%+v: %v, want /sys refused read-write", sb, err)
+		}
+	}
+	if err := n.CheckSandbox(messages.Sandbox{ReadOnly: []string{"/sys"}}, resolve); err != nil {
+		t.Errorf("/sys read-only: %v", err)
+	}
 	if err := n.CheckSandbox(messages.Sandbox{ReadWrite: []string{stated + "/up"}}, resolve); err == nil {
 		t.Error("a link out of the workspace into the agents root is let through")
 	}
