@@ -1,6 +1,7 @@
 package fossilio
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -316,27 +317,66 @@ func (r *Repo) RecentThreads(ctx context.Context, n int) ([]Thread, error) {
 
 // FirstPosts lists the first post of every thread, as first written (an
 // edit of one is not listed, nor one awaiting moderation), in the server's
-// order, with who sent each: where protocol v1 records are (E3), which a
-// reader finds by their senders and texts (NoteTexts).
-func (r *Repo) FirstPosts(ctx context.Context) ([]Info, error) {
-	var out []Info
+// order, each with who sent it and its text: where protocol v1 records are
+// (E3). When holding is not empty, only the posts whose bytes hold it are
+// listed, and the others are never parsed (as SentBy filters). A post
+// whose bytes do not read is passed over (Options.PassedOver is told).
+func (r *Repo) FirstPosts(ctx context.Context, holding string) ([]Sent, error) {
+	var out []Sent
 	err := r.read(ctx, "list first posts", func(rd *reader) error {
 		// Fossil creates the forum's table with the first post.
 		if ok, err := rd.hasTable("forumpost"); err != nil || !ok {
 			return err
 		}
-		hashes, err := rd.hashes(`SELECT b.uuid FROM forumpost f JOIN blob b ON b.rid=f.fpid
+		type row struct {
+			hash string
+			rid  int64
+			raw  []byte // the stored content when it is whole (no delta)
+		}
+		rows, err := rd.query(`SELECT b.uuid, b.rid, CASE WHEN d.rid IS NULL AND ?1 THEN b.content END
+			FROM forumpost f JOIN blob b ON b.rid=f.fpid LEFT JOIN delta d ON d.rid=b.rid
 			WHERE f.froot=f.fpid AND f.fprev IS NULL AND f.firt IS NULL AND f.fpid NOT IN (SELECT rid FROM private)
-			ORDER BY b.rcvid, b.rid`)
+			ORDER BY b.rcvid, b.rid`, holding != "")
 		if err != nil {
 			return err
 		}
-		for _, h := range hashes {
-			info, err := rd.info(h)
+		var list []row
+		for rows.Next() {
+			var x row
+			if err := rows.Scan(&x.hash, &x.rid, &x.raw); err != nil {
+				rows.Close()
+				return err
+			}
+			list = append(list, x)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, x := range list {
+			if holding != "" {
+				data, err := inflate(x.raw)
+				if x.raw == nil || err != nil {
+					data, err = rd.content(x.rid, x.hash)
+				}
+				if rd.r.passOver(x.hash, err) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if !bytes.Contains(data, []byte(holding)) {
+					continue
+				}
+			}
+			p, err := rd.post(x.hash)
+			if passOverPost(rd.r, x.hash, err) {
+				continue
+			}
 			if err != nil {
 				return err
 			}
-			out = append(out, info)
+			out = append(out, Sent{Info: p.Info, Text: p.Text})
 		}
 		return nil
 	})

@@ -309,12 +309,15 @@ func TestServerOrderNotDates(t *testing.T) {
 	if _, err := n.client("bob").Reply(n.ctx, t1, t1, "a reply"); err != nil {
 		t.Fatal(err)
 	}
-	t2, err := n.client("bob").NewThread(n.ctx, "two", "2")
+	t2, err := n.client("bob").NewThread(n.ctx, "two", "the second")
 	if err != nil {
 		t.Fatal(err)
 	}
-	firsts, err := n.repo.FirstPosts(n.ctx)
-	if err != nil || len(firsts) != 2 || firsts[0].Hash != t1 || firsts[0].Sender != "alice" || firsts[1].Hash != t2 || firsts[1].Sender != "bob" {
+	firsts, err := n.repo.FirstPosts(n.ctx, "")
+	if err != nil || len(firsts) != 2 || firsts[0].Hash != t1 || firsts[0].Sender != "alice" || firsts[0].Text != "1" || firsts[1].Hash != t2 || firsts[1].Sender != "bob" {
 		t.Errorf("FirstPosts = %+v (%v); want %s by alice, then %s by bob", firsts, err, t1, t2)
+	}
+	if held, err := n.repo.FirstPosts(n.ctx, "the second"); err != nil || len(held) != 1 || held[0].Hash != t2 {
+		t.Errorf("FirstPosts holding \"the second\" = %+v (%v); want %s alone", held, err, t2)
 	}
 }

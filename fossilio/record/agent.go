@@ -3,7 +3,6 @@ package record
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
@@ -30,35 +29,28 @@ func FindAgentRecord(ctx context.Context, r *fossilio.Repo, login, nodeUser stri
 	if !r.SendersKnown() {
 		return AgentRecord{}, false, fmt.Errorf("find the record of %q in %s: a clone does not know who sent what", login, r.Path())
 	}
-	firsts, err := r.FirstPosts(ctx)
+	// Only a post whose bytes name the login may be its record; the
+	// others are never parsed. (A record writing the login with JSON
+	// escapes is not found: create never writes one.)
+	firsts, err := r.FirstPosts(ctx, login)
 	if err != nil {
 		return AgentRecord{}, false, fmt.Errorf("find the record of %q: %w", login, err)
 	}
 	privileged := map[string]bool{}
-	var candidates []fossilio.Info
-	for _, info := range firsts {
-		ok, seen := privileged[info.Sender]
+	for _, p := range firsts {
+		ok, seen := privileged[p.Sender]
 		if !seen {
-			ok = info.Sender != "" && Privileged(ctx, r, info.Sender)
-			privileged[info.Sender] = ok
+			ok = p.Sender != "" && Privileged(ctx, r, p.Sender)
+			privileged[p.Sender] = ok
 		}
-		if ok {
-			candidates = append(candidates, info)
-		}
-	}
-	texts, err := r.NoteTexts(ctx, candidates)
-	if err != nil {
-		return AgentRecord{}, false, fmt.Errorf("find the record of %q: %w", login, err)
-	}
-	for i, text := range texts {
-		if !strings.Contains(text, login) {
+		if !ok {
 			continue
 		}
-		rec, err := messages.ReadTaskRecord([]byte(text))
+		rec, err := messages.ReadTaskRecord([]byte(p.Text))
 		if err != nil || rec.User != login || rec.Node != nodeUser {
 			continue
 		}
-		return AgentRecord{Record: rec, Hash: candidates[i].Hash, Sender: candidates[i].Sender}, true, nil
+		return AgentRecord{Record: rec, Hash: p.Hash, Sender: p.Sender}, true, nil
 	}
 	return AgentRecord{}, false, nil
 }
