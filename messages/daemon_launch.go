@@ -189,3 +189,12 @@ func (c CheckinSpec) String() string {
 	}
 	return b.String()
 }
+
+// RecordFirstEnv names, in a session's environment, its own record's first
+// post or ticket change in the server's order, which the daemon reads from
+// the node's repository when it spawns the session (D47): the session,
+// reading a clone whose receipts are its own pulls', takes a ticket's
+// objective from that change, never from the change whose D card is the
+// earliest. An environment variable rather than a flag, so that a release
+// from before it runs as it did.
+const RecordFirstEnv = "OCX_RECORD_FIRST"

@@ -347,24 +347,10 @@ func (s *NodeState) Validate() error {
 	}
 	for i, w := range s.Workspaces {
 		f := indexField("workspaces", i)
-		if err := checkLogin(joinField(f, "login"), w.Login); err != nil {
+		if err := w.validate(f); err != nil {
 			return err
 		}
-		if err := checkProject(joinField(f, "project"), w.Project); err != nil {
-			return err
-		}
-		if err := checkHash(joinField(f, "record"), w.Record); err != nil {
-			return err
-		}
-		if err := checkBranch(joinField(f, "branch"), w.Branch); err != nil {
-			return err
-		}
-		switch w.State {
-		case WorkspaceActive, WorkspaceIdle, WorkspaceTerminated, WorkspaceMissing:
-		default:
-			return fieldErr(joinField(f, "state"), ErrInvalid, fmt.Sprintf("%s is not a workspace's state (active, idle, terminated, missing)", quoteShort(string(w.State))))
-		}
-		if err := once(f, "workspace "+w.Login+"/"+w.Project); err != nil {
+		if err := once(f, w.key()); err != nil {
 			return err
 		}
 	}
@@ -378,7 +364,7 @@ func (s *NodeState) Validate() error {
 		if err := l.validate(f); err != nil {
 			return err
 		}
-		if err := once(f, "listener "+l.Login+"/"+l.Project+" "+string(l.Kind)+" "+l.Names); err != nil {
+		if err := once(f, listenerKey(l)); err != nil {
 			return err
 		}
 	}
@@ -418,7 +404,7 @@ func (s *NodeState) Validate() error {
 		if err := v.validate(f); err != nil {
 			return err
 		}
-		if err := once(f, "verdict "+v.Project+" "+v.Checkin+" "+v.User); err != nil {
+		if err := once(f, v.key()); err != nil {
 			return err
 		}
 	}
@@ -427,11 +413,101 @@ func (s *NodeState) Validate() error {
 		if err := r.validate(f); err != nil {
 			return err
 		}
-		if err := once(f, "review "+r.Project+" "+r.Login+" "+r.Branch); err != nil {
+		if err := once(f, r.key()); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (w *WorkspaceStatus) validate(f string) error {
+	if err := checkLogin(joinField(f, "login"), w.Login); err != nil {
+		return err
+	}
+	if err := checkProject(joinField(f, "project"), w.Project); err != nil {
+		return err
+	}
+	if err := checkHash(joinField(f, "record"), w.Record); err != nil {
+		return err
+	}
+	if err := checkBranch(joinField(f, "branch"), w.Branch); err != nil {
+		return err
+	}
+	switch w.State {
+	case WorkspaceActive, WorkspaceIdle, WorkspaceTerminated, WorkspaceMissing:
+	default:
+		return fieldErr(joinField(f, "state"), ErrInvalid, fmt.Sprintf("%s is not a workspace's state (active, idle, terminated, missing)", quoteShort(string(w.State))))
+	}
+	return nil
+}
+
+// The keys Validate allows once per state.
+func (w *WorkspaceStatus) key() string { return "workspace " + w.Login + "/" + w.Project }
+func listenerKey(l Listener) string {
+	return "listener " + l.Login + "/" + l.Project + " " + string(l.Kind) + " " + l.Names
+}
+func (v *VerdictStatus) key() string { return "verdict " + v.Project + " " + v.Checkin + " " + v.User }
+func (r *ReviewStatus) key() string  { return "review " + r.Project + " " + r.Login + " " + r.Branch }
+
+// Prune removes from the lists the record gives (workspaces, sessions,
+// listeners, verdicts and reviews) each entry Validate would refuse, and
+// each that repeats an earlier one, and says why it removed each: one bad
+// artifact (a branch name, a verdict, a note the status cannot carry)
+// costs only its own entry, never the whole state (issue 22 item 5).
+// What is left validates as far as those lists go; the node's own parts
+// (hooks, logins, the daemon, restrictions, runners) are Validate's alone.
+func (s *NodeState) Prune() []error {
+	var out []error
+	seen := map[string]bool{}
+	keep := func(f string, err error, key string) bool {
+		if err == nil && key != "" && seen[key] {
+			err = fieldErr(f, ErrInvalid, "repeats "+key)
+		}
+		if err != nil {
+			out = append(out, err)
+			return false
+		}
+		if key != "" {
+			seen[key] = true
+		}
+		return true
+	}
+	ws := s.Workspaces[:0]
+	for i, w := range s.Workspaces {
+		if keep(indexField("workspaces", i), w.validate(indexField("workspaces", i)), w.key()) {
+			ws = append(ws, w)
+		}
+	}
+	s.Workspaces = ws
+	ss := s.Sessions[:0]
+	for i, p := range s.Sessions {
+		if keep(indexField("sessions", i), p.validate(indexField("sessions", i)), "") {
+			ss = append(ss, p)
+		}
+	}
+	s.Sessions = ss
+	ls := s.Listeners[:0]
+	for i, l := range s.Listeners {
+		if keep(indexField("listeners", i), l.validate(indexField("listeners", i)), listenerKey(l)) {
+			ls = append(ls, l)
+		}
+	}
+	s.Listeners = ls
+	vs := s.Verdicts[:0]
+	for i, v := range s.Verdicts {
+		if keep(indexField("verdicts", i), v.validate(indexField("verdicts", i)), v.key()) {
+			vs = append(vs, v)
+		}
+	}
+	s.Verdicts = vs
+	rs := s.Reviews[:0]
+	for i, r := range s.Reviews {
+		if keep(indexField("reviews", i), r.validate(indexField("reviews", i)), r.key()) {
+			rs = append(rs, r)
+		}
+	}
+	s.Reviews = rs
+	return out
 }
 
 func (p *SessionStatus) validate(f string) error {

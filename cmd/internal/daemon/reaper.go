@@ -19,6 +19,7 @@ import (
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -289,6 +290,11 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if err != nil {
 		return none, fmt.Errorf("rebuild the listening index of %s: %w", key, err)
 	}
+	// The record's first post or change, in the server's order (D47).
+	first, err := record.FirstOf(ctx, node, own.Kind, own.ID)
+	if err != nil {
+		return none, fmt.Errorf("the session's own record: %w", err)
+	}
 	idx, err := listening.Rebuild(ctx, r.root, ws, node, own, hears)
 	if err != nil {
 		return none, err
@@ -302,7 +308,8 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 		Path: prog,
 		Args: []string{prog, "serve", key.String(), "--root", r.layout.Root(), "--launch", l.Hash},
 		Env: []string{"HOME=" + ws.Dir, "PATH=" + strings.Join(sb.Path, ":"), "USER=" + key.Login,
-			"LOGNAME=" + key.Login, "LANG=C.UTF-8", host.MCPSocketEnv + "=" + host.MCPSocketInside},
+			"LOGNAME=" + key.Login, "LANG=C.UTF-8", host.MCPSocketEnv + "=" + host.MCPSocketInside,
+			messages.RecordFirstEnv + "=" + first},
 		Dir:     ws.Tree,
 		Log:     ws.Log,
 		Sandbox: &host.SandboxSpec{Sandbox: sb, Workspace: ws.Dir, Release: dir, MCPDir: ws.MCPDir},

@@ -34,6 +34,9 @@ type records struct {
 
 	mu    sync.Mutex
 	repos map[string]*repoIndex // by project
+	// passed logs, once, each artifact a reader of the record passed over
+	// because its bytes do not read (issue 22 item 5).
+	passed *record.PassedLog
 	// paths maps a repository path, as written and resolved, to its project.
 	paths map[string]string
 	// procReleases are the release directories of the processes found at
@@ -79,7 +82,10 @@ func (r *records) index(project string) (*repoIndex, error) {
 	if !ok {
 		return nil, fmt.Errorf("project %q is not a repository of this node", project)
 	}
-	x, err := newRepoIndex(project, p, r.cfg.User)
+	if r.passed == nil {
+		r.passed = record.NewPassedLog(r.log)
+	}
+	x, err := newRepoIndex(project, p, r.cfg.User, r.passed.Options())
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -88,6 +89,9 @@ type Node struct {
 	// refusals logs, once, each file below the agents root the node would
 	// not read (docs/trust.md).
 	refusals *unixhost.RefusalLog
+	// passed logs, once, each artifact and status entry a reader passes
+	// over (issue 22 item 5); the Node's copies share it.
+	passed *record.PassedLog
 }
 
 // Default bounds on waiting.
@@ -150,6 +154,7 @@ func newNode(agents string, opts Options) (*Node, error) {
 		n.Log = slog.New(slog.DiscardHandler)
 	}
 	n.refusals = unixhost.NewRefusalLog(n.Log)
+	n.passed = record.NewPassedLog(n.Log)
 	if opts.BackofficeBeside {
 		n.beside = fossilio.NewBeside(n.Log)
 	}
@@ -209,7 +214,7 @@ func (n *Node) admin(p project) *fossilio.Admin {
 
 // openRepo opens a project's repository read-only.
 func (n *Node) openRepo(p project) (*fossilio.Repo, error) {
-	r, err := fossilio.OpenNode(p.Repository, nil)
+	r, err := fossilio.OpenNode(p.Repository, n.passed.Options())
 	if err != nil {
 		return nil, fmt.Errorf("open repository of %s: %w", p.Name, err)
 	}

@@ -112,7 +112,7 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 			return nil, err
 		}
 		st.Listeners = append(st.Listeners, ls...)
-		vs, err := verdicts(ctx, repos[p.Name], p.Name)
+		vs, err := verdicts(ctx, repos[p.Name], p.Name, n.passed)
 		if err != nil {
 			return nil, err
 		}
@@ -152,6 +152,12 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 	} else {
 		st.Daemon = d
 	}
+	// An entry the record gave that the status cannot carry (a branch
+	// named so no branch may be, a note's field) costs only itself, once
+	// logged (issue 22 item 5).
+	for _, err := range st.Prune() {
+		n.passed.Note("status entry "+firstLine(err.Error()), err.Error())
+	}
 	if err := st.Validate(); err != nil {
 		return nil, fmt.Errorf("status: %w", err)
 	}
@@ -163,8 +169,9 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 const StatusVerdicts = 50
 
 // verdicts lists each user's latest verdict (record.AuditVerdicts) on the
-// check-ins of a project most recently tagged audited.
-func verdicts(ctx context.Context, r *fossilio.Repo, project string) ([]messages.VerdictStatus, error) {
+// check-ins of a project most recently tagged audited; a tag that holds no
+// verdict is passed over and logged, once.
+func verdicts(ctx context.Context, r *fossilio.Repo, project string, passed *record.PassedLog) ([]messages.VerdictStatus, error) {
 	tagged, err := r.Tagged(ctx, messages.AuditedTag, StatusVerdicts)
 	if err != nil {
 		return nil, fmt.Errorf("status: %w", err)
@@ -179,7 +186,11 @@ func verdicts(ctx context.Context, r *fossilio.Repo, project string) ([]messages
 		if err != nil {
 			return nil, fmt.Errorf("status: %w", err)
 		}
-		for _, v := range record.AuditVerdicts(ci, changes) {
+		kept, bad := record.AuditVerdictsOf(ci, changes)
+		for _, b := range bad {
+			passed.Note(b.Tag, "the audited tag sent by "+b.Sender+" holds no verdict: "+b.Why)
+		}
+		for _, v := range kept {
 			word := messages.VerdictFail
 			if v.Pass {
 				word = messages.VerdictPass
