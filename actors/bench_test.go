@@ -40,6 +40,12 @@ func BenchmarkCoresLaunchCycle(b *testing.B) {
 				}
 				s.input(messages.ProcessExited{Proc: proc, Workspace: wsAna, Status: messages.ExitStatus{State: messages.EndExited}})
 				continue
+			case messages.WatchLimits:
+				// Nothing goes past a limit here: the watch is never answered.
+				s.remove(p.id)
+				continue
+			case messages.CloseLimits:
+				r = messages.LimitsClosed{Proc: e.Proc}
 			case messages.WriteEnd:
 				r = messages.EndWritten{Proc: e.Proc}
 			default:
