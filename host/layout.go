@@ -102,6 +102,7 @@ func (l Layout) Workspace(k messages.WorkspaceKey) (Workspace, error) {
 		Held:         filepath.Join(l.root, k.Login, "held", k.Project),
 		Hears:        filepath.Join(l.root, k.Login, "held", k.Project, "hears"),
 		Checkins:     filepath.Join(l.root, k.Login, "held", k.Project, "checkins"),
+		Sandbox:      filepath.Join(l.root, k.Login, "held", k.Project, "sandbox"),
 		MCPDir:       filepath.Join(l.root, k.Login, "mcp", k.Project),
 		MCPLog:       filepath.Join(l.root, k.Login, "mcp", k.Project+".log"),
 	}, nil
@@ -130,6 +131,10 @@ type Workspace struct {
 	// gives the session, one branch a line, written by whoever starts it
 	// (seed 001 E7); absent for none.
 	Checkins string
+	// Sandbox is Held/sandbox: the sandbox the daemon spawned for the
+	// session (SandboxRecord), written at the spawn and removed at its end,
+	// so that a process in it counts for the workspace (D45).
+	Sandbox string
 	// MCPDir is AGENTS/LOGIN/mcp/PROJECT (mode 0700), outside the
 	// workspace: it holds the session's MCP socket, MCPSocketName, and is
 	// bound read-only into that session's sandbox alone, at MCPMount (D38).
