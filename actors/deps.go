@@ -105,6 +105,20 @@ type Watcher interface {
 	Watch(ctx context.Context, p messages.ProcID) error
 }
 
+// Limits follows the sessions' cgroups (D46): each session the daemon
+// spawns is in one of its own, holding the node's session limits.
+type Limits interface {
+	// Watch returns once the session's cgroup has gone past one of its
+	// limits: the limit (messages.LimitMemory, LimitProcesses) and what
+	// its counts show; an error when it has none or cannot be watched;
+	// ctx's error when ctx ends.
+	Watch(ctx context.Context, w messages.WorkspaceKey, p messages.ProcID) (limit, note string, err error)
+	// Close is asked once the session's process has ended: it reads the
+	// cgroup (the limit its end went past, "" for none), ends what is left
+	// in it and removes it. A session without a cgroup closes with nothing.
+	Close(ctx context.Context, w messages.WorkspaceKey, p messages.ProcID) (limit, note string, err error)
+}
+
 // Inputs is the pipe reader and the reaper, paused around a re-exec.
 type Inputs interface {
 	// Pause stops reading the pipe and reaping, returning the bytes read but
@@ -165,6 +179,9 @@ type Deps struct {
 	// Runs is the run engine (seed 004); nil on a node that runs none:
 	// run events are then logged and dropped.
 	Runs RunHost
+	// Limits follows the sessions' cgroups; nil on a node that makes
+	// none: no limit is watched, and a close finds nothing.
+	Limits Limits
 	// Logger receives the actors' log lines; protoactor's own go through it
 	// too when the system is made with NewSystem.
 	Logger *slog.Logger
@@ -237,6 +254,18 @@ func (d *Deps) run(ctx context.Context, e messages.DaemonEffect) messages.Daemon
 	case messages.WatchProcess:
 		err := d.Watcher.Watch(ctx, e.Proc)
 		return messages.ProcessGone{Proc: e.Proc, Seq: e.Seq, At: d.Clock.Now(), Err: err}
+	case messages.WatchLimits:
+		if d.Limits == nil {
+			return nil
+		}
+		limit, note, err := d.Limits.Watch(ctx, e.Workspace, e.Proc)
+		return messages.LimitReached{Proc: e.Proc, Seq: e.Seq, Limit: limit, Note: note, At: d.Clock.Now(), Err: err}
+	case messages.CloseLimits:
+		if d.Limits == nil {
+			return messages.LimitsClosed{Proc: e.Proc}
+		}
+		limit, note, err := d.Limits.Close(ctx, e.Workspace, e.Proc)
+		return messages.LimitsClosed{Proc: e.Proc, Limit: limit, Note: note, Err: err}
 	case messages.PauseInputs:
 		rem, err := d.Inputs.Pause(ctx)
 		return messages.InputsPaused{Remainder: rem, Err: err}

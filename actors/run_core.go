@@ -513,6 +513,8 @@ func (c *RunCore) exited(m messages.RunProcessExited) {
 		c.decide(messages.RunLost, nil, "its process ended while the node was not its parent, so how it ended is unknown")
 	case m.Signal == sigXCPU && c.facts.CPU:
 		c.decide(messages.RunBudget, nil, "cpu: its process was ended by SIGXCPU, past limits.cpu")
+	case m.Limit == messages.LimitMemory:
+		c.decide(messages.RunBudget, nil, "memory: past limits.memory, its sandbox was ended ("+m.LimitNote+")")
 	case !c.facts.StartsEach():
 		code := m.Exit()
 		c.decide(messages.RunExited, &code, "")

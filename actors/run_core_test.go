@@ -173,6 +173,14 @@ func TestRunLifeTable(t *testing.T) {
 		{"09 started + killed by SIGXCPU with a cpu limit: ended budget", join2(startedRun(messages.RunFacts{CPU: true}, launch1...),
 			runStep{msg: messages.RunProcessExited{Proc: 1, Signal: 24}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 budget: cpu: its process was ended by SIGXCPU, past limits.cpu"}}), "ended"},
+		{"09 started + past its memory (D46): the sandbox ended whole, ended budget", join2(startedRun(plain, launch1...),
+			runStep{msg: messages.RunProcessExited{Proc: 1, Code: 137, Limit: messages.LimitMemory, LimitNote: "1 process killed by the kernel at its memory limit of 32 MiB"},
+				want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 budget: memory: past limits.memory, its sandbox was ended (1 process killed by the kernel at its memory limit of 32 MiB)"}}), "ended"},
+		{"09 started + a fork refused at its processes: no end but its own, ended exited", join2(startedRun(plain, launch1...),
+			runStep{msg: messages.RunProcessExited{Proc: 1, Code: 2, Limit: messages.LimitProcesses, LimitNote: "1 new process refused at its processes limit of 5"},
+				want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 exited exit 2"}}), "ended"},
 		{"10 a process exits in a session whose deliveries is start: kept logs, the run goes on", join2(
 			startedRun(eachSession, "start timer wall R0run00000 #1 1m0s"),
 			runStep{msg: delivery(1), want: []string{"launch R0run00000 process 1 for bbbbbbbbbb@r11.1"}},
@@ -564,7 +572,8 @@ func TestRunCoreProperties(t *testing.T) {
 					t.Skip("not alive")
 				}
 				x := messages.RunProcessExited{Proc: p, Code: rapid.SampledFrom([]int{0, 1, 127}).Draw(t, "code"),
-					Signal: rapid.SampledFrom([]int{0, 0, 9, 15, 24}).Draw(t, "signal"), Unknown: rapid.IntRange(0, 9).Draw(t, "unknown") == 0}
+					Signal: rapid.SampledFrom([]int{0, 0, 9, 15, 24}).Draw(t, "signal"), Unknown: rapid.IntRange(0, 9).Draw(t, "unknown") == 0,
+					Limit: rapid.SampledFrom([]string{"", "", "", messages.LimitMemory, messages.LimitProcesses}).Draw(t, "limit")}
 				if m.alive[p] {
 					m.alive[p] = false
 					m.exited[p] = true
@@ -573,6 +582,8 @@ func TestRunCoreProperties(t *testing.T) {
 						case x.Unknown && !m.facts.StartsEach():
 							m.first(messages.RunLost)
 						case x.Signal == sigXCPU && m.facts.CPU:
+							m.first(messages.RunBudget)
+						case x.Limit == messages.LimitMemory:
 							m.first(messages.RunBudget)
 						case !m.facts.StartsEach():
 							m.first(messages.RunExited)

@@ -14,6 +14,9 @@ type sessionPhase int
 const (
 	// sessRunning: the process runs (a stop may have been asked).
 	sessRunning sessionPhase = iota
+	// sessClosing: the process ended; its cgroup is being read and
+	// removed (D46).
+	sessClosing
 	// sessReading: the process ended; a CI run's result is being read.
 	sessReading
 	// sessWriting: the end note is being written.
@@ -25,11 +28,13 @@ const (
 )
 
 // SessionCore decides for one session process, launched by the daemon (a
-// child) or found at start (adopted). On a stop, or once the process has run
-// past its launch's wall limit (D40), it sends TERM to the process group, and
+// child) or found at start (adopted). On a stop, once the process has run
+// past its launch's wall limit (D40), or once its cgroup has gone past its
+// memory or processes limit (D46), it sends TERM to the process group, and
 // for a child KILL after the grace; on the end, from the reaper or from a
-// watch, it writes exactly one end note (naming the budget when the wall
-// ended it) and tells its workspace. It never launches anything.
+// watch, it closes the cgroup, then writes exactly one end note (naming the
+// budget when a limit ended it) and tells its workspace. It never launches
+// anything.
 type SessionCore struct {
 	base
 	cfg   Config
@@ -37,8 +42,13 @@ type SessionCore struct {
 	phase sessionPhase
 	// seq numbers the timers and the watch; one fired under an older number
 	// is stale and changes nothing.
-	seq    int
-	frozen bool
+	seq int
+	// limitSeq is the number of the limits' watch in flight, on its own
+	// since a stop re-arms the timers but not the watch: 0 for none (one
+	// is armed with the timers), -1 once it answered (none is armed again
+	// until a freeze: the session is being stopped, or has no cgroup).
+	limitSeq int
+	frozen   bool
 	// collect is a CollectState waiting for the core to settle.
 	collect *messages.CollectState
 	// finished says SessionFinished was told.
@@ -95,6 +105,10 @@ func (c *SessionCore) arm(now time.Time) {
 	case sessRunning:
 		if !c.st.Child {
 			c.emit(messages.WatchProcess{Proc: c.st.Proc, Seq: c.seq})
+		}
+		if c.limitSeq == 0 {
+			c.limitSeq = c.seq
+			c.emit(messages.WatchLimits{Workspace: c.st.Workspace, Proc: c.st.Proc, Seq: c.seq})
 		}
 		if c.st.Child && c.st.StopRequestedAt != nil && !c.st.KillSent {
 			left := c.cfg.Grace - now.Sub(*c.st.StopRequestedAt)
@@ -158,6 +172,21 @@ func (c *SessionCore) Step(now time.Time, msg messages.DaemonMessage) []messages
 			break
 		}
 		c.end(now, messages.ExitStatus{State: messages.EndUnknown}, m.At)
+	case messages.LimitReached:
+		c.limitReached(now, m)
+	case messages.LimitsClosed:
+		if c.phase != sessClosing {
+			break
+		}
+		if m.Err != nil {
+			c.log(slog.LevelWarn, "the session's cgroup was not closed", pidAttr(c.st.Proc), errAttr(m.Err))
+		}
+		if m.Limit != "" && c.st.Budget == "" && c.st.StopRequestedAt == nil {
+			// Past a limit nobody stopped it for: the kernel's OOM kill
+			// ended it, or it ended before the watch said so.
+			c.st.Budget, c.st.BudgetNote = m.Limit, m.Note
+		}
+		c.closed()
 	case messages.ResultRead:
 		if c.phase != sessReading {
 			break
@@ -195,6 +224,7 @@ func (c *SessionCore) Step(now time.Time, msg messages.DaemonMessage) []messages
 		if m.Freeze && !c.frozen {
 			c.frozen = true
 			c.seq++ // every timer and watch armed so far is now stale
+			c.limitSeq = 0
 		}
 		c.collect = &m
 	case messages.ResumeWork:
@@ -259,9 +289,30 @@ func (c *SessionCore) timer(now time.Time, m messages.TimerFired) {
 	}
 }
 
+// limitReached: past its memory or processes (D46), the session is
+// stopped as past its wall: TERM, and KILL after the grace for a child.
+func (c *SessionCore) limitReached(now time.Time, m messages.LimitReached) {
+	if m.Seq != c.limitSeq || c.limitSeq <= 0 || c.st.Ended {
+		return // a watch from before a freeze or an end: stale
+	}
+	c.limitSeq = -1
+	if m.Err != nil {
+		c.log(slog.LevelInfo, "the session's limits are not watched", pidAttr(c.st.Proc), errAttr(m.Err))
+		return
+	}
+	if c.st.StopRequestedAt != nil {
+		c.log(slog.LevelInfo, "the session went past its "+m.Limit+" limit while being stopped: "+m.Note, pidAttr(c.st.Proc))
+		return
+	}
+	c.log(slog.LevelWarn, "the session went past its "+m.Limit+" limit ("+m.Note+"); stopping it", pidAttr(c.st.Proc))
+	c.st.Budget, c.st.BudgetNote = m.Limit, m.Note
+	c.stop(now)
+}
+
 // end records the end and asks for what the end note needs. The status is
 // what the note says (D20): unknown for a process the daemon is not the
 // parent of, and a sandbox's 137 after the daemon's own KILL is that KILL.
+// The cgroup is closed first: it may say a limit the end went past.
 func (c *SessionCore) end(now time.Time, status messages.ExitStatus, at time.Time) {
 	if !c.st.Child {
 		status = messages.ExitStatus{State: messages.EndUnknown}
@@ -273,6 +324,14 @@ func (c *SessionCore) end(now time.Time, status messages.ExitStatus, at time.Tim
 	c.st.Exit = status.AfterKill(c.st.KillSent)
 	c.st.EndedAt = at
 	c.seq++ // the grace timer and the watch are over
+	c.limitSeq = 0
+	c.phase = sessClosing
+	c.emit(messages.CloseLimits{Workspace: c.st.Workspace, Proc: c.st.Proc})
+}
+
+// closed goes on once the cgroup is closed: a CI run's result, then the
+// end note.
+func (c *SessionCore) closed() {
 	if c.st.Launch.IsCI() {
 		c.phase = sessReading
 		c.emit(messages.ReadResult{Proc: c.st.Proc, Launch: c.st.Launch})
@@ -353,9 +412,14 @@ func (c *SessionCore) endWords() string {
 	case c.st.StopRequestedAt != nil && c.st.Budget == "":
 		s += ", after a stop was requested"
 	}
-	if c.st.Budget != "" {
+	switch {
+	case c.st.Budget == messages.LimitWall:
 		s += fmt.Sprintf("; the daemon ended it past its %s limit of %s, counted from its start at %s", c.st.Budget, c.st.Launch.Wall,
 			c.st.StartedAt.UTC().Format(time.RFC3339))
+	case c.st.Budget != "" && c.st.StopRequestedAt != nil:
+		s += fmt.Sprintf("; the daemon ended it past its %s limit: %s", c.st.Budget, c.st.BudgetNote)
+	case c.st.Budget != "":
+		s += fmt.Sprintf("; it went past its %s limit: %s", c.st.Budget, c.st.BudgetNote)
 	}
 	if c.st.Launch.IsCI() {
 		if c.st.LeftResult {

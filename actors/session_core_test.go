@@ -41,11 +41,15 @@ type sessionModel struct {
 	wall     time.Duration
 	started  time.Time
 	wallTerm bool
-	watches  []messages.WatchProcess
-	await    []messages.DaemonEffect // effects whose result is due
-	ended    bool
-	exitSeen int
-	stops    int
+	// budget is the limit the end note must name: the wall's, a limit
+	// its cgroup's watch reached, or one its close found (D46).
+	budget       string
+	watches      []messages.WatchProcess
+	limitWatches []messages.WatchLimits
+	await        []messages.DaemonEffect // effects whose result is due
+	ended        bool
+	exitSeen     int
+	stops        int
 	// stopBeforeEnd: a stop came while the process ran.
 	stopBeforeEnd bool
 	terms         int
@@ -87,6 +91,21 @@ func (m *sessionModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 				t.Fatalf("a watch on a child: %s", e)
 			}
 			m.watches = append(m.watches, e)
+		case messages.WatchLimits:
+			if m.ended || e.Proc != m.proc || e.Workspace != testW {
+				t.Fatalf("a limits watch after the end, or not its own: %s", e)
+			}
+			for _, w := range m.limitWatches {
+				if w.Seq == m.c.limitSeq {
+					t.Fatalf("a second current limits watch: %s", e)
+				}
+			}
+			m.limitWatches = append(m.limitWatches, e)
+		case messages.CloseLimits:
+			if !m.ended || e.Proc != m.proc {
+				t.Fatalf("a close of its limits before the end: %s", e)
+			}
+			m.await = append(m.await, e)
 		case messages.SignalProcess:
 			if m.ended {
 				t.Fatalf("a signal after the end: %s", e)
@@ -121,8 +140,8 @@ func (m *sessionModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 			if (e.End.Status == messages.EndUnknown) == m.child {
 				t.Fatalf("an end note with the wrong status for a child=%v: %s", m.child, e)
 			}
-			if (e.End.Budget == messages.LimitWall) != m.wallTerm {
-				t.Fatalf("the end note says budget %q; the wall timer sent TERM: %v", e.End.Budget, m.wallTerm)
+			if e.End.Budget != m.budget {
+				t.Fatalf("the end note says budget %q, want %q", e.End.Budget, m.budget)
 			}
 			m.await = append(m.await, e)
 		case messages.Tell:
@@ -206,7 +225,7 @@ func TestSessionCoreProperties(t *testing.T) {
 					if m.now.Before(m.started.Add(m.wall)) {
 						t.Fatalf("the wall timer fired at %s, before the deadline %s", m.now, m.started.Add(m.wall))
 					}
-					m.wallTerm, m.stopBeforeEnd = true, true
+					m.wallTerm, m.stopBeforeEnd, m.budget = true, true, messages.LimitWall
 				}
 				m.step(t, messages.TimerFired{Proc: tm.Proc, Purpose: tm.Purpose, Seq: tm.Seq})
 			},
@@ -240,6 +259,23 @@ func TestSessionCoreProperties(t *testing.T) {
 				}
 				m.step(t, messages.ProcessGone{Proc: w.Proc, Seq: w.Seq, At: m.now, Err: err})
 			},
+			"limit": func(t *rapid.T) {
+				if len(m.limitWatches) == 0 {
+					t.Skip("no limits watch")
+				}
+				i := rapid.IntRange(0, len(m.limitWatches)-1).Draw(t, "watch")
+				w := m.limitWatches[i]
+				m.limitWatches = append(m.limitWatches[:i:i], m.limitWatches[i+1:]...)
+				r := messages.LimitReached{Proc: w.Proc, Seq: w.Seq, At: m.now,
+					Limit: rapid.SampledFrom([]string{messages.LimitMemory, messages.LimitProcesses}).Draw(t, "limit"), Note: "counts"}
+				if rapid.IntRange(0, 3).Draw(t, "fail") == 0 {
+					r = messages.LimitReached{Proc: w.Proc, Seq: w.Seq, Err: errors.New("no cgroup")}
+				}
+				if r.Err == nil && w.Seq == m.c.limitSeq && !m.ended && m.terms == 0 {
+					m.stopBeforeEnd, m.budget = true, r.Limit
+				}
+				m.step(t, r)
+			},
 			"answer": func(t *rapid.T) {
 				if len(m.await) == 0 {
 					t.Skip("nothing awaited")
@@ -262,6 +298,16 @@ func TestSessionCoreProperties(t *testing.T) {
 						m.endsOK++
 					}
 					m.step(t, messages.EndWritten{Proc: e.Proc, Err: err})
+				case messages.CloseLimits:
+					r := messages.LimitsClosed{Proc: e.Proc, Err: err,
+						Limit: rapid.SampledFrom([]string{"", messages.LimitMemory, messages.LimitProcesses}).Draw(t, "past")}
+					if r.Limit != "" {
+						r.Note = "counts"
+						if m.budget == "" && m.terms == 0 {
+							m.budget = r.Limit
+						}
+					}
+					m.step(t, r)
 				}
 			},
 			"collect": func(t *rapid.T) {
@@ -293,7 +339,7 @@ func TestSessionCoreProperties(t *testing.T) {
 					t.Fatal(err)
 				}
 				m.c = NewSessionCore(cfg, h2.Workspaces[0].Sessions[0])
-				m.timers, m.due, m.watches, m.await = nil, nil, nil, nil
+				m.timers, m.due, m.watches, m.await, m.limitWatches = nil, nil, nil, nil, nil
 				m.frozen, m.collects, m.graceOK = false, 0, false
 				t.Logf("restore")
 				m.apply(t, m.c.Start(m.now))
@@ -337,6 +383,17 @@ func TestSessionCoreProperties(t *testing.T) {
 				if m.wallTerm && m.c.st.Budget != messages.LimitWall {
 					t.Fatalf("the wall sent TERM, but the state says budget %q", m.c.st.Budget)
 				}
+				if !m.ended && !m.frozen && m.c.limitSeq != -1 {
+					// A running session's cgroup is always watched, until
+					// its watch answered.
+					watched := false
+					for _, w := range m.limitWatches {
+						watched = watched || w.Seq == m.c.limitSeq && m.c.limitSeq != 0
+					}
+					if !watched {
+						t.Fatalf("running with no current limits watch (%d watches, current #%d)", len(m.limitWatches), m.c.limitSeq)
+					}
+				}
 			},
 		})
 	})
@@ -352,10 +409,11 @@ func TestEndNote(t *testing.T) {
 	proc := messages.ProcID{PID: 42, Start: 4242}
 	launch := testLaunch(1, false)
 	launch.ReleaseName = "r7"
-	end := func(child, killed bool, launch messages.LaunchSpec, st messages.ExitStatus, result string) messages.EndNote {
+	end := func(child, killed bool, launch messages.LaunchSpec, st messages.ExitStatus, result, past string) messages.EndNote {
 		t.Helper()
 		c := NewSessionCore(Config{}.withDefaults(), messages.SessionState{Workspace: testW, Proc: proc, Child: child, Launch: launch, KillSent: killed})
-		effects := c.Step(at, messages.ProcessExited{Proc: proc, Status: st, At: at})
+		c.Step(at, messages.ProcessExited{Proc: proc, Status: st, At: at})
+		effects := c.Step(at, messages.LimitsClosed{Proc: proc, Limit: past, Note: "1 process killed by the kernel at its memory limit of 64 MiB"})
 		if launch.IsCI() {
 			effects = c.Step(at, messages.ResultRead{Proc: proc, Result: result, Found: result != ""})
 		}
@@ -375,25 +433,28 @@ func TestEndNote(t *testing.T) {
 		name          string
 		child, killed bool
 		st            messages.ExitStatus
+		past          string // the limit the cgroup's close finds the end past
 		want          string
 	}{
-		{"exited", true, false, messages.ExitStatus{State: messages.EndExited, Code: 0},
+		{"exited", true, false, messages.ExitStatus{State: messages.EndExited, Code: 0}, "",
 			`end ana/demo launch=` + h + ` pid=42 start_time=4242 status=exited exit_code=0 killed=false release=r7 seen=2026-11-30T09:00:00Z note="exited with code 0"`},
-		{"killed after the grace, as bwrap says it", true, true, messages.ExitStatus{State: messages.EndExited, Code: 137, Sandboxed: true},
+		{"killed after the grace, as bwrap says it", true, true, messages.ExitStatus{State: messages.EndExited, Code: 137, Sandboxed: true}, "",
 			`end ana/demo launch=` + h + ` pid=42 start_time=4242 status=signaled signal=SIGKILL killed=true release=r7 seen=2026-11-30T09:00:00Z note="ended by SIGKILL, after KILL when the stop grace of 10s ran out"`},
-		{"137 by itself, unsandboxed or without our KILL", true, false, messages.ExitStatus{State: messages.EndExited, Code: 137, Sandboxed: true},
+		{"137 by itself, unsandboxed or without our KILL", true, false, messages.ExitStatus{State: messages.EndExited, Code: 137, Sandboxed: true}, "",
 			`end ana/demo launch=` + h + ` pid=42 start_time=4242 status=exited exit_code=137 killed=false release=r7 seen=2026-11-30T09:00:00Z note="exited with code 137"`},
-		{"not the daemon's child", false, false, messages.ExitStatus{State: messages.EndExited, Code: 3},
+		{"not the daemon's child", false, false, messages.ExitStatus{State: messages.EndExited, Code: 3}, "",
 			`end ana/demo launch=` + h + ` pid=42 start_time=4242 status=unknown killed=false release=r7 seen=2026-11-30T09:00:00Z note="seen gone; the daemon was not its parent, so how it ended is unknown"`},
+		{"OOM-killed in its cgroup (D46)", true, false, messages.ExitStatus{State: messages.EndSignaled, Signal: "SIGKILL"}, messages.LimitMemory,
+			`end ana/demo launch=` + h + ` pid=42 start_time=4242 status=signaled signal=SIGKILL killed=false release=r7 seen=2026-11-30T09:00:00Z budget=memory note="ended by SIGKILL; it went past its memory limit: 1 process killed by the kernel at its memory limit of 64 MiB"`},
 	} {
-		n := end(c.child, c.killed, launch, c.st, "")
+		n := end(c.child, c.killed, launch, c.st, "", c.past)
 		if got := n.String(); got != c.want {
 			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
 		}
 	}
 	ci := testLaunch(2, true)
 	for result, want := range map[string]messages.CIResult{"green: ok": messages.CIGreen, "red: FAIL": messages.CIRed, "": messages.CINone} {
-		n := end(true, false, ci, messages.ExitStatus{State: messages.EndExited}, result)
+		n := end(true, false, ci, messages.ExitStatus{State: messages.EndExited}, result, "")
 		if n.Result != want || n.Checkin != ci.Checkin || n.Release != "unknown" {
 			t.Errorf("CI result %q: %s", result, (&n).String())
 		}

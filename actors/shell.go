@@ -420,9 +420,10 @@ func (r *runner) done(id int) bool {
 }
 
 // effect runs a host effect off the actor's goroutine, with a context that
-// the actor's stop cancels: on the tree's workers, or, for a watch, which
-// lasts as long as its process, on a goroutine of its own, so that no number
-// of watches can hold up the other effects.
+// the actor's stop cancels: on the tree's workers, or, for a watch (of a
+// process or of a session's limits), which lasts as long as its process,
+// on a goroutine of its own, so that no number of watches can hold up the
+// other effects.
 func (s *shell) effect(e messages.DaemonEffect) {
 	r := &s.run
 	r.mu.Lock()
@@ -448,7 +449,8 @@ func (s *shell) effect(e messages.DaemonEffect) {
 		cancel()
 		s.deliver(m)
 	}
-	if _, watch := e.(messages.WatchProcess); watch {
+	switch e.(type) {
+	case messages.WatchProcess, messages.WatchLimits:
 		go run()
 		return
 	}

@@ -39,6 +39,10 @@ type sim struct {
 	onEffect  func(from messages.ActorAddr, e messages.DaemonEffect)
 	onDeliver func(to messages.ActorAddr, m messages.DaemonMessage)
 
+	// cgroups, when set, stands for the cgroups' host (a transcript's):
+	// nil leaves the limits' effects pending, numbered, as any other.
+	cgroups *simCgroups
+
 	deadLetters []string
 	snapshots   map[int]messages.Handoff
 	// trace collects what a transcript prints.
@@ -186,6 +190,9 @@ func (s *sim) apply(from messages.ActorAddr, effs []messages.DaemonEffect) {
 				s.trace = append(s.trace, e.String())
 			}
 		default:
+			if s.cgroups != nil && s.cgroups.take(s, from, e) {
+				continue
+			}
 			s.nextID++
 			p := &pendingEffect{id: s.nextID, from: from, eff: e}
 			s.pending = append(s.pending, p)
@@ -284,4 +291,50 @@ func (s *sim) describe() string {
 		ps = append(ps, fmt.Sprintf("[%d] %s: %s", p.id, p.from, p.eff))
 	}
 	return "actors: " + strings.Join(as, "; ") + "\npending: " + strings.Join(ps, "\n  ")
+}
+
+// simCgroups stands for the sessions' cgroups in a transcript, so that the
+// effects there are numbered as before they came: a limits watch is kept,
+// unnumbered, until the transcript says a limit is reached ("limit"), and
+// a close is answered at once with what "closes" said for the process
+// (nothing past, by default).
+type simCgroups struct {
+	watches map[messages.ProcID]pendingEffect
+	closes  map[messages.ProcID]messages.LimitsClosed
+}
+
+func newSimCgroups() *simCgroups {
+	return &simCgroups{watches: map[messages.ProcID]pendingEffect{}, closes: map[messages.ProcID]messages.LimitsClosed{}}
+}
+
+// take handles e if it is a limits effect, and says whether it was.
+func (c *simCgroups) take(s *sim, from messages.ActorAddr, e messages.DaemonEffect) bool {
+	switch e := e.(type) {
+	case messages.WatchLimits:
+		c.watches[e.Proc] = pendingEffect{from: from, eff: e}
+		s.trace = append(s.trace, e.String())
+		return true
+	case messages.CloseLimits:
+		r := c.closes[e.Proc]
+		r.Proc = e.Proc
+		s.trace = append(s.trace, e.String()+": "+r.String())
+		s.seq++
+		s.mail[from] = append(s.mail[from], queued{seq: s.seq, msg: r})
+		return true
+	}
+	return false
+}
+
+// reach delivers the watch of p the news that it went past limit.
+func (c *simCgroups) reach(s *sim, p messages.ProcID, limit, note string) error {
+	w, ok := c.watches[p]
+	if !ok {
+		return fmt.Errorf("no limits watch for %s", p)
+	}
+	delete(c.watches, p)
+	e := w.eff.(messages.WatchLimits)
+	s.seq++
+	s.mail[w.from] = append(s.mail[w.from], queued{seq: s.seq, msg: messages.LimitReached{Proc: p, Seq: e.Seq, Limit: limit, Note: note, At: s.now}})
+	s.drain()
+	return nil
 }

@@ -106,6 +106,7 @@ func newTranscript() *transcript {
 // newSim makes a sim that keeps the hand-off of an exec as soon as it is asked.
 func (tr *transcript) newSim(now time.Time) *sim {
 	s := newSim(Config{}, now)
+	s.cgroups = newSimCgroups()
 	s.onEffect = func(_ messages.ActorAddr, e messages.DaemonEffect) {
 		if x, ok := e.(messages.ExecRelease); ok {
 			h := x.Handoff
@@ -212,6 +213,23 @@ func (tr *transcript) do(cmd string) error {
 			return err
 		}
 		s.input(messages.ProcessExited{Proc: p, Workspace: w, Status: st, At: s.now})
+	case "limit", "closes":
+		// limit PID@START memory|processes NOTE...: the session's cgroup
+		// went past it; closes PID@START LIMIT NOTE...: its close, to come,
+		// finds it past it.
+		if len(f) < 4 {
+			return errors.New(f[0] + " PID@START memory|processes NOTE...")
+		}
+		p, err := messages.ParseProcID(f[1])
+		if err != nil {
+			return err
+		}
+		note := strings.Join(f[3:], " ")
+		if f[0] == "closes" {
+			s.cgroups.closes[p] = messages.LimitsClosed{Limit: f[2], Note: note}
+			return nil
+		}
+		return s.cgroups.reach(s, p, f[2], note)
 	case "boot":
 		var found []messages.ProcInfo
 		for _, a := range f[1:] {

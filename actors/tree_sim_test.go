@@ -298,6 +298,13 @@ func (w *world) answer(p *pendingEffect, fail bool) bool {
 		}
 		pr.delivered = true
 		r = messages.ProcessGone{Proc: e.Proc, Seq: e.Seq, At: s.now}
+	case messages.WatchLimits:
+		if pr := w.procs[e.Proc]; pr != nil && pr.alive {
+			return false // within its limits while it runs
+		}
+		r = messages.LimitReached{Proc: e.Proc, Seq: e.Seq, Err: errors.New("the cgroup is gone")}
+	case messages.CloseLimits:
+		r = messages.LimitsClosed{Proc: e.Proc}
 	case messages.PauseInputs:
 		w.reaperPaused = true
 		r = messages.InputsPaused{}

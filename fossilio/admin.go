@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +42,9 @@ type Admin struct {
 	// WALWait bounds how long UseWAL waits for the lock of another process
 	// that has the repository open; zero means DefaultWALWait.
 	WALWait time.Duration
+	// Files keeps the password files (ProvisionAgent, RotatePassword): the
+	// node's below the agents root are unixhost.Below's; nil is OSFiles.
+	Files PasswordFiles
 }
 
 // DefaultWALWait is how long UseWAL waits, at most, for the server, its
@@ -337,10 +341,10 @@ func (a *Admin) ProvisionAgent(ctx context.Context, login, passwordFile string) 
 	if err := CheckLoginName(login); err != nil {
 		return fmt.Errorf("provision agent %q: %w", login, err)
 	}
-	password, err := ReadPasswordFile(passwordFile)
+	password, err := a.ReadPasswordFile(passwordFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		password = NewPassword()
-		err = WritePasswordFile(passwordFile, password)
+		err = a.WritePasswordFile(passwordFile, password)
 	}
 	if err != nil {
 		return fmt.Errorf("provision agent %q: %w", login, err)
@@ -356,16 +360,17 @@ func (a *Admin) ProvisionAgent(ctx context.Context, login, passwordFile string) 
 // password, so the two never disagree after a failure of the repository.
 func (a *Admin) RotatePassword(ctx context.Context, login, passwordFile string) (string, error) {
 	password := NewPassword()
-	tmp, err := writeTemp(passwordFile, password)
+	tmp, err := a.writeTemp(passwordFile, password)
 	if err != nil {
 		return "", fmt.Errorf("rotate password of %q: %w", login, err)
 	}
+	files := a.files()
 	if err := a.SetPassword(ctx, login, password); err != nil {
-		os.Remove(tmp)
+		files.Remove(tmp)
 		return "", fmt.Errorf("rotate password of %q: %w", login, err)
 	}
-	if err := os.Rename(tmp, passwordFile); err != nil {
-		os.Remove(tmp)
+	if err := files.Rename(tmp, passwordFile); err != nil {
+		files.Remove(tmp)
 		return "", fmt.Errorf("rotate password of %q: the repository has the new password, but: %w", login, err)
 	}
 	return password, nil
@@ -379,61 +384,89 @@ func NewPassword() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+// PasswordFiles is where the logins' password files are kept. The node's
+// are below the agents root, read and written through no link
+// (unixhost.Below); OSFiles serves a file a caller names elsewhere.
+type PasswordFiles interface {
+	ReadSecret(p string, max int64) ([]byte, error)
+	WriteFile(p string, data []byte, perm fs.FileMode) error
+	MkdirAll(p string, perm fs.FileMode) error
+	Rename(from, to string) error
+	Remove(p string) error
+}
+
+// maxPasswordFile bounds a password file: one line.
+const maxPasswordFile = 4 << 10
+
+// files is a's PasswordFiles: OSFiles when it names none.
+func (a *Admin) files() PasswordFiles {
+	if a.Files != nil {
+		return a.Files
+	}
+	return OSFiles{}
+}
+
 // WritePasswordFile writes a password to a file only its owner reads (0600),
 // atomically: a reader sees the old password or the new one.
-func WritePasswordFile(path, password string) error {
-	tmp, err := writeTemp(path, password)
+func (a *Admin) WritePasswordFile(path, password string) error {
+	content, err := passwordContent(password)
 	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	files := a.files()
+	if err := files.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("write password file: %w", err)
+	}
+	if err := files.WriteFile(path, content, 0o600); err != nil {
 		return fmt.Errorf("write password file: %w", err)
 	}
 	return nil
 }
 
-func writeTemp(path, password string) (string, error) {
-	if password == "" || strings.ContainsAny(password, "\n\r") {
-		return "", fmt.Errorf("%w: a password is one non-empty line", ErrBadInput)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", fmt.Errorf("write password file: %w", err)
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".password-*")
+// writeTemp writes password beside path, under a name of its own, for a
+// rename over path once the repository holds it.
+func (a *Admin) writeTemp(path, password string) (string, error) {
+	content, err := passwordContent(password)
 	if err != nil {
+		return "", err
+	}
+	files := a.files()
+	if err := files.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", fmt.Errorf("write password file: %w", err)
 	}
-	if err := f.Chmod(0o600); err == nil {
-		_, err = f.WriteString(password + "\n")
-		if err == nil {
-			err = f.Sync()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			return f.Name(), nil
-		}
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(filepath.Dir(path), ".password-"+hex.EncodeToString(rnd[:]))
+	if err := files.WriteFile(tmp, content, 0o600); err != nil {
+		return "", fmt.Errorf("write password file %s: %w", path, err)
 	}
-	f.Close()
-	os.Remove(f.Name())
-	return "", fmt.Errorf("write password file %s: %w", path, err)
+	return tmp, nil
 }
 
-// ReadPasswordFile reads a password kept by WritePasswordFile. A file others
-// may read is refused: the password would not be the login's alone.
-func ReadPasswordFile(path string) (string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", err
+func passwordContent(password string) ([]byte, error) {
+	if password == "" || strings.ContainsAny(password, "\n\r") {
+		return nil, fmt.Errorf("%w: a password is one non-empty line", ErrBadInput)
 	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("read password file %s: %w: mode %v lets others read it", path, ErrBadInput, st.Mode().Perm())
-	}
-	b, err := os.ReadFile(path)
+	return []byte(password + "\n"), nil
+}
+
+// ReadPasswordFile reads a password kept by WritePasswordFile through a's
+// files. A file others may read is refused: the password would not be the
+// login's alone.
+func (a *Admin) ReadPasswordFile(path string) (string, error) {
+	return ReadPasswordFrom(a.files(), path)
+}
+
+// ReadPasswordFrom reads the password file at path through files.
+func ReadPasswordFrom(files interface {
+	ReadSecret(p string, max int64) ([]byte, error)
+}, path string) (string, error) {
+	b, err := files.ReadSecret(path, maxPasswordFile)
 	if err != nil {
-		return "", err
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		return "", fmt.Errorf("read password file %s: %w: %v", path, ErrBadInput, err)
 	}
 	pw := strings.TrimRight(string(b), "\r\n")
 	if pw == "" || strings.ContainsAny(pw, "\n\r") {
@@ -441,6 +474,11 @@ func ReadPasswordFile(path string) (string, error) {
 	}
 	return pw, nil
 }
+
+// ReadPasswordFile reads a password file a caller names, wherever it is
+// (OSFiles): `--password-file`. The node's own are read through its
+// PasswordFiles.
+func ReadPasswordFile(path string) (string, error) { return ReadPasswordFrom(OSFiles{}, path) }
 
 // Backoffice runs the repository's backoffice now (hooks included), ignoring
 // the 60 s lease of the server's own backoffice. Fossil's write commands on

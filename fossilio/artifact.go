@@ -89,25 +89,30 @@ type Artifact struct {
 	AttachName, AttachTarget, AttachSource string // A
 	Baseline                               string // B
 	Comment                                string // C
-	Date                                   time.Time
-	EventDate                              time.Time // E
-	EventID                                string    // E
-	Files                                  []File
-	ThreadRoot                             string // G
-	ThreadTitle                            string // H
-	InReplyTo                              string // I
-	Fields                                 []Field
-	Ticket                                 string   // K
-	WikiTitle                              string   // L
-	Children                               []string // M
-	Mimetype                               string   // N
-	Parents                                []string // P
-	Cherrypicks                            []string // Q, with their + or - prefix
-	RepoChecksum                           string   // R
-	Tags                                   []Tag
-	User                                   string // U; "anonymous" when empty
-	HasText                                bool   // a W card is present
-	Text                                   []byte // W payload
+	// Date is the D card's time; zero with DateNow when the card says
+	// "now", which Fossil reads as the moment it parsed the artifact.
+	// Nothing OCX decides reads it (D47): the server's order is the
+	// receipts'.
+	Date         time.Time
+	DateNow      bool
+	EventDate    time.Time // E
+	EventID      string    // E
+	Files        []File
+	ThreadRoot   string // G
+	ThreadTitle  string // H
+	InReplyTo    string // I
+	Fields       []Field
+	Ticket       string   // K
+	WikiTitle    string   // L
+	Children     []string // M
+	Mimetype     string   // N
+	Parents      []string // P
+	Cherrypicks  []string // Q, with their + or - prefix
+	RepoChecksum string   // R
+	Tags         []Tag
+	User         string // U; "anonymous" when empty
+	HasText      bool   // a W card is present
+	Text         []byte // W payload
 }
 
 // Parse parses data as Fossil 2.21 parses a structural artifact
@@ -221,15 +226,15 @@ func Parse(data []byte) (*Artifact, error) {
 		case 'D':
 			maxArgs = 1
 			v, _ := arg(0)
-			t, err := parseDate(v)
+			t, now, err := parseDate(v)
 			if err != nil {
 				return fail(line, "cannot parse date on D-card: %q", v)
 			}
-			a.Date = t
+			a.Date, a.DateNow = t, now
 		case 'E':
 			maxArgs = 2
 			v, _ := arg(0)
-			t, err := parseDate(v)
+			t, _, err := parseDate(v)
 			if err != nil {
 				return fail(line, "malformed date on E-card")
 			}
@@ -560,29 +565,73 @@ func wikiName(s string) bool {
 	return true
 }
 
-// dateLayouts are the timestamp forms OCX accepts on a D or E card: the ISO
-// forms Fossil writes and SQLite's julianday() reads. Fossil accepts more
-// (anything julianday parses); an artifact using another form is refused
-// here as malformed rather than guessed at.
-var dateLayouts = []string{
-	"2006-01-02T15:04:05.999999999",
-	"2006-01-02 15:04:05.999999999",
-	"2006-01-02T15:04",
-	"2006-01-02 15:04",
-	"2006-01-02",
-}
-
-func parseDate(s string) (time.Time, error) {
-	s = strings.TrimSuffix(s, "Z")
-	for _, l := range dateLayouts {
-		if t, err := time.ParseInLocation(l, s, time.UTC); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("fossilio: cannot parse date %q", s)
-}
-
 // formatDate writes a time as Fossil writes a D card: UTC, milliseconds.
 func formatDate(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05.000")
+}
+
+// Structural says whether Fossil takes data for a structural artifact when
+// it arrives: Fossil tries to parse every artifact it receives, whatever
+// names it (a check-in's F card, say), and stores one that parses as what
+// its cards make it: a check-in, a tag change, a forum post, a ticket
+// change, a wiki page. t is the type when this node's parser reads data as
+// one. Bytes it does not read but that end in a Z card whose checksum
+// holds, as every structural artifact must, are taken for one too, with
+// t TypeNone: Fossil's parser reads some cards more widely than this one,
+// and no file ends so by chance.
+func Structural(data []byte) (t Type, structural bool) {
+	if a, err := Parse(data); err == nil {
+		return a.Type, true
+	}
+	return TypeNone, zCardHolds(data)
+}
+
+// zCardHolds says whether data, without a PGP wrapper, ends in a Z card
+// holding the MD5 of everything before it.
+func zCardHolds(data []byte) bool {
+	if len(data) == 0 || data[len(data)-1] != '\n' {
+		return false
+	}
+	z := stripPGP(data)
+	n := len(z)
+	if n < 35 || z[n-35] != 'Z' || z[n-34] != ' ' || (n > 35 && z[n-36] != '\n') {
+		return false
+	}
+	sum := md5.Sum(z[:n-35])
+	return string(z[n-33:n-1]) == hex.EncodeToString(sum[:])
+}
+
+// BranchState is a check-in's branch as Fossil's raw "branch" tag gives
+// it: its name, and whether it propagates to the check-ins whose primary
+// parent it is (a "*branch" tag; a "+branch" one names the check-in's
+// branch alone). The zero value is no branch.
+type BranchState struct {
+	Name       string
+	Propagates bool
+}
+
+// Branch is the branch the check-in whose manifest is a has, parent being
+// what its primary parent has (the zero value when it has none, or for a
+// check-in without a P card), as Fossil's cross-link gives it: its own
+// "branch" T card when it carries one (a cancel leaves it none; of two,
+// the first, which Fossil applies first and keeps), else its parent's when
+// that propagates. Only the artifact's own bytes and the parent's state
+// decide, never a table of the repository it came from.
+func (a *Artifact) Branch(parent BranchState) BranchState {
+	for _, t := range a.Tags {
+		if t.Target != "" || t.Name != "branch" {
+			continue
+		}
+		switch t.Op {
+		case TagPropagate:
+			return BranchState{Name: t.Value, Propagates: true}
+		case TagAdd:
+			return BranchState{Name: t.Value}
+		}
+		return BranchState{}
+	}
+	if parent.Propagates {
+		return parent
+	}
+	return BranchState{}
 }

@@ -79,6 +79,12 @@ type Info struct {
 
 	Tags    []Tag    // tag change: its T cards
 	Targets []string // tag change: the artifacts it tags, each once
+
+	// Unparsed says why a tag change's own bytes do not read as the node
+	// parses them (Fossil, whose parser reads some cards more widely, took
+	// it for one): its tags are unknown, and every reader passes over it
+	// (Options.PassedOver is told). One bad artifact costs only itself.
+	Unparsed string
 }
 
 const infoQuery = `SELECT b.rid, b.rcvid, u.login, rf.nonce IS NOT NULL, rf.ipaddr IS NOT NULL, rf.mtime,
@@ -203,6 +209,10 @@ func (rd *reader) info(hash string) (Info, error) {
 		// The tag tables keep only each tag's latest setting, so the
 		// artifact itself is what says which tags it set and where.
 		a, err := rd.artifact(info.Rid, hash)
+		if rd.r.passOver(hash, err) {
+			info.Unparsed = err.Error()
+			return info, nil
+		}
 		if err != nil {
 			return Info{}, err
 		}
@@ -272,8 +282,9 @@ func (rd *reader) finished(after int64) (int64, error) {
 
 // NoteTexts reads, in one read transaction, the text each artifact may
 // hold a note in: a post's text, what a ticket change adds to the ticket's
-// comment; "" for anything else, and for an edit or a post awaiting
-// moderation, which hold none. infos are what Classify or Info gave, so
+// comment; "" for anything else, for an edit or a post awaiting
+// moderation, which hold none, and for one whose bytes do not read
+// (Options.PassedOver is told). infos are what Classify or Info gave, so
 // each artifact is read by its row, its hash checked, never looked up again.
 func (r *Repo) NoteTexts(ctx context.Context, infos []Info) ([]string, error) {
 	out := make([]string, len(infos))
@@ -286,6 +297,9 @@ func (r *Repo) NoteTexts(ctx context.Context, infos []Info) ([]string, error) {
 				continue
 			}
 			a, err := rd.artifact(info.Rid, info.Hash)
+			if rd.r.passOver(info.Hash, err) {
+				continue // it holds no note the node can read
+			}
 			if err != nil {
 				return err
 			}

@@ -1,8 +1,10 @@
 package fossilio
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -90,7 +92,8 @@ func (rd *reader) firstVersion(rid int64, hash string) (string, error) {
 // Thread returns a thread's posts in the server's order (by the receipt of
 // each post's first version, then its row), each in its latest version. The
 // thread is named by any of its posts. Posts awaiting moderation are left
-// out, as Fossil hides them from everyone but moderators.
+// out, as Fossil hides them from everyone but moderators, and so is a post
+// whose bytes do not read (Options.PassedOver is told).
 func (r *Repo) Thread(ctx context.Context, anyPost string) ([]ForumPost, error) {
 	var posts []ForumPost
 	err := r.read(ctx, "read thread", func(rd *reader) error {
@@ -164,6 +167,9 @@ func (r *Repo) Thread(ctx context.Context, anyPost string) ([]ForumPost, error) 
 		})
 		for _, e := range entries {
 			p, err := rd.post(e.latest.hash)
+			if passOverPost(rd.r, e.latest.hash, err) {
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -173,6 +179,16 @@ func (r *Repo) Thread(ctx context.Context, anyPost string) ([]ForumPost, error) 
 		return nil
 	})
 	return posts, err
+}
+
+// passOverPost says whether err is a post's own fault, which a reader of
+// many passes over (Options.PassedOver is told): its bytes do not read,
+// or they parse as another kind than Fossil took them for.
+func passOverPost(r *Repo, hash string, err error) bool {
+	if errors.Is(err, ErrWrongKind) {
+		err = fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	return r.passOver(hash, err)
 }
 
 func cmpInt(a, b int64) int {
@@ -269,11 +285,15 @@ func (r *Repo) RecentThreads(ctx context.Context, n int) ([]Thread, error) {
 					continue
 				}
 				a, err := rd.artifact(rid, latest)
+				if rd.r.passOver(latest, err) {
+					continue
+				}
 				if err != nil {
 					return err
 				}
 				if a.Type != TypeForum {
-					return fmt.Errorf("%s %s: %w: first post %s parses as a %s", op, r.path, ErrWrongKind, latest, a.Type)
+					r.passOver(latest, fmt.Errorf("%w: first post %s parses as a %s", ErrMalformed, latest, a.Type))
+					continue
 				}
 				if len(a.Text) == 0 || a.ThreadTitle == "" {
 					continue
@@ -293,4 +313,72 @@ func (r *Repo) RecentThreads(ctx context.Context, n int) ([]Thread, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// FirstPosts lists the first post of every thread, as first written (an
+// edit of one is not listed, nor one awaiting moderation), in the server's
+// order, each with who sent it and its text: where protocol v1 records are
+// (E3). When holding is not empty, only the posts whose bytes hold it are
+// listed, and the others are never parsed (as SentBy filters). A post
+// whose bytes do not read is passed over (Options.PassedOver is told).
+func (r *Repo) FirstPosts(ctx context.Context, holding string) ([]Sent, error) {
+	var out []Sent
+	err := r.read(ctx, "list first posts", func(rd *reader) error {
+		// Fossil creates the forum's table with the first post.
+		if ok, err := rd.hasTable("forumpost"); err != nil || !ok {
+			return err
+		}
+		type row struct {
+			hash string
+			rid  int64
+			raw  []byte // the stored content when it is whole (no delta)
+		}
+		rows, err := rd.query(`SELECT b.uuid, b.rid, CASE WHEN d.rid IS NULL AND ?1 THEN b.content END
+			FROM forumpost f JOIN blob b ON b.rid=f.fpid LEFT JOIN delta d ON d.rid=b.rid
+			WHERE f.froot=f.fpid AND f.fprev IS NULL AND f.firt IS NULL AND f.fpid NOT IN (SELECT rid FROM private)
+			ORDER BY b.rcvid, b.rid`, holding != "")
+		if err != nil {
+			return err
+		}
+		var list []row
+		for rows.Next() {
+			var x row
+			if err := rows.Scan(&x.hash, &x.rid, &x.raw); err != nil {
+				rows.Close()
+				return err
+			}
+			list = append(list, x)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, x := range list {
+			if holding != "" {
+				data, err := inflate(x.raw)
+				if x.raw == nil || err != nil {
+					data, err = rd.content(x.rid, x.hash)
+				}
+				if rd.r.passOver(x.hash, err) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if !bytes.Contains(data, []byte(holding)) {
+					continue
+				}
+			}
+			p, err := rd.post(x.hash)
+			if passOverPost(rd.r, x.hash, err) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			out = append(out, Sent{Info: p.Info, Text: p.Text})
+		}
+		return nil
+	})
+	return out, err
 }

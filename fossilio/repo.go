@@ -34,6 +34,12 @@ type Options struct {
 	// BusyTimeout is how long a read waits for a writer; 0 means
 	// DefaultBusyTimeout.
 	BusyTimeout time.Duration
+	// PassedOver, when set, is told of each artifact a reader of many
+	// passes over because its own bytes do not read (they do not parse as
+	// its kind, or its content cannot be rebuilt): a tag change in a
+	// batch, a post of a thread, a change of a ticket. One bad artifact
+	// costs only itself (issue 22 item 5); the caller logs it, once.
+	PassedOver func(hash string, err error)
 }
 
 // Repo reads one Fossil repository file, read-only. It is safe for concurrent
@@ -53,6 +59,13 @@ type Repo struct {
 	stmtsMu sync.Mutex
 	// timeout is the busy timeout of its connections.
 	timeout time.Duration
+	// passedOver is Options.PassedOver.
+	passedOver func(hash string, err error)
+	// file is the descriptor a Repo opened by OpenCloneFile reads through,
+	// closed with it; immutable is set then: SQLite takes no lock and
+	// looks for no journal, so no hot journal is rolled back either.
+	file      *os.File
+	immutable bool
 	// readers admits one read transaction fewer than there are connections:
 	// a reader that must prepare a statement needs a free connection while
 	// it holds its own, and with every connection held by readers waiting
@@ -81,13 +94,48 @@ func open(path string, node bool, opts *Options) (*Repo, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("open repository %s: %w (not a regular file)", abs, ErrNotRepository)
 	}
+	return openDSN(abs, url.URL{Scheme: "file", Path: abs}, nil, node, opts)
+}
+
+// OpenCloneFile opens an agent's clone through a descriptor its caller
+// opened following no link (unixhost.Root.OpenRegular), never by its
+// name: the clone is the agent's file, and a link in its place would make
+// the node open any SQLite file, its own repository among them. SQLite
+// reads the very file behind f (/proc/self/fd/N), read-only and
+// immutable: it takes no lock, looks for no journal beside it and writes
+// nothing, so nothing the agent put next to its clone is read either; an
+// agent writing its clone meanwhile harms only its own reads. The Repo
+// closes f when it closes, and on an error.
+func OpenCloneFile(f *os.File, opts *Options) (*Repo, error) {
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, &fs.PathError{Op: "open repository", Path: f.Name(), Err: errors.Unwrap(err)}
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("open repository %s: %w (not a regular file)", f.Name(), ErrNotRepository)
+	}
+	u := url.URL{Scheme: "file", Path: "/proc/self/fd/" + strconv.FormatUint(uint64(f.Fd()), 10)}
+	r, err := openDSN(f.Name(), u, f, false, opts)
+	if err != nil {
+		f.Close()
+	}
+	return r, err
+}
+
+// openDSN opens the SQLite database at u read-only, abs naming it in every
+// error; with file set, immutable and through that descriptor.
+func openDSN(abs string, u url.URL, file *os.File, node bool, opts *Options) (*Repo, error) {
 	timeout := DefaultBusyTimeout
 	if opts != nil && opts.BusyTimeout > 0 {
 		timeout = opts.BusyTimeout
 	}
-	u := url.URL{Scheme: "file", Path: abs}
 	q := url.Values{}
 	q.Set("mode", "ro")
+	if file != nil {
+		q.Set("immutable", "1")
+	}
 	q.Set("_busy_timeout", strconv.FormatInt(timeout.Milliseconds(), 10))
 	dsn := u.String() + "?" + q.Encode()
 	db, err := sql.Open("sqlite", dsn)
@@ -96,13 +144,17 @@ func open(path string, node bool, opts *Options) (*Repo, error) {
 	}
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	r := &Repo{path: abs, node: node, db: db, stmts: map[string]*sql.Stmt{}, once: map[string]bool{}, readers: make(chan struct{}, maxConns-1), timeout: timeout}
+	r := &Repo{path: abs, node: node, db: db, stmts: map[string]*sql.Stmt{}, once: map[string]bool{}, readers: make(chan struct{}, maxConns-1), timeout: timeout,
+		file: file, immutable: file != nil}
+	if opts != nil {
+		r.passedOver = opts.PassedOver
+	}
 	var n int
 	probe := func() error {
 		return db.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN ('blob','rcvfrom','config','event','tagxref','user')`).Scan(&n)
 	}
 	err = probe()
-	if isHotJournal(err) {
+	if isHotJournal(err) && !r.immutable {
 		if err = rollBackHotJournal(abs, timeout); err == nil {
 			err = probe()
 		}
@@ -125,7 +177,25 @@ func (r *Repo) Close() error {
 	}
 	r.stmts = nil
 	r.stmtsMu.Unlock()
-	return r.db.Close()
+	err := r.db.Close()
+	if r.file != nil {
+		r.file.Close()
+	}
+	return err
+}
+
+// passOver tells Options.PassedOver of an artifact a reader of many
+// passes over, and says whether err is such an artifact's: its bytes do
+// not read (ErrMalformed). Any other error (the database's) is the
+// reader's to return.
+func (r *Repo) passOver(hash string, err error) bool {
+	if !errors.Is(err, ErrMalformed) {
+		return false
+	}
+	if r.passedOver != nil {
+		r.passedOver(hash, err)
+	}
+	return true
 }
 
 // Path is the repository file's absolute path.
@@ -200,7 +270,7 @@ func (r *Repo) read(ctx context.Context, op string, fn func(*reader) error) erro
 	}
 	defer func() { <-r.readers }()
 	err := r.readOnce(ctx, op, fn)
-	if isHotJournal(err) {
+	if isHotJournal(err) && !r.immutable {
 		if rerr := rollBackHotJournal(r.path, r.timeout); rerr != nil {
 			return r.wrap(op, rerr)
 		}

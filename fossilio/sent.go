@@ -71,6 +71,9 @@ func (r *Repo) SentBy(ctx context.Context, login, holding string) ([]Sent, error
 				if x.raw == nil || err != nil {
 					data, err = rd.content(x.rid, x.hash)
 				}
+				if rd.r.passOver(x.hash, err) {
+					continue
+				}
 				if err != nil {
 					return err
 				}
@@ -81,6 +84,9 @@ func (r *Repo) SentBy(ctx context.Context, login, holding string) ([]Sent, error
 			switch x.typ {
 			case "f":
 				p, err := rd.post(x.hash)
+				if passOverPost(rd.r, x.hash, err) {
+					continue
+				}
 				if err != nil {
 					return err
 				}
@@ -90,6 +96,9 @@ func (r *Repo) SentBy(ctx context.Context, login, holding string) ([]Sent, error
 				out = append(out, Sent{Info: p.Info, Text: p.Text})
 			case "t":
 				c, err := rd.ticketChange(x.hash)
+				if rd.r.passOver(x.hash, err) {
+					continue
+				}
 				if err != nil {
 					return err
 				}

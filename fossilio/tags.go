@@ -2,6 +2,7 @@ package fossilio
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"time"
@@ -22,6 +23,8 @@ type TagChange struct {
 // CheckinTags returns every tag change aimed at a check-in, the check-in's
 // own T cards first, then each tag change in the server's order. Fossil's
 // tag tables keep only the latest value of each tag; this is the history.
+// An artifact whose bytes do not read (the check-in's own manifest, a tag
+// change) gives no tag and is passed over (Options.PassedOver is told).
 func (r *Repo) CheckinTags(ctx context.Context, checkin string) ([]TagChange, error) {
 	var out []TagChange
 	err := r.read(ctx, "read check-in tags", func(rd *reader) error {
@@ -37,7 +40,9 @@ func (r *Repo) CheckinTags(ctx context.Context, checkin string) ([]TagChange, er
 			return fmt.Errorf("read tags of %s in %s: %w: it is a %s", full, r.path, ErrWrongKind, ci.Kind)
 		}
 		own, err := rd.artifact(ci.Rid, full)
-		if err != nil {
+		if rd.r.passOver(full, err) {
+			own = &Artifact{} // its own tags are unknown; the tag changes still count
+		} else if err != nil {
 			return err
 		}
 		for _, t := range own.Tags {
@@ -171,15 +176,43 @@ func (r *Repo) Lacks(ctx context.Context, hashes ...string) ([]string, error) {
 }
 
 // Tagged returns the check-ins that carry, or carried, the raw tag name,
-// the most recently tagged first, at most limit of them.
+// the most recently tagged first, at most limit of them: by the receipt
+// of the tag change Fossil keeps for each (then its row), the server's
+// order, never by the time written in it, which anyone who may push
+// writes as they like (D47).
 func (r *Repo) Tagged(ctx context.Context, name string, limit int) ([]string, error) {
 	var out []string
 	err := r.read(ctx, "list tagged check-ins", func(rd *reader) error {
 		var err error
 		out, err = rd.hashes(`SELECT b.uuid FROM tagxref x JOIN blob b ON b.rid=x.rid JOIN event e ON e.objid=x.rid AND e.type='ci'
+			LEFT JOIN blob s ON s.rid=x.srcid
 			WHERE x.tagid=(SELECT tagid FROM tag WHERE tagname=?) AND b.rid NOT IN (SELECT rid FROM private)
-			ORDER BY x.mtime DESC, b.rid DESC LIMIT ?`, name, limit)
+			ORDER BY coalesce(s.rcvid, 0) DESC, x.srcid DESC, b.rid DESC LIMIT ?`, name, limit)
 		return err
 	})
 	return out, err
+}
+
+// BranchState reads what the node's repository holds of a check-in's
+// branch (Artifact.Branch): its "branch" tag's value and whether it
+// propagates. found is false when the repository lacks the check-in (or
+// holds only a phantom of it).
+func (r *Repo) BranchState(ctx context.Context, checkin string) (st BranchState, found bool, err error) {
+	err = r.read(ctx, "read a check-in's branch", func(rd *reader) error {
+		var rid, size int64
+		ok, err := rd.row(`SELECT rid, size FROM blob WHERE uuid=?`, []any{checkin}, &rid, &size)
+		if err != nil || !ok || size < 0 {
+			return err
+		}
+		found = true
+		var value sql.NullString
+		var tagtype int
+		ok, err = rd.row(`SELECT value, tagtype FROM tagxref WHERE rid=? AND tagid=(SELECT tagid FROM tag WHERE tagname='branch')`, []any{rid}, &value, &tagtype)
+		if err != nil || !ok || tagtype == 0 {
+			return err
+		}
+		st = BranchState{Name: value.String, Propagates: tagtype == 2}
+		return nil
+	})
+	return st, found, err
 }

@@ -19,7 +19,8 @@ type TicketChange struct {
 
 // TicketChanges returns a ticket's changes in the server's order. The ticket
 // is named by its full id or a unique prefix of at least MinPrefix digits.
-// Changes awaiting moderation are left out.
+// Changes awaiting moderation are left out, and so is one whose bytes do
+// not read (Options.PassedOver is told).
 func (r *Repo) TicketChanges(ctx context.Context, ticket string) ([]TicketChange, error) {
 	var out []TicketChange
 	err := r.read(ctx, "read ticket", func(rd *reader) error {
@@ -56,6 +57,9 @@ func (r *Repo) TicketChanges(ctx context.Context, ticket string) ([]TicketChange
 		}
 		for _, h := range hashes {
 			c, err := rd.ticketChange(h)
+			if rd.r.passOver(h, err) {
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -237,6 +241,9 @@ func (rd *reader) ticketSummary(tagid int64, t *TicketSummary) error {
 	}
 	for _, v := range versions {
 		a, err := rd.artifact(v.rid, v.hash)
+		if rd.r.passOver(v.hash, err) {
+			continue
+		}
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -208,25 +209,96 @@ func Obscure(s string, salt byte) string {
 // it), for instance after the login's password was rotated. It writes the
 // clone's config directly, so the password never appears on a command line.
 func Remember(ctx context.Context, clone string, rem Remote) error {
+	write, err := remembering(ctx, clone, rem)
+	if err != nil {
+		return err
+	}
+	a := &Admin{Repository: clone}
+	return a.writeTx(ctx, "remember server", write)
+}
+
+// RememberFile is Remember on an agent's clone opened through a descriptor
+// its caller opened following no link (unixhost.Root.OpenRegular), never
+// by its name (see OpenCloneFile). SQLite writes the very file behind f
+// (/proc/self/fd/N) and keeps its journal in memory: none can be made
+// beside that name, and none beside the clone is the node's to trust. It
+// does not close f.
+func RememberFile(ctx context.Context, f *os.File, rem Remote) error {
+	write, err := remembering(ctx, f.Name(), rem)
+	if err != nil {
+		return err
+	}
+	return writeCloneFile(ctx, f, "remember server", write)
+}
+
+// ForgetFile is Forget on an agent's clone opened through a descriptor, as
+// RememberFile writes one. It does not close f.
+func ForgetFile(ctx context.Context, f *os.File) error {
+	return writeCloneFile(ctx, f, "forget the password", forgetting(ctx))
+}
+
+// writeCloneFile runs write in one transaction on the clone behind f
+// (/proc/self/fd/N), its journal in memory.
+func writeCloneFile(ctx context.Context, f *os.File, op string, write func(*sql.Tx) error) error {
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("%s in %s: %w", op, f.Name(), err)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s in %s: %w (not a regular file)", op, f.Name(), ErrNotRepository)
+	}
+	u := url.URL{Scheme: "file", Path: "/proc/self/fd/" + strconv.FormatUint(uint64(f.Fd()), 10)}
+	q := url.Values{}
+	q.Set("mode", "rw")
+	q.Set("_txlock", "immediate")
+	q.Set("_busy_timeout", strconv.FormatInt(writeBusyTimeout.Milliseconds(), 10))
+	q.Add("_pragma", "journal_mode(memory)")
+	db, err := sql.Open("sqlite", u.String()+"?"+q.Encode())
+	if err != nil {
+		return fmt.Errorf("%s in %s: %w", op, f.Name(), err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	r := &Repo{path: f.Name()}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN ('blob','config')`).Scan(&n); err != nil {
+		return r.wrap(op, err)
+	}
+	if n != 2 {
+		return r.wrap(op, ErrNotRepository)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return r.wrap(op, err)
+	}
+	defer tx.Rollback()
+	if err := write(tx); err != nil {
+		return r.wrap(op, err)
+	}
+	return r.wrap(op, tx.Commit())
+}
+
+// remembering checks what a clone is to remember and returns the write
+// that makes it.
+func remembering(ctx context.Context, clone string, rem Remote) (func(*sql.Tx) error, error) {
 	u, err := url.Parse(rem.URL)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
-		return fmt.Errorf("remember in %s: %w: server URL %q", clone, ErrBadInput, rem.URL)
+		return nil, fmt.Errorf("remember in %s: %w: server URL %q", clone, ErrBadInput, rem.URL)
 	}
 	if err := checkLogin(rem.Login); err != nil || rem.Password == "" {
-		return fmt.Errorf("remember in %s: %w: a login and a password are needed", clone, ErrBadInput)
+		return nil, fmt.Errorf("remember in %s: %w: a login and a password are needed", clone, ErrBadInput)
 	}
 	u.User = url.User(rem.Login)
 	var salt [1]byte
 	_, _ = rand.Read(salt[:])
-	a := &Admin{Repository: clone}
-	return a.writeTx(ctx, "remember server", func(tx *sql.Tx) error {
+	return func(tx *sql.Tx) error {
 		for name, value := range map[string]string{"last-sync-url": u.String(), "last-sync-pw": Obscure(rem.Password, salt[0])} {
 			if _, err := tx.ExecContext(ctx, `REPLACE INTO config(name, value, mtime) VALUES(?, ?, strftime('%s','now'))`, name, value); err != nil {
 				return err
 			}
 		}
 		return nil
-	})
+	}, nil
 }
 
 // Forget makes a clone forget the password it remembers, keeping the
@@ -237,11 +309,16 @@ func Remember(ctx context.Context, clone string, rem Remote) error {
 // commit that tried would fail; its check-ins leave by the push tool.
 func Forget(ctx context.Context, clone string) error {
 	a := &Admin{Repository: clone}
-	return a.writeTx(ctx, "forget the password", func(tx *sql.Tx) error {
+	return a.writeTx(ctx, "forget the password", forgetting(ctx))
+}
+
+// forgetting is Forget's write.
+func forgetting(ctx context.Context) func(*sql.Tx) error {
+	return func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM config WHERE name IN ('last-sync-pw', 'parent-project-pw')`); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `REPLACE INTO config(name, value, mtime) VALUES('autosync', 'off', strftime('%s','now'))`)
 		return err
-	})
+	}
 }

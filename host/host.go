@@ -65,6 +65,12 @@ type SpawnSpec struct {
 	Log  string   // stdout and stderr are appended here; created mode 0600
 	// Sandbox, when set, runs the program inside bwrap as BwrapArgs builds it.
 	Sandbox *SandboxSpec
+	// Cgroup, when set, is the cgroup the sandbox's processes are put in
+	// before their first instruction (Layout.SessionCgroup), holding
+	// Limits; it needs Sandbox. The spawner makes it; whoever follows the
+	// session removes it once it has ended.
+	Cgroup string
+	Limits CgroupLimits
 }
 
 // Exit is the end of a process: what a reaper or a watcher reports once, as
@@ -83,7 +89,21 @@ type Exit struct {
 	// Sandbox is set for a process started inside bwrap: what bwrap's
 	// --json-status-fd said.
 	Sandbox *SandboxExit
-	At      time.Time // when it was seen gone
+	// Cgroup is set for a run's process held in a cgroup: what the
+	// cgroup's counts said once the process had ended.
+	Cgroup *CgroupExit
+	At     time.Time // when it was seen gone
+}
+
+// CgroupExit is what a run's cgroup said at its process's end: its limits
+// and the counts of the limits reached (Events.Limit names the one).
+type CgroupExit struct {
+	Name   string
+	Limits CgroupLimits
+	Events CgroupEvents
+	// Err says the cgroup could not be read or removed; Events is then
+	// what could be read.
+	Err string
 }
 
 // SandboxExit is what bwrap reported about the command it ran.

@@ -98,10 +98,11 @@ func (l Layout) Workspace(k messages.WorkspaceKey) (Workspace, error) {
 		Session:      session,
 		Wake:         filepath.Join(session, "wake"),
 		Log:          filepath.Join(session, "log"),
-		ListeningDir: filepath.Join(session, "listening"),
+		ListeningDir: filepath.Join(l.root, k.Login, "held", k.Project, "listening"),
 		Held:         filepath.Join(l.root, k.Login, "held", k.Project),
 		Hears:        filepath.Join(l.root, k.Login, "held", k.Project, "hears"),
 		Checkins:     filepath.Join(l.root, k.Login, "held", k.Project, "checkins"),
+		HeldBinding:  filepath.Join(l.root, k.Login, "held", k.Project, "binding.json"),
 		Sandbox:      filepath.Join(l.root, k.Login, "held", k.Project, "sandbox"),
 		MCPDir:       filepath.Join(l.root, k.Login, "mcp", k.Project),
 		MCPLog:       filepath.Join(l.root, k.Login, "mcp", k.Project+".log"),
@@ -110,15 +111,19 @@ func (l Layout) Workspace(k messages.WorkspaceKey) (Workspace, error) {
 
 // Workspace holds the paths of one workspace, AGENTS/LOGIN/projects/PROJECT.
 type Workspace struct {
-	Key          messages.WorkspaceKey
-	Dir          string // the workspace directory: bound read-write, HOME in the sandbox
-	Clone        string // the agent's own Fossil clone
-	Tree         string // the check-out on the definition's branch
-	Binding      string // binding.json
-	Session      string // session/
-	Wake         string // session/wake, the wake pipe (mode 0600)
-	Log          string // session/log, the session's stdout and stderr
-	ListeningDir string // session/listening/
+	Key     messages.WorkspaceKey
+	Dir     string // the workspace directory: bound read-write, HOME in the sandbox
+	Clone   string // the agent's own Fossil clone
+	Tree    string // the check-out on the definition's branch
+	Binding string // binding.json
+	Session string // session/
+	Wake    string // session/wake, the wake pipe (mode 0600)
+	Log     string // session/log, the session's stdout and stderr
+	// ListeningDir is Held/listening/, the listening index (seed 000's
+	// session/listening/, moved out of the agent's reach, D44): the hook
+	// wakes a session for what it names, so an agent that could write it
+	// would hear records no listen note of its own names.
+	ListeningDir string
 	// Held is AGENTS/LOGIN/held/PROJECT (mode 0700): what the hook reads of
 	// the session that its agent may not change, outside the workspace and
 	// bound into no sandbox. A file in the workspace is the agent's to
@@ -131,6 +136,10 @@ type Workspace struct {
 	// gives the session, one branch a line, written by whoever starts it
 	// (seed 001 E7); absent for none.
 	Checkins string
+	// HeldBinding is Held/binding.json: the node's own copy of the binding
+	// it wrote into the workspace when it made it (D44). The workspace's
+	// binding.json is the agent's to rewrite; the node reads only this one.
+	HeldBinding string
 	// Sandbox is Held/sandbox: the sandbox the daemon spawned for the
 	// session (SandboxRecord), written at the spawn and removed at its end,
 	// so that a process in it counts for the workspace (D45).

@@ -43,8 +43,8 @@ type RunFile struct {
 // applies it; wall is the node's to enforce. A zero field is not asked.
 type RunLimits struct {
 	CPU       uint64 // whole seconds of CPU time for each process (RLIMIT_CPU)
-	Processes uint64 // tasks of the sandbox's own user at any moment (RLIMIT_NPROC)
-	Memory    uint64 // bytes; refused until a cgroup applies it
+	Processes uint64 // tasks at any moment: the run's cgroup's pids.max, and RLIMIT_NPROC for a node not root
+	Memory    uint64 // bytes: the run's cgroup's memory limit
 }
 
 // FD is an open file handed to a process, such as an *os.File. The caller
@@ -64,6 +64,11 @@ type RunSpec struct {
 	Stdin, Stdout, Stderr FD
 	Sandbox               *RunSandbox // nil runs it unconfined
 	Limits                RunLimits
+	// Cgroup is the cgroup the process is put in when a limit needs one
+	// (memory; processes where the host gives no RLIMIT_NPROC or a cgroup
+	// is there): Layout.RunCgroup. The starter makes it, and removes it
+	// once the process has ended.
+	Cgroup string
 	// Terminal says Stdin is a terminal, which becomes the controlling
 	// terminal of the process's session (seed 004 §8.1, with a terminal).
 	Terminal bool
@@ -154,9 +159,9 @@ type RunSupport struct {
 }
 
 // Check refuses a run asking a sandbox or a limit the host cannot provide
-// (refusal row 8), naming the first such field. cpu and processes are
-// applied only inside a sandbox: an unconfined process cannot be held before
-// its first instruction.
+// (refusal row 8), naming the first such field. Every limit is applied only
+// inside a sandbox: an unconfined process cannot be held before its first
+// instruction.
 func (s RunSupport) Check(sb *RunSandbox, l RunLimits) error {
 	if sb != nil && s.Sandbox != "" {
 		return &NotProvidedError{Field: "sandbox", Why: s.Sandbox}
@@ -177,7 +182,7 @@ func (s RunSupport) Check(sb *RunSandbox, l RunLimits) error {
 		if x.why != "" {
 			return &NotProvidedError{Field: x.field, Why: x.why}
 		}
-		if sb == nil && x.field != "limits.memory" {
+		if sb == nil {
 			return &NotProvidedError{Field: x.field, Why: "applied only inside a sandbox, where the process waits for it before its first instruction"}
 		}
 	}

@@ -151,7 +151,9 @@ func TestRunSupportCheck(t *testing.T) {
 		{"processes below the floor", all, &sb, RunLimits{Processes: 1}, "limits.processes"},
 		{"cpu unconfined", all, nil, RunLimits{CPU: 5}, "limits.cpu"},
 		{"processes unconfined", all, nil, RunLimits{Processes: 5}, "limits.processes"},
-		{"memory unconfined", RunSupport{Memory: "no controller"}, nil, RunLimits{Memory: 5}, "limits.memory"},
+		{"memory unconfined, no controller", RunSupport{Memory: "no controller"}, nil, RunLimits{Memory: 5}, "limits.memory"},
+		{"memory where a cgroup can be made", all, &sb, RunLimits{Memory: 1 << 30, Processes: 50}, ""},
+		{"memory unconfined", all, nil, RunLimits{Memory: 1 << 30}, "limits.memory"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -266,19 +268,5 @@ func TestCgroupParsers(t *testing.T) {
 	}
 	if _, ok := Cgroup2Dir(m, "/user.slicer"); ok {
 		t.Fatal("a sibling read as within the root")
-	}
-
-	// Memory is refused whatever is found; the reason names what lacks.
-	for _, c := range []struct {
-		dir, ctl, sub, want string
-	}{
-		{"", "", "", "no cgroup v2 hierarchy"},
-		{"/sys/fs/cgroup/unified", "hugetlb\n", "", "offers no cgroup v2 memory controller (its controllers: hugetlb)"},
-		{"/sys/fs/cgroup/x", "cpu memory pids\n", "cpu\n", "not delegated"},
-		{"/sys/fs/cgroup/x", "cpu memory pids\n", "memory\n", "does not yet"},
-	} {
-		if got := MemoryRefusal(c.dir, []byte(c.ctl), []byte(c.sub)); !strings.Contains(got, c.want) {
-			t.Errorf("MemoryRefusal(%q, %q, %q) = %q, want it to say %q", c.dir, c.ctl, c.sub, got, c.want)
-		}
 	}
 }

@@ -20,6 +20,10 @@ type SandboxSpec struct {
 	// bound read-only at MCPMount after every other path, so that the
 	// sandbox sees its own session's socket and no other (D38).
 	MCPDir string
+	// BlockFD, when positive, is given as --block-fd: the sandbox's first
+	// process waits for a byte on it before it execs the command, while
+	// the spawner puts it in its cgroup (D46).
+	BlockFD int
 }
 
 // BwrapArgs builds bwrap's argv (its argv[0] is "bwrap") that runs argv in dir
@@ -84,6 +88,9 @@ func BwrapArgs(s SandboxSpec, statusFD int, dir string, argv []string) ([]string
 	a = append(a, "--chdir", dir)
 	if statusFD > 0 {
 		a = append(a, "--json-status-fd", fmt.Sprint(statusFD))
+	}
+	if s.BlockFD > 0 {
+		a = append(a, "--block-fd", fmt.Sprint(s.BlockFD))
 	}
 	a = append(a, "--")
 	return append(a, argv...), nil
@@ -310,9 +317,36 @@ func (n NodeFiles) checkPaths(lists [][]string, run bool, resolve func(string) (
 				err.(*RefusalError).Path = p
 				return err
 			}
+			if err := n.leavesWorkspace(p, r, resolve); err != nil {
+				return err
+			}
+			// Seen read-write, the host's /sys would let the process move
+			// itself out of its cgroup (D46), or write the kernel's knobs.
+			if i > 0 && (within(r, "/sys") || within("/sys", r)) {
+				return &RefusalError{Path: p, Resolved: r, Reason: "is, holds or lies within /sys, which a sandbox sees read-only if at all: read-write it lets its process leave its cgroup"}
+			}
 		}
 	}
 	return nil
+}
+
+// leavesWorkspace refuses a stated path p that passes through the
+// workspace (a directory it names resolves to the workspace) but resolves,
+// as r, outside it: a link in the workspace, which the agent may have
+// planted, leads it out, and bwrap, which binds p as stated, would follow
+// the link as the node (docs/trust.md).
+func (n NodeFiles) leavesWorkspace(p, r string, resolve func(string) (string, error)) error {
+	if n.Workspace == "" || within(r, n.Workspace) {
+		return nil
+	}
+	for q := filepath.Dir(p); ; q = filepath.Dir(q) {
+		if rq, err := resolve(q); err == nil && rq == n.Workspace {
+			return &RefusalError{Path: p, Resolved: r, Reason: fmt.Sprintf("lies in the workspace %s, but a link there leads it out of it: what the workspace holds is its agent's to plant", q)}
+		}
+		if q == "/" || q == "." {
+			return nil
+		}
+	}
 }
 
 // BwrapStatus is what bwrap wrote to its --json-status-fd.

@@ -205,6 +205,58 @@ func TestCheckSandbox(t *testing.T) {
 	}
 }
 
+// A path stated inside the workspace whose links, planted by the agent,
+// lead out of it is refused, wherever they lead; one whose links stay in
+// the workspace is not (issue 22).
+func TestCheckSandboxLinkOutOfTheWorkspace(t *testing.T) {
+	n := node()
+	// The agents root is reached through a link, as /tmp may be: the
+	// stated path names the workspace through it.
+	stated := "/agents/alice/projects/demo"
+	links := map[string]string{
+		"/agents":                  "/var/lib/ocx/agents",
+		n.Workspace + "/tree/etc":  "/opt",                    // out, to a path no rule names
+		n.Workspace + "/tree/deep": n.Workspace + "/clone.d",  // in
+		n.Workspace + "/up":        "/var/lib/ocx/agents/bob", // out, into the agents root
+	}
+	resolve := func(p string) (string, error) {
+		for changed := true; changed; {
+			changed = false
+			for from, to := range links {
+				if within(p, from) {
+					p, changed = to+strings.TrimPrefix(p, from), true
+				}
+			}
+		}
+		return p, nil
+	}
+	for _, p := range []string{stated + "/tree/etc", n.Workspace + "/tree/etc", stated + "/tree/etc/shadow"} {
+		for _, sb := range []messages.Sandbox{{ReadWrite: []string{p}}, {ReadOnly: []string{p}}, {Homes: []string{p}}} {
+			err := n.CheckSandbox(sb, resolve)
+			var re *RefusalError
+			if !errors.As(err, &re) || re.Path != p || !strings.Contains(err.Error(), "a link there leads it out") {
+				t.Errorf("%+v: %v, want a refusal naming %q and the link", sb, err, p)
+			}
+		}
+	}
+	for _, sb := range []messages.Sandbox{{ReadWrite: []string{"/sys/fs/cgroup"}}, {Homes: []string{"/sys"}}, {ReadWrite: []string{"/sys/fs/cgroup/memory/ocx"}}} {
+		if err := n.CheckSandbox(sb, resolve); err == nil || !strings.Contains(err.Error(), "leave its cgroup") {
+			t.Errorf("%+v: %v, want /sys refused read-write", sb, err)
+		}
+	}
+	if err := n.CheckSandbox(messages.Sandbox{ReadOnly: []string{"/sys"}}, resolve); err != nil {
+		t.Errorf("/sys read-only: %v", err)
+	}
+	if err := n.CheckSandbox(messages.Sandbox{ReadWrite: []string{stated + "/up"}}, resolve); err == nil {
+		t.Error("a link out of the workspace into the agents root is let through")
+	}
+	for _, p := range []string{stated, stated + "/tree/deep", n.Workspace + "/tree/deep/x", "/usr"} {
+		if err := n.CheckSandbox(messages.Sandbox{ReadWrite: []string{p}}, resolve); err != nil {
+			t.Errorf("%s: %v, want it let through", p, err)
+		}
+	}
+}
+
 // A refused path's parent is refused too: what holds a node file holds it.
 func TestNodeFilesRefusalIsUpwardClosed(t *testing.T) {
 	n := node()

@@ -72,6 +72,13 @@ func (c *committer) commit(name string) string {
 // for where the checkout is), and returns the check-in's hash.
 func (c *committer) commitOn(name, branch string) string {
 	c.t.Helper()
+	return c.commitWith(name, branch)
+}
+
+// commitWith is commitOn with more arguments to fossil commit, such as
+// --user-override NAME (the U card the check-in carries).
+func (c *committer) commitWith(name, branch string, extra ...string) string {
+	c.t.Helper()
 	if branch != "" {
 		c.fossil(c.dir, "pull", c.n.srv.UserURL(c.n.srv.AdminLogin, c.n.srv.AdminPassword))
 		c.fossil(c.dir, "update", branch)
@@ -81,7 +88,7 @@ func (c *committer) commitOn(name, branch string) string {
 	}
 	before := checkinHash(c.fossil(c.dir, "info", "current"))
 	add := c.fossil(c.dir, "add", name)
-	commit := c.fossil(c.dir, "commit", "-m", "add "+name, "--no-warnings")
+	commit := c.fossil(c.dir, append([]string{"commit", "-m", "add " + name, "--no-warnings"}, extra...)...)
 	push := c.fossil(c.dir, "push", c.n.srv.UserURL(c.login, c.password))
 	hash := checkinHash(c.fossil(c.dir, "info", "current"))
 	if hash == before {

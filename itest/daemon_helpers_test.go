@@ -205,6 +205,7 @@ type logLine struct {
 	Woken  string `json:"woken"`
 	Newest int64  `json:"newest"`
 	Mark   int64  `json:"mark"`
+	Why    string `json:"why"`
 }
 
 // logIndex is the index in lines of the first line from `from` on that

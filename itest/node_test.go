@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
@@ -235,7 +236,8 @@ func (n *testNode) waitFor(what string, cond func() bool) {
 			blobs, _ := n.srv.Fossil("sql", "-R", n.srv.Repo, "SELECT rid, rcvid, size, uuid FROM blob ORDER BY rid DESC LIMIT 8")
 			logs, _ := filepath.Glob(filepath.Join(n.agents, "*", "projects", "*", "session", "log"))
 			for _, l := range logs {
-				b, _ := os.ReadFile(l)
+				// A session's log is its agent's to replace with a pipe.
+				b, _, _ := unixhost.Below(n.agents).ReadTail(l, 64<<10)
 				blobs += "\n" + l + ":\n" + string(lastLines(b, 40))
 			}
 			n.t.Fatalf("waited 60 s for %s\nhook.log:\n%s\nocxd.log:\n%s\nfossil hook status:\n%s\nbackoffice lease:\n%s\nlast receipts:\n%s\nlast artifacts:\n%s",
@@ -361,6 +363,36 @@ func (n *testNode) shutdown() {
 			cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 			n.t.Errorf("process %d still names the agents root at the end: %q", pid, bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}))
 			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	n.cgroupsGone()
+}
+
+// cgroupsGone removes the node's cgroups left empty (a session that ended
+// while no daemon ran leaves one for the next daemon's sweep), and ends,
+// with an error, what is left in one that still holds processes.
+func (n *testNode) cgroupsGone() {
+	cg := unixhost.HostCgroups()
+	if cg.Why() != "" {
+		return
+	}
+	l, _ := host.NewLayout(n.agents)
+	cg.Sweep(l.CgroupNode())
+	for _, d := range cg.Hierarchies().Dirs() {
+		ents, _ := os.ReadDir(filepath.Join(d, l.CgroupNode()))
+		for _, e := range ents {
+			if !e.IsDir() {
+				continue
+			}
+			name := l.CgroupNode() + "/" + e.Name()
+			g, err := cg.Open(name)
+			if err != nil {
+				continue
+			}
+			procs, _ := g.Procs()
+			n.t.Errorf("the cgroup %s still holds processes %v at the end", name, procs)
+			g.Kill(5 * time.Second)
+			g.Remove(5 * time.Second)
 		}
 	}
 }

@@ -146,6 +146,24 @@ type WatchProcess struct {
 	Seq  int
 }
 
+// WatchLimits follows a session's cgroup (D46) until one of its limits is
+// reached: memory (an OOM kill in it) or processes (a fork refused at its
+// pids.max). Like a watch it lasts as long as its session; Seq tells a
+// current one from one a freeze made stale. Result: LimitReached.
+type WatchLimits struct {
+	Workspace WorkspaceKey
+	Proc      ProcID
+	Seq       int
+}
+
+// CloseLimits is asked once a session's process has ended: the cgroup's
+// counts are read (a limit its end went past), what is left in it is
+// ended, and it is removed (D46). Result: LimitsClosed.
+type CloseLimits struct {
+	Workspace WorkspaceKey
+	Proc      ProcID
+}
+
 // PauseInputs stops the pipe reader and the reaper before a re-exec, so that no
 // line and no exit is taken by the old image after its state is gathered.
 // Result: InputsPaused, which must come after every message they sent.
@@ -216,6 +234,9 @@ type Answer interface {
 	answer()
 }
 
+// Answer is LimitsClosed.
+func (CloseLimits) Answer() Answer { return LimitsClosed{} }
+
 // Answer is ArtifactClassified.
 func (ClassifyArtifact) Answer() Answer { return ArtifactClassified{} }
 
@@ -264,6 +285,8 @@ func (SpawnSession) daemonEffect()     {}
 func (SignalProcess) daemonEffect()    {}
 func (StartTimer) daemonEffect()       {}
 func (WatchProcess) daemonEffect()     {}
+func (WatchLimits) daemonEffect()      {}
+func (CloseLimits) daemonEffect()      {}
 func (PauseInputs) daemonEffect()      {}
 func (ResumeInputs) daemonEffect()     {}
 func (ExecRelease) daemonEffect()      {}
@@ -355,6 +378,14 @@ func (e StartTimer) String() string {
 
 func (e WatchProcess) String() string {
 	return "watch " + e.Proc.String() + " #" + strconv.Itoa(e.Seq)
+}
+
+func (e WatchLimits) String() string {
+	return "watch limits " + e.Workspace.String() + " " + e.Proc.String() + " #" + strconv.Itoa(e.Seq)
+}
+
+func (e CloseLimits) String() string {
+	return "close limits " + e.Workspace.String() + " " + e.Proc.String()
 }
 
 func (PauseInputs) String() string { return "pause inputs" }

@@ -72,8 +72,13 @@ type SessionState struct {
 	// StopRequestedAt is when a stop was asked, if one was; TERM went then.
 	StopRequestedAt *time.Time `json:"stop_requested_at,omitempty"`
 	// Budget names the limit past which the daemon stopped the session
-	// (wall), when that is why TERM went; its end note says it.
+	// (wall, or its cgroup's memory or processes, D46), when that is why
+	// TERM went, or the cgroup's limit its end went past; its end note
+	// says it.
 	Budget string `json:"budget,omitempty"`
+	// BudgetNote says, for memory or processes, what the cgroup's counts
+	// showed against its limits.
+	BudgetNote string `json:"budget_note,omitempty"`
 	// KillSent says KILL went to the group after the grace.
 	KillSent bool `json:"kill_sent,omitempty"`
 	// Ended, Exit and EndedAt: the process ended, how and when.

@@ -23,7 +23,10 @@ type LaunchSpec struct {
 	Kind   SessionKind `json:"kind,omitempty"`
 	// Runner is an llm session's runner (its definition's), which the
 	// spawner checks its release offers (E9).
-	Runner   string   `json:"runner,omitempty"`
+	Runner string `json:"runner,omitempty"`
+	// Model is an llm session's model (its definition's): the one model
+	// the node's model proxy beside the session serves it.
+	Model    string   `json:"model,omitempty"`
 	Lifetime Lifetime `json:"lifetime,omitempty"`
 	Release  string   `json:"release,omitempty"` // current or previous
 	// ReleaseDir is the release directory the wiring resolved Release to when
@@ -186,3 +189,12 @@ func (c CheckinSpec) String() string {
 	}
 	return b.String()
 }
+
+// RecordFirstEnv names, in a session's environment, its own record's first
+// post or ticket change in the server's order, which the daemon reads from
+// the node's repository when it spawns the session (D47): the session,
+// reading a clone whose receipts are its own pulls', takes a ticket's
+// objective from that change, never from the change whose D card is the
+// earliest. An environment variable rather than a flag, so that a release
+// from before it runs as it did.
+const RecordFirstEnv = "OCX_RECORD_FIRST"

@@ -139,6 +139,30 @@ type ProcessGone struct {
 	Err  error
 }
 
+// LimitReached is WatchLimits' result: the session's cgroup went past
+// Limit (LimitMemory or LimitProcesses), Note saying what its counts show
+// against its limits; or Err: its limits cannot be watched (it has no
+// cgroup: the node makes none, or it was started before the node did).
+type LimitReached struct {
+	Proc  ProcID
+	Seq   int
+	Limit string
+	Note  string
+	At    time.Time
+	Err   error
+}
+
+// LimitsClosed is CloseLimits' result: the limit the session's cgroup had
+// gone past when its process ended ("" for none: then Note is empty), or
+// Err: the cgroup could not be read or removed (Limit is what could be
+// read). A session without a cgroup closes with neither.
+type LimitsClosed struct {
+	Proc  ProcID
+	Limit string
+	Note  string
+	Err   error
+}
+
 // ResultRead is ReadResult's result: the run's result on its check-in
 // ("green: ..." or "red: ..."), Found false if there is none.
 type ResultRead struct {
@@ -348,6 +372,7 @@ func (Boot) daemonMessage()            {}
 func (Restore) daemonMessage()         {}
 func (SnapshotRequest) daemonMessage() {}
 func (ArtifactClassified) answer()     {}
+func (LimitsClosed) answer()           {}
 func (LaunchResolved) answer()         {}
 func (RefusalWritten) answer()         {}
 func (EndWritten) answer()             {}
@@ -368,6 +393,8 @@ func (ProcessSignaled) daemonMessage()    {}
 func (RefusalWritten) daemonMessage()     {}
 func (TimerFired) daemonMessage()         {}
 func (ProcessGone) daemonMessage()        {}
+func (LimitReached) daemonMessage()       {}
+func (LimitsClosed) daemonMessage()       {}
 func (ResultRead) daemonMessage()         {}
 func (EndWritten) daemonMessage()         {}
 func (UntestedFound) daemonMessage()      {}
@@ -505,6 +532,21 @@ func (m ProcessGone) String() string {
 		return "watch of " + m.Proc.String() + " #" + strconv.Itoa(m.Seq) + " failed" + errSuffix(m.Err)
 	}
 	return "gone " + m.Proc.String() + " #" + strconv.Itoa(m.Seq)
+}
+
+func (m LimitReached) String() string {
+	if m.Err != nil {
+		return "limits of " + m.Proc.String() + " #" + strconv.Itoa(m.Seq) + " not watched" + errSuffix(m.Err)
+	}
+	return "limit " + token(m.Limit) + " reached by " + m.Proc.String() + " #" + strconv.Itoa(m.Seq) + ": " + m.Note
+}
+
+func (m LimitsClosed) String() string {
+	s := "limits of " + m.Proc.String() + " closed"
+	if m.Limit != "" {
+		s += ": past " + token(m.Limit) + ": " + m.Note
+	}
+	return s + errSuffix(m.Err)
 }
 
 func (m ResultRead) String() string {

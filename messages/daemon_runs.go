@@ -145,6 +145,11 @@ type RunProcessExited struct {
 	Code    int
 	Signal  int
 	Unknown bool
+	// Limit names the limit of its cgroup the process went past
+	// (LimitMemory: the kernel killed a process at it and the sandbox was
+	// ended whole; LimitProcesses: a fork was refused), LimitNote what the
+	// counts showed; "" for none (D46).
+	Limit, LimitNote string
 }
 
 // Exit is the exit of table 12: the code, or 128 and N for signal N.
@@ -350,6 +355,9 @@ func (m RunProcessExited) String() string {
 		s += "signal " + strconv.Itoa(m.Signal)
 	default:
 		s += "code " + strconv.Itoa(m.Code)
+	}
+	if m.Limit != "" {
+		s += ", past its " + m.Limit
 	}
 	return s
 }

@@ -181,7 +181,7 @@ func (n *EndNote) Validate() error {
 		return err
 	}
 	if n.Budget != "" {
-		if err := checkBudget("budget", n.Budget); err != nil {
+		if err := checkBudget("budget", n.Budget, BudgetLimits); err != nil {
 			return err
 		}
 		if n.Status == EndSandboxFailed {

@@ -230,7 +230,7 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			case 1:
 				n.Cause, n.Signal = StopBySignal, genSignal().Draw(t, "signal")
 			default:
-				n.Cause, n.Budget = StopByBudget, rapid.SampledFrom(BudgetLimits).Draw(t, "limit")
+				n.Cause, n.Budget = StopByBudget, rapid.SampledFrom(StoppedBudgetLimits).Draw(t, "limit")
 			}
 			return n
 		case KindTerminated:
@@ -312,6 +312,15 @@ func genState() *rapid.Generator[*NodeState] {
 		s.Restrictions = rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"no_password", "branch", "own_thread"}), 0, 3, func(r string) string { return r }).Draw(t, "restrictions")
 		for _, name := range rapid.SliceOfNDistinct(rapid.SampledFrom(Runners), 0, 3, func(r string) string { return r }).Draw(t, "runners") {
 			s.Runners = append(s.Runners, RunnerOffer{Name: name, Version: rapid.OneOf(rapid.Just(VersionUnknown), genLineText(true)).Draw(t, "version")})
+		}
+		if rapid.Bool().Draw(t, "session limits") {
+			l := &SessionLimitsStatus{Memory: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "memory"), Processes: rapid.Uint64Range(0, 1<<20).Draw(t, "processes")}
+			if rapid.Bool().Draw(t, "cgroups") {
+				l.Cgroups = "v1 /sys/fs/cgroup/memory /sys/fs/cgroup/pids"
+			} else {
+				l.NotApplied = genLineText(true).Draw(t, "why")
+			}
+			s.SessionLimits = l
 		}
 		for i := range rapid.IntRange(0, 2).Draw(t, "verdicts") {
 			s.Verdicts = append(s.Verdicts, VerdictStatus{Project: genName().Draw(t, "vproject"), Checkin: genHash().Draw(t, "vcheckin"),

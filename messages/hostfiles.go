@@ -27,7 +27,46 @@ type NodeConfig struct {
 	Release string `json:"release,omitempty"`
 	// Projects are the repositories of the login group, by project name.
 	Projects map[string]NodeProject `json:"projects" why:"node.json lists the node's repositories"`
+	// SessionLimits are the limits every session of the node runs under,
+	// in a cgroup of its own (D46); each left out has its default (half
+	// the host's memory, 4096 processes). nil: the defaults.
+	SessionLimits *NodeSessionLimits `json:"session_limits,omitempty" ocx:"closed"`
 }
+
+// NodeSessionLimits are node.json's session_limits: a session past one is
+// ended, its end note saying budget memory or processes (D46).
+type NodeSessionLimits struct {
+	// Memory is a size: a whole number of bytes, or one and K, M or G
+	// ("512M"), as a run's limits.memory, but always a string.
+	Memory string `json:"memory,omitempty"`
+	// Processes is the most tasks (threads count) the session's processes
+	// may be at once; a fork past it fails, and the session is ended.
+	Processes *uint64 `json:"processes,omitempty"`
+}
+
+// validate checks each limit node.json gives.
+func (l *NodeSessionLimits) validate(field string) error {
+	if l.Memory != "" {
+		n, err := parseRunSize(joinField(field, LimitMemory), l.Memory, false)
+		if err != nil {
+			return err
+		}
+		if n < MinSessionMemory {
+			return fieldErr(joinField(field, LimitMemory), ErrInvalid, fmt.Sprintf("%s is below %d bytes (16M), less than a session's own programs need", quoteShort(l.Memory), uint64(MinSessionMemory)))
+		}
+	}
+	if l.Processes != nil && (*l.Processes < MinSessionProcesses || *l.Processes > maxLimit) {
+		return fieldErr(joinField(field, LimitProcesses), ErrInvalid, fmt.Sprintf("%d is not a processes limit: a whole number from %d (the sandbox's init, the session and its turn) to %d", *l.Processes, MinSessionProcesses, uint64(maxLimit)))
+	}
+	return nil
+}
+
+// The least session limits node.json may give: below them a session
+// cannot start its own programs.
+const (
+	MinSessionMemory    = 16 << 20
+	MinSessionProcesses = 8
+)
 
 // NodeProject is one repository of the node: its file on this host and the URL
 // the node serves it at.
@@ -55,6 +94,11 @@ func (c *NodeConfig) Validate() error {
 	}
 	if len(c.Projects) == 0 {
 		return at("node.json", fieldErr("projects", ErrMissing, "is empty; a node serves at least one repository"))
+	}
+	if c.SessionLimits != nil {
+		if err := c.SessionLimits.validate("session_limits"); err != nil {
+			return at("node.json", err)
+		}
 	}
 	for _, name := range c.ProjectNames() {
 		p := c.Projects[name]
@@ -102,10 +146,11 @@ func (c *NodeConfig) Encode() ([]byte, error) {
 		return nil, err
 	}
 	return encodeHostFile("node", struct {
-		User     string                 `json:"user"`
-		Release  string                 `json:"release,omitempty"`
-		Projects map[string]NodeProject `json:"projects"`
-	}{c.User, c.Release, c.Projects})
+		User          string                 `json:"user"`
+		Release       string                 `json:"release,omitempty"`
+		Projects      map[string]NodeProject `json:"projects"`
+		SessionLimits *NodeSessionLimits     `json:"session_limits,omitempty"`
+	}{c.User, c.Release, c.Projects, c.SessionLimits})
 }
 
 // String renders the node on one line.

@@ -22,6 +22,14 @@ func genNodeConfig() *rapid.Generator[*NodeConfig] {
 				URL:        "http://127.0.0.1:" + rapid.StringMatching(`[1-9][0-9]{1,4}`).Draw(t, "port") + "/" + name,
 			}
 		}
+		if rapid.Bool().Draw(t, "limits") {
+			l := &NodeSessionLimits{Memory: rapid.SampledFrom([]string{"", "16M", "2G", "1073741824"}).Draw(t, "memory")}
+			if rapid.Bool().Draw(t, "processes") {
+				n := rapid.Uint64Range(MinSessionProcesses, 1<<20).Draw(t, "n")
+				l.Processes = &n
+			}
+			c.SessionLimits = l
+		}
 		return c
 	})
 }
@@ -108,6 +116,11 @@ func TestHostFilesHostile(t *testing.T) {
 		{"relative release", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","release":"rel"`, 1), "release", ErrInvalid},
 		{"no projects", `{"ocx":"node","user":"ocx","projects":{}}`, "projects", ErrMissing},
 		{"node user nobody", strings.Replace(node, `"user":"ocx"`, `"user":"nobody"`, 1), "user", ErrInvalid},
+		{"session memory not a size", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","session_limits":{"memory":"lots"}`, 1), "session_limits.memory", ErrInvalid},
+		{"session memory too small", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","session_limits":{"memory":"1M"}`, 1), "session_limits.memory", ErrInvalid},
+		{"session memory a number", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","session_limits":{"memory":1048576000}`, 1), "session_limits.memory", ErrInvalid},
+		{"session processes too few", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","session_limits":{"processes":2}`, 1), "session_limits.processes", ErrInvalid},
+		{"session limit unknown", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","session_limits":{"cpu":5}`, 1), "session_limits.cpu", ErrUnknownKey},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := DecodeNodeConfig([]byte(c.data))

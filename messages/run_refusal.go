@@ -36,10 +36,13 @@ type RunProvision struct {
 	Capabilities []string
 	// NoNetwork: it can withhold the host's network (network false).
 	NoNetwork bool
-	// Limits are the limits it enforces, among wall, cpu and processes.
-	// memory is never provided today (table 7: no cgroup yet), whatever
-	// this says.
+	// Limits are the limits it enforces, among wall, cpu, processes and
+	// memory (a cgroup's, D46).
 	Limits []string
+	// LimitWhy says, for a limit not in Limits, why the node cannot
+	// enforce it (the host's reason: no cgroup, and what lacks), for the
+	// refusal's note; absent, the note says no more than that.
+	LimitWhy map[string]string
 	// Terminal, Deliveries and Manual: it holds a terminal for a run's
 	// process (process.terminal), gives a session its deliveries
 	// (process.session) and has the tool that starts a manual run
@@ -150,10 +153,10 @@ func unprovided(run *Run, p RunProvision) string {
 		}
 	}
 	for _, l := range run.Limits.Names() {
-		if l == LimitMemory {
-			return "limits.memory: a node cannot enforce memory yet (it needs a cgroup)"
-		}
 		if !slices.Contains(p.Limits, l) {
+			if why := p.LimitWhy[l]; why != "" {
+				return fmt.Sprintf("limits.%s: this node cannot enforce it: %s", l, why)
+			}
 			return fmt.Sprintf("limits.%s: this node cannot enforce it", l)
 		}
 	}

@@ -636,7 +636,10 @@ func TestRunRefusalRows(t *testing.T) {
 		{"6 a password held", good, func(f *RefusalFacts) { f.ServerNode, f.HasPassword = false, true }, 0, ""},
 		{"7 unconfined", good, func(f *RefusalFacts) { f.NothingUnconfined = true }, RefusedUnconfined, "unconfined"},
 		{"7 confined", block("builder", ", "+sb), func(f *RefusalFacts) { f.NothingUnconfined = true }, 0, ""},
-		{"8 memory", block("builder", `, "limits": {"memory": "1G"}`), func(f *RefusalFacts) { f.Provides.Limits = append(f.Provides.Limits, LimitMemory) }, RefusedUnprovided, "limits.memory"},
+		{"8 memory provided", block("builder", `, "limits": {"memory": "1G"}`), func(f *RefusalFacts) { f.Provides.Limits = append(f.Provides.Limits, LimitMemory) }, 0, ""},
+		{"8 memory", block("builder", `, "limits": {"memory": "1G"}`), func(f *RefusalFacts) {
+			f.Provides.LimitWhy = map[string]string{LimitMemory: "no cgroup v1 memory or pids hierarchy is mounted"}
+		}, RefusedUnprovided, "limits.memory: this node cannot enforce it: no cgroup v1 memory or pids hierarchy is mounted"},
 		{"8 cpu", block("builder", `, "limits": {"cpu": 60}`), func(f *RefusalFacts) { f.Provides.Limits = []string{LimitWall} }, RefusedUnprovided, "limits.cpu"},
 		{"8 no bwrap", block("builder", ", "+sb), func(f *RefusalFacts) { f.Provides.Sandbox = false }, RefusedUnprovided, "sandbox"},
 		{"8 capability", block("builder", ", "+strings.Replace(sb, `"capabilities": []`, `"capabilities": ["CAP_SYS_ADMIN"]`, 1)), nil, RefusedUnprovided, "CAP_SYS_ADMIN"},

@@ -33,6 +33,10 @@ type NodeState struct {
 	// protocol knows (Runners), those whose ocx-runner-NAME is in the
 	// current release, each with its version; absent when none is.
 	Runners []RunnerOffer `json:"runners,omitzero"`
+	// SessionLimits are the limits each session runs under (D46): its
+	// cgroup's, with where the cgroups are, or why none can be made.
+	// Absent from a state written before it was added.
+	SessionLimits *SessionLimitsStatus `json:"session_limits,omitempty"`
 	// Verdicts are each user's latest verdict (E6) on the check-ins most
 	// recently tagged audited, per project.
 	Verdicts []VerdictStatus `json:"verdicts,omitzero"`
@@ -142,6 +146,36 @@ func (r *ReviewStatus) validate(f string) error {
 		return fieldErr(joinField(f, "skipped"), ErrInvalid, "is below 0")
 	}
 	return nil
+}
+
+// SessionLimitsStatus is what the node holds each session to (D46): the
+// memory and processes of its cgroup (node.json's session_limits, the
+// defaults filled in), and Cgroups, where they are made; or NotApplied,
+// why no cgroup can be made on this host, and sessions run without them.
+type SessionLimitsStatus struct {
+	Memory     uint64 `json:"memory,omitempty"` // bytes; 0 for none
+	Processes  uint64 `json:"processes,omitempty"`
+	Cgroups    string `json:"cgroups,omitempty"`
+	NotApplied string `json:"not_applied,omitempty"`
+}
+
+// String renders the limits on one line.
+func (l SessionLimitsStatus) String() string {
+	s := "memory " + strconv.FormatUint(l.Memory, 10) + " bytes, processes " + strconv.FormatUint(l.Processes, 10)
+	if l.NotApplied != "" {
+		return s + ", not applied: " + l.NotApplied
+	}
+	return s + ", in cgroups " + l.Cgroups
+}
+
+func (l *SessionLimitsStatus) validate(f string) error {
+	if (l.Cgroups == "") == (l.NotApplied == "") {
+		return fieldErr(f, ErrInvalid, "says where the cgroups are (cgroups) or why there are none (not_applied), one of the two")
+	}
+	if err := checkLine(joinField(f, "cgroups"), l.Cgroups, false, MaxShortLen); err != nil {
+		return err
+	}
+	return checkLine(joinField(f, "not_applied"), l.NotApplied, false, MaxShortLen)
 }
 
 // RunnerOffer is a runner a node offers and the version it says it is
@@ -355,24 +389,10 @@ func (s *NodeState) Validate() error {
 	}
 	for i, w := range s.Workspaces {
 		f := indexField("workspaces", i)
-		if err := checkLogin(joinField(f, "login"), w.Login); err != nil {
+		if err := w.validate(f); err != nil {
 			return err
 		}
-		if err := checkProject(joinField(f, "project"), w.Project); err != nil {
-			return err
-		}
-		if err := checkHash(joinField(f, "record"), w.Record); err != nil {
-			return err
-		}
-		if err := checkBranch(joinField(f, "branch"), w.Branch); err != nil {
-			return err
-		}
-		switch w.State {
-		case WorkspaceActive, WorkspaceIdle, WorkspaceTerminated, WorkspaceMissing:
-		default:
-			return fieldErr(joinField(f, "state"), ErrInvalid, fmt.Sprintf("%s is not a workspace's state (active, idle, terminated, missing)", quoteShort(string(w.State))))
-		}
-		if err := once(f, "workspace "+w.Login+"/"+w.Project); err != nil {
+		if err := once(f, w.key()); err != nil {
 			return err
 		}
 	}
@@ -386,7 +406,7 @@ func (s *NodeState) Validate() error {
 		if err := l.validate(f); err != nil {
 			return err
 		}
-		if err := once(f, "listener "+l.Login+"/"+l.Project+" "+string(l.Kind)+" "+l.Names); err != nil {
+		if err := once(f, listenerKey(l)); err != nil {
 			return err
 		}
 	}
@@ -416,6 +436,11 @@ func (s *NodeState) Validate() error {
 			return err
 		}
 	}
+	if s.SessionLimits != nil {
+		if err := s.SessionLimits.validate("session_limits"); err != nil {
+			return err
+		}
+	}
 	for i, l := range s.LookAlikes {
 		if err := l.validate(indexField("look_alikes", i)); err != nil {
 			return err
@@ -426,7 +451,7 @@ func (s *NodeState) Validate() error {
 		if err := v.validate(f); err != nil {
 			return err
 		}
-		if err := once(f, "verdict "+v.Project+" "+v.Checkin+" "+v.User); err != nil {
+		if err := once(f, v.key()); err != nil {
 			return err
 		}
 	}
@@ -435,11 +460,101 @@ func (s *NodeState) Validate() error {
 		if err := r.validate(f); err != nil {
 			return err
 		}
-		if err := once(f, "review "+r.Project+" "+r.Login+" "+r.Branch); err != nil {
+		if err := once(f, r.key()); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (w *WorkspaceStatus) validate(f string) error {
+	if err := checkLogin(joinField(f, "login"), w.Login); err != nil {
+		return err
+	}
+	if err := checkProject(joinField(f, "project"), w.Project); err != nil {
+		return err
+	}
+	if err := checkHash(joinField(f, "record"), w.Record); err != nil {
+		return err
+	}
+	if err := checkBranch(joinField(f, "branch"), w.Branch); err != nil {
+		return err
+	}
+	switch w.State {
+	case WorkspaceActive, WorkspaceIdle, WorkspaceTerminated, WorkspaceMissing:
+	default:
+		return fieldErr(joinField(f, "state"), ErrInvalid, fmt.Sprintf("%s is not a workspace's state (active, idle, terminated, missing)", quoteShort(string(w.State))))
+	}
+	return nil
+}
+
+// The keys Validate allows once per state.
+func (w *WorkspaceStatus) key() string { return "workspace " + w.Login + "/" + w.Project }
+func listenerKey(l Listener) string {
+	return "listener " + l.Login + "/" + l.Project + " " + string(l.Kind) + " " + l.Names
+}
+func (v *VerdictStatus) key() string { return "verdict " + v.Project + " " + v.Checkin + " " + v.User }
+func (r *ReviewStatus) key() string  { return "review " + r.Project + " " + r.Login + " " + r.Branch }
+
+// Prune removes from the lists the record gives (workspaces, sessions,
+// listeners, verdicts and reviews) each entry Validate would refuse, and
+// each that repeats an earlier one, and says why it removed each: one bad
+// artifact (a branch name, a verdict, a note the status cannot carry)
+// costs only its own entry, never the whole state (issue 22 item 5).
+// What is left validates as far as those lists go; the node's own parts
+// (hooks, logins, the daemon, restrictions, runners) are Validate's alone.
+func (s *NodeState) Prune() []error {
+	var out []error
+	seen := map[string]bool{}
+	keep := func(f string, err error, key string) bool {
+		if err == nil && key != "" && seen[key] {
+			err = fieldErr(f, ErrInvalid, "repeats "+key)
+		}
+		if err != nil {
+			out = append(out, err)
+			return false
+		}
+		if key != "" {
+			seen[key] = true
+		}
+		return true
+	}
+	ws := s.Workspaces[:0]
+	for i, w := range s.Workspaces {
+		if keep(indexField("workspaces", i), w.validate(indexField("workspaces", i)), w.key()) {
+			ws = append(ws, w)
+		}
+	}
+	s.Workspaces = ws
+	ss := s.Sessions[:0]
+	for i, p := range s.Sessions {
+		if keep(indexField("sessions", i), p.validate(indexField("sessions", i)), "") {
+			ss = append(ss, p)
+		}
+	}
+	s.Sessions = ss
+	ls := s.Listeners[:0]
+	for i, l := range s.Listeners {
+		if keep(indexField("listeners", i), l.validate(indexField("listeners", i)), listenerKey(l)) {
+			ls = append(ls, l)
+		}
+	}
+	s.Listeners = ls
+	vs := s.Verdicts[:0]
+	for i, v := range s.Verdicts {
+		if keep(indexField("verdicts", i), v.validate(indexField("verdicts", i)), v.key()) {
+			vs = append(vs, v)
+		}
+	}
+	s.Verdicts = vs
+	rs := s.Reviews[:0]
+	for i, r := range s.Reviews {
+		if keep(indexField("reviews", i), r.validate(indexField("reviews", i)), r.key()) {
+			rs = append(rs, r)
+		}
+	}
+	s.Reviews = rs
+	return out
 }
 
 func (p *SessionStatus) validate(f string) error {

@@ -56,13 +56,20 @@ const (
 const LimitWall = "wall"
 
 // BudgetLimits lists the limits a note's budget may name: the limits this
-// node enforces by ending a session past them (D40). A reader refuses a
-// budget it does not know rather than read the end some other way (E9).
-var BudgetLimits = []string{LimitWall}
+// node enforces by ending a session past them: its wall (D40), and the
+// memory and processes of its cgroup (D46). A reader refuses a budget it
+// does not know rather than read the end some other way (E9).
+var BudgetLimits = []string{LimitWall, LimitMemory, LimitProcesses}
 
-// checkBudget checks a note's budget: one of BudgetLimits.
-func checkBudget(field, s string) error {
-	for _, l := range BudgetLimits {
+// StoppedBudgetLimits lists the limits a stopped note's budget may name:
+// the session stops itself past its wall alone (D40); past its memory or
+// processes the daemon stops it, and the session's stopped note says
+// signal.
+var StoppedBudgetLimits = []string{LimitWall}
+
+// checkBudget checks a note's budget: one of known.
+func checkBudget(field, s string, known []string) error {
+	for _, l := range known {
 		if s == l {
 			return nil
 		}
@@ -70,7 +77,7 @@ func checkBudget(field, s string) error {
 	if s == "" {
 		return fieldErr(field, ErrInvalid, "is empty; leave the key out instead")
 	}
-	return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a limit this reader knows (%s)", quoteShort(s), listWords(BudgetLimits)))
+	return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a limit this reader knows (%s)", quoteShort(s), listWords(known)))
 }
 
 // StoppedNote is what a session writes, as its agent login on its own record,
@@ -132,7 +139,7 @@ func (n *StoppedNote) Validate() error {
 		if n.Budget == "" {
 			return fieldErr("budget", ErrMissing, "is missing; a session stopped by its budget names the limit, as wall")
 		}
-		if err := checkBudget("budget", n.Budget); err != nil {
+		if err := checkBudget("budget", n.Budget, StoppedBudgetLimits); err != nil {
 			return err
 		}
 		if n.Request != "" || n.Signal != "" {

@@ -548,5 +548,12 @@ func ParseVerdict(value string) (Verdict, error) {
 	if strings.TrimSpace(v.Reason) == "" || v.Against == "" || checkLine("audited", value, true, MaxTextLen) != nil {
 		return Verdict{}, fieldErr("audited", ErrInvalid, fmt.Sprintf("%s has no reason or no X", quoteShort(value)))
 	}
+	// X is a record's full hash or a path of the check-in (E6), as the
+	// audit tool writes it and the status shows it: anything else (5 KB of
+	// it, an absolute path) is no verdict, which every reader passes over.
+	if checkHash("audited", v.Against) != nil && CheckAgainstPath("audited", v.Against) != nil {
+		return Verdict{}, fieldErr("audited", ErrInvalid, fmt.Sprintf("%s names %s, which is neither a record's full hash nor a path of the check-in (at most %d bytes, relative, clean)",
+			quoteShort(value), quoteShort(v.Against), MaxPathLen))
+	}
 	return v, nil
 }

@@ -130,7 +130,12 @@ func TestVerdictRoundTrip(t *testing.T) {
 			t.Errorf("%q: %+v, %v", v.TagValue(), got, err)
 		}
 	}
-	for _, bad := range []string{"", "ok", "pass: r", "pass: (against X)", "fail: r (against )", "PASS: r (against X)"} {
+	// Issue 22 item 5: what a verdict names is a record's full hash or a
+	// path the status can show (at most MaxPathLen, clean, relative): a
+	// tag naming 5 KB is no verdict, and every reader passes over it.
+	long := "pass: ok (against " + strings.Repeat("x", 5000) + ")"
+	for _, bad := range []string{"", "ok", "pass: r", "pass: (against X)", "fail: r (against )", "PASS: r (against X)",
+		long, "pass: r (against /etc/passwd)", "pass: r (against ../up)", "pass: r (against a//b)"} {
 		if _, err := ParseVerdict(bad); err == nil {
 			t.Errorf("ParseVerdict(%q) accepted", bad)
 		}

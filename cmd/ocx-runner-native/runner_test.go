@@ -78,7 +78,7 @@ func newBench(t *testing.T, api model.API, script ...exchange) *bench {
 	}
 	upstream := httptest.NewServer(http.HandlerFunc(b.serveModel))
 	t.Cleanup(upstream.Close)
-	proxy, err := model.NewProxy(&model.Config{API: api, BaseURL: upstream.URL}, testKey, nil)
+	proxy, err := model.NewProxy(&model.Config{API: api, BaseURL: upstream.URL}, testKey, "m1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"sync"
@@ -27,7 +29,7 @@ func init() {
 	register(command{name: "mcp", summary: "the tools over MCP: serve a session's socket (start, serve), or reach it from inside the sandbox (connect, call)", run: runMCP})
 }
 
-const mcpUsage = `mcp start|serve LOGIN/PROJECT [--agents ROOT] [--session PID@START]
+const mcpUsage = `mcp start|serve LOGIN/PROJECT [--agents ROOT] [--session PID@START] [--model MODEL]
        ocx mcp connect [--socket PATH]
        ocx mcp call TOOL [--socket PATH] [--input FILE]
        ocx mcp tools [--socket PATH]
@@ -35,7 +37,9 @@ const mcpUsage = `mcp start|serve LOGIN/PROJECT [--agents ROOT] [--session PID@S
 start and serve run on the node, outside the sandbox: serve answers MCP on
 the session's socket (AGENTS/LOGIN/mcp/PROJECT/mcp.sock) as the workspace's
 agent login, with the password the node keeps for it, until the session
---session names is gone or a TERM; start binds the socket, leaves serve
+--session names is gone or a TERM, and with --model (an llm session's,
+as its definition names it) the node's model proxy beside it
+(model.sock), for that model alone; start binds the sockets, leaves serve
 running on it in a session of its own, and returns (the daemon runs it at
 each launch, D38). connect, inside the sandbox, bridges standard input and
 output to the socket ($OCX_MCP_SOCKET), for a runner that takes an MCP
@@ -73,7 +77,8 @@ const (
 
 func runMCPServe(ctx context.Context, e *env, verb string, args []string) error {
 	var c common
-	fs := c.flags(e, "mcp "+verb, "mcp "+verb+" LOGIN/PROJECT [--agents ROOT] [--session PID@START]", false, false)
+	fs := c.flags(e, "mcp "+verb, "mcp "+verb+" LOGIN/PROJECT [--agents ROOT] [--session PID@START] [--model MODEL]", false, false)
+	only := fs.String("model", "", "serve the node's model proxy beside the socket, for this model alone (an llm session's, as its definition names it)")
 	session := fs.String("session", "", "serve until this process (the session's bwrap, PID@START) is gone")
 	fromFD := fs.Bool("listen-fd", false, "serve on descriptor 3, bound by mcp start (internal)")
 	modelFD := fs.Bool("model-fd", false, "serve the model proxy on descriptor 4, bound by mcp start (internal)")
@@ -119,11 +124,23 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 	} else if ln, err = unixhost.ListenSocket(n.Layout.Root(), ws.MCPDir, host.MCPSocketName); err != nil {
 		return err
 	}
-	// The model proxy beside it (docs/runners.md): bound here, or by start
-	// when it handed us descriptor 4.
-	modelH, hasModel, merr := model.Open(n.Layout, e.log)
-	if merr != nil {
-		e.log.Warn("the node's model configuration does not read; its proxy refuses every request", slog.String("error", merr.Error()))
+	// The model proxy beside it (docs/runners.md), for an llm session
+	// alone and for the model its definition names: bound here, or by
+	// start when it handed us descriptor 4. A session without a model has
+	// no model socket at all; one left by an earlier session goes.
+	var modelH http.Handler
+	hasModel := false
+	if *only != "" {
+		var merr error
+		modelH, hasModel, merr = model.Open(n.Layout, *only, e.log)
+		if merr != nil {
+			e.log.Warn("the node's model configuration does not read; its proxy refuses every request", slog.String("error", merr.Error()))
+		}
+	} else if !*fromFD {
+		if err := os.Remove(ws.ModelSocket()); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			ln.Close()
+			return fmt.Errorf("mcp %s: remove the model socket of an earlier session: %w", verb, err)
+		}
 	}
 	var modelLn net.Listener
 	switch {
@@ -142,7 +159,7 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 		}
 	}
 	if verb == "start" {
-		return startMCPServe(e, ln, modelLn, ws, c.agents, key, *session)
+		return startMCPServe(e, ln, modelLn, ws, c.agents, key, *session, *only)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -185,7 +202,7 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 // session of its own, its output appended to the MCP log, and returns:
 // the socket is bound and listening already, so a client may connect at
 // once.
-func startMCPServe(e *env, ln, modelLn net.Listener, ws host.Workspace, agents string, key messages.WorkspaceKey, session string) error {
+func startMCPServe(e *env, ln, modelLn net.Listener, ws host.Workspace, agents string, key messages.WorkspaceKey, session, only string) error {
 	defer ln.Close()
 	f, err := ln.(*net.UnixListener).File()
 	if err != nil {
@@ -213,7 +230,7 @@ func startMCPServe(e *env, ln, modelLn net.Listener, ws host.Workspace, agents s
 	}
 	args := []string{"mcp", "serve", key.String(), "--agents", agents, "--listen-fd"}
 	if modelLn != nil {
-		args = append(args, "--model-fd")
+		args = append(args, "--model-fd", "--model", only)
 	}
 	if session != "" {
 		args = append(args, "--session", session)
@@ -300,7 +317,7 @@ func runMCPCall(ctx context.Context, e *env, args []string) error {
 	if *input == "-" {
 		raw, err = io.ReadAll(io.LimitReader(os.Stdin, messages.MaxToolInputLen+1))
 	} else {
-		raw, err = os.ReadFile(*input)
+		raw, err = os.ReadFile(*input) // trust:outside the caller's own --input file
 	}
 	if err != nil {
 		return fmt.Errorf("--input: %w", err)

@@ -18,8 +18,9 @@ import (
 // TestModelProxyBesideTheMCPSocket: with AGENTS/model.json, the MCP server
 // the daemon starts beside a session also serves the model proxy on
 // model.sock (bound by mcp start, descriptor 4): it is in the session's
-// sandbox at /tmp/ocx-mcp, says its API, and forwards a request with the
-// key, which the sandbox never holds.
+// sandbox at /tmp/ocx-mcp, says its API, and forwards a request for the
+// session's own model (create's, "default") with the key, which the
+// sandbox never holds; a request for another model is refused, naming it.
 func TestModelProxyBesideTheMCPSocket(t *testing.T) {
 	const key = "sk-model-proxy-test-key"
 	gotKey := make(chan string, 1)
@@ -70,7 +71,16 @@ func TestModelProxyBesideTheMCPSocket(t *testing.T) {
 	if resp.StatusCode != 200 || string(b) != `{"api":"openai"}` {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
-	resp, err = c.Post("http://model/v1/chat/completions", "application/json", strings.NewReader(`{}`))
+	resp, err = c.Post("http://model/v1/chat/completions", "application/json", strings.NewReader(`{"model": "another"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), `another`) {
+		t.Fatalf("another model: %d %s", resp.StatusCode, b)
+	}
+	resp, err = c.Post("http://model/v1/chat/completions", "application/json", strings.NewReader(`{"model": "default"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,9 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	for _, r := range st.Runners {
 		fmt.Fprintf(e.stdout, "runner    %s %s\n", r.Name, r.Version)
 	}
+	if st.SessionLimits != nil {
+		fmt.Fprintf(e.stdout, "limits    %s\n", st.SessionLimits)
+	}
 	for _, v := range st.Verdicts {
 		fmt.Fprintf(e.stdout, "verdict   %s\n", v)
 	}

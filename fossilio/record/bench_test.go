@@ -43,3 +43,34 @@ func BenchmarkIndexRefresh(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFindAgentRecord is the caller's record looked up as post,
+// push and login rotate look it up (D47), on a repository of 200 threads
+// the admin opened (workspace definitions, as every workspace add makes
+// one) and the record last: every first post listed, the admin's read.
+func BenchmarkFindAgentRecord(b *testing.B) {
+	f := newFix(b)
+	var posts [][]byte
+	for i := range 200 {
+		d, _ := fossilio.PostDraft{Date: time.Now().UTC(), User: f.srv.AdminLogin, Title: fmt.Sprintf("w%d", i), Text: f.block(wsDef(fmt.Sprintf("agent-%d", i)))}.Bytes()
+		posts = append(posts, d)
+	}
+	if _, err := f.admin.PushAll(f.ctx, posts...); err != nil {
+		b.Fatal(err)
+	}
+	rec := &messages.TaskRecord{User: "native-7f3a2b", Node: "ocx", Runner: "native", Objective: "Bench.", Checkins: []string{},
+		Hears: []string{"alice"}, Restrict: messages.Restrict{NoPassword: true}, Sandbox: messages.DefaultRecordSandbox(), Budget: messages.Budget{Wall: "1h"}}
+	block, err := rec.Encode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := f.admin.NewThread(f.ctx, "Record", "Record.\n\n"+string(block)); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, ok, err := record.FindAgentRecord(f.ctx, f.repo, "native-7f3a2b", "ocx"); err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+	}
+}

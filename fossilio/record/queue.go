@@ -30,15 +30,14 @@ func RunResult(kind messages.ResultKind, login string, ci fossilio.Info, changes
 }
 
 // MayNotJudge says why login may never leave a verdict on ci (seed 001 E6:
-// a verdict counts only from a user that neither sent the check-in nor is
-// the user Fossil records in it), or "" when it may. It is the audit
-// tool's rule, read the same way.
+// nobody judges their own check-in), or "" when it may. Whose check-in it
+// is the node's receipt says (its sender), never its U card: anyone who
+// may push writes any name there (`fossil commit --user-override`), and a
+// rule reading it would let anyone take any check-in from any reviewer
+// (E2, D47). It is the audit tool's rule, read the same way.
 func MayNotJudge(login string, ci fossilio.Info) string {
-	switch login {
-	case ci.Sender:
+	if login == ci.Sender {
 		return fmt.Sprintf("sent by %q, the reviewer: nobody judges their own check-in (E6)", login)
-	case ci.Author:
-		return fmt.Sprintf("names %q, the reviewer, as its user: nobody judges their own check-in (E6)", login)
 	}
 	return ""
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // TestQueueOf: where a check-in stands for a branch listener (D5, D42). A
-// reviewer's own check-in (sent by it, or naming it) is skipped for good; any
+// reviewer's own check-in (sent by it: its U card, which anyone writes,
+// proves nothing, D47) is skipped for good; any
 // other waits until it carries the listener's own result: for a reviewer its
 // verdict, as AuditVerdicts reads it (another's verdict, a cancel or a value
 // that is no verdict leave it waiting); for CI its ci tag.
@@ -38,7 +39,8 @@ func TestQueueOf(t *testing.T) {
 		{"a value that is no verdict", messages.ResultVerdict, ci, []fossilio.TagChange{junk}, true, false, ""},
 		{"a ci tag is no verdict", messages.ResultVerdict, ci, []fossilio.TagChange{green}, true, false, ""},
 		{"sent by the reviewer", messages.ResultVerdict, fossilio.Info{Hash: "c2", Sender: "rev", Author: "alice"}, nil, false, true, ""},
-		{"naming the reviewer", messages.ResultVerdict, fossilio.Info{Hash: "c3", Sender: "alice", Author: "rev"}, []fossilio.TagChange{pass}, false, true, ""},
+		{"naming the reviewer, judged", messages.ResultVerdict, fossilio.Info{Hash: "c3", Sender: "alice", Author: "rev"}, []fossilio.TagChange{pass}, false, false, "pass: ok (against R)"},
+		{"naming the reviewer, waiting", messages.ResultVerdict, fossilio.Info{Hash: "c4", Sender: "alice", Author: "rev"}, nil, true, false, ""},
 		{"CI: untested", "", ci, []fossilio.TagChange{pass}, true, false, ""},
 		{"CI: tested", messages.ResultCI, ci, []fossilio.TagChange{green}, false, false, "green: ok"},
 		{"CI tests its own check-in", "", fossilio.Info{Hash: "c2", Sender: "rev"}, nil, true, false, ""},

@@ -340,3 +340,55 @@ func (r *Root) Mkfifo(p string, perm fs.FileMode) error {
 	}
 	return nil
 }
+
+// Reclaim makes room at p below the root for what the node makes there:
+// a directory (want fs.ModeDir), a named pipe (fs.ModeNamedPipe) or a
+// regular file (0). Anything else at p, a link above all, is removed (a
+// directory with what it holds, no link followed), and what it was is
+// returned for the caller to log; "" when p is missing or already of the
+// kind wanted. A workspace is its agent's to fill: what it planted where
+// the node writes harms only its own session, which the node then makes
+// afresh (docs/trust.md).
+func (r *Root) Reclaim(p string, want fs.FileMode) (string, error) {
+	rel, err := r.rel("reclaim", p)
+	if err != nil {
+		return "", err
+	}
+	dfd, name, err := r.parent(rel)
+	if err != nil {
+		if err == unix.ENOENT {
+			return "", nil
+		}
+		return "", refuseOpen("reclaim", p, err)
+	}
+	defer unix.Close(dfd)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err == unix.ENOENT {
+			return "", nil
+		}
+		return "", pathErr("reclaim", p, err)
+	}
+	var is fs.FileMode
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		is = fs.ModeDir
+	case unix.S_IFIFO:
+		is = fs.ModeNamedPipe
+	case unix.S_IFREG:
+		is = 0
+	default:
+		is = fs.ModeIrregular
+	}
+	if is == want.Type() {
+		return "", nil
+	}
+	what := kindOf(&st)
+	if what == "" {
+		what = "a regular file"
+	}
+	if err := removeAllAt(dfd, name); err != nil {
+		return what, pathErr("reclaim", p, err)
+	}
+	return what, nil
+}

@@ -537,8 +537,10 @@ func agentsRoot(t testing.TB, k messages.WorkspaceKey) (*Root, host.Layout, host
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := root.MkdirAll(w.ListeningDir, 0o700); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{w.ListeningDir, w.Session} {
+		if err := root.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := root.Mkfifo(w.Wake, 0o600); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -22,6 +24,9 @@ const (
 	SmallFile = 64 << 10
 	// TailMax bounds the end of a log that a page or a status shows.
 	TailMax = 1 << 20
+	// NodeFile bounds the node's own files below the root that grow with
+	// the node: node.json, model.json, the re-exec's hand-off.
+	NodeFile = 16 << 20
 )
 
 // RefusedError is a file below the agents root that the node will not read
@@ -259,4 +264,135 @@ func (l *RefusalLog) Note(r *RefusedError) {
 	if first && l.log != nil {
 		l.log.Warn("a file below the agents root is refused; taken as absent", slog.String("path", r.Path), slog.String("why", r.Why), slog.String("op", r.Op))
 	}
+}
+
+// Below is a directory (the agents root, or one of the node's own below
+// it) whose Root is opened for each call and closed after: for a program
+// that reads or writes a file or two there, and for an interface another
+// package declares (fossilio's PasswordFiles).
+type Below string
+
+func (b Below) with(f func(r *Root) error) error {
+	r, err := OpenRoot(string(b))
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return f(r)
+}
+
+// ReadFile is Root.ReadFile.
+func (b Below) ReadFile(p string, max int64) (data []byte, err error) {
+	err = b.with(func(r *Root) error { data, err = r.ReadFile(p, max); return err })
+	return data, err
+}
+
+// ReadTail is Root.ReadTail.
+func (b Below) ReadTail(p string, max int64) (tail []byte, size int64, err error) {
+	err = b.with(func(r *Root) error { tail, size, err = r.ReadTail(p, max); return err })
+	return tail, size, err
+}
+
+// ReadSecret is Root.ReadSecret.
+func (b Below) ReadSecret(p string, max int64) (data []byte, err error) {
+	err = b.with(func(r *Root) error { data, err = r.ReadSecret(p, max); return err })
+	return data, err
+}
+
+// ReadDir is Root.ReadDir.
+func (b Below) ReadDir(p string) (entries []fs.DirEntry, err error) {
+	err = b.with(func(r *Root) error { entries, err = r.ReadDir(p); return err })
+	return entries, err
+}
+
+// WriteFile is Root.WriteFile.
+func (b Below) WriteFile(p string, data []byte, perm fs.FileMode) error {
+	return b.with(func(r *Root) error { return r.WriteFile(p, data, perm) })
+}
+
+// MkdirAll is Root.MkdirAll.
+func (b Below) MkdirAll(p string, perm fs.FileMode) error {
+	return b.with(func(r *Root) error { return r.MkdirAll(p, perm) })
+}
+
+// Rename is Root.Rename.
+func (b Below) Rename(from, to string) error {
+	return b.with(func(r *Root) error { return r.Rename(from, to) })
+}
+
+// Remove is Root.Remove.
+func (b Below) Remove(p string) error {
+	return b.with(func(r *Root) error { return r.Remove(p) })
+}
+
+// ReadSecret reads a file only its owner may read (a password, a key), as
+// ReadFile does: one that its group or others may read is refused, naming
+// its mode, since what it holds would not be its owner's alone.
+func (r *Root) ReadSecret(p string, max int64) ([]byte, error) {
+	f, size, err := r.openRegular("read", p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, pathErr("read", f.Name(), err)
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return nil, &RefusedError{Op: "read", Path: f.Name(), Why: fmt.Sprintf("mode %v lets others read it", perm)}
+	}
+	return readBounded(f, size, max, "read", f.Name())
+}
+
+// ReadDir lists the directory at p, the root itself or a directory below
+// it, reached through no link, sorted by name.
+func (r *Root) ReadDir(p string) ([]fs.DirEntry, error) {
+	var fd int
+	var err error
+	if filepath.Clean(p) == r.path {
+		fd, err = openRetry(func() (int, error) {
+			return unix.Openat(r.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		})
+		if err != nil {
+			return nil, pathErr("open", p, err)
+		}
+	} else {
+		rel, rerr := r.rel("open", p)
+		if rerr != nil {
+			return nil, rerr
+		}
+		if fd, err = r.openBeneath(rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, 0); err != nil {
+			return nil, refuseOpen("open", p, err)
+		}
+	}
+	f := os.NewFile(uintptr(fd), filepath.Clean(p))
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, pathErr("read", p, err)
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, nil
+}
+
+// Rename renames the file at from to the name to in the same directory
+// below the root, replacing what is there (a link is replaced, not
+// followed).
+func (r *Root) Rename(from, to string) error {
+	if filepath.Dir(filepath.Clean(from)) != filepath.Dir(filepath.Clean(to)) {
+		return &fs.PathError{Op: "rename", Path: from, Err: fmt.Errorf("not in the directory of %s", to)}
+	}
+	rel, err := r.rel("rename", from)
+	if err != nil {
+		return err
+	}
+	dfd, name, err := r.parent(rel)
+	if err != nil {
+		return refuseOpen("rename", from, err)
+	}
+	defer unix.Close(dfd)
+	if err := unix.Renameat(dfd, name, dfd, filepath.Base(to)); err != nil {
+		return pathErr("rename", from, err)
+	}
+	return nil
 }

@@ -261,3 +261,112 @@ func BenchmarkReadSmallFile(b *testing.B) {
 		}
 	})
 }
+
+func TestReclaim(t *testing.T) {
+	rootModes(t, func(t *testing.T, r *Root, dir string) {
+		outside := t.TempDir()
+		secret := filepath.Join(outside, "password")
+		if err := os.WriteFile(secret, []byte("the node's secret\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ws := filepath.Join(dir, "agent", "projects", "demo")
+		if err := os.MkdirAll(ws, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		planted := hostile(t, ws, secret)
+		cases := []struct {
+			name string
+			want fs.FileMode
+			was  string
+		}{
+			{"link", 0, "a symbolic link"},
+			{"fifo", fs.ModeDir, "a named pipe"},
+			{"dir", fs.ModeNamedPipe, "a directory"},
+			{"sparse", fs.ModeDir, "a regular file"},
+			{"socket", 0, "a socket"},
+			{"dirlink", fs.ModeDir, "a symbolic link"},
+		}
+		for _, c := range cases {
+			was, err := r.Reclaim(planted[c.name], c.want)
+			if err != nil || was != c.was {
+				t.Errorf("Reclaim(%s) = %q, %v; want %q", c.name, was, err, c.was)
+			}
+			if _, err := os.Lstat(planted[c.name]); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("Reclaim(%s) left it: %v", c.name, err)
+			}
+		}
+		// What a link led to is untouched.
+		if b, err := os.ReadFile(secret); err != nil || string(b) != "the node's secret\n" {
+			t.Fatalf("the link's target changed: %q %v", b, err)
+		}
+		// What is already of the kind wanted, or missing, stays.
+		keep := filepath.Join(ws, "keep")
+		if err := os.Mkdir(keep, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if was, err := r.Reclaim(keep, fs.ModeDir); was != "" || err != nil {
+			t.Fatalf("Reclaim of a directory wanted = %q, %v", was, err)
+		}
+		if was, err := r.Reclaim(filepath.Join(ws, "none"), 0); was != "" || err != nil {
+			t.Fatalf("Reclaim of nothing = %q, %v", was, err)
+		}
+		if _, err := os.Stat(keep); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestReadSecretReadDirRename(t *testing.T) {
+	rootModes(t, func(t *testing.T, r *Root, dir string) {
+		pw := filepath.Join(dir, "alice", "password")
+		if err := os.MkdirAll(filepath.Dir(pw), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := r.ReadSecret(pw, SmallFile); err != nil || string(b) != "s3cret\n" {
+			t.Fatalf("ReadSecret = %q, %v", b, err)
+		}
+		if err := os.Chmod(pw, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.ReadSecret(pw, SmallFile); err == nil || !strings.Contains(err.Error(), "mode -rw-r----- lets others read it") {
+			t.Fatalf("ReadSecret of a file others read = %v", err)
+		}
+		outside := t.TempDir()
+		if err := os.Symlink(outside, filepath.Join(dir, "linked")); err != nil {
+			t.Fatal(err)
+		}
+		ents, err := r.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		if strings.Join(names, ",") != "alice,linked" || !ents[0].IsDir() || ents[1].Type()&fs.ModeSymlink == 0 {
+			t.Fatalf("ReadDir(root) = %v", names)
+		}
+		if ents, err := r.ReadDir(filepath.Join(dir, "alice")); err != nil || len(ents) != 1 || ents[0].Name() != "password" {
+			t.Fatalf("ReadDir(alice) = %v, %v", ents, err)
+		}
+		if _, err := r.ReadDir(filepath.Join(dir, "linked")); err == nil {
+			t.Fatal("ReadDir followed a link")
+		}
+		next := filepath.Join(dir, "alice", ".password.new")
+		if err := r.WriteFile(next, []byte("fresh\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Rename(next, pw); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(pw); err != nil || string(b) != "fresh\n" {
+			t.Fatalf("after Rename: %q %v", b, err)
+		}
+		if err := r.Rename(pw, filepath.Join(dir, "elsewhere")); err == nil {
+			t.Fatal("Rename into another directory succeeded")
+		}
+	})
+}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -23,57 +22,23 @@ var _ host.RunStarter = (*Launcher)(nil)
 // PID, which it does right after the clone.
 const childPIDWait = 10 * time.Second
 
-// runSupport is computed once per process: what it finds does not change
-// while the node runs.
-var runSupport = sync.OnceValue(probeRunSupport)
-
 // RunSupport says what this host can provide a run (refusal row 8): bwrap,
-// cpu (RLIMIT_CPU, which the kernel enforces on everyone), processes
-// (RLIMIT_NPROC, which the kernel does not count for root's user: a node
-// running as root, whose sandbox's user is root outside it, cannot provide
-// it) and memory (refused: no cgroup is made for a run yet; the reason names
-// what the host lacks).
+// cpu (RLIMIT_CPU, which the kernel enforces on everyone), processes (a
+// cgroup's pids.max where one can be made; else RLIMIT_NPROC, which the
+// kernel does not count for root's user: a node running as root without a
+// cgroup cannot provide it) and memory (a cgroup's memory limit: refused
+// where no cgroup can be made, the reason naming what the host lacks).
 func (l *Launcher) RunSupport() host.RunSupport {
-	s := runSupport()
+	var s host.RunSupport
+	why := l.cgroups.Why()
+	if os.Geteuid() == 0 && why != "" {
+		s.Processes = "the node runs as root: its sandboxes' users are root outside them, whose processes the kernel does not count against RLIMIT_NPROC, and no cgroup can be made: " + why
+	}
+	s.Memory = why
 	if l.bwrap == "" {
 		s.Sandbox = "bwrap is not installed (looked for /usr/bin/bwrap and /bin/bwrap)"
 	}
 	return s
-}
-
-func probeRunSupport() host.RunSupport {
-	var s host.RunSupport
-	if os.Geteuid() == 0 {
-		s.Processes = "the node runs as root: its sandboxes' users are root outside them, whose processes the kernel does not count against RLIMIT_NPROC"
-	}
-	s.Memory = memoryRefusal()
-	return s
-}
-
-// memoryRefusal reads the node's own cgroup v2 directory and its controllers
-// for host.MemoryRefusal.
-func memoryRefusal() string {
-	cg, err := readSmall("/proc/self/cgroup")
-	if err != nil {
-		return fmt.Sprintf("the node's cgroup cannot be read: %v", err)
-	}
-	mi, err := readSmall("/proc/self/mountinfo")
-	if err != nil {
-		return fmt.Sprintf("the node's mounts cannot be read: %v", err)
-	}
-	p, ok := host.ParseProcCgroup(cg)
-	dir := ""
-	if ok {
-		dir, _ = host.Cgroup2Dir(host.ParseCgroup2Mounts(mi), p)
-	}
-	var controllers, subtree []byte
-	if dir != "" {
-		if controllers, err = readSmall(filepath.Join(dir, "cgroup.controllers")); err != nil {
-			return fmt.Sprintf("the controllers of the node's cgroup cannot be read: %v", err)
-		}
-		subtree, _ = readSmall(filepath.Join(dir, "cgroup.subtree_control"))
-	}
-	return host.MemoryRefusal(dir, controllers, subtree)
 }
 
 // readSmall reads a small file of /proc or /sys, retrying EINTR.
@@ -201,7 +166,24 @@ func lookPath(prog string, env []string) (string, error) {
 func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintptr, onExit func(host.Exit)) (messages.ProcID, error) {
 	sb := spec.Sandbox
 	prog := spec.Command[0]
-	limited := spec.Limits.CPU > 0 || spec.Limits.Processes > 0
+	// The run's cgroup holds its memory, and its processes where a cgroup
+	// can be made (RLIMIT_NPROC counts nothing for root).
+	cgl := host.CgroupLimits{Memory: spec.Limits.Memory}
+	if spec.Limits.Processes > 0 && l.cgroups.Why() == "" {
+		cgl.Processes = spec.Limits.Processes
+	}
+	var cb *cgroupBlock
+	if cgl != (host.CgroupLimits{}) {
+		if spec.Cgroup == "" {
+			return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: its limits need a cgroup, and the spec names none", prog)
+		}
+		var err error
+		if cb, err = l.newCgroupBlock(spec.Cgroup, cgl); err != nil {
+			return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, err)
+		}
+		defer cb.close()
+	}
+	limited := spec.Limits.CPU > 0 || spec.Limits.Processes > 0 || cb != nil
 	fds := host.RunFDs{Status: 3, Files: 4}
 	if limited {
 		fds = host.RunFDs{Status: 3, Block: 4, Files: 5}
@@ -230,7 +212,10 @@ func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintp
 	blockW := -1
 	if limited {
 		var block [2]int
-		if err := unix.Pipe2(block[:], unix.O_CLOEXEC); err != nil {
+		if cb != nil {
+			// The cgroup's block pipe, closed below as any other.
+			block[0], block[1], cb.r, cb.w = cb.r, cb.w, -1, -1
+		} else if err := unix.Pipe2(block[:], unix.O_CLOEXEC); err != nil {
 			unix.Close(statusR)
 			return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: block pipe: %w", prog, err)
 		}
@@ -269,7 +254,11 @@ func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintp
 	if !limited {
 		return l.track(l.bwrap, pid, pidfd, true, statusR, nil, onExit)
 	}
-	buf, err := l.limit(pid, statusR, spec.Limits)
+	var g *Cgroup
+	if cb != nil {
+		g = cb.g
+	}
+	buf, child, err := l.limit(pid, statusR, spec.Limits, g)
 	if err != nil {
 		// The child, if there is one, is killed before the block is lifted,
 		// so that nothing runs without its limits.
@@ -292,39 +281,26 @@ func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintp
 		}
 	}
 	unix.Close(blockW)
-	return l.track(l.bwrap, pid, pidfd, true, statusR, buf, onExit)
+	var rc *runCgroup
+	if cb != nil {
+		cb.ok = true
+		rc = watchRun(cb.g, child, pid)
+	}
+	id, err := l.trackWith(l.bwrap, pid, pidfd, true, statusR, buf, rc, onExit)
+	if err != nil && rc != nil {
+		rc.end(true) // the run was killed: its cgroup goes
+	}
+	return id, err
 }
 
-// limit waits for bwrap to say its child's PID and sets the limits on it.
-// It returns what it read of the status pipe. A bwrap that exits before it
-// has a child (bad arguments) is no error: its exit says so.
-func (l *Launcher) limit(bwrap, statusR int, lim host.RunLimits) ([]byte, error) {
-	var buf []byte
-	deadline := time.Now().Add(childPIDWait)
-	child := 0
-	for child == 0 {
-		var b [512]byte
-		n, err := unix.Read(statusR, b[:])
-		switch {
-		case n > 0:
-			buf = append(buf, b[:n]...)
-			child = host.ParseBwrapStatus(buf).ChildPID
-			continue
-		case err == unix.EINTR:
-			continue
-		case n == 0 && err == nil:
-			return buf, nil // EOF: bwrap ended without a child
-		case err != unix.EAGAIN:
-			return buf, fmt.Errorf("read bwrap %d's status: %w", bwrap, err)
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return buf, fmt.Errorf("bwrap %d did not say its child's PID within %s", bwrap, childPIDWait)
-		}
-		pfd := []unix.PollFd{{Fd: int32(statusR), Events: unix.POLLIN}}
-		if _, err := unix.Poll(pfd, int(min(left, time.Second)/time.Millisecond)+1); err != nil && err != unix.EINTR {
-			return buf, fmt.Errorf("poll bwrap %d's status: %w", bwrap, err)
-		}
+// limit waits for bwrap to say its child's PID, sets the limits on it and
+// puts it in its cgroup g (nil for none). It returns what it read of the
+// status pipe, and the child (0 for none). A bwrap that exits before it has
+// a child (bad arguments) is no error: its exit says so.
+func (l *Launcher) limit(bwrap, statusR int, lim host.RunLimits, g *Cgroup) ([]byte, int, error) {
+	buf, child, err := waitChild(bwrap, statusR)
+	if err != nil || child == 0 {
+		return buf, child, err
 	}
 	set := []struct {
 		field string
@@ -344,13 +320,52 @@ func (l *Launcher) limit(bwrap, statusR int, lim host.RunLimits) ([]byte, error)
 		if err == unix.ESRCH {
 			// The child is gone before the block was lifted: it ran
 			// nothing (a bind that failed), and bwrap's exit says why.
-			return buf, nil
+			return buf, child, nil
 		}
 		if err != nil {
-			return buf, fmt.Errorf("%s: prlimit on bwrap's child %d: %w", s.field, child, err)
+			return buf, child, fmt.Errorf("%s: prlimit on bwrap's child %d: %w", s.field, child, err)
 		}
 	}
-	return buf, nil
+	if g != nil {
+		if err := g.Join(child); err != nil && !errors.Is(err, unix.ESRCH) {
+			return buf, child, fmt.Errorf("limits: %w", err)
+		}
+	}
+	return buf, child, nil
+}
+
+// waitChild waits for bwrap to say its child's PID on its status pipe,
+// up to childPIDWait. It returns what it read, and the child: 0 when
+// bwrap ended without one.
+func waitChild(bwrap, statusR int) ([]byte, int, error) {
+	var buf []byte
+	deadline := time.Now().Add(childPIDWait)
+	child := 0
+	for child == 0 {
+		var b [512]byte
+		n, err := unix.Read(statusR, b[:])
+		switch {
+		case n > 0:
+			buf = append(buf, b[:n]...)
+			child = host.ParseBwrapStatus(buf).ChildPID
+			continue
+		case err == unix.EINTR:
+			continue
+		case n == 0 && err == nil:
+			return buf, 0, nil // EOF: bwrap ended without a child
+		case err != unix.EAGAIN:
+			return buf, 0, fmt.Errorf("read bwrap %d's status: %w", bwrap, err)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return buf, 0, fmt.Errorf("bwrap %d did not say its child's PID within %s", bwrap, childPIDWait)
+		}
+		pfd := []unix.PollFd{{Fd: int32(statusR), Events: unix.POLLIN}}
+		if _, err := unix.Poll(pfd, int(min(left, time.Second)/time.Millisecond)+1); err != nil && err != unix.EINTR {
+			return buf, 0, fmt.Errorf("poll bwrap %d's status: %w", bwrap, err)
+		}
+	}
+	return buf, child, nil
 }
 
 // killChildOf kills pid if it is still bwrap's child (checked through a

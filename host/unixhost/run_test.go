@@ -400,25 +400,36 @@ func limitLine(limits, name, soft, hard string) bool {
 	return false
 }
 
-// memory is refused, naming the limit and what the host lacks; processes
-// as root too (the kernel does not count root's processes).
+// Where no cgroup can be made, memory is refused, naming the limit and
+// what the host lacks, and processes as root too (the kernel does not
+// count root's processes); where one can, both are provided
+// (TestRunMemoryLimit, TestRunProcessesInCgroup). A limit is refused
+// without a sandbox either way.
 func TestRunRefusesWhatTheHostLacks(t *testing.T) {
 	l := newLauncher(t, nil)
 	sb := systemSandbox()
 	s := l.RunSupport()
+	var ne *host.NotProvidedError
+	for _, lim := range []host.RunLimits{{CPU: 3}, {Memory: 1 << 30}, {Processes: 5}} {
+		_, err := l.StartRun(host.RunSpec{Command: []string{"/bin/true"}, Dir: "/", Limits: lim}, func(host.Exit) {})
+		if !errors.As(err, &ne) || !strings.Contains(err.Error(), "limits.") {
+			t.Fatalf("%+v unconfined: %v", lim, err)
+		}
+	}
+	if why := HostCgroups().Why(); why == "" {
+		if s.Memory != "" || s.Processes != "" {
+			t.Fatalf("a host making cgroups refuses: %+v", s)
+		}
+		return
+	}
 	if s.Memory == "" {
-		t.Fatal("memory offered, but no run is put in a cgroup")
+		t.Fatal("memory offered, but no cgroup can be made")
 	}
 	t.Logf("memory: %s", s.Memory)
 	_, err := l.StartRun(host.RunSpec{Command: []string{"/bin/true"}, Dir: "/", Sandbox: &sb,
-		Limits: host.RunLimits{Memory: 1 << 30}}, func(host.Exit) {})
-	var ne *host.NotProvidedError
+		Limits: host.RunLimits{Memory: 1 << 30}, Cgroup: "ocx-x/run:y"}, func(host.Exit) {})
 	if !errors.As(err, &ne) || ne.Field != "limits.memory" || !strings.Contains(err.Error(), "cgroup") {
 		t.Fatalf("memory: %v", err)
-	}
-	_, err = l.StartRun(host.RunSpec{Command: []string{"/bin/true"}, Dir: "/", Limits: host.RunLimits{CPU: 3}}, func(host.Exit) {})
-	if !errors.As(err, &ne) || ne.Field != "limits.cpu" {
-		t.Fatalf("cpu unconfined: %v", err)
 	}
 	if os.Geteuid() != 0 {
 		if s.Processes != "" {

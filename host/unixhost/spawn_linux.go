@@ -27,6 +27,7 @@ type Launcher struct {
 	bwrap   string
 	root    *Root
 	clock   host.Clock
+	cgroups *Cgroups
 	devnull int // read end, for standard input
 	nullW   int // write end, for a child without a log
 
@@ -51,6 +52,9 @@ type LauncherOptions struct {
 	Root *Root
 	// Clock stamps exits; nil uses the system clock.
 	Clock host.Clock
+	// Cgroups is where sessions' and runs' cgroups are made; nil is the
+	// host's (HostCgroups).
+	Cgroups *Cgroups
 }
 
 type child struct {
@@ -67,13 +71,19 @@ type child struct {
 	status    int // read end, non-blocking; -1 when none
 	statusBuf []byte
 	inner     int // pidfd of the sandbox's first process; -1 until known
+
+	// cg is a run's cgroup, read and removed once the run has ended.
+	cg *runCgroup
 }
 
 // NewLauncher opens /dev/null for the children's standard input.
 func NewLauncher(opts LauncherOptions) (*Launcher, error) {
-	l := &Launcher{bwrap: opts.Bwrap, root: opts.Root, clock: opts.Clock, kids: map[int]*child{}}
+	l := &Launcher{bwrap: opts.Bwrap, root: opts.Root, clock: opts.Clock, cgroups: opts.Cgroups, kids: map[int]*child{}}
 	if l.clock == nil {
 		l.clock = Clock{}
+	}
+	if l.cgroups == nil {
+		l.cgroups = HostCgroups()
 	}
 	if l.bwrap == "" {
 		for _, p := range []string{"/usr/bin/bwrap", "/bin/bwrap"} {
@@ -122,12 +132,22 @@ func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (messages.
 	path, argv, dir := spec.Path, spec.Args, spec.Dir
 	files := []uintptr{uintptr(l.devnull), uintptr(logfd), uintptr(logfd)}
 	statusR := -1
+	var cb *cgroupBlock
 	if spec.Sandbox != nil {
 		if l.bwrap == "" {
 			return messages.ProcID{}, errors.New("unixhost: spawn: bwrap is not installed")
 		}
+		sb := *spec.Sandbox
+		if spec.Cgroup != "" {
+			// In its cgroup before its first instruction (D46).
+			if cb, err = l.newCgroupBlock(spec.Cgroup, spec.Limits); err != nil {
+				return messages.ProcID{}, err
+			}
+			defer cb.close()
+			sb.BlockFD = 4
+		}
 		inside := append([]string{spec.Path}, spec.Args[1:]...)
-		argv, err = host.BwrapArgs(*spec.Sandbox, 3, spec.Dir, inside)
+		argv, err = host.BwrapArgs(sb, 3, spec.Dir, inside)
 		if err != nil {
 			return messages.ProcID{}, err
 		}
@@ -142,7 +162,12 @@ func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (messages.
 			return messages.ProcID{}, fmt.Errorf("unixhost: spawn %s: status pipe: %w", spec.Path, err)
 		}
 		files = append(files, uintptr(p[1]))
+		if cb != nil {
+			files = append(files, uintptr(cb.r)) // descriptor 4
+		}
 		path, dir = l.bwrap, "/"
+	} else if spec.Cgroup != "" {
+		return messages.ProcID{}, fmt.Errorf("unixhost: spawn %s: a cgroup needs a sandbox, whose first process waits for it", spec.Path)
 	}
 	pidfd := -1
 	attr := &syscall.ProcAttr{Dir: dir, Env: spec.Env, Files: files,
@@ -157,7 +182,13 @@ func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (messages.
 		}
 		return messages.ProcID{}, &fs.PathError{Op: "spawn", Path: path, Err: err}
 	}
-	return l.track(path, pid, pidfd, spec.Sandbox != nil, statusR, nil, onExit)
+	var statusBuf []byte
+	if cb != nil {
+		if statusBuf, err = l.joinCgroup(cb, pid, pidfd, statusR); err != nil {
+			return messages.ProcID{}, fmt.Errorf("unixhost: spawn %s: %w", spec.Path, err)
+		}
+	}
+	return l.track(path, pid, pidfd, spec.Sandbox != nil, statusR, statusBuf, onExit)
 }
 
 // track follows a child just forked: it opens a pidfd on it if the fork gave
@@ -165,6 +196,12 @@ func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (messages.
 // end. On failure the child is killed and reaped. statusR is bwrap's status
 // pipe (-1 for none), statusBuf what was already read of it.
 func (l *Launcher) track(path string, pid, pidfd int, sandboxed bool, statusR int, statusBuf []byte, onExit func(host.Exit)) (messages.ProcID, error) {
+	return l.trackWith(path, pid, pidfd, sandboxed, statusR, statusBuf, nil, onExit)
+}
+
+// trackWith is track for a run held in its cgroup cg (nil for none), which
+// is read and removed once the run has ended.
+func (l *Launcher) trackWith(path string, pid, pidfd int, sandboxed bool, statusR int, statusBuf []byte, cg *runCgroup, onExit func(host.Exit)) (messages.ProcID, error) {
 	var err error
 	if pidfd < 0 {
 		// Without CLONE_PIDFD: the child is ours and unreaped, so its PID
@@ -182,7 +219,7 @@ func (l *Launcher) track(path string, pid, pidfd int, sandboxed bool, statusR in
 		return messages.ProcID{}, fmt.Errorf("unixhost: spawn %s: read the child's start time: %w", path, err)
 	}
 	c := &child{id: messages.ProcID{PID: pid, Start: st.Start}, own: true, onExit: onExit, ready: make(chan struct{}),
-		sandboxed: sandboxed, status: statusR, statusBuf: statusBuf, inner: -1}
+		sandboxed: sandboxed, status: statusR, statusBuf: statusBuf, inner: -1, cg: cg}
 	defer close(c.ready)
 	if err := l.register(c, pidfd); err != nil {
 		// Closed meanwhile: nobody would reap the child, and the caller is
@@ -302,6 +339,9 @@ func (l *Launcher) follow(c *child) {
 	c.smu.Unlock()
 	if report && exit.Sandbox != nil && exit.Sandbox.ChildPID > 0 {
 		l.awaitInit(exit, initNS)
+	}
+	if c.cg != nil {
+		exit.Cgroup = c.cg.end(report)
 	}
 	if report {
 		c.onExit(exit)

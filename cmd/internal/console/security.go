@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ocx-go/ocx/host/unixhost"
 )
 
 // KeyFile is the console's secret in the agents root: 32 random bytes, as
@@ -57,7 +59,7 @@ func readKey(path string) ([]byte, error) {
 	if !st.Mode().IsRegular() || st.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("console: %s is not a regular file of mode 0600 (%s); remove it and the console makes another", path, st.Mode())
 	}
-	data, err := os.ReadFile(path)
+	data, err := unixhost.Below(filepath.Dir(path)).ReadSecret(path, unixhost.SmallFile)
 	if err != nil {
 		return nil, fmt.Errorf("console: read the key: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"time"
 
@@ -291,7 +292,7 @@ func (d *daemon) start() error {
 	if st, err := os.Stat(layout.Root()); err != nil || !st.IsDir() {
 		return fmt.Errorf("agents root %s is not a directory: %w", layout.Root(), orNotDir(err))
 	}
-	d.logFile, err = os.OpenFile(layout.Log(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	d.logFile, err = unixhost.OpenLog(layout.Log())
 	if err != nil {
 		return fmt.Errorf("open the log: %w", err)
 	}
@@ -318,7 +319,7 @@ func (d *daemon) start() error {
 		}
 	}
 
-	data, err := os.ReadFile(layout.NodeJSON())
+	data, err := unixhost.Below(layout.Root()).ReadFile(layout.NodeJSON(), unixhost.NodeFile)
 	if err != nil {
 		return fmt.Errorf("read node.json: %w", err)
 	}
@@ -353,6 +354,17 @@ func (d *daemon) start() error {
 	}
 	if d.reaper, err = newReaper(layout, d.root, d.cfg, d.rel, d.log, nil); err != nil {
 		return err
+	}
+	limits, noCgroups, err := newCgroupLimits(layout, d.cfg)
+	if err != nil {
+		return err
+	}
+	if limits != nil {
+		d.reaper.cgroups = limits
+		d.log.Info("sessions run in cgroups of their own", slog.String("limits", limits.limits.String()),
+			slog.String("cgroups", fmt.Sprintf("v%d below %s", limits.cg.Hierarchies().Version, strings.Join(limits.cg.Hierarchies().Dirs(), ", "))))
+	} else {
+		d.log.Warn("sessions run without cgroups, so without memory and processes limits", slog.String("why", noCgroups))
 	}
 	stage("reaper")
 	if d.table, err = unixhost.NewProcTable(unixhost.ProcOptions{Layout: layout, ReleaseRoot: d.cfg.Release, Daemon: os.Getpid()}); err != nil {
@@ -398,6 +410,9 @@ func (d *daemon) start() error {
 		Procs: d.procs, Spawner: d.reaper, Signaler: d.reaper, Watcher: d.reaper,
 		Clock: unixhost.Clock{}, Inputs: d.inputs, Execer: d, Runs: d.runs, Logger: d.log,
 	}
+	if limits != nil {
+		deps.Limits = limits
+	}
 	d.node, err = actors.StartNode(d.sys, deps, actors.Config{Grace: d.opts.Grace})
 	if err != nil {
 		return err
@@ -427,6 +442,13 @@ func (d *daemon) start() error {
 		stage("adopted")
 		d.log.Info("re-exec: running the new image", slog.String("handoff", h.Summary()), slog.Group("since_main", stages...))
 	} else {
+		if limits != nil {
+			// Left by sessions that ended while no daemon ran; a running
+			// session's holds its processes and stays.
+			if gone, err := limits.sweep(); err != nil || len(gone) > 0 {
+				d.log.Info("cgroups of ended sessions removed", slog.String("removed", strings.Join(gone, ",")), errAttr(err))
+			}
+		}
 		found, dirs, looks, err := d.procs.found(d.rel)
 		if err != nil {
 			d.log.Error("the process table cannot be read at start; sessions running now are not adopted", errAttr(err))
@@ -466,7 +488,7 @@ func (d *daemon) recordStart(err error) {
 		self = ""
 	}
 	r := messages.ReexecOutcome{Target: self, Error: err.Error()}
-	if data, derr := os.ReadFile(d.layout.NodeJSON()); derr == nil {
+	if data, derr := unixhost.Below(d.layout.Root()).ReadFile(d.layout.NodeJSON(), unixhost.NodeFile); derr == nil {
 		if cfg, derr := messages.DecodeNodeConfig(data); derr == nil && self != "" {
 			d.rel = &releases{root: cfg.Release, self: filepath.Dir(self)}
 		}
@@ -542,7 +564,7 @@ const execTimeout = host.ProbeTimeout
 // startCPUProfile starts writing a CPU profile to path, returning what ends
 // it (once, whoever calls it first).
 func startCPUProfile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600) // trust:outside a file the administrator names with --cpu-profile
 	if err != nil {
 		return nil, fmt.Errorf("--cpu-profile: %w", err)
 	}

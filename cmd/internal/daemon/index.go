@@ -31,8 +31,8 @@ type repoIndex struct {
 	runLog runLog
 }
 
-func newRepoIndex(project string, p messages.NodeProject, nodeUser string) (*repoIndex, error) {
-	r, err := fossilio.OpenNode(p.Repository, nil)
+func newRepoIndex(project string, p messages.NodeProject, nodeUser string, opts *fossilio.Options) (*repoIndex, error) {
+	r, err := fossilio.OpenNode(p.Repository, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open the repository of %s: %w", project, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -36,7 +37,7 @@ func (r *records) writer(ctx context.Context, x *repoIndex) (*fossilio.Notes, er
 			if err != nil {
 				return "", err
 			}
-			return fossilio.ReadPasswordFile(p)
+			return fossilio.ReadPasswordFrom(unixhost.Below(r.layout.Root()), p)
 		},
 		Backoffice: admin.Backoffice,
 		Now:        r.now,

@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -17,6 +19,7 @@ import (
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -67,6 +70,10 @@ type reaper struct {
 	send   func(messages.ProcessExited)
 	paused bool
 	held   []messages.ProcessExited
+
+	// cgroups, when set, is where each session is spawned in a cgroup of
+	// its own (D46); nil on a host that makes none.
+	cgroups *cgroupLimits
 
 	// repoAt gives the daemon's open reader of a node repository, named
 	// by its path as a launch gives it (records.repoAt), so that a launch
@@ -190,8 +197,8 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if err != nil {
 		return none, err
 	}
-	if _, err := os.Lstat(ws.Binding); err != nil {
-		return none, fmt.Errorf("workspace %s is not on this host (%s): %w", key, ws.Binding, err)
+	if st, err := os.Lstat(ws.Dir); err != nil || !st.IsDir() {
+		return none, fmt.Errorf("workspace %s is not on this host (no directory %s)", key, ws.Dir)
 	}
 	dir := l.ReleaseDir
 	if dir == "" {
@@ -226,11 +233,44 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if err := nf.CheckSandbox(sb, unixhost.Resolve); err != nil {
 		return none, fmt.Errorf("the workspace definition's sandbox is refused: %w", err)
 	}
-	if err := r.root.MkdirAll(ws.Session, 0o700); err != nil {
-		return none, fmt.Errorf("make the session directory: %w", err)
+	// The session directory, its wake pipe and its log are in the
+	// workspace, the agent's to fill: what an earlier session planted in
+	// their place (a link, a file) goes, and they are made afresh; nothing
+	// is followed (docs/trust.md).
+	for _, want := range []struct {
+		p    string
+		kind fs.FileMode
+	}{{ws.Session, fs.ModeDir}, {ws.Wake, fs.ModeNamedPipe}, {ws.Log, 0}} {
+		was, err := r.root.Reclaim(want.p, want.kind)
+		if err != nil {
+			return none, fmt.Errorf("make room for %s: %w", want.p, err)
+		}
+		if was != "" {
+			r.log.Warn("what the agent left in the session's place is removed", slog.String(actors.KeyWorkspace, key.String()),
+				slog.String("path", want.p), slog.String("was", was))
+		}
+		if want.p == ws.Session {
+			if err := r.root.MkdirAll(ws.Session, 0o700); err != nil {
+				return none, fmt.Errorf("make the session directory: %w", err)
+			}
+		}
 	}
 	if err := r.root.Mkfifo(ws.Wake, 0o600); err != nil {
 		return none, fmt.Errorf("make the wake pipe: %w", err)
+	}
+	// The workspace's binding.json is the session's to read and the
+	// agent's to spoil: it is put back as the node made it (its held
+	// copy, D44) whenever it says anything else.
+	if held, err := r.root.ReadFile(ws.HeldBinding, unixhost.SmallFile); err == nil {
+		if cur, err := r.root.ReadFile(ws.Binding, unixhost.SmallFile); err != nil || !bytes.Equal(cur, held) {
+			if _, err := r.root.Reclaim(ws.Binding, 0); err != nil {
+				return none, fmt.Errorf("make room for %s: %w", ws.Binding, err)
+			}
+			if err := r.root.WriteFile(ws.Binding, held, 0o600); err != nil {
+				return none, fmt.Errorf("put back %s: %w", ws.Binding, err)
+			}
+			r.log.Warn("the workspace's binding.json said something else; put back as the node made it", slog.String(actors.KeyWorkspace, key.String()))
+		}
 	}
 	// The MCP directory is bound into the sandbox, so it must be there
 	// before bwrap starts; the server's socket in it comes after (D38).
@@ -255,6 +295,11 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if err != nil {
 		return none, fmt.Errorf("rebuild the listening index of %s: %w", key, err)
 	}
+	// The record's first post or change, in the server's order (D47).
+	first, err := record.FirstOf(ctx, node, own.Kind, own.ID)
+	if err != nil {
+		return none, fmt.Errorf("the session's own record: %w", err)
+	}
 	idx, err := listening.Rebuild(ctx, r.root, ws, node, own, hears)
 	if err != nil {
 		return none, err
@@ -268,10 +313,14 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 		Path: prog,
 		Args: []string{prog, "serve", key.String(), "--root", r.layout.Root(), "--launch", l.Hash},
 		Env: []string{"HOME=" + ws.Dir, "PATH=" + strings.Join(sb.Path, ":"), "USER=" + key.Login,
-			"LOGNAME=" + key.Login, "LANG=C.UTF-8", host.MCPSocketEnv + "=" + host.MCPSocketInside},
+			"LOGNAME=" + key.Login, "LANG=C.UTF-8", host.MCPSocketEnv + "=" + host.MCPSocketInside,
+			messages.RecordFirstEnv + "=" + first},
 		Dir:     ws.Tree,
 		Log:     ws.Log,
 		Sandbox: &host.SandboxSpec{Sandbox: sb, Workspace: ws.Dir, Release: dir, MCPDir: ws.MCPDir},
+	}
+	if r.cgroups != nil {
+		spec.Cgroup, spec.Limits = r.cgroups.spec(key)
 	}
 	id, err := r.current().Spawn(spec, r.exitTo(key))
 	if err != nil {
@@ -281,7 +330,11 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	p := id
 	r.log.Info("spawned", slog.String(actors.KeyWorkspace, key.String()), slog.String(actors.KeyLaunch, l.Hash),
 		slog.String(actors.KeyPID, p.String()), slog.String("release", dir))
-	r.startMCP(ctx, dir, key, p)
+	model := ""
+	if l.Kind == messages.LLM {
+		model = l.Model
+	}
+	r.startMCP(ctx, dir, key, p, model)
 	return p, nil
 }
 
@@ -290,17 +343,24 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 const mcpStartWait = 10 * time.Second
 
 // startMCP runs the release's `ocx mcp start KEY --session PID@START`,
-// which binds the session's MCP socket and leaves its server running in a
+// with `--model MODEL` for an llm session (its definition's model, which
+// the model proxy beside the socket alone serves; any other session has
+// no model socket), which binds the session's MCP socket and leaves its
+// server running in a
 // session of its own until the session is gone (D38): a process apart
 // from the daemon, so that the daemon's re-exec or end leaves it serving,
 // and a failure of it ends no more than the tools of one session. A
 // session whose server did not start runs on without its tools; the log
 // says why.
-func (r *reaper) startMCP(ctx context.Context, dir string, key messages.WorkspaceKey, p messages.ProcID) {
+func (r *reaper) startMCP(ctx context.Context, dir string, key messages.WorkspaceKey, p messages.ProcID, model string) {
 	ocx := filepath.Join(dir, "ocx")
 	ctx, cancel := context.WithTimeout(ctx, mcpStartWait)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, ocx, "mcp", "start", key.String(), "--agents", r.layout.Root(), "--session", p.String())
+	args := []string{"mcp", "start", key.String(), "--agents", r.layout.Root(), "--session", p.String()}
+	if model != "" {
+		args = append(args, "--model", model)
+	}
+	cmd := exec.CommandContext(ctx, ocx, args...)
 	out, err := cmd.CombinedOutput()
 	level := slog.LevelInfo
 	if err != nil {

@@ -5,16 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -32,6 +34,9 @@ type records struct {
 
 	mu    sync.Mutex
 	repos map[string]*repoIndex // by project
+	// passed logs, once, each artifact a reader of the record passed over
+	// because its bytes do not read (issue 22 item 5).
+	passed *record.PassedLog
 	// paths maps a repository path, as written and resolved, to its project.
 	paths map[string]string
 	// procReleases are the release directories of the processes found at
@@ -77,7 +82,10 @@ func (r *records) index(project string) (*repoIndex, error) {
 	if !ok {
 		return nil, fmt.Errorf("project %q is not a repository of this node", project)
 	}
-	x, err := newRepoIndex(project, p, r.cfg.User)
+	if r.passed == nil {
+		r.passed = record.NewPassedLog(r.log)
+	}
+	x, err := newRepoIndex(project, p, r.cfg.User, r.passed.Options())
 	if err != nil {
 		return nil, err
 	}
@@ -294,10 +302,15 @@ func (r *records) projectListeners(ctx context.Context, project string) ([]messa
 	if err != nil {
 		return nil, err
 	}
-	entries, err := os.ReadDir(r.layout.Root())
+	entries, err := unixhost.Below(r.layout.Root()).ReadDir(r.layout.Root())
 	if err != nil {
 		return nil, fmt.Errorf("list the agents root: %w", err)
 	}
+	root, err := unixhost.OpenRoot(r.layout.Root())
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
 	var out []messages.ListenedBranch
 	for _, e := range entries {
 		if !e.IsDir() || messages.ValidateLogin(e.Name()) != nil || e.Name() == r.cfg.User {
@@ -308,17 +321,17 @@ func (r *records) projectListeners(ctx context.Context, project string) ([]messa
 		if err != nil {
 			continue
 		}
-		files, err := os.ReadDir(ws.ListeningDir)
+		index, bad, err := listening.ReadIndex(root, ws)
 		if err != nil {
+			r.log.Warn("a listening index cannot be read at start; its branch listeners wait", slog.String(actors.KeyWorkspace, key.String()), errAttr(err))
 			continue
 		}
-		for _, f := range files {
-			content, err := os.ReadFile(filepath.Join(ws.ListeningDir, f.Name()))
-			if err != nil {
-				continue
-			}
-			le, err := messages.ParseListeningFile(f.Name(), content)
-			if err != nil || le.Kind != messages.ListenBranch {
+		for _, err := range bad {
+			r.log.Warn("a listening file is passed over", slog.String(actors.KeyWorkspace, key.String()), errAttr(err))
+		}
+		for _, name := range slices.Sorted(maps.Keys(index)) {
+			le := index[name]
+			if le.Kind != messages.ListenBranch {
 				continue
 			}
 			l, ok, err := r.branchListener(ctx, x, key, le.Names)
@@ -336,10 +349,15 @@ func (r *records) projectListeners(ctx context.Context, project string) ([]messa
 // listeningLogins lists the logins whose workspace of project has the
 // listening file name.
 func (r *records) listeningLogins(project, name string) ([]string, error) {
-	entries, err := os.ReadDir(r.layout.Root())
+	entries, err := unixhost.Below(r.layout.Root()).ReadDir(r.layout.Root())
 	if err != nil {
 		return nil, fmt.Errorf("list the agents root: %w", err)
 	}
+	root, err := unixhost.OpenRoot(r.layout.Root())
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
 	var out []string
 	for _, e := range entries {
 		if !e.IsDir() || messages.ValidateLogin(e.Name()) != nil || e.Name() == r.cfg.User {
@@ -353,8 +371,10 @@ func (r *records) listeningLogins(project, name string) ([]string, error) {
 		if err != nil {
 			continue
 		}
-		if _, err := os.Lstat(p); err == nil {
+		if _, ok, err := listening.Lookup(root, ws, name); err == nil && ok {
 			out = append(out, e.Name())
+		} else if err != nil {
+			r.log.Warn("a listening file is passed over", slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String("file", p), errAttr(err))
 		}
 	}
 	return out, nil

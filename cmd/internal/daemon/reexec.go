@@ -206,7 +206,7 @@ func (d *daemon) undo(err error, hs []unixhost.ChildHandoff, children map[messag
 // it held throughout.
 func (d *daemon) takeHandoff() (handoffFile, error) {
 	p := d.layout.Handoff()
-	data, err := os.ReadFile(p)
+	data, err := unixhost.Below(d.layout.Root()).ReadFile(p, unixhost.NodeFile)
 	if err != nil {
 		return handoffFile{}, fmt.Errorf("read the hand-off: %w", err)
 	}

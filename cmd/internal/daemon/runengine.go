@@ -197,7 +197,7 @@ func (e *runEngine) readCare(hash string) (runCare, bool, error) {
 
 // cares lists the runs in the node's care, as their files say.
 func (e *runEngine) cares() ([]runCare, error) {
-	entries, err := os.ReadDir(e.careDir())
+	entries, err := e.root.ReadDir(e.careDir())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -438,8 +438,10 @@ func (e *runEngine) keepLogs(ctx context.Context, eff messages.RunKeepLogs) erro
 		return nil
 	}
 	if workspace != "" {
+		// The workspace is the run's process's to write: a link it left at
+		// stdout.log is replaced, never followed (docs/trust.md).
 		for _, s := range []runeng.KeptStream{stderr, stdout} {
-			if err := os.WriteFile(filepath.Join(workspace, s.Name+".log"), s.End, 0o600); err != nil {
+			if err := e.root.WriteFile(filepath.Join(workspace, s.Name+".log"), s.End, 0o600); err != nil {
 				e.log.Warn("a kept log's file is not written", slog.String(actors.KeyRun, eff.Run), errAttr(err))
 			}
 		}

@@ -72,8 +72,13 @@ func (e *runEngine) launchHeld(ctx context.Context, eff messages.RunLaunch, r *e
 		}
 	}
 	spec := prep.Spec
-	if err := runhold.WriteSpec(hf.spec, runhold.Spec{Command: spec.Command, Env: spec.Env, Dir: spec.Dir,
-		Sandbox: spec.Sandbox, Limits: spec.Limits, Input: input}); err != nil {
+	hs := runhold.Spec{Command: spec.Command, Env: spec.Env, Dir: spec.Dir, Sandbox: spec.Sandbox, Limits: spec.Limits, Input: input}
+	if spec.Limits.Memory > 0 || spec.Limits.Processes > 0 {
+		// Its memory, and its processes where a cgroup can be made, are
+		// held by a cgroup of its own (D46).
+		hs.Cgroup = e.layout.RunCgroup(eff.Run)
+	}
+	if err := runhold.WriteSpec(hf.spec, hs); err != nil {
 		return fail(err)
 	}
 	o := runhold.Options{Socket: hf.socket, Status: hf.status, StdoutLog: hf.stdout, StderrLog: hf.stderr,
@@ -147,7 +152,7 @@ func (e *runEngine) watchHolder(hash string, proc int, p *runProc, id messages.P
 		t     *runeng.Tail
 		total int64
 	}{{tf.stdout, p.stdout, st.StdoutBytes}, {tf.stderr, p.stderr, st.StderrBytes}} {
-		if b, err := os.ReadFile(s.path); err == nil {
+		if b, _, err := e.root.ReadTail(s.path, int64(s.t.Max)); err == nil {
 			s.t.Write(b)
 			s.t.Counted(s.total)
 		}
@@ -172,5 +177,6 @@ func holderExit(proc int, status string) (messages.RunProcessExited, runhold.Sta
 	default:
 		m.Code = st.Exit
 	}
+	m.Limit, m.LimitNote = st.Limit, st.LimitNote
 	return m, st
 }

@@ -245,11 +245,15 @@ func (r *records) refusalOf(ctx context.Context, x *repoIndex, msgs []runMsg, m 
 		Provides: messages.RunProvision{Sandbox: support.Sandbox == "", Capabilities: host.Capabilities[:], NoNetwork: true,
 			Limits: []string{messages.LimitWall}, Deliveries: true, Manual: true, Terminal: true},
 	}
-	if support.CPU == "" {
-		f.Provides.Limits = append(f.Provides.Limits, messages.LimitCPU)
-	}
-	if support.Processes == "" {
-		f.Provides.Limits = append(f.Provides.Limits, messages.LimitProcesses)
+	f.Provides.LimitWhy = map[string]string{}
+	for _, l := range []struct{ name, why string }{
+		{messages.LimitCPU, support.CPU}, {messages.LimitProcesses, support.Processes}, {messages.LimitMemory, support.Memory},
+	} {
+		if l.why == "" {
+			f.Provides.Limits = append(f.Provides.Limits, l.name)
+		} else {
+			f.Provides.LimitWhy[l.name] = l.why
+		}
 	}
 	if f.SenderPrivileged && run != nil {
 		p, err := x.repo.PrivilegedUsers(ctx)

@@ -98,7 +98,7 @@ func Run(ctx context.Context, o Options) error {
 		defer f.Close()
 		log = slog.New(slog.NewTextHandler(f, nil))
 	}
-	h := &run{o: o, layout: layout, log: log}
+	h := &run{o: o, layout: layout, log: log, refusals: unixhost.NewRefusalLog(log)}
 	if err := h.run(ctx); err != nil {
 		log.Error("hook", "repository", o.Repo, "err", err)
 		return err
@@ -124,11 +124,14 @@ type run struct {
 	defaultHears []string
 	// checkins are the sessions given check-ins, read once a run.
 	checkins *[]CheckinTarget
+	// refusals logs, once a run, each file below the agents root it would
+	// not read (a link, a pipe, a file past its bound: docs/trust.md).
+	refusals *unixhost.RefusalLog
 }
 
 func (h *run) run(ctx context.Context) error {
 	start := time.Now()
-	data, err := os.ReadFile(h.layout.NodeJSON())
+	data, err := unixhost.Below(h.layout.Root()).ReadFile(h.layout.NodeJSON(), unixhost.NodeFile)
 	if err != nil {
 		return err
 	}
@@ -278,7 +281,7 @@ func remove(list []string, x string) []string {
 // root (the agent logins and the node user). Anyone else is a person (D8).
 func (h *run) nodeLogins() map[string]bool {
 	out := map[string]bool{h.cfg.User: true}
-	entries, err := os.ReadDir(h.layout.Root())
+	entries, err := h.root.ReadDir(h.layout.Root())
 	if err != nil {
 		h.log.Error("list the agent logins", "err", err)
 		return out
@@ -483,20 +486,21 @@ func (h *run) findListening(ctx context.Context, record string, kind messages.Li
 		if err != nil {
 			continue
 		}
-		path, err := ws.Listening(record)
+		e, ok, err := listening.Lookup(h.root, ws, record)
 		if err != nil {
+			if !h.refusals.Absent(err) {
+				h.log.Warn("listening file unreadable; passed over", "workspace", ws.Key, "record", record, "err", err)
+			}
 			continue
 		}
-		content, err := h.root.ReadFile(path, unixhost.SmallFile)
-		if err != nil {
+		if !ok {
 			continue
 		}
-		e, err := messages.ParseListeningFile(record, content)
-		if err != nil || e.Kind != kind {
-			h.log.Warn("listening file of another kind, or unreadable; passed over", "file", path, "err", err)
+		if e.Kind != kind {
+			h.log.Warn("listening file of another kind; passed over", "workspace", ws.Key, "record", record, "kind", e.Kind)
 			continue
 		}
-		out = append(out, Target{Workspace: messages.WorkspaceKey{Login: login, Project: h.proj}, After: e.After, Hears: h.hears(ctx, ws)})
+		out = append(out, Target{Workspace: ws.Key, After: e.After, Hears: h.hears(ctx, ws)})
 	}
 	return out
 }
@@ -631,7 +635,7 @@ func (h *run) noteUnheard(ctx context.Context, missed []Missed) {
 			if err != nil {
 				return "", err
 			}
-			return fossilio.ReadPasswordFile(path)
+			return fossilio.ReadPasswordFrom(unixhost.Below(h.layout.Root()), path)
 		},
 	}
 	byLogin := map[string][]fossilio.NoteWrite{}

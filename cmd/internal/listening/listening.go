@@ -1,5 +1,6 @@
-// Package listening keeps a workspace's listening index, WS/session/listening/
-// (D2): rebuilt from the listen and unlisten notes the node's repository
+// Package listening keeps a workspace's listening index,
+// AGENTS/LOGIN/held/PROJECT/listening/ (D2, D44: out of the agent's reach):
+// rebuilt from the listen and unlisten notes the node's repository
 // received from the workspace's agent login, and changed one listener at a
 // time by the tools, all under one lock, so the outcome never depends on
 // which of them ran first.
@@ -363,15 +364,17 @@ func Set(ctx context.Context, root *unixhost.Root, ws host.Workspace, kind messa
 	})
 }
 
-// locked runs fn holding the index's lock: a flock on the workspace's
-// session directory (made when missing), opened without following a link.
-// The directory itself is the lock because it is never replaced, unlike the
+// locked runs fn holding the index's lock: a flock on the workspace's held
+// directory (made when missing), opened without following a link. The
+// directory itself is the lock because it is never replaced, unlike the
 // index directory inside it, and so no file is added to the layout for it.
+// It is outside the workspace: an agent holding a lock on a directory of
+// its own would stall every launch and tool that changes its index.
 func locked(ctx context.Context, root *unixhost.Root, ws host.Workspace, fn func(sess *unixhost.Dir) error) error {
-	if err := root.MkdirAll(ws.Session, 0o700); err != nil {
+	if err := root.MkdirAll(ws.Held, 0o700); err != nil {
 		return err
 	}
-	sess, err := root.OpenDir(ws.Session)
+	sess, err := root.OpenDir(ws.Held)
 	if err != nil {
 		return err
 	}
@@ -403,14 +406,14 @@ func lock(ctx context.Context, f *os.File) error {
 // which was opened without following links, and none through a link.
 func replace(root *unixhost.Root, ws host.Workspace, sess *unixhost.Dir, want map[string]messages.ListeningEntry) error {
 	const index = "listening"
-	if filepath.Base(ws.ListeningDir) != index || filepath.Dir(ws.ListeningDir) != ws.Session {
-		return fmt.Errorf("the listening index %s is not %s/%s", ws.ListeningDir, ws.Session, index)
+	if filepath.Base(ws.ListeningDir) != index || filepath.Dir(ws.ListeningDir) != ws.Held {
+		return fmt.Errorf("the listening index %s is not %s/%s", ws.ListeningDir, ws.Held, index)
 	}
 	// A staging directory left by a rebuild that died midway goes first.
 	if names, err := sess.Names(); err == nil {
 		for _, n := range names {
 			if strings.HasPrefix(n, stagePrefix) {
-				root.RemoveAll(filepath.Join(ws.Session, n))
+				root.RemoveAll(filepath.Join(ws.Held, n))
 			}
 		}
 	}
@@ -428,7 +431,7 @@ func replace(root *unixhost.Root, ws host.Workspace, sess *unixhost.Dir, want ma
 	// Whatever is left at the staging name at the end goes: the new files
 	// when they were not used, the old index after an exchange, or the
 	// empty directory the fallback leaves (after a rename there is nothing).
-	defer root.RemoveAll(filepath.Join(ws.Session, stage))
+	defer root.RemoveAll(filepath.Join(ws.Held, stage))
 	if err := writeFiles(sess, stage, want); err != nil {
 		return err
 	}
@@ -475,4 +478,60 @@ func unchanged(sess *unixhost.Dir, dir string, want map[string]messages.Listenin
 		}
 	}
 	return true
+}
+
+// Lookup reads the index's entry for the listening file name: ok is false
+// when the index does not name it. The index is the node's (held), but it
+// is read as every file below the agents root is, bounded and through no
+// link (docs/trust.md); a refused file is absent.
+func Lookup(root *unixhost.Root, ws host.Workspace, name string) (e messages.ListeningEntry, ok bool, err error) {
+	p, err := ws.Listening(name)
+	if err != nil {
+		return messages.ListeningEntry{}, false, err
+	}
+	content, err := root.ReadFile(p, unixhost.SmallFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return messages.ListeningEntry{}, false, nil
+	}
+	if err != nil {
+		return messages.ListeningEntry{}, false, err
+	}
+	e, err = messages.ParseListeningFile(name, content)
+	if err != nil {
+		return messages.ListeningEntry{}, false, fmt.Errorf("%s: %w", p, err)
+	}
+	return e, true, nil
+}
+
+// ReadIndex reads the whole index of ws, by file name: empty when there is
+// none. A file that does not read as an entry is left out and reported in
+// bad, so one bad file costs only itself.
+func ReadIndex(root *unixhost.Root, ws host.Workspace) (index map[string]messages.ListeningEntry, bad []error, err error) {
+	index = map[string]messages.ListeningEntry{}
+	d, err := root.OpenDir(ws.ListeningDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return index, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	defer d.Close()
+	names, err := d.Names()
+	if err != nil {
+		return nil, nil, err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		content, err := d.ReadFile(name, unixhost.SmallFile)
+		if err == nil {
+			var e messages.ListeningEntry
+			if e, err = messages.ParseListeningFile(name, content); err == nil {
+				index[name] = e
+				continue
+			}
+			err = fmt.Errorf("%s: %w", filepath.Join(ws.ListeningDir, name), err)
+		}
+		bad = append(bad, err)
+	}
+	return index, bad, nil
 }

@@ -185,7 +185,7 @@ func TestRebuildFromWhatTheAgentSent(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(n.ws.ListeningDir, strings.Repeat("ab", 20)), []byte("thread\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(n.ws.Session, ".listening.dead", "x"), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(n.ws.Held, ".listening.dead", "x"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 
@@ -226,13 +226,13 @@ func TestRebuildFromWhatTheAgentSent(t *testing.T) {
 	if res.Notes != 5 || len(res.Files) != 4 || !slices.Contains(res.Files, "branch-feature%2Fx") {
 		t.Errorf("result %+v", res)
 	}
-	entries, err := os.ReadDir(n.ws.Session)
+	entries, err := os.ReadDir(n.ws.Held)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), ".listening") {
-			t.Errorf("%s left in the session directory", e.Name())
+			t.Errorf("%s left in the held directory", e.Name())
 		}
 	}
 
@@ -259,7 +259,7 @@ func TestRebuildFollowsNoLink(t *testing.T) {
 	n := newNode(t)
 	own := n.thread("own")
 	outside := t.TempDir()
-	if err := os.MkdirAll(n.ws.Session, 0o700); err != nil {
+	if err := os.MkdirAll(n.ws.Held, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(outside, n.ws.ListeningDir); err != nil {
@@ -278,18 +278,18 @@ func TestRebuildFollowsNoLink(t *testing.T) {
 		t.Errorf("written through the link: %v", entries)
 	}
 
-	// The session directory itself a link: refused, nothing written there.
-	if err := os.RemoveAll(n.ws.Session); err != nil {
+	// The held directory itself a link: refused, nothing written there.
+	if err := os.RemoveAll(n.ws.Held); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(outside, n.ws.Session); err != nil {
+	if err := os.Symlink(outside, n.ws.Held); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Rebuild(n.ctx, n.root, n.ws, n.repo, Own{Kind: messages.ListenThread, ID: own}, nil); err == nil {
-		t.Error("a rebuild through a linked session directory succeeded")
+		t.Error("a rebuild through a linked held directory succeeded")
 	}
 	if err := Set(n.ctx, n.root, n.ws, messages.ListenThread, own, 0, true); err == nil {
-		t.Error("a listener written through a linked session directory")
+		t.Error("a listener written through a linked held directory")
 	}
 	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
 		t.Errorf("written through the link: %v", entries)

@@ -11,6 +11,9 @@ import (
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
 )
 
 // API is the flavour of HTTP API the node's model speaks.
@@ -140,19 +143,19 @@ func (c *Config) Validate() error {
 const MaxKeyLen = 16 << 10
 
 // ReadKey reads the key file: its content without surrounding white
-// space, one line, not empty. The error names the file, never the key.
-func ReadKey(path string) (string, error) {
-	f, err := os.Open(path)
+// space, one line, not empty. The error names the file, never the key. A
+// key file below the agents root is read as every file there is (through
+// no link, a regular file only); one elsewhere is the administrator's.
+func ReadKey(l host.Layout, path string) (string, error) {
+	var b []byte
+	var err error
+	if l.Contains(path) {
+		b, err = unixhost.Below(l.Root()).ReadFile(path, MaxKeyLen)
+	} else {
+		b, err = readOutside(path)
+	}
 	if err != nil {
 		return "", fmt.Errorf("the model's key: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxKeyLen+1))
-	if err != nil {
-		return "", fmt.Errorf("the model's key: %w", err)
-	}
-	if len(b) > MaxKeyLen {
-		return "", fmt.Errorf("the model's key: %s is longer than %d bytes", path, MaxKeyLen)
 	}
 	key := strings.TrimSpace(string(b))
 	if key == "" {
@@ -162,4 +165,22 @@ func ReadKey(path string) (string, error) {
 		return "", fmt.Errorf("the model's key: %s holds more than one line", path)
 	}
 	return key, nil
+}
+
+// readOutside reads a key file outside the agents root, at most MaxKeyLen
+// bytes.
+func readOutside(path string) ([]byte, error) {
+	f, err := os.Open(path) // trust:outside the administrator's key file, outside the agents root
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxKeyLen+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxKeyLen {
+		return nil, fmt.Errorf("%s is longer than %d bytes", path, MaxKeyLen)
+	}
+	return b, nil
 }

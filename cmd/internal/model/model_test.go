@@ -2,6 +2,7 @@ package model_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -56,7 +57,7 @@ func TestProxy(t *testing.T) {
 		io.WriteString(w, `{"error":{"message":"bad key `+key+`"}}`)
 	}))
 	defer upstream.Close()
-	h, err := model.NewProxy(&model.Config{API: model.Anthropic, BaseURL: upstream.URL + "/prefix"}, key, nil)
+	h, err := model.NewProxy(&model.Config{API: model.Anthropic, BaseURL: upstream.URL + "/prefix"}, key, "claude-haiku", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestProxy(t *testing.T) {
 	}}}
 	defer c.CloseIdleConnections()
 	do := func(method, path string, hdr map[string]string) (int, string) {
-		req, _ := http.NewRequest(method, "http://model"+path, strings.NewReader(`{}`))
+		req, _ := http.NewRequest(method, "http://model"+path, strings.NewReader(`{"model": "claude-haiku"}`))
 		for k, v := range hdr {
 			req.Header.Set(k, v)
 		}
@@ -115,19 +116,19 @@ func TestProxy(t *testing.T) {
 func TestOpen(t *testing.T) {
 	root := t.TempDir()
 	l, _ := host.NewLayout(root)
-	if _, ok, err := model.Open(l, nil); ok || err != nil {
+	if _, ok, err := model.Open(l, "m", nil); ok || err != nil {
 		t.Fatalf("no model.json: %v %v", ok, err)
 	}
 	keyFile := filepath.Join(t.TempDir(), "key")
 	os.WriteFile(keyFile, []byte("sk-1\n"), 0o600)
 	os.WriteFile(l.ModelJSON(), []byte(`{"api":"openai","base_url":"http://127.0.0.1:1","key_file":"`+keyFile+`"}`), 0o600)
-	if h, ok, err := model.Open(l, nil); !ok || err != nil || h == nil {
+	if h, ok, err := model.Open(l, "m", nil); !ok || err != nil || h == nil {
 		t.Fatalf("%v %v", ok, err)
 	}
 	// A key inside a workspace is refused: its sandbox would see it.
 	inWS := filepath.Join(root, "agent1", "projects", "p", "key")
 	os.WriteFile(l.ModelJSON(), []byte(`{"api":"openai","base_url":"http://h","key_file":"`+inWS+`"}`), 0o600)
-	h, ok, err := model.Open(l, nil)
+	h, ok, err := model.Open(l, "m", nil)
 	if !ok || err == nil || !strings.Contains(err.Error(), "lies in a workspace") {
 		t.Fatalf("%v %v", ok, err)
 	}
@@ -137,7 +138,72 @@ func TestOpen(t *testing.T) {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
 	os.WriteFile(l.ModelJSON(), []byte(`{"api":"openai","base_url":"http://h","keyfile":"/k"}`), 0o600)
-	if _, _, err := model.Open(l, nil); err == nil || !strings.Contains(err.Error(), `"keyfile" is not a key`) {
+	if _, _, err := model.Open(l, "m", nil); err == nil || !strings.Contains(err.Error(), `"keyfile" is not a key`) {
 		t.Fatal(err)
 	}
+}
+
+// TestProxyOnlyItsModel is issue 22 item 6: a session's proxy forwards a
+// request only for the model its session definition names. A request
+// naming another model (or none, or "model" twice, which a server might
+// read either way) is refused with an answer that names it, and nothing
+// reaches the API.
+func TestProxyOnlyItsModel(t *testing.T) {
+	var mu sync.Mutex
+	var forwarded []string
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		forwarded = append(forwarded, string(b))
+		mu.Unlock()
+		io.WriteString(w, `{"choices":[]}`)
+	}))
+	defer upstream.Close()
+	h := onlyModelProxy(t, &model.Config{API: model.OpenAI, BaseURL: upstream.URL}, "sk-key", "small-model")
+	post := func(body string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(body)))
+		var e model.ErrorReply
+		if json.Unmarshal(rec.Body.Bytes(), &e) == nil && e.Error != "" {
+			return rec.Code, e.Error
+		}
+		return rec.Code, rec.Body.String()
+	}
+	for _, c := range []struct{ body, want string }{
+		{`{"model": "huge-model", "messages": []}`, `"huge-model"`},
+		{`{"messages": [{"role": "user", "content": "hi", "model": "small-model"}]}`, `names no model`},
+		{`{"model": "small-model", "model": "huge-model"}`, `"model" twice`},
+		{`{"model": 7}`, `not a string`},
+		{`[{"model": "small-model"}]`, `not a JSON object`},
+		{`{"model": "small-model"`, `not a JSON object`},
+	} {
+		code, body := post(c.body)
+		if code != http.StatusForbidden && code != http.StatusBadRequest || !strings.Contains(body, c.want) || !strings.Contains(body, `small-model`) {
+			t.Errorf("%s: %d %s, want a refusal naming %s and the session's model", c.body, code, body, c.want)
+		}
+	}
+	mu.Lock()
+	n := len(forwarded)
+	mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d refused requests reached the API: %q", n, forwarded)
+	}
+	if code, body := post(`{"messages": [], "model": "small-model"}`); code != 200 {
+		t.Fatalf("the session's own model: %d %s", code, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(forwarded) != 1 || forwarded[0] != `{"messages": [], "model": "small-model"}` {
+		t.Fatalf("forwarded %q, want the request as sent", forwarded)
+	}
+}
+
+// onlyModelProxy is the proxy of a session whose definition names only.
+func onlyModelProxy(t *testing.T, c *model.Config, key, only string) http.Handler {
+	t.Helper()
+	h, err := model.NewProxy(c, key, only, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

@@ -6,25 +6,23 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"os"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
 )
 
 // Open reads the node's model configuration (host.Layout.ModelJSON) and
-// its key, and returns the proxy to serve on each session's model socket.
+// its key, and returns the proxy to serve on the model socket of a session
+// whose definition names the model only (NewProxy).
 // ok is false when the node has no model.json: it serves no model. A
 // model.json that does not read, a key file that lies inside a workspace
 // (where a sandbox could read it) or that does not read gives the
 // Refusing handler, which tells every runner why, and the error, for the
 // server's log.
-func Open(l host.Layout, log *slog.Logger) (h http.Handler, ok bool, err error) {
-	b, err := os.ReadFile(l.ModelJSON())
+func Open(l host.Layout, only string, log *slog.Logger) (h http.Handler, ok bool, err error) {
+	b, err := unixhost.Below(l.Root()).ReadFile(l.ModelJSON(), MaxConfigLen)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
-	}
-	if err == nil && len(b) > MaxConfigLen {
-		err = fmt.Errorf("%s is longer than %d bytes", l.ModelJSON(), MaxConfigLen)
 	}
 	var c *Config
 	if err == nil {
@@ -35,11 +33,11 @@ func Open(l host.Layout, log *slog.Logger) (h http.Handler, ok bool, err error) 
 		if _, in := l.KeyWithin(c.KeyFile); in {
 			err = fmt.Errorf("model.json: \"key_file\" %s lies in a workspace, which its session's sandbox sees; keep the key outside every workspace", c.KeyFile)
 		} else {
-			key, err = ReadKey(c.KeyFile)
+			key, err = ReadKey(l, c.KeyFile)
 		}
 	}
 	if err == nil {
-		h, err = NewProxy(c, key, log)
+		h, err = NewProxy(c, key, only, log)
 	}
 	if err != nil {
 		return Refusing(fmt.Errorf("the node's model configuration: %w", err)), true, err

@@ -32,15 +32,21 @@ const MaxBodyLen = 32 << 20
 // alone says who is calling.
 var credentialHeaders = []string{"Authorization", "X-Api-Key", "Proxy-Authorization", "Cookie", "Api-Key"}
 
-// NewProxy is the model proxy for c: GET InfoPath answers c's API; a POST
-// to the API's one endpoint (API.Path) is forwarded to c.BaseURL with the
-// client's credential headers removed and key added (Authorization:
-// Bearer for openai, x-api-key for anthropic; none when key is ""), the
-// key replaced by "[key]" in any reply that holds it; anything else is
-// refused with 404. Errors are JSON {"error": MESSAGE}.
-func NewProxy(c *Config, key string, log *slog.Logger) (http.Handler, error) {
+// NewProxy is the model proxy for c, for a session whose definition names
+// the model only: GET InfoPath answers c's API; a POST to the API's one
+// endpoint (API.Path) naming only as its model (RequestModel) is forwarded
+// to c.BaseURL with the client's credential headers removed and key added
+// (Authorization: Bearer for openai, x-api-key for anthropic; none when
+// key is ""), the key replaced by "[key]" in any reply that holds it; a
+// POST naming another model, or none, is refused with 403 (400 for a body
+// that does not say), naming it and only; anything else is refused with
+// 404. Errors are JSON {"error": MESSAGE}.
+func NewProxy(c *Config, key, only string, log *slog.Logger) (http.Handler, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
+	}
+	if only == "" {
+		return nil, errors.New("model proxy: no model named: a session's proxy serves the model its definition names")
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -82,14 +88,85 @@ func NewProxy(c *Config, key string, log *slog.Logger) (http.Handler, error) {
 		w.Write(info)
 	})
 	mux.HandleFunc("POST "+c.API.Path(), func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyLen)
-		log.Info("model request", slog.String("path", r.URL.Path), slog.Int64("bytes", r.ContentLength))
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyLen))
+		if err != nil {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request does not read: %v", err))
+			return
+		}
+		if status, why := checkModel(body, only); status != 0 {
+			log.Warn("model request refused", slog.String("path", r.URL.Path), slog.String("why", why))
+			writeError(w, status, why)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		log.Info("model request", slog.String("path", r.URL.Path), slog.String("model", only), slog.Int("bytes", len(body)))
 		rp.ServeHTTP(w, r)
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("the model proxy serves GET %s and POST %s only", InfoPath, c.API.Path()))
 	})
 	return mux, nil
+}
+
+// checkModel says whether a request's body may be forwarded for a session
+// whose definition names only: 0 when it names only, else the status and
+// why, naming what the body names and only.
+func checkModel(body []byte, only string) (int, string) {
+	got, err := RequestModel(body)
+	if err != nil {
+		return http.StatusBadRequest, fmt.Sprintf("the request is refused: %v; this session's definition names the model %q, which the request must name", err, only)
+	}
+	if got != only {
+		return http.StatusForbidden, fmt.Sprintf("the request names the model %q; this session's definition names %q, the only model its proxy serves", got, only)
+	}
+	return 0, ""
+}
+
+// RequestModel is the model a request to either API names: the "model"
+// key of the body's top-level object (the same key in openai's and
+// anthropic's requests). A body that is not one JSON object, has no
+// "model", has it twice (which a server might read either way) or not as
+// a string is an error saying so.
+func RequestModel(body []byte) (string, error) {
+	d := json.NewDecoder(bytes.NewReader(body))
+	notObject := errors.New("its body is not a JSON object")
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return "", notObject
+	}
+	var model string
+	seen := false
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return "", notObject
+		}
+		k, _ := t.(string)
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return "", notObject
+		}
+		if k != "model" {
+			continue
+		}
+		if seen {
+			return "", errors.New(`its body names "model" twice`)
+		}
+		seen = true
+		if err := json.Unmarshal(v, &model); err != nil {
+			return "", fmt.Errorf(`its "model" is not a string`)
+		}
+	}
+	if t, err := d.Token(); err != nil || t != json.Delim('}') {
+		return "", notObject
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return "", notObject
+	}
+	if !seen {
+		return "", errors.New("it names no model")
+	}
+	return model, nil
 }
 
 // Refusing is the proxy of a node whose model.json does not read: every

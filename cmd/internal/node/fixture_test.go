@@ -145,6 +145,11 @@ func (f *fix) post(hash string) fossilio.ForumPost {
 // ws is the workspace directory of the fixture's agent on demo.
 func (f *fix) ws() string { return filepath.Join(f.agents, agent, "projects", "demo") }
 
+// listeningDir is the agent's listening index, held by the node (D44).
+func (f *fix) listeningDir() string {
+	return filepath.Join(f.agents, agent, "held", "demo", "listening")
+}
+
 // addWorkspace provisions the agent and adds its workspace on trunk.
 func (f *fix) addWorkspace() *node.Answer {
 	f.t.Helper()

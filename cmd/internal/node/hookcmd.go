@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"strings"
 	"time"
 
@@ -139,7 +138,7 @@ func (n *Node) HookStatus(ctx context.Context) ([]messages.HookStatus, *Answer) 
 // handled (Fossil's own list can skip a receipt after a quiet day,
 // docs/fossil.md §4, so the hook keeps its own).
 func (n *Node) hookMark(project string) (uint64, bool) {
-	b, err := os.ReadFile(n.Layout.HookMark(project))
+	b, err := unixhost.Below(n.Agents).ReadFile(n.Layout.HookMark(project), unixhost.SmallFile)
 	if err != nil {
 		return 0, false
 	}

@@ -126,7 +126,7 @@ func (n *Node) planInit(ctx context.Context, a *Answer, in InitInput) (*messages
 			return nil, fmt.Errorf("release: %s has no current release (a link current -> releases/ID/); make the release root with `ocx release init %s --from DIR` (or --repo REPO CHECKIN)", in.ReleaseRoot, in.ReleaseRoot)
 		}
 	}
-	old, err := os.ReadFile(n.Layout.NodeJSON())
+	old, err := unixhost.Below(n.Agents).ReadFile(n.Layout.NodeJSON(), unixhost.NodeFile)
 	switch {
 	case err == nil:
 		prev, err := messages.DecodeNodeConfig(old)

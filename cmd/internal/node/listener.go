@@ -59,8 +59,7 @@ func (n *Node) listener(ctx context.Context, tool string, in ListenerInput, on b
 	if err != nil {
 		return a.Stop(err)
 	}
-	b, err := readBinding(ws)
-	if err != nil {
+	if err := onHost(ws); err != nil {
 		return a.Stop(fmt.Errorf("workspace %s does not exist on the host (%v); `ocx workspace add` makes it", key, err))
 	}
 	if _, err := n.password(key.Login); err != nil {
@@ -71,6 +70,10 @@ func (n *Node) listener(ctx context.Context, tool string, in ListenerInput, on b
 		return a.Stop(err)
 	}
 	defer r.Close()
+	b, err := n.boundWorkspace(ctx, r, ws)
+	if err != nil {
+		return a.Stop(fmt.Errorf("workspace %s does not exist on the host (%v); `ocx workspace add` makes it", key, err))
+	}
 	// Where the note goes, and what the listener names, in full.
 	var where ownRecord
 	names := in.Names

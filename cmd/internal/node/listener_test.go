@@ -72,7 +72,7 @@ func TestListenersOnAThreadATicketAndABranch(t *testing.T) {
 	if note, _ := messages.ReadPost([]byte(f.post(*a.Result).Text)); note == nil || note.NoteKind() != messages.KindUnlisten {
 		t.Errorf("remove wrote %v", note)
 	}
-	if exists(filepath.Join(f.ws(), "session", "listening", th)) {
+	if exists(filepath.Join(f.listeningDir(), th)) {
 		t.Errorf("the thread's listening file is still there")
 	}
 	st, err = f.n.Status(f.ctx)
@@ -122,7 +122,7 @@ func TestListenerRefusals(t *testing.T) {
 	if f.posts() != before {
 		t.Errorf("refused listeners posted")
 	}
-	entries, _ := os.ReadDir(filepath.Join(f.ws(), "session", "listening"))
+	entries, _ := os.ReadDir(f.listeningDir())
 	if len(entries) != 0 {
 		t.Errorf("refused listeners wrote the index: %v", entries)
 	}
@@ -289,7 +289,7 @@ func TestSessionRefusalsBeforeAnyWrite(t *testing.T) {
 	if f.posts() != before {
 		t.Errorf("refused starts posted")
 	}
-	if entries, _ := os.ReadDir(filepath.Join(f.ws(), "session", "listening")); len(entries) != 0 {
+	if entries, _ := os.ReadDir(f.listeningDir()); len(entries) != 0 {
 		t.Errorf("refused starts wrote the index")
 	}
 	if pid, _ := daemonclient.PID(f.n.Layout); pid != 0 {
@@ -299,7 +299,7 @@ func TestSessionRefusalsBeforeAnyWrite(t *testing.T) {
 
 func readListening(t *testing.T, f *fix, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(f.ws(), "session", "listening", name))
+	b, err := os.ReadFile(filepath.Join(f.listeningDir(), name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,8 @@ func (n *Node) LoginWithdraw(ctx context.Context, login string, dry bool) *Answe
 
 // LoginRotate gives an agent login a fresh password on each repository,
 // keeps it in AGENTS/LOGIN/password, and makes each of its workspaces'
-// clones remember it.
+// clones remember it, but one whose record restricts no_password
+// (rememberRotated).
 func (n *Node) LoginRotate(ctx context.Context, login string, dry bool) *Answer {
 	a := newAnswer("login rotate", dry)
 	if err := n.checkAgentLogin(login); err != nil {
@@ -132,7 +133,7 @@ func (n *Node) LoginRotate(ctx context.Context, login string, dry bool) *Answer 
 	if dry {
 		a.Would("give %q a fresh password on %d repositories and keep it in %s", login, len(projects), pwFile)
 		for _, k := range keys {
-			a.Would("make the clone of workspace %s remember it", k)
+			a.Would("make the clone of workspace %s remember it, unless its record restricts no_password", k)
 		}
 		return a
 	}
@@ -153,19 +154,58 @@ func (n *Node) LoginRotate(ctx context.Context, login string, dry bool) *Answer 
 		a.Logf("gave %q a fresh password on %s", login, p.Name)
 	}
 	for _, k := range keys {
-		ws, _ := n.workspace(k)
-		b, err := readBinding(ws)
-		if err != nil {
-			a.Logf("workspace %s: %v; its clone keeps the old password", k, err)
-			continue
-		}
-		rem := fossilio.Remote{URL: b.Remote, Login: login, Password: fossilio.SharedSecret(b.ProjectCode, login, password)}
-		if err := fossilio.Remember(ctx, ws.Clone, rem); err != nil {
-			return a.Stop(fmt.Errorf("make the clone of %s remember the new password: %w", k, err))
-		}
-		a.Logf("the clone of workspace %s remembers the new password", k)
+		a.Logf("%s", n.rememberRotated(ctx, k, login, password))
 	}
 	return a
+}
+
+// rememberRotated makes the clone of workspace k remember login's new
+// password, and says what it did (D47). What it needs is the node's own:
+// the server's URL from the node's configuration, the project code from
+// the node's repository, whether the login's record restricts no_password
+// from its record there (a clone whose agent holds no password is never
+// given one). The workspace's binding.json, the agent's file, is not
+// read. The clone, the agent's file too, is written in place only when it
+// is a regular file with one name, reached without a link; any other is
+// refused, naming why, and keeps the old password: its agent harms only
+// itself.
+func (n *Node) rememberRotated(ctx context.Context, k messages.WorkspaceKey, login, password string) string {
+	keeps := fmt.Sprintf("; the clone of workspace %s keeps the old password", k)
+	p, err := n.project(k.Project)
+	if err != nil {
+		return err.Error() + keeps
+	}
+	r, err := n.openRepo(p)
+	if err != nil {
+		return err.Error() + keeps
+	}
+	rec, recHash, found, err := n.agentRecord(ctx, r, p, login)
+	if err != nil {
+		r.Close()
+		return fmt.Sprintf("the record of %q on %s cannot be read: %v%s", login, p.Name, err, keeps)
+	}
+	code, err := r.ProjectCode(ctx)
+	r.Close()
+	if err != nil {
+		return err.Error() + keeps
+	}
+	if found && rec.Restrict.NoPassword {
+		return fmt.Sprintf("the clone of workspace %s is not given the password: record %s restricts no_password", k, recHash)
+	}
+	ws, err := n.workspace(k)
+	if err != nil {
+		return err.Error() + keeps
+	}
+	f, err := n.openAgentFile(ws.Clone, os.O_RDWR)
+	if err != nil {
+		return fmt.Sprintf("the clone of workspace %s is refused: %v%s", k, err, keeps)
+	}
+	defer f.Close()
+	rem := fossilio.Remote{URL: p.URL, Login: login, Password: fossilio.SharedSecret(code, login, password)}
+	if err := fossilio.RememberFile(ctx, f, rem); err != nil {
+		return fmt.Sprintf("the clone of workspace %s cannot remember it: %v%s", k, err, keeps)
+	}
+	return fmt.Sprintf("the clone of workspace %s remembers the new password", k)
 }
 
 // checkAgentLogin refuses a name that is not an agent login of this node.
@@ -189,7 +229,7 @@ func (n *Node) checkAgentLogin(login string) error {
 // workspacesOf lists the workspaces a login has on the host.
 func (n *Node) workspacesOf(login string) ([]messages.WorkspaceKey, error) {
 	dir := filepath.Join(n.Agents, login, "projects")
-	entries, err := os.ReadDir(dir)
+	entries, err := unixhost.Below(n.Agents).ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

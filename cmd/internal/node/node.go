@@ -17,6 +17,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -85,6 +86,12 @@ type Node struct {
 	toolProject string
 	// beside runs backoffices beside the answers (Options.BackofficeBeside).
 	beside *fossilio.Beside
+	// refusals logs, once, each file below the agents root the node would
+	// not read (docs/trust.md).
+	refusals *unixhost.RefusalLog
+	// passed logs, once, each artifact and status entry a reader passes
+	// over (issue 22 item 5); the Node's copies share it.
+	passed *record.PassedLog
 }
 
 // Default bounds on waiting.
@@ -98,7 +105,7 @@ func Open(agents string, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(n.Layout.NodeJSON())
+	data, err := unixhost.Below(n.Agents).ReadFile(n.Layout.NodeJSON(), unixhost.NodeFile)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("open node: %s has no node.json; run `ocx init --agents %s ...` first", n.Agents, n.Agents)
@@ -146,6 +153,8 @@ func newNode(agents string, opts Options) (*Node, error) {
 	if n.Log == nil {
 		n.Log = slog.New(slog.DiscardHandler)
 	}
+	n.refusals = unixhost.NewRefusalLog(n.Log)
+	n.passed = record.NewPassedLog(n.Log)
 	if opts.BackofficeBeside {
 		n.beside = fossilio.NewBeside(n.Log)
 	}
@@ -200,12 +209,12 @@ func (n *Node) fossilCLI() *fossilio.Fossil {
 }
 
 func (n *Node) admin(p project) *fossilio.Admin {
-	return &fossilio.Admin{Repository: p.Repository, Fossil: n.fossilCLI()}
+	return &fossilio.Admin{Repository: p.Repository, Fossil: n.fossilCLI(), Files: unixhost.Below(n.Agents)}
 }
 
 // openRepo opens a project's repository read-only.
 func (n *Node) openRepo(p project) (*fossilio.Repo, error) {
-	r, err := fossilio.OpenNode(p.Repository, nil)
+	r, err := fossilio.OpenNode(p.Repository, n.passed.Options())
 	if err != nil {
 		return nil, fmt.Errorf("open repository of %s: %w", p.Name, err)
 	}
@@ -243,7 +252,7 @@ func (n *Node) password(login string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fossilio.ReadPasswordFile(path)
+	return fossilio.ReadPasswordFrom(unixhost.Below(n.Agents), path)
 }
 
 // backoffice runs the repository's backoffice so the hook sees the action's
@@ -330,7 +339,7 @@ func privileged(ctx context.Context, r *fossilio.Repo, login string) (bool, stri
 // agentLogins lists the logins that keep a password in the agents root,
 // the node user included, sorted.
 func (n *Node) agentLogins() ([]string, error) {
-	entries, err := os.ReadDir(n.Agents)
+	entries, err := unixhost.Below(n.Agents).ReadDir(n.Agents)
 	if err != nil {
 		return nil, fmt.Errorf("list agent logins: %w", err)
 	}
@@ -352,18 +361,107 @@ func (n *Node) workspace(k messages.WorkspaceKey) (host.Workspace, error) {
 	return n.Layout.Workspace(k)
 }
 
-// readBinding reads a workspace's binding.json; fs.ErrNotExist when the
-// workspace is not on the host.
-func readBinding(ws host.Workspace) (*messages.Binding, error) {
-	data, err := os.ReadFile(ws.Binding)
+// readBinding reads the binding the node wrote when it made workspace ws,
+// its own copy (Workspace.HeldBinding, D44); fs.ErrNotExist when the node
+// made none: the workspace is not on the host, or an earlier release made
+// it (boundWorkspace then takes the record's definition). The workspace's
+// own binding.json is the agent's to rewrite and is never read here.
+func (n *Node) readBinding(ws host.Workspace) (*messages.Binding, error) {
+	root, err := unixhost.OpenRoot(n.Agents)
 	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	data, err := root.ReadFile(ws.HeldBinding, unixhost.SmallFile)
+	if err != nil {
+		if _, refused := unixhost.AsRefused(err); refused {
+			n.refusals.Absent(err)
+			return nil, fmt.Errorf("%w: %v", fs.ErrNotExist, err)
+		}
 		return nil, err
 	}
 	b, err := messages.DecodeBinding(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ws.Binding, err)
+		return nil, fmt.Errorf("%s: %w", ws.HeldBinding, err)
+	}
+	if b.Key() != ws.Key {
+		return nil, fmt.Errorf("%s is the binding of %s, not %s", ws.HeldBinding, b.Key(), ws.Key)
 	}
 	return b, nil
+}
+
+// isRegular says whether a regular file is at p below the agents root,
+// reached through no link (unixhost.Root.IsRegular); a refusal is logged
+// once.
+func (n *Node) isRegular(p string) bool {
+	root, err := unixhost.OpenRoot(n.Agents)
+	if err != nil {
+		return false
+	}
+	defer root.Close()
+	err = root.IsRegular(p)
+	if err != nil {
+		n.refusals.Absent(err)
+	}
+	return err == nil
+}
+
+// onHost says whether workspace ws is on the host: its directory is there
+// (the node makes it, and it is no agent's to replace: it is the mount point
+// of the agent's sandbox).
+func onHost(ws host.Workspace) error {
+	st, err := os.Lstat(ws.Dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", ws.Dir)
+	}
+	return nil
+}
+
+// Binding is the binding the node kept when it made workspace key
+// (readBinding); fs.ErrNotExist when it made none.
+func (n *Node) Binding(key messages.WorkspaceKey) (*messages.Binding, error) {
+	ws, err := n.workspace(key)
+	if err != nil {
+		return nil, err
+	}
+	return n.readBinding(ws)
+}
+
+// boundWorkspace is what the node made workspace ws from: the binding it
+// kept (readBinding); for a workspace an earlier release made, which kept
+// none, the definition that counts for it on the record r, while its
+// directory is on the host. fs.ErrNotExist when it is not on the host.
+func (n *Node) boundWorkspace(ctx context.Context, r *fossilio.Repo, ws host.Workspace) (*messages.Binding, error) {
+	b, err := n.readBinding(ws)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return b, err
+	}
+	if onHost(ws) != nil {
+		return nil, err
+	}
+	defs, derr := workspaces(ctx, n.index(r))
+	if derr != nil {
+		return nil, derr
+	}
+	w := defs[ws.Key]
+	if w == nil || w.Terminated != "" {
+		return nil, err
+	}
+	code, cerr := r.ProjectCode(ctx)
+	if cerr != nil {
+		return nil, cerr
+	}
+	p, perr := n.project(ws.Key.Project)
+	if perr != nil {
+		return nil, perr
+	}
+	n.Log.Info("the node kept no binding of this workspace (made by an earlier release); the record's definition stands for it",
+		slog.String("workspace", ws.Key.String()), slog.String("definition", w.Hash))
+	return &messages.Binding{Login: ws.Key.Login, Project: ws.Key.Project, ProjectCode: code, Remote: p.URL,
+		Branch: w.Definition.Branch, Home: w.Record, Workspace: w.Hash}, nil
 }
 
 // procTable reads the process table of this agents root.

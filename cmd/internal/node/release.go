@@ -309,7 +309,7 @@ func runProgram(ctx context.Context, prog string, args ...string) ([]byte, error
 // host.IsReleaseProgram names, refusing a directory missing one of
 // host.ReleasePrograms or holding one that is not an executable file.
 func programsIn(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
+	entries, err := os.ReadDir(dir) // trust:outside the release root, the administrator's, outside the agents root
 	if err != nil {
 		return nil, fmt.Errorf("release %s: %w", dir, err)
 	}
@@ -517,12 +517,12 @@ func copyPrograms(from, to string) error {
 }
 
 func copyFile(src, dst string) error {
-	in, err := os.Open(src)
+	in, err := os.Open(src) // trust:outside the release root, the administrator's, outside the agents root
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755) // trust:outside the release root, the administrator's, outside the agents root
 	if err != nil {
 		return err
 	}
@@ -558,7 +558,7 @@ func (r *releaser) build(ctx context.Context, a *Answer, repo, checkin string, w
 	}
 	a.Logf("exported check-in %s of %s", checkin, repo)
 	progs := append([]string(nil), host.ReleasePrograms...)
-	if entries, err := os.ReadDir(filepath.Join(src, "cmd")); err == nil {
+	if entries, err := os.ReadDir(filepath.Join(src, "cmd")); err == nil { // trust:outside the release root, the administrator's, outside the agents root
 		for _, e := range entries {
 			if e.IsDir() && host.IsReleaseProgram(e.Name()) && !contains(progs, e.Name()) {
 				progs = append(progs, e.Name())
@@ -603,7 +603,7 @@ func (r *releaser) install(p *prepared) (already bool, err error) {
 		}
 		return false, fmt.Errorf("stage: %w", err)
 	}
-	if d, err := os.Open(r.root.Releases()); err == nil {
+	if d, err := os.Open(r.root.Releases()); err == nil { // trust:outside the release root, the administrator's, outside the agents root
 		d.Sync()
 		d.Close()
 	}
@@ -739,7 +739,7 @@ func ReleaseInit(ctx context.Context, in ReleaseInitInput, opts Options) *Answer
 	if err := in.validate(); err != nil {
 		return a.Stop(err)
 	}
-	if entries, err := os.ReadDir(root.Root()); err == nil && len(entries) > 0 {
+	if entries, err := os.ReadDir(root.Root()); err == nil && len(entries) > 0 { // trust:outside the release root, the administrator's, outside the agents root
 		return a.Stop(fmt.Errorf("release init: %s is not empty; a release root is made in a missing or empty directory (stage into an existing one with `ocx release stage`)", root.Root()))
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return a.Stop(fmt.Errorf("release init: %w", err))
@@ -810,7 +810,7 @@ func (r *releaser) stagedMatching(want string) (string, error) {
 		return id, nil
 	}
 	want = strings.ToLower(strings.TrimSpace(want))
-	entries, err := os.ReadDir(r.root.StagedDir())
+	entries, err := os.ReadDir(r.root.StagedDir()) // trust:outside the release root, the administrator's, outside the agents root
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("accept: %w", err)
 	}
@@ -833,7 +833,7 @@ func (r *releaser) stagedMatching(want string) (string, error) {
 
 // stagedNames lists the staged check-ins, or "none".
 func (r *releaser) stagedNames() []string {
-	entries, _ := os.ReadDir(r.root.StagedDir())
+	entries, _ := os.ReadDir(r.root.StagedDir()) // trust:outside the release root, the administrator's, outside the agents root
 	var out []string
 	for _, e := range entries {
 		if e.Name() != host.LinkNext && !strings.HasPrefix(e.Name(), ".") {
@@ -1009,7 +1009,7 @@ func (n *Node) reexec(ctx context.Context, a *Answer, id string, wait time.Durat
 
 // readReexec reads AGENTS/ocxd.reexec; nil when there is none.
 func readReexec(l host.Layout) (*messages.ReexecOutcome, error) {
-	data, err := os.ReadFile(l.Reexec())
+	data, err := unixhost.Below(l.Root()).ReadFile(l.Reexec(), unixhost.SmallFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -302,7 +302,7 @@ func (n *Node) restartFacts(ctx context.Context, r *fossilio.Repo, idx *record.I
 	if err != nil {
 		return restartPlan{}, f, err
 	}
-	if b, err := readBinding(paths); err == nil {
+	if b, err := n.boundWorkspace(ctx, r, paths); err == nil {
 		f.OnHost, wsDef = true, b.Workspace
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return restartPlan{}, f, err

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -190,7 +189,7 @@ type runCare struct {
 // care fills in whether the node keeps the run in its care, and whether
 // its process runs.
 func (n *Node) care(st *RunState) {
-	b, err := os.ReadFile(filepath.Join(n.Layout.Root(), "ocxd.runs", st.Run+".json"))
+	b, err := unixhost.Below(n.Agents).ReadFile(filepath.Join(n.Layout.Root(), "ocxd.runs", st.Run+".json"), unixhost.SmallFile)
 	if err != nil {
 		return
 	}

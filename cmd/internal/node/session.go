@@ -130,8 +130,7 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
-	b, err := readBinding(ws)
-	if err != nil {
+	if err := onHost(ws); err != nil {
 		return a.Stop(fmt.Errorf("workspace %s does not exist on the host (%v); `ocx workspace add` makes it", key, err))
 	}
 	if err := n.requireCaller(); err != nil {
@@ -142,6 +141,10 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 		return a.Stop(err)
 	}
 	defer r.Close()
+	b, err := n.boundWorkspace(ctx, r, ws)
+	if err != nil {
+		return a.Stop(fmt.Errorf("workspace %s does not exist on the host (%v); `ocx workspace add` makes it", key, err))
+	}
 	if err := n.requirePrivileged(ctx, r, p); err != nil {
 		return a.Stop(err)
 	}

@@ -4,15 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -112,7 +113,7 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 			return nil, err
 		}
 		st.Listeners = append(st.Listeners, ls...)
-		vs, err := verdicts(ctx, repos[p.Name], p.Name)
+		vs, err := verdicts(ctx, repos[p.Name], p.Name, n.passed)
 		if err != nil {
 			return nil, err
 		}
@@ -125,6 +126,7 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 	}
 	st.Restrictions = slices.Clone(EnforcedRestrictions)
 	st.Runners = n.Runners(ctx)
+	st.SessionLimits = n.SessionLimits()
 
 	current := n.currentRelease()
 	for _, proc := range table.Procs {
@@ -152,6 +154,12 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 	} else {
 		st.Daemon = d
 	}
+	// An entry the record gave that the status cannot carry (a branch
+	// named so no branch may be, a note's field) costs only itself, once
+	// logged (issue 22 item 5).
+	for _, err := range st.Prune() {
+		n.passed.Note("status entry "+firstLine(err.Error()), err.Error())
+	}
 	if err := st.Validate(); err != nil {
 		return nil, fmt.Errorf("status: %w", err)
 	}
@@ -163,8 +171,9 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 const StatusVerdicts = 50
 
 // verdicts lists each user's latest verdict (record.AuditVerdicts) on the
-// check-ins of a project most recently tagged audited.
-func verdicts(ctx context.Context, r *fossilio.Repo, project string) ([]messages.VerdictStatus, error) {
+// check-ins of a project most recently tagged audited; a tag that holds no
+// verdict is passed over and logged, once.
+func verdicts(ctx context.Context, r *fossilio.Repo, project string, passed *record.PassedLog) ([]messages.VerdictStatus, error) {
 	tagged, err := r.Tagged(ctx, messages.AuditedTag, StatusVerdicts)
 	if err != nil {
 		return nil, fmt.Errorf("status: %w", err)
@@ -179,7 +188,11 @@ func verdicts(ctx context.Context, r *fossilio.Repo, project string) ([]messages
 		if err != nil {
 			return nil, fmt.Errorf("status: %w", err)
 		}
-		for _, v := range record.AuditVerdicts(ci, changes) {
+		kept, bad := record.AuditVerdictsOf(ci, changes)
+		for _, b := range bad {
+			passed.Note(b.Tag, "the audited tag sent by "+b.Sender+" holds no verdict: "+b.Why)
+		}
+		for _, v := range kept {
 			word := messages.VerdictFail
 			if v.Pass {
 				word = messages.VerdictPass
@@ -247,14 +260,18 @@ func (n *Node) sessionStatus(ctx context.Context, r *fossilio.Repo, k messages.W
 	}
 	s.Older = current != "" && proc.Release != "" && proc.Release != current
 	ws, _ := n.workspace(k)
-	if _, err := os.Stat(TurnFile(ws)); err == nil {
+	// The turn file is the session's to write: what it says of its own state
+	// is all it can lie about, and it is read through no link (a link or a
+	// pipe there reads as idle).
+	if n.isRegular(TurnFile(ws)) {
 		s.State = messages.SessionWorking
 	}
 	// Whom it hears, as the daemon wrote it for the hook when it started it.
-	if data, err := os.ReadFile(ws.Hears); err == nil {
-		if h, err := messages.ParseHearsFile(data); err == nil {
+	if root, err := unixhost.OpenRoot(n.Agents); err == nil {
+		if h, ok, err := listening.ReadHears(root, ws); err == nil && ok {
 			s.Hears = h
 		}
+		root.Close()
 	}
 	// The session's own record is where its launch note is; a session
 	// without one (at a terminal) works on its workspace's record.
@@ -271,7 +288,7 @@ func (n *Node) sessionStatus(ctx context.Context, r *fossilio.Repo, k messages.W
 		s.Launch = ""
 	}
 	if s.Record == "" {
-		if b, err := readBinding(ws); err == nil {
+		if b, err := n.boundWorkspace(ctx, r, ws); err == nil {
 			s.Record = b.Home
 		}
 	}

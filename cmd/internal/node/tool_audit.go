@@ -7,12 +7,13 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/messages"
 )
 
 // toolAudit records a verdict (E6, D37): the audited tag on a check-in, as
-// the caller, who may check in and neither sent the check-in nor is the
-// user Fossil records in it; against a record that counts and lists the
+// the caller, who may check in and did not send the check-in (its U card
+// proves nothing, D47); against a record that counts and lists the
 // check-in's branch, or a file of the check-in.
 func (n *Node) toolAudit(ctx context.Context, in *messages.AuditArgs) *Answer {
 	a := newAnswer(messages.ToolAudit, in.DryRun)
@@ -35,11 +36,10 @@ func (n *Node) toolAudit(ctx context.Context, in *messages.AuditArgs) *Answer {
 	if !ok && !strings.Contains(caps, "i") {
 		return a.Stop(fmt.Errorf("caller: %q may not check in on %s (capabilities %q), so may not audit (E8)", n.Caller.Login, p.Name, caps))
 	}
-	switch n.Caller.Login {
-	case ci.Sender:
+	// Whose check-in it is the node's receipt says, never its U card,
+	// which anyone who may push writes (record.MayNotJudge, D47).
+	if record.MayNotJudge(n.Caller.Login, ci) != "" {
 		return a.Stop(fmt.Errorf("checkin: %s was sent by %q, the caller: nobody audits their own check-in (E6)", ci.Hash, ci.Sender))
-	case ci.Author:
-		return a.Stop(fmt.Errorf("checkin: %s names %q, the caller, as its user: nobody audits their own check-in (E6)", ci.Hash, ci.Author))
 	}
 	against := in.Against
 	if messages.AgainstRecord(in.Against) {

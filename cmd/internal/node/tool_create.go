@@ -160,7 +160,14 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 		return a
 	}
 	if rec.Restrict.NoPassword {
-		if err := fossilio.Forget(ctx, ws.Clone); err != nil {
+		// The clone is in the agent's workspace: written in place, following
+		// no link (D47).
+		cf, err := n.openAgentFile(ws.Clone, os.O_RDWR)
+		if err == nil {
+			err = fossilio.ForgetFile(ctx, cf)
+			cf.Close()
+		}
+		if err != nil {
 			return a.Stop(fmt.Errorf("make the clone forget its password: %w", err))
 		}
 		a.Logf("the clone of %s holds no password (restrict no_password)", key)

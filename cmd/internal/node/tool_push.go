@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -13,6 +15,16 @@ import (
 // repository as its user, then runs the backoffice (E10, D37). Only an
 // agent whose record restricts no_password pushes this way; with branch,
 // a check-in on another branch is refused and nothing is pushed.
+//
+// The clone is the agent's (D47): it says which check-ins to look at,
+// never what they are. The clone is opened following no link; each
+// check-in's manifest is read from its own bytes, as the node parses them
+// (a check-in manifest, tagging only itself), and its branch from its own
+// T cards or else its parent's, read from the node's repository or from
+// the check-ins pushed with it, never from the clone's tables; and a
+// file that Fossil would take for a structural artifact (a forum post of
+// another thread, a tag change, a ticket change, another check-in) is
+// refused, naming it. A refusal pushes nothing.
 func (n *Node) toolPush(ctx context.Context, in *messages.PushArgs) *Answer {
 	a := newAnswer(messages.ToolPush, in.DryRun)
 	p, r, err := n.toolRepo()
@@ -34,9 +46,9 @@ func (n *Node) toolPush(ctx context.Context, in *messages.PushArgs) *Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
-	clone, err := fossilio.OpenClone(ws.Clone, nil)
+	clone, err := n.openClone(ws.Clone)
 	if err != nil {
-		return a.Stop(fmt.Errorf("open the clone: %w", err))
+		return a.Stop(fmt.Errorf("open the clone: %w; nothing pushed", err))
 	}
 	defer clone.Close()
 	all, err := clone.Checkins(ctx)
@@ -55,24 +67,20 @@ func (n *Node) toolPush(ctx context.Context, in *messages.PushArgs) *Answer {
 		a.Logf("the clone of %s has no check-in the node lacks: nothing to push", rec.User)
 		return a
 	}
-	byHash := map[string]fossilio.Info{}
-	for _, c := range all {
-		byHash[c.Hash] = c
+	plan, err := planPush(ctx, clone, r, lacks)
+	if err != nil {
+		return a.Stop(fmt.Errorf("%w; nothing pushed", err))
 	}
-	for _, h := range lacks {
-		if b := rec.Restrict.Branch; b != "" && byHash[h].Branch != b {
-			return a.Stop(fmt.Errorf("checkin %s is on branch %q, not %q (restrict branch of record %s); nothing pushed", h, byHash[h].Branch, b, recHash))
+	for _, c := range plan.checkins {
+		if b := rec.Restrict.Branch; b != "" && c.branch != b {
+			return a.Stop(fmt.Errorf("checkin %s is on branch %q, not %q (restrict branch of record %s); nothing pushed", c.hash, c.branch, b, recHash))
 		}
 	}
-	files, manifests, err := newArtifacts(ctx, clone, r, lacks)
-	if err != nil {
-		return a.Stop(err)
-	}
-	for _, h := range lacks {
-		a.Would("push check-in %s on branch %q (%s)", h, byHash[h].Branch, firstLine(byHash[h].Comment))
+	for _, c := range plan.checkins {
+		a.Would("push check-in %s on branch %q (%s)", c.hash, c.branch, firstLine(c.art.Comment))
 	}
 	if in.DryRun {
-		a.Would("send %d check-in(s) and %d file(s) to %s as %q, then run the backoffice", len(manifests), len(files), p.Name, n.Caller.Login)
+		a.Would("send %d check-in(s) and %d file(s) to %s as %q, then run the backoffice", len(plan.checkins), len(plan.files), p.Name, n.Caller.Login)
 		return a
 	}
 	code, err := r.ProjectCode(ctx)
@@ -80,71 +88,232 @@ func (n *Node) toolPush(ctx context.Context, in *messages.PushArgs) *Answer {
 		return a.Stop(err)
 	}
 	c := &fossilio.Client{URL: p.URL, Login: n.Caller.Login, Password: n.Caller.Password, Cookie: n.Caller.Cookie, ProjectCode: code, Now: n.Now}
-	if _, err := c.PushRaw(ctx, append(files, manifests...)...); err != nil {
+	if _, err := c.PushRaw(ctx, plan.artifacts()...); err != nil {
 		return a.Stop(fmt.Errorf("push to %s: %w", p.Name, err))
 	}
-	a.Logf("sent %d check-in(s) and %d file(s) to %s as %q", len(manifests), len(files), p.Name, n.Caller.Login)
-	a.SetResult(lacks[len(lacks)-1])
+	a.Logf("sent %d check-in(s) and %d file(s) to %s as %q", len(plan.checkins), len(plan.files), p.Name, n.Caller.Login)
+	a.SetResult(plan.checkins[len(plan.checkins)-1].hash)
 	n.backoffice(ctx, a, p)
 	return a
 }
 
-// newArtifacts reads from the clone the manifests of the check-ins named
-// and every file (and baseline) they name that the node lacks, each
-// checked against its name.
-func newArtifacts(ctx context.Context, clone, node *fossilio.Repo, checkins []string) (files, manifests [][]byte, err error) {
+// openClone opens an agent's clone for reading in place, following no
+// link and only when it is a regular file with one name (the clone is the
+// agent's file; a link there would make the node read any SQLite file, its
+// own repository among them): a refusal says why.
+func (n *Node) openClone(path string) (*fossilio.Repo, error) {
+	f, err := n.openAgentFile(path, os.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	return fossilio.OpenCloneFile(f, nil)
+}
+
+// openAgentFile opens a file below the agents root that an agent may have
+// written, in place, with unixhost's Root.OpenRegular (no link, a regular
+// file with one name).
+func (n *Node) openAgentFile(path string, flag int) (*os.File, error) {
+	root, err := unixhost.OpenRoot(n.Agents)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return root.OpenRegular(path, flag)
+}
+
+// pushCheckin is one check-in a push sends: its manifest as read and
+// parsed, and its branch as that manifest and its parent give it.
+type pushCheckin struct {
+	hash   string
+	data   []byte
+	art    *fossilio.Artifact
+	branch string
+}
+
+// pushPlan is what a push sends: the files the node lacks, then the
+// check-ins, each a parent before its children.
+type pushPlan struct {
+	files    [][]byte
+	checkins []pushCheckin
+}
+
+// artifacts are the plan's artifacts in the order they are sent: files
+// first, so that a check-in never arrives before what it names.
+func (p *pushPlan) artifacts() [][]byte {
+	out := append([][]byte{}, p.files...)
+	for _, c := range p.checkins {
+		out = append(out, c.data)
+	}
+	return out
+}
+
+// planPush reads from the clone the check-ins named (those the node
+// lacks) and everything they need that the node lacks, each checked
+// against its name, and decides from their own bytes what they are: each
+// must parse as a check-in manifest that tags only itself, its baseline
+// (a delta manifest's) must be on the node or pushed with it, and no file
+// may be what Fossil takes for a structural artifact. Each check-in's
+// branch is its manifest's own, else what its primary parent propagates,
+// the parent read from the node's repository or from among the check-ins
+// pushed.
+func planPush(ctx context.Context, clone, node *fossilio.Repo, checkins []string) (*pushPlan, error) {
+	read := func(h, what string) ([]byte, error) {
+		b, err := clone.Content(ctx, h)
+		if err != nil {
+			return nil, fmt.Errorf("read %s %s in the clone: %w", what, h, err)
+		}
+		if fossilio.HashOf(b) != h {
+			return nil, fmt.Errorf("read %s %s in the clone: %w: it is not named by its SHA3-256, which push sends", what, h, errors.ErrUnsupported)
+		}
+		return b, nil
+	}
+	byHash := map[string]*pushCheckin{}
+	var ordered []*pushCheckin
+	for _, h := range checkins {
+		data, err := read(h, "check-in")
+		if err != nil {
+			return nil, err
+		}
+		art, err := fossilio.Parse(data)
+		if err != nil {
+			return nil, fmt.Errorf("checkin %s is not a check-in manifest: it does not parse (%v)", h, err)
+		}
+		if art.Type != fossilio.TypeManifest {
+			return nil, fmt.Errorf("checkin %s is not a check-in manifest: it is %s", h, artifactWords[art.Type])
+		}
+		for _, t := range art.Tags {
+			if t.Target != "" {
+				return nil, fmt.Errorf("checkin %s tags another artifact (%c%s on %s): a check-in push sends tags itself alone", h, t.Op, t.Name, t.Target)
+			}
+		}
+		c := &pushCheckin{hash: h, data: data, art: art}
+		byHash[h] = c
+		ordered = append(ordered, c)
+	}
+	// Branches, each parent's first: from the node's repository, from
+	// among those pushed, or unknown.
+	type state struct {
+		st    fossilio.BranchState
+		known bool
+	}
+	states := map[string]state{}
+	var branchOf func(h string, depth int) (state, error)
+	branchOf = func(h string, depth int) (state, error) {
+		if s, ok := states[h]; ok {
+			return s, nil
+		}
+		c, pushed := byHash[h]
+		if !pushed {
+			st, found, err := node.BranchState(ctx, h)
+			if err != nil {
+				return state{}, err
+			}
+			return state{st: st, known: found}, nil
+		}
+		parent := state{known: true} // no parent: nothing inherited
+		if len(c.art.Parents) > 0 && depth < len(checkins) {
+			var err error
+			if parent, err = branchOf(c.art.Parents[0], depth+1); err != nil {
+				return state{}, err
+			}
+		}
+		own := c.art.Branch(fossilio.BranchState{})
+		s := state{st: c.art.Branch(parent.st), known: parent.known}
+		if own != (fossilio.BranchState{}) || ownCancel(c.art) {
+			s.known = true // its own T card decides, whatever the parent
+		}
+		states[h] = s
+		return s, nil
+	}
+	for _, c := range ordered {
+		s, err := branchOf(c.hash, 0)
+		if err != nil {
+			return nil, err
+		}
+		if !s.known {
+			return nil, fmt.Errorf("checkin %s names no branch of its own and its parent %s is neither on the node nor pushed with it, so its branch is unknown", c.hash, c.art.Parents[0])
+		}
+		c.branch = s.st.Name
+	}
+	// What the check-ins need: their baselines and their files.
 	seen := map[string]bool{}
 	var want []string
-	for _, h := range checkins {
-		_, art, err := clone.Artifact(ctx, h)
-		if err != nil {
-			return nil, nil, fmt.Errorf("read check-in %s in the clone: %w", h, err)
+	fileOf := map[string]string{} // a file's hash: the check-in and name naming it
+	for _, c := range ordered {
+		if b := c.art.Baseline; b != "" && !seen[b] {
+			seen[b] = true
+			want = append(want, b)
+			fileOf[b] = "the baseline of check-in " + c.hash
 		}
-		if art.Baseline != "" && !seen[art.Baseline] {
-			seen[art.Baseline] = true
-			want = append(want, art.Baseline)
-		}
-		for _, f := range art.Files {
+		for _, f := range c.art.Files {
 			if f.Hash != "" && !seen[f.Hash] {
 				seen[f.Hash] = true
 				want = append(want, f.Hash)
+				fileOf[f.Hash] = fmt.Sprintf("file %q of check-in %s", f.Name, c.hash)
 			}
 		}
 	}
 	lacks, err := node.Lacks(ctx, want...)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	isCheckin := map[string]bool{}
-	for _, h := range checkins {
-		isCheckin[h] = true
-	}
-	read := func(h string) ([]byte, error) {
-		b, err := clone.Content(ctx, h)
-		if err != nil {
-			return nil, fmt.Errorf("read %s in the clone: %w", h, err)
-		}
-		if fossilio.HashOf(b) != h {
-			return nil, fmt.Errorf("read %s in the clone: %w: it is not named by its SHA3-256, which push sends", h, errors.ErrUnsupported)
-		}
-		return b, nil
-	}
+	plan := &pushPlan{}
 	for _, h := range lacks {
-		if isCheckin[h] {
+		if byHash[h] != nil {
 			continue // a baseline among the new check-ins goes with them
 		}
-		b, err := read(h)
+		b, err := read(h, "file")
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		files = append(files, b)
-	}
-	for _, h := range checkins {
-		b, err := read(h)
-		if err != nil {
-			return nil, nil, err
+		if t, structural := fossilio.Structural(b); structural {
+			what := artifactWords[t]
+			return nil, fmt.Errorf("%s is %s, %s: Fossil would store it as one, sent by you; push sends check-ins and plain files alone", fileOf[h], h, what)
 		}
-		manifests = append(manifests, b)
+		plan.files = append(plan.files, b)
 	}
-	return files, manifests, nil
+	// Check-ins in the order they came (the clone's own), each after its
+	// parent when both are pushed.
+	placed := map[string]bool{}
+	var place func(c *pushCheckin, depth int)
+	place = func(c *pushCheckin, depth int) {
+		if placed[c.hash] {
+			return
+		}
+		placed[c.hash] = true
+		for _, p := range c.art.Parents {
+			if pc := byHash[p]; pc != nil && depth < len(ordered) {
+				place(pc, depth+1)
+			}
+		}
+		plan.checkins = append(plan.checkins, *c)
+	}
+	for _, c := range ordered {
+		place(c, 0)
+	}
+	return plan, nil
+}
+
+// ownCancel says whether a check-in's manifest cancels its branch tag on
+// itself ("-branch *"): it has no branch, whatever its parent had.
+func ownCancel(a *fossilio.Artifact) bool {
+	for _, t := range a.Tags {
+		if t.Target == "" && t.Name == "branch" {
+			return t.Op == fossilio.TagCancel
+		}
+	}
+	return false
+}
+
+// artifactWords name each kind of structural artifact in a refusal.
+var artifactWords = map[fossilio.Type]string{
+	fossilio.TypeNone:       "what Fossil may take for a structural artifact (it ends in a Z card whose checksum holds)",
+	fossilio.TypeManifest:   "a check-in manifest",
+	fossilio.TypeCluster:    "a cluster",
+	fossilio.TypeControl:    "a tag change (a control artifact)",
+	fossilio.TypeWiki:       "a wiki page",
+	fossilio.TypeTicket:     "a ticket change",
+	fossilio.TypeAttachment: "an attachment",
+	fossilio.TypeTechnote:   "a technote",
+	fossilio.TypeForum:      "a forum post",
 }

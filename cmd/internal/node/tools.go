@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -86,7 +87,7 @@ func (n *Node) AgentCaller(login string) (Caller, error) {
 	if err != nil {
 		return Caller{}, err
 	}
-	pw, err := fossilio.ReadPasswordFile(path)
+	pw, err := fossilio.ReadPasswordFrom(unixhost.Below(n.Agents), path)
 	if err != nil {
 		return Caller{}, err
 	}
@@ -162,34 +163,23 @@ func (n *Node) taskRecord(ctx context.Context, r *fossilio.Repo, field, hash str
 	return rec, info, nil
 }
 
-// agentRecord finds the record of an agent login on p (D35): the thread
-// its session answers on, which its listening index names, when that is a
-// protocol v1 record that counts and names the login. ok is false for a
-// login with no workspace, or whose workspace serves no such record. A
-// name the agent wrote into its index points only at a record an admin
-// wrote for this very login: create makes one user per record.
+// agentRecord finds the record of an agent login on p (D35, D47): the
+// protocol v1 record that counts (its sender holds admin or setup, E3)
+// whose user is the login and whose node is this one
+// (record.FindAgentRecord), read from the node's repository alone: what
+// the agent's workspace holds (its listening files, its clone) is the
+// agent's to write, and removing a file there lifts no restriction. It is
+// the one lookup of the caller's record: post, push and login rotate use
+// it. ok is false for a login no record names.
 func (n *Node) agentRecord(ctx context.Context, r *fossilio.Repo, p project, login string) (rec *messages.TaskRecord, hash string, ok bool, err error) {
 	if messages.ValidateLogin(login) != nil {
 		return nil, "", false, nil
 	}
-	ws, err := n.workspace(messages.WorkspaceKey{Login: login, Project: p.Name})
-	if err != nil {
-		return nil, "", false, nil
+	found, ok, err := record.FindAgentRecord(ctx, r, login, n.Config.User)
+	if err != nil || !ok {
+		return nil, "", false, err
 	}
-	entries, err := os.ReadDir(ws.ListeningDir)
-	if err != nil {
-		return nil, "", false, nil
-	}
-	for _, e := range entries {
-		if !fossilio.IsHash(e.Name()) {
-			continue
-		}
-		rec, info, err := n.taskRecord(ctx, r, "record", e.Name())
-		if err == nil && rec.User == login {
-			return rec, info.Hash, true, nil
-		}
-	}
-	return nil, "", false, nil
+	return found.Record, found.Hash, true, nil
 }
 
 // merge adds a sub-action's log to a and says whether it did its work; if

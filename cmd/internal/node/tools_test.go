@@ -44,7 +44,7 @@ func (f *fix) agentRecord(login string, restrict messages.Restrict, checkins ...
 	f.ok(f.n.LoginAdd(f.ctx, login, false))
 	f.ok(f.n.WorkspaceAdd(f.ctx, node.WorkspaceAddInput{Login: login, Project: "demo", Branch: "trunk"}))
 	// The session's own record, as session start writes it in the index.
-	if err := os.WriteFile(filepath.Join(f.agents, login, "projects", "demo", "session", "listening", *a.Result), []byte("thread\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(f.agents, login, "held", "demo", "listening", *a.Result), []byte("thread\n"), 0o600); err != nil {
 		f.t.Fatal(err)
 	}
 	if restrict.NoPassword {
@@ -271,7 +271,6 @@ func TestToolAuditWritesVerdictsAndRefusesOwnCheckins(t *testing.T) {
 		want   []string
 	}{
 		{agentC, in, []string{"checkin: ", `was sent by "agent-5", the caller`}},
-		{toolCaller(person, personPW), `{"checkin": "` + named + `", "verdict": "pass", "reason": "r", "against": "c.txt"}`, []string{`names "alice", the caller, as its user`}},
 		{f.admin(), `{"checkin": "` + ci + `", "verdict": "pass", "reason": "r", "against": "` + other + `"}`, []string{"against: record " + other, `does not list the check-in's branch "trunk"`}},
 		{f.admin(), `{"checkin": "` + ci + `", "verdict": "pass", "reason": "r", "against": "NOPE.md"}`, []string{`against: check-in ` + ci + ` has no file "NOPE.md"`}},
 		{f.admin(), `{"checkin": "` + rec + `", "verdict": "pass", "reason": "r", "against": "PLAN.md"}`, []string{"checkin: " + rec + " is a forum-post, not a check-in"}},
@@ -280,6 +279,13 @@ func TestToolAuditWritesVerdictsAndRefusesOwnCheckins(t *testing.T) {
 	}
 	if f.count() != before {
 		t.Errorf("a refused audit wrote")
+	}
+	// A check-in whose U card names alice (--user-override) is not hers:
+	// agent-5 sent it, and alice judges it as anyone may (D47).
+	a = f.ok(f.call(toolCaller(person, personPW), "audit", `{"checkin": "`+named+`", "verdict": "pass", "reason": "r", "against": "c.txt"}`))
+	tags, _ = f.repo().CheckinTags(f.ctx, named)
+	if got, _ := fossilio.LatestTag(tags, messages.AuditedTag, person); got.Hash != *a.Result {
+		t.Errorf("alice's verdict on the check-in naming her: %+v", got)
 	}
 }
 

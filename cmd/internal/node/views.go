@@ -2,14 +2,13 @@ package node
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -122,33 +121,25 @@ func (n *Node) LastSessionEnd(ctx context.Context, key messages.WorkspaceKey) (*
 }
 
 // LogTail returns the last max bytes of a log below the agents root, from
-// the start of a line, or "" when there is none.
+// the start of a line, or "" when there is none. A session's log is in its
+// workspace, the agent's to replace: it is read through no link, without
+// waiting, and only when it is a regular file (ReadTail); anything else
+// there shows as no log, logged once.
 func (n *Node) LogTail(path string, max int64) (string, error) {
-	if !n.Layout.Contains(path) {
-		return "", fmt.Errorf("log %s: not below the agents root", path)
-	}
-	f, err := os.Open(filepath.Clean(path))
-	if os.IsNotExist(err) {
-		return "", nil
-	}
+	root, err := unixhost.OpenRoot(n.Agents)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		return "", fmt.Errorf("log %s: not a regular file", path)
-	}
-	off := st.Size() - max
-	if off < 0 {
-		off = 0
-	}
-	b := make([]byte, st.Size()-off)
-	if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
+	defer root.Close()
+	b, size, err := root.ReadTail(path, max)
+	if err != nil {
+		if n.refusals.Absent(err) {
+			return "", nil
+		}
 		return "", err
 	}
 	s := string(b)
-	if off > 0 {
+	if size > int64(len(b)) {
 		if i := strings.IndexByte(s, '\n'); i >= 0 {
 			s = s[i+1:]
 		}

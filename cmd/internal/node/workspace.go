@@ -239,6 +239,7 @@ func (n *Node) makeWorkspace(ctx context.Context, p project, code string, ws hos
 	}
 	defer func() {
 		if err != nil {
+			root.Remove(ws.HeldBinding)
 			if rmErr := root.RemoveAll(ws.Dir); rmErr != nil {
 				err = fmt.Errorf("%w; and removing %s failed: %v", err, ws.Dir, rmErr)
 			}
@@ -258,11 +259,20 @@ func (n *Node) makeWorkspace(ctx context.Context, p project, code string, ws hos
 	if err != nil {
 		return err
 	}
-	if err := root.WriteFile(ws.Binding, data, 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", ws.Binding, err)
-	}
-	if err := root.MkdirAll(ws.ListeningDir, 0o700); err != nil {
+	// The workspace's copy is the agent's (its session reads it); the held
+	// one, bound into no sandbox, is what the node reads after (D44).
+	if err := root.MkdirAll(ws.Held, 0o700); err != nil {
 		return err
+	}
+	for _, p := range []string{ws.Binding, ws.HeldBinding} {
+		if err := root.WriteFile(p, data, 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", p, err)
+		}
+	}
+	for _, d := range []string{ws.ListeningDir, ws.Session} {
+		if err := root.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
 	}
 	if err := root.Mkfifo(ws.Wake, 0o600); err != nil {
 		return err
@@ -368,6 +378,11 @@ func (n *Node) removeWorkspace(ws host.Workspace) error {
 	if err := root.RemoveAll(ws.Dir); err != nil {
 		return fmt.Errorf("remove %s: %w", ws.Dir, err)
 	}
+	// What the node held of it goes with it: its binding, its listening
+	// index, whom its sessions heard.
+	if err := root.RemoveAll(ws.Held); err != nil {
+		return fmt.Errorf("remove %s: %w", ws.Held, err)
+	}
 	return nil
 }
 
@@ -393,11 +408,6 @@ func (n *Node) WorkspaceGC(ctx context.Context, dry bool) *Answer {
 				a.Logf("%s: %v; left alone", key, err)
 				continue
 			}
-			b, err := readBinding(ws)
-			if err != nil {
-				a.Logf("%s: no readable binding.json (%v): being added, or half made; left alone", key, err)
-				continue
-			}
 			p, err := n.project(key.Project)
 			if err != nil {
 				a.Logf("%s: %v; left alone", key, err)
@@ -411,8 +421,18 @@ func (n *Node) WorkspaceGC(ctx context.Context, dry bool) *Answer {
 				}
 				records[p.Name] = defs
 			}
+			// What the node made it from is its own copy of the binding
+			// (D44); without one (being added, half made, or made by an
+			// earlier release) only the record can collect it.
+			b, berr := n.readBinding(ws)
 			why := ""
 			switch w := defs[key]; {
+			case berr != nil && !errors.Is(berr, fs.ErrNotExist):
+				a.Logf("%s: the node's binding of it does not read (%v); left alone", key, berr)
+				continue
+			case berr != nil && w != nil && w.Terminated == "":
+				a.Logf("%s: the node kept no binding of it (being added, half made, or made by an earlier release) and its definition %s counts; left alone", key, w.Hash)
+				continue
 			case w == nil:
 				why = "no definition on the record counts for it"
 			case w.Terminated != "":

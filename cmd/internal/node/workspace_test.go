@@ -60,11 +60,15 @@ func TestWorkspaceAddMakesItOnTheRecordAndTheHost(t *testing.T) {
 	if *b != want {
 		t.Errorf("binding.json: %+v, want %+v", *b, want)
 	}
+	// The node keeps its own copy, out of the agent's reach (D44).
+	if held, err := os.ReadFile(filepath.Join(f.agents, agent, "held", "demo", "binding.json")); err != nil || string(held) != string(data) {
+		t.Errorf("the held binding: %q, %v; want the workspace's %q", held, err, data)
+	}
 	st, err := os.Lstat(filepath.Join(ws, "session", "wake"))
 	if err != nil || st.Mode()&os.ModeNamedPipe == 0 || st.Mode().Perm() != 0o600 {
 		t.Errorf("the wake pipe: %v %v", st, err)
 	}
-	if !exists(filepath.Join(ws, "session", "listening")) {
+	if !exists(filepath.Join(f.agents, agent, "held", "demo", "listening")) {
 		t.Errorf("no listening directory")
 	}
 	// The clone was made over the network as the agent: the server

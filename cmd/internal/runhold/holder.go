@@ -153,7 +153,7 @@ func (o Options) runSpec() (host.RunSpec, []string, error) {
 		if err != nil {
 			return host.RunSpec{}, nil, err
 		}
-		return host.RunSpec{Command: s.Command, Env: s.Env, Dir: s.Dir, Sandbox: s.Sandbox, Limits: s.Limits}, s.Input, nil
+		return host.RunSpec{Command: s.Command, Env: s.Env, Dir: s.Dir, Sandbox: s.Sandbox, Limits: s.Limits, Cgroup: s.Cgroup}, s.Input, nil
 	}
 	dir := o.Dir
 	if dir == "" {

@@ -2,9 +2,10 @@ package runhold
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ocx-go/ocx/host/unixhost"
 )
 
 // runNameLen is how much of a run's hash names its holder's files: a
@@ -27,7 +28,7 @@ func RunSocket(careDir, run string) (string, error) {
 	if run == "" || strings.Trim(strings.ToLower(run), "0123456789abcdef") != "" {
 		return "", fmt.Errorf("runhold: %q is not a run's hash", run)
 	}
-	entries, err := os.ReadDir(careDir)
+	entries, err := unixhost.Below(careDir).ReadDir(careDir)
 	if err != nil {
 		return "", fmt.Errorf("runhold: the runs in care: %w", err)
 	}

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"path/filepath"
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -25,6 +25,10 @@ type Spec struct {
 	Dir     string           `json:"dir"`
 	Sandbox *host.RunSandbox `json:"sandbox,omitempty"`
 	Limits  host.RunLimits   `json:"limits"`
+	// Cgroup is the cgroup the command is held in when its limits need
+	// one (host.Layout.RunCgroup); the holder's launcher makes it and
+	// removes it once the command has ended.
+	Cgroup string `json:"cgroup,omitempty"`
 	// Input are the lines typed in once the command starts, after the
 	// first line (--first-line), each without its newline: the line of
 	// the delivery a process was started for (seed 004 §8.1).
@@ -43,14 +47,9 @@ func WriteSpec(p string, s Spec) error {
 
 // ReadSpec reads a spec file.
 func ReadSpec(p string) (Spec, error) {
-	f, err := os.Open(p)
+	b, err := unixhost.Below(filepath.Dir(p)).ReadFile(p, maxSpec)
 	if err != nil {
 		return Spec{}, fmt.Errorf("runhold: spec: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSpec+1))
-	if err != nil {
-		return Spec{}, fmt.Errorf("runhold: spec %s: %w", p, err)
 	}
 	s, err := DecodeSpec(b)
 	if err != nil {

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
+	"path/filepath"
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -21,11 +21,24 @@ type Status struct {
 	// in all; the logs hold their ends.
 	StdoutBytes int64 `json:"stdout_bytes,omitempty"`
 	StderrBytes int64 `json:"stderr_bytes,omitempty"`
+	// Limit names the limit of its cgroup the command went past (memory:
+	// an OOM kill, which ends the sandbox whole; processes: a fork
+	// refused), and LimitNote what the counts showed; absent for none.
+	Limit     string `json:"limit,omitempty"`
+	LimitNote string `json:"limit_note,omitempty"`
 }
 
 // statusOf is the status of how the command ended. bwrap gives a
 // sandboxed command's signal as 128 and N, which is all the holder learns.
 func statusOf(x host.Exit) Status {
+	s := commandExit(x)
+	if c := x.Cgroup; c != nil {
+		s.Limit, s.LimitNote = c.Events.Limit(), c.Events.Words(c.Limits)
+	}
+	return s
+}
+
+func commandExit(x host.Exit) Status {
 	o, code := x.Outcome()
 	switch o {
 	case host.OutcomeSignaled:
@@ -41,7 +54,7 @@ func statusOf(x host.Exit) Status {
 // ReadStatus reads a holder's status file; an error wrapping
 // fs.ErrNotExist while the holder runs (or if it was killed outright).
 func ReadStatus(p string) (Status, error) {
-	b, err := os.ReadFile(p)
+	b, err := unixhost.Below(filepath.Dir(p)).ReadFile(p, unixhost.SmallFile)
 	if err != nil {
 		return Status{}, err
 	}

@@ -79,13 +79,9 @@ func (p *Layers) layers(run *messages.Run, vals messages.RunValues) (layered, er
 	if err != nil {
 		return layered{}, refused(messages.RefusedMalformed, err.Error(), err)
 	}
-	support := p.Support
-	if support.Memory == "" {
-		// Nothing applies a memory limit yet (table 7: "a cgroup: not
-		// yet, so a node refuses it"), whatever the host says it has.
-		support.Memory = "no cgroup is made for a run yet"
-	}
-	if err := support.Check(spec.Sandbox, spec.Limits); err != nil {
+	// A cgroup holds a run's memory where the host can make one (D46);
+	// where it cannot, the host's reason is the refusal's.
+	if err := p.Support.Check(spec.Sandbox, spec.Limits); err != nil {
 		var np *host.NotProvidedError
 		if errors.As(err, &np) {
 			return layered{}, refused(messages.RefusedUnprovided, fmt.Sprintf("%s is not provided by this node: %s", np.Field, np.Why), err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -273,14 +274,9 @@ func (s *Session) readRecord(ctx context.Context) error {
 		if len(changes) == 0 {
 			return fmt.Errorf("the session's record, ticket %s, has no change", s.rec.ID)
 		}
-		// A clone receives in one pull what the node received one by one,
-		// in an order of its own; the time written in each change tells
-		// which came first.
-		first := changes[0]
-		for _, c := range changes[1:] {
-			if c.Time.Before(first.Time) {
-				first = c
-			}
+		first, err := s.firstChange(ctx, changes)
+		if err != nil {
+			return fmt.Errorf("the session's record, ticket %s: %w", s.rec.ID, err)
 		}
 		s.rec.First, s.rec.Objective = first.Hash, first.Comment
 		if strings.TrimSpace(first.Comment) == "" {
@@ -294,6 +290,43 @@ func (s *Session) readRecord(ctx context.Context) error {
 		return fmt.Errorf("the session's record %s is a %s", s.rec.ID, s.rec.Kind)
 	}
 	return nil
+}
+
+// firstChange is the ticket's first change in the server's order (D47),
+// its objective: the change the daemon named (messages.RecordFirstEnv,
+// read from the node's repository when it spawned the session), else,
+// where the node's repository can be read (a terminal on the node's
+// host), its first there. Never the change whose D card is the earliest:
+// anyone who may push backdates one. Without either, the clone's own
+// order (its receipts, then rows) is taken, and the log says so. changes
+// are the clone's.
+func (s *Session) firstChange(ctx context.Context, changes []fossilio.TicketChange) (fossilio.TicketChange, error) {
+	want := os.Getenv(messages.RecordFirstEnv)
+	if want != "" && messages.ValidateHash(want) != nil {
+		return fossilio.TicketChange{}, fmt.Errorf("%s=%q is not a full hash", messages.RecordFirstEnv, want)
+	}
+	if want == "" && s.node != nil {
+		if nc, err := s.node.TicketChanges(ctx, s.rec.ID); err == nil && len(nc) > 0 {
+			want = nc[0].Hash
+		}
+	}
+	if want == "" {
+		s.log.Warn("the ticket's first change is taken in the clone's own order: neither the daemon nor the node's repository said", keyEvent, "objective")
+		return changes[0], nil
+	}
+	for _, c := range changes {
+		if c.Hash == want {
+			return c, nil
+		}
+	}
+	p, err := s.readAt(ctx, want)
+	if err != nil {
+		return fossilio.TicketChange{}, fmt.Errorf("its first change %s: %w", want, err)
+	}
+	if p.Kind != messages.ListenTicket || p.Record != s.rec.ID {
+		return fossilio.TicketChange{}, fmt.Errorf("its first change %s is not a change of it", want)
+	}
+	return fossilio.TicketChange{Info: fossilio.Info{Hash: p.Hash, Kind: fossilio.KindTicketChange, Ticket: p.Record}, Comment: p.Text}, nil
 }
 
 // isAnswered says whether a session of this workspace answered the post

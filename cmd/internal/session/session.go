@@ -386,7 +386,7 @@ func (s *Session) findProgram() error {
 // session on the node's host), so that a post's sender is known. Inside the
 // sandbox it never is.
 func (s *Session) openNode() {
-	data, err := os.ReadFile(s.layout.NodeJSON())
+	data, err := unixhost.Below(s.layout.Root()).ReadFile(s.layout.NodeJSON(), unixhost.NodeFile)
 	if err != nil {
 		return
 	}

@@ -1,0 +1,85 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// cgroupLimits is actors.Limits on the host's cgroups (D46): each session
+// the daemon spawns is put in its workspace's cgroup
+// (host.Layout.SessionCgroup) before its first instruction, holding the
+// node's session limits. A cgroup is found by its name, so a daemon
+// started again, or a re-exec's new image, follows the sessions it finds.
+type cgroupLimits struct {
+	layout host.Layout
+	cg     *unixhost.Cgroups
+	// limits are node.json's session_limits, the defaults filled in.
+	limits host.CgroupLimits
+}
+
+// closeWait bounds how long a close waits for what a session left in its
+// cgroup to be gone.
+const closeWait = 5 * time.Second
+
+// newCgroupLimits is the node's session limits on the host's cgroups, or
+// nil and why when none can be made.
+func newCgroupLimits(layout host.Layout, cfg *messages.NodeConfig) (*cgroupLimits, string, error) {
+	cg := unixhost.HostCgroups()
+	mem, err := unixhost.MemTotal()
+	if err != nil {
+		mem = 0 // no memory default: the host's size is unknown
+	}
+	lim, err := host.SessionLimits(cfg.SessionLimits, mem)
+	if err != nil {
+		return nil, "", err
+	}
+	if why := cg.Why(); why != "" {
+		return nil, why, nil
+	}
+	return &cgroupLimits{layout: layout, cg: cg, limits: lim}, "", nil
+}
+
+// spec is the cgroup a session of workspace w is spawned in.
+func (c *cgroupLimits) spec(w messages.WorkspaceKey) (string, host.CgroupLimits) {
+	return c.layout.SessionCgroup(w), c.limits
+}
+
+// Watch returns once the session's cgroup has gone past a limit.
+func (c *cgroupLimits) Watch(ctx context.Context, w messages.WorkspaceKey, p messages.ProcID) (string, string, error) {
+	g, err := c.cg.Open(c.layout.SessionCgroup(w))
+	if err != nil {
+		return "", "", fmt.Errorf("session %s has no cgroup (started before the node made them, or at a terminal): %w", p, err)
+	}
+	ev, err := g.Wait(ctx, func(e host.CgroupEvents) bool { return e.Limit() != "" })
+	if err != nil {
+		return "", "", err
+	}
+	return ev.Limit(), ev.Words(g.Limits()), nil
+}
+
+// Close reads the cgroup of a session that ended, ends what it left
+// running in its sandbox (bwrap's init waits for it all), and removes it.
+// A session without one closes with nothing.
+func (c *cgroupLimits) Close(ctx context.Context, w messages.WorkspaceKey, p messages.ProcID) (string, string, error) {
+	g, err := c.cg.Open(c.layout.SessionCgroup(w))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", "", nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	ev, rerr := g.Events()
+	kerr := g.Kill(closeWait)
+	return ev.Limit(), ev.Words(g.Limits()), errors.Join(rerr, kerr, g.Remove(closeWait))
+}
+
+// sweep removes the node's cgroups that hold no process: left by sessions
+// that ended while no daemon ran.
+func (c *cgroupLimits) sweep() ([]string, error) { return c.cg.Sweep(c.layout.CgroupNode()) }
