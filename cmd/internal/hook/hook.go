@@ -21,6 +21,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -159,7 +160,8 @@ func (h *run) run(ctx context.Context) error {
 
 	mark, unlock := h.lockMark(ctx)
 	defer unlock()
-	if h.r, err = fossilio.OpenNode(h.repo, nil); err != nil {
+	// An artifact whose bytes do not read is passed over, logged once (D47).
+	if h.r, err = fossilio.OpenNode(h.repo, record.NewPassedLog(h.log).Options()); err != nil {
 		return err
 	}
 	defer h.r.Close()
