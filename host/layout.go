@@ -103,6 +103,7 @@ func (l Layout) Workspace(k messages.WorkspaceKey) (Workspace, error) {
 		Hears:        filepath.Join(l.root, k.Login, "held", k.Project, "hears"),
 		Checkins:     filepath.Join(l.root, k.Login, "held", k.Project, "checkins"),
 		HeldBinding:  filepath.Join(l.root, k.Login, "held", k.Project, "binding.json"),
+		Sandbox:      filepath.Join(l.root, k.Login, "held", k.Project, "sandbox"),
 		MCPDir:       filepath.Join(l.root, k.Login, "mcp", k.Project),
 		MCPLog:       filepath.Join(l.root, k.Login, "mcp", k.Project+".log"),
 	}, nil
@@ -139,6 +140,10 @@ type Workspace struct {
 	// it wrote into the workspace when it made it (D44). The workspace's
 	// binding.json is the agent's to rewrite; the node reads only this one.
 	HeldBinding string
+	// Sandbox is Held/sandbox: the sandbox the daemon spawned for the
+	// session (SandboxRecord), written at the spawn and removed at its end,
+	// so that a process in it counts for the workspace (D45).
+	Sandbox string
 	// MCPDir is AGENTS/LOGIN/mcp/PROJECT (mode 0700), outside the
 	// workspace: it holds the session's MCP socket, MCPSocketName, and is
 	// bound read-only into that session's sandbox alone, at MCPMount (D38).

@@ -265,6 +265,17 @@ type Process struct {
 	// for reading.
 	Listening Evidence
 	Origin    messages.Origin
+	// PIDNS is the inode of the PID namespace the process runs in
+	// (/proc/PID/ns/pid); 0 when it could not be read (D45).
+	PIDNS uint64
+	// NSLevels counts the PID namespaces the process is in, from the one
+	// of the /proc it was read from (ParseNSpid): 1 for a process of that
+	// namespace, more for one in a sandbox below it; 0 when not read. It
+	// is read only when PIDNS cannot be.
+	NSLevels int
+	// UID is the process's owner as /proc/PID shows it (its effective
+	// uid; root's for a process that is not dumpable); -1 when unknown.
+	UID int
 	// Partial says why some of the above could not be read (the process
 	// vanished mid-scan, say); "" when all was read. A partial process still
 	// names its workspaces.
@@ -291,12 +302,22 @@ func (p Process) NamesKey(k messages.WorkspaceKey) (named, unsure bool) {
 type Unreadable struct {
 	PID int
 	Err string
+	// Names are the workspaces its command line named, read a moment
+	// before it vanished; PIDNS the PID namespace it was in then (0 when
+	// unknown). SeparateLookAlikes makes one that was in another workspace's sandbox
+	// a look-alike rather than unknown.
+	Names []Naming
+	PIDNS uint64
 }
 
 // Table is the process table as far as OCX is concerned.
 type Table struct {
 	Procs      []Process
 	Unreadable []Unreadable
+	// LookAlikes are the processes whose command lines name workspaces
+	// they are no session of (SeparateLookAlikes): in none of Procs' Names, never
+	// counted by Naming.
+	LookAlikes []LookAlike
 }
 
 // Verdict answers "does any process name workspace Key?".
@@ -308,21 +329,41 @@ type Verdict struct {
 	Named  Evidence
 	By     []messages.ProcID // the processes that name it
 	Unsure []int             // the PIDs that made the answer Unknown
+	// LookAlikes are the processes whose command lines name it and which
+	// are no session of it (D45): they count for nothing, and are named
+	// so that a refusal or a log says they were seen and why ignored.
+	LookAlikes []LookAlike
 }
 
 // String renders the verdict for a log or a refusal note.
 func (v Verdict) String() string {
+	var s string
 	switch v.Named {
 	case Yes:
 		ids := make([]string, len(v.By))
 		for i, id := range v.By {
 			ids[i] = id.String()
 		}
-		return fmt.Sprintf("workspace %s is named by %s", v.Key, strings.Join(ids, ", "))
+		s = fmt.Sprintf("workspace %s is named by %s", v.Key, strings.Join(ids, ", "))
 	case No:
-		return fmt.Sprintf("no process names workspace %s", v.Key)
+		s = fmt.Sprintf("no process names workspace %s", v.Key)
+	default:
+		s = fmt.Sprintf("cannot tell whether a process names workspace %s: pids %v could not be read or matched", v.Key, v.Unsure)
 	}
-	return fmt.Sprintf("cannot tell whether a process names workspace %s: pids %v could not be read or matched", v.Key, v.Unsure)
+	return s + v.Ignored()
+}
+
+// Ignored says which look-alikes the verdict ignored, and why: "" when
+// none, else a clause to append to a sentence.
+func (v Verdict) Ignored() string {
+	if len(v.LookAlikes) == 0 {
+		return ""
+	}
+	parts := make([]string, len(v.LookAlikes))
+	for i, l := range v.LookAlikes {
+		parts[i] = l.String()
+	}
+	return "; ignored: " + strings.Join(parts, "; ")
 }
 
 // Naming answers whether any process of the table names the workspace k.
@@ -338,6 +379,11 @@ func (t Table) Naming(k messages.WorkspaceKey) Verdict {
 	}
 	for _, u := range t.Unreadable {
 		v.Unsure = append(v.Unsure, u.PID)
+	}
+	for _, l := range t.LookAlikes {
+		if l.Claims(k) {
+			v.LookAlikes = append(v.LookAlikes, l)
+		}
 	}
 	switch {
 	case len(v.By) > 0:

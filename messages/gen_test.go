@@ -336,6 +336,11 @@ func genState() *rapid.Generator[*NodeState] {
 			}
 			s.Reviews = append(s.Reviews, r)
 		}
+		for range rapid.IntRange(0, 2).Draw(t, "look-alikes") {
+			s.LookAlikes = append(s.LookAlikes, LookAlikeStatus{Login: genLogin().Draw(t, "llogin"), Project: genName().Draw(t, "lproject"),
+				PID: rapid.IntRange(1, MaxPID).Draw(t, "lpid"), StartTime: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "lstart"),
+				Command: genLineText(true).Draw(t, "command"), Why: genLineText(true).Draw(t, "lwhy")})
+		}
 		if s.Hooks == nil {
 			s.Hooks = []HookStatus{}
 		}

@@ -44,6 +44,48 @@ type NodeState struct {
 	// session's result is verdict, and the check-ins on its branch that wait
 	// for its verdict, derived from the record as the daemon derives them.
 	Reviews []ReviewStatus `json:"reviews,omitzero"`
+	// LookAlikes are the processes whose command lines name a workspace
+	// they are no session of (D45): they run in another workspace's
+	// sandbox, or as another user. Nothing counts them; the status names
+	// them so that a person sees them. Absent when there are none.
+	LookAlikes []LookAlikeStatus `json:"look_alikes,omitzero"`
+}
+
+// LookAlikeStatus is one process whose command line claims a workspace it
+// is no session of, and why it is not (D45).
+type LookAlikeStatus struct {
+	Login     string `json:"login" why:"a look-alike names the agent login of the workspace it claims"`
+	Project   string `json:"project" why:"a look-alike names the project of the workspace it claims"`
+	PID       int    `json:"pid" max:"pid" why:"a process is named by its PID and start time"`
+	StartTime uint64 `json:"start_time" why:"a process is named by its PID and start time (clock ticks since boot)"`
+	// Command is its command line, clipped.
+	Command string `json:"command" why:"a look-alike shows the command line that claims the workspace"`
+	// Why says why it is no session of the workspace.
+	Why string `json:"why" why:"a look-alike says why it is no session of the workspace"`
+}
+
+// String renders the look-alike on one line.
+func (l LookAlikeStatus) String() string {
+	return fmt.Sprintf("look-alike %s/%s pid=%d start_time=%d command=%s why=%s", token(l.Login), token(l.Project), l.PID, l.StartTime, token(l.Command), token(l.Why))
+}
+
+func (l *LookAlikeStatus) validate(f string) error {
+	if err := checkLogin(joinField(f, "login"), l.Login); err != nil {
+		return err
+	}
+	if err := checkProject(joinField(f, "project"), l.Project); err != nil {
+		return err
+	}
+	if err := checkPID(joinField(f, "pid"), l.PID); err != nil {
+		return err
+	}
+	if err := checkStartTime(joinField(f, "start_time"), l.StartTime); err != nil {
+		return err
+	}
+	if err := checkLine(joinField(f, "command"), l.Command, true, MaxShortLen); err != nil {
+		return err
+	}
+	return checkLine(joinField(f, "why"), l.Why, true, MaxShortLen)
 }
 
 // ReviewStatus is one reviewer's queue on a branch (D42): the check-ins on
@@ -396,6 +438,11 @@ func (s *NodeState) Validate() error {
 	}
 	if s.SessionLimits != nil {
 		if err := s.SessionLimits.validate("session_limits"); err != nil {
+			return err
+		}
+	}
+	for i, l := range s.LookAlikes {
+		if err := l.validate(indexField("look_alikes", i)); err != nil {
 			return err
 		}
 	}

@@ -53,6 +53,9 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	for _, s := range st.Sessions {
 		fmt.Fprintf(e.stdout, "session   %s\n", s)
 	}
+	for _, l := range st.LookAlikes {
+		fmt.Fprintf(e.stdout, "ignored   %s\n", l)
+	}
 	for _, l := range st.Listeners {
 		fmt.Fprintf(e.stdout, "listener  %s\n", l)
 	}

@@ -329,8 +329,16 @@ func TestSandboxKill(t *testing.T) {
 
 // TERM to bwrap alone (what a stop to the daemon child's group would be)
 // ends bwrap and orphans the session: this is why Signal goes inside. The
-// orphans are then found in the table as orphans.
+// orphans are then found in the table as orphans, by the node's record of
+// the sandbox (D45): without it, nothing says whose sandbox it is, and its
+// processes are look-alikes.
 func TestSandboxOrphanedWhenBwrapDies(t *testing.T) {
+	for _, recorded := range []bool{true, false} {
+		t.Run(fmt.Sprintf("recorded=%v", recorded), func(t *testing.T) { orphanedSandbox(t, recorded) })
+	}
+}
+
+func orphanedSandbox(t *testing.T, recorded bool) {
 	s := newSandboxSetup(t)
 	readyP, lines := readyPipe(t, s.ws.Dir)
 	l := newLauncher(t, s.root)
@@ -339,6 +347,15 @@ func TestSandboxOrphanedWhenBwrapDies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rec, err := l.SandboxOf(id, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recorded {
+		if err := WriteSandboxRecord(s.root, s.ws, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
 	await(t, lines, "session ready")
 	if err := unix.Kill(-id.PID, unix.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -346,6 +363,16 @@ func TestSandboxOrphanedWhenBwrapDies(t *testing.T) {
 	e := x.wait(t, id)
 	if out, _ := e.Outcome(); out != host.OutcomeSignaled || e.Sandbox.Reported {
 		t.Fatalf("exit %s", e)
+	}
+	if e.Sandbox.ChildPID != rec.Init.PID {
+		t.Fatalf("bwrap's child %d, the record's init %s", e.Sandbox.ChildPID, rec.Init)
+	}
+	// The reaper's forgetting leaves the record of a sandbox that runs on.
+	if err := ForgetSandbox(s.root, s.ws, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s.ws.Sandbox); (err == nil) != recorded {
+		t.Fatalf("the record after bwrap's end: %v", err)
 	}
 	// This test process is a subreaper, so the orphans come to it; the
 	// daemon is then some other process.
@@ -365,8 +392,20 @@ func TestSandboxOrphanedWhenBwrapDies(t *testing.T) {
 			orphans = append(orphans, p)
 		}
 	}
-	if len(orphans) != 2 || e.Sandbox.ChildPID <= 0 {
-		t.Fatalf("orphans %+v (child %d)", orphans, e.Sandbox.ChildPID)
+	v, err := pt.Naming(s.ws.Key)
+	if recorded && (len(orphans) != 2 || v.Named != host.Yes || len(tab.LookAlikes) != 0) {
+		t.Fatalf("recorded: orphans %+v, look-alikes %+v, %s %v", orphans, tab.LookAlikes, v, err)
+	}
+	if !recorded {
+		if len(tab.Procs) != 0 || len(tab.LookAlikes) != 2 || v.Named != host.No || len(v.LookAlikes) != 2 {
+			t.Errorf("unrecorded: processes %+v, look-alikes %+v, %s %v; want the two as look-alikes", tab.Procs, tab.LookAlikes, v, err)
+		}
+		for _, la := range tab.LookAlikes {
+			orphans = append(orphans, la.Process)
+		}
+	}
+	if len(orphans) != 2 {
+		t.Fatalf("orphans %+v", orphans)
 	}
 	// The init is this process's child now; killing it ends the namespace.
 	if err := l.Signal(orphans[0].ID, host.SIGKILL); err != nil && !errors.Is(err, host.ErrGone) {
@@ -374,9 +413,15 @@ func TestSandboxOrphanedWhenBwrapDies(t *testing.T) {
 	}
 	killReap(e.Sandbox.ChildPID)
 	eventually(t, "the orphans ended", func() bool {
-		v, err := pt.Naming(s.ws.Key)
-		return err == nil && v.Named == host.No
+		tab, err := pt.Scan()
+		return err == nil && len(tab.Procs) == 0 && len(tab.LookAlikes) == 0
 	})
+	if err := ForgetSandbox(s.root, s.ws, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s.ws.Sandbox); err == nil {
+		t.Errorf("the record is left after its sandbox ended")
+	}
 }
 
 // A sandbox that binds the release root's current link shows the executable

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +41,12 @@ type ProcTable struct {
 	opts   ProcOptions
 	procfd int
 	ix     *watchIndex
+	// self is the reader's own PID namespace, users the uids a session
+	// may run as, root the agents root where the node's sandbox records
+	// are (nil when it cannot be opened: no record is then read).
+	self  uint64
+	users []int
+	root  *Root
 	// betweenReads, when set (by tests), runs after the command lines were
 	// read and before the rest: where a process can vanish mid-scan.
 	betweenReads func()
@@ -62,6 +69,25 @@ func NewProcTable(opts ProcOptions) (*ProcTable, error) {
 	if t.opts.Subreaper == nil {
 		t.opts.Subreaper = t.systemdSubreaper
 	}
+	link, err := readlinkAt(fd, "self/ns/pid")
+	if err == nil {
+		t.self, err = host.ParseNSLink(link, "pid")
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("unixhost: process table: read its own PID namespace: %w", err)
+	}
+	t.users = []int{0}
+	var st unix.Stat_t
+	if unix.Stat(opts.Layout.Root(), &st) == nil && !slices.Contains(t.users, int(st.Uid)) {
+		t.users = append(t.users, int(st.Uid))
+	}
+	if me := os.Geteuid(); !slices.Contains(t.users, me) {
+		t.users = append(t.users, me)
+	}
+	if r, err := OpenRoot(opts.Layout.Root()); err == nil {
+		t.root = r
+	}
 	return t, nil
 }
 
@@ -69,6 +95,9 @@ func NewProcTable(opts ProcOptions) (*ProcTable, error) {
 func (t *ProcTable) Close() error {
 	if t.ix != nil {
 		t.ix.close()
+	}
+	if t.root != nil {
+		t.root.Close()
 	}
 	return unix.Close(t.procfd)
 }
@@ -139,6 +168,7 @@ type candidate struct {
 	pid     int
 	cmdline []byte // as first read
 	err     error  // set when it could not be read at all
+	pidns   uint64 // its PID namespace, read just after; 0 when unknown
 }
 
 // candidates reads every process's command line, in parallel, and returns
@@ -170,7 +200,11 @@ func (t *ProcTable) candidates(pids []int) []candidate {
 				switch {
 				case err == nil:
 					if host.MayName(buf) {
-						mine = append(mine, candidate{pid: pid, cmdline: bytes.Clone(buf)})
+						// Where it runs, read at once: should it vanish
+						// before the rest is read, a process in another
+						// workspace's sandbox is a look-alike, not unknown.
+						ns, _ := t.pidNS(pid)
+						mine = append(mine, candidate{pid: pid, cmdline: bytes.Clone(buf), pidns: ns})
 					}
 				case gone(err):
 				default:
@@ -186,47 +220,91 @@ func (t *ProcTable) candidates(pids []int) []candidate {
 	return out
 }
 
-// identify reads a process's stat and command line, and its stat again, so
-// that the command line belongs to the start time it is filed under. ok is
-// false when the process ended before anything was read.
-func (t *ProcTable) identify(pid int) (st host.Stat, argv []string, ok bool, err error) {
+// identity is what identify reads of one process: its stat, command line,
+// where it runs (its PID namespace, or NSpid's count where that cannot be
+// read) and its owner.
+type identity struct {
+	st     host.Stat
+	argv   []string
+	pidns  uint64
+	levels int
+	uid    int
+}
+
+// identify reads a process's stat, its command line, its PID namespace and
+// owner, and its stat again, so that all of it belongs to the start time it
+// is filed under. ok is false when the process ended before it was read.
+func (t *ProcTable) identify(pid int) (id identity, ok bool, err error) {
 	prefix := strconv.Itoa(pid) + "/"
 	var buf []byte
 	for range 3 {
 		b, err := t.readAt(prefix+"stat", buf)
 		if err != nil {
 			if gone(err) {
-				return st, nil, false, nil
+				return id, false, nil
 			}
-			return st, nil, true, err
+			return id, true, err
 		}
-		if st, err = host.ParseStat(b); err != nil {
-			return st, nil, true, err
+		if id.st, err = host.ParseStat(b); err != nil {
+			return id, true, err
 		}
 		cl, err := t.readAt(prefix+"cmdline", nil)
 		if err != nil {
 			if gone(err) {
-				return st, nil, false, nil
+				return id, false, nil
 			}
-			return st, nil, true, err
+			return id, true, err
+		}
+		id.pidns, id.levels = 0, 0
+		if id.pidns, err = t.pidNS(pid); err != nil {
+			if gone(err) {
+				return id, false, nil
+			}
+			id.levels = t.nsLevels(pid)
+		}
+		id.uid = -1
+		var own unix.Stat_t
+		if unix.Fstatat(t.procfd, strconv.Itoa(pid), &own, 0) == nil {
+			id.uid = int(own.Uid)
 		}
 		b, err = t.readAt(prefix+"stat", b)
 		if err != nil {
 			if gone(err) {
-				return st, nil, false, nil
+				return id, false, nil
 			}
-			return st, nil, true, err
+			return id, true, err
 		}
 		again, err := host.ParseStat(b)
 		if err != nil {
-			return st, nil, true, err
+			return id, true, err
 		}
-		if again.Start == st.Start {
-			return again, host.ParseCmdline(cl), true, nil
+		if again.Start == id.st.Start {
+			id.st, id.argv = again, host.ParseCmdline(cl)
+			return id, true, nil
 		}
 		// The PID was reused while we read: read the new process.
 	}
-	return st, nil, true, errors.New("the PID kept being reused while it was read")
+	return id, true, errors.New("the PID kept being reused while it was read")
+}
+
+// pidNS reads the PID namespace process pid runs in (/proc/PID/ns/pid).
+func (t *ProcTable) pidNS(pid int) (uint64, error) {
+	link, err := readlinkAt(t.procfd, strconv.Itoa(pid)+"/ns/pid")
+	if err != nil {
+		return 0, err
+	}
+	return host.ParseNSLink(link, "pid")
+}
+
+// nsLevels counts the PID namespaces process pid is in from /proc's own
+// (NSpid, which anyone may read); 0 when it cannot be read.
+func (t *ProcTable) nsLevels(pid int) int {
+	b, err := t.readAt(strconv.Itoa(pid)+"/status", nil)
+	if err != nil {
+		return 0
+	}
+	n, _ := host.ParseNSpid(b)
+	return n
 }
 
 // Scan returns every process that names a workspace of the agents root, with
@@ -264,14 +342,16 @@ func (t *ProcTable) Scan() (host.Table, error) {
 	wakes := map[messages.WorkspaceKey]*unix.Stat_t{}
 	for _, c := range cands {
 		pid := c.pid
-		st, argv, ok, err := t.identify(pid)
+		id, ok, err := t.identify(pid)
 		if !ok {
 			// It ended while it was read. If its command line, read a moment
 			// before, named a workspace, that evidence went missing: the
-			// process is unknown, never simply gone.
+			// process is unknown, never simply gone (unless it ran in a
+			// sandbox none of those workspaces' is: SeparateLookAlikes).
 			if names := host.Namings(host.ParseCmdline(c.cmdline), t.opts.Layout); len(names) > 0 {
 				tab.Unreadable = append(tab.Unreadable, host.Unreadable{PID: pid,
-					Err: fmt.Sprintf("it named workspace %s and vanished while it was read", names[0].Key)})
+					Err:   fmt.Sprintf("it named workspace %s and vanished while it was read", names[0].Key),
+					Names: names, PIDNS: c.pidns})
 			}
 			continue
 		}
@@ -279,19 +359,72 @@ func (t *ProcTable) Scan() (host.Table, error) {
 			tab.Unreadable = append(tab.Unreadable, host.Unreadable{PID: pid, Err: err.Error()})
 			continue
 		}
-		names := host.Namings(argv, t.opts.Layout)
+		names := host.Namings(id.argv, t.opts.Layout)
 		if len(names) == 0 {
 			continue
 		}
+		st := id.st
 		p := host.Process{
 			ID: messages.ProcID{PID: pid, Start: st.Start}, PPID: st.PPID, PGID: st.PGID, SID: st.SID,
-			Comm: st.Comm, Argv: argv, Names: names,
+			Comm: st.Comm, Argv: id.argv, Names: names, PIDNS: id.pidns, NSLevels: id.levels, UID: id.uid,
 		}
-		t.inspect(&p, wakes)
 		tab.Procs = append(tab.Procs, p)
+	}
+	t.separate(&tab)
+	for i := range tab.Procs {
+		t.inspect(&tab.Procs[i], wakes)
 	}
 	tab.SetOrigins(t.opts.Daemon, t.opts.Subreaper)
 	return tab, nil
+}
+
+// separate moves the look-alikes out of tab's processes (D45), reading the
+// node's sandbox records for the workspaces a process in a sandbox names
+// that no live bwrap accounts for.
+func (t *ProcTable) separate(tab *host.Table) {
+	p := host.Provenance{Self: t.self, Users: t.users}
+	if keys := tab.Unanchored(p); len(keys) > 0 {
+		p.Recorded = t.recorded(keys)
+	}
+	tab.SeparateLookAlikes(p)
+}
+
+// recorded reads the node's sandbox record of each workspace of keys and
+// returns the PID namespace of each that is good: its init alive, with its
+// start time, in that namespace. A record that is missing, unreadable or
+// stale counts for nothing.
+func (t *ProcTable) recorded(keys []messages.WorkspaceKey) map[messages.WorkspaceKey]uint64 {
+	if t.root == nil {
+		return nil
+	}
+	out := map[messages.WorkspaceKey]uint64{}
+	for _, k := range keys {
+		ws, err := t.opts.Layout.Workspace(k)
+		if err != nil {
+			continue
+		}
+		b, err := t.root.ReadFile(ws.Sandbox, SmallFile)
+		if err != nil {
+			continue
+		}
+		rec, err := host.DecodeSandboxRecord(b)
+		if err != nil || !t.sandboxAlive(rec) {
+			continue
+		}
+		out[k] = rec.PIDNamespace
+	}
+	return out
+}
+
+// sandboxAlive says whether the record's init still runs, with its start
+// time, in the record's PID namespace.
+func (t *ProcTable) sandboxAlive(rec host.SandboxRecord) bool {
+	st, err := t.readStat(rec.Init.PID)
+	if err != nil || st.Start != rec.Init.Start || st.Zombie() {
+		return false
+	}
+	ns, err := t.pidNS(rec.Init.PID)
+	return err == nil && ns == rec.PIDNamespace
 }
 
 // inspect reads the executable and the wake pipes a process holds. What it

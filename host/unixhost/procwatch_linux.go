@@ -90,9 +90,21 @@ type watchIndex struct {
 	rescans int
 }
 
+// entry is what the index keeps of a process: enough for the table to
+// tell a session from a look-alike (host.Table.SeparateLookAlikes).
 type entry struct {
-	start uint64
-	names []host.Naming
+	start  uint64
+	ppid   int
+	pidns  uint64
+	levels int
+	uid    int
+	names  []host.Naming
+}
+
+// process is the entry as the table's process.
+func (e entry) process(pid int) host.Process {
+	return host.Process{ID: messages.ProcID{PID: pid, Start: e.start}, PPID: e.ppid, Names: e.names,
+		PIDNS: e.pidns, NSLevels: e.levels, UID: e.uid}
 }
 
 // Watch subscribes to the kernel's process events; the index is built by
@@ -236,7 +248,7 @@ func (ix *watchIndex) examineLocked(pid int) {
 	if !host.MayName(cl) {
 		return
 	}
-	st, argv, ok, err := ix.t.identify(pid)
+	id, ok, err := ix.t.identify(pid)
 	if !ok {
 		return
 	}
@@ -244,8 +256,8 @@ func (ix *watchIndex) examineLocked(pid int) {
 		ix.unread[pid] = err.Error()
 		return
 	}
-	if names := host.Namings(argv, ix.t.opts.Layout); len(names) > 0 {
-		ix.named[pid] = entry{start: st.Start, names: names}
+	if names := host.Namings(id.argv, ix.t.opts.Layout); len(names) > 0 {
+		ix.named[pid] = entry{start: id.st.Start, ppid: id.st.PPID, pidns: id.pidns, levels: id.levels, uid: id.uid, names: names}
 	}
 }
 
@@ -304,40 +316,32 @@ func (ix *watchIndex) freshLocked() error {
 // maxRescans bounds the full scans one answer may make.
 const maxRescans = 3
 
+// naming answers for k from the processes of the index that name it: all
+// a session of k is made of (its bwrap, bwrap's init, `workspace serve`
+// each name it), so they are all the table needs to tell it from a
+// look-alike.
 func (ix *watchIndex) naming(k messages.WorkspaceKey) (host.Verdict, error) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	v := host.Verdict{Key: k}
 	if err := ix.freshLocked(); err != nil {
-		return v, fmt.Errorf("naming %s: %w", k, err)
+		return host.Verdict{Key: k}, fmt.Errorf("naming %s: %w", k, err)
 	}
+	var tab host.Table
 	for pid, e := range ix.named {
 		for _, n := range e.names {
-			if n.Key != k {
-				continue
+			if n.Key == k {
+				tab.Procs = append(tab.Procs, e.process(pid))
+				break
 			}
-			if n.Unsure {
-				v.Unsure = append(v.Unsure, pid)
-			} else {
-				v.By = append(v.By, messages.ProcID{PID: pid, Start: e.start})
-			}
-			break
 		}
 	}
-	for pid := range ix.unread {
-		v.Unsure = append(v.Unsure, pid)
+	for pid, e := range ix.unread {
+		tab.Unreadable = append(tab.Unreadable, host.Unreadable{PID: pid, Err: e})
 	}
-	sort.Slice(v.By, func(i, j int) bool { return v.By[i].PID < v.By[j].PID })
-	sort.Ints(v.Unsure)
-	switch {
-	case len(v.By) > 0:
-		v.Named = host.Yes
-	case len(v.Unsure) > 0:
-		v.Named = host.Unknown
-	default:
-		v.Named = host.No
-	}
-	return v, nil
+	sort.Slice(tab.Procs, func(i, j int) bool { return tab.Procs[i].ID.PID < tab.Procs[j].ID.PID })
+	sort.Slice(tab.Unreadable, func(i, j int) bool { return tab.Unreadable[i].PID < tab.Unreadable[j].PID })
+	ix.t.separate(&tab)
+	return tab.Naming(k), nil
 }
 
 // snapshot returns the PIDs of the index and those it could not read.

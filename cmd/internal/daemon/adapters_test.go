@@ -28,6 +28,9 @@ func (f *fakeLauncher) Adopt(unixhost.ChildHandoff, func(host.Exit)) error {
 	return errors.New("fake: adopt")
 }
 func (f *fakeLauncher) Close() error { f.closed = true; return nil }
+func (f *fakeLauncher) SandboxOf(messages.ProcID, time.Duration) (host.SandboxRecord, error) {
+	return host.SandboxRecord{}, errors.New("fake: no sandbox")
+}
 
 type sentOne struct {
 	id  messages.ProcID

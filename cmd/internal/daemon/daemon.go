@@ -449,9 +449,12 @@ func (d *daemon) start() error {
 				d.log.Info("cgroups of ended sessions removed", slog.String("removed", strings.Join(gone, ",")), errAttr(err))
 			}
 		}
-		found, dirs, err := d.procs.found(d.rel)
+		found, dirs, looks, err := d.procs.found(d.rel)
 		if err != nil {
 			d.log.Error("the process table cannot be read at start; sessions running now are not adopted", errAttr(err))
+		}
+		for _, l := range looks {
+			d.log.Warn("found a process that only looks like a session; not adopted", slog.String(actors.KeyPID, l.ID.String()), slog.String("why", l.String()))
 		}
 		d.records.procReleases = dirs
 		// The node's runs (seed 004, section 10): those in its care, and

@@ -55,11 +55,12 @@ func (p *procs) Scan(ctx context.Context, w messages.WorkspaceKey) ([]messages.P
 }
 
 // found lists every process naming a workspace of the agents root, for the
-// daemon's start (Boot), with the release directory each runs.
-func (p *procs) found(rel *releases) ([]messages.ProcInfo, map[messages.ProcID]string, error) {
+// daemon's start (Boot), with the release directory each runs, and the
+// look-alikes, which are not adopted (D45).
+func (p *procs) found(rel *releases) ([]messages.ProcInfo, map[messages.ProcID]string, []host.LookAlike, error) {
 	tab, err := p.t.Scan()
 	if err != nil {
-		return nil, nil, fmt.Errorf("read the process table: %w", err)
+		return nil, nil, nil, fmt.Errorf("read the process table: %w", err)
 	}
 	var out []messages.ProcInfo
 	dirs := map[messages.ProcID]string{}
@@ -75,7 +76,7 @@ func (p *procs) found(rel *releases) ([]messages.ProcInfo, map[messages.ProcID]s
 			}
 		}
 	}
-	return out, dirs, nil
+	return out, dirs, tab.LookAlikes, nil
 }
 
 // releaseDir is the directory of the release a process runs.

@@ -36,6 +36,8 @@ type launcher interface {
 	Detach() ([]unixhost.ChildHandoff, error)
 	Adopt(h unixhost.ChildHandoff, onExit func(host.Exit)) error
 	Close() error
+	// SandboxOf says which sandbox a child runs (D45), for its record.
+	SandboxOf(id messages.ProcID, wait time.Duration) (host.SandboxRecord, error)
 }
 
 // newLauncher makes a launcher: a real one below the agents root.
@@ -136,7 +138,10 @@ func (r *reaper) hold(es []messages.ProcessExited) {
 // exitTo is the end of a child spawned (or adopted) for workspace w, called
 // on the launcher's goroutines.
 func (r *reaper) exitTo(w messages.WorkspaceKey) func(host.Exit) {
-	return func(e host.Exit) { r.onExit(e, w) }
+	return func(e host.Exit) {
+		r.forgetSandbox(w, e.ID)
+		r.onExit(e, w)
+	}
 }
 
 func (r *reaper) onExit(e host.Exit, w messages.WorkspaceKey) {
@@ -321,6 +326,7 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if err != nil {
 		return none, err
 	}
+	r.recordSandbox(ws, id)
 	p := id
 	r.log.Info("spawned", slog.String(actors.KeyWorkspace, key.String()), slog.String(actors.KeyLaunch, l.Hash),
 		slog.String(actors.KeyPID, p.String()), slog.String("release", dir))

@@ -503,7 +503,7 @@ func refuseIfNamed(v host.Verdict, k messages.WorkspaceKey, what string) error {
 		for _, id := range v.By {
 			pids = append(pids, fmt.Sprint(id.PID))
 		}
-		return fmt.Errorf("%s: a running process names workspace %s (pid %s); stop its session first", what, k, strings.Join(pids, ", "))
+		return fmt.Errorf("%s: a running process names workspace %s (pid %s); stop its session first%s", what, k, strings.Join(pids, ", "), v.Ignored())
 	default:
 		return fmt.Errorf("%s: the process table cannot say whether a process names workspace %s (%s); refused, since it might", what, k, v)
 	}

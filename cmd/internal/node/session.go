@@ -374,7 +374,7 @@ func (n *Node) SessionStop(ctx context.Context, keyText string, dry bool) *Answe
 		return a.Stop(err)
 	}
 	if v.Named == host.No {
-		return a.Stop(fmt.Errorf("no session runs in workspace %s: no process names it", key))
+		return a.Stop(fmt.Errorf("no session runs in workspace %s: no process names it%s", key, v.Ignored()))
 	}
 	line := messages.StopLine{Login: key.Login, Project: key.Project}
 	if dry {
@@ -487,7 +487,7 @@ func holderOf(tab host.Table, k messages.WorkspaceKey) (*daemonSession, error) {
 	for _, p := range tab.Procs {
 		named, unsure := p.NamesKey(k)
 		if unsure && !named {
-			return nil, fmt.Errorf("process %d may name workspace %s under a root that cannot be matched (`%s`); refused, nothing written", p.ID.PID, k, strings.Join(p.Argv, " "))
+			return nil, fmt.Errorf("process %d may name workspace %s under a root that cannot be matched, or from where the table cannot tell (`%s`%s); refused, nothing written%s", p.ID.PID, k, strings.Join(p.Argv, " "), partialText(p), v.Ignored())
 		}
 		if !named {
 			continue
@@ -510,13 +510,21 @@ func holderOf(tab host.Table, k messages.WorkspaceKey) (*daemonSession, error) {
 	}
 	switch {
 	case len(terminal) > 0:
-		return nil, fmt.Errorf("a session at a terminal holds workspace %s (%s): a start never stops it; stop it where it runs, or with `ocx session stop %s`, then start again; nothing written", k, strings.Join(terminal, "; "), k)
+		return nil, fmt.Errorf("a session at a terminal holds workspace %s (%s): a start never stops it; stop it where it runs, or with `ocx session stop %s`, then start again; nothing written%s", k, strings.Join(terminal, "; "), k, v.Ignored())
 	case serve == nil:
 		return nil, fmt.Errorf("a session is starting or ending in workspace %s (%s, and no `workspace serve` yet or any more): try again in a moment; nothing written", k, v)
 	case messages.ValidateHash(serve.Launch) != nil:
 		return nil, fmt.Errorf("the session in workspace %s (%s) serves %q, which is not a launch note's hash; refused, nothing written", k, serve, serve.Launch)
 	}
 	return serve, nil
+}
+
+// partialText is what the table could not read of p, as a clause.
+func partialText(p host.Process) string {
+	if p.Partial == "" {
+		return ""
+	}
+	return ": " + p.Partial
 }
 
 // DefaultStopWait bounds how long a second start waits for the end note of

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/fossilio"
@@ -144,6 +145,7 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 		}
 	}
 	sort.Slice(st.Sessions, func(i, j int) bool { return st.Sessions[i].PID < st.Sessions[j].PID })
+	st.LookAlikes = lookAlikes(table)
 	// The daemon and its last re-exec (docs/releases.md): a lock that
 	// cannot be read leaves the daemon out of the state, logged, rather
 	// than failing the whole status.
@@ -314,4 +316,22 @@ func sortKeys(keys []messages.WorkspaceKey) {
 		}
 		return keys[i].Project < keys[j].Project
 	})
+}
+
+// lookAlikes lists the processes whose command lines name a workspace
+// they are no session of (D45), one entry per workspace claimed.
+func lookAlikes(t host.Table) []messages.LookAlikeStatus {
+	var out []messages.LookAlikeStatus
+	for _, l := range t.LookAlikes {
+		cmd := messages.ClipText(messages.CleanText(strings.Join(l.Argv, " ")), messages.MaxShortLen)
+		if cmd == "" {
+			cmd = "(unread)"
+		}
+		why := messages.ClipText(messages.CleanText(l.Why), messages.MaxShortLen)
+		for _, nm := range l.Names {
+			out = append(out, messages.LookAlikeStatus{Login: nm.Key.Login, Project: nm.Key.Project,
+				PID: l.ID.PID, StartTime: l.ID.Start, Command: cmd, Why: why})
+		}
+	}
+	return out
 }

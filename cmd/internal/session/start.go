@@ -154,7 +154,7 @@ func namedRefusal(tab host.Table, v host.Verdict, self int) error {
 		others = append(others, desc)
 	}
 	if len(others) > 0 {
-		return fmt.Errorf("workspace %s is in use: process %s names it; a workspace runs one session at a time", v.Key, strings.Join(others, ", "))
+		return fmt.Errorf("workspace %s is in use: process %s names it; a workspace runs one session at a time%s", v.Key, strings.Join(others, ", "), v.Ignored())
 	}
 	var unsure []string
 	for _, pid := range v.Unsure {
@@ -163,7 +163,7 @@ func namedRefusal(tab host.Table, v host.Verdict, self int) error {
 		}
 	}
 	if len(unsure) > 0 {
-		return fmt.Errorf("workspace %s: cannot tell whether a process names it (process %s could not be read, or names it under a root that cannot be matched), so no session starts; a workspace runs one session at a time", v.Key, strings.Join(unsure, ", "))
+		return fmt.Errorf("workspace %s: cannot tell whether a process names it (process %s could not be read, or names it under a root that cannot be matched or from a PID namespace that cannot be read), so no session starts; a workspace runs one session at a time%s", v.Key, strings.Join(unsure, ", "), v.Ignored())
 	}
 	return nil
 }
