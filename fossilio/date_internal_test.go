@@ -3,6 +3,7 @@ package fossilio
 import (
 	"database/sql"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,18 +48,7 @@ func TestParseDateAgreesWithSQLite(t *testing.T) {
 		Fatal(...any)
 		Fatalf(string, ...any)
 	}, s string) {
-		jd, fossil := julianday(t, db, s)
-		got, now, err := parseDate(s)
-		switch {
-		case (err == nil) != fossil:
-			t.Fatalf("parseDate(%q): %v, now %v; SQLite's julianday says %v (%v)", s, err, now, jd, fossil)
-		case err != nil || now:
-			return
-		}
-		want := time.UnixMilli(int64(math.Round((jd - 2440587.5) * 86400000))).UTC()
-		if d := got.Sub(want); d > time.Millisecond || d < -time.Millisecond {
-			t.Fatalf("parseDate(%q) = %s; SQLite's julianday gives %s", s, got, want)
-		}
+		checkDate(t, db, s)
 	}
 	for _, s := range dateCases {
 		if s == "subsec" {
@@ -74,5 +64,48 @@ func TestParseDateAgreesWithSQLite(t *testing.T) {
 			rapid.StringMatching(`([0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{0,4})?)?)?`).Draw(rt, "hms") +
 			rapid.SampledFrom([]string{"", "Z", "+01:30", "-14:00", "+15:00", " ", "q"}).Draw(rt, "zone")
 		check(rt, s)
+	})
+}
+
+// checkDate fails t unless parseDate reads s as SQLite's julianday() does.
+func checkDate(t interface {
+	Fatal(...any)
+	Fatalf(string, ...any)
+}, db *sql.DB, s string) {
+	jd, fossil := julianday(t, db, s)
+	got, now, err := parseDate(s)
+	switch {
+	case (err == nil) != fossil:
+		t.Fatalf("parseDate(%q): %v, now %v; SQLite's julianday says %v (%v)", s, err, now, jd, fossil)
+	case err != nil || now:
+		return
+	}
+	want := time.UnixMilli(int64(math.Round((jd - 2440587.5) * 86400000))).UTC()
+	if d := got.Sub(want); d > time.Millisecond || d < -time.Millisecond {
+		t.Fatalf("parseDate(%q) = %s; SQLite's julianday gives %s", s, got, want)
+	}
+}
+
+// FuzzParseDate: whatever a D card holds, parseDate takes it exactly when
+// SQLite's julianday() does, at the same moment.
+func FuzzParseDate(f *testing.F) {
+	db, err := sql.Open("sqlite", "file::memory:")
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer db.Close()
+	for _, s := range dateCases {
+		if s != "subsec" {
+			f.Add(s)
+		}
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if strings.Contains(strings.ToLower(s), "subsec") {
+			return // a modifier SQLite 3.42 added after Fossil 2.21's
+		}
+		if strings.ContainsRune(s, 0) {
+			return // no card holds a NUL (Parse refuses it); SQLite would stop there
+		}
+		checkDate(t, db, s)
 	})
 }

@@ -1,0 +1,123 @@
+package host
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// seedFiles adds each of the named fixtures of testdata/proc to f.
+func seedFiles(f *testing.F, names ...string) {
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join("testdata", "proc", n))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+}
+
+// FuzzParseNSLink: a namespace link is taken only as KIND:[INODE] with an
+// inode above zero.
+func FuzzParseNSLink(f *testing.F) {
+	for _, s := range []string{"pid:[4026531836]", "pid:[0]", "pid:[]", "mnt:[4026531840]", "pid:[1", "pid:[-1]", "pid:[99999999999999999999]"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ino, err := ParseNSLink(s, "pid")
+		if err == nil && ino == 0 {
+			t.Fatalf("ParseNSLink(%q) took inode 0", s)
+		}
+	})
+}
+
+// FuzzParseNSpid: a status is taken only with an NSpid line of positive
+// PIDs, and says at least one level.
+func FuzzParseNSpid(f *testing.F) {
+	seedFiles(f, "status-host.txt", "status-sandboxed.txt", "status-nested.txt")
+	f.Add([]byte("NSpid:\n"))
+	f.Add([]byte("NSpid:\t12\t-1\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n, err := ParseNSpid(b)
+		if err == nil && n < 1 {
+			t.Fatalf("ParseNSpid took %d levels", n)
+		}
+	})
+}
+
+// FuzzDecodeSandboxRecord: what the decoder takes is valid, and encodes to
+// what decodes the same.
+func FuzzDecodeSandboxRecord(f *testing.F) {
+	f.Add([]byte(`{"bwrap":{"pid":10,"start":5},"init":{"pid":11,"start":6},"pid_namespace":4026532000}` + "\n"))
+	f.Add([]byte(`{"bwrap":{"pid":10,"start":5},"init":{"pid":0,"start":6},"pid_namespace":4026532000}`))
+	f.Add([]byte(`{"bwrap":{"pid":10,"start":5},"init":{"pid":11,"start":6},"pid_namespace":1,"x":1}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := DecodeSandboxRecord(b)
+		if err != nil {
+			return
+		}
+		if err := r.Validate(); err != nil {
+			t.Fatalf("decoded an invalid record %+v: %v", r, err)
+		}
+		enc, err := r.Encode()
+		if err != nil {
+			t.Fatalf("a decoded record does not encode: %v", err)
+		}
+		again, err := DecodeSandboxRecord(enc)
+		if err != nil || again != r {
+			t.Fatalf("round trip: %+v, %v; want %+v", again, err, r)
+		}
+	})
+}
+
+// FuzzParseCgroupMounts: every mount read is a cgroup hierarchy, v1 or v2,
+// mounted somewhere; a v2 one names no controller.
+func FuzzParseCgroupMounts(f *testing.F) {
+	seedFiles(f, "mountinfo-hybrid", "mountinfo-v2")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, m := range ParseCgroupMounts(b) {
+			if m.Version != CgroupV1 && m.Version != CgroupV2 {
+				t.Fatalf("a mount of version %d: %+v", m.Version, m)
+			}
+			if m.Version == CgroupV2 && len(m.Controllers) != 0 {
+				t.Fatalf("a v2 mount names controllers: %+v", m)
+			}
+		}
+		// The read is a pure function of the bytes.
+		if a, b := ParseCgroupMounts(b), ParseCgroupMounts(b); !reflect.DeepEqual(a, b) {
+			t.Fatal("two reads of the same bytes differ")
+		}
+	})
+}
+
+// FuzzParseCgroupFiles: the events, the limits and the host's memory are
+// read from any bytes without a panic, and a limit is named only when a
+// count says it was reached.
+func FuzzParseCgroupFiles(f *testing.F) {
+	for _, n := range [][2]string{{"memory.oom_control-v1", "pids.events"}, {"memory.events-v2", "pids.events"}, {"proc-stat.txt", "stat-cat.txt"}} {
+		var pair [2][]byte
+		for i, name := range n {
+			b, err := os.ReadFile(filepath.Join("testdata", "proc", name))
+			if err != nil {
+				f.Fatal(err)
+			}
+			pair[i] = b
+		}
+		f.Add(pair[0], pair[1])
+	}
+	f.Add([]byte("oom_kill 18446744073709551615\n"), []byte("max -1\n"))
+	f.Fuzz(func(t *testing.T, memory, pids []byte) {
+		e := ParseCgroupEvents(memory, pids)
+		if (e.Limit() != "") != (e.OOMKills > 0 || e.PidsMax > 0) {
+			t.Fatalf("events %+v name the limit %q", e, e.Limit())
+		}
+		l := ParseCgroupLimits(memory, pids)
+		if l.Memory >= 1<<62 || l.Processes >= 1<<62 {
+			t.Fatalf("limits past any host: %+v", l)
+		}
+		if n, ok := ParseMemTotal(memory); ok && n%1024 != 0 {
+			t.Fatalf("MemTotal of %d bytes is not whole kilobytes", n)
+		}
+	})
+}
