@@ -60,7 +60,9 @@ func TestForgedListenNoteWakesNobody(t *testing.T) {
 		st := n.status()
 		return len(st.Sessions) == 1 && st.Sessions[0].Listening
 	})
-	entries, err := os.ReadDir(idx)
+	// The index the hook reads is the node's, out of the agent's reach
+	// (D44); the file planted where seed 000 put it is never read.
+	entries, err := os.ReadDir(filepath.Join(n.agents, agent, "held", "demo", "listening"))
 	if err != nil {
 		t.Fatal(err)
 	}

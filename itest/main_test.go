@@ -64,6 +64,9 @@ func makeLLMRelease(dir string) error {
 	return os.Symlink(filepath.Join("releases", "llm"), filepath.Join(dir, "current"))
 }
 
+// peakRSS is testdata/peakrss, built.
+var peakRSS string
+
 // program is the path of one of the release's binaries.
 func program(name string) string { return filepath.Join(relRoot, "current", name) }
 
@@ -99,6 +102,11 @@ func run(m *testing.M) (int, error) {
 	}
 	if msg, bad := buildErrs["ocx"]; bad {
 		return 0, fmt.Errorf("build ocx: %s", msg)
+	}
+	// The measure of a command's peak memory (testdata/peakrss).
+	peakRSS = filepath.Join(dir, "peakrss")
+	if out, err := exec.Command("go", "build", "-o", peakRSS, "./testdata/peakrss").CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("build peakrss: %v: %s", err, out)
 	}
 	// The stand-in runner of an llm session (D9), answering at once.
 	runner, err := os.ReadFile(filepath.Join("..", "cmd", "internal", "session", "testdata", "ocx-runner-native"))

@@ -78,12 +78,18 @@ func plant(t *testing.T, kind plantKind, p, secret, victim string) {
 }
 
 // timedOCX runs ocx as user and says how long it took and how much
-// resident memory it and what it waited for used at most.
+// resident memory it and what it waited for used at most (peakrss).
 func (n *testNode) timedOCX(user string, stdin string, args ...string) (result, time.Duration, int64) {
 	n.t.Helper()
 	ctx, cancel := context.WithTimeout(n.ctx, time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, program("ocx"), args...)
+	cmd := exec.CommandContext(ctx, peakRSS, append([]string{program("ocx")}, args...)...)
+	peakR, peakW, err := os.Pipe()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer peakR.Close()
+	cmd.ExtraFiles = []*os.File{peakW}
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + n.agents, "LANG=C.UTF-8", "OCX_AGENTS=" + n.agents}
 	if user != "" {
 		cmd.Env = append(cmd.Env, "OCX_USER="+user, "OCX_PASSWORD="+n.pw[user])
@@ -92,8 +98,9 @@ func (n *testNode) timedOCX(user string, stdin string, args ...string) (result, 
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.Stdin = strings.NewReader(stdin)
 	start := time.Now()
-	err := cmd.Run()
+	err = cmd.Run()
 	took := time.Since(start)
+	peakW.Close()
 	r := result{args: args, stdout: out.String(), stderr: errb.String()}
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
@@ -101,8 +108,8 @@ func (n *testNode) timedOCX(user string, stdin string, args ...string) (result, 
 		n.t.Fatalf("ocx %v: %v", args, err)
 	}
 	var rss int64
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rss = ru.Maxrss << 10 // Linux gives kilobytes
+	if _, err := fmt.Fscan(peakR, &rss); err != nil {
+		n.t.Fatalf("ocx %v: its peak memory: %v", args, err)
 	}
 	return r, took, rss
 }

@@ -118,3 +118,29 @@ func TestHolderOf(t *testing.T) {
 		}
 	}
 }
+
+// A launch whose session ended before it was seen running is a start that
+// did its work when it exited 0 without a budget (a completes session's
+// report written at once), and a start that failed otherwise.
+func TestLaunchOutcomeRanToItsEnd(t *testing.T) {
+	zero, one := 0, 1
+	for _, c := range []struct {
+		end  messages.EndNote
+		fine bool
+	}{
+		{messages.EndNote{Status: messages.EndExited, ExitCode: &zero}, true},
+		{messages.EndNote{Status: messages.EndExited, ExitCode: &one}, false},
+		{messages.EndNote{Status: messages.EndExited, ExitCode: &zero, Budget: "wall"}, false},
+		{messages.EndNote{Status: messages.EndSignaled, Signal: "SIGKILL"}, false},
+		{messages.EndNote{Status: messages.EndSandboxFailed, ExitCode: &zero}, false},
+		{messages.EndNote{Status: messages.EndUnknown}, false},
+	} {
+		o := launchOutcome{End: &c.end}
+		if got := o.err() == nil; got != c.fine || o.ranToItsEnd() != c.fine {
+			t.Errorf("%s: err %v, ran to its end %v; want fine %v", c.end.StatusString(), o.err(), o.ranToItsEnd(), c.fine)
+		}
+	}
+	if (launchOutcome{Refusal: &messages.RefusalNote{Reason: "x"}}).err() == nil {
+		t.Error("a refusal is fine")
+	}
+}

@@ -267,8 +267,11 @@ func (n *Node) awaitOutcome(ctx context.Context, a *Answer, r *fossilio.Repo, ke
 			return err
 		}
 		if o.decided() {
-			if o.Started != nil {
+			switch {
+			case o.Started != nil:
 				a.Logf("the daemon started the session: pid %d (start time %d), %s", o.Started.ID.PID, o.Started.ID.Start, o.Started.Origin)
+			case o.ranToItsEnd():
+				a.Logf("the daemon started the session, which has already ended as it should: %s (pid %d)", o.End.StatusString(), o.End.PID)
 			}
 			return o.err()
 		}
@@ -294,6 +297,16 @@ type launchOutcome struct {
 
 func (o launchOutcome) decided() bool { return o.Started != nil || o.Refusal != nil || o.End != nil }
 
+// ranToItsEnd says the session ended before it was seen running, the way
+// a session ends when it has done its work: exit 0 (D17: a completes
+// session's report written, a CI tag written), with no budget. A session
+// that fast is a short job done, not a start that failed.
+func (o launchOutcome) ranToItsEnd() bool {
+	e := o.End
+	return o.Started == nil && o.Refusal == nil && e != nil && e.Status == messages.EndExited &&
+		e.ExitCode != nil && *e.ExitCode == 0 && e.Budget == ""
+}
+
 // err says why a decided launch started no session; nil when it did.
 func (o launchOutcome) err() error {
 	switch {
@@ -301,6 +314,8 @@ func (o launchOutcome) err() error {
 		return nil
 	case o.Refusal != nil:
 		return fmt.Errorf("the daemon refused the launch: %s", o.Refusal.Reason)
+	case o.ranToItsEnd():
+		return nil
 	case o.End != nil:
 		return fmt.Errorf("the session ended at once (%s): %s", o.End.Status, o.End.Note)
 	}
