@@ -585,6 +585,14 @@ func TestRunEndsWithNode(t *testing.T) {
 			eventually(t, "bwrap's child", func() bool { init = childOf(bwrap); return init > 0 })
 			inner := 0
 			eventually(t, "the sleep", func() bool { inner = childOf(init); return inner > 0 })
+			// bwrap's init asks for its death signal only after it has
+			// forked the command, on its way to the wait on its children:
+			// a watcher that ended before would leave it running (bwrap's
+			// own window, docs/host.md 7.1). The test waits for that wait.
+			eventually(t, "bwrap's init waiting on its children", func() bool {
+				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", init))
+				return string(b) == "do_wait"
+			})
 			killReapCmd(cmd)
 			// bwrap and its init are now this process's (a subreaper).
 			gone := func(pid int) bool {
