@@ -157,7 +157,7 @@ func turn(ctx context.Context, f flags, in runner.Input, env runner.Env, logf fu
 		if err != nil {
 			return "", runner.Failf("the request to the model: %v", err)
 		}
-		b, err := c.post(ctx, api.Path(), fl.header, body)
+		b, err := c.post(ctx, api.Paths()[0], fl.header, body)
 		if err != nil {
 			return "", err
 		}

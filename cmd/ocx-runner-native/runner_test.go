@@ -78,7 +78,7 @@ func newBench(t *testing.T, api model.API, script ...exchange) *bench {
 	}
 	upstream := httptest.NewServer(http.HandlerFunc(b.serveModel))
 	t.Cleanup(upstream.Close)
-	proxy, err := model.NewProxy(&model.Config{API: api, BaseURL: upstream.URL}, testKey, "m1", nil)
+	proxy, err := model.NewProxy(&model.Config{API: api, BaseURL: upstream.URL}, map[model.API]string{api: testKey}, "m1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestPlainAnswer(t *testing.T) {
 				t.Fatalf("exit %d, %q, stderr %s", r.code, r.stdout, r.stderr)
 			}
 			got := b.requests()
-			if len(got) != 1 || got[0].path != api.Path() || got[0].body["model"] != "m1" {
+			if len(got) != 1 || got[0].path != api.Paths()[0] || got[0].body["model"] != "m1" {
 				t.Fatalf("requests %+v", got)
 			}
 			h := got[0].header

@@ -68,7 +68,7 @@ func TestModelProxyBesideTheMCPSocket(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || string(b) != `{"api":"openai"}` {
+	if resp.StatusCode != 200 || string(b) != `{"api":"openai","apis":["openai"]}` {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 	resp, err = c.Post("http://model/v1/chat/completions", "application/json", strings.NewReader(`{"model": "another"}`))

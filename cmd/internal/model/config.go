@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -30,32 +32,73 @@ const (
 	Anthropic API = "anthropic"
 )
 
-// Path is the one endpoint of the API the proxy forwards.
-func (a API) Path() string {
+// Paths are the endpoints of the API the proxy forwards: Anthropic's
+// Messages (Claude Code, the native runner), OpenAI's chat completions
+// (the native runner) and Responses (Codex), each streamed or not.
+func (a API) Paths() []string {
 	if a == Anthropic {
-		return "/v1/messages"
+		return []string{"/v1/messages"}
 	}
-	return "/v1/chat/completions"
+	return []string{"/v1/chat/completions", "/v1/responses"}
 }
 
-// Config is AGENTS/model.json.
-type Config struct {
-	// API is openai or anthropic.
-	API API `json:"api"`
+// Endpoint is where one API is, and its key.
+type Endpoint struct {
 	// BaseURL is where the API is: http or https, a host, maybe a path
-	// prefix; API.Path is appended to it.
+	// prefix; the endpoint's path is appended to it.
 	BaseURL string `json:"base_url"`
 	// KeyFile is the absolute path of the file holding the key, "" for a
 	// model that takes none (a local ollama).
 	KeyFile string `json:"key_file,omitempty"`
 }
 
+// Config is AGENTS/model.json, in one of two forms: one API (api,
+// base_url, key_file), or an endpoint per API, each with its own key
+// (anthropic, openai), so that Claude Code and Codex both reach theirs.
+type Config struct {
+	// API, BaseURL and KeyFile are the one-API form.
+	API     API    `json:"api,omitempty"`
+	BaseURL string `json:"base_url,omitempty"`
+	KeyFile string `json:"key_file,omitempty"`
+	// Anthropic and OpenAI are the per-API form.
+	Anthropic *Endpoint `json:"anthropic,omitempty"`
+	OpenAI    *Endpoint `json:"openai,omitempty"`
+}
+
+// Endpoints are the APIs c serves, each with its endpoint.
+func (c *Config) Endpoints() map[API]Endpoint {
+	out := map[API]Endpoint{}
+	if c.API != "" {
+		out[c.API] = Endpoint{BaseURL: c.BaseURL, KeyFile: c.KeyFile}
+	}
+	if c.Anthropic != nil {
+		out[Anthropic] = *c.Anthropic
+	}
+	if c.OpenAI != nil {
+		out[OpenAI] = *c.OpenAI
+	}
+	return out
+}
+
+// Primary is the API the native runner speaks (the proxy's Info): the
+// one-API form's, else openai when it is named, else anthropic.
+func (c *Config) Primary() API {
+	switch {
+	case c.API != "":
+		return c.API
+	case c.OpenAI != nil:
+		return OpenAI
+	}
+	return Anthropic
+}
+
 // MaxConfigLen bounds model.json.
 const MaxConfigLen = 64 << 10
 
-// DecodeConfig reads model.json strictly: one JSON object of strings, a
-// key it does not know refused by name, no key twice, api and base_url
-// present, then Validate.
+// DecodeConfig reads model.json strictly: one JSON object, a key it does
+// not know refused by name, no key twice; the one-API form's keys are
+// strings, api and base_url present; the per-API form's are objects of
+// base_url and key_file; the two forms never mixed. Then Validate.
 func DecodeConfig(b []byte) (*Config, error) {
 	if len(b) > MaxConfigLen {
 		return nil, fmt.Errorf("model.json: it is longer than %d bytes", MaxConfigLen)
@@ -64,77 +107,164 @@ func DecodeConfig(b []byte) (*Config, error) {
 		return nil, errors.New("model.json: it is not valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, errors.New("model.json: it is not a JSON object")
-	}
-	got := map[string]string{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("model.json: it is not valid JSON: %v", err)
-		}
-		key, _ := tok.(string)
-		switch key {
-		case "api", "base_url", "key_file":
-		default:
-			return nil, fmt.Errorf("model.json: %q is not a key it may hold (api, base_url, key_file)", key)
-		}
-		if _, dup := got[key]; dup {
-			return nil, fmt.Errorf("model.json: %q appears twice", key)
-		}
-		if tok, err = dec.Token(); err != nil {
-			return nil, fmt.Errorf("model.json: it is not valid JSON: %v", err)
-		}
-		s, ok := tok.(string)
-		if !ok {
-			return nil, fmt.Errorf("model.json: %q must be a string", key)
-		}
-		got[key] = s
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("model.json: it is not valid JSON: %v", err)
+	top, err := strictObject(dec, "model.json", []string{"api", "base_url", "key_file", "anthropic", "openai"})
+	if err != nil {
+		return nil, err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("model.json: it holds more after its JSON object")
 	}
-	for _, k := range []string{"api", "base_url"} {
-		if _, ok := got[k]; !ok {
-			return nil, fmt.Errorf("model.json: %q is missing", k)
+	c := &Config{}
+	_, one := top["api"]
+	_, perAnthropic := top["anthropic"]
+	_, perOpenAI := top["openai"]
+	per := perAnthropic || perOpenAI
+	switch {
+	case one && per:
+		return nil, errors.New(`model.json: it names its API both ways: either "api", "base_url" and "key_file", or an object per API ("anthropic", "openai")`)
+	case per:
+		for k := range top {
+			if k != "anthropic" && k != "openai" {
+				return nil, fmt.Errorf(`model.json: %q belongs to the one-API form; with an object per API, each names its own base_url and key_file`, k)
+			}
 		}
+		for name, dst := range map[string]**Endpoint{"anthropic": &c.Anthropic, "openai": &c.OpenAI} {
+			raw, ok := top[name]
+			if !ok {
+				continue
+			}
+			e, err := decodeEndpoint(raw, "model.json: "+strconv.Quote(name))
+			if err != nil {
+				return nil, err
+			}
+			*dst = e
+		}
+	default:
+		got := map[string]string{}
+		for k, raw := range top {
+			var s string
+			if json.Unmarshal(raw, &s) != nil {
+				return nil, fmt.Errorf("model.json: %q must be a string", k)
+			}
+			got[k] = s
+		}
+		for _, k := range []string{"api", "base_url"} {
+			if _, ok := got[k]; !ok {
+				return nil, fmt.Errorf("model.json: %q is missing", k)
+			}
+		}
+		if v, ok := got["key_file"]; ok && v == "" {
+			return nil, errors.New(`model.json: "key_file" is empty; leave the key out instead`)
+		}
+		c.API, c.BaseURL, c.KeyFile = API(got["api"]), got["base_url"], got["key_file"]
 	}
-	if v, ok := got["key_file"]; ok && v == "" {
-		return nil, errors.New(`model.json: "key_file" is empty; leave the key out instead`)
-	}
-	c := &Config{API: API(got["api"]), BaseURL: got["base_url"], KeyFile: got["key_file"]}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// Validate checks the API, the base URL (http or https, a host, no user,
-// query or fragment) and the key file's path (absolute, clean).
+// decodeEndpoint reads one API's object: base_url (required), key_file.
+func decodeEndpoint(raw json.RawMessage, where string) (*Endpoint, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	fields, err := strictObject(dec, where, []string{"base_url", "key_file"})
+	if err != nil {
+		return nil, err
+	}
+	e := &Endpoint{}
+	for k, v := range fields {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return nil, fmt.Errorf("%s: %q must be a string", where, k)
+		}
+		if k == "base_url" {
+			e.BaseURL = s
+		} else if s == "" {
+			return nil, fmt.Errorf(`%s: "key_file" is empty; leave the key out instead`, where)
+		} else {
+			e.KeyFile = s
+		}
+	}
+	if _, ok := fields["base_url"]; !ok {
+		return nil, fmt.Errorf(`%s: "base_url" is missing`, where)
+	}
+	return e, nil
+}
+
+// strictObject reads one JSON object from dec: each key one of known,
+// none twice, the values kept raw.
+func strictObject(dec *json.Decoder, where string, known []string) (map[string]json.RawMessage, error) {
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, fmt.Errorf("%s: it is not a JSON object", where)
+	}
+	out := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("%s: it is not valid JSON: %v", where, err)
+		}
+		key, _ := tok.(string)
+		if !slices.Contains(known, key) {
+			return nil, fmt.Errorf("%s: %q is not a key it may hold (%s)", where, key, strings.Join(known, ", "))
+		}
+		if _, dup := out[key]; dup {
+			return nil, fmt.Errorf("%s: %q appears twice", where, key)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("%s: it is not valid JSON: %v", where, err)
+		}
+		out[key] = v
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("%s: it is not valid JSON: %v", where, err)
+	}
+	return out, nil
+}
+
+// Validate checks each API, its base URL (http or https, a host, no user,
+// query or fragment) and its key file's path (absolute, clean).
 func (c *Config) Validate() error {
+	if c.API != "" && (c.Anthropic != nil || c.OpenAI != nil) {
+		return errors.New("model.json: it names its API both ways")
+	}
 	switch c.API {
-	case OpenAI, Anthropic:
+	case OpenAI, Anthropic, "":
 	default:
 		return fmt.Errorf("model.json: \"api\" is %q, not openai or anthropic", c.API)
 	}
-	u, err := url.Parse(c.BaseURL)
+	eps := c.Endpoints()
+	if len(eps) == 0 {
+		return errors.New("model.json: it names no API")
+	}
+	for api, e := range eps {
+		where := "model.json"
+		if c.API == "" {
+			where += ": " + strconv.Quote(string(api))
+		}
+		if err := e.validate(where); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e Endpoint) validate(where string) error {
+	u, err := url.Parse(e.BaseURL)
 	switch {
 	case err != nil:
-		return fmt.Errorf("model.json: \"base_url\": %v", err)
+		return fmt.Errorf("%s: \"base_url\": %v", where, err)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("model.json: \"base_url\" %q is not an http or https URL", c.BaseURL)
+		return fmt.Errorf("%s: \"base_url\" %q is not an http or https URL", where, e.BaseURL)
 	case u.Host == "":
-		return fmt.Errorf("model.json: \"base_url\" %q names no host", c.BaseURL)
+		return fmt.Errorf("%s: \"base_url\" %q names no host", where, e.BaseURL)
 	case u.User != nil:
-		return errors.New(`model.json: "base_url" holds a user or password; a key goes in key_file`)
-	case u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(c.BaseURL, "?"):
-		return fmt.Errorf("model.json: \"base_url\" %q has a query or fragment", c.BaseURL)
+		return fmt.Errorf(`%s: "base_url" holds a user or password; a key goes in key_file`, where)
+	case u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(e.BaseURL, "?"):
+		return fmt.Errorf("%s: \"base_url\" %q has a query or fragment", where, e.BaseURL)
 	}
-	if c.KeyFile != "" && (!filepath.IsAbs(c.KeyFile) || filepath.Clean(c.KeyFile) != c.KeyFile) {
-		return fmt.Errorf("model.json: \"key_file\" %q is not a clean absolute path", c.KeyFile)
+	if e.KeyFile != "" && (!filepath.IsAbs(e.KeyFile) || filepath.Clean(e.KeyFile) != e.KeyFile) {
+		return fmt.Errorf("%s: \"key_file\" %q is not a clean absolute path", where, e.KeyFile)
 	}
 	return nil
 }

@@ -57,7 +57,7 @@ func TestProxy(t *testing.T) {
 		io.WriteString(w, `{"error":{"message":"bad key `+key+`"}}`)
 	}))
 	defer upstream.Close()
-	h, err := model.NewProxy(&model.Config{API: model.Anthropic, BaseURL: upstream.URL + "/prefix"}, key, "claude-haiku", nil)
+	h, err := model.NewProxy(&model.Config{API: model.Anthropic, BaseURL: upstream.URL + "/prefix"}, map[model.API]string{model.Anthropic: key}, "claude-haiku", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestProxy(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if code, body := do("GET", model.InfoPath, nil); code != 200 || body != `{"api":"anthropic"}` {
+	if code, body := do("GET", model.InfoPath, nil); code != 200 || body != `{"api":"anthropic","apis":["anthropic"]}` {
 		t.Fatalf("info: %d %s", code, body)
 	}
 	code, body := do("POST", "/v1/messages", map[string]string{"Authorization": "Bearer mine", "X-Api-Key": "mine", "Cookie": "c=1", "Anthropic-Version": "2023-06-01"})
@@ -201,9 +201,105 @@ func TestProxyOnlyItsModel(t *testing.T) {
 // onlyModelProxy is the proxy of a session whose definition names only.
 func onlyModelProxy(t *testing.T, c *model.Config, key, only string) http.Handler {
 	t.Helper()
-	h, err := model.NewProxy(c, key, only, nil)
+	h, err := model.NewProxy(c, map[model.API]string{c.Primary(): key}, only, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// The per-API form: each API its own base URL and key, never mixed with
+// the one-API form.
+func TestDecodeConfigPerAPI(t *testing.T) {
+	c, err := model.DecodeConfig([]byte(`{"anthropic": {"base_url": "https://a.example", "key_file": "/etc/ocx/a.key"}, "openai": {"base_url": "http://127.0.0.1:1"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := c.Endpoints()
+	if len(eps) != 2 || eps[model.Anthropic].KeyFile != "/etc/ocx/a.key" || eps[model.OpenAI].BaseURL != "http://127.0.0.1:1" || c.Primary() != model.OpenAI {
+		t.Fatalf("%+v, primary %s", eps, c.Primary())
+	}
+	for _, bad := range []struct{ json, want string }{
+		{`{"api":"openai","base_url":"http://h","anthropic":{"base_url":"http://h"}}`, `both ways`},
+		{`{"anthropic":{"base_url":"http://h","model":"x"}}`, `"model" is not a key it may hold (base_url, key_file)`},
+		{`{"anthropic":{"key_file":"/k"}}`, `"base_url" is missing`},
+		{`{"anthropic":{"base_url":"http://h","key_file":""}}`, `empty`},
+		{`{"openai":{"base_url":"ftp://h"}}`, `"openai": "base_url" "ftp://h" is not an http or https URL`},
+		{`{"openai":"http://h"}`, `not a JSON object`},
+		{`{"openai":{"base_url":"http://h"},"base_url":"http://h"}`, `one-API form`},
+		{`{}`, `"api" is missing`},
+	} {
+		if _, err := model.DecodeConfig([]byte(bad.json)); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: %v, want %q", bad.json, err, bad.want)
+		}
+	}
+}
+
+// Each API's requests go to its own base URL with its own key; OpenAI's
+// Responses, which Codex speaks, beside its chat completions.
+func TestProxyKeyPerAPI(t *testing.T) {
+	serve := func(name string) (*httptest.Server, *[]string) {
+		var seen []string
+		var mu sync.Mutex
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			seen = append(seen, r.URL.Path+" "+r.Header.Get("X-Api-Key")+r.Header.Get("Authorization"))
+			mu.Unlock()
+			io.WriteString(w, `{"from":"`+name+`"}`)
+		}))
+		t.Cleanup(s.Close)
+		return s, &seen
+	}
+	a, aSeen := serve("anthropic")
+	o, oSeen := serve("openai")
+	c := &model.Config{Anthropic: &model.Endpoint{BaseURL: a.URL}, OpenAI: &model.Endpoint{BaseURL: o.URL}}
+	h, err := model.NewProxy(c, map[model.API]string{model.Anthropic: "sk-ant", model.OpenAI: "sk-oai"}, "gpt-standin", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := httptest.NewServer(h)
+	defer p.Close()
+	for _, path := range []string{"/v1/responses", "/v1/chat/completions", "/v1/messages"} {
+		resp, err := http.Post(p.URL+path, "application/json", strings.NewReader(`{"model":"gpt-standin"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d", path, resp.StatusCode)
+		}
+	}
+	if strings.Join(*aSeen, ",") != "/v1/messages sk-ant" || strings.Join(*oSeen, ",") != "/v1/responses Bearer sk-oai,/v1/chat/completions Bearer sk-oai" {
+		t.Fatalf("anthropic saw %q, openai %q", *aSeen, *oSeen)
+	}
+	resp, _ := http.Get(p.URL + model.InfoPath)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != `{"api":"openai","apis":["anthropic","openai"]}` {
+		t.Fatalf("info %s", b)
+	}
+}
+
+// Claude Code sends an alias expanded: a definition naming sonnet takes
+// claude-sonnet-5-5 on Anthropic's API, and nothing else.
+func TestAcceptsClaudeAliases(t *testing.T) {
+	for _, c := range []struct {
+		api       model.API
+		only, got string
+		ok        bool
+	}{
+		{model.Anthropic, "sonnet", "claude-sonnet-5-5", true},
+		{model.Anthropic, "sonnet", "claude-3-5-sonnet-20241022", true},
+		{model.Anthropic, "haiku", "claude-haiku-4-5", true},
+		{model.Anthropic, "sonnet", "claude-opus-4-1", false},
+		{model.Anthropic, "sonnet", "sonnet-big", false},
+		{model.Anthropic, "claude-sonnet-5-5", "claude-sonnet-5-5", true},
+		{model.Anthropic, "claude-sonnet-5-5", "claude-opus-5", false},
+		{model.OpenAI, "sonnet", "claude-sonnet-5-5", false},
+		{model.OpenAI, "gpt-5", "gpt-5", true},
+	} {
+		if got := model.Accepts(c.api, c.only, c.got); got != c.ok {
+			t.Errorf("Accepts(%s, %q, %q) = %v", c.api, c.only, c.got, got)
+		}
+	}
 }

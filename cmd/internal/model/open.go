@@ -28,16 +28,23 @@ func Open(l host.Layout, only string, log *slog.Logger) (h http.Handler, ok bool
 	if err == nil {
 		c, err = DecodeConfig(b)
 	}
-	var key string
-	if err == nil && c.KeyFile != "" {
-		if _, in := l.KeyWithin(c.KeyFile); in {
-			err = fmt.Errorf("model.json: \"key_file\" %s lies in a workspace, which its session's sandbox sees; keep the key outside every workspace", c.KeyFile)
-		} else {
-			key, err = ReadKey(l, c.KeyFile)
+	keys := map[API]string{}
+	if err == nil {
+		for api, e := range c.Endpoints() {
+			if e.KeyFile == "" {
+				continue
+			}
+			if _, in := l.KeyWithin(e.KeyFile); in {
+				err = fmt.Errorf("model.json: the key file %s of %s lies in a workspace, which its session's sandbox sees; keep the key outside every workspace", e.KeyFile, api)
+				break
+			}
+			if keys[api], err = ReadKey(l, e.KeyFile); err != nil {
+				break
+			}
 		}
 	}
 	if err == nil {
-		h, err = NewProxy(c, key, only, log)
+		h, err = NewProxy(c, keys, only, log)
 	}
 	if err != nil {
 		return Refusing(fmt.Errorf("the node's model configuration: %w", err)), true, err

@@ -12,7 +12,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strconv"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -20,12 +21,14 @@ import (
 // runner learns which API to speak. It is never forwarded.
 const InfoPath = "/ocx/model"
 
-// Info is what InfoPath answers.
+// Info is what InfoPath answers: the API the native runner speaks, and
+// every API the proxy serves.
 type Info struct {
-	API API `json:"api"`
+	API  API   `json:"api"`
+	APIs []API `json:"apis"`
 }
 
-// MaxBodyLen bounds a request the proxy forwards and a reply it reads.
+// MaxBodyLen bounds a request the proxy forwards.
 const MaxBodyLen = 32 << 20
 
 // credentialHeaders are the headers a client's request loses: the proxy
@@ -33,15 +36,18 @@ const MaxBodyLen = 32 << 20
 var credentialHeaders = []string{"Authorization", "X-Api-Key", "Proxy-Authorization", "Cookie", "Api-Key"}
 
 // NewProxy is the model proxy for c, for a session whose definition names
-// the model only: GET InfoPath answers c's API; a POST to the API's one
-// endpoint (API.Path) naming only as its model (RequestModel) is forwarded
-// to c.BaseURL with the client's credential headers removed and key added
-// (Authorization: Bearer for openai, x-api-key for anthropic; none when
-// key is ""), the key replaced by "[key]" in any reply that holds it; a
-// POST naming another model, or none, is refused with 403 (400 for a body
-// that does not say), naming it and only; anything else is refused with
-// 404. Errors are JSON {"error": MESSAGE}.
-func NewProxy(c *Config, key, only string, log *slog.Logger) (http.Handler, error) {
+// the model only. GET InfoPath answers c's APIs. A POST to one of an
+// API's endpoints (API.Paths: Anthropic's Messages, OpenAI's chat
+// completions and Responses, streamed or not) naming only as its model
+// (RequestModel, Accepts) is forwarded to that API's base URL with the
+// client's credential headers removed and its key added (Authorization:
+// Bearer for openai, x-api-key for anthropic; none when keys holds none
+// for it). A reply goes back as it comes, a stream event by event, with
+// the key replaced by "[key]" wherever a line holds it. A POST naming
+// another model, or none, is refused with 403 (400 for a body that does
+// not say), naming it and only; anything else is refused with 404. Errors
+// are JSON {"error": MESSAGE}.
+func NewProxy(c *Config, keys map[API]string, only string, log *slog.Logger) (http.Handler, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -51,26 +57,64 @@ func NewProxy(c *Config, key, only string, log *slog.Logger) (http.Handler, erro
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	target, _ := url.Parse(c.BaseURL) // validated
-	rp := &httputil.ReverseProxy{
+	mux := http.NewServeMux()
+	eps := c.Endpoints()
+	var apis []API
+	var paths []string
+	for _, api := range []API{Anthropic, OpenAI} {
+		e, ok := eps[api]
+		if !ok {
+			continue
+		}
+		apis = append(apis, api)
+		fwd := forwarder(api, e, keys[api], log)
+		for _, path := range api.Paths() {
+			paths = append(paths, "POST "+path)
+			mux.Handle("POST "+path, onlyModel(api, only, fwd, log))
+		}
+	}
+	info, _ := json.Marshal(Info{API: c.Primary(), APIs: apis})
+	mux.HandleFunc("GET "+InfoPath, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(info)
+	})
+	served := fmt.Sprintf("GET %s, %s", InfoPath, strings.Join(paths, ", "))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("the model proxy serves %s only", served))
+	})
+	return mux, nil
+}
+
+// forwarder is the reverse proxy to one API's endpoint e, adding key.
+func forwarder(api API, e Endpoint, key string, log *slog.Logger) *httputil.ReverseProxy {
+	target, _ := url.Parse(e.BaseURL) // validated
+	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			for _, h := range credentialHeaders {
 				pr.Out.Header.Del(h)
 			}
+			// The reply comes uncompressed, so that the key can be found
+			// in it.
+			pr.Out.Header.Del("Accept-Encoding")
 			switch {
 			case key == "":
-			case c.API == Anthropic:
+			case api == Anthropic:
 				pr.Out.Header.Set("X-Api-Key", key)
 			default:
 				pr.Out.Header.Set("Authorization", "Bearer "+key)
 			}
 		},
+		// A stream goes on as it comes: each write is flushed.
+		FlushInterval: -1,
 		ModifyResponse: func(r *http.Response) error {
 			if key == "" {
 				return nil
 			}
-			return redactBody(r, key)
+			r.Body = newRedactor(r.Body, key)
+			r.ContentLength = -1
+			r.Header.Del("Content-Length")
+			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			log.Warn("model request failed", slog.String("error", redact(err.Error(), key)))
@@ -78,22 +122,21 @@ func NewProxy(c *Config, key, only string, log *slog.Logger) (http.Handler, erro
 			if errors.Is(err, context.DeadlineExceeded) {
 				status = http.StatusGatewayTimeout
 			}
-			writeError(w, status, redact(fmt.Sprintf("the model's API at %s: %v", c.BaseURL, err), key))
+			writeError(w, status, redact(fmt.Sprintf("the model's API at %s: %v", e.BaseURL, err), key))
 		},
 	}
-	info, _ := json.Marshal(Info{API: c.API})
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+InfoPath, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(info)
-	})
-	mux.HandleFunc("POST "+c.API.Path(), func(w http.ResponseWriter, r *http.Request) {
+}
+
+// onlyModel reads a request's body whole (at most MaxBodyLen) and passes
+// it to next only when it names only's model (Accepts).
+func onlyModel(api API, only string, next http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyLen))
 		if err != nil {
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request does not read: %v", err))
 			return
 		}
-		if status, why := checkModel(body, only); status != 0 {
+		if status, why := checkModel(api, body, only); status != 0 {
 			log.Warn("model request refused", slog.String("path", r.URL.Path), slog.String("why", why))
 			writeError(w, status, why)
 			return
@@ -101,26 +144,41 @@ func NewProxy(c *Config, key, only string, log *slog.Logger) (http.Handler, erro
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		log.Info("model request", slog.String("path", r.URL.Path), slog.String("model", only), slog.Int("bytes", len(body)))
-		rp.ServeHTTP(w, r)
+		next.ServeHTTP(w, r)
 	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("the model proxy serves GET %s and POST %s only", InfoPath, c.API.Path()))
-	})
-	return mux, nil
 }
 
 // checkModel says whether a request's body may be forwarded for a session
 // whose definition names only: 0 when it names only, else the status and
 // why, naming what the body names and only.
-func checkModel(body []byte, only string) (int, string) {
+func checkModel(api API, body []byte, only string) (int, string) {
 	got, err := RequestModel(body)
 	if err != nil {
 		return http.StatusBadRequest, fmt.Sprintf("the request is refused: %v; this session's definition names the model %q, which the request must name", err, only)
 	}
-	if got != only {
+	if !Accepts(api, only, got) {
 		return http.StatusForbidden, fmt.Sprintf("the request names the model %q; this session's definition names %q, the only model its proxy serves", got, only)
 	}
 	return 0, ""
+}
+
+// claudeAliases are the model names Claude Code takes for a family and
+// sends expanded: "sonnet" goes out as "claude-sonnet-5-5".
+var claudeAliases = []string{"sonnet", "opus", "haiku"}
+
+// Accepts says whether a request naming model got may go on for a session
+// whose definition names only: the same name; or, on Anthropic's API, a
+// definition naming one of Claude Code's aliases (sonnet, opus, haiku) and
+// a request naming a Claude model of that family (claude-sonnet-..., or
+// the older claude-3-5-sonnet-...), as the CLI expands it.
+func Accepts(api API, only, got string) bool {
+	if got == only {
+		return true
+	}
+	if api != Anthropic || !slices.Contains(claudeAliases, only) || !strings.HasPrefix(got, "claude-") {
+		return false
+	}
+	return slices.Contains(strings.Split(got, "-"), only)
 }
 
 // RequestModel is the model a request to either API names: the "model"
@@ -192,24 +250,56 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	w.Write(b)
 }
 
-// redactBody replaces the key in the reply's body: an API that echoes a
-// key it refuses must not hand it to the sandbox.
-func redactBody(r *http.Response, key string) error {
-	b, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyLen+1))
-	r.Body.Close()
-	if err != nil {
-		return err
-	}
-	if len(b) > MaxBodyLen {
-		return fmt.Errorf("the reply is longer than %d bytes", MaxBodyLen)
-	}
-	b = bytes.ReplaceAll(b, []byte(key), []byte("[key]"))
-	r.Body = io.NopCloser(bytes.NewReader(b))
-	r.ContentLength = int64(len(b))
-	r.Header.Set("Content-Length", strconv.Itoa(len(b)))
-	r.Header.Del("Content-Encoding")
-	return nil
+// redactor is a reply's body with the key replaced by "[key]": an API
+// that echoes a key it refuses must not hand it to the sandbox. It passes
+// each line on once it is whole (so a stream's events go on as they
+// come), and a line longer than holdMax on all but its last bytes, which
+// a key could begin in.
+type redactor struct {
+	body    io.ReadCloser
+	key     []byte
+	pending []byte
+	out     []byte
+	err     error
+	buf     [32 << 10]byte
 }
+
+// holdMax bounds what the redactor holds back waiting for a line's end.
+const holdMax = 64 << 10
+
+func newRedactor(body io.ReadCloser, key string) *redactor {
+	return &redactor{body: body, key: []byte(key)}
+}
+
+func (r *redactor) Read(p []byte) (int, error) {
+	for len(r.out) == 0 {
+		if r.err != nil {
+			if len(r.pending) > 0 {
+				r.out = bytes.ReplaceAll(r.pending, r.key, []byte("[key]"))
+				r.pending = nil
+				continue
+			}
+			return 0, r.err
+		}
+		n, err := r.body.Read(r.buf[:])
+		r.pending = append(r.pending, r.buf[:n]...)
+		r.err = err
+		if i := bytes.LastIndexByte(r.pending, '\n'); i >= 0 {
+			r.out = bytes.ReplaceAll(r.pending[:i+1], r.key, []byte("[key]"))
+			r.pending = append([]byte(nil), r.pending[i+1:]...)
+		} else if len(r.pending) > holdMax {
+			done := bytes.ReplaceAll(r.pending, r.key, []byte("[key]"))
+			keep := len(r.key) - 1
+			r.out = done[:len(done)-keep]
+			r.pending = append([]byte(nil), done[len(done)-keep:]...)
+		}
+	}
+	n := copy(p, r.out)
+	r.out = r.out[n:]
+	return n, nil
+}
+
+func (r *redactor) Close() error { return r.body.Close() }
 
 func redact(s, key string) string {
 	if key == "" {
