@@ -1,8 +1,14 @@
 package main
 
 import (
+	"io"
+	"net"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ocx-go/ocx/cmd/internal/runner"
 )
 
 func TestParseOutput(t *testing.T) {
@@ -74,4 +80,44 @@ func FuzzParseOutput(f *testing.F) {
 			}
 		}
 	})
+}
+
+// With the node's model socket, claude reaches it at a relay on
+// 127.0.0.1 with the placeholder key, and whatever credential its
+// environment held for Anthropic's API is gone; the node's tools are in
+// front of the model either way.
+func TestModelEnv(t *testing.T) {
+	dir := t.TempDir()
+	env := runner.Env{MCPSocket: filepath.Join(dir, "mcp.sock")}
+	base := []string{"PATH=/bin", "ANTHROPIC_API_KEY=sk-real", "ANTHROPIC_AUTH_TOKEN=t", "CLAUDE_CODE_USE_BEDROCK=1"}
+	got, done, err := modelEnv(base, env, "sonnet", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	if !slices.Contains(got, "ANTHROPIC_API_KEY=sk-real") || !slices.Contains(got, "ENABLE_TOOL_SEARCH=false") {
+		t.Fatalf("without the node's model: %q", got)
+	}
+	ln, err := net.Listen("unix", env.ModelSocket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got, done, err = modelEnv(base, env, "sonnet", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	joined := strings.Join(got, "\n")
+	for _, want := range []string{"ANTHROPIC_API_KEY=" + runner.Placeholder, "ANTHROPIC_BASE_URL=http://127.0.0.1:", "ENABLE_TOOL_SEARCH=false",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "IS_SANDBOX=1", "ANTHROPIC_SMALL_FAST_MODEL=sonnet", "PATH=/bin"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("the environment lacks %s:\n%s", want, joined)
+		}
+	}
+	for _, gone := range []string{"sk-real", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK"} {
+		if strings.Contains(joined, gone) {
+			t.Errorf("the environment keeps %s:\n%s", gone, joined)
+		}
+	}
 }

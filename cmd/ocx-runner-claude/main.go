@@ -10,11 +10,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/runner"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -57,11 +57,16 @@ func turn(ctx context.Context, argv []string, stdin io.Reader, stderr io.Writer)
 	if err != nil {
 		return "", err
 	}
+	cliEnv, closeRelay, err := modelEnv(os.Environ(), env, t.Model, stderr)
+	if err != nil {
+		return "", err
+	}
+	defer closeRelay()
 	out, err := runner.CLI{
 		Name:   name,
 		Args:   args(t.Model, config, st.SessionID),
 		Stdin:  in.Message(conv == nil),
-		Env:    withEnv(os.Environ(), "IS_SANDBOX=1"),
+		Env:    cliEnv,
 		Stderr: stderr,
 	}.Run(ctx)
 	if err != nil {
@@ -100,14 +105,28 @@ func writeConfig(sessionDir string, config []byte) (string, error) {
 	return p, nil
 }
 
-// withEnv returns env with kv (KEY=VALUE) set, replacing KEY's value.
-func withEnv(env []string, kv string) []string {
-	key, _, _ := strings.Cut(kv, "=")
-	out := make([]string, 0, len(env)+1)
-	for _, e := range env {
-		if k, _, _ := strings.Cut(e, "="); k != key {
-			out = append(out, e)
+// modelEnv is claude's environment for a turn (D48): the node's tools in
+// front of the model (ENABLE_TOOL_SEARCH=false, else Claude Code 2.x
+// offers MCP tools only behind its ToolSearch), no traffic but the
+// model's, IS_SANDBOX for bypassPermissions as root, and, where the node
+// serves the session's model, the API at a relay to its model socket with
+// a placeholder key: the node's proxy adds the real one outside the
+// sandbox. Whatever credential the environment held for Anthropic's API
+// is dropped then. Without the node's model claude uses its own login.
+func modelEnv(base []string, env runner.Env, model string, stderr io.Writer) ([]string, func(), error) {
+	kvs := []string{"IS_SANDBOX=1", "ENABLE_TOOL_SEARCH=false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
+	r, err := runner.ModelRelay(env, stderr)
+	if err != nil {
+		if f := (*runner.Failure)(nil); errors.As(err, &f) {
+			return nil, nil, err
 		}
+		fmt.Fprintf(stderr, "ocx-runner-claude: claude uses its own login: %v\n", err)
+		return runner.WithEnv(base, nil, kvs...), func() {}, nil
 	}
-	return append(out, kv)
+	kvs = append(kvs, "ANTHROPIC_BASE_URL="+r.URL(), "ANTHROPIC_API_KEY="+runner.Placeholder,
+		// The small model Claude Code asks for its own chores is the
+		// session's too: the proxy serves no other.
+		"ANTHROPIC_SMALL_FAST_MODEL="+model)
+	drop := []string{"ANTHROPIC_*", "CLAUDE_CODE_USE_*"}
+	return runner.WithEnv(base, drop, kvs...), func() { r.Close() }, nil
 }

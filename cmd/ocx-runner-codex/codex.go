@@ -16,9 +16,20 @@ import (
 // server ocx, the thread resumed by its id after the first turn, and the
 // prompt read from standard input ("-"). Every option comes before
 // resume, as codex's docs write it.
-func args(model, dir string, b *runner.Bridge, resume string) []string {
+//
+// With modelURL, the node's model at a relay to its model socket (D48),
+// codex's provider is that: OpenAI's Responses API at modelURL/v1, with no
+// key of codex's own (env_key left out: the node's proxy adds the real
+// one outside the sandbox). Without it codex uses its own configuration.
+func args(model, dir string, b *runner.Bridge, resume, modelURL string) []string {
 	a := []string{"exec", "--json", "--model", model, "--cd", dir,
 		"--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"}
+	if modelURL != "" {
+		a = append(a, "-c", "model_provider="+tomlString(provider),
+			"-c", "model_providers."+provider+".name="+tomlString("the OCX node's model"),
+			"-c", "model_providers."+provider+".base_url="+tomlString(modelURL+"/v1"),
+			"-c", "model_providers."+provider+".wire_api="+tomlString("responses"))
+	}
 	if b != nil {
 		a = append(a, "-c", "mcp_servers.ocx.command="+tomlString(b.Command),
 			"-c", "mcp_servers.ocx.args="+tomlArray(b.Args))
@@ -28,6 +39,9 @@ func args(model, dir string, b *runner.Bridge, resume string) []string {
 	}
 	return append(a, "-")
 }
+
+// provider is the name of the node's model among codex's providers.
+const provider = "ocx"
 
 // tomlString renders s as a TOML basic string, which codex's -c reads.
 func tomlString(s string) string {

@@ -10,14 +10,21 @@ import (
 
 func TestArgs(t *testing.T) {
 	b := &runner.Bridge{Command: "/rel/ocx", Args: []string{"mcp", "connect", "--socket", "/tmp/ocx-mcp/mcp.sock"}}
-	got := strings.Join(args("gpt-5", "/tree", b, ""), " ")
+	got := strings.Join(args("gpt-5", "/tree", b, "", ""), " ")
 	want := `exec --json --model gpt-5 --cd /tree --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox ` +
 		`-c mcp_servers.ocx.command="/rel/ocx" -c mcp_servers.ocx.args=["mcp", "connect", "--socket", "/tmp/ocx-mcp/mcp.sock"] -`
 	if got != want {
 		t.Fatalf("args\n got %s\nwant %s", got, want)
 	}
-	if got := args("m", "/t", nil, "th1"); strings.Join(got[len(got)-3:], " ") != "resume th1 -" || strings.Contains(" "+strings.Join(got, " ")+" ", " -c ") {
+	if got := args("m", "/t", nil, "th1", ""); strings.Join(got[len(got)-3:], " ") != "resume th1 -" || strings.Contains(" "+strings.Join(got, " ")+" ", " -c ") {
 		t.Fatalf("resumed args without tools %q", got)
+	}
+	// The node's model: codex's provider is the relay, with no key.
+	got = strings.Join(args("gpt-5", "/tree", nil, "", "http://127.0.0.1:4242"), " ")
+	want = `exec --json --model gpt-5 --cd /tree --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox ` +
+		`-c model_provider="ocx" -c model_providers.ocx.name="the OCX node's model" -c model_providers.ocx.base_url="http://127.0.0.1:4242/v1" -c model_providers.ocx.wire_api="responses" -`
+	if got != want || strings.Contains(got, "env_key") {
+		t.Fatalf("args with the node's model\n got %s\nwant %s", got, want)
 	}
 }
 

@@ -10,6 +10,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -50,9 +51,18 @@ func turn(ctx context.Context, argv []string, stdin io.Reader, stderr io.Writer)
 	if err != nil {
 		return "", runner.Failf("the session's tree: %v", err)
 	}
+	modelURL := ""
+	if r, err := runner.ModelRelay(t.Env, stderr); err == nil {
+		defer r.Close()
+		modelURL = r.URL()
+	} else if f := (*runner.Failure)(nil); errors.As(err, &f) {
+		return "", err
+	} else {
+		fmt.Fprintf(stderr, "ocx-runner-codex: codex uses its own configuration: %v\n", err)
+	}
 	out, err := runner.CLI{
 		Name:   name,
-		Args:   args(t.Model, dir, bridge, st.ThreadID),
+		Args:   args(t.Model, dir, bridge, st.ThreadID, modelURL),
 		Stdin:  in.Message(conv == nil),
 		Env:    os.Environ(),
 		Stderr: stderr,

@@ -1,0 +1,68 @@
+package runner
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/ocx-go/ocx/cmd/internal/relay"
+)
+
+// Placeholder is the key an agent CLI is given for the node's model: the
+// CLIs want one to send, and the node's proxy drops whatever a request
+// carries and adds the real key on its side of the sandbox (D48). It is
+// no secret: nothing in a sandbox ever holds the node's key.
+const Placeholder = "ocx-the-node-holds-the-key"
+
+// ModelRelay carries a CLI's model requests from a port on 127.0.0.1, in
+// the sandbox's own network, to the node's model socket beside the MCP
+// socket (D48), for the turn's length: the CLI then speaks TCP to a base
+// URL, as it must, and still reaches no network and holds no key. nil,
+// and why, when the node serves no model here (no socket); the runner then
+// runs the CLI with its own login, if it has one.
+func ModelRelay(env Env, stderr io.Writer) (*relay.Relay, error) {
+	sock := env.ModelSocket()
+	if sock == "" {
+		return nil, fmt.Errorf("the node serves no tools or model here ($%s is not set)", EnvMCPSocket)
+	}
+	if _, err := os.Stat(sock); err != nil {
+		return nil, fmt.Errorf("the node serves no model here (%s: %v)", sock, err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	r, err := relay.Listen(0, sock, log)
+	if err != nil {
+		return nil, Failf("the relay to the node's model: %v", err)
+	}
+	return r, nil
+}
+
+// WithEnv returns env with each KEY=VALUE of kvs set, replacing KEY's
+// value, and every variable named by drop (a name, or a prefix ending in
+// "*") removed.
+func WithEnv(env []string, drop []string, kvs ...string) []string {
+	set := map[string]bool{}
+	for _, kv := range kvs {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	out := make([]string, 0, len(env)+len(kvs))
+	for _, e := range env {
+		k, _, _ := strings.Cut(e, "=")
+		if set[k] || dropped(k, drop) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return append(out, kvs...)
+}
+
+func dropped(k string, drop []string) bool {
+	for _, d := range drop {
+		if p, ok := strings.CutSuffix(d, "*"); ok && strings.HasPrefix(k, p) || d == k {
+			return true
+		}
+	}
+	return false
+}
