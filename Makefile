@@ -8,6 +8,18 @@ FUZZTIME  ?= 10s
 TESTFLAGS ?=
 APT_PKGS  := fossil bubblewrap git s6 chromium
 
+# The agent CLIs the llm runners drive, from the npm registry: their
+# versions are pinned here, and only here. make deps installs them once
+# into a directory of their own, outside the tree; make test gives the
+# tests its bin/ as OCX_AGENT_CLIS.
+CLAUDE_CODE_VERSION := 2.1.328
+CODEX_VERSION       := 0.169.0
+AGENT_CLIS_ROOT     ?= $(HOME)/.cache/ocx/agent-clis
+AGENT_CLIS          := $(AGENT_CLIS_ROOT)/claude-code-$(CLAUDE_CODE_VERSION)-codex-$(CODEX_VERSION)
+export OCX_AGENT_CLIS := $(AGENT_CLIS)/node_modules/.bin
+export OCX_CLAUDE_CODE_VERSION := $(CLAUDE_CODE_VERSION)
+export OCX_CODEX_VERSION := $(CODEX_VERSION)
+
 .PHONY: all deps build test bench fuzz lint demo clean cover
 
 all: build
@@ -21,12 +33,25 @@ deps:
 	command -v git    >/dev/null 2>&1 || missing="$$missing git"; \
 	command -v s6-svscan >/dev/null 2>&1 || missing="$$missing s6"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v node >/dev/null 2>&1 || missing="$$missing nodejs"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 	@fossil version >/dev/null && bwrap --version >/dev/null && command -v chromium >/dev/null
+	@# The CLIs, installed whole into a directory beside, then renamed into
+	@# place: a half-made install is never taken for one.
+	@if ! "$(OCX_AGENT_CLIS)/claude" --version 2>/dev/null | grep -q '^$(CLAUDE_CODE_VERSION) ' || \
+	    ! "$(OCX_AGENT_CLIS)/codex" --version 2>/dev/null | grep -q ' $(CODEX_VERSION)$$'; then \
+	  echo "installing @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) and @openai/codex@$(CODEX_VERSION) into $(AGENT_CLIS)"; \
+	  rm -rf "$(AGENT_CLIS).tmp" && mkdir -p "$(AGENT_CLIS).tmp" && \
+	  npm install --prefix "$(AGENT_CLIS).tmp" --no-audit --no-fund --loglevel=error \
+	    @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION) && \
+	  rm -rf "$(AGENT_CLIS)" && mv "$(AGENT_CLIS).tmp" "$(AGENT_CLIS)"; \
+	fi
+	@"$(OCX_AGENT_CLIS)/claude" --version >/dev/null && "$(OCX_AGENT_CLIS)/codex" --version >/dev/null
 
 # The build is stamped (cmd/internal/version) with the git commit it is
 # built from and a version made of that commit's time and hash, as Go's

@@ -31,6 +31,32 @@ type NodeConfig struct {
 	// in a cgroup of its own (D46); each left out has its default (half
 	// the host's memory, 4096 processes). nil: the defaults.
 	SessionLimits *NodeSessionLimits `json:"session_limits,omitempty" ocx:"closed"`
+	// Sandbox is what the node adds to every sandbox it proposes (a
+	// workspace's template, create's records): host paths seen read-only,
+	// and directories put on PATH after the release's, such as where the
+	// agent CLIs a runner drives are installed (D48). nil: nothing.
+	Sandbox *NodeSandbox `json:"sandbox,omitempty" ocx:"closed"`
+}
+
+// NodeSandbox is node.json's sandbox.
+type NodeSandbox struct {
+	ReadOnly []string `json:"read_only,omitempty"`
+	Path     []string `json:"path,omitempty"`
+}
+
+// validate checks each path is absolute and clean.
+func (s *NodeSandbox) validate(field string) error {
+	for _, l := range []struct {
+		name  string
+		paths []string
+	}{{"read_only", s.ReadOnly}, {"path", s.Path}} {
+		for i, p := range l.paths {
+			if err := checkAbsPath(fmt.Sprintf("%s.%s[%d]", field, l.name, i), p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // NodeSessionLimits are node.json's session_limits: a session past one is
@@ -100,6 +126,11 @@ func (c *NodeConfig) Validate() error {
 			return at("node.json", err)
 		}
 	}
+	if c.Sandbox != nil {
+		if err := c.Sandbox.validate("sandbox"); err != nil {
+			return at("node.json", err)
+		}
+	}
 	for _, name := range c.ProjectNames() {
 		p := c.Projects[name]
 		field := joinField("projects", name)
@@ -150,7 +181,8 @@ func (c *NodeConfig) Encode() ([]byte, error) {
 		Release       string                 `json:"release,omitempty"`
 		Projects      map[string]NodeProject `json:"projects"`
 		SessionLimits *NodeSessionLimits     `json:"session_limits,omitempty"`
-	}{c.User, c.Release, c.Projects, c.SessionLimits})
+		Sandbox       *NodeSandbox           `json:"sandbox,omitempty"`
+	}{c.User, c.Release, c.Projects, c.SessionLimits, c.Sandbox})
 }
 
 // String renders the node on one line.

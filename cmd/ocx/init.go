@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/messages"
 )
 
 func init() {
@@ -43,6 +44,9 @@ func runInit(ctx context.Context, e *env, args []string) error {
 	user := fs.String("node-user", node.DefaultNodeUser, "the node user's login")
 	release := fs.String("release", "", "the release root (current and previous link to releases/ID/); none for a developer's build")
 	extroot := fs.String("extroot", "", "Fossil's extension root (fossil server --extroot DIR): install the web console's entry there too")
+	var sbRO, sbPath pathsFlag
+	fs.Var(&sbRO, "sandbox-read-only", "a host path every sandbox the node proposes sees read-only, such as the agent CLIs' install (repeat for each)")
+	fs.Var(&sbPath, "sandbox-path", "a directory put on the PATH of every sandbox the node proposes, after the release's (repeat for each)")
 	pos, _, err := parse(fs, args)
 	if err != nil {
 		return usageErr(err)
@@ -50,7 +54,11 @@ func runInit(ctx context.Context, e *env, args []string) error {
 	if len(pos) > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
 	}
-	a := node.Init(ctx, c.agents, node.InitInput{Projects: projects, NodeUser: *user, ReleaseRoot: *release, DryRun: c.dryRun}, node.Options{Log: e.log})
+	in := node.InitInput{Projects: projects, NodeUser: *user, ReleaseRoot: *release, DryRun: c.dryRun}
+	if len(sbRO) > 0 || len(sbPath) > 0 {
+		in.Sandbox = &messages.NodeSandbox{ReadOnly: sbRO, Path: sbPath}
+	}
+	a := node.Init(ctx, c.agents, in, node.Options{Log: e.log})
 	if *extroot != "" && a.OK() && !c.dryRun {
 		n, err := node.Open(c.agents, node.Options{Log: e.log})
 		if err != nil {
@@ -61,4 +69,14 @@ func runInit(ctx context.Context, e *env, args []string) error {
 		a.Stopped = ci.Stopped
 	}
 	return c.answer(e, a)
+}
+
+// pathsFlag is a repeatable flag of paths.
+type pathsFlag []string
+
+func (p *pathsFlag) String() string { return strings.Join(*p, ",") }
+
+func (p *pathsFlag) Set(v string) error {
+	*p = append(*p, v)
+	return nil
 }

@@ -44,7 +44,10 @@ type InitInput struct {
 	// ReleaseRoot is the release root (current and previous link to
 	// releases/ID/); empty for a developer's build.
 	ReleaseRoot string
-	DryRun      bool
+	// Sandbox, when set, is what the node adds to every sandbox it
+	// proposes (node.json's sandbox, D48).
+	Sandbox *messages.NodeSandbox
+	DryRun  bool
 }
 
 // Init makes the agents root and node.json (contracts 3), and provisions
@@ -149,10 +152,16 @@ func (n *Node) planInit(ctx context.Context, a *Answer, in InitInput) (*messages
 		for name, p := range prev.Projects {
 			cfg.Projects[name] = p
 		}
+		// What init is not given again it keeps.
+		cfg.SessionLimits, cfg.Sandbox = prev.SessionLimits, prev.Sandbox
 		a.Logf("%s exists; adding to it", n.Layout.NodeJSON())
 	case errors.Is(err, fs.ErrNotExist):
 	default:
 		return nil, err
+	}
+	if in.Sandbox != nil {
+		cfg.Sandbox = in.Sandbox
+		a.Logf("every sandbox the node proposes sees %s read-only and has %s on its PATH", strings.Join(in.Sandbox.ReadOnly, ", "), strings.Join(in.Sandbox.Path, ", "))
 	}
 	if len(in.Projects) == 0 && len(cfg.Projects) == 0 {
 		return nil, errors.New("project: give at least one --project NAME=REPOSITORY,URL")

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/itest/harness"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // TestInitOnALiveRepository: `ocx init` on a repository a running fossil
@@ -60,4 +62,33 @@ func deref(s *string) string {
 		return "<nil>"
 	}
 	return *s
+}
+
+// node.json's sandbox: what init is given there, every sandbox the node
+// proposes has (read-only, and on PATH after the release's), and an init
+// that does not give it again keeps it, as it keeps session_limits.
+func TestInitSandboxAdditions(t *testing.T) {
+	srv := harness.StartServer(t, harness.Options{})
+	ctx := context.Background()
+	agents := filepath.Join(t.TempDir(), "agents")
+	add := &messages.NodeSandbox{ReadOnly: []string{"/opt/agent-clis"}, Path: []string{"/opt/agent-clis/node_modules/.bin"}}
+	in := node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}, Sandbox: add}
+	if a := node.Init(ctx, agents, in, node.Options{}); !a.OK() {
+		t.Fatalf("init: %s", *a.Stopped)
+	}
+	in.Sandbox = nil
+	if a := node.Init(ctx, agents, in, node.Options{}); !a.OK() {
+		t.Fatalf("init again: %s", *a.Stopped)
+	}
+	n, err := node.Open(agents, node.Options{Release: "/rel"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := n.DefaultSandbox("/ws")
+	if !slices.Contains(sb.ReadOnly, "/opt/agent-clis") || !slices.Equal(sb.Path, []string{"/rel", "/opt/agent-clis/node_modules/.bin", "/usr/local/bin", "/usr/bin", "/bin"}) {
+		t.Fatalf("the proposed sandbox: read-only %q, path %q", sb.ReadOnly, sb.Path)
+	}
+	if _, err := messages.DecodeNodeConfig([]byte(`{"ocx": "node", "user": "ocx", "projects": {"demo": {"repository": "/x/demo.fossil", "url": "http://127.0.0.1:1/"}}, "sandbox": {"path": ["rel/bin"]}}`)); err == nil || !strings.Contains(err.Error(), "sandbox.path[0]") {
+		t.Fatalf("a relative sandbox path: %v", err)
+	}
 }

@@ -35,7 +35,14 @@ func (n *Node) DefaultSandbox(wsDir string) messages.Sandbox {
 		}
 	}
 	sb.ReadOnly = append(sb.ReadOnly, n.Release)
-	sb.Path = []string{n.Release, "/usr/local/bin", "/usr/bin", "/bin"}
+	sb.Path = []string{n.Release}
+	// What node.json adds to every sandbox the node proposes (D48): the
+	// agent CLIs' install, say, and its bin on PATH.
+	if add := n.Config.Sandbox; add != nil {
+		sb.ReadOnly = append(sb.ReadOnly, add.ReadOnly...)
+		sb.Path = append(sb.Path, add.Path...)
+	}
+	sb.Path = append(sb.Path, "/usr/local/bin", "/usr/bin", "/bin")
 	return sb
 }
 
