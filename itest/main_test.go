@@ -53,7 +53,7 @@ func makeLLMRelease(dir string) error {
 			return err
 		}
 	}
-	for _, name := range []string{"ocx-runner-native"} {
+	for _, name := range []string{"ocx-runner-native", "ocx-runner-claude", "ocx-runner-codex"} {
 		build := exec.Command("go", "build", "-o", filepath.Join(rel, name), "github.com/ocx-go/ocx/cmd/"+name)
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {

@@ -143,6 +143,7 @@ func ParseWall(field, s string) (time.Duration, error) {
 type CreateArgs struct {
 	User      string         `json:"user,omitempty"`
 	Runner    string         `json:"runner,omitempty"`
+	Model     string         `json:"model,omitempty"`
 	Objective string         `json:"objective" why:"a record says what its agent is for, and what counts as passing"`
 	Checkins  []string       `json:"checkins,omitempty"`
 	Hears     []string       `json:"hears,omitempty"`
@@ -161,6 +162,11 @@ func (a *CreateArgs) Dry() bool { return a.DryRun }
 
 // Validate checks every field create checks before it looks at the node.
 func (a *CreateArgs) Validate() error {
+	if a.Model != "" {
+		if err := checkLine("model", a.Model, true, MaxShortLen); err != nil {
+			return err
+		}
+	}
 	if a.User != "" {
 		if err := checkLogin("user", a.User); err != nil {
 			return err
@@ -418,6 +424,10 @@ type TaskRecord struct {
 	User      string        `json:"user" why:"a record names its agent's user"`
 	Node      string        `json:"node" why:"a record names the node user of the node that runs it"`
 	Runner    string        `json:"runner" why:"a record names its runner"`
+	// Model is the model its runner asks (E3 admits a key version 1 does
+	// not name; a reader that does not know it ignores it): "" is the
+	// runner's own default.
+	Model     string        `json:"model,omitempty"`
 	Objective string        `json:"objective" why:"a record says what its agent is for"`
 	Checkins  []string      `json:"checkins" why:"a record lists the branches whose check-ins its agent is given (empty: none)"`
 	Hears     []string      `json:"hears" why:"a record lists whose posts its agent is given, written out"`
@@ -438,7 +448,7 @@ func (r *TaskRecord) Validate() error {
 	if err := checkLogin("node", r.Node); err != nil {
 		return err
 	}
-	a := CreateArgs{User: r.User, Runner: r.Runner, Objective: r.Objective, Checkins: r.Checkins, Hears: r.Hears,
+	a := CreateArgs{User: r.User, Runner: r.Runner, Model: r.Model, Objective: r.Objective, Checkins: r.Checkins, Hears: r.Hears,
 		Restrict: &r.Restrict, Sandbox: &r.Sandbox, Budget: r.Budget}
 	if r.Runner == "" {
 		return fieldErr("runner", ErrMissing, "is empty; a record names its runner")

@@ -110,7 +110,7 @@ func TestModelEnv(t *testing.T) {
 	defer done()
 	joined := strings.Join(got, "\n")
 	for _, want := range []string{"ANTHROPIC_API_KEY=" + runner.Placeholder, "ANTHROPIC_BASE_URL=http://127.0.0.1:", "ENABLE_TOOL_SEARCH=false",
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "IS_SANDBOX=1", "ANTHROPIC_SMALL_FAST_MODEL=sonnet", "PATH=/bin"} {
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "IS_SANDBOX=1", "ANTHROPIC_SMALL_FAST_MODEL=sonnet", "PATH=/bin", "CLAUDE_CODE_MAX_RETRIES=2"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("the environment lacks %s:\n%s", want, joined)
 		}

@@ -15,6 +15,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/runner"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -115,6 +118,11 @@ func writeConfig(sessionDir string, config []byte) (string, error) {
 // is dropped then. Without the node's model claude uses its own login.
 func modelEnv(base []string, env runner.Env, model string, stderr io.Writer) ([]string, func(), error) {
 	kvs := []string{"IS_SANDBOX=1", "ENABLE_TOOL_SEARCH=false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
+	// A model that keeps failing fails the turn within seconds, as the
+	// native runner's does, not after claude's ten retries of minutes.
+	if !slices.ContainsFunc(base, func(kv string) bool { return strings.HasPrefix(kv, "CLAUDE_CODE_MAX_RETRIES=") }) {
+		kvs = append(kvs, "CLAUDE_CODE_MAX_RETRIES="+strconv.Itoa(runner.CLIRetries))
+	}
 	r, err := runner.ModelRelay(env, stderr)
 	if err != nil {
 		if f := (*runner.Failure)(nil); errors.As(err, &f) {

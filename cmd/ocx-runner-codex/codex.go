@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/runner"
@@ -28,7 +29,10 @@ func args(model, dir string, b *runner.Bridge, resume, modelURL string) []string
 		a = append(a, "-c", "model_provider="+tomlString(provider),
 			"-c", "model_providers."+provider+".name="+tomlString("the OCX node's model"),
 			"-c", "model_providers."+provider+".base_url="+tomlString(modelURL+"/v1"),
-			"-c", "model_providers."+provider+".wire_api="+tomlString("responses"))
+			"-c", "model_providers."+provider+".wire_api="+tomlString("responses"),
+			// A model that keeps failing fails the turn within seconds.
+			"-c", "model_providers."+provider+".request_max_retries="+strconv.Itoa(runner.CLIRetries),
+			"-c", "model_providers."+provider+".stream_max_retries="+strconv.Itoa(runner.CLIRetries))
 	}
 	if b != nil {
 		a = append(a, "-c", "mcp_servers.ocx.command="+tomlString(b.Command),

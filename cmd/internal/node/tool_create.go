@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -46,7 +47,7 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 	if err := n.requirePrivileged(ctx, r, p); err != nil {
 		return a.Stop(err)
 	}
-	rec := &messages.TaskRecord{User: in.User, Node: n.Config.User, Runner: in.Runner, Objective: in.Objective,
+	rec := &messages.TaskRecord{User: in.User, Node: n.Config.User, Runner: in.Runner, Model: in.Model, Objective: in.Objective,
 		Checkins: in.Checkins, Hears: in.Hears, Budget: in.Budget, Sandbox: messages.DefaultRecordSandbox()}
 	if rec.Runner == "" {
 		rec.Runner = messages.RunnerClaude
@@ -173,7 +174,7 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 		a.Logf("the clone of %s holds no password (restrict no_password)", key)
 	}
 	a.merge(n.SessionStart(ctx, SessionStartInput{Workspace: key.String(), Kind: string(messages.LLM), Runner: rec.Runner,
-		Model: RecordModel, Lifetime: string(messages.Stays), Record: hash, Hears: rec.Hears, Checkins: rec.Checkins, Wall: rec.Budget.Wall}))
+		Model: cmp.Or(rec.Model, RecordModel), Lifetime: string(messages.Stays), Record: hash, Hears: rec.Hears, Checkins: rec.Checkins, Wall: rec.Budget.Wall}))
 	a.SetResult(hash)
 	return a
 }

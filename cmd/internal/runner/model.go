@@ -16,6 +16,12 @@ import (
 // no secret: nothing in a sandbox ever holds the node's key.
 const Placeholder = "ocx-the-node-holds-the-key"
 
+// CLIRetries bounds how often an agent CLI tries a failing request to the
+// model again (claude's CLAUDE_CODE_MAX_RETRIES, codex's provider
+// retries): a model that keeps failing fails the turn within seconds, as
+// the native runner's does (--retries).
+const CLIRetries = 2
+
 // ModelRelay carries a CLI's model requests from a port on 127.0.0.1, in
 // the sandbox's own network, to the node's model socket beside the MCP
 // socket (D48), for the turn's length: the CLI then speaks TCP to a base
