@@ -1,0 +1,361 @@
+package itest
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// agentCLIs is where make deps installed Claude Code and the Codex CLI
+// from the npm registry: the directory their commands are in, for a
+// sandbox's PATH, and the install, which a sandbox sees read-only.
+func agentCLIs(t testing.TB) (bin, install string) {
+	t.Helper()
+	bin = os.Getenv("OCX_AGENT_CLIS")
+	if bin == "" {
+		t.Fatal("OCX_AGENT_CLIS is not set: make deps installs Claude Code and the Codex CLI, and make test names where")
+	}
+	for name, v := range map[string]string{"claude": os.Getenv("OCX_CLAUDE_CODE_VERSION"), "codex": os.Getenv("OCX_CODEX_VERSION")} {
+		out, err := exec.Command(filepath.Join(bin, name), "--version").Output()
+		if err != nil || (v != "" && !strings.Contains(string(out), v)) {
+			t.Fatalf("%s --version in %s: %q, %v; want version %s (make deps installs it)", name, bin, out, err, v)
+		}
+	}
+	return bin, filepath.Dir(filepath.Dir(bin)) // .../node_modules/.bin
+}
+
+// cliNode is a node on the llm release whose sandboxes see the agent CLIs,
+// and whose model.json names the stand-in model for both APIs, each with
+// its own key, which the node alone holds.
+type cliNode struct {
+	*testNode
+	model *modelStandIn
+	keys  map[string]string // by API: anthropic, openai
+}
+
+func newCLINode(t testing.TB) *cliNode {
+	t.Helper()
+	needs(t, "ocxd", "workspace", "llm ocx-runner-claude", "llm ocx-runner-codex")
+	bin, install := agentCLIs(t)
+	n := newNodeOn(t, llmRoot)
+	n.must("", "init", "--sandbox-read-only", install, "--sandbox-path", bin)
+	c := &cliNode{testNode: n, model: startModelStandIn(t, nil),
+		keys: map[string]string{"anthropic": "sk-ant-itest-4455667788", "openai": "sk-oai-itest-1122334455"}}
+	cfg := map[string]any{}
+	for api, key := range c.keys {
+		f := filepath.Join(t.TempDir(), api+".key")
+		if err := os.WriteFile(f, []byte(key+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg[api] = map[string]string{"base_url": c.model.URL(), "key_file": f}
+	}
+	b, _ := json.Marshal(cfg)
+	if err := os.WriteFile(filepath.Join(n.agents, "model.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// createAgent creates a record for login on runner and model with the
+// restrictions restrict (a JSON object), hearing the person, and waits for
+// its session to listen.
+func (c *cliNode) createAgent(login, runner, model, restrict string) string {
+	c.t.Helper()
+	rec := fmt.Sprintf(`{"objective": "Answer whoever writes.", "user": %q, "runner": %q, "model": %q, "hears": [%q],
+		"restrict": %s, "sandbox": {"network": true, "read_only": [], "read_write": []}, "budget": {"wall": "1h"}}`, login, runner, model, person, restrict)
+	input := filepath.Join(c.t.TempDir(), "create.json")
+	if err := os.WriteFile(input, []byte(rec), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	record := c.result(c.srv.AdminLogin, "tool", "create", "--input", input)
+	c.awaitListening(login)
+	return record
+}
+
+func (c *cliNode) awaitListening(login string) {
+	c.t.Helper()
+	c.waitFor(login+"'s session to listen", func() bool {
+		for _, s := range c.status().Sessions {
+			if s.Login == login && s.Listening {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// turn posts text as the person on record and returns the agent's answer.
+func (c *cliNode) turn(login, record, text string) string {
+	c.t.Helper()
+	to := c.result(person, "post", "--to", record, "--text", text)
+	return strings.TrimSpace(c.awaitReplyBy(login, record, to).Text)
+}
+
+// cliRunner is one agent CLI as its runner drives it: the name its
+// session definition gives, the model, the API it speaks, and the name
+// the node's post tool reaches the model by.
+type cliRunner struct {
+	runner, model, api, postTool string
+}
+
+var cliRunners = []cliRunner{
+	{"claude", "sonnet", "anthropic", "mcp__ocx__post"},
+	{"codex", "gpt-standin", "responses", "mcp__ocx.post"},
+}
+
+// TestAgentCLIs is issue 23 item 1: the real Claude Code and Codex CLIs,
+// from the npm registry, each as the runner of a real session (a record
+// create starts, restricted to its own thread) in a real sandbox, under the
+// real hook and daemon, answering against the stand-in model through the
+// node's proxy: a plain turn; a turn whose reply calls OCX's post tool,
+// the post on the record as the agent's and the tool's answer back to the
+// model; a refused call (outside own_thread), its refusal back to the
+// model; the conversation going on across a re-exec of the daemon and a
+// restart of the session; and a model that answers 500, 429 or a stream
+// that breaks, each turn posted as the runner's one failure line. Every
+// request reached the model with the node's key, and the node's tools
+// were in front of the model.
+func TestAgentCLIs(t *testing.T) {
+	for _, r := range cliRunners {
+		t.Run(r.runner, func(t *testing.T) {
+			c := newCLINode(t)
+			login := r.runner + "-7"
+			elsewhere := c.result(person, "thread", "--title", "Elsewhere", "--text", "not the agent's thread")
+			record := c.createAgent(login, r.runner, r.model, `{"no_password": true, "own_thread": true}`)
+			// A prompt that asks for a tool gets one call, whose id is the
+			// prompt's; once its answer comes back, the model says what it
+			// was.
+			toolFor := map[string]string{
+				"use the tool":   fmt.Sprintf(`{"to": %q, "text": "posted by the tool"}`, record),
+				"post elsewhere": fmt.Sprintf(`{"to": %q, "text": "out of bounds"}`, elsewhere),
+			}
+			c.model.setReply(func(q *modelRequest) modelReply {
+				for prompt, args := range toolFor {
+					if !strings.HasSuffix(q.User, prompt) {
+						continue
+					}
+					id := strings.ReplaceAll(prompt, " ", "_")
+					if res, ok := q.Results[id]; ok {
+						return modelReply{Text: "the tool answered: " + strings.Join(strings.Fields(res), " ")}
+					}
+					return modelReply{Tool: r.postTool, Args: args, ID: id}
+				}
+				switch {
+				case strings.Contains(q.User, "fail 500"):
+					return modelReply{Status: 500}
+				case strings.Contains(q.User, "fail 429"):
+					return modelReply{Status: 429}
+				case strings.Contains(q.User, "fail broken"):
+					return modelReply{Broken: true}
+				}
+				return modelReply{Text: "stand-in heard: " + q.User}
+			})
+			since := 0
+			requests := func() []*modelRequest { all := c.model.seen(); out := all[since:]; since = len(all); return out }
+
+			if got := c.turn(login, record, "hello there"); !strings.Contains(got, "stand-in heard:") || !strings.Contains(got, "hello there") {
+				t.Fatalf("the plain turn's answer: %q", got)
+			}
+			reqs := requests()
+			if len(reqs) == 0 || reqs[0].API != r.api {
+				t.Fatalf("the plain turn's requests: %+v", reqs)
+			}
+			if !strings.Contains(strings.Join(reqs[0].Tools, " "), r.postTool) {
+				t.Errorf("the model was offered %q, not the node's %s (in front of the model, not behind a tool search)", reqs[0].Tools, r.postTool)
+			}
+
+			got := c.turn(login, record, "use the tool")
+			byTool := false
+			for _, p := range c.thread(record) {
+				byTool = byTool || (p.Sender == login && strings.TrimSpace(p.Text) == "posted by the tool")
+			}
+			if !byTool {
+				t.Errorf("the post tool's post is not on the record as %s's", login)
+			}
+			if !strings.Contains(got, "the tool answered:") || !strings.Contains(got, `"tool": "post"`) && !strings.Contains(got, `"tool":"post"`) {
+				t.Errorf("the tool's answer did not go back to the model: %q", got)
+			}
+			requests()
+
+			got = c.turn(login, record, "post elsewhere")
+			if !strings.Contains(got, "own_thread") {
+				t.Errorf("the refusal did not go back to the model, naming own_thread: %q", got)
+			}
+			for _, p := range c.thread(elsewhere) {
+				if p.Sender == login {
+					t.Errorf("the agent posted outside its own thread: %+v", p)
+				}
+			}
+			requests()
+
+			// The same conversation, across a re-exec of the daemon ...
+			c.send("reexec")
+			c.waitFor("the daemon's re-exec", func() bool {
+				d := c.status().Daemon
+				return d != nil && d.Reexec != nil && d.Reexec.OK
+			})
+			c.turn(login, record, "after the re-exec")
+			if reqs := requests(); len(reqs) == 0 || !strings.Contains(string(reqs[0].Body), "hello there") {
+				t.Errorf("after the re-exec the model was not given the conversation so far")
+			}
+			// ... and a restart of the session on its record.
+			launched := len(notesOn[*messages.LaunchNote](c.testNode, record))
+			c.must(c.srv.AdminLogin, "session", "start", login+"/demo", "--record", record, "--kind", "llm", "--runner", r.runner,
+				"--model", r.model, "--lifetime", "stays", "--hears", person)
+			c.waitFor("the restart's launch", func() bool { return len(notesOn[*messages.LaunchNote](c.testNode, record)) > launched })
+			c.awaitListening(login)
+			c.turn(login, record, "after the restart")
+			if reqs := requests(); len(reqs) == 0 || !strings.Contains(string(reqs[0].Body), "hello there") || !strings.Contains(string(reqs[0].Body), "after the re-exec") {
+				t.Errorf("after the restart the model was not given the conversation so far")
+			}
+
+			for _, fail := range []string{"fail 500", "fail 429", "fail broken"} {
+				got := c.turn(login, record, fail)
+				first, _, _ := strings.Cut(got, "\n")
+				if !strings.HasPrefix(first, "The runner ocx-runner-"+r.runner+" failed") || strings.Count(got, "\n") > 2 {
+					t.Errorf("%s: the answer is not the runner's one failure line:\n%s", fail, got)
+				}
+			}
+
+			// Every request reached the model with the node's key, never
+			// the CLI's placeholder: the proxy adds it outside the sandbox.
+			key := c.keys["openai"]
+			if r.api == "anthropic" {
+				key = c.keys["anthropic"]
+			}
+			for i, q := range c.model.seen() {
+				got := q.Header.Get("X-Api-Key")
+				if r.api != "anthropic" {
+					got = strings.TrimPrefix(q.Header.Get("Authorization"), "Bearer ")
+				}
+				if got != key {
+					t.Errorf("request %d (%s) carried %q, want the node's key", i, q.Path, got)
+				}
+			}
+			if o := c.model.others(); len(o) > 0 {
+				t.Errorf("the CLI asked the model for more than the API: %q", o)
+			}
+			c.must(c.srv.AdminLogin, "tool", "stop", "--record", record)
+		})
+	}
+}
+
+// sandboxProcs lists the processes in the sandbox of login's session:
+// its bwrap's descendants.
+func (n *testNode) sandboxProcs(login string) []int {
+	n.t.Helper()
+	var top int
+	for _, s := range n.status().Sessions {
+		if s.Login == login {
+			top = s.PID
+		}
+	}
+	if top == 0 {
+		n.t.Fatalf("no session of %s runs", login)
+	}
+	// The status names workspace serve; its parents up to the daemon's
+	// child are the sandbox's too.
+	for {
+		pp := ppidOf(n.t, top)
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pp) + "/cmdline")
+		if !strings.Contains(string(b), "bwrap") {
+			break
+		}
+		top = pp
+	}
+	out := []int{top}
+	for i := 0; i < len(out); i++ {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", out[i], out[i]))
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+// TestAgentKeysOutsideTheSandbox is issue 23 item 2's test, for all three
+// runners: while a turn is under way (the stand-in holds its answer), the
+// node's key is in no process of the session's sandbox (environment,
+// command line), in no file of its workspace or of the node's directory it
+// sees (the MCP socket's), and in nothing the session wrote; and the model
+// got it on every request.
+func TestAgentKeysOutsideTheSandbox(t *testing.T) {
+	runners := append([]cliRunner{{"native", "standin", "chat", "post"}}, cliRunners...)
+	for _, r := range runners {
+		t.Run(r.runner, func(t *testing.T) {
+			c := newCLINode(t)
+			login := r.runner + "-9"
+			held := make(chan struct{})
+			release := make(chan struct{})
+			c.model.setReply(func(q *modelRequest) modelReply {
+				if strings.Contains(q.User, "hold on") {
+					select {
+					case held <- struct{}{}:
+					default:
+					}
+					<-release
+				}
+				return modelReply{Text: "done"}
+			})
+			record := c.createAgent(login, r.runner, r.model, `{}`)
+			to := c.result(person, "post", "--to", record, "--text", "hold on")
+			select {
+			case <-held:
+			case <-time.After(time.Minute):
+				t.Fatalf("the model heard nothing of the turn in a minute: its requests reach it only through the node's proxy")
+			}
+			procs := c.sandboxProcs(login)
+			if len(procs) < 3 {
+				t.Fatalf("the sandbox holds %d processes, want the runner's and its CLI's among them", len(procs))
+			}
+			for _, key := range c.keys {
+				for _, pid := range procs {
+					for _, f := range []string{"environ", "cmdline"} {
+						b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, f))
+						if strings.Contains(string(b), key) {
+							t.Errorf("process %d of the sandbox holds the node's key in its %s", pid, f)
+						}
+					}
+				}
+				for _, dir := range []string{c.workspaceDir(login), filepath.Join(c.agents, login, "mcp", "demo")} {
+					filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+						if err == nil && d.Type().IsRegular() {
+							if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), key) {
+								t.Errorf("%s, which the sandbox sees, holds the node's key", p)
+							}
+						}
+						return nil
+					})
+				}
+			}
+			close(release)
+			if got := c.awaitReplyBy(login, record, to); strings.TrimSpace(got.Text) != "done" {
+				t.Fatalf("the held turn's answer: %q", got.Text)
+			}
+			for _, p := range c.thread(record) {
+				for _, key := range c.keys {
+					if strings.Contains(p.Text, key) {
+						t.Errorf("a post holds the node's key: %s", p.Hash)
+					}
+				}
+			}
+			for i, q := range c.model.seen() {
+				auth := q.Header.Get("X-Api-Key") + strings.TrimPrefix(q.Header.Get("Authorization"), "Bearer ")
+				if auth != c.keys["anthropic"] && auth != c.keys["openai"] {
+					t.Errorf("request %d carried %q, not the node's key", i, auth)
+				}
+			}
+			c.must(c.srv.AdminLogin, "tool", "stop", "--record", record)
+		})
+	}
+}
