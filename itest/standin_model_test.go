@@ -291,7 +291,7 @@ func (m *modelStandIn) anthropic(w http.ResponseWriter, req *modelRequest, rep m
 	if rep.Tool != "" {
 		var in any
 		json.Unmarshal([]byte(rep.Args), &in)
-		block = map[string]any{"type": "tool_use", "id": "toolu_"+rep.ID, "name": rep.Tool, "input": in}
+		block = map[string]any{"type": "tool_use", "id": "toolu_" + rep.ID, "name": rep.Tool, "input": in}
 		stop = "tool_use"
 	}
 	msg := map[string]any{"id": "msg_standin", "type": "message", "role": "assistant", "model": req.Model,
@@ -313,7 +313,7 @@ func (m *modelStandIn) anthropic(w http.ResponseWriter, req *modelRequest, rep m
 	}
 	if rep.Tool != "" {
 		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0,
-			"content_block": map[string]any{"type": "tool_use", "id": "toolu_"+rep.ID, "name": rep.Tool, "input": map[string]any{}}})
+			"content_block": map[string]any{"type": "tool_use", "id": "toolu_" + rep.ID, "name": rep.Tool, "input": map[string]any{}}})
 		sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
 			"delta": map[string]any{"type": "input_json_delta", "partial_json": rep.Args}})
 	} else {
@@ -336,7 +336,7 @@ func (m *modelStandIn) responses(w http.ResponseWriter, req *modelRequest, rep m
 		if i := strings.LastIndex(rep.Tool, "."); i > 0 {
 			ns, name = rep.Tool[:i], rep.Tool[i+1:]
 		}
-		item = map[string]any{"type": "function_call", "id": "fc_"+rep.ID, "call_id": rep.ID, "name": name, "arguments": rep.Args, "status": "completed"}
+		item = map[string]any{"type": "function_call", "id": "fc_" + rep.ID, "call_id": rep.ID, "name": name, "arguments": rep.Args, "status": "completed"}
 		if ns != "" {
 			item["namespace"] = ns
 		}
