@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -357,5 +359,86 @@ func TestAgentKeysOutsideTheSandbox(t *testing.T) {
 			}
 			c.must(c.srv.AdminLogin, "tool", "stop", "--record", record)
 		})
+	}
+}
+
+// BenchmarkAgentTurn is issue 23 item 5: a post to its answer on the
+// record, for a session on each runner (the native one, Claude Code,
+// Codex) against the stand-in model answering at once, each in its
+// sandbox under the real daemon and hook; p50 and p99. Beside it, each
+// CLI's own start (`--version`) outside a sandbox and inside the sandbox
+// its session runs in (host.BwrapArgs of its definition, as the launcher
+// builds it).
+func BenchmarkAgentTurn(b *testing.B) {
+	c := newCLINode(b)
+	c.model.setReply(func(q *modelRequest) modelReply { return modelReply{Text: "heard"} })
+	r := c.repo()
+	defer r.Close()
+	bin, _ := agentCLIs(b)
+	for _, run := range append([]cliRunner{{"native", "standin", "chat", "post"}}, cliRunners...) {
+		login := run.runner + "-b"
+		record := c.createAgent(login, run.runner, run.model, `{}`)
+		b.Run("turn/"+run.runner, func(b *testing.B) {
+			adm := &fossilio.Admin{Repository: c.srv.Repo, Fossil: &fossilio.Fossil{Home: c.agents, User: "ocx", Dir: c.agents}}
+			cl := &fossilio.Client{URL: c.srv.URL, Login: person, Password: personPW, ProjectCode: c.srv.ProjectCode, Backoffice: adm.Backoffice}
+			var times []time.Duration
+			i := 0
+			for b.Loop() {
+				i++
+				t0 := time.Now()
+				p, err := cl.Reply(c.ctx, record, record, fmt.Sprintf("ping %d", i))
+				if err != nil {
+					b.Fatal(err)
+				}
+				for deadline := time.Now().Add(60 * time.Second); !repliedBy(b, r, login, record, p); time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						b.Fatalf("no answer by %s to %s in 60 s", login, p)
+					}
+				}
+				times = append(times, time.Since(t0))
+			}
+			reportTimes(b, "turn", times)
+			b.ReportMetric(float64(percentile(times, 99).Microseconds())/1000, "turn-p99-ms")
+		})
+		if run.runner == "native" {
+			continue
+		}
+		cli := filepath.Join(bin, run.runner)
+		b.Run("start/"+run.runner+"/outside", func(b *testing.B) {
+			for b.Loop() {
+				if out, err := exec.Command(cli, "--version").CombinedOutput(); err != nil {
+					b.Fatalf("%s --version: %v\n%s", cli, err, out)
+				}
+			}
+		})
+		b.Run("start/"+run.runner+"/sandbox", func(b *testing.B) {
+			bd, err := readBindingOf(c.testNode, login)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var def *messages.WorkspaceDefinition
+			for _, p := range c.thread(bd.Home) {
+				if d, ok := p.Note.(*messages.WorkspaceDefinition); ok {
+					def = d
+				}
+			}
+			if def == nil {
+				b.Fatalf("no workspace definition of %s", login)
+			}
+			args, err := host.BwrapArgs(host.SandboxSpec{Sandbox: def.Sandbox, Workspace: c.workspaceDir(login)}, -1, "", []string{cli, "--version"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				cmd := exec.Command("bwrap", args[1:]...)
+				cmd.Env = []string{"HOME=" + c.workspaceDir(login), "PATH=" + strings.Join(def.Sandbox.Path, ":")}
+				if out, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("%s --version in the sandbox: %v\n%s", cli, err, out)
+				}
+			}
+		})
+	}
+	for _, run := range append([]cliRunner{{"native", "", "", ""}}, cliRunners...) {
+		c.must("", "session", "stop", run.runner+"-b/demo")
 	}
 }
