@@ -44,8 +44,15 @@ func (n *testNode) createAgent(login, restrict, checkins string) (record, wsDir 
 		}
 		return false
 	})
+	// The daemon starts the session's MCP server just after the session:
+	// a tool called from the sandbox before its socket is there finds none.
+	mcpDir := filepath.Join(n.agents, login, "mcp", "demo")
+	n.waitFor("the MCP socket of "+login, func() bool {
+		_, err := os.Stat(filepath.Join(mcpDir, "mcp.sock"))
+		return err == nil
+	})
 	wsDir = n.workspaceDir(login)
-	return record, wsDir, n.sandboxOf(wsDir, filepath.Join(n.agents, login, "mcp", "demo"))
+	return record, wsDir, n.sandboxOf(wsDir, mcpDir)
 }
 
 // agentFossil runs fossil inside the sandbox bw, in the agent's tree, as
