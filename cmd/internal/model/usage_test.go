@@ -254,7 +254,11 @@ func metered(t *testing.T, api model.API, key string, up *upstream, limit uint64
 	}, nil)
 	srv := httptest.NewServer(m.Handler(h))
 	t.Cleanup(srv.Close)
-	return srv, m, func() []messages.ModelCount { mu.Lock(); defer mu.Unlock(); return append([]messages.ModelCount(nil), told...) }
+	return srv, m, func() []messages.ModelCount {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]messages.ModelCount(nil), told...)
+	}
 }
 
 func post(t *testing.T, srv *httptest.Server, path string, header map[string]string) (*http.Response, []byte) {
