@@ -176,6 +176,22 @@ const ModelSocketName = "model.sock"
 // ModelSocket is the session's model proxy as the node sees it.
 func (w Workspace) ModelSocket() string { return filepath.Join(w.MCPDir, ModelSocketName) }
 
+// ModelUsageName is the node's count of a session's model in its MCPDir
+// (D50), written by its model proxy; the sandbox sees it read-only.
+const ModelUsageName = "usage.json"
+
+// ModelUsage is the node's count of the session's model, as the node sees
+// it.
+func (w Workspace) ModelUsage() string { return filepath.Join(w.MCPDir, ModelUsageName) }
+
+// TurnsFile is session/usage.json: the session's own account of its turns
+// (D50), the session's to write.
+func (w Workspace) TurnsFile() string { return filepath.Join(w.Session, "usage.json") }
+
+// RunnerUsage is session/turn-usage.json: what a turn's runner reports of
+// itself ($OCX_TURN_USAGE), read by the session after the turn (D50).
+func (w Workspace) RunnerUsage() string { return filepath.Join(w.Session, "turn-usage.json") }
+
 // Listening is session/listening/RECORD for a validated record name.
 func (w Workspace) Listening(record string) (string, error) {
 	if err := messages.ValidateListeningFileName(record); err != nil {

@@ -241,7 +241,7 @@ func metered(t *testing.T, api model.API, key string, up *upstream, limit uint64
 	t.Helper()
 	u := httptest.NewServer(up)
 	t.Cleanup(u.Close)
-	h, err := model.NewProxy(&model.Config{API: api, BaseURL: u.URL}, key, "m", nil)
+	h, err := model.NewProxy(&model.Config{API: api, BaseURL: u.URL}, map[model.API]string{api: key}, "m", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
