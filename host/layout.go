@@ -165,6 +165,15 @@ const (
 	MCPSocketEnv    = "OCX_MCP_SOCKET"
 )
 
+// MCPLaunchEnv and MCPTokensEnv tell `ocx mcp start`, in its environment,
+// the launch an llm session serves and its limits.tokens, for its model
+// proxy's count (D50). The environment, not flags: a release from before
+// D50 ignores them, where it would refuse a flag it does not know.
+const (
+	MCPLaunchEnv = "OCX_MCP_LAUNCH"
+	MCPTokensEnv = "OCX_MCP_TOKENS"
+)
+
 // MCPSocket is the session's MCP socket as the node sees it.
 func (w Workspace) MCPSocket() string { return filepath.Join(w.MCPDir, MCPSocketName) }
 

@@ -82,6 +82,7 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 	session := fs.String("session", "", "serve until this process (the session's bwrap, PID@START) is gone")
 	fromFD := fs.Bool("listen-fd", false, "serve on descriptor 3, bound by mcp start (internal)")
 	modelFD := fs.Bool("model-fd", false, "serve the model proxy on descriptor 4, bound by mcp start (internal)")
+	mf := addMeterFlags(fs)
 	pos, _, err := parse(fs, args)
 	if err != nil {
 		return usageErr(err)
@@ -159,7 +160,7 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 		}
 	}
 	if verb == "start" {
-		return startMCPServe(e, ln, modelLn, ws, c.agents, key, *session, *only)
+		return startMCPServe(e, ln, modelLn, ws, c.agents, key, *session, *only, mf.args())
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -168,6 +169,7 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 		if modelH == nil { // descriptor 4 but model.json is gone since start
 			modelH = model.Refusing(errors.New("this node serves no model (no AGENTS/model.json)"))
 		}
+		modelH = meterModel(ctx, e, n.Layout, ws, key, mf, modelH) // D50: the node's count
 		e.log.Info("model proxy serving", slog.String("workspace", key.String()), slog.String("socket", ws.ModelSocket()))
 		wg.Go(func() {
 			if err := model.Serve(ctx, modelLn, modelH, unixhost.SameUser, e.log); err != nil {
@@ -202,7 +204,7 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 // session of its own, its output appended to the MCP log, and returns:
 // the socket is bound and listening already, so a client may connect at
 // once.
-func startMCPServe(e *env, ln, modelLn net.Listener, ws host.Workspace, agents string, key messages.WorkspaceKey, session, only string) error {
+func startMCPServe(e *env, ln, modelLn net.Listener, ws host.Workspace, agents string, key messages.WorkspaceKey, session, only string, meter []string) error {
 	defer ln.Close()
 	f, err := ln.(*net.UnixListener).File()
 	if err != nil {
@@ -230,7 +232,7 @@ func startMCPServe(e *env, ln, modelLn net.Listener, ws host.Workspace, agents s
 	}
 	args := []string{"mcp", "serve", key.String(), "--agents", agents, "--listen-fd"}
 	if modelLn != nil {
-		args = append(args, "--model-fd", "--model", only)
+		args = append(append(args, "--model-fd", "--model", only), meter...)
 	}
 	if session != "" {
 		args = append(args, "--session", session)
