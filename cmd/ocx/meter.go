@@ -13,6 +13,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/model"
+	"github.com/ocx-go/ocx/cmd/internal/node"
 	sessusage "github.com/ocx-go/ocx/cmd/internal/usage"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -57,6 +58,15 @@ func (f meterFlags) args() []string {
 // that comes back must hear it.
 const budgetResend = 5 * time.Second
 
+// budgetTurnWait bounds how long the daemon's word waits for the turn
+// that spent the budget to end. The turn goes on without the model (its
+// next request is refused) and ends as a turn does, its answer or its
+// runner's failure note on the record; then the session is stopped. A
+// turn that does not end (a runner that ignores the refusal) is not
+// waited for past it. The turn file is the session's to write: holding
+// it only delays its own stop, by this much at most, and spends nothing.
+const budgetTurnWait = 30 * time.Second
+
 // meterModel wraps the session's model proxy h in the node's count of its
 // model (model.Meter): after each reply the count is written to
 // AGENTS/LOGIN/mcp/PROJECT/usage.json (its sandbox sees it read-only;
@@ -87,7 +97,7 @@ func meterModel(ctx context.Context, e *env, l host.Layout, ws host.Workspace, k
 		}
 		if reached != "" && launch != "" {
 			once.Do(func() {
-				go tellBudget(ctx, e.log, l, messages.BudgetLine{Login: key.Login, Project: key.Project, Launch: launch, Limit: messages.LimitTokens, Used: c.Total()})
+				go tellBudget(ctx, e.log, l, ws, messages.BudgetLine{Login: key.Login, Project: key.Project, Launch: launch, Limit: messages.LimitTokens, Used: c.Total()})
 			})
 		}
 	}
@@ -99,9 +109,22 @@ func meterModel(ctx context.Context, e *env, l host.Layout, ws host.Workspace, k
 	return m.Handler(h)
 }
 
-// tellBudget hands the daemon the line, and again every budgetResend,
-// until ctx ends.
-func tellBudget(ctx context.Context, log *slog.Logger, l host.Layout, line messages.BudgetLine) {
+// tellBudget hands the daemon the line once the session's turn is over
+// (its turn file gone, or budgetTurnWait past), and again every
+// budgetResend, until ctx ends.
+func tellBudget(ctx context.Context, log *slog.Logger, l host.Layout, ws host.Workspace, line messages.BudgetLine) {
+	if root, err := unixhost.OpenRoot(l.Root()); err == nil {
+		deadline := time.Now().Add(budgetTurnWait)
+		for time.Now().Before(deadline) && root.IsRegular(node.TurnFile(ws)) == nil {
+			select {
+			case <-ctx.Done():
+				root.Close()
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		root.Close()
+	}
 	for {
 		if err := daemonclient.Send(l, []messages.PipeLine{line}); err != nil {
 			log.Warn("the daemon is not told the budget is spent; trying again", slog.String("line", line.String()), slog.String("error", err.Error()))
