@@ -443,9 +443,9 @@ func ToolFields(a ToolArgs) []string {
 // or setup sent counts. A reader ignores keys it does not know, but inside
 // restrict, sandbox and budget, where an unknown key may be a limit.
 type TaskRecord struct {
-	User      string        `json:"user" why:"a record names its agent's user"`
-	Node      string        `json:"node" why:"a record names the node user of the node that runs it"`
-	Runner    string        `json:"runner" why:"a record names its runner"`
+	User   string `json:"user" why:"a record names its agent's user"`
+	Node   string `json:"node" why:"a record names the node user of the node that runs it"`
+	Runner string `json:"runner" why:"a record names its runner"`
 	// Model is the model its runner asks (E3 admits a key version 1 does
 	// not name; a reader that does not know it ignores it): "" is the
 	// runner's own default.
