@@ -416,6 +416,14 @@ func TestNoPasswordSessionWritesThroughTheNode(t *testing.T) {
 	if !strings.Contains(string(slog), "the clone remembers no password: the session reads and writes through the node's tools") {
 		t.Errorf("the session log does not say it writes through the node:\n%s", lastLines(slog, 20))
 	}
+	// No sync socket beside its MCP socket (D49): it has no password to
+	// send, and nothing in its sandbox reaches the server with Fossil.
+	if _, err := os.Lstat(ws.MCPSocket()); err != nil {
+		t.Errorf("the MCP socket: %v", err)
+	}
+	if _, err := os.Lstat(ws.SyncSocket()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a no_password session's sync socket: %v, want none", err)
+	}
 	stop := tn.n.Call(tn.ctx, tn.admin(), "stop", json.RawMessage(`{"record": "`+rec+`"}`))
 	if !stop.OK() {
 		t.Fatalf("stop: %s\n%s", *stop.Stopped, strings.Join(stop.Log, "\n"))
