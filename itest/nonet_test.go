@@ -211,3 +211,53 @@ func readLog(n *testNode, login string) string {
 	b, _ := os.ReadFile(filepath.Join(n.workspaceDir(login), "session", "log"))
 	return string(b)
 }
+
+// TestAdoptedSessionWithoutTheNetworkStops: a session without the network
+// outlives its daemon (a kill -9), answers under the daemon started after
+// it, outlives that one too (its TERM: sessions keep running), and on a
+// stop through a third daemon, which found it at its start and signals
+// each of its processes, bwrap first, writes its stopped note through the
+// node's sync socket: the socket's server lives as long as the session's
+// sandbox does, not only its bwrap.
+func TestAdoptedSessionWithoutTheNetworkStops(t *testing.T) {
+	needs(t, "ocxd", "workspace")
+	n := newNode(t)
+	admin := n.srv.AdminLogin
+	d := startDaemon(t, n, program("ocxd"), "--grace", "1s")
+	const login = "offline-2"
+	n.must("", "login", "add", login)
+	record := n.result(admin, "workspace", "add", "--login", login, "--project", "demo", "--branch", "trunk",
+		"--sandbox", n.sandboxFile(login, false, release()))
+	launch := n.result(admin, "session", "start", key(login), "--hears", person, "--kind", "mechanical", "--lifetime", "stays",
+		"--", "/bin/sh", "-c", reachScript)
+	n.waitFor("the session to listen", func() bool {
+		for _, s := range n.status().Sessions {
+			if s.Login == login && s.Listening {
+				return true
+			}
+		}
+		return false
+	})
+	first := n.result(person, "post", "--to", record, "--text", "before")
+	if r := n.awaitReplyBy(login, record, first); !strings.Contains(r.Text, "echo: before") {
+		t.Errorf("the answer before the kill: %q", r.Text)
+	}
+	d.kill9()
+	d2 := startDaemon(t, n, program("ocxd"), "--grace", "1s")
+	n.waitLogLine("the new daemon's start", func(l logLine) bool { return l.Msg == "started" && l.OCXD == d2.pid() })
+	after := n.result(person, "post", "--to", record, "--text", "after")
+	if r := n.awaitReplyBy(login, record, after); !strings.Contains(r.Text, "echo: after") {
+		t.Errorf("the answer under the new daemon: %q", r.Text)
+	}
+	d2.stop()
+	n.must(admin, "session", "stop", key(login))
+	n.waitFor("the agent's stopped note", func() bool {
+		for _, e := range notesOn[*messages.StoppedNote](n, record) {
+			if e.P.Sender == login && e.Note.Launch == launch {
+				return true
+			}
+		}
+		return false
+	})
+	n.waitFor("the session to end", func() bool { return !n.anyServing() })
+}

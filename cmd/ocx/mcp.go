@@ -193,7 +193,7 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 	}
 	if *session != "" {
 		go func() {
-			if err := unixhost.WaitGone(ctx, sess); err == nil {
+			if err := waitSandbox(ctx, n.Layout.Root(), ws, sess); err == nil {
 				e.log.Info("the session is gone", slog.String("session", sess.String()))
 			}
 			cancel()
@@ -480,4 +480,25 @@ func serveSync(ctx context.Context, cancel context.CancelFunc, e *env, n *node.N
 		<-done
 		os.Remove(ws.SyncSocket())
 	}
+}
+
+// waitSandbox waits until the session's sandbox is gone: its bwrap, then,
+// when the node recorded that bwrap's sandbox (D45) and its init runs on
+// (bwrap was ended by a signal, the sandbox not), that init, which lives
+// as long as anything in the sandbox does. The session inside writes
+// through the sync socket (D49), its stopped note too, after its bwrap
+// may be gone.
+func waitSandbox(ctx context.Context, root string, ws host.Workspace, sess messages.ProcID) error {
+	if err := unixhost.WaitGone(ctx, sess); err != nil {
+		return err
+	}
+	b, err := unixhost.Below(root).ReadFile(ws.Sandbox, unixhost.SmallFile)
+	if err != nil {
+		return nil
+	}
+	rec, err := host.DecodeSandboxRecord(b)
+	if err != nil || rec.Bwrap != sess {
+		return nil
+	}
+	return unixhost.WaitGone(ctx, rec.Init)
 }

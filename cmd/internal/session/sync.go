@@ -57,8 +57,11 @@ func (l *syncLink) http() *http.Client {
 		Transport: &http.Transport{
 			Proxy:             nil,
 			DisableKeepAlives: true,
+			// Once the socket was there (openSync), a dial is tried once:
+			// the session's own retries (docs/session.md §8) wait between attempts,
+			// and a socket gone for good costs them, not 10 s each.
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				return unixhost.DialSocket(ctx, l.sock, mcpWait)
+				return unixhost.DialSocket(ctx, l.sock, 0)
 			},
 		},
 	}
