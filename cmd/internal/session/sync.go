@@ -42,7 +42,7 @@ func (s *Session) openSync(ctx context.Context, sock string) (*syncLink, error) 
 		return nil, fmt.Errorf("the node's sync socket ($%s): %w (D49)", host.SyncSocketEnv, err)
 	}
 	c.Close()
-	r, err := relay.Listen(0, sock, s.log)
+	r, err := relay.Listen(0, sock, s.log.With(keyEvent, "relay"))
 	if err != nil {
 		return nil, fmt.Errorf("the relay to the node's sync socket: %w", err)
 	}
