@@ -176,6 +176,20 @@ const ModelSocketName = "model.sock"
 // ModelSocket is the session's model proxy as the node sees it.
 func (w Workspace) ModelSocket() string { return filepath.Join(w.MCPDir, ModelSocketName) }
 
+// SyncSocketName is the session's sync socket in its MCPDir, served by the
+// same process as its MCP socket: it forwards Fossil's sync requests to
+// the one server of the session's project (D49). SyncSocketInside is its
+// path in the sandbox, which the session's environment names as
+// SyncSocketEnv.
+const (
+	SyncSocketName   = "sync.sock"
+	SyncSocketInside = MCPMount + "/" + SyncSocketName
+	SyncSocketEnv    = "OCX_SYNC_SOCKET"
+)
+
+// SyncSocket is the session's sync socket as the node sees it.
+func (w Workspace) SyncSocket() string { return filepath.Join(w.MCPDir, SyncSocketName) }
+
 // Listening is session/listening/RECORD for a validated record name.
 func (w Workspace) Listening(record string) (string, error) {
 	if err := messages.ValidateListeningFileName(record); err != nil {
