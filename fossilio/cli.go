@@ -28,6 +28,11 @@ type Fossil struct {
 	User string
 	// Dir is the working directory; default the current one.
 	Dir string
+	// Proxy, when set, is the HTTP proxy Pull and Push reach the server
+	// through (fossil's --proxy): the clone's remembered URL and password
+	// are used as they are, and the proxy carries the request. A session
+	// sets it to its relay to the node's sync socket (D49).
+	Proxy string
 }
 
 // Env is the environment every fossil command gets.
@@ -94,6 +99,9 @@ func syncFailure(out string) string {
 			strings.Contains(low, "not authorized"),
 			strings.Contains(low, "missing or incorrect password"),
 			strings.Contains(low, "wrong project"),
+			// It could not reach the server at all, and still says
+			// "Pull done ... remote: " and exits 0.
+			strings.HasPrefix(low, "cannot connect to host"),
 			strings.Contains(low, "unable to"):
 			return l
 		}

@@ -101,7 +101,7 @@ func (f *Fossil) OpenCheckout(ctx context.Context, clone, dir, branch string) er
 // Pull pulls a clone from the URL it remembers, with the password it
 // remembers. fossil pull exits 0 on failure, so its output is read.
 func (f *Fossil) Pull(ctx context.Context, clone string) error {
-	args := []string{"pull", "-R", clone}
+	args := f.withProxy([]string{"pull", "-R", clone})
 	out, err := f.Run(ctx, args)
 	if err == nil {
 		if msg := syncFailure(out); msg != "" {
@@ -118,7 +118,7 @@ func (f *Fossil) Pull(ctx context.Context, clone string) error {
 // password it remembers. fossil push exits 0 on failure, so its output is
 // read.
 func (f *Fossil) Push(ctx context.Context, clone string) error {
-	args := []string{"push", "-R", clone}
+	args := f.withProxy([]string{"push", "-R", clone})
 	out, err := f.Run(ctx, args)
 	if err == nil {
 		if msg := syncFailure(out); msg != "" {
@@ -129,6 +129,14 @@ func (f *Fossil) Push(ctx context.Context, clone string) error {
 		return fmt.Errorf("push %s: %w", clone, err)
 	}
 	return nil
+}
+
+// withProxy adds --proxy when the command reaches the server through one.
+func (f *Fossil) withProxy(args []string) []string {
+	if f.Proxy == "" {
+		return args
+	}
+	return append(args, "--proxy", f.Proxy)
 }
 
 // Remote is what a clone remembers of the server it was cloned from.

@@ -2,9 +2,14 @@ package fossilio_test
 
 import (
 	"errors"
+	"net"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ocx-go/ocx/fossilio"
@@ -114,5 +119,71 @@ func TestCloneRefused(t *testing.T) {
 	}
 	if err := f.Pull(n.ctx, good); err != nil {
 		t.Fatalf("pull with the new password: %v", err)
+	}
+}
+
+// TestPullThroughAProxy: with Fossil.Proxy a pull reaches the server
+// through that HTTP proxy (fossil's --proxy), with the URL and the
+// password the clone remembers, sent in the proxy's form (an absolute
+// URL); a pull that cannot connect at all is a failure, though fossil
+// exits 0 and says "Pull done" then (D49).
+func TestPullThroughAProxy(t *testing.T) {
+	n := newNode(t)
+	f := n.fossil()
+	dest := filepath.Join(t.TempDir(), "clone")
+	if err := f.Clone(n.ctx, fossilio.CloneOptions{URL: n.srv.URL, Login: "bob", Password: "bob-pw", ProjectCode: n.srv.ProjectCode}, dest); err != nil {
+		t.Fatal(err)
+	}
+	c := &fossilio.Client{URL: n.srv.URL, Login: "bob", Password: "bob-pw", ProjectCode: n.srv.ProjectCode}
+	h, err := c.NewThread(n.ctx, "after the clone", "through the proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, _ := url.Parse(n.srv.URL)
+	var mu sync.Mutex
+	var seen []string
+	proxy := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		mu.Lock()
+		seen = append(seen, pr.In.Method+" "+pr.In.RequestURI)
+		mu.Unlock()
+		pr.SetURL(target)
+		pr.Out.URL.Path = target.Path
+	}})
+	defer proxy.Close()
+	via := *f
+	via.Proxy = proxy.URL
+	if err := via.Pull(n.ctx, dest); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := append([]string(nil), seen...)
+	mu.Unlock()
+	if len(got) == 0 || !strings.HasPrefix(got[0], "POST http://bob@"+target.Host) {
+		t.Errorf("the proxy saw %q, want a POST naming the remembered server", got)
+	}
+	clone, err := fossilio.OpenClone(dest, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer clone.Close()
+	if p, err := clone.Post(n.ctx, h); err != nil || p.Text != "through the proxy" {
+		t.Errorf("the post written after the clone: %+v %v", p, err)
+	}
+	if rem, err := fossilio.Remembered(n.ctx, dest); err != nil || rem.URL != n.srv.URL {
+		t.Errorf("after a pull through the proxy the clone remembers %+v %v, not the server", rem, err)
+	}
+
+	// A proxy nobody listens on: fossil says "cannot connect to host",
+	// "Pull done", and exits 0.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	via.Proxy = closed
+	var ce *fossilio.CommandError
+	if err := via.Pull(n.ctx, dest); !errors.As(err, &ce) || !strings.Contains(ce.Output, "cannot connect") {
+		t.Errorf("a pull through a proxy nobody listens on: %v", err)
 	}
 }

@@ -201,6 +201,20 @@ func (w Workspace) TurnsFile() string { return filepath.Join(w.Session, "usage.j
 // itself ($OCX_TURN_USAGE), read by the session after the turn (D50).
 func (w Workspace) RunnerUsage() string { return filepath.Join(w.Session, "turn-usage.json") }
 
+// SyncSocketName is the session's sync socket in its MCPDir, served by the
+// same process as its MCP socket: it forwards Fossil's sync requests to
+// the one server of the session's project (D49). SyncSocketInside is its
+// path in the sandbox, which the session's environment names as
+// SyncSocketEnv.
+const (
+	SyncSocketName   = "sync.sock"
+	SyncSocketInside = MCPMount + "/" + SyncSocketName
+	SyncSocketEnv    = "OCX_SYNC_SOCKET"
+)
+
+// SyncSocket is the session's sync socket as the node sees it.
+func (w Workspace) SyncSocket() string { return filepath.Join(w.MCPDir, SyncSocketName) }
+
 // Listening is session/listening/RECORD for a validated record name.
 func (w Workspace) Listening(record string) (string, error) {
 	if err := messages.ValidateListeningFileName(record); err != nil {

@@ -72,7 +72,7 @@ func newCLINode(t testing.TB) *cliNode {
 func (c *cliNode) createAgent(login, runner, model, restrict string) string {
 	c.t.Helper()
 	rec := fmt.Sprintf(`{"objective": "Answer whoever writes.", "user": %q, "runner": %q, "model": %q, "hears": [%q],
-		"restrict": %s, "sandbox": {"network": true, "read_only": [], "read_write": []}, "budget": {"wall": "1h"}}`, login, runner, model, person, restrict)
+		"restrict": %s, "sandbox": {"network": false, "read_only": [], "read_write": []}, "budget": {"wall": "1h"}}`, login, runner, model, person, restrict)
 	input := filepath.Join(c.t.TempDir(), "create.json")
 	if err := os.WriteFile(input, []byte(rec), 0o600); err != nil {
 		c.t.Fatal(err)
@@ -115,7 +115,8 @@ var cliRunners = []cliRunner{
 
 // TestAgentCLIs is issue 23 item 1: the real Claude Code and Codex CLIs,
 // from the npm registry, each as the runner of a real session (a record
-// create starts, restricted to its own thread) in a real sandbox, under the
+// create starts, restricted to its own thread) in a real sandbox without
+// the network (item 3), under the
 // real hook and daemon, answering against the stand-in model through the
 // node's proxy: a plain turn; a turn whose reply calls OCX's post tool,
 // the post on the record as the agent's and the tool's answer back to the
@@ -286,7 +287,7 @@ func (n *testNode) sandboxProcs(login string) []int {
 }
 
 // TestAgentKeysOutsideTheSandbox is issue 23 item 2's test, for all three
-// runners: while a turn is under way (the stand-in holds its answer), the
+// runners, in sandboxes without the network: while a turn is under way (the stand-in holds its answer), the
 // node's key is in no process of the session's sandbox (environment,
 // command line), in no file of its workspace or of the node's directory it
 // sees (the MCP socket's), and in nothing the session wrote; and the model
@@ -319,6 +320,14 @@ func TestAgentKeysOutsideTheSandbox(t *testing.T) {
 			procs := c.sandboxProcs(login)
 			if len(procs) < 3 {
 				t.Fatalf("the sandbox holds %d processes, want the runner's and its CLI's among them", len(procs))
+			}
+			// The sandbox has no network of the host's: the model was
+			// reached through the node.
+			self, _ := os.Readlink("/proc/self/ns/net")
+			for _, pid := range procs[1:] {
+				if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); err == nil && ns == self {
+					t.Errorf("process %d of the sandbox shares the host's network", pid)
+				}
 			}
 			for _, key := range c.keys {
 				for _, pid := range procs {

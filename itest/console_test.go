@@ -552,6 +552,12 @@ func TestConsoleTemplates(t *testing.T) {
 	if !strings.Contains(body, `<option value="small">small</option>`) || !strings.Contains(body, `<option value="broken">broken</option>`) {
 		t.Fatalf("the form offers no template:\n%s", between(body, "<h2>", "</form>"))
 	}
+	// Without a template the form proposes the node's default, which has
+	// no network (D49).
+	proposed := html.UnescapeString(between(body, `id="ocx-ws-sandbox" rows="14" cols="80">`, "</textarea>"))
+	if sb, err := messages.DecodeSandbox([]byte(strings.ReplaceAll(proposed, "WORKSPACE", "/w"))); err != nil || sb.Network {
+		t.Fatalf("the form's proposed sandbox: %+v %v\n%s", sb, err, proposed)
+	}
 	_, body = admin.get("workspaces/add?template=small")
 	sandbox := html.UnescapeString(between(body, `id="ocx-ws-sandbox" rows="14" cols="80">`, "</textarea>"))
 	sb, err := messages.DecodeSandbox([]byte(sandbox))

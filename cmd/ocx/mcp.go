@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/syncfwd"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -83,6 +85,7 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 	fromFD := fs.Bool("listen-fd", false, "serve on descriptor 3, bound by mcp start (internal)")
 	modelFD := fs.Bool("model-fd", false, "serve the model proxy on descriptor 4, bound by mcp start (internal)")
 	mf := addMeterFlags(fs)
+	syncFD := fs.Int("sync-fd", 0, "serve the sync socket on this descriptor, bound by mcp start (internal)")
 	pos, _, err := parse(fs, args)
 	if err != nil {
 		return usageErr(err)
@@ -159,12 +162,20 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 			return err
 		}
 	}
+	syncLn, err := listenSync(ctx, e, n, ws, key, *fromFD, *syncFD)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	if verb == "start" {
-		return startMCPServe(e, ln, modelLn, ws, c.agents, key, *session, *only, mf.args())
+		return startMCPServe(e, ln, modelLn, syncLn, ws, c.agents, key, *session, *only, mf.args())
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
+	if syncLn != nil {
+		defer serveSync(ctx, cancel, e, n, ws, key, syncLn)()
+	}
 	if modelLn != nil {
 		if modelH == nil { // descriptor 4 but model.json is gone since start
 			modelH = model.Refusing(errors.New("this node serves no model (no AGENTS/model.json)"))
@@ -184,7 +195,7 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 	}
 	if *session != "" {
 		go func() {
-			if err := unixhost.WaitGone(ctx, sess); err == nil {
+			if err := waitSandbox(ctx, n.Layout.Root(), ws, sess); err == nil {
 				e.log.Info("the session is gone", slog.String("session", sess.String()))
 			}
 			cancel()
@@ -204,7 +215,7 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 // session of its own, its output appended to the MCP log, and returns:
 // the socket is bound and listening already, so a client may connect at
 // once.
-func startMCPServe(e *env, ln, modelLn net.Listener, ws host.Workspace, agents string, key messages.WorkspaceKey, session, only string, meter []string) error {
+func startMCPServe(e *env, ln, modelLn, syncLn net.Listener, ws host.Workspace, agents string, key messages.WorkspaceKey, session, only string, meter []string) error {
 	defer ln.Close()
 	f, err := ln.(*net.UnixListener).File()
 	if err != nil {
@@ -236,6 +247,14 @@ func startMCPServe(e *env, ln, modelLn net.Listener, ws host.Workspace, agents s
 	}
 	if session != "" {
 		args = append(args, "--session", session)
+	}
+	sf, args, err := syncFile(syncLn, len(files), args)
+	if err != nil {
+		return fmt.Errorf("mcp start: %w", err)
+	}
+	if sf != nil {
+		defer sf.Close()
+		files = append(files, sf)
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -378,4 +397,110 @@ func runMCPTools(ctx context.Context, e *env, args []string) error {
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(res.Tools)
+}
+
+// listenSync is the session's sync socket (D49), beside its MCP socket:
+// bound here (start, or serve run by hand), or taken from the descriptor
+// start handed serve. It is nil, and a socket an earlier session left is
+// removed, when the node offers the workspace none (node.SyncTarget: its
+// record restricts no_password) or its project's URL cannot be told; the
+// session then reaches the server as it can, and its log says so.
+func listenSync(ctx context.Context, e *env, n *node.Node, ws host.Workspace, key messages.WorkspaceKey, fromFD bool, fd int) (net.Listener, error) {
+	if fromFD {
+		if fd <= 0 {
+			return nil, nil
+		}
+		f := os.NewFile(uintptr(fd), ws.SyncSocket())
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("mcp serve: the sync socket on descriptor %d: %w", fd, err)
+		}
+		return ln, nil
+	}
+	_, why, err := n.SyncTarget(ctx, key)
+	if err != nil || why != "" {
+		if err != nil {
+			e.log.Warn("no sync socket: the project's server cannot be told", slog.String("workspace", key.String()), slog.String("error", err.Error()))
+		} else {
+			e.log.Info("no sync socket", slog.String("workspace", key.String()), slog.String("why", why))
+		}
+		if err := os.Remove(ws.SyncSocket()); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			return nil, fmt.Errorf("mcp: remove the sync socket of an earlier session: %w", err)
+		}
+		return nil, nil
+	}
+	return unixhost.ListenSocket(n.Layout.Root(), ws.MCPDir, host.SyncSocketName)
+}
+
+// syncFile is the sync socket's listener as the descriptor start hands
+// serve after the n it hands already, and serve's arguments saying which
+// one it is; nil when there is no sync socket.
+func syncFile(syncLn net.Listener, n int, args []string) (*os.File, []string, error) {
+	if syncLn == nil {
+		return nil, args, nil
+	}
+	defer syncLn.Close()
+	f, err := syncLn.(*net.UnixListener).File()
+	if err != nil {
+		return nil, args, err
+	}
+	return f, append(args, "--sync-fd", strconv.Itoa(mcpListenFD+n)), nil
+}
+
+// serveSync serves the sync forwarder on ln, to the project's server
+// node.json names (node.SyncTarget), until ctx ends; the function it
+// returns waits for it and removes the socket. A forwarder that cannot
+// be made is logged and its socket removed: the session's reads then fail
+// and say so, and its MCP socket serves on.
+func serveSync(ctx context.Context, cancel context.CancelFunc, e *env, n *node.Node, ws host.Workspace, key messages.WorkspaceKey, ln net.Listener) func() {
+	log := e.log.With(slog.String("workspace", key.String()), slog.String("socket", ws.SyncSocket()))
+	target, why, err := n.SyncTarget(ctx, key)
+	var fwd *syncfwd.Forwarder
+	if err == nil && why == "" {
+		fwd, err = syncfwd.New(target, nil, log)
+	}
+	if fwd == nil {
+		if err != nil {
+			why = err.Error()
+		}
+		log.Warn("the sync socket serves nothing", slog.String("why", why))
+		ln.Close()
+		os.Remove(ws.SyncSocket())
+		return func() {}
+	}
+	log.Info("sync socket serving", slog.String("target", fwd.Target()))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := syncfwd.Serve(ctx, ln, fwd, unixhost.SameUser, log); err != nil {
+			log.Error("sync socket ended", slog.String("error", err.Error()))
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		os.Remove(ws.SyncSocket())
+	}
+}
+
+// waitSandbox waits until the session's sandbox is gone: its bwrap, then,
+// when the node recorded that bwrap's sandbox (D45) and its init runs on
+// (bwrap was ended by a signal, the sandbox not), that init, which lives
+// as long as anything in the sandbox does. The session inside writes
+// through the sync socket (D49), its stopped note too, after its bwrap
+// may be gone.
+func waitSandbox(ctx context.Context, root string, ws host.Workspace, sess messages.ProcID) error {
+	if err := unixhost.WaitGone(ctx, sess); err != nil {
+		return err
+	}
+	b, err := unixhost.Below(root).ReadFile(ws.Sandbox, unixhost.SmallFile)
+	if err != nil {
+		return nil
+	}
+	rec, err := host.DecodeSandboxRecord(b)
+	if err != nil || rec.Bwrap != sess {
+		return nil
+	}
+	return unixhost.WaitGone(ctx, rec.Init)
 }

@@ -202,11 +202,12 @@ func TestMCPFromInsideTheSandbox(t *testing.T) {
 	}
 
 	// Another session's socket: not in this sandbox, not even its
-	// directory; the sandbox's own mount holds its own socket only.
+	// directory; the sandbox's own mount holds its own sockets only (its
+	// MCP socket and its sync socket, D49).
 	out, errs, err = inSandbox(t, bw, "", "/bin/sh", "-c",
 		`ls -A `+host.MCPMount+`; for p in "$1" "$2" "$3"; do test -e "$p" && echo "present: $p"; done; exit 0`,
 		"sh", ws2.MCPSocket(), ws2.MCPDir, filepath.Dir(ws2.Dir))
-	if err != nil || strings.TrimSpace(out) != host.MCPSocketName {
+	if err != nil || strings.TrimSpace(out) != host.MCPSocketName+"\n"+host.SyncSocketName {
 		t.Fatalf("inside the sandbox: %q %v\n%s", out, err, errs)
 	}
 	a, errs, err := inSandbox(t, bw, `{"to": "`+rec1+`", "text": "x"}`, ocx, "mcp", "call", "post", "--socket", ws2.MCPSocket(), "--wait", "0")
@@ -414,6 +415,14 @@ func TestNoPasswordSessionWritesThroughTheNode(t *testing.T) {
 	slog, _ := os.ReadFile(ws.Log)
 	if !strings.Contains(string(slog), "the clone remembers no password: the session reads and writes through the node's tools") {
 		t.Errorf("the session log does not say it writes through the node:\n%s", lastLines(slog, 20))
+	}
+	// No sync socket beside its MCP socket (D49): it has no password to
+	// send, and nothing in its sandbox reaches the server with Fossil.
+	if _, err := os.Lstat(ws.MCPSocket()); err != nil {
+		t.Errorf("the MCP socket: %v", err)
+	}
+	if _, err := os.Lstat(ws.SyncSocket()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a no_password session's sync socket: %v, want none", err)
 	}
 	stop := tn.n.Call(tn.ctx, tn.admin(), "stop", json.RawMessage(`{"record": "`+rec+`"}`))
 	if !stop.OK() {

@@ -315,7 +315,7 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 		Args: []string{prog, "serve", key.String(), "--root", r.layout.Root(), "--launch", l.Hash},
 		Env: []string{"HOME=" + ws.Dir, "PATH=" + strings.Join(sb.Path, ":"), "USER=" + key.Login,
 			"LOGNAME=" + key.Login, "LANG=C.UTF-8", host.MCPSocketEnv + "=" + host.MCPSocketInside,
-			messages.RecordFirstEnv + "=" + first},
+			host.SyncSocketEnv + "=" + host.SyncSocketInside, messages.RecordFirstEnv + "=" + first},
 		Dir:     ws.Tree,
 		Log:     ws.Log,
 		Sandbox: &host.SandboxSpec{Sandbox: sb, Workspace: ws.Dir, Release: dir, MCPDir: ws.MCPDir},

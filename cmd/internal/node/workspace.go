@@ -25,10 +25,13 @@ var seedReadOnly = []string{
 
 // DefaultSandbox is the workspace template's sandbox: seed 000's read-only
 // list adapted to this host, the release read-only and first on PATH, the
-// workspace's own directory read-write, and the network (a session reaches
-// the node's Fossil server over it).
+// workspace's own directory read-write, and no network: a session reaches
+// its project's server through the node's sync socket (D49), an llm
+// session its model through model.sock, so a sandbox needs the network
+// only for what its agent's own tools reach beyond the node, which its
+// definition then says.
 func (n *Node) DefaultSandbox(wsDir string) messages.Sandbox {
-	sb := messages.Sandbox{Network: true, ReadWrite: []string{wsDir}, Homes: []string{}}
+	sb := messages.Sandbox{Network: false, ReadWrite: []string{wsDir}, Homes: []string{}}
 	for _, p := range seedReadOnly {
 		if _, err := os.Lstat(p); err == nil {
 			sb.ReadOnly = append(sb.ReadOnly, p)

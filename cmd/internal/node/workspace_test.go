@@ -28,9 +28,10 @@ func TestWorkspaceAddMakesItOnTheRecordAndTheHost(t *testing.T) {
 		t.Fatalf("the post holds %v", note)
 	}
 	// The default template: the workspace read-write, the release read-only
-	// and first on PATH, the network.
+	// and first on PATH, no network (D49: the session reaches the server
+	// through the node).
 	ws := f.ws()
-	if !wd.Sandbox.Network || len(wd.Sandbox.ReadWrite) != 1 || wd.Sandbox.ReadWrite[0] != ws ||
+	if wd.Sandbox.Network || len(wd.Sandbox.ReadWrite) != 1 || wd.Sandbox.ReadWrite[0] != ws ||
 		wd.Sandbox.Path[0] != f.release || !contains(wd.Sandbox.ReadOnly, f.release) || !contains(wd.Sandbox.ReadOnly, "/usr") {
 		t.Errorf("sandbox: %v", wd.Sandbox)
 	}

@@ -19,7 +19,9 @@ var readRe = regexp.MustCompile(`event=read post=[0-9a-f]+ how=(\w+) took=(\S+)`
 // is written before the clock runs. Both ways a session reads the post run in
 // the same benchmark: fetched alone over sync (the session's way), and the
 // whole clone pulled first (OCX_SESSION_READ=pull, the way before it). It
-// reports the time spent reading and its share of the round trip.
+// reports the time spent reading and its share of the round trip. The
+// node/ variants run in bwrap without the network, reaching the server
+// through the node's sync socket as a session under the daemon does (D49).
 func BenchmarkRoundTrip(b *testing.B) {
 	for _, how := range []string{"fetch", "pull"} {
 		for _, sandboxed := range []bool{false, true} {
@@ -27,14 +29,18 @@ func BenchmarkRoundTrip(b *testing.B) {
 			if sandboxed {
 				name = how + "/bwrap"
 			}
-			b.Run(name, func(b *testing.B) { benchRoundTrip(b, how, sandboxed) })
+			b.Run(name, func(b *testing.B) { benchRoundTrip(b, how, sandboxed, false) })
 		}
+		b.Run(how+"/node", func(b *testing.B) { benchRoundTrip(b, how, true, true) })
 	}
 }
 
-func benchRoundTrip(b *testing.B, how string, sandboxed bool) {
+func benchRoundTrip(b *testing.B, how string, sandboxed, throughNode bool) {
 	n := newNode(b)
 	w := n.workspace("bench-1")
+	if throughNode {
+		w.throughNode()
+	}
 	r := w.record(messages.ListenThread, "Answer quickly.", llm(messages.Stays), "")
 	argv := []string{filepath.Join(release, "workspace"), "serve", w.key.String(), "--root", n.agents, "--launch", r.launch}
 	p := w.spawn(argv, sandboxed, []string{"OCX_SESSION_READ=" + how})

@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"log/slog"
-	"os"
 
 	onrecord "github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/messages"
@@ -42,7 +41,7 @@ func (s *Session) ci(ctx context.Context) int {
 		return s.finish(ExitFailed, "check-out failed")
 	}
 	s.holdTurn(checkin)
-	env := append(os.Environ(), "OCX_CHECKIN="+checkin, "OCX_RECORD="+s.rec.ID)
+	env := append(s.turnEnv(), "OCX_CHECKIN="+checkin, "OCX_RECORD="+s.rec.ID)
 	out, ended := s.runTurn(turnSpec{argv: s.def.Command, env: env, dir: s.ws.Tree, combined: true})
 	s.releaseTurn()
 	log.Info("CI command ended", keyEvent, "ci-ran", keyEnded, ended.String(), "bytes", int64(len(out.Tail))+out.Dropped)

@@ -3,17 +3,21 @@ package session_test
 import (
 	"bytes"
 	"context"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/session"
+	"github.com/ocx-go/ocx/cmd/internal/syncfwd"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -81,6 +85,12 @@ type wsFixture struct {
 	home    string // the workspace's record
 	sandbox messages.Sandbox
 	agent   *fossilio.Client
+	// syncDir, when set, is bound into the sandbox as the daemon binds a
+	// session's MCP directory, and holds the node's sync socket, which the
+	// session's environment names (throughNode).
+	syncDir string
+	// forwarded counts the requests the sync socket carried.
+	forwarded *atomic.Int64
 }
 
 func (n *node) workspace(login string) *wsFixture {
@@ -243,6 +253,44 @@ func (p *proc) bwrapStatus() host.BwrapStatus {
 	return host.ParseBwrapStatus(p.status)
 }
 
+// throughNode makes w's sessions run as the daemon runs them with the
+// node's sync socket (D49): sandboxed without the network, the socket in a
+// directory bound at host.MCPMount, served in this process by the node's
+// forwarder to the test's server, as `ocx mcp serve` serves it.
+func (w *wsFixture) throughNode() {
+	t := w.n.t
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ocx-sync-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	f, err := syncfwd.New(w.n.srv.URL, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", filepath.Join(dir, host.SyncSocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.forwarded = new(atomic.Int64)
+	counted := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w.forwarded.Add(1)
+		f.ServeHTTP(rw, r)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- syncfwd.Serve(ctx, ln, counted, unixhost.SameUser, nil) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	w.syncDir = dir
+	w.sandbox.Network = false
+}
+
 // serve starts `workspace serve` as the daemon does (contracts 1): its
 // environment exactly, cwd the tree, stdin /dev/null, output appended to the
 // session's log; sandboxed, inside bwrap built by host.BwrapArgs from the
@@ -265,13 +313,16 @@ func (w *wsFixture) spawn(argv []string, sandboxed bool, extraEnv []string) *pro
 	defer logf.Close()
 	env := append([]string{"HOME=" + w.ws.Dir, "PATH=" + strings.Join(w.sandbox.Path, ":"), "USER=" + w.login,
 		"LOGNAME=" + w.login, "LANG=C.UTF-8"}, extraEnv...)
+	if w.syncDir != "" {
+		env = append(env, host.SyncSocketEnv+"="+host.SyncSocketInside)
+	}
 	path := argv[0]
 	p := &proc{w: w, done: make(chan struct{}), statusRead: make(chan struct{})}
 	var statusW *os.File
 	if sandboxed {
 		// bwrap says on descriptor 3 which process is the sandbox's init,
 		// whose group a stop signals (docs/host.md §5), and the exit code.
-		spec := host.SandboxSpec{Workspace: w.ws.Dir, Release: release, Sandbox: messages.Sandbox{
+		spec := host.SandboxSpec{Workspace: w.ws.Dir, Release: release, MCPDir: w.syncDir, Sandbox: messages.Sandbox{
 			Network: w.sandbox.Network, ReadOnly: w.sandbox.ReadOnly, ReadWrite: w.sandbox.ReadWrite,
 			Homes: w.sandbox.Homes, Path: w.sandbox.Path}}
 		argv, err = host.BwrapArgs(spec, 3, w.ws.Tree, argv)

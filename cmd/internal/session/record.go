@@ -43,8 +43,10 @@ func (s *Session) pull(ctx context.Context) bool {
 // readAt reads a post or a ticket change from the clone.
 func (s *Session) readAt(ctx context.Context, hash string) (Post, error) {
 	info, err := s.clone.Info(ctx, hash)
-	if errors.Is(err, fossilio.ErrNotFound) && s.tools != nil {
-		// The clone is never pulled (D39): what it lacks, the node sends.
+	if errors.Is(err, fossilio.ErrNotFound) && s.remote != nil {
+		// What the clone lacks (it is never pulled without a password, D39;
+		// its pull at the start may have failed), the server sends: one
+		// artifact, fetched as the agent, checked against its hash.
 		return s.fetchPost(ctx, hash)
 	}
 	if err != nil {

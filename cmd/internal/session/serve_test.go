@@ -251,3 +251,59 @@ func TestForgedUCardIsAnsweredAsThePushers(t *testing.T) {
 		t.Errorf("stopped note %s", sn)
 	}
 }
+
+// TestServeThroughTheNodeWithoutTheNetwork (D49): `workspace serve` in a
+// sandbox with no network, its environment naming the node's sync socket
+// as the daemon's does, reads its launch and the posts it is woken for and
+// writes its answers through that socket: a reply in its thread, a comment
+// on its ticket, and, for a CI run, the tree put on a check-in its clone
+// lacks (pulled through the relay) and the ci tag; each as the agent.
+func TestServeThroughTheNodeWithoutTheNetwork(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("offline-1")
+	w.throughNode()
+
+	r := w.record(messages.ListenThread, "Answer without the network.", stays(echoCommand...), "")
+	p := w.serve(r.launch, true)
+	w.waitLog("event=ready", 1)
+	if !strings.Contains(w.logText(), "event=sync") {
+		t.Errorf("the session does not say it reaches the server through the node:\n%s", w.logText())
+	}
+	h := w.post(n.admin, r, "hello offline")
+	w.wake(h)
+	if a := w.waitReply(r, h); !strings.Contains(a.text, "said: hello offline") || a.sender != w.login {
+		t.Errorf("the reply: %+v", a)
+	}
+	w.wake(w.post(n.admin, r, "OCX stop"))
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, w.logText())
+	}
+
+	tr := w.record(messages.ListenTicket, "Answer on this ticket, offline.", stays(echoCommand...), "")
+	p = w.serve(tr.launch, true)
+	w.waitLog("event=ready", 2)
+	change := w.post(n.admin, tr, "about the ticket")
+	w.wake(change)
+	if a := w.waitReply(tr, change); !strings.Contains(a.text, "said: about the ticket") || a.sender != w.login {
+		t.Errorf("the ticket reply: %+v", a)
+	}
+	w.wake(w.post(n.admin, tr, "OCX stop"))
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d after a stop request:\n%s", code, w.logText())
+	}
+	if sn := w.stoppedNote(tr); sn.Cause != messages.StopByRequest {
+		t.Errorf("stopped note on the ticket: %s", sn)
+	}
+
+	// A check-in made after the clone: the CI run pulls it through the
+	// node, tests it, and tags it.
+	d := n.devTree()
+	good := d.commit("pass: offline")
+	w.runCI(good, true)
+	if v, ok := n.ciTag(good, w.login); !ok || v != "green: pass: offline" {
+		t.Errorf("ci tag: %q %v\n%s", v, ok, w.logText())
+	}
+	if w.forwarded.Load() == 0 {
+		t.Errorf("nothing went through the node's sync socket")
+	}
+}

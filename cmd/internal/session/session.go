@@ -143,7 +143,11 @@ type Session struct {
 	// it when the clone remembers no password (D39), else nil.
 	remote remote
 	tools  *toolsRemote
-	clone  *fossilio.Repo
+	// sync is the way to the server through the node's sync socket
+	// (sync.go, D49), nil when the session reaches it over the network
+	// (a terminal session) or through the tools.
+	sync  *syncLink
+	clone *fossilio.Repo
 	// node is the node's repository, where senders are known; nil unless it
 	// is readable, which it is only outside the sandbox.
 	node *fossilio.Repo
@@ -323,12 +327,26 @@ func (s *Session) prepare(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("the password the clone remembers: %w", err)
 	default:
-		s.remote = syncRemote{&fossilio.Client{URL: s.b.Remote, Login: s.b.Login, Password: rem.Password, ProjectCode: s.b.ProjectCode}}
+		c := &fossilio.Client{URL: s.b.Remote, Login: s.b.Login, Password: rem.Password, ProjectCode: s.b.ProjectCode}
+		if syncSock := os.Getenv(host.SyncSocketEnv); syncSock != "" {
+			// Under the daemon: the server through the node, never by the
+			// sandbox's network (D49).
+			if s.sync, err = s.openSync(ctx, syncSock); err != nil {
+				return err
+			}
+			c.HTTP = s.sync.http()
+			s.log.Info("the session reaches its project's server through the node's sync socket", keyEvent, "sync",
+				"socket", syncSock, "relay", s.sync.proxy())
+		}
+		s.remote = syncRemote{c}
 	}
 	if rem.Login != s.b.Login {
 		return fmt.Errorf("the clone %s remembers login %q, not the workspace's %q", s.ws.Clone, rem.Login, s.b.Login)
 	}
 	s.fsl = &fossilio.Fossil{Home: s.ws.Dir, User: s.b.Login, Dir: s.ws.Tree}
+	if s.sync != nil {
+		s.fsl.Proxy = s.sync.proxy()
+	}
 	s.readMode = readFetch
 	if os.Getenv("OCX_SESSION_READ") == readPull {
 		s.readMode = readPull
@@ -588,7 +606,7 @@ func (s *Session) turn(ctx context.Context, p Post) bool {
 // turnSpec says what a turn on p runs: the session's command with the
 // post's text on standard input, or its runner with one line of JSON (D4, D9).
 func (s *Session) turnSpec(p Post) (turnSpec, string, error) {
-	env := append(os.Environ(), "OCX_POST="+p.Hash, "OCX_RECORD="+p.Record)
+	env := append(s.turnEnv(), "OCX_POST="+p.Hash, "OCX_RECORD="+p.Record)
 	if from := p.From(); from != "" {
 		env = append(env, "OCX_FROM="+from)
 	}
@@ -606,6 +624,16 @@ func (s *Session) turnSpec(p Post) (turnSpec, string, error) {
 		return turnSpec{argv: []string{prog, "--model", s.def.Model}, env: env, dir: s.ws.Tree, stdin: in.Line()}, "runner", nil
 	}
 	return turnSpec{}, "session", fmt.Errorf("session kind %q is not known", s.def.Kind)
+}
+
+// turnEnv is the session's environment for a turn, with the relay to the
+// node's sync socket (FossilProxyEnv) when it has one.
+func (s *Session) turnEnv() []string {
+	env := os.Environ()
+	if s.sync != nil {
+		env = append(env, FossilProxyEnv+"="+s.sync.proxy())
+	}
+	return env
 }
 
 // holdTurn writes WS/session/turn while a turn runs (contracts 6): the
@@ -776,6 +804,7 @@ func (s *Session) close() {
 	if s.tools != nil {
 		s.tools.close()
 	}
+	s.sync.close()
 	if s.root != nil {
 		s.root.Close()
 	}

@@ -1,0 +1,338 @@
+// Package syncfwd is the node's side of a session's sync socket
+// (sync.sock, D49): it forwards Fossil's sync requests from inside a
+// sandbox to the one server of the session's project, as node.json names
+// it, adding nothing, so that a session whose sandbox has no network still
+// reads and writes the record as its agent login. The bytes are the
+// agent's own (its login card, its password); the node only carries them.
+package syncfwd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Bounds on what one session may ask of the node through its socket.
+const (
+	// MaxBody bounds a request's body and a reply's: fossilio's client
+	// reads a reply up to 64 MiB, and Fossil sends one artifact whole.
+	MaxBody = 64 << 20
+	// Timeout bounds one request from its arrival to the reply's last byte
+	// (Fossil's own server ends a request after 10 minutes).
+	Timeout = 10 * time.Minute
+	// MaxInFlight bounds the requests forwarded at once; more wait.
+	MaxInFlight = 4
+)
+
+// syncTypes are the content types of Fossil's sync protocol: the only
+// requests forwarded.
+var syncTypes = []string{"application/x-fossil", "application/x-fossil-uncompressed", "application/x-fossil-debug"}
+
+// keptHeaders are the request headers carried to the server; every other
+// (a cookie, an authorization, a forwarded-for) is dropped: a sync request
+// authenticates by the login card in its body.
+var keptHeaders = []string{"Content-Type", "User-Agent"}
+
+// Forwarder forwards sync requests to Target alone.
+type Forwarder struct {
+	target *url.URL
+	rp     *httputil.ReverseProxy
+	slots  chan struct{}
+	log    *slog.Logger
+	// maxBody is MaxBody, smaller in tests.
+	maxBody int64
+}
+
+// New is the forwarder to target, the project's server URL from node.json
+// (http or https, a host, maybe a path; no user, query or fragment). It
+// forwards a request only when it is a POST of Fossil's sync protocol
+// with a Content-Length of at most MaxBody, to target's path, either in
+// origin form (POST /PATH, as fossilio's client sends it over the socket)
+// or in proxy form naming target itself (POST http://HOST/PATH, as the
+// fossil command sends it with --proxy; a user name there is dropped).
+// Anything else is refused, naming what it serves: another host, port,
+// path or scheme 403, another method 405 (CONNECT too: no tunnel), another
+// content type 415, no length 411, a longer body 413. A reply longer than
+// MaxBody is cut, and the connection ended. transport may be nil.
+func New(target string, transport http.RoundTripper, log *slog.Logger) (*Forwarder, error) {
+	u, err := url.Parse(target)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("sync forwarder: the server's URL %q: %w", target, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("sync forwarder: the server's URL %q is not http or https", target)
+	case u.Host == "":
+		return nil, fmt.Errorf("sync forwarder: the server's URL %q names no host", target)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		return nil, fmt.Errorf("sync forwarder: the server's URL %q holds a user, a query or a fragment", target)
+	}
+	if u.Path == "" {
+		u.Path = "/"
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if transport == nil {
+		// Never the node's own proxy settings: the one server, directly.
+		transport = &http.Transport{Proxy: nil, DisableKeepAlives: true, ResponseHeaderTimeout: Timeout,
+			DialContext: (&net.Dialer{Timeout: 30 * time.Second}).DialContext}
+	}
+	f := &Forwarder{target: u, slots: make(chan struct{}, MaxInFlight), log: log, maxBody: MaxBody}
+	f.rp = &httputil.ReverseProxy{
+		Transport: transport,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			out := pr.Out
+			out.URL = &url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+			out.Host = u.Host
+			kept := http.Header{}
+			for _, h := range keptHeaders {
+				if v := pr.In.Header.Values(h); len(v) > 0 {
+					kept[h] = v
+				}
+			}
+			out.Header = kept
+		},
+		ModifyResponse: func(r *http.Response) error {
+			if r.ContentLength > f.maxBody {
+				return fmt.Errorf("the server's reply is %d bytes, more than the %d a session's socket carries", r.ContentLength, f.maxBody)
+			}
+			if r.ContentLength >= 0 {
+				r.Body = &boundedBody{rc: r.Body, left: f.maxBody}
+				return nil
+			}
+			// A reply that does not say its length is read whole first, so
+			// that one past the bound is refused rather than cut (an
+			// HTTP/1.0 client, as fossil is, would take a cut reply ended
+			// by a close for whole).
+			b, err := io.ReadAll(io.LimitReader(r.Body, f.maxBody+1))
+			r.Body.Close()
+			if err != nil {
+				return fmt.Errorf("the server's reply: %w", err)
+			}
+			if int64(len(b)) > f.maxBody {
+				return fmt.Errorf("the server's reply is more than the %d bytes a session's socket carries", f.maxBody)
+			}
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			r.ContentLength = int64(len(b))
+			r.TransferEncoding = nil
+			r.Header.Set("Content-Length", strconv.Itoa(len(b)))
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			log.Warn("sync request failed", slog.String("error", err.Error()))
+			status := http.StatusBadGateway
+			if errors.Is(err, context.DeadlineExceeded) {
+				status = http.StatusGatewayTimeout
+			}
+			refuse(w, status, fmt.Sprintf("the server at %s: %v", u, err))
+		},
+	}
+	return f, nil
+}
+
+// Target is the one URL the forwarder forwards to.
+func (f *Forwarder) Target() string { return f.target.String() }
+
+func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if status, why := f.check(r); status != 0 {
+		f.log.Warn("sync request refused", slog.String("method", r.Method), slog.String("target", r.RequestURI), slog.String("why", why))
+		refuse(w, status, why)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), Timeout)
+	defer cancel()
+	select {
+	case f.slots <- struct{}{}:
+		defer func() { <-f.slots }()
+	case <-ctx.Done():
+		refuse(w, http.StatusServiceUnavailable, "no slot to forward the request in time")
+		return
+	}
+	t0 := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	f.rp.ServeHTTP(sw, r.WithContext(ctx))
+	f.log.Info("sync request", slog.Int64("bytes", r.ContentLength), slog.Int("status", sw.status), slog.Duration("took", time.Since(t0)))
+}
+
+// check says whether r may be forwarded: 0, or the status and why.
+func (f *Forwarder) check(r *http.Request) (int, string) {
+	serves := "this socket forwards Fossil's sync requests (POST) to " + f.target.String() + " only"
+	if r.Method != http.MethodPost {
+		return http.StatusMethodNotAllowed, fmt.Sprintf("%s is refused: %s", r.Method, serves)
+	}
+	if r.URL.IsAbs() {
+		if !strings.EqualFold(r.URL.Scheme, f.target.Scheme) || !sameHost(r.URL, f.target) {
+			return http.StatusForbidden, fmt.Sprintf("a request for %s://%s is refused: %s", r.URL.Scheme, r.URL.Host, serves)
+		}
+	}
+	path := r.URL.Path
+	if path == "" {
+		path = "/"
+	}
+	if path != f.target.Path || r.URL.RawQuery != "" || r.URL.Fragment != "" {
+		return http.StatusForbidden, fmt.Sprintf("a request for the path %q is refused: %s", r.URL.RequestURI(), serves)
+	}
+	ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || !contains(syncTypes, ct) {
+		return http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q is refused: %s", r.Header.Get("Content-Type"), serves)
+	}
+	if r.ContentLength < 0 || len(r.TransferEncoding) > 0 {
+		return http.StatusLengthRequired, "a request must say its length (Content-Length)"
+	}
+	if r.ContentLength > f.maxBody {
+		return http.StatusRequestEntityTooLarge, fmt.Sprintf("a request of %d bytes is refused: a session's socket carries at most %d", r.ContentLength, f.maxBody)
+	}
+	return 0, ""
+}
+
+// sameHost compares two URLs' hosts and ports, the scheme's default port
+// standing in for one left out.
+func sameHost(a, b *url.URL) bool {
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if strings.EqualFold(u.Scheme, "https") {
+			return "443"
+		}
+		return "80"
+	}
+	return strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if strings.EqualFold(v, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// refuse answers with the forwarder's own error: plain text, since a
+// Fossil client shows what it gets.
+func refuse(w http.ResponseWriter, status int, why string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Ocx-Sync", "refused")
+	w.WriteHeader(status)
+	io.WriteString(w, "ocx sync socket: "+why+"\n")
+}
+
+// errReplyTooLong ends a reply past MaxBody.
+var errReplyTooLong = errors.New("the server's reply is longer than a session's socket carries")
+
+// boundedBody is a reply's body cut at its bound: reading past it fails,
+// so the reply copied to the sandbox ends there and its connection is
+// ended rather than the reply taken for whole.
+type boundedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		var one [1]byte
+		n, err := b.rc.Read(one[:])
+		if n > 0 {
+			return 0, errReplyTooLong
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *boundedBody) Close() error { return b.rc.Close() }
+
+// statusWriter keeps the status written, for the log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(p []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(p)
+}
+
+// Flush passes a flush on, so a streamed reply is not held back.
+func (s *statusWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Serve serves h on every connection ln accepts until ctx ends, then
+// closes ln, lets requests under way finish for a few seconds, and
+// returns nil (or the listener's failure). accept, when set, may refuse a
+// connection before it is served (unixhost.SameUser).
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, accept func(net.Conn) error, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if accept != nil {
+		ln = &acceptingListener{Listener: ln, accept: accept, log: log}
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
+		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("sync socket: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	<-done
+	return nil
+}
+
+// acceptingListener drops the connections accept refuses.
+type acceptingListener struct {
+	net.Listener
+	accept func(net.Conn) error
+	log    *slog.Logger
+}
+
+func (l *acceptingListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if err := l.accept(c); err != nil {
+			l.log.Warn("sync connection refused", slog.String("error", err.Error()))
+			c.Close()
+			continue
+		}
+		return c, nil
+	}
+}
