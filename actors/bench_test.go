@@ -46,6 +46,8 @@ func BenchmarkCoresLaunchCycle(b *testing.B) {
 				continue
 			case messages.CloseLimits:
 				r = messages.LimitsClosed{Proc: e.Proc}
+			case messages.ReadUsage:
+				r = messages.UsageRead{Proc: e.Proc}
 			case messages.WriteEnd:
 				r = messages.EndWritten{Proc: e.Proc}
 			default:

@@ -119,6 +119,15 @@ type Limits interface {
 	Close(ctx context.Context, w messages.WorkspaceKey, p messages.ProcID) (limit, note string, err error)
 }
 
+// Usage reads a session's use of the node once it has ended (D50).
+type Usage interface {
+	// Read returns the session's usage: the node's count of its model
+	// for its launch (what its model proxy wrote) and its own account of
+	// its turns; nil when there is neither. reached is why its tokens
+	// budget is spent, as its proxy said, "" when it is not.
+	Read(ctx context.Context, w messages.WorkspaceKey, launch string) (u *messages.SessionUsage, reached string, err error)
+}
+
 // Inputs is the pipe reader and the reaper, paused around a re-exec.
 type Inputs interface {
 	// Pause stops reading the pipe and reaping, returning the bytes read but
@@ -182,6 +191,8 @@ type Deps struct {
 	// Limits follows the sessions' cgroups; nil on a node that makes
 	// none: no limit is watched, and a close finds nothing.
 	Limits Limits
+	// Usage reads a session's usage at its end; nil: none is read.
+	Usage Usage
 	// Logger receives the actors' log lines; protoactor's own go through it
 	// too when the system is made with NewSystem.
 	Logger *slog.Logger
@@ -266,6 +277,12 @@ func (d *Deps) run(ctx context.Context, e messages.DaemonEffect) messages.Daemon
 		}
 		limit, note, err := d.Limits.Close(ctx, e.Workspace, e.Proc)
 		return messages.LimitsClosed{Proc: e.Proc, Limit: limit, Note: note, Err: err}
+	case messages.ReadUsage:
+		if d.Usage == nil {
+			return messages.UsageRead{Proc: e.Proc}
+		}
+		u, reached, err := d.Usage.Read(ctx, e.Workspace, e.Launch)
+		return messages.UsageRead{Proc: e.Proc, Usage: u, Reached: reached, Err: err}
 	case messages.PauseInputs:
 		rem, err := d.Inputs.Pause(ctx)
 		return messages.InputsPaused{Remainder: rem, Err: err}

@@ -209,6 +209,9 @@ func (c *NodeCore) dispatch(l messages.PipeLine) {
 	case messages.StopLine:
 		w := l.Key()
 		c.tellWorkspace(w, messages.StopWorkspace{Workspace: w})
+	case messages.BudgetLine:
+		w := l.Key()
+		c.tellWorkspace(w, messages.BudgetSpent{Workspace: w, Launch: l.Launch, Limit: l.Limit, Used: l.Used})
 	case messages.ReexecLine:
 		c.reexec()
 	case messages.RunsCheckLine:

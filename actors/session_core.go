@@ -17,6 +17,9 @@ const (
 	// sessClosing: the process ended; its cgroup is being read and
 	// removed (D46).
 	sessClosing
+	// sessCounting: the process ended; its use of the node is being read
+	// (D50).
+	sessCounting
 	// sessReading: the process ended; a CI run's result is being read.
 	sessReading
 	// sessWriting: the end note is being written.
@@ -29,12 +32,13 @@ const (
 
 // SessionCore decides for one session process, launched by the daemon (a
 // child) or found at start (adopted). On a stop, once the process has run
-// past its launch's wall limit (D40), or once its cgroup has gone past its
-// memory or processes limit (D46), it sends TERM to the process group, and
-// for a child KILL after the grace; on the end, from the reaper or from a
-// watch, it closes the cgroup, then writes exactly one end note (naming the
-// budget when a limit ended it) and tells its workspace. It never launches
-// anything.
+// past its launch's wall limit (D40), once its cgroup has gone past its
+// memory or processes limit (D46), or once its model proxy says its tokens
+// are spent (D50), it sends TERM to the process group, and for a child
+// KILL after the grace; on the end, from the reaper or from a watch, it
+// closes the cgroup, reads its use of the node, then writes exactly one
+// end note (naming the budget when a limit ended it, and the usage) and
+// tells its workspace. It never launches anything.
 type SessionCore struct {
 	base
 	cfg   Config
@@ -174,6 +178,22 @@ func (c *SessionCore) Step(now time.Time, msg messages.DaemonMessage) []messages
 		c.end(now, messages.ExitStatus{State: messages.EndUnknown}, m.At)
 	case messages.LimitReached:
 		c.limitReached(now, m)
+	case messages.BudgetSpent:
+		c.budgetSpent(now, m)
+	case messages.UsageRead:
+		if c.phase != sessCounting {
+			break
+		}
+		if m.Err != nil {
+			c.log(slog.LevelWarn, "the session's usage was not read; its end note says none", pidAttr(c.st.Proc), errAttr(m.Err))
+		}
+		c.st.Usage = m.Usage
+		if m.Reached != "" && c.st.Budget == "" && c.st.StopRequestedAt == nil {
+			// Its proxy found its tokens spent, and the daemon did not
+			// hear it (it was not running): the end went past them.
+			c.st.Budget, c.st.BudgetNote = messages.LimitTokens, m.Reached
+		}
+		c.closed()
 	case messages.LimitsClosed:
 		if c.phase != sessClosing {
 			break
@@ -186,7 +206,8 @@ func (c *SessionCore) Step(now time.Time, msg messages.DaemonMessage) []messages
 			// ended it, or it ended before the watch said so.
 			c.st.Budget, c.st.BudgetNote = m.Limit, m.Note
 		}
-		c.closed()
+		c.phase = sessCounting
+		c.emit(messages.ReadUsage{Workspace: c.st.Workspace, Proc: c.st.Proc, Launch: c.st.Launch.Hash})
 	case messages.ResultRead:
 		if c.phase != sessReading {
 			break
@@ -309,6 +330,26 @@ func (c *SessionCore) limitReached(now time.Time, m messages.LimitReached) {
 	c.stop(now)
 }
 
+// budgetSpent: its model proxy says the session's tokens are spent (D50):
+// stopped as past its wall. A line for another launch (a session this
+// workspace ran before) stops nothing.
+func (c *SessionCore) budgetSpent(now time.Time, m messages.BudgetSpent) {
+	if m.Launch != c.st.Launch.Hash || c.st.Ended {
+		return
+	}
+	note := fmt.Sprintf("its model proxy counted %d tokens against its limits.tokens of %d", m.Used, c.st.Launch.Tokens)
+	switch {
+	case c.st.Budget != "":
+		return // told again: the proxy says it until the session is gone
+	case c.st.StopRequestedAt != nil:
+		c.log(slog.LevelInfo, "the session spent its "+m.Limit+" while being stopped: "+note, pidAttr(c.st.Proc))
+		return
+	}
+	c.log(slog.LevelWarn, "the session spent its "+m.Limit+" ("+note+"); stopping it", pidAttr(c.st.Proc))
+	c.st.Budget, c.st.BudgetNote = m.Limit, note
+	c.stop(now)
+}
+
 // end records the end and asks for what the end note needs. The status is
 // what the note says (D20): unknown for a process the daemon is not the
 // parent of, and a sandbox's 137 after the daemon's own KILL is that KILL.
@@ -374,6 +415,10 @@ func (c *SessionCore) endNote() messages.EndNote {
 	if st.State != messages.EndSandboxFailed {
 		e.Budget = c.st.Budget
 	}
+	if c.st.Usage != nil {
+		u := *c.st.Usage
+		e.Usage = &u
+	}
 	switch st.State {
 	case messages.EndExited, messages.EndSandboxFailed:
 		if code := st.Code; code >= 0 && code <= 255 {
@@ -420,6 +465,9 @@ func (c *SessionCore) endWords() string {
 		s += fmt.Sprintf("; the daemon ended it past its %s limit: %s", c.st.Budget, c.st.BudgetNote)
 	case c.st.Budget != "":
 		s += fmt.Sprintf("; it went past its %s limit: %s", c.st.Budget, c.st.BudgetNote)
+	}
+	if c.st.Usage != nil {
+		s += "; " + c.st.Usage.String()
 	}
 	if c.st.Launch.IsCI() {
 		if c.st.LeftResult {

@@ -43,7 +43,9 @@ type sessionModel struct {
 	wallTerm bool
 	// budget is the limit the end note must name: the wall's, a limit
 	// its cgroup's watch reached, or one its close found (D46).
-	budget       string
+	budget string
+	// usage is what the read of its usage gave, for its end note.
+	usage        *messages.SessionUsage
 	watches      []messages.WatchProcess
 	limitWatches []messages.WatchLimits
 	await        []messages.DaemonEffect // effects whose result is due
@@ -106,6 +108,16 @@ func (m *sessionModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 				t.Fatalf("a close of its limits before the end: %s", e)
 			}
 			m.await = append(m.await, e)
+		case messages.ReadUsage:
+			if !m.ended || e.Proc != m.proc || e.Launch != m.c.st.Launch.Hash {
+				t.Fatalf("a read of its usage before the end, or not its own: %s", e)
+			}
+			for _, a := range m.await {
+				if _, ok := a.(messages.CloseLimits); ok {
+					t.Fatalf("its usage read before its cgroup is closed: %s", e)
+				}
+			}
+			m.await = append(m.await, e)
 		case messages.SignalProcess:
 			if m.ended {
 				t.Fatalf("a signal after the end: %s", e)
@@ -142,6 +154,9 @@ func (m *sessionModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 			}
 			if e.End.Budget != m.budget {
 				t.Fatalf("the end note says budget %q, want %q", e.End.Budget, m.budget)
+			}
+			if (e.End.Usage == nil) != (m.usage == nil) || (m.usage != nil && e.End.Usage.Turns != m.usage.Turns) {
+				t.Fatalf("the end note says usage %v, want %v", e.End.Usage, m.usage)
 			}
 			m.await = append(m.await, e)
 		case messages.Tell:
@@ -276,6 +291,18 @@ func TestSessionCoreProperties(t *testing.T) {
 				}
 				m.step(t, r)
 			},
+			"budget": func(t *rapid.T) {
+				// Its model proxy says its tokens are spent (D50), or a
+				// line for the launch before it comes late.
+				launch := m.c.st.Launch.Hash
+				if rapid.IntRange(0, 3).Draw(t, "other") == 0 {
+					launch = testHash(2)
+				}
+				if launch == m.c.st.Launch.Hash && !m.ended && m.terms == 0 {
+					m.stopBeforeEnd, m.budget = true, messages.LimitTokens
+				}
+				m.step(t, messages.BudgetSpent{Workspace: testW, Launch: launch, Limit: messages.LimitTokens, Used: 1042})
+			},
 			"answer": func(t *rapid.T) {
 				if len(m.await) == 0 {
 					t.Skip("nothing awaited")
@@ -305,6 +332,19 @@ func TestSessionCoreProperties(t *testing.T) {
 						r.Note = "counts"
 						if m.budget == "" && m.terms == 0 {
 							m.budget = r.Limit
+						}
+					}
+					m.step(t, r)
+				case messages.ReadUsage:
+					r := messages.UsageRead{Proc: e.Proc, Err: err}
+					if err == nil && rapid.Bool().Draw(t, "usage") {
+						r.Usage = &messages.SessionUsage{Turns: 2, Model: &messages.ModelCount{Requests: 1}}
+						m.usage = r.Usage
+					}
+					if err == nil && rapid.Bool().Draw(t, "reached") {
+						r.Reached = "its model proxy counted 12 tokens against its limits.tokens of 10"
+						if m.budget == "" && m.terms == 0 {
+							m.budget = messages.LimitTokens
 						}
 					}
 					m.step(t, r)
@@ -413,7 +453,17 @@ func TestEndNote(t *testing.T) {
 		t.Helper()
 		c := NewSessionCore(Config{}.withDefaults(), messages.SessionState{Workspace: testW, Proc: proc, Child: child, Launch: launch, KillSent: killed})
 		c.Step(at, messages.ProcessExited{Proc: proc, Status: st, At: at})
-		effects := c.Step(at, messages.LimitsClosed{Proc: proc, Limit: past, Note: "1 process killed by the kernel at its memory limit of 64 MiB"})
+		closed := messages.LimitsClosed{Proc: proc, Limit: past, Note: "1 process killed by the kernel at its memory limit of 64 MiB"}
+		if past == messages.LimitTokens {
+			closed = messages.LimitsClosed{Proc: proc} // the cgroup's close finds nothing; the usage read finds the tokens spent
+		}
+		c.Step(at, closed)
+		u := messages.UsageRead{Proc: proc}
+		if past == messages.LimitTokens {
+			u.Usage = &messages.SessionUsage{Model: &messages.ModelCount{Requests: 2, Tokens: messages.Tokens{Input: 900, Output: 142}}, Limit: 1000, Turns: 1, WallMS: 1500, CPUMS: 200}
+			u.Reached = "its model proxy counted 1042 tokens (900 in, 142 out) against its limits.tokens of 1000"
+		}
+		effects := c.Step(at, u)
 		if launch.IsCI() {
 			effects = c.Step(at, messages.ResultRead{Proc: proc, Result: result, Found: result != ""})
 		}
@@ -446,6 +496,8 @@ func TestEndNote(t *testing.T) {
 			`end ana/demo launch=` + h + ` pid=42 start_time=4242 status=unknown killed=false release=r7 seen=2026-11-30T09:00:00Z note="seen gone; the daemon was not its parent, so how it ended is unknown"`},
 		{"OOM-killed in its cgroup (D46)", true, false, messages.ExitStatus{State: messages.EndSignaled, Signal: "SIGKILL"}, messages.LimitMemory,
 			`end ana/demo launch=` + h + ` pid=42 start_time=4242 status=signaled signal=SIGKILL killed=false release=r7 seen=2026-11-30T09:00:00Z budget=memory note="ended by SIGKILL; it went past its memory limit: 1 process killed by the kernel at its memory limit of 64 MiB"`},
+		{"its tokens spent, the daemon not running to hear it (D50)", true, false, messages.ExitStatus{State: messages.EndExited, Code: 0}, messages.LimitTokens,
+			`end ana/demo launch=` + h + ` pid=42 start_time=4242 status=exited exit_code=0 killed=false release=r7 seen=2026-11-30T09:00:00Z budget=tokens note="exited with code 0; it went past its tokens limit: its model proxy counted 1042 tokens (900 in, 142 out) against its limits.tokens of 1000; its model: 2 requests, 900 in, 142 out, 1042 of its 1000 tokens; 1 turn, 1.5 s wall, 0.2 s CPU"`},
 	} {
 		n := end(c.child, c.killed, launch, c.st, "", c.past)
 		if got := n.String(); got != c.want {

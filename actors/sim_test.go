@@ -301,10 +301,14 @@ func (s *sim) describe() string {
 type simCgroups struct {
 	watches map[messages.ProcID]pendingEffect
 	closes  map[messages.ProcID]messages.LimitsClosed
+	// usage is what a read of a launch's usage gives ("spent"): none by
+	// default.
+	usage map[string]messages.UsageRead
 }
 
 func newSimCgroups() *simCgroups {
-	return &simCgroups{watches: map[messages.ProcID]pendingEffect{}, closes: map[messages.ProcID]messages.LimitsClosed{}}
+	return &simCgroups{watches: map[messages.ProcID]pendingEffect{}, closes: map[messages.ProcID]messages.LimitsClosed{},
+		usage: map[string]messages.UsageRead{}}
 }
 
 // take handles e if it is a limits effect, and says whether it was.
@@ -316,6 +320,15 @@ func (c *simCgroups) take(s *sim, from messages.ActorAddr, e messages.DaemonEffe
 		return true
 	case messages.CloseLimits:
 		r := c.closes[e.Proc]
+		r.Proc = e.Proc
+		s.trace = append(s.trace, e.String()+": "+r.String())
+		s.seq++
+		s.mail[from] = append(s.mail[from], queued{seq: s.seq, msg: r})
+		return true
+	case messages.ReadUsage:
+		// The usage read is answered at once, as a close is, so that
+		// the effects after it keep their numbers.
+		r := c.usage[e.Launch]
 		r.Proc = e.Proc
 		s.trace = append(s.trace, e.String()+": "+r.String())
 		s.seq++

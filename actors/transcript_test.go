@@ -196,6 +196,24 @@ func (tr *transcript) do(cmd string) error {
 		s.input(messages.LineRead{Line: messages.StopLine{Login: f[1], Project: f[2]}})
 	case "reexec":
 		s.input(messages.LineRead{Line: messages.ReexecLine{}})
+	case "budget":
+		// budget LOGIN PROJECT LAUNCH LIMIT USED: a model proxy's line.
+		if len(f) != 6 {
+			return errors.New("budget LOGIN PROJECT LAUNCH LIMIT USED")
+		}
+		used, err := strconv.ParseUint(f[5], 10, 64)
+		if err != nil {
+			return err
+		}
+		s.input(messages.LineRead{Line: messages.BudgetLine{Login: f[1], Project: f[2], Launch: tr.hash(f[3]), Limit: f[4], Used: used}})
+	case "spent":
+		// spent LAUNCH NOTE...: the usage read at the end of the session
+		// serving LAUNCH finds its tokens spent, as NOTE says.
+		if len(f) < 3 {
+			return errors.New("spent LAUNCH NOTE...")
+		}
+		s.cgroups.usage[tr.hash(f[1])] = messages.UsageRead{Reached: strings.Join(f[2:], " "),
+			Usage: &messages.SessionUsage{Model: &messages.ModelCount{Requests: 1, Tokens: messages.Tokens{Input: 10, Output: 2}}, Limit: 10, Turns: 1, WallMS: 900, CPUMS: 100}}
 	case "exit":
 		if len(f) != 4 {
 			return errors.New("exit PID@START LOGIN/PROJECT code=N|signal=SIG|sandbox=N")
@@ -349,7 +367,7 @@ func (tr *transcript) procInfo(s string) (messages.ProcInfo, error) {
 	return info, nil
 }
 
-// launch reads "NAME ws=W record=R [lifetime=L] [wall=D] [ci=BRANCH@CHECKIN]".
+// launch reads "NAME ws=W record=R [lifetime=L] [wall=D] [tokens=N] [ci=BRANCH@CHECKIN]".
 func (tr *transcript) launch(args []string) (messages.LaunchSpec, error) {
 	if len(args) < 1 {
 		return messages.LaunchSpec{}, errors.New("launch NAME ws=W record=R [lifetime=L] [ci=BRANCH@CHECKIN]")
@@ -370,6 +388,12 @@ func (tr *transcript) launch(args []string) (messages.LaunchSpec, error) {
 			l.Lifetime = messages.Lifetime(v)
 		case "wall":
 			l.Wall = v
+		case "tokens":
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return l, err
+			}
+			l.Kind, l.Tokens = messages.LLM, n
 		case "ci":
 			b, c, ok := strings.Cut(v, "@")
 			if !ok {

@@ -305,6 +305,8 @@ func (w *world) answer(p *pendingEffect, fail bool) bool {
 		r = messages.LimitReached{Proc: e.Proc, Seq: e.Seq, Err: errors.New("the cgroup is gone")}
 	case messages.CloseLimits:
 		r = messages.LimitsClosed{Proc: e.Proc}
+	case messages.ReadUsage:
+		r = messages.UsageRead{Proc: e.Proc}
 	case messages.PauseInputs:
 		w.reaperPaused = true
 		r = messages.InputsPaused{}

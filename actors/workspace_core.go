@@ -159,6 +159,8 @@ func (c *WorkspaceCore) Step(now time.Time, msg messages.DaemonMessage) []messag
 		}
 	case messages.StopWorkspace:
 		c.stop()
+	case messages.BudgetSpent:
+		c.budgetSpent(m)
 	case messages.AdoptSession:
 		c.adopt(m)
 	case messages.ProcessExited:
@@ -450,6 +452,20 @@ func (c *WorkspaceCore) stop() {
 		c.stopQueued = true // the session being launched is stopped once it runs
 	}
 	c.emit(messages.ScanWorkspace{Workspace: c.key, Purpose: messages.ScanForStop})
+}
+
+// budgetSpent hands a model proxy's word that a session's budget is spent
+// to the running session serving that launch (D50); one for a launch the
+// workspace no longer runs (its server said it again as it ended) goes
+// nowhere.
+func (c *WorkspaceCore) budgetSpent(m messages.BudgetSpent) {
+	for p, s := range c.sessions {
+		if s.launch.Hash == m.Launch && !s.ended {
+			c.tellChild(messages.SessionAddr(c.key, p), m)
+			return
+		}
+	}
+	c.log(slog.LevelInfo, "a budget spent by a launch no session here runs", wsAttr(c.key), slog.String(KeyLaunch, m.Launch))
 }
 
 func (c *WorkspaceCore) adopt(m messages.AdoptSession) {

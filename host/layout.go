@@ -165,6 +165,15 @@ const (
 	MCPSocketEnv    = "OCX_MCP_SOCKET"
 )
 
+// MCPLaunchEnv and MCPTokensEnv tell `ocx mcp start`, in its environment,
+// the launch an llm session serves and its limits.tokens, for its model
+// proxy's count (D50). The environment, not flags: a release from before
+// D50 ignores them, where it would refuse a flag it does not know.
+const (
+	MCPLaunchEnv = "OCX_MCP_LAUNCH"
+	MCPTokensEnv = "OCX_MCP_TOKENS"
+)
+
 // MCPSocket is the session's MCP socket as the node sees it.
 func (w Workspace) MCPSocket() string { return filepath.Join(w.MCPDir, MCPSocketName) }
 
@@ -175,6 +184,22 @@ const ModelSocketName = "model.sock"
 
 // ModelSocket is the session's model proxy as the node sees it.
 func (w Workspace) ModelSocket() string { return filepath.Join(w.MCPDir, ModelSocketName) }
+
+// ModelUsageName is the node's count of a session's model in its MCPDir
+// (D50), written by its model proxy; the sandbox sees it read-only.
+const ModelUsageName = "usage.json"
+
+// ModelUsage is the node's count of the session's model, as the node sees
+// it.
+func (w Workspace) ModelUsage() string { return filepath.Join(w.MCPDir, ModelUsageName) }
+
+// TurnsFile is session/usage.json: the session's own account of its turns
+// (D50), the session's to write.
+func (w Workspace) TurnsFile() string { return filepath.Join(w.Session, "usage.json") }
+
+// RunnerUsage is session/turn-usage.json: what a turn's runner reports of
+// itself ($OCX_TURN_USAGE), read by the session after the turn (D50).
+func (w Workspace) RunnerUsage() string { return filepath.Join(w.Session, "turn-usage.json") }
 
 // SyncSocketName is the session's sync socket in its MCPDir, served by the
 // same process as its MCP socket: it forwards Fossil's sync requests to

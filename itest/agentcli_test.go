@@ -71,8 +71,14 @@ func newCLINode(t testing.TB) *cliNode {
 // its session to listen.
 func (c *cliNode) createAgent(login, runner, model, restrict string) string {
 	c.t.Helper()
+	return c.createAgentWithBudget(login, runner, model, restrict, `{"wall": "1h"}`)
+}
+
+// createAgentWithBudget is createAgent with create's budget (JSON).
+func (c *cliNode) createAgentWithBudget(login, runner, model, restrict, budget string) string {
+	c.t.Helper()
 	rec := fmt.Sprintf(`{"objective": "Answer whoever writes.", "user": %q, "runner": %q, "model": %q, "hears": [%q],
-		"restrict": %s, "sandbox": {"network": false, "read_only": [], "read_write": []}, "budget": {"wall": "1h"}}`, login, runner, model, person, restrict)
+		"restrict": %s, "sandbox": {"network": false, "read_only": [], "read_write": []}, "budget": %s}`, login, runner, model, person, restrict, budget)
 	input := filepath.Join(c.t.TempDir(), "create.json")
 	if err := os.WriteFile(input, []byte(rec), 0o600); err != nil {
 		c.t.Fatal(err)
@@ -247,6 +253,69 @@ func TestAgentCLIs(t *testing.T) {
 				t.Errorf("the CLI asked the model for more than the API: %q", o)
 			}
 			c.must(c.srv.AdminLogin, "tool", "stop", "--record", record)
+		})
+	}
+}
+
+// TestAgentCLIUsage is issue 23 item 4 with the real CLIs: a session on
+// claude or codex whose model (the stand-in) says each reply's usage
+// shows on the status the node's count of it (counted at the proxy,
+// outside the sandbox), its turn's wall and CPU time, and what the CLI
+// itself reported (claude's result usage and cost, codex's turn.completed
+// usage); a turn that spends past create's budget of tokens ends the
+// session with budget: tokens, its end note carrying the same count.
+func TestAgentCLIUsage(t *testing.T) {
+	for _, r := range cliRunners {
+		t.Run(r.runner, func(t *testing.T) {
+			c := newCLINode(t)
+			login := r.runner + "-u"
+			c.model.setReply(func(q *modelRequest) modelReply {
+				if strings.Contains(q.User, "spend it") {
+					return modelReply{Text: "spent", Input: 5000, Output: 70}
+				}
+				return modelReply{Text: "counted", Input: 300, Output: 40}
+			})
+			record := c.createAgentWithBudget(login, r.runner, r.model, `{"no_password": true}`, `{"wall": "1h", "tokens": 4000}`)
+			if got := c.turn(login, record, "first"); got != "counted" {
+				t.Fatalf("the first turn's answer: %q", got)
+			}
+			n := uint64(len(c.model.seen()))
+			var u *messages.SessionUsage
+			c.waitFor("the turn's usage on the status", func() bool {
+				for _, s := range c.status().Sessions {
+					if s.Login == login && s.Usage != nil && s.Usage.Turns == 1 {
+						u = s.Usage
+					}
+				}
+				return u != nil
+			})
+			if m := u.Model; m == nil || m.Requests != n || m.Input != 300*n || m.Output != 40*n || u.Limit != 4000 {
+				t.Fatalf("the node's count after %d requests of 300 in, 40 out: %+v, limit %d", n, m, u.Limit)
+			}
+			if u.WallMS == 0 || u.CPUMS == 0 {
+				t.Errorf("the turn's wall and CPU time: %d ms, %d ms", u.WallMS, u.CPUMS)
+			}
+			if rep := u.Runner; rep == nil || rep.Input == 0 || rep.Output == 0 || r.runner == "claude" && rep.Cost == "" {
+				t.Errorf("what %s reported of its turn: %+v", r.runner, rep)
+			}
+			t.Logf("%s: node's count %v; %s's own word %v", r.runner, u.Model, r.runner, u.Runner)
+
+			c.turn(login, record, "spend it")
+			launches := notesOn[*messages.LaunchNote](c.testNode, record)
+			var end *messages.EndNote
+			c.waitFor("the end note past the budget", func() bool {
+				if ends := c.endsOf(record, launches[len(launches)-1].P.Hash); len(ends) > 0 {
+					end = ends[0]
+				}
+				return end != nil
+			})
+			all := uint64(len(c.model.seen()))
+			if end.Budget != messages.LimitTokens || end.Usage == nil || end.Usage.Model == nil {
+				t.Fatalf("the end note: budget %q, usage %+v: %s", end.Budget, end.Usage, end.Note)
+			}
+			if m := end.Usage.Model; m.Requests != all || m.Total() < 4000 || m.Total() != 340*n+5070*(all-n) {
+				t.Errorf("the end note's count after %d requests: %+v", all, m)
+			}
 		})
 	}
 }

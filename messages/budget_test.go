@@ -19,7 +19,9 @@ func TestBudgetNotes(t *testing.T) {
 	}{
 		{"end past wall", end + `, "budget": "wall"}`, ""},
 		{"end, no budget", end + `}`, ""},
-		{"end past an unknown limit", end + `, "budget": "tokens"}`, "budget"},
+		{"end past its tokens", end + `, "budget": "tokens"}`, ""},
+		{"end past an unknown limit", end + `, "budget": "cpu"}`, "budget"},
+		{"stopped past its tokens", stopped + `, "budget": "tokens"}`, "budget"},
 		{"end, budget an object", end + `, "budget": {"wall": "2h"}}`, "budget"},
 		{"stopped past wall", stopped + `, "budget": "wall"}`, ""},
 		{"stopped by budget naming none", stopped + `}`, "budget: is missing"},

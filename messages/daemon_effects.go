@@ -59,6 +59,15 @@ type WriteEnd struct {
 	Attempt          int
 }
 
+// ReadUsage asks, once a session's process has ended, for its use of the
+// node (D50): the node's count of its model (the model proxy's file for
+// its launch) and its own account of its turns. Result: UsageRead.
+type ReadUsage struct {
+	Workspace WorkspaceKey
+	Proc      ProcID
+	Launch    string
+}
+
 // ReadResult asks for the result a CI run's login left on the check-in it was
 // launched for: the value of a `ci` tag sent by that login (decisions D5).
 // Result: ResultRead.
@@ -237,6 +246,9 @@ type Answer interface {
 // Answer is LimitsClosed.
 func (CloseLimits) Answer() Answer { return LimitsClosed{} }
 
+// Answer is UsageRead.
+func (ReadUsage) Answer() Answer { return UsageRead{} }
+
 // Answer is ArtifactClassified.
 func (ClassifyArtifact) Answer() Answer { return ArtifactClassified{} }
 
@@ -287,6 +299,7 @@ func (StartTimer) daemonEffect()       {}
 func (WatchProcess) daemonEffect()     {}
 func (WatchLimits) daemonEffect()      {}
 func (CloseLimits) daemonEffect()      {}
+func (ReadUsage) daemonEffect()        {}
 func (PauseInputs) daemonEffect()      {}
 func (ResumeInputs) daemonEffect()     {}
 func (ExecRelease) daemonEffect()      {}
@@ -382,6 +395,10 @@ func (e WatchProcess) String() string {
 
 func (e WatchLimits) String() string {
 	return "watch limits " + e.Workspace.String() + " " + e.Proc.String() + " #" + strconv.Itoa(e.Seq)
+}
+
+func (e ReadUsage) String() string {
+	return "read usage " + e.Workspace.String() + " " + e.Proc.String() + " launch " + daemonShort(e.Launch)
 }
 
 func (e CloseLimits) String() string {

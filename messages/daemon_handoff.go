@@ -72,12 +72,13 @@ type SessionState struct {
 	// StopRequestedAt is when a stop was asked, if one was; TERM went then.
 	StopRequestedAt *time.Time `json:"stop_requested_at,omitempty"`
 	// Budget names the limit past which the daemon stopped the session
-	// (wall, or its cgroup's memory or processes, D46), when that is why
+	// (wall, its cgroup's memory or processes, D46, or the tokens its
+	// model proxy counted, D50), when that is why
 	// TERM went, or the cgroup's limit its end went past; its end note
 	// says it.
 	Budget string `json:"budget,omitempty"`
 	// BudgetNote says, for memory or processes, what the cgroup's counts
-	// showed against its limits.
+	// showed against its limits; for tokens, what the proxy counted.
 	BudgetNote string `json:"budget_note,omitempty"`
 	// KillSent says KILL went to the group after the grace.
 	KillSent bool `json:"kill_sent,omitempty"`
@@ -88,6 +89,9 @@ type SessionState struct {
 	// Result and LeftResult: a CI run's result on its check-in, once read.
 	Result     string `json:"result,omitempty"`
 	LeftResult bool   `json:"left_result,omitempty"`
+	// Usage is the session's use of the node as read at its end (D50),
+	// for its end note; nil until then, or when nothing was read.
+	Usage *SessionUsage `json:"usage,omitempty"`
 	// EndAttempts counts the end note's failed writes so far.
 	EndAttempts int `json:"end_attempts,omitempty"`
 	// EndWritten says the end note is on the record.

@@ -2,6 +2,7 @@ package messages
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 )
 
@@ -56,6 +57,11 @@ type LaunchSpec struct {
 	// none): the daemon ends the session once it has run that long,
 	// counted from its process's start (D40).
 	Wall string `json:"wall,omitempty"`
+	// Tokens is the session definition's limits.tokens (0 for none): the
+	// spawner gives it to the session's model proxy, which counts its
+	// model's tokens and refuses its requests once they are spent, and
+	// tells the daemon, which ends it (D50).
+	Tokens uint64 `json:"tokens,omitempty"`
 	// Hears is the session definition's hears (nil: the default, every user
 	// holding admin or setup when the session starts), which the spawner
 	// resolves and writes for the hook (AGENTS/LOGIN/held/PROJECT/hears).
@@ -78,6 +84,9 @@ func (l LaunchSpec) String() string {
 	}
 	if l.Wall != "" {
 		b.WriteString(" wall " + token(l.Wall))
+	}
+	if l.Tokens > 0 {
+		b.WriteString(" tokens " + strconv.FormatUint(l.Tokens, 10))
 	}
 	if l.IsCI() {
 		b.WriteString(" ci " + token(l.Branch) + " " + daemonShort(l.Checkin))
@@ -119,6 +128,9 @@ func (l LaunchSpec) Validate() error {
 		if _, err := ParseWall("wall", l.Wall); err != nil {
 			return at("launch", err)
 		}
+	}
+	if l.Tokens > MaxTokens {
+		return at("launch", fieldErr("tokens", ErrInvalid, "is past 2^53-1"))
 	}
 	return at("launch", checkHears("hears", l.Hears))
 }

@@ -163,6 +163,16 @@ type LimitsClosed struct {
 	Err   error
 }
 
+// UsageRead is ReadUsage's result: the session's use of the node (nil when
+// nothing was read), and Reached, why its tokens budget is spent as its
+// model proxy said ("" when it is not); or Err: it could not be read.
+type UsageRead struct {
+	Proc    ProcID
+	Usage   *SessionUsage
+	Reached string
+	Err     error
+}
+
 // ResultRead is ReadResult's result: the run's result on its check-in
 // ("green: ..." or "red: ..."), Found false if there is none.
 type ResultRead struct {
@@ -253,6 +263,16 @@ type CheckinArrived struct {
 // StopWorkspace asks a workspace to stop its session (`stop LOGIN PROJECT`).
 type StopWorkspace struct {
 	Workspace WorkspaceKey
+}
+
+// BudgetSpent tells a workspace, then the session serving Launch, that its
+// model proxy says its Limit (tokens) is spent, Used counted (D50): from a
+// budget line on the daemon's pipe.
+type BudgetSpent struct {
+	Workspace WorkspaceKey
+	Launch    string
+	Limit     string
+	Used      uint64
 }
 
 // AdoptSession gives a workspace a `workspace serve` process found at start.
@@ -373,6 +393,7 @@ func (Restore) daemonMessage()         {}
 func (SnapshotRequest) daemonMessage() {}
 func (ArtifactClassified) answer()     {}
 func (LimitsClosed) answer()           {}
+func (UsageRead) answer()              {}
 func (LaunchResolved) answer()         {}
 func (RefusalWritten) answer()         {}
 func (EndWritten) answer()             {}
@@ -395,6 +416,8 @@ func (TimerFired) daemonMessage()         {}
 func (ProcessGone) daemonMessage()        {}
 func (LimitReached) daemonMessage()       {}
 func (LimitsClosed) daemonMessage()       {}
+func (UsageRead) daemonMessage()          {}
+func (BudgetSpent) daemonMessage()        {}
 func (ResultRead) daemonMessage()         {}
 func (EndWritten) daemonMessage()         {}
 func (UntestedFound) daemonMessage()      {}
@@ -547,6 +570,26 @@ func (m LimitsClosed) String() string {
 		s += ": past " + token(m.Limit) + ": " + m.Note
 	}
 	return s + errSuffix(m.Err)
+}
+
+func (m UsageRead) String() string {
+	s := "usage of " + m.Proc.String()
+	switch {
+	case m.Err != nil:
+		return s + errSuffix(m.Err)
+	case m.Usage == nil:
+		s += ": none"
+	default:
+		s += ": " + m.Usage.String()
+	}
+	if m.Reached != "" {
+		s += "; budget spent: " + m.Reached
+	}
+	return s
+}
+
+func (m BudgetSpent) String() string {
+	return "budget " + m.Workspace.String() + " launch " + daemonShort(m.Launch) + " " + token(m.Limit) + " spent, " + strconv.FormatUint(m.Used, 10) + " counted"
 }
 
 func (m ResultRead) String() string {

@@ -86,6 +86,11 @@ type EndNote struct {
 	// green or red (a ci tag), pass or fail (a reviewer's verdict, D42), or
 	// none (then the daemon does not launch again, D5).
 	Result CIResult `json:"result,omitempty"`
+	// Usage is the session's use of the node, summed (D50): the node's
+	// count of its model, its turns' wall and CPU time, what its runner
+	// reported. Absent when nothing was read. Not a limit: a reader that
+	// does not know it passes over it.
+	Usage *SessionUsage `json:"usage,omitempty"`
 	// Note says the end in words.
 	Note string `json:"note" why:"an end says what happened in words"`
 }
@@ -186,6 +191,11 @@ func (n *EndNote) Validate() error {
 		}
 		if n.Status == EndSandboxFailed {
 			return fieldErr("budget", ErrInvalid, "a session whose sandbox failed to start never ran, so it ran past no limit")
+		}
+	}
+	if n.Usage != nil {
+		if err := n.Usage.validate("usage"); err != nil {
+			return err
 		}
 	}
 	switch n.Result {

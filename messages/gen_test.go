@@ -176,8 +176,13 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			if rapid.Bool().Draw(t, "has-checkins") {
 				d.Checkins = genBranches().Draw(t, "checkins")
 			}
-			if wall := rapid.SampledFrom([]string{"", "2h", "90s", "1d"}).Draw(t, "wall"); wall != "" {
-				d.Limits = &SessionLimits{Wall: wall}
+			wall := rapid.SampledFrom([]string{"", "2h", "90s", "1d"}).Draw(t, "wall")
+			var tokens uint64
+			if d.Kind == LLM && rapid.Bool().Draw(t, "has-tokens") {
+				tokens = rapid.Uint64Range(1, MaxTokens).Draw(t, "tokens")
+			}
+			if wall != "" || tokens > 0 {
+				d.Limits = &SessionLimits{Wall: wall, Tokens: tokens}
 			}
 			d.Result = rapid.SampledFrom([]ResultKind{"", ResultCI, ResultVerdict}).Draw(t, "result")
 			if d.Result == ResultVerdict {
@@ -214,6 +219,9 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			}
 			if n.Status != EndSandboxFailed && rapid.Bool().Draw(t, "budget") {
 				n.Budget = rapid.SampledFrom(BudgetLimits).Draw(t, "limit")
+			}
+			if rapid.Bool().Draw(t, "has-usage") {
+				n.Usage = genUsage().Draw(t, "usage")
 			}
 			if rapid.Bool().Draw(t, "ci") {
 				n.Checkin = genHash().Draw(t, "checkin")
@@ -304,6 +312,9 @@ func genState() *rapid.Generator[*NodeState] {
 				StartTime: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "start"), StartedBy: rapid.SampledFrom([]Origin{OriginDaemon, OriginTerminal, OriginOrphan}).Draw(t, "by"),
 				State: rapid.SampledFrom([]SessionActivity{SessionWorking, SessionIdle}).Draw(t, "state"), Listening: rapid.Bool().Draw(t, "listening"),
 				Release: genLineText(true).Draw(t, "release"), Older: rapid.Bool().Draw(t, "older"), Hears: genHears().Draw(t, "hears")})
+			if rapid.Bool().Draw(t, "has-usage") {
+				s.Sessions[len(s.Sessions)-1].Usage = genUsage().Draw(t, "usage")
+			}
 		}
 		s.Listeners = rapid.SliceOfNDistinct(genListener(), 0, 3, func(l Listener) Listener { return l }).Draw(t, "listeners")
 		if rapid.Bool().Draw(t, "has daemon") {
@@ -393,7 +404,47 @@ func genPipeLine() *rapid.Generator[PipeLine] {
 			return StopLine{Login: genLogin().Draw(t, "login"), Project: genName().Draw(t, "project")}
 		}),
 		rapid.Just[PipeLine](ReexecLine{}),
+		rapid.Custom(func(t *rapid.T) PipeLine {
+			return BudgetLine{Login: genLogin().Draw(t, "login"), Project: genName().Draw(t, "project"), Launch: genHash().Draw(t, "launch"),
+				Limit: LimitTokens, Used: rapid.Uint64Range(0, MaxTokens).Draw(t, "used")}
+		}),
 	)
+}
+
+// genTokens draws a count of tokens, the cached some of the read.
+func genTokens() *rapid.Generator[Tokens] {
+	return rapid.Custom(func(t *rapid.T) Tokens {
+		in := rapid.Uint64Range(0, MaxTokens).Draw(t, "input")
+		return Tokens{Input: in, Output: rapid.Uint64Range(0, MaxTokens).Draw(t, "output"), Cached: rapid.Uint64Range(0, in).Draw(t, "cached")}
+	})
+}
+
+// genRunnerReport draws what a runner reports, with a cost or none.
+func genRunnerReport() *rapid.Generator[*RunnerReport] {
+	return rapid.Custom(func(t *rapid.T) *RunnerReport {
+		r := &RunnerReport{Tokens: genTokens().Draw(t, "tokens")}
+		if rapid.Bool().Draw(t, "has-cost") {
+			r.Cost = costOfMicros(rapid.Uint64Range(0, 1e15).Draw(t, "micros"))
+		}
+		return r
+	})
+}
+
+// genUsage draws a session's usage, with or without the node's count and
+// the runner's report.
+func genUsage() *rapid.Generator[*SessionUsage] {
+	return rapid.Custom(func(t *rapid.T) *SessionUsage {
+		n := func(l string) uint64 { return rapid.Uint64Range(0, MaxSafeInt).Draw(t, l) }
+		u := &SessionUsage{Turns: n("turns"), WallMS: n("wall"), CPUMS: n("cpu")}
+		if rapid.Bool().Draw(t, "has-model") {
+			u.Model = &ModelCount{Requests: n("requests"), Tokens: genTokens().Draw(t, "tokens"), Unread: n("unread"), Refused: n("refused")}
+			u.Limit = n("limit")
+		}
+		if rapid.Bool().Draw(t, "has-runner") {
+			u.Runner = genRunnerReport().Draw(t, "runner")
+		}
+		return u
+	})
 }
 
 // genUser draws a Fossil login as a receipt names it: any printable line

@@ -26,6 +26,9 @@ const (
 	// or setup starts a manual run with OCX's run tool (seed 004, section
 	// 8), the tool having authenticated them.
 	VerbRun = "run"
+	// VerbBudget is `budget LOGIN PROJECT LAUNCH LIMIT USED`: a session's
+	// model proxy says its budget is spent (D50).
+	VerbBudget = "budget"
 )
 
 // PipeLine is one line the daemon reads from its pipe AGENTS/ocxd: a post to
@@ -113,6 +116,57 @@ func (l RunStartLine) Encode() ([]byte, error) {
 // String renders the line without its newline.
 func (l RunStartLine) String() string {
 	return VerbRun + " start " + token(l.Repository) + " " + token(l.Hash) + " " + token(l.By)
+}
+
+// BudgetLine is `budget LOGIN PROJECT LAUNCH tokens USED`: the model proxy
+// of the session of workspace LOGIN/PROJECT serving launch LAUNCH says its
+// tokens budget is spent, USED tokens counted (D50); the daemon ends that
+// session as past its wall. Written by the session's MCP server, a process
+// of the node outside every sandbox: only the node's own OS user can
+// write the pipe, which is in no sandbox, so no agent can write this line.
+// The launch names the session, so a line a server sends again after its
+// session ended stops no later one.
+type BudgetLine struct {
+	Login   string
+	Project string
+	Launch  string // the launch note the session serves: a full hash
+	Limit   string // LimitTokens, the one limit a proxy counts
+	Used    uint64 // what the proxy counted
+}
+
+func (BudgetLine) pipeLine() {}
+
+// Key is the workspace the line names.
+func (l BudgetLine) Key() WorkspaceKey { return WorkspaceKey{Login: l.Login, Project: l.Project} }
+
+// Validate checks the names, the launch, the limit and the count.
+func (l BudgetLine) Validate() error {
+	if err := l.Key().Validate(); err != nil {
+		return at("budget line", err)
+	}
+	if err := checkHash("launch", l.Launch); err != nil {
+		return at("budget line", err)
+	}
+	if l.Limit != LimitTokens {
+		return at("budget line", fieldErr("limit", ErrInvalid, fmt.Sprintf("%s is not a limit a model proxy counts (tokens)", quoteShort(l.Limit))))
+	}
+	if l.Used > MaxTokens {
+		return at("budget line", fieldErr("used", ErrInvalid, "is past 2^53-1"))
+	}
+	return nil
+}
+
+// Encode renders "budget LOGIN PROJECT LAUNCH LIMIT USED\n".
+func (l BudgetLine) Encode() ([]byte, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	return finishLine("budget line", l.String())
+}
+
+// String renders the line without its newline.
+func (l BudgetLine) String() string {
+	return VerbBudget + " " + token(l.Login) + " " + token(l.Project) + " " + token(l.Launch) + " " + token(l.Limit) + " " + strconv.FormatUint(l.Used, 10)
 }
 
 func (PostLine) pipeLine()   {}
@@ -249,8 +303,21 @@ func ParsePipeLine(line []byte) (PipeLine, error) {
 			return nil, err
 		}
 		return l, nil
+	case VerbBudget:
+		if len(args) != 5 {
+			return nil, arity(where, "budget LOGIN PROJECT LAUNCH LIMIT USED", len(args))
+		}
+		used, err := strconv.ParseUint(string(args[4]), 10, 64)
+		if err != nil || args[4][0] == '+' || (len(args[4]) > 1 && args[4][0] == '0') {
+			return nil, &FieldError{Where: "budget line", Field: "used", Problem: fmt.Sprintf("%s is not a whole number", quoteShort(string(args[4]))), Err: ErrInvalid}
+		}
+		l := BudgetLine{Login: string(args[0]), Project: string(args[1]), Launch: string(args[2]), Limit: string(args[3]), Used: used}
+		if err := l.Validate(); err != nil {
+			return nil, err
+		}
+		return l, nil
 	default:
-		return nil, &FieldError{Where: where, Field: "verb", Problem: fmt.Sprintf("%s is not a verb the daemon reads (post, stop, reexec, runs, run)", quoteShort(verb)), Err: ErrInvalid}
+		return nil, &FieldError{Where: where, Field: "verb", Problem: fmt.Sprintf("%s is not a verb the daemon reads (post, stop, reexec, runs, run, budget)", quoteShort(verb)), Err: ErrInvalid}
 	}
 }
 

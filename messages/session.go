@@ -98,12 +98,18 @@ type SessionDefinition struct {
 	Result ResultKind `json:"result,omitempty"`
 }
 
-// SessionLimits are the limits a session runs under.
+// SessionLimits are the limits a session runs under: at least one.
+// Each key is a limit, and the object is closed: a reader that does not
+// know one refuses the definition (E9), so that no limit is dropped.
 type SessionLimits struct {
 	// Wall is the longest the session runs, counted from its start: a
-	// whole number and s, m, h or d. Past it the session stops itself as
-	// on SIGXCPU.
-	Wall string `json:"wall" why:"limits name wall, the longest the session runs (a whole number and s, m, h or d)"`
+	// whole number and s, m, h or d. Past it the daemon ends it (D40).
+	Wall string `json:"wall,omitempty"`
+	// Tokens is how many tokens an llm session's model may read and
+	// write, as the node's model proxy counts them (D50). Once they are
+	// spent the proxy refuses its requests and the daemon ends it. 0 (or
+	// absent): none.
+	Tokens uint64 `json:"tokens,omitempty"`
 }
 
 // Wall returns the definition's wall limit, "" when it has none.
@@ -112,6 +118,43 @@ func (d *SessionDefinition) Wall() string {
 		return ""
 	}
 	return d.Limits.Wall
+}
+
+// Tokens returns the definition's tokens limit, 0 when it has none.
+func (d *SessionDefinition) Tokens() uint64 {
+	if d.Limits == nil {
+		return 0
+	}
+	return d.Limits.Tokens
+}
+
+// validate checks the limits: a wall that reads, a tokens limit above 0
+// and only for an llm session, and at least one of the two.
+func (l *SessionLimits) validate(kind SessionKind) error {
+	if l.Wall == "" && l.Tokens == 0 {
+		return fieldErr("limits", ErrMissing, "names no limit; limits name wall (the longest the session runs) or tokens (what its model may read and write), or are left out")
+	}
+	if l.Wall != "" {
+		if _, err := ParseWall("limits.wall", l.Wall); err != nil {
+			return err
+		}
+	}
+	if l.Tokens > MaxTokens {
+		return fieldErr("limits.tokens", ErrInvalid, fmt.Sprintf("%d is past 2^53-1", l.Tokens))
+	}
+	if l.Tokens > 0 && kind != LLM {
+		return fieldErr("limits.tokens", ErrInvalid, "a mechanical session has no model; tokens is an llm session's limit")
+	}
+	return nil
+}
+
+// decoded refuses a tokens limit written as 0: a writer leaves out a
+// limit it does not set.
+func (l *SessionLimits) decoded(o jobj) error {
+	if o.has("tokens") && l.Tokens == 0 {
+		return fieldErr(o.field("tokens"), ErrInvalid, "is 0; leave the key out for no limit")
+	}
+	return nil
 }
 
 // HearsEveryone is the one entry of a hears list that stands for every user.
@@ -206,7 +249,7 @@ func (d *SessionDefinition) Validate() error {
 		return fieldErr("lifetime", ErrInvalid, fmt.Sprintf("%s is not a lifetime (completes, stays)", quoteShort(string(d.Lifetime))))
 	}
 	if d.Limits != nil {
-		if _, err := ParseWall("limits.wall", d.Limits.Wall); err != nil {
+		if err := d.Limits.validate(d.Kind); err != nil {
 			return err
 		}
 	}
@@ -280,7 +323,11 @@ func (d *SessionDefinition) String() string {
 	if len(d.Checkins) > 0 {
 		l.list("checkins", d.Checkins)
 	}
-	return l.optKV("wall", d.Wall()).optKV("result", string(d.Result)).String()
+	l.optKV("wall", d.Wall())
+	if d.Tokens() > 0 {
+		l.num("tokens", d.Tokens())
+	}
+	return l.optKV("result", string(d.Result)).String()
 }
 
 // decoded refuses the keys of the other kind of session. Presence counts,

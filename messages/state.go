@@ -322,6 +322,11 @@ type SessionStatus struct {
 	// them for the hook (AGENTS/LOGIN/held/PROJECT/hears); absent when none were written,
 	// as for a session a release before this one started.
 	Hears []string `json:"hears,omitzero"`
+	// Usage is its use of the node so far (D50): the node's count of its
+	// model (what limits.tokens decides by), its turns as it measured them
+	// and what its runner reported of itself. Absent when neither was
+	// read.
+	Usage *SessionUsage `json:"usage,omitempty"`
 }
 
 // Validate checks every entry, and that hooks, logins, workspaces and
@@ -587,6 +592,11 @@ func (p *SessionStatus) validate(f string) error {
 	default:
 		return fieldErr(joinField(f, "state"), ErrInvalid, fmt.Sprintf("%s is not a session's state (working, idle)", quoteShort(string(p.State))))
 	}
+	if p.Usage != nil {
+		if err := p.Usage.validate(joinField(f, "usage")); err != nil {
+			return err
+		}
+	}
 	return checkLine(joinField(f, "release"), p.Release, true, MaxShortLen)
 }
 
@@ -729,6 +739,9 @@ func (p SessionStatus) String() string {
 			hs[i] = token(h)
 		}
 		s += " hears=[" + strings.Join(hs, " ") + "]"
+	}
+	if u := p.Usage; u != nil {
+		s += u.fields()
 	}
 	return s
 }

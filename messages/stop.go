@@ -56,10 +56,11 @@ const (
 const LimitWall = "wall"
 
 // BudgetLimits lists the limits a note's budget may name: the limits this
-// node enforces by ending a session past them: its wall (D40), and the
-// memory and processes of its cgroup (D46). A reader refuses a budget it
-// does not know rather than read the end some other way (E9).
-var BudgetLimits = []string{LimitWall, LimitMemory, LimitProcesses}
+// node enforces by ending a session past them: its wall (D40), the memory
+// and processes of its cgroup (D46), and the tokens its model proxy
+// counted (D50). A reader refuses a budget it does not know rather than
+// read the end some other way (E9).
+var BudgetLimits = []string{LimitWall, LimitMemory, LimitProcesses, LimitTokens}
 
 // StoppedBudgetLimits lists the limits a stopped note's budget may name:
 // the session stops itself past its wall alone (D40); past its memory or

@@ -108,13 +108,36 @@ func (s RecordSandbox) validate(field string) error {
 }
 
 // Budget is a record's budget (E3): wall, the longest the agent may run,
-// counted from its launch.
+// counted from its launch; and tokens (D50), how many tokens its model may
+// read and write as the node's model proxy counts them (absent: no
+// limit). Closed: a reader that does not know a key refuses the record.
 type Budget struct {
-	Wall string `json:"wall" why:"a budget names wall, the longest the agent runs (a whole number and s, m, h or d)"`
+	Wall   string `json:"wall" why:"a budget names wall, the longest the agent runs (a whole number and s, m, h or d)"`
+	Tokens uint64 `json:"tokens,omitempty"`
 }
 
 // WallDuration reads the budget's wall as a duration.
 func (b Budget) WallDuration() (time.Duration, error) { return ParseWall("budget.wall", b.Wall) }
+
+// validate checks the wall and the tokens.
+func (b Budget) validate() error {
+	if _, err := b.WallDuration(); err != nil {
+		return err
+	}
+	if b.Tokens > MaxTokens {
+		return fieldErr("budget.tokens", ErrInvalid, fmt.Sprintf("%d is past 2^53-1", b.Tokens))
+	}
+	return nil
+}
+
+// decoded refuses tokens written as 0: a writer leaves out a limit it
+// does not set.
+func (b *Budget) decoded(o jobj) error {
+	if o.has("tokens") && b.Tokens == 0 {
+		return fieldErr(o.field("tokens"), ErrInvalid, "is 0; leave the key out for no limit")
+	}
+	return nil
+}
 
 // ParseWall reads a wall limit as seed 004 section 7 writes it: a whole
 // number above zero, then s, m, h or d.
@@ -197,8 +220,7 @@ func (a *CreateArgs) Validate() error {
 			return err
 		}
 	}
-	_, err := a.Budget.WallDuration()
-	return err
+	return a.Budget.validate()
 }
 
 // PostArgs is post's input: the post to reply to and the text.
@@ -421,9 +443,9 @@ func ToolFields(a ToolArgs) []string {
 // or setup sent counts. A reader ignores keys it does not know, but inside
 // restrict, sandbox and budget, where an unknown key may be a limit.
 type TaskRecord struct {
-	User      string        `json:"user" why:"a record names its agent's user"`
-	Node      string        `json:"node" why:"a record names the node user of the node that runs it"`
-	Runner    string        `json:"runner" why:"a record names its runner"`
+	User   string `json:"user" why:"a record names its agent's user"`
+	Node   string `json:"node" why:"a record names the node user of the node that runs it"`
+	Runner string `json:"runner" why:"a record names its runner"`
 	// Model is the model its runner asks (E3 admits a key version 1 does
 	// not name; a reader that does not know it ignores it): "" is the
 	// runner's own default.

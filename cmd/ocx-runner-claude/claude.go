@@ -8,7 +8,9 @@ import (
 	"io"
 	"strings"
 
+	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // args is claude's command line for a turn (docs/runners.md, "## claude"):
@@ -57,6 +59,29 @@ type result struct {
 	// Errors says what failed in an error_* result: strings, or objects
 	// with a message in some versions.
 	Errors []json.RawMessage `json:"errors"`
+	// Usage is the turn's usage as the Messages API says it (input,
+	// output and cache tokens), and Cost what claude says it cost.
+	Usage json.RawMessage `json:"usage"`
+	Cost  *float64        `json:"total_cost_usd"`
+}
+
+// reported is what the result says the turn used, for the session to
+// keep beside the turn (D50): its usage read as the Messages API's (the
+// cache's tokens read too), and its total_cost_usd; ok is false when it
+// says neither. claude's own word: the node counts at its proxy.
+func (r result) reported() (rep messages.RunnerReport, ok bool) {
+	if len(r.Usage) > 0 && r.Usage[0] == '{' {
+		body := append(append([]byte(`{"usage":`), r.Usage...), '}')
+		if t, tok := model.ParseUsage(model.ShapeMessages, body); tok {
+			rep.Tokens, ok = t, true
+		}
+	}
+	if r.Cost != nil {
+		if c := messages.CostOf(*r.Cost); c != "" {
+			rep.Cost, ok = c, true
+		}
+	}
+	return rep, ok
 }
 
 // maxErrorLen bounds what of claude's error a failure note quotes.

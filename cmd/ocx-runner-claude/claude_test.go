@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/messages"
 )
 
 func TestParseOutput(t *testing.T) {
@@ -43,6 +44,32 @@ func TestParseOutput(t *testing.T) {
 	}
 }
 
+// TestReported: the result's usage read as the Messages API's, the
+// cache's tokens among those read, and its cost; a result without them
+// reports nothing, and counts that are not whole numbers are not read.
+func TestReported(t *testing.T) {
+	for _, tc := range []struct {
+		name, out string
+		want      messages.RunnerReport
+		ok        bool
+	}{
+		{"usage and cost", `{"type":"result","subtype":"success","result":"x","session_id":"s","total_cost_usd":0.0123,
+			"usage":{"input_tokens":10,"cache_creation_input_tokens":5,"cache_read_input_tokens":100,"output_tokens":20,"service_tier":"standard"}}`,
+			messages.RunnerReport{Tokens: messages.Tokens{Input: 115, Output: 20, Cached: 100}, Cost: "0.0123"}, true},
+		{"cost alone", `{"type":"result","subtype":"success","result":"x","total_cost_usd":1}`, messages.RunnerReport{Cost: "1"}, true},
+		{"neither", `{"type":"result","subtype":"success","result":"x"}`, messages.RunnerReport{}, false},
+		{"not counts", `{"type":"result","usage":{"input_tokens":"10","output_tokens":-2},"total_cost_usd":-1}`, messages.RunnerReport{}, false},
+	} {
+		r, err := parseOutput([]byte(tc.out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := r.reported(); ok != tc.ok || got != tc.want {
+			t.Errorf("%s: %+v %v, want %+v %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
 func TestMessageIsShortAndOneLine(t *testing.T) {
 	r := result{Result: strings.Repeat("é\n", 300)}
 	m := r.message()
@@ -73,6 +100,11 @@ func FuzzParseOutput(f *testing.F) {
 		r, perr := parseOutput(b)
 		if perr == nil && r.Type != "result" {
 			t.Fatalf("parsed a %q, not a result", r.Type)
+		}
+		if rep, ok := r.reported(); ok {
+			if err := rep.Validate(); err != nil {
+				t.Fatalf("reported what does not validate: %+v: %v", rep, err)
+			}
 		}
 		for _, exit := range []int{0, 1} {
 			if _, _, err := outcome(r, perr, exit); err != nil && strings.Contains(r.message(), "\n") {

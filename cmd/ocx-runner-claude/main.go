@@ -76,6 +76,11 @@ func turn(ctx context.Context, argv []string, stdin io.Reader, stderr io.Writer)
 		return "", err
 	}
 	r, perr := parseOutput(out.Stdout)
+	if rep, ok := r.reported(); perr == nil && ok {
+		if err := runner.ReportUsage(env, rep); err != nil {
+			fmt.Fprintf(stderr, "ocx-runner-claude: %v\n", err)
+		}
+	}
 	answer, id, err := outcome(r, perr, out.Exit)
 	if err != nil {
 		return "", err

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/cmd/internal/session"
+	"github.com/ocx-go/ocx/messages"
 )
 
 var heard = regexp.MustCompile(`^claude\(sonnet\) turn (\d+) of ([0-9a-f-]{36}) heard: `)
@@ -150,5 +151,33 @@ func TestReportPassesThrough(t *testing.T) {
 	r := session.ReportOf(out)
 	if r == nil || r.Outcome != "done" || r.Summary != "claude did it" {
 		t.Fatalf("answer %q holds report %+v, want done", out, r)
+	}
+}
+
+// TestUsageReported: claude's result says what the turn used, its cache's
+// tokens among them, and what it cost; the runner reports it for the
+// session (D50), on a failed turn too (the tokens were spent), and
+// reports nothing when the result says nothing.
+func TestUsageReported(t *testing.T) {
+	f := newFixture(t)
+	if _, errs, code := f.turn(t, input("hello")); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	want := messages.RunnerReport{Tokens: messages.Tokens{Input: 115, Output: 20, Cached: 100}, Cost: "0.0123"}
+	if got := f.Reported(t); got == nil || *got != want {
+		t.Fatalf("reported %+v, want %+v", got, want)
+	}
+	if _, _, code := f.turn(t, input("standin:max_turns")); code != 1 {
+		t.Fatalf("max turns: exit %d", code)
+	}
+	want.Cost = "0.5"
+	if got := f.Reported(t); got == nil || *got != want {
+		t.Fatalf("a failed turn reported %+v, want %+v", got, want)
+	}
+	if _, _, code := f.turn(t, input("standin:garbage")); code != 1 {
+		t.Fatalf("garbage: exit %d", code)
+	}
+	if got := f.Reported(t); got != nil {
+		t.Fatalf("output that is not a result reported %+v", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // args is codex's command line for a turn (docs/runners.md, "## codex"):
@@ -84,6 +85,9 @@ type event struct {
 	ThreadID string `json:"thread_id"`
 	// Message is an error event's.
 	Message string `json:"message"`
+	// Usage is turn.completed's: input_tokens (the cached among them),
+	// cached_input_tokens, output_tokens.
+	Usage json.RawMessage `json:"usage"`
 	// Error is turn.failed's.
 	Error *struct {
 		Message string `json:"message"`
@@ -110,6 +114,35 @@ type events struct {
 	Errors []string
 	// Skipped counts the lines that are not JSON objects.
 	Skipped int
+	// Used sums what the turn.completed events say was used; Reported
+	// says one said it.
+	Used     messages.Tokens
+	Reported bool
+}
+
+// codexTokens reads turn.completed's usage: its input_tokens hold the
+// cached ones (cached_input_tokens); ok is false when it says no input
+// and output as whole numbers.
+func codexTokens(raw json.RawMessage) (messages.Tokens, bool) {
+	var u struct {
+		Input  json.Number `json:"input_tokens"`
+		Cached json.Number `json:"cached_input_tokens"`
+		Output json.Number `json:"output_tokens"`
+	}
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &u) != nil {
+		return messages.Tokens{}, false
+	}
+	n := func(x json.Number) (uint64, bool) {
+		v, err := strconv.ParseUint(x.String(), 10, 64)
+		return min(v, messages.MaxTokens), err == nil
+	}
+	in, iok := n(u.Input)
+	out, ook := n(u.Output)
+	if !iok || !ook {
+		return messages.Tokens{}, false
+	}
+	cached, _ := n(u.Cached)
+	return messages.Tokens{Input: in, Output: out, Cached: min(cached, in)}, true
 }
 
 // parseEvents reads codex's JSON Lines output.
@@ -132,6 +165,9 @@ func parseEvents(b []byte) events {
 			}
 		case "turn.completed":
 			ev.Completed = true
+			if t, ok := codexTokens(e.Usage); ok {
+				ev.Used, ev.Reported = ev.Used.Plus(t), true
+			}
 		case "turn.failed":
 			ev.Failed = "the turn failed"
 			if e.Error != nil && e.Error.Message != "" {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/messages"
 )
 
 func TestArgs(t *testing.T) {
@@ -85,12 +86,32 @@ func TestParseEvents(t *testing.T) {
 
 // FuzzParseEvents: any output reads as events, never a panic; a failure
 // note is one line.
+// TestUsageOfEvents: turn.completed's usage, summed when codex ran more
+// than one turn; the cached are some of the input; what is not a whole
+// number is not read.
+func TestUsageOfEvents(t *testing.T) {
+	ev := parseEvents([]byte(`{"type":"turn.completed","usage":{"input_tokens":100,"cached_input_tokens":50,"output_tokens":20}}
+{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":900,"output_tokens":2,"reasoning_output_tokens":1}}`))
+	if want := (messages.Tokens{Input: 110, Output: 22, Cached: 60}); !ev.Reported || ev.Used != want {
+		t.Errorf("summed: %+v %v, want %+v", ev.Used, ev.Reported, want)
+	}
+	for _, u := range []string{`{}`, `{"input_tokens":1.5,"output_tokens":2}`, `{"input_tokens":-1,"output_tokens":2}`, `null`, `[1]`} {
+		ev := parseEvents([]byte(`{"type":"turn.completed","usage":` + u + `}`))
+		if ev.Reported || !ev.Completed {
+			t.Errorf("usage %s: reported %+v, completed %v", u, ev.Used, ev.Completed)
+		}
+	}
+}
+
 func FuzzParseEvents(f *testing.F) {
 	f.Add([]byte("{\"type\":\"thread.started\",\"thread_id\":\"t\"}\n{\"type\":\"turn.completed\"}\n"))
 	f.Add([]byte("{\"type\":\"item.completed\",\"item\":{\"type\":\"agent_message\",\"text\":\"a\"}}\n{\"type\":\"turn.failed\",\"error\":{\"message\":\"x\\ny\"}}"))
 	f.Add([]byte("{\"type\":\"error\",\"message\":null}\nnot json\n{\"item\":7}"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ev := parseEvents(b)
+		if err := (&messages.RunnerReport{Tokens: ev.Used}).Validate(); err != nil {
+			t.Fatalf("the usage read does not validate: %+v: %v", ev.Used, err)
+		}
 		for _, exit := range []int{0, 1} {
 			if _, _, err := outcome(ev, exit); err != nil && strings.Contains(err.Error(), "\n") {
 				t.Fatalf("note %q spans lines", err)

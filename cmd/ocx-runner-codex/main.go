@@ -16,6 +16,7 @@ import (
 	"os"
 
 	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // name is the runner's name: its conversations' directory and its CLI.
@@ -71,6 +72,11 @@ func turn(ctx context.Context, argv []string, stdin io.Reader, stderr io.Writer)
 		return "", err
 	}
 	ev := parseEvents(out.Stdout)
+	if ev.Reported {
+		if err := runner.ReportUsage(t.Env, messages.RunnerReport{Tokens: ev.Used}); err != nil {
+			fmt.Fprintf(stderr, "ocx-runner-codex: %v\n", err)
+		}
+	}
 	if ev.Skipped > 0 {
 		fmt.Fprintf(stderr, "ocx-runner-codex: %d lines of codex's output were not JSON events\n", ev.Skipped)
 	}

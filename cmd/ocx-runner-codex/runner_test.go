@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/cmd/internal/session"
+	"github.com/ocx-go/ocx/messages"
 )
 
 var heard = regexp.MustCompile(`^codex\(gpt-5\) turn (\d+) of ([0-9a-f-]{36}) heard: `)
@@ -148,5 +149,25 @@ func TestReportPassesThrough(t *testing.T) {
 	r := session.ReportOf(out)
 	if r == nil || r.Outcome != "done" || r.Summary != "codex did it" {
 		t.Fatalf("answer %q holds report %+v, want done", out, r)
+	}
+}
+
+// TestUsageReported: codex's turn.completed says what the turn used, its
+// input holding the cached; the runner reports it for the session (D50),
+// and nothing when no turn completed.
+func TestUsageReported(t *testing.T) {
+	f := newFixture(t)
+	if _, errs, code := f.turn(t, input("hello")); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	want := messages.RunnerReport{Tokens: messages.Tokens{Input: 100, Output: 20, Cached: 50}}
+	if got := f.Reported(t); got == nil || *got != want {
+		t.Fatalf("reported %+v, want %+v", got, want)
+	}
+	if _, _, code := f.turn(t, input("standin:turn_failed")); code != 1 {
+		t.Fatalf("failed turn: exit %d", code)
+	}
+	if got := f.Reported(t); got != nil {
+		t.Fatalf("a turn that never completed reported %+v", got)
 	}
 }

@@ -18,7 +18,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // runnerName is this runner's name: its conversations are its own.
@@ -78,9 +80,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		line := fmt.Sprintf(format, args...)
 		fmt.Fprintln(stderr, "ocx-runner-native: "+oneLine(line, 2000))
 	}
-	answer, err := turn(ctx, f, in, runner.EnvOf(getenv), logf)
+	env := runner.EnvOf(getenv)
+	var used usage
+	answer, err := turn(ctx, f, in, env, logf, &used)
 	if err != nil {
 		logf("turn on %s failed: %v", in.Post, err)
+	}
+	if used.replies > 0 {
+		// What the replies said, failed turn or not: the tokens were spent.
+		if rerr := runner.ReportUsage(env, messages.RunnerReport{Tokens: used.t}); rerr != nil {
+			logf("%v", rerr)
+		}
 	}
 	return runner.Finish(stdout, answer, err)
 }
@@ -101,8 +111,21 @@ type history struct {
 	Messages []json.RawMessage `json:"messages"`
 }
 
-// turn answers one post.
-func turn(ctx context.Context, f flags, in runner.Input, env runner.Env, logf func(string, ...any)) (string, error) {
+// usage sums what the turn's replies said they used (D50): the runner's
+// own report, beside the node's count at its proxy.
+type usage struct {
+	t       messages.Tokens
+	replies int
+}
+
+func (u *usage) add(path string, body []byte) {
+	if t, ok := model.ParseUsage(model.ShapeOf(path), body); ok {
+		u.t, u.replies = u.t.Plus(t), u.replies+1
+	}
+}
+
+// turn answers one post, adding what each reply used to used.
+func turn(ctx context.Context, f flags, in runner.Input, env runner.Env, logf func(string, ...any), used *usage) (string, error) {
 	if env.MCPSocket == "" {
 		return "", errNoModel
 	}
@@ -161,6 +184,7 @@ func turn(ctx context.Context, f flags, in runner.Input, env runner.Env, logf fu
 		if err != nil {
 			return "", err
 		}
+		used.add(api.Paths()[0], b)
 		r, err := fl.parse(b)
 		if err != nil {
 			return "", err

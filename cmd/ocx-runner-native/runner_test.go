@@ -22,6 +22,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/messages"
 )
 
 const (
@@ -186,7 +187,8 @@ func (b *bench) run(post, text string, args ...string) result {
 	cmd := exec.Command(runnerExe, append([]string{"--model", "m1"}, args...)...)
 	cmd.Stdin = bytes.NewReader(in.Line())
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "OCX_POST=" + post, "OCX_RECORD=" + rec, "OCX_FROM=alice",
-		"OCX_SESSION_DIR=" + b.sessionDir, "OCX_MCP_SOCKET=" + filepath.Join(b.mcpDir, "mcp.sock")}
+		"OCX_SESSION_DIR=" + b.sessionDir, "OCX_MCP_SOCKET=" + filepath.Join(b.mcpDir, "mcp.sock"),
+		runner.EnvTurnUsage + "=" + b.usageFile()}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -217,6 +219,26 @@ func (b *bench) noKey(r result) {
 		}
 		return nil
 	})
+}
+
+func (b *bench) usageFile() string { return filepath.Join(b.sessionDir, "turn-usage.json") }
+
+// reported is what the last turn reported it used, nil for nothing.
+func (b *bench) reported() *messages.RunnerReport {
+	b.t.Helper()
+	c, err := os.ReadFile(b.usageFile())
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	os.Remove(b.usageFile())
+	r, err := messages.DecodeRunnerReport(c)
+	if err != nil {
+		b.t.Fatalf("the report %s: %v", c, err)
+	}
+	return r
 }
 
 func (b *bench) requests() []seen {
@@ -278,6 +300,43 @@ func toolCall(api model.API, id, input string) string {
 }
 
 var apis = []model.API{model.OpenAI, model.Anthropic}
+
+// withUsage adds to a reply the usage its API says: in, out and cached.
+func withUsage(api model.API, reply string, in, out, cached int) string {
+	u := fmt.Sprintf(`"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,"prompt_tokens_details":{"cached_tokens":%d}}`, in, out, in+out, cached)
+	if api == model.Anthropic {
+		u = fmt.Sprintf(`"usage":{"input_tokens":%d,"cache_read_input_tokens":%d,"output_tokens":%d}`, in-cached, cached, out)
+	}
+	return strings.TrimSuffix(reply, "}") + "," + u + "}"
+}
+
+// TestUsageReported: the runner sums what each of the turn's replies says
+// it used, a tool call's and the answer's, and reports it for the session
+// (D50); a reply that says nothing adds nothing, and a turn none of whose
+// replies said anything reports nothing.
+func TestUsageReported(t *testing.T) {
+	for _, api := range apis {
+		t.Run(string(api), func(t *testing.T) {
+			b := newBench(t, api,
+				exchange{body: withUsage(api, toolCall(api, "call_1", `{"to":"`+rec+`","text":"progress"}`), 120, 30, 100)},
+				exchange{body: withUsage(api, text(api, "Posted."), 200, 12, 150)},
+				exchange{body: text(api, "No usage.")})
+			if r := b.run(post1, "post progress"); r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			want := messages.RunnerReport{Tokens: messages.Tokens{Input: 320, Output: 42, Cached: 250}}
+			if got := b.reported(); got == nil || *got != want {
+				t.Fatalf("reported %+v, want %+v", got, want)
+			}
+			if r := b.run(post2, "again"); r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			if got := b.reported(); got != nil {
+				t.Fatalf("a reply without usage reported %+v", got)
+			}
+		})
+	}
+}
 
 func TestPlainAnswer(t *testing.T) {
 	for _, api := range apis {

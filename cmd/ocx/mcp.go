@@ -84,6 +84,7 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 	session := fs.String("session", "", "serve until this process (the session's bwrap, PID@START) is gone")
 	fromFD := fs.Bool("listen-fd", false, "serve on descriptor 3, bound by mcp start (internal)")
 	modelFD := fs.Bool("model-fd", false, "serve the model proxy on descriptor 4, bound by mcp start (internal)")
+	mf := addMeterFlags(fs)
 	syncFD := fs.Int("sync-fd", 0, "serve the sync socket on this descriptor, bound by mcp start (internal)")
 	pos, _, err := parse(fs, args)
 	if err != nil {
@@ -167,7 +168,7 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 		return err
 	}
 	if verb == "start" {
-		return startMCPServe(e, ln, modelLn, syncLn, ws, c.agents, key, *session, *only)
+		return startMCPServe(e, ln, modelLn, syncLn, ws, c.agents, key, *session, *only, mf.args())
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -179,6 +180,7 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 		if modelH == nil { // descriptor 4 but model.json is gone since start
 			modelH = model.Refusing(errors.New("this node serves no model (no AGENTS/model.json)"))
 		}
+		modelH = meterModel(ctx, e, n.Layout, ws, key, mf, modelH) // D50: the node's count
 		e.log.Info("model proxy serving", slog.String("workspace", key.String()), slog.String("socket", ws.ModelSocket()))
 		wg.Go(func() {
 			if err := model.Serve(ctx, modelLn, modelH, unixhost.SameUser, e.log); err != nil {
@@ -213,7 +215,7 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 // session of its own, its output appended to the MCP log, and returns:
 // the socket is bound and listening already, so a client may connect at
 // once.
-func startMCPServe(e *env, ln, modelLn, syncLn net.Listener, ws host.Workspace, agents string, key messages.WorkspaceKey, session, only string) error {
+func startMCPServe(e *env, ln, modelLn, syncLn net.Listener, ws host.Workspace, agents string, key messages.WorkspaceKey, session, only string, meter []string) error {
 	defer ln.Close()
 	f, err := ln.(*net.UnixListener).File()
 	if err != nil {
@@ -241,7 +243,7 @@ func startMCPServe(e *env, ln, modelLn, syncLn net.Listener, ws host.Workspace, 
 	}
 	args := []string{"mcp", "serve", key.String(), "--agents", agents, "--listen-fd"}
 	if modelLn != nil {
-		args = append(args, "--model-fd", "--model", only)
+		args = append(append(args, "--model-fd", "--model", only), meter...)
 	}
 	if session != "" {
 		args = append(args, "--session", session)

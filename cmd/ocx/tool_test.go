@@ -391,7 +391,7 @@ func TestToolFrontEndsAnswerAlike(t *testing.T) {
 		{"create dry run", tn.admin(), "create", `{` + base + `, "user": "docs-9", "runner": "native", "dry_run": true}`, true},
 		{"create by a person", node.Caller{Login: tPerson, Password: tPersonPW}, "create", `{` + base + `}`, false},
 		{"create unknown restriction", tn.admin(), "create", `{` + base + `, "restrict": {"no_password": true, "sudo": true}}`, false},
-		{"create unknown budget", tn.admin(), "create", `{"objective": "o", "budget": {"wall": "2h", "tokens": 9}}`, false},
+		{"create unknown budget", tn.admin(), "create", `{"objective": "o", "budget": {"wall": "2h", "cpu": 9}}`, false},
 		{"audit a post", tn.admin(), "audit", `{"checkin": "` + root + `", "verdict": "pass", "reason": "r", "against": "PLAN.md"}`, false},
 		{"audit bad verdict", tn.admin(), "audit", `{"checkin": "` + root + `", "verdict": "ok", "reason": "r", "against": "PLAN.md"}`, false},
 		{"push by a person", node.Caller{Login: tPerson, Password: tPersonPW}, "push", `{}`, false},

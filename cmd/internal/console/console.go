@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +40,7 @@ func parsePages() *template.Template {
 		"join":      strings.Join,
 		"stateOf":   stateOf,
 		"startedBy": startedBy,
+		"seconds":   func(ms uint64) string { return strconv.FormatFloat(float64(ms)/1000, 'f', 1, 64) + " s" },
 	}).ParseFS(templateFiles, "templates/*.html"))
 }
 

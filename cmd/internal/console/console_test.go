@@ -45,7 +45,8 @@ func TestPagesRender(t *testing.T) {
 		"workspace":     workspaceData{Key: k, State: messages.WorkspaceActive, Record: strings.Repeat("b", 64), Definition: evil, Session: sess, End: endText(end), Log: evil},
 		"session-start": sessionStartData{Key: k, Templates: []string{"ci"}, Template: "ci", Kind: "llm", Command: evil, Runner: "claude", Model: evil, Lifetime: "completes", Hears: "admin"},
 		"sessions":      struct{ Sessions []messages.SessionStatus }{[]messages.SessionStatus{*sess}},
-		"session":       sessionData{Key: k, Session: sess, Completed: reportText(end.Report), End: endText(end), ListenerCount: 2, Log: evil},
+		"session": sessionData{Key: k, Session: sess, Completed: reportText(end.Report), End: endText(end), ListenerCount: 2, Log: evil,
+			Usage: &messages.SessionUsage{Model: &messages.ModelCount{Requests: 1}, Turns: 1, Runner: &messages.RunnerReport{Cost: messages.CostUSD(evil)}}},
 		"restart": restartData{Release: evil, Picks: []string{evil}, Answer: &node.Answer{Tool: "session restart", DryRun: true, Sessions: []node.SessionOutcome{
 			{Workspace: evil, Start: strings.Repeat("d", 64), Outcome: node.OutcomeWouldRestart, Release: evil, Why: evil},
 			{Workspace: "agent-2/demo", Start: strings.Repeat("e", 64), Outcome: node.OutcomeLeftAlone, Why: evil}}}},
@@ -106,6 +107,36 @@ func TestPagesRender(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// TestSessionPageShowsUsage: the session page shows a running session's
+// use of the node (D50), the node's count of its model apart from what its
+// runner reported of itself, and an ended one's as its end note says it.
+func TestSessionPageShowsUsage(t *testing.T) {
+	k := messages.WorkspaceKey{Login: "agent-1", Project: "demo"}
+	u := &messages.SessionUsage{Model: &messages.ModelCount{Requests: 2, Tokens: messages.Tokens{Input: 250, Output: 30, Cached: 100}, Refused: 1},
+		Limit: 1000, Turns: 3, WallMS: 5400, CPUMS: 800, Runner: &messages.RunnerReport{Tokens: messages.Tokens{Input: 2, Output: 2}, Cost: "0.0123"}}
+	for _, ended := range []bool{false, true} {
+		var b bytes.Buffer
+		d := sessionData{Key: k, Usage: u, Ended: ended}
+		if err := pages().ExecuteTemplate(&b, "session", view{Script: "/ext/console", Data: d}); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		for _, want := range []string{`id="ocx-tokens-in">250<`, `id="ocx-tokens-out">30<`, "(100 cached)", "in 2 requests", `id="ocx-tokens-limit">1000<`,
+			"1 refused past the limit", `id="ocx-turns">3<`, "5.4 s wall, 0.8 s CPU", "what its runner reported (its own word)", "2 tokens in, 2 out, $0.0123"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("ended %v: the page lacks %q:\n%s", ended, want, out)
+			}
+		}
+		if caption := "What its last run used"; ended != strings.Contains(out, caption) {
+			t.Errorf("ended %v: caption %q shown: %v", ended, caption, !ended)
+		}
+	}
+	var b bytes.Buffer
+	if err := pages().ExecuteTemplate(&b, "session", view{Script: "/ext/console", Data: sessionData{Key: k}}); err != nil || strings.Contains(b.String(), "ocx-usage") {
+		t.Errorf("a session with no usage shows a usage table: %v", err)
+	}
+}
 
 // TestCheckPost: a button acts only for a POST from a page of this
 // repository, carrying the token of the viewer's own cookie, pressed by an

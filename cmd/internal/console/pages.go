@@ -144,6 +144,9 @@ func sessionOf(st *messages.NodeState, k messages.WorkspaceKey) *messages.Sessio
 // endText says how a session ended, in words.
 func endText(e *node.SessionEnd) string {
 	s := e.End.StatusString() + " at " + e.End.Seen.UTC().Format("2006-01-02 15:04:05 UTC")
+	if e.End.Budget != "" {
+		s += ", past its " + e.End.Budget
+	}
 	if e.Report != nil {
 		s += "; its report: " + reportText(e.Report)
 	}
@@ -177,6 +180,10 @@ type sessionData struct {
 	End           string
 	ListenerCount int
 	Log           string
+	// Usage is the running session's use of the node, or the last one's
+	// as its end note says it (Ended); nil for none (D50).
+	Usage *messages.SessionUsage
+	Ended bool
 }
 
 func (q *request) sessionPage(login string) {
@@ -190,12 +197,16 @@ func (q *request) sessionPage(login string) {
 		d.Session = sessionOf(st, k)
 		d.ListenerCount = len(listenersOf(st, k, ownRecord(d.Session)))
 	}
+	if d.Session != nil {
+		d.Usage = d.Session.Usage
+	}
 	if d.Session == nil {
 		if end, eerr := q.n.LastSessionEnd(q.ctx, k); eerr == nil && end != nil {
 			if end.Report != nil {
 				d.Completed = reportText(end.Report)
 			}
 			d.End = endText(end)
+			d.Usage, d.Ended = end.End.Usage, true
 		}
 	}
 	if paths, perr := q.n.WorkspacePaths(k); perr == nil {

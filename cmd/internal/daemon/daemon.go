@@ -409,6 +409,7 @@ func (d *daemon) start() error {
 		Classifier: d.records, Checkins: d.records, Notes: d.records,
 		Procs: d.procs, Spawner: d.reaper, Signaler: d.reaper, Watcher: d.reaper,
 		Clock: unixhost.Clock{}, Inputs: d.inputs, Execer: d, Runs: d.runs, Logger: d.log,
+		Usage: usageReader{layout: d.layout, root: d.root},
 	}
 	if limits != nil {
 		deps.Limits = limits

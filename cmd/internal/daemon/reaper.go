@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -330,11 +331,7 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	p := id
 	r.log.Info("spawned", slog.String(actors.KeyWorkspace, key.String()), slog.String(actors.KeyLaunch, l.Hash),
 		slog.String(actors.KeyPID, p.String()), slog.String("release", dir))
-	model := ""
-	if l.Kind == messages.LLM {
-		model = l.Model
-	}
-	r.startMCP(ctx, dir, key, p, model)
+	r.startMCP(ctx, dir, key, p, l)
 	return p, nil
 }
 
@@ -344,23 +341,36 @@ const mcpStartWait = 10 * time.Second
 
 // startMCP runs the release's `ocx mcp start KEY --session PID@START`,
 // with `--model MODEL` for an llm session (its definition's model, which
-// the model proxy beside the socket alone serves; any other session has
-// no model socket), which binds the session's MCP socket and leaves its
+// the model proxy beside the socket alone serves, counting its tokens for
+// the launch against its limits.tokens, which host.MCPLaunchEnv
+// and host.MCPTokensEnv say, D50; any other session has no model socket), which
+// binds the session's MCP socket and leaves its
 // server running in a
 // session of its own until the session is gone (D38): a process apart
 // from the daemon, so that the daemon's re-exec or end leaves it serving,
 // and a failure of it ends no more than the tools of one session. A
 // session whose server did not start runs on without its tools; the log
 // says why.
-func (r *reaper) startMCP(ctx context.Context, dir string, key messages.WorkspaceKey, p messages.ProcID, model string) {
+func (r *reaper) startMCP(ctx context.Context, dir string, key messages.WorkspaceKey, p messages.ProcID, l messages.LaunchSpec) {
 	ocx := filepath.Join(dir, "ocx")
 	ctx, cancel := context.WithTimeout(ctx, mcpStartWait)
 	defer cancel()
 	args := []string{"mcp", "start", key.String(), "--agents", r.layout.Root(), "--session", p.String()}
-	if model != "" {
-		args = append(args, "--model", model)
+	var env []string
+	if l.Kind == messages.LLM {
+		args = append(args, "--model", l.Model)
+		// The launch and its tokens limit go in the environment: a release
+		// from before D50 (a session on the previous one) ignores them,
+		// where it would refuse a flag it does not know and serve nothing.
+		env = append(env, host.MCPLaunchEnv+"="+l.Hash)
+		if l.Tokens > 0 {
+			env = append(env, host.MCPTokensEnv+"="+strconv.FormatUint(l.Tokens, 10))
+		}
 	}
 	cmd := exec.CommandContext(ctx, ocx, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := cmd.CombinedOutput()
 	level := slog.LevelInfo
 	if err != nil {

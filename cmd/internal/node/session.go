@@ -40,7 +40,10 @@ type SessionStartInput struct {
 	Checkins []string
 	// Wall is the longest the session runs (a record's budget.wall); empty
 	// sets no limit.
-	Wall   string
+	Wall string
+	// Tokens is what an llm session's model may read and write (a
+	// record's budget.tokens, D50); 0 sets no limit.
+	Tokens uint64
 	DryRun bool
 }
 
@@ -103,8 +106,8 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 		Kind: messages.SessionKind(in.Kind), Command: in.Command, Runner: in.Runner, Model: in.Model,
 		Lifetime: messages.Lifetime(in.Lifetime), Hears: in.Hears, Checkins: in.Checkins,
 	}
-	if in.Wall != "" {
-		def.Limits = &messages.SessionLimits{Wall: in.Wall}
+	if in.Wall != "" || in.Tokens > 0 {
+		def.Limits = &messages.SessionLimits{Wall: in.Wall, Tokens: in.Tokens}
 	}
 	if _, err := def.Encode(); err != nil {
 		return a.Stop(err)

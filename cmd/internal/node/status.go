@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/listening"
+	"github.com/ocx-go/ocx/cmd/internal/usage"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
@@ -292,7 +294,26 @@ func (n *Node) sessionStatus(ctx context.Context, r *fossilio.Repo, k messages.W
 			s.Record = b.Home
 		}
 	}
+	s.Usage = n.sessionUsage(ws, s.Launch)
 	return s
+}
+
+// sessionUsage is a running session's use of the node so far (D50): the
+// node's count of its model, which its proxy keeps outside the sandbox,
+// and the session's own account of its turns, read through no link and
+// believed of that session alone; nil when neither is there for its
+// launch.
+func (n *Node) sessionUsage(ws host.Workspace, launch string) *messages.SessionUsage {
+	root, err := unixhost.OpenRoot(n.Agents)
+	if err != nil {
+		return nil
+	}
+	defer root.Close()
+	u, _, err := usage.Read(root, ws, launch)
+	if err != nil && !n.refusals.Absent(err) {
+		n.Log.Warn("a session's usage does not read", slog.String("workspace", ws.Key.String()), slog.String("error", err.Error()))
+	}
+	return u
 }
 
 // currentRelease names the current release as the process table names a

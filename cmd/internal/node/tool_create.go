@@ -137,7 +137,7 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 		if rec.Restrict.NoPassword {
 			a.Would("make the clone of %s forget its password (restrict no_password)", key)
 		}
-		a.Would("start its llm session (runner %s, lifetime stays, wall %s) on the record", rec.Runner, rec.Budget.Wall)
+		a.Would("start its llm session (runner %s, lifetime stays, wall %s%s) on the record", rec.Runner, rec.Budget.Wall, tokensWords(rec.Budget.Tokens))
 		return a
 	}
 	code, err := r.ProjectCode(ctx)
@@ -174,7 +174,7 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 		a.Logf("the clone of %s holds no password (restrict no_password)", key)
 	}
 	a.merge(n.SessionStart(ctx, SessionStartInput{Workspace: key.String(), Kind: string(messages.LLM), Runner: rec.Runner,
-		Model: cmp.Or(rec.Model, RecordModel), Lifetime: string(messages.Stays), Record: hash, Hears: rec.Hears, Checkins: rec.Checkins, Wall: rec.Budget.Wall}))
+		Model: cmp.Or(rec.Model, RecordModel), Lifetime: string(messages.Stays), Record: hash, Hears: rec.Hears, Checkins: rec.Checkins, Wall: rec.Budget.Wall, Tokens: rec.Budget.Tokens}))
 	a.SetResult(hash)
 	return a
 }
@@ -223,4 +223,12 @@ func enforcedWords() string {
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s
+}
+
+// tokensWords says a record's tokens budget in the dry run's words.
+func tokensWords(n uint64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", tokens %d", n)
 }

@@ -14,7 +14,7 @@ import (
 type ToolField struct {
 	Name string
 	// Path is where the value goes in the input: the field itself, or for
-	// wall, budget.wall (the budget object replaced by {"wall": VALUE}).
+	// wall, budget.wall (set in the budget object, its other keys kept).
 	Path []string
 	// Help says what it is, for a flag's usage and a form's label.
 	Help string
@@ -71,7 +71,15 @@ func WithFields(tool string, raw []byte, set map[string]string, dry *bool) []byt
 			obj[f.Path[0]] = s
 			continue
 		}
-		inner, _ := json.Marshal(map[string]json.RawMessage{f.Path[1]: s})
+		// Set inside the object the input gave, keeping its other keys: a
+		// budget's tokens given beside a wall field is a limit, never
+		// dropped (D50). Anything but one object there is replaced.
+		in, ok := topLevel(obj[f.Path[0]])
+		if !ok || len(bytes.TrimSpace(obj[f.Path[0]])) == 0 {
+			in = map[string]json.RawMessage{}
+		}
+		in[f.Path[1]] = s
+		inner, _ := json.Marshal(in)
 		obj[f.Path[0]] = inner
 	}
 	if dry != nil {

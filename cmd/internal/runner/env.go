@@ -13,6 +13,10 @@ const (
 	EnvFrom       = "OCX_FROM"
 	EnvSessionDir = "OCX_SESSION_DIR"
 	EnvMCPSocket  = "OCX_MCP_SOCKET"
+	// EnvTurnUsage names the file a runner writes what it used in the
+	// turn to (ReportUsage, D50): its own word, which the session keeps
+	// beside the turn's wall and CPU time.
+	EnvTurnUsage = "OCX_TURN_USAGE"
 )
 
 // Env is what a runner reads from its environment.
@@ -23,12 +27,15 @@ type Env struct {
 	SessionDir string
 	// MCPSocket is the node's MCP socket, "" when the node serves none.
 	MCPSocket string
+	// TurnUsage is where the runner reports what it used, "" when the
+	// session asks for no report.
+	TurnUsage string
 }
 
 // EnvOf reads the environment through getenv (os.Getenv).
 func EnvOf(getenv func(string) string) Env {
 	return Env{Post: getenv(EnvPost), Record: getenv(EnvRecord), From: getenv(EnvFrom),
-		SessionDir: getenv(EnvSessionDir), MCPSocket: getenv(EnvMCPSocket)}
+		SessionDir: getenv(EnvSessionDir), MCPSocket: getenv(EnvMCPSocket), TurnUsage: getenv(EnvTurnUsage)}
 }
 
 // ModelSocket is the node's model proxy (host.ModelSocketName) beside the

@@ -194,6 +194,9 @@ type Ended struct {
 	Signal string
 	// StartErr says why it could not be started at all.
 	StartErr error
+	// CPU is the CPU time its process used, with the processes it waited
+	// for (the runner's CLI), as wait4 reports it (D50).
+	CPU time.Duration
 }
 
 // OK says whether the process ran and exited 0.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/cmd/internal/usage"
 	"github.com/ocx-go/ocx/cmd/internal/version"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
@@ -174,6 +175,9 @@ type Session struct {
 	readDone    chan error
 	// stopSig is the first stopping signal received, nil until one is.
 	stopSig os.Signal
+	// turns is the session's account of its turns (D50); nil when it
+	// could not be started.
+	turns *usage.Turns
 }
 
 // Run runs the session until it ends, and returns the exit code.
@@ -207,6 +211,7 @@ func (s *Session) Run(ctx context.Context) int {
 	s.log.Info("ready", keyEvent, "ready", keyRecord, s.rec.ID, "kind", string(s.def.Kind),
 		"lifetime", string(s.def.Lifetime), "definition", s.defHash)
 	s.sayReady()
+	s.startTurns()
 	if stop := s.armWall(); stop != nil {
 		defer stop()
 	}
@@ -572,7 +577,9 @@ func (s *Session) turn(ctx context.Context, p Post) bool {
 	if err != nil {
 		ended = Ended{StartErr: err}
 	} else {
+		started := s.beforeTurn()
 		out, ended = s.runTurn(spec)
+		s.afterTurn(p.Hash, started, ended)
 	}
 	s.releaseTurn()
 	s.log.Info("turn ended", keyEvent, "turn", keyPost, p.Hash, keyEnded, ended.String(), "bytes", int64(len(out.Tail))+out.Dropped)
@@ -613,7 +620,7 @@ func (s *Session) turnSpec(p Post) (turnSpec, string, error) {
 		prog := "ocx-runner-" + s.def.Runner
 		in := runner.Input{Post: p.Hash, From: p.From(), Text: p.Text, Record: p.Record, Objective: s.rec.Objective,
 			Login: s.b.Login, Session: s.rec.ID}
-		env = append(env, "OCX_SESSION_DIR="+s.ws.Session)
+		env = append(env, "OCX_SESSION_DIR="+s.ws.Session, runner.EnvTurnUsage+"="+s.ws.RunnerUsage())
 		return turnSpec{argv: []string{prog, "--model", s.def.Model}, env: env, dir: s.ws.Tree, stdin: in.Line()}, "runner", nil
 	}
 	return turnSpec{}, "session", fmt.Errorf("session kind %q is not known", s.def.Kind)

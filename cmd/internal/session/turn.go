@@ -125,6 +125,7 @@ wait:
 		e.StartErr = werr
 	}
 	if cmd.ProcessState != nil {
+		e.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		if sig, ok := unixhost.EndingSignal(cmd.ProcessState); ok {
 			e.Signal = sig.String()
 			e.Code = 128 + int(sig)

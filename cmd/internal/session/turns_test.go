@@ -266,3 +266,53 @@ func TestLLMCompletesEndsOnAFailedTurn(t *testing.T) {
 		t.Errorf("the log does not say the session ended on its report")
 	}
 }
+
+// TestTurnUsageKept is issue 23 item 4 on the session's side (D50): each
+// turn's wall time, measured around its process, its CPU time and what its
+// runner reported of itself are kept in session/usage.json for its launch,
+// summed; a runner's report is taken with its turn, so a turn that reports
+// nothing shows none.
+func TestTurnUsageKept(t *testing.T) {
+	n := newNode(t)
+	w := n.workspace("llm-u")
+	r := w.record(messages.ListenThread, "Count what you use.", llm(messages.Stays), "")
+	p := w.serve(r.launch, false)
+	w.waitLog("event=ready", 1)
+	h1 := w.post(n.admin, r, "please report usage")
+	w.wake(h1)
+	w.waitReply(r, h1)
+	h2 := w.post(n.admin, r, "and now nothing")
+	w.wake(h2)
+	w.waitReply(r, h2)
+	w.waitLog("event=usage", 2)
+	b, err := os.ReadFile(w.ws.TurnsFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := messages.DecodeSessionTurns(b)
+	if err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	if st.Launch != r.launch || len(st.Turns) != 2 || st.Total.Turns != 2 {
+		t.Fatalf("turns %s", b)
+	}
+	first, second := st.Turns[0], st.Turns[1]
+	if first.Post != h1 || second.Post != h2 {
+		t.Errorf("the turns answer %s and %s, want %s and %s", first.Post, second.Post, h1, h2)
+	}
+	if first.Runner == nil || first.Runner.Input != 7 || first.Runner.Output != 3 || second.Runner != nil {
+		t.Errorf("the runners' reports: %+v, %+v", first.Runner, second.Runner)
+	}
+	if first.CPUMS == 0 || first.WallMS < first.CPUMS/2 || st.Total.WallMS != first.WallMS+second.WallMS || st.Total.CPUMS != first.CPUMS+second.CPUMS {
+		t.Errorf("times: %+v, total %+v", st.Turns, st.Total)
+	}
+	if _, err := os.Stat(w.ws.RunnerUsage()); !os.IsNotExist(err) {
+		t.Errorf("the runner's report is left after its turn: %v", err)
+	}
+	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d after TERM", code)
+	}
+}

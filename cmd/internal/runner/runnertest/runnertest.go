@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/messages"
 	"go.uber.org/goleak"
 )
 
@@ -107,7 +108,7 @@ func (f *Fixture) Turn(t *testing.T, in runner.Input, argv ...string) (stdout, s
 	cmd := exec.Command(filepath.Join(f.kit.Bin, "ocx-runner-"+f.kit.Name), argv...)
 	cmd.Dir = f.Tree
 	cmd.Stdin = bytes.NewReader(in.Line())
-	cmd.Env = []string{"PATH=" + f.Path, "HOME=" + f.Home, "OCX_SESSION_DIR=" + f.SessionDir,
+	cmd.Env = []string{"PATH=" + f.Path, "HOME=" + f.Home, "OCX_SESSION_DIR=" + f.SessionDir, runner.EnvTurnUsage + "=" + f.UsageFile(),
 		"OCX_POST=" + in.Post, "OCX_RECORD=" + in.Record, "OCX_FROM=" + in.From, "STANDIN_CWD=" + f.Tree}
 	if f.Tools {
 		cmd.Env = append(cmd.Env, "OCX_MCP_SOCKET="+Socket)
@@ -123,6 +124,29 @@ func (f *Fixture) Turn(t *testing.T, in runner.Input, argv ...string) (stdout, s
 		t.Fatal(err)
 	}
 	return out.String(), errb.String(), code
+}
+
+// UsageFile is where a turn's runner reports what it used: the session's
+// directory's turn-usage.json, as a session names it.
+func (f *Fixture) UsageFile() string { return filepath.Join(f.SessionDir, "turn-usage.json") }
+
+// Reported is what the last turn's runner reported, and takes it away as
+// the session does; nil when it reported nothing.
+func (f *Fixture) Reported(t *testing.T) *messages.RunnerReport {
+	t.Helper()
+	b, err := os.ReadFile(f.UsageFile()) // trust:outside a test's own directory
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(f.UsageFile())
+	r, err := messages.DecodeRunnerReport(b)
+	if err != nil {
+		t.Fatalf("the runner's report %s does not read: %v", b, err)
+	}
+	return r
 }
 
 // Stored decodes into state what the conversation store holds for rec1,

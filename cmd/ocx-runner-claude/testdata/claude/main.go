@@ -11,7 +11,8 @@
 // node serves no tools), ID one it handed out before, IS_SANDBOX=1, HOME
 // set, and its working directory $STANDIN_CWD. It answers as the real one
 // does with --output-format json: one result object on standard output.
-// The prompt chooses the answer:
+// Its result carries usage and total_cost_usd as the real one's does
+// (a success's, and error_max_turns's). The prompt chooses the answer:
 //
 //	standin:is_error    an API error: subtype success, is_error true, exit 1
 //	standin:max_turns   subtype error_max_turns with errors, exit 1
@@ -134,7 +135,7 @@ func run() error {
 			"result": "API Error: 401 {\"type\":\"error\",\"error\":{\"type\":\"authentication_error\"}}\nPlease run /login"}, 1)
 	case strings.Contains(p, "standin:max_turns"):
 		return result(map[string]any{"type": "result", "subtype": "error_max_turns", "is_error": true, "session_id": id,
-			"num_turns": 9, "errors": []string{"Reached maximum number of turns (8)"}}, 1)
+			"num_turns": 9, "errors": []string{"Reached maximum number of turns (8)"}, "total_cost_usd": 0.5, "usage": usage}, 1)
 	case strings.Contains(p, "standin:garbage"):
 		fmt.Println("Welcome to Claude Code! this is not JSON")
 		return nil
@@ -154,7 +155,7 @@ func run() error {
 	}
 	return result(map[string]any{"type": "result", "subtype": "success", "is_error": false, "duration_ms": 1200,
 		"duration_api_ms": 1100, "num_turns": 1, "result": answer, "session_id": id, "total_cost_usd": 0.0123,
-		"usage": map[string]int{"input_tokens": 10, "output_tokens": 20}}, 0)
+		"usage": usage}, 0)
 }
 
 // checkCwd checks the working directory is the one the test ran the runner in.
@@ -211,6 +212,13 @@ func checkConfig(path string) error {
 	}
 	return nil
 }
+
+// usage is the turn's usage as the real one reports it in its result: the
+// Messages API's counts (those past the cache, written to it, read from
+// it, and written by the model), the server's tools, the service tier.
+var usage = map[string]any{"input_tokens": 10, "cache_creation_input_tokens": 5, "cache_read_input_tokens": 100,
+	"output_tokens": 20, "server_tool_use": map[string]int{"web_search_requests": 0, "web_fetch_requests": 0},
+	"service_tier": "standard"}
 
 func result(v map[string]any, code int) error {
 	b, err := json.Marshal(v)
