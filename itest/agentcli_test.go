@@ -280,14 +280,18 @@ func TestAgentCLIUsage(t *testing.T) {
 				t.Fatalf("the first turn's answer: %q", got)
 			}
 			n := uint64(len(c.model.seen()))
+			// The proxy counts a reply once it has passed whole, which may
+			// be a moment after the CLI read its last event and the turn
+			// ended: wait for the count of the turn's requests, then check
+			// it.
 			var u *messages.SessionUsage
-			c.waitFor("the turn's usage on the status", func() bool {
+			c.waitFor("the turn and its requests counted on the status", func() bool {
 				for _, s := range c.status().Sessions {
-					if s.Login == login && s.Usage != nil && s.Usage.Turns == 1 {
+					if s.Login == login && s.Usage != nil {
 						u = s.Usage
 					}
 				}
-				return u != nil
+				return u != nil && u.Turns == 1 && u.Model != nil && u.Model.Requests >= n
 			})
 			if m := u.Model; m == nil || m.Requests != n || m.Input != 300*n || m.Output != 40*n || u.Limit != 4000 {
 				t.Fatalf("the node's count after %d requests of 300 in, 40 out: %+v, limit %d", n, m, u.Limit)

@@ -71,17 +71,18 @@ func (s *usageSession) ask(text string, replies ...string) posted {
 	return s.n.awaitReplyBy(s.login, s.record, p)
 }
 
-// usageAfter waits until the status shows turns turns, and returns the
-// session's usage.
-func (s *usageSession) usageAfter(turns uint64) *messages.SessionUsage {
+// usageAfter waits until the status shows turns turns and the node's
+// count of requests requests, and returns the session's usage. The proxy
+// counts a reply once it has passed whole, which may be a moment after
+// the runner read its end and the turn ended: both are waited for.
+func (s *usageSession) usageAfter(turns, requests uint64) *messages.SessionUsage {
 	s.n.t.Helper()
 	var u *messages.SessionUsage
-	s.n.waitFor("the turn's usage on the status", func() bool {
-		p := s.status()
-		if p != nil && p.Usage != nil && p.Usage.Turns == turns {
+	s.n.waitFor("the turns and their requests counted on the status", func() bool {
+		if p := s.status(); p != nil && p.Usage != nil {
 			u = p.Usage
 		}
-		return u != nil
+		return u != nil && u.Turns == turns && u.Model != nil && u.Model.Requests >= requests
 	})
 	return u
 }
@@ -119,7 +120,7 @@ func TestSessionUsageOnStatusAndEndNote(t *testing.T) {
 	if strings.TrimSpace(got.Text) != "counted" {
 		t.Fatalf("the answer: %q", got.Text)
 	}
-	u := s.usageAfter(1)
+	u := s.usageAfter(1, 2)
 	want := messages.ModelCount{Requests: 2, Tokens: messages.Tokens{Input: 250, Output: 30}}
 	if u.Model == nil || *u.Model != want {
 		t.Errorf("the node's count on the status: %+v, want %+v", u.Model, want)
@@ -149,7 +150,7 @@ func TestSessionUsageOnStatusAndEndNote(t *testing.T) {
 func TestTokensBudgetEndsTheSession(t *testing.T) {
 	needs(t, "ocxd", "workspace", "llm ocx-runner-native")
 	s := newUsageSession(t, llmRoot, "native-u2", `{"wall": "1h", "tokens": 100}`)
-	if u := s.usageAfter(0); u.Limit != 100 || u.Model == nil || u.Model.Requests != 0 {
+	if u := s.usageAfter(0, 0); u.Limit != 100 || u.Model == nil || u.Model.Requests != 0 {
 		t.Fatalf("before any turn: %+v", u)
 	}
 	got := s.ask("spend it",
@@ -194,7 +195,7 @@ func TestRunnerUnderReportingChangesNothing(t *testing.T) {
 	root := lyingRelease(t)
 	s := newUsageSession(t, root, "native-u3", `{"wall": "1h", "tokens": 200}`)
 	s.ask("first", chatUsage(chatText("one"), 80, 40))
-	u := s.usageAfter(1)
+	u := s.usageAfter(1, 1)
 	if u.Runner == nil || u.Runner.Input != 1 || u.Runner.Output != 1 {
 		t.Fatalf("the lying runner's report: %+v", u.Runner)
 	}
