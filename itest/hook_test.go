@@ -111,9 +111,13 @@ func TestHookWatchRunsAHookHeldBack(t *testing.T) {
 	if err := syscall.Flock(int(mark.Fd()), syscall.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
+	// The daemon may have run the hook for the tag's own receipt before
+	// the mark was held (its first look after the push): only what it
+	// logs from now on counts.
+	before := len(n.daemonLog())
 	held := n.result(person, "thread", "--title", "Held back", "--text", "a post Fossil's hook does not see while its phantom lasts")
 	time.Sleep(1500 * time.Millisecond) // 30 looks, one every 50 ms while the mark is held
-	if log := n.daemonLog(); strings.Contains(log, "running it") || strings.Contains(log, held) {
+	if log := n.daemonLog()[before:]; strings.Contains(log, "running it") || strings.Contains(log, held) {
 		t.Fatalf("the daemon ran the hook while a run held its mark:\n%s", log)
 	}
 	if err := syscall.Flock(int(mark.Fd()), syscall.LOCK_UN); err != nil {
