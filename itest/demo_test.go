@@ -90,7 +90,11 @@ func demoEndToEnd(t *testing.T, ocx string, env []string, want string) {
 		return stderr.String()
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
+		// Interrupted first, so that a demo a failed check leaves running
+		// ends what it started by itself; killed if it does not end.
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		kill := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+		defer kill.Stop()
 		for range lines {
 		}
 		<-exited
@@ -114,6 +118,7 @@ func demoEndToEnd(t *testing.T, ocx string, env []string, want string) {
 				said[k] = strings.TrimSpace(v)
 			}
 			ready = strings.HasPrefix(line, "ready")
+			said["_lines"] += line + "\n"
 		case <-deadline:
 			t.Fatalf("the demo was not ready in 3 minutes:\n%s\n%s", strings.Join(out, "\n"), stderrAtExit())
 		}
@@ -140,6 +145,10 @@ func demoEndToEnd(t *testing.T, ocx string, env []string, want string) {
 	if resp.StatusCode != 200 || !strings.Contains(string(page), `data-ocx-session="agent-demo/demo"`) || !strings.Contains(string(page), `class="mainmenu"`) {
 		t.Fatalf("the demo's console: %d\n%s", resp.StatusCode, page)
 	}
+
+	// Everything else the guide and the console's pages show (issue 27
+	// item 8): each thing the demo printed is there.
+	demoShowsEveryFeature(t, ocx, said, dir)
 
 	// As the person, on the web: log in, then reply through the forum's
 	// own form.
@@ -197,6 +206,184 @@ func demoEndToEnd(t *testing.T, ocx string, env []string, want string) {
 	}
 	for _, pid := range naming(dir) {
 		t.Errorf("the demo left a process naming its directory: %d %s", pid, cmdline(pid))
+	}
+}
+
+// demoShowsEveryFeature checks what the demo printed beyond its session
+// (issue 27 item 8): the git mirror clones into a fresh directory with the
+// command printed; CI and the reviewer are branch listeners on trunk in
+// the status; the check-in the demo made carries CI's green tag and the
+// reviewer's verdict; the two templates are offered, and picked, on the
+// console's forms without an error.
+func demoShowsEveryFeature(t *testing.T, ocx string, said map[string]string, dir string) {
+	t.Helper()
+	base := said["url"]
+	// The git mirror: the printed command, into a directory of the test's.
+	clone := strings.Fields(said["git mirror"])
+	if len(clone) != 4 || clone[0] != "git" || clone[1] != "clone" || clone[2] != base+"ext/console/git" {
+		t.Fatalf("the demo printed no git clone of its mirror: %q", said["git mirror"])
+	}
+	dst := filepath.Join(t.TempDir(), clone[3])
+	git := func(args ...string) (string, error) {
+		cmd := exec.Command("git", args...)
+		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + t.TempDir(), "GIT_TERMINAL_PROMPT=0"}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := git("clone", clone[2], dst); err != nil {
+		t.Fatalf("%s: %v\n%s", said["git mirror"], err, out)
+	}
+	if out, err := git("-C", dst, "log", "--oneline"); err != nil || !strings.Contains(out, "initial empty check-in") {
+		t.Errorf("the mirror's history: %v\n%s", err, out)
+	}
+
+	// CI and the reviewer: each a branch listener on trunk, in the status.
+	agents := said["agents root"]
+	status := func() *messages.NodeState {
+		cmd := exec.Command(ocx, "status", "--json")
+		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, "LANG=C.UTF-8", "OCX_AGENTS=" + agents}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("ocx status: %v\n%s", err, out)
+		}
+		st, err := messages.DecodeState(out)
+		if err != nil {
+			t.Fatalf("the status: %v\n%s", err, out)
+		}
+		return st
+	}
+	st := status()
+	for _, k := range []string{"ci", "reviewer"} {
+		login, _, _ := strings.Cut(said[k], " ")
+		found := false
+		for _, l := range st.Listeners {
+			found = found || (l.Login == login && l.Kind == messages.ListenBranch && l.Names == "trunk")
+		}
+		if login == "" || !found {
+			t.Errorf("the demo printed %s %q, and the status lists no branch listener of it on trunk: %+v", k, said[k], st.Listeners)
+		}
+	}
+
+	// The demo's check-in: CI's green tag and the reviewer's verdict on it.
+	info := strings.Fields(said["check-in"])
+	if len(info) == 0 || !strings.HasPrefix(info[0], base+"info/") {
+		t.Fatalf("the demo printed no check-in: %q", said["check-in"])
+	}
+	checkin := strings.TrimPrefix(info[0], base+"info/")
+	ci, _, _ := strings.Cut(said["ci"], " ")
+	rev, _, _ := strings.Cut(said["reviewer"], " ")
+	repo := filepath.Join(dir, "demo.fossil")
+	var tags []fossilio.TagChange
+	for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
+		r, err := fossilio.OpenNode(repo, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tags, err = r.CheckinTags(context.Background(), checkin)
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		green, okCI := fossilio.LatestTag(tags, "ci", ci)
+		verdict, okRev := fossilio.LatestTag(tags, messages.AuditedTag, rev)
+		if okCI && okRev {
+			if !strings.HasPrefix(green.Value, "green") || !strings.HasPrefix(verdict.Value, "pass") {
+				t.Errorf("the check-in's tags: ci %q, audited %q; want green and pass", green.Value, verdict.Value)
+			}
+			break
+		}
+		if time.Since(start) > 90*time.Second {
+			t.Fatalf("no ci tag of %s and verdict of %s on the demo's check-in %s in 90 s: %+v", ci, rev, checkin, tags)
+		}
+	}
+
+	// A check-in of the newcomer's own, with the command printed: pushed,
+	// exported to the mirror by the hook, tagged by CI.
+	var own string
+	for i, l := range strings.Split(said["_lines"], "\n") {
+		if strings.HasPrefix(l, "A check-in of your own") {
+			own = strings.TrimSpace(strings.Split(said["_lines"], "\n")[i+1])
+		}
+	}
+	if !strings.HasPrefix(own, "fossil clone ") {
+		t.Fatalf("the demo printed no command for a check-in of one's own:\n%s", said["_lines"])
+	}
+	sh := exec.Command("/bin/sh", "-c", own)
+	sh.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + t.TempDir()}
+	if out, err := sh.CombinedOutput(); err != nil || strings.Contains(string(out), "incorrect password") {
+		t.Fatalf("%s: %v\n%s", own, err, out)
+	}
+	in := exec.Command("fossil", "info", "current")
+	in.Dir = filepath.Join(dir, "mine")
+	in.Env = sh.Env
+	out, err := in.Output()
+	mine := ""
+	for _, l := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "hash" && len(strings.Fields(v)) > 0 {
+			mine = strings.Fields(v)[0]
+		}
+	}
+	if err != nil || mine == "" {
+		t.Fatalf("fossil info in the newcomer's check-out: %v\n%s", err, out)
+	}
+	for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
+		r, err := fossilio.OpenNode(repo, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tags, err := r.CheckinTags(context.Background(), mine)
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if green, ok := fossilio.LatestTag(tags, "ci", ci); ok {
+			if !strings.HasPrefix(green.Value, "green") {
+				t.Errorf("CI on the newcomer's check-in: %q", green.Value)
+			}
+			break
+		}
+		if time.Since(start) > 90*time.Second {
+			t.Fatalf("no ci tag on the newcomer's check-in %s in 90 s", mine)
+		}
+	}
+	if out, err := git("-C", dst, "pull", "-q"); err != nil {
+		t.Fatalf("git pull of the mirror: %v\n%s", err, out)
+	}
+	if out, err := git("-C", dst, "log", "--oneline"); err != nil || !strings.Contains(out, " hi") {
+		t.Errorf("the mirror lacks the newcomer's check-in after it: %v\n%s", err, out)
+	}
+
+	// The console's other pages it names.
+	for _, u := range strings.Fields(said["releases"]) {
+		if !strings.HasPrefix(u, "http") {
+			continue
+		}
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d", u, resp.StatusCode)
+		}
+	}
+
+	// The templates, offered and picked on the console's forms.
+	for _, k := range []string{"workspace template", "session template"} {
+		u := said[k]
+		name := u[strings.LastIndex(u, "=")+1:]
+		if !strings.HasPrefix(u, base+"ext/console/") || name == "" {
+			t.Fatalf("the demo printed %s %q", k, u)
+		}
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(page), `<option value="`+name+`" selected>`) || strings.Contains(string(page), "ocx-template-error") {
+			t.Errorf("%s %s: %d, not picked or with an error:\n%s", k, u, resp.StatusCode, page)
+		}
 	}
 }
 

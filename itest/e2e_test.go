@@ -247,10 +247,14 @@ func TestBadInputsLeaveNothingHalfMade(t *testing.T) {
 	if after := n.records(); after != before {
 		t.Errorf("refusals wrote %d artifacts on the record", after-before)
 	}
-	// A start into a workspace that does not exist, and usage errors.
-	r = n.ocx(admin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--", "cat")
-	if r.code != 1 || !strings.Contains(r.stdout, "does not exist on the host") {
-		t.Errorf("start without a workspace: %s", r)
+	// A start into a workspace that does not exist makes it (D57), but
+	// not for a login that is no agent login of the node; and usage errors.
+	r = n.ocx(admin, "session", "start", key("nobody-1"), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--", "cat")
+	if r.code != 1 || !strings.Contains(r.stdout, "does not exist on the host") || !strings.Contains(r.stdout, "refused to make it") {
+		t.Errorf("start without a workspace for a login that is none: %s", r)
+	}
+	if after := n.records(); after != before {
+		t.Errorf("a refused start wrote %d artifacts on the record", after-before)
 	}
 	r = n.ocx("", "workspace", "frobnicate")
 	if r.code != 2 || !strings.Contains(r.stderr, `"frobnicate" is not an action of ocx workspace`) {

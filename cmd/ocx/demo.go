@@ -42,6 +42,25 @@ const (
 	// demoCommand is the session's command: it answers each post with what
 	// it heard.
 	demoCommand = `printf '%s heard: ' "$USER"; cat`
+	// demoCI and demoReviewer are the demo's mechanical logins, each a
+	// `completes` session on a branch listener on trunk (D5, D42): CI tags
+	// each check-in, the reviewer judges it.
+	demoCI       = "ci-demo"
+	demoReviewer = "reviewer-demo"
+	// demoCICommand is CI's command, run in the tree on the check-in: it
+	// counts the files there and passes.
+	demoCICommand = `n=$(ls | wc -l); echo "ci: $n files on this check-in; all checks pass"`
+	// demoReviewCommand is the reviewer's: it passes what it reads.
+	demoReviewCommand = `echo "reviewed: $(ls | wc -l) files, each keeps to the record's objective"`
+	// demoBranch is the branch the demo's workspaces and listeners name.
+	demoBranch = "trunk"
+	// The templates the demo writes, wiki pages workspace/NAME and
+	// session/NAME (docs/console.md).
+	demoWorkspaceTemplate = "demo"
+	demoSessionTemplate   = "ci"
+	// demoMirror is the git mirror's directory in the demo's, and the
+	// directory a newcomer's clone of it is told to make.
+	demoMirror = "git"
 )
 
 // The environment that makes the demo's session an llm session on
@@ -88,8 +107,11 @@ func demoModel(path string) (string, error) {
 // binaries beside this ocx, a repository switched to write-ahead logging and
 // only then a Fossil server with its backoffice polled each second (D11),
 // the node initialised with the hook installed, an agent login,
-// its workspace and a mechanical session that answers. It prints what to
-// open and what to type, runs until interrupted, then stops the session and
+// its workspace and a mechanical session that answers; and what else the
+// guide and the console show (issue 27 item 8): the git mirror, CI and a
+// reviewer on branch listeners, a check-in for them, and a workspace and a
+// session template. It prints where each is and what to type, runs until
+// interrupted, then stops the sessions and
 // the daemon and ends every process it started, by PID.
 func runDemo(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
@@ -191,6 +213,11 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 	if _, err := fsl.Run(ctx, []string{"settings", "backoffice-disable", "on", "-R", repo}); err != nil {
 		return err
 	}
+	// The git mirror (docs/console.md "Git"): the hook keeps it current
+	// from the next check-in on.
+	if _, err := fsl.Run(ctx, []string{"git", "export", filepath.Join(d.root, demoMirror), "-R", repo}); err != nil {
+		return fmt.Errorf("the demo's git mirror (is git installed? `make deps` installs it): %w", err)
+	}
 	// Write-ahead logging before anything else opens the repository: the
 	// switch needs the file to itself, and the server and the poller write
 	// it from their start (D11). `ocx init` below then finds it switched.
@@ -249,6 +276,24 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 	if err := answerErr(start); err != nil {
 		return err
 	}
+	if err := d.templates(ctx, fsl, repo); err != nil {
+		return err
+	}
+	for _, l := range []struct {
+		login, command, what string
+		result               messages.ResultKind
+	}{
+		{demoCI, demoCICommand, "The demo's CI: it tags each check-in on " + demoBranch + " green or red.", messages.ResultCI},
+		{demoReviewer, demoReviewCommand, "The demo's reviewer: it judges each check-in on " + demoBranch + " against this record.", messages.ResultVerdict},
+	} {
+		if err := d.branchListener(ctx, l.login, l.command, l.what, l.result); err != nil {
+			return err
+		}
+	}
+	checkin, err := d.checkin(ctx, home)
+	if err != nil {
+		return err
+	}
 	// A web post that meets another writer of the repository fails with
 	// "database is locked" (Fossil reads, then writes, in one transaction),
 	// so the demo says it is ready once the writes its start set off are done.
@@ -263,6 +308,15 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 	fmt.Fprintf(e.stdout, "  agent login: %s  (its session answers in the thread below)\n", demoAgent)
 	fmt.Fprintf(e.stdout, "  thread:      %sforumpost/%s\n", d.srv.url, record)
 	fmt.Fprintf(e.stdout, "  agents root: %s\n", agents)
+	fmt.Fprintf(e.stdout, "  git mirror:  git clone %s%s %s-git\n", console, demoMirror, d.project)
+	fmt.Fprintf(e.stdout, "  ci:          %s  (a branch listener on %s: each check-in gets a ci tag, green or red)\n", demoCI, demoBranch)
+	fmt.Fprintf(e.stdout, "  reviewer:    %s  (a branch listener on %s: each check-in gets its audited verdict)\n", demoReviewer, demoBranch)
+	if checkin != "" {
+		fmt.Fprintf(e.stdout, "  check-in:    %sinfo/%s  (the demo's, by %s: its ci tag and verdict appear there within seconds)\n", d.srv.url, checkin, demoPerson)
+	}
+	fmt.Fprintf(e.stdout, "  workspace template: %sworkspaces/add?template=%s\n", console, demoWorkspaceTemplate)
+	fmt.Fprintf(e.stdout, "  session template:   %sworkspace/%s/start?template=%s\n", console, demoAgent, demoSessionTemplate)
+	fmt.Fprintf(e.stdout, "  releases:    %sreleases   tools: %stools   status (JSON): %sstate\n", console, console, console)
 	fmt.Fprintf(e.stdout, "\nThe console, in the browser (log in as %s first, at %slogin):\n", demoAdmin, d.srv.url)
 	fmt.Fprintf(e.stdout, "  1. Hook: the wake hook is installed on %s.\n", d.project)
 	fmt.Fprintf(e.stdout, "  2. Agent logins: add one (say agent-2).\n")
@@ -278,6 +332,9 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 	fmt.Fprintf(e.stdout, "From a terminal, the same:\n")
 	fmt.Fprintf(e.stdout, "  OCX_AGENTS=%s OCX_USER=%s OCX_PASSWORD=%s %s post --to %s --text hello\n", agents, demoPerson, demoPersonPW, ocx, record[:fossilio.MinPrefix])
 	fmt.Fprintf(e.stdout, "  OCX_AGENTS=%s %s status\n", agents, ocx)
+	fmt.Fprintf(e.stdout, "A check-in of your own, which CI tags and the reviewer judges (as %s):\n", demoPerson)
+	fmt.Fprintf(e.stdout, "  fossil clone --save-http-password http://%s:%s@%s %s/mine.fossil && mkdir %s/mine && cd %s/mine && fossil open ../mine.fossil && echo hi > hi.txt && fossil add hi.txt && fossil commit -m hi\n",
+		demoPerson, demoPersonPW, strings.TrimPrefix(d.srv.url, "http://"), d.root, d.root, d.root)
 	fmt.Fprintf(e.stdout, "ready; press Ctrl-C to stop\n")
 	return nil
 }
@@ -297,6 +354,143 @@ func (d *demo) workspace(ctx context.Context) (string, error) {
 	return *add.Result, nil
 }
 
+// templates writes the demo's two templates as wiki pages, or a new
+// version of each left in the directory: the node's default sandbox as
+// workspace/demo (the console adds the workspace's own directory) and CI's
+// session definition as session/ci.
+func (d *demo) templates(ctx context.Context, fsl *fossilio.Fossil, repo string) error {
+	sb := d.n.DefaultSandbox("")
+	sb.ReadWrite = []string{}
+	sbJSON, err := json.MarshalIndent(sb, "", "  ")
+	if err != nil {
+		return err
+	}
+	def := &messages.SessionDefinition{Kind: messages.Mechanical, Lifetime: messages.Completes,
+		Command: []string{"/bin/sh", "-c", demoCICommand}}
+	defJSON, err := def.Encode()
+	if err != nil {
+		return err
+	}
+	pages := []struct{ name, text string }{
+		{"workspace/" + demoWorkspaceTemplate, "The demo's workspace template: the node's default sandbox, without the network.\n\n```json\n" + string(sbJSON) + "\n```\n"},
+		{"session/" + demoSessionTemplate, "The demo's session template: CI's command, a mechanical session that completes.\n\n" + string(defJSON)},
+	}
+	for _, p := range pages {
+		f := filepath.Join(d.root, "template.md")
+		if err := os.WriteFile(f, []byte(p.text), 0o600); err != nil { // trust:outside the demo's own directory
+			return err
+		}
+		verb := "create"
+		r, err := fossilio.OpenNode(repo, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := r.WikiPage(ctx, p.name); err == nil {
+			verb = "commit"
+		}
+		r.Close()
+		if _, err := fsl.Run(ctx, []string{"wiki", verb, p.name, f, "--mimetype", "text/x-markdown", "-R", repo}); err != nil {
+			return fmt.Errorf("the demo's template %s: %w", p.name, err)
+		}
+		os.Remove(f)
+	}
+	return nil
+}
+
+// branchListener gives the demo a mechanical login whose `completes`
+// session runs on each check-in of demoBranch: its login, its workspace,
+// the session definition on the workspace's record (result ci or
+// verdict), and the branch listener. A directory a previous run left keeps
+// what it has.
+func (d *demo) branchListener(ctx context.Context, login, command, what string, result messages.ResultKind) error {
+	k := messages.WorkspaceKey{Login: login, Project: d.project}
+	if _, err := d.n.Binding(k); err == nil {
+		return nil
+	}
+	if err := answerErr(d.n.LoginAdd(ctx, login, false)); err != nil {
+		return err
+	}
+	add := d.n.WorkspaceAdd(ctx, node.WorkspaceAddInput{Login: login, Project: d.project, Branch: demoBranch})
+	if err := answerErr(add); err != nil {
+		return err
+	}
+	def := &messages.SessionDefinition{Kind: messages.Mechanical, Lifetime: messages.Completes, Result: result,
+		Command: []string{"/bin/sh", "-c", command}}
+	block, err := def.Encode()
+	if err != nil {
+		return err
+	}
+	if err := answerErr(d.n.Post(ctx, node.PostInput{Project: d.project, To: *add.Result, Text: what + "\n\n" + string(block)})); err != nil {
+		return err
+	}
+	return answerErr(d.n.ListenerAdd(ctx, node.ListenerInput{Workspace: k.String(), Kind: string(messages.ListenBranch), Names: demoBranch}))
+}
+
+// checkin makes the demo's one check-in on demoBranch, as the person, from
+// a clone of theirs over the network, so that CI and the reviewer have a
+// check-in to show; "" when a previous run in the directory made it.
+func (d *demo) checkin(ctx context.Context, home string) (string, error) {
+	clone := filepath.Join(d.root, demoPerson+".fossil")
+	if _, err := os.Stat(clone); err == nil {
+		return "", nil
+	}
+	f := &fossilio.Fossil{Home: home, User: demoPerson, Dir: d.root}
+	if err := f.Clone(ctx, fossilio.CloneOptions{URL: d.srv.url, Login: demoPerson, Password: demoPersonPW}, clone); err != nil {
+		return "", err
+	}
+	tree := filepath.Join(d.root, demoPerson)
+	if err := f.OpenCheckout(ctx, clone, tree, demoBranch); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(tree, "README.md"), []byte("# The OCX demo\n\nA check-in for CI and the reviewer.\n"), 0o644); err != nil { // trust:outside the demo's own directory
+		return "", err
+	}
+	in := &fossilio.Fossil{Home: home, User: demoPerson, Dir: tree}
+	if _, err := in.Run(ctx, []string{"add", "README.md"}); err != nil {
+		return "", err
+	}
+	if _, err := in.Run(ctx, []string{"commit", "--no-warnings", "-m", "The demo's first check-in"}); err != nil {
+		return "", err
+	}
+	out, err := in.Run(ctx, []string{"info", "current"})
+	if err != nil {
+		return "", err
+	}
+	var hash string
+	for _, line := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && (strings.TrimSpace(k) == "checkout" || strings.TrimSpace(k) == "hash") {
+			if f := strings.Fields(v); len(f) > 0 {
+				hash = f[0]
+			}
+		}
+	}
+	if hash == "" {
+		return "", fmt.Errorf("the demo's check-in: fossil info names no hash:\n%s", out)
+	}
+	if err := f.Push(ctx, clone); err != nil {
+		return "", err
+	}
+	return hash, nil
+}
+
+// waitNoSession waits until no process names workspace k, at most until
+// ctx ends.
+func (d *demo) waitNoSession(ctx context.Context, k messages.WorkspaceKey) {
+	for ctx.Err() == nil {
+		st, err := d.n.Status(ctx)
+		running := err != nil
+		if err == nil {
+			for _, s := range st.Sessions {
+				running = running || (s.Login == k.Login && s.Project == k.Project)
+			}
+		}
+		if !running {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // teardown stops what up started, in the order that lets each write its
 // notes and leaves nothing to start anything again: the session (its stopped
 // note; the daemon's end note), the poller (no hook runs after it), the
@@ -309,6 +503,18 @@ func (d *demo) teardown() {
 		if a := d.n.SessionStop(ctx, d.key.String(), false); a.OK() {
 			d.e.log.Info("session stop handed to the daemon", "workspace", d.key)
 			d.waitSessionEnd(ctx)
+		}
+	}
+	// CI's and the reviewer's runs end by themselves; one still running
+	// is stopped, since the daemon leaves its sessions running when it
+	// stops.
+	if d.n != nil {
+		for _, login := range []string{demoCI, demoReviewer} {
+			k := messages.WorkspaceKey{Login: login, Project: d.project}
+			if a := d.n.SessionStop(ctx, k.String(), false); a.OK() {
+				d.e.log.Info("session stop handed to the daemon", "workspace", k)
+				d.waitNoSession(ctx, k)
+			}
 		}
 	}
 	// Without the hook, no backoffice run (the poller's, or one a write of

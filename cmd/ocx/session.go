@@ -25,6 +25,7 @@ func runSession(ctx context.Context, e *env, args []string) error {
 			command := fs.String("command", "", "mechanical: the command, run by /bin/sh -c (or give it after --)")
 			record := fs.String("record", "", "the session's own record: a thread's post or a ticket's id (default: the workspace's record)")
 			release := fs.String("release", "current", "the release to run: current or previous")
+			branch := fs.String("branch", node.DefaultStartBranch, "the branch of the workspace the start makes when there is none (a workspace that exists keeps its own)")
 			wall := fs.String("wall", "", "the longest the session runs, from its start: a whole number and s, m, h or d (limits.wall; default: none)")
 			tokens := fs.Uint64("tokens", 0, "llm: the tokens its model may read and write, as the node's model proxy counts them (limits.tokens; default: none)")
 			wait := fs.Duration("wait", node.DefaultOutcomeWait, "how long to wait for the daemon's outcome")
@@ -56,7 +57,7 @@ func runSession(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			in := node.SessionStartInput{Workspace: key, Kind: *kind, Runner: *runner, Model: *model, Lifetime: *lifetime, Record: *record, Release: *release, Hears: hears, Checkins: checkins, Wall: *wall, Tokens: *tokens, DryRun: c.dryRun}
+			in := node.SessionStartInput{Workspace: key, Kind: *kind, Runner: *runner, Model: *model, Lifetime: *lifetime, Record: *record, Release: *release, Hears: hears, Checkins: checkins, Wall: *wall, Tokens: *tokens, Branch: *branch, DryRun: c.dryRun}
 			switch {
 			case *command != "" && rest != nil:
 				return fmt.Errorf("%w: give the command with --command or after --, not both", errUsage)

@@ -286,6 +286,16 @@ func TestSessionRefusalsBeforeAnyWrite(t *testing.T) {
 	if log := strings.Join(a.Log, "\n"); !strings.Contains(log, `"ocx": "session"`) || !strings.Contains(log, "would post the launch note") {
 		t.Errorf("dry run: %s", log)
 	}
+	// A dry run of a start that would make its workspace (D57) says so and
+	// makes nothing.
+	f.ok(f.n.LoginAdd(f.ctx, "agent-8", false))
+	d := f.ok(f.n.SessionStart(f.ctx, mech(node.SessionStartInput{Workspace: "agent-8/demo", DryRun: true})))
+	if log := strings.Join(d.Log, "\n"); !strings.Contains(log, "would make workspace agent-8/demo first") || !strings.Contains(log, "workspace add: ") {
+		t.Errorf("dry run of a start without a workspace: %s", log)
+	}
+	if _, err := os.Stat(filepath.Join(f.agents, "agent-8", "projects")); err == nil {
+		t.Errorf("a dry run made the workspace")
+	}
 	if f.posts() != before {
 		t.Errorf("refused starts posted")
 	}

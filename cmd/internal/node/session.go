@@ -44,8 +44,15 @@ type SessionStartInput struct {
 	// Tokens is what an llm session's model may read and write (a
 	// record's budget.tokens, D50); 0 sets no limit.
 	Tokens uint64
+	// Branch is the branch of the workspace a start makes when there is
+	// none (seed 000 migration row 1, D57); empty means trunk. A workspace
+	// that exists keeps its own.
+	Branch string
 	DryRun bool
 }
+
+// DefaultStartBranch is the branch of a workspace a start makes.
+const DefaultStartBranch = "trunk"
 
 // ownRecord is a session's own record: a thread's root post or a ticket.
 type ownRecord struct {
@@ -134,7 +141,32 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 		return a.Stop(err)
 	}
 	if err := onHost(ws); err != nil {
-		return a.Stop(fmt.Errorf("workspace %s does not exist on the host (%v); `ocx workspace add` makes it", key, err))
+		// Seed 000 migration row 1 (D57): starting a session makes the
+		// project workspace when there is none, as `workspace add` makes
+		// it: its definition, the template's sandbox, on a thread of its own.
+		branch := in.Branch
+		if branch == "" {
+			branch = DefaultStartBranch
+		}
+		if in.DryRun {
+			a.Would("make workspace %s first, as `ocx workspace add --login %s --project %s --branch %s` does: it is not on the host (%v); the start is checked once it is made", key, key.Login, key.Project, branch, err)
+			add := n.WorkspaceAdd(ctx, WorkspaceAddInput{Login: key.Login, Project: key.Project, Branch: branch, DryRun: true})
+			for _, l := range add.Log {
+				a.Logf("workspace add: %s", l)
+			}
+			if !add.OK() {
+				return a.Stop(fmt.Errorf("workspace %s does not exist on the host (%v), and `workspace add` would refuse it: %s", key, err, *add.Stopped))
+			}
+			return a
+		}
+		a.Logf("workspace %s is not on the host (%v): making it, as `ocx workspace add --login %s --project %s --branch %s` does", key, err, key.Login, key.Project, branch)
+		add := n.WorkspaceAdd(ctx, WorkspaceAddInput{Login: key.Login, Project: key.Project, Branch: branch})
+		for _, l := range add.Log {
+			a.Logf("workspace add: %s", l)
+		}
+		if !add.OK() {
+			return a.Stop(fmt.Errorf("workspace %s does not exist on the host (%v), and `workspace add` refused to make it: %s", key, err, *add.Stopped))
+		}
 	}
 	if err := n.requireCaller(); err != nil {
 		return a.Stop(err)

@@ -284,6 +284,34 @@ func FailedTurnText(prog string, out Output, e Ended, report bool) string {
 	return b.String()
 }
 
+// JobResultText is the answer of a job (D56, seed 002 "report a job's
+// result"): a mechanical completes session's command has ended, and its end
+// is the result. The answer keeps what the command printed and adds a
+// report note: the command's own when its output holds one, otherwise done
+// when it exited 0 and failed when it did not, the summary its last line
+// (how it ended first for a failure; how it ended alone when it printed
+// nothing).
+func JobResultText(answer string, out Output, e Ended) string {
+	if ReportOf(answer) != nil {
+		return answer
+	}
+	last := clipLine(messages.LastLine(out.Tail), MaxFailureLine)
+	r := &messages.ReportNote{Outcome: messages.ReportDone, Summary: last}
+	switch {
+	case !e.OK() && last != "":
+		r.Outcome, r.Summary = messages.ReportFailed, clipLine(e.String(), MaxFailureLine)+": "+last
+	case !e.OK():
+		r.Outcome, r.Summary = messages.ReportFailed, clipLine(e.String(), MaxFailureLine)
+	case last == "":
+		r.Summary = e.String()
+	}
+	block, err := r.Encode()
+	if err != nil {
+		return answer
+	}
+	return answer + "\n\n" + string(block)
+}
+
 // clipLine makes s one line of at most max bytes, cut on a character
 // boundary with an ellipsis.
 func clipLine(s string, max int) string {

@@ -592,6 +592,13 @@ func (s *Session) turn(ctx context.Context, p Post) bool {
 		text = FailedTurnText(spec.argv[0], out, ended, failed)
 		s.log.Warn("the runner failed", keyEvent, "turn-failed", keyPost, p.Hash, keyEnded, ended.String(), "report", failed)
 	}
+	if s.def.Kind == messages.Mechanical && s.def.Lifetime == messages.Completes && !s.signaled() {
+		// A job (D56): its command's end is its result, a report replying
+		// to the request that asked for it; a job stopped by a signal has
+		// none (its stopped note follows), as a stopped CI run has no tag.
+		text = JobResultText(text, out, ended)
+		s.log.Info("the job's result", keyEvent, "job-result", keyPost, p.Hash, keyEnded, ended.String())
+	}
 	h, err := s.replyTo(ctx, p, text)
 	if err != nil {
 		s.log.Error("answer not written", keyEvent, "not-answered", keyPost, p.Hash, keyErr, err)

@@ -114,31 +114,64 @@ wait`}
 	w.turnFileGone()
 }
 
+// TestMechanicalCompletesOnATicket is seed 002's "report a job's result"
+// (D56): a mechanical completes session launched on its record (a build
+// on its ticket) runs its command once, on the record's objective; the
+// command's end is the job's result: its output and a report note, done
+// for exit 0 with its last line, replying to the request (the ticket's
+// first change), and the session exits on it.
 func TestMechanicalCompletesOnATicket(t *testing.T) {
 	n := newNode(t)
 	w := n.workspace("mech-4")
-	// The command reports once it is told the work is done, and asks
-	// otherwise.
-	cmd := []string{"sh", "-c", "read -r x || true\ncase \"$x\" in\n*done*) printf 'Finished.\\n\\n```json\\n{\"ocx\": \"report\", \"outcome\": \"done\", \"summary\": \"%s\"}\\n```\\n' \"$x\" ;;\n*) echo \"what about: $x?\" ;;\nesac"}
+	cmd := []string{"sh", "-c", "read -r x || true\necho \"building: $x\"\necho 'built 3 targets'"}
 	def := &messages.SessionDefinition{Kind: messages.Mechanical, Command: cmd, Lifetime: messages.Completes}
 	r := w.record(messages.ListenTicket, "Fix the crash on empty input.", def, "")
 	p := w.serve(r.launch, false)
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d, want 0 once the job's result is written:\n%s", code, w.logText())
+	}
 	// The objective of a ticket is its first change's comment.
 	q := w.waitReply(r, r.first)
-	if !strings.Contains(q.text, "what about: Fix the crash on empty input.?") {
-		t.Fatalf("the first turn's answer:\n%s", q.text)
-	}
-	if !p.running() {
-		t.Fatalf("the session ended after a question:\n%s", w.logText())
-	}
-	h := w.post(n.admin, r, "it is done now")
-	w.wake(h)
-	if code := p.wait(); code != 0 {
-		t.Fatalf("exit %d after the report:\n%s", code, w.logText())
+	if !strings.Contains(q.text, "building: Fix the crash on empty input.") {
+		t.Fatalf("the job's answer:\n%s", q.text)
 	}
 	reports := w.notes(r, messages.KindReport)
-	if len(reports) != 1 || reports[0].(*messages.ReportNote).Summary != "it is done now" {
+	if len(reports) != 1 {
 		t.Fatalf("reports on the ticket: %v", reports)
+	}
+	if rep := reports[0].(*messages.ReportNote); rep.Outcome != messages.ReportDone || rep.Summary != "built 3 targets" {
+		t.Errorf("the job's report: %+v; want done, \"built 3 targets\"", rep)
+	}
+}
+
+// TestJobResultFailedAndItsOwn: a job whose command exits 3 reports
+// failed, saying how it ended and its last line; one whose command printed
+// a report of its own keeps that one, and no second.
+func TestJobResultFailedAndItsOwn(t *testing.T) {
+	n := newNode(t)
+	for _, tc := range []struct {
+		login, script string
+		want          messages.ReportNote
+	}{
+		{"mech-5", "echo 'linking'; echo 'ld: missing symbol' >&2; exit 3",
+			messages.ReportNote{Outcome: messages.ReportFailed, Summary: "exit status 3: ld: missing symbol"}},
+		{"mech-6", "printf 'Half of it.\\n\\n```json\\n{\"ocx\": \"report\", \"outcome\": \"failed\", \"summary\": \"my own\"}\\n```\\n'",
+			messages.ReportNote{Outcome: messages.ReportFailed, Summary: "my own"}},
+	} {
+		w := n.workspace(tc.login)
+		def := &messages.SessionDefinition{Kind: messages.Mechanical, Command: []string{"sh", "-c", tc.script}, Lifetime: messages.Completes}
+		r := w.record(messages.ListenThread, "Build it.", def, "")
+		p := w.serve(r.launch, false)
+		if code := p.wait(); code != 0 {
+			t.Fatalf("%s: exit %d, want 0:\n%s", tc.login, code, w.logText())
+		}
+		reports := w.notes(r, messages.KindReport)
+		if len(reports) != 1 {
+			t.Fatalf("%s: reports: %v", tc.login, reports)
+		}
+		if rep := reports[0].(*messages.ReportNote); rep.Outcome != tc.want.Outcome || rep.Summary != tc.want.Summary {
+			t.Errorf("%s: the report %+v, want %+v", tc.login, rep, tc.want)
+		}
 	}
 }
 
