@@ -157,3 +157,42 @@ func decodeResponse(v any, where string) (*Response, error) {
 	}
 	return r, nil
 }
+
+// ResponseFor is the response to record for a run that ended as end says
+// (D51), the outcome the first that applies: stopped when a stop ended it
+// (stopRequested, no limit first), budget when the node ended it past a
+// limit, failed when its sandbox failed or report (the agent's last report
+// since the run's launch, nil for none) says failed, done when report says
+// done, lost when the node could not tell how it ended, else exited. The
+// note says the process's end in words and the report's summary; it is
+// made of what the end note and the report say alone, so the same end
+// always gives the same response.
+func ResponseFor(record string, end *EndNote, stopRequested bool, report *ReportNote) Response {
+	r := Response{Answers: record}
+	switch {
+	case end.Budget != "":
+		r.Outcome = ResponseBudget
+	case stopRequested:
+		r.Outcome = ResponseStopped
+	case end.Status == EndSandboxFailed, report != nil && report.Outcome == ReportFailed:
+		r.Outcome = ResponseFailed
+	case report != nil && report.Outcome == ReportDone:
+		r.Outcome = ResponseDone
+	case end.Status == EndUnknown:
+		r.Outcome = ResponseLost
+	default:
+		r.Outcome = ResponseExited
+	}
+	note := end.StatusString()
+	if end.Budget != "" {
+		note += ", past its " + end.Budget + " limit"
+	}
+	if report != nil {
+		note += "; its agent's last report: " + string(report.Outcome)
+		if report.Summary != "" {
+			note += ": " + report.Summary
+		}
+	}
+	r.Note = ClipText(CleanText(note), MaxTextLen)
+	return r
+}

@@ -149,3 +149,38 @@ func FuzzReadResponse(f *testing.F) {
 		}
 	})
 }
+
+// TestResponseFor: the outcome is the first that applies, and the note says
+// the end and the agent's last report.
+func TestResponseFor(t *testing.T) {
+	zero, one := 0, 1
+	exited := EndNote{Status: EndExited, ExitCode: &zero}
+	signaled := EndNote{Status: EndSignaled, Signal: "SIGTERM"}
+	wall := EndNote{Status: EndSignaled, Signal: "SIGTERM", Budget: LimitWall}
+	done := &ReportNote{Outcome: ReportDone, Summary: "docs in step"}
+	failed := &ReportNote{Outcome: ReportFailed}
+	for _, c := range []struct {
+		end     EndNote
+		stop    bool
+		report  *ReportNote
+		outcome ResponseOutcome
+		note    string
+	}{
+		{signaled, true, done, ResponseStopped, "signaled SIGTERM; its agent's last report: done: docs in step"},
+		{wall, true, done, ResponseBudget, "signaled SIGTERM, past its wall limit; its agent's last report: done: docs in step"},
+		{EndNote{Status: EndSandboxFailed, ExitCode: &one}, false, nil, ResponseFailed, "sandbox-failed 1"},
+		{exited, false, failed, ResponseFailed, "exited 0; its agent's last report: failed"},
+		{exited, false, done, ResponseDone, "exited 0; its agent's last report: done: docs in step"},
+		{EndNote{Status: EndUnknown}, false, nil, ResponseLost, "unknown"},
+		{exited, false, nil, ResponseExited, "exited 0"},
+		{signaled, false, nil, ResponseExited, "signaled SIGTERM"},
+	} {
+		r := ResponseFor(responseRecord, &c.end, c.stop, c.report)
+		if r.Outcome != c.outcome || r.Note != c.note || r.Answers != responseRecord {
+			t.Errorf("%s stop=%v report=%v: %+v; want %s %q", c.end.StatusString(), c.stop, c.report, r, c.outcome, c.note)
+		}
+		if err := r.Validate(); err != nil {
+			t.Errorf("%+v: %v", r, err)
+		}
+	}
+}
