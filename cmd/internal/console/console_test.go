@@ -46,7 +46,8 @@ func TestPagesRender(t *testing.T) {
 		"session-start": sessionStartData{Key: k, Templates: []string{"ci"}, Template: "ci", Kind: "llm", Command: evil, Runner: "claude", Model: evil, Lifetime: "completes", Hears: "admin"},
 		"sessions":      struct{ Sessions []messages.SessionStatus }{[]messages.SessionStatus{*sess}},
 		"session": sessionData{Key: k, Session: sess, Completed: reportText(end.Report), End: endText(end), ListenerCount: 2, Log: evil,
-			Usage: &messages.SessionUsage{Model: &messages.ModelCount{Requests: 1}, Turns: 1, Runner: &messages.RunnerReport{Cost: messages.CostUSD(evil)}}},
+			Response: &messages.ResponseStatus{Record: strings.Repeat("b", 64), Hash: strings.Repeat("f", 64), Outcome: messages.ResponseStopped, Note: evil},
+			Usage:    &messages.SessionUsage{Model: &messages.ModelCount{Requests: 1}, Turns: 1, Runner: &messages.RunnerReport{Cost: messages.CostUSD(evil)}}},
 		"restart": restartData{Release: evil, Picks: []string{evil}, Answer: &node.Answer{Tool: "session restart", DryRun: true, Sessions: []node.SessionOutcome{
 			{Workspace: evil, Start: strings.Repeat("d", 64), Outcome: node.OutcomeWouldRestart, Release: evil, Why: evil},
 			{Workspace: "agent-2/demo", Start: strings.Repeat("e", 64), Outcome: node.OutcomeLeftAlone, Why: evil}}}},
