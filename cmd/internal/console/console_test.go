@@ -377,3 +377,29 @@ func TestToolPath(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionPageShowsTheResponse (D51): a session's page shows the
+// response of its last run's v1 record: its outcome, its note and a link to
+// its post and to the record.
+func TestSessionPageShowsTheResponse(t *testing.T) {
+	k := messages.WorkspaceKey{Login: "agent-1", Project: "demo"}
+	rec, hash := strings.Repeat("b", 64), strings.Repeat("f", 64)
+	d := sessionData{Key: k, End: "signaled SIGTERM", Response: &messages.ResponseStatus{Record: rec, Hash: hash,
+		Outcome: messages.ResponseStopped, Note: "signaled SIGTERM; its agent's last report: done"}}
+	var b bytes.Buffer
+	if err := pages().ExecuteTemplate(&b, "session", view{Script: "/ext/console", Project: "demo", Data: d}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{`id="ocx-response"`, `<b data-ocx-field="outcome" id="ocx-response-outcome">stopped</b>`,
+		"signaled SIGTERM; its agent&#39;s last report: done", "/forumpost/" + hash, "/forumpost/" + rec, "by agent-1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the session page lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	d.Response = nil
+	if err := pages().ExecuteTemplate(&b, "session", view{Script: "/ext/console", Project: "demo", Data: d}); err != nil || strings.Contains(b.String(), "ocx-response") {
+		t.Errorf("a page without a response shows one: %v", err)
+	}
+}
