@@ -47,7 +47,7 @@ func (n *testNode) responses(rec string) []posted {
 }
 
 // theResponse checks that the record holds exactly one response, sent by
-// login with the outcome want and a note holding note, and that the status
+// the node user with the outcome want and a note holding note, and that the status
 // shows it on login's workspace; it returns the response.
 func (n *testNode) theResponse(rec, login string, want messages.ResponseOutcome, note string) *messages.Response {
 	n.t.Helper()
@@ -56,9 +56,9 @@ func (n *testNode) theResponse(rec, login string, want messages.ResponseOutcome,
 		n.t.Fatalf("record %s holds %d responses, want exactly 1: %+v", rec, len(rs), rs)
 	}
 	r, _ := messages.ReadResponse([]byte(rs[0].Text))
-	if rs[0].Sender != login || rs[0].InReplyTo != rec || r.Outcome != want || !strings.Contains(r.Note, note) {
-		n.t.Errorf("the response %s: by %q replying to %s, %+v; want by %q replying to the record, %s, a note holding %q",
-			rs[0].Hash, rs[0].Sender, rs[0].InReplyTo, r, login, want, note)
+	if rs[0].Sender != "ocx" || rs[0].InReplyTo != rec || r.Outcome != want || !strings.Contains(r.Note, note) {
+		n.t.Errorf("the response %s: by %q replying to %s, %+v; want by the node user replying to the record, %s, a note holding %q",
+			rs[0].Hash, rs[0].Sender, rs[0].InReplyTo, r, want, note)
 	}
 	ends := 0
 	for _, p := range n.thread(rec) {
@@ -84,14 +84,14 @@ func (n *testNode) theResponse(rec, login string, want messages.ResponseOutcome,
 	return r
 }
 
-// TestResponseByTheAgentLogin is issue 27 item 1 (seed 001 E5, D51) on a
+// TestResponseByTheNodeUser is issue 27 item 1 (seed 001 E5, D51) on a
 // real fossil server, daemon, hook and sandboxed sessions: records made
 // with `ocx tool create` whose runs end by a stop after the agent's
 // report, past their wall, and after a restart and a re-exec of the daemon
-// each get exactly one response block, by the record's agent login, replying to the
+// each get exactly one response block, by the node user, replying to the
 // record, beside the daemon's one end note, and the status shows it; a
 // daemon started again writes no second.
-func TestResponseByTheAgentLogin(t *testing.T) {
+func TestResponseByTheNodeUser(t *testing.T) {
 	needs(t, "ocxd", "workspace", "ocx-runner-native")
 	n := newNode(t)
 	d := startDaemon(t, n, program("ocxd"), "--grace", "1s")

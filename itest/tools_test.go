@@ -305,9 +305,8 @@ func TestToolsAgentEndToEnd(t *testing.T) {
 		t.Fatalf("the session ended after bob's stop")
 	}
 
-	// The admin's stop ends it: one response, by the agent login though
-	// its clone holds no password (D51), and one end note, by the node
-	// user; the agent's user keeps no capability.
+	// The admin's stop ends it: one response and one end note, both by the
+	// node user (E5, D51); the agent's user keeps no capability.
 	resp := n.result(admin, "tool", "stop", "--record", record)
 	ends, responses := 0, 0
 	for _, p := range n.thread(record) {
@@ -319,7 +318,7 @@ func TestToolsAgentEndToEnd(t *testing.T) {
 		}
 		if r, err := messages.ReadResponse([]byte(p.Text)); err == nil && r.Answers == record {
 			responses++
-			if p.Hash != resp || p.Sender != toolAgent || r.Outcome != messages.ResponseStopped {
+			if p.Hash != resp || p.Sender != "ocx" || r.Outcome != messages.ResponseStopped {
 				t.Errorf("a response %s by %q (%s), stop said %s", p.Hash, p.Sender, r.Outcome, resp)
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 )
@@ -38,13 +37,14 @@ const (
 // ResponseOutcomes lists the outcomes in the order they apply.
 var ResponseOutcomes = []ResponseOutcome{ResponseStopped, ResponseBudget, ResponseFailed, ResponseDone, ResponseExited, ResponseLost}
 
-// responseKeys are the keys of a response block, every one required.
+// responseKeys are the keys of a response block, every one required; a
+// reader passes over any other (E9).
 var responseKeys = []string{"ocx", "kind", "answers", "outcome", "note"}
 
 // Response is protocol v1's response (seed 001 E5): one fenced block
 // {"ocx": 1, "kind": "response", "answers", "outcome", "note"} replying to
 // the record it answers, written once when the record's run ends, by the
-// record's agent login (D51).
+// record's node user (E5, D51).
 type Response struct {
 	// Answers is the full hash of the record.
 	Answers string          `json:"answers"`
@@ -133,12 +133,9 @@ func decodeResponse(v any, where string) (*Response, error) {
 	if k, _ := m["kind"].(string); k != ResponseKind {
 		return nil, &FieldError{Where: where, Field: "kind", Problem: `is not "response"`, Err: ErrWrongKind}
 	}
+	// Version 1 may gain keys (E9): a reader passes over one it does not
+	// know; a response holds no limit, so none is refused.
 	o := jobj{m: m}
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if !slices.Contains(responseKeys, k) {
-			return nil, at(where, fieldErr(o.field(k), ErrUnknownKey, "is not a key of a response, which has "+listWords(responseKeys)))
-		}
-	}
 	r := new(Response)
 	var err error
 	if r.Answers, err = o.str("answers", true, "a response names the full hash of the record it answers"); err != nil {

@@ -474,10 +474,10 @@ func TestToolCreateStopRespondsOnceAndWithdraws(t *testing.T) {
 	if !stop.OK() || stop.Result == nil {
 		t.Fatalf("stop: %v\n%s", stop.Stopped, strings.Join(stop.Log, "\n"))
 	}
-	// The response (E5, D51) is the agent login's, answering the record,
-	// in its thread: stop's result.
+	// The response (E5, D51) is the node user's, answering the record, in
+	// its thread: stop's result.
 	resp, err := rd.Post(tn.ctx, *stop.Result)
-	if err != nil || resp.Sender != "native-1" || resp.Root != rec {
+	if err != nil || resp.Sender != tn.n.Config.User || resp.Root != rec {
 		t.Fatalf("the response %s: sender %q in thread %q (%v)\n%s", *stop.Result, resp.Sender, resp.Root, err, strings.Join(stop.Log, "\n"))
 	}
 	if b, err := messages.ReadResponse([]byte(resp.Text)); err != nil || b.Answers != rec || b.Outcome != messages.ResponseStopped {
@@ -502,12 +502,15 @@ func TestToolCreateStopRespondsOnceAndWithdraws(t *testing.T) {
 				ends++
 			}
 		}
-		if _, err := messages.ReadResponse([]byte(p.Text)); err == nil && p.Sender == "native-1" {
+		if _, err := messages.ReadResponse([]byte(p.Text)); err == nil {
 			responses++
+			if p.Sender != tn.n.Config.User {
+				t.Errorf("a response %s by %q, not the node user", p.Hash, p.Sender)
+			}
 		}
 	}
 	if ends != 1 || responses != 1 {
-		t.Errorf("the record has %d end notes by the node user and %d responses by the agent login, want exactly 1 of each", ends, responses)
+		t.Errorf("the record has %d end notes by the node user and %d responses, want exactly 1 of each", ends, responses)
 	}
 }
 

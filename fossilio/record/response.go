@@ -12,22 +12,21 @@ import (
 
 // RunResponse is the response of one run of a protocol v1 record (seed 001
 // E5, D51): a reply in the record's thread holding a response block that
-// answers the record, sent by the record's agent login.
+// answers the record, sent by the record's node user (E5: no other
+// sender's counts).
 type RunResponse struct {
 	Hash     string
 	Response *messages.Response
 }
 
 // ResponseOf finds the response that counts for the run a launch note
-// started in record's thread (D51): of the responses answering record that
-// login sent in the thread, each read from its first version, received
-// after the launch and before end (the node user's end note of that run;
-// "" for a run not yet ended: up to now), the last in the server's order.
-// The daemon writes its response right before its end note, once the
-// run's process is gone, so that one is the last: one the agent wrote
-// while it ran comes before it and does not count. ok is false when there
-// is none.
-func ResponseOf(ctx context.Context, r *fossilio.Repo, record, login, launch, end string) (RunResponse, bool, error) {
+// started in record's thread (E5, D51): of the responses answering record
+// that nodeUser sent in the thread, each read from its first version,
+// received after the launch and before end (the node user's end note of
+// that run; "" for a run not yet ended: up to now), the last in the
+// server's order. A response any other login wrote, the agent's among
+// them, never counts. ok is false when there is none.
+func ResponseOf(ctx context.Context, r *fossilio.Repo, record, nodeUser, launch, end string) (RunResponse, bool, error) {
 	if !r.SendersKnown() {
 		return RunResponse{}, false, fmt.Errorf("read the response to %s in %s: a clone does not know who sent what", record, r.Path())
 	}
@@ -60,7 +59,7 @@ func ResponseOf(ctx context.Context, r *fossilio.Repo, record, login, launch, en
 				continue
 			}
 		}
-		if p.Sender != login || !strings.Contains(p.Text, `"response"`) {
+		if p.Sender != nodeUser || !strings.Contains(p.Text, `"response"`) {
 			continue
 		}
 		resp, err := messages.ReadResponse([]byte(p.Text))

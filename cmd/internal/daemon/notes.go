@@ -160,9 +160,8 @@ func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 	if err != nil {
 		return fmt.Errorf("end note of %s: %w", n.Proc, err)
 	}
-	// A protocol v1 record's response is written first, as its agent
-	// login, which then still holds what it needs to post (D51); then the
-	// login is withdrawn before the end note is written (E5): a daemon that
+	// A protocol v1 record's response is written first, as the node user
+	// (E5, D51); then the agent's login is withdrawn before the end note is written (E5): a daemon that
 	// ends between any two leaves no end note, and the next writes what is
 	// missing (the response it finds already said, once; a withdrawal
 	// again, a no-op) rather than an end beside a user who keeps what it
@@ -183,7 +182,7 @@ func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 const respondAttempts = 3
 
 // respond writes a protocol v1 record's response (seed 001 E5, D51) as the
-// record's agent login, replying to the record, when the ended session's
+// record's node user (seed 001 E5: only the node user's counts), replying to the record, when the ended session's
 // launch is one of such a record: its outcome and note from the end note,
 // whether a stop ended it, and the agent's last report since the launch
 // (messages.ResponseFor). It is written once: a response that
@@ -221,7 +220,7 @@ func (r *records) writeResponse(ctx context.Context, x *repoIndex, n messages.Wr
 		}
 	}
 	resp := messages.ResponseFor(rec, &n.End, n.StopRequested, report)
-	have, found, err := record.ResponseOf(ctx, x.repo, rec, login, n.Launch.Hash, "")
+	have, found, err := record.ResponseOf(ctx, x.repo, rec, r.cfg.User, n.Launch.Hash, "")
 	if err != nil {
 		return err
 	}
@@ -240,11 +239,11 @@ func (r *records) writeResponse(ctx context.Context, x *repoIndex, n messages.Wr
 	// The end note that follows runs the backoffice for both.
 	w.Backoffice = nil
 	text := fmt.Sprintf("The run of record %s ended: %s.\n\n%s", short(rec), resp.Outcome, block)
-	hash, err := w.WriteNote(ctx, fossilio.NoteWrite{Login: login, Thread: rec, ReplyTo: rec, Text: text})
+	hash, err := w.WriteNote(ctx, fossilio.NoteWrite{Login: r.cfg.User, Thread: rec, ReplyTo: rec, Text: text})
 	if err != nil {
 		return fmt.Errorf("write the response to %s as %s: %w", rec, login, err)
 	}
-	r.log.Info("wrote the record's response as its agent login", slog.String(actors.KeyLaunch, n.Launch.Hash),
+	r.log.Info("wrote the record's response", slog.String(actors.KeyLaunch, n.Launch.Hash),
 		slog.String(actors.KeyHash, hash), slog.String("outcome", string(resp.Outcome)))
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // toolStop ends a record's agent (E8, D35, D51): the daemon stops its
-// session and writes the record's response, as its agent login, and its
+// session and writes the record's response, as the node user, and its
 // end note, once; then every
 // capability of the agent's user is withdrawn. Admin or setup only, on the
 // record's node, refused when the agent is not running.
@@ -92,15 +92,15 @@ func (n *Node) toolStop(ctx context.Context, in *messages.StopArgs) *Answer {
 		}
 	}
 	if end != "" {
-		// The response is the agent login's, written by the daemon right
+		// The response is the node user's, written by the daemon right
 		// before its end note (D51); the answer's result is the response.
-		resp, ok, err := record.ResponseOf(ctx, r, info.Hash, rec.User, launch, end)
+		resp, ok, err := record.ResponseOf(ctx, r, info.Hash, n.Config.User, launch, end)
 		if err != nil {
 			return a.Stop(err)
 		}
 		a.Logf("the daemon's end note %s, written by %q", end, n.Config.User)
 		if ok {
-			a.Logf("the response to %s is %s, written by %q: %s: %s", info.Hash, resp.Hash, rec.User, resp.Response.Outcome, resp.Response.Note)
+			a.Logf("the response to %s is %s, written by %q: %s: %s", info.Hash, resp.Hash, n.Config.User, resp.Response.Outcome, resp.Response.Note)
 			a.SetResult(resp.Hash)
 		} else {
 			a.Logf("no response to %s is on the record before the end note", info.Hash)

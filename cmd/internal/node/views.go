@@ -128,7 +128,7 @@ func lastSessionEnd(ctx context.Context, idx *record.Index, key messages.Workspa
 		out.Report, out.ReportHash, out.Record = rep.Note.(*messages.ReportNote), rep.Hash, launch.Record
 	}
 	if launch.Record != "" {
-		resp, ok, err := record.ResponseOf(ctx, idx.Repo(), launch.Record, key.Login, end.Launch, e.Hash)
+		resp, ok, err := record.ResponseOf(ctx, idx.Repo(), launch.Record, idx.NodeUser(), end.Launch, e.Hash)
 		if err != nil {
 			return nil, err
 		}
