@@ -305,20 +305,26 @@ func TestToolsAgentEndToEnd(t *testing.T) {
 		t.Fatalf("the session ended after bob's stop")
 	}
 
-	// The admin's stop ends it: one response, by the node user; the
-	// agent's user keeps no capability.
-	end := n.result(admin, "tool", "stop", "--record", record)
-	ends := 0
+	// The admin's stop ends it: one response and one end note, both by the
+	// node user (E5, D51); the agent's user keeps no capability.
+	resp := n.result(admin, "tool", "stop", "--record", record)
+	ends, responses := 0, 0
 	for _, p := range n.thread(record) {
 		if _, ok := p.Note.(*messages.EndNote); ok {
 			ends++
-			if p.Hash != end || p.Sender != "ocx" {
-				t.Errorf("a response %s by %q, stop said %s", p.Hash, p.Sender, end)
+			if p.Sender != "ocx" {
+				t.Errorf("an end note %s by %q", p.Hash, p.Sender)
+			}
+		}
+		if r, err := messages.ReadResponse([]byte(p.Text)); err == nil && r.Answers == record {
+			responses++
+			if p.Hash != resp || p.Sender != "ocx" || r.Outcome != messages.ResponseStopped {
+				t.Errorf("a response %s by %q (%s), stop said %s", p.Hash, p.Sender, r.Outcome, resp)
 			}
 		}
 	}
-	if ends != 1 {
-		t.Errorf("%d responses, want 1", ends)
+	if ends != 1 || responses != 1 {
+		t.Errorf("%d end notes and %d responses, want 1 of each", ends, responses)
 	}
 	r = n.repo()
 	u, err := r.User(n.ctx, toolAgent)

@@ -304,7 +304,11 @@ func genState() *rapid.Generator[*NodeState] {
 		}
 		for i, l := range rapid.SliceOfNDistinct(genLogin(), 0, 3, rapid.ID[string]).Draw(t, "workspaces") {
 			s.Workspaces = append(s.Workspaces, WorkspaceStatus{Login: l, Project: "p" + string(rune('a'+i)), Record: genHash().Draw(t, "record"),
-				Branch: genBranch().Draw(t, "branch"), State: rapid.SampledFrom([]WorkspaceCondition{WorkspaceActive, WorkspaceIdle, WorkspaceTerminated, WorkspaceMissing}).Draw(t, "state")})
+				Branch: genBranch().Draw(t, "branch"), State: rapid.SampledFrom([]WorkspaceCondition{WorkspaceActive, WorkspaceIdle, WorkspaceTerminated, WorkspaceMissing}).Draw(t, "state"),
+				Response: rapid.Ptr(rapid.Custom(func(t *rapid.T) ResponseStatus {
+					r := genResponse().Draw(t, "response")
+					return ResponseStatus{Record: r.Answers, Hash: genHash().Draw(t, "hash"), Outcome: r.Outcome, Note: r.Note}
+				}), true).Draw(t, "response")})
 		}
 		for range rapid.IntRange(0, 3).Draw(t, "sessions") {
 			s.Sessions = append(s.Sessions, SessionStatus{Login: genLogin().Draw(t, "login"), Project: genName().Draw(t, "project"),

@@ -162,6 +162,15 @@ func TestSchemaKeysMatchGo(t *testing.T) {
 			})
 		})
 	}
+	t.Run("response", func(t *testing.T) {
+		check(t, design.SchemaFile(ResponseKind), func(rt *rapid.T) []byte {
+			enc, err := genResponse().Draw(rt, "response").Encode()
+			if err != nil {
+				rt.Fatal(err)
+			}
+			return unfence(rt, enc)
+		})
+	})
 	t.Run("state", func(t *testing.T) {
 		check(t, design.SchemaFile(string(KindState)), func(rt *rapid.T) []byte {
 			enc, err := genState().Draw(rt, "state").Encode()
@@ -176,7 +185,7 @@ func TestSchemaKeysMatchGo(t *testing.T) {
 // TestSchemaFilesAreKnown fails on a schema file no kind uses, so a schema
 // cannot be added (or left behind) without its Go type.
 func TestSchemaFilesAreKnown(t *testing.T) {
-	known := map[string]bool{"common.schema.json": true, design.SchemaFile(string(KindState)): true}
+	known := map[string]bool{"common.schema.json": true, design.SchemaFile(string(KindState)): true, design.SchemaFile(ResponseKind): true}
 	for _, k := range NoteKinds() {
 		known[design.SchemaFile(string(k))] = true
 	}

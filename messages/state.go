@@ -6,6 +6,7 @@ import (
 
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -287,6 +288,39 @@ type WorkspaceStatus struct {
 	Record  string             `json:"record" why:"a workspace names its record"`
 	Branch  string             `json:"branch" why:"a workspace names its branch"`
 	State   WorkspaceCondition `json:"state" why:"a workspace is active, idle, terminated or missing"`
+	// Response is the response its login wrote to the protocol v1 record
+	// its last session ran (D51), as the record holds it; absent when
+	// that session's record is none, or it has none.
+	Response *ResponseStatus `json:"response,omitempty"`
+}
+
+// ResponseStatus is a v1 record's response (seed 001 E5, D51), as the
+// status shows it.
+type ResponseStatus struct {
+	Record  string          `json:"record" why:"a response names the record it answers"`
+	Hash    string          `json:"hash" why:"a response is a post, named by its hash"`
+	Outcome ResponseOutcome `json:"outcome" why:"a response says how the run ended"`
+	Note    string          `json:"note" why:"a response says the end in words"`
+}
+
+func (r *ResponseStatus) validate(f string) error {
+	if err := checkHash(joinField(f, "record"), r.Record); err != nil {
+		return err
+	}
+	if err := checkHash(joinField(f, "hash"), r.Hash); err != nil {
+		return err
+	}
+	resp := Response{Answers: r.Record, Outcome: r.Outcome, Note: r.Note}
+	return prefixField(f, resp.Validate())
+}
+
+// prefixField puts a field path in front of a *FieldError's field.
+func prefixField(f string, err error) error {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		fe.Field = joinField(f, fe.Field)
+	}
+	return err
 }
 
 // SessionActivity says whether a session is in a turn.
@@ -489,6 +523,9 @@ func (w *WorkspaceStatus) validate(f string) error {
 	case WorkspaceActive, WorkspaceIdle, WorkspaceTerminated, WorkspaceMissing:
 	default:
 		return fieldErr(joinField(f, "state"), ErrInvalid, fmt.Sprintf("%s is not a workspace's state (active, idle, terminated, missing)", quoteShort(string(w.State))))
+	}
+	if w.Response != nil {
+		return w.Response.validate(joinField(f, "response"))
 	}
 	return nil
 }
@@ -772,5 +809,9 @@ func (a AccountStatus) String() string { return token(a.Project) + ":" + token(a
 
 // String renders the workspace's state on one line.
 func (w WorkspaceStatus) String() string {
-	return fmt.Sprintf("workspace %s/%s record=%s branch=%s state=%s", token(w.Login), token(w.Project), token(w.Record), token(w.Branch), token(string(w.State)))
+	s := fmt.Sprintf("workspace %s/%s record=%s branch=%s state=%s", token(w.Login), token(w.Project), token(w.Record), token(w.Branch), token(string(w.State)))
+	if w.Response != nil {
+		s += fmt.Sprintf(" response=%s outcome=%s", token(w.Response.Hash), token(string(w.Response.Outcome)))
+	}
+	return s
 }

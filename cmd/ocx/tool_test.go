@@ -474,14 +474,14 @@ func TestToolCreateStopRespondsOnceAndWithdraws(t *testing.T) {
 	if !stop.OK() || stop.Result == nil {
 		t.Fatalf("stop: %v\n%s", stop.Stopped, strings.Join(stop.Log, "\n"))
 	}
-	end, err := rd.Post(tn.ctx, *stop.Result)
-	if err != nil || end.Sender != tn.n.Config.User || end.Root != rec {
-		t.Fatalf("the response %s: sender %q in thread %q (%v)", *stop.Result, end.Sender, end.Root, err)
+	// The response (E5, D51) is the node user's, answering the record, in
+	// its thread: stop's result.
+	resp, err := rd.Post(tn.ctx, *stop.Result)
+	if err != nil || resp.Sender != tn.n.Config.User || resp.Root != rec {
+		t.Fatalf("the response %s: sender %q in thread %q (%v)\n%s", *stop.Result, resp.Sender, resp.Root, err, strings.Join(stop.Log, "\n"))
 	}
-	if n, err := messages.ReadPost([]byte(end.Text)); err != nil {
-		t.Errorf("the response holds no note: %v", err)
-	} else if _, ok := n.(*messages.EndNote); !ok {
-		t.Errorf("the response is a %T", n)
+	if b, err := messages.ReadResponse([]byte(resp.Text)); err != nil || b.Answers != rec || b.Outcome != messages.ResponseStopped {
+		t.Errorf("the response: %+v, %v", b, err)
 	}
 	u, err := rd.User(tn.ctx, "native-1")
 	if err != nil || u.Caps != "" {
@@ -491,7 +491,7 @@ func TestToolCreateStopRespondsOnceAndWithdraws(t *testing.T) {
 	if again.OK() || !strings.Contains(*again.Stopped, "is not running") {
 		t.Errorf("a second stop: %v", again.Stopped)
 	}
-	ends := 0
+	ends, responses := 0, 0
 	thread, err := rd.Thread(tn.ctx, rec)
 	if err != nil {
 		t.Fatal(err)
@@ -502,9 +502,15 @@ func TestToolCreateStopRespondsOnceAndWithdraws(t *testing.T) {
 				ends++
 			}
 		}
+		if _, err := messages.ReadResponse([]byte(p.Text)); err == nil {
+			responses++
+			if p.Sender != tn.n.Config.User {
+				t.Errorf("a response %s by %q, not the node user", p.Hash, p.Sender)
+			}
+		}
 	}
-	if ends != 1 {
-		t.Errorf("the record has %d responses, want exactly 1", ends)
+	if ends != 1 || responses != 1 {
+		t.Errorf("the record has %d end notes by the node user and %d responses, want exactly 1 of each", ends, responses)
 	}
 }
 

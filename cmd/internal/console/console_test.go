@@ -46,7 +46,8 @@ func TestPagesRender(t *testing.T) {
 		"session-start": sessionStartData{Key: k, Templates: []string{"ci"}, Template: "ci", Kind: "llm", Command: evil, Runner: "claude", Model: evil, Lifetime: "completes", Hears: "admin"},
 		"sessions":      struct{ Sessions []messages.SessionStatus }{[]messages.SessionStatus{*sess}},
 		"session": sessionData{Key: k, Session: sess, Completed: reportText(end.Report), End: endText(end), ListenerCount: 2, Log: evil,
-			Usage: &messages.SessionUsage{Model: &messages.ModelCount{Requests: 1}, Turns: 1, Runner: &messages.RunnerReport{Cost: messages.CostUSD(evil)}}},
+			Response: &messages.ResponseStatus{Record: strings.Repeat("b", 64), Hash: strings.Repeat("f", 64), Outcome: messages.ResponseStopped, Note: evil},
+			Usage:    &messages.SessionUsage{Model: &messages.ModelCount{Requests: 1}, Turns: 1, Runner: &messages.RunnerReport{Cost: messages.CostUSD(evil)}}},
 		"restart": restartData{Release: evil, Picks: []string{evil}, Answer: &node.Answer{Tool: "session restart", DryRun: true, Sessions: []node.SessionOutcome{
 			{Workspace: evil, Start: strings.Repeat("d", 64), Outcome: node.OutcomeWouldRestart, Release: evil, Why: evil},
 			{Workspace: "agent-2/demo", Start: strings.Repeat("e", 64), Outcome: node.OutcomeLeftAlone, Why: evil}}}},
@@ -374,5 +375,31 @@ func TestToolPath(t *testing.T) {
 		if toolJSON(path) != want {
 			t.Errorf("toolJSON(%q) = %v", path, !want)
 		}
+	}
+}
+
+// TestSessionPageShowsTheResponse (D51): a session's page shows the
+// response of its last run's v1 record: its outcome, its note and a link to
+// its post and to the record.
+func TestSessionPageShowsTheResponse(t *testing.T) {
+	k := messages.WorkspaceKey{Login: "agent-1", Project: "demo"}
+	rec, hash := strings.Repeat("b", 64), strings.Repeat("f", 64)
+	d := sessionData{Key: k, End: "signaled SIGTERM", Response: &messages.ResponseStatus{Record: rec, Hash: hash,
+		Outcome: messages.ResponseStopped, Note: "signaled SIGTERM; its agent's last report: done"}}
+	var b bytes.Buffer
+	if err := pages().ExecuteTemplate(&b, "session", view{Script: "/ext/console", Project: "demo", Data: d}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{`id="ocx-response"`, `<b data-ocx-field="outcome" id="ocx-response-outcome">stopped</b>`,
+		"signaled SIGTERM; its agent&#39;s last report: done", "/forumpost/" + hash, "/forumpost/" + rec, "by agent-1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the session page lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	d.Response = nil
+	if err := pages().ExecuteTemplate(&b, "session", view{Script: "/ext/console", Project: "demo", Data: d}); err != nil || strings.Contains(b.String(), "ocx-response") {
+		t.Errorf("a page without a response shows one: %v", err)
 	}
 }

@@ -184,6 +184,9 @@ type sessionData struct {
 	// as its end note says it (Ended); nil for none (D50).
 	Usage *messages.SessionUsage
 	Ended bool
+	// Response is the response its login wrote to the v1 record its last
+	// session ran (D51); nil for none.
+	Response *messages.ResponseStatus
 }
 
 func (q *request) sessionPage(login string) {
@@ -207,6 +210,7 @@ func (q *request) sessionPage(login string) {
 			}
 			d.End = endText(end)
 			d.Usage, d.Ended = end.End.Usage, true
+			d.Response = end.Response
 		}
 	}
 	if paths, perr := q.n.WorkspacePaths(k); perr == nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -159,15 +160,92 @@ func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 	if err != nil {
 		return fmt.Errorf("end note of %s: %w", n.Proc, err)
 	}
-	// The record's user is withdrawn before its response is written (E5):
-	// a daemon that ends between the two leaves no response, which the next
-	// writes (and withdraws again, a no-op), rather than a response beside
-	// a user who keeps what it may do.
+	// A protocol v1 record's response is written first, as the node user
+	// (E5, D51); then the agent's login is withdrawn before the end note is written (E5): a daemon that
+	// ends between any two leaves no end note, and the next writes what is
+	// missing (the response it finds already said, once; a withdrawal
+	// again, a no-op) rather than an end beside a user who keeps what it
+	// may do.
+	if err := r.respond(ctx, x, n); err != nil {
+		return err
+	}
 	if err := r.withdrawResponded(ctx, x, n); err != nil {
 		return err
 	}
 	text := fmt.Sprintf("The session of %s (pid %d) ended: %s.\n\n%s", n.Launch.Workspace, n.Proc.PID, note.Note, block)
 	return r.write(ctx, x, n.Launch.Hash, text, "end")
+}
+
+// respondAttempts is how many attempts of an end's write may fail on its
+// response before the end note is written without one (D51): a response
+// that cannot be written never keeps a session's end off the record.
+const respondAttempts = 3
+
+// respond writes a protocol v1 record's response (seed 001 E5, D51) as the
+// record's node user (seed 001 E5: only the node user's counts), replying to the record, when the ended session's
+// launch is one of such a record: its outcome and note from the end note,
+// whether a stop ended it, and the agent's last report since the launch
+// (messages.ResponseFor). It is written once: a response that
+// record.ResponseOf finds counting for this launch, saying exactly this
+// outcome and note, is one an earlier attempt or an earlier daemon wrote
+// (one the agent wrote saying anything else does not stop this one, which
+// comes after it and so is the one that counts).
+func (r *records) respond(ctx context.Context, x *repoIndex, n messages.WriteEnd) error {
+	login, rec := n.Launch.Workspace.Login, n.Launch.Record
+	v1, err := r.isTaskRecord(ctx, x, rec, login)
+	if err != nil || !v1 {
+		return err
+	}
+	err = r.writeResponse(ctx, x, n)
+	if err != nil && n.Attempt >= respondAttempts {
+		r.log.Error("the record's response is not written; its end note is written without it", slog.String(actors.KeyLaunch, n.Launch.Hash),
+			slog.String(actors.KeyWorkspace, n.Launch.Workspace.String()), slog.String("error", err.Error()))
+		return nil
+	}
+	return err
+}
+
+func (r *records) writeResponse(ctx context.Context, x *repoIndex, n messages.WriteEnd) error {
+	login, rec := n.Launch.Workspace.Login, n.Launch.Record
+	var report *messages.ReportNote
+	if _, launch, ok, err := x.idx.Artifact(ctx, n.Launch.Hash); err != nil {
+		return fmt.Errorf("the response to %s: read its launch: %w", rec, err)
+	} else if ok {
+		e, found, err := x.idx.Report(ctx, rec, login, launch)
+		if err != nil {
+			return fmt.Errorf("the response to %s: read its agent's report: %w", rec, err)
+		}
+		if found {
+			report = e.Note.(*messages.ReportNote)
+		}
+	}
+	resp := messages.ResponseFor(rec, &n.End, n.StopRequested, report)
+	have, found, err := record.ResponseOf(ctx, x.repo, rec, r.cfg.User, n.Launch.Hash, "")
+	if err != nil {
+		return err
+	}
+	if found && *have.Response == resp {
+		r.log.Info("the record's response is already written", slog.String(actors.KeyLaunch, n.Launch.Hash), slog.String(actors.KeyHash, have.Hash))
+		return nil
+	}
+	block, err := resp.Encode()
+	if err != nil {
+		return fmt.Errorf("the response to %s: %w", rec, err)
+	}
+	w, err := r.writer(ctx, x)
+	if err != nil {
+		return err
+	}
+	// The end note that follows runs the backoffice for both.
+	w.Backoffice = nil
+	text := fmt.Sprintf("The run of record %s ended: %s.\n\n%s", short(rec), resp.Outcome, block)
+	hash, err := w.WriteNote(ctx, fossilio.NoteWrite{Login: r.cfg.User, Thread: rec, ReplyTo: rec, Text: text})
+	if err != nil {
+		return fmt.Errorf("write the response to %s as %s: %w", rec, login, err)
+	}
+	r.log.Info("wrote the record's response", slog.String(actors.KeyLaunch, n.Launch.Hash),
+		slog.String(actors.KeyHash, hash), slog.String("outcome", string(resp.Outcome)))
+	return nil
 }
 
 // withdrawResponded takes every capability from the agent's user on every

@@ -108,6 +108,12 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 			default:
 				ws.State = messages.WorkspaceMissing
 			}
+			// The response to the v1 record its last session ran (D51).
+			if end, err := lastSessionEnd(ctx, idx, k); err != nil {
+				return nil, err
+			} else if end != nil {
+				ws.Response = end.Response
+			}
 			st.Workspaces = append(st.Workspaces, ws)
 		}
 		ls, err := listeners(ctx, idx)

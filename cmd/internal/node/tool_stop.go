@@ -11,8 +11,9 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// toolStop ends a record's agent (E8, D35): the daemon stops its session
-// and writes the end note, the record's response, once; then every
+// toolStop ends a record's agent (E8, D35, D51): the daemon stops its
+// session and writes the record's response, as the node user, and its
+// end note, once; then every
 // capability of the agent's user is withdrawn. Admin or setup only, on the
 // record's node, refused when the agent is not running.
 func (n *Node) toolStop(ctx context.Context, in *messages.StopArgs) *Answer {
@@ -45,7 +46,7 @@ func (n *Node) toolStop(ctx context.Context, in *messages.StopArgs) *Answer {
 		return a.Stop(fmt.Errorf("record: the agent of %s is not running (no process names workspace %s)", info.Hash, key))
 	}
 	if in.DryRun {
-		a.Would("hand `stop %s %s` to the daemon, which ends the session and writes the response (its end note) on %s", key.Login, key.Project, info.Hash)
+		a.Would("hand `stop %s %s` to the daemon, which ends the session and writes the response (as %s) and its end note on %s", key.Login, key.Project, rec.User, info.Hash)
 		a.Would("take every capability from %q once the session is gone", rec.User)
 		return a
 	}
@@ -91,8 +92,20 @@ func (n *Node) toolStop(ctx context.Context, in *messages.StopArgs) *Answer {
 		}
 	}
 	if end != "" {
-		a.Logf("the response to %s is the end note %s, written by %q", info.Hash, end, n.Config.User)
-		a.SetResult(end)
+		// The response is the node user's, written by the daemon right
+		// before its end note (D51); the answer's result is the response.
+		resp, ok, err := record.ResponseOf(ctx, r, info.Hash, n.Config.User, launch, end)
+		if err != nil {
+			return a.Stop(err)
+		}
+		a.Logf("the daemon's end note %s, written by %q", end, n.Config.User)
+		if ok {
+			a.Logf("the response to %s is %s, written by %q: %s: %s", info.Hash, resp.Hash, n.Config.User, resp.Response.Outcome, resp.Response.Note)
+			a.SetResult(resp.Hash)
+		} else {
+			a.Logf("no response to %s is on the record before the end note", info.Hash)
+			a.SetResult(end)
+		}
 	}
 	a.merge(n.LoginWithdraw(ctx, rec.User, false))
 	return a

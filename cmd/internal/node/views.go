@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -89,6 +90,10 @@ type SessionEnd struct {
 	Record     string // the session's own record
 	Report     *messages.ReportNote
 	ReportHash string
+	// Response is the response its login wrote to its record when that is
+	// a protocol v1 record (D51): the one that counts for its launch; nil
+	// when there is none.
+	Response *messages.ResponseStatus
 }
 
 // LastSessionEnd reads how the last session of workspace key ended; nil
@@ -99,7 +104,12 @@ func (n *Node) LastSessionEnd(ctx context.Context, key messages.WorkspaceKey) (*
 		return nil, err
 	}
 	defer r.Close()
-	idx := n.index(r)
+	return lastSessionEnd(ctx, n.index(r), key)
+}
+
+// lastSessionEnd reads how the last session of workspace key ended, from
+// the record idx indexes.
+func lastSessionEnd(ctx context.Context, idx *record.Index, key messages.WorkspaceKey) (*SessionEnd, error) {
 	e, ok, err := idx.LatestEnd(ctx, key)
 	if err != nil || !ok {
 		return nil, err
@@ -116,6 +126,15 @@ func (n *Node) LastSessionEnd(ctx context.Context, key messages.WorkspaceKey) (*
 	}
 	if ok {
 		out.Report, out.ReportHash, out.Record = rep.Note.(*messages.ReportNote), rep.Hash, launch.Record
+	}
+	if launch.Record != "" {
+		resp, ok, err := record.ResponseOf(ctx, idx.Repo(), launch.Record, idx.NodeUser(), end.Launch, e.Hash)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out.Response = &messages.ResponseStatus{Record: launch.Record, Hash: resp.Hash, Outcome: resp.Response.Outcome, Note: resp.Response.Note}
+		}
 	}
 	return out, nil
 }
