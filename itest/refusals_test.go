@@ -52,3 +52,45 @@ func TestRunTmpHidingItsWorkspaceRefused(t *testing.T) {
 		t.Errorf("a workspace was made for the refused run")
 	}
 }
+
+// TestRunUnconfinedRefusedOnAConfinedNode is section 11's row 7: a node
+// made with `ocx init --confined-only` (node.json's confined_only, kept
+// when init runs again without it) says so in its status, and its daemon
+// answers seed 004's section 14 first run, the unconfined echo, ended
+// refused, naming that; nothing is started.
+func TestRunUnconfinedRefusedOnAConfinedNode(t *testing.T) {
+	needs(t, "ocxd")
+	n := newNode(t)
+	n.must("", "init", "--confined-only")
+	n.must("", "init", "--project", "demo="+n.srv.Repo+","+n.srv.URL)
+	b, err := os.ReadFile(filepath.Join(n.agents, "node.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := messages.DecodeNodeConfig(b); err != nil || !cfg.ConfinedOnly {
+		t.Fatalf("node.json after init --confined-only, then init without it: %v\n%s", err, b)
+	}
+	startDaemon(t, n, program("ocxd"))
+	if d := n.status().Daemon; d == nil || !d.Running || !d.ConfinedOnly {
+		t.Errorf("the status's daemon %+v, want one running and confined_only", d)
+	}
+	if out := n.must("", "status").stdout; !strings.Contains(out, "runs=confined_only") {
+		t.Errorf("ocx status does not say the node runs nothing unconfined:\n%s", out)
+	}
+	run := fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Say hello.",
+"process": {"user": "builder", "command": ["echo", "hello"], "env": {"PATH": "/usr/bin:/bin"},
+"keep": {"stdout_when": "always"}}}`, n.nodeUser())
+	root := n.result(n.srv.AdminLogin, "thread", "--title", "Say hello", "--text", block(run))
+	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
+	e := n.endedOf(root)
+	t.Logf("ended %s: %s", e.Outcome, e.Note)
+	if e.Outcome != messages.RunRefused || !strings.Contains(e.Note, "no sandbox") || !strings.Contains(e.Note, "runs nothing unconfined") {
+		t.Errorf("ended %s %q, want refused naming that the node runs nothing unconfined", e.Outcome, e.Note)
+	}
+	if s := n.startedOf(root); s != nil {
+		t.Errorf("the run was started: %+v", s)
+	}
+	if posts := n.runThread(root); len(posts) != 2 {
+		t.Errorf("the thread holds %d posts, want the run and ended", len(posts))
+	}
+}
