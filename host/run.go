@@ -317,7 +317,48 @@ func CheckRunSandbox(sb RunSandbox) error {
 			return err
 		}
 	}
+	return checkHidden(sb)
+}
+
+// checkHidden refuses proc, dev or tmp at or above a path the sandbox
+// shows before it: table 6 applies them last, so the process would see
+// its own /proc, /dev or an empty directory there instead (a node whose
+// root lies under /tmp, and tmp "/tmp": bwrap cannot chdir to the
+// workspace). It names the field and the first path it would hide: the
+// workspace, then read_only, read_write, the homes' places, the files.
+func checkHidden(sb RunSandbox) error {
+	type shown struct{ what, p string }
+	var paths []shown
+	if sb.Workspace != "" {
+		paths = append(paths, shown{"the workspace", sb.Workspace})
+	}
+	for _, l := range []struct {
+		name  string
+		paths []string
+	}{{"read_only", sb.ReadOnly}, {"read_write", sb.ReadWrite}} {
+		for i, p := range l.paths {
+			paths = append(paths, shown{fmt.Sprintf("sandbox.%s[%d]", l.name, i), p})
+		}
+	}
+	for i, h := range sb.Homes {
+		paths = append(paths, shown{fmt.Sprintf("sandbox.homes[%d], seen at", i), filepath.Join(sb.Workspace, filepath.Base(h))})
+	}
+	for i, f := range sb.Files {
+		paths = append(paths, shown{fmt.Sprintf("sandbox.files[%d]", i), f.At})
+	}
+	for _, m := range []struct{ name, p string }{{"sandbox.proc", sb.Proc}, {"sandbox.dev", sb.Dev}, {"sandbox.tmp", sb.Tmp}} {
+		for _, s := range paths {
+			if s.p == m.p || atOrBelow(s.p, m.p) {
+				return &RunFieldError{Field: m.name, Why: fmt.Sprintf("%s would hide %s %s: it is applied after the paths (seed 004, table 6), so the process would not see what lies there", m.p, s.what, s.p)}
+			}
+		}
+	}
 	return nil
+}
+
+// atOrBelow says whether the clean path p is dir or lies below it.
+func atOrBelow(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
 func runPath(field, p string) error {

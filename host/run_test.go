@@ -270,3 +270,47 @@ func TestCgroupParsers(t *testing.T) {
 		t.Fatal("a sibling read as within the root")
 	}
 }
+
+// TestCheckRunSandboxHidden: proc, dev and tmp are applied last (table 6),
+// so one at or above a path the sandbox shows before it would hide that
+// path; the run is refused naming the field and the path it hides (issue
+// 27 item 4: a node whose root lies under /tmp, and seed 004 section 14's
+// second run, tmp "/tmp", whose workspace bwrap then cannot chdir to).
+func TestCheckRunSandboxHidden(t *testing.T) {
+	under := func(s *RunSandbox) {
+		ws := "/tmp/TestX/001/agents/claude-1/projects/demo/abc"
+		s.Workspace, s.ReadWrite = ws, []string{ws}
+		s.Files = []RunFile{{At: "/etc/passwd", Text: "x"}}
+	}
+	cases := []struct {
+		name        string
+		edit        func(*RunSandbox)
+		field, hide string
+	}{
+		{"the workspace under tmp", under, "sandbox.tmp", "/tmp/TestX/001/agents/claude-1/projects/demo/abc"},
+		{"the workspace is tmp", func(s *RunSandbox) { under(s); s.Tmp = s.Workspace }, "sandbox.tmp", "/tmp/TestX/001/agents/claude-1/projects/demo/abc"},
+		{"tmp above the workspace", func(s *RunSandbox) { s.Tmp = "/var/lib" }, "sandbox.tmp", "/var/lib/ocx/release/root/claude-1/projects/demo/abc"},
+		{"a read_only path under tmp", func(s *RunSandbox) { s.ReadOnly = append(s.ReadOnly, "/tmp/tools") }, "sandbox.tmp", "/tmp/tools"},
+		{"a file under dev", func(s *RunSandbox) { s.Files = append(s.Files, RunFile{At: "/dev/x"}) }, "sandbox.dev", "/dev/x"},
+		{"a read_write path under proc", func(s *RunSandbox) { s.Proc = "/srv" }, "sandbox.proc", "/srv/both"},
+		{"tmp at /", func(s *RunSandbox) { s.Tmp = "/" }, "sandbox.tmp", "/var/lib/ocx/release/root/claude-1/projects/demo/abc"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sb := claudeSandbox()
+			c.edit(&sb)
+			err := CheckRunSandbox(sb)
+			var fe *RunFieldError
+			if !errors.As(err, &fe) || fe.Field != c.field || !strings.Contains(fe.Why, " "+c.hide+":") {
+				t.Fatalf("err = %v, want one naming %s and the path %s", err, c.field, c.hide)
+			}
+		})
+	}
+	// Beside a path, not above it, hides nothing: /tmp beside /tmpx, the
+	// workspace's homes' places inside it, a read_only / above tmp.
+	sb := claudeSandbox()
+	sb.ReadOnly = append(sb.ReadOnly, "/", "/tmpx")
+	if err := CheckRunSandbox(sb); err != nil {
+		t.Fatalf("a sandbox that hides nothing: %v", err)
+	}
+}

@@ -57,7 +57,7 @@ func newCLINode(t testing.TB) *cliNode {
 		if err := os.WriteFile(f, []byte(key+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cfg[api] = map[string]string{"base_url": c.model.URL(), "key_file": f}
+		cfg[api] = map[string]any{"base_url": c.model.URL(), "key_file": f, "models": cliModels[api]}
 	}
 	b, _ := json.Marshal(cfg)
 	if err := os.WriteFile(filepath.Join(n.agents, "model.json"), b, 0o600); err != nil {
@@ -113,6 +113,10 @@ func (c *cliNode) turn(login, record, text string) string {
 type cliRunner struct {
 	runner, model, api, postTool string
 }
+
+// cliModels are the models cliNode's model.json offers, by API (D52):
+// those of cliRunners, and the native runner's (on openai, the primary).
+var cliModels = map[string][]string{"anthropic": {"sonnet"}, "openai": {"gpt-standin", "standin"}}
 
 var cliRunners = []cliRunner{
 	{"claude", "sonnet", "anthropic", "mcp__ocx__post"},

@@ -33,7 +33,7 @@ func TestModelProxyOnlyForItsModel(t *testing.T) {
 	model := &chatModel{t: t, replies: []string{chatText("the one forwarded")}}
 	srv := httptest.NewServer(model)
 	t.Cleanup(srv.Close)
-	if err := os.WriteFile(filepath.Join(n.agents, "model.json"), []byte(`{"api": "openai", "base_url": "`+srv.URL+`"}`), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(n.agents, "model.json"), []byte(`{"api": "openai", "base_url": "`+srv.URL+`", "models": ["standin-chat"]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 
@@ -56,7 +56,7 @@ func TestModelProxyOnlyForItsModel(t *testing.T) {
 	}
 
 	// An llm session: its proxy serves the model its definition names
-	// (create's, "default") and refuses any other, naming it.
+	// (create's: model.json's first, D52) and refuses any other, naming it.
 	in := filepath.Join(t.TempDir(), "create.json")
 	if err := os.WriteFile(in, []byte(`{"objective": "Answer.", "user": "native-2", "runner": "native", "hears": ["`+person+`"], "budget": {"wall": "1h"}}`), 0o600); err != nil {
 		t.Fatal(err)
@@ -92,13 +92,13 @@ func TestModelProxyOnlyForItsModel(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	code, body := ask(`{"model": "the-expensive-one", "messages": [{"role": "user", "content": "hi"}]}`)
-	if code != http.StatusForbidden || !strings.Contains(body, `"the-expensive-one"`) || !strings.Contains(body, `"default"`) {
+	if code != http.StatusForbidden || !strings.Contains(body, `"the-expensive-one"`) || !strings.Contains(body, `"standin-chat"`) {
 		t.Errorf("another model through the llm session's proxy: %d %s; want 403 naming it and the definition's", code, body)
 	}
 	if reqs := model.requests(); len(reqs) != 0 {
 		t.Fatalf("the model server saw %d requests for another model", len(reqs))
 	}
-	if code, body := ask(`{"model": "default", "messages": [{"role": "user", "content": "hi"}]}`); code != http.StatusOK || !strings.Contains(body, "the one forwarded") {
+	if code, body := ask(`{"model": "standin-chat", "messages": [{"role": "user", "content": "hi"}]}`); code != http.StatusOK || !strings.Contains(body, "the one forwarded") {
 		t.Errorf("the definition's own model: %d %s", code, body)
 	}
 	if reqs := model.requests(); len(reqs) != 1 {

@@ -111,7 +111,7 @@ func TestNativeSessionEndToEnd(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := `{"api": "openai", "base_url": "` + srv.URL + `", "key_file": "` + keyFile + `"}`
+	cfg := `{"api": "openai", "base_url": "` + srv.URL + `", "key_file": "` + keyFile + `", "models": ["standin-chat"]}`
 	if err := os.WriteFile(filepath.Join(n.agents, "model.json"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestNativeSessionEndToEnd(t *testing.T) {
 	// conversation goes on from the session's directory.
 	launched := len(notesOn[*messages.LaunchNote](n, record))
 	n.must(admin, "session", "start", "native-7/demo", "--record", record, "--kind", "llm", "--runner", "native",
-		"--model", "default", "--lifetime", "stays", "--hears", person)
+		"--model", "standin-chat", "--lifetime", "stays", "--hears", person)
 	n.waitFor("the restarted session to listen", func() bool {
 		if len(notesOn[*messages.LaunchNote](n, record)) <= launched {
 			return false

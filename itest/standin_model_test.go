@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,10 @@ type modelStandIn struct {
 	reply    func(*modelRequest) modelReply
 	requests []*modelRequest
 	other    []string // requests to paths it does not serve
+	// models, when set, are the only models it serves: a request naming
+	// another is answered 404 in its API's error shape, as the real
+	// servers answer a model they do not have (offer).
+	models []string
 }
 
 // modelRequest is one request to the stand-in, whatever its API.
@@ -75,6 +80,15 @@ func startModelStandIn(t testing.TB, reply func(*modelRequest) modelReply) *mode
 	return m
 }
 
+// offer makes the stand-in serve only models from now on: a request
+// naming another is answered 404 as its API answers one (Anthropic's
+// not_found_error, OpenAI's model_not_found).
+func (m *modelStandIn) offer(models ...string) {
+	m.mu.Lock()
+	m.models = models
+	m.mu.Unlock()
+}
+
 // URL is the stand-in's base URL, without a path.
 func (m *modelStandIn) URL() string { return m.srv.URL }
 
@@ -113,7 +127,18 @@ func (m *modelStandIn) serve(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	m.requests = append(m.requests, req)
 	reply := m.reply
+	unknown := m.models != nil && !slices.Contains(m.models, req.Model)
 	m.mu.Unlock()
+	if unknown {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		if api == "anthropic" {
+			fmt.Fprintf(w, `{"type":"error","error":{"type":"not_found_error","message":"model: %s"}}`, req.Model)
+		} else {
+			fmt.Fprintf(w, `{"error":{"message":"The model %s does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`, strconv.Quote(req.Model))
+		}
+		return
+	}
 	rep := modelReply{Text: "stand-in: " + req.User}
 	if reply != nil {
 		rep = reply(req)

@@ -116,7 +116,7 @@ func TestToolsAgentEndToEnd(t *testing.T) {
 	base := c.commit("PLAN.md")
 
 	input := filepath.Join(t.TempDir(), "create.json")
-	rec := `{"objective": "Answer what is said here.", "user": "` + toolAgent + `", "runner": "native", "hears": ["` + person + `"], "checkins": ["feature"],
+	rec := `{"objective": "Answer what is said here.", "user": "` + toolAgent + `", "runner": "native", "model": "standin-model", "hears": ["` + person + `"], "checkins": ["feature"],
 		"restrict": {"no_password": true, "branch": "feature", "own_thread": true}, "budget": {"wall": "1h"}}`
 	if err := os.WriteFile(input, []byte(rec), 0o600); err != nil {
 		t.Fatal(err)

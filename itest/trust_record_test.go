@@ -30,7 +30,7 @@ import (
 func (n *testNode) createAgent(login, restrict, checkins string) (record, wsDir string, bw []string) {
 	n.t.Helper()
 	input := filepath.Join(n.t.TempDir(), "create-"+login+".json")
-	rec := `{"objective": "Answer what is said here.", "user": "` + login + `", "runner": "native", "hears": ["` + person + `"],
+	rec := `{"objective": "Answer what is said here.", "user": "` + login + `", "runner": "native", "model": "standin-model", "hears": ["` + person + `"],
 		"checkins": ` + checkins + `, "restrict": ` + restrict + `, "budget": {"wall": "1h"}}`
 	if err := os.WriteFile(input, []byte(rec), 0o600); err != nil {
 		n.t.Fatal(err)

@@ -256,7 +256,7 @@ func TestHostileWorkspace(t *testing.T) {
 			user, name, input string
 			agent             bool
 		}{
-			{admin, "create", tool(map[string]any{"objective": "x", "budget": map[string]any{"wall": "1m"}, "dry_run": true}), false},
+			{admin, "create", tool(map[string]any{"objective": "x", "model": "standin-model", "budget": map[string]any{"wall": "1m"}, "dry_run": true}), false},
 			{admin, "post", tool(map[string]any{"to": hostileRec, "text": "x", "dry_run": true}), false},
 			{admin, "stop", tool(map[string]any{"record": hostileRec, "dry_run": true}), false},
 			{admin, "audit", tool(map[string]any{"checkin": "trunk", "verdict": "pass", "reason": "x", "against": hostileRec, "dry_run": true}), false},

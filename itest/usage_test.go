@@ -36,7 +36,7 @@ func newUsageSession(t *testing.T, root, login, budget string) *usageSession {
 	model := &chatModel{t: t}
 	srv := httptest.NewServer(model)
 	t.Cleanup(srv.Close)
-	if err := os.WriteFile(filepath.Join(n.agents, "model.json"), []byte(`{"api": "openai", "base_url": "`+srv.URL+`"}`), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(n.agents, "model.json"), []byte(`{"api": "openai", "base_url": "`+srv.URL+`", "models": ["standin-chat"]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	in := filepath.Join(t.TempDir(), "create.json")

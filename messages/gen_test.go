@@ -393,6 +393,7 @@ func genDaemonStatus() *rapid.Generator[*DaemonStatus] {
 		if rapid.Bool().Draw(t, "has reexec") {
 			d.Reexec = genReexecOutcome().Draw(t, "reexec")
 		}
+		d.ConfinedOnly = rapid.Bool().Draw(t, "confined only")
 		return d
 	})
 }

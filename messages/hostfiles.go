@@ -36,6 +36,10 @@ type NodeConfig struct {
 	// and directories put on PATH after the release's, such as where the
 	// agent CLIs a runner drives are installed (D48). nil: nothing.
 	Sandbox *NodeSandbox `json:"sandbox,omitempty" ocx:"closed"`
+	// ConfinedOnly: the node runs nothing unconfined (seed 004, section
+	// 11, row 7; D53): a run without a sandbox is refused. `ocx init
+	// --confined-only` writes it.
+	ConfinedOnly bool `json:"confined_only,omitempty"`
 }
 
 // NodeSandbox is node.json's sandbox.
@@ -182,7 +186,8 @@ func (c *NodeConfig) Encode() ([]byte, error) {
 		Projects      map[string]NodeProject `json:"projects"`
 		SessionLimits *NodeSessionLimits     `json:"session_limits,omitempty"`
 		Sandbox       *NodeSandbox           `json:"sandbox,omitempty"`
-	}{c.User, c.Release, c.Projects, c.SessionLimits, c.Sandbox})
+		ConfinedOnly  bool                   `json:"confined_only,omitempty"`
+	}{c.User, c.Release, c.Projects, c.SessionLimits, c.Sandbox, c.ConfinedOnly})
 }
 
 // String renders the node on one line.

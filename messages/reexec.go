@@ -101,6 +101,9 @@ type DaemonStatus struct {
 	// Reexec is the last re-exec's outcome (AGENTS/ocxd.reexec); absent
 	// when none was recorded.
 	Reexec *ReexecOutcome `json:"reexec,omitempty"`
+	// ConfinedOnly: the node runs nothing unconfined (node.json's
+	// confined_only, D53), so its daemon refuses a run without a sandbox.
+	ConfinedOnly bool `json:"confined_only,omitempty"`
 }
 
 func (d *DaemonStatus) validate(f string) error {
@@ -130,6 +133,9 @@ func (d *DaemonStatus) String() string {
 		l.kv("pid", fmt.Sprint(d.PID)).optKV("release", d.Release)
 	} else {
 		l.word("none")
+	}
+	if d.ConfinedOnly {
+		l.kv("runs", "confined_only")
 	}
 	if d.Reexec != nil {
 		r := d.Reexec

@@ -447,8 +447,9 @@ type TaskRecord struct {
 	Node   string `json:"node" why:"a record names the node user of the node that runs it"`
 	Runner string `json:"runner" why:"a record names its runner"`
 	// Model is the model its runner asks (E3 admits a key version 1 does
-	// not name; a reader that does not know it ignores it): "" is the
-	// runner's own default.
+	// not name; a reader that does not know it ignores it). create writes
+	// it out (D52): the node's default when create names none; "" only in
+	// a record written before.
 	Model     string        `json:"model,omitempty"`
 	Objective string        `json:"objective" why:"a record says what its agent is for"`
 	Checkins  []string      `json:"checkins" why:"a record lists the branches whose check-ins its agent is given (empty: none)"`

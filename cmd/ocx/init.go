@@ -38,7 +38,7 @@ var _ flag.Value = (*projectsFlag)(nil)
 
 func runInit(ctx context.Context, e *env, args []string) error {
 	var c common
-	fs := c.flags(e, "init", "init --agents AGENTS --project NAME=REPO,URL ... [--node-user ocx] [--release DIR] [--extroot DIR]", false, true)
+	fs := c.flags(e, "init", "init --agents AGENTS --project NAME=REPO,URL ... [--node-user ocx] [--release DIR] [--extroot DIR] [--confined-only]", false, true)
 	var projects projectsFlag
 	fs.Var(&projects, "project", "a repository of the login group: NAME=REPOSITORY,URL (repeat for each)")
 	user := fs.String("node-user", node.DefaultNodeUser, "the node user's login")
@@ -47,6 +47,7 @@ func runInit(ctx context.Context, e *env, args []string) error {
 	var sbRO, sbPath pathsFlag
 	fs.Var(&sbRO, "sandbox-read-only", "a host path every sandbox the node proposes sees read-only, such as the agent CLIs' install (repeat for each)")
 	fs.Var(&sbPath, "sandbox-path", "a directory put on the PATH of every sandbox the node proposes, after the release's (repeat for each)")
+	confined := fs.Bool("confined-only", false, "the node runs nothing unconfined: its daemon refuses a run without a sandbox (--confined-only=false undoes it; left out, node.json's stays)")
 	pos, _, err := parse(fs, args)
 	if err != nil {
 		return usageErr(err)
@@ -55,6 +56,11 @@ func runInit(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
 	}
 	in := node.InitInput{Projects: projects, NodeUser: *user, ReleaseRoot: *release, DryRun: c.dryRun}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "confined-only" {
+			in.ConfinedOnly = confined
+		}
+	})
 	if len(sbRO) > 0 || len(sbPath) > 0 {
 		in.Sandbox = &messages.NodeSandbox{ReadOnly: sbRO, Path: sbPath}
 	}

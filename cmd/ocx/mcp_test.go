@@ -89,7 +89,7 @@ func inSandbox(t *testing.T, bw []string, stdin string, argv ...string) (string,
 // returns the record's hash and the agent's workspace.
 func createAgent(t testing.TB, tn *toolNode, login, restrict string) (string, host.Workspace) {
 	t.Helper()
-	in := `{"objective": "Answer what is said here.", "user": "` + login + `", "runner": "native", "hears": ["` + tn.srv.AdminLogin + `"],
+	in := `{"objective": "Answer what is said here.", "user": "` + login + `", "runner": "native", "model": "standin-model", "hears": ["` + tn.srv.AdminLogin + `"],
 		"budget": {"wall": "1h"}` + restrict + `}`
 	a := tn.n.Call(tn.ctx, tn.admin(), "create", json.RawMessage(in))
 	if !a.OK() {

@@ -19,7 +19,7 @@ import (
 // the daemon starts beside a session also serves the model proxy on
 // model.sock (bound by mcp start, descriptor 4): it is in the session's
 // sandbox at /tmp/ocx-mcp, says its API, and forwards a request for the
-// session's own model (create's, "default") with the key, which the
+// session's own model (its record's, standin-model) with the key, which the
 // sandbox never holds; a request for another model is refused, naming it.
 func TestModelProxyBesideTheMCPSocket(t *testing.T) {
 	const key = "sk-model-proxy-test-key"
@@ -38,7 +38,7 @@ func TestModelProxyBesideTheMCPSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	l, _ := host.NewLayout(tn.agents)
-	cfg := `{"api": "openai", "base_url": "` + upstream.URL + `", "key_file": "` + keyFile + `"}`
+	cfg := `{"api": "openai", "base_url": "` + upstream.URL + `", "key_file": "` + keyFile + `", "models": ["standin-model"]}`
 	if err := os.WriteFile(l.ModelJSON(), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestModelProxyBesideTheMCPSocket(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), `another`) {
 		t.Fatalf("another model: %d %s", resp.StatusCode, b)
 	}
-	resp, err = c.Post("http://model/v1/chat/completions", "application/json", strings.NewReader(`{"model": "default"}`))
+	resp, err = c.Post("http://model/v1/chat/completions", "application/json", strings.NewReader(`{"model": "standin-model"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -373,7 +373,7 @@ func TestToolFrontEndsAnswerAlike(t *testing.T) {
 		t.Fatalf("thread: %s", *thread.Stopped)
 	}
 	root := *thread.Result
-	const base = `"objective": "Keep docs in step.", "budget": {"wall": "2h"}`
+	const base = `"objective": "Keep docs in step.", "budget": {"wall": "2h"}, "model": "m-1"`
 	for _, c := range []struct {
 		name   string
 		caller node.Caller
@@ -439,7 +439,7 @@ func TestToolFrontEndsAnswerAlike(t *testing.T) {
 // second stop is refused, the agent not running.
 func TestToolCreateStopRespondsOnceAndWithdraws(t *testing.T) {
 	tn := newToolNode(t)
-	in := `{"objective": "Answer what is said here.", "user": "native-1", "runner": "native", "hears": ["` + tn.srv.AdminLogin + `"],
+	in := `{"objective": "Answer what is said here.", "user": "native-1", "runner": "native", "model": "m-1", "hears": ["` + tn.srv.AdminLogin + `"],
 		"budget": {"wall": "1h"}}`
 	a := frontEnds[0].call(tn, tn.admin(), "", "create", in)
 	if !a.OK() {
@@ -550,7 +550,7 @@ func TestToolFlags(t *testing.T) {
 // record's response) names the budget, wall.
 func TestToolCreateWallEndsTheSession(t *testing.T) {
 	tn := newToolNode(t)
-	a := frontEnds[1].call(tn, tn.admin(), "", "create", `{"objective": "Wait.", "user": "native-2", "runner": "native", "budget": {"wall": "2s"}}`)
+	a := frontEnds[1].call(tn, tn.admin(), "", "create", `{"objective": "Wait.", "user": "native-2", "runner": "native", "model": "m-1", "budget": {"wall": "2s"}}`)
 	if !a.OK() {
 		t.Fatalf("create stopped: %s\n%s", *a.Stopped, strings.Join(a.Log, "\n"))
 	}

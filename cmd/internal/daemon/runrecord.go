@@ -242,6 +242,8 @@ func (r *records) refusalOf(ctx context.Context, x *repoIndex, msgs []runMsg, m 
 		// another host reads it from its file of passwords (section 5,
 		// password; row 6).
 		ServerNode: !x.otherHost,
+		// node.json's confined_only (row 7, D53).
+		NothingUnconfined: r.cfg.ConfinedOnly,
 		Provides: messages.RunProvision{Sandbox: support.Sandbox == "", Capabilities: host.Capabilities[:], NoNetwork: true,
 			Limits: []string{messages.LimitWall}, Deliveries: true, Manual: true, Terminal: true},
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // API is the flavour of HTTP API the node's model speaks.
@@ -50,16 +51,21 @@ type Endpoint struct {
 	// KeyFile is the absolute path of the file holding the key, "" for a
 	// model that takes none (a local ollama).
 	KeyFile string `json:"key_file,omitempty"`
+	// Models are the models the node offers on this API, the first its
+	// default (D52): create gives a record naming none the first, and
+	// refuses one naming another. None listed: create offers none.
+	Models []string `json:"models,omitempty"`
 }
 
 // Config is AGENTS/model.json, in one of two forms: one API (api,
 // base_url, key_file), or an endpoint per API, each with its own key
 // (anthropic, openai), so that Claude Code and Codex both reach theirs.
 type Config struct {
-	// API, BaseURL and KeyFile are the one-API form.
-	API     API    `json:"api,omitempty"`
-	BaseURL string `json:"base_url,omitempty"`
-	KeyFile string `json:"key_file,omitempty"`
+	// API, BaseURL, KeyFile and Models are the one-API form.
+	API     API      `json:"api,omitempty"`
+	BaseURL string   `json:"base_url,omitempty"`
+	KeyFile string   `json:"key_file,omitempty"`
+	Models  []string `json:"models,omitempty"`
 	// Anthropic and OpenAI are the per-API form.
 	Anthropic *Endpoint `json:"anthropic,omitempty"`
 	OpenAI    *Endpoint `json:"openai,omitempty"`
@@ -69,7 +75,7 @@ type Config struct {
 func (c *Config) Endpoints() map[API]Endpoint {
 	out := map[API]Endpoint{}
 	if c.API != "" {
-		out[c.API] = Endpoint{BaseURL: c.BaseURL, KeyFile: c.KeyFile}
+		out[c.API] = Endpoint{BaseURL: c.BaseURL, KeyFile: c.KeyFile, Models: c.Models}
 	}
 	if c.Anthropic != nil {
 		out[Anthropic] = *c.Anthropic
@@ -107,7 +113,7 @@ func DecodeConfig(b []byte) (*Config, error) {
 		return nil, errors.New("model.json: it is not valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
-	top, err := strictObject(dec, "model.json", []string{"api", "base_url", "key_file", "anthropic", "openai"})
+	top, err := strictObject(dec, "model.json", []string{"api", "base_url", "key_file", "models", "anthropic", "openai"})
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +148,12 @@ func DecodeConfig(b []byte) (*Config, error) {
 	default:
 		got := map[string]string{}
 		for k, raw := range top {
+			if k == "models" {
+				if c.Models, err = decodeModels(raw, "model.json"); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			var s string
 			if json.Unmarshal(raw, &s) != nil {
 				return nil, fmt.Errorf("model.json: %q must be a string", k)
@@ -167,12 +179,18 @@ func DecodeConfig(b []byte) (*Config, error) {
 // decodeEndpoint reads one API's object: base_url (required), key_file.
 func decodeEndpoint(raw json.RawMessage, where string) (*Endpoint, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
-	fields, err := strictObject(dec, where, []string{"base_url", "key_file"})
+	fields, err := strictObject(dec, where, []string{"base_url", "key_file", "models"})
 	if err != nil {
 		return nil, err
 	}
 	e := &Endpoint{}
 	for k, v := range fields {
+		if k == "models" {
+			if e.Models, err = decodeModels(v, where); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		var s string
 		if json.Unmarshal(v, &s) != nil {
 			return nil, fmt.Errorf("%s: %q must be a string", where, k)
@@ -189,6 +207,32 @@ func decodeEndpoint(raw json.RawMessage, where string) (*Endpoint, error) {
 		return nil, fmt.Errorf(`%s: "base_url" is missing`, where)
 	}
 	return e, nil
+}
+
+// MaxModels bounds how many models one API of model.json lists.
+const MaxModels = 64
+
+// decodeModels reads an API's models: a list of model names, each one line
+// of at most 200 bytes, none twice, at most MaxModels.
+func decodeModels(raw json.RawMessage, where string) ([]string, error) {
+	var ms []string
+	if json.Unmarshal(raw, &ms) != nil || ms == nil {
+		return nil, fmt.Errorf(`%s: "models" must be a list of model names`, where)
+	}
+	if len(ms) > MaxModels {
+		return nil, fmt.Errorf(`%s: "models" lists more than %d models`, where, MaxModels)
+	}
+	for i, m := range ms {
+		switch {
+		case m == "":
+			return nil, fmt.Errorf(`%s: "models"[%d] is empty`, where, i)
+		case len(m) > 200 || strings.ContainsFunc(m, func(r rune) bool { return r < ' ' || r == 0x7f }):
+			return nil, fmt.Errorf(`%s: "models"[%d] is not a model name: one line of at most 200 bytes`, where, i)
+		case slices.Contains(ms[:i], m):
+			return nil, fmt.Errorf(`%s: "models": %q appears twice`, where, m)
+		}
+	}
+	return ms, nil
 }
 
 // strictObject reads one JSON object from dec: each key one of known,
@@ -313,4 +357,54 @@ func readOutside(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s is longer than %d bytes", path, MaxKeyLen)
 	}
 	return b, nil
+}
+
+// RunnerAPI is the API a runner speaks to the node's model (D48, D52):
+// claude Anthropic's, codex OpenAI's (Responses), native c's primary.
+func (c *Config) RunnerAPI(runner string) API {
+	switch runner {
+	case messages.RunnerClaude:
+		return Anthropic
+	case messages.RunnerCodex:
+		return OpenAI
+	}
+	return c.Primary()
+}
+
+// ChooseModel is the model create gives a record's session (D52): with no
+// model.json (c nil) the node serves no model, so the record's own, which
+// the CLI's own login serves, and none is refused; otherwise the model
+// must be one model.json lists for the API runner speaks, and a record
+// naming none takes that API's first. A refusal names the model and what
+// the node offers.
+func ChooseModel(c *Config, runner, asked string) (string, error) {
+	if c == nil {
+		if asked == "" {
+			return "", fmt.Errorf("the record names none, and this node has no model.json naming one for runner %s: name the model", runner)
+		}
+		return asked, nil
+	}
+	api := c.RunnerAPI(runner)
+	e, ok := c.Endpoints()[api]
+	if !ok {
+		return "", fmt.Errorf("runner %s speaks the %s API, which this node's model.json does not name", runner, api)
+	}
+	if asked == "" {
+		if len(e.Models) == 0 {
+			return "", fmt.Errorf("the record names none, and this node's model.json lists no models for the %s API, which runner %s speaks: list them in its \"models\"", api, runner)
+		}
+		return e.Models[0], nil
+	}
+	if slices.Contains(e.Models, asked) {
+		return asked, nil
+	}
+	offers := "its model.json lists none"
+	if len(e.Models) > 0 {
+		q := make([]string, len(e.Models))
+		for i, m := range e.Models {
+			q[i] = strconv.Quote(m)
+		}
+		offers = "it offers " + strings.Join(q, ", ")
+	}
+	return "", fmt.Errorf("%q is not a model this node offers for runner %s (the %s API): %s", asked, runner, api, offers)
 }

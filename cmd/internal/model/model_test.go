@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -221,7 +222,7 @@ func TestDecodeConfigPerAPI(t *testing.T) {
 	}
 	for _, bad := range []struct{ json, want string }{
 		{`{"api":"openai","base_url":"http://h","anthropic":{"base_url":"http://h"}}`, `both ways`},
-		{`{"anthropic":{"base_url":"http://h","model":"x"}}`, `"model" is not a key it may hold (base_url, key_file)`},
+		{`{"anthropic":{"base_url":"http://h","model":"x"}}`, `"model" is not a key it may hold (base_url, key_file, models)`},
 		{`{"anthropic":{"key_file":"/k"}}`, `"base_url" is missing`},
 		{`{"anthropic":{"base_url":"http://h","key_file":""}}`, `empty`},
 		{`{"openai":{"base_url":"ftp://h"}}`, `"openai": "base_url" "ftp://h" is not an http or https URL`},
@@ -301,5 +302,81 @@ func TestAcceptsClaudeAliases(t *testing.T) {
 		if got := model.Accepts(c.api, c.only, c.got); got != c.ok {
 			t.Errorf("Accepts(%s, %q, %q) = %v", c.api, c.only, c.got, got)
 		}
+	}
+}
+
+// model.json names the models the node offers, per API (D52): the one-API
+// form at its top, the per-API form in each API's object; the first is
+// the default.
+func TestDecodeConfigModels(t *testing.T) {
+	c, err := model.DecodeConfig([]byte(`{"api":"openai","base_url":"http://127.0.0.1:11434","models":["llama3.2","qwen3"]}`))
+	if err != nil || !slices.Equal(c.Endpoints()[model.OpenAI].Models, []string{"llama3.2", "qwen3"}) {
+		t.Fatalf("one-API form: %+v %v", c, err)
+	}
+	c, err = model.DecodeConfig([]byte(`{"anthropic":{"base_url":"https://a.example","models":["claude-sonnet-5-5"]},"openai":{"base_url":"http://h"}}`))
+	if err != nil || !slices.Equal(c.Endpoints()[model.Anthropic].Models, []string{"claude-sonnet-5-5"}) || c.Endpoints()[model.OpenAI].Models != nil {
+		t.Fatalf("per-API form: %+v %v", c, err)
+	}
+	for _, bad := range []struct{ json, want string }{
+		{`{"api":"openai","base_url":"http://h","models":"x"}`, `"models" must be a list of model names`},
+		{`{"api":"openai","base_url":"http://h","models":["x","x"]}`, `"models": "x" appears twice`},
+		{`{"api":"openai","base_url":"http://h","models":[""]}`, `"models"[0] is empty`},
+		{`{"api":"openai","base_url":"http://h","models":["a\nb"]}`, `"models"[0]`},
+		{`{"anthropic":{"base_url":"http://h","models":[1]}}`, `"anthropic": "models" must be a list of model names`},
+		{`{"anthropic":{"base_url":"http://h","model":"x"}}`, `"model" is not a key it may hold (base_url, key_file, models)`},
+	} {
+		if _, err := model.DecodeConfig([]byte(bad.json)); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: %v, want %q", bad.json, err, bad.want)
+		}
+	}
+}
+
+// ChooseModel is create's choice of a record's model (D52): the record's,
+// when the node offers it for the API its runner speaks; else that API's
+// first; refused, naming the model and what the node offers, otherwise.
+func TestChooseModel(t *testing.T) {
+	per, err := model.DecodeConfig([]byte(`{"anthropic":{"base_url":"http://a","models":["claude-sonnet-5-5","claude-haiku-4-5"]},"openai":{"base_url":"http://o","models":["gpt-5"]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := model.DecodeConfig([]byte(`{"api":"openai","base_url":"http://o","models":["llama3.2"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare, err := model.DecodeConfig([]byte(`{"api":"anthropic","base_url":"http://a"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name          string
+		cfg           *model.Config
+		runner, asked string
+		want, refused string
+	}{
+		{"claude, none asked", per, "claude", "", "claude-sonnet-5-5", ""},
+		{"claude, one offered", per, "claude", "claude-haiku-4-5", "claude-haiku-4-5", ""},
+		{"codex, none asked", per, "codex", "", "gpt-5", ""},
+		{"native speaks the primary API", per, "native", "", "gpt-5", ""},
+		{"native, one-API form", one, "native", "", "llama3.2", ""},
+		{"claude, one not offered", per, "claude", "default", "", `"default" is not a model this node offers for runner claude (the anthropic API): it offers "claude-sonnet-5-5", "claude-haiku-4-5"`},
+		{"codex, another API's model", per, "codex", "claude-haiku-4-5", "", `"claude-haiku-4-5" is not a model this node offers for runner codex (the openai API): it offers "gpt-5"`},
+		{"claude on an openai node", one, "claude", "", "", `runner claude speaks the anthropic API, which this node's model.json does not name`},
+		{"no models listed, none asked", bare, "claude", "", "", `this node's model.json lists no models for the anthropic API`},
+		{"no models listed, one asked", bare, "claude", "claude-x", "", `"claude-x" is not a model this node offers for runner claude (the anthropic API): its model.json lists none`},
+		{"no model.json, one asked", nil, "claude", "claude-x", "claude-x", ""},
+		{"no model.json, none asked", nil, "native", "", "", `this node has no model.json naming one`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := model.ChooseModel(c.cfg, c.runner, c.asked)
+			if c.refused == "" {
+				if err != nil || got != c.want {
+					t.Fatalf("ChooseModel = %q, %v; want %q", got, err, c.want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.refused) {
+				t.Fatalf("ChooseModel = %q, %v; want refused saying %q", got, err, c.refused)
+			}
+		})
 	}
 }

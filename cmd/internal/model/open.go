@@ -11,6 +11,20 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 )
 
+// ReadConfig reads and decodes the node's model.json
+// (host.Layout.ModelJSON), below the agents root through the bounded
+// reader: nil and no error when the node has none (it serves no model).
+func ReadConfig(l host.Layout) (*Config, error) {
+	b, err := unixhost.Below(l.Root()).ReadFile(l.ModelJSON(), MaxConfigLen)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return DecodeConfig(b)
+}
+
 // Open reads the node's model configuration (host.Layout.ModelJSON) and
 // its key, and returns the proxy to serve on the model socket of a session
 // whose definition names the model only (NewProxy).
@@ -20,13 +34,9 @@ import (
 // Refusing handler, which tells every runner why, and the error, for the
 // server's log.
 func Open(l host.Layout, only string, log *slog.Logger) (h http.Handler, ok bool, err error) {
-	b, err := unixhost.Below(l.Root()).ReadFile(l.ModelJSON(), MaxConfigLen)
-	if errors.Is(err, fs.ErrNotExist) {
+	c, err := ReadConfig(l)
+	if c == nil && err == nil {
 		return nil, false, nil
-	}
-	var c *Config
-	if err == nil {
-		c, err = DecodeConfig(b)
 	}
 	keys := map[API]string{}
 	if err == nil {

@@ -47,7 +47,11 @@ type InitInput struct {
 	// Sandbox, when set, is what the node adds to every sandbox it
 	// proposes (node.json's sandbox, D48).
 	Sandbox *messages.NodeSandbox
-	DryRun  bool
+	// ConfinedOnly, when set, says whether the node runs nothing
+	// unconfined (node.json's confined_only, D53); nil keeps what
+	// node.json says (false for a new node).
+	ConfinedOnly *bool
+	DryRun       bool
 }
 
 // Init makes the agents root and node.json (contracts 3), and provisions
@@ -153,7 +157,7 @@ func (n *Node) planInit(ctx context.Context, a *Answer, in InitInput) (*messages
 			cfg.Projects[name] = p
 		}
 		// What init is not given again it keeps.
-		cfg.SessionLimits, cfg.Sandbox = prev.SessionLimits, prev.Sandbox
+		cfg.SessionLimits, cfg.Sandbox, cfg.ConfinedOnly = prev.SessionLimits, prev.Sandbox, prev.ConfinedOnly
 		a.Logf("%s exists; adding to it", n.Layout.NodeJSON())
 	case errors.Is(err, fs.ErrNotExist):
 	default:
@@ -162,6 +166,12 @@ func (n *Node) planInit(ctx context.Context, a *Answer, in InitInput) (*messages
 	if in.Sandbox != nil {
 		cfg.Sandbox = in.Sandbox
 		a.Logf("every sandbox the node proposes sees %s read-only and has %s on its PATH", strings.Join(in.Sandbox.ReadOnly, ", "), strings.Join(in.Sandbox.Path, ", "))
+	}
+	if in.ConfinedOnly != nil {
+		cfg.ConfinedOnly = *in.ConfinedOnly
+	}
+	if cfg.ConfinedOnly {
+		a.Logf("the node runs nothing unconfined: its daemon refuses a run without a sandbox (row 7)")
 	}
 	if len(in.Projects) == 0 && len(cfg.Projects) == 0 {
 		return nil, errors.New("project: give at least one --project NAME=REPOSITORY,URL")

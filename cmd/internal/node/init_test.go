@@ -92,3 +92,38 @@ func TestInitSandboxAdditions(t *testing.T) {
 		t.Fatalf("a relative sandbox path: %v", err)
 	}
 }
+
+// TestInitConfinedOnly: init --confined-only writes node.json's
+// confined_only (D53), init again without it keeps it, with false undoes
+// it, and the daemon's part of the status says it.
+func TestInitConfinedOnly(t *testing.T) {
+	srv := harness.StartServer(t, harness.Options{})
+	ctx := context.Background()
+	agents := filepath.Join(t.TempDir(), "agents")
+	yes, no := true, false
+	in := node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}}
+	for _, step := range []struct {
+		name string
+		set  *bool
+		want bool
+	}{{"new, not asked", nil, false}, {"--confined-only", &yes, true}, {"again without it", nil, true}, {"--confined-only=false", &no, false}} {
+		in.ConfinedOnly = step.set
+		if a := node.Init(ctx, agents, in, node.Options{}); !a.OK() {
+			t.Fatalf("%s: init: %s", step.name, *a.Stopped)
+		}
+		n, err := node.Open(agents, node.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := n.DaemonStatus()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Config.ConfinedOnly != step.want || d.ConfinedOnly != step.want {
+			t.Errorf("%s: node.json's confined_only %v, the status's %v, want %v", step.name, n.Config.ConfinedOnly, d.ConfinedOnly, step.want)
+		}
+		if got := strings.Contains(d.String(), "runs=confined_only"); got != step.want {
+			t.Errorf("%s: the daemon's line %q", step.name, d.String())
+		}
+	}
+}

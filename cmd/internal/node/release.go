@@ -1126,6 +1126,7 @@ func (n *Node) DaemonStatus() (*messages.DaemonStatus, error) {
 	if o, err := readReexec(n.Layout); err == nil {
 		d.Reexec = o
 	}
+	d.ConfinedOnly = n.Config.ConfinedOnly
 	return d, nil
 }
 

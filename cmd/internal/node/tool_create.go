@@ -1,7 +1,6 @@
 package node
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/listening"
+	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -29,10 +29,6 @@ var EnforcedRestrictions = []string{"no_password", "branch", "own_thread"}
 // remoteRunners are the runners that offer remote control; none does on
 // this node yet, so remote defaults to false and true is refused.
 var remoteRunners = []string{}
-
-// RecordModel is the model a record's llm session names: the runner's own
-// choice (D35).
-const RecordModel = "default"
 
 // toolCreate makes an agent (E8, D35): the record as a new thread, the
 // agent's user, its workspace in the record's thread, its session started
@@ -54,6 +50,15 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 	}
 	if !slices.Contains(messages.Runners, rec.Runner) {
 		return a.Stop(fmt.Errorf("runner: %q is not a runner (%s)", rec.Runner, strings.Join(messages.Runners, ", ")))
+	}
+	// The record names its model, written out (D52): one the node offers
+	// for the API its runner speaks (model.json's models), or their first.
+	mc, err := model.ReadConfig(n.Layout)
+	if err != nil {
+		return a.Stop(fmt.Errorf("model: the node's model configuration: %w", err))
+	}
+	if rec.Model, err = model.ChooseModel(mc, rec.Runner, in.Model); err != nil {
+		return a.Stop(fmt.Errorf("model: %w", err))
 	}
 	offers := false
 	for _, rr := range remoteRunners {
@@ -137,7 +142,7 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 		if rec.Restrict.NoPassword {
 			a.Would("make the clone of %s forget its password (restrict no_password)", key)
 		}
-		a.Would("start its llm session (runner %s, lifetime stays, wall %s%s) on the record", rec.Runner, rec.Budget.Wall, tokensWords(rec.Budget.Tokens))
+		a.Would("start its llm session (runner %s, model %s, lifetime stays, wall %s%s) on the record", rec.Runner, rec.Model, rec.Budget.Wall, tokensWords(rec.Budget.Tokens))
 		return a
 	}
 	code, err := r.ProjectCode(ctx)
@@ -174,7 +179,7 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 		a.Logf("the clone of %s holds no password (restrict no_password)", key)
 	}
 	a.merge(n.SessionStart(ctx, SessionStartInput{Workspace: key.String(), Kind: string(messages.LLM), Runner: rec.Runner,
-		Model: cmp.Or(rec.Model, RecordModel), Lifetime: string(messages.Stays), Record: hash, Hears: rec.Hears, Checkins: rec.Checkins, Wall: rec.Budget.Wall, Tokens: rec.Budget.Tokens}))
+		Model: rec.Model, Lifetime: string(messages.Stays), Record: hash, Hears: rec.Hears, Checkins: rec.Checkins, Wall: rec.Budget.Wall, Tokens: rec.Budget.Tokens}))
 	a.SetResult(hash)
 	return a
 }

@@ -294,7 +294,7 @@ func TestToolAuditWritesVerdictsAndRefusesOwnCheckins(t *testing.T) {
 func TestToolCreateChecksBeforeWriting(t *testing.T) {
 	f := newFix(t)
 	before := f.count()
-	base := `"objective": "Keep docs in step.", "budget": {"wall": "2h"}`
+	base := `"objective": "Keep docs in step.", "budget": {"wall": "2h"}, "model": "m-1"`
 	for _, c := range []struct {
 		caller node.Caller
 		in     string
@@ -330,6 +330,53 @@ func TestToolCreateChecksBeforeWriting(t *testing.T) {
 	if exists(filepath.Join(f.agents, "docs-1")) {
 		t.Errorf("a dry run made the login")
 	}
+}
+
+// TestToolCreateModel: the record names its model, written out (D52):
+// with no model.json one the record names, none refused; with one, a
+// model it lists for the API the runner speaks, its first when the
+// record names none, another refused naming it and what the node offers.
+func TestToolCreateModel(t *testing.T) {
+	f := newFix(t)
+	before := f.count()
+	in := func(model string) string {
+		m := ""
+		if model != "" {
+			m = `, "model": "` + model + `"`
+		}
+		return `{"objective": "o", "budget": {"wall": "2h"}, "user": "docs-2", "runner": "native", "dry_run": true` + m + `}`
+	}
+	modelOf := func(a *node.Answer) string {
+		t.Helper()
+		log := strings.Join(a.Log, "\n")
+		i := strings.Index(log, "```json")
+		if i < 0 {
+			t.Fatalf("no record in the dry run's log:\n%s", log)
+		}
+		rec, err := messages.ReadTaskRecord([]byte(log[i:]))
+		if err != nil {
+			t.Fatalf("%v\n%s", err, log)
+		}
+		if !strings.Contains(log, "model "+rec.Model+",") {
+			t.Errorf("the dry run does not say the session's model %q:\n%s", rec.Model, log)
+		}
+		return rec.Model
+	}
+	f.refused(f.call(f.admin(), "create", in("")), "model: the record names none, and this node has no model.json naming one for runner native")
+	if got := modelOf(f.call(f.admin(), "create", in("llama-own-login"))); got != "llama-own-login" {
+		t.Errorf("no model.json, the record's model: %q", got)
+	}
+	if err := os.WriteFile(filepath.Join(f.agents, "model.json"), []byte(`{"api": "openai", "base_url": "http://127.0.0.1:1", "models": ["llama3.2", "qwen3"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := modelOf(f.call(f.admin(), "create", in(""))); got != "llama3.2" {
+		t.Errorf("none named: %q, want model.json's first", got)
+	}
+	if got := modelOf(f.call(f.admin(), "create", in("qwen3"))); got != "qwen3" {
+		t.Errorf("one offered: %q", got)
+	}
+	f.refused(f.call(f.admin(), "create", in("default")), `model: "default" is not a model this node offers for runner native (the openai API): it offers "llama3.2", "qwen3"`)
+	f.noWrite(before, f.call(f.admin(), "create", in("")))
 }
 
 // TestToolStopRefusals: stop needs admin or setup, a record that counts,

@@ -275,10 +275,12 @@ func TestPrepareStepFailures(t *testing.T) {
 func TestPrepareRows8And9(t *testing.T) {
 	f := newFixture(t)
 	ctx := ctxT(t)
+	// Its tmp is not /tmp, above the test server's repository, which it
+	// would hide (row 8, TestPrepareTmpHidesTheWorkspace) before row 9.
 	sandbox := func(readOnly string) string {
 		return `"sandbox": {"uid": 1000, "gid": 1000, "capabilities": [], "network": false, "own_session": true,
     "ends_with_node": false, "read_only": ["/usr", ` + readOnly + `], "read_write": ["$$workspace$$"], "homes": [],
-    "files": [], "proc": "/proc", "dev": "/dev", "tmp": "/tmp"},`
+    "files": [], "proc": "/proc", "dev": "/dev", "tmp": "/scratch"},`
 	}
 	runWith := func(extra string) *messages.Run {
 		return readRun(t, `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "workspace": `+seedPattern+`, `+extra+`
