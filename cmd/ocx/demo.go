@@ -89,7 +89,7 @@ func demoModel(path string) (string, error) {
 	if api == "" {
 		api = "openai"
 	}
-	c := &model.Config{API: model.API(api), BaseURL: url, KeyFile: os.Getenv(demoModelKeyEnv)}
+	c := &model.Config{API: model.API(api), BaseURL: url, KeyFile: os.Getenv(demoModelKeyEnv), Models: []string{name}} // the model create gives its agents (D52)
 	if err := c.Validate(); err != nil {
 		return "", fmt.Errorf("the demo's model (%s, %s, %s): %w", demoModelURLEnv, demoModelAPIEnv, demoModelKeyEnv, err)
 	}

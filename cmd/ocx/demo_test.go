@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ocx-go/ocx/cmd/internal/model"
 )
 
 // The demo is run for real, from the built release, by itest's TestDemo;
@@ -41,5 +45,28 @@ func TestUsage(t *testing.T) {
 		if code := run(context.Background(), args, &out, &out); code != 0 || !strings.Contains(out.String(), "usage: ocx") {
 			t.Errorf("ocx %v: exit %d: %q", args, code, out.String())
 		}
+	}
+}
+
+// TestDemoModelIsCreatesDefault: the model.json the demo writes for its
+// model server offers that model, so create gives an agent with no model
+// of its own the demo's (D52), not a refusal.
+func TestDemoModelIsCreatesDefault(t *testing.T) {
+	t.Setenv(demoModelURLEnv, "http://127.0.0.1:1")
+	t.Setenv(demoModelEnv, "llama3.2")
+	path := filepath.Join(t.TempDir(), "model.json")
+	if name, err := demoModel(path); err != nil || name != "llama3.2" {
+		t.Fatalf("demoModel: %q, %v", name, err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := model.DecodeConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := model.ChooseModel(c, "native", ""); err != nil || got != "llama3.2" {
+		t.Errorf("create's model on the demo node: %q, %v", got, err)
 	}
 }
