@@ -15,6 +15,7 @@ import (
 // browserLogin logs in through Fossil's own login page.
 func browserLogin(t *testing.T, b *harness.Browser, n *testNode, login string) {
 	t.Helper()
+	b.Expect("Fossil's login page's CSP meta tag", fossilLoginCSP)
 	b.Navigate(n.srv.URL+"login", "input[name=u]")
 	b.Fill("input[name=u]", login)
 	b.Fill("input[name=p]", n.pw[login])
@@ -22,6 +23,14 @@ func browserLogin(t *testing.T, b *harness.Browser, n *testNode, login string) {
 	if !strings.Contains(b.Text("body"), "Logout") {
 		t.Fatalf("logging in as %s through /login: no Logout link on %s", login, b.Location())
 	}
+}
+
+// fossilLoginCSP is what chromium now and then says of Fossil's own /login
+// page (in three of five runs once; never of a page of the console): its
+// CSP meta tag is outside its head. Fossil's page, not ours; every other
+// error still fails the test (harness.Browser checks at cleanup).
+func fossilLoginCSP(e harness.PageEvent) bool {
+	return strings.Contains(e.Text, "outside the document's <head>") && strings.Contains(e.URL, "/login")
 }
 
 // waitText waits until the element's text satisfies ok, the page as it is
@@ -93,9 +102,20 @@ func TestConsoleInTheBrowser(t *testing.T) {
 		t.Fatalf("the hook page says %q after the install", got)
 	}
 
+	// The login field's own check, as chromium runs it (with the v flag):
+	// a bad name is refused in the page, a good one passes, and pressing
+	// the button (which validates the form) adds it.
 	b.Navigate(console+"logins", "#ocx-login")
+	for name, want := range map[string]bool{"../x": false, "-x": false, "a b": false, agent: true, "a.b_c-d": true} {
+		b.Fill("#ocx-login", name)
+		var valid bool
+		b.Eval(`document.getElementById('ocx-login').checkValidity()`, &valid)
+		if valid != want {
+			t.Errorf("the login field finds %q valid: %v, want %v", name, valid, want)
+		}
+	}
 	b.Fill("#ocx-login", agent)
-	b.Submit("#ocx-login")
+	b.ClickAndLoad("#ocx-login-submit")
 	answerDone(t, b, "add the agent login")
 	b.Screenshot("03-login-added")
 
