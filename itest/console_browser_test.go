@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/itest/harness"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // browserLogin logs in through Fossil's own login page.
@@ -339,4 +340,164 @@ func TestConsoleReleasesInTheBrowser(t *testing.T) {
 	}
 	b.Screenshot("04-releases-after")
 	b.NoErrors()
+}
+
+// reportScript is a `completes` mechanical session that ends on its first
+// turn: what it prints is its answer, a done report.
+const reportScript = "printf '%s\\n' 'All green.' '' '```json' '{\"ocx\": \"report\", \"outcome\": \"done\", \"summary\": \"all green\"}' '```'"
+
+// cells is the text of each cell of the table row matching sel.
+func cells(t *testing.T, b *harness.Browser, sel string) []string {
+	t.Helper()
+	var out []string
+	b.Eval(`Array.from(document.querySelectorAll(`+jsString(sel+" td")+`), function (e) { return e.textContent; })`, &out)
+	return out
+}
+
+// TestConsoleButtonsInTheBrowser (issue 27 item 6): the buttons and
+// readings no other browser test reaches, each pressed or read in
+// Debian's chromium and checked against the record: the Workspaces
+// page's columns (the status's login, project, record and state), the end
+// of the session's log on the workspace's and the session's pages (a
+// tail of the log file holding the reply just written), "completed:
+// REPORT" on the Sessions page for a `completes` session that ended on its
+// report (the report on its record, by its agent), Remove on a listener
+// (the agent's unlisten note, the status without it), Withdraw on a login
+// (no capability left on the repository) and Remove the hook (the
+// repository's hooks setting no longer holds it).
+func TestConsoleButtonsInTheBrowser(t *testing.T) {
+	needs(t, "ocxd", "workspace")
+	n := consoleNode(t)
+	const done = "agent-2"
+	admin := n.srv.AdminLogin
+	n.must("", "hook", "install")
+	n.must("", "login", "add", agent)
+	n.must("", "login", "add", done)
+	record := n.result(admin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
+	record2 := n.result(admin, "workspace", "add", "--login", done, "--project", "demo", "--branch", "trunk")
+	n.result(admin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript)
+	n.result(admin, "session", "start", key(done), "--hears", person, "--kind", "mechanical", "--lifetime", "completes", "--command", reportScript)
+	n.waitFor("agent-1 listening and agent-2 ended", func() bool {
+		st := n.status()
+		return len(st.Sessions) == 1 && st.Sessions[0].Login == agent && st.Sessions[0].Listening
+	})
+	var reports int
+	for _, r := range notesOn[*messages.ReportNote](n, record2) {
+		if r.P.Sender == done && r.Note.Summary == "all green" && r.Note.Outcome == messages.ReportDone {
+			reports++
+		}
+	}
+	if reports != 1 {
+		t.Fatalf("%d done reports by %s on its record", reports, done)
+	}
+	id := n.result(person, "ticket", "--title", "a ticket", "--text", "for the session")
+	n.result("", "listener", "add", key(agent), "--kind", "ticket", "--names", id)
+	said := n.result(person, "post", "--to", record, "--text", "hello")
+	reply := n.awaitReply(record, said)
+
+	console := n.srv.URL + "ext/console/"
+	b := harness.StartBrowser(t)
+	browserLogin(t, b, n, admin)
+
+	// 3. Workspaces: each row's login, project, record and state are the
+	// status's.
+	b.Navigate(console+"workspaces", "#ocx-workspaces")
+	for _, w := range n.status().Workspaces {
+		row := `[data-ocx-workspace="` + w.Login + `/` + w.Project + `"]`
+		got := cells(t, b, row)
+		want := []string{w.Login, w.Project, w.Record[:10], string(w.State)}
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("the Workspaces row of %s/%s: %q, want %q", w.Login, w.Project, got, want)
+		}
+		if href, _ := b.Attr(row+` a[href*="forumpost"]`, "href"); !strings.HasSuffix(href, "/forumpost/"+w.Record) {
+			t.Errorf("the Workspaces row of %s links its record as %q", w.Login, href)
+		}
+	}
+	if got := cells(t, b, `[data-ocx-workspace="`+key(agent)+`"]`); len(got) != 4 || got[3] != "active" {
+		t.Errorf("agent-1's workspace, its session running, shows %q", got)
+	}
+	b.Screenshot("01-workspaces")
+
+	// The end of the log, on the workspace's page and on the session's: a
+	// tail of the session's log file, which names the reply it wrote.
+	logFile := filepath.Join(n.workspaceDir(agent), "session", "log")
+	for _, page := range []struct{ path, sel string }{{"workspace/" + agent, "#ocx-ws-log"}, {"session/" + agent, "#ocx-session-log"}} {
+		b.Navigate(console+page.path, page.sel)
+		var tail string
+		b.Eval(`document.querySelector(`+jsString(page.sel)+`).textContent`, &tail)
+		file, err := os.ReadFile(logFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(tail, reply.Hash) || !strings.Contains(string(file), strings.TrimSpace(tail)) {
+			t.Errorf("%s's log tail (%d bytes) does not name the reply %s or is not the log file's:\n%s", page.path, len(tail), reply.Hash, tail)
+		}
+		b.Screenshot("02-log-" + strings.ReplaceAll(page.path, "/", "-"))
+	}
+
+	// 4. Sessions: the completed session's report.
+	b.Navigate(console+"sessions", "#ocx-sessions")
+	if got := b.Text(`[data-ocx-ended="` + key(done) + `"] [data-ocx-field="end"]`); got != "completed: done: all green" {
+		t.Errorf("the Sessions page says %q of %s", got, key(done))
+	}
+	var endedAgent int
+	b.Eval(`document.querySelectorAll('[data-ocx-ended="`+key(agent)+`"]').length`, &endedAgent)
+	if endedAgent != 0 {
+		t.Errorf("the Sessions page lists the running %s as ended", key(agent))
+	}
+	b.Screenshot("03-sessions-completed")
+
+	// Its listeners: Remove the ticket's.
+	b.Navigate(console+"session/"+agent+"/listeners", "#ocx-listeners")
+	b.ClickAndLoad(`[data-ocx-listener="ticket:` + id + `"] button`)
+	answerDone(t, b, "remove the listener")
+	if got := n.notesSentBy(agent)[messages.KindUnlisten]; got != 1 {
+		t.Errorf("%d unlisten notes sent by %s, want 1", got, agent)
+	}
+	for _, l := range n.status().Listeners {
+		if l.Kind == messages.ListenTicket {
+			t.Errorf("the status still lists %v", l)
+		}
+	}
+	b.Navigate(console+"session/"+agent+"/listeners", "#ocx-listeners")
+	if strings.Contains(b.Text("#ocx-listeners"), id) {
+		t.Errorf("the listeners page still shows ticket %s", id)
+	}
+	b.Screenshot("04-listener-removed")
+
+	// 2. Agent logins: Withdraw (refused while a session names the
+	// workspace, so stop it first).
+	n.must("", "session", "stop", key(agent))
+	n.waitFor("the session to end", func() bool { return len(n.status().Sessions) == 0 })
+	b.Navigate(console+"logins", "#ocx-logins")
+	b.ClickAndLoad(`[data-ocx-login="` + agent + `"] button[name=withdraw]`)
+	answerDone(t, b, "withdraw the login")
+	r := n.repo()
+	u, err := r.User(n.ctx, agent)
+	other, err2 := r.User(n.ctx, done)
+	r.Close()
+	if err != nil || err2 != nil || u.Caps != "" || other.Caps == "" {
+		t.Errorf("after Withdraw %s has capabilities %q (%v), %s %q (%v)", agent, u.Caps, err, done, other.Caps, err2)
+	}
+	b.Navigate(console+"logins", "#ocx-logins")
+	if got := cells(t, b, `[data-ocx-login="`+agent+`"]`); len(got) < 2 || got[1] != "none" {
+		t.Errorf("the logins page shows the withdrawn login as %q", got)
+	}
+	b.Screenshot("05-login-withdrawn")
+
+	// 1. Hook: Remove.
+	b.Navigate(console+"hook", "#ocx-hooks")
+	b.ClickAndLoad("#ocx-hook-remove")
+	answerDone(t, b, "remove the hook")
+	r = n.repo()
+	cmd, installed, err := r.OCXHook(n.ctx)
+	r.Close()
+	if err != nil || installed {
+		t.Errorf("after Remove the repository's hooks hold %q (installed %v, %v)", cmd, installed, err)
+	}
+	b.Navigate(console+"hook", "#ocx-hooks")
+	if got := b.Text(`[data-ocx-hook="demo"] [data-ocx-field="installed"]`); got != "not installed" {
+		t.Errorf("the hook page says %q after Remove", got)
+	}
+	b.Screenshot("06-hook-removed")
 }
