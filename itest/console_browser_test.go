@@ -294,14 +294,32 @@ func TestConsoleReaderInTheBrowser(t *testing.T) {
 // TestConsoleReleasesInTheBrowser: the admin opens Releases, presses
 // Accept on the staged release, sees the dry run's checks and links,
 // confirms, and sees the daemon's re-exec on the answer and the new
-// current on the page, the daemon's PID unchanged. No page raises a script
-// error or a CSP violation.
+// current on the page, the daemon's PID unchanged. A session started on
+// the first release is flagged older on the Sessions page once the second
+// is current (issue 27 item 6); stopped, "Restart stopped sessions" on the
+// previous release lists it, and Confirm restarts it there: the launch
+// note, the admin's, names previous, and the session runs the first
+// release again, flagged. No page raises a script error or a CSP
+// violation.
 func TestConsoleReleasesInTheBrowser(t *testing.T) {
 	needs(t, "ocxd", "workspace")
 	n, root := releaseConsoleNode(t)
 	console := n.srv.URL + "ext/console/"
+	// A session on the current release, A: older once B is accepted.
+	n.must("", "login", "add", agent)
+	record := n.result(n.srv.AdminLogin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
+	first := n.result(n.srv.AdminLogin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript)
+	n.waitFor("the session to listen", func() bool {
+		st := n.status()
+		return len(st.Sessions) == 1 && st.Sessions[0].Listening
+	})
 	b := harness.StartBrowser(t)
 	browserLogin(t, b, n, n.srv.AdminLogin)
+	b.Navigate(console+"sessions", "#ocx-sessions")
+	releaseCell := `[data-ocx-session="` + key(agent) + `"] [data-ocx-field="release"]`
+	if got := b.Text(releaseCell); got != consoleCiA {
+		t.Fatalf("before accept the Sessions page says %q of the session's release", got)
+	}
 	b.Navigate(console, "#ocx-releases-link")
 	b.ClickAndLoad("#ocx-releases-link")
 	b.WaitVisible("#ocx-releases")
@@ -339,6 +357,62 @@ func TestConsoleReleasesInTheBrowser(t *testing.T) {
 		t.Fatalf("after accept the daemon is pid %d running %s", n.daemonPID(), exeOf(pid))
 	}
 	b.Screenshot("04-releases-after")
+
+	// The Sessions page flags the session on A, older than current, and
+	// says it can be restarted on the current release.
+	if s, ok := sessionOf(n.status(), agent); !ok || s.Release != consoleCiA || !s.Older {
+		t.Fatalf("after accept the status's session: %+v", s)
+	}
+	b.Navigate(console+"sessions", "#ocx-sessions")
+	if got := b.Text(releaseCell); !strings.HasPrefix(got, consoleCiA+" (older than the current release") {
+		t.Fatalf("after accept the Sessions page says %q of the session's release", got)
+	}
+	b.WaitVisible(releaseCell + " .ocx-flag")
+	b.Screenshot("05-sessions-older-flagged")
+
+	// Stopped, then restarted on the previous release (A): the list, then
+	// Confirm; the launch note, the admin's, names previous; the session
+	// runs A again, and is flagged again.
+	n.must("", "session", "stop", key(agent))
+	n.waitFor("the session to end", func() bool { return len(n.status().Sessions) == 0 })
+	b.Navigate(console+"sessions", "#ocx-restart")
+	b.Eval(`document.getElementById('ocx-restart-release').value = 'previous'`, nil)
+	b.ClickAndLoad("#ocx-restart button")
+	b.WaitVisible("#ocx-restart-list")
+	row := `[data-ocx-restart="` + key(agent) + `"] [data-ocx-field="outcome"]`
+	if got := b.Text(row); got != "would restart" || !strings.Contains(b.Text("h2"), "previous") {
+		t.Fatalf("the restart's list on previous says %q (%q)", got, b.Text("h2"))
+	}
+	var onRelease string
+	b.Eval(`document.querySelector('#ocx-restart-confirm input[name=release]').value`, &onRelease)
+	if onRelease != "previous" {
+		t.Fatalf("the Confirm carries release %q", onRelease)
+	}
+	b.Screenshot("06-restart-on-previous")
+	b.ClickAndLoad("#ocx-restart-confirm button")
+	answerDone(t, b, "restart on the previous release")
+	if got := b.Text(row); got != "restarted" {
+		t.Fatalf("the confirmed restart on previous says %q", got)
+	}
+	var launches []*messages.LaunchNote
+	for _, l := range notesOn[*messages.LaunchNote](n, record) {
+		if l.P.Hash != first {
+			if l.P.Sender != n.srv.AdminLogin {
+				t.Errorf("the restart's launch note %s is sent by %q", l.P.Hash, l.P.Sender)
+			}
+			launches = append(launches, l.Note)
+		}
+	}
+	if len(launches) != 1 || launches[0].Release != messages.ReleasePrevious {
+		t.Fatalf("the launch notes after the first: %+v", launches)
+	}
+	n.waitFor("the restarted session to listen on A", func() bool {
+		s, ok := sessionOf(n.status(), agent)
+		return ok && s.Listening && s.Launch != first && s.Release == consoleCiA && s.Older
+	})
+	b.Navigate(console+"sessions", "#ocx-sessions")
+	b.WaitVisible(releaseCell + " .ocx-flag")
+	b.Screenshot("07-restarted-on-previous")
 	b.NoErrors()
 }
 
