@@ -434,8 +434,9 @@ func cells(t *testing.T, b *harness.Browser, sel string) []string {
 // page's columns (the status's login, project, record and state), the end
 // of the session's log on the workspace's and the session's pages (a
 // tail of the log file holding the reply just written), "completed:
-// REPORT" on the Sessions page for a `completes` session that ended on its
-// report (the report on its record, by its agent), Remove on a listener
+// REPORT" on the Sessions page and on the session's own page for a
+// `completes` session that ended on its report (the report on its record,
+// by its agent), Remove on a listener
 // (the agent's unlisten note, the status without it), Withdraw on a login
 // (no capability left on the repository) and Remove the hook (the
 // repository's hooks setting no longer holds it).
@@ -520,6 +521,10 @@ func TestConsoleButtonsInTheBrowser(t *testing.T) {
 		t.Errorf("the Sessions page lists the running %s as ended", key(agent))
 	}
 	b.Screenshot("03-sessions-completed")
+	b.Navigate(console+"session/"+done, "#ocx-session-state")
+	if got := b.Text("#ocx-completed"); got != "completed: done: all green" {
+		t.Errorf("the session page of %s says %q", key(done), got)
+	}
 
 	// Its listeners: Remove the ticket's.
 	b.Navigate(console+"session/"+agent+"/listeners", "#ocx-listeners")
