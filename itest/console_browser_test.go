@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/itest/harness"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // browserLogin logs in through Fossil's own login page.
 func browserLogin(t *testing.T, b *harness.Browser, n *testNode, login string) {
 	t.Helper()
+	b.Expect("Fossil's login page's CSP meta tag", fossilLoginCSP)
 	b.Navigate(n.srv.URL+"login", "input[name=u]")
 	b.Fill("input[name=u]", login)
 	b.Fill("input[name=p]", n.pw[login])
@@ -22,6 +24,14 @@ func browserLogin(t *testing.T, b *harness.Browser, n *testNode, login string) {
 	if !strings.Contains(b.Text("body"), "Logout") {
 		t.Fatalf("logging in as %s through /login: no Logout link on %s", login, b.Location())
 	}
+}
+
+// fossilLoginCSP is what chromium now and then says of Fossil's own /login
+// page (in three of five runs once; never of a page of the console): its
+// CSP meta tag is outside its head. Fossil's page, not ours; every other
+// error still fails the test (harness.Browser checks at cleanup).
+func fossilLoginCSP(e harness.PageEvent) bool {
+	return strings.Contains(e.Text, "outside the document's <head>") && strings.Contains(e.URL, "/login")
 }
 
 // waitText waits until the element's text satisfies ok, the page as it is
@@ -93,9 +103,20 @@ func TestConsoleInTheBrowser(t *testing.T) {
 		t.Fatalf("the hook page says %q after the install", got)
 	}
 
+	// The login field's own check, as chromium runs it (with the v flag):
+	// a bad name is refused in the page, a good one passes, and pressing
+	// the button (which validates the form) adds it.
 	b.Navigate(console+"logins", "#ocx-login")
+	for name, want := range map[string]bool{"../x": false, "-x": false, "a b": false, agent: true, "a.b_c-d": true} {
+		b.Fill("#ocx-login", name)
+		var valid bool
+		b.Eval(`document.getElementById('ocx-login').checkValidity()`, &valid)
+		if valid != want {
+			t.Errorf("the login field finds %q valid: %v, want %v", name, valid, want)
+		}
+	}
 	b.Fill("#ocx-login", agent)
-	b.Submit("#ocx-login")
+	b.ClickAndLoad("#ocx-login-submit")
 	answerDone(t, b, "add the agent login")
 	b.Screenshot("03-login-added")
 
@@ -273,14 +294,32 @@ func TestConsoleReaderInTheBrowser(t *testing.T) {
 // TestConsoleReleasesInTheBrowser: the admin opens Releases, presses
 // Accept on the staged release, sees the dry run's checks and links,
 // confirms, and sees the daemon's re-exec on the answer and the new
-// current on the page, the daemon's PID unchanged. No page raises a script
-// error or a CSP violation.
+// current on the page, the daemon's PID unchanged. A session started on
+// the first release is flagged older on the Sessions page once the second
+// is current (issue 27 item 6); stopped, "Restart stopped sessions" on the
+// previous release lists it, and Confirm restarts it there: the launch
+// note, the admin's, names previous, and the session runs the first
+// release again, flagged. No page raises a script error or a CSP
+// violation.
 func TestConsoleReleasesInTheBrowser(t *testing.T) {
 	needs(t, "ocxd", "workspace")
 	n, root := releaseConsoleNode(t)
 	console := n.srv.URL + "ext/console/"
+	// A session on the current release, A: older once B is accepted.
+	n.must("", "login", "add", agent)
+	record := n.result(n.srv.AdminLogin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
+	first := n.result(n.srv.AdminLogin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript)
+	n.waitFor("the session to listen", func() bool {
+		st := n.status()
+		return len(st.Sessions) == 1 && st.Sessions[0].Listening
+	})
 	b := harness.StartBrowser(t)
 	browserLogin(t, b, n, n.srv.AdminLogin)
+	b.Navigate(console+"sessions", "#ocx-sessions")
+	releaseCell := `[data-ocx-session="` + key(agent) + `"] [data-ocx-field="release"]`
+	if got := b.Text(releaseCell); got != consoleCiA {
+		t.Fatalf("before accept the Sessions page says %q of the session's release", got)
+	}
 	b.Navigate(console, "#ocx-releases-link")
 	b.ClickAndLoad("#ocx-releases-link")
 	b.WaitVisible("#ocx-releases")
@@ -318,5 +357,226 @@ func TestConsoleReleasesInTheBrowser(t *testing.T) {
 		t.Fatalf("after accept the daemon is pid %d running %s", n.daemonPID(), exeOf(pid))
 	}
 	b.Screenshot("04-releases-after")
+
+	// The Sessions page flags the session on A, older than current, and
+	// says it can be restarted on the current release.
+	if s, ok := sessionOf(n.status(), agent); !ok || s.Release != consoleCiA || !s.Older {
+		t.Fatalf("after accept the status's session: %+v", s)
+	}
+	b.Navigate(console+"sessions", "#ocx-sessions")
+	if got := b.Text(releaseCell); !strings.HasPrefix(got, consoleCiA+" (older than the current release") {
+		t.Fatalf("after accept the Sessions page says %q of the session's release", got)
+	}
+	b.WaitVisible(releaseCell + " .ocx-flag")
+	b.Screenshot("05-sessions-older-flagged")
+
+	// Stopped, then restarted on the previous release (A): the list, then
+	// Confirm; the launch note, the admin's, names previous; the session
+	// runs A again, and is flagged again.
+	n.must("", "session", "stop", key(agent))
+	n.waitFor("the session to end", func() bool { return len(n.status().Sessions) == 0 })
+	b.Navigate(console+"sessions", "#ocx-restart")
+	b.Eval(`document.getElementById('ocx-restart-release').value = 'previous'`, nil)
+	b.ClickAndLoad("#ocx-restart button")
+	b.WaitVisible("#ocx-restart-list")
+	row := `[data-ocx-restart="` + key(agent) + `"] [data-ocx-field="outcome"]`
+	if got := b.Text(row); got != "would restart" || !strings.Contains(b.Text("h2"), "previous") {
+		t.Fatalf("the restart's list on previous says %q (%q)", got, b.Text("h2"))
+	}
+	var onRelease string
+	b.Eval(`document.querySelector('#ocx-restart-confirm input[name=release]').value`, &onRelease)
+	if onRelease != "previous" {
+		t.Fatalf("the Confirm carries release %q", onRelease)
+	}
+	b.Screenshot("06-restart-on-previous")
+	b.ClickAndLoad("#ocx-restart-confirm button")
+	answerDone(t, b, "restart on the previous release")
+	if got := b.Text(row); got != "restarted" {
+		t.Fatalf("the confirmed restart on previous says %q", got)
+	}
+	var launches []*messages.LaunchNote
+	for _, l := range notesOn[*messages.LaunchNote](n, record) {
+		if l.P.Hash != first {
+			if l.P.Sender != n.srv.AdminLogin {
+				t.Errorf("the restart's launch note %s is sent by %q", l.P.Hash, l.P.Sender)
+			}
+			launches = append(launches, l.Note)
+		}
+	}
+	if len(launches) != 1 || launches[0].Release != messages.ReleasePrevious {
+		t.Fatalf("the launch notes after the first: %+v", launches)
+	}
+	n.waitFor("the restarted session to listen on A", func() bool {
+		s, ok := sessionOf(n.status(), agent)
+		return ok && s.Listening && s.Launch != first && s.Release == consoleCiA && s.Older
+	})
+	b.Navigate(console+"sessions", "#ocx-sessions")
+	b.WaitVisible(releaseCell + " .ocx-flag")
+	b.Screenshot("07-restarted-on-previous")
 	b.NoErrors()
+}
+
+// reportScript is a `completes` mechanical session that ends on its first
+// turn: what it prints is its answer, a done report.
+const reportScript = "printf '%s\\n' 'All green.' '' '```json' '{\"ocx\": \"report\", \"outcome\": \"done\", \"summary\": \"all green\"}' '```'"
+
+// cells is the text of each cell of the table row matching sel.
+func cells(t *testing.T, b *harness.Browser, sel string) []string {
+	t.Helper()
+	var out []string
+	b.Eval(`Array.from(document.querySelectorAll(`+jsString(sel+" td")+`), function (e) { return e.textContent; })`, &out)
+	return out
+}
+
+// TestConsoleButtonsInTheBrowser (issue 27 item 6): the buttons and
+// readings no other browser test reaches, each pressed or read in
+// Debian's chromium and checked against the record: the Workspaces
+// page's columns (the status's login, project, record and state), the end
+// of the session's log on the workspace's and the session's pages (a
+// tail of the log file holding the reply just written), "completed:
+// REPORT" on the Sessions page and on the session's own page for a
+// `completes` session that ended on its report (the report on its record,
+// by its agent), Remove on a listener
+// (the agent's unlisten note, the status without it), Withdraw on a login
+// (no capability left on the repository) and Remove the hook (the
+// repository's hooks setting no longer holds it).
+func TestConsoleButtonsInTheBrowser(t *testing.T) {
+	needs(t, "ocxd", "workspace")
+	n := consoleNode(t)
+	const done = "agent-2"
+	admin := n.srv.AdminLogin
+	n.must("", "hook", "install")
+	n.must("", "login", "add", agent)
+	n.must("", "login", "add", done)
+	record := n.result(admin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
+	record2 := n.result(admin, "workspace", "add", "--login", done, "--project", "demo", "--branch", "trunk")
+	n.result(admin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript)
+	n.result(admin, "session", "start", key(done), "--hears", person, "--kind", "mechanical", "--lifetime", "completes", "--command", reportScript)
+	n.waitFor("agent-1 listening and agent-2 ended", func() bool {
+		st := n.status()
+		return len(st.Sessions) == 1 && st.Sessions[0].Login == agent && st.Sessions[0].Listening
+	})
+	var reports int
+	for _, r := range notesOn[*messages.ReportNote](n, record2) {
+		if r.P.Sender == done && r.Note.Summary == "all green" && r.Note.Outcome == messages.ReportDone {
+			reports++
+		}
+	}
+	if reports != 1 {
+		t.Fatalf("%d done reports by %s on its record", reports, done)
+	}
+	id := n.result(person, "ticket", "--title", "a ticket", "--text", "for the session")
+	n.result("", "listener", "add", key(agent), "--kind", "ticket", "--names", id)
+	said := n.result(person, "post", "--to", record, "--text", "hello")
+	reply := n.awaitReply(record, said)
+
+	console := n.srv.URL + "ext/console/"
+	b := harness.StartBrowser(t)
+	browserLogin(t, b, n, admin)
+
+	// 3. Workspaces: each row's login, project, record and state are the
+	// status's.
+	b.Navigate(console+"workspaces", "#ocx-workspaces")
+	for _, w := range n.status().Workspaces {
+		row := `[data-ocx-workspace="` + w.Login + `/` + w.Project + `"]`
+		got := cells(t, b, row)
+		want := []string{w.Login, w.Project, w.Record[:10], string(w.State)}
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("the Workspaces row of %s/%s: %q, want %q", w.Login, w.Project, got, want)
+		}
+		if href, _ := b.Attr(row+` a[href*="forumpost"]`, "href"); !strings.HasSuffix(href, "/forumpost/"+w.Record) {
+			t.Errorf("the Workspaces row of %s links its record as %q", w.Login, href)
+		}
+	}
+	if got := cells(t, b, `[data-ocx-workspace="`+key(agent)+`"]`); len(got) != 4 || got[3] != "active" {
+		t.Errorf("agent-1's workspace, its session running, shows %q", got)
+	}
+	b.Screenshot("01-workspaces")
+
+	// The end of the log, on the workspace's page and on the session's: a
+	// tail of the session's log file, which names the reply it wrote.
+	logFile := filepath.Join(n.workspaceDir(agent), "session", "log")
+	for _, page := range []struct{ path, sel string }{{"workspace/" + agent, "#ocx-ws-log"}, {"session/" + agent, "#ocx-session-log"}} {
+		b.Navigate(console+page.path, page.sel)
+		var tail string
+		b.Eval(`document.querySelector(`+jsString(page.sel)+`).textContent`, &tail)
+		file, err := os.ReadFile(logFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(tail, reply.Hash) || !strings.Contains(string(file), strings.TrimSpace(tail)) {
+			t.Errorf("%s's log tail (%d bytes) does not name the reply %s or is not the log file's:\n%s", page.path, len(tail), reply.Hash, tail)
+		}
+		b.Screenshot("02-log-" + strings.ReplaceAll(page.path, "/", "-"))
+	}
+
+	// 4. Sessions: the completed session's report.
+	b.Navigate(console+"sessions", "#ocx-sessions")
+	if got := b.Text(`[data-ocx-ended="` + key(done) + `"] [data-ocx-field="end"]`); got != "completed: done: all green" {
+		t.Errorf("the Sessions page says %q of %s", got, key(done))
+	}
+	var endedAgent int
+	b.Eval(`document.querySelectorAll('[data-ocx-ended="`+key(agent)+`"]').length`, &endedAgent)
+	if endedAgent != 0 {
+		t.Errorf("the Sessions page lists the running %s as ended", key(agent))
+	}
+	b.Screenshot("03-sessions-completed")
+	b.Navigate(console+"session/"+done, "#ocx-session-state")
+	if got := b.Text("#ocx-completed"); got != "completed: done: all green" {
+		t.Errorf("the session page of %s says %q", key(done), got)
+	}
+
+	// Its listeners: Remove the ticket's.
+	b.Navigate(console+"session/"+agent+"/listeners", "#ocx-listeners")
+	b.ClickAndLoad(`[data-ocx-listener="ticket:` + id + `"] button`)
+	answerDone(t, b, "remove the listener")
+	if got := n.notesSentBy(agent)[messages.KindUnlisten]; got != 1 {
+		t.Errorf("%d unlisten notes sent by %s, want 1", got, agent)
+	}
+	for _, l := range n.status().Listeners {
+		if l.Kind == messages.ListenTicket {
+			t.Errorf("the status still lists %v", l)
+		}
+	}
+	b.Navigate(console+"session/"+agent+"/listeners", "#ocx-listeners")
+	if strings.Contains(b.Text("#ocx-listeners"), id) {
+		t.Errorf("the listeners page still shows ticket %s", id)
+	}
+	b.Screenshot("04-listener-removed")
+
+	// 2. Agent logins: Withdraw (refused while a session names the
+	// workspace, so stop it first).
+	n.must("", "session", "stop", key(agent))
+	n.waitFor("the session to end", func() bool { return len(n.status().Sessions) == 0 })
+	b.Navigate(console+"logins", "#ocx-logins")
+	b.ClickAndLoad(`[data-ocx-login="` + agent + `"] button[name=withdraw]`)
+	answerDone(t, b, "withdraw the login")
+	r := n.repo()
+	u, err := r.User(n.ctx, agent)
+	other, err2 := r.User(n.ctx, done)
+	r.Close()
+	if err != nil || err2 != nil || u.Caps != "" || other.Caps == "" {
+		t.Errorf("after Withdraw %s has capabilities %q (%v), %s %q (%v)", agent, u.Caps, err, done, other.Caps, err2)
+	}
+	b.Navigate(console+"logins", "#ocx-logins")
+	if got := cells(t, b, `[data-ocx-login="`+agent+`"]`); len(got) < 2 || got[1] != "none" {
+		t.Errorf("the logins page shows the withdrawn login as %q", got)
+	}
+	b.Screenshot("05-login-withdrawn")
+
+	// 1. Hook: Remove.
+	b.Navigate(console+"hook", "#ocx-hooks")
+	b.ClickAndLoad("#ocx-hook-remove")
+	answerDone(t, b, "remove the hook")
+	r = n.repo()
+	cmd, installed, err := r.OCXHook(n.ctx)
+	r.Close()
+	if err != nil || installed {
+		t.Errorf("after Remove the repository's hooks hold %q (installed %v, %v)", cmd, installed, err)
+	}
+	b.Navigate(console+"hook", "#ocx-hooks")
+	if got := b.Text(`[data-ocx-hook="demo"] [data-ocx-field="installed"]`); got != "not installed" {
+		t.Errorf("the hook page says %q after Remove", got)
+	}
+	b.Screenshot("06-hook-removed")
 }

@@ -9,6 +9,13 @@ package harness
 //	b.Text("#id"), b.Attr("a.x", "href"), b.Eval(`js`, &v)
 //	b.Screenshot("login")                       // a full-page PNG in t.ArtifactDir()
 //	b.NoErrors()                                // no console error, exception or CSP violation
+//	b.Expect("the 403", func(e PageEvent) bool {...}) // an error the test provokes on purpose
+//
+// Every browser fails its test at cleanup when the page reported an error
+// (PageEvent.IsError) that no Expect matches: a console error, an uncaught
+// exception, a log entry of level error (a CSP violation, a pattern
+// attribute that does not compile) or a CSP violation, whether or not the
+// test called NoErrors. ClearEvents forgets what came before it.
 
 import (
 	"context"
@@ -61,6 +68,14 @@ type Browser struct {
 	cleared int           // how many times ClearEvents ran
 	changed chan struct{} // closed and replaced when an event arrives
 	closed  bool
+	expect  []expected // errors the test provokes on purpose
+	told    int        // how many errors NoErrors reported last
+}
+
+// expected is an error a test said it provokes (Expect).
+type expected struct {
+	what  string
+	match func(PageEvent) bool
 }
 
 // PageEvent is one thing the page reported that a test may assert on: a
@@ -485,21 +500,45 @@ func (b *Browser) Events() []PageEvent {
 	return append([]PageEvent(nil), b.events...)
 }
 
-// Errors is the events that count as errors (PageEvent.IsError).
+// Errors is the events that count as errors (PageEvent.IsError), but those
+// an Expect matches.
 func (b *Browser) Errors() []PageEvent {
+	b.mu.Lock()
+	expect := append([]expected(nil), b.expect...)
+	b.mu.Unlock()
 	var out []PageEvent
 	for _, e := range b.Events() {
-		if e.IsError() {
+		if e.IsError() && !matchesAny(expect, e) {
 			out = append(out, e)
 		}
 	}
 	return out
 }
 
+func matchesAny(expect []expected, e PageEvent) bool {
+	for _, x := range expect {
+		if x.match(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// Expect says the test provokes errors that match (what names them): from
+// now on they count neither for NoErrors nor for the check at cleanup. It
+// is for a test that makes the page fail on purpose (a script the CSP
+// blocks, a POST refused); every other error still fails the test.
+func (b *Browser) Expect(what string, match func(PageEvent) bool) {
+	b.mu.Lock()
+	b.expect = append(b.expect, expected{what, match})
+	b.mu.Unlock()
+}
+
 // ClearEvents forgets the events so far.
 func (b *Browser) ClearEvents() {
 	b.mu.Lock()
 	b.events = nil
+	b.told = 0
 	b.cleared++
 	b.mu.Unlock()
 }
@@ -509,6 +548,13 @@ func (b *Browser) ClearEvents() {
 func (b *Browser) NoErrors() {
 	b.t.Helper()
 	if errs := b.Errors(); len(errs) > 0 {
+		b.mu.Lock()
+		told := b.told
+		b.told = len(errs)
+		b.mu.Unlock()
+		if told == len(errs) {
+			return // said already, by an earlier NoErrors
+		}
 		lines := make([]string, len(errs))
 		for i, e := range errs {
 			lines[i] = "  " + e.String()
@@ -560,6 +606,8 @@ func (b *Browser) cleanup() {
 		return
 	}
 	b.closed = true
+	// Whatever the test asserted, an error the page reported fails it.
+	b.NoErrors()
 	// The processes the browser started: each names Dir on its command
 	// line (the zygotes, renderers, GPU and network processes, the crash
 	// handler, which daemonizes).

@@ -44,7 +44,8 @@ func TestPagesRender(t *testing.T) {
 			Threads: []fossilio.Thread{{Root: strings.Repeat("c", 64), Title: evil}}, Branches: []string{"trunk"}, Sandbox: evil},
 		"workspace":     workspaceData{Key: k, State: messages.WorkspaceActive, Record: strings.Repeat("b", 64), Definition: evil, Session: sess, End: endText(end), Log: evil},
 		"session-start": sessionStartData{Key: k, Templates: []string{"ci"}, Template: "ci", Kind: "llm", Command: evil, Runner: "claude", Model: evil, Lifetime: "completes", Hears: "admin"},
-		"sessions":      struct{ Sessions []messages.SessionStatus }{[]messages.SessionStatus{*sess}},
+		"sessions": sessionsData{Sessions: []messages.SessionStatus{*sess}, Ended: []endedRow{{Key: messages.WorkspaceKey{Login: "agent-2", Project: "demo"},
+			Record: strings.Repeat("f", 64), Completed: reportText(end.Report), End: endText(end)}}},
 		"session": sessionData{Key: k, Session: sess, Completed: reportText(end.Report), End: endText(end), ListenerCount: 2, Log: evil,
 			Response: &messages.ResponseStatus{Record: strings.Repeat("b", 64), Hash: strings.Repeat("f", 64), Outcome: messages.ResponseStopped, Note: evil},
 			Usage:    &messages.SessionUsage{Model: &messages.ModelCount{Requests: 1}, Turns: 1, Runner: &messages.RunnerReport{Cost: messages.CostUSD(evil)}}},
@@ -401,5 +402,49 @@ func TestSessionPageShowsTheResponse(t *testing.T) {
 	d.Response = nil
 	if err := pages().ExecuteTemplate(&b, "session", view{Script: "/ext/console", Project: "demo", Data: d}); err != nil || strings.Contains(b.String(), "ocx-response") {
 		t.Errorf("a page without a response shows one: %v", err)
+	}
+}
+
+// TestSessionsPageFlagsAndEnds (issue 27 items 6 and 10): the Sessions page
+// flags a session on a release older than current, and only that one, and
+// says "completed: REPORT" of a workspace whose last session ended on its
+// report, "ended: ..." of one that ended otherwise.
+func TestSessionsPageFlagsAndEnds(t *testing.T) {
+	older := messages.SessionStatus{Login: "agent-1", Project: "demo", Record: strings.Repeat("a", 64), PID: 42,
+		StartedBy: messages.OriginDaemon, State: messages.SessionIdle, Listening: true, Release: "aaaa", Older: true}
+	current := older
+	current.Login, current.Release, current.Older = "agent-2", "bbbb", false
+	code := 0
+	seen := time.Unix(1_700_000_000, 0)
+	done := &node.SessionEnd{End: &messages.EndNote{Status: messages.EndExited, ExitCode: &code, Seen: seen},
+		Report: &messages.ReportNote{Outcome: messages.ReportDone, Summary: "all green"}}
+	stopped := &node.SessionEnd{End: &messages.EndNote{Status: messages.EndExited, ExitCode: &code, Seen: seen}}
+	d := sessionsData{Sessions: []messages.SessionStatus{older, current}, Ended: []endedRow{
+		{Key: messages.WorkspaceKey{Login: "agent-3", Project: "demo"}, Completed: reportText(done.Report), End: endText(done)},
+		{Key: messages.WorkspaceKey{Login: "agent-4", Project: "demo"}, End: endText(stopped)}}}
+	var b bytes.Buffer
+	if err := pages().ExecuteTemplate(&b, "sessions", view{Script: "/ext/console", Nonce: "n", Project: "demo", Data: d}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	row := func(attr string) string {
+		i := strings.Index(out, attr)
+		if i < 0 {
+			t.Fatalf("no row %s:\n%s", attr, out)
+		}
+		j := strings.Index(out[i:], "</tr>")
+		return out[i : i+j]
+	}
+	if r := row(`data-ocx-session="agent-1/demo"`); !strings.Contains(r, `class="ocx-flag"`) || !strings.Contains(r, "older than the current release") {
+		t.Errorf("the session on an older release is not flagged: %s", r)
+	}
+	if r := row(`data-ocx-session="agent-2/demo"`); strings.Contains(r, "ocx-flag") {
+		t.Errorf("the session on the current release is flagged: %s", r)
+	}
+	if r := row(`data-ocx-ended="agent-3/demo"`); !strings.Contains(r, `<td data-ocx-field="end">completed: done: all green</td>`) {
+		t.Errorf("the completed session's row: %s", r)
+	}
+	if r := row(`data-ocx-ended="agent-4/demo"`); !strings.Contains(r, "ended: exited 0 at 2023-11-14") || strings.Contains(r, "completed") {
+		t.Errorf("the stopped session's row: %s", r)
 	}
 }

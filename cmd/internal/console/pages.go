@@ -160,17 +160,59 @@ func reportText(r *messages.ReportNote) string {
 	return string(r.Outcome)
 }
 
+// sessionsData is the Sessions page: the sessions running (the process
+// table), and how the last session ended in each workspace of the project
+// where none runs ("completed: REPORT" when it ended on its report).
+type sessionsData struct {
+	Sessions []messages.SessionStatus
+	Ended    []endedRow
+}
+
+// endedRow is a workspace with no session running whose record shows a
+// session's end.
+type endedRow struct {
+	Key       messages.WorkspaceKey
+	Record    string
+	Completed string // the report, when it ended on one
+	End       string // how it ended, in words
+}
+
 func (q *request) sessionsPage() {
 	st, err := q.status()
-	var ss []messages.SessionStatus
+	d := sessionsData{}
 	if st != nil {
 		for _, s := range st.Sessions {
 			if s.Project == q.project {
-				ss = append(ss, s)
+				d.Sessions = append(d.Sessions, s)
 			}
 		}
+		d.Ended = q.endedRows(st)
 	}
-	q.renderProblem("sessions", "Sessions", "sessions", struct{ Sessions []messages.SessionStatus }{ss}, err)
+	q.renderProblem("sessions", "Sessions", "sessions", d, err)
+}
+
+// endedRows reads the last end of each workspace of this project, not
+// terminated, where no session runs; a workspace whose record shows none
+// has no row.
+func (q *request) endedRows(st *messages.NodeState) []endedRow {
+	var out []endedRow
+	for _, w := range st.Workspaces {
+		k := messages.WorkspaceKey{Login: w.Login, Project: w.Project}
+		if w.Project != q.project || w.State == messages.WorkspaceTerminated || sessionOf(st, k) != nil {
+			continue
+		}
+		end, err := q.n.LastSessionEnd(q.ctx, k)
+		if err != nil || end == nil {
+			continue
+		}
+		row := endedRow{Key: k, Record: end.Record, End: endText(end)}
+		if end.Report != nil {
+			row.Completed = reportText(end.Report)
+		}
+		out = append(out, row)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key.String() < out[j].Key.String() })
+	return out
 }
 
 type sessionData struct {
