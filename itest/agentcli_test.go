@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -375,8 +376,15 @@ func TestAgentKeysOutsideTheSandbox(t *testing.T) {
 		t.Run(r.runner, func(t *testing.T) {
 			c := newCLINode(t)
 			login := r.runner + "-9"
-			held := make(chan struct{})
+			// held hears the first held request, whether or not the test
+			// waits yet; release lets every held request go, at the
+			// latest when the test ends (before the stand-in's Close,
+			// which waits for its handlers).
+			held := make(chan struct{}, 1)
 			release := make(chan struct{})
+			var releaseOnce sync.Once
+			letGo := func() { releaseOnce.Do(func() { close(release) }) }
+			t.Cleanup(letGo)
 			c.model.setReply(func(q *modelRequest) modelReply {
 				if strings.Contains(q.User, "hold on") {
 					select {
@@ -426,7 +434,7 @@ func TestAgentKeysOutsideTheSandbox(t *testing.T) {
 					})
 				}
 			}
-			close(release)
+			letGo()
 			if got := c.awaitReplyBy(login, record, to); strings.TrimSpace(got.Text) != "done" {
 				t.Fatalf("the held turn's answer: %q", got.Text)
 			}

@@ -235,6 +235,8 @@ func (n *testNode) waitFor(what string, cond func() bool) {
 			rcv, _ := n.srv.Fossil("sql", "-R", n.srv.Repo, "SELECT rcvid, uid, ipaddr, datetime(mtime) FROM rcvfrom ORDER BY rcvid DESC LIMIT 5")
 			blobs, _ := n.srv.Fossil("sql", "-R", n.srv.Repo, "SELECT rid, rcvid, size, uuid FROM blob ORDER BY rid DESC LIMIT 8")
 			logs, _ := filepath.Glob(filepath.Join(n.agents, "*", "projects", "*", "session", "log"))
+			mcpLogs, _ := filepath.Glob(filepath.Join(n.agents, "*", "mcp", "*.log"))
+			logs = append(logs, mcpLogs...)
 			for _, l := range logs {
 				// A session's log is its agent's to replace with a pipe.
 				b, _, _ := unixhost.Below(n.agents).ReadTail(l, 64<<10)
