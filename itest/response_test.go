@@ -17,7 +17,7 @@ import (
 func (n *testNode) createResponder(login, wall string) string {
 	n.t.Helper()
 	in := filepath.Join(n.t.TempDir(), login+".json")
-	body := `{"objective": "Answer what is said here.", "user": "` + login + `", "runner": "native", "hears": ["` + person + `"], "budget": {"wall": "` + wall + `"}}`
+	body := `{"objective": "Answer what is said here.", "user": "` + login + `", "runner": "native", "model": "standin", "hears": ["` + person + `"], "budget": {"wall": "` + wall + `"}}`
 	if err := os.WriteFile(in, []byte(body), 0o600); err != nil {
 		n.t.Fatal(err)
 	}
