@@ -22,7 +22,9 @@ import (
 // With modelURL, the node's model at a relay to its model socket (D48),
 // codex's provider is that: OpenAI's Responses API at modelURL/v1, with no
 // key of codex's own (env_key left out: the node's proxy adds the real
-// one outside the sandbox). Without it codex uses its own configuration.
+// one outside the sandbox), and codex's analytics off: nothing but the
+// model's requests leaves the sandbox. Without it codex uses its own
+// configuration.
 func args(model, dir string, b *runner.Bridge, resume, modelURL string) []string {
 	a := []string{"exec", "--json", "--model", model, "--cd", dir,
 		"--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"}
@@ -33,7 +35,12 @@ func args(model, dir string, b *runner.Bridge, resume, modelURL string) []string
 			"-c", "model_providers."+provider+".wire_api="+tomlString("responses"),
 			// A model that keeps failing fails the turn within seconds.
 			"-c", "model_providers."+provider+".request_max_retries="+strconv.Itoa(runner.CLIRetries),
-			"-c", "model_providers."+provider+".stream_max_retries="+strconv.Itoa(runner.CLIRetries))
+			"-c", "model_providers."+provider+".stream_max_retries="+strconv.Itoa(runner.CLIRetries),
+			// codex resolves its analytics' hosts as it ends a turn; in a
+			// sandbox without the network each lookup fails only after
+			// its resolver's retries, which held every turn about 5 s
+			// (0.27 s with analytics off).
+			"-c", "analytics.enabled=false")
 	}
 	if b != nil {
 		a = append(a, "-c", "mcp_servers.ocx.command="+tomlString(b.Command),

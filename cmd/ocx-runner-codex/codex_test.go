@@ -24,7 +24,7 @@ func TestArgs(t *testing.T) {
 	got = strings.Join(args("gpt-5", "/tree", nil, "", "http://127.0.0.1:4242"), " ")
 	want = `exec --json --model gpt-5 --cd /tree --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox ` +
 		`-c model_provider="ocx" -c model_providers.ocx.name="the OCX node's model" -c model_providers.ocx.base_url="http://127.0.0.1:4242/v1" -c model_providers.ocx.wire_api="responses" ` +
-		`-c model_providers.ocx.request_max_retries=2 -c model_providers.ocx.stream_max_retries=2 -`
+		`-c model_providers.ocx.request_max_retries=2 -c model_providers.ocx.stream_max_retries=2 -c analytics.enabled=false -`
 	if got != want || strings.Contains(got, "env_key") {
 		t.Fatalf("args with the node's model\n got %s\nwant %s", got, want)
 	}
