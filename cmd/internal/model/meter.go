@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -76,6 +77,11 @@ func (m *Meter) Handler(next http.Handler) http.Handler {
 		}
 		m.mu.Unlock()
 		if reached != "" {
+			// Read the request before answering it: a reply written over a
+			// body still being sent closes the connection under the
+			// client's write, which then fails with a broken pipe instead
+			// of reading the refusal.
+			_, _ = io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, MaxBodyLen))
 			m.log.Warn("model request refused: the session's tokens are spent", slog.String("path", r.URL.Path), slog.String("why", reached))
 			m.changedNow()
 			writeError(w, http.StatusForbidden, fmt.Sprintf("this session's tokens are spent: %s; the node's model proxy forwards no more of its requests", reached))

@@ -338,6 +338,22 @@ func TestMeterRefusesPastItsBudget(t *testing.T) {
 	if count.Requests != 1 || count.Refused != 1 || count.Total() != 177 || reached == "" {
 		t.Errorf("count %+v, reached %q", count, reached)
 	}
+	// A request of many megabytes past the budget is read, then refused:
+	// the client reads the 403, never a broken pipe under its write.
+	big := `{"model": "m", "messages": [{"role": "user", "content": "` + strings.Repeat("x", 8<<20) + `"}]}`
+	tr := &http.Transport{DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	for i := 0; i < 3; i++ {
+		r3, err := (&http.Client{Transport: tr}).Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(big))
+		if err != nil {
+			t.Fatalf("a large request past the budget: %v", err)
+		}
+		b3, _ := io.ReadAll(r3.Body)
+		r3.Body.Close()
+		if r3.StatusCode != http.StatusForbidden || !strings.Contains(string(b3), "limits.tokens of 150") {
+			t.Fatalf("a large request past the budget: %d %s", r3.StatusCode, b3)
+		}
+	}
 	// GET /ocx/model is no request to the model: it is never refused.
 	r2, err := http.Get(srv.URL + model.InfoPath)
 	if err != nil || r2.StatusCode != 200 {
