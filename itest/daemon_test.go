@@ -279,6 +279,16 @@ func TestDaemonKill9AndRestart(t *testing.T) {
 		t.Fatalf("no session for %s", launch)
 	}
 	top := sessionTop(t, serve, d.pid())
+	// The session reads its wake pipe before the daemon goes: a post
+	// that came earlier would find no reader, whatever the daemon did.
+	n.waitFor("the session to listen", func() bool {
+		for _, s := range n.status().Sessions {
+			if s.Login == agent && s.Listening {
+				return true
+			}
+		}
+		return false
+	})
 
 	d.kill9()
 	if !harness.Alive(serve) || !harness.Alive(top) {
