@@ -57,6 +57,23 @@ func (l Layout) Handoff() string { return filepath.Join(l.root, "ocxd.handoff") 
 // happen, by the new one when it starts from the hand-off.
 func (l Layout) Reexec() string { return filepath.Join(l.root, "ocxd.reexec") }
 
+// RunCareName is the name under the agents root of the directory where the
+// node keeps its runs in care (seed 004, section 4): of the ocxd.* family,
+// which no login may take (D16).
+const RunCareName = "ocxd.runs"
+
+// RunCare is AGENTS/ocxd.runs: a care file for each run in the node's care
+// (messages.RunCare) and its holder's files beside it.
+func (l Layout) RunCare() string { return filepath.Join(l.root, RunCareName) }
+
+// RunCareFile is AGENTS/ocxd.runs/HASH.json, the care file of run hash.
+func (l Layout) RunCareFile(hash string) (string, error) {
+	if err := messages.ValidateHash(hash); err != nil {
+		return "", err
+	}
+	return filepath.Join(l.RunCare(), hash+".json"), nil
+}
+
 // HookMark is AGENTS/hook.mark.PROJECT: the newest receipt of the project's
 // repository that the wake hook handled. The hook keeps it; the daemon
 // reads it to see that the hook keeps up.

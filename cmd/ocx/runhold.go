@@ -11,6 +11,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/runhold"
+	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 )
 
@@ -97,7 +98,7 @@ func runAttach(ctx context.Context, e *env, args []string) error {
 	}
 	switch {
 	case len(pos) == 1 && *sock == "" && !strings.Contains(pos[0], "/"):
-		s, err := runhold.RunSocket(filepath.Join(agents, "ocxd.runs"), pos[0])
+		s, err := runhold.RunSocket(filepath.Join(agents, host.RunCareName), pos[0])
 		if err != nil {
 			return err
 		}

@@ -28,7 +28,7 @@ type repoIndex struct {
 	code string // the project code, read once
 
 	// runLog is the repository's run engine messages (seed 004).
-	runLog runLog
+	runLog record.RunLog
 }
 
 func newRepoIndex(project string, p messages.NodeProject, nodeUser string, opts *fossilio.Options) (*repoIndex, error) {

@@ -2,11 +2,10 @@ package daemon
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 
 	"github.com/ocx-go/ocx/actors"
-	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -21,54 +20,6 @@ import (
 // process for it launched), so a daemon started again gives nothing twice;
 // the run's core drops what it took already (actors.RunGiven), so reading
 // the same arrivals twice gives them once.
-
-// arrivalOf is an artifact as table 9's filters and lines read it; ok is
-// false for what no session is given: an edit of a post, a post awaiting
-// moderation, anything but a post, a ticket change or a check-in. text is
-// what NoteTexts read of it.
-func arrivalOf(info fossilio.Info, text string) (messages.RunArrival, bool) {
-	a := messages.RunArrival{Hash: info.Hash, At: messages.RunPosition{Receipt: info.Rcvid, Row: info.Rid}, From: info.Sender}
-	switch {
-	case info.Kind == fossilio.KindPost && !info.Edit && !info.Pending:
-		a.Kind, a.Thread, a.Text, a.HoldsMessage = messages.RunPost, info.Root, text, messages.HoldsMessage(text)
-	case info.Kind == fossilio.KindTicketChange:
-		a.Kind, a.Ticket, a.Text, a.HoldsMessage = messages.RunChange, info.Ticket, text, messages.HoldsMessage(text)
-	case info.Kind == fossilio.KindCheckin:
-		// An OCX message is written in a post or a ticket change alone.
-		a.Kind, a.Branch, a.Text = messages.RunCheckin, info.Branch, info.Comment
-	default:
-		return a, false
-	}
-	return a, true
-}
-
-// arrivalsAfter reads what the repository received after the place at, in
-// the server's order.
-func (x *repoIndex) arrivalsAfter(ctx context.Context, at messages.RunPosition) ([]messages.RunArrival, error) {
-	hashes, _, err := x.repo.Received(ctx, max(at.Receipt-1, 0))
-	if err != nil {
-		return nil, fmt.Errorf("read what %s received: %w", x.path, err)
-	}
-	var out []messages.RunArrival
-	for len(hashes) > 0 {
-		batch := hashes[:min(512, len(hashes))]
-		hashes = hashes[len(batch):]
-		infos, err := x.repo.Classify(ctx, batch...)
-		if err != nil {
-			return nil, fmt.Errorf("classify what %s received: %w", x.path, err)
-		}
-		texts, err := x.repo.NoteTexts(ctx, infos)
-		if err != nil {
-			return nil, fmt.Errorf("read what %s received: %w", x.path, err)
-		}
-		for i, info := range infos {
-			if a, ok := arrivalOf(info, texts[i]); ok && at.Before(a.At) {
-				out = append(out, a)
-			}
-		}
-	}
-	return out, nil
-}
 
 // deliver gives the session runs in care of the repository at path (every
 // repository when path is empty) what arrived for them since they were last
@@ -93,7 +44,7 @@ func (e *runEngine) deliver(ctx context.Context, path string) {
 	}
 }
 
-func (e *runEngine) deliverRun(ctx context.Context, c runCare) error {
+func (e *runEngine) deliverRun(ctx context.Context, c messages.RunCare) error {
 	r, err := e.find(ctx, c.Run)
 	if err != nil {
 		return err
@@ -105,7 +56,7 @@ func (e *runEngine) deliverRun(ctx context.Context, c runCare) error {
 	if err != nil {
 		return err
 	}
-	st := standingOf(msgs, r.msg, privilegedOnce(ctx, r.x))
+	st := record.StandingOf(msgs, r.msg, privilegedOnce(ctx, r.x))
 	if !st.StartedCounts || st.EndedCounts {
 		return nil
 	}
@@ -120,7 +71,7 @@ func (e *runEngine) deliverRun(ctx context.Context, c runCare) error {
 	if after.Before(c.Given) {
 		after = c.Given
 	}
-	arrivals, err := r.x.arrivalsAfter(ctx, after)
+	arrivals, err := record.ArrivalsAfter(ctx, r.x.repo, r.x.path, after)
 	if err != nil {
 		return err
 	}

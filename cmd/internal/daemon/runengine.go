@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/runhold"
 	runeng "github.com/ocx-go/ocx/cmd/internal/runs"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -61,7 +61,7 @@ type runEngine struct {
 type engineRun struct {
 	hash     string
 	x        *repoIndex
-	msg      runMsg
+	msg      record.RunMsg
 	run      *messages.Run
 	prepared *runeng.Prepared
 	procs    map[int]*runProc
@@ -80,25 +80,6 @@ type runProc struct {
 	exit   messages.RunProcessExited
 }
 
-// runCare is the file the node keeps for a run in its care (seed 004,
-// section 4): enough for a daemon started again to know it, and whether
-// its process may still be alive.
-type runCare struct {
-	Run        string           `json:"run"`
-	Repository string           `json:"repository"`
-	Since      time.Time        `json:"since"`
-	Proc       int              `json:"proc,omitempty"`
-	Process    *messages.ProcID `json:"process,omitempty"`
-	LaunchedAt time.Time        `json:"launched_at,omitzero"`
-	// Given is the place of the last artifact the session was given
-	// (section 4), written before its line goes to the process.
-	Given messages.RunPosition `json:"given,omitzero"`
-	// Socket is its process's holder's (runheld.go).
-	Socket string `json:"socket,omitempty"`
-	// Workspace is $$workspace$$, where its kept logs' files go.
-	Workspace string `json:"workspace,omitempty"`
-}
-
 func newRunEngine(cfg *messages.NodeConfig, layout host.Layout, root *unixhost.Root, rec *records, rp *reaper, rel *releases, log *slog.Logger) *runEngine {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &runEngine{cfg: cfg, layout: layout, root: root, records: rec, reaper: rp, rel: rel,
@@ -112,9 +93,8 @@ func (e *runEngine) close() {
 	e.bg.Wait()
 }
 
-// careDir is where the node keeps its runs in care: a name of the ocxd.*
-// family, which no login may take (D16).
-func (e *runEngine) careDir() string { return filepath.Join(e.layout.Root(), "ocxd.runs") }
+// careDir is where the node keeps its runs in care (host.Layout.RunCare).
+func (e *runEngine) careDir() string { return e.layout.RunCare() }
 
 // workRoot is $$root$$, under which the node makes its runs' workspaces
 // (seed 004, table 2): AGENTS/ocxd.work, of the ocxd.* family too.
@@ -154,14 +134,9 @@ func (e *runEngine) passwordsFile() string {
 	return filepath.Join(e.layout.Root(), runeng.PasswordsFileName)
 }
 
-func (e *runEngine) carePath(hash string) (string, error) {
-	if err := messages.ValidateHash(hash); err != nil {
-		return "", err
-	}
-	return filepath.Join(e.careDir(), hash+".json"), nil
-}
+func (e *runEngine) carePath(hash string) (string, error) { return e.layout.RunCareFile(hash) }
 
-func (e *runEngine) writeCare(c runCare) error {
+func (e *runEngine) writeCare(c messages.RunCare) error {
 	p, err := e.carePath(c.Run)
 	if err != nil {
 		return err
@@ -169,34 +144,34 @@ func (e *runEngine) writeCare(c runCare) error {
 	if err := e.root.MkdirAll(e.careDir(), 0o700); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(c, "", "  ")
+	b, err := c.Encode()
 	if err != nil {
 		return err
 	}
-	return e.root.WriteFile(p, append(b, '\n'), 0o600)
+	return e.root.WriteFile(p, b, 0o600)
 }
 
-func (e *runEngine) readCare(hash string) (runCare, bool, error) {
+func (e *runEngine) readCare(hash string) (messages.RunCare, bool, error) {
 	p, err := e.carePath(hash)
 	if err != nil {
-		return runCare{}, false, err
+		return messages.RunCare{}, false, err
 	}
 	b, err := e.root.ReadFile(p, unixhost.SmallFile)
 	if errors.Is(err, os.ErrNotExist) {
-		return runCare{}, false, nil
+		return messages.RunCare{}, false, nil
 	}
 	if err != nil {
-		return runCare{}, false, err
+		return messages.RunCare{}, false, err
 	}
-	var c runCare
-	if err := json.Unmarshal(b, &c); err != nil {
-		return runCare{}, false, fmt.Errorf("%s: %w", p, err)
+	c, err := messages.DecodeRunCare(b)
+	if err != nil {
+		return messages.RunCare{}, false, fmt.Errorf("%s: %w", p, err)
 	}
 	return c, true, nil
 }
 
 // cares lists the runs in the node's care, as their files say.
-func (e *runEngine) cares() ([]runCare, error) {
+func (e *runEngine) cares() ([]messages.RunCare, error) {
 	entries, err := e.root.ReadDir(e.careDir())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -204,7 +179,7 @@ func (e *runEngine) cares() ([]runCare, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []runCare
+	var out []messages.RunCare
 	for _, d := range entries {
 		h, ok := strings.CutSuffix(d.Name(), ".json")
 		if !ok || messages.ValidateHash(h) != nil {
@@ -239,7 +214,7 @@ func (e *runEngine) find(ctx context.Context, hash string) (*engineRun, error) {
 		if err != nil {
 			return nil, err
 		}
-		i := slices.IndexFunc(msgs, func(m runMsg) bool { return m.Hash == hash && m.kind() == messages.MsgRun })
+		i := slices.IndexFunc(msgs, func(m record.RunMsg) bool { return m.Hash == hash && m.Kind() == messages.MsgRun })
 		if i < 0 {
 			continue
 		}
@@ -286,7 +261,7 @@ func (e *runEngine) Care(ctx context.Context, hash string, in bool) error {
 		return nil // in care already: a run prepared again after a start
 	}
 	e.log.Info("run taken into the node's care", slog.String(actors.KeyRun, hash))
-	return e.writeCare(runCare{Run: hash, Repository: r.x.path, Since: e.now().UTC()})
+	return e.writeCare(messages.RunCare{Run: hash, Repository: r.x.path, Since: e.now().UTC()})
 }
 
 // Prepare makes layers 2 to 4 through the node's layers (runs.Layers),
@@ -368,7 +343,7 @@ func (e *runEngine) writeReport(ctx context.Context, hash string, kind messages.
 	if err != nil {
 		return err
 	}
-	st := standingOf(msgs, r.msg, privilegedOnce(ctx, r.x))
+	st := record.StandingOf(msgs, r.msg, privilegedOnce(ctx, r.x))
 	if (kind == messages.MsgStarted && st.StartedCounts) || (kind == messages.MsgEnded && st.EndedCounts) {
 		e.log.Info("the run's "+string(kind)+" is on the record already", slog.String(actors.KeyRun, hash))
 		return nil
@@ -532,17 +507,17 @@ func (e *runEngine) exited(hash string, m messages.RunProcessExited) {
 // state its actor starts from. A process in care found alive is watched:
 // the daemon is not its parent now, so its end comes as unknown.
 func (e *runEngine) boot(ctx context.Context) ([]messages.RunActorState, error) {
-	record, care, states, err := e.survey(ctx)
+	onRecord, care, states, err := e.survey(ctx)
 	if err != nil {
 		return nil, err
 	}
-	lost := actors.RunsLost(record, care)
+	lost := actors.RunsLost(onRecord, care)
 	lostNote := map[string]string{}
 	for _, l := range lost {
 		lostNote[l.Hash] = l.Note
 	}
 	var out []messages.RunActorState
-	for _, rec := range record {
+	for _, rec := range onRecord {
 		st, ok := states[rec.Hash]
 		if !ok {
 			continue
@@ -572,11 +547,11 @@ func (e *runEngine) survey(ctx context.Context) ([]actors.RunOnRecord, []actors.
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	byHash := map[string]runCare{}
+	byHash := map[string]messages.RunCare{}
 	for _, c := range cares {
 		byHash[c.Run] = c
 	}
-	var record []actors.RunOnRecord
+	var onRecord []actors.RunOnRecord
 	var care []actors.RunInCare
 	states := map[string]messages.RunActorState{}
 	for _, name := range e.cfg.ProjectNames() {
@@ -594,9 +569,9 @@ func (e *runEngine) survey(ctx context.Context) ([]actors.RunOnRecord, []actors.
 			if !ok || run.Node != e.cfg.User {
 				continue
 			}
-			s := standingOf(msgs, m, privileged)
-			record = append(record, actors.RunOnRecord{Hash: m.Hash, StartedCounts: s.StartedCounts, EndedCounts: s.EndedCounts})
-			f := runFacts(m.Hash, run)
+			s := record.StandingOf(msgs, m, privileged)
+			onRecord = append(onRecord, actors.RunOnRecord{Hash: m.Hash, StartedCounts: s.StartedCounts, EndedCounts: s.EndedCounts})
+			f := messages.RunFactsOf(m.Hash, run)
 			st := messages.RunActorState{Facts: f, StartedCounts: s.StartedCounts, StopCounts: s.StopCounts, EndedCounts: s.EndedCounts}
 			if c, ok := byHash[m.Hash]; ok {
 				st.InCare, st.LaunchedAt, st.Proc, st.Given = true, c.LaunchedAt, c.Proc, c.Given
@@ -614,7 +589,7 @@ func (e *runEngine) survey(ctx context.Context) ([]actors.RunOnRecord, []actors.
 			states[m.Hash] = st
 		}
 	}
-	return record, care, states, nil
+	return onRecord, care, states, nil
 }
 
 // setsPassword says the run's password step sets its user's password
@@ -628,7 +603,7 @@ func (e *runEngine) setsPassword(x *repoIndex, run *messages.Run) bool {
 // it never learnt the PID of, answering on its socket (c.Process is then
 // filled in); or a holder that ended while no daemon ran, its status file
 // saying how its command ended.
-func (e *runEngine) found(c *runCare) bool {
+func (e *runEngine) found(c *messages.RunCare) bool {
 	if c.Process != nil && e.alive(*c.Process) {
 		return true
 	}
@@ -660,7 +635,7 @@ func (e *runEngine) ours(hash string, proc int) bool {
 }
 
 // adopt records a process found alive at start, not the daemon's child.
-func (e *runEngine) adopt(x *repoIndex, m runMsg, run *messages.Run, c runCare) {
+func (e *runEngine) adopt(x *repoIndex, m record.RunMsg, run *messages.Run, c messages.RunCare) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := e.runs[m.Hash]
@@ -716,12 +691,12 @@ func (e *runEngine) watch(hash string, proc int) {
 
 // Check is `runs check`: the runs to end lost now.
 func (e *runEngine) Check(ctx context.Context) ([]messages.RunRouted, error) {
-	record, care, states, err := e.survey(ctx)
+	onRecord, care, states, err := e.survey(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []messages.RunRouted
-	for _, l := range actors.RunsLost(record, care) {
+	for _, l := range actors.RunsLost(onRecord, care) {
 		st := states[l.Hash]
 		st.Alive = false
 		out = append(out, messages.RunRouted{Run: l.Hash, Start: &st, Event: messages.RunNotInCare{Note: l.Note}})

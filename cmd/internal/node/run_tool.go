@@ -2,15 +2,14 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -59,120 +58,38 @@ type RunState struct {
 	Alive  bool `json:"alive"`
 }
 
-// runMsg is one run engine message on the record.
-type runMsg struct {
-	Hash, Sender, Record string
-	Ticket               bool
-	Msg                  messages.Message
-}
-
-func (m runMsg) about() string {
-	switch x := m.Msg.(type) {
-	case *messages.RunStop:
-		return x.Run
-	case *messages.RunStarted:
-		return x.Run
-	case *messages.RunEnded:
-		return x.Run
-	}
-	return m.Hash
-}
-
-// runRecord reads every run engine message of the repository, in the
-// server's order, each from its first version.
-func runRecord(ctx context.Context, r *fossilio.Repo) ([]runMsg, error) {
-	hashes, _, err := r.Received(ctx, 0)
+// runRecord reads every run engine message of the repository that
+// decodes, in the server's order, each from its first version.
+func runRecord(ctx context.Context, r *fossilio.Repo) ([]record.RunMsg, error) {
+	all, err := record.ReadRuns(ctx, r, r.Path())
 	if err != nil {
 		return nil, err
 	}
-	var out []runMsg
-	seen := map[string]bool{}
-	for len(hashes) > 0 {
-		batch := hashes[:min(512, len(hashes))]
-		hashes = hashes[len(batch):]
-		infos, err := r.Classify(ctx, batch...)
-		if err != nil {
-			return nil, err
-		}
-		texts, err := r.NoteTexts(ctx, infos)
-		if err != nil {
-			return nil, err
-		}
-		for i, info := range infos {
-			m := runMsg{Hash: info.Hash, Sender: info.Sender}
-			switch {
-			case info.Kind == fossilio.KindPost && !info.Edit && !info.Pending:
-				m.Record = info.Root
-			case info.Kind == fossilio.KindTicketChange:
-				m.Record, m.Ticket = info.Ticket, true
-			default:
-				continue
-			}
-			msg, err := messages.ReadMessage([]byte(texts[i]))
-			if err != nil || msg.Kind() == messages.MsgRecord || seen[m.Hash] {
-				continue
-			}
-			seen[m.Hash] = true
-			m.Msg = msg
-			out = append(out, m)
-		}
-	}
-	return out, nil
+	return slices.DeleteFunc(all, func(m record.RunMsg) bool { return m.Msg == nil }), nil
 }
 
-// runStates applies section 3 to the record: each run with the started,
-// stop and ended that count.
-func runStates(ctx context.Context, r *fossilio.Repo, msgs []runMsg) []RunState {
-	priv := map[string]bool{}
-	privileged := func(u string) bool {
-		if v, ok := priv[u]; ok {
-			return v
-		}
-		ok, err := r.Privileged(ctx, u)
-		priv[u] = err == nil && ok
-		return priv[u]
-	}
+// runStates applies section 3 to the record (record.StandingOf): each run
+// with the started, stop and ended that count.
+func runStates(ctx context.Context, r *fossilio.Repo, msgs []record.RunMsg) []RunState {
+	privileged := record.PrivilegedOnce(ctx, r)
 	var out []RunState
 	for _, m := range msgs {
-		run, ok := m.Msg.(*messages.Run)
-		if !ok {
+		run := m.Run()
+		if run == nil {
 			continue
 		}
-		st := RunState{Run: m.Hash, Node: run.Node, Objective: run.Objective, Sender: m.Sender, Manual: run.Process.Manual, State: "none"}
-		for _, o := range msgs {
-			if o.Hash == m.Hash || o.about() != m.Hash {
-				continue
-			}
-			s := messages.MessageStanding{Kind: o.Msg.Kind(), SenderPrivileged: privileged(o.Sender), SenderIsNode: o.Sender == run.Node,
-				WhereItsRun: o.Record == m.Record && o.Ticket == m.Ticket}
-			switch o.Msg.Kind() {
-			case messages.MsgStarted:
-				s.SeenBefore = st.Started != ""
-			case messages.MsgEnded:
-				s.SeenBefore = st.Ended != ""
-			}
-			if v, _ := messages.ClassifyMessage(s); v != messages.MessageCounts {
-				continue
-			}
-			switch x := o.Msg.(type) {
-			case *messages.RunStarted:
-				st.Started = o.Hash
-			case *messages.RunStop:
-				if st.Stopped == "" {
-					st.Stopped = o.Hash
-				}
-			case *messages.RunEnded:
-				st.Ended, st.Outcome, st.Exit, st.Note = o.Hash, string(x.Outcome), x.Exit, x.Note
-			}
+		s := record.StandingOf(msgs, m, privileged)
+		st := RunState{Run: m.Hash, Node: run.Node, Objective: run.Objective, Sender: m.Sender, Manual: run.Process.Manual, State: "none",
+			Started: s.Started, Stopped: s.Stopped, Ended: s.Ended}
+		if e := s.EndedBy; e != nil {
+			st.Outcome, st.Exit, st.Note = string(e.Outcome), e.Exit, e.Note
 		}
 		switch {
-		case st.Ended != "":
+		case s.EndedCounts:
 			st.State = "ended"
-		case st.Started != "":
+		case s.StartedCounts:
 			st.State = "started"
-		case st.Manual && privileged(m.Sender):
-			// A manual run an admin or setup sent, not ended: it waits
-			// (a refusal at arrival would have ended it).
+		case s.Waits(privileged):
 			st.State = "waiting"
 		}
 		out = append(out, st)
@@ -180,43 +97,40 @@ func runStates(ctx context.Context, r *fossilio.Repo, msgs []runMsg) []RunState 
 	return out
 }
 
-// runCare is the part of the node's care file (AGENTS/ocxd.runs/HASH.json)
-// the tool reads.
-type runCare struct {
-	Process *messages.ProcID `json:"process"`
-}
-
 // care fills in whether the node keeps the run in its care, and whether
 // its process runs.
 func (n *Node) care(st *RunState) {
-	b, err := unixhost.Below(n.Agents).ReadFile(filepath.Join(n.Layout.Root(), "ocxd.runs", st.Run+".json"), unixhost.SmallFile)
+	p, err := n.Layout.RunCareFile(st.Run)
+	if err != nil {
+		return
+	}
+	b, err := unixhost.Below(n.Agents).ReadFile(p, unixhost.SmallFile)
 	if err != nil {
 		return
 	}
 	st.InCare = true
-	var c runCare
-	if json.Unmarshal(b, &c) == nil && c.Process != nil {
+	if c, err := messages.DecodeRunCare(b); err == nil && c.Process != nil {
 		ps, err := unixhost.ReadStat(c.Process.PID)
 		st.Alive = err == nil && ps.Start == c.Process.Start && !ps.Zombie()
 	}
 }
 
 // runOf finds the run a hash or prefix names, with its state.
-func (n *Node) runOf(ctx context.Context, r *fossilio.Repo, field, hash string) (RunState, runMsg, []runMsg, error) {
+func (n *Node) runOf(ctx context.Context, r *fossilio.Repo, field, hash string) (RunState, record.RunMsg, []record.RunMsg, error) {
 	info, err := resolveField(ctx, r, field, hash)
 	if err != nil {
-		return RunState{}, runMsg{}, nil, err
+		return RunState{}, record.RunMsg{}, nil, err
 	}
 	msgs, err := runRecord(ctx, r)
 	if err != nil {
-		return RunState{}, runMsg{}, nil, err
+		return RunState{}, record.RunMsg{}, nil, err
 	}
-	i := slices.IndexFunc(msgs, func(m runMsg) bool { return m.Hash == info.Hash })
+	i := slices.IndexFunc(msgs, func(m record.RunMsg) bool { return m.Hash == info.Hash })
 	if i < 0 {
-		return RunState{}, runMsg{}, nil, fmt.Errorf("%s: %s holds no run (a post or ticket change holding {\"ocx\": 1, \"kind\": \"run\", ...})", field, info.Hash)
+		return RunState{}, record.RunMsg{}, nil, fmt.Errorf("%s: %s holds no run (a post or ticket change holding {\"ocx\": 1, \"kind\": \"run\", ...})", field, info.Hash)
 	}
 	if _, ok := msgs[i].Msg.(*messages.Run); !ok {
-		return RunState{}, runMsg{}, nil, fmt.Errorf("%s: %s holds a %s, not a run", field, info.Hash, msgs[i].Msg.Kind())
+		return RunState{}, record.RunMsg{}, nil, fmt.Errorf("%s: %s holds a %s, not a run", field, info.Hash, msgs[i].Msg.Kind())
 	}
 	for _, st := range runStates(ctx, r, msgs) {
 		if st.Run == info.Hash {
@@ -224,7 +138,7 @@ func (n *Node) runOf(ctx context.Context, r *fossilio.Repo, field, hash string) 
 			return st, msgs[i], msgs, nil
 		}
 	}
-	return RunState{}, runMsg{}, nil, fmt.Errorf("%s: %s: no state", field, info.Hash)
+	return RunState{}, record.RunMsg{}, nil, fmt.Errorf("%s: %s: no state", field, info.Hash)
 }
 
 // DecodeRunInput reads a run message for `ocx run post`: a run, as
