@@ -50,10 +50,10 @@ func (f *fakeRuns) Process(_ context.Context, e messages.DaemonEffect) error {
 	switch e := e.(type) {
 	case messages.RunLaunch:
 		if f.exitNow {
-			f.toNode(messages.RunRouted{Run: e.Run, Event: messages.RunProcessExited{Proc: e.Proc, Code: 0}})
+			f.toNode(messages.RunRouted{Run: e.Run, Event: messages.RunProcessExited{Proc: e.Proc, Status: messages.Exited(0)}})
 		}
 	case messages.RunEndProcess:
-		f.toNode(messages.RunRouted{Run: e.Run, Event: messages.RunProcessExited{Proc: e.Proc, Signal: 15}})
+		f.toNode(messages.RunRouted{Run: e.Run, Event: messages.RunProcessExited{Proc: e.Proc, Status: messages.Signaled(15)}})
 	}
 	return nil
 }

@@ -37,9 +37,9 @@ var runPhaseNames = [...]string{"none", "waiting", "preparing", "writing started
 
 func (p runPhase) String() string { return runPhaseNames[p] }
 
-// sigXCPU is SIGXCPU's number on Linux: the kernel's signal to a process
+// sigXCPU is SIGXCPU's name, as an exit status names it: the kernel's signal to a process
 // past its cpu limit (seed 004, table 7).
-const sigXCPU = 24
+const sigXCPU = "SIGXCPU"
 
 // RunKept is what a run's core is rebuilt from when the node starts (seed
 // 004, section 4): what the record says (started, a stop and ended that
@@ -509,12 +509,12 @@ func (c *RunCore) exited(m messages.RunProcessExited) {
 		c.decide(messages.RunStopped, nil, "")
 	case c.cause == messages.RunBudget:
 		c.decide(messages.RunBudget, nil, c.causeNote)
-	case m.Unknown && !c.facts.StartsEach():
+	case m.Status.State == messages.EndUnknown && !c.facts.StartsEach():
 		c.decide(messages.RunLost, nil, "its process ended while the node was not its parent, so how it ended is unknown")
-	case m.Signal == sigXCPU && c.facts.CPU:
+	case m.Status.Signal == sigXCPU && c.facts.CPU:
 		c.decide(messages.RunBudget, nil, "cpu: its process was ended by SIGXCPU, past limits.cpu")
-	case m.Limit == messages.LimitMemory:
-		c.decide(messages.RunBudget, nil, "memory: past limits.memory, its sandbox was ended ("+m.LimitNote+")")
+	case m.Status.Limit == messages.LimitMemory:
+		c.decide(messages.RunBudget, nil, "memory: past limits.memory, its sandbox was ended ("+m.Status.LimitNote+")")
 	case !c.facts.StartsEach():
 		code := m.Exit()
 		c.decide(messages.RunExited, &code, "")

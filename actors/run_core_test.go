@@ -90,7 +90,7 @@ func TestRunLifeTable(t *testing.T) {
 			{msg: endedOK},
 		}, "ended"},
 		{"02 none + run, manual false: care, layers 2-4, started, then launch", join2(startedRun(plain, launch1...),
-			runStep{msg: messages.RunProcessExited{Proc: 1, Code: 0}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Exited(0)}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 exited exit 0"}},
 			runStep{msg: endedOK, want: release}), "ended"},
 		{"02 a run's wall counts from the launch", join2(startedRun(messages.RunFacts{Wall: time.Hour}, "start timer wall R0run00000 #1 1h0m0s", "launch R0run00000 process 1")), "started"},
@@ -150,7 +150,7 @@ func TestRunLifeTable(t *testing.T) {
 			runStep{msg: delivery(1), want: []string{"launch R0run00000 process 1 for bbbbbbbbbb@r11.1"}},
 			runStep{msg: delivery(2)},
 			runStep{msg: delivery(3)},
-			runStep{msg: messages.RunProcessExited{Proc: 1, Code: 3}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Exited(3)}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"launch R0run00000 process 2 for cccccccccc@r12.1"}},
 			runStep{msg: messages.RunProcessExited{Proc: 2}, want: []string{"keep logs R0run00000 process 2"}},
 			runStep{msg: delivery(4)},
@@ -159,39 +159,39 @@ func TestRunLifeTable(t *testing.T) {
 			runStep{msg: admin(), want: []string{"signal TERM R0run00000 process 1", "start timer grace R0run00000 #1 10s"}},
 			runStep{msg: admin()},
 			runStep{msg: messages.RunTimerFired{Purpose: messages.RunTimerGrace, Seq: 1}, advance: 10 * time.Second, want: []string{"signal KILL R0run00000 process 1"}},
-			runStep{msg: messages.RunProcessExited{Proc: 1, Signal: 9}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Signaled(9)}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 stopped"}}), "ended"},
 		{"09 started + its process exits by a signal: ended exited 128+N", join2(startedRun(plain, launch1...),
-			runStep{msg: messages.RunProcessExited{Proc: 7, Code: 1}},
-			runStep{msg: messages.RunProcessExited{Proc: 1, Signal: 15}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: messages.RunProcessExited{Proc: 7, Status: messages.Exited(1)}},
+			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Signaled(15)}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: messages.RunLogsKept{Proc: 1, Err: errors.New("disk full")}, want: []string{"write ended R0run00000 exited exit 143"}}), "ended"},
 		{"09 started + past wall first, then the exit: ended budget", join2(startedRun(messages.RunFacts{Wall: time.Minute}, "start timer wall R0run00000 #1 1m0s", "launch R0run00000 process 1"),
 			runStep{msg: messages.RunTimerFired{Purpose: messages.RunTimerWall, Seq: 1}, advance: time.Minute, want: []string{"signal TERM R0run00000 process 1", "start timer grace R0run00000 #2 10s"}},
 			runStep{msg: admin()},
-			runStep{msg: messages.RunProcessExited{Proc: 1, Code: 0}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Exited(0)}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 budget: wall: past limits.wall of 1m0s, counted from the launch at 2026-11-30T09:00:00Z"}}), "ended"},
 		{"09 started + killed by SIGXCPU with a cpu limit: ended budget", join2(startedRun(messages.RunFacts{CPU: true}, launch1...),
-			runStep{msg: messages.RunProcessExited{Proc: 1, Signal: 24}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Signaled(24)}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 budget: cpu: its process was ended by SIGXCPU, past limits.cpu"}}), "ended"},
 		{"09 started + past its memory (D46): the sandbox ended whole, ended budget", join2(startedRun(plain, launch1...),
-			runStep{msg: messages.RunProcessExited{Proc: 1, Code: 137, Limit: messages.LimitMemory, LimitNote: "1 process killed by the kernel at its memory limit of 32 MiB"},
+			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.ExitStatus{State: messages.EndExited, Code: 137, Limit: messages.LimitMemory, LimitNote: "1 process killed by the kernel at its memory limit of 32 MiB"}},
 				want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 budget: memory: past limits.memory, its sandbox was ended (1 process killed by the kernel at its memory limit of 32 MiB)"}}), "ended"},
 		{"09 started + a fork refused at its processes: no end but its own, ended exited", join2(startedRun(plain, launch1...),
-			runStep{msg: messages.RunProcessExited{Proc: 1, Code: 2, Limit: messages.LimitProcesses, LimitNote: "1 new process refused at its processes limit of 5"},
+			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.ExitStatus{State: messages.EndExited, Code: 2, Limit: messages.LimitProcesses, LimitNote: "1 new process refused at its processes limit of 5"}},
 				want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 exited exit 2"}}), "ended"},
 		{"10 a process exits in a session whose deliveries is start: kept logs, the run goes on", join2(
 			startedRun(eachSession, "start timer wall R0run00000 #1 1m0s"),
 			runStep{msg: delivery(1), want: []string{"launch R0run00000 process 1 for bbbbbbbbbb@r11.1"}},
-			runStep{msg: messages.RunProcessExited{Proc: 1, Code: 1}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Exited(1)}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1}), "started"},
 		{"11 a stop in a session whose deliveries is start: ends its process, kept logs, ended stopped", join2(
 			startedRun(eachSession, "start timer wall R0run00000 #1 1m0s"),
 			runStep{msg: delivery(1), want: []string{"launch R0run00000 process 1 for bbbbbbbbbb@r11.1"}},
 			runStep{msg: delivery(2)},
 			runStep{msg: admin(), want: []string{"signal TERM R0run00000 process 1", "start timer grace R0run00000 #2 10s"}},
-			runStep{msg: messages.RunProcessExited{Proc: 1, Signal: 15}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Signaled(15)}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 stopped"}},
 			runStep{msg: endedOK, want: release}), "ended"},
 		{"11 past wall in a session whose deliveries is start, between processes: ended budget", join2(
@@ -199,7 +199,7 @@ func TestRunLifeTable(t *testing.T) {
 			runStep{msg: messages.RunTimerFired{Purpose: messages.RunTimerWall, Seq: 1}, advance: time.Minute, want: []string{"write ended R0run00000 budget: wall: past limits.wall of 1m0s, counted from the launch at 2026-11-30T09:00:00Z"}}), "ended"},
 		{"12 started + the node finds it not in its care: ended lost", join2(startedRun(plain, launch1...),
 			runStep{msg: messages.RunNotInCare{Note: "no such run in care"}},
-			runStep{msg: messages.RunProcessExited{Proc: 1, Unknown: true}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.ExitUnknown}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 lost: its process ended while the node was not its parent, so how it ended is unknown"}}), "ended"},
 		{"12 a restored run with no live process, found by the check: ended lost", []runStep{
 			{msg: messages.RunNotInCare{Note: "gone"}, want: []string{"write ended R0run00000 lost: gone"}},
@@ -571,19 +571,25 @@ func TestRunCoreProperties(t *testing.T) {
 				if !m.alive[p] && rapid.IntRange(0, 3).Draw(t, "stray") != 0 {
 					t.Skip("not alive")
 				}
-				x := messages.RunProcessExited{Proc: p, Code: rapid.SampledFrom([]int{0, 1, 127}).Draw(t, "code"),
-					Signal: rapid.SampledFrom([]int{0, 0, 9, 15, 24}).Draw(t, "signal"), Unknown: rapid.IntRange(0, 9).Draw(t, "unknown") == 0,
-					Limit: rapid.SampledFrom([]string{"", "", "", messages.LimitMemory, messages.LimitProcesses}).Draw(t, "limit")}
+				st := messages.Exited(rapid.SampledFrom([]int{0, 1, 127}).Draw(t, "code"))
+				if n := rapid.SampledFrom([]int{0, 0, 9, 15, 24}).Draw(t, "signal"); n != 0 {
+					st = messages.Signaled(n)
+				}
+				if rapid.IntRange(0, 9).Draw(t, "unknown") == 0 {
+					st = messages.ExitUnknown
+				}
+				st.Limit = rapid.SampledFrom([]string{"", "", "", messages.LimitMemory, messages.LimitProcesses}).Draw(t, "limit")
+				x := messages.RunProcessExited{Proc: p, Status: st}
 				if m.alive[p] {
 					m.alive[p] = false
 					m.exited[p] = true
 					if m.c.phase == runStarted && p == m.c.proc {
 						switch {
-						case x.Unknown && !m.facts.StartsEach():
+						case x.Status.State == messages.EndUnknown && !m.facts.StartsEach():
 							m.first(messages.RunLost)
-						case x.Signal == sigXCPU && m.facts.CPU:
+						case x.Status.Signal == sigXCPU && m.facts.CPU:
 							m.first(messages.RunBudget)
-						case x.Limit == messages.LimitMemory:
+						case x.Status.Limit == messages.LimitMemory:
 							m.first(messages.RunBudget)
 						case !m.facts.StartsEach():
 							m.first(messages.RunExited)

@@ -206,21 +206,6 @@ type Clock interface {
 	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
 
-// signalNames are Linux's signal names, for an end note ("SIGTERM").
-var signalNames = [...]string{1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT",
-	7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE",
-	14: "SIGALRM", 15: "SIGTERM", 16: "SIGSTKFLT", 17: "SIGCHLD", 18: "SIGCONT", 19: "SIGSTOP", 20: "SIGTSTP",
-	21: "SIGTTIN", 22: "SIGTTOU", 23: "SIGURG", 24: "SIGXCPU", 25: "SIGXFSZ", 26: "SIGVTALRM", 27: "SIGPROF",
-	28: "SIGWINCH", 29: "SIGIO", 30: "SIGPWR", 31: "SIGSYS"}
-
 // SignalName names signal n as an end note writes it ("SIGTERM"); "SIGRTMIN+K"
 // or "signal N" for the others.
-func SignalName(n int) string {
-	switch {
-	case n > 0 && n < len(signalNames):
-		return signalNames[n]
-	case n >= 34 && n <= 64:
-		return fmt.Sprintf("SIGRTMIN+%d", n-34)
-	}
-	return fmt.Sprintf("signal %d", n)
-}
+func SignalName(n int) string { return messages.SignalName(n) }

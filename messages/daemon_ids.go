@@ -113,67 +113,6 @@ func (p ProcInfo) String() string {
 	return s + ")"
 }
 
-// ExitStatus is how a process ended, in the terms of an end note (D6).
-type ExitStatus struct {
-	State EndStatus `json:"state"`
-	// Code is the exit code (exited; sandbox-failed when known).
-	Code int `json:"code,omitempty"`
-	// Signal names the signal that ended it, as the end note writes it: "SIGTERM".
-	Signal string `json:"signal,omitempty"`
-	// CPU is the user and system time the process used, when the reaper knows it.
-	CPU time.Duration `json:"cpu,omitempty"`
-	// MaxRSSKiB is the largest resident set, when the reaper knows it.
-	MaxRSSKiB int64 `json:"max_rss_kib,omitempty"`
-	// Sandboxed says the process ran in a sandbox (bwrap), which reports a
-	// command killed by signal N as the exit code 128+N.
-	Sandboxed bool `json:"sandboxed,omitempty"`
-}
-
-// sigKILL is SIGKILL's number, which Linux and every POSIX system share.
-const sigKILL = 9
-
-// AfterKill is the status of a process the daemon sent KILL after its stop
-// grace (killed): a sandbox reports the command that KILL ended as exit
-// code 137, which is that KILL, so the status says signaled SIGKILL. This
-// is the one place of that rule (D20).
-func (e ExitStatus) AfterKill(killed bool) ExitStatus {
-	if killed && e.Sandboxed && e.State == EndExited && e.Code == 128+sigKILL {
-		e.State, e.Code, e.Signal = EndSignaled, 0, "SIGKILL"
-	}
-	return e
-}
-
-// String renders the status in one line: "exited 0", "signaled SIGKILL", "unknown".
-func (e ExitStatus) String() string {
-	switch e.State {
-	case EndExited, EndSandboxFailed:
-		return string(e.State) + " " + strconv.Itoa(e.Code)
-	case EndSignaled:
-		return string(e.State) + " " + e.Signal
-	case "":
-		return "no status"
-	default:
-		return string(e.State)
-	}
-}
-
-// Validate checks the state and the field it needs.
-func (e ExitStatus) Validate() error {
-	switch e.State {
-	case EndExited, EndSandboxFailed, EndUnknown:
-		return nil
-	case EndSignaled:
-		if e.Signal == "" {
-			return fieldErr("signal", ErrMissing, "is empty; a signaled exit names its signal")
-		}
-		return nil
-	case "":
-		return fieldErr("state", ErrMissing, "is empty; an exit is exited, signaled, unknown or sandbox-failed")
-	default:
-		return fieldErr("state", ErrInvalid, quoteShort(string(e.State))+" is not exited, signaled, unknown or sandbox-failed")
-	}
-}
-
 // ActorKind names the kind of one of the daemon's actors.
 type ActorKind string
 

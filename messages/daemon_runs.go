@@ -136,28 +136,29 @@ type RunStartedWritten struct {
 	Err error
 }
 
-// RunProcessExited is the exit of the run's process number Proc: its code,
-// or the signal that ended it. Unknown says the node could not learn how it
-// ended (it was not its parent). The host reports exactly one exit for each
-// RunLaunch, a process that could not be started as code 127.
+// RunProcessExited is the exit of the run's process number Proc: how it
+// ended (ExitStatus: its code, the signal that ended it, the limit of its
+// cgroup it went past; unknown when the node could not learn how, not
+// being its parent). The host reports exactly one exit for each RunLaunch,
+// a process that could not be started as code 127.
 type RunProcessExited struct {
-	Proc    int
-	Code    int
-	Signal  int
-	Unknown bool
-	// Limit names the limit of its cgroup the process went past
-	// (LimitMemory: the kernel killed a process at it and the sandbox was
-	// ended whole; LimitProcesses: a fork was refused), LimitNote what the
-	// counts showed; "" for none (D46).
-	Limit, LimitNote string
+	Proc   int
+	Status ExitStatus
 }
 
 // Exit is the exit of table 12: the code, or 128 and N for signal N.
-func (m RunProcessExited) Exit() int {
-	if m.Signal > 0 {
-		return 128 + m.Signal
+func (m RunProcessExited) Exit() int { return m.Status.Exit() }
+
+// Words is the exit as the kept logs' reply says it: "unknown", "3", or
+// "signal 15 (143)".
+func (m RunProcessExited) Words() string {
+	switch m.Status.State {
+	case EndUnknown:
+		return "unknown"
+	case EndSignaled:
+		return "signal " + strconv.Itoa(SignalNumber(m.Status.Signal)) + " (" + strconv.Itoa(m.Exit()) + ")"
 	}
-	return m.Code
+	return strconv.Itoa(m.Status.Code)
 }
 
 // RunLogsKept is the result of RunKeepLogs for process Proc; Err says they
@@ -348,16 +349,16 @@ func (m RunStartedWritten) String() string { return "started written" + errSuffi
 
 func (m RunProcessExited) String() string {
 	s := "exit of process " + strconv.Itoa(m.Proc) + ": "
-	switch {
-	case m.Unknown:
+	switch m.Status.State {
+	case EndUnknown:
 		s += "unknown"
-	case m.Signal > 0:
-		s += "signal " + strconv.Itoa(m.Signal)
+	case EndSignaled:
+		s += "signal " + strconv.Itoa(SignalNumber(m.Status.Signal))
 	default:
-		s += "code " + strconv.Itoa(m.Code)
+		s += "code " + strconv.Itoa(m.Status.Code)
 	}
-	if m.Limit != "" {
-		s += ", past its " + m.Limit
+	if m.Status.Limit != "" {
+		s += ", past its " + m.Status.Limit
 	}
 	return s
 }

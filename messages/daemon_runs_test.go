@@ -27,8 +27,8 @@ func TestRunStringsAreOneLine(t *testing.T) {
 		messages.RunPrepared{Values: map[string]string{"run": h}},
 		messages.RunPrepared{Failed: "workspace[0] directory: denied"},
 		messages.RunStartedWritten{Err: boom},
-		messages.RunProcessExited{Proc: 1, Signal: 15},
-		messages.RunProcessExited{Proc: 1, Unknown: true},
+		messages.RunProcessExited{Proc: 1, Status: messages.Signaled(15)},
+		messages.RunProcessExited{Proc: 1, Status: messages.ExitUnknown},
 		messages.RunLogsKept{Proc: 1, Err: boom},
 		messages.RunEndedWritten{},
 		messages.RunDelivered{Delivery: d},
@@ -80,7 +80,7 @@ func TestRunExit(t *testing.T) {
 	for _, c := range []struct {
 		m    messages.RunProcessExited
 		want int
-	}{{messages.RunProcessExited{Code: 0}, 0}, {messages.RunProcessExited{Code: 3}, 3}, {messages.RunProcessExited{Signal: 9}, 137}, {messages.RunProcessExited{Signal: 15}, 143}} {
+	}{{messages.RunProcessExited{Status: messages.Exited(0)}, 0}, {messages.RunProcessExited{Status: messages.Exited(3)}, 3}, {messages.RunProcessExited{Status: messages.Signaled(9)}, 137}, {messages.RunProcessExited{Status: messages.Signaled(15)}, 143}} {
 		if got := c.m.Exit(); got != c.want {
 			t.Errorf("%s: exit %d, want %d", c.m, got, c.want)
 		}

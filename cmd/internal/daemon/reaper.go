@@ -149,33 +149,13 @@ func (r *reaper) onExit(e host.Exit, w messages.WorkspaceKey) {
 	id := e.ID
 	r.gmu.Lock()
 	defer r.gmu.Unlock()
-	m := messages.ProcessExited{Proc: id, Workspace: w, Status: exitStatus(e), At: e.At}
+	m := messages.ProcessExited{Proc: id, Workspace: w, Status: e.Status(), At: e.At}
 	r.log.Info("reaped", slog.String(actors.KeyPID, id.String()), slog.String("status", m.Status.String()), slog.String("exit", e.String()))
 	if r.paused || r.send == nil {
 		r.held = append(r.held, m)
 		return
 	}
 	r.send(m)
-}
-
-// exitStatus is a host exit in the end note's terms, as it came: a
-// sandboxed command's code comes from bwrap, which writes 128+N for a
-// command killed by signal N (the session's core tells the daemon's own
-// KILL from it: messages.ExitStatus.AfterKill).
-func exitStatus(e host.Exit) messages.ExitStatus {
-	o, code := e.Outcome()
-	st := messages.ExitStatus{CPU: e.User + e.System, MaxRSSKiB: e.MaxRSS / 1024, Sandboxed: e.Sandbox != nil}
-	switch o {
-	case host.OutcomeExited:
-		st.State, st.Code = messages.EndExited, code
-	case host.OutcomeSignaled:
-		st.State, st.Signal = messages.EndSignaled, host.SignalName(e.Signal)
-	case host.OutcomeSandboxFailed:
-		st.State, st.Code = messages.EndSandboxFailed, e.Code
-	default:
-		st.State = messages.EndUnknown
-	}
-	return st
 }
 
 func (r *reaper) current() launcher {

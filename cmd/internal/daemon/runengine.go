@@ -421,17 +421,7 @@ func (e *runEngine) keepLogs(ctx context.Context, eff messages.RunKeepLogs) erro
 			}
 		}
 	}
-	return e.records.write(ctx, r.x, eff.Run, runeng.KeptLogsText(eff.Run, eff.Proc, exitWords(pexit), kept), "kept logs")
-}
-
-func exitWords(m messages.RunProcessExited) string {
-	switch {
-	case m.Unknown:
-		return "unknown"
-	case m.Signal > 0:
-		return fmt.Sprintf("signal %d (%d)", m.Signal, m.Exit())
-	}
-	return fmt.Sprintf("%d", m.Code)
+	return e.records.write(ctx, r.x, eff.Run, runeng.KeptLogsText(eff.Run, eff.Proc, pexit.Words(), kept), "kept logs")
 }
 
 // Process launches, feeds or signals a process of a run.
@@ -476,7 +466,7 @@ func (e *runEngine) launch(ctx context.Context, eff messages.RunLaunch) error {
 	p := &runProc{stderr: &runeng.Tail{Max: 64 << 10}, stdout: &runeng.Tail{Max: 64 << 10}}
 	fail := func(err error) error {
 		fmt.Fprintf(p.stderr, "ocxd: the process could not be started: %v\n", err)
-		m := messages.RunProcessExited{Proc: eff.Proc, Code: 127}
+		m := messages.RunProcessExited{Proc: eff.Proc, Status: messages.Exited(127)}
 		e.mu.Lock()
 		p.exit = m
 		e.mu.Unlock()
@@ -612,8 +602,8 @@ func (e *runEngine) found(c *messages.RunCare) bool {
 	}
 	if c.Process == nil {
 		if i, err := runhold.Query(c.Socket); err == nil && i.Holder > 0 {
-			if st, err := unixhost.ReadStat(i.Holder); err == nil && !st.Zombie() {
-				c.Process = &messages.ProcID{PID: i.Holder, Start: st.Start}
+			if id, ok := holderID(i.Holder); ok {
+				c.Process = &id
 				return true
 			}
 		}
@@ -685,7 +675,7 @@ func (e *runEngine) watch(hash string, proc int) {
 			return
 		}
 		e.log.Info("a run's process found at start is gone; how it ended is unknown", slog.String(actors.KeyRun, hash), slog.String(actors.KeyPID, p.id.String()))
-		e.exited(hash, messages.RunProcessExited{Proc: proc, Unknown: true})
+		e.exited(hash, messages.RunProcessExited{Proc: proc, Status: messages.ExitUnknown})
 	}()
 }
 

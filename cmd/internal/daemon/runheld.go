@@ -47,51 +47,15 @@ func (e *runEngine) launchHeld(ctx context.Context, eff messages.RunLaunch, r *e
 		return fail(fmt.Errorf("the current release: %w", err))
 	}
 	hf := e.heldFiles(eff.Run)
-	if err := e.root.MkdirAll(e.careDir(), 0o700); err != nil {
-		return fail(err)
-	}
-	for _, f := range []string{hf.status, hf.stdout, hf.stderr} {
-		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fail(err)
-		}
-	}
-	proc := r.run.Process
-	terminal := proc.Terminal
-	feeds := proc.Session && proc.Deliveries != messages.DeliveriesStart
-	// STDIN (section 8.1): the line {"run", "objective"}, then, for a
-	// process a delivery starts, the delivery's line.
-	input := []string{strings.TrimSuffix(string(runeng.FirstLine(eff.Run, r.run.Objective)), "\n")}
-	if eff.Delivery != nil {
-		input = append(input, eff.Delivery.Line)
-	}
-	if terminal {
-		for _, l := range input {
-			if err := runhold.CheckLine(l); err != nil {
-				return fail(fmt.Errorf("a line for its terminal: %w", err))
-			}
-		}
-	}
-	spec := prep.Spec
-	hs := runhold.Spec{Command: spec.Command, Env: spec.Env, Dir: spec.Dir, Sandbox: spec.Sandbox, Limits: spec.Limits, Input: input}
-	if spec.Limits.Memory > 0 || spec.Limits.Processes > 0 {
-		// Its memory, and its processes where a cgroup can be made, are
-		// held by a cgroup of its own (D46).
-		hs.Cgroup = e.layout.RunCgroup(eff.Run)
-	}
-	if err := runhold.WriteSpec(hf.spec, hs); err != nil {
-		return fail(err)
-	}
-	o := runhold.Options{Socket: hf.socket, Status: hf.status, StdoutLog: hf.stdout, StderrLog: hf.stderr,
-		KeepStdout: prep.Keep.Stdout, KeepStderr: prep.Keep.Stderr, Terminal: terminal, Feed: feeds && !terminal, Spec: hf.spec}
-	if err := o.Check(); err != nil {
+	o, err := e.holderFiles(eff, r.run, prep, hf)
+	if err != nil {
 		return fail(err)
 	}
 	// The care file names the holder's socket before the holder starts:
 	// a daemon that goes down before it learns the holder's PID finds the
 	// holder there (runEngine.found).
-	launchedAt := e.now()
 	if c, ok, _ := e.readCare(eff.Run); ok {
-		c.Proc, c.Process, c.LaunchedAt, c.Socket, c.Workspace = eff.Proc, nil, launchedAt.UTC(), hf.socket, prep.Workspace
+		c.Proc, c.Process, c.LaunchedAt, c.Socket, c.Workspace = eff.Proc, nil, e.now().UTC(), hf.socket, prep.Workspace
 		// Given before it is given (section 4): at most once.
 		if eff.Delivery != nil && c.Given.Before(eff.Delivery.At) {
 			c.Given = eff.Delivery.At
@@ -111,17 +75,13 @@ func (e *runEngine) launchHeld(ctx context.Context, eff messages.RunLaunch, r *e
 		}
 		return fail(err)
 	}
-	pid := holder.Pid
+	id, _ := holderID(holder.Pid)
 	holder.Release()
-	id := messages.ProcID{PID: pid}
-	if st, err := unixhost.ReadStat(pid); err == nil {
-		id.Start = st.Start
-	}
 	e.mu.Lock()
 	p.id, p.socket = id, hf.socket
 	e.mu.Unlock()
 	e.log.Info("run's process launched in its holder", slog.String(actors.KeyRun, eff.Run), slog.Int("proc", eff.Proc),
-		slog.String(actors.KeyPID, id.String()), slog.String("socket", hf.socket), slog.Bool("terminal", terminal))
+		slog.String(actors.KeyPID, id.String()), slog.String("socket", hf.socket), slog.Bool("terminal", o.Terminal))
 	if c, ok, _ := e.readCare(eff.Run); ok {
 		c.Process = &id
 		if err := e.writeCare(c); err != nil {
@@ -129,11 +89,70 @@ func (e *runEngine) launchHeld(ctx context.Context, eff messages.RunLaunch, r *e
 		}
 	}
 	go e.watchHolder(eff.Run, eff.Proc, p, id, hf)
-	if feeds {
+	if feeds(r.run) {
 		// What arrived between its started and this launch.
 		e.deliver(ctx, r.x.path)
 	}
 	return nil
+}
+
+// feeds says the run's process is typed each delivery in (a session whose
+// deliveries are fed, not each started).
+func feeds(run *messages.Run) bool {
+	return run.Process.Session && run.Process.Deliveries != messages.DeliveriesStart
+}
+
+// holderFiles clears the last process's status and logs and writes the
+// holder's spec: the prepared command, and its first lines, STDIN's
+// (section 8.1): the line {"run", "objective"}, then, for a process a
+// delivery starts, the delivery's line. It returns the holder's options.
+func (e *runEngine) holderFiles(eff messages.RunLaunch, run *messages.Run, prep *runeng.Prepared, hf heldFiles) (runhold.Options, error) {
+	if err := e.root.MkdirAll(e.careDir(), 0o700); err != nil {
+		return runhold.Options{}, err
+	}
+	for _, f := range []string{hf.status, hf.stdout, hf.stderr} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return runhold.Options{}, err
+		}
+	}
+	terminal := run.Process.Terminal
+	input := []string{strings.TrimSuffix(string(runeng.FirstLine(eff.Run, run.Objective)), "\n")}
+	if eff.Delivery != nil {
+		input = append(input, eff.Delivery.Line)
+	}
+	if terminal {
+		for _, l := range input {
+			if err := runhold.CheckLine(l); err != nil {
+				return runhold.Options{}, fmt.Errorf("a line for its terminal: %w", err)
+			}
+		}
+	}
+	spec := prep.Spec
+	hs := runhold.Spec{Command: spec.Command, Env: spec.Env, Dir: spec.Dir, Sandbox: spec.Sandbox, Limits: spec.Limits, Input: input}
+	if spec.Limits.Memory > 0 || spec.Limits.Processes > 0 {
+		// Its memory, and its processes where a cgroup can be made, are
+		// held by a cgroup of its own (D46).
+		hs.Cgroup = e.layout.RunCgroup(eff.Run)
+	}
+	if err := runhold.WriteSpec(hf.spec, hs); err != nil {
+		return runhold.Options{}, err
+	}
+	o := runhold.Options{Socket: hf.socket, Status: hf.status, StdoutLog: hf.stdout, StderrLog: hf.stderr,
+		KeepStdout: prep.Keep.Stdout, KeepStderr: prep.Keep.Stderr, Terminal: terminal, Feed: feeds(run) && !terminal, Spec: hf.spec}
+	return o, o.Check()
+}
+
+// holderID is a run's process, its holder, as the node names it: its PID
+// and its start time (zero when its stat cannot be read); false when it is
+// gone or a zombie.
+func holderID(pid int) (messages.ProcID, bool) {
+	id := messages.ProcID{PID: pid}
+	st, err := unixhost.ReadStat(pid)
+	if err != nil {
+		return id, false
+	}
+	id.Start = st.Start
+	return id, !st.Zombie()
 }
 
 // watchHolder waits for a holder to be gone, then routes its command's
@@ -161,22 +180,16 @@ func (e *runEngine) watchHolder(hash string, proc int, p *runProc, id messages.P
 	p.exit = m
 	p.socket = ""
 	e.mu.Unlock()
-	e.log.Info("run's holder exited", slog.String(actors.KeyRun, hash), slog.Int("proc", proc), slog.String("exit", exitWords(m)))
+	e.log.Info("run's holder exited", slog.String(actors.KeyRun, hash), slog.Int("proc", proc), slog.String("exit", m.Words()))
 	e.exited(hash, m)
 }
 
-// holderExit is the exit a holder's status file records, and the file.
+// holderExit is the exit a holder's status file records, and the file;
+// unknown when there is none (the holder was killed outright).
 func holderExit(proc int, status string) (messages.RunProcessExited, runhold.Status) {
-	m := messages.RunProcessExited{Proc: proc}
 	st, err := runhold.ReadStatus(status)
-	switch {
-	case err != nil:
-		m.Unknown = true
-	case st.Signal != "" && st.Exit > 128:
-		m.Signal = st.Exit - 128
-	default:
-		m.Code = st.Exit
+	if err != nil {
+		return messages.RunProcessExited{Proc: proc, Status: messages.ExitUnknown}, st
 	}
-	m.Limit, m.LimitNote = st.Limit, st.LimitNote
-	return m, st
+	return messages.RunProcessExited{Proc: proc, Status: st.ExitStatus()}, st
 }

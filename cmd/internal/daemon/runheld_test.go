@@ -17,11 +17,11 @@ func TestHolderExit(t *testing.T) {
 		text string
 		want messages.RunProcessExited
 	}{
-		{`{"exit":3}`, messages.RunProcessExited{Proc: 2, Code: 3}},
-		{`{"exit":143,"signal":"SIGTERM"}`, messages.RunProcessExited{Proc: 2, Signal: 15}},
-		{`{"exit":127,"error":"no such program"}`, messages.RunProcessExited{Proc: 2, Code: 127}},
-		{"", messages.RunProcessExited{Proc: 2, Unknown: true}},
-		{`{"exit":1,"what":1}`, messages.RunProcessExited{Proc: 2, Unknown: true}},
+		{`{"exit":3}`, messages.RunProcessExited{Proc: 2, Status: messages.Exited(3)}},
+		{`{"exit":143,"signal":"SIGTERM"}`, messages.RunProcessExited{Proc: 2, Status: messages.Signaled(15)}},
+		{`{"exit":127,"error":"no such program"}`, messages.RunProcessExited{Proc: 2, Status: messages.Exited(127)}},
+		{"", messages.RunProcessExited{Proc: 2, Status: messages.ExitUnknown}},
+		{`{"exit":1,"what":1}`, messages.RunProcessExited{Proc: 2, Status: messages.ExitUnknown}},
 	} {
 		p := filepath.Join(dir, "x.status")
 		os.Remove(p)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -83,30 +82,6 @@ func TestParseEnv(t *testing.T) {
 		var ue *UsageError
 		if err := (&Options{}).ParseEnv(env(bad)); !errors.As(err, &ue) || !strings.Contains(err.Error(), EnvReexecDelay) {
 			t.Errorf("%q: %v, want a usage error naming %s", bad, err, EnvReexecDelay)
-		}
-	}
-}
-
-func TestExitStatus(t *testing.T) {
-	id := messages.ProcID{PID: 9, Start: 99}
-	for _, c := range []struct {
-		exit   host.Exit
-		killed bool
-		want   string
-	}{
-		{host.Exit{ID: id, Known: true, Code: 3}, false, "exited 3"},
-		{host.Exit{ID: id, Known: true, Signal: 15}, false, "signaled SIGTERM"},
-		{host.Exit{ID: id, Known: true, Sandbox: &host.SandboxExit{Reported: true, Code: 0}}, false, "exited 0"},
-		// bwrap's 137 is the daemon's own KILL only when it sent one
-		// (messages.ExitStatus.AfterKill, which the session's core applies).
-		{host.Exit{ID: id, Known: true, Code: 137, Sandbox: &host.SandboxExit{Reported: true, Code: 137}}, true, "signaled SIGKILL"},
-		{host.Exit{ID: id, Known: true, Code: 137, Sandbox: &host.SandboxExit{Reported: true, Code: 137}}, false, "exited 137"},
-		{host.Exit{ID: id, Known: true, Code: 137}, true, "exited 137"},
-		{host.Exit{ID: id, Known: true, Code: 1, Sandbox: &host.SandboxExit{}}, false, "sandbox-failed 1"},
-		{host.Exit{ID: id}, false, "unknown"},
-	} {
-		if got := exitStatus(c.exit).AfterKill(c.killed).String(); got != c.want {
-			t.Errorf("%s (killed %v): %s, want %s", c.exit, c.killed, got, c.want)
 		}
 	}
 }

@@ -273,7 +273,7 @@ wait:
 			}
 		}
 	}
-	status := statusOf(x)
+	status := statusOf(x.Status())
 
 	// The output the command left in the terminal and the pipes, then the
 	// end: kept logs, the status, the clients, the socket.

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // Status is what the status file holds: the command's exit, 128 and N for
@@ -28,27 +28,32 @@ type Status struct {
 	LimitNote string `json:"limit_note,omitempty"`
 }
 
-// statusOf is the status of how the command ended. bwrap gives a
-// sandboxed command's signal as 128 and N, which is all the holder learns.
-func statusOf(x host.Exit) Status {
-	s := commandExit(x)
-	if c := x.Cgroup; c != nil {
-		s.Limit, s.LimitNote = c.Events.Limit(), c.Events.Words(c.Limits)
+// statusOf is the status file of how the command ended (host.Exit.Status
+// made it). bwrap gives a sandboxed command's signal as 128 and N, which
+// is all the holder learns.
+func statusOf(x messages.ExitStatus) Status {
+	s := Status{Exit: x.Exit(), Limit: x.Limit, LimitNote: x.LimitNote}
+	switch x.State {
+	case messages.EndSignaled:
+		s.Signal = x.Signal
+	case messages.EndSandboxFailed:
+		s.Error = "the sandbox did not run the command to its end (bwrap's own message is on standard error)"
+	case messages.EndUnknown:
+		s.Exit, s.Error = 127, "the command's end is unknown"
 	}
 	return s
 }
 
-func commandExit(x host.Exit) Status {
-	o, code := x.Outcome()
-	switch o {
-	case host.OutcomeSignaled:
-		return Status{Exit: code, Signal: host.SignalName(x.Signal)}
-	case host.OutcomeSandboxFailed:
-		return Status{Exit: code, Error: "the sandbox did not run the command to its end (bwrap's own message is on standard error)"}
-	case host.OutcomeUnknown:
-		return Status{Exit: 127, Error: "the command's end is unknown"}
+// ExitStatus is the exit the file records: a code, or the signal that
+// ended the command (128 and N); a command that could not be started, or
+// whose end is unknown, exited 127.
+func (s Status) ExitStatus() messages.ExitStatus {
+	x := messages.Exited(s.Exit)
+	if s.Signal != "" && s.Exit > 128 {
+		x = messages.ExitStatus{State: messages.EndSignaled, Signal: s.Signal}
 	}
-	return Status{Exit: code}
+	x.Limit, x.LimitNote = s.Limit, s.LimitNote
+	return x
 }
 
 // ReadStatus reads a holder's status file; an error wrapping
