@@ -97,3 +97,56 @@ func TestRunBinding(t *testing.T) {
 		t.Errorf("RunBinding = %v, %q; want [lab-2 lab-3], lab-1", users, bound)
 	}
 }
+
+// TestVerdictOf: what each run engine message is to the node lab-1.
+func TestVerdictOf(t *testing.T) {
+	const node = "lab-1"
+	admin := func(u string) bool { return u == "ana" }
+	run := record.RunMsg{Hash: "R", Sender: "ana", Record: "T", Msg: &messages.Run{Node: node}}
+	other := record.RunMsg{Hash: "O", Sender: "ana", Record: "U", Msg: &messages.Run{Node: "lab-2"}}
+	stop := func(hash, sender, where string) record.RunMsg {
+		return record.RunMsg{Hash: hash, Sender: sender, Record: where, Msg: &messages.RunStop{Node: node, Run: "R"}}
+	}
+	started := record.RunMsg{Hash: "S", Sender: node, Record: "T", Msg: &messages.RunStarted{Node: node, Run: "R"}}
+	ended := record.RunMsg{Hash: "E", Sender: node, Record: "T", Msg: &messages.RunEnded{Node: node, Run: "R", Outcome: "exited"}}
+	for _, c := range []struct {
+		name string
+		msgs []record.RunMsg
+		want record.RunVerdict
+	}{
+		{"a run", []record.RunMsg{run}, record.RunVerdict{Run: true}},
+		{"another node's", []record.RunMsg{other}, record.RunVerdict{Nothing: `a run for the node "lab-2", not this node's ("lab-1")`}},
+		{"a run answered", []record.RunMsg{started, run}, record.RunVerdict{Nothing: "a run answered already (its started or ended counts)"}},
+		{"a stop", []record.RunMsg{run, stop("P", "ana", "T")}, record.RunVerdict{Stop: "R"}},
+		{"a stop elsewhere", []record.RunMsg{run, stop("P", "ana", "V")}, record.RunVerdict{Nothing: `a stop ignored (section 3, row 2): sent by "ana", where its run is: false`}},
+		{"a stop of an ended run", []record.RunMsg{run, ended, stop("P", "ana", "T")}, record.RunVerdict{Nothing: "a stop of a run that has ended"}},
+		{"the node's started", []record.RunMsg{run, started}, record.RunVerdict{Nothing: "the node's own started"}},
+		{"a second started", []record.RunMsg{run, started, {Hash: "S2", Sender: node, Record: "T", Msg: started.Msg}}, record.RunVerdict{Nothing: "a started ignored (section 3, row 4)"}},
+	} {
+		if got := record.VerdictOf(c.msgs, len(c.msgs)-1, node, admin); got != c.want {
+			t.Errorf("%s: VerdictOf = %+v; want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestWhyNoStart: a person starts a manual run of this node that neither
+// started, ended nor was stopped.
+func TestWhyNoStart(t *testing.T) {
+	const node = "lab-1"
+	admin := func(u string) bool { return u == "ana" }
+	manual := record.RunMsg{Hash: "R", Sender: "ana", Record: "T", Msg: &messages.Run{Node: node, Process: messages.RunProcess{Manual: true}}}
+	auto := record.RunMsg{Hash: "R", Sender: "ana", Record: "T", Msg: &messages.Run{Node: node}}
+	stop := record.RunMsg{Hash: "P", Sender: "ana", Record: "T", Msg: &messages.RunStop{Node: node, Run: "R"}}
+	for _, c := range []struct {
+		msgs []record.RunMsg
+		want string
+	}{
+		{[]record.RunMsg{manual}, ""},
+		{[]record.RunMsg{auto}, "not a manual run (process.manual is false): the node started it when it arrived"},
+		{[]record.RunMsg{manual, stop}, "the run was stopped"},
+	} {
+		if got := record.WhyNoStart(c.msgs, 0, node, admin); got != c.want {
+			t.Errorf("%v: WhyNoStart = %q; want %q", c.msgs, got, c.want)
+		}
+	}
+}

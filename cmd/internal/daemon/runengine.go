@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -214,7 +213,7 @@ func (e *runEngine) find(ctx context.Context, hash string) (*engineRun, error) {
 		if err != nil {
 			return nil, err
 		}
-		i := slices.IndexFunc(msgs, func(m record.RunMsg) bool { return m.Hash == hash && m.Kind() == messages.MsgRun })
+		i := record.IndexRun(msgs, hash)
 		if i < 0 {
 			continue
 		}

@@ -157,64 +157,23 @@ func (r *records) classifyRun(ctx context.Context, x *repoIndex, hash string) (a
 	}
 	m := msgs[i]
 	privileged := privilegedOnce(ctx, x)
-	nothing := func(why string) (actors.Classification, bool, error) {
-		r.log.Info("a run engine message the daemon does not act on: "+why, slog.String(actors.KeyHash, hash), slog.String("kind", string(m.Kind())), slog.String("sender", m.Sender))
-		return actors.Classification{Nothing: why}, true, nil
-	}
-	if m.Node() != r.cfg.User {
-		return nothing(fmt.Sprintf("a %s for the node %q, not this node's (%q)", m.Kind(), m.Node(), r.cfg.User))
-	}
-	switch m.Kind() {
-	case messages.MsgRun:
-		st := record.StandingOf(msgs, m, privileged)
-		if st.StartedCounts || st.EndedCounts {
-			return nothing("a run answered already (its started or ended counts)")
-		}
+	v := record.VerdictOf(msgs, i, r.cfg.User, privileged)
+	switch {
+	case v.Run:
 		note, err := r.refusalOfIn(ctx, x, msgs[:i+1], m, privileged)
 		if err != nil {
 			return actors.Classification{}, true, err
 		}
-		run, _ := m.Msg.(*messages.Run)
-		ev := messages.RunArrived{Facts: messages.RunFactsOf(hash, run), Refusal: note}
+		ev := messages.RunArrived{Facts: messages.RunFactsOf(hash, m.Run()), Refusal: note}
 		return actors.Classification{Run: &messages.RunRouted{Run: hash, Event: ev}}, true, nil
-	case messages.MsgStop:
-		if m.Msg == nil {
-			return nothing("a stop that does not read: " + m.Malformed.Error())
-		}
-		target := m.About()
-		j := slices.IndexFunc(msgs, func(o record.RunMsg) bool { return o.Hash == target && o.Kind() == messages.MsgRun })
-		where := j >= 0 && msgs[j].Record == m.Record && msgs[j].Ticket == m.Ticket
-		v, row := messages.ClassifyMessage(messages.MessageStanding{Kind: messages.MsgStop, SenderPrivileged: privileged(m.Sender), WhereItsRun: where})
-		if v != messages.MessageCounts {
-			return nothing(fmt.Sprintf("a stop %s (section 3, row %d): sent by %q, where its run is: %v", v, row, m.Sender, where))
-		}
-		if st := record.StandingOf(msgs, msgs[j], privileged); st.EndedCounts {
-			return nothing("a stop of a run that has ended")
-		}
+	case v.Stop != "":
 		if r.stopped != nil {
-			r.stopped(target)
+			r.stopped(v.Stop)
 		}
-		return actors.Classification{Run: &messages.RunRouted{Run: target, Event: messages.RunStopRequested{By: m.Sender, Privileged: true}}}, true, nil
-	default:
-		// started and ended are the node's own answers: which count is
-		// read from the record when it matters; none asks anything.
-		if m.Msg == nil {
-			return nothing("a " + string(m.Kind()) + " that does not read")
-		}
-		target := m.About()
-		j := slices.IndexFunc(msgs, func(o record.RunMsg) bool { return o.Hash == target && o.Kind() == messages.MsgRun })
-		where := j >= 0 && msgs[j].Record == m.Record && msgs[j].Ticket == m.Ticket
-		s := messages.MessageStanding{Kind: m.Kind(), SenderIsNode: m.Sender == r.cfg.User, WhereItsRun: where}
-		if j >= 0 {
-			before := record.StandingOf(msgs[:i], msgs[j], privileged)
-			s.SeenBefore = (m.Kind() == messages.MsgStarted && before.StartedCounts) || (m.Kind() == messages.MsgEnded && before.EndedCounts)
-		}
-		v, row := messages.ClassifyMessage(s)
-		if v == messages.MessageCounts {
-			return nothing("the node's own " + string(m.Kind()))
-		}
-		return nothing(fmt.Sprintf("a %s %s (section 3, row %d)", m.Kind(), v, row))
+		return actors.Classification{Run: &messages.RunRouted{Run: v.Stop, Event: messages.RunStopRequested{By: m.Sender, Privileged: true}}}, true, nil
 	}
+	r.log.Info("a run engine message the daemon does not act on: "+v.Nothing, slog.String(actors.KeyHash, hash), slog.String("kind", string(m.Kind())), slog.String("sender", m.Sender))
+	return actors.Classification{Nothing: v.Nothing}, true, nil
 }
 
 // refusalOfIn is refusalOf for a run of x, whose messages up to the run are
@@ -247,31 +206,16 @@ func (r *records) startRun(ctx context.Context, e messages.StartRun) ([]messages
 	if err != nil {
 		return nil, "", err
 	}
-	i := slices.IndexFunc(msgs, func(m record.RunMsg) bool { return m.Hash == e.Run && m.Kind() == messages.MsgRun })
+	i := record.IndexRun(msgs, e.Run)
 	if i < 0 {
 		return nil, fmt.Sprintf("%s is no run on %s", e.Run, project), nil
 	}
 	m := msgs[i]
-	if m.Node() != r.cfg.User {
-		return nil, fmt.Sprintf("a run for the node %q, not this node's (%q)", m.Node(), r.cfg.User), nil
-	}
-	run, _ := m.Msg.(*messages.Run)
-	if run == nil {
-		return nil, "a run that does not read: it was ended refused when it arrived", nil
-	}
-	if !run.Process.Manual {
-		return nil, "not a manual run (process.manual is false): the node started it when it arrived", nil
-	}
 	privileged := privilegedOnce(ctx, x)
-	st := record.StandingOf(msgs, m, privileged)
-	switch {
-	case st.EndedCounts:
-		return nil, "the run has ended", nil
-	case st.StartedCounts:
-		return nil, "the run has started already", nil
-	case st.StopCounts:
-		return nil, "the run was stopped", nil
+	if why := record.WhyNoStart(msgs, i, r.cfg.User, privileged); why != "" {
+		return nil, why, nil
 	}
+	run := m.Run()
 	note, err := r.refusalOfIn(ctx, x, msgs[:i+1], m, privileged)
 	if err != nil {
 		return nil, "", err
