@@ -1,6 +1,9 @@
 package node
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Step is one thing an action does, in its order: what it is, as a dry
 // run says it (after "would "; empty for a step a dry run does not name),
@@ -8,10 +11,12 @@ import "context"
 // on the answer and returns why it could not do it.
 // A deferred step's effect runs once the executor has reached it, when
 // the plan ends, even if a later step fails (as Go's defer does).
+// A step with only Said is a fact the answer states in both runs.
 type Step struct {
 	Text  string
 	Do    func(ctx context.Context, a *Answer) error
 	Defer bool
+	Said  string
 }
 
 // Plan is an action's writes and host steps, in order, built by pure code
@@ -24,6 +29,11 @@ type Plan struct {
 // add appends a step.
 func (p *Plan) add(text string, do func(ctx context.Context, a *Answer) error) {
 	p.Steps = append(p.Steps, Step{Text: text, Do: do})
+}
+
+// say appends a fact both runs state, in its place among the steps.
+func (p *Plan) say(format string, args ...any) {
+	p.Steps = append(p.Steps, Step{Said: fmt.Sprintf(format, args...)})
 }
 
 // deferred appends a step whose effect runs when the plan ends, once the
@@ -57,6 +67,10 @@ func execute(ctx context.Context, a *Answer, p Plan) error {
 		}
 	}()
 	for _, s := range p.Steps {
+		if s.Said != "" {
+			a.Logf("%s", s.Said)
+			continue
+		}
 		if a.DryRun {
 			if s.Text != "" {
 				a.Would("%s", s.Text)

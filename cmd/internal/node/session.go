@@ -126,10 +126,7 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 			return a.Stop(err)
 		}
 	}
-	if err := n.requireCaller(); err != nil {
-		return a.Stop(err)
-	}
-	r, err := n.openRepo(p)
+	r, err := n.privilegedRepo(ctx, p)
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -240,9 +237,6 @@ func (n *Node) startFacts(ctx context.Context, a *Answer, r *fossilio.Repo, p pr
 	b, err := n.boundWorkspace(ctx, r, ws)
 	if err != nil {
 		return f, fmt.Errorf("workspace %s does not exist on the host (%v); `ocx workspace add` makes it", key, err)
-	}
-	if err := n.requirePrivileged(ctx, r, p); err != nil {
-		return f, err
 	}
 	if _, err := r.Info(ctx, b.Workspace); err != nil {
 		return f, fmt.Errorf("workspace %s: its definition %s is not on the record: %v", key, b.Workspace, err)
