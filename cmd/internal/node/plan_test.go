@@ -308,3 +308,60 @@ func TestInitPlan(t *testing.T) {
 		t.Errorf("ran %q, stopped %v", fx.calls, real.Stopped)
 	}
 }
+
+type fakeLogin struct{ *fakeEffects }
+
+func (f fakeLogin) keepPassword() error { return f.do("keepPassword") }
+func (f fakeLogin) provision(_ context.Context, login, project string) error {
+	return f.do("provision " + login + " " + project)
+}
+func (f fakeLogin) withdraw(_ context.Context, login, project string) error {
+	if project == "gone" {
+		f.calls = append(f.calls, "withdraw "+project)
+		return fossilio.ErrNoSuchUser
+	}
+	return f.do("withdraw " + login + " " + project)
+}
+func (f fakeLogin) rotate(context.Context, *Answer, string) (string, error) {
+	return "pw", f.do("rotate")
+}
+func (f fakeLogin) remember(_ context.Context, k messages.WorkspaceKey, _, password string) string {
+	f.calls = append(f.calls, "remember "+k.String()+" "+password)
+	return "remembered"
+}
+
+// TestLoginPlans are the login plans: add provisions each project after
+// the password's directory, saying a fresh password only when the node
+// keeps none; withdraw passes over a project without the account; rotate
+// gives the new password to each workspace's clone.
+func TestLoginPlans(t *testing.T) {
+	fx := fakeLogin{&fakeEffects{fail: "provision agent-1 b"}}
+	p := loginAddPlan("agent-1", []string{"a", "b"}, "/agents/agent-1/password", false, fx)
+	if want := []string{`provision "agent-1" on a with capabilities ` + fossilio.AgentCaps, `provision "agent-1" on b with capabilities ` + fossilio.AgentCaps,
+		"keep a fresh password in /agents/agent-1/password (mode 0600)"}; !slices.Equal(p.Texts(), want) {
+		t.Errorf("add texts %q", p.Texts())
+	}
+	if _, real := runPlan(t, p); real.OK() || !slices.Equal(fx.calls, []string{"keepPassword", "provision agent-1 a", "provision agent-1 b"}) {
+		t.Errorf("add ran %q, stopped %v", fx.calls, real.Stopped)
+	}
+	if texts := loginAddPlan("agent-1", []string{"a"}, "/pw", true, fx).Texts(); len(texts) != 1 {
+		t.Errorf("an add again keeps the password: %q", texts)
+	}
+
+	fx = fakeLogin{&fakeEffects{}}
+	_, real := runPlan(t, loginWithdrawPlan("agent-1", []string{"gone", "a"}, fx))
+	if want := []string{`"agent-1" has no account on gone`, `took every capability from "agent-1" on a`}; !slices.Equal(real.Log, want) {
+		t.Errorf("withdraw logs %q", real.Log)
+	}
+
+	fx = fakeLogin{&fakeEffects{}}
+	k := testKey()
+	p = loginRotatePlan("agent-1", 2, "/pw", []messages.WorkspaceKey{k}, fx)
+	dry, real := runPlan(t, p)
+	if len(dry.Log) != 2 || dry.Log[0] != `would give "agent-1" a fresh password on 2 repositories and keep it in /pw` {
+		t.Errorf("rotate dry run %q", dry.Log)
+	}
+	if !slices.Equal(fx.calls, []string{"rotate", "remember agent-1/demo pw"}) || real.Log[len(real.Log)-1] != "remembered" {
+		t.Errorf("rotate ran %q, logged %q", fx.calls, real.Log)
+	}
+}
