@@ -79,10 +79,7 @@ func (n *Node) listener(ctx context.Context, tool string, in ListenerInput, on b
 		return a.Stop(err)
 	}
 	plan, err := listenerPlan(f, &listenerRun{n: n, r: r, p: p, ws: ws})
-	if err != nil {
-		return a.Stop(err)
-	}
-	return a.Stop(execute(ctx, a, plan))
+	return executed(ctx, a, plan, err)
 }
 
 // listened says where a listener's note goes and what the listener names,

@@ -90,3 +90,12 @@ func execute(ctx context.Context, a *Answer, p Plan) error {
 	}
 	return nil
 }
+
+// executed is an action's answer once its plan ran: why planning refused
+// (err), or why the plan stopped, or none.
+func executed(ctx context.Context, a *Answer, p Plan, err error) *Answer {
+	if err != nil {
+		return a.Stop(err)
+	}
+	return a.Stop(execute(ctx, a, p))
+}

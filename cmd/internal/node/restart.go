@@ -254,14 +254,11 @@ func (n *Node) restartProject(ctx context.Context, a *Answer, rs *restartScan, r
 	if err != nil {
 		return err
 	}
-	var keys []messages.WorkspaceKey
-	for k := range defs {
-		if _, picked := rs.only[k]; rs.only == nil || picked {
-			keys = append(keys, k)
-		}
+	picked := func(k messages.WorkspaceKey) bool {
+		_, ok := rs.only[k]
+		return rs.only == nil || ok
 	}
-	sortKeys(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(defs, picked) {
 		start, ok, err := idx.LatestStart(ctx, k)
 		if err != nil {
 			return err

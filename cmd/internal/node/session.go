@@ -557,11 +557,7 @@ func (n *Node) SessionStop(ctx context.Context, keyText string, dry bool) *Answe
 // Ended returns the end note the daemon wrote for a launch, or nil while
 // there is none.
 func (n *Node) Ended(ctx context.Context, project, launch string) (*messages.EndNote, error) {
-	p, err := n.project(project)
-	if err != nil {
-		return nil, err
-	}
-	r, err := n.openRepo(p)
+	r, err := n.openProject(project)
 	if err != nil {
 		return nil, err
 	}
@@ -578,6 +574,15 @@ func (n *Node) Ended(ctx context.Context, project, launch string) (*messages.End
 		return ends[0], nil
 	}
 	return nil, nil
+}
+
+// openProject opens the node's repository of the named project.
+func (n *Node) openProject(name string) (*fossilio.Repo, error) {
+	p, err := n.project(name)
+	if err != nil {
+		return nil, err
+	}
+	return n.openRepo(p)
 }
 
 // launchRelease is the release a launch asks for: current (the default) or

@@ -129,12 +129,7 @@ func (n *Node) projectStatus(ctx context.Context, st *messages.NodeState, table 
 	if err != nil {
 		return err
 	}
-	var keys []messages.WorkspaceKey
-	for k := range defs {
-		keys = append(keys, k)
-	}
-	sortKeys(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(defs, nil) {
 		ws, err := n.workspaceStatus(ctx, idx, table, k, defs[k])
 		if err != nil {
 			return err

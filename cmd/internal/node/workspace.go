@@ -103,10 +103,7 @@ func (n *Node) WorkspaceAdd(ctx context.Context, in WorkspaceAddInput) *Answer {
 		return a.Stop(err)
 	}
 	plan, err := addPlan(f, &workspaceRun{n: n, p: p, code: f.Code, ws: ws})
-	if err != nil {
-		return a.Stop(err)
-	}
-	return a.Stop(execute(ctx, a, plan))
+	return executed(ctx, a, plan, err)
 }
 
 // addFacts is what a workspace add read of the record and the host, for
@@ -426,10 +423,7 @@ func (n *Node) WorkspaceTerminate(ctx context.Context, keyText, reason string, d
 	}
 	f.Defined, f.OnHost = defs[key], exists(ws.Dir)
 	plan, err := terminatePlan(f, &workspaceRun{n: n, p: p, code: code, ws: ws})
-	if err != nil {
-		return a.Stop(err)
-	}
-	return a.Stop(execute(ctx, a, plan))
+	return executed(ctx, a, plan, err)
 }
 
 // terminateFacts is what a terminate read, for terminatePlan.
