@@ -5,18 +5,19 @@ import (
 	"fmt"
 )
 
-// Step is one thing an action does, in its order: what it is, as a dry
-// run says it (after "would "; empty for a step a dry run does not name),
-// and its effect, which only a real run runs. An effect logs what it did
-// on the answer and returns why it could not do it.
-// A deferred step's effect runs once the executor has reached it, when
-// the plan ends, even if a later step fails (as Go's defer does).
-// A step with only Said is a fact the answer states in both runs.
+// Step is one thing an action does, in its order.
 type Step struct {
-	Text  string
-	Do    func(ctx context.Context, a *Answer) error
+	// Text is the step as a dry run says it, after "would "; empty for a
+	// step a dry run does not name.
+	Text string
+	// Do is its effect, which only a real run runs: it logs what it did
+	// on the answer and returns why it could not do it.
+	Do func(ctx context.Context, a *Answer) error
+	// Defer says Do runs when the plan ends, once the executor has
+	// reached it, even if a later step fails (as Go's defer does).
 	Defer bool
-	Said  string
+	// Said, on a step without Text or Do, is a fact both runs state.
+	Said string
 }
 
 // Plan is an action's writes and host steps, in order, built by pure code
@@ -45,7 +46,8 @@ func (p *Plan) deferred(do func(ctx context.Context, a *Answer)) {
 	}})
 }
 
-// Texts are the plan as a dry run prints it, without "would ".
+// Texts are the steps a dry run says it would take, without "would "
+// (the facts it states aside).
 func (p Plan) Texts() []string {
 	var out []string
 	for _, s := range p.Steps {
