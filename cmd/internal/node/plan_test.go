@@ -11,6 +11,8 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+
+	"pgregory.net/rapid"
 )
 
 // fakeEffects records, in order, the effects a plan runs, and fails the
@@ -364,4 +366,65 @@ func TestLoginPlans(t *testing.T) {
 	if !slices.Equal(fx.calls, []string{"rotate", "remember agent-1/demo pw"}) || real.Log[len(real.Log)-1] != "remembered" {
 		t.Errorf("rotate ran %q, logged %q", fx.calls, real.Log)
 	}
+}
+
+// TestExecuteProperties drives the executor through random plans: a dry
+// run states each fact and says each named step, in order, and runs no
+// effect; a real run runs the effects in order up to the first that
+// fails, then the deferred ones it reached, last first.
+func TestExecuteProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		kinds := rapid.SliceOf(rapid.SampledFrom([]string{"step", "silent", "fail", "say", "defer"})).Draw(t, "steps")
+		var plan Plan
+		var ran []string
+		var wantDry, wantRan, later []string
+		failed := false
+		for i, k := range kinds {
+			name := fmt.Sprintf("%s%d", k, i)
+			effect := func(err error) func(context.Context, *Answer) error {
+				return func(context.Context, *Answer) error {
+					ran = append(ran, name)
+					return err
+				}
+			}
+			switch k {
+			case "say":
+				plan.say("%s", name)
+				wantDry = append(wantDry, name)
+			case "defer":
+				plan.deferred(func(context.Context, *Answer) { ran = append(ran, name) })
+				if !failed {
+					later = append([]string{name}, later...)
+				}
+			case "silent":
+				plan.add("", effect(nil))
+			default:
+				var err error
+				if k == "fail" {
+					err = errors.New(name)
+				}
+				plan.add(name, effect(err))
+				wantDry = append(wantDry, "would "+name)
+			}
+			if !failed && k != "say" && k != "defer" {
+				wantRan = append(wantRan, name)
+				failed = k == "fail"
+			}
+		}
+		dry := newAnswer("test", true)
+		if err := execute(context.Background(), dry, plan); err != nil || len(ran) != 0 {
+			t.Fatalf("a dry run ran %q, err %v", ran, err)
+		}
+		if !slices.Equal(dry.Log, wantDry) && !(len(dry.Log) == 0 && len(wantDry) == 0) {
+			t.Fatalf("a dry run logs %q, want %q", dry.Log, wantDry)
+		}
+		real := newAnswer("test", false)
+		err := execute(context.Background(), real, plan)
+		if want := append(wantRan, later...); !slices.Equal(ran, want) && !(len(ran) == 0 && len(want) == 0) {
+			t.Fatalf("a real run ran %q, want %q", ran, want)
+		}
+		if (err != nil) != failed {
+			t.Fatalf("a real run returned %v; a step failed: %v", err, failed)
+		}
+	})
 }
