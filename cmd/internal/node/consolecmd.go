@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -35,19 +36,19 @@ func (n *Node) ConsoleInstall(extroot string, dry bool) *Answer {
 		return a.Stop(fmt.Errorf("extroot: %s is not a directory: %v", extroot, err))
 	}
 	entry := filepath.Join(extroot, ConsoleEntryName)
-	if dry {
-		a.Would("write %s, which runs %s console --agents %s", entry, n.Program("ocx"), n.Agents)
-		return a
-	}
-	root, err := unixhost.OpenRoot(extroot)
-	if err != nil {
-		return a.Stop(fmt.Errorf("extroot: %w", err))
-	}
-	defer root.Close()
-	if err := root.WriteFile(entry, n.ConsoleEntry(), 0o755); err != nil {
-		return a.Stop(fmt.Errorf("write the console's entry: %w", err))
-	}
-	a.Logf("wrote %s, which runs %s console --agents %s", entry, n.Program("ocx"), n.Agents)
-	a.Logf("serve it with fossil server --extroot %s; its pages are at /ext/console/", extroot)
-	return a
+	var plan Plan
+	plan.add(fmt.Sprintf("write %s, which runs %s console --agents %s", entry, n.Program("ocx"), n.Agents), func(_ context.Context, a *Answer) error {
+		root, err := unixhost.OpenRoot(extroot)
+		if err != nil {
+			return fmt.Errorf("extroot: %w", err)
+		}
+		defer root.Close()
+		if err := root.WriteFile(entry, n.ConsoleEntry(), 0o755); err != nil {
+			return fmt.Errorf("write the console's entry: %w", err)
+		}
+		a.Logf("wrote %s, which runs %s console --agents %s", entry, n.Program("ocx"), n.Agents)
+		a.Logf("serve it with fossil server --extroot %s; its pages are at /ext/console/", extroot)
+		return nil
+	})
+	return a.Stop(execute(context.Background(), a, plan))
 }

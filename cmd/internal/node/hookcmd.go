@@ -81,20 +81,20 @@ func (n *Node) HookRemove(ctx context.Context, dry bool) *Answer {
 		return a.Stop(err)
 	}
 	defer root.Close()
+	var plan Plan
 	for _, p := range n.projects() {
-		if dry {
-			a.Would("remove the after-receive hook from %s", p.Repository)
-			continue
-		}
-		if err := n.admin(p).RemoveHook(ctx); err != nil {
-			return a.Stop(fmt.Errorf("remove the hook from %s: %w", p.Name, err))
-		}
-		if err := root.Remove(n.Layout.HookMark(p.Name)); err != nil {
-			return a.Stop(err)
-		}
-		a.Logf("removed the after-receive hook from %s", p.Repository)
+		plan.add(fmt.Sprintf("remove the after-receive hook from %s", p.Repository), func(ctx context.Context, a *Answer) error {
+			if err := n.admin(p).RemoveHook(ctx); err != nil {
+				return fmt.Errorf("remove the hook from %s: %w", p.Name, err)
+			}
+			if err := root.Remove(n.Layout.HookMark(p.Name)); err != nil {
+				return err
+			}
+			a.Logf("removed the after-receive hook from %s", p.Repository)
+			return nil
+		})
 	}
-	return a
+	return a.Stop(execute(ctx, a, plan))
 }
 
 // HookStatus says whether the wake hook is installed on each repository,

@@ -72,47 +72,114 @@ func Init(ctx context.Context, agents string, in InitInput, opts Options) *Answe
 		return a.Stop(fmt.Errorf("node.json: %w", err))
 	}
 	pwFile, _ := n.Layout.Password(cfg.User)
-	if in.DryRun {
-		a.Would("make %s and write %s:\n%s", n.Agents, n.Layout.NodeJSON(), data)
-		for _, name := range cfg.ProjectNames() {
-			a.Would("switch %s to write-ahead logging", cfg.Projects[name].Repository)
-			a.Would("provision the node user %q on %s (capabilities %s, password in %s)", cfg.User, cfg.Projects[name].Repository, fossilio.AgentCaps, pwFile)
-		}
-		return a
-	}
-	if err := os.MkdirAll(n.Agents, 0o700); err != nil {
-		return a.Stop(fmt.Errorf("make the agents root: %w", err))
-	}
-	root, err := unixhost.OpenRoot(n.Agents)
-	if err != nil {
-		return a.Stop(err)
-	}
-	defer root.Close()
-	if err := root.MkdirAll(filepath.Dir(pwFile), 0o700); err != nil {
-		return a.Stop(err)
-	}
 	n.Config = cfg
-	for _, p := range n.projects() {
+	run := &initRun{n: n, pwFile: pwFile}
+	defer run.close()
+	return a.Stop(execute(ctx, a, initPlan(initFacts{Agents: n.Agents, NodeJSON: n.Layout.NodeJSON(), Password: pwFile, Config: cfg, Data: data}, run)))
+}
+
+// initFacts is what init checked, for initPlan.
+type initFacts struct {
+	Agents, NodeJSON, Password string
+	Config                     *messages.NodeConfig
+	Data                       []byte // node.json as written
+}
+
+// initEffects are the effects init's plan runs.
+type initEffects interface {
+	// makeRoot makes the agents root and the node user's directory.
+	makeRoot() error
+	// useWAL switches a repository to write-ahead logging.
+	useWAL(ctx context.Context, name string) error
+	// provision makes the node user on a repository.
+	provision(ctx context.Context, name string) error
+	// writeConfig writes node.json.
+	writeConfig(data []byte) error
+}
+
+// initPlan is init's plan (contracts 3): the agents root, then on each
+// repository write-ahead logging and the node user, then node.json, last,
+// once every repository holds its user.
+func initPlan(f initFacts, fx initEffects) Plan {
+	var plan Plan
+	plan.add(fmt.Sprintf("make %s and write %s:\n%s", f.Agents, f.NodeJSON, f.Data), func(context.Context, *Answer) error { return fx.makeRoot() })
+	for _, name := range f.Config.ProjectNames() {
+		repo := f.Config.Projects[name].Repository
 		// The server, its backoffice, the hook, the daemon and the tools all
 		// open the repository; under the rollback journal a web post that meets
 		// another writer fails with "database is locked" (D11). So the switch
 		// comes first, before init writes; on a live repository it waits a
 		// bounded time for the others' locks (an error says so past it), and
 		// a repository already in WAL mode is not waited for.
-		if _, err := n.admin(p).UseWAL(ctx); err != nil {
-			return a.Stop(fmt.Errorf("switch %s to write-ahead logging: %w", p.Name, err))
-		}
-		a.Logf("switched %s to write-ahead logging", p.Repository)
-		if err := n.admin(p).ProvisionAgent(ctx, cfg.User, pwFile); err != nil {
-			return a.Stop(fmt.Errorf("provision the node user on %s: %w", p.Name, err))
-		}
-		a.Logf("provisioned the node user %q on %s (capabilities %s)", cfg.User, p.Repository, fossilio.AgentCaps)
+		plan.add(fmt.Sprintf("switch %s to write-ahead logging", repo), func(ctx context.Context, a *Answer) error {
+			if err := fx.useWAL(ctx, name); err != nil {
+				return fmt.Errorf("switch %s to write-ahead logging: %w", name, err)
+			}
+			a.Logf("switched %s to write-ahead logging", repo)
+			return nil
+		})
+		plan.add(fmt.Sprintf("provision the node user %q on %s (capabilities %s, password in %s)", f.Config.User, repo, fossilio.AgentCaps, f.Password), func(ctx context.Context, a *Answer) error {
+			if err := fx.provision(ctx, name); err != nil {
+				return fmt.Errorf("provision the node user on %s: %w", name, err)
+			}
+			a.Logf("provisioned the node user %q on %s (capabilities %s)", f.Config.User, repo, fossilio.AgentCaps)
+			return nil
+		})
 	}
-	if err := root.WriteFile(n.Layout.NodeJSON(), data, 0o600); err != nil {
-		return a.Stop(fmt.Errorf("write node.json: %w", err))
+	plan.add("", func(_ context.Context, a *Answer) error {
+		if err := fx.writeConfig(f.Data); err != nil {
+			return fmt.Errorf("write node.json: %w", err)
+		}
+		a.Logf("wrote %s", f.NodeJSON)
+		return nil
+	})
+	return plan
+}
+
+// initRun is initEffects on this node, its config the one init writes.
+type initRun struct {
+	n      *Node
+	pwFile string
+	root   *unixhost.Root
+}
+
+func (r *initRun) makeRoot() error {
+	if err := os.MkdirAll(r.n.Agents, 0o700); err != nil {
+		return fmt.Errorf("make the agents root: %w", err)
 	}
-	a.Logf("wrote %s", n.Layout.NodeJSON())
-	return a
+	root, err := unixhost.OpenRoot(r.n.Agents)
+	if err != nil {
+		return err
+	}
+	r.root = root
+	return root.MkdirAll(filepath.Dir(r.pwFile), 0o700)
+}
+
+func (r *initRun) useWAL(ctx context.Context, name string) error {
+	p, err := r.n.project(name)
+	if err != nil {
+		return err
+	}
+	_, err = r.n.admin(p).UseWAL(ctx)
+	return err
+}
+
+func (r *initRun) provision(ctx context.Context, name string) error {
+	p, err := r.n.project(name)
+	if err != nil {
+		return err
+	}
+	return r.n.admin(p).ProvisionAgent(ctx, r.n.Config.User, r.pwFile)
+}
+
+func (r *initRun) writeConfig(data []byte) error {
+	return r.root.WriteFile(r.n.Layout.NodeJSON(), data, 0o600)
+}
+
+func (r *initRun) close() {
+	if r.root != nil {
+		r.root.Close()
+	}
 }
 
 // planInit checks every input and merges it with an existing node.json.
@@ -133,34 +200,7 @@ func (n *Node) planInit(ctx context.Context, a *Answer, in InitInput) (*messages
 			return nil, fmt.Errorf("release: %s has no current release (a link current -> releases/ID/); make the release root with `ocx release init %s --from DIR` (or --repo REPO CHECKIN)", in.ReleaseRoot, in.ReleaseRoot)
 		}
 	}
-	old, err := unixhost.Below(n.Agents).ReadFile(n.Layout.NodeJSON(), unixhost.NodeFile)
-	switch {
-	case err == nil:
-		prev, err := messages.DecodeNodeConfig(old)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", n.Layout.NodeJSON(), err)
-		}
-		if prev.User != user {
-			return nil, fmt.Errorf("node user: node.json names %q; a node keeps its user", prev.User)
-		}
-		// A node without a release root may be given one (D32's bootstrap);
-		// one it has is kept.
-		if in.ReleaseRoot != "" && prev.Release != "" && prev.Release != in.ReleaseRoot {
-			return nil, fmt.Errorf("release: node.json names %q; a node keeps its release root", prev.Release)
-		}
-		if prev.Release != "" {
-			cfg.Release = prev.Release
-		} else if in.ReleaseRoot != "" {
-			a.Logf("node.json names no release root yet: it will name %s (a running daemon moves to it at its next re-exec or start)", in.ReleaseRoot)
-		}
-		for name, p := range prev.Projects {
-			cfg.Projects[name] = p
-		}
-		// What init is not given again it keeps.
-		cfg.SessionLimits, cfg.Sandbox, cfg.ConfinedOnly = prev.SessionLimits, prev.Sandbox, prev.ConfinedOnly
-		a.Logf("%s exists; adding to it", n.Layout.NodeJSON())
-	case errors.Is(err, fs.ErrNotExist):
-	default:
+	if err := n.mergeNodeJSON(a, cfg, in); err != nil {
 		return nil, err
 	}
 	if in.Sandbox != nil {
@@ -177,38 +217,84 @@ func (n *Node) planInit(ctx context.Context, a *Answer, in InitInput) (*messages
 		return nil, errors.New("project: give at least one --project NAME=REPOSITORY,URL")
 	}
 	for i, p := range in.Projects {
-		field := fmt.Sprintf("project[%d]", i)
-		if err := messages.ValidateProject(p.Name); err != nil {
-			return nil, fmt.Errorf("%s: %w", field, err)
+		if err := checkInitProject(ctx, cfg, fmt.Sprintf("project[%d]", i), p); err != nil {
+			return nil, err
 		}
-		if err := messages.ValidateRepository(p.Repository); err != nil {
-			return nil, fmt.Errorf("%s: %w", field, err)
-		}
-		if got := messages.ProjectOf(p.Repository); got != p.Name {
-			return nil, fmt.Errorf("%s: repository %s holds project %q, not %q (a project is its file's name, D1)", field, p.Repository, got, p.Name)
-		}
-		if err := checkServerURL(p.URL); err != nil {
-			return nil, fmt.Errorf("%s: %w", field, err)
-		}
-		r, err := fossilio.OpenNode(p.Repository, nil)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", field, err)
-		}
-		_, err = r.ProjectCode(ctx)
-		r.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", field, err)
-		}
-		np := messages.NodeProject{Repository: p.Repository, URL: p.URL}
-		if prev, ok := cfg.Projects[p.Name]; ok && prev != np {
-			return nil, fmt.Errorf("%s: node.json has %s as %s at %s", field, p.Name, prev.Repository, prev.URL)
-		}
-		cfg.Projects[p.Name] = np
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// mergeNodeJSON merges an existing node.json into cfg: a node keeps its
+// user and its release root, its projects, and what init is not given
+// again.
+func (n *Node) mergeNodeJSON(a *Answer, cfg *messages.NodeConfig, in InitInput) error {
+	old, err := unixhost.Below(n.Agents).ReadFile(n.Layout.NodeJSON(), unixhost.NodeFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	}
+	prev, err := messages.DecodeNodeConfig(old)
+	if err != nil {
+		return fmt.Errorf("%s: %w", n.Layout.NodeJSON(), err)
+	}
+	if prev.User != cfg.User {
+		return fmt.Errorf("node user: node.json names %q; a node keeps its user", prev.User)
+	}
+	// A node without a release root may be given one (D32's bootstrap);
+	// one it has is kept.
+	if in.ReleaseRoot != "" && prev.Release != "" && prev.Release != in.ReleaseRoot {
+		return fmt.Errorf("release: node.json names %q; a node keeps its release root", prev.Release)
+	}
+	if prev.Release != "" {
+		cfg.Release = prev.Release
+	} else if in.ReleaseRoot != "" {
+		a.Logf("node.json names no release root yet: it will name %s (a running daemon moves to it at its next re-exec or start)", in.ReleaseRoot)
+	}
+	for name, p := range prev.Projects {
+		cfg.Projects[name] = p
+	}
+	// What init is not given again it keeps.
+	cfg.SessionLimits, cfg.Sandbox, cfg.ConfinedOnly = prev.SessionLimits, prev.Sandbox, prev.ConfinedOnly
+	a.Logf("%s exists; adding to it", n.Layout.NodeJSON())
+	return nil
+}
+
+// checkInitProject checks one --project and adds it to cfg: its name, its
+// repository (holding that project, D1, and readable), its server's URL,
+// and what node.json already says of it.
+func checkInitProject(ctx context.Context, cfg *messages.NodeConfig, field string, p InitProject) error {
+	if err := messages.ValidateProject(p.Name); err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	if err := messages.ValidateRepository(p.Repository); err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	if got := messages.ProjectOf(p.Repository); got != p.Name {
+		return fmt.Errorf("%s: repository %s holds project %q, not %q (a project is its file's name, D1)", field, p.Repository, got, p.Name)
+	}
+	if err := checkServerURL(p.URL); err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	r, err := fossilio.OpenNode(p.Repository, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	_, err = r.ProjectCode(ctx)
+	r.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	np := messages.NodeProject{Repository: p.Repository, URL: p.URL}
+	if prev, ok := cfg.Projects[p.Name]; ok && prev != np {
+		return fmt.Errorf("%s: node.json has %s as %s at %s", field, p.Name, prev.Repository, prev.URL)
+	}
+	cfg.Projects[p.Name] = np
+	return nil
 }
 
 // checkServerURL accepts http(s)://HOST[:PORT]/ without credentials.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -51,11 +52,7 @@ func (n *Node) listener(ctx context.Context, tool string, in ListenerInput, on b
 	if in.Names == "" {
 		return a.Stop(fmt.Errorf("names: say what to listen to (a thread's post, a ticket's id or a branch)"))
 	}
-	p, err := n.project(key.Project)
-	if err != nil {
-		return a.Stop(fmt.Errorf("workspace: %w", err))
-	}
-	ws, err := n.workspace(key)
+	p, ws, err := n.projectWorkspace(key)
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -74,88 +71,134 @@ func (n *Node) listener(ctx context.Context, tool string, in ListenerInput, on b
 	if err != nil {
 		return a.Stop(fmt.Errorf("workspace %s does not exist on the host (%v); `ocx workspace add` makes it", key, err))
 	}
-	// Where the note goes, and what the listener names, in full.
-	var where ownRecord
-	names := in.Names
+	f := listenerFacts{Key: key, Kind: kind, On: on}
+	if f.Where, f.Names, err = listened(ctx, r, p, b.Home, kind, in); err != nil {
+		return a.Stop(err)
+	}
+	if f.Path, err = listeningPath(ws, kind, f.Names); err != nil {
+		return a.Stop(err)
+	}
+	plan, err := listenerPlan(f, &listenerRun{n: n, r: r, p: p, ws: ws})
+	return executed(ctx, a, plan, err)
+}
+
+// listened says where a listener's note goes and what the listener names,
+// in full: the thread's root post, the ticket's id, or the branch (whose
+// note goes on the session's own record, home unless the input names one).
+func listened(ctx context.Context, r *fossilio.Repo, p project, home string, kind messages.ListenKind, in ListenerInput) (ownRecord, string, error) {
 	switch kind {
 	case messages.ListenThread:
 		info, err := r.Info(ctx, in.Names)
 		if err != nil {
-			return a.Stop(fmt.Errorf("names: %w", err))
+			return ownRecord{}, "", fmt.Errorf("names: %w", err)
 		}
 		if info.Kind != fossilio.KindPost {
-			return a.Stop(fmt.Errorf("names: %s is a %s, not a forum post", info.Hash, info.Kind))
+			return ownRecord{}, "", fmt.Errorf("names: %s is a %s, not a forum post", info.Hash, info.Kind)
 		}
-		names, where = info.Root, ownRecord{Kind: messages.ListenThread, ID: info.Root}
+		return ownRecord{Kind: messages.ListenThread, ID: info.Root}, info.Root, nil
 	case messages.ListenTicket:
 		changes, err := r.TicketChanges(ctx, in.Names)
 		if err != nil || len(changes) == 0 {
-			return a.Stop(fmt.Errorf("names: %q is not a ticket of %s", in.Names, p.Name))
+			return ownRecord{}, "", fmt.Errorf("names: %q is not a ticket of %s", in.Names, p.Name)
 		}
-		names, where = changes[0].Ticket, ownRecord{Kind: messages.ListenTicket, ID: changes[0].Ticket}
-	case messages.ListenBranch:
-		where = ownRecord{Kind: messages.ListenThread, ID: b.Home}
-		if in.Record != "" {
-			if where, err = resolveRecord(ctx, r, in.Record); err != nil {
-				return a.Stop(err)
-			}
-		}
+		return ownRecord{Kind: messages.ListenTicket, ID: changes[0].Ticket}, changes[0].Ticket, nil
 	}
-	l := messages.Listener{Login: key.Login, Project: key.Project, Kind: kind, Names: names}
+	if in.Record == "" {
+		return ownRecord{Kind: messages.ListenThread, ID: home}, in.Names, nil
+	}
+	where, err := resolveRecord(ctx, r, in.Record)
+	return where, in.Names, err
+}
+
+// listenerFacts is what a listener's add or remove read, for listenerPlan.
+type listenerFacts struct {
+	Key   messages.WorkspaceKey
+	Kind  messages.ListenKind
+	Names string    // what is listened to, in full
+	Where ownRecord // where the note goes
+	Path  string    // the listener's file in the listening index
+	On    bool      // add (true) or remove
+}
+
+// listenerEffects are the effects a listener's plan runs.
+type listenerEffects interface {
+	// post writes a note as the workspace's agent login.
+	post(ctx context.Context, where ownRecord, login, text string) (string, error)
+	// received is the receipt of a note on the node.
+	received(ctx context.Context, hash string) (int64, error)
+	// listen writes (on) or removes the listener's file.
+	listen(ctx context.Context, kind messages.ListenKind, names string, after int64, on bool) error
+	backoffice(ctx context.Context, a *Answer)
+}
+
+// listenerPlan is a listener's add or remove (seed 002): the listen or
+// unlisten note, as the workspace's agent login (D10), where it goes; then
+// the listener's file written or removed. An added listener hears what the
+// node receives after its note (D27).
+func listenerPlan(f listenerFacts, fx listenerEffects) (Plan, error) {
+	l := messages.Listener{Login: f.Key.Login, Project: f.Key.Project, Kind: f.Kind, Names: f.Names}
 	var note messages.Note = &messages.ListenNote{Listener: l}
-	verb := "Listening to"
-	if !on {
-		note, verb = &messages.UnlistenNote{Listener: l}, "No longer listening to"
+	verb, file, done := "Listening to", "write", "wrote"
+	if !f.On {
+		note, verb, file, done = &messages.UnlistenNote{Listener: l}, "No longer listening to", "remove", "removed"
 	}
 	block, err := note.Encode()
 	if err != nil {
-		return a.Stop(err)
+		return Plan{}, err
 	}
-	file, err := messages.ListeningFileName(kind, names)
-	if err != nil {
-		return a.Stop(err)
-	}
-	path, err := ws.Listening(file)
-	if err != nil {
-		return a.Stop(err)
-	}
-	text := fmt.Sprintf("%s %s `%s` in workspace `%s`.\n\n%s", verb, kind, names, key, block)
-	if in.DryRun {
-		a.Would("post as %q on %s %s:\n%s", key.Login, where.Kind, where.ID, text)
-		if on {
-			a.Would("write %s", path)
-		} else {
-			a.Would("remove %s", path)
+	text := fmt.Sprintf("%s %s `%s` in workspace `%s`.\n\n%s", verb, f.Kind, f.Names, f.Key, block)
+	var plan Plan
+	var hash string
+	plan.add(fmt.Sprintf("post as %q on %s %s:\n%s", f.Key.Login, f.Where.Kind, f.Where.ID, text), func(ctx context.Context, a *Answer) error {
+		var err error
+		if hash, err = fx.post(ctx, f.Where, f.Key.Login, text); err != nil {
+			return fmt.Errorf("post the %s note: %w", note.NoteKind(), err)
 		}
-		return a
-	}
-	code, err := r.ProjectCode(ctx)
-	if err != nil {
-		return a.Stop(err)
-	}
-	hash, err := n.writer(p, code).WriteNote(ctx, where.note(key.Login, text))
-	if err != nil {
-		return a.Stop(fmt.Errorf("post the %s note: %w", note.NoteKind(), err))
-	}
-	a.Logf("posted the %s note as %q at %s on %s %s", note.NoteKind(), key.Login, hash, where.Kind, where.ID)
-	a.SetResult(hash)
-	defer n.backoffice(ctx, a, p)
-	// The listener hears what the node receives after its note (D27).
-	var after int64
-	if on {
-		info, err := r.Info(ctx, hash)
-		if err != nil {
-			return a.Stop(fmt.Errorf("read the listen note %s back: %w", hash, err))
+		a.Logf("posted the %s note as %q at %s on %s %s", note.NoteKind(), f.Key.Login, hash, f.Where.Kind, f.Where.ID)
+		a.SetResult(hash)
+		return nil
+	})
+	plan.deferred(fx.backoffice)
+	plan.add(file+" "+f.Path, func(ctx context.Context, a *Answer) error {
+		var after int64
+		if f.On {
+			var err error
+			if after, err = fx.received(ctx, hash); err != nil {
+				return fmt.Errorf("read the listen note %s back: %w", hash, err)
+			}
 		}
-		after = info.Rcvid
-	}
-	if err := n.setListening(ctx, ws, kind, names, after, on); err != nil {
-		return a.Stop(err)
-	}
-	if on {
-		a.Logf("wrote %s", path)
-	} else {
-		a.Logf("removed %s", path)
-	}
-	return a
+		if err := fx.listen(ctx, f.Kind, f.Names, after, f.On); err != nil {
+			return err
+		}
+		a.Logf("%s %s", done, f.Path)
+		return nil
+	})
+	return plan, nil
 }
+
+// listenerRun is listenerEffects on this node.
+type listenerRun struct {
+	n  *Node
+	r  *fossilio.Repo
+	p  project
+	ws host.Workspace
+}
+
+func (l *listenerRun) post(ctx context.Context, where ownRecord, login, text string) (string, error) {
+	code, err := l.r.ProjectCode(ctx)
+	if err != nil {
+		return "", err
+	}
+	return l.n.writer(l.p, code).WriteNote(ctx, where.note(login, text))
+}
+
+func (l *listenerRun) received(ctx context.Context, hash string) (int64, error) {
+	info, err := l.r.Info(ctx, hash)
+	return info.Rcvid, err
+}
+
+func (l *listenerRun) listen(ctx context.Context, kind messages.ListenKind, names string, after int64, on bool) error {
+	return l.n.setListening(ctx, l.ws, kind, names, after, on)
+}
+
+func (l *listenerRun) backoffice(ctx context.Context, a *Answer) { l.n.backoffice(ctx, a, l.p) }

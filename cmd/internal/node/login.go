@@ -47,31 +47,153 @@ func (n *Node) LoginAdd(ctx context.Context, login string, dry bool) *Answer {
 			return a.Stop(err)
 		}
 	}
-	if dry {
-		for _, p := range n.projects() {
-			a.Would("provision %q on %s with capabilities %s", login, p.Name, fossilio.AgentCaps)
-		}
-		if !ours {
-			a.Would("keep a fresh password in %s (mode 0600)", pwFile)
-		}
-		return a
+	return a.Stop(execute(ctx, a, loginAddPlan(login, projectNames(n.projects()), pwFile, ours, &loginRun{n: n, pwFile: pwFile})))
+}
+
+// projectNames are the names of projects ps.
+func projectNames(ps []project) []string {
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.Name
 	}
-	root, err := unixhost.OpenRoot(n.Agents)
+	return names
+}
+
+// loginEffects are the effects the login plans run.
+type loginEffects interface {
+	// keepPassword makes the directory the login's password is kept in.
+	keepPassword() error
+	// provision gives the login its account on a project (AgentCaps).
+	provision(ctx context.Context, login, project string) error
+	// withdraw takes every capability from the login on a project.
+	withdraw(ctx context.Context, login, project string) error
+	// rotate gives the login a fresh password on every project, saying
+	// what it did on each, and returns it.
+	rotate(ctx context.Context, a *Answer, login string) (string, error)
+	// remember makes a workspace's clone remember the login's new
+	// password, and says what it did.
+	remember(ctx context.Context, k messages.WorkspaceKey, login, password string) string
+}
+
+// loginAddPlan provisions login on each project, its password kept in
+// pwFile (a fresh one unless ours: the node keeps one already).
+func loginAddPlan(login string, projects []string, pwFile string, ours bool, fx loginEffects) Plan {
+	var plan Plan
+	plan.add("", func(context.Context, *Answer) error { return fx.keepPassword() })
+	for _, name := range projects {
+		plan.add(fmt.Sprintf("provision %q on %s with capabilities %s", login, name, fossilio.AgentCaps), func(ctx context.Context, a *Answer) error {
+			if err := fx.provision(ctx, login, name); err != nil {
+				return fmt.Errorf("provision %q on %s: %w", login, name, err)
+			}
+			a.Logf("provisioned %q on %s with capabilities %s", login, name, fossilio.AgentCaps)
+			return nil
+		})
+	}
+	text := ""
+	if !ours {
+		text = fmt.Sprintf("keep a fresh password in %s (mode 0600)", pwFile)
+	}
+	plan.add(text, func(_ context.Context, a *Answer) error {
+		a.Logf("its password is in %s", pwFile)
+		return nil
+	})
+	return plan
+}
+
+// loginWithdrawPlan takes every capability from login on each project; a
+// project without its account is said and passed over.
+func loginWithdrawPlan(login string, projects []string, fx loginEffects) Plan {
+	var plan Plan
+	for _, name := range projects {
+		plan.add(fmt.Sprintf("take every capability from %q on %s", login, name), func(ctx context.Context, a *Answer) error {
+			err := fx.withdraw(ctx, login, name)
+			if errors.Is(err, fossilio.ErrNoSuchUser) {
+				a.Logf("%q has no account on %s", login, name)
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("withdraw %q on %s: %w", login, name, err)
+			}
+			a.Logf("took every capability from %q on %s", login, name)
+			return nil
+		})
+	}
+	return plan
+}
+
+// loginRotatePlan gives login a fresh password on the projects, kept in
+// pwFile, then makes each of its workspaces' clones remember it.
+func loginRotatePlan(login string, projects int, pwFile string, keys []messages.WorkspaceKey, fx loginEffects) Plan {
+	var plan Plan
+	var password string
+	plan.add(fmt.Sprintf("give %q a fresh password on %d repositories and keep it in %s", login, projects, pwFile), func(ctx context.Context, a *Answer) error {
+		var err error
+		password, err = fx.rotate(ctx, a, login)
+		return err
+	})
+	for _, k := range keys {
+		plan.add(fmt.Sprintf("make the clone of workspace %s remember it, unless its record restricts no_password", k), func(ctx context.Context, a *Answer) error {
+			a.Logf("%s", fx.remember(ctx, k, login, password))
+			return nil
+		})
+	}
+	return plan
+}
+
+// loginRun is loginEffects on this node.
+type loginRun struct {
+	n      *Node
+	pwFile string
+}
+
+func (l *loginRun) keepPassword() error {
+	root, err := unixhost.OpenRoot(l.n.Agents)
 	if err != nil {
-		return a.Stop(err)
+		return err
 	}
 	defer root.Close()
-	if err := root.MkdirAll(filepath.Dir(pwFile), 0o700); err != nil {
-		return a.Stop(err)
+	return root.MkdirAll(filepath.Dir(l.pwFile), 0o700)
+}
+
+func (l *loginRun) provision(ctx context.Context, login, name string) error {
+	p, err := l.n.project(name)
+	if err != nil {
+		return err
 	}
-	for _, p := range n.projects() {
-		if err := n.admin(p).ProvisionAgent(ctx, login, pwFile); err != nil {
-			return a.Stop(fmt.Errorf("provision %q on %s: %w", login, p.Name, err))
+	return l.n.admin(p).ProvisionAgent(ctx, login, l.pwFile)
+}
+
+func (l *loginRun) withdraw(ctx context.Context, login, name string) error {
+	p, err := l.n.project(name)
+	if err != nil {
+		return err
+	}
+	return l.n.admin(p).Withdraw(ctx, login)
+}
+
+func (l *loginRun) rotate(ctx context.Context, a *Answer, login string) (string, error) {
+	var password string
+	var err error
+	for i, p := range l.n.projects() {
+		if i == 0 {
+			password, err = l.n.admin(p).RotatePassword(ctx, login, l.pwFile)
+		} else {
+			err = l.n.admin(p).SetPassword(ctx, login, password)
 		}
-		a.Logf("provisioned %q on %s with capabilities %s", login, p.Name, fossilio.AgentCaps)
+		if errors.Is(err, fossilio.ErrNoSuchUser) {
+			a.Logf("%q has no account on %s", login, p.Name)
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("rotate the password of %q on %s: %w", login, p.Name, err)
+		}
+		a.Logf("gave %q a fresh password on %s", login, p.Name)
 	}
-	a.Logf("its password is in %s", pwFile)
-	return a
+	return password, nil
+}
+
+func (l *loginRun) remember(ctx context.Context, k messages.WorkspaceKey, login, password string) string {
+	return l.n.rememberRotated(ctx, k, login, password)
 }
 
 // LoginWithdraw takes every capability from an agent login on each
@@ -97,22 +219,7 @@ func (n *Node) LoginWithdraw(ctx context.Context, login string, dry bool) *Answe
 			return a.Stop(err)
 		}
 	}
-	for _, p := range n.projects() {
-		if dry {
-			a.Would("take every capability from %q on %s", login, p.Name)
-			continue
-		}
-		err := n.admin(p).Withdraw(ctx, login)
-		if errors.Is(err, fossilio.ErrNoSuchUser) {
-			a.Logf("%q has no account on %s", login, p.Name)
-			continue
-		}
-		if err != nil {
-			return a.Stop(fmt.Errorf("withdraw %q on %s: %w", login, p.Name, err))
-		}
-		a.Logf("took every capability from %q on %s", login, p.Name)
-	}
-	return a
+	return a.Stop(execute(ctx, a, loginWithdrawPlan(login, projectNames(n.projects()), &loginRun{n: n})))
 }
 
 // LoginRotate gives an agent login a fresh password on each repository,
@@ -129,34 +236,7 @@ func (n *Node) LoginRotate(ctx context.Context, login string, dry bool) *Answer 
 	if err != nil {
 		return a.Stop(err)
 	}
-	projects := n.projects()
-	if dry {
-		a.Would("give %q a fresh password on %d repositories and keep it in %s", login, len(projects), pwFile)
-		for _, k := range keys {
-			a.Would("make the clone of workspace %s remember it, unless its record restricts no_password", k)
-		}
-		return a
-	}
-	var password string
-	for i, p := range projects {
-		if i == 0 {
-			password, err = n.admin(p).RotatePassword(ctx, login, pwFile)
-		} else {
-			err = n.admin(p).SetPassword(ctx, login, password)
-		}
-		if errors.Is(err, fossilio.ErrNoSuchUser) {
-			a.Logf("%q has no account on %s", login, p.Name)
-			continue
-		}
-		if err != nil {
-			return a.Stop(fmt.Errorf("rotate the password of %q on %s: %w", login, p.Name, err))
-		}
-		a.Logf("gave %q a fresh password on %s", login, p.Name)
-	}
-	for _, k := range keys {
-		a.Logf("%s", n.rememberRotated(ctx, k, login, password))
-	}
-	return a
+	return a.Stop(execute(ctx, a, loginRotatePlan(login, len(n.projects()), pwFile, keys, &loginRun{n: n, pwFile: pwFile})))
 }
 
 // rememberRotated makes the clone of workspace k remember login's new

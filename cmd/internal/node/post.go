@@ -87,31 +87,36 @@ func (n *Node) Ticket(ctx context.Context, in PostInput) *Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
-	if in.DryRun {
-		a.Would("open a ticket %q on %s as %q", in.Title, p.Name, n.Caller.Login)
-		return a
-	}
+	var plan Plan
+	plan.add(fmt.Sprintf("open a ticket %q on %s as %q", in.Title, p.Name, n.Caller.Login), func(ctx context.Context, a *Answer) error {
+		code, err := n.projectCode(ctx, p)
+		if err != nil {
+			return err
+		}
+		c := &fossilio.Client{URL: p.URL, Login: n.Caller.Login, Password: n.Caller.Password, Cookie: n.Caller.Cookie, ProjectCode: code, Now: n.Now}
+		hash, id, err := c.NewTicket(ctx,
+			fossilio.Field{Name: "title", Value: in.Title}, fossilio.Field{Name: "status", Value: "Open"},
+			fossilio.Field{Name: "type", Value: "Code_Defect"}, fossilio.Field{Name: "icomment", Value: in.Text},
+			fossilio.Field{Name: "mimetype", Value: fossilio.MarkdownMimetype})
+		if err != nil {
+			return fmt.Errorf("open the ticket: %w", err)
+		}
+		a.Logf("opened ticket %s on %s as %q (change %s)", id, p.Name, n.Caller.Login, hash)
+		a.SetResult(id)
+		n.backoffice(ctx, a, p)
+		return nil
+	})
+	return a.Stop(execute(ctx, a, plan))
+}
+
+// projectCode reads project p's code from the node's repository.
+func (n *Node) projectCode(ctx context.Context, p project) (string, error) {
 	r, err := n.openRepo(p)
 	if err != nil {
-		return a.Stop(err)
+		return "", err
 	}
-	code, err := r.ProjectCode(ctx)
-	r.Close()
-	if err != nil {
-		return a.Stop(err)
-	}
-	c := &fossilio.Client{URL: p.URL, Login: n.Caller.Login, Password: n.Caller.Password, Cookie: n.Caller.Cookie, ProjectCode: code, Now: n.Now}
-	hash, id, err := c.NewTicket(ctx,
-		fossilio.Field{Name: "title", Value: in.Title}, fossilio.Field{Name: "status", Value: "Open"},
-		fossilio.Field{Name: "type", Value: "Code_Defect"}, fossilio.Field{Name: "icomment", Value: in.Text},
-		fossilio.Field{Name: "mimetype", Value: fossilio.MarkdownMimetype})
-	if err != nil {
-		return a.Stop(fmt.Errorf("open the ticket: %w", err))
-	}
-	a.Logf("opened ticket %s on %s as %q (change %s)", id, p.Name, n.Caller.Login, hash)
-	a.SetResult(id)
-	n.backoffice(ctx, a, p)
-	return a
+	defer r.Close()
+	return r.ProjectCode(ctx)
 }
 
 // write posts one note as the caller where plan says.
@@ -132,20 +137,20 @@ func (n *Node) write(ctx context.Context, a *Answer, in PostInput, plan func(*fo
 	if err != nil {
 		return a.Stop(err)
 	}
-	if in.DryRun {
-		a.Would("post %s on %s as %q", what, p.Name, n.Caller.Login)
-		return a
-	}
-	code, err := r.ProjectCode(ctx)
-	if err != nil {
-		return a.Stop(err)
-	}
-	hash, err := n.writer(p, code).WriteNote(ctx, note)
-	if err != nil {
-		return a.Stop(fmt.Errorf("post %s: %w", what, err))
-	}
-	a.Logf("posted %s on %s as %q: %s", what, p.Name, n.Caller.Login, hash)
-	a.SetResult(hash)
-	n.backoffice(ctx, a, p)
-	return a
+	var steps Plan
+	steps.add(fmt.Sprintf("post %s on %s as %q", what, p.Name, n.Caller.Login), func(ctx context.Context, a *Answer) error {
+		code, err := r.ProjectCode(ctx)
+		if err != nil {
+			return err
+		}
+		hash, err := n.writer(p, code).WriteNote(ctx, note)
+		if err != nil {
+			return fmt.Errorf("post %s: %w", what, err)
+		}
+		a.Logf("posted %s on %s as %q: %s", what, p.Name, n.Caller.Login, hash)
+		a.SetResult(hash)
+		n.backoffice(ctx, a, p)
+		return nil
+	})
+	return a.Stop(execute(ctx, a, steps))
 }

@@ -40,6 +40,19 @@ func workspaces(ctx context.Context, idx *record.Index) (map[messages.WorkspaceK
 	return out, nil
 }
 
+// sortedKeys are the keys of defs that keep lets through (all when keep
+// is nil), sorted.
+func sortedKeys(defs map[messages.WorkspaceKey]*Workspace, keep func(messages.WorkspaceKey) bool) []messages.WorkspaceKey {
+	var keys []messages.WorkspaceKey
+	for k := range defs {
+		if keep == nil || keep(k) {
+			keys = append(keys, k)
+		}
+	}
+	sortKeys(keys)
+	return keys
+}
+
 // listeners returns the listeners the record states: each whose latest note
 // its agent login sent is a listen note, in the order first stated.
 func listeners(ctx context.Context, idx *record.Index) ([]messages.Listener, error) {

@@ -175,115 +175,143 @@ func (n *Node) SessionRestart(ctx context.Context, in SessionRestartInput) *Answ
 	if err != nil {
 		return a.Stop(err)
 	}
-	projects := n.projects()
-	if in.Project != "" {
-		p, err := n.project(in.Project)
-		if err != nil {
-			return a.Stop(fmt.Errorf("project: %w", err))
-		}
-		projects = []project{p}
-	}
-	var only map[messages.WorkspaceKey]string
-	if in.Only != nil {
-		only = map[messages.WorkspaceKey]string{}
-		for _, pick := range in.Only {
-			k, err := messages.ParseWorkspaceKey(pick.Workspace)
-			if err != nil {
-				return a.Stop(fmt.Errorf("the list: %w", err))
-			}
-			if err := messages.ValidateHash(pick.Start); err != nil {
-				return a.Stop(fmt.Errorf("the list: the start of %s: %w", k, err))
-			}
-			only[k] = pick.Start
-		}
+	projects, only, err := n.restartScope(in)
+	if err != nil {
+		return a.Stop(err)
 	}
 	if err := n.requireCaller(); err != nil {
 		return a.Stop(err)
 	}
-	boot, err := unixhost.BootTime()
-	if err != nil {
+	rs := &restartScan{only: only, release: release, codes: map[string]string{}}
+	if rs.boot, err = unixhost.BootTime(); err != nil {
 		a.Logf("%v: a start without an end note counts as in flight", err)
 	}
-	tab, err := n.scan()
-	if err != nil {
+	if rs.tab, err = n.scan(); err != nil {
 		return a.Stop(err)
 	}
-	var plans []restartPlan
-	codes := map[string]string{}
 	for _, p := range projects {
-		r, err := n.openRepo(p)
+		r, err := n.privilegedRepo(ctx, p)
 		if err != nil {
 			return a.Stop(err)
 		}
 		defer r.Close()
-		if err := n.requirePrivileged(ctx, r, p); err != nil {
+		if err := n.restartProject(ctx, a, rs, r, p); err != nil {
 			return a.Stop(err)
-		}
-		idx := n.index(r)
-		defs, err := workspaces(ctx, idx)
-		if err != nil {
-			return a.Stop(err)
-		}
-		var keys []messages.WorkspaceKey
-		for k := range defs {
-			if _, picked := only[k]; only == nil || picked {
-				keys = append(keys, k)
-			}
-		}
-		sortKeys(keys)
-		for _, k := range keys {
-			start, ok, err := idx.LatestStart(ctx, k)
-			if err != nil {
-				return a.Stop(err)
-			}
-			if !ok {
-				if only != nil {
-					a.Sessions = append(a.Sessions, SessionOutcome{Workspace: k.String(), Start: only[k], Outcome: OutcomeLeftAlone, Why: "its record shows no start any more"})
-				}
-				continue
-			}
-			plan, facts, err := n.restartFacts(ctx, r, idx, tab, p, defs[k], start)
-			if err != nil {
-				return a.Stop(err)
-			}
-			facts.Boot, facts.Shown = boot, only[k]
-			out := SessionOutcome{Workspace: k.String(), Record: start.Record, Start: start.Hash}
-			restart, why := decideRestart(facts)
-			out.Why = why
-			if !restart {
-				out.Outcome = OutcomeLeftAlone
-				a.Sessions = append(a.Sessions, out)
-				continue
-			}
-			out.Outcome, out.Release = OutcomeWouldRestart, release
-			plan.launch.Release = release
-			plan.out = len(a.Sessions)
-			a.Sessions = append(a.Sessions, out)
-			plans = append(plans, plan)
-			if codes[p.Name] == "" {
-				if codes[p.Name], err = r.ProjectCode(ctx); err != nil {
-					return a.Stop(err)
-				}
-			}
 		}
 	}
-	if in.DryRun || len(plans) == 0 {
-		for _, o := range a.Sessions {
-			a.Logf("%s", o)
-		}
-		if len(a.Sessions) == 0 {
-			a.Logf("no workspace's record shows a start of a session")
-		}
-		if in.DryRun && len(plans) > 0 {
-			picks := make([]string, len(plans))
-			for i, pl := range plans {
-				picks[i] = a.Sessions[pl.out].Pick().String()
-			}
-			a.Logf("to restart exactly these: ocx session restart --release %s --only %s", release, strings.Join(picks, ","))
-		}
+	if in.DryRun || len(rs.plans) == 0 {
+		restartListed(a, rs.plans, release)
 		return a
 	}
-	return a.Stop(n.restart(ctx, a, plans, codes))
+	return a.Stop(n.restart(ctx, a, rs.plans, rs.codes))
+}
+
+// restartScope is the projects a restart looks at and, for a confirming
+// restart, the start its list showed of each workspace (nil: every one).
+func (n *Node) restartScope(in SessionRestartInput) ([]project, map[messages.WorkspaceKey]string, error) {
+	projects := n.projects()
+	if in.Project != "" {
+		p, err := n.project(in.Project)
+		if err != nil {
+			return nil, nil, fmt.Errorf("project: %w", err)
+		}
+		projects = []project{p}
+	}
+	if in.Only == nil {
+		return projects, nil, nil
+	}
+	only := map[messages.WorkspaceKey]string{}
+	for _, pick := range in.Only {
+		k, err := messages.ParseWorkspaceKey(pick.Workspace)
+		if err != nil {
+			return nil, nil, fmt.Errorf("the list: %w", err)
+		}
+		if err := messages.ValidateHash(pick.Start); err != nil {
+			return nil, nil, fmt.Errorf("the list: the start of %s: %w", k, err)
+		}
+		only[k] = pick.Start
+	}
+	return projects, only, nil
+}
+
+// restartScan is what a restart gathers over the projects: the sessions it
+// launches again, and each project's code for the launch notes.
+type restartScan struct {
+	only    map[messages.WorkspaceKey]string
+	release string
+	boot    time.Time
+	tab     host.Table
+	plans   []restartPlan
+	codes   map[string]string
+}
+
+// restartProject decides, for each workspace of project p whose record
+// shows a start, whether the restart launches it again (decideRestart),
+// adding each to the answer's sessions and each launch to rs.plans.
+func (n *Node) restartProject(ctx context.Context, a *Answer, rs *restartScan, r *fossilio.Repo, p project) error {
+	idx := n.index(r)
+	defs, err := workspaces(ctx, idx)
+	if err != nil {
+		return err
+	}
+	picked := func(k messages.WorkspaceKey) bool {
+		_, ok := rs.only[k]
+		return rs.only == nil || ok
+	}
+	for _, k := range sortedKeys(defs, picked) {
+		start, ok, err := idx.LatestStart(ctx, k)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if rs.only != nil {
+				a.Sessions = append(a.Sessions, SessionOutcome{Workspace: k.String(), Start: rs.only[k], Outcome: OutcomeLeftAlone, Why: "its record shows no start any more"})
+			}
+			continue
+		}
+		plan, facts, err := n.restartFacts(ctx, r, idx, rs.tab, p, defs[k], start)
+		if err != nil {
+			return err
+		}
+		facts.Boot, facts.Shown = rs.boot, rs.only[k]
+		out := SessionOutcome{Workspace: k.String(), Record: start.Record, Start: start.Hash}
+		restart, why := decideRestart(facts)
+		out.Why = why
+		if !restart {
+			out.Outcome = OutcomeLeftAlone
+			a.Sessions = append(a.Sessions, out)
+			continue
+		}
+		out.Outcome, out.Release = OutcomeWouldRestart, rs.release
+		plan.launch.Release = rs.release
+		plan.out = len(a.Sessions)
+		a.Sessions = append(a.Sessions, out)
+		rs.plans = append(rs.plans, plan)
+		if rs.codes[p.Name] == "" {
+			if rs.codes[p.Name], err = r.ProjectCode(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// restartListed logs what a dry run (or a restart with nothing to launch)
+// found: each session and why, and the command restarting exactly these.
+func restartListed(a *Answer, plans []restartPlan, release string) {
+	for _, o := range a.Sessions {
+		a.Logf("%s", o)
+	}
+	if len(a.Sessions) == 0 {
+		a.Logf("no workspace's record shows a start of a session")
+	}
+	if a.DryRun && len(plans) > 0 {
+		picks := make([]string, len(plans))
+		for i, pl := range plans {
+			picks[i] = a.Sessions[pl.out].Pick().String()
+		}
+		a.Logf("to restart exactly these: ocx session restart --release %s --only %s", release, strings.Join(picks, ","))
+	}
 }
 
 // restartFacts reads what decideRestart needs of workspace w, whose latest
@@ -344,47 +372,9 @@ func (n *Node) restartFacts(ctx context.Context, r *fossilio.Repo, idx *record.I
 // the daemon and waits, at most the node's outcome wait, for each one's
 // outcome; it fails when one started no session.
 func (n *Node) restart(ctx context.Context, a *Answer, plans []restartPlan, codes map[string]string) error {
-	var lines []messages.PipeLine
-	written := map[string]project{}
-	type pending struct {
-		plan restartPlan
-		idx  *record.Index
-	}
-	var waiting []pending
-	fail := func(pl restartPlan, why string) {
-		o := &a.Sessions[pl.out]
-		o.Outcome, o.Why = OutcomeNotRestarted, why
-	}
-	for _, pl := range plans {
-		o := &a.Sessions[pl.out]
-		block, err := pl.launch.Encode()
-		if err != nil {
-			return err
-		}
-		text := fmt.Sprintf("Restart of the session %s in workspace `%s` (%s), on release %s.\n\n%s", short(pl.launch.Session), pl.key, o.Why, pl.launch.Release, block)
-		hash, err := n.writer(pl.p, codes[pl.p.Name]).WriteNote(ctx, pl.own.note(n.Caller.Login, text))
-		if err != nil {
-			fail(pl, fmt.Sprintf("the launch note could not be posted: %v", err))
-			continue
-		}
-		o.Launch = hash
-		written[pl.p.Name] = pl.p
-		a.Logf("posted the launch note of %s as %q at %s on %s %s", pl.key, n.Caller.Login, hash, pl.own.Kind, pl.own.ID)
-		paths, err := n.workspace(pl.key)
-		if err == nil {
-			err = n.setListening(ctx, paths, pl.own.Kind, pl.own.ID, 0, true)
-		}
-		if err != nil {
-			fail(pl, fmt.Sprintf("its launch note %s is posted, but its listening index could not be written: %v", hash, err))
-			continue
-		}
-		info, err := pl.r.Info(ctx, hash)
-		if err != nil {
-			fail(pl, fmt.Sprintf("its launch note %s does not read back: %v", hash, err))
-			continue
-		}
-		lines = append(lines, messages.PostLine{Repository: pl.p.Repository, Hash: hash})
-		waiting = append(waiting, pending{plan: pl, idx: record.NewIndexAfter(pl.r, n.Config.User, info.Rcvid-1)})
+	waiting, lines, written, err := n.writeLaunches(ctx, a, plans, codes)
+	if err != nil {
+		return err
 	}
 	var handErr error
 	if len(lines) > 0 {
@@ -395,17 +385,91 @@ func (n *Node) restart(ctx context.Context, a *Answer, plans []restartPlan, code
 	}
 	if handErr != nil {
 		for _, w := range waiting {
-			fail(w.plan, fmt.Sprintf("its launch note %s is posted, but could not be handed to the daemon: %v", a.Sessions[w.plan.out].Launch, handErr))
+			failRestart(a, w.plan, fmt.Sprintf("its launch note %s is posted, but could not be handed to the daemon: %v", a.Sessions[w.plan.out].Launch, handErr))
 		}
 		waiting = nil
 	}
+	if err := n.awaitRestarts(ctx, a, waiting); err != nil {
+		return err
+	}
+	var failed []string
+	for _, o := range a.Sessions {
+		a.Logf("%s", o)
+		if o.Outcome == OutcomeNotRestarted {
+			failed = append(failed, o.Workspace)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d sessions to restart did not start again: %s", len(failed), len(plans), strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// pendingRestart is a launch a restart wrote and awaits, with the index
+// of what the node received from it on.
+type pendingRestart struct {
+	plan restartPlan
+	idx  *record.Index
+}
+
+// failRestart marks a session of the answer not restarted, saying why.
+func failRestart(a *Answer, pl restartPlan, why string) {
+	o := &a.Sessions[pl.out]
+	o.Outcome, o.Why = OutcomeNotRestarted, why
+}
+
+// writeLaunches posts each plan's launch note and writes its listening
+// index; it returns the launches to await, the lines handing them to the
+// daemon, and the projects written to. A launch note that does not encode
+// stops the restart.
+func (n *Node) writeLaunches(ctx context.Context, a *Answer, plans []restartPlan, codes map[string]string) ([]pendingRestart, []messages.PipeLine, map[string]project, error) {
+	var lines []messages.PipeLine
+	written := map[string]project{}
+	var waiting []pendingRestart
+	for _, pl := range plans {
+		o := &a.Sessions[pl.out]
+		block, err := pl.launch.Encode()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		text := fmt.Sprintf("Restart of the session %s in workspace `%s` (%s), on release %s.\n\n%s", short(pl.launch.Session), pl.key, o.Why, pl.launch.Release, block)
+		hash, err := n.writer(pl.p, codes[pl.p.Name]).WriteNote(ctx, pl.own.note(n.Caller.Login, text))
+		if err != nil {
+			failRestart(a, pl, fmt.Sprintf("the launch note could not be posted: %v", err))
+			continue
+		}
+		o.Launch = hash
+		written[pl.p.Name] = pl.p
+		a.Logf("posted the launch note of %s as %q at %s on %s %s", pl.key, n.Caller.Login, hash, pl.own.Kind, pl.own.ID)
+		paths, err := n.workspace(pl.key)
+		if err == nil {
+			err = n.setListening(ctx, paths, pl.own.Kind, pl.own.ID, 0, true)
+		}
+		if err != nil {
+			failRestart(a, pl, fmt.Sprintf("its launch note %s is posted, but its listening index could not be written: %v", hash, err))
+			continue
+		}
+		info, err := pl.r.Info(ctx, hash)
+		if err != nil {
+			failRestart(a, pl, fmt.Sprintf("its launch note %s does not read back: %v", hash, err))
+			continue
+		}
+		lines = append(lines, messages.PostLine{Repository: pl.p.Repository, Hash: hash})
+		waiting = append(waiting, pendingRestart{plan: pl, idx: record.NewIndexAfter(pl.r, n.Config.User, info.Rcvid-1)})
+	}
+	return waiting, lines, written, nil
+}
+
+// awaitRestarts waits, at most the node's outcome wait, for the outcome of
+// each launch, marking each session restarted or not.
+func (n *Node) awaitRestarts(ctx context.Context, a *Answer, waiting []pendingRestart) error {
 	deadline := time.Now().Add(n.outcomeWait)
 	for len(waiting) > 0 {
 		tab, err := n.scan()
 		if err != nil {
 			return err
 		}
-		var still []pending
+		var still []pendingRestart
 		for _, w := range waiting {
 			o := &a.Sessions[w.plan.out]
 			got, err := outcomeOf(ctx, w.idx, tab, w.plan.key, o.Launch)
@@ -417,36 +481,25 @@ func (n *Node) restart(ctx context.Context, a *Answer, plans []restartPlan, code
 				o.Outcome = OutcomeRestarted
 				o.Why += fmt.Sprintf("; the daemon started it again: pid %d", got.Started.ID.PID)
 			case got.decided():
-				fail(w.plan, got.err().Error())
+				failRestart(a, w.plan, got.err().Error())
 			default:
 				still = append(still, w)
 			}
 		}
-		waiting = still
-		if len(waiting) == 0 {
-			break
+		if waiting = still; len(waiting) == 0 {
+			return nil
 		}
 		if time.Now().After(deadline) {
 			for _, w := range waiting {
-				fail(w.plan, fmt.Sprintf("no outcome of its launch %s within %s: no session process in the table and no refusal or end note; see `ocx status` and %s", a.Sessions[w.plan.out].Launch, n.outcomeWait, n.Layout.Log()))
+				failRestart(a, w.plan, fmt.Sprintf("no outcome of its launch %s within %s: no session process in the table and no refusal or end note; see `ocx status` and %s", a.Sessions[w.plan.out].Launch, n.outcomeWait, n.Layout.Log()))
 			}
-			break
+			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
-	}
-	var failed []string
-	for _, o := range a.Sessions {
-		a.Logf("%s", o)
-		if o.Outcome == OutcomeNotRestarted {
-			failed = append(failed, o.Workspace)
-		}
-	}
-	if len(failed) > 0 {
-		return fmt.Errorf("%d of %d sessions to restart did not start again: %s", len(failed), len(plans), strings.Join(failed, ", "))
 	}
 	return nil
 }

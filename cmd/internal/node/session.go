@@ -109,6 +109,43 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 	if err != nil {
 		return a.Stop(fmt.Errorf("workspace: %w", err))
 	}
+	def, err := startDefinition(in)
+	if err != nil {
+		return a.Stop(err)
+	}
+	release, err := n.startRelease(in.Release, def)
+	if err != nil {
+		return a.Stop(err)
+	}
+	p, ws, err := n.projectWorkspace(key)
+	if err != nil {
+		return a.Stop(err)
+	}
+	if err := onHost(ws); err != nil {
+		if made, err := n.addForStart(ctx, a, key, in, err); !made {
+			return a.Stop(err)
+		}
+	}
+	r, err := n.privilegedRepo(ctx, p)
+	if err != nil {
+		return a.Stop(err)
+	}
+	defer r.Close()
+	f, err := n.startFacts(ctx, a, r, p, ws, key, def, in.Record)
+	if err != nil {
+		return a.Stop(err)
+	}
+	f.Release = release
+	code, err := r.ProjectCode(ctx)
+	if err != nil {
+		return a.Stop(err)
+	}
+	run := &startRun{n: n, r: r, p: p, code: code, ws: ws, key: key, held: f.Held, own: f.Own}
+	return a.Stop(execute(ctx, a, startPlan(f, run)))
+}
+
+// startDefinition is the session definition a start posts, checked.
+func startDefinition(in SessionStartInput) (*messages.SessionDefinition, error) {
 	def := &messages.SessionDefinition{
 		Kind: messages.SessionKind(in.Kind), Command: in.Command, Runner: in.Runner, Model: in.Model,
 		Lifetime: messages.Lifetime(in.Lifetime), Hears: in.Hears, Checkins: in.Checkins,
@@ -117,156 +154,235 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 		def.Limits = &messages.SessionLimits{Wall: in.Wall, Tokens: in.Tokens}
 	}
 	if _, err := def.Encode(); err != nil {
-		return a.Stop(err)
+		return nil, err
 	}
-	release, err := n.launchRelease(in.Release)
-	if err != nil {
-		return a.Stop(err)
+	return def, nil
+}
+
+// startRelease is the release a start names; an llm session's runner must
+// be offered by it (E9: refused before anything is written).
+func (n *Node) startRelease(in string, def *messages.SessionDefinition) (string, error) {
+	release, err := n.launchRelease(in)
+	if err != nil || def.Kind != messages.LLM {
+		return release, err
 	}
-	if def.Kind == messages.LLM {
-		dir := n.Release
-		if release == messages.ReleasePrevious {
-			dir = filepath.Join(n.Config.Release, messages.ReleasePrevious)
-		}
-		if err := requireOffered(dir, def.Runner); err != nil {
-			return a.Stop(err) // E9: refused before anything is written
-		}
+	dir := n.Release
+	if release == messages.ReleasePrevious {
+		dir = filepath.Join(n.Config.Release, messages.ReleasePrevious)
 	}
+	return release, requireOffered(dir, def.Runner)
+}
+
+// projectWorkspace is workspace key's project and its paths on the host.
+func (n *Node) projectWorkspace(key messages.WorkspaceKey) (project, host.Workspace, error) {
 	p, err := n.project(key.Project)
 	if err != nil {
-		return a.Stop(fmt.Errorf("workspace: %w", err))
+		return project{}, host.Workspace{}, fmt.Errorf("workspace: %w", err)
 	}
 	ws, err := n.workspace(key)
-	if err != nil {
-		return a.Stop(err)
+	return p, ws, err
+}
+
+// addForStart makes the project workspace a start needs when it is not on
+// the host (seed 000 migration row 1, D57), as `workspace add` makes it:
+// its definition, the template's sandbox, on a thread of its own. made
+// says the start goes on; a dry run stops after saying what add would do,
+// with a nil error when add would make it.
+func (n *Node) addForStart(ctx context.Context, a *Answer, key messages.WorkspaceKey, in SessionStartInput, missing error) (made bool, err error) {
+	branch := in.Branch
+	if branch == "" {
+		branch = DefaultStartBranch
 	}
-	if err := onHost(ws); err != nil {
-		// Seed 000 migration row 1 (D57): starting a session makes the
-		// project workspace when there is none, as `workspace add` makes
-		// it: its definition, the template's sandbox, on a thread of its own.
-		branch := in.Branch
-		if branch == "" {
-			branch = DefaultStartBranch
-		}
-		if in.DryRun {
-			a.Would("make workspace %s first, as `ocx workspace add --login %s --project %s --branch %s` does: it is not on the host (%v); the start is checked once it is made", key, key.Login, key.Project, branch, err)
-			add := n.WorkspaceAdd(ctx, WorkspaceAddInput{Login: key.Login, Project: key.Project, Branch: branch, DryRun: true})
-			for _, l := range add.Log {
-				a.Logf("workspace add: %s", l)
-			}
-			if !add.OK() {
-				return a.Stop(fmt.Errorf("workspace %s does not exist on the host (%v), and `workspace add` would refuse it: %s", key, err, *add.Stopped))
-			}
-			return a
-		}
-		a.Logf("workspace %s is not on the host (%v): making it, as `ocx workspace add --login %s --project %s --branch %s` does", key, err, key.Login, key.Project, branch)
-		add := n.WorkspaceAdd(ctx, WorkspaceAddInput{Login: key.Login, Project: key.Project, Branch: branch})
-		for _, l := range add.Log {
-			a.Logf("workspace add: %s", l)
-		}
-		if !add.OK() {
-			return a.Stop(fmt.Errorf("workspace %s does not exist on the host (%v), and `workspace add` refused to make it: %s", key, err, *add.Stopped))
-		}
+	if in.DryRun {
+		a.Would("make workspace %s first, as `ocx workspace add --login %s --project %s --branch %s` does: it is not on the host (%v); the start is checked once it is made", key, key.Login, key.Project, branch, missing)
+	} else {
+		a.Logf("workspace %s is not on the host (%v): making it, as `ocx workspace add --login %s --project %s --branch %s` does", key, missing, key.Login, key.Project, branch)
 	}
-	if err := n.requireCaller(); err != nil {
-		return a.Stop(err)
+	add := n.WorkspaceAdd(ctx, WorkspaceAddInput{Login: key.Login, Project: key.Project, Branch: branch, DryRun: in.DryRun})
+	for _, l := range add.Log {
+		a.Logf("workspace add: %s", l)
 	}
-	r, err := n.openRepo(p)
-	if err != nil {
-		return a.Stop(err)
+	switch {
+	case !add.OK() && in.DryRun:
+		return false, fmt.Errorf("workspace %s does not exist on the host (%v), and `workspace add` would refuse it: %s", key, missing, *add.Stopped)
+	case !add.OK():
+		return false, fmt.Errorf("workspace %s does not exist on the host (%v), and `workspace add` refused to make it: %s", key, missing, *add.Stopped)
 	}
-	defer r.Close()
+	return !in.DryRun, nil
+}
+
+// startFacts is what a start read of the record and the host, for
+// startPlan.
+type startFacts struct {
+	Key     messages.WorkspaceKey
+	Caller  string
+	Release string
+	// Workspace is the workspace definition's hash the launch names.
+	Workspace string
+	Own       ownRecord
+	// DefText is the session definition's post.
+	DefText    string
+	ListenPath string
+	Repository string
+	// Held is the session the daemon runs in the workspace now, which a
+	// second start stops first (D33); nil when none.
+	Held     *daemonSession
+	StopWait time.Duration
+}
+
+// startFacts reads what a start needs of the record and the host, and
+// refuses what the record refuses, before anything is written.
+func (n *Node) startFacts(ctx context.Context, a *Answer, r *fossilio.Repo, p project, ws host.Workspace, key messages.WorkspaceKey, def *messages.SessionDefinition, record string) (startFacts, error) {
+	f := startFacts{Key: key, Caller: n.Caller.Login, Repository: p.Repository, StopWait: n.stopWait}
 	b, err := n.boundWorkspace(ctx, r, ws)
 	if err != nil {
-		return a.Stop(fmt.Errorf("workspace %s does not exist on the host (%v); `ocx workspace add` makes it", key, err))
-	}
-	if err := n.requirePrivileged(ctx, r, p); err != nil {
-		return a.Stop(err)
+		return f, fmt.Errorf("workspace %s does not exist on the host (%v); `ocx workspace add` makes it", key, err)
 	}
 	if _, err := r.Info(ctx, b.Workspace); err != nil {
-		return a.Stop(fmt.Errorf("workspace %s: its definition %s is not on the record: %v", key, b.Workspace, err))
+		return f, fmt.Errorf("workspace %s: its definition %s is not on the record: %v", key, b.Workspace, err)
 	}
+	f.Workspace = b.Workspace
 	// Whom it hears is written out on the record (protocol v1 E8): by
 	// default, every user holding admin or setup now.
 	if def.Hears == nil {
 		if def.Hears, err = listening.ResolveHears(ctx, r, nil); err != nil {
-			return a.Stop(err)
+			return f, err
 		}
 		a.Logf("the session hears every user holding admin or setup now: %s", strings.Join(def.Hears, ", "))
 	}
 	defBlock, err := def.Encode()
 	if err != nil {
-		return a.Stop(err)
+		return f, err
 	}
-	own := ownRecord{Kind: messages.ListenThread, ID: b.Home}
-	if in.Record != "" {
-		if own, err = resolveRecord(ctx, r, in.Record); err != nil {
-			return a.Stop(err)
+	f.DefText = fmt.Sprintf("Session of workspace `%s`: %s.\n\n%s", key, def, defBlock)
+	f.Own = ownRecord{Kind: messages.ListenThread, ID: b.Home}
+	if record != "" {
+		if f.Own, err = resolveRecord(ctx, r, record); err != nil {
+			return f, err
 		}
 	}
-	code, err := r.ProjectCode(ctx)
-	if err != nil {
-		return a.Stop(err)
-	}
-	listenFile, err := messages.ListeningFileName(own.Kind, own.ID)
-	if err != nil {
-		return a.Stop(err)
-	}
-	listenPath, err := ws.Listening(listenFile)
-	if err != nil {
-		return a.Stop(err)
+	if f.ListenPath, err = listeningPath(ws, f.Own.Kind, f.Own.ID); err != nil {
+		return f, err
 	}
 	// A second start restarts (seed 002, D33): a session the daemon runs
 	// in the workspace is stopped first and its end awaited; one at a
 	// terminal is never stopped this way, and refuses the start.
-	held, err := n.holder(key)
+	f.Held, err = n.holder(key)
+	return f, err
+}
+
+// listeningPath is where the listening index keeps a listener's file.
+func listeningPath(ws host.Workspace, kind messages.ListenKind, names string) (string, error) {
+	file, err := messages.ListeningFileName(kind, names)
 	if err != nil {
-		return a.Stop(err)
+		return "", err
 	}
-	defText := fmt.Sprintf("Session of workspace `%s`: %s.\n\n%s", key, def, defBlock)
-	if in.DryRun {
-		if held != nil {
-			a.Would("hand `%s` to the daemon, which runs the session of launch %s in %s (%s), and wait at most %s for its end note", messages.StopLine{Login: key.Login, Project: key.Project}, held.Launch, key, held, n.stopWait)
+	return ws.Listening(file)
+}
+
+// startEffects are the effects a start's plan runs, on the record, the
+// host and the daemon.
+type startEffects interface {
+	// stopHeld stops the session the daemon runs and awaits its end.
+	stopHeld(ctx context.Context, a *Answer) error
+	// regrant gives a v1 record's user its capabilities back (D35).
+	regrant(ctx context.Context, a *Answer) error
+	// post writes a note as the caller on the session's own record.
+	post(ctx context.Context, text string) (string, error)
+	// listen writes the own record into the listening index.
+	listen(ctx context.Context) error
+	// hand gives the daemon a line, then runs the backoffice.
+	hand(ctx context.Context, a *Answer, line messages.PipeLine) error
+	// awaitOutcome waits for what the daemon made of a launch.
+	awaitOutcome(ctx context.Context, a *Answer, launch string) error
+}
+
+// startPlan is a session start's plan (seed 002, D33): stop the session
+// the daemon runs there, if one does; give a v1 record's user back its
+// capabilities; post the definition, then the launch note naming it, on
+// the own record; write the listening index; hand the launch to the
+// daemon and await its outcome.
+func startPlan(f startFacts, fx startEffects) Plan {
+	var plan Plan
+	if f.Held != nil {
+		plan.add(fmt.Sprintf("hand `%s` to the daemon, which runs the session of launch %s in %s (%s), and wait at most %s for its end note", messages.StopLine{Login: f.Key.Login, Project: f.Key.Project}, f.Held.Launch, f.Key, f.Held, f.StopWait), fx.stopHeld)
+	}
+	plan.add("", fx.regrant)
+	var defHash, launchHash string
+	plan.add(fmt.Sprintf("post as %q on %s %s:\n%s", f.Caller, f.Own.Kind, f.Own.ID, f.DefText), func(ctx context.Context, a *Answer) error {
+		var err error
+		if defHash, err = fx.post(ctx, f.DefText); err != nil {
+			return fmt.Errorf("post the session definition: %w", err)
 		}
-		a.Would("post as %q on %s %s:\n%s", n.Caller.Login, own.Kind, own.ID, defText)
-		a.Would("post the launch note (release %s) on the same record, write %s and hand `post %s LAUNCH` to the daemon", release, listenPath, p.Repository)
-		return a
-	}
-	if held != nil {
-		if err := n.stopAndAwaitEnd(ctx, a, r, key, held); err != nil {
-			return a.Stop(err)
+		a.Logf("posted the session definition as %q at %s on %s %s", f.Caller, defHash, f.Own.Kind, f.Own.ID)
+		return nil
+	})
+	plan.add(fmt.Sprintf("post the launch note (release %s) on the same record, write %s and hand `post %s LAUNCH` to the daemon", f.Release, f.ListenPath, f.Repository), func(ctx context.Context, a *Answer) error {
+		launch := &messages.LaunchNote{Login: f.Key.Login, Project: f.Key.Project, Workspace: f.Workspace, Session: defHash, Release: f.Release}
+		block, err := launch.Encode()
+		if err != nil {
+			return err
 		}
-	}
-	if err := n.regrantRecordUser(ctx, a, r, own, key.Login); err != nil {
-		return a.Stop(err)
-	}
-	w := n.writer(p, code)
-	defHash, err := w.WriteNote(ctx, own.note(n.Caller.Login, defText))
-	if err != nil {
-		return a.Stop(fmt.Errorf("post the session definition: %w", err))
-	}
-	a.Logf("posted the session definition as %q at %s on %s %s", n.Caller.Login, defHash, own.Kind, own.ID)
-	launch := &messages.LaunchNote{Login: key.Login, Project: key.Project, Workspace: b.Workspace, Session: defHash, Release: release}
-	launchBlock, err := launch.Encode()
-	if err != nil {
-		return a.Stop(err)
-	}
-	launchHash, err := w.WriteNote(ctx, own.note(n.Caller.Login, fmt.Sprintf("Launch of the session %s in workspace `%s`.\n\n%s", defHash[:fossilio.MinPrefix], key, launchBlock)))
-	if err != nil {
-		return a.Stop(fmt.Errorf("post the launch note: %w", err))
-	}
-	a.Logf("posted the launch note as %q at %s", n.Caller.Login, launchHash)
-	a.SetResult(launchHash)
-	if err := n.setListening(ctx, ws, own.Kind, own.ID, 0, true); err != nil {
-		return a.Stop(err)
-	}
-	a.Logf("wrote %s", listenPath)
-	handErr := n.ensureAndSend(ctx, a, messages.PostLine{Repository: p.Repository, Hash: launchHash})
-	n.backoffice(ctx, a, p)
-	if handErr != nil {
-		return a.Stop(fmt.Errorf("hand the launch to the daemon: %w", handErr))
-	}
-	return a.Stop(n.awaitOutcome(ctx, a, r, key, launchHash))
+		if launchHash, err = fx.post(ctx, fmt.Sprintf("Launch of the session %s in workspace `%s`.\n\n%s", defHash[:fossilio.MinPrefix], f.Key, block)); err != nil {
+			return fmt.Errorf("post the launch note: %w", err)
+		}
+		a.Logf("posted the launch note as %q at %s", f.Caller, launchHash)
+		a.SetResult(launchHash)
+		return nil
+	})
+	plan.add("", func(ctx context.Context, a *Answer) error {
+		if err := fx.listen(ctx); err != nil {
+			return err
+		}
+		a.Logf("wrote %s", f.ListenPath)
+		return nil
+	})
+	plan.add("", func(ctx context.Context, a *Answer) error {
+		if err := fx.hand(ctx, a, messages.PostLine{Repository: f.Repository, Hash: launchHash}); err != nil {
+			return fmt.Errorf("hand the launch to the daemon: %w", err)
+		}
+		return nil
+	})
+	plan.add("", func(ctx context.Context, a *Answer) error { return fx.awaitOutcome(ctx, a, launchHash) })
+	return plan
+}
+
+// startRun is startEffects on this node.
+type startRun struct {
+	n    *Node
+	r    *fossilio.Repo
+	p    project
+	ws   host.Workspace
+	key  messages.WorkspaceKey
+	held *daemonSession
+	own  ownRecord
+	code string
+}
+
+func (s *startRun) stopHeld(ctx context.Context, a *Answer) error {
+	return s.n.stopAndAwaitEnd(ctx, a, s.r, s.key, s.held)
+}
+
+func (s *startRun) regrant(ctx context.Context, a *Answer) error {
+	return s.n.regrantRecordUser(ctx, a, s.r, s.own, s.key.Login)
+}
+
+func (s *startRun) post(ctx context.Context, text string) (string, error) {
+	return s.n.writer(s.p, s.code).WriteNote(ctx, s.own.note(s.n.Caller.Login, text))
+}
+
+func (s *startRun) listen(ctx context.Context) error {
+	return s.n.setListening(ctx, s.ws, s.own.Kind, s.own.ID, 0, true)
+}
+
+func (s *startRun) hand(ctx context.Context, a *Answer, line messages.PipeLine) error {
+	err := s.n.ensureAndSend(ctx, a, line)
+	s.n.backoffice(ctx, a, s.p)
+	return err
+}
+
+func (s *startRun) awaitOutcome(ctx context.Context, a *Answer, launch string) error {
+	return s.n.awaitOutcome(ctx, a, s.r, s.key, launch)
 }
 
 // setListening writes (on) or removes a listener's file in the listening
@@ -441,11 +557,7 @@ func (n *Node) SessionStop(ctx context.Context, keyText string, dry bool) *Answe
 // Ended returns the end note the daemon wrote for a launch, or nil while
 // there is none.
 func (n *Node) Ended(ctx context.Context, project, launch string) (*messages.EndNote, error) {
-	p, err := n.project(project)
-	if err != nil {
-		return nil, err
-	}
-	r, err := n.openRepo(p)
+	r, err := n.openProject(project)
 	if err != nil {
 		return nil, err
 	}
@@ -462,6 +574,15 @@ func (n *Node) Ended(ctx context.Context, project, launch string) (*messages.End
 		return ends[0], nil
 	}
 	return nil, nil
+}
+
+// openProject opens the node's repository of the named project.
+func (n *Node) openProject(name string) (*fossilio.Repo, error) {
+	p, err := n.project(name)
+	if err != nil {
+		return nil, err
+	}
+	return n.openRepo(p)
 }
 
 // launchRelease is the release a launch asks for: current (the default) or

@@ -64,94 +64,19 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 		}
 		repos[p.Name] = r
 	}
-	for _, login := range logins {
-		if login == n.Config.User {
-			continue
-		}
-		ls := messages.LoginStatus{Login: login, Accounts: []messages.AccountStatus{}}
-		for _, p := range n.projects() {
-			u, err := repos[p.Name].User(ctx, login)
-			if errors.Is(err, fossilio.ErrNoSuchUser) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("status: %w", err)
-			}
-			ls.Accounts = append(ls.Accounts, messages.AccountStatus{Project: p.Name, Capabilities: u.Caps})
-		}
-		st.Logins = append(st.Logins, ls)
+	if err := n.loginStatuses(ctx, st, logins, repos); err != nil {
+		return nil, err
 	}
-
 	for _, p := range n.projects() {
-		idx := n.index(repos[p.Name])
-		defs, err := workspaces(ctx, idx)
-		if err != nil {
+		if err := n.projectStatus(ctx, st, table, p, repos[p.Name]); err != nil {
 			return nil, err
 		}
-		var keys []messages.WorkspaceKey
-		for k := range defs {
-			keys = append(keys, k)
-		}
-		sortKeys(keys)
-		for _, k := range keys {
-			w := defs[k]
-			ws := messages.WorkspaceStatus{Login: k.Login, Project: k.Project, Record: w.Record, Branch: w.Definition.Branch}
-			hk := k
-			paths, _ := n.workspace(k)
-			switch {
-			case table.Naming(hk).Named != host.No:
-				ws.State = messages.WorkspaceActive
-			case w.Terminated != "":
-				ws.State = messages.WorkspaceTerminated
-			case exists(paths.Binding):
-				ws.State = messages.WorkspaceIdle
-			default:
-				ws.State = messages.WorkspaceMissing
-			}
-			// The response to the v1 record its last session ran (D51).
-			if end, err := lastSessionEnd(ctx, idx, k); err != nil {
-				return nil, err
-			} else if end != nil {
-				ws.Response = end.Response
-			}
-			st.Workspaces = append(st.Workspaces, ws)
-		}
-		ls, err := listeners(ctx, idx)
-		if err != nil {
-			return nil, err
-		}
-		st.Listeners = append(st.Listeners, ls...)
-		vs, err := verdicts(ctx, repos[p.Name], p.Name, n.passed)
-		if err != nil {
-			return nil, err
-		}
-		st.Verdicts = append(st.Verdicts, vs...)
-		rs, err := reviews(ctx, idx, p.Name)
-		if err != nil {
-			return nil, err
-		}
-		st.Reviews = append(st.Reviews, rs...)
 	}
 	st.Restrictions = slices.Clone(EnforcedRestrictions)
 	st.Runners = n.Runners(ctx)
 	st.SessionLimits = n.SessionLimits()
 
-	current := n.currentRelease()
-	for _, proc := range table.Procs {
-		for _, nm := range proc.Names {
-			if nm.Unsure || (nm.Verb != host.VerbServe && nm.Verb != host.VerbRun && nm.Verb != host.VerbStart) {
-				continue
-			}
-			k := nm.Key
-			r := repos[k.Project]
-			if r == nil {
-				continue
-			}
-			if s := n.sessionStatus(ctx, r, k, nm, proc, current); s.Record != "" {
-				st.Sessions = append(st.Sessions, s)
-			}
-		}
-	}
+	n.sessionStatuses(ctx, st, table, repos)
 	sort.Slice(st.Sessions, func(i, j int) bool { return st.Sessions[i].PID < st.Sessions[j].PID })
 	st.LookAlikes = lookAlikes(table)
 	// The daemon and its last re-exec (docs/releases.md): a lock that
@@ -172,6 +97,106 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 		return nil, fmt.Errorf("status: %w", err)
 	}
 	return st, nil
+}
+
+// loginStatuses adds each agent login's accounts on the projects to st.
+func (n *Node) loginStatuses(ctx context.Context, st *messages.NodeState, logins []string, repos map[string]*fossilio.Repo) error {
+	for _, login := range logins {
+		if login == n.Config.User {
+			continue
+		}
+		ls := messages.LoginStatus{Login: login, Accounts: []messages.AccountStatus{}}
+		for _, p := range n.projects() {
+			u, err := repos[p.Name].User(ctx, login)
+			if errors.Is(err, fossilio.ErrNoSuchUser) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("status: %w", err)
+			}
+			ls.Accounts = append(ls.Accounts, messages.AccountStatus{Project: p.Name, Capabilities: u.Caps})
+		}
+		st.Logins = append(st.Logins, ls)
+	}
+	return nil
+}
+
+// projectStatus adds project p's workspaces, listeners, verdicts and
+// reviewers' queues to st.
+func (n *Node) projectStatus(ctx context.Context, st *messages.NodeState, table host.Table, p project, r *fossilio.Repo) error {
+	idx := n.index(r)
+	defs, err := workspaces(ctx, idx)
+	if err != nil {
+		return err
+	}
+	for _, k := range sortedKeys(defs, nil) {
+		ws, err := n.workspaceStatus(ctx, idx, table, k, defs[k])
+		if err != nil {
+			return err
+		}
+		st.Workspaces = append(st.Workspaces, ws)
+	}
+	ls, err := listeners(ctx, idx)
+	if err != nil {
+		return err
+	}
+	st.Listeners = append(st.Listeners, ls...)
+	vs, err := verdicts(ctx, r, p.Name, n.passed)
+	if err != nil {
+		return err
+	}
+	st.Verdicts = append(st.Verdicts, vs...)
+	rs, err := reviews(ctx, idx, p.Name)
+	if err != nil {
+		return err
+	}
+	st.Reviews = append(st.Reviews, rs...)
+	return nil
+}
+
+// workspaceStatus describes workspace k, defined by w on the record.
+func (n *Node) workspaceStatus(ctx context.Context, idx *record.Index, table host.Table, k messages.WorkspaceKey, w *Workspace) (messages.WorkspaceStatus, error) {
+	ws := messages.WorkspaceStatus{Login: k.Login, Project: k.Project, Record: w.Record, Branch: w.Definition.Branch}
+	paths, _ := n.workspace(k)
+	switch {
+	case table.Naming(k).Named != host.No:
+		ws.State = messages.WorkspaceActive
+	case w.Terminated != "":
+		ws.State = messages.WorkspaceTerminated
+	case exists(paths.Binding):
+		ws.State = messages.WorkspaceIdle
+	default:
+		ws.State = messages.WorkspaceMissing
+	}
+	// The response to the v1 record its last session ran (D51).
+	end, err := lastSessionEnd(ctx, idx, k)
+	if err != nil {
+		return ws, err
+	}
+	if end != nil {
+		ws.Response = end.Response
+	}
+	return ws, nil
+}
+
+// sessionStatuses adds each session process of the table to st.
+func (n *Node) sessionStatuses(ctx context.Context, st *messages.NodeState, table host.Table, repos map[string]*fossilio.Repo) {
+	current := n.currentRelease()
+	for _, proc := range table.Procs {
+		for _, nm := range proc.Names {
+			if nm.Unsure || (nm.Verb != host.VerbServe && nm.Verb != host.VerbRun && nm.Verb != host.VerbStart) {
+				continue
+			}
+			k := nm.Key
+			r := repos[k.Project]
+			if r == nil {
+				continue
+			}
+			if s := n.sessionStatus(ctx, r, k, nm, proc, current); s.Record != "" {
+				st.Sessions = append(st.Sessions, s)
+			}
+		}
+	}
 }
 
 // StatusVerdicts bounds how many check-ins the status reads verdicts of:

@@ -93,97 +93,188 @@ func (n *Node) WorkspaceAdd(ctx context.Context, in WorkspaceAddInput) *Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
-	if err := n.requireCaller(); err != nil {
-		return a.Stop(err)
-	}
-	r, err := n.openRepo(p)
+	r, err := n.privilegedRepo(ctx, p)
 	if err != nil {
 		return a.Stop(err)
 	}
 	defer r.Close()
-	if err := n.requirePrivileged(ctx, r, p); err != nil {
-		return a.Stop(err)
-	}
-	if on, err := r.CheckinsOnBranch(ctx, in.Branch, ""); err != nil {
-		return a.Stop(fmt.Errorf("branch: %w", err))
-	} else if len(on) == 0 {
-		return a.Stop(fmt.Errorf("branch: %q has no check-in in %s, so no tree can be opened on it; make it first (fossil branch new %q trunk)", in.Branch, p.Name, in.Branch))
-	}
-	code, err := r.ProjectCode(ctx)
+	f, err := n.addFacts(ctx, r, p, ws, key, def, in)
 	if err != nil {
 		return a.Stop(err)
 	}
-	onHost := exists(ws.Dir)
+	plan, err := addPlan(f, &workspaceRun{n: n, p: p, code: f.Code, ws: ws})
+	return executed(ctx, a, plan, err)
+}
+
+// addFacts is what a workspace add read of the record and the host, for
+// addPlan.
+type addFacts struct {
+	Key    messages.WorkspaceKey
+	Caller string
+	Branch string
+	Def    *messages.WorkspaceDefinition
+	WS     host.Workspace
+	URL    string
+	Code   string
+	// OnHost says the workspace's directory is on the host.
+	OnHost bool
+	// Defined is the definition on the record that counts for the
+	// workspace, nil when none does.
+	Defined *Workspace
+	// Thread is the thread the definition is posted in, "" for a new one.
+	Thread string
+}
+
+// addFacts reads what an add needs: the branch's check-ins, the project
+// code, the definitions on the record, the given thread.
+func (n *Node) addFacts(ctx context.Context, r *fossilio.Repo, p project, ws host.Workspace, key messages.WorkspaceKey, def *messages.WorkspaceDefinition, in WorkspaceAddInput) (addFacts, error) {
+	f := addFacts{Key: key, Caller: n.Caller.Login, Branch: in.Branch, Def: def, WS: ws, URL: p.URL}
+	if on, err := r.CheckinsOnBranch(ctx, in.Branch, ""); err != nil {
+		return f, fmt.Errorf("branch: %w", err)
+	} else if len(on) == 0 {
+		return f, fmt.Errorf("branch: %q has no check-in in %s, so no tree can be opened on it; make it first (fossil branch new %q trunk)", in.Branch, p.Name, in.Branch)
+	}
+	var err error
+	if f.Code, err = r.ProjectCode(ctx); err != nil {
+		return f, err
+	}
+	f.OnHost = exists(ws.Dir)
 	defs, err := workspaces(ctx, n.index(r))
 	if err != nil {
-		return a.Stop(err)
+		return f, err
 	}
 	if w := defs[key]; w != nil && w.Terminated == "" {
-		if onHost {
-			return a.Stop(fmt.Errorf("workspace %s exists: defined at %s on record %s, and on the host at %s", key, w.Hash, w.Record, ws.Dir))
-		}
-		a.Logf("workspace %s is defined on the record at %s (record %s) but not on the host; making it from that definition", key, w.Hash, w.Record)
-		if w.Definition.Branch != in.Branch {
-			a.Logf("the definition on the record says branch %q, not %q: the record's definition counts (terminate the workspace to change it)", w.Definition.Branch, in.Branch)
-		}
-		if in.DryRun {
-			a.Would("make workspace %s on the host at %s", key, ws.Dir)
-			return a
-		}
-		if err := n.makeWorkspace(ctx, p, code, ws, w.Definition, w.Hash, w.Record); err != nil {
-			return a.Stop(err)
-		}
-		a.Logf("made workspace %s at %s: clone, tree on %q, binding.json, session/wake", key, ws.Dir, w.Definition.Branch)
-		a.SetResult(w.Hash)
-		return a
+		f.Defined = w
+		return f, nil
 	}
-	if onHost {
-		return a.Stop(fmt.Errorf("workspace %s: %s is on the host but no definition on the record counts for it; `ocx workspace gc` removes it", key, ws.Dir))
-	}
-	var thread string
-	if in.Record != "" {
+	if in.Record != "" && !f.OnHost {
 		info, err := r.Info(ctx, in.Record)
 		if err != nil {
-			return a.Stop(fmt.Errorf("record: %w", err))
+			return f, fmt.Errorf("record: %w", err)
 		}
 		if info.Kind != fossilio.KindPost {
-			return a.Stop(fmt.Errorf("record: %s is a %s; a workspace's record is a forum thread", info.Hash, info.Kind))
+			return f, fmt.Errorf("record: %s is a %s; a workspace's record is a forum thread", info.Hash, info.Kind)
 		}
-		thread = info.Root
+		f.Thread = info.Root
 	}
-	block, err := def.Encode()
+	return f, nil
+}
+
+// workspaceEffects are the effects a workspace's plans run.
+type workspaceEffects interface {
+	// post writes a note on the project's record.
+	post(ctx context.Context, note fossilio.NoteWrite) (string, error)
+	// make makes the workspace on the host from a definition.
+	make(ctx context.Context, def *messages.WorkspaceDefinition, hash, record string) error
+	// remove removes the workspace from the host.
+	remove(ctx context.Context) error
+	backoffice(ctx context.Context, a *Answer)
+}
+
+// addPlan is a workspace add's plan (seed 002): a workspace defined on the
+// record but not on the host is made from that definition; otherwise the
+// definition is posted as the caller (a new thread's first post, or in the
+// given thread) and the workspace made from it. It refuses a workspace on
+// the host already.
+func addPlan(f addFacts, fx workspaceEffects) (Plan, error) {
+	var plan Plan
+	key, ws := f.Key, f.WS
+	if w := f.Defined; w != nil {
+		if f.OnHost {
+			return plan, fmt.Errorf("workspace %s exists: defined at %s on record %s, and on the host at %s", key, w.Hash, w.Record, ws.Dir)
+		}
+		plan.say("workspace %s is defined on the record at %s (record %s) but not on the host; making it from that definition", key, w.Hash, w.Record)
+		if w.Definition.Branch != f.Branch {
+			plan.say("the definition on the record says branch %q, not %q: the record's definition counts (terminate the workspace to change it)", w.Definition.Branch, f.Branch)
+		}
+		plan.add(fmt.Sprintf("make workspace %s on the host at %s", key, ws.Dir), func(ctx context.Context, a *Answer) error {
+			if err := fx.make(ctx, w.Definition, w.Hash, w.Record); err != nil {
+				return err
+			}
+			a.Logf("made workspace %s at %s: clone, tree on %q, binding.json, session/wake", key, ws.Dir, w.Definition.Branch)
+			a.SetResult(w.Hash)
+			return nil
+		})
+		return plan, nil
+	}
+	if f.OnHost {
+		return plan, fmt.Errorf("workspace %s: %s is on the host but no definition on the record counts for it; `ocx workspace gc` removes it", key, ws.Dir)
+	}
+	block, err := f.Def.Encode()
 	if err != nil {
-		return a.Stop(err)
+		return plan, err
 	}
-	text := fmt.Sprintf("Workspace `%s`: agent login `%s` on project `%s`, branch `%s`.\n\n%s", key, key.Login, key.Project, in.Branch, block)
-	if in.DryRun {
+	text := fmt.Sprintf("Workspace `%s`: agent login `%s` on project `%s`, branch `%s`.\n\n%s", key, key.Login, key.Project, f.Branch, block)
+	note := fossilio.NoteWrite{Login: f.Caller, Title: "Workspace " + key.String(), Text: text}
+	where := "the first post of a new thread"
+	if f.Thread != "" {
+		note = fossilio.NoteWrite{Login: f.Caller, Thread: f.Thread, ReplyTo: f.Thread, Text: text}
+		where = "in thread " + f.Thread
+	}
+	var hash string
+	plan.add(fmt.Sprintf("post as %q %s:\n%s", f.Caller, where, text), func(ctx context.Context, a *Answer) error {
+		var err error
+		if hash, err = fx.post(ctx, note); err != nil {
+			return fmt.Errorf("post the definition: %w", err)
+		}
+		thread := f.Thread
 		if thread == "" {
-			a.Would("post as %q the first post of a new thread:\n%s", n.Caller.Login, text)
-		} else {
-			a.Would("post as %q in thread %s:\n%s", n.Caller.Login, thread, text)
+			thread = hash
 		}
-		a.Would("clone %s as %q into %s, open its tree on %q in %s, write %s and make %s", p.URL, in.Login, ws.Clone, in.Branch, ws.Tree, ws.Binding, ws.Wake)
-		return a
+		a.Logf("posted the definition of %s as %q at %s (record %s)", key, f.Caller, hash, thread)
+		a.SetResult(hash)
+		return nil
+	})
+	plan.deferred(fx.backoffice)
+	plan.add(fmt.Sprintf("clone %s as %q into %s, open its tree on %q in %s, write %s and make %s", f.URL, key.Login, ws.Clone, f.Branch, ws.Tree, ws.Binding, ws.Wake), func(ctx context.Context, a *Answer) error {
+		thread := f.Thread
+		if thread == "" {
+			thread = hash
+		}
+		if err := fx.make(ctx, f.Def, hash, thread); err != nil {
+			return fmt.Errorf("%w; the host is left clean and the definition stays on the record at %s: `ocx workspace add` again reuses it", err, hash)
+		}
+		a.Logf("made workspace %s at %s: clone, tree on %q, binding.json, session/wake", key, ws.Dir, f.Branch)
+		return nil
+	})
+	return plan, nil
+}
+
+// workspaceRun is workspaceEffects on this node.
+type workspaceRun struct {
+	n    *Node
+	p    project
+	code string
+	ws   host.Workspace
+}
+
+func (w *workspaceRun) post(ctx context.Context, note fossilio.NoteWrite) (string, error) {
+	return w.n.writer(w.p, w.code).WriteNote(ctx, note)
+}
+
+func (w *workspaceRun) make(ctx context.Context, def *messages.WorkspaceDefinition, hash, record string) error {
+	return w.n.makeWorkspace(ctx, w.p, w.code, w.ws, def, hash, record)
+}
+
+func (w *workspaceRun) remove(context.Context) error { return w.n.removeWorkspace(w.ws) }
+
+func (w *workspaceRun) backoffice(ctx context.Context, a *Answer) { w.n.backoffice(ctx, a, w.p) }
+
+// privilegedRepo opens project p's repository for an action of the
+// caller, who must hold admin or setup on it.
+func (n *Node) privilegedRepo(ctx context.Context, p project) (*fossilio.Repo, error) {
+	if err := n.requireCaller(); err != nil {
+		return nil, err
 	}
-	note := fossilio.NoteWrite{Login: n.Caller.Login, Title: "Workspace " + key.String(), Text: text}
-	if thread != "" {
-		note = fossilio.NoteWrite{Login: n.Caller.Login, Thread: thread, ReplyTo: thread, Text: text}
-	}
-	hash, err := n.writer(p, code).WriteNote(ctx, note)
+	r, err := n.openRepo(p)
 	if err != nil {
-		return a.Stop(fmt.Errorf("post the definition: %w", err))
+		return nil, err
 	}
-	if thread == "" {
-		thread = hash
+	if err := n.requirePrivileged(ctx, r, p); err != nil {
+		r.Close()
+		return nil, err
 	}
-	a.Logf("posted the definition of %s as %q at %s (record %s)", key, n.Caller.Login, hash, thread)
-	a.SetResult(hash)
-	defer n.backoffice(ctx, a, p)
-	if err := n.makeWorkspace(ctx, p, code, ws, def, hash, thread); err != nil {
-		return a.Stop(fmt.Errorf("%w; the host is left clean and the definition stays on the record at %s: `ocx workspace add` again reuses it", err, hash))
-	}
-	a.Logf("made workspace %s at %s: clone, tree on %q, binding.json, session/wake", key, ws.Dir, in.Branch)
-	return a
+	return r, nil
 }
 
 // definition builds and checks a workspace definition: its sandbox from the
@@ -299,17 +390,12 @@ func (n *Node) WorkspaceTerminate(ctx context.Context, keyText, reason string, d
 	if err != nil {
 		return a.Stop(fmt.Errorf("workspace: %w", err))
 	}
-	p, err := n.project(key.Project)
-	if err != nil {
-		return a.Stop(fmt.Errorf("workspace: %w", err))
-	}
-	ws, err := n.workspace(key)
+	p, ws, err := n.projectWorkspace(key)
 	if err != nil {
 		return a.Stop(err)
 	}
-	note := &messages.TerminatedNote{Login: key.Login, Project: key.Project, Reason: reason}
-	block, err := note.Encode()
-	if err != nil {
+	f := terminateFacts{Key: key, Caller: n.Caller.Login, Reason: reason, WS: ws}
+	if _, err := f.note().Encode(); err != nil {
 		return a.Stop(err)
 	}
 	if err := n.requireCaller(); err != nil {
@@ -322,14 +408,11 @@ func (n *Node) WorkspaceTerminate(ctx context.Context, keyText, reason string, d
 	if err := refuseIfNamed(v, key, "terminate "+key.String()); err != nil {
 		return a.Stop(err)
 	}
-	r, err := n.openRepo(p)
+	r, err := n.privilegedRepo(ctx, p)
 	if err != nil {
 		return a.Stop(err)
 	}
 	defer r.Close()
-	if err := n.requirePrivileged(ctx, r, p); err != nil {
-		return a.Stop(err)
-	}
 	code, err := r.ProjectCode(ctx)
 	if err != nil {
 		return a.Stop(err)
@@ -338,45 +421,70 @@ func (n *Node) WorkspaceTerminate(ctx context.Context, keyText, reason string, d
 	if err != nil {
 		return a.Stop(err)
 	}
-	w := defs[key]
-	onHost := exists(ws.Dir)
+	f.Defined, f.OnHost = defs[key], exists(ws.Dir)
+	plan, err := terminatePlan(f, &workspaceRun{n: n, p: p, code: code, ws: ws})
+	return executed(ctx, a, plan, err)
+}
+
+// terminateFacts is what a terminate read, for terminatePlan.
+type terminateFacts struct {
+	Key     messages.WorkspaceKey
+	Caller  string
+	Reason  string
+	WS      host.Workspace
+	Defined *Workspace // the definition that counts on the record, or nil
+	OnHost  bool
+}
+
+func (f terminateFacts) note() *messages.TerminatedNote {
+	return &messages.TerminatedNote{Login: f.Key.Login, Project: f.Key.Project, Reason: f.Reason}
+}
+
+// terminatePlan is a terminate's plan (seed 002): the terminated note on
+// the workspace's record, as the caller, unless it is there; then the
+// workspace removed from the host, if it is on it.
+func terminatePlan(f terminateFacts, fx workspaceEffects) (Plan, error) {
+	var plan Plan
+	key, w := f.Key, f.Defined
 	switch {
-	case w == nil && onHost:
-		return a.Stop(fmt.Errorf("workspace %s: no definition on the record counts for it, so there is no record to note its end on; `ocx workspace gc` removes %s", key, ws.Dir))
+	case w == nil && f.OnHost:
+		return plan, fmt.Errorf("workspace %s: no definition on the record counts for it, so there is no record to note its end on; `ocx workspace gc` removes %s", key, f.WS.Dir)
 	case w == nil:
-		return a.Stop(fmt.Errorf("workspace %s does not exist: no definition on the record and nothing on the host", key))
-	case w.Terminated != "" && !onHost:
-		return a.Stop(fmt.Errorf("workspace %s is already terminated (%s) and not on the host", key, w.Terminated))
+		return plan, fmt.Errorf("workspace %s does not exist: no definition on the record and nothing on the host", key)
+	case w.Terminated != "" && !f.OnHost:
+		return plan, fmt.Errorf("workspace %s is already terminated (%s) and not on the host", key, w.Terminated)
 	}
 	if w.Terminated != "" {
-		a.Logf("workspace %s is already terminated (%s)", key, w.Terminated)
+		plan.say("workspace %s is already terminated (%s)", key, w.Terminated)
 	} else {
-		text := fmt.Sprintf("Workspace `%s` is terminated.\n\n%s", key, block)
-		if dry {
-			a.Would("post as %q in record %s:\n%s", n.Caller.Login, w.Record, text)
-		} else {
-			hash, err := n.writer(p, code).WriteNote(ctx, fossilio.NoteWrite{Login: n.Caller.Login, Thread: w.Record, ReplyTo: w.Record, Text: text})
-			if err != nil {
-				return a.Stop(fmt.Errorf("post the terminated note: %w", err))
-			}
-			a.Logf("posted the terminated note of %s as %q at %s", key, n.Caller.Login, hash)
-			a.SetResult(hash)
-			defer n.backoffice(ctx, a, p)
+		block, err := f.note().Encode()
+		if err != nil {
+			return plan, err
 		}
+		text := fmt.Sprintf("Workspace `%s` is terminated.\n\n%s", key, block)
+		plan.add(fmt.Sprintf("post as %q in record %s:\n%s", f.Caller, w.Record, text), func(ctx context.Context, a *Answer) error {
+			hash, err := fx.post(ctx, fossilio.NoteWrite{Login: f.Caller, Thread: w.Record, ReplyTo: w.Record, Text: text})
+			if err != nil {
+				return fmt.Errorf("post the terminated note: %w", err)
+			}
+			a.Logf("posted the terminated note of %s as %q at %s", key, f.Caller, hash)
+			a.SetResult(hash)
+			return nil
+		})
+		plan.deferred(fx.backoffice)
 	}
-	if !onHost {
-		a.Logf("workspace %s was not on the host", key)
-		return a
+	if !f.OnHost {
+		plan.say("workspace %s was not on the host", key)
+		return plan, nil
 	}
-	if dry {
-		a.Would("remove %s", ws.Dir)
-		return a
-	}
-	if err := n.removeWorkspace(ws); err != nil {
-		return a.Stop(err)
-	}
-	a.Logf("removed %s", ws.Dir)
-	return a
+	plan.add("remove "+f.WS.Dir, func(ctx context.Context, a *Answer) error {
+		if err := fx.remove(ctx); err != nil {
+			return err
+		}
+		a.Logf("removed %s", f.WS.Dir)
+		return nil
+	})
+	return plan, nil
 }
 
 func (n *Node) removeWorkspace(ws host.Workspace) error {
