@@ -8,11 +8,8 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/release"
 )
-
-func init() {
-	register(command{name: "release", summary: "stage, accept or roll back a release; make a release root", run: runRelease})
-}
 
 // releaseHelp is `ocx release help`'s text, before the actions.
 const releaseHelp = `A release root holds one directory of programs per check-in (releases/CHECKIN)
@@ -35,13 +32,13 @@ ever restarted by itself. docs/releases.md tells more.
 
 // sourceFlags adds --repo and --from; the check-in is the one positional
 // argument with --repo.
-func sourceFlags(fs *flag.FlagSet, src *node.ReleaseSource) {
+func sourceFlags(fs *flag.FlagSet, src *release.Source) {
 	fs.StringVar(&src.Repo, "repo", "", "a Fossil repository file on this node holding OCX's source; the check-in (full hash or unique prefix) is the argument")
 	fs.StringVar(&src.From, "from", "", "a directory of programs already built (ocx, ocxd, workspace, runners), all stamped with one check-in")
 }
 
 // sourceArgs takes the check-in argument of --repo.
-func sourceArgs(src *node.ReleaseSource, pos []string, what string) error {
+func sourceArgs(src *release.Source, pos []string, what string) error {
 	switch {
 	case src.From != "" && len(pos) > 0:
 		return fmt.Errorf("%w: %s --from DIR takes no check-in, got %q", errUsage, what, pos)
@@ -61,7 +58,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 		"init": {summary: "make a release root holding one release, current linking to it", run: func(ctx context.Context, e *env, args []string) error {
 			var c common
 			fs := c.flags(e, "release init", "release init ROOT (--from DIR | --repo REPO CHECKIN) [--dry-run] [--json]", false, true)
-			var src node.ReleaseSource
+			var src release.Source
 			sourceFlags(fs, &src)
 			pos, _, err := parse(fs, args)
 			if err != nil {
@@ -74,12 +71,12 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 			if err := sourceArgs(&src, pos[1:], "release init"); err != nil {
 				return err
 			}
-			return c.answer(e, node.ReleaseInit(ctx, node.ReleaseInitInput{Root: root, ReleaseSource: src, DryRun: c.dryRun}, node.Options{Log: e.log}))
+			return c.answer(e, release.Init(ctx, release.InitInput{Root: root, Source: src, DryRun: c.dryRun}, node.Options{Log: e.log}))
 		}},
 		"stage": {summary: "build a check-in (--repo REPO CHECKIN) or copy programs (--from DIR); link staged/CHECKIN and staged/next", run: func(ctx context.Context, e *env, args []string) error {
 			var c common
 			fs := c.flags(e, "release stage", "release stage (--repo REPO CHECKIN | --from DIR) [--dry-run] [--json]", false, true)
-			var src node.ReleaseSource
+			var src release.Source
 			sourceFlags(fs, &src)
 			pos, _, err := parse(fs, args)
 			if err != nil {
@@ -92,12 +89,12 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			return c.answer(e, n.ReleaseStage(ctx, node.ReleaseStageInput{ReleaseSource: src, DryRun: c.dryRun}))
+			return c.answer(e, release.Stage(ctx, n, release.StageInput{Source: src, DryRun: c.dryRun}))
 		}},
 		"accept": {summary: "check the staged release, make it current, re-exec the daemon", run: func(ctx context.Context, e *env, args []string) error {
 			var c common
 			fs := c.flags(e, "release accept", "release accept [CHECKIN] [--wait 30s] [--dry-run] [--json]", false, true)
-			wait := fs.Duration("wait", node.DefaultReexecWait, "how long to wait for the daemon's re-exec outcome")
+			wait := fs.Duration("wait", release.DefaultReexecWait, "how long to wait for the daemon's re-exec outcome")
 			pos, _, err := parse(fs, args)
 			if err != nil {
 				return usageErr(err)
@@ -113,12 +110,12 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			return c.answer(e, n.ReleaseAccept(ctx, node.ReleaseAcceptInput{Checkin: checkin, Wait: max(*wait, time.Second), DryRun: c.dryRun}))
+			return c.answer(e, release.Accept(ctx, n, release.AcceptInput{Checkin: checkin, Wait: max(*wait, time.Second), DryRun: c.dryRun}))
 		}},
 		"rollback": {summary: "swap current and previous, re-exec the daemon", run: func(ctx context.Context, e *env, args []string) error {
 			var c common
 			fs := c.flags(e, "release rollback", "release rollback [--wait 30s] [--dry-run] [--json]", false, true)
-			wait := fs.Duration("wait", node.DefaultReexecWait, "how long to wait for the daemon's re-exec outcome")
+			wait := fs.Duration("wait", release.DefaultReexecWait, "how long to wait for the daemon's re-exec outcome")
 			pos, _, err := parse(fs, args)
 			if err != nil {
 				return usageErr(err)
@@ -130,7 +127,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			return c.answer(e, n.ReleaseRollback(ctx, node.ReleaseRollbackInput{Wait: max(*wait, time.Second), DryRun: c.dryRun}))
+			return c.answer(e, release.Rollback(ctx, n, release.RollbackInput{Wait: max(*wait, time.Second), DryRun: c.dryRun}))
 		}},
 		"status": {summary: "current, previous, staged; the daemon and its last re-exec; sessions on older releases", run: func(ctx context.Context, e *env, args []string) error {
 			var c common
@@ -147,7 +144,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			st, err := n.ReleaseStatus(ctx)
+			st, err := release.Status(ctx, n)
 			if err != nil {
 				return err
 			}

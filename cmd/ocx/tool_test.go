@@ -39,9 +39,9 @@ var (
 	buildErr   error
 )
 
-// release builds ocx, ocxd and workspace once into a release directory,
+// builtRelease builds ocx, ocxd and workspace once into a release directory,
 // with the stand-in runner beside them (D9).
-func release(t testing.TB) string {
+func builtRelease(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		releaseDir, buildErr = os.MkdirTemp("", "ocx-tool-release-")
@@ -86,7 +86,7 @@ const (
 )
 
 func newToolNode(t testing.TB) *toolNode {
-	rel := release(t)
+	rel := builtRelease(t)
 	extroot := filepath.Join(t.TempDir(), "ext")
 	if err := os.Mkdir(extroot, 0o755); err != nil {
 		t.Fatal(err)
