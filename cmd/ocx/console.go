@@ -12,10 +12,6 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 )
 
-func init() {
-	register(command{name: "console", summary: "install the web console in Fossil's extension root; with --agents alone, be the console", run: runConsole})
-}
-
 // runConsole is `ocx console install --extroot DIR`, or, with no action
 // word, the console itself as Fossil runs it (its entry script execs
 // `ocx console --agents AGENTS`): one CGI request on stdin and stdout.

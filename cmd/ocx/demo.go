@@ -25,10 +25,6 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-func init() {
-	register(command{name: "demo", summary: "run a demo node on 127.0.0.1 until interrupted", run: runDemo})
-}
-
 // The demo's people and its agent. The person's password is fixed so that
 // the README can say it; the node is on loopback only.
 const (

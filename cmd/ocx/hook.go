@@ -12,10 +12,6 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 )
 
-func init() {
-	register(command{name: "hook", summary: "install, remove or show the wake hook; with --repo, be the hook", run: runHook})
-}
-
 // runHook is `ocx hook install|remove|status`, or, with no action word,
 // the hook itself as Fossil runs it: `ocx hook --agents A --repo R`.
 func runHook(ctx context.Context, e *env, args []string) error {

@@ -10,10 +10,6 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-func init() {
-	register(command{name: "init", summary: "make the agents root and node.json; provision the node user", run: runInit})
-}
-
 // projectsFlag collects repeated --project NAME=REPO,URL.
 type projectsFlag []node.InitProject
 

@@ -6,10 +6,6 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 )
 
-func init() {
-	register(command{name: "listener", summary: "add or remove a session's listener", run: runListener})
-}
-
 func runListener(ctx context.Context, e *env, args []string) error {
 	word := func(name, summary string, do func(n *node.Node, in node.ListenerInput) *node.Answer) action {
 		return action{summary: summary, run: func(ctx context.Context, e *env, args []string) error {

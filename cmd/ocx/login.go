@@ -6,10 +6,6 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 )
 
-func init() {
-	register(command{name: "login", summary: "add, withdraw or rotate an agent login", run: runLogin})
-}
-
 func runLogin(ctx context.Context, e *env, args []string) error {
 	word := func(name, summary string, do func(n *node.Node, login string, dry bool) *node.Answer) action {
 		return action{summary: summary, run: func(ctx context.Context, e *env, args []string) error {

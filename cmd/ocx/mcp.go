@@ -27,10 +27,6 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-func init() {
-	register(command{name: "mcp", summary: "the tools over MCP: serve a session's socket (start, serve), or reach it from inside the sandbox (connect, call)", run: runMCP})
-}
-
 const mcpUsage = `mcp start|serve LOGIN/PROJECT [--agents ROOT] [--session PID@START] [--model MODEL]
        ocx mcp connect [--socket PATH]
        ocx mcp call TOOL [--socket PATH] [--input FILE]

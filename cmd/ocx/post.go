@@ -9,12 +9,6 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 )
 
-func init() {
-	register(command{name: "post", summary: "reply to a post, or comment on a ticket, as the caller", run: runPost})
-	register(command{name: "thread", summary: "start a forum thread as the caller", run: runThread})
-	register(command{name: "ticket", summary: "open a ticket as the caller", run: runTicket})
-}
-
 // text reads --text, or standard input when it is "-".
 func text(e *env, s string) (string, error) {
 	if s != "-" {

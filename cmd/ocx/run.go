@@ -10,10 +10,6 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 )
 
-func init() {
-	register(command{name: "run", summary: "OCX's run tool (seed 004): post, stop, start, check and list runs; hold a run's terminal", run: runRun})
-}
-
 var runActions = map[string]action{
 	"post":   {"post a run message as the caller: a new thread, or a reply (--to)", runRunPost},
 	"stop":   {"post a stop where the run is, as the caller (admin or setup)", runRunStop},

@@ -9,10 +9,6 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 )
 
-func init() {
-	register(command{name: "session", summary: "start, stop or restart sessions", run: runSession})
-}
-
 func runSession(ctx context.Context, e *env, args []string) error {
 	return dispatch(ctx, e, "session", map[string]action{
 		"start": {summary: "post the session definition and launch note, and hand the launch to the daemon", run: func(ctx context.Context, e *env, args []string) error {

@@ -6,10 +6,6 @@ import (
 	"strings"
 )
 
-func init() {
-	register(command{name: "status", summary: "the node's state: hooks, agent logins, workspaces, sessions, listeners", run: runStatus})
-}
-
 func runStatus(ctx context.Context, e *env, args []string) error {
 	var c common
 	fs := c.flags(e, "status", "status [--agents AGENTS] [--json]", false, false)

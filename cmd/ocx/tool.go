@@ -13,10 +13,6 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-func init() {
-	register(command{name: "tool", summary: "call a protocol v1 tool (create, post, audit, push, stop) with JSON input; `tool list` lists them", run: runTool})
-}
-
 const toolUsage = `tool NAME [--input FILE] [FLAGS]   (JSON input on standard input when no --input and no field flag)
        ocx tool list
 

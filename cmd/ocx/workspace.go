@@ -8,10 +8,6 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 )
 
-func init() {
-	register(command{name: "workspace", summary: "add, terminate or collect workspaces", run: runWorkspace})
-}
-
 func runWorkspace(ctx context.Context, e *env, args []string) error {
 	return dispatch(ctx, e, "workspace", map[string]action{
 		"add": {summary: "post a workspace definition and make the workspace on the host", run: func(ctx context.Context, e *env, args []string) error {
