@@ -98,6 +98,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := c.run(ctx, e, args[1:]); err != nil {
+		if errors.Is(err, errHelped) {
+			return 0 // the usage asked for is printed
+		}
 		if errors.Is(err, errStopped) {
 			return 1 // the answer printed says why
 		}

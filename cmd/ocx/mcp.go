@@ -113,50 +113,9 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 	if _, err := n.AgentCaller(key.Login); err != nil {
 		return fmt.Errorf("mcp %s %s: %w", verb, key, err)
 	}
-	var ln net.Listener
-	if *fromFD {
-		f := os.NewFile(mcpListenFD, ws.MCPSocket())
-		ln, err = net.FileListener(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("mcp serve: the socket on descriptor %d: %w", mcpListenFD, err)
-		}
-	} else if ln, err = unixhost.ListenSocket(n.Layout.Root(), ws.MCPDir, host.MCPSocketName); err != nil {
+	ln, modelLn, modelH, err := listenMCP(e, n, ws, verb, *fromFD, *modelFD, *only)
+	if err != nil {
 		return err
-	}
-	// The model proxy beside it (docs/runners.md), for an llm session
-	// alone and for the model its definition names: bound here, or by
-	// start when it handed us descriptor 4. A session without a model has
-	// no model socket at all; one left by an earlier session goes.
-	var modelH http.Handler
-	hasModel := false
-	if *only != "" {
-		var merr error
-		modelH, hasModel, merr = model.Open(n.Layout, *only, e.log)
-		if merr != nil {
-			e.log.Warn("the node's model configuration does not read; its proxy refuses every request", slog.String("error", merr.Error()))
-		}
-	} else if !*fromFD {
-		if err := os.Remove(ws.ModelSocket()); err != nil && !errors.Is(err, iofs.ErrNotExist) {
-			ln.Close()
-			return fmt.Errorf("mcp %s: remove the model socket of an earlier session: %w", verb, err)
-		}
-	}
-	var modelLn net.Listener
-	switch {
-	case *fromFD && *modelFD:
-		f := os.NewFile(modelListenFD, ws.ModelSocket())
-		modelLn, err = net.FileListener(f)
-		f.Close()
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("mcp serve: the model socket on descriptor %d: %w", modelListenFD, err)
-		}
-	case hasModel && !*fromFD:
-		if modelLn, err = unixhost.ListenSocket(n.Layout.Root(), ws.MCPDir, host.ModelSocketName); err != nil {
-			ln.Close()
-			return err
-		}
 	}
 	syncLn, err := listenSync(ctx, e, n, ws, key, *fromFD, *syncFD)
 	if err != nil {
@@ -166,6 +125,61 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 	if verb == "start" {
 		return startMCPServe(e, ln, modelLn, syncLn, ws, c.agents, key, *session, *only, mf.args())
 	}
+	return serveMCP(ctx, e, n, ws, key, sess, *session != "", ln, modelLn, syncLn, modelH, mf)
+}
+
+// listenMCP binds the session's MCP socket, or takes it from descriptor 3
+// (fromFD), and the model proxy's beside it when the session has a model.
+func listenMCP(e *env, n *node.Node, ws host.Workspace, verb string, fromFD, modelFD bool, only string) (ln, modelLn net.Listener, modelH http.Handler, err error) {
+	if fromFD {
+		f := os.NewFile(mcpListenFD, ws.MCPSocket())
+		ln, err = net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("mcp serve: the socket on descriptor %d: %w", mcpListenFD, err)
+		}
+	} else if ln, err = unixhost.ListenSocket(n.Layout.Root(), ws.MCPDir, host.MCPSocketName); err != nil {
+		return nil, nil, nil, err
+	}
+	// The model proxy beside it (docs/runners.md), for an llm session
+	// alone and for the model its definition names: bound here, or by
+	// start when it handed us descriptor 4. A session without a model has
+	// no model socket at all; one left by an earlier session goes.
+	hasModel := false
+	if only != "" {
+		var merr error
+		modelH, hasModel, merr = model.Open(n.Layout, only, e.log)
+		if merr != nil {
+			e.log.Warn("the node's model configuration does not read; its proxy refuses every request", slog.String("error", merr.Error()))
+		}
+	} else if !fromFD {
+		if err := os.Remove(ws.ModelSocket()); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			ln.Close()
+			return nil, nil, nil, fmt.Errorf("mcp %s: remove the model socket of an earlier session: %w", verb, err)
+		}
+	}
+	switch {
+	case fromFD && modelFD:
+		f := os.NewFile(modelListenFD, ws.ModelSocket())
+		modelLn, err = net.FileListener(f)
+		f.Close()
+		if err != nil {
+			ln.Close()
+			return nil, nil, nil, fmt.Errorf("mcp serve: the model socket on descriptor %d: %w", modelListenFD, err)
+		}
+	case hasModel && !fromFD:
+		if modelLn, err = unixhost.ListenSocket(n.Layout.Root(), ws.MCPDir, host.ModelSocketName); err != nil {
+			ln.Close()
+			return nil, nil, nil, err
+		}
+	}
+	return ln, modelLn, modelH, nil
+}
+
+// serveMCP serves the session's sockets until ctx ends or, when watch, the
+// session's sandbox sess is gone.
+func serveMCP(ctx context.Context, e *env, n *node.Node, ws host.Workspace, key messages.WorkspaceKey, sess messages.ProcID, watch bool,
+	ln, modelLn, syncLn net.Listener, modelH http.Handler, mf meterFlags) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -189,7 +203,7 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 			os.Remove(ws.ModelSocket())
 		}()
 	}
-	if *session != "" {
+	if watch {
 		go func() {
 			if err := waitSandbox(ctx, n.Layout.Root(), ws, sess); err == nil {
 				e.log.Info("the session is gone", slog.String("session", sess.String()))
@@ -199,7 +213,7 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 	}
 	caller := func() (node.Caller, error) { return n.AgentCaller(key.Login) }
 	e.log.Info("mcp serving", slog.String("workspace", key.String()), slog.String("socket", ws.MCPSocket()))
-	err = node.ServeMCP(ctx, n.MCPServer(key.Project, caller), ln, unixhost.SameUser, e.log)
+	err := node.ServeMCP(ctx, n.MCPServer(key.Project, caller), ln, unixhost.SameUser, e.log)
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
@@ -287,17 +301,20 @@ func addSocketFlags(fs *flag.FlagSet) socketFlags {
 	}
 }
 
-// path is the socket the flags or the environment name.
-func (f socketFlags) path() (string, error) { return mcpSocket(*f.sock) }
+// parsePath parses fs's flags and args, and names the socket the flags or
+// the environment name.
+func (f socketFlags) parsePath(fs *flag.FlagSet, args []string) (string, error) {
+	if _, _, err := parseArgs(fs, args, nil); err != nil {
+		return "", err
+	}
+	return mcpSocket(*f.sock)
+}
 
 func runMCPConnect(ctx context.Context, e *env, args []string) error {
 	var c common
 	fs := c.flags(e, "mcp connect", "mcp connect [--socket PATH]", false, false)
 	sf := addSocketFlags(fs)
-	if _, _, err := parse(fs, args); err != nil {
-		return usageErr(err)
-	}
-	path, err := sf.path()
+	path, err := sf.parsePath(fs, args)
 	if err != nil {
 		return err
 	}
@@ -323,10 +340,7 @@ func runMCPCall(ctx context.Context, e *env, args []string) error {
 	fs := c.flags(e, "mcp call "+name, "mcp call TOOL [--socket PATH] [--input FILE]", false, false)
 	sf := addSocketFlags(fs)
 	input := fs.String("input", "-", "a file holding the tool's JSON input (- for standard input)")
-	if _, _, err := parse(fs, args[1:]); err != nil {
-		return usageErr(err)
-	}
-	path, err := sf.path()
+	path, err := sf.parsePath(fs, args[1:])
 	if err != nil {
 		return err
 	}
@@ -374,10 +388,7 @@ func runMCPTools(ctx context.Context, e *env, args []string) error {
 	var c common
 	fs := c.flags(e, "mcp tools", "mcp tools [--socket PATH]", false, false)
 	sf := addSocketFlags(fs)
-	if _, _, err := parse(fs, args); err != nil {
-		return usageErr(err)
-	}
-	path, err := sf.path()
+	path, err := sf.parsePath(fs, args)
 	if err != nil {
 		return err
 	}
@@ -390,9 +401,7 @@ func runMCPTools(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("mcp: list the tools: %w", err)
 	}
-	enc := json.NewEncoder(e.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(res.Tools)
+	return printJSON(e, res.Tools)
 }
 
 // listenSync is the session's sync socket (D49), beside its MCP socket:

@@ -10,12 +10,8 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	var c common
 	fs := c.flags(e, "status", "status [--agents AGENTS] [--json]", false, false)
 	fs.Lookup("json").Usage = "print the state as JSON (docs/design/state.schema.json)"
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usageErr(err)
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+	if _, _, err := parseArgs(fs, args, noArgs); err != nil {
+		return err
 	}
 	n, err := c.open(e)
 	if err != nil {
