@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	ocxmcp "github.com/ocx-go/ocx/cmd/internal/mcp"
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/syncfwd"
@@ -213,7 +214,7 @@ func serveMCP(ctx context.Context, e *env, n *node.Node, ws host.Workspace, key 
 	}
 	caller := func() (node.Caller, error) { return n.AgentCaller(key.Login) }
 	e.log.Info("mcp serving", slog.String("workspace", key.String()), slog.String("socket", ws.MCPSocket()))
-	err := node.ServeMCP(ctx, n.MCPServer(key.Project, caller), ln, unixhost.SameUser, e.log)
+	err := ocxmcp.Serve(ctx, ocxmcp.NewServer(n, key.Project, caller), ln, unixhost.SameUser, e.log)
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
@@ -318,7 +319,7 @@ func runMCPConnect(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	conn, err := node.DialMCP(ctx, path, *sf.wait)
+	conn, err := ocxmcp.Dial(ctx, path, *sf.wait)
 	if err != nil {
 		return err
 	}
@@ -372,7 +373,7 @@ func runMCPCall(ctx context.Context, e *env, args []string) error {
 // callMCP calls one tool on the socket with the SDK's client and reads the
 // answer back from its text content.
 func callMCP(ctx context.Context, path string, wait time.Duration, name string, input json.RawMessage) (*node.Answer, error) {
-	cs, err := node.ConnectMCP(ctx, path, wait)
+	cs, err := ocxmcp.Connect(ctx, path, wait)
 	if err != nil {
 		return nil, err
 	}
@@ -381,7 +382,7 @@ func callMCP(ctx context.Context, path string, wait time.Duration, name string, 
 	if err != nil {
 		return nil, fmt.Errorf("mcp: call %s: %w", name, err)
 	}
-	return node.AnswerOfMCP(res)
+	return ocxmcp.AnswerOf(res)
 }
 
 func runMCPTools(ctx context.Context, e *env, args []string) error {
@@ -392,7 +393,7 @@ func runMCPTools(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	cs, err := node.ConnectMCP(ctx, path, *sf.wait)
+	cs, err := ocxmcp.Connect(ctx, path, *sf.wait)
 	if err != nil {
 		return err
 	}
