@@ -36,14 +36,11 @@ var remoteRunners = []string{}
 // on the record. Everything that needs no write is checked first.
 func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer {
 	a := newAnswer(messages.ToolCreate, in.DryRun)
-	p, r, err := n.toolRepo()
+	p, r, err := n.privilegedRepo(ctx)
 	if err != nil {
 		return a.Stop(err)
 	}
 	defer r.Close()
-	if err := n.requirePrivileged(ctx, r, p); err != nil {
-		return a.Stop(err)
-	}
 	rec, err := n.createRecord(ctx, r, in)
 	if err != nil {
 		return a.Stop(err)

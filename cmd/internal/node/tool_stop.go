@@ -18,14 +18,11 @@ import (
 // record's node, refused when the agent is not running.
 func (n *Node) toolStop(ctx context.Context, in *messages.StopArgs) *Answer {
 	a := newAnswer(messages.ToolStop, in.DryRun)
-	p, r, err := n.toolRepo()
+	p, r, err := n.privilegedRepo(ctx)
 	if err != nil {
 		return a.Stop(err)
 	}
 	defer r.Close()
-	if err := n.requirePrivileged(ctx, r, p); err != nil {
-		return a.Stop(err)
-	}
 	rec, info, err := n.taskRecord(ctx, r, "record", in.Record)
 	if err != nil {
 		return a.Stop(err)
