@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -49,12 +50,17 @@ func (c *common) flags(e *env, name, usage string, caller, dry bool) *flag.FlagS
 }
 
 // open opens the node as the caller.
-func (c *common) open(e *env) (*node.Node, error) {
+func (c *common) open(e *env) (*node.Node, error) { return c.openWith(e, node.Options{}) }
+
+// openWith opens the node as the caller with opts, their Caller and Log
+// set here.
+func (c *common) openWith(e *env, opts node.Options) (*node.Node, error) {
 	caller, err := c.caller()
 	if err != nil {
 		return nil, err
 	}
-	return node.Open(c.agents, node.Options{Caller: caller, Log: e.log})
+	opts.Caller, opts.Log = caller, e.log
+	return node.Open(c.agents, opts)
 }
 
 func (c *common) caller() (node.Caller, error) {
@@ -121,12 +127,65 @@ func parse(fs *flag.FlagSet, args []string) (pos, rest []string, err error) {
 	}
 }
 
-// usageErr wraps a flag error: --help exits 0, anything else 2.
+// usageErr wraps a flag error: --help exits 0 (errHelped), anything else
+// 2.
 func usageErr(err error) error {
 	if errors.Is(err, flag.ErrHelp) {
-		return nil
+		return errHelped
 	}
 	return fmt.Errorf("%w: %v", errUsage, err)
+}
+
+// errHelped says a --help printed the usage asked for: ocx exits 0.
+var errHelped = errors.New("help printed")
+
+// posCheck checks a command's positional arguments.
+type posCheck func(pos []string) error
+
+// noArgs refuses every positional argument.
+func noArgs(pos []string) error {
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+	}
+	return nil
+}
+
+// oneArg wants exactly one positional argument, named what.
+func oneArg(what string) posCheck {
+	return func(pos []string) error {
+		_, err := one(pos, what)
+		return err
+	}
+}
+
+// parseArgs parses fs's flags and the positional arguments (as parse
+// does) and checks the positional ones; nil check takes any.
+func parseArgs(fs *flag.FlagSet, args []string, check posCheck) (pos, rest []string, err error) {
+	pos, rest, err = parse(fs, args)
+	if err != nil {
+		return nil, nil, usageErr(err)
+	}
+	if check != nil {
+		if err := check(pos); err != nil {
+			return nil, nil, err
+		}
+	}
+	return pos, rest, nil
+}
+
+// act opens the node as the caller and prints do's answer: the end of
+// every node action.
+func (c *common) act(e *env, do func(n *node.Node) *node.Answer) error {
+	return c.actWith(e, node.Options{}, do)
+}
+
+// actWith is act with the node opened with opts (see openWith).
+func (c *common) actWith(e *env, opts node.Options, do func(n *node.Node) *node.Answer) error {
+	n, err := c.openWith(e, opts)
+	if err != nil {
+		return err
+	}
+	return c.answer(e, do(n))
 }
 
 // action is one action word of a command (`ocx login add`).
@@ -171,4 +230,23 @@ func one(pos []string, what string) (string, error) {
 		return "", fmt.Errorf("%w: want one %s, got %d arguments", errUsage, what, len(pos))
 	}
 	return pos[0], nil
+}
+
+// printJSON prints v as indented JSON.
+func printJSON(e *env, v any) error {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// commaList splits a comma-separated flag value, its empty items left out;
+// never nil.
+func commaList(s string) []string {
+	out := []string{}
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
 }

@@ -12,10 +12,6 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 )
 
-func init() {
-	register(command{name: "console", summary: "install the web console in Fossil's extension root; with --agents alone, be the console", run: runConsole})
-}
-
 // runConsole is `ocx console install --extroot DIR`, or, with no action
 // word, the console itself as Fossil runs it (its entry script execs
 // `ocx console --agents AGENTS`): one CGI request on stdin and stdout.
@@ -40,21 +36,13 @@ func runConsole(ctx context.Context, e *env, args []string) error {
 			var c common
 			fs := c.flags(e, "console install", "console install --extroot DIR [--agents AGENTS] [--dry-run] [--json]", false, true)
 			extroot := fs.String("extroot", "", "Fossil's extension root (fossil server --extroot DIR)")
-			pos, _, err := parse(fs, args)
-			if err != nil {
-				return usageErr(err)
-			}
-			if len(pos) > 0 {
-				return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+			if _, _, err := parseArgs(fs, args, noArgs); err != nil {
+				return err
 			}
 			if *extroot == "" {
 				return fmt.Errorf("%w: --extroot: no extension root given", errUsage)
 			}
-			n, err := c.open(e)
-			if err != nil {
-				return err
-			}
-			return c.answer(e, n.ConsoleInstall(*extroot, c.dryRun))
+			return c.act(e, func(n *node.Node) *node.Answer { return n.ConsoleInstall(*extroot, c.dryRun) })
 		}},
 	}, args)
 }

@@ -25,10 +25,6 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-func init() {
-	register(command{name: "demo", summary: "run a demo node on 127.0.0.1 until interrupted", run: runDemo})
-}
-
 // The demo's people and its agent. The person's password is fixed so that
 // the README can say it; the node is on loopback only.
 const (
@@ -184,71 +180,29 @@ type demo struct {
 	launch  string
 }
 
+// demoPaths are the directories of a demo node, below its root.
+type demoPaths struct {
+	home, agents, relRoot, extroot string
+}
+
 func (d *demo) up(ctx context.Context, bin string, port int) error {
-	e := d.e
-	home := filepath.Join(d.root, "home")
-	agents := filepath.Join(d.root, "agents")
-	relRoot := filepath.Join(d.root, "release")
-	extroot := filepath.Join(d.root, "ext")
-	for _, dir := range []string{home, agents, extroot} {
+	p := demoPaths{home: filepath.Join(d.root, "home"), agents: filepath.Join(d.root, "agents"),
+		relRoot: filepath.Join(d.root, "release"), extroot: filepath.Join(d.root, "ext")}
+	for _, dir := range []string{p.home, p.agents, p.extroot} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
 	}
-	if err := makeRelease(bin, relRoot); err != nil {
+	if err := makeRelease(bin, p.relRoot); err != nil {
 		return err
 	}
-	fsl := &fossilio.Fossil{Home: home, User: demoAdmin, Dir: d.root}
+	fsl := &fossilio.Fossil{Home: p.home, User: demoAdmin, Dir: d.root}
 	repo := filepath.Join(d.root, d.project+".fossil")
-	adminPw, err := demoRepository(ctx, fsl, repo)
+	adminPw, err := d.serve(ctx, fsl, repo, port, p.extroot)
 	if err != nil {
 		return err
 	}
-	admin := &fossilio.Admin{Repository: repo, Fossil: fsl}
-	if err := admin.SetUser(ctx, demoPerson, demoPersonPW, demoCaps); err != nil {
-		return err
-	}
-	// The server never runs the backoffice itself; the poller beside it
-	// does, each second, and each OCX write runs it at once (D11).
-	if _, err := fsl.Run(ctx, []string{"settings", "backoffice-disable", "on", "-R", repo}); err != nil {
-		return err
-	}
-	// The git mirror (docs/console.md "Git"): the hook keeps it current
-	// from the next check-in on.
-	if _, err := fsl.Run(ctx, []string{"git", "export", filepath.Join(d.root, demoMirror), "-R", repo}); err != nil {
-		return fmt.Errorf("the demo's git mirror (is git installed? `make deps` installs it): %w", err)
-	}
-	// Write-ahead logging before anything else opens the repository: the
-	// switch needs the file to itself, and the server and the poller write
-	// it from their start (D11). `ocx init` below then finds it switched.
-	if _, err := admin.UseWAL(ctx); err != nil {
-		return err
-	}
-	if d.srv, err = startServer(ctx, fsl, repo, port, extroot); err != nil {
-		return err
-	}
-	e.log.Info("fossil server started", "pid", d.srv.pid, "url", d.srv.url)
-	if d.poller, err = startProcess(fsl, []string{"backoffice", "--poll", "1", repo}); err != nil {
-		return err
-	}
-	e.log.Info("backoffice poller started", "pid", d.poller.pid)
-
-	initA := node.Init(ctx, agents, node.InitInput{Projects: []node.InitProject{{Name: d.project, Repository: repo, URL: d.srv.url}}, ReleaseRoot: relRoot}, node.Options{Log: e.log})
-	if err := answerErr(initA); err != nil {
-		return err
-	}
-	n, err := node.Open(agents, node.Options{Caller: node.Caller{Login: demoAdmin, Password: adminPw}, Log: e.log})
-	if err != nil {
-		return err
-	}
-	d.n = n
-	if err := answerErr(n.ConsoleInstall(extroot, false)); err != nil {
-		return err
-	}
-	if err := answerErr(n.HookInstall(ctx, false)); err != nil {
-		return err
-	}
-	if err := answerErr(n.LoginAdd(ctx, demoAgent, false)); err != nil {
+	if err := d.openNode(ctx, p, repo, adminPw); err != nil {
 		return err
 	}
 	d.key = messages.WorkspaceKey{Login: demoAgent, Project: d.project}
@@ -256,24 +210,8 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 	if err != nil {
 		return err
 	}
-	in := node.SessionStartInput{
-		Workspace: d.key.String(), Kind: string(messages.Mechanical), Lifetime: string(messages.Stays),
-		Command: []string{"/bin/sh", "-c", demoCommand},
-		// The session hears the demo's person and the admin (D27).
-		Hears: []string{demoPerson, n.Caller.Login},
-	}
-	llm, err := demoModel(n.Layout.ModelJSON())
+	llm, err := d.startSession(ctx)
 	if err != nil {
-		return err
-	}
-	if llm != "" {
-		in.Kind, in.Command, in.Runner, in.Model = string(messages.LLM), nil, messages.RunnerNative, llm
-	}
-	start := n.SessionStart(ctx, in)
-	if start.Result != nil {
-		d.launch = *start.Result
-	}
-	if err := answerErr(start); err != nil {
 		return err
 	}
 	if err := d.templates(ctx, fsl, repo); err != nil {
@@ -290,7 +228,7 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 			return err
 		}
 	}
-	checkin, err := d.checkin(ctx, home)
+	checkin, err := d.checkin(ctx, p.home)
 	if err != nil {
 		return err
 	}
@@ -298,7 +236,102 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 	// "database is locked" (Fossil reads, then writes, in one transaction),
 	// so the demo says it is ready once the writes its start set off are done.
 	settle(ctx, repo, 1500*time.Millisecond, 15*time.Second)
-	ocx := filepath.Join(relRoot, "current", "ocx")
+	d.ready(p, adminPw, record, checkin, llm)
+	return nil
+}
+
+// serve makes the demo's repository, its git mirror, and starts its
+// server and backoffice poller; it returns the admin's password.
+func (d *demo) serve(ctx context.Context, fsl *fossilio.Fossil, repo string, port int, extroot string) (string, error) {
+	e := d.e
+	adminPw, err := demoRepository(ctx, fsl, repo)
+	if err != nil {
+		return "", err
+	}
+	admin := &fossilio.Admin{Repository: repo, Fossil: fsl}
+	if err := admin.SetUser(ctx, demoPerson, demoPersonPW, demoCaps); err != nil {
+		return "", err
+	}
+	// The server never runs the backoffice itself; the poller beside it
+	// does, each second, and each OCX write runs it at once (D11).
+	if _, err := fsl.Run(ctx, []string{"settings", "backoffice-disable", "on", "-R", repo}); err != nil {
+		return "", err
+	}
+	// The git mirror (docs/console.md "Git"): the hook keeps it current
+	// from the next check-in on.
+	if _, err := fsl.Run(ctx, []string{"git", "export", filepath.Join(d.root, demoMirror), "-R", repo}); err != nil {
+		return "", fmt.Errorf("the demo's git mirror (is git installed? `make deps` installs it): %w", err)
+	}
+	// Write-ahead logging before anything else opens the repository: the
+	// switch needs the file to itself, and the server and the poller write
+	// it from their start (D11). `ocx init` below then finds it switched.
+	if _, err := admin.UseWAL(ctx); err != nil {
+		return "", err
+	}
+	if d.srv, err = startServer(ctx, fsl, repo, port, extroot); err != nil {
+		return "", err
+	}
+	e.log.Info("fossil server started", "pid", d.srv.pid, "url", d.srv.url)
+	if d.poller, err = startProcess(fsl, []string{"backoffice", "--poll", "1", repo}); err != nil {
+		return "", err
+	}
+	e.log.Info("backoffice poller started", "pid", d.poller.pid)
+	return adminPw, nil
+}
+
+// openNode makes the demo's node (init, the console, the hook, the agent
+// login) and opens it as the admin.
+func (d *demo) openNode(ctx context.Context, p demoPaths, repo, adminPw string) error {
+	e := d.e
+	initA := node.Init(ctx, p.agents, node.InitInput{Projects: []node.InitProject{{Name: d.project, Repository: repo, URL: d.srv.url}}, ReleaseRoot: p.relRoot}, node.Options{Log: e.log})
+	if err := answerErr(initA); err != nil {
+		return err
+	}
+	n, err := node.Open(p.agents, node.Options{Caller: node.Caller{Login: demoAdmin, Password: adminPw}, Log: e.log})
+	if err != nil {
+		return err
+	}
+	d.n = n
+	if err := answerErr(n.ConsoleInstall(p.extroot, false)); err != nil {
+		return err
+	}
+	if err := answerErr(n.HookInstall(ctx, false)); err != nil {
+		return err
+	}
+	return answerErr(n.LoginAdd(ctx, demoAgent, false))
+}
+
+// startSession starts the demo's session: mechanical, or an llm session
+// when the environment names a model; it returns the model.
+func (d *demo) startSession(ctx context.Context) (string, error) {
+	n := d.n
+	in := node.SessionStartInput{
+		Workspace: d.key.String(), Kind: string(messages.Mechanical), Lifetime: string(messages.Stays),
+		Command: []string{"/bin/sh", "-c", demoCommand},
+		// The session hears the demo's person and the admin (D27).
+		Hears: []string{demoPerson, n.Caller.Login},
+	}
+	llm, err := demoModel(n.Layout.ModelJSON())
+	if err != nil {
+		return "", err
+	}
+	if llm != "" {
+		in.Kind, in.Command, in.Runner, in.Model = string(messages.LLM), nil, messages.RunnerNative, llm
+	}
+	start := n.SessionStart(ctx, in)
+	if start.Result != nil {
+		d.launch = *start.Result
+	}
+	if err := answerErr(start); err != nil {
+		return "", err
+	}
+	return llm, nil
+}
+
+// ready prints what the demo node is and how to use it.
+func (d *demo) ready(p demoPaths, adminPw, record, checkin, llm string) {
+	e, agents := d.e, p.agents
+	ocx := filepath.Join(p.relRoot, "current", "ocx")
 	console := d.srv.url + "ext/" + node.ConsoleEntryName + "/"
 	fmt.Fprintf(e.stdout, "OCX demo node\n")
 	fmt.Fprintf(e.stdout, "  console:     %s\n", console)
@@ -336,7 +369,6 @@ func (d *demo) up(ctx context.Context, bin string, port int) error {
 	fmt.Fprintf(e.stdout, "  fossil clone --save-http-password http://%s:%s@%s %s/mine.fossil && mkdir %s/mine && cd %s/mine && fossil open ../mine.fossil && echo hi > hi.txt && fossil add hi.txt && fossil commit -m hi\n",
 		demoPerson, demoPersonPW, strings.TrimPrefix(d.srv.url, "http://"), d.root, d.root, d.root)
 	fmt.Fprintf(e.stdout, "ready; press Ctrl-C to stop\n")
-	return nil
 }
 
 // workspace adds the demo's workspace, or finds the one a previous run in
@@ -593,6 +625,12 @@ func settle(ctx context.Context, repo string, quiet, max time.Duration) {
 
 // pidsRunning lists the processes running program with first argument arg.
 func pidsRunning(program, arg string) []int {
+	return pidsWhose(func(args []string) bool { return args[0] == program && args[1] == arg })
+}
+
+// pidsWhose lists the processes but this one whose command line, of two
+// words or more, match says.
+func pidsWhose(match func(args []string) bool) []int {
 	entries, _ := os.ReadDir("/proc") // trust:outside /proc
 	var pids []int
 	for _, ent := range entries {
@@ -605,7 +643,7 @@ func pidsRunning(program, arg string) []int {
 			continue
 		}
 		args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
-		if len(args) > 1 && args[0] == program && args[1] == arg {
+		if len(args) > 1 && match(args) {
 			pids = append(pids, pid)
 		}
 	}
@@ -802,21 +840,5 @@ func (s *server) stop(e *env) {
 
 // pidsNaming lists the fossil processes whose command line names path.
 func pidsNaming(path string) []int {
-	entries, _ := os.ReadDir("/proc") // trust:outside /proc
-	var pids []int
-	for _, ent := range entries {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + ent.Name() + "/cmdline") // trust:outside /proc
-		if err != nil {
-			continue
-		}
-		args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
-		if len(args) > 1 && filepath.Base(args[0]) == "fossil" && args[len(args)-1] == path {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return pidsWhose(func(args []string) bool { return filepath.Base(args[0]) == "fossil" && args[len(args)-1] == path })
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -11,10 +10,6 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/hook"
 	"github.com/ocx-go/ocx/cmd/internal/node"
 )
-
-func init() {
-	register(command{name: "hook", summary: "install, remove or show the wake hook; with --repo, be the hook", run: runHook})
-}
 
 // runHook is `ocx hook install|remove|status`, or, with no action word,
 // the hook itself as Fossil runs it: `ocx hook --agents A --repo R`.
@@ -26,18 +21,10 @@ func runHook(ctx context.Context, e *env, args []string) error {
 		return action{summary: summary, run: func(ctx context.Context, e *env, args []string) error {
 			var c common
 			fs := c.flags(e, "hook "+name, "hook "+name+" [--agents AGENTS] [--dry-run] [--json]", false, true)
-			pos, _, err := parse(fs, args)
-			if err != nil {
-				return usageErr(err)
-			}
-			if len(pos) > 0 {
-				return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
-			}
-			n, err := c.open(e)
-			if err != nil {
+			if _, _, err := parseArgs(fs, args, noArgs); err != nil {
 				return err
 			}
-			return c.answer(e, do(n, c.dryRun))
+			return c.act(e, func(n *node.Node) *node.Answer { return do(n, c.dryRun) })
 		}}
 	}
 	return dispatch(ctx, e, "hook", map[string]action{
@@ -59,9 +46,7 @@ func runHook(ctx context.Context, e *env, args []string) error {
 			}
 			hooks, a := n.HookStatus(ctx)
 			if c.json && a.OK() {
-				enc := json.NewEncoder(e.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(hooks)
+				return printJSON(e, hooks)
 			}
 			return c.answer(e, a)
 		}},

@@ -3,16 +3,11 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/messages"
 )
-
-func init() {
-	register(command{name: "init", summary: "make the agents root and node.json; provision the node user", run: runInit})
-}
 
 // projectsFlag collects repeated --project NAME=REPO,URL.
 type projectsFlag []node.InitProject
@@ -48,12 +43,8 @@ func runInit(ctx context.Context, e *env, args []string) error {
 	fs.Var(&sbRO, "sandbox-read-only", "a host path every sandbox the node proposes sees read-only, such as the agent CLIs' install (repeat for each)")
 	fs.Var(&sbPath, "sandbox-path", "a directory put on the PATH of every sandbox the node proposes, after the release's (repeat for each)")
 	confined := fs.Bool("confined-only", false, "the node runs nothing unconfined: its daemon refuses a run without a sandbox (--confined-only=false undoes it; left out, node.json's stays)")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usageErr(err)
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+	if _, _, err := parseArgs(fs, args, noArgs); err != nil {
+		return err
 	}
 	in := node.InitInput{Projects: projects, NodeUser: *user, ReleaseRoot: *release, DryRun: c.dryRun}
 	fs.Visit(func(f *flag.Flag) {

@@ -6,10 +6,6 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 )
 
-func init() {
-	register(command{name: "listener", summary: "add or remove a session's listener", run: runListener})
-}
-
 func runListener(ctx context.Context, e *env, args []string) error {
 	word := func(name, summary string, do func(n *node.Node, in node.ListenerInput) *node.Answer) action {
 		return action{summary: summary, run: func(ctx context.Context, e *env, args []string) error {
@@ -18,19 +14,14 @@ func runListener(ctx context.Context, e *env, args []string) error {
 			kind := fs.String("kind", "", "thread, ticket or branch")
 			names := fs.String("names", "", "a post of the thread, the ticket's id, or the branch's name")
 			record := fs.String("record", "", "branch: the session's own record, where the note goes (default: the workspace's record)")
-			pos, _, err := parse(fs, args)
-			if err != nil {
-				return usageErr(err)
-			}
-			key, err := one(pos, "LOGIN/PROJECT")
+			pos, _, err := parseArgs(fs, args, oneArg("LOGIN/PROJECT"))
 			if err != nil {
 				return err
 			}
-			n, err := c.open(e)
-			if err != nil {
-				return err
-			}
-			return c.answer(e, do(n, node.ListenerInput{Workspace: key, Kind: *kind, Names: *names, Record: *record, DryRun: c.dryRun}))
+			key := pos[0]
+			return c.act(e, func(n *node.Node) *node.Answer {
+				return do(n, node.ListenerInput{Workspace: key, Kind: *kind, Names: *names, Record: *record, DryRun: c.dryRun})
+			})
 		}}
 	}
 	return dispatch(ctx, e, "listener", map[string]action{

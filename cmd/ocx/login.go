@@ -6,28 +6,17 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 )
 
-func init() {
-	register(command{name: "login", summary: "add, withdraw or rotate an agent login", run: runLogin})
-}
-
 func runLogin(ctx context.Context, e *env, args []string) error {
 	word := func(name, summary string, do func(n *node.Node, login string, dry bool) *node.Answer) action {
 		return action{summary: summary, run: func(ctx context.Context, e *env, args []string) error {
 			var c common
 			fs := c.flags(e, "login "+name, "login "+name+" LOGIN [--agents AGENTS] [--dry-run] [--json]", false, true)
-			pos, _, err := parse(fs, args)
-			if err != nil {
-				return usageErr(err)
-			}
-			login, err := one(pos, "LOGIN")
+			pos, _, err := parseArgs(fs, args, oneArg("LOGIN"))
 			if err != nil {
 				return err
 			}
-			n, err := c.open(e)
-			if err != nil {
-				return err
-			}
-			return c.answer(e, do(n, login, c.dryRun))
+			login := pos[0]
+			return c.act(e, func(n *node.Node) *node.Answer { return do(n, login, c.dryRun) })
 		}}
 	}
 	return dispatch(ctx, e, "login", map[string]action{

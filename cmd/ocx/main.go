@@ -1,7 +1,7 @@
 // Command ocx is OCX's command line: the node's actions (init, agent logins,
 // the hook, workspaces, sessions, listeners, the status), the wake hook
-// itself, and the demo. Each subcommand is a file of its own that registers
-// itself, so adding one is adding a file.
+// itself, and the demo. Each subcommand is a file of its own, named in
+// the one command table, commands.
 package main
 
 import (
@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"sort"
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -31,14 +30,38 @@ type env struct {
 	log            *slog.Logger
 }
 
-var commands = map[string]command{}
+// commands is ocx's one command table, as cmd/go's base.Go.Commands is:
+// every subcommand, sorted by name (`ocx help` lists them in this order),
+// each running from its own file.
+var commands = []*command{
+	{name: "attach", summary: "join a run's terminal; Ctrl-] detaches and the run goes on", run: runAttach},
+	{name: "console", summary: "install the web console in Fossil's extension root; with --agents alone, be the console", run: runConsole},
+	{name: "demo", summary: "run a demo node on 127.0.0.1 until interrupted", run: runDemo},
+	{name: "hook", summary: "install, remove or show the wake hook; with --repo, be the hook", run: runHook},
+	{name: "init", summary: "make the agents root and node.json; provision the node user", run: runInit},
+	{name: "listener", summary: "add or remove a session's listener", run: runListener},
+	{name: "login", summary: "add, withdraw or rotate an agent login", run: runLogin},
+	{name: "mcp", summary: "the tools over MCP: serve a session's socket (start, serve), or reach it from inside the sandbox (connect, call)", run: runMCP},
+	{name: "post", summary: "reply to a post, or comment on a ticket, as the caller", run: runPost},
+	{name: "release", summary: "stage, accept or roll back a release; make a release root", run: runRelease},
+	{name: "run", summary: "OCX's run tool (seed 004): post, stop, start, check and list runs; hold a run's terminal", run: runRun},
+	{name: "session", summary: "start, stop or restart sessions", run: runSession},
+	{name: "status", summary: "the node's state: hooks, agent logins, workspaces, sessions, listeners", run: runStatus},
+	{name: "thread", summary: "start a forum thread as the caller", run: runThread},
+	{name: "ticket", summary: "open a ticket as the caller", run: runTicket},
+	{name: "tool", summary: "call a protocol v1 tool (create, post, audit, push, stop) with JSON input; `tool list` lists them", run: runTool},
+	{name: "version", summary: "print this build's version and check-in, one line", run: runVersion},
+	{name: "workspace", summary: "add, terminate or collect workspaces", run: runWorkspace},
+}
 
-// register adds a subcommand; each subcommand's file calls it from init.
-func register(c command) {
-	if _, dup := commands[c.name]; dup {
-		panic("ocx: subcommand registered twice: " + c.name)
+// lookup finds the subcommand named name.
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
 	}
-	commands[c.name] = c
+	return nil
 }
 
 // errUsage marks a usage error, which exits 2.
@@ -54,7 +77,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	e := &env{stdout: stdout, stderr: stderr, log: slog.New(slog.NewTextHandler(stderr, nil))}
 	if len(args) > 1 && args[0] == "help" {
-		if _, ok := commands[args[1]]; ok {
+		if lookup(args[1]) != nil {
 			args = []string{args[1], "--help"} // `ocx help CMD` is `ocx CMD --help`
 		}
 	}
@@ -68,13 +91,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if args[0] == "--version" {
 		args = append([]string{"version"}, args[1:]...)
 	}
-	c, ok := commands[args[0]]
-	if !ok {
+	c := lookup(args[0])
+	if c == nil {
 		fmt.Fprintf(stderr, "ocx: unknown command %q\n", args[0])
 		usage(stderr)
 		return 2
 	}
 	if err := c.run(ctx, e, args[1:]); err != nil {
+		if errors.Is(err, errHelped) {
+			return 0 // the usage asked for is printed
+		}
 		if errors.Is(err, errStopped) {
 			return 1 // the answer printed says why
 		}
@@ -93,12 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: ocx COMMAND [ARGS]\n\ncommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 }

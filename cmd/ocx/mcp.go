@@ -3,33 +3,20 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	iofs "io/fs"
-	"log/slog"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/ocx-go/ocx/cmd/internal/model"
+	ocxmcp "github.com/ocx-go/ocx/cmd/internal/mcp"
 	"github.com/ocx-go/ocx/cmd/internal/node"
-	"github.com/ocx-go/ocx/cmd/internal/syncfwd"
 	"github.com/ocx-go/ocx/host"
-	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
-
-func init() {
-	register(command{name: "mcp", summary: "the tools over MCP: serve a session's socket (start, serve), or reach it from inside the sandbox (connect, call)", run: runMCP})
-}
 
 const mcpUsage = `mcp start|serve LOGIN/PROJECT [--agents ROOT] [--session PID@START] [--model MODEL]
        ocx mcp connect [--socket PATH]
@@ -69,13 +56,6 @@ func runMCP(ctx context.Context, e *env, args []string) error {
 	}
 	return fmt.Errorf("%w: %q is not an mcp command (start, serve, connect, call, tools)", errUsage, args[0])
 }
-
-// mcpListenFD is the descriptor start hands serve its bound socket on,
-// and modelListenFD the model socket's, when the node has a model.json.
-const (
-	mcpListenFD   = 3
-	modelListenFD = 4
-)
 
 func runMCPServe(ctx context.Context, e *env, verb string, args []string) error {
 	var c common
@@ -117,154 +97,19 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 	if _, err := n.AgentCaller(key.Login); err != nil {
 		return fmt.Errorf("mcp %s %s: %w", verb, key, err)
 	}
-	var ln net.Listener
-	if *fromFD {
-		f := os.NewFile(mcpListenFD, ws.MCPSocket())
-		ln, err = net.FileListener(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("mcp serve: the socket on descriptor %d: %w", mcpListenFD, err)
-		}
-	} else if ln, err = unixhost.ListenSocket(n.Layout.Root(), ws.MCPDir, host.MCPSocketName); err != nil {
+	ln, modelLn, modelH, err := ocxmcp.Listen(e.log, n, ws, verb, *fromFD, *modelFD, *only)
+	if err != nil {
 		return err
 	}
-	// The model proxy beside it (docs/runners.md), for an llm session
-	// alone and for the model its definition names: bound here, or by
-	// start when it handed us descriptor 4. A session without a model has
-	// no model socket at all; one left by an earlier session goes.
-	var modelH http.Handler
-	hasModel := false
-	if *only != "" {
-		var merr error
-		modelH, hasModel, merr = model.Open(n.Layout, *only, e.log)
-		if merr != nil {
-			e.log.Warn("the node's model configuration does not read; its proxy refuses every request", slog.String("error", merr.Error()))
-		}
-	} else if !*fromFD {
-		if err := os.Remove(ws.ModelSocket()); err != nil && !errors.Is(err, iofs.ErrNotExist) {
-			ln.Close()
-			return fmt.Errorf("mcp %s: remove the model socket of an earlier session: %w", verb, err)
-		}
-	}
-	var modelLn net.Listener
-	switch {
-	case *fromFD && *modelFD:
-		f := os.NewFile(modelListenFD, ws.ModelSocket())
-		modelLn, err = net.FileListener(f)
-		f.Close()
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("mcp serve: the model socket on descriptor %d: %w", modelListenFD, err)
-		}
-	case hasModel && !*fromFD:
-		if modelLn, err = unixhost.ListenSocket(n.Layout.Root(), ws.MCPDir, host.ModelSocketName); err != nil {
-			ln.Close()
-			return err
-		}
-	}
-	syncLn, err := listenSync(ctx, e, n, ws, key, *fromFD, *syncFD)
+	syncLn, err := ocxmcp.ListenSync(ctx, e.log, n, ws, key, *fromFD, *syncFD)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	if verb == "start" {
-		return startMCPServe(e, ln, modelLn, syncLn, ws, c.agents, key, *session, *only, mf.args())
+		return ocxmcp.Start(e.stdout, ln, modelLn, syncLn, ws, c.agents, key, *session, *only, mf.args())
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	if syncLn != nil {
-		defer serveSync(ctx, cancel, e, n, ws, key, syncLn)()
-	}
-	if modelLn != nil {
-		if modelH == nil { // descriptor 4 but model.json is gone since start
-			modelH = model.Refusing(errors.New("this node serves no model (no AGENTS/model.json)"))
-		}
-		modelH = meterModel(ctx, e, n.Layout, ws, key, mf, modelH) // D50: the node's count
-		e.log.Info("model proxy serving", slog.String("workspace", key.String()), slog.String("socket", ws.ModelSocket()))
-		wg.Go(func() {
-			if err := model.Serve(ctx, modelLn, modelH, unixhost.SameUser, e.log); err != nil {
-				e.log.Error("model proxy ended", slog.String("error", err.Error()))
-			}
-		})
-		defer func() {
-			cancel()
-			wg.Wait()
-			os.Remove(ws.ModelSocket())
-		}()
-	}
-	if *session != "" {
-		go func() {
-			if err := waitSandbox(ctx, n.Layout.Root(), ws, sess); err == nil {
-				e.log.Info("the session is gone", slog.String("session", sess.String()))
-			}
-			cancel()
-		}()
-	}
-	caller := func() (node.Caller, error) { return n.AgentCaller(key.Login) }
-	e.log.Info("mcp serving", slog.String("workspace", key.String()), slog.String("socket", ws.MCPSocket()))
-	err = node.ServeMCP(ctx, n.MCPServer(key.Project, caller), ln, unixhost.SameUser, e.log)
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	os.Remove(ws.MCPSocket())
-	return err
-}
-
-// startMCPServe leaves `ocx mcp serve --listen-fd` running on ln in a
-// session of its own, its output appended to the MCP log, and returns:
-// the socket is bound and listening already, so a client may connect at
-// once.
-func startMCPServe(e *env, ln, modelLn, syncLn net.Listener, ws host.Workspace, agents string, key messages.WorkspaceKey, session, only string, meter []string) error {
-	defer ln.Close()
-	f, err := ln.(*net.UnixListener).File()
-	if err != nil {
-		return fmt.Errorf("mcp start: %w", err)
-	}
-	defer f.Close()
-	files := []*os.File{f} // descriptor 3
-	if modelLn != nil {
-		defer modelLn.Close()
-		mf, err := modelLn.(*net.UnixListener).File()
-		if err != nil {
-			return fmt.Errorf("mcp start: %w", err)
-		}
-		defer mf.Close()
-		files = append(files, mf) // descriptor 4
-	}
-	logf, err := unixhost.OpenLog(ws.MCPLog)
-	if err != nil {
-		return fmt.Errorf("mcp start: %w", err)
-	}
-	defer logf.Close()
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("mcp start: %w", err)
-	}
-	args := []string{"mcp", "serve", key.String(), "--agents", agents, "--listen-fd"}
-	if modelLn != nil {
-		args = append(append(args, "--model-fd", "--model", only), meter...)
-	}
-	if session != "" {
-		args = append(args, "--session", session)
-	}
-	sf, args, err := syncFile(syncLn, len(files), args)
-	if err != nil {
-		return fmt.Errorf("mcp start: %w", err)
-	}
-	if sf != nil {
-		defer sf.Close()
-		files = append(files, sf)
-	}
-	cmd := exec.Command(exe, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = files
-	cmd.SysProcAttr = unixhost.SessionAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("mcp start: %w", err)
-	}
-	fmt.Fprintf(e.stdout, "%d %s\n", cmd.Process.Pid, ws.MCPSocket())
-	return cmd.Process.Release()
+	return ocxmcp.ServeSession(ctx, e.log, n, ws, key, sess, *session != "", ln, modelLn, syncLn, modelH, ocxmcp.Meter{Launch: *mf.launch, Tokens: *mf.tokens})
 }
 
 // mcpSocket is --socket, else $OCX_MCP_SOCKET.
@@ -291,21 +136,24 @@ func addSocketFlags(fs *flag.FlagSet) socketFlags {
 	}
 }
 
-// path is the socket the flags or the environment name.
-func (f socketFlags) path() (string, error) { return mcpSocket(*f.sock) }
+// parsePath parses fs's flags and args, and names the socket the flags or
+// the environment name.
+func (f socketFlags) parsePath(fs *flag.FlagSet, args []string) (string, error) {
+	if _, _, err := parseArgs(fs, args, nil); err != nil {
+		return "", err
+	}
+	return mcpSocket(*f.sock)
+}
 
 func runMCPConnect(ctx context.Context, e *env, args []string) error {
 	var c common
 	fs := c.flags(e, "mcp connect", "mcp connect [--socket PATH]", false, false)
 	sf := addSocketFlags(fs)
-	if _, _, err := parse(fs, args); err != nil {
-		return usageErr(err)
-	}
-	path, err := sf.path()
+	path, err := sf.parsePath(fs, args)
 	if err != nil {
 		return err
 	}
-	conn, err := node.DialMCP(ctx, path, *sf.wait)
+	conn, err := ocxmcp.Dial(ctx, path, *sf.wait)
 	if err != nil {
 		return err
 	}
@@ -327,10 +175,7 @@ func runMCPCall(ctx context.Context, e *env, args []string) error {
 	fs := c.flags(e, "mcp call "+name, "mcp call TOOL [--socket PATH] [--input FILE]", false, false)
 	sf := addSocketFlags(fs)
 	input := fs.String("input", "-", "a file holding the tool's JSON input (- for standard input)")
-	if _, _, err := parse(fs, args[1:]); err != nil {
-		return usageErr(err)
-	}
-	path, err := sf.path()
+	path, err := sf.parsePath(fs, args[1:])
 	if err != nil {
 		return err
 	}
@@ -362,7 +207,7 @@ func runMCPCall(ctx context.Context, e *env, args []string) error {
 // callMCP calls one tool on the socket with the SDK's client and reads the
 // answer back from its text content.
 func callMCP(ctx context.Context, path string, wait time.Duration, name string, input json.RawMessage) (*node.Answer, error) {
-	cs, err := node.ConnectMCP(ctx, path, wait)
+	cs, err := ocxmcp.Connect(ctx, path, wait)
 	if err != nil {
 		return nil, err
 	}
@@ -371,21 +216,18 @@ func callMCP(ctx context.Context, path string, wait time.Duration, name string, 
 	if err != nil {
 		return nil, fmt.Errorf("mcp: call %s: %w", name, err)
 	}
-	return node.AnswerOfMCP(res)
+	return ocxmcp.AnswerOf(res)
 }
 
 func runMCPTools(ctx context.Context, e *env, args []string) error {
 	var c common
 	fs := c.flags(e, "mcp tools", "mcp tools [--socket PATH]", false, false)
 	sf := addSocketFlags(fs)
-	if _, _, err := parse(fs, args); err != nil {
-		return usageErr(err)
-	}
-	path, err := sf.path()
+	path, err := sf.parsePath(fs, args)
 	if err != nil {
 		return err
 	}
-	cs, err := node.ConnectMCP(ctx, path, *sf.wait)
+	cs, err := ocxmcp.Connect(ctx, path, *sf.wait)
 	if err != nil {
 		return err
 	}
@@ -394,113 +236,5 @@ func runMCPTools(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("mcp: list the tools: %w", err)
 	}
-	enc := json.NewEncoder(e.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(res.Tools)
-}
-
-// listenSync is the session's sync socket (D49), beside its MCP socket:
-// bound here (start, or serve run by hand), or taken from the descriptor
-// start handed serve. It is nil, and a socket an earlier session left is
-// removed, when the node offers the workspace none (node.SyncTarget: its
-// record restricts no_password) or its project's URL cannot be told; the
-// session then reaches the server as it can, and its log says so.
-func listenSync(ctx context.Context, e *env, n *node.Node, ws host.Workspace, key messages.WorkspaceKey, fromFD bool, fd int) (net.Listener, error) {
-	if fromFD {
-		if fd <= 0 {
-			return nil, nil
-		}
-		f := os.NewFile(uintptr(fd), ws.SyncSocket())
-		ln, err := net.FileListener(f)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("mcp serve: the sync socket on descriptor %d: %w", fd, err)
-		}
-		return ln, nil
-	}
-	_, why, err := n.SyncTarget(ctx, key)
-	if err != nil || why != "" {
-		if err != nil {
-			e.log.Warn("no sync socket: the project's server cannot be told", slog.String("workspace", key.String()), slog.String("error", err.Error()))
-		} else {
-			e.log.Info("no sync socket", slog.String("workspace", key.String()), slog.String("why", why))
-		}
-		if err := os.Remove(ws.SyncSocket()); err != nil && !errors.Is(err, iofs.ErrNotExist) {
-			return nil, fmt.Errorf("mcp: remove the sync socket of an earlier session: %w", err)
-		}
-		return nil, nil
-	}
-	return unixhost.ListenSocket(n.Layout.Root(), ws.MCPDir, host.SyncSocketName)
-}
-
-// syncFile is the sync socket's listener as the descriptor start hands
-// serve after the n it hands already, and serve's arguments saying which
-// one it is; nil when there is no sync socket.
-func syncFile(syncLn net.Listener, n int, args []string) (*os.File, []string, error) {
-	if syncLn == nil {
-		return nil, args, nil
-	}
-	defer syncLn.Close()
-	f, err := syncLn.(*net.UnixListener).File()
-	if err != nil {
-		return nil, args, err
-	}
-	return f, append(args, "--sync-fd", strconv.Itoa(mcpListenFD+n)), nil
-}
-
-// serveSync serves the sync forwarder on ln, to the project's server
-// node.json names (node.SyncTarget), until ctx ends; the function it
-// returns waits for it and removes the socket. A forwarder that cannot
-// be made is logged and its socket removed: the session's reads then fail
-// and say so, and its MCP socket serves on.
-func serveSync(ctx context.Context, cancel context.CancelFunc, e *env, n *node.Node, ws host.Workspace, key messages.WorkspaceKey, ln net.Listener) func() {
-	log := e.log.With(slog.String("workspace", key.String()), slog.String("socket", ws.SyncSocket()))
-	target, why, err := n.SyncTarget(ctx, key)
-	var fwd *syncfwd.Forwarder
-	if err == nil && why == "" {
-		fwd, err = syncfwd.New(target, nil, log)
-	}
-	if fwd == nil {
-		if err != nil {
-			why = err.Error()
-		}
-		log.Warn("the sync socket serves nothing", slog.String("why", why))
-		ln.Close()
-		os.Remove(ws.SyncSocket())
-		return func() {}
-	}
-	log.Info("sync socket serving", slog.String("target", fwd.Target()))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := syncfwd.Serve(ctx, ln, fwd, unixhost.SameUser, log); err != nil {
-			log.Error("sync socket ended", slog.String("error", err.Error()))
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
-		os.Remove(ws.SyncSocket())
-	}
-}
-
-// waitSandbox waits until the session's sandbox is gone: its bwrap, then,
-// when the node recorded that bwrap's sandbox (D45) and its init runs on
-// (bwrap was ended by a signal, the sandbox not), that init, which lives
-// as long as anything in the sandbox does. The session inside writes
-// through the sync socket (D49), its stopped note too, after its bwrap
-// may be gone.
-func waitSandbox(ctx context.Context, root string, ws host.Workspace, sess messages.ProcID) error {
-	if err := unixhost.WaitGone(ctx, sess); err != nil {
-		return err
-	}
-	b, err := unixhost.Below(root).ReadFile(ws.Sandbox, unixhost.SmallFile)
-	if err != nil {
-		return nil
-	}
-	rec, err := host.DecodeSandboxRecord(b)
-	if err != nil || rec.Bwrap != sess {
-		return nil
-	}
-	return unixhost.WaitGone(ctx, rec.Init)
+	return printJSON(e, res.Tools)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	ocxmcp "github.com/ocx-go/ocx/cmd/internal/mcp"
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
@@ -181,7 +182,7 @@ func TestMCPFromInsideTheSandbox(t *testing.T) {
 
 	call := func(in string) (*node.Answer, string) {
 		out, errs, err := inSandbox(t, bw, in, ocx, "mcp", "call", "post")
-		a, derr := node.DecodeAnswer([]byte(out))
+		a, derr := ocxmcp.DecodeAnswer([]byte(out))
 		if derr != nil {
 			t.Fatalf("mcp call post: %v (%v)\n%s", derr, err, errs)
 		}
@@ -234,7 +235,7 @@ func BenchmarkMCPPost(b *testing.B) {
 	tn := newToolNode(b)
 	rec, ws := createAgent(b, tn, "native-1", "")
 	defer endsServers(b, tn)
-	cs, err := node.ConnectMCP(tn.ctx, ws.MCPSocket(), 10*time.Second)
+	cs, err := ocxmcp.Connect(tn.ctx, ws.MCPSocket(), 10*time.Second)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -251,7 +252,7 @@ func BenchmarkMCPPost(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if a, err := node.AnswerOfMCP(res); err != nil || !a.OK() {
+			if a, err := ocxmcp.AnswerOf(res); err != nil || !a.OK() {
 				b.Fatalf("%v %v", a, err)
 			}
 			times = append(times, time.Since(t0))
@@ -341,7 +342,7 @@ func mcpBenchClient(specFile string) error {
 		return err
 	}
 	ctx := context.Background()
-	cs, err := node.ConnectMCP(ctx, os.Getenv(host.MCPSocketEnv), 10*time.Second)
+	cs, err := ocxmcp.Connect(ctx, os.Getenv(host.MCPSocketEnv), 10*time.Second)
 	if err != nil {
 		return err
 	}
@@ -353,7 +354,7 @@ func mcpBenchClient(specFile string) error {
 		if err != nil {
 			return err
 		}
-		if a, err := node.AnswerOfMCP(res); err != nil || !a.OK() {
+		if a, err := ocxmcp.AnswerOf(res); err != nil || !a.OK() {
 			return fmt.Errorf("post over MCP: %v %v", a, err)
 		}
 		times = append(times, time.Since(t0))

@@ -9,12 +9,6 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 )
 
-func init() {
-	register(command{name: "post", summary: "reply to a post, or comment on a ticket, as the caller", run: runPost})
-	register(command{name: "thread", summary: "start a forum thread as the caller", run: runThread})
-	register(command{name: "ticket", summary: "open a ticket as the caller", run: runTicket})
-}
-
 // text reads --text, or standard input when it is "-".
 func text(e *env, s string) (string, error) {
 	if s != "-" {
@@ -38,12 +32,9 @@ func runWrite(ctx context.Context, e *env, args []string, name, usage string, ti
 	} else {
 		to = fs.String("to", "", "the post to reply to, or the ticket to comment on")
 	}
-	pos, _, err := parse(fs, args)
+	_, _, err := parseArgs(fs, args, noArgs)
 	if err != nil {
-		return usageErr(err)
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+		return err
 	}
 	in := node.PostInput{Project: *project, DryRun: c.dryRun}
 	if in.Text, err = text(e, *body); err != nil {
@@ -54,11 +45,7 @@ func runWrite(ctx context.Context, e *env, args []string, name, usage string, ti
 	} else {
 		in.To = *to
 	}
-	n, err := c.open(e)
-	if err != nil {
-		return err
-	}
-	return c.answer(e, do(n, in))
+	return c.act(e, func(n *node.Node) *node.Answer { return do(n, in) })
 }
 
 func runPost(ctx context.Context, e *env, args []string) error {

@@ -2,17 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
 )
-
-func init() {
-	register(command{name: "run", summary: "OCX's run tool (seed 004): post, stop, start, check and list runs; hold a run's terminal", run: runRun})
-}
 
 var runActions = map[string]action{
 	"post":   {"post a run message as the caller: a new thread, or a reply (--to)", runRunPost},
@@ -34,12 +29,9 @@ func runRunPost(ctx context.Context, e *env, args []string) error {
 	input := fs.String("input", "", "a file holding the run message's JSON (- for standard input)")
 	message := fs.String("message", "", "the run message's JSON itself")
 	to := fs.String("to", "", "post it as a reply to this post, or as a change to this ticket (default: a new thread titled from its objective)")
-	pos, _, err := parse(fs, args)
+	_, _, err := parseArgs(fs, args, noArgs)
 	if err != nil {
-		return usageErr(err)
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+		return err
 	}
 	var raw []byte
 	switch {
@@ -58,11 +50,9 @@ func runRunPost(ctx context.Context, e *env, args []string) error {
 	default:
 		return fmt.Errorf("%w: give the run message with --input FILE or --message JSON", errUsage)
 	}
-	n, err := c.open(e)
-	if err != nil {
-		return err
-	}
-	return c.answer(e, n.RunPost(ctx, node.RunInput{Project: *project, Message: raw, To: *to, DryRun: c.dryRun}))
+	return c.act(e, func(n *node.Node) *node.Answer {
+		return n.RunPost(ctx, node.RunInput{Project: *project, Message: raw, To: *to, DryRun: c.dryRun})
+	})
 }
 
 // runOne parses an action taking one run's hash.
@@ -71,19 +61,14 @@ func runOne(ctx context.Context, e *env, args []string, name string, dry bool, c
 	var c common
 	fs := c.flags(e, "run "+name, "run "+name+" RUN --user USER", caller, dry)
 	project := fs.String("project", "", "the project (default: the node's one project)")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usageErr(err)
-	}
-	run, err := one(pos, "run's hash")
+	pos, _, err := parseArgs(fs, args, oneArg("run's hash"))
 	if err != nil {
 		return err
 	}
-	n, err := c.open(e)
-	if err != nil {
-		return err
-	}
-	return c.answer(e, do(n, node.RunInput{Project: *project, Run: run, DryRun: c.dryRun}))
+	run := pos[0]
+	return c.act(e, func(n *node.Node) *node.Answer {
+		return do(n, node.RunInput{Project: *project, Run: run, DryRun: c.dryRun})
+	})
 }
 
 func runRunStop(ctx context.Context, e *env, args []string) error {
@@ -98,18 +83,12 @@ func runRunCheck(ctx context.Context, e *env, args []string) error {
 	var c common
 	fs := c.flags(e, "run check", "run check [--project P]", false, true)
 	project := fs.String("project", "", "only this project's runs (default: every project of the node)")
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usageErr(err)
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
-	}
-	n, err := c.open(e)
-	if err != nil {
+	if _, _, err := parseArgs(fs, args, noArgs); err != nil {
 		return err
 	}
-	return c.answer(e, n.RunCheck(ctx, node.RunInput{Project: *project, DryRun: c.dryRun}))
+	return c.act(e, func(n *node.Node) *node.Answer {
+		return n.RunCheck(ctx, node.RunInput{Project: *project, DryRun: c.dryRun})
+	})
 }
 
 func runRunStatus(ctx context.Context, e *env, args []string) error {
@@ -139,9 +118,7 @@ func runRunStatus(ctx context.Context, e *env, args []string) error {
 		if sts == nil {
 			sts = []node.RunState{}
 		}
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(sts)
+		return printJSON(e, sts)
 	}
 	for _, s := range sts {
 		line := fmt.Sprintf("%s %s node %s", s.Run, s.State, s.Node)

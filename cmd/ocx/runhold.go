@@ -15,10 +15,6 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 )
 
-func init() {
-	register(command{name: "attach", summary: "join a run's terminal; Ctrl-] detaches and the run goes on", run: runAttach})
-}
-
 // runHoldUsage says what run hold does, after runhold.Usage.
 const runHoldUsage = runhold.Usage + `
 

@@ -44,7 +44,7 @@ func TestRunHoldExitsAsItsCommand(t *testing.T) {
 // with the run going on; `ocx attach` joins it, what it types reaches the
 // command, and it ends when the run does; another detaches with Ctrl-].
 func TestRunHoldDetachAndAttach(t *testing.T) {
-	ocx := filepath.Join(release(t), "ocx")
+	ocx := filepath.Join(builtRelease(t), "ocx")
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "t.sock")
 	hold := exec.Command(ocx, "run", "hold", "--detach", "--socket", sock, "--status", filepath.Join(dir, "st.json"),

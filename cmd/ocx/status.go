@@ -3,23 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 )
-
-func init() {
-	register(command{name: "status", summary: "the node's state: hooks, agent logins, workspaces, sessions, listeners", run: runStatus})
-}
 
 func runStatus(ctx context.Context, e *env, args []string) error {
 	var c common
 	fs := c.flags(e, "status", "status [--agents AGENTS] [--json]", false, false)
 	fs.Lookup("json").Usage = "print the state as JSON (docs/design/state.schema.json)"
-	pos, _, err := parse(fs, args)
-	if err != nil {
-		return usageErr(err)
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+	if _, _, err := parseArgs(fs, args, noArgs); err != nil {
+		return err
 	}
 	n, err := c.open(e)
 	if err != nil {
@@ -41,24 +34,12 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if st.Daemon != nil {
 		fmt.Fprintf(e.stdout, "daemon    %s\n", st.Daemon)
 	}
-	for _, h := range st.Hooks {
-		fmt.Fprintf(e.stdout, "hook      %s\n", h)
-	}
-	for _, l := range st.Logins {
-		fmt.Fprintf(e.stdout, "login     %s\n", l)
-	}
-	for _, w := range st.Workspaces {
-		fmt.Fprintf(e.stdout, "workspace %s\n", w)
-	}
-	for _, s := range st.Sessions {
-		fmt.Fprintf(e.stdout, "session   %s\n", s)
-	}
-	for _, l := range st.LookAlikes {
-		fmt.Fprintf(e.stdout, "ignored   %s\n", l)
-	}
-	for _, l := range st.Listeners {
-		fmt.Fprintf(e.stdout, "listener  %s\n", l)
-	}
+	printEach(e.stdout, "hook", st.Hooks)
+	printEach(e.stdout, "login", st.Logins)
+	printEach(e.stdout, "workspace", st.Workspaces)
+	printEach(e.stdout, "session", st.Sessions)
+	printEach(e.stdout, "ignored", st.LookAlikes)
+	printEach(e.stdout, "listener", st.Listeners)
 	if len(st.Restrictions) > 0 {
 		fmt.Fprintf(e.stdout, "enforces  %s\n", strings.Join(st.Restrictions, " "))
 	}
@@ -68,11 +49,14 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if st.SessionLimits != nil {
 		fmt.Fprintf(e.stdout, "limits    %s\n", st.SessionLimits)
 	}
-	for _, v := range st.Verdicts {
-		fmt.Fprintf(e.stdout, "verdict   %s\n", v)
-	}
-	for _, r := range st.Reviews {
-		fmt.Fprintf(e.stdout, "review    %s\n", r)
-	}
+	printEach(e.stdout, "verdict", st.Verdicts)
+	printEach(e.stdout, "review", st.Reviews)
 	return nil
+}
+
+// printEach prints a line per item of xs, after its label in ten columns.
+func printEach[T fmt.Stringer](w io.Writer, label string, xs []T) {
+	for _, x := range xs {
+		fmt.Fprintf(w, "%-9s %s\n", label, x.String())
+	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -12,10 +11,6 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/messages"
 )
-
-func init() {
-	register(command{name: "tool", summary: "call a protocol v1 tool (create, post, audit, push, stop) with JSON input; `tool list` lists them", run: runTool})
-}
 
 const toolUsage = `tool NAME [--input FILE] [FLAGS]   (JSON input on standard input when no --input and no field flag)
        ocx tool list
@@ -35,9 +30,7 @@ func runTool(ctx context.Context, e *env, args []string) error {
 	}
 	name := args[0]
 	if name == "list" {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(node.Tools())
+		return printJSON(e, node.Tools())
 	}
 	if !slices.ContainsFunc(node.Tools(), func(t node.Tool) bool { return t.Name == name }) {
 		return fmt.Errorf("%w: %q is not a tool (create, post, audit, push, stop, or list)", errUsage, name)

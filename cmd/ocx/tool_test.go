@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
+	ocxmcp "github.com/ocx-go/ocx/cmd/internal/mcp"
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
@@ -39,9 +40,9 @@ var (
 	buildErr   error
 )
 
-// release builds ocx, ocxd and workspace once into a release directory,
+// builtRelease builds ocx, ocxd and workspace once into a release directory,
 // with the stand-in runner beside them (D9).
-func release(t testing.TB) string {
+func builtRelease(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		releaseDir, buildErr = os.MkdirTemp("", "ocx-tool-release-")
@@ -86,7 +87,7 @@ const (
 )
 
 func newToolNode(t testing.TB) *toolNode {
-	rel := release(t)
+	rel := builtRelease(t)
 	extroot := filepath.Join(t.TempDir(), "ext")
 	if err := os.Mkdir(extroot, 0o755); err != nil {
 		t.Fatal(err)
@@ -282,7 +283,7 @@ func consoleCall(tn *toolNode, caller node.Caller, agent, tool, input string) *n
 		}
 		return nil
 	}
-	a, err := node.DecodeAnswer(body)
+	a, err := ocxmcp.DecodeAnswer(body)
 	if err != nil {
 		t.Fatalf("POST %s.json as %q: %d: %v\n%s", page, caller.Login, code, err, body)
 	}
@@ -324,7 +325,7 @@ func mcpCall(t testing.TB, ctx context.Context, n *node.Node, caller node.Caller
 	if !json.Valid([]byte(input)) {
 		return n.Call(ctx, caller, tool, json.RawMessage(input))
 	}
-	srv := n.MCPServer("", callerOf)
+	srv := ocxmcp.NewServer(n, "", callerOf)
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := srv.Connect(ctx, st, nil)
 	if err != nil {
@@ -340,7 +341,7 @@ func mcpCall(t testing.TB, ctx context.Context, n *node.Node, caller node.Caller
 	if err != nil {
 		t.Fatalf("mcp call %s: %v", tool, err)
 	}
-	a, err := node.AnswerOfMCP(res)
+	a, err := ocxmcp.AnswerOf(res)
 	if err != nil {
 		t.Fatal(err)
 	}

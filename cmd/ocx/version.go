@@ -7,10 +7,6 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/version"
 )
 
-func init() {
-	register(command{name: "version", summary: "print this build's version and check-in, one line", run: runVersion})
-}
-
 // runVersion prints the version line (cmd/internal/version): `ocx version`,
 // as `ocxd --version` and `workspace --version` do.
 func runVersion(ctx context.Context, e *env, args []string) error {

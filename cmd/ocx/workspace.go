@@ -8,10 +8,6 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 )
 
-func init() {
-	register(command{name: "workspace", summary: "add, terminate or collect workspaces", run: runWorkspace})
-}
-
 func runWorkspace(ctx context.Context, e *env, args []string) error {
 	return dispatch(ctx, e, "workspace", map[string]action{
 		"add": {summary: "post a workspace definition and make the workspace on the host", run: func(ctx context.Context, e *env, args []string) error {
@@ -22,12 +18,9 @@ func runWorkspace(ctx context.Context, e *env, args []string) error {
 			branch := fs.String("branch", "", "the branch of the workspace's tree (required)")
 			sandbox := fs.String("sandbox", "", "a file holding the sandbox as JSON (network, read_only, read_write, homes, path); default: the workspace template")
 			record := fs.String("record", "", "a thread to post the definition in (default: a new thread)")
-			pos, _, err := parse(fs, args)
+			_, _, err := parseArgs(fs, args, noArgs)
 			if err != nil {
-				return usageErr(err)
-			}
-			if len(pos) > 0 {
-				return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+				return err
 			}
 			in := node.WorkspaceAddInput{Login: *login, Project: *project, Branch: *branch, Record: *record, DryRun: c.dryRun}
 			if *sandbox != "" {
@@ -35,45 +28,26 @@ func runWorkspace(ctx context.Context, e *env, args []string) error {
 					return fmt.Errorf("--sandbox: %w", err)
 				}
 			}
-			n, err := c.open(e)
-			if err != nil {
-				return err
-			}
-			return c.answer(e, n.WorkspaceAdd(ctx, in))
+			return c.act(e, func(n *node.Node) *node.Answer { return n.WorkspaceAdd(ctx, in) })
 		}},
 		"terminate": {summary: "post the terminated note and remove the workspace from the host", run: func(ctx context.Context, e *env, args []string) error {
 			var c common
 			fs := c.flags(e, "workspace terminate", "workspace terminate LOGIN/PROJECT [--reason TEXT] --user USER", true, true)
 			reason := fs.String("reason", "", "why, for a person")
-			pos, _, err := parse(fs, args)
-			if err != nil {
-				return usageErr(err)
-			}
-			key, err := one(pos, "LOGIN/PROJECT")
+			pos, _, err := parseArgs(fs, args, oneArg("LOGIN/PROJECT"))
 			if err != nil {
 				return err
 			}
-			n, err := c.open(e)
-			if err != nil {
-				return err
-			}
-			return c.answer(e, n.WorkspaceTerminate(ctx, key, *reason, c.dryRun))
+			key := pos[0]
+			return c.act(e, func(n *node.Node) *node.Answer { return n.WorkspaceTerminate(ctx, key, *reason, c.dryRun) })
 		}},
 		"gc": {summary: "remove workspaces whose record ended them (never one a process names)", run: func(ctx context.Context, e *env, args []string) error {
 			var c common
 			fs := c.flags(e, "workspace gc", "workspace gc [--dry-run]", false, true)
-			pos, _, err := parse(fs, args)
-			if err != nil {
-				return usageErr(err)
-			}
-			if len(pos) > 0 {
-				return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
-			}
-			n, err := c.open(e)
-			if err != nil {
+			if _, _, err := parseArgs(fs, args, noArgs); err != nil {
 				return err
 			}
-			return c.answer(e, n.WorkspaceGC(ctx, c.dryRun))
+			return c.act(e, func(n *node.Node) *node.Answer { return n.WorkspaceGC(ctx, c.dryRun) })
 		}},
 	}, args)
 }

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/release"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -52,8 +53,8 @@ func TestPagesRender(t *testing.T) {
 		"restart": restartData{Release: evil, Picks: []string{evil}, Answer: &node.Answer{Tool: "session restart", DryRun: true, Sessions: []node.SessionOutcome{
 			{Workspace: evil, Start: strings.Repeat("d", 64), Outcome: node.OutcomeWouldRestart, Release: evil, Why: evil},
 			{Workspace: "agent-2/demo", Start: strings.Repeat("e", 64), Outcome: node.OutcomeLeftAlone, Why: evil}}}},
-		"releases": releasesData{State: &node.ReleaseState{Root: evil, Current: &node.ReleaseInfo{Checkin: strings.Repeat("a", 40), Version: evil, Built: &built},
-			Previous: &node.ReleaseInfo{Checkin: strings.Repeat("b", 40), Error: evil}, Staged: []node.ReleaseInfo{{Checkin: strings.Repeat("c", 40), Version: evil}},
+		"releases": releasesData{State: &release.State{Root: evil, Current: &release.Info{Checkin: strings.Repeat("a", 40), Version: evil, Built: &built},
+			Previous: &release.Info{Checkin: strings.Repeat("b", 40), Error: evil}, Staged: []release.Info{{Checkin: strings.Repeat("c", 40), Version: evil}},
 			Next: strings.Repeat("c", 40), Daemon: messages.DaemonStatus{Running: true, PID: 42, Release: evil, Reexec: &messages.ReexecOutcome{At: built, PID: 42, Error: evil}}},
 			Older: []messages.SessionStatus{*sess}},
 		"release-confirm": releaseConfirmData{Action: "accept", Checkin: strings.Repeat("c", 40), Answer: &node.Answer{Tool: "release accept", DryRun: true, Log: []string{evil}}},

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/release"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -19,14 +20,14 @@ import (
 
 // releasesData is what the Releases page shows.
 type releasesData struct {
-	State *node.ReleaseState
+	State *release.State
 	// Older are the sessions of this project on a release older than
 	// current.
 	Older []messages.SessionStatus
 }
 
 func (q *request) releasesPage() {
-	st, err := q.n.ReleaseStatus(q.ctx)
+	st, err := release.Status(q.ctx, q.n)
 	d := releasesData{State: st}
 	if st != nil {
 		for _, s := range st.Older {
@@ -56,9 +57,9 @@ func (q *request) releaseDryRun(action string, form url.Values) {
 	var a *node.Answer
 	switch action {
 	case "accept":
-		a = q.n.ReleaseAccept(q.ctx, node.ReleaseAcceptInput{Checkin: strings.TrimSpace(form.Get("checkin")), DryRun: true})
+		a = release.Accept(q.ctx, q.n, release.AcceptInput{Checkin: strings.TrimSpace(form.Get("checkin")), DryRun: true})
 	default:
-		a = q.n.ReleaseRollback(q.ctx, node.ReleaseRollbackInput{DryRun: true})
+		a = release.Rollback(q.ctx, q.n, release.RollbackInput{DryRun: true})
 	}
 	d := releaseConfirmData{Action: action, Answer: a}
 	if a.Result != nil {
@@ -87,7 +88,7 @@ func (q *request) releaseConfirm(action string, form url.Values) (*node.Answer, 
 		return (&node.Answer{Tool: tool, Log: []string{}}).Stop(fmt.Errorf("%s: the Confirm carries no check-in: nothing was changed; press the button again", tool)), "/releases"
 	}
 	if action == "accept" {
-		return q.n.ReleaseAccept(q.ctx, node.ReleaseAcceptInput{Checkin: checkin}), "/releases"
+		return release.Accept(q.ctx, q.n, release.AcceptInput{Checkin: checkin}), "/releases"
 	}
-	return q.n.ReleaseRollback(q.ctx, node.ReleaseRollbackInput{Checkin: checkin}), "/releases"
+	return release.Rollback(q.ctx, q.n, release.RollbackInput{Checkin: checkin}), "/releases"
 }

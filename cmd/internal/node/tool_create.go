@@ -14,6 +14,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -35,30 +36,59 @@ var remoteRunners = []string{}
 // on the record. Everything that needs no write is checked first.
 func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer {
 	a := newAnswer(messages.ToolCreate, in.DryRun)
-	p, r, err := n.toolRepo()
+	p, r, err := n.privilegedToolRepo(ctx)
 	if err != nil {
 		return a.Stop(err)
 	}
 	defer r.Close()
-	if err := n.requirePrivileged(ctx, r, p); err != nil {
+	rec, err := n.createRecord(ctx, r, in)
+	if err != nil {
 		return a.Stop(err)
 	}
+	block, err := rec.Encode()
+	if err != nil {
+		return a.Stop(err)
+	}
+	nw, err := n.createWorkspace(ctx, r, p, rec)
+	if err != nil {
+		return a.Stop(err)
+	}
+	if err := requireOffered(n.Release, rec.Runner); err != nil {
+		return a.Stop(err) // E9: a runner it does not offer is refused, nothing written
+	}
+	text := fmt.Sprintf("Record of agent `%s` (%s): %s\n\n%s", rec.User, rec.Runner, firstLine(rec.Objective), block)
+	if in.DryRun {
+		a.Would("post as %q the first post of a new thread on %s:\n%s", n.Caller.Login, p.Name, text)
+		a.Would("provision %q on %s with capabilities %s", rec.User, p.Name, fossilio.AgentCaps)
+		a.Would("add workspace %s on branch %q (its definition the first post of a thread of its own)", nw.key, nw.branch)
+		if rec.Restrict.NoPassword {
+			a.Would("make the clone of %s forget its password (restrict no_password)", nw.key)
+		}
+		a.Would("start its llm session (runner %s, model %s, lifetime stays, wall %s%s) on the record", rec.Runner, rec.Model, rec.Budget.Wall, tokensWords(rec.Budget.Tokens))
+		return a
+	}
+	return n.createWrite(ctx, a, r, p, rec, text, nw)
+}
+
+// createRecord is the record create would post: in's fields with the
+// node's defaults and choices written out, each checked; nothing written.
+func (n *Node) createRecord(ctx context.Context, r *fossilio.Repo, in *messages.CreateArgs) (*messages.TaskRecord, error) {
 	rec := &messages.TaskRecord{User: in.User, Node: n.Config.User, Runner: in.Runner, Model: in.Model, Objective: in.Objective,
 		Checkins: in.Checkins, Hears: in.Hears, Budget: in.Budget, Sandbox: messages.DefaultRecordSandbox()}
 	if rec.Runner == "" {
 		rec.Runner = messages.RunnerClaude
 	}
 	if !slices.Contains(messages.Runners, rec.Runner) {
-		return a.Stop(fmt.Errorf("runner: %q is not a runner (%s)", rec.Runner, strings.Join(messages.Runners, ", ")))
+		return nil, fmt.Errorf("runner: %q is not a runner (%s)", rec.Runner, strings.Join(messages.Runners, ", "))
 	}
 	// The record names its model, written out (D52): one the node offers
 	// for the API its runner speaks (model.json's models), or their first.
 	mc, err := model.ReadConfig(n.Layout)
 	if err != nil {
-		return a.Stop(fmt.Errorf("model: the node's model configuration: %w", err))
+		return nil, fmt.Errorf("model: the node's model configuration: %w", err)
 	}
 	if rec.Model, err = model.ChooseModel(mc, rec.Runner, in.Model); err != nil {
-		return a.Stop(fmt.Errorf("model: %w", err))
+		return nil, fmt.Errorf("model: %w", err)
 	}
 	offers := false
 	for _, rr := range remoteRunners {
@@ -68,7 +98,7 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 	case in.Remote == nil:
 		rec.Remote = offers
 	case *in.Remote && !offers:
-		return a.Stop(fmt.Errorf("remote: runner %q offers no remote control on this node", rec.Runner))
+		return nil, fmt.Errorf("remote: runner %q offers no remote control on this node", rec.Runner)
 	default:
 		rec.Remote = *in.Remote
 	}
@@ -76,7 +106,7 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 		rec.Restrict = *in.Restrict
 		for _, name := range rec.Restrict.Names() {
 			if !slices.Contains(EnforcedRestrictions, name) {
-				return a.Stop(fmt.Errorf("restrict.%s: this node does not enforce it (it enforces: %s)", name, enforcedWords()))
+				return nil, fmt.Errorf("restrict.%s: this node does not enforce it (it enforces: %s)", name, enforcedWords())
 			}
 		}
 	}
@@ -89,28 +119,38 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 	if rec.User == "" {
 		var b [3]byte
 		if _, err := rand.Read(b[:]); err != nil {
-			return a.Stop(err)
+			return nil, err
 		}
 		rec.User = rec.Runner + "-" + hex.EncodeToString(b[:])
 	}
 	if err := n.checkNewAgent(ctx, rec.User); err != nil {
-		return a.Stop(err)
+		return nil, err
 	}
 	if rec.Hears == nil {
 		if rec.Hears, err = listening.ResolveHears(ctx, r, nil); err != nil {
-			return a.Stop(err)
+			return nil, err
 		}
 	}
-	block, err := rec.Encode()
-	if err != nil {
-		return a.Stop(err)
-	}
+	return rec, nil
+}
+
+// newWorkspace is the workspace create makes for an agent.
+type newWorkspace struct {
+	key    messages.WorkspaceKey
+	ws     host.Workspace
+	branch string
+	sbJSON []byte
+}
+
+// createWorkspace works out the agent's workspace: its branch, its sandbox
+// (the template's and the record's), its definition checked.
+func (n *Node) createWorkspace(ctx context.Context, r *fossilio.Repo, p project, rec *messages.TaskRecord) (newWorkspace, error) {
 	// The tree opens on the branch the record holds it to, once that branch
 	// has a check-in; until then on trunk, from which the agent branches.
 	branch := "trunk"
 	if rec.Restrict.Branch != "" {
 		if on, err := r.CheckinsOnBranch(ctx, rec.Restrict.Branch, ""); err != nil {
-			return a.Stop(err)
+			return newWorkspace{}, err
 		} else if len(on) > 0 {
 			branch = rec.Restrict.Branch
 		}
@@ -118,7 +158,7 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 	key := messages.WorkspaceKey{Login: rec.User, Project: p.Name}
 	ws, err := n.workspace(key)
 	if err != nil {
-		return a.Stop(fmt.Errorf("user: %w", err))
+		return newWorkspace{}, fmt.Errorf("user: %w", err)
 	}
 	sb := n.DefaultSandbox(ws.Dir)
 	sb.Network = rec.Sandbox.Network
@@ -126,25 +166,18 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 	sb.ReadWrite = append(sb.ReadWrite, rec.Sandbox.ReadWrite...)
 	sbJSON, err := json.Marshal(sb)
 	if err != nil {
-		return a.Stop(err)
+		return newWorkspace{}, err
 	}
 	if _, err := n.definition(key, branch, ws, sbJSON); err != nil {
-		return a.Stop(fmt.Errorf("sandbox: %w", err))
+		return newWorkspace{}, fmt.Errorf("sandbox: %w", err)
 	}
-	if err := requireOffered(n.Release, rec.Runner); err != nil {
-		return a.Stop(err) // E9: a runner it does not offer is refused, nothing written
-	}
-	text := fmt.Sprintf("Record of agent `%s` (%s): %s\n\n%s", rec.User, rec.Runner, firstLine(rec.Objective), block)
-	if in.DryRun {
-		a.Would("post as %q the first post of a new thread on %s:\n%s", n.Caller.Login, p.Name, text)
-		a.Would("provision %q on %s with capabilities %s", rec.User, p.Name, fossilio.AgentCaps)
-		a.Would("add workspace %s on branch %q (its definition the first post of a thread of its own)", key, branch)
-		if rec.Restrict.NoPassword {
-			a.Would("make the clone of %s forget its password (restrict no_password)", key)
-		}
-		a.Would("start its llm session (runner %s, model %s, lifetime stays, wall %s%s) on the record", rec.Runner, rec.Model, rec.Budget.Wall, tokensWords(rec.Budget.Tokens))
-		return a
-	}
+	return newWorkspace{key: key, ws: ws, branch: branch, sbJSON: sbJSON}, nil
+}
+
+// createWrite writes what create made: the record, the login, the
+// workspace (its clone without a password when restricted), the session.
+func (n *Node) createWrite(ctx context.Context, a *Answer, r *fossilio.Repo, p project, rec *messages.TaskRecord, text string, nw newWorkspace) *Answer {
+	key, ws, branch, sbJSON := nw.key, nw.ws, nw.branch, nw.sbJSON
 	code, err := r.ProjectCode(ctx)
 	if err != nil {
 		return a.Stop(err)

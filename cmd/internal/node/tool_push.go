@@ -157,39 +157,73 @@ func (p *pushPlan) artifacts() [][]byte {
 // the parent read from the node's repository or from among the check-ins
 // pushed.
 func planPush(ctx context.Context, clone, node *fossilio.Repo, checkins []string) (*pushPlan, error) {
-	read := func(h, what string) ([]byte, error) {
-		b, err := clone.Content(ctx, h)
-		if err != nil {
-			return nil, fmt.Errorf("read %s %s in the clone: %w", what, h, err)
-		}
-		if fossilio.HashOf(b) != h {
-			return nil, fmt.Errorf("read %s %s in the clone: %w: it is not named by its SHA3-256, which push sends", what, h, errors.ErrUnsupported)
-		}
-		return b, nil
+	pl := &pushPlanner{clone: clone, node: node, byHash: map[string]*pushCheckin{}}
+	if err := pl.readCheckins(ctx, checkins); err != nil {
+		return nil, err
 	}
-	byHash := map[string]*pushCheckin{}
-	var ordered []*pushCheckin
+	if err := pl.branches(ctx); err != nil {
+		return nil, err
+	}
+	plan := &pushPlan{}
+	var err error
+	if plan.files, err = pl.files(ctx); err != nil {
+		return nil, err
+	}
+	plan.checkins = pl.order()
+	return plan, nil
+}
+
+// pushPlanner is planPush's work: the check-ins pushed, by hash and in the
+// order they came.
+type pushPlanner struct {
+	clone, node *fossilio.Repo
+	byHash      map[string]*pushCheckin
+	ordered     []*pushCheckin
+}
+
+// read reads h from the clone, checked against its name.
+func (pl *pushPlanner) read(ctx context.Context, h, what string) ([]byte, error) {
+	b, err := pl.clone.Content(ctx, h)
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s in the clone: %w", what, h, err)
+	}
+	if fossilio.HashOf(b) != h {
+		return nil, fmt.Errorf("read %s %s in the clone: %w: it is not named by its SHA3-256, which push sends", what, h, errors.ErrUnsupported)
+	}
+	return b, nil
+}
+
+// readCheckins reads the check-ins named, each a check-in manifest that
+// tags only itself.
+func (pl *pushPlanner) readCheckins(ctx context.Context, checkins []string) error {
 	for _, h := range checkins {
-		data, err := read(h, "check-in")
+		data, err := pl.read(ctx, h, "check-in")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		art, err := fossilio.Parse(data)
 		if err != nil {
-			return nil, fmt.Errorf("checkin %s is not a check-in manifest: it does not parse (%v)", h, err)
+			return fmt.Errorf("checkin %s is not a check-in manifest: it does not parse (%v)", h, err)
 		}
 		if art.Type != fossilio.TypeManifest {
-			return nil, fmt.Errorf("checkin %s is not a check-in manifest: it is %s", h, artifactWords[art.Type])
+			return fmt.Errorf("checkin %s is not a check-in manifest: it is %s", h, artifactWords[art.Type])
 		}
 		for _, t := range art.Tags {
 			if t.Target != "" {
-				return nil, fmt.Errorf("checkin %s tags another artifact (%c%s on %s): a check-in push sends tags itself alone", h, t.Op, t.Name, t.Target)
+				return fmt.Errorf("checkin %s tags another artifact (%c%s on %s): a check-in push sends tags itself alone", h, t.Op, t.Name, t.Target)
 			}
 		}
 		c := &pushCheckin{hash: h, data: data, art: art}
-		byHash[h] = c
-		ordered = append(ordered, c)
+		pl.byHash[h] = c
+		pl.ordered = append(pl.ordered, c)
 	}
+	return nil
+}
+
+// branches gives each check-in its branch: its manifest's own, else what
+// its primary parent propagates.
+func (pl *pushPlanner) branches(ctx context.Context) error {
+	byHash, ordered, node := pl.byHash, pl.ordered, pl.node
 	// Branches, each parent's first: from the node's repository, from
 	// among those pushed, or unknown.
 	type state struct {
@@ -211,7 +245,7 @@ func planPush(ctx context.Context, clone, node *fossilio.Repo, checkins []string
 			return state{st: st, known: found}, nil
 		}
 		parent := state{known: true} // no parent: nothing inherited
-		if len(c.art.Parents) > 0 && depth < len(checkins) {
+		if len(c.art.Parents) > 0 && depth < len(ordered) {
 			var err error
 			if parent, err = branchOf(c.art.Parents[0], depth+1); err != nil {
 				return state{}, err
@@ -228,13 +262,21 @@ func planPush(ctx context.Context, clone, node *fossilio.Repo, checkins []string
 	for _, c := range ordered {
 		s, err := branchOf(c.hash, 0)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !s.known {
-			return nil, fmt.Errorf("checkin %s names no branch of its own and its parent %s is neither on the node nor pushed with it, so its branch is unknown", c.hash, c.art.Parents[0])
+			return fmt.Errorf("checkin %s names no branch of its own and its parent %s is neither on the node nor pushed with it, so its branch is unknown", c.hash, c.art.Parents[0])
 		}
 		c.branch = s.st.Name
 	}
+	return nil
+}
+
+// files reads the files and baselines the check-ins need that the node
+// lacks, none of them what Fossil takes for a structural artifact.
+func (pl *pushPlanner) files(ctx context.Context) ([][]byte, error) {
+	byHash, ordered, node := pl.byHash, pl.ordered, pl.node
+	var out [][]byte
 	// What the check-ins need: their baselines and their files.
 	seen := map[string]bool{}
 	var want []string
@@ -257,12 +299,11 @@ func planPush(ctx context.Context, clone, node *fossilio.Repo, checkins []string
 	if err != nil {
 		return nil, err
 	}
-	plan := &pushPlan{}
 	for _, h := range lacks {
 		if byHash[h] != nil {
 			continue // a baseline among the new check-ins goes with them
 		}
-		b, err := read(h, "file")
+		b, err := pl.read(ctx, h, "file")
 		if err != nil {
 			return nil, err
 		}
@@ -270,10 +311,16 @@ func planPush(ctx context.Context, clone, node *fossilio.Repo, checkins []string
 			what := artifactWords[t]
 			return nil, fmt.Errorf("%s is %s, %s: Fossil would store it as one, sent by you; push sends check-ins and plain files alone", fileOf[h], h, what)
 		}
-		plan.files = append(plan.files, b)
+		out = append(out, b)
 	}
-	// Check-ins in the order they came (the clone's own), each after its
-	// parent when both are pushed.
+	return out, nil
+}
+
+// order is the check-ins in the order they came (the clone's own), each
+// after its parent when both are pushed.
+func (pl *pushPlanner) order() []pushCheckin {
+	byHash, ordered := pl.byHash, pl.ordered
+	var out []pushCheckin
 	placed := map[string]bool{}
 	var place func(c *pushCheckin, depth int)
 	place = func(c *pushCheckin, depth int) {
@@ -286,12 +333,12 @@ func planPush(ctx context.Context, clone, node *fossilio.Repo, checkins []string
 				place(pc, depth+1)
 			}
 		}
-		plan.checkins = append(plan.checkins, *c)
+		out = append(out, *c)
 	}
 	for _, c := range ordered {
 		place(c, 0)
 	}
-	return plan, nil
+	return out
 }
 
 // ownCancel says whether a check-in's manifest cancels its branch tag on

@@ -18,14 +18,11 @@ import (
 // record's node, refused when the agent is not running.
 func (n *Node) toolStop(ctx context.Context, in *messages.StopArgs) *Answer {
 	a := newAnswer(messages.ToolStop, in.DryRun)
-	p, r, err := n.toolRepo()
+	p, r, err := n.privilegedToolRepo(ctx)
 	if err != nil {
 		return a.Stop(err)
 	}
 	defer r.Close()
-	if err := n.requirePrivileged(ctx, r, p); err != nil {
-		return a.Stop(err)
-	}
 	rec, info, err := n.taskRecord(ctx, r, "record", in.Record)
 	if err != nil {
 		return a.Stop(err)
@@ -56,13 +53,30 @@ func (n *Node) toolStop(ctx context.Context, in *messages.StopArgs) *Answer {
 	// The end note is the response; the user's capabilities go once no
 	// process names the workspace (LoginWithdraw refuses before).
 	idx := record.NewIndexAfter(r, n.Config.User, info.Rcvid-1)
+	end, err := n.awaitEnd(ctx, idx, key, launch)
+	if err != nil {
+		return a.Stop(err)
+	}
+	if end != "" {
+		if err := n.logResponse(ctx, a, r, info.Hash, launch, end); err != nil {
+			return a.Stop(err)
+		}
+	}
+	a.merge(n.LoginWithdraw(ctx, rec.User, false))
+	return a
+}
+
+// awaitEnd waits, at most the outcome wait, for the end note of the
+// session launch started (none to wait for when launch is "") and for no
+// process to name the workspace key; it returns the end note's hash.
+func (n *Node) awaitEnd(ctx context.Context, idx *record.Index, key messages.WorkspaceKey, launch string) (string, error) {
 	deadline := time.Now().Add(n.outcomeWait)
 	var end string
 	for end == "" {
 		if launch != "" {
 			ends, err := idx.Replies(ctx, launch)
 			if err != nil {
-				return a.Stop(err)
+				return "", err
 			}
 			for _, e := range ends {
 				if _, ok := e.Note.(*messages.EndNote); ok {
@@ -73,7 +87,7 @@ func (n *Node) toolStop(ctx context.Context, in *messages.StopArgs) *Answer {
 		}
 		v, err := n.naming(key)
 		if err != nil {
-			return a.Stop(err)
+			return "", err
 		}
 		if end != "" && v.Named == host.No {
 			break
@@ -82,33 +96,36 @@ func (n *Node) toolStop(ctx context.Context, in *messages.StopArgs) *Answer {
 			break
 		}
 		if time.Now().After(deadline) {
-			return a.Stop(fmt.Errorf("the session of %s did not end within %s; its user keeps its capabilities until it does (stop again)", key, n.outcomeWait))
+			return "", fmt.Errorf("the session of %s did not end within %s; its user keeps its capabilities until it does (stop again)", key, n.outcomeWait)
 		}
 		end = ""
 		select {
 		case <-ctx.Done():
-			return a.Stop(ctx.Err())
+			return "", ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	if end != "" {
-		// The response is the node user's, written by the daemon right
-		// before its end note (D51); the answer's result is the response.
-		resp, ok, err := record.ResponseOf(ctx, r, info.Hash, n.Config.User, launch, end)
-		if err != nil {
-			return a.Stop(err)
-		}
-		a.Logf("the daemon's end note %s, written by %q", end, n.Config.User)
-		if ok {
-			a.Logf("the response to %s is %s, written by %q: %s: %s", info.Hash, resp.Hash, n.Config.User, resp.Response.Outcome, resp.Response.Note)
-			a.SetResult(resp.Hash)
-		} else {
-			a.Logf("no response to %s is on the record before the end note", info.Hash)
-			a.SetResult(end)
-		}
+	return end, nil
+}
+
+// logResponse says, in a, the daemon's end note and the response to the
+// record before it (D51), the answer's result.
+func (n *Node) logResponse(ctx context.Context, a *Answer, r *fossilio.Repo, recHash, launch, end string) error {
+	// The response is the node user's, written by the daemon right
+	// before its end note (D51); the answer's result is the response.
+	resp, ok, err := record.ResponseOf(ctx, r, recHash, n.Config.User, launch, end)
+	if err != nil {
+		return err
 	}
-	a.merge(n.LoginWithdraw(ctx, rec.User, false))
-	return a
+	a.Logf("the daemon's end note %s, written by %q", end, n.Config.User)
+	if ok {
+		a.Logf("the response to %s is %s, written by %q: %s: %s", recHash, resp.Hash, n.Config.User, resp.Response.Outcome, resp.Response.Note)
+		a.SetResult(resp.Hash)
+	} else {
+		a.Logf("no response to %s is on the record before the end note", recHash)
+		a.SetResult(end)
+	}
+	return nil
 }
 
 // recordLaunch finds the launch note of the record's session: the first in

@@ -111,6 +111,20 @@ func (n *Node) toolRepo() (project, *fossilio.Repo, error) {
 	return p, r, nil
 }
 
+// privilegedToolRepo is toolRepo for a caller holding admin or setup on the
+// project: create's and stop's.
+func (n *Node) privilegedToolRepo(ctx context.Context) (project, *fossilio.Repo, error) {
+	p, r, err := n.toolRepo()
+	if err != nil {
+		return project{}, nil, err
+	}
+	if err := n.requirePrivileged(ctx, r, p); err != nil {
+		r.Close()
+		return project{}, nil, err
+	}
+	return p, r, nil
+}
+
 // resolveField resolves a hash or prefix a tool was given, naming the field
 // in every refusal: no artifact, several (with their names), or not a hash.
 func resolveField(ctx context.Context, r *fossilio.Repo, field, s string) (fossilio.Info, error) {

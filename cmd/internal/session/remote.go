@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/ocx-go/ocx/cmd/internal/node"
+	ocxmcp "github.com/ocx-go/ocx/cmd/internal/mcp"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -86,7 +86,7 @@ func (r *toolsRemote) client(ctx context.Context) (*mcp.ClientSession, error) {
 	if r.cs != nil {
 		return r.cs, nil
 	}
-	cs, err := node.ConnectMCP(ctx, r.path, r.wait)
+	cs, err := ocxmcp.Connect(ctx, r.path, r.wait)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (r *toolsRemote) fetch(ctx context.Context, hash string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: node.MCPArtifactPrefix + hash})
+	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: ocxmcp.ArtifactPrefix + hash})
 	var je *jsonrpc.Error
 	switch {
 	case errors.As(err, &je) && je.Code == mcp.CodeResourceNotFound:
@@ -150,7 +150,7 @@ func (r *toolsRemote) reply(ctx context.Context, _, to, text string) (string, er
 		r.drop(cs)
 		return "", fmt.Errorf("post over %s: %w", r.path, err)
 	}
-	a, err := node.AnswerOfMCP(res)
+	a, err := ocxmcp.AnswerOf(res)
 	if err != nil {
 		return "", &permanentError{fmt.Errorf("post over %s: %w", r.path, err)}
 	}

@@ -1,4 +1,4 @@
-package node_test
+package release_test
 
 import (
 	"os"
@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
-	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/release"
 	"github.com/ocx-go/ocx/docs/design/validate"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -43,7 +43,7 @@ func stampedBuild(t *testing.T, checkin string) string {
 // file and the status hold the error; rollback swaps the links back and
 // the daemon re-execs the release it ran, which answers at once.
 func TestReleaseAcceptReexecFails(t *testing.T) {
-	f := newRelFix(t, node.ReleaseSource{From: stampedBuild(t, ciA)})
+	f := newRelFix(t, release.Source{From: stampedBuild(t, ciA)})
 	changing := scriptRelease(t, ciB, messages.HandoffVersion, nil)
 	asked := filepath.Join(t.TempDir(), "asked")
 	ocxd := "#!/bin/sh\ncase \"$1\" in\n--version) echo 'ocxd version v0.0.0-20261201000000-" + ciB[:12] + " checkin " + ciB + "' ;;\n" +
@@ -69,12 +69,12 @@ func TestReleaseAcceptReexecFails(t *testing.T) {
 		t.Fatalf("the daemon runs %s, want %s", exe(), exeA)
 	}
 
-	a := f.ok(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{From: changing}}))
+	a := f.ok(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{From: changing}}))
 	if !logHas(a, "check hand-off: the staged ocxd reads hand-off version") {
 		t.Fatalf("stage did not run the hand-off check:\n%s", strings.Join(a.Log, "\n"))
 	}
 	sent := time.Now()
-	a = f.n.ReleaseAccept(f.ctx, node.ReleaseAcceptInput{Wait: 60 * time.Second})
+	a = release.Accept(f.ctx, f.n, release.AcceptInput{Wait: 60 * time.Second})
 	for _, c := range []string{"check version", "check hand-off", "check sandbox", "handed `reexec` to the daemon"} {
 		if !logHas(a, c) {
 			t.Fatalf("accept's log lacks %q:\n%s", c, strings.Join(a.Log, "\n"))
@@ -121,7 +121,7 @@ func TestReleaseAcceptReexecFails(t *testing.T) {
 		t.Fatalf("the daemon's line: %s", line)
 	}
 
-	a = f.ok(f.n.ReleaseRollback(f.ctx, node.ReleaseRollbackInput{Wait: 30 * time.Second}))
+	a = f.ok(release.Rollback(f.ctx, f.n, release.RollbackInput{Wait: 30 * time.Second}))
 	if !logHas(a, "it runs release "+ciA) {
 		t.Fatalf("rollback's answer does not report the re-exec:\n%s", strings.Join(a.Log, "\n"))
 	}

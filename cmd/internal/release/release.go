@@ -1,4 +1,4 @@
-package node
+package release
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
+	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/version"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
@@ -22,17 +23,10 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// Releases (docs/releases.md, D32, D34): a release root holds one directory
-// of programs per check-in and the links current, previous, staged/CHECKIN
-// and staged/next. Stage builds (or copies) a release and links it as
-// staged; accept and rollback move current and previous, then ask a running
-// daemon to re-exec and wait for its outcome. Every release is checked on
-// this host before a link changes (the host checks).
-
-// ReleaseSource says where a release's programs come from: a check-in of a
+// Source says where a release's programs come from: a check-in of a
 // Fossil repository holding OCX's source, built here with the Go toolchain,
 // or a directory of programs already built. Exactly one of the two.
-type ReleaseSource struct {
+type Source struct {
 	// Repo is a Fossil repository file on the node holding OCX's source,
 	// and Checkin one of its check-ins (a full hash or a unique prefix).
 	Repo, Checkin string
@@ -41,7 +35,7 @@ type ReleaseSource struct {
 	From string
 }
 
-func (s ReleaseSource) validate() error {
+func (s Source) validate() error {
 	switch {
 	case s.From != "" && (s.Repo != "" || s.Checkin != ""):
 		return errors.New("release source: give --from DIR or --repo REPO CHECKIN, not both")
@@ -61,22 +55,22 @@ func (s ReleaseSource) validate() error {
 	return nil
 }
 
-// ReleaseStageInput is what `ocx release stage` takes.
-type ReleaseStageInput struct {
-	ReleaseSource
+// StageInput is what `ocx release stage` takes.
+type StageInput struct {
+	Source
 	DryRun bool
 }
 
-// ReleaseInitInput is what `ocx release init` takes: the release root to
+// InitInput is what `ocx release init` takes: the release root to
 // make (missing or empty) and the release it starts with.
-type ReleaseInitInput struct {
+type InitInput struct {
 	Root string
-	ReleaseSource
+	Source
 	DryRun bool
 }
 
-// ReleaseAcceptInput is what `ocx release accept` takes.
-type ReleaseAcceptInput struct {
+// AcceptInput is what `ocx release accept` takes.
+type AcceptInput struct {
 	// Checkin is the staged release to accept, by full hash or a unique
 	// prefix among the staged ones; empty means staged/next.
 	Checkin string
@@ -86,13 +80,13 @@ type ReleaseAcceptInput struct {
 	DryRun bool
 }
 
-// ReleaseRollbackInput is what `ocx release rollback` takes.
-type ReleaseRollbackInput struct {
+// RollbackInput is what `ocx release rollback` takes.
+type RollbackInput struct {
 	// Checkin, when given, is the release previous must name: the one a
 	// dry run showed (the console's Confirm carries it). A rollback finding
 	// another there is refused, and changes nothing.
 	Checkin string
-	// Wait is as ReleaseAcceptInput's.
+	// Wait is as AcceptInput's.
 	Wait   time.Duration
 	DryRun bool
 }
@@ -223,33 +217,33 @@ func thisBuild(context.Context) (handoffWant, error) {
 }
 
 // releaseRoot is the node's release root, or an error saying how to make one.
-func (n *Node) releaseRoot() (host.ReleaseRoot, error) {
+func rootOf(n *node.Node) (host.ReleaseRoot, error) {
 	if n.Config.Release == "" {
 		return host.ReleaseRoot{}, fmt.Errorf("release: this node's node.json names no release root; make one with `ocx release init ROOT --from DIR` (or --repo REPO CHECKIN), then name it with `ocx init --agents %s --release ROOT`", n.Agents)
 	}
 	return host.NewReleaseRoot(n.Config.Release)
 }
 
-func (n *Node) releaser() (*releaser, error) {
-	root, err := n.releaseRoot()
+func releaserOf(n *node.Node) (*releaser, error) {
+	root, err := rootOf(n)
 	if err != nil {
 		return nil, err
 	}
-	return &releaser{root: root, fossil: n.Fossil, want: n.handoffWant}, nil
+	return &releaser{root: root, fossil: n.Fossil, want: func(ctx context.Context) (handoffWant, error) { return handoffWantOf(ctx, n) }}, nil
 }
 
-// handoffWant is what the running daemon writes: asked of its own program
+// handoffWantOf is what the running daemon writes: asked of its own program
 // (/proc/PID/exe), or, when that file is gone, of current's ocxd. With no
 // daemon, current's ocxd says it: a daemon started next runs it. Without a
 // current, this build's.
-func (n *Node) handoffWant(ctx context.Context) (handoffWant, error) {
+func handoffWantOf(ctx context.Context, n *node.Node) (handoffWant, error) {
 	pid, err := daemonclient.PID(n.Layout)
 	if err != nil {
 		return handoffWant{}, err
 	}
 	prog := ""
 	if pid > 0 {
-		t, err := n.procTable()
+		t, err := n.ProcTable()
 		if err != nil {
 			return handoffWant{}, err
 		}
@@ -346,7 +340,7 @@ func contains(xs []string, x string) bool {
 
 // check runs the host checks on the release in dir, named checkin: each
 // program's version line, the hand-off, the sandbox. It changes nothing.
-func (r *releaser) check(ctx context.Context, a *Answer, dir, checkin string) error {
+func (r *releaser) check(ctx context.Context, a *node.Answer, dir, checkin string) error {
 	progs, err := programsIn(dir)
 	if err != nil {
 		return &CheckError{Check: CheckVersion, Release: dir, Err: err}
@@ -401,12 +395,7 @@ func sandboxVersion(ctx context.Context, dir string) ([]byte, error) {
 	}
 	defer os.RemoveAll(ws)
 	sb := messages.Sandbox{ReadWrite: []string{ws}, Homes: []string{}, Path: []string{dir, "/usr/local/bin", "/usr/bin", "/bin"}}
-	for _, p := range seedReadOnly {
-		if _, err := os.Lstat(p); err == nil {
-			sb.ReadOnly = append(sb.ReadOnly, p)
-		}
-	}
-	sb.ReadOnly = append(sb.ReadOnly, dir)
+	sb.ReadOnly = append(node.HostReadOnly(), dir)
 	argv, err := host.BwrapArgs(host.SandboxSpec{Sandbox: sb, Workspace: ws, Release: dir}, 0, "", []string{filepath.Join(dir, "workspace"), "--version"})
 	if err != nil {
 		return nil, err
@@ -433,7 +422,7 @@ func (p *prepared) done() {
 }
 
 // resolve names the check-in a source stages, without building it.
-func (r *releaser) resolve(ctx context.Context, src ReleaseSource) (checkin string, when time.Time, err error) {
+func (r *releaser) resolve(ctx context.Context, src Source) (checkin string, when time.Time, err error) {
 	if src.From != "" {
 		progs, err := programsIn(src.From)
 		if err != nil {
@@ -474,7 +463,7 @@ func (r *releaser) resolve(ctx context.Context, src ReleaseSource) (checkin stri
 
 // prepare makes the release of src in a temporary directory under the
 // root (copied, or exported and built) and runs the host checks on it.
-func (r *releaser) prepare(ctx context.Context, a *Answer, src ReleaseSource, checkin string, when time.Time) (*prepared, error) {
+func (r *releaser) prepare(ctx context.Context, a *node.Answer, src Source, checkin string, when time.Time) (*prepared, error) {
 	tmp, err := os.MkdirTemp(r.root.Root(), ".stage-")
 	if err != nil {
 		return nil, fmt.Errorf("stage: %w", err)
@@ -542,7 +531,7 @@ const buildTail = 3000
 // build exports checkin of repo into tmp/src and builds every program into
 // dir: ocx, ocxd, workspace and each cmd/ocx-runner-* the source holds,
 // static, trimmed and stamped as `make build` stamps them.
-func (r *releaser) build(ctx context.Context, a *Answer, repo, checkin string, when time.Time, tmp, dir string) error {
+func (r *releaser) build(ctx context.Context, a *node.Answer, repo, checkin string, when time.Time, tmp, dir string) error {
 	goExe, err := exec.LookPath("go")
 	if err != nil {
 		return fmt.Errorf("stage: no Go toolchain: `go` is not on PATH (%v); build the programs elsewhere and stage them with --from DIR", err)
@@ -627,25 +616,25 @@ func linkOf(link string) (string, error) {
 	return id, nil
 }
 
-// ReleaseStage stages a release (seed 002, "stage a release"): a check-in
+// Stage stages a release (seed 002, "stage a release"): a check-in
 // of OCX's source exported and built, or a directory of programs copied,
 // into a temporary directory under the root; checked on this host; renamed
 // to releases/CHECKIN; then staged/CHECKIN and staged/next. A check-in
 // staged already is staged once: releases/CHECKIN is not touched again.
 // A failed build or check leaves nothing behind.
-func (n *Node) ReleaseStage(ctx context.Context, in ReleaseStageInput) *Answer {
+func Stage(ctx context.Context, n *node.Node, in StageInput) *node.Answer {
 	a := newAnswer("release stage", in.DryRun)
-	r, err := n.releaser()
+	r, err := releaserOf(n)
 	if err != nil {
 		return a.Stop(err)
 	}
 	if err := in.validate(); err != nil {
 		return a.Stop(err)
 	}
-	return a.Stop(r.stage(ctx, a, in.ReleaseSource, in.DryRun))
+	return a.Stop(r.stage(ctx, a, in.Source, in.DryRun))
 }
 
-func (r *releaser) stage(ctx context.Context, a *Answer, src ReleaseSource, dry bool) error {
+func (r *releaser) stage(ctx context.Context, a *node.Answer, src Source, dry bool) error {
 	checkin, when, err := r.resolve(ctx, src)
 	if err != nil {
 		return err
@@ -726,11 +715,11 @@ func (r *releaser) stage(ctx context.Context, a *Answer, src ReleaseSource, dry 
 	return nil
 }
 
-// ReleaseInit makes a release root (D32's bootstrap) at in.Root, missing or
+// Init makes a release root (D32's bootstrap) at in.Root, missing or
 // empty, holding one release, built or copied and checked as a stage's,
 // and current linking to it; no node is needed. `ocx init --release ROOT`
 // then names it in node.json.
-func ReleaseInit(ctx context.Context, in ReleaseInitInput, opts Options) *Answer {
+func Init(ctx context.Context, in InitInput, opts node.Options) *node.Answer {
 	a := newAnswer("release init", in.DryRun)
 	root, err := host.NewReleaseRoot(in.Root)
 	if err != nil {
@@ -745,7 +734,7 @@ func ReleaseInit(ctx context.Context, in ReleaseInitInput, opts Options) *Answer
 		return a.Stop(fmt.Errorf("release init: %w", err))
 	}
 	r := &releaser{root: root, fossil: opts.Fossil, want: thisBuild}
-	checkin, when, err := r.resolve(ctx, in.ReleaseSource)
+	checkin, when, err := r.resolve(ctx, in.Source)
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -767,7 +756,7 @@ func ReleaseInit(ctx context.Context, in ReleaseInitInput, opts Options) *Answer
 	if err := os.MkdirAll(root.Root(), 0o755); err != nil {
 		return a.Stop(fmt.Errorf("release init: %w", err))
 	}
-	fail := func(err error) *Answer {
+	fail := func(err error) *node.Answer {
 		// Nothing half-made is left: the root goes if init made it, or is
 		// emptied again.
 		if made {
@@ -778,7 +767,7 @@ func ReleaseInit(ctx context.Context, in ReleaseInitInput, opts Options) *Answer
 		}
 		return a.Stop(err)
 	}
-	p, err := r.prepare(ctx, a, in.ReleaseSource, checkin, when)
+	p, err := r.prepare(ctx, a, in.Source, checkin, when)
 	if err != nil {
 		return fail(err)
 	}
@@ -846,16 +835,16 @@ func (r *releaser) stagedNames() []string {
 	return out
 }
 
-// ReleaseAccept accepts a staged release (seed 002, "accept a release";
+// Accept accepts a staged release (seed 002, "accept a release";
 // D34): the host checks again, then previous becomes the old current and
 // current the staged release, staged/CHECKIN (and staged/next when it named
 // it) go, and a running daemon is handed `reexec` and waited for. Without a
 // daemon none is started: the next one starts on the new current. A
 // re-exec that fails leaves the links as accepted and the old image
 // running, and the answer says so; nothing is restarted by itself.
-func (n *Node) ReleaseAccept(ctx context.Context, in ReleaseAcceptInput) *Answer {
+func Accept(ctx context.Context, n *node.Node, in AcceptInput) *node.Answer {
 	a := newAnswer("release accept", in.DryRun)
-	r, err := n.releaser()
+	r, err := releaserOf(n)
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -906,15 +895,15 @@ func (n *Node) ReleaseAccept(ctx context.Context, in ReleaseAcceptInput) *Answer
 		}
 	}
 	a.Logf("removed %s", r.root.Staged(id))
-	return a.Stop(n.reexec(ctx, a, id, in.Wait))
+	return a.Stop(reexec(ctx, n, a, id, in.Wait))
 }
 
-// ReleaseRollback rolls back (seed 002, "roll back a release"; D34): with
+// Rollback rolls back (seed 002, "roll back a release"; D34): with
 // the host checks on previous, current and previous swap, then the same
 // re-exec as an accept's.
-func (n *Node) ReleaseRollback(ctx context.Context, in ReleaseRollbackInput) *Answer {
+func Rollback(ctx context.Context, n *node.Node, in RollbackInput) *node.Answer {
 	a := newAnswer("release rollback", in.DryRun)
-	r, err := n.releaser()
+	r, err := releaserOf(n)
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -954,13 +943,13 @@ func (n *Node) ReleaseRollback(ctx context.Context, in ReleaseRollbackInput) *An
 		return a.Stop(fmt.Errorf("rollback: current is %s now, but previous could not be moved to %s: %w", prev, cur, err))
 	}
 	a.Logf("linked %s -> %s and %s -> %s", r.root.Current(), host.RootTarget(prev), r.root.Previous(), host.RootTarget(cur))
-	return a.Stop(n.reexec(ctx, a, prev, in.Wait))
+	return a.Stop(reexec(ctx, n, a, prev, in.Wait))
 }
 
 // reexec hands a running daemon `reexec` and waits, at most wait, for the
 // outcome it records in AGENTS/ocxd.reexec after the line was sent. No
 // daemon is started for it.
-func (n *Node) reexec(ctx context.Context, a *Answer, id string, wait time.Duration) error {
+func reexec(ctx context.Context, n *node.Node, a *node.Answer, id string, wait time.Duration) error {
 	if wait <= 0 {
 		wait = DefaultReexecWait
 	}
@@ -974,7 +963,7 @@ func (n *Node) reexec(ctx context.Context, a *Answer, id string, wait time.Durat
 	}
 	sent := time.Now()
 	if err := daemonclient.Send(n.Layout, []messages.PipeLine{messages.ReexecLine{}}); err != nil {
-		if isNoReader(err) {
+		if errors.Is(err, host.ErrNoReader) || errors.Is(err, fs.ErrNotExist) {
 			a.Logf("the daemon (pid %d) reads no pipe (it is stopping): the next daemon starts on the new current, %s", pid, id)
 			return nil
 		}
@@ -983,7 +972,7 @@ func (n *Node) reexec(ctx context.Context, a *Answer, id string, wait time.Durat
 	a.Logf("handed `reexec` to the daemon (pid %d)", pid)
 	deadline := sent.Add(wait)
 	for {
-		if o, err := readReexec(n.Layout); err == nil && o != nil && !o.At.Before(sent) {
+		if o, err := node.ReexecOutcome(n.Layout); err == nil && o != nil && !o.At.Before(sent) {
 			if !o.OK {
 				return fmt.Errorf("re-exec: the daemon (pid %d) did not re-exec: %s; the links stay as accepted (current is %s) and the old image runs on; `ocx release rollback` puts the links back", pid, o.Error, id)
 			}
@@ -1007,20 +996,8 @@ func (n *Node) reexec(ctx context.Context, a *Answer, id string, wait time.Durat
 	}
 }
 
-// readReexec reads AGENTS/ocxd.reexec; nil when there is none.
-func readReexec(l host.Layout) (*messages.ReexecOutcome, error) {
-	data, err := unixhost.Below(l.Root()).ReadFile(l.Reexec(), unixhost.SmallFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return messages.DecodeReexecOutcome(data)
-}
-
-// ReleaseInfo is one release of the root as the status shows it.
-type ReleaseInfo struct {
+// Info is one release of the root as the status shows it.
+type Info struct {
 	Checkin string `json:"checkin"`
 	// Version is its ocx's version line; absent when it cannot be read.
 	Version string `json:"version,omitempty"`
@@ -1031,27 +1008,27 @@ type ReleaseInfo struct {
 	Error string `json:"error,omitempty"`
 }
 
-// ReleaseState is `ocx release status`: the root's links, the daemon, and
+// State is `ocx release status`: the root's links, the daemon, and
 // the sessions running a release older than current.
-type ReleaseState struct {
+type State struct {
 	Root     string                   `json:"root"`
-	Current  *ReleaseInfo             `json:"current"`
-	Previous *ReleaseInfo             `json:"previous"`
-	Staged   []ReleaseInfo            `json:"staged"`
+	Current  *Info                    `json:"current"`
+	Previous *Info                    `json:"previous"`
+	Staged   []Info                   `json:"staged"`
 	Next     string                   `json:"next,omitempty"`
 	Daemon   messages.DaemonStatus    `json:"daemon"`
 	Older    []messages.SessionStatus `json:"older_sessions"`
 }
 
-// ReleaseStatus reads the release root and the daemon.
-func (n *Node) ReleaseStatus(ctx context.Context) (*ReleaseState, error) {
-	r, err := n.releaser()
+// Status reads the release root and the daemon.
+func Status(ctx context.Context, n *node.Node) (*State, error) {
+	r, err := releaserOf(n)
 	if err != nil {
 		return nil, err
 	}
-	st := &ReleaseState{Root: r.root.Root(), Staged: []ReleaseInfo{}, Older: []messages.SessionStatus{}}
-	info := func(id string) *ReleaseInfo {
-		ri := &ReleaseInfo{Checkin: id}
+	st := &State{Root: r.root.Root(), Staged: []Info{}, Older: []messages.SessionStatus{}}
+	info := func(id string) *Info {
+		ri := &Info{Checkin: id}
 		dir := r.root.Release(id)
 		fi, err := os.Stat(dir)
 		if err != nil {
@@ -1070,7 +1047,7 @@ func (n *Node) ReleaseStatus(ctx context.Context) (*ReleaseState, error) {
 	}
 	for _, l := range []struct {
 		path string
-		dst  **ReleaseInfo
+		dst  **Info
 	}{{r.root.Current(), &st.Current}, {r.root.Previous(), &st.Previous}} {
 		id, err := linkOf(l.path)
 		if err != nil {
@@ -1105,35 +1082,10 @@ func (n *Node) ReleaseStatus(ctx context.Context) (*ReleaseState, error) {
 	return st, nil
 }
 
-// DaemonStatus says whether the agents root's daemon runs (the holder of
-// AGENTS/ocxd.lock), the release its program belongs to (/proc/PID/exe),
-// and its last re-exec's outcome (AGENTS/ocxd.reexec).
-func (n *Node) DaemonStatus() (*messages.DaemonStatus, error) {
-	d := &messages.DaemonStatus{}
-	pid, err := daemonclient.PID(n.Layout)
-	if err != nil {
-		return nil, fmt.Errorf("daemon status: %w", err)
-	}
-	if pid > 0 {
-		d.Running, d.PID = true, pid
-		if t, err := n.procTable(); err == nil {
-			if _, rel, err := t.Executable(pid); err == nil {
-				d.Release = rel
-			}
-			t.Close()
-		}
-	}
-	if o, err := readReexec(n.Layout); err == nil {
-		d.Reexec = o
-	}
-	d.ConfinedOnly = n.Config.ConfinedOnly
-	return d, nil
-}
-
 // String renders the release state for a person, a line each.
-func (s *ReleaseState) String() string {
+func (s *State) String() string {
 	var b strings.Builder
-	line := func(what string, ri *ReleaseInfo) {
+	line := func(what string, ri *Info) {
 		if ri == nil {
 			fmt.Fprintf(&b, "%-9s none\n", what)
 			return
@@ -1164,4 +1116,9 @@ func (s *ReleaseState) String() string {
 		fmt.Fprintf(&b, "older     %s (stop it and restart it on the current release: `ocx session restart --release current`)\n", o.String())
 	}
 	return b.String()
+}
+
+// newAnswer starts a release action's answer.
+func newAnswer(tool string, dry bool) *node.Answer {
+	return &node.Answer{Tool: tool, DryRun: dry, Log: []string{}}
 }

@@ -1,4 +1,4 @@
-package node_test
+package release_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/release"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
@@ -57,10 +58,10 @@ type relFix struct {
 	n      *node.Node
 }
 
-func newRelFix(t *testing.T, src node.ReleaseSource) *relFix {
+func newRelFix(t *testing.T, src release.Source) *relFix {
 	t.Helper()
 	f := &relFix{t: t, ctx: context.Background(), root: filepath.Join(t.TempDir(), "release"), agents: filepath.Join(t.TempDir(), "agents")}
-	f.ok(node.ReleaseInit(f.ctx, node.ReleaseInitInput{Root: f.root, ReleaseSource: src}, node.Options{}))
+	f.ok(release.Init(f.ctx, release.InitInput{Root: f.root, Source: src}, node.Options{}))
 	srv := harness.StartServer(t, harness.Options{})
 	f.ok(node.Init(f.ctx, f.agents, node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}, ReleaseRoot: f.root}, node.Options{}))
 	n, err := node.Open(f.agents, node.Options{})
@@ -158,7 +159,7 @@ func logHas(a *node.Answer, s string) bool {
 // check-in; the hand-off versions are equal.
 func TestReleaseCheckDecisions(t *testing.T) {
 	line := func(p, c string) []byte { return []byte(p + " version v0.0.0-1-x checkin " + c + "\n") }
-	if _, err := node.CheckVersionLine("ocxd", ciA, line("ocxd", ciA)); err != nil {
+	if _, err := release.CheckVersionLine("ocxd", ciA, line("ocxd", ciA)); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -171,7 +172,7 @@ func TestReleaseCheckDecisions(t *testing.T) {
 		{[]byte("ocxd 1.0\n"), "not a version line"},
 		{nil, "not a version line"},
 	} {
-		if _, err := node.CheckVersionLine("ocxd", ciA, c.out); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := release.CheckVersionLine("ocxd", ciA, c.out); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("CheckVersionLine(%q) = %v; want it to say %q", c.out, err, c.want)
 		}
 	}
@@ -182,7 +183,7 @@ func TestReleaseCheckDecisions(t *testing.T) {
 		}
 		return m
 	}
-	if got, err := node.CheckinOfVersions(all(map[string]string{"ocx": ciA, "ocxd": ciA, "workspace": ciA})); err != nil || got != ciA {
+	if got, err := release.CheckinOfVersions(all(map[string]string{"ocx": ciA, "ocxd": ciA, "workspace": ciA})); err != nil || got != ciA {
 		t.Fatalf("CheckinOfVersions = %q, %v", got, err)
 	}
 	for _, c := range []struct {
@@ -195,17 +196,17 @@ func TestReleaseCheckDecisions(t *testing.T) {
 		{map[string][]byte{"ocxd": line("ocx", ciA)}, `says it is "ocx"`},
 		{map[string][]byte{}, "no program"},
 	} {
-		if _, err := node.CheckinOfVersions(c.in); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := release.CheckinOfVersions(c.in); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("CheckinOfVersions(%v) = %v; want it to say %q", c.in, err, c.want)
 		}
 	}
-	if err := node.CheckHandoffVersion([]byte("1\n"), 1); err != nil {
+	if err := release.CheckHandoffVersion([]byte("1\n"), 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := node.CheckHandoffVersion([]byte("2\n"), 1); err == nil || !strings.Contains(err.Error(), "reads hand-off version 2, the running daemon writes 1") {
+	if err := release.CheckHandoffVersion([]byte("2\n"), 1); err == nil || !strings.Contains(err.Error(), "reads hand-off version 2, the running daemon writes 1") {
 		t.Fatalf("another hand-off version: %v", err)
 	}
-	if err := node.CheckHandoffVersion([]byte("usage: ocxd ...\n"), 1); err == nil || !strings.Contains(err.Error(), "not a number") {
+	if err := release.CheckHandoffVersion([]byte("usage: ocxd ...\n"), 1); err == nil || !strings.Contains(err.Error(), "not a number") {
 		t.Fatalf("no number: %v", err)
 	}
 }
@@ -215,9 +216,9 @@ func TestReleaseCheckDecisions(t *testing.T) {
 // staged/CHECKIN and staged/next; staging them again says so and touches
 // neither the release nor the links.
 func TestReleaseStageFromTwiceStagesOnce(t *testing.T) {
-	f := newRelFix(t, node.ReleaseSource{From: scriptRelease(t, ciA, messages.HandoffVersion, nil)})
+	f := newRelFix(t, release.Source{From: scriptRelease(t, ciA, messages.HandoffVersion, nil)})
 	from := scriptRelease(t, ciB, messages.HandoffVersion, nil)
-	a := f.ok(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{From: from}}))
+	a := f.ok(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{From: from}}))
 	if a.Result == nil || *a.Result != ciB {
 		t.Fatalf("result %v; want %s", a.Result, ciB)
 	}
@@ -233,7 +234,7 @@ func TestReleaseStageFromTwiceStagesOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a = f.ok(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{From: from}}))
+	a = f.ok(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{From: from}}))
 	if !logHas(a, "staged once") || !logHas(a, "is staged already") {
 		t.Fatalf("a second stage does not say it is staged once:\n%s", strings.Join(a.Log, "\n"))
 	}
@@ -246,7 +247,7 @@ func TestReleaseStageFromTwiceStagesOnce(t *testing.T) {
 		t.Fatalf("left behind: %v", l)
 	}
 	// Staging the current release stages nothing.
-	a = f.ok(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{From: filepath.Join(f.root, "current")}}))
+	a = f.ok(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{From: filepath.Join(f.root, "current")}}))
 	if !logHas(a, "is the current release already") {
 		t.Fatalf("staging current:\n%s", strings.Join(a.Log, "\n"))
 	}
@@ -259,7 +260,7 @@ func TestReleaseStageFromTwiceStagesOnce(t *testing.T) {
 // naming the check or the program, leaving no release, no link and no
 // temporary directory.
 func TestReleaseStageRefusesAFailedCheck(t *testing.T) {
-	f := newRelFix(t, node.ReleaseSource{From: scriptRelease(t, ciA, messages.HandoffVersion, nil)})
+	f := newRelFix(t, release.Source{From: scriptRelease(t, ciA, messages.HandoffVersion, nil)})
 	want := map[string]string{"current": "releases/" + ciA}
 	missing := scriptRelease(t, ciB, messages.HandoffVersion, nil)
 	os.Remove(filepath.Join(missing, "workspace"))
@@ -275,7 +276,7 @@ func TestReleaseStageRefusesAFailedCheck(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f.t = t
-			f.refused(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{From: c.from}}), c.want...)
+			f.refused(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{From: c.from}}), c.want...)
 			f.wantLinks(want)
 			if l := f.leftovers(ciA); len(l) != 0 {
 				t.Fatalf("left behind: %v", l)
@@ -290,11 +291,11 @@ func TestReleaseStageRefusesAFailedCheck(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bad, "workspace"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f.refused(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{From: bad}}), "workspace")
+	f.refused(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{From: bad}}), "workspace")
 	f.wantLinks(want)
 	// Not a source at all.
-	f.refused(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{}), "--repo REPO CHECKIN")
-	f.refused(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{From: "rel"}}), "not an absolute path")
+	f.refused(release.Stage(f.ctx, f.n, release.StageInput{}), "--repo REPO CHECKIN")
+	f.refused(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{From: "rel"}}), "not an absolute path")
 }
 
 // TestReleaseAcceptAndRollbackWithoutDaemon: accept runs the checks again
@@ -304,31 +305,31 @@ func TestReleaseStageRefusesAFailedCheck(t *testing.T) {
 // previous; with no previous it is refused naming why. A prefix two staged
 // releases share is refused naming both.
 func TestReleaseAcceptAndRollbackWithoutDaemon(t *testing.T) {
-	f := newRelFix(t, node.ReleaseSource{From: scriptRelease(t, ciA, messages.HandoffVersion, nil)})
-	f.refused(f.n.ReleaseRollback(f.ctx, node.ReleaseRollbackInput{}), "no previous release")
-	f.refused(f.n.ReleaseAccept(f.ctx, node.ReleaseAcceptInput{}), "nothing is staged")
-	f.ok(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{From: scriptRelease(t, ciC, messages.HandoffVersion, nil)}}))
-	f.ok(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{From: scriptRelease(t, ciB, messages.HandoffVersion, nil)}}))
+	f := newRelFix(t, release.Source{From: scriptRelease(t, ciA, messages.HandoffVersion, nil)})
+	f.refused(release.Rollback(f.ctx, f.n, release.RollbackInput{}), "no previous release")
+	f.refused(release.Accept(f.ctx, f.n, release.AcceptInput{}), "nothing is staged")
+	f.ok(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{From: scriptRelease(t, ciC, messages.HandoffVersion, nil)}}))
+	f.ok(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{From: scriptRelease(t, ciB, messages.HandoffVersion, nil)}}))
 	staged := map[string]string{"current": "releases/" + ciA, "staged/" + ciB: "../releases/" + ciB, "staged/" + ciC: "../releases/" + ciC, "staged/next": ciB}
 	f.wantLinks(staged)
-	f.refused(f.n.ReleaseAccept(f.ctx, node.ReleaseAcceptInput{Checkin: ciB[:20]}), "ambiguous", ciB, ciC)
-	f.refused(f.n.ReleaseAccept(f.ctx, node.ReleaseAcceptInput{Checkin: "ffff"}), "no staged release")
+	f.refused(release.Accept(f.ctx, f.n, release.AcceptInput{Checkin: ciB[:20]}), "ambiguous", ciB, ciC)
+	f.refused(release.Accept(f.ctx, f.n, release.AcceptInput{Checkin: "ffff"}), "no staged release")
 
 	// The staged ocxd changes under the stage: accept's own checks refuse it.
 	ocxd := filepath.Join(f.root, "releases", ciB, "ocxd")
 	good, _ := os.ReadFile(ocxd)
 	bad := strings.Replace(string(good), fmt.Sprintf("echo %d", messages.HandoffVersion), "echo 99", 1)
 	os.WriteFile(ocxd, []byte(bad), 0o755)
-	f.refused(f.n.ReleaseAccept(f.ctx, node.ReleaseAcceptInput{}), `host check "hand-off" failed`, "reads hand-off version 99")
+	f.refused(release.Accept(f.ctx, f.n, release.AcceptInput{}), `host check "hand-off" failed`, "reads hand-off version 99")
 	f.wantLinks(staged)
 	os.WriteFile(ocxd, good, 0o755)
 
-	dry := f.ok(f.n.ReleaseAccept(f.ctx, node.ReleaseAcceptInput{DryRun: true}))
+	dry := f.ok(release.Accept(f.ctx, f.n, release.AcceptInput{DryRun: true}))
 	if !logHas(dry, "would link") {
 		t.Fatalf("a dry run says nothing of the links:\n%s", strings.Join(dry.Log, "\n"))
 	}
 	f.wantLinks(staged)
-	a := f.ok(f.n.ReleaseAccept(f.ctx, node.ReleaseAcceptInput{}))
+	a := f.ok(release.Accept(f.ctx, f.n, release.AcceptInput{}))
 	if *a.Result != ciB || !logHas(a, "no daemon runs: the next daemon starts on the new current") {
 		t.Fatalf("accept: result %s\n%s", *a.Result, strings.Join(a.Log, "\n"))
 	}
@@ -336,16 +337,16 @@ func TestReleaseAcceptAndRollbackWithoutDaemon(t *testing.T) {
 		t.Fatalf("accept started a daemon (pid %d)", pid)
 	}
 	f.wantLinks(map[string]string{"current": "releases/" + ciB, "previous": "releases/" + ciA, "staged/" + ciC: "../releases/" + ciC})
-	a = f.ok(f.n.ReleaseRollback(f.ctx, node.ReleaseRollbackInput{}))
+	a = f.ok(release.Rollback(f.ctx, f.n, release.RollbackInput{}))
 	if *a.Result != ciA {
 		t.Fatalf("rollback's result %s", *a.Result)
 	}
 	f.wantLinks(map[string]string{"current": "releases/" + ciA, "previous": "releases/" + ciB, "staged/" + ciC: "../releases/" + ciC})
 	// Accepting by a prefix, staged/next gone.
-	f.ok(f.n.ReleaseAccept(f.ctx, node.ReleaseAcceptInput{Checkin: ciC[:24]}))
+	f.ok(release.Accept(f.ctx, f.n, release.AcceptInput{Checkin: ciC[:24]}))
 	f.wantLinks(map[string]string{"current": "releases/" + ciC, "previous": "releases/" + ciA})
 
-	st, err := f.n.ReleaseStatus(f.ctx)
+	st, err := release.Status(f.ctx, f.n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,17 +372,17 @@ func TestReleaseNeedsARoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	from := scriptRelease(t, ciA, messages.HandoffVersion, nil)
-	f.refused(n.ReleaseStage(ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{From: from}}), "names no release root", "ocx release init ROOT")
-	f.refused(n.ReleaseAccept(ctx, node.ReleaseAcceptInput{}), "names no release root")
+	f.refused(release.Stage(ctx, n, release.StageInput{Source: release.Source{From: from}}), "names no release root", "ocx release init ROOT")
+	f.refused(release.Accept(ctx, n, release.AcceptInput{}), "names no release root")
 
 	root := filepath.Join(t.TempDir(), "rel")
 	f.refused(node.Init(ctx, agents, node.InitInput{ReleaseRoot: root}, node.Options{}), "has no current release", "ocx release init")
-	f.refused(node.ReleaseInit(ctx, node.ReleaseInitInput{Root: root, ReleaseSource: node.ReleaseSource{From: scriptRelease(t, ciA, 99, nil)}}, node.Options{}), `host check "hand-off"`)
+	f.refused(release.Init(ctx, release.InitInput{Root: root, Source: release.Source{From: scriptRelease(t, ciA, 99, nil)}}, node.Options{}), `host check "hand-off"`)
 	if _, err := os.Lstat(root); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a failed release init left %s: %v", root, err)
 	}
-	f.ok(node.ReleaseInit(ctx, node.ReleaseInitInput{Root: root, ReleaseSource: node.ReleaseSource{From: from}}, node.Options{}))
-	f.refused(node.ReleaseInit(ctx, node.ReleaseInitInput{Root: root, ReleaseSource: node.ReleaseSource{From: from}}, node.Options{}), "is not empty")
+	f.ok(release.Init(ctx, release.InitInput{Root: root, Source: release.Source{From: from}}, node.Options{}))
+	f.refused(release.Init(ctx, release.InitInput{Root: root, Source: release.Source{From: from}}, node.Options{}), "is not empty")
 	f.ok(node.Init(ctx, agents, node.InitInput{ReleaseRoot: root}, node.Options{}))
 	n, err = node.Open(agents, node.Options{})
 	if err != nil {
@@ -391,7 +392,7 @@ func TestReleaseNeedsARoot(t *testing.T) {
 		t.Fatalf("node.json's release %q, tools from %q", n.Config.Release, n.Release)
 	}
 	other := filepath.Join(t.TempDir(), "other")
-	f.ok(node.ReleaseInit(ctx, node.ReleaseInitInput{Root: other, ReleaseSource: node.ReleaseSource{From: from}}, node.Options{}))
+	f.ok(release.Init(ctx, release.InitInput{Root: other, Source: release.Source{From: from}}, node.Options{}))
 	f.refused(node.Init(ctx, agents, node.InitInput{ReleaseRoot: other}, node.Options{}), "a node keeps its release root")
 }
 
@@ -489,8 +490,8 @@ func TestReleaseStageFromACheckin(t *testing.T) {
 	first := s.commit(tinyOCX(messages.HandoffVersion))
 	runner := map[string]string{"cmd/ocx-runner-echo/main.go": "package main\n\nfunc main() {}\n"}
 	second := s.commit(runner)
-	f := newRelFix(t, node.ReleaseSource{Repo: s.repo, Checkin: first})
-	a := f.ok(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{Repo: s.repo, Checkin: second[:12]}}))
+	f := newRelFix(t, release.Source{Repo: s.repo, Checkin: first})
+	a := f.ok(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{Repo: s.repo, Checkin: second[:12]}}))
 	if *a.Result != second || !logHas(a, "built ocx-runner-echo") || !logHas(a, "check version: ocxd version v0.0.0-") {
 		t.Fatalf("stage from a check-in: result %s\n%s", *a.Result, strings.Join(a.Log, "\n"))
 	}
@@ -499,7 +500,7 @@ func TestReleaseStageFromACheckin(t *testing.T) {
 	}
 	want := map[string]string{"current": "releases/" + first, "staged/" + second: "../releases/" + second, "staged/next": second}
 	f.wantLinks(want)
-	a = f.ok(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{Repo: s.repo, Checkin: second}}))
+	a = f.ok(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{Repo: s.repo, Checkin: second}}))
 	if logHas(a, "built ocx (") || !logHas(a, "staged once") {
 		t.Fatalf("a second stage of a check-in built it again:\n%s", strings.Join(a.Log, "\n"))
 	}
@@ -510,12 +511,12 @@ func TestReleaseStageFromACheckin(t *testing.T) {
 		h := "abcdef0123" + strings.Repeat(fmt.Sprint(i), 54)
 		s.run("sql", "-R", s.repo, fmt.Sprintf("INSERT INTO blob(uuid,size,content) VALUES('%s',0,NULL); INSERT INTO event(type,mtime,objid) VALUES('ci',2460000.5,(SELECT rid FROM blob WHERE uuid='%s'));", h, h))
 	}
-	f.refused(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{Repo: s.repo, Checkin: "abcdef0123"}}),
+	f.refused(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{Repo: s.repo, Checkin: "abcdef0123"}}),
 		"ambiguous", "abcdef0123"+strings.Repeat("1", 54), "abcdef0123"+strings.Repeat("2", 54))
-	f.refused(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{Repo: s.repo, Checkin: "0123456789"}}), "holds no check-in \"0123456789\"")
+	f.refused(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{Repo: s.repo, Checkin: "0123456789"}}), "holds no check-in \"0123456789\"")
 
 	broken := s.commit(map[string]string{"cmd/ocxd/main.go": "package main\n\nfunc main() { undefinedThing() }\n"})
-	f.refused(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{Repo: s.repo, Checkin: broken}}), "build ocxd of check-in "+broken, "undefinedThing")
+	f.refused(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{Repo: s.repo, Checkin: broken}}), "build ocxd of check-in "+broken, "undefinedThing")
 	f.wantLinks(want)
 	if l := f.leftovers(first, second); len(l) != 0 {
 		t.Fatalf("a failed build left %v", l)
@@ -532,7 +533,7 @@ func TestReleaseStageFromACheckin(t *testing.T) {
 	}
 	t.Setenv("PATH", bin)
 	fixed := s.commit(tinyOCX(messages.HandoffVersion))
-	f.refused(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{Repo: s.repo, Checkin: fixed}}), "no Go toolchain", "--from DIR")
+	f.refused(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{Repo: s.repo, Checkin: fixed}}), "no Go toolchain", "--from DIR")
 	if l := f.leftovers(first, second); len(l) != 0 {
 		t.Fatalf("a stage without go left %v", l)
 	}
@@ -594,8 +595,8 @@ func TestReleaseAcceptReexecsTheDaemon(t *testing.T) {
 	s.copySource(moduleRoot(t))
 	first := s.commit(nil)
 	second := s.commit(map[string]string{"RELEASE-NOTE": "the second check-in\n"})
-	f := newRelFix(t, node.ReleaseSource{Repo: s.repo, Checkin: first})
-	a := f.ok(f.n.ReleaseStage(f.ctx, node.ReleaseStageInput{ReleaseSource: node.ReleaseSource{Repo: s.repo, Checkin: second[:16]}}))
+	f := newRelFix(t, release.Source{Repo: s.repo, Checkin: first})
+	a := f.ok(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{Repo: s.repo, Checkin: second[:16]}}))
 	if *a.Result != second {
 		t.Fatalf("staged %s, want %s", *a.Result, second)
 	}
@@ -616,7 +617,7 @@ func TestReleaseAcceptReexecsTheDaemon(t *testing.T) {
 		t.Fatalf("the daemon runs %s, want %s", exe(), want)
 	}
 
-	a = f.ok(f.n.ReleaseAccept(f.ctx, node.ReleaseAcceptInput{Wait: 30 * time.Second}))
+	a = f.ok(release.Accept(f.ctx, f.n, release.AcceptInput{Wait: 30 * time.Second}))
 	if !logHas(a, fmt.Sprintf("the daemon (pid %d) re-exec'd", pid)) || !logHas(a, "it runs release "+second) {
 		t.Fatalf("accept's answer does not report the re-exec:\n%s", strings.Join(a.Log, "\n"))
 	}
@@ -628,7 +629,7 @@ func TestReleaseAcceptReexecsTheDaemon(t *testing.T) {
 		t.Fatalf("after accept the daemon runs %s, want %s", exe(), want)
 	}
 
-	a = f.ok(f.n.ReleaseRollback(f.ctx, node.ReleaseRollbackInput{Wait: 30 * time.Second}))
+	a = f.ok(release.Rollback(f.ctx, f.n, release.RollbackInput{Wait: 30 * time.Second}))
 	if !logHas(a, "it runs release "+first) {
 		t.Fatalf("rollback's answer does not report the re-exec:\n%s", strings.Join(a.Log, "\n"))
 	}
@@ -636,7 +637,7 @@ func TestReleaseAcceptReexecsTheDaemon(t *testing.T) {
 	if want := filepath.Join(f.root, "releases", first, "ocxd"); exe() != want {
 		t.Fatalf("after rollback the daemon runs %s, want %s", exe(), want)
 	}
-	st, err := f.n.ReleaseStatus(f.ctx)
+	st, err := release.Status(f.ctx, f.n)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,10 @@
-package node_test
+package mcp_test
 
 import (
 	"encoding/json"
 	"testing"
 
-	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/mcp"
 )
 
 // FuzzDecodeAnswer: the reader of an answer that came over MCP never
@@ -20,7 +20,7 @@ func FuzzDecodeAnswer(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		a, err := node.DecodeAnswer(b)
+		a, err := mcp.DecodeAnswer(b)
 		if err != nil {
 			return
 		}
@@ -28,7 +28,7 @@ func FuzzDecodeAnswer(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b2, err := node.DecodeAnswer(again)
+		b2, err := mcp.DecodeAnswer(again)
 		if err != nil {
 			t.Fatalf("%s: accepted, but its encoding %s is refused: %v", b, again, err)
 		}
@@ -47,7 +47,7 @@ func TestDecodeAnswerRefuses(t *testing.T) {
 		`{"tool":"post","dry_run":false,"log":null,"result":null,"stopped":null}`:     `answer: "log" is null`,
 		`{"tool":"post","dry_run":"no","log":[],"result":null,"stopped":null}`:        `answer: json: cannot unmarshal string into Go struct field Answer.dry_run of type bool`,
 	} {
-		if _, err := node.DecodeAnswer([]byte(in)); err == nil || err.Error() != want {
+		if _, err := mcp.DecodeAnswer([]byte(in)); err == nil || err.Error() != want {
 			t.Errorf("%s: %v, want %s", in, err, want)
 		}
 	}

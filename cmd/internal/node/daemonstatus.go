@@ -1,0 +1,66 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// ProcTable reads the process table of this agents root; the caller closes
+// it.
+func (n *Node) ProcTable() (*unixhost.ProcTable, error) { return n.procTable() }
+
+// ReexecOutcome reads AGENTS/ocxd.reexec; nil when there is none.
+func ReexecOutcome(l host.Layout) (*messages.ReexecOutcome, error) {
+	data, err := unixhost.Below(l.Root()).ReadFile(l.Reexec(), unixhost.SmallFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return messages.DecodeReexecOutcome(data)
+}
+
+// DaemonStatus says whether the agents root's daemon runs (the holder of
+// AGENTS/ocxd.lock), the release its program belongs to (/proc/PID/exe),
+// and its last re-exec's outcome (AGENTS/ocxd.reexec).
+func (n *Node) DaemonStatus() (*messages.DaemonStatus, error) {
+	d := &messages.DaemonStatus{}
+	pid, err := daemonclient.PID(n.Layout)
+	if err != nil {
+		return nil, fmt.Errorf("daemon status: %w", err)
+	}
+	if pid > 0 {
+		d.Running, d.PID = true, pid
+		if t, err := n.procTable(); err == nil {
+			if _, rel, err := t.Executable(pid); err == nil {
+				d.Release = rel
+			}
+			t.Close()
+		}
+	}
+	if o, err := ReexecOutcome(n.Layout); err == nil {
+		d.Reexec = o
+	}
+	d.ConfinedOnly = n.Config.ConfinedOnly
+	return d, nil
+}
+
+// HostReadOnly is seed 000's read-only list adapted to this host: the
+// paths it lacks left out. A release's sandbox check starts from it.
+func HostReadOnly() []string {
+	var out []string
+	for _, p := range seedReadOnly {
+		if _, err := os.Lstat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
