@@ -14,6 +14,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/ocx-go/ocx/actors/hookwatch"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -22,26 +23,10 @@ import (
 // DefaultHookWatch is the longest time between two looks at a repository
 // (--hook-watch): the fallback under the file events, which make the watch
 // look Settle after each write.
-const DefaultHookWatch = 2 * time.Second
+const DefaultHookWatch = hookwatch.DefaultEvery
 
 // hookRunBound bounds one run of the hook the daemon starts itself.
 const hookRunBound = time.Minute
-
-// hookBusyBound is how long a run of the hook may hold its mark before the
-// watch takes it for stuck and runs another: the bound the hook itself
-// waits for an overlapping run (hook.DefaultLockWait).
-const hookBusyBound = 10 * time.Second
-
-// The core's other times (watchTimes). hookSettle is from a write to the
-// look at it: a post's writes take a few milliseconds, and a tool's
-// `fossil backoffice` has launched the hook within about 20 ms of its write
-// (D29); hookRetry how often a look is made again while a run holds the mark;
-// hookLaunchBound how long a run Fossil launched has to take the mark.
-const (
-	hookSettle      = 50 * time.Millisecond
-	hookRetry       = 50 * time.Millisecond
-	hookLaunchBound = time.Second
-)
 
 // hookWatch is the daemon's backstop for the wake hook (D24, D29). Fossil
 // runs the hook from its backoffice at most once per receipt range, and
@@ -54,13 +39,13 @@ const (
 // directory, for the file and its -wal) and looks at it after each, and at
 // least every times.Every: the newest receipt, Fossil's hook-last-rcvid and
 // the hook's mark (AGENTS/hook.mark.PROJECT) with its lock. What to do is
-// WatchCore's; this is its shell: the events, the timer, the reads, and the
+// the core's (actors/hookwatch); this is its shell: the events, the timer, the reads, and the
 // runs of the installed command, as Fossil would run it, with nothing on
 // standard input: the hook handles what arrived after its mark, once (its
 // mark is under a lock), so a run that finds nothing new does nothing. A
 // repository without OCX's hook is left alone.
 type hookWatch struct {
-	times    watchTimes
+	times    hookwatch.Times
 	layout   host.Layout
 	root     *unixhost.Root
 	projects map[string]string // repository path by project
@@ -160,7 +145,7 @@ func (w *hookWatch) loop(ctx context.Context) {
 	for p := range w.projects {
 		names = append(names, p)
 	}
-	core := NewWatchCore(w.times, names)
+	core := hookwatch.NewCore(w.times, names)
 	commands := map[string]string{}
 
 	var events *repoEvents
@@ -207,15 +192,15 @@ func (w *hookWatch) loop(ctx context.Context) {
 		}
 	}()
 
-	var queue []WatchMsg
-	step := func(m WatchMsg) {
+	var queue []hookwatch.WatchMsg
+	step := func(m hookwatch.WatchMsg) {
 		queue = append(queue, m)
 		for len(queue) > 0 {
 			m := queue[0]
 			queue = queue[1:]
 			for _, e := range core.Step(m) {
 				switch e := e.(type) {
-				case Look:
+				case hookwatch.Look:
 					r, command := w.look(ctx, e.Project)
 					r.At = now()
 					if r.Installed {
@@ -223,7 +208,7 @@ func (w *hookWatch) loop(ctx context.Context) {
 					}
 					w.log.Debug("hook watch: "+r.String(), slog.String("project", e.Project))
 					queue = append(queue, r)
-				case RunHook:
+				case hookwatch.RunHook:
 					line := fossilio.HookSubst(commands[e.Project], w.fossil, w.projects[e.Project])
 					// A web post or a receipt Fossil holds back is the
 					// watch's daily work; a run stuck or lost is not.
@@ -236,9 +221,9 @@ func (w *hookWatch) loop(ctx context.Context) {
 						slog.String("woken", e.Why), slog.String("command", line))
 					running = e.Project
 					go func() { ran <- runEnded{project: e.Project, err: w.run(ctx, line)} }()
-				case SetTimer:
+				case hookwatch.SetTimer:
 					timer.Stop()
-					if e.At != never {
+					if e.At != hookwatch.Never {
 						timer.Reset(max(e.At-now(), 0))
 					}
 				}
@@ -246,7 +231,7 @@ func (w *hookWatch) loop(ctx context.Context) {
 		}
 	}
 
-	step(WatchStarted{At: now()})
+	step(hookwatch.WatchStarted{At: now()})
 	for {
 		select {
 		case <-ctx.Done():
@@ -254,22 +239,22 @@ func (w *hookWatch) loop(ctx context.Context) {
 		case ev, ok := <-evc:
 			if !ok {
 				stopEvents("the watcher ended")
-				step(EventsLost{At: now(), Reason: "the watcher ended"})
+				step(hookwatch.EventsLost{At: now(), Reason: "the watcher ended"})
 				continue
 			}
 			project, gone := events.project(ev)
 			if gone {
 				stopEvents(fmt.Sprintf("%s: %s", ev.Name, ev.Op))
-				step(EventsLost{At: now(), Reason: "a repository's directory went"})
+				step(hookwatch.EventsLost{At: now(), Reason: "a repository's directory went"})
 				continue
 			}
 			if project != "" {
-				step(RepoWritten{At: now(), Project: project})
+				step(hookwatch.RepoWritten{At: now(), Project: project})
 			}
 		case err, ok := <-errc:
 			if ok && errors.Is(err, fsnotify.ErrEventOverflow) {
 				w.log.Warn("hook watch: writes were missed (the kernel's queue overflowed); looking at every repository", errAttr(err))
-				step(EventsLost{At: now(), Reason: "overflow"})
+				step(hookwatch.EventsLost{At: now(), Reason: "overflow"})
 				continue
 			}
 			reason := "the watcher ended"
@@ -277,9 +262,9 @@ func (w *hookWatch) loop(ctx context.Context) {
 				reason = err.Error()
 			}
 			stopEvents(reason)
-			step(EventsLost{At: now(), Reason: reason})
+			step(hookwatch.EventsLost{At: now(), Reason: reason})
 		case <-timer.C:
-			step(Tick{At: now()})
+			step(hookwatch.Tick{At: now()})
 		case r := <-ran:
 			running = ""
 			attrs := []any{slog.String("project", r.project)}
@@ -291,18 +276,18 @@ func (w *hookWatch) loop(ctx context.Context) {
 			} else {
 				w.log.Info("the wake hook the daemon ran is done", attrs...)
 			}
-			step(HookRunEnded{At: now(), Project: r.project, Failed: r.err != nil})
+			step(hookwatch.HookRunEnded{At: now(), Project: r.project, Failed: r.err != nil})
 			for _, a := range acks {
 				close(a)
 			}
 			acks = nil
 		case req := <-w.reqs:
 			if !req.pause {
-				step(WatchResumed{At: now()})
+				step(hookwatch.WatchResumed{At: now()})
 				close(req.done)
 				continue
 			}
-			step(WatchPaused{At: now()})
+			step(hookwatch.WatchPaused{At: now()})
 			if running == "" {
 				close(req.done)
 			} else {
@@ -315,8 +300,8 @@ func (w *hookWatch) loop(ctx context.Context) {
 // look reads what the core compares, in an order that never shows the mark
 // ahead of what it covers: whether a run holds the mark, the mark, then the
 // repository.
-func (w *hookWatch) look(ctx context.Context, project string) (LookResult, string) {
-	res := LookResult{Project: project}
+func (w *hookWatch) look(ctx context.Context, project string) (hookwatch.LookResult, string) {
+	res := hookwatch.LookResult{Project: project}
 	res.Mark, res.Held, res.HasMark = w.markOf(project)
 	r, err := w.repo(project)
 	if err != nil {
@@ -435,7 +420,7 @@ func (e *repoEvents) close() { e.w.Close() }
 // openHookWatch readies the watch over every project of node.json.
 func (d *daemon) openHookWatch() *hookWatch {
 	w := &hookWatch{layout: d.layout, root: d.root, projects: map[string]string{}, fossil: "fossil", log: d.log,
-		times: watchTimes{Every: d.opts.HookWatch, Settle: hookSettle, Retry: hookRetry, Busy: hookBusyBound, Launch: hookLaunchBound}}
+		times: hookwatch.DefaultTimes(d.opts.HookWatch)}
 	for name, p := range d.cfg.Projects {
 		w.projects[name] = p.Repository
 	}
