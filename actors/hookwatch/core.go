@@ -364,6 +364,35 @@ func (c *Core) looked(m LookResult, out []WatchEffect) []WatchEffect {
 		p.reset()
 		return out
 	}
+	c.judged(p, m, announced)
+	if m.Mark >= m.Newest {
+		p.reset()
+		return out
+	}
+	if p.ranFor != 0 && m.Mark >= p.ranFor {
+		// The mark passed what the last run was for: a fresh lag.
+		p.ranFor, p.failures, p.notBefore = 0, 0, 0
+	}
+	why := "look"
+	if p.byWrite {
+		why = "write"
+	}
+	why, wait := c.otherRun(p, m, why)
+	if wait || c.holdsBack(p, now) {
+		return out
+	}
+	c.running = m.Project
+	p.due = never
+	p.ranFor, p.judge = m.Newest, true
+	p.heldSince, p.launchedSince = never, never
+	return append(out, RunHook{Project: m.Project, Mark: m.Mark, Newest: m.Newest, Why: why})
+}
+
+// judged notes the newest receipt a look found (known since the write that
+// announced it, if one did), and whether the run before moved the mark on:
+// a run that did not backs the watch off.
+func (c *Core) judged(p *watched, m LookResult, announced time.Duration) {
+	now := m.At
 	if m.Newest != p.newest {
 		p.newest, p.newestAt, p.byWrite = m.Newest, now, false
 		if announced != never {
@@ -377,18 +406,13 @@ func (c *Core) looked(m LookResult, out []WatchEffect) []WatchEffect {
 			p.notBefore = now + c.t.Every<<min(p.failures, maxBackoff)
 		}
 	}
-	if m.Mark >= m.Newest {
-		p.reset()
-		return out
-	}
-	if p.ranFor != 0 && m.Mark >= p.ranFor {
-		// The mark passed what the last run was for: a fresh lag.
-		p.ranFor, p.failures, p.notBefore = 0, 0, 0
-	}
-	why := "look"
-	if p.byWrite {
-		why = "write"
-	}
+}
+
+// otherRun says whether another run of the hook (one holding the mark, or
+// one Fossil launched) is waited for, looking again Retry later; once it
+// has been waited for too long, why says so (stuck, lost).
+func (c *Core) otherRun(p *watched, m LookResult, why string) (string, bool) {
+	now := m.At
 	if m.Held {
 		p.launchedSince = never
 		if p.heldSince == never {
@@ -396,46 +420,43 @@ func (c *Core) looked(m LookResult, out []WatchEffect) []WatchEffect {
 		}
 		if now-p.heldSince < c.t.Busy {
 			p.due = earliest(p.due, now+c.t.Retry)
-			return out
+			return why, true
 		}
-		why = "stuck"
-	} else {
-		p.heldSince = never
-		if m.Fossil >= m.Newest {
-			if p.launchedSince == never || m.Fossil != p.launchedFor {
-				// Fossil launched its hooks again: a new run to wait for.
-				p.launchedSince, p.launchedFor = now, m.Fossil
-			}
-			if now-p.launchedSince < c.t.Launch {
-				p.due = earliest(p.due, now+c.t.Retry)
-				return out
-			}
-			why = "lost"
-		} else {
-			p.launchedSince = never
-		}
+		return "stuck", false
 	}
-	if now-p.newestAt < c.t.Settle {
+	p.heldSince = never
+	if m.Fossil < m.Newest {
+		p.launchedSince = never
+		return why, false
+	}
+	if p.launchedSince == never || m.Fossil != p.launchedFor {
+		// Fossil launched its hooks again: a new run to wait for.
+		p.launchedSince, p.launchedFor = now, m.Fossil
+	}
+	if now-p.launchedSince < c.t.Launch {
+		p.due = earliest(p.due, now+c.t.Retry)
+		return why, true
+	}
+	return "lost", false
+}
+
+// holdsBack says whether a run the look calls for waits: for the receipt
+// to settle, for the back-off, for the watch's pause, or for the run
+// under way for another repository; the look is due again then.
+func (c *Core) holdsBack(p *watched, now time.Duration) bool {
+	switch {
+	case now-p.newestAt < c.t.Settle:
 		p.due = earliest(p.due, p.newestAt+c.t.Settle)
-		return out
-	}
-	if now < p.notBefore {
+	case now < p.notBefore:
 		p.due = earliest(p.due, p.notBefore)
-		return out
-	}
-	if c.paused {
+	case c.paused:
 		p.due = now
-		return out
-	}
-	if c.running != "" {
+	case c.running != "":
 		p.deferred, p.due = true, never
-		return out
+	default:
+		return false
 	}
-	c.running = m.Project
-	p.due = never
-	p.ranFor, p.judge = m.Newest, true
-	p.heldSince, p.launchedSince = never, never
-	return append(out, RunHook{Project: m.Project, Mark: m.Mark, Newest: m.Newest, Why: why})
+	return true
 }
 
 // reset forgets a lag: the mark caught up, or there is no hook to run.
