@@ -139,161 +139,202 @@ type runEnded struct {
 // here, in order (each is about 100 us); a run is waited for by a goroutine
 // of its own, so that the events are read meanwhile.
 func (w *hookWatch) loop(ctx context.Context) {
-	begun := time.Now()
-	now := func() time.Duration { return time.Since(begun) }
 	names := make([]string, 0, len(w.projects))
 	for p := range w.projects {
 		names = append(names, p)
 	}
-	core := hookwatch.NewCore(w.times, names)
-	commands := map[string]string{}
-
-	var events *repoEvents
-	var evc <-chan fsnotify.Event
-	var errc <-chan error
+	l := &watchLoop{w: w, ctx: ctx, begun: time.Now(), core: hookwatch.NewCore(w.times, names),
+		commands: map[string]string{}, timer: time.NewTimer(time.Hour), ran: make(chan runEnded, 1)}
+	l.timer.Stop()
+	defer l.timer.Stop()
 	if !w.noEvents {
 		var err error
-		if events, err = openRepoEvents(w.projects); err != nil {
+		if l.events, err = openRepoEvents(w.projects); err != nil {
 			w.log.Warn("hook watch: the repositories' writes cannot be followed; looking at them every "+w.times.Every.String()+" only", errAttr(err))
 		} else {
-			evc, errc = events.w.Events, events.w.Errors
+			l.evc, l.errc = l.events.w.Events, l.events.w.Errors
 		}
 	}
-	stopEvents := func(reason string) {
-		if events != nil {
-			events.close() // rare: no hurry here
-			events, evc, errc = nil, nil, nil
-		}
-		w.log.Warn("hook watch: the repositories' writes are no longer followed; looking at them every "+w.times.Every.String()+" only", slog.String("reason", reason))
-	}
-	defer func() {
-		if events == nil {
-			close(w.released)
-			return
-		}
-		go func(e *repoEvents) {
-			defer close(w.released)
-			e.close()
-		}(events)
-	}()
+	defer l.release()
+	defer l.end()
 
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	ran := make(chan runEnded, 1)
-	running := ""
-	var acks []chan struct{}
-	defer func() {
-		if running != "" {
-			<-ran // ctx is done: the run's group was killed
-		}
-		for _, a := range acks {
-			close(a)
-		}
-	}()
-
-	var queue []hookwatch.WatchMsg
-	step := func(m hookwatch.WatchMsg) {
-		queue = append(queue, m)
-		for len(queue) > 0 {
-			m := queue[0]
-			queue = queue[1:]
-			for _, e := range core.Step(m) {
-				switch e := e.(type) {
-				case hookwatch.Look:
-					r, command := w.look(ctx, e.Project)
-					r.At = now()
-					if r.Installed {
-						commands[e.Project] = command
-					}
-					w.log.Debug("hook watch: "+r.String(), slog.String("project", e.Project))
-					queue = append(queue, r)
-				case hookwatch.RunHook:
-					line := fossilio.HookSubst(commands[e.Project], w.fossil, w.projects[e.Project])
-					// A web post or a receipt Fossil holds back is the
-					// watch's daily work; a run stuck or lost is not.
-					level := slog.LevelInfo
-					if e.Why == "stuck" || e.Why == "lost" {
-						level = slog.LevelWarn
-					}
-					w.log.Log(ctx, level, "the wake hook left receipts unhandled; running it",
-						slog.String("project", e.Project), slog.Int64("mark", e.Mark), slog.Int64("newest", e.Newest),
-						slog.String("woken", e.Why), slog.String("command", line))
-					running = e.Project
-					go func() { ran <- runEnded{project: e.Project, err: w.run(ctx, line)} }()
-				case hookwatch.SetTimer:
-					timer.Stop()
-					if e.At != hookwatch.Never {
-						timer.Reset(max(e.At-now(), 0))
-					}
-				}
-			}
-		}
-	}
-
-	step(hookwatch.WatchStarted{At: now()})
+	l.step(hookwatch.WatchStarted{At: l.now()})
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case ev, ok := <-evc:
-			if !ok {
-				stopEvents("the watcher ended")
-				step(hookwatch.EventsLost{At: now(), Reason: "the watcher ended"})
-				continue
-			}
-			project, gone := events.project(ev)
-			if gone {
-				stopEvents(fmt.Sprintf("%s: %s", ev.Name, ev.Op))
-				step(hookwatch.EventsLost{At: now(), Reason: "a repository's directory went"})
-				continue
-			}
-			if project != "" {
-				step(hookwatch.RepoWritten{At: now(), Project: project})
-			}
-		case err, ok := <-errc:
-			if ok && errors.Is(err, fsnotify.ErrEventOverflow) {
-				w.log.Warn("hook watch: writes were missed (the kernel's queue overflowed); looking at every repository", errAttr(err))
-				step(hookwatch.EventsLost{At: now(), Reason: "overflow"})
-				continue
-			}
-			reason := "the watcher ended"
-			if ok {
-				reason = err.Error()
-			}
-			stopEvents(reason)
-			step(hookwatch.EventsLost{At: now(), Reason: reason})
-		case <-timer.C:
-			step(hookwatch.Tick{At: now()})
-		case r := <-ran:
-			running = ""
-			attrs := []any{slog.String("project", r.project)}
-			if mark, _, ok := w.markOf(r.project); ok {
-				attrs = append(attrs, slog.Int64("mark", mark))
-			}
-			if r.err != nil {
-				w.log.Error("the wake hook the daemon ran failed", append(attrs, errAttr(r.err))...)
-			} else {
-				w.log.Info("the wake hook the daemon ran is done", attrs...)
-			}
-			step(hookwatch.HookRunEnded{At: now(), Project: r.project, Failed: r.err != nil})
-			for _, a := range acks {
-				close(a)
-			}
-			acks = nil
+		case ev, ok := <-l.evc:
+			l.event(ev, ok)
+		case err, ok := <-l.errc:
+			l.eventsFailed(err, ok)
+		case <-l.timer.C:
+			l.step(hookwatch.Tick{At: l.now()})
+		case r := <-l.ran:
+			l.runEnded(r)
 		case req := <-w.reqs:
-			if !req.pause {
-				step(hookwatch.WatchResumed{At: now()})
-				close(req.done)
-				continue
-			}
-			step(hookwatch.WatchPaused{At: now()})
-			if running == "" {
-				close(req.done)
-			} else {
-				acks = append(acks, req.done)
-			}
+			l.request(req)
 		}
+	}
+}
+
+// watchLoop is the loop's state: the core, the file events, the timer and
+// the run under way.
+type watchLoop struct {
+	w        *hookWatch
+	ctx      context.Context
+	begun    time.Time
+	core     *hookwatch.Core
+	commands map[string]string // the installed hook command by project
+
+	events *repoEvents
+	evc    <-chan fsnotify.Event
+	errc   <-chan error
+
+	timer   *time.Timer
+	ran     chan runEnded
+	running string
+	acks    []chan struct{} // pauses waiting for the run under way
+	queue   []hookwatch.WatchMsg
+}
+
+func (l *watchLoop) now() time.Duration { return time.Since(l.begun) }
+
+// end waits for the run under way (ctx is done: its group was killed) and
+// answers the pauses waiting for it.
+func (l *watchLoop) end() {
+	if l.running != "" {
+		<-l.ran
+	}
+	for _, a := range l.acks {
+		close(a)
+	}
+}
+
+// release closes the file events, in the background (see stop).
+func (l *watchLoop) release() {
+	if l.events == nil {
+		close(l.w.released)
+		return
+	}
+	go func(e *repoEvents) {
+		defer close(l.w.released)
+		e.close()
+	}(l.events)
+}
+
+func (l *watchLoop) stopEvents(reason string) {
+	if l.events != nil {
+		l.events.close() // rare: no hurry here
+		l.events, l.evc, l.errc = nil, nil, nil
+	}
+	l.w.log.Warn("hook watch: the repositories' writes are no longer followed; looking at them every "+l.w.times.Every.String()+" only", slog.String("reason", reason))
+}
+
+// step gives the core m, and what its effects bring back, in order.
+func (l *watchLoop) step(m hookwatch.WatchMsg) {
+	l.queue = append(l.queue, m)
+	for len(l.queue) > 0 {
+		m := l.queue[0]
+		l.queue = l.queue[1:]
+		for _, e := range l.core.Step(m) {
+			l.effect(e)
+		}
+	}
+}
+
+func (l *watchLoop) effect(e hookwatch.WatchEffect) {
+	w := l.w
+	switch e := e.(type) {
+	case hookwatch.Look:
+		r, command := w.look(l.ctx, e.Project)
+		r.At = l.now()
+		if r.Installed {
+			l.commands[e.Project] = command
+		}
+		w.log.Debug("hook watch: "+r.String(), slog.String("project", e.Project))
+		l.queue = append(l.queue, r)
+	case hookwatch.RunHook:
+		line := fossilio.HookSubst(l.commands[e.Project], w.fossil, w.projects[e.Project])
+		// A web post or a receipt Fossil holds back is the
+		// watch's daily work; a run stuck or lost is not.
+		level := slog.LevelInfo
+		if e.Why == "stuck" || e.Why == "lost" {
+			level = slog.LevelWarn
+		}
+		w.log.Log(l.ctx, level, "the wake hook left receipts unhandled; running it",
+			slog.String("project", e.Project), slog.Int64("mark", e.Mark), slog.Int64("newest", e.Newest),
+			slog.String("woken", e.Why), slog.String("command", line))
+		l.running = e.Project
+		ctx, ran := l.ctx, l.ran
+		go func() { ran <- runEnded{project: e.Project, err: w.run(ctx, line)} }()
+	case hookwatch.SetTimer:
+		l.timer.Stop()
+		if e.At != hookwatch.Never {
+			l.timer.Reset(max(e.At-l.now(), 0))
+		}
+	}
+}
+
+func (l *watchLoop) event(ev fsnotify.Event, ok bool) {
+	if !ok {
+		l.stopEvents("the watcher ended")
+		l.step(hookwatch.EventsLost{At: l.now(), Reason: "the watcher ended"})
+		return
+	}
+	project, gone := l.events.project(ev)
+	if gone {
+		l.stopEvents(fmt.Sprintf("%s: %s", ev.Name, ev.Op))
+		l.step(hookwatch.EventsLost{At: l.now(), Reason: "a repository's directory went"})
+		return
+	}
+	if project != "" {
+		l.step(hookwatch.RepoWritten{At: l.now(), Project: project})
+	}
+}
+
+func (l *watchLoop) eventsFailed(err error, ok bool) {
+	if ok && errors.Is(err, fsnotify.ErrEventOverflow) {
+		l.w.log.Warn("hook watch: writes were missed (the kernel's queue overflowed); looking at every repository", errAttr(err))
+		l.step(hookwatch.EventsLost{At: l.now(), Reason: "overflow"})
+		return
+	}
+	reason := "the watcher ended"
+	if ok {
+		reason = err.Error()
+	}
+	l.stopEvents(reason)
+	l.step(hookwatch.EventsLost{At: l.now(), Reason: reason})
+}
+
+func (l *watchLoop) runEnded(r runEnded) {
+	l.running = ""
+	attrs := []any{slog.String("project", r.project)}
+	if mark, _, ok := l.w.markOf(r.project); ok {
+		attrs = append(attrs, slog.Int64("mark", mark))
+	}
+	if r.err != nil {
+		l.w.log.Error("the wake hook the daemon ran failed", append(attrs, errAttr(r.err))...)
+	} else {
+		l.w.log.Info("the wake hook the daemon ran is done", attrs...)
+	}
+	l.step(hookwatch.HookRunEnded{At: l.now(), Project: r.project, Failed: r.err != nil})
+	for _, a := range l.acks {
+		close(a)
+	}
+	l.acks = nil
+}
+
+func (l *watchLoop) request(req watchReq) {
+	if !req.pause {
+		l.step(hookwatch.WatchResumed{At: l.now()})
+		close(req.done)
+		return
+	}
+	l.step(hookwatch.WatchPaused{At: l.now()})
+	if l.running == "" {
+		close(req.done)
+	} else {
+		l.acks = append(l.acks, req.done)
 	}
 }
 
