@@ -65,24 +65,6 @@ func (r *records) indexOf(l messages.LaunchSpec) (*repoIndex, error) {
 	return r.indexAt(l.Repository)
 }
 
-// indexAt is the index of the node repository at path.
-func (r *records) indexAt(path string) (*repoIndex, error) {
-	project, ok := r.byPath(path)
-	if !ok {
-		return nil, fmt.Errorf("%s is not a repository of this node", path)
-	}
-	return r.index(project)
-}
-
-// repoAt is the open reader of the node repository at path.
-func (r *records) repoAt(path string) (*fossilio.Repo, error) {
-	x, err := r.indexAt(path)
-	if err != nil {
-		return nil, err
-	}
-	return x.repo, nil
-}
-
 // WriteRefusal answers a launch the daemon did not carry out, naming the
 // process that holds the workspace when one does.
 func (r *records) WriteRefusal(ctx context.Context, n messages.WriteRefusal) error {

@@ -81,11 +81,22 @@ type reaper struct {
 	repoAt func(path string) (*fossilio.Repo, error)
 }
 
-// newReaper makes the reaper; with make nil, it runs on the real host
+// reaperHost is what the reaper is built with besides the layout: its
+// launcher maker (nil: unixhost.NewLauncher below the agents root), the
+// cgroups sessions run in (nil: none), and the daemon's open readers of
+// the node's repositories.
+type reaperHost struct {
+	launcher newLauncher
+	cgroups  *cgroupLimits
+	repoAt   func(path string) (*fossilio.Repo, error)
+}
+
+// newReaper makes the reaper; with h.launcher nil, it runs on the real host
 // (unixhost.NewLauncher below the agents root, unixhost.SignalOne).
-func newReaper(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rel *releases, log *slog.Logger, mk newLauncher) (*reaper, error) {
+func newReaper(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rel *releases, log *slog.Logger, h reaperHost) (*reaper, error) {
 	r := &reaper{layout: layout, root: root, cfg: cfg, releases: rel, log: log,
-		watches: map[messages.ProcID]chan struct{}{}, paused: true, launcher: mk, signalOne: unixhost.SignalOne}
+		watches: map[messages.ProcID]chan struct{}{}, paused: true, launcher: h.launcher, signalOne: unixhost.SignalOne,
+		cgroups: h.cgroups, repoAt: h.repoAt}
 	if r.launcher == nil {
 		r.launcher = func() (launcher, error) { return unixhost.NewLauncher(unixhost.LauncherOptions{Root: root}) }
 	}

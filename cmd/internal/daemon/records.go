@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -25,6 +24,7 @@ import (
 // writes the daemon's notes as the node user (actors.NoteWriter). Each
 // repository of node.json is opened once and indexed incrementally.
 type records struct {
+	*nodeRepos
 	cfg      *messages.NodeConfig
 	layout   host.Layout
 	releases *releases
@@ -32,13 +32,8 @@ type records struct {
 	log      *slog.Logger
 	now      func() time.Time
 
-	mu    sync.Mutex
-	repos map[string]*repoIndex // by project
-	// passed logs, once, each artifact a reader of the record passed over
-	// because its bytes do not read (issue 22 item 5).
-	passed *record.PassedLog
-	// paths maps a repository path, as written and resolved, to its project.
-	paths map[string]string
+	// mu guards procReleases.
+	mu sync.Mutex
 	// procReleases are the release directories of the processes found at
 	// start, for ResolveLaunch.
 	procReleases map[messages.ProcID]string
@@ -57,62 +52,30 @@ type records struct {
 	stopped func(run string)
 }
 
-func newRecords(cfg *messages.NodeConfig, layout host.Layout, rel *releases, log *slog.Logger) *records {
-	r := &records{cfg: cfg, layout: layout, releases: rel, log: log, now: time.Now,
-		fossil: &fossilio.Fossil{Home: layout.Root(), User: cfg.User, Dir: layout.Root()},
-		repos:  map[string]*repoIndex{}, paths: map[string]string{}, procReleases: map[messages.ProcID]string{}}
-	for name, p := range cfg.Projects {
-		r.paths[filepath.Clean(p.Repository)] = name
-		if res, err := filepath.EvalSymlinks(p.Repository); err == nil {
-			r.paths[res] = name
-		}
+// recordHost is what the records read of the host: the process table, for
+// a refusal note's holder, and what the host can give a run. Either may be
+// nil (a test's records).
+type recordHost struct {
+	procs   *procs
+	support func() host.RunSupport
+}
+
+func newRecords(repos *nodeRepos, layout host.Layout, rel *releases, log *slog.Logger, h recordHost) *records {
+	cfg := repos.cfg
+	r := &records{nodeRepos: repos, cfg: cfg, layout: layout, releases: rel, log: log, now: time.Now,
+		fossil:       &fossilio.Fossil{Home: layout.Root(), User: cfg.User, Dir: layout.Root()},
+		procReleases: map[messages.ProcID]string{}, support: h.support}
+	if h.procs != nil {
+		r.argv, r.scan = h.procs.argvOf, h.procs.Scan
 	}
 	return r
 }
 
-// index returns the index of a project's repository, opening it the first
-// time.
-func (r *records) index(project string) (*repoIndex, error) {
+// setFound keeps the release directories of the processes found at start.
+func (r *records) setFound(dirs map[messages.ProcID]string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if x, ok := r.repos[project]; ok {
-		return x, nil
-	}
-	p, ok := r.cfg.Projects[project]
-	if !ok {
-		return nil, fmt.Errorf("project %q is not a repository of this node", project)
-	}
-	if r.passed == nil {
-		r.passed = record.NewPassedLog(r.log)
-	}
-	x, err := newRepoIndex(project, p, r.cfg.User, r.passed.Options())
-	if err != nil {
-		return nil, err
-	}
-	r.repos[project] = x
-	return x, nil
-}
-
-// byPath finds the project of a repository path as a pipe line gives it.
-func (r *records) byPath(repo string) (string, bool) {
-	if p, ok := r.paths[filepath.Clean(repo)]; ok {
-		return p, true
-	}
-	if res, err := filepath.EvalSymlinks(repo); err == nil {
-		if p, ok := r.paths[res]; ok {
-			return p, true
-		}
-	}
-	return "", false
-}
-
-func (r *records) close() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, x := range r.repos {
-		x.close()
-	}
-	r.repos = map[string]*repoIndex{}
+	r.procReleases = dirs
 }
 
 // Classify says what a posted artifact is to the daemon (actors.Classifier).
