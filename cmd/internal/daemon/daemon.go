@@ -279,7 +279,7 @@ func (d *daemon) logStacks(sig string) {
 // the actor tree and tells it what runs: a Boot from the process table, or
 // the hand-off of the image before. Each part is built with what it needs.
 func (d *daemon) start() error {
-	st := &startStages{began: time.Now()}
+	st := &stepTimes{began: time.Now()}
 	if err := d.openLog(); err != nil {
 		return err
 	}
@@ -321,13 +321,14 @@ func (d *daemon) start() error {
 	return nil
 }
 
-// startStages are how long each step of a start from a hand-off took.
-type startStages struct {
+// stepTimes are how long each step took since began, for the log: of a
+// start from a hand-off, of a re-exec.
+type stepTimes struct {
 	began  time.Time
 	stages []any
 }
 
-func (s *startStages) mark(name string) {
+func (s *stepTimes) mark(name string) {
 	s.stages = append(s.stages, slog.Duration(name, time.Since(s.began)))
 }
 
@@ -351,7 +352,7 @@ func (d *daemon) openLog() error {
 
 // takeOver takes the hand-off of the image before (--restore), or the
 // lock; the hand-off is nil for a daemon that starts afresh.
-func (d *daemon) takeOver(st *startStages) (*handoffFile, error) {
+func (d *daemon) takeOver(st *stepTimes) (*handoffFile, error) {
 	if d.opts.Restore {
 		h, err := d.takeHandoff()
 		if err != nil {
@@ -414,7 +415,7 @@ func (d *daemon) nameReleases(h *handoffFile) {
 // openHost builds the parts that face the host and the record, each with
 // what it needs: the node's repositories, the cgroups, the reaper, the
 // process table, the records and the run engine.
-func (d *daemon) openHost(st *startStages) (*cgroupLimits, error) {
+func (d *daemon) openHost(st *stepTimes) (*cgroupLimits, error) {
 	repos := newNodeRepos(d.cfg, d.log)
 	limits, noCgroups, err := newCgroupLimits(d.layout, d.cfg)
 	if err != nil {
@@ -499,7 +500,7 @@ func (d *daemon) startActors(limits *cgroupLimits) error {
 // restoreFrom tells the node what the image before handed over, then
 // follows its children again, so that an exit that happened during the
 // exec finds its session known.
-func (d *daemon) restoreFrom(h *handoffFile, st *startStages) {
+func (d *daemon) restoreFrom(h *handoffFile, st *stepTimes) {
 	st.mark("actors")
 	// The runs the old image had in its care: their holders run on.
 	runs, err := d.runs.boot(context.Background())
