@@ -38,7 +38,11 @@ func newRepoIndex(project string, p messages.NodeProject, nodeUser string, opts 
 	if err != nil {
 		return nil, fmt.Errorf("open the repository of %s: %w", project, err)
 	}
-	return &repoIndex{project: project, path: p.Repository, url: p.URL, otherHost: p.OtherHost, repo: r, idx: record.NewIndex(r, nodeUser)}, nil
+	x := &repoIndex{project: project, path: p.Repository, url: p.URL, otherHost: p.OtherHost, repo: r}
+	// The run engine's messages are read from what the index reads: each
+	// artifact once (TestLaunchNoteReadOnce).
+	x.idx = record.NewIndex(r, nodeUser, x.runLog.add)
+	return x, nil
 }
 
 // projectCode reads the repository's project code once.
@@ -72,6 +76,9 @@ type nodeRepos struct {
 	passed *record.PassedLog
 	// paths maps a repository path, as written and resolved, to its project.
 	paths map[string]string
+	// contentRead, when set (a test's), is told of each artifact read
+	// (fossilio.Options.ContentRead).
+	contentRead func(hash string)
 }
 
 func newNodeRepos(cfg *messages.NodeConfig, log *slog.Logger) *nodeRepos {
@@ -100,7 +107,9 @@ func (r *nodeRepos) index(project string) (*repoIndex, error) {
 	if r.passed == nil {
 		r.passed = record.NewPassedLog(r.log)
 	}
-	x, err := newRepoIndex(project, p, r.cfg.User, r.passed.Options())
+	opts := r.passed.Options()
+	opts.ContentRead = r.contentRead
+	x, err := newRepoIndex(project, p, r.cfg.User, opts)
 	if err != nil {
 		return nil, err
 	}

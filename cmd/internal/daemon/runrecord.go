@@ -67,49 +67,39 @@ func (m runMsg) about() string {
 }
 
 // runLog is one repository's run engine messages, in the server's order,
-// read incrementally from the receipts.
+// read incrementally from the receipts: the repository's record.Index
+// tells it of each artifact its refresh reads (add).
 type runLog struct {
 	mu   sync.Mutex
-	mark int64
 	msgs []runMsg
 	at   map[string]int // by hash, an index into msgs
 }
 
+// add keeps the run engine message an artifact the index read holds.
+func (l *runLog) add(info fossilio.Info, text string) {
+	m, ok := readRunMsg(info, text)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.at == nil {
+		l.at = map[string]int{}
+	}
+	if _, dup := l.at[m.Hash]; !dup {
+		l.at[m.Hash] = len(l.msgs)
+		l.msgs = append(l.msgs, m)
+	}
+}
+
 // runs returns the repository's run engine messages, brought up to date.
 func (x *repoIndex) runs(ctx context.Context) ([]runMsg, error) {
+	if err := x.idx.Refresh(ctx); err != nil {
+		return nil, err
+	}
 	l := &x.runLog
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	hashes, last, err := x.repo.Received(ctx, l.mark)
-	if err != nil {
-		return nil, fmt.Errorf("read what %s received: %w", x.path, err)
-	}
-	for len(hashes) > 0 {
-		batch := hashes[:min(512, len(hashes))]
-		hashes = hashes[len(batch):]
-		infos, err := x.repo.Classify(ctx, batch...)
-		if err != nil {
-			return nil, fmt.Errorf("classify what %s received: %w", x.path, err)
-		}
-		texts, err := x.repo.NoteTexts(ctx, infos)
-		if err != nil {
-			return nil, fmt.Errorf("read what %s received: %w", x.path, err)
-		}
-		for i, info := range infos {
-			if m, ok := readRunMsg(info, texts[i]); ok {
-				if l.at == nil {
-					l.at = map[string]int{}
-				}
-				if _, dup := l.at[m.Hash]; !dup {
-					l.at[m.Hash] = len(l.msgs)
-					l.msgs = append(l.msgs, m)
-				}
-			}
-		}
-	}
-	if last > l.mark {
-		l.mark = last
-	}
 	return slices.Clone(l.msgs), nil
 }
 
