@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -23,7 +24,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/actors/hookwatch"
 	"github.com/ocx-go/ocx/cmd/internal/version"
+	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -651,4 +654,24 @@ func startCPUProfile(path string) (func(), error) {
 			f.Close()
 		})
 	}, nil
+}
+
+// openHookWatch readies the watch over every project of node.json.
+func (d *daemon) openHookWatch() *hookWatch {
+	w := &hookWatch{layout: d.layout, root: d.root, projects: map[string]string{}, fossil: "fossil", log: d.log,
+		times: hookwatch.DefaultTimes(d.opts.HookWatch)}
+	for name, p := range d.cfg.Projects {
+		w.projects[name] = p.Repository
+	}
+	w.repo = func(project string) (*fossilio.Repo, error) {
+		x, err := d.records.index(project)
+		if err != nil {
+			return nil, err
+		}
+		return x.repo, nil
+	}
+	if exe, err := exec.LookPath("fossil"); err == nil {
+		w.fossil = exe
+	}
+	return w
 }

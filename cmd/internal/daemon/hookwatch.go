@@ -457,23 +457,3 @@ func (e *repoEvents) project(ev fsnotify.Event) (project string, gone bool) {
 }
 
 func (e *repoEvents) close() { e.w.Close() }
-
-// openHookWatch readies the watch over every project of node.json.
-func (d *daemon) openHookWatch() *hookWatch {
-	w := &hookWatch{layout: d.layout, root: d.root, projects: map[string]string{}, fossil: "fossil", log: d.log,
-		times: hookwatch.DefaultTimes(d.opts.HookWatch)}
-	for name, p := range d.cfg.Projects {
-		w.projects[name] = p.Repository
-	}
-	w.repo = func(project string) (*fossilio.Repo, error) {
-		x, err := d.records.index(project)
-		if err != nil {
-			return nil, err
-		}
-		return x.repo, nil
-	}
-	if exe, err := exec.LookPath("fossil"); err == nil {
-		w.fossil = exe
-	}
-	return w
-}
