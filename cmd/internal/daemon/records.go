@@ -265,29 +265,13 @@ func (r *records) projectListeners(ctx context.Context, project string) ([]messa
 	if err != nil {
 		return nil, err
 	}
-	entries, err := unixhost.Below(r.layout.Root()).ReadDir(r.layout.Root())
-	if err != nil {
-		return nil, fmt.Errorf("list the agents root: %w", err)
-	}
-	root, err := unixhost.OpenRoot(r.layout.Root())
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
 	var out []messages.ListenedBranch
-	for _, e := range entries {
-		if !e.IsDir() || messages.ValidateLogin(e.Name()) != nil || e.Name() == r.cfg.User {
-			continue
-		}
-		key := messages.WorkspaceKey{Login: e.Name(), Project: project}
-		ws, err := r.layout.Workspace(key)
-		if err != nil {
-			continue
-		}
+	err = r.eachWorkspace(project, func(root *unixhost.Root, ws host.Workspace) error {
+		key := ws.Key
 		index, bad, err := listening.ReadIndex(root, ws)
 		if err != nil {
 			r.log.Warn("a listening index cannot be read at start; its branch listeners wait", slog.String(actors.KeyWorkspace, key.String()), errAttr(err))
-			continue
+			return nil
 		}
 		for _, err := range bad {
 			r.log.Warn("a listening file is passed over", slog.String(actors.KeyWorkspace, key.String()), errAttr(err))
@@ -299,12 +283,16 @@ func (r *records) projectListeners(ctx context.Context, project string) ([]messa
 			}
 			l, ok, err := r.branchListener(ctx, x, key, le.Names)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if ok {
 				out = append(out, messages.ListenedBranch{Branch: le.Names, Listener: l})
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -312,16 +300,36 @@ func (r *records) projectListeners(ctx context.Context, project string) ([]messa
 // listeningLogins lists the logins whose workspace of project has the
 // listening file name.
 func (r *records) listeningLogins(project, name string) ([]string, error) {
+	var out []string
+	err := r.eachWorkspace(project, func(root *unixhost.Root, ws host.Workspace) error {
+		p, err := ws.Listening(name)
+		if err != nil {
+			return nil
+		}
+		if _, ok, err := listening.Lookup(root, ws, name); err == nil && ok {
+			out = append(out, ws.Key.Login)
+		} else if err != nil {
+			r.log.Warn("a listening file is passed over", slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String("file", p), errAttr(err))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// eachWorkspace calls f with the workspace of project of each agent login
+// the agents root holds (a directory named by a login, not the node
+// user's), in the root's order, and the agents root opened; f's error ends
+// the walk.
+func (r *records) eachWorkspace(project string, f func(*unixhost.Root, host.Workspace) error) error {
 	entries, err := unixhost.Below(r.layout.Root()).ReadDir(r.layout.Root())
 	if err != nil {
-		return nil, fmt.Errorf("list the agents root: %w", err)
+		return fmt.Errorf("list the agents root: %w", err)
 	}
 	root, err := unixhost.OpenRoot(r.layout.Root())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer root.Close()
-	var out []string
 	for _, e := range entries {
 		if !e.IsDir() || messages.ValidateLogin(e.Name()) != nil || e.Name() == r.cfg.User {
 			continue
@@ -330,17 +338,11 @@ func (r *records) listeningLogins(project, name string) ([]string, error) {
 		if err != nil {
 			continue
 		}
-		p, err := ws.Listening(name)
-		if err != nil {
-			continue
-		}
-		if _, ok, err := listening.Lookup(root, ws, name); err == nil && ok {
-			out = append(out, e.Name())
-		} else if err != nil {
-			r.log.Warn("a listening file is passed over", slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String("file", p), errAttr(err))
+		if err := f(root, ws); err != nil {
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // Queue is the listener's queue (D5, D42), derived from the record
