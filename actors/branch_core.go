@@ -67,87 +67,20 @@ func (c *BranchCore) Step(now time.Time, msg messages.DaemonMessage) []messages.
 	c.settle(msg)
 	switch m := msg.(type) {
 	case messages.CheckinArrived:
-		c.st.Listener = m.Listener
-		if m.Listener.Lifetime != messages.Completes {
-			if m.Checkin == "" {
-				break
-			}
-			c.log(slog.LevelWarn, "a branch listener of a session that is not `completes` launches nothing", slog.String(KeyBranch, c.st.Branch), slog.String("lifetime", string(m.Listener.Lifetime)))
-			break
-		}
-		c.st.Waiting = true
-		if c.st.Phase == messages.BranchIdle {
-			c.reserve()
-		}
+		c.checkinArrived(m)
 	case messages.ReservationGranted:
-		if c.st.Phase != messages.BranchReserving {
-			c.tell(c.parent(), messages.ReleaseWorkspace{Branch: c.st.Branch})
-			break
-		}
-		c.st.Phase = messages.BranchQuerying
-		c.emit(messages.FindUntested{Listener: c.st.Listener, Branch: c.st.Branch})
+		c.reservationGranted()
 	case messages.ReservationRefused:
 		if c.st.Phase == messages.BranchReserving {
 			c.log(slog.LevelInfo, "the workspace is busy; the check-in waits: "+m.Why, slog.String(KeyBranch, c.st.Branch))
 			c.idle()
 		}
 	case messages.UntestedFound:
-		if c.st.Phase != messages.BranchQuerying {
-			break
-		}
-		for _, k := range m.Skipped {
-			if !c.skipped[k.Checkin] {
-				c.skipped[k.Checkin] = true
-				c.log(slog.LevelInfo, "a check-in this listener may not judge is skipped, with no result: "+k.Why, slog.String(KeyBranch, c.st.Branch), slog.String(KeyCheckin, k.Checkin))
-			}
-		}
-		switch {
-		case m.Err != nil:
-			c.log(slog.LevelWarn, "cannot find the untested check-ins; the check-in waits", slog.String(KeyBranch, c.st.Branch), errAttr(m.Err))
-			c.release()
-		case m.Newest == "":
-			c.st.Waiting = false
-			c.release()
-		default:
-			c.st.Waiting = false
-			c.st.Phase = messages.BranchWriting
-			c.st.Checkin = m.Newest
-			c.emit(messages.WriteLaunch{Listener: c.st.Listener, Branch: c.st.Branch, Checkin: m.Newest})
-		}
+		c.untestedFound(m)
 	case messages.LaunchWritten:
-		if c.st.Phase != messages.BranchWriting {
-			if m.Launch != nil {
-				c.log(slog.LevelWarn, "a launch note written after the listener moved on", slog.String(KeyBranch, c.st.Branch), slog.String(KeyLaunch, m.Launch.Hash))
-			}
-			break
-		}
-		if m.Err != nil || m.Launch == nil {
-			if m.Err != nil {
-				c.log(slog.LevelError, "cannot write the CI launch note; the check-in waits", slog.String(KeyBranch, c.st.Branch), errAttr(m.Err))
-			}
-			c.st.Waiting = true
-			c.release()
-			break
-		}
-		if err := c.checkWritten(*m.Launch); err != nil {
-			c.log(slog.LevelError, "the CI launch note written is not one this listener can launch; the check-in waits", slog.String(KeyBranch, c.st.Branch), errAttr(err))
-			c.st.Waiting = true
-			c.release()
-			break
-		}
-		c.st.Phase = messages.BranchLaunching
-		c.st.Launch = m.Launch.Hash
-		c.tell(c.parent(), messages.LaunchCI{Launch: *m.Launch})
+		c.launchWritten(m)
 	case messages.LaunchOutcome:
-		if m.Refused != "" {
-			if c.st.Phase == messages.BranchLaunching && c.st.Launch == m.Launch.Hash {
-				c.idle()
-				c.st.Waiting = true
-			}
-			break
-		}
-		c.st.Phase = messages.BranchRunning
-		c.st.Proc, c.st.Checkin, c.st.Launch = m.Proc, m.Launch.Checkin, m.Launch.Hash
+		c.launchOutcome(m)
 	case messages.WorkspaceFreed:
 		c.freed(m)
 	case messages.CollectState:
@@ -158,6 +91,92 @@ func (c *BranchCore) Step(now time.Time, msg messages.DaemonMessage) []messages.
 	}
 	c.maybeReply()
 	return c.take()
+}
+
+func (c *BranchCore) checkinArrived(m messages.CheckinArrived) {
+	c.st.Listener = m.Listener
+	if m.Listener.Lifetime != messages.Completes {
+		if m.Checkin != "" {
+			c.log(slog.LevelWarn, "a branch listener of a session that is not `completes` launches nothing", slog.String(KeyBranch, c.st.Branch), slog.String("lifetime", string(m.Listener.Lifetime)))
+		}
+		return
+	}
+	c.st.Waiting = true
+	if c.st.Phase == messages.BranchIdle {
+		c.reserve()
+	}
+}
+
+func (c *BranchCore) reservationGranted() {
+	if c.st.Phase != messages.BranchReserving {
+		c.tell(c.parent(), messages.ReleaseWorkspace{Branch: c.st.Branch})
+		return
+	}
+	c.st.Phase = messages.BranchQuerying
+	c.emit(messages.FindUntested{Listener: c.st.Listener, Branch: c.st.Branch})
+}
+
+func (c *BranchCore) untestedFound(m messages.UntestedFound) {
+	if c.st.Phase != messages.BranchQuerying {
+		return
+	}
+	for _, k := range m.Skipped {
+		if !c.skipped[k.Checkin] {
+			c.skipped[k.Checkin] = true
+			c.log(slog.LevelInfo, "a check-in this listener may not judge is skipped, with no result: "+k.Why, slog.String(KeyBranch, c.st.Branch), slog.String(KeyCheckin, k.Checkin))
+		}
+	}
+	switch {
+	case m.Err != nil:
+		c.log(slog.LevelWarn, "cannot find the untested check-ins; the check-in waits", slog.String(KeyBranch, c.st.Branch), errAttr(m.Err))
+		c.release()
+	case m.Newest == "":
+		c.st.Waiting = false
+		c.release()
+	default:
+		c.st.Waiting = false
+		c.st.Phase = messages.BranchWriting
+		c.st.Checkin = m.Newest
+		c.emit(messages.WriteLaunch{Listener: c.st.Listener, Branch: c.st.Branch, Checkin: m.Newest})
+	}
+}
+
+func (c *BranchCore) launchWritten(m messages.LaunchWritten) {
+	if c.st.Phase != messages.BranchWriting {
+		if m.Launch != nil {
+			c.log(slog.LevelWarn, "a launch note written after the listener moved on", slog.String(KeyBranch, c.st.Branch), slog.String(KeyLaunch, m.Launch.Hash))
+		}
+		return
+	}
+	if m.Err != nil || m.Launch == nil {
+		if m.Err != nil {
+			c.log(slog.LevelError, "cannot write the CI launch note; the check-in waits", slog.String(KeyBranch, c.st.Branch), errAttr(m.Err))
+		}
+		c.st.Waiting = true
+		c.release()
+		return
+	}
+	if err := c.checkWritten(*m.Launch); err != nil {
+		c.log(slog.LevelError, "the CI launch note written is not one this listener can launch; the check-in waits", slog.String(KeyBranch, c.st.Branch), errAttr(err))
+		c.st.Waiting = true
+		c.release()
+		return
+	}
+	c.st.Phase = messages.BranchLaunching
+	c.st.Launch = m.Launch.Hash
+	c.tell(c.parent(), messages.LaunchCI{Launch: *m.Launch})
+}
+
+func (c *BranchCore) launchOutcome(m messages.LaunchOutcome) {
+	if m.Refused != "" {
+		if c.st.Phase == messages.BranchLaunching && c.st.Launch == m.Launch.Hash {
+			c.idle()
+			c.st.Waiting = true
+		}
+		return
+	}
+	c.st.Phase = messages.BranchRunning
+	c.st.Proc, c.st.Checkin, c.st.Launch = m.Proc, m.Launch.Checkin, m.Launch.Hash
 }
 
 // checkWritten checks that a written launch note is this listener's CI launch

@@ -57,13 +57,22 @@ func NewSystem(logger *slog.Logger, opts ...actor.ConfigOption) *actor.ActorSyst
 	return actor.NewActorSystem(all...)
 }
 
-// StartNode checks the dependencies and spawns the root actor. The wiring then
-// sends it a Boot or a Restore before any line or exit.
+// nodeName is the root actor's name in its system.
+const nodeName = "node"
+
+// NodePID is the address the root actor has in sys once StartNode spawned
+// it: known before, so that whoever sends to the node (the pipe's reader,
+// the run engine) can be built with its address and handed to the node
+// among its dependencies.
+func NodePID(sys *actor.ActorSystem) *actor.PID { return actor.NewPID(sys.Address(), nodeName) }
+
+// StartNode checks the dependencies and spawns the root actor, at NodePID.
+// The wiring then sends it a Boot or a Restore before any line or exit.
 func StartNode(sys *actor.ActorSystem, deps Deps, cfg Config) (*actor.PID, error) {
 	if err := deps.Validate(); err != nil {
 		return nil, err
 	}
-	pid, err := sys.Root.SpawnNamed(NodeProps(deps, cfg), "node")
+	pid, err := sys.Root.SpawnNamed(NodeProps(deps, cfg), nodeName)
 	if err != nil {
 		return nil, fmt.Errorf("actors: spawn the node: %w", err)
 	}

@@ -72,18 +72,7 @@ func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Da
 	c.settle(msg)
 	switch m := msg.(type) {
 	case messages.LineRead:
-		if c.phase != nodeRunning {
-			if _, ok := m.Line.(messages.ReexecLine); ok {
-				c.log(slog.LevelInfo, "re-exec already under way")
-				break
-			}
-			// Read after `reexec`: the new image acts on it.
-			if m.Line != nil {
-				c.deferred = append(c.deferred, m.Line)
-			}
-			break
-		}
-		c.dispatch(m.Line)
+		c.lineRead(m)
 	case messages.ArtifactClassified:
 		c.classified(m)
 	case messages.LaunchSeen:
@@ -97,104 +86,155 @@ func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Da
 	case messages.RunRouted:
 		c.routeRun(m)
 	case messages.RunsChecked:
-		if m.Err != nil {
-			c.log(slog.LevelError, "the node's runs could not be checked", errAttr(m.Err))
-		}
-		for _, r := range m.Lost {
-			c.routeRun(r)
-		}
-		c.log(slog.LevelInfo, fmt.Sprintf("the node's runs are checked: %d found lost", len(m.Lost)))
+		c.runsChecked(m)
 	case messages.RunStartChecked:
-		switch {
-		case m.Err != nil:
-			c.log(slog.LevelError, "a start of a manual run could not be checked", slog.String(KeyRun, m.Run), errAttr(m.Err))
-		case m.Nothing != "":
-			c.log(slog.LevelWarn, "a start of a manual run that starts nothing: "+m.Nothing, slog.String(KeyRun, m.Run))
-		}
-		for _, r := range m.Routed {
-			c.routeRun(r)
-		}
+		c.runStartChecked(m)
 	case messages.Boot:
 		c.boot(m)
 	case messages.LaunchResolved:
-		if m.Err != nil || m.Launch == nil {
-			err := m.Err
-			if err == nil {
-				err = fmt.Errorf("no launch note")
-			}
-			c.log(slog.LevelWarn, "a session found at start is not adopted: its launch note cannot be read; its end will not be recorded", wsAttr(m.Proc.Workspace), pidAttr(m.Proc.Proc), errAttr(err))
-			break
-		}
-		if err := m.Launch.Validate(); err != nil || m.Launch.Workspace != m.Proc.Workspace || m.Launch.Hash != m.Proc.Launch {
-			if err == nil {
-				err = fmt.Errorf("launch note %s of %s does not match the process's %s of %s", m.Launch.Hash, m.Launch.Workspace, m.Proc.Launch, m.Proc.Workspace)
-			}
-			c.log(slog.LevelWarn, "a session found at start is not adopted: its launch note does not describe it; its end will not be recorded", wsAttr(m.Proc.Workspace), pidAttr(m.Proc.Proc), errAttr(err))
-			break
-		}
-		c.recent.add(m.Launch.Hash)
-		c.tellWorkspace(m.Proc.Workspace, messages.AdoptSession{Proc: m.Proc, Launch: *m.Launch})
+		c.launchResolved(m)
 	case messages.Restore:
 		c.restore(m.Handoff)
 		c.lookAtQueues(m.Listeners)
 		c.foundRuns(m.Runs)
 	case messages.SnapshotRequest:
-		if c.collect != nil {
-			c.collect.requests = append(c.collect.requests, m.Request)
-			break
-		}
-		c.beginCollect(false, []int{m.Request})
+		c.snapshotRequest(m)
 	case messages.InputsPaused:
-		if c.phase != nodePausing {
-			break
-		}
-		if m.Err != nil {
-			c.log(slog.LevelError, "re-exec failed: the inputs could not be paused; still running the old image", errAttr(m.Err))
-			c.resume()
-			break
-		}
-		c.paused = true
-		c.remainder = append([]byte(nil), m.Remainder...)
+		c.inputsPaused(m)
 	case messages.InputsResumed:
-		c.resuming = false
-		if m.Err != nil {
-			c.log(slog.LevelError, "the inputs could not be resumed", errAttr(m.Err))
-		}
-		if c.pauseWanted && c.phase == nodePausing {
-			c.pauseWanted = false
-			c.emit(messages.PauseInputs{})
-		}
+		c.inputsResumed(m)
 	case messages.ExecFailed:
-		if c.phase != nodeExecing {
-			break
-		}
-		c.log(slog.LevelError, "re-exec failed; still running the old image", errAttr(m.Err))
-		for _, w := range c.workspaceList() {
-			c.tellWorkspace(w, messages.ResumeWork{})
-		}
-		c.resume()
+		c.execFailed(m)
 	case messages.StateCollected:
 		c.collected(m)
 	case messages.ChildStopped:
-		if m.Addr.Kind == messages.ActorRun && c.runs[m.Addr.Run] {
-			c.log(slog.LevelError, "a run's actor stopped unexpectedly; its ended may not be written", runAttr(m.Addr.Run))
-			delete(c.runs, m.Addr.Run)
-			break
-		}
-		if m.Addr.Kind != messages.ActorWorkspace || !c.workspaces[m.Addr.Workspace] {
-			break
-		}
-		c.log(slog.LevelError, "workspace actor stopped unexpectedly; the ends of its sessions will not be recorded", wsAttr(m.Addr.Workspace))
-		delete(c.workspaces, m.Addr.Workspace)
-		if c.collect != nil {
-			c.collect.forget(m.Addr)
-			delete(c.collect.parts, m.Addr.Workspace)
-		}
+		c.childStopped(m)
 	default:
 		c.log(slog.LevelWarn, "message not for the node ignored", slog.String(KeyMessage, msg.String()))
 	}
 	c.advance()
 	return c.take()
+}
+
+func (c *NodeCore) lineRead(m messages.LineRead) {
+	if c.phase == nodeRunning {
+		c.dispatch(m.Line)
+		return
+	}
+	if _, ok := m.Line.(messages.ReexecLine); ok {
+		c.log(slog.LevelInfo, "re-exec already under way")
+		return
+	}
+	// Read after `reexec`: the new image acts on it.
+	if m.Line != nil {
+		c.deferred = append(c.deferred, m.Line)
+	}
+}
+
+func (c *NodeCore) runsChecked(m messages.RunsChecked) {
+	if m.Err != nil {
+		c.log(slog.LevelError, "the node's runs could not be checked", errAttr(m.Err))
+	}
+	for _, r := range m.Lost {
+		c.routeRun(r)
+	}
+	c.log(slog.LevelInfo, fmt.Sprintf("the node's runs are checked: %d found lost", len(m.Lost)))
+}
+
+func (c *NodeCore) runStartChecked(m messages.RunStartChecked) {
+	switch {
+	case m.Err != nil:
+		c.log(slog.LevelError, "a start of a manual run could not be checked", slog.String(KeyRun, m.Run), errAttr(m.Err))
+	case m.Nothing != "":
+		c.log(slog.LevelWarn, "a start of a manual run that starts nothing: "+m.Nothing, slog.String(KeyRun, m.Run))
+	}
+	for _, r := range m.Routed {
+		c.routeRun(r)
+	}
+}
+
+// launchResolved adopts a session found at start whose launch note
+// describes it.
+func (c *NodeCore) launchResolved(m messages.LaunchResolved) {
+	if m.Err != nil || m.Launch == nil {
+		err := m.Err
+		if err == nil {
+			err = fmt.Errorf("no launch note")
+		}
+		c.log(slog.LevelWarn, "a session found at start is not adopted: its launch note cannot be read; its end will not be recorded", wsAttr(m.Proc.Workspace), pidAttr(m.Proc.Proc), errAttr(err))
+		return
+	}
+	if err := m.Launch.Validate(); err != nil || m.Launch.Workspace != m.Proc.Workspace || m.Launch.Hash != m.Proc.Launch {
+		if err == nil {
+			err = fmt.Errorf("launch note %s of %s does not match the process's %s of %s", m.Launch.Hash, m.Launch.Workspace, m.Proc.Launch, m.Proc.Workspace)
+		}
+		c.log(slog.LevelWarn, "a session found at start is not adopted: its launch note does not describe it; its end will not be recorded", wsAttr(m.Proc.Workspace), pidAttr(m.Proc.Proc), errAttr(err))
+		return
+	}
+	c.recent.add(m.Launch.Hash)
+	c.tellWorkspace(m.Proc.Workspace, messages.AdoptSession{Proc: m.Proc, Launch: *m.Launch})
+}
+
+func (c *NodeCore) snapshotRequest(m messages.SnapshotRequest) {
+	if c.collect != nil {
+		c.collect.requests = append(c.collect.requests, m.Request)
+		return
+	}
+	c.beginCollect(false, []int{m.Request})
+}
+
+func (c *NodeCore) inputsPaused(m messages.InputsPaused) {
+	if c.phase != nodePausing {
+		return
+	}
+	if m.Err != nil {
+		c.log(slog.LevelError, "re-exec failed: the inputs could not be paused; still running the old image", errAttr(m.Err))
+		c.resume()
+		return
+	}
+	c.paused = true
+	c.remainder = append([]byte(nil), m.Remainder...)
+}
+
+func (c *NodeCore) inputsResumed(m messages.InputsResumed) {
+	c.resuming = false
+	if m.Err != nil {
+		c.log(slog.LevelError, "the inputs could not be resumed", errAttr(m.Err))
+	}
+	if c.pauseWanted && c.phase == nodePausing {
+		c.pauseWanted = false
+		c.emit(messages.PauseInputs{})
+	}
+}
+
+func (c *NodeCore) execFailed(m messages.ExecFailed) {
+	if c.phase != nodeExecing {
+		return
+	}
+	c.log(slog.LevelError, "re-exec failed; still running the old image", errAttr(m.Err))
+	for _, w := range c.workspaceList() {
+		c.tellWorkspace(w, messages.ResumeWork{})
+	}
+	c.resume()
+}
+
+// childStopped forgets a run's or a workspace's actor that stopped
+// unexpectedly.
+func (c *NodeCore) childStopped(m messages.ChildStopped) {
+	if m.Addr.Kind == messages.ActorRun && c.runs[m.Addr.Run] {
+		c.log(slog.LevelError, "a run's actor stopped unexpectedly; its ended may not be written", runAttr(m.Addr.Run))
+		delete(c.runs, m.Addr.Run)
+		return
+	}
+	if m.Addr.Kind != messages.ActorWorkspace || !c.workspaces[m.Addr.Workspace] {
+		return
+	}
+	c.log(slog.LevelError, "workspace actor stopped unexpectedly; the ends of its sessions will not be recorded", wsAttr(m.Addr.Workspace))
+	delete(c.workspaces, m.Addr.Workspace)
+	if c.collect != nil {
+		c.collect.forget(m.Addr)
+		delete(c.collect.parts, m.Addr.Workspace)
+	}
 }
 
 func (c *NodeCore) dispatch(l messages.PipeLine) {

@@ -155,99 +155,27 @@ func (c *SessionCore) Step(now time.Time, msg messages.DaemonMessage) []messages
 	case messages.TimerFired:
 		c.timer(now, m)
 	case messages.ProcessExited:
-		if !c.st.Proc.Matches(m.Proc) {
-			c.log(slog.LevelWarn, "exit of another process ignored", pidAttr(m.Proc))
-			break
-		}
-		if c.st.Ended {
-			c.log(slog.LevelInfo, "second exit of the same process ignored", pidAttr(c.st.Proc))
-			break
-		}
-		c.end(now, m.Status, m.At)
+		c.processExited(now, m)
 	case messages.ProcessGone:
-		if m.Seq != c.seq || c.st.Ended {
-			break // a watch from before a freeze or an end: stale
-		}
-		if m.Err != nil {
-			c.log(slog.LevelWarn, "cannot watch the session; trying again", pidAttr(c.st.Proc), errAttr(m.Err))
-			if !c.frozen {
-				c.emit(messages.StartTimer{Proc: c.st.Proc, Purpose: messages.TimerWatchRetry, Seq: c.seq, After: c.cfg.RetryAfter})
-			}
-			break
-		}
-		c.end(now, messages.ExitStatus{State: messages.EndUnknown}, m.At)
+		c.processGone(now, m)
 	case messages.LimitReached:
 		c.limitReached(now, m)
 	case messages.BudgetSpent:
 		c.budgetSpent(now, m)
 	case messages.UsageRead:
-		if c.phase != sessCounting {
-			break
-		}
-		if m.Err != nil {
-			c.log(slog.LevelWarn, "the session's usage was not read; its end note says none", pidAttr(c.st.Proc), errAttr(m.Err))
-		}
-		c.st.Usage = m.Usage
-		if m.Reached != "" && c.st.Budget == "" && c.st.StopRequestedAt == nil {
-			// Its proxy found its tokens spent, and the daemon did not
-			// hear it (it was not running): the end went past them.
-			c.st.Budget, c.st.BudgetNote = messages.LimitTokens, m.Reached
-		}
-		c.closed()
+		c.usageRead(m)
 	case messages.LimitsClosed:
-		if c.phase != sessClosing {
-			break
-		}
-		if m.Err != nil {
-			c.log(slog.LevelWarn, "the session's cgroup was not closed", pidAttr(c.st.Proc), errAttr(m.Err))
-		}
-		if m.Limit != "" && c.st.Budget == "" && c.st.StopRequestedAt == nil {
-			// Past a limit nobody stopped it for: the kernel's OOM kill
-			// ended it, or it ended before the watch said so.
-			c.st.Budget, c.st.BudgetNote = m.Limit, m.Note
-		}
-		c.phase = sessCounting
-		c.emit(messages.ReadUsage{Workspace: c.st.Workspace, Proc: c.st.Proc, Launch: c.st.Launch.Hash})
+		c.limitsClosed(m)
 	case messages.ResultRead:
-		if c.phase != sessReading {
-			break
-		}
-		switch {
-		case m.Err != nil:
-			c.log(slog.LevelWarn, "cannot read the run's result; it counts as none", pidAttr(c.st.Proc), errAttr(m.Err))
-		case m.Found:
-			c.st.Result, c.st.LeftResult = m.Result, true
-		}
-		c.ended()
+		c.resultRead(m)
 	case messages.EndWritten:
-		if c.phase != sessWriting {
-			break
-		}
-		if m.Err != nil {
-			c.st.EndAttempts++
-			if c.st.EndAttempts >= c.cfg.EndAttempts {
-				c.log(slog.LevelError, fmt.Sprintf("end note not written after %d attempts; giving up", c.st.EndAttempts), pidAttr(c.st.Proc), errAttr(m.Err))
-				c.phase = sessDone
-				break
-			}
-			c.log(slog.LevelWarn, "end note not written; trying again", pidAttr(c.st.Proc), errAttr(m.Err))
-			c.phase = sessWaitingRetry
-			c.arm(now)
-			break
-		}
-		c.st.EndWritten = true
-		c.phase = sessDone
+		c.endWritten(now, m)
 	case messages.ProcessSignaled:
 		if m.Err != nil {
 			c.log(slog.LevelWarn, "signal not sent", pidAttr(m.Proc), slog.String("signal", m.Signal), errAttr(m.Err))
 		}
 	case messages.CollectState:
-		if m.Freeze && !c.frozen {
-			c.frozen = true
-			c.seq++ // every timer and watch armed so far is now stale
-			c.limitSeq = 0
-		}
-		c.collect = &m
+		c.collectState(m)
 	case messages.ResumeWork:
 		if c.frozen {
 			c.frozen = false
@@ -261,6 +189,106 @@ func (c *SessionCore) Step(now time.Time, msg messages.DaemonMessage) []messages
 	}
 	c.maybeReply()
 	return c.take()
+}
+
+func (c *SessionCore) processExited(now time.Time, m messages.ProcessExited) {
+	if !c.st.Proc.Matches(m.Proc) {
+		c.log(slog.LevelWarn, "exit of another process ignored", pidAttr(m.Proc))
+		return
+	}
+	if c.st.Ended {
+		c.log(slog.LevelInfo, "second exit of the same process ignored", pidAttr(c.st.Proc))
+		return
+	}
+	c.end(now, m.Status, m.At)
+}
+
+func (c *SessionCore) processGone(now time.Time, m messages.ProcessGone) {
+	if m.Seq != c.seq || c.st.Ended {
+		return // a watch from before a freeze or an end: stale
+	}
+	if m.Err != nil {
+		c.log(slog.LevelWarn, "cannot watch the session; trying again", pidAttr(c.st.Proc), errAttr(m.Err))
+		if !c.frozen {
+			c.emit(messages.StartTimer{Proc: c.st.Proc, Purpose: messages.TimerWatchRetry, Seq: c.seq, After: c.cfg.RetryAfter})
+		}
+		return
+	}
+	c.end(now, messages.ExitStatus{State: messages.EndUnknown}, m.At)
+}
+
+func (c *SessionCore) usageRead(m messages.UsageRead) {
+	if c.phase != sessCounting {
+		return
+	}
+	if m.Err != nil {
+		c.log(slog.LevelWarn, "the session's usage was not read; its end note says none", pidAttr(c.st.Proc), errAttr(m.Err))
+	}
+	c.st.Usage = m.Usage
+	if m.Reached != "" && c.st.Budget == "" && c.st.StopRequestedAt == nil {
+		// Its proxy found its tokens spent, and the daemon did not
+		// hear it (it was not running): the end went past them.
+		c.st.Budget, c.st.BudgetNote = messages.LimitTokens, m.Reached
+	}
+	c.closed()
+}
+
+func (c *SessionCore) limitsClosed(m messages.LimitsClosed) {
+	if c.phase != sessClosing {
+		return
+	}
+	if m.Err != nil {
+		c.log(slog.LevelWarn, "the session's cgroup was not closed", pidAttr(c.st.Proc), errAttr(m.Err))
+	}
+	if m.Limit != "" && c.st.Budget == "" && c.st.StopRequestedAt == nil {
+		// Past a limit nobody stopped it for: the kernel's OOM kill
+		// ended it, or it ended before the watch said so.
+		c.st.Budget, c.st.BudgetNote = m.Limit, m.Note
+	}
+	c.phase = sessCounting
+	c.emit(messages.ReadUsage{Workspace: c.st.Workspace, Proc: c.st.Proc, Launch: c.st.Launch.Hash})
+}
+
+func (c *SessionCore) resultRead(m messages.ResultRead) {
+	if c.phase != sessReading {
+		return
+	}
+	switch {
+	case m.Err != nil:
+		c.log(slog.LevelWarn, "cannot read the run's result; it counts as none", pidAttr(c.st.Proc), errAttr(m.Err))
+	case m.Found:
+		c.st.Result, c.st.LeftResult = m.Result, true
+	}
+	c.ended()
+}
+
+func (c *SessionCore) endWritten(now time.Time, m messages.EndWritten) {
+	if c.phase != sessWriting {
+		return
+	}
+	if m.Err == nil {
+		c.st.EndWritten = true
+		c.phase = sessDone
+		return
+	}
+	c.st.EndAttempts++
+	if c.st.EndAttempts >= c.cfg.EndAttempts {
+		c.log(slog.LevelError, fmt.Sprintf("end note not written after %d attempts; giving up", c.st.EndAttempts), pidAttr(c.st.Proc), errAttr(m.Err))
+		c.phase = sessDone
+		return
+	}
+	c.log(slog.LevelWarn, "end note not written; trying again", pidAttr(c.st.Proc), errAttr(m.Err))
+	c.phase = sessWaitingRetry
+	c.arm(now)
+}
+
+func (c *SessionCore) collectState(m messages.CollectState) {
+	if m.Freeze && !c.frozen {
+		c.frozen = true
+		c.seq++ // every timer and watch armed so far is now stale
+		c.limitSeq = 0
+	}
+	c.collect = &m
 }
 
 func (c *SessionCore) stop(now time.Time) {

@@ -54,6 +54,9 @@ func startTree(t fatalf, f *fakeWorld, cfg Config, first messages.DaemonMessage)
 	if err != nil {
 		t.Fatalf("start the node: %v", err)
 	}
+	if !node.Equal(NodePID(lt.sys)) {
+		t.Fatalf("the node spawned at %s, not at NodePID's %s", node, NodePID(lt.sys))
+	}
 	lt.node = node
 	f.mu.Lock()
 	f.toNode = func(m messages.DaemonMessage) { lt.sys.Root.Send(node, m) }

@@ -40,6 +40,10 @@ type Options struct {
 	// batch, a post of a thread, a change of a ticket. One bad artifact
 	// costs only itself (issue 22 item 5); the caller logs it, once.
 	PassedOver func(hash string, err error)
+	// ContentRead, when set, is told of each artifact whose bytes a read
+	// rebuilt from the repository: what a test counts to see that a
+	// caller reads an artifact once.
+	ContentRead func(hash string)
 }
 
 // Repo reads one Fossil repository file, read-only. It is safe for concurrent
@@ -59,8 +63,9 @@ type Repo struct {
 	stmtsMu sync.Mutex
 	// timeout is the busy timeout of its connections.
 	timeout time.Duration
-	// passedOver is Options.PassedOver.
-	passedOver func(hash string, err error)
+	// passedOver is Options.PassedOver, contentRead Options.ContentRead.
+	passedOver  func(hash string, err error)
+	contentRead func(hash string)
 	// file is the descriptor a Repo opened by OpenCloneFile reads through,
 	// closed with it; immutable is set then: SQLite takes no lock and
 	// looks for no journal, so no hot journal is rolled back either.
@@ -147,7 +152,7 @@ func openDSN(abs string, u url.URL, file *os.File, node bool, opts *Options) (*R
 	r := &Repo{path: abs, node: node, db: db, stmts: map[string]*sql.Stmt{}, once: map[string]bool{}, readers: make(chan struct{}, maxConns-1), timeout: timeout,
 		file: file, immutable: file != nil}
 	if opts != nil {
-		r.passedOver = opts.PassedOver
+		r.passedOver, r.contentRead = opts.PassedOver, opts.ContentRead
 	}
 	var n int
 	probe := func() error {
@@ -541,6 +546,9 @@ func (rd *reader) content(rid int64, full string) ([]byte, error) {
 	}
 	if !hashMatches(full, data) {
 		return nil, fmt.Errorf("read content of %s: rebuilt content does not match its hash: %w", full, ErrMalformed)
+	}
+	if rd.r.contentRead != nil {
+		rd.r.contentRead(full)
 	}
 	return data, nil
 }

@@ -20,6 +20,8 @@ import (
 type Index struct {
 	repo     *fossilio.Repo
 	nodeUser string
+	// also are told of each artifact a refresh reads (NewIndex).
+	also []func(fossilio.Info, string)
 
 	mu   sync.Mutex
 	mark int64 // the newest receipt indexed
@@ -68,8 +70,13 @@ const maxRecent = 256
 
 // NewIndex indexes repo, where nodeUser writes the daemon's notes. Nothing is
 // read until the first Refresh.
-func NewIndex(repo *fossilio.Repo, nodeUser string) *Index {
-	return &Index{repo: repo, nodeUser: nodeUser,
+//
+// Each of also is told of every artifact a refresh reads, with its note
+// text, in the server's order: a second reading of the same receipts (the
+// daemon's log of run engine messages) is made from the one read, so that
+// an artifact is read from the repository once.
+func NewIndex(repo *fossilio.Repo, nodeUser string, also ...func(fossilio.Info, string)) *Index {
+	return &Index{repo: repo, nodeUser: nodeUser, also: also,
 		sessionDefs:   map[string][]Entry{},
 		workspaceDefs: map[messages.WorkspaceKey][]Entry{},
 		terminated:    map[messages.WorkspaceKey][]Entry{},
@@ -123,6 +130,9 @@ func (x *Index) Refresh(ctx context.Context) error {
 			return fmt.Errorf("read what %s received: %w", x.repo.Path(), err)
 		}
 		for i, info := range infos {
+			for _, f := range x.also {
+				f(info, texts[i])
+			}
 			e, ok := entryOf(info, texts[i])
 			if ok {
 				x.add(e)

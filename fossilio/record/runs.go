@@ -143,24 +143,13 @@ type RunLog struct {
 	at   map[string]int // by hash, an index into msgs
 }
 
-// Read returns the repository's run engine messages, brought up to date;
-// name names the repository in errors.
+// Read returns the repository's run engine messages, brought up to date
+// from the receipts after the last it read; name names the repository in
+// errors.
 func (l *RunLog) Read(ctx context.Context, r *fossilio.Repo, name string) ([]RunMsg, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	last, err := eachReceived(ctx, r, name, l.mark, func(info fossilio.Info, text string) {
-		m, ok := ReadRunMsg(info, text)
-		if !ok {
-			return
-		}
-		if l.at == nil {
-			l.at = map[string]int{}
-		}
-		if _, dup := l.at[m.Hash]; !dup {
-			l.at[m.Hash] = len(l.msgs)
-			l.msgs = append(l.msgs, m)
-		}
-	})
+	last, err := eachReceived(ctx, r, name, l.mark, l.add)
 	if err != nil {
 		return nil, err
 	}
@@ -168,6 +157,36 @@ func (l *RunLog) Read(ctx context.Context, r *fossilio.Repo, name string) ([]Run
 		l.mark = last
 	}
 	return slices.Clone(l.msgs), nil
+}
+
+// Add keeps the run engine message an artifact holds, once: the daemon's
+// record.Index tells it of each artifact its refresh reads (NewIndex's
+// also), so the daemon reads each artifact once for both.
+func (l *RunLog) Add(info fossilio.Info, text string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.add(info, text)
+}
+
+func (l *RunLog) add(info fossilio.Info, text string) {
+	m, ok := ReadRunMsg(info, text)
+	if !ok {
+		return
+	}
+	if l.at == nil {
+		l.at = map[string]int{}
+	}
+	if _, dup := l.at[m.Hash]; !dup {
+		l.at[m.Hash] = len(l.msgs)
+		l.msgs = append(l.msgs, m)
+	}
+}
+
+// Msgs returns the messages kept so far, in the server's order.
+func (l *RunLog) Msgs() []RunMsg {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.msgs)
 }
 
 // ReadRuns reads every run engine message of the repository once, in the

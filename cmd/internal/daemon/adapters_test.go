@@ -43,7 +43,7 @@ func fakeReaper(t *testing.T) (*reaper, *fakeLauncher, *[]sentOne) {
 	t.Helper()
 	f := &fakeLauncher{Spawner: hosttest.NewSpawner(100)}
 	r, err := newReaper(host.Layout{}, nil, &messages.NodeConfig{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)),
-		func() (launcher, error) { return f, nil })
+		reaperHost{launcher: func() (launcher, error) { return f, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -23,7 +24,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/actors/hookwatch"
 	"github.com/ocx-go/ocx/cmd/internal/version"
+	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -277,13 +280,63 @@ func (d *daemon) logStacks(sig string) {
 // start opens the log, takes the lock (or, after a re-exec, takes it over),
 // reads node.json, opens the pipe, the reaper and the process table, starts
 // the actor tree and tells it what runs: a Boot from the process table, or
-// the hand-off of the image before.
+// the hand-off of the image before. Each part is built with what it needs.
 func (d *daemon) start() error {
-	began := time.Now()
-	var stages []any // how long each step of a start from a hand-off took
-	stage := func(name string) {
-		stages = append(stages, slog.Duration(name, time.Since(began)))
+	st := &stepTimes{began: time.Now()}
+	if err := d.openLog(); err != nil {
+		return err
 	}
+	h, err := d.takeOver(st)
+	if err != nil {
+		return err
+	}
+	self, err := d.readConfig()
+	if err != nil {
+		return err
+	}
+	if h != nil {
+		st.mark("config")
+		d.recordReexec(messages.ReexecOutcome{Target: self})
+		st.mark("recorded")
+		d.nameReleases(h)
+	}
+	limits, err := d.openHost(st)
+	if err != nil {
+		return err
+	}
+	reader, err := d.openPipe(h)
+	if err != nil {
+		return err
+	}
+	if err := d.startActors(limits); err != nil {
+		return err
+	}
+	if h != nil {
+		d.restoreFrom(h, st)
+	} else {
+		d.boot(limits)
+	}
+	d.inputs.start(reader)
+	if d.opts.HookWatch > 0 {
+		d.hooks = d.openHookWatch()
+		d.hooks.start()
+	}
+	return nil
+}
+
+// stepTimes are how long each step took since began, for the log: of a
+// start from a hand-off, of a re-exec.
+type stepTimes struct {
+	began  time.Time
+	stages []any
+}
+
+func (s *stepTimes) mark(name string) {
+	s.stages = append(s.stages, slog.Duration(name, time.Since(s.began)))
+}
+
+// openLog finds the agents root and opens the daemon's log there.
+func (d *daemon) openLog() error {
 	layout, err := host.NewLayout(d.opts.Agents)
 	if err != nil {
 		return err
@@ -297,114 +350,134 @@ func (d *daemon) start() error {
 		return fmt.Errorf("open the log: %w", err)
 	}
 	d.log = slog.New(slog.NewJSONHandler(d.logFile, &slog.HandlerOptions{Level: d.opts.Level})).With(slog.Int("ocxd", os.Getpid()))
+	return nil
+}
 
-	var h *handoffFile
+// takeOver takes the hand-off of the image before (--restore), or the
+// lock; the hand-off is nil for a daemon that starts afresh.
+func (d *daemon) takeOver(st *stepTimes) (*handoffFile, error) {
 	if d.opts.Restore {
-		hh, err := d.takeHandoff()
+		h, err := d.takeHandoff()
 		if err != nil {
 			d.log.Error("re-exec: the hand-off cannot be taken over; exiting (sessions keep running, and the next daemon finds them)", errAttr(err))
 			d.recordStart(fmt.Errorf("the new image could not take the hand-off over, and exited: %w", err))
-			return err
+			return nil, err
 		}
-		h = &hh
-		stage("handoff")
-	} else {
-		d.lock, err = unixhost.AcquireLock(layout.Lock())
-		if errors.Is(err, host.ErrLocked) {
-			d.log.Info("another daemon holds the lock; exiting", errAttr(err))
-			return fmt.Errorf("%w (%s): %v", ErrRunning, layout.Root(), err)
-		}
-		if err != nil {
-			return fmt.Errorf("take the lock: %w", err)
-		}
+		st.mark("handoff")
+		return &h, nil
 	}
-
-	data, err := unixhost.Below(layout.Root()).ReadFile(layout.NodeJSON(), unixhost.NodeFile)
+	var err error
+	d.lock, err = unixhost.AcquireLock(d.layout.Lock())
+	if errors.Is(err, host.ErrLocked) {
+		d.log.Info("another daemon holds the lock; exiting", errAttr(err))
+		return nil, fmt.Errorf("%w (%s): %v", ErrRunning, d.layout.Root(), err)
+	}
 	if err != nil {
-		return fmt.Errorf("read node.json: %w", err)
+		return nil, fmt.Errorf("take the lock: %w", err)
+	}
+	return nil, nil
+}
+
+// readConfig reads node.json, opens the agents root and finds the releases
+// from the running executable, which it returns.
+func (d *daemon) readConfig() (string, error) {
+	data, err := unixhost.Below(d.layout.Root()).ReadFile(d.layout.NodeJSON(), unixhost.NodeFile)
+	if err != nil {
+		return "", fmt.Errorf("read node.json: %w", err)
 	}
 	d.cfg, err = messages.DecodeNodeConfig(data)
 	if err != nil {
-		return fmt.Errorf("%s: %w", layout.NodeJSON(), err)
+		return "", fmt.Errorf("%s: %w", d.layout.NodeJSON(), err)
 	}
-	if d.root, err = unixhost.OpenRoot(layout.Root()); err != nil {
-		return err
+	if d.root, err = unixhost.OpenRoot(d.layout.Root()); err != nil {
+		return "", err
 	}
 	self, err := os.Executable()
 	if err == nil {
 		self, err = filepath.EvalSymlinks(self)
 	}
 	if err != nil {
-		return fmt.Errorf("find the running executable: %w", err)
+		return "", fmt.Errorf("find the running executable: %w", err)
 	}
 	d.rel = &releases{root: d.cfg.Release, self: filepath.Dir(self)}
-	if h != nil {
-		stage("config")
-		d.recordReexec(messages.ReexecOutcome{Target: self})
-		stage("recorded")
-		// An image before this one named no release in its launches; the
-		// directory says which it is.
-		for i := range h.Workspaces {
-			for j := range h.Workspaces[i].Sessions {
-				if l := &h.Workspaces[i].Sessions[j].Launch; l.ReleaseName == "" && l.ReleaseDir != "" {
-					l.ReleaseName = d.rel.name(l.ReleaseDir)
-				}
+	return self, nil
+}
+
+// nameReleases names the release of each launch of the hand-off: an image
+// before this one named none, and the directory says which it is.
+func (d *daemon) nameReleases(h *handoffFile) {
+	for i := range h.Workspaces {
+		for j := range h.Workspaces[i].Sessions {
+			if l := &h.Workspaces[i].Sessions[j].Launch; l.ReleaseName == "" && l.ReleaseDir != "" {
+				l.ReleaseName = d.rel.name(l.ReleaseDir)
 			}
 		}
 	}
-	if d.reaper, err = newReaper(layout, d.root, d.cfg, d.rel, d.log, nil); err != nil {
-		return err
-	}
-	limits, noCgroups, err := newCgroupLimits(layout, d.cfg)
+}
+
+// openHost builds the parts that face the host and the record, each with
+// what it needs: the node's repositories, the cgroups, the reaper, the
+// process table, the records and the run engine.
+func (d *daemon) openHost(st *stepTimes) (*cgroupLimits, error) {
+	repos := newNodeRepos(d.cfg, d.log)
+	limits, noCgroups, err := newCgroupLimits(d.layout, d.cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if limits != nil {
-		d.reaper.cgroups = limits
 		d.log.Info("sessions run in cgroups of their own", slog.String("limits", limits.limits.String()),
 			slog.String("cgroups", fmt.Sprintf("v%d below %s", limits.cg.Hierarchies().Version, strings.Join(limits.cg.Hierarchies().Dirs(), ", "))))
 	} else {
 		d.log.Warn("sessions run without cgroups, so without memory and processes limits", slog.String("why", noCgroups))
 	}
-	stage("reaper")
-	if d.table, err = unixhost.NewProcTable(unixhost.ProcOptions{Layout: layout, ReleaseRoot: d.cfg.Release, Daemon: os.Getpid()}); err != nil {
-		return fmt.Errorf("open the process table: %w", err)
+	if d.reaper, err = newReaper(d.layout, d.root, d.cfg, d.rel, d.log, reaperHost{cgroups: limits, repoAt: repos.repoAt}); err != nil {
+		return nil, err
+	}
+	st.mark("reaper")
+	if d.table, err = unixhost.NewProcTable(unixhost.ProcOptions{Layout: d.layout, ReleaseRoot: d.cfg.Release, Daemon: os.Getpid()}); err != nil {
+		return nil, fmt.Errorf("open the process table: %w", err)
 	}
 	if err := d.table.Watch(); err != nil {
 		d.log.Warn("the process table is read by full scans: the kernel's process events are not available", errAttr(err))
 	}
-	stage("proc_table")
+	st.mark("proc_table")
 	d.procs = &procs{t: d.table, argv: map[messages.ProcID][]string{}}
 	if boot, err := unixhost.BootTime(); err != nil {
 		d.log.Warn("the host's boot time cannot be read; a session found at start counts its wall limit from then", errAttr(err))
 	} else {
 		d.procs.boot = boot
 	}
-	d.records = newRecords(d.cfg, layout, d.rel, d.log)
-	d.records.argv = d.procs.argvOf
-	d.records.scan = d.procs.Scan
-	d.reaper.repoAt = d.records.repoAt
-	d.records.support = d.reaper.runSupport
-	d.runs = newRunEngine(d.cfg, layout, d.root, d.records, d.reaper, d.rel, d.log)
+	d.records = newRecords(repos, d.layout, d.rel, d.log, recordHost{procs: d.procs, support: d.reaper.runSupport})
+	d.runs = newRunEngine(d.cfg, d.layout, d.root, d.records, d.reaper, d.rel, d.log)
+	return limits, nil
+}
 
-	// The pipe: made if missing (0600), or the one the image before read.
+// openPipe opens the daemon's pipe: made if missing (0600), or the one the
+// image before read.
+func (d *daemon) openPipe(h *handoffFile) (*unixhost.PipeReader, error) {
 	var reader *unixhost.PipeReader
+	var err error
 	if h != nil {
-		reader, err = unixhost.AdoptPipeReader(h.FDs[fdPipeRead], h.FDs[fdPipeWrite], layout.Pipe(), h.PipeRemainder)
-	} else {
-		if err = d.root.Mkfifo(layout.Pipe(), 0o600); err == nil {
-			reader, err = unixhost.OpenPipeReader(d.root, layout.Pipe())
-		}
+		reader, err = unixhost.AdoptPipeReader(h.FDs[fdPipeRead], h.FDs[fdPipeWrite], d.layout.Pipe(), h.PipeRemainder)
+	} else if err = d.root.Mkfifo(d.layout.Pipe(), 0o600); err == nil {
+		reader, err = unixhost.OpenPipeReader(d.root, d.layout.Pipe())
 	}
 	if err != nil {
-		return fmt.Errorf("open the daemon's pipe: %w", err)
+		return nil, fmt.Errorf("open the daemon's pipe: %w", err)
 	}
 	if _, err := reader.SetBuffer(1 << 20); err != nil {
 		d.log.Debug("the pipe keeps its default buffer", errAttr(err))
 	}
+	return reader, nil
+}
 
+// send gives the node a message, at the address it has once started.
+func (d *daemon) send(m messages.DaemonMessage) { d.sys.Root.Send(actors.NodePID(d.sys), m) }
+
+// startActors starts the actor tree on the parts openHost built.
+func (d *daemon) startActors(limits *cgroupLimits) error {
 	d.sys = actors.NewSystem(d.log)
-	d.inputs = &inputs{path: layout.Pipe(), reaper: d.reaper, log: d.log, fatal: make(chan error, 1), reexec: d.reexecAsked}
+	d.inputs = &inputs{path: d.layout.Pipe(), reaper: d.reaper, send: d.send, log: d.log, fatal: make(chan error, 1), reexec: d.reexecAsked}
 	deps := actors.Deps{
 		Classifier: d.records, Checkins: d.records, Notes: d.records,
 		Procs: d.procs, Spawner: d.reaper, Signaler: d.reaper, Watcher: d.reaper,
@@ -414,68 +487,69 @@ func (d *daemon) start() error {
 	if limits != nil {
 		deps.Limits = limits
 	}
-	d.node, err = actors.StartNode(d.sys, deps, actors.Config{Grace: d.opts.Grace})
-	if err != nil {
+	var err error
+	if d.node, err = actors.StartNode(d.sys, deps, actors.Config{Grace: d.opts.Grace}); err != nil {
 		return err
 	}
-	send := func(m messages.DaemonMessage) { d.sys.Root.Send(d.node, m) }
-	d.inputs.send = send
-	d.runs.send = send
+	// Still linked after construction: the run engine and the records
+	// (runengine.go builds the one, and the other's Classify tells it of
+	// arrivals and stops on the side; issue 26 item 3 has the cores decide).
+	d.runs.send = d.send
 	d.records.arrived = d.runs.deliver
 	d.records.stopped = d.runs.slots.stop
-
-	// What runs: the hand-off first, then its children adopted, so that
-	// an exit that happened during the exec finds its session known.
-	if h != nil {
-		stage("actors")
-		// The runs the old image had in its care: their holders run on.
-		runs, err := d.runs.boot(context.Background())
-		if err != nil {
-			d.log.Error("re-exec: the node's runs cannot be read; `runs check` checks them again", errAttr(err))
-		}
-		send(messages.Restore{Handoff: h.Handoff, Listeners: d.records.Listeners(context.Background()), Runs: runs})
-		d.runs.deliver(context.Background(), "")
-		d.reaper.open(func(e messages.ProcessExited) { send(e) })
-		d.testDelay("adopt")
-		if err := d.reaper.adopt(h.Reaper, h.ChildWorkspaces()); err != nil {
-			d.log.Error("re-exec: a child could not be followed again; its end will not be recorded", errAttr(err))
-		}
-		stage("adopted")
-		d.log.Info("re-exec: running the new image", slog.String("handoff", h.Summary()), slog.Group("since_main", stages...))
-	} else {
-		if limits != nil {
-			// Left by sessions that ended while no daemon ran; a running
-			// session's holds its processes and stays.
-			if gone, err := limits.sweep(); err != nil || len(gone) > 0 {
-				d.log.Info("cgroups of ended sessions removed", slog.String("removed", strings.Join(gone, ",")), errAttr(err))
-			}
-		}
-		found, dirs, looks, err := d.procs.found(d.rel)
-		if err != nil {
-			d.log.Error("the process table cannot be read at start; sessions running now are not adopted", errAttr(err))
-		}
-		for _, l := range looks {
-			d.log.Warn("found a process that only looks like a session; not adopted", slog.String(actors.KeyPID, l.ID.String()), slog.String("why", l.String()))
-		}
-		d.records.procReleases = dirs
-		// The node's runs (seed 004, section 10): those in its care, and
-		// those it finds lost, ended so once their actors start.
-		runs, err := d.runs.boot(context.Background())
-		if err != nil {
-			d.log.Error("the node's runs cannot be checked at start; `runs check` checks them again", errAttr(err))
-		}
-		send(messages.Boot{Found: found, Listeners: d.records.Listeners(context.Background()), Runs: runs})
-		// What arrived for the sessions in care while no daemon ran.
-		d.runs.deliver(context.Background(), "")
-		d.reaper.open(func(e messages.ProcessExited) { send(e) })
-		d.log.Info("started", slog.String("agents", layout.Root()), slog.Int("found", len(found)), slog.Duration("grace", d.opts.Grace))
-	}
-	d.inputs.start(reader)
-	if d.opts.HookWatch > 0 {
-		d.hooks = d.openHookWatch()
-		d.hooks.start()
-	}
 	return nil
+}
+
+// restoreFrom tells the node what the image before handed over, then
+// follows its children again, so that an exit that happened during the
+// exec finds its session known.
+func (d *daemon) restoreFrom(h *handoffFile, st *stepTimes) {
+	st.mark("actors")
+	// The runs the old image had in its care: their holders run on.
+	runs, err := d.runs.boot(context.Background())
+	if err != nil {
+		d.log.Error("re-exec: the node's runs cannot be read; `runs check` checks them again", errAttr(err))
+	}
+	d.send(messages.Restore{Handoff: h.Handoff, Listeners: d.records.Listeners(context.Background()), Runs: runs})
+	d.runs.deliver(context.Background(), "")
+	d.reaper.open(func(e messages.ProcessExited) { d.send(e) })
+	d.testDelay("adopt")
+	if err := d.reaper.adopt(h.Reaper, h.ChildWorkspaces()); err != nil {
+		d.log.Error("re-exec: a child could not be followed again; its end will not be recorded", errAttr(err))
+	}
+	st.mark("adopted")
+	d.log.Info("re-exec: running the new image", slog.String("handoff", h.Summary()), slog.Group("since_main", st.stages...))
+}
+
+// boot tells the node what runs now: the sessions found in the process
+// table, the branch listeners and the node's runs.
+func (d *daemon) boot(limits *cgroupLimits) {
+	if limits != nil {
+		// Left by sessions that ended while no daemon ran; a running
+		// session's holds its processes and stays.
+		if gone, err := limits.sweep(); err != nil || len(gone) > 0 {
+			d.log.Info("cgroups of ended sessions removed", slog.String("removed", strings.Join(gone, ",")), errAttr(err))
+		}
+	}
+	found, dirs, looks, err := d.procs.found(d.rel)
+	if err != nil {
+		d.log.Error("the process table cannot be read at start; sessions running now are not adopted", errAttr(err))
+	}
+	for _, l := range looks {
+		d.log.Warn("found a process that only looks like a session; not adopted", slog.String(actors.KeyPID, l.ID.String()), slog.String("why", l.String()))
+	}
+	d.records.setFound(dirs)
+	// The node's runs (seed 004, section 10): those in its care, and
+	// those it finds lost, ended so once their actors start.
+	runs, err := d.runs.boot(context.Background())
+	if err != nil {
+		d.log.Error("the node's runs cannot be checked at start; `runs check` checks them again", errAttr(err))
+	}
+	d.send(messages.Boot{Found: found, Listeners: d.records.Listeners(context.Background()), Runs: runs})
+	// What arrived for the sessions in care while no daemon ran.
+	d.runs.deliver(context.Background(), "")
+	d.reaper.open(func(e messages.ProcessExited) { d.send(e) })
+	d.log.Info("started", slog.String("agents", d.layout.Root()), slog.Int("found", len(found)), slog.Duration("grace", d.opts.Grace))
 }
 
 // recordStart records a new image's failure to start from the hand-off, as
@@ -580,4 +654,24 @@ func startCPUProfile(path string) (func(), error) {
 			f.Close()
 		})
 	}, nil
+}
+
+// openHookWatch readies the watch over every project of node.json.
+func (d *daemon) openHookWatch() *hookWatch {
+	w := &hookWatch{layout: d.layout, root: d.root, projects: map[string]string{}, fossil: "fossil", log: d.log,
+		times: hookwatch.DefaultTimes(d.opts.HookWatch)}
+	for name, p := range d.cfg.Projects {
+		w.projects[name] = p.Repository
+	}
+	w.repo = func(project string) (*fossilio.Repo, error) {
+		x, err := d.records.index(project)
+		if err != nil {
+			return nil, err
+		}
+		return x.repo, nil
+	}
+	if exe, err := exec.LookPath("fossil"); err == nil {
+		w.fossil = exe
+	}
+	return w
 }

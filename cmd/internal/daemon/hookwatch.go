@@ -14,6 +14,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/ocx-go/ocx/actors/hookwatch"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -22,26 +23,10 @@ import (
 // DefaultHookWatch is the longest time between two looks at a repository
 // (--hook-watch): the fallback under the file events, which make the watch
 // look Settle after each write.
-const DefaultHookWatch = 2 * time.Second
+const DefaultHookWatch = hookwatch.DefaultEvery
 
 // hookRunBound bounds one run of the hook the daemon starts itself.
 const hookRunBound = time.Minute
-
-// hookBusyBound is how long a run of the hook may hold its mark before the
-// watch takes it for stuck and runs another: the bound the hook itself
-// waits for an overlapping run (hook.DefaultLockWait).
-const hookBusyBound = 10 * time.Second
-
-// The core's other times (watchTimes). hookSettle is from a write to the
-// look at it: a post's writes take a few milliseconds, and a tool's
-// `fossil backoffice` has launched the hook within about 20 ms of its write
-// (D29); hookRetry how often a look is made again while a run holds the mark;
-// hookLaunchBound how long a run Fossil launched has to take the mark.
-const (
-	hookSettle      = 50 * time.Millisecond
-	hookRetry       = 50 * time.Millisecond
-	hookLaunchBound = time.Second
-)
 
 // hookWatch is the daemon's backstop for the wake hook (D24, D29). Fossil
 // runs the hook from its backoffice at most once per receipt range, and
@@ -54,13 +39,13 @@ const (
 // directory, for the file and its -wal) and looks at it after each, and at
 // least every times.Every: the newest receipt, Fossil's hook-last-rcvid and
 // the hook's mark (AGENTS/hook.mark.PROJECT) with its lock. What to do is
-// WatchCore's; this is its shell: the events, the timer, the reads, and the
+// the core's (actors/hookwatch); this is its shell: the events, the timer, the reads, and the
 // runs of the installed command, as Fossil would run it, with nothing on
 // standard input: the hook handles what arrived after its mark, once (its
 // mark is under a lock), so a run that finds nothing new does nothing. A
 // repository without OCX's hook is left alone.
 type hookWatch struct {
-	times    watchTimes
+	times    hookwatch.Times
 	layout   host.Layout
 	root     *unixhost.Root
 	projects map[string]string // repository path by project
@@ -154,169 +139,210 @@ type runEnded struct {
 // here, in order (each is about 100 us); a run is waited for by a goroutine
 // of its own, so that the events are read meanwhile.
 func (w *hookWatch) loop(ctx context.Context) {
-	begun := time.Now()
-	now := func() time.Duration { return time.Since(begun) }
 	names := make([]string, 0, len(w.projects))
 	for p := range w.projects {
 		names = append(names, p)
 	}
-	core := NewWatchCore(w.times, names)
-	commands := map[string]string{}
-
-	var events *repoEvents
-	var evc <-chan fsnotify.Event
-	var errc <-chan error
+	l := &watchLoop{w: w, ctx: ctx, begun: time.Now(), core: hookwatch.NewCore(w.times, names),
+		commands: map[string]string{}, timer: time.NewTimer(time.Hour), ran: make(chan runEnded, 1)}
+	l.timer.Stop()
+	defer l.timer.Stop()
 	if !w.noEvents {
 		var err error
-		if events, err = openRepoEvents(w.projects); err != nil {
+		if l.events, err = openRepoEvents(w.projects); err != nil {
 			w.log.Warn("hook watch: the repositories' writes cannot be followed; looking at them every "+w.times.Every.String()+" only", errAttr(err))
 		} else {
-			evc, errc = events.w.Events, events.w.Errors
+			l.evc, l.errc = l.events.w.Events, l.events.w.Errors
 		}
 	}
-	stopEvents := func(reason string) {
-		if events != nil {
-			events.close() // rare: no hurry here
-			events, evc, errc = nil, nil, nil
-		}
-		w.log.Warn("hook watch: the repositories' writes are no longer followed; looking at them every "+w.times.Every.String()+" only", slog.String("reason", reason))
-	}
-	defer func() {
-		if events == nil {
-			close(w.released)
-			return
-		}
-		go func(e *repoEvents) {
-			defer close(w.released)
-			e.close()
-		}(events)
-	}()
+	defer l.release()
+	defer l.end()
 
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	ran := make(chan runEnded, 1)
-	running := ""
-	var acks []chan struct{}
-	defer func() {
-		if running != "" {
-			<-ran // ctx is done: the run's group was killed
-		}
-		for _, a := range acks {
-			close(a)
-		}
-	}()
-
-	var queue []WatchMsg
-	step := func(m WatchMsg) {
-		queue = append(queue, m)
-		for len(queue) > 0 {
-			m := queue[0]
-			queue = queue[1:]
-			for _, e := range core.Step(m) {
-				switch e := e.(type) {
-				case Look:
-					r, command := w.look(ctx, e.Project)
-					r.At = now()
-					if r.Installed {
-						commands[e.Project] = command
-					}
-					w.log.Debug("hook watch: "+r.String(), slog.String("project", e.Project))
-					queue = append(queue, r)
-				case RunHook:
-					line := fossilio.HookSubst(commands[e.Project], w.fossil, w.projects[e.Project])
-					// A web post or a receipt Fossil holds back is the
-					// watch's daily work; a run stuck or lost is not.
-					level := slog.LevelInfo
-					if e.Why == "stuck" || e.Why == "lost" {
-						level = slog.LevelWarn
-					}
-					w.log.Log(ctx, level, "the wake hook left receipts unhandled; running it",
-						slog.String("project", e.Project), slog.Int64("mark", e.Mark), slog.Int64("newest", e.Newest),
-						slog.String("woken", e.Why), slog.String("command", line))
-					running = e.Project
-					go func() { ran <- runEnded{project: e.Project, err: w.run(ctx, line)} }()
-				case SetTimer:
-					timer.Stop()
-					if e.At != never {
-						timer.Reset(max(e.At-now(), 0))
-					}
-				}
-			}
-		}
-	}
-
-	step(WatchStarted{At: now()})
+	l.step(hookwatch.WatchStarted{At: l.now()})
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case ev, ok := <-evc:
-			if !ok {
-				stopEvents("the watcher ended")
-				step(EventsLost{At: now(), Reason: "the watcher ended"})
-				continue
-			}
-			project, gone := events.project(ev)
-			if gone {
-				stopEvents(fmt.Sprintf("%s: %s", ev.Name, ev.Op))
-				step(EventsLost{At: now(), Reason: "a repository's directory went"})
-				continue
-			}
-			if project != "" {
-				step(RepoWritten{At: now(), Project: project})
-			}
-		case err, ok := <-errc:
-			if ok && errors.Is(err, fsnotify.ErrEventOverflow) {
-				w.log.Warn("hook watch: writes were missed (the kernel's queue overflowed); looking at every repository", errAttr(err))
-				step(EventsLost{At: now(), Reason: "overflow"})
-				continue
-			}
-			reason := "the watcher ended"
-			if ok {
-				reason = err.Error()
-			}
-			stopEvents(reason)
-			step(EventsLost{At: now(), Reason: reason})
-		case <-timer.C:
-			step(Tick{At: now()})
-		case r := <-ran:
-			running = ""
-			attrs := []any{slog.String("project", r.project)}
-			if mark, _, ok := w.markOf(r.project); ok {
-				attrs = append(attrs, slog.Int64("mark", mark))
-			}
-			if r.err != nil {
-				w.log.Error("the wake hook the daemon ran failed", append(attrs, errAttr(r.err))...)
-			} else {
-				w.log.Info("the wake hook the daemon ran is done", attrs...)
-			}
-			step(HookRunEnded{At: now(), Project: r.project, Failed: r.err != nil})
-			for _, a := range acks {
-				close(a)
-			}
-			acks = nil
+		case ev, ok := <-l.evc:
+			l.event(ev, ok)
+		case err, ok := <-l.errc:
+			l.eventsFailed(err, ok)
+		case <-l.timer.C:
+			l.step(hookwatch.Tick{At: l.now()})
+		case r := <-l.ran:
+			l.runEnded(r)
 		case req := <-w.reqs:
-			if !req.pause {
-				step(WatchResumed{At: now()})
-				close(req.done)
-				continue
-			}
-			step(WatchPaused{At: now()})
-			if running == "" {
-				close(req.done)
-			} else {
-				acks = append(acks, req.done)
-			}
+			l.request(req)
 		}
+	}
+}
+
+// watchLoop is the loop's state: the core, the file events, the timer and
+// the run under way.
+type watchLoop struct {
+	w        *hookWatch
+	ctx      context.Context
+	begun    time.Time
+	core     *hookwatch.Core
+	commands map[string]string // the installed hook command by project
+
+	events *repoEvents
+	evc    <-chan fsnotify.Event
+	errc   <-chan error
+
+	timer   *time.Timer
+	ran     chan runEnded
+	running string
+	acks    []chan struct{} // pauses waiting for the run under way
+	queue   []hookwatch.WatchMsg
+}
+
+func (l *watchLoop) now() time.Duration { return time.Since(l.begun) }
+
+// end waits for the run under way (ctx is done: its group was killed) and
+// answers the pauses waiting for it.
+func (l *watchLoop) end() {
+	if l.running != "" {
+		<-l.ran
+	}
+	for _, a := range l.acks {
+		close(a)
+	}
+}
+
+// release closes the file events, in the background (see stop).
+func (l *watchLoop) release() {
+	if l.events == nil {
+		close(l.w.released)
+		return
+	}
+	go func(e *repoEvents) {
+		defer close(l.w.released)
+		e.close()
+	}(l.events)
+}
+
+func (l *watchLoop) stopEvents(reason string) {
+	if l.events != nil {
+		l.events.close() // rare: no hurry here
+		l.events, l.evc, l.errc = nil, nil, nil
+	}
+	l.w.log.Warn("hook watch: the repositories' writes are no longer followed; looking at them every "+l.w.times.Every.String()+" only", slog.String("reason", reason))
+}
+
+// step gives the core m, and what its effects bring back, in order.
+func (l *watchLoop) step(m hookwatch.WatchMsg) {
+	l.queue = append(l.queue, m)
+	for len(l.queue) > 0 {
+		m := l.queue[0]
+		l.queue = l.queue[1:]
+		for _, e := range l.core.Step(m) {
+			l.effect(e)
+		}
+	}
+}
+
+func (l *watchLoop) effect(e hookwatch.WatchEffect) {
+	w := l.w
+	switch e := e.(type) {
+	case hookwatch.Look:
+		r, command := w.look(l.ctx, e.Project)
+		r.At = l.now()
+		if r.Installed {
+			l.commands[e.Project] = command
+		}
+		w.log.Debug("hook watch: "+r.String(), slog.String("project", e.Project))
+		l.queue = append(l.queue, r)
+	case hookwatch.RunHook:
+		line := fossilio.HookSubst(l.commands[e.Project], w.fossil, w.projects[e.Project])
+		// A web post or a receipt Fossil holds back is the
+		// watch's daily work; a run stuck or lost is not.
+		level := slog.LevelInfo
+		if e.Why == "stuck" || e.Why == "lost" {
+			level = slog.LevelWarn
+		}
+		w.log.Log(l.ctx, level, "the wake hook left receipts unhandled; running it",
+			slog.String("project", e.Project), slog.Int64("mark", e.Mark), slog.Int64("newest", e.Newest),
+			slog.String("woken", e.Why), slog.String("command", line))
+		l.running = e.Project
+		ctx, ran := l.ctx, l.ran
+		go func() { ran <- runEnded{project: e.Project, err: w.run(ctx, line)} }()
+	case hookwatch.SetTimer:
+		l.timer.Stop()
+		if e.At != hookwatch.Never {
+			l.timer.Reset(max(e.At-l.now(), 0))
+		}
+	}
+}
+
+func (l *watchLoop) event(ev fsnotify.Event, ok bool) {
+	if !ok {
+		l.stopEvents("the watcher ended")
+		l.step(hookwatch.EventsLost{At: l.now(), Reason: "the watcher ended"})
+		return
+	}
+	project, gone := l.events.project(ev)
+	if gone {
+		l.stopEvents(fmt.Sprintf("%s: %s", ev.Name, ev.Op))
+		l.step(hookwatch.EventsLost{At: l.now(), Reason: "a repository's directory went"})
+		return
+	}
+	if project != "" {
+		l.step(hookwatch.RepoWritten{At: l.now(), Project: project})
+	}
+}
+
+func (l *watchLoop) eventsFailed(err error, ok bool) {
+	if ok && errors.Is(err, fsnotify.ErrEventOverflow) {
+		l.w.log.Warn("hook watch: writes were missed (the kernel's queue overflowed); looking at every repository", errAttr(err))
+		l.step(hookwatch.EventsLost{At: l.now(), Reason: "overflow"})
+		return
+	}
+	reason := "the watcher ended"
+	if ok {
+		reason = err.Error()
+	}
+	l.stopEvents(reason)
+	l.step(hookwatch.EventsLost{At: l.now(), Reason: reason})
+}
+
+func (l *watchLoop) runEnded(r runEnded) {
+	l.running = ""
+	attrs := []any{slog.String("project", r.project)}
+	if mark, _, ok := l.w.markOf(r.project); ok {
+		attrs = append(attrs, slog.Int64("mark", mark))
+	}
+	if r.err != nil {
+		l.w.log.Error("the wake hook the daemon ran failed", append(attrs, errAttr(r.err))...)
+	} else {
+		l.w.log.Info("the wake hook the daemon ran is done", attrs...)
+	}
+	l.step(hookwatch.HookRunEnded{At: l.now(), Project: r.project, Failed: r.err != nil})
+	for _, a := range l.acks {
+		close(a)
+	}
+	l.acks = nil
+}
+
+func (l *watchLoop) request(req watchReq) {
+	if !req.pause {
+		l.step(hookwatch.WatchResumed{At: l.now()})
+		close(req.done)
+		return
+	}
+	l.step(hookwatch.WatchPaused{At: l.now()})
+	if l.running == "" {
+		close(req.done)
+	} else {
+		l.acks = append(l.acks, req.done)
 	}
 }
 
 // look reads what the core compares, in an order that never shows the mark
 // ahead of what it covers: whether a run holds the mark, the mark, then the
 // repository.
-func (w *hookWatch) look(ctx context.Context, project string) (LookResult, string) {
-	res := LookResult{Project: project}
+func (w *hookWatch) look(ctx context.Context, project string) (hookwatch.LookResult, string) {
+	res := hookwatch.LookResult{Project: project}
 	res.Mark, res.Held, res.HasMark = w.markOf(project)
 	r, err := w.repo(project)
 	if err != nil {
@@ -431,23 +457,3 @@ func (e *repoEvents) project(ev fsnotify.Event) (project string, gone bool) {
 }
 
 func (e *repoEvents) close() { e.w.Close() }
-
-// openHookWatch readies the watch over every project of node.json.
-func (d *daemon) openHookWatch() *hookWatch {
-	w := &hookWatch{layout: d.layout, root: d.root, projects: map[string]string{}, fossil: "fossil", log: d.log,
-		times: watchTimes{Every: d.opts.HookWatch, Settle: hookSettle, Retry: hookRetry, Busy: hookBusyBound, Launch: hookLaunchBound}}
-	for name, p := range d.cfg.Projects {
-		w.projects[name] = p.Repository
-	}
-	w.repo = func(project string) (*fossilio.Repo, error) {
-		x, err := d.records.index(project)
-		if err != nil {
-			return nil, err
-		}
-		return x.repo, nil
-	}
-	if exe, err := exec.LookPath("fossil"); err == nil {
-		w.fossil = exe
-	}
-	return w
-}

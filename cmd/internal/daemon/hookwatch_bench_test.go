@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ocx-go/ocx/actors/hookwatch"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -51,7 +52,7 @@ func BenchmarkHookWatchLook(b *testing.B) {
 		log:  slog.New(slog.NewTextHandler(io.Discard, nil))}
 
 	b.Run("watch-look", func(b *testing.B) {
-		var r LookResult
+		var r hookwatch.LookResult
 		for b.Loop() {
 			r, _ = w.look(ctx, "demo")
 		}

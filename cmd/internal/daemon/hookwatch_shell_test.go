@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocx-go/ocx/actors/hookwatch"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -103,7 +104,7 @@ echo "done $n" >> %[1]q
 		repo:     func(string) (*fossilio.Repo, error) { return repo, nil },
 		log:      slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		noEvents: noEvents,
-		times:    watchTimes{Every: every, Settle: hookSettle, Retry: hookRetry, Busy: hookBusyBound, Launch: hookLaunchBound}}
+		times:    hookwatch.DefaultTimes(every)}
 	n.w.start()
 	t.Cleanup(n.w.release)
 	return n

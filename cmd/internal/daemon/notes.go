@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -63,24 +62,6 @@ func (r *records) replyTo(ctx context.Context, x *repoIndex, launch, text string
 
 func (r *records) indexOf(l messages.LaunchSpec) (*repoIndex, error) {
 	return r.indexAt(l.Repository)
-}
-
-// indexAt is the index of the node repository at path.
-func (r *records) indexAt(path string) (*repoIndex, error) {
-	project, ok := r.byPath(path)
-	if !ok {
-		return nil, fmt.Errorf("%s is not a repository of this node", path)
-	}
-	return r.index(project)
-}
-
-// repoAt is the open reader of the node repository at path.
-func (r *records) repoAt(path string) (*fossilio.Repo, error) {
-	x, err := r.indexAt(path)
-	if err != nil {
-		return nil, err
-	}
-	return x.repo, nil
 }
 
 // WriteRefusal answers a launch the daemon did not carry out, naming the
@@ -420,38 +401,4 @@ func short(h string) string {
 		return h[:10]
 	}
 	return h
-}
-
-// releases resolves a launch's release (current or previous) to its
-// directory, and names a directory as an end note does.
-type releases struct {
-	root string // node.json's release root; "" for a developer's build
-	self string // the directory of the running executable, links followed
-}
-
-// dir is the directory of release (current or previous), links followed.
-func (rl *releases) dir(release string) (string, error) {
-	if release == "" {
-		release = messages.ReleaseCurrent
-	}
-	if rl.root == "" {
-		if release != messages.ReleaseCurrent {
-			return "", fmt.Errorf("release %q: this node has no release root (node.json), so only its own build runs", release)
-		}
-		return rl.self, nil
-	}
-	d, err := filepath.EvalSymlinks(filepath.Join(rl.root, release))
-	if err != nil {
-		return "", fmt.Errorf("release %q of %s: %w", release, rl.root, err)
-	}
-	return d, nil
-}
-
-// name is what an end note calls the release in dir: its name under
-// releases/, or the directory itself for a developer's build.
-func (rl *releases) name(dir string) string {
-	if dir == "" {
-		return "unknown"
-	}
-	return host.ReleaseOf(filepath.Join(dir, "workspace"), rl.root)
 }

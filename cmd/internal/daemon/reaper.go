@@ -11,16 +11,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
-	"github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
+	"github.com/ocx-go/ocx/fossilio/record/listening"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -82,11 +81,22 @@ type reaper struct {
 	repoAt func(path string) (*fossilio.Repo, error)
 }
 
-// newReaper makes the reaper; with make nil, it runs on the real host
+// reaperHost is what the reaper is built with besides the layout: its
+// launcher maker (nil: unixhost.NewLauncher below the agents root), the
+// cgroups sessions run in (nil: none), and the daemon's open readers of
+// the node's repositories.
+type reaperHost struct {
+	launcher newLauncher
+	cgroups  *cgroupLimits
+	repoAt   func(path string) (*fossilio.Repo, error)
+}
+
+// newReaper makes the reaper; with h.launcher nil, it runs on the real host
 // (unixhost.NewLauncher below the agents root, unixhost.SignalOne).
-func newReaper(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rel *releases, log *slog.Logger, mk newLauncher) (*reaper, error) {
+func newReaper(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rel *releases, log *slog.Logger, h reaperHost) (*reaper, error) {
 	r := &reaper{layout: layout, root: root, cfg: cfg, releases: rel, log: log,
-		watches: map[messages.ProcID]chan struct{}{}, paused: true, launcher: mk, signalOne: unixhost.SignalOne}
+		watches: map[messages.ProcID]chan struct{}{}, paused: true, launcher: h.launcher, signalOne: unixhost.SignalOne,
+		cgroups: h.cgroups, repoAt: h.repoAt}
 	if r.launcher == nil {
 		r.launcher = func() (launcher, error) { return unixhost.NewLauncher(unixhost.LauncherOptions{Root: root}) }
 	}
@@ -168,9 +178,9 @@ func (r *reaper) current() launcher {
 // daemon's child in the workspace's sandbox (contracts 1): the release's
 // workspace program, the sandbox checked against the node's own files, the
 // session directory and wake pipe made, the listening index rebuilt from the
-// node's repository, exactly the environment the contract gives. The
-// launcher registers the child before Spawn returns, and reports its end
-// only after.
+// node's repository, exactly the environment the contract gives
+// (actors.SessionSpawn). The launcher registers the child before Spawn
+// returns, and reports its end only after.
 func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.ProcID, error) {
 	var none messages.ProcID
 	key := l.Workspace
@@ -181,27 +191,63 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if st, err := os.Lstat(ws.Dir); err != nil || !st.IsDir() {
 		return none, fmt.Errorf("workspace %s is not on this host (no directory %s)", key, ws.Dir)
 	}
-	dir := l.ReleaseDir
+	dir, prog, err := r.program(l)
+	if err != nil {
+		return none, err
+	}
+	sb, err := r.sandbox(l, ws, dir)
+	if err != nil {
+		return none, err
+	}
+	if err := r.sessionPlace(ws); err != nil {
+		return none, err
+	}
+	first, err := r.rebuildListening(ctx, ws, l)
+	if err != nil {
+		return none, err
+	}
+	spec := actors.SessionSpawn(l, ws, r.layout.Root(), dir, prog, sb, first)
+	if r.cgroups != nil {
+		spec.Cgroup, spec.Limits = r.cgroups.spec(key)
+	}
+	p, err := r.current().Spawn(spec, r.exitTo(key))
+	if err != nil {
+		return none, err
+	}
+	r.recordSandbox(ws, p)
+	r.log.Info("spawned", slog.String(actors.KeyWorkspace, key.String()), slog.String(actors.KeyLaunch, l.Hash),
+		slog.String(actors.KeyPID, p.String()), slog.String("release", dir))
+	r.startMCP(ctx, dir, key, p, l)
+	return p, nil
+}
+
+// program finds the launch's release directory and its workspace program,
+// refusing a runner the release does not offer.
+func (r *reaper) program(l messages.LaunchSpec) (dir, prog string, err error) {
+	dir = l.ReleaseDir
 	if dir == "" {
 		if dir, err = r.releases.dir(l.Release); err != nil {
-			return none, err
+			return "", "", err
 		}
 	}
-	prog := filepath.Join(dir, "workspace")
+	prog = filepath.Join(dir, "workspace")
 	if st, err := os.Stat(prog); err != nil || st.IsDir() {
-		return none, fmt.Errorf("the release %s has no workspace program", dir)
+		return "", "", fmt.Errorf("the release %s has no workspace program", dir)
 	}
 	if l.Kind == messages.LLM {
-		// E9: a runner the release does not hold is refused before the
-		// session starts, naming it (a launch note written by hand, or
-		// for a release other than the one the tools checked).
-		if !slices.Contains(unixhost.OfferedRunners(dir), l.Runner) {
-			return none, fmt.Errorf("runner %q is not offered by this node: its release %s holds no executable %s%s", l.Runner, dir, host.RunnerPrefix, l.Runner)
+		if err := actors.RunnerRefusal(l, dir, unixhost.OfferedRunners(dir)); err != nil {
+			return "", "", err
 		}
 	}
+	return dir, prog, nil
+}
+
+// sandbox reads the launch's sandbox and checks it against the node's own
+// files.
+func (r *reaper) sandbox(l messages.LaunchSpec, ws host.Workspace, dir string) (messages.Sandbox, error) {
 	var sb messages.Sandbox
 	if err := json.Unmarshal(l.Sandbox, &sb); err != nil {
-		return none, fmt.Errorf("the sandbox of launch %s: %w", l.Hash, err)
+		return sb, fmt.Errorf("the sandbox of launch %s: %w", l.Hash, err)
 	}
 	var repos []string
 	for _, name := range r.cfg.ProjectNames() {
@@ -209,11 +255,17 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	}
 	nf, err := unixhost.NodeFilesOf(repos, r.layout.Root(), r.releases.root, dir, ws.Dir)
 	if err != nil {
-		return none, fmt.Errorf("resolve the node's own files: %w", err)
+		return sb, fmt.Errorf("resolve the node's own files: %w", err)
 	}
 	if err := nf.CheckSandbox(sb, unixhost.Resolve); err != nil {
-		return none, fmt.Errorf("the workspace definition's sandbox is refused: %w", err)
+		return sb, fmt.Errorf("the workspace definition's sandbox is refused: %w", err)
 	}
+	return sb, nil
+}
+
+// sessionPlace makes the session directory, its wake pipe and its log, the
+// binding as the node made it, and the MCP directory.
+func (r *reaper) sessionPlace(ws host.Workspace) error {
 	// The session directory, its wake pipe and its log are in the
 	// workspace, the agent's to fill: what an earlier session planted in
 	// their place (a link, a file) goes, and they are made afresh; nothing
@@ -224,95 +276,88 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	}{{ws.Session, fs.ModeDir}, {ws.Wake, fs.ModeNamedPipe}, {ws.Log, 0}} {
 		was, err := r.root.Reclaim(want.p, want.kind)
 		if err != nil {
-			return none, fmt.Errorf("make room for %s: %w", want.p, err)
+			return fmt.Errorf("make room for %s: %w", want.p, err)
 		}
 		if was != "" {
-			r.log.Warn("what the agent left in the session's place is removed", slog.String(actors.KeyWorkspace, key.String()),
+			r.log.Warn("what the agent left in the session's place is removed", slog.String(actors.KeyWorkspace, ws.Key.String()),
 				slog.String("path", want.p), slog.String("was", was))
 		}
 		if want.p == ws.Session {
 			if err := r.root.MkdirAll(ws.Session, 0o700); err != nil {
-				return none, fmt.Errorf("make the session directory: %w", err)
+				return fmt.Errorf("make the session directory: %w", err)
 			}
 		}
 	}
 	if err := r.root.Mkfifo(ws.Wake, 0o600); err != nil {
-		return none, fmt.Errorf("make the wake pipe: %w", err)
+		return fmt.Errorf("make the wake pipe: %w", err)
 	}
-	// The workspace's binding.json is the session's to read and the
-	// agent's to spoil: it is put back as the node made it (its held
-	// copy, D44) whenever it says anything else.
-	if held, err := r.root.ReadFile(ws.HeldBinding, unixhost.SmallFile); err == nil {
-		if cur, err := r.root.ReadFile(ws.Binding, unixhost.SmallFile); err != nil || !bytes.Equal(cur, held) {
-			if _, err := r.root.Reclaim(ws.Binding, 0); err != nil {
-				return none, fmt.Errorf("make room for %s: %w", ws.Binding, err)
-			}
-			if err := r.root.WriteFile(ws.Binding, held, 0o600); err != nil {
-				return none, fmt.Errorf("put back %s: %w", ws.Binding, err)
-			}
-			r.log.Warn("the workspace's binding.json said something else; put back as the node made it", slog.String(actors.KeyWorkspace, key.String()))
-		}
+	if err := r.putBindingBack(ws); err != nil {
+		return err
 	}
 	// The MCP directory is bound into the sandbox, so it must be there
 	// before bwrap starts; the server's socket in it comes after (D38).
 	if err := r.root.MkdirAll(ws.MCPDir, 0o700); err != nil {
-		return none, fmt.Errorf("make the MCP directory: %w", err)
+		return fmt.Errorf("make the MCP directory: %w", err)
 	}
-	// The listening index is rebuilt from the node's repository, which
-	// knows who sent each listen note (D7); the session in its sandbox
-	// cannot, so a note another user pushed in the agent's name would
-	// otherwise count.
+	return nil
+}
+
+// putBindingBack puts the workspace's binding.json back as the node made it
+// (its held copy, D44) whenever it says anything else: it is the session's
+// to read and the agent's to spoil.
+func (r *reaper) putBindingBack(ws host.Workspace) error {
+	held, err := r.root.ReadFile(ws.HeldBinding, unixhost.SmallFile)
+	if err != nil {
+		return nil
+	}
+	if cur, err := r.root.ReadFile(ws.Binding, unixhost.SmallFile); err == nil && bytes.Equal(cur, held) {
+		return nil
+	}
+	if _, err := r.root.Reclaim(ws.Binding, 0); err != nil {
+		return fmt.Errorf("make room for %s: %w", ws.Binding, err)
+	}
+	if err := r.root.WriteFile(ws.Binding, held, 0o600); err != nil {
+		return fmt.Errorf("put back %s: %w", ws.Binding, err)
+	}
+	r.log.Warn("the workspace's binding.json said something else; put back as the node made it", slog.String(actors.KeyWorkspace, ws.Key.String()))
+	return nil
+}
+
+// rebuildListening rebuilds the session's listening index from the node's
+// repository, which knows who sent each listen note (D7); the session in
+// its sandbox cannot, so a note another user pushed in the agent's name
+// would otherwise count. It returns the record's first post or change, in
+// the server's order (D47).
+func (r *reaper) rebuildListening(ctx context.Context, ws host.Workspace, l messages.LaunchSpec) (string, error) {
+	key := ws.Key
 	node, err := r.repoAt(l.Repository)
 	if err != nil {
-		return none, fmt.Errorf("rebuild the listening index of %s: %w", key, err)
+		return "", fmt.Errorf("rebuild the listening index of %s: %w", key, err)
 	}
 	own, err := listening.OwnRecord(ctx, node, l.Record)
 	if err != nil {
-		return none, fmt.Errorf("rebuild the listening index of %s: the session's own %w", key, err)
+		return "", fmt.Errorf("rebuild the listening index of %s: the session's own %w", key, err)
 	}
 	// Whom the session hears, written for the hook beside the index (D27):
 	// the definition's hears, or the users holding admin or setup now.
 	hears, err := listening.ResolveHears(ctx, node, l.Hears)
 	if err != nil {
-		return none, fmt.Errorf("rebuild the listening index of %s: %w", key, err)
+		return "", fmt.Errorf("rebuild the listening index of %s: %w", key, err)
 	}
-	// The record's first post or change, in the server's order (D47).
 	first, err := record.FirstOf(ctx, node, own.Kind, own.ID)
 	if err != nil {
-		return none, fmt.Errorf("the session's own record: %w", err)
+		return "", fmt.Errorf("the session's own record: %w", err)
 	}
 	idx, err := listening.Rebuild(ctx, r.root, ws, node, own, hears)
 	if err != nil {
-		return none, err
+		return "", err
 	}
 	if err := listening.WriteCheckins(ctx, r.root, ws, l.Checkins); err != nil {
-		return none, err
+		return "", err
 	}
 	r.log.Info("listening index rebuilt", slog.String(actors.KeyWorkspace, key.String()),
 		slog.String("files", strings.Join(idx.Files, ",")), slog.Int("notes", idx.Notes), slog.String("hears", strings.Join(idx.Hears, ",")), slog.String("checkins", strings.Join(l.Checkins, ",")))
-	spec := host.SpawnSpec{
-		Path: prog,
-		Args: []string{prog, "serve", key.String(), "--root", r.layout.Root(), "--launch", l.Hash},
-		Env: []string{"HOME=" + ws.Dir, "PATH=" + strings.Join(sb.Path, ":"), "USER=" + key.Login,
-			"LOGNAME=" + key.Login, "LANG=C.UTF-8", host.MCPSocketEnv + "=" + host.MCPSocketInside,
-			host.SyncSocketEnv + "=" + host.SyncSocketInside, messages.RecordFirstEnv + "=" + first},
-		Dir:     ws.Tree,
-		Log:     ws.Log,
-		Sandbox: &host.SandboxSpec{Sandbox: sb, Workspace: ws.Dir, Release: dir, MCPDir: ws.MCPDir},
-	}
-	if r.cgroups != nil {
-		spec.Cgroup, spec.Limits = r.cgroups.spec(key)
-	}
-	id, err := r.current().Spawn(spec, r.exitTo(key))
-	if err != nil {
-		return none, err
-	}
-	r.recordSandbox(ws, id)
-	p := id
-	r.log.Info("spawned", slog.String(actors.KeyWorkspace, key.String()), slog.String(actors.KeyLaunch, l.Hash),
-		slog.String(actors.KeyPID, p.String()), slog.String("release", dir))
-	r.startMCP(ctx, dir, key, p, l)
-	return p, nil
+	return first, nil
 }
 
 // mcpStartWait bounds `ocx mcp start`, which returns once the socket is
@@ -478,9 +523,45 @@ func (r *reaper) adopt(cs []unixhost.ChildHandoff, children map[messages.ProcID]
 
 func (r *reaper) close() error { return r.current().Close() }
 
-func errAttr(err error) slog.Attr {
-	if err == nil {
-		return slog.Attr{}
+// sandboxReportWait bounds the wait for bwrap to say which process is its
+// sandbox's first: it does so as soon as it has made it.
+const sandboxReportWait = 2 * time.Second
+
+// recordSandbox keeps, in AGENTS/LOGIN/held/PROJECT/sandbox, outside every
+// sandbox, which sandbox the session of ws runs in (D45): a process in it
+// counts for ws, across a restart too, even once bwrap is gone, while a
+// process elsewhere whose command line names ws counts for nothing. A
+// session whose sandbox is not recorded still counts while its bwrap runs
+// (bwrap, a process of the host, binds ws, and its child is the sandbox's).
+func (r *reaper) recordSandbox(ws host.Workspace, id messages.ProcID) {
+	if r.root == nil {
+		return
 	}
-	return slog.String(actors.KeyError, err.Error())
+	rec, err := r.current().SandboxOf(id, sandboxReportWait)
+	if err == nil {
+		err = unixhost.WriteSandboxRecord(r.root, ws, rec)
+	}
+	if err != nil {
+		r.log.Warn("the session's sandbox is not recorded: it counts for its workspace only while its bwrap runs",
+			slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String(actors.KeyPID, id.String()), errAttr(err))
+		return
+	}
+	r.log.Debug("sandbox recorded", slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String(actors.KeyPID, id.String()),
+		slog.String("init", rec.Init.String()), slog.Uint64("pid_namespace", rec.PIDNamespace))
+}
+
+// forgetSandbox removes the record of the sandbox bwrap ran for w once it
+// has ended, unless its init runs on (unixhost.ForgetSandbox).
+func (r *reaper) forgetSandbox(w messages.WorkspaceKey, bwrap messages.ProcID) {
+	if r.root == nil {
+		return
+	}
+	ws, err := r.layout.Workspace(w)
+	if err == nil {
+		err = unixhost.ForgetSandbox(r.root, ws, bwrap)
+	}
+	if err != nil {
+		r.log.Warn("the record of an ended sandbox is left", slog.String(actors.KeyWorkspace, w.String()),
+			slog.String(actors.KeyPID, bwrap.String()), errAttr(err))
+	}
 }

@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
-	"github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
+	"github.com/ocx-go/ocx/fossilio/record/listening"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -25,6 +24,7 @@ import (
 // writes the daemon's notes as the node user (actors.NoteWriter). Each
 // repository of node.json is opened once and indexed incrementally.
 type records struct {
+	*nodeRepos
 	cfg      *messages.NodeConfig
 	layout   host.Layout
 	releases *releases
@@ -32,13 +32,8 @@ type records struct {
 	log      *slog.Logger
 	now      func() time.Time
 
-	mu    sync.Mutex
-	repos map[string]*repoIndex // by project
-	// passed logs, once, each artifact a reader of the record passed over
-	// because its bytes do not read (issue 22 item 5).
-	passed *record.PassedLog
-	// paths maps a repository path, as written and resolved, to its project.
-	paths map[string]string
+	// mu guards procReleases.
+	mu sync.Mutex
 	// procReleases are the release directories of the processes found at
 	// start, for ResolveLaunch.
 	procReleases map[messages.ProcID]string
@@ -57,62 +52,30 @@ type records struct {
 	stopped func(run string)
 }
 
-func newRecords(cfg *messages.NodeConfig, layout host.Layout, rel *releases, log *slog.Logger) *records {
-	r := &records{cfg: cfg, layout: layout, releases: rel, log: log, now: time.Now,
-		fossil: &fossilio.Fossil{Home: layout.Root(), User: cfg.User, Dir: layout.Root()},
-		repos:  map[string]*repoIndex{}, paths: map[string]string{}, procReleases: map[messages.ProcID]string{}}
-	for name, p := range cfg.Projects {
-		r.paths[filepath.Clean(p.Repository)] = name
-		if res, err := filepath.EvalSymlinks(p.Repository); err == nil {
-			r.paths[res] = name
-		}
+// recordHost is what the records read of the host: the process table, for
+// a refusal note's holder, and what the host can give a run. Either may be
+// nil (a test's records).
+type recordHost struct {
+	procs   *procs
+	support func() host.RunSupport
+}
+
+func newRecords(repos *nodeRepos, layout host.Layout, rel *releases, log *slog.Logger, h recordHost) *records {
+	cfg := repos.cfg
+	r := &records{nodeRepos: repos, cfg: cfg, layout: layout, releases: rel, log: log, now: time.Now,
+		fossil:       &fossilio.Fossil{Home: layout.Root(), User: cfg.User, Dir: layout.Root()},
+		procReleases: map[messages.ProcID]string{}, support: h.support}
+	if h.procs != nil {
+		r.argv, r.scan = h.procs.argvOf, h.procs.Scan
 	}
 	return r
 }
 
-// index returns the index of a project's repository, opening it the first
-// time.
-func (r *records) index(project string) (*repoIndex, error) {
+// setFound keeps the release directories of the processes found at start.
+func (r *records) setFound(dirs map[messages.ProcID]string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if x, ok := r.repos[project]; ok {
-		return x, nil
-	}
-	p, ok := r.cfg.Projects[project]
-	if !ok {
-		return nil, fmt.Errorf("project %q is not a repository of this node", project)
-	}
-	if r.passed == nil {
-		r.passed = record.NewPassedLog(r.log)
-	}
-	x, err := newRepoIndex(project, p, r.cfg.User, r.passed.Options())
-	if err != nil {
-		return nil, err
-	}
-	r.repos[project] = x
-	return x, nil
-}
-
-// byPath finds the project of a repository path as a pipe line gives it.
-func (r *records) byPath(repo string) (string, bool) {
-	if p, ok := r.paths[filepath.Clean(repo)]; ok {
-		return p, true
-	}
-	if res, err := filepath.EvalSymlinks(repo); err == nil {
-		if p, ok := r.paths[res]; ok {
-			return p, true
-		}
-	}
-	return "", false
-}
-
-func (r *records) close() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, x := range r.repos {
-		x.close()
-	}
-	r.repos = map[string]*repoIndex{}
+	r.procReleases = dirs
 }
 
 // Classify says what a posted artifact is to the daemon (actors.Classifier).
@@ -302,29 +265,13 @@ func (r *records) projectListeners(ctx context.Context, project string) ([]messa
 	if err != nil {
 		return nil, err
 	}
-	entries, err := unixhost.Below(r.layout.Root()).ReadDir(r.layout.Root())
-	if err != nil {
-		return nil, fmt.Errorf("list the agents root: %w", err)
-	}
-	root, err := unixhost.OpenRoot(r.layout.Root())
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
 	var out []messages.ListenedBranch
-	for _, e := range entries {
-		if !e.IsDir() || messages.ValidateLogin(e.Name()) != nil || e.Name() == r.cfg.User {
-			continue
-		}
-		key := messages.WorkspaceKey{Login: e.Name(), Project: project}
-		ws, err := r.layout.Workspace(key)
-		if err != nil {
-			continue
-		}
+	err = r.eachWorkspace(project, func(root *unixhost.Root, ws host.Workspace) error {
+		key := ws.Key
 		index, bad, err := listening.ReadIndex(root, ws)
 		if err != nil {
 			r.log.Warn("a listening index cannot be read at start; its branch listeners wait", slog.String(actors.KeyWorkspace, key.String()), errAttr(err))
-			continue
+			return nil
 		}
 		for _, err := range bad {
 			r.log.Warn("a listening file is passed over", slog.String(actors.KeyWorkspace, key.String()), errAttr(err))
@@ -336,12 +283,16 @@ func (r *records) projectListeners(ctx context.Context, project string) ([]messa
 			}
 			l, ok, err := r.branchListener(ctx, x, key, le.Names)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if ok {
 				out = append(out, messages.ListenedBranch{Branch: le.Names, Listener: l})
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -349,16 +300,36 @@ func (r *records) projectListeners(ctx context.Context, project string) ([]messa
 // listeningLogins lists the logins whose workspace of project has the
 // listening file name.
 func (r *records) listeningLogins(project, name string) ([]string, error) {
+	var out []string
+	err := r.eachWorkspace(project, func(root *unixhost.Root, ws host.Workspace) error {
+		p, err := ws.Listening(name)
+		if err != nil {
+			return nil
+		}
+		if _, ok, err := listening.Lookup(root, ws, name); err == nil && ok {
+			out = append(out, ws.Key.Login)
+		} else if err != nil {
+			r.log.Warn("a listening file is passed over", slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String("file", p), errAttr(err))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// eachWorkspace calls f with the workspace of project of each agent login
+// the agents root holds (a directory named by a login, not the node
+// user's), in the root's order, and the agents root opened; f's error ends
+// the walk.
+func (r *records) eachWorkspace(project string, f func(*unixhost.Root, host.Workspace) error) error {
 	entries, err := unixhost.Below(r.layout.Root()).ReadDir(r.layout.Root())
 	if err != nil {
-		return nil, fmt.Errorf("list the agents root: %w", err)
+		return fmt.Errorf("list the agents root: %w", err)
 	}
 	root, err := unixhost.OpenRoot(r.layout.Root())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer root.Close()
-	var out []string
 	for _, e := range entries {
 		if !e.IsDir() || messages.ValidateLogin(e.Name()) != nil || e.Name() == r.cfg.User {
 			continue
@@ -367,17 +338,11 @@ func (r *records) listeningLogins(project, name string) ([]string, error) {
 		if err != nil {
 			continue
 		}
-		p, err := ws.Listening(name)
-		if err != nil {
-			continue
-		}
-		if _, ok, err := listening.Lookup(root, ws, name); err == nil && ok {
-			out = append(out, e.Name())
-		} else if err != nil {
-			r.log.Warn("a listening file is passed over", slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String("file", p), errAttr(err))
+		if err := f(root, ws); err != nil {
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // Queue is the listener's queue (D5, D42), derived from the record

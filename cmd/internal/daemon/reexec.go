@@ -114,9 +114,7 @@ func (d *daemon) exec(ctx context.Context, h messages.Handoff) (string, error) {
 	// not wait for it.
 	d.hooks.pause()
 	defer d.hooks.resume()
-	began := time.Now()
-	var stages []any // how long each step took, for the log
-	stage := func(name string) { stages = append(stages, slog.Duration(name, time.Since(began))) }
+	st := &stepTimes{began: time.Now()} // for the log
 	target, err := d.target()
 	if err != nil {
 		return "", fmt.Errorf("re-exec: find the release's ocxd: %w", err)
@@ -124,52 +122,17 @@ func (d *daemon) exec(ctx context.Context, h messages.Handoff) (string, error) {
 	if err := d.probes.check(ctx, target); err != nil {
 		return target, fmt.Errorf("re-exec: %w", err)
 	}
-	stage("probe")
-	children := h.ChildWorkspaces()
-	d.testDelay("detach")
-	hs, derr := d.reaper.detach()
-	// Exits reaped after the inputs paused are the new image's to claim. They
-	// are taken only now: detaching waits for the launcher's followers, so an
-	// exit reaped up to the last moment is held by now and none comes after.
-	held := d.reaper.takeHeld()
-	h.Held = append(h.Held, held...)
-	// A child reaped meanwhile is not handed over to be followed again: its
-	// end is in Held, and its status descriptor, if the hand-off names one,
-	// was closed by the follower that reaped it.
-	reaped := map[messages.ProcID]bool{}
-	for _, e := range held {
-		reaped[e.Proc] = true
-		delete(children, e.Proc)
+	st.mark("probe")
+	x := d.detachChildren(&h)
+	if x.err != nil {
+		return target, x.undo(d, fmt.Errorf("re-exec: detach the children: %w", x.err))
 	}
-	if derr != nil {
-		return target, d.undo(fmt.Errorf("re-exec: detach the children: %w", derr), hs, children, reaped, held, nil)
+	st.mark("detach")
+	if err := d.writeHandoff(h, x); err != nil {
+		return target, x.undo(d, err)
 	}
-	stage("detach")
-	file := handoffFile{Handoff: h}
-	for _, c := range hs {
-		if _, ok := children[c.ID]; ok {
-			file.Reaper = append(file.Reaper, c)
-		}
-	}
-	rfd, wfd, err := d.inputs.current().KeepOnExec()
-	if err != nil {
-		return target, d.undo(fmt.Errorf("re-exec: keep the pipe: %w", err), hs, children, reaped, held, nil)
-	}
-	lfd, err := d.lock.KeepOnExec()
-	if err != nil {
-		return target, d.undo(fmt.Errorf("re-exec: keep the lock: %w", err), hs, children, reaped, held, []int{rfd, wfd})
-	}
-	kept := []int{rfd, wfd, lfd}
-	file.FDs = map[string]int{fdLock: lfd, fdPipeRead: rfd, fdPipeWrite: wfd}
-	data, err := encodeHandoff(file)
-	if err != nil {
-		return target, d.undo(fmt.Errorf("re-exec: encode the hand-off: %w", err), hs, children, reaped, held, kept)
-	}
-	if err := d.root.WriteFile(d.layout.Handoff(), data, 0o600); err != nil {
-		return target, d.undo(fmt.Errorf("re-exec: write the hand-off: %w", err), hs, children, reaped, held, kept)
-	}
-	stage("written")
-	d.log.Info("re-exec: exec'ing the release's ocxd", slog.String("program", target), slog.String("handoff", h.Summary()), slog.Group("took", stages...))
+	st.mark("written")
+	d.log.Info("re-exec: exec'ing the release's ocxd", slog.String("program", target), slog.String("handoff", h.Summary()), slog.Group("took", st.stages...))
 	argv := d.opts.argv(target)
 	// HUP is ignored across the exec, until the new image's Run catches it
 	// (D26): Go's runtime keeps an inherited SIG_IGN for HUP, where its
@@ -184,7 +147,74 @@ func (d *daemon) exec(ctx context.Context, h messages.Handoff) (string, error) {
 		signal.Notify(d.sigs, unixhost.OSSignal(host.SIGHUP))
 	}
 	d.root.Remove(d.layout.Handoff())
-	return target, d.undo(fmt.Errorf("re-exec: %w", err), hs, children, reaped, held, kept)
+	return target, x.undo(d, fmt.Errorf("re-exec: %w", err))
+}
+
+// execUndo is what an exec changed so far, for undo: the children detached
+// (hs; those of the sessions, children), those reaped meanwhile, whose
+// ends are held, and the descriptors kept open across the exec.
+type execUndo struct {
+	hs       []unixhost.ChildHandoff
+	children map[messages.ProcID]messages.WorkspaceKey
+	reaped   map[messages.ProcID]bool
+	held     []messages.ProcessExited
+	kept     []int
+	err      error // the detach's
+}
+
+func (x *execUndo) undo(d *daemon, err error) error {
+	return d.undo(err, x.hs, x.children, x.reaped, x.held, x.kept)
+}
+
+// detachChildren stops following the children for the exec, and puts the
+// exits held meanwhile into the hand-off.
+func (d *daemon) detachChildren(h *messages.Handoff) *execUndo {
+	x := &execUndo{children: h.ChildWorkspaces(), reaped: map[messages.ProcID]bool{}}
+	d.testDelay("detach")
+	x.hs, x.err = d.reaper.detach()
+	// Exits reaped after the inputs paused are the new image's to claim. They
+	// are taken only now: detaching waits for the launcher's followers, so an
+	// exit reaped up to the last moment is held by now and none comes after.
+	x.held = d.reaper.takeHeld()
+	h.Held = append(h.Held, x.held...)
+	// A child reaped meanwhile is not handed over to be followed again: its
+	// end is in Held, and its status descriptor, if the hand-off names one,
+	// was closed by the follower that reaped it.
+	for _, e := range x.held {
+		x.reaped[e.Proc] = true
+		delete(x.children, e.Proc)
+	}
+	return x
+}
+
+// writeHandoff keeps the pipe and the lock open across the exec, and
+// writes the hand-off naming them and the children to follow.
+func (d *daemon) writeHandoff(h messages.Handoff, x *execUndo) error {
+	file := handoffFile{Handoff: h}
+	for _, c := range x.hs {
+		if _, ok := x.children[c.ID]; ok {
+			file.Reaper = append(file.Reaper, c)
+		}
+	}
+	rfd, wfd, err := d.inputs.current().KeepOnExec()
+	if err != nil {
+		return fmt.Errorf("re-exec: keep the pipe: %w", err)
+	}
+	x.kept = []int{rfd, wfd}
+	lfd, err := d.lock.KeepOnExec()
+	if err != nil {
+		return fmt.Errorf("re-exec: keep the lock: %w", err)
+	}
+	x.kept = append(x.kept, lfd)
+	file.FDs = map[string]int{fdLock: lfd, fdPipeRead: rfd, fdPipeWrite: wfd}
+	data, err := encodeHandoff(file)
+	if err != nil {
+		return fmt.Errorf("re-exec: encode the hand-off: %w", err)
+	}
+	if err := d.root.WriteFile(d.layout.Handoff(), data, 0o600); err != nil {
+		return fmt.Errorf("re-exec: write the hand-off: %w", err)
+	}
+	return nil
 }
 
 // undo puts back what Exec changed before failing: the descriptors close on

@@ -11,9 +11,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record/listening"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 )

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	listenindex "github.com/ocx-go/ocx/cmd/internal/listening"
 	"github.com/ocx-go/ocx/fossilio"
+	listenindex "github.com/ocx-go/ocx/fossilio/record/listening"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )

@@ -1,4 +1,4 @@
-package daemon
+package hookwatch
 
 import (
 	"flag"
@@ -16,7 +16,7 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/hookwatch/*.txt with what the watch's core does now")
 
 // testTimes are the core's times in the tests: the daemon's own.
-var testTimes = watchTimes{Every: DefaultHookWatch, Settle: hookSettle, Retry: hookRetry, Busy: hookBusyBound, Launch: hookLaunchBound}
+var testTimes = DefaultTimes(DefaultEvery)
 
 // TestWatchTranscripts runs every testdata/hookwatch/*.txt: a line "> MSG"
 // is a message into the core (as its String() renders it), the lines after
@@ -41,7 +41,7 @@ func runWatchTranscript(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var core *WatchCore
+	var core *Core
 	var out, expected []string
 	cmd, cmdLine := "", 0
 	flush := func() {
@@ -49,7 +49,7 @@ func runWatchTranscript(t *testing.T, path string) {
 			return
 		}
 		if core == nil {
-			core = NewWatchCore(testTimes, []string{"demo"})
+			core = NewCore(testTimes, []string{"demo"})
 		}
 		m, err := parseWatchMsg(cmd)
 		if err != nil {
@@ -74,7 +74,7 @@ func runWatchTranscript(t *testing.T, path string) {
 			if core != nil {
 				t.Fatalf("%s:%d: projects after the first message", path, i+1)
 			}
-			core = NewWatchCore(testTimes, strings.Fields(strings.TrimPrefix(line, "projects ")))
+			core = NewCore(testTimes, strings.Fields(strings.TrimPrefix(line, "projects ")))
 			out = append(out, line)
 		case strings.HasPrefix(line, "> "):
 			flush()
@@ -176,7 +176,7 @@ func TestWatchLooks(t *testing.T) {
 		{"more receipts while behind: Settle again", []look{{0, 5, 6, false}, {s, 5, 9, false}, {2 * s, 5, 9, true}}},
 		{"a new lag found by a look", []look{{0, 5, 5, false}, {every, 5, 6, false}, {every + s, 5, 6, true}}},
 	} {
-		core := NewWatchCore(testTimes, []string{"demo"})
+		core := NewCore(testTimes, []string{"demo"})
 		effects := core.Step(WatchStarted{})
 		for i, l := range c.looks {
 			if i > 0 {
@@ -255,7 +255,7 @@ type fataler interface {
 type watchDriver struct {
 	t fataler
 	watchModel
-	core    *WatchCore
+	core    *Core
 	now     time.Duration
 	timer   time.Duration
 	paused  bool
@@ -279,7 +279,7 @@ type watchDriver struct {
 }
 
 func newWatchDriver(t fataler, projects []string) *watchDriver {
-	return &watchDriver{t: t, watchModel: watchModel{events: true, own: map[int64]bool{}}, core: NewWatchCore(testTimes, projects),
+	return &watchDriver{t: t, watchModel: watchModel{events: true, own: map[int64]bool{}}, core: NewCore(testTimes, projects),
 		timer: never, runEnds: never, heldSeen: never, launchSeen: never,
 		work: func(d *watchDriver) { d.mark = d.newest }, runTakes: func() time.Duration { return 0 }, lastLook: map[string]LookResult{}}
 }
@@ -559,7 +559,7 @@ func TestWatchBurstOneLook(t *testing.T) {
 func TestWatchOneRunAtATime(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		names := []string{"a", "b", "c"}
-		core := NewWatchCore(testTimes, names)
+		core := NewCore(testTimes, names)
 		newest, mark := map[string]int64{}, map[string]int64{}
 		now, timer, runEnds := time.Duration(0), never, never
 		running := ""

@@ -1,17 +1,9 @@
-package daemon
-
-import (
-	"fmt"
-	"slices"
-	"strings"
-	"time"
-)
-
-// The hook watch's core (D24, D29): when to look at a repository, and when a
-// look calls for a run of the wake hook, from the repository's file events,
+// Package hookwatch is the daemon's hook watch's core (D24, D29): when to
+// look at a repository, and when a look calls for a run of the wake hook, from the repository's file events,
 // the timer and what each look found. It is pure: no clock (each message
 // says when it happened, in the watch's own time since it started), no
-// files, no processes; hookwatch.go does those and feeds the results back.
+// files, no processes; the daemon's
+// hookwatch.go does those and feeds the results back.
 //
 // A write to a repository (a file event) makes the watch look Settle later:
 // a burst of writes (a post is a dozen) makes one look. A look that finds
@@ -35,9 +27,39 @@ import (
 //
 // Every repository is also looked at every Every, whatever the events: the
 // fallback when the file events fail or miss a write.
+package hookwatch
 
-// watchTimes are the core's durations.
-type watchTimes struct {
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The daemon's times. DefaultEvery is the longest time between two looks
+// at a repository (ocxd --hook-watch): the fallback under the file events,
+// which make the watch look Settle after each write. DefaultBusy is the bound
+// the hook itself waits for an overlapping run (hook.DefaultLockWait).
+// DefaultSettle is from a write to the look at it: a post's writes take a
+// few milliseconds, and a tool's `fossil backoffice` has launched the hook
+// within about 20 ms of its write (D29); DefaultRetry how often a look is
+// made again while a run holds the mark; DefaultLaunch how long a run Fossil
+// launched has to take the mark.
+const (
+	DefaultEvery  = 2 * time.Second
+	DefaultBusy   = 10 * time.Second
+	DefaultSettle = 50 * time.Millisecond
+	DefaultRetry  = 50 * time.Millisecond
+	DefaultLaunch = time.Second
+)
+
+// DefaultTimes are the daemon's times, every being --hook-watch.
+func DefaultTimes(every time.Duration) Times {
+	return Times{Every: every, Settle: DefaultSettle, Retry: DefaultRetry, Busy: DefaultBusy, Launch: DefaultLaunch}
+}
+
+// Times are the core's durations.
+type Times struct {
 	// Every is the longest time between two looks at a repository.
 	Every time.Duration
 	// Settle is the time from a write to the look at it, and the least
@@ -55,8 +77,10 @@ type watchTimes struct {
 	Launch time.Duration
 }
 
-// never is a time that is not set: no look due, no write seen, no timer.
-const never time.Duration = -1
+// Never is a time that is not set: no look due, no write seen, no timer.
+const Never time.Duration = -1
+
+const never = Never
 
 // maxBackoff caps the doubling of the time between runs that do not help.
 const maxBackoff = 5
@@ -229,9 +253,9 @@ type watched struct {
 	deferred bool
 }
 
-// WatchCore decides for every repository of the node.
-type WatchCore struct {
-	t       watchTimes
+// Core decides for every repository of the node.
+type Core struct {
+	t       Times
 	names   []string
 	repos   map[string]*watched
 	running string // the project whose run is under way; "" none
@@ -239,9 +263,9 @@ type WatchCore struct {
 	timerAt time.Duration
 }
 
-// NewWatchCore is the core over the given projects.
-func NewWatchCore(t watchTimes, projects []string) *WatchCore {
-	c := &WatchCore{t: t, names: slices.Sorted(slices.Values(projects)), repos: map[string]*watched{}, timerAt: never}
+// NewCore is the core over the given projects.
+func NewCore(t Times, projects []string) *Core {
+	c := &Core{t: t, names: slices.Sorted(slices.Values(projects)), repos: map[string]*watched{}, timerAt: never}
 	c.names = slices.Compact(c.names)
 	for _, p := range c.names {
 		c.repos[p] = &watched{due: never, written: never, asked: never, heldSince: never, launchedSince: never}
@@ -250,10 +274,10 @@ func NewWatchCore(t watchTimes, projects []string) *WatchCore {
 }
 
 // Running is the project whose run is under way, "" when none.
-func (c *WatchCore) Running() string { return c.running }
+func (c *Core) Running() string { return c.running }
 
 // Step takes one message and returns what to do, in order.
-func (c *WatchCore) Step(m WatchMsg) []WatchEffect {
+func (c *Core) Step(m WatchMsg) []WatchEffect {
 	now := m.at()
 	var out []WatchEffect
 	switch m := m.(type) {
@@ -322,7 +346,7 @@ func (c *WatchCore) Step(m WatchMsg) []WatchEffect {
 }
 
 // looked decides on what a look found.
-func (c *WatchCore) looked(m LookResult, out []WatchEffect) []WatchEffect {
+func (c *Core) looked(m LookResult, out []WatchEffect) []WatchEffect {
 	p := c.repos[m.Project]
 	if p == nil || !p.looking {
 		return out
@@ -340,6 +364,35 @@ func (c *WatchCore) looked(m LookResult, out []WatchEffect) []WatchEffect {
 		p.reset()
 		return out
 	}
+	c.judged(p, m, announced)
+	if m.Mark >= m.Newest {
+		p.reset()
+		return out
+	}
+	if p.ranFor != 0 && m.Mark >= p.ranFor {
+		// The mark passed what the last run was for: a fresh lag.
+		p.ranFor, p.failures, p.notBefore = 0, 0, 0
+	}
+	why := "look"
+	if p.byWrite {
+		why = "write"
+	}
+	why, wait := c.otherRun(p, m, why)
+	if wait || c.holdsBack(p, now) {
+		return out
+	}
+	c.running = m.Project
+	p.due = never
+	p.ranFor, p.judge = m.Newest, true
+	p.heldSince, p.launchedSince = never, never
+	return append(out, RunHook{Project: m.Project, Mark: m.Mark, Newest: m.Newest, Why: why})
+}
+
+// judged notes the newest receipt a look found (known since the write that
+// announced it, if one did), and whether the run before moved the mark on:
+// a run that did not backs the watch off.
+func (c *Core) judged(p *watched, m LookResult, announced time.Duration) {
+	now := m.At
 	if m.Newest != p.newest {
 		p.newest, p.newestAt, p.byWrite = m.Newest, now, false
 		if announced != never {
@@ -353,18 +406,13 @@ func (c *WatchCore) looked(m LookResult, out []WatchEffect) []WatchEffect {
 			p.notBefore = now + c.t.Every<<min(p.failures, maxBackoff)
 		}
 	}
-	if m.Mark >= m.Newest {
-		p.reset()
-		return out
-	}
-	if p.ranFor != 0 && m.Mark >= p.ranFor {
-		// The mark passed what the last run was for: a fresh lag.
-		p.ranFor, p.failures, p.notBefore = 0, 0, 0
-	}
-	why := "look"
-	if p.byWrite {
-		why = "write"
-	}
+}
+
+// otherRun says whether another run of the hook (one holding the mark, or
+// one Fossil launched) is waited for, looking again Retry later; once it
+// has been waited for too long, why says so (stuck, lost).
+func (c *Core) otherRun(p *watched, m LookResult, why string) (string, bool) {
+	now := m.At
 	if m.Held {
 		p.launchedSince = never
 		if p.heldSince == never {
@@ -372,46 +420,43 @@ func (c *WatchCore) looked(m LookResult, out []WatchEffect) []WatchEffect {
 		}
 		if now-p.heldSince < c.t.Busy {
 			p.due = earliest(p.due, now+c.t.Retry)
-			return out
+			return why, true
 		}
-		why = "stuck"
-	} else {
-		p.heldSince = never
-		if m.Fossil >= m.Newest {
-			if p.launchedSince == never || m.Fossil != p.launchedFor {
-				// Fossil launched its hooks again: a new run to wait for.
-				p.launchedSince, p.launchedFor = now, m.Fossil
-			}
-			if now-p.launchedSince < c.t.Launch {
-				p.due = earliest(p.due, now+c.t.Retry)
-				return out
-			}
-			why = "lost"
-		} else {
-			p.launchedSince = never
-		}
+		return "stuck", false
 	}
-	if now-p.newestAt < c.t.Settle {
+	p.heldSince = never
+	if m.Fossil < m.Newest {
+		p.launchedSince = never
+		return why, false
+	}
+	if p.launchedSince == never || m.Fossil != p.launchedFor {
+		// Fossil launched its hooks again: a new run to wait for.
+		p.launchedSince, p.launchedFor = now, m.Fossil
+	}
+	if now-p.launchedSince < c.t.Launch {
+		p.due = earliest(p.due, now+c.t.Retry)
+		return why, true
+	}
+	return "lost", false
+}
+
+// holdsBack says whether a run the look calls for waits: for the receipt
+// to settle, for the back-off, for the watch's pause, or for the run
+// under way for another repository; the look is due again then.
+func (c *Core) holdsBack(p *watched, now time.Duration) bool {
+	switch {
+	case now-p.newestAt < c.t.Settle:
 		p.due = earliest(p.due, p.newestAt+c.t.Settle)
-		return out
-	}
-	if now < p.notBefore {
+	case now < p.notBefore:
 		p.due = earliest(p.due, p.notBefore)
-		return out
-	}
-	if c.paused {
+	case c.paused:
 		p.due = now
-		return out
-	}
-	if c.running != "" {
+	case c.running != "":
 		p.deferred, p.due = true, never
-		return out
+	default:
+		return false
 	}
-	c.running = m.Project
-	p.due = never
-	p.ranFor, p.judge = m.Newest, true
-	p.heldSince, p.launchedSince = never, never
-	return append(out, RunHook{Project: m.Project, Mark: m.Mark, Newest: m.Newest, Why: why})
+	return true
 }
 
 // reset forgets a lag: the mark caught up, or there is no hook to run.
