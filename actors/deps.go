@@ -28,6 +28,9 @@ type Classification struct {
 	// Run is a seed 004 message that is an event of a run, for its actor.
 	Run     *messages.RunRouted
 	Nothing string
+	// Arrival says the artifact is one the node's session runs may be
+	// given (a post, a ticket change or a check-in: seed 004, section 9).
+	Arrival bool
 }
 
 // Classifier reads posted artifacts from the record.
@@ -170,6 +173,14 @@ type RunHost interface {
 	// run's actor, read from the record now (By's standing, section 11
 	// again), or nothing and why.
 	Start(ctx context.Context, e messages.StartRun) (routed []messages.RunRouted, nothing string, err error)
+	// Deliveries reads what the session runs in care of the repository
+	// (every repository when ""), or the one run when run is not "", are to
+	// be given (ReadDeliveries), each as the RunDelivered for its run's
+	// actor.
+	Deliveries(ctx context.Context, repository, run string) ([]messages.RunRouted, error)
+	// EndWait ends the run's wait for its user's slot, if it waits
+	// (RunEndWait): its Prepare then answers that a stop ended it.
+	EndWait(run string)
 }
 
 // Deps is every dependency of the actor tree.
@@ -226,7 +237,7 @@ func (d *Deps) run(ctx context.Context, e messages.DaemonEffect) messages.Daemon
 	switch e := e.(type) {
 	case messages.ClassifyArtifact:
 		a, err := d.Classifier.Classify(ctx, e.Repository, e.Hash)
-		return messages.ArtifactClassified{Repository: e.Repository, Hash: e.Hash, Launch: a.Launch, Checkin: a.Checkin, Refused: a.Refused, Run: a.Run, Nothing: a.Nothing, Err: err}
+		return messages.ArtifactClassified{Repository: e.Repository, Hash: e.Hash, Launch: a.Launch, Checkin: a.Checkin, Refused: a.Refused, Run: a.Run, Nothing: a.Nothing, Arrival: a.Arrival, Err: err}
 	case messages.ResolveLaunch:
 		l, err := d.Classifier.ResolveLaunch(ctx, e.Proc)
 		if err != nil {
@@ -307,6 +318,9 @@ func (d *Deps) runEffect(ctx context.Context, e messages.DaemonEffect) messages.
 		if s, ok := e.(messages.StartRun); ok {
 			return messages.RunStartChecked{Run: s.Run, Err: errors.New("this node has no run engine")}
 		}
+		if _, ok := e.(messages.ReadDeliveries); ok {
+			return messages.DeliveriesRead{}
+		}
 		return nil
 	}
 	switch e := e.(type) {
@@ -336,6 +350,11 @@ func (d *Deps) runEffect(ctx context.Context, e messages.DaemonEffect) messages.
 	case messages.StartRun:
 		routed, nothing, err := d.Runs.Start(ctx, e)
 		return messages.RunStartChecked{Run: e.Run, Routed: routed, Nothing: nothing, Err: err}
+	case messages.ReadDeliveries:
+		routed, err := d.Runs.Deliveries(ctx, e.Repository, e.Run)
+		return messages.DeliveriesRead{Routed: routed, Err: err}
+	case messages.RunEndWait:
+		d.Runs.EndWait(e.Run)
 	}
 	return nil
 }

@@ -87,6 +87,8 @@ func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Da
 		c.routeRun(m)
 	case messages.RunsChecked:
 		c.runsChecked(m)
+	case messages.DeliveriesRead:
+		c.deliveriesRead(m)
 	case messages.RunStartChecked:
 		c.runStartChecked(m)
 	case messages.Boot:
@@ -97,6 +99,7 @@ func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Da
 		c.restore(m.Handoff)
 		c.lookAtQueues(m.Listeners)
 		c.foundRuns(m.Runs)
+		c.readDeliveries("")
 	case messages.SnapshotRequest:
 		c.snapshotRequest(m)
 	case messages.InputsPaused:
@@ -139,6 +142,25 @@ func (c *NodeCore) runsChecked(m messages.RunsChecked) {
 		c.routeRun(r)
 	}
 	c.log(slog.LevelInfo, fmt.Sprintf("the node's runs are checked: %d found lost", len(m.Lost)))
+}
+
+// readDeliveries asks what the session runs of repository (every one when
+// "") are to be given, when the node has a run's actor to give it to: once
+// an artifact of it arrived, and once at start for what arrived while no
+// daemon ran (seed 004, section 9).
+func (c *NodeCore) readDeliveries(repository string) {
+	if len(c.runs) > 0 {
+		c.emit(messages.ReadDeliveries{Repository: repository})
+	}
+}
+
+func (c *NodeCore) deliveriesRead(m messages.DeliveriesRead) {
+	if m.Err != nil {
+		c.log(slog.LevelWarn, "the sessions' deliveries cannot be read; they are read again at the next arrival", errAttr(m.Err))
+	}
+	for _, r := range m.Routed {
+		c.routeRun(r)
+	}
 }
 
 func (c *NodeCore) runStartChecked(m messages.RunStartChecked) {
@@ -265,6 +287,13 @@ func (c *NodeCore) dispatch(l messages.PipeLine) {
 
 func (c *NodeCore) classified(m messages.ArtifactClassified) {
 	delete(c.classifying, m.Hash)
+	defer func() {
+		// After the artifact's own event: a run it brings is no session
+		// yet, and a stop it brings reaches its run first.
+		if m.Arrival {
+			c.readDeliveries(m.Repository)
+		}
+	}()
 	if m.Err != nil {
 		// Not remembered: a later post of the same hash tries again.
 		c.log(slog.LevelWarn, "cannot classify a post", slog.String(KeyHash, m.Hash), errAttr(m.Err))
@@ -317,6 +346,7 @@ func (c *NodeCore) boot(m messages.Boot) {
 	}
 	c.lookAtQueues(m.Listeners)
 	c.foundRuns(m.Runs)
+	c.readDeliveries("")
 }
 
 // foundRuns starts the actors of the runs the wiring found in the node's

@@ -307,3 +307,48 @@ func boolInt(b bool) int {
 // deferredDispatched clears the model's deferred lines: after a failed
 // re-exec the node acts on them itself, and step checks what it does.
 func (m *nodeModel) deferredDispatched(*rapid.T) { m.deferred = nil }
+
+// TestNodeCoreAsksForDeliveries: the node, not the classifier, decides
+// that the session runs are to be given what arrived (seed 004, section
+// 9): after an arrival's own event, and only while it has a run's actor;
+// what the run engine reads is routed to each run's actor.
+func TestNodeCoreAsksForDeliveries(t *testing.T) {
+	c := NewNodeCore(Config{})
+	c.Start(time.Time{})
+	names := func(effs []messages.DaemonEffect) []string {
+		var out []string
+		for _, e := range effs {
+			switch e := e.(type) {
+			case messages.ClassifyArtifact, messages.StartActor, messages.ReadDeliveries:
+				out = append(out, e.String())
+			case messages.Tell:
+				out = append(out, "tell "+e.To.String()+": "+e.Msg.String())
+			}
+		}
+		return out
+	}
+	step := func(msg messages.DaemonMessage, want ...string) {
+		t.Helper()
+		if got := names(c.Step(time.Time{}, msg)); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("%s\n--- got\n%s\n--- want\n%s", msg, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	post := func(h string) messages.LineRead {
+		return messages.LineRead{Line: messages.PostLine{Repository: "/srv/demo.fossil", Hash: h}}
+	}
+	// No run's actor: a post is classified, and nobody is asked for its deliveries.
+	step(post("aaaaaaaaaa"), "classify /srv/demo.fossil aaaaaaaaaa")
+	step(messages.ArtifactClassified{Repository: "/srv/demo.fossil", Hash: "aaaaaaaaaa", Nothing: "a post", Arrival: true})
+	// A run arrives: its actor hears it first, then the deliveries are read.
+	run := messages.RunRouted{Run: "R0run00000", Event: messages.RunArrived{Facts: messages.RunFacts{Hash: "R0run00000"}}}
+	addr := messages.RunAddr("R0run00000")
+	step(post("bbbbbbbbbb"), "classify /srv/demo.fossil bbbbbbbbbb")
+	step(messages.ArtifactClassified{Repository: "/srv/demo.fossil", Hash: "bbbbbbbbbb", Run: &run, Arrival: true},
+		messages.StartActor{Addr: addr}.String(), "tell "+addr.String()+": "+run.Event.String(), "read the deliveries of /srv/demo.fossil")
+	// A check-in that is no arrival (a wiki page, say) asks for nothing.
+	step(post("cccccccccc"), "classify /srv/demo.fossil cccccccccc")
+	step(messages.ArtifactClassified{Repository: "/srv/demo.fossil", Hash: "cccccccccc", Nothing: "a wiki page"})
+	// What the run engine read goes to the run's actor.
+	d := messages.RunDelivered{Delivery: messages.RunDelivery{Hash: "dddddddddd"}}
+	step(messages.DeliveriesRead{Routed: []messages.RunRouted{{Run: "R0run00000", Event: d}}}, "tell "+addr.String()+": "+d.String())
+}

@@ -60,6 +60,12 @@ func (f *fakeRuns) Process(_ context.Context, e messages.DaemonEffect) error {
 
 func (f *fakeRuns) Check(context.Context) ([]messages.RunRouted, error) { return nil, nil }
 
+func (f *fakeRuns) Deliveries(context.Context, string, string) ([]messages.RunRouted, error) {
+	return nil, nil
+}
+
+func (f *fakeRuns) EndWait(run string) { f.record("end wait " + run) }
+
 func (f *fakeRuns) Start(context.Context, messages.StartRun) ([]messages.RunRouted, string, error) {
 	return nil, "", nil
 }

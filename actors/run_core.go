@@ -271,6 +271,8 @@ func (c *RunCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Dae
 		c.endedWritten(m)
 	case messages.RunDelivered:
 		c.delivered(m.Delivery)
+	case messages.DeliveriesRead:
+		c.deliveriesRead(m)
 	case messages.RunNotInCare:
 		c.notInCare(m)
 	case messages.RunTimerFired:
@@ -333,6 +335,9 @@ func (c *RunCore) stopRequested(m messages.RunStopRequested) {
 		c.decide(messages.RunStopped, nil, "")
 	case runPreparing:
 		c.stop = true // decided when the layers answer
+		// The layers may wait for the user's run before this one; the
+		// stop ends that wait, and the layers answer at once.
+		c.emit(messages.RunEndWait{Run: c.run})
 	case runWriting:
 		c.stop = true
 		if !c.startInFlight {
@@ -419,6 +424,12 @@ func (c *RunCore) launch(d *messages.RunDelivery) {
 	c.proc++
 	c.running, c.killSent = true, false
 	c.emit(messages.RunLaunch{Run: c.run, Proc: c.proc, Delivery: d})
+	if c.facts.Session && !c.facts.StartsEach() {
+		// A process fed each delivery: what arrived between its started
+		// and this launch (read once the launch is done, the run's
+		// effects being one after the other).
+		c.emit(messages.ReadDeliveries{Run: c.run})
+	}
 }
 
 // next launches a process for the first delivery waiting, if none runs.
@@ -492,6 +503,18 @@ func (c *RunCore) delivered(d messages.RunDelivery) {
 	}
 	c.queue = append(c.queue, d)
 	c.next()
+}
+
+// deliveriesRead gives the run what was read for it after its launch.
+func (c *RunCore) deliveriesRead(m messages.DeliveriesRead) {
+	if m.Err != nil {
+		c.log(slog.LevelWarn, "the session's deliveries cannot be read; they are read again at the next arrival", runAttr(c.run), errAttr(m.Err))
+	}
+	for _, r := range m.Routed {
+		if d, ok := r.Event.(messages.RunDelivered); ok && r.Run == c.run {
+			c.delivered(d.Delivery)
+		}
+	}
 }
 
 // exited: table 10, rows 9 to 11.

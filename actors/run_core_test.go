@@ -131,7 +131,7 @@ func TestRunLifeTable(t *testing.T) {
 		}, "ended"},
 		{"05 a stop while the layers are made: ended stopped, nothing launched", []runStep{
 			{msg: messages.RunArrived{Facts: plain}, want: launched},
-			{msg: admin()},
+			{msg: admin(), want: []string{"end the wait of R0run00000 for its user's slot"}},
 			{msg: prepOK, want: []string{"write ended R0run00000 stopped"}},
 			{msg: endedOK, want: release},
 		}, "ended"},
@@ -141,7 +141,7 @@ func TestRunLifeTable(t *testing.T) {
 			{msg: endedOK, want: release},
 			{msg: admin()},
 		}, "ended"},
-		{"06 started + a delivery, deliveries feed: to its STDIN", join2(startedRun(feedSession, launch1...),
+		{"06 started + a delivery, deliveries feed: to its STDIN", join2(startedRun(feedSession, append(launch1, "read the deliveries of R0run00000")...),
 			runStep{msg: delivery(1), want: []string{"deliver bbbbbbbbbb@r11.1 to R0run00000 process 1"}},
 			runStep{msg: delivery(1)},
 			runStep{msg: delivery(2), want: []string{"deliver cccccccccc@r12.1 to R0run00000 process 1"}}), "started"},
@@ -423,6 +423,14 @@ func (m *runModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 				t.Fatalf("released a run not in care, or before its end was written")
 			}
 			m.inCare = false
+		case messages.RunEndWait:
+			if !m.prepare {
+				t.Fatalf("a wait ended for a run whose layers are not being made")
+			}
+		case messages.ReadDeliveries:
+			if !m.facts.Session || m.facts.StartsEach() || e.Run == "" {
+				t.Fatalf("deliveries read after the launch of a process that is not fed them: %s", e)
+			}
 		case messages.LogEvent:
 		default:
 			t.Fatalf("a run never asks for %T: %s", e, e)

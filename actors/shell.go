@@ -450,7 +450,9 @@ func (s *shell) effect(e messages.DaemonEffect) {
 		s.deliver(m)
 	}
 	switch e.(type) {
-	case messages.WatchProcess, messages.WatchLimits:
+	case messages.WatchProcess, messages.WatchLimits, messages.RunEndWait:
+		// Beside the actor's other effects: a watch lasts, and a run's
+		// end of its wait is for the Prepare its serial queue runs now.
 		go run()
 		return
 	}

@@ -81,6 +81,9 @@ type ArtifactClassified struct {
 	// node, a stop that counts), for the run's actor.
 	Run     *RunRouted
 	Nothing string
+	// Arrival says the artifact is one the node's session runs may be
+	// given (a post, a ticket change or a check-in: seed 004, section 9).
+	Arrival bool
 	Err     error
 }
 

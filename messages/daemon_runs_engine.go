@@ -97,6 +97,57 @@ func (m RunsChecked) String() string {
 	return "runs checked: " + strconv.Itoa(len(m.Lost)) + " lost" + errSuffix(m.Err)
 }
 
+// ReadDeliveries asks the wiring what the session runs in the node's care
+// of Repository (every repository when empty), or the one run Run, are to
+// be given of what arrived since each was last given (seed 004, section
+// 9). Result: DeliveriesRead.
+type ReadDeliveries struct {
+	Repository string
+	Run        string
+}
+
+// DeliveriesRead is ReadDeliveries's result: each delivery as the
+// RunDelivered for its run's actor, in the server's order for each run.
+type DeliveriesRead struct {
+	Routed []RunRouted
+	Err    error
+}
+
+func (ReadDeliveries) daemonEffect()  {}
+func (DeliveriesRead) daemonMessage() {}
+func (DeliveriesRead) answer()        {}
+
+// Answer is DeliveriesRead.
+func (ReadDeliveries) Answer() Answer { return DeliveriesRead{} }
+
+func (e ReadDeliveries) String() string {
+	if e.Run != "" {
+		return "read the deliveries of " + daemonShort(e.Run)
+	}
+	if e.Repository == "" {
+		return "read the deliveries of every repository"
+	}
+	return "read the deliveries of " + e.Repository
+}
+
+func (m DeliveriesRead) String() string {
+	return "deliveries read: " + strconv.Itoa(len(m.Routed)) + errSuffix(m.Err)
+}
+
+// RunEndWait ends the run's wait for its user's slot, if it waits (seed 004
+// section 5, one run at a time for each user): a stop that counts reached
+// the run while its layers were being made. Run at once, beside the run's
+// own effects, one of which is the wait.
+type RunEndWait struct {
+	Run string
+}
+
+func (RunEndWait) daemonEffect() {}
+
+func (e RunEndWait) String() string {
+	return "end the wait of " + daemonShort(e.Run) + " for its user's slot"
+}
+
 // StartRun asks the wiring to start the manual run Run of Repository for By
 // (the `run start` line): it reads the run from the record again, and By's
 // standing and section 11's refusals now. Result: RunStartChecked.

@@ -448,7 +448,7 @@ func (d *daemon) openHost(st *stepTimes) (*cgroupLimits, error) {
 		d.procs.boot = boot
 	}
 	d.records = newRecords(repos, d.layout, d.rel, d.log, recordHost{procs: d.procs, support: d.reaper.runSupport})
-	d.runs = newRunEngine(d.cfg, d.layout, d.root, d.records, d.reaper, d.rel, d.log)
+	d.runs = newRunEngine(d.cfg, d.layout, d.root, d.records, d.reaper, d.rel, d.log, d.send)
 	return limits, nil
 }
 
@@ -491,12 +491,6 @@ func (d *daemon) startActors(limits *cgroupLimits) error {
 	if d.node, err = actors.StartNode(d.sys, deps, actors.Config{Grace: d.opts.Grace}); err != nil {
 		return err
 	}
-	// Still linked after construction: the run engine and the records
-	// (runengine.go builds the one, and the other's Classify tells it of
-	// arrivals and stops on the side; issue 26 item 3 has the cores decide).
-	d.runs.send = d.send
-	d.records.arrived = d.runs.deliver
-	d.records.stopped = d.runs.slots.stop
 	return nil
 }
 
@@ -511,7 +505,6 @@ func (d *daemon) restoreFrom(h *handoffFile, st *stepTimes) {
 		d.log.Error("re-exec: the node's runs cannot be read; `runs check` checks them again", errAttr(err))
 	}
 	d.send(messages.Restore{Handoff: h.Handoff, Listeners: d.records.Listeners(context.Background()), Runs: runs})
-	d.runs.deliver(context.Background(), "")
 	d.reaper.open(func(e messages.ProcessExited) { d.send(e) })
 	d.testDelay("adopt")
 	if err := d.reaper.adopt(h.Reaper, h.ChildWorkspaces()); err != nil {
@@ -547,7 +540,6 @@ func (d *daemon) boot(limits *cgroupLimits) {
 	}
 	d.send(messages.Boot{Found: found, Listeners: d.records.Listeners(context.Background()), Runs: runs})
 	// What arrived for the sessions in care while no daemon ran.
-	d.runs.deliver(context.Background(), "")
 	d.reaper.open(func(e messages.ProcessExited) { d.send(e) })
 	d.log.Info("started", slog.String("agents", d.layout.Root()), slog.Int("found", len(found)), slog.Duration("grace", d.opts.Grace))
 }

@@ -44,12 +44,6 @@ type records struct {
 	scan func(context.Context, messages.WorkspaceKey) ([]messages.ProcInfo, error)
 	// support is what the host can give a run (seed 004, refusal row 8).
 	support func() host.RunSupport
-	// arrived gives the sessions of the repository at path what arrived
-	// for them (seed 004, section 9); nil on a node with no run engine.
-	arrived func(ctx context.Context, path string)
-	// stopped hears of each stop that counts, before its run's actor
-	// does: a run waiting for its user's slot stops waiting.
-	stopped func(run string)
 }
 
 // recordHost is what the records read of the host: the process table, for
@@ -94,12 +88,19 @@ func (r *records) Classify(ctx context.Context, repository, hash string) (actors
 	if err != nil {
 		return actors.Classification{}, fmt.Errorf("classify %s of %s: %w", hash, repository, err)
 	}
+	c, err := r.classify(ctx, x, hash, info, e)
 	switch info.Kind {
 	case fossilio.KindPost, fossilio.KindTicketChange, fossilio.KindCheckin:
-		if r.arrived != nil {
-			defer r.arrived(ctx, x.path)
-		}
+		// What the node's session runs may be given: the node asks the
+		// run engine for their deliveries once the artifact's own event
+		// is routed (seed 004, section 9).
+		c.Arrival = true
 	}
+	return c, err
+}
+
+// classify says what an artifact x's index read is.
+func (r *records) classify(ctx context.Context, x *repoIndex, hash string, info fossilio.Info, e record.Entry) (actors.Classification, error) {
 	switch info.Kind {
 	case fossilio.KindCheckin:
 		c, err := r.checkin(ctx, x, info)

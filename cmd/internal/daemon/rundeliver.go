@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/ocx-go/ocx/actors"
@@ -21,44 +22,55 @@ import (
 // the run's core drops what it took already (actors.RunGiven), so reading
 // the same arrivals twice gives them once.
 
-// deliver gives the session runs in care of the repository at path (every
-// repository when path is empty) what arrived for them since they were last
-// given, each as a RunDelivered to its run's actor. The deliveries of all
-// runs go out under one lock, so each run's actor has them in the server's
-// order whoever asked.
-func (e *runEngine) deliver(ctx context.Context, path string) {
+// Deliveries reads what the session runs in care of the repository at path
+// (every repository when path is empty), or the one run when run is not
+// empty, are to be given of what arrived
+// since they were last given, each as a RunDelivered for its run's actor
+// (actors.RunHost; the node routes them). A run whose deliveries cannot be
+// read is logged and read again at the next arrival.
+func (e *runEngine) Deliveries(ctx context.Context, path, run string) ([]messages.RunRouted, error) {
 	e.deliverMu.Lock()
 	defer e.deliverMu.Unlock()
 	cares, err := e.cares()
 	if err != nil {
-		e.log.Warn("the runs in care cannot be listed; no deliveries now", errAttr(err))
-		return
+		return nil, fmt.Errorf("the runs in care cannot be listed: %w", err)
 	}
+	var routed []messages.RunRouted
 	for _, c := range cares {
-		if path != "" && c.Repository != path {
+		if path != "" && c.Repository != path || run != "" && c.Run != run {
 			continue
 		}
-		if err := e.deliverRun(ctx, c); err != nil {
+		ds, err := e.deliveriesOf(ctx, c)
+		if err != nil {
 			e.log.Warn("a session's deliveries cannot be read; they are read again at the next arrival", slog.String(actors.KeyRun, c.Run), errAttr(err))
+			continue
+		}
+		for _, d := range ds {
+			routed = append(routed, messages.RunRouted{Run: c.Run, Event: messages.RunDelivered{Delivery: d}})
 		}
 	}
+	return routed, nil
 }
 
-func (e *runEngine) deliverRun(ctx context.Context, c messages.RunCare) error {
+// EndWait ends the run's wait for its user's slot, if it waits
+// (actors.RunHost).
+func (e *runEngine) EndWait(run string) { e.slots.stop(run) }
+
+func (e *runEngine) deliveriesOf(ctx context.Context, c messages.RunCare) ([]messages.RunDelivery, error) {
 	r, err := e.find(ctx, c.Run)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if r.run == nil || !r.run.Process.Session {
-		return nil
+		return nil, nil
 	}
 	msgs, err := r.x.runs(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	st := record.StandingOf(msgs, r.msg, privilegedOnce(ctx, r.x))
 	if !st.StartedCounts || st.EndedCounts {
-		return nil
+		return nil, nil
 	}
 	sub := actors.RunSubscription{Session: true, StartedCounts: true, Started: st.StartedAt, User: r.run.Process.User,
 		Checkins: r.run.Process.Checkins, Hears: r.run.Process.Hears}
@@ -73,12 +85,9 @@ func (e *runEngine) deliverRun(ctx context.Context, c messages.RunCare) error {
 	}
 	arrivals, err := record.ArrivalsAfter(ctx, r.x.repo, r.x.path, after)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, d := range actors.RunDeliveries(sub, after, arrivals) {
-		e.send(messages.RunRouted{Run: c.Run, Event: messages.RunDelivered{Delivery: d}})
-	}
-	return nil
+	return actors.RunDeliveries(sub, after, arrivals), nil
 }
 
 // keepGiven records in the run's care file that the session was given the

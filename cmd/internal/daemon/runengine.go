@@ -37,7 +37,8 @@ type runEngine struct {
 	reaper  *reaper
 	rel     *releases
 	log     *slog.Logger
-	// send hands a message to the node; set before the first effect.
+	// send hands the node a run process's exit, which its holder's watch
+	// learns of (an input, as the reaper's exits are).
 	send func(messages.DaemonMessage)
 	now  func() time.Time
 
@@ -79,9 +80,9 @@ type runProc struct {
 	exit   messages.RunProcessExited
 }
 
-func newRunEngine(cfg *messages.NodeConfig, layout host.Layout, root *unixhost.Root, rec *records, rp *reaper, rel *releases, log *slog.Logger) *runEngine {
+func newRunEngine(cfg *messages.NodeConfig, layout host.Layout, root *unixhost.Root, rec *records, rp *reaper, rel *releases, log *slog.Logger, send func(messages.DaemonMessage)) *runEngine {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &runEngine{cfg: cfg, layout: layout, root: root, records: rec, reaper: rp, rel: rel,
+	return &runEngine{cfg: cfg, layout: layout, root: root, records: rec, reaper: rp, rel: rel, send: send,
 		log: log, bg: fossilio.NewBeside(log), now: time.Now, ctx: ctx, cancel: cancel, runs: map[string]*engineRun{},
 		slots: newUserSlots()}
 }

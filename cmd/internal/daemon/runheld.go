@@ -89,10 +89,6 @@ func (e *runEngine) launchHeld(ctx context.Context, eff messages.RunLaunch, r *e
 		}
 	}
 	go e.watchHolder(eff.Run, eff.Proc, p, id, hf)
-	if feeds(r.run) {
-		// What arrived between its started and this launch.
-		e.deliver(ctx, r.x.path)
-	}
 	return nil
 }
 

@@ -172,9 +172,6 @@ func (r *records) classifyRun(ctx context.Context, x *repoIndex, hash string) (a
 		ev := messages.RunArrived{Facts: messages.RunFactsOf(hash, m.Run()), Refusal: note}
 		return actors.Classification{Run: &messages.RunRouted{Run: hash, Event: ev}}, true, nil
 	case v.Stop != "":
-		if r.stopped != nil {
-			r.stopped(v.Stop)
-		}
 		return actors.Classification{Run: &messages.RunRouted{Run: v.Stop, Event: messages.RunStopRequested{By: m.Sender, Privileged: true}}}, true, nil
 	}
 	r.log.Info("a run engine message the daemon does not act on: "+v.Nothing, slog.String(actors.KeyHash, hash), slog.String("kind", string(m.Kind())), slog.String("sender", m.Sender))
