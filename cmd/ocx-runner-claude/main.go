@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -49,12 +48,10 @@ func turn(ctx context.Context, argv []string, stdin io.Reader, stderr io.Writer)
 		return "", err
 	}
 	defer t.Store.Close()
-	in, conv, bridge, store, env := t.Input, t.Conv, t.Bridge, t.Store, t.Env
-	var st state
-	if conv != nil {
-		if err := json.Unmarshal(conv.State, &st); err != nil || st.SessionID == "" {
-			return "", runner.Failf("the conversation of %s holds no claude session id", in.Session)
-		}
+	in, conv, bridge, env := t.Input, t.Conv, t.Bridge, t.Env
+	st, err := runner.ResumeState(t, func(s state) string { return s.SessionID }, "claude session id")
+	if err != nil {
+		return "", err
 	}
 	config, err := writeConfig(env.SessionDir, mcpConfig(bridge))
 	if err != nil {
@@ -89,12 +86,7 @@ func turn(ctx context.Context, argv []string, stdin io.Reader, stderr io.Writer)
 		fmt.Fprintln(stderr, "ocx-runner-claude: claude's result has no session_id; the next turn starts a new conversation")
 		return answer, nil
 	}
-	turns := t.Turns()
-	b, _ := json.Marshal(state{SessionID: id}) // a string only
-	if err := store.Save(in.Session, &runner.Conversation{Turns: turns, State: b}); err != nil {
-		// The answer stands: the model did the work and may have posted.
-		fmt.Fprintf(stderr, "ocx-runner-claude: %v\n", err)
-	}
+	t.Keep(state{SessionID: id}, stderr)
 	return answer, nil
 }
 
