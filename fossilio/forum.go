@@ -1,7 +1,6 @@
 package fossilio
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -43,14 +42,7 @@ func (r *Repo) Post(ctx context.Context, hashOrPrefix string) (ForumPost, error)
 }
 
 func (rd *reader) post(hash string) (ForumPost, error) {
-	info, err := rd.info(hash)
-	if err != nil {
-		return ForumPost{}, err
-	}
-	if info.Kind != KindPost {
-		return ForumPost{}, fmt.Errorf("read post %s in %s: %w: it is a %s", hash, rd.r.path, ErrWrongKind, info.Kind)
-	}
-	a, err := rd.artifact(info.Rid, hash)
+	info, a, err := rd.artifactOf(hash, KindPost, "read post")
 	if err != nil {
 		return ForumPost{}, err
 	}
@@ -354,20 +346,10 @@ func (r *Repo) FirstPosts(ctx context.Context, holding string) ([]Sent, error) {
 			return err
 		}
 		for _, x := range list {
-			if holding != "" {
-				data, err := inflate(x.raw)
-				if x.raw == nil || err != nil {
-					data, err = rd.content(x.rid, x.hash)
-				}
-				if rd.r.passOver(x.hash, err) {
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				if !bytes.Contains(data, []byte(holding)) {
-					continue
-				}
+			if holds, err := rd.holds(x.rid, x.hash, x.raw, holding); err != nil {
+				return err
+			} else if !holds {
+				continue
 			}
 			p, err := rd.post(x.hash)
 			if passOverPost(rd.r, x.hash, err) {

@@ -482,6 +482,24 @@ func (r *Repo) Artifact(ctx context.Context, hashOrPrefix string) (string, *Arti
 	return full, a, err
 }
 
+// artifactOf reads and parses the artifact hash, which the classifier
+// must take for kind: another kind is refused with ErrWrongKind, the
+// error starting with op.
+func (rd *reader) artifactOf(hash string, kind Kind, op string) (Info, *Artifact, error) {
+	info, err := rd.info(hash)
+	if err != nil {
+		return Info{}, nil, err
+	}
+	if info.Kind != kind {
+		return Info{}, nil, fmt.Errorf("%s %s in %s: %w: it is a %s", op, hash, rd.r.path, ErrWrongKind, info.Kind)
+	}
+	a, err := rd.artifact(info.Rid, hash)
+	if err != nil {
+		return Info{}, nil, err
+	}
+	return info, a, nil
+}
+
 func (rd *reader) artifact(rid int64, full string) (*Artifact, error) {
 	data, err := rd.content(rid, full)
 	if err != nil {
