@@ -101,18 +101,14 @@ func (r *Repo) Thread(ctx context.Context, anyPost string) ([]ForumPost, error) 
 		if !found {
 			return fmt.Errorf("read thread %s in %s: %w: not a forum post", anyPost, r.path, ErrWrongKind)
 		}
-		type version struct {
-			rid, rcvid, prev int64
-			hash             string
-		}
 		rows, err := rd.query(`SELECT f.fpid, b.rcvid, coalesce(f.fprev, 0), b.uuid FROM forumpost f JOIN blob b ON b.rid=f.fpid
 			WHERE f.froot=? AND f.fpid NOT IN (SELECT rid FROM private) ORDER BY b.rcvid, f.fpid`, root.Int64)
 		if err != nil {
 			return err
 		}
-		var versions []version
+		var versions []postVersion
 		for rows.Next() {
-			var v version
+			var v postVersion
 			if err := rows.Scan(&v.rid, &v.rcvid, &v.prev, &v.hash); err != nil {
 				rows.Close()
 				return err
@@ -123,40 +119,7 @@ func (r *Repo) Thread(ctx context.Context, anyPost string) ([]ForumPost, error) 
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		// A version is the latest of its post when no other replaces it; its
-		// first version is found by following the replaced versions back.
-		byRid := make(map[int64]version, len(versions))
-		replaced := make(map[int64]bool, len(versions))
-		for _, v := range versions {
-			byRid[v.rid] = v
-			if v.prev != 0 {
-				replaced[v.prev] = true
-			}
-		}
-		type entry struct {
-			latest, first version
-		}
-		var entries []entry
-		for _, v := range versions {
-			if replaced[v.rid] {
-				continue
-			}
-			first := v
-			for range len(versions) {
-				p, ok := byRid[first.prev]
-				if !ok {
-					break
-				}
-				first = p
-			}
-			entries = append(entries, entry{latest: v, first: first})
-		}
-		slices.SortFunc(entries, func(a, b entry) int {
-			if a.first.rcvid != b.first.rcvid {
-				return cmpInt(a.first.rcvid, b.first.rcvid)
-			}
-			return cmpInt(a.first.rid, b.first.rid)
-		})
+		entries := latestVersions(versions)
 		for _, e := range entries {
 			p, err := rd.post(e.latest.hash)
 			if passOverPost(rd.r, e.latest.hash, err) {
@@ -171,6 +134,55 @@ func (r *Repo) Thread(ctx context.Context, anyPost string) ([]ForumPost, error) 
 		return nil
 	})
 	return posts, err
+}
+
+// postVersion is one version of a thread's post, as the forumpost table
+// links it to the version it replaces (prev).
+type postVersion struct {
+	rid, rcvid, prev int64
+	hash             string
+}
+
+// threadEntry is one post of a thread: its latest version and its first.
+type threadEntry struct {
+	latest, first postVersion
+}
+
+// latestVersions is the thread's posts, each in its latest version, in
+// the order of their first versions (by receipt, then row).
+func latestVersions(versions []postVersion) []threadEntry {
+	// A version is the latest of its post when no other replaces it; its
+	// first version is found by following the replaced versions back.
+	byRid := make(map[int64]postVersion, len(versions))
+	replaced := make(map[int64]bool, len(versions))
+	for _, v := range versions {
+		byRid[v.rid] = v
+		if v.prev != 0 {
+			replaced[v.prev] = true
+		}
+	}
+	var entries []threadEntry
+	for _, v := range versions {
+		if replaced[v.rid] {
+			continue
+		}
+		first := v
+		for range len(versions) {
+			p, ok := byRid[first.prev]
+			if !ok {
+				break
+			}
+			first = p
+		}
+		entries = append(entries, threadEntry{latest: v, first: first})
+	}
+	slices.SortFunc(entries, func(a, b threadEntry) int {
+		if a.first.rcvid != b.first.rcvid {
+			return cmpInt(a.first.rcvid, b.first.rcvid)
+		}
+		return cmpInt(a.first.rid, b.first.rid)
+	})
+	return entries
 }
 
 // passOverPost says whether err is a post's own fault, which a reader of
