@@ -307,48 +307,8 @@ func (h *run) nodeLogins() map[string]bool {
 // nobody heard that earn an unheard note.
 func (h *run) wake(ctx context.Context, infos []fossilio.Info) []Missed {
 	var missed []Missed
-	// Each wake pipe is opened once per run, and what its opening said is
-	// kept: a run over many posts writes one line per post into it.
-	type pipe struct {
-		w   *unixhost.LineWriter
-		err error
-	}
-	pipes := map[string]*pipe{}
-	defer func() {
-		for _, p := range pipes {
-			if p.w != nil {
-				p.w.Close()
-			}
-		}
-	}()
-	send := func(path string, line messages.WakeLine) error {
-		b, err := line.Encode()
-		if err != nil {
-			return err
-		}
-		p := pipes[path]
-		if p == nil {
-			p = &pipe{}
-			p.w, p.err = unixhost.OpenLineWriter(h.root, path)
-			if p.w != nil {
-				p.w.Wait = WakeWait
-			}
-			pipes[path] = p
-		}
-		if p.err != nil {
-			return p.err
-		}
-		if err := p.w.WriteLine(b[:len(b)-1]); err != nil {
-			switch {
-			case errors.Is(err, host.ErrNoReader):
-				p.err = err
-			case errors.Is(err, host.ErrPipeFull):
-				p.err = errFullEarlier
-			}
-			return err
-		}
-		return nil
-	}
+	pipes := wakePipes{root: h.root, open: map[string]*wakePipe{}}
+	defer pipes.close()
 	for _, info := range infos {
 		var kind messages.ListenKind
 		a := Arrival{Hash: info.Hash, Sender: info.Sender, Rcvid: info.Rcvid}
@@ -370,7 +330,7 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []Missed {
 				h.log.Error("wake", "post", info.Hash, "workspace", ws, keyError, err)
 				continue
 			}
-			err = send(w.Wake, v.Line)
+			err = pipes.send(w.Wake, v.Line)
 			var why messages.UnheardWhy
 			switch {
 			case err == nil:
@@ -397,6 +357,58 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []Missed {
 		}
 	}
 	return missed
+}
+
+// wakePipes are the wake pipes a run writes into: each is opened once per
+// run, and what its opening said is kept, so that a run over many posts
+// writes one line per post into it.
+type wakePipes struct {
+	root *unixhost.Root
+	open map[string]*wakePipe
+}
+
+type wakePipe struct {
+	w   *unixhost.LineWriter
+	err error
+}
+
+// send writes line into the wake pipe at path. A pipe nobody reads, or
+// found full, is not written again in the run (errFullEarlier).
+func (ps *wakePipes) send(path string, line messages.WakeLine) error {
+	b, err := line.Encode()
+	if err != nil {
+		return err
+	}
+	p := ps.open[path]
+	if p == nil {
+		p = &wakePipe{}
+		p.w, p.err = unixhost.OpenLineWriter(ps.root, path)
+		if p.w != nil {
+			p.w.Wait = WakeWait
+		}
+		ps.open[path] = p
+	}
+	if p.err != nil {
+		return p.err
+	}
+	if err := p.w.WriteLine(b[:len(b)-1]); err != nil {
+		switch {
+		case errors.Is(err, host.ErrNoReader):
+			p.err = err
+		case errors.Is(err, host.ErrPipeFull):
+			p.err = errFullEarlier
+		}
+		return err
+	}
+	return nil
+}
+
+func (ps *wakePipes) close() {
+	for _, p := range ps.open {
+		if p.w != nil {
+			p.w.Close()
+		}
+	}
 }
 
 // decidePost says whom a post or ticket change wakes (Decide), filling in
