@@ -34,20 +34,10 @@ type state struct {
 	SessionID string `json:"session_id"`
 }
 
-func main() { runner.Main(run) }
-
-func run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	answer, err := turn(ctx, argv, stdin, stderr)
-	return runner.Finish(stdout, answer, err)
-}
+func main() { runner.Main(runner.CLIMain(name, turn)) }
 
 // turn runs one turn and returns the answer.
-func turn(ctx context.Context, argv []string, stdin io.Reader, stderr io.Writer) (string, error) {
-	t, err := runner.StartCLITurn(name, argv, stdin, stderr, os.Getenv)
-	if err != nil {
-		return "", err
-	}
-	defer t.Store.Close()
+func turn(ctx context.Context, t *runner.CLITurn, stderr io.Writer) (string, error) {
 	in, conv, bridge, env := t.Input, t.Conv, t.Bridge, t.Env
 	st, err := runner.ResumeState(t, func(s state) string { return s.SessionID }, "claude session id")
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -172,6 +173,21 @@ func StartCLITurn(name string, argv []string, stdin io.Reader, stderr io.Writer,
 		t.Bridge = &b
 	}
 	return t, nil
+}
+
+// CLIMain is the run of the runner NAME (runner.Main's): it starts the turn
+// (StartCLITurn, the environment os.Getenv's), runs turn, and prints its
+// answer or its failure note (Finish).
+func CLIMain(name string, turn func(ctx context.Context, t *CLITurn, stderr io.Writer) (string, error)) func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) int {
+		t, err := StartCLITurn(name, argv, stdin, stderr, os.Getenv)
+		if err != nil {
+			return Finish(stdout, "", err)
+		}
+		defer t.Store.Close()
+		answer, err := turn(ctx, t, stderr)
+		return Finish(stdout, answer, err)
+	}
 }
 
 // Turns is how many turns the conversation will have held once this one is
