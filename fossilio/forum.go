@@ -106,17 +106,8 @@ func (r *Repo) Thread(ctx context.Context, anyPost string) ([]ForumPost, error) 
 		if err != nil {
 			return err
 		}
-		var versions []postVersion
-		for rows.Next() {
-			var v postVersion
-			if err := rows.Scan(&v.rid, &v.rcvid, &v.prev, &v.hash); err != nil {
-				rows.Close()
-				return err
-			}
-			versions = append(versions, v)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		versions, err := scanRows(rows, func(v *postVersion) []any { return []any{&v.rid, &v.rcvid, &v.prev, &v.hash} })
+		if err != nil {
 			return err
 		}
 		entries := latestVersions(versions)
@@ -265,17 +256,8 @@ func (r *Repo) RecentThreads(ctx context.Context, n int) ([]Thread, error) {
 			if err != nil {
 				return err
 			}
-			var groups []group
-			for rows.Next() {
-				var g group
-				if err := rows.Scan(&g.root, &g.rootRid, &g.lastPost, &g.postCount); err != nil {
-					rows.Close()
-					return err
-				}
-				groups = append(groups, g)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
+			groups, err := scanRows(rows, func(g *group) []any { return []any{&g.root, &g.rootRid, &g.lastPost, &g.postCount} })
+			if err != nil {
 				return err
 			}
 			for _, g := range groups {
@@ -344,17 +326,8 @@ func (r *Repo) FirstPosts(ctx context.Context, holding string) ([]Sent, error) {
 		if err != nil {
 			return err
 		}
-		var list []row
-		for rows.Next() {
-			var x row
-			if err := rows.Scan(&x.hash, &x.rid, &x.raw); err != nil {
-				rows.Close()
-				return err
-			}
-			list = append(list, x)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		list, err := scanRows(rows, func(x *row) []any { return []any{&x.hash, &x.rid, &x.raw} })
+		if err != nil {
 			return err
 		}
 		for _, x := range list {

@@ -333,6 +333,21 @@ func rollBackHotJournal(abs string, timeout time.Duration) error {
 	return nil
 }
 
+// scanRows reads every row of rows into a T, dest naming its fields in
+// the query's column order, and closes rows.
+func scanRows[T any](rows *sql.Rows, dest func(*T) []any) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		var t T
+		if err := rows.Scan(dest(&t)...); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
 func (rd *reader) query(q string, args ...any) (*sql.Rows, error) {
 	s, err := rd.r.stmt(rd.ctx, q)
 	if err != nil {

@@ -50,17 +50,8 @@ func (r *Repo) SentBy(ctx context.Context, login, holding string) ([]Sent, error
 		if err != nil {
 			return err
 		}
-		var list []row
-		for rows.Next() {
-			var x row
-			if err := rows.Scan(&x.hash, &x.rid, &x.typ, &x.raw); err != nil {
-				rows.Close()
-				return err
-			}
-			list = append(list, x)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		list, err := scanRows(rows, func(x *row) []any { return []any{&x.hash, &x.rid, &x.typ, &x.raw} })
+		if err != nil {
 			return err
 		}
 		for _, x := range list {

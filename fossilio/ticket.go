@@ -218,17 +218,8 @@ func (rd *reader) ticketSummary(tagid int64, t *TicketSummary) error {
 	if err != nil {
 		return err
 	}
-	var versions []version
-	for rows.Next() {
-		var v version
-		if err := rows.Scan(&v.rid, &v.hash); err != nil {
-			rows.Close()
-			return err
-		}
-		versions = append(versions, v)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	versions, err := scanRows(rows, func(v *version) []any { return []any{&v.rid, &v.hash} })
+	if err != nil {
 		return err
 	}
 	for _, v := range versions {
