@@ -55,7 +55,7 @@ func (b *Beside) loop(key string, run func(context.Context) error) {
 		err := run(ctx)
 		cancel()
 		if err != nil {
-			b.log.Warn("the backoffice failed (the server's own runs the hook later)", slog.String("repository", key), slog.Any("err", err))
+			b.log.Warn("the backoffice failed (the server's own runs the hook later)", slog.String("repository", key), slog.Any("error", err))
 		} else {
 			b.log.Info("backoffice ran", slog.String("repository", key), slog.Duration("took", time.Since(t0)))
 		}

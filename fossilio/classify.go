@@ -111,14 +111,9 @@ WHERE x.rid=? AND t.tagname GLOB 'tkt-*' LIMIT 1`
 func (r *Repo) Classify(ctx context.Context, hashes ...string) ([]Info, error) {
 	out := make([]Info, 0, len(hashes))
 	err := r.read(ctx, "classify", func(rd *reader) error {
-		for _, h := range hashes {
-			info, err := rd.info(h)
-			if err != nil {
-				return err
-			}
-			out = append(out, info)
-		}
-		return nil
+		var err error
+		out, err = rd.infos(out, hashes)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -138,6 +133,18 @@ func (r *Repo) Info(ctx context.Context, hashOrPrefix string) (Info, error) {
 		return err
 	})
 	return info, err
+}
+
+// infos appends to out the Info of each of the full hashes, in order.
+func (rd *reader) infos(out []Info, hashes []string) ([]Info, error) {
+	for _, h := range hashes {
+		info, err := rd.info(h)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, info)
+	}
+	return out, nil
 }
 
 func (rd *reader) info(hash string) (Info, error) {

@@ -34,19 +34,8 @@ func (c *Client) Fetch(ctx context.Context, hashes ...string) ([][]byte, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkCredentials("fetch from " + u); err != nil {
+	if err := c.checkFetch(u, hashes); err != nil {
 		return nil, err
-	}
-	if !IsHash(strings.ToLower(c.ProjectCode)) {
-		return nil, fmt.Errorf("fetch from %s: %w: project code %q is not a hash", u, ErrBadInput, c.ProjectCode)
-	}
-	if len(hashes) == 0 {
-		return nil, fmt.Errorf("fetch from %s: %w: no hash to fetch", u, ErrBadInput)
-	}
-	for _, h := range hashes {
-		if !IsHash(h) {
-			return nil, &HashError{Op: "fetch", Repo: u, Hash: h, Err: ErrBadHash}
-		}
 	}
 	got := make(map[string][]byte, len(hashes))
 	deltas := make(map[string]delta)
@@ -79,40 +68,63 @@ func (c *Client) Fetch(ctx context.Context, hashes ...string) ([][]byte, error) 
 		}
 		want = uniq(next)
 	}
-	// Deltas are applied from their sources up; every source is in got or
-	// deltas by now, and a cycle is refused rather than followed forever.
-	var resolve func(h string, depth int) ([]byte, error)
-	resolve = func(h string, depth int) ([]byte, error) {
-		if b, ok := got[h]; ok {
-			return b, nil
-		}
-		d, ok := deltas[h]
-		if !ok || depth > maxFetchRounds {
-			return nil, fmt.Errorf("fetch %s from %s: %w: its delta source %s never came whole", h, u, ErrMalformed, d.source)
-		}
-		src, err := resolve(d.source, depth+1)
-		if err != nil {
-			return nil, err
-		}
-		b, err := ApplyDelta(src, d.data)
-		if err != nil {
-			return nil, fmt.Errorf("fetch %s from %s: apply the delta against %s: %w", h, u, d.source, err)
-		}
-		if !hashMatches(h, b) {
-			return nil, fmt.Errorf("fetch %s from %s: %w: the delta against %s gives content of another hash", h, u, ErrMalformed, d.source)
-		}
-		got[h] = b
-		return b, nil
-	}
 	out := make([][]byte, len(hashes))
 	for i, h := range hashes {
-		b, err := resolve(h, 0)
+		b, err := resolveDelta(u, got, deltas, h, 0)
 		if err != nil {
 			return nil, err
 		}
 		out[i] = b
 	}
 	return out, nil
+}
+
+// checkFetch refuses, before any request to u, a fetch that cannot be
+// made: no credentials, a project code that is no hash, no hash or a bad
+// one.
+func (c *Client) checkFetch(u string, hashes []string) error {
+	if err := c.checkCredentials("fetch from " + u); err != nil {
+		return err
+	}
+	if !IsHash(strings.ToLower(c.ProjectCode)) {
+		return fmt.Errorf("fetch from %s: %w: project code %q is not a hash", u, ErrBadInput, c.ProjectCode)
+	}
+	if len(hashes) == 0 {
+		return fmt.Errorf("fetch from %s: %w: no hash to fetch", u, ErrBadInput)
+	}
+	for _, h := range hashes {
+		if !IsHash(h) {
+			return &HashError{Op: "fetch", Repo: u, Hash: h, Err: ErrBadHash}
+		}
+	}
+	return nil
+}
+
+// resolveDelta is the content of h, fetched from u: whole in got, or a
+// delta in deltas applied on its source, resolved the same way, and kept
+// in got. Deltas are applied from their sources up; every source is in got
+// or deltas by now, and a cycle is refused rather than followed forever.
+func resolveDelta(u string, got map[string][]byte, deltas map[string]delta, h string, depth int) ([]byte, error) {
+	if b, ok := got[h]; ok {
+		return b, nil
+	}
+	d, ok := deltas[h]
+	if !ok || depth > maxFetchRounds {
+		return nil, fmt.Errorf("fetch %s from %s: %w: its delta source %s never came whole", h, u, ErrMalformed, d.source)
+	}
+	src, err := resolveDelta(u, got, deltas, d.source, depth+1)
+	if err != nil {
+		return nil, err
+	}
+	b, err := ApplyDelta(src, d.data)
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s from %s: apply the delta against %s: %w", h, u, d.source, err)
+	}
+	if !hashMatches(h, b) {
+		return nil, fmt.Errorf("fetch %s from %s: %w: the delta against %s gives content of another hash", h, u, ErrMalformed, d.source)
+	}
+	got[h] = b
+	return b, nil
 }
 
 type delta struct {

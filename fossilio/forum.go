@@ -1,7 +1,6 @@
 package fossilio
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -43,14 +42,7 @@ func (r *Repo) Post(ctx context.Context, hashOrPrefix string) (ForumPost, error)
 }
 
 func (rd *reader) post(hash string) (ForumPost, error) {
-	info, err := rd.info(hash)
-	if err != nil {
-		return ForumPost{}, err
-	}
-	if info.Kind != KindPost {
-		return ForumPost{}, fmt.Errorf("read post %s in %s: %w: it is a %s", hash, rd.r.path, ErrWrongKind, info.Kind)
-	}
-	a, err := rd.artifact(info.Rid, hash)
+	info, a, err := rd.artifactOf(hash, KindPost, "read post")
 	if err != nil {
 		return ForumPost{}, err
 	}
@@ -109,62 +101,16 @@ func (r *Repo) Thread(ctx context.Context, anyPost string) ([]ForumPost, error) 
 		if !found {
 			return fmt.Errorf("read thread %s in %s: %w: not a forum post", anyPost, r.path, ErrWrongKind)
 		}
-		type version struct {
-			rid, rcvid, prev int64
-			hash             string
-		}
 		rows, err := rd.query(`SELECT f.fpid, b.rcvid, coalesce(f.fprev, 0), b.uuid FROM forumpost f JOIN blob b ON b.rid=f.fpid
 			WHERE f.froot=? AND f.fpid NOT IN (SELECT rid FROM private) ORDER BY b.rcvid, f.fpid`, root.Int64)
 		if err != nil {
 			return err
 		}
-		var versions []version
-		for rows.Next() {
-			var v version
-			if err := rows.Scan(&v.rid, &v.rcvid, &v.prev, &v.hash); err != nil {
-				rows.Close()
-				return err
-			}
-			versions = append(versions, v)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		versions, err := scanRows(rows, func(v *postVersion) []any { return []any{&v.rid, &v.rcvid, &v.prev, &v.hash} })
+		if err != nil {
 			return err
 		}
-		// A version is the latest of its post when no other replaces it; its
-		// first version is found by following the replaced versions back.
-		byRid := make(map[int64]version, len(versions))
-		replaced := make(map[int64]bool, len(versions))
-		for _, v := range versions {
-			byRid[v.rid] = v
-			if v.prev != 0 {
-				replaced[v.prev] = true
-			}
-		}
-		type entry struct {
-			latest, first version
-		}
-		var entries []entry
-		for _, v := range versions {
-			if replaced[v.rid] {
-				continue
-			}
-			first := v
-			for range len(versions) {
-				p, ok := byRid[first.prev]
-				if !ok {
-					break
-				}
-				first = p
-			}
-			entries = append(entries, entry{latest: v, first: first})
-		}
-		slices.SortFunc(entries, func(a, b entry) int {
-			if a.first.rcvid != b.first.rcvid {
-				return cmpInt(a.first.rcvid, b.first.rcvid)
-			}
-			return cmpInt(a.first.rid, b.first.rid)
-		})
+		entries := latestVersions(versions)
 		for _, e := range entries {
 			p, err := rd.post(e.latest.hash)
 			if passOverPost(rd.r, e.latest.hash, err) {
@@ -179,6 +125,55 @@ func (r *Repo) Thread(ctx context.Context, anyPost string) ([]ForumPost, error) 
 		return nil
 	})
 	return posts, err
+}
+
+// postVersion is one version of a thread's post, as the forumpost table
+// links it to the version it replaces (prev).
+type postVersion struct {
+	rid, rcvid, prev int64
+	hash             string
+}
+
+// threadEntry is one post of a thread: its latest version and its first.
+type threadEntry struct {
+	latest, first postVersion
+}
+
+// latestVersions is the thread's posts, each in its latest version, in
+// the order of their first versions (by receipt, then row).
+func latestVersions(versions []postVersion) []threadEntry {
+	// A version is the latest of its post when no other replaces it; its
+	// first version is found by following the replaced versions back.
+	byRid := make(map[int64]postVersion, len(versions))
+	replaced := make(map[int64]bool, len(versions))
+	for _, v := range versions {
+		byRid[v.rid] = v
+		if v.prev != 0 {
+			replaced[v.prev] = true
+		}
+	}
+	var entries []threadEntry
+	for _, v := range versions {
+		if replaced[v.rid] {
+			continue
+		}
+		first := v
+		for range len(versions) {
+			p, ok := byRid[first.prev]
+			if !ok {
+				break
+			}
+			first = p
+		}
+		entries = append(entries, threadEntry{latest: v, first: first})
+	}
+	slices.SortFunc(entries, func(a, b threadEntry) int {
+		if a.first.rcvid != b.first.rcvid {
+			return cmpInt(a.first.rcvid, b.first.rcvid)
+		}
+		return cmpInt(a.first.rid, b.first.rid)
+	})
+	return entries
 }
 
 // passOverPost says whether err is a post's own fault, which a reader of
@@ -261,17 +256,8 @@ func (r *Repo) RecentThreads(ctx context.Context, n int) ([]Thread, error) {
 			if err != nil {
 				return err
 			}
-			var groups []group
-			for rows.Next() {
-				var g group
-				if err := rows.Scan(&g.root, &g.rootRid, &g.lastPost, &g.postCount); err != nil {
-					rows.Close()
-					return err
-				}
-				groups = append(groups, g)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
+			groups, err := scanRows(rows, func(g *group) []any { return []any{&g.root, &g.rootRid, &g.lastPost, &g.postCount} })
+			if err != nil {
 				return err
 			}
 			for _, g := range groups {
@@ -340,34 +326,15 @@ func (r *Repo) FirstPosts(ctx context.Context, holding string) ([]Sent, error) {
 		if err != nil {
 			return err
 		}
-		var list []row
-		for rows.Next() {
-			var x row
-			if err := rows.Scan(&x.hash, &x.rid, &x.raw); err != nil {
-				rows.Close()
-				return err
-			}
-			list = append(list, x)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		list, err := scanRows(rows, func(x *row) []any { return []any{&x.hash, &x.rid, &x.raw} })
+		if err != nil {
 			return err
 		}
 		for _, x := range list {
-			if holding != "" {
-				data, err := inflate(x.raw)
-				if x.raw == nil || err != nil {
-					data, err = rd.content(x.rid, x.hash)
-				}
-				if rd.r.passOver(x.hash, err) {
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				if !bytes.Contains(data, []byte(holding)) {
-					continue
-				}
+			if holds, err := rd.holds(x.rid, x.hash, x.raw, holding); err != nil {
+				return err
+			} else if !holds {
+				continue
 			}
 			p, err := rd.post(x.hash)
 			if passOverPost(rd.r, x.hash, err) {

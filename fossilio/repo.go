@@ -338,6 +338,21 @@ func rollBackHotJournal(abs string, timeout time.Duration) error {
 	return nil
 }
 
+// scanRows reads every row of rows into a T, dest naming its fields in
+// the query's column order, and closes rows.
+func scanRows[T any](rows *sql.Rows, dest func(*T) []any) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		var t T
+		if err := rows.Scan(dest(&t)...); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
 func (rd *reader) query(q string, args ...any) (*sql.Rows, error) {
 	s, err := rd.r.stmt(rd.ctx, q)
 	if err != nil {
@@ -485,6 +500,24 @@ func (r *Repo) Artifact(ctx context.Context, hashOrPrefix string) (string, *Arti
 		return err
 	})
 	return full, a, err
+}
+
+// artifactOf reads and parses the artifact hash, which the classifier
+// must take for kind: another kind is refused with ErrWrongKind, the
+// error starting with op.
+func (rd *reader) artifactOf(hash string, kind Kind, op string) (Info, *Artifact, error) {
+	info, err := rd.info(hash)
+	if err != nil {
+		return Info{}, nil, err
+	}
+	if info.Kind != kind {
+		return Info{}, nil, fmt.Errorf("%s %s in %s: %w: it is a %s", op, hash, rd.r.path, ErrWrongKind, info.Kind)
+	}
+	a, err := rd.artifact(info.Rid, hash)
+	if err != nil {
+		return Info{}, nil, err
+	}
+	return info, a, nil
 }
 
 func (rd *reader) artifact(rid int64, full string) (*Artifact, error) {

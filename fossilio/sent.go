@@ -50,36 +50,15 @@ func (r *Repo) SentBy(ctx context.Context, login, holding string) ([]Sent, error
 		if err != nil {
 			return err
 		}
-		var list []row
-		for rows.Next() {
-			var x row
-			if err := rows.Scan(&x.hash, &x.rid, &x.typ, &x.raw); err != nil {
-				rows.Close()
-				return err
-			}
-			list = append(list, x)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		list, err := scanRows(rows, func(x *row) []any { return []any{&x.hash, &x.rid, &x.typ, &x.raw} })
+		if err != nil {
 			return err
 		}
 		for _, x := range list {
-			if holding != "" {
-				// The filter only passes over; what it keeps is read
-				// again below, its hash checked and its cards parsed.
-				data, err := inflate(x.raw)
-				if x.raw == nil || err != nil {
-					data, err = rd.content(x.rid, x.hash)
-				}
-				if rd.r.passOver(x.hash, err) {
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				if !bytes.Contains(data, []byte(holding)) {
-					continue
-				}
+			if holds, err := rd.holds(x.rid, x.hash, x.raw, holding); err != nil {
+				return err
+			} else if !holds {
+				continue
 			}
 			switch x.typ {
 			case "f":
@@ -111,4 +90,26 @@ func (r *Repo) SentBy(ctx context.Context, login, holding string) ([]Sent, error
 		return nil, err
 	}
 	return out, nil
+}
+
+// holds reports whether the artifact (rid, hash; raw its compressed
+// content when the query read it) contains holding; "" holds everything.
+// An artifact the repository passes over holds nothing. The filter only
+// passes over: what it keeps is read again by its caller, its hash
+// checked and its cards parsed.
+func (rd *reader) holds(rid int64, hash string, raw []byte, holding string) (bool, error) {
+	if holding == "" {
+		return true, nil
+	}
+	data, err := inflate(raw)
+	if raw == nil || err != nil {
+		data, err = rd.content(rid, hash)
+	}
+	if rd.r.passOver(hash, err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return bytes.Contains(data, []byte(holding)), nil
 }

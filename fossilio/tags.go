@@ -121,14 +121,8 @@ func (r *Repo) CheckinsOnBranch(ctx context.Context, branch, after string) ([]In
 		if err != nil {
 			return err
 		}
-		for _, h := range hashes {
-			info, err := rd.info(h)
-			if err != nil {
-				return err
-			}
-			out = append(out, info)
-		}
-		return nil
+		out, err = rd.infos(out, hashes)
+		return err
 	})
 	return out, err
 }
@@ -143,14 +137,8 @@ func (r *Repo) Checkins(ctx context.Context) ([]Info, error) {
 		if err != nil {
 			return err
 		}
-		for _, h := range hashes {
-			info, err := rd.info(h)
-			if err != nil {
-				return err
-			}
-			out = append(out, info)
-		}
-		return nil
+		out, err = rd.infos(out, hashes)
+		return err
 	})
 	return out, err
 }

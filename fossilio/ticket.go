@@ -3,7 +3,6 @@ package fossilio
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"strings"
 	"time"
 )
@@ -85,14 +84,7 @@ func (r *Repo) TicketChange(ctx context.Context, hashOrPrefix string) (TicketCha
 }
 
 func (rd *reader) ticketChange(hash string) (TicketChange, error) {
-	info, err := rd.info(hash)
-	if err != nil {
-		return TicketChange{}, err
-	}
-	if info.Kind != KindTicketChange {
-		return TicketChange{}, fmt.Errorf("read ticket change %s in %s: %w: it is a %s", hash, rd.r.path, ErrWrongKind, info.Kind)
-	}
-	a, err := rd.artifact(info.Rid, hash)
+	info, a, err := rd.artifactOf(hash, KindTicketChange, "read ticket change")
 	if err != nil {
 		return TicketChange{}, err
 	}
@@ -226,17 +218,8 @@ func (rd *reader) ticketSummary(tagid int64, t *TicketSummary) error {
 	if err != nil {
 		return err
 	}
-	var versions []version
-	for rows.Next() {
-		var v version
-		if err := rows.Scan(&v.rid, &v.hash); err != nil {
-			rows.Close()
-			return err
-		}
-		versions = append(versions, v)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	versions, err := scanRows(rows, func(v *version) []any { return []any{&v.rid, &v.hash} })
+	if err != nil {
 		return err
 	}
 	for _, v := range versions {

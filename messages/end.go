@@ -139,6 +139,46 @@ func (n *EndNote) Validate() error {
 			return err
 		}
 	}
+	if err := n.validateStatus(); err != nil {
+		return err
+	}
+	if err := checkLine("release", n.Release, true, MaxShortLen); err != nil {
+		return err
+	}
+	if err := checkTime("seen", n.Seen); err != nil {
+		return err
+	}
+	if err := checkOptHash("checkin", n.Checkin); err != nil {
+		return err
+	}
+	if n.Budget != "" {
+		if err := checkBudget("budget", n.Budget, BudgetLimits); err != nil {
+			return err
+		}
+		if n.Status == EndSandboxFailed {
+			return fieldErr("budget", ErrInvalid, "a session whose sandbox failed to start never ran, so it ran past no limit")
+		}
+	}
+	if n.Usage != nil {
+		if err := n.Usage.validate("usage"); err != nil {
+			return err
+		}
+	}
+	switch n.Result {
+	case "":
+	case CIGreen, CIRed, CIPass, CIFail, CINone:
+		if n.Checkin == "" {
+			return fieldErr("result", ErrInvalid, "a result belongs to a CI run; the note names no checkin")
+		}
+	default:
+		return fieldErr("result", ErrInvalid, fmt.Sprintf("%s is not a CI result (green, red, pass, fail, none)", quoteShort(string(n.Result))))
+	}
+	return checkText("note", n.Note, true, MaxTextLen)
+}
+
+// validateStatus checks that the status, exit code, signal and killed
+// agree.
+func (n *EndNote) validateStatus() error {
 	switch n.Status {
 	case EndExited:
 		if n.ExitCode == nil {
@@ -176,38 +216,7 @@ func (n *EndNote) Validate() error {
 	default:
 		return fieldErr("status", ErrInvalid, fmt.Sprintf("%s is not an end status (exited, signaled, unknown, sandbox-failed)", quoteShort(string(n.Status))))
 	}
-	if err := checkLine("release", n.Release, true, MaxShortLen); err != nil {
-		return err
-	}
-	if err := checkTime("seen", n.Seen); err != nil {
-		return err
-	}
-	if err := checkOptHash("checkin", n.Checkin); err != nil {
-		return err
-	}
-	if n.Budget != "" {
-		if err := checkBudget("budget", n.Budget, BudgetLimits); err != nil {
-			return err
-		}
-		if n.Status == EndSandboxFailed {
-			return fieldErr("budget", ErrInvalid, "a session whose sandbox failed to start never ran, so it ran past no limit")
-		}
-	}
-	if n.Usage != nil {
-		if err := n.Usage.validate("usage"); err != nil {
-			return err
-		}
-	}
-	switch n.Result {
-	case "":
-	case CIGreen, CIRed, CIPass, CIFail, CINone:
-		if n.Checkin == "" {
-			return fieldErr("result", ErrInvalid, "a result belongs to a CI run; the note names no checkin")
-		}
-	default:
-		return fieldErr("result", ErrInvalid, fmt.Sprintf("%s is not a CI result (green, red, pass, fail, none)", quoteShort(string(n.Result))))
-	}
-	return checkText("note", n.Note, true, MaxTextLen)
+	return nil
 }
 
 // checkSignal checks a signal's name: SIG, then capitals and digits, and for a

@@ -379,28 +379,14 @@ func (s *NodeState) Validate() error {
 	}
 	for i, h := range s.Hooks {
 		f := indexField("hooks", i)
-		if err := checkProject(joinField(f, "project"), h.Project); err != nil {
+		if err := h.validate(f); err != nil {
 			return err
-		}
-		if err := checkRepository(joinField(f, "repository"), h.Repository); err != nil {
-			return err
-		}
-		if ProjectOf(h.Repository) != h.Project {
-			return fieldErr(joinField(f, "repository"), ErrInvalid, fmt.Sprintf("%s does not hold project %q", quoteShort(h.Repository), h.Project))
 		}
 		if err := once(f, "hook "+h.Repository); err != nil {
 			return err
 		}
-		if h.Newest > MaxSafeInt {
-			return fieldErr(joinField(f, "newest"), ErrInvalid, fmt.Sprintf("%d is past 2^53-1", h.Newest))
-		}
-		if h.Mark != nil && *h.Mark > MaxSafeInt {
-			return fieldErr(joinField(f, "mark"), ErrInvalid, fmt.Sprintf("%d is past 2^53-1", *h.Mark))
-		}
-		if h.HeldUntil != nil {
-			if err := checkTime(joinField(f, "held_until"), *h.HeldUntil); err != nil {
-				return err
-			}
+		if err := h.validateCounts(f); err != nil {
+			return err
 		}
 	}
 	for i, l := range s.Logins {
@@ -411,19 +397,8 @@ func (s *NodeState) Validate() error {
 		if err := once(f, "login "+l.Login); err != nil {
 			return err
 		}
-		projects := map[string]bool{}
-		for j, a := range l.Accounts {
-			af := indexField(joinField(f, "accounts"), j)
-			if err := checkProject(joinField(af, "project"), a.Project); err != nil {
-				return err
-			}
-			if projects[a.Project] {
-				return fieldErr(af, ErrInvalid, fmt.Sprintf("repeats the account on %q", a.Project))
-			}
-			projects[a.Project] = true
-			if err := checkCapabilities(joinField(af, "capabilities"), a.Capabilities); err != nil {
-				return err
-			}
+		if err := l.validateAccounts(f); err != nil {
+			return err
 		}
 	}
 	for i, w := range s.Workspaces {
@@ -454,6 +429,49 @@ func (s *NodeState) Validate() error {
 			return err
 		}
 	}
+	if err := s.validateOffers(once); err != nil {
+		return err
+	}
+	if s.SessionLimits != nil {
+		if err := s.SessionLimits.validate("session_limits"); err != nil {
+			return err
+		}
+	}
+	return s.validateReviews(once)
+}
+
+// validateReviews checks the look-alikes, the verdicts and the reviews,
+// each verdict and review once.
+func (s *NodeState) validateReviews(once func(field, key string) error) error {
+	for i, l := range s.LookAlikes {
+		if err := l.validate(indexField("look_alikes", i)); err != nil {
+			return err
+		}
+	}
+	for i, v := range s.Verdicts {
+		f := indexField("verdicts", i)
+		if err := v.validate(f); err != nil {
+			return err
+		}
+		if err := once(f, v.key()); err != nil {
+			return err
+		}
+	}
+	for i, r := range s.Reviews {
+		f := indexField("reviews", i)
+		if err := r.validate(f); err != nil {
+			return err
+		}
+		if err := once(f, r.key()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateOffers checks the restrictions and the runners the node offers,
+// each once.
+func (s *NodeState) validateOffers(once func(field, key string) error) error {
 	for i, r := range s.Restrictions {
 		f := indexField("restrictions", i)
 		if r != "no_password" && r != "branch" && r != "own_thread" {
@@ -475,31 +493,49 @@ func (s *NodeState) Validate() error {
 			return err
 		}
 	}
-	if s.SessionLimits != nil {
-		if err := s.SessionLimits.validate("session_limits"); err != nil {
-			return err
-		}
+	return nil
+}
+
+func (h *HookStatus) validate(f string) error {
+	if err := checkProject(joinField(f, "project"), h.Project); err != nil {
+		return err
 	}
-	for i, l := range s.LookAlikes {
-		if err := l.validate(indexField("look_alikes", i)); err != nil {
-			return err
-		}
+	if err := checkRepository(joinField(f, "repository"), h.Repository); err != nil {
+		return err
 	}
-	for i, v := range s.Verdicts {
-		f := indexField("verdicts", i)
-		if err := v.validate(f); err != nil {
-			return err
-		}
-		if err := once(f, v.key()); err != nil {
-			return err
-		}
+	if ProjectOf(h.Repository) != h.Project {
+		return fieldErr(joinField(f, "repository"), ErrInvalid, fmt.Sprintf("%s does not hold project %q", quoteShort(h.Repository), h.Project))
 	}
-	for i, r := range s.Reviews {
-		f := indexField("reviews", i)
-		if err := r.validate(f); err != nil {
+	return nil
+}
+
+// validateCounts checks the hook's receipts and its hold.
+func (h *HookStatus) validateCounts(f string) error {
+	if h.Newest > MaxSafeInt {
+		return fieldErr(joinField(f, "newest"), ErrInvalid, fmt.Sprintf("%d is past 2^53-1", h.Newest))
+	}
+	if h.Mark != nil && *h.Mark > MaxSafeInt {
+		return fieldErr(joinField(f, "mark"), ErrInvalid, fmt.Sprintf("%d is past 2^53-1", *h.Mark))
+	}
+	if h.HeldUntil != nil {
+		return checkTime(joinField(f, "held_until"), *h.HeldUntil)
+	}
+	return nil
+}
+
+// validateAccounts checks the login's accounts, one per project.
+func (l *LoginStatus) validateAccounts(f string) error {
+	projects := map[string]bool{}
+	for j, a := range l.Accounts {
+		af := indexField(joinField(f, "accounts"), j)
+		if err := checkProject(joinField(af, "project"), a.Project); err != nil {
 			return err
 		}
-		if err := once(f, r.key()); err != nil {
+		if projects[a.Project] {
+			return fieldErr(af, ErrInvalid, fmt.Sprintf("repeats the account on %q", a.Project))
+		}
+		projects[a.Project] = true
+		if err := checkCapabilities(joinField(af, "capabilities"), a.Capabilities); err != nil {
 			return err
 		}
 	}

@@ -117,12 +117,7 @@ func (n *StoppedNote) Validate() error {
 		if err := checkHash("request", n.Request); err != nil {
 			return err
 		}
-		if n.Signal != "" {
-			return fieldErr("signal", ErrInvalid, "a session stopped by a request names the request, not a signal")
-		}
-		if n.Budget != "" {
-			return fieldErr("budget", ErrInvalid, "a session stopped by a request names the request, not a budget")
-		}
+		return n.namesOnly("a request", "request", "signal", "budget")
 	case StopBySignal:
 		if n.Signal == "" {
 			return fieldErr("signal", ErrMissing, "is missing; a session stopped by a signal names it, as SIGTERM")
@@ -130,12 +125,7 @@ func (n *StoppedNote) Validate() error {
 		if err := checkSignal("signal", n.Signal); err != nil {
 			return err
 		}
-		if n.Request != "" {
-			return fieldErr("request", ErrInvalid, "a session stopped by a signal names the signal, not a request")
-		}
-		if n.Budget != "" {
-			return fieldErr("budget", ErrInvalid, "a session stopped by a signal names the signal, not a budget")
-		}
+		return n.namesOnly("a signal", "signal", "request", "budget")
 	case StopByBudget:
 		if n.Budget == "" {
 			return fieldErr("budget", ErrMissing, "is missing; a session stopped by its budget names the limit, as wall")
@@ -154,6 +144,18 @@ func (n *StoppedNote) Validate() error {
 		return fieldErr("cause", ErrMissing, "is empty; it is request, signal or budget")
 	default:
 		return fieldErr("cause", ErrInvalid, fmt.Sprintf("%s is not a cause (request, signal, budget)", quoteShort(string(n.Cause))))
+	}
+	return nil
+}
+
+// namesOnly refuses the first of others that is set: a session stopped by
+// by names its own field only.
+func (n *StoppedNote) namesOnly(by, own string, others ...string) error {
+	set := map[string]bool{"request": n.Request != "", "signal": n.Signal != "", "budget": n.Budget != ""}
+	for _, f := range others {
+		if set[f] {
+			return fieldErr(f, ErrInvalid, "a session stopped by "+by+" names the "+own+", not a "+f)
+		}
 	}
 	return nil
 }

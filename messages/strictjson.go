@@ -223,26 +223,10 @@ func (o jobj) boolean(key string, required bool, what string) (bool, error) {
 
 // strs reads a list of strings, never nil when present.
 func (o jobj) strs(key string, required bool, what string) ([]string, error) {
-	v, ok := o.m[key]
-	if !ok {
-		if required {
-			return nil, o.missing(key, what)
-		}
-		return nil, nil
-	}
-	a, ok := v.([]any)
-	if !ok {
-		return nil, o.wrongType(key, "a list of strings", v)
-	}
-	out := make([]string, len(a))
-	for i, e := range a {
+	return jlist(o, key, required, what, "a list of strings", "a string", func(_ int, e any) (string, bool) {
 		s, ok := e.(string)
-		if !ok {
-			return nil, fieldErr(indexField(o.field(key), i), ErrInvalid, "must be a string, not "+jsonType(e))
-		}
-		out[i] = s
-	}
-	return out, nil
+		return s, ok
+	})
 }
 
 // object reads a nested object. present says whether the key was there.
@@ -263,6 +247,16 @@ func (o jobj) object(key string, required bool, what string) (obj jobj, present 
 
 // objects reads a list of objects.
 func (o jobj) objects(key string, required bool, what string) ([]jobj, error) {
+	return jlist(o, key, required, what, "a list of objects", "an object", func(i int, e any) (jobj, bool) {
+		m, ok := e.(map[string]any)
+		return jobj{path: indexField(o.field(key), i), m: m}, ok
+	})
+}
+
+// jlist reads the list at key (listWhat names it in a wrong type's error),
+// each element through each, which says whether it is elemWhat; never nil
+// when present.
+func jlist[T any](o jobj, key string, required bool, what, listWhat, elemWhat string, each func(i int, e any) (T, bool)) ([]T, error) {
 	v, ok := o.m[key]
 	if !ok {
 		if required {
@@ -272,15 +266,15 @@ func (o jobj) objects(key string, required bool, what string) ([]jobj, error) {
 	}
 	a, ok := v.([]any)
 	if !ok {
-		return nil, o.wrongType(key, "a list of objects", v)
+		return nil, o.wrongType(key, listWhat, v)
 	}
-	out := make([]jobj, len(a))
+	out := make([]T, len(a))
 	for i, e := range a {
-		m, ok := e.(map[string]any)
+		t, ok := each(i, e)
 		if !ok {
-			return nil, fieldErr(indexField(o.field(key), i), ErrInvalid, "must be an object, not "+jsonType(e))
+			return nil, fieldErr(indexField(o.field(key), i), ErrInvalid, "must be "+elemWhat+", not "+jsonType(e))
 		}
-		out[i] = jobj{path: indexField(o.field(key), i), m: m}
+		out[i] = t
 	}
 	return out, nil
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/runner"
@@ -167,13 +166,5 @@ func (r result) message() string {
 	if msg == "" {
 		msg = r.Result
 	}
-	msg = strings.Join(strings.Fields(msg), " ")
-	if len(msg) > maxErrorLen {
-		cut := maxErrorLen
-		for cut > 0 && msg[cut]&0xC0 == 0x80 {
-			cut--
-		}
-		msg = msg[:cut] + "…"
-	}
-	return msg
+	return runner.OneLine(msg, maxErrorLen)
 }

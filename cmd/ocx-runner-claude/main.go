@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,26 +34,14 @@ type state struct {
 	SessionID string `json:"session_id"`
 }
 
-func main() { runner.Main(run) }
-
-func run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	answer, err := turn(ctx, argv, stdin, stderr)
-	return runner.Finish(stdout, answer, err)
-}
+func main() { runner.Main(runner.CLIMain(name, turn)) }
 
 // turn runs one turn and returns the answer.
-func turn(ctx context.Context, argv []string, stdin io.Reader, stderr io.Writer) (string, error) {
-	t, err := runner.StartCLITurn(name, argv, stdin, stderr, os.Getenv)
+func turn(ctx context.Context, t *runner.CLITurn, stderr io.Writer) (string, error) {
+	in, conv, bridge, env := t.Input, t.Conv, t.Bridge, t.Env
+	st, err := runner.ResumeState(t, func(s state) string { return s.SessionID }, "claude session id")
 	if err != nil {
 		return "", err
-	}
-	defer t.Store.Close()
-	in, conv, bridge, store, env := t.Input, t.Conv, t.Bridge, t.Store, t.Env
-	var st state
-	if conv != nil {
-		if err := json.Unmarshal(conv.State, &st); err != nil || st.SessionID == "" {
-			return "", runner.Failf("the conversation of %s holds no claude session id", in.Session)
-		}
 	}
 	config, err := writeConfig(env.SessionDir, mcpConfig(bridge))
 	if err != nil {
@@ -89,12 +76,7 @@ func turn(ctx context.Context, argv []string, stdin io.Reader, stderr io.Writer)
 		fmt.Fprintln(stderr, "ocx-runner-claude: claude's result has no session_id; the next turn starts a new conversation")
 		return answer, nil
 	}
-	turns := t.Turns()
-	b, _ := json.Marshal(state{SessionID: id}) // a string only
-	if err := store.Save(in.Session, &runner.Conversation{Turns: turns, State: b}); err != nil {
-		// The answer stands: the model did the work and may have posted.
-		fmt.Fprintf(stderr, "ocx-runner-claude: %v\n", err)
-	}
+	t.Keep(state{SessionID: id}, stderr)
 	return answer, nil
 }
 

@@ -221,14 +221,4 @@ func outcome(ev events, exit int) (answer, id string, err error) {
 }
 
 // short is msg on one line, cut to maxErrorLen bytes.
-func short(msg string) string {
-	msg = strings.Join(strings.Fields(msg), " ")
-	if len(msg) > maxErrorLen {
-		cut := maxErrorLen
-		for cut > 0 && msg[cut]&0xC0 == 0x80 {
-			cut--
-		}
-		msg = msg[:cut] + "…"
-	}
-	return msg
-}
+func short(msg string) string { return runner.OneLine(msg, maxErrorLen) }

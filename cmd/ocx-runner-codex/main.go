@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,26 +26,14 @@ type state struct {
 	ThreadID string `json:"thread_id"`
 }
 
-func main() { runner.Main(run) }
-
-func run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	answer, err := turn(ctx, argv, stdin, stderr)
-	return runner.Finish(stdout, answer, err)
-}
+func main() { runner.Main(runner.CLIMain(name, turn)) }
 
 // turn runs one turn and returns the answer.
-func turn(ctx context.Context, argv []string, stdin io.Reader, stderr io.Writer) (string, error) {
-	t, err := runner.StartCLITurn(name, argv, stdin, stderr, os.Getenv)
+func turn(ctx context.Context, t *runner.CLITurn, stderr io.Writer) (string, error) {
+	in, conv, bridge := t.Input, t.Conv, t.Bridge
+	st, err := runner.ResumeState(t, func(s state) string { return s.ThreadID }, "codex thread id")
 	if err != nil {
 		return "", err
-	}
-	defer t.Store.Close()
-	in, conv, bridge, store := t.Input, t.Conv, t.Bridge, t.Store
-	var st state
-	if conv != nil {
-		if err := json.Unmarshal(conv.State, &st); err != nil || st.ThreadID == "" {
-			return "", runner.Failf("the conversation of %s holds no codex thread id", in.Session)
-		}
 	}
 	dir, err := os.Getwd()
 	if err != nil {
@@ -91,11 +78,6 @@ func turn(ctx context.Context, argv []string, stdin io.Reader, stderr io.Writer)
 		fmt.Fprintln(stderr, "ocx-runner-codex: codex's events have no thread.started; the next turn starts a new thread")
 		return answer, nil
 	}
-	turns := t.Turns()
-	b, _ := json.Marshal(state{ThreadID: id}) // a string only
-	if err := store.Save(in.Session, &runner.Conversation{Turns: turns, State: b}); err != nil {
-		// The answer stands: the model did the work and may have posted.
-		fmt.Fprintf(stderr, "ocx-runner-codex: %v\n", err)
-	}
+	t.Keep(state{ThreadID: id}, stderr)
 	return answer, nil
 }

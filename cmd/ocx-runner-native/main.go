@@ -157,16 +157,9 @@ func turn(ctx context.Context, f flags, in runner.Input, env runner.Env, logf fu
 	if err != nil {
 		return "", err
 	}
-	h := history{API: string(api)}
-	turns := 0
-	if conv != nil {
-		if err := json.Unmarshal(conv.State, &h); err != nil {
-			return "", runner.Failf("the conversation of %s does not read (%v)", in.Session, err)
-		}
-		if h.API != string(api) {
-			return "", runner.Failf("the conversation of %s was held with the %s API, and the node now serves %s", in.Session, h.API, api)
-		}
-		turns = conv.Turns
+	h, turns, err := historyOf(conv, in.Session, api)
+	if err != nil {
+		return "", err
 	}
 	list, err := tools.List(ctx)
 	if err != nil {
@@ -204,24 +197,45 @@ func turn(ctx context.Context, f flags, in runner.Input, env runner.Env, logf fu
 		if calls > f.toolCalls {
 			return "", runner.Failf("the model made more than %d tool calls in one turn", f.toolCalls)
 		}
-		answers := make([]runner.Result, len(r.Calls))
-		for i, call := range r.Calls {
-			logf("tool call %s %s: %s", call.ID, call.Name, call.Input)
-			res, err := tools.Call(ctx, call.Name, call.Input)
-			if err != nil {
-				// A call that did not reach its tool (an unknown name) is an
-				// answer for the model to read, not the turn's end.
-				res = runner.Result{Text: err.Error(), IsError: true}
-			}
-			tag := ""
-			if res.IsError {
-				tag = " (refused)"
-			}
-			logf("tool answer %s %s%s: %s", call.ID, call.Name, tag, res.Text)
-			answers[i] = res
-		}
-		msgs = append(msgs, fl.results(r.Calls, answers)...)
+		msgs = append(msgs, fl.results(r.Calls, callTools(ctx, tools, r.Calls, logf))...)
 	}
+}
+
+// historyOf is the history conv keeps of session (nil: a new one, on api)
+// and how many turns it held, refused when it was held on another API.
+func historyOf(conv *runner.Conversation, session string, api model.API) (history, int, error) {
+	h := history{API: string(api)}
+	if conv == nil {
+		return h, 0, nil
+	}
+	if err := json.Unmarshal(conv.State, &h); err != nil {
+		return h, 0, runner.Failf("the conversation of %s does not read (%v)", session, err)
+	}
+	if h.API != string(api) {
+		return h, 0, runner.Failf("the conversation of %s was held with the %s API, and the node now serves %s", session, h.API, api)
+	}
+	return h, conv.Turns, nil
+}
+
+// callTools runs the model's tool calls, in order, and returns their answers.
+func callTools(ctx context.Context, tools *runner.Tools, calls []call, logf func(string, ...any)) []runner.Result {
+	answers := make([]runner.Result, len(calls))
+	for i, call := range calls {
+		logf("tool call %s %s: %s", call.ID, call.Name, call.Input)
+		res, err := tools.Call(ctx, call.Name, call.Input)
+		if err != nil {
+			// A call that did not reach its tool (an unknown name) is an
+			// answer for the model to read, not the turn's end.
+			res = runner.Result{Text: err.Error(), IsError: true}
+		}
+		tag := ""
+		if res.IsError {
+			tag = " (refused)"
+		}
+		logf("tool answer %s %s%s: %s", call.ID, call.Name, tag, res.Text)
+		answers[i] = res
+	}
+	return answers
 }
 
 // socketThere says whether the model socket is there, waiting a moment:

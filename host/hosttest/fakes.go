@@ -169,20 +169,32 @@ func (s *Spawner) FailNext(err error) {
 func (s *Spawner) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (messages.ProcID, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.failing != nil {
-		err := s.failing
-		s.failing = nil
+	if err := s.takeFailing(); err != nil {
 		return messages.ProcID{}, err
 	}
 	if onExit == nil || spec.Path == "" || len(spec.Args) == 0 {
 		return messages.ProcID{}, fmt.Errorf("hosttest: spawn: incomplete spec %+v", spec)
 	}
+	id := s.nextID(onExit)
+	s.spawned = append(s.spawned, Spawned{ID: id, Spec: spec})
+	return id, nil
+}
+
+// takeFailing is the failure FailNext set, once; s.mu is held.
+func (s *Spawner) takeFailing() error {
+	err := s.failing
+	s.failing = nil
+	return err
+}
+
+// nextID numbers a new process, which onExit is told of its end; s.mu is
+// held.
+func (s *Spawner) nextID(onExit func(host.Exit)) messages.ProcID {
 	id := messages.ProcID{PID: s.next, Start: s.start}
 	s.next++
 	s.start += 10
-	s.spawned = append(s.spawned, Spawned{ID: id, Spec: spec})
 	s.running[id] = onExit
-	return id, nil
+	return id
 }
 
 // Started is one run's process the fake started.
@@ -196,9 +208,7 @@ type Started struct {
 func (s *Spawner) StartRun(spec host.RunSpec, onExit func(host.Exit)) (messages.ProcID, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.failing != nil {
-		err := s.failing
-		s.failing = nil
+	if err := s.takeFailing(); err != nil {
 		return messages.ProcID{}, err
 	}
 	if onExit == nil || len(spec.Command) == 0 || spec.Dir == "" {
@@ -207,11 +217,8 @@ func (s *Spawner) StartRun(spec host.RunSpec, onExit func(host.Exit)) (messages.
 	if err := s.Support.Check(spec.Sandbox, spec.Limits); err != nil {
 		return messages.ProcID{}, err
 	}
-	id := messages.ProcID{PID: s.next, Start: s.start}
-	s.next++
-	s.start += 10
+	id := s.nextID(onExit)
 	s.started = append(s.started, Started{ID: id, Spec: spec})
-	s.running[id] = onExit
 	return id, nil
 }
 

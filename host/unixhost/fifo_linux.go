@@ -228,67 +228,21 @@ func (p *PipeReader) Run(fn func(line []byte)) error {
 		p.mu.Unlock()
 		close(done)
 	}()
-	buf := make([]byte, 256<<10)
-	start, end := 0, copy(buf, rest)
-	discarding := false
+	b := &lineBuf{buf: make([]byte, 256<<10)}
+	b.end = copy(b.buf, rest)
 	for {
-		for start < end {
-			i := bytes.IndexByte(buf[start:end], '\n')
-			if i < 0 {
-				break
-			}
-			line := buf[start : start+i]
-			start += i + 1
-			if discarding {
-				discarding = false
-				continue
-			}
-			if len(line) > p.maxLine {
-				p.dropped.Add(1)
-				continue
-			}
-			fn(line)
-		}
-		if start == end {
-			start, end = 0, 0
-		}
-		if end == len(buf) {
-			// Keep the partial line, or drop it when it fills the buffer.
-			if start > 0 {
-				end = copy(buf, buf[start:end])
-				start = 0
-			} else {
-				// One line fills the buffer: drop it, and whatever follows
-				// of it until its newline.
-				if !discarding {
-					p.dropped.Add(1)
-				}
-				discarding = true
-				start, end = 0, 0
-			}
-		}
-		n, err := p.r.Read(buf[end:])
-		end += n
+		b.lines(p.maxLine, &p.dropped, fn)
+		b.room(&p.dropped)
+		n, err := p.r.Read(b.buf[b.end:])
+		b.end += n
 		if err == nil {
 			continue
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) && p.isStopping() {
 			// Stop: keep what was read of an incomplete line for the hand-off.
-			for start < end && !discarding {
-				// Complete lines that came with the last read are handed
-				// on before stopping.
-				i := bytes.IndexByte(buf[start:end], '\n')
-				if i < 0 {
-					break
-				}
-				if line := buf[start : start+i]; len(line) <= p.maxLine {
-					fn(line)
-				}
-				start += i + 1
-			}
-			if !discarding {
+			if rest, ok := b.last(p.maxLine, fn); ok {
 				p.mu.Lock()
-				p.rest = bytes.Clone(buf[start:end])
+				p.rest = rest
 				p.mu.Unlock()
 			}
 			return nil
@@ -302,6 +256,80 @@ func (p *PipeReader) Run(fn func(line []byte)) error {
 		}
 		return pathErr("read pipe", p.path, err)
 	}
+}
+
+// lineBuf is what Run has read and not yet handed on: buf[start:end].
+type lineBuf struct {
+	buf        []byte
+	start, end int
+	// discarding: a line filled buf; the rest of it, up to its newline,
+	// is dropped.
+	discarding bool
+}
+
+// lines hands fn each complete line, without its newline, dropping (and
+// counting in dropped) those longer than maxLine.
+func (b *lineBuf) lines(maxLine int, dropped *atomic.Int64, fn func(line []byte)) {
+	for b.start < b.end {
+		i := bytes.IndexByte(b.buf[b.start:b.end], '\n')
+		if i < 0 {
+			break
+		}
+		line := b.buf[b.start : b.start+i]
+		b.start += i + 1
+		if b.discarding {
+			b.discarding = false
+			continue
+		}
+		if len(line) > maxLine {
+			dropped.Add(1)
+			continue
+		}
+		fn(line)
+	}
+	if b.start == b.end {
+		b.start, b.end = 0, 0
+	}
+}
+
+// room makes room for the next read when buf is full: it keeps the partial
+// line, or drops it when it fills the buffer.
+func (b *lineBuf) room(dropped *atomic.Int64) {
+	if b.end != len(b.buf) {
+		return
+	}
+	if b.start > 0 {
+		b.end = copy(b.buf, b.buf[b.start:b.end])
+		b.start = 0
+		return
+	}
+	// One line fills the buffer: drop it, and whatever follows of it until
+	// its newline.
+	if !b.discarding {
+		dropped.Add(1)
+	}
+	b.discarding = true
+	b.start, b.end = 0, 0
+}
+
+// last hands on, at a stop, the complete lines that came with the last
+// read, and returns a copy of the incomplete line left for the hand-off
+// (ok false while a dropped line is being discarded).
+func (b *lineBuf) last(maxLine int, fn func(line []byte)) (rest []byte, ok bool) {
+	for b.start < b.end && !b.discarding {
+		i := bytes.IndexByte(b.buf[b.start:b.end], '\n')
+		if i < 0 {
+			break
+		}
+		if line := b.buf[b.start : b.start+i]; len(line) <= maxLine {
+			fn(line)
+		}
+		b.start += i + 1
+	}
+	if b.discarding {
+		return nil, false
+	}
+	return bytes.Clone(b.buf[b.start:b.end]), true
 }
 
 func (p *PipeReader) isStopping() bool {

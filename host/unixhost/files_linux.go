@@ -223,16 +223,9 @@ func (r *Root) WriteFile(p string, data []byte, perm fs.FileMode) error {
 // Remove removes the file or empty directory at p; a link is removed, not
 // followed. A p that does not exist is not an error.
 func (r *Root) Remove(p string) error {
-	rel, err := r.rel("remove", p)
-	if err != nil {
+	dfd, name, ok, err := r.removeParent(p)
+	if !ok {
 		return err
-	}
-	dfd, name, err := r.parent(rel)
-	if err != nil {
-		if err == unix.ENOENT {
-			return nil
-		}
-		return pathErr("remove", p, err)
 	}
 	defer unix.Close(dfd)
 	err = unix.Unlinkat(dfd, name, 0)
@@ -248,22 +241,33 @@ func (r *Root) Remove(p string) error {
 // RemoveAll removes p and all it holds, following no link: a link inside is
 // removed as a link.
 func (r *Root) RemoveAll(p string) error {
-	rel, err := r.rel("remove", p)
-	if err != nil {
+	dfd, name, ok, err := r.removeParent(p)
+	if !ok {
 		return err
-	}
-	dfd, name, err := r.parent(rel)
-	if err != nil {
-		if err == unix.ENOENT {
-			return nil
-		}
-		return pathErr("remove", p, err)
 	}
 	defer unix.Close(dfd)
 	if err := removeAllAt(dfd, name); err != nil {
 		return pathErr("remove", p, err)
 	}
 	return nil
+}
+
+// removeParent opens the directory a removal of p works in, and names p in
+// it; ok is false when there is nothing to remove (err nil: its parent is
+// not there) or the parent cannot be opened (err says why).
+func (r *Root) removeParent(p string) (dfd int, name string, ok bool, err error) {
+	rel, err := r.rel("remove", p)
+	if err != nil {
+		return -1, "", false, err
+	}
+	dfd, name, err = r.parent(rel)
+	if err != nil {
+		if err == unix.ENOENT {
+			return -1, "", false, nil
+		}
+		return -1, "", false, pathErr("remove", p, err)
+	}
+	return dfd, name, true, nil
 }
 
 func removeAllAt(dfd int, name string) error {

@@ -192,53 +192,14 @@ func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintp
 	if err != nil {
 		return messages.ProcID{}, err
 	}
-	var closeAfter []int
-	defer func() {
-		for _, fd := range closeAfter {
-			unix.Close(fd)
-		}
-	}()
-	var status [2]int
-	if err := unix.Pipe2(status[:], unix.O_CLOEXEC); err != nil {
-		return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: status pipe: %w", prog, err)
+	rf, err := openRunFiles(prog, files, limited, cb, sb.Files)
+	if err != nil {
+		return messages.ProcID{}, err
 	}
-	statusR := status[0]
-	closeAfter = append(closeAfter, status[1])
-	if err := unix.SetNonblock(statusR, true); err != nil {
-		unix.Close(statusR)
-		return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: status pipe: %w", prog, err)
-	}
-	files = append(files, uintptr(status[1]))
-	blockW := -1
-	if limited {
-		var block [2]int
-		if cb != nil {
-			// The cgroup's block pipe, closed below as any other.
-			block[0], block[1], cb.r, cb.w = cb.r, cb.w, -1, -1
-		} else if err := unix.Pipe2(block[:], unix.O_CLOEXEC); err != nil {
-			unix.Close(statusR)
-			return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: block pipe: %w", prog, err)
-		}
-		blockW = block[1]
-		// Closing the write end would let the child go on, as a byte does:
-		// it is closed only once the limits are set or the child is dead.
-		closeAfter = append(closeAfter, block[0])
-		files = append(files, uintptr(block[0]))
-	}
-	for i, f := range sb.Files {
-		fd, err := dataFD(f.Text)
-		if err != nil {
-			unix.Close(statusR)
-			if blockW >= 0 {
-				unix.Close(blockW)
-			}
-			return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: sandbox.files[%d] at %s: %w", prog, i, f.At, err)
-		}
-		closeAfter = append(closeAfter, fd)
-		files = append(files, uintptr(fd))
-	}
+	defer rf.closeChildEnds()
+	statusR, blockW := rf.statusR, rf.blockW
 	pidfd := -1
-	attr := &syscall.ProcAttr{Dir: "/", Env: env, Files: files, Sys: runAttr(spec, &pidfd)}
+	attr := &syscall.ProcAttr{Dir: "/", Env: env, Files: rf.files, Sys: runAttr(spec, &pidfd)}
 	pid, err := syscall.ForkExec(l.bwrap, argv, attr)
 	if err != nil {
 		unix.Close(statusR)
@@ -247,10 +208,7 @@ func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintp
 		}
 		return messages.ProcID{}, &fs.PathError{Op: "start run", Path: l.bwrap, Err: err}
 	}
-	for _, fd := range closeAfter {
-		unix.Close(fd)
-	}
-	closeAfter = nil
+	rf.closeChildEnds()
 	if !limited {
 		return l.track(l.bwrap, pid, pidfd, true, statusR, nil, onExit)
 	}
@@ -272,15 +230,7 @@ func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintp
 		unix.Close(blockW)
 		return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, err)
 	}
-	// Let the child go on. EPIPE means it is gone already (a bind that
-	// failed): bwrap says so in its exit.
-	for {
-		_, err := unix.Write(blockW, []byte{'\n'})
-		if err != unix.EINTR {
-			break
-		}
-	}
-	unix.Close(blockW)
+	lift(blockW)
 	var rc *runCgroup
 	if cb != nil {
 		cb.ok = true
@@ -291,6 +241,86 @@ func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintp
 		rc.end(true) // the run was killed: its cgroup goes
 	}
 	return id, err
+}
+
+// runFiles are the descriptors startSandboxed hands bwrap: the caller's
+// files, then the status pipe's write end, the block pipe's read end (a
+// limited run) and one data file per sandbox file. statusR and blockW are
+// the ends the launcher keeps (blockW -1 for none); childEnds are closed
+// once bwrap has them, or when the start fails.
+type runFiles struct {
+	files     []uintptr
+	statusR   int
+	blockW    int
+	childEnds []int
+}
+
+// openRunFiles opens the pipes and data files of a run of prog; a limited
+// run's block pipe is its cgroup's (cb), or a pipe of its own. On failure
+// it closes what it opened.
+func openRunFiles(prog string, files []uintptr, limited bool, cb *cgroupBlock, sbFiles []host.RunFile) (*runFiles, error) {
+	rf := &runFiles{files: files, blockW: -1}
+	fail := func(err error) (*runFiles, error) {
+		unix.Close(rf.statusR)
+		if rf.blockW >= 0 {
+			unix.Close(rf.blockW)
+		}
+		rf.closeChildEnds()
+		return nil, err
+	}
+	var status [2]int
+	if err := unix.Pipe2(status[:], unix.O_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("unixhost: start run %s: status pipe: %w", prog, err)
+	}
+	rf.statusR = status[0]
+	rf.childEnds = append(rf.childEnds, status[1])
+	if err := unix.SetNonblock(rf.statusR, true); err != nil {
+		return fail(fmt.Errorf("unixhost: start run %s: status pipe: %w", prog, err))
+	}
+	rf.files = append(rf.files, uintptr(status[1]))
+	if limited {
+		var block [2]int
+		if cb != nil {
+			// The cgroup's block pipe, closed below as any other.
+			block[0], block[1], cb.r, cb.w = cb.r, cb.w, -1, -1
+		} else if err := unix.Pipe2(block[:], unix.O_CLOEXEC); err != nil {
+			return fail(fmt.Errorf("unixhost: start run %s: block pipe: %w", prog, err))
+		}
+		rf.blockW = block[1]
+		// Closing the write end would let the child go on, as a byte does:
+		// it is closed only once the limits are set or the child is dead.
+		rf.childEnds = append(rf.childEnds, block[0])
+		rf.files = append(rf.files, uintptr(block[0]))
+	}
+	for i, f := range sbFiles {
+		fd, err := dataFD(f.Text)
+		if err != nil {
+			return fail(fmt.Errorf("unixhost: start run %s: sandbox.files[%d] at %s: %w", prog, i, f.At, err))
+		}
+		rf.childEnds = append(rf.childEnds, fd)
+		rf.files = append(rf.files, uintptr(fd))
+	}
+	return rf, nil
+}
+
+// closeChildEnds closes the ends bwrap's child holds, once.
+func (rf *runFiles) closeChildEnds() {
+	for _, fd := range rf.childEnds {
+		unix.Close(fd)
+	}
+	rf.childEnds = nil
+}
+
+// lift lets a blocked child go on, and closes blockW. EPIPE means it is
+// gone already (a bind that failed): bwrap says so in its exit.
+func lift(blockW int) {
+	for {
+		_, err := unix.Write(blockW, []byte{'\n'})
+		if err != unix.EINTR {
+			break
+		}
+	}
+	unix.Close(blockW)
 }
 
 // limit waits for bwrap to say its child's PID, sets the limits on it and

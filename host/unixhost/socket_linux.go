@@ -44,16 +44,7 @@ func ListenSocket(agents, dir, name string) (net.Listener, error) {
 			return nil, err
 		}
 	}
-	ln, err := net.Listen("unix", p)
-	if err != nil {
-		return nil, err
-	}
-	ln.(*net.UnixListener).SetUnlinkOnClose(false)
-	if err := os.Chmod(p, 0o600); err != nil {
-		ln.Close()
-		return nil, err
-	}
-	return ln, nil
+	return listenUnix(p, false)
 }
 
 // SameUser refuses a Unix connection whose peer (SO_PEERCRED) runs as
@@ -104,6 +95,13 @@ func ListenSocketAt(p string) (net.Listener, error) {
 			return nil, err
 		}
 	}
+	return listenUnix(p, true)
+}
+
+// listenUnix listens on the Unix socket at p, mode 0600, which closing the
+// listener leaves in place; a socket it cannot make 0600 is closed, and
+// removed when remove says.
+func listenUnix(p string, remove bool) (net.Listener, error) {
 	ln, err := net.Listen("unix", p)
 	if err != nil {
 		return nil, err
@@ -111,7 +109,9 @@ func ListenSocketAt(p string) (net.Listener, error) {
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	if err := os.Chmod(p, 0o600); err != nil {
 		ln.Close()
-		os.Remove(p)
+		if remove {
+			os.Remove(p)
+		}
 		return nil, err
 	}
 	return ln, nil

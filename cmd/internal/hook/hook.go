@@ -51,6 +51,10 @@ type Options struct {
 	LockWait time.Duration
 }
 
+// keyError is the log key of an error: the daemon's (actors.KeyError),
+// so that one search finds every failure in the hook's log and ocxd's.
+const keyError = "error"
+
 // WakeWait bounds how long a run waits for room in a session's wake pipe
 // (a session reads its pipe at once, so a full one is a session far behind
 // or stuck). A pipe found full is not waited for again in the same run: the
@@ -101,7 +105,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	h := &run{o: o, layout: layout, log: log, refusals: unixhost.NewRefusalLog(log)}
 	if err := h.run(ctx); err != nil {
-		log.Error("hook", "repository", o.Repo, "err", err)
+		log.Error("hook", "repository", o.Repo, keyError, err)
 		return err
 	}
 	return nil
@@ -177,7 +181,7 @@ func (h *run) run(ctx context.Context) error {
 	h.gitExport(ctx, infos)
 	if last > mark.value || !mark.ok {
 		if err := mark.store(max(last, mark.value)); err != nil {
-			h.log.Error("store the hook's mark", "err", err)
+			h.log.Error("store the hook's mark", keyError, err)
 		}
 	}
 	h.log.Info("hook done", "repository", h.repo, "artifacts", len(infos), "stdin", len(stdin), "mark", max(last, mark.value), "elapsed", time.Since(start))
@@ -260,10 +264,10 @@ func (h *run) classify(ctx context.Context, hashes []string) []fossilio.Info {
 		}
 		var he *fossilio.HashError
 		if !errors.As(err, &he) {
-			h.log.Error("classify", "err", err)
+			h.log.Error("classify", keyError, err)
 			return nil
 		}
-		h.log.Warn("not in the repository; passed over", "hash", he.Hash, "err", err)
+		h.log.Warn("not in the repository; passed over", "hash", he.Hash, keyError, err)
 		hashes = remove(hashes, he.Hash)
 	}
 	return nil
@@ -285,7 +289,7 @@ func (h *run) nodeLogins() map[string]bool {
 	out := map[string]bool{h.cfg.User: true}
 	entries, err := h.root.ReadDir(h.layout.Root())
 	if err != nil {
-		h.log.Error("list the agent logins", "err", err)
+		h.log.Error("list the agent logins", keyError, err)
 		return out
 	}
 	for _, e := range entries {
@@ -303,48 +307,8 @@ func (h *run) nodeLogins() map[string]bool {
 // nobody heard that earn an unheard note.
 func (h *run) wake(ctx context.Context, infos []fossilio.Info) []Missed {
 	var missed []Missed
-	// Each wake pipe is opened once per run, and what its opening said is
-	// kept: a run over many posts writes one line per post into it.
-	type pipe struct {
-		w   *unixhost.LineWriter
-		err error
-	}
-	pipes := map[string]*pipe{}
-	defer func() {
-		for _, p := range pipes {
-			if p.w != nil {
-				p.w.Close()
-			}
-		}
-	}()
-	send := func(path string, line messages.WakeLine) error {
-		b, err := line.Encode()
-		if err != nil {
-			return err
-		}
-		p := pipes[path]
-		if p == nil {
-			p = &pipe{}
-			p.w, p.err = unixhost.OpenLineWriter(h.root, path)
-			if p.w != nil {
-				p.w.Wait = WakeWait
-			}
-			pipes[path] = p
-		}
-		if p.err != nil {
-			return p.err
-		}
-		if err := p.w.WriteLine(b[:len(b)-1]); err != nil {
-			switch {
-			case errors.Is(err, host.ErrNoReader):
-				p.err = err
-			case errors.Is(err, host.ErrPipeFull):
-				p.err = errFullEarlier
-			}
-			return err
-		}
-		return nil
-	}
+	pipes := wakePipes{root: h.root, open: map[string]*wakePipe{}}
+	defer pipes.close()
 	for _, info := range infos {
 		var kind messages.ListenKind
 		a := Arrival{Hash: info.Hash, Sender: info.Sender, Rcvid: info.Rcvid}
@@ -363,10 +327,10 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []Missed {
 			}
 			w, err := h.layout.Workspace(ws)
 			if err != nil {
-				h.log.Error("wake", "post", info.Hash, "workspace", ws, "err", err)
+				h.log.Error("wake", "post", info.Hash, "workspace", ws, keyError, err)
 				continue
 			}
-			err = send(w.Wake, v.Line)
+			err = pipes.send(w.Wake, v.Line)
 			var why messages.UnheardWhy
 			switch {
 			case err == nil:
@@ -383,7 +347,7 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []Missed {
 				h.log.Error("not woken: the session's wake pipe stayed full (the session is far behind, or stuck)", "post", info.Hash, "workspace", ws, "waited", WakeWait)
 				continue
 			default:
-				h.log.Error("wake", "post", info.Hash, "workspace", ws, "err", err)
+				h.log.Error("wake", "post", info.Hash, "workspace", ws, keyError, err)
 				continue
 			}
 			h.log.Info("nobody hears the session", "post", info.Hash, "workspace", ws, "why", why, "sender", info.Sender)
@@ -393,6 +357,58 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []Missed {
 		}
 	}
 	return missed
+}
+
+// wakePipes are the wake pipes a run writes into: each is opened once per
+// run, and what its opening said is kept, so that a run over many posts
+// writes one line per post into it.
+type wakePipes struct {
+	root *unixhost.Root
+	open map[string]*wakePipe
+}
+
+type wakePipe struct {
+	w   *unixhost.LineWriter
+	err error
+}
+
+// send writes line into the wake pipe at path. A pipe nobody reads, or
+// found full, is not written again in the run (errFullEarlier).
+func (ps *wakePipes) send(path string, line messages.WakeLine) error {
+	b, err := line.Encode()
+	if err != nil {
+		return err
+	}
+	p := ps.open[path]
+	if p == nil {
+		p = &wakePipe{}
+		p.w, p.err = unixhost.OpenLineWriter(ps.root, path)
+		if p.w != nil {
+			p.w.Wait = WakeWait
+		}
+		ps.open[path] = p
+	}
+	if p.err != nil {
+		return p.err
+	}
+	if err := p.w.WriteLine(b[:len(b)-1]); err != nil {
+		switch {
+		case errors.Is(err, host.ErrNoReader):
+			p.err = err
+		case errors.Is(err, host.ErrPipeFull):
+			p.err = errFullEarlier
+		}
+		return err
+	}
+	return nil
+}
+
+func (ps *wakePipes) close() {
+	for _, p := range ps.open {
+		if p.w != nil {
+			p.w.Close()
+		}
+	}
 }
 
 // decidePost says whom a post or ticket change wakes (Decide), filling in
@@ -418,7 +434,7 @@ func (h *run) decidePost(ctx context.Context, info fossilio.Info, a *Arrival, ki
 	}
 	var err error
 	if a.Note, a.NoteErr, err = h.noteOf(ctx, info); err != nil {
-		h.log.Error("read the post", "post", info.Hash, "err", err)
+		h.log.Error("read the post", "post", info.Hash, keyError, err)
 		return nil
 	}
 	return Decide(*a, targets, h.logins, h.privileged(ctx, a.Sender))
@@ -439,7 +455,7 @@ func (h *run) checkinTargets() []CheckinTarget {
 		}
 		bs, err := listening.ReadCheckins(h.root, ws)
 		if err != nil {
-			h.log.Warn("the session's checkins file cannot be read; it is given no check-in", "workspace", key, "err", err)
+			h.log.Warn("the session's checkins file cannot be read; it is given no check-in", "workspace", key, keyError, err)
 			continue
 		}
 		if len(bs) > 0 {
@@ -457,7 +473,7 @@ func (h *run) privileged(ctx context.Context, sender string) bool {
 	}
 	ok, err := h.r.Privileged(ctx, sender)
 	if err != nil {
-		h.log.Error("read the sender's capabilities; taken as neither admin nor setup", "sender", sender, "err", err)
+		h.log.Error("read the sender's capabilities; taken as neither admin nor setup", "sender", sender, keyError, err)
 	}
 	if h.standing == nil {
 		h.standing = map[string]bool{}
@@ -491,7 +507,7 @@ func (h *run) findListening(ctx context.Context, record string, kind messages.Li
 		e, ok, err := listening.Lookup(h.root, ws, record)
 		if err != nil {
 			if !h.refusals.Absent(err) {
-				h.log.Warn("listening file unreadable; passed over", "workspace", ws.Key, "record", record, "err", err)
+				h.log.Warn("listening file unreadable; passed over", "workspace", ws.Key, "record", record, keyError, err)
 			}
 			continue
 		}
@@ -527,12 +543,12 @@ func (h *run) hears(ctx context.Context, ws host.Workspace) []string {
 		return list
 	}
 	if err != nil {
-		h.log.Warn("the session's hears file cannot be read; it hears the users holding admin or setup", "workspace", ws.Key, "err", err)
+		h.log.Warn("the session's hears file cannot be read; it hears the users holding admin or setup", "workspace", ws.Key, keyError, err)
 	}
 	if h.defaultHears == nil {
 		users, err := h.r.PrivilegedUsers(ctx)
 		if err != nil {
-			h.log.Error("list the users holding admin or setup", "err", err)
+			h.log.Error("list the users holding admin or setup", keyError, err)
 			users = []string{}
 		}
 		h.defaultHears = users
@@ -589,7 +605,7 @@ func (h *run) handToDaemon(ctx context.Context, infos []fossilio.Info) {
 	if release == "" {
 		var err error
 		if release, err = daemonclient.Release(h.cfg); err != nil {
-			h.log.Error("find the daemon", "err", err)
+			h.log.Error("find the daemon", keyError, err)
 			return
 		}
 	}
@@ -602,11 +618,11 @@ func (h *run) handToDaemon(ctx context.Context, infos []fossilio.Info) {
 		h.log.Info("started the daemon", "program", filepath.Join(release, "ocxd"))
 	}
 	if err != nil {
-		h.log.Error("ensure the daemon runs", "err", err)
+		h.log.Error("ensure the daemon runs", keyError, err)
 		return
 	}
 	if err := daemonclient.Send(h.layout, lines); err != nil {
-		h.log.Error("hand posts to the daemon", "lines", len(lines), "err", err)
+		h.log.Error("hand posts to the daemon", "lines", len(lines), keyError, err)
 		return
 	}
 	h.log.Info("handed to the daemon", "lines", len(lines))
@@ -626,7 +642,7 @@ func (h *run) noteUnheard(ctx context.Context, missed []Missed) {
 	}
 	code, err := h.r.ProjectCode(ctx)
 	if err != nil {
-		h.log.Error("note unheard posts", "err", err)
+		h.log.Error("note unheard posts", keyError, err)
 		return
 	}
 	w := &fossilio.Notes{
@@ -645,7 +661,7 @@ func (h *run) noteUnheard(ctx context.Context, missed []Missed) {
 	for _, u := range notes {
 		block, err := u.Note.Encode()
 		if err != nil {
-			h.log.Error("note unheard posts", "post", u.Note.Post, "err", err)
+			h.log.Error("note unheard posts", "post", u.Note.Post, keyError, err)
 			continue
 		}
 		login := u.Note.Login
@@ -661,7 +677,7 @@ func (h *run) noteUnheard(ctx context.Context, missed []Missed) {
 	for _, login := range logins {
 		hashes, err := w.WriteNotes(ctx, byLogin[login]...)
 		if err != nil {
-			h.log.Error("note unheard posts", "login", login, "notes", len(byLogin[login]), "err", err)
+			h.log.Error("note unheard posts", "login", login, "notes", len(byLogin[login]), keyError, err)
 			continue
 		}
 		h.log.Info("noted unheard posts", "login", login, "notes", strings.Join(hashes, ","))
@@ -680,7 +696,7 @@ func (h *run) gitExport(ctx context.Context, infos []fossilio.Info) {
 	}
 	mirror, ok, err := h.r.Config(ctx, "last-git-export-repo")
 	if err != nil {
-		h.log.Error("git export", "err", err)
+		h.log.Error("git export", keyError, err)
 		return
 	}
 	if !ok || mirror == "" {
@@ -688,7 +704,7 @@ func (h *run) gitExport(ctx context.Context, infos []fossilio.Info) {
 	}
 	a := &fossilio.Admin{Repository: h.repo, Fossil: &fossilio.Fossil{Exe: h.o.Fossil, Home: h.layout.Root(), User: h.cfg.User, Dir: h.layout.Root()}}
 	if err := a.GitExport(ctx); err != nil {
-		h.log.Error("git export", "mirror", mirror, "err", err)
+		h.log.Error("git export", "mirror", mirror, keyError, err)
 		return
 	}
 	h.log.Info("git export", "mirror", mirror)
@@ -710,7 +726,7 @@ func (h *run) lockMark(ctx context.Context) (*mark, func()) {
 	m := &mark{}
 	f, err := h.root.OpenFile(h.layout.HookMark(h.proj), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		h.log.Error("open the hook's mark", "err", err)
+		h.log.Error("open the hook's mark", keyError, err)
 		return m, func() {}
 	}
 	wait := h.o.LockWait
@@ -718,7 +734,7 @@ func (h *run) lockMark(ctx context.Context) (*mark, func()) {
 		wait = DefaultLockWait
 	}
 	if err := unixhost.LockFile(ctx, f, unixhost.Exclusive, wait); err != nil {
-		h.log.Warn("the hook's mark stays locked by another run; going on without it", "err", err)
+		h.log.Warn("the hook's mark stays locked by another run; going on without it", keyError, err)
 	}
 	m.f = f
 	buf := make([]byte, 32)

@@ -2,5 +2,6 @@
 // model configuration, AGENTS/model.json, and the proxy `ocx mcp serve`
 // offers each session on model.sock beside its MCP socket, which adds the
 // model's key to what a runner sends so that the key never enters the
-// sandbox (docs/runners.md "native").
+// sandbox, and counts the tokens of each reply against the session's limit
+// (Meter, D50; docs/runners.md "native").
 package model

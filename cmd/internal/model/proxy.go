@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ocx-go/ocx/cmd/internal/relay"
 )
 
 // InfoPath is the proxy's own endpoint: GET answers Info as JSON, so a
@@ -308,53 +310,9 @@ func redact(s, key string) string {
 	return string(bytes.ReplaceAll([]byte(s), []byte(key), []byte("[key]")))
 }
 
-// Serve serves h on every connection ln accepts until ctx ends; it then
-// closes ln, lets requests under way finish for a few seconds, and
-// returns nil (or the listener's failure). accept, when set, may refuse a
-// connection before it is served (unixhost.SameUser).
+// Serve serves h on every connection ln accepts until ctx ends
+// (relay.ServeHTTP): accept, when set, may refuse a connection before it
+// is served (unixhost.SameUser).
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, accept func(net.Conn) error, log *slog.Logger) error {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if accept != nil {
-		ln = &acceptingListener{Listener: ln, accept: accept, log: log}
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case err := <-done:
-		return fmt.Errorf("model proxy: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
-	}
-	<-done
-	return nil
-}
-
-// acceptingListener drops the connections accept refuses.
-type acceptingListener struct {
-	net.Listener
-	accept func(net.Conn) error
-	log    *slog.Logger
-}
-
-func (l *acceptingListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if err := l.accept(c); err != nil {
-			l.log.Warn("model connection refused", slog.String("error", err.Error()))
-			c.Close()
-			continue
-		}
-		return c, nil
-	}
+	return relay.ServeHTTP(ctx, "model proxy", ln, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, accept, log)
 }

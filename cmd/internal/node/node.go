@@ -1,6 +1,6 @@
 // Package node holds the node's actions (agent logins, the hook, workspaces,
-// sessions, listeners, the status), one layer that the ocx command line now,
-// and the console and the protocol tools later, share.
+// sessions, listeners, runs, releases, the protocol tools, the status): one
+// layer that the ocx command line, the console and the MCP server share.
 package node
 
 import (

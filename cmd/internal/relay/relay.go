@@ -2,7 +2,8 @@
 // sandbox to a unix socket the node bound into it: how a program that
 // speaks only TCP (an agent CLI to its model, fossil to its server)
 // reaches the node from a sandbox whose network is its own, the node's
-// side of the socket deciding what lies behind it (docs/runners.md,
+// side of the socket deciding what lies behind it (ServeHTTP serves that
+// side for the model proxy and the sync socket; docs/runners.md,
 // docs/session.md).
 package relay
 

@@ -191,41 +191,9 @@ func Hold(ctx context.Context, o Options, ln net.Listener, signals <-chan host.S
 		}
 	}
 	exits := make(chan host.Exit, 1)
-	var st streams
-	var id messages.ProcID
-	var stop func()
-	spec, input, err := o.runSpec()
-	if err == nil {
-		st, err = openStreams(o.Terminal)
-	}
-	if err == nil {
-		var l *unixhost.Launcher
-		if l, err = unixhost.NewLauncher(unixhost.LauncherOptions{}); err == nil {
-			stop = func() { l.Close() }
-			spec.Stdin, spec.Stdout, spec.Stderr = st.child[0], st.child[1], st.child[2]
-			spec.Terminal, spec.HangUpWithStarter = o.Terminal, true
-			if sb := spec.Sandbox; sb != nil && o.Terminal {
-				// The terminal's session is the run's own session:
-				// bwrap's --new-session would take the terminal away.
-				c := *sb
-				c.OwnSession = false
-				spec.Sandbox = &c
-			}
-			id, err = l.StartRun(spec, func(x host.Exit) { exits <- x })
-			st.closeChild()
-		}
-	}
+	st, id, stop, input, err := o.start(exits)
 	if err != nil {
-		st.close()
-		if stop != nil {
-			stop()
-		}
-		// The caller (a detached start) may be gone: the status file tells.
-		s := Status{Exit: 127, Error: err.Error()}
-		werr := writeStatus(o.Status, s)
-		ln.Close()
-		os.Remove(o.Socket)
-		return s, errors.Join(fmt.Errorf("runhold: start the command: %w", err), werr)
+		return o.startFailed(ln, st, stop, err)
 	}
 	defer stop()
 	h := &holder{
@@ -255,24 +223,7 @@ func Hold(ctx context.Context, o Options, ln net.Listener, signals <-chan host.S
 			h.closeInput()
 		}
 	}()
-	done := ctx.Done()
-	var x host.Exit
-wait:
-	for {
-		select {
-		case x = <-exits:
-			break wait
-		case <-done:
-			done = nil
-			h.signal(host.SIGTERM)
-		case s := <-signals:
-			if s == host.SIGUSR1 {
-				h.relisten(o.Socket)
-			} else {
-				h.signal(s)
-			}
-		}
-	}
+	x := h.wait(ctx, exits, signals, o.Socket)
 	status := statusOf(x.Status())
 
 	// The output the command left in the terminal and the pipes, then the
@@ -290,16 +241,7 @@ wait:
 	if !o.Terminal {
 		st.stdout.Close()
 	}
-	var errs []error
-	h.mu.Lock()
-	if h.stdout.wrote && o.StdoutLog != "" {
-		errs = append(errs, unixhost.WriteFileAtomic(o.StdoutLog, h.stdout.Bytes(), 0o600))
-	}
-	if h.stderr.wrote && o.StderrLog != "" {
-		errs = append(errs, unixhost.WriteFileAtomic(o.StderrLog, h.stderr.Bytes(), 0o600))
-	}
-	status.StdoutBytes, status.StderrBytes = h.stdout.total, h.stderr.total
-	h.mu.Unlock()
+	errs := h.keepLogs(o, &status)
 	errs = append(errs, writeStatus(o.Status, status))
 	// The input first: a first line still being typed is cut short, and a
 	// line asked meanwhile is answered, before the connections are ended.
@@ -311,6 +253,87 @@ wait:
 	}
 	log.Info("run holder ended", slog.Int("pid", h.pid), slog.Int("exit", status.Exit), slog.String("signal", status.Signal))
 	return status, errors.Join(errs...)
+}
+
+// start opens the command's streams and starts it, as Hold describes,
+// telling exits its end; stop closes the launcher (nil when none was made).
+// On failure the caller closes st and calls stop.
+func (o Options) start(exits chan<- host.Exit) (st streams, id messages.ProcID, stop func(), input []string, err error) {
+	var spec host.RunSpec
+	spec, input, err = o.runSpec()
+	if err == nil {
+		st, err = openStreams(o.Terminal)
+	}
+	if err == nil {
+		var l *unixhost.Launcher
+		if l, err = unixhost.NewLauncher(unixhost.LauncherOptions{}); err == nil {
+			stop = func() { l.Close() }
+			spec.Stdin, spec.Stdout, spec.Stderr = st.child[0], st.child[1], st.child[2]
+			spec.Terminal, spec.HangUpWithStarter = o.Terminal, true
+			if sb := spec.Sandbox; sb != nil && o.Terminal {
+				// The terminal's session is the run's own session:
+				// bwrap's --new-session would take the terminal away.
+				c := *sb
+				c.OwnSession = false
+				spec.Sandbox = &c
+			}
+			id, err = l.StartRun(spec, func(x host.Exit) { exits <- x })
+			st.closeChild()
+		}
+	}
+	return st, id, stop, input, err
+}
+
+// startFailed ends a Hold whose command did not start: it closes what
+// start opened and ln, removes the socket, and writes the status file (the
+// caller, a detached start, may be gone: the status file tells).
+func (o Options) startFailed(ln net.Listener, st streams, stop func(), err error) (Status, error) {
+	st.close()
+	if stop != nil {
+		stop()
+	}
+	s := Status{Exit: 127, Error: err.Error()}
+	werr := writeStatus(o.Status, s)
+	ln.Close()
+	os.Remove(o.Socket)
+	return s, errors.Join(fmt.Errorf("runhold: start the command: %w", err), werr)
+}
+
+// wait waits for the command's exit, passing on the signals that come
+// meanwhile (SIGUSR1 binds the socket again) and SIGTERM once ctx ends.
+func (h *holder) wait(ctx context.Context, exits <-chan host.Exit, signals <-chan host.Signal, socket string) host.Exit {
+	done := ctx.Done()
+	for {
+		select {
+		case x := <-exits:
+			return x
+		case <-done:
+			done = nil
+			h.signal(host.SIGTERM)
+		case s := <-signals:
+			if s == host.SIGUSR1 {
+				h.relisten(socket)
+			} else {
+				h.signal(s)
+			}
+		}
+	}
+}
+
+// keepLogs writes the kept ends of the outputs that wrote anything to
+// their logs, and counts the outputs' bytes in status.
+func (h *holder) keepLogs(o Options, status *Status) []error {
+	var errs []error
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stdout.wrote && o.StdoutLog != "" {
+		errs = append(errs, unixhost.WriteFileAtomic(o.StdoutLog, h.stdout.Bytes(), 0o600))
+	}
+	if h.stderr.wrote && o.StderrLog != "" {
+		errs = append(errs, unixhost.WriteFileAtomic(o.StderrLog, h.stderr.Bytes(), 0o600))
+	}
+	status.StdoutBytes, status.StderrBytes = h.stdout.total, h.stderr.total
+	return errs
 }
 
 // pump copies one of the command's outputs to the clients and its tail

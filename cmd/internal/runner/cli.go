@@ -3,12 +3,15 @@ package runner
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/ocx-go/ocx/host"
@@ -130,6 +133,7 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 // (nil on the first turn) in its store, and the bridge to the node's tools
 // (nil: the CLI runs without them, and the log says why).
 type CLITurn struct {
+	Name   string
 	Model  string
 	Input  Input
 	Env    Env
@@ -162,13 +166,28 @@ func StartCLITurn(name string, argv []string, stdin io.Reader, stderr io.Writer,
 		store.Close()
 		return nil, err
 	}
-	t := &CLITurn{Model: *model, Input: in, Env: env, Store: store, Conv: conv}
+	t := &CLITurn{Name: name, Model: *model, Input: in, Env: env, Store: store, Conv: conv}
 	if b, err := BridgeOf(env, exec.LookPath); err != nil {
 		fmt.Fprintf(stderr, "ocx-runner-%s: %s runs without the node's tools: %v\n", name, name, err)
 	} else {
 		t.Bridge = &b
 	}
 	return t, nil
+}
+
+// CLIMain is the run of the runner NAME (runner.Main's): it starts the turn
+// (StartCLITurn, the environment os.Getenv's), runs turn, and prints its
+// answer or its failure note (Finish).
+func CLIMain(name string, turn func(ctx context.Context, t *CLITurn, stderr io.Writer) (string, error)) func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) int {
+		t, err := StartCLITurn(name, argv, stdin, stderr, os.Getenv)
+		if err != nil {
+			return Finish(stdout, "", err)
+		}
+		defer t.Store.Close()
+		answer, err := turn(ctx, t, stderr)
+		return Finish(stdout, answer, err)
+	}
 }
 
 // Turns is how many turns the conversation will have held once this one is
@@ -178,4 +197,42 @@ func (t *CLITurn) Turns() int {
 		return 1
 	}
 	return t.Conv.Turns + 1
+}
+
+// ResumeState is the state the conversation keeps for the CLI (its
+// session or thread id, which id returns): the zero S for a new
+// conversation, a Failure naming what when the kept state holds no id.
+func ResumeState[S any](t *CLITurn, id func(S) string, what string) (S, error) {
+	var st S
+	if t.Conv == nil {
+		return st, nil
+	}
+	if err := json.Unmarshal(t.Conv.State, &st); err != nil || id(st) == "" {
+		return st, Failf("the conversation of %s holds no %s", t.Input.Session, what)
+	}
+	return st, nil
+}
+
+// Keep saves the conversation, one turn longer, with the CLI's state st
+// (a struct of strings). A failure is only said on stderr: the answer
+// stands, since the model did the work and may have posted.
+func (t *CLITurn) Keep(st any, stderr io.Writer) {
+	b, _ := json.Marshal(st)
+	if err := t.Store.Save(t.Input.Session, &Conversation{Turns: t.Turns(), State: b}); err != nil {
+		fmt.Fprintf(stderr, "ocx-runner-%s: %v\n", t.Name, err)
+	}
+}
+
+// OneLine is msg on one line, cut to max bytes (at a rune's start) and
+// marked "…" when cut: what a failure note quotes of a CLI's error.
+func OneLine(msg string, max int) string {
+	msg = strings.Join(strings.Fields(msg), " ")
+	if len(msg) > max {
+		cut := max
+		for cut > 0 && msg[cut]&0xC0 == 0x80 {
+			cut--
+		}
+		msg = msg[:cut] + "…"
+	}
+	return msg
 }

@@ -37,3 +37,13 @@ func TestCLIRunExitAndOutput(t *testing.T) {
 		t.Fatalf("Run = %q %d %v", out.Stdout, out.Exit, err)
 	}
 }
+
+func TestOneLineCutsAtARune(t *testing.T) {
+	if got := OneLine(" a\n\tb  c ", 10); got != "a b c" {
+		t.Fatalf("OneLine = %q, want %q", got, "a b c")
+	}
+	// "é" is two bytes; a cut at 4 would split the second.
+	if got := OneLine("aéé", 4); got != "aé…" {
+		t.Fatalf("OneLine = %q, want %q", got, "aé…")
+	}
+}

@@ -1,7 +1,7 @@
 // Package runs is what ocxd's run engine (seed 004) needs beside the actors:
-// the preparation of a run's layers 2 to 4 (Preparer), and the pure parts of
-// its process's streams (the first line of STDIN, the kept ends of STDOUT
-// and STDERR, the kept logs' reply).
+// the node's values of a run's placeholders, the preparation of its layers
+// 2 to 4 (Preparer), and the pure parts of its process's streams (the first
+// line of STDIN, the kept ends of STDOUT and STDERR, the kept logs' reply).
 package runs
 
 import (

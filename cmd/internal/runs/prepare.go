@@ -191,23 +191,8 @@ func (p *Layers) Make(ctx context.Context, run *messages.Run, hash string) (Made
 		return Made{}, failing
 	}
 
-	// The steps, for real.
-	for i, s := range steps {
-		if err := ctx.Err(); err != nil {
-			return Made{}, fmt.Errorf("runs: prepare %s: before workspace[%d]: %w", hash, i, err)
-		}
-		checkin, err := ws.step(ctx, s)
-		if err != nil {
-			if ctx.Err() != nil {
-				return Made{}, fmt.Errorf("runs: prepare %s: workspace[%d] %s: %w", hash, i, s.Step, ctx.Err())
-			}
-			var pe *PrepareError
-			if errors.As(err, &pe) {
-				return Made{}, pe
-			}
-			return Made{}, stepFailed(i, s, err, ws.secrets())
-		}
-		s.SetValues(vals, checkin)
+	if err := ws.run(ctx, hash, steps); err != nil {
+		return Made{}, err
 	}
 
 	// Every value in place, and the layers checked again.
@@ -220,6 +205,29 @@ func (p *Layers) Make(ctx context.Context, run *messages.Run, hash string) (Made
 		out.Limits = *run.Limits
 	}
 	return out, nil
+}
+
+// run runs the run hash's planned steps, for real, in order, each setting
+// its values in ws.vals.
+func (ws *workspace) run(ctx context.Context, hash string, steps []messages.RunStep) error {
+	for i, s := range steps {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("runs: prepare %s: before workspace[%d]: %w", hash, i, err)
+		}
+		checkin, err := ws.step(ctx, s)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("runs: prepare %s: workspace[%d] %s: %w", hash, i, s.Step, ctx.Err())
+			}
+			var pe *PrepareError
+			if errors.As(err, &pe) {
+				return pe
+			}
+			return stepFailed(i, s, err, ws.secrets())
+		}
+		s.SetValues(ws.vals, checkin)
+	}
+	return nil
 }
 
 func stepField(i int) string { return fmt.Sprintf("workspace[%d]", i) }

@@ -59,12 +59,7 @@ func (s *Session) ci(ctx context.Context) int {
 		log.Error("the result cannot be said as a tag", keyEvent, "ci-failed", keyErr, err)
 		return s.finish(ExitFailed, "bad result")
 	}
-	var h string
-	err = s.try(ctx, "tag "+checkin, false, func() error {
-		var err error
-		h, err = s.remote.tag(ctx, checkin, messages.CITagName, value)
-		return err
-	})
+	h, err := s.tag(ctx, checkin, messages.CITagName, value)
 	if err != nil {
 		log.Error("the ci tag is not on the record", keyEvent, "ci-failed", keyErr, err)
 		return s.finish(ExitFailed, "tag not written")
@@ -83,6 +78,18 @@ func (s *Session) ci(ctx context.Context) int {
 		}
 	}
 	return s.finish(ExitOK, "ci "+string(tag.Result))
+}
+
+// tag tags checkin name=value on the record, trying again as s.try does,
+// and returns the tag change's hash.
+func (s *Session) tag(ctx context.Context, checkin, name, value string) (string, error) {
+	var h string
+	err := s.try(ctx, "tag "+checkin, false, func() error {
+		var err error
+		h, err = s.remote.tag(ctx, checkin, name, value)
+		return err
+	})
+	return h, err
 }
 
 // verdict writes a reviewer's verdict on the check-in it judged, as its
@@ -104,12 +111,7 @@ func (s *Session) verdict(ctx context.Context, log *slog.Logger, checkin string,
 			}
 		}
 	}
-	var h string
-	err := s.try(ctx, "tag "+checkin, false, func() error {
-		var err error
-		h, err = s.remote.tag(ctx, checkin, messages.AuditedTag, value)
-		return err
-	})
+	h, err := s.tag(ctx, checkin, messages.AuditedTag, value)
 	if err != nil {
 		log.Error("the verdict is not on the record", keyEvent, "ci-failed", keyErr, err)
 		return s.finish(ExitFailed, "tag not written")

@@ -43,7 +43,7 @@ const (
 	keyPost      = "post"
 	keyRecord    = "record"
 	keyLaunch    = "launch"
-	keyErr       = "err"
+	keyErr       = "error"
 	keyAttempt   = "attempt"
 	keyHash      = "hash"
 	keyWhy       = "why"

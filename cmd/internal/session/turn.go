@@ -36,40 +36,8 @@ const drainAfterExit = 2 * time.Second
 // turn ignores TERM). When the turn's process exits, what is left of its
 // group is killed: a turn leaves nothing running behind it.
 func (s *Session) runTurn(spec turnSpec) (Output, Ended) {
-	if len(spec.argv) == 0 {
-		return Output{}, Ended{StartErr: errors.New("no program to run")}
-	}
-	path := spec.argv[0]
-	if !strings.Contains(path, "/") {
-		p, err := exec.LookPath(path)
-		if err != nil {
-			return Output{}, Ended{StartErr: err}
-		}
-		path = p
-	}
-	inR, inW, err := os.Pipe()
+	cmd, inW, outR, err := s.startTurn(spec)
 	if err != nil {
-		return Output{}, Ended{StartErr: err}
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return Output{}, Ended{StartErr: err}
-	}
-	cmd := &exec.Cmd{Path: path, Args: spec.argv, Env: spec.env, Dir: spec.dir, Stdin: inR, Stdout: outW}
-	if spec.combined {
-		cmd.Stderr = outW
-	} else if f, ok := s.errOut.(*os.File); ok {
-		cmd.Stderr = f
-	}
-	cmd.SysProcAttr = unixhost.GroupAttr()
-	err = cmd.Start()
-	inR.Close()
-	outW.Close()
-	if err != nil {
-		inW.Close()
-		outR.Close()
 		return Output{}, Ended{StartErr: err}
 	}
 	pid := cmd.Process.Pid
@@ -90,12 +58,67 @@ func (s *Session) runTurn(spec turnSpec) (Output, Ended) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
-	var werr error
-wait:
+	werr := s.waitTurn(pid, exited)
+	// The group may outlive its leader; nothing of a turn runs on after it.
+	_ = unixhost.KillGroup(pid, host.SIGKILL)
+	_ = outR.SetReadDeadline(time.Now().Add(drainAfterExit))
+	<-read
+	outR.Close()
+	_ = inW.SetWriteDeadline(time.Now())
+	<-wrote
+
+	return out.Output(), endedOf(cmd, werr)
+}
+
+// startTurn starts spec in a process group of its own, its standard input
+// and output on pipes: the caller writes inW and reads outR.
+func (s *Session) startTurn(spec turnSpec) (*exec.Cmd, *os.File, *os.File, error) {
+	if len(spec.argv) == 0 {
+		return nil, nil, nil, errors.New("no program to run")
+	}
+	path := spec.argv[0]
+	if !strings.Contains(path, "/") {
+		p, err := exec.LookPath(path)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		path = p
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, nil, nil, err
+	}
+	cmd := &exec.Cmd{Path: path, Args: spec.argv, Env: spec.env, Dir: spec.dir, Stdin: inR, Stdout: outW}
+	if spec.combined {
+		cmd.Stderr = outW
+	} else if f, ok := s.errOut.(*os.File); ok {
+		cmd.Stderr = f
+	}
+	cmd.SysProcAttr = unixhost.GroupAttr()
+	err = cmd.Start()
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, nil, nil, err
+	}
+	return cmd, inW, outR, nil
+}
+
+// waitTurn waits for the turn pid to exit (exited says how), passing on
+// to its group each stopping signal that arrives meanwhile.
+func (s *Session) waitTurn(pid int, exited <-chan error) error {
 	for {
 		select {
-		case werr = <-exited:
-			break wait
+		case werr := <-exited:
+			return werr
 		case sig := <-s.sigs:
 			s.noteSignal(sig)
 			n, ok := unixhost.SignalOf(sig)
@@ -108,14 +131,10 @@ wait:
 			}
 		}
 	}
-	// The group may outlive its leader; nothing of a turn runs on after it.
-	_ = unixhost.KillGroup(pid, host.SIGKILL)
-	_ = outR.SetReadDeadline(time.Now().Add(drainAfterExit))
-	<-read
-	outR.Close()
-	_ = inW.SetWriteDeadline(time.Now())
-	<-wrote
+}
 
+// endedOf is how the turn cmd ended, werr its Wait's error.
+func endedOf(cmd *exec.Cmd, werr error) Ended {
 	e := Ended{}
 	var xerr *exec.ExitError
 	switch {
@@ -133,7 +152,7 @@ wait:
 			e.Code = cmd.ProcessState.ExitCode()
 		}
 	}
-	return out.Output(), e
+	return e
 }
 
 // tailBuffer keeps the last max bytes written to it, and counts the rest.
