@@ -1,6 +1,7 @@
 package fossilio
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -169,9 +170,9 @@ func latestVersions(versions []postVersion) []threadEntry {
 	}
 	slices.SortFunc(entries, func(a, b threadEntry) int {
 		if a.first.rcvid != b.first.rcvid {
-			return cmpInt(a.first.rcvid, b.first.rcvid)
+			return cmp.Compare(a.first.rcvid, b.first.rcvid)
 		}
-		return cmpInt(a.first.rid, b.first.rid)
+		return cmp.Compare(a.first.rid, b.first.rid)
 	})
 	return entries
 }
@@ -184,16 +185,6 @@ func passOverPost(r *Repo, hash string, err error) bool {
 		err = fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	return r.passOver(hash, err)
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Thread is one forum thread as a list of recent threads shows it.

@@ -320,19 +320,20 @@ func (m RunArrived) String() string {
 }
 
 func (m RunStartRequested) String() string {
-	s := "start by " + token(m.By)
-	if !m.Privileged {
-		s += " (not admin or setup)"
-	}
+	s := "start " + requestedBy(m.By, m.Privileged)
 	if m.Refusal != "" {
 		s += ", refused: " + oneLine(m.Refusal)
 	}
 	return s
 }
 
-func (m RunStopRequested) String() string {
-	s := "stop by " + token(m.By)
-	if !m.Privileged {
+func (m RunStopRequested) String() string { return "stop " + requestedBy(m.By, m.Privileged) }
+
+// requestedBy renders who asked for a start or a stop, and whether they
+// hold admin or setup.
+func requestedBy(by string, privileged bool) string {
+	s := "by " + token(by)
+	if !privileged {
 		s += " (not admin or setup)"
 	}
 	return s

@@ -1,11 +1,10 @@
 package messages
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -319,21 +318,11 @@ func hostFileObject(where, kind string, data []byte) (jobj, error) {
 
 // encodeHostFile writes {"ocx": kind, ...fields} indented, with a final newline.
 func encodeHostFile(kind string, body any) ([]byte, error) {
-	var fields bytes.Buffer
-	enc := json.NewEncoder(&fields)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(body); err != nil {
+	b, err := objectAfter(`{"ocx":`+strconv.Quote(kind), body)
+	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", kind, err)
 	}
-	inner := bytes.TrimSpace(fields.Bytes())
-	flat := append([]byte(`{"ocx":"`+kind+`"`), ',')
-	flat = append(flat, inner[1:]...)
-	var out bytes.Buffer
-	if err := json.Indent(&out, flat, "", "  "); err != nil {
-		return nil, fmt.Errorf("encode %s: %w", kind, err)
-	}
-	out.WriteByte('\n')
-	return out.Bytes(), nil
+	return append(b, '\n'), nil
 }
 
 // checkURL accepts an absolute http or https URL with a host and no password:

@@ -320,36 +320,19 @@ func Ignorable(err error) bool {
 // fields as a struct with JSON tags (without "ocx" and "version"), which
 // encodeNote puts first.
 func encodeNote(kind NoteKind, version int, body any) ([]byte, error) {
-	var fields bytes.Buffer
-	enc := json.NewEncoder(&fields)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(body); err != nil {
-		return nil, fmt.Errorf("encode %s: %w", kind.where(), err)
-	}
-	inner := bytes.TrimSpace(fields.Bytes())
-	var flat bytes.Buffer
-	flat.WriteString(`{"ocx":`)
-	flat.WriteString(strconv.Quote(string(kind)))
+	head := `{"ocx":` + strconv.Quote(string(kind))
 	if version != 0 {
-		flat.WriteString(`,"version":`)
-		flat.WriteString(strconv.Itoa(version))
+		head += `,"version":` + strconv.Itoa(version)
 	}
-	if len(inner) > 2 {
-		flat.WriteByte(',')
-		flat.Write(inner[1:])
-	} else {
-		flat.WriteByte('}')
-	}
-	var out bytes.Buffer
-	out.WriteString("```json\n")
-	if err := json.Indent(&out, flat.Bytes(), "", "  "); err != nil {
+	b, err := objectAfter(head, body)
+	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", kind.where(), err)
 	}
-	out.WriteString("\n```\n")
-	if out.Len() > MaxNoteLen {
-		return nil, &FieldError{Where: kind.where(), Problem: fmt.Sprintf("encodes to %d bytes; a note is at most %d", out.Len(), MaxNoteLen), Err: ErrTooLong}
+	out := fencedJSON(b)
+	if len(out) > MaxNoteLen {
+		return nil, &FieldError{Where: kind.where(), Problem: fmt.Sprintf("encodes to %d bytes; a note is at most %d", len(out), MaxNoteLen), Err: ErrTooLong}
 	}
-	return out.Bytes(), nil
+	return out, nil
 }
 
 // line builds a note's one-line rendering: its kind, then key=value pairs, each

@@ -1,7 +1,6 @@
 package messages
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -348,31 +347,15 @@ func (e *RunEnded) Encode() ([]byte, error) {
 // encodeMessage renders "```json\n", the JSON indented by two spaces with
 // ocx and kind first, then body's fields in their order, and "\n```\n".
 func encodeMessage(kind MessageKind, body any) ([]byte, error) {
-	var fields bytes.Buffer
-	enc := json.NewEncoder(&fields)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(body); err != nil {
+	b, err := objectAfter(fmt.Sprintf(`{"ocx":%d,"kind":%q`, Version, kind), body)
+	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", kind, err)
 	}
-	inner := bytes.TrimSpace(fields.Bytes())
-	var flat bytes.Buffer
-	fmt.Fprintf(&flat, `{"ocx":%d,"kind":%q`, Version, kind)
-	if len(inner) > 2 {
-		flat.WriteByte(',')
-		flat.Write(inner[1:])
-	} else {
-		flat.WriteByte('}')
+	out := fencedJSON(b)
+	if len(out) > MaxNoteLen {
+		return nil, &FieldError{Where: string(kind), Problem: fmt.Sprintf("encodes to %d bytes; a message is at most %d", len(out), MaxNoteLen), Err: ErrTooLong}
 	}
-	var out bytes.Buffer
-	out.WriteString("```json\n")
-	if err := json.Indent(&out, flat.Bytes(), "", "  "); err != nil {
-		return nil, fmt.Errorf("encode %s: %w", kind, err)
-	}
-	out.WriteString("\n```\n")
-	if out.Len() > MaxNoteLen {
-		return nil, &FieldError{Where: string(kind), Problem: fmt.Sprintf("encodes to %d bytes; a message is at most %d", out.Len(), MaxNoteLen), Err: ErrTooLong}
-	}
-	return out.Bytes(), nil
+	return out, nil
 }
 
 // ReadMessage reads the "ocx": 1 message a post's or ticket change's text

@@ -689,6 +689,15 @@ func (p RunProcess) WithDefaults(setsWorkspace bool) RunProcess {
 // closed refuses a key the object does not have, naming it: the run
 // engine's messages are read strictly at every depth.
 func (o jobj) closed(what string, known ...string) error {
+	if k, ok := o.unknownKey(known); ok {
+		return fieldErr(o.field(k), ErrUnknownKey, fmt.Sprintf("is not a field of %s, which has %s; an unknown field is refused, never dropped", what, listWords(known)))
+	}
+	return nil
+}
+
+// unknownKey is the first key, in sorted order, of the object that is not
+// one of known: the one a refusal names.
+func (o jobj) unknownKey(known []string) (string, bool) {
 	var unknown []string
 	for k := range o.m {
 		if !slices.Contains(known, k) {
@@ -696,8 +705,7 @@ func (o jobj) closed(what string, known ...string) error {
 		}
 	}
 	if len(unknown) == 0 {
-		return nil
+		return "", false
 	}
-	slices.Sort(unknown)
-	return fieldErr(o.field(unknown[0]), ErrUnknownKey, fmt.Sprintf("is not a field of %s, which has %s; an unknown field is refused, never dropped", what, listWords(known)))
+	return slices.Min(unknown), true
 }

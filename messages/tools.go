@@ -417,17 +417,10 @@ func ToolDryRun(data []byte) bool {
 
 // onlyToolKeys refuses a key the tool does not take, naming it.
 func (o jobj) onlyToolKeys(tool string, known []string) error {
-	var unknown []string
-	for k := range o.m {
-		if !slices.Contains(known, k) {
-			unknown = append(unknown, k)
-		}
+	if k, ok := o.unknownKey(known); ok {
+		return fieldErr(o.field(k), ErrUnknownKey, fmt.Sprintf("is not a field of %s, which takes %s", tool, listWords(known)))
 	}
-	if len(unknown) == 0 {
-		return nil
-	}
-	slices.Sort(unknown)
-	return fieldErr(o.field(unknown[0]), ErrUnknownKey, fmt.Sprintf("is not a field of %s, which takes %s", tool, listWords(known)))
+	return nil
 }
 
 func argsType(a ToolArgs) reflect.Type { return reflect.TypeOf(a).Elem() }

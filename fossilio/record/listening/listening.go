@@ -8,6 +8,7 @@ package listening
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -120,9 +121,9 @@ func Want(key messages.WorkspaceKey, own Own, events []Event) (map[string]messag
 	sorted := slices.Clone(events)
 	slices.SortStableFunc(sorted, func(a, b Event) int {
 		if a.Rcvid != b.Rcvid {
-			return cmp64(a.Rcvid, b.Rcvid)
+			return cmp.Compare(a.Rcvid, b.Rcvid)
 		}
-		return cmp64(a.Rid, b.Rid)
+		return cmp.Compare(a.Rid, b.Rid)
 	})
 	type listener struct {
 		kind  messages.ListenKind
@@ -154,16 +155,6 @@ func Want(key messages.WorkspaceKey, own Own, events []Event) (map[string]messag
 	// The own record is heard from the start, whatever notes name it.
 	out[ownName] = messages.ListeningEntry{Kind: own.Kind, Names: own.ID}
 	return out, nil
-}
-
-func cmp64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Result says what a rebuild wrote.

@@ -1,0 +1,45 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// The one way a note, a run engine message and a host file are written:
+// their own leading fields, then the body's fields in their order, indented
+// by two spaces, HTML left unescaped.
+
+// objectAfter renders head (a JSON object opened with its leading fields,
+// e.g. `{"ocx":"workspace"`) followed by the fields of body, a struct with
+// JSON tags, indented.
+func objectAfter(head string, body any) ([]byte, error) {
+	var fields bytes.Buffer
+	enc := json.NewEncoder(&fields)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(body); err != nil {
+		return nil, err
+	}
+	inner := bytes.TrimSpace(fields.Bytes())
+	var flat bytes.Buffer
+	flat.WriteString(head)
+	if len(inner) > 2 {
+		flat.WriteByte(',')
+		flat.Write(inner[1:])
+	} else {
+		flat.WriteByte('}')
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, flat.Bytes(), "", "  "); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// fencedJSON is b in a fenced json block, as a note and a message are
+// posted.
+func fencedJSON(b []byte) []byte {
+	out := make([]byte, 0, len(b)+len("```json\n\n```\n"))
+	out = append(out, "```json\n"...)
+	out = append(out, b...)
+	return append(out, "\n```\n"...)
+}
