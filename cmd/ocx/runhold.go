@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
-	"github.com/ocx-go/ocx/cmd/internal/runhold"
+	"github.com/ocx-go/ocx/host/runhold"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 )

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/runhold"
+	"github.com/ocx-go/ocx/host/runhold"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 )

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
-	"github.com/ocx-go/ocx/cmd/internal/runhold"
-	runeng "github.com/ocx-go/ocx/cmd/internal/runs"
+	"github.com/ocx-go/ocx/host/runhold"
+	runeng "github.com/ocx-go/ocx/host/runs"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"

@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/actors"
-	"github.com/ocx-go/ocx/cmd/internal/runhold"
-	runeng "github.com/ocx-go/ocx/cmd/internal/runs"
+	"github.com/ocx-go/ocx/host/runhold"
+	runeng "github.com/ocx-go/ocx/host/runs"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )

@@ -9,7 +9,7 @@ import (
 	"slices"
 
 	"github.com/ocx-go/ocx/actors"
-	runeng "github.com/ocx-go/ocx/cmd/internal/runs"
+	runeng "github.com/ocx-go/ocx/host/runs"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
