@@ -10,7 +10,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/node"
-	sessusage "github.com/ocx-go/ocx/cmd/internal/usage"
+	sessusage "github.com/ocx-go/ocx/host/usage"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"

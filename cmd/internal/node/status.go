@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/ocx-go/ocx/cmd/internal/usage"
+	"github.com/ocx-go/ocx/host/usage"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/fossilio/record/listening"

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/runner"
-	"github.com/ocx-go/ocx/cmd/internal/usage"
+	"github.com/ocx-go/ocx/host/usage"
 	"github.com/ocx-go/ocx/cmd/internal/version"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"

@@ -3,7 +3,7 @@ package session
 import (
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/usage"
+	"github.com/ocx-go/ocx/host/usage"
 )
 
 // A session's account of its turns (D50): each turn's wall time, measured
