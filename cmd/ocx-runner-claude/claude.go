@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/runner"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -71,7 +70,7 @@ type result struct {
 func (r result) reported() (rep messages.RunnerReport, ok bool) {
 	if len(r.Usage) > 0 && r.Usage[0] == '{' {
 		body := append(append([]byte(`{"usage":`), r.Usage...), '}')
-		if t, tok := model.ParseUsage(model.ShapeMessages, body); tok {
+		if t, tok := messages.ParseUsage(messages.ShapeMessages, body); tok {
 			rep.Tokens, ok = t, true
 		}
 	}

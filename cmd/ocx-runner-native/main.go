@@ -119,7 +119,7 @@ type usage struct {
 }
 
 func (u *usage) add(path string, body []byte) {
-	if t, ok := model.ParseUsage(model.ShapeOf(path), body); ok {
+	if t, ok := messages.ParseUsage(messages.APIShapeOf(path), body); ok {
 		u.t, u.replies = u.t.Plus(t), u.replies+1
 	}
 }

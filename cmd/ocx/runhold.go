@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
-	"github.com/ocx-go/ocx/host/runhold"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/runhold"
 	"github.com/ocx-go/ocx/host/unixhost"
 )
 

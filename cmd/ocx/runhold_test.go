@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocx-go/ocx/host/runhold"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/runhold"
 	"github.com/ocx-go/ocx/host/unixhost"
 )
 

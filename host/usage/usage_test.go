@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocx-go/ocx/host/usage"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/host/usage"
 	"github.com/ocx-go/ocx/messages"
 )
 

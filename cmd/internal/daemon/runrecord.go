@@ -9,9 +9,9 @@ import (
 	"slices"
 
 	"github.com/ocx-go/ocx/actors"
-	runeng "github.com/ocx-go/ocx/host/runs"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
+	runeng "github.com/ocx-go/ocx/host/runs"
 	"github.com/ocx-go/ocx/messages"
 )
 

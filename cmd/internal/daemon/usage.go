@@ -3,9 +3,9 @@ package daemon
 import (
 	"context"
 
-	"github.com/ocx-go/ocx/host/usage"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/host/usage"
 	"github.com/ocx-go/ocx/messages"
 )
 

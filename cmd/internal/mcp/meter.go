@@ -10,9 +10,9 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/node"
-	sessusage "github.com/ocx-go/ocx/host/usage"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
+	sessusage "github.com/ocx-go/ocx/host/usage"
 	"github.com/ocx-go/ocx/messages"
 )
 

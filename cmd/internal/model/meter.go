@@ -65,8 +65,8 @@ func (m *Meter) Count() (messages.ModelCount, string) {
 // goes to next as it came.
 func (m *Meter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		shape := ShapeOf(r.URL.Path)
-		if r.Method != http.MethodPost || shape == ShapeNone {
+		shape := messages.APIShapeOf(r.URL.Path)
+		if r.Method != http.MethodPost || shape == messages.ShapeNone {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -156,11 +156,11 @@ func (m *Meter) changedNow() {
 // the client to the reply's counter too.
 type countingWriter struct {
 	http.ResponseWriter
-	shape   Shape
+	shape   messages.APIShape
 	status  int
 	stream  bool
 	proxys  bool
-	counter *Counter
+	counter *messages.UsageCounter
 }
 
 func (w *countingWriter) start(status int) {
@@ -170,9 +170,9 @@ func (w *countingWriter) start(status int) {
 	w.stream = mt == "text/event-stream"
 	shape := w.shape
 	if enc := w.Header().Get("Content-Encoding"); enc != "" && enc != "identity" {
-		shape = ShapeNone // not the API's own bytes: counted as unread
+		shape = messages.ShapeNone // not the API's own bytes: counted as unread
 	}
-	w.counter = NewCounter(shape, w.stream)
+	w.counter = messages.NewUsageCounter(shape, w.stream)
 }
 
 func (w *countingWriter) WriteHeader(status int) {

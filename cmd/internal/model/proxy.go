@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/relay"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // InfoPath is the proxy's own endpoint: GET answers Info as JSON, so a
@@ -31,7 +32,7 @@ type Info struct {
 }
 
 // MaxBodyLen bounds a request the proxy forwards.
-const MaxBodyLen = 32 << 20
+const MaxBodyLen = messages.MaxAPIBodyLen
 
 // credentialHeaders are the headers a client's request loses: the proxy
 // alone says who is calling.

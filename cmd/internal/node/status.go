@@ -10,12 +10,12 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/ocx-go/ocx/host/usage"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/fossilio/record/listening"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/host/usage"
 	"github.com/ocx-go/ocx/messages"
 )
 

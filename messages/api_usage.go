@@ -1,25 +1,27 @@
-package model
+package messages
 
 import (
 	"bytes"
 	"encoding/json"
-
-	"github.com/ocx-go/ocx/messages"
 )
 
 // A reply's usage, as each API writes it (D50). The parsers are pure:
 // bytes in, tokens out, a reply that does not say what it used read as
-// saying nothing. Counter applies them to a reply as it passes, whole or
+// saying nothing. UsageCounter applies them to a reply as it passes, whole or
 // streamed.
 
-// Shape is the shape of an endpoint's replies.
-type Shape int
+// MaxAPIBodyLen bounds a request or reply of a model's API that the node
+// reads: a body, or one line of a stream.
+const MaxAPIBodyLen = 32 << 20
+
+// APIShape is the shape of an endpoint's replies.
+type APIShape int
 
 // The shapes the proxy counts.
 const (
 	// ShapeNone: an endpoint whose replies carry no usage (the proxy's
 	// own, or one it does not know).
-	ShapeNone Shape = iota
+	ShapeNone APIShape = iota
 	// ShapeMessages is Anthropic's Messages API (POST /v1/messages): the
 	// body's usage, or in a stream message_start's message.usage and
 	// message_delta's usage.
@@ -33,8 +35,8 @@ const (
 	ShapeResponses
 )
 
-// ShapeOf is the shape of the replies to a request for path.
-func ShapeOf(path string) Shape {
+// APIShapeOf is the shape of the replies to a request for path.
+func APIShapeOf(path string) APIShape {
 	switch path {
 	case "/v1/messages":
 		return ShapeMessages
@@ -46,7 +48,7 @@ func ShapeOf(path string) Shape {
 	return ShapeNone
 }
 
-func (s Shape) String() string {
+func (s APIShape) String() string {
 	switch s {
 	case ShapeMessages:
 		return "messages"
@@ -58,26 +60,26 @@ func (s Shape) String() string {
 	return "none"
 }
 
-// count is a JSON number read as a count of tokens: a whole number from 0
+// tokenCount is a JSON number read as a count of tokens: a whole number from 0
 // to 2^53-1, else nothing.
-type count struct {
+type tokenCount struct {
 	n  uint64
 	ok bool
 }
 
 // UnmarshalJSON reads b, a JSON value that is valid: a count only when
 // it is digits alone (null, a string, a fraction or an exponent are not).
-func (c *count) UnmarshalJSON(b []byte) error {
-	*c = count{}
+func (c *tokenCount) UnmarshalJSON(b []byte) error {
+	*c = tokenCount{}
 	var v uint64
 	for _, r := range b {
-		if r < '0' || r > '9' || v > (messages.MaxTokens-9)/10 {
+		if r < '0' || r > '9' || v > (MaxTokens-9)/10 {
 			return nil
 		}
 		v = v*10 + uint64(r-'0')
 	}
 	if len(b) > 0 {
-		*c = count{n: v, ok: true}
+		*c = tokenCount{n: v, ok: true}
 	}
 	return nil
 }
@@ -86,21 +88,21 @@ func (c *count) UnmarshalJSON(b []byte) error {
 // past the cache; cache_creation_input_tokens and cache_read_input_tokens
 // are read too.
 type anthropicUsage struct {
-	Input         count `json:"input_tokens"`
-	Output        count `json:"output_tokens"`
-	CacheCreation count `json:"cache_creation_input_tokens"`
-	CacheRead     count `json:"cache_read_input_tokens"`
+	Input         tokenCount `json:"input_tokens"`
+	Output        tokenCount `json:"output_tokens"`
+	CacheCreation tokenCount `json:"cache_creation_input_tokens"`
+	CacheRead     tokenCount `json:"cache_read_input_tokens"`
 }
 
 // over writes what u says over t: a stream's message_delta counts are
 // cumulative, and say only what they name.
-func (u *anthropicUsage) over(t messages.Tokens, cr *count) messages.Tokens {
+func (u *anthropicUsage) over(t Tokens, cr *tokenCount) Tokens {
 	if u.CacheRead.ok {
 		*cr = u.CacheRead
 	}
 	in := u.Input.n + u.CacheCreation.n
 	if u.Input.ok || u.CacheCreation.ok {
-		t.Input = capped(in)
+		t.Input = cappedTokens(in)
 	}
 	if u.Output.ok {
 		t.Output = u.Output.n
@@ -114,18 +116,18 @@ func (u *anthropicUsage) any() bool {
 
 // chatUsage is chat completions' usage object.
 type chatUsage struct {
-	Prompt     count `json:"prompt_tokens"`
-	Completion count `json:"completion_tokens"`
+	Prompt     tokenCount `json:"prompt_tokens"`
+	Completion tokenCount `json:"completion_tokens"`
 	Details    *struct {
-		Cached count `json:"cached_tokens"`
+		Cached tokenCount `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
 }
 
-func (u *chatUsage) tokens() (messages.Tokens, bool) {
+func (u *chatUsage) tokens() (Tokens, bool) {
 	if u == nil || !u.Prompt.ok || !u.Completion.ok {
-		return messages.Tokens{}, false
+		return Tokens{}, false
 	}
-	t := messages.Tokens{Input: u.Prompt.n, Output: u.Completion.n}
+	t := Tokens{Input: u.Prompt.n, Output: u.Completion.n}
 	if u.Details != nil {
 		t.Cached = min(u.Details.Cached.n, t.Input)
 	}
@@ -134,30 +136,30 @@ func (u *chatUsage) tokens() (messages.Tokens, bool) {
 
 // responsesUsage is the Responses API's usage object.
 type responsesUsage struct {
-	Input   count `json:"input_tokens"`
-	Output  count `json:"output_tokens"`
+	Input   tokenCount `json:"input_tokens"`
+	Output  tokenCount `json:"output_tokens"`
 	Details *struct {
-		Cached count `json:"cached_tokens"`
+		Cached tokenCount `json:"cached_tokens"`
 	} `json:"input_tokens_details"`
 }
 
-func (u *responsesUsage) tokens() (messages.Tokens, bool) {
+func (u *responsesUsage) tokens() (Tokens, bool) {
 	if u == nil || !u.Input.ok || !u.Output.ok {
-		return messages.Tokens{}, false
+		return Tokens{}, false
 	}
-	t := messages.Tokens{Input: u.Input.n, Output: u.Output.n}
+	t := Tokens{Input: u.Input.n, Output: u.Output.n}
 	if u.Details != nil {
 		t.Cached = min(u.Details.Cached.n, t.Input)
 	}
 	return t, true
 }
 
-func capped(n uint64) uint64 { return min(n, messages.MaxTokens) }
+func cappedTokens(n uint64) uint64 { return min(n, MaxTokens) }
 
 // ParseUsage reads the usage of a whole reply (not streamed) of shape s:
 // the top-level "usage" of the body. ok is false when the body says none,
 // or is not the shape's.
-func ParseUsage(s Shape, body []byte) (t messages.Tokens, ok bool) {
+func ParseUsage(s APIShape, body []byte) (t Tokens, ok bool) {
 	switch s {
 	case ShapeMessages:
 		var r struct {
@@ -166,9 +168,9 @@ func ParseUsage(s Shape, body []byte) (t messages.Tokens, ok bool) {
 		if json.Unmarshal(body, &r) != nil || r.Usage == nil || !r.Usage.Input.ok || !r.Usage.Output.ok {
 			return t, false
 		}
-		var cr count
+		var cr tokenCount
 		t = r.Usage.over(t, &cr)
-		t.Input = capped(t.Input + cr.n)
+		t.Input = cappedTokens(t.Input + cr.n)
 		t.Cached = cr.n
 		return t, true
 	case ShapeChat:
@@ -191,26 +193,26 @@ func ParseUsage(s Shape, body []byte) (t messages.Tokens, ok bool) {
 	return t, false
 }
 
-// Stream is a streamed reply's usage so far: the events of one reply of
+// UsageStream is a streamed reply's usage so far: the events of one reply of
 // shape s, each given to Event as its data. Done says the stream said
 // what it used, whole: for Messages a message_delta with its usage after
 // message_start's; for chat a chunk's usage; for Responses the final
 // response's.
-type Stream struct {
-	shape Shape
-	t     messages.Tokens
+type UsageStream struct {
+	shape APIShape
+	t     Tokens
 	// cacheRead is Anthropic's cache_read_input_tokens, added to the read.
-	cacheRead count
+	cacheRead tokenCount
 	started   bool
 	done      bool
 }
 
-// NewStream is the usage of a stream of shape s, nothing seen yet.
-func NewStream(s Shape) *Stream { return &Stream{shape: s} }
+// NewUsageStream is the usage of a stream of shape s, nothing seen yet.
+func NewUsageStream(s APIShape) *UsageStream { return &UsageStream{shape: s} }
 
 // Event reads one event's data (its data lines joined). An event that
 // carries no usage, or does not read, changes nothing.
-func (st *Stream) Event(data []byte) {
+func (st *UsageStream) Event(data []byte) {
 	if !bytes.Contains(data, []byte(`"usage"`)) {
 		return // most events are text; only these say what was used
 	}
@@ -228,7 +230,7 @@ func (st *Stream) Event(data []byte) {
 		}
 		switch {
 		case e.Type == "message_start" && e.Message != nil && e.Message.Usage != nil && e.Message.Usage.any():
-			st.t = e.Message.Usage.over(messages.Tokens{}, &st.cacheRead)
+			st.t = e.Message.Usage.over(Tokens{}, &st.cacheRead)
 			st.started = true
 		case e.Type == "message_delta" && e.Usage != nil && e.Usage.Output.ok:
 			st.t = e.Usage.over(st.t, &st.cacheRead)
@@ -264,52 +266,52 @@ func (st *Stream) Event(data []byte) {
 }
 
 // Usage is what the stream said it used, and whether it said it whole.
-func (st *Stream) Usage() (messages.Tokens, bool) {
+func (st *UsageStream) Usage() (Tokens, bool) {
 	t := st.t
 	if st.shape == ShapeMessages {
-		t.Input = capped(t.Input + st.cacheRead.n)
+		t.Input = cappedTokens(t.Input + st.cacheRead.n)
 		t.Cached = min(st.cacheRead.n, t.Input)
 	}
 	return t, st.done
 }
 
-// Counter counts one reply of a shape as its bytes pass through Write,
+// UsageCounter counts one reply of a shape as its bytes pass through Write,
 // which never changes them and never fails: a whole body (kept, at most
-// MaxBodyLen, and read at the end) or a stream of server-sent events (read
-// an event at a time, each line at most MaxBodyLen). Result says what the
+// MaxAPIBodyLen, and read at the end) or a stream of server-sent events (read
+// an event at a time, each line at most MaxAPIBodyLen). Result says what the
 // reply used.
-type Counter struct {
-	shape  Shape
-	stream *Stream
+type UsageCounter struct {
+	shape  APIShape
+	stream *UsageStream
 	// buf is the body so far, or the stream's unfinished line.
 	buf []byte
 	// data is the event's data lines so far.
 	data    []byte
 	hasData bool
-	// over says a body or a line went past MaxBodyLen: not read.
+	// over says a body or a line went past MaxAPIBodyLen: not read.
 	over bool
 	// cr says the last byte was '\r', so a '\n' after it ends no line.
 	cr bool
 }
 
-// NewCounter counts a reply of shape s; stream says it is a stream of
+// NewUsageCounter counts a reply of shape s; stream says it is a stream of
 // server-sent events (Content-Type text/event-stream).
-func NewCounter(s Shape, stream bool) *Counter {
-	c := &Counter{shape: s}
+func NewUsageCounter(s APIShape, stream bool) *UsageCounter {
+	c := &UsageCounter{shape: s}
 	if stream {
-		c.stream = NewStream(s)
+		c.stream = NewUsageStream(s)
 	}
 	return c
 }
 
 // Write takes the next bytes of the reply.
-func (c *Counter) Write(p []byte) (int, error) {
+func (c *UsageCounter) Write(p []byte) (int, error) {
 	if c.shape == ShapeNone {
 		return len(p), nil
 	}
 	if c.stream == nil {
 		if !c.over {
-			if len(c.buf)+len(p) > MaxBodyLen {
+			if len(c.buf)+len(p) > MaxAPIBodyLen {
 				c.over, c.buf = true, nil
 			} else {
 				c.buf = append(c.buf, p...)
@@ -329,7 +331,7 @@ func (c *Counter) Write(p []byte) (int, error) {
 			if c.over {
 				continue
 			}
-			if len(c.buf) >= MaxBodyLen {
+			if len(c.buf) >= MaxAPIBodyLen {
 				c.over, c.buf = true, nil
 				continue
 			}
@@ -342,7 +344,7 @@ func (c *Counter) Write(p []byte) (int, error) {
 // line ends a line of the stream (the server-sent events format: a blank
 // line dispatches the event; "data:" lines are its data; others are not
 // usage).
-func (c *Counter) line() {
+func (c *UsageCounter) line() {
 	l := c.buf
 	c.buf = c.buf[:0]
 	if c.over {
@@ -362,14 +364,14 @@ func (c *Counter) line() {
 	if c.hasData {
 		c.data = append(c.data, '\n')
 	}
-	if len(c.data)+len(value) > MaxBodyLen {
+	if len(c.data)+len(value) > MaxAPIBodyLen {
 		c.data, c.hasData = c.data[:0], false
 		return
 	}
 	c.data, c.hasData = append(c.data, value...), true
 }
 
-func (c *Counter) dispatch() {
+func (c *UsageCounter) dispatch() {
 	if c.hasData {
 		c.stream.Event(c.data)
 	}
@@ -379,13 +381,13 @@ func (c *Counter) dispatch() {
 // Result is what the reply used, and whether it said it whole: a body
 // with its usage, or a stream that said it to the end (an event not yet
 // ended by a blank line at the end counts too).
-func (c *Counter) Result() (messages.Tokens, bool) {
+func (c *UsageCounter) Result() (Tokens, bool) {
 	switch {
 	case c.shape == ShapeNone:
-		return messages.Tokens{}, false
+		return Tokens{}, false
 	case c.stream == nil:
 		if c.over {
-			return messages.Tokens{}, false
+			return Tokens{}, false
 		}
 		return ParseUsage(c.shape, c.buf)
 	}
