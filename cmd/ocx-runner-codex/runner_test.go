@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocx-go/ocx/cmd/internal/session"
+	sessionturn "github.com/ocx-go/ocx/actors/turn"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -146,7 +146,7 @@ func TestReportPassesThrough(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	r := session.ReportOf(out)
+	r := sessionturn.ReportOf(out)
 	if r == nil || r.Outcome != "done" || r.Summary != "codex did it" {
 		t.Fatalf("answer %q holds report %+v, want done", out, r)
 	}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"github.com/ocx-go/ocx/actors/turn"
 	"log/slog"
 
 	onrecord "github.com/ocx-go/ocx/fossilio/record"
@@ -51,9 +52,9 @@ func (s *Session) ci(ctx context.Context) int {
 		return s.stopBySignal(ctx)
 	}
 	if kind == messages.ResultVerdict {
-		return s.verdict(ctx, log, checkin, VerdictOf(out, ended, s.rec.ID))
+		return s.verdict(ctx, log, checkin, turn.VerdictOf(out, ended, s.rec.ID))
 	}
-	tag := CIResultOf(out, ended)
+	tag := turn.CIResultOf(out, ended)
 	value, err := tag.Value()
 	if err != nil {
 		log.Error("the result cannot be said as a tag", keyEvent, "ci-failed", keyErr, err)
@@ -69,7 +70,7 @@ func (s *Session) ci(ctx context.Context) int {
 		note := &messages.CINote{Checkin: checkin, Result: tag.Result, Line: tag.Line}
 		at := s.launchPost
 		if at.Record != s.rec.ID {
-			at = Post{Hash: s.rec.First, Kind: s.rec.Kind, Record: s.rec.ID}
+			at = turn.Post{Hash: s.rec.First, Kind: s.rec.Kind, Record: s.rec.ID}
 		}
 		if nh, err := s.writeNote(ctx, note, at, false); err != nil {
 			log.Error("the red result is tagged but not said on the record", keyEvent, "ci-note", keyErr, err)

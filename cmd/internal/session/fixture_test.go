@@ -3,6 +3,7 @@ package session_test
 import (
 	"bytes"
 	"context"
+	"github.com/ocx-go/ocx/actors/turn"
 	"net"
 	"net/http"
 	"os"
@@ -16,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/session"
 	"github.com/ocx-go/ocx/cmd/internal/syncfwd"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
@@ -525,7 +525,7 @@ func (w *wsFixture) replies(r rec, to string) []answer {
 			t.Fatal(err)
 		}
 		for _, c := range changes {
-			if c.Sender == w.login && session.RepliesTo(c.Comment, to) {
+			if c.Sender == w.login && turn.RepliesTo(c.Comment, to) {
 				out = append(out, answer{c.Hash, c.Comment, c.Sender})
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ocx-go/ocx/actors/turn"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,7 +42,7 @@ func (s *Session) pull(ctx context.Context) bool {
 }
 
 // readAt reads a post or a ticket change from the clone.
-func (s *Session) readAt(ctx context.Context, hash string) (Post, error) {
+func (s *Session) readAt(ctx context.Context, hash string) (turn.Post, error) {
 	info, err := s.clone.Info(ctx, hash)
 	if errors.Is(err, fossilio.ErrNotFound) && s.remote != nil {
 		// What the clone lacks (it is never pulled without a password, D39;
@@ -50,24 +51,24 @@ func (s *Session) readAt(ctx context.Context, hash string) (Post, error) {
 		return s.fetchPost(ctx, hash)
 	}
 	if err != nil {
-		return Post{}, err
+		return turn.Post{}, err
 	}
-	var p Post
+	var p turn.Post
 	switch info.Kind {
 	case fossilio.KindPost:
 		fp, err := s.clone.Post(ctx, hash)
 		if err != nil {
-			return Post{}, err
+			return turn.Post{}, err
 		}
-		p = Post{Hash: fp.Hash, Kind: messages.ListenThread, Record: fp.Root, Author: fp.Author, Text: fp.Text, Edit: fp.Edit, Time: fp.Time}
+		p = turn.Post{Hash: fp.Hash, Kind: messages.ListenThread, Record: fp.Root, Author: fp.Author, Text: fp.Text, Edit: fp.Edit, Time: fp.Time}
 	case fossilio.KindTicketChange:
 		tc, err := s.clone.TicketChange(ctx, hash)
 		if err != nil {
-			return Post{}, err
+			return turn.Post{}, err
 		}
-		p = Post{Hash: tc.Hash, Kind: messages.ListenTicket, Record: tc.Ticket, Author: tc.Author, Text: tc.Comment, Time: tc.Time}
+		p = turn.Post{Hash: tc.Hash, Kind: messages.ListenTicket, Record: tc.Ticket, Author: tc.Author, Text: tc.Comment, Time: tc.Time}
 	default:
-		return Post{}, fmt.Errorf("%s is a %s, not a forum post or a ticket change", hash, info.Kind)
+		return turn.Post{}, fmt.Errorf("%s is a %s, not a forum post or a ticket change", hash, info.Kind)
 	}
 	return p, nil
 }
@@ -87,8 +88,8 @@ const (
 // with OCX_SESSION_READ=pull, from the clone after a pull. A failure to reach
 // the server is tried again a bounded number of times; a post the server
 // does not hold, or that does not parse, is not.
-func (s *Session) readWoken(ctx context.Context, hash string) (Post, error) {
-	var p Post
+func (s *Session) readWoken(ctx context.Context, hash string) (turn.Post, error) {
+	var p turn.Post
 	var took time.Duration
 	how := readFetch
 	if s.readMode == readPull {
@@ -117,34 +118,34 @@ func (s *Session) readWoken(ctx context.Context, hash string) (Post, error) {
 // from its own cards: its thread's root (G, or the post itself when it opens
 // a thread), whether it is an edit (P), its ticket (K) and the comment it
 // adds.
-func (s *Session) fetchPost(ctx context.Context, hash string) (Post, error) {
+func (s *Session) fetchPost(ctx context.Context, hash string) (turn.Post, error) {
 	data, err := s.remote.fetch(ctx, hash)
 	if err != nil {
 		if errors.Is(err, fossilio.ErrNotFound) || errors.Is(err, fossilio.ErrMalformed) {
-			return Post{}, &permanentError{err}
+			return turn.Post{}, &permanentError{err}
 		}
-		return Post{}, err
+		return turn.Post{}, err
 	}
 	a, err := fossilio.Parse(data)
 	if err != nil {
-		return Post{}, &permanentError{fmt.Errorf("post %s does not parse: %w", hash, err)}
+		return turn.Post{}, &permanentError{fmt.Errorf("post %s does not parse: %w", hash, err)}
 	}
-	p, err := PostOf(hash, a)
+	p, err := turn.PostOf(hash, a)
 	if err != nil {
-		return Post{}, &permanentError{err}
+		return turn.Post{}, &permanentError{err}
 	}
 	return p, nil
 }
 
 // readNote reads the note a post or ticket change holds.
-func (s *Session) readNote(ctx context.Context, hash, what string) (messages.Note, Post, error) {
+func (s *Session) readNote(ctx context.Context, hash, what string) (messages.Note, turn.Post, error) {
 	p, err := s.readAt(ctx, hash)
 	if err != nil {
-		return nil, Post{}, fmt.Errorf("%s %s: %w", what, hash, err)
+		return nil, turn.Post{}, fmt.Errorf("%s %s: %w", what, hash, err)
 	}
 	n, err := messages.ReadPost([]byte(p.Text))
 	if err != nil {
-		return nil, Post{}, fmt.Errorf("%s %s: %w", what, hash, err)
+		return nil, turn.Post{}, fmt.Errorf("%s %s: %w", what, hash, err)
 	}
 	return n, p, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ocx-go/ocx/actors/turn"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -159,7 +160,7 @@ type Session struct {
 	defHash string
 	launch  *messages.LaunchNote
 	// launchPost is where the launch note is, to reply to it.
-	launchPost Post
+	launchPost turn.Post
 	rec        record
 
 	// readMode is how a woken post is read: readFetch, or readPull
@@ -222,7 +223,7 @@ func (s *Session) Run(ctx context.Context) int {
 		return s.ci(ctx)
 	}
 	if s.def.Lifetime == messages.Completes {
-		first := Post{Hash: s.rec.First, Kind: s.rec.Kind, Record: s.rec.ID, Text: s.rec.Objective}
+		first := turn.Post{Hash: s.rec.First, Kind: s.rec.Kind, Record: s.rec.ID, Text: s.rec.Objective}
 		s.log.Info("first turn on the record's objective", keyEvent, "objective", keyPost, first.Hash)
 		if s.turn(ctx, first) {
 			return s.finish(ExitOK, "report written")
@@ -501,7 +502,7 @@ func (s *Session) handle(ctx context.Context, line string) outcome {
 	if s.isAnswered(hash) {
 		// Told before reading anything: WS/session/answered names it.
 		s.answered[hash] = true
-		s.log.Info("woken", keyEvent, SkipAnswered.String(), keyPost, hash, keyWhy, "a session of this workspace already answered it")
+		s.log.Info("woken", keyEvent, turn.SkipAnswered.String(), keyPost, hash, keyWhy, "a session of this workspace already answered it")
 		return outcomeGoOn
 	}
 	p, err := s.readWoken(ctx, hash)
@@ -515,10 +516,10 @@ func (s *Session) handle(ctx context.Context, line string) outcome {
 		return s.handleCheckin(ctx, p)
 	}
 	// Whether it was answered was told above, from WS/session/answered.
-	d := Decide(s.b.Login, s.rec.ID, p, false)
+	d := turn.Decide(s.b.Login, s.rec.ID, p, false)
 	s.log.Info("woken", keyEvent, d.Action.String(), keyPost, hash, keyRecord, p.Record, "from", p.Sender, "author", p.Author, keyWhy, d.Why)
 	switch d.Action {
-	case Answer:
+	case turn.Answer:
 		if s.signaled() {
 			s.log.Warn("post not answered: the session is stopping", keyEvent, "not-answered", keyPost, hash)
 			return outcomeGoOn
@@ -526,7 +527,7 @@ func (s *Session) handle(ctx context.Context, line string) outcome {
 		if s.turn(ctx, p) {
 			return outcomeReport
 		}
-	case Stop:
+	case turn.Stop:
 		if s.writeStopped(ctx, &messages.StoppedNote{Login: s.b.Login, Project: s.b.Project, Launch: s.o.Launch,
 			Cause: messages.StopByRequest, Request: hash}, p, true) {
 			// A stop request woken again must not stop the next session.
@@ -534,7 +535,7 @@ func (s *Session) handle(ctx context.Context, line string) outcome {
 		}
 		s.answered[hash] = true
 		return outcomeStop
-	case SkipStop:
+	case turn.SkipStop:
 		// Not remembered: whether a stop counts depends on the line too (a
 		// line naming no sender), so a later wake for it is decided again.
 	default:
@@ -546,21 +547,21 @@ func (s *Session) handle(ctx context.Context, line string) outcome {
 // handleCheckin answers a check-in the hook gave the session (seed 001
 // E7): one turn on it, its answer on the session's own record. A session
 // that asked for no check-ins, or whose own login sent it, answers nothing.
-func (s *Session) handleCheckin(ctx context.Context, p Post) outcome {
+func (s *Session) handleCheckin(ctx context.Context, p turn.Post) outcome {
 	s.answered[p.Hash] = true
 	switch {
 	case len(s.def.Checkins) == 0:
 		s.log.Warn("given a check-in, but the session's definition names no checkins; not answered", keyEvent, "not-answered", keyPost, p.Hash, "from", p.Sender)
 		return outcomeGoOn
 	case p.Sender == s.b.Login:
-		s.log.Info("woken", keyEvent, SkipOwn.String(), keyPost, p.Hash, keyWhy, "the agent sent the check-in")
+		s.log.Info("woken", keyEvent, turn.SkipOwn.String(), keyPost, p.Hash, keyWhy, "the agent sent the check-in")
 		return outcomeGoOn
 	case s.signaled():
 		s.log.Warn("check-in not answered: the session is stopping", keyEvent, "not-answered", keyPost, p.Hash)
 		return outcomeGoOn
 	}
-	p.Kind, p.Record, p.Text = s.rec.Kind, s.rec.ID, CheckinTurn(p)
-	s.log.Info("woken", keyEvent, Answer.String(), keyPost, p.Hash, keyRecord, p.Record, "from", p.Sender, keyWhy, "a check-in on a branch the session is given")
+	p.Kind, p.Record, p.Text = s.rec.Kind, s.rec.ID, turn.CheckinTurn(p)
+	s.log.Info("woken", keyEvent, turn.Answer.String(), keyPost, p.Hash, keyRecord, p.Record, "from", p.Sender, keyWhy, "a check-in on a branch the session is given")
 	if s.turn(ctx, p) {
 		return outcomeReport
 	}
@@ -569,13 +570,13 @@ func (s *Session) handleCheckin(ctx context.Context, p Post) outcome {
 
 // turn runs one turn on post p and replies with its answer; it says whether
 // the answer was a report now on the record (which ends a completes session).
-func (s *Session) turn(ctx context.Context, p Post) bool {
+func (s *Session) turn(ctx context.Context, p turn.Post) bool {
 	s.holdTurn(p.Hash)
 	spec, who, err := s.turnSpec(p)
-	var out Output
-	var ended Ended
+	var out turn.Output
+	var ended turn.Ended
 	if err != nil {
-		ended = Ended{StartErr: err}
+		ended = turn.Ended{StartErr: err}
 	} else {
 		started := s.beforeTurn()
 		out, ended = s.runTurn(spec)
@@ -583,20 +584,20 @@ func (s *Session) turn(ctx context.Context, p Post) bool {
 	}
 	s.releaseTurn()
 	s.log.Info("turn ended", keyEvent, "turn", keyPost, p.Hash, keyEnded, ended.String(), "bytes", int64(len(out.Tail))+out.Dropped)
-	text := AnswerText(who, out, ended)
+	text := turn.AnswerText(who, out, ended)
 	if s.def.Kind == messages.LLM && !ended.OK() {
 		// A failed turn says what failed, briefly; a completes session
 		// ends on it with a failed report, unless it is being stopped
 		// (the turn then failed on the signal passed on to it).
 		failed := s.def.Lifetime == messages.Completes && s.stopSig == nil
-		text = FailedTurnText(spec.argv[0], out, ended, failed)
+		text = turn.FailedTurnText(spec.argv[0], out, ended, failed)
 		s.log.Warn("the runner failed", keyEvent, "turn-failed", keyPost, p.Hash, keyEnded, ended.String(), "report", failed)
 	}
 	if s.def.Kind == messages.Mechanical && s.def.Lifetime == messages.Completes && !s.signaled() {
 		// A job (D56): its command's end is its result, a report replying
 		// to the request that asked for it; a job stopped by a signal has
 		// none (its stopped note follows), as a stopped CI run has no tag.
-		text = JobResultText(text, out, ended)
+		text = turn.JobResultText(text, out, ended)
 		s.log.Info("the job's result", keyEvent, "job-result", keyPost, p.Hash, keyEnded, ended.String())
 	}
 	h, err := s.replyTo(ctx, p, text)
@@ -605,14 +606,14 @@ func (s *Session) turn(ctx context.Context, p Post) bool {
 		return false
 	}
 	s.markAnswered(p.Hash)
-	report := ReportOf(text)
+	report := turn.ReportOf(text)
 	s.log.Info("answered", keyEvent, "answered", keyPost, p.Hash, keyHash, h, "report", report != nil)
 	return report != nil && s.def.Lifetime == messages.Completes
 }
 
 // turnSpec says what a turn on p runs: the session's command with the
 // post's text on standard input, or its runner with one line of JSON (D4, D9).
-func (s *Session) turnSpec(p Post) (turnSpec, string, error) {
+func (s *Session) turnSpec(p turn.Post) (turnSpec, string, error) {
 	env := append(s.turnEnv(), "OCX_POST="+p.Hash, "OCX_RECORD="+p.Record)
 	if from := p.From(); from != "" {
 		env = append(env, "OCX_FROM="+from)
@@ -699,7 +700,7 @@ func (s *Session) stopBySignal(ctx context.Context) int {
 	}
 	to := s.launchPost
 	if to.Hash == "" || to.Record != s.rec.ID {
-		to = Post{Hash: s.rec.First, Kind: s.rec.Kind, Record: s.rec.ID}
+		to = turn.Post{Hash: s.rec.First, Kind: s.rec.Kind, Record: s.rec.ID}
 	}
 	s.writeStopped(ctx, n, to, false)
 	return s.finish(ExitOK, "stopped by "+signalName(s.stopSig))

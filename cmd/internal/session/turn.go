@@ -2,6 +2,7 @@ package session
 
 import (
 	"errors"
+	"github.com/ocx-go/ocx/actors/turn"
 	"io"
 	"os"
 	"os/exec"
@@ -35,10 +36,10 @@ const drainAfterExit = 2 * time.Second
 // stops once the turn has ended (the daemon sends KILL after its grace if the
 // turn ignores TERM). When the turn's process exits, what is left of its
 // group is killed: a turn leaves nothing running behind it.
-func (s *Session) runTurn(spec turnSpec) (Output, Ended) {
+func (s *Session) runTurn(spec turnSpec) (turn.Output, turn.Ended) {
 	cmd, inW, outR, err := s.startTurn(spec)
 	if err != nil {
-		return Output{}, Ended{StartErr: err}
+		return turn.Output{}, turn.Ended{StartErr: err}
 	}
 	pid := cmd.Process.Pid
 	s.log.Info("turn started", keyEvent, "turn-start", keyPID, pid, "argv", strings.Join(spec.argv, " "))
@@ -49,7 +50,7 @@ func (s *Session) runTurn(spec turnSpec) (Output, Ended) {
 		_, _ = inW.Write(spec.stdin)
 		inW.Close()
 	}()
-	out := &tailBuffer{max: MaxOutput}
+	out := &tailBuffer{max: turn.MaxOutput}
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
@@ -134,8 +135,8 @@ func (s *Session) waitTurn(pid int, exited <-chan error) error {
 }
 
 // endedOf is how the turn cmd ended, werr its Wait's error.
-func endedOf(cmd *exec.Cmd, werr error) Ended {
-	e := Ended{}
+func endedOf(cmd *exec.Cmd, werr error) turn.Ended {
+	e := turn.Ended{}
 	var xerr *exec.ExitError
 	switch {
 	case werr == nil:
@@ -173,10 +174,10 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 }
 
 // Output returns what was kept, at most max bytes.
-func (t *tailBuffer) Output() Output {
+func (t *tailBuffer) Output() turn.Output {
 	if len(t.buf) > t.max {
 		cut := len(t.buf) - t.max
-		return Output{Tail: t.buf[cut:], Dropped: t.dropped + int64(cut)}
+		return turn.Output{Tail: t.buf[cut:], Dropped: t.dropped + int64(cut)}
 	}
-	return Output{Tail: t.buf, Dropped: t.dropped}
+	return turn.Output{Tail: t.buf, Dropped: t.dropped}
 }

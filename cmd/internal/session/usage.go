@@ -1,6 +1,7 @@
 package session
 
 import (
+	"github.com/ocx-go/ocx/actors/turn"
 	"time"
 
 	"github.com/ocx-go/ocx/host/usage"
@@ -33,7 +34,7 @@ func (s *Session) beforeTurn() time.Time {
 }
 
 // afterTurn adds the turn to the account.
-func (s *Session) afterTurn(post string, started time.Time, e Ended) {
+func (s *Session) afterTurn(post string, started time.Time, e turn.Ended) {
 	wall := time.Since(started)
 	r, err := usage.TakeRunnerReport(s.root, s.ws)
 	if err != nil {

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"github.com/ocx-go/ocx/actors/turn"
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
@@ -57,22 +58,22 @@ func (e *permanentError) Unwrap() error { return e.err }
 
 // replyTo writes text as a reply to p: a forum reply in its thread, or a
 // comment on its ticket that says which change it answers.
-func (s *Session) replyTo(ctx context.Context, p Post, text string) (string, error) {
+func (s *Session) replyTo(ctx context.Context, p turn.Post, text string) (string, error) {
 	switch {
 	case p.Kind == messages.ListenTicket:
-		text = TicketReply(p.Hash, text)
+		text = turn.TicketReply(p.Hash, text)
 	case p.Checkin:
 		// A forum post replies to a post: the answer to a check-in replies
 		// to the session's own thread, and links the check-in.
-		text = CheckinReply(p.Hash, text)
-		p = Post{Hash: s.rec.First, Kind: s.rec.Kind, Record: s.rec.ID}
+		text = turn.CheckinReply(p.Hash, text)
+		p = turn.Post{Hash: s.rec.First, Kind: s.rec.Kind, Record: s.rec.ID}
 	}
 	return s.writeOn(ctx, "reply to "+p.Hash, p, text)
 }
 
 // writeOn writes text where p is: a reply to p in its thread, or a comment on
 // its ticket, trying again a bounded number of times.
-func (s *Session) writeOn(ctx context.Context, what string, p Post, text string) (string, error) {
+func (s *Session) writeOn(ctx context.Context, what string, p turn.Post, text string) (string, error) {
 	var h string
 	err := s.try(ctx, what, false, func() error {
 		var err error
@@ -89,21 +90,21 @@ func (s *Session) writeOn(ctx context.Context, what string, p Post, text string)
 
 // writeNote writes a note where p is; answering says the note answers p (a
 // stop request), which a ticket comment then says in its first line.
-func (s *Session) writeNote(ctx context.Context, n messages.Note, p Post, answering bool) (string, error) {
+func (s *Session) writeNote(ctx context.Context, n messages.Note, p turn.Post, answering bool) (string, error) {
 	block, err := n.Encode()
 	if err != nil {
 		return "", err
 	}
 	text := string(block)
 	if answering && p.Kind == messages.ListenTicket {
-		text = TicketReply(p.Hash, text)
+		text = turn.TicketReply(p.Hash, text)
 	}
 	return s.writeOn(ctx, string(n.NoteKind())+" note", p, text)
 }
 
 // writeStopped writes the stopped note and says whether it is on the record;
 // a failure is logged, and the session still ends as it was asked to.
-func (s *Session) writeStopped(ctx context.Context, n *messages.StoppedNote, at Post, answering bool) bool {
+func (s *Session) writeStopped(ctx context.Context, n *messages.StoppedNote, at turn.Post, answering bool) bool {
 	h, err := s.writeNote(ctx, n, at, answering)
 	if err != nil {
 		s.log.Error("stopped note not written", keyEvent, "stopped", keyErr, err)
