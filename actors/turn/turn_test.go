@@ -163,7 +163,6 @@ func TestTicketReplyRoundTrip(t *testing.T) {
 	}
 }
 
-
 // TestPostOf: a post read from its own cards, as the session fetches it,
 // says what reading it from a repository says.
 func TestPostOf(t *testing.T) {
@@ -225,7 +224,6 @@ func TestPostOf(t *testing.T) {
 		t.Errorf("CheckinReply: %q", r)
 	}
 }
-
 
 // TestFailedTurnText: a failed llm turn's answer is one line saying what
 // failed and at most the runner's last line, cut; a fence is never quoted;
