@@ -16,8 +16,8 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/node"
-	"github.com/ocx-go/ocx/cmd/internal/syncfwd"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/syncfwd"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/relay"
+	"github.com/ocx-go/ocx/host/relay"
 	"github.com/ocx-go/ocx/messages"
 )
 

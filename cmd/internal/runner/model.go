@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/ocx-go/ocx/cmd/internal/relay"
+	"github.com/ocx-go/ocx/host/relay"
 )
 
 // Placeholder is the key an agent CLI is given for the node's model: the

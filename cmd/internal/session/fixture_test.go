@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/syncfwd"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/syncfwd"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"

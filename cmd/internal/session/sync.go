@@ -6,9 +6,9 @@ import (
 	"net"
 	"net/http"
 
-	"github.com/ocx-go/ocx/cmd/internal/relay"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/relay"
 	"github.com/ocx-go/ocx/host/unixhost"
 )
 

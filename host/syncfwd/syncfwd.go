@@ -22,7 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/relay"
+	"github.com/ocx-go/ocx/host/relay"
 )
 
 // Bounds on what one session may ask of the node through its socket.
