@@ -102,12 +102,9 @@ func (r *Repo) Thread(ctx context.Context, anyPost string) ([]ForumPost, error) 
 		if !found {
 			return fmt.Errorf("read thread %s in %s: %w: not a forum post", anyPost, r.path, ErrWrongKind)
 		}
-		rows, err := rd.query(`SELECT f.fpid, b.rcvid, coalesce(f.fprev, 0), b.uuid FROM forumpost f JOIN blob b ON b.rid=f.fpid
+		versions, err := queryRows(rd, func(v *postVersion) []any { return []any{&v.rid, &v.rcvid, &v.prev, &v.hash} },
+			`SELECT f.fpid, b.rcvid, coalesce(f.fprev, 0), b.uuid FROM forumpost f JOIN blob b ON b.rid=f.fpid
 			WHERE f.froot=? AND f.fpid NOT IN (SELECT rid FROM private) ORDER BY b.rcvid, f.fpid`, root.Int64)
-		if err != nil {
-			return err
-		}
-		versions, err := scanRows(rows, func(v *postVersion) []any { return []any{&v.rid, &v.rcvid, &v.prev, &v.hash} })
 		if err != nil {
 			return err
 		}
@@ -243,11 +240,8 @@ func (r *Repo) RecentThreads(ctx context.Context, n int) ([]Thread, error) {
 		// usually holds n threads; each further batch is as large again.
 		batch := n + 8
 		for offset := 0; len(out) < n; offset += batch {
-			rows, err := rd.query(recentThreadsQuery, batch, offset)
-			if err != nil {
-				return err
-			}
-			groups, err := scanRows(rows, func(g *group) []any { return []any{&g.root, &g.rootRid, &g.lastPost, &g.postCount} })
+			groups, err := queryRows(rd, func(g *group) []any { return []any{&g.root, &g.rootRid, &g.lastPost, &g.postCount} },
+				recentThreadsQuery, batch, offset)
 			if err != nil {
 				return err
 			}
@@ -310,14 +304,11 @@ func (r *Repo) FirstPosts(ctx context.Context, holding string) ([]Sent, error) {
 			rid  int64
 			raw  []byte // the stored content when it is whole (no delta)
 		}
-		rows, err := rd.query(`SELECT b.uuid, b.rid, CASE WHEN d.rid IS NULL AND ?1 THEN b.content END
+		list, err := queryRows(rd, func(x *row) []any { return []any{&x.hash, &x.rid, &x.raw} },
+			`SELECT b.uuid, b.rid, CASE WHEN d.rid IS NULL AND ?1 THEN b.content END
 			FROM forumpost f JOIN blob b ON b.rid=f.fpid LEFT JOIN delta d ON d.rid=b.rid
 			WHERE f.froot=f.fpid AND f.fprev IS NULL AND f.firt IS NULL AND f.fpid NOT IN (SELECT rid FROM private)
 			ORDER BY b.rcvid, b.rid`, holding != "")
-		if err != nil {
-			return err
-		}
-		list, err := scanRows(rows, func(x *row) []any { return []any{&x.hash, &x.rid, &x.raw} })
 		if err != nil {
 			return err
 		}

@@ -338,9 +338,13 @@ func rollBackHotJournal(abs string, timeout time.Duration) error {
 	return nil
 }
 
-// scanRows reads every row of rows into a T, dest naming its fields in
-// the query's column order, and closes rows.
-func scanRows[T any](rows *sql.Rows, dest func(*T) []any) ([]T, error) {
+// queryRows runs the query q with args and reads every row into a T, dest
+// naming its fields in the query's column order.
+func queryRows[T any](rd *reader, dest func(*T) []any, q string, args ...any) ([]T, error) {
+	rows, err := rd.query(q, args...)
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
 	var out []T
 	for rows.Next() {

@@ -46,11 +46,8 @@ func (r *Repo) SentBy(ctx context.Context, login, holding string) ([]Sent, error
 			// in the same query so the filter costs no query of its own.
 			raw []byte
 		}
-		rows, err := rd.query(sentQuery, login, holding != "")
-		if err != nil {
-			return err
-		}
-		list, err := scanRows(rows, func(x *row) []any { return []any{&x.hash, &x.rid, &x.typ, &x.raw} })
+		list, err := queryRows(rd, func(x *row) []any { return []any{&x.hash, &x.rid, &x.typ, &x.raw} },
+			sentQuery, login, holding != "")
 		if err != nil {
 			return err
 		}

@@ -214,11 +214,7 @@ func (rd *reader) ticketSummary(tagid int64, t *TicketSummary) error {
 		rid  int64
 		hash string
 	}
-	rows, err := rd.query(ticketVersionsQuery, tagid)
-	if err != nil {
-		return err
-	}
-	versions, err := scanRows(rows, func(v *version) []any { return []any{&v.rid, &v.hash} })
+	versions, err := queryRows(rd, func(v *version) []any { return []any{&v.rid, &v.hash} }, ticketVersionsQuery, tagid)
 	if err != nil {
 		return err
 	}

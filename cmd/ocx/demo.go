@@ -553,7 +553,7 @@ func (d *demo) teardown() {
 	// the daemon's set off) can start a daemon again once it is stopped.
 	if d.n != nil {
 		if a := d.n.HookRemove(ctx, false); !a.OK() {
-			d.e.log.Warn("remove the hook", "err", *a.Stopped)
+			d.e.log.Warn("remove the hook", "error", *a.Stopped)
 		}
 	}
 	if d.poller != nil {
