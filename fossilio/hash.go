@@ -9,6 +9,15 @@ import (
 // MinPrefix is the shortest hash prefix OCX resolves (protocol v1, E8).
 const MinPrefix = 10
 
+// Short is a hash's first MinPrefix digits, as people quote it; a shorter
+// string is itself.
+func Short(h string) string {
+	if len(h) > MinPrefix {
+		return h[:MinPrefix]
+	}
+	return h
+}
+
 // Lengths of the two kinds of artifact names Fossil uses.
 const (
 	sha1Len = 40

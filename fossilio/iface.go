@@ -23,18 +23,11 @@ type NoteWrite struct {
 func (n NoteWrite) String() string {
 	switch {
 	case n.Ticket != "":
-		return fmt.Sprintf("note by %s on ticket %s: %q", n.Login, short(n.Ticket), n.Text)
+		return fmt.Sprintf("note by %s on ticket %s: %q", n.Login, Short(n.Ticket), n.Text)
 	case n.Thread != "":
-		return fmt.Sprintf("note by %s in thread %s replying to %s: %q", n.Login, short(n.Thread), short(n.ReplyTo), n.Text)
+		return fmt.Sprintf("note by %s in thread %s replying to %s: %q", n.Login, Short(n.Thread), Short(n.ReplyTo), n.Text)
 	}
 	return fmt.Sprintf("note by %s in new thread %q: %q", n.Login, n.Title, n.Text)
-}
-
-func short(h string) string {
-	if len(h) > MinPrefix {
-		return h[:MinPrefix]
-	}
-	return h
 }
 
 // Notes writes notes over sync, each as its login, with the password that

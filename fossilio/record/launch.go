@@ -28,7 +28,7 @@ func (x *Index) LaunchVerdict(ctx context.Context, e Entry) (Verdict, error) {
 	n, isLaunch := e.Note.(*messages.LaunchNote)
 	if !isLaunch {
 		if c, meant := launchClaim(e); meant {
-			return x.refuse(ctx, e, c.Login, fmt.Sprintf("post %s does not read as one launch note: %v", short(e.Hash), e.Err)), nil
+			return x.refuse(ctx, e, c.Login, fmt.Sprintf("post %s does not read as one launch note: %v", fossilio.Short(e.Hash), e.Err)), nil
 		}
 		what := "a post"
 		if e.Ticket {
@@ -66,7 +66,7 @@ func (x *Index) counts(ctx context.Context, e Entry) bool {
 // when its sender counts, else ignored with the reason.
 func (x *Index) refuse(ctx context.Context, e Entry, login, reason string) Verdict {
 	if !x.counts(ctx, e) {
-		return Verdict{Ignore: fmt.Sprintf("launch note %s was sent by %q, who holds neither admin nor setup and is not the node user (D7), and would be refused anyway: %s", short(e.Hash), e.Sender, reason)}
+		return Verdict{Ignore: fmt.Sprintf("launch note %s was sent by %q, who holds neither admin nor setup and is not the node user (D7), and would be refused anyway: %s", fossilio.Short(e.Hash), e.Sender, reason)}
 	}
 	if messages.ValidateLogin(login) != nil {
 		login = ""
@@ -87,43 +87,43 @@ func (x *Index) resolve(ctx context.Context, e Entry, n *messages.LaunchNote) (V
 	}
 	project := x.repo.ProjectName()
 	if n.Project != project {
-		return refuse("launch note %s names project %q but is in the repository of %q", short(e.Hash), n.Project, project)
+		return refuse("launch note %s names project %q but is in the repository of %q", fossilio.Short(e.Hash), n.Project, project)
 	}
 	if err := x.Refresh(ctx); err != nil {
 		return Verdict{}, err
 	}
 	sd, err := x.definition(ctx, n.Session)
 	if err != nil {
-		return refuse("its session definition %s: %v", short(n.Session), err)
+		return refuse("its session definition %s: %v", fossilio.Short(n.Session), err)
 	}
 	def, ok := sd.Note.(*messages.SessionDefinition)
 	switch {
 	case !ok:
-		return refuse("%s, named as its session definition, holds a %s note, not a session definition", short(n.Session), sd.Note.NoteKind())
+		return refuse("%s, named as its session definition, holds a %s note, not a session definition", fossilio.Short(n.Session), sd.Note.NoteKind())
 	case sd.Record != e.Record || sd.Ticket != e.Ticket:
-		return refuse("its session definition %s is not on the launch's record %s", short(n.Session), short(e.Record))
+		return refuse("its session definition %s is not on the launch's record %s", fossilio.Short(n.Session), fossilio.Short(e.Record))
 	case !x.Privileged(ctx, sd.Sender):
-		return refuse("its session definition %s was sent by %q, who holds neither admin nor setup, so it does not count (D7)", short(n.Session), sd.Sender)
+		return refuse("its session definition %s was sent by %q, who holds neither admin nor setup, so it does not count (D7)", fossilio.Short(n.Session), sd.Sender)
 	}
 	wd, err := x.definition(ctx, n.Workspace)
 	if err != nil {
-		return refuse("its workspace definition %s: %v", short(n.Workspace), err)
+		return refuse("its workspace definition %s: %v", fossilio.Short(n.Workspace), err)
 	}
 	wdef, ok := wd.Note.(*messages.WorkspaceDefinition)
 	switch {
 	case !ok:
-		return refuse("%s, named as its workspace definition, holds a %s note, not a workspace definition", short(n.Workspace), wd.Note.NoteKind())
+		return refuse("%s, named as its workspace definition, holds a %s note, not a workspace definition", fossilio.Short(n.Workspace), wd.Note.NoteKind())
 	case !wd.First():
-		return refuse("its workspace definition %s is not the first post of its thread, where a workspace definition is", short(n.Workspace))
+		return refuse("its workspace definition %s is not the first post of its thread, where a workspace definition is", fossilio.Short(n.Workspace))
 	case wdef.Key() != n.Key():
-		return refuse("it is for %s, but the workspace definition %s defines %s", n.Key(), short(n.Workspace), wdef.Key())
+		return refuse("it is for %s, but the workspace definition %s defines %s", n.Key(), fossilio.Short(n.Workspace), wdef.Key())
 	case !x.Privileged(ctx, wd.Sender):
-		return refuse("its workspace definition %s was sent by %q, who holds neither admin nor setup, so it does not count (D7)", short(n.Workspace), wd.Sender)
+		return refuse("its workspace definition %s was sent by %q, who holds neither admin nor setup, so it does not count (D7)", fossilio.Short(n.Workspace), wd.Sender)
 	}
 	if t, err := x.TerminatedAfter(ctx, wd); err != nil {
 		return Verdict{}, err
 	} else if t != "" {
-		return refuse("workspace %s was terminated (%s)", n.Key(), short(t))
+		return refuse("workspace %s was terminated (%s)", n.Key(), fossilio.Short(t))
 	}
 	sandbox, err := json.Marshal(wdef.Sandbox)
 	if err != nil {
@@ -134,7 +134,7 @@ func (x *Index) resolve(ctx context.Context, e Entry, n *messages.LaunchNote) (V
 	if n.Checkin != "" {
 		ci, err := x.repo.Info(ctx, n.Checkin)
 		if err != nil || ci.Kind != fossilio.KindCheckin {
-			return refuse("%s is not a check-in of %s", short(n.Checkin), project)
+			return refuse("%s is not a check-in of %s", fossilio.Short(n.Checkin), project)
 		}
 		l.Checkin, l.Branch, l.Result = ci.Hash, ci.Branch, def.Result
 	}
@@ -142,12 +142,4 @@ func (x *Index) resolve(ctx context.Context, e Entry, n *messages.LaunchNote) (V
 		return refuse("%v", err)
 	}
 	return Verdict{Spec: &l}, nil
-}
-
-// short is a hash's first ten digits, as people quote them.
-func short(h string) string {
-	if len(h) > fossilio.MinPrefix {
-		return h[:fossilio.MinPrefix]
-	}
-	return h
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -170,7 +171,7 @@ func Kept(keep Keep, exit int, stderr, stdout KeptStream) []KeptStream {
 // name, then the exit.
 func KeptLogsText(hash string, proc int, exit string, streams []KeptStream) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "The kept logs of run %s, process %d.\n", short(hash), proc)
+	fmt.Fprintf(&b, "The kept logs of run %s, process %d.\n", fossilio.Short(hash), proc)
 	for _, s := range streams {
 		end := string(s.End)
 		fence := "```"
@@ -189,11 +190,4 @@ func KeptLogsText(hash string, proc int, exit string, streams []KeptStream) stri
 	}
 	fmt.Fprintf(&b, "\nIts exit: %s.\n", exit)
 	return b.String()
-}
-
-func short(h string) string {
-	if len(h) > 10 {
-		return h[:10]
-	}
-	return h
 }

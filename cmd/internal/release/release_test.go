@@ -75,20 +75,30 @@ func newRelFix(t *testing.T, src release.Source) *relFix {
 func (f *relFix) ok(a *node.Answer) *node.Answer {
 	f.t.Helper()
 	if !a.OK() {
-		f.t.Fatalf("%s stopped: %s\nlog:\n%s", a.Tool, *a.Stopped, strings.Join(a.Log, "\n"))
+		f.t.Fatalf("%s stopped: %s\nlog:\n%s%s", a.Tool, *a.Stopped, strings.Join(a.Log, "\n"), f.daemonLog())
 	}
 	return a
+}
+
+// daemonLog is the daemon's log, for a failure's message: what the
+// daemon did is often why an answer went wrong.
+func (f *relFix) daemonLog() string {
+	b, err := os.ReadFile(f.n.Layout.Log())
+	if err != nil {
+		return ""
+	}
+	return "\nthe daemon's log:\n" + string(b)
 }
 
 // refused checks that a stopped, naming each of want.
 func (f *relFix) refused(a *node.Answer, want ...string) {
 	f.t.Helper()
 	if a.OK() {
-		f.t.Fatalf("%s did its work; want it refused naming %q\nlog:\n%s", a.Tool, want, strings.Join(a.Log, "\n"))
+		f.t.Fatalf("%s did its work; want it refused naming %q\nlog:\n%s%s", a.Tool, want, strings.Join(a.Log, "\n"), f.daemonLog())
 	}
 	for _, w := range want {
 		if !strings.Contains(*a.Stopped, w) {
-			f.t.Fatalf("%s stopped with %q; want it to name %q", a.Tool, *a.Stopped, w)
+			f.t.Fatalf("%s stopped with %q; want it to name %q%s", a.Tool, *a.Stopped, w, f.daemonLog())
 		}
 	}
 }
