@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -259,18 +261,79 @@ func LockHolder(path string) (pid int, held bool, err error) {
 }
 
 // holderOf finds the flock of the file st in /proc/locks (the thin reader;
-// ParseLocks is the parser).
+// ParseLocks is the parser). The kernel writes /proc/locks a page per
+// read, walking its list anew by position each time, so a lock released
+// meanwhile ahead of the one sought can make that one slip past unseen:
+// a miss is read again before it counts. A caller that knows the PID to
+// ask about has HoldsLock, which cannot miss.
 func holderOf(st *unix.Stat_t) (pid int, held bool, err error) {
-	b, err := os.ReadFile("/proc/locks")
-	if err != nil {
-		return 0, false, err
-	}
-	for _, l := range ParseLocks(b) {
-		if l.Kind == "FLOCK" && l.Major == unix.Major(st.Dev) && l.Minor == unix.Minor(st.Dev) && l.Inode == st.Ino {
+	for range 2 {
+		b, err := os.ReadFile("/proc/locks")
+		if err != nil {
+			return 0, false, err
+		}
+		if l, ok := flockOf(ParseLocks(b), st); ok {
 			return l.PID, true, nil
 		}
 	}
 	return 0, false, nil
+}
+
+// flockOf is the flock among ls on the file st.
+func flockOf(ls []LockEntry, st *unix.Stat_t) (LockEntry, bool) {
+	for _, l := range ls {
+		if l.Kind == "FLOCK" && l.Major == unix.Major(st.Dev) && l.Minor == unix.Minor(st.Dev) && l.Inode == st.Ino {
+			return l, true
+		}
+	}
+	return LockEntry{}, false
+}
+
+// HoldsLock reports whether process pid holds the flock on path, as its
+// own descriptors show it: /proc/PID/fdinfo names the locks on each open
+// file, so, unlike a read of /proc/locks, the answer cannot miss a lock
+// held throughout. False, with no error, when path or the process is gone.
+// Each fdinfo read holds that file of pid's for its moment, so a lock pid
+// drops just then goes when the read ends: ask it on a miss of
+// LockHolder's, not in a loop of its own.
+func HoldsLock(pid int, path string) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		if err == unix.ENOENT {
+			return false, nil
+		}
+		return false, &fs.PathError{Op: "probe lock", Path: path, Err: err}
+	}
+	dir := "/proc/" + strconv.Itoa(pid) + "/fdinfo"
+	fds, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, fd := range fds {
+		b, err := os.ReadFile(filepath.Join(dir, fd.Name()))
+		if err != nil {
+			continue // closed meanwhile
+		}
+		if _, ok := flockOf(ParseLocks(fdinfoLocks(b)), &st); ok {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// fdinfoLocks is the lock lines of an fdinfo file ("lock:\t1: FLOCK ..."),
+// in /proc/locks's shape.
+func fdinfoLocks(b []byte) []byte {
+	var out []byte
+	for line := range bytes.Lines(b) {
+		if rest, ok := bytes.CutPrefix(line, []byte("lock:")); ok {
+			out = append(out, bytes.TrimLeft(rest, " \t")...)
+		}
+	}
+	return out
 }
 
 // LockEntry is one held lock of /proc/locks.

@@ -3,6 +3,7 @@
 package unixhost
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -59,14 +60,24 @@ func TestLockAcrossProcesses(t *testing.T) {
 	if pid, held, err := LockHolder(lock); err != nil || !held || pid != cmd.Process.Pid {
 		t.Fatalf("LockHolder = %d %v %v, want %d", pid, held, err, cmd.Process.Pid)
 	}
+	if held, err := HoldsLock(cmd.Process.Pid, lock); err != nil || !held {
+		t.Fatalf("HoldsLock(helper) while it holds it = %v %v", held, err)
+	}
+	if held, err := HoldsLock(os.Getpid(), lock); err != nil || held {
+		t.Fatalf("HoldsLock(the test) while the helper holds it = %v %v", held, err)
+	}
 	_, err := AcquireLock(lock)
 	if !errors.Is(err, host.ErrLocked) || !strings.Contains(err.Error(), fmt.Sprint(cmd.Process.Pid)) || !strings.Contains(err.Error(), lock) {
 		t.Fatalf("Acquire while held = %v", err)
 	}
+	helper := cmd.Process.Pid
 	cmd.Process.Kill()
 	cmd.Wait()
 	if _, held, err := LockHolder(lock); err != nil || held {
 		t.Fatalf("Held after the holder died = %v %v", held, err)
+	}
+	if held, err := HoldsLock(helper, lock); err != nil || held {
+		t.Fatalf("HoldsLock(helper) after it died = %v %v", held, err)
 	}
 	l, err := AcquireLock(lock)
 	if err != nil {
@@ -148,6 +159,93 @@ func TestAdoptLockRefusesStrangers(t *testing.T) {
 	if _, err := AdoptLock(int(other.Fd()), lock); err == nil {
 		t.Fatal("adopted a descriptor of another file")
 	}
+}
+
+// TestHoldsLockUnderChurn: while other locks come and go as fast as
+// goroutines can take and drop them, HoldsLock finds the lock held
+// throughout every time it is asked, where a read of /proc/locks may let
+// it slip past (holderOf's comment).
+func TestHoldsLockUnderChurn(t *testing.T) {
+	dir := t.TempDir()
+	lock := filepath.Join(dir, "ocxd.lock")
+	l, err := AcquireLock(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	stop := make(chan struct{})
+	done := make(chan error, 4)
+	for i := range 4 {
+		go func() {
+			p := filepath.Join(dir, fmt.Sprintf("churn%d", i))
+			for {
+				select {
+				case <-stop:
+					done <- nil
+					return
+				default:
+				}
+				other, err := AcquireLock(p)
+				if errors.Is(err, host.ErrLocked) {
+					// HoldsLock's read of this process's fdinfo held the
+					// file dropped last time for a moment: its lock goes
+					// when that read ends.
+					continue
+				}
+				if err != nil {
+					done <- err
+					return
+				}
+				other.Release()
+			}
+		}()
+	}
+	for n := range 500 {
+		if held, err := HoldsLock(os.Getpid(), lock); err != nil || !held {
+			t.Errorf("ask %d: HoldsLock = %v %v while the lock is held throughout", n, held, err)
+			break
+		}
+	}
+	close(stop)
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if held, err := HoldsLock(os.Getpid(), filepath.Join(dir, "churn0")); err != nil || held {
+		t.Fatalf("HoldsLock on a file dropped = %v %v", held, err)
+	}
+	if held, err := HoldsLock(os.Getpid(), filepath.Join(dir, "absent")); err != nil || held {
+		t.Fatalf("HoldsLock on no file = %v %v", held, err)
+	}
+}
+
+// TestFdinfoLocks: the lock lines of an fdinfo file read as /proc/locks's.
+func TestFdinfoLocks(t *testing.T) {
+	b := "pos:\t0\nflags:\t02100002\nmnt_id:\t24\nino:\t9977894\nlock:\t1: FLOCK  ADVISORY  WRITE 23401 fe:00:9977894 0 EOF\n"
+	got := ParseLocks(fdinfoLocks([]byte(b)))
+	want := []LockEntry{{Kind: "FLOCK", Mode: "WRITE", PID: 23401, Major: 0xfe, Minor: 0, Inode: 9977894}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("ParseLocks(fdinfoLocks) = %+v, want %+v", got, want)
+	}
+}
+
+// FuzzParseLocks: any bytes read as /proc/locks or as an fdinfo file give
+// entries or nothing, never a panic, and a lock line reads the same in
+// either shape.
+func FuzzParseLocks(f *testing.F) {
+	f.Add([]byte("1: FLOCK  ADVISORY  WRITE 4321 00:1f:123456 0 EOF\n2: POSIX  ADVISORY  READ 99 08:01:42 0 EOF\n"))
+	f.Add([]byte("1: FLOCK  ADVISORY  WRITE 1 fe:00:1 0 EOF\n1: -> FLOCK  ADVISORY  WRITE 2 fe:00:1 0 EOF\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		direct := ParseLocks(b)
+		var info []byte
+		for line := range bytes.Lines(b) {
+			info = append(append(info, "lock:\t"...), line...)
+		}
+		if got := ParseLocks(fdinfoLocks(info)); len(got) != len(direct) {
+			t.Fatalf("as fdinfo %d entries, as /proc/locks %d", len(got), len(direct))
+		}
+	})
 }
 
 func TestParseLocks(t *testing.T) {
