@@ -80,8 +80,9 @@ func helperMain(mode string) int {
 			}
 			return reexec("adoptlock", "HELPER_LOCKFD="+strconv.Itoa(fd))
 		}
+		term := catchTerm()
 		ready("locked")
-		waitTerm()
+		<-term
 		return 0
 	case "flock":
 		// Holds a flock taken with TryLock on HELPER_LOCK (a file or a
@@ -99,8 +100,9 @@ func helperMain(mode string) int {
 			fmt.Println("lock:", err)
 			return 3
 		}
+		term := catchTerm()
 		ready("flocked")
-		waitTerm()
+		<-term
 		f.Close()
 		return 0
 	case "devnull":
@@ -120,8 +122,9 @@ func helperMain(mode string) int {
 			fmt.Println("adopt:", err)
 			return 3
 		}
+		term := catchTerm()
 		ready("adopted")
-		waitTerm()
+		<-term
 		return 0
 	case "probe":
 		n, _ := strconv.Atoi(os.Getenv("HELPER_N"))
@@ -177,9 +180,10 @@ func helperMain(mode string) int {
 			fmt.Println(err)
 			return 3
 		}
+		term := catchTerm()
 		ready("adopted")
 		go func() {
-			waitTerm()
+			<-term
 			r.Close()
 		}()
 		n := 0
@@ -213,10 +217,13 @@ func ready(what string) {
 	f.Close()
 }
 
-func waitTerm() {
+// catchTerm catches TERM from now on: a helper calls it before it says
+// it is ready, so that a TERM sent on its word never meets the default
+// action, which would end it before its last line.
+func catchTerm() <-chan os.Signal {
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, syscall.SIGTERM)
-	<-c
+	return c
 }
 
 // reexec execs the test binary again, in place, as another helper.
@@ -286,11 +293,12 @@ func parent() int {
 		fmt.Println(err)
 		return 3
 	}
+	term := catchTerm()
 	ready(strconv.Itoa(cmd.Process.Pid))
 	if os.Getenv("HELPER_ORPHAN") == "1" {
 		return 0
 	}
-	waitTerm()
+	<-term
 	cmd.Process.Kill()
 	cmd.Wait()
 	return 0
