@@ -136,6 +136,22 @@ func PID(layout host.Layout) (int, error) {
 	return pid, nil
 }
 
+// Ended reports whether the daemon pid no longer holds the lock: another
+// daemon holds it, or none does. A /proc/locks read that finds no holder
+// is asked again of pid's own descriptors (unixhost.HoldsLock), which
+// cannot miss the lock a daemon holds across its re-exec.
+func Ended(layout host.Layout, pid int) bool {
+	p, err := PID(layout)
+	if err == nil && p == pid {
+		return false
+	}
+	if err == nil && p != 0 {
+		return true
+	}
+	held, err := unixhost.HoldsLock(pid, layout.Lock())
+	return err == nil && !held
+}
+
 // DefaultWait bounds how long Ensure waits for the daemon to read its pipe.
 const DefaultWait = 10 * time.Second
 

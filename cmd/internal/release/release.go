@@ -985,7 +985,7 @@ func reexec(ctx context.Context, n *node.Node, a *node.Answer, id string, wait t
 		if time.Now().After(deadline) {
 			return fmt.Errorf("re-exec: the daemon (pid %d) recorded no outcome in %s within %s; the links stay as accepted (current is %s); `ocx release status` shows what it runs, and `ocx release rollback` puts the links back", pid, n.Layout.Reexec(), wait, id)
 		}
-		if ended(n.Layout, pid) {
+		if daemonclient.Ended(n.Layout, pid) {
 			return fmt.Errorf("re-exec: the daemon (pid %d) ended before it recorded an outcome; the links stay as accepted (current is %s); the next daemon starts on it", pid, id)
 		}
 		select {
@@ -994,21 +994,6 @@ func reexec(ctx context.Context, n *node.Node, a *node.Answer, id string, wait t
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// ended reports whether the daemon pid no longer holds the lock. A
-// /proc/locks read that finds no holder is asked again of pid's own
-// descriptors, which cannot miss the lock it holds across its exec.
-func ended(layout host.Layout, pid int) bool {
-	p, err := daemonclient.PID(layout)
-	if err == nil && p == pid {
-		return false
-	}
-	if err == nil && p != 0 {
-		return true // another daemon holds it
-	}
-	held, err := unixhost.HoldsLock(pid, layout.Lock())
-	return err == nil && !held
 }
 
 // Info is one release of the root as the status shows it.

@@ -18,7 +18,6 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/release"
 	"github.com/ocx-go/ocx/fossilio"
-	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -666,10 +665,8 @@ func endDaemonPID(t *testing.T, n *node.Node, pid int) {
 	syscall.Kill(pid, syscall.SIGTERM)
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
-		if p, _ := daemonclient.PID(n.Layout); p != pid {
-			if held, err := unixhost.HoldsLock(pid, n.Layout.Lock()); err == nil && !held {
-				return
-			}
+		if daemonclient.Ended(n.Layout, pid) {
+			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
