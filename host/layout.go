@@ -42,6 +42,13 @@ func (l Layout) Lock() string { return filepath.Join(l.root, "ocxd.lock") }
 // Pipe is AGENTS/ocxd, the daemon's named pipe.
 func (l Layout) Pipe() string { return filepath.Join(l.root, "ocxd") }
 
+// Socket is AGENTS/ocxd.sock, the daemon's socket (D66): the hook, the
+// status and the console ask the daemon's live index there.
+func (l Layout) Socket() string { return filepath.Join(l.root, SocketName) }
+
+// SocketName is the daemon socket's name in the agents root.
+const SocketName = "ocxd.sock"
+
 // Log is AGENTS/ocxd.log, the daemon's log.
 func (l Layout) Log() string { return filepath.Join(l.root, "ocxd.log") }
 

@@ -1,0 +1,119 @@
+package nodesock
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// Handler answers one ask that reads. It is called on the connection's own
+// goroutine; ctx ends when the server does.
+type Handler func(ctx context.Context, a *messages.Ask) *messages.Reply
+
+// AskWait bounds how long a connection may take to send its ask: a caller
+// writes it at once, so one that does not is stuck or hostile, and is not
+// waited for.
+const AskWait = 5 * time.Second
+
+// ReplyWait bounds how long a reply may take to be written (a caller that
+// stopped reading is not waited for).
+const ReplyWait = 10 * time.Second
+
+// Server is the daemon's side of its socket.
+type Server struct {
+	ln     net.Listener
+	handle Handler
+	log    *slog.Logger
+	// accept checks a connection's peer before anything is read from it;
+	// unixhost.SameUser unless a test says otherwise.
+	accept func(net.Conn) error
+}
+
+// New serves ln with handle; accept is the peer check (nil:
+// unixhost.SameUser, the node's user alone).
+func New(ln net.Listener, handle Handler, accept func(net.Conn) error, log *slog.Logger) *Server {
+	if accept == nil {
+		accept = unixhost.SameUser
+	}
+	return &Server{ln: ln, handle: handle, log: log, accept: accept}
+}
+
+// Serve answers connections until ctx ends, then closes the listener and
+// returns once every connection it took is done.
+func (s *Server) Serve(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	stop := context.AfterFunc(ctx, func() { s.ln.Close() })
+	defer stop()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("nodesock: accept: %w", err)
+		}
+		wg.Go(func() { s.serveConn(ctx, c) })
+	}
+}
+
+func (s *Server) serveConn(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	if err := s.accept(c); err != nil {
+		s.log.Warn("ocxd.sock: connection refused", "error", err)
+		return
+	}
+	// The connection ends when the server does, whatever it waits on.
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+	defer stop()
+	c.SetReadDeadline(time.Now().Add(AskWait))
+	line, err := messages.ReadLine(bufio.NewReader(c), messages.MaxAskLen)
+	var reply *messages.Reply
+	switch {
+	case err != nil:
+		reply = refusal(fmt.Sprintf("the ask did not arrive whole: %v", err))
+	default:
+		a, derr := messages.DecodeAsk(line)
+		if derr != nil {
+			reply = refusal("the ask does not read: " + derr.Error())
+			break
+		}
+		reply = s.handle(ctx, a)
+		if reply == nil {
+			reply = refusal("the daemon has no answer to " + string(a.Kind))
+		}
+	}
+	if reply.Error != "" {
+		s.log.Warn("ocxd.sock: refused an ask", "why", reply.Error)
+	}
+	b, err := json.Marshal(reply)
+	if err != nil {
+		b, _ = json.Marshal(refusal("the reply does not encode: " + err.Error()))
+	}
+	c.SetWriteDeadline(time.Now().Add(ReplyWait))
+	if _, err := c.Write(append(b, '\n')); err != nil {
+		s.log.Warn("ocxd.sock: the reply was not taken", "error", err)
+	}
+}
+
+// refusal is a reply saying why nothing was done.
+func refusal(why string) *messages.Reply {
+	r := messages.NewReply()
+	r.Error = why
+	return r
+}
+
+// Refusal is a handler's reply saying why it did nothing: the caller then
+// does the work itself.
+func Refusal(format string, args ...any) *messages.Reply {
+	return refusal(fmt.Sprintf(format, args...))
+}

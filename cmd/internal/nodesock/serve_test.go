@@ -1,0 +1,294 @@
+package nodesock
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// helperEnv makes the test binary a client of the socket it names, run by
+// TestRefusesAnotherUser as another user.
+const helperEnv = "NODESOCK_TEST_ASK"
+
+func TestMain(m *testing.M) {
+	if p := os.Getenv(helperEnv); p != "" {
+		os.Exit(askAs(p))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// askAs asks for the status on the socket at p and exits 0 when a reply
+// came, 3 when the connection ended without one, 4 when it could not
+// connect.
+func askAs(p string) int {
+	c, err := net.Dial("unix", p)
+	if err != nil {
+		return 4
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, `{"ocx":"ask","v":1,"ask":"status"}`+"\n")
+	b, _ := io.ReadAll(c)
+	if len(b) == 0 {
+		return 3
+	}
+	return 0
+}
+
+// node is a served socket in an agents root of its own.
+type node struct {
+	layout host.Layout
+	asks   chan *messages.Ask
+	stop   func()
+}
+
+func serve(t *testing.T, handle Handler, accept func(net.Conn) error) *node {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "nodesock-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	layout, err := host.NewLayout(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := unixhost.ListenSocketAt(layout.Socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{layout: layout, asks: make(chan *messages.Ask, 16)}
+	if handle == nil {
+		handle = func(ctx context.Context, a *messages.Ask) *messages.Reply {
+			n.asks <- a
+			r := messages.NewReply()
+			r.Receipts = map[string]messages.Receipt{"demo": {Rcvid: 7}}
+			if a.Kind == messages.AskHook {
+				r.Hook = &messages.HookDone{Artifacts: len(a.Hashes), Mark: 7}
+			}
+			return r
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	s := New(ln, handle, accept, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	go func() { done <- s.Serve(ctx) }()
+	n.stop = func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(n.stop)
+	return n
+}
+
+func TestAskAndReply(t *testing.T) {
+	n := serve(t, nil, nil)
+	a := messages.NewAsk(messages.AskHook)
+	a.Repo = "/srv/demo.fossil"
+	a.Hashes = []string{strings.Repeat("ab", 20)}
+	r, err := daemonclient.Ask(context.Background(), n.layout, a, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Hook == nil || r.Hook.Artifacts != 1 || r.Receipts["demo"].Rcvid != 7 {
+		t.Fatalf("reply %+v", r)
+	}
+	got := <-n.asks
+	if got.Repo != a.Repo || got.Hashes[0] != a.Hashes[0] {
+		t.Fatalf("the daemon was asked %+v, want %+v", got, a)
+	}
+}
+
+// TestNoDaemon: with nothing on the socket the caller knows at once.
+func TestNoDaemon(t *testing.T) {
+	dir := t.TempDir()
+	layout, err := host.NewLayout(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = daemonclient.Ask(context.Background(), layout, messages.NewAsk(messages.AskStatus), time.Second)
+	if !errors.Is(err, daemonclient.ErrNoDaemon) {
+		t.Fatalf("no socket: %v, want ErrNoDaemon", err)
+	}
+	// A socket left by a daemon that is gone: refused at once too.
+	ln, err := net.Listen("unix", layout.Socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	if _, err := daemonclient.Ask(context.Background(), layout, messages.NewAsk(messages.AskStatus), time.Second); !errors.Is(err, daemonclient.ErrNoDaemon) {
+		t.Fatalf("a stale socket: %v, want ErrNoDaemon", err)
+	}
+}
+
+// TestBadAskNamesWhatIsWrong: an ask that does not read is answered with
+// a refusal naming its fault, and the handler never sees it.
+func TestBadAskNamesWhatIsWrong(t *testing.T) {
+	n := serve(t, nil, nil)
+	c, err := net.Dial("unix", n.layout.Socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, `{"ocx":"ask","v":1,"ask":"hook","repo":"relative"}`+"\n")
+	b, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := messages.DecodeReply([]byte(strings.TrimSpace(string(b))))
+	if err != nil {
+		t.Fatalf("the refusal does not read: %v: %s", err, b)
+	}
+	if !strings.Contains(r.Error, "repo") || !strings.Contains(r.Error, "absolute") {
+		t.Fatalf("refusal %q does not name the repository's fault", r.Error)
+	}
+	select {
+	case a := <-n.asks:
+		t.Fatalf("the handler was given a bad ask: %+v", a)
+	default:
+	}
+}
+
+// TestRefusalReachesTheCaller: a handler's refusal is ErrRefused with its
+// words.
+func TestRefusalReachesTheCaller(t *testing.T) {
+	n := serve(t, func(ctx context.Context, a *messages.Ask) *messages.Reply {
+		return Refusal("%s is not a repository of this node", "/x")
+	}, nil)
+	a := messages.NewAsk(messages.AskHook)
+	a.Repo = "/x"
+	_, err := daemonclient.Ask(context.Background(), n.layout, a, time.Second)
+	if !errors.Is(err, daemonclient.ErrRefused) || !strings.Contains(err.Error(), "/x is not a repository") {
+		t.Fatalf("refusal: %v", err)
+	}
+}
+
+// TestGarbageAndSilence: a daemon that answers garbage, or dies without an
+// answer, or stalls, is an error to the caller, never a reply.
+func TestGarbageAndSilence(t *testing.T) {
+	dir := t.TempDir()
+	layout, err := host.NewLayout(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, answer string
+		hang         bool
+		want         string
+	}{
+		{"garbage", "HTTP/1.1 200 OK\n", false, "reply"},
+		{"another kind", `{"ocx":"state","v":1}` + "\n", false, `"reply"`},
+		{"killed mid-answer", `{"ocx":"reply","v":1,"hook":`, false, "before its newline"},
+		{"silent", "", true, "timeout"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ln, err := unixhost.ListenSocketAt(layout.Socket())
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				messages.ReadLine(bufio.NewReader(conn), messages.MaxAskLen) // the ask
+				io.WriteString(conn, c.answer)
+				if c.hang {
+					io.Copy(io.Discard, conn) // until the caller hangs up
+				}
+				conn.Close()
+			}()
+			_, err = daemonclient.Ask(context.Background(), layout, messages.NewAsk(messages.AskStatus), 300*time.Millisecond)
+			ln.Close()
+			<-done
+			if err == nil || errors.Is(err, daemonclient.ErrNoDaemon) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%s: %v, want an error naming %q", c.name, err, c.want)
+			}
+			os.Remove(layout.Socket())
+		})
+	}
+}
+
+// TestRefusesAnotherUser: a process of another uid that reaches the socket
+// (here its mode is opened for the test) gets no reply and no ask of its
+// reaches the handler: the peer's uid is checked (SO_PEERCRED) before
+// anything is read.
+func TestRefusesAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the test runs a client as another user, which needs root (make test runs as root)")
+	}
+	n := serve(t, nil, nil)
+	if err := os.Chmod(n.layout.Socket(), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(n.layout.Root(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exeDir, err := os.MkdirTemp("", "nodesock-exe-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(exeDir)
+	os.Chmod(exeDir, 0o755)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(exeDir, "nodesock.test")
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(uid uint32) int {
+		cmd := exec.Command(exe)
+		cmd.Env = []string{helperEnv + "=" + n.layout.Socket()}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	}
+	if code := run(65534); code != 3 {
+		t.Fatalf("a client as nobody: exit %d, want 3 (connected, no reply)", code)
+	}
+	select {
+	case a := <-n.asks:
+		t.Fatalf("another user's ask reached the handler: %+v", a)
+	default:
+	}
+	// The same client as this user is answered: the refusal is the uid's.
+	if code := run(0); code != 0 {
+		t.Fatalf("a client as root: exit %d, want 0", code)
+	}
+	<-n.asks
+}

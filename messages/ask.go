@@ -1,0 +1,215 @@
+package messages
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+)
+
+// The daemon's socket (AGENTS/ocxd.sock, D66) speaks in lines: a caller
+// writes one Ask, a JSON object on one line, and reads one Reply on one
+// line. The socket is the node user's alone (mode 0600, the peer's uid
+// checked), so an Ask is trusted as far as its caller is: it names no
+// user, and what it asks for is what that user may read or do anyway.
+
+// AskKind is what an Ask asks for.
+type AskKind string
+
+const (
+	// AskHook hands the daemon one after-receive of Fossil's: the daemon
+	// runs the hook's work on its own open repository and live index (who
+	// is woken, the unheard notes, the git export, the hook's mark) and
+	// replies when it is done, as the hook's own process would have ended.
+	AskHook AskKind = "hook"
+	// AskStatus asks for the node's status (the state document), derived
+	// from the daemon's live index.
+	AskStatus AskKind = "status"
+)
+
+// AskKinds are the kinds an Ask may have, in the order docs/daemon.md
+// lists them.
+var AskKinds = []AskKind{AskHook, AskStatus}
+
+// MaxAskLen bounds one Ask's line: a sync of tens of thousands of
+// artifacts names each hash once.
+const MaxAskLen = 8 << 20
+
+// MaxReplyLen bounds one Reply's line: a status at most.
+const MaxReplyLen = MaxStateLen + 4<<10
+
+// Ask is one request on the daemon's socket.
+type Ask struct {
+	Ocx  string  `json:"ocx" why:"an ask says \"ocx\": \"ask\""`
+	V    int     `json:"v" why:"an ask says its protocol version"`
+	Kind AskKind `json:"ask" why:"an ask says what it asks for"`
+	// Repo is, for a hook, the repository Fossil received into (%R),
+	// absolute.
+	Repo string `json:"repo,omitempty"`
+	// Hashes are, for a hook, what Fossil wrote on the hook's standard
+	// input: the artifacts received, in its order.
+	Hashes []string `json:"hashes,omitempty"`
+}
+
+// AskVersion is the socket protocol's version.
+const AskVersion = 1
+
+// NewAsk is an Ask of kind k in this version.
+func NewAsk(k AskKind) *Ask { return &Ask{Ocx: "ask", V: AskVersion, Kind: k} }
+
+// Validate checks an Ask as the daemon takes it.
+func (a *Ask) Validate() error {
+	if a.Ocx != "ask" {
+		return fieldErr("ocx", ErrWrongKind, fmt.Sprintf("is %s; an ask says \"ask\"", quoteShort(a.Ocx)))
+	}
+	if a.V != AskVersion {
+		return fieldErr("v", ErrInvalid, fmt.Sprintf("is %d; this daemon speaks version %d", a.V, AskVersion))
+	}
+	switch a.Kind {
+	case AskHook:
+		if a.Repo == "" {
+			return fieldErr("repo", ErrMissing, "is missing; a hook names the repository Fossil received into")
+		}
+		if !filepath.IsAbs(a.Repo) {
+			return fieldErr("repo", ErrInvalid, fmt.Sprintf("is %s; a hook's repository is an absolute path", quoteShort(a.Repo)))
+		}
+		for i, h := range a.Hashes {
+			if err := checkHash(fmt.Sprintf("hashes[%d]", i), h); err != nil {
+				return err
+			}
+		}
+	case AskStatus:
+		if a.Repo != "" || len(a.Hashes) > 0 {
+			return fieldErr("repo", ErrInvalid, "is given; a status ask names no repository and no hash")
+		}
+	default:
+		return fieldErr("ask", ErrInvalid, fmt.Sprintf("is %s; an ask is one of %s", quoteShort(string(a.Kind)), askWords()))
+	}
+	return nil
+}
+
+func askWords() string {
+	w := make([]string, len(AskKinds))
+	for i, k := range AskKinds {
+		w[i] = string(k)
+	}
+	return listWords(w)
+}
+
+// DecodeAsk reads one Ask's line (without its newline) as strictly as a
+// note: one JSON object, no key twice, valid UTF-8, bounded.
+func DecodeAsk(line []byte) (*Ask, error) {
+	a := &Ask{}
+	if err := decodeLine("ask", line, MaxAskLen, a); err != nil {
+		return nil, err
+	}
+	if err := a.Validate(); err != nil {
+		return nil, at("ask", err)
+	}
+	return a, nil
+}
+
+// Reply is the daemon's answer to one Ask.
+type Reply struct {
+	Ocx string `json:"ocx" why:"a reply says \"ocx\": \"reply\""`
+	V   int    `json:"v" why:"a reply says its protocol version"`
+	// Error, when set, says why the daemon did not do what was asked; the
+	// caller then does it itself, as without a daemon.
+	Error string `json:"error,omitempty"`
+	// Receipts are, for each project read, the newest receipt of its
+	// repository the answer is current to.
+	Receipts map[string]Receipt `json:"receipts,omitempty"`
+	// State is a status ask's answer.
+	State *NodeState `json:"state,omitempty"`
+	// Hook is a hook ask's answer.
+	Hook *HookDone `json:"hook,omitempty"`
+}
+
+// Receipt is the newest receipt of a repository (Fossil's rcvid) an
+// answer is current to.
+type Receipt struct {
+	Rcvid uint64 `json:"rcvid" why:"a receipt says its number"`
+}
+
+// HookDone is what one hook run handled.
+type HookDone struct {
+	Artifacts int    `json:"artifacts" why:"a hook's answer counts the artifacts it handled"`
+	Mark      uint64 `json:"mark" why:"a hook's answer says the hook's mark after it"`
+}
+
+// NewReply is a Reply in this version.
+func NewReply() *Reply { return &Reply{Ocx: "reply", V: AskVersion} }
+
+// Validate checks a Reply as a caller takes it.
+func (r *Reply) Validate() error {
+	if r.Ocx != "reply" {
+		return fieldErr("ocx", ErrWrongKind, fmt.Sprintf("is %s; a reply says \"reply\"", quoteShort(r.Ocx)))
+	}
+	if r.V != AskVersion {
+		return fieldErr("v", ErrInvalid, fmt.Sprintf("is %d; this caller speaks version %d", r.V, AskVersion))
+	}
+	if r.State != nil {
+		if err := r.State.Validate(); err != nil {
+			return at("state", err)
+		}
+	}
+	if r.Hook != nil && r.Hook.Artifacts < 0 {
+		return fieldErr("hook.artifacts", ErrInvalid, fmt.Sprintf("is %d; a count is not negative", r.Hook.Artifacts))
+	}
+	return nil
+}
+
+// DecodeReply reads one Reply's line (without its newline).
+func DecodeReply(line []byte) (*Reply, error) {
+	r := &Reply{}
+	if err := decodeLine("reply", line, MaxReplyLen, r); err != nil {
+		return nil, err
+	}
+	if err := r.Validate(); err != nil {
+		return nil, at("reply", err)
+	}
+	return r, nil
+}
+
+// decodeLine reads one line's JSON object into v by its tags.
+func decodeLine(where string, line []byte, max int, v any) error {
+	t, err := parseStrict(line, max)
+	if err != nil {
+		return at(where, err)
+	}
+	m, ok := t.(map[string]any)
+	if !ok {
+		return &FieldError{Where: where, Problem: "is " + jsonType(t) + "; a line of the daemon's socket is a JSON object", Err: ErrInvalid}
+	}
+	if err := fill(jobj{m: m}, v); err != nil {
+		return at(where, err)
+	}
+	return nil
+}
+
+// ErrLineTooLong: a line of the daemon's socket past its bound.
+var ErrLineTooLong = errors.New("the line is longer than its bound")
+
+// ReadLine reads one line, without its newline, of at most max bytes.
+func ReadLine(r *bufio.Reader, max int) ([]byte, error) {
+	var buf bytes.Buffer
+	for {
+		chunk, err := r.ReadSlice('\n')
+		buf.Write(chunk)
+		if buf.Len() > max+1 {
+			return nil, fmt.Errorf("%w (%d bytes)", ErrLineTooLong, max)
+		}
+		switch {
+		case err == nil:
+			return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			return nil, errors.New("the connection ended before its newline")
+		default:
+			return nil, err
+		}
+	}
+}
