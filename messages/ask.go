@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 )
 
 // The daemon's socket (AGENTS/ocxd.sock, D66) speaks in lines: a caller
@@ -52,6 +53,11 @@ type Ask struct {
 	// input: the artifacts received, in its order.
 	Hashes []string `json:"hashes,omitempty"`
 }
+
+// HookFallbackEnv names, in the environment of an `ocx hook` that
+// ocx-hook runs when the daemon did not do the hook's work, why it did
+// not: the hook logs it.
+const HookFallbackEnv = "OCX_HOOK_FALLBACK"
 
 // AskVersion is the socket protocol's version.
 const AskVersion = 1
@@ -212,4 +218,24 @@ func ReadLine(r *bufio.Reader, max int) ([]byte, error) {
 			return nil, err
 		}
 	}
+}
+
+// HookHashes reads what Fossil writes on an after-receive hook's standard
+// input: one artifact per line, its full hash first and a description
+// after. A line that does not begin with a full hash is passed over, and
+// so is a line past 1 MiB.
+func HookHashes(in io.Reader) []string {
+	if in == nil {
+		return nil
+	}
+	var out []string
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		f, _, _ := strings.Cut(sc.Text(), " ")
+		if checkHash("", f) == nil {
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -4,7 +4,6 @@
 package hook
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +35,12 @@ type Options struct {
 	// Stdin is Fossil's list of what arrived: one artifact per line, its
 	// hash first.
 	Stdin io.Reader
+	// Fallback, when set, says why the daemon did not do this run's work
+	// (ocx-hook ran the hook itself): it is logged.
+	Fallback string
+	// Hashes, when set, is that list already read (the daemon's socket
+	// carries it so): Stdin is not read then.
+	Hashes []string
 	// Log receives one line per action; nil opens AGENTS/hook.log.
 	Log *slog.Logger
 	// Release is the directory of the release's ocxd; empty means the
@@ -90,25 +95,34 @@ func Prepare(agents string) error {
 // Run handles one after-receive. Each action happens whatever another's
 // outcome; the error reports only what kept the hook from starting at all.
 func Run(ctx context.Context, o Options) error {
+	_, err := Done(ctx, o)
+	return err
+}
+
+// Done handles one after-receive as Run does, and says what it handled.
+func Done(ctx context.Context, o Options) (messages.HookDone, error) {
 	layout, err := host.NewLayout(o.Agents)
 	if err != nil {
-		return fmt.Errorf("hook: %w", err)
+		return messages.HookDone{}, fmt.Errorf("hook: %w", err)
 	}
 	log := o.Log
 	if log == nil {
 		f, err := unixhost.OpenLog(layout.HookLog())
 		if err != nil {
-			return fmt.Errorf("hook: open its log: %w", err)
+			return messages.HookDone{}, fmt.Errorf("hook: open its log: %w", err)
 		}
 		defer f.Close()
 		log = slog.New(slog.NewTextHandler(f, nil))
 	}
 	h := &run{o: o, layout: layout, log: log, refusals: unixhost.NewRefusalLog(log)}
+	if o.Fallback != "" {
+		log.Warn("the daemon did not do the hook's work; the hook does it itself", "repository", o.Repo, "why", o.Fallback)
+	}
 	if err := h.run(ctx); err != nil {
 		log.Error("hook", "repository", o.Repo, keyError, err)
-		return err
+		return messages.HookDone{}, err
 	}
-	return nil
+	return h.done, nil
 }
 
 type run struct {
@@ -132,6 +146,8 @@ type run struct {
 	// refusals logs, once a run, each file below the agents root it would
 	// not read (a link, a pipe, a file past its bound: docs/trust.md).
 	refusals *unixhost.RefusalLog
+	// done is what the run handled, when it is over.
+	done messages.HookDone
 }
 
 func (h *run) run(ctx context.Context) error {
@@ -156,7 +172,10 @@ func (h *run) run(ctx context.Context) error {
 		return fmt.Errorf("%s is not a repository of this node (node.json)", h.o.Repo)
 	}
 	h.proj = proj
-	stdin := readHashes(h.o.Stdin)
+	stdin := h.o.Hashes
+	if stdin == nil {
+		stdin = messages.HookHashes(h.o.Stdin)
+	}
 	if h.root, err = unixhost.OpenRoot(h.layout.Root()); err != nil {
 		return err
 	}
@@ -184,6 +203,7 @@ func (h *run) run(ctx context.Context) error {
 			h.log.Error("store the hook's mark", keyError, err)
 		}
 	}
+	h.done = messages.HookDone{Artifacts: len(infos), Mark: uint64(max(last, mark.value, 0))}
 	h.log.Info("hook done", "repository", h.repo, "artifacts", len(infos), "stdin", len(stdin), "mark", max(last, mark.value), "elapsed", time.Since(start))
 	return nil
 }
@@ -201,23 +221,6 @@ func (h *run) sameFile(path string) (string, string, bool) {
 		}
 	}
 	return "", "", false
-}
-
-// readHashes reads Fossil's list: a full hash and a description per line.
-func readHashes(in io.Reader) []string {
-	if in == nil {
-		return nil
-	}
-	var out []string
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		f, _, _ := strings.Cut(sc.Text(), " ")
-		if fossilio.IsHash(f) {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // arrived lists what to handle: what Fossil listed and what the repository
