@@ -25,6 +25,7 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/actors/hookwatch"
+	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/cmd/internal/version"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
@@ -419,7 +420,7 @@ func (d *daemon) nameReleases(h *handoffFile) {
 // what it needs: the node's repositories, the cgroups, the reaper, the
 // process table, the records and the run engine.
 func (d *daemon) openHost(st *stepTimes) (*cgroupLimits, error) {
-	repos := newNodeRepos(d.cfg, d.log)
+	repos := noderepos.New(d.cfg, d.log)
 	limits, noCgroups, err := newCgroupLimits(d.layout, d.cfg)
 	if err != nil {
 		return nil, err
@@ -430,7 +431,7 @@ func (d *daemon) openHost(st *stepTimes) (*cgroupLimits, error) {
 	} else {
 		d.log.Warn("sessions run without cgroups, so without memory and processes limits", slog.String("why", noCgroups))
 	}
-	if d.reaper, err = newReaper(d.layout, d.root, d.cfg, d.rel, d.log, reaperHost{cgroups: limits, repoAt: repos.repoAt}); err != nil {
+	if d.reaper, err = newReaper(d.layout, d.root, d.cfg, d.rel, d.log, reaperHost{cgroups: limits, repoAt: repos.RepoAt}); err != nil {
 		return nil, err
 	}
 	st.mark("reaper")
@@ -590,7 +591,7 @@ func (d *daemon) close() error {
 		d.table.Close()
 	}
 	if d.records != nil {
-		d.records.close()
+		d.records.Close()
 	}
 	if d.root != nil {
 		d.root.Close()
@@ -656,11 +657,11 @@ func (d *daemon) openHookWatch() *hookWatch {
 		w.projects[name] = p.Repository
 	}
 	w.repo = func(project string) (*fossilio.Repo, error) {
-		x, err := d.records.index(project)
+		x, err := d.records.Index(project)
 		if err != nil {
 			return nil, err
 		}
-		return x.repo, nil
+		return x.Repo, nil
 	}
 	if exe, err := exec.LookPath("fossil"); err == nil {
 		w.fossil = exe

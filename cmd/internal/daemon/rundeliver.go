@@ -64,11 +64,11 @@ func (e *runEngine) deliveriesOf(ctx context.Context, c messages.RunCare) ([]mes
 	if r.run == nil || !r.run.Process.Session {
 		return nil, nil
 	}
-	msgs, err := r.x.runs(ctx)
+	msgs, err := r.x.Runs(ctx)
 	if err != nil {
 		return nil, err
 	}
-	st := record.StandingOf(msgs, r.msg, privilegedOnce(ctx, r.x))
+	st := record.StandingOf(msgs, r.msg, r.x.PrivilegedOnce(ctx))
 	if !st.StartedCounts || st.EndedCounts {
 		return nil, nil
 	}
@@ -83,7 +83,7 @@ func (e *runEngine) deliveriesOf(ctx context.Context, c messages.RunCare) ([]mes
 	if after.Before(c.Given) {
 		after = c.Given
 	}
-	arrivals, err := record.ArrivalsAfter(ctx, r.x.repo, r.x.path, after)
+	arrivals, err := record.ArrivalsAfter(ctx, r.x.Repo, r.x.Path, after)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
@@ -60,7 +61,7 @@ type runEngine struct {
 // its preparation and its processes.
 type engineRun struct {
 	hash     string
-	x        *repoIndex
+	x        *noderepos.Index
 	msg      record.RunMsg
 	run      *messages.Run
 	prepared *runeng.Prepared
@@ -104,24 +105,24 @@ func (e *runEngine) workRoot() string { return filepath.Join(e.layout.Root(), "o
 // on this host; on the server's node its password step sets a fresh
 // password in x's repository, on another host it reads the file of
 // passwords.
-func (e *runEngine) preparer(x *repoIndex) runeng.Preparer {
+func (e *runEngine) preparer(x *noderepos.Index) runeng.Preparer {
 	var repos []string
 	for _, name := range e.cfg.ProjectNames() {
 		repos = append(repos, e.cfg.Projects[name].Repository)
 	}
 	l := &runeng.Layers{
 		Fossil:     e.records.fossil.Exe,
-		Repository: x.path,
+		Repository: x.Path,
 		Files:      host.NodeFiles{Repositories: repos, Agents: e.layout.Root(), ReleaseRoot: e.rel.root, State: e.careDir()},
 		Support:    e.reaper.runSupport(),
 	}
-	if x.otherHost {
+	if x.OtherHost {
 		// Not the server's node: the password step reads the file of
 		// passwords, and sets nothing on the server.
 		l.Repository = ""
 		l.Passwords = e.passwordsFile()
 		l.Files.Passwords = l.Passwords
-		if code, err := x.projectCode(e.ctx); err == nil {
+		if code, err := x.ProjectCode(e.ctx); err == nil {
 			l.ProjectCode = code
 		}
 	}
@@ -206,11 +207,11 @@ func (e *runEngine) find(ctx context.Context, hash string) (*engineRun, error) {
 		return r, nil
 	}
 	for _, name := range e.cfg.ProjectNames() {
-		x, err := e.records.index(name)
+		x, err := e.records.Index(name)
 		if err != nil {
 			return nil, err
 		}
-		msgs, err := x.runs(ctx)
+		msgs, err := x.Runs(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -261,7 +262,7 @@ func (e *runEngine) Care(ctx context.Context, hash string, in bool) error {
 		return nil // in care already: a run prepared again after a start
 	}
 	e.log.Info("run taken into the node's care", slog.String(actors.KeyRun, hash))
-	return e.writeCare(messages.RunCare{Run: hash, Repository: r.x.path, Since: e.now().UTC()})
+	return e.writeCare(messages.RunCare{Run: hash, Repository: r.x.Path, Since: e.now().UTC()})
 }
 
 // Prepare makes layers 2 to 4 through the node's layers (runs.Layers),
@@ -289,7 +290,7 @@ func (e *runEngine) Prepare(ctx context.Context, hash string) messages.RunPrepar
 	if err := e.root.MkdirAll(e.workRoot(), 0o700); err != nil {
 		return messages.RunPrepared{Failed: "the node's run root cannot be made: " + err.Error()}
 	}
-	nv := runeng.NodeValues{Root: e.workRoot(), Project: r.x.project, Node: e.cfg.User, Server: r.x.url, Release: rel}
+	nv := runeng.NodeValues{Root: e.workRoot(), Project: r.x.Project, Node: e.cfg.User, Server: r.x.URL, Release: rel}
 	p, err := e.preparer(r.x).Prepare(ctx, r.run, hash, nv)
 	if err != nil {
 		return messages.RunPrepared{Failed: err.Error()}
@@ -339,11 +340,11 @@ func (e *runEngine) writeReport(ctx context.Context, hash string, kind messages.
 	if err != nil {
 		return err
 	}
-	msgs, err := r.x.runs(ctx)
+	msgs, err := r.x.Runs(ctx)
 	if err != nil {
 		return err
 	}
-	st := record.StandingOf(msgs, r.msg, privilegedOnce(ctx, r.x))
+	st := record.StandingOf(msgs, r.msg, r.x.PrivilegedOnce(ctx))
 	if (kind == messages.MsgStarted && st.StartedCounts) || (kind == messages.MsgEnded && st.EndedCounts) {
 		e.log.Info("the run's "+string(kind)+" is on the record already", slog.String(actors.KeyRun, hash))
 		return nil
@@ -368,8 +369,8 @@ func (e *runEngine) writeReport(ctx context.Context, hash string, kind messages.
 
 // besideLaunch runs the backoffice of x's repository beside the launch
 // (fossilio.Beside: runs coalesced, never overlapping); close waits for it.
-func (e *runEngine) besideLaunch(x *repoIndex) {
-	e.bg.Kick(x.path, (&fossilio.Admin{Repository: x.path, Fossil: e.records.fossil}).Backoffice)
+func (e *runEngine) besideLaunch(x *noderepos.Index) {
+	e.bg.Kick(x.Path, (&fossilio.Admin{Repository: x.Path, Fossil: e.records.fossil}).Backoffice)
 }
 
 // keepLogs writes the kept logs of a process (section 8.2): the files in
@@ -545,15 +546,15 @@ func (e *runEngine) survey(ctx context.Context) ([]actors.RunOnRecord, []actors.
 	var care []actors.RunInCare
 	states := map[string]messages.RunActorState{}
 	for _, name := range e.cfg.ProjectNames() {
-		x, err := e.records.index(name)
+		x, err := e.records.Index(name)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		msgs, err := x.runs(ctx)
+		msgs, err := x.Runs(ctx)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		privileged := privilegedOnce(ctx, x)
+		privileged := x.PrivilegedOnce(ctx)
 		for _, m := range msgs {
 			run, ok := m.Msg.(*messages.Run)
 			if !ok || run.Node != e.cfg.User {
@@ -584,8 +585,8 @@ func (e *runEngine) survey(ctx context.Context) ([]actors.RunOnRecord, []actors.
 
 // setsPassword says the run's password step sets its user's password
 // afresh: a run with one, on the server's node (seed 004 §5).
-func (e *runEngine) setsPassword(x *repoIndex, run *messages.Run) bool {
-	return run != nil && !x.otherHost && run.HasPasswordStep()
+func (e *runEngine) setsPassword(x *noderepos.Index, run *messages.Run) bool {
+	return run != nil && !x.OtherHost && run.HasPasswordStep()
 }
 
 // found says whether the process a care file names is still the node's to
@@ -625,7 +626,7 @@ func (e *runEngine) ours(hash string, proc int) bool {
 }
 
 // adopt records a process found alive at start, not the daemon's child.
-func (e *runEngine) adopt(x *repoIndex, m record.RunMsg, run *messages.Run, c messages.RunCare) {
+func (e *runEngine) adopt(x *noderepos.Index, m record.RunMsg, run *messages.Run, c messages.RunCare) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := e.runs[m.Hash]
