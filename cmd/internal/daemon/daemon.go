@@ -26,6 +26,7 @@ import (
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/actors/hookwatch"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
+	"github.com/ocx-go/ocx/cmd/internal/runengine"
 	"github.com/ocx-go/ocx/cmd/internal/version"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
@@ -87,7 +88,7 @@ type daemon struct {
 	table       *unixhost.ProcTable
 	procs       *procs
 	records     *records
-	runs        *runEngine
+	runs        *runengine.Engine
 	reaper      *reaper
 	inputs      *inputs
 	hooks       *hookWatch
@@ -223,12 +224,12 @@ func (d *daemon) finish() {
 	d.hooks.stop()
 	n, err := d.inputs.drain(d.root, drainBound)
 	if err != nil {
-		d.log.Warn("stopping: the pipe was not read to its end", slog.Int("lines", n), errAttr(err))
+		d.log.Warn("stopping: the pipe was not read to its end", slog.Int("lines", n), actors.ErrAttr(err))
 	} else {
 		d.log.Info("stopping: the pipe is read to its end and removed", slog.Int("lines", n))
 	}
 	if _, err := actors.Snapshot(d.sys, d.node, settleBound); err != nil {
-		d.log.Warn("stopping before every line read was acted on", errAttr(err))
+		d.log.Warn("stopping before every line read was acted on", actors.ErrAttr(err))
 		return
 	}
 	d.log.Info("stopping: every line read is acted on")
@@ -360,7 +361,7 @@ func (d *daemon) takeOver(st *stepTimes) (*handoffFile, error) {
 	if d.opts.Restore {
 		h, err := d.takeHandoff()
 		if err != nil {
-			d.log.Error("re-exec: the hand-off cannot be taken over; exiting (sessions keep running, and the next daemon finds them)", errAttr(err))
+			d.log.Error("re-exec: the hand-off cannot be taken over; exiting (sessions keep running, and the next daemon finds them)", actors.ErrAttr(err))
 			d.recordStart(fmt.Errorf("the new image could not take the hand-off over, and exited: %w", err))
 			return nil, err
 		}
@@ -370,7 +371,7 @@ func (d *daemon) takeOver(st *stepTimes) (*handoffFile, error) {
 	var err error
 	d.lock, err = unixhost.AcquireLock(d.layout.Lock())
 	if errors.Is(err, host.ErrLocked) {
-		d.log.Info("another daemon holds the lock; exiting", errAttr(err))
+		d.log.Info("another daemon holds the lock; exiting", actors.ErrAttr(err))
 		return nil, fmt.Errorf("%w (%s): %v", ErrRunning, d.layout.Root(), err)
 	}
 	if err != nil {
@@ -439,17 +440,19 @@ func (d *daemon) openHost(st *stepTimes) (*cgroupLimits, error) {
 		return nil, fmt.Errorf("open the process table: %w", err)
 	}
 	if err := d.table.Watch(); err != nil {
-		d.log.Warn("the process table is read by full scans: the kernel's process events are not available", errAttr(err))
+		d.log.Warn("the process table is read by full scans: the kernel's process events are not available", actors.ErrAttr(err))
 	}
 	st.mark("proc_table")
 	d.procs = &procs{t: d.table, argv: map[messages.ProcID][]string{}}
 	if boot, err := unixhost.BootTime(); err != nil {
-		d.log.Warn("the host's boot time cannot be read; a session found at start counts its wall limit from then", errAttr(err))
+		d.log.Warn("the host's boot time cannot be read; a session found at start counts its wall limit from then", actors.ErrAttr(err))
 	} else {
 		d.procs.boot = boot
 	}
 	d.records = newRecords(repos, d.layout, d.rel, d.log, recordHost{procs: d.procs, support: d.reaper.runSupport})
-	d.runs = newRunEngine(d.cfg, d.layout, d.root, d.records, d.reaper, d.rel, d.log, d.send)
+	d.runs = runengine.New(runengine.Deps{Config: d.cfg, Layout: d.layout, Root: d.root, Repos: repos,
+		Fossil: d.records.fossil, WriteNote: d.records.writeNote, Signal: d.reaper.Signal, Support: d.reaper.runSupport,
+		Release: d.rel.dir, ReleaseRoot: d.rel.root, Log: d.log, Send: d.send})
 	return limits, nil
 }
 
@@ -467,7 +470,7 @@ func (d *daemon) openPipe(h *handoffFile) (*unixhost.PipeReader, error) {
 		return nil, fmt.Errorf("open the daemon's pipe: %w", err)
 	}
 	if _, err := reader.SetBuffer(1 << 20); err != nil {
-		d.log.Debug("the pipe keeps its default buffer", errAttr(err))
+		d.log.Debug("the pipe keeps its default buffer", actors.ErrAttr(err))
 	}
 	return reader, nil
 }
@@ -501,15 +504,15 @@ func (d *daemon) startActors(limits *cgroupLimits) error {
 func (d *daemon) restoreFrom(h *handoffFile, st *stepTimes) {
 	st.mark("actors")
 	// The runs the old image had in its care: their holders run on.
-	runs, err := d.runs.boot(context.Background())
+	runs, err := d.runs.Boot(context.Background())
 	if err != nil {
-		d.log.Error("re-exec: the node's runs cannot be read; `runs check` checks them again", errAttr(err))
+		d.log.Error("re-exec: the node's runs cannot be read; `runs check` checks them again", actors.ErrAttr(err))
 	}
 	d.send(messages.Restore{Handoff: h.Handoff, Listeners: d.records.Listeners(context.Background()), Runs: runs})
 	d.reaper.open(func(e messages.ProcessExited) { d.send(e) })
 	d.testDelay("adopt")
 	if err := d.reaper.adopt(h.Reaper, h.ChildWorkspaces()); err != nil {
-		d.log.Error("re-exec: a child could not be followed again; its end will not be recorded", errAttr(err))
+		d.log.Error("re-exec: a child could not be followed again; its end will not be recorded", actors.ErrAttr(err))
 	}
 	st.mark("adopted")
 	d.log.Info("re-exec: running the new image", slog.String("handoff", h.Summary()), slog.Group("since_main", st.stages...))
@@ -522,12 +525,12 @@ func (d *daemon) boot(limits *cgroupLimits) {
 		// Left by sessions that ended while no daemon ran; a running
 		// session's holds its processes and stays.
 		if gone, err := limits.sweep(); err != nil || len(gone) > 0 {
-			d.log.Info("cgroups of ended sessions removed", slog.String("removed", strings.Join(gone, ",")), errAttr(err))
+			d.log.Info("cgroups of ended sessions removed", slog.String("removed", strings.Join(gone, ",")), actors.ErrAttr(err))
 		}
 	}
 	found, dirs, looks, err := d.procs.found(d.rel)
 	if err != nil {
-		d.log.Error("the process table cannot be read at start; sessions running now are not adopted", errAttr(err))
+		d.log.Error("the process table cannot be read at start; sessions running now are not adopted", actors.ErrAttr(err))
 	}
 	for _, l := range looks {
 		d.log.Warn("found a process that only looks like a session; not adopted", slog.String(actors.KeyPID, l.ID.String()), slog.String("why", l.String()))
@@ -535,9 +538,9 @@ func (d *daemon) boot(limits *cgroupLimits) {
 	d.records.setFound(dirs)
 	// The node's runs (seed 004, section 10): those in its care, and
 	// those it finds lost, ended so once their actors start.
-	runs, err := d.runs.boot(context.Background())
+	runs, err := d.runs.Boot(context.Background())
 	if err != nil {
-		d.log.Error("the node's runs cannot be checked at start; `runs check` checks them again", errAttr(err))
+		d.log.Error("the node's runs cannot be checked at start; `runs check` checks them again", actors.ErrAttr(err))
 	}
 	d.send(messages.Boot{Found: found, Listeners: d.records.Listeners(context.Background()), Runs: runs})
 	// What arrived for the sessions in care while no daemon ran.
@@ -582,7 +585,7 @@ func (d *daemon) close() error {
 	}
 	d.probes.wait()
 	if d.runs != nil {
-		d.runs.close()
+		d.runs.Close()
 	}
 	if d.reaper != nil {
 		d.reaper.close()

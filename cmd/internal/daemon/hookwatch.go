@@ -14,6 +14,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/actors/hookwatch"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
@@ -150,7 +151,7 @@ func (w *hookWatch) loop(ctx context.Context) {
 	if !w.noEvents {
 		var err error
 		if l.events, err = openRepoEvents(w.projects); err != nil {
-			w.log.Warn("hook watch: the repositories' writes cannot be followed; looking at them every "+w.times.Every.String()+" only", errAttr(err))
+			w.log.Warn("hook watch: the repositories' writes cannot be followed; looking at them every "+w.times.Every.String()+" only", actors.ErrAttr(err))
 		} else {
 			l.evc, l.errc = l.events.w.Events, l.events.w.Errors
 		}
@@ -294,7 +295,7 @@ func (l *watchLoop) event(ev fsnotify.Event, ok bool) {
 
 func (l *watchLoop) eventsFailed(err error, ok bool) {
 	if ok && errors.Is(err, fsnotify.ErrEventOverflow) {
-		l.w.log.Warn("hook watch: writes were missed (the kernel's queue overflowed); looking at every repository", errAttr(err))
+		l.w.log.Warn("hook watch: writes were missed (the kernel's queue overflowed); looking at every repository", actors.ErrAttr(err))
 		l.step(hookwatch.EventsLost{At: l.now(), Reason: "overflow"})
 		return
 	}
@@ -313,7 +314,7 @@ func (l *watchLoop) runEnded(r runEnded) {
 		attrs = append(attrs, slog.Int64("mark", mark))
 	}
 	if r.err != nil {
-		l.w.log.Error("the wake hook the daemon ran failed", append(attrs, errAttr(r.err))...)
+		l.w.log.Error("the wake hook the daemon ran failed", append(attrs, actors.ErrAttr(r.err))...)
 	} else {
 		l.w.log.Info("the wake hook the daemon ran is done", attrs...)
 	}
@@ -346,7 +347,7 @@ func (w *hookWatch) look(ctx context.Context, project string) (hookwatch.LookRes
 	res.Mark, res.Held, res.HasMark = w.markOf(project)
 	r, err := w.repo(project)
 	if err != nil {
-		w.log.Debug("hook watch: the repository cannot be read", slog.String("project", project), errAttr(err))
+		w.log.Debug("hook watch: the repository cannot be read", slog.String("project", project), actors.ErrAttr(err))
 		res.Unreadable = true
 		return res, ""
 	}
@@ -356,7 +357,7 @@ func (w *hookWatch) look(ctx context.Context, project string) (hookwatch.LookRes
 	}
 	l, err := r.HookLook(ctx, after)
 	if err != nil {
-		w.log.Debug("hook watch: the repository cannot be read", slog.String("project", project), errAttr(err))
+		w.log.Debug("hook watch: the repository cannot be read", slog.String("project", project), actors.ErrAttr(err))
 		res.Unreadable = true
 		return res, ""
 	}

@@ -402,7 +402,7 @@ func (r *reaper) startMCP(ctx context.Context, dir string, key messages.Workspac
 		level = slog.LevelWarn
 	}
 	r.log.Log(ctx, level, "mcp server started", slog.String(actors.KeyWorkspace, key.String()),
-		slog.String(actors.KeyPID, p.String()), slog.String("output", strings.TrimSpace(string(out))), errAttr(err))
+		slog.String(actors.KeyPID, p.String()), slog.String("output", strings.TrimSpace(string(out))), actors.ErrAttr(err))
 }
 
 // Signal sends TERM or KILL to a process, or the group it leads, only while
@@ -429,7 +429,7 @@ func (r *reaper) Signal(ctx context.Context, p messages.ProcID, group bool, sig 
 	if err != nil {
 		level = slog.LevelWarn
 	}
-	r.log.Log(ctx, level, "signaled", slog.String(actors.KeyPID, p.String()), slog.String("signal", sig), slog.Bool("group", group), errAttr(err))
+	r.log.Log(ctx, level, "signaled", slog.String(actors.KeyPID, p.String()), slog.String("signal", sig), slog.Bool("group", group), actors.ErrAttr(err))
 	return err
 }
 
@@ -543,7 +543,7 @@ func (r *reaper) recordSandbox(ws host.Workspace, id messages.ProcID) {
 	}
 	if err != nil {
 		r.log.Warn("the session's sandbox is not recorded: it counts for its workspace only while its bwrap runs",
-			slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String(actors.KeyPID, id.String()), errAttr(err))
+			slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String(actors.KeyPID, id.String()), actors.ErrAttr(err))
 		return
 	}
 	r.log.Debug("sandbox recorded", slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String(actors.KeyPID, id.String()),
@@ -562,6 +562,15 @@ func (r *reaper) forgetSandbox(w messages.WorkspaceKey, bwrap messages.ProcID) {
 	}
 	if err != nil {
 		r.log.Warn("the record of an ended sandbox is left", slog.String(actors.KeyWorkspace, w.String()),
-			slog.String(actors.KeyPID, bwrap.String()), errAttr(err))
+			slog.String(actors.KeyPID, bwrap.String()), actors.ErrAttr(err))
 	}
+}
+
+// runSupport is what the host can give a run (refusal row 8); a launcher
+// that starts no runs (a test's) provides nothing but an unconfined run.
+func (r *reaper) runSupport() host.RunSupport {
+	if s, ok := r.current().(interface{ RunSupport() host.RunSupport }); ok {
+		return s.RunSupport()
+	}
+	return host.RunSupport{Sandbox: "this host starts no sandboxed runs", CPU: "not enforced", Processes: "not enforced", Memory: "not enforced"}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
+	"github.com/ocx-go/ocx/cmd/internal/runengine"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/fossilio/record/listening"
@@ -43,8 +44,8 @@ type records struct {
 	argv func(messages.ProcID) ([]string, bool)
 	// scan reads the processes naming a workspace, for a refusal note.
 	scan func(context.Context, messages.WorkspaceKey) ([]messages.ProcInfo, error)
-	// support is what the host can give a run (seed 004, refusal row 8).
-	support func() host.RunSupport
+	// runs reads seed 004's runs on the record.
+	runs *runengine.Record
 }
 
 // recordHost is what the records read of the host: the process table, for
@@ -59,7 +60,7 @@ func newRecords(repos *noderepos.Repos, layout host.Layout, rel *releases, log *
 	cfg := repos.Config()
 	r := &records{Repos: repos, cfg: cfg, layout: layout, releases: rel, log: log, now: time.Now,
 		fossil:       &fossilio.Fossil{Home: layout.Root(), User: cfg.User, Dir: layout.Root()},
-		procReleases: map[messages.ProcID]string{}, support: h.support}
+		procReleases: map[messages.ProcID]string{}, runs: runengine.NewRecord(cfg, layout, repos, h.support, log)}
 	if h.procs != nil {
 		r.argv, r.scan = h.procs.argvOf, h.procs.Scan
 	}
@@ -115,7 +116,7 @@ func (r *records) classify(ctx context.Context, x *noderepos.Index, hash string,
 	}
 	// A seed 004 message (a run, stop, started or ended) is the run
 	// engine's; the session design's notes go on below.
-	if c, handled, err := r.classifyRun(ctx, x, hash); handled || err != nil {
+	if c, handled, err := r.runs.Classify(ctx, x, hash); handled || err != nil {
 		return c, err
 	}
 	v, err := x.Idx.LaunchVerdict(ctx, e)
@@ -141,7 +142,7 @@ func (r *records) classify(ctx context.Context, x *noderepos.Index, hash string,
 		return actors.Classification{Nothing: v.Ignore}, nil
 	}
 	if e.Err != nil {
-		r.log.Warn("a post whose note does not read is not acted on", slog.String(actors.KeyHash, hash), slog.String("sender", e.Sender), errAttr(e.Err))
+		r.log.Warn("a post whose note does not read is not acted on", slog.String(actors.KeyHash, hash), slog.String("sender", e.Sender), actors.ErrAttr(e.Err))
 	}
 	return actors.Classification{Nothing: v.Nothing}, nil
 }
@@ -254,7 +255,7 @@ func (r *records) Listeners(ctx context.Context) []messages.ListenedBranch {
 	for _, project := range projects {
 		found, err := r.projectListeners(ctx, project)
 		if err != nil {
-			r.log.Warn("the branch listeners of a project cannot be read at start; their queues wait for a check-in", slog.String("project", project), errAttr(err))
+			r.log.Warn("the branch listeners of a project cannot be read at start; their queues wait for a check-in", slog.String("project", project), actors.ErrAttr(err))
 			continue
 		}
 		out = append(out, found...)
@@ -272,11 +273,11 @@ func (r *records) projectListeners(ctx context.Context, project string) ([]messa
 		key := ws.Key
 		index, bad, err := listening.ReadIndex(root, ws)
 		if err != nil {
-			r.log.Warn("a listening index cannot be read at start; its branch listeners wait", slog.String(actors.KeyWorkspace, key.String()), errAttr(err))
+			r.log.Warn("a listening index cannot be read at start; its branch listeners wait", slog.String(actors.KeyWorkspace, key.String()), actors.ErrAttr(err))
 			return nil
 		}
 		for _, err := range bad {
-			r.log.Warn("a listening file is passed over", slog.String(actors.KeyWorkspace, key.String()), errAttr(err))
+			r.log.Warn("a listening file is passed over", slog.String(actors.KeyWorkspace, key.String()), actors.ErrAttr(err))
 		}
 		for _, name := range slices.Sorted(maps.Keys(index)) {
 			le := index[name]
@@ -311,7 +312,7 @@ func (r *records) listeningLogins(project, name string) ([]string, error) {
 		if _, ok, err := listening.Lookup(root, ws, name); err == nil && ok {
 			out = append(out, ws.Key.Login)
 		} else if err != nil {
-			r.log.Warn("a listening file is passed over", slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String("file", p), errAttr(err))
+			r.log.Warn("a listening file is passed over", slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String("file", p), actors.ErrAttr(err))
 		}
 		return nil
 	})

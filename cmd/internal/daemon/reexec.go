@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -82,7 +83,7 @@ func (d *daemon) recordReexec(r messages.ReexecOutcome) {
 		r.Release = d.rel.name(filepath.Dir(r.Target))
 	}
 	if err := writeReexec(d.layout, d.root, r); err != nil && d.log != nil {
-		d.log.Warn("re-exec: its outcome is not recorded", errAttr(err))
+		d.log.Warn("re-exec: its outcome is not recorded", actors.ErrAttr(err))
 	}
 }
 

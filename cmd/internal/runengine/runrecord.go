@@ -1,4 +1,4 @@
-package daemon
+package runengine
 
 import (
 	"context"
@@ -20,20 +20,29 @@ import (
 // messages of each repository (record.RunLog, read incrementally), which
 // count (record.StandingOf), and what section 11 refuses.
 
-// runSupport is what the host can give a run (refusal row 8); a launcher
-// that starts no runs (a test's) provides nothing but an unconfined run.
-func (r *reaper) runSupport() host.RunSupport {
-	if s, ok := r.current().(interface{ RunSupport() host.RunSupport }); ok {
-		return s.RunSupport()
-	}
-	return host.RunSupport{Sandbox: "this host starts no sandboxed runs", CPU: "not enforced", Processes: "not enforced", Memory: "not enforced"}
+// Record reads seed 004's runs on the node's repositories: what an
+// artifact holding a run engine message is to the daemon, and what
+// section 11 refuses.
+type Record struct {
+	cfg    *messages.NodeConfig
+	layout host.Layout
+	repos  *noderepos.Repos
+	// support is what the host can give a run (refusal row 8); nil for a
+	// node that starts no runs (a test's).
+	support func() host.RunSupport
+	log     *slog.Logger
+}
+
+// NewRecord reads the runs of repos; support may be nil.
+func NewRecord(cfg *messages.NodeConfig, layout host.Layout, repos *noderepos.Repos, support func() host.RunSupport, log *slog.Logger) *Record {
+	return &Record{cfg: cfg, layout: layout, repos: repos, support: support, log: log}
 }
 
 // refusalOf checks a run that arrived against section 11's rows 1 to 8
 // (messages.RunRefusal), with the facts read from the repository and the
 // host, and returns ended's note, "" when none holds. Row 9 needs the
 // values the workspace sets, so it is checked when the run is prepared.
-func (r *records) refusalOf(ctx context.Context, x *noderepos.Index, msgs []record.RunMsg, m record.RunMsg, privileged record.PrivilegedFunc, support host.RunSupport) (string, error) {
+func (r *Record) refusalOf(ctx context.Context, x *noderepos.Index, msgs []record.RunMsg, m record.RunMsg, privileged record.PrivilegedFunc, support host.RunSupport) (string, error) {
 	run := m.Run()
 	var decodeErr error
 	if m.Malformed != nil {
@@ -51,7 +60,7 @@ func (r *records) refusalOf(ctx context.Context, x *noderepos.Index, msgs []reco
 
 // refusalFacts are what section 11's rows read of the repository, the
 // node and the host for the run m.
-func (r *records) refusalFacts(ctx context.Context, x *noderepos.Index, msgs []record.RunMsg, m record.RunMsg, privileged record.PrivilegedFunc, support host.RunSupport) (messages.RefusalFacts, error) {
+func (r *Record) refusalFacts(ctx context.Context, x *noderepos.Index, msgs []record.RunMsg, m record.RunMsg, privileged record.PrivilegedFunc, support host.RunSupport) (messages.RefusalFacts, error) {
 	run := m.Run()
 	f := messages.RefusalFacts{
 		SenderPrivileged: privileged(m.Sender),
@@ -133,11 +142,11 @@ func hostRefusal(run *messages.Run, support host.RunSupport) string {
 	return ""
 }
 
-// classifyRun says what a post or ticket change holding a seed 004 message
+// Classify says what a post or ticket change holding a seed 004 message
 // is to the daemon: a run for this node (RunArrived, refused or not), a
 // stop that counts (RunStopRequested), or nothing (and why). handled is
 // false when the artifact holds no run engine message.
-func (r *records) classifyRun(ctx context.Context, x *noderepos.Index, hash string) (actors.Classification, bool, error) {
+func (r *Record) Classify(ctx context.Context, x *noderepos.Index, hash string) (actors.Classification, bool, error) {
 	msgs, err := x.Runs(ctx)
 	if err != nil {
 		return actors.Classification{}, true, err
@@ -166,7 +175,7 @@ func (r *records) classifyRun(ctx context.Context, x *noderepos.Index, hash stri
 
 // refusalOfIn is refusalOf for a run of x, whose messages up to the run are
 // msgs.
-func (r *records) refusalOfIn(ctx context.Context, x *noderepos.Index, msgs []record.RunMsg, m record.RunMsg, privileged record.PrivilegedFunc) (string, error) {
+func (r *Record) refusalOfIn(ctx context.Context, x *noderepos.Index, msgs []record.RunMsg, m record.RunMsg, privileged record.PrivilegedFunc) (string, error) {
 	support := host.RunSupport{Sandbox: "this node starts no runs", CPU: "-", Processes: "-", Memory: "-"}
 	if r.support != nil {
 		support = r.support()
@@ -174,19 +183,19 @@ func (r *records) refusalOfIn(ctx context.Context, x *noderepos.Index, msgs []re
 	return r.refusalOf(ctx, x, msgs, m, privileged, support)
 }
 
-// startRun is a start of a manual run with OCX's run tool (`run start
+// StartRun is a start of a manual run with OCX's run tool (`run start
 // REPOSITORY HASH USER`): the run read from the record again, then, for its
 // actor, its arrival (so a run the daemon holds no actor for, after a
 // restart, waits first; an actor already waiting ignores it) and the start,
 // with By's standing now and section 11 checked again (section 11: "when it
 // arrives and again when a person starts it"). nothing says why there is no
 // start to give.
-func (r *records) startRun(ctx context.Context, e messages.StartRun) ([]messages.RunRouted, string, error) {
-	project, ok := r.ByPath(e.Repository)
+func (r *Record) StartRun(ctx context.Context, e messages.StartRun) ([]messages.RunRouted, string, error) {
+	project, ok := r.repos.ByPath(e.Repository)
 	if !ok {
 		return nil, fmt.Sprintf("%s is not a repository of this node (node.json)", e.Repository), nil
 	}
-	x, err := r.Index(project)
+	x, err := r.repos.Index(project)
 	if err != nil {
 		return nil, "", err
 	}
