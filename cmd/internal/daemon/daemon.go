@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -24,11 +23,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ocx-go/ocx/actors"
-	"github.com/ocx-go/ocx/actors/hookwatch"
+	"github.com/ocx-go/ocx/cmd/internal/hookshell"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/cmd/internal/runengine"
 	"github.com/ocx-go/ocx/cmd/internal/version"
-	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -91,7 +89,7 @@ type daemon struct {
 	runs        *runengine.Engine
 	reaper      *reaper
 	inputs      *inputs
-	hooks       *hookWatch
+	hooks       *hookshell.Watch
 	sys         *actor.ActorSystem
 	node        *actor.PID
 
@@ -221,7 +219,7 @@ func (d *daemon) finish() {
 	d.execMu.Lock()
 	d.stopping = true
 	d.execMu.Unlock()
-	d.hooks.stop()
+	d.hooks.Stop()
 	n, err := d.inputs.drain(d.root, drainBound)
 	if err != nil {
 		d.log.Warn("stopping: the pipe was not read to its end", slog.Int("lines", n), actors.ErrAttr(err))
@@ -320,8 +318,8 @@ func (d *daemon) start() error {
 	}
 	d.inputs.start(reader)
 	if d.opts.HookWatch > 0 {
-		d.hooks = d.openHookWatch()
-		d.hooks.start()
+		d.hooks = hookshell.New(d.layout, d.root, d.cfg, d.records.Repos, d.opts.HookWatch, d.log)
+		d.hooks.Start()
 	}
 	return nil
 }
@@ -571,7 +569,7 @@ func (d *daemon) recordStart(err error) {
 // signals nothing), and releases the lock, in that order.
 func (d *daemon) close() error {
 	var errs []error
-	d.hooks.stop()
+	d.hooks.Stop()
 	if d.inputs != nil {
 		d.inputs.close()
 	}
@@ -599,7 +597,7 @@ func (d *daemon) close() error {
 	if d.root != nil {
 		d.root.Close()
 	}
-	d.hooks.release()
+	d.hooks.Release()
 	if d.lock != nil {
 		if err := d.lock.Release(); err != nil {
 			errs = append(errs, err)
@@ -650,24 +648,4 @@ func startCPUProfile(path string) (func(), error) {
 			f.Close()
 		})
 	}, nil
-}
-
-// openHookWatch readies the watch over every project of node.json.
-func (d *daemon) openHookWatch() *hookWatch {
-	w := &hookWatch{layout: d.layout, root: d.root, projects: map[string]string{}, fossil: "fossil", log: d.log,
-		times: hookwatch.DefaultTimes(d.opts.HookWatch)}
-	for name, p := range d.cfg.Projects {
-		w.projects[name] = p.Repository
-	}
-	w.repo = func(project string) (*fossilio.Repo, error) {
-		x, err := d.records.Index(project)
-		if err != nil {
-			return nil, err
-		}
-		return x.Repo, nil
-	}
-	if exe, err := exec.LookPath("fossil"); err == nil {
-		w.fossil = exe
-	}
-	return w
 }

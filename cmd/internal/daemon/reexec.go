@@ -113,8 +113,8 @@ func (d *daemon) exec(ctx context.Context, h messages.Handoff) (string, error) {
 	}
 	// No hook the watch runs is left a child of the new image, which would
 	// not wait for it.
-	d.hooks.pause()
-	defer d.hooks.resume()
+	d.hooks.Pause()
+	defer d.hooks.Resume()
 	st := &stepTimes{began: time.Now()} // for the log
 	target, err := d.target()
 	if err != nil {
