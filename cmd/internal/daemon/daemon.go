@@ -25,6 +25,7 @@ import (
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/hookshell"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
+	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/cmd/internal/runengine"
 	"github.com/ocx-go/ocx/cmd/internal/version"
 	"github.com/ocx-go/ocx/host"
@@ -82,9 +83,9 @@ type daemon struct {
 	logFile     *os.File
 	root        *unixhost.Root
 	lock        *unixhost.FileLock
-	rel         *releases
+	rel         *procs.Releases
 	table       *unixhost.ProcTable
-	procs       *procs
+	procs       *procs.Table
 	records     *records
 	runs        *runengine.Engine
 	reaper      *reaper
@@ -399,7 +400,7 @@ func (d *daemon) readConfig() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("find the running executable: %w", err)
 	}
-	d.rel = &releases{root: d.cfg.Release, self: filepath.Dir(self)}
+	d.rel = procs.NewReleases(d.cfg.Release, filepath.Dir(self))
 	return self, nil
 }
 
@@ -409,7 +410,7 @@ func (d *daemon) nameReleases(h *handoffFile) {
 	for i := range h.Workspaces {
 		for j := range h.Workspaces[i].Sessions {
 			if l := &h.Workspaces[i].Sessions[j].Launch; l.ReleaseName == "" && l.ReleaseDir != "" {
-				l.ReleaseName = d.rel.name(l.ReleaseDir)
+				l.ReleaseName = d.rel.Name(l.ReleaseDir)
 			}
 		}
 	}
@@ -418,15 +419,15 @@ func (d *daemon) nameReleases(h *handoffFile) {
 // openHost builds the parts that face the host and the record, each with
 // what it needs: the node's repositories, the cgroups, the reaper, the
 // process table, the records and the run engine.
-func (d *daemon) openHost(st *stepTimes) (*cgroupLimits, error) {
+func (d *daemon) openHost(st *stepTimes) (*procs.Limits, error) {
 	repos := noderepos.New(d.cfg, d.log)
-	limits, noCgroups, err := newCgroupLimits(d.layout, d.cfg)
+	limits, noCgroups, err := procs.NewLimits(d.layout, d.cfg)
 	if err != nil {
 		return nil, err
 	}
 	if limits != nil {
-		d.log.Info("sessions run in cgroups of their own", slog.String("limits", limits.limits.String()),
-			slog.String("cgroups", fmt.Sprintf("v%d below %s", limits.cg.Hierarchies().Version, strings.Join(limits.cg.Hierarchies().Dirs(), ", "))))
+		lim, cgroups := limits.Words()
+		d.log.Info("sessions run in cgroups of their own", slog.String("limits", lim), slog.String("cgroups", cgroups))
 	} else {
 		d.log.Warn("sessions run without cgroups, so without memory and processes limits", slog.String("why", noCgroups))
 	}
@@ -441,16 +442,16 @@ func (d *daemon) openHost(st *stepTimes) (*cgroupLimits, error) {
 		d.log.Warn("the process table is read by full scans: the kernel's process events are not available", actors.ErrAttr(err))
 	}
 	st.mark("proc_table")
-	d.procs = &procs{t: d.table, argv: map[messages.ProcID][]string{}}
-	if boot, err := unixhost.BootTime(); err != nil {
+	boot, err := unixhost.BootTime()
+	if err != nil {
+		boot = time.Time{}
 		d.log.Warn("the host's boot time cannot be read; a session found at start counts its wall limit from then", actors.ErrAttr(err))
-	} else {
-		d.procs.boot = boot
 	}
+	d.procs = procs.NewTable(d.table, boot)
 	d.records = newRecords(repos, d.layout, d.rel, d.log, recordHost{procs: d.procs, support: d.reaper.runSupport})
 	d.runs = runengine.New(runengine.Deps{Config: d.cfg, Layout: d.layout, Root: d.root, Repos: repos,
 		Fossil: d.records.fossil, WriteNote: d.records.writeNote, Signal: d.reaper.Signal, Support: d.reaper.runSupport,
-		Release: d.rel.dir, ReleaseRoot: d.rel.root, Log: d.log, Send: d.send})
+		Release: d.rel.Dir, ReleaseRoot: d.rel.Root(), Log: d.log, Send: d.send})
 	return limits, nil
 }
 
@@ -477,7 +478,7 @@ func (d *daemon) openPipe(h *handoffFile) (*unixhost.PipeReader, error) {
 func (d *daemon) send(m messages.DaemonMessage) { d.sys.Root.Send(actors.NodePID(d.sys), m) }
 
 // startActors starts the actor tree on the parts openHost built.
-func (d *daemon) startActors(limits *cgroupLimits) error {
+func (d *daemon) startActors(limits *procs.Limits) error {
 	d.sys = actors.NewSystem(d.log)
 	d.inputs = &inputs{path: d.layout.Pipe(), reaper: d.reaper, send: d.send, log: d.log, fatal: make(chan error, 1), reexec: d.reexecAsked}
 	deps := actors.Deps{
@@ -518,15 +519,15 @@ func (d *daemon) restoreFrom(h *handoffFile, st *stepTimes) {
 
 // boot tells the node what runs now: the sessions found in the process
 // table, the branch listeners and the node's runs.
-func (d *daemon) boot(limits *cgroupLimits) {
+func (d *daemon) boot(limits *procs.Limits) {
 	if limits != nil {
 		// Left by sessions that ended while no daemon ran; a running
 		// session's holds its processes and stays.
-		if gone, err := limits.sweep(); err != nil || len(gone) > 0 {
+		if gone, err := limits.Sweep(); err != nil || len(gone) > 0 {
 			d.log.Info("cgroups of ended sessions removed", slog.String("removed", strings.Join(gone, ",")), actors.ErrAttr(err))
 		}
 	}
-	found, dirs, looks, err := d.procs.found(d.rel)
+	found, dirs, looks, err := d.procs.Found(d.rel)
 	if err != nil {
 		d.log.Error("the process table cannot be read at start; sessions running now are not adopted", actors.ErrAttr(err))
 	}
@@ -559,7 +560,7 @@ func (d *daemon) recordStart(err error) {
 	r := messages.ReexecOutcome{Target: self, Error: err.Error()}
 	if data, derr := unixhost.Below(d.layout.Root()).ReadFile(d.layout.NodeJSON(), unixhost.NodeFile); derr == nil {
 		if cfg, derr := messages.DecodeNodeConfig(data); derr == nil && self != "" {
-			d.rel = &releases{root: cfg.Release, self: filepath.Dir(self)}
+			d.rel = procs.NewReleases(cfg.Release, filepath.Dir(self))
 		}
 	}
 	d.recordReexec(r)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
+	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -90,7 +91,7 @@ func TestLaunchNoteReadOnce(t *testing.T) {
 	repos := noderepos.New(cfg, log)
 	repos.ContentRead = reads.read
 	t.Cleanup(repos.Close)
-	rel := &releases{root: t.TempDir(), self: t.TempDir()}
+	rel := procs.NewReleases(t.TempDir(), t.TempDir())
 	rec := newRecords(repos, layout, rel, log, recordHost{})
 
 	c, err := rec.Classify(ctx, srv.Repo, launch)

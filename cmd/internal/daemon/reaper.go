@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/fossilio/record/listening"
@@ -54,7 +55,7 @@ type reaper struct {
 	layout   host.Layout
 	root     *unixhost.Root
 	cfg      *messages.NodeConfig
-	releases *releases
+	releases *procs.Releases
 	log      *slog.Logger
 
 	// lmu guards the launcher, which a re-exec replaces, and the watches.
@@ -73,7 +74,7 @@ type reaper struct {
 
 	// cgroups, when set, is where each session is spawned in a cgroup of
 	// its own (D46); nil on a host that makes none.
-	cgroups *cgroupLimits
+	cgroups *procs.Limits
 
 	// repoAt gives the daemon's open reader of a node repository, named
 	// by its path as a launch gives it (records.repoAt), so that a launch
@@ -87,13 +88,13 @@ type reaper struct {
 // the node's repositories.
 type reaperHost struct {
 	launcher newLauncher
-	cgroups  *cgroupLimits
+	cgroups  *procs.Limits
 	repoAt   func(path string) (*fossilio.Repo, error)
 }
 
 // newReaper makes the reaper; with h.launcher nil, it runs on the real host
 // (unixhost.NewLauncher below the agents root, unixhost.SignalOne).
-func newReaper(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rel *releases, log *slog.Logger, h reaperHost) (*reaper, error) {
+func newReaper(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rel *procs.Releases, log *slog.Logger, h reaperHost) (*reaper, error) {
 	r := &reaper{layout: layout, root: root, cfg: cfg, releases: rel, log: log,
 		watches: map[messages.ProcID]chan struct{}{}, paused: true, launcher: h.launcher, signalOne: unixhost.SignalOne,
 		cgroups: h.cgroups, repoAt: h.repoAt}
@@ -208,7 +209,7 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	}
 	spec := actors.SessionSpawn(l, ws, r.layout.Root(), dir, prog, sb, first)
 	if r.cgroups != nil {
-		spec.Cgroup, spec.Limits = r.cgroups.spec(key)
+		spec.Cgroup, spec.Limits = r.cgroups.Spec(key)
 	}
 	p, err := r.current().Spawn(spec, r.exitTo(key))
 	if err != nil {
@@ -226,7 +227,7 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 func (r *reaper) program(l messages.LaunchSpec) (dir, prog string, err error) {
 	dir = l.ReleaseDir
 	if dir == "" {
-		if dir, err = r.releases.dir(l.Release); err != nil {
+		if dir, err = r.releases.Dir(l.Release); err != nil {
 			return "", "", err
 		}
 	}
@@ -253,7 +254,7 @@ func (r *reaper) sandbox(l messages.LaunchSpec, ws host.Workspace, dir string) (
 	for _, name := range r.cfg.ProjectNames() {
 		repos = append(repos, r.cfg.Projects[name].Repository)
 	}
-	nf, err := unixhost.NodeFilesOf(repos, r.layout.Root(), r.releases.root, dir, ws.Dir)
+	nf, err := unixhost.NodeFilesOf(repos, r.layout.Root(), r.releases.Root(), dir, ws.Dir)
 	if err != nil {
 		return sb, fmt.Errorf("resolve the node's own files: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
+	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/cmd/internal/runengine"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
@@ -29,7 +30,7 @@ type records struct {
 	*noderepos.Repos
 	cfg      *messages.NodeConfig
 	layout   host.Layout
-	releases *releases
+	releases *procs.Releases
 	fossil   *fossilio.Fossil
 	log      *slog.Logger
 	now      func() time.Time
@@ -52,17 +53,17 @@ type records struct {
 // a refusal note's holder, and what the host can give a run. Either may be
 // nil (a test's records).
 type recordHost struct {
-	procs   *procs
+	procs   *procs.Table
 	support func() host.RunSupport
 }
 
-func newRecords(repos *noderepos.Repos, layout host.Layout, rel *releases, log *slog.Logger, h recordHost) *records {
+func newRecords(repos *noderepos.Repos, layout host.Layout, rel *procs.Releases, log *slog.Logger, h recordHost) *records {
 	cfg := repos.Config()
 	r := &records{Repos: repos, cfg: cfg, layout: layout, releases: rel, log: log, now: time.Now,
 		fossil:       &fossilio.Fossil{Home: layout.Root(), User: cfg.User, Dir: layout.Root()},
 		procReleases: map[messages.ProcID]string{}, runs: runengine.NewRecord(cfg, layout, repos, h.support, log)}
 	if h.procs != nil {
-		r.argv, r.scan = h.procs.argvOf, h.procs.Scan
+		r.argv, r.scan = h.procs.ArgvOf, h.procs.Scan
 	}
 	return r
 }
@@ -131,8 +132,8 @@ func (r *records) classify(ctx context.Context, x *noderepos.Index, hash string,
 		return actors.Classification{Nothing: "a CI launch note, launched by its branch listener"}, nil
 	case v.Spec != nil:
 		l := *v.Spec
-		if dir, err := r.releases.dir(l.Release); err == nil {
-			l.ReleaseDir, l.ReleaseName = dir, r.releases.name(dir)
+		if dir, err := r.releases.Dir(l.Release); err == nil {
+			l.ReleaseDir, l.ReleaseName = dir, r.releases.Name(dir)
 		}
 		return actors.Classification{Launch: &l}, nil
 	case v.Refuse != nil:
@@ -160,7 +161,7 @@ func (r *records) ResolveLaunch(ctx context.Context, p messages.ProcInfo) (messa
 	}
 	r.mu.Lock()
 	if dir, ok := r.procReleases[p.Proc]; ok {
-		l.ReleaseDir, l.ReleaseName = dir, r.releases.name(dir)
+		l.ReleaseDir, l.ReleaseName = dir, r.releases.Name(dir)
 	}
 	r.mu.Unlock()
 	return l, nil
@@ -186,8 +187,8 @@ func (r *records) launchAt(ctx context.Context, x *noderepos.Index, hash string)
 		return messages.LaunchSpec{}, fmt.Errorf("%s is not a launch note: %s", hash, v.Nothing)
 	}
 	l := *v.Spec
-	if dir, err := r.releases.dir(l.Release); err == nil {
-		l.ReleaseDir, l.ReleaseName = dir, r.releases.name(dir)
+	if dir, err := r.releases.Dir(l.Release); err == nil {
+		l.ReleaseDir, l.ReleaseName = dir, r.releases.Name(dir)
 	}
 	return l, nil
 }

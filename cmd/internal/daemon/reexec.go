@@ -37,7 +37,7 @@ func (d *daemon) target() (string, error) {
 		}
 		return filepath.EvalSymlinks(self)
 	}
-	dir, err := d.rel.dir(messages.ReleaseCurrent)
+	dir, err := d.rel.Dir(messages.ReleaseCurrent)
 	if err != nil {
 		return "", err
 	}
@@ -80,7 +80,7 @@ func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
 func (d *daemon) recordReexec(r messages.ReexecOutcome) {
 	r.At, r.PID, r.OK = time.Now().UTC(), os.Getpid(), r.Error == ""
 	if r.Target != "" && d.rel != nil {
-		r.Release = d.rel.name(filepath.Dir(r.Target))
+		r.Release = d.rel.Name(filepath.Dir(r.Target))
 	}
 	if err := writeReexec(d.layout, d.root, r); err != nil && d.log != nil {
 		d.log.Warn("re-exec: its outcome is not recorded", actors.ErrAttr(err))
