@@ -1,5 +1,7 @@
 package actors
 
+import "log/slog"
+
 // The attribute keys of the daemon's log lines, in one place so that every
 // line about a workspace or a process can be found by the same key.
 const (
@@ -15,3 +17,11 @@ const (
 	KeyError     = "error"
 	KeyRun       = "run"
 )
+
+// ErrAttr is the log attribute of an error (KeyError); none for nil.
+func ErrAttr(err error) slog.Attr {
+	if err == nil {
+		return slog.Attr{}
+	}
+	return slog.String(KeyError, err.Error())
+}

@@ -11,7 +11,13 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/actors/hookwatch"
 )
+
+// DefaultHookWatch is the longest time between two looks at a repository
+// (--hook-watch): the fallback under the file events, which make the watch
+// look Settle after each write.
+const DefaultHookWatch = hookwatch.DefaultEvery
 
 // Options is ocxd's parsed command line.
 type Options struct {

@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -24,9 +23,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ocx-go/ocx/actors"
-	"github.com/ocx-go/ocx/actors/hookwatch"
+	"github.com/ocx-go/ocx/cmd/internal/hookshell"
+	"github.com/ocx-go/ocx/cmd/internal/noderepos"
+	"github.com/ocx-go/ocx/cmd/internal/procs"
+	"github.com/ocx-go/ocx/cmd/internal/runengine"
 	"github.com/ocx-go/ocx/cmd/internal/version"
-	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -82,14 +83,14 @@ type daemon struct {
 	logFile     *os.File
 	root        *unixhost.Root
 	lock        *unixhost.FileLock
-	rel         *releases
+	rel         *procs.Releases
 	table       *unixhost.ProcTable
-	procs       *procs
+	procs       *procs.Table
 	records     *records
-	runs        *runEngine
+	runs        *runengine.Engine
 	reaper      *reaper
 	inputs      *inputs
-	hooks       *hookWatch
+	hooks       *hookshell.Watch
 	sys         *actor.ActorSystem
 	node        *actor.PID
 
@@ -219,15 +220,15 @@ func (d *daemon) finish() {
 	d.execMu.Lock()
 	d.stopping = true
 	d.execMu.Unlock()
-	d.hooks.stop()
+	d.hooks.Stop()
 	n, err := d.inputs.drain(d.root, drainBound)
 	if err != nil {
-		d.log.Warn("stopping: the pipe was not read to its end", slog.Int("lines", n), errAttr(err))
+		d.log.Warn("stopping: the pipe was not read to its end", slog.Int("lines", n), actors.ErrAttr(err))
 	} else {
 		d.log.Info("stopping: the pipe is read to its end and removed", slog.Int("lines", n))
 	}
 	if _, err := actors.Snapshot(d.sys, d.node, settleBound); err != nil {
-		d.log.Warn("stopping before every line read was acted on", errAttr(err))
+		d.log.Warn("stopping before every line read was acted on", actors.ErrAttr(err))
 		return
 	}
 	d.log.Info("stopping: every line read is acted on")
@@ -318,8 +319,8 @@ func (d *daemon) start() error {
 	}
 	d.inputs.start(reader)
 	if d.opts.HookWatch > 0 {
-		d.hooks = d.openHookWatch()
-		d.hooks.start()
+		d.hooks = hookshell.New(d.layout, d.root, d.cfg, d.records.Repos, d.opts.HookWatch, d.log)
+		d.hooks.Start()
 	}
 	return nil
 }
@@ -359,7 +360,7 @@ func (d *daemon) takeOver(st *stepTimes) (*handoffFile, error) {
 	if d.opts.Restore {
 		h, err := d.takeHandoff()
 		if err != nil {
-			d.log.Error("re-exec: the hand-off cannot be taken over; exiting (sessions keep running, and the next daemon finds them)", errAttr(err))
+			d.log.Error("re-exec: the hand-off cannot be taken over; exiting (sessions keep running, and the next daemon finds them)", actors.ErrAttr(err))
 			d.recordStart(fmt.Errorf("the new image could not take the hand-off over, and exited: %w", err))
 			return nil, err
 		}
@@ -369,7 +370,7 @@ func (d *daemon) takeOver(st *stepTimes) (*handoffFile, error) {
 	var err error
 	d.lock, err = unixhost.AcquireLock(d.layout.Lock())
 	if errors.Is(err, host.ErrLocked) {
-		d.log.Info("another daemon holds the lock; exiting", errAttr(err))
+		d.log.Info("another daemon holds the lock; exiting", actors.ErrAttr(err))
 		return nil, fmt.Errorf("%w (%s): %v", ErrRunning, d.layout.Root(), err)
 	}
 	if err != nil {
@@ -399,7 +400,7 @@ func (d *daemon) readConfig() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("find the running executable: %w", err)
 	}
-	d.rel = &releases{root: d.cfg.Release, self: filepath.Dir(self)}
+	d.rel = procs.NewReleases(d.cfg.Release, filepath.Dir(self))
 	return self, nil
 }
 
@@ -409,7 +410,7 @@ func (d *daemon) nameReleases(h *handoffFile) {
 	for i := range h.Workspaces {
 		for j := range h.Workspaces[i].Sessions {
 			if l := &h.Workspaces[i].Sessions[j].Launch; l.ReleaseName == "" && l.ReleaseDir != "" {
-				l.ReleaseName = d.rel.name(l.ReleaseDir)
+				l.ReleaseName = d.rel.Name(l.ReleaseDir)
 			}
 		}
 	}
@@ -418,19 +419,19 @@ func (d *daemon) nameReleases(h *handoffFile) {
 // openHost builds the parts that face the host and the record, each with
 // what it needs: the node's repositories, the cgroups, the reaper, the
 // process table, the records and the run engine.
-func (d *daemon) openHost(st *stepTimes) (*cgroupLimits, error) {
-	repos := newNodeRepos(d.cfg, d.log)
-	limits, noCgroups, err := newCgroupLimits(d.layout, d.cfg)
+func (d *daemon) openHost(st *stepTimes) (*procs.Limits, error) {
+	repos := noderepos.New(d.cfg, d.log)
+	limits, noCgroups, err := procs.NewLimits(d.layout, d.cfg)
 	if err != nil {
 		return nil, err
 	}
 	if limits != nil {
-		d.log.Info("sessions run in cgroups of their own", slog.String("limits", limits.limits.String()),
-			slog.String("cgroups", fmt.Sprintf("v%d below %s", limits.cg.Hierarchies().Version, strings.Join(limits.cg.Hierarchies().Dirs(), ", "))))
+		lim, cgroups := limits.Words()
+		d.log.Info("sessions run in cgroups of their own", slog.String("limits", lim), slog.String("cgroups", cgroups))
 	} else {
 		d.log.Warn("sessions run without cgroups, so without memory and processes limits", slog.String("why", noCgroups))
 	}
-	if d.reaper, err = newReaper(d.layout, d.root, d.cfg, d.rel, d.log, reaperHost{cgroups: limits, repoAt: repos.repoAt}); err != nil {
+	if d.reaper, err = newReaper(d.layout, d.root, d.cfg, d.rel, d.log, reaperHost{cgroups: limits, repoAt: repos.RepoAt}); err != nil {
 		return nil, err
 	}
 	st.mark("reaper")
@@ -438,17 +439,19 @@ func (d *daemon) openHost(st *stepTimes) (*cgroupLimits, error) {
 		return nil, fmt.Errorf("open the process table: %w", err)
 	}
 	if err := d.table.Watch(); err != nil {
-		d.log.Warn("the process table is read by full scans: the kernel's process events are not available", errAttr(err))
+		d.log.Warn("the process table is read by full scans: the kernel's process events are not available", actors.ErrAttr(err))
 	}
 	st.mark("proc_table")
-	d.procs = &procs{t: d.table, argv: map[messages.ProcID][]string{}}
-	if boot, err := unixhost.BootTime(); err != nil {
-		d.log.Warn("the host's boot time cannot be read; a session found at start counts its wall limit from then", errAttr(err))
-	} else {
-		d.procs.boot = boot
+	boot, err := unixhost.BootTime()
+	if err != nil {
+		boot = time.Time{}
+		d.log.Warn("the host's boot time cannot be read; a session found at start counts its wall limit from then", actors.ErrAttr(err))
 	}
+	d.procs = procs.NewTable(d.table, boot)
 	d.records = newRecords(repos, d.layout, d.rel, d.log, recordHost{procs: d.procs, support: d.reaper.runSupport})
-	d.runs = newRunEngine(d.cfg, d.layout, d.root, d.records, d.reaper, d.rel, d.log, d.send)
+	d.runs = runengine.New(runengine.Deps{Config: d.cfg, Layout: d.layout, Root: d.root, Repos: repos,
+		Fossil: d.records.fossil, WriteNote: d.records.writeNote, Signal: d.reaper.Signal, Support: d.reaper.runSupport,
+		Release: d.rel.Dir, ReleaseRoot: d.rel.Root(), Log: d.log, Send: d.send})
 	return limits, nil
 }
 
@@ -466,7 +469,7 @@ func (d *daemon) openPipe(h *handoffFile) (*unixhost.PipeReader, error) {
 		return nil, fmt.Errorf("open the daemon's pipe: %w", err)
 	}
 	if _, err := reader.SetBuffer(1 << 20); err != nil {
-		d.log.Debug("the pipe keeps its default buffer", errAttr(err))
+		d.log.Debug("the pipe keeps its default buffer", actors.ErrAttr(err))
 	}
 	return reader, nil
 }
@@ -475,7 +478,7 @@ func (d *daemon) openPipe(h *handoffFile) (*unixhost.PipeReader, error) {
 func (d *daemon) send(m messages.DaemonMessage) { d.sys.Root.Send(actors.NodePID(d.sys), m) }
 
 // startActors starts the actor tree on the parts openHost built.
-func (d *daemon) startActors(limits *cgroupLimits) error {
+func (d *daemon) startActors(limits *procs.Limits) error {
 	d.sys = actors.NewSystem(d.log)
 	d.inputs = &inputs{path: d.layout.Pipe(), reaper: d.reaper, send: d.send, log: d.log, fatal: make(chan error, 1), reexec: d.reexecAsked}
 	deps := actors.Deps{
@@ -500,15 +503,15 @@ func (d *daemon) startActors(limits *cgroupLimits) error {
 func (d *daemon) restoreFrom(h *handoffFile, st *stepTimes) {
 	st.mark("actors")
 	// The runs the old image had in its care: their holders run on.
-	runs, err := d.runs.boot(context.Background())
+	runs, err := d.runs.Boot(context.Background())
 	if err != nil {
-		d.log.Error("re-exec: the node's runs cannot be read; `runs check` checks them again", errAttr(err))
+		d.log.Error("re-exec: the node's runs cannot be read; `runs check` checks them again", actors.ErrAttr(err))
 	}
 	d.send(messages.Restore{Handoff: h.Handoff, Listeners: d.records.Listeners(context.Background()), Runs: runs})
 	d.reaper.open(func(e messages.ProcessExited) { d.send(e) })
 	d.testDelay("adopt")
 	if err := d.reaper.adopt(h.Reaper, h.ChildWorkspaces()); err != nil {
-		d.log.Error("re-exec: a child could not be followed again; its end will not be recorded", errAttr(err))
+		d.log.Error("re-exec: a child could not be followed again; its end will not be recorded", actors.ErrAttr(err))
 	}
 	st.mark("adopted")
 	d.log.Info("re-exec: running the new image", slog.String("handoff", h.Summary()), slog.Group("since_main", st.stages...))
@@ -516,17 +519,17 @@ func (d *daemon) restoreFrom(h *handoffFile, st *stepTimes) {
 
 // boot tells the node what runs now: the sessions found in the process
 // table, the branch listeners and the node's runs.
-func (d *daemon) boot(limits *cgroupLimits) {
+func (d *daemon) boot(limits *procs.Limits) {
 	if limits != nil {
 		// Left by sessions that ended while no daemon ran; a running
 		// session's holds its processes and stays.
-		if gone, err := limits.sweep(); err != nil || len(gone) > 0 {
-			d.log.Info("cgroups of ended sessions removed", slog.String("removed", strings.Join(gone, ",")), errAttr(err))
+		if gone, err := limits.Sweep(); err != nil || len(gone) > 0 {
+			d.log.Info("cgroups of ended sessions removed", slog.String("removed", strings.Join(gone, ",")), actors.ErrAttr(err))
 		}
 	}
-	found, dirs, looks, err := d.procs.found(d.rel)
+	found, dirs, looks, err := d.procs.Found(d.rel)
 	if err != nil {
-		d.log.Error("the process table cannot be read at start; sessions running now are not adopted", errAttr(err))
+		d.log.Error("the process table cannot be read at start; sessions running now are not adopted", actors.ErrAttr(err))
 	}
 	for _, l := range looks {
 		d.log.Warn("found a process that only looks like a session; not adopted", slog.String(actors.KeyPID, l.ID.String()), slog.String("why", l.String()))
@@ -534,9 +537,9 @@ func (d *daemon) boot(limits *cgroupLimits) {
 	d.records.setFound(dirs)
 	// The node's runs (seed 004, section 10): those in its care, and
 	// those it finds lost, ended so once their actors start.
-	runs, err := d.runs.boot(context.Background())
+	runs, err := d.runs.Boot(context.Background())
 	if err != nil {
-		d.log.Error("the node's runs cannot be checked at start; `runs check` checks them again", errAttr(err))
+		d.log.Error("the node's runs cannot be checked at start; `runs check` checks them again", actors.ErrAttr(err))
 	}
 	d.send(messages.Boot{Found: found, Listeners: d.records.Listeners(context.Background()), Runs: runs})
 	// What arrived for the sessions in care while no daemon ran.
@@ -557,7 +560,7 @@ func (d *daemon) recordStart(err error) {
 	r := messages.ReexecOutcome{Target: self, Error: err.Error()}
 	if data, derr := unixhost.Below(d.layout.Root()).ReadFile(d.layout.NodeJSON(), unixhost.NodeFile); derr == nil {
 		if cfg, derr := messages.DecodeNodeConfig(data); derr == nil && self != "" {
-			d.rel = &releases{root: cfg.Release, self: filepath.Dir(self)}
+			d.rel = procs.NewReleases(cfg.Release, filepath.Dir(self))
 		}
 	}
 	d.recordReexec(r)
@@ -567,7 +570,7 @@ func (d *daemon) recordStart(err error) {
 // signals nothing), and releases the lock, in that order.
 func (d *daemon) close() error {
 	var errs []error
-	d.hooks.stop()
+	d.hooks.Stop()
 	if d.inputs != nil {
 		d.inputs.close()
 	}
@@ -581,7 +584,7 @@ func (d *daemon) close() error {
 	}
 	d.probes.wait()
 	if d.runs != nil {
-		d.runs.close()
+		d.runs.Close()
 	}
 	if d.reaper != nil {
 		d.reaper.close()
@@ -590,12 +593,12 @@ func (d *daemon) close() error {
 		d.table.Close()
 	}
 	if d.records != nil {
-		d.records.close()
+		d.records.Close()
 	}
 	if d.root != nil {
 		d.root.Close()
 	}
-	d.hooks.release()
+	d.hooks.Release()
 	if d.lock != nil {
 		if err := d.lock.Release(); err != nil {
 			errs = append(errs, err)
@@ -646,24 +649,4 @@ func startCPUProfile(path string) (func(), error) {
 			f.Close()
 		})
 	}, nil
-}
-
-// openHookWatch readies the watch over every project of node.json.
-func (d *daemon) openHookWatch() *hookWatch {
-	w := &hookWatch{layout: d.layout, root: d.root, projects: map[string]string{}, fossil: "fossil", log: d.log,
-		times: hookwatch.DefaultTimes(d.opts.HookWatch)}
-	for name, p := range d.cfg.Projects {
-		w.projects[name] = p.Repository
-	}
-	w.repo = func(project string) (*fossilio.Repo, error) {
-		x, err := d.records.index(project)
-		if err != nil {
-			return nil, err
-		}
-		return x.repo, nil
-	}
-	if exe, err := exec.LookPath("fossil"); err == nil {
-		w.fossil = exe
-	}
-	return w
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -58,7 +59,7 @@ func (in *inputs) start(r *unixhost.PipeReader) {
 	go func() {
 		defer close(done)
 		if err := r.Run(in.line); err != nil {
-			in.log.Error("the daemon's pipe cannot be read", errAttr(err))
+			in.log.Error("the daemon's pipe cannot be read", actors.ErrAttr(err))
 			select {
 			case in.fatal <- err:
 			default:
@@ -73,7 +74,7 @@ func (in *inputs) line(b []byte) {
 	l, err := messages.ParsePipeLine(b)
 	if err != nil {
 		in.refused.Add(1)
-		in.log.Warn("a pipe line refused", slog.String("line", messages.ClipText(messages.CleanText(string(b)), 256)), slog.Int64("n", n), errAttr(err))
+		in.log.Warn("a pipe line refused", slog.String("line", messages.ClipText(messages.CleanText(string(b)), 256)), slog.Int64("n", n), actors.ErrAttr(err))
 		return
 	}
 	in.log.Info("read", slog.String("line", l.String()), slog.Int64("n", n))
@@ -155,7 +156,7 @@ func (in *inputs) drain(root *unixhost.Root, bound time.Duration) (int, error) {
 	// Removed whatever happens next, so that writers learn that nobody
 	// will read it; the next daemon makes it again.
 	if rerr := root.Remove(in.path); rerr != nil {
-		in.log.Warn("the daemon's pipe cannot be removed; a writer may still open it", errAttr(rerr))
+		in.log.Warn("the daemon's pipe cannot be removed; a writer may still open it", actors.ErrAttr(rerr))
 	}
 	rest := r.Stop()
 	if done != nil {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocx-go/ocx/cmd/internal/noderepos"
+	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -86,10 +88,10 @@ func TestLaunchNoteReadOnce(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	cfg := &messages.NodeConfig{User: "ocx", Projects: map[string]messages.NodeProject{"demo": {Repository: srv.Repo, URL: srv.URL}}}
 	reads := &readCounter{n: map[string]int{}}
-	repos := newNodeRepos(cfg, log)
-	repos.contentRead = reads.read
-	t.Cleanup(repos.close)
-	rel := &releases{root: t.TempDir(), self: t.TempDir()}
+	repos := noderepos.New(cfg, log)
+	repos.ContentRead = reads.read
+	t.Cleanup(repos.Close)
+	rel := procs.NewReleases(t.TempDir(), t.TempDir())
 	rec := newRecords(repos, layout, rel, log, recordHost{})
 
 	c, err := rec.Classify(ctx, srv.Repo, launch)
@@ -103,7 +105,7 @@ func TestLaunchNoteReadOnce(t *testing.T) {
 	if err := root.MkdirAll(ws.Held, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	rp := &reaper{layout: layout, root: root, cfg: cfg, releases: rel, log: log, repoAt: repos.repoAt}
+	rp := &reaper{layout: layout, root: root, cfg: cfg, releases: rel, log: log, repoAt: repos.RepoAt}
 	if _, err := rp.rebuildListening(ctx, ws, *c.Launch); err != nil {
 		t.Fatalf("rebuild the listening index: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
@@ -23,14 +24,14 @@ import (
 
 // writer is the sync writer of one repository as the node user. The caller
 // holds no lock.
-func (r *records) writer(ctx context.Context, x *repoIndex) (*fossilio.Notes, error) {
-	code, err := x.projectCode(ctx)
+func (r *records) writer(ctx context.Context, x *noderepos.Index) (*fossilio.Notes, error) {
+	code, err := x.ProjectCode(ctx)
 	if err != nil {
 		return nil, err
 	}
-	admin := &fossilio.Admin{Repository: x.path, Fossil: r.fossil}
+	admin := &fossilio.Admin{Repository: x.Path, Fossil: r.fossil}
 	return &fossilio.Notes{
-		URL:         x.url,
+		URL:         x.URL,
 		ProjectCode: code,
 		Password: func(login string) (string, error) {
 			p, err := r.layout.Password(login)
@@ -46,8 +47,8 @@ func (r *records) writer(ctx context.Context, x *repoIndex) (*fossilio.Notes, er
 
 // replyTo is where a note answering a launch note goes: a reply to it in
 // its thread, or a change appended to its ticket.
-func (r *records) replyTo(ctx context.Context, x *repoIndex, launch, text string) (fossilio.NoteWrite, error) {
-	info, err := x.repo.Info(ctx, launch)
+func (r *records) replyTo(ctx context.Context, x *noderepos.Index, launch, text string) (fossilio.NoteWrite, error) {
+	info, err := x.Repo.Info(ctx, launch)
 	if err != nil {
 		return fossilio.NoteWrite{}, fmt.Errorf("find launch note %s: %w", launch, err)
 	}
@@ -60,8 +61,8 @@ func (r *records) replyTo(ctx context.Context, x *repoIndex, launch, text string
 	return fossilio.NoteWrite{}, fmt.Errorf("launch note %s is a %s, not a post or a ticket change", launch, info.Kind)
 }
 
-func (r *records) indexOf(l messages.LaunchSpec) (*repoIndex, error) {
-	return r.indexAt(l.Repository)
+func (r *records) indexOf(l messages.LaunchSpec) (*noderepos.Index, error) {
+	return r.IndexAt(l.Repository)
 }
 
 // WriteRefusal answers a launch the daemon did not carry out, naming the
@@ -126,7 +127,7 @@ func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 	if err != nil {
 		return err
 	}
-	done, err := x.idx.Ended(ctx, n.Launch.Hash, n.Proc.PID, n.Proc.Start)
+	done, err := x.Idx.Ended(ctx, n.Launch.Hash, n.Proc.PID, n.Proc.Start)
 	if err != nil {
 		return err
 	}
@@ -171,7 +172,7 @@ const respondAttempts = 3
 // outcome and note, is one an earlier attempt or an earlier daemon wrote
 // (one the agent wrote saying anything else does not stop this one, which
 // comes after it and so is the one that counts).
-func (r *records) respond(ctx context.Context, x *repoIndex, n messages.WriteEnd) error {
+func (r *records) respond(ctx context.Context, x *noderepos.Index, n messages.WriteEnd) error {
 	login, rec := n.Launch.Workspace.Login, n.Launch.Record
 	v1, err := r.isTaskRecord(ctx, x, rec, login)
 	if err != nil || !v1 {
@@ -186,13 +187,13 @@ func (r *records) respond(ctx context.Context, x *repoIndex, n messages.WriteEnd
 	return err
 }
 
-func (r *records) writeResponse(ctx context.Context, x *repoIndex, n messages.WriteEnd) error {
+func (r *records) writeResponse(ctx context.Context, x *noderepos.Index, n messages.WriteEnd) error {
 	login, rec := n.Launch.Workspace.Login, n.Launch.Record
 	var report *messages.ReportNote
-	if _, launch, ok, err := x.idx.Artifact(ctx, n.Launch.Hash); err != nil {
+	if _, launch, ok, err := x.Idx.Artifact(ctx, n.Launch.Hash); err != nil {
 		return fmt.Errorf("the response to %s: read its launch: %w", rec, err)
 	} else if ok {
-		e, found, err := x.idx.Report(ctx, rec, login, launch)
+		e, found, err := x.Idx.Report(ctx, rec, login, launch)
 		if err != nil {
 			return fmt.Errorf("the response to %s: read its agent's report: %w", rec, err)
 		}
@@ -201,7 +202,7 @@ func (r *records) writeResponse(ctx context.Context, x *repoIndex, n messages.Wr
 		}
 	}
 	resp := messages.ResponseFor(rec, &n.End, n.StopRequested, report)
-	have, found, err := record.ResponseOf(ctx, x.repo, rec, r.cfg.User, n.Launch.Hash, "")
+	have, found, err := record.ResponseOf(ctx, x.Repo, rec, r.cfg.User, n.Launch.Hash, "")
 	if err != nil {
 		return err
 	}
@@ -239,7 +240,7 @@ func (r *records) writeResponse(ctx context.Context, x *repoIndex, n messages.Wr
 // is withdrawn (as `login withdraw` refuses), and the warning says so. A
 // failure is returned, so the session core writes again, finds the note
 // written, and withdraws then.
-func (r *records) withdrawResponded(ctx context.Context, x *repoIndex, n messages.WriteEnd) error {
+func (r *records) withdrawResponded(ctx context.Context, x *noderepos.Index, n messages.WriteEnd) error {
 	login := n.Launch.Workspace.Login
 	v1, err := r.isTaskRecord(ctx, x, n.Launch.Record, login)
 	if err != nil || !v1 {
@@ -264,11 +265,11 @@ func (r *records) withdrawResponded(ctx context.Context, x *repoIndex, n message
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		px, err := r.index(name)
+		px, err := r.Index(name)
 		if err != nil {
 			return fmt.Errorf("withdraw %q on %s: %w", login, name, err)
 		}
-		admin := &fossilio.Admin{Repository: px.path, Fossil: r.fossil}
+		admin := &fossilio.Admin{Repository: px.Path, Fossil: r.fossil}
 		err = admin.Withdraw(ctx, login)
 		if errors.Is(err, fossilio.ErrNoSuchUser) {
 			continue
@@ -284,11 +285,11 @@ func (r *records) withdrawResponded(ctx context.Context, x *repoIndex, n message
 
 // isTaskRecord says whether hash, a launch's record, is a protocol v1
 // record that counts for login on this node (D35).
-func (r *records) isTaskRecord(ctx context.Context, x *repoIndex, hash, login string) (bool, error) {
+func (r *records) isTaskRecord(ctx context.Context, x *noderepos.Index, hash, login string) (bool, error) {
 	if hash == "" {
 		return false, nil
 	}
-	info, err := x.repo.Info(ctx, hash)
+	info, err := x.Repo.Info(ctx, hash)
 	if errors.Is(err, fossilio.ErrNotFound) {
 		// A ticket's id names no artifact: a ticket is never a v1 record.
 		return false, nil
@@ -299,7 +300,7 @@ func (r *records) isTaskRecord(ctx context.Context, x *repoIndex, hash, login st
 	if info.Kind != fossilio.KindPost || info.InReplyTo != "" || info.Edit {
 		return false, nil
 	}
-	post, err := x.repo.Post(ctx, info.Hash)
+	post, err := x.Repo.Post(ctx, info.Hash)
 	if err != nil {
 		return false, fmt.Errorf("read the record %s: %w", hash, err)
 	}
@@ -307,7 +308,7 @@ func (r *records) isTaskRecord(ctx context.Context, x *repoIndex, hash, login st
 	if err != nil || rec.User != login || rec.Node != r.cfg.User {
 		return false, nil
 	}
-	ok, err := x.repo.Privileged(ctx, post.Sender)
+	ok, err := x.Repo.Privileged(ctx, post.Sender)
 	if err != nil {
 		return false, fmt.Errorf("read the record %s's sender: %w", hash, err)
 	}
@@ -319,16 +320,16 @@ func (r *records) isTaskRecord(ctx context.Context, x *repoIndex, hash, login st
 // the newest session definition on that record, and returns it resolved.
 func (r *records) WriteLaunch(ctx context.Context, n messages.WriteLaunch) (messages.LaunchSpec, error) {
 	var none messages.LaunchSpec
-	project, ok := r.byPath(n.Listener.Repository)
+	project, ok := r.ByPath(n.Listener.Repository)
 	if !ok {
 		return none, fmt.Errorf("%s is not a repository of this node", n.Listener.Repository)
 	}
-	x, err := r.index(project)
+	x, err := r.Index(project)
 	if err != nil {
 		return none, err
 	}
 	key := n.Listener.Workspace
-	wd, sd, err := x.idx.NewestDefinitions(ctx, key, n.Listener.Record)
+	wd, sd, err := x.Idx.NewestDefinitions(ctx, key, n.Listener.Record)
 	if err != nil {
 		return none, err
 	}
@@ -370,13 +371,13 @@ func (r *records) WriteLaunch(ctx context.Context, n messages.WriteLaunch) (mess
 
 // write posts a note answering a launch note as the node user, then runs
 // the backoffice (D11).
-func (r *records) write(ctx context.Context, x *repoIndex, launch, text, kind string) error {
+func (r *records) write(ctx context.Context, x *noderepos.Index, launch, text, kind string) error {
 	return r.writeNote(ctx, x, launch, text, kind, true)
 }
 
 // writeNote is write, running the backoffice after it or, when backoffice
 // is false, leaving that to the caller.
-func (r *records) writeNote(ctx context.Context, x *repoIndex, launch, text, kind string, backoffice bool) error {
+func (r *records) writeNote(ctx context.Context, x *noderepos.Index, launch, text, kind string, backoffice bool) error {
 	where, err := r.replyTo(ctx, x, launch, text)
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/fossilio/record/listening"
@@ -54,7 +55,7 @@ type reaper struct {
 	layout   host.Layout
 	root     *unixhost.Root
 	cfg      *messages.NodeConfig
-	releases *releases
+	releases *procs.Releases
 	log      *slog.Logger
 
 	// lmu guards the launcher, which a re-exec replaces, and the watches.
@@ -73,7 +74,7 @@ type reaper struct {
 
 	// cgroups, when set, is where each session is spawned in a cgroup of
 	// its own (D46); nil on a host that makes none.
-	cgroups *cgroupLimits
+	cgroups *procs.Limits
 
 	// repoAt gives the daemon's open reader of a node repository, named
 	// by its path as a launch gives it (records.repoAt), so that a launch
@@ -87,13 +88,13 @@ type reaper struct {
 // the node's repositories.
 type reaperHost struct {
 	launcher newLauncher
-	cgroups  *cgroupLimits
+	cgroups  *procs.Limits
 	repoAt   func(path string) (*fossilio.Repo, error)
 }
 
 // newReaper makes the reaper; with h.launcher nil, it runs on the real host
 // (unixhost.NewLauncher below the agents root, unixhost.SignalOne).
-func newReaper(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rel *releases, log *slog.Logger, h reaperHost) (*reaper, error) {
+func newReaper(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rel *procs.Releases, log *slog.Logger, h reaperHost) (*reaper, error) {
 	r := &reaper{layout: layout, root: root, cfg: cfg, releases: rel, log: log,
 		watches: map[messages.ProcID]chan struct{}{}, paused: true, launcher: h.launcher, signalOne: unixhost.SignalOne,
 		cgroups: h.cgroups, repoAt: h.repoAt}
@@ -208,7 +209,7 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	}
 	spec := actors.SessionSpawn(l, ws, r.layout.Root(), dir, prog, sb, first)
 	if r.cgroups != nil {
-		spec.Cgroup, spec.Limits = r.cgroups.spec(key)
+		spec.Cgroup, spec.Limits = r.cgroups.Spec(key)
 	}
 	p, err := r.current().Spawn(spec, r.exitTo(key))
 	if err != nil {
@@ -226,7 +227,7 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 func (r *reaper) program(l messages.LaunchSpec) (dir, prog string, err error) {
 	dir = l.ReleaseDir
 	if dir == "" {
-		if dir, err = r.releases.dir(l.Release); err != nil {
+		if dir, err = r.releases.Dir(l.Release); err != nil {
 			return "", "", err
 		}
 	}
@@ -253,7 +254,7 @@ func (r *reaper) sandbox(l messages.LaunchSpec, ws host.Workspace, dir string) (
 	for _, name := range r.cfg.ProjectNames() {
 		repos = append(repos, r.cfg.Projects[name].Repository)
 	}
-	nf, err := unixhost.NodeFilesOf(repos, r.layout.Root(), r.releases.root, dir, ws.Dir)
+	nf, err := unixhost.NodeFilesOf(repos, r.layout.Root(), r.releases.Root(), dir, ws.Dir)
 	if err != nil {
 		return sb, fmt.Errorf("resolve the node's own files: %w", err)
 	}
@@ -402,7 +403,7 @@ func (r *reaper) startMCP(ctx context.Context, dir string, key messages.Workspac
 		level = slog.LevelWarn
 	}
 	r.log.Log(ctx, level, "mcp server started", slog.String(actors.KeyWorkspace, key.String()),
-		slog.String(actors.KeyPID, p.String()), slog.String("output", strings.TrimSpace(string(out))), errAttr(err))
+		slog.String(actors.KeyPID, p.String()), slog.String("output", strings.TrimSpace(string(out))), actors.ErrAttr(err))
 }
 
 // Signal sends TERM or KILL to a process, or the group it leads, only while
@@ -429,7 +430,7 @@ func (r *reaper) Signal(ctx context.Context, p messages.ProcID, group bool, sig 
 	if err != nil {
 		level = slog.LevelWarn
 	}
-	r.log.Log(ctx, level, "signaled", slog.String(actors.KeyPID, p.String()), slog.String("signal", sig), slog.Bool("group", group), errAttr(err))
+	r.log.Log(ctx, level, "signaled", slog.String(actors.KeyPID, p.String()), slog.String("signal", sig), slog.Bool("group", group), actors.ErrAttr(err))
 	return err
 }
 
@@ -543,7 +544,7 @@ func (r *reaper) recordSandbox(ws host.Workspace, id messages.ProcID) {
 	}
 	if err != nil {
 		r.log.Warn("the session's sandbox is not recorded: it counts for its workspace only while its bwrap runs",
-			slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String(actors.KeyPID, id.String()), errAttr(err))
+			slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String(actors.KeyPID, id.String()), actors.ErrAttr(err))
 		return
 	}
 	r.log.Debug("sandbox recorded", slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String(actors.KeyPID, id.String()),
@@ -562,6 +563,15 @@ func (r *reaper) forgetSandbox(w messages.WorkspaceKey, bwrap messages.ProcID) {
 	}
 	if err != nil {
 		r.log.Warn("the record of an ended sandbox is left", slog.String(actors.KeyWorkspace, w.String()),
-			slog.String(actors.KeyPID, bwrap.String()), errAttr(err))
+			slog.String(actors.KeyPID, bwrap.String()), actors.ErrAttr(err))
 	}
+}
+
+// runSupport is what the host can give a run (refusal row 8); a launcher
+// that starts no runs (a test's) provides nothing but an unconfined run.
+func (r *reaper) runSupport() host.RunSupport {
+	if s, ok := r.current().(interface{ RunSupport() host.RunSupport }); ok {
+		return s.RunSupport()
+	}
+	return host.RunSupport{Sandbox: "this host starts no sandboxed runs", CPU: "not enforced", Processes: "not enforced", Memory: "not enforced"}
 }

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/cmd/internal/noderepos"
+	"github.com/ocx-go/ocx/cmd/internal/procs"
+	"github.com/ocx-go/ocx/cmd/internal/runengine"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/fossilio/record/listening"
@@ -24,10 +27,10 @@ import (
 // writes the daemon's notes as the node user (actors.NoteWriter). Each
 // repository of node.json is opened once and indexed incrementally.
 type records struct {
-	*nodeRepos
+	*noderepos.Repos
 	cfg      *messages.NodeConfig
 	layout   host.Layout
-	releases *releases
+	releases *procs.Releases
 	fossil   *fossilio.Fossil
 	log      *slog.Logger
 	now      func() time.Time
@@ -42,25 +45,25 @@ type records struct {
 	argv func(messages.ProcID) ([]string, bool)
 	// scan reads the processes naming a workspace, for a refusal note.
 	scan func(context.Context, messages.WorkspaceKey) ([]messages.ProcInfo, error)
-	// support is what the host can give a run (seed 004, refusal row 8).
-	support func() host.RunSupport
+	// runs reads seed 004's runs on the record.
+	runs *runengine.Record
 }
 
 // recordHost is what the records read of the host: the process table, for
 // a refusal note's holder, and what the host can give a run. Either may be
 // nil (a test's records).
 type recordHost struct {
-	procs   *procs
+	procs   *procs.Table
 	support func() host.RunSupport
 }
 
-func newRecords(repos *nodeRepos, layout host.Layout, rel *releases, log *slog.Logger, h recordHost) *records {
-	cfg := repos.cfg
-	r := &records{nodeRepos: repos, cfg: cfg, layout: layout, releases: rel, log: log, now: time.Now,
+func newRecords(repos *noderepos.Repos, layout host.Layout, rel *procs.Releases, log *slog.Logger, h recordHost) *records {
+	cfg := repos.Config()
+	r := &records{Repos: repos, cfg: cfg, layout: layout, releases: rel, log: log, now: time.Now,
 		fossil:       &fossilio.Fossil{Home: layout.Root(), User: cfg.User, Dir: layout.Root()},
-		procReleases: map[messages.ProcID]string{}, support: h.support}
+		procReleases: map[messages.ProcID]string{}, runs: runengine.NewRecord(cfg, layout, repos, h.support, log)}
 	if h.procs != nil {
-		r.argv, r.scan = h.procs.argvOf, h.procs.Scan
+		r.argv, r.scan = h.procs.ArgvOf, h.procs.Scan
 	}
 	return r
 }
@@ -74,17 +77,17 @@ func (r *records) setFound(dirs map[messages.ProcID]string) {
 
 // Classify says what a posted artifact is to the daemon (actors.Classifier).
 func (r *records) Classify(ctx context.Context, repository, hash string) (actors.Classification, error) {
-	project, ok := r.byPath(repository)
+	project, ok := r.ByPath(repository)
 	if !ok {
 		return actors.Classification{Nothing: fmt.Sprintf("%s is not a repository of this node (node.json)", repository)}, nil
 	}
-	x, err := r.index(project)
+	x, err := r.Index(project)
 	if err != nil {
 		return actors.Classification{}, err
 	}
 	// The index has most often just read it, in the refresh that also
 	// brings its record up to date for the verdict.
-	info, e, _, err := x.idx.Artifact(ctx, hash)
+	info, e, _, err := x.Idx.Artifact(ctx, hash)
 	if err != nil {
 		return actors.Classification{}, fmt.Errorf("classify %s of %s: %w", hash, repository, err)
 	}
@@ -100,7 +103,7 @@ func (r *records) Classify(ctx context.Context, repository, hash string) (actors
 }
 
 // classify says what an artifact x's index read is.
-func (r *records) classify(ctx context.Context, x *repoIndex, hash string, info fossilio.Info, e record.Entry) (actors.Classification, error) {
+func (r *records) classify(ctx context.Context, x *noderepos.Index, hash string, info fossilio.Info, e record.Entry) (actors.Classification, error) {
 	switch info.Kind {
 	case fossilio.KindCheckin:
 		c, err := r.checkin(ctx, x, info)
@@ -114,10 +117,10 @@ func (r *records) classify(ctx context.Context, x *repoIndex, hash string, info 
 	}
 	// A seed 004 message (a run, stop, started or ended) is the run
 	// engine's; the session design's notes go on below.
-	if c, handled, err := r.classifyRun(ctx, x, hash); handled || err != nil {
+	if c, handled, err := r.runs.Classify(ctx, x, hash); handled || err != nil {
 		return c, err
 	}
-	v, err := x.idx.LaunchVerdict(ctx, e)
+	v, err := x.Idx.LaunchVerdict(ctx, e)
 	if err != nil {
 		return actors.Classification{}, err
 	}
@@ -129,8 +132,8 @@ func (r *records) classify(ctx context.Context, x *repoIndex, hash string, info 
 		return actors.Classification{Nothing: "a CI launch note, launched by its branch listener"}, nil
 	case v.Spec != nil:
 		l := *v.Spec
-		if dir, err := r.releases.dir(l.Release); err == nil {
-			l.ReleaseDir, l.ReleaseName = dir, r.releases.name(dir)
+		if dir, err := r.releases.Dir(l.Release); err == nil {
+			l.ReleaseDir, l.ReleaseName = dir, r.releases.Name(dir)
 		}
 		return actors.Classification{Launch: &l}, nil
 	case v.Refuse != nil:
@@ -140,7 +143,7 @@ func (r *records) classify(ctx context.Context, x *repoIndex, hash string, info 
 		return actors.Classification{Nothing: v.Ignore}, nil
 	}
 	if e.Err != nil {
-		r.log.Warn("a post whose note does not read is not acted on", slog.String(actors.KeyHash, hash), slog.String("sender", e.Sender), errAttr(e.Err))
+		r.log.Warn("a post whose note does not read is not acted on", slog.String(actors.KeyHash, hash), slog.String("sender", e.Sender), actors.ErrAttr(e.Err))
 	}
 	return actors.Classification{Nothing: v.Nothing}, nil
 }
@@ -148,7 +151,7 @@ func (r *records) classify(ctx context.Context, x *repoIndex, hash string, info 
 // ResolveLaunch reads the launch note a `workspace serve` found at start
 // serves (actors.Classifier); its release is the one it runs.
 func (r *records) ResolveLaunch(ctx context.Context, p messages.ProcInfo) (messages.LaunchSpec, error) {
-	x, err := r.index(p.Workspace.Project)
+	x, err := r.Index(p.Workspace.Project)
 	if err != nil {
 		return messages.LaunchSpec{}, err
 	}
@@ -158,7 +161,7 @@ func (r *records) ResolveLaunch(ctx context.Context, p messages.ProcInfo) (messa
 	}
 	r.mu.Lock()
 	if dir, ok := r.procReleases[p.Proc]; ok {
-		l.ReleaseDir, l.ReleaseName = dir, r.releases.name(dir)
+		l.ReleaseDir, l.ReleaseName = dir, r.releases.Name(dir)
 	}
 	r.mu.Unlock()
 	return l, nil
@@ -167,12 +170,12 @@ func (r *records) ResolveLaunch(ctx context.Context, p messages.ProcInfo) (messa
 // launchAt reads the launch note at hash as the daemon launches it (the
 // record's verdict, the release resolved); anything but a launch is an
 // error saying why.
-func (r *records) launchAt(ctx context.Context, x *repoIndex, hash string) (messages.LaunchSpec, error) {
-	e, err := record.At(ctx, x.repo, hash)
+func (r *records) launchAt(ctx context.Context, x *noderepos.Index, hash string) (messages.LaunchSpec, error) {
+	e, err := record.At(ctx, x.Repo, hash)
 	if err != nil {
 		return messages.LaunchSpec{}, err
 	}
-	v, err := x.idx.LaunchVerdict(ctx, e)
+	v, err := x.Idx.LaunchVerdict(ctx, e)
 	switch {
 	case err != nil:
 		return messages.LaunchSpec{}, err
@@ -184,8 +187,8 @@ func (r *records) launchAt(ctx context.Context, x *repoIndex, hash string) (mess
 		return messages.LaunchSpec{}, fmt.Errorf("%s is not a launch note: %s", hash, v.Nothing)
 	}
 	l := *v.Spec
-	if dir, err := r.releases.dir(l.Release); err == nil {
-		l.ReleaseDir, l.ReleaseName = dir, r.releases.name(dir)
+	if dir, err := r.releases.Dir(l.Release); err == nil {
+		l.ReleaseDir, l.ReleaseName = dir, r.releases.Name(dir)
 	}
 	return l, nil
 }
@@ -194,18 +197,18 @@ func (r *records) launchAt(ctx context.Context, x *repoIndex, hash string) (mess
 // workspaces whose listening index holds branch-NAME, each resolved to its
 // latest listen note (an unlisten means none) and the newest session
 // definition on that note's record.
-func (r *records) checkin(ctx context.Context, x *repoIndex, info fossilio.Info) (*messages.CheckinSpec, error) {
-	c := &messages.CheckinSpec{Hash: info.Hash, Repository: x.path, Branch: info.Branch}
+func (r *records) checkin(ctx context.Context, x *noderepos.Index, info fossilio.Info) (*messages.CheckinSpec, error) {
+	c := &messages.CheckinSpec{Hash: info.Hash, Repository: x.Path, Branch: info.Branch}
 	file, err := messages.ListeningFileName(messages.ListenBranch, info.Branch)
 	if err != nil {
 		return c, nil
 	}
-	logins, err := r.listeningLogins(x.project, file)
+	logins, err := r.listeningLogins(x.Project, file)
 	if err != nil || len(logins) == 0 {
 		return c, err
 	}
 	for _, login := range logins {
-		l, ok, err := r.branchListener(ctx, x, messages.WorkspaceKey{Login: login, Project: x.project}, info.Branch)
+		l, ok, err := r.branchListener(ctx, x, messages.WorkspaceKey{Login: login, Project: x.Project}, info.Branch)
 		if err != nil {
 			return nil, err
 		}
@@ -219,12 +222,12 @@ func (r *records) checkin(ctx context.Context, x *repoIndex, info fossilio.Info)
 // branchListener resolves key's listener on branch: its latest listen note
 // sent by its agent login (an unlisten: none) and the newest session
 // definition on that note's record, whose lifetime and result it takes.
-func (r *records) branchListener(ctx context.Context, x *repoIndex, key messages.WorkspaceKey, branch string) (messages.BranchListener, bool, error) {
-	l, ok, err := x.idx.BranchListen(ctx, key, branch)
+func (r *records) branchListener(ctx context.Context, x *noderepos.Index, key messages.WorkspaceKey, branch string) (messages.BranchListener, bool, error) {
+	l, ok, err := x.Idx.BranchListen(ctx, key, branch)
 	if err != nil || !ok || !l.On {
 		return messages.BranchListener{}, false, err
 	}
-	_, def, err := x.idx.NewestDefinitions(ctx, key, l.Entry.Record)
+	_, def, err := x.Idx.NewestDefinitions(ctx, key, l.Entry.Record)
 	if err != nil {
 		return messages.BranchListener{}, false, err
 	}
@@ -234,7 +237,7 @@ func (r *records) branchListener(ctx context.Context, x *repoIndex, key messages
 		return messages.BranchListener{}, false, nil
 	}
 	d := def.Note.(*messages.SessionDefinition)
-	return messages.BranchListener{Workspace: key, Repository: x.path, Record: l.Entry.Record,
+	return messages.BranchListener{Workspace: key, Repository: x.Path, Record: l.Entry.Record,
 		ListenNote: l.Entry.Hash, Lifetime: d.Lifetime, Result: d.Result}, true, nil
 }
 
@@ -253,7 +256,7 @@ func (r *records) Listeners(ctx context.Context) []messages.ListenedBranch {
 	for _, project := range projects {
 		found, err := r.projectListeners(ctx, project)
 		if err != nil {
-			r.log.Warn("the branch listeners of a project cannot be read at start; their queues wait for a check-in", slog.String("project", project), errAttr(err))
+			r.log.Warn("the branch listeners of a project cannot be read at start; their queues wait for a check-in", slog.String("project", project), actors.ErrAttr(err))
 			continue
 		}
 		out = append(out, found...)
@@ -262,7 +265,7 @@ func (r *records) Listeners(ctx context.Context) []messages.ListenedBranch {
 }
 
 func (r *records) projectListeners(ctx context.Context, project string) ([]messages.ListenedBranch, error) {
-	x, err := r.index(project)
+	x, err := r.Index(project)
 	if err != nil {
 		return nil, err
 	}
@@ -271,11 +274,11 @@ func (r *records) projectListeners(ctx context.Context, project string) ([]messa
 		key := ws.Key
 		index, bad, err := listening.ReadIndex(root, ws)
 		if err != nil {
-			r.log.Warn("a listening index cannot be read at start; its branch listeners wait", slog.String(actors.KeyWorkspace, key.String()), errAttr(err))
+			r.log.Warn("a listening index cannot be read at start; its branch listeners wait", slog.String(actors.KeyWorkspace, key.String()), actors.ErrAttr(err))
 			return nil
 		}
 		for _, err := range bad {
-			r.log.Warn("a listening file is passed over", slog.String(actors.KeyWorkspace, key.String()), errAttr(err))
+			r.log.Warn("a listening file is passed over", slog.String(actors.KeyWorkspace, key.String()), actors.ErrAttr(err))
 		}
 		for _, name := range slices.Sorted(maps.Keys(index)) {
 			le := index[name]
@@ -310,7 +313,7 @@ func (r *records) listeningLogins(project, name string) ([]string, error) {
 		if _, ok, err := listening.Lookup(root, ws, name); err == nil && ok {
 			out = append(out, ws.Key.Login)
 		} else if err != nil {
-			r.log.Warn("a listening file is passed over", slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String("file", p), errAttr(err))
+			r.log.Warn("a listening file is passed over", slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String("file", p), actors.ErrAttr(err))
 		}
 		return nil
 	})
@@ -350,15 +353,15 @@ func (r *records) eachWorkspace(project string, f func(*unixhost.Root, host.Work
 // (record.Queue): the check-ins on the branch received after the listen
 // note without its login's result, and those it may never judge.
 func (r *records) Queue(ctx context.Context, l messages.BranchListener, branch string) (actors.Queue, error) {
-	project, ok := r.byPath(l.Repository)
+	project, ok := r.ByPath(l.Repository)
 	if !ok {
 		return actors.Queue{}, fmt.Errorf("%s is not a repository of this node", l.Repository)
 	}
-	x, err := r.index(project)
+	x, err := r.Index(project)
 	if err != nil {
 		return actors.Queue{}, err
 	}
-	qs, err := record.Queue(ctx, x.repo, l.Result, l.Workspace.Login, branch, l.ListenNote)
+	qs, err := record.Queue(ctx, x.Repo, l.Result, l.Workspace.Login, branch, l.ListenNote)
 	if err != nil {
 		return actors.Queue{}, err
 	}
@@ -377,19 +380,19 @@ func (r *records) Queue(ctx context.Context, l messages.BranchListener, branch s
 // RunResult is the result the launch's login left on its check-in: its
 // `ci` tag's value, or a reviewer's verdict (record.RunResult).
 func (r *records) RunResult(ctx context.Context, l messages.LaunchSpec) (string, bool, error) {
-	project, ok := r.byPath(l.Repository)
+	project, ok := r.ByPath(l.Repository)
 	if !ok {
 		return "", false, fmt.Errorf("%s is not a repository of this node", l.Repository)
 	}
-	x, err := r.index(project)
+	x, err := r.Index(project)
 	if err != nil {
 		return "", false, err
 	}
-	ci, err := x.repo.Info(ctx, l.Checkin)
+	ci, err := x.Repo.Info(ctx, l.Checkin)
 	if err != nil {
 		return "", false, fmt.Errorf("read %s: %w", l.Checkin, err)
 	}
-	tags, err := x.repo.CheckinTags(ctx, l.Checkin)
+	tags, err := x.Repo.CheckinTags(ctx, l.Checkin)
 	if err != nil {
 		return "", false, fmt.Errorf("read the tags of %s: %w", l.Checkin, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -36,7 +37,7 @@ func (d *daemon) target() (string, error) {
 		}
 		return filepath.EvalSymlinks(self)
 	}
-	dir, err := d.rel.dir(messages.ReleaseCurrent)
+	dir, err := d.rel.Dir(messages.ReleaseCurrent)
 	if err != nil {
 		return "", err
 	}
@@ -79,10 +80,10 @@ func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
 func (d *daemon) recordReexec(r messages.ReexecOutcome) {
 	r.At, r.PID, r.OK = time.Now().UTC(), os.Getpid(), r.Error == ""
 	if r.Target != "" && d.rel != nil {
-		r.Release = d.rel.name(filepath.Dir(r.Target))
+		r.Release = d.rel.Name(filepath.Dir(r.Target))
 	}
 	if err := writeReexec(d.layout, d.root, r); err != nil && d.log != nil {
-		d.log.Warn("re-exec: its outcome is not recorded", errAttr(err))
+		d.log.Warn("re-exec: its outcome is not recorded", actors.ErrAttr(err))
 	}
 }
 
@@ -112,8 +113,8 @@ func (d *daemon) exec(ctx context.Context, h messages.Handoff) (string, error) {
 	}
 	// No hook the watch runs is left a child of the new image, which would
 	// not wait for it.
-	d.hooks.pause()
-	defer d.hooks.resume()
+	d.hooks.Pause()
+	defer d.hooks.Resume()
 	st := &stepTimes{began: time.Now()} // for the log
 	target, err := d.target()
 	if err != nil {

@@ -100,26 +100,6 @@ func TestHolder(t *testing.T) {
 	}
 }
 
-func TestReleases(t *testing.T) {
-	dev := &releases{self: "/home/dev/ocx/bin"}
-	if d, err := dev.dir("current"); err != nil || d != "/home/dev/ocx/bin" {
-		t.Errorf("a developer build's current: %q %v", d, err)
-	}
-	if _, err := dev.dir("previous"); err == nil {
-		t.Errorf("a developer build has a previous release")
-	}
-	if got := dev.name("/home/dev/ocx/bin"); got != "/home/dev/ocx/bin" {
-		t.Errorf("a developer build's release is named %q", got)
-	}
-	rel := &releases{root: "/var/lib/ocx/release"}
-	if got := rel.name("/var/lib/ocx/release/releases/2026-11-30.1"); got != "2026-11-30.1" {
-		t.Errorf("a release is named %q", got)
-	}
-	if got := rel.name(""); got != "unknown" {
-		t.Errorf("no release dir is named %q", got)
-	}
-}
-
 // TestHandoffFileRoundTrip: the wiring's part of the hand-off (the kept
 // descriptors, each child's bwrap status descriptor and what was read of
 // it) rides beside the actors' in one JSON object, as version 1 wrote it,

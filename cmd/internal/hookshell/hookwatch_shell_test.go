@@ -1,4 +1,4 @@
-package daemon
+package hookshell
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ type shellNode struct {
 	log    string // the stand-in hook's log
 	client *fossilio.Client
 	logs   *lockedLog
-	w      *hookWatch
+	w      *Watch
 }
 
 // lockedLog is a slog handler's output, safe to read while the watch writes.
@@ -100,13 +100,13 @@ echo "done $n" >> %[1]q
 	}
 	t.Cleanup(func() { root.Close() })
 	n.client = &fossilio.Client{URL: srv.URL, Login: srv.AdminLogin, Password: srv.AdminPassword, ProjectCode: srv.ProjectCode}
-	n.w = &hookWatch{layout: layout, root: root, projects: map[string]string{"demo": srv.Repo}, fossil: harness.FossilPath,
+	n.w = &Watch{layout: layout, root: root, projects: map[string]string{"demo": srv.Repo}, fossil: harness.FossilPath,
 		repo:     func(string) (*fossilio.Repo, error) { return repo, nil },
 		log:      slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		noEvents: noEvents,
 		times:    hookwatch.DefaultTimes(every)}
-	n.w.start()
-	t.Cleanup(n.w.release)
+	n.w.Start()
+	t.Cleanup(n.w.Release)
 	return n
 }
 
@@ -201,7 +201,7 @@ func TestHookWatchPauseAndStop(t *testing.T) {
 	}
 	r := n.post("slow")
 	n.waitHook("start")
-	n.w.pause()
+	n.w.Pause()
 	if !strings.Contains(n.hookLog(), fmt.Sprintf("done %d", r)) {
 		t.Fatalf("the pause returned before the run under way ended:\n%s", n.hookLog())
 	}
@@ -209,7 +209,7 @@ func TestHookWatchPauseAndStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2 := n.post("while paused")
-	n.w.resume()
+	n.w.Resume()
 	n.waitHook(fmt.Sprintf("done %d", r2))
 
 	if err := os.WriteFile(filepath.Join(n.agents, "slow"), nil, 0o600); err != nil {
@@ -225,7 +225,7 @@ func TestHookWatchPauseAndStop(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	begun := time.Now()
-	n.w.stop()
+	n.w.Stop()
 	if took := time.Since(begun); took > 2*time.Second {
 		t.Errorf("the stop took %s with a run under way (it sleeps 3 s)", took)
 	}

@@ -1,10 +1,11 @@
-package daemon
+package procs
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/ocx-go/ocx/host"
@@ -12,12 +13,12 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// cgroupLimits is actors.Limits on the host's cgroups (D46): each session
+// Limits is actors.Limits on the host's cgroups (D46): each session
 // the daemon spawns is put in its workspace's cgroup
 // (host.Layout.SessionCgroup) before its first instruction, holding the
 // node's session limits. A cgroup is found by its name, so a daemon
 // started again, or a re-exec's new image, follows the sessions it finds.
-type cgroupLimits struct {
+type Limits struct {
 	layout host.Layout
 	cg     *unixhost.Cgroups
 	// limits are node.json's session_limits, the defaults filled in.
@@ -28,9 +29,9 @@ type cgroupLimits struct {
 // cgroup to be gone.
 const closeWait = 5 * time.Second
 
-// newCgroupLimits is the node's session limits on the host's cgroups, or
-// nil and why when none can be made.
-func newCgroupLimits(layout host.Layout, cfg *messages.NodeConfig) (*cgroupLimits, string, error) {
+// NewLimits is the node's session limits on the host's cgroups, or nil
+// and why when none can be made.
+func NewLimits(layout host.Layout, cfg *messages.NodeConfig) (*Limits, string, error) {
 	cg := unixhost.HostCgroups()
 	mem, err := unixhost.MemTotal()
 	if err != nil {
@@ -43,16 +44,16 @@ func newCgroupLimits(layout host.Layout, cfg *messages.NodeConfig) (*cgroupLimit
 	if why := cg.Why(); why != "" {
 		return nil, why, nil
 	}
-	return &cgroupLimits{layout: layout, cg: cg, limits: lim}, "", nil
+	return &Limits{layout: layout, cg: cg, limits: lim}, "", nil
 }
 
-// spec is the cgroup a session of workspace w is spawned in.
-func (c *cgroupLimits) spec(w messages.WorkspaceKey) (string, host.CgroupLimits) {
+// Spec is the cgroup a session of workspace w is spawned in.
+func (c *Limits) Spec(w messages.WorkspaceKey) (string, host.CgroupLimits) {
 	return c.layout.SessionCgroup(w), c.limits
 }
 
 // Watch returns once the session's cgroup has gone past a limit.
-func (c *cgroupLimits) Watch(ctx context.Context, w messages.WorkspaceKey, p messages.ProcID) (string, string, error) {
+func (c *Limits) Watch(ctx context.Context, w messages.WorkspaceKey, p messages.ProcID) (string, string, error) {
 	g, err := c.cg.Open(c.layout.SessionCgroup(w))
 	if err != nil {
 		return "", "", fmt.Errorf("session %s has no cgroup (started before the node made them, or at a terminal): %w", p, err)
@@ -67,7 +68,7 @@ func (c *cgroupLimits) Watch(ctx context.Context, w messages.WorkspaceKey, p mes
 // Close reads the cgroup of a session that ended, ends what it left
 // running in its sandbox (bwrap's init waits for it all), and removes it.
 // A session without one closes with nothing.
-func (c *cgroupLimits) Close(ctx context.Context, w messages.WorkspaceKey, p messages.ProcID) (string, string, error) {
+func (c *Limits) Close(ctx context.Context, w messages.WorkspaceKey, p messages.ProcID) (string, string, error) {
 	g, err := c.cg.Open(c.layout.SessionCgroup(w))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", "", nil
@@ -80,6 +81,12 @@ func (c *cgroupLimits) Close(ctx context.Context, w messages.WorkspaceKey, p mes
 	return ev.Limit(), ev.Words(g.Limits()), errors.Join(rerr, kerr, g.Remove(closeWait))
 }
 
-// sweep removes the node's cgroups that hold no process: left by sessions
+// Sweep removes the node's cgroups that hold no process: left by sessions
 // that ended while no daemon ran.
-func (c *cgroupLimits) sweep() ([]string, error) { return c.cg.Sweep(c.layout.CgroupNode()) }
+func (c *Limits) Sweep() ([]string, error) { return c.cg.Sweep(c.layout.CgroupNode()) }
+
+// Words are the limits and the cgroups that hold them, for the log.
+func (c *Limits) Words() (limits, cgroups string) {
+	h := c.cg.Hierarchies()
+	return c.limits.String(), fmt.Sprintf("v%d below %s", h.Version, strings.Join(h.Dirs(), ", "))
+}

@@ -1,4 +1,4 @@
-package daemon
+package procs
 
 import (
 	"fmt"
@@ -8,15 +8,22 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// releases resolves a launch's release (current or previous) to its
+// Releases resolves a launch's release (current or previous) to its
 // directory, and names a directory as an end note does.
-type releases struct {
+type Releases struct {
 	root string // node.json's release root; "" for a developer's build
 	self string // the directory of the running executable, links followed
 }
 
-// dir is the directory of release (current or previous), links followed.
-func (rl *releases) dir(release string) (string, error) {
+// NewReleases are the releases of root (node.json's release root, "" for a
+// developer's build), self the running executable's directory.
+func NewReleases(root, self string) *Releases { return &Releases{root: root, self: self} }
+
+// Root is node.json's release root; "" for a developer's build.
+func (rl *Releases) Root() string { return rl.root }
+
+// Dir is the directory of release (current or previous), links followed.
+func (rl *Releases) Dir(release string) (string, error) {
 	if release == "" {
 		release = messages.ReleaseCurrent
 	}
@@ -33,9 +40,9 @@ func (rl *releases) dir(release string) (string, error) {
 	return d, nil
 }
 
-// name is what an end note calls the release in dir: its name under
+// Name is what an end note calls the release in dir: its name under
 // releases/, or the directory itself for a developer's build.
-func (rl *releases) name(dir string) string {
+func (rl *Releases) Name(dir string) string {
 	if dir == "" {
 		return "unknown"
 	}

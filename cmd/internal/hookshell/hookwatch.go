@@ -1,4 +1,4 @@
-package daemon
+package hookshell
 
 import (
 	"context"
@@ -14,21 +14,19 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/actors/hookwatch"
+	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
 )
-
-// DefaultHookWatch is the longest time between two looks at a repository
-// (--hook-watch): the fallback under the file events, which make the watch
-// look Settle after each write.
-const DefaultHookWatch = hookwatch.DefaultEvery
 
 // hookRunBound bounds one run of the hook the daemon starts itself.
 const hookRunBound = time.Minute
 
-// hookWatch is the daemon's backstop for the wake hook (D24, D29). Fossil
+// Watch is the daemon's backstop for the wake hook (D24, D29). Fossil
 // runs the hook from its backoffice at most once per receipt range, and
 // sometimes not for a long while: never after a web form's post (the form
 // answers with a redirect, and only a 200 reply starts the backoffice), a
@@ -44,7 +42,7 @@ const hookRunBound = time.Minute
 // standard input: the hook handles what arrived after its mark, once (its
 // mark is under a lock), so a run that finds nothing new does nothing. A
 // repository without OCX's hook is left alone.
-type hookWatch struct {
+type Watch struct {
 	times    hookwatch.Times
 	layout   host.Layout
 	root     *unixhost.Root
@@ -61,7 +59,7 @@ type hookWatch struct {
 	reqs   chan watchReq
 	cancel context.CancelFunc
 	done   chan struct{}
-	// released is closed once the file events are released (release).
+	// released is closed once the file events are released (Release).
 	released chan struct{}
 }
 
@@ -72,8 +70,29 @@ type watchReq struct {
 	done  chan struct{}
 }
 
-// start runs the watch until stop.
-func (w *hookWatch) start() {
+// New readies the watch over every project of cfg, looking at each at
+// least every every, through the daemon's open readers of repos.
+func New(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, repos *noderepos.Repos, every time.Duration, log *slog.Logger) *Watch {
+	w := &Watch{layout: layout, root: root, projects: map[string]string{}, fossil: "fossil", log: log,
+		times: hookwatch.DefaultTimes(every)}
+	for name, p := range cfg.Projects {
+		w.projects[name] = p.Repository
+	}
+	w.repo = func(project string) (*fossilio.Repo, error) {
+		x, err := repos.Index(project)
+		if err != nil {
+			return nil, err
+		}
+		return x.Repo, nil
+	}
+	if exe, err := exec.LookPath("fossil"); err == nil {
+		w.fossil = exe
+	}
+	return w
+}
+
+// Start runs the watch until Stop.
+func (w *Watch) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel, w.done, w.reqs, w.released = cancel, make(chan struct{}), make(chan watchReq), make(chan struct{})
 	go func() {
@@ -82,13 +101,13 @@ func (w *hookWatch) start() {
 	}()
 }
 
-// stop ends the watch, and a hook run under way (its process group): once it
+// Stop ends the watch, and a hook run under way (its process group): once it
 // returns, the watch looks at nothing and runs nothing. A nil watch
 // (--hook-watch 0) has nothing to stop; stopping twice is once. The file
 // events are released after it, in the background: closing an inotify
 // descriptor waits for the kernel's RCU grace period (7 ms here, more under
 // load), which the stop, a step before the drain, does not wait for.
-func (w *hookWatch) stop() {
+func (w *Watch) Stop() {
 	if w == nil || w.cancel == nil {
 		return
 	}
@@ -96,23 +115,24 @@ func (w *hookWatch) stop() {
 	<-w.done
 }
 
-// release stops the watch and waits until its file events are released
+// Release stops the watch and waits until its file events are released
 // too: the daemon's last step, and a test's.
-func (w *hookWatch) release() {
+func (w *Watch) Release() {
 	if w == nil || w.cancel == nil {
 		return
 	}
-	w.stop()
+	w.Stop()
 	<-w.released
 }
 
-// pause waits for a run under way to end and holds the watch: no look and
-// no run until resume. Writes meanwhile are looked at after it.
-func (w *hookWatch) pause() { w.request(true) }
+// Pause waits for a run under way to end and holds the watch: no look and
+// no run until Resume. Writes meanwhile are looked at after it.
+func (w *Watch) Pause() { w.request(true) }
 
-func (w *hookWatch) resume() { w.request(false) }
+// Resume ends a Pause.
+func (w *Watch) Resume() { w.request(false) }
 
-func (w *hookWatch) request(pause bool) {
+func (w *Watch) request(pause bool) {
 	if w == nil || w.reqs == nil {
 		return
 	}
@@ -138,7 +158,7 @@ type runEnded struct {
 // the runs' ends into messages, and carries out the effects. Looks are made
 // here, in order (each is about 100 us); a run is waited for by a goroutine
 // of its own, so that the events are read meanwhile.
-func (w *hookWatch) loop(ctx context.Context) {
+func (w *Watch) loop(ctx context.Context) {
 	names := make([]string, 0, len(w.projects))
 	for p := range w.projects {
 		names = append(names, p)
@@ -150,7 +170,7 @@ func (w *hookWatch) loop(ctx context.Context) {
 	if !w.noEvents {
 		var err error
 		if l.events, err = openRepoEvents(w.projects); err != nil {
-			w.log.Warn("hook watch: the repositories' writes cannot be followed; looking at them every "+w.times.Every.String()+" only", errAttr(err))
+			w.log.Warn("hook watch: the repositories' writes cannot be followed; looking at them every "+w.times.Every.String()+" only", actors.ErrAttr(err))
 		} else {
 			l.evc, l.errc = l.events.w.Events, l.events.w.Errors
 		}
@@ -180,7 +200,7 @@ func (w *hookWatch) loop(ctx context.Context) {
 // watchLoop is the loop's state: the core, the file events, the timer and
 // the run under way.
 type watchLoop struct {
-	w        *hookWatch
+	w        *Watch
 	ctx      context.Context
 	begun    time.Time
 	core     *hookwatch.Core
@@ -210,7 +230,7 @@ func (l *watchLoop) end() {
 	}
 }
 
-// release closes the file events, in the background (see stop).
+// release closes the file events, in the background (see Stop).
 func (l *watchLoop) release() {
 	if l.events == nil {
 		close(l.w.released)
@@ -294,7 +314,7 @@ func (l *watchLoop) event(ev fsnotify.Event, ok bool) {
 
 func (l *watchLoop) eventsFailed(err error, ok bool) {
 	if ok && errors.Is(err, fsnotify.ErrEventOverflow) {
-		l.w.log.Warn("hook watch: writes were missed (the kernel's queue overflowed); looking at every repository", errAttr(err))
+		l.w.log.Warn("hook watch: writes were missed (the kernel's queue overflowed); looking at every repository", actors.ErrAttr(err))
 		l.step(hookwatch.EventsLost{At: l.now(), Reason: "overflow"})
 		return
 	}
@@ -313,7 +333,7 @@ func (l *watchLoop) runEnded(r runEnded) {
 		attrs = append(attrs, slog.Int64("mark", mark))
 	}
 	if r.err != nil {
-		l.w.log.Error("the wake hook the daemon ran failed", append(attrs, errAttr(r.err))...)
+		l.w.log.Error("the wake hook the daemon ran failed", append(attrs, actors.ErrAttr(r.err))...)
 	} else {
 		l.w.log.Info("the wake hook the daemon ran is done", attrs...)
 	}
@@ -341,12 +361,12 @@ func (l *watchLoop) request(req watchReq) {
 // look reads what the core compares, in an order that never shows the mark
 // ahead of what it covers: whether a run holds the mark, the mark, then the
 // repository.
-func (w *hookWatch) look(ctx context.Context, project string) (hookwatch.LookResult, string) {
+func (w *Watch) look(ctx context.Context, project string) (hookwatch.LookResult, string) {
 	res := hookwatch.LookResult{Project: project}
 	res.Mark, res.Held, res.HasMark = w.markOf(project)
 	r, err := w.repo(project)
 	if err != nil {
-		w.log.Debug("hook watch: the repository cannot be read", slog.String("project", project), errAttr(err))
+		w.log.Debug("hook watch: the repository cannot be read", slog.String("project", project), actors.ErrAttr(err))
 		res.Unreadable = true
 		return res, ""
 	}
@@ -356,7 +376,7 @@ func (w *hookWatch) look(ctx context.Context, project string) (hookwatch.LookRes
 	}
 	l, err := r.HookLook(ctx, after)
 	if err != nil {
-		w.log.Debug("hook watch: the repository cannot be read", slog.String("project", project), errAttr(err))
+		w.log.Debug("hook watch: the repository cannot be read", slog.String("project", project), actors.ErrAttr(err))
 		res.Unreadable = true
 		return res, ""
 	}
@@ -368,7 +388,7 @@ func (w *hookWatch) look(ctx context.Context, project string) (hookwatch.LookRes
 // and whether a run of the hook holds it: the hook keeps an exclusive flock
 // on it for its run. The shared lock tried here is dropped at once; a hook
 // starting meanwhile retries within milliseconds.
-func (w *hookWatch) markOf(project string) (mark int64, held, ok bool) {
+func (w *Watch) markOf(project string) (mark int64, held, ok bool) {
 	f, err := w.root.OpenFile(w.layout.HookMark(project), os.O_RDONLY, 0)
 	if err != nil {
 		return 0, false, false
@@ -386,7 +406,7 @@ func (w *hookWatch) markOf(project string) (mark int64, held, ok bool) {
 // run runs the hook's command line as Fossil's backoffice does: /bin/sh -c,
 // with an empty standard input, here in a process group of its own so that
 // a stop ends all of it. The hook cleans its own environment.
-func (w *hookWatch) run(ctx context.Context, line string) error {
+func (w *Watch) run(ctx context.Context, line string) error {
 	ctx, cancel := context.WithTimeout(ctx, hookRunBound)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", line)

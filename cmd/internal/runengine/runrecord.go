@@ -1,4 +1,4 @@
-package daemon
+package runengine
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	runeng "github.com/ocx-go/ocx/host/runs"
@@ -19,35 +20,29 @@ import (
 // messages of each repository (record.RunLog, read incrementally), which
 // count (record.StandingOf), and what section 11 refuses.
 
-// runs returns the repository's run engine messages, brought up to date.
-// The index reads each artifact once and tells the run log of it (index.go),
-// so the run engine's messages come from the index's own refresh.
-func (x *repoIndex) runs(ctx context.Context) ([]record.RunMsg, error) {
-	if err := x.idx.Refresh(ctx); err != nil {
-		return nil, err
-	}
-	return x.runLog.Msgs(), nil
+// Record reads seed 004's runs on the node's repositories: what an
+// artifact holding a run engine message is to the daemon, and what
+// section 11 refuses.
+type Record struct {
+	cfg    *messages.NodeConfig
+	layout host.Layout
+	repos  *noderepos.Repos
+	// support is what the host can give a run (refusal row 8); nil for a
+	// node that starts no runs (a test's).
+	support func() host.RunSupport
+	log     *slog.Logger
 }
 
-// privilegedOnce answers "holds admin or setup" for users, each read once.
-func privilegedOnce(ctx context.Context, x *repoIndex) record.PrivilegedFunc {
-	return record.PrivilegedOnce(ctx, x.repo)
-}
-
-// runSupport is what the host can give a run (refusal row 8); a launcher
-// that starts no runs (a test's) provides nothing but an unconfined run.
-func (r *reaper) runSupport() host.RunSupport {
-	if s, ok := r.current().(interface{ RunSupport() host.RunSupport }); ok {
-		return s.RunSupport()
-	}
-	return host.RunSupport{Sandbox: "this host starts no sandboxed runs", CPU: "not enforced", Processes: "not enforced", Memory: "not enforced"}
+// NewRecord reads the runs of repos; support may be nil.
+func NewRecord(cfg *messages.NodeConfig, layout host.Layout, repos *noderepos.Repos, support func() host.RunSupport, log *slog.Logger) *Record {
+	return &Record{cfg: cfg, layout: layout, repos: repos, support: support, log: log}
 }
 
 // refusalOf checks a run that arrived against section 11's rows 1 to 8
 // (messages.RunRefusal), with the facts read from the repository and the
 // host, and returns ended's note, "" when none holds. Row 9 needs the
 // values the workspace sets, so it is checked when the run is prepared.
-func (r *records) refusalOf(ctx context.Context, x *repoIndex, msgs []record.RunMsg, m record.RunMsg, privileged record.PrivilegedFunc, support host.RunSupport) (string, error) {
+func (r *Record) refusalOf(ctx context.Context, x *noderepos.Index, msgs []record.RunMsg, m record.RunMsg, privileged record.PrivilegedFunc, support host.RunSupport) (string, error) {
 	run := m.Run()
 	var decodeErr error
 	if m.Malformed != nil {
@@ -65,7 +60,7 @@ func (r *records) refusalOf(ctx context.Context, x *repoIndex, msgs []record.Run
 
 // refusalFacts are what section 11's rows read of the repository, the
 // node and the host for the run m.
-func (r *records) refusalFacts(ctx context.Context, x *repoIndex, msgs []record.RunMsg, m record.RunMsg, privileged record.PrivilegedFunc, support host.RunSupport) (messages.RefusalFacts, error) {
+func (r *Record) refusalFacts(ctx context.Context, x *noderepos.Index, msgs []record.RunMsg, m record.RunMsg, privileged record.PrivilegedFunc, support host.RunSupport) (messages.RefusalFacts, error) {
 	run := m.Run()
 	f := messages.RefusalFacts{
 		SenderPrivileged: privileged(m.Sender),
@@ -73,13 +68,13 @@ func (r *records) refusalFacts(ctx context.Context, x *repoIndex, msgs []record.
 		// The server's node sets a run user's password itself; a node on
 		// another host reads it from its file of passwords (section 5,
 		// password; row 6).
-		ServerNode: !x.otherHost,
+		ServerNode: !x.OtherHost,
 		// node.json's confined_only (row 7, D53).
 		NothingUnconfined: r.cfg.ConfinedOnly,
 		Provides:          provision(support),
 	}
 	if f.SenderPrivileged && run != nil {
-		p, err := x.repo.PrivilegedUsers(ctx)
+		p, err := x.Repo.PrivilegedUsers(ctx)
 		if err != nil {
 			return f, fmt.Errorf("read the users holding admin or setup: %w", err)
 		}
@@ -88,7 +83,7 @@ func (r *records) refusalFacts(ctx context.Context, x *repoIndex, msgs []record.
 		// works for (row 5).
 		f.NodeUsers, f.BoundNode = record.RunBinding(msgs, r.cfg.User, run.Process.User, privileged)
 	}
-	if x.otherHost && run != nil && run.HasPasswordStep() {
+	if x.OtherHost && run != nil && run.HasPasswordStep() {
 		pws, err := runeng.ReadPasswords(filepath.Join(r.layout.Root(), runeng.PasswordsFileName))
 		switch {
 		case errors.Is(err, runeng.ErrNoPasswordsFile):
@@ -147,12 +142,12 @@ func hostRefusal(run *messages.Run, support host.RunSupport) string {
 	return ""
 }
 
-// classifyRun says what a post or ticket change holding a seed 004 message
+// Classify says what a post or ticket change holding a seed 004 message
 // is to the daemon: a run for this node (RunArrived, refused or not), a
 // stop that counts (RunStopRequested), or nothing (and why). handled is
 // false when the artifact holds no run engine message.
-func (r *records) classifyRun(ctx context.Context, x *repoIndex, hash string) (actors.Classification, bool, error) {
-	msgs, err := x.runs(ctx)
+func (r *Record) Classify(ctx context.Context, x *noderepos.Index, hash string) (actors.Classification, bool, error) {
+	msgs, err := x.Runs(ctx)
 	if err != nil {
 		return actors.Classification{}, true, err
 	}
@@ -161,7 +156,7 @@ func (r *records) classifyRun(ctx context.Context, x *repoIndex, hash string) (a
 		return actors.Classification{}, false, nil
 	}
 	m := msgs[i]
-	privileged := privilegedOnce(ctx, x)
+	privileged := x.PrivilegedOnce(ctx)
 	v := record.VerdictOf(msgs, i, r.cfg.User, privileged)
 	switch {
 	case v.Run:
@@ -180,7 +175,7 @@ func (r *records) classifyRun(ctx context.Context, x *repoIndex, hash string) (a
 
 // refusalOfIn is refusalOf for a run of x, whose messages up to the run are
 // msgs.
-func (r *records) refusalOfIn(ctx context.Context, x *repoIndex, msgs []record.RunMsg, m record.RunMsg, privileged record.PrivilegedFunc) (string, error) {
+func (r *Record) refusalOfIn(ctx context.Context, x *noderepos.Index, msgs []record.RunMsg, m record.RunMsg, privileged record.PrivilegedFunc) (string, error) {
 	support := host.RunSupport{Sandbox: "this node starts no runs", CPU: "-", Processes: "-", Memory: "-"}
 	if r.support != nil {
 		support = r.support()
@@ -188,23 +183,23 @@ func (r *records) refusalOfIn(ctx context.Context, x *repoIndex, msgs []record.R
 	return r.refusalOf(ctx, x, msgs, m, privileged, support)
 }
 
-// startRun is a start of a manual run with OCX's run tool (`run start
+// StartRun is a start of a manual run with OCX's run tool (`run start
 // REPOSITORY HASH USER`): the run read from the record again, then, for its
 // actor, its arrival (so a run the daemon holds no actor for, after a
 // restart, waits first; an actor already waiting ignores it) and the start,
 // with By's standing now and section 11 checked again (section 11: "when it
 // arrives and again when a person starts it"). nothing says why there is no
 // start to give.
-func (r *records) startRun(ctx context.Context, e messages.StartRun) ([]messages.RunRouted, string, error) {
-	project, ok := r.byPath(e.Repository)
+func (r *Record) StartRun(ctx context.Context, e messages.StartRun) ([]messages.RunRouted, string, error) {
+	project, ok := r.repos.ByPath(e.Repository)
 	if !ok {
 		return nil, fmt.Sprintf("%s is not a repository of this node (node.json)", e.Repository), nil
 	}
-	x, err := r.index(project)
+	x, err := r.repos.Index(project)
 	if err != nil {
 		return nil, "", err
 	}
-	msgs, err := x.runs(ctx)
+	msgs, err := x.Runs(ctx)
 	if err != nil {
 		return nil, "", err
 	}
@@ -213,7 +208,7 @@ func (r *records) startRun(ctx context.Context, e messages.StartRun) ([]messages
 		return nil, fmt.Sprintf("%s is no run on %s", e.Run, project), nil
 	}
 	m := msgs[i]
-	privileged := privilegedOnce(ctx, x)
+	privileged := x.PrivilegedOnce(ctx)
 	if why := record.WhyNoStart(msgs, i, r.cfg.User, privileged); why != "" {
 		return nil, why, nil
 	}

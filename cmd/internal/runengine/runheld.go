@@ -1,4 +1,4 @@
-package daemon
+package runengine
 
 import (
 	"context"
@@ -33,7 +33,7 @@ type heldFiles struct {
 	socket, status, stdout, stderr, log, spec string
 }
 
-func (e *runEngine) heldFiles(hash string) heldFiles {
+func (e *Engine) heldFiles(hash string) heldFiles {
 	b := runhold.RunFilesBase(e.careDir(), hash)
 	return heldFiles{socket: b + ".sock", status: b + ".status", stdout: b + ".stdout.log",
 		stderr: b + ".stderr.log", log: b + ".holder.log", spec: b + ".spec"}
@@ -41,8 +41,8 @@ func (e *runEngine) heldFiles(hash string) heldFiles {
 
 // launchHeld starts the run's process in a holder. fail reports a process
 // that could not be started (exit 127).
-func (e *runEngine) launchHeld(ctx context.Context, eff messages.RunLaunch, r *engineRun, prep *runeng.Prepared, p *runProc, fail func(error) error) error {
-	rel, err := e.rel.dir(messages.ReleaseCurrent)
+func (e *Engine) launchHeld(ctx context.Context, eff messages.RunLaunch, r *engineRun, prep *runeng.Prepared, p *runProc, fail func(error) error) error {
+	rel, err := e.release(messages.ReleaseCurrent)
 	if err != nil {
 		return fail(fmt.Errorf("the current release: %w", err))
 	}
@@ -53,7 +53,7 @@ func (e *runEngine) launchHeld(ctx context.Context, eff messages.RunLaunch, r *e
 	}
 	// The care file names the holder's socket before the holder starts:
 	// a daemon that goes down before it learns the holder's PID finds the
-	// holder there (runEngine.found).
+	// holder there (Engine.found).
 	if c, ok, _ := e.readCare(eff.Run); ok {
 		c.Proc, c.Process, c.LaunchedAt, c.Socket, c.Workspace = eff.Proc, nil, e.now().UTC(), hf.socket, prep.Workspace
 		// Given before it is given (section 4): at most once.
@@ -85,7 +85,7 @@ func (e *runEngine) launchHeld(ctx context.Context, eff messages.RunLaunch, r *e
 	if c, ok, _ := e.readCare(eff.Run); ok {
 		c.Process = &id
 		if err := e.writeCare(c); err != nil {
-			e.log.Error("the run's care file does not name its process", slog.String(actors.KeyRun, eff.Run), errAttr(err))
+			e.log.Error("the run's care file does not name its process", slog.String(actors.KeyRun, eff.Run), actors.ErrAttr(err))
 		}
 	}
 	go e.watchHolder(eff.Run, eff.Proc, p, id, hf)
@@ -102,7 +102,7 @@ func feeds(run *messages.Run) bool {
 // holder's spec: the prepared command, and its first lines, STDIN's
 // (section 8.1): the line {"run", "objective"}, then, for a process a
 // delivery starts, the delivery's line. It returns the holder's options.
-func (e *runEngine) holderFiles(eff messages.RunLaunch, run *messages.Run, prep *runeng.Prepared, hf heldFiles) (runhold.Options, error) {
+func (e *Engine) holderFiles(eff messages.RunLaunch, run *messages.Run, prep *runeng.Prepared, hf heldFiles) (runhold.Options, error) {
 	if err := e.root.MkdirAll(e.careDir(), 0o700); err != nil {
 		return runhold.Options{}, err
 	}
@@ -154,7 +154,7 @@ func holderID(pid int) (messages.ProcID, bool) {
 // watchHolder waits for a holder to be gone, then routes its command's
 // exit as its status file says (unknown when there is none: the holder
 // was killed outright), its logs read into the process's kept ends.
-func (e *runEngine) watchHolder(hash string, proc int, p *runProc, id messages.ProcID, tf heldFiles) {
+func (e *Engine) watchHolder(hash string, proc int, p *runProc, id messages.ProcID, tf heldFiles) {
 	if id.Start != 0 {
 		if err := unixhost.WaitGone(e.ctx, id); err != nil {
 			return // the daemon goes down: the holder lives on

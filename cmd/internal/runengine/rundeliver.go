@@ -1,4 +1,4 @@
-package daemon
+package runengine
 
 import (
 	"context"
@@ -28,7 +28,7 @@ import (
 // since they were last given, each as a RunDelivered for its run's actor
 // (actors.RunHost; the node routes them). A run whose deliveries cannot be
 // read is logged and read again at the next arrival.
-func (e *runEngine) Deliveries(ctx context.Context, path, run string) ([]messages.RunRouted, error) {
+func (e *Engine) Deliveries(ctx context.Context, path, run string) ([]messages.RunRouted, error) {
 	e.deliverMu.Lock()
 	defer e.deliverMu.Unlock()
 	cares, err := e.cares()
@@ -42,7 +42,7 @@ func (e *runEngine) Deliveries(ctx context.Context, path, run string) ([]message
 		}
 		ds, err := e.deliveriesOf(ctx, c)
 		if err != nil {
-			e.log.Warn("a session's deliveries cannot be read; they are read again at the next arrival", slog.String(actors.KeyRun, c.Run), errAttr(err))
+			e.log.Warn("a session's deliveries cannot be read; they are read again at the next arrival", slog.String(actors.KeyRun, c.Run), actors.ErrAttr(err))
 			continue
 		}
 		for _, d := range ds {
@@ -54,9 +54,9 @@ func (e *runEngine) Deliveries(ctx context.Context, path, run string) ([]message
 
 // EndWait ends the run's wait for its user's slot, if it waits
 // (actors.RunHost).
-func (e *runEngine) EndWait(run string) { e.slots.stop(run) }
+func (e *Engine) EndWait(run string) { e.slots.stop(run) }
 
-func (e *runEngine) deliveriesOf(ctx context.Context, c messages.RunCare) ([]messages.RunDelivery, error) {
+func (e *Engine) deliveriesOf(ctx context.Context, c messages.RunCare) ([]messages.RunDelivery, error) {
 	r, err := e.find(ctx, c.Run)
 	if err != nil {
 		return nil, err
@@ -64,11 +64,11 @@ func (e *runEngine) deliveriesOf(ctx context.Context, c messages.RunCare) ([]mes
 	if r.run == nil || !r.run.Process.Session {
 		return nil, nil
 	}
-	msgs, err := r.x.runs(ctx)
+	msgs, err := r.x.Runs(ctx)
 	if err != nil {
 		return nil, err
 	}
-	st := record.StandingOf(msgs, r.msg, privilegedOnce(ctx, r.x))
+	st := record.StandingOf(msgs, r.msg, r.x.PrivilegedOnce(ctx))
 	if !st.StartedCounts || st.EndedCounts {
 		return nil, nil
 	}
@@ -83,7 +83,7 @@ func (e *runEngine) deliveriesOf(ctx context.Context, c messages.RunCare) ([]mes
 	if after.Before(c.Given) {
 		after = c.Given
 	}
-	arrivals, err := record.ArrivalsAfter(ctx, r.x.repo, r.x.path, after)
+	arrivals, err := record.ArrivalsAfter(ctx, r.x.Repo, r.x.Path, after)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func (e *runEngine) deliveriesOf(ctx context.Context, c messages.RunCare) ([]mes
 // keepGiven records in the run's care file that the session was given the
 // artifact at at, before it is written to the process or a process
 // launched for it: at most once, if the daemon goes down between the two.
-func (e *runEngine) keepGiven(hash string, at messages.RunPosition) error {
+func (e *Engine) keepGiven(hash string, at messages.RunPosition) error {
 	c, ok, err := e.readCare(hash)
 	if err != nil || !ok {
 		return err

@@ -1,4 +1,4 @@
-package daemon
+package hookshell
 
 import (
 	"context"
@@ -47,7 +47,7 @@ func BenchmarkHookWatchLook(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer root.Close()
-	w := &hookWatch{layout: layout, root: root, projects: map[string]string{"demo": srv.Repo}, fossil: harness.FossilPath,
+	w := &Watch{layout: layout, root: root, projects: map[string]string{"demo": srv.Repo}, fossil: harness.FossilPath,
 		repo: func(string) (*fossilio.Repo, error) { return repo, nil },
 		log:  slog.New(slog.NewTextHandler(io.Discard, nil))}
 

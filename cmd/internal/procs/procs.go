@@ -1,4 +1,4 @@
-package daemon
+package procs
 
 import (
 	"context"
@@ -12,11 +12,11 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// procs is the process table as the actors ask it (actors.WorkspaceProcs): every
-// process that names a workspace, read from host's table (the real one,
-// unixhost's, reads through its index of the kernel's process events when
-// it could subscribe, by a full scan otherwise).
-type procs struct {
+// Table is the process table as the actors ask it (actors.WorkspaceProcs):
+// every process that names a workspace, read from host's table (the real
+// one, unixhost's, reads through its index of the kernel's process events
+// when it could subscribe, by a full scan otherwise).
+type Table struct {
 	t host.ProcTable
 	// boot is when the host booted (zero when unknown): a process's start
 	// time in clock ticks since then is when it started, from which a
@@ -27,12 +27,17 @@ type procs struct {
 	argv map[messages.ProcID][]string
 }
 
+// NewTable reads t; boot is when the host booted, zero when unknown.
+func NewTable(t host.ProcTable, boot time.Time) *Table {
+	return &Table{t: t, boot: boot, argv: map[messages.ProcID][]string{}}
+}
+
 // maxArgvKept bounds the command lines remembered for refusal notes.
 const maxArgvKept = 4096
 
 // Scan returns every process that names w. A process that might name it
 // and could not be read makes the answer unknown: an error, never "none".
-func (p *procs) Scan(ctx context.Context, w messages.WorkspaceKey) ([]messages.ProcInfo, error) {
+func (p *Table) Scan(ctx context.Context, w messages.WorkspaceKey) ([]messages.ProcInfo, error) {
 	tab, err := p.t.Scan()
 	if err != nil {
 		return nil, fmt.Errorf("read the process table: %w", err)
@@ -54,10 +59,10 @@ func (p *procs) Scan(ctx context.Context, w messages.WorkspaceKey) ([]messages.P
 	return out, nil
 }
 
-// found lists every process naming a workspace of the agents root, for the
+// Found lists every process naming a workspace of the agents root, for the
 // daemon's start (Boot), with the release directory each runs, and the
 // look-alikes, which are not adopted (D45).
-func (p *procs) found(rel *releases) ([]messages.ProcInfo, map[messages.ProcID]string, []host.LookAlike, error) {
+func (p *Table) Found(rel *Releases) ([]messages.ProcInfo, map[messages.ProcID]string, []host.LookAlike, error) {
 	tab, err := p.t.Scan()
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read the process table: %w", err)
@@ -80,7 +85,7 @@ func (p *procs) found(rel *releases) ([]messages.ProcInfo, map[messages.ProcID]s
 }
 
 // releaseDir is the directory of the release a process runs.
-func releaseDir(pr host.Process, rel *releases) string {
+func releaseDir(pr host.Process, rel *Releases) string {
 	switch {
 	case pr.Release == "":
 		return ""
@@ -92,7 +97,7 @@ func releaseDir(pr host.Process, rel *releases) string {
 	return ""
 }
 
-func (p *procs) info(pr host.Process, n host.Naming) messages.ProcInfo {
+func (p *Table) info(pr host.Process, n host.Naming) messages.ProcInfo {
 	id := pr.ID
 	p.mu.Lock()
 	if len(p.argv) >= maxArgvKept {
@@ -124,8 +129,8 @@ func startedAt(boot time.Time, ticks uint64) time.Time {
 	return boot.Add(time.Duration(ticks) * (time.Second / clockTicks)).UTC()
 }
 
-// argvOf is a process's command line as a scan last read it.
-func (p *procs) argvOf(id messages.ProcID) ([]string, bool) {
+// ArgvOf is a process's command line as a scan last read it.
+func (p *Table) ArgvOf(id messages.ProcID) ([]string, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	a, ok := p.argv[id]

@@ -1,4 +1,4 @@
-package daemon
+package runengine
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
@@ -21,22 +22,28 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// runEngine carries out the effects of seed 004's runs (actors.RunHost):
+// Engine carries out the effects of seed 004's runs (actors.RunHost):
 // what the node keeps of the runs in its care (a file each under
 // AGENTS/ocxd.runs), their preparation (a runeng.Preparer), their started and
 // ended written as the node user where the run is, their processes started
-// through the reaper's launcher with STDIN, STDOUT and STDERR pipes, and
-// their kept logs. A run is found by its hash on the record; its process's
-// exit comes back to the node as a RunRouted, so it is routed by the run,
-// not by a workspace.
-type runEngine struct {
-	cfg     *messages.NodeConfig
-	layout  host.Layout
-	root    *unixhost.Root
-	records *records
-	reaper  *reaper
-	rel     *releases
-	log     *slog.Logger
+// in their holders with STDIN, STDOUT and STDERR pipes, and their kept
+// logs. A run is found by its hash on the record; its process's exit comes
+// back to the node as a RunRouted, so it is routed by the run, not by a
+// workspace.
+type Engine struct {
+	cfg    *messages.NodeConfig
+	layout host.Layout
+	root   *unixhost.Root
+	repos  *noderepos.Repos
+	record *Record
+	fossil *fossilio.Fossil
+	// writeNote, signal, support and release are the daemon's (Deps).
+	writeNote   func(ctx context.Context, x *noderepos.Index, hash, text, kind string, backoffice bool) error
+	signal      func(ctx context.Context, p messages.ProcID, group bool, sig string) error
+	support     func() host.RunSupport
+	release     func(release string) (string, error)
+	releaseRoot string
+	log         *slog.Logger
 	// send hands the node a run process's exit, which its holder's watch
 	// learns of (an input, as the reaper's exits are).
 	send func(messages.DaemonMessage)
@@ -56,11 +63,37 @@ type runEngine struct {
 	slots *userSlots
 }
 
+// Deps are what the engine is built with: the node, its repositories, and
+// what it asks of the rest of the daemon. Every field is needed.
+type Deps struct {
+	Config *messages.NodeConfig
+	Layout host.Layout
+	Root   *unixhost.Root
+	Repos  *noderepos.Repos
+	// Fossil runs fossil as the node user (the records').
+	Fossil *fossilio.Fossil
+	// WriteNote writes a note of the node user as a reply where the run
+	// is, running the repository's backoffice after it unless backoffice
+	// is false (the records').
+	WriteNote func(ctx context.Context, x *noderepos.Index, hash, text, kind string, backoffice bool) error
+	// Signal signals a process (the reaper's).
+	Signal func(ctx context.Context, p messages.ProcID, group bool, sig string) error
+	// Support is what the host can give a run (seed 004, refusal row 8).
+	Support func() host.RunSupport
+	// Release is the directory of a release (current or previous), links
+	// followed; ReleaseRoot is node.json's release root.
+	Release     func(release string) (string, error)
+	ReleaseRoot string
+	Log         *slog.Logger
+	// Send hands the node a message.
+	Send func(messages.DaemonMessage)
+}
+
 // engineRun is what the engine knows of one run: its message, where it is,
 // its preparation and its processes.
 type engineRun struct {
 	hash     string
-	x        *repoIndex
+	x        *noderepos.Index
 	msg      record.RunMsg
 	run      *messages.Run
 	prepared *runeng.Prepared
@@ -80,48 +113,51 @@ type runProc struct {
 	exit   messages.RunProcessExited
 }
 
-func newRunEngine(cfg *messages.NodeConfig, layout host.Layout, root *unixhost.Root, rec *records, rp *reaper, rel *releases, log *slog.Logger, send func(messages.DaemonMessage)) *runEngine {
+// New is the run engine of d.
+func New(d Deps) *Engine {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &runEngine{cfg: cfg, layout: layout, root: root, records: rec, reaper: rp, rel: rel, send: send,
-		log: log, bg: fossilio.NewBeside(log), now: time.Now, ctx: ctx, cancel: cancel, runs: map[string]*engineRun{},
-		slots: newUserSlots()}
+	return &Engine{cfg: d.Config, layout: d.Layout, root: d.Root, repos: d.Repos, fossil: d.Fossil,
+		record:    NewRecord(d.Config, d.Layout, d.Repos, d.Support, d.Log),
+		writeNote: d.WriteNote, signal: d.Signal, support: d.Support, release: d.Release, releaseRoot: d.ReleaseRoot,
+		send: d.Send, log: d.Log, bg: fossilio.NewBeside(d.Log), now: time.Now, ctx: ctx, cancel: cancel,
+		runs: map[string]*engineRun{}, slots: newUserSlots()}
 }
 
-// close ends the watches of processes found at start; the processes live on.
-func (e *runEngine) close() {
+// Close ends the watches of processes found at start; the processes live on.
+func (e *Engine) Close() {
 	e.cancel()
 	e.bg.Wait()
 }
 
 // careDir is where the node keeps its runs in care (host.Layout.RunCare).
-func (e *runEngine) careDir() string { return e.layout.RunCare() }
+func (e *Engine) careDir() string { return e.layout.RunCare() }
 
 // workRoot is $$root$$, under which the node makes its runs' workspaces
 // (seed 004, table 2): AGENTS/ocxd.work, of the ocxd.* family too.
-func (e *runEngine) workRoot() string { return filepath.Join(e.layout.Root(), "ocxd.work") }
+func (e *Engine) workRoot() string { return filepath.Join(e.layout.Root(), "ocxd.work") }
 
 // preparer is the Preparer of a run of the repository x: the node's layers
 // on this host; on the server's node its password step sets a fresh
 // password in x's repository, on another host it reads the file of
 // passwords.
-func (e *runEngine) preparer(x *repoIndex) runeng.Preparer {
+func (e *Engine) preparer(x *noderepos.Index) runeng.Preparer {
 	var repos []string
 	for _, name := range e.cfg.ProjectNames() {
 		repos = append(repos, e.cfg.Projects[name].Repository)
 	}
 	l := &runeng.Layers{
-		Fossil:     e.records.fossil.Exe,
-		Repository: x.path,
-		Files:      host.NodeFiles{Repositories: repos, Agents: e.layout.Root(), ReleaseRoot: e.rel.root, State: e.careDir()},
-		Support:    e.reaper.runSupport(),
+		Fossil:     e.fossil.Exe,
+		Repository: x.Path,
+		Files:      host.NodeFiles{Repositories: repos, Agents: e.layout.Root(), ReleaseRoot: e.releaseRoot, State: e.careDir()},
+		Support:    e.support(),
 	}
-	if x.otherHost {
+	if x.OtherHost {
 		// Not the server's node: the password step reads the file of
 		// passwords, and sets nothing on the server.
 		l.Repository = ""
 		l.Passwords = e.passwordsFile()
 		l.Files.Passwords = l.Passwords
-		if code, err := x.projectCode(e.ctx); err == nil {
+		if code, err := x.ProjectCode(e.ctx); err == nil {
 			l.ProjectCode = code
 		}
 	}
@@ -130,13 +166,13 @@ func (e *runEngine) preparer(x *repoIndex) runeng.Preparer {
 
 // passwordsFile is the node's file of passwords (seed 004, section 4), read
 // on a node that is not the server's.
-func (e *runEngine) passwordsFile() string {
+func (e *Engine) passwordsFile() string {
 	return filepath.Join(e.layout.Root(), runeng.PasswordsFileName)
 }
 
-func (e *runEngine) carePath(hash string) (string, error) { return e.layout.RunCareFile(hash) }
+func (e *Engine) carePath(hash string) (string, error) { return e.layout.RunCareFile(hash) }
 
-func (e *runEngine) writeCare(c messages.RunCare) error {
+func (e *Engine) writeCare(c messages.RunCare) error {
 	p, err := e.carePath(c.Run)
 	if err != nil {
 		return err
@@ -151,7 +187,7 @@ func (e *runEngine) writeCare(c messages.RunCare) error {
 	return e.root.WriteFile(p, b, 0o600)
 }
 
-func (e *runEngine) readCare(hash string) (messages.RunCare, bool, error) {
+func (e *Engine) readCare(hash string) (messages.RunCare, bool, error) {
 	p, err := e.carePath(hash)
 	if err != nil {
 		return messages.RunCare{}, false, err
@@ -171,7 +207,7 @@ func (e *runEngine) readCare(hash string) (messages.RunCare, bool, error) {
 }
 
 // cares lists the runs in the node's care, as their files say.
-func (e *runEngine) cares() ([]messages.RunCare, error) {
+func (e *Engine) cares() ([]messages.RunCare, error) {
 	entries, err := e.root.ReadDir(e.careDir())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -187,7 +223,7 @@ func (e *runEngine) cares() ([]messages.RunCare, error) {
 		}
 		c, ok, err := e.readCare(h)
 		if err != nil {
-			e.log.Warn("a run's care file cannot be read", slog.String(actors.KeyRun, h), errAttr(err))
+			e.log.Warn("a run's care file cannot be read", slog.String(actors.KeyRun, h), actors.ErrAttr(err))
 			continue
 		}
 		if ok {
@@ -198,7 +234,7 @@ func (e *runEngine) cares() ([]messages.RunCare, error) {
 }
 
 // find returns the run with this hash, read from the record once.
-func (e *runEngine) find(ctx context.Context, hash string) (*engineRun, error) {
+func (e *Engine) find(ctx context.Context, hash string) (*engineRun, error) {
 	e.mu.Lock()
 	r, ok := e.runs[hash]
 	e.mu.Unlock()
@@ -206,11 +242,11 @@ func (e *runEngine) find(ctx context.Context, hash string) (*engineRun, error) {
 		return r, nil
 	}
 	for _, name := range e.cfg.ProjectNames() {
-		x, err := e.records.index(name)
+		x, err := e.repos.Index(name)
 		if err != nil {
 			return nil, err
 		}
-		msgs, err := x.runs(ctx)
+		msgs, err := x.Runs(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -233,7 +269,7 @@ func (e *runEngine) find(ctx context.Context, hash string) (*engineRun, error) {
 }
 
 // Care records the run in the node's care, or takes it out.
-func (e *runEngine) Care(ctx context.Context, hash string, in bool) error {
+func (e *Engine) Care(ctx context.Context, hash string, in bool) error {
 	if !in {
 		p, err := e.carePath(hash)
 		if err != nil {
@@ -246,7 +282,7 @@ func (e *runEngine) Care(ctx context.Context, hash string, in bool) error {
 		hf := e.heldFiles(hash)
 		for _, f := range []string{hf.spec, hf.status, hf.stdout, hf.stderr, hf.log, hf.socket} {
 			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-				e.log.Warn("a file of the run's holder is left", slog.String(actors.KeyRun, hash), errAttr(err))
+				e.log.Warn("a file of the run's holder is left", slog.String(actors.KeyRun, hash), actors.ErrAttr(err))
 			}
 		}
 		e.slots.give(hash)
@@ -261,13 +297,13 @@ func (e *runEngine) Care(ctx context.Context, hash string, in bool) error {
 		return nil // in care already: a run prepared again after a start
 	}
 	e.log.Info("run taken into the node's care", slog.String(actors.KeyRun, hash))
-	return e.writeCare(messages.RunCare{Run: hash, Repository: r.x.path, Since: e.now().UTC()})
+	return e.writeCare(messages.RunCare{Run: hash, Repository: r.x.Path, Since: e.now().UTC()})
 }
 
 // Prepare makes layers 2 to 4 through the node's layers (runs.Layers),
 // which check what they make against the host too: row 9 (a sandbox path
 // reaching the node's own files) and row 8 in the host's terms.
-func (e *runEngine) Prepare(ctx context.Context, hash string) messages.RunPrepared {
+func (e *Engine) Prepare(ctx context.Context, hash string) messages.RunPrepared {
 	r, err := e.find(ctx, hash)
 	if err != nil {
 		return messages.RunPrepared{Failed: "the run cannot be read: " + err.Error()}
@@ -285,11 +321,11 @@ func (e *runEngine) Prepare(ctx context.Context, hash string) messages.RunPrepar
 			return messages.RunPrepared{Failed: "workspace: the password step: " + err.Error(), Stopped: errors.Is(err, errStoppedWaiting)}
 		}
 	}
-	rel, _ := e.rel.dir(messages.ReleaseCurrent)
+	rel, _ := e.release(messages.ReleaseCurrent)
 	if err := e.root.MkdirAll(e.workRoot(), 0o700); err != nil {
 		return messages.RunPrepared{Failed: "the node's run root cannot be made: " + err.Error()}
 	}
-	nv := runeng.NodeValues{Root: e.workRoot(), Project: r.x.project, Node: e.cfg.User, Server: r.x.url, Release: rel}
+	nv := runeng.NodeValues{Root: e.workRoot(), Project: r.x.Project, Node: e.cfg.User, Server: r.x.URL, Release: rel}
 	p, err := e.preparer(r.x).Prepare(ctx, r.run, hash, nv)
 	if err != nil {
 		return messages.RunPrepared{Failed: err.Error()}
@@ -301,7 +337,7 @@ func (e *runEngine) Prepare(ctx context.Context, hash string) messages.RunPrepar
 }
 
 // Write writes started, ended or the kept logs where the run is.
-func (e *runEngine) Write(ctx context.Context, eff messages.DaemonEffect) error {
+func (e *Engine) Write(ctx context.Context, eff messages.DaemonEffect) error {
 	switch eff := eff.(type) {
 	case messages.RunWriteStarted:
 		return e.writeReport(ctx, eff.Run, messages.MsgStarted, func(r *engineRun) (messages.Message, string) {
@@ -312,12 +348,12 @@ func (e *runEngine) Write(ctx context.Context, eff messages.DaemonEffect) error 
 			if r.run != nil && r.run.Limits != nil {
 				s.Limits = *r.run.Limits
 			}
-			return s, fmt.Sprintf("The node started run %s.", short(eff.Run))
+			return s, fmt.Sprintf("The node started run %s.", fossilio.Short(eff.Run))
 		})
 	case messages.RunWriteEnded:
 		return e.writeReport(ctx, eff.Run, messages.MsgEnded, func(*engineRun) (messages.Message, string) {
 			m := &messages.RunEnded{Node: e.cfg.User, Run: eff.Run, Outcome: eff.Outcome, Exit: eff.Exit, Note: eff.Note}
-			line := fmt.Sprintf("Run %s ended: %s", short(eff.Run), eff.Outcome)
+			line := fmt.Sprintf("Run %s ended: %s", fossilio.Short(eff.Run), eff.Outcome)
 			if eff.Exit != nil {
 				line += fmt.Sprintf(", exit %d", *eff.Exit)
 			}
@@ -334,16 +370,16 @@ func (e *runEngine) Write(ctx context.Context, eff messages.DaemonEffect) error 
 
 // writeReport writes the node's started or ended of a run, once: a retry,
 // or a daemon started again, finds the one on the record and writes none.
-func (e *runEngine) writeReport(ctx context.Context, hash string, kind messages.MessageKind, build func(*engineRun) (messages.Message, string)) error {
+func (e *Engine) writeReport(ctx context.Context, hash string, kind messages.MessageKind, build func(*engineRun) (messages.Message, string)) error {
 	r, err := e.find(ctx, hash)
 	if err != nil {
 		return err
 	}
-	msgs, err := r.x.runs(ctx)
+	msgs, err := r.x.Runs(ctx)
 	if err != nil {
 		return err
 	}
-	st := record.StandingOf(msgs, r.msg, privilegedOnce(ctx, r.x))
+	st := record.StandingOf(msgs, r.msg, r.x.PrivilegedOnce(ctx))
 	if (kind == messages.MsgStarted && st.StartedCounts) || (kind == messages.MsgEnded && st.EndedCounts) {
 		e.log.Info("the run's "+string(kind)+" is on the record already", slog.String(actors.KeyRun, hash))
 		return nil
@@ -354,12 +390,12 @@ func (e *runEngine) writeReport(ctx context.Context, hash string, kind messages.
 		return fmt.Errorf("%s of run %s: %w", kind, hash, err)
 	}
 	if kind != messages.MsgStarted {
-		return e.records.write(ctx, r.x, hash, line+"\n\n"+string(block), string(kind))
+		return e.writeNote(ctx, r.x, hash, line+"\n\n"+string(block), string(kind), true)
 	}
 	// Started must be on the record before the launch (section 10); the
 	// backoffice, which only lets the hook see it at once, runs beside the
 	// launch rather than before it.
-	if err := e.records.writeNote(ctx, r.x, hash, line+"\n\n"+string(block), string(kind), false); err != nil {
+	if err := e.writeNote(ctx, r.x, hash, line+"\n\n"+string(block), string(kind), false); err != nil {
 		return err
 	}
 	e.besideLaunch(r.x)
@@ -368,14 +404,14 @@ func (e *runEngine) writeReport(ctx context.Context, hash string, kind messages.
 
 // besideLaunch runs the backoffice of x's repository beside the launch
 // (fossilio.Beside: runs coalesced, never overlapping); close waits for it.
-func (e *runEngine) besideLaunch(x *repoIndex) {
-	e.bg.Kick(x.path, (&fossilio.Admin{Repository: x.path, Fossil: e.records.fossil}).Backoffice)
+func (e *Engine) besideLaunch(x *noderepos.Index) {
+	e.bg.Kick(x.Path, (&fossilio.Admin{Repository: x.Path, Fossil: e.fossil}).Backoffice)
 }
 
 // keepLogs writes the kept logs of a process (section 8.2): the files in
 // the workspace, when the run has one, and a reply where the run is, for
 // each kept stream that printed a byte.
-func (e *runEngine) keepLogs(ctx context.Context, eff messages.RunKeepLogs) error {
+func (e *Engine) keepLogs(ctx context.Context, eff messages.RunKeepLogs) error {
 	r, err := e.find(ctx, eff.Run)
 	if err != nil {
 		return err
@@ -417,15 +453,15 @@ func (e *runEngine) keepLogs(ctx context.Context, eff messages.RunKeepLogs) erro
 		// stdout.log is replaced, never followed (docs/trust.md).
 		for _, s := range []runeng.KeptStream{stderr, stdout} {
 			if err := e.root.WriteFile(filepath.Join(workspace, s.Name+".log"), s.End, 0o600); err != nil {
-				e.log.Warn("a kept log's file is not written", slog.String(actors.KeyRun, eff.Run), errAttr(err))
+				e.log.Warn("a kept log's file is not written", slog.String(actors.KeyRun, eff.Run), actors.ErrAttr(err))
 			}
 		}
 	}
-	return e.records.write(ctx, r.x, eff.Run, runeng.KeptLogsText(eff.Run, eff.Proc, pexit.Words(), kept), "kept logs")
+	return e.writeNote(ctx, r.x, eff.Run, runeng.KeptLogsText(eff.Run, eff.Proc, pexit.Words(), kept), "kept logs", true)
 }
 
 // Process launches, feeds or signals a process of a run.
-func (e *runEngine) Process(ctx context.Context, eff messages.DaemonEffect) error {
+func (e *Engine) Process(ctx context.Context, eff messages.DaemonEffect) error {
 	switch eff := eff.(type) {
 	case messages.RunLaunch:
 		return e.launch(ctx, eff)
@@ -455,14 +491,14 @@ func (e *runEngine) Process(ctx context.Context, eff messages.DaemonEffect) erro
 		}
 		// The holder alone: it passes TERM on to its command's group, and
 		// KILL hangs the command up.
-		return e.reaper.Signal(ctx, p.id, false, eff.Signal)
+		return e.signal(ctx, p.id, false, eff.Signal)
 	}
 	return fmt.Errorf("not a process effect of a run: %s", eff)
 }
 
 // launch starts the run's process in its holder (runheld.go). Exactly one
 // exit comes back for it, 127 for a process that could not be started.
-func (e *runEngine) launch(ctx context.Context, eff messages.RunLaunch) error {
+func (e *Engine) launch(ctx context.Context, eff messages.RunLaunch) error {
 	p := &runProc{stderr: &runeng.Tail{Max: 64 << 10}, stdout: &runeng.Tail{Max: 64 << 10}}
 	fail := func(err error) error {
 		fmt.Fprintf(p.stderr, "ocxd: the process could not be started: %v\n", err)
@@ -488,15 +524,15 @@ func (e *runEngine) launch(ctx context.Context, eff messages.RunLaunch) error {
 	return e.launchHeld(ctx, eff, r, prep, p, fail)
 }
 
-func (e *runEngine) exited(hash string, m messages.RunProcessExited) {
+func (e *Engine) exited(hash string, m messages.RunProcessExited) {
 	e.send(messages.RunRouted{Run: hash, Event: m})
 }
 
-// boot reads what the node has of its runs when the daemon starts: each run
+// Boot reads what the node has of its runs when the daemon starts: each run
 // in its care, and each found lost (section 10's last paragraph), as the
 // state its actor starts from. A process in care found alive is watched:
 // the daemon is not its parent now, so its end comes as unknown.
-func (e *runEngine) boot(ctx context.Context) ([]messages.RunActorState, error) {
+func (e *Engine) Boot(ctx context.Context) ([]messages.RunActorState, error) {
 	onRecord, care, states, err := e.survey(ctx)
 	if err != nil {
 		return nil, err
@@ -532,7 +568,7 @@ func (e *runEngine) boot(ctx context.Context) ([]messages.RunActorState, error) 
 }
 
 // survey reads the node's runs on the record and in its care.
-func (e *runEngine) survey(ctx context.Context) ([]actors.RunOnRecord, []actors.RunInCare, map[string]messages.RunActorState, error) {
+func (e *Engine) survey(ctx context.Context) ([]actors.RunOnRecord, []actors.RunInCare, map[string]messages.RunActorState, error) {
 	cares, err := e.cares()
 	if err != nil {
 		return nil, nil, nil, err
@@ -545,15 +581,15 @@ func (e *runEngine) survey(ctx context.Context) ([]actors.RunOnRecord, []actors.
 	var care []actors.RunInCare
 	states := map[string]messages.RunActorState{}
 	for _, name := range e.cfg.ProjectNames() {
-		x, err := e.records.index(name)
+		x, err := e.repos.Index(name)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		msgs, err := x.runs(ctx)
+		msgs, err := x.Runs(ctx)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		privileged := privilegedOnce(ctx, x)
+		privileged := x.PrivilegedOnce(ctx)
 		for _, m := range msgs {
 			run, ok := m.Msg.(*messages.Run)
 			if !ok || run.Node != e.cfg.User {
@@ -584,8 +620,8 @@ func (e *runEngine) survey(ctx context.Context) ([]actors.RunOnRecord, []actors.
 
 // setsPassword says the run's password step sets its user's password
 // afresh: a run with one, on the server's node (seed 004 §5).
-func (e *runEngine) setsPassword(x *repoIndex, run *messages.Run) bool {
-	return run != nil && !x.otherHost && run.HasPasswordStep()
+func (e *Engine) setsPassword(x *noderepos.Index, run *messages.Run) bool {
+	return run != nil && !x.OtherHost && run.HasPasswordStep()
 }
 
 // found says whether the process a care file names is still the node's to
@@ -593,7 +629,7 @@ func (e *runEngine) setsPassword(x *repoIndex, run *messages.Run) bool {
 // it never learnt the PID of, answering on its socket (c.Process is then
 // filled in); or a holder that ended while no daemon ran, its status file
 // saying how its command ended.
-func (e *runEngine) found(c *messages.RunCare) bool {
+func (e *Engine) found(c *messages.RunCare) bool {
 	if c.Process != nil && e.alive(*c.Process) {
 		return true
 	}
@@ -613,7 +649,7 @@ func (e *runEngine) found(c *messages.RunCare) bool {
 }
 
 // ours says the process is one this daemon launched (so not to adopt).
-func (e *runEngine) ours(hash string, proc int) bool {
+func (e *Engine) ours(hash string, proc int) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := e.runs[hash]
@@ -625,7 +661,7 @@ func (e *runEngine) ours(hash string, proc int) bool {
 }
 
 // adopt records a process found alive at start, not the daemon's child.
-func (e *runEngine) adopt(x *repoIndex, m record.RunMsg, run *messages.Run, c messages.RunCare) {
+func (e *Engine) adopt(x *noderepos.Index, m record.RunMsg, run *messages.Run, c messages.RunCare) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := e.runs[m.Hash]
@@ -645,7 +681,7 @@ func (e *runEngine) adopt(x *repoIndex, m record.RunMsg, run *messages.Run, c me
 }
 
 // alive says the process runs (its PID with its start time, not a zombie).
-func (e *runEngine) alive(id messages.ProcID) bool {
+func (e *Engine) alive(id messages.ProcID) bool {
 	st, err := unixhost.ReadStat(id.PID)
 	return err == nil && st.Start == id.Start && !st.Zombie()
 }
@@ -653,7 +689,7 @@ func (e *runEngine) alive(id messages.ProcID) bool {
 // watch waits for a run's process found alive at start: a holder, whose
 // status file and logs say how it ended; a process without one (a care
 // file of an older daemon) ends unknown, the daemon not its parent.
-func (e *runEngine) watch(hash string, proc int) {
+func (e *Engine) watch(hash string, proc int) {
 	e.mu.Lock()
 	var p *runProc
 	if r := e.runs[hash]; r != nil {
@@ -680,7 +716,7 @@ func (e *runEngine) watch(hash string, proc int) {
 }
 
 // Check is `runs check`: the runs to end lost now.
-func (e *runEngine) Check(ctx context.Context) ([]messages.RunRouted, error) {
+func (e *Engine) Check(ctx context.Context) ([]messages.RunRouted, error) {
 	onRecord, care, states, err := e.survey(ctx)
 	if err != nil {
 		return nil, err
@@ -696,6 +732,6 @@ func (e *runEngine) Check(ctx context.Context) ([]messages.RunRouted, error) {
 
 // Start is `run start`: the events that start a manual run, read from the
 // record now.
-func (e *runEngine) Start(ctx context.Context, s messages.StartRun) ([]messages.RunRouted, string, error) {
-	return e.records.startRun(ctx, s)
+func (e *Engine) Start(ctx context.Context, s messages.StartRun) ([]messages.RunRouted, string, error) {
+	return e.record.StartRun(ctx, s)
 }
