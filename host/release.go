@@ -85,6 +85,11 @@ func ReleaseOfTarget(target string) (string, bool) {
 // (the tools and the hook) and ocxd, a sandbox runs workspace.
 var ReleasePrograms = []string{"ocx", "ocxd", "workspace"}
 
+// HookProgram is the small after-receive hook (D66) a release holds
+// beside its programs from issue 24 on: it hands the hook's work to the
+// daemon's socket. A release without it runs `ocx hook` instead.
+const HookProgram = "ocx-hook"
+
 // RunnerPrefix starts the name of an llm session's runner (D9), which a
 // release holds beside its programs when it has one.
 const RunnerPrefix = "ocx-runner-"
@@ -96,6 +101,9 @@ func IsReleaseProgram(name string) bool {
 		if name == p {
 			return true
 		}
+	}
+	if name == HookProgram {
+		return true
 	}
 	r, ok := strings.CutPrefix(name, RunnerPrefix)
 	return ok && r != "" && !strings.ContainsAny(r, "/ ")

@@ -46,7 +46,7 @@ func TestReleaseRoot(t *testing.T) {
 }
 
 func TestReleasePrograms(t *testing.T) {
-	for _, n := range []string{"ocx", "ocxd", "workspace", "ocx-runner-native", "ocx-runner-claude"} {
+	for _, n := range []string{"ocx", "ocxd", "workspace", "ocx-runner-native", "ocx-runner-claude", "ocx-hook"} {
 		if !IsReleaseProgram(n) {
 			t.Errorf("%s is not a release's program", n)
 		}

@@ -3,6 +3,7 @@ package itest
 import (
 	"context"
 	"fmt"
+	"github.com/ocx-go/ocx/host"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,7 +48,7 @@ func newSecondNode(t *testing.T, n *testNode, user string) *testNode {
 }
 
 func hookLine(n *testNode) string {
-	return "'" + program("ocx") + "' hook --agents '" + n.agents + "' --repo %R"
+	return "'" + program(host.HookProgram) + "' --agents '" + n.agents + "' --repo %R"
 }
 
 // threadBy counts the posts of a thread each user wrote.

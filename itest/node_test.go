@@ -285,7 +285,8 @@ func (n *testNode) naming() []int {
 func (n *testNode) hookRunning() bool {
 	for _, pid := range n.naming() {
 		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-		if args := strings.Split(string(cmd), "\x00"); len(args) > 1 && args[1] == "hook" {
+		args := strings.Split(string(cmd), "\x00")
+		if len(args) > 1 && args[1] == "hook" || filepath.Base(args[0]) == host.HookProgram {
 			return true
 		}
 	}

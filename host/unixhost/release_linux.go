@@ -13,14 +13,20 @@ import (
 // messages.Runners (E9): what a node offers is what its release holds.
 func OfferedRunners(dir string) []string {
 	var out []string
-	if dir == "" {
-		return out
-	}
 	for _, r := range messages.Runners {
-		st, err := os.Stat(filepath.Join(dir, host.RunnerPrefix+r))
-		if err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+		if HasProgram(dir, host.RunnerPrefix+r) {
 			out = append(out, r)
 		}
 	}
 	return out
+}
+
+// HasProgram says whether the release directory dir holds name as an
+// executable file.
+func HasProgram(dir, name string) bool {
+	if dir == "" {
+		return false
+	}
+	st, err := os.Stat(filepath.Join(dir, name))
+	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
 }

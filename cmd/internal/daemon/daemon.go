@@ -91,6 +91,7 @@ type daemon struct {
 	reaper      *reaper
 	inputs      *inputs
 	hooks       *hookshell.Watch
+	sock        *socket // AGENTS/ocxd.sock while it is served
 	sys         *actor.ActorSystem
 	node        *actor.PID
 
@@ -220,6 +221,7 @@ func (d *daemon) finish() {
 	d.execMu.Lock()
 	d.stopping = true
 	d.execMu.Unlock()
+	d.stopSocket()
 	d.hooks.Stop()
 	n, err := d.inputs.drain(d.root, drainBound)
 	if err != nil {
@@ -318,6 +320,7 @@ func (d *daemon) start() error {
 		d.boot(limits)
 	}
 	d.inputs.start(reader)
+	d.sock = d.openSocket()
 	if d.opts.HookWatch > 0 {
 		d.hooks = hookshell.New(d.layout, d.root, d.cfg, d.records.Repos, d.opts.HookWatch, d.log)
 		d.hooks.Start()
@@ -570,6 +573,7 @@ func (d *daemon) recordStart(err error) {
 // signals nothing), and releases the lock, in that order.
 func (d *daemon) close() error {
 	var errs []error
+	d.stopSocket()
 	d.hooks.Stop()
 	if d.inputs != nil {
 		d.inputs.close()

@@ -18,7 +18,7 @@ func Answer(ctx context.Context, agents string, a *messages.Ask) *messages.Reply
 	if hashes == nil {
 		hashes = []string{}
 	}
-	done, err := Done(ctx, Options{Agents: agents, Repo: a.Repo, Hashes: hashes})
+	done, err := Done(ctx, Options{Agents: agents, Repo: a.Repo, Hashes: hashes, ByDaemon: true})
 	if err != nil {
 		r.Error = "the hook's work: " + err.Error()
 		return r

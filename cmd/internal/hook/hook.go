@@ -35,6 +35,9 @@ type Options struct {
 	// Stdin is Fossil's list of what arrived: one artifact per line, its
 	// hash first.
 	Stdin io.Reader
+	// ByDaemon says the daemon runs this work for a hook that asked it on
+	// its socket (Answer); the log says so.
+	ByDaemon bool
 	// Fallback, when set, says why the daemon did not do this run's work
 	// (ocx-hook ran the hook itself): it is logged.
 	Fallback string
@@ -204,8 +207,17 @@ func (h *run) run(ctx context.Context) error {
 		}
 	}
 	h.done = messages.HookDone{Artifacts: len(infos), Mark: uint64(max(last, mark.value, 0))}
-	h.log.Info("hook done", "repository", h.repo, "artifacts", len(infos), "stdin", len(stdin), "mark", max(last, mark.value), "elapsed", time.Since(start))
+	h.log.Info("hook done", "repository", h.repo, "artifacts", len(infos), "stdin", len(stdin), "mark", max(last, mark.value), "elapsed", time.Since(start), "by", h.by())
 	return nil
+}
+
+// by says who ran the hook's work, for its log: the daemon, or the hook's
+// own process.
+func (h *run) by() string {
+	if h.o.ByDaemon {
+		return "daemon"
+	}
+	return "hook"
 }
 
 // sameFile finds the project whose repository is the file at path.

@@ -13,10 +13,15 @@ import (
 )
 
 // HookCommand is the after-receive hook's command line as Fossil runs it
-// with /bin/sh -c: the release's ocx, the agents root, and %R, which Fossil
-// replaces with the repository's path.
+// with /bin/sh -c: the release's ocx-hook (D66), which hands the work to
+// the daemon's socket, or, in a release without one, its `ocx hook`; the
+// agents root; and %R, which Fossil replaces with the repository's path.
 func (n *Node) HookCommand() string {
-	return shellQuote(n.Program("ocx")) + " hook --agents " + shellQuote(n.Agents) + " --repo %R"
+	tail := " --agents " + shellQuote(n.Agents) + " --repo %R"
+	if unixhost.HasProgram(n.Release, host.HookProgram) {
+		return shellQuote(n.Program(host.HookProgram)) + tail
+	}
+	return shellQuote(n.Program("ocx")) + " hook" + tail
 }
 
 // shellQuote quotes s for /bin/sh: Fossil substitutes into the command with
