@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
@@ -103,21 +104,34 @@ func BenchmarkHook(b *testing.B) {
 		}
 		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	})
+	// What ocx-hook costs to start, doing nothing else (a usage error).
+	b.Run("ocx-hook-start-only", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := exec.Command(program(host.HookProgram)).Run(); err == nil {
+				b.Fatal("ocx-hook without arguments exited 0")
+			}
+		}
+	})
 	for _, count := range []int{1, 1000} {
-		b.Run("artifacts="+strconv.Itoa(count), func(b *testing.B) { benchHook(b, count, true, false) })
+		b.Run("artifacts="+strconv.Itoa(count), func(b *testing.B) { benchHook(b, count, true, false, false) })
+		// The same through the daemon's socket (D66): ocx-hook asks the
+		// real daemon, which does the work in its own process.
+		b.Run("artifacts="+strconv.Itoa(count)+"-by-daemon", func(b *testing.B) { benchHook(b, count, true, false, true) })
 	}
 	// A burst nobody hears (issue 10, item 4): every post earns an unheard
 	// note, written as one note in one request (D28).
-	b.Run("artifacts=1000-unheard", func(b *testing.B) { benchHook(b, 1000, false, false) })
+	b.Run("artifacts=1000-unheard", func(b *testing.B) { benchHook(b, 1000, false, false, false) })
 	// The session's hears turns half the burst away (issue 14 item 7): every
 	// other post is by a user it does not hear, which wakes nothing.
-	b.Run("artifacts=1000-half-heard", func(b *testing.B) { benchHook(b, 1000, true, true) })
+	b.Run("artifacts=1000-half-heard", func(b *testing.B) { benchHook(b, 1000, true, true, false) })
 }
 
 // benchHook pushes count posts into a thread the session listens to and
 // runs the hook over them b.N times. With halfHeard every other post is the
-// stranger's, whom the session does not hear.
-func benchHook(b *testing.B, count int, listening, halfHeard bool) {
+// stranger's, whom the session does not hear. byDaemon runs ocx-hook with
+// the real daemon up (its hook watch off, so that only the asks run the
+// hook's work) instead of ocx hook beside a stand-in daemon.
+func benchHook(b *testing.B, count int, listening, halfHeard, byDaemon bool) {
 	n := newNodeWith(b, harness.User{Login: stranger, Password: strangerPW, Caps: "cghijnorwz234"})
 	// Only the benchmark runs the hook (and no daemon is started by a hook
 	// run the set-up's writes would set off).
@@ -130,15 +144,21 @@ func benchHook(b *testing.B, count int, listening, halfHeard bool) {
 		b.Fatal(err)
 	}
 	defer root.Close()
-	lock, err := unixhost.AcquireLock(filepath.Join(n.agents, "ocxd.lock"))
-	if err != nil {
-		b.Fatal(err)
+	var daemon *pipeCounter
+	if byDaemon {
+		startDaemon(b, n, program("ocxd"), "--hook-watch", "0")
+		n.waitLogLine("the daemon to serve its socket", func(l logLine) bool { return l.Msg == "serving the daemon's socket" })
+	} else {
+		lock, err := unixhost.AcquireLock(filepath.Join(n.agents, "ocxd.lock"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer lock.Release()
+		if err := root.Mkfifo(filepath.Join(n.agents, "ocxd"), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		daemon = countPipe(b, root, filepath.Join(n.agents, "ocxd"))
 	}
-	defer lock.Release()
-	if err := root.Mkfifo(filepath.Join(n.agents, "ocxd"), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	daemon := countPipe(b, root, filepath.Join(n.agents, "ocxd"))
 	// The session hears alice, as a session started with --hears alice does.
 	hears, _ := messages.HearsFileContent([]string{person})
 	if err := os.MkdirAll(filepath.Join(n.agents, agent, "held", "demo"), 0o700); err != nil {
@@ -195,6 +215,9 @@ func benchHook(b *testing.B, count int, listening, halfHeard bool) {
 			b.Fatal(err)
 		}
 		cmd := exec.Command(program("ocx"), "hook", "--agents", n.agents, "--repo", n.srv.Repo)
+		if byDaemon {
+			cmd = exec.Command(program(host.HookProgram), "--agents", n.agents, "--repo", n.srv.Repo)
+		}
 		cmd.Env = []string{"GATEWAY_INTERFACE=CGI/1.0", "FOSSIL_USER=" + person} // as a backoffice after a web request may leave it
 		cmd.Stdin = strings.NewReader(stdin.String())
 		cmd.Dir = "/"
@@ -225,6 +248,11 @@ func benchHook(b *testing.B, count int, listening, halfHeard bool) {
 	}
 	// Every post is handed to the daemon; only the heard ones wake.
 	want, woken := count*b.N, heard*b.N
+	if byDaemon {
+		if got := strings.Count(string(log), "by=daemon"); got != b.N || strings.Contains(string(log), "did not do the hook's work") {
+			b.Fatalf("the daemon did %d of %d runs' work\n%s", got, b.N, lastLines(log, 20))
+		}
+	}
 	if !listening {
 		if got := strings.Count(string(log), "noted unheard posts"); got != b.N {
 			b.Fatalf("%d runs noted unheard posts, want %d\n%s", got, b.N, lastLines(log, 20))
@@ -237,8 +265,10 @@ func benchHook(b *testing.B, count int, listening, halfHeard bool) {
 		// wrote (the mark is set back for every run).
 		want += b.N * (b.N - 1) / 2
 	}
-	if got := daemon.count(want); got != want {
-		b.Fatalf("the daemon read %d lines, want %d", got, want)
+	if daemon != nil {
+		if got := daemon.count(want); got != want {
+			b.Fatalf("the daemon read %d lines, want %d", got, want)
+		}
 	}
 	if listening {
 		if got := wake.count(woken); got != woken {

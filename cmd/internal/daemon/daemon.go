@@ -92,8 +92,11 @@ type daemon struct {
 	inputs      *inputs
 	hooks       *hookshell.Watch
 	sock        *socket // AGENTS/ocxd.sock while it is served
-	sys         *actor.ActorSystem
-	node        *actor.PID
+	// repos are the node's repositories, open once, as every part reads
+	// them.
+	repos *noderepos.Repos
+	sys   *actor.ActorSystem
+	node  *actor.PID
 
 	// sigs receives the signals Run catches; Exec keeps HUP off it across
 	// the exec.
@@ -424,6 +427,7 @@ func (d *daemon) nameReleases(h *handoffFile) {
 // process table, the records and the run engine.
 func (d *daemon) openHost(st *stepTimes) (*procs.Limits, error) {
 	repos := noderepos.New(d.cfg, d.log)
+	d.repos = repos
 	limits, noCgroups, err := procs.NewLimits(d.layout, d.cfg)
 	if err != nil {
 		return nil, err

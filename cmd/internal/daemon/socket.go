@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"time"
 
@@ -22,6 +23,10 @@ const hookBound = 30 * time.Second
 type socket struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	// hook is what each hook's work done here is given: the daemon's
+	// config and open repositories, and the hook's log, kept open.
+	hook    hook.Options
+	hookLog io.Closer
 }
 
 // openSocket serves the daemon's socket. Without it the daemon still
@@ -33,9 +38,16 @@ func (d *daemon) openSocket() *socket {
 		d.log.Warn("the daemon's socket is not served; its callers read the repository themselves", slog.String("socket", d.layout.Socket()), actors.ErrAttr(err))
 		return nil
 	}
+	f, err := unixhost.OpenLog(d.layout.HookLog())
+	if err != nil {
+		ln.Close()
+		d.log.Warn("the daemon's socket is not served: the hook's log does not open", actors.ErrAttr(err))
+		return nil
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &socket{cancel: cancel, done: make(chan struct{})}
-	srv := nodesock.New(ln, d.answer, nil, d.log)
+	s := &socket{cancel: cancel, done: make(chan struct{}), hookLog: f,
+		hook: hook.Options{Agents: d.layout.Root(), Config: d.cfg, Open: d.repos.RepoAt, Log: slog.New(slog.NewTextHandler(f, nil))}}
+	srv := nodesock.New(ln, func(ctx context.Context, a *messages.Ask) *messages.Reply { return d.answer(ctx, s, a) }, nil, d.log)
 	go func() {
 		defer close(s.done)
 		if err := srv.Serve(ctx); err != nil {
@@ -60,17 +72,18 @@ func (d *daemon) stopSocket() {
 	}
 	s.cancel()
 	<-s.done
+	s.hookLog.Close()
 }
 
 // answer is the daemon's answer to one ask on its socket.
-func (d *daemon) answer(ctx context.Context, a *messages.Ask) *messages.Reply {
+func (d *daemon) answer(ctx context.Context, s *socket, a *messages.Ask) *messages.Reply {
 	switch a.Kind {
 	case messages.AskHook:
 		// The work is finished even when the daemon stops meanwhile: the
 		// caller waits for it, and a half-done hook would be done again.
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hookBound)
 		defer cancel()
-		return hook.Answer(hctx, d.layout.Root(), a)
+		return hook.Answer(hctx, s.hook, a)
 	}
 	return nodesock.Refusal("this daemon does not answer %s asks", a.Kind)
 }

@@ -12,13 +12,18 @@ import (
 // mark's lock keeps it from overlapping another run of either kind). A
 // failure is a refusal naming it; the asking hook then runs the work
 // itself.
-func Answer(ctx context.Context, agents string, a *messages.Ask) *messages.Reply {
+//
+// The daemon gives what it keeps: d, the Options of its runs (the agents
+// root, node.json as it read it, its open readers of the repositories,
+// the hook's log it keeps open).
+func Answer(ctx context.Context, d Options, a *messages.Ask) *messages.Reply {
 	r := messages.NewReply()
 	hashes := a.Hashes
 	if hashes == nil {
 		hashes = []string{}
 	}
-	done, err := Done(ctx, Options{Agents: agents, Repo: a.Repo, Hashes: hashes, ByDaemon: true})
+	d.Repo, d.Hashes, d.ByDaemon, d.Stdin = a.Repo, hashes, true, nil
+	done, err := Done(ctx, d)
 	if err != nil {
 		r.Error = "the hook's work: " + err.Error()
 		return r

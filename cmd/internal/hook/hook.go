@@ -35,6 +35,13 @@ type Options struct {
 	// Stdin is Fossil's list of what arrived: one artifact per line, its
 	// hash first.
 	Stdin io.Reader
+	// Config, when set, is node.json as the caller read it (the daemon's);
+	// nil reads it.
+	Config *messages.NodeConfig
+	// Open, when set, gives the repository at a path already open, kept
+	// open by the caller (the daemon's own reader of it); the hook does not
+	// close it. Nil opens it for the run.
+	Open func(path string) (*fossilio.Repo, error)
 	// ByDaemon says the daemon runs this work for a hook that asked it on
 	// its socket (Answer); the log says so.
 	ByDaemon bool
@@ -155,12 +162,15 @@ type run struct {
 
 func (h *run) run(ctx context.Context) error {
 	start := time.Now()
-	data, err := unixhost.Below(h.layout.Root()).ReadFile(h.layout.NodeJSON(), unixhost.NodeFile)
-	if err != nil {
-		return err
-	}
-	if h.cfg, err = messages.DecodeNodeConfig(data); err != nil {
-		return err
+	var err error
+	if h.cfg = h.o.Config; h.cfg == nil {
+		data, err := unixhost.Below(h.layout.Root()).ReadFile(h.layout.NodeJSON(), unixhost.NodeFile)
+		if err != nil {
+			return err
+		}
+		if h.cfg, err = messages.DecodeNodeConfig(data); err != nil {
+			return err
+		}
 	}
 	if h.repo, err = filepath.Abs(h.o.Repo); err != nil {
 		return err
@@ -187,10 +197,16 @@ func (h *run) run(ctx context.Context) error {
 	mark, unlock := h.lockMark(ctx)
 	defer unlock()
 	// An artifact whose bytes do not read is passed over, logged once (D47).
-	if h.r, err = fossilio.OpenNode(h.repo, record.NewPassedLog(h.log).Options()); err != nil {
-		return err
+	if h.o.Open != nil {
+		if h.r, err = h.o.Open(h.repo); err != nil {
+			return err
+		}
+	} else {
+		if h.r, err = fossilio.OpenNode(h.repo, record.NewPassedLog(h.log).Options()); err != nil {
+			return err
+		}
+		defer h.r.Close()
 	}
-	defer h.r.Close()
 	infos, last, err := h.arrived(ctx, stdin, mark)
 	if err != nil {
 		return err
@@ -614,6 +630,15 @@ func (h *run) handToDaemon(ctx context.Context, infos []fossilio.Info) {
 		}
 	}
 	if len(lines) == 0 {
+		return
+	}
+	if h.o.ByDaemon {
+		// The daemon runs this work: it reads its pipe.
+		if err := daemonclient.Send(h.layout, lines); err != nil {
+			h.log.Error("hand posts to the daemon", "lines", len(lines), keyError, err)
+			return
+		}
+		h.log.Info("handed to the daemon", "lines", len(lines))
 		return
 	}
 	release := h.o.Release
