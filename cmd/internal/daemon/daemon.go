@@ -224,7 +224,8 @@ func (d *daemon) finish() {
 	d.execMu.Lock()
 	d.stopping = true
 	d.execMu.Unlock()
-	d.stopSocket()
+	d.sock.stop()
+	d.sock = nil
 	d.hooks.Stop()
 	n, err := d.inputs.drain(d.root, drainBound)
 	if err != nil {
@@ -323,7 +324,7 @@ func (d *daemon) start() error {
 		d.boot(limits)
 	}
 	d.inputs.start(reader)
-	d.sock = d.openSocket()
+	d.sock = openSocket(d.layout, d.root, d.cfg, d.repos, d.log)
 	if d.opts.HookWatch > 0 {
 		d.hooks = hookshell.New(d.layout, d.root, d.cfg, d.records.Repos, d.opts.HookWatch, d.log)
 		d.hooks.Start()
@@ -577,7 +578,8 @@ func (d *daemon) recordStart(err error) {
 // signals nothing), and releases the lock, in that order.
 func (d *daemon) close() error {
 	var errs []error
-	d.stopSocket()
+	d.sock.stop()
+	d.sock = nil
 	d.hooks.Stop()
 	if d.inputs != nil {
 		d.inputs.close()
