@@ -60,7 +60,9 @@ type Repo struct {
 	db      *sql.DB
 	stmts   map[string]*sql.Stmt
 	once    map[string]bool // queries run once, not yet prepared
-	stmtsMu sync.Mutex
+	stmtsMu *sync.Mutex // shared with a Lend
+	// lent: a Lend of another Repo, whose Close is the owner's alone.
+	lent bool
 	// timeout is the busy timeout of its connections.
 	timeout time.Duration
 	// passedOver is Options.PassedOver, contentRead Options.ContentRead.
@@ -149,7 +151,7 @@ func openDSN(abs string, u url.URL, file *os.File, node bool, opts *Options) (*R
 	}
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	r := &Repo{path: abs, node: node, db: db, stmts: map[string]*sql.Stmt{}, once: map[string]bool{}, readers: make(chan struct{}, maxConns-1), timeout: timeout,
+	r := &Repo{path: abs, node: node, db: db, stmts: map[string]*sql.Stmt{}, stmtsMu: new(sync.Mutex), once: map[string]bool{}, readers: make(chan struct{}, maxConns-1), timeout: timeout,
 		file: file, immutable: file != nil}
 	if opts != nil {
 		r.passedOver, r.contentRead = opts.PassedOver, opts.ContentRead
@@ -174,8 +176,21 @@ func openDSN(abs string, u url.URL, file *os.File, node bool, opts *Options) (*R
 	return r, nil
 }
 
-// Close releases the database handles.
+// Lend is r for a caller that closes what it is given when it is done,
+// as a reader opened for one call does, while r stays open for its
+// owner: the Lend's Close does nothing. It shares r's connections, its
+// prepared statements and its bound on readers.
+func (r *Repo) Lend() *Repo {
+	l := *r
+	l.lent = true
+	return &l
+}
+
+// Close releases the database handles; a Lend's Close does nothing.
 func (r *Repo) Close() error {
+	if r.lent {
+		return nil
+	}
 	r.stmtsMu.Lock()
 	for _, s := range r.stmts {
 		s.Close()
