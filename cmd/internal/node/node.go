@@ -1,6 +1,3 @@
-// Package node holds the node's actions (agent logins, the hook, workspaces,
-// sessions, listeners, runs, releases, the protocol tools, the status): one
-// layer that the ocx command line, the console and the MCP server share.
 package node
 
 import (

@@ -56,6 +56,7 @@ func (o SessionOutcome) String() string {
 	return s + ": " + o.Why
 }
 
+// Short is a hash cut to fossilio.MinPrefix characters, as answers name it.
 func Short(h string) string {
 	if len(h) > fossilio.MinPrefix {
 		return h[:fossilio.MinPrefix]
