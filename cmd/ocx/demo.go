@@ -19,6 +19,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -305,7 +306,7 @@ func (d *demo) openNode(ctx context.Context, p demoPaths, repo, adminPw string) 
 // when the environment names a model; it returns the model.
 func (d *demo) startSession(ctx context.Context) (string, error) {
 	n := d.n
-	in := node.SessionStartInput{
+	in := workspaces.SessionStartInput{
 		Workspace: d.key.String(), Kind: string(messages.Mechanical), Lifetime: string(messages.Stays),
 		Command: []string{"/bin/sh", "-c", demoCommand},
 		// The session hears the demo's person and the admin (D27).
@@ -318,7 +319,7 @@ func (d *demo) startSession(ctx context.Context) (string, error) {
 	if llm != "" {
 		in.Kind, in.Command, in.Runner, in.Model = string(messages.LLM), nil, messages.RunnerNative, llm
 	}
-	start := n.SessionStart(ctx, in)
+	start := workspaces.Of(n).SessionStart(ctx, in)
 	if start.Result != nil {
 		d.launch = *start.Result
 	}
@@ -379,7 +380,7 @@ func (d *demo) workspace(ctx context.Context) (string, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", err
 	}
-	add := d.n.WorkspaceAdd(ctx, node.WorkspaceAddInput{Login: demoAgent, Project: d.project, Branch: "trunk"})
+	add := workspaces.Of(d.n).WorkspaceAdd(ctx, workspaces.WorkspaceAddInput{Login: demoAgent, Project: d.project, Branch: "trunk"})
 	if err := answerErr(add); err != nil {
 		return "", err
 	}
@@ -442,7 +443,7 @@ func (d *demo) branchListener(ctx context.Context, login, command, what string, 
 	if err := answerErr(d.n.LoginAdd(ctx, login, false)); err != nil {
 		return err
 	}
-	add := d.n.WorkspaceAdd(ctx, node.WorkspaceAddInput{Login: login, Project: d.project, Branch: demoBranch})
+	add := workspaces.Of(d.n).WorkspaceAdd(ctx, workspaces.WorkspaceAddInput{Login: login, Project: d.project, Branch: demoBranch})
 	if err := answerErr(add); err != nil {
 		return err
 	}
@@ -455,7 +456,7 @@ func (d *demo) branchListener(ctx context.Context, login, command, what string, 
 	if err := answerErr(d.n.Post(ctx, node.PostInput{Project: d.project, To: *add.Result, Text: what + "\n\n" + string(block)})); err != nil {
 		return err
 	}
-	return answerErr(d.n.ListenerAdd(ctx, node.ListenerInput{Workspace: k.String(), Kind: string(messages.ListenBranch), Names: demoBranch}))
+	return answerErr(workspaces.Of(d.n).ListenerAdd(ctx, workspaces.ListenerInput{Workspace: k.String(), Kind: string(messages.ListenBranch), Names: demoBranch}))
 }
 
 // checkin makes the demo's one check-in on demoBranch, as the person, from
@@ -532,7 +533,7 @@ func (d *demo) teardown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if d.n != nil && d.key.Login != "" {
-		if a := d.n.SessionStop(ctx, d.key.String(), false); a.OK() {
+		if a := workspaces.Of(d.n).SessionStop(ctx, d.key.String(), false); a.OK() {
 			d.e.log.Info("session stop handed to the daemon", "workspace", d.key)
 			d.waitSessionEnd(ctx)
 		}
@@ -543,7 +544,7 @@ func (d *demo) teardown() {
 	if d.n != nil {
 		for _, login := range []string{demoCI, demoReviewer} {
 			k := messages.WorkspaceKey{Login: login, Project: d.project}
-			if a := d.n.SessionStop(ctx, k.String(), false); a.OK() {
+			if a := workspaces.Of(d.n).SessionStop(ctx, k.String(), false); a.OK() {
 				d.e.log.Info("session stop handed to the daemon", "workspace", k)
 				d.waitNoSession(ctx, k)
 			}
@@ -663,7 +664,7 @@ func (d *demo) waitSessionEnd(ctx context.Context) {
 		}
 		ended := d.launch == ""
 		if !ended {
-			end, err := d.n.Ended(ctx, d.project, d.launch)
+			end, err := workspaces.Of(d.n).Ended(ctx, d.project, d.launch)
 			ended = err == nil && end != nil
 		}
 		if !running && ended {

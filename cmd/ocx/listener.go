@@ -4,10 +4,11 @@ import (
 	"context"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 )
 
 func runListener(ctx context.Context, e *env, args []string) error {
-	word := func(name, summary string, do func(n *node.Node, in node.ListenerInput) *node.Answer) action {
+	word := func(name, summary string, do func(n *node.Node, in workspaces.ListenerInput) *node.Answer) action {
 		return action{summary: summary, run: func(ctx context.Context, e *env, args []string) error {
 			var c common
 			fs := c.flags(e, "listener "+name, "listener "+name+" LOGIN/PROJECT --kind thread|ticket|branch --names X [--record HASH]", false, true)
@@ -20,16 +21,16 @@ func runListener(ctx context.Context, e *env, args []string) error {
 			}
 			key := pos[0]
 			return c.act(e, func(n *node.Node) *node.Answer {
-				return do(n, node.ListenerInput{Workspace: key, Kind: *kind, Names: *names, Record: *record, DryRun: c.dryRun})
+				return do(n, workspaces.ListenerInput{Workspace: key, Kind: *kind, Names: *names, Record: *record, DryRun: c.dryRun})
 			})
 		}}
 	}
 	return dispatch(ctx, e, "listener", map[string]action{
-		"add": word("add", "the listen note, as the agent login, and the listening index", func(n *node.Node, in node.ListenerInput) *node.Answer {
-			return n.ListenerAdd(ctx, in)
+		"add": word("add", "the listen note, as the agent login, and the listening index", func(n *node.Node, in workspaces.ListenerInput) *node.Answer {
+			return workspaces.Of(n).ListenerAdd(ctx, in)
 		}),
-		"remove": word("remove", "the unlisten note, as the agent login, and the listening index", func(n *node.Node, in node.ListenerInput) *node.Answer {
-			return n.ListenerRemove(ctx, in)
+		"remove": word("remove", "the unlisten note, as the agent login, and the listening index", func(n *node.Node, in workspaces.ListenerInput) *node.Answer {
+			return workspaces.Of(n).ListenerRemove(ctx, in)
 		}),
 	}, args)
 }

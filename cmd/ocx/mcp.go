@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	ocxmcp "github.com/ocx-go/ocx/cmd/internal/mcp"
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/tools"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -94,7 +94,7 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 	if err != nil {
 		return err
 	}
-	if _, err := n.AgentCaller(key.Login); err != nil {
+	if _, err := tools.Of(n).AgentCaller(key.Login); err != nil {
 		return fmt.Errorf("mcp %s %s: %w", verb, key, err)
 	}
 	ln, modelLn, modelH, err := ocxmcp.Listen(e.log, n, ws, verb, *fromFD, *modelFD, *only)

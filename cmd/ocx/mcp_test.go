@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	ocxmcp "github.com/ocx-go/ocx/cmd/internal/mcp"
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/tools"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -92,7 +92,7 @@ func createAgent(t testing.TB, tn *toolNode, login, restrict string) (string, ho
 	t.Helper()
 	in := `{"objective": "Answer what is said here.", "user": "` + login + `", "runner": "native", "model": "standin-model", "hears": ["` + tn.srv.AdminLogin + `"],
 		"budget": {"wall": "1h"}` + restrict + `}`
-	a := tn.n.Call(tn.ctx, tn.admin(), "create", json.RawMessage(in))
+	a := tools.Of(tn.n).Call(tn.ctx, tn.admin(), "create", json.RawMessage(in))
 	if !a.OK() {
 		t.Fatalf("create %s stopped: %s\n%s", login, *a.Stopped, strings.Join(a.Log, "\n"))
 	}
@@ -156,18 +156,18 @@ func TestMCPFromInsideTheSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatalf("mcp tools: %v\n%s", err, errs)
 	}
-	var tools []struct {
+	var listed []struct {
 		Name        string          `json:"name"`
 		InputSchema json.RawMessage `json:"inputSchema"`
 	}
-	if err := json.Unmarshal([]byte(out), &tools); err != nil {
+	if err := json.Unmarshal([]byte(out), &listed); err != nil {
 		t.Fatal(err)
 	}
 	// The SDK lists the tools by name; each has the registry's schema.
 	var names []string
-	for _, tl := range tools {
+	for _, tl := range listed {
 		names = append(names, tl.Name)
-		for _, rt := range node.Tools() {
+		for _, rt := range tools.Tools() {
 			var want, got any
 			json.Unmarshal(rt.InputSchema, &want)
 			json.Unmarshal(tl.InputSchema, &got)
@@ -425,7 +425,7 @@ func TestNoPasswordSessionWritesThroughTheNode(t *testing.T) {
 	if _, err := os.Lstat(ws.SyncSocket()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a no_password session's sync socket: %v, want none", err)
 	}
-	stop := tn.n.Call(tn.ctx, tn.admin(), "stop", json.RawMessage(`{"record": "`+rec+`"}`))
+	stop := tools.Of(tn.n).Call(tn.ctx, tn.admin(), "stop", json.RawMessage(`{"record": "`+rec+`"}`))
 	if !stop.OK() {
 		t.Fatalf("stop: %s\n%s", *stop.Stopped, strings.Join(stop.Log, "\n"))
 	}

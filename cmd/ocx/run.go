@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/tools"
 )
 
 var runActions = map[string]action{
@@ -51,13 +52,13 @@ func runRunPost(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: give the run message with --input FILE or --message JSON", errUsage)
 	}
 	return c.act(e, func(n *node.Node) *node.Answer {
-		return n.RunPost(ctx, node.RunInput{Project: *project, Message: raw, To: *to, DryRun: c.dryRun})
+		return tools.Of(n).RunPost(ctx, tools.RunInput{Project: *project, Message: raw, To: *to, DryRun: c.dryRun})
 	})
 }
 
 // runOne parses an action taking one run's hash.
 func runOne(ctx context.Context, e *env, args []string, name string, dry bool, caller bool,
-	do func(n *node.Node, in node.RunInput) *node.Answer) error {
+	do func(n *node.Node, in tools.RunInput) *node.Answer) error {
 	var c common
 	fs := c.flags(e, "run "+name, "run "+name+" RUN --user USER", caller, dry)
 	project := fs.String("project", "", "the project (default: the node's one project)")
@@ -67,16 +68,16 @@ func runOne(ctx context.Context, e *env, args []string, name string, dry bool, c
 	}
 	run := pos[0]
 	return c.act(e, func(n *node.Node) *node.Answer {
-		return do(n, node.RunInput{Project: *project, Run: run, DryRun: c.dryRun})
+		return do(n, tools.RunInput{Project: *project, Run: run, DryRun: c.dryRun})
 	})
 }
 
 func runRunStop(ctx context.Context, e *env, args []string) error {
-	return runOne(ctx, e, args, "stop", true, true, func(n *node.Node, in node.RunInput) *node.Answer { return n.RunStop(ctx, in) })
+	return runOne(ctx, e, args, "stop", true, true, func(n *node.Node, in tools.RunInput) *node.Answer { return tools.Of(n).RunStop(ctx, in) })
 }
 
 func runRunStart(ctx context.Context, e *env, args []string) error {
-	return runOne(ctx, e, args, "start", true, true, func(n *node.Node, in node.RunInput) *node.Answer { return n.RunStart(ctx, in) })
+	return runOne(ctx, e, args, "start", true, true, func(n *node.Node, in tools.RunInput) *node.Answer { return tools.Of(n).RunStart(ctx, in) })
 }
 
 func runRunCheck(ctx context.Context, e *env, args []string) error {
@@ -87,7 +88,7 @@ func runRunCheck(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	return c.act(e, func(n *node.Node) *node.Answer {
-		return n.RunCheck(ctx, node.RunInput{Project: *project, DryRun: c.dryRun})
+		return tools.Of(n).RunCheck(ctx, tools.RunInput{Project: *project, DryRun: c.dryRun})
 	})
 }
 
@@ -102,7 +103,7 @@ func runRunStatus(ctx context.Context, e *env, args []string) error {
 	if len(pos) > 1 {
 		return fmt.Errorf("%w: want at most one run's hash, got %d arguments", errUsage, len(pos))
 	}
-	in := node.RunInput{Project: *project}
+	in := tools.RunInput{Project: *project}
 	if len(pos) == 1 {
 		in.Run = pos[0]
 	}
@@ -110,13 +111,13 @@ func runRunStatus(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	sts, err := n.RunStatus(ctx, in)
+	sts, err := tools.Of(n).RunStatus(ctx, in)
 	if err != nil {
 		return err
 	}
 	if c.json {
 		if sts == nil {
-			sts = []node.RunState{}
+			sts = []tools.RunState{}
 		}
 		return printJSON(e, sts)
 	}

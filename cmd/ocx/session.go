@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 )
 
 func runSession(ctx context.Context, e *env, args []string) error {
@@ -27,7 +28,7 @@ func runSessionStart(ctx context.Context, e *env, args []string) error {
 	command := fs.String("command", "", "mechanical: the command, run by /bin/sh -c (or give it after --)")
 	record := fs.String("record", "", "the session's own record: a thread's post or a ticket's id (default: the workspace's record)")
 	release := fs.String("release", "current", "the release to run: current or previous")
-	branch := fs.String("branch", node.DefaultStartBranch, "the branch of the workspace the start makes when there is none (a workspace that exists keeps its own)")
+	branch := fs.String("branch", workspaces.DefaultStartBranch, "the branch of the workspace the start makes when there is none (a workspace that exists keeps its own)")
 	wall := fs.String("wall", "", "the longest the session runs, from its start: a whole number and s, m, h or d (limits.wall; default: none)")
 	tokens := fs.Uint64("tokens", 0, "llm: the tokens its model may read and write, as the node's model proxy counts them (limits.tokens; default: none)")
 	wait := fs.Duration("wait", node.DefaultOutcomeWait, "how long to wait for the daemon's outcome")
@@ -46,7 +47,7 @@ func runSessionStart(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	in := node.SessionStartInput{Workspace: pos[0], Kind: *kind, Runner: *runner, Model: *model, Lifetime: *lifetime, Record: *record, Release: *release, Hears: hears, Checkins: checkins, Wall: *wall, Tokens: *tokens, Branch: *branch, DryRun: c.dryRun}
+	in := workspaces.SessionStartInput{Workspace: pos[0], Kind: *kind, Runner: *runner, Model: *model, Lifetime: *lifetime, Record: *record, Release: *release, Hears: hears, Checkins: checkins, Wall: *wall, Tokens: *tokens, Branch: *branch, DryRun: c.dryRun}
 	switch {
 	case *command != "" && rest != nil:
 		return fmt.Errorf("%w: give the command with --command or after --, not both", errUsage)
@@ -56,7 +57,7 @@ func runSessionStart(ctx context.Context, e *env, args []string) error {
 		in.Command = rest
 	}
 	opts := node.Options{OutcomeWait: max(*wait, time.Second), StopWait: max(*stopWait, time.Second)}
-	return c.actWith(e, opts, func(n *node.Node) *node.Answer { return n.SessionStart(ctx, in) })
+	return c.actWith(e, opts, func(n *node.Node) *node.Answer { return workspaces.Of(n).SessionStart(ctx, in) })
 }
 
 func runSessionRestart(ctx context.Context, e *env, args []string) error {
@@ -89,8 +90,8 @@ func runSessionRestart(ctx context.Context, e *env, args []string) error {
 	if *release == "" {
 		return fmt.Errorf("%w: --release current or --release previous: a restart says which release it runs", errUsage)
 	}
-	in := node.SessionRestartInput{Release: *release, Project: *project, Only: only, DryRun: c.dryRun}
-	return c.actWith(e, node.Options{OutcomeWait: max(*wait, time.Second)}, func(n *node.Node) *node.Answer { return n.SessionRestart(ctx, in) })
+	in := workspaces.SessionRestartInput{Release: *release, Project: *project, Only: only, DryRun: c.dryRun}
+	return c.actWith(e, node.Options{OutcomeWait: max(*wait, time.Second)}, func(n *node.Node) *node.Answer { return workspaces.Of(n).SessionRestart(ctx, in) })
 }
 
 func runSessionStop(ctx context.Context, e *env, args []string) error {
@@ -101,5 +102,5 @@ func runSessionStop(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	key := pos[0]
-	return c.act(e, func(n *node.Node) *node.Answer { return n.SessionStop(ctx, key, c.dryRun) })
+	return c.act(e, func(n *node.Node) *node.Answer { return workspaces.Of(n).SessionStop(ctx, key, c.dryRun) })
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/tools"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -30,9 +31,9 @@ func runTool(ctx context.Context, e *env, args []string) error {
 	}
 	name := args[0]
 	if name == "list" {
-		return printJSON(e, node.Tools())
+		return printJSON(e, tools.Tools())
 	}
-	if !slices.ContainsFunc(node.Tools(), func(t node.Tool) bool { return t.Name == name }) {
+	if !slices.ContainsFunc(tools.Tools(), func(t tools.Tool) bool { return t.Name == name }) {
 		return fmt.Errorf("%w: %q is not a tool (create, post, audit, push, stop, or list)", errUsage, name)
 	}
 	var c common
@@ -40,9 +41,9 @@ func runTool(ctx context.Context, e *env, args []string) error {
 	input := fs.String("input", "", "a file holding the tool's JSON input (- for standard input)")
 	project := fs.String("project", "", "the project (default: the node's one project)")
 	agent := fs.String("agent", "", "call as this agent login of the node, with the password the node keeps for it (in place of --user)")
-	// The friendly flags, node.ToolFields: each sets one field of the input.
+	// The friendly flags, tools.ToolFields: each sets one field of the input.
 	set := map[string]*string{}
-	for _, f := range node.ToolFields(name) {
+	for _, f := range tools.ToolFields(name) {
 		set[f.Name] = fs.String(f.Name, "", f.Help)
 	}
 	pos, _, err := parse(fs, args[1:])
@@ -82,11 +83,11 @@ func runTool(ctx context.Context, e *env, args []string) error {
 		if c.user != "" {
 			return fmt.Errorf("%w: --agent and --user both name a caller", errUsage)
 		}
-		if caller, err = n.AgentCaller(*agent); err != nil {
+		if caller, err = tools.Of(n).AgentCaller(*agent); err != nil {
 			return fmt.Errorf("--agent: %w", err)
 		}
 	}
-	a := n.CallIn(ctx, *project, caller, name, raw)
+	a := tools.Of(n).CallIn(ctx, *project, caller, name, raw)
 	if err := a.WriteJSON(e.stdout); err != nil {
 		return err
 	}
@@ -97,7 +98,7 @@ func runTool(ctx context.Context, e *env, args []string) error {
 }
 
 // withFlags sets the fields the flags give over the JSON input
-// (node.WithFields, as the console's forms do). Without a field flag the
+// (tools.WithFields, as the console's forms do). Without a field flag the
 // input is left as it came, for the tool's strict reader.
 func withFlags(fs *flag.FlagSet, tool string, raw []byte, set map[string]*string, dry bool) []byte {
 	given := map[string]string{}
@@ -110,5 +111,5 @@ func withFlags(fs *flag.FlagSet, tool string, raw []byte, set map[string]*string
 			dryRun = &dry
 		}
 	})
-	return node.WithFields(tool, raw, given, dryRun)
+	return tools.WithFields(tool, raw, given, dryRun)
 }

@@ -18,10 +18,11 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	ocxmcp "github.com/ocx-go/ocx/cmd/internal/mcp"
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/tools"
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -116,7 +117,7 @@ func (tn *toolNode) shutdown() {
 	logins, _ := os.ReadDir(tn.agents)
 	for _, l := range logins {
 		key := l.Name() + "/demo"
-		if a := tn.n.SessionStop(ctx, key, false); a.OK() {
+		if a := workspaces.Of(tn.n).SessionStop(ctx, key, false); a.OK() {
 			k, _ := messages.ParseWorkspaceKey(key)
 			ws, _ := tn.n.Layout.Workspace(k)
 			for end := time.Now().Add(15 * time.Second); exists(ws.Binding) && time.Now().Before(end); {
@@ -176,11 +177,11 @@ var frontEnds = []frontEnd{
 	{name: "registry", call: func(tn *toolNode, caller node.Caller, agent, tool, input string) *node.Answer {
 		if agent != "" {
 			var err error
-			if caller, err = tn.n.AgentCaller(agent); err != nil {
+			if caller, err = tools.Of(tn.n).AgentCaller(agent); err != nil {
 				tn.t.Fatal(err)
 			}
 		}
-		return tn.n.Call(tn.ctx, caller, tool, json.RawMessage(input))
+		return tools.Of(tn.n).Call(tn.ctx, caller, tool, json.RawMessage(input))
 	}},
 	{name: "ocx tool", call: func(tn *toolNode, caller node.Caller, agent, tool, input string) *node.Answer {
 		args := []string{"tool", tool, "--agents", tn.agents}
@@ -320,10 +321,10 @@ func mcpCall(t testing.TB, ctx context.Context, n *node.Node, caller node.Caller
 	t.Helper()
 	callerOf := func() (node.Caller, error) { return caller, nil }
 	if agent != "" {
-		callerOf = func() (node.Caller, error) { return n.AgentCaller(agent) }
+		callerOf = func() (node.Caller, error) { return tools.Of(n).AgentCaller(agent) }
 	}
 	if !json.Valid([]byte(input)) {
-		return n.Call(ctx, caller, tool, json.RawMessage(input))
+		return tools.Of(n).Call(ctx, caller, tool, json.RawMessage(input))
 	}
 	srv := ocxmcp.NewServer(n, "", callerOf)
 	st, ct := mcp.NewInMemoryTransports()
@@ -532,7 +533,7 @@ func TestToolFlags(t *testing.T) {
 	if code := run(tn.ctx, []string{"tool", "list"}, &out, &errb); code != 0 {
 		t.Fatalf("tool list: exit %d: %s", code, errb.String())
 	}
-	var tools []node.Tool
+	var tools []tools.Tool
 	if err := json.Unmarshal(out.Bytes(), &tools); err != nil || len(tools) != 5 || tools[2].Name != "audit" {
 		t.Errorf("tool list: %v %s", err, out.String())
 	}

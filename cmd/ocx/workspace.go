@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 )
 
 func runWorkspace(ctx context.Context, e *env, args []string) error {
@@ -22,13 +23,13 @@ func runWorkspace(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			in := node.WorkspaceAddInput{Login: *login, Project: *project, Branch: *branch, Record: *record, DryRun: c.dryRun}
+			in := workspaces.WorkspaceAddInput{Login: *login, Project: *project, Branch: *branch, Record: *record, DryRun: c.dryRun}
 			if *sandbox != "" {
 				if in.SandboxJSON, err = os.ReadFile(*sandbox); err != nil { // trust:outside the caller's own --sandbox file
 					return fmt.Errorf("--sandbox: %w", err)
 				}
 			}
-			return c.act(e, func(n *node.Node) *node.Answer { return n.WorkspaceAdd(ctx, in) })
+			return c.act(e, func(n *node.Node) *node.Answer { return workspaces.Of(n).WorkspaceAdd(ctx, in) })
 		}},
 		"terminate": {summary: "post the terminated note and remove the workspace from the host", run: func(ctx context.Context, e *env, args []string) error {
 			var c common
@@ -39,7 +40,9 @@ func runWorkspace(ctx context.Context, e *env, args []string) error {
 				return err
 			}
 			key := pos[0]
-			return c.act(e, func(n *node.Node) *node.Answer { return n.WorkspaceTerminate(ctx, key, *reason, c.dryRun) })
+			return c.act(e, func(n *node.Node) *node.Answer {
+				return workspaces.Of(n).WorkspaceTerminate(ctx, key, *reason, c.dryRun)
+			})
 		}},
 		"gc": {summary: "remove workspaces whose record ended them (never one a process names)", run: func(ctx context.Context, e *env, args []string) error {
 			var c common
@@ -47,7 +50,7 @@ func runWorkspace(ctx context.Context, e *env, args []string) error {
 			if _, _, err := parseArgs(fs, args, noArgs); err != nil {
 				return err
 			}
-			return c.act(e, func(n *node.Node) *node.Answer { return n.WorkspaceGC(ctx, c.dryRun) })
+			return c.act(e, func(n *node.Node) *node.Answer { return workspaces.Of(n).WorkspaceGC(ctx, c.dryRun) })
 		}},
 	}, args)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -264,7 +265,7 @@ func (q *request) act(parts []string) {
 			q.refuse(&refusal{http.StatusBadRequest, "terminating a workspace needs its box ticked: nothing written"})
 			return
 		}
-		a, next = q.n.WorkspaceTerminate(q.ctx, q.keyOf(parts[1]), form.Get("reason"), false), "/workspaces"
+		a, next = workspaces.Of(q.n).WorkspaceTerminate(q.ctx, q.keyOf(parts[1]), form.Get("reason"), false), "/workspaces"
 	case len(parts) == 3 && parts[0] == "workspace" && parts[2] == "start":
 		a, next = q.sessionStart(parts[1], form)
 	case path == "sessions/restart":
@@ -279,13 +280,13 @@ func (q *request) act(parts []string) {
 		a, next = q.releaseConfirm(parts[1], form)
 		release = true
 	case len(parts) == 3 && parts[0] == "session" && parts[2] == "stop":
-		a, next = q.n.SessionStop(q.ctx, q.keyOf(parts[1]), false), "/session/"+parts[1]
+		a, next = workspaces.Of(q.n).SessionStop(q.ctx, q.keyOf(parts[1]), false), "/session/"+parts[1]
 	case len(parts) == 4 && parts[0] == "session" && parts[2] == "listeners" && (parts[3] == "add" || parts[3] == "remove"):
-		in := node.ListenerInput{Workspace: q.keyOf(parts[1]), Kind: form.Get("kind"), Names: strings.TrimSpace(form.Get("names"))}
+		in := workspaces.ListenerInput{Workspace: q.keyOf(parts[1]), Kind: form.Get("kind"), Names: strings.TrimSpace(form.Get("names"))}
 		if parts[3] == "add" {
-			a = q.n.ListenerAdd(q.ctx, in)
+			a = workspaces.Of(q.n).ListenerAdd(q.ctx, in)
 		} else {
-			a = q.n.ListenerRemove(q.ctx, in)
+			a = workspaces.Of(q.n).ListenerRemove(q.ctx, in)
 		}
 		next = "/session/" + parts[1] + "/listeners"
 	default:

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/release"
+	"github.com/ocx-go/ocx/cmd/internal/tools"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -58,8 +58,8 @@ func TestPagesRender(t *testing.T) {
 			Next: strings.Repeat("c", 40), Daemon: messages.DaemonStatus{Running: true, PID: 42, Release: evil, Reexec: &messages.ReexecOutcome{At: built, PID: 42, Error: evil}}},
 			Older: []messages.SessionStatus{*sess}},
 		"release-confirm": releaseConfirmData{Action: "accept", Checkin: strings.Repeat("c", 40), Answer: &node.Answer{Tool: "release accept", DryRun: true, Log: []string{evil}}},
-		"tools":           struct{ Tools []node.Tool }{[]node.Tool{{Name: "post", Description: evil}}},
-		"tool": toolData{Tool: node.Tool{Name: "post", Description: evil, InputSchema: []byte(evil)}, Fields: []formField{{Name: "to", Help: evil, Value: evil}, {Name: "text", Value: evil, Long: true}},
+		"tools":           struct{ Tools []tools.Tool }{[]tools.Tool{{Name: "post", Description: evil}}},
+		"tool": toolData{Tool: tools.Tool{Name: "post", Description: evil, InputSchema: []byte(evil)}, Fields: []formField{{Name: "to", Help: evil, Value: evil}, {Name: "text", Value: evil, Long: true}},
 			Input: evil, Answer: &node.Answer{Tool: "post", Log: []string{evil}, Result: ptr(evil), Stopped: ptr(evil)}, AnswerJSON: evil},
 		"listeners": listenersData{Key: k, Kind: "ticket", Listeners: []messages.Listener{{Login: "agent-1", Project: "demo", Kind: messages.ListenTicket, Names: evil}},
 			Recent: []option{{Value: evil, Label: evil}}},
@@ -304,14 +304,14 @@ func TestShellCommand(t *testing.T) {
 // the raw JSON and the dry-run box, ticked; a reader sees no form.
 func TestToolPages(t *testing.T) {
 	var b bytes.Buffer
-	if err := pages().ExecuteTemplate(&b, "tools", view{Script: "/ext/console", Data: struct{ Tools []node.Tool }{node.Tools()}}); err != nil {
+	if err := pages().ExecuteTemplate(&b, "tools", view{Script: "/ext/console", Data: struct{ Tools []tools.Tool }{tools.Tools()}}); err != nil {
 		t.Fatal(err)
 	}
 	list := b.String()
-	if got := strings.Count(list, "data-ocx-tool="); got != len(node.Tools()) {
-		t.Errorf("the tools page lists %d tools, the registry %d", got, len(node.Tools()))
+	if got := strings.Count(list, "data-ocx-tool="); got != len(tools.Tools()) {
+		t.Errorf("the tools page lists %d tools, the registry %d", got, len(tools.Tools()))
 	}
-	for _, tool := range node.Tools() {
+	for _, tool := range tools.Tools() {
 		if !strings.Contains(list, `href="$ROOT/ext/console/tool/`+tool.Name+`"`) {
 			t.Errorf("the tools page has no link to %s", tool.Name)
 		}
@@ -328,7 +328,7 @@ func TestToolPages(t *testing.T) {
 				}
 				continue
 			}
-			fields := node.ToolFields(tool.Name)
+			fields := tools.ToolFields(tool.Name)
 			if got := strings.Count(out, `id="ocx-field-`); got != len(fields) {
 				t.Errorf("%s: %d fields on the form, %d friendly fields", tool.Name, got, len(fields))
 			}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -148,7 +149,7 @@ const workspaceDirToken = "WORKSPACE"
 
 func (q *request) workspaceAdd(form url.Values) (*node.Answer, string) {
 	login := form.Get("login")
-	in := node.WorkspaceAddInput{Login: login, Project: q.project, Branch: strings.TrimSpace(form.Get("branch")), Record: form.Get("record")}
+	in := workspaces.WorkspaceAddInput{Login: login, Project: q.project, Branch: strings.TrimSpace(form.Get("branch")), Record: form.Get("record")}
 	if sb := strings.TrimSpace(form.Get("sandbox")); sb != "" {
 		in.SandboxJSON = []byte(sb)
 		if k, err := messages.ParseWorkspaceKey(q.keyOf(login)); err == nil {
@@ -157,7 +158,7 @@ func (q *request) workspaceAdd(form url.Values) (*node.Answer, string) {
 			}
 		}
 	}
-	return q.n.WorkspaceAdd(q.ctx, in), "/workspace/" + login
+	return workspaces.Of(q.n).WorkspaceAdd(q.ctx, in), "/workspace/" + login
 }
 
 // withWorkspaceDir puts the workspace's own directory in place of the

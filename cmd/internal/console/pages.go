@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -327,7 +328,7 @@ func splitList(s string) []string {
 }
 
 func (q *request) sessionStart(login string, form url.Values) (*node.Answer, string) {
-	in := node.SessionStartInput{Workspace: q.keyOf(login), Kind: form.Get("kind"), Lifetime: form.Get("lifetime")}
+	in := workspaces.SessionStartInput{Workspace: q.keyOf(login), Kind: form.Get("kind"), Lifetime: form.Get("lifetime")}
 	switch in.Kind {
 	case string(messages.Mechanical):
 		// As `ocx session start --command`: run by /bin/sh -c.
@@ -340,7 +341,7 @@ func (q *request) sessionStart(login string, form url.Values) (*node.Answer, str
 	if h := strings.TrimSpace(form.Get("hears")); h != "" {
 		in.Hears = splitList(h)
 	}
-	return q.n.SessionStart(q.ctx, in), "/session/" + login
+	return workspaces.Of(q.n).SessionStart(q.ctx, in), "/session/" + login
 }
 
 // restartData is the list a press of "Restart stopped sessions" shows: the
@@ -361,7 +362,7 @@ func (q *request) restartList(form url.Values) {
 	if release == "" {
 		release = messages.ReleaseCurrent
 	}
-	a := q.n.SessionRestart(q.ctx, node.SessionRestartInput{Release: release, Project: q.project, DryRun: true})
+	a := workspaces.Of(q.n).SessionRestart(q.ctx, workspaces.SessionRestartInput{Release: release, Project: q.project, DryRun: true})
 	d := restartData{Release: release, Answer: a}
 	for _, o := range a.Sessions {
 		if o.Outcome == node.OutcomeWouldRestart {
@@ -387,5 +388,5 @@ func (q *request) restartConfirm(form url.Values) (*node.Answer, string) {
 		ws, start, _ := strings.Cut(p, "@")
 		picks = append(picks, node.RestartPick{Workspace: ws, Start: start})
 	}
-	return q.n.SessionRestart(q.ctx, node.SessionRestartInput{Release: form.Get("release"), Project: q.project, Only: picks}), "/sessions"
+	return workspaces.Of(q.n).SessionRestart(q.ctx, workspaces.SessionRestartInput{Release: form.Get("release"), Project: q.project, Only: picks}), "/sessions"
 }

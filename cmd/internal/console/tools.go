@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/tools"
 )
 
 // The protocol v1 tools (seed 001 E8; docs/tools.md) as the console offers
@@ -16,17 +17,17 @@ import (
 // showing the one answer. POST /tool/NAME.json answers with the answer's
 // JSON alone, byte for byte as `ocx tool NAME` prints it. It is a path,
 // not an Accept header: Fossil 2.21 does not pass Accept to its CGI
-// extensions (HTTP_ACCEPT is absent from their environment, measured). The list comes from node.Tools(): the
+// extensions (HTTP_ACCEPT is absent from their environment, measured). The list comes from tools.Tools(): the
 // console offers no tool the registry does not.
 
 // toolByName is the registry's tool called name.
-func toolByName(name string) (node.Tool, bool) {
-	for _, t := range node.Tools() {
+func toolByName(name string) (tools.Tool, bool) {
+	for _, t := range tools.Tools() {
 		if t.Name == name {
 			return t, true
 		}
 	}
-	return node.Tool{}, false
+	return tools.Tool{}, false
 }
 
 // toolJSON says whether the extension's path is a tool's JSON endpoint,
@@ -51,7 +52,7 @@ type formField struct {
 }
 
 type toolData struct {
-	Tool   node.Tool
+	Tool   tools.Tool
 	Fields []formField
 	// Input is the raw JSON textarea's content.
 	Input string
@@ -61,13 +62,13 @@ type toolData struct {
 }
 
 func (q *request) toolsPage() {
-	q.render("tools", "Tools", "tools", struct{ Tools []node.Tool }{node.Tools()})
+	q.render("tools", "Tools", "tools", struct{ Tools []tools.Tool }{tools.Tools()})
 }
 
 // toolData is a tool's form, filled in from form (nil: empty).
-func toolFormData(t node.Tool, form url.Values) toolData {
+func toolFormData(t tools.Tool, form url.Values) toolData {
 	d := toolData{Tool: t, Input: form.Get("input")}
-	for _, f := range node.ToolFields(t.Name) {
+	for _, f := range tools.ToolFields(t.Name) {
 		d.Fields = append(d.Fields, formField{Name: f.Name, Help: f.Help, Value: form.Get(f.Name), Long: f.Name == "text" || f.Name == "objective"})
 	}
 	return d
@@ -84,7 +85,7 @@ func (q *request) toolPage(name string) {
 
 func toolNames() string {
 	var names []string
-	for _, t := range node.Tools() {
+	for _, t := range tools.Tools() {
 		names = append(names, t.Name)
 	}
 	return strings.Join(names, ", ")
@@ -96,7 +97,7 @@ func toolNames() string {
 // neither sends the raw JSON to the tool exactly as given.
 func toolInput(name string, form url.Values) []byte {
 	set := map[string]string{}
-	for _, f := range node.ToolFields(name) {
+	for _, f := range tools.ToolFields(name) {
 		if v := form.Get(f.Name); strings.TrimSpace(v) != "" {
 			set[f.Name] = v
 		}
@@ -106,7 +107,7 @@ func toolInput(name string, form url.Values) []byte {
 		ticked := form.Get("dry_run") != ""
 		dry = &ticked
 	}
-	return node.WithFields(name, []byte(form.Get("input")), set, dry)
+	return tools.WithFields(name, []byte(form.Get("input")), set, dry)
 }
 
 // toolCall is a tool's button (checkPost passed): the registry's call as
@@ -119,7 +120,7 @@ func (q *request) toolCall(name string, asJSON bool) {
 		return
 	}
 	form := q.r.PostForm
-	a := q.n.CallIn(q.ctx, q.project, q.n.Caller, t.Name, toolInput(t.Name, form))
+	a := tools.Of(q.n).CallIn(q.ctx, q.project, q.n.Caller, t.Name, toolInput(t.Name, form))
 	var b bytes.Buffer
 	if err := a.WriteJSON(&b); err != nil {
 		q.plain(http.StatusInternalServerError, "the answer does not encode: "+err.Error())

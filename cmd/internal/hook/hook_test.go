@@ -13,14 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ocx-go/ocx/cmd/internal/hook"
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -128,7 +128,7 @@ func newFix(t testing.TB) *fix {
 	f.n = n
 	for _, l := range []string{agent, agent2} {
 		must(t, n.LoginAdd(f.ctx, l, false))
-		must(t, n.WorkspaceAdd(f.ctx, node.WorkspaceAddInput{Login: l, Project: "demo", Branch: "trunk"}))
+		must(t, workspaces.Of(n).WorkspaceAdd(f.ctx, workspaces.WorkspaceAddInput{Login: l, Project: "demo", Branch: "trunk"}))
 	}
 	must(t, n.HookInstall(f.ctx, false))
 	// The test is the daemon: it holds the lock and reads the pipe.
@@ -287,7 +287,7 @@ func TestHookWakesListenersAndHandsPostsToTheDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.hook(th) // the thread arrives: nobody listens yet
-	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	must(t, workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
 	f.hears(agent, person.Login)
 	w1 := f.listen(agent)
 	listenNote := lastArtifact(f)
@@ -347,7 +347,7 @@ func TestHookKeepsItsOwnMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.hook(th)
-	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	must(t, workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
 	f.hears(agent, person.Login)
 	w1 := f.listen(agent)
 	f.hook()
@@ -389,8 +389,8 @@ func TestHookNotesAPersonsUnheardPost(t *testing.T) {
 	f.hook(ticketChange, th) // they arrive before anyone listens
 	// agent-1 listens to the thread and agent-2 to the ticket; neither
 	// session reads its pipe; agent-2's pipe is gone.
-	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
-	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent2 + "/demo", Kind: "ticket", Names: ticket}))
+	must(t, workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	must(t, workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: agent2 + "/demo", Kind: "ticket", Names: ticket}))
 	f.hears(agent, person.Login)
 	f.hears(agent2, person.Login, agent)
 	if err := os.Remove(f.wake(agent2)); err != nil {
@@ -512,7 +512,7 @@ func TestHookFindsItsRepositoryThroughALinkAndRefusesAStranger(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.hook(th)
-	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	must(t, workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
 	f.hears(agent, person.Login)
 	w1 := f.listen(agent)
 	f.hook()
@@ -556,7 +556,7 @@ func TestHookGivesUpOnAFullWakePipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, l := range []string{agent, agent2} {
-		must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: l + "/demo", Kind: "thread", Names: th}))
+		must(t, workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: l + "/demo", Kind: "thread", Names: th}))
 		f.hears(l, person.Login)
 	}
 	f.hook(th, lastArtifact(f)) // the thread came before the listen notes, which are notes: nobody is woken
@@ -628,7 +628,7 @@ func TestHookHearsOnlyWhomTheSessionHears(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.hook(th)
-	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	must(t, workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
 	f.hears(agent, person)
 	f.hook()
 	w1 := f.listen(agent)
@@ -687,7 +687,7 @@ func TestHookWakesOnlyAfterTheListenNote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	must(t, workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
 	listenNote := lastArtifact(f)
 	f.hears(agent, person)
 	w1 := f.listen(agent)
@@ -704,7 +704,7 @@ func TestHookWakesOnlyAfterTheListenNote(t *testing.T) {
 		t.Errorf("the early post is not logged as before the listen note:\n%s", log)
 	}
 	// An unlisten note removes the file: nothing more is woken.
-	must(t, f.n.ListenerRemove(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	must(t, workspaces.Of(f.n).ListenerRemove(f.ctx, workspaces.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
 	gone, err := alice.Reply(f.ctx, th, th, "after the unlisten note")
 	if err != nil {
 		t.Fatal(err)
@@ -727,7 +727,7 @@ func TestHookNotesABurstOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	must(t, workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
 	f.hears(agent, person)
 	f.hook(th, lastArtifact(f))
 	const burst = 999

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/host/unixhost"
 )
 
@@ -25,7 +25,7 @@ func TestHookLooksUpOnlyTheListeningIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.hook(th)
-	must(t, f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	must(t, workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
 	f.hears(agent, person.Login)
 	f.hears(agent2, person.Login)
 	w1 := f.listen(agent)

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/tools"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -35,7 +35,7 @@ func NewServer(n *node.Node, project string, caller func() (node.Caller, error))
 		opts.Logger = n.Log
 	}
 	s := sdk.NewServer(Implementation, opts)
-	for _, t := range node.Tools() {
+	for _, t := range tools.Tools() {
 		tool := &sdk.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema,
 			Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(t.Name == messages.ToolStop), OpenWorldHint: ptr(false)}}
 		name := t.Name
@@ -113,7 +113,7 @@ func call(ctx context.Context, n *node.Node, project string, caller func() (node
 	if err != nil {
 		return (&node.Answer{Tool: name, DryRun: messages.ToolDryRun(input), Log: []string{}}).Stop(fmt.Errorf("the caller of this MCP connection: %w", err))
 	}
-	return n.CallIn(ctx, project, c, name, input)
+	return tools.Of(n).CallIn(ctx, project, c, name, input)
 }
 
 // Result is an Answer as an MCP tool result: its JSON as the one text

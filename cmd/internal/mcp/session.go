@@ -16,6 +16,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/tools"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/syncfwd"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -146,7 +147,7 @@ func ServeSession(ctx context.Context, log *slog.Logger, n *node.Node, ws host.W
 			cancel()
 		}()
 	}
-	caller := func() (node.Caller, error) { return n.AgentCaller(key.Login) }
+	caller := func() (node.Caller, error) { return tools.Of(n).AgentCaller(key.Login) }
 	log.Info("mcp serving", slog.String("workspace", key.String()), slog.String("socket", ws.MCPSocket()))
 	err := Serve(ctx, NewServer(n, key.Project, caller), ln, unixhost.SameUser, log)
 	if errors.Is(err, context.Canceled) {

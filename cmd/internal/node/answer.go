@@ -21,7 +21,8 @@ type Answer struct {
 	Sessions []SessionOutcome `json:"sessions,omitempty"`
 }
 
-func newAnswer(tool string, dry bool) *Answer {
+// NewAnswer is an empty answer of tool, a dry run or not.
+func NewAnswer(tool string, dry bool) *Answer {
 	return &Answer{Tool: tool, DryRun: dry, Log: []string{}}
 }
 

@@ -27,7 +27,7 @@ func (n *Node) ConsoleEntry() []byte {
 // (fossil server --extroot DIR, or extroot: DIR in a CGI script), so that
 // $ROOT/ext/console serves it. Installing again replaces the entry.
 func (n *Node) ConsoleInstall(extroot string, dry bool) *Answer {
-	a := newAnswer("console install", dry)
+	a := NewAnswer("console install", dry)
 	if !filepath.IsAbs(extroot) || filepath.Clean(extroot) != extroot {
 		return a.Stop(fmt.Errorf("extroot: %q is not a clean absolute path (Fossil needs one)", extroot))
 	}
@@ -37,7 +37,7 @@ func (n *Node) ConsoleInstall(extroot string, dry bool) *Answer {
 	}
 	entry := filepath.Join(extroot, ConsoleEntryName)
 	var plan Plan
-	plan.add(fmt.Sprintf("write %s, which runs %s console --agents %s", entry, n.Program("ocx"), n.Agents), func(_ context.Context, a *Answer) error {
+	plan.Add(fmt.Sprintf("write %s, which runs %s console --agents %s", entry, n.Program("ocx"), n.Agents), func(_ context.Context, a *Answer) error {
 		root, err := unixhost.OpenRoot(extroot)
 		if err != nil {
 			return fmt.Errorf("extroot: %w", err)
@@ -50,5 +50,5 @@ func (n *Node) ConsoleInstall(extroot string, dry bool) *Answer {
 		a.Logf("serve it with fossil server --extroot %s; its pages are at /ext/console/", extroot)
 		return nil
 	})
-	return a.Stop(execute(context.Background(), a, plan))
+	return a.Stop(Execute(context.Background(), a, plan))
 }

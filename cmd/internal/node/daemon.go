@@ -10,8 +10,8 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// ensureAndSend starts the daemon when needed and hands it lines.
-func (n *Node) ensureAndSend(ctx context.Context, a *Answer, lines ...messages.PipeLine) error {
+// EnsureAndSend starts the daemon when needed and hands it lines.
+func (n *Node) EnsureAndSend(ctx context.Context, a *Answer, lines ...messages.PipeLine) error {
 	started, err := daemonclient.Ensure(ctx, n.Layout, n.Program("ocxd"), n.daemonWait)
 	if started {
 		a.Logf("started the daemon %s", n.Program("ocxd"))

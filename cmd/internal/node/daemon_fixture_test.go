@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -64,7 +65,7 @@ func newFixDaemon(t *testing.T) *fix {
 // endDaemon stops the sessions the test left running, then the daemon.
 func (f *fix) endDaemon() {
 	for _, k := range f.serving() {
-		f.n.SessionStop(f.ctx, k, false)
+		workspaces.Of(f.n).SessionStop(f.ctx, k, false)
 	}
 	f.waitFor("no session to run", 20*time.Second, func() bool { return len(f.serving()) == 0 })
 	pid, _ := daemonclient.PID(f.n.Layout)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/itest/harness"
 )
@@ -154,7 +155,7 @@ func (f *fix) listeningDir() string {
 func (f *fix) addWorkspace() *node.Answer {
 	f.t.Helper()
 	f.ok(f.n.LoginAdd(f.ctx, agent, false))
-	return f.ok(f.n.WorkspaceAdd(f.ctx, node.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk"}))
+	return f.ok(workspaces.Of(f.n).WorkspaceAdd(f.ctx, workspaces.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk"}))
 }
 
 func exists(p string) bool {

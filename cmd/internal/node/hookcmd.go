@@ -35,15 +35,15 @@ func shellQuote(s string) string {
 // install also sets the hook's own mark to the newest receipt, so it neither
 // replays the repository's past nor misses what comes next.
 func (n *Node) HookInstall(ctx context.Context, dry bool) *Answer {
-	a := newAnswer("hook install", dry)
+	a := NewAnswer("hook install", dry)
 	cmd := n.HookCommand()
 	root, err := unixhost.OpenRoot(n.Agents)
 	if err != nil {
 		return a.Stop(err)
 	}
 	defer root.Close()
-	for _, p := range n.projects() {
-		st, err := n.admin(p).Hook(ctx)
+	for _, p := range n.Projects() {
+		st, err := n.Admin(p).Hook(ctx)
 		if err != nil {
 			return a.Stop(fmt.Errorf("hook of %s: %w", p.Name, err))
 		}
@@ -51,7 +51,7 @@ func (n *Node) HookInstall(ctx context.Context, dry bool) *Answer {
 			a.Would("install the after-receive hook on %s: %s", p.Repository, cmd)
 			continue
 		}
-		r, err := n.openRepo(p)
+		r, err := n.OpenProjectRepo(p)
 		if err != nil {
 			return a.Stop(err)
 		}
@@ -60,7 +60,7 @@ func (n *Node) HookInstall(ctx context.Context, dry bool) *Answer {
 		if err != nil {
 			return a.Stop(fmt.Errorf("newest receipt of %s: %w", p.Name, err))
 		}
-		if err := n.admin(p).InstallHook(ctx, cmd); err != nil {
+		if err := n.Admin(p).InstallHook(ctx, cmd); err != nil {
 			return a.Stop(fmt.Errorf("install the hook on %s: %w", p.Name, err))
 		}
 		if !st.Installed {
@@ -80,16 +80,16 @@ func (n *Node) HookInstall(ctx context.Context, dry bool) *Answer {
 // HookRemove removes the wake hook from each repository of the login
 // group, keeping every other hook.
 func (n *Node) HookRemove(ctx context.Context, dry bool) *Answer {
-	a := newAnswer("hook remove", dry)
+	a := NewAnswer("hook remove", dry)
 	root, err := unixhost.OpenRoot(n.Agents)
 	if err != nil {
 		return a.Stop(err)
 	}
 	defer root.Close()
 	var plan Plan
-	for _, p := range n.projects() {
-		plan.add(fmt.Sprintf("remove the after-receive hook from %s", p.Repository), func(ctx context.Context, a *Answer) error {
-			if err := n.admin(p).RemoveHook(ctx); err != nil {
+	for _, p := range n.Projects() {
+		plan.Add(fmt.Sprintf("remove the after-receive hook from %s", p.Repository), func(ctx context.Context, a *Answer) error {
+			if err := n.Admin(p).RemoveHook(ctx); err != nil {
 				return fmt.Errorf("remove the hook from %s: %w", p.Name, err)
 			}
 			if err := root.Remove(n.Layout.HookMark(p.Name)); err != nil {
@@ -99,17 +99,17 @@ func (n *Node) HookRemove(ctx context.Context, dry bool) *Answer {
 			return nil
 		})
 	}
-	return a.Stop(execute(ctx, a, plan))
+	return a.Stop(Execute(ctx, a, plan))
 }
 
 // HookStatus says whether the wake hook is installed on each repository,
 // and with which command.
 func (n *Node) HookStatus(ctx context.Context) ([]messages.HookStatus, *Answer) {
-	a := newAnswer("hook status", false)
+	a := NewAnswer("hook status", false)
 	var out []messages.HookStatus
 	want := n.HookCommand()
-	for _, p := range n.projects() {
-		st, err := n.admin(p).Hook(ctx)
+	for _, p := range n.Projects() {
+		st, err := n.Admin(p).Hook(ctx)
 		if err != nil {
 			return nil, a.Stop(fmt.Errorf("hook of %s: %w", p.Name, err))
 		}

@@ -58,7 +58,7 @@ type InitInput struct {
 // the node user on each repository with its password in AGENTS/USER/password.
 // Run again, it adds projects; it refuses to change what node.json says.
 func Init(ctx context.Context, agents string, in InitInput, opts Options) *Answer {
-	a := newAnswer("init", in.DryRun)
+	a := NewAnswer("init", in.DryRun)
 	n, err := newNode(agents, opts)
 	if err != nil {
 		return a.Stop(err)
@@ -75,7 +75,7 @@ func Init(ctx context.Context, agents string, in InitInput, opts Options) *Answe
 	n.Config = cfg
 	run := &initRun{n: n, pwFile: pwFile}
 	defer run.close()
-	return a.Stop(execute(ctx, a, initPlan(initFacts{Agents: n.Agents, NodeJSON: n.Layout.NodeJSON(), Password: pwFile, Config: cfg, Data: data}, run)))
+	return a.Stop(Execute(ctx, a, initPlan(initFacts{Agents: n.Agents, NodeJSON: n.Layout.NodeJSON(), Password: pwFile, Config: cfg, Data: data}, run)))
 }
 
 // initFacts is what init checked, for initPlan.
@@ -102,7 +102,7 @@ type initEffects interface {
 // once every repository holds its user.
 func initPlan(f initFacts, fx initEffects) Plan {
 	var plan Plan
-	plan.add(fmt.Sprintf("make %s and write %s:\n%s", f.Agents, f.NodeJSON, f.Data), func(context.Context, *Answer) error { return fx.makeRoot() })
+	plan.Add(fmt.Sprintf("make %s and write %s:\n%s", f.Agents, f.NodeJSON, f.Data), func(context.Context, *Answer) error { return fx.makeRoot() })
 	for _, name := range f.Config.ProjectNames() {
 		repo := f.Config.Projects[name].Repository
 		// The server, its backoffice, the hook, the daemon and the tools all
@@ -111,14 +111,14 @@ func initPlan(f initFacts, fx initEffects) Plan {
 		// comes first, before init writes; on a live repository it waits a
 		// bounded time for the others' locks (an error says so past it), and
 		// a repository already in WAL mode is not waited for.
-		plan.add(fmt.Sprintf("switch %s to write-ahead logging", repo), func(ctx context.Context, a *Answer) error {
+		plan.Add(fmt.Sprintf("switch %s to write-ahead logging", repo), func(ctx context.Context, a *Answer) error {
 			if err := fx.useWAL(ctx, name); err != nil {
 				return fmt.Errorf("switch %s to write-ahead logging: %w", name, err)
 			}
 			a.Logf("switched %s to write-ahead logging", repo)
 			return nil
 		})
-		plan.add(fmt.Sprintf("provision the node user %q on %s (capabilities %s, password in %s)", f.Config.User, repo, fossilio.AgentCaps, f.Password), func(ctx context.Context, a *Answer) error {
+		plan.Add(fmt.Sprintf("provision the node user %q on %s (capabilities %s, password in %s)", f.Config.User, repo, fossilio.AgentCaps, f.Password), func(ctx context.Context, a *Answer) error {
 			if err := fx.provision(ctx, name); err != nil {
 				return fmt.Errorf("provision the node user on %s: %w", name, err)
 			}
@@ -126,7 +126,7 @@ func initPlan(f initFacts, fx initEffects) Plan {
 			return nil
 		})
 	}
-	plan.add("", func(_ context.Context, a *Answer) error {
+	plan.Add("", func(_ context.Context, a *Answer) error {
 		if err := fx.writeConfig(f.Data); err != nil {
 			return fmt.Errorf("write node.json: %w", err)
 		}
@@ -156,20 +156,20 @@ func (r *initRun) makeRoot() error {
 }
 
 func (r *initRun) useWAL(ctx context.Context, name string) error {
-	p, err := r.n.project(name)
+	p, err := r.n.Project(name)
 	if err != nil {
 		return err
 	}
-	_, err = r.n.admin(p).UseWAL(ctx)
+	_, err = r.n.Admin(p).UseWAL(ctx)
 	return err
 }
 
 func (r *initRun) provision(ctx context.Context, name string) error {
-	p, err := r.n.project(name)
+	p, err := r.n.Project(name)
 	if err != nil {
 		return err
 	}
-	return r.n.admin(p).ProvisionAgent(ctx, r.n.Config.User, r.pwFile)
+	return r.n.Admin(p).ProvisionAgent(ctx, r.n.Config.User, r.pwFile)
 }
 
 func (r *initRun) writeConfig(data []byte) error {

@@ -18,7 +18,7 @@ import (
 // password kept in AGENTS/LOGIN/password. Adding it again gives it an account
 // on projects added since, and its capabilities back after a withdrawal.
 func (n *Node) LoginAdd(ctx context.Context, login string, dry bool) *Answer {
-	a := newAnswer("login add", dry)
+	a := NewAnswer("login add", dry)
 	if err := CheckNewLogin(login); err != nil {
 		return a.Stop(err) // it names the login already
 	}
@@ -33,8 +33,8 @@ func (n *Node) LoginAdd(ctx context.Context, login string, dry bool) *Answer {
 	ours := kept == nil
 	// A user of that name that is not one of ours is someone's: provisioning
 	// would replace its capabilities and its password.
-	for _, p := range n.projects() {
-		r, err := n.openRepo(p)
+	for _, p := range n.Projects() {
+		r, err := n.OpenProjectRepo(p)
 		if err != nil {
 			return a.Stop(err)
 		}
@@ -47,11 +47,11 @@ func (n *Node) LoginAdd(ctx context.Context, login string, dry bool) *Answer {
 			return a.Stop(err)
 		}
 	}
-	return a.Stop(execute(ctx, a, loginAddPlan(login, projectNames(n.projects()), pwFile, ours, &loginRun{n: n, pwFile: pwFile})))
+	return a.Stop(Execute(ctx, a, loginAddPlan(login, projectNames(n.Projects()), pwFile, ours, &loginRun{n: n, pwFile: pwFile})))
 }
 
 // projectNames are the names of projects ps.
-func projectNames(ps []project) []string {
+func projectNames(ps []Project) []string {
 	names := make([]string, len(ps))
 	for i, p := range ps {
 		names[i] = p.Name
@@ -79,9 +79,9 @@ type loginEffects interface {
 // pwFile (a fresh one unless ours: the node keeps one already).
 func loginAddPlan(login string, projects []string, pwFile string, ours bool, fx loginEffects) Plan {
 	var plan Plan
-	plan.add("", func(context.Context, *Answer) error { return fx.keepPassword() })
+	plan.Add("", func(context.Context, *Answer) error { return fx.keepPassword() })
 	for _, name := range projects {
-		plan.add(fmt.Sprintf("provision %q on %s with capabilities %s", login, name, fossilio.AgentCaps), func(ctx context.Context, a *Answer) error {
+		plan.Add(fmt.Sprintf("provision %q on %s with capabilities %s", login, name, fossilio.AgentCaps), func(ctx context.Context, a *Answer) error {
 			if err := fx.provision(ctx, login, name); err != nil {
 				return fmt.Errorf("provision %q on %s: %w", login, name, err)
 			}
@@ -93,7 +93,7 @@ func loginAddPlan(login string, projects []string, pwFile string, ours bool, fx 
 	if !ours {
 		text = fmt.Sprintf("keep a fresh password in %s (mode 0600)", pwFile)
 	}
-	plan.add(text, func(_ context.Context, a *Answer) error {
+	plan.Add(text, func(_ context.Context, a *Answer) error {
 		a.Logf("its password is in %s", pwFile)
 		return nil
 	})
@@ -105,7 +105,7 @@ func loginAddPlan(login string, projects []string, pwFile string, ours bool, fx 
 func loginWithdrawPlan(login string, projects []string, fx loginEffects) Plan {
 	var plan Plan
 	for _, name := range projects {
-		plan.add(fmt.Sprintf("take every capability from %q on %s", login, name), func(ctx context.Context, a *Answer) error {
+		plan.Add(fmt.Sprintf("take every capability from %q on %s", login, name), func(ctx context.Context, a *Answer) error {
 			err := fx.withdraw(ctx, login, name)
 			if errors.Is(err, fossilio.ErrNoSuchUser) {
 				a.Logf("%q has no account on %s", login, name)
@@ -126,13 +126,13 @@ func loginWithdrawPlan(login string, projects []string, fx loginEffects) Plan {
 func loginRotatePlan(login string, projects int, pwFile string, keys []messages.WorkspaceKey, fx loginEffects) Plan {
 	var plan Plan
 	var password string
-	plan.add(fmt.Sprintf("give %q a fresh password on %d repositories and keep it in %s", login, projects, pwFile), func(ctx context.Context, a *Answer) error {
+	plan.Add(fmt.Sprintf("give %q a fresh password on %d repositories and keep it in %s", login, projects, pwFile), func(ctx context.Context, a *Answer) error {
 		var err error
 		password, err = fx.rotate(ctx, a, login)
 		return err
 	})
 	for _, k := range keys {
-		plan.add(fmt.Sprintf("make the clone of workspace %s remember it, unless its record restricts no_password", k), func(ctx context.Context, a *Answer) error {
+		plan.Add(fmt.Sprintf("make the clone of workspace %s remember it, unless its record restricts no_password", k), func(ctx context.Context, a *Answer) error {
 			a.Logf("%s", fx.remember(ctx, k, login, password))
 			return nil
 		})
@@ -156,29 +156,29 @@ func (l *loginRun) keepPassword() error {
 }
 
 func (l *loginRun) provision(ctx context.Context, login, name string) error {
-	p, err := l.n.project(name)
+	p, err := l.n.Project(name)
 	if err != nil {
 		return err
 	}
-	return l.n.admin(p).ProvisionAgent(ctx, login, l.pwFile)
+	return l.n.Admin(p).ProvisionAgent(ctx, login, l.pwFile)
 }
 
 func (l *loginRun) withdraw(ctx context.Context, login, name string) error {
-	p, err := l.n.project(name)
+	p, err := l.n.Project(name)
 	if err != nil {
 		return err
 	}
-	return l.n.admin(p).Withdraw(ctx, login)
+	return l.n.Admin(p).Withdraw(ctx, login)
 }
 
 func (l *loginRun) rotate(ctx context.Context, a *Answer, login string) (string, error) {
 	var password string
 	var err error
-	for i, p := range l.n.projects() {
+	for i, p := range l.n.Projects() {
 		if i == 0 {
-			password, err = l.n.admin(p).RotatePassword(ctx, login, l.pwFile)
+			password, err = l.n.Admin(p).RotatePassword(ctx, login, l.pwFile)
 		} else {
-			err = l.n.admin(p).SetPassword(ctx, login, password)
+			err = l.n.Admin(p).SetPassword(ctx, login, password)
 		}
 		if errors.Is(err, fossilio.ErrNoSuchUser) {
 			a.Logf("%q has no account on %s", login, p.Name)
@@ -202,24 +202,24 @@ func (l *loginRun) remember(ctx context.Context, k messages.WorkspaceKey, login,
 // what it wrote stays attributed; the password file stays, so `login add`
 // gives the capabilities back.
 func (n *Node) LoginWithdraw(ctx context.Context, login string, dry bool) *Answer {
-	a := newAnswer("login withdraw", dry)
-	if err := n.checkAgentLogin(login); err != nil {
+	a := NewAnswer("login withdraw", dry)
+	if err := n.CheckAgentLogin(login); err != nil {
 		return a.Stop(err)
 	}
-	keys, err := n.workspacesOf(login)
+	keys, err := n.WorkspacesOf(login)
 	if err != nil {
 		return a.Stop(err)
 	}
 	for _, k := range keys {
-		v, err := n.naming(k)
+		v, err := n.Naming(k)
 		if err != nil {
 			return a.Stop(err)
 		}
-		if err := refuseIfNamed(v, k, "withdraw "+login); err != nil {
+		if err := RefuseIfNamed(v, k, "withdraw "+login); err != nil {
 			return a.Stop(err)
 		}
 	}
-	return a.Stop(execute(ctx, a, loginWithdrawPlan(login, projectNames(n.projects()), &loginRun{n: n})))
+	return a.Stop(Execute(ctx, a, loginWithdrawPlan(login, projectNames(n.Projects()), &loginRun{n: n})))
 }
 
 // LoginRotate gives an agent login a fresh password on each repository,
@@ -227,16 +227,16 @@ func (n *Node) LoginWithdraw(ctx context.Context, login string, dry bool) *Answe
 // clones remember it, but one whose record restricts no_password
 // (rememberRotated).
 func (n *Node) LoginRotate(ctx context.Context, login string, dry bool) *Answer {
-	a := newAnswer("login rotate", dry)
-	if err := n.checkAgentLogin(login); err != nil {
+	a := NewAnswer("login rotate", dry)
+	if err := n.CheckAgentLogin(login); err != nil {
 		return a.Stop(err)
 	}
 	pwFile, _ := n.Layout.Password(login)
-	keys, err := n.workspacesOf(login)
+	keys, err := n.WorkspacesOf(login)
 	if err != nil {
 		return a.Stop(err)
 	}
-	return a.Stop(execute(ctx, a, loginRotatePlan(login, len(n.projects()), pwFile, keys, &loginRun{n: n, pwFile: pwFile})))
+	return a.Stop(Execute(ctx, a, loginRotatePlan(login, len(n.Projects()), pwFile, keys, &loginRun{n: n, pwFile: pwFile})))
 }
 
 // rememberRotated makes the clone of workspace k remember login's new
@@ -251,15 +251,15 @@ func (n *Node) LoginRotate(ctx context.Context, login string, dry bool) *Answer 
 // itself.
 func (n *Node) rememberRotated(ctx context.Context, k messages.WorkspaceKey, login, password string) string {
 	keeps := fmt.Sprintf("; the clone of workspace %s keeps the old password", k)
-	p, err := n.project(k.Project)
+	p, err := n.Project(k.Project)
 	if err != nil {
 		return err.Error() + keeps
 	}
-	r, err := n.openRepo(p)
+	r, err := n.OpenProjectRepo(p)
 	if err != nil {
 		return err.Error() + keeps
 	}
-	rec, recHash, found, err := n.agentRecord(ctx, r, p, login)
+	rec, recHash, found, err := n.AgentRecord(ctx, r, p, login)
 	if err != nil {
 		r.Close()
 		return fmt.Sprintf("the record of %q on %s cannot be read: %v%s", login, p.Name, err, keeps)
@@ -272,11 +272,11 @@ func (n *Node) rememberRotated(ctx context.Context, k messages.WorkspaceKey, log
 	if found && rec.Restrict.NoPassword {
 		return fmt.Sprintf("the clone of workspace %s is not given the password: record %s restricts no_password", k, recHash)
 	}
-	ws, err := n.workspace(k)
+	ws, err := n.WorkspacePaths(k)
 	if err != nil {
 		return err.Error() + keeps
 	}
-	f, err := n.openAgentFile(ws.Clone, os.O_RDWR)
+	f, err := n.OpenAgentFile(ws.Clone, os.O_RDWR)
 	if err != nil {
 		return fmt.Sprintf("the clone of workspace %s is refused: %v%s", k, err, keeps)
 	}
@@ -288,8 +288,8 @@ func (n *Node) rememberRotated(ctx context.Context, k messages.WorkspaceKey, log
 	return fmt.Sprintf("the clone of workspace %s remembers the new password", k)
 }
 
-// checkAgentLogin refuses a name that is not an agent login of this node.
-func (n *Node) checkAgentLogin(login string) error {
+// CheckAgentLogin refuses a name that is not an agent login of this node.
+func (n *Node) CheckAgentLogin(login string) error {
 	if err := messages.ValidateLogin(login); err != nil {
 		return fmt.Errorf("login: %w", err)
 	}
@@ -306,8 +306,8 @@ func (n *Node) checkAgentLogin(login string) error {
 	return nil
 }
 
-// workspacesOf lists the workspaces a login has on the host.
-func (n *Node) workspacesOf(login string) ([]messages.WorkspaceKey, error) {
+// WorkspacesOf lists the workspaces a login has on the host.
+func (n *Node) WorkspacesOf(login string) ([]messages.WorkspaceKey, error) {
 	dir := filepath.Join(n.Agents, login, "projects")
 	entries, err := unixhost.Below(n.Agents).ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -49,5 +50,5 @@ func TestNoPidFilesOnlyTheProcessTable(t *testing.T) {
 			t.Errorf("a pid file made the workspace %s, want idle", w.State)
 		}
 	}
-	f.refused(f.n.SessionStop(f.ctx, agent+"/demo", false), "no process names it")
+	f.refused(workspaces.Of(f.n).SessionStop(f.ctx, agent+"/demo", false), "no process names it")
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -40,7 +41,7 @@ func TestNothingRemovesAWorkspaceAProcessNames(t *testing.T) {
 	def := *f.addWorkspace().Result
 	pid := nameWorkspace(t, f)
 	key := agent + "/demo"
-	f.refused(f.n.WorkspaceTerminate(f.ctx, key, "", false), "a running process names workspace agent-1/demo", "stop its session first")
+	f.refused(workspaces.Of(f.n).WorkspaceTerminate(f.ctx, key, "", false), "a running process names workspace agent-1/demo", "stop its session first")
 	f.refused(f.n.LoginWithdraw(f.ctx, agent, false), "a running process names workspace agent-1/demo")
 	// Its record ends it (a terminated note written meanwhile), yet gc leaves
 	// it while the process runs.
@@ -49,7 +50,7 @@ func TestNothingRemovesAWorkspaceAProcessNames(t *testing.T) {
 	if _, err := admin.Reply(f.ctx, def, def, string(note)); err != nil {
 		t.Fatal(err)
 	}
-	a := f.ok(f.n.WorkspaceGC(f.ctx, false))
+	a := f.ok(workspaces.Of(f.n).WorkspaceGC(f.ctx, false))
 	if log := strings.Join(a.Log, "\n"); !strings.Contains(log, "a running process names it") || !exists(f.ws()) {
 		t.Errorf("gc with a process naming the workspace: %s", log)
 	}
@@ -70,7 +71,7 @@ func TestNothingRemovesAWorkspaceAProcessNames(t *testing.T) {
 			break
 		}
 	}
-	f.ok(f.n.WorkspaceGC(f.ctx, false))
+	f.ok(workspaces.Of(f.n).WorkspaceGC(f.ctx, false))
 	if exists(f.ws()) {
 		t.Errorf("gc left %s once nothing named it", f.ws())
 	}

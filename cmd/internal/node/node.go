@@ -1,6 +1,3 @@
-// Package node holds the node's actions (agent logins, the hook, workspaces,
-// sessions, listeners, runs, releases, the protocol tools, the status): one
-// layer that the ocx command line, the console and the MCP server share.
 package node
 
 import (
@@ -173,32 +170,47 @@ func newNode(agents string, opts Options) (*Node, error) {
 	return n, nil
 }
 
+// OutcomeWait bounds how long a start waits for the daemon's answer
+// (Options.OutcomeWait).
+func (n *Node) OutcomeWait() time.Duration { return n.outcomeWait }
+
+// StopWait bounds how long a start waits for the end of the session it
+// stopped (Options.StopWait).
+func (n *Node) StopWait() time.Duration { return n.stopWait }
+
+// Refusals logs, once, each file below the agents root the node would not
+// read (docs/trust.md).
+func (n *Node) Refusals() *unixhost.RefusalLog { return n.refusals }
+
+// Passed logs, once, each artifact and status entry a reader passes over.
+func (n *Node) Passed() *record.PassedLog { return n.passed }
+
 // Program is the path of one of the release's programs: ocx, ocxd or
 // workspace.
 func (n *Node) Program(name string) string { return filepath.Join(n.Release, name) }
 
-// project is one repository of the login group.
-type project struct {
+// Project is one repository of the login group.
+type Project struct {
 	Name string
 	messages.NodeProject
 }
 
-// projects lists the login group in a stable order.
-func (n *Node) projects() []project {
-	var out []project
+// Projects lists the login group in a stable order.
+func (n *Node) Projects() []Project {
+	var out []Project
 	for _, name := range n.Config.ProjectNames() {
-		out = append(out, project{Name: name, NodeProject: n.Config.Projects[name]})
+		out = append(out, Project{Name: name, NodeProject: n.Config.Projects[name]})
 	}
 	return out
 }
 
-// project returns one project of the node, or an error naming the known ones.
-func (n *Node) project(name string) (project, error) {
+// Project returns one project of the node, or an error naming the known ones.
+func (n *Node) Project(name string) (Project, error) {
 	p, ok := n.Config.Projects[name]
 	if !ok {
-		return project{}, fmt.Errorf("project %q is not a repository of this node (it has %s)", name, strings.Join(n.Config.ProjectNames(), ", "))
+		return Project{}, fmt.Errorf("project %q is not a repository of this node (it has %s)", name, strings.Join(n.Config.ProjectNames(), ", "))
 	}
-	return project{Name: name, NodeProject: p}, nil
+	return Project{Name: name, NodeProject: p}, nil
 }
 
 // fossilCLI runs fossil commands on the node itself (backoffice, git
@@ -208,12 +220,13 @@ func (n *Node) fossilCLI() *fossilio.Fossil {
 	return &fossilio.Fossil{Exe: n.Fossil, Home: n.Agents, User: n.Config.User, Dir: n.Agents}
 }
 
-func (n *Node) admin(p project) *fossilio.Admin {
+// Admin runs fossil's administrative commands on project p's repository.
+func (n *Node) Admin(p Project) *fossilio.Admin {
 	return &fossilio.Admin{Repository: p.Repository, Fossil: n.fossilCLI(), Files: unixhost.Below(n.Agents)}
 }
 
-// openRepo opens a project's repository read-only.
-func (n *Node) openRepo(p project) (*fossilio.Repo, error) {
+// OpenProjectRepo opens a project's repository read-only.
+func (n *Node) OpenProjectRepo(p Project) (*fossilio.Repo, error) {
 	r, err := fossilio.OpenNode(p.Repository, n.passed.Options())
 	if err != nil {
 		return nil, fmt.Errorf("open repository of %s: %w", p.Name, err)
@@ -221,14 +234,14 @@ func (n *Node) openRepo(p project) (*fossilio.Repo, error) {
 	return r, nil
 }
 
-// writer writes notes over sync, each as its login: the caller with the
+// Writer writes notes over sync, each as its login: the caller with the
 // caller's password, any other login with the password it keeps in the
 // agents root. It runs no backoffice: each action runs it once at its end.
-func (n *Node) writer(p project, code string) *fossilio.Notes {
+func (n *Node) Writer(p Project, code string) *fossilio.Notes {
 	return &fossilio.Notes{
 		URL:         p.URL,
 		ProjectCode: code,
-		Password:    n.password,
+		Password:    n.Password,
 		Cookie: func(login string) string {
 			if login == n.Caller.Login {
 				return n.Caller.Cookie
@@ -239,9 +252,9 @@ func (n *Node) writer(p project, code string) *fossilio.Notes {
 	}
 }
 
-// password returns a login's password: the caller's, or the one kept in
+// Password returns a login's password: the caller's, or the one kept in
 // AGENTS/LOGIN/password.
-func (n *Node) password(login string) (string, error) {
+func (n *Node) Password(login string) (string, error) {
 	if n.Caller.Login != "" && login == n.Caller.Login {
 		if n.Caller.Password == "" {
 			return "", fmt.Errorf("no password for the caller %q (OCX_PASSWORD or --password-file)", login)
@@ -255,16 +268,16 @@ func (n *Node) password(login string) (string, error) {
 	return fossilio.ReadPasswordFrom(unixhost.Below(n.Agents), path)
 }
 
-// backoffice runs the repository's backoffice so the hook sees the action's
+// Backoffice runs the repository's backoffice so the hook sees the action's
 // writes at once (D11). Its failure is logged, not fatal: the server's own
 // backoffice runs the hook later.
-func (n *Node) backoffice(ctx context.Context, a *Answer, p project) {
+func (n *Node) Backoffice(ctx context.Context, a *Answer, p Project) {
 	if n.beside != nil {
-		n.beside.Kick(p.Repository, n.admin(p).Backoffice)
+		n.beside.Kick(p.Repository, n.Admin(p).Backoffice)
 		a.Logf("the backoffice of %s runs beside this answer, so the hook sees the write at once", p.Name)
 		return
 	}
-	if err := n.admin(p).Backoffice(ctx); err != nil {
+	if err := n.Admin(p).Backoffice(ctx); err != nil {
 		a.Logf("the backoffice of %s failed (the server's own runs the hook later): %v", p.Name, err)
 	}
 }
@@ -277,9 +290,9 @@ func (n *Node) Wait() {
 	}
 }
 
-// requireCaller refuses an action that writes as the caller when no caller
+// RequireCaller refuses an action that writes as the caller when no caller
 // was given.
-func (n *Node) requireCaller() error {
+func (n *Node) RequireCaller() error {
 	if n.Caller.Login == "" {
 		return errors.New("caller: no --user given: this action writes on the record as its caller (D10)")
 	}
@@ -301,11 +314,11 @@ func (n *Node) requireCaller() error {
 	return nil
 }
 
-// requirePrivileged refuses a caller without admin or setup on p: the notes
+// RequirePrivileged refuses a caller without admin or setup on p: the notes
 // it would write (definitions, launches, terminations) count only when such
 // a user sends them (D7).
-func (n *Node) requirePrivileged(ctx context.Context, r *fossilio.Repo, p project) error {
-	ok, caps, err := privileged(ctx, r, n.Caller.Login)
+func (n *Node) RequirePrivileged(ctx context.Context, r *fossilio.Repo, p Project) error {
+	ok, caps, err := Privileged(ctx, r, n.Caller.Login)
 	if err != nil {
 		return fmt.Errorf("caller: %w", err)
 	}
@@ -315,10 +328,10 @@ func (n *Node) requirePrivileged(ctx context.Context, r *fossilio.Repo, p projec
 	return nil
 }
 
-// privileged says whether login holds admin or setup on the repository
+// Privileged says whether login holds admin or setup on the repository
 // (fossilio.Repo.Privileged, D7), with its own capabilities for a refusal
 // to name; a login the repository does not hold is an error saying so.
-func privileged(ctx context.Context, r *fossilio.Repo, login string) (bool, string, error) {
+func Privileged(ctx context.Context, r *fossilio.Repo, login string) (bool, string, error) {
 	if login == "" {
 		return false, "", nil
 	}
@@ -336,9 +349,9 @@ func privileged(ctx context.Context, r *fossilio.Repo, login string) (bool, stri
 	return ok, u.Caps, nil
 }
 
-// agentLogins lists the logins that keep a password in the agents root,
+// PasswordLogins lists the logins that keep a password in the agents root,
 // the node user included, sorted.
-func (n *Node) agentLogins() ([]string, error) {
+func (n *Node) PasswordLogins() ([]string, error) {
 	entries, err := unixhost.Below(n.Agents).ReadDir(n.Agents)
 	if err != nil {
 		return nil, fmt.Errorf("list agent logins: %w", err)
@@ -356,17 +369,12 @@ func (n *Node) agentLogins() ([]string, error) {
 	return out, nil
 }
 
-// workspace returns the paths of the workspace key.
-func (n *Node) workspace(k messages.WorkspaceKey) (host.Workspace, error) {
-	return n.Layout.Workspace(k)
-}
-
-// readBinding reads the binding the node wrote when it made workspace ws,
+// ReadBinding reads the binding the node wrote when it made workspace ws,
 // its own copy (Workspace.HeldBinding, D44); fs.ErrNotExist when the node
 // made none: the workspace is not on the host, or an earlier release made
 // it (boundWorkspace then takes the record's definition). The workspace's
 // own binding.json is the agent's to rewrite and is never read here.
-func (n *Node) readBinding(ws host.Workspace) (*messages.Binding, error) {
+func (n *Node) ReadBinding(ws host.Workspace) (*messages.Binding, error) {
 	root, err := unixhost.OpenRoot(n.Agents)
 	if err != nil {
 		return nil, err
@@ -406,10 +414,10 @@ func (n *Node) isRegular(p string) bool {
 	return err == nil
 }
 
-// onHost says whether workspace ws is on the host: its directory is there
+// OnHost says whether workspace ws is on the host: its directory is there
 // (the node makes it, and it is no agent's to replace: it is the mount point
 // of the agent's sandbox).
-func onHost(ws host.Workspace) error {
+func OnHost(ws host.Workspace) error {
 	st, err := os.Lstat(ws.Dir)
 	if err != nil {
 		return err
@@ -423,26 +431,26 @@ func onHost(ws host.Workspace) error {
 // Binding is the binding the node kept when it made workspace key
 // (readBinding); fs.ErrNotExist when it made none.
 func (n *Node) Binding(key messages.WorkspaceKey) (*messages.Binding, error) {
-	ws, err := n.workspace(key)
+	ws, err := n.WorkspacePaths(key)
 	if err != nil {
 		return nil, err
 	}
-	return n.readBinding(ws)
+	return n.ReadBinding(ws)
 }
 
-// boundWorkspace is what the node made workspace ws from: the binding it
+// BoundWorkspace is what the node made workspace ws from: the binding it
 // kept (readBinding); for a workspace an earlier release made, which kept
 // none, the definition that counts for it on the record r, while its
 // directory is on the host. fs.ErrNotExist when it is not on the host.
-func (n *Node) boundWorkspace(ctx context.Context, r *fossilio.Repo, ws host.Workspace) (*messages.Binding, error) {
-	b, err := n.readBinding(ws)
+func (n *Node) BoundWorkspace(ctx context.Context, r *fossilio.Repo, ws host.Workspace) (*messages.Binding, error) {
+	b, err := n.ReadBinding(ws)
 	if !errors.Is(err, fs.ErrNotExist) {
 		return b, err
 	}
-	if onHost(ws) != nil {
+	if OnHost(ws) != nil {
 		return nil, err
 	}
-	defs, derr := workspaces(ctx, n.index(r))
+	defs, derr := Defined(ctx, n.Index(r))
 	if derr != nil {
 		return nil, derr
 	}
@@ -454,7 +462,7 @@ func (n *Node) boundWorkspace(ctx context.Context, r *fossilio.Repo, ws host.Wor
 	if cerr != nil {
 		return nil, cerr
 	}
-	p, perr := n.project(ws.Key.Project)
+	p, perr := n.Project(ws.Key.Project)
 	if perr != nil {
 		return nil, perr
 	}
@@ -477,9 +485,9 @@ func (n *Node) procTable() (*unixhost.ProcTable, error) {
 	return unixhost.NewProcTable(unixhost.ProcOptions{Layout: n.Layout, ReleaseRoot: root, Daemon: daemon})
 }
 
-// naming answers whether a process names the workspace k: the check before
+// Naming answers whether a process names the workspace k: the check before
 // a stop, a terminate, a collection or a withdrawal.
-func (n *Node) naming(k messages.WorkspaceKey) (host.Verdict, error) {
+func (n *Node) Naming(k messages.WorkspaceKey) (host.Verdict, error) {
 	t, err := n.procTable()
 	if err != nil {
 		return host.Verdict{}, err
@@ -492,9 +500,9 @@ func (n *Node) naming(k messages.WorkspaceKey) (host.Verdict, error) {
 	return v, nil
 }
 
-// refuseIfNamed says why an action may not touch a workspace a process
+// RefuseIfNamed says why an action may not touch a workspace a process
 // names (or may name: an unreadable process counts).
-func refuseIfNamed(v host.Verdict, k messages.WorkspaceKey, what string) error {
+func RefuseIfNamed(v host.Verdict, k messages.WorkspaceKey, what string) error {
 	switch v.Named {
 	case host.No:
 		return nil
@@ -508,3 +516,7 @@ func refuseIfNamed(v host.Verdict, k messages.WorkspaceKey, what string) error {
 		return fmt.Errorf("%s: the process table cannot say whether a process names workspace %s (%s); refused, since it might", what, k, v)
 	}
 }
+
+// DefaultStopWait bounds how long a second start waits for the end note of
+// the session it stopped (D33).
+const DefaultStopWait = 60 * time.Second

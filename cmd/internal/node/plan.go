@@ -27,19 +27,19 @@ type Plan struct {
 	Steps []Step
 }
 
-// add appends a step.
-func (p *Plan) add(text string, do func(ctx context.Context, a *Answer) error) {
+// Add appends a step.
+func (p *Plan) Add(text string, do func(ctx context.Context, a *Answer) error) {
 	p.Steps = append(p.Steps, Step{Text: text, Do: do})
 }
 
-// say appends a fact both runs state, in its place among the steps.
-func (p *Plan) say(format string, args ...any) {
+// Say appends a fact both runs state, in its place among the steps.
+func (p *Plan) Say(format string, args ...any) {
 	p.Steps = append(p.Steps, Step{Said: fmt.Sprintf(format, args...)})
 }
 
-// deferred appends a step whose effect runs when the plan ends, once the
+// Deferred appends a step whose effect runs when the plan ends, once the
 // executor has reached it; its error is not the plan's.
-func (p *Plan) deferred(do func(ctx context.Context, a *Answer)) {
+func (p *Plan) Deferred(do func(ctx context.Context, a *Answer)) {
 	p.Steps = append(p.Steps, Step{Defer: true, Do: func(ctx context.Context, a *Answer) error {
 		do(ctx, a)
 		return nil
@@ -58,10 +58,10 @@ func (p Plan) Texts() []string {
 	return out
 }
 
-// execute runs a plan on the answer: a dry run logs each step's text as
+// Execute runs a plan on the answer: a dry run logs each step's text as
 // what it would do; a real run runs each effect in order and stops at the
 // first that fails, returning why.
-func execute(ctx context.Context, a *Answer, p Plan) error {
+func Execute(ctx context.Context, a *Answer, p Plan) error {
 	var later []Step
 	defer func() {
 		for i := len(later) - 1; i >= 0; i-- {
@@ -93,11 +93,11 @@ func execute(ctx context.Context, a *Answer, p Plan) error {
 	return nil
 }
 
-// executed is an action's answer once its plan ran: why planning refused
+// Executed is an action's answer once its plan ran: why planning refused
 // (err), or why the plan stopped, or none.
-func executed(ctx context.Context, a *Answer, p Plan, err error) *Answer {
+func Executed(ctx context.Context, a *Answer, p Plan, err error) *Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
-	return a.Stop(execute(ctx, a, p))
+	return a.Stop(Execute(ctx, a, p))
 }

@@ -22,14 +22,14 @@ type PostInput struct {
 	DryRun bool
 }
 
-// defaultProject picks the project a convenience writes in.
-func (n *Node) defaultProject(name string) (project, error) {
+// DefaultProject picks the project a convenience writes in.
+func (n *Node) DefaultProject(name string) (Project, error) {
 	if name != "" {
-		return n.project(name)
+		return n.Project(name)
 	}
-	ps := n.projects()
+	ps := n.Projects()
 	if len(ps) != 1 {
-		return project{}, fmt.Errorf("project: this node has %d projects; say which with --project", len(ps))
+		return Project{}, fmt.Errorf("project: this node has %d projects; say which with --project", len(ps))
 	}
 	return ps[0], nil
 }
@@ -37,7 +37,7 @@ func (n *Node) defaultProject(name string) (project, error) {
 // Post replies to a post in its thread, or appends a comment to a ticket,
 // as the caller.
 func (n *Node) Post(ctx context.Context, in PostInput) *Answer {
-	a := newAnswer("post", in.DryRun)
+	a := NewAnswer("post", in.DryRun)
 	if in.To == "" {
 		return a.Stop(errors.New("to: say which post to reply to, or which ticket to comment on"))
 	}
@@ -65,7 +65,7 @@ func (n *Node) Post(ctx context.Context, in PostInput) *Answer {
 
 // Thread starts a new forum thread as the caller.
 func (n *Node) Thread(ctx context.Context, in PostInput) *Answer {
-	a := newAnswer("thread", in.DryRun)
+	a := NewAnswer("thread", in.DryRun)
 	if in.Title == "" || in.Text == "" {
 		return a.Stop(errors.New("title and text: a thread needs both"))
 	}
@@ -76,20 +76,20 @@ func (n *Node) Thread(ctx context.Context, in PostInput) *Answer {
 
 // Ticket opens a new ticket as the caller, its text the first comment.
 func (n *Node) Ticket(ctx context.Context, in PostInput) *Answer {
-	a := newAnswer("ticket", in.DryRun)
+	a := NewAnswer("ticket", in.DryRun)
 	if in.Title == "" || in.Text == "" {
 		return a.Stop(errors.New("title and text: a ticket needs both"))
 	}
-	if err := n.requireCaller(); err != nil {
+	if err := n.RequireCaller(); err != nil {
 		return a.Stop(err)
 	}
-	p, err := n.defaultProject(in.Project)
+	p, err := n.DefaultProject(in.Project)
 	if err != nil {
 		return a.Stop(err)
 	}
 	var plan Plan
-	plan.add(fmt.Sprintf("open a ticket %q on %s as %q", in.Title, p.Name, n.Caller.Login), func(ctx context.Context, a *Answer) error {
-		code, err := n.projectCode(ctx, p)
+	plan.Add(fmt.Sprintf("open a ticket %q on %s as %q", in.Title, p.Name, n.Caller.Login), func(ctx context.Context, a *Answer) error {
+		code, err := n.ProjectCode(ctx, p)
 		if err != nil {
 			return err
 		}
@@ -103,15 +103,15 @@ func (n *Node) Ticket(ctx context.Context, in PostInput) *Answer {
 		}
 		a.Logf("opened ticket %s on %s as %q (change %s)", id, p.Name, n.Caller.Login, hash)
 		a.SetResult(id)
-		n.backoffice(ctx, a, p)
+		n.Backoffice(ctx, a, p)
 		return nil
 	})
-	return a.Stop(execute(ctx, a, plan))
+	return a.Stop(Execute(ctx, a, plan))
 }
 
-// projectCode reads project p's code from the node's repository.
-func (n *Node) projectCode(ctx context.Context, p project) (string, error) {
-	r, err := n.openRepo(p)
+// ProjectCode reads project p's code from the node's repository.
+func (n *Node) ProjectCode(ctx context.Context, p Project) (string, error) {
+	r, err := n.OpenProjectRepo(p)
 	if err != nil {
 		return "", err
 	}
@@ -121,14 +121,14 @@ func (n *Node) projectCode(ctx context.Context, p project) (string, error) {
 
 // write posts one note as the caller where plan says.
 func (n *Node) write(ctx context.Context, a *Answer, in PostInput, plan func(*fossilio.Repo) (fossilio.NoteWrite, string, error)) *Answer {
-	if err := n.requireCaller(); err != nil {
+	if err := n.RequireCaller(); err != nil {
 		return a.Stop(err)
 	}
-	p, err := n.defaultProject(in.Project)
+	p, err := n.DefaultProject(in.Project)
 	if err != nil {
 		return a.Stop(err)
 	}
-	r, err := n.openRepo(p)
+	r, err := n.OpenProjectRepo(p)
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -138,19 +138,19 @@ func (n *Node) write(ctx context.Context, a *Answer, in PostInput, plan func(*fo
 		return a.Stop(err)
 	}
 	var steps Plan
-	steps.add(fmt.Sprintf("post %s on %s as %q", what, p.Name, n.Caller.Login), func(ctx context.Context, a *Answer) error {
+	steps.Add(fmt.Sprintf("post %s on %s as %q", what, p.Name, n.Caller.Login), func(ctx context.Context, a *Answer) error {
 		code, err := r.ProjectCode(ctx)
 		if err != nil {
 			return err
 		}
-		hash, err := n.writer(p, code).WriteNote(ctx, note)
+		hash, err := n.Writer(p, code).WriteNote(ctx, note)
 		if err != nil {
 			return fmt.Errorf("post %s: %w", what, err)
 		}
 		a.Logf("posted %s on %s as %q: %s", what, p.Name, n.Caller.Login, hash)
 		a.SetResult(hash)
-		n.backoffice(ctx, a, p)
+		n.Backoffice(ctx, a, p)
 		return nil
 	})
-	return a.Stop(execute(ctx, a, steps))
+	return a.Stop(Execute(ctx, a, steps))
 }

@@ -6,11 +6,11 @@ import "github.com/ocx-go/ocx/fossilio"
 // the node's one project) and says the project's name; the caller closes
 // the repository.
 func (n *Node) ProjectRepo(name string) (string, *fossilio.Repo, error) {
-	p, err := n.defaultProject(name)
+	p, err := n.DefaultProject(name)
 	if err != nil {
 		return "", nil, err
 	}
-	r, err := n.openRepo(p)
+	r, err := n.OpenProjectRepo(p)
 	if err != nil {
 		return "", nil, err
 	}

@@ -23,12 +23,12 @@ type Workspace struct {
 	Terminated string // the terminated note's post, "" when none
 }
 
-// index is the record model of a repository the node has open.
-func (n *Node) index(r *fossilio.Repo) *record.Index { return record.NewIndex(r, n.Config.User) }
+// Index is the record model of a repository the node has open.
+func (n *Node) Index(r *fossilio.Repo) *record.Index { return record.NewIndex(r, n.Config.User) }
 
-// workspaces returns each workspace defined on the record (record.Index's
+// Defined returns each workspace defined on the record (record.Index's
 // Workspaces).
-func workspaces(ctx context.Context, idx *record.Index) (map[messages.WorkspaceKey]*Workspace, error) {
+func Defined(ctx context.Context, idx *record.Index) (map[messages.WorkspaceKey]*Workspace, error) {
 	ws, err := idx.Workspaces(ctx)
 	if err != nil {
 		return nil, err
@@ -40,9 +40,9 @@ func workspaces(ctx context.Context, idx *record.Index) (map[messages.WorkspaceK
 	return out, nil
 }
 
-// sortedKeys are the keys of defs that keep lets through (all when keep
+// SortedKeys are the keys of defs that keep lets through (all when keep
 // is nil), sorted.
-func sortedKeys(defs map[messages.WorkspaceKey]*Workspace, keep func(messages.WorkspaceKey) bool) []messages.WorkspaceKey {
+func SortedKeys(defs map[messages.WorkspaceKey]*Workspace, keep func(messages.WorkspaceKey) bool) []messages.WorkspaceKey {
 	var keys []messages.WorkspaceKey
 	for k := range defs {
 		if keep == nil || keep(k) {
@@ -53,9 +53,9 @@ func sortedKeys(defs map[messages.WorkspaceKey]*Workspace, keep func(messages.Wo
 	return keys
 }
 
-// listeners returns the listeners the record states: each whose latest note
+// Listeners returns the listeners the record states: each whose latest note
 // its agent login sent is a listen note, in the order first stated.
-func listeners(ctx context.Context, idx *record.Index) ([]messages.Listener, error) {
+func Listeners(ctx context.Context, idx *record.Index) ([]messages.Listener, error) {
 	ls, err := idx.Listeners(ctx)
 	if err != nil {
 		return nil, err
@@ -69,9 +69,9 @@ func listeners(ctx context.Context, idx *record.Index) ([]messages.Listener, err
 	return out, nil
 }
 
-// repliesTo returns the node user's notes of kind T answering a launch
+// RepliesTo returns the node user's notes of kind T answering a launch
 // note (its refusals, its end notes), in the server's order.
-func repliesTo[T messages.Note](ctx context.Context, idx *record.Index, launch string) ([]T, error) {
+func RepliesTo[T messages.Note](ctx context.Context, idx *record.Index, launch string) ([]T, error) {
 	rs, err := idx.Replies(ctx, launch)
 	if err != nil {
 		return nil, err

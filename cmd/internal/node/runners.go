@@ -58,9 +58,9 @@ func (n *Node) Runners(ctx context.Context) []messages.RunnerOffer {
 	return out
 }
 
-// requireOffered refuses a runner the release directory dir does not
+// RequireOffered refuses a runner the release directory dir does not
 // hold, naming it and the runners offered.
-func requireOffered(dir, runner string) error {
+func RequireOffered(dir, runner string) error {
 	offered := unixhost.OfferedRunners(dir)
 	for _, r := range offered {
 		if r == runner {

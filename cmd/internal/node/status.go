@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -47,7 +49,7 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 		return nil, fmt.Errorf("status: read the process table: %w", err)
 	}
 
-	logins, err := n.agentLogins()
+	logins, err := n.PasswordLogins()
 	if err != nil {
 		return nil, err
 	}
@@ -57,8 +59,8 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 			r.Close()
 		}
 	}()
-	for _, p := range n.projects() {
-		r, err := n.openRepo(p)
+	for _, p := range n.Projects() {
+		r, err := n.OpenProjectRepo(p)
 		if err != nil {
 			return nil, err
 		}
@@ -67,7 +69,7 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 	if err := n.loginStatuses(ctx, st, logins, repos); err != nil {
 		return nil, err
 	}
-	for _, p := range n.projects() {
+	for _, p := range n.Projects() {
 		if err := n.projectStatus(ctx, st, table, p, repos[p.Name]); err != nil {
 			return nil, err
 		}
@@ -106,7 +108,7 @@ func (n *Node) loginStatuses(ctx context.Context, st *messages.NodeState, logins
 			continue
 		}
 		ls := messages.LoginStatus{Login: login, Accounts: []messages.AccountStatus{}}
-		for _, p := range n.projects() {
+		for _, p := range n.Projects() {
 			u, err := repos[p.Name].User(ctx, login)
 			if errors.Is(err, fossilio.ErrNoSuchUser) {
 				continue
@@ -123,20 +125,20 @@ func (n *Node) loginStatuses(ctx context.Context, st *messages.NodeState, logins
 
 // projectStatus adds project p's workspaces, listeners, verdicts and
 // reviewers' queues to st.
-func (n *Node) projectStatus(ctx context.Context, st *messages.NodeState, table host.Table, p project, r *fossilio.Repo) error {
-	idx := n.index(r)
-	defs, err := workspaces(ctx, idx)
+func (n *Node) projectStatus(ctx context.Context, st *messages.NodeState, table host.Table, p Project, r *fossilio.Repo) error {
+	idx := n.Index(r)
+	defs, err := Defined(ctx, idx)
 	if err != nil {
 		return err
 	}
-	for _, k := range sortedKeys(defs, nil) {
+	for _, k := range SortedKeys(defs, nil) {
 		ws, err := n.workspaceStatus(ctx, idx, table, k, defs[k])
 		if err != nil {
 			return err
 		}
 		st.Workspaces = append(st.Workspaces, ws)
 	}
-	ls, err := listeners(ctx, idx)
+	ls, err := Listeners(ctx, idx)
 	if err != nil {
 		return err
 	}
@@ -157,7 +159,7 @@ func (n *Node) projectStatus(ctx context.Context, st *messages.NodeState, table 
 // workspaceStatus describes workspace k, defined by w on the record.
 func (n *Node) workspaceStatus(ctx context.Context, idx *record.Index, table host.Table, k messages.WorkspaceKey, w *Workspace) (messages.WorkspaceStatus, error) {
 	ws := messages.WorkspaceStatus{Login: k.Login, Project: k.Project, Record: w.Record, Branch: w.Definition.Branch}
-	paths, _ := n.workspace(k)
+	paths, _ := n.WorkspacePaths(k)
 	switch {
 	case table.Naming(k).Named != host.No:
 		ws.State = messages.WorkspaceActive
@@ -292,7 +294,7 @@ func (n *Node) sessionStatus(ctx context.Context, r *fossilio.Repo, k messages.W
 		s.Release = "unknown"
 	}
 	s.Older = current != "" && proc.Release != "" && proc.Release != current
-	ws, _ := n.workspace(k)
+	ws, _ := n.WorkspacePaths(k)
 	// The turn file is the session's to write: what it says of its own state
 	// is all it can lie about, and it is read through no link (a link or a
 	// pipe there reads as idle).
@@ -321,7 +323,7 @@ func (n *Node) sessionStatus(ctx context.Context, r *fossilio.Repo, k messages.W
 		s.Launch = ""
 	}
 	if s.Record == "" {
-		if b, err := n.boundWorkspace(ctx, r, ws); err == nil {
+		if b, err := n.BoundWorkspace(ctx, r, ws); err == nil {
 			s.Record = b.Home
 		}
 	}
@@ -386,4 +388,23 @@ func lookAlikes(t host.Table) []messages.LookAlikeStatus {
 		}
 	}
 	return out
+}
+
+// EnforcedRestrictions are the restrictions of E10 this node can run an
+// agent under (D37, D39), as create accepts them and the status lists them:
+// no_password (the clone forgets its password; the session's own replies
+// and notes, and the agent's writes, go through the tools on its MCP
+// socket, as its user), branch (push refuses a check-in on another branch)
+// and own_thread (post refuses a to outside the record's thread), both of
+// which hold because, without a password, the tools are the only way out.
+var EnforcedRestrictions = []string{"no_password", "branch", "own_thread"}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return !errors.Is(err, fs.ErrNotExist)
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
 }

@@ -14,16 +14,16 @@ import (
 // has no password to send and its session reads and writes through the
 // tools; nothing in its sandbox reaches the server with Fossil.
 func (n *Node) SyncTarget(ctx context.Context, k messages.WorkspaceKey) (target, why string, err error) {
-	p, err := n.project(k.Project)
+	p, err := n.Project(k.Project)
 	if err != nil {
 		return "", "", err
 	}
-	r, err := n.openRepo(p)
+	r, err := n.OpenProjectRepo(p)
 	if err != nil {
 		return "", "", err
 	}
 	defer r.Close()
-	rec, recHash, found, err := n.agentRecord(ctx, r, p, k.Login)
+	rec, recHash, found, err := n.AgentRecord(ctx, r, p, k.Login)
 	if err != nil {
 		return "", "", fmt.Errorf("the record of %q on %s: %w", k.Login, p.Name, err)
 	}

@@ -32,7 +32,7 @@ func (n *Node) ProjectOf(path string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	for _, p := range n.projects() {
+	for _, p := range n.Projects() {
 		if pst, err := os.Stat(p.Repository); err == nil && os.SameFile(st, pst) {
 			return p.Name, true
 		}
@@ -42,11 +42,11 @@ func (n *Node) ProjectOf(path string) (string, bool) {
 
 // OpenRepo opens a project's repository for reading, as the node's.
 func (n *Node) OpenRepo(project string) (*fossilio.Repo, error) {
-	p, err := n.project(project)
+	p, err := n.Project(project)
 	if err != nil {
 		return nil, err
 	}
-	return n.openRepo(p)
+	return n.OpenProjectRepo(p)
 }
 
 // Workspaces returns each workspace of project the record defines: its
@@ -57,18 +57,18 @@ func (n *Node) Workspaces(ctx context.Context, project string) (map[messages.Wor
 		return nil, err
 	}
 	defer r.Close()
-	return workspaces(ctx, n.index(r))
+	return Defined(ctx, n.Index(r))
 }
 
 // WorkspacePaths are the paths of workspace key on the host.
 func (n *Node) WorkspacePaths(key messages.WorkspaceKey) (host.Workspace, error) {
-	return n.workspace(key)
+	return n.Layout.Workspace(key)
 }
 
 // AgentLogins lists the node's agent logins (those keeping a password in
 // the agents root), the node user left out.
 func (n *Node) AgentLogins() ([]string, error) {
-	all, err := n.agentLogins()
+	all, err := n.PasswordLogins()
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func (n *Node) LastSessionEnd(ctx context.Context, key messages.WorkspaceKey) (*
 		return nil, err
 	}
 	defer r.Close()
-	return lastSessionEnd(ctx, n.index(r), key)
+	return lastSessionEnd(ctx, n.Index(r), key)
 }
 
 // lastSessionEnd reads how the last session of workspace key ended, from

@@ -1,10 +1,11 @@
-package node
+package tools
 
 import (
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 )
 
@@ -20,7 +21,7 @@ func TestHashRefusalNamesTheField(t *testing.T) {
 		{&fossilio.HashError{Hash: "abcdef0123", Err: fossilio.ErrNotFound}, []string{"to: ", "names no artifact of demo"}},
 		{errors.New("disk"), []string{"to: disk"}},
 	} {
-		got := hashRefusal("to", "abcdef0123", "demo", c.err).Error()
+		got := node.HashRefusal("to", "abcdef0123", "demo", c.err).Error()
 		for _, w := range c.want {
 			if !strings.Contains(got, w) {
 				t.Errorf("%q does not say %q", got, w)

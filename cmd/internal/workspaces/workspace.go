@@ -1,4 +1,4 @@
-package node
+package workspaces
 
 import (
 	"context"
@@ -9,45 +9,12 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
-
-// seedReadOnly is seed 000's read-only list, before it is adapted to this
-// host (paths this host lacks are left out) and the release is added.
-var seedReadOnly = []string{
-	"/usr", "/lib", "/lib64", "/bin", "/sbin",
-	"/etc/ssl", "/etc/pki", "/etc/ca-certificates", "/etc/resolv.conf", "/etc/hosts",
-	"/etc/nsswitch.conf", "/etc/passwd", "/etc/group", "/opt",
-}
-
-// DefaultSandbox is the workspace template's sandbox: seed 000's read-only
-// list adapted to this host, the release read-only and first on PATH, the
-// workspace's own directory read-write, and no network: a session reaches
-// its project's server through the node's sync socket (D49), an llm
-// session its model through model.sock, so a sandbox needs the network
-// only for what its agent's own tools reach beyond the node, which its
-// definition then says.
-func (n *Node) DefaultSandbox(wsDir string) messages.Sandbox {
-	sb := messages.Sandbox{Network: false, ReadWrite: []string{wsDir}, Homes: []string{}}
-	for _, p := range seedReadOnly {
-		if _, err := os.Lstat(p); err == nil {
-			sb.ReadOnly = append(sb.ReadOnly, p)
-		}
-	}
-	sb.ReadOnly = append(sb.ReadOnly, n.Release)
-	sb.Path = []string{n.Release}
-	// What node.json adds to every sandbox the node proposes (D48): the
-	// agent CLIs' install, say, and its bin on PATH.
-	if add := n.Config.Sandbox; add != nil {
-		sb.ReadOnly = append(sb.ReadOnly, add.ReadOnly...)
-		sb.Path = append(sb.Path, add.Path...)
-	}
-	sb.Path = append(sb.Path, "/usr/local/bin", "/usr/bin", "/bin")
-	return sb
-}
 
 // WorkspaceAddInput is what `ocx workspace add` takes.
 type WorkspaceAddInput struct {
@@ -69,27 +36,27 @@ type WorkspaceAddInput struct {
 // session's directory with its wake pipe. If a host step fails after the
 // post, the host is left clean and the definition stays on the record, where
 // a second add for the same workspace finds and reuses it.
-func (n *Node) WorkspaceAdd(ctx context.Context, in WorkspaceAddInput) *Answer {
-	a := newAnswer("workspace add", in.DryRun)
+func (n Actions) WorkspaceAdd(ctx context.Context, in WorkspaceAddInput) *node.Answer {
+	a := node.NewAnswer("workspace add", in.DryRun)
 	key := messages.WorkspaceKey{Login: in.Login, Project: in.Project}
 	if err := messages.ValidateLogin(in.Login); err != nil {
 		return a.Stop(fmt.Errorf("login: %w", err))
 	}
-	if err := n.checkAgentLogin(in.Login); err != nil {
+	if err := n.CheckAgentLogin(in.Login); err != nil {
 		return a.Stop(err)
 	}
-	p, err := n.project(in.Project)
+	p, err := n.Project(in.Project)
 	if err != nil {
 		return a.Stop(fmt.Errorf("project: %w", err))
 	}
 	if err := messages.ValidateBranch(in.Branch); err != nil {
 		return a.Stop(fmt.Errorf("branch: %w", err))
 	}
-	ws, err := n.workspace(key)
+	ws, err := n.WorkspacePaths(key)
 	if err != nil {
 		return a.Stop(err)
 	}
-	def, err := n.definition(key, in.Branch, ws, in.SandboxJSON)
+	def, err := n.Definition(key, in.Branch, ws, in.SandboxJSON)
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -103,7 +70,7 @@ func (n *Node) WorkspaceAdd(ctx context.Context, in WorkspaceAddInput) *Answer {
 		return a.Stop(err)
 	}
 	plan, err := addPlan(f, &workspaceRun{n: n, p: p, code: f.Code, ws: ws})
-	return executed(ctx, a, plan, err)
+	return node.Executed(ctx, a, plan, err)
 }
 
 // addFacts is what a workspace add read of the record and the host, for
@@ -120,14 +87,14 @@ type addFacts struct {
 	OnHost bool
 	// Defined is the definition on the record that counts for the
 	// workspace, nil when none does.
-	Defined *Workspace
+	Defined *node.Workspace
 	// Thread is the thread the definition is posted in, "" for a new one.
 	Thread string
 }
 
 // addFacts reads what an add needs: the branch's check-ins, the project
 // code, the definitions on the record, the given thread.
-func (n *Node) addFacts(ctx context.Context, r *fossilio.Repo, p project, ws host.Workspace, key messages.WorkspaceKey, def *messages.WorkspaceDefinition, in WorkspaceAddInput) (addFacts, error) {
+func (n Actions) addFacts(ctx context.Context, r *fossilio.Repo, p node.Project, ws host.Workspace, key messages.WorkspaceKey, def *messages.WorkspaceDefinition, in WorkspaceAddInput) (addFacts, error) {
 	f := addFacts{Key: key, Caller: n.Caller.Login, Branch: in.Branch, Def: def, WS: ws, URL: p.URL}
 	if on, err := r.CheckinsOnBranch(ctx, in.Branch, ""); err != nil {
 		return f, fmt.Errorf("branch: %w", err)
@@ -139,7 +106,7 @@ func (n *Node) addFacts(ctx context.Context, r *fossilio.Repo, p project, ws hos
 		return f, err
 	}
 	f.OnHost = exists(ws.Dir)
-	defs, err := workspaces(ctx, n.index(r))
+	defs, err := node.Defined(ctx, n.Index(r))
 	if err != nil {
 		return f, err
 	}
@@ -168,26 +135,26 @@ type workspaceEffects interface {
 	make(ctx context.Context, def *messages.WorkspaceDefinition, hash, record string) error
 	// remove removes the workspace from the host.
 	remove(ctx context.Context) error
-	backoffice(ctx context.Context, a *Answer)
+	backoffice(ctx context.Context, a *node.Answer)
 }
 
 // addPlan is a workspace add's plan (seed 002): a workspace defined on the
 // record but not on the host is made from that definition; otherwise the
-// definition is posted as the caller (a new thread's first post, or in the
+// Definition is posted as the caller (a new thread's first post, or in the
 // given thread) and the workspace made from it. It refuses a workspace on
 // the host already.
-func addPlan(f addFacts, fx workspaceEffects) (Plan, error) {
-	var plan Plan
+func addPlan(f addFacts, fx workspaceEffects) (node.Plan, error) {
+	var plan node.Plan
 	key, ws := f.Key, f.WS
 	if w := f.Defined; w != nil {
 		if f.OnHost {
 			return plan, fmt.Errorf("workspace %s exists: defined at %s on record %s, and on the host at %s", key, w.Hash, w.Record, ws.Dir)
 		}
-		plan.say("workspace %s is defined on the record at %s (record %s) but not on the host; making it from that definition", key, w.Hash, w.Record)
+		plan.Say("workspace %s is defined on the record at %s (record %s) but not on the host; making it from that definition", key, w.Hash, w.Record)
 		if w.Definition.Branch != f.Branch {
-			plan.say("the definition on the record says branch %q, not %q: the record's definition counts (terminate the workspace to change it)", w.Definition.Branch, f.Branch)
+			plan.Say("the definition on the record says branch %q, not %q: the record's definition counts (terminate the workspace to change it)", w.Definition.Branch, f.Branch)
 		}
-		plan.add(fmt.Sprintf("make workspace %s on the host at %s", key, ws.Dir), func(ctx context.Context, a *Answer) error {
+		plan.Add(fmt.Sprintf("make workspace %s on the host at %s", key, ws.Dir), func(ctx context.Context, a *node.Answer) error {
 			if err := fx.make(ctx, w.Definition, w.Hash, w.Record); err != nil {
 				return err
 			}
@@ -212,7 +179,7 @@ func addPlan(f addFacts, fx workspaceEffects) (Plan, error) {
 		where = "in thread " + f.Thread
 	}
 	var hash string
-	plan.add(fmt.Sprintf("post as %q %s:\n%s", f.Caller, where, text), func(ctx context.Context, a *Answer) error {
+	plan.Add(fmt.Sprintf("post as %q %s:\n%s", f.Caller, where, text), func(ctx context.Context, a *node.Answer) error {
 		var err error
 		if hash, err = fx.post(ctx, note); err != nil {
 			return fmt.Errorf("post the definition: %w", err)
@@ -225,8 +192,8 @@ func addPlan(f addFacts, fx workspaceEffects) (Plan, error) {
 		a.SetResult(hash)
 		return nil
 	})
-	plan.deferred(fx.backoffice)
-	plan.add(fmt.Sprintf("clone %s as %q into %s, open its tree on %q in %s, write %s and make %s", f.URL, key.Login, ws.Clone, f.Branch, ws.Tree, ws.Binding, ws.Wake), func(ctx context.Context, a *Answer) error {
+	plan.Deferred(fx.backoffice)
+	plan.Add(fmt.Sprintf("clone %s as %q into %s, open its tree on %q in %s, write %s and make %s", f.URL, key.Login, ws.Clone, f.Branch, ws.Tree, ws.Binding, ws.Wake), func(ctx context.Context, a *node.Answer) error {
 		thread := f.Thread
 		if thread == "" {
 			thread = hash
@@ -242,14 +209,14 @@ func addPlan(f addFacts, fx workspaceEffects) (Plan, error) {
 
 // workspaceRun is workspaceEffects on this node.
 type workspaceRun struct {
-	n    *Node
-	p    project
+	n    Actions
+	p    node.Project
 	code string
 	ws   host.Workspace
 }
 
 func (w *workspaceRun) post(ctx context.Context, note fossilio.NoteWrite) (string, error) {
-	return w.n.writer(w.p, w.code).WriteNote(ctx, note)
+	return w.n.Writer(w.p, w.code).WriteNote(ctx, note)
 }
 
 func (w *workspaceRun) make(ctx context.Context, def *messages.WorkspaceDefinition, hash, record string) error {
@@ -258,30 +225,30 @@ func (w *workspaceRun) make(ctx context.Context, def *messages.WorkspaceDefiniti
 
 func (w *workspaceRun) remove(context.Context) error { return w.n.removeWorkspace(w.ws) }
 
-func (w *workspaceRun) backoffice(ctx context.Context, a *Answer) { w.n.backoffice(ctx, a, w.p) }
+func (w *workspaceRun) backoffice(ctx context.Context, a *node.Answer) { w.n.Backoffice(ctx, a, w.p) }
 
 // privilegedRepo opens project p's repository for an action of the
 // caller, who must hold admin or setup on it.
-func (n *Node) privilegedRepo(ctx context.Context, p project) (*fossilio.Repo, error) {
-	if err := n.requireCaller(); err != nil {
+func (n Actions) privilegedRepo(ctx context.Context, p node.Project) (*fossilio.Repo, error) {
+	if err := n.RequireCaller(); err != nil {
 		return nil, err
 	}
-	r, err := n.openRepo(p)
+	r, err := n.OpenProjectRepo(p)
 	if err != nil {
 		return nil, err
 	}
-	if err := n.requirePrivileged(ctx, r, p); err != nil {
+	if err := n.RequirePrivileged(ctx, r, p); err != nil {
 		r.Close()
 		return nil, err
 	}
 	return r, nil
 }
 
-// definition builds and checks a workspace definition: its sandbox from the
+// Definition builds and checks a workspace definition: its sandbox from the
 // given JSON, strictly decoded as the definition it will be part of (so an
 // unknown key is refused, naming it), or the default template; and the
 // node-files rule (no path may reach the node's own files).
-func (n *Node) definition(key messages.WorkspaceKey, branch string, ws host.Workspace, sandboxJSON []byte) (*messages.WorkspaceDefinition, error) {
+func (n Actions) Definition(key messages.WorkspaceKey, branch string, ws host.Workspace, sandboxJSON []byte) (*messages.WorkspaceDefinition, error) {
 	def := &messages.WorkspaceDefinition{Login: key.Login, Project: key.Project, Branch: branch}
 	if sandboxJSON == nil {
 		def.Sandbox = n.DefaultSandbox(ws.Dir)
@@ -305,7 +272,7 @@ func (n *Node) definition(key messages.WorkspaceKey, branch string, ws host.Work
 		return nil, err
 	}
 	var repos []string
-	for _, p := range n.projects() {
+	for _, p := range n.Projects() {
 		repos = append(repos, p.Repository)
 	}
 	release, err := filepath.EvalSymlinks(n.Release)
@@ -325,8 +292,8 @@ func (n *Node) definition(key messages.WorkspaceKey, branch string, ws host.Work
 
 // makeWorkspace makes a workspace on the host from its definition; on
 // failure it removes what it made.
-func (n *Node) makeWorkspace(ctx context.Context, p project, code string, ws host.Workspace, def *messages.WorkspaceDefinition, defHash, record string) (err error) {
-	password, err := n.password(def.Login)
+func (n Actions) makeWorkspace(ctx context.Context, p node.Project, code string, ws host.Workspace, def *messages.WorkspaceDefinition, defHash, record string) (err error) {
+	password, err := n.Password(def.Login)
 	if err != nil {
 		return err
 	}
@@ -384,8 +351,8 @@ func (n *Node) makeWorkspace(ctx context.Context, p project, code string, ws hos
 // WorkspaceTerminate terminates a workspace (seed 002, "terminate a
 // workspace"): the terminated note on its record, as the caller, then the
 // workspace removed from the host. It is refused while a process names it.
-func (n *Node) WorkspaceTerminate(ctx context.Context, keyText, reason string, dry bool) *Answer {
-	a := newAnswer("workspace terminate", dry)
+func (n Actions) WorkspaceTerminate(ctx context.Context, keyText, reason string, dry bool) *node.Answer {
+	a := node.NewAnswer("workspace terminate", dry)
 	key, err := messages.ParseWorkspaceKey(keyText)
 	if err != nil {
 		return a.Stop(fmt.Errorf("workspace: %w", err))
@@ -398,14 +365,14 @@ func (n *Node) WorkspaceTerminate(ctx context.Context, keyText, reason string, d
 	if _, err := f.note().Encode(); err != nil {
 		return a.Stop(err)
 	}
-	if err := n.requireCaller(); err != nil {
+	if err := n.RequireCaller(); err != nil {
 		return a.Stop(err)
 	}
-	v, err := n.naming(key)
+	v, err := n.Naming(key)
 	if err != nil {
 		return a.Stop(err)
 	}
-	if err := refuseIfNamed(v, key, "terminate "+key.String()); err != nil {
+	if err := node.RefuseIfNamed(v, key, "terminate "+key.String()); err != nil {
 		return a.Stop(err)
 	}
 	r, err := n.privilegedRepo(ctx, p)
@@ -417,13 +384,13 @@ func (n *Node) WorkspaceTerminate(ctx context.Context, keyText, reason string, d
 	if err != nil {
 		return a.Stop(err)
 	}
-	defs, err := workspaces(ctx, n.index(r))
+	defs, err := node.Defined(ctx, n.Index(r))
 	if err != nil {
 		return a.Stop(err)
 	}
 	f.Defined, f.OnHost = defs[key], exists(ws.Dir)
 	plan, err := terminatePlan(f, &workspaceRun{n: n, p: p, code: code, ws: ws})
-	return executed(ctx, a, plan, err)
+	return node.Executed(ctx, a, plan, err)
 }
 
 // terminateFacts is what a terminate read, for terminatePlan.
@@ -432,7 +399,7 @@ type terminateFacts struct {
 	Caller  string
 	Reason  string
 	WS      host.Workspace
-	Defined *Workspace // the definition that counts on the record, or nil
+	Defined *node.Workspace // the definition that counts on the record, or nil
 	OnHost  bool
 }
 
@@ -443,8 +410,8 @@ func (f terminateFacts) note() *messages.TerminatedNote {
 // terminatePlan is a terminate's plan (seed 002): the terminated note on
 // the workspace's record, as the caller, unless it is there; then the
 // workspace removed from the host, if it is on it.
-func terminatePlan(f terminateFacts, fx workspaceEffects) (Plan, error) {
-	var plan Plan
+func terminatePlan(f terminateFacts, fx workspaceEffects) (node.Plan, error) {
+	var plan node.Plan
 	key, w := f.Key, f.Defined
 	switch {
 	case w == nil && f.OnHost:
@@ -455,14 +422,14 @@ func terminatePlan(f terminateFacts, fx workspaceEffects) (Plan, error) {
 		return plan, fmt.Errorf("workspace %s is already terminated (%s) and not on the host", key, w.Terminated)
 	}
 	if w.Terminated != "" {
-		plan.say("workspace %s is already terminated (%s)", key, w.Terminated)
+		plan.Say("workspace %s is already terminated (%s)", key, w.Terminated)
 	} else {
 		block, err := f.note().Encode()
 		if err != nil {
 			return plan, err
 		}
 		text := fmt.Sprintf("Workspace `%s` is terminated.\n\n%s", key, block)
-		plan.add(fmt.Sprintf("post as %q in record %s:\n%s", f.Caller, w.Record, text), func(ctx context.Context, a *Answer) error {
+		plan.Add(fmt.Sprintf("post as %q in record %s:\n%s", f.Caller, w.Record, text), func(ctx context.Context, a *node.Answer) error {
 			hash, err := fx.post(ctx, fossilio.NoteWrite{Login: f.Caller, Thread: w.Record, ReplyTo: w.Record, Text: text})
 			if err != nil {
 				return fmt.Errorf("post the terminated note: %w", err)
@@ -471,13 +438,13 @@ func terminatePlan(f terminateFacts, fx workspaceEffects) (Plan, error) {
 			a.SetResult(hash)
 			return nil
 		})
-		plan.deferred(fx.backoffice)
+		plan.Deferred(fx.backoffice)
 	}
 	if !f.OnHost {
-		plan.say("workspace %s was not on the host", key)
+		plan.Say("workspace %s was not on the host", key)
 		return plan, nil
 	}
-	plan.add("remove "+f.WS.Dir, func(ctx context.Context, a *Answer) error {
+	plan.Add("remove "+f.WS.Dir, func(ctx context.Context, a *node.Answer) error {
 		if err := fx.remove(ctx); err != nil {
 			return err
 		}
@@ -487,7 +454,7 @@ func terminatePlan(f terminateFacts, fx workspaceEffects) (Plan, error) {
 	return plan, nil
 }
 
-func (n *Node) removeWorkspace(ws host.Workspace) error {
+func (n Actions) removeWorkspace(ws host.Workspace) error {
 	root, err := unixhost.OpenRoot(n.Agents)
 	if err != nil {
 		return err
@@ -506,27 +473,27 @@ func (n *Node) removeWorkspace(ws host.Workspace) error {
 
 // WorkspaceGC collects workspaces (seed 002, "collect workspaces"): each
 // workspace on the host whose record has a terminated note, or whose
-// definition no longer counts, is removed; never one a running process names
+// Definition no longer counts, is removed; never one a running process names
 // (or might name). It writes nothing on the record.
-func (n *Node) WorkspaceGC(ctx context.Context, dry bool) *Answer {
-	a := newAnswer("workspace gc", dry)
-	logins, err := n.agentLogins()
+func (n Actions) WorkspaceGC(ctx context.Context, dry bool) *node.Answer {
+	a := node.NewAnswer("workspace gc", dry)
+	logins, err := n.PasswordLogins()
 	if err != nil {
 		return a.Stop(err)
 	}
-	records := map[string]map[messages.WorkspaceKey]*Workspace{}
+	records := map[string]map[messages.WorkspaceKey]*node.Workspace{}
 	for _, login := range logins {
-		keys, err := n.workspacesOf(login)
+		keys, err := n.WorkspacesOf(login)
 		if err != nil {
 			return a.Stop(err)
 		}
 		for _, key := range keys {
-			ws, err := n.workspace(key)
+			ws, err := n.WorkspacePaths(key)
 			if err != nil {
 				a.Logf("%s: %v; left alone", key, err)
 				continue
 			}
-			p, err := n.project(key.Project)
+			p, err := n.Project(key.Project)
 			if err != nil {
 				a.Logf("%s: %v; left alone", key, err)
 				continue
@@ -542,7 +509,7 @@ func (n *Node) WorkspaceGC(ctx context.Context, dry bool) *Answer {
 			// What the node made it from is its own copy of the binding
 			// (D44); without one (being added, half made, or made by an
 			// earlier release) only the record can collect it.
-			b, berr := n.readBinding(ws)
+			b, berr := n.ReadBinding(ws)
 			why := ""
 			switch w := defs[key]; {
 			case berr != nil && !errors.Is(berr, fs.ErrNotExist):
@@ -560,7 +527,7 @@ func (n *Node) WorkspaceGC(ctx context.Context, dry bool) *Answer {
 			default:
 				continue
 			}
-			v, err := n.naming(key)
+			v, err := n.Naming(key)
 			if err != nil {
 				return a.Stop(err)
 			}
@@ -584,13 +551,13 @@ func (n *Node) WorkspaceGC(ctx context.Context, dry bool) *Answer {
 	return a
 }
 
-func (n *Node) workspacesOnRecord(ctx context.Context, p project) (map[messages.WorkspaceKey]*Workspace, error) {
-	r, err := n.openRepo(p)
+func (n Actions) workspacesOnRecord(ctx context.Context, p node.Project) (map[messages.WorkspaceKey]*node.Workspace, error) {
+	r, err := n.OpenProjectRepo(p)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	return workspaces(ctx, n.index(r))
+	return node.Defined(ctx, n.Index(r))
 }
 
 func exists(p string) bool {

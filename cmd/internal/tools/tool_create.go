@@ -1,4 +1,4 @@
-package node
+package tools
 
 import (
 	"context"
@@ -12,20 +12,13 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/model"
+	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record/listening"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 )
-
-// EnforcedRestrictions are the restrictions of E10 this node can run an
-// agent under (D37, D39), as create accepts them and the status lists them:
-// no_password (the clone forgets its password; the session's own replies
-// and notes, and the agent's writes, go through the tools on its MCP
-// socket, as its user), branch (push refuses a check-in on another branch)
-// and own_thread (post refuses a to outside the record's thread), both of
-// which hold because, without a password, the tools are the only way out.
-var EnforcedRestrictions = []string{"no_password", "branch", "own_thread"}
 
 // remoteRunners are the runners that offer remote control; none does on
 // this node yet, so remote defaults to false and true is refused.
@@ -34,8 +27,8 @@ var remoteRunners = []string{}
 // toolCreate makes an agent (E8, D35): the record as a new thread, the
 // agent's user, its workspace in the record's thread, its session started
 // on the record. Everything that needs no write is checked first.
-func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer {
-	a := newAnswer(messages.ToolCreate, in.DryRun)
+func (n Actions) toolCreate(ctx context.Context, in *messages.CreateArgs) *node.Answer {
+	a := node.NewAnswer(messages.ToolCreate, in.DryRun)
 	p, r, err := n.privilegedToolRepo(ctx)
 	if err != nil {
 		return a.Stop(err)
@@ -53,7 +46,7 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 	if err != nil {
 		return a.Stop(err)
 	}
-	if err := requireOffered(n.Release, rec.Runner); err != nil {
+	if err := node.RequireOffered(n.Release, rec.Runner); err != nil {
 		return a.Stop(err) // E9: a runner it does not offer is refused, nothing written
 	}
 	text := fmt.Sprintf("Record of agent `%s` (%s): %s\n\n%s", rec.User, rec.Runner, firstLine(rec.Objective), block)
@@ -72,7 +65,7 @@ func (n *Node) toolCreate(ctx context.Context, in *messages.CreateArgs) *Answer 
 
 // createRecord is the record create would post: in's fields with the
 // node's defaults and choices written out, each checked; nothing written.
-func (n *Node) createRecord(ctx context.Context, r *fossilio.Repo, in *messages.CreateArgs) (*messages.TaskRecord, error) {
+func (n Actions) createRecord(ctx context.Context, r *fossilio.Repo, in *messages.CreateArgs) (*messages.TaskRecord, error) {
 	rec := &messages.TaskRecord{User: in.User, Node: n.Config.User, Runner: in.Runner, Model: in.Model, Objective: in.Objective,
 		Checkins: in.Checkins, Hears: in.Hears, Budget: in.Budget, Sandbox: messages.DefaultRecordSandbox()}
 	if rec.Runner == "" {
@@ -105,7 +98,7 @@ func (n *Node) createRecord(ctx context.Context, r *fossilio.Repo, in *messages.
 	if in.Restrict != nil {
 		rec.Restrict = *in.Restrict
 		for _, name := range rec.Restrict.Names() {
-			if !slices.Contains(EnforcedRestrictions, name) {
+			if !slices.Contains(node.EnforcedRestrictions, name) {
 				return nil, fmt.Errorf("restrict.%s: this node does not enforce it (it enforces: %s)", name, enforcedWords())
 			}
 		}
@@ -144,7 +137,7 @@ type newWorkspace struct {
 
 // createWorkspace works out the agent's workspace: its branch, its sandbox
 // (the template's and the record's), its definition checked.
-func (n *Node) createWorkspace(ctx context.Context, r *fossilio.Repo, p project, rec *messages.TaskRecord) (newWorkspace, error) {
+func (n Actions) createWorkspace(ctx context.Context, r *fossilio.Repo, p node.Project, rec *messages.TaskRecord) (newWorkspace, error) {
 	// The tree opens on the branch the record holds it to, once that branch
 	// has a check-in; until then on trunk, from which the agent branches.
 	branch := "trunk"
@@ -156,7 +149,7 @@ func (n *Node) createWorkspace(ctx context.Context, r *fossilio.Repo, p project,
 		}
 	}
 	key := messages.WorkspaceKey{Login: rec.User, Project: p.Name}
-	ws, err := n.workspace(key)
+	ws, err := n.WorkspacePaths(key)
 	if err != nil {
 		return newWorkspace{}, fmt.Errorf("user: %w", err)
 	}
@@ -168,7 +161,7 @@ func (n *Node) createWorkspace(ctx context.Context, r *fossilio.Repo, p project,
 	if err != nil {
 		return newWorkspace{}, err
 	}
-	if _, err := n.definition(key, branch, ws, sbJSON); err != nil {
+	if _, err := n.Definition(key, branch, ws, sbJSON); err != nil {
 		return newWorkspace{}, fmt.Errorf("sandbox: %w", err)
 	}
 	return newWorkspace{key: key, ws: ws, branch: branch, sbJSON: sbJSON}, nil
@@ -176,7 +169,7 @@ func (n *Node) createWorkspace(ctx context.Context, r *fossilio.Repo, p project,
 
 // createWrite writes what create made: the record, the login, the
 // workspace (its clone without a password when restricted), the session.
-func (n *Node) createWrite(ctx context.Context, a *Answer, r *fossilio.Repo, p project, rec *messages.TaskRecord, text string, nw newWorkspace) *Answer {
+func (n Actions) createWrite(ctx context.Context, a *node.Answer, r *fossilio.Repo, p node.Project, rec *messages.TaskRecord, text string, nw newWorkspace) *node.Answer {
 	key, ws, branch, sbJSON := nw.key, nw.ws, nw.branch, nw.sbJSON
 	code, err := r.ProjectCode(ctx)
 	if err != nil {
@@ -186,22 +179,22 @@ func (n *Node) createWrite(ctx context.Context, a *Answer, r *fossilio.Repo, p p
 	if len(title) > 200 {
 		title = title[:200]
 	}
-	hash, err := n.writer(p, code).WriteNote(ctx, fossilio.NoteWrite{Login: n.Caller.Login, Title: strings.ToValidUTF8(title, ""), Text: text})
+	hash, err := n.Writer(p, code).WriteNote(ctx, fossilio.NoteWrite{Login: n.Caller.Login, Title: strings.ToValidUTF8(title, ""), Text: text})
 	if err != nil {
 		return a.Stop(fmt.Errorf("post the record: %w", err))
 	}
 	a.Logf("posted the record of %q as %q at %s (a new thread)", rec.User, n.Caller.Login, hash)
 	a.SetResult(hash)
-	if !a.merge(n.LoginAdd(ctx, rec.User, false)) {
+	if !merge(a, n.LoginAdd(ctx, rec.User, false)) {
 		return a
 	}
-	if !a.merge(n.WorkspaceAdd(ctx, WorkspaceAddInput{Login: rec.User, Project: p.Name, Branch: branch, SandboxJSON: sbJSON})) {
+	if !merge(a, n.WorkspaceAdd(ctx, workspaces.WorkspaceAddInput{Login: rec.User, Project: p.Name, Branch: branch, SandboxJSON: sbJSON})) {
 		return a
 	}
 	if rec.Restrict.NoPassword {
 		// The clone is in the agent's workspace: written in place, following
 		// no link (D47).
-		cf, err := n.openAgentFile(ws.Clone, os.O_RDWR)
+		cf, err := n.OpenAgentFile(ws.Clone, os.O_RDWR)
 		if err == nil {
 			err = fossilio.ForgetFile(ctx, cf)
 			cf.Close()
@@ -211,7 +204,7 @@ func (n *Node) createWrite(ctx context.Context, a *Answer, r *fossilio.Repo, p p
 		}
 		a.Logf("the clone of %s holds no password (restrict no_password)", key)
 	}
-	a.merge(n.SessionStart(ctx, SessionStartInput{Workspace: key.String(), Kind: string(messages.LLM), Runner: rec.Runner,
+	merge(a, n.SessionStart(ctx, workspaces.SessionStartInput{Workspace: key.String(), Kind: string(messages.LLM), Runner: rec.Runner,
 		Model: rec.Model, Lifetime: string(messages.Stays), Record: hash, Hears: rec.Hears, Checkins: rec.Checkins, Wall: rec.Budget.Wall, Tokens: rec.Budget.Tokens}))
 	a.SetResult(hash)
 	return a
@@ -220,8 +213,8 @@ func (n *Node) createWrite(ctx context.Context, a *Answer, r *fossilio.Repo, p p
 // checkNewAgent refuses a user name create may not make: not a login, the
 // node user's, one this node keeps a password for, or a user of any
 // project (create makes a new user, E2).
-func (n *Node) checkNewAgent(ctx context.Context, login string) error {
-	if err := CheckNewLogin(login); err != nil {
+func (n Actions) checkNewAgent(ctx context.Context, login string) error {
+	if err := node.CheckNewLogin(login); err != nil {
 		return fmt.Errorf("user: %w", err)
 	}
 	if login == n.Config.User {
@@ -234,8 +227,8 @@ func (n *Node) checkNewAgent(ctx context.Context, login string) error {
 	if _, err := os.Lstat(pw); err == nil {
 		return fmt.Errorf("user: %q is an agent login of this node already; create makes a new user", login)
 	}
-	for _, p := range n.projects() {
-		r, err := n.openRepo(p)
+	for _, p := range n.Projects() {
+		r, err := n.OpenProjectRepo(p)
 		if err != nil {
 			return err
 		}
@@ -252,10 +245,10 @@ func (n *Node) checkNewAgent(ctx context.Context, login string) error {
 }
 
 func enforcedWords() string {
-	if len(EnforcedRestrictions) == 0 {
+	if len(node.EnforcedRestrictions) == 0 {
 		return "none"
 	}
-	return strings.Join(EnforcedRestrictions, ", ")
+	return strings.Join(node.EnforcedRestrictions, ", ")
 }
 
 func firstLine(s string) string {

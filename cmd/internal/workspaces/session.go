@@ -1,4 +1,4 @@
-package node
+package workspaces
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/fossilio/record/listening"
@@ -103,8 +104,8 @@ func resolveRecord(ctx context.Context, r *fossilio.Repo, s string) (ownRecord, 
 // anything is written; past the bound the start stops, writing nothing. A
 // session at a terminal, or a process the table cannot read, refuses the
 // start before anything is written, naming it.
-func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
-	a := newAnswer("session start", in.DryRun)
+func (n Actions) SessionStart(ctx context.Context, in SessionStartInput) *node.Answer {
+	a := node.NewAnswer("session start", in.DryRun)
 	key, err := messages.ParseWorkspaceKey(in.Workspace)
 	if err != nil {
 		return a.Stop(fmt.Errorf("workspace: %w", err))
@@ -121,7 +122,7 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
-	if err := onHost(ws); err != nil {
+	if err := node.OnHost(ws); err != nil {
 		if made, err := n.addForStart(ctx, a, key, in, err); !made {
 			return a.Stop(err)
 		}
@@ -141,7 +142,7 @@ func (n *Node) SessionStart(ctx context.Context, in SessionStartInput) *Answer {
 		return a.Stop(err)
 	}
 	run := &startRun{n: n, r: r, p: p, code: code, ws: ws, key: key, held: f.Held, own: f.Own}
-	return a.Stop(execute(ctx, a, startPlan(f, run)))
+	return a.Stop(node.Execute(ctx, a, startPlan(f, run)))
 }
 
 // startDefinition is the session definition a start posts, checked.
@@ -161,7 +162,7 @@ func startDefinition(in SessionStartInput) (*messages.SessionDefinition, error) 
 
 // startRelease is the release a start names; an llm session's runner must
 // be offered by it (E9: refused before anything is written).
-func (n *Node) startRelease(in string, def *messages.SessionDefinition) (string, error) {
+func (n Actions) startRelease(in string, def *messages.SessionDefinition) (string, error) {
 	release, err := n.launchRelease(in)
 	if err != nil || def.Kind != messages.LLM {
 		return release, err
@@ -170,16 +171,16 @@ func (n *Node) startRelease(in string, def *messages.SessionDefinition) (string,
 	if release == messages.ReleasePrevious {
 		dir = filepath.Join(n.Config.Release, messages.ReleasePrevious)
 	}
-	return release, requireOffered(dir, def.Runner)
+	return release, node.RequireOffered(dir, def.Runner)
 }
 
 // projectWorkspace is workspace key's project and its paths on the host.
-func (n *Node) projectWorkspace(key messages.WorkspaceKey) (project, host.Workspace, error) {
-	p, err := n.project(key.Project)
+func (n Actions) projectWorkspace(key messages.WorkspaceKey) (node.Project, host.Workspace, error) {
+	p, err := n.Project(key.Project)
 	if err != nil {
-		return project{}, host.Workspace{}, fmt.Errorf("workspace: %w", err)
+		return node.Project{}, host.Workspace{}, fmt.Errorf("workspace: %w", err)
 	}
-	ws, err := n.workspace(key)
+	ws, err := n.WorkspacePaths(key)
 	return p, ws, err
 }
 
@@ -188,7 +189,7 @@ func (n *Node) projectWorkspace(key messages.WorkspaceKey) (project, host.Worksp
 // its definition, the template's sandbox, on a thread of its own. made
 // says the start goes on; a dry run stops after saying what add would do,
 // with a nil error when add would make it.
-func (n *Node) addForStart(ctx context.Context, a *Answer, key messages.WorkspaceKey, in SessionStartInput, missing error) (made bool, err error) {
+func (n Actions) addForStart(ctx context.Context, a *node.Answer, key messages.WorkspaceKey, in SessionStartInput, missing error) (made bool, err error) {
 	branch := in.Branch
 	if branch == "" {
 		branch = DefaultStartBranch
@@ -232,9 +233,9 @@ type startFacts struct {
 
 // startFacts reads what a start needs of the record and the host, and
 // refuses what the record refuses, before anything is written.
-func (n *Node) startFacts(ctx context.Context, a *Answer, r *fossilio.Repo, p project, ws host.Workspace, key messages.WorkspaceKey, def *messages.SessionDefinition, record string) (startFacts, error) {
-	f := startFacts{Key: key, Caller: n.Caller.Login, Repository: p.Repository, StopWait: n.stopWait}
-	b, err := n.boundWorkspace(ctx, r, ws)
+func (n Actions) startFacts(ctx context.Context, a *node.Answer, r *fossilio.Repo, p node.Project, ws host.Workspace, key messages.WorkspaceKey, def *messages.SessionDefinition, record string) (startFacts, error) {
+	f := startFacts{Key: key, Caller: n.Caller.Login, Repository: p.Repository, StopWait: n.StopWait()}
+	b, err := n.BoundWorkspace(ctx, r, ws)
 	if err != nil {
 		return f, fmt.Errorf("workspace %s does not exist on the host (%v); `ocx workspace add` makes it", key, err)
 	}
@@ -284,17 +285,17 @@ func listeningPath(ws host.Workspace, kind messages.ListenKind, names string) (s
 // host and the daemon.
 type startEffects interface {
 	// stopHeld stops the session the daemon runs and awaits its end.
-	stopHeld(ctx context.Context, a *Answer) error
+	stopHeld(ctx context.Context, a *node.Answer) error
 	// regrant gives a v1 record's user its capabilities back (D35).
-	regrant(ctx context.Context, a *Answer) error
+	regrant(ctx context.Context, a *node.Answer) error
 	// post writes a note as the caller on the session's own record.
 	post(ctx context.Context, text string) (string, error)
 	// listen writes the own record into the listening index.
 	listen(ctx context.Context) error
 	// hand gives the daemon a line, then runs the backoffice.
-	hand(ctx context.Context, a *Answer, line messages.PipeLine) error
+	hand(ctx context.Context, a *node.Answer, line messages.PipeLine) error
 	// awaitOutcome waits for what the daemon made of a launch.
-	awaitOutcome(ctx context.Context, a *Answer, launch string) error
+	awaitOutcome(ctx context.Context, a *node.Answer, launch string) error
 }
 
 // startPlan is a session start's plan (seed 002, D33): stop the session
@@ -302,14 +303,14 @@ type startEffects interface {
 // capabilities; post the definition, then the launch note naming it, on
 // the own record; write the listening index; hand the launch to the
 // daemon and await its outcome.
-func startPlan(f startFacts, fx startEffects) Plan {
-	var plan Plan
+func startPlan(f startFacts, fx startEffects) node.Plan {
+	var plan node.Plan
 	if f.Held != nil {
-		plan.add(fmt.Sprintf("hand `%s` to the daemon, which runs the session of launch %s in %s (%s), and wait at most %s for its end note", messages.StopLine{Login: f.Key.Login, Project: f.Key.Project}, f.Held.Launch, f.Key, f.Held, f.StopWait), fx.stopHeld)
+		plan.Add(fmt.Sprintf("hand `%s` to the daemon, which runs the session of launch %s in %s (%s), and wait at most %s for its end note", messages.StopLine{Login: f.Key.Login, Project: f.Key.Project}, f.Held.Launch, f.Key, f.Held, f.StopWait), fx.stopHeld)
 	}
-	plan.add("", fx.regrant)
+	plan.Add("", fx.regrant)
 	var defHash, launchHash string
-	plan.add(fmt.Sprintf("post as %q on %s %s:\n%s", f.Caller, f.Own.Kind, f.Own.ID, f.DefText), func(ctx context.Context, a *Answer) error {
+	plan.Add(fmt.Sprintf("post as %q on %s %s:\n%s", f.Caller, f.Own.Kind, f.Own.ID, f.DefText), func(ctx context.Context, a *node.Answer) error {
 		var err error
 		if defHash, err = fx.post(ctx, f.DefText); err != nil {
 			return fmt.Errorf("post the session definition: %w", err)
@@ -317,7 +318,7 @@ func startPlan(f startFacts, fx startEffects) Plan {
 		a.Logf("posted the session definition as %q at %s on %s %s", f.Caller, defHash, f.Own.Kind, f.Own.ID)
 		return nil
 	})
-	plan.add(fmt.Sprintf("post the launch note (release %s) on the same record, write %s and hand `post %s LAUNCH` to the daemon", f.Release, f.ListenPath, f.Repository), func(ctx context.Context, a *Answer) error {
+	plan.Add(fmt.Sprintf("post the launch note (release %s) on the same record, write %s and hand `post %s LAUNCH` to the daemon", f.Release, f.ListenPath, f.Repository), func(ctx context.Context, a *node.Answer) error {
 		launch := &messages.LaunchNote{Login: f.Key.Login, Project: f.Key.Project, Workspace: f.Workspace, Session: defHash, Release: f.Release}
 		block, err := launch.Encode()
 		if err != nil {
@@ -330,28 +331,28 @@ func startPlan(f startFacts, fx startEffects) Plan {
 		a.SetResult(launchHash)
 		return nil
 	})
-	plan.add("", func(ctx context.Context, a *Answer) error {
+	plan.Add("", func(ctx context.Context, a *node.Answer) error {
 		if err := fx.listen(ctx); err != nil {
 			return err
 		}
 		a.Logf("wrote %s", f.ListenPath)
 		return nil
 	})
-	plan.add("", func(ctx context.Context, a *Answer) error {
+	plan.Add("", func(ctx context.Context, a *node.Answer) error {
 		if err := fx.hand(ctx, a, messages.PostLine{Repository: f.Repository, Hash: launchHash}); err != nil {
 			return fmt.Errorf("hand the launch to the daemon: %w", err)
 		}
 		return nil
 	})
-	plan.add("", func(ctx context.Context, a *Answer) error { return fx.awaitOutcome(ctx, a, launchHash) })
+	plan.Add("", func(ctx context.Context, a *node.Answer) error { return fx.awaitOutcome(ctx, a, launchHash) })
 	return plan
 }
 
 // startRun is startEffects on this node.
 type startRun struct {
-	n    *Node
+	n    Actions
 	r    *fossilio.Repo
-	p    project
+	p    node.Project
 	ws   host.Workspace
 	key  messages.WorkspaceKey
 	held *daemonSession
@@ -359,29 +360,29 @@ type startRun struct {
 	code string
 }
 
-func (s *startRun) stopHeld(ctx context.Context, a *Answer) error {
+func (s *startRun) stopHeld(ctx context.Context, a *node.Answer) error {
 	return s.n.stopAndAwaitEnd(ctx, a, s.r, s.key, s.held)
 }
 
-func (s *startRun) regrant(ctx context.Context, a *Answer) error {
+func (s *startRun) regrant(ctx context.Context, a *node.Answer) error {
 	return s.n.regrantRecordUser(ctx, a, s.r, s.own, s.key.Login)
 }
 
 func (s *startRun) post(ctx context.Context, text string) (string, error) {
-	return s.n.writer(s.p, s.code).WriteNote(ctx, s.own.note(s.n.Caller.Login, text))
+	return s.n.Writer(s.p, s.code).WriteNote(ctx, s.own.note(s.n.Caller.Login, text))
 }
 
 func (s *startRun) listen(ctx context.Context) error {
 	return s.n.setListening(ctx, s.ws, s.own.Kind, s.own.ID, 0, true)
 }
 
-func (s *startRun) hand(ctx context.Context, a *Answer, line messages.PipeLine) error {
-	err := s.n.ensureAndSend(ctx, a, line)
-	s.n.backoffice(ctx, a, s.p)
+func (s *startRun) hand(ctx context.Context, a *node.Answer, line messages.PipeLine) error {
+	err := s.n.EnsureAndSend(ctx, a, line)
+	s.n.Backoffice(ctx, a, s.p)
 	return err
 }
 
-func (s *startRun) awaitOutcome(ctx context.Context, a *Answer, launch string) error {
+func (s *startRun) awaitOutcome(ctx context.Context, a *node.Answer, launch string) error {
 	return s.n.awaitOutcome(ctx, a, s.r, s.key, launch)
 }
 
@@ -389,7 +390,7 @@ func (s *startRun) awaitOutcome(ctx context.Context, a *Answer, launch string) e
 // index, under the index's lock (listening.Set): the note is on the node by
 // now, so a rebuild that meets this change ends as the notes say (D21).
 // after is the listen note's receipt (0 for the session's own record).
-func (n *Node) setListening(ctx context.Context, ws host.Workspace, kind messages.ListenKind, names string, after int64, on bool) error {
+func (n Actions) setListening(ctx context.Context, ws host.Workspace, kind messages.ListenKind, names string, after int64, on bool) error {
 	root, err := unixhost.OpenRoot(n.Agents)
 	if err != nil {
 		return err
@@ -401,13 +402,13 @@ func (n *Node) setListening(ctx context.Context, ws host.Workspace, kind message
 // awaitOutcome waits, at most the node's outcome wait, for what the daemon
 // made of a launch: the session's process in the table (started), or a
 // refusal or end note replying to the launch (stopped, saying why).
-func (n *Node) awaitOutcome(ctx context.Context, a *Answer, r *fossilio.Repo, key messages.WorkspaceKey, launch string) error {
+func (n Actions) awaitOutcome(ctx context.Context, a *node.Answer, r *fossilio.Repo, key messages.WorkspaceKey, launch string) error {
 	info, err := r.Info(ctx, launch)
 	if err != nil {
 		return fmt.Errorf("read the launch note back: %w", err)
 	}
 	idx := record.NewIndexAfter(r, n.Config.User, info.Rcvid-1)
-	deadline := time.Now().Add(n.outcomeWait)
+	deadline := time.Now().Add(n.OutcomeWait())
 	for {
 		tab, err := n.scan()
 		if err != nil {
@@ -427,7 +428,7 @@ func (n *Node) awaitOutcome(ctx context.Context, a *Answer, r *fossilio.Repo, ke
 			return o.err()
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no outcome of launch %s within %s: no session process in the table and no refusal or end note; see `ocx status` and %s", launch, n.outcomeWait, n.Layout.Log())
+			return fmt.Errorf("no outcome of launch %s within %s: no session process in the table and no refusal or end note; see `ocx status` and %s", launch, n.OutcomeWait(), n.Layout.Log())
 		}
 		select {
 		case <-ctx.Done():
@@ -479,14 +480,14 @@ func outcomeOf(ctx context.Context, idx *record.Index, tab host.Table, key messa
 	if proc, ok := servingIn(tab, key, launch); ok {
 		return launchOutcome{Started: &proc}, nil
 	}
-	refusals, err := repliesTo[*messages.RefusalNote](ctx, idx, launch)
+	refusals, err := node.RepliesTo[*messages.RefusalNote](ctx, idx, launch)
 	if err != nil {
 		return launchOutcome{}, err
 	}
 	if len(refusals) > 0 {
 		return launchOutcome{Refusal: refusals[0]}, nil
 	}
-	ends, err := repliesTo[*messages.EndNote](ctx, idx, launch)
+	ends, err := node.RepliesTo[*messages.EndNote](ctx, idx, launch)
 	if err != nil {
 		return launchOutcome{}, err
 	}
@@ -497,8 +498,8 @@ func outcomeOf(ctx context.Context, idx *record.Index, tab host.Table, key messa
 }
 
 // scan reads the process table of this agents root once.
-func (n *Node) scan() (host.Table, error) {
-	t, err := n.procTable()
+func (n Actions) scan() (host.Table, error) {
+	t, err := n.ProcTable()
 	if err != nil {
 		return host.Table{}, err
 	}
@@ -526,16 +527,16 @@ func servingIn(tab host.Table, key messages.WorkspaceKey, launch string) (host.P
 // `stop LOGIN PROJECT` to the daemon, started if none runs, which sends TERM
 // to the session's process group and records its end. Refused when no
 // process names the workspace. Nothing waits for the end.
-func (n *Node) SessionStop(ctx context.Context, keyText string, dry bool) *Answer {
-	a := newAnswer("session stop", dry)
+func (n Actions) SessionStop(ctx context.Context, keyText string, dry bool) *node.Answer {
+	a := node.NewAnswer("session stop", dry)
 	key, err := messages.ParseWorkspaceKey(keyText)
 	if err != nil {
 		return a.Stop(fmt.Errorf("workspace: %w", err))
 	}
-	if _, err := n.project(key.Project); err != nil {
+	if _, err := n.Project(key.Project); err != nil {
 		return a.Stop(fmt.Errorf("workspace: %w", err))
 	}
-	v, err := n.naming(key)
+	v, err := n.Naming(key)
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -547,7 +548,7 @@ func (n *Node) SessionStop(ctx context.Context, keyText string, dry bool) *Answe
 		a.Would("hand `%s` to the daemon (%s)", line, v)
 		return a
 	}
-	if err := n.ensureAndSend(ctx, a, line); err != nil {
+	if err := n.EnsureAndSend(ctx, a, line); err != nil {
 		return a.Stop(err)
 	}
 	a.Logf("the daemon sends TERM to the session and records its end on the record")
@@ -556,7 +557,7 @@ func (n *Node) SessionStop(ctx context.Context, keyText string, dry bool) *Answe
 
 // Ended returns the end note the daemon wrote for a launch, or nil while
 // there is none.
-func (n *Node) Ended(ctx context.Context, project, launch string) (*messages.EndNote, error) {
+func (n Actions) Ended(ctx context.Context, project, launch string) (*messages.EndNote, error) {
 	r, err := n.openProject(project)
 	if err != nil {
 		return nil, err
@@ -566,7 +567,7 @@ func (n *Node) Ended(ctx context.Context, project, launch string) (*messages.End
 	if err != nil {
 		return nil, err
 	}
-	ends, err := repliesTo[*messages.EndNote](ctx, record.NewIndexAfter(r, n.Config.User, info.Rcvid-1), info.Hash)
+	ends, err := node.RepliesTo[*messages.EndNote](ctx, record.NewIndexAfter(r, n.Config.User, info.Rcvid-1), info.Hash)
 	if err != nil {
 		return nil, err
 	}
@@ -577,17 +578,17 @@ func (n *Node) Ended(ctx context.Context, project, launch string) (*messages.End
 }
 
 // openProject opens the node's repository of the named project.
-func (n *Node) openProject(name string) (*fossilio.Repo, error) {
-	p, err := n.project(name)
+func (n Actions) openProject(name string) (*fossilio.Repo, error) {
+	p, err := n.Project(name)
 	if err != nil {
 		return nil, err
 	}
-	return n.openRepo(p)
+	return n.OpenProjectRepo(p)
 }
 
 // launchRelease is the release a launch asks for: current (the default) or
 // previous, which needs a release root with a previous release.
-func (n *Node) launchRelease(release string) (string, error) {
+func (n Actions) launchRelease(release string) (string, error) {
 	if release == "" {
 		release = messages.ReleaseCurrent
 	}
@@ -628,7 +629,7 @@ func originText(o messages.Origin) string {
 }
 
 // holder reads the process table for what holds workspace k now (holderOf).
-func (n *Node) holder(k messages.WorkspaceKey) (*daemonSession, error) {
+func (n Actions) holder(k messages.WorkspaceKey) (*daemonSession, error) {
 	tab, err := n.scan()
 	if err != nil {
 		return nil, err
@@ -698,27 +699,23 @@ func partialText(p host.Process) string {
 	return ": " + p.Partial
 }
 
-// DefaultStopWait bounds how long a second start waits for the end note of
-// the session it stopped (D33).
-const DefaultStopWait = 60 * time.Second
-
 // stopAndAwaitEnd stops the session the daemon runs in workspace key, as
 // SessionStop does, and waits at most the node's stop wait for the daemon's
 // end note of the launch it serves; past the bound it says so, and the
 // caller writes nothing more.
-func (n *Node) stopAndAwaitEnd(ctx context.Context, a *Answer, r *fossilio.Repo, key messages.WorkspaceKey, held *daemonSession) error {
+func (n Actions) stopAndAwaitEnd(ctx context.Context, a *node.Answer, r *fossilio.Repo, key messages.WorkspaceKey, held *daemonSession) error {
 	info, err := r.Info(ctx, held.Launch)
 	if err != nil {
 		return fmt.Errorf("the session in workspace %s (%s) serves launch %s, which the record of %s does not hold (%v): not stopped, nothing written", key, held, held.Launch, r.ProjectName(), err)
 	}
 	a.Logf("a session runs in workspace %s: launch %s, %s; a second start restarts it: stop it first", key, held.Launch, held)
-	if err := n.ensureAndSend(ctx, a, messages.StopLine{Login: key.Login, Project: key.Project}); err != nil {
+	if err := n.EnsureAndSend(ctx, a, messages.StopLine{Login: key.Login, Project: key.Project}); err != nil {
 		return fmt.Errorf("stop the session of launch %s: %w; nothing written", held.Launch, err)
 	}
 	idx := record.NewIndexAfter(r, n.Config.User, info.Rcvid-1)
-	deadline := time.Now().Add(n.stopWait)
+	deadline := time.Now().Add(n.StopWait())
 	for {
-		ends, err := repliesTo[*messages.EndNote](ctx, idx, info.Hash)
+		ends, err := node.RepliesTo[*messages.EndNote](ctx, idx, info.Hash)
 		if err != nil {
 			return err
 		}
@@ -727,7 +724,7 @@ func (n *Node) stopAndAwaitEnd(ctx context.Context, a *Answer, r *fossilio.Repo,
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the session of launch %s (%s) was told to stop, but no end note of it is on the record after %s; nothing more written: see `ocx status` and %s", held.Launch, held, n.stopWait, n.Layout.Log())
+			return fmt.Errorf("the session of launch %s (%s) was told to stop, but no end note of it is on the record after %s; nothing more written: see `ocx status` and %s", held.Launch, held, n.StopWait(), n.Layout.Log())
 		}
 		select {
 		case <-ctx.Done():
@@ -742,16 +739,16 @@ func (n *Node) stopAndAwaitEnd(ctx context.Context, a *Answer, r *fossilio.Repo,
 // again (D35): the end of the session before, its response, withdrew
 // them, and a session whose user may do nothing answers nothing. The user
 // of any other record, or one that holds capabilities, is left alone.
-func (n *Node) regrantRecordUser(ctx context.Context, a *Answer, r *fossilio.Repo, own ownRecord, login string) error {
+func (n Actions) regrantRecordUser(ctx context.Context, a *node.Answer, r *fossilio.Repo, own ownRecord, login string) error {
 	if own.Kind != messages.ListenThread {
 		return nil
 	}
-	rec, _, err := n.taskRecord(ctx, r, "record", own.ID)
+	rec, _, err := n.TaskRecord(ctx, r, "record", own.ID)
 	if err != nil || rec.User != login {
 		return nil // not a v1 record of this login: nothing to give back
 	}
-	for _, p := range n.projects() {
-		pr, err := n.openRepo(p)
+	for _, p := range n.Projects() {
+		pr, err := n.OpenProjectRepo(p)
 		if err != nil {
 			return err
 		}
@@ -766,7 +763,7 @@ func (n *Node) regrantRecordUser(ctx context.Context, a *Answer, r *fossilio.Rep
 		if u.Caps != "" {
 			continue
 		}
-		if err := n.admin(p).SetCaps(ctx, login, fossilio.AgentCaps); err != nil {
+		if err := n.Admin(p).SetCaps(ctx, login, fossilio.AgentCaps); err != nil {
 			return fmt.Errorf("give the record's user %q its capabilities back on %s: %w", login, p.Name, err)
 		}
 		a.Logf("gave %q the agent capabilities %s on %s again: an admin starts the session of its record %s (D35)", login, fossilio.AgentCaps, p.Name, own.ID)

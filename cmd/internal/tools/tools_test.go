@@ -1,4 +1,4 @@
-package node_test
+package tools_test
 
 import (
 	"encoding/json"
@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/tools"
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -24,7 +26,7 @@ func (f *fix) admin() node.Caller { return toolCaller(f.srv.AdminLogin, f.srv.Ad
 // call runs a tool through the registry.
 func (f *fix) call(c node.Caller, tool, input string) *node.Answer {
 	f.t.Helper()
-	return f.n.Call(f.ctx, c, tool, json.RawMessage(input))
+	return tools.Of(f.n).Call(f.ctx, c, tool, json.RawMessage(input))
 }
 
 // agentRecord sets up what create sets up but the session (which needs a
@@ -42,7 +44,7 @@ func (f *fix) agentRecord(login string, restrict messages.Restrict, checkins ...
 	}
 	a := f.ok(f.n.Thread(f.ctx, node.PostInput{Title: "Record of " + login, Text: "Record.\n\n" + string(block)}))
 	f.ok(f.n.LoginAdd(f.ctx, login, false))
-	f.ok(f.n.WorkspaceAdd(f.ctx, node.WorkspaceAddInput{Login: login, Project: "demo", Branch: "trunk"}))
+	f.ok(workspaces.Of(f.n).WorkspaceAdd(f.ctx, workspaces.WorkspaceAddInput{Login: login, Project: "demo", Branch: "trunk"}))
 	// The session's own record, as session start writes it in the index.
 	if err := os.WriteFile(filepath.Join(f.agents, login, "held", "demo", "listening", *a.Result), []byte("thread\n"), 0o600); err != nil {
 		f.t.Fatal(err)
@@ -52,7 +54,7 @@ func (f *fix) agentRecord(login string, restrict messages.Restrict, checkins ...
 			f.t.Fatal(err)
 		}
 	}
-	c, err := f.n.AgentCaller(login)
+	c, err := tools.Of(f.n).AgentCaller(login)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -116,7 +118,7 @@ func (f *fix) noWrite(before int, a *node.Answer) {
 }
 
 func TestToolRegistryListsEveryTool(t *testing.T) {
-	tools := node.Tools()
+	tools := tools.Tools()
 	if len(tools) != 5 {
 		t.Fatalf("%d tools", len(tools))
 	}

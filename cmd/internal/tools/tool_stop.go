@@ -1,10 +1,11 @@
-package node
+package tools
 
 import (
 	"context"
 	"fmt"
 	"time"
 
+	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
@@ -16,14 +17,14 @@ import (
 // end note, once; then every
 // capability of the agent's user is withdrawn. Admin or setup only, on the
 // record's node, refused when the agent is not running.
-func (n *Node) toolStop(ctx context.Context, in *messages.StopArgs) *Answer {
-	a := newAnswer(messages.ToolStop, in.DryRun)
+func (n Actions) toolStop(ctx context.Context, in *messages.StopArgs) *node.Answer {
+	a := node.NewAnswer(messages.ToolStop, in.DryRun)
 	p, r, err := n.privilegedToolRepo(ctx)
 	if err != nil {
 		return a.Stop(err)
 	}
 	defer r.Close()
-	rec, info, err := n.taskRecord(ctx, r, "record", in.Record)
+	rec, info, err := n.TaskRecord(ctx, r, "record", in.Record)
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -35,7 +36,7 @@ func (n *Node) toolStop(ctx context.Context, in *messages.StopArgs) *Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
-	v, err := n.naming(key)
+	v, err := n.Naming(key)
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -47,7 +48,7 @@ func (n *Node) toolStop(ctx context.Context, in *messages.StopArgs) *Answer {
 		a.Would("take every capability from %q once the session is gone", rec.User)
 		return a
 	}
-	if !a.merge(n.SessionStop(ctx, key.String(), false)) {
+	if !merge(a, n.SessionStop(ctx, key.String(), false)) {
 		return a
 	}
 	// The end note is the response; the user's capabilities go once no
@@ -62,15 +63,15 @@ func (n *Node) toolStop(ctx context.Context, in *messages.StopArgs) *Answer {
 			return a.Stop(err)
 		}
 	}
-	a.merge(n.LoginWithdraw(ctx, rec.User, false))
+	merge(a, n.LoginWithdraw(ctx, rec.User, false))
 	return a
 }
 
 // awaitEnd waits, at most the outcome wait, for the end note of the
 // session launch started (none to wait for when launch is "") and for no
 // process to name the workspace key; it returns the end note's hash.
-func (n *Node) awaitEnd(ctx context.Context, idx *record.Index, key messages.WorkspaceKey, launch string) (string, error) {
-	deadline := time.Now().Add(n.outcomeWait)
+func (n Actions) awaitEnd(ctx context.Context, idx *record.Index, key messages.WorkspaceKey, launch string) (string, error) {
+	deadline := time.Now().Add(n.OutcomeWait())
 	var end string
 	for end == "" {
 		if launch != "" {
@@ -85,7 +86,7 @@ func (n *Node) awaitEnd(ctx context.Context, idx *record.Index, key messages.Wor
 				}
 			}
 		}
-		v, err := n.naming(key)
+		v, err := n.Naming(key)
 		if err != nil {
 			return "", err
 		}
@@ -96,7 +97,7 @@ func (n *Node) awaitEnd(ctx context.Context, idx *record.Index, key messages.Wor
 			break
 		}
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("the session of %s did not end within %s; its user keeps its capabilities until it does (stop again)", key, n.outcomeWait)
+			return "", fmt.Errorf("the session of %s did not end within %s; its user keeps its capabilities until it does (stop again)", key, n.OutcomeWait())
 		}
 		end = ""
 		select {
@@ -110,7 +111,7 @@ func (n *Node) awaitEnd(ctx context.Context, idx *record.Index, key messages.Wor
 
 // logResponse says, in a, the daemon's end note and the response to the
 // record before it (D51), the answer's result.
-func (n *Node) logResponse(ctx context.Context, a *Answer, r *fossilio.Repo, recHash, launch, end string) error {
+func (n Actions) logResponse(ctx context.Context, a *node.Answer, r *fossilio.Repo, recHash, launch, end string) error {
 	// The response is the node user's, written by the daemon right
 	// before its end note (D51); the answer's result is the response.
 	resp, ok, err := record.ResponseOf(ctx, r, recHash, n.Config.User, launch, end)
@@ -131,7 +132,7 @@ func (n *Node) logResponse(ctx context.Context, a *Answer, r *fossilio.Repo, rec
 // recordLaunch finds the launch note of the record's session: the first in
 // its thread that a user holding admin or setup sent for the agent's
 // workspace; "" when there is none.
-func (n *Node) recordLaunch(ctx context.Context, r *fossilio.Repo, recHash, login string) (string, error) {
+func (n Actions) recordLaunch(ctx context.Context, r *fossilio.Repo, recHash, login string) (string, error) {
 	posts, err := r.Thread(ctx, recHash)
 	if err != nil {
 		return "", fmt.Errorf("record: read its thread: %w", err)

@@ -1,4 +1,4 @@
-package node_test
+package workspaces_test
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/docs/design/validate"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
@@ -25,7 +26,7 @@ func TestListenersOnAThreadATicketAndABranch(t *testing.T) {
 	key := agent + "/demo"
 
 	// A thread is named by any of its posts; the listener names its root.
-	a := f.ok(f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: key, Kind: "thread", Names: reply[:12]}))
+	a := f.ok(workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: key, Kind: "thread", Names: reply[:12]}))
 	p := f.post(*a.Result)
 	if p.Sender != agent || p.Root != th {
 		t.Errorf("the listen note was sent by %q in thread %s; want the agent, in %s", p.Sender, p.Root, th)
@@ -36,7 +37,7 @@ func TestListenersOnAThreadATicketAndABranch(t *testing.T) {
 		t.Errorf("listening/%s holds %q; the listen note's receipt is %d", th, got, p.Rcvid)
 	}
 	// A ticket, by a prefix of its id: the note is a change of the ticket.
-	a = f.ok(f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: key, Kind: "ticket", Names: ticket[:12]}))
+	a = f.ok(workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: key, Kind: "ticket", Names: ticket[:12]}))
 	c, err := f.repo().TicketChange(f.ctx, *a.Result)
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +50,7 @@ func TestListenersOnAThreadATicketAndABranch(t *testing.T) {
 	}
 	// A branch: the note goes on the session's own record, by default the
 	// workspace's.
-	a = f.ok(f.n.ListenerAdd(f.ctx, node.ListenerInput{Workspace: key, Kind: "branch", Names: "release/2.0"}))
+	a = f.ok(workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: key, Kind: "branch", Names: "release/2.0"}))
 	bp := f.post(*a.Result)
 	if bp.Root != def {
 		t.Errorf("the branch listen note is in %s, want the workspace's record %s", bp.Root, def)
@@ -68,7 +69,7 @@ func TestListenersOnAThreadATicketAndABranch(t *testing.T) {
 
 	// Removing the thread's listener: the unlisten note, the file gone, and
 	// the status no longer lists it.
-	a = f.ok(f.n.ListenerRemove(f.ctx, node.ListenerInput{Workspace: key, Kind: "thread", Names: th}))
+	a = f.ok(workspaces.Of(f.n).ListenerRemove(f.ctx, workspaces.ListenerInput{Workspace: key, Kind: "thread", Names: th}))
 	if note, _ := messages.ReadPost([]byte(f.post(*a.Result).Text)); note == nil || note.NoteKind() != messages.KindUnlisten {
 		t.Errorf("remove wrote %v", note)
 	}
@@ -105,19 +106,19 @@ func TestListenerRefusals(t *testing.T) {
 	before := f.posts()
 	key := agent + "/demo"
 	for _, tc := range []struct {
-		in   node.ListenerInput
+		in   workspaces.ListenerInput
 		want string
 	}{
-		{node.ListenerInput{Workspace: "../x/demo", Kind: "thread", Names: "x"}, "workspace"},
-		{node.ListenerInput{Workspace: "agent-9/demo", Kind: "thread", Names: "x"}, "does not exist on the host"},
-		{node.ListenerInput{Workspace: key, Kind: "wiki", Names: "Home"}, `"wiki" is not a kind of listener`},
-		{node.ListenerInput{Workspace: key, Kind: "thread", Names: ""}, "names"},
-		{node.ListenerInput{Workspace: key, Kind: "thread", Names: "0123456789abcdef"}, "names"},
-		{node.ListenerInput{Workspace: key, Kind: "thread", Names: trunkCheckin(f)}, "not a forum post"},
-		{node.ListenerInput{Workspace: key, Kind: "ticket", Names: "0123456789abcdef"}, "not a ticket of demo"},
-		{node.ListenerInput{Workspace: key, Kind: "branch", Names: "bad\nname"}, "names: holds the control character"},
+		{workspaces.ListenerInput{Workspace: "../x/demo", Kind: "thread", Names: "x"}, "workspace"},
+		{workspaces.ListenerInput{Workspace: "agent-9/demo", Kind: "thread", Names: "x"}, "does not exist on the host"},
+		{workspaces.ListenerInput{Workspace: key, Kind: "wiki", Names: "Home"}, `"wiki" is not a kind of listener`},
+		{workspaces.ListenerInput{Workspace: key, Kind: "thread", Names: ""}, "names"},
+		{workspaces.ListenerInput{Workspace: key, Kind: "thread", Names: "0123456789abcdef"}, "names"},
+		{workspaces.ListenerInput{Workspace: key, Kind: "thread", Names: trunkCheckin(f)}, "not a forum post"},
+		{workspaces.ListenerInput{Workspace: key, Kind: "ticket", Names: "0123456789abcdef"}, "not a ticket of demo"},
+		{workspaces.ListenerInput{Workspace: key, Kind: "branch", Names: "bad\nname"}, "names: holds the control character"},
 	} {
-		f.refused(f.n.ListenerAdd(f.ctx, tc.in), tc.want)
+		f.refused(workspaces.Of(f.n).ListenerAdd(f.ctx, tc.in), tc.want)
 	}
 	if f.posts() != before {
 		t.Errorf("refused listeners posted")
@@ -170,7 +171,7 @@ func TestStatusIsValidAndDerived(t *testing.T) {
 	if st.Workspaces[0].State != messages.WorkspaceMissing {
 		t.Errorf("a workspace not on the host is %s", st.Workspaces[0].State)
 	}
-	f.ok(f.n.WorkspaceTerminate(f.ctx, agent+"/demo", "", false))
+	f.ok(workspaces.Of(f.n).WorkspaceTerminate(f.ctx, agent+"/demo", "", false))
 	st, _ = f.n.Status(f.ctx)
 	if st.Workspaces[0].State != messages.WorkspaceTerminated {
 		t.Errorf("a terminated workspace is %s", st.Workspaces[0].State)
@@ -249,7 +250,7 @@ func TestSessionRefusalsBeforeAnyWrite(t *testing.T) {
 	f.addWorkspace()
 	before := f.posts()
 	key := agent + "/demo"
-	mech := func(in node.SessionStartInput) node.SessionStartInput {
+	mech := func(in workspaces.SessionStartInput) workspaces.SessionStartInput {
 		if in.Kind == "" {
 			in.Kind = "mechanical"
 		}
@@ -263,33 +264,33 @@ func TestSessionRefusalsBeforeAnyWrite(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		n    *node.Node
-		in   node.SessionStartInput
+		in   workspaces.SessionStartInput
 		want string
 	}{
-		{f.n, mech(node.SessionStartInput{Workspace: "../x/demo"}), "workspace"},
-		{f.n, mech(node.SessionStartInput{Workspace: "agent-9/demo"}), "does not exist on the host"},
-		{f.n, mech(node.SessionStartInput{Workspace: key, Kind: "robot"}), "kind"},
-		{f.n, mech(node.SessionStartInput{Workspace: key, Lifetime: "forever"}), "lifetime"},
-		{f.n, node.SessionStartInput{Workspace: key, Kind: "llm", Lifetime: "stays", Runner: "gpt", Model: "m"}, "runner"},
+		{f.n, mech(workspaces.SessionStartInput{Workspace: "../x/demo"}), "workspace"},
+		{f.n, mech(workspaces.SessionStartInput{Workspace: "agent-9/demo"}), "does not exist on the host"},
+		{f.n, mech(workspaces.SessionStartInput{Workspace: key, Kind: "robot"}), "kind"},
+		{f.n, mech(workspaces.SessionStartInput{Workspace: key, Lifetime: "forever"}), "lifetime"},
+		{f.n, workspaces.SessionStartInput{Workspace: key, Kind: "llm", Lifetime: "stays", Runner: "gpt", Model: "m"}, "runner"},
 		// E9: a runner the protocol knows but the release does not hold.
-		{f.n, node.SessionStartInput{Workspace: key, Kind: "llm", Lifetime: "stays", Runner: "codex", Model: "m"}, `runner: "codex" is not offered by this node`},
-		{f.n, mech(node.SessionStartInput{Workspace: key, Release: "previous"}), "no release root"},
-		{f.n, mech(node.SessionStartInput{Workspace: key, Record: "0123456789abcdef"}), "names no forum post and no ticket"},
-		{f.open(person, personPW), mech(node.SessionStartInput{Workspace: key}), "without admin"},
+		{f.n, workspaces.SessionStartInput{Workspace: key, Kind: "llm", Lifetime: "stays", Runner: "codex", Model: "m"}, `runner: "codex" is not offered by this node`},
+		{f.n, mech(workspaces.SessionStartInput{Workspace: key, Release: "previous"}), "no release root"},
+		{f.n, mech(workspaces.SessionStartInput{Workspace: key, Record: "0123456789abcdef"}), "names no forum post and no ticket"},
+		{f.open(person, personPW), mech(workspaces.SessionStartInput{Workspace: key}), "without admin"},
 	} {
-		f.refused(tc.n.SessionStart(f.ctx, tc.in), tc.want)
+		f.refused(workspaces.Of(tc.n).SessionStart(f.ctx, tc.in), tc.want)
 	}
-	f.refused(f.n.SessionStop(f.ctx, key, false), "no session runs in workspace agent-1/demo: no process names it")
-	f.refused(f.n.SessionStop(f.ctx, "agent-9/demo", false), "no session runs")
-	f.refused(f.n.SessionStop(f.ctx, "agent-1/other", false), "not a repository of this node")
-	a := f.ok(f.n.SessionStart(f.ctx, mech(node.SessionStartInput{Workspace: key, DryRun: true})))
+	f.refused(workspaces.Of(f.n).SessionStop(f.ctx, key, false), "no session runs in workspace agent-1/demo: no process names it")
+	f.refused(workspaces.Of(f.n).SessionStop(f.ctx, "agent-9/demo", false), "no session runs")
+	f.refused(workspaces.Of(f.n).SessionStop(f.ctx, "agent-1/other", false), "not a repository of this node")
+	a := f.ok(workspaces.Of(f.n).SessionStart(f.ctx, mech(workspaces.SessionStartInput{Workspace: key, DryRun: true})))
 	if log := strings.Join(a.Log, "\n"); !strings.Contains(log, `"ocx": "session"`) || !strings.Contains(log, "would post the launch note") {
 		t.Errorf("dry run: %s", log)
 	}
 	// A dry run of a start that would make its workspace (D57) says so and
 	// makes nothing.
 	f.ok(f.n.LoginAdd(f.ctx, "agent-8", false))
-	d := f.ok(f.n.SessionStart(f.ctx, mech(node.SessionStartInput{Workspace: "agent-8/demo", DryRun: true})))
+	d := f.ok(workspaces.Of(f.n).SessionStart(f.ctx, mech(workspaces.SessionStartInput{Workspace: "agent-8/demo", DryRun: true})))
 	if log := strings.Join(d.Log, "\n"); !strings.Contains(log, "would make workspace agent-8/demo first") || !strings.Contains(log, "workspace add: ") {
 		t.Errorf("dry run of a start without a workspace: %s", log)
 	}
@@ -325,7 +326,7 @@ func TestSessionStartWritesWhomItHears(t *testing.T) {
 	f := newFix(t)
 	f.addWorkspace()
 	key := agent + "/demo"
-	in := node.SessionStartInput{Workspace: key, Kind: "mechanical", Lifetime: "stays", Command: []string{"cat"}, DryRun: true}
+	in := workspaces.SessionStartInput{Workspace: key, Kind: "mechanical", Lifetime: "stays", Command: []string{"cat"}, DryRun: true}
 	for _, c := range []struct {
 		hears, want []string
 	}{
@@ -335,7 +336,7 @@ func TestSessionStartWritesWhomItHears(t *testing.T) {
 		{[]string{}, []string{}},
 	} {
 		in.Hears = c.hears
-		a := f.ok(f.n.SessionStart(f.ctx, in))
+		a := f.ok(workspaces.Of(f.n).SessionStart(f.ctx, in))
 		log := strings.Join(a.Log, "\n")
 		n, err := messages.ReadPost([]byte(log[strings.Index(log, "```json"):]))
 		if err != nil {
@@ -347,7 +348,7 @@ func TestSessionStartWritesWhomItHears(t *testing.T) {
 	}
 	before := f.posts()
 	in.Hears, in.DryRun = []string{"alice", "alice"}, false
-	f.refused(f.n.SessionStart(f.ctx, in), "hears[1]", "named twice")
+	f.refused(workspaces.Of(f.n).SessionStart(f.ctx, in), "hears[1]", "named twice")
 	if after := f.posts(); after != before {
 		t.Errorf("a refused start wrote %d posts", after-before)
 	}

@@ -1,9 +1,10 @@
-package node
+package workspaces
 
 import (
 	"context"
 	"fmt"
 
+	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
@@ -26,19 +27,19 @@ type ListenerInput struct {
 // as the workspace's agent login (D10), on the record listened to (for a
 // branch, on the session's own record), and the listener's file in the
 // listening index.
-func (n *Node) ListenerAdd(ctx context.Context, in ListenerInput) *Answer {
+func (n Actions) ListenerAdd(ctx context.Context, in ListenerInput) *node.Answer {
 	return n.listener(ctx, "listener add", in, true)
 }
 
 // ListenerRemove removes a listener (seed 002, "remove a listener"): the
 // unlisten note where the listen note went, and the listener's file removed
 // from the listening index.
-func (n *Node) ListenerRemove(ctx context.Context, in ListenerInput) *Answer {
+func (n Actions) ListenerRemove(ctx context.Context, in ListenerInput) *node.Answer {
 	return n.listener(ctx, "listener remove", in, false)
 }
 
-func (n *Node) listener(ctx context.Context, tool string, in ListenerInput, on bool) *Answer {
-	a := newAnswer(tool, in.DryRun)
+func (n Actions) listener(ctx context.Context, tool string, in ListenerInput, on bool) *node.Answer {
+	a := node.NewAnswer(tool, in.DryRun)
 	key, err := messages.ParseWorkspaceKey(in.Workspace)
 	if err != nil {
 		return a.Stop(fmt.Errorf("workspace: %w", err))
@@ -56,18 +57,18 @@ func (n *Node) listener(ctx context.Context, tool string, in ListenerInput, on b
 	if err != nil {
 		return a.Stop(err)
 	}
-	if err := onHost(ws); err != nil {
+	if err := node.OnHost(ws); err != nil {
 		return a.Stop(fmt.Errorf("workspace %s does not exist on the host (%v); `ocx workspace add` makes it", key, err))
 	}
-	if _, err := n.password(key.Login); err != nil {
+	if _, err := n.Password(key.Login); err != nil {
 		return a.Stop(fmt.Errorf("workspace %s: its agent login writes the note: %w", key, err))
 	}
-	r, err := n.openRepo(p)
+	r, err := n.OpenProjectRepo(p)
 	if err != nil {
 		return a.Stop(err)
 	}
 	defer r.Close()
-	b, err := n.boundWorkspace(ctx, r, ws)
+	b, err := n.BoundWorkspace(ctx, r, ws)
 	if err != nil {
 		return a.Stop(fmt.Errorf("workspace %s does not exist on the host (%v); `ocx workspace add` makes it", key, err))
 	}
@@ -79,13 +80,13 @@ func (n *Node) listener(ctx context.Context, tool string, in ListenerInput, on b
 		return a.Stop(err)
 	}
 	plan, err := listenerPlan(f, &listenerRun{n: n, r: r, p: p, ws: ws})
-	return executed(ctx, a, plan, err)
+	return node.Executed(ctx, a, plan, err)
 }
 
 // listened says where a listener's note goes and what the listener names,
 // in full: the thread's root post, the ticket's id, or the branch (whose
 // note goes on the session's own record, home unless the input names one).
-func listened(ctx context.Context, r *fossilio.Repo, p project, home string, kind messages.ListenKind, in ListenerInput) (ownRecord, string, error) {
+func listened(ctx context.Context, r *fossilio.Repo, p node.Project, home string, kind messages.ListenKind, in ListenerInput) (ownRecord, string, error) {
 	switch kind {
 	case messages.ListenThread:
 		info, err := r.Info(ctx, in.Names)
@@ -128,14 +129,14 @@ type listenerEffects interface {
 	received(ctx context.Context, hash string) (int64, error)
 	// listen writes (on) or removes the listener's file.
 	listen(ctx context.Context, kind messages.ListenKind, names string, after int64, on bool) error
-	backoffice(ctx context.Context, a *Answer)
+	backoffice(ctx context.Context, a *node.Answer)
 }
 
 // listenerPlan is a listener's add or remove (seed 002): the listen or
 // unlisten note, as the workspace's agent login (D10), where it goes; then
 // the listener's file written or removed. An added listener hears what the
 // node receives after its note (D27).
-func listenerPlan(f listenerFacts, fx listenerEffects) (Plan, error) {
+func listenerPlan(f listenerFacts, fx listenerEffects) (node.Plan, error) {
 	l := messages.Listener{Login: f.Key.Login, Project: f.Key.Project, Kind: f.Kind, Names: f.Names}
 	var note messages.Note = &messages.ListenNote{Listener: l}
 	verb, file, done := "Listening to", "write", "wrote"
@@ -144,12 +145,12 @@ func listenerPlan(f listenerFacts, fx listenerEffects) (Plan, error) {
 	}
 	block, err := note.Encode()
 	if err != nil {
-		return Plan{}, err
+		return node.Plan{}, err
 	}
 	text := fmt.Sprintf("%s %s `%s` in workspace `%s`.\n\n%s", verb, f.Kind, f.Names, f.Key, block)
-	var plan Plan
+	var plan node.Plan
 	var hash string
-	plan.add(fmt.Sprintf("post as %q on %s %s:\n%s", f.Key.Login, f.Where.Kind, f.Where.ID, text), func(ctx context.Context, a *Answer) error {
+	plan.Add(fmt.Sprintf("post as %q on %s %s:\n%s", f.Key.Login, f.Where.Kind, f.Where.ID, text), func(ctx context.Context, a *node.Answer) error {
 		var err error
 		if hash, err = fx.post(ctx, f.Where, f.Key.Login, text); err != nil {
 			return fmt.Errorf("post the %s note: %w", note.NoteKind(), err)
@@ -158,8 +159,8 @@ func listenerPlan(f listenerFacts, fx listenerEffects) (Plan, error) {
 		a.SetResult(hash)
 		return nil
 	})
-	plan.deferred(fx.backoffice)
-	plan.add(file+" "+f.Path, func(ctx context.Context, a *Answer) error {
+	plan.Deferred(fx.backoffice)
+	plan.Add(file+" "+f.Path, func(ctx context.Context, a *node.Answer) error {
 		var after int64
 		if f.On {
 			var err error
@@ -178,9 +179,9 @@ func listenerPlan(f listenerFacts, fx listenerEffects) (Plan, error) {
 
 // listenerRun is listenerEffects on this node.
 type listenerRun struct {
-	n  *Node
+	n  Actions
 	r  *fossilio.Repo
-	p  project
+	p  node.Project
 	ws host.Workspace
 }
 
@@ -189,7 +190,7 @@ func (l *listenerRun) post(ctx context.Context, where ownRecord, login, text str
 	if err != nil {
 		return "", err
 	}
-	return l.n.writer(l.p, code).WriteNote(ctx, where.note(login, text))
+	return l.n.Writer(l.p, code).WriteNote(ctx, where.note(login, text))
 }
 
 func (l *listenerRun) received(ctx context.Context, hash string) (int64, error) {
@@ -201,4 +202,4 @@ func (l *listenerRun) listen(ctx context.Context, kind messages.ListenKind, name
 	return l.n.setListening(ctx, l.ws, kind, names, after, on)
 }
 
-func (l *listenerRun) backoffice(ctx context.Context, a *Answer) { l.n.backoffice(ctx, a, l.p) }
+func (l *listenerRun) backoffice(ctx context.Context, a *node.Answer) { l.n.Backoffice(ctx, a, l.p) }

@@ -1,30 +1,31 @@
-package node
+package tools
 
 import (
 	"context"
 	"fmt"
 
+	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 )
 
 // toolPost replies to a post as the caller (E8). An agent whose record
 // restricts own_thread posts only in its record's thread (E10).
-func (n *Node) toolPost(ctx context.Context, in *messages.PostArgs) *Answer {
-	a := newAnswer(messages.ToolPost, in.DryRun)
+func (n Actions) toolPost(ctx context.Context, in *messages.PostArgs) *node.Answer {
+	a := node.NewAnswer(messages.ToolPost, in.DryRun)
 	p, r, err := n.toolRepo()
 	if err != nil {
 		return a.Stop(err)
 	}
 	defer r.Close()
-	info, err := resolveField(ctx, r, "to", in.To)
+	info, err := node.ResolveField(ctx, r, "to", in.To)
 	if err != nil {
 		return a.Stop(err)
 	}
 	if info.Kind != fossilio.KindPost {
 		return a.Stop(fmt.Errorf("to: %s is a %s, not a forum post", info.Hash, info.Kind))
 	}
-	if rec, hash, ok, err := n.agentRecord(ctx, r, p, n.Caller.Login); err != nil {
+	if rec, hash, ok, err := n.AgentRecord(ctx, r, p, n.Caller.Login); err != nil {
 		return a.Stop(err)
 	} else if ok && rec.Restrict.OwnThread {
 		if info.Root != hash {
@@ -32,7 +33,7 @@ func (n *Node) toolPost(ctx context.Context, in *messages.PostArgs) *Answer {
 		}
 		a.Logf("%s is in the record's own thread (restrict own_thread)", info.Hash)
 	}
-	sub := n.Post(ctx, PostInput{Project: p.Name, To: info.Hash, Text: in.Text, DryRun: in.DryRun})
-	a.merge(sub)
+	sub := n.Post(ctx, node.PostInput{Project: p.Name, To: info.Hash, Text: in.Text, DryRun: in.DryRun})
+	merge(a, sub)
 	return a
 }

@@ -1,4 +1,4 @@
-package node
+package tools
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/messages"
@@ -15,21 +16,21 @@ import (
 // the caller, who may check in and did not send the check-in (its U card
 // proves nothing, D47); against a record that counts and lists the
 // check-in's branch, or a file of the check-in.
-func (n *Node) toolAudit(ctx context.Context, in *messages.AuditArgs) *Answer {
-	a := newAnswer(messages.ToolAudit, in.DryRun)
+func (n Actions) toolAudit(ctx context.Context, in *messages.AuditArgs) *node.Answer {
+	a := node.NewAnswer(messages.ToolAudit, in.DryRun)
 	p, r, err := n.toolRepo()
 	if err != nil {
 		return a.Stop(err)
 	}
 	defer r.Close()
-	ci, err := resolveField(ctx, r, "checkin", in.Checkin)
+	ci, err := node.ResolveField(ctx, r, "checkin", in.Checkin)
 	if err != nil {
 		return a.Stop(err)
 	}
 	if ci.Kind != fossilio.KindCheckin {
 		return a.Stop(fmt.Errorf("checkin: %s is a %s, not a check-in", ci.Hash, ci.Kind))
 	}
-	ok, caps, err := privileged(ctx, r, n.Caller.Login)
+	ok, caps, err := node.Privileged(ctx, r, n.Caller.Login)
 	if err != nil {
 		return a.Stop(fmt.Errorf("caller: %w", err))
 	}
@@ -43,7 +44,7 @@ func (n *Node) toolAudit(ctx context.Context, in *messages.AuditArgs) *Answer {
 	}
 	against := in.Against
 	if messages.AgainstRecord(in.Against) {
-		rec, info, err := n.taskRecord(ctx, r, "against", in.Against)
+		rec, info, err := n.TaskRecord(ctx, r, "against", in.Against)
 		if err != nil {
 			return a.Stop(err)
 		}
@@ -76,7 +77,7 @@ func (n *Node) toolAudit(ctx context.Context, in *messages.AuditArgs) *Answer {
 	}
 	a.Logf("tagged %s %s=%q as %q: %s", ci.Hash, messages.AuditedTag, value, n.Caller.Login, hash)
 	a.SetResult(hash)
-	n.backoffice(ctx, a, p)
+	n.Backoffice(ctx, a, p)
 	return a
 }
 

@@ -1,4 +1,4 @@
-package node
+package tools
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
-	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -25,14 +25,14 @@ import (
 // file that Fossil would take for a structural artifact (a forum post of
 // another thread, a tag change, a ticket change, another check-in) is
 // refused, naming it. A refusal pushes nothing.
-func (n *Node) toolPush(ctx context.Context, in *messages.PushArgs) *Answer {
-	a := newAnswer(messages.ToolPush, in.DryRun)
+func (n Actions) toolPush(ctx context.Context, in *messages.PushArgs) *node.Answer {
+	a := node.NewAnswer(messages.ToolPush, in.DryRun)
 	p, r, err := n.toolRepo()
 	if err != nil {
 		return a.Stop(err)
 	}
 	defer r.Close()
-	rec, recHash, ok, err := n.agentRecord(ctx, r, p, n.Caller.Login)
+	rec, recHash, ok, err := n.AgentRecord(ctx, r, p, n.Caller.Login)
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -42,7 +42,7 @@ func (n *Node) toolPush(ctx context.Context, in *messages.PushArgs) *Answer {
 	if !rec.Restrict.NoPassword {
 		return a.Stop(fmt.Errorf("caller: record %s does not restrict no_password: its agent pushes with Fossil itself", recHash))
 	}
-	ws, err := n.workspace(messages.WorkspaceKey{Login: rec.User, Project: p.Name})
+	ws, err := n.WorkspacePaths(messages.WorkspaceKey{Login: rec.User, Project: p.Name})
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -93,7 +93,7 @@ func (n *Node) toolPush(ctx context.Context, in *messages.PushArgs) *Answer {
 	}
 	a.Logf("sent %d check-in(s) and %d file(s) to %s as %q", len(plan.checkins), len(plan.files), p.Name, n.Caller.Login)
 	a.SetResult(plan.checkins[len(plan.checkins)-1].hash)
-	n.backoffice(ctx, a, p)
+	n.Backoffice(ctx, a, p)
 	return a
 }
 
@@ -101,24 +101,12 @@ func (n *Node) toolPush(ctx context.Context, in *messages.PushArgs) *Answer {
 // link and only when it is a regular file with one name (the clone is the
 // agent's file; a link there would make the node read any SQLite file, its
 // own repository among them): a refusal says why.
-func (n *Node) openClone(path string) (*fossilio.Repo, error) {
-	f, err := n.openAgentFile(path, os.O_RDONLY)
+func (n Actions) openClone(path string) (*fossilio.Repo, error) {
+	f, err := n.OpenAgentFile(path, os.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
 	return fossilio.OpenCloneFile(f, nil)
-}
-
-// openAgentFile opens a file below the agents root that an agent may have
-// written, in place, with unixhost's Root.OpenRegular (no link, a regular
-// file with one name).
-func (n *Node) openAgentFile(path string, flag int) (*os.File, error) {
-	root, err := unixhost.OpenRoot(n.Agents)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	return root.OpenRegular(path, flag)
 }
 
 // pushCheckin is one check-in a push sends: its manifest as read and

@@ -1,4 +1,4 @@
-package node
+package tools
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -99,7 +100,7 @@ func runStates(ctx context.Context, r *fossilio.Repo, msgs []record.RunMsg) []Ru
 
 // care fills in whether the node keeps the run in its care, and whether
 // its process runs.
-func (n *Node) care(st *RunState) {
+func (n Actions) care(st *RunState) {
 	p, err := n.Layout.RunCareFile(st.Run)
 	if err != nil {
 		return
@@ -116,8 +117,8 @@ func (n *Node) care(st *RunState) {
 }
 
 // runOf finds the run a hash or prefix names, with its state.
-func (n *Node) runOf(ctx context.Context, r *fossilio.Repo, field, hash string) (RunState, record.RunMsg, []record.RunMsg, error) {
-	info, err := resolveField(ctx, r, field, hash)
+func (n Actions) runOf(ctx context.Context, r *fossilio.Repo, field, hash string) (RunState, record.RunMsg, []record.RunMsg, error) {
+	info, err := node.ResolveField(ctx, r, field, hash)
 	if err != nil {
 		return RunState{}, record.RunMsg{}, nil, err
 	}
@@ -170,8 +171,8 @@ func runTitle(objective string) string {
 
 // RunPost posts a run message as the caller: a new thread titled from its
 // objective, or a reply to in.To (a post, or a change to a ticket).
-func (n *Node) RunPost(ctx context.Context, in RunInput) *Answer {
-	a := newAnswer("run post", in.DryRun)
+func (n Actions) RunPost(ctx context.Context, in RunInput) *node.Answer {
+	a := node.NewAnswer("run post", in.DryRun)
 	run, err := DecodeRunInput(in.Message)
 	if err != nil {
 		return a.Stop(err)
@@ -180,13 +181,13 @@ func (n *Node) RunPost(ctx context.Context, in RunInput) *Answer {
 	// bytes, so what was checked is what the record holds.
 	text := "```json\n" + strings.TrimSpace(string(in.Message)) + "\n```\n"
 	if in.To != "" {
-		return n.Post(ctx, PostInput{Project: in.Project, To: in.To, Text: text, DryRun: in.DryRun}).retool(a)
+		return retool(n.Post(ctx, node.PostInput{Project: in.Project, To: in.To, Text: text, DryRun: in.DryRun}), a)
 	}
-	return n.Thread(ctx, PostInput{Project: in.Project, Title: runTitle(run.Objective), Text: text, DryRun: in.DryRun}).retool(a)
+	return retool(n.Thread(ctx, node.PostInput{Project: in.Project, Title: runTitle(run.Objective), Text: text, DryRun: in.DryRun}), a)
 }
 
 // retool gives a sub-action's answer the tool's name.
-func (sub *Answer) retool(a *Answer) *Answer {
+func retool(sub, a *node.Answer) *node.Answer {
 	sub.Tool = a.Tool
 	return sub
 }
@@ -194,14 +195,14 @@ func (sub *Answer) retool(a *Answer) *Answer {
 // RunStop posts a stop where the run is, as the caller (table 3), refused
 // before anything is written when the caller holds neither admin nor
 // setup (the stop would be ignored), the run is not found, or it ended.
-func (n *Node) RunStop(ctx context.Context, in RunInput) *Answer {
-	a := newAnswer("run stop", in.DryRun)
+func (n Actions) RunStop(ctx context.Context, in RunInput) *node.Answer {
+	a := node.NewAnswer("run stop", in.DryRun)
 	p, r, err := n.toolRepoIn(in.Project)
 	if err != nil {
 		return a.Stop(err)
 	}
 	defer r.Close()
-	if err := n.requirePrivileged(ctx, r, p); err != nil {
+	if err := n.RequirePrivileged(ctx, r, p); err != nil {
 		return a.Stop(fmt.Errorf("%w; a stop by such a user is ignored (seed 004, section 3)", err))
 	}
 	st, m, _, err := n.runOf(ctx, r, "run", in.Run)
@@ -218,21 +219,21 @@ func (n *Node) RunStop(ctx context.Context, in RunInput) *Answer {
 	text := string(block) // the canonical block, fenced
 	a.Logf("run %s is %s, for node %q", st.Run, st.State, st.Node)
 	if m.Ticket {
-		return a.mergeAll(n.Post(ctx, PostInput{Project: p.Name, To: m.Record, Text: text, DryRun: in.DryRun}))
+		return mergeAll(a, n.Post(ctx, node.PostInput{Project: p.Name, To: m.Record, Text: text, DryRun: in.DryRun}))
 	}
-	return a.mergeAll(n.Post(ctx, PostInput{Project: p.Name, To: st.Run, Text: text, DryRun: in.DryRun}))
+	return mergeAll(a, n.Post(ctx, node.PostInput{Project: p.Name, To: st.Run, Text: text, DryRun: in.DryRun}))
 }
 
 // mergeAll adds a sub-action's log, result and stop to a.
-func (a *Answer) mergeAll(sub *Answer) *Answer {
-	a.merge(sub)
+func mergeAll(a, sub *node.Answer) *node.Answer {
+	merge(a, sub)
 	return a
 }
 
 // toolRepoIn is toolRepo on a named project.
-func (n *Node) toolRepoIn(name string) (project, *fossilio.Repo, error) {
-	c := *n
-	c.toolProject = name
+func (n Actions) toolRepoIn(name string) (node.Project, *fossilio.Repo, error) {
+	c := n
+	c.project = name
 	return c.toolRepo()
 }
 
@@ -241,14 +242,14 @@ func (n *Node) toolRepoIn(name string) (project, *fossilio.Repo, error) {
 // or setup; then the pipe line `run start REPOSITORY HASH USER` to the
 // daemon, which checks the standing and section 11 again. It waits for
 // started or ended on the record, and says which.
-func (n *Node) RunStart(ctx context.Context, in RunInput) *Answer {
-	a := newAnswer("run start", in.DryRun)
+func (n Actions) RunStart(ctx context.Context, in RunInput) *node.Answer {
+	a := node.NewAnswer("run start", in.DryRun)
 	p, r, err := n.toolRepoIn(in.Project)
 	if err != nil {
 		return a.Stop(err)
 	}
 	defer r.Close()
-	if err := n.requirePrivileged(ctx, r, p); err != nil {
+	if err := n.RequirePrivileged(ctx, r, p); err != nil {
 		return a.Stop(fmt.Errorf("%w; only such a user starts a manual run (seed 004, section 8)", err))
 	}
 	st, _, _, err := n.runOf(ctx, r, "run", in.Run)
@@ -288,10 +289,10 @@ func (n *Node) RunStart(ctx context.Context, in RunInput) *Answer {
 		a.Would("hand `%s` to the daemon, which starts run %s", line, st.Run)
 		return a
 	}
-	if err := n.ensureAndSend(ctx, a, line); err != nil {
+	if err := n.EnsureAndSend(ctx, a, line); err != nil {
 		return a.Stop(err)
 	}
-	deadline := time.Now().Add(n.outcomeWait)
+	deadline := time.Now().Add(n.OutcomeWait())
 	for {
 		now, _, _, err := n.runOf(ctx, r, "run", st.Run)
 		if err != nil {
@@ -306,7 +307,7 @@ func (n *Node) RunStart(ctx context.Context, in RunInput) *Answer {
 			return a
 		}
 		if time.Now().After(deadline) {
-			return a.Stop(fmt.Errorf("run: %s neither started nor ended within %s; the daemon's log says why (the start may still come)", st.Run, n.outcomeWait))
+			return a.Stop(fmt.Errorf("run: %s neither started nor ended within %s; the daemon's log says why (the start may still come)", st.Run, n.OutcomeWait()))
 		}
 		select {
 		case <-ctx.Done():
@@ -318,12 +319,12 @@ func (n *Node) RunStart(ctx context.Context, in RunInput) *Answer {
 
 // RunStatus lists the runs of the project (or the one named) as the record
 // and the node's care say.
-func (n *Node) RunStatus(ctx context.Context, in RunInput) ([]RunState, error) {
-	p, err := n.defaultProject(in.Project)
+func (n Actions) RunStatus(ctx context.Context, in RunInput) ([]RunState, error) {
+	p, err := n.DefaultProject(in.Project)
 	if err != nil {
 		return nil, err
 	}
-	r, err := n.openRepo(p)
+	r, err := n.OpenProjectRepo(p)
 	if err != nil {
 		return nil, err
 	}
@@ -353,8 +354,8 @@ func (n *Node) RunStatus(ctx context.Context, in RunInput) ([]RunState, error) {
 // whose started counts, whose ended does not, and which are not in its
 // care with a live process. The result is the last ended; the log names
 // each.
-func (n *Node) RunCheck(ctx context.Context, in RunInput) *Answer {
-	a := newAnswer("run check", in.DryRun)
+func (n Actions) RunCheck(ctx context.Context, in RunInput) *node.Answer {
+	a := node.NewAnswer("run check", in.DryRun)
 	var want []RunState
 	var repos []*fossilio.Repo
 	defer func() {
@@ -367,11 +368,11 @@ func (n *Node) RunCheck(ctx context.Context, in RunInput) *Answer {
 		st RunState
 	}
 	var lost []pending
-	for _, p := range n.projects() {
+	for _, p := range n.Projects() {
 		if in.Project != "" && p.Name != in.Project {
 			continue
 		}
-		r, err := n.openRepo(p)
+		r, err := n.OpenProjectRepo(p)
 		if err != nil {
 			return a.Stop(err)
 		}
@@ -399,10 +400,10 @@ func (n *Node) RunCheck(ctx context.Context, in RunInput) *Answer {
 		a.Would("hand `runs check` to the daemon")
 		return a
 	}
-	if err := n.ensureAndSend(ctx, a, messages.RunsCheckLine{}); err != nil {
+	if err := n.EnsureAndSend(ctx, a, messages.RunsCheckLine{}); err != nil {
 		return a.Stop(err)
 	}
-	deadline := time.Now().Add(n.outcomeWait)
+	deadline := time.Now().Add(n.OutcomeWait())
 	for _, l := range lost {
 		for {
 			msgs, err := runRecord(ctx, l.r)
@@ -417,7 +418,7 @@ func (n *Node) RunCheck(ctx context.Context, in RunInput) *Answer {
 				break
 			}
 			if time.Now().After(deadline) {
-				return a.Stop(fmt.Errorf("run %s: no ended within %s; the daemon's log says why", l.st.Run, n.outcomeWait))
+				return a.Stop(fmt.Errorf("run %s: no ended within %s; the daemon's log says why", l.st.Run, n.OutcomeWait()))
 			}
 			select {
 			case <-ctx.Done():

@@ -1,4 +1,4 @@
-package node
+package workspaces
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
@@ -25,63 +26,8 @@ type SessionRestartInput struct {
 	// Only, when not nil, restricts the restart to the sessions a dry run
 	// listed: each workspace with the start it showed. A workspace whose
 	// latest start is another by now is left alone, saying so.
-	Only   []RestartPick
+	Only   []node.RestartPick
 	DryRun bool
-}
-
-// RestartPick is one session a restart's list showed: its workspace and
-// the launch note that started it last.
-type RestartPick struct {
-	Workspace string `json:"workspace"` // LOGIN/PROJECT
-	Start     string `json:"start"`
-}
-
-// A session's outcome in a restart's answer.
-const (
-	OutcomeRestarted    = "restarted"
-	OutcomeWouldRestart = "would restart"
-	OutcomeLeftAlone    = "left alone"
-	OutcomeNotRestarted = "not restarted"
-)
-
-// SessionOutcome is one session in a restart's answer: its workspace, its
-// own record, the launch note that started it last, and what the restart
-// did with it and why. Launch and Release name the launch note a restart
-// wrote (or, in a dry run, the release it would name).
-type SessionOutcome struct {
-	Workspace string `json:"workspace"`
-	Record    string `json:"record"`
-	Start     string `json:"start"`
-	Outcome   string `json:"outcome"`
-	Launch    string `json:"launch,omitempty"`
-	Release   string `json:"release,omitempty"`
-	Why       string `json:"why"`
-}
-
-// String is the pick as `ocx session restart --only` takes it:
-// LOGIN/PROJECT@START.
-func (p RestartPick) String() string { return p.Workspace + "@" + p.Start }
-
-// Pick is the session as a list names it, for a confirming restart.
-func (o SessionOutcome) Pick() RestartPick {
-	return RestartPick{Workspace: o.Workspace, Start: o.Start}
-}
-
-func (o SessionOutcome) String() string {
-	s := fmt.Sprintf("%s %s (record %s, started by %s)", o.Outcome, o.Workspace, short(o.Record), short(o.Start))
-	if o.Launch != "" {
-		s += fmt.Sprintf(": launch %s on release %s", o.Launch, o.Release)
-	} else if o.Release != "" {
-		s += " on release " + o.Release
-	}
-	return s + ": " + o.Why
-}
-
-func short(h string) string {
-	if len(h) > fossilio.MinPrefix {
-		return h[:fossilio.MinPrefix]
-	}
-	return h
 }
 
 // restartFacts is what the record and the host say of one workspace whose
@@ -120,9 +66,9 @@ type restartFacts struct {
 func decideRestart(f restartFacts) (bool, string) {
 	switch {
 	case f.Shown != "" && f.Shown != f.Start:
-		return false, fmt.Sprintf("its latest start is %s now, not the %s the list showed: look again", short(f.Start), short(f.Shown))
+		return false, fmt.Sprintf("its latest start is %s now, not the %s the list showed: look again", node.Short(f.Start), node.Short(f.Shown))
 	case f.Terminated != "":
-		return false, fmt.Sprintf("its workspace was terminated (%s)", short(f.Terminated))
+		return false, fmt.Sprintf("its workspace was terminated (%s)", node.Short(f.Terminated))
 	case f.Verdict.Ignore != "":
 		return false, "a launch repeating it would not count: " + f.Verdict.Ignore
 	case f.Verdict.Refuse != nil:
@@ -146,12 +92,12 @@ func decideRestart(f restartFacts) (bool, string) {
 	case !f.Boot.IsZero() && !f.Received.IsZero() && f.Received.Before(f.Boot):
 		return true, fmt.Sprintf("it has no end note, and was launched before the host booted (%s): it went down with the host", f.Boot.Format(time.RFC3339))
 	}
-	return false, fmt.Sprintf("its latest start %s has no end note yet: its launch is in flight, or its session is ending", short(f.Start))
+	return false, fmt.Sprintf("its latest start %s has no end note yet: its launch is in flight, or its session is ending", node.Short(f.Start))
 }
 
 // restartPlan is one session a restart launches again.
 type restartPlan struct {
-	p      project
+	p      node.Project
 	r      *fossilio.Repo
 	key    messages.WorkspaceKey
 	own    ownRecord
@@ -168,9 +114,9 @@ type restartPlan struct {
 // time for each outcome. The daemon's refusals still decide. The answer
 // lists each session restarted and each left alone, with why; it stops
 // when a launch it wrote started no session.
-func (n *Node) SessionRestart(ctx context.Context, in SessionRestartInput) *Answer {
-	a := newAnswer("session restart", in.DryRun)
-	a.Sessions = []SessionOutcome{}
+func (n Actions) SessionRestart(ctx context.Context, in SessionRestartInput) *node.Answer {
+	a := node.NewAnswer("session restart", in.DryRun)
+	a.Sessions = []node.SessionOutcome{}
 	release, err := n.launchRelease(in.Release)
 	if err != nil {
 		return a.Stop(err)
@@ -179,7 +125,7 @@ func (n *Node) SessionRestart(ctx context.Context, in SessionRestartInput) *Answ
 	if err != nil {
 		return a.Stop(err)
 	}
-	if err := n.requireCaller(); err != nil {
+	if err := n.RequireCaller(); err != nil {
 		return a.Stop(err)
 	}
 	rs := &restartScan{only: only, release: release, codes: map[string]string{}}
@@ -208,14 +154,14 @@ func (n *Node) SessionRestart(ctx context.Context, in SessionRestartInput) *Answ
 
 // restartScope is the projects a restart looks at and, for a confirming
 // restart, the start its list showed of each workspace (nil: every one).
-func (n *Node) restartScope(in SessionRestartInput) ([]project, map[messages.WorkspaceKey]string, error) {
-	projects := n.projects()
+func (n Actions) restartScope(in SessionRestartInput) ([]node.Project, map[messages.WorkspaceKey]string, error) {
+	projects := n.Projects()
 	if in.Project != "" {
-		p, err := n.project(in.Project)
+		p, err := n.Project(in.Project)
 		if err != nil {
 			return nil, nil, fmt.Errorf("project: %w", err)
 		}
-		projects = []project{p}
+		projects = []node.Project{p}
 	}
 	if in.Only == nil {
 		return projects, nil, nil
@@ -248,9 +194,9 @@ type restartScan struct {
 // restartProject decides, for each workspace of project p whose record
 // shows a start, whether the restart launches it again (decideRestart),
 // adding each to the answer's sessions and each launch to rs.plans.
-func (n *Node) restartProject(ctx context.Context, a *Answer, rs *restartScan, r *fossilio.Repo, p project) error {
-	idx := n.index(r)
-	defs, err := workspaces(ctx, idx)
+func (n Actions) restartProject(ctx context.Context, a *node.Answer, rs *restartScan, r *fossilio.Repo, p node.Project) error {
+	idx := n.Index(r)
+	defs, err := node.Defined(ctx, idx)
 	if err != nil {
 		return err
 	}
@@ -258,14 +204,14 @@ func (n *Node) restartProject(ctx context.Context, a *Answer, rs *restartScan, r
 		_, ok := rs.only[k]
 		return rs.only == nil || ok
 	}
-	for _, k := range sortedKeys(defs, picked) {
+	for _, k := range node.SortedKeys(defs, picked) {
 		start, ok, err := idx.LatestStart(ctx, k)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			if rs.only != nil {
-				a.Sessions = append(a.Sessions, SessionOutcome{Workspace: k.String(), Start: rs.only[k], Outcome: OutcomeLeftAlone, Why: "its record shows no start any more"})
+				a.Sessions = append(a.Sessions, node.SessionOutcome{Workspace: k.String(), Start: rs.only[k], Outcome: node.OutcomeLeftAlone, Why: "its record shows no start any more"})
 			}
 			continue
 		}
@@ -274,15 +220,15 @@ func (n *Node) restartProject(ctx context.Context, a *Answer, rs *restartScan, r
 			return err
 		}
 		facts.Boot, facts.Shown = rs.boot, rs.only[k]
-		out := SessionOutcome{Workspace: k.String(), Record: start.Record, Start: start.Hash}
+		out := node.SessionOutcome{Workspace: k.String(), Record: start.Record, Start: start.Hash}
 		restart, why := decideRestart(facts)
 		out.Why = why
 		if !restart {
-			out.Outcome = OutcomeLeftAlone
+			out.Outcome = node.OutcomeLeftAlone
 			a.Sessions = append(a.Sessions, out)
 			continue
 		}
-		out.Outcome, out.Release = OutcomeWouldRestart, rs.release
+		out.Outcome, out.Release = node.OutcomeWouldRestart, rs.release
 		plan.launch.Release = rs.release
 		plan.out = len(a.Sessions)
 		a.Sessions = append(a.Sessions, out)
@@ -298,7 +244,7 @@ func (n *Node) restartProject(ctx context.Context, a *Answer, rs *restartScan, r
 
 // restartListed logs what a dry run (or a restart with nothing to launch)
 // found: each session and why, and the command restarting exactly these.
-func restartListed(a *Answer, plans []restartPlan, release string) {
+func restartListed(a *node.Answer, plans []restartPlan, release string) {
 	for _, o := range a.Sessions {
 		a.Logf("%s", o)
 	}
@@ -316,7 +262,7 @@ func restartListed(a *Answer, plans []restartPlan, release string) {
 
 // restartFacts reads what decideRestart needs of workspace w, whose latest
 // start is start, and the launch a restart would write.
-func (n *Node) restartFacts(ctx context.Context, r *fossilio.Repo, idx *record.Index, tab host.Table, p project, w *Workspace, start record.Entry) (restartPlan, restartFacts, error) {
+func (n Actions) restartFacts(ctx context.Context, r *fossilio.Repo, idx *record.Index, tab host.Table, p node.Project, w *node.Workspace, start record.Entry) (restartPlan, restartFacts, error) {
 	k := w.Key
 	f := restartFacts{Key: k, Start: start.Hash, Terminated: w.Terminated, Named: tab.Naming(k)}
 	prior, ok := start.Note.(*messages.LaunchNote)
@@ -326,11 +272,11 @@ func (n *Node) restartFacts(ctx context.Context, r *fossilio.Repo, idx *record.I
 	// The launch names the workspace's definition as the host holds it,
 	// as `session start` names it; the record's newest when it is gone.
 	wsDef := w.Hash
-	paths, err := n.workspace(k)
+	paths, err := n.WorkspacePaths(k)
 	if err != nil {
 		return restartPlan{}, f, err
 	}
-	if b, err := n.boundWorkspace(ctx, r, paths); err == nil {
+	if b, err := n.BoundWorkspace(ctx, r, paths); err == nil {
 		f.OnHost, wsDef = true, b.Workspace
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return restartPlan{}, f, err
@@ -348,7 +294,7 @@ func (n *Node) restartFacts(ctx context.Context, r *fossilio.Repo, idx *record.I
 	default:
 		f.Caps = u.Caps
 	}
-	ends, err := repliesTo[*messages.EndNote](ctx, idx, start.Hash)
+	ends, err := node.RepliesTo[*messages.EndNote](ctx, idx, start.Hash)
 	if err != nil {
 		return restartPlan{}, f, err
 	}
@@ -371,17 +317,17 @@ func (n *Node) restartFacts(ctx context.Context, r *fossilio.Repo, idx *record.I
 // restart writes each plan's launch note as the caller, hands them all to
 // the daemon and waits, at most the node's outcome wait, for each one's
 // outcome; it fails when one started no session.
-func (n *Node) restart(ctx context.Context, a *Answer, plans []restartPlan, codes map[string]string) error {
+func (n Actions) restart(ctx context.Context, a *node.Answer, plans []restartPlan, codes map[string]string) error {
 	waiting, lines, written, err := n.writeLaunches(ctx, a, plans, codes)
 	if err != nil {
 		return err
 	}
 	var handErr error
 	if len(lines) > 0 {
-		handErr = n.ensureAndSend(ctx, a, lines...)
+		handErr = n.EnsureAndSend(ctx, a, lines...)
 	}
 	for _, p := range written {
-		n.backoffice(ctx, a, p)
+		n.Backoffice(ctx, a, p)
 	}
 	if handErr != nil {
 		for _, w := range waiting {
@@ -395,7 +341,7 @@ func (n *Node) restart(ctx context.Context, a *Answer, plans []restartPlan, code
 	var failed []string
 	for _, o := range a.Sessions {
 		a.Logf("%s", o)
-		if o.Outcome == OutcomeNotRestarted {
+		if o.Outcome == node.OutcomeNotRestarted {
 			failed = append(failed, o.Workspace)
 		}
 	}
@@ -413,18 +359,18 @@ type pendingRestart struct {
 }
 
 // failRestart marks a session of the answer not restarted, saying why.
-func failRestart(a *Answer, pl restartPlan, why string) {
+func failRestart(a *node.Answer, pl restartPlan, why string) {
 	o := &a.Sessions[pl.out]
-	o.Outcome, o.Why = OutcomeNotRestarted, why
+	o.Outcome, o.Why = node.OutcomeNotRestarted, why
 }
 
 // writeLaunches posts each plan's launch note and writes its listening
 // index; it returns the launches to await, the lines handing them to the
 // daemon, and the projects written to. A launch note that does not encode
 // stops the restart.
-func (n *Node) writeLaunches(ctx context.Context, a *Answer, plans []restartPlan, codes map[string]string) ([]pendingRestart, []messages.PipeLine, map[string]project, error) {
+func (n Actions) writeLaunches(ctx context.Context, a *node.Answer, plans []restartPlan, codes map[string]string) ([]pendingRestart, []messages.PipeLine, map[string]node.Project, error) {
 	var lines []messages.PipeLine
-	written := map[string]project{}
+	written := map[string]node.Project{}
 	var waiting []pendingRestart
 	for _, pl := range plans {
 		o := &a.Sessions[pl.out]
@@ -432,8 +378,8 @@ func (n *Node) writeLaunches(ctx context.Context, a *Answer, plans []restartPlan
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		text := fmt.Sprintf("Restart of the session %s in workspace `%s` (%s), on release %s.\n\n%s", short(pl.launch.Session), pl.key, o.Why, pl.launch.Release, block)
-		hash, err := n.writer(pl.p, codes[pl.p.Name]).WriteNote(ctx, pl.own.note(n.Caller.Login, text))
+		text := fmt.Sprintf("Restart of the session %s in workspace `%s` (%s), on release %s.\n\n%s", node.Short(pl.launch.Session), pl.key, o.Why, pl.launch.Release, block)
+		hash, err := n.Writer(pl.p, codes[pl.p.Name]).WriteNote(ctx, pl.own.note(n.Caller.Login, text))
 		if err != nil {
 			failRestart(a, pl, fmt.Sprintf("the launch note could not be posted: %v", err))
 			continue
@@ -441,7 +387,7 @@ func (n *Node) writeLaunches(ctx context.Context, a *Answer, plans []restartPlan
 		o.Launch = hash
 		written[pl.p.Name] = pl.p
 		a.Logf("posted the launch note of %s as %q at %s on %s %s", pl.key, n.Caller.Login, hash, pl.own.Kind, pl.own.ID)
-		paths, err := n.workspace(pl.key)
+		paths, err := n.WorkspacePaths(pl.key)
 		if err == nil {
 			err = n.setListening(ctx, paths, pl.own.Kind, pl.own.ID, 0, true)
 		}
@@ -462,8 +408,8 @@ func (n *Node) writeLaunches(ctx context.Context, a *Answer, plans []restartPlan
 
 // awaitRestarts waits, at most the node's outcome wait, for the outcome of
 // each launch, marking each session restarted or not.
-func (n *Node) awaitRestarts(ctx context.Context, a *Answer, waiting []pendingRestart) error {
-	deadline := time.Now().Add(n.outcomeWait)
+func (n Actions) awaitRestarts(ctx context.Context, a *node.Answer, waiting []pendingRestart) error {
+	deadline := time.Now().Add(n.OutcomeWait())
 	for len(waiting) > 0 {
 		tab, err := n.scan()
 		if err != nil {
@@ -478,7 +424,7 @@ func (n *Node) awaitRestarts(ctx context.Context, a *Answer, waiting []pendingRe
 			}
 			switch {
 			case got.Started != nil:
-				o.Outcome = OutcomeRestarted
+				o.Outcome = node.OutcomeRestarted
 				o.Why += fmt.Sprintf("; the daemon started it again: pid %d", got.Started.ID.PID)
 			case got.decided():
 				failRestart(a, w.plan, got.err().Error())
@@ -491,7 +437,7 @@ func (n *Node) awaitRestarts(ctx context.Context, a *Answer, waiting []pendingRe
 		}
 		if time.Now().After(deadline) {
 			for _, w := range waiting {
-				failRestart(a, w.plan, fmt.Sprintf("no outcome of its launch %s within %s: no session process in the table and no refusal or end note; see `ocx status` and %s", a.Sessions[w.plan.out].Launch, n.outcomeWait, n.Layout.Log()))
+				failRestart(a, w.plan, fmt.Sprintf("no outcome of its launch %s within %s: no session process in the table and no refusal or end note; see `ocx status` and %s", a.Sessions[w.plan.out].Launch, n.OutcomeWait(), n.Layout.Log()))
 			}
 			return nil
 		}

@@ -1,4 +1,4 @@
-package node_test
+package workspaces_test
 
 import (
 	"os"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -23,7 +24,7 @@ const echoOnce = `read -r line; printf 'echo: %s\n' "$line"`
 // on demo, run by the real daemon, and returns its launch note.
 func (f *fix) startSession(login, lifetime string) string {
 	f.t.Helper()
-	a := f.ok(f.n.SessionStart(f.ctx, node.SessionStartInput{Workspace: login + "/demo", Kind: "mechanical", Lifetime: lifetime,
+	a := f.ok(workspaces.Of(f.n).SessionStart(f.ctx, workspaces.SessionStartInput{Workspace: login + "/demo", Kind: "mechanical", Lifetime: lifetime,
 		Hears: []string{person}, Command: []string{"/bin/sh", "-c", echoOnce}}))
 	return *a.Result
 }
@@ -32,7 +33,7 @@ func (f *fix) startSession(login, lifetime string) string {
 // its launch.
 func (f *fix) stopSession(login, launch string) {
 	f.t.Helper()
-	f.ok(f.n.SessionStop(f.ctx, login+"/demo", false))
+	f.ok(workspaces.Of(f.n).SessionStop(f.ctx, login+"/demo", false))
 	f.awaitEnd(launch)
 }
 
@@ -40,7 +41,7 @@ func (f *fix) stopSession(login, launch string) {
 func (f *fix) awaitEnd(launch string) {
 	f.t.Helper()
 	f.waitFor("the end note of "+launch[:10], 30*time.Second, func() bool {
-		end, err := f.n.Ended(f.ctx, "demo", launch)
+		end, err := workspaces.Of(f.n).Ended(f.ctx, "demo", launch)
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -103,7 +104,7 @@ func TestRestartStoppedSession(t *testing.T) {
 	f.stopSession(agent, first)
 
 	before := f.posts()
-	dry := f.ok(f.n.SessionRestart(f.ctx, node.SessionRestartInput{Release: messages.ReleaseCurrent, DryRun: true}))
+	dry := f.ok(workspaces.Of(f.n).SessionRestart(f.ctx, workspaces.SessionRestartInput{Release: messages.ReleaseCurrent, DryRun: true}))
 	o := outcome(t, dry, key)
 	if o.Outcome != node.OutcomeWouldRestart || o.Start != first || o.Release != messages.ReleaseCurrent || o.Launch != "" || !strings.Contains(o.Why, "it ended") {
 		t.Errorf("the dry run's %s: %+v", key, o)
@@ -112,7 +113,7 @@ func TestRestartStoppedSession(t *testing.T) {
 		t.Errorf("the dry run wrote %d posts", got-before)
 	}
 
-	a := f.ok(f.n.SessionRestart(f.ctx, node.SessionRestartInput{Release: messages.ReleaseCurrent, Only: []node.RestartPick{o.Pick()}}))
+	a := f.ok(workspaces.Of(f.n).SessionRestart(f.ctx, workspaces.SessionRestartInput{Release: messages.ReleaseCurrent, Only: []node.RestartPick{o.Pick()}}))
 	o = outcome(t, a, key)
 	if o.Outcome != node.OutcomeRestarted || o.Launch == "" || !strings.Contains(o.Why, "the daemon started it again: pid") {
 		t.Fatalf("the restart's %s: %+v", key, o)
@@ -130,12 +131,12 @@ func TestRestartStoppedSession(t *testing.T) {
 
 	// Pressing twice restarts once: the second press leaves it alone.
 	before = f.posts()
-	again := f.ok(f.n.SessionRestart(f.ctx, node.SessionRestartInput{Release: messages.ReleaseCurrent}))
+	again := f.ok(workspaces.Of(f.n).SessionRestart(f.ctx, workspaces.SessionRestartInput{Release: messages.ReleaseCurrent}))
 	if o2 := outcome(t, again, key); o2.Outcome != node.OutcomeLeftAlone || !strings.Contains(o2.Why, "it runs") {
 		t.Errorf("the second press's %s: %+v", key, o2)
 	}
 	// The list shown before the restart is stale now.
-	stale := f.ok(f.n.SessionRestart(f.ctx, node.SessionRestartInput{Release: messages.ReleaseCurrent, Only: []node.RestartPick{{Workspace: key, Start: first}}}))
+	stale := f.ok(workspaces.Of(f.n).SessionRestart(f.ctx, workspaces.SessionRestartInput{Release: messages.ReleaseCurrent, Only: []node.RestartPick{{Workspace: key, Start: first}}}))
 	if o3 := outcome(t, stale, key); o3.Outcome != node.OutcomeLeftAlone || !strings.Contains(o3.Why, "not the "+first[:10]+" the list showed") {
 		t.Errorf("confirming a stale list: %+v", o3)
 	}
@@ -145,7 +146,7 @@ func TestRestartStoppedSession(t *testing.T) {
 	if n := len(notes[*messages.LaunchNote](f)); n != 2 {
 		t.Errorf("%d launch notes on the record, want 2 (the start and one restart)", n)
 	}
-	f.refused(f.n.SessionRestart(f.ctx, node.SessionRestartInput{Release: messages.ReleasePrevious}), "previous")
+	f.refused(workspaces.Of(f.n).SessionRestart(f.ctx, workspaces.SessionRestartInput{Release: messages.ReleasePrevious}), "previous")
 }
 
 // TestRestartLeavesAlone: a `completes` session, a session whose workspace
@@ -158,7 +159,7 @@ func TestRestartLeavesAlone(t *testing.T) {
 	for _, why := range []string{"completes", "terminated", "withdrawn", "running"} {
 		login := logins[why]
 		f.ok(f.n.LoginAdd(f.ctx, login, false))
-		f.ok(f.n.WorkspaceAdd(f.ctx, node.WorkspaceAddInput{Login: login, Project: "demo", Branch: "trunk"}))
+		f.ok(workspaces.Of(f.n).WorkspaceAdd(f.ctx, workspaces.WorkspaceAddInput{Login: login, Project: "demo", Branch: "trunk"}))
 		lifetime := "stays"
 		if why == "completes" {
 			lifetime = "completes"
@@ -173,11 +174,11 @@ func TestRestartLeavesAlone(t *testing.T) {
 			f.stopSession(login, launches[why])
 		}
 	}
-	f.ok(f.n.WorkspaceTerminate(f.ctx, logins["terminated"]+"/demo", "", false))
+	f.ok(workspaces.Of(f.n).WorkspaceTerminate(f.ctx, logins["terminated"]+"/demo", "", false))
 	f.ok(f.n.LoginWithdraw(f.ctx, logins["withdrawn"], false))
 
 	before := f.posts()
-	a := f.ok(f.n.SessionRestart(f.ctx, node.SessionRestartInput{Release: messages.ReleaseCurrent}))
+	a := f.ok(workspaces.Of(f.n).SessionRestart(f.ctx, workspaces.SessionRestartInput{Release: messages.ReleaseCurrent}))
 	for why, want := range map[string]string{
 		"completes":  "a completes session is never restarted",
 		"terminated": "its workspace was terminated",
@@ -201,7 +202,7 @@ func TestSessionSecondStartRestarts(t *testing.T) {
 	f := newFixDaemon(t)
 	f.addWorkspace()
 	first := f.startSession(agent, "stays")
-	a := f.ok(f.n.SessionStart(f.ctx, node.SessionStartInput{Workspace: agent + "/demo", Kind: "mechanical", Lifetime: "stays",
+	a := f.ok(workspaces.Of(f.n).SessionStart(f.ctx, workspaces.SessionStartInput{Workspace: agent + "/demo", Kind: "mechanical", Lifetime: "stays",
 		Hears: []string{person}, Command: []string{"/bin/sh", "-c", echoOnce}}))
 	second := *a.Result
 	log := strings.Join(a.Log, "\n")
@@ -265,11 +266,11 @@ func TestSessionSecondStartRefusedAtTerminal(t *testing.T) {
 	})
 
 	before := f.posts()
-	in := node.SessionStartInput{Workspace: agent + "/demo", Kind: "mechanical", Lifetime: "stays", Hears: []string{person}, Command: []string{"/bin/sh", "-c", echoOnce}}
+	in := workspaces.SessionStartInput{Workspace: agent + "/demo", Kind: "mechanical", Lifetime: "stays", Hears: []string{person}, Command: []string{"/bin/sh", "-c", echoOnce}}
 	in.DryRun = true
-	f.refused(f.n.SessionStart(f.ctx, in), "a session at a terminal holds workspace agent-1/demo", "pid "+strconv.Itoa(pid), "nothing written")
+	f.refused(workspaces.Of(f.n).SessionStart(f.ctx, in), "a session at a terminal holds workspace agent-1/demo", "pid "+strconv.Itoa(pid), "nothing written")
 	in.DryRun = false
-	f.refused(f.n.SessionStart(f.ctx, in), "a session at a terminal holds workspace agent-1/demo", "pid "+strconv.Itoa(pid), "`"+cmd.Path+" run agent-1/demo", "nothing written")
+	f.refused(workspaces.Of(f.n).SessionStart(f.ctx, in), "a session at a terminal holds workspace agent-1/demo", "pid "+strconv.Itoa(pid), "`"+cmd.Path+" run agent-1/demo", "nothing written")
 	if got := f.posts(); got != before {
 		t.Errorf("a refused start wrote %d posts", got-before)
 	}

@@ -1,4 +1,4 @@
-package node_test
+package tools_test
 
 import (
 	"crypto/md5"

@@ -1,4 +1,4 @@
-package node_test
+package workspaces_test
 
 import (
 	"os"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -80,7 +81,7 @@ func TestWorkspaceAddMakesItOnTheRecordAndTheHost(t *testing.T) {
 
 	// A second add is refused: it exists, on the record and on the host.
 	before := f.posts()
-	f.refused(f.n.WorkspaceAdd(f.ctx, node.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk"}), "workspace agent-1/demo exists", def)
+	f.refused(workspaces.Of(f.n).WorkspaceAdd(f.ctx, workspaces.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk"}), "workspace agent-1/demo exists", def)
 	if f.posts() != before {
 		t.Errorf("a refused add posted")
 	}
@@ -90,7 +91,7 @@ func TestWorkspaceAddMakesItOnTheRecordAndTheHost(t *testing.T) {
 	if err := os.RemoveAll(ws); err != nil {
 		t.Fatal(err)
 	}
-	a = f.ok(f.n.WorkspaceAdd(f.ctx, node.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk"}))
+	a = f.ok(workspaces.Of(f.n).WorkspaceAdd(f.ctx, workspaces.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk"}))
 	if *a.Result != def || f.posts() != before || !exists(filepath.Join(ws, "binding.json")) {
 		t.Errorf("re-adding: result %s, posts %d -> %d", *a.Result, before, f.posts())
 	}
@@ -105,30 +106,30 @@ func TestWorkspaceAddRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		n    *node.Node
-		in   node.WorkspaceAddInput
+		in   workspaces.WorkspaceAddInput
 		want []string
 	}{
-		{"bad login", f.n, node.WorkspaceAddInput{Login: "../x", Project: "demo", Branch: "trunk"}, []string{`login: "../x" is not a login`}},
-		{"not an agent", f.n, node.WorkspaceAddInput{Login: "stranger", Project: "demo", Branch: "trunk"}, []string{"not an agent login of this node"}},
-		{"unknown project", f.n, node.WorkspaceAddInput{Login: agent, Project: "other", Branch: "trunk"}, []string{`project "other" is not a repository of this node`}},
-		{"no branch", f.n, node.WorkspaceAddInput{Login: agent, Project: "demo", Branch: ""}, []string{"branch"}},
-		{"branch without check-ins", f.n, node.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "nowhere"}, []string{`"nowhere" has no check-in`}},
-		{"unknown sandbox key", f.n, node.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk",
+		{"bad login", f.n, workspaces.WorkspaceAddInput{Login: "../x", Project: "demo", Branch: "trunk"}, []string{`login: "../x" is not a login`}},
+		{"not an agent", f.n, workspaces.WorkspaceAddInput{Login: "stranger", Project: "demo", Branch: "trunk"}, []string{"not an agent login of this node"}},
+		{"unknown project", f.n, workspaces.WorkspaceAddInput{Login: agent, Project: "other", Branch: "trunk"}, []string{`project "other" is not a repository of this node`}},
+		{"no branch", f.n, workspaces.WorkspaceAddInput{Login: agent, Project: "demo", Branch: ""}, []string{"branch"}},
+		{"branch without check-ins", f.n, workspaces.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "nowhere"}, []string{`"nowhere" has no check-in`}},
+		{"unknown sandbox key", f.n, workspaces.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk",
 			SandboxJSON: sandbox(`{"network": true, "read_only": [], "read_write": [], "homes": [], "path": [], "memory": "4G"}`)},
 			[]string{"sandbox.memory", "an unknown key there may be a limit"}},
-		{"sandbox not JSON", f.n, node.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk", SandboxJSON: sandbox(`{"network": tru`)}, []string{"sandbox: the file is not JSON"}},
-		{"sandbox list left out", f.n, node.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk", SandboxJSON: sandbox(`{"network": true, "read_only": [], "read_write": [], "homes": []}`)}, []string{"sandbox.path"}},
-		{"sandbox reaches the node's files", f.n, node.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk",
+		{"sandbox not JSON", f.n, workspaces.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk", SandboxJSON: sandbox(`{"network": tru`)}, []string{"sandbox: the file is not JSON"}},
+		{"sandbox list left out", f.n, workspaces.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk", SandboxJSON: sandbox(`{"network": true, "read_only": [], "read_write": [], "homes": []}`)}, []string{"sandbox.path"}},
+		{"sandbox reaches the node's files", f.n, workspaces.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk",
 			SandboxJSON: sandbox(`{"network": true, "read_only": ["` + f.agents + `"], "read_write": [], "homes": [], "path": []}`)}, []string{f.agents}},
-		{"sandbox reaches the repository", f.n, node.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk",
+		{"sandbox reaches the repository", f.n, workspaces.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk",
 			SandboxJSON: sandbox(`{"network": true, "read_only": ["` + filepath.Dir(f.srv.Repo) + `"], "read_write": [], "homes": [], "path": []}`)}, []string{filepath.Dir(f.srv.Repo)}},
-		{"no caller", f.open("", ""), node.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk", SandboxJSON: sandbox(good)}, []string{"no --user given"}},
-		{"caller without admin", f.open(person, personPW), node.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk", SandboxJSON: sandbox(good)}, []string{`"alice" has capabilities`, "without admin (a) or setup (s)"}},
-		{"record not a post", f.n, node.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk", Record: trunkCheckin(f)}, []string{"a workspace's record is a forum thread"}},
+		{"no caller", f.open("", ""), workspaces.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk", SandboxJSON: sandbox(good)}, []string{"no --user given"}},
+		{"caller without admin", f.open(person, personPW), workspaces.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk", SandboxJSON: sandbox(good)}, []string{`"alice" has capabilities`, "without admin (a) or setup (s)"}},
+		{"record not a post", f.n, workspaces.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk", Record: trunkCheckin(f)}, []string{"a workspace's record is a forum thread"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f.t = t
-			f.refused(tc.n.WorkspaceAdd(f.ctx, tc.in), tc.want...)
+			f.refused(workspaces.Of(tc.n).WorkspaceAdd(f.ctx, tc.in), tc.want...)
 			if exists(f.ws()) {
 				t.Errorf("a refused add left %s", f.ws())
 			}
@@ -140,7 +141,7 @@ func TestWorkspaceAddRefusals(t *testing.T) {
 	}
 	// A dry run with a good sandbox says what it would post, and posts
 	// nothing.
-	a := f.ok(f.n.WorkspaceAdd(f.ctx, node.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk", SandboxJSON: sandbox(good), DryRun: true}))
+	a := f.ok(workspaces.Of(f.n).WorkspaceAdd(f.ctx, workspaces.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk", SandboxJSON: sandbox(good), DryRun: true}))
 	if log := strings.Join(a.Log, "\n"); !strings.Contains(log, `would post as "admin"`) || !strings.Contains(log, `"ocx": "workspace"`) {
 		t.Errorf("dry run log: %s", log)
 	}
@@ -159,7 +160,7 @@ func TestWorkspaceAddLeavesTheHostCleanWhenTheCloneFails(t *testing.T) {
 	if err := admin.SetPassword(f.ctx, agent, "not-the-kept-one"); err != nil {
 		t.Fatal(err)
 	}
-	a := f.n.WorkspaceAdd(f.ctx, node.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk"})
+	a := workspaces.Of(f.n).WorkspaceAdd(f.ctx, workspaces.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk"})
 	f.refused(a, "the host is left clean and the definition stays on the record at "+*a.Result)
 	if exists(f.ws()) {
 		t.Errorf("the failed add left %s", f.ws())
@@ -167,7 +168,7 @@ func TestWorkspaceAddLeavesTheHostCleanWhenTheCloneFails(t *testing.T) {
 	// Once the password is right, adding again reuses the definition.
 	before := f.posts()
 	f.ok(f.n.LoginAdd(f.ctx, agent, false))
-	b := f.ok(f.n.WorkspaceAdd(f.ctx, node.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk"}))
+	b := f.ok(workspaces.Of(f.n).WorkspaceAdd(f.ctx, workspaces.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk"}))
 	if *b.Result != *a.Result || f.posts() != before {
 		t.Errorf("the second add posted again: %s vs %s", *b.Result, *a.Result)
 	}
@@ -178,7 +179,7 @@ func TestWorkspaceInAGivenThread(t *testing.T) {
 	f.ok(f.n.LoginAdd(f.ctx, agent, false))
 	th := f.ok(f.n.Thread(f.ctx, node.PostInput{Title: "Port to arm64", Text: "Let us port it."}))
 	root := *th.Result
-	a := f.ok(f.n.WorkspaceAdd(f.ctx, node.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk", Record: root[:12]}))
+	a := f.ok(workspaces.Of(f.n).WorkspaceAdd(f.ctx, workspaces.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk", Record: root[:12]}))
 	p := f.post(*a.Result)
 	if p.Root != root || p.InReplyTo != root {
 		t.Errorf("the definition is in thread %s replying to %s, want %s", p.Root, p.InReplyTo, root)
@@ -196,10 +197,10 @@ func TestWorkspaceInAGivenThread(t *testing.T) {
 func TestWorkspaceTerminateAndGC(t *testing.T) {
 	f := newFix(t)
 	def := *f.addWorkspace().Result
-	f.refused(f.open(person, personPW).WorkspaceTerminate(f.ctx, agent+"/demo", "", false), "without admin")
-	f.refused(f.n.WorkspaceTerminate(f.ctx, "../x/demo", "", false), "workspace")
-	f.refused(f.n.WorkspaceTerminate(f.ctx, "agent-2/demo", "", false), "does not exist")
-	a := f.ok(f.n.WorkspaceTerminate(f.ctx, agent+"/demo", "done with it", false))
+	f.refused(workspaces.Of(f.open(person, personPW)).WorkspaceTerminate(f.ctx, agent+"/demo", "", false), "without admin")
+	f.refused(workspaces.Of(f.n).WorkspaceTerminate(f.ctx, "../x/demo", "", false), "workspace")
+	f.refused(workspaces.Of(f.n).WorkspaceTerminate(f.ctx, "agent-2/demo", "", false), "does not exist")
+	a := f.ok(workspaces.Of(f.n).WorkspaceTerminate(f.ctx, agent+"/demo", "done with it", false))
 	p := f.post(*a.Result)
 	note, err := messages.ReadPost([]byte(p.Text))
 	if err != nil {
@@ -211,31 +212,31 @@ func TestWorkspaceTerminateAndGC(t *testing.T) {
 	if exists(f.ws()) {
 		t.Errorf("terminate left %s", f.ws())
 	}
-	f.refused(f.n.WorkspaceTerminate(f.ctx, agent+"/demo", "", false), "already terminated")
+	f.refused(workspaces.Of(f.n).WorkspaceTerminate(f.ctx, agent+"/demo", "", false), "already terminated")
 
 	// gc: a workspace whose record ended it (terminated while its directory
 	// came back, as after a restore) is collected; a live one is not.
-	f.ok(f.n.WorkspaceAdd(f.ctx, node.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk"}))
+	f.ok(workspaces.Of(f.n).WorkspaceAdd(f.ctx, workspaces.WorkspaceAddInput{Login: agent, Project: "demo", Branch: "trunk"}))
 	live := f.ws()
 	f.ok(f.n.LoginAdd(f.ctx, "agent-2", false))
-	f.ok(f.n.WorkspaceAdd(f.ctx, node.WorkspaceAddInput{Login: "agent-2", Project: "demo", Branch: "trunk"}))
+	f.ok(workspaces.Of(f.n).WorkspaceAdd(f.ctx, workspaces.WorkspaceAddInput{Login: "agent-2", Project: "demo", Branch: "trunk"}))
 	other := filepath.Join(f.agents, "agent-2", "projects", "demo")
 	keep := filepath.Join(t.TempDir(), "kept")
 	if err := os.Rename(other, keep); err != nil {
 		t.Fatal(err)
 	}
-	f.ok(f.n.WorkspaceTerminate(f.ctx, "agent-2/demo", "", false))
+	f.ok(workspaces.Of(f.n).WorkspaceTerminate(f.ctx, "agent-2/demo", "", false))
 	if err := os.Rename(keep, other); err != nil {
 		t.Fatal(err)
 	}
-	dry := f.ok(f.n.WorkspaceGC(f.ctx, true))
+	dry := f.ok(workspaces.Of(f.n).WorkspaceGC(f.ctx, true))
 	if log := strings.Join(dry.Log, "\n"); !strings.Contains(log, "would remove "+other) || strings.Contains(log, live) {
 		t.Errorf("gc dry run: %s", log)
 	}
 	if !exists(other) {
 		t.Fatalf("a gc dry run removed %s", other)
 	}
-	f.ok(f.n.WorkspaceGC(f.ctx, false))
+	f.ok(workspaces.Of(f.n).WorkspaceGC(f.ctx, false))
 	if exists(other) || !exists(live) {
 		t.Errorf("gc: %s exists %v, %s exists %v", other, exists(other), live, exists(live))
 	}

@@ -1,0 +1,138 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/docs/design"
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// Tool is one protocol v1 tool (seed 001 E8) as every front end offers it:
+// the command line (`ocx tool`), the console and MCP list the same tools
+// and call them through Actions.Call (D36).
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"` // docs/design/tool-NAME.schema.json
+}
+
+var toolDescriptions = map[string]string{
+	messages.ToolCreate: "Make an agent: its user, its workspace and its record (a new thread), and start its session. Admin or setup only.",
+	messages.ToolPost:   "Reply to a forum post, as the caller.",
+	messages.ToolAudit:  "Record a verdict on a check-in: the audited tag, pass: or fail:, the reason, and what it was judged against. Never on your own check-in.",
+	messages.ToolPush:   "Copy your new check-ins from your clone to the node's repository, as your user, and run the hook. Only for an agent whose record restricts no_password.",
+	messages.ToolStop:   "End a record's agent: the node writes its response and withdraws its user's capabilities. Admin or setup only.",
+}
+
+// Tools lists the tools in seed 001's order, each with its input schema.
+func Tools() []Tool {
+	out := make([]Tool, 0, len(messages.ToolNames))
+	for _, name := range messages.ToolNames {
+		out = append(out, Tool{Name: name, Description: toolDescriptions[name], InputSchema: design.ToolSchema(name)})
+	}
+	return out
+}
+
+// Call runs the tool name with its JSON input as caller, a login the front
+// end authenticated (never a field of the input), on the node's one
+// project, and returns the tool's one answer shape whatever happens: an
+// input that does not decode stops the answer with the decoder's error,
+// naming the field at fault.
+func (n Actions) Call(ctx context.Context, caller node.Caller, name string, input json.RawMessage) *node.Answer {
+	return n.CallIn(ctx, "", caller, name, input)
+}
+
+// CallIn is Call on the named project of the node ("" for its one
+// project): a front end that knows the caller's project (a session's)
+// names it.
+func (n Actions) CallIn(ctx context.Context, project string, caller node.Caller, name string, input json.RawMessage) *node.Answer {
+	args, err := messages.DecodeTool(name, input)
+	if err != nil {
+		return node.NewAnswer(name, messages.ToolDryRun(input)).Stop(err)
+	}
+	nc := *n.Node
+	nc.Caller = caller
+	c := Of(&nc)
+	c.project = project
+	switch a := args.(type) {
+	case *messages.CreateArgs:
+		return c.toolCreate(ctx, a)
+	case *messages.PostArgs:
+		return c.toolPost(ctx, a)
+	case *messages.AuditArgs:
+		return c.toolAudit(ctx, a)
+	case *messages.PushArgs:
+		return c.toolPush(ctx, a)
+	case *messages.StopArgs:
+		return c.toolStop(ctx, a)
+	}
+	return node.NewAnswer(name, args.Dry()).Stop(fmt.Errorf("tool %q has no action", name))
+}
+
+// AgentCaller is an agent login as a caller: its password the one the node
+// keeps for it. A front end that authenticated a session (MCP) calls the
+// tools as the session's agent with it.
+func (n Actions) AgentCaller(login string) (node.Caller, error) {
+	if err := n.CheckAgentLogin(login); err != nil {
+		return node.Caller{}, err
+	}
+	path, err := n.Layout.Password(login)
+	if err != nil {
+		return node.Caller{}, err
+	}
+	pw, err := fossilio.ReadPasswordFrom(unixhost.Below(n.Agents), path)
+	if err != nil {
+		return node.Caller{}, err
+	}
+	return node.Caller{Login: login, Password: pw}, nil
+}
+
+// toolRepo opens the node's one project for a tool, after checking that a
+// caller was given.
+func (n Actions) toolRepo() (node.Project, *fossilio.Repo, error) {
+	if err := n.RequireCaller(); err != nil {
+		return node.Project{}, nil, err
+	}
+	p, err := n.DefaultProject(n.project)
+	if err != nil {
+		return node.Project{}, nil, err
+	}
+	r, err := n.OpenProjectRepo(p)
+	if err != nil {
+		return node.Project{}, nil, err
+	}
+	return p, r, nil
+}
+
+// privilegedToolRepo is toolRepo for a caller holding admin or setup on the
+// project: create's and stop's.
+func (n Actions) privilegedToolRepo(ctx context.Context) (node.Project, *fossilio.Repo, error) {
+	p, r, err := n.toolRepo()
+	if err != nil {
+		return node.Project{}, nil, err
+	}
+	if err := n.RequirePrivileged(ctx, r, p); err != nil {
+		r.Close()
+		return node.Project{}, nil, err
+	}
+	return p, r, nil
+}
+
+// merge adds a sub-action's log to a and says whether it did its work; if
+// not, a stops with its reason.
+func merge(a, sub *node.Answer) bool {
+	a.Log = append(a.Log, sub.Log...)
+	if sub.Result != nil && a.Result == nil {
+		a.Result = sub.Result
+	}
+	if !sub.OK() {
+		a.Stopped = sub.Stopped
+		return false
+	}
+	return true
+}

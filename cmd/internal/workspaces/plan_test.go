@@ -1,0 +1,250 @@
+package workspaces
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// fakeEffects records, in order, the effects a plan runs, and fails the
+// one named in fail. It is the effects of every plan here, without a host.
+type fakeEffects struct {
+	calls []string
+	fail  string
+	posts int
+}
+
+func (f *fakeEffects) do(call string) error {
+	f.calls = append(f.calls, call)
+	if call == f.fail || strings.HasPrefix(call, f.fail+" ") && f.fail != "" {
+		return errors.New(call + " failed")
+	}
+	return nil
+}
+
+func (f *fakeEffects) hash() string {
+	f.posts++
+	return strings.Repeat(fmt.Sprint(f.posts), 64)
+}
+
+// startEffects
+func (f *fakeEffects) stopHeld(context.Context, *node.Answer) error { return f.do("stopHeld") }
+func (f *fakeEffects) regrant(context.Context, *node.Answer) error  { return f.do("regrant") }
+func (f *fakeEffects) listen(context.Context) error                 { return f.do("listen") }
+func (f *fakeEffects) hand(_ context.Context, _ *node.Answer, l messages.PipeLine) error {
+	return f.do("hand " + l.String())
+}
+func (f *fakeEffects) awaitOutcome(_ context.Context, _ *node.Answer, launch string) error {
+	return f.do("await " + launch[:4])
+}
+func (f *fakeEffects) post(_ context.Context, text string) (string, error) {
+	first, _, _ := strings.Cut(text, "\n")
+	return f.hash(), f.do("post " + first)
+}
+
+// listenerEffects and workspaceEffects
+type fakeNodeEffects struct{ *fakeEffects }
+
+func (f fakeNodeEffects) post(_ context.Context, note fossilio.NoteWrite) (string, error) {
+	first, _, _ := strings.Cut(note.Text, "\n")
+	return f.hash(), f.do("post " + first)
+}
+func (f fakeNodeEffects) make(_ context.Context, _ *messages.WorkspaceDefinition, hash, record string) error {
+	return f.do("make " + hash[:2] + " " + record[:2])
+}
+func (f fakeNodeEffects) remove(context.Context) error { return f.do("remove") }
+func (f fakeNodeEffects) backoffice(context.Context, *node.Answer) {
+	f.calls = append(f.calls, "backoffice")
+}
+
+type fakeListener struct{ *fakeEffects }
+
+func (f fakeListener) post(_ context.Context, where ownRecord, login, text string) (string, error) {
+	first, _, _ := strings.Cut(text, "\n")
+	return f.hash(), f.do(fmt.Sprintf("post as %s on %s: %s", login, where.ID[:2], first))
+}
+func (f fakeListener) received(context.Context, string) (int64, error) { return 7, f.do("received") }
+func (f fakeListener) listen(_ context.Context, kind messages.ListenKind, names string, after int64, on bool) error {
+	return f.do(fmt.Sprintf("listen %s %s after %d on %v", kind, names, after, on))
+}
+func (f fakeListener) backoffice(context.Context, *node.Answer) {
+	f.calls = append(f.calls, "backoffice")
+}
+
+// runPlan runs a plan as a dry run and as a real run.
+func runPlan(t *testing.T, p node.Plan) (dry, real *node.Answer) {
+	t.Helper()
+	dry = node.NewAnswer("test", true)
+	if err := node.Execute(context.Background(), dry, p); err != nil {
+		t.Fatalf("a dry run failed: %v", err)
+	}
+	real = node.NewAnswer("test", false)
+	real.Stop(node.Execute(context.Background(), real, p))
+	return dry, real
+}
+
+func testKey() messages.WorkspaceKey { return messages.WorkspaceKey{Login: "agent-1", Project: "demo"} }
+
+// TestStartPlan is a start's plan for given facts: a second start stops
+// the held session first; the definition, then the launch naming it, on
+// the own record; the listening index; the hand-off; the outcome.
+func TestStartPlan(t *testing.T) {
+	home := strings.Repeat("b", 64)
+	f := startFacts{Key: testKey(), Caller: "admin", Release: "current", Workspace: strings.Repeat("c", 64),
+		Own: ownRecord{Kind: messages.ListenThread, ID: home}, DefText: "Session of workspace `agent-1/demo`: x.\n\n{}",
+		ListenPath: "/agents/agent-1/held/demo/listening/thread-" + home, Repository: "/srv/demo.fossil"}
+	fx := &fakeEffects{}
+	p := startPlan(f, fx)
+	texts := p.Texts()
+	if len(texts) != 2 || !strings.HasPrefix(texts[0], `post as "admin" on thread `+home+":\nSession of workspace") ||
+		texts[1] != "post the launch note (release current) on the same record, write "+f.ListenPath+" and hand `post /srv/demo.fossil LAUNCH` to the daemon" {
+		t.Errorf("texts:\n%s", strings.Join(texts, "\n"))
+	}
+	_, real := runPlan(t, p)
+	launch := strings.Repeat("2", 64)
+	want := []string{"regrant", "post Session of workspace `agent-1/demo`: x.", "post Launch of the session 1111111111 in workspace `agent-1/demo`.",
+		"listen", "hand " + messages.PostLine{Repository: f.Repository, Hash: launch}.String(), "await 2222"}
+	if !slices.Equal(fx.calls, want) || !real.OK() || *real.Result != launch {
+		t.Errorf("ran %q (result %v, stopped %v), want %q", fx.calls, real.Result, real.Log, want)
+	}
+
+	f.Held = &daemonSession{Proc: host.Process{ID: messages.ProcID{PID: 42}}, Launch: strings.Repeat("l", 64)}
+	fx = &fakeEffects{fail: "stopHeld"}
+	p = startPlan(f, fx)
+	if texts := p.Texts(); len(texts) != 3 || !strings.HasPrefix(texts[0], "hand `stop agent-1 demo` to the daemon, which runs the session of launch "+f.Held.Launch) {
+		t.Errorf("texts of a second start:\n%s", strings.Join(texts, "\n"))
+	}
+	if _, real := runPlan(t, p); real.OK() || !slices.Equal(fx.calls, []string{"stopHeld"}) {
+		t.Errorf("a stop that fails writes nothing: ran %q, stopped %v", fx.calls, real.Stopped)
+	}
+}
+
+// TestListenerPlan is a listener's plan: the note as the agent login where
+// it goes, then its file, written after the note's receipt or removed.
+func TestListenerPlan(t *testing.T) {
+	root := strings.Repeat("r", 64)
+	f := listenerFacts{Key: testKey(), Kind: messages.ListenBranch, Names: "feature", Where: ownRecord{Kind: messages.ListenThread, ID: root}, Path: "/held/listening/branch-feature", On: true}
+	fx := fakeListener{&fakeEffects{}}
+	p, err := listenerPlan(f, fx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dry, real := runPlan(t, p)
+	if len(dry.Log) != 2 || !strings.HasPrefix(dry.Log[0], `would post as "agent-1" on thread `+root+":\nListening to branch `feature` in workspace `agent-1/demo`.") || dry.Log[1] != "would write "+f.Path {
+		t.Errorf("dry run:\n%s", strings.Join(dry.Log, "\n"))
+	}
+	want := []string{"post as agent-1 on rr: Listening to branch `feature` in workspace `agent-1/demo`.", "received", "listen branch feature after 7 on true", "backoffice"}
+	if !slices.Equal(fx.calls, want) || !real.OK() || real.Log[len(real.Log)-1] != "wrote "+f.Path {
+		t.Errorf("ran %q, log %q", fx.calls, real.Log)
+	}
+
+	f.On = false
+	fx = fakeListener{&fakeEffects{}}
+	p, _ = listenerPlan(f, fx)
+	dry, real = runPlan(t, p)
+	if dry.Log[1] != "would remove "+f.Path || !strings.Contains(dry.Log[0], "No longer listening to branch") {
+		t.Errorf("dry run of a remove:\n%s", strings.Join(dry.Log, "\n"))
+	}
+	want = []string{"post as agent-1 on rr: No longer listening to branch `feature` in workspace `agent-1/demo`.", "listen branch feature after 0 on false", "backoffice"}
+	if !slices.Equal(fx.calls, want) || real.Log[len(real.Log)-1] != "removed "+f.Path {
+		t.Errorf("ran %q, log %q", fx.calls, real.Log)
+	}
+}
+
+// TestAddPlan is a workspace add's plan: made from the definition that
+// counts when only the record has it; refused when the host has it; else
+// the definition posted, then the workspace made, the backoffice run even
+// when the making fails.
+func TestAddPlan(t *testing.T) {
+	ws := host.Workspace{Key: testKey(), Dir: "/agents/agent-1/demo", Clone: "/c", Tree: "/t", Binding: "/b", Wake: "/w"}
+	def := &messages.WorkspaceDefinition{Login: "agent-1", Project: "demo", Branch: "trunk", Sandbox: messages.Sandbox{ReadWrite: []string{ws.Dir}}}
+	defined := &node.Workspace{Key: testKey(), Definition: def, Hash: strings.Repeat("d", 64), Record: strings.Repeat("e", 64)}
+	f := addFacts{Key: testKey(), Caller: "admin", Branch: "feature", Def: def, WS: ws, URL: "http://127.0.0.1:8080/", Defined: defined}
+	fx := fakeNodeEffects{&fakeEffects{}}
+	p, err := addPlan(f, fx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dry, real := runPlan(t, p)
+	if len(dry.Log) != 3 || !strings.Contains(dry.Log[1], `says branch "trunk", not "feature"`) || dry.Log[2] != "would make workspace agent-1/demo on the host at "+ws.Dir {
+		t.Errorf("dry run of a reuse:\n%s", strings.Join(dry.Log, "\n"))
+	}
+	if !slices.Equal(fx.calls, []string{"make dd ee"}) || *real.Result != defined.Hash {
+		t.Errorf("a reuse ran %q", fx.calls)
+	}
+	f.OnHost = true
+	if _, err := addPlan(f, fx); err == nil || !strings.Contains(err.Error(), "exists: defined at") {
+		t.Errorf("a workspace on the host and the record: %v", err)
+	}
+	f.Defined = nil
+	if _, err := addPlan(f, fx); err == nil || !strings.Contains(err.Error(), "`ocx workspace gc` removes it") {
+		t.Errorf("a workspace on the host only: %v", err)
+	}
+
+	f.OnHost, f.Thread = false, strings.Repeat("9", 64)
+	fx = fakeNodeEffects{&fakeEffects{fail: "make"}}
+	p, _ = addPlan(f, fx)
+	dry, real = runPlan(t, p)
+	if len(dry.Log) != 2 || !strings.HasPrefix(dry.Log[0], `would post as "admin" in thread `+f.Thread+":\nWorkspace `agent-1/demo`") ||
+		dry.Log[1] != `would clone http://127.0.0.1:8080/ as "agent-1" into /c, open its tree on "feature" in /t, write /b and make /w` {
+		t.Errorf("dry run of a new workspace:\n%s", strings.Join(dry.Log, "\n"))
+	}
+	want := []string{"post Workspace `agent-1/demo`: agent login `agent-1` on project `demo`, branch `feature`.", "make 11 99", "backoffice"}
+	if !slices.Equal(fx.calls, want) || real.OK() || !strings.Contains(*real.Stopped, "the host is left clean and the definition stays on the record at 1111") {
+		t.Errorf("ran %q, stopped %v", fx.calls, real.Stopped)
+	}
+	f.Thread = ""
+	p, _ = addPlan(f, fakeNodeEffects{&fakeEffects{}})
+	if texts := p.Texts(); !strings.HasPrefix(texts[0], `post as "admin" the first post of a new thread:`) {
+		t.Errorf("a new thread: %q", texts[0])
+	}
+}
+
+// TestTerminatePlan is a terminate's plan: the terminated note unless it
+// is there, then the workspace removed if it is on the host.
+func TestTerminatePlan(t *testing.T) {
+	ws := host.Workspace{Key: testKey(), Dir: "/agents/agent-1/demo"}
+	w := &node.Workspace{Key: testKey(), Hash: strings.Repeat("d", 64), Record: strings.Repeat("e", 64)}
+	f := terminateFacts{Key: testKey(), Caller: "admin", Reason: "done", WS: ws, Defined: w, OnHost: true}
+	fx := fakeNodeEffects{&fakeEffects{}}
+	p, err := terminatePlan(f, fx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dry, real := runPlan(t, p)
+	if len(dry.Log) != 2 || !strings.HasPrefix(dry.Log[0], `would post as "admin" in record `+w.Record+":\nWorkspace `agent-1/demo` is terminated.") || dry.Log[1] != "would remove "+ws.Dir {
+		t.Errorf("dry run:\n%s", strings.Join(dry.Log, "\n"))
+	}
+	if want := []string{"post Workspace `agent-1/demo` is terminated.", "remove", "backoffice"}; !slices.Equal(fx.calls, want) || !real.OK() {
+		t.Errorf("ran %q, stopped %v", fx.calls, real.Stopped)
+	}
+
+	w.Terminated, f.OnHost = strings.Repeat("t", 64), true
+	fx = fakeNodeEffects{&fakeEffects{}}
+	p, _ = terminatePlan(f, fx)
+	dry, _ = runPlan(t, p)
+	if len(dry.Log) != 2 || !strings.HasPrefix(dry.Log[0], "workspace agent-1/demo is already terminated") || !slices.Equal(fx.calls, []string{"remove"}) {
+		t.Errorf("an already terminated workspace: %q, ran %q", dry.Log, fx.calls)
+	}
+	f.OnHost = false
+	if _, err := terminatePlan(f, fx); err == nil || !strings.Contains(err.Error(), "already terminated") {
+		t.Errorf("terminated and gone: %v", err)
+	}
+	w.Terminated = ""
+	p, _ = terminatePlan(f, fx)
+	if dry, _ := runPlan(t, p); dry.Log[len(dry.Log)-1] != "workspace agent-1/demo was not on the host" {
+		t.Errorf("not on the host: %q", dry.Log)
+	}
+	f.Defined = nil
+	if _, err := terminatePlan(f, fx); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("no workspace: %v", err)
+	}
+}
