@@ -18,8 +18,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -70,7 +70,7 @@ func askDaemon(agents, repo string, in []byte) error {
 	a := messages.NewAsk(messages.AskHook)
 	a.Repo = abs
 	a.Hashes = messages.HookHashes(bytes.NewReader(in))
-	_, err = daemonclient.Ask(context.Background(), layout, a, doneWait)
+	_, err = nodesock.Ask(context.Background(), layout, a, doneWait)
 	return err
 }
 

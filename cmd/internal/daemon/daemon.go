@@ -23,6 +23,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/cmd/internal/answers"
 	"github.com/ocx-go/ocx/cmd/internal/hookshell"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/cmd/internal/procs"
@@ -91,7 +92,7 @@ type daemon struct {
 	reaper      *reaper
 	inputs      *inputs
 	hooks       *hookshell.Watch
-	sock        *socket // AGENTS/ocxd.sock while it is served
+	sock        *answers.Socket // AGENTS/ocxd.sock while it is served
 	// repos are the node's repositories, open once, as every part reads
 	// them.
 	repos *noderepos.Repos
@@ -224,7 +225,7 @@ func (d *daemon) finish() {
 	d.execMu.Lock()
 	d.stopping = true
 	d.execMu.Unlock()
-	d.sock.stop()
+	d.sock.Stop()
 	d.sock = nil
 	d.hooks.Stop()
 	n, err := d.inputs.drain(d.root, drainBound)
@@ -324,7 +325,7 @@ func (d *daemon) start() error {
 		d.boot(limits)
 	}
 	d.inputs.start(reader)
-	d.sock = openSocket(d.layout, d.root, d.cfg, d.repos, d.log)
+	d.sock = answers.Open(d.layout, d.root, d.cfg, d.repos, d.log)
 	if d.opts.HookWatch > 0 {
 		d.hooks = hookshell.New(d.layout, d.root, d.cfg, d.records.Repos, d.opts.HookWatch, d.log)
 		d.hooks.Start()
@@ -578,7 +579,7 @@ func (d *daemon) recordStart(err error) {
 // signals nothing), and releases the lock, in that order.
 func (d *daemon) close() error {
 	var errs []error
-	d.sock.stop()
+	d.sock.Stop()
 	d.sock = nil
 	d.hooks.Stop()
 	if d.inputs != nil {

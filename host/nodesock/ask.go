@@ -1,4 +1,4 @@
-package daemonclient
+package nodesock
 
 import (
 	"bufio"

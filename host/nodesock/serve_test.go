@@ -17,7 +17,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -105,7 +104,7 @@ func TestAskAndReply(t *testing.T) {
 	a := messages.NewAsk(messages.AskHook)
 	a.Repo = "/srv/demo.fossil"
 	a.Hashes = []string{strings.Repeat("ab", 20)}
-	r, err := daemonclient.Ask(context.Background(), n.layout, a, time.Second)
+	r, err := Ask(context.Background(), n.layout, a, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,8 +124,8 @@ func TestNoDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = daemonclient.Ask(context.Background(), layout, messages.NewAsk(messages.AskStatus), time.Second)
-	if !errors.Is(err, daemonclient.ErrNoDaemon) {
+	_, err = Ask(context.Background(), layout, messages.NewAsk(messages.AskStatus), time.Second)
+	if !errors.Is(err, ErrNoDaemon) {
 		t.Fatalf("no socket: %v, want ErrNoDaemon", err)
 	}
 	// A socket left by a daemon that is gone: refused at once too.
@@ -136,7 +135,7 @@ func TestNoDaemon(t *testing.T) {
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	ln.Close()
-	if _, err := daemonclient.Ask(context.Background(), layout, messages.NewAsk(messages.AskStatus), time.Second); !errors.Is(err, daemonclient.ErrNoDaemon) {
+	if _, err := Ask(context.Background(), layout, messages.NewAsk(messages.AskStatus), time.Second); !errors.Is(err, ErrNoDaemon) {
 		t.Fatalf("a stale socket: %v, want ErrNoDaemon", err)
 	}
 }
@@ -177,8 +176,8 @@ func TestRefusalReachesTheCaller(t *testing.T) {
 	}, nil)
 	a := messages.NewAsk(messages.AskHook)
 	a.Repo = "/x"
-	_, err := daemonclient.Ask(context.Background(), n.layout, a, time.Second)
-	if !errors.Is(err, daemonclient.ErrRefused) || !strings.Contains(err.Error(), "/x is not a repository") {
+	_, err := Ask(context.Background(), n.layout, a, time.Second)
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "/x is not a repository") {
 		t.Fatalf("refusal: %v", err)
 	}
 }
@@ -220,10 +219,10 @@ func TestGarbageAndSilence(t *testing.T) {
 				}
 				conn.Close()
 			}()
-			_, err = daemonclient.Ask(context.Background(), layout, messages.NewAsk(messages.AskStatus), 300*time.Millisecond)
+			_, err = Ask(context.Background(), layout, messages.NewAsk(messages.AskStatus), 300*time.Millisecond)
 			ln.Close()
 			<-done
-			if err == nil || errors.Is(err, daemonclient.ErrNoDaemon) || !strings.Contains(err.Error(), c.want) {
+			if err == nil || errors.Is(err, ErrNoDaemon) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("%s: %v, want an error naming %q", c.name, err, c.want)
 			}
 			os.Remove(layout.Socket())

@@ -1,4 +1,4 @@
-package daemon
+package answers
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/hook"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
-	"github.com/ocx-go/ocx/cmd/internal/nodesock"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -20,9 +20,9 @@ import (
 // work; a stop of the daemon waits for it, and no longer.
 const hookBound = 30 * time.Second
 
-// socket is the daemon's side of AGENTS/ocxd.sock (D66) while it is
+// Socket is the daemon's side of AGENTS/ocxd.sock (D66) while it is
 // served.
-type socket struct {
+type Socket struct {
 	layout host.Layout
 	root   *unixhost.Root
 	log    *slog.Logger
@@ -34,10 +34,10 @@ type socket struct {
 	hookLog io.Closer
 }
 
-// openSocket serves the daemon's socket. Without it the daemon still
+// Open serves the daemon's socket. Without it the daemon still
 // runs: every caller then does its work itself, as before the socket, so
 // a socket that cannot be made is logged, not fatal (nil).
-func openSocket(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, repos *noderepos.Repos, log *slog.Logger) *socket {
+func Open(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, repos *noderepos.Repos, log *slog.Logger) *Socket {
 	ln, err := unixhost.ListenSocketAt(layout.Socket())
 	if err != nil {
 		log.Warn("the daemon's socket is not served; its callers read the repository themselves", slog.String("socket", layout.Socket()), actors.ErrAttr(err))
@@ -50,7 +50,7 @@ func openSocket(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfi
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &socket{layout: layout, root: root, log: log, cancel: cancel, done: make(chan struct{}), hookLog: f,
+	s := &Socket{layout: layout, root: root, log: log, cancel: cancel, done: make(chan struct{}), hookLog: f,
 		hook: hook.Options{Agents: layout.Root(), Config: cfg, Open: repos.RepoAt, Log: slog.New(slog.NewTextHandler(f, nil))}}
 	srv := nodesock.New(ln, s.answer, nil, log)
 	go func() {
@@ -63,10 +63,10 @@ func openSocket(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfi
 	return s
 }
 
-// stop ends the socket: its name is removed first, so that a caller from
+// Stop ends the socket: its name is removed first, so that a caller from
 // then on finds no daemon and does its work itself; the asks being
 // answered are finished. A nil socket stops at once.
-func (s *socket) stop() {
+func (s *Socket) Stop() {
 	if s == nil {
 		return
 	}
@@ -79,7 +79,7 @@ func (s *socket) stop() {
 }
 
 // answer is the daemon's answer to one ask on its socket.
-func (s *socket) answer(ctx context.Context, a *messages.Ask) *messages.Reply {
+func (s *Socket) answer(ctx context.Context, a *messages.Ask) *messages.Reply {
 	switch a.Kind {
 	case messages.AskHook:
 		// The work is finished even when the daemon stops meanwhile: the
