@@ -60,7 +60,7 @@ type Repo struct {
 	db      *sql.DB
 	stmts   map[string]*sql.Stmt
 	once    map[string]bool // queries run once, not yet prepared
-	stmtsMu *sync.Mutex // shared with a Lend
+	stmtsMu *sync.Mutex     // shared with a Lend
 	// lent: a Lend of another Repo, whose Close is the owner's alone.
 	lent bool
 	// timeout is the busy timeout of its connections.

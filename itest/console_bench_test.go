@@ -20,6 +20,7 @@ import (
 	"github.com/ocx-go/ocx/docs/design/validate"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
@@ -181,7 +182,7 @@ func BenchmarkConsoleState(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { lock.Release() })
+	b.Cleanup(func() { lock.Release() }) // again: releasing twice is harmless
 	froot, err := unixhost.OpenRoot(n.agents)
 	if err != nil {
 		b.Fatal(err)
@@ -292,6 +293,9 @@ func BenchmarkConsoleState(b *testing.B) {
 		if err := froot.Mkfifo(wss[i].Wake, 0o600); err != nil {
 			b.Fatal(err)
 		}
+		if err := froot.MkdirAll(filepath.Dir(wss[i].Hears), 0o700); err != nil {
+			b.Fatal(err)
+		}
 		if err := os.WriteFile(wss[i].Hears, hears, 0o600); err != nil {
 			b.Fatal(err)
 		}
@@ -379,6 +383,32 @@ func BenchmarkConsoleState(b *testing.B) {
 	if got := daemon.count(0); got != 0 {
 		b.Fatalf("%d lines were handed to the daemon", got)
 	}
+
+	// The same, answered by the real daemon from its live record (D66):
+	// the stand-in gives way, the daemon finds the sessions running at its
+	// start, and the console and the command ask it on its socket.
+	lock.Release()
+	daemon.r.Close()
+	<-daemon.done
+	if err := froot.Remove(layout.Pipe()); err != nil {
+		b.Fatal(err)
+	}
+	startDaemon(b, n, filepath.Join(root, "current", "ocxd"))
+	n.waitLogLine("the daemon to serve its socket", func(l logLine) bool { return l.Msg == "serving the daemon's socket" })
+	r, err := nodesock.Ask(ctx, layout, messages.NewAsk(messages.AskStatus), 10*time.Second)
+	if err != nil || r.State == nil || len(r.State.Workspaces) != workspaces || len(r.State.Sessions) != workspaces {
+		b.Fatalf("the daemon's status: %v\nocxd.log:\n%s", err, n.daemonLog())
+	}
+	console, status = nil, nil
+	for i := 0; i < samples*b.N; i++ {
+		d, code, ctype, body := runConsoleCGI(b, ocx, n.agents, n.srv.ExtRoot, env)
+		check(code, ctype, body)
+		console = append(console, d)
+		status = append(status, timedRun(b, ocx, n.agents, "status", "--json"))
+	}
+	bc50, _ := reportTimes(b, "console-by-daemon", console)
+	reportTimes(b, "status-by-daemon", status)
+	b.ReportMetric(float64(bc50)/float64(c50), "by-daemon/console-p50")
 }
 
 // consoleNodeOn is consoleNode on a release root of the benchmark's own.

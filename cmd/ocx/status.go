@@ -18,7 +18,7 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := n.Status(ctx)
+	st, _, err := n.LiveStatus(ctx)
 	if err != nil {
 		return err
 	}

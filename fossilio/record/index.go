@@ -103,6 +103,30 @@ func NewIndexAfter(repo *fossilio.Repo, nodeUser string, rcvid int64) *Index {
 // Repo is the repository indexed.
 func (x *Index) Repo() *fossilio.Repo { return x.repo }
 
+// Mark is the newest receipt indexed: what the index's answers are
+// current to.
+func (x *Index) Mark() int64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.mark
+}
+
+// Launch is the launch note at hash among workspace key's launches,
+// whoever sent it (who counts is the caller's to check).
+func (x *Index) Launch(ctx context.Context, key messages.WorkspaceKey, hash string) (Entry, bool, error) {
+	if err := x.Refresh(ctx); err != nil {
+		return Entry{}, false, err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, e := range x.launches[key] {
+		if e.Hash == hash {
+			return e, true, nil
+		}
+	}
+	return Entry{}, false, nil
+}
+
 // NodeUser is the node user whose notes the index takes for the daemon's.
 func (x *Index) NodeUser() string { return x.nodeUser }
 
@@ -110,8 +134,26 @@ func (x *Index) NodeUser() string { return x.nodeUser }
 // that a first look at a large repository never holds a long read.
 const classifyBatch = 512
 
-// Refresh indexes what the repository received since the last look.
+// pinned marks a context in which an index does not refresh (Pin).
+type pinned struct{ x *Index }
+
+// Pin refreshes the index once and returns a context in which its answers
+// do not refresh again: each answer given under it is current to the same
+// receipt (Mark), and a reader that asks many questions (the status of a
+// thousand workspaces) reads what arrived once, not once a question.
+func (x *Index) Pin(ctx context.Context) (context.Context, error) {
+	if err := x.Refresh(ctx); err != nil {
+		return ctx, err
+	}
+	return context.WithValue(ctx, pinned{x}, true), nil
+}
+
+// Refresh indexes what the repository received since the last look; under
+// a context Pin gave it does nothing.
 func (x *Index) Refresh(ctx context.Context) error {
+	if ctx.Value(pinned{x}) != nil {
+		return nil
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	hashes, last, err := x.repo.Received(ctx, x.mark)

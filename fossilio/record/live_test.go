@@ -1,6 +1,7 @@
 package record_test
 
 import (
+	"flag"
 	"fmt"
 	"reflect"
 	"testing"
@@ -22,6 +23,12 @@ import (
 func TestLiveIndexIsAFreshRead(t *testing.T) {
 	f := newFix(t)
 	logins := []string{"agent-1", "agent-2"}
+	// The repository grows over the runs and each step reads it afresh, so
+	// the runs are fewer than rapid's default unless the caller asks more.
+	if fl := flag.Lookup("rapid.checks"); fl != nil && fl.Value.String() == fl.DefValue {
+		fl.Value.Set("25")
+		defer fl.Value.Set(fl.DefValue)
+	}
 	rapid.Check(t, func(rt *rapid.T) {
 		live := record.NewIndex(f.repo, "ocx")
 		var homes []string // the records written so far in this run

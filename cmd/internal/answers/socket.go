@@ -32,6 +32,9 @@ type Socket struct {
 	// config and open repositories, and the hook's log, kept open.
 	hook    hook.Options
 	hookLog io.Closer
+	// status answers status asks; nil when the node did not open (the
+	// asks are refused then).
+	status *status
 }
 
 // Open serves the daemon's socket. Without it the daemon still
@@ -52,6 +55,9 @@ func Open(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rep
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Socket{layout: layout, root: root, log: log, cancel: cancel, done: make(chan struct{}), hookLog: f,
 		hook: hook.Options{Agents: layout.Root(), Config: cfg, Open: repos.RepoAt, Log: slog.New(slog.NewTextHandler(f, nil))}}
+	if s.status, err = newStatus(layout, cfg, repos, log); err != nil {
+		log.Warn("the daemon's socket answers no status: the node does not open", actors.ErrAttr(err))
+	}
 	srv := nodesock.New(ln, s.answer, nil, log)
 	go func() {
 		defer close(s.done)
@@ -76,6 +82,9 @@ func (s *Socket) Stop() {
 	s.cancel()
 	<-s.done
 	s.hookLog.Close()
+	if s.status != nil {
+		s.status.close()
+	}
 }
 
 // answer is the daemon's answer to one ask on its socket.
@@ -87,6 +96,10 @@ func (s *Socket) answer(ctx context.Context, a *messages.Ask) *messages.Reply {
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hookBound)
 		defer cancel()
 		return hook.Answer(hctx, s.hook, a)
+	case messages.AskStatus:
+		if s.status != nil {
+			return s.status.answer(ctx)
+		}
 	}
 	return nodesock.Refusal("this daemon does not answer %s asks", a.Kind)
 }

@@ -98,6 +98,7 @@ type view struct {
 	Token         string
 	Daemon        string // why no daemon runs, when none does
 	Problem       string // what could not be read for this page
+	ReadItself    string // why the status was read from the repository, not the daemon's
 	Data          any
 	Answer        *node.Answer
 	Next, Refusal string
@@ -117,6 +118,8 @@ type request struct {
 	ctx     context.Context
 	// daemonProblem says why no daemon runs, when none does.
 	daemonProblem string
+	// readItself says why the page's status was not the daemon's.
+	readItself string
 	// asJSON: the request is a tool's JSON endpoint (/tool/NAME.json),
 	// answered in JSON, its refusals too.
 	asJSON bool
@@ -344,6 +347,7 @@ func (q *request) write(status int, name string, v view) {
 	if q.daemonProblem != "" {
 		v.Daemon = q.daemonProblem
 	}
+	v.ReadItself = q.readItself
 	var b bytes.Buffer
 	if err := pages().ExecuteTemplate(&b, name, v); err != nil {
 		q.plain(http.StatusInternalServerError, "the console's page "+name+" does not render: "+err.Error())
@@ -396,7 +400,7 @@ func (q *request) ensureDaemon() {
 // document `ocx status --json` prints, with an ETag, so that a page that
 // polls it gets 304 while nothing changed.
 func (q *request) state() {
-	st, err := q.n.Status(q.ctx)
+	st, err := q.status()
 	if err != nil {
 		q.jsonError(http.StatusInternalServerError, err)
 		return

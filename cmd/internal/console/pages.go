@@ -16,7 +16,15 @@ import (
 
 const logTail = 16 << 10
 
-func (q *request) status() (*messages.NodeState, error) { return q.n.Status(q.ctx) }
+// status is the node's status, from the daemon's live record when it
+// answers (D66); a page read from the repository itself says so.
+func (q *request) status() (*messages.NodeState, error) {
+	st, why, err := q.n.LiveStatus(q.ctx)
+	if why != "" {
+		q.readItself = "This page read the repository itself: " + why
+	}
+	return st, err
+}
 
 type hookData struct {
 	Hooks        []messages.HookStatus

@@ -63,6 +63,26 @@ type Options struct {
 	// instead of before it (a long-lived front end: the MCP server), runs
 	// of one project coalesced; the front end calls Wait before it exits.
 	BackofficeBeside bool
+	// Records, when set, gives the node its repositories open and their
+	// record indexes kept up to date (the daemon's, D66); nil opens each
+	// repository for the call and indexes it from nothing, as a command
+	// does.
+	Records Records
+	// Procs, when set, is a process table the caller keeps open (the
+	// daemon's, following the kernel's process events), which a status
+	// scans; nil opens one for each status.
+	Procs *unixhost.ProcTable
+}
+
+// Records are the repositories of a node's projects as a long-lived reader
+// keeps them.
+type Records interface {
+	// Repo is the project's repository, open, for a caller that closes it
+	// (a fossilio Lend).
+	Repo(project string) (*fossilio.Repo, error)
+	// Index is the record index kept of the repository r, which Repo
+	// gave; nil when none is kept.
+	Index(r *fossilio.Repo) *record.Index
 }
 
 // Node is one agents root opened for the actions: its layout, node.json and
@@ -89,6 +109,9 @@ type Node struct {
 	// passed logs, once, each artifact and status entry a reader passes
 	// over (issue 22 item 5); the Node's copies share it.
 	passed *record.PassedLog
+	// records are Options.Records, procs Options.Procs.
+	records Records
+	procs   *unixhost.ProcTable
 }
 
 // Default bounds on waiting.
@@ -146,6 +169,8 @@ func newNode(agents string, opts Options) (*Node, error) {
 		outcomeWait: opts.OutcomeWait,
 		daemonWait:  opts.DaemonWait,
 		stopWait:    opts.StopWait,
+		records:     opts.Records,
+		procs:       opts.Procs,
 	}
 	if n.Log == nil {
 		n.Log = slog.New(slog.DiscardHandler)
@@ -227,6 +252,9 @@ func (n *Node) Admin(p Project) *fossilio.Admin {
 
 // OpenProjectRepo opens a project's repository read-only.
 func (n *Node) OpenProjectRepo(p Project) (*fossilio.Repo, error) {
+	if n.records != nil {
+		return n.records.Repo(p.Name)
+	}
 	r, err := fossilio.OpenNode(p.Repository, n.passed.Options())
 	if err != nil {
 		return nil, fmt.Errorf("open repository of %s: %w", p.Name, err)

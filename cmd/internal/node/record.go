@@ -24,7 +24,14 @@ type Workspace struct {
 }
 
 // Index is the record model of a repository the node has open.
-func (n *Node) Index(r *fossilio.Repo) *record.Index { return record.NewIndex(r, n.Config.User) }
+func (n *Node) Index(r *fossilio.Repo) *record.Index {
+	if n.records != nil {
+		if x := n.records.Index(r); x != nil {
+			return x
+		}
+	}
+	return record.NewIndex(r, n.Config.User)
+}
 
 // Defined returns each workspace defined on the record (record.Index's
 // Workspaces).

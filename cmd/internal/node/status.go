@@ -39,11 +39,14 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 	}
 	st.Hooks = append(st.Hooks, hooks...)
 
-	t, err := n.procTable()
-	if err != nil {
-		return nil, err
+	t := n.procs
+	if t == nil {
+		var err error
+		if t, err = n.procTable(); err != nil {
+			return nil, err
+		}
+		defer t.Close()
 	}
-	defer t.Close()
 	table, err := t.Scan()
 	if err != nil {
 		return nil, fmt.Errorf("status: read the process table: %w", err)
@@ -66,11 +69,21 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 		}
 		repos[p.Name] = r
 	}
+	// Each project's record is read once for the whole status (Pin): every
+	// answer below is current to the same receipt.
+	idxs := map[string]*record.Index{}
+	for _, p := range n.Projects() {
+		x := n.Index(repos[p.Name])
+		if ctx, err = x.Pin(ctx); err != nil {
+			return nil, err
+		}
+		idxs[p.Name] = x
+	}
 	if err := n.loginStatuses(ctx, st, logins, repos); err != nil {
 		return nil, err
 	}
 	for _, p := range n.Projects() {
-		if err := n.projectStatus(ctx, st, table, p, repos[p.Name]); err != nil {
+		if err := n.projectStatus(ctx, st, table, p, repos[p.Name], idxs[p.Name]); err != nil {
 			return nil, err
 		}
 	}
@@ -78,7 +91,7 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 	st.Runners = n.Runners(ctx)
 	st.SessionLimits = n.SessionLimits()
 
-	n.sessionStatuses(ctx, st, table, repos)
+	n.sessionStatuses(ctx, st, table, repos, idxs)
 	sort.Slice(st.Sessions, func(i, j int) bool { return st.Sessions[i].PID < st.Sessions[j].PID })
 	st.LookAlikes = lookAlikes(table)
 	// The daemon and its last re-exec (docs/releases.md): a lock that
@@ -125,8 +138,7 @@ func (n *Node) loginStatuses(ctx context.Context, st *messages.NodeState, logins
 
 // projectStatus adds project p's workspaces, listeners, verdicts and
 // reviewers' queues to st.
-func (n *Node) projectStatus(ctx context.Context, st *messages.NodeState, table host.Table, p Project, r *fossilio.Repo) error {
-	idx := n.Index(r)
+func (n *Node) projectStatus(ctx context.Context, st *messages.NodeState, table host.Table, p Project, r *fossilio.Repo, idx *record.Index) error {
 	defs, err := Defined(ctx, idx)
 	if err != nil {
 		return err
@@ -182,7 +194,7 @@ func (n *Node) workspaceStatus(ctx context.Context, idx *record.Index, table hos
 }
 
 // sessionStatuses adds each session process of the table to st.
-func (n *Node) sessionStatuses(ctx context.Context, st *messages.NodeState, table host.Table, repos map[string]*fossilio.Repo) {
+func (n *Node) sessionStatuses(ctx context.Context, st *messages.NodeState, table host.Table, repos map[string]*fossilio.Repo, idxs map[string]*record.Index) {
 	current := n.currentRelease()
 	for _, proc := range table.Procs {
 		for _, nm := range proc.Names {
@@ -194,7 +206,7 @@ func (n *Node) sessionStatuses(ctx context.Context, st *messages.NodeState, tabl
 			if r == nil {
 				continue
 			}
-			if s := n.sessionStatus(ctx, r, k, nm, proc, current); s.Record != "" {
+			if s := n.sessionStatus(ctx, r, idxs[k.Project], k, nm, proc, current); s.Record != "" {
 				st.Sessions = append(st.Sessions, s)
 			}
 		}
@@ -280,7 +292,7 @@ func reviews(ctx context.Context, idx *record.Index, project string) ([]messages
 }
 
 // sessionStatus describes one session process.
-func (n *Node) sessionStatus(ctx context.Context, r *fossilio.Repo, k messages.WorkspaceKey, nm host.Naming, proc host.Process, current string) messages.SessionStatus {
+func (n *Node) sessionStatus(ctx context.Context, r *fossilio.Repo, idx *record.Index, k messages.WorkspaceKey, nm host.Naming, proc host.Process, current string) messages.SessionStatus {
 	s := messages.SessionStatus{
 		Login: k.Login, Project: k.Project, Launch: nm.Launch,
 		PID: proc.ID.PID, StartTime: proc.ID.Start,
@@ -311,7 +323,11 @@ func (n *Node) sessionStatus(ctx context.Context, r *fossilio.Repo, k messages.W
 	// The session's own record is where its launch note is; a session
 	// without one (at a terminal) works on its workspace's record.
 	if messages.ValidateHash(nm.Launch) == nil {
-		if info, err := r.Info(ctx, nm.Launch); err == nil {
+		// A launch note the index holds says its record; any other post is
+		// read.
+		if e, ok, err := idx.Launch(ctx, k, nm.Launch); err == nil && ok {
+			s.Record = e.Record
+		} else if info, err := r.Info(ctx, nm.Launch); err == nil {
 			switch info.Kind {
 			case fossilio.KindPost:
 				s.Record = info.Root

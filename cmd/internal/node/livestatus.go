@@ -1,0 +1,39 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/ocx-go/ocx/host/nodesock"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// LiveWait bounds how long a status waits for the daemon's answer before
+// the node reads the record itself: the daemon's status is a few
+// milliseconds, even for a large record, so one that does not answer in
+// this time is stuck.
+const LiveWait = 5 * time.Second
+
+// LiveStatus is the node's status as the daemon's live record gives it on
+// its socket (D66), current to the receipts it names. With no daemon
+// answering within 100 ms, a refusal, or an answer that does not read, the
+// node derives it itself (Status) and why says why; why is empty when the
+// daemon answered.
+func (n *Node) LiveStatus(ctx context.Context) (st *messages.NodeState, why string, err error) {
+	r, aerr := nodesock.Ask(ctx, n.Layout, messages.NewAsk(messages.AskStatus), LiveWait)
+	if aerr == nil && r.State != nil {
+		return r.State, "", nil
+	}
+	if aerr == nil {
+		aerr = errNoState
+	}
+	st, err = n.Status(ctx)
+	return st, aerr.Error(), err
+}
+
+// errNoState: the daemon's reply to a status ask held no status.
+var errNoState = errorString("the daemon's reply holds no status")
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
