@@ -131,6 +131,15 @@ type Reply struct {
 	State *NodeState `json:"state,omitempty"`
 	// Hook is a hook ask's answer.
 	Hook *HookDone `json:"hook,omitempty"`
+	// Passed are what the answer passed over (an artifact that does not
+	// read, an entry the status cannot carry), for the caller's log.
+	Passed []PassedOver `json:"passed,omitempty"`
+}
+
+// PassedOver is one thing an answer passed over, and why.
+type PassedOver struct {
+	What string `json:"what" why:"a thing passed over is named"`
+	Why  string `json:"why" why:"a thing passed over says why"`
 }
 
 // Receipt is the newest receipt of a repository (Fossil's rcvid) an

@@ -15,6 +15,7 @@ import (
 // a nil *PassedLog logs nothing.
 type PassedLog struct {
 	log  *slog.Logger
+	sink func(what, why string)
 	mu   sync.Mutex
 	seen map[string]bool
 }
@@ -22,6 +23,13 @@ type PassedLog struct {
 // NewPassedLog logs to log at warn.
 func NewPassedLog(log *slog.Logger) *PassedLog {
 	return &PassedLog{log: log, seen: map[string]bool{}}
+}
+
+// NewPassedSink tells sink, once each, of what is passed over instead of
+// logging it: for a reader that answers another process, which logs it
+// (the daemon's status, D66).
+func NewPassedSink(sink func(what, why string)) *PassedLog {
+	return &PassedLog{sink: sink, seen: map[string]bool{}}
 }
 
 // Note logs that what (an artifact's hash, or another key that names the
@@ -34,6 +42,9 @@ func (l *PassedLog) Note(what, why string) {
 	first := !l.seen[what]
 	l.seen[what] = true
 	l.mu.Unlock()
+	if first && l.sink != nil {
+		l.sink(what, why)
+	}
 	if first && l.log != nil {
 		l.log.Warn("passed over what does not read; it costs only itself", slog.String("artifact", what), slog.String("why", why))
 	}

@@ -32,7 +32,7 @@ type status struct {
 	layout   host.Layout
 	nodeJSON []byte
 	repos    *noderepos.Repos
-	n        *node.Node
+	log      *slog.Logger
 }
 
 func newStatus(layout host.Layout, cfg *messages.NodeConfig, repos *noderepos.Repos, log *slog.Logger) (*status, error) {
@@ -47,13 +47,7 @@ func newStatus(layout host.Layout, cfg *messages.NodeConfig, repos *noderepos.Re
 	if err := procs.Watch(); err != nil {
 		log.Info("the socket's status scans the whole process table: the kernel's process events are not available", actors.ErrAttr(err))
 	}
-	s := &status{layout: layout, nodeJSON: data, repos: repos, procs: procs}
-	s.n, err = node.Open(layout.Root(), node.Options{Log: log, Records: liveRecords{repos}, Procs: procs})
-	if err != nil {
-		procs.Close()
-		return nil, err
-	}
-	return s, nil
+	return &status{layout: layout, nodeJSON: data, repos: repos, procs: procs, log: log}, nil
 }
 
 func (s *status) close() { s.procs.Close() }
@@ -68,14 +62,21 @@ func (s *status) answer(ctx context.Context) *messages.Reply {
 	if !bytes.Equal(data, s.nodeJSON) {
 		return refuse("node.json changed since the daemon read it; restart the daemon to read it again")
 	}
-	st, err := s.n.Status(ctx)
+	// A node of its own for each answer, so that what it passes over is
+	// told to this caller, whose log says it once, as its own read would.
+	r := messages.NewReply()
+	passed := record.NewPassedSink(func(what, why string) { r.Passed = append(r.Passed, messages.PassedOver{What: what, Why: why}) })
+	n, err := node.Open(s.layout.Root(), node.Options{Log: s.log, Records: liveRecords{s.repos}, Procs: s.procs, Passed: passed})
+	if err != nil {
+		return refuse("open the node: %v", err)
+	}
+	st, err := n.Status(ctx)
 	if err != nil {
 		return refuse("the status: %v", err)
 	}
-	r := messages.NewReply()
 	r.State = st
 	r.Receipts = map[string]messages.Receipt{}
-	for _, p := range s.n.Config.ProjectNames() {
+	for _, p := range n.Config.ProjectNames() {
 		if x, err := s.repos.Index(p); err == nil {
 			r.Receipts[p] = messages.Receipt{Rcvid: uint64(max(x.Idx.Mark(), 0))}
 		}

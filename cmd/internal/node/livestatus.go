@@ -22,6 +22,9 @@ const LiveWait = 5 * time.Second
 func (n *Node) LiveStatus(ctx context.Context) (st *messages.NodeState, why string, err error) {
 	r, aerr := nodesock.Ask(ctx, n.Layout, messages.NewAsk(messages.AskStatus), LiveWait)
 	if aerr == nil && r.State != nil {
+		for _, p := range r.Passed {
+			n.passed.Note(p.What, p.Why)
+		}
 		return r.State, "", nil
 	}
 	if aerr == nil {

@@ -72,6 +72,9 @@ type Options struct {
 	// daemon's, following the kernel's process events), which a status
 	// scans; nil opens one for each status.
 	Procs *unixhost.ProcTable
+	// Passed, when set, is told of what the node's readers pass over;
+	// nil logs it to Log, once each.
+	Passed *record.PassedLog
 }
 
 // Records are the repositories of a node's projects as a long-lived reader
@@ -176,7 +179,10 @@ func newNode(agents string, opts Options) (*Node, error) {
 		n.Log = slog.New(slog.DiscardHandler)
 	}
 	n.refusals = unixhost.NewRefusalLog(n.Log)
-	n.passed = record.NewPassedLog(n.Log)
+	n.passed = opts.Passed
+	if n.passed == nil {
+		n.passed = record.NewPassedLog(n.Log)
+	}
 	if opts.BackofficeBeside {
 		n.beside = fossilio.NewBeside(n.Log)
 	}
