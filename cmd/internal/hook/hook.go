@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ocx-go/ocx/actors/wake"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -146,13 +147,13 @@ type run struct {
 	r      *fossilio.Repo
 	logins map[string]bool // the node's logins (agents and the node user)
 	// listeners are the sessions listening to each record, found once.
-	listeners map[string][]Target
+	listeners map[string][]wake.Target
 	// standing says, for each sender met, whether it holds admin or setup.
 	standing map[string]bool
 	// defaultHears is whom a session without a hears file hears.
 	defaultHears []string
 	// checkins are the sessions given check-ins, read once a run.
-	checkins *[]CheckinTarget
+	checkins *[]wake.CheckinTarget
 	// refusals logs, once a run, each file below the agents root it would
 	// not read (a link, a pipe, a file past its bound: docs/trust.md).
 	refusals *unixhost.RefusalLog
@@ -334,19 +335,19 @@ func (h *run) nodeLogins() map[string]bool {
 }
 
 // wake writes each post's wake line (its hash and its sender, D27) into the
-// wake pipe of each session it is for (Decide), and returns the posts
+// wake pipe of each session it is for (wake.Decide), and returns the posts
 // nobody heard that earn an unheard note.
-func (h *run) wake(ctx context.Context, infos []fossilio.Info) []Missed {
-	var missed []Missed
+func (h *run) wake(ctx context.Context, infos []fossilio.Info) []wake.Missed {
+	var missed []wake.Missed
 	pipes := wakePipes{root: h.root, open: map[string]*wakePipe{}}
 	defer pipes.close()
 	for _, info := range infos {
 		var kind messages.ListenKind
-		a := Arrival{Hash: info.Hash, Sender: info.Sender, Rcvid: info.Rcvid}
-		var verdicts []Verdict
+		a := wake.Arrival{Hash: info.Hash, Sender: info.Sender, Rcvid: info.Rcvid}
+		var verdicts []wake.Verdict
 		switch info.Kind {
 		case fossilio.KindCheckin:
-			verdicts = DecideCheckin(info.Hash, info.Branch, info.Sender, h.checkinTargets())
+			verdicts = wake.DecideCheckin(info.Hash, info.Branch, info.Sender, h.checkinTargets())
 		case fossilio.KindPost, fossilio.KindTicketChange:
 			verdicts = h.decidePost(ctx, info, &a, &kind)
 		}
@@ -383,7 +384,7 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []Missed {
 			}
 			h.log.Info("nobody hears the session", "post", info.Hash, "workspace", ws, "why", why, "sender", info.Sender)
 			if v.NoteIfUnheard {
-				missed = append(missed, Missed{Workspace: ws, Kind: kind, Record: a.Record, Post: info.Hash, Why: why})
+				missed = append(missed, wake.Missed{Workspace: ws, Kind: kind, Record: a.Record, Post: info.Hash, Why: why})
 			}
 		}
 	}
@@ -442,10 +443,10 @@ func (ps *wakePipes) close() {
 	}
 }
 
-// decidePost says whom a post or ticket change wakes (Decide), filling in
+// decidePost says whom a post or ticket change wakes (wake.Decide), filling in
 // its record and kind; none when it is an edit, awaits moderation, or no
 // session listens to its record.
-func (h *run) decidePost(ctx context.Context, info fossilio.Info, a *Arrival, kind *messages.ListenKind) []Verdict {
+func (h *run) decidePost(ctx context.Context, info fossilio.Info, a *wake.Arrival, kind *messages.ListenKind) []wake.Verdict {
 	switch info.Kind {
 	case fossilio.KindPost:
 		if info.Pending || info.Edit {
@@ -468,16 +469,16 @@ func (h *run) decidePost(ctx context.Context, info fossilio.Info, a *Arrival, ki
 		h.log.Error("read the post", "post", info.Hash, keyError, err)
 		return nil
 	}
-	return Decide(*a, targets, h.logins, h.privileged(ctx, a.Sender))
+	return wake.Decide(*a, targets, h.logins, h.privileged(ctx, a.Sender))
 }
 
 // checkinTargets reads, once a run, the sessions given check-ins: each
 // login's AGENTS/LOGIN/held/PROJECT/checkins for this project (seed 001 E7).
-func (h *run) checkinTargets() []CheckinTarget {
+func (h *run) checkinTargets() []wake.CheckinTarget {
 	if h.checkins != nil {
 		return *h.checkins
 	}
-	out := []CheckinTarget{}
+	out := []wake.CheckinTarget{}
 	for _, login := range h.loginList() {
 		key := messages.WorkspaceKey{Login: login, Project: h.proj}
 		ws, err := h.layout.Workspace(key)
@@ -490,7 +491,7 @@ func (h *run) checkinTargets() []CheckinTarget {
 			continue
 		}
 		if len(bs) > 0 {
-			out = append(out, CheckinTarget{Workspace: key, Branches: bs})
+			out = append(out, wake.CheckinTarget{Workspace: key, Branches: bs})
 		}
 	}
 	h.checkins = &out
@@ -515,21 +516,21 @@ func (h *run) privileged(ctx context.Context, sender string) bool {
 
 // listening returns the sessions of this project whose listening index
 // names record with the given kind; what it found is kept for the run.
-func (h *run) listening(ctx context.Context, record string, kind messages.ListenKind) []Target {
+func (h *run) listening(ctx context.Context, record string, kind messages.ListenKind) []wake.Target {
 	k := string(kind) + " " + record
 	if ts, ok := h.listeners[k]; ok {
 		return ts
 	}
 	ts := h.findListening(ctx, record, kind)
 	if h.listeners == nil {
-		h.listeners = map[string][]Target{}
+		h.listeners = map[string][]wake.Target{}
 	}
 	h.listeners[k] = ts
 	return ts
 }
 
-func (h *run) findListening(ctx context.Context, record string, kind messages.ListenKind) []Target {
-	var out []Target
+func (h *run) findListening(ctx context.Context, record string, kind messages.ListenKind) []wake.Target {
+	var out []wake.Target
 	for _, login := range h.loginList() {
 		ws, err := h.layout.Workspace(messages.WorkspaceKey{Login: login, Project: h.proj})
 		if err != nil {
@@ -549,7 +550,7 @@ func (h *run) findListening(ctx context.Context, record string, kind messages.Li
 			h.log.Warn("listening file of another kind; passed over", "workspace", ws.Key, "record", record, "kind", e.Kind)
 			continue
 		}
-		out = append(out, Target{Workspace: ws.Key, After: e.After, Hears: h.hears(ctx, ws)})
+		out = append(out, wake.Target{Workspace: ws.Key, After: e.After, Hears: h.hears(ctx, ws)})
 	}
 	return out
 }
@@ -590,13 +591,13 @@ func (h *run) hears(ctx context.Context, ws host.Workspace) []string {
 // noteOf says what a post or ticket comment holds, as far as waking goes
 // (D8): no note, a stop request, another note, or a block that does not
 // read as one note.
-func (h *run) noteOf(ctx context.Context, info fossilio.Info) (NoteSeen, error, error) {
+func (h *run) noteOf(ctx context.Context, info fossilio.Info) (wake.NoteSeen, error, error) {
 	// The artifact alone says it: a post's text, or what a ticket change
 	// adds to the comment (the hook passes over edits, so a post is its own
 	// first version).
 	_, a, err := h.r.Artifact(ctx, info.Hash)
 	if err != nil {
-		return NoNote, nil, err
+		return wake.NoNote, nil, err
 	}
 	text := a.Text
 	if info.Kind == fossilio.KindTicketChange {
@@ -610,13 +611,13 @@ func (h *run) noteOf(ctx context.Context, info fossilio.Info) (NoteSeen, error, 
 	note, err := messages.ReadPost(text)
 	switch {
 	case errors.Is(err, messages.ErrNotANote):
-		return NoNote, nil, nil
+		return wake.NoNote, nil, nil
 	case err != nil:
-		return BrokenNote, err, nil
+		return wake.BrokenNote, err, nil
 	case note.NoteKind() == messages.KindStop:
-		return StopRequest, nil, nil
+		return wake.StopRequest, nil, nil
 	}
-	return OtherNote, nil, nil
+	return wake.OtherNote, nil, nil
 }
 
 // handToDaemon hands each post, ticket change and check-in to the daemon as
@@ -675,8 +676,8 @@ func (h *run) handToDaemon(ctx context.Context, infos []fossilio.Info) {
 // after: the note wakes nobody (it holds an OCX note, and its sender is an
 // agent), so the next backoffice run may see it at leisure, and the hook is
 // never run again from within itself.
-func (h *run) noteUnheard(ctx context.Context, missed []Missed) {
-	notes := Unheard(missed)
+func (h *run) noteUnheard(ctx context.Context, missed []wake.Missed) {
+	notes := wake.Unheard(missed)
 	if len(notes) == 0 {
 		return
 	}

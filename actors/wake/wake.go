@@ -1,4 +1,4 @@
-package hook
+package wake
 
 import (
 	"fmt"
@@ -11,7 +11,8 @@ import (
 
 // This file is the hook's decisions as pure functions: whom a post wakes
 // (D8, D27), with the reason for each session it does not wake, and how the
-// posts nobody heard are gathered into notes (D28). The shell in hook.go
+// posts nobody heard are gathered into notes (D28). The shell in
+// cmd/internal/hook/hook.go
 // reads the repository, the listening index and the hears files, and writes
 // the wake pipes and the notes; nothing here touches a file, a process or a
 // server, so a table of arrivals and listeners tests every rule.
