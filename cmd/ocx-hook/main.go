@@ -83,15 +83,6 @@ func fallBack(agents, repo string, in []byte, why error) error {
 	}
 	cmd := exec.Command(filepath.Join(filepath.Dir(self), "ocx"), "hook", "--agents", agents, "--repo", repo)
 	cmd.Stdin = bytes.NewReader(in)
-	cmd.Env = append(os.Environ(), messages.HookFallbackEnv+"="+oneLine(why.Error()))
+	cmd.Env = append(os.Environ(), messages.HookFallbackEnv+"="+messages.ClipText(messages.CleanText(why.Error()), 300))
 	return cmd.Run()
-}
-
-// oneLine keeps an error's first 300 bytes on one line.
-func oneLine(s string) string {
-	s = string(bytes.ReplaceAll([]byte(s), []byte("\n"), []byte(" ")))
-	if len(s) > 300 {
-		s = s[:300]
-	}
-	return s
 }

@@ -1,6 +1,8 @@
 package unixhost
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -29,4 +31,12 @@ func HasProgram(dir, name string) bool {
 	}
 	st, err := os.Stat(filepath.Join(dir, name))
 	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
+}
+
+// Exists says whether something is at p, following no link at its end
+// and opening nothing: a link, a pipe or a file an agent planted there
+// counts, and is not read.
+func Exists(p string) bool {
+	_, err := os.Lstat(p)
+	return !errors.Is(err, fs.ErrNotExist)
 }

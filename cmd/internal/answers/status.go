@@ -3,7 +3,6 @@ package answers
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -57,10 +57,10 @@ func (s *status) answer(ctx context.Context) *messages.Reply {
 	defer s.mu.Unlock()
 	data, err := unixhost.Below(s.layout.Root()).ReadFile(s.layout.NodeJSON(), unixhost.NodeFile)
 	if err != nil {
-		return refuse("read node.json: %v", err)
+		return nodesock.Refusal("read node.json: %v", err)
 	}
 	if !bytes.Equal(data, s.nodeJSON) {
-		return refuse("node.json changed since the daemon read it; restart the daemon to read it again")
+		return nodesock.Refusal("node.json changed since the daemon read it; restart the daemon to read it again")
 	}
 	// A node of its own for each answer, so that what it passes over is
 	// told to this caller, whose log says it once, as its own read would.
@@ -68,11 +68,11 @@ func (s *status) answer(ctx context.Context) *messages.Reply {
 	passed := record.NewPassedSink(func(what, why string) { r.Passed = append(r.Passed, messages.PassedOver{What: what, Why: why}) })
 	n, err := node.Open(s.layout.Root(), node.Options{Log: s.log, Records: liveRecords{s.repos}, Procs: s.procs, Passed: passed})
 	if err != nil {
-		return refuse("open the node: %v", err)
+		return nodesock.Refusal("open the node: %v", err)
 	}
 	st, err := n.Status(ctx)
 	if err != nil {
-		return refuse("the status: %v", err)
+		return nodesock.Refusal("the status: %v", err)
 	}
 	r.State = st
 	r.Receipts = map[string]messages.Receipt{}
@@ -81,12 +81,6 @@ func (s *status) answer(ctx context.Context) *messages.Reply {
 			r.Receipts[p] = messages.Receipt{Rcvid: uint64(max(x.Idx.Mark(), 0))}
 		}
 	}
-	return r
-}
-
-func refuse(format string, args ...any) *messages.Reply {
-	r := messages.NewReply()
-	r.Error = fmt.Sprintf(format, args...)
 	return r
 }
 

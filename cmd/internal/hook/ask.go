@@ -18,11 +18,7 @@ import (
 // the hook's log it keeps open).
 func Answer(ctx context.Context, d Options, a *messages.Ask) *messages.Reply {
 	r := messages.NewReply()
-	hashes := a.Hashes
-	if hashes == nil {
-		hashes = []string{}
-	}
-	d.Repo, d.Hashes, d.ByDaemon, d.Stdin = a.Repo, hashes, true, nil
+	d.Repo, d.Hashes, d.ByDaemon, d.Stdin = a.Repo, a.Hashes, true, nil
 	done, err := Done(ctx, d)
 	if err != nil {
 		r.Error = "the hook's work: " + err.Error()

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/ocx-go/ocx/host/nodesock"
@@ -35,8 +36,4 @@ func (n *Node) LiveStatus(ctx context.Context) (st *messages.NodeState, why stri
 }
 
 // errNoState: the daemon's reply to a status ask held no status.
-var errNoState = errorString("the daemon's reply holds no status")
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
+var errNoState = errors.New("the daemon's reply holds no status")

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -106,7 +104,7 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 	// named so no branch may be, a note's field) costs only itself, once
 	// logged (issue 22 item 5).
 	for _, err := range st.Prune() {
-		n.passed.Note("status entry "+firstLine(err.Error()), err.Error())
+		n.passed.Note("status entry "+FirstLine(err.Error()), err.Error())
 	}
 	if err := st.Validate(); err != nil {
 		return nil, fmt.Errorf("status: %w", err)
@@ -177,7 +175,7 @@ func (n *Node) workspaceStatus(ctx context.Context, idx *record.Index, table hos
 		ws.State = messages.WorkspaceActive
 	case w.Terminated != "":
 		ws.State = messages.WorkspaceTerminated
-	case exists(paths.Binding):
+	case unixhost.Exists(paths.Binding):
 		ws.State = messages.WorkspaceIdle
 	default:
 		ws.State = messages.WorkspaceMissing
@@ -415,12 +413,9 @@ func lookAlikes(t host.Table) []messages.LookAlikeStatus {
 // which hold because, without a password, the tools are the only way out.
 var EnforcedRestrictions = []string{"no_password", "branch", "own_thread"}
 
-func exists(p string) bool {
-	_, err := os.Lstat(p)
-	return !errors.Is(err, fs.ErrNotExist)
-}
-
-func firstLine(s string) string {
+// FirstLine is s's first line, trimmed: what a one-line message or log
+// entry keeps of a longer text.
+func FirstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s
 }

@@ -49,7 +49,7 @@ func (n Actions) toolCreate(ctx context.Context, in *messages.CreateArgs) *node.
 	if err := node.RequireOffered(n.Release, rec.Runner); err != nil {
 		return a.Stop(err) // E9: a runner it does not offer is refused, nothing written
 	}
-	text := fmt.Sprintf("Record of agent `%s` (%s): %s\n\n%s", rec.User, rec.Runner, firstLine(rec.Objective), block)
+	text := fmt.Sprintf("Record of agent `%s` (%s): %s\n\n%s", rec.User, rec.Runner, node.FirstLine(rec.Objective), block)
 	if in.DryRun {
 		a.Would("post as %q the first post of a new thread on %s:\n%s", n.Caller.Login, p.Name, text)
 		a.Would("provision %q on %s with capabilities %s", rec.User, p.Name, fossilio.AgentCaps)
@@ -175,7 +175,7 @@ func (n Actions) createWrite(ctx context.Context, a *node.Answer, r *fossilio.Re
 	if err != nil {
 		return a.Stop(err)
 	}
-	title := "Record: " + firstLine(rec.Objective)
+	title := "Record: " + node.FirstLine(rec.Objective)
 	if len(title) > 200 {
 		title = title[:200]
 	}
@@ -249,11 +249,6 @@ func enforcedWords() string {
 		return "none"
 	}
 	return strings.Join(node.EnforcedRestrictions, ", ")
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return s
 }
 
 // tokensWords says a record's tokens budget in the dry run's words.

@@ -77,7 +77,7 @@ func (n Actions) toolPush(ctx context.Context, in *messages.PushArgs) *node.Answ
 		}
 	}
 	for _, c := range plan.checkins {
-		a.Would("push check-in %s on branch %q (%s)", c.hash, c.branch, firstLine(c.art.Comment))
+		a.Would("push check-in %s on branch %q (%s)", c.hash, c.branch, node.FirstLine(c.art.Comment))
 	}
 	if in.DryRun {
 		a.Would("send %d check-in(s) and %d file(s) to %s as %q, then run the backoffice", len(plan.checkins), len(plan.files), p.Name, n.Caller.Login)

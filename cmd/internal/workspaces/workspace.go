@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
@@ -105,7 +104,7 @@ func (n Actions) addFacts(ctx context.Context, r *fossilio.Repo, p node.Project,
 	if f.Code, err = r.ProjectCode(ctx); err != nil {
 		return f, err
 	}
-	f.OnHost = exists(ws.Dir)
+	f.OnHost = unixhost.Exists(ws.Dir)
 	defs, err := node.Defined(ctx, n.Index(r))
 	if err != nil {
 		return f, err
@@ -388,7 +387,7 @@ func (n Actions) WorkspaceTerminate(ctx context.Context, keyText, reason string,
 	if err != nil {
 		return a.Stop(err)
 	}
-	f.Defined, f.OnHost = defs[key], exists(ws.Dir)
+	f.Defined, f.OnHost = defs[key], unixhost.Exists(ws.Dir)
 	plan, err := terminatePlan(f, &workspaceRun{n: n, p: p, code: code, ws: ws})
 	return node.Executed(ctx, a, plan, err)
 }
@@ -558,9 +557,4 @@ func (n Actions) workspacesOnRecord(ctx context.Context, p node.Project) (map[me
 	}
 	defer r.Close()
 	return node.Defined(ctx, n.Index(r))
-}
-
-func exists(p string) bool {
-	_, err := os.Lstat(p)
-	return !errors.Is(err, fs.ErrNotExist)
 }
