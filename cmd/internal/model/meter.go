@@ -89,8 +89,12 @@ func (m *Meter) Handler(next http.Handler) http.Handler {
 		}
 		r.Header.Del("Accept-Encoding")
 		cw := &countingWriter{ResponseWriter: w, shape: shape}
+		// Counted even when next panics: the reverse proxy aborts with
+		// http.ErrAbortHandler when the client goes before the reply's
+		// last bytes, after the usage it read has passed (a CLI that
+		// closes once it has its completed event).
+		defer m.add(r.URL.Path, cw)
 		next.ServeHTTP(cw, r)
-		m.add(r.URL.Path, cw)
 	})
 }
 

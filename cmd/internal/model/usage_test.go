@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/messages"
@@ -229,5 +230,60 @@ func TestMeterUnreadSpendsTheBudget(t *testing.T) {
 		if c2, _ := m.Count(); c2.Requests != count.Requests {
 			t.Errorf("a refusal of the proxy's own counted as a request: %+v", c2)
 		}
+	}
+}
+
+// TestMeterCountsAReplyItsClientLeft: a client that closes its connection
+// once it has the stream's last event, while the API still holds the
+// reply open, makes the real proxy abort its handler (http.ErrAbortHandler);
+// the reply that passed is counted all the same, usage and all, and so
+// reaches the budget it spent.
+func TestMeterCountsAReplyItsClientLeft(t *testing.T) {
+	reply := fixture(t, "chat.sse")
+	u := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write(reply)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // the proxy went: its client did
+	}))
+	t.Cleanup(u.Close)
+	h, err := model.NewProxy(&model.Config{API: model.OpenAI, BaseURL: u.URL}, map[model.API]string{model.OpenAI: "sk-KEY"}, "m", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	told := make(chan messages.ModelCount, 4)
+	m := model.NewMeter(100, func(c messages.ModelCount, reached string) { told <- c }, nil)
+	srv := httptest.NewServer(m.Handler(h))
+	t.Cleanup(srv.Close)
+
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(`{"model": "m", "stream": true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(reply))
+	if _, err := io.ReadFull(resp.Body, got); err != nil || !bytes.Equal(got, reply) {
+		t.Fatalf("the stream before the client left: %v\n%s", err, got)
+	}
+	resp.Body.Close() // unread to its end: the connection closes
+
+	var c messages.ModelCount
+	select {
+	case c = <-told:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reply its client left was never counted")
+	}
+	want := messages.ModelCount{Requests: 1, Tokens: recorded}
+	if c != want {
+		t.Fatalf("the reply its client left counted %+v, want %+v", c, want)
+	}
+	if _, reached := m.Count(); reached == "" {
+		t.Errorf("the reply spent %d of a budget of 100, and the budget is not reached", c.Total())
 	}
 }
