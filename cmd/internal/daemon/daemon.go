@@ -20,8 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/answers"
 	"github.com/ocx-go/ocx/cmd/internal/hookshell"
@@ -72,49 +70,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// daemon is one running ocxd: everything Run opened, to be closed in order.
-type daemon struct {
-	opts Options
-	// stopProfile ends and writes the CPU profile (--cpu-profile); it is
-	// called again, harmlessly, at the end of Run.
-	stopProfile func()
-	layout      host.Layout
-	cfg         *messages.NodeConfig
-	log         *slog.Logger
-	logFile     *os.File
-	root        *unixhost.Root
-	lock        *unixhost.FileLock
-	rel         *procs.Releases
-	table       *unixhost.ProcTable
-	procs       *procs.Table
-	records     *records
-	runs        *runengine.Engine
-	reaper      *reaper
-	inputs      *inputs
-	hooks       *hookshell.Watch
-	sock        *answers.Socket // AGENTS/ocxd.sock while it is served
-	// repos are the node's repositories, open once, as every part reads
-	// them.
-	repos *noderepos.Repos
-	sys   *actor.ActorSystem
-	node  *actor.PID
-
-	// sigs receives the signals Run catches; Exec keeps HUP off it across
-	// the exec.
-	sigs chan os.Signal
-
-	// execMu keeps a re-exec and the stop apart: once stopping is set, no
-	// exec starts, and the stop waits for one under way.
-	execMu   sync.Mutex
-	stopping bool
-	// probes asks the release's ocxd its hand-off version as soon as a
-	// re-exec is asked for.
-	probes earlyProbe
-}
-
 // reexecAsked starts the probe of the ocxd a re-exec would run, while the
 // node pauses and gathers its state.
-func (d *daemon) reexecAsked() {
+func (d *instance) reexecAsked() {
 	if target, err := d.target(); err == nil {
 		d.probes.start(target)
 	}
@@ -126,7 +84,7 @@ func (d *daemon) reexecAsked() {
 // when another daemon holds the lock. What each signal means is actionOf's
 // (D26); Run only routes it.
 func Run(ctx context.Context, opts Options) (err error) {
-	d := &daemon{opts: opts}
+	d := &instance{opts: opts}
 	defer func() {
 		if cerr := d.close(); err == nil && !errors.Is(err, ErrRunning) {
 			err = cerr
@@ -221,7 +179,7 @@ const (
 // daemon, or its writer could not write it. The settling is the snapshot's:
 // it answers once no actor awaits an effect's result. A session being
 // stopped is not waited for; it outlives the daemon as every session does.
-func (d *daemon) finish() {
+func (d *instance) finish() {
 	d.execMu.Lock()
 	d.stopping = true
 	d.execMu.Unlock()
@@ -241,21 +199,10 @@ func (d *daemon) finish() {
 	d.log.Info("stopping: every line read is acted on")
 }
 
-// testDelay waits at a point of the re-exec's window for as long as the
-// tests asked (Options.ReexecDelay), saying so in the log, so that a test
-// can act inside the window for sure.
-func (d *daemon) testDelay(point string) {
-	if d.opts.ReexecDelay <= 0 {
-		return
-	}
-	d.log.Info("re-exec: test delay", slog.String("point", point), slog.Duration("delay", d.opts.ReexecDelay))
-	time.Sleep(d.opts.ReexecDelay)
-}
-
 // logMemory writes the daemon's memory to its log on USR1, after a full
 // collection, so that the heap it reports is what is live: the memory
 // benchmark asks for it, and so may an operator.
-func (d *daemon) logMemory() {
+func (d *instance) logMemory() {
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
@@ -272,7 +219,7 @@ const maxStacks = 16 << 20
 // logStacks writes every goroutine's stack to the log on USR2, as one
 // record, the daemon running on: what a daemon that seems stuck (a stop
 // that does not end, lines not acted on) is doing.
-func (d *daemon) logStacks(sig string) {
+func (d *instance) logStacks(sig string) {
 	buf := make([]byte, 64<<10)
 	for {
 		n := runtime.Stack(buf, true)
@@ -289,7 +236,7 @@ func (d *daemon) logStacks(sig string) {
 // reads node.json, opens the pipe, the reaper and the process table, starts
 // the actor tree and tells it what runs: a Boot from the process table, or
 // the hand-off of the image before. Each part is built with what it needs.
-func (d *daemon) start() error {
+func (d *instance) start() error {
 	st := &stepTimes{began: time.Now()}
 	if err := d.openLog(); err != nil {
 		return err
@@ -333,19 +280,8 @@ func (d *daemon) start() error {
 	return nil
 }
 
-// stepTimes are how long each step took since began, for the log: of a
-// start from a hand-off, of a re-exec.
-type stepTimes struct {
-	began  time.Time
-	stages []any
-}
-
-func (s *stepTimes) mark(name string) {
-	s.stages = append(s.stages, slog.Duration(name, time.Since(s.began)))
-}
-
 // openLog finds the agents root and opens the daemon's log there.
-func (d *daemon) openLog() error {
+func (d *instance) openLog() error {
 	layout, err := host.NewLayout(d.opts.Agents)
 	if err != nil {
 		return err
@@ -364,7 +300,7 @@ func (d *daemon) openLog() error {
 
 // takeOver takes the hand-off of the image before (--restore), or the
 // lock; the hand-off is nil for a daemon that starts afresh.
-func (d *daemon) takeOver(st *stepTimes) (*handoffFile, error) {
+func (d *instance) takeOver(st *stepTimes) (*handoffFile, error) {
 	if d.opts.Restore {
 		h, err := d.takeHandoff()
 		if err != nil {
@@ -389,7 +325,7 @@ func (d *daemon) takeOver(st *stepTimes) (*handoffFile, error) {
 
 // readConfig reads node.json, opens the agents root and finds the releases
 // from the running executable, which it returns.
-func (d *daemon) readConfig() (string, error) {
+func (d *instance) readConfig() (string, error) {
 	data, err := unixhost.Below(d.layout.Root()).ReadFile(d.layout.NodeJSON(), unixhost.NodeFile)
 	if err != nil {
 		return "", fmt.Errorf("read node.json: %w", err)
@@ -414,7 +350,7 @@ func (d *daemon) readConfig() (string, error) {
 
 // nameReleases names the release of each launch of the hand-off: an image
 // before this one named none, and the directory says which it is.
-func (d *daemon) nameReleases(h *handoffFile) {
+func (d *instance) nameReleases(h *handoffFile) {
 	for i := range h.Workspaces {
 		for j := range h.Workspaces[i].Sessions {
 			if l := &h.Workspaces[i].Sessions[j].Launch; l.ReleaseName == "" && l.ReleaseDir != "" {
@@ -427,7 +363,7 @@ func (d *daemon) nameReleases(h *handoffFile) {
 // openHost builds the parts that face the host and the record, each with
 // what it needs: the node's repositories, the cgroups, the reaper, the
 // process table, the records and the run engine.
-func (d *daemon) openHost(st *stepTimes) (*procs.Limits, error) {
+func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 	repos := noderepos.New(d.cfg, d.log)
 	d.repos = repos
 	limits, noCgroups, err := procs.NewLimits(d.layout, d.cfg)
@@ -466,7 +402,7 @@ func (d *daemon) openHost(st *stepTimes) (*procs.Limits, error) {
 
 // openPipe opens the daemon's pipe: made if missing (0600), or the one the
 // image before read.
-func (d *daemon) openPipe(h *handoffFile) (*unixhost.PipeReader, error) {
+func (d *instance) openPipe(h *handoffFile) (*unixhost.PipeReader, error) {
 	var reader *unixhost.PipeReader
 	var err error
 	if h != nil {
@@ -484,10 +420,10 @@ func (d *daemon) openPipe(h *handoffFile) (*unixhost.PipeReader, error) {
 }
 
 // send gives the node a message, at the address it has once started.
-func (d *daemon) send(m messages.DaemonMessage) { d.sys.Root.Send(actors.NodePID(d.sys), m) }
+func (d *instance) send(m messages.DaemonMessage) { d.sys.Root.Send(actors.NodePID(d.sys), m) }
 
 // startActors starts the actor tree on the parts openHost built.
-func (d *daemon) startActors(limits *procs.Limits) error {
+func (d *instance) startActors(limits *procs.Limits) error {
 	d.sys = actors.NewSystem(d.log)
 	d.inputs = &inputs{path: d.layout.Pipe(), reaper: d.reaper, send: d.send, log: d.log, fatal: make(chan error, 1), reexec: d.reexecAsked}
 	deps := actors.Deps{
@@ -509,7 +445,7 @@ func (d *daemon) startActors(limits *procs.Limits) error {
 // restoreFrom tells the node what the image before handed over, then
 // follows its children again, so that an exit that happened during the
 // exec finds its session known.
-func (d *daemon) restoreFrom(h *handoffFile, st *stepTimes) {
+func (d *instance) restoreFrom(h *handoffFile, st *stepTimes) {
 	st.mark("actors")
 	// The runs the old image had in its care: their holders run on.
 	runs, err := d.runs.Boot(context.Background())
@@ -528,7 +464,7 @@ func (d *daemon) restoreFrom(h *handoffFile, st *stepTimes) {
 
 // boot tells the node what runs now: the sessions found in the process
 // table, the branch listeners and the node's runs.
-func (d *daemon) boot(limits *procs.Limits) {
+func (d *instance) boot(limits *procs.Limits) {
 	if limits != nil {
 		// Left by sessions that ended while no daemon ran; a running
 		// session's holds its processes and stays.
@@ -558,7 +494,7 @@ func (d *daemon) boot(limits *procs.Limits) {
 
 // recordStart records a new image's failure to start from the hand-off, as
 // far as it got: the release it is in is read from its own program.
-func (d *daemon) recordStart(err error) {
+func (d *instance) recordStart(err error) {
 	self, serr := os.Executable()
 	if serr == nil {
 		self, serr = filepath.EvalSymlinks(self)
@@ -577,7 +513,7 @@ func (d *daemon) recordStart(err error) {
 
 // close stops the readers, then the actor tree, then the reaper (which
 // signals nothing), and releases the lock, in that order.
-func (d *daemon) close() error {
+func (d *instance) close() error {
 	var errs []error
 	d.sock.Stop()
 	d.sock = nil
@@ -630,17 +566,6 @@ func orNotDir(err error) error {
 	}
 	return fs.ErrInvalid
 }
-
-// The names of the descriptors a re-exec keeps, in the hand-off's fds.
-const (
-	fdLock      = "lock"
-	fdPipeRead  = "pipe_read"
-	fdPipeWrite = "pipe_write"
-)
-
-// execTimeout bounds the probe of the release's ocxd, as the host checks
-// bound it.
-const execTimeout = host.ProbeTimeout
 
 // startCPUProfile starts writing a CPU profile to path, returning what ends
 // it (once, whoever calls it first).

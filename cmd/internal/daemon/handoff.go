@@ -72,3 +72,10 @@ func decodeHandoff(data []byte) (handoffFile, error) {
 	}
 	return f, nil
 }
+
+// The names of the descriptors a re-exec keeps, in the hand-off's fds.
+const (
+	fdLock      = "lock"
+	fdPipeRead  = "pipe_read"
+	fdPipeWrite = "pipe_write"
+)

@@ -1,10 +1,17 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // earlyProbe asks the release's ocxd for its hand-off version as soon as a
@@ -82,4 +89,25 @@ func (p *earlyProbe) wait() { p.wg.Wait() }
 // sameFile says whether a and b are the same file, unchanged.
 func sameFile(a, b os.FileInfo) bool {
 	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime()) && a.Mode() == b.Mode()
+}
+
+// execTimeout bounds the probe of the release's ocxd, as the host checks
+// bound it.
+const execTimeout = host.ProbeTimeout
+
+// probe asks the target which hand-off version it reads.
+func probe(ctx context.Context, target string) error {
+	ctx, cancel := context.WithTimeout(ctx, execTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, target, "--handoff-version")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("ask %s for its hand-off version: %w", target, err)
+	}
+	v, err := strconv.Atoi(string(bytes.TrimSpace(out)))
+	if err != nil || v != messages.HandoffVersion {
+		return fmt.Errorf("%s reads hand-off version %q, not %d", target, bytes.TrimSpace(out), messages.HandoffVersion)
+	}
+	return nil
 }

@@ -1,16 +1,13 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
@@ -29,7 +26,7 @@ import (
 
 // target is the ocxd a re-exec runs: the release root's current one, or,
 // without a release root, the running executable.
-func (d *daemon) target() (string, error) {
+func (d *instance) target() (string, error) {
 	if d.cfg.Release == "" {
 		self, err := os.Executable()
 		if err != nil {
@@ -44,28 +41,11 @@ func (d *daemon) target() (string, error) {
 	return filepath.Join(dir, "ocxd"), nil
 }
 
-// probe asks the target which hand-off version it reads.
-func probe(ctx context.Context, target string) error {
-	ctx, cancel := context.WithTimeout(ctx, execTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, target, "--handoff-version")
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}
-	out, err := cmd.Output()
-	if err != nil {
-		return fmt.Errorf("ask %s for its hand-off version: %w", target, err)
-	}
-	v, err := strconv.Atoi(string(bytes.TrimSpace(out)))
-	if err != nil || v != messages.HandoffVersion {
-		return fmt.Errorf("%s reads hand-off version %q, not %d", target, bytes.TrimSpace(out), messages.HandoffVersion)
-	}
-	return nil
-}
-
 // Exec replaces the daemon's image with the release's ocxd, handing it h. It
 // returns only if the exec did not happen, with everything as it was, and
 // then records why in AGENTS/ocxd.reexec (the new image records its start
 // there itself).
-func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
+func (d *instance) Exec(ctx context.Context, h messages.Handoff) error {
 	target, err := d.exec(ctx, h)
 	if err == nil {
 		err = errors.New("re-exec: the exec returned without an error") // it never does
@@ -77,7 +57,7 @@ func (d *daemon) Exec(ctx context.Context, h messages.Handoff) error {
 // recordReexec writes the outcome of a re-exec to AGENTS/ocxd.reexec, with
 // the time, the PID and the target's release filled in; a failure to write
 // it is logged, and changes nothing else.
-func (d *daemon) recordReexec(r messages.ReexecOutcome) {
+func (d *instance) recordReexec(r messages.ReexecOutcome) {
 	r.At, r.PID, r.OK = time.Now().UTC(), os.Getpid(), r.Error == ""
 	if r.Target != "" && d.rel != nil {
 		r.Release = d.rel.Name(filepath.Dir(r.Target))
@@ -105,7 +85,7 @@ func writeReexec(layout host.Layout, root *unixhost.Root, r messages.ReexecOutco
 
 // exec is Exec's work: it returns the target it found ("" when none) and
 // why the exec did not happen.
-func (d *daemon) exec(ctx context.Context, h messages.Handoff) (string, error) {
+func (d *instance) exec(ctx context.Context, h messages.Handoff) (string, error) {
 	d.execMu.Lock()
 	defer d.execMu.Unlock()
 	if d.stopping {
@@ -163,13 +143,13 @@ type execUndo struct {
 	err      error // the detach's
 }
 
-func (x *execUndo) undo(d *daemon, err error) error {
+func (x *execUndo) undo(d *instance, err error) error {
 	return d.undo(err, x.hs, x.children, x.reaped, x.held, x.kept)
 }
 
 // detachChildren stops following the children for the exec, and puts the
 // exits held meanwhile into the hand-off.
-func (d *daemon) detachChildren(h *messages.Handoff) *execUndo {
+func (d *instance) detachChildren(h *messages.Handoff) *execUndo {
 	x := &execUndo{children: h.ChildWorkspaces(), reaped: map[messages.ProcID]bool{}}
 	d.testDelay("detach")
 	x.hs, x.err = d.reaper.detach()
@@ -190,7 +170,7 @@ func (d *daemon) detachChildren(h *messages.Handoff) *execUndo {
 
 // writeHandoff keeps the pipe and the lock open across the exec, and
 // writes the hand-off naming them and the children to follow.
-func (d *daemon) writeHandoff(h messages.Handoff, x *execUndo) error {
+func (d *instance) writeHandoff(h messages.Handoff, x *execUndo) error {
 	file := handoffFile{Handoff: h}
 	for _, c := range x.hs {
 		if _, ok := x.children[c.ID]; ok {
@@ -221,7 +201,7 @@ func (d *daemon) writeHandoff(h messages.Handoff, x *execUndo) error {
 // undo puts back what Exec changed before failing: the descriptors close on
 // exec again, the children are followed again (but those reaped meanwhile,
 // whose ends are held), the held exits wait for the inputs to resume.
-func (d *daemon) undo(err error, hs []unixhost.ChildHandoff, children map[messages.ProcID]messages.WorkspaceKey, reaped map[messages.ProcID]bool, held []messages.ProcessExited, kept []int) error {
+func (d *instance) undo(err error, hs []unixhost.ChildHandoff, children map[messages.ProcID]messages.WorkspaceKey, reaped map[messages.ProcID]bool, held []messages.ProcessExited, kept []int) error {
 	unixhost.CloseOnExec(kept...)
 	errs := []error{err}
 	if hs != nil {
@@ -235,7 +215,7 @@ func (d *daemon) undo(err error, hs []unixhost.ChildHandoff, children map[messag
 
 // takeHandoff reads the hand-off of the image before and takes over the lock
 // it held throughout.
-func (d *daemon) takeHandoff() (handoffFile, error) {
+func (d *instance) takeHandoff() (handoffFile, error) {
 	p := d.layout.Handoff()
 	data, err := unixhost.Below(d.layout.Root()).ReadFile(p, unixhost.NodeFile)
 	if err != nil {

@@ -1,0 +1,81 @@
+package daemon
+
+import (
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ocx-go/ocx/cmd/internal/answers"
+	"github.com/ocx-go/ocx/cmd/internal/hookshell"
+	"github.com/ocx-go/ocx/cmd/internal/noderepos"
+	"github.com/ocx-go/ocx/cmd/internal/procs"
+	"github.com/ocx-go/ocx/cmd/internal/runengine"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// instance is one running ocxd: everything Run opened, to be closed in order.
+type instance struct {
+	opts Options
+	// stopProfile ends and writes the CPU profile (--cpu-profile); it is
+	// called again, harmlessly, at the end of Run.
+	stopProfile func()
+	layout      host.Layout
+	cfg         *messages.NodeConfig
+	log         *slog.Logger
+	logFile     *os.File
+	root        *unixhost.Root
+	lock        *unixhost.FileLock
+	rel         *procs.Releases
+	table       *unixhost.ProcTable
+	procs       *procs.Table
+	records     *records
+	runs        *runengine.Engine
+	reaper      *reaper
+	inputs      *inputs
+	hooks       *hookshell.Watch
+	sock        *answers.Socket // AGENTS/ocxd.sock while it is served
+	// repos are the node's repositories, open once, as every part reads
+	// them.
+	repos *noderepos.Repos
+	sys   *actor.ActorSystem
+	node  *actor.PID
+
+	// sigs receives the signals Run catches; Exec keeps HUP off it across
+	// the exec.
+	sigs chan os.Signal
+
+	// execMu keeps a re-exec and the stop apart: once stopping is set, no
+	// exec starts, and the stop waits for one under way.
+	execMu   sync.Mutex
+	stopping bool
+	// probes asks the release's ocxd its hand-off version as soon as a
+	// re-exec is asked for.
+	probes earlyProbe
+}
+
+// stepTimes are how long each step took since began, for the log: of a
+// start from a hand-off, of a re-exec.
+type stepTimes struct {
+	began  time.Time
+	stages []any
+}
+
+func (s *stepTimes) mark(name string) {
+	s.stages = append(s.stages, slog.Duration(name, time.Since(s.began)))
+}
+
+// testDelay waits at a point of the re-exec's window for as long as the
+// tests asked (Options.ReexecDelay), saying so in the log, so that a test
+// can act inside the window for sure.
+func (d *instance) testDelay(point string) {
+	if d.opts.ReexecDelay <= 0 {
+		return
+	}
+	d.log.Info("re-exec: test delay", slog.String("point", point), slog.Duration("delay", d.opts.ReexecDelay))
+	time.Sleep(d.opts.ReexecDelay)
+}
