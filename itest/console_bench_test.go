@@ -152,10 +152,18 @@ func BenchmarkConsolePage(b *testing.B) {
 func BenchmarkConsoleState(b *testing.B) {
 	needs(b, "ocxd")
 	const (
-		workspaces = 100
-		perLogin   = 3 // listeners
-		samples    = 30
+		perLogin = 3 // listeners
+		samples  = 30
 	)
+	// OCX_BENCH_WORKSPACES sets the size of the record (100 unless set):
+	// the cost of a read by the daemon should be flat in it.
+	workspaces := 100
+	if v := os.Getenv("OCX_BENCH_WORKSPACES"); v != "" {
+		var err error
+		if workspaces, err = strconv.Atoi(v); err != nil || workspaces < 4 {
+			b.Fatalf("OCX_BENCH_WORKSPACES=%q: not a count of 4 or more", v)
+		}
+	}
 	ctx := context.Background()
 	root := b.TempDir()
 	rel := filepath.Join(root, "releases", "bench")
@@ -309,7 +317,7 @@ func BenchmarkConsoleState(b *testing.B) {
 	startSessions(b, cmds)
 
 	// The fixture is what it should be, as `ocx status --json` says.
-	n.waitFor("100 workspaces, sessions listening and 300 listeners", func() bool {
+	n.waitFor(fmt.Sprintf("%d workspaces, sessions listening and %d listeners", workspaces, perLogin*workspaces), func() bool {
 		st := n.status()
 		listening, active := 0, 0
 		for _, s := range st.Sessions {
@@ -393,14 +401,25 @@ func BenchmarkConsoleState(b *testing.B) {
 	if err := froot.Remove(layout.Pipe()); err != nil {
 		b.Fatal(err)
 	}
-	startDaemon(b, n, filepath.Join(root, "current", "ocxd"))
+	// OCX_BENCH_PROFILE=DIR keeps the daemon's CPU profile there.
+	var flags []string
+	if prof := os.Getenv("OCX_BENCH_PROFILE"); prof != "" {
+		flags = append(flags, "--cpu-profile", filepath.Join(prof, "ocxd-state.prof"))
+	}
+	startDaemon(b, n, filepath.Join(root, "current", "ocxd"), flags...)
 	n.waitLogLine("the daemon to serve its socket", func(l logLine) bool { return l.Msg == "serving the daemon's socket" })
 	r, err := nodesock.Ask(ctx, layout, messages.NewAsk(messages.AskStatus), 10*time.Second)
 	if err != nil || r.State == nil || len(r.State.Workspaces) != workspaces || len(r.State.Sessions) != workspaces {
 		b.Fatalf("the daemon's status: %v\nocxd.log:\n%s", err, n.daemonLog())
 	}
 	console, status = nil, nil
+	var asks []time.Duration
 	for i := 0; i < samples*b.N; i++ {
+		began := time.Now()
+		if _, err := nodesock.Ask(ctx, layout, messages.NewAsk(messages.AskStatus), 10*time.Second); err != nil {
+			b.Fatal(err)
+		}
+		asks = append(asks, time.Since(began))
 		d, code, ctype, body := runConsoleCGI(b, ocx, n.agents, n.srv.ExtRoot, env)
 		check(code, ctype, body)
 		console = append(console, d)
@@ -408,6 +427,7 @@ func BenchmarkConsoleState(b *testing.B) {
 	}
 	bc50, _ := reportTimes(b, "console-by-daemon", console)
 	reportTimes(b, "status-by-daemon", status)
+	reportTimes(b, "ask-of-daemon", asks)
 	b.ReportMetric(float64(bc50)/float64(c50), "by-daemon/console-p50")
 }
 

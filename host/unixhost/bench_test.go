@@ -6,7 +6,10 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,7 +26,11 @@ import (
 // pool starts n processes: named of them are `workspace serve KEY` sessions
 // (the test binary) naming keys of l, the rest `sleep`. They are ended by PID
 // and reaped when the benchmark ends.
-func pool(b *testing.B, l host.Layout, n, named int) {
+func pool(b *testing.B, l host.Layout, n, named int) { startPool(b, l, n, named, false) }
+
+// startPool is pool; with listen, each session holds its workspace's wake
+// pipe open for reading (descriptor 3), as a listening session does.
+func startPool(b *testing.B, l host.Layout, n, named int, listen bool) {
 	b.Helper()
 	var pids []int
 	b.Cleanup(func() {
@@ -53,7 +60,26 @@ func pool(b *testing.B, l host.Layout, n, named int) {
 			argv = []string{"workspace", "serve", fmt.Sprintf("agent%d/demo", i), "--root", l.Root()}
 			env = []string{helperEnv + "=serve"}
 		}
-		pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Dir: "/", Env: env, Files: files})
+		fs := files
+		if listen && i < named {
+			ws, err := l.Workspace(messages.WorkspaceKey{Login: fmt.Sprintf("agent%d", i), Project: "demo"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Dir(ws.Wake), 0o700); err != nil {
+				b.Fatal(err)
+			}
+			if err := unix.Mkfifo(ws.Wake, 0o600); err != nil {
+				b.Fatal(err)
+			}
+			wake, err := syscall.Open(ws.Wake, syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer syscall.Close(wake)
+			fs = append(slices.Clone(files), uintptr(wake))
+		}
+		pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Dir: "/", Env: env, Files: fs})
 		if err != nil {
 			b.Fatalf("process %d of %d: %v", i, n, err)
 		}
@@ -155,6 +181,39 @@ func BenchmarkProcTable(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkStatusScan: the scan a status makes through the index, of 100
+// listening sessions among 1,000 processes: each session's identity, its
+// executable and whether it holds its wake pipe open for reading.
+func BenchmarkStatusScan(b *testing.B) {
+	l, _ := host.NewLayout(b.TempDir())
+	const total, named = 1000, 100
+	startPool(b, l, total, named, true)
+	t, err := NewProcTable(ProcOptions{Layout: l})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer t.Close()
+	if err := t.Watch(); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		tab, err := t.Scan()
+		if err != nil {
+			b.Fatal(err)
+		}
+		listening := 0
+		for _, p := range tab.Procs {
+			if p.Listening == host.Yes {
+				listening++
+			}
+		}
+		if len(tab.Procs) != named || listening != named {
+			b.Fatalf("found %d sessions, %d listening; want %d, all listening", len(tab.Procs), listening, named)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/named, "µs/session")
 }
 
 // BenchmarkSpawn: from asking to start a program until it runs (Spawn, or

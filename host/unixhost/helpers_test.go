@@ -64,6 +64,8 @@ func helperMain(mode string) int {
 			f.Close()
 		}
 		return code
+	case "relisten":
+		return relisten()
 	case "report":
 		return report(code)
 	case "lock":
@@ -215,6 +217,44 @@ func ready(what string) {
 	}
 	fmt.Fprintf(f, "%s %d\n", what, os.Getpid())
 	f.Close()
+}
+
+// relisten holds HELPER_WAKE open for reading, and on each USR1 changes
+// how: first the same descriptor number becomes the pipe opened for
+// writing, then the pipe is opened for reading again on another number;
+// it says each step on HELPER_READY.
+func relisten() int {
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	term := catchTerm()
+	w := os.Getenv("HELPER_WAKE")
+	rfd, err := syscall.Open(w, syscall.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		fmt.Println("wake:", err)
+		return 3
+	}
+	ready(fmt.Sprintf("reading on %d", rfd))
+	<-usr1
+	wfd, err := syscall.Open(w, syscall.O_WRONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		fmt.Println("wake for writing:", err)
+		return 3
+	}
+	if err := syscall.Dup3(wfd, rfd, 0); err != nil {
+		fmt.Println("dup3:", err)
+		return 3
+	}
+	syscall.Close(wfd)
+	ready(fmt.Sprintf("writing on %d", rfd))
+	<-usr1
+	again, err := syscall.Open(w, syscall.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		fmt.Println("wake:", err)
+		return 3
+	}
+	ready(fmt.Sprintf("reading on %d", again))
+	<-term
+	return 0
 }
 
 // catchTerm catches TERM from now on: a helper calls it before it says

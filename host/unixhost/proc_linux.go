@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -50,6 +51,14 @@ type ProcTable struct {
 	// betweenReads, when set (by tests), runs after the command lines were
 	// read and before the rest: where a process can vanish mid-scan.
 	betweenReads func()
+
+	// wakeMu guards wakeFD: the descriptor through which each process was
+	// last seen to hold its wake pipe open for reading, which the next
+	// scan looks at first (a listening session keeps its descriptor), so
+	// that a scan reads one descriptor of a listening session, not all.
+	// It is a hint: what the scan says is what it reads then.
+	wakeMu sync.Mutex
+	wakeFD map[messages.ProcID]string
 }
 
 var _ host.ProcTable = (*ProcTable)(nil)
@@ -339,10 +348,16 @@ func (t *ProcTable) Scan() (host.Table, error) {
 		t.betweenReads()
 	}
 	tab := host.Table{Unreadable: unreadable}
-	wakes := map[messages.WorkspaceKey]*unix.Stat_t{}
-	for _, c := range cands {
+	type read struct {
+		id  identity
+		ok  bool
+		err error
+	}
+	reads := make([]read, len(cands))
+	each(len(cands), func(i int) { reads[i].id, reads[i].ok, reads[i].err = t.identify(cands[i].pid) })
+	for i, c := range cands {
 		pid := c.pid
-		id, ok, err := t.identify(pid)
+		id, ok, err := reads[i].id, reads[i].ok, reads[i].err
 		if !ok {
 			// It ended while it was read. If its command line, read a moment
 			// before, named a workspace, that evidence went missing: the
@@ -371,11 +386,82 @@ func (t *ProcTable) Scan() (host.Table, error) {
 		tab.Procs = append(tab.Procs, p)
 	}
 	t.separate(&tab)
-	for i := range tab.Procs {
-		t.inspect(&tab.Procs[i], wakes)
+	wakes := t.wakePipes(tab.Procs)
+	hints := make([]string, len(tab.Procs))
+	t.wakeMu.Lock()
+	last := t.wakeFD
+	each(len(tab.Procs), func(i int) {
+		p := &tab.Procs[i]
+		hints[i] = t.inspect(p, wakes, last[p.ID])
+	})
+	t.wakeFD = make(map[messages.ProcID]string, len(tab.Procs))
+	for i, h := range hints {
+		if h != "" {
+			t.wakeFD[tab.Procs[i].ID] = h
+		}
 	}
-	tab.SetOrigins(t.opts.Daemon, t.opts.Subreaper)
+	t.wakeMu.Unlock()
+	tab.SetOrigins(t.opts.Daemon, memoSubreaper(t.opts.Subreaper))
 	return tab, nil
+}
+
+// each calls f for every index below n, on as many goroutines as the
+// processors allow (8 at most): the reads of a scan wait on the kernel,
+// one process at a time.
+func each(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), 8, max(1, n/8))
+	if workers <= 1 {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// wakePipes finds the wake pipe of each workspace procs name (surely): its
+// device and inode, nil when it is not a FIFO.
+func (t *ProcTable) wakePipes(procs []host.Process) map[messages.WorkspaceKey]*unix.Stat_t {
+	wakes := map[messages.WorkspaceKey]*unix.Stat_t{}
+	for _, p := range procs {
+		for _, n := range p.Names {
+			if _, ok := wakes[n.Key]; ok || n.Unsure {
+				continue
+			}
+			var st *unix.Stat_t
+			if w, err := t.opts.Layout.Workspace(n.Key); err == nil {
+				var s unix.Stat_t
+				if unix.Stat(w.Wake, &s) == nil && s.Mode&unix.S_IFMT == unix.S_IFIFO {
+					st = &s
+				}
+			}
+			wakes[n.Key] = st
+		}
+	}
+	return wakes
+}
+
+// memoSubreaper asks f once per PID: the sessions of a scan share their
+// few parents.
+func memoSubreaper(f func(pid int) bool) func(pid int) bool {
+	seen := map[int]bool{}
+	return func(pid int) bool {
+		v, ok := seen[pid]
+		if !ok {
+			v = f(pid)
+			seen[pid] = v
+		}
+		return v
+	}
 }
 
 // separate moves the look-alikes out of tab's processes (D45), reading the
@@ -427,9 +513,11 @@ func (t *ProcTable) sandboxAlive(rec host.SandboxRecord) bool {
 	return err == nil && ns == rec.PIDNamespace
 }
 
-// inspect reads the executable and the wake pipes a process holds. What it
-// cannot read stays unknown, and Partial says why.
-func (t *ProcTable) inspect(p *host.Process, wakes map[messages.WorkspaceKey]*unix.Stat_t) {
+// inspect reads the executable and the wake pipes a process holds (looking
+// first at the descriptor hint), and returns the descriptor through which it
+// holds one open for reading ("" if none). What it cannot read stays
+// unknown, and Partial says why.
+func (t *ProcTable) inspect(p *host.Process, wakes map[messages.WorkspaceKey]*unix.Stat_t, hint string) string {
 	prefix := strconv.Itoa(p.ID.PID) + "/"
 	exe, err := readlinkAt(t.procfd, prefix+"exe")
 	if err == nil {
@@ -438,10 +526,12 @@ func (t *ProcTable) inspect(p *host.Process, wakes map[messages.WorkspaceKey]*un
 	} else {
 		p.Partial = "executable: " + err.Error()
 	}
-	p.Listening = t.listening(p, wakes)
+	var fd string
+	p.Listening, fd = t.listening(p, wakes, hint)
 	if p.Listening == host.Unknown && p.Partial == "" {
 		p.Partial = "open files could not be read"
 	}
+	return fd
 }
 
 // Executable reads the program process pid runs (/proc/PID/exe, " (deleted)"
@@ -502,60 +592,68 @@ func (t *ProcTable) release(pid int, exe string) string {
 // listening says whether p holds the wake pipe of a workspace it names open
 // for reading: one of its descriptors is that pipe (same device and inode,
 // whatever path its mount namespace shows) and was opened O_RDONLY or O_RDWR.
-func (t *ProcTable) listening(p *host.Process, wakes map[messages.WorkspaceKey]*unix.Stat_t) host.Evidence {
+// The descriptor hint is read first; when it is not such a descriptor
+// (any more), every descriptor is. fd is the descriptor found.
+func (t *ProcTable) listening(p *host.Process, wakes map[messages.WorkspaceKey]*unix.Stat_t, hint string) (e host.Evidence, fd string) {
 	var targets []*unix.Stat_t
 	for _, n := range p.Names {
-		if n.Unsure {
-			continue
-		}
-		st, ok := wakes[n.Key]
-		if !ok {
-			if w, err := t.opts.Layout.Workspace(n.Key); err == nil {
-				var s unix.Stat_t
-				if unix.Stat(w.Wake, &s) == nil && s.Mode&unix.S_IFMT == unix.S_IFIFO {
-					st = &s
-				}
-			}
-			wakes[n.Key] = st
-		}
-		if st != nil {
+		if st := wakes[n.Key]; st != nil && !n.Unsure {
 			targets = append(targets, st)
 		}
 	}
 	if len(targets) == 0 {
-		return host.No
+		return host.No, ""
 	}
 	dir := strconv.Itoa(p.ID.PID) + "/fd"
-	fd, err := openRetry(func() (int, error) {
+	if hint != "" && t.readsWake(p, dir, hint, targets) == host.Yes {
+		return host.Yes, hint
+	}
+	dfd, err := openRetry(func() (int, error) {
 		return unix.Openat(t.procfd, dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	})
 	if err != nil {
-		return host.Unknown
+		return host.Unknown, ""
 	}
-	d := os.NewFile(uintptr(fd), dir)
+	d := os.NewFile(uintptr(dfd), dir)
 	names, err := d.Readdirnames(-1)
 	d.Close()
 	if err != nil && err != io.EOF {
-		return host.Unknown
+		return host.Unknown, ""
 	}
 	for _, n := range names {
-		var st unix.Stat_t
-		if unix.Fstatat(t.procfd, dir+"/"+n, &st, 0) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		if n == hint {
+			continue // read just now
+		}
+		switch t.readsWake(p, dir, n, targets) {
+		case host.Yes:
+			return host.Yes, n
+		case host.Unknown:
+			return host.Unknown, ""
+		}
+	}
+	return host.No, ""
+}
+
+// readsWake says whether descriptor n of p (below dir, its /proc fd
+// directory) is one of the wake pipes targets open for reading: Yes; No
+// when it is not; Unknown when its flags could not be read.
+func (t *ProcTable) readsWake(p *host.Process, dir, n string, targets []*unix.Stat_t) host.Evidence {
+	var st unix.Stat_t
+	if unix.Fstatat(t.procfd, dir+"/"+n, &st, 0) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return host.No
+	}
+	for _, w := range targets {
+		if st.Dev != w.Dev || st.Ino != w.Ino {
 			continue
 		}
-		for _, w := range targets {
-			if st.Dev != w.Dev || st.Ino != w.Ino {
-				continue
-			}
-			info, err := t.readAt(strconv.Itoa(p.ID.PID)+"/fdinfo/"+n, nil)
-			if err != nil {
-				return host.Unknown
-			}
-			if flags, ok := fdinfoFlags(info); !ok {
-				return host.Unknown
-			} else if flags&unix.O_ACCMODE != unix.O_WRONLY {
-				return host.Yes
-			}
+		info, err := t.readAt(strconv.Itoa(p.ID.PID)+"/fdinfo/"+n, nil)
+		if err != nil {
+			return host.Unknown
+		}
+		if flags, ok := fdinfoFlags(info); !ok {
+			return host.Unknown
+		} else if flags&unix.O_ACCMODE != unix.O_WRONLY {
+			return host.Yes
 		}
 	}
 	return host.No

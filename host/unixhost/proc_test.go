@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -440,5 +441,83 @@ func TestExecutable(t *testing.T) {
 	}
 	if _, _, err := pt.Executable(0); err == nil {
 		t.Fatal("pid 0 has an executable")
+	}
+}
+
+// TestScanReadsTheWakeDescriptorAgain: a scan looks first at the
+// descriptor through which a session held its wake pipe open for reading
+// the scan before, and says what it reads now: the same number reopened
+// for writing is not listening, and a new one for reading is found
+// wherever it is.
+func TestScanReadsTheWakeDescriptorAgain(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := host.NewLayout(dir)
+	root, err := OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	w, err := l.Workspace(messages.WorkspaceKey{Login: "alice", Project: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := root.MkdirAll(filepath.Dir(w.Wake), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := root.Mkfifo(w.Wake, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A reader of its own, so that the session can open the pipe for
+	// writing.
+	holder, err := OpenPipeReader(root, w.Wake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	readyP, lines := readyPipe(t, t.TempDir())
+	cmd := &exec.Cmd{Path: testExe(t), Args: []string{"/opt/ocx/workspace", "run", "alice/demo", "--root", l.Root()},
+		Env: append(os.Environ(), helperEnv+"=relisten", "HELPER_READY="+readyP, "HELPER_WAKE="+w.Wake)}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	pt, err := NewProcTable(ProcOptions{Layout: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pt.Close()
+	listening := func() host.Evidence {
+		t.Helper()
+		tab, err := pt.Scan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, ok := procByPID(tab, cmd.Process.Pid)
+		if !ok {
+			t.Fatalf("the session is not in the table: %+v", tab.Procs)
+		}
+		return p.Listening
+	}
+	first := await(t, lines, "the session reading its wake pipe")
+	for range 2 { // the second scan starts from the first one's descriptor
+		if got := listening(); got != host.Yes {
+			t.Fatalf("%s: listening %v, want yes", first, got)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGUSR1)
+	second := await(t, lines, "the session writing to its wake pipe")
+	if got := listening(); got != host.No {
+		t.Fatalf("after %q (was %q): listening %v, want no", second, first, got)
+	}
+	cmd.Process.Signal(syscall.SIGUSR1)
+	third := await(t, lines, "the session reading its wake pipe again")
+	if third == first {
+		t.Fatalf("the session reads on the same descriptor again (%q): the test would not move it", third)
+	}
+	if got := listening(); got != host.Yes {
+		t.Fatalf("after %q: listening %v, want yes", third, got)
 	}
 }

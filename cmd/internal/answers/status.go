@@ -66,7 +66,7 @@ func (s *status) answer(ctx context.Context) *messages.Reply {
 	// told to this caller, whose log says it once, as its own read would.
 	r := messages.NewReply()
 	passed := record.NewPassedSink(func(what, why string) { r.Passed = append(r.Passed, messages.PassedOver{What: what, Why: why}) })
-	n, err := node.Open(s.layout.Root(), node.Options{Log: s.log, Records: liveRecords{s.repos}, Procs: s.procs, Passed: passed})
+	n, err := node.Open(s.layout.Root(), node.Options{Log: s.log, Records: liveRecords{s.repos}, Procs: s.procs, Passed: passed, Daemon: os.Getpid()})
 	if err != nil {
 		return nodesock.Refusal("open the node: %v", err)
 	}

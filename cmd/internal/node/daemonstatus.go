@@ -33,17 +33,28 @@ func ReexecOutcome(l host.Layout) (*messages.ReexecOutcome, error) {
 // and its last re-exec's outcome (AGENTS/ocxd.reexec).
 func (n *Node) DaemonStatus() (*messages.DaemonStatus, error) {
 	d := &messages.DaemonStatus{}
-	pid, err := daemonclient.PID(n.Layout)
-	if err != nil {
-		return nil, fmt.Errorf("daemon status: %w", err)
+	pid := n.daemon // the daemon itself asks: it holds the lock
+	if pid == 0 {
+		var err error
+		if pid, err = daemonclient.PID(n.Layout); err != nil {
+			return nil, fmt.Errorf("daemon status: %w", err)
+		}
 	}
 	if pid > 0 {
 		d.Running, d.PID = true, pid
-		if t, err := n.procTable(); err == nil {
+		t := n.procs
+		if t == nil {
+			var err error
+			if t, err = n.procTable(); err != nil {
+				t = nil
+			} else {
+				defer t.Close()
+			}
+		}
+		if t != nil {
 			if _, rel, err := t.Executable(pid); err == nil {
 				d.Release = rel
 			}
-			t.Close()
 		}
 	}
 	if o, err := ReexecOutcome(n.Layout); err == nil {

@@ -75,6 +75,10 @@ type Options struct {
 	// Passed, when set, is told of what the node's readers pass over;
 	// nil logs it to Log, once each.
 	Passed *record.PassedLog
+	// Daemon, when set, is the PID of the daemon that is this node's
+	// caller (its socket's answers): it holds the lock while it answers,
+	// so a status need not read who holds it.
+	Daemon int
 }
 
 // Records are the repositories of a node's projects as a long-lived reader
@@ -112,9 +116,11 @@ type Node struct {
 	// passed logs, once, each artifact and status entry a reader passes
 	// over (issue 22 item 5); the Node's copies share it.
 	passed *record.PassedLog
-	// records are Options.Records, procs Options.Procs.
+	// records are Options.Records, procs Options.Procs, daemon
+	// Options.Daemon.
 	records Records
 	procs   *unixhost.ProcTable
+	daemon  int
 }
 
 // Default bounds on waiting.
@@ -174,6 +180,7 @@ func newNode(agents string, opts Options) (*Node, error) {
 		stopWait:    opts.StopWait,
 		records:     opts.Records,
 		procs:       opts.Procs,
+		daemon:      opts.Daemon,
 	}
 	if n.Log == nil {
 		n.Log = slog.New(slog.DiscardHandler)
