@@ -3,6 +3,7 @@ package itest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -411,6 +412,11 @@ func BenchmarkConsoleState(b *testing.B) {
 	r, err := nodesock.Ask(ctx, layout, messages.NewAsk(messages.AskStatus), 10*time.Second)
 	if err != nil || r.State == nil || len(r.State.Workspaces) != workspaces || len(r.State.Sessions) != workspaces {
 		b.Fatalf("the daemon's status: %v\nocxd.log:\n%s", err, n.daemonLog())
+	}
+	if prof := os.Getenv("OCX_BENCH_PROFILE"); prof != "" {
+		if data, err := json.Marshal(r); err == nil {
+			os.WriteFile(filepath.Join(prof, "status-reply.json"), data, 0o644)
+		}
 	}
 	console, status = nil, nil
 	var asks []time.Duration
