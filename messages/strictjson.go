@@ -41,6 +41,15 @@ func parseStrict(data []byte, max int) (any, error) {
 		}
 		return nil, fieldErr("", ErrSyntax, fmt.Sprintf("is not valid UTF-8 (at byte %d)", off))
 	}
+	if v, ok := parseFast(data); ok {
+		return v, nil
+	}
+	return parseSlow(data)
+}
+
+// parseSlow is parseStrict's reader token by token, which names what is
+// wrong and where: the reader of whatever parseFast leaves to it.
+func parseSlow(data []byte) (any, error) {
 	p := &strictParser{dec: json.NewDecoder(bytes.NewReader(data))}
 	p.dec.UseNumber()
 	v, err := p.value("", 0)
