@@ -31,12 +31,6 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 		Hooks: []messages.HookStatus{}, Logins: []messages.LoginStatus{}, Workspaces: []messages.WorkspaceStatus{},
 		Sessions: []messages.SessionStatus{}, Listeners: []messages.Listener{},
 	}
-	hooks, a := n.HookStatus(ctx)
-	if !a.OK() {
-		return nil, errors.New(*a.Stopped)
-	}
-	st.Hooks = append(st.Hooks, hooks...)
-
 	t := n.procs
 	if t == nil {
 		var err error
@@ -45,10 +39,26 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 		}
 		defer t.Close()
 	}
-	table, err := t.Scan()
-	if err != nil {
-		return nil, fmt.Errorf("status: read the process table: %w", err)
+	// The process table is read while the record is: they wait on the
+	// kernel and on SQLite, and the record's readers below need the table
+	// only from the workspaces on.
+	scan := make(chan scanned, 1)
+	go func() {
+		tab, err := t.Scan()
+		scan <- scanned{tab, err}
+	}()
+	scanning := true
+	defer func() {
+		if scanning {
+			<-scan
+		}
+	}()
+
+	hooks, a := n.HookStatus(ctx)
+	if !a.OK() {
+		return nil, errors.New(*a.Stopped)
 	}
+	st.Hooks = append(st.Hooks, hooks...)
 
 	logins, err := n.PasswordLogins()
 	if err != nil {
@@ -67,8 +77,18 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 		}
 		repos[p.Name] = r
 	}
-	// Each project's record is read once for the whole status (Pin): every
-	// answer below is current to the same receipt.
+	if err := n.loginStatuses(ctx, st, logins, repos); err != nil {
+		return nil, err
+	}
+	sc := <-scan
+	scanning = false
+	if sc.err != nil {
+		return nil, fmt.Errorf("status: read the process table: %w", sc.err)
+	}
+	table := sc.table
+	// Each project's record is read once for the whole status (Pin), after
+	// the scan: every answer below is current to the same receipt, and the
+	// record is at least as new as the processes it is matched with.
 	idxs := map[string]*record.Index{}
 	for _, p := range n.Projects() {
 		x := n.Index(repos[p.Name])
@@ -76,9 +96,6 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 			return nil, err
 		}
 		idxs[p.Name] = x
-	}
-	if err := n.loginStatuses(ctx, st, logins, repos); err != nil {
-		return nil, err
 	}
 	for _, p := range n.Projects() {
 		if err := n.projectStatus(ctx, st, table, p, repos[p.Name], idxs[p.Name]); err != nil {
@@ -110,6 +127,12 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 		return nil, fmt.Errorf("status: %w", err)
 	}
 	return st, nil
+}
+
+// scanned is a read of the process table.
+type scanned struct {
+	table host.Table
+	err   error
 }
 
 // loginStatuses adds each agent login's accounts on the projects to st.
