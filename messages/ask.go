@@ -28,11 +28,14 @@ const (
 	// AskStatus asks for the node's status (the state document), derived
 	// from the daemon's live index.
 	AskStatus AskKind = "status"
+	// AskRuns asks for a project's runs (or the one named) as the record
+	// and the node's care say, from the daemon's live run log.
+	AskRuns AskKind = "runs"
 )
 
 // AskKinds are the kinds an Ask may have, in the order docs/daemon.md
 // lists them.
-var AskKinds = []AskKind{AskHook, AskStatus}
+var AskKinds = []AskKind{AskHook, AskStatus, AskRuns}
 
 // MaxAskLen bounds one Ask's line: a sync of tens of thousands of
 // artifacts names each hash once.
@@ -52,6 +55,11 @@ type Ask struct {
 	// Hashes are, for a hook, what Fossil wrote on the hook's standard
 	// input: the artifacts received, in its order.
 	Hashes []string `json:"hashes,omitempty"`
+	// Project is, for runs, the project whose runs are asked for.
+	Project string `json:"project,omitempty"`
+	// Run is, for runs, the one run asked for: a hash or its prefix, as
+	// `ocx run status RUN` takes it; empty asks for every run.
+	Run string `json:"run,omitempty"`
 }
 
 // HookFallbackEnv names, in the environment of an `ocx hook` that
@@ -87,8 +95,20 @@ func (a *Ask) Validate() error {
 			}
 		}
 	case AskStatus:
+		if a.Repo != "" || len(a.Hashes) > 0 || a.Project != "" || a.Run != "" {
+			return fieldErr("repo", ErrInvalid, "is given; a status ask names no repository, hash, project or run")
+		}
+	case AskRuns:
 		if a.Repo != "" || len(a.Hashes) > 0 {
-			return fieldErr("repo", ErrInvalid, "is given; a status ask names no repository and no hash")
+			return fieldErr("repo", ErrInvalid, "is given; a runs ask names a project, not a repository or hashes")
+		}
+		if err := checkProject("project", a.Project); err != nil {
+			return err
+		}
+		if a.Run != "" {
+			if err := CheckHashPrefix("run", a.Run); err != nil {
+				return err
+			}
 		}
 	default:
 		return fieldErr("ask", ErrInvalid, fmt.Sprintf("is %s; an ask is one of %s", quoteShort(string(a.Kind)), askWords()))
@@ -131,6 +151,9 @@ type Reply struct {
 	State *NodeState `json:"state,omitempty"`
 	// Hook is a hook ask's answer.
 	Hook *HookDone `json:"hook,omitempty"`
+	// Runs are a runs ask's answer, in the server's order; an answer with
+	// no run says so with an empty list, never by leaving it out.
+	Runs *[]RunState `json:"runs,omitempty"`
 	// Passed are what the answer passed over (an artifact that does not
 	// read, an entry the status cannot carry), for the caller's log.
 	Passed []PassedOver `json:"passed,omitempty"`
@@ -168,6 +191,13 @@ func (r *Reply) Validate() error {
 	if r.State != nil {
 		if err := r.State.Validate(); err != nil {
 			return at("state", err)
+		}
+	}
+	if r.Runs != nil {
+		for i := range *r.Runs {
+			if err := (*r.Runs)[i].Validate(); err != nil {
+				return at(fmt.Sprintf("runs[%d]", i), err)
+			}
 		}
 	}
 	if r.Hook != nil && r.Hook.Artifacts < 0 {

@@ -26,6 +26,10 @@ func TestAskRoundTrip(t *testing.T) {
 	if err != nil || st.Kind != AskStatus {
 		t.Fatalf("status ask: %+v, %v", st, err)
 	}
+	rs, err := DecodeAsk([]byte(`{"ocx":"ask","v":1,"ask":"runs","project":"demo","run":"0123456789ab"}`))
+	if err != nil || rs.Kind != AskRuns || rs.Project != "demo" || rs.Run != "0123456789ab" {
+		t.Fatalf("runs ask: %+v, %v", rs, err)
+	}
 }
 
 // TestAskRefusals: each malformed ask is refused with an error naming what
@@ -40,6 +44,12 @@ func TestAskRefusals(t *testing.T) {
 		{`{"ocx":"ask","ask":"status"}`, "protocol version"},
 		{`{"ocx":"ask","v":1}`, "what it asks for"},
 		{`{"ocx":"ask","v":1,"ask":"reboot"}`, "one of hook, status"},
+		{`{"ocx":"ask","v":1,"ask":"runs"}`, "project"},
+		{`{"ocx":"ask","v":1,"ask":"runs","project":"../x"}`, "project"},
+		{`{"ocx":"ask","v":1,"ask":"runs","project":"demo","run":"abc"}`, "run"},
+		{`{"ocx":"ask","v":1,"ask":"runs","project":"demo","run":"0123456789xy"}`, "run"},
+		{`{"ocx":"ask","v":1,"ask":"runs","project":"demo","repo":"/r"}`, "not a repository"},
+		{`{"ocx":"ask","v":1,"ask":"status","project":"demo"}`, "names no repository"},
 		{`{"ocx":"ask","v":1,"ask":"hook"}`, "names the repository"},
 		{`{"ocx":"ask","v":1,"ask":"hook","repo":"demo.fossil"}`, "absolute path"},
 		{`{"ocx":"ask","v":1,"ask":"hook","repo":"/r","hashes":["zz"]}`, "hashes[0]"},
@@ -78,6 +88,8 @@ func TestReplyRoundTrip(t *testing.T) {
 		{`{"ocx":"ask","v":1}`, `"reply"`},
 		{`{"ocx":"reply","v":1,"error":""}`, "leave the key out"},
 		{`{"ocx":"reply","v":1,"state":{"ocx":"state"}}`, "state"},
+		{`{"ocx":"reply","v":1,"runs":[{"run":"ab","state":"none","in_care":false,"alive":false}]}`, "runs[0]: run"},
+		{`{"ocx":"reply","v":1,"runs":[{"run":"` + strings.Repeat("a", 40) + `","state":"gone","in_care":false,"alive":false}]}`, "runs[0]: state"},
 	} {
 		_, err := DecodeReply([]byte(c.line))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -92,6 +104,7 @@ func FuzzDecodeAsk(f *testing.F) {
 	f.Add([]byte(`{"ocx":"ask","v":1,"ask":"status"}`))
 	f.Add([]byte(`{"ocx":"ask","v":1,"ask":"hook","repo":"/r","hashes":["` + strings.Repeat("c", 40) + `"]}`))
 	f.Add([]byte(`{"ocx":"ask","v":1,"ask":"hook","repo":"/r","hashes":[1]}`))
+	f.Add([]byte(`{"ocx":"ask","v":1,"ask":"runs","project":"demo","run":"0123456789ab"}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		a, err := DecodeAsk(line)
 		if err != nil {
@@ -105,7 +118,7 @@ func FuzzDecodeAsk(f *testing.F) {
 		if err != nil {
 			t.Fatalf("an ask taken once is refused the second time: %s: %v", again, err)
 		}
-		if b.Kind != a.Kind || b.Repo != a.Repo || strings.Join(b.Hashes, " ") != strings.Join(a.Hashes, " ") {
+		if b.Kind != a.Kind || b.Repo != a.Repo || b.Project != a.Project || b.Run != a.Run || strings.Join(b.Hashes, " ") != strings.Join(a.Hashes, " ") {
 			t.Fatalf("round trip changed the ask: %+v then %+v", a, b)
 		}
 	})
@@ -116,6 +129,7 @@ func FuzzDecodeReply(f *testing.F) {
 	f.Add([]byte(`{"ocx":"reply","v":1,"hook":{"artifacts":1,"mark":7}}`))
 	f.Add([]byte(`{"ocx":"reply","v":1,"error":"no"}`))
 	f.Add([]byte(`{"ocx":"reply","v":1,"receipts":{"demo":{"rcvid":3}}}`))
+	f.Add([]byte(`{"ocx":"reply","v":1,"runs":[{"run":"` + strings.Repeat("a", 40) + `","state":"ended","exit":0,"in_care":true,"alive":false}]}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		r, err := DecodeReply(line)
 		if err != nil {

@@ -100,6 +100,10 @@ func (s *Socket) answer(ctx context.Context, a *messages.Ask) *messages.Reply {
 		if s.status != nil {
 			return s.status.answer(ctx)
 		}
+	case messages.AskRuns:
+		if s.status != nil {
+			return s.status.runs(ctx, a)
+		}
 	}
 	return nodesock.Refusal("this daemon does not answer %s asks", a.Kind)
 }

@@ -55,12 +55,8 @@ func (s *status) close() { s.procs.Close() }
 func (s *status) answer(ctx context.Context) *messages.Reply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	data, err := unixhost.Below(s.layout.Root()).ReadFile(s.layout.NodeJSON(), unixhost.NodeFile)
-	if err != nil {
-		return nodesock.Refusal("read node.json: %v", err)
-	}
-	if !bytes.Equal(data, s.nodeJSON) {
-		return nodesock.Refusal("node.json changed since the daemon read it; restart the daemon to read it again")
+	if refusal := s.sameNode(); refusal != nil {
+		return refusal
 	}
 	// A node of its own for each answer, so that what it passes over is
 	// told to this caller, whose log says it once, as its own read would.
@@ -82,6 +78,19 @@ func (s *status) answer(ctx context.Context) *messages.Reply {
 		}
 	}
 	return r
+}
+
+// sameNode refuses an answer when node.json changed since the daemon read
+// it; nil when it did not.
+func (s *status) sameNode() *messages.Reply {
+	data, err := unixhost.Below(s.layout.Root()).ReadFile(s.layout.NodeJSON(), unixhost.NodeFile)
+	if err != nil {
+		return nodesock.Refusal("read node.json: %v", err)
+	}
+	if !bytes.Equal(data, s.nodeJSON) {
+		return nodesock.Refusal("node.json changed since the daemon read it; restart the daemon to read it again")
+	}
+	return nil
 }
 
 // liveRecords are the daemon's repositories as the node's actions read

@@ -33,6 +33,27 @@ func (n *Node) Index(r *fossilio.Repo) *record.Index {
 	return record.NewIndex(r, n.Config.User)
 }
 
+// RunRecords are Records that also keep each repository's run engine
+// messages (the daemon's run log, read from what its index reads).
+type RunRecords interface {
+	Records
+	// Runs are the run engine messages of the repository r, which Repo
+	// gave, brought up to date; ok is false when none are kept of r.
+	Runs(ctx context.Context, r *fossilio.Repo) (msgs []record.RunMsg, ok bool, err error)
+}
+
+// RunMsgs are the run engine messages of the repository r, in the
+// server's order: the kept run log's when the node's Records keep one,
+// else read from every receipt.
+func (n *Node) RunMsgs(ctx context.Context, r *fossilio.Repo) ([]record.RunMsg, error) {
+	if rr, ok := n.records.(RunRecords); ok {
+		if msgs, ok, err := rr.Runs(ctx, r); ok || err != nil {
+			return msgs, err
+		}
+	}
+	return record.ReadRuns(ctx, r, r.Path())
+}
+
 // Defined returns each workspace defined on the record (record.Index's
 // Workspaces).
 func Defined(ctx context.Context, idx *record.Index) (map[messages.WorkspaceKey]*Workspace, error) {

@@ -37,32 +37,14 @@ type RunInput struct {
 }
 
 // RunState is one run as the record and the node's care say (ocx run
-// status).
-type RunState struct {
-	Run       string `json:"run"`
-	Node      string `json:"node"`
-	Objective string `json:"objective"`
-	Sender    string `json:"sender"`
-	// State is table 10's: none, waiting, started or ended; none is a run
-	// the node has not answered (not yet arrived, or another node's).
-	State   string `json:"state"`
-	Manual  bool   `json:"manual"`
-	Started string `json:"started,omitempty"`
-	Stopped string `json:"stopped,omitempty"`
-	Ended   string `json:"ended,omitempty"`
-	Outcome string `json:"outcome,omitempty"`
-	Exit    *int   `json:"exit,omitempty"`
-	Note    string `json:"note,omitempty"`
-	// InCare says the node keeps it in its care (AGENTS/ocxd.runs), and
-	// Alive that the process named there runs.
-	InCare bool `json:"in_care"`
-	Alive  bool `json:"alive"`
-}
+// status): messages.RunState, which a runs ask's answer carries.
+type RunState = messages.RunState
 
 // runRecord reads every run engine message of the repository that
-// decodes, in the server's order, each from its first version.
-func runRecord(ctx context.Context, r *fossilio.Repo) ([]record.RunMsg, error) {
-	all, err := record.ReadRuns(ctx, r, r.Path())
+// decodes, in the server's order, each from its first version: from the
+// daemon's run log when the node is the daemon's (node.RunMsgs).
+func (n Actions) runRecord(ctx context.Context, r *fossilio.Repo) ([]record.RunMsg, error) {
+	all, err := n.RunMsgs(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +104,7 @@ func (n Actions) runOf(ctx context.Context, r *fossilio.Repo, field, hash string
 	if err != nil {
 		return RunState{}, record.RunMsg{}, nil, err
 	}
-	msgs, err := runRecord(ctx, r)
+	msgs, err := n.runRecord(ctx, r)
 	if err != nil {
 		return RunState{}, record.RunMsg{}, nil, err
 	}
@@ -318,8 +300,25 @@ func (n Actions) RunStart(ctx context.Context, in RunInput) *node.Answer {
 }
 
 // RunStatus lists the runs of the project (or the one named) as the record
-// and the node's care say.
+// and the node's care say: the daemon's answer from its live run log when
+// it gives one (a runs ask, D66), else read here (ReadRunStatus).
 func (n Actions) RunStatus(ctx context.Context, in RunInput) ([]RunState, error) {
+	p, err := n.DefaultProject(in.Project)
+	if err != nil {
+		return nil, err
+	}
+	sts, why := n.LiveRuns(ctx, p.Name, in.Run)
+	if why == "" {
+		return sts, nil
+	}
+	n.Log.Debug("run status: read from the repository: " + why)
+	in.Project = p.Name
+	return n.ReadRunStatus(ctx, in)
+}
+
+// ReadRunStatus is RunStatus read from the repository by this process:
+// the daemon's answer to a runs ask, and the fallback without one.
+func (n Actions) ReadRunStatus(ctx context.Context, in RunInput) ([]RunState, error) {
 	p, err := n.DefaultProject(in.Project)
 	if err != nil {
 		return nil, err
@@ -336,7 +335,7 @@ func (n Actions) RunStatus(ctx context.Context, in RunInput) ([]RunState, error)
 		}
 		return []RunState{st}, nil
 	}
-	msgs, err := runRecord(ctx, r)
+	msgs, err := n.runRecord(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -377,7 +376,7 @@ func (n Actions) RunCheck(ctx context.Context, in RunInput) *node.Answer {
 			return a.Stop(err)
 		}
 		repos = append(repos, r)
-		msgs, err := runRecord(ctx, r)
+		msgs, err := n.runRecord(ctx, r)
 		if err != nil {
 			return a.Stop(err)
 		}
@@ -406,7 +405,7 @@ func (n Actions) RunCheck(ctx context.Context, in RunInput) *node.Answer {
 	deadline := time.Now().Add(n.OutcomeWait())
 	for _, l := range lost {
 		for {
-			msgs, err := runRecord(ctx, l.r)
+			msgs, err := n.runRecord(ctx, l.r)
 			if err != nil {
 				return a.Stop(err)
 			}

@@ -1,0 +1,52 @@
+package answers
+
+import (
+	"context"
+	"os"
+
+	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/tools"
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
+	"github.com/ocx-go/ocx/host/nodesock"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// runs answers a runs ask from the daemon's live run log: the run tool's
+// own reading (tools.ReadRunStatus), given the daemon's open repositories,
+// so that only what arrived since the last receipt is read. The status's
+// node.json check applies: a node changed since is refused.
+func (s *status) runs(ctx context.Context, a *messages.Ask) *messages.Reply {
+	if refusal := s.sameNode(); refusal != nil {
+		return refusal
+	}
+	r := messages.NewReply()
+	passed := record.NewPassedSink(func(what, why string) { r.Passed = append(r.Passed, messages.PassedOver{What: what, Why: why}) })
+	n, err := node.Open(s.layout.Root(), node.Options{Log: s.log, Records: liveRecords{s.repos}, Passed: passed, Daemon: os.Getpid()})
+	if err != nil {
+		return nodesock.Refusal("open the node: %v", err)
+	}
+	sts, err := tools.Of(n).ReadRunStatus(ctx, tools.RunInput{Project: a.Project, Run: a.Run})
+	if err != nil {
+		return nodesock.Refusal("the runs: %v", err)
+	}
+	if sts == nil {
+		sts = []messages.RunState{}
+	}
+	r.Runs = &sts
+	if x, err := s.repos.Index(a.Project); err == nil {
+		r.Receipts = map[string]messages.Receipt{a.Project: {Rcvid: uint64(max(x.Idx.Mark(), 0))}}
+	}
+	return r
+}
+
+// Runs are the run engine messages the daemon keeps of r's repository
+// (node.RunRecords).
+func (l liveRecords) Runs(ctx context.Context, r *fossilio.Repo) ([]record.RunMsg, bool, error) {
+	x, err := l.repos.IndexAt(r.Path())
+	if err != nil {
+		return nil, false, nil
+	}
+	msgs, err := x.Runs(ctx)
+	return msgs, true, err
+}
