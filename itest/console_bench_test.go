@@ -165,6 +165,16 @@ func BenchmarkConsoleState(b *testing.B) {
 			b.Fatalf("OCX_BENCH_WORKSPACES=%q: not a count of 4 or more", v)
 		}
 	}
+	// OCX_BENCH_HISTORY adds that many posts of conversation (0 unless
+	// set), spread over the workspaces' threads: a year of records with
+	// the same live workspaces, which the daemon's read should not pay for.
+	history := 0
+	if v := os.Getenv("OCX_BENCH_HISTORY"); v != "" {
+		var err error
+		if history, err = strconv.Atoi(v); err != nil || history < 0 {
+			b.Fatalf("OCX_BENCH_HISTORY=%q: not a count", v)
+		}
+	}
 	ctx := context.Background()
 	root := b.TempDir()
 	rel := filepath.Join(root, "releases", "bench")
@@ -264,6 +274,15 @@ func BenchmarkConsoleState(b *testing.B) {
 			Text: fmt.Sprintf("Launch of the session %s in workspace `%s`.\n\n%s", sessionDefs[i][:fossilio.MinPrefix], k, block)})
 	}
 	launches := pushDrafts(b, adminPush, drafts)
+	for done := 0; done < history; {
+		drafts = drafts[:0]
+		for ; done < history && len(drafts) < 1000; done++ {
+			r := records[done%workspaces]
+			drafts = append(drafts, fossilio.PostDraft{User: admin, Root: r, InReplyTo: r,
+				Text: fmt.Sprintf("Conversation, post %d: what was said and done on this record.", done)})
+		}
+		pushDrafts(b, adminPush, drafts)
+	}
 
 	// Three listeners per agent, on the next three workspaces' threads:
 	// each listen note in the thread it listens to, pushed as the agent.

@@ -439,22 +439,6 @@ func (n *Node) ReadBinding(ws host.Workspace) (*messages.Binding, error) {
 	return b, nil
 }
 
-// isRegular says whether a regular file is at p below the agents root,
-// reached through no link (unixhost.Root.IsRegular); a refusal is logged
-// once.
-func (n *Node) isRegular(p string) bool {
-	root, err := unixhost.OpenRoot(n.Agents)
-	if err != nil {
-		return false
-	}
-	defer root.Close()
-	err = root.IsRegular(p)
-	if err != nil {
-		n.refusals.Absent(err)
-	}
-	return err == nil
-}
-
 // OnHost says whether workspace ws is on the host: its directory is there
 // (the node makes it, and it is no agent's to replace: it is the mount point
 // of the agent's sandbox).

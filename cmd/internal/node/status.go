@@ -135,22 +135,29 @@ type scanned struct {
 	err   error
 }
 
-// loginStatuses adds each agent login's accounts on the projects to st.
+// loginStatuses adds each agent login's accounts on the projects to st:
+// each project's users read in one query, however many logins there are.
 func (n *Node) loginStatuses(ctx context.Context, st *messages.NodeState, logins []string, repos map[string]*fossilio.Repo) error {
+	caps := map[string]map[string]string{} // by project, by login
+	for _, p := range n.Projects() {
+		us, err := repos[p.Name].Users(ctx)
+		if err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+		caps[p.Name] = make(map[string]string, len(us))
+		for _, u := range us {
+			caps[p.Name][u.Login] = u.Caps
+		}
+	}
 	for _, login := range logins {
 		if login == n.Config.User {
 			continue
 		}
 		ls := messages.LoginStatus{Login: login, Accounts: []messages.AccountStatus{}}
 		for _, p := range n.Projects() {
-			u, err := repos[p.Name].User(ctx, login)
-			if errors.Is(err, fossilio.ErrNoSuchUser) {
-				continue
+			if c, ok := caps[p.Name][login]; ok {
+				ls.Accounts = append(ls.Accounts, messages.AccountStatus{Project: p.Name, Capabilities: c})
 			}
-			if err != nil {
-				return fmt.Errorf("status: %w", err)
-			}
-			ls.Accounts = append(ls.Accounts, messages.AccountStatus{Project: p.Name, Capabilities: u.Caps})
 		}
 		st.Logins = append(st.Logins, ls)
 	}
@@ -217,6 +224,14 @@ func (n *Node) workspaceStatus(ctx context.Context, idx *record.Index, table hos
 // sessionStatuses adds each session process of the table to st.
 func (n *Node) sessionStatuses(ctx context.Context, st *messages.NodeState, table host.Table, repos map[string]*fossilio.Repo, idxs map[string]*record.Index) {
 	current := n.currentRelease()
+	// The agents root is opened once for every session's files: a root
+	// that does not open reads each session as idle, hearing no one.
+	root, err := unixhost.OpenRoot(n.Agents)
+	if err != nil {
+		n.Log.Warn("status: the sessions' files are not read: " + err.Error())
+	} else {
+		defer root.Close()
+	}
 	for _, proc := range table.Procs {
 		for _, nm := range proc.Names {
 			if nm.Unsure || (nm.Verb != host.VerbServe && nm.Verb != host.VerbRun && nm.Verb != host.VerbStart) {
@@ -227,7 +242,7 @@ func (n *Node) sessionStatuses(ctx context.Context, st *messages.NodeState, tabl
 			if r == nil {
 				continue
 			}
-			if s := n.sessionStatus(ctx, r, idxs[k.Project], k, nm, proc, current); s.Record != "" {
+			if s := n.sessionStatus(ctx, root, r, idxs[k.Project], k, nm, proc, current); s.Record != "" {
 				st.Sessions = append(st.Sessions, s)
 			}
 		}
@@ -313,7 +328,7 @@ func reviews(ctx context.Context, idx *record.Index, project string) ([]messages
 }
 
 // sessionStatus describes one session process.
-func (n *Node) sessionStatus(ctx context.Context, r *fossilio.Repo, idx *record.Index, k messages.WorkspaceKey, nm host.Naming, proc host.Process, current string) messages.SessionStatus {
+func (n *Node) sessionStatus(ctx context.Context, root *unixhost.Root, r *fossilio.Repo, idx *record.Index, k messages.WorkspaceKey, nm host.Naming, proc host.Process, current string) messages.SessionStatus {
 	s := messages.SessionStatus{
 		Login: k.Login, Project: k.Project, Launch: nm.Launch,
 		PID: proc.ID.PID, StartTime: proc.ID.Start,
@@ -331,15 +346,17 @@ func (n *Node) sessionStatus(ctx context.Context, r *fossilio.Repo, idx *record.
 	// The turn file is the session's to write: what it says of its own state
 	// is all it can lie about, and it is read through no link (a link or a
 	// pipe there reads as idle).
-	if n.isRegular(TurnFile(ws)) {
-		s.State = messages.SessionWorking
-	}
-	// Whom it hears, as the daemon wrote it for the hook when it started it.
-	if root, err := unixhost.OpenRoot(n.Agents); err == nil {
+	if root != nil {
+		if err := root.IsRegular(TurnFile(ws)); err == nil {
+			s.State = messages.SessionWorking
+		} else {
+			n.refusals.Absent(err)
+		}
+		// Whom it hears, as the daemon wrote it for the hook when it
+		// started it.
 		if h, ok, err := listening.ReadHears(root, ws); err == nil && ok {
 			s.Hears = h
 		}
-		root.Close()
 	}
 	// The session's own record is where its launch note is; a session
 	// without one (at a terminal) works on its workspace's record.
@@ -364,7 +381,9 @@ func (n *Node) sessionStatus(ctx context.Context, r *fossilio.Repo, idx *record.
 			s.Record = b.Home
 		}
 	}
-	s.Usage = n.sessionUsage(ws, s.Launch)
+	if root != nil {
+		s.Usage = n.sessionUsage(root, ws, s.Launch)
+	}
 	return s
 }
 
@@ -373,12 +392,7 @@ func (n *Node) sessionStatus(ctx context.Context, r *fossilio.Repo, idx *record.
 // and the session's own account of its turns, read through no link and
 // believed of that session alone; nil when neither is there for its
 // launch.
-func (n *Node) sessionUsage(ws host.Workspace, launch string) *messages.SessionUsage {
-	root, err := unixhost.OpenRoot(n.Agents)
-	if err != nil {
-		return nil
-	}
-	defer root.Close()
+func (n *Node) sessionUsage(root *unixhost.Root, ws host.Workspace, launch string) *messages.SessionUsage {
 	u, _, err := usage.Read(root, ws, launch)
 	if err != nil && !n.refusals.Absent(err) {
 		n.Log.Warn("a session's usage does not read", slog.String("workspace", ws.Key.String()), slog.String("error", err.Error()))
