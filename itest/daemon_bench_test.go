@@ -19,6 +19,7 @@ import (
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
@@ -568,6 +569,56 @@ func BenchmarkDaemonMemory(b *testing.B) {
 				}
 			}
 		}
+		d.stop()
+	}
+}
+
+// BenchmarkDaemonIndexMemory: the daemon's memory with 10,000 workspaces
+// defined on the record, its index read whole (a status asked on its
+// socket answers all 10,000), beside the same daemon with none.
+func BenchmarkDaemonIndexMemory(b *testing.B) {
+	needs(b, "ocxd")
+	const workspaces = 10000
+	for i := 0; i < b.N; i++ {
+		n := newBenchNode(b, relRoot)
+		admin := n.srv.AdminLogin
+		c := &fossilio.Client{URL: n.srv.URL, Login: admin, Password: n.srv.AdminPassword, ProjectCode: n.srv.ProjectCode}
+		layout, err := host.NewLayout(n.agents)
+		if err != nil {
+			b.Fatal(err)
+		}
+		drafts := make([]fossilio.PostDraft, 0, workspaces)
+		for j := 0; j < workspaces; j++ {
+			k := messages.WorkspaceKey{Login: fmt.Sprintf("agent-%05d", j), Project: "demo"}
+			ws, err := layout.Workspace(k)
+			if err != nil {
+				b.Fatal(err)
+			}
+			def := &messages.WorkspaceDefinition{Login: k.Login, Project: "demo", Branch: "trunk", Sandbox: benchSandbox(ws.Dir, relRoot)}
+			block, err := def.Encode()
+			if err != nil {
+				b.Fatal(err)
+			}
+			drafts = append(drafts, fossilio.PostDraft{User: admin, Title: "Workspace " + k.String(),
+				Text: fmt.Sprintf("Workspace `%s`: agent login `%s` on project `demo`, branch `trunk`.\n\n%s", k, k.Login, block)})
+		}
+		pushDrafts(b, c, drafts)
+		d := startDaemon(b, n, program("ocxd"))
+		n.waitLogLine("the daemon to serve its socket", func(l logLine) bool { return l.Msg == "serving the daemon's socket" })
+		rssIdle := rssKiB(b, d.pid())
+		r, err := nodesock.Ask(context.Background(), layout, messages.NewAsk(messages.AskStatus), time.Minute)
+		if err != nil {
+			b.Fatalf("the daemon's status: %v", err)
+		}
+		if got := len(r.State.Workspaces); got != workspaces {
+			b.Fatalf("the daemon's status holds %d workspaces, want %d", got, workspaces)
+		}
+		rss := rssKiB(b, d.pid())
+		heap := heapLive(b, n, d.pid(), 1)
+		b.ReportMetric(float64(rssIdle)/1024, "rss-started-MB")
+		b.ReportMetric(float64(rss)/1024, "rss-10k-indexed-MB")
+		b.ReportMetric(float64(heap)/(1<<20), "heap-10k-indexed-MB")
+		b.ReportMetric(0, "ns/op")
 		d.stop()
 	}
 }

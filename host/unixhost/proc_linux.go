@@ -320,29 +320,9 @@ func (t *ProcTable) nsLevels(pid int) int {
 // its identity, parent, command line, release, whether it listens, and how it
 // was started; and every process it could not read.
 func (t *ProcTable) Scan() (host.Table, error) {
-	var cands []candidate
-	var unreadable []host.Unreadable
-	if t.ix != nil {
-		pids, un, err := t.ix.snapshot()
-		if err != nil {
-			return host.Table{}, err
-		}
-		unreadable = un
-		for _, pid := range pids {
-			cands = append(cands, candidate{pid: pid})
-		}
-	} else {
-		all, err := t.pids()
-		if err != nil {
-			return host.Table{}, err
-		}
-		for _, c := range t.candidates(all) {
-			if c.err != nil {
-				unreadable = append(unreadable, host.Unreadable{PID: c.pid, Err: c.err.Error()})
-			} else {
-				cands = append(cands, c)
-			}
-		}
+	cands, unreadable, err := t.gather()
+	if err != nil {
+		return host.Table{}, err
 	}
 	if t.betweenReads != nil {
 		t.betweenReads()
@@ -403,6 +383,35 @@ func (t *ProcTable) Scan() (host.Table, error) {
 	t.wakeMu.Unlock()
 	tab.SetOrigins(t.opts.Daemon, memoSubreaper(t.opts.Subreaper))
 	return tab, nil
+}
+
+// gather lists the processes a scan reads: those the kernel's process
+// events keep when the table follows them, else every process whose
+// program is `workspace` or `bwrap` (candidates); a process that does not
+// read is unreadable.
+func (t *ProcTable) gather() (cands []candidate, unreadable []host.Unreadable, err error) {
+	if t.ix != nil {
+		pids, un, err := t.ix.snapshot()
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, pid := range pids {
+			cands = append(cands, candidate{pid: pid})
+		}
+		return cands, un, nil
+	}
+	all, err := t.pids()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, c := range t.candidates(all) {
+		if c.err != nil {
+			unreadable = append(unreadable, host.Unreadable{PID: c.pid, Err: c.err.Error()})
+		} else {
+			cands = append(cands, c)
+		}
+	}
+	return cands, unreadable, nil
 }
 
 // each calls f for every index below n, on as many goroutines as the

@@ -42,50 +42,30 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 	// The process table is read while the record is: they wait on the
 	// kernel and on SQLite, and the record's readers below need the table
 	// only from the workspaces on.
-	scan := make(chan scanned, 1)
-	go func() {
-		tab, err := t.Scan()
-		scan <- scanned{tab, err}
-	}()
-	scanning := true
-	defer func() {
-		if scanning {
-			<-scan
-		}
-	}()
+	scan := startScan(t)
+	defer scan.wait()
 
 	hooks, a := n.HookStatus(ctx)
 	if !a.OK() {
 		return nil, errors.New(*a.Stopped)
 	}
 	st.Hooks = append(st.Hooks, hooks...)
-
 	logins, err := n.PasswordLogins()
 	if err != nil {
 		return nil, err
 	}
-	repos := map[string]*fossilio.Repo{}
-	defer func() {
-		for _, r := range repos {
-			r.Close()
-		}
-	}()
-	for _, p := range n.Projects() {
-		r, err := n.OpenProjectRepo(p)
-		if err != nil {
-			return nil, err
-		}
-		repos[p.Name] = r
+	repos, err := n.openRepos()
+	defer closeRepos(repos)
+	if err != nil {
+		return nil, err
 	}
 	if err := n.loginStatuses(ctx, st, logins, repos); err != nil {
 		return nil, err
 	}
-	sc := <-scan
-	scanning = false
-	if sc.err != nil {
-		return nil, fmt.Errorf("status: read the process table: %w", sc.err)
+	table, err := scan.wait()
+	if err != nil {
+		return nil, fmt.Errorf("status: read the process table: %w", err)
 	}
-	table := sc.table
 	// Each project's record is read once for the whole status (Pin), after
 	// the scan: every answer below is current to the same receipt, and the
 	// record is at least as new as the processes it is matched with.
@@ -96,9 +76,7 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 			return nil, err
 		}
 		idxs[p.Name] = x
-	}
-	for _, p := range n.Projects() {
-		if err := n.projectStatus(ctx, st, table, p, repos[p.Name], idxs[p.Name]); err != nil {
+		if err := n.projectStatus(ctx, st, table, p, repos[p.Name], x); err != nil {
 			return nil, err
 		}
 	}
@@ -129,10 +107,46 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 	return st, nil
 }
 
-// scanned is a read of the process table.
-type scanned struct {
+// pendingScan is a read of the process table under way.
+type pendingScan struct {
+	done  chan struct{}
 	table host.Table
 	err   error
+}
+
+func startScan(t host.ProcTable) *pendingScan {
+	s := &pendingScan{done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		s.table, s.err = t.Scan()
+	}()
+	return s
+}
+
+// wait returns the scan's table once it is read; it may be called again.
+func (s *pendingScan) wait() (host.Table, error) {
+	<-s.done
+	return s.table, s.err
+}
+
+// openRepos opens each project's repository; those opened are returned
+// even with an error, for the caller to close (closeRepos).
+func (n *Node) openRepos() (map[string]*fossilio.Repo, error) {
+	repos := map[string]*fossilio.Repo{}
+	for _, p := range n.Projects() {
+		r, err := n.OpenProjectRepo(p)
+		if err != nil {
+			return repos, err
+		}
+		repos[p.Name] = r
+	}
+	return repos, nil
+}
+
+func closeRepos(repos map[string]*fossilio.Repo) {
+	for _, r := range repos {
+		r.Close()
+	}
 }
 
 // loginStatuses adds each agent login's accounts on the projects to st:
