@@ -614,7 +614,8 @@ func BenchmarkDaemonIndexMemory(b *testing.B) {
 			b.Fatalf("the daemon's status holds %d workspaces, want %d", got, workspaces)
 		}
 		rss := rssKiB(b, d.pid())
-		heap := heapLive(b, n, d.pid(), 1)
+		heap, sys := goMemory(b, n, d.pid(), 1)
+		b.ReportMetric(float64(sys)/(1<<20), "go-sys-10k-indexed-MB")
 		b.ReportMetric(float64(rssIdle)/1024, "rss-started-MB")
 		b.ReportMetric(float64(rss)/1024, "rss-10k-indexed-MB")
 		b.ReportMetric(float64(heap)/(1<<20), "heap-10k-indexed-MB")
@@ -626,23 +627,30 @@ func BenchmarkDaemonIndexMemory(b *testing.B) {
 // heapLive sends the daemon USR1 and returns the live heap of the memory
 // line it logs, the nth since it started.
 func heapLive(b *testing.B, n *testNode, pid, nth int) uint64 {
+	heap, _ := goMemory(b, n, pid, nth)
+	return heap
+}
+
+// goMemory is heapLive with the memory the Go runtime holds from the
+// system (runtime.MemStats.Sys).
+func goMemory(b *testing.B, n *testNode, pid, nth int) (heap, sys uint64) {
 	b.Helper()
 	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
 		b.Fatal(err)
 	}
-	var heap uint64
 	waitLog(b, n, "the daemon's memory line", nth, func(l string) bool {
 		var m struct {
 			Msg      string `json:"msg"`
 			HeapLive uint64 `json:"heap_live"`
+			Sys      uint64 `json:"sys"`
 		}
 		if json.Unmarshal([]byte(l), &m) != nil || m.Msg != "memory" {
 			return false
 		}
-		heap = m.HeapLive
+		heap, sys = m.HeapLive, m.Sys
 		return true
 	})
-	return heap
+	return heap, sys
 }
 
 func rssKiB(b *testing.B, pid int) int64 {
