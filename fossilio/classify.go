@@ -287,6 +287,22 @@ func (rd *reader) finished(after int64) (int64, error) {
 	return newest.Int64, nil
 }
 
+// ArtifactsOf reads and parses, in one read transaction, the artifacts
+// infos name, each by its row with its hash checked (infos are what
+// Classify or Info gave): arts[i] is what Artifact gives of the ith, errs[i]
+// its own error (a *ParseError for one that does not parse). err is the
+// transaction's.
+func (r *Repo) ArtifactsOf(ctx context.Context, infos []Info) (arts []*Artifact, errs []error, err error) {
+	err = r.read(ctx, "read artifacts", func(rd *reader) error {
+		arts, errs = make([]*Artifact, len(infos)), make([]error, len(infos))
+		for i, info := range infos {
+			arts[i], errs[i] = rd.artifact(info.Rid, info.Hash)
+		}
+		return nil
+	})
+	return arts, errs, err
+}
+
 // NoteTexts reads, in one read transaction, the text each artifact may
 // hold a note in: a post's text, what a ticket change adds to the ticket's
 // comment; "" for anything else, for an edit or a post awaiting

@@ -248,6 +248,23 @@ func TestReadersPassOverWhatDoesNotRead(t *testing.T) {
 			t.Errorf("the text of %s: %q", info.Hash, texts[i])
 		}
 	}
+	// Read at once, each artifact that does not read is its own error and
+	// the others read.
+	arts, errs, err := r.ArtifactsOf(n.ctx, infos)
+	if err != nil {
+		t.Fatalf("the artifacts at once: %v", err)
+	}
+	for i, info := range infos {
+		isBad := slices.Contains(bad, info.Hash)
+		switch {
+		case isBad && !errors.Is(errs[i], fossilio.ErrMalformed):
+			t.Errorf("the bad %s read at once: %v, want ErrMalformed", info.Hash, errs[i])
+		case !isBad && (errs[i] != nil || arts[i] == nil):
+			t.Errorf("%s read at once: %v", info.Hash, errs[i])
+		case info.Hash == root && string(arts[i].Text) != "hello":
+			t.Errorf("the thread's first post read at once: %q", arts[i].Text)
+		}
+	}
 	posts, err := r.Thread(n.ctx, root)
 	if err != nil || len(posts) != 1 {
 		t.Errorf("the thread: %d posts, %v; want its first alone", len(posts), err)

@@ -146,7 +146,12 @@ func benchHook(b *testing.B, count int, listening, halfHeard, byDaemon bool) {
 	defer root.Close()
 	var daemon *pipeCounter
 	if byDaemon {
-		startDaemon(b, n, program("ocxd"), "--hook-watch", "0")
+		// OCX_BENCH_PROFILE=DIR keeps the daemon's CPU profile there.
+		flags := []string{"--hook-watch", "0"}
+		if prof := os.Getenv("OCX_BENCH_PROFILE"); prof != "" {
+			flags = append(flags, "--cpu-profile", filepath.Join(prof, fmt.Sprintf("ocxd-hook-%d.prof", count)))
+		}
+		startDaemon(b, n, program("ocxd"), flags...)
 		n.waitLogLine("the daemon to serve its socket", func(l logLine) bool { return l.Msg == "serving the daemon's socket" })
 	} else {
 		lock, err := unixhost.AcquireLock(filepath.Join(n.agents, "ocxd.lock"))

@@ -341,6 +341,7 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []wake.Missed {
 	var missed []wake.Missed
 	pipes := wakePipes{root: h.root, open: map[string]*wakePipe{}}
 	defer pipes.close()
+	read := h.readListened(ctx, infos)
 	for _, info := range infos {
 		var kind messages.ListenKind
 		a := wake.Arrival{Hash: info.Hash, Sender: info.Sender, Rcvid: info.Rcvid}
@@ -349,7 +350,7 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []wake.Missed {
 		case fossilio.KindCheckin:
 			verdicts = wake.DecideCheckin(info.Hash, info.Branch, info.Sender, h.checkinTargets())
 		case fossilio.KindPost, fossilio.KindTicketChange:
-			verdicts = h.decidePost(ctx, info, &a, &kind)
+			verdicts = h.decidePost(ctx, info, &a, &kind, read)
 		}
 		for _, v := range verdicts {
 			ws := v.Target.Workspace
@@ -446,18 +447,9 @@ func (ps *wakePipes) close() {
 // decidePost says whom a post or ticket change wakes (wake.Decide), filling in
 // its record and kind; none when it is an edit, awaits moderation, or no
 // session listens to its record.
-func (h *run) decidePost(ctx context.Context, info fossilio.Info, a *wake.Arrival, kind *messages.ListenKind) []wake.Verdict {
-	switch info.Kind {
-	case fossilio.KindPost:
-		if info.Pending || info.Edit {
-			// A post awaiting moderation is hidden from the session; an
-			// edit is not a new post.
-			return nil
-		}
-		a.Record, *kind = info.Root, messages.ListenThread
-	case fossilio.KindTicketChange:
-		a.Record, *kind = info.Ticket, messages.ListenTicket
-	default:
+func (h *run) decidePost(ctx context.Context, info fossilio.Info, a *wake.Arrival, kind *messages.ListenKind, read artifactsRead) []wake.Verdict {
+	var ok bool
+	if a.Record, *kind, ok = recordOf(info); !ok {
 		return nil
 	}
 	targets := h.listening(ctx, a.Record, *kind)
@@ -465,11 +457,60 @@ func (h *run) decidePost(ctx context.Context, info fossilio.Info, a *wake.Arriva
 		return nil
 	}
 	var err error
-	if a.Note, a.NoteErr, err = h.noteOf(ctx, info); err != nil {
+	if a.Note, a.NoteErr, err = h.noteOf(ctx, info, read); err != nil {
 		h.log.Error("read the post", "post", info.Hash, keyError, err)
 		return nil
 	}
 	return wake.Decide(*a, targets, h.logins, h.privileged(ctx, a.Sender))
+}
+
+// recordOf is the record a post or ticket change arrives on and its kind;
+// ok is false for anything else, an edit (not a new post) and a post
+// awaiting moderation (hidden from the session).
+func recordOf(info fossilio.Info) (record string, kind messages.ListenKind, ok bool) {
+	switch {
+	case info.Kind == fossilio.KindPost && !info.Pending && !info.Edit:
+		return info.Root, messages.ListenThread, true
+	case info.Kind == fossilio.KindTicketChange:
+		return info.Ticket, messages.ListenTicket, true
+	}
+	return "", "", false
+}
+
+// artifactsRead are the artifacts a run read ahead, by hash: those a
+// listener's record holds, read in one transaction (readListened).
+type artifactsRead map[string]artifactRead
+
+type artifactRead struct {
+	a   *fossilio.Artifact
+	err error
+}
+
+// readListened reads, in one read transaction, each post and ticket
+// change of infos that arrives on a record someone listens to: the
+// wake reads each of them, and a transaction per artifact was most of a
+// large run's time. A transaction that fails leaves them to be read one
+// by one.
+func (h *run) readListened(ctx context.Context, infos []fossilio.Info) artifactsRead {
+	var want []fossilio.Info
+	for _, info := range infos {
+		if record, kind, ok := recordOf(info); ok && len(h.listening(ctx, record, kind)) > 0 {
+			want = append(want, info)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	arts, errs, err := h.r.ArtifactsOf(ctx, want)
+	if err != nil {
+		h.log.Warn("read the listened posts at once; read one by one", keyError, err)
+		return nil
+	}
+	read := make(artifactsRead, len(want))
+	for i, info := range want {
+		read[info.Hash] = artifactRead{arts[i], errs[i]}
+	}
+	return read
 }
 
 // checkinTargets reads, once a run, the sessions given check-ins: each
@@ -591,11 +632,15 @@ func (h *run) hears(ctx context.Context, ws host.Workspace) []string {
 // noteOf says what a post or ticket comment holds, as far as waking goes
 // (D8): no note, a stop request, another note, or a block that does not
 // read as one note.
-func (h *run) noteOf(ctx context.Context, info fossilio.Info) (wake.NoteSeen, error, error) {
+func (h *run) noteOf(ctx context.Context, info fossilio.Info, read artifactsRead) (wake.NoteSeen, error, error) {
 	// The artifact alone says it: a post's text, or what a ticket change
 	// adds to the comment (the hook passes over edits, so a post is its own
 	// first version).
-	_, a, err := h.r.Artifact(ctx, info.Hash)
+	r, ok := read[info.Hash]
+	if !ok {
+		_, r.a, r.err = h.r.Artifact(ctx, info.Hash)
+	}
+	a, err := r.a, r.err
 	if err != nil {
 		return wake.NoNote, nil, err
 	}
