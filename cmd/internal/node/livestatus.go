@@ -37,30 +37,3 @@ func (n *Node) LiveStatus(ctx context.Context) (st *messages.NodeState, why stri
 
 // errNoState: the daemon's reply to a status ask held no status.
 var errNoState = errors.New("the daemon's reply holds no status")
-
-// LiveRuns are project's runs (or the one named by run, a hash or its
-// prefix) as the daemon's live run log gives them on its socket. why, when
-// not empty, says why the daemon gave none (no daemon, a refusal, an answer
-// that does not read, a run named so an ask cannot carry it): the caller
-// then reads the record itself.
-func (n *Node) LiveRuns(ctx context.Context, project, run string) (sts []messages.RunState, why string) {
-	a := messages.NewAsk(messages.AskRuns)
-	a.Project, a.Run = project, run
-	if err := a.Validate(); err != nil {
-		return nil, err.Error()
-	}
-	r, err := nodesock.Ask(ctx, n.Layout, a, LiveWait)
-	switch {
-	case err != nil:
-		return nil, err.Error()
-	case r.Runs == nil:
-		return nil, errNoRuns.Error()
-	}
-	for _, p := range r.Passed {
-		n.passed.Note(p.What, p.Why)
-	}
-	return *r.Runs, ""
-}
-
-// errNoRuns: the daemon's reply to a runs ask held no runs.
-var errNoRuns = errors.New("the daemon's reply holds no runs")

@@ -197,12 +197,12 @@ func (n *Node) projectStatus(ctx context.Context, st *messages.NodeState, table 
 		return err
 	}
 	st.Listeners = append(st.Listeners, ls...)
-	vs, err := verdicts(ctx, r, p.Name, n.passed)
+	vs, err := record.StatusVerdicts(ctx, r, p.Name, n.passed)
 	if err != nil {
 		return err
 	}
 	st.Verdicts = append(st.Verdicts, vs...)
-	rs, err := reviews(ctx, idx, p.Name)
+	rs, err := record.Reviews(ctx, idx, p.Name)
 	if err != nil {
 		return err
 	}
@@ -261,84 +261,6 @@ func (n *Node) sessionStatuses(ctx context.Context, st *messages.NodeState, tabl
 			}
 		}
 	}
-}
-
-// StatusVerdicts bounds how many check-ins the status reads verdicts of:
-// those most recently tagged audited.
-const StatusVerdicts = 50
-
-// verdicts lists each user's latest verdict (record.AuditVerdicts) on the
-// check-ins of a project most recently tagged audited; a tag that holds no
-// verdict is passed over and logged, once.
-func verdicts(ctx context.Context, r *fossilio.Repo, project string, passed *record.PassedLog) ([]messages.VerdictStatus, error) {
-	tagged, err := r.Tagged(ctx, messages.AuditedTag, StatusVerdicts)
-	if err != nil {
-		return nil, fmt.Errorf("status: %w", err)
-	}
-	var out []messages.VerdictStatus
-	for _, h := range tagged {
-		ci, err := r.Info(ctx, h)
-		if err != nil {
-			return nil, fmt.Errorf("status: %w", err)
-		}
-		changes, err := r.CheckinTags(ctx, h)
-		if err != nil {
-			return nil, fmt.Errorf("status: %w", err)
-		}
-		kept, bad := record.AuditVerdictsOf(ci, changes)
-		for _, b := range bad {
-			passed.Note(b.Tag, "the audited tag sent by "+b.Sender+" holds no verdict: "+b.Why)
-		}
-		for _, v := range kept {
-			word := messages.VerdictFail
-			if v.Pass {
-				word = messages.VerdictPass
-			}
-			out = append(out, messages.VerdictStatus{Project: project, Checkin: h, Branch: ci.Branch, User: v.User,
-				Verdict: word, Reason: v.Reason, Against: v.Against, Tag: v.Tag})
-		}
-	}
-	return out, nil
-}
-
-// reviews lists each reviewer's queue on a project (D42): every branch
-// listener whose session definition's result is verdict, with the
-// check-ins on its branch that wait for its verdict, derived by the rule
-// the daemon launches by (record.Queue).
-func reviews(ctx context.Context, idx *record.Index, project string) ([]messages.ReviewStatus, error) {
-	ls, err := idx.Listeners(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("status: %w", err)
-	}
-	var out []messages.ReviewStatus
-	for _, l := range ls {
-		if !l.On || l.Listener.Kind != messages.ListenBranch {
-			continue
-		}
-		key := l.Listener.Key()
-		_, def, err := idx.NewestDefinitions(ctx, key, l.Entry.Record)
-		if err != nil {
-			return nil, fmt.Errorf("status: %w", err)
-		}
-		if def == nil || def.Note.(*messages.SessionDefinition).Result != messages.ResultVerdict {
-			continue
-		}
-		qs, err := record.Queue(ctx, idx.Repo(), messages.ResultVerdict, key.Login, l.Listener.Names, l.Entry.Hash)
-		if err != nil {
-			return nil, fmt.Errorf("status: %w", err)
-		}
-		r := messages.ReviewStatus{Project: project, Login: key.Login, Branch: l.Listener.Names, Record: l.Entry.Record, Pending: []string{}}
-		for _, q := range qs {
-			switch {
-			case q.Skip != "":
-				r.Skipped++
-			case q.Waits:
-				r.Pending = append(r.Pending, q.Checkin)
-			}
-		}
-		out = append(out, r)
-	}
-	return out, nil
 }
 
 // sessionStatus describes one session process.

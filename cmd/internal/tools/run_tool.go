@@ -11,6 +11,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
+	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -307,13 +308,37 @@ func (n Actions) RunStatus(ctx context.Context, in RunInput) ([]RunState, error)
 	if err != nil {
 		return nil, err
 	}
-	sts, why := n.LiveRuns(ctx, p.Name, in.Run)
+	sts, why := n.liveRuns(ctx, p.Name, in.Run)
 	if why == "" {
 		return sts, nil
 	}
 	n.Log.Debug("run status: read from the repository: " + why)
 	in.Project = p.Name
 	return n.ReadRunStatus(ctx, in)
+}
+
+// liveRuns are project's runs (or the one named by run, a hash or its
+// prefix) as the daemon's live run log gives them on its socket (a runs
+// ask). why, when not empty, says why the daemon gave none (no daemon, a
+// refusal, an answer that does not read, a run named so an ask cannot
+// carry it): the caller then reads the record itself.
+func (n Actions) liveRuns(ctx context.Context, project, run string) (sts []RunState, why string) {
+	a := messages.NewAsk(messages.AskRuns)
+	a.Project, a.Run = project, run
+	if err := a.Validate(); err != nil {
+		return nil, err.Error()
+	}
+	r, err := nodesock.Ask(ctx, n.Layout, a, node.LiveWait)
+	switch {
+	case err != nil:
+		return nil, err.Error()
+	case r.Runs == nil:
+		return nil, "the daemon's reply holds no runs"
+	}
+	for _, p := range r.Passed {
+		n.Passed().Note(p.What, p.Why)
+	}
+	return *r.Runs, ""
 }
 
 // ReadRunStatus is RunStatus read from the repository by this process:
