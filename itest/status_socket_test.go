@@ -30,9 +30,12 @@ func TestStatusFromTheDaemonIsAFreshRead(t *testing.T) {
 		records[l] = n.result(admin, "workspace", "add", "--login", l, "--project", "demo", "--branch", "trunk")
 	}
 	n.result(admin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript)
-	n.waitFor("the session to listen", func() bool {
+	// The session listens before it is ready, and begins its account of
+	// its turns (usage) once it is: the two reads compared below must not
+	// fall on either side of that.
+	n.waitFor("the session to listen and begin its account", func() bool {
 		st := n.status()
-		return len(st.Sessions) == 1 && st.Sessions[0].Listening
+		return len(st.Sessions) == 1 && st.Sessions[0].Listening && st.Sessions[0].Usage != nil
 	})
 	n.waitLogLine("the daemon to serve its socket", func(l logLine) bool { return l.Msg == "serving the daemon's socket" })
 	layout, err := host.NewLayout(n.agents)
