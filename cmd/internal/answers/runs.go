@@ -2,9 +2,7 @@ package answers
 
 import (
 	"context"
-	"os"
 
-	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/tools"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
@@ -17,14 +15,9 @@ import (
 // so that only what arrived since the last receipt is read. The status's
 // node.json check applies: a node changed since is refused.
 func (s *status) runs(ctx context.Context, a *messages.Ask) *messages.Reply {
-	if refusal := s.sameNode(); refusal != nil {
+	r, n, refusal := s.node()
+	if refusal != nil {
 		return refusal
-	}
-	r := messages.NewReply()
-	passed := record.NewPassedSink(func(what, why string) { r.Passed = append(r.Passed, messages.PassedOver{What: what, Why: why}) })
-	n, err := node.Open(s.layout.Root(), node.Options{Log: s.log, Records: liveRecords{s.repos}, Passed: passed, Daemon: os.Getpid()})
-	if err != nil {
-		return nodesock.Refusal("open the node: %v", err)
 	}
 	sts, err := tools.Of(n).ReadRunStatus(ctx, tools.RunInput{Project: a.Project, Run: a.Run})
 	if err != nil {

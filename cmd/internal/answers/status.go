@@ -55,16 +55,9 @@ func (s *status) close() { s.procs.Close() }
 func (s *status) answer(ctx context.Context) *messages.Reply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if refusal := s.sameNode(); refusal != nil {
+	r, n, refusal := s.node()
+	if refusal != nil {
 		return refusal
-	}
-	// A node of its own for each answer, so that what it passes over is
-	// told to this caller, whose log says it once, as its own read would.
-	r := messages.NewReply()
-	passed := record.NewPassedSink(func(what, why string) { r.Passed = append(r.Passed, messages.PassedOver{What: what, Why: why}) })
-	n, err := node.Open(s.layout.Root(), node.Options{Log: s.log, Records: liveRecords{s.repos}, Procs: s.procs, Passed: passed, Daemon: os.Getpid()})
-	if err != nil {
-		return nodesock.Refusal("open the node: %v", err)
 	}
 	st, err := n.Status(ctx)
 	if err != nil {
@@ -80,17 +73,27 @@ func (s *status) answer(ctx context.Context) *messages.Reply {
 	return r
 }
 
-// sameNode refuses an answer when node.json changed since the daemon read
-// it; nil when it did not.
-func (s *status) sameNode() *messages.Reply {
+// node opens the node an answer is read through, over the daemon's open
+// repositories, record indexes and process table, and the reply it fills.
+// A node of its own for each answer, so that what it passes over is told
+// to this caller, whose log says it once, as its own read would. node.json
+// changed since the daemon read it is a refusal: the caller then reads the
+// record itself.
+func (s *status) node() (*messages.Reply, *node.Node, *messages.Reply) {
 	data, err := unixhost.Below(s.layout.Root()).ReadFile(s.layout.NodeJSON(), unixhost.NodeFile)
 	if err != nil {
-		return nodesock.Refusal("read node.json: %v", err)
+		return nil, nil, nodesock.Refusal("read node.json: %v", err)
 	}
 	if !bytes.Equal(data, s.nodeJSON) {
-		return nodesock.Refusal("node.json changed since the daemon read it; restart the daemon to read it again")
+		return nil, nil, nodesock.Refusal("node.json changed since the daemon read it; restart the daemon to read it again")
 	}
-	return nil
+	r := messages.NewReply()
+	passed := record.NewPassedSink(func(what, why string) { r.Passed = append(r.Passed, messages.PassedOver{What: what, Why: why}) })
+	n, err := node.Open(s.layout.Root(), node.Options{Log: s.log, Records: liveRecords{s.repos}, Procs: s.procs, Passed: passed, Daemon: os.Getpid()})
+	if err != nil {
+		return nil, nil, nodesock.Refusal("open the node: %v", err)
+	}
+	return r, n, nil
 }
 
 // liveRecords are the daemon's repositories as the node's actions read

@@ -21,11 +21,8 @@ const LiveWait = 5 * time.Second
 // node derives it itself (Status) and why says why; why is empty when the
 // daemon answered.
 func (n *Node) LiveStatus(ctx context.Context) (st *messages.NodeState, why string, err error) {
-	r, aerr := nodesock.Ask(ctx, n.Layout, messages.NewAsk(messages.AskStatus), LiveWait)
+	r, aerr := n.AskDaemon(ctx, messages.NewAsk(messages.AskStatus))
 	if aerr == nil && r.State != nil {
-		for _, p := range r.Passed {
-			n.passed.Note(p.What, p.Why)
-		}
 		return r.State, "", nil
 	}
 	if aerr == nil {
@@ -37,3 +34,16 @@ func (n *Node) LiveStatus(ctx context.Context) (st *messages.NodeState, why stri
 
 // errNoState: the daemon's reply to a status ask held no status.
 var errNoState = errors.New("the daemon's reply holds no status")
+
+// AskDaemon asks the daemon on its socket (D66), waiting LiveWait at most,
+// and notes what its answer passed over as this node's own read would.
+func (n *Node) AskDaemon(ctx context.Context, a *messages.Ask) (*messages.Reply, error) {
+	r, err := nodesock.Ask(ctx, n.Layout, a, LiveWait)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range r.Passed {
+		n.passed.Note(p.What, p.Why)
+	}
+	return r, nil
+}

@@ -11,7 +11,6 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
-	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -328,15 +327,12 @@ func (n Actions) liveRuns(ctx context.Context, project, run string) (sts []RunSt
 	if err := a.Validate(); err != nil {
 		return nil, err.Error()
 	}
-	r, err := nodesock.Ask(ctx, n.Layout, a, node.LiveWait)
+	r, err := n.AskDaemon(ctx, a)
 	switch {
 	case err != nil:
 		return nil, err.Error()
 	case r.Runs == nil:
 		return nil, "the daemon's reply holds no runs"
-	}
-	for _, p := range r.Passed {
-		n.Passed().Note(p.What, p.Why)
 	}
 	return *r.Runs, ""
 }
