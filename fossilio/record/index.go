@@ -140,55 +140,88 @@ type pinned struct{ x *Index }
 // Pin refreshes the index once and returns a context in which its answers
 // do not refresh again: each answer given under it is current to the same
 // receipt (Mark), and a reader that asks many questions (the status of a
-// thousand workspaces) reads what arrived once, not once a question.
+// thousand workspaces) reads what arrived once, not once a question. Whom
+// D7 counts (Privileged) is read in the same transaction, so the answers
+// under a pin make no further read of the repository for it either.
 func (x *Index) Pin(ctx context.Context) (context.Context, error) {
-	if err := x.Refresh(ctx); err != nil {
+	if ctx.Value(pinned{x}) != nil {
+		return ctx, nil
+	}
+	users, err := x.refresh(ctx)
+	if err != nil {
 		return ctx, err
 	}
-	return context.WithValue(ctx, pinned{x}, true), nil
+	p := pin{list: fossilio.PrivilegedAmong(users), privileged: map[string]bool{}}
+	for _, u := range p.list {
+		p.privileged[u] = true
+	}
+	return context.WithValue(ctx, pinned{x}, p), nil
+}
+
+// pin is what a Pin read beside the record: the users holding admin or
+// setup as of the same moment, by login (list) and as a set.
+type pin struct {
+	list       []string
+	privileged map[string]bool
 }
 
 // Refresh indexes what the repository received since the last look; under
 // a context Pin gave it does nothing.
 func (x *Index) Refresh(ctx context.Context) error {
+	_, err := x.refresh(ctx)
+	return err
+}
+
+// refresh is Refresh, and the user table as of what it read; nil under a
+// pin. What arrived is most often read in one transaction (Arrived); a
+// great many arrivals (the first read of a year's record) are classified
+// a batch a transaction after the first.
+func (x *Index) refresh(ctx context.Context) ([]fossilio.User, error) {
 	if ctx.Value(pinned{x}) != nil {
-		return nil
+		return nil, nil
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	hashes, last, err := x.repo.Received(ctx, x.mark)
+	a, err := x.repo.Arrived(ctx, x.mark, classifyBatch)
 	if err != nil {
-		return fmt.Errorf("read what %s received: %w", x.repo.Path(), err)
+		return nil, fmt.Errorf("read what %s received: %w", x.repo.Path(), err)
 	}
-	for len(hashes) > 0 {
-		batch := hashes[:min(classifyBatch, len(hashes))]
-		hashes = hashes[len(batch):]
+	x.file(a.Infos, a.Texts)
+	for rest := a.Hashes[len(a.Infos):]; len(rest) > 0; {
+		batch := rest[:min(classifyBatch, len(rest))]
+		rest = rest[len(batch):]
 		infos, err := x.repo.Classify(ctx, batch...)
 		if err != nil {
-			return fmt.Errorf("classify what %s received: %w", x.repo.Path(), err)
+			return nil, fmt.Errorf("classify what %s received: %w", x.repo.Path(), err)
 		}
 		texts, err := x.repo.NoteTexts(ctx, infos)
 		if err != nil {
-			return fmt.Errorf("read what %s received: %w", x.repo.Path(), err)
+			return nil, fmt.Errorf("read what %s received: %w", x.repo.Path(), err)
 		}
-		for i, info := range infos {
-			for _, f := range x.also {
-				f(info, texts[i])
-			}
-			e, ok := entryOf(info, texts[i])
-			if ok {
-				x.add(e)
-			}
-			// A post awaiting moderation may yet be approved: read again.
-			if !info.Pending {
-				x.remember(artifact{info: info, entry: e, ok: ok})
-			}
+		x.file(infos, texts)
+	}
+	if a.Last > x.mark {
+		x.mark = a.Last
+	}
+	return a.Users, nil
+}
+
+// file indexes what a refresh read: each artifact and the text it may hold
+// a note in. The caller holds x.mu.
+func (x *Index) file(infos []fossilio.Info, texts []string) {
+	for i, info := range infos {
+		for _, f := range x.also {
+			f(info, texts[i])
+		}
+		e, ok := entryOf(info, texts[i])
+		if ok {
+			x.add(e)
+		}
+		// A post awaiting moderation may yet be approved: read again.
+		if !info.Pending {
+			x.remember(artifact{info: info, entry: e, ok: ok})
 		}
 	}
-	if last > x.mark {
-		x.mark = last
-	}
-	return nil
 }
 
 // remember keeps what a refresh read of an artifact. The caller holds x.mu.
@@ -276,9 +309,43 @@ func (x *Index) add(e Entry) {
 // copies returns a copy of list, so that a caller reads it without the lock.
 func copies(list []Entry) []Entry { return append([]Entry(nil), list...) }
 
-// Privileged says whether user holds admin or setup now (D7).
+// Privileged says whether user holds admin or setup now (D7); under a pin,
+// as of the pin's read.
 func (x *Index) Privileged(ctx context.Context, user string) bool {
+	if p, ok := ctx.Value(pinned{x}).(pin); ok {
+		return p.privileged[user]
+	}
 	return Privileged(ctx, x.repo, user)
+}
+
+// PrivilegedUsers lists, by login, the users holding admin or setup now
+// (fossilio.Repo.PrivilegedUsers); under a pin, as of the pin's read.
+func (x *Index) PrivilegedUsers(ctx context.Context) ([]string, error) {
+	if p, ok := ctx.Value(pinned{x}).(pin); ok {
+		return slices.Clone(p.list), nil
+	}
+	return x.repo.PrivilegedUsers(ctx)
+}
+
+// ListenEntries are the listen and unlisten notes of workspace key that
+// its agent login sent (D7), in the server's order, with whatever arrived
+// since the last read.
+func (x *Index) ListenEntries(ctx context.Context, key messages.WorkspaceKey) ([]Entry, error) {
+	if err := x.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return copies(x.listens[key]), nil
+}
+
+// Definition is the session or workspace definition posted at hash, if the
+// index holds it (wherever it stands: who counts is not asked).
+func (x *Index) Definition(hash string) (Entry, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e, ok := x.definitions[hash]
+	return e, ok
 }
 
 // Workspace is a workspace as the record says it: its latest definition that
