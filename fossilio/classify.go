@@ -364,17 +364,18 @@ type Arrival struct {
 	// hold a note in (Classify, NoteTexts).
 	Infos []Info
 	Texts []string
-	// Users is the user table as it was in the same transaction (Users).
+	// Users is the user table as of the same moment, when it was read.
 	Users []User
 }
 
 // Arrived reads in one read transaction what Received, Classify,
 // NoteTexts and Users read one transaction each: what the repository
 // received after receipt after, the first most of it classified with its
-// note texts, and its users, all as of one moment. A reader that keeps an
-// index of the record (record.Index) reads what arrived, and whom D7
-// counts, in one look.
-func (r *Repo) Arrived(ctx context.Context, after int64, most int) (Arrival, error) {
+// note texts, and, when users says so of what arrived, the user table, all
+// as of one moment. A reader that keeps an index of the record
+// (record.Index) reads what arrived, and whom D7 counts when it needs
+// that, in one look.
+func (r *Repo) Arrived(ctx context.Context, after int64, most int, users func(Arrival) bool) (Arrival, error) {
 	var a Arrival
 	err := r.read(ctx, "read what arrived", func(rd *reader) error {
 		var err error
@@ -388,7 +389,7 @@ func (r *Repo) Arrived(ctx context.Context, after int64, most int) (Arrival, err
 		if a.Infos, err = rd.infos(make([]Info, 0, len(first)), first); err != nil {
 			return err
 		}
-		if a.Texts, err = rd.noteTexts(a.Infos); err != nil {
+		if a.Texts, err = rd.noteTexts(a.Infos); err != nil || users == nil || !users(a) {
 			return err
 		}
 		a.Users, err = rd.users()

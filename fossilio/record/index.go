@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/ocx-go/ocx/fossilio"
@@ -141,48 +142,88 @@ type pinned struct{ x *Index }
 // do not refresh again: each answer given under it is current to the same
 // receipt (Mark), and a reader that asks many questions (the status of a
 // thousand workspaces) reads what arrived once, not once a question. Whom
-// D7 counts (Privileged) is read in the same transaction, so the answers
-// under a pin make no further read of the repository for it either.
+// D7 counts (Privileged) is read once under a pin: in the refresh's own
+// transaction when what arrived holds a note (a launch note's verdict asks
+// it), else the first time an answer asks. So a launch note is classified
+// in one read of the repository, and a plain post costs no read of the
+// user table.
 func (x *Index) Pin(ctx context.Context) (context.Context, error) {
+	return x.pin(ctx, holdsNote)
+}
+
+// PinStanding is Pin, the user table read in the refresh's transaction
+// whatever arrived: for a reader that will ask whom D7 counts.
+func (x *Index) PinStanding(ctx context.Context) (context.Context, error) {
+	return x.pin(ctx, func(fossilio.Arrival) bool { return true })
+}
+
+func (x *Index) pin(ctx context.Context, users func(fossilio.Arrival) bool) (context.Context, error) {
 	if ctx.Value(pinned{x}) != nil {
 		return ctx, nil
 	}
-	users, err := x.refresh(ctx)
+	read, err := x.refresh(ctx, users)
 	if err != nil {
 		return ctx, err
 	}
-	p := pin{list: fossilio.PrivilegedAmong(users), privileged: map[string]bool{}}
-	for _, u := range p.list {
-		p.privileged[u] = true
+	p := &pin{}
+	if read != nil {
+		p.once.Do(func() { p.fill(fossilio.PrivilegedAmong(read), nil) })
 	}
 	return context.WithValue(ctx, pinned{x}, p), nil
 }
 
-// pin is what a Pin read beside the record: the users holding admin or
-// setup as of the same moment, by login (list) and as a set.
+// holdsNote says whether what arrived holds a note's block.
+func holdsNote(a fossilio.Arrival) bool {
+	for _, t := range a.Texts {
+		if strings.Contains(t, "```json") {
+			return true
+		}
+	}
+	return false
+}
+
+// pin is what the answers under a Pin share: the users holding admin or
+// setup, by login (list) and as a set, read once.
 type pin struct {
+	once       sync.Once
+	err        error
 	list       []string
 	privileged map[string]bool
+}
+
+func (p *pin) fill(list []string, err error) {
+	p.list, p.err = list, err
+	p.privileged = make(map[string]bool, len(list))
+	for _, u := range list {
+		p.privileged[u] = true
+	}
+}
+
+// standing reads, once under the pin, who holds admin or setup, unless the
+// pin's refresh read it.
+func (p *pin) standing(ctx context.Context, r *fossilio.Repo) error {
+	p.once.Do(func() { p.fill(r.PrivilegedUsers(ctx)) })
+	return p.err
 }
 
 // Refresh indexes what the repository received since the last look; under
 // a context Pin gave it does nothing.
 func (x *Index) Refresh(ctx context.Context) error {
-	_, err := x.refresh(ctx)
+	_, err := x.refresh(ctx, nil)
 	return err
 }
 
-// refresh is Refresh, and the user table as of what it read; nil under a
-// pin. What arrived is most often read in one transaction (Arrived); a
-// great many arrivals (the first read of a year's record) are classified
-// a batch a transaction after the first.
-func (x *Index) refresh(ctx context.Context) ([]fossilio.User, error) {
+// refresh is Refresh, and the user table when users asks it of what
+// arrived (nil under a pin). What arrived is most often read in one
+// transaction (Arrived); a great many arrivals (the first read of a
+// year's record) are classified a batch a transaction after the first.
+func (x *Index) refresh(ctx context.Context, users func(fossilio.Arrival) bool) ([]fossilio.User, error) {
 	if ctx.Value(pinned{x}) != nil {
 		return nil, nil
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	a, err := x.repo.Arrived(ctx, x.mark, classifyBatch)
+	a, err := x.repo.Arrived(ctx, x.mark, classifyBatch, users)
 	if err != nil {
 		return nil, fmt.Errorf("read what %s received: %w", x.repo.Path(), err)
 	}
@@ -312,8 +353,8 @@ func copies(list []Entry) []Entry { return append([]Entry(nil), list...) }
 // Privileged says whether user holds admin or setup now (D7); under a pin,
 // as of the pin's read.
 func (x *Index) Privileged(ctx context.Context, user string) bool {
-	if p, ok := ctx.Value(pinned{x}).(pin); ok {
-		return p.privileged[user]
+	if p, ok := ctx.Value(pinned{x}).(*pin); ok {
+		return p.standing(ctx, x.repo) == nil && p.privileged[user]
 	}
 	return Privileged(ctx, x.repo, user)
 }
@@ -321,7 +362,10 @@ func (x *Index) Privileged(ctx context.Context, user string) bool {
 // PrivilegedUsers lists, by login, the users holding admin or setup now
 // (fossilio.Repo.PrivilegedUsers); under a pin, as of the pin's read.
 func (x *Index) PrivilegedUsers(ctx context.Context) ([]string, error) {
-	if p, ok := ctx.Value(pinned{x}).(pin); ok {
+	if p, ok := ctx.Value(pinned{x}).(*pin); ok {
+		if err := p.standing(ctx, x.repo); err != nil {
+			return nil, err
+		}
 		return slices.Clone(p.list), nil
 	}
 	return x.repo.PrivilegedUsers(ctx)

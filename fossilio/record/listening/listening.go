@@ -285,10 +285,14 @@ func RebuildWith(ctx context.Context, root *unixhost.Root, ws host.Workspace, ow
 // InIndex reads what a rebuild reads from the node's live index, in one
 // read of the repository (record.Index.Pin): the listen notes (EventsIn)
 // and, when hears is nil, the users holding admin or setup as of the same
-// read.
+// read (PinStanding).
 func InIndex(x *record.Index, key messages.WorkspaceKey, hears []string) Reading {
 	return func(ctx context.Context) ([]Event, []string, error) {
-		ctx, err := x.Pin(ctx)
+		pin := x.Pin
+		if hears == nil {
+			pin = x.PinStanding
+		}
+		ctx, err := pin(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
