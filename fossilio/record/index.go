@@ -67,7 +67,7 @@ type artifact struct {
 
 // maxRecent bounds the artifacts a refresh keeps for the classifications
 // that follow it.
-const maxRecent = 256
+const maxRecent = 1024
 
 // NewIndex indexes repo, where nodeUser writes the daemon's notes. Nothing is
 // read until the first Refresh.
@@ -381,6 +381,17 @@ func (x *Index) ListenEntries(ctx context.Context, key messages.WorkspaceKey) ([
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return copies(x.listens[key]), nil
+}
+
+// Known is how a refresh classified the artifact at hash (a full hash),
+// when it is among those the latest refreshes read: what a reader that
+// follows the same receipts (the hook's work in the daemon) need not
+// classify again.
+func (x *Index) Known(hash string) (fossilio.Info, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	a, ok := x.recent[hash]
+	return a.info, ok
 }
 
 // Definition is the session or workspace definition posted at hash, if the
