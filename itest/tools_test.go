@@ -3,6 +3,7 @@ package itest
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,12 +91,26 @@ func (n *testNode) mcpCall(bw []string, tool, input string) answer {
 	out, errs, err := inSandbox(bw, "", input, program("ocx"), "mcp", "call", tool)
 	var a answer
 	if jerr := json.Unmarshal([]byte(out), &a); jerr != nil {
-		n.t.Fatalf("ocx mcp call %s inside the sandbox: %v (%v)\nstdout %q\nstderr %s", tool, jerr, err, out, errs)
+		n.t.Fatalf("ocx mcp call %s inside the sandbox: %v (%v)\nstdout %q\nstderr %s\nthe MCP logs:\n%s\nocxd.log:\n%s", tool, jerr, err, out, errs, n.mcpLogs(), n.daemonLog())
 	}
 	if (err != nil) != (a.Stopped != nil) {
 		n.t.Errorf("ocx mcp call %s: exit %v with stopped %v", tool, err, a.Stopped)
 	}
 	return a
+}
+
+// mcpLogs is every MCP server's log on the node, each under its name:
+// what a failed call shows.
+func (n *testNode) mcpLogs() string {
+	var b strings.Builder
+	logs, _ := filepath.Glob(filepath.Join(n.agents, "*", "mcp", "*.log"))
+	sessions, _ := filepath.Glob(filepath.Join(n.agents, "*", "projects", "*", "session", "log"))
+	logs = append(logs, sessions...)
+	for _, p := range logs {
+		data, _ := os.ReadFile(p)
+		fmt.Fprintf(&b, "== %s\n%s", p, data)
+	}
+	return b.String()
 }
 
 // TestToolsAgentEndToEnd is issue 14 item 6 on a real fossil server, daemon,

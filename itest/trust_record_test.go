@@ -44,6 +44,14 @@ func (n *testNode) createAgent(login, restrict, checkins string) (record, wsDir 
 		}
 		return false
 	})
+	// Listening is not ready: the session reads its definition from its
+	// clone after it holds its pipe, and a test that moves the clone away
+	// before then ends the session, and its MCP server with it.
+	wsDir = n.workspaceDir(login)
+	n.waitFor("the session of "+login+" to be ready", func() bool {
+		b, _ := os.ReadFile(filepath.Join(wsDir, "session", "log"))
+		return strings.Contains(string(b), "event=ready record="+record+" ")
+	})
 	// The daemon starts the session's MCP server just after the session:
 	// a tool called from the sandbox before its socket is there finds none.
 	mcpDir := filepath.Join(n.agents, login, "mcp", "demo")
@@ -51,7 +59,6 @@ func (n *testNode) createAgent(login, restrict, checkins string) (record, wsDir 
 		_, err := os.Stat(filepath.Join(mcpDir, "mcp.sock"))
 		return err == nil
 	})
-	wsDir = n.workspaceDir(login)
 	return record, wsDir, n.sandboxOf(wsDir, mcpDir)
 }
 
