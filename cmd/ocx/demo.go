@@ -413,21 +413,46 @@ func (d *demo) templates(ctx context.Context, fsl *fossilio.Fossil, repo string)
 		if err := os.WriteFile(f, []byte(p.text), 0o600); err != nil { // trust:outside the demo's own directory
 			return err
 		}
-		verb := "create"
-		r, err := fossilio.OpenNode(repo, nil)
-		if err != nil {
-			return err
-		}
-		if _, err := r.WikiPage(ctx, p.name); err == nil {
-			verb = "commit"
-		}
-		r.Close()
-		if _, err := fsl.Run(ctx, []string{"wiki", verb, p.name, f, "--mimetype", "text/x-markdown", "-R", repo}); err != nil {
+		if err := writePage(ctx, fsl, repo, p.name, f); err != nil {
 			return fmt.Errorf("the demo's template %s: %w", p.name, err)
 		}
 		os.Remove(f)
 	}
 	return nil
+}
+
+// lockedWait bounds how long writePage tries again a page that met
+// another writer.
+const lockedWait = 15 * time.Second
+
+// writePage writes the wiki page name from the file f with `fossil wiki`:
+// a new page, or a new version of one there. Fossil reads, then writes,
+// in one transaction, so a write that meets another writer of the
+// repository (the daemon's notes, the backoffice) fails at once with
+// "database is locked", having written nothing; it is tried again, for at
+// most lockedWait, as a user would.
+func writePage(ctx context.Context, fsl *fossilio.Fossil, repo, name, f string) error {
+	deadline := time.Now().Add(lockedWait)
+	for pause := 20 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
+		verb := "create"
+		r, err := fossilio.OpenNode(repo, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := r.WikiPage(ctx, name); err == nil {
+			verb = "commit"
+		}
+		r.Close()
+		_, err = fsl.Run(ctx, []string{"wiki", verb, name, f, "--mimetype", "text/x-markdown", "-R", repo})
+		if err == nil || !strings.Contains(err.Error(), "database is locked") || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+	}
 }
 
 // branchListener gives the demo a mechanical login whose `completes`

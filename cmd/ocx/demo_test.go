@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/ocx-go/ocx/cmd/internal/model"
+	"github.com/ocx-go/ocx/fossilio"
 )
 
 // The demo is run for real, from the built release, by itest's TestDemo;
@@ -68,5 +70,54 @@ func TestDemoModelIsCreatesDefault(t *testing.T) {
 	}
 	if got, err := model.ChooseModel(c, "native", ""); err != nil || got != "llama3.2" {
 		t.Errorf("create's model on the demo node: %q, %v", got, err)
+	}
+}
+
+// TestWritePageTriesALockedWriteAgain: a `fossil wiki` write that met
+// another writer ("database is locked", nothing written) is tried again and
+// lands once; any other failure is returned at once. The fossil here is the
+// real one behind a script that fails as Fossil does the first time.
+func TestWritePageTriesALockedWriteAgain(t *testing.T) {
+	fossil, err := exec.LookPath("fossil")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	repo := filepath.Join(dir, "r.fossil")
+	fsl := &fossilio.Fossil{Home: dir, User: "admin", Dir: dir}
+	if out, err := fsl.Run(context.Background(), []string{"new", "--admin-user", "admin", repo}); err != nil {
+		t.Fatalf("fossil new: %v\n%s", err, out)
+	}
+	page := filepath.Join(dir, "page.md")
+	if err := os.WriteFile(page, []byte("version 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tries := filepath.Join(dir, "tries")
+	script := filepath.Join(dir, "fossil")
+	os.WriteFile(script, []byte("#!/bin/sh\necho x >> "+tries+"\nif [ \"$(wc -l < "+tries+")\" -le 2 ]; then echo 'Database error: database is locked: {INSERT INTO rcvfrom}'; exit 1; fi\nexec "+fossil+" \"$@\"\n"), 0o700)
+	fsl.Exe = script
+	if err := writePage(context.Background(), fsl, repo, "workspace/demo", page); err != nil {
+		t.Fatalf("writePage after two locked tries: %v", err)
+	}
+	if b, _ := os.ReadFile(tries); strings.Count(string(b), "x") != 3 {
+		t.Errorf("fossil ran %d times, want 3", strings.Count(string(b), "x"))
+	}
+	r, err := fossilio.OpenNode(repo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if w, err := r.WikiPage(context.Background(), "workspace/demo"); err != nil || !strings.Contains(w.Text, "version 1") {
+		t.Errorf("the page: %+v %v", w, err)
+	}
+	// A second write is a new version (commit), and a failure that is not
+	// a lock is not tried again.
+	os.WriteFile(script, []byte("#!/bin/sh\necho x >> "+tries+"\necho 'no such page'; exit 1\n"), 0o700)
+	os.Remove(tries)
+	if err := writePage(context.Background(), fsl, repo, "workspace/demo", page); err == nil || !strings.Contains(err.Error(), "no such page") {
+		t.Errorf("writePage with fossil failing otherwise: %v", err)
+	}
+	if b, _ := os.ReadFile(tries); strings.Count(string(b), "x") != 1 {
+		t.Errorf("fossil ran %d times for a failure that is no lock, want 1", strings.Count(string(b), "x"))
 	}
 }
