@@ -245,11 +245,14 @@ func (r *Repo) Received(ctx context.Context, after int64) (hashes []string, last
 		if last, err = rd.finished(after); err != nil {
 			return err
 		}
-		hashes, err = rd.hashes(`SELECT uuid FROM blob WHERE rcvid>? AND rcvid<=? AND size>=0 ORDER BY rcvid, rid`, after, last)
+		hashes, err = rd.hashes(receivedQuery, after, last)
 		return err
 	})
 	return hashes, last, err
 }
+
+// receivedQuery lists the artifacts of the receipts after ? up to ?.
+const receivedQuery = `SELECT uuid FROM blob WHERE rcvid>? AND rcvid<=? AND size>=0 ORDER BY rcvid, rid`
 
 // UnfinishedFor is how long a receipt a web page made may stay unfinished
 // (unfinishedQuery) before it counts as finished whatever it holds: a
@@ -310,34 +313,90 @@ func (r *Repo) ArtifactsOf(ctx context.Context, infos []Info) (arts []*Artifact,
 // (Options.PassedOver is told). infos are what Classify or Info gave, so
 // each artifact is read by its row, its hash checked, never looked up again.
 func (r *Repo) NoteTexts(ctx context.Context, infos []Info) ([]string, error) {
-	out := make([]string, len(infos))
+	var out []string
 	err := r.read(ctx, "read notes", func(rd *reader) error {
-		for i, info := range infos {
-			switch {
-			case info.Kind == KindPost && !info.Edit && !info.Pending:
-			case info.Kind == KindTicketChange:
-			default:
-				continue
-			}
-			a, err := rd.artifact(info.Rid, info.Hash)
-			if rd.r.passOver(info.Hash, err) {
-				continue // it holds no note the node can read
-			}
-			if err != nil {
-				return err
-			}
-			switch {
-			case info.Kind == KindPost && a.Type == TypeForum:
-				out[i] = string(a.Text)
-			case info.Kind == KindTicketChange:
-				for _, f := range a.Fields {
-					if f.Name == "+icomment" || f.Name == "icomment" {
-						out[i] = f.Value
-					}
+		var err error
+		out, err = rd.noteTexts(infos)
+		return err
+	})
+	return out, err
+}
+
+// noteTexts is NoteTexts in rd's transaction.
+func (rd *reader) noteTexts(infos []Info) ([]string, error) {
+	out := make([]string, len(infos))
+	for i, info := range infos {
+		switch {
+		case info.Kind == KindPost && !info.Edit && !info.Pending:
+		case info.Kind == KindTicketChange:
+		default:
+			continue
+		}
+		a, err := rd.artifact(info.Rid, info.Hash)
+		if rd.r.passOver(info.Hash, err) {
+			continue // it holds no note the node can read
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case info.Kind == KindPost && a.Type == TypeForum:
+			out[i] = string(a.Text)
+		case info.Kind == KindTicketChange:
+			for _, f := range a.Fields {
+				if f.Name == "+icomment" || f.Name == "icomment" {
+					out[i] = f.Value
 				}
 			}
 		}
-		return nil
+	}
+	return out, nil
+}
+
+// Arrival is what a repository received after a receipt, read in one
+// read transaction (Arrived).
+type Arrival struct {
+	// Last is the newest finished receipt (Received).
+	Last int64
+	// Hashes are what was received after the receipt, in the server's order.
+	Hashes []string
+	// Infos classify the first of Hashes, and Texts hold the text each may
+	// hold a note in (Classify, NoteTexts).
+	Infos []Info
+	Texts []string
+	// Users is the user table as of the same moment, when it was read.
+	Users []User
+}
+
+// Arrived reads in one read transaction what Received, Classify,
+// NoteTexts and Users read one transaction each: what the repository
+// received after receipt after, the first most of it classified with its
+// note texts, and, when users says so of what arrived, the user table, all
+// as of one moment. A reader that keeps an index of the record
+// (record.Index) reads what arrived, and whom D7 counts when it needs
+// that, in one look.
+func (r *Repo) Arrived(ctx context.Context, after int64, most int, users func(Arrival) bool) (Arrival, error) {
+	var a Arrival
+	err := r.read(ctx, "read what arrived", func(rd *reader) error {
+		var err error
+		if a.Last, err = rd.finished(after); err != nil {
+			return err
+		}
+		if a.Hashes, err = rd.hashes(receivedQuery, after, a.Last); err != nil {
+			return err
+		}
+		first := a.Hashes[:min(most, len(a.Hashes))]
+		if a.Infos, err = rd.infos(make([]Info, 0, len(first)), first); err != nil {
+			return err
+		}
+		if a.Texts, err = rd.noteTexts(a.Infos); err != nil || users == nil || !users(a) {
+			return err
+		}
+		a.Users, err = rd.users()
+		return err
 	})
-	return out, err
+	if err != nil {
+		return Arrival{}, err
+	}
+	return a, nil
 }

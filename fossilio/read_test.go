@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -135,6 +136,36 @@ func TestClassifyEveryKind(t *testing.T) {
 	}
 	if infos[6].Via != fossilio.ViaWeb || infos[0].Via != fossilio.ViaSync {
 		t.Errorf("via: web post %v, sync post %v", infos[6].Via, infos[0].Via)
+	}
+
+	// Arrived reads in one transaction what Received, Classify, NoteTexts
+	// and Users read in four: the same, the first most classified.
+	_, last, err := n.repo.Received(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	most := len(hashes) - 2
+	a, err := n.repo.Arrived(ctx, 0, most, func(fossilio.Arrival) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := n.repo.Classify(ctx, hashes[:most]...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts, err := n.repo.NoteTexts(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := n.repo.Users(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, fossilio.Arrival{Last: last, Hashes: hashes, Infos: first, Texts: texts, Users: users}) {
+		t.Errorf("Arrived: %+v\nwant the four reads': %v %v %+v %q %v", a, last, hashes, first, texts, users)
+	}
+	if a, err := n.repo.Arrived(ctx, 0, most, nil); err != nil || a.Users != nil || len(a.Infos) != most {
+		t.Errorf("Arrived without the users: %d infos, users %v, %v", len(a.Infos), a.Users, err)
 	}
 }
 

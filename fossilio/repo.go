@@ -44,6 +44,10 @@ type Options struct {
 	// rebuilt from the repository: what a test counts to see that a
 	// caller reads an artifact once.
 	ContentRead func(hash string)
+	// ReadBegun, when set, is told of each read transaction begun, by the
+	// operation it serves: what a test counts to see how many reads a
+	// caller's way makes.
+	ReadBegun func(op string)
 }
 
 // Repo reads one Fossil repository file, read-only. It is safe for concurrent
@@ -68,6 +72,7 @@ type Repo struct {
 	// passedOver is Options.PassedOver, contentRead Options.ContentRead.
 	passedOver  func(hash string, err error)
 	contentRead func(hash string)
+	readBegun   func(op string)
 	// file is the descriptor a Repo opened by OpenCloneFile reads through,
 	// closed with it; immutable is set then: SQLite takes no lock and
 	// looks for no journal, so no hot journal is rolled back either.
@@ -154,7 +159,7 @@ func openDSN(abs string, u url.URL, file *os.File, node bool, opts *Options) (*R
 	r := &Repo{path: abs, node: node, db: db, stmts: map[string]*sql.Stmt{}, stmtsMu: new(sync.Mutex), once: map[string]bool{}, readers: make(chan struct{}, maxConns-1), timeout: timeout,
 		file: file, immutable: file != nil}
 	if opts != nil {
-		r.passedOver, r.contentRead = opts.PassedOver, opts.ContentRead
+		r.passedOver, r.contentRead, r.readBegun = opts.PassedOver, opts.ContentRead, opts.ReadBegun
 	}
 	var n int
 	probe := func() error {
@@ -300,6 +305,9 @@ func (r *Repo) read(ctx context.Context, op string, fn func(*reader) error) erro
 }
 
 func (r *Repo) readOnce(ctx context.Context, op string, fn func(*reader) error) error {
+	if r.readBegun != nil {
+		r.readBegun(op)
+	}
 	tx, err := r.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return r.wrap(op, err)

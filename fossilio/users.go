@@ -22,21 +22,29 @@ const fullCaps = "bcdefghijklmnopqrtwz234567AD"
 func (r *Repo) Users(ctx context.Context) ([]User, error) {
 	var out []User
 	err := r.read(ctx, "list users", func(rd *reader) error {
-		rows, err := rd.query(`SELECT login, coalesce(cap, ''), coalesce(info, '') FROM user ORDER BY login`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var u User
-			if err := rows.Scan(&u.Login, &u.Caps, &u.Info); err != nil {
-				return err
-			}
-			out = append(out, u)
-		}
-		return rows.Err()
+		var err error
+		out, err = rd.users()
+		return err
 	})
 	return out, err
+}
+
+// users is Users in rd's transaction.
+func (rd *reader) users() ([]User, error) {
+	rows, err := rd.query(`SELECT login, coalesce(cap, ''), coalesce(info, '') FROM user ORDER BY login`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []User
+	for rows.Next() {
+		var u User
+		if err := rows.Scan(&u.Login, &u.Caps, &u.Info); err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
 }
 
 // User returns one user; ErrNoSuchUser when the login does not exist.
@@ -141,6 +149,12 @@ func (r *Repo) PrivilegedUsers(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return PrivilegedAmong(users), nil
+}
+
+// PrivilegedAmong lists, by login, the users of a user table (Users)
+// holding admin or setup as Privileged says it, pseudo-users left out.
+func PrivilegedAmong(users []User) []string {
 	caps := make(map[string]string, len(users))
 	for _, u := range users {
 		caps[u.Login] = u.Caps
@@ -154,5 +168,5 @@ func (r *Repo) PrivilegedUsers(ctx context.Context) ([]string, error) {
 			out = append(out, u.Login)
 		}
 	}
-	return out, nil
+	return out
 }

@@ -3,6 +3,7 @@ package itest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -84,6 +85,99 @@ func TestStatusFromTheDaemonIsAFreshRead(t *testing.T) {
 	if st := ask().State; len(st.Listeners) != 1 || !strings.HasPrefix(st.Listeners[0].Login, "agent-2") {
 		t.Errorf("the daemon's listeners after a listen: %+v", st.Listeners)
 	}
+
+	// The daemon killed mid-answer: stopped, it is asked (the connection
+	// and the ask wait in its socket's queue), then killed. The ask ends in
+	// an error, not a reply and not a wait, and the command then reads the
+	// record itself (its socket's name left behind) as with no name at all,
+	// and the session lives on.
+	sessions := ask().State.Sessions
+	pid := n.daemonPID()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// A stop is delivered after kill returns: the queue is counted once
+	// every thread of the daemon has stopped, so that no connection it was
+	// still closing is counted.
+	n.waitFor("the daemon to stop", func() bool { return allStopped(t, pid) })
+	queued := queuedOn(t, layout.Socket())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := nodesock.Ask(context.Background(), layout, messages.NewAsk(messages.AskStatus), time.Minute)
+		errc <- err
+	}()
+	n.waitFor("the ask to wait in the stopped daemon's queue", func() bool {
+		select {
+		case err := <-errc:
+			t.Fatalf("the ask of the stopped daemon ended before it was killed: %v", err)
+		default:
+		}
+		return queuedOn(t, layout.Socket()) > queued
+	})
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err == nil {
+		t.Error("an ask of a daemon killed before it answered gave a reply")
+	} else {
+		t.Logf("the ask of the killed daemon: %v", err)
+	}
+	n.waitFor("the daemon to end", func() bool { return n.daemonPID() == 0 })
+	if _, err := os.Lstat(layout.Socket()); err != nil {
+		t.Fatalf("the killed daemon's socket name is gone (%v); the fallback is not tried", err)
+	}
+	after := n.status()
+	stale, _ := json.Marshal(after)
+	read, _ := json.Marshal(fresh())
+	if string(stale) != string(read) {
+		t.Errorf("ocx status with the killed daemon's socket name differs from its read with none\nname: %s\nnone: %s", stale, read)
+	}
+	if len(after.Sessions) != 1 || after.Sessions[0].PID != sessions[0].PID || !after.Sessions[0].Listening {
+		t.Errorf("the session after the daemon was killed: %+v, before %+v", after.Sessions, sessions)
+	}
+}
+
+// allStopped says whether every thread of process pid is stopped by a
+// signal (state T).
+func allStopped(t *testing.T, pid int) bool {
+	t.Helper()
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		// The state follows the command's closing parenthesis.
+		rest := string(b[strings.LastIndexByte(string(b), ')')+1:])
+		if f := strings.Fields(rest); len(f) == 0 || f[0] != "T" {
+			return false
+		}
+	}
+	return true
+}
+
+// queuedOn counts the connections waiting in the queue of the Unix socket
+// listening at path (/proc/net/unix: the entries naming it that are not
+// the listener itself).
+func queuedOn(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		// Num RefCount Protocol Flags Type St Inode Path; __SO_ACCEPTCON
+		// (00010000) marks the listener.
+		if len(f) == 8 && f[7] == path && f[3] != "00010000" {
+			n++
+		}
+	}
+	return n
 }
 
 // TestConsoleSaysWhereItsStatusCameFrom: a console page renders from the

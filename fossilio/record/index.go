@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/ocx-go/ocx/fossilio"
@@ -66,7 +67,7 @@ type artifact struct {
 
 // maxRecent bounds the artifacts a refresh keeps for the classifications
 // that follow it.
-const maxRecent = 256
+const maxRecent = 1024
 
 // NewIndex indexes repo, where nodeUser writes the daemon's notes. Nothing is
 // read until the first Refresh.
@@ -140,55 +141,128 @@ type pinned struct{ x *Index }
 // Pin refreshes the index once and returns a context in which its answers
 // do not refresh again: each answer given under it is current to the same
 // receipt (Mark), and a reader that asks many questions (the status of a
-// thousand workspaces) reads what arrived once, not once a question.
+// thousand workspaces) reads what arrived once, not once a question. Whom
+// D7 counts (Privileged) is read once under a pin: in the refresh's own
+// transaction when what arrived holds a note (a launch note's verdict asks
+// it), else the first time an answer asks. So a launch note is classified
+// in one read of the repository, and a plain post costs no read of the
+// user table.
 func (x *Index) Pin(ctx context.Context) (context.Context, error) {
-	if err := x.Refresh(ctx); err != nil {
+	return x.pin(ctx, holdsNote)
+}
+
+// PinStanding is Pin, the user table read in the refresh's transaction
+// whatever arrived: for a reader that will ask whom D7 counts.
+func (x *Index) PinStanding(ctx context.Context) (context.Context, error) {
+	return x.pin(ctx, func(fossilio.Arrival) bool { return true })
+}
+
+func (x *Index) pin(ctx context.Context, users func(fossilio.Arrival) bool) (context.Context, error) {
+	if ctx.Value(pinned{x}) != nil {
+		return ctx, nil
+	}
+	read, err := x.refresh(ctx, users)
+	if err != nil {
 		return ctx, err
 	}
-	return context.WithValue(ctx, pinned{x}, true), nil
+	p := &pin{}
+	if read != nil {
+		p.once.Do(func() { p.fill(fossilio.PrivilegedAmong(read), nil) })
+	}
+	return context.WithValue(ctx, pinned{x}, p), nil
+}
+
+// holdsNote says whether what arrived holds a note's block.
+func holdsNote(a fossilio.Arrival) bool {
+	for _, t := range a.Texts {
+		if strings.Contains(t, "```json") {
+			return true
+		}
+	}
+	return false
+}
+
+// pin is what the answers under a Pin share: the users holding admin or
+// setup, by login (list) and as a set, read once.
+type pin struct {
+	once       sync.Once
+	err        error
+	list       []string
+	privileged map[string]bool
+}
+
+func (p *pin) fill(list []string, err error) {
+	p.list, p.err = list, err
+	p.privileged = make(map[string]bool, len(list))
+	for _, u := range list {
+		p.privileged[u] = true
+	}
+}
+
+// standing reads, once under the pin, who holds admin or setup, unless the
+// pin's refresh read it.
+func (p *pin) standing(ctx context.Context, r *fossilio.Repo) error {
+	p.once.Do(func() { p.fill(r.PrivilegedUsers(ctx)) })
+	return p.err
 }
 
 // Refresh indexes what the repository received since the last look; under
 // a context Pin gave it does nothing.
 func (x *Index) Refresh(ctx context.Context) error {
+	_, err := x.refresh(ctx, nil)
+	return err
+}
+
+// refresh is Refresh, and the user table when users asks it of what
+// arrived (nil under a pin). What arrived is most often read in one
+// transaction (Arrived); a great many arrivals (the first read of a
+// year's record) are classified a batch a transaction after the first.
+func (x *Index) refresh(ctx context.Context, users func(fossilio.Arrival) bool) ([]fossilio.User, error) {
 	if ctx.Value(pinned{x}) != nil {
-		return nil
+		return nil, nil
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	hashes, last, err := x.repo.Received(ctx, x.mark)
+	a, err := x.repo.Arrived(ctx, x.mark, classifyBatch, users)
 	if err != nil {
-		return fmt.Errorf("read what %s received: %w", x.repo.Path(), err)
+		return nil, fmt.Errorf("read what %s received: %w", x.repo.Path(), err)
 	}
-	for len(hashes) > 0 {
-		batch := hashes[:min(classifyBatch, len(hashes))]
-		hashes = hashes[len(batch):]
+	x.file(a.Infos, a.Texts)
+	for rest := a.Hashes[len(a.Infos):]; len(rest) > 0; {
+		batch := rest[:min(classifyBatch, len(rest))]
+		rest = rest[len(batch):]
 		infos, err := x.repo.Classify(ctx, batch...)
 		if err != nil {
-			return fmt.Errorf("classify what %s received: %w", x.repo.Path(), err)
+			return nil, fmt.Errorf("classify what %s received: %w", x.repo.Path(), err)
 		}
 		texts, err := x.repo.NoteTexts(ctx, infos)
 		if err != nil {
-			return fmt.Errorf("read what %s received: %w", x.repo.Path(), err)
+			return nil, fmt.Errorf("read what %s received: %w", x.repo.Path(), err)
 		}
-		for i, info := range infos {
-			for _, f := range x.also {
-				f(info, texts[i])
-			}
-			e, ok := entryOf(info, texts[i])
-			if ok {
-				x.add(e)
-			}
-			// A post awaiting moderation may yet be approved: read again.
-			if !info.Pending {
-				x.remember(artifact{info: info, entry: e, ok: ok})
-			}
+		x.file(infos, texts)
+	}
+	if a.Last > x.mark {
+		x.mark = a.Last
+	}
+	return a.Users, nil
+}
+
+// file indexes what a refresh read: each artifact and the text it may hold
+// a note in. The caller holds x.mu.
+func (x *Index) file(infos []fossilio.Info, texts []string) {
+	for i, info := range infos {
+		for _, f := range x.also {
+			f(info, texts[i])
+		}
+		e, ok := entryOf(info, texts[i])
+		if ok {
+			x.add(e)
+		}
+		// A post awaiting moderation may yet be approved: read again.
+		if !info.Pending {
+			x.remember(artifact{info: info, entry: e, ok: ok})
 		}
 	}
-	if last > x.mark {
-		x.mark = last
-	}
-	return nil
 }
 
 // remember keeps what a refresh read of an artifact. The caller holds x.mu.
@@ -276,9 +350,57 @@ func (x *Index) add(e Entry) {
 // copies returns a copy of list, so that a caller reads it without the lock.
 func copies(list []Entry) []Entry { return append([]Entry(nil), list...) }
 
-// Privileged says whether user holds admin or setup now (D7).
+// Privileged says whether user holds admin or setup now (D7); under a pin,
+// as of the pin's read.
 func (x *Index) Privileged(ctx context.Context, user string) bool {
+	if p, ok := ctx.Value(pinned{x}).(*pin); ok {
+		return p.standing(ctx, x.repo) == nil && p.privileged[user]
+	}
 	return Privileged(ctx, x.repo, user)
+}
+
+// PrivilegedUsers lists, by login, the users holding admin or setup now
+// (fossilio.Repo.PrivilegedUsers); under a pin, as of the pin's read.
+func (x *Index) PrivilegedUsers(ctx context.Context) ([]string, error) {
+	if p, ok := ctx.Value(pinned{x}).(*pin); ok {
+		if err := p.standing(ctx, x.repo); err != nil {
+			return nil, err
+		}
+		return slices.Clone(p.list), nil
+	}
+	return x.repo.PrivilegedUsers(ctx)
+}
+
+// ListenEntries are the listen and unlisten notes of workspace key that
+// its agent login sent (D7), in the server's order, with whatever arrived
+// since the last read.
+func (x *Index) ListenEntries(ctx context.Context, key messages.WorkspaceKey) ([]Entry, error) {
+	if err := x.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return copies(x.listens[key]), nil
+}
+
+// Known is how a refresh classified the artifact at hash (a full hash),
+// when it is among those the latest refreshes read: what a reader that
+// follows the same receipts (the hook's work in the daemon) need not
+// classify again.
+func (x *Index) Known(hash string) (fossilio.Info, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	a, ok := x.recent[hash]
+	return a.info, ok
+}
+
+// Definition is the session or workspace definition posted at hash, if the
+// index holds it (wherever it stands: who counts is not asked).
+func (x *Index) Definition(hash string) (Entry, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e, ok := x.definitions[hash]
+	return e, ok
 }
 
 // Workspace is a workspace as the record says it: its latest definition that

@@ -4,12 +4,15 @@ import (
 	"flag"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
 
 	"github.com/ocx-go/ocx/fossilio/record"
+	"github.com/ocx-go/ocx/fossilio/record/listening"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -100,6 +103,7 @@ func differs(f *fix, live *record.Index, key messages.WorkspaceKey) string {
 			e, ok, err := x.LatestEnd(f.ctx, key)
 			return fmt.Sprint(e.Hash, ok), err
 		}},
+		{"listen events", func(x *record.Index) (any, error) { return listening.EventsIn(f.ctx, x, key) }},
 		{"latest start", func(x *record.Index) (any, error) {
 			e, ok, err := x.LatestStart(f.ctx, key)
 			return fmt.Sprint(e.Hash, ok), err
@@ -116,6 +120,29 @@ func differs(f *fix, live *record.Index, key messages.WorkspaceKey) string {
 		if !reflect.DeepEqual(a, b) {
 			return fmt.Sprintf("%s: live %+v, fresh %+v", q.name, a, b)
 		}
+	}
+	// What a launch's rebuild reads from the index (listening.InIndex) is
+	// what it would read from the repository itself.
+	own := listening.Own{Kind: messages.ListenThread, ID: strings.Repeat("a", 64)}
+	inIndex, inHears, err := listening.InIndex(live, key, nil)(f.ctx)
+	if err != nil {
+		return "listen events (live): " + err.Error()
+	}
+	events, err := listening.Events(f.ctx, f.repo, key)
+	if err != nil {
+		return "listen events (repository): " + err.Error()
+	}
+	hears, err := f.repo.PrivilegedUsers(f.ctx)
+	if err != nil {
+		return "privileged users (repository): " + err.Error()
+	}
+	a, aerr := listening.Want(key, own, inIndex)
+	b, berr := listening.Want(key, own, events)
+	if !reflect.DeepEqual(a, b) || aerr != nil || berr != nil || !slices.Equal(inHears, hears) {
+		return fmt.Sprintf("a rebuild's reading: the index %+v %v %v, the repository %+v %v %v", a, inHears, aerr, b, hears, berr)
+	}
+	if len(inIndex) != len(events) || (len(events) > 0 && !reflect.DeepEqual(inIndex, events)) {
+		return fmt.Sprintf("listen events: the index %+v, the repository %+v", inIndex, events)
 	}
 	return ""
 }

@@ -54,7 +54,7 @@ func Open(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rep
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Socket{layout: layout, root: root, log: log, cancel: cancel, done: make(chan struct{}), hookLog: f,
-		hook: hook.Options{Agents: layout.Root(), Config: cfg, Open: repos.RepoAt, Log: slog.New(slog.NewTextHandler(f, nil))}}
+		hook: hook.Options{Agents: layout.Root(), Config: cfg, Open: repos.RepoAt, Index: repos.RecordAt, Log: slog.New(slog.NewTextHandler(f, nil))}}
 	if s.status, err = newStatus(layout, cfg, repos, log); err != nil {
 		log.Warn("the daemon's socket answers no status: the node does not open", actors.ErrAttr(err))
 	}

@@ -376,7 +376,7 @@ func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 	} else {
 		d.log.Warn("sessions run without cgroups, so without memory and processes limits", slog.String("why", noCgroups))
 	}
-	if d.reaper, err = newReaper(d.layout, d.root, d.cfg, d.rel, d.log, reaperHost{cgroups: limits, repoAt: repos.RepoAt}); err != nil {
+	if d.reaper, err = newReaper(d.layout, d.root, d.cfg, d.rel, d.log, reaperHost{cgroups: limits, recordAt: repos.RecordAt}); err != nil {
 		return nil, err
 	}
 	st.mark("reaper")

@@ -35,10 +35,32 @@ func (c *readCounter) of(hash string) int {
 	return c.n[hash]
 }
 
+// txCounter keeps the read transactions a repository's reads began, by
+// operation (fossilio.Options.ReadBegun).
+type txCounter struct {
+	mu  sync.Mutex
+	ops []string
+}
+
+func (c *txCounter) begun(op string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ops = append(c.ops, op)
+}
+
+// take returns the operations begun since the last take.
+func (c *txCounter) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ops := c.ops
+	c.ops = nil
+	return ops
+}
+
 // TestLaunchNoteReadOnce: along a `post` line's way through the daemon
 // (the classification of the launch note, then the spawn's rebuild of the
 // session's listening index), the launch note is read from the node's
-// repository once.
+// repository once, and each of the two makes one read transaction.
 func TestLaunchNoteReadOnce(t *testing.T) {
 	srv := harness.StartServer(t, harness.Options{Users: []harness.User{
 		{Login: "agent-1", Password: "agent-pw", Caps: fossilio.AgentCaps},
@@ -73,7 +95,6 @@ func TestLaunchNoteReadOnce(t *testing.T) {
 	sb := messages.Sandbox{Network: true, ReadOnly: []string{"/usr"}, ReadWrite: []string{}, Homes: []string{}, Path: []string{"/usr/bin"}}
 	home := post("", block(&messages.WorkspaceDefinition{Login: "agent-1", Project: "demo", Branch: "trunk", Sandbox: sb}))
 	def := post(home, block(&messages.SessionDefinition{Kind: messages.Mechanical, Command: []string{"cat"}, Lifetime: messages.Stays}))
-	launch := post(home, block(&messages.LaunchNote{Login: "agent-1", Project: "demo", Workspace: home, Session: def, Release: messages.ReleaseCurrent}))
 
 	agents := t.TempDir()
 	layout, err := host.NewLayout(agents)
@@ -90,13 +111,30 @@ func TestLaunchNoteReadOnce(t *testing.T) {
 	reads := &readCounter{n: map[string]int{}}
 	repos := noderepos.New(cfg, log)
 	repos.ContentRead = reads.read
+	txs := &txCounter{}
+	repos.ReadBegun = txs.begun
 	t.Cleanup(repos.Close)
 	rel := procs.NewReleases(t.TempDir(), t.TempDir())
 	rec := newRecords(repos, layout, rel, log, recordHost{})
+	// The daemon has read its record before the launch note comes.
+	x, err := repos.Index("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Idx.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	launch := post(home, block(&messages.LaunchNote{Login: "agent-1", Project: "demo", Workspace: home, Session: def, Release: messages.ReleaseCurrent}))
+	txs.take()
 
 	c, err := rec.Classify(ctx, srv.Repo, launch)
 	if err != nil || c.Launch == nil {
 		t.Fatalf("classify the launch note: %+v, %v", c, err)
+	}
+	// Its classification, the verdict and the run engine's look included,
+	// is current to one read of what arrived (issue 24 item 5).
+	if ops := txs.take(); len(ops) != 1 {
+		t.Errorf("classifying the launch note made %d read transactions, want 1: %v", len(ops), ops)
 	}
 	ws, err := layout.Workspace(c.Launch.Workspace)
 	if err != nil {
@@ -105,9 +143,14 @@ func TestLaunchNoteReadOnce(t *testing.T) {
 	if err := root.MkdirAll(ws.Held, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	rp := &reaper{layout: layout, root: root, cfg: cfg, releases: rel, log: log, repoAt: repos.RepoAt}
+	rp := &reaper{layout: layout, root: root, cfg: cfg, releases: rel, log: log, recordAt: repos.RecordAt}
 	if _, err := rp.rebuildListening(ctx, ws, *c.Launch); err != nil {
 		t.Fatalf("rebuild the listening index: %v", err)
+	}
+	// The spawn's rebuild reads the record once, under the index's lock:
+	// the listen notes and whom the session hears as of one moment.
+	if ops := txs.take(); len(ops) != 1 {
+		t.Errorf("rebuilding the listening index made %d read transactions, want 1: %v", len(ops), ops)
 	}
 	if n := reads.of(launch); n != 1 {
 		t.Errorf("the launch note was read %d times along its way, want once", n)

@@ -18,7 +18,6 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/procs"
-	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/fossilio/record/listening"
 	"github.com/ocx-go/ocx/host"
@@ -76,10 +75,10 @@ type reaper struct {
 	// its own (D46); nil on a host that makes none.
 	cgroups *procs.Limits
 
-	// repoAt gives the daemon's open reader of a node repository, named
-	// by its path as a launch gives it (records.repoAt), so that a launch
-	// does not open the repository again to rebuild the listening index.
-	repoAt func(path string) (*fossilio.Repo, error)
+	// recordAt gives the daemon's live index of a node repository, named
+	// by its path as a launch gives it, so that a launch rebuilds the
+	// listening index from it, in one read of what arrived since.
+	recordAt func(path string) (*record.Index, error)
 }
 
 // reaperHost is what the reaper is built with besides the layout: its
@@ -89,7 +88,7 @@ type reaper struct {
 type reaperHost struct {
 	launcher newLauncher
 	cgroups  *procs.Limits
-	repoAt   func(path string) (*fossilio.Repo, error)
+	recordAt func(path string) (*record.Index, error)
 }
 
 // newReaper makes the reaper; with h.launcher nil, it runs on the real host
@@ -97,7 +96,7 @@ type reaperHost struct {
 func newReaper(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rel *procs.Releases, log *slog.Logger, h reaperHost) (*reaper, error) {
 	r := &reaper{layout: layout, root: root, cfg: cfg, releases: rel, log: log,
 		watches: map[messages.ProcID]chan struct{}{}, paused: true, launcher: h.launcher, signalOne: unixhost.SignalOne,
-		cgroups: h.cgroups, repoAt: h.repoAt}
+		cgroups: h.cgroups, recordAt: h.recordAt}
 	if r.launcher == nil {
 		r.launcher = func() (launcher, error) { return unixhost.NewLauncher(unixhost.LauncherOptions{Root: root}) }
 	}
@@ -331,25 +330,22 @@ func (r *reaper) putBindingBack(ws host.Workspace) error {
 // the server's order (D47).
 func (r *reaper) rebuildListening(ctx context.Context, ws host.Workspace, l messages.LaunchSpec) (string, error) {
 	key := ws.Key
-	node, err := r.repoAt(l.Repository)
+	x, err := r.recordAt(l.Repository)
 	if err != nil {
 		return "", fmt.Errorf("rebuild the listening index of %s: %w", key, err)
 	}
-	own, err := listening.OwnRecord(ctx, node, l.Record)
+	own, err := listening.OwnRecordIn(ctx, x, l.Record)
 	if err != nil {
 		return "", fmt.Errorf("rebuild the listening index of %s: the session's own %w", key, err)
 	}
-	// Whom the session hears, written for the hook beside the index (D27):
-	// the definition's hears, or the users holding admin or setup now.
-	hears, err := listening.ResolveHears(ctx, node, l.Hears)
-	if err != nil {
-		return "", fmt.Errorf("rebuild the listening index of %s: %w", key, err)
-	}
-	first, err := record.FirstOf(ctx, node, own.Kind, own.ID)
+	first, err := record.FirstOf(ctx, x.Repo(), own.Kind, own.ID)
 	if err != nil {
 		return "", fmt.Errorf("the session's own record: %w", err)
 	}
-	idx, err := listening.Rebuild(ctx, r.root, ws, node, own, hears)
+	// Whom the session hears, written for the hook beside the index (D27):
+	// the definition's hears, or the users holding admin or setup as of
+	// the one read the rebuild makes under the index's lock.
+	idx, err := listening.RebuildWith(ctx, r.root, ws, own, listening.InIndex(x, key, l.Hears))
 	if err != nil {
 		return "", err
 	}

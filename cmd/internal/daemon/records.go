@@ -86,7 +86,12 @@ func (r *records) Classify(ctx context.Context, repository, hash string) (actors
 		return actors.Classification{}, err
 	}
 	// The index has most often just read it, in the refresh that also
-	// brings its record up to date for the verdict.
+	// brings its record up to date for the verdict; the whole
+	// classification is current to that one read (Pin).
+	ctx, err = x.Idx.Pin(ctx)
+	if err != nil {
+		return actors.Classification{}, fmt.Errorf("classify %s of %s: %w", hash, repository, err)
+	}
 	info, e, _, err := x.Idx.Artifact(ctx, hash)
 	if err != nil {
 		return actors.Classification{}, fmt.Errorf("classify %s of %s: %w", hash, repository, err)

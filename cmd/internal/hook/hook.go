@@ -43,6 +43,10 @@ type Options struct {
 	// open by the caller (the daemon's own reader of it); the hook does not
 	// close it. Nil opens it for the run.
 	Open func(path string) (*fossilio.Repo, error)
+	// Index, when set, gives the daemon's live index of the repository at
+	// a path: what it has classified is not classified again (the records
+	// actor then finds the hook's lines read too). Nil classifies all.
+	Index func(path string) (*record.Index, error)
 	// ByDaemon says the daemon runs this work for a hook that asked it on
 	// its socket (Answer); the log says so.
 	ByDaemon bool
@@ -286,9 +290,57 @@ func (h *run) arrived(ctx context.Context, stdin []string, m *mark) ([]fossilio.
 	return kept, last, nil
 }
 
-// classify classifies in one read, leaving out (and logging) a hash the
-// repository no longer has, such as a post rejected by a moderator.
+// classify classifies the hashes, in their order, leaving out (and
+// logging) a hash the repository no longer has, such as a post rejected
+// by a moderator. What the daemon's live index has just read (Options.Index)
+// is taken from it; the rest is classified in one read.
 func (h *run) classify(ctx context.Context, hashes []string) []fossilio.Info {
+	known := map[string]fossilio.Info{}
+	rest := hashes
+	if x := h.index(ctx); x != nil {
+		rest = nil
+		for _, hash := range hashes {
+			if info, ok := x.Known(hash); ok {
+				known[hash] = info
+			} else {
+				rest = append(rest, hash)
+			}
+		}
+	}
+	if len(known) == 0 {
+		return h.classifyRepo(ctx, rest)
+	}
+	for _, info := range h.classifyRepo(ctx, rest) {
+		known[info.Hash] = info
+	}
+	out := make([]fossilio.Info, 0, len(hashes))
+	for _, hash := range hashes {
+		if info, ok := known[hash]; ok {
+			out = append(out, info)
+		}
+	}
+	return out
+}
+
+// index is the daemon's live index of the repository brought up to date,
+// or nil (none given, or it does not read: the hook classifies itself).
+func (h *run) index(ctx context.Context) *record.Index {
+	if h.o.Index == nil {
+		return nil
+	}
+	x, err := h.o.Index(h.repo)
+	if err == nil {
+		err = x.Refresh(ctx)
+	}
+	if err != nil {
+		h.log.Warn("the daemon's index of the repository does not read; the hook classifies what arrived itself", keyError, err)
+		return nil
+	}
+	return x
+}
+
+// classifyRepo classifies in one read of the repository.
+func (h *run) classifyRepo(ctx context.Context, hashes []string) []fossilio.Info {
 	for len(hashes) > 0 {
 		infos, err := h.r.Classify(ctx, hashes...)
 		if err == nil {

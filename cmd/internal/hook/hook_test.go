@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
@@ -877,5 +879,56 @@ func TestHookGivesCheckinsToTheAgentsOfTheirBranch(t *testing.T) {
 	f.hook()
 	if got := f.given(w2, agent2); len(got) != 0 {
 		t.Errorf("agent2, given no branch any more, was given %q for %s", got, onTrunk2[:10])
+	}
+}
+
+// TestHookInTheDaemonClassifiesOnce: the hook's work done in the daemon,
+// given its live index (Options.Index), takes what the index has read
+// from it and classifies nothing again; the session is woken as before.
+func TestHookInTheDaemonClassifiesOnce(t *testing.T) {
+	f := newFix(t)
+	person := f.client(person, personPW)
+	th, err := person.NewThread(f.ctx, "A question", "Hello?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(th)
+	must(t, workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	f.hears(agent, person.Login)
+	w := f.listen(agent)
+	f.hook(lastArtifact(f))
+
+	var mu sync.Mutex
+	var ops []string
+	r, err := fossilio.OpenNode(f.srv.Repo, &fossilio.Options{ReadBegun: func(op string) {
+		mu.Lock()
+		defer mu.Unlock()
+		ops = append(ops, op)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	x := record.NewIndex(r, "ocx")
+	p, err := person.Reply(f.ctx, th, th, "What does it do?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = hook.Run(f.ctx, hook.Options{
+		Agents: f.agents, Repo: f.srv.Repo, Hashes: []string{p}, Release: f.release,
+		Log:   slog.New(slog.NewTextHandler(f.logBuf, nil)),
+		Open:  func(string) (*fossilio.Repo, error) { return r, nil },
+		Index: func(string) (*record.Index, error) { return x, nil },
+	})
+	if err != nil {
+		t.Fatalf("hook: %v\n%s", err, f.logBuf)
+	}
+	if got := w.all(1); len(got) != 1 || got[0] != line(p, person.Login) {
+		t.Fatalf("the session read %q, want [%s]\n%s", got, p, f.logBuf)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if slices.Contains(ops, "classify") || !slices.Contains(ops, "read what arrived") {
+		t.Errorf("the hook's reads with the daemon's index: %v; want what arrived read once by the index, nothing classified again", ops)
 	}
 }

@@ -80,6 +80,9 @@ type Repos struct {
 	// ContentRead, when set (a test's, before the first Index), is told of
 	// each artifact read (fossilio.Options.ContentRead).
 	ContentRead func(hash string)
+	// ReadBegun, when set (a test's, before the first Index), is told of
+	// each read transaction (fossilio.Options.ReadBegun).
+	ReadBegun func(op string)
 }
 
 // New readies the repositories of cfg; none is opened yet.
@@ -113,7 +116,7 @@ func (r *Repos) Index(project string) (*Index, error) {
 		r.passed = record.NewPassedLog(r.log)
 	}
 	opts := r.passed.Options()
-	opts.ContentRead = r.ContentRead
+	opts.ContentRead, opts.ReadBegun = r.ContentRead, r.ReadBegun
 	x, err := newIndex(project, p, r.cfg.User, opts)
 	if err != nil {
 		return nil, err
@@ -142,6 +145,15 @@ func (r *Repos) IndexAt(path string) (*Index, error) {
 		return nil, fmt.Errorf("%s is not a repository of this node", path)
 	}
 	return r.Index(project)
+}
+
+// RecordAt is the live index of the node repository at path.
+func (r *Repos) RecordAt(path string) (*record.Index, error) {
+	x, err := r.IndexAt(path)
+	if err != nil {
+		return nil, err
+	}
+	return x.Idx, nil
 }
 
 // RepoAt is the open reader of the node repository at path.

@@ -73,9 +73,8 @@ type Event struct {
 	On bool
 	// Hash is the post or ticket change holding the note.
 	Hash string
-	// Time is the time written in it; Rcvid and Rid its place in the
-	// server's order, which decides which note is the latest.
-	Time       time.Time
+	// Rcvid and Rid are its place in the server's order, which decides
+	// which note is the latest.
 	Rcvid, Rid int64
 }
 
@@ -102,9 +101,36 @@ func Events(ctx context.Context, node *fossilio.Repo, key messages.WorkspaceKey)
 		if !counts || l.Key() != key {
 			continue
 		}
-		out = append(out, Event{Listener: l, On: on, Hash: s.Hash, Time: s.Time, Rcvid: s.Rcvid, Rid: s.Rid})
+		out = append(out, Event{Listener: l, On: on, Hash: s.Hash, Rcvid: s.Rcvid, Rid: s.Rid})
 	}
 	return out, nil
+}
+
+// EventsIn is Events as the node's live index holds them (a
+// record.Index of the node's repository): the listen and unlisten notes
+// that count, read with whatever arrived since its last read.
+func EventsIn(ctx context.Context, x *record.Index, key messages.WorkspaceKey) ([]Event, error) {
+	es, err := x.ListenEntries(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("the listen notes of %s: %w", key, err)
+	}
+	out := make([]Event, 0, len(es))
+	for _, e := range es {
+		if l, on, counts := record.ListenCounts(e); counts && l.Key() == key {
+			out = append(out, Event{Listener: l, On: on, Hash: e.Hash, Rcvid: e.Rcvid, Rid: e.Rid})
+		}
+	}
+	return out, nil
+}
+
+// OwnRecordIn is OwnRecord answered from the node's live index when id is
+// a definition's post it holds (a launch names its session definition's
+// thread so), else read as OwnRecord reads it.
+func OwnRecordIn(ctx context.Context, x *record.Index, id string) (Own, error) {
+	if e, ok := x.Definition(id); ok && !e.Ticket {
+		return Own{Kind: messages.ListenThread, ID: e.Record}, nil
+	}
+	return OwnRecord(ctx, x.Repo(), id)
 }
 
 // Want is the listening index the notes make (a pure function): the
@@ -210,14 +236,26 @@ func ReadHears(root *unixhost.Root, ws host.Workspace) (hears []string, ok bool,
 // old one at once (an exchange of directories), so a reader sees the one or
 // the other, never a mix; nothing is written through a symbolic link.
 func Rebuild(ctx context.Context, root *unixhost.Root, ws host.Workspace, node *fossilio.Repo, own Own, hears []string) (Result, error) {
+	return RebuildWith(ctx, root, ws, own, func(ctx context.Context) ([]Event, []string, error) {
+		events, err := Events(ctx, node, ws.Key)
+		return events, hears, err
+	})
+}
+
+// A Reading reads, under the listening index's lock, the workspace's
+// listen and unlisten notes and whom its session hears (ResolveHears).
+type Reading func(ctx context.Context) (events []Event, hears []string, err error)
+
+// RebuildWith is Rebuild, the record read by read under the lock.
+func RebuildWith(ctx context.Context, root *unixhost.Root, ws host.Workspace, own Own, read Reading) (Result, error) {
 	key := ws.Key
-	res := Result{Hears: hears}
-	hearsFile, err := messages.HearsFileContent(hears)
-	if err != nil {
-		return Result{}, fmt.Errorf("rebuild the listening index of %s: %w", key, err)
-	}
-	err = locked(ctx, root, ws, func(sess *unixhost.Dir) error {
-		events, err := Events(ctx, node, key)
+	var res Result
+	err := locked(ctx, root, ws, func(sess *unixhost.Dir) error {
+		events, hears, err := read(ctx)
+		if err != nil {
+			return err
+		}
+		hearsFile, err := messages.HearsFileContent(hears)
 		if err != nil {
 			return err
 		}
@@ -228,7 +266,7 @@ func Rebuild(ctx context.Context, root *unixhost.Root, ws host.Workspace, node *
 		if err != nil {
 			return err
 		}
-		res.Notes = len(events)
+		res.Notes, res.Hears = len(events), hears
 		for name := range want {
 			res.Files = append(res.Files, name)
 		}
@@ -242,6 +280,33 @@ func Rebuild(ctx context.Context, root *unixhost.Root, ws host.Workspace, node *
 		return Result{}, fmt.Errorf("rebuild the listening index of %s: %w", key, err)
 	}
 	return res, nil
+}
+
+// InIndex reads what a rebuild reads from the node's live index, in one
+// read of the repository (record.Index.Pin): the listen notes (EventsIn)
+// and, when hears is nil, the users holding admin or setup as of the same
+// read (PinStanding).
+func InIndex(x *record.Index, key messages.WorkspaceKey, hears []string) Reading {
+	return func(ctx context.Context) ([]Event, []string, error) {
+		pin := x.Pin
+		if hears == nil {
+			pin = x.PinStanding
+		}
+		ctx, err := pin(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		events, err := EventsIn(ctx, x, key)
+		if err != nil {
+			return nil, nil, err
+		}
+		if hears == nil {
+			if hears, err = x.PrivilegedUsers(ctx); err != nil {
+				return nil, nil, fmt.Errorf("whom the session hears by default: %w", err)
+			}
+		}
+		return events, hears, nil
+	}
 }
 
 // WriteCheckins writes AGENTS/LOGIN/held/PROJECT/checkins, the branches whose check-ins
