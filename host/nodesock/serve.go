@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -103,7 +104,30 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	if _, err := c.Write(append(b, '\n')); err != nil {
 		s.log.Warn("ocxd.sock: the reply was not taken", "error", err)
 	}
+	if len(b) >= bigReply {
+		b = nil
+		returnMemory()
+	}
 }
+
+// bigReply is the size of a reply past which the memory its answer took
+// is handed back to the system once it is written (a status of thousands
+// of workspaces): the Go runtime would keep its peak resident for minutes.
+// A smaller answer's memory is reused by the next.
+const bigReply = 1 << 20
+
+// returnMemory collects the garbage and returns the free pages to the
+// system, one call at a time (another big reply meanwhile finds it done):
+// after a big reply, which the caller already has, so it waits for none
+// of it. A variable, so that a test counts its calls.
+var returnMemory = func() {
+	if returning.TryLock() {
+		defer returning.Unlock()
+		debug.FreeOSMemory()
+	}
+}
+
+var returning sync.Mutex
 
 // refusal is a reply saying why nothing was done.
 func refusal(why string) *messages.Reply {

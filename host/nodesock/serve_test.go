@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -89,12 +92,12 @@ func serve(t *testing.T, handle Handler, accept func(net.Conn) error) *node {
 	done := make(chan error, 1)
 	s := New(ln, handle, accept, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	go func() { done <- s.Serve(ctx) }()
-	n.stop = func() {
+	n.stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
-	}
+	})
 	t.Cleanup(n.stop)
 	return n
 }
@@ -290,4 +293,35 @@ func TestRefusesAnotherUser(t *testing.T) {
 		t.Fatalf("a client as root: exit %d, want 0", code)
 	}
 	<-n.asks
+}
+
+// TestBigReplyHandsMemoryBack: once a reply of bigReply bytes or more is
+// written, the server hands the memory its answer took back to the system;
+// after a small one it does not.
+func TestBigReplyHandsMemoryBack(t *testing.T) {
+	var calls atomic.Int32
+	was := returnMemory
+	returnMemory = func() { calls.Add(1) }
+	defer func() { returnMemory = was }()
+	for _, c := range []struct {
+		passed int
+		want   int32
+	}{{passed: 1, want: 0}, {passed: bigReply / 50, want: 1}} {
+		calls.Store(0)
+		n := serve(t, func(ctx context.Context, a *messages.Ask) *messages.Reply {
+			r := messages.NewReply()
+			for i := range c.passed {
+				r.Passed = append(r.Passed, messages.PassedOver{What: fmt.Sprintf("artifact %040d", i), Why: "passed over"})
+			}
+			return r
+		}, nil)
+		r, err := Ask(context.Background(), n.layout, messages.NewAsk(messages.AskStatus), 10*time.Second)
+		if err != nil || len(r.Passed) != c.passed {
+			t.Fatalf("a reply passing over %d: %d, %v", c.passed, len(r.Passed), err)
+		}
+		n.stop() // every connection is done
+		if got := calls.Load(); got != c.want {
+			t.Errorf("a reply passing over %d handed memory back %d times, want %d", c.passed, got, c.want)
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -272,6 +273,12 @@ func (d *instance) start() error {
 		d.boot(limits)
 	}
 	d.inputs.start(reader)
+	// The start's reads (the record's index, the process table) peak
+	// well above what the daemon keeps (a third more with 10,000
+	// workspaces), and the Go runtime hands freed pages back slowly: hand
+	// them back now, the pipe read already. Until the socket is served a
+	// caller reads the record itself, as with no daemon.
+	debug.FreeOSMemory()
 	d.sock = answers.Open(d.layout, d.root, d.cfg, d.repos, d.log)
 	if d.opts.HookWatch > 0 {
 		d.hooks = hookshell.New(d.layout, d.root, d.cfg, d.records.Repos, d.opts.HookWatch, d.log)
