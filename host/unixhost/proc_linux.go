@@ -178,6 +178,19 @@ type candidate struct {
 	cmdline []byte // as first read
 	err     error  // set when it could not be read at all
 	pidns   uint64 // its PID namespace, read just after; 0 when unknown
+	// known is what the kernel's process events kept of it (its exec's
+	// command line, where it runs), nil when the table follows none.
+	known *known
+}
+
+// known is what a process's exec fixed and the table keeps: its start
+// time, command line and PID namespace (NSpid's count where that could
+// not be read), none of which changes until it execs again.
+type known struct {
+	start  uint64
+	argv   []string
+	pidns  uint64
+	levels int
 }
 
 // candidates reads every process's command line, in parallel, and returns
@@ -296,6 +309,38 @@ func (t *ProcTable) identify(pid int) (id identity, ok bool, err error) {
 	return id, true, errors.New("the PID kept being reused while it was read")
 }
 
+// identifyAgain is identify for a process the process events keep: its
+// stat and owner read now, its command line and namespace as its exec
+// left them, when its stat still has the start time they were kept under.
+// Otherwise (its PID reused, or no events kept it) it is read whole.
+func (t *ProcTable) identifyAgain(c candidate) (id identity, ok bool, err error) {
+	if c.known == nil {
+		return t.identify(c.pid)
+	}
+	// The owner first: a stat read after it with the kept start time says
+	// the process lived all along, so the owner is its own.
+	id.uid = -1
+	var own unix.Stat_t
+	if err := unix.Fstatat(t.procfd, strconv.Itoa(c.pid), &own, 0); err == nil {
+		id.uid = int(own.Uid)
+	}
+	b, err := t.readAt(strconv.Itoa(c.pid)+"/stat", nil)
+	if err != nil {
+		if gone(err) {
+			return id, false, nil
+		}
+		return id, true, err
+	}
+	if id.st, err = host.ParseStat(b); err != nil {
+		return id, true, err
+	}
+	if id.st.Start != c.known.start {
+		return t.identify(c.pid) // its PID was reused
+	}
+	id.argv, id.pidns, id.levels = c.known.argv, c.known.pidns, c.known.levels
+	return id, true, nil
+}
+
 // pidNS reads the PID namespace process pid runs in (/proc/PID/ns/pid).
 func (t *ProcTable) pidNS(pid int) (uint64, error) {
 	link, err := readlinkAt(t.procfd, strconv.Itoa(pid)+"/ns/pid")
@@ -334,7 +379,7 @@ func (t *ProcTable) Scan() (host.Table, error) {
 		err error
 	}
 	reads := make([]read, len(cands))
-	each(len(cands), func(i int) { reads[i].id, reads[i].ok, reads[i].err = t.identify(cands[i].pid) })
+	each(len(cands), func(i int) { reads[i].id, reads[i].ok, reads[i].err = t.identifyAgain(cands[i]) })
 	for i, c := range cands {
 		pid := c.pid
 		id, ok, err := reads[i].id, reads[i].ok, reads[i].err
@@ -391,14 +436,7 @@ func (t *ProcTable) Scan() (host.Table, error) {
 // read is unreadable.
 func (t *ProcTable) gather() (cands []candidate, unreadable []host.Unreadable, err error) {
 	if t.ix != nil {
-		pids, un, err := t.ix.snapshot()
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, pid := range pids {
-			cands = append(cands, candidate{pid: pid})
-		}
-		return cands, un, nil
+		return t.ix.snapshot()
 	}
 	all, err := t.pids()
 	if err != nil {

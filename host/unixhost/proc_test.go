@@ -208,6 +208,11 @@ func TestWatchIndex(t *testing.T) {
 	if v, err := pt.Naming(k); err != nil || v.Named != host.No {
 		t.Fatalf("Naming before = %s %v", v, err)
 	}
+	unwatched, err := NewProcTable(ProcOptions{Layout: l, Daemon: os.Getpid()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unwatched.Close()
 	launcher := newLauncher(t, root)
 	x := newExits()
 	readyP, lines := readyPipe(t, t.TempDir())
@@ -222,7 +227,7 @@ func TestWatchIndex(t *testing.T) {
 		if err != nil || v.Named != host.Yes || !slices.Contains(v.By, id) {
 			t.Fatalf("round %d: Naming right after Spawn = %s %v", i, v, err)
 		}
-		full, err := (&ProcTable{opts: pt.opts, procfd: pt.procfd}).Scan()
+		full, err := unwatched.Scan()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,6 +237,14 @@ func TestWatchIndex(t *testing.T) {
 		}
 		if !reflect.DeepEqual(ids(full), ids(indexed)) {
 			t.Fatalf("full scan %v, index scan %v", ids(full), ids(indexed))
+		}
+		// Each process as a full scan reads it, though the index's scan
+		// takes its command line and namespace from what its exec left.
+		byPID := func(tab host.Table) []host.Process {
+			return slices.SortedFunc(slices.Values(tab.Procs), func(a, b host.Process) int { return a.ID.PID - b.ID.PID })
+		}
+		if f, ix := byPID(full), byPID(indexed); !reflect.DeepEqual(f, ix) {
+			t.Fatalf("round %d: the full scan read\n%+v\nthe index's scan\n%+v", i, f, ix)
 		}
 		if err := launcher.Signal(id, host.SIGKILL); err != nil {
 			t.Fatal(err)

@@ -99,6 +99,10 @@ type entry struct {
 	levels int
 	uid    int
 	names  []host.Naming
+	// argv is the command line as its exec left it, which only another
+	// exec changes: a scan takes it, and where the process runs, from
+	// here rather than reading them again (known).
+	argv []string
 }
 
 // process is the entry as the table's process.
@@ -257,7 +261,7 @@ func (ix *watchIndex) examineLocked(pid int) {
 		return
 	}
 	if names := host.Namings(id.argv, ix.t.opts.Layout); len(names) > 0 {
-		ix.named[pid] = entry{start: id.st.Start, ppid: id.st.PPID, pidns: id.pidns, levels: id.levels, uid: id.uid, names: names}
+		ix.named[pid] = entry{start: id.st.Start, ppid: id.st.PPID, pidns: id.pidns, levels: id.levels, uid: id.uid, names: names, argv: id.argv}
 	}
 }
 
@@ -344,24 +348,25 @@ func (ix *watchIndex) naming(k messages.WorkspaceKey) (host.Verdict, error) {
 	return tab.Naming(k), nil
 }
 
-// snapshot returns the PIDs of the index and those it could not read.
-func (ix *watchIndex) snapshot() ([]int, []host.Unreadable, error) {
+// snapshot returns the processes of the index, by PID, each with what its
+// exec left, and those it could not read.
+func (ix *watchIndex) snapshot() ([]candidate, []host.Unreadable, error) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if err := ix.freshLocked(); err != nil {
 		return nil, nil, err
 	}
-	pids := make([]int, 0, len(ix.named))
-	for pid := range ix.named {
-		pids = append(pids, pid)
+	cands := make([]candidate, 0, len(ix.named))
+	for pid, e := range ix.named {
+		cands = append(cands, candidate{pid: pid, known: &known{start: e.start, argv: e.argv, pidns: e.pidns, levels: e.levels}})
 	}
-	sort.Ints(pids)
+	sort.Slice(cands, func(i, j int) bool { return cands[i].pid < cands[j].pid })
 	var un []host.Unreadable
 	for pid, e := range ix.unread {
 		un = append(un, host.Unreadable{PID: pid, Err: e})
 	}
 	sort.Slice(un, func(i, j int) bool { return un[i].PID < un[j].PID })
-	return pids, un, nil
+	return cands, un, nil
 }
 
 // Rescans counts the full scans the index has made (1 after Watch).
