@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
@@ -246,19 +249,36 @@ func (n *Node) sessionStatuses(ctx context.Context, st *messages.NodeState, tabl
 	} else {
 		defer root.Close()
 	}
+	type job struct {
+		proc host.Process
+		nm   host.Naming
+	}
+	var jobs []job
 	for _, proc := range table.Procs {
 		for _, nm := range proc.Names {
 			if nm.Unsure || (nm.Verb != host.VerbServe && nm.Verb != host.VerbRun && nm.Verb != host.VerbStart) {
 				continue
 			}
-			k := nm.Key
-			r := repos[k.Project]
-			if r == nil {
-				continue
+			if repos[nm.Key.Project] != nil {
+				jobs = append(jobs, job{proc, nm})
 			}
-			if s := n.sessionStatus(ctx, root, r, idxs[k.Project], k, nm, proc, current); s.Record != "" {
-				st.Sessions = append(st.Sessions, s)
-			}
+		}
+	}
+	// Each session's files are read apart, waiting on the kernel: in
+	// parallel (up to 4 at once), each status in its place.
+	out := make([]messages.SessionStatus, len(jobs))
+	var g errgroup.Group
+	g.SetLimit(min(runtime.GOMAXPROCS(0), 4))
+	for i, j := range jobs {
+		g.Go(func() error {
+			out[i] = n.sessionStatus(ctx, root, repos[j.nm.Key.Project], idxs[j.nm.Key.Project], j.nm.Key, j.nm, j.proc, current)
+			return nil
+		})
+	}
+	g.Wait()
+	for _, s := range out {
+		if s.Record != "" {
+			st.Sessions = append(st.Sessions, s)
 		}
 	}
 }
