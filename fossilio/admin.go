@@ -589,34 +589,51 @@ func (a *Admin) RemoveHook(ctx context.Context) error {
 // Hook reports whether OCX's hook is installed, and with which command.
 func (a *Admin) Hook(ctx context.Context) (HookSetting, error) {
 	var st HookSetting
-	err := a.tx(ctx, "read hook", false, func(tx *sql.Tx) error {
-		var raw sql.NullString
-		err := tx.QueryRowContext(ctx, `SELECT value FROM config WHERE name='hooks'`).Scan(&raw)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		st.Command, st.Others, st.Installed = ocxHookIn(raw.String)
-		var last sql.NullString
-		err = tx.QueryRowContext(ctx, `SELECT value FROM config WHERE name='hook-last-rcvid'`).Scan(&last)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		st.LastRcvid, _ = strconv.ParseInt(last.String, 10, 64)
-		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(rcvid), 0) FROM rcvfrom`).Scan(&st.Newest); err != nil {
-			return err
-		}
-		// Fossil compares now() (seconds since 1970) with value+0.
-		var until sql.NullFloat64
-		err = tx.QueryRowContext(ctx, `SELECT value+0 FROM config WHERE name='hook-embargo'`).Scan(&until)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		if end := time.Unix(int64(until.Float64), 0).UTC(); until.Valid && end.After(time.Now()) {
-			st.HeldUntil = end
-		}
-		return nil
+	err := a.tx(ctx, "read hook", false, func(tx *sql.Tx) (err error) {
+		st, err = readHookSetting(ctx, tx)
+		return err
 	})
 	return st, err
+}
+
+// Hook is Admin.Hook read on the open reader, in one read transaction:
+// what a status asks of a repository the daemon holds open.
+func (r *Repo) Hook(ctx context.Context) (st HookSetting, err error) {
+	err = r.read(ctx, "read hook", func(rd *reader) (err error) {
+		st, err = readHookSetting(ctx, rd.tx)
+		return err
+	})
+	return st, err
+}
+
+// readHookSetting reads the hook's setting in tx.
+func readHookSetting(ctx context.Context, tx *sql.Tx) (HookSetting, error) {
+	var st HookSetting
+	var raw sql.NullString
+	err := tx.QueryRowContext(ctx, `SELECT value FROM config WHERE name='hooks'`).Scan(&raw)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return st, err
+	}
+	st.Command, st.Others, st.Installed = ocxHookIn(raw.String)
+	var last sql.NullString
+	err = tx.QueryRowContext(ctx, `SELECT value FROM config WHERE name='hook-last-rcvid'`).Scan(&last)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return st, err
+	}
+	st.LastRcvid, _ = strconv.ParseInt(last.String, 10, 64)
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(rcvid), 0) FROM rcvfrom`).Scan(&st.Newest); err != nil {
+		return st, err
+	}
+	// Fossil compares now() (seconds since 1970) with value+0.
+	var until sql.NullFloat64
+	err = tx.QueryRowContext(ctx, `SELECT value+0 FROM config WHERE name='hook-embargo'`).Scan(&until)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return st, err
+	}
+	if end := time.Unix(int64(until.Float64), 0).UTC(); until.Valid && end.After(time.Now()) {
+		st.HeldUntil = end
+	}
+	return st, nil
 }
 
 func readHooks(ctx context.Context, tx *sql.Tx) ([]hookEntry, error) {

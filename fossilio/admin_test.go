@@ -306,7 +306,11 @@ func TestHookInstallRunsOnceFromTheNextReceipt(t *testing.T) {
 	if c := n.sql("SELECT json_array_length(value) FROM config WHERE name='hooks'"); c != "2" {
 		t.Fatalf("hooks setting holds %s entries, want 2", c)
 	}
-	// The repository reader sees the same, as the daemon's hook watch reads it.
+	// The repository reader sees the same, as the daemon's hook watch and
+	// its status read it.
+	if rs, err := n.repo.Hook(ctx); err != nil || rs != st {
+		t.Fatalf("Repo.Hook = %+v, %v; Admin.Hook %+v", rs, err, st)
+	}
 	if cmd, ok, err := n.repo.OCXHook(ctx); err != nil || !ok || cmd != st.Command {
 		t.Fatalf("OCXHook = %q, %v, %v; want %q installed", cmd, ok, err, st.Command)
 	}
@@ -355,6 +359,9 @@ func TestHookInstallRunsOnceFromTheNextReceipt(t *testing.T) {
 	st, _ = a.Hook(ctx)
 	if st.Installed || st.Others != 1 {
 		t.Fatalf("after removing: %+v", st)
+	}
+	if rs, err := n.repo.Hook(ctx); err != nil || rs != st {
+		t.Fatalf("Repo.Hook after removing = %+v, %v; Admin.Hook %+v", rs, err, st)
 	}
 	if cmd, ok, err := n.repo.OCXHook(ctx); err != nil || ok {
 		t.Fatalf("OCXHook after removing = %q, %v, %v; want none", cmd, ok, err)

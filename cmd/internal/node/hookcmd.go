@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -105,11 +106,21 @@ func (n *Node) HookRemove(ctx context.Context, dry bool) *Answer {
 // HookStatus says whether the wake hook is installed on each repository,
 // and with which command.
 func (n *Node) HookStatus(ctx context.Context) ([]messages.HookStatus, *Answer) {
+	return n.hookStatus(ctx, nil)
+}
+
+// hookStatus is HookStatus, each setting read on the repository repos
+// holds open for its project (a status's), else opened for it.
+func (n *Node) hookStatus(ctx context.Context, repos map[string]*fossilio.Repo) ([]messages.HookStatus, *Answer) {
 	a := NewAnswer("hook status", false)
 	var out []messages.HookStatus
 	want := n.HookCommand()
 	for _, p := range n.Projects() {
-		st, err := n.Admin(p).Hook(ctx)
+		read := n.Admin(p).Hook
+		if r := repos[p.Name]; r != nil {
+			read = r.Hook
+		}
+		st, err := read(ctx)
 		if err != nil {
 			return nil, a.Stop(fmt.Errorf("hook of %s: %w", p.Name, err))
 		}

@@ -48,17 +48,17 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 	scan := startScan(t)
 	defer scan.wait()
 
-	hooks, a := n.HookStatus(ctx)
+	repos, err := n.openRepos()
+	defer closeRepos(repos)
+	if err != nil {
+		return nil, err
+	}
+	hooks, a := n.hookStatus(ctx, repos)
 	if !a.OK() {
 		return nil, errors.New(*a.Stopped)
 	}
 	st.Hooks = append(st.Hooks, hooks...)
 	logins, err := n.PasswordLogins()
-	if err != nil {
-		return nil, err
-	}
-	repos, err := n.openRepos()
-	defer closeRepos(repos)
 	if err != nil {
 		return nil, err
 	}
