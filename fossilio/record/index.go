@@ -37,6 +37,10 @@ type Index struct {
 	// listens are the listen and unlisten notes each workspace's agent
 	// login sent (D7), in the server's order.
 	listens map[messages.WorkspaceKey][]Entry
+	// latest is Latest of every listen, kept until another listen or
+	// unlisten note is indexed (nil then): a status asks it twice, and a
+	// status after a post that is not a listen reads it again at no cost.
+	latest []Listen
 	// replies are the node user's end and refusal notes, by the launch
 	// they answer.
 	replies map[string][]Entry
@@ -321,6 +325,7 @@ func (x *Index) add(e Entry) {
 	case *messages.ListenNote, *messages.UnlistenNote:
 		if l, _, counts := ListenCounts(e); counts {
 			x.listens[l.Key()] = append(x.listens[l.Key()], e)
+			x.latest = nil
 		}
 	case *messages.SessionDefinition:
 		x.sessionDefs[e.Record] = append(x.sessionDefs[e.Record], e)
@@ -523,11 +528,20 @@ func (x *Index) Listeners(ctx context.Context) ([]Listen, error) {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	var all []Entry
-	for _, es := range x.listens {
-		all = append(all, es...)
+	if x.latest == nil {
+		var all []Entry
+		for _, es := range x.listens {
+			all = append(all, es...)
+		}
+		x.latest = Latest(all)
+		if x.latest == nil {
+			x.latest = []Listen{}
+		}
 	}
-	return Latest(all), nil
+	if len(x.latest) == 0 {
+		return nil, nil
+	}
+	return slices.Clone(x.latest), nil
 }
 
 // Latest reduces listen and unlisten entries to each listener's latest in
