@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 
 	"github.com/ocx-go/ocx/messages"
@@ -377,11 +378,17 @@ func (t Table) Naming(k messages.WorkspaceKey) Verdict {
 			v.Unsure = append(v.Unsure, p.ID.PID)
 		}
 	}
+	return t.decide(v)
+}
+
+// decide adds to v, whose By and Unsure the processes gave, what the
+// unreadable processes and the look-alikes say, and its answer.
+func (t Table) decide(v Verdict) Verdict {
 	for _, u := range t.Unreadable {
 		v.Unsure = append(v.Unsure, u.PID)
 	}
 	for _, l := range t.LookAlikes {
-		if l.Claims(k) {
+		if l.Claims(v.Key) {
 			v.LookAlikes = append(v.LookAlikes, l)
 		}
 	}
@@ -394,6 +401,47 @@ func (t Table) Naming(k messages.WorkspaceKey) Verdict {
 		v.Named = No
 	}
 	return v
+}
+
+// ByWorkspace is the table read once by workspace: Naming for each of
+// many workspaces (a status's thousand) without reading every process for
+// each.
+type ByWorkspace struct {
+	t   Table
+	per map[messages.WorkspaceKey]*Verdict
+}
+
+// ByWorkspace indexes the table by the workspaces its processes name.
+func (t Table) ByWorkspace() *ByWorkspace {
+	n := &ByWorkspace{t: t, per: map[messages.WorkspaceKey]*Verdict{}}
+	for _, p := range t.Procs {
+		for i, nm := range p.Names {
+			if slices.ContainsFunc(p.Names[:i], func(o Naming) bool { return o.Key == nm.Key }) {
+				continue // this process is counted for it already
+			}
+			v := n.per[nm.Key]
+			if v == nil {
+				v = &Verdict{Key: nm.Key}
+				n.per[nm.Key] = v
+			}
+			named, unsure := p.NamesKey(nm.Key)
+			if named {
+				v.By = append(v.By, p.ID)
+			} else if unsure {
+				v.Unsure = append(v.Unsure, p.ID.PID)
+			}
+		}
+	}
+	return n
+}
+
+// Naming is Table.Naming(k).
+func (n *ByWorkspace) Naming(k messages.WorkspaceKey) Verdict {
+	v := Verdict{Key: k}
+	if p := n.per[k]; p != nil {
+		v.By, v.Unsure = slices.Clone(p.By), slices.Clone(p.Unsure)
+	}
+	return n.t.decide(v)
 }
 
 // Find returns the process with identity id.

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 
+	"pgregory.net/rapid"
+
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -285,4 +287,34 @@ func TestSignalName(t *testing.T) {
 	if SIGTERM.String() != "SIGTERM" {
 		t.Error(SIGTERM.String())
 	}
+}
+
+// TestByWorkspaceAnswersAsNaming: the table indexed by workspace answers,
+// for every workspace, what Naming reads from the whole table: random
+// tables of processes naming a few workspaces, surely or not, several
+// times in one command line, beside unreadable processes and look-alikes.
+func TestByWorkspaceAnswersAsNaming(t *testing.T) {
+	keys := []messages.WorkspaceKey{{Login: "a", Project: "p"}, {Login: "b", Project: "p"}, {Login: "a", Project: "q"}}
+	naming := rapid.Custom(func(t *rapid.T) Naming {
+		return Naming{Verb: VerbServe, Key: rapid.SampledFrom(keys).Draw(t, "key"), Unsure: rapid.Bool().Draw(t, "unsure")}
+	})
+	rapid.Check(t, func(rt *rapid.T) {
+		var tab Table
+		for i := range rapid.IntRange(0, 12).Draw(rt, "procs") {
+			tab.Procs = append(tab.Procs, Process{ID: messages.ProcID{PID: 100 + i, Start: 7}, Names: rapid.SliceOfN(naming, 0, 3).Draw(rt, "names")})
+		}
+		for i := range rapid.IntRange(0, 2).Draw(rt, "unreadable") {
+			tab.Unreadable = append(tab.Unreadable, Unreadable{PID: 500 + i, Err: "gone"})
+		}
+		for i := range rapid.IntRange(0, 2).Draw(rt, "lookalikes") {
+			p := Process{ID: messages.ProcID{PID: 600 + i, Start: 7}, Names: rapid.SliceOfN(naming, 1, 2).Draw(rt, "lookalike names")}
+			tab.LookAlikes = append(tab.LookAlikes, LookAlike{Process: p, Why: "another sandbox"})
+		}
+		by := tab.ByWorkspace()
+		for _, k := range append(keys, messages.WorkspaceKey{Login: "none", Project: "p"}) {
+			if got, want := by.Naming(k), tab.Naming(k); !reflect.DeepEqual(got, want) {
+				rt.Fatalf("%s: indexed %+v, from the whole table %+v", k, got, want)
+			}
+		}
+	})
 }

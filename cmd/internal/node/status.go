@@ -73,13 +73,14 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 	// the scan: every answer below is current to the same receipt, and the
 	// record is at least as new as the processes it is matched with.
 	idxs := map[string]*record.Index{}
+	byWorkspace := table.ByWorkspace()
 	for _, p := range n.Projects() {
 		x := n.Index(repos[p.Name])
 		if ctx, err = x.Pin(ctx); err != nil {
 			return nil, err
 		}
 		idxs[p.Name] = x
-		if err := n.projectStatus(ctx, st, table, p, repos[p.Name], x); err != nil {
+		if err := n.projectStatus(ctx, st, byWorkspace, p, repos[p.Name], x); err != nil {
 			return nil, err
 		}
 	}
@@ -183,7 +184,7 @@ func (n *Node) loginStatuses(ctx context.Context, st *messages.NodeState, logins
 
 // projectStatus adds project p's workspaces, listeners, verdicts and
 // reviewers' queues to st.
-func (n *Node) projectStatus(ctx context.Context, st *messages.NodeState, table host.Table, p Project, r *fossilio.Repo, idx *record.Index) error {
+func (n *Node) projectStatus(ctx context.Context, st *messages.NodeState, table *host.ByWorkspace, p Project, r *fossilio.Repo, idx *record.Index) error {
 	defs, err := Defined(ctx, idx)
 	if err != nil {
 		return err
@@ -214,7 +215,7 @@ func (n *Node) projectStatus(ctx context.Context, st *messages.NodeState, table 
 }
 
 // workspaceStatus describes workspace k, defined by w on the record.
-func (n *Node) workspaceStatus(ctx context.Context, idx *record.Index, table host.Table, k messages.WorkspaceKey, w *Workspace) (messages.WorkspaceStatus, error) {
+func (n *Node) workspaceStatus(ctx context.Context, idx *record.Index, table *host.ByWorkspace, k messages.WorkspaceKey, w *Workspace) (messages.WorkspaceStatus, error) {
 	ws := messages.WorkspaceStatus{Login: k.Login, Project: k.Project, Record: w.Record, Branch: w.Definition.Branch}
 	paths, _ := n.WorkspacePaths(k)
 	switch {
