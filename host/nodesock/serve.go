@@ -105,7 +105,6 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		s.log.Warn("ocxd.sock: the reply was not taken", "error", err)
 	}
 	if len(b) >= bigReply {
-		b = nil
 		returnMemory()
 	}
 }

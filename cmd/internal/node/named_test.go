@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,5 +75,33 @@ func TestNothingRemovesAWorkspaceAProcessNames(t *testing.T) {
 	f.ok(workspaces.Of(f.n).WorkspaceGC(f.ctx, false))
 	if exists(f.ws()) {
 		t.Errorf("gc left %s once nothing named it", f.ws())
+	}
+}
+
+// TestStatusReadsSessionsInParallel: the sessions' files of a status are
+// read several at once (under -race here), and each session is still
+// itself in the status, in PID order: six terminal sessions of one
+// workspace.
+func TestStatusReadsSessionsInParallel(t *testing.T) {
+	f := newFix(t)
+	def := *f.addWorkspace().Result
+	var pids []int
+	for range 6 {
+		pids = append(pids, nameWorkspace(t, f))
+	}
+	slices.Sort(pids)
+	st, err := f.n.Status(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for _, s := range st.Sessions {
+		got = append(got, s.PID)
+		if s.Record != def || s.Login != agent || s.StartedBy != messages.OriginTerminal {
+			t.Errorf("session %d: %+v", s.PID, s)
+		}
+	}
+	if !slices.Equal(got, pids) {
+		t.Errorf("the status's sessions are %v, want %v", got, pids)
 	}
 }
