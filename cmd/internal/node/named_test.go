@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
@@ -34,6 +35,21 @@ func nameWorkspace(t *testing.T, f *fix) int {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 	})
+	// The shell forks its sleep: until the child has exec'd, it too names
+	// the workspace. Wait for the sleep, so the workspace is named once.
+	pid := strconv.Itoa(cmd.Process.Pid)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		kids, _ := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
+		if f := strings.Fields(string(kids)); len(f) == 1 {
+			if cl, _ := os.ReadFile("/proc/" + f[0] + "/cmdline"); string(cl) == "sleep\x00300\x00" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the shell naming the workspace (%s) started no sleep in 10 s", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	return cmd.Process.Pid
 }
 
