@@ -284,11 +284,7 @@ func (t *ProcTable) identify(pid int) (id identity, ok bool, err error) {
 			}
 			id.levels = t.nsLevels(pid)
 		}
-		id.uid = -1
-		var own unix.Stat_t
-		if unix.Fstatat(t.procfd, strconv.Itoa(pid), &own, 0) == nil {
-			id.uid = int(own.Uid)
-		}
+		id.uid = t.owner(pid)
 		b, err = t.readAt(prefix+"stat", b)
 		if err != nil {
 			if gone(err) {
@@ -319,19 +315,10 @@ func (t *ProcTable) identifyAgain(c candidate) (id identity, ok bool, err error)
 	}
 	// The owner first: a stat read after it with the kept start time says
 	// the process lived all along, so the owner is its own.
-	id.uid = -1
-	var own unix.Stat_t
-	if err := unix.Fstatat(t.procfd, strconv.Itoa(c.pid), &own, 0); err == nil {
-		id.uid = int(own.Uid)
-	}
-	b, err := t.readAt(strconv.Itoa(c.pid)+"/stat", nil)
-	if err != nil {
-		if gone(err) {
-			return id, false, nil
-		}
-		return id, true, err
-	}
-	if id.st, err = host.ParseStat(b); err != nil {
+	id.uid = t.owner(c.pid)
+	if id.st, err = t.readStat(c.pid); gone(err) {
+		return id, false, nil
+	} else if err != nil {
 		return id, true, err
 	}
 	if id.st.Start != c.known.start {
@@ -339,6 +326,15 @@ func (t *ProcTable) identifyAgain(c candidate) (id identity, ok bool, err error)
 	}
 	id.argv, id.pidns, id.levels = c.known.argv, c.known.pidns, c.known.levels
 	return id, true, nil
+}
+
+// owner is the uid owning /proc/PID, -1 when it cannot be read.
+func (t *ProcTable) owner(pid int) int {
+	var own unix.Stat_t
+	if unix.Fstatat(t.procfd, strconv.Itoa(pid), &own, 0) != nil {
+		return -1
+	}
+	return int(own.Uid)
 }
 
 // pidNS reads the PID namespace process pid runs in (/proc/PID/ns/pid).

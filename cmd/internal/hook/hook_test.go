@@ -343,14 +343,7 @@ func TestHookWakesListenersAndHandsPostsToTheDaemon(t *testing.T) {
 
 func TestHookKeepsItsOwnMark(t *testing.T) {
 	f := newFix(t)
-	person := f.client(person, personPW)
-	th, err := person.NewThread(f.ctx, "A question", "Hello?")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.hook(th)
-	must(t, workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
-	f.hears(agent, person.Login)
+	person, th := f.heardThread()
 	w1 := f.listen(agent)
 	f.hook()
 	p1, err := person.Reply(f.ctx, th, th, "one")
@@ -508,14 +501,7 @@ func itoa(v int64) string {
 
 func TestHookFindsItsRepositoryThroughALinkAndRefusesAStranger(t *testing.T) {
 	f := newFix(t)
-	person := f.client(person, personPW)
-	th, err := person.NewThread(f.ctx, "A question", "Hello?")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.hook(th)
-	must(t, workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
-	f.hears(agent, person.Login)
+	person, th := f.heardThread()
 	w1 := f.listen(agent)
 	f.hook()
 	p1, err := person.Reply(f.ctx, th, th, "through a link")
@@ -887,14 +873,7 @@ func TestHookGivesCheckinsToTheAgentsOfTheirBranch(t *testing.T) {
 // from it and classifies nothing again; the session is woken as before.
 func TestHookInTheDaemonClassifiesOnce(t *testing.T) {
 	f := newFix(t)
-	person := f.client(person, personPW)
-	th, err := person.NewThread(f.ctx, "A question", "Hello?")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.hook(th)
-	must(t, workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
-	f.hears(agent, person.Login)
+	person, th := f.heardThread()
 	w := f.listen(agent)
 	f.hook(lastArtifact(f))
 
@@ -931,4 +910,19 @@ func TestHookInTheDaemonClassifiesOnce(t *testing.T) {
 	if slices.Contains(ops, "classify") || !slices.Contains(ops, "read what arrived") {
 		t.Errorf("the hook's reads with the daemon's index: %v; want what arrived read once by the index, nothing classified again", ops)
 	}
+}
+
+// heardThread is a person's thread, its first post handled by the hook,
+// to which the agent's session listens and whose person it hears.
+func (f *fix) heardThread() (*fossilio.Client, string) {
+	f.t.Helper()
+	person := f.client(person, personPW)
+	th, err := person.NewThread(f.ctx, "A question", "Hello?")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.hook(th)
+	must(f.t, workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	f.hears(agent, person.Login)
+	return person, th
 }
