@@ -60,6 +60,7 @@ type Options struct {
 // every Sender it reports is "" (unknown).
 type Repo struct {
 	path    string
+	dsn     string // what its connections were opened with
 	node    bool
 	db      *sql.DB
 	stmts   map[string]*sql.Stmt
@@ -156,7 +157,7 @@ func openDSN(abs string, u url.URL, file *os.File, node bool, opts *Options) (*R
 	}
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	r := &Repo{path: abs, node: node, db: db, stmts: map[string]*sql.Stmt{}, stmtsMu: new(sync.Mutex), once: map[string]bool{}, readers: make(chan struct{}, maxConns-1), timeout: timeout,
+	r := &Repo{path: abs, dsn: dsn, node: node, db: db, stmts: map[string]*sql.Stmt{}, stmtsMu: new(sync.Mutex), once: map[string]bool{}, readers: make(chan struct{}, maxConns-1), timeout: timeout,
 		file: file, immutable: file != nil}
 	if opts != nil {
 		r.passedOver, r.contentRead, r.readBegun = opts.PassedOver, opts.ContentRead, opts.ReadBegun
@@ -180,6 +181,40 @@ func openDSN(abs string, u url.URL, file *os.File, node bool, opts *Options) (*R
 	}
 	return r, nil
 }
+
+// Changes counts the writes other connections made to a repository's
+// file (SQLite's data_version), on a connection of its own that never
+// writes: the count after a write by anyone is not the count before it
+// (D70), whether the file is in rollback or WAL journal mode.
+type Changes struct {
+	db   *sql.DB
+	path string
+}
+
+// Changes opens r's file again for counting its writes.
+func (r *Repo) Changes() (*Changes, error) {
+	db, err := sql.Open("sqlite", r.dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open repository %s: %w", r.path, err)
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	return &Changes{db: db, path: r.path}, nil
+}
+
+// Count is the count of writes by others so far.
+func (c *Changes) Count(ctx context.Context) (int64, error) {
+	var n int64
+	if err := c.db.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the writes of %s: %w", c.path, err)
+	}
+	return n, nil
+}
+
+// Close closes its connection.
+func (c *Changes) Close() error { return c.db.Close() }
 
 // Lend is r for a caller that closes what it is given when it is done,
 // as a reader opened for one call does, while r stays open for its

@@ -3,7 +3,6 @@ package itest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -429,13 +428,14 @@ func BenchmarkConsoleState(b *testing.B) {
 	startDaemon(b, n, filepath.Join(root, "current", "ocxd"), flags...)
 	n.waitLogLine("the daemon to serve its socket", func(l logLine) bool { return l.Msg == "serving the daemon's socket" })
 	r, err := nodesock.Ask(ctx, layout, messages.NewAsk(messages.AskStatus), 10*time.Second)
-	if err != nil || r.State == nil || len(r.State.Workspaces) != workspaces || len(r.State.Sessions) != workspaces {
+	if err != nil {
 		b.Fatalf("the daemon's status: %v\nocxd.log:\n%s", err, n.daemonLog())
 	}
+	if st := replyState(b, r); len(st.Workspaces) != workspaces || len(st.Sessions) != workspaces {
+		b.Fatalf("the daemon's status holds %d workspaces and %d sessions, want %d\nocxd.log:\n%s", len(st.Workspaces), len(st.Sessions), workspaces, n.daemonLog())
+	}
 	if prof := os.Getenv("OCX_BENCH_PROFILE"); prof != "" {
-		if data, err := json.Marshal(r); err == nil {
-			os.WriteFile(filepath.Join(prof, "status-reply.json"), data, 0o644)
-		}
+		os.WriteFile(filepath.Join(prof, "status-reply.json"), r.StateDoc, 0o644)
 	}
 	console, status = nil, nil
 	var asks []time.Duration
@@ -537,7 +537,7 @@ func main() {
 
 // buildProgram builds a one-file static Go program into a temporary
 // directory and returns its path.
-func buildProgram(b *testing.B, name, source string) string {
+func buildProgram(b testing.TB, name, source string) string {
 	b.Helper()
 	dir := b.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(source), 0o644); err != nil {

@@ -610,7 +610,7 @@ func BenchmarkDaemonIndexMemory(b *testing.B) {
 		if err != nil {
 			b.Fatalf("the daemon's status: %v", err)
 		}
-		if got := len(r.State.Workspaces); got != workspaces {
+		if got := len(replyState(b, r).Workspaces); got != workspaces {
 			b.Fatalf("the daemon's status holds %d workspaces, want %d", got, workspaces)
 		}
 		// Read once the daemon logged its memory line, which follows the

@@ -65,7 +65,7 @@ func TestStatusFromTheDaemonIsAFreshRead(t *testing.T) {
 	same := func(what string) {
 		t.Helper()
 		r := ask()
-		live, _ := json.Marshal(r.State)
+		live, _ := json.Marshal(replyState(t, r))
 		read, _ := json.Marshal(fresh())
 		if string(live) != string(read) {
 			t.Fatalf("%s: the daemon's status differs from a fresh read\ndaemon: %s\nfresh:  %s", what, live, read)
@@ -82,7 +82,7 @@ func TestStatusFromTheDaemonIsAFreshRead(t *testing.T) {
 	if after := ask().Receipts["demo"].Rcvid; after <= before {
 		t.Errorf("the receipt did not move with the record: %d, then %d", before, after)
 	}
-	if st := ask().State; len(st.Listeners) != 1 || !strings.HasPrefix(st.Listeners[0].Login, "agent-2") {
+	if st := replyState(t, ask()); len(st.Listeners) != 1 || !strings.HasPrefix(st.Listeners[0].Login, "agent-2") {
 		t.Errorf("the daemon's listeners after a listen: %+v", st.Listeners)
 	}
 
@@ -91,7 +91,7 @@ func TestStatusFromTheDaemonIsAFreshRead(t *testing.T) {
 	// an error, not a reply and not a wait, and the command then reads the
 	// record itself (its socket's name left behind) as with no name at all,
 	// and the session lives on.
-	sessions := ask().State.Sessions
+	sessions := replyState(t, ask()).Sessions
 	pid := n.daemonPID()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -220,4 +220,18 @@ func TestConsoleSaysWhereItsStatusCameFrom(t *testing.T) {
 		return strings.HasPrefix(l.Msg, "the daemon's socket is not served")
 	})
 	os.Remove(layout.Socket())
+}
+
+// replyState is the state a status reply carries, in its line or in the
+// document that follows it (D70).
+func replyState(t testing.TB, r *messages.Reply) *messages.NodeState {
+	t.Helper()
+	if r.State != nil {
+		return r.State
+	}
+	st, err := messages.DecodeState(r.StateDoc)
+	if err != nil {
+		t.Fatalf("the daemon's state document: %v\n%s", err, r.StateDoc)
+	}
+	return st
 }

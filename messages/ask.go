@@ -147,8 +147,16 @@ type Reply struct {
 	// Receipts are, for each project read, the newest receipt of its
 	// repository the answer is current to.
 	Receipts map[string]Receipt `json:"receipts,omitempty"`
-	// State is a status ask's answer.
+	// State is a status ask's answer, in the line.
 	State *NodeState `json:"state,omitempty"`
+	// Doc is the length of the state document that follows the reply's
+	// line, a status ask's answer as `ocx status --json` prints it (D70):
+	// a caller that prints it copies it, one that reads it decodes it
+	// (DecodeState). Never with State.
+	Doc int `json:"doc,omitempty"`
+	// StateDoc is the document Doc counts, as the caller read it; never
+	// in a line.
+	StateDoc []byte `json:"-"`
 	// Hook is a hook ask's answer.
 	Hook *HookDone `json:"hook,omitempty"`
 	// Runs are a runs ask's answer, in the server's order; an answer with
@@ -157,6 +165,13 @@ type Reply struct {
 	// Passed are what the answer passed over (an artifact that does not
 	// read, an entry the status cannot carry), for the caller's log.
 	Passed []PassedOver `json:"passed,omitempty"`
+	// Line is the reply as encoded, with its newline and the document
+	// that follows it: the socket's server writes it as it is. It is
+	// never read from a line.
+	Line []byte `json:"-"`
+	// Kept: the reply is kept between asks (a status, D70), so the
+	// memory it holds is not handed back once it is written.
+	Kept bool `json:"-"`
 }
 
 // PassedOver is one thing an answer passed over, and why.
@@ -187,6 +202,12 @@ func (r *Reply) Validate() error {
 	}
 	if r.V != AskVersion {
 		return fieldErr("v", ErrInvalid, fmt.Sprintf("is %d; this caller speaks version %d", r.V, AskVersion))
+	}
+	if r.Doc < 0 || r.Doc > MaxStateLen {
+		return fieldErr("doc", ErrInvalid, fmt.Sprintf("is %d; a state document is 1 to %d bytes", r.Doc, MaxStateLen))
+	}
+	if r.Doc > 0 && r.State != nil {
+		return fieldErr("doc", ErrInvalid, "is given with a state in the line; a reply carries one of them")
 	}
 	if r.State != nil {
 		if err := r.State.Validate(); err != nil {

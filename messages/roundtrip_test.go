@@ -86,6 +86,14 @@ func TestStateRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, s) {
 			t.Fatalf("round trip changed the state:\n have %#v\n want %#v", got, s)
 		}
+		// Its framing holds, and fails once it is cut short (D70).
+		if err := CheckStateDoc(enc); err != nil {
+			t.Fatalf("the framing of %s: %v", enc, err)
+		}
+		cut := rapid.IntRange(0, len(enc)-1).Draw(t, "cut")
+		if err := CheckStateDoc(enc[:cut]); err == nil {
+			t.Fatalf("a document cut at %d of %d passes: %q", cut, len(enc), enc[:cut])
+		}
 		if err := schemas.Validate(design.SchemaFile(string(KindState)), enc); err != nil {
 			t.Fatalf("the schema refuses the Go encoding %s: %#v", enc, err)
 		}

@@ -782,6 +782,22 @@ func (s *NodeState) Encode() ([]byte, error) {
 	return out.Bytes(), nil
 }
 
+// CheckStateDoc checks the framing of a state document as Encode writes
+// it, read from the daemon (D70): a caller that prints the document
+// copies it without decoding it, so a document cut short or of another
+// kind is refused naming what is wrong. What it holds was validated as
+// it was encoded; a caller that reads it decodes it (DecodeState).
+func CheckStateDoc(doc []byte) error {
+	const head = "{\n  \"ocx\": \"state\","
+	switch {
+	case !bytes.HasPrefix(doc, []byte(head)):
+		return &FieldError{Where: "state", Problem: "does not begin as a state document does ({\"ocx\": \"state\", ...)", Err: ErrInvalid}
+	case !bytes.HasSuffix(doc, []byte("\n}\n")):
+		return &FieldError{Where: "state", Problem: "does not end as a state document does (a closing brace and a newline): it is cut short", Err: ErrInvalid}
+	}
+	return nil
+}
+
 // String renders a summary of the state on one line.
 func (s *NodeState) String() string {
 	active := 0

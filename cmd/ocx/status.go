@@ -18,16 +18,16 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, _, err := n.LiveStatus(ctx)
-	if err != nil {
-		return err
-	}
 	if c.json {
-		data, err := st.Encode()
+		data, _, err := n.LiveStatusDoc(ctx)
 		if err != nil {
 			return err
 		}
 		_, err = e.stdout.Write(data)
+		return err
+	}
+	st, _, err := n.LiveStatus(ctx)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintln(e.stdout, st)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/ocx-go/ocx/host"
@@ -47,7 +48,8 @@ func Ask(ctx context.Context, layout host.Layout, a *messages.Ask, wait time.Dur
 	if _, err := c.Write(append(line, '\n')); err != nil {
 		return nil, fmt.Errorf("ask the daemon: %w", err)
 	}
-	got, err := messages.ReadLine(bufio.NewReader(c), messages.MaxReplyLen)
+	br := bufio.NewReader(c)
+	got, err := messages.ReadLine(br, messages.MaxReplyLen)
 	if err != nil {
 		return nil, fmt.Errorf("read the daemon's reply: %w", err)
 	}
@@ -57,6 +59,16 @@ func Ask(ctx context.Context, layout host.Layout, a *messages.Ask, wait time.Dur
 	}
 	if r.Error != "" {
 		return nil, fmt.Errorf("%w: %s", ErrRefused, r.Error)
+	}
+	if r.Doc > 0 {
+		// The state document that follows the line, whole (D70).
+		r.StateDoc = make([]byte, r.Doc)
+		if _, err := io.ReadFull(br, r.StateDoc); err != nil {
+			return nil, fmt.Errorf("read the daemon's state document (%d bytes): %w", r.Doc, err)
+		}
+		if err := messages.CheckStateDoc(r.StateDoc); err != nil {
+			return nil, fmt.Errorf("the daemon's reply: %w", err)
+		}
 	}
 	return r, nil
 }

@@ -96,15 +96,21 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	if reply.Error != "" {
 		s.log.Warn("ocxd.sock: refused an ask", "why", reply.Error)
 	}
-	b, err := json.Marshal(reply)
-	if err != nil {
-		b, _ = json.Marshal(refusal("the reply does not encode: " + err.Error()))
+	b := reply.Line
+	if b == nil {
+		var err error
+		if b, err = json.Marshal(reply); err != nil {
+			b, _ = json.Marshal(refusal("the reply does not encode: " + err.Error()))
+		}
+		b = append(b, '\n')
 	}
 	c.SetWriteDeadline(time.Now().Add(ReplyWait))
-	if _, err := c.Write(append(b, '\n')); err != nil {
+	if _, err := c.Write(b); err != nil {
 		s.log.Warn("ocxd.sock: the reply was not taken", "error", err)
 	}
-	if len(b) >= bigReply {
+	// A reply made for this ask alone leaves its memory to hand back; a
+	// kept one stays.
+	if !reply.Kept && len(b) >= bigReply {
 		returnMemory()
 	}
 }

@@ -2,7 +2,9 @@ package nodesock
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -202,6 +204,10 @@ func TestGarbageAndSilence(t *testing.T) {
 		{"another kind", `{"ocx":"state","v":1}` + "\n", false, `"reply"`},
 		{"killed mid-answer", `{"ocx":"reply","v":1,"hook":`, false, "before its newline"},
 		{"silent", "", true, "timeout"},
+		{"a state document cut short", `{"ocx":"reply","v":1,"doc":100}` + "\n{\n  \"ocx\": \"state\",", false, "state document (100 bytes)"},
+		{"a document of another kind", `{"ocx":"reply","v":1,"doc":12}` + "\nHTTP/1.1 200", false, "does not begin as a state document"},
+		{"a document with no end", `{"ocx":"reply","v":1,"doc":20}` + "\n{\n  \"ocx\": \"state\",\n", false, "cut short"},
+		{"a document too long", `{"ocx":"reply","v":1,"doc":99999999999}` + "\n", false, "a state document is 1 to"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ln, err := unixhost.ListenSocketAt(layout.Socket())
@@ -322,6 +328,39 @@ func TestBigReplyHandsMemoryBack(t *testing.T) {
 		n.stop() // every connection is done
 		if got := calls.Load(); got != c.want {
 			t.Errorf("a reply passing over %d handed memory back %d times, want %d", c.passed, got, c.want)
+		}
+	}
+}
+
+// TestStateDocFollowsTheLine: a reply written as its Line, a status's
+// document after the line (D70), reaches the caller whole as StateDoc; a
+// kept reply, however big, hands no memory back, since it stays.
+func TestStateDocFollowsTheLine(t *testing.T) {
+	var calls atomic.Int32
+	was := returnMemory
+	returnMemory = func() { calls.Add(1) }
+	defer func() { returnMemory = was }()
+	doc := []byte("{\n  \"ocx\": \"state\",\n  \"pad\": \"" + strings.Repeat("x", bigReply) + "\"\n}\n")
+	for _, kept := range []bool{true, false} {
+		calls.Store(0)
+		n := serve(t, func(ctx context.Context, a *messages.Ask) *messages.Reply {
+			r := messages.NewReply()
+			r.Doc = len(doc)
+			line, err := json.Marshal(r)
+			if err != nil {
+				t.Error(err)
+			}
+			r.Line = append(append(line, '\n'), doc...)
+			r.Kept = kept
+			return r
+		}, nil)
+		r, err := Ask(context.Background(), n.layout, messages.NewAsk(messages.AskStatus), 10*time.Second)
+		if err != nil || !bytes.Equal(r.StateDoc, doc) || r.State != nil {
+			t.Fatalf("kept %v: the document read is %d bytes (want %d), %v", kept, len(r.StateDoc), len(doc), err)
+		}
+		n.stop()
+		if got, want := calls.Load(), map[bool]int32{true: 0, false: 1}[kept]; got != want {
+			t.Errorf("a reply kept %v handed memory back %d times, want %d", kept, got, want)
 		}
 	}
 }

@@ -88,6 +88,12 @@ type watchIndex struct {
 	done   chan struct{}
 	// rescans counts full scans, for tests and benchmarks.
 	rescans int
+	// changes counts the events that changed what a scan would read of
+	// the processes kept (D70): one made, changed or gone, or the parent
+	// of one gone (its child is given another); parents counts the
+	// processes kept by their parents' PIDs.
+	changes uint64
+	parents map[int]int
 }
 
 // entry is what the index keeps of a process: enough for the table to
@@ -158,7 +164,7 @@ func (t *ProcTable) Watch() error {
 	// daemon's new image subscribes on its way to reading its pipe, and
 	// needs no answer before a line asks for one.
 	ix := &watchIndex{t: t, sock: fd, buf: make([]byte, 64<<10), dirty: true, done: make(chan struct{}),
-		named: map[int]entry{}, unread: map[int]string{}}
+		named: map[int]entry{}, unread: map[int]string{}, parents: map[int]int{}}
 	ix.file = os.NewFile(uintptr(fd), "proc-connector")
 	t.ix = ix
 	go ix.run()
@@ -232,36 +238,79 @@ func (ix *watchIndex) applyLocked(e procEvent) {
 		ix.examineLocked(int(e.b))
 	case procEventExit:
 		if e.a == e.b {
-			delete(ix.named, int(e.a))
-			delete(ix.unread, int(e.a))
+			if ix.parents[int(e.a)] > 0 {
+				ix.changes++ // its children are given another parent
+			}
+			ix.forgetLocked(int(e.a))
+		}
+	default:
+		// Its owner, group, session, name or tracer changed: what a scan
+		// reads of a kept process.
+		if _, ok := ix.named[int(e.b)]; ok && e.a == e.b {
+			ix.changes++
 		}
 	}
 }
 
+// forgetLocked drops pid from the index, counting a change when it was
+// there.
+func (ix *watchIndex) forgetLocked(pid int) {
+	if e, ok := ix.named[pid]; ok {
+		if ix.parents[e.ppid]--; ix.parents[e.ppid] <= 0 {
+			delete(ix.parents, e.ppid)
+		}
+		delete(ix.named, pid)
+		ix.changes++
+	}
+	if _, ok := ix.unread[pid]; ok {
+		delete(ix.unread, pid)
+		ix.changes++
+	}
+}
+
+// keepLocked keeps pid as e, a change.
+func (ix *watchIndex) keepLocked(pid int, e entry) {
+	ix.forgetLocked(pid)
+	ix.named[pid] = e
+	ix.parents[e.ppid]++
+	ix.changes++
+}
+
+// unreadLocked keeps pid as unreadable for why, a change.
+func (ix *watchIndex) unreadLocked(pid int, why string) {
+	ix.forgetLocked(pid)
+	ix.unread[pid] = why
+	ix.changes++
+}
+
 // examineLocked reads the process's command line as it is now.
 func (ix *watchIndex) examineLocked(pid int) {
-	delete(ix.named, pid)
-	delete(ix.unread, pid)
 	cl, err := ix.t.readAt(strconv.Itoa(pid)+"/cmdline", nil)
 	if err != nil {
 		if !gone(err) {
-			ix.unread[pid] = err.Error()
+			ix.unreadLocked(pid, err.Error())
+		} else {
+			ix.forgetLocked(pid)
 		}
 		return
 	}
 	if !host.MayName(cl) {
+		ix.forgetLocked(pid)
 		return
 	}
 	id, ok, err := ix.t.identify(pid)
 	if !ok {
+		ix.forgetLocked(pid)
 		return
 	}
 	if err != nil {
-		ix.unread[pid] = err.Error()
+		ix.unreadLocked(pid, err.Error())
 		return
 	}
 	if names := host.Namings(id.argv, ix.t.opts.Layout); len(names) > 0 {
-		ix.named[pid] = entry{start: id.st.Start, ppid: id.st.PPID, pidns: id.pidns, levels: id.levels, uid: id.uid, names: names, argv: id.argv}
+		ix.keepLocked(pid, entry{start: id.st.Start, ppid: id.st.PPID, pidns: id.pidns, levels: id.levels, uid: id.uid, names: names, argv: id.argv})
+	} else {
+		ix.forgetLocked(pid)
 	}
 }
 
@@ -276,6 +325,7 @@ func (ix *watchIndex) rescanLocked() error {
 	}
 	ix.dirty = false
 	ix.rescans++
+	ix.changes++
 	pids, err := ix.t.pids()
 	if err != nil {
 		ix.dirty = true
@@ -283,9 +333,10 @@ func (ix *watchIndex) rescanLocked() error {
 	}
 	ix.named = map[int]entry{}
 	ix.unread = map[int]string{}
+	ix.parents = map[int]int{}
 	for _, c := range ix.t.candidates(pids) {
 		if c.err != nil {
-			ix.unread[c.pid] = c.err.Error()
+			ix.unreadLocked(c.pid, c.err.Error())
 			continue
 		}
 		ix.examineLocked(c.pid)
@@ -367,6 +418,26 @@ func (ix *watchIndex) snapshot() ([]candidate, []host.Unreadable, error) {
 	}
 	sort.Slice(un, func(i, j int) bool { return un[i].PID < un[j].PID })
 	return cands, un, nil
+}
+
+// Changes reads the queued process events and returns the count of
+// changes to the processes a scan reads so far; ok is false when the
+// table follows no events (every scan may then differ from the last).
+// A scan read after one count is current while the count stays (D70),
+// but for what no event says: whether a kept process holds its wake pipe
+// (its directory's watch says, DirWatch) and its owner as a
+// non-dumpable process shows it, which the table's Naming does not read
+// again either.
+func (t *ProcTable) Changes() (n uint64, ok bool) {
+	if t.ix == nil {
+		return 0, false
+	}
+	t.ix.mu.Lock()
+	defer t.ix.mu.Unlock()
+	if err := t.ix.freshLocked(); err != nil {
+		return 0, false
+	}
+	return t.ix.changes, true
 }
 
 // Rescans counts the full scans the index has made (1 after Watch).

@@ -15,6 +15,9 @@ import (
 // so that only what arrived since the last receipt is read. The status's
 // node.json check applies: a node changed since is refused.
 func (s *status) runs(ctx context.Context, a *messages.Ask) *messages.Reply {
+	if refusal := s.sameNode(); refusal != nil {
+		return refusal
+	}
 	r, n, refusal := s.node()
 	if refusal != nil {
 		return refusal

@@ -3,8 +3,14 @@ package answers
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/ocx-go/ocx/actors"
@@ -25,14 +31,38 @@ import (
 // last receipt is read. node.json is read again for each ask and compared
 // with what the daemon read: a node changed since is refused, and the
 // caller reads the record itself.
+//
+// The status is kept between asks (D70): an ask answered while nothing it
+// is derived from changed gets the kept reply. What it is derived from is
+// counted by the kernel's events: the process table's (ProcTable.Changes),
+// the directories it reads (DirWatch) and each repository's writes
+// (fossilio.Changes). Where one of them cannot count, every ask derives.
 type status struct {
 	// mu keeps one status at a time: they share the process table.
 	mu       sync.Mutex
 	procs    *unixhost.ProcTable
 	layout   host.Layout
+	cfg      *messages.NodeConfig
 	nodeJSON []byte
 	repos    *noderepos.Repos
 	log      *slog.Logger
+	// dirs and writes count the changes a kept status is checked
+	// against; dirs is nil when the directories cannot be watched.
+	dirs   *unixhost.DirWatch
+	writes map[string]*fossilio.Changes
+	kept   *keptStatus
+}
+
+// keptStatus is the last status derived, and the counts it is current to.
+type keptStatus struct {
+	counts statusCounts
+	reply  *messages.Reply
+}
+
+// statusCounts are the counts of changes a status was derived after.
+type statusCounts struct {
+	procs, dirs uint64
+	writes      string // each project's count, in order
 }
 
 func newStatus(layout host.Layout, cfg *messages.NodeConfig, repos *noderepos.Repos, log *slog.Logger) (*status, error) {
@@ -47,14 +77,50 @@ func newStatus(layout host.Layout, cfg *messages.NodeConfig, repos *noderepos.Re
 	if err := procs.Watch(); err != nil {
 		log.Info("the socket's status scans the whole process table: the kernel's process events are not available", actors.ErrAttr(err))
 	}
-	return &status{layout: layout, nodeJSON: data, repos: repos, procs: procs, log: log}, nil
+	s := &status{layout: layout, cfg: cfg, nodeJSON: data, repos: repos, procs: procs, log: log, writes: map[string]*fossilio.Changes{}}
+	if s.dirs, err = unixhost.NewDirWatch(); err != nil {
+		log.Info("the socket derives each status anew: the directories it reads cannot be watched", actors.ErrAttr(err))
+	}
+	for _, p := range cfg.ProjectNames() {
+		x, err := repos.Index(p)
+		if err != nil {
+			continue // counted as no count: each status derives
+		}
+		c, err := x.Repo.Changes()
+		if err != nil {
+			log.Info("the socket derives each status anew: a repository's writes cannot be counted", slog.String("project", p), actors.ErrAttr(err))
+			continue
+		}
+		s.writes[p] = c
+	}
+	return s, nil
 }
 
-func (s *status) close() { s.procs.Close() }
+func (s *status) close() {
+	s.procs.Close()
+	if s.dirs != nil {
+		s.dirs.Close()
+	}
+	for _, c := range s.writes {
+		c.Close()
+	}
+}
 
 func (s *status) answer(ctx context.Context) *messages.Reply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if refusal := s.sameNode(); refusal != nil {
+		return refusal
+	}
+	// The counts are read before the status is derived: a change made
+	// while it is derived moves them, and the next ask derives again.
+	counts, counted := s.counts(ctx)
+	if counted && s.kept != nil && s.kept.counts == counts {
+		s.log.Debug("ocxd.sock: the kept status answers")
+		return s.kept.reply
+	}
+	s.kept = nil
+	s.log.Debug("ocxd.sock: the status is derived", slog.Bool("counted", counted))
 	r, n, refusal := s.node()
 	if refusal != nil {
 		return refusal
@@ -63,30 +129,166 @@ func (s *status) answer(ctx context.Context) *messages.Reply {
 	if err != nil {
 		return nodesock.Refusal("the status: %v", err)
 	}
-	r.State = st
+	// The document follows the reply's line as `ocx status --json` prints
+	// it: a caller that prints it copies it.
+	doc, err := st.Encode()
+	if err != nil {
+		return nodesock.Refusal("the status: %v", err)
+	}
+	r.Doc = len(doc)
 	r.Receipts = map[string]messages.Receipt{}
 	for _, p := range n.Config.ProjectNames() {
 		if x, err := s.repos.Index(p); err == nil {
 			r.Receipts[p] = messages.Receipt{Rcvid: uint64(max(x.Idx.Mark(), 0))}
 		}
 	}
+	line, err := json.Marshal(r)
+	if err != nil {
+		return nodesock.Refusal("the reply does not encode: %v", err)
+	}
+	r.Line = append(append(line, '\n'), doc...)
+	// A directory watched only now may have changed while it was read:
+	// the status is kept from the next derivation on.
+	if counted && !s.watchFor(n, st) {
+		k := *r
+		k.Kept = true
+		s.kept = &keptStatus{counts: counts, reply: &k}
+	}
 	return r
 }
+
+// sameNode refuses an ask when node.json changed since the daemon read
+// it: the caller then reads the record itself.
+func (s *status) sameNode() *messages.Reply {
+	data, err := unixhost.Below(s.layout.Root()).ReadFile(s.layout.NodeJSON(), unixhost.NodeFile)
+	if err != nil {
+		return nodesock.Refusal("read node.json: %v", err)
+	}
+	if !bytes.Equal(data, s.nodeJSON) {
+		return nodesock.Refusal("node.json changed since the daemon read it; restart the daemon to read it again")
+	}
+	return nil
+}
+
+// counts reads the counts of changes; counted is false when one of them
+// cannot be read.
+func (s *status) counts(ctx context.Context) (c statusCounts, counted bool) {
+	if s.dirs == nil {
+		return c, false
+	}
+	var ok bool
+	if c.procs, ok = s.procs.Changes(); !ok {
+		return c, false
+	}
+	var b strings.Builder
+	for _, p := range s.cfg.ProjectNames() {
+		w := s.writes[p]
+		if w == nil {
+			return c, false
+		}
+		n, err := w.Count(ctx)
+		if err != nil {
+			return c, false
+		}
+		fmt.Fprintf(&b, "%s=%d;", p, n)
+	}
+	c.writes = b.String()
+	// The directories last: an event of the process table's reads (none)
+	// or of the repositories' (none) could not move it.
+	c.dirs = s.dirs.Changes()
+	return c, true
+}
+
+// watchFor watches the directories status st was read from, and those
+// where a change would add to it: the agents root, each login's
+// directories, each workspace's own, its session's, its held and MCP
+// directories, and the release's; it says whether one was watched only
+// now (or cannot be: it is not there, and its parent's watch sees it
+// made).
+func (s *status) watchFor(n *node.Node, st *messages.NodeState) (added bool) {
+	root := s.layout.Root()
+	add := func(dir string, rule unixhost.DirRule) {
+		a, err := s.dirs.Add(dir, rule)
+		added = added || a
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			// Watched no further: the status is not kept.
+			added = true
+		}
+	}
+	add(root, unixhost.DirRule{Ignore: rootNoise})
+	keys := map[messages.WorkspaceKey]bool{}
+	logins := map[string]bool{}
+	entries, err := unixhost.Below(root).ReadDir(root)
+	if err != nil {
+		return true
+	}
+	for _, e := range entries {
+		if e.IsDir() && messages.ValidateLogin(e.Name()) == nil {
+			logins[e.Name()] = true
+		}
+	}
+	for _, w := range st.Workspaces {
+		keys[messages.WorkspaceKey{Login: w.Login, Project: w.Project}] = true
+	}
+	for _, x := range st.Sessions {
+		keys[messages.WorkspaceKey{Login: x.Login, Project: x.Project}] = true
+	}
+	for _, l := range st.LookAlikes {
+		keys[messages.WorkspaceKey{Login: l.Login, Project: l.Project}] = true
+	}
+	for k := range keys {
+		logins[k.Login] = true
+	}
+	for l := range logins {
+		dir := filepath.Join(root, l)
+		add(dir, unixhost.DirRule{})
+		add(filepath.Join(dir, "projects"), unixhost.DirRule{})
+		add(filepath.Join(dir, "held"), unixhost.DirRule{})
+		add(filepath.Join(dir, "mcp"), unixhost.DirRule{Ignore: logNoise})
+	}
+	for k := range keys {
+		ws, err := s.layout.Workspace(k)
+		if err != nil {
+			continue
+		}
+		add(ws.Dir, unixhost.DirRule{})
+		add(ws.Session, unixhost.DirRule{Ignore: sessionNoise, Opens: wakeOpens})
+		add(ws.Held, unixhost.DirRule{})
+		add(ws.MCPDir, unixhost.DirRule{})
+	}
+	if rel := s.cfg.Release; rel != "" {
+		add(rel, unixhost.DirRule{})
+		add(filepath.Join(rel, "releases"), unixhost.DirRule{})
+	}
+	if n.Release != "" {
+		if dir, err := filepath.EvalSymlinks(n.Release); err == nil {
+			add(dir, unixhost.DirRule{})
+		}
+	}
+	return added
+}
+
+// What is written all the time and read by no status: the daemon's and
+// the hook's logs and the daemon's pipe in the agents root, the MCP
+// servers' logs, a session's log.
+var (
+	rootNoise = func(name string) bool {
+		switch name {
+		case "ocxd.log", "hook.log", "ocxd", host.SocketName:
+			return true
+		}
+		return false
+	}
+	logNoise     = func(name string) bool { return strings.HasSuffix(name, ".log") }
+	sessionNoise = func(name string) bool { return name == "log" }
+	wakeOpens    = map[string]bool{"wake": true}
+)
 
 // node opens the node an answer is read through, over the daemon's open
 // repositories, record indexes and process table, and the reply it fills.
 // A node of its own for each answer, so that what it passes over is told
-// to this caller, whose log says it once, as its own read would. node.json
-// changed since the daemon read it is a refusal: the caller then reads the
-// record itself.
+// to this caller, whose log says it once, as its own read would.
 func (s *status) node() (*messages.Reply, *node.Node, *messages.Reply) {
-	data, err := unixhost.Below(s.layout.Root()).ReadFile(s.layout.NodeJSON(), unixhost.NodeFile)
-	if err != nil {
-		return nil, nil, nodesock.Refusal("read node.json: %v", err)
-	}
-	if !bytes.Equal(data, s.nodeJSON) {
-		return nil, nil, nodesock.Refusal("node.json changed since the daemon read it; restart the daemon to read it again")
-	}
 	r := messages.NewReply()
 	passed := record.NewPassedSink(func(what, why string) { r.Passed = append(r.Passed, messages.PassedOver{What: what, Why: why}) })
 	n, err := node.Open(s.layout.Root(), node.Options{Log: s.log, Records: liveRecords{s.repos}, Procs: s.procs, Passed: passed, Daemon: os.Getpid()})

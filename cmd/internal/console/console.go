@@ -400,12 +400,7 @@ func (q *request) ensureDaemon() {
 // document `ocx status --json` prints, with an ETag, so that a page that
 // polls it gets 304 while nothing changed.
 func (q *request) state() {
-	st, err := q.status()
-	if err != nil {
-		q.jsonError(http.StatusInternalServerError, err)
-		return
-	}
-	data, err := st.Encode()
+	data, _, err := q.n.LiveStatusDoc(q.ctx)
 	if err != nil {
 		q.jsonError(http.StatusInternalServerError, err)
 		return

@@ -21,15 +21,43 @@ const LiveWait = 5 * time.Second
 // node derives it itself (Status) and why says why; why is empty when the
 // daemon answered.
 func (n *Node) LiveStatus(ctx context.Context) (st *messages.NodeState, why string, err error) {
-	r, aerr := n.AskDaemon(ctx, messages.NewAsk(messages.AskStatus))
-	if aerr == nil && r.State != nil {
-		return r.State, "", nil
+	doc, st, why, err := n.liveStatus(ctx)
+	if doc == nil {
+		return st, why, err
 	}
-	if aerr == nil {
+	st, derr := messages.DecodeState(doc)
+	if derr == nil {
+		return st, "", nil
+	}
+	st, err = n.Status(ctx)
+	return st, "the daemon's state document: " + derr.Error(), err
+}
+
+// LiveStatusDoc is the state document `ocx status --json` prints: the
+// daemon's own (D70), copied as it came when its framing holds
+// (messages.CheckStateDoc, nodesock.Ask); else as LiveStatus derives it.
+func (n *Node) LiveStatusDoc(ctx context.Context) (doc []byte, why string, err error) {
+	doc, st, why, err := n.liveStatus(ctx)
+	if doc == nil && err == nil {
+		doc, err = st.Encode()
+	}
+	return doc, why, err
+}
+
+// liveStatus is the daemon's state document, or the state in its reply's
+// line (a daemon before D70), or the node's own derived with why.
+func (n *Node) liveStatus(ctx context.Context) (doc []byte, st *messages.NodeState, why string, err error) {
+	r, aerr := n.AskDaemon(ctx, messages.NewAsk(messages.AskStatus))
+	switch {
+	case aerr == nil && r.StateDoc != nil:
+		return r.StateDoc, nil, "", nil
+	case aerr == nil && r.State != nil:
+		return nil, r.State, "", nil
+	case aerr == nil:
 		aerr = errNoState
 	}
 	st, err = n.Status(ctx)
-	return st, aerr.Error(), err
+	return nil, st, aerr.Error(), err
 }
 
 // errNoState: the daemon's reply to a status ask held no status.

@@ -1,4 +1,4 @@
-package node
+package runner
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// The runners this node offers (E9, issue 15): of the runners the protocol
+// The runners a node offers (E9, issue 15): of the runners the protocol
 // knows (messages.Runners, whose other names make a definition malformed),
 // those whose program ocx-runner-NAME is an executable file in the release
 // directory the node's tools and its daemon's sessions run. A session on a
@@ -24,11 +24,11 @@ import (
 // versionWait bounds how long a runner is given to answer --version.
 const versionWait = 3 * time.Second
 
-// RunnerVersion asks the runner program at path for its version: the
+// Version asks the runner program at path for its version: the
 // version of a version line (PROGRAM version VERSION checkin CHECKIN, as
 // this repository's programs print it), else the first line it printed
 // when it exited 0, else messages.VersionUnknown.
-func RunnerVersion(ctx context.Context, path string) string {
+func Version(ctx context.Context, path string) string {
 	ctx, cancel := context.WithTimeout(ctx, versionWait)
 	defer cancel()
 	var out bytes.Buffer
@@ -49,11 +49,12 @@ func RunnerVersion(ctx context.Context, path string) string {
 	return first
 }
 
-// Runners lists the runners the node offers, each with its version.
-func (n *Node) Runners(ctx context.Context) []messages.RunnerOffer {
+// Offers lists the runners release directory dir offers, each with its
+// version.
+func Offers(ctx context.Context, dir string) []messages.RunnerOffer {
 	var out []messages.RunnerOffer
-	for _, r := range unixhost.OfferedRunners(n.Release) {
-		out = append(out, messages.RunnerOffer{Name: r, Version: RunnerVersion(ctx, filepath.Join(n.Release, host.RunnerPrefix+r))})
+	for _, r := range unixhost.OfferedRunners(dir) {
+		out = append(out, messages.RunnerOffer{Name: r, Version: Version(ctx, filepath.Join(dir, host.RunnerPrefix+r))})
 	}
 	return out
 }
