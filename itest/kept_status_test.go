@@ -3,14 +3,18 @@ package itest
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/nodesock"
@@ -18,12 +22,13 @@ import (
 )
 
 // TestKeptStatusFollowsEveryChange: the daemon keeps its status between
-// asks (D70), and an ask after each kind of change it is derived from
-// gets what a fresh read gives: a turn begun and ended (a file), whom the
-// session hears (a held file), a login's password (a file), a user's
-// capabilities (a write to the repository that is no receipt), a listen
-// (a receipt), a process naming a workspace started and killed (the
-// process events). Before each change the ask is answered by the kept
+// asks (D70), and after every step of a random sequence of changes of
+// each kind it is derived from, its answer is what a fresh read gives: a
+// turn begun or ended (a file), whom the session hears (a held file), a
+// login's password made or removed (a file), a user's capabilities (a
+// write to the repository that no receipt records), a listen or an
+// unlisten (a receipt), a process naming a workspace started or killed
+// (the process events). Before each step the ask is answered by the kept
 // status, so that keeping is what each step tests.
 func TestKeptStatusFollowsEveryChange(t *testing.T) {
 	needs(t, "ocx", "ocxd", "workspace")
@@ -35,6 +40,7 @@ func TestKeptStatusFollowsEveryChange(t *testing.T) {
 		n.must("", "login", "add", l)
 		records[l] = n.result(admin, "workspace", "add", "--login", l, "--project", "demo", "--branch", "trunk")
 	}
+	n.must("", "login", "add", "agent-3")
 	n.result(admin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript)
 	n.waitFor("the session to listen and begin its account", func() bool {
 		st := n.status()
@@ -85,32 +91,6 @@ func TestKeptStatusFollowsEveryChange(t *testing.T) {
 		}
 		return c
 	}
-	// settle asks until the kept status answers: nothing changes now.
-	settle := func(what string) []byte {
-		t.Helper()
-		before := kept()
-		var b []byte
-		n.waitFor(what+": the kept status to answer", func() bool {
-			b = ask()
-			return kept() > before
-		})
-		return b
-	}
-	step := func(what string, change func(), holds func(*messages.NodeState) bool) {
-		t.Helper()
-		was := settle("before " + what)
-		change()
-		live := ask()
-		if string(live) == string(was) {
-			t.Fatalf("%s: the daemon's status did not change\n%s", what, live)
-		}
-		if read := fresh(); string(live) != string(read) {
-			t.Fatalf("%s: the daemon's status differs from a fresh read\ndaemon: %s\nfresh:  %s", what, live, read)
-		}
-		if !holds(last) {
-			t.Fatalf("%s: the daemon's status says otherwise: %s", what, live)
-		}
-	}
 	mine := func(st *messages.NodeState) *messages.SessionStatus {
 		for i := range st.Sessions {
 			if st.Sessions[i].Login == agent {
@@ -119,80 +99,148 @@ func TestKeptStatusFollowsEveryChange(t *testing.T) {
 		}
 		return nil
 	}
-
-	step("a turn begun", func() {
-		if err := os.WriteFile(filepath.Join(ws.Session, "turn"), nil, 0o600); err != nil {
-			t.Fatal(err)
+	login := func(st *messages.NodeState, l string) *messages.LoginStatus {
+		for i := range st.Logins {
+			if st.Logins[i].Login == l {
+				return &st.Logins[i]
+			}
 		}
-	}, func(st *messages.NodeState) bool {
-		s := mine(st)
-		return s != nil && s.State == messages.SessionWorking
+		return nil
+	}
+	sleeper := buildProgram(t, "sleeper", sleeperSource)
+	var proc *exec.Cmd
+	t.Cleanup(func() {
+		if proc != nil {
+			proc.Process.Kill()
+			proc.Wait()
+		}
 	})
-	step("the turn ended", func() {
-		if err := os.Remove(filepath.Join(ws.Session, "turn")); err != nil {
-			t.Fatal(err)
-		}
-	}, func(st *messages.NodeState) bool { s := mine(st); return s != nil && s.State == messages.SessionIdle })
-	step("whom the session hears", func() {
-		hears, err := messages.HearsFileContent([]string{person, "agent-2"})
+	hears := func(who ...string) {
+		b, err := messages.HearsFileContent(who)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(ws.Hears, hears, 0o600); err != nil {
+		if err := os.WriteFile(ws.Hears, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-	}, func(st *messages.NodeState) bool { s := mine(st); return s != nil && len(s.Hears) == 2 })
-	step("a login's password", func() {
-		if err := os.MkdirAll(filepath.Join(n.agents, "agent-4"), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(n.agents, "agent-4", "password"), []byte("not-used\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}, func(st *messages.NodeState) bool {
-		for _, l := range st.Logins {
-			if l.Login == "agent-4" {
-				return true
-			}
-		}
-		return false
-	})
-	step("a user's capabilities", func() {
-		if out, err := exec.Command("fossil", "user", "capabilities", "agent-2", "io", "-R", n.srv.Repo).CombinedOutput(); err != nil {
+	}
+	caps := func(c string) {
+		if out, err := exec.Command("fossil", "user", "capabilities", "agent-3", c, "-R", n.srv.Repo).CombinedOutput(); err != nil {
 			t.Fatalf("fossil user capabilities: %v\n%s", err, out)
 		}
-	}, func(st *messages.NodeState) bool {
-		for _, l := range st.Logins {
-			if l.Login == "agent-2" && len(l.Accounts) == 1 && l.Accounts[0].Capabilities == "io" {
-				return true
+	}
+	on := map[string]bool{}
+	type change struct {
+		do    func(on bool)
+		holds func(st *messages.NodeState, on bool) bool
+	}
+	changes := map[string]change{
+		"turn": {func(on bool) {
+			if on {
+				err = os.WriteFile(filepath.Join(ws.Session, "turn"), nil, 0o600)
+			} else {
+				err = os.Remove(filepath.Join(ws.Session, "turn"))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}, func(st *messages.NodeState, on bool) bool {
+			s := mine(st)
+			return s != nil && (s.State == messages.SessionWorking) == on
+		}},
+		"hears": {func(on bool) {
+			if on {
+				hears(person, "agent-2")
+			} else {
+				hears(person)
+			}
+		}, func(st *messages.NodeState, on bool) bool {
+			s := mine(st)
+			return s != nil && (len(s.Hears) == 2) == on
+		}},
+		"password": {func(on bool) {
+			pw := filepath.Join(n.agents, "agent-4", "password")
+			if on {
+				if err := os.MkdirAll(filepath.Dir(pw), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				err = os.WriteFile(pw, []byte("not-used\n"), 0o600)
+			} else {
+				err = os.Remove(pw)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}, func(st *messages.NodeState, on bool) bool { return (login(st, "agent-4") != nil) == on }},
+		"capabilities": {func(on bool) {
+			if on {
+				caps("cghijknorz4")
+			} else {
+				caps("cghijnorz4")
+			}
+		}, func(st *messages.NodeState, on bool) bool {
+			l := login(st, "agent-3")
+			return l != nil && len(l.Accounts) == 1 && strings.Contains(l.Accounts[0].Capabilities, "k") == on
+		}},
+		"listen": {func(on bool) {
+			verb := map[bool]string{true: "add", false: "remove"}[on]
+			n.result("", "listener", verb, key("agent-2"), "--kind", "thread", "--names", records[agent])
+		}, func(st *messages.NodeState, on bool) bool { return (len(st.Listeners) == 1) == on }},
+		"process": {func(on bool) {
+			if !on {
+				if err := syscall.Kill(proc.Process.Pid, syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				proc.Wait()
+				return
+			}
+			proc = &exec.Cmd{Path: sleeper, Args: []string{"workspace", "serve", key("agent-2"), "--root", n.agents}, Dir: "/"}
+			if err := proc.Start(); err != nil {
+				t.Fatal(err)
+			}
+			n.waitFor("the process to run its program", func() bool {
+				b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(proc.Process.Pid), "cmdline"))
+				return strings.HasPrefix(string(b), "workspace\x00serve\x00")
+			})
+		}, func(st *messages.NodeState, on bool) bool { return listsPID(st, proc.Process.Pid) == on }},
+	}
+	var kinds []string
+	for k := range changes {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	// Each step reads the node afresh, so the runs are fewer than rapid's
+	// default unless the caller asks more.
+	if fl := flag.Lookup("rapid.checks"); fl != nil && fl.Value.String() == fl.DefValue {
+		fl.Value.Set("12")
+		defer fl.Value.Set(fl.DefValue)
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		steps := rapid.IntRange(1, 6).Draw(rt, "steps")
+		for range steps {
+			kind := rapid.SampledFrom(kinds).Draw(rt, "change")
+			// Nothing changes now: the kept status answers.
+			before := kept()
+			var was []byte
+			n.waitFor("before "+kind+": the kept status to answer", func() bool {
+				was = ask()
+				return kept() > before
+			})
+			on[kind] = !on[kind]
+			c := changes[kind]
+			c.do(on[kind])
+			live := ask()
+			if string(live) == string(was) {
+				rt.Fatalf("%s %v: the daemon's status did not change\n%s", kind, on[kind], live)
+			}
+			if read := fresh(); string(live) != string(read) {
+				rt.Fatalf("%s %v: the daemon's status differs from a fresh read\ndaemon: %s\nfresh:  %s", kind, on[kind], live, read)
+			}
+			if !c.holds(last, on[kind]) {
+				rt.Fatalf("%s %v: the daemon's status says otherwise: %s", kind, on[kind], live)
 			}
 		}
-		return false
 	})
-	step("a listen", func() {
-		n.result("", "listener", "add", key("agent-2"), "--kind", "thread", "--names", records[agent])
-	}, func(st *messages.NodeState) bool { return len(st.Listeners) == 1 })
-
-	// A process naming agent-2's workspace, started and then killed.
-	sleeper := buildProgram(t, "sleeper", sleeperSource)
-	var proc *exec.Cmd
-	step("a process naming a workspace", func() {
-		proc = &exec.Cmd{Path: sleeper, Args: []string{"workspace", "serve", key("agent-2"), "--root", n.agents}, Dir: "/"}
-		if err := proc.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { proc.Process.Kill(); proc.Wait() })
-		n.waitFor("the process to run its program", func() bool {
-			b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(proc.Process.Pid), "cmdline"))
-			return strings.HasPrefix(string(b), "workspace\x00serve\x00")
-		})
-	}, func(st *messages.NodeState) bool { return listsPID(st, proc.Process.Pid) })
-	step("the process killed", func() {
-		if err := syscall.Kill(proc.Process.Pid, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		proc.Wait()
-	}, func(st *messages.NodeState) bool { return !listsPID(st, proc.Process.Pid) })
 }
 
 // listsPID says whether the status lists process pid as a session or a
