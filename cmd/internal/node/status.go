@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/fossilio/record/listening"
@@ -86,7 +86,7 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 		}
 	}
 	st.Restrictions = slices.Clone(EnforcedRestrictions)
-	st.Runners = runner.Offers(ctx, n.Release)
+	st.Runners = procs.RunnerOffers(ctx, n.Release)
 	st.SessionLimits = n.SessionLimits()
 
 	n.sessionStatuses(ctx, st, table, repos, idxs)

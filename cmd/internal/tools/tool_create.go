@@ -13,7 +13,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/node"
-	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record/listening"
@@ -47,7 +47,7 @@ func (n Actions) toolCreate(ctx context.Context, in *messages.CreateArgs) *node.
 	if err != nil {
 		return a.Stop(err)
 	}
-	if err := runner.RequireOffered(n.Release, rec.Runner); err != nil {
+	if err := procs.RequireOffered(n.Release, rec.Runner); err != nil {
 		return a.Stop(err) // E9: a runner it does not offer is refused, nothing written
 	}
 	text := fmt.Sprintf("Record of agent `%s` (%s): %s\n\n%s", rec.User, rec.Runner, node.FirstLine(rec.Objective), block)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
-	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/fossilio/record/listening"
@@ -172,7 +172,7 @@ func (n Actions) startRelease(in string, def *messages.SessionDefinition) (strin
 	if release == messages.ReleasePrevious {
 		dir = filepath.Join(n.Config.Release, messages.ReleasePrevious)
 	}
-	return release, runner.RequireOffered(dir, def.Runner)
+	return release, procs.RequireOffered(dir, def.Runner)
 }
 
 // projectWorkspace is workspace key's project and its paths on the host.

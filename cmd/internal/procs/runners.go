@@ -1,4 +1,4 @@
-package runner
+package procs
 
 import (
 	"bytes"
@@ -24,11 +24,11 @@ import (
 // versionWait bounds how long a runner is given to answer --version.
 const versionWait = 3 * time.Second
 
-// Version asks the runner program at path for its version: the
+// RunnerVersion asks the runner program at path for its version: the
 // version of a version line (PROGRAM version VERSION checkin CHECKIN, as
 // this repository's programs print it), else the first line it printed
 // when it exited 0, else messages.VersionUnknown.
-func Version(ctx context.Context, path string) string {
+func RunnerVersion(ctx context.Context, path string) string {
 	ctx, cancel := context.WithTimeout(ctx, versionWait)
 	defer cancel()
 	var out bytes.Buffer
@@ -49,12 +49,12 @@ func Version(ctx context.Context, path string) string {
 	return first
 }
 
-// Offers lists the runners release directory dir offers, each with its
+// RunnerOffers lists the runners release directory dir offers, each with its
 // version.
-func Offers(ctx context.Context, dir string) []messages.RunnerOffer {
+func RunnerOffers(ctx context.Context, dir string) []messages.RunnerOffer {
 	var out []messages.RunnerOffer
 	for _, r := range unixhost.OfferedRunners(dir) {
-		out = append(out, messages.RunnerOffer{Name: r, Version: Version(ctx, filepath.Join(dir, host.RunnerPrefix+r))})
+		out = append(out, messages.RunnerOffer{Name: r, Version: RunnerVersion(ctx, filepath.Join(dir, host.RunnerPrefix+r))})
 	}
 	return out
 }
