@@ -90,6 +90,11 @@ var ReleasePrograms = []string{"ocx", "ocxd", "workspace"}
 // daemon's socket. A release without it runs `ocx hook` instead.
 const HookProgram = "ocx-hook"
 
+// ConsoleProgram is the small console CGI (D71) a release holds beside its
+// programs: it asks the daemon for a page and falls back on `ocx
+// console`. A release without it runs `ocx console` for every request.
+const ConsoleProgram = "ocx-console"
+
 // RunnerPrefix starts the name of an llm session's runner (D9), which a
 // release holds beside its programs when it has one.
 const RunnerPrefix = "ocx-runner-"
@@ -102,7 +107,7 @@ func IsReleaseProgram(name string) bool {
 			return true
 		}
 	}
-	if name == HookProgram {
+	if name == HookProgram || name == ConsoleProgram {
 		return true
 	}
 	r, ok := strings.CutPrefix(name, RunnerPrefix)

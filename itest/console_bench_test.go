@@ -599,7 +599,7 @@ func startSessions(b *testing.B, cmds []*exec.Cmd) {
 // ext/console/PATH by viewer v: for that one request the console's entry
 // is a script that writes its environment to a file, then runs the
 // console as the entry does.
-func fossilEnvFor(b *testing.B, n *testNode, v *viewer, path string) []string {
+func fossilEnvFor(b testing.TB, n *testNode, v *viewer, path string) []string {
 	b.Helper()
 	entry := filepath.Join(n.srv.ExtRoot, "console")
 	orig, err := os.ReadFile(entry)
@@ -639,7 +639,7 @@ func hasEnv(env []string, kv string) bool {
 }
 
 // writeScript replaces an executable script whole.
-func writeScript(b *testing.B, path, text string) {
+func writeScript(b testing.TB, path, text string) {
 	b.Helper()
 	tmp := path + ".new"
 	if err := os.WriteFile(tmp, []byte(text), 0o755); err != nil {
@@ -670,9 +670,23 @@ func timedGet(b *testing.B, c *http.Client, url string) (time.Duration, int, str
 // runConsoleCGI times one run of `ocx console` as Fossil runs it (its
 // entry execs it), with Fossil's environment env and no request body, and
 // returns its reply's status, Content-Type and body.
-func runConsoleCGI(b *testing.B, ocx, agents, dir string, env []string) (time.Duration, int, string, string) {
+func runConsoleCGI(b testing.TB, ocx, agents, dir string, env []string) (time.Duration, int, string, string) {
 	b.Helper()
-	cmd := exec.Command(ocx, "console", "--agents", agents)
+	return runCGI(b, dir, env, ocx, "console", "--agents", agents)
+}
+
+// runConsoleCGIWith is runConsoleCGI for the release's ocx-console (D71).
+func runConsoleCGIWith(b testing.TB, lean, agents, dir string, env []string) (time.Duration, int, string, string) {
+	b.Helper()
+	return runCGI(b, dir, env, lean, "--agents", agents)
+}
+
+// runCGI times one run of a CGI program with Fossil's environment env
+// and no request body, and returns its reply's status, Content-Type and
+// body.
+func runCGI(b testing.TB, dir string, env []string, argv ...string) (time.Duration, int, string, string) {
+	b.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env, cmd.Dir = env, dir
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -680,11 +694,11 @@ func runConsoleCGI(b *testing.B, ocx, agents, dir string, env []string) (time.Du
 	err := cmd.Run()
 	d := time.Since(t0)
 	if err != nil {
-		b.Fatalf("ocx console: %v\n%s%s", err, out.String(), errb.String())
+		b.Fatalf("%s: %v\n%s%s", argv[0], err, out.String(), errb.String())
 	}
 	head, body, ok := strings.Cut(out.String(), "\r\n\r\n")
 	if !ok {
-		b.Fatalf("ocx console: no CGI reply:\n%s", out.String())
+		b.Fatalf("%s: no CGI reply:\n%s", argv[0], out.String())
 	}
 	code, ctype := 0, ""
 	for _, line := range strings.Split(head, "\r\n") {

@@ -92,7 +92,7 @@ func run(m *testing.M) (int, error) {
 	}
 	// Each binary is built on its own, so that one that does not build
 	// fails the tests that need it (needs), not the others.
-	for _, name := range []string{"ocx", "ocxd", "workspace", host.HookProgram} {
+	for _, name := range []string{"ocx", "ocxd", "workspace", host.HookProgram, host.ConsoleProgram} {
 		build := exec.Command("go", "build", "-o", filepath.Join(release(), name), "github.com/ocx-go/ocx/cmd/"+name)
 		// Static binaries start faster (no dynamic loader), and a session's
 		// sandbox needs no shared library for them.

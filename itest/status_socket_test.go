@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -234,4 +236,77 @@ func replyState(t testing.TB, r *messages.Reply) *messages.NodeState {
 		t.Fatalf("the daemon's state document: %v\n%s", err, r.StateDoc)
 	}
 	return st
+}
+
+// TestConsolePagesFromTheDaemon: with the release's ocx-console as the
+// console's CGI, each page read by GET is rendered by the daemon (D71),
+// the same page `ocx console` renders by itself but for what is new at
+// each request; with the daemon gone, the page is served by `ocx
+// console`, which says it read the repository itself. (A form, never
+// asked of the daemon, is every console test's.)
+func TestConsolePagesFromTheDaemon(t *testing.T) {
+	needs(t, "ocx", "ocxd", "workspace", host.ConsoleProgram)
+	n := consoleNode(t)
+	admin := n.srv.AdminLogin
+	n.must("", "login", "add", agent)
+	record := n.result(admin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
+	n.result(admin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript)
+	n.waitFor("the session to listen", func() bool {
+		st := n.status()
+		return len(st.Sessions) == 1 && st.Sessions[0].Listening
+	})
+	n.waitLogLine("the daemon to serve its socket", func(l logLine) bool { return l.Msg == "serving the daemon's socket" })
+	v := n.viewer(admin)
+	get := func(path string) (int, string, string) {
+		t.Helper()
+		resp, err := v.c.Get(v.base + "ext/console/" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("X-Ocx-Served-By"), string(b)
+	}
+	// What changes at each request: the nonce of the page's script and
+	// the forms' token.
+	varies := regexp.MustCompile(`(nonce|value|content)="[0-9a-f]{32,}"|"token": ?"[^"]*"`)
+	env := func(path string) []string { return fossilEnvFor(t, n, v, path) }
+	for _, c := range []struct{ path, marker string }{
+		{"sessions", `data-ocx-session="` + key(agent) + `"`},
+		{"workspaces", `data-ocx-workspace="`},
+		{"logins", agent},
+		{"state", `"ocx": "state"`},
+		{"thread/" + record, `"thread": "` + record + `"`},
+		{"hook", "demo"},
+	} {
+		code, by, body := get(c.path)
+		if code != 200 || by != "daemon" || !strings.Contains(body, c.marker) || strings.Contains(body, `id="ocx-read-itself"`) {
+			t.Fatalf("%s with the daemon up: %d, served by %q\n%s", c.path, code, by, body)
+		}
+		_, code, _, own := runConsoleCGI(t, program("ocx"), n.agents, n.srv.ExtRoot, env(c.path))
+		_, _, _, daemon := runConsoleCGIWith(t, program(host.ConsoleProgram), n.agents, n.srv.ExtRoot, env(c.path))
+		if code != 200 || varies.ReplaceAllString(own, "") != varies.ReplaceAllString(daemon, "") {
+			t.Errorf("%s: the daemon's page differs from ocx console's own\ndaemon: %s\nconsole: %s", c.path, daemon, own)
+		}
+	}
+	pid := n.daemonPID()
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	n.waitFor("the daemon to end", func() bool { return n.daemonPID() == 0 })
+	layout, err := host.NewLayout(n.agents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A name nothing answers on, so that the page's own daemon serves no
+	// socket either: the page is served by ocx console each time.
+	if err := os.WriteFile(layout.Socket(), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(layout.Socket())
+	code, by, body := get("sessions")
+	if code != 200 || by != "console" || !strings.Contains(body, `data-ocx-session="`+key(agent)+`"`) ||
+		!strings.Contains(body, `id="ocx-read-itself"`) {
+		t.Fatalf("the sessions page with no daemon: %d, served by %q\n%s", code, by, body)
+	}
 }

@@ -31,11 +31,19 @@ const (
 	// AskRuns asks for a project's runs (or the one named) as the record
 	// and the node's care say, from the daemon's live run log.
 	AskRuns AskKind = "runs"
+	// AskPage asks for one of the console's pages, a GET as Fossil's /ext
+	// gave it to its CGI (D71): the daemon renders it from its kept status
+	// and replies the whole CGI reply.
+	AskPage AskKind = "page"
 )
 
 // AskKinds are the kinds an Ask may have, in the order docs/daemon.md
 // lists them.
-var AskKinds = []AskKind{AskHook, AskStatus, AskRuns}
+var AskKinds = []AskKind{AskHook, AskStatus, AskRuns, AskPage}
+
+// MaxPageEnv bounds a page ask's environment: Fossil gives its CGI a few
+// dozen variables.
+const MaxPageEnv = 256
 
 // MaxAskLen bounds one Ask's line: a sync of tens of thousands of
 // artifacts names each hash once.
@@ -60,6 +68,9 @@ type Ask struct {
 	// Run is, for runs, the one run asked for: a hash or its prefix, as
 	// `ocx run status RUN` takes it; empty asks for every run.
 	Run string `json:"run,omitempty"`
+	// Env is, for a page, the environment Fossil gave its CGI, each
+	// NAME=VALUE as a process sees it.
+	Env []string `json:"env,omitempty"`
 }
 
 // HookFallbackEnv names, in the environment of an `ocx hook` that
@@ -94,7 +105,30 @@ func (a *Ask) Validate() error {
 				return err
 			}
 		}
+	case AskPage:
+		if a.Repo != "" || len(a.Hashes) > 0 || a.Project != "" || a.Run != "" {
+			return fieldErr("repo", ErrInvalid, "is given; a page ask names no repository, hash, project or run")
+		}
+		if len(a.Env) == 0 || len(a.Env) > MaxPageEnv {
+			return fieldErr("env", ErrInvalid, fmt.Sprintf("holds %d variables; a page ask gives 1 to %d", len(a.Env), MaxPageEnv))
+		}
+		method := ""
+		for i, kv := range a.Env {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return fieldErr(fmt.Sprintf("env[%d]", i), ErrInvalid, fmt.Sprintf("is %s; a variable is NAME=VALUE", quoteShort(kv)))
+			}
+			if k == "REQUEST_METHOD" {
+				method = v
+			}
+		}
+		if method != "GET" && method != "HEAD" {
+			return fieldErr("env", ErrInvalid, fmt.Sprintf("has REQUEST_METHOD %s; the daemon serves a page asked by GET or HEAD", quoteShort(method)))
+		}
 	case AskStatus:
+		if a.Env != nil {
+			return fieldErr("env", ErrInvalid, "is given; only a page ask gives an environment")
+		}
 		if a.Repo != "" || len(a.Hashes) > 0 || a.Project != "" || a.Run != "" {
 			return fieldErr("repo", ErrInvalid, "is given; a status ask names no repository, hash, project or run")
 		}
@@ -157,6 +191,12 @@ type Reply struct {
 	// StateDoc is the document Doc counts, as the caller read it; never
 	// in a line.
 	StateDoc []byte `json:"-"`
+	// Page is the length of the CGI reply that follows the reply's line,
+	// a page ask's answer (D71), which the caller writes as it is.
+	Page int `json:"page,omitempty"`
+	// CGIPage is the reply Page counts, as the caller read it; never in
+	// a line.
+	CGIPage []byte `json:"-"`
 	// Hook is a hook ask's answer.
 	Hook *HookDone `json:"hook,omitempty"`
 	// Runs are a runs ask's answer, in the server's order; an answer with
@@ -205,6 +245,9 @@ func (r *Reply) Validate() error {
 	}
 	if r.Doc < 0 || r.Doc > MaxStateLen {
 		return fieldErr("doc", ErrInvalid, fmt.Sprintf("is %d; a state document is 1 to %d bytes", r.Doc, MaxStateLen))
+	}
+	if r.Page < 0 || r.Page > MaxStateLen || (r.Page > 0 && (r.Doc > 0 || r.State != nil)) {
+		return fieldErr("page", ErrInvalid, fmt.Sprintf("is %d; a page is 1 to %d bytes, in a reply of its own", r.Page, MaxStateLen))
 	}
 	if r.Doc > 0 && r.State != nil {
 		return fieldErr("doc", ErrInvalid, "is given with a state in the line; a reply carries one of them")

@@ -2,6 +2,7 @@ package nodesock
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -68,6 +69,16 @@ func Ask(ctx context.Context, layout host.Layout, a *messages.Ask, wait time.Dur
 		}
 		if err := messages.CheckStateDoc(r.StateDoc); err != nil {
 			return nil, fmt.Errorf("the daemon's reply: %w", err)
+		}
+	}
+	if r.Page > 0 {
+		// The CGI reply that follows the line, whole (D71).
+		r.CGIPage = make([]byte, r.Page)
+		if _, err := io.ReadFull(br, r.CGIPage); err != nil {
+			return nil, fmt.Errorf("read the daemon's page (%d bytes): %w", r.Page, err)
+		}
+		if !bytes.HasPrefix(r.CGIPage, []byte("Status: ")) || !bytes.Contains(r.CGIPage, []byte("\r\n\r\n")) {
+			return nil, errors.New("the daemon's page is no CGI reply (a Status line, headers, a blank line)")
 		}
 	}
 	return r, nil

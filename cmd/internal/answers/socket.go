@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/cmd/internal/console"
 	"github.com/ocx-go/ocx/cmd/internal/hook"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/host"
@@ -35,6 +36,9 @@ type Socket struct {
 	// status answers status asks; nil when the node did not open (the
 	// asks are refused then).
 	status *status
+	// console renders the pages asked (D71); nil when its key did not
+	// open.
+	console *console.Console
 }
 
 // Open serves the daemon's socket. Without it the daemon still
@@ -58,6 +62,7 @@ func Open(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rep
 	if s.status, err = newStatus(layout, cfg, repos, log); err != nil {
 		log.Warn("the daemon's socket answers no status: the node does not open", actors.ErrAttr(err))
 	}
+	s.console = s.openConsole(repos)
 	srv := nodesock.New(ln, s.answer, nil, log)
 	go func() {
 		defer close(s.done)
@@ -104,6 +109,8 @@ func (s *Socket) answer(ctx context.Context, a *messages.Ask) *messages.Reply {
 		if s.status != nil {
 			return s.status.runs(ctx, a)
 		}
+	case messages.AskPage:
+		return s.page(a)
 	}
 	return nodesock.Refusal("this daemon does not answer %s asks", a.Kind)
 }

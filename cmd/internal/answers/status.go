@@ -135,7 +135,7 @@ func (s *status) answer(ctx context.Context) *messages.Reply {
 	if err != nil {
 		return nodesock.Refusal("the status: %v", err)
 	}
-	r.Doc = len(doc)
+	r.Doc, r.StateDoc = len(doc), doc
 	r.Receipts = map[string]messages.Receipt{}
 	for _, p := range n.Config.ProjectNames() {
 		if x, err := s.repos.Index(p); err == nil {

@@ -21,17 +21,57 @@ import (
 // request, nor FOSSIL_USER for its user) and given a PATH. It returns the
 // exit status: 0 whenever a reply was written.
 func ServeCGI(agents string, stdin io.Reader, stdout io.Writer, environ []string) int {
+	w := newCGIWriter()
+	r, f, ok := cgiRequest(w, environ)
+	if !ok {
+		return w.flush(stdout)
+	}
+	if r.ContentLength > 0 {
+		r.Body = io.NopCloser(io.LimitReader(stdin, r.ContentLength))
+	}
+	scrubEnv(agents)
+	c, err := Open(agents)
+	if err != nil {
+		w.fail(http.StatusInternalServerError, err.Error())
+		return w.flush(stdout)
+	}
+	c.Serve(w, r, f)
+	w.header.Set(ServedByHeader, "console")
+	return w.flush(stdout)
+}
+
+// ServedByHeader says which process rendered a page: "daemon" (D71) or
+// "console", an `ocx console` of its own. Fossil passes it on.
+const ServedByHeader = "X-Ocx-Served-By"
+
+// ServePage answers one page asked by GET or HEAD with the environment
+// Fossil gave its CGI, in the daemon (D71): the request has no body, and
+// the process's own environment is left as it is. It returns the whole
+// CGI reply.
+func (c *Console) ServePage(environ []string) []byte {
+	w := newCGIWriter()
+	if r, f, ok := cgiRequest(w, environ); ok {
+		c.Serve(w, r, f)
+	}
+	w.header.Set(ServedByHeader, "daemon")
+	var out bytes.Buffer
+	w.flush(&out)
+	return out.Bytes()
+}
+
+// cgiRequest reads the request from Fossil's environment, its body none;
+// a request that does not read is failed on w.
+func cgiRequest(w *cgiWriter, environ []string) (*http.Request, Fossil, bool) {
 	env := map[string]string{}
 	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			env[k] = v
 		}
 	}
-	w := newCGIWriter()
 	f, err := FossilFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		w.fail(http.StatusBadRequest, err.Error())
-		return w.flush(stdout)
+		return nil, f, false
 	}
 	// Fossil sets no SERVER_PROTOCOL (fossil-2.21.md §5, VERIFIED by dumping
 	// ext/env), which net/http/cgi requires.
@@ -41,21 +81,10 @@ func ServeCGI(agents string, stdin io.Reader, stdout io.Writer, environ []string
 	r, err := cgi.RequestFromMap(env)
 	if err != nil {
 		w.fail(http.StatusBadRequest, "console: the request does not read: "+err.Error())
-		return w.flush(stdout)
+		return nil, f, false
 	}
-	if r.ContentLength > 0 {
-		r.Body = io.NopCloser(io.LimitReader(stdin, r.ContentLength))
-	} else {
-		r.Body = http.NoBody
-	}
-	scrubEnv(agents)
-	c, err := Open(agents)
-	if err != nil {
-		w.fail(http.StatusInternalServerError, err.Error())
-		return w.flush(stdout)
-	}
-	c.Serve(w, r, f)
-	return w.flush(stdout)
+	r.Body = http.NoBody
+	return r, f, true
 }
 
 // scrubEnv leaves the process only what its children need.

@@ -77,6 +77,10 @@ type Console struct {
 	key    []byte
 	// Now is the clock; tests may set it.
 	Now func() time.Time
+	// Node is what each request's node is opened with (its caller
+	// set per request): in the daemon, its open repositories, process
+	// table and kept status (D71).
+	Node node.Options
 }
 
 // Open opens the console of the agents root: its key is made on first use.
@@ -137,7 +141,7 @@ func (c *Console) Serve(w http.ResponseWriter, r *http.Request, f Fossil) {
 		return
 	}
 	code := ""
-	n, err := node.Open(c.agents, node.Options{})
+	n, err := node.Open(c.agents, c.Node)
 	if err == nil {
 		project, ok := n.ProjectOf(f.Repository)
 		if !ok {
@@ -167,7 +171,9 @@ func (c *Console) Serve(w http.ResponseWriter, r *http.Request, f Fossil) {
 	if q.f.Admin() && q.f.Cookie != "" {
 		caller = node.Caller{Login: f.Viewer, Cookie: q.f.Cookie}
 	}
-	if q.n, err = node.Open(c.agents, node.Options{Caller: caller}); err != nil {
+	opts := c.Node
+	opts.Caller = caller
+	if q.n, err = node.Open(c.agents, opts); err != nil {
 		q.plain(http.StatusInternalServerError, "the console cannot open the node: "+err.Error())
 		return
 	}

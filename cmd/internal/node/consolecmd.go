@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 )
 
@@ -14,13 +15,17 @@ import (
 const ConsoleEntryName = "console"
 
 // ConsoleEntry is the entry's content: a shell script Fossil runs as CGI,
-// which execs the release's ocx as the console of the agents root. Fossil
-// clears the environment, so both paths are written in it; the release's
-// current link is followed at each request, so an accepted release serves
-// the next page.
+// which execs the release's ocx-console (D71), or in a release without
+// one its ocx, as the console of the agents root. Fossil clears the
+// environment, so both paths are written in it; the release's current
+// link is followed at each request, so an accepted release serves the
+// next page.
 func (n *Node) ConsoleEntry() []byte {
-	return []byte("#!/bin/sh\n# OCX's console, run by Fossil as its CGI extension (ocx console install).\nexec " +
-		shellQuote(n.Program("ocx")) + " console --agents " + shellQuote(n.Agents) + "\n")
+	agents := shellQuote(n.Agents)
+	lean := shellQuote(n.Program(host.ConsoleProgram))
+	return []byte("#!/bin/sh\n# OCX's console, run by Fossil as its CGI extension (ocx console install).\n" +
+		"if [ -x " + lean + " ]; then exec " + lean + " --agents " + agents + "; fi\n" +
+		"exec " + shellQuote(n.Program("ocx")) + " console --agents " + agents + "\n")
 }
 
 // ConsoleInstall puts the console's entry in Fossil's extension root

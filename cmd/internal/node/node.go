@@ -79,6 +79,9 @@ type Options struct {
 	// caller (its socket's answers): it holds the lock while it answers,
 	// so a status need not read who holds it.
 	Daemon int
+	// Ask, when set, asks the daemon in its own process (a page it
+	// serves, D71); nil asks on its socket.
+	Ask func(context.Context, *messages.Ask) (*messages.Reply, error)
 }
 
 // Records are the repositories of a node's projects as a long-lived reader
@@ -117,10 +120,11 @@ type Node struct {
 	// over (issue 22 item 5); the Node's copies share it.
 	passed *record.PassedLog
 	// records are Options.Records, procs Options.Procs, daemon
-	// Options.Daemon.
+	// Options.Daemon, ask Options.Ask.
 	records Records
 	procs   *unixhost.ProcTable
 	daemon  int
+	ask     func(context.Context, *messages.Ask) (*messages.Reply, error)
 }
 
 // Default bounds on waiting.
@@ -181,6 +185,7 @@ func newNode(agents string, opts Options) (*Node, error) {
 		records:     opts.Records,
 		procs:       opts.Procs,
 		daemon:      opts.Daemon,
+		ask:         opts.Ask,
 	}
 	if n.Log == nil {
 		n.Log = slog.New(slog.DiscardHandler)
