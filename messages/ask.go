@@ -92,6 +92,9 @@ func (a *Ask) Validate() error {
 	if a.V != AskVersion {
 		return fieldErr("v", ErrInvalid, fmt.Sprintf("is %d; this daemon speaks version %d", a.V, AskVersion))
 	}
+	if a.Env != nil && a.Kind != AskPage {
+		return fieldErr("env", ErrInvalid, "is given; only a page ask gives an environment")
+	}
 	switch a.Kind {
 	case AskHook:
 		if a.Repo == "" {
@@ -126,9 +129,6 @@ func (a *Ask) Validate() error {
 			return fieldErr("env", ErrInvalid, fmt.Sprintf("has REQUEST_METHOD %s; the daemon serves a page asked by GET or HEAD", quoteShort(method)))
 		}
 	case AskStatus:
-		if a.Env != nil {
-			return fieldErr("env", ErrInvalid, "is given; only a page ask gives an environment")
-		}
 		if a.Repo != "" || len(a.Hashes) > 0 || a.Project != "" || a.Run != "" {
 			return fieldErr("repo", ErrInvalid, "is given; a status ask names no repository, hash, project or run")
 		}

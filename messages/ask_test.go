@@ -56,6 +56,14 @@ func TestAskRefusals(t *testing.T) {
 		{`{"ocx":"ask","v":1,"ask":"status","repo":"/r"}`, "names no repository"},
 		{`{"ocx":"ask","v":1,"v":1,"ask":"status"}`, "twice"},
 		{"{\"ocx\":\"ask\",\"v\":1,\"ask\":\"st\xffatus\"}", "UTF-8"},
+		{`{"ocx":"ask","v":1,"ask":"page"}`, "1 to 256"},
+		{`{"ocx":"ask","v":1,"ask":"page","env":["REQUEST_METHOD=POST"]}`, "GET or HEAD"},
+		{`{"ocx":"ask","v":1,"ask":"page","env":["PATH_INFO=/state"]}`, "GET or HEAD"},
+		{`{"ocx":"ask","v":1,"ask":"page","env":["REQUEST_METHOD=GET","=x"]}`, "env[1]"},
+		{`{"ocx":"ask","v":1,"ask":"page","env":["REQUEST_METHOD=GET","NOEQUALS"]}`, "NAME=VALUE"},
+		{`{"ocx":"ask","v":1,"ask":"page","env":["REQUEST_METHOD=GET"],"repo":"/r"}`, "names no repository"},
+		{`{"ocx":"ask","v":1,"ask":"status","env":["REQUEST_METHOD=GET"]}`, "only a page ask"},
+		{`{"ocx":"ask","v":1,"ask":"hook","repo":"/r","env":["A=1"]}`, "only a page ask"},
 	} {
 		_, err := DecodeAsk([]byte(c.line))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -105,6 +113,7 @@ func FuzzDecodeAsk(f *testing.F) {
 	f.Add([]byte(`{"ocx":"ask","v":1,"ask":"hook","repo":"/r","hashes":["` + strings.Repeat("c", 40) + `"]}`))
 	f.Add([]byte(`{"ocx":"ask","v":1,"ask":"hook","repo":"/r","hashes":[1]}`))
 	f.Add([]byte(`{"ocx":"ask","v":1,"ask":"runs","project":"demo","run":"0123456789ab"}`))
+	f.Add([]byte(`{"ocx":"ask","v":1,"ask":"page","env":["REQUEST_METHOD=GET","PATH_INFO=/state"]}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		a, err := DecodeAsk(line)
 		if err != nil {

@@ -207,6 +207,8 @@ func TestGarbageAndSilence(t *testing.T) {
 		{"a state document cut short", `{"ocx":"reply","v":1,"doc":100}` + "\n{\n  \"ocx\": \"state\",", false, "state document (100 bytes)"},
 		{"a document of another kind", `{"ocx":"reply","v":1,"doc":12}` + "\nHTTP/1.1 200", false, "does not begin as a state document"},
 		{"a document with no end", `{"ocx":"reply","v":1,"doc":20}` + "\n{\n  \"ocx\": \"state\",\n", false, "cut short"},
+		{"a page cut short", `{"ocx":"reply","v":1,"page":100}` + "\nStatus: 200 OK\r\n", false, "page (100 bytes)"},
+		{"a page that is no CGI reply", `{"ocx":"reply","v":1,"page":12}` + "\nHTTP/1.1 200", false, "no CGI reply"},
 		{"a document too long", `{"ocx":"reply","v":1,"doc":99999999999}` + "\n", false, "a state document is 1 to"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
