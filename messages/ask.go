@@ -209,9 +209,11 @@ type Reply struct {
 	// that follows it: the socket's server writes it as it is. It is
 	// never read from a line.
 	Line []byte `json:"-"`
-	// Kept: the reply is kept between asks (a status, D70), so the
-	// memory it holds is not handed back once it is written.
-	Kept bool `json:"-"`
+	// KeepMemory: the memory the reply holds is not handed back to the
+	// system once it is written: a status kept between asks (D70), or a
+	// page made of its copies (D71), for which a forced collection would
+	// cost more than the answer.
+	KeepMemory bool `json:"-"`
 }
 
 // PassedOver is one thing an answer passed over, and why.

@@ -110,7 +110,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	}
 	// A reply made for this ask alone leaves its memory to hand back; a
 	// kept one stays.
-	if !reply.Kept && len(b) >= bigReply {
+	if !reply.KeepMemory && len(b) >= bigReply {
 		returnMemory()
 	}
 }

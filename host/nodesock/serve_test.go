@@ -353,7 +353,7 @@ func TestStateDocFollowsTheLine(t *testing.T) {
 				t.Error(err)
 			}
 			r.Line = append(append(line, '\n'), doc...)
-			r.Kept = kept
+			r.KeepMemory = kept
 			return r
 		}, nil)
 		r, err := Ask(context.Background(), n.layout, messages.NewAsk(messages.AskStatus), 10*time.Second)

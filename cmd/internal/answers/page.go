@@ -58,6 +58,9 @@ func (s *Socket) page(a *messages.Ask) *messages.Reply {
 		return nodesock.Refusal("the reply does not encode: %v", err)
 	}
 	r.Line = append(append(line, '\n'), out...)
+	// A page of a big status is copies of the kept one: the runtime's
+	// own collections take them back, not a forced one for each page.
+	r.KeepMemory = true
 	s.log.Debug("ocxd.sock: a console page served", slog.Int("bytes", len(out)))
 	return r
 }

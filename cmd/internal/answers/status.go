@@ -151,7 +151,7 @@ func (s *status) answer(ctx context.Context) *messages.Reply {
 	// the status is kept from the next derivation on.
 	if counted && !s.watchFor(n, st) {
 		k := *r
-		k.Kept = true
+		k.KeepMemory = true
 		s.kept = &keptStatus{counts: counts, reply: &k}
 	}
 	return r
