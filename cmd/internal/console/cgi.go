@@ -22,6 +22,7 @@ import (
 // exit status: 0 whenever a reply was written.
 func ServeCGI(agents string, stdin io.Reader, stdout io.Writer, environ []string) int {
 	w := newCGIWriter()
+	w.header.Set(ServedByHeader, "console")
 	r, f, ok := cgiRequest(w, environ)
 	if !ok {
 		return w.flush(stdout)
@@ -36,7 +37,6 @@ func ServeCGI(agents string, stdin io.Reader, stdout io.Writer, environ []string
 		return w.flush(stdout)
 	}
 	c.Serve(w, r, f)
-	w.header.Set(ServedByHeader, "console")
 	return w.flush(stdout)
 }
 
@@ -50,10 +50,10 @@ const ServedByHeader = "X-Ocx-Served-By"
 // CGI reply.
 func (c *Console) ServePage(environ []string) []byte {
 	w := newCGIWriter()
+	w.header.Set(ServedByHeader, "daemon")
 	if r, f, ok := cgiRequest(w, environ); ok {
 		c.Serve(w, r, f)
 	}
-	w.header.Set(ServedByHeader, "daemon")
 	var out bytes.Buffer
 	w.flush(&out)
 	return out.Bytes()

@@ -78,8 +78,8 @@ type Console struct {
 	// Now is the clock; tests may set it.
 	Now func() time.Time
 	// Node is what each request's node is opened with (its caller
-	// set per request): in the daemon, its open repositories, process
-	// table and kept status (D71).
+	// set per request): in the daemon, its open repositories and its
+	// own answers, the kept status among them (D71).
 	Node node.Options
 }
 
