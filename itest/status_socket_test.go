@@ -200,18 +200,7 @@ func TestConsoleSaysWhereItsStatusCameFrom(t *testing.T) {
 		t.Fatalf("the sessions page with the daemon up: %d\n%s", code, body)
 	}
 
-	pid := n.daemonPID()
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	n.waitFor("the daemon to end", func() bool { return n.daemonPID() == 0 })
-	layout, err := host.NewLayout(n.agents)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(layout.Socket(), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	layout := endDaemonLeavingItsSocket(t, n)
 	code, body = v.get("sessions")
 	if code != 200 || !strings.Contains(body, `data-ocx-session="`+key(agent)+`"`) ||
 		!strings.Contains(body, `id="ocx-read-itself"`) || !strings.Contains(body, "no daemon answers on its socket") {
@@ -289,6 +278,21 @@ func TestConsolePagesFromTheDaemon(t *testing.T) {
 			t.Errorf("%s: the daemon's page differs from ocx console's own\ndaemon: %s\nconsole: %s", c.path, daemon, own)
 		}
 	}
+	layout := endDaemonLeavingItsSocket(t, n)
+	defer os.Remove(layout.Socket())
+	code, by, body := get("sessions")
+	if code != 200 || by != "console" || !strings.Contains(body, `data-ocx-session="`+key(agent)+`"`) ||
+		!strings.Contains(body, `id="ocx-read-itself"`) {
+		t.Fatalf("the sessions page with no daemon: %d, served by %q\n%s", code, by, body)
+	}
+}
+
+// endDaemonLeavingItsSocket ends the node's daemon with TERM and leaves a
+// name at its socket that nothing answers on, so that a daemon a page
+// starts serves no socket either: every caller then reads the repository
+// itself.
+func endDaemonLeavingItsSocket(t *testing.T, n *testNode) host.Layout {
+	t.Helper()
 	pid := n.daemonPID()
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -298,15 +302,8 @@ func TestConsolePagesFromTheDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A name nothing answers on, so that the page's own daemon serves no
-	// socket either: the page is served by ocx console each time.
 	if err := os.WriteFile(layout.Socket(), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	defer os.Remove(layout.Socket())
-	code, by, body := get("sessions")
-	if code != 200 || by != "console" || !strings.Contains(body, `data-ocx-session="`+key(agent)+`"`) ||
-		!strings.Contains(body, `id="ocx-read-itself"`) {
-		t.Fatalf("the sessions page with no daemon: %d, served by %q\n%s", code, by, body)
-	}
+	return layout
 }
