@@ -62,10 +62,17 @@ type Info struct {
 	Author string
 	Via    Via
 	// Rcvid and Rid place the artifact in the server's order: by receipt,
-	// then by row.
+	// then by row. On a node on another host they are the server's, as
+	// the server vouched for them (vouch.go); 0 for an artifact it has not
+	// vouched for.
 	Rcvid, Rid int64
-	Received   time.Time // when its receipt was made
-	Time       time.Time // the time written inside it (D card)
+	// Receipt and Row are where the artifact stands in this file: the
+	// receipt that brought it, which a reader following what the file
+	// received keeps as its mark, and the row its bytes are read from. On
+	// the server's node they are Rcvid and Rid.
+	Receipt, Row int64
+	Received     time.Time // when its receipt was made (the server's)
+	Time         time.Time // the time written inside it (D card)
 
 	Branch  string // check-in: its branch ("trunk" when it carries none)
 	Comment string // check-in: its comment, as edited
@@ -159,27 +166,48 @@ func (rd *reader) info(hash string) (Info, error) {
 		rtime, etime                  sql.NullFloat64
 		private                       bool
 	)
-	found, err := rd.row(infoQuery, []any{hash}, &info.Rid, &rcvid, &login, &viaSync, &viaAddr, &rtime,
-		&etype, &etime, &author, &comment, &private)
+	var (
+		vRcvid, vRid sql.NullInt64
+		vVia         sql.NullInt64
+	)
+	q, dest := infoQuery, []any{&info.Row, &rcvid, &login, &viaSync, &viaAddr, &rtime,
+		&etype, &etime, &author, &comment, &private}
+	if rd.r.vouched {
+		q, dest = vouchedInfoQuery, append(dest, &vRcvid, &vRid, &vVia)
+	}
+	found, err := rd.row(q, []any{hash}, dest...)
 	if err != nil {
 		return Info{}, err
 	}
 	if !found {
 		return Info{}, &HashError{Op: "classify", Repo: rd.r.path, Hash: hash, Err: ErrNotFound}
 	}
-	info.Rcvid = rcvid.Int64
-	if rd.r.node {
-		info.Sender = login.String
-	}
+	info.Receipt = rcvid.Int64
 	switch {
-	case !rtime.Valid:
-		info.Via = ViaUnknown
-	case viaSync.Bool:
-		info.Via = ViaSync
-	case viaAddr.Bool:
-		info.Via = ViaWeb
+	case rd.r.vouched:
+		// The server's word, as it vouched for the artifact; nothing for
+		// one it has not (yet): an unknown sender, never trusted.
+		info.Sender, info.Rcvid, info.Rid = login.String, vRcvid.Int64, vRid.Int64
+		info.Via = Via(vVia.Int64)
+		if !vRcvid.Valid {
+			info.Via = ViaUnknown
+		}
+	case rd.r.node:
+		info.Sender, info.Rcvid, info.Rid = login.String, rcvid.Int64, info.Row
 	default:
-		info.Via = ViaLocal
+		info.Rcvid, info.Rid = rcvid.Int64, info.Row
+	}
+	if !rd.r.vouched {
+		switch {
+		case !rtime.Valid:
+			info.Via = ViaUnknown
+		case viaSync.Bool:
+			info.Via = ViaSync
+		case viaAddr.Bool:
+			info.Via = ViaWeb
+		default:
+			info.Via = ViaLocal
+		}
 	}
 	info.Received = julianToTime(rtime.Float64)
 	info.Time = julianToTime(etime.Float64)
@@ -189,7 +217,7 @@ func (rd *reader) info(hash string) (Info, error) {
 		info.Kind = KindCheckin
 		info.Comment = comment.String
 		var branch sql.NullString
-		if _, err := rd.row(branchQuery, []any{info.Rid}, &branch); err != nil {
+		if _, err := rd.row(branchQuery, []any{info.Row}, &branch); err != nil {
 			return Info{}, err
 		}
 		info.Branch = branch.String
@@ -200,14 +228,14 @@ func (rd *reader) info(hash string) (Info, error) {
 		info.Kind = KindPost
 		info.Pending = private
 		var root, irt sql.NullString
-		if _, err := rd.row(forumQuery, []any{info.Rid}, &root, &irt, &info.Edit); err != nil {
+		if _, err := rd.row(forumQuery, []any{info.Row}, &root, &irt, &info.Edit); err != nil {
 			return Info{}, err
 		}
 		info.Root, info.InReplyTo = root.String, irt.String
 	case "t":
 		info.Kind = KindTicketChange
 		var id sql.NullString
-		if _, err := rd.row(ticketQuery, []any{info.Rid}, &id); err != nil {
+		if _, err := rd.row(ticketQuery, []any{info.Row}, &id); err != nil {
 			return Info{}, err
 		}
 		info.Ticket = id.String
@@ -215,7 +243,7 @@ func (rd *reader) info(hash string) (Info, error) {
 		info.Kind = KindTagChange
 		// The tag tables keep only each tag's latest setting, so the
 		// artifact itself is what says which tags it set and where.
-		a, err := rd.artifact(info.Rid, hash)
+		a, err := rd.artifact(info.Row, hash)
 		if rd.r.passOver(hash, err) {
 			info.Unparsed = err.Error()
 			return info, nil
@@ -245,14 +273,17 @@ func (r *Repo) Received(ctx context.Context, after int64) (hashes []string, last
 		if last, err = rd.finished(after); err != nil {
 			return err
 		}
-		hashes, err = rd.hashes(receivedQuery, after, last)
+		hashes, err = rd.hashes(rd.r.inOrder(receivedQuery), after, last)
 		return err
 	})
 	return hashes, last, err
 }
 
-// receivedQuery lists the artifacts of the receipts after ? up to ?.
-const receivedQuery = `SELECT uuid FROM blob WHERE rcvid>? AND rcvid<=? AND size>=0 ORDER BY rcvid, rid`
+// receivedQuery lists the artifacts of the receipts after ? up to ?: by
+// receipt, then in the server's order (on a vouched clone a pull's receipt
+// holds what the server received in many, stored in the order of their
+// hashes), then by row.
+const receivedQuery = `SELECT b.uuid FROM blob b {vjoin} WHERE b.rcvid>? AND b.rcvid<=? AND b.size>=0 ORDER BY b.rcvid, {rcvid}, {rid}, b.rid`
 
 // UnfinishedFor is how long a receipt a web page made may stay unfinished
 // (unfinishedQuery) before it counts as finished whatever it holds: a
@@ -276,7 +307,15 @@ AND NOT EXISTS(SELECT 1 FROM blob b JOIN event e ON e.objid=b.rid WHERE b.rcvid=
 
 // finished is the newest receipt number, or the one before the oldest
 // unfinished receipt after after; 0 when the repository received nothing.
+// On a vouched clone it is the newest receipt the server vouched for:
+// what it has not vouched for has not arrived (D72), and a pull writes
+// each receipt whole, in one transaction.
 func (rd *reader) finished(after int64) (int64, error) {
+	if rd.r.vouched {
+		var mark int64
+		_, err := rd.row(`SELECT min(value, (SELECT coalesce(max(rcvid), 0) FROM rcvfrom)) FROM fx_ocx_vouch WHERE name='mark'`, nil, &mark)
+		return mark, err
+	}
 	var newest, unfinished sql.NullInt64
 	if _, err := rd.row(`SELECT max(rcvid) FROM rcvfrom`, nil, &newest); err != nil {
 		return 0, err
@@ -299,7 +338,7 @@ func (r *Repo) ArtifactsOf(ctx context.Context, infos []Info) (arts []*Artifact,
 	err = r.read(ctx, "read artifacts", func(rd *reader) error {
 		arts, errs = make([]*Artifact, len(infos)), make([]error, len(infos))
 		for i, info := range infos {
-			arts[i], errs[i] = rd.artifact(info.Rid, info.Hash)
+			arts[i], errs[i] = rd.artifact(info.Row, info.Hash)
 		}
 		return nil
 	})
@@ -332,7 +371,7 @@ func (rd *reader) noteTexts(infos []Info) ([]string, error) {
 		default:
 			continue
 		}
-		a, err := rd.artifact(info.Rid, info.Hash)
+		a, err := rd.artifact(info.Row, info.Hash)
 		if rd.r.passOver(info.Hash, err) {
 			continue // it holds no note the node can read
 		}
@@ -382,7 +421,7 @@ func (r *Repo) Arrived(ctx context.Context, after int64, most int, users func(Ar
 		if a.Last, err = rd.finished(after); err != nil {
 			return err
 		}
-		if a.Hashes, err = rd.hashes(receivedQuery, after, a.Last); err != nil {
+		if a.Hashes, err = rd.hashes(rd.r.inOrder(receivedQuery), after, a.Last); err != nil {
 			return err
 		}
 		first := a.Hashes[:min(most, len(a.Hashes))]

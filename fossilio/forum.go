@@ -36,7 +36,7 @@ func (r *Repo) Post(ctx context.Context, hashOrPrefix string) (ForumPost, error)
 		if err != nil {
 			return err
 		}
-		p.First, err = rd.firstVersion(p.Rid, full)
+		p.First, err = rd.firstVersion(p.Row, full)
 		return err
 	})
 	return p, err
@@ -102,9 +102,9 @@ func (r *Repo) Thread(ctx context.Context, anyPost string) ([]ForumPost, error) 
 		if !found {
 			return fmt.Errorf("read thread %s in %s: %w: not a forum post", anyPost, r.path, ErrWrongKind)
 		}
-		versions, err := queryRows(rd, func(v *postVersion) []any { return []any{&v.rid, &v.rcvid, &v.prev, &v.hash} },
-			`SELECT f.fpid, b.rcvid, coalesce(f.fprev, 0), b.uuid FROM forumpost f JOIN blob b ON b.rid=f.fpid
-			WHERE f.froot=? AND f.fpid NOT IN (SELECT rid FROM private) ORDER BY b.rcvid, f.fpid`, root.Int64)
+		versions, err := queryRows(rd, func(v *postVersion) []any { return []any{&v.rid, &v.rcvid, &v.row, &v.prev, &v.hash} },
+			r.inOrder(`SELECT f.fpid, {rcvid}, {rid}, coalesce(f.fprev, 0), b.uuid FROM forumpost f JOIN blob b ON b.rid=f.fpid {vjoin}
+			WHERE f.froot=? AND f.fpid NOT IN (SELECT rid FROM private) ORDER BY {rcvid}, {rid}`), root.Int64)
 		if err != nil {
 			return err
 		}
@@ -126,10 +126,11 @@ func (r *Repo) Thread(ctx context.Context, anyPost string) ([]ForumPost, error) 
 }
 
 // postVersion is one version of a thread's post, as the forumpost table
-// links it to the version it replaces (prev).
+// links it to the version it replaces (prev): rid and prev are rows of
+// this file, rcvid and row its place in the server's order.
 type postVersion struct {
-	rid, rcvid, prev int64
-	hash             string
+	rid, rcvid, row, prev int64
+	hash                  string
 }
 
 // threadEntry is one post of a thread: its latest version and its first.
@@ -169,7 +170,7 @@ func latestVersions(versions []postVersion) []threadEntry {
 		if a.first.rcvid != b.first.rcvid {
 			return cmp.Compare(a.first.rcvid, b.first.rcvid)
 		}
-		return cmp.Compare(a.first.rid, b.first.rid)
+		return cmp.Compare(a.first.row, b.first.row)
 	})
 	return entries
 }
@@ -305,10 +306,10 @@ func (r *Repo) FirstPosts(ctx context.Context, holding string) ([]Sent, error) {
 			raw  []byte // the stored content when it is whole (no delta)
 		}
 		list, err := queryRows(rd, func(x *row) []any { return []any{&x.hash, &x.rid, &x.raw} },
-			`SELECT b.uuid, b.rid, CASE WHEN d.rid IS NULL AND ?1 THEN b.content END
-			FROM forumpost f JOIN blob b ON b.rid=f.fpid LEFT JOIN delta d ON d.rid=b.rid
+			r.inOrder(`SELECT b.uuid, b.rid, CASE WHEN d.rid IS NULL AND ?1 THEN b.content END
+			FROM forumpost f JOIN blob b ON b.rid=f.fpid LEFT JOIN delta d ON d.rid=b.rid {vjoin}
 			WHERE f.froot=f.fpid AND f.fprev IS NULL AND f.firt IS NULL AND f.fpid NOT IN (SELECT rid FROM private)
-			ORDER BY b.rcvid, b.rid`, holding != "")
+			ORDER BY {rcvid}, {rid}`), holding != "")
 		if err != nil {
 			return err
 		}

@@ -20,14 +20,40 @@ func (r *Repo) OCXHook(ctx context.Context) (command string, installed bool, err
 }
 
 // NewestReceipt is the newest receipt number (max rcvid), 0 when the
-// repository received nothing yet.
+// repository received nothing yet; on a vouched clone, the newest the
+// server vouched for.
 func (r *Repo) NewestReceipt(ctx context.Context) (int64, error) {
 	var last int64
 	err := r.read(ctx, "newest receipt", func(rd *reader) error {
+		if rd.r.vouched {
+			var err error
+			last, err = rd.finished(0)
+			return err
+		}
 		_, err := rd.row(`SELECT coalesce(max(rcvid), 0) FROM rcvfrom`, nil, &last)
 		return err
 	})
 	return last, err
+}
+
+// ReceiptBefore is the mark a reader of what this file received keeps
+// (Received's after) to read every artifact after the place (rcvid, rid)
+// in the server's order. On the server's own repository it is the
+// receipt before rcvid; on a vouched clone, where a pull's receipt holds
+// what the server received in many, the clone's receipt before the first
+// that holds anything at or after the place.
+func (r *Repo) ReceiptBefore(ctx context.Context, rcvid, rid int64) (int64, error) {
+	if !r.vouched {
+		return max(rcvid-1, 0), nil
+	}
+	var before int64
+	err := r.read(ctx, "find the receipt before a place", func(rd *reader) error {
+		_, err := rd.row(`SELECT coalesce(min(b.rcvid), (SELECT coalesce(max(rcvid), 0)+1 FROM rcvfrom))-1
+			FROM fx_ocx_receipt v JOIN blob b ON b.uuid=v.hash WHERE v.rcvid>? OR (v.rcvid=? AND v.rid>=?)`,
+			[]any{rcvid, rcvid, rid}, &before)
+		return err
+	})
+	return max(before, 0), err
 }
 
 // HookLook is what the daemon's hook watch reads of a repository at each

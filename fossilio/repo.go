@@ -59,9 +59,12 @@ type Options struct {
 // an agent's clone: there the receipts name the local user who pulled, so
 // every Sender it reports is "" (unknown).
 type Repo struct {
-	path    string
-	dsn     string // what its connections were opened with
-	node    bool
+	path string
+	dsn  string // what its connections were opened with
+	node bool
+	// vouched: a node on another host's clone of the server (vouch.go),
+	// whose senders, order and users are the server's word.
+	vouched bool
 	db      *sql.DB
 	stmts   map[string]*sql.Stmt
 	once    map[string]bool // queries run once, not yet prepared
@@ -174,6 +177,13 @@ func openDSN(abs string, u url.URL, file *os.File, node bool, opts *Options) (*R
 	}
 	if err == nil && n != 6 {
 		err = ErrNotRepository
+	}
+	if err == nil && node {
+		// The node's own file: a node on another host's clone keeps what
+		// the server vouched for beside Fossil's tables. An agent's clone
+		// (OpenClone) is never read so: a table there is the agent's.
+		err = db.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type='table' AND name='fx_ocx_receipt'`).Scan(&n)
+		r.vouched = n == 1
 	}
 	if err != nil {
 		db.Close()
@@ -575,7 +585,7 @@ func (rd *reader) artifactOf(hash string, kind Kind, op string) (Info, *Artifact
 	if info.Kind != kind {
 		return Info{}, nil, fmt.Errorf("%s %s in %s: %w: it is a %s", op, hash, rd.r.path, ErrWrongKind, info.Kind)
 	}
-	a, err := rd.artifact(info.Rid, hash)
+	a, err := rd.artifact(info.Row, hash)
 	if err != nil {
 		return Info{}, nil, err
 	}
@@ -701,6 +711,14 @@ func julianToTime(jd float64) time.Time {
 	}
 	ms := int64(math.Round((jd - 2440587.5) * 86400000))
 	return time.UnixMilli(ms).UTC()
+}
+
+// timeToJulian is julianToTime's inverse: a time as Fossil stores it.
+func timeToJulian(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return float64(t.UnixMilli())/86400000 + 2440587.5
 }
 
 // MaxRecent bounds how many entries a list of recent things returns

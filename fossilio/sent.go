@@ -24,6 +24,15 @@ WHERE e.type IN ('f','t') AND u.login=?1 AND b.size>=0
 	AND NOT EXISTS(SELECT 1 FROM private p WHERE p.rid=b.rid)
 ORDER BY b.rcvid, b.rid`
 
+// vouchedSentQuery is sentQuery on a vouched clone: the sender and the
+// order are what the server vouched for.
+const vouchedSentQuery = `SELECT b.uuid, b.rid, e.type, CASE WHEN d.rid IS NULL AND ?2 THEN b.content END
+FROM event e JOIN blob b ON b.rid=e.objid
+JOIN fx_ocx_receipt v ON v.hash=b.uuid LEFT JOIN delta d ON d.rid=b.rid
+WHERE e.type IN ('f','t') AND v.login=?1 AND b.size>=0
+	AND NOT EXISTS(SELECT 1 FROM private p WHERE p.rid=b.rid)
+ORDER BY v.rcvid, v.rid`
+
 // SentBy lists the forum posts and ticket changes the node's repository
 // received from login (its receipts, never the name written inside), in the
 // server's order. A post is listed in its first version only, since an edit
@@ -47,7 +56,7 @@ func (r *Repo) SentBy(ctx context.Context, login, holding string) ([]Sent, error
 			raw []byte
 		}
 		list, err := queryRows(rd, func(x *row) []any { return []any{&x.hash, &x.rid, &x.typ, &x.raw} },
-			sentQuery, login, holding != "")
+			r.pick(sentQuery, vouchedSentQuery), login, holding != "")
 		if err != nil {
 			return err
 		}

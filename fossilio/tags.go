@@ -39,7 +39,7 @@ func (r *Repo) CheckinTags(ctx context.Context, checkin string) ([]TagChange, er
 		if ci.Kind != KindCheckin {
 			return fmt.Errorf("read tags of %s in %s: %w: it is a %s", full, r.path, ErrWrongKind, ci.Kind)
 		}
-		own, err := rd.artifact(ci.Rid, full)
+		own, err := rd.artifact(ci.Row, full)
 		if rd.r.passOver(full, err) {
 			own = &Artifact{} // its own tags are unknown; the tag changes still count
 		} else if err != nil {
@@ -57,9 +57,9 @@ func (r *Repo) CheckinTags(ctx context.Context, checkin string) ([]TagChange, er
 		// its first 16 digits ("Edit [HASH|..."), which narrows the search
 		// to the tag changes that may name this check-in; each is then
 		// parsed to be sure.
-		candidates, err := rd.hashes(`SELECT b.uuid FROM event e JOIN blob b ON b.rid=e.objid
+		candidates, err := rd.hashes(r.inOrder(`SELECT b.uuid FROM event e JOIN blob b ON b.rid=e.objid {vjoin}
 			WHERE e.type='g' AND instr(e.comment, ?)>0 AND b.rid NOT IN (SELECT rid FROM private)
-			ORDER BY b.rcvid, b.rid`, "Edit ["+full[:16])
+			ORDER BY {rcvid}, {rid}`), "Edit ["+full[:16])
 		if err != nil {
 			return err
 		}
@@ -110,14 +110,14 @@ func (r *Repo) CheckinsOnBranch(ctx context.Context, branch, after string) ([]In
 			if err != nil {
 				return err
 			}
-			if _, err := rd.row(`SELECT coalesce(rcvid, 0), rid FROM blob WHERE uuid=?`, []any{full}, &rcvid, &rid); err != nil {
+			if _, err := rd.row(r.inOrder(`SELECT coalesce({rcvid}, 0), {rid} FROM blob b {vjoin} WHERE b.uuid=?`), []any{full}, &rcvid, &rid); err != nil {
 				return err
 			}
 		}
-		hashes, err := rd.hashes(`SELECT b.uuid FROM tagxref x JOIN blob b ON b.rid=x.rid JOIN event e ON e.objid=x.rid AND e.type='ci'
+		hashes, err := rd.hashes(r.inOrder(`SELECT b.uuid FROM tagxref x JOIN blob b ON b.rid=x.rid JOIN event e ON e.objid=x.rid AND e.type='ci' {vjoin}
 			WHERE x.tagid=(SELECT tagid FROM tag WHERE tagname='branch') AND x.tagtype>0 AND x.value=?
-			AND (b.rcvid>? OR (b.rcvid=? AND b.rid>?)) AND b.rid NOT IN (SELECT rid FROM private)
-			ORDER BY b.rcvid, b.rid`, branch, rcvid, rcvid, rid)
+			AND ({rcvid}>? OR ({rcvid}=? AND {rid}>?)) AND b.rid NOT IN (SELECT rid FROM private)
+			ORDER BY {rcvid}, {rid}`), branch, rcvid, rcvid, rid)
 		if err != nil {
 			return err
 		}
@@ -173,9 +173,9 @@ func (r *Repo) Tagged(ctx context.Context, name string, limit int) ([]string, er
 	err := r.read(ctx, "list tagged check-ins", func(rd *reader) error {
 		var err error
 		out, err = rd.hashes(`SELECT b.uuid FROM tagxref x JOIN blob b ON b.rid=x.rid JOIN event e ON e.objid=x.rid AND e.type='ci'
-			LEFT JOIN blob s ON s.rid=x.srcid
-			WHERE x.tagid=(SELECT tagid FROM tag WHERE tagname=?) AND b.rid NOT IN (SELECT rid FROM private)
-			ORDER BY coalesce(s.rcvid, 0) DESC, x.srcid DESC, b.rid DESC LIMIT ?`, name, limit)
+			LEFT JOIN blob s ON s.rid=x.srcid `+r.pick(`WHERE`, `LEFT JOIN fx_ocx_receipt sv ON sv.hash=s.uuid WHERE`)+`
+			x.tagid=(SELECT tagid FROM tag WHERE tagname=?) AND b.rid NOT IN (SELECT rid FROM private)
+			ORDER BY `+r.pick(`coalesce(s.rcvid, 0) DESC, x.srcid DESC`, `coalesce(sv.rcvid, 0) DESC, coalesce(sv.rid, 0) DESC`)+`, b.rid DESC LIMIT ?`, name, limit)
 		return err
 	})
 	return out, err

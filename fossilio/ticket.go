@@ -49,8 +49,8 @@ func (r *Repo) TicketChanges(ctx context.Context, ticket string) ([]TicketChange
 		case len(tagids) > 1:
 			return &HashError{Op: "read ticket", Repo: r.path, Hash: ticket, Matches: names, Err: ErrAmbiguous}
 		}
-		hashes, err := rd.hashes(`SELECT b.uuid FROM tagxref x JOIN blob b ON b.rid=x.rid
-			WHERE x.tagid=? AND x.rid NOT IN (SELECT rid FROM private) ORDER BY b.rcvid, b.rid`, tagids[0])
+		hashes, err := rd.hashes(r.inOrder(`SELECT b.uuid FROM tagxref x JOIN blob b ON b.rid=x.rid {vjoin}
+			WHERE x.tagid=? AND x.rid NOT IN (SELECT rid FROM private) ORDER BY {rcvid}, {rid}`), tagids[0])
 		if err != nil {
 			return err
 		}

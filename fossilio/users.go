@@ -29,9 +29,30 @@ func (r *Repo) Users(ctx context.Context) ([]User, error) {
 	return out, err
 }
 
+// The user table a reader reads: the repository's own, or on a vouched
+// clone the server's, as of the last pull (vouch.go). A node on another
+// host never reads its clone's own users, which are its own, not the
+// server's.
+const (
+	usersQuery        = `SELECT login, coalesce(cap, ''), coalesce(info, '') FROM user ORDER BY login`
+	vouchedUsersQuery = `SELECT login, cap, '' FROM fx_ocx_user ORDER BY login`
+	userQuery         = `SELECT login, coalesce(cap, ''), coalesce(info, '') FROM user WHERE login=?`
+	vouchedUserQuery  = `SELECT login, cap, '' FROM fx_ocx_user WHERE login=?`
+	capsQuery         = `SELECT login, coalesce(cap, '') FROM user WHERE login IN (?, 'nobody', 'anonymous', 'reader', 'developer')`
+	vouchedCapsQuery  = `SELECT login, cap FROM fx_ocx_user WHERE login IN (?, 'nobody', 'anonymous', 'reader', 'developer')`
+)
+
+// pick is q, or its vouched form on a vouched clone.
+func (r *Repo) pick(q, vouched string) string {
+	if r.vouched {
+		return vouched
+	}
+	return q
+}
+
 // users is Users in rd's transaction.
 func (rd *reader) users() ([]User, error) {
-	rows, err := rd.query(`SELECT login, coalesce(cap, ''), coalesce(info, '') FROM user ORDER BY login`)
+	rows, err := rd.query(rd.r.pick(usersQuery, vouchedUsersQuery))
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +72,7 @@ func (rd *reader) users() ([]User, error) {
 func (r *Repo) User(ctx context.Context, login string) (User, error) {
 	var u User
 	err := r.read(ctx, "read user", func(rd *reader) error {
-		found, err := rd.row(`SELECT login, coalesce(cap, ''), coalesce(info, '') FROM user WHERE login=?`, []any{login}, &u.Login, &u.Caps, &u.Info)
+		found, err := rd.row(r.pick(userQuery, vouchedUserQuery), []any{login}, &u.Login, &u.Caps, &u.Info)
 		if err != nil {
 			return err
 		}
@@ -70,7 +91,7 @@ func (r *Repo) User(ctx context.Context, login string) (User, error) {
 func (r *Repo) EffectiveCaps(ctx context.Context, login string) (string, error) {
 	caps := map[string]string{}
 	err := r.read(ctx, "read capabilities", func(rd *reader) error {
-		rows, err := rd.query(`SELECT login, coalesce(cap, '') FROM user WHERE login IN (?, 'nobody', 'anonymous', 'reader', 'developer')`, login)
+		rows, err := rd.query(r.pick(capsQuery, vouchedCapsQuery), login)
 		if err != nil {
 			return err
 		}

@@ -257,7 +257,7 @@ func TestReplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx := record.NewIndexAfter(f.repo, "ocx", info.Rcvid-1)
+	idx := record.NewIndexAfter(f.repo, "ocx", info.Receipt-1)
 	rs, err := idx.Replies(f.ctx, launch)
 	if err != nil || len(rs) != 1 || rs[0].Hash != mine {
 		t.Fatalf("replies %+v, %v; want the node user's %s alone", rs, err, mine)

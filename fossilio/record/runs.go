@@ -320,7 +320,11 @@ func ArrivalOf(info fossilio.Info, text string) (messages.RunArrival, bool) {
 // the server's order; name names it in errors.
 func ArrivalsAfter(ctx context.Context, r *fossilio.Repo, name string, at messages.RunPosition) ([]messages.RunArrival, error) {
 	var out []messages.RunArrival
-	_, err := eachReceived(ctx, r, name, max(at.Receipt-1, 0), func(info fossilio.Info, text string) {
+	from, err := r.ReceiptBefore(ctx, at.Receipt, at.Row)
+	if err != nil {
+		return nil, fmt.Errorf("read what %s received: %w", name, err)
+	}
+	_, err = eachReceived(ctx, r, name, from, func(info fossilio.Info, text string) {
 		if a, ok := ArrivalOf(info, text); ok && at.Before(a.At) {
 			out = append(out, a)
 		}

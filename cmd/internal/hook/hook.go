@@ -283,7 +283,7 @@ func (h *run) arrived(ctx context.Context, stdin []string, m *mark) ([]fossilio.
 	for _, info := range infos {
 		// Past last is a receipt Received stopped before (a web page is
 		// still writing one before it): the next run has it, finished.
-		if !m.ok || (info.Rcvid > m.value && info.Rcvid <= last) {
+		if !m.ok || (info.Receipt > m.value && info.Receipt <= last) {
 			kept = append(kept, info)
 		}
 	}

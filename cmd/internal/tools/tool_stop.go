@@ -53,7 +53,7 @@ func (n Actions) toolStop(ctx context.Context, in *messages.StopArgs) *node.Answ
 	}
 	// The end note is the response; the user's capabilities go once no
 	// process names the workspace (LoginWithdraw refuses before).
-	idx := record.NewIndexAfter(r, n.Config.User, info.Rcvid-1)
+	idx := record.NewIndexAfter(r, n.Config.User, info.Receipt-1)
 	end, err := n.awaitEnd(ctx, idx, key, launch)
 	if err != nil {
 		return a.Stop(err)

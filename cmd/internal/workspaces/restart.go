@@ -401,7 +401,7 @@ func (n Actions) writeLaunches(ctx context.Context, a *node.Answer, plans []rest
 			continue
 		}
 		lines = append(lines, messages.PostLine{Repository: pl.p.Repository, Hash: hash})
-		waiting = append(waiting, pendingRestart{plan: pl, idx: record.NewIndexAfter(pl.r, n.Config.User, info.Rcvid-1)})
+		waiting = append(waiting, pendingRestart{plan: pl, idx: record.NewIndexAfter(pl.r, n.Config.User, info.Receipt-1)})
 	}
 	return waiting, lines, written, nil
 }

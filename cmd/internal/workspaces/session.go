@@ -408,7 +408,7 @@ func (n Actions) awaitOutcome(ctx context.Context, a *node.Answer, r *fossilio.R
 	if err != nil {
 		return fmt.Errorf("read the launch note back: %w", err)
 	}
-	idx := record.NewIndexAfter(r, n.Config.User, info.Rcvid-1)
+	idx := record.NewIndexAfter(r, n.Config.User, info.Receipt-1)
 	deadline := time.Now().Add(n.OutcomeWait())
 	for {
 		tab, err := n.scan()
@@ -568,7 +568,7 @@ func (n Actions) Ended(ctx context.Context, project, launch string) (*messages.E
 	if err != nil {
 		return nil, err
 	}
-	ends, err := node.RepliesTo[*messages.EndNote](ctx, record.NewIndexAfter(r, n.Config.User, info.Rcvid-1), info.Hash)
+	ends, err := node.RepliesTo[*messages.EndNote](ctx, record.NewIndexAfter(r, n.Config.User, info.Receipt-1), info.Hash)
 	if err != nil {
 		return nil, err
 	}
@@ -713,7 +713,7 @@ func (n Actions) stopAndAwaitEnd(ctx context.Context, a *node.Answer, r *fossili
 	if err := n.EnsureAndSend(ctx, a, messages.StopLine{Login: key.Login, Project: key.Project}); err != nil {
 		return fmt.Errorf("stop the session of launch %s: %w; nothing written", held.Launch, err)
 	}
-	idx := record.NewIndexAfter(r, n.Config.User, info.Rcvid-1)
+	idx := record.NewIndexAfter(r, n.Config.User, info.Receipt-1)
 	deadline := time.Now().Add(n.StopWait())
 	for {
 		ends, err := node.RepliesTo[*messages.EndNote](ctx, idx, info.Hash)
