@@ -35,11 +35,17 @@ const (
 	// gave it to its CGI (D71): the daemon renders it from its kept status
 	// and replies the whole CGI reply.
 	AskPage AskKind = "page"
+	// AskPull asks a node on another host to pull a project served from
+	// the server (D72) and to reply once a pull begun after the ask has
+	// brought in, and the server vouched for, what the server held: a
+	// tool that wrote to the server then reads its own write in the
+	// node's clone.
+	AskPull AskKind = "pull"
 )
 
 // AskKinds are the kinds an Ask may have, in the order docs/daemon.md
 // lists them.
-var AskKinds = []AskKind{AskHook, AskStatus, AskRuns, AskPage}
+var AskKinds = []AskKind{AskHook, AskStatus, AskRuns, AskPage, AskPull}
 
 // MaxPageEnv bounds a page ask's environment: Fossil gives its CGI a few
 // dozen variables.
@@ -131,6 +137,13 @@ func (a *Ask) Validate() error {
 	case AskStatus:
 		if a.Repo != "" || len(a.Hashes) > 0 || a.Project != "" || a.Run != "" {
 			return fieldErr("repo", ErrInvalid, "is given; a status ask names no repository, hash, project or run")
+		}
+	case AskPull:
+		if a.Repo != "" || len(a.Hashes) > 0 || a.Run != "" {
+			return fieldErr("repo", ErrInvalid, "is given; a pull ask names a project alone")
+		}
+		if err := checkProject("project", a.Project); err != nil {
+			return err
 		}
 	case AskRuns:
 		if a.Repo != "" || len(a.Hashes) > 0 {

@@ -114,6 +114,7 @@ func FuzzDecodeAsk(f *testing.F) {
 	f.Add([]byte(`{"ocx":"ask","v":1,"ask":"hook","repo":"/r","hashes":[1]}`))
 	f.Add([]byte(`{"ocx":"ask","v":1,"ask":"runs","project":"demo","run":"0123456789ab"}`))
 	f.Add([]byte(`{"ocx":"ask","v":1,"ask":"page","env":["REQUEST_METHOD=GET","PATH_INFO=/state"]}`))
+	f.Add([]byte(`{"ocx":"ask","v":1,"ask":"pull","project":"demo"}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		a, err := DecodeAsk(line)
 		if err != nil {

@@ -2,10 +2,12 @@ package messages
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The two files of the agents root that are JSON (decisions D2): node.json, which
@@ -39,6 +41,73 @@ type NodeConfig struct {
 	// 11, row 7; D53): a run without a sandbox is refused. `ocx init
 	// --confined-only` writes it.
 	ConfinedOnly bool `json:"confined_only,omitempty"`
+	// Pull is how a node on another host pulls its projects marked
+	// other_host (D72): every Every, and when poked on Listen. nil: every
+	// DefaultPullEvery, taking no pokes.
+	Pull *NodePull `json:"pull,omitempty" ocx:"closed"`
+}
+
+// NodePull is node.json's pull.
+type NodePull struct {
+	// Every is the pull's timer, a Go duration ("2s") from MinPullEvery
+	// to MaxPullEvery; empty: DefaultPullEvery.
+	Every string `json:"every,omitempty"`
+	// Listen is the address (IP:PORT) the daemon takes pokes on: a bare
+	// POST from the server's hook that says only "pull now".
+	Listen string `json:"listen,omitempty"`
+}
+
+// The pull's timer: its default and bounds.
+const (
+	DefaultPullEvery = 2 * time.Second
+	MinPullEvery     = 100 * time.Millisecond
+	MaxPullEvery     = time.Hour
+)
+
+// PullEvery is the pull's timer.
+func (c *NodeConfig) PullEvery() time.Duration {
+	if c.Pull == nil || c.Pull.Every == "" {
+		return DefaultPullEvery
+	}
+	d, _ := time.ParseDuration(c.Pull.Every) // checked by Validate
+	return d
+}
+
+// OtherHost says whether any project is served from another host.
+func (c *NodeConfig) OtherHost() bool {
+	for _, p := range c.Projects {
+		if p.OtherHost {
+			return true
+		}
+	}
+	return false
+}
+
+// validate checks the timer and the address.
+func (p *NodePull) validate(field string) error {
+	if p.Every != "" {
+		d, err := time.ParseDuration(p.Every)
+		if err != nil || d < MinPullEvery || d > MaxPullEvery {
+			return fieldErr(field+".every", ErrInvalid, fmt.Sprintf("%s is not a duration from %s to %s, as \"2s\"", quoteShort(p.Every), MinPullEvery, MaxPullEvery))
+		}
+	}
+	if p.Listen != "" {
+		if err := checkIPPort(field+".listen", p.Listen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkIPPort accepts IP:PORT, an IP address and a port from 1 to 65535:
+// the daemon binds what node.json says, never a name it would look up.
+func checkIPPort(field, s string) error {
+	host, port, err := net.SplitHostPort(s)
+	n, perr := strconv.Atoi(port)
+	if err != nil || net.ParseIP(host) == nil || perr != nil || n < 1 || n > 65535 {
+		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not an IP address and a port, as 127.0.0.1:8091", quoteShort(s)))
+	}
+	return nil
 }
 
 // NodeSandbox is node.json's sandbox.
@@ -106,9 +175,34 @@ type NodeProject struct {
 	// (seed 004, sections 4 and 5): it sets no run user's password, but
 	// reads each from its file of passwords (AGENTS/run-passwords), and a
 	// run with a password step whose user the file lacks is refused (section
-	// 11, row 6). Repository is then the record the node reads; its writes go
-	// to URL as the node user.
+	// 11, row 6). Repository is then the node's clone of the server, which
+	// it pulls as the node user and whose senders the server vouches for
+	// (D72); its writes go to URL as the node user.
 	OtherHost bool `json:"other_host,omitempty"`
+	// RemoteNodes are, on the server's node, the nodes on other hosts that
+	// serve the project: the console's receipt page answers their node
+	// users alone, and the hook pokes those that name a URL.
+	RemoteNodes []RemoteNode `json:"remote_nodes,omitempty"`
+}
+
+// RemoteNode is a node on another host, as the server's node lists it.
+type RemoteNode struct {
+	// User is its node user, a user of the server's repository.
+	User string `json:"user" why:"a remote node names its node user"`
+	// Poke, when set, is the URL the server's hook POSTs to when
+	// something arrives, so that the node pulls at once.
+	Poke string `json:"poke,omitempty"`
+}
+
+// RemoteNode is the remote node whose node user is user, if the project
+// lists one.
+func (p NodeProject) RemoteNode(user string) (RemoteNode, bool) {
+	for _, r := range p.RemoteNodes {
+		if r.User == user {
+			return r, true
+		}
+	}
+	return RemoteNode{}, false
 }
 
 // Validate checks the node user, the release root and every project.
@@ -134,6 +228,11 @@ func (c *NodeConfig) Validate() error {
 			return at("node.json", err)
 		}
 	}
+	if c.Pull != nil {
+		if err := c.Pull.validate("pull"); err != nil {
+			return at("node.json", err)
+		}
+	}
 	for _, name := range c.ProjectNames() {
 		p := c.Projects[name]
 		field := joinField("projects", name)
@@ -149,6 +248,37 @@ func (c *NodeConfig) Validate() error {
 		}
 		if err := checkURL(field+".url", p.URL); err != nil {
 			return at("node.json", err)
+		}
+		if err := c.checkRemoteNodes(field, p); err != nil {
+			return at("node.json", err)
+		}
+	}
+	return nil
+}
+
+// checkRemoteNodes checks a project's remote nodes: listed by the
+// server's node alone, each a valid login, not the node's own, once.
+func (c *NodeConfig) checkRemoteNodes(field string, p NodeProject) error {
+	if len(p.RemoteNodes) > 0 && p.OtherHost {
+		return fieldErr(field+".remote_nodes", ErrInvalid, "is given on a project served from another host; the server's node lists the remote nodes")
+	}
+	seen := map[string]bool{}
+	for i, r := range p.RemoteNodes {
+		f := fmt.Sprintf("%s.remote_nodes[%d]", field, i)
+		if err := checkLogin(f+".user", r.User); err != nil {
+			return err
+		}
+		if r.User == c.User {
+			return fieldErr(f+".user", ErrInvalid, fmt.Sprintf("%s is this node's own user", quoteShort(r.User)))
+		}
+		if seen[r.User] {
+			return fieldErr(f+".user", ErrInvalid, fmt.Sprintf("%s is listed twice", quoteShort(r.User)))
+		}
+		seen[r.User] = true
+		if r.Poke != "" {
+			if err := checkURL(f+".poke", r.Poke); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -186,7 +316,8 @@ func (c *NodeConfig) Encode() ([]byte, error) {
 		SessionLimits *NodeSessionLimits     `json:"session_limits,omitempty"`
 		Sandbox       *NodeSandbox           `json:"sandbox,omitempty"`
 		ConfinedOnly  bool                   `json:"confined_only,omitempty"`
-	}{c.User, c.Release, c.Projects, c.SessionLimits, c.Sandbox, c.ConfinedOnly})
+		Pull          *NodePull              `json:"pull,omitempty"`
+	}{c.User, c.Release, c.Projects, c.SessionLimits, c.Sandbox, c.ConfinedOnly, c.Pull})
 }
 
 // String renders the node on one line.

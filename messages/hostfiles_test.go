@@ -17,10 +17,24 @@ func genNodeConfig() *rapid.Generator[*NodeConfig] {
 			Projects: map[string]NodeProject{},
 		}
 		for _, name := range rapid.SliceOfNDistinct(genName(), 1, 4, rapid.ID[string]).Draw(t, "projects") {
-			c.Projects[name] = NodeProject{
+			p := NodeProject{
 				Repository: "/srv/fossil/" + name + RepositorySuffix,
 				URL:        "http://127.0.0.1:" + rapid.StringMatching(`[1-9][0-9]{1,4}`).Draw(t, "port") + "/" + name,
+				OtherHost:  rapid.Bool().Draw(t, "other_host"),
 			}
+			if !p.OtherHost {
+				for _, u := range rapid.SliceOfNDistinct(genLogin(), 0, 3, rapid.ID[string]).Draw(t, "remote_nodes") {
+					if u == c.User {
+						continue
+					}
+					p.RemoteNodes = append(p.RemoteNodes, RemoteNode{User: u, Poke: genOpt(rapid.SampledFrom([]string{"http://127.0.0.1:8091/", "http://10.0.0.2:9/poke"})).Draw(t, "poke")})
+				}
+			}
+			c.Projects[name] = p
+		}
+		if rapid.Bool().Draw(t, "pull") {
+			c.Pull = &NodePull{Every: rapid.SampledFrom([]string{"", "2s", "100ms", "1h"}).Draw(t, "every"),
+				Listen: rapid.SampledFrom([]string{"", "127.0.0.1:8091", "[::1]:9"}).Draw(t, "listen")}
 		}
 		if rapid.Bool().Draw(t, "limits") {
 			l := &NodeSessionLimits{Memory: rapid.SampledFrom([]string{"", "16M", "2G", "1073741824"}).Draw(t, "memory")}
@@ -121,6 +135,16 @@ func TestHostFilesHostile(t *testing.T) {
 		{"session memory a number", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","session_limits":{"memory":1048576000}`, 1), "session_limits.memory", ErrInvalid},
 		{"session processes too few", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","session_limits":{"processes":2}`, 1), "session_limits.processes", ErrInvalid},
 		{"session limit unknown", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","session_limits":{"cpu":5}`, 1), "session_limits.cpu", ErrUnknownKey},
+		{"pull every not a duration", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"every":"often"}`, 1), "pull.every", ErrInvalid},
+		{"pull every too short", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"every":"1ms"}`, 1), "pull.every", ErrInvalid},
+		{"pull listen a name", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"listen":"localhost:8091"}`, 1), "pull.listen", ErrInvalid},
+		{"pull listen no port", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"listen":"127.0.0.1"}`, 1), "pull.listen", ErrInvalid},
+		{"pull key unknown", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"interval":"2s"}`, 1), "pull.interval", ErrUnknownKey},
+		{"remote node ../x", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"../x"}]`, 1), "projects.demo.remote_nodes[0].user", ErrInvalid},
+		{"remote node the node's own", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"ocx"}]`, 1), "projects.demo.remote_nodes[0].user", ErrInvalid},
+		{"remote node twice", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1"},{"user":"lab-1"}]`, 1), "projects.demo.remote_nodes[1].user", ErrInvalid},
+		{"remote node poke not a URL", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"ftp://x/"}]`, 1), "projects.demo.remote_nodes[0].poke", ErrInvalid},
+		{"remote nodes on another host", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","other_host":true,"remote_nodes":[{"user":"lab-1"}]`, 1), "projects.demo.remote_nodes", ErrInvalid},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := DecodeNodeConfig([]byte(c.data))

@@ -290,8 +290,11 @@ func checkInitProject(ctx context.Context, cfg *messages.NodeConfig, field strin
 		return fmt.Errorf("%s: %w", field, err)
 	}
 	np := messages.NodeProject{Repository: p.Repository, URL: p.URL}
-	if prev, ok := cfg.Projects[p.Name]; ok && prev != np {
-		return fmt.Errorf("%s: node.json has %s as %s at %s", field, p.Name, prev.Repository, prev.URL)
+	if prev, ok := cfg.Projects[p.Name]; ok {
+		if prev.Repository != np.Repository || prev.URL != np.URL || prev.OtherHost {
+			return fmt.Errorf("%s: node.json has %s as %s at %s", field, p.Name, prev.Repository, prev.URL)
+		}
+		np = prev // what else node.json says of it (its remote nodes) is kept
 	}
 	cfg.Projects[p.Name] = np
 	return nil

@@ -1,0 +1,156 @@
+package messages
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// The server's node vouches for artifacts to a node on another host (issue
+// 25, D72): for each hash, the login the server received it from, its
+// place in the server's order and its sender's standing, with the user
+// table as of the answer. The console's receipt page answers it in JSON
+// (GET /ext/console/receipt/HASH for one artifact, a POST of hashes for
+// many), to a node user its node.json lists alone.
+
+// ReceiptsKind is the "ocx" of a receipts answer.
+const ReceiptsKind = "receipts"
+
+// MaxReceiptsAsked bounds the hashes one ask names; MaxReceiptsLen the
+// answer's bytes (a thousand receipts and the users of a large server).
+const (
+	MaxReceiptsAsked = 1000
+	MaxReceiptsLen   = 8 << 20
+)
+
+// Receipts is the server's answer for some artifacts.
+type Receipts struct {
+	Ocx      string          `json:"ocx" why:"a receipts answer says \"ocx\": \"receipts\""`
+	Receipts []ReceiptAnswer `json:"receipts" why:"a receipts answer lists a receipt for each hash asked"`
+	// Users is the server's user table at the answer: each login and its
+	// capability letters, pseudo-users included, so that a node reads
+	// "holds admin or setup" as the server would (D27).
+	Users []ServerUser `json:"users" why:"a receipts answer lists the server's users"`
+}
+
+// ReceiptAnswer is what the server says of one artifact.
+type ReceiptAnswer struct {
+	Hash string `json:"hash" why:"a receipt names its artifact"`
+	// Known is false when the server holds no such artifact; nothing else
+	// is said then.
+	Known bool `json:"known" why:"a receipt says whether the server holds the artifact"`
+	// Login is the user the server received it from; absent when the
+	// receipt names none.
+	Login string `json:"login,omitempty"`
+	// Rcvid and Rid are its place in the server's order.
+	Rcvid uint64 `json:"rcvid,omitempty"`
+	Rid   uint64 `json:"rid,omitempty"`
+	// Received is when the server received it.
+	Received time.Time `json:"received,omitzero"`
+	// Via is how: sync, web, local or unknown.
+	Via string `json:"via,omitempty"`
+	// Privileged: Login holds admin or setup now.
+	Privileged bool `json:"privileged,omitempty"`
+	// PrivilegedAtReceipt says whether Login held admin or setup when the
+	// artifact was received; absent when the server cannot tell (a
+	// capability that counts changed since).
+	PrivilegedAtReceipt *bool `json:"privileged_at_receipt,omitempty"`
+}
+
+// ServerUser is one login of the server's user table.
+type ServerUser struct {
+	Login string `json:"login" why:"a user names its login"`
+	Caps  string `json:"caps" ocx:"empty"`
+}
+
+// receiptVias are the ways an artifact may have come.
+var receiptVias = []string{"unknown", "sync", "web", "local"}
+
+// Validate checks an answer as a node takes it: its kind, a hash for
+// each receipt and nothing said of one the server does not hold, a via it
+// knows, each login valid and no user twice.
+func (r *Receipts) Validate() error {
+	if r.Ocx != ReceiptsKind {
+		return fieldErr("ocx", ErrWrongKind, fmt.Sprintf("is %s; a receipts answer says %q", quoteShort(r.Ocx), ReceiptsKind))
+	}
+	if len(r.Receipts) > MaxReceiptsAsked {
+		return fieldErr("receipts", ErrInvalid, fmt.Sprintf("holds %d receipts; an answer holds at most %d", len(r.Receipts), MaxReceiptsAsked))
+	}
+	for i, rc := range r.Receipts {
+		field := fmt.Sprintf("receipts[%d]", i)
+		if err := checkHash(field+".hash", rc.Hash); err != nil {
+			return err
+		}
+		if !rc.Known {
+			if rc.Login != "" || rc.Rcvid != 0 || rc.Rid != 0 || !rc.Received.IsZero() || rc.Via != "" || rc.Privileged || rc.PrivilegedAtReceipt != nil {
+				return fieldErr(field, ErrInvalid, "says something of an artifact the server does not hold")
+			}
+			continue
+		}
+		if rc.Login != "" {
+			if err := checkLogin(field+".login", rc.Login); err != nil {
+				return err
+			}
+		}
+		if !contains(receiptVias, rc.Via) {
+			return fieldErr(field+".via", ErrInvalid, fmt.Sprintf("is %s; an artifact came by %s", quoteShort(rc.Via), listWords(receiptVias)))
+		}
+		if rc.Rid == 0 {
+			return fieldErr(field+".rid", ErrMissing, "is missing; an artifact the server holds has a row")
+		}
+		if (rc.Privileged || rc.PrivilegedAtReceipt != nil && *rc.PrivilegedAtReceipt) && rc.Login == "" {
+			return fieldErr(field+".privileged", ErrInvalid, "is said of no login")
+		}
+	}
+	seen := map[string]bool{}
+	for i, u := range r.Users {
+		field := fmt.Sprintf("users[%d]", i)
+		if err := checkLogin(field+".login", u.Login); err != nil {
+			return err
+		}
+		if seen[u.Login] {
+			return fieldErr(field+".login", ErrInvalid, fmt.Sprintf("%s is listed twice", quoteShort(u.Login)))
+		}
+		seen[u.Login] = true
+		for _, c := range u.Caps {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+				return fieldErr(field+".caps", ErrInvalid, fmt.Sprintf("%s is not a string of capability letters", quoteShort(u.Caps)))
+			}
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Encode renders the answer, after validating it.
+func (r *Receipts) Encode() ([]byte, error) {
+	if err := r.Validate(); err != nil {
+		return nil, at("receipts", err)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode receipts: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// DecodeReceipts reads a receipts answer strictly, naming the field at
+// fault.
+func DecodeReceipts(data []byte) (*Receipts, error) {
+	r := &Receipts{}
+	if err := decodeLine("receipts", data, MaxReceiptsLen, r); err != nil {
+		return nil, err
+	}
+	if err := r.Validate(); err != nil {
+		return nil, at("receipts", err)
+	}
+	return r, nil
+}

@@ -1,0 +1,116 @@
+package messages
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+func genReceipts() *rapid.Generator[*Receipts] {
+	return rapid.Custom(func(t *rapid.T) *Receipts {
+		r := &Receipts{Ocx: ReceiptsKind, Receipts: []ReceiptAnswer{}, Users: []ServerUser{}}
+		for range rapid.IntRange(0, 5).Draw(t, "n") {
+			rc := ReceiptAnswer{Hash: genHash().Draw(t, "hash"), Known: rapid.Bool().Draw(t, "known")}
+			if rc.Known {
+				rc.Login = genOpt(genLogin()).Draw(t, "login")
+				rc.Rcvid = rapid.Uint64Range(0, 1<<40).Draw(t, "rcvid")
+				rc.Rid = rapid.Uint64Range(1, 1<<40).Draw(t, "rid")
+				rc.Received = time.UnixMilli(rapid.Int64Range(0, 1<<42).Draw(t, "ms")).UTC()
+				rc.Via = rapid.SampledFrom(receiptVias).Draw(t, "via")
+				if rc.Login != "" {
+					rc.Privileged = rapid.Bool().Draw(t, "privileged")
+					if rapid.Bool().Draw(t, "at_known") {
+						at := rapid.Bool().Draw(t, "at")
+						rc.PrivilegedAtReceipt = &at
+					}
+				}
+			}
+			r.Receipts = append(r.Receipts, rc)
+		}
+		for _, l := range rapid.SliceOfNDistinct(genLogin(), 0, 5, rapid.ID[string]).Draw(t, "users") {
+			r.Users = append(r.Users, ServerUser{Login: l, Caps: rapid.StringMatching(`[a-z0-9]{0,8}`).Draw(t, "caps")})
+		}
+		return r
+	})
+}
+
+// TestReceiptsRoundTrip: every answer the server's node writes reads back
+// as it was.
+func TestReceiptsRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		r := genReceipts().Draw(t, "receipts")
+		data, err := r.Encode()
+		if err != nil {
+			t.Fatalf("encode: %v", err)
+		}
+		got, err := DecodeReceipts(data)
+		if err != nil {
+			t.Fatalf("decode: %v\n%s", err, data)
+		}
+		if !reflect.DeepEqual(got, r) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", got, r)
+		}
+	})
+}
+
+// TestReceiptsRefusals: an answer a node would take wrongly is refused,
+// naming the field.
+func TestReceiptsRefusals(t *testing.T) {
+	h := strings.Repeat("a", 64)
+	good := `{"ocx":"receipts","receipts":[{"hash":"` + h + `","known":true,"login":"alice","rcvid":3,"rid":9,"received":"2026-12-06T04:00:00Z","via":"sync"}],"users":[{"login":"alice","caps":"gio"}]}`
+	if _, err := DecodeReceipts([]byte(good)); err != nil {
+		t.Fatalf("the good answer is refused: %v", err)
+	}
+	for _, c := range []struct {
+		name, data, field string
+		want              error
+	}{
+		{"wrong kind", strings.Replace(good, `"receipts","receipts"`, `"receipt","receipts"`, 1), "ocx", ErrWrongKind},
+		{"short hash", strings.Replace(good, h, "abc", 1), "receipts[0].hash", ErrInvalid},
+		{"login ../x", strings.Replace(good, `"login":"alice","rcvid"`, `"login":"../x","rcvid"`, 1), "receipts[0].login", ErrInvalid},
+		{"unknown via", strings.Replace(good, `"via":"sync"`, `"via":"carrier pigeon"`, 1), "receipts[0].via", ErrInvalid},
+		{"no row", strings.Replace(good, `"rid":9,`, ``, 1), "receipts[0].rid", ErrMissing},
+		{"an unknown artifact with a login", strings.Replace(good, `"known":true`, `"known":false`, 1), "receipts[0]", ErrInvalid},
+		{"privileged nobody", strings.Replace(good, `"login":"alice","rcvid":3`, `"privileged":true,"rcvid":3`, 1), "receipts[0].privileged", ErrInvalid},
+		{"user twice", strings.Replace(good, `"users":[{"login":"alice","caps":"gio"}]`, `"users":[{"login":"alice","caps":"gio"},{"login":"alice","caps":"s"}]`, 1), "users[1].login", ErrInvalid},
+		{"caps with a space", strings.Replace(good, `"caps":"gio"`, `"caps":"g io"`, 1), "users[0].caps", ErrInvalid},
+		{"rcvid a string", strings.Replace(good, `"rcvid":3`, `"rcvid":"3"`, 1), "receipts[0].rcvid", ErrInvalid},
+		{"duplicate key", strings.Replace(good, `"known":true`, `"known":true,"known":false`, 1), "receipts[0].known", ErrDuplicateKey},
+		{"no users", strings.Replace(good, `,"users":[{"login":"alice","caps":"gio"}]`, ``, 1), "users", ErrMissing},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := DecodeReceipts([]byte(c.data))
+			var fe *FieldError
+			if !errors.As(err, &fe) || !errors.Is(err, c.want) || fe.Field != c.field {
+				t.Fatalf("got %v; want a %v naming field %q", err, c.want, c.field)
+			}
+		})
+	}
+}
+
+// FuzzDecodeReceipts: no answer makes the decoder panic, and what it
+// takes encodes and reads back the same.
+func FuzzDecodeReceipts(f *testing.F) {
+	h := strings.Repeat("b", 64)
+	f.Add([]byte(`{"ocx":"receipts","receipts":[{"hash":"` + h + `","known":true,"login":"a","rid":1,"via":"web","privileged_at_receipt":false}],"users":[]}`))
+	f.Add([]byte(`{"ocx":"receipts","receipts":[{"hash":"` + h + `","known":false}],"users":[{"login":"nobody","caps":""}]}`))
+	f.Add([]byte(`{"ocx":"receipts","receipts":[],"users":[{"login":"x","caps":"s"}],"more":1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := DecodeReceipts(data)
+		if err != nil {
+			return
+		}
+		again, err := r.Encode()
+		if err != nil {
+			t.Fatalf("a decoded answer does not encode: %v", err)
+		}
+		r2, err := DecodeReceipts(again)
+		if err != nil || !reflect.DeepEqual(r, r2) {
+			t.Fatalf("the answer does not round-trip: %v\n%s", err, again)
+		}
+	})
+}
