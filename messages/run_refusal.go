@@ -72,6 +72,10 @@ type RefusalFacts struct {
 	ServerNode bool
 	// HasPassword: a node on another host holds a password for the user.
 	HasPassword bool
+	// PasswordsWhy, on a node on another host, says why its file of
+	// passwords holds none it trusts (a wrong owner or mode, D72); row 6's
+	// note names it.
+	PasswordsWhy string
 	// NothingUnconfined: the node runs nothing unconfined.
 	NothingUnconfined bool
 	// Provides is what it can give a run.
@@ -125,7 +129,11 @@ func RunRefusal(run *Run, decodeErr error, f RefusalFacts) *Refusal {
 		return &Refusal{RefusedOtherNode, fmt.Sprintf("process.user %s works for the node %s", quoteShort(u), quoteShort(f.BoundNode))}
 	}
 	if run.HasPasswordStep() && !f.ServerNode && !f.HasPassword {
-		return &Refusal{RefusedNoPassword, fmt.Sprintf("this node holds no password for %s, which the password step takes", quoteShort(u))}
+		note := fmt.Sprintf("this node holds no password for %s, which the password step takes", quoteShort(u))
+		if f.PasswordsWhy != "" {
+			note += ": " + f.PasswordsWhy
+		}
+		return &Refusal{RefusedNoPassword, note}
 	}
 	if run.Sandbox == nil && f.NothingUnconfined {
 		return &Refusal{RefusedUnconfined, "the run has no sandbox, and this node runs nothing unconfined"}

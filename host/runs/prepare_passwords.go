@@ -191,8 +191,10 @@ var ErrNoPasswordsFile = errors.New("runs: no file of passwords")
 
 // ReadPasswords reads the file of passwords at path, an absolute path: the
 // file itself is opened without following a link (beneath its directory,
-// unixhost.Root), must be a regular file no other account can read or
-// write (mode 0600 or less), at most MaxPasswordsFile bytes, and must parse.
+// unixhost.Root), must be a regular file the node's own account owns and
+// no other account can read or write (mode 0600 or less), at most
+// MaxPasswordsFile bytes, and must parse. It is read again for every run
+// that takes a password, so a file changed since is read as it is now.
 // A file that does not exist is ErrNoPasswordsFile: the node holds no
 // password.
 func ReadPasswords(path string) (Passwords, error) {
@@ -224,6 +226,9 @@ func ReadPasswords(path string) (Passwords, error) {
 	}
 	if st.Mode().Perm()&0o077 != 0 {
 		return Passwords{}, &PasswordsError{Path: path, Why: fmt.Sprintf("has mode %04o: another account may read or write it (0600 is its mode)", st.Mode().Perm())}
+	}
+	if owner, ours := unixhost.OwnedByUs(st); !ours {
+		return Passwords{}, &PasswordsError{Path: path, Why: fmt.Sprintf("is owned by uid %d, not by the node's account (uid %d): another account may have written it", owner, os.Geteuid())}
 	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxPasswordsFile+1))
 	if err != nil {

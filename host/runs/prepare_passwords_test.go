@@ -2,6 +2,7 @@ package runs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -102,6 +103,20 @@ func TestReadPasswords(t *testing.T) {
 	}
 	if _, err := ReadPasswords("relative"); err == nil {
 		t.Error("a relative path was read")
+	}
+	// Another account's file, mode 0600 though it is, holds nothing the
+	// node trusts: it is refused, naming the owner (D72).
+	if err := os.WriteFile(p, []byte("claude-1 secret-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := os.Geteuid() + 1000
+	if err := os.Chown(p, other, -1); err != nil {
+		t.Fatalf("chown the file to uid %d (the tests run as root): %v", other, err)
+	}
+	var pe *PasswordsError
+	_, err = ReadPasswords(p)
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), fmt.Sprintf("owned by uid %d", other)) || strings.Contains(err.Error(), "secret") {
+		t.Errorf("another account's file: %v", err)
 	}
 }
 

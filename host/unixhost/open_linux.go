@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -54,4 +55,16 @@ func (r *Root) OpenRegular(p string, flag int) (*os.File, error) {
 		return nil, pathErr(op, clean, err)
 	}
 	return os.NewFile(uintptr(fd), clean), nil
+}
+
+// OwnedByUs says whether the file info st (of a file this process
+// opened) belongs to this process's own account, and which account it
+// belongs to: a file of secrets another account owns could have been
+// written by it.
+func OwnedByUs(st os.FileInfo) (owner int, ours bool) {
+	s, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return -1, false
+	}
+	return int(s.Uid), int(s.Uid) == os.Geteuid()
 }
