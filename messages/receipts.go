@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The server's node vouches for artifacts to a node on another host (issue
@@ -25,7 +27,10 @@ const (
 
 // Receipts is the server's answer for some artifacts.
 type Receipts struct {
-	Ocx      string          `json:"ocx" why:"a receipts answer says \"ocx\": \"receipts\""`
+	Ocx string `json:"ocx" why:"a receipts answer says \"ocx\": \"receipts\""`
+	// Project is the server's project code: a node checks that its clone
+	// is of it, and clones with the shared secret it makes.
+	Project  string          `json:"project" why:"a receipts answer names the server's project code"`
 	Receipts []ReceiptAnswer `json:"receipts" why:"a receipts answer lists a receipt for each hash asked"`
 	// Users is the server's user table at the answer: each login and its
 	// capability letters, pseudo-users included, so that a node reads
@@ -73,6 +78,9 @@ func (r *Receipts) Validate() error {
 	if r.Ocx != ReceiptsKind {
 		return fieldErr("ocx", ErrWrongKind, fmt.Sprintf("is %s; a receipts answer says %q", quoteShort(r.Ocx), ReceiptsKind))
 	}
+	if err := checkHash("project", r.Project); err != nil {
+		return err
+	}
 	if len(r.Receipts) > MaxReceiptsAsked {
 		return fieldErr("receipts", ErrInvalid, fmt.Sprintf("holds %d receipts; an answer holds at most %d", len(r.Receipts), MaxReceiptsAsked))
 	}
@@ -88,7 +96,7 @@ func (r *Receipts) Validate() error {
 			continue
 		}
 		if rc.Login != "" {
-			if err := checkLogin(field+".login", rc.Login); err != nil {
+			if err := checkFossilLogin(field+".login", rc.Login); err != nil {
 				return err
 			}
 		}
@@ -105,7 +113,7 @@ func (r *Receipts) Validate() error {
 	seen := map[string]bool{}
 	for i, u := range r.Users {
 		field := fmt.Sprintf("users[%d]", i)
-		if err := checkLogin(field+".login", u.Login); err != nil {
+		if err := checkFossilLogin(field+".login", u.Login); err != nil {
 			return err
 		}
 		if seen[u.Login] {
@@ -116,6 +124,30 @@ func (r *Receipts) Validate() error {
 			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
 				return fieldErr(field+".caps", ErrInvalid, fmt.Sprintf("%s is not a string of capability letters", quoteShort(u.Caps)))
 			}
+		}
+	}
+	return nil
+}
+
+// MaxFossilLogin bounds a login a server reports.
+const MaxFossilLogin = 255
+
+// checkFossilLogin accepts any login a Fossil server may hold, which is
+// wider than the names OCX makes (D1): a person's "pat@example.com", the
+// pseudo-users. It must be valid UTF-8 without a control character, and
+// bounded.
+func checkFossilLogin(field, s string) error {
+	switch {
+	case s == "":
+		return fieldErr(field, ErrMissing, "is empty")
+	case len(s) > MaxFossilLogin:
+		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; a login is at most %d", len(s), MaxFossilLogin))
+	case !utf8.ValidString(s):
+		return fieldErr(field, ErrInvalid, "is not valid UTF-8")
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return fieldErr(field, ErrInvalid, fmt.Sprintf("%s holds a control character", quoteShort(s)))
 		}
 	}
 	return nil

@@ -12,7 +12,7 @@ import (
 
 func genReceipts() *rapid.Generator[*Receipts] {
 	return rapid.Custom(func(t *rapid.T) *Receipts {
-		r := &Receipts{Ocx: ReceiptsKind, Receipts: []ReceiptAnswer{}, Users: []ServerUser{}}
+		r := &Receipts{Ocx: ReceiptsKind, Project: genHash().Draw(t, "project"), Receipts: []ReceiptAnswer{}, Users: []ServerUser{}}
 		for range rapid.IntRange(0, 5).Draw(t, "n") {
 			rc := ReceiptAnswer{Hash: genHash().Draw(t, "hash"), Known: rapid.Bool().Draw(t, "known")}
 			if rc.Known {
@@ -61,17 +61,23 @@ func TestReceiptsRoundTrip(t *testing.T) {
 // naming the field.
 func TestReceiptsRefusals(t *testing.T) {
 	h := strings.Repeat("a", 64)
-	good := `{"ocx":"receipts","receipts":[{"hash":"` + h + `","known":true,"login":"alice","rcvid":3,"rid":9,"received":"2026-12-06T04:00:00Z","via":"sync"}],"users":[{"login":"alice","caps":"gio"}]}`
+	good := `{"ocx":"receipts","project":"` + strings.Repeat("c", 40) + `","receipts":[{"hash":"` + h + `","known":true,"login":"alice","rcvid":3,"rid":9,"received":"2026-12-06T04:00:00Z","via":"sync"}],"users":[{"login":"alice","caps":"gio"}]}`
 	if _, err := DecodeReceipts([]byte(good)); err != nil {
 		t.Fatalf("the good answer is refused: %v", err)
+	}
+	// A server's logins are wider than OCX's names: a person's address,
+	// the pseudo-users.
+	wide := strings.Replace(strings.Replace(good, `"login":"alice","rcvid"`, `"login":"pat@example.com","rcvid"`, 1), `"users":[`, `"users":[{"login":"nobody","caps":"gjorz"},{"login":"pat smith","caps":""},`, 1)
+	if _, err := DecodeReceipts([]byte(wide)); err != nil {
+		t.Fatalf("an answer with a server's own logins is refused: %v", err)
 	}
 	for _, c := range []struct {
 		name, data, field string
 		want              error
 	}{
-		{"wrong kind", strings.Replace(good, `"receipts","receipts"`, `"receipt","receipts"`, 1), "ocx", ErrWrongKind},
+		{"wrong kind", strings.Replace(good, `"ocx":"receipts"`, `"ocx":"receipt"`, 1), "ocx", ErrWrongKind},
 		{"short hash", strings.Replace(good, h, "abc", 1), "receipts[0].hash", ErrInvalid},
-		{"login ../x", strings.Replace(good, `"login":"alice","rcvid"`, `"login":"../x","rcvid"`, 1), "receipts[0].login", ErrInvalid},
+		{"login with a newline", strings.Replace(good, `"login":"alice","rcvid"`, `"login":"a\nb","rcvid"`, 1), "receipts[0].login", ErrInvalid},
 		{"unknown via", strings.Replace(good, `"via":"sync"`, `"via":"carrier pigeon"`, 1), "receipts[0].via", ErrInvalid},
 		{"no row", strings.Replace(good, `"rid":9,`, ``, 1), "receipts[0].rid", ErrMissing},
 		{"an unknown artifact with a login", strings.Replace(good, `"known":true`, `"known":false`, 1), "receipts[0]", ErrInvalid},
@@ -80,6 +86,7 @@ func TestReceiptsRefusals(t *testing.T) {
 		{"caps with a space", strings.Replace(good, `"caps":"gio"`, `"caps":"g io"`, 1), "users[0].caps", ErrInvalid},
 		{"rcvid a string", strings.Replace(good, `"rcvid":3`, `"rcvid":"3"`, 1), "receipts[0].rcvid", ErrInvalid},
 		{"duplicate key", strings.Replace(good, `"known":true`, `"known":true,"known":false`, 1), "receipts[0].known", ErrDuplicateKey},
+		{"no project", strings.Replace(good, `"project":"`+strings.Repeat("c", 40)+`",`, ``, 1), "project", ErrMissing},
 		{"no users", strings.Replace(good, `,"users":[{"login":"alice","caps":"gio"}]`, ``, 1), "users", ErrMissing},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -96,7 +103,7 @@ func TestReceiptsRefusals(t *testing.T) {
 // takes encodes and reads back the same.
 func FuzzDecodeReceipts(f *testing.F) {
 	h := strings.Repeat("b", 64)
-	f.Add([]byte(`{"ocx":"receipts","receipts":[{"hash":"` + h + `","known":true,"login":"a","rid":1,"via":"web","privileged_at_receipt":false}],"users":[]}`))
+	f.Add([]byte(`{"ocx":"receipts","project":"` + h[:40] + `","receipts":[{"hash":"` + h + `","known":true,"login":"a","rid":1,"via":"web","privileged_at_receipt":false}],"users":[]}`))
 	f.Add([]byte(`{"ocx":"receipts","receipts":[{"hash":"` + h + `","known":false}],"users":[{"login":"nobody","caps":""}]}`))
 	f.Add([]byte(`{"ocx":"receipts","receipts":[],"users":[{"login":"x","caps":"s"}],"more":1}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
