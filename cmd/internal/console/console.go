@@ -190,6 +190,12 @@ func (q *request) route() {
 	if len(parts) == 2 && parts[0] == "tool" {
 		parts[1], _ = toolPath(parts[1])
 	}
+	if len(parts) > 0 && parts[0] == "receipt" {
+		// Read by a node on another host, by GET or POST, authorized by
+		// Fossil's login of a node user alone (D72).
+		q.receipts(parts[1:])
+		return
+	}
 	if q.r.Method == http.MethodPost && (len(parts) == 0 || parts[0] != "git") {
 		if ref := checkPost(q.r, q.f, q.c.key); ref != nil {
 			q.refuse(ref)

@@ -1,0 +1,112 @@
+package console
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/ocx-go/ocx/cmd/internal/remote"
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// receipts is the receipt page (D72): for a node on another host, what
+// this node's repository says of artifacts (who sent each, where it
+// stands in the server's order, its sender's standing) and its users, in
+// JSON. GET /receipt/HASH answers one artifact; a POST to /receipt of
+// hashes, one a line, answers many. It writes nothing, so a POST needs
+// no token: what authorizes it is Fossil's own login of a node user that
+// this node's node.json lists for the project (remote_nodes), the only
+// viewers it answers.
+func (q *request) receipts(rest []string) {
+	q.asJSON = true
+	p := q.n.Config.Projects[q.project]
+	if _, ok := p.RemoteNode(q.f.Viewer); !ok || q.f.Viewer == "" {
+		who := "a visitor who has not logged in"
+		if q.f.Viewer != "" {
+			who = fmt.Sprintf("%q", q.f.Viewer)
+		}
+		q.plain(http.StatusForbidden, fmt.Sprintf("the receipt page answers the node users node.json lists for %s (remote_nodes), and %s is not one", q.project, who))
+		return
+	}
+	var hashes []string
+	switch {
+	case q.r.Method == http.MethodPost && len(rest) == 0:
+		var err error
+		if hashes, err = readHashes(q.r.Body); err != nil {
+			q.plain(http.StatusBadRequest, "the receipt page's POST: "+err.Error())
+			return
+		}
+	case (q.r.Method == http.MethodGet || q.r.Method == http.MethodHead) && len(rest) == 1:
+		if !fossilio.IsHash(rest[0]) {
+			q.plain(http.StatusBadRequest, fmt.Sprintf("receipt/%s: the receipt page names an artifact by its full hash (40 or 64 hex digits)", rest[0]))
+			return
+		}
+		hashes = []string{rest[0]}
+	default:
+		q.plain(http.StatusNotFound, "the receipt page is GET /receipt/HASH, or a POST to /receipt of hashes, one a line")
+		return
+	}
+	r, err := q.n.OpenRepo(q.project)
+	if err != nil {
+		q.plain(http.StatusInternalServerError, err.Error())
+		return
+	}
+	defer r.Close()
+	rs, users, err := r.Receipts(q.ctx, hashes...)
+	if err != nil {
+		q.plain(http.StatusInternalServerError, err.Error())
+		return
+	}
+	code, err := r.ProjectCode(q.ctx)
+	if err != nil {
+		q.plain(http.StatusInternalServerError, err.Error())
+		return
+	}
+	data, err := remote.Answer(code, rs, users).Encode()
+	if err != nil {
+		q.plain(http.StatusInternalServerError, err.Error())
+		return
+	}
+	q.w.Header().Set("Content-Type", "application/json")
+	q.w.Write(data)
+}
+
+// readHashes reads a POST's hashes, one a line, each a full hash, at
+// most messages.MaxReceiptsAsked.
+func readHashes(body io.Reader) ([]string, error) {
+	max := int64(messages.MaxReceiptsAsked * 66)
+	sc := bufio.NewScanner(io.LimitReader(body, max+1))
+	var out []string
+	read := int64(0)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		read += int64(len(sc.Bytes())) + 1
+		if line == "" {
+			continue
+		}
+		if !fossilio.IsHash(line) {
+			return nil, fmt.Errorf("line %d is %q, not a full hash", len(out)+1, short(line))
+		}
+		if len(out) == messages.MaxReceiptsAsked {
+			return nil, fmt.Errorf("more than %d hashes; ask for them in parts", messages.MaxReceiptsAsked)
+		}
+		out = append(out, line)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if read > max {
+		return nil, fmt.Errorf("the body is longer than %d bytes; ask for at most %d hashes at once", max, messages.MaxReceiptsAsked)
+	}
+	return out, nil
+}
+
+func short(s string) string {
+	if len(s) > 20 {
+		return s[:20] + "…"
+	}
+	return s
+}

@@ -1,0 +1,59 @@
+package remote
+
+import (
+	"fmt"
+
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// Answer is the receipts answer of the server's repository: what it said
+// of each artifact, and its user table, as the console's receipt page
+// writes them.
+func Answer(project string, rs []fossilio.Receipt, users []fossilio.User) *messages.Receipts {
+	out := &messages.Receipts{Ocx: messages.ReceiptsKind, Project: project, Receipts: make([]messages.ReceiptAnswer, 0, len(rs)),
+		Users: make([]messages.ServerUser, 0, len(users))}
+	for _, rc := range rs {
+		a := messages.ReceiptAnswer{Hash: rc.Hash, Known: rc.Known}
+		if rc.Known {
+			a.Login, a.Rcvid, a.Rid, a.Received = rc.Login, uint64(rc.Rcvid), uint64(rc.Rid), rc.Received
+			a.Via, a.Privileged, a.PrivilegedAtReceipt = rc.Via.String(), rc.Privileged, rc.PrivilegedAtReceipt
+		}
+		out.Receipts = append(out.Receipts, a)
+	}
+	for _, u := range users {
+		out.Users = append(out.Users, messages.ServerUser{Login: u.Login, Caps: u.Caps})
+	}
+	return out
+}
+
+// vias reads an answer's via back.
+var vias = map[string]fossilio.Via{}
+
+func init() {
+	for _, v := range []fossilio.Via{fossilio.ViaUnknown, fossilio.ViaSync, fossilio.ViaWeb, fossilio.ViaLocal} {
+		vias[v.String()] = v
+	}
+}
+
+// FromAnswer is what a node keeps of an answer to the hashes it asked:
+// each receipt and the users. An answer that does not answer exactly the
+// hashes asked, in their order, is refused: the node never guesses (D72).
+func FromAnswer(asked []string, a *messages.Receipts) ([]fossilio.Receipt, []fossilio.User, error) {
+	if len(a.Receipts) != len(asked) {
+		return nil, nil, fmt.Errorf("the server answered %d receipts for %d hashes asked", len(a.Receipts), len(asked))
+	}
+	rs := make([]fossilio.Receipt, len(asked))
+	for i, r := range a.Receipts {
+		if r.Hash != asked[i] {
+			return nil, nil, fmt.Errorf("the server's receipt %d is for %s, asked for %s", i, r.Hash, asked[i])
+		}
+		rs[i] = fossilio.Receipt{Hash: r.Hash, Known: r.Known, Login: r.Login, Rcvid: int64(r.Rcvid), Rid: int64(r.Rid),
+			Received: r.Received, Via: vias[r.Via], Privileged: r.Privileged, PrivilegedAtReceipt: r.PrivilegedAtReceipt}
+	}
+	users := make([]fossilio.User, len(a.Users))
+	for i, u := range a.Users {
+		users[i] = fossilio.User{Login: u.Login, Caps: u.Caps}
+	}
+	return rs, users, nil
+}

@@ -1,0 +1,180 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// Client asks the server's node for receipts, logged in to the server as
+// the node user by Fossil's own login page, as a person logs in: the
+// receipt page answers a node user that the server's node.json lists, and
+// Fossil tells the page who is logged in (D72). The login cookie is kept
+// for the client's life and made again when the server no longer takes it.
+type Client struct {
+	// URL is the project's server URL (node.json's url).
+	URL string
+	// Login is the node user; Password gives its password, read when a
+	// login is needed.
+	Login    string
+	Password func() (string, error)
+	// HTTP is the HTTP client; nil: one with DefaultTimeout.
+	HTTP *http.Client
+
+	mu     sync.Mutex
+	cookie string
+}
+
+// DefaultTimeout bounds one request to the server.
+const DefaultTimeout = 30 * time.Second
+
+// chunk is how many hashes one request names.
+const chunk = 500
+
+// ErrRefused: the server answered, and refused (a wrong password, a node
+// user its node.json does not list): asking again will not help until
+// someone changes the server or the node.
+var ErrRefused = errors.New("the server refused")
+
+var defaultHTTP = &http.Client{Timeout: DefaultTimeout,
+	// The login answers with a redirect that carries the cookie.
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+func (c *Client) http() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return defaultHTTP
+}
+
+// Receipts asks the server what it holds of each hash (any number, asked
+// a chunk at a time) and its users. The answer has one receipt for each
+// hash, in order: anything else is refused, never guessed from.
+func (c *Client) Receipts(ctx context.Context, hashes []string) (*messages.Receipts, error) {
+	out := &messages.Receipts{Ocx: messages.ReceiptsKind, Receipts: []messages.ReceiptAnswer{}}
+	for first := true; first || len(hashes) > 0; first = false {
+		part := hashes[:min(chunk, len(hashes))]
+		hashes = hashes[len(part):]
+		a, err := c.receipts(ctx, part)
+		if err != nil {
+			return nil, err
+		}
+		if len(a.Receipts) != len(part) {
+			return nil, fmt.Errorf("ask %s for receipts: it answered %d receipts for %d hashes", c.URL, len(a.Receipts), len(part))
+		}
+		out.Receipts = append(out.Receipts, a.Receipts...)
+		out.Users, out.Project = a.Users, a.Project
+	}
+	return out, nil
+}
+
+// receipts asks for one chunk, logging in first when it has no cookie,
+// and again once when the server no longer takes the one it has.
+func (c *Client) receipts(ctx context.Context, hashes []string) (*messages.Receipts, error) {
+	u, err := url.JoinPath(c.URL, "ext/console/receipt")
+	if err != nil {
+		return nil, fmt.Errorf("the server URL %q: %w", c.URL, err)
+	}
+	where := "ask " + u + " for receipts"
+	for try := 0; ; try++ {
+		cookie, err := c.loggedIn(ctx, try > 0)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(strings.Join(hashes, "\n")+"\n"))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		req.Header.Set("Content-Type", "text/plain")
+		req.Header.Set("Cookie", cookie)
+		resp, err := c.http().Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, messages.MaxReceiptsLen+1))
+		resp.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: read the answer: %w", where, err)
+		}
+		switch {
+		case resp.StatusCode == http.StatusOK:
+			a, err := messages.DecodeReceipts(body)
+			if err != nil {
+				return nil, fmt.Errorf("%s: the answer does not read: %w", where, err)
+			}
+			return a, nil
+		case resp.StatusCode == http.StatusForbidden && try == 0 && bytes.Contains(body, []byte("not logged in")):
+			continue // the cookie expired: log in again, once
+		case resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusNotFound:
+			return nil, fmt.Errorf("%s: %w: HTTP %s: %s", where, ErrRefused, resp.Status, snippet(body))
+		default:
+			return nil, fmt.Errorf("%s: HTTP %s: %s", where, resp.Status, snippet(body))
+		}
+	}
+}
+
+// loggedIn is the login cookie, made by logging in when there is none or
+// again is set.
+func (c *Client) loggedIn(ctx context.Context, again bool) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cookie != "" && !again {
+		return c.cookie, nil
+	}
+	c.cookie = ""
+	pw, err := c.Password()
+	if err != nil {
+		return "", fmt.Errorf("the node user's password: %w", err)
+	}
+	u, err := url.JoinPath(c.URL, "login")
+	if err != nil {
+		return "", err
+	}
+	form := url.Values{"u": {c.Login}, "p": {pw}, "remember": {"1"}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(form.Encode()))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return "", fmt.Errorf("log in to %s as %s: %w", c.URL, c.Login, err)
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	for _, ck := range resp.Cookies() {
+		if strings.HasPrefix(ck.Name, "fossil-") && ck.Value != "" {
+			c.cookie = ck.Name + "=" + ck.Value
+			return c.cookie, nil
+		}
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		return "", fmt.Errorf("log in to %s as %s: %w: a wrong password for the node user", c.URL, c.Login, ErrRefused)
+	}
+	return "", fmt.Errorf("log in to %s as %s: HTTP %s and no login cookie", c.URL, c.Login, resp.Status)
+}
+
+// snippet is the start of a body, for an error.
+func snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// CheckLogin logs in to the server afresh: an error says the server
+// refused the login and its password, or could not be asked.
+func (c *Client) CheckLogin(ctx context.Context) error {
+	_, err := c.loggedIn(ctx, true)
+	return err
+}
