@@ -10,6 +10,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/console"
 	"github.com/ocx-go/ocx/cmd/internal/hook"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
+	"github.com/ocx-go/ocx/cmd/internal/remote"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -39,12 +40,23 @@ type Socket struct {
 	// console renders the pages asked (D71); nil when its key did not
 	// open.
 	console *console.Console
+	// puller answers pull asks on a node on another host; nil elsewhere.
+	puller *remote.Puller
+}
+
+// Remote are the daemon's parts for nodes on other hosts (D72) the
+// socket's answers use: Poke pokes remote nodes beside a hook's work (the
+// server's node), Puller answers pull asks (a node on another host). Either
+// may be nil.
+type Remote struct {
+	Poke   func(urls []string)
+	Puller *remote.Puller
 }
 
 // Open serves the daemon's socket. Without it the daemon still
 // runs: every caller then does its work itself, as before the socket, so
 // a socket that cannot be made is logged, not fatal (nil).
-func Open(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, repos *noderepos.Repos, log *slog.Logger) *Socket {
+func Open(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, repos *noderepos.Repos, log *slog.Logger, rem Remote) *Socket {
 	ln, err := unixhost.ListenSocketAt(layout.Socket())
 	if err != nil {
 		log.Warn("the daemon's socket is not served; its callers read the repository themselves", slog.String("socket", layout.Socket()), actors.ErrAttr(err))
@@ -58,7 +70,8 @@ func Open(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rep
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Socket{layout: layout, root: root, log: log, cancel: cancel, done: make(chan struct{}), hookLog: f,
-		hook: hook.Options{Agents: layout.Root(), Config: cfg, Open: repos.RepoAt, Index: repos.RecordAt, Log: slog.New(slog.NewTextHandler(f, nil))}}
+		hook:   hook.Options{Agents: layout.Root(), Config: cfg, Open: repos.RepoAt, Index: repos.RecordAt, Log: slog.New(slog.NewTextHandler(f, nil)), Poke: rem.Poke},
+		puller: rem.Puller}
 	if s.status, err = newStatus(layout, cfg, repos, log); err != nil {
 		log.Warn("the daemon's socket answers no status: the node does not open", actors.ErrAttr(err))
 	}
@@ -92,6 +105,25 @@ func (s *Socket) Stop() {
 	}
 }
 
+// pullBound bounds a pull asked on the socket: a tool that asks waits
+// for it, and a server that does not answer is the tool's to report.
+const pullBound = time.Minute
+
+// pull answers a pull ask (D72): once a pull of the project begun after
+// the ask has ended, with its outcome.
+func (s *Socket) pull(ctx context.Context, a *messages.Ask) *messages.Reply {
+	if s.puller == nil {
+		return nodesock.Refusal("this node pulls nothing: project %s is not served from another host", a.Project)
+	}
+	ctx, cancel := context.WithTimeout(ctx, pullBound)
+	defer cancel()
+	r := messages.NewReply()
+	if err := s.puller.Pull(ctx, a.Project); err != nil {
+		r.Error = "the pull: " + err.Error()
+	}
+	return r
+}
+
 // answer is the daemon's answer to one ask on its socket.
 func (s *Socket) answer(ctx context.Context, a *messages.Ask) *messages.Reply {
 	switch a.Kind {
@@ -111,6 +143,8 @@ func (s *Socket) answer(ctx context.Context, a *messages.Ask) *messages.Reply {
 		}
 	case messages.AskPage:
 		return s.page(a)
+	case messages.AskPull:
+		return s.pull(ctx, a)
 	}
 	return nodesock.Refusal("this daemon does not answer %s asks", a.Kind)
 }

@@ -187,6 +187,7 @@ func (d *instance) finish() {
 	d.sock.Stop()
 	d.sock = nil
 	d.hooks.Stop()
+	d.remote.stop()
 	n, err := d.inputs.drain(d.root, drainBound)
 	if err != nil {
 		d.log.Warn("stopping: the pipe was not read to its end", slog.Int("lines", n), actors.ErrAttr(err))
@@ -279,7 +280,8 @@ func (d *instance) start() error {
 	// them back now, the pipe read already. Until the socket is served a
 	// caller reads the record itself, as with no daemon.
 	debug.FreeOSMemory()
-	d.sock = answers.Open(d.layout, d.root, d.cfg, d.repos, d.log)
+	d.sock = answers.Open(d.layout, d.root, d.cfg, d.repos, d.log, answers.Remote{Poke: d.remote.poker.Poke, Puller: d.remote.puller})
+	d.remote.start(d)
 	if d.opts.HookWatch > 0 {
 		d.hooks = hookshell.New(d.layout, d.root, d.cfg, d.records.Repos, d.opts.HookWatch, d.log)
 		d.hooks.Start()
@@ -373,6 +375,7 @@ func (d *instance) nameReleases(h *handoffFile) {
 func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 	repos := noderepos.New(d.cfg, d.log)
 	d.repos = repos
+	d.remote = d.openRemote()
 	limits, noCgroups, err := procs.NewLimits(d.layout, d.cfg)
 	if err != nil {
 		return nil, err
@@ -403,7 +406,7 @@ func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 	d.records = newRecords(repos, d.layout, d.rel, d.log, recordHost{procs: d.procs, support: d.reaper.runSupport})
 	d.runs = runengine.New(runengine.Deps{Config: d.cfg, Layout: d.layout, Root: d.root, Repos: repos,
 		Fossil: d.records.fossil, WriteNote: d.records.writeNote, Signal: d.reaper.Signal, Support: d.reaper.runSupport,
-		Release: d.rel.Dir, ReleaseRoot: d.rel.Root(), Log: d.log, Send: d.send})
+		Release: d.rel.Dir, ReleaseRoot: d.rel.Root(), Log: d.log, Send: d.send, Fresh: d.remote.isFresh(d.cfg)})
 	return limits, nil
 }
 
@@ -525,6 +528,7 @@ func (d *instance) close() error {
 	d.sock.Stop()
 	d.sock = nil
 	d.hooks.Stop()
+	d.remote.stop()
 	if d.inputs != nil {
 		d.inputs.close()
 	}

@@ -29,7 +29,6 @@ func (r *records) writer(ctx context.Context, x *noderepos.Index) (*fossilio.Not
 	if err != nil {
 		return nil, err
 	}
-	admin := &fossilio.Admin{Repository: x.Path, Fossil: r.fossil}
 	return &fossilio.Notes{
 		URL:         x.URL,
 		ProjectCode: code,
@@ -40,7 +39,7 @@ func (r *records) writer(ctx context.Context, x *noderepos.Index) (*fossilio.Not
 			}
 			return fossilio.ReadPasswordFrom(unixhost.Below(r.layout.Root()), p)
 		},
-		Backoffice: admin.Backoffice,
+		Backoffice: r.Repos.Backoffice(x, r.fossil),
 		Now:        r.now,
 	}, nil
 }

@@ -39,6 +39,8 @@ type instance struct {
 	inputs      *inputs
 	hooks       *hookshell.Watch
 	sock        *answers.Socket // AGENTS/ocxd.sock while it is served
+	// remote are the parts of nodes on other hosts (D72).
+	remote *remoteParts
 	// repos are the node's repositories, open once, as every part reads
 	// them.
 	repos *noderepos.Repos

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
+	"github.com/ocx-go/ocx/cmd/internal/remote"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/fossilio/record/listening"
@@ -69,7 +70,15 @@ type Options struct {
 	// LockWait bounds the wait for another run of the hook on the same
 	// repository to finish; zero means DefaultLockWait.
 	LockWait time.Duration
+	// Poke, when set, pokes the remote nodes at these URLs beside the
+	// run (the daemon's, which does not wait for them); nil pokes them
+	// from the hook's own process, each bounded by PokeWait (D72).
+	Poke func(urls []string)
 }
+
+// PokeWait bounds a poke the hook's own process makes: a remote node
+// that does not answer at once pulls on its timer instead.
+const PokeWait = 300 * time.Millisecond
 
 // keyError is the log key of an error: the daemon's (actors.KeyError),
 // so that one search finds every failure in the hook's log and ocxd's.
@@ -220,6 +229,7 @@ func (h *run) run(ctx context.Context) error {
 
 	unheard := h.wake(ctx, infos)
 	h.handToDaemon(ctx, infos)
+	h.poke(ctx, infos)
 	h.noteUnheard(ctx, unheard)
 	h.gitExport(ctx, infos)
 	if last > mark.value || !mark.ok {
@@ -719,6 +729,33 @@ func (h *run) noteOf(ctx context.Context, info fossilio.Info, read artifactsRead
 
 // handToDaemon hands each post, ticket change and check-in to the daemon as
 // `post REPO HASH`, in one packed write, starting the daemon when none runs.
+// poke tells the remote nodes of the project that something arrived
+// (D72): a bare POST to each poke URL node.json lists, which says only
+// "pull now". A poke lost costs only the node's timer.
+func (h *run) poke(ctx context.Context, infos []fossilio.Info) {
+	if len(infos) == 0 {
+		return
+	}
+	var urls []string
+	for _, r := range h.cfg.Projects[h.proj].RemoteNodes {
+		if r.Poke != "" {
+			urls = append(urls, r.Poke)
+		}
+	}
+	if len(urls) == 0 {
+		return
+	}
+	if h.o.Poke != nil {
+		h.o.Poke(urls)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, PokeWait)
+	defer cancel()
+	for _, err := range remote.PokeAll(ctx, urls) {
+		h.log.Warn("poke a remote node", keyError, err)
+	}
+}
+
 func (h *run) handToDaemon(ctx context.Context, infos []fossilio.Info) {
 	var lines []messages.PipeLine
 	for _, info := range infos {

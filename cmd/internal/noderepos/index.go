@@ -83,6 +83,47 @@ type Repos struct {
 	// ReadBegun, when set (a test's, before the first Index), is told of
 	// each read transaction (fossilio.Options.ReadBegun).
 	ReadBegun func(op string)
+	// puller pulls the clones of the projects served from another host
+	// (D72); nil on a node that serves none.
+	puller Puller
+}
+
+// Puller pulls a node on another host's clones (remote.Puller): Kick asks
+// for a pull of a project beside the caller, Pull waits for one begun
+// after the call.
+type Puller interface {
+	Kick(project, why string)
+	Pull(ctx context.Context, project string) error
+}
+
+// SetPuller gives the repositories their puller, before they are used.
+func (r *Repos) SetPuller(p Puller) { r.puller = p }
+
+// Backoffice is what makes a write to x's record seen at once: on the
+// server's node, its repository's backoffice, which runs the hook (D11);
+// on another host, a pull of its clone, which the hook's work follows
+// (D72). fossil runs the backoffice.
+func (r *Repos) Backoffice(x *Index, fossil *fossilio.Fossil) func(context.Context) error {
+	if x.OtherHost && r.puller != nil {
+		return func(context.Context) error {
+			r.puller.Kick(x.Project, "a write of the node's")
+			return nil
+		}
+	}
+	return (&fossilio.Admin{Repository: x.Path, Fossil: fossil}).Backoffice
+}
+
+// PullNow brings x's clone up to date with the server before it returns,
+// on a node on another host; on the server's node the repository is the
+// record itself, and it returns at once.
+func (r *Repos) PullNow(ctx context.Context, x *Index) error {
+	if !x.OtherHost {
+		return nil
+	}
+	if r.puller == nil {
+		return fmt.Errorf("project %s is served from another host, and this node pulls nothing", x.Project)
+	}
+	return r.puller.Pull(ctx, x.Project)
 }
 
 // New readies the repositories of cfg; none is opened yet.

@@ -61,6 +61,14 @@ type Engine struct {
 	// slots: one run at a time for each user whose password the server's
 	// node sets (runslots.go).
 	slots *userSlots
+	// fresh says whether a project's record is fresh: on another host,
+	// once its clone was pulled since the daemon started (D72); nil:
+	// always.
+	fresh func(project string) bool
+	// doubt are the writes (kind and run) that failed on another host:
+	// the server may hold one whose answer was lost, so the next try
+	// pulls first and writes none when it is there.
+	doubt map[string]bool
 }
 
 // Deps are what the engine is built with: the node, its repositories, and
@@ -87,6 +95,9 @@ type Deps struct {
 	Log         *slog.Logger
 	// Send hands the node a message.
 	Send func(messages.DaemonMessage)
+	// Fresh, when set, says whether a project's record is fresh enough to
+	// find runs lost on (D72); nil: every record is.
+	Fresh func(project string) bool
 }
 
 // engineRun is what the engine knows of one run: its message, where it is,
@@ -120,7 +131,7 @@ func New(d Deps) *Engine {
 		record:    NewRecord(d.Config, d.Layout, d.Repos, d.Support, d.Log),
 		writeNote: d.WriteNote, signal: d.Signal, support: d.Support, release: d.Release, releaseRoot: d.ReleaseRoot,
 		send: d.Send, log: d.Log, bg: fossilio.NewBeside(d.Log), now: time.Now, ctx: ctx, cancel: cancel,
-		runs: map[string]*engineRun{}, slots: newUserSlots()}
+		runs: map[string]*engineRun{}, slots: newUserSlots(), fresh: d.Fresh, doubt: map[string]bool{}}
 }
 
 // Close ends the watches of processes found at start; the processes live on.
@@ -375,6 +386,30 @@ func (e *Engine) writeReport(ctx context.Context, hash string, kind messages.Mes
 	if err != nil {
 		return err
 	}
+	// On another host the record is the node's clone: after a write that
+	// failed, the server may hold it all the same (its answer was lost),
+	// so the clone is pulled before it is read (D72).
+	key := string(kind) + " " + hash
+	e.mu.Lock()
+	doubted := e.doubt[key]
+	e.mu.Unlock()
+	if doubted {
+		if err := e.repos.PullNow(ctx, r.x); err != nil {
+			return fmt.Errorf("%s of run %s: the node's clone cannot be pulled to see whether the server has it: %w", kind, hash, err)
+		}
+	}
+	err = e.writeReportOnce(ctx, r, hash, kind, build)
+	e.mu.Lock()
+	if err != nil && r.x.OtherHost {
+		e.doubt[key] = true
+	} else {
+		delete(e.doubt, key)
+	}
+	e.mu.Unlock()
+	return err
+}
+
+func (e *Engine) writeReportOnce(ctx context.Context, r *engineRun, hash string, kind messages.MessageKind, build func(*engineRun) (messages.Message, string)) error {
 	msgs, err := r.x.Runs(ctx)
 	if err != nil {
 		return err
@@ -405,7 +440,7 @@ func (e *Engine) writeReport(ctx context.Context, hash string, kind messages.Mes
 // besideLaunch runs the backoffice of x's repository beside the launch
 // (fossilio.Beside: runs coalesced, never overlapping); close waits for it.
 func (e *Engine) besideLaunch(x *noderepos.Index) {
-	e.bg.Kick(x.Path, (&fossilio.Admin{Repository: x.Path, Fossil: e.fossil}).Backoffice)
+	e.bg.Kick(x.Path, e.repos.Backoffice(x, e.fossil))
 }
 
 // keepLogs writes the kept logs of a process (section 8.2): the files in
@@ -533,7 +568,7 @@ func (e *Engine) exited(hash string, m messages.RunProcessExited) {
 // state its actor starts from. A process in care found alive is watched:
 // the daemon is not its parent now, so its end comes as unknown.
 func (e *Engine) Boot(ctx context.Context) ([]messages.RunActorState, error) {
-	onRecord, care, states, err := e.survey(ctx)
+	onRecord, care, states, err := e.survey(ctx, e.fresh)
 	if err != nil {
 		return nil, err
 	}
@@ -567,8 +602,11 @@ func (e *Engine) Boot(ctx context.Context) ([]messages.RunActorState, error) {
 	return out, nil
 }
 
-// survey reads the node's runs on the record and in its care.
-func (e *Engine) survey(ctx context.Context) ([]actors.RunOnRecord, []actors.RunInCare, map[string]messages.RunActorState, error) {
+// survey reads the node's runs on the record and in its care. The runs
+// of a project whose record is not fresh (fresh says so; nil: all are)
+// are left off the record's list, so that none is found lost on a stale
+// clone: the node waits for the server rather than guess (D72).
+func (e *Engine) survey(ctx context.Context, fresh func(project string) bool) ([]actors.RunOnRecord, []actors.RunInCare, map[string]messages.RunActorState, error) {
 	cares, err := e.cares()
 	if err != nil {
 		return nil, nil, nil, err
@@ -596,7 +634,9 @@ func (e *Engine) survey(ctx context.Context) ([]actors.RunOnRecord, []actors.Run
 				continue
 			}
 			s := record.StandingOf(msgs, m, privileged)
-			onRecord = append(onRecord, actors.RunOnRecord{Hash: m.Hash, StartedCounts: s.StartedCounts, EndedCounts: s.EndedCounts})
+			if fresh == nil || fresh(name) {
+				onRecord = append(onRecord, actors.RunOnRecord{Hash: m.Hash, StartedCounts: s.StartedCounts, EndedCounts: s.EndedCounts})
+			}
 			f := messages.RunFactsOf(m.Hash, run)
 			st := messages.RunActorState{Facts: f, StartedCounts: s.StartedCounts, StopCounts: s.StopCounts, EndedCounts: s.EndedCounts}
 			if c, ok := byHash[m.Hash]; ok {
@@ -717,7 +757,22 @@ func (e *Engine) watch(hash string, proc int) {
 
 // Check is `runs check`: the runs to end lost now.
 func (e *Engine) Check(ctx context.Context) ([]messages.RunRouted, error) {
-	onRecord, care, states, err := e.survey(ctx)
+	// On another host the check is made on a clone pulled now; one that
+	// cannot be pulled ends nothing lost (D72).
+	pulled := map[string]bool{}
+	for _, name := range e.cfg.ProjectNames() {
+		x, err := e.repos.Index(name)
+		if err != nil {
+			return nil, err
+		}
+		if err := e.repos.PullNow(ctx, x); err != nil {
+			e.log.Warn("runs check: the clone of a project served from another host cannot be pulled; none of its runs is found lost now",
+				slog.String("project", name), actors.ErrAttr(err))
+			continue
+		}
+		pulled[name] = true
+	}
+	onRecord, care, states, err := e.survey(ctx, func(project string) bool { return pulled[project] })
 	if err != nil {
 		return nil, err
 	}

@@ -85,9 +85,15 @@ func (r *Record) refusalFacts(ctx context.Context, x *noderepos.Index, msgs []re
 	}
 	if x.OtherHost && run != nil && run.HasPasswordStep() {
 		pws, err := runeng.ReadPasswords(filepath.Join(r.layout.Root(), runeng.PasswordsFileName))
+		var pe *runeng.PasswordsError
 		switch {
 		case errors.Is(err, runeng.ErrNoPasswordsFile):
 			// No file: the node holds no password (row 6).
+		case errors.As(err, &pe):
+			// A file the node does not trust (another account's, a mode
+			// others may read, lines that do not read) holds no password
+			// for it: the refusal names why (D72).
+			f.PasswordsWhy = pe.Error()
 		case err != nil:
 			return f, fmt.Errorf("read the file of passwords: %w", err)
 		default:

@@ -1,0 +1,159 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/cmd/internal/hook"
+	"github.com/ocx-go/ocx/cmd/internal/remote"
+	"github.com/ocx-go/ocx/fossilio"
+	runeng "github.com/ocx-go/ocx/host/runs"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// The daemon's parts for nodes on other hosts (D72). On a node that
+// serves a project from another host: the puller, which pulls its clone
+// as the node user on a timer, when poked and when asked, has the server
+// vouch for what came, and then does the hook's work on it, as the
+// server's node does on a receipt; and the pokes it takes. On the
+// server's node: the poker, which pokes the remote nodes when something
+// arrives.
+type remoteParts struct {
+	puller *remote.Puller
+	pokes  *remote.Pokes
+	poker  *remote.Poker
+	// hookLog is the hook's log the puller's hook work writes to.
+	hookLog io.Closer
+
+	mu    sync.Mutex
+	fresh map[string]bool
+	once  sync.Once
+}
+
+// openRemote builds the parts node.json asks for. A pull's parts that
+// cannot be made (the node user's password does not read, the address for
+// pokes is taken) are logged: the node then acts on nothing the server
+// has not vouched for, which is nothing new.
+func (d *instance) openRemote() *remoteParts {
+	rp := &remoteParts{fresh: map[string]bool{}, poker: remote.NewPoker(d.log)}
+	keepers := map[string]*remote.Keeper{}
+	for _, name := range d.cfg.ProjectNames() {
+		p := d.cfg.Projects[name]
+		if !p.OtherHost {
+			continue
+		}
+		keepers[name] = &remote.Keeper{Project: name, Clone: p.Repository, Log: d.log,
+			Fossil: &fossilio.Fossil{Home: d.layout.Root(), User: d.cfg.User, Dir: d.layout.Root()},
+			Client: &remote.Client{URL: p.URL, Login: d.cfg.User, Password: d.nodePassword}}
+	}
+	if len(keepers) == 0 {
+		return rp
+	}
+	// The file of passwords is checked at start, and again before each
+	// read (runs.ReadPasswords): a wrong owner or mode is said now.
+	if _, err := runeng.ReadPasswords(filepath.Join(d.layout.Root(), runeng.PasswordsFileName)); err != nil && !errors.Is(err, runeng.ErrNoPasswordsFile) {
+		d.log.Error("the file of passwords is not trusted: each run that takes a password is refused, naming why, until it is mended", actors.ErrAttr(err))
+	}
+	f, err := unixhost.OpenLog(d.layout.HookLog())
+	if err != nil {
+		d.log.Error("the hook's log does not open; the pull does the hook's work without one", actors.ErrAttr(err))
+	} else {
+		rp.hookLog = f
+	}
+	rp.puller = remote.NewPuller(keepers, d.cfg.PullEvery(), d.log)
+	rp.puller.After = d.afterPull(f)
+	rp.puller.Fresh = func(project string) {
+		rp.mu.Lock()
+		rp.fresh[project] = true
+		rp.mu.Unlock()
+		// What the node found in its care at start may now be judged on a
+		// fresh record (seed 004 section 10): the check a `runs check`
+		// makes.
+		d.log.Info("the clone of a project served from another host is fresh: the node's runs are checked", slog.String("project", project))
+		d.inputs.send(messages.LineRead{Line: messages.RunsCheckLine{}})
+	}
+	d.repos.SetPuller(rp.puller)
+	return rp
+}
+
+// isFresh says whether a project's record is fresh: the server's node's
+// always, another host's once its clone was pulled since the start.
+func (rp *remoteParts) isFresh(cfg *messages.NodeConfig) func(project string) bool {
+	return func(project string) bool {
+		if !cfg.Projects[project].OtherHost {
+			return true
+		}
+		rp.mu.Lock()
+		defer rp.mu.Unlock()
+		return rp.fresh[project]
+	}
+}
+
+// start begins the pulls and takes the pokes, once the pipe is read (the
+// hook's work hands the daemon its lines there).
+func (rp *remoteParts) start(d *instance) {
+	if rp.puller == nil {
+		return
+	}
+	rp.puller.Start()
+	if d.cfg.Pull == nil || d.cfg.Pull.Listen == "" {
+		return
+	}
+	pokes, err := remote.ListenPokes(d.cfg.Pull.Listen, rp.puller, d.log)
+	if err != nil {
+		d.log.Error("no pokes are taken: the node pulls on its timer alone", actors.ErrAttr(err))
+		return
+	}
+	rp.pokes = pokes
+}
+
+// stop ends the pokes, the pulls and the pokes of remote nodes.
+func (rp *remoteParts) stop() {
+	if rp == nil {
+		return
+	}
+	rp.once.Do(func() {
+		rp.pokes.Close()
+		rp.puller.Stop()
+		rp.poker.Close()
+		if rp.hookLog != nil {
+			rp.hookLog.Close()
+		}
+	})
+}
+
+// nodePassword is the node user's password, kept in AGENTS/USER/password.
+func (d *instance) nodePassword() (string, error) {
+	p, err := d.layout.Password(d.cfg.User)
+	if err != nil {
+		return "", err
+	}
+	return fossilio.ReadPasswordFrom(unixhost.Below(d.layout.Root()), p)
+}
+
+// afterPull is the hook's work on a clone after a pull: what arrived in
+// it, as the server vouched for it, wakes the sessions, reaches the
+// daemon's actors, and so on, as a receipt on the server's node does.
+func (d *instance) afterPull(logFile *os.File) func(ctx context.Context, project string, p remote.Pulled) {
+	log := slog.New(slog.DiscardHandler)
+	if logFile != nil {
+		log = slog.New(slog.NewTextHandler(logFile, nil))
+	}
+	return func(ctx context.Context, project string, p remote.Pulled) {
+		if p.Vouched+p.Unknown == 0 {
+			return
+		}
+		o := hook.Options{Agents: d.layout.Root(), Repo: d.cfg.Projects[project].Repository, Config: d.cfg,
+			Open: d.repos.RepoAt, Index: d.repos.RecordAt, ByDaemon: true, Hashes: []string{}, Log: log}
+		if _, err := hook.Done(ctx, o); err != nil {
+			d.log.Error("the hook's work after a pull", slog.String("project", project), actors.ErrAttr(err))
+		}
+	}
+}
