@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
@@ -33,7 +34,7 @@ var _ flag.Value = (*projectsFlag)(nil)
 
 func runInit(ctx context.Context, e *env, args []string) error {
 	var c common
-	fs := c.flags(e, "init", "init --agents AGENTS --project NAME=REPO,URL ... [--node-user ocx] [--release DIR] [--extroot DIR] [--confined-only]", false, true)
+	fs := c.flags(e, "init", "init --agents AGENTS --project NAME=REPO,URL ... [--node-user ocx] [--release DIR] [--extroot DIR] [--confined-only]\n       init --other-host --agents AGENTS --project NAME=CLONE,URL ... --node-user USER --password-file FILE [--pull-every 2s] [--poke-listen IP:PORT] [--release DIR]", false, true)
 	var projects projectsFlag
 	fs.Var(&projects, "project", "a repository of the login group: NAME=REPOSITORY,URL (repeat for each)")
 	user := fs.String("node-user", node.DefaultNodeUser, "the node user's login")
@@ -43,8 +44,26 @@ func runInit(ctx context.Context, e *env, args []string) error {
 	fs.Var(&sbRO, "sandbox-read-only", "a host path every sandbox the node proposes sees read-only, such as the agent CLIs' install (repeat for each)")
 	fs.Var(&sbPath, "sandbox-path", "a directory put on the PATH of every sandbox the node proposes, after the release's (repeat for each)")
 	confined := fs.Bool("confined-only", false, "the node runs nothing unconfined: its daemon refuses a run without a sandbox (--confined-only=false undoes it; left out, node.json's stays)")
+	otherHost := fs.Bool("other-host", false, "a node on another host than the server's: each --project NAME=CLONE,URL is a clone it makes and pulls as the node user (D72)")
+	pwFile := fs.String("password-file", "", "with --other-host: a file holding the node user's password on the server (mode 0600); else $OCX_PASSWORD")
+	every := fs.String("pull-every", "", "with --other-host: how often the daemon pulls (default 2s)")
+	pokes := fs.String("poke-listen", "", "with --other-host: the IP:PORT the daemon takes the server's pokes on")
 	if _, _, err := parseArgs(fs, args, noArgs); err != nil {
 		return err
+	}
+	if *otherHost {
+		pw, err := passwordOf(*pwFile)
+		if err != nil {
+			return err
+		}
+		in := node.OtherHostInput{Projects: projects, NodeUser: *user, Password: pw, ReleaseRoot: *release, DryRun: c.dryRun}
+		if *every != "" || *pokes != "" {
+			in.Pull = &messages.NodePull{Every: *every, Listen: *pokes}
+		}
+		return c.answer(e, node.InitOtherHost(ctx, c.agents, in, node.Options{Log: e.log}))
+	}
+	if *pwFile != "" || *every != "" || *pokes != "" {
+		return fmt.Errorf("%w: --password-file, --pull-every and --poke-listen are for a node on another host (--other-host)", errUsage)
 	}
 	in := node.InitInput{Projects: projects, NodeUser: *user, ReleaseRoot: *release, DryRun: c.dryRun}
 	fs.Visit(func(f *flag.Flag) {

@@ -44,6 +44,10 @@ func (n *Node) HookInstall(ctx context.Context, dry bool) *Answer {
 	}
 	defer root.Close()
 	for _, p := range n.Projects() {
+		if p.OtherHost {
+			a.Logf("%s is served from another host: the hook's work follows each pull of its clone (D72), and the server's node installs the server's hook", p.Name)
+			continue
+		}
 		st, err := n.Admin(p).Hook(ctx)
 		if err != nil {
 			return a.Stop(fmt.Errorf("hook of %s: %w", p.Name, err))
@@ -89,6 +93,10 @@ func (n *Node) HookRemove(ctx context.Context, dry bool) *Answer {
 	defer root.Close()
 	var plan Plan
 	for _, p := range n.Projects() {
+		if p.OtherHost {
+			plan.Say("%s is served from another host: no hook of its is installed here", p.Name)
+			continue
+		}
 		plan.Add(fmt.Sprintf("remove the after-receive hook from %s", p.Repository), func(ctx context.Context, a *Answer) error {
 			if err := n.Admin(p).RemoveHook(ctx); err != nil {
 				return fmt.Errorf("remove the hook from %s: %w", p.Name, err)

@@ -7,6 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/ocx-go/ocx/cmd/internal/remote"
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -18,12 +21,37 @@ import (
 // password kept in AGENTS/LOGIN/password. Adding it again gives it an account
 // on projects added since, and its capabilities back after a withdrawal.
 func (n *Node) LoginAdd(ctx context.Context, login string, dry bool) *Answer {
+	return n.LoginAddWith(ctx, login, "", dry)
+}
+
+// LoginAddWith is LoginAdd; on a node on another host (D72), whose
+// projects are the server's node's to provision, it keeps the password
+// of an agent login the server's node made (`ocx login add` there), given
+// here: checked by logging in to each server as the login, which must
+// hold neither admin nor setup there, then kept in AGENTS/LOGIN/password.
+func (n *Node) LoginAddWith(ctx context.Context, login, password string, dry bool) *Answer {
 	a := NewAnswer("login add", dry)
 	if err := CheckNewLogin(login); err != nil {
 		return a.Stop(err) // it names the login already
 	}
 	if login == n.Config.User {
 		return a.Stop(fmt.Errorf("login: %q is the node user, which `ocx init` provisions", login))
+	}
+	var remoteProjects, own []string
+	for _, p := range n.Projects() {
+		if p.OtherHost {
+			remoteProjects = append(remoteProjects, p.Name)
+		} else {
+			own = append(own, p.Name)
+		}
+	}
+	switch {
+	case len(remoteProjects) > 0 && len(own) > 0:
+		return a.Stop(fmt.Errorf("login: this node is the server's node of %s and serves %s from another host: add agent logins on a node of one kind", strings.Join(own, ", "), strings.Join(remoteProjects, ", ")))
+	case len(remoteProjects) > 0:
+		return a.Stop(n.adoptLogin(ctx, a, login, password))
+	case password != "":
+		return a.Stop(fmt.Errorf("login: a password is given, but this node is the server's node of its projects: it makes its agent logins' passwords itself"))
 	}
 	pwFile, err := n.Layout.Password(login)
 	if err != nil {
@@ -48,6 +76,53 @@ func (n *Node) LoginAdd(ctx context.Context, login string, dry bool) *Answer {
 		}
 	}
 	return a.Stop(Execute(ctx, a, loginAddPlan(login, projectNames(n.Projects()), pwFile, ours, &loginRun{n: n, pwFile: pwFile})))
+}
+
+// adoptLogin keeps, on a node on another host, the password of an agent
+// login the server's node made: each server takes it, and the login holds
+// neither admin nor setup there (an agent's user never does, E2).
+func (n *Node) adoptLogin(ctx context.Context, a *Answer, login, password string) error {
+	if password == "" {
+		return fmt.Errorf("login: this node serves its projects from another host, whose server's node makes agent logins (`ocx login add %s` there): give the login's password here with --password-file", login)
+	}
+	pwFile, err := n.Layout.Password(login)
+	if err != nil {
+		return fmt.Errorf("login: %w", err)
+	}
+	var plan Plan
+	for _, p := range n.Projects() {
+		plan.Add(fmt.Sprintf("log in to %s as %q, and check that it holds neither admin nor setup there", p.URL, login), func(ctx context.Context, a *Answer) error {
+			c := &remote.Client{URL: p.URL, Login: login, Password: func() (string, error) { return password, nil }}
+			if err := c.CheckLogin(ctx); err != nil {
+				return fmt.Errorf("login %q: %w", login, err)
+			}
+			if err := n.PullClone(ctx, p); err != nil {
+				return fmt.Errorf("login %q: the clone of %s is not pulled, so its users are not known: %w", login, p.Name, err)
+			}
+			r, err := n.OpenProjectRepo(p)
+			if err != nil {
+				return err
+			}
+			priv, err := r.Privileged(ctx, login)
+			r.Close()
+			if err != nil {
+				return err
+			}
+			if priv {
+				return fmt.Errorf("login %q holds admin or setup on %s: an agent login never does (E2)", login, p.Name)
+			}
+			a.Logf("%s takes %q's password; it holds neither admin nor setup there", p.URL, login)
+			return nil
+		})
+	}
+	plan.Add(fmt.Sprintf("keep its password in %s (mode 0600)", pwFile), func(_ context.Context, a *Answer) error {
+		if err := n.Admin(Project{}).WritePasswordFile(pwFile, password); err != nil {
+			return err
+		}
+		a.Logf("its password is in %s", pwFile)
+		return nil
+	})
+	return Execute(ctx, a, plan)
 }
 
 // projectNames are the names of projects ps.
@@ -203,6 +278,11 @@ func (l *loginRun) remember(ctx context.Context, k messages.WorkspaceKey, login,
 // gives the capabilities back.
 func (n *Node) LoginWithdraw(ctx context.Context, login string, dry bool) *Answer {
 	a := NewAnswer("login withdraw", dry)
+	for _, p := range n.Projects() {
+		if err := refuseOtherHost(p, "withdrawing an agent login", "run `ocx login withdraw "+login+"` on the server's node"); err != nil {
+			return a.Stop(err)
+		}
+	}
 	if err := n.CheckAgentLogin(login); err != nil {
 		return a.Stop(err)
 	}
@@ -228,6 +308,11 @@ func (n *Node) LoginWithdraw(ctx context.Context, login string, dry bool) *Answe
 // (rememberRotated).
 func (n *Node) LoginRotate(ctx context.Context, login string, dry bool) *Answer {
 	a := NewAnswer("login rotate", dry)
+	for _, p := range n.Projects() {
+		if err := refuseOtherHost(p, "a fresh password for an agent login", "rotate it on the server's node, then give it here with `ocx login add "+login+" --password-file`"); err != nil {
+			return a.Stop(err)
+		}
+	}
 	if err := n.CheckAgentLogin(login); err != nil {
 		return a.Stop(err)
 	}

@@ -318,6 +318,16 @@ func (n *Node) Password(login string) (string, error) {
 // writes at once (D11). Its failure is logged, not fatal: the server's own
 // backoffice runs the hook later.
 func (n *Node) Backoffice(ctx context.Context, a *Answer, p Project) {
+	if p.OtherHost {
+		// On another host the record is the node's clone: the pull brings
+		// the write in and the daemon acts on it (D72).
+		if err := n.PullClone(ctx, p); err != nil {
+			a.Logf("the clone of %s is not pulled yet (the daemon pulls it on its timer): %v", p.Name, err)
+			return
+		}
+		a.Logf("pulled the clone of %s from the server, so that the node reads the write at once", p.Name)
+		return
+	}
 	if n.beside != nil {
 		n.beside.Kick(p.Repository, n.Admin(p).Backoffice)
 		a.Logf("the backoffice of %s runs beside this answer, so the hook sees the write at once", p.Name)

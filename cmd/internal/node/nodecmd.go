@@ -1,0 +1,225 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/ocx-go/ocx/cmd/internal/remote"
+	"github.com/ocx-go/ocx/fossilio"
+	runeng "github.com/ocx-go/ocx/host/runs"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// NodeAddInput is what `ocx node add` takes, on the server's node.
+type NodeAddInput struct {
+	// User is the remote node's node user, made on each repository this
+	// node serves with exactly an agent's capabilities.
+	User string
+	// Password is its password on the server, which the remote node is
+	// given too (`ocx init --other-host --password-file`).
+	Password string
+	// Poke, when set, is the URL the hook pokes the node at.
+	Poke   string
+	DryRun bool
+}
+
+// NodeAdd lists a node on another host on this node, the server's (D72):
+// its node user made (or its password and capabilities set again) on
+// each repository this node serves, with exactly fossilio.AgentCaps, and
+// node.json's remote_nodes naming it, so that the console's receipt page
+// answers it and the hook pokes it. Added again, it updates the poke.
+func (n *Node) NodeAdd(ctx context.Context, in NodeAddInput) *Answer {
+	a := NewAnswer("node add", in.DryRun)
+	if err := CheckNewLogin(in.User); err != nil {
+		return a.Stop(fmt.Errorf("node user: %w", err))
+	}
+	if in.User == n.Config.User {
+		return a.Stop(fmt.Errorf("node user: %q is this node's own", in.User))
+	}
+	if in.Password == "" {
+		return a.Stop(errors.New("password: give the remote node's password with --password-file (or OCX_PASSWORD)"))
+	}
+	if in.Poke != "" {
+		if err := checkServerURL(in.Poke); err != nil {
+			return a.Stop(fmt.Errorf("poke: %w", err))
+		}
+	}
+	if pw, err := n.Layout.Password(in.User); err == nil {
+		if _, err := os.Lstat(pw); err == nil {
+			return a.Stop(fmt.Errorf("node user: %q is an agent login of this node", in.User))
+		}
+	}
+	cfg := *n.Config
+	cfg.Projects = map[string]messages.NodeProject{}
+	var plan Plan
+	for _, p := range n.Projects() {
+		if p.OtherHost {
+			a.Logf("%s is served from another host: its server's node lists its remote nodes", p.Name)
+			cfg.Projects[p.Name] = p.NodeProject
+			continue
+		}
+		r, err := n.OpenProjectRepo(p)
+		if err != nil {
+			return a.Stop(err)
+		}
+		u, err := r.User(ctx, in.User)
+		r.Close()
+		_, listed := p.RemoteNode(in.User)
+		switch {
+		case err == nil && !listed:
+			return a.Stop(fmt.Errorf("node user: %q is already a user of %s (capabilities %q) and not a remote node of this node; choose another name", in.User, p.Name, u.Caps))
+		case err != nil && !errors.Is(err, fossilio.ErrNoSuchUser):
+			return a.Stop(err)
+		}
+		np := p.NodeProject
+		np.RemoteNodes = slices.DeleteFunc(slices.Clone(np.RemoteNodes), func(r messages.RemoteNode) bool { return r.User == in.User })
+		np.RemoteNodes = append(np.RemoteNodes, messages.RemoteNode{User: in.User, Poke: in.Poke})
+		cfg.Projects[p.Name] = np
+		plan.Add(fmt.Sprintf("make %q a user of %s with capabilities %s and the password given", in.User, p.Name, fossilio.AgentCaps), func(ctx context.Context, a *Answer) error {
+			if err := n.Admin(p).SetUser(ctx, in.User, in.Password, fossilio.AgentCaps); err != nil {
+				return err
+			}
+			a.Logf("made %q a user of %s (capabilities %s)", in.User, p.Name, fossilio.AgentCaps)
+			return nil
+		})
+	}
+	data, err := cfg.Encode()
+	if err != nil {
+		return a.Stop(err)
+	}
+	plan.Add(fmt.Sprintf("list %q as a remote node in %s:\n%s", in.User, n.Layout.NodeJSON(), data), func(context.Context, *Answer) error {
+		return n.writeNodeJSON(data)
+	})
+	return a.Stop(Execute(ctx, a, plan))
+}
+
+// NodeRemove unlists a node on another host (D72): its node user keeps
+// no capability on the repositories this node serves, and the receipt
+// page answers it no more.
+func (n *Node) NodeRemove(ctx context.Context, user string, dry bool) *Answer {
+	a := NewAnswer("node remove", dry)
+	if err := messages.ValidateLogin(user); err != nil {
+		return a.Stop(fmt.Errorf("node user: %w", err))
+	}
+	cfg := *n.Config
+	cfg.Projects = map[string]messages.NodeProject{}
+	var plan Plan
+	found := false
+	for _, p := range n.Projects() {
+		np := p.NodeProject
+		if _, ok := p.RemoteNode(user); ok {
+			found = true
+			np.RemoteNodes = slices.DeleteFunc(slices.Clone(np.RemoteNodes), func(r messages.RemoteNode) bool { return r.User == user })
+			plan.Add(fmt.Sprintf("take every capability from %q on %s", user, p.Name), func(ctx context.Context, a *Answer) error {
+				if err := n.Admin(p).Withdraw(ctx, user); err != nil && !errors.Is(err, fossilio.ErrNoSuchUser) {
+					return err
+				}
+				a.Logf("took every capability from %q on %s", user, p.Name)
+				return nil
+			})
+		}
+		cfg.Projects[p.Name] = np
+	}
+	if !found {
+		return a.Stop(fmt.Errorf("node user: %q is not a remote node of this node", user))
+	}
+	data, err := cfg.Encode()
+	if err != nil {
+		return a.Stop(err)
+	}
+	plan.Add(fmt.Sprintf("unlist %q in %s", user, n.Layout.NodeJSON()), func(context.Context, *Answer) error {
+		return n.writeNodeJSON(data)
+	})
+	return a.Stop(Execute(ctx, a, plan))
+}
+
+// writeNodeJSON writes node.json, atomically, below the agents root.
+func (n *Node) writeNodeJSON(data []byte) error {
+	root, err := unixhost.OpenRoot(n.Agents)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return root.WriteFile(n.Layout.NodeJSON(), data, 0o600)
+}
+
+// NodePassword keeps a run user's password in the node's file of
+// passwords, AGENTS/run-passwords (seed 004 section 4; D72), on a node on
+// another host: checked first by logging in to the server as the user
+// (a wrong password is refused, naming it, and nothing is written), then
+// the file written whole, atomically, mode 0600, owned by the node's
+// account, its other users kept. A file that does not read is refused,
+// never overwritten.
+func (n *Node) NodePassword(ctx context.Context, user, password string, dry bool) *Answer {
+	a := NewAnswer("node password", dry)
+	var served []Project
+	for _, p := range n.Projects() {
+		if p.OtherHost {
+			served = append(served, p)
+		}
+	}
+	if len(served) == 0 {
+		return a.Stop(errors.New("this node is the server's node of each of its projects: it sets a run user's password itself, and keeps no file of passwords"))
+	}
+	if user == n.Config.User {
+		return a.Stop(fmt.Errorf("user: %q is the node user, never a run's user (seed 004 section 11, row 4)", user))
+	}
+	if password == "" {
+		return a.Stop(errors.New("password: give the user's password with --password-file (or OCX_PASSWORD)"))
+	}
+	path := filepath.Join(n.Layout.Root(), runeng.PasswordsFileName)
+	pws, err := runeng.ReadPasswords(path)
+	if err != nil && !errors.Is(err, runeng.ErrNoPasswordsFile) {
+		return a.Stop(fmt.Errorf("the file of passwords does not read, and is not overwritten: %w", err))
+	}
+	byUser := map[string]string{}
+	for _, u := range pws.Users() {
+		byUser[u], _ = pws.Password(u)
+	}
+	byUser[user] = password
+	next, err := runeng.NewPasswords(byUser)
+	if err != nil {
+		return a.Stop(err)
+	}
+	var plan Plan
+	for _, p := range served {
+		plan.Add(fmt.Sprintf("log in to %s as %q with the password given", p.URL, user), func(ctx context.Context, a *Answer) error {
+			c := &remote.Client{URL: p.URL, Login: user, Password: func() (string, error) { return password, nil }}
+			if err := c.CheckLogin(ctx); err != nil {
+				return fmt.Errorf("the password of %q: %w; nothing written", user, err)
+			}
+			a.Logf("%s takes %q's password", p.URL, user)
+			return nil
+		})
+	}
+	plan.Add(fmt.Sprintf("keep %q's password in %s (mode 0600), with the %d other users' it holds", user, path, len(byUser)-1), func(context.Context, *Answer) error {
+		root, err := unixhost.OpenRoot(n.Agents)
+		if err != nil {
+			return err
+		}
+		defer root.Close()
+		if err := root.WriteFile(path, next.Encode(), 0o600); err != nil {
+			return err
+		}
+		a.Logf("kept %q's password in %s: %s", user, path, next)
+		return nil
+	})
+	return a.Stop(Execute(ctx, a, plan))
+}
+
+// passwordsFileState says what is wrong with the node's file of
+// passwords, "" when nothing is or there is none: what the daemon's start
+// logs (D72).
+func PasswordsFileState(agents string) string {
+	_, err := runeng.ReadPasswords(filepath.Join(agents, runeng.PasswordsFileName))
+	if err == nil || errors.Is(err, runeng.ErrNoPasswordsFile) || errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,170 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/ocx-go/ocx/cmd/internal/remote"
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// OtherHostInput is what `ocx init --other-host` takes: a node on another
+// host than the server's (D72), whose record is a clone of each project
+// it pulls as its node user.
+type OtherHostInput struct {
+	// Projects are NAME=CLONE,URL: the clone this node keeps, made here,
+	// and the server's URL.
+	Projects []InitProject
+	// NodeUser is the node user, a user of the server the server's node
+	// lists as a remote node (`ocx node add` there); Password is its
+	// password on the server.
+	NodeUser, Password string
+	ReleaseRoot        string
+	// Pull is node.json's pull: the timer and where pokes come.
+	Pull   *messages.NodePull
+	DryRun bool
+}
+
+// InitOtherHost makes a node on another host (D72): the agents root, the
+// node user's password kept in AGENTS/USER/password, and for each project
+// a clone of the server made as the node user, switched to write-ahead
+// logging, whose artifacts the server vouches for (asked on its console's
+// receipt page, which answers the node users its node.json lists), the
+// hook's mark at its newest receipt, so that the node acts on what comes
+// from then on; then node.json, each project other_host. Nothing of the
+// server is changed: the server's node lists the node (`ocx node add`).
+func InitOtherHost(ctx context.Context, agents string, in OtherHostInput, opts Options) *Answer {
+	a := NewAnswer("init", in.DryRun)
+	n, err := newNode(agents, opts)
+	if err != nil {
+		return a.Stop(err)
+	}
+	if err := CheckNewLogin(in.NodeUser); err != nil {
+		return a.Stop(fmt.Errorf("node user: %w", err))
+	}
+	if in.Password == "" {
+		return a.Stop(errors.New("node user: no password: give the node user's password on the server with --password-file (or OCX_PASSWORD)"))
+	}
+	if len(in.Projects) == 0 {
+		return a.Stop(errors.New("project: give at least one --project NAME=CLONE,URL: the clone this node keeps, and the server's URL"))
+	}
+	if _, err := os.Lstat(n.Layout.NodeJSON()); err == nil {
+		return a.Stop(fmt.Errorf("%s exists: this agents root is a node already", n.Layout.NodeJSON()))
+	}
+	cfg := &messages.NodeConfig{User: in.NodeUser, Release: in.ReleaseRoot, Projects: map[string]messages.NodeProject{}, Pull: in.Pull}
+	for i, p := range in.Projects {
+		field := fmt.Sprintf("project[%d]", i)
+		if err := messages.ValidateProject(p.Name); err != nil {
+			return a.Stop(fmt.Errorf("%s: %w", field, err))
+		}
+		if got := messages.ProjectOf(p.Repository); got != p.Name || !filepath.IsAbs(p.Repository) {
+			return a.Stop(fmt.Errorf("%s: the clone %s must be an absolute path named %s.fossil (a project is its file's name, D1)", field, p.Repository, p.Name))
+		}
+		if _, err := os.Lstat(p.Repository); !errors.Is(err, fs.ErrNotExist) {
+			return a.Stop(fmt.Errorf("%s: %s exists; the node makes its clone itself, where nothing is", field, p.Repository))
+		}
+		if err := checkServerURL(p.URL); err != nil {
+			return a.Stop(fmt.Errorf("%s: %w", field, err))
+		}
+		cfg.Projects[p.Name] = messages.NodeProject{Repository: p.Repository, URL: p.URL, OtherHost: true}
+	}
+	if err := cfg.Validate(); err != nil {
+		return a.Stop(err)
+	}
+	data, err := cfg.Encode()
+	if err != nil {
+		return a.Stop(fmt.Errorf("node.json: %w", err))
+	}
+	pwFile, _ := n.Layout.Password(cfg.User)
+	n.Config = cfg
+	var plan Plan
+	var root *unixhost.Root
+	defer func() {
+		if root != nil {
+			root.Close()
+		}
+	}()
+	plan.Add(fmt.Sprintf("make %s, keep the node user's password in %s (mode 0600), and write %s:\n%s", n.Agents, pwFile, n.Layout.NodeJSON(), data), func(context.Context, *Answer) error {
+		if err := os.MkdirAll(n.Agents, 0o700); err != nil {
+			return fmt.Errorf("make the agents root: %w", err)
+		}
+		var err error
+		if root, err = unixhost.OpenRoot(n.Agents); err != nil {
+			return err
+		}
+		return n.Admin(Project{}).WritePasswordFile(pwFile, in.Password)
+	})
+	for _, name := range cfg.ProjectNames() {
+		p := Project{Name: name, NodeProject: cfg.Projects[name]}
+		plan.Add(fmt.Sprintf("clone %s as %s into %s, and have the server vouch for what it holds", p.URL, cfg.User, p.Repository), func(ctx context.Context, a *Answer) error {
+			return n.makeClone(ctx, a, root, p, in.Password)
+		})
+	}
+	plan.Add("", func(_ context.Context, a *Answer) error {
+		if err := root.WriteFile(n.Layout.NodeJSON(), data, 0o600); err != nil {
+			return fmt.Errorf("write node.json: %w", err)
+		}
+		a.Logf("wrote %s: a node on another host; its daemon pulls every %s", n.Layout.NodeJSON(), cfg.PullEvery())
+		return nil
+	})
+	return a.Stop(Execute(ctx, a, plan))
+}
+
+// makeClone makes one project's clone: cloned as the node user (the
+// password remembered, never on a command line), in write-ahead logging
+// (the daemon reads while its pull writes), the vouch tables made and
+// filled from the server's answer, the hook's mark at the newest receipt.
+// A clone that failed half-way is removed, so that init can be run again.
+func (n *Node) makeClone(ctx context.Context, a *Answer, root *unixhost.Root, p Project, password string) (err error) {
+	r, err := fossilio.OpenNode(p.Repository, nil)
+	if err == nil {
+		r.Close()
+		return fmt.Errorf("%s: a repository is there already", p.Repository)
+	}
+	k := n.Keeper(p)
+	k.Client.Password = func() (string, error) { return password, nil }
+	code, err := k.Client.ProjectCode(ctx)
+	if errors.Is(err, remote.ErrRefused) {
+		return fmt.Errorf("%w (the server's node must list %s as a remote node of %s: `ocx node add %s` there)", err, n.Config.User, p.Name, n.Config.User)
+	}
+	if err != nil {
+		return err
+	}
+	f := &fossilio.Fossil{Exe: n.Fossil, Home: n.Agents, User: n.Config.User, Dir: n.Agents}
+	if err := os.MkdirAll(filepath.Dir(p.Repository), 0o755); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+				os.Remove(p.Repository + suffix)
+			}
+		}
+	}()
+	if err := f.Clone(ctx, fossilio.CloneOptions{URL: p.URL, Login: n.Config.User, Password: password, ProjectCode: code}, p.Repository); err != nil {
+		return err
+	}
+	admin := &fossilio.Admin{Repository: p.Repository, Fossil: f}
+	if _, err := admin.UseWAL(ctx); err != nil {
+		return err
+	}
+	if err := admin.MakeVouched(ctx); err != nil {
+		return err
+	}
+	got, err := k.Vouch(ctx)
+	if err != nil {
+		return err
+	}
+	if err := root.WriteFile(n.Layout.HookMark(p.Name), host.HookMarkContent(got.Through), 0o600); err != nil {
+		return fmt.Errorf("write the hook's mark for %s: %w", p.Name, err)
+	}
+	a.Logf("cloned %s as %s into %s; the server vouched for its %d artifacts; the node acts on what arrives after receipt %d", p.URL, n.Config.User, p.Repository, got.Vouched, got.Through)
+	return nil
+}

@@ -1,0 +1,61 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ocx-go/ocx/cmd/internal/remote"
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host/nodesock"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// PullWait bounds how long an action waits for its clone's pull.
+const PullWait = time.Minute
+
+// PullClone brings the clone of a project served from another host up to
+// date with the server (D72): the daemon's pull, asked on its socket, so
+// that the daemon acts on what came; with no daemon, a pull of this
+// process's own. An action that wrote to the server then reads its write
+// in the node's clone.
+func (n *Node) PullClone(ctx context.Context, p Project) error {
+	a := messages.NewAsk(messages.AskPull)
+	a.Project = p.Name
+	var r *messages.Reply
+	var err error
+	if n.ask != nil {
+		r, err = n.ask(ctx, a)
+	} else {
+		r, err = nodesock.Ask(ctx, n.Layout, a, PullWait)
+	}
+	switch {
+	case err == nil && r.Error == "":
+		return nil
+	case err == nil:
+		return errors.New(r.Error)
+	case !errors.Is(err, nodesock.ErrNoDaemon):
+		return err
+	}
+	_, err = n.Keeper(p).Pull(ctx)
+	return err
+}
+
+// Keeper is the keeper of a project's clone as this process pulls it, as
+// the node user.
+func (n *Node) Keeper(p Project) *remote.Keeper {
+	return &remote.Keeper{Project: p.Name, Clone: p.Repository, Log: n.Log,
+		Fossil: &fossilio.Fossil{Exe: n.Fossil, Home: n.Agents, User: n.Config.User, Dir: n.Agents},
+		Client: &remote.Client{URL: p.URL, Login: n.Config.User, Password: func() (string, error) { return n.Password(n.Config.User) }}}
+}
+
+// refuseOtherHost refuses what only the server's node may do to a
+// project: on another host the repository is the node's clone, and the
+// server's users, hook and settings are the server's node's to change.
+func refuseOtherHost(p Project, what, instead string) error {
+	if !p.OtherHost {
+		return nil
+	}
+	return fmt.Errorf("project %s is served from another host (node.json's other_host): %s is the server's node's to do; %s", p.Name, what, instead)
+}
