@@ -36,7 +36,15 @@ type NodeCore struct {
 	cfg         Config
 	recent      *recentSet
 	classifying map[string]bool
-	workspaces  map[messages.WorkspaceKey]bool
+	// order are the posts being classified, in the order their lines were
+	// read; early, the classifications that came back before one read
+	// before them: each is acted on in the order of the lines, which is the
+	// server's (the hook hands them so), whatever order the classifications
+	// end in, so that the runs reach their actors, and the node starts
+	// them, in the server's order (seed 004 section 10; D72).
+	order      []string
+	early      map[string]messages.ArtifactClassified
+	workspaces map[messages.WorkspaceKey]bool
 	// runs are the run actors started (seed 004), by run hash; nil until
 	// the first.
 	runs   map[string]bool
@@ -74,7 +82,7 @@ func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Da
 	case messages.LineRead:
 		c.lineRead(m)
 	case messages.ArtifactClassified:
-		c.classified(m)
+		c.classifiedInOrder(m)
 	case messages.LaunchSeen:
 		c.recent.add(m.Hash)
 	case messages.RefusalWritten:
@@ -267,6 +275,7 @@ func (c *NodeCore) dispatch(l messages.PipeLine) {
 			return
 		}
 		c.classifying[l.Hash] = true
+		c.order = append(c.order, l.Hash)
 		c.emit(messages.ClassifyArtifact{Repository: l.Repository, Hash: l.Hash})
 	case messages.StopLine:
 		w := l.Key()
@@ -282,6 +291,31 @@ func (c *NodeCore) dispatch(l messages.PipeLine) {
 		c.emit(messages.StartRun{Repository: l.Repository, Run: l.Hash, By: l.By})
 	default:
 		c.log(slog.LevelWarn, "a pipe line the node does not act on", slog.String(KeyMessage, fmt.Sprint(l)))
+	}
+}
+
+// classifiedInOrder acts on a classification once every post read before
+// it has been acted on.
+func (c *NodeCore) classifiedInOrder(m messages.ArtifactClassified) {
+	if !c.classifying[m.Hash] {
+		c.classified(m)
+		return
+	}
+	if c.early == nil {
+		c.early = map[string]messages.ArtifactClassified{}
+	}
+	c.early[m.Hash] = m
+	for len(c.order) > 0 {
+		next, ok := c.early[c.order[0]]
+		if !ok {
+			return
+		}
+		delete(c.early, c.order[0])
+		c.order = c.order[1:]
+		c.classified(next)
+	}
+	if len(c.order) == 0 {
+		c.order, c.early = nil, nil
 	}
 }
 

@@ -352,3 +352,77 @@ func TestNodeCoreAsksForDeliveries(t *testing.T) {
 	d := messages.RunDelivered{Delivery: messages.RunDelivery{Hash: "dddddddddd"}}
 	step(messages.DeliveriesRead{Routed: []messages.RunRouted{{Run: "R0run00000", Event: d}}}, "tell "+addr.String()+": "+d.String())
 }
+
+// TestNodeCoreActsInTheOrderOfItsLines: posts are acted on in the order
+// their lines were read, the server's, whatever order their
+// classifications come back in: the runs they bring reach their actors in
+// that order (seed 004 section 10, D72). A duplicate line classifies
+// nothing again.
+func TestNodeCoreActsInTheOrderOfItsLines(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := NewNodeCore(Config{})
+		c.Start(time.Time{})
+		n := rapid.IntRange(1, 12).Draw(t, "posts")
+		var hashes []string
+		for i := range n {
+			hashes = append(hashes, strings.Repeat(string(rune('a'+i)), 10))
+		}
+		var started []string
+		var inFlight []string
+		record := func(effs []messages.DaemonEffect) {
+			for _, e := range effs {
+				switch e := e.(type) {
+				case messages.ClassifyArtifact:
+					inFlight = append(inFlight, e.Hash)
+				case messages.StartActor:
+					if e.Addr.Kind == messages.ActorRun {
+						started = append(started, e.Addr.Run)
+					}
+				}
+			}
+		}
+		read, answered := 0, 0
+		for answered < n {
+			if read < n && (len(inFlight) == 0 || rapid.Bool().Draw(t, "read")) {
+				h := hashes[read]
+				read++
+				record(c.Step(time.Time{}, messages.LineRead{Line: messages.PostLine{Repository: "/srv/demo.fossil", Hash: h}}))
+				if rapid.Bool().Draw(t, "again") {
+					before := len(inFlight)
+					record(c.Step(time.Time{}, messages.LineRead{Line: messages.PostLine{Repository: "/srv/demo.fossil", Hash: h}}))
+					if len(inFlight) != before {
+						t.Fatalf("a post read twice is classified twice")
+					}
+				}
+				continue
+			}
+			i := rapid.IntRange(0, len(inFlight)-1).Draw(t, "which")
+			h := inFlight[i]
+			inFlight = append(inFlight[:i], inFlight[i+1:]...)
+			run := "R" + h[1:]
+			m := messages.ArtifactClassified{Repository: "/srv/demo.fossil", Hash: h, Arrival: true,
+				Run: &messages.RunRouted{Run: run, Event: messages.RunArrived{Facts: messages.RunFacts{Hash: run}}}}
+			if rapid.IntRange(0, 4).Draw(t, "kind") == 0 {
+				m.Run, m.Nothing = nil, "a plain post"
+			}
+			answered++
+			record(c.Step(time.Time{}, m))
+		}
+		// The runs started, in the order of their lines.
+		var want []string
+		for _, h := range hashes {
+			want = append(want, "R"+h[1:])
+		}
+		for i, j := 0, 0; i < len(started); i++ {
+			for j < len(want) && want[j] != started[i] {
+				j++
+			}
+			if j == len(want) {
+				t.Fatalf("runs started in the order %v, their posts were read %v", started, want)
+			}
+		}
+		if len(c.order) != 0 || len(c.early) != 0 || len(c.classifying) != 0 {
+			t.Fatalf("every post answered, and the node still holds %d in order, %d early", len(c.order), len(c.early))
+		}
+	})
+}
