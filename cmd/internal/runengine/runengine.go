@@ -69,6 +69,8 @@ type Engine struct {
 	// the server may hold one whose answer was lost, so the next try
 	// pulls first and writes none when it is there.
 	doubt map[string]bool
+	// order keeps the node's started in the server's order (runorder.go).
+	order *startOrder
 }
 
 // Deps are what the engine is built with: the node, its repositories, and
@@ -131,7 +133,7 @@ func New(d Deps) *Engine {
 		record:    NewRecord(d.Config, d.Layout, d.Repos, d.Support, d.Log),
 		writeNote: d.WriteNote, signal: d.Signal, support: d.Support, release: d.Release, releaseRoot: d.ReleaseRoot,
 		send: d.Send, log: d.Log, bg: fossilio.NewBeside(d.Log), now: time.Now, ctx: ctx, cancel: cancel,
-		runs: map[string]*engineRun{}, slots: newUserSlots(), fresh: d.Fresh, doubt: map[string]bool{}}
+		runs: map[string]*engineRun{}, slots: newUserSlots(), fresh: d.Fresh, doubt: map[string]bool{}, order: newStartOrder()}
 }
 
 // Close ends the watches of processes found at start; the processes live on.
@@ -297,6 +299,7 @@ func (e *Engine) Care(ctx context.Context, hash string, in bool) error {
 			}
 		}
 		e.slots.give(hash)
+		e.order.settled(hash)
 		e.log.Info("run released from the node's care", slog.String(actors.KeyRun, hash))
 		return nil
 	}
@@ -327,6 +330,7 @@ func (e *Engine) Prepare(ctx context.Context, hash string) messages.RunPrepared 
 		err := e.slots.take(ctx, user, hash, func(before string) {
 			e.log.Info("run waits for its user's run before it (one run at a time for each user)",
 				slog.String(actors.KeyRun, hash), slog.String("user", user), slog.String("before", before))
+			e.order.pass(hash)
 		})
 		if err != nil {
 			return messages.RunPrepared{Failed: "workspace: the password step: " + err.Error(), Stopped: errors.Is(err, errStoppedWaiting)}
@@ -348,9 +352,19 @@ func (e *Engine) Prepare(ctx context.Context, hash string) messages.RunPrepared 
 }
 
 // Write writes started, ended or the kept logs where the run is.
-func (e *Engine) Write(ctx context.Context, eff messages.DaemonEffect) error {
+func (e *Engine) Write(ctx context.Context, eff messages.DaemonEffect) (err error) {
 	switch eff := eff.(type) {
 	case messages.RunWriteStarted:
+		if r, err := e.find(ctx, eff.Run); err == nil {
+			if err := e.order.wait(ctx, r.x.Project, eff.Run, r.msg.At(), OrderWait, e.log); err != nil {
+				return err
+			}
+		}
+		defer func() {
+			if err == nil {
+				e.order.settled(eff.Run)
+			}
+		}()
 		return e.writeReport(ctx, eff.Run, messages.MsgStarted, func(r *engineRun) (messages.Message, string) {
 			s := &messages.RunStarted{Node: e.cfg.User, Run: eff.Run, Values: eff.Values}
 			if s.Values == nil {
@@ -362,6 +376,7 @@ func (e *Engine) Write(ctx context.Context, eff messages.DaemonEffect) error {
 			return s, fmt.Sprintf("The node started run %s.", fossilio.Short(eff.Run))
 		})
 	case messages.RunWriteEnded:
+		defer e.order.settled(eff.Run)
 		return e.writeReport(ctx, eff.Run, messages.MsgEnded, func(*engineRun) (messages.Message, string) {
 			m := &messages.RunEnded{Node: e.cfg.User, Run: eff.Run, Outcome: eff.Outcome, Exit: eff.Exit, Note: eff.Note}
 			line := fmt.Sprintf("Run %s ended: %s", fossilio.Short(eff.Run), eff.Outcome)
@@ -753,6 +768,13 @@ func (e *Engine) watch(hash string, proc int) {
 		e.log.Info("a run's process found at start is gone; how it ended is unknown", slog.String(actors.KeyRun, hash), slog.String(actors.KeyPID, p.id.String()))
 		e.exited(hash, messages.RunProcessExited{Proc: proc, Status: messages.ExitUnknown})
 	}()
+}
+
+// Arriving is told of each run the classifier found to begin on this
+// node, before its actor hears of it: its started waits for the runs
+// before it (runorder.go).
+func (e *Engine) Arriving(project, hash string, at messages.RunPosition) {
+	e.order.arriving(project, hash, at)
 }
 
 // Check is `runs check`: the runs to end lost now.

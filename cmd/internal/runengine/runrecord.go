@@ -31,6 +31,10 @@ type Record struct {
 	// node that starts no runs (a test's).
 	support func() host.RunSupport
 	log     *slog.Logger
+	// Arriving, when set, is told of each run Classify finds to begin
+	// (not refused, not manual, neither started nor ended yet), before
+	// its actor hears of it (Engine.Arriving).
+	Arriving func(project, hash string, at messages.RunPosition)
 }
 
 // NewRecord reads the runs of repos; support may be nil.
@@ -171,6 +175,11 @@ func (r *Record) Classify(ctx context.Context, x *noderepos.Index, hash string) 
 			return actors.Classification{}, true, err
 		}
 		ev := messages.RunArrived{Facts: messages.RunFactsOf(hash, m.Run()), Refusal: note}
+		if r.Arriving != nil && note == "" && !ev.Facts.Manual {
+			if st := record.StandingOf(msgs, m, privileged); !st.StartedCounts && !st.EndedCounts {
+				r.Arriving(x.Project, hash, m.At())
+			}
+		}
 		return actors.Classification{Run: &messages.RunRouted{Run: hash, Event: ev}}, true, nil
 	case v.Stop != "":
 		return actors.Classification{Run: &messages.RunRouted{Run: v.Stop, Event: messages.RunStopRequested{By: m.Sender, Privileged: true}}}, true, nil
