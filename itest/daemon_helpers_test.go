@@ -61,7 +61,7 @@ func startDaemon(t testing.TB, n *testNode, program string, flags ...string) *da
 // environment.
 func startDaemonEnv(t testing.TB, n *testNode, program string, env []string, flags ...string) *daemonProc {
 	t.Helper()
-	cmd := exec.Command(program, append([]string{"--agents", n.agents}, flags...)...)
+	cmd := n.command(nil, program, append([]string{"--agents", n.agents}, flags...)...)
 	cmd.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + n.agents, "LANG=C.UTF-8"}, env...)
 	cmd.Dir = "/"
 	var errb lockedBuffer

@@ -42,6 +42,21 @@ type testNode struct {
 	// env is added to the environment of each ocx run (goEnv's, for the
 	// tools that build releases).
 	env []string
+	// host, when set, is the host of its own the node runs on (a node on
+	// another host, D72): its ocx and ocxd run there.
+	host *harness.Host
+}
+
+// command is a program of the node's run where the node runs: on its host
+// of its own, when it has one.
+func (n *testNode) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	if n.host != nil {
+		return n.host.Command(ctx, name, args...)
+	}
+	if ctx == nil {
+		return exec.Command(name, args...)
+	}
+	return exec.CommandContext(ctx, name, args...)
 }
 
 func newNode(t testing.TB) *testNode { return newNodeWith(t) }
@@ -86,7 +101,7 @@ func (n *testNode) ocx(user string, args ...string) result {
 	n.t.Helper()
 	ctx, cancel := context.WithTimeout(n.ctx, 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, program("ocx"), args...)
+	cmd := n.command(ctx, program("ocx"), args...)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + n.agents, "LANG=C.UTF-8", "OCX_AGENTS=" + n.agents}
 	if user != "" {
 		cmd.Env = append(cmd.Env, "OCX_USER="+user, "OCX_PASSWORD="+n.pw[user])

@@ -4,8 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -29,7 +33,15 @@ type remoteOpts struct {
 	// every is its pull's timer; poke, the address it takes pokes on
 	// ("" takes none).
 	every, poke string
+	// host: the node runs on a host of its own (harness.Host): network
+	// and mount namespaces in which the server's directory and the
+	// server's node's are empty, reaching the server over HTTP alone.
+	host bool
 }
+
+// pokePort is where a node on a host of its own takes pokes, in its own
+// network namespace.
+const pokePort = 18291
 
 // newRemoteNode makes a node on another host of a's server: the node user
 // listed on a (`ocx node add`, with the poke URL when the node takes
@@ -38,14 +50,29 @@ type remoteOpts struct {
 func newRemoteNode(t *testing.T, a *testNode, user string, o remoteOpts) *testNode {
 	t.Helper()
 	b := &testNode{t: t, ctx: a.ctx, srv: a.srv, agents: filepath.Join(t.TempDir(), "agents"), pw: a.pw}
+	pokeURL := ""
+	if o.host {
+		hide := []string{a.srv.Dir, filepath.Dir(a.agents)}
+		if a.srv.ExtRoot != "" {
+			hide = append(hide, a.srv.ExtRoot)
+		}
+		b.host = harness.NewHost(t, hide...)
+		b.host.Reach(a.srv.Port)
+		if o.poke != "" {
+			o.poke = fmt.Sprintf("127.0.0.1:%d", pokePort)
+			pokeURL = fmt.Sprintf("http://127.0.0.1:%d/", b.host.Expose(pokePort))
+		}
+	} else if o.poke != "" {
+		pokeURL = "http://" + o.poke + "/"
+	}
 	t.Cleanup(b.shutdown)
 	pwFile := filepath.Join(t.TempDir(), "node-password")
 	if err := os.WriteFile(pwFile, []byte(user+"-pw-1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	add := []string{"node", "add", user, "--password-file", pwFile}
-	if o.poke != "" {
-		add = append(add, "--poke", "http://"+o.poke+"/")
+	if pokeURL != "" {
+		add = append(add, "--poke", pokeURL)
 	}
 	a.must("", add...)
 	args := []string{"init", "--other-host", "--project", "demo=" + filepath.Join(filepath.Dir(b.agents), "clone", "demo.fossil") + "," + a.srv.URL,
@@ -85,5 +112,175 @@ func TestRemoteNodeAnswersItsRun(t *testing.T) {
 	by := threadBy(a, run)
 	if by[a.nodeUser()] != 0 || by["lab-b"] != 3 {
 		t.Errorf("the run's thread by sender %v: want lab-b's started, kept logs and ended, nothing of the server's node", by)
+	}
+}
+
+// echoRun is seed 004 section 14's echo for node, as user, saying word.
+func echoRun(node, user, word string) string {
+	return block(fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Say %s.",
+"process": {"user": %q, "command": ["echo", %q], "env": {"PATH": "/usr/bin:/bin"}, "keep": {"stdout_when": "always"}}}`, node, word, user, word))
+}
+
+// TestTwoNodesOnHostsOfTheirOwn: a server and two nodes, each on a host
+// of its own (network and mount namespaces in which the server's
+// repository file does not exist), reaching the server over HTTP alone.
+// The echo posted for A and for B: each answers its own alone. A run a
+// user without admin or setup sent is refused by the node it names (row
+// 1), as the server vouched for its sender; a run user bound to A is
+// refused by B, naming A (row 5), each node reading the binding from its
+// own clone.
+func TestTwoNodesOnHostsOfTheirOwn(t *testing.T) {
+	needs(t, "ocxd")
+	a := serverNode(t)
+	startDaemon(t, a, program("ocxd"))
+	na := newRemoteNode(t, a, "node-a", remoteOpts{host: true, every: "2s", poke: "on"})
+	nb := newRemoteNode(t, a, "node-b", remoteOpts{host: true, every: "2s", poke: "on"})
+	startDaemon(t, na, program("ocxd"))
+	startDaemon(t, nb, program("ocxd"))
+	for _, n := range []*testNode{na, nb} {
+		if out, err := n.command(nil, "test", "-e", a.srv.Repo).CombinedOutput(); err == nil {
+			t.Fatalf("the server's repository %s is there on the node's host: %s", a.srv.Repo, out)
+		}
+	}
+	admin := a.srv.AdminLogin
+	runA := a.result(admin, "thread", "--title", "For A", "--text", echoRun("node-a", "builder", "from-a"))
+	runB := a.result(admin, "thread", "--title", "For B", "--text", echoRun("node-b", "runner", "from-b"))
+	a.waitFor("A's and B's runs ended", func() bool { return na.endedOf(runA) != nil && nb.endedOf(runB) != nil })
+	for _, c := range []struct {
+		n         *testNode
+		run, node string
+	}{{na, runA, "node-a"}, {nb, runB, "node-b"}} {
+		if e := c.n.endedOf(c.run); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+			t.Errorf("%s's run ended %+v, want exited 0", c.node, e)
+		}
+		by := threadBy(a, c.run)
+		if by[c.node] != 3 || len(by) != 2 {
+			t.Errorf("%s's run's thread by sender %v: want the admin's run and %s's started, kept logs and ended alone", c.node, by, c.node)
+		}
+	}
+	// Row 1: alice, who holds neither admin nor setup, sends a run for A.
+	fromAlice := a.result(person, "thread", "--title", "alice for A", "--text", echoRun("node-a", "helper", "nope"))
+	a.waitFor("A's refusal of alice's run", func() bool { return na.endedOf(fromAlice) != nil })
+	if e := na.endedOf(fromAlice); e.Outcome != messages.RunRefused || !strings.Contains(e.Note, "admin or setup") {
+		t.Errorf("A ended alice's run %+v, want refused naming admin or setup (row 1)", e)
+	}
+	// Row 5: builder works for A (its first run an admin sent named A).
+	bound := a.result(admin, "thread", "--title", "builder for B", "--text", echoRun("node-b", "builder", "nope"))
+	a.waitFor("B's refusal of A's user", func() bool { return nb.endedOf(bound) != nil })
+	if e := nb.endedOf(bound); e.Outcome != messages.RunRefused || !strings.Contains(e.Note, "node-a") {
+		t.Errorf("B ended a run of A's user %+v, want refused naming node-a (row 5)", e)
+	}
+	if by := threadBy(a, bound); by["node-a"] != 0 {
+		t.Errorf("A wrote in a run for B: %v", by)
+	}
+}
+
+// runsOnServer reads every run engine message on the server's record.
+func runsOnServer(t *testing.T, a *testNode) []record.RunMsg {
+	t.Helper()
+	r := a.repo()
+	defer r.Close()
+	msgs, err := record.ReadRuns(a.ctx, r, "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+// answers counts, for each run, the started and ended its node wrote,
+// and keeps where the first started stands in the server's order.
+type answers struct {
+	started, ended int
+	at             messages.RunPosition
+}
+
+func answersOf(msgs []record.RunMsg) map[string]*answers {
+	out := map[string]*answers{}
+	for _, m := range msgs {
+		if m.Kind() == messages.MsgRun {
+			out[m.Hash] = &answers{}
+		}
+	}
+	for _, m := range msgs {
+		x, ok := out[m.About()]
+		if !ok || m.Sender != m.Node() {
+			continue
+		}
+		switch m.Kind() {
+		case messages.MsgStarted:
+			if x.started == 0 {
+				x.at = m.At()
+			}
+			x.started++
+		case messages.MsgEnded:
+			x.ended++
+		}
+	}
+	return out
+}
+
+// TestTwoNodesHundredRuns: 100 runs posted on the server at 10 a second,
+// for node A and node B in turn, each on a host of its own: each is
+// started and ended exactly once, by its own node, and each node started
+// its runs in the server's order.
+func TestTwoNodesHundredRuns(t *testing.T) {
+	needs(t, "ocxd")
+	a := serverNode(t)
+	startDaemon(t, a, program("ocxd"))
+	nodes := map[string]*testNode{
+		"node-a": newRemoteNode(t, a, "node-a", remoteOpts{host: true, poke: "on"}),
+		"node-b": newRemoteNode(t, a, "node-b", remoteOpts{host: true, poke: "on"}),
+	}
+	for _, n := range nodes {
+		startDaemon(t, n, program("ocxd"))
+	}
+	admin := &fossilio.Client{URL: a.srv.URL, Login: a.srv.AdminLogin, Password: a.srv.AdminPassword, ProjectCode: a.srv.ProjectCode}
+	posted := map[string]string{} // run -> its node
+	var order []string
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for i := range 100 {
+		<-tick.C
+		node := []string{"node-a", "node-b"}[i%2]
+		user := map[string]string{"node-a": "builder", "node-b": "runner"}[node]
+		h, err := admin.NewThread(a.ctx, fmt.Sprintf("run %d", i), echoRun(node, user, fmt.Sprintf("run-%d", i)))
+		if err != nil {
+			t.Fatalf("post run %d: %v", i, err)
+		}
+		posted[h] = node
+		order = append(order, h)
+	}
+	var got map[string]*answers
+	a.waitFor("every run ended", func() bool {
+		got = answersOf(runsOnServer(t, a))
+		for h := range posted {
+			if got[h] == nil || got[h].ended == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	// A last look a pull later: nothing is written twice after the end.
+	for _, n := range nodes {
+		if err := n.command(nil, program("ocx"), "run", "check", "--agents", n.agents).Run(); err != nil {
+			t.Errorf("ocx run check: %v", err)
+		}
+	}
+	got = answersOf(runsOnServer(t, a))
+	last := map[string]messages.RunPosition{}
+	for _, h := range order {
+		x := got[h]
+		if x.started != 1 || x.ended != 1 {
+			t.Errorf("run %s for %s: %d started, %d ended; want one each", h[:10], posted[h], x.started, x.ended)
+		}
+		if prev, ok := last[posted[h]]; ok && !prev.Before(x.at) {
+			t.Errorf("%s started run %s at %v, before the run posted before it (started at %v): not in the server's order", posted[h], h[:10], x.at, prev)
+		}
+		last[posted[h]] = x.at
+	}
+	for _, m := range runsOnServer(t, a) {
+		if node, ok := posted[m.About()]; ok && m.Kind() != messages.MsgRun && m.Sender != node {
+			t.Errorf("%s wrote a %s for %s's run %s", m.Sender, m.Kind(), node, m.About()[:10])
+		}
 	}
 }

@@ -156,10 +156,15 @@ func StartServer(t testing.TB, opts Options) *Server {
 
 // start picks a free port and starts the server; it returns when the port
 // accepts connections, or an error when the server exited first.
-func (s *Server) start(exe string) error {
-	port, err := freePort()
-	if err != nil {
-		return err
+func (s *Server) start(exe string) error { return s.startOn(exe, 0) }
+
+// startOn is start on the port given, or a free one for 0.
+func (s *Server) startOn(exe string, port int) error {
+	var err error
+	if port == 0 {
+		if port, err = freePort(); err != nil {
+			return err
+		}
 	}
 	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -314,6 +319,31 @@ func (s *Server) LoginCookie(login, password string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("harness: log in as %s: %s and no login cookie", login, resp.Status)
+}
+
+// Down ends the server's process group, as its host going down: the
+// repository stays as the server left it. Up starts it again.
+func (s *Server) Down() {
+	s.t.Helper()
+	s.endGroup()
+}
+
+// Up starts a server Down ended, on the same port and URL, trying again
+// while the port is not free yet.
+func (s *Server) Up() {
+	s.t.Helper()
+	exe, err := exec.LookPath(FossilPath)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var lastErr error
+	for attempt := 0; attempt < 50; attempt++ {
+		if lastErr = s.startOn(exe, s.Port); lastErr == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.t.Fatalf("harness: fossil server did not start again on port %d: %v\n%s", s.Port, lastErr, s.log())
 }
 
 // Stop ends the server now (cleanup does it otherwise).
