@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -90,6 +91,10 @@ type RunCore struct {
 	// startInFlight and endInFlight: a write of started or ended is out.
 	startInFlight, endInFlight bool
 	startAttempts, endAttempts int
+	// startFailures and endFailures count the writes that failed for a
+	// reason other than the server's absence (messages.ErrUnreachable):
+	// only they end the tries.
+	startFailures, endFailures int
 
 	launchedAt time.Time
 	// proc is the number of the run's last process; running says it runs;
@@ -392,10 +397,13 @@ func (c *RunCore) startedWritten(now time.Time, m messages.RunStartedWritten) {
 	}
 	c.startInFlight = false
 	if m.Err != nil {
+		if !errors.Is(m.Err, messages.ErrUnreachable) {
+			c.startFailures++ // the server's absence is waited out, not counted
+		}
 		switch {
 		case c.stop:
 			c.decide(messages.RunStopped, nil, "")
-		case c.startAttempts >= c.cfg.EndAttempts:
+		case c.startFailures >= c.cfg.EndAttempts:
 			c.decide(messages.RunRefused, nil, fmt.Sprintf("started could not be written after %d attempts: %s", c.startAttempts, messages.CleanText(m.Err.Error())))
 		default:
 			c.log(slog.LevelWarn, "started not written; trying again", runAttr(c.run), errAttr(m.Err))
@@ -642,7 +650,10 @@ func (c *RunCore) endedWritten(m messages.RunEndedWritten) {
 	}
 	c.endInFlight = false
 	if m.Err != nil {
-		if c.endAttempts < c.cfg.EndAttempts {
+		if !errors.Is(m.Err, messages.ErrUnreachable) {
+			c.endFailures++ // the server's absence is waited out, not counted
+		}
+		if c.endFailures < c.cfg.EndAttempts {
 			c.log(slog.LevelWarn, "ended not written; trying again", runAttr(c.run), errAttr(m.Err))
 			c.retry()
 			return

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +102,29 @@ func TestRunLifeTable(t *testing.T) {
 			{msg: messages.RunTimerFired{Purpose: messages.RunTimerRetry, Seq: 1}, want: []string{"write started R0run00000 values run,workspace (attempt 2)"}},
 			{msg: startedOK, want: launch1},
 		}, "started"},
+		{"02 the server's absence is waited out: a write it kept from the server is tried again past the attempts", func() []runStep {
+			down := messages.RunEndedWritten{Err: fmt.Errorf("%w: dial tcp 127.0.0.1:8080: connect: connection refused", messages.ErrUnreachable)}
+			steps := join2(startedRun(plain, launch1...),
+				runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Exited(0)}, want: []string{"keep logs R0run00000 process 1"}},
+				runStep{msg: keptLogs1, want: []string{"write ended R0run00000 exited exit 0"}})
+			for i := 1; i <= 5; i++ {
+				steps = append(steps,
+					runStep{msg: down, want: []string{fmt.Sprintf("start timer retry R0run00000 #%d 1s", i)}},
+					runStep{msg: messages.RunTimerFired{Purpose: messages.RunTimerRetry, Seq: i}, want: []string{fmt.Sprintf("write ended R0run00000 exited exit 0 (attempt %d)", i+1)}})
+			}
+			return append(steps, runStep{msg: endedOK, want: release})
+		}(), "ended"},
+		{"02 a write the server refused counts: the tries end after EndAttempts", []runStep{
+			{msg: messages.RunArrived{Facts: plain}, want: launched},
+			{msg: prepOK, want: writeStart},
+			{msg: messages.RunStartedWritten{Err: errors.New("not authorized to write")}, want: []string{"start timer retry R0run00000 #1 1s"}},
+			{msg: messages.RunTimerFired{Purpose: messages.RunTimerRetry, Seq: 1}, want: []string{"write started R0run00000 values run,workspace (attempt 2)"}},
+			{msg: messages.RunStartedWritten{Err: fmt.Errorf("%w: connection refused", messages.ErrUnreachable)}, want: []string{"start timer retry R0run00000 #2 1s"}},
+			{msg: messages.RunTimerFired{Purpose: messages.RunTimerRetry, Seq: 2}, want: []string{"write started R0run00000 values run,workspace (attempt 3)"}},
+			{msg: messages.RunStartedWritten{Err: errors.New("not authorized to write")}, want: []string{"start timer retry R0run00000 #3 1s"}},
+			{msg: messages.RunTimerFired{Purpose: messages.RunTimerRetry, Seq: 3}, want: []string{"write started R0run00000 values run,workspace (attempt 4)"}},
+			{msg: messages.RunStartedWritten{Err: errors.New("not authorized to write")}, want: []string{"write ended R0run00000 refused: started could not be written after 4 attempts: not authorized to write"}},
+		}, "ended"},
 		{"02/10 a workspace step fails: ended refused, naming it", []runStep{
 			{msg: messages.RunArrived{Facts: plain}, want: launched},
 			{msg: messages.RunPrepared{Failed: "workspace[2] clone: fossil clone: 401"}, want: []string{"write ended R0run00000 refused: workspace[2] clone: fossil clone: 401"}},

@@ -1,9 +1,13 @@
 package fossilio
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"syscall"
 )
 
 // Sentinel errors. Every error fossilio returns wraps one of these, or an
@@ -128,4 +132,24 @@ func (e *CommandError) Unwrap() []error {
 		return []error{ErrCommand, e.Err}
 	}
 	return []error{ErrCommand}
+}
+
+// Unreachable says whether err is the server's absence rather than its
+// refusal: the connection was refused or reset, the network or the
+// server timed out, or the server (or a proxy before it) answered 5xx.
+// A write that failed so may be made again once the server is back; one
+// the server refused may not (D72).
+func Unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var re *RefusedError
+	if errors.As(err, &re) {
+		return strings.HasPrefix(re.Reason, "HTTP 5")
+	}
+	var ne net.Error
+	var oe *net.OpError
+	return errors.As(err, &oe) || errors.As(err, &ne) && ne.Timeout() ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, context.DeadlineExceeded)
 }

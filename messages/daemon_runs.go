@@ -208,6 +208,13 @@ type RunPrepare struct {
 	Run string
 }
 
+// ErrUnreachable marks a write a run's node could not make because the
+// server could not be reached (refused connection, a timeout, an answer
+// of 5xx): the run's core tries it again for as long as the node runs,
+// never counting it among the attempts that end a run (D72: the node
+// waits for the server, it never guesses). Any other failure counts.
+var ErrUnreachable = errors.New("the server could not be reached")
+
 // RunWriteStarted writes started, as the node user, where the run is, with
 // the values set and the limits applied. Result: RunStartedWritten.
 type RunWriteStarted struct {

@@ -410,10 +410,15 @@ func (e *Engine) writeReport(ctx context.Context, hash string, kind messages.Mes
 	e.mu.Unlock()
 	if doubted {
 		if err := e.repos.PullNow(ctx, r.x); err != nil {
-			return fmt.Errorf("%s of run %s: the node's clone cannot be pulled to see whether the server has it: %w", kind, hash, err)
+			// Waited out as the server's absence: the write is never made
+			// before the node knows the server lacks it.
+			return fmt.Errorf("%s of run %s: %w: the node's clone cannot be pulled to see whether the server has it: %w", kind, hash, messages.ErrUnreachable, err)
 		}
 	}
 	err = e.writeReportOnce(ctx, r, hash, kind, build)
+	if fossilio.Unreachable(err) {
+		err = fmt.Errorf("%w: %w", messages.ErrUnreachable, err)
+	}
 	e.mu.Lock()
 	if err != nil && r.x.OtherHost {
 		e.doubt[key] = true
