@@ -26,6 +26,9 @@ type Options struct {
 	// Grace is how long a session the daemon started has between TERM and
 	// KILL after a stop.
 	Grace time.Duration
+	// RetryAfter is how long a write the daemon could not make (an end
+	// note, a run's started or ended) waits before it is tried again.
+	RetryAfter time.Duration
 	// Level is the least level written to the log.
 	Level slog.Level
 	// HookWatch is the longest time between two checks that the wake hook
@@ -81,8 +84,8 @@ type UsageError struct{ msg string }
 
 func (e *UsageError) Error() string { return e.msg }
 
-const usageText = `usage: ocxd --agents AGENTS [--grace DURATION] [--log-level LEVEL]
-            [--hook-watch DURATION] [--cpu-profile FILE]
+const usageText = `usage: ocxd --agents AGENTS [--grace DURATION] [--retry-after DURATION]
+            [--log-level LEVEL] [--hook-watch DURATION] [--cpu-profile FILE]
        ocxd --handoff-version
        ocxd --version
 
@@ -93,6 +96,9 @@ stops it (its sessions keep running); USR1 writes its memory to its log.
 
   --agents AGENTS        the agents root (it holds node.json)
   --grace DURATION       between TERM and KILL after a stop (default 10s)
+  --retry-after DURATION before a write that failed is tried again (default
+                         10s); one the server was not there for is tried
+                         for as long as the daemon runs
   --log-level LEVEL      debug, info, warn or error (default info)
   --hook-watch DURATION  the longest time between two checks that the wake
                          hook keeps up with a repository's receipts (each
@@ -109,10 +115,11 @@ stops it (its sessions keep running); USR1 writes its memory to its log.
 func ParseArgs(args []string) (Options, error) {
 	fs := flag.NewFlagSet("ocxd", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	o := Options{Grace: actors.DefaultGrace, HookWatch: DefaultHookWatch}
+	o := Options{Grace: actors.DefaultGrace, HookWatch: DefaultHookWatch, RetryAfter: actors.DefaultRetryAfter}
 	var level string
 	fs.StringVar(&o.Agents, "agents", "", "")
 	fs.DurationVar(&o.Grace, "grace", actors.DefaultGrace, "")
+	fs.DurationVar(&o.RetryAfter, "retry-after", actors.DefaultRetryAfter, "")
 	fs.StringVar(&level, "log-level", "info", "")
 	fs.DurationVar(&o.HookWatch, "hook-watch", DefaultHookWatch, "")
 	fs.BoolVar(&o.Restore, "restore", false, "")
@@ -145,6 +152,9 @@ func ParseArgs(args []string) (Options, error) {
 	if o.Grace <= 0 {
 		return o, &UsageError{msg: fmt.Sprintf("--grace: %s is not a positive duration", o.Grace)}
 	}
+	if o.RetryAfter <= 0 {
+		return o, &UsageError{msg: fmt.Sprintf("--retry-after: %s is not a positive duration", o.RetryAfter)}
+	}
 	if o.HookWatch < 0 {
 		return o, &UsageError{msg: fmt.Sprintf("--hook-watch: %s is negative; 0 turns the watch off", o.HookWatch)}
 	}
@@ -157,6 +167,12 @@ func ParseArgs(args []string) (Options, error) {
 // argv is the command line that gives these options again, for the image a
 // re-exec starts (with --restore).
 func (o Options) argv(program string) []string {
-	return []string{program, "--agents", o.Agents, "--grace", o.Grace.String(),
+	argv := []string{program, "--agents", o.Agents, "--grace", o.Grace.String(),
 		"--log-level", strings.ToLower(o.Level.String()), "--hook-watch", o.HookWatch.String(), "--restore"}
+	if o.RetryAfter != actors.DefaultRetryAfter {
+		// Named only when set, so that a release from before the flag
+		// (a rollback's) takes the argv of a daemon that does not set it.
+		argv = append(argv[:len(argv)-1], "--retry-after", o.RetryAfter.String(), "--restore")
+	}
+	return argv
 }

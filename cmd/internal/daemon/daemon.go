@@ -447,7 +447,7 @@ func (d *instance) startActors(limits *procs.Limits) error {
 		deps.Limits = limits
 	}
 	var err error
-	if d.node, err = actors.StartNode(d.sys, deps, actors.Config{Grace: d.opts.Grace}); err != nil {
+	if d.node, err = actors.StartNode(d.sys, deps, actors.Config{Grace: d.opts.Grace, RetryAfter: d.opts.RetryAfter}); err != nil {
 		return err
 	}
 	return nil

@@ -21,6 +21,10 @@ func TestParseArgs(t *testing.T) {
 	if got := strings.Join(o.argv("/r/ocxd"), " "); got != "/r/ocxd --agents /srv/agents --grace 2s --log-level debug --hook-watch 2s --restore" {
 		t.Errorf("the re-exec's argv: %s", got)
 	}
+	if o, err := ParseArgs([]string{"--agents", "/a", "--retry-after", "200ms"}); err != nil || o.RetryAfter != 200*time.Millisecond ||
+		!strings.Contains(strings.Join(o.argv("/r/ocxd"), " "), "--retry-after 200ms --restore") {
+		t.Errorf("--retry-after 200ms: %+v %v, argv %v", o, err, o.argv("/r/ocxd"))
+	}
 	if o, err := ParseArgs([]string{"--agents", "/a", "--hook-watch", "0"}); err != nil || o.HookWatch != 0 {
 		t.Errorf("--hook-watch 0: %+v %v", o, err)
 	}
@@ -50,6 +54,7 @@ func TestParseArgs(t *testing.T) {
 		{"--agents", "/a", "--log-level", "loud"},
 		{"--agents", "/a", "--hook-watch", "-1s"},
 		{"--agents", "/a", "--hook-watch", "often"},
+		{"--agents", "/a", "--retry-after", "0s"},
 		{"--agents", "/a", "extra"},
 		{"--frobnicate"},
 	} {
