@@ -284,3 +284,112 @@ func TestTwoNodesHundredRuns(t *testing.T) {
 		}
 	}
 }
+
+// sleepRun is a run for node, as user, that sleeps secs then says done.
+func sleepRun(node, user string, secs int) string {
+	return block(fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Sleep, then say so.",
+"process": {"user": %q, "command": ["sh", "-c", "sleep %d; echo done"], "env": {"PATH": "/usr/bin:/bin"}, "keep": {"stdout_when": "always"}}}`, node, user, secs))
+}
+
+// answersOfRun counts the started and ended the run's node wrote for it.
+func answersOfRun(t *testing.T, a *testNode, run string) answers {
+	t.Helper()
+	x := answersOf(runsOnServer(t, a))[run]
+	if x == nil {
+		t.Fatalf("run %s is not on the record", run)
+	}
+	return *x
+}
+
+// TestRemoteNodeKilledFindsItsRunLost: node A's host killed outright
+// (kill -9 of everything on it: the daemon, the run's holder, its
+// process) in the middle of a run: when its daemon starts again it finds
+// the run lost, once it has pulled the server's record, and says so,
+// once: ended lost. Node B's run, on a host of its own, ends as it would
+// have.
+func TestRemoteNodeKilledFindsItsRunLost(t *testing.T) {
+	needs(t, "ocxd")
+	a := serverNode(t)
+	startDaemon(t, a, program("ocxd"))
+	na := newRemoteNode(t, a, "node-a", remoteOpts{host: true, every: "1s", poke: "on"})
+	nb := newRemoteNode(t, a, "node-b", remoteOpts{host: true, every: "1s", poke: "on"})
+	startDaemon(t, na, program("ocxd"))
+	startDaemon(t, nb, program("ocxd"))
+	admin := a.srv.AdminLogin
+	runA := a.result(admin, "thread", "--title", "long on A", "--text", sleepRun("node-a", "builder", 120))
+	runB := a.result(admin, "thread", "--title", "short on B", "--text", sleepRun("node-b", "runner", 4))
+	na.heldRun(runA)
+	nb.waitFor("B's run started", func() bool { return nb.startedOf(runB) != nil })
+	na.host.KillAll()
+	if _, held := na.runCare(runA); !held {
+		t.Fatal("A's run is not in its care after the kill; the test shows nothing")
+	}
+	startDaemon(t, na, program("ocxd"))
+	a.waitFor("A's run ended lost", func() bool { return na.endedOf(runA) != nil })
+	if e := na.endedOf(runA); e.Outcome != messages.RunLost || e.Note == "" {
+		t.Errorf("A's run ended %+v, want lost with a note", e)
+	}
+	a.waitFor("B's run ended", func() bool { return nb.endedOf(runB) != nil })
+	if e := nb.endedOf(runB); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+		t.Errorf("B's run ended %+v, want exited 0: A's crash is not B's", e)
+	}
+	// A check asked by hand finds nothing more, and nothing is said twice.
+	if out, err := na.command(nil, program("ocx"), "run", "check", "--agents", na.agents).CombinedOutput(); err != nil {
+		t.Errorf("ocx run check: %v: %s", err, out)
+	}
+	for _, run := range []string{runA, runB} {
+		if x := answersOfRun(t, a, run); x.started != 1 || x.ended != 1 {
+			t.Errorf("run %s: %d started, %d ended; want one each", run[:10], x.started, x.ended)
+		}
+	}
+}
+
+// TestServerRestartedMidRun: the server goes down while a run runs on
+// each node, and the runs end while it is down: the nodes wait and ask
+// again (their pulls and their ended fail meanwhile), and when the server
+// is back each run's ended is written, once; a run posted after it comes
+// back is answered as ever.
+func TestServerRestartedMidRun(t *testing.T) {
+	needs(t, "ocxd")
+	a := serverNode(t)
+	startDaemon(t, a, program("ocxd"))
+	na := newRemoteNode(t, a, "node-a", remoteOpts{host: true, every: "1s", poke: "on"})
+	nb := newRemoteNode(t, a, "node-b", remoteOpts{host: true, every: "1s", poke: "on"})
+	// A write that fails is tried again 200 ms later: the server stays down
+	// past the five tries that end a run whose writes the server refuses.
+	startDaemon(t, na, program("ocxd"), "--retry-after", "200ms")
+	startDaemon(t, nb, program("ocxd"), "--retry-after", "200ms")
+	admin := a.srv.AdminLogin
+	runA := a.result(admin, "thread", "--title", "on A", "--text", sleepRun("node-a", "builder", 2))
+	runB := a.result(admin, "thread", "--title", "on B", "--text", sleepRun("node-b", "runner", 2))
+	a.waitFor("both runs started", func() bool { return na.startedOf(runA) != nil && nb.startedOf(runB) != nil })
+	a.srv.Down()
+	// Both runs end while the server is down: each node tries its ended
+	// again and again, past the count that ends the tries for a refusal.
+	for _, n := range []*testNode{na, nb} {
+		n.waitFor("eight failed tries of the node's ended", func() bool {
+			tries := 0
+			for _, l := range n.logLines() {
+				if l.Msg == "ended not written; trying again" {
+					tries++
+				}
+			}
+			return tries >= 8
+		})
+		if strings.Contains(n.daemonLog(), "giving up") {
+			t.Errorf("the node gave a write up while the server was down:\n%s", n.daemonLog())
+		}
+	}
+	a.srv.Up()
+	a.waitFor("both runs ended", func() bool { return na.endedOf(runA) != nil && nb.endedOf(runB) != nil })
+	after := a.result(admin, "thread", "--title", "after", "--text", echoRun("node-b", "runner", "back"))
+	a.waitFor("the run posted after the restart ended", func() bool { return nb.endedOf(after) != nil })
+	for _, run := range []string{runA, runB, after} {
+		if x := answersOfRun(t, a, run); x.started != 1 || x.ended != 1 {
+			t.Errorf("run %s: %d started, %d ended; want one each", run[:10], x.started, x.ended)
+		}
+	}
+	if e := na.endedOf(runA); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+		t.Errorf("A's run ended %+v, want exited 0", e)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +14,17 @@ import (
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/messages"
 )
+
+// waitEndedAndReleased waits for a run's ended on the record, then for the
+// node to release it from its care, which it does once ended is written:
+// a read between the two sees the run ended and in care.
+func (n *testNode) waitEndedAndReleased(run string) {
+	n.t.Helper()
+	n.waitFor("the run's ended, and its release from the node's care", func() bool {
+		_, err := os.Stat(filepath.Join(n.agents, "ocxd.runs", run+".json"))
+		return n.endedOf(run) != nil && os.IsNotExist(err)
+	})
+}
 
 // TestRunsFromTheDaemonAreAFreshRead: the runs the daemon answers on its
 // socket from its live run log (a runs ask, D66) are what `ocx run status
@@ -31,7 +43,7 @@ func TestRunsFromTheDaemonAreAFreshRead(t *testing.T) {
 	waiting := n.result(admin, "run", "post", "--message", manualRun(node, "echo by hand"))
 	done := n.result(admin, "run", "post", "--message", manualRun(node, "echo at once"))
 	n.result(admin, "run", "start", done)
-	n.waitFor("the started run's ended", func() bool { return n.endedOf(done) != nil })
+	n.waitEndedAndReleased(done)
 
 	layout, err := host.NewLayout(n.agents)
 	if err != nil {
@@ -87,7 +99,7 @@ func TestRunsFromTheDaemonAreAFreshRead(t *testing.T) {
 	same("one run by its prefix", waiting[:12])
 
 	n.result(admin, "run", "start", waiting)
-	n.waitFor("the second run's ended", func() bool { return n.endedOf(waiting) != nil })
+	n.waitEndedAndReleased(waiting)
 	same("after a start", "")
 	if rs := *ask(waiting).Runs; len(rs) != 1 || rs[0].State != "ended" {
 		t.Errorf("the daemon's run after its start: %+v, want ended", rs)
