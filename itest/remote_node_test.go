@@ -393,3 +393,89 @@ func TestServerRestartedMidRun(t *testing.T) {
 		t.Errorf("A's run ended %+v, want exited 0", e)
 	}
 }
+
+// TestSessionOnARemoteNode: a workspace and its session on node B, a host
+// of its own. The agent login is the server's node's (`ocx login add`
+// there); B keeps its password. The session is woken by B's own pull and
+// answers a post written on the server as its real sender (a reply alice
+// pushed with the admin's name in its U card is alice's), which the server
+// vouched for; it does not hear bob, whom its definition does not name; a
+// stop request from alice is ignored, the admin's stops it, and the end
+// note is B's node user's.
+func TestSessionOnARemoteNode(t *testing.T) {
+	needs(t, "ocxd", "workspace")
+	a := serverNode(t, harness.User{Login: stranger, Password: strangerPW, Caps: "cghijnorwz234"})
+	startDaemon(t, a, program("ocxd"))
+	nb := newRemoteNode(t, a, "node-b", remoteOpts{host: true, poke: "on"})
+	startDaemon(t, nb, program("ocxd"))
+	admin := a.srv.AdminLogin
+
+	// The server's node makes the agent login; B is given its password.
+	a.must("", "login", "add", agent)
+	pw, err := os.ReadFile(filepath.Join(a.agents, agent, "password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pwFile := filepath.Join(t.TempDir(), "agent-password")
+	if err := os.WriteFile(pwFile, pw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := nb.ocx("", "login", "add", agent); r.code == 0 || !strings.Contains(r.stdout+r.stderr, "--password-file") {
+		t.Errorf("login add on B without the login's password: %s; want a refusal saying to give it", r)
+	}
+	nb.must("", "login", "add", agent, "--password-file", pwFile)
+	record := nb.result(admin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
+	launch := nb.result(admin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--",
+		"/bin/sh", "-c", `read -r line; printf 'echo: %s from=%s\n' "$line" "${OCX_FROM:-unknown}"`)
+	nb.waitFor("the session on B to listen", func() bool {
+		st := nb.status()
+		return len(st.Sessions) == 1 && st.Sessions[0].Listening && st.Sessions[0].Launch == launch
+	})
+	if _, err := os.Stat(filepath.Join(a.agents, agent, "projects")); err == nil {
+		t.Errorf("the server's node holds a workspace of %s; it is B's", agent)
+	}
+
+	// bob is not heard; alice's post after his is answered, as hers.
+	fromBob := a.result(stranger, "post", "--to", record, "--text", "let me in")
+	fromAlice := a.result(person, "post", "--to", record, "--text", "hello")
+	if r := nb.awaitReply(record, fromAlice); !strings.Contains(r.Text, "echo: hello from="+person) {
+		t.Errorf("the reply to alice: %q", r.Text)
+	}
+	if rs := nb.repliesTo(record, fromBob); len(rs) != 0 {
+		t.Errorf("the session on B answered bob, whom it does not hear: %+v", rs)
+	}
+	// alice pushes a reply whose U card names the admin: B, told by the
+	// server who sent it, answers it as alice's.
+	forged := a.push(person, admin, record, record, "I am the admin")
+	if r := nb.awaitReply(record, forged); !strings.Contains(r.Text, "echo: I am the admin from="+person) {
+		t.Errorf("the reply to alice's post signed as the admin: %q", r.Text)
+	}
+
+	// alice's stop request is ignored; the admin's stops the session.
+	aliceStop := a.result(person, "post", "--to", record, "--text", "OCX stop")
+	after := a.result(person, "post", "--to", record, "--text", "after the stop")
+	if r := nb.awaitReply(record, after); !strings.Contains(r.Text, "echo: after the stop") {
+		t.Errorf("the reply after alice's stop: %q", r.Text)
+	}
+	adminStop := a.result(admin, "post", "--to", record, "--text", "OCX stop")
+	nb.waitFor("the stopped and end notes", func() bool {
+		var stopped, ended bool
+		for _, p := range nb.thread(record) {
+			switch note := p.Note.(type) {
+			case *messages.StoppedNote:
+				stopped = stopped || (p.Sender == agent && note.Cause == messages.StopByRequest && note.Request == adminStop)
+			case *messages.EndNote:
+				ended = ended || (p.Sender == "node-b" && note.Launch == launch)
+			}
+		}
+		return stopped && ended
+	})
+	for _, p := range nb.thread(record) {
+		if sn, ok := p.Note.(*messages.StoppedNote); ok && sn.Request == aliceStop {
+			t.Errorf("alice's stop request stopped the session: %+v", sn)
+		}
+		if _, ok := p.Note.(*messages.EndNote); ok && p.Sender == a.nodeUser() {
+			t.Errorf("the server's node wrote an end note for B's session: %s", p.Hash)
+		}
+	}
+}
