@@ -2,6 +2,8 @@ package itest
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -477,5 +479,99 @@ func TestSessionOnARemoteNode(t *testing.T) {
 		if _, ok := p.Note.(*messages.EndNote); ok && p.Sender == a.nodeUser() {
 			t.Errorf("the server's node wrote an end note for B's session: %s", p.Hash)
 		}
+	}
+}
+
+// TestReceiptPage: the console's receipt page answers, in JSON, what the
+// server's repository says of an artifact (GET /receipt/HASH, rendered by
+// the daemon) or of many (a POST of hashes): its sender by receipt, not
+// the name inside, its place in the server's order, the sender's
+// standing, and the users; to a node user node.json lists alone. Anyone
+// else, logged in or not, is refused, naming why; a bad hash is refused;
+// a node removed is refused from then on.
+func TestReceiptPage(t *testing.T) {
+	needs(t, "ocxd", "ocx-console")
+	a := serverNode(t)
+	startDaemon(t, a, program("ocxd"))
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pwFile, []byte("lab-x-pw-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a.must("", "node", "add", "lab-x", "--password-file", pwFile)
+	root := a.result(a.srv.AdminLogin, "thread", "--title", "t", "--text", "by the admin")
+	signed := a.push(person, a.srv.AdminLogin, root, root, "alice, signed as the admin")
+	cookie := func(login, pw string) string {
+		c, err := a.srv.LoginCookie(login, pw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	node := cookie("lab-x", "lab-x-pw-1")
+	ask := func(method, path, cookie, body string) (int, string, http.Header) {
+		t.Helper()
+		req, err := http.NewRequest(method, a.srv.URL+"ext/console/"+path, strings.NewReader(strings.TrimPrefix(body, "untyped:")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cookie != "" {
+			req.Header.Set("Cookie", cookie)
+		}
+		if body != "" && !strings.HasPrefix(body, "untyped:") {
+			req.Header.Set("Content-Type", "text/plain")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header
+	}
+	code, body, h := ask("GET", "receipt/"+signed, node, "")
+	if code != http.StatusOK {
+		t.Fatalf("GET receipt: %d %s", code, body)
+	}
+	if h.Get("X-Ocx-Served-By") != "daemon" {
+		t.Errorf("the receipt page was served by %q, want the daemon", h.Get("X-Ocx-Served-By"))
+	}
+	rs, err := messages.DecodeReceipts([]byte(body))
+	if err != nil {
+		t.Fatalf("the answer does not read: %v\n%s", err, body)
+	}
+	r := a.repo()
+	info, _ := r.Info(a.ctx, signed)
+	r.Close()
+	if len(rs.Receipts) != 1 || rs.Receipts[0].Login != person || rs.Receipts[0].Privileged || rs.Receipts[0].Rcvid != uint64(info.Rcvid) || rs.Receipts[0].Via != "sync" || rs.Project != a.srv.ProjectCode {
+		t.Errorf("the receipt of alice's post signed as the admin: %+v (project %s)", rs.Receipts, rs.Project)
+	}
+	missing := strings.Repeat("0", 64)
+	code, body, _ = ask("POST", "receipt", node, root+"\n"+signed+"\n"+missing+"\n")
+	if rs, err = messages.DecodeReceipts([]byte(body)); code != http.StatusOK || err != nil || len(rs.Receipts) != 3 {
+		t.Fatalf("POST receipts: %d %v %s", code, err, body)
+	}
+	if r := rs.Receipts; r[0].Login != a.srv.AdminLogin || !r[0].Privileged || r[1].Login != person || r[2].Known {
+		t.Errorf("the receipts of three hashes: %+v", r)
+	}
+	for _, c := range []struct {
+		name, method, path, cookie, body, says string
+		code                                   int
+	}{
+		{"alice, logged in", "GET", "receipt/" + root, cookie(person, personPW), "", `\"alice\" is not one`, http.StatusForbidden},
+		{"nobody logged in", "GET", "receipt/" + root, "", "", "not logged in", http.StatusForbidden},
+		{"a hash prefix", "GET", "receipt/" + root[:12], node, "", "full hash", http.StatusBadRequest},
+		{"a line that is no hash", "POST", "receipt", node, "../x\n", "not a full hash", http.StatusBadRequest},
+		// Fossil passes no body without a Content-Type: refused at once,
+		// never waited for.
+		{"a POST of no type", "POST", "receipt", node, "untyped:" + root + "\n", "Content-Type", http.StatusBadRequest},
+	} {
+		code, body, _ := ask(c.method, c.path, c.cookie, c.body)
+		if code != c.code || !strings.Contains(body, c.says) {
+			t.Errorf("%s: %d %s; want %d saying %q", c.name, code, body, c.code, c.says)
+		}
+	}
+	a.must("", "node", "remove", "lab-x")
+	if code, body, _ := ask("GET", "receipt/"+root, node, ""); code != http.StatusForbidden {
+		t.Errorf("a removed node asked: %d %s; want refused", code, body)
 	}
 }

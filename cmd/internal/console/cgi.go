@@ -27,8 +27,14 @@ func ServeCGI(agents string, stdin io.Reader, stdout io.Writer, environ []string
 	if !ok {
 		return w.flush(stdout)
 	}
-	if r.ContentLength > 0 {
+	// Fossil reads a request's body for its CGI only when the request
+	// names its type (src/cgi.c cgi_init); without one it passes
+	// CONTENT_LENGTH and no body, and a read of it would wait until
+	// Fossil's own timeout (10 minutes). So such a request has none.
+	if r.ContentLength > 0 && r.Header.Get("Content-Type") != "" {
 		r.Body = io.NopCloser(io.LimitReader(stdin, r.ContentLength))
+	} else {
+		r.ContentLength = 0
 	}
 	scrubEnv(agents)
 	c, err := Open(agents)

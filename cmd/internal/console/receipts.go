@@ -33,6 +33,9 @@ func (q *request) receipts(rest []string) {
 	}
 	var hashes []string
 	switch {
+	case q.r.Method == http.MethodPost && len(rest) == 0 && q.r.ContentLength == 0:
+		q.plain(http.StatusBadRequest, "the receipt page's POST names no hash: send them one a line, as text/plain (Fossil passes a body only with its Content-Type)")
+		return
 	case q.r.Method == http.MethodPost && len(rest) == 0:
 		var err error
 		if hashes, err = readHashes(q.r.Body); err != nil {
