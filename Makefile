@@ -1,12 +1,13 @@
 # OCX in Go. `make demo` runs a demo node on 127.0.0.1; `make test` passes the tests.
-# Both install what they need (fossil, bubblewrap, git, s6, chromium) from
-# Debian when missing.
+# Both install what they need (fossil, bubblewrap, git, s6, chromium, and
+# iproute2 and util-linux for the tests' hosts of their own) from Debian
+# when missing.
 
 GO        ?= go
 BIN       ?= bin
 FUZZTIME  ?= 10s
 TESTFLAGS ?=
-APT_PKGS  := fossil bubblewrap git s6 chromium
+APT_PKGS  := fossil bubblewrap git s6 chromium iproute2 util-linux
 
 # The agent CLIs the llm runners drive, from the npm registry: their
 # versions are pinned here, and only here. make deps installs them once
@@ -32,6 +33,8 @@ deps:
 	command -v bwrap  >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
 	command -v git    >/dev/null 2>&1 || missing="$$missing git"; \
 	command -v s6-svscan >/dev/null 2>&1 || missing="$$missing s6"; \
+	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
+	command -v nsenter >/dev/null 2>&1 || missing="$$missing util-linux"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v node >/dev/null 2>&1 || missing="$$missing nodejs"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \

@@ -575,3 +575,96 @@ func TestReceiptPage(t *testing.T) {
 		t.Errorf("a removed node asked: %d %s; want refused", code, body)
 	}
 }
+
+// cloneRun is a run for node whose password step takes user's password
+// and clones the server as user.
+func cloneRun(node, user string) string {
+	return block(fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Clone.",
+"workspace": [
+  {"step": "directory", "at": "$$root$$/$$user$$/projects/$$project$$/$$run$$"},
+  {"step": "password"},
+  {"step": "clone", "into": "$$workspace$$/clone"}
+],
+"process": {"user": %q, "command": ["test", "-s", "$$clone$$"], "env": {"PATH": "/usr/bin:/bin"}}}`, node, user))
+}
+
+// TestOtherHostInitAndPasswords: `ocx init --other-host` refuses, naming
+// why and leaving nothing, a node the server does not list, one with no
+// password, and a clone where a file is; `ocx node password` keeps a run
+// user's password only once the server took it, in a file of its own
+// (0600), and a run whose password step takes it clones the server as
+// that user; that file owned by another account holds nothing the node
+// trusts: the next such run is refused, naming its owner.
+func TestOtherHostInitAndPasswords(t *testing.T) {
+	needs(t, "ocxd")
+	a := serverNode(t, harness.User{Login: "runner", Password: "runner-pw-1", Caps: fossilio.AgentCaps})
+	startDaemon(t, a, program("ocxd"))
+	pw := func(s string) string {
+		f := filepath.Join(t.TempDir(), "pw")
+		if err := os.WriteFile(f, []byte(s+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	agents := filepath.Join(t.TempDir(), "agents")
+	clone := filepath.Join(t.TempDir(), "demo.fossil")
+	b := &testNode{t: t, ctx: a.ctx, srv: a.srv, agents: agents, pw: a.pw}
+	init := func(user string, args ...string) result {
+		return b.ocx("", append([]string{"init", "--other-host", "--project", "demo=" + clone + "," + a.srv.URL, "--node-user", user, "--release", relRoot}, args...)...)
+	}
+	for _, c := range []struct {
+		name string
+		r    result
+		says string
+	}{
+		{"a node the server does not list", init("lab-q", "--password-file", pw("lab-q-pw")), "ocx node add lab-q"},
+		{"no password", init("lab-q"), "--password-file"},
+	} {
+		if c.r.code == 0 || !strings.Contains(c.r.stdout+c.r.stderr, c.says) {
+			t.Errorf("%s: %s; want a refusal saying %q", c.name, c.r, c.says)
+		}
+		if _, err := os.Stat(clone); err == nil {
+			t.Errorf("%s: a clone is left at %s", c.name, clone)
+		}
+		if _, err := os.Stat(filepath.Join(agents, "node.json")); err == nil {
+			t.Errorf("%s: node.json is written", c.name)
+		}
+	}
+	if err := os.WriteFile(clone, []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := init("lab-q", "--password-file", pw("lab-q-pw")); r.code == 0 || !strings.Contains(r.stdout, "exists") {
+		t.Errorf("a clone where a file is: %s; want refused", r)
+	}
+	if b, _ := os.ReadFile(clone); string(b) != "mine" {
+		t.Errorf("the file where the clone would go was changed")
+	}
+
+	nb := newRemoteNode(t, a, "node-b", remoteOpts{every: "500ms"})
+	startDaemon(t, nb, program("ocxd"))
+	if r := nb.ocx("", "node", "password", "runner", "--password-file", pw("wrong")); r.code == 0 || !strings.Contains(r.stdout, "wrong password") {
+		t.Errorf("node password with a wrong password: %s; want refused", r)
+	}
+	pws := filepath.Join(nb.agents, "run-passwords")
+	if _, err := os.Stat(pws); err == nil {
+		t.Error("the file of passwords is written after a refused password")
+	}
+	nb.must("", "node", "password", "runner", "--password-file", pw("runner-pw-1"))
+	if st, err := os.Stat(pws); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the file of passwords: %v %v", st, err)
+	}
+	admin := a.srv.AdminLogin
+	ok := a.result(admin, "thread", "--title", "clone on B", "--text", cloneRun("node-b", "runner"))
+	a.waitFor("the clone run's ended", func() bool { return nb.endedOf(ok) != nil })
+	if e := nb.endedOf(ok); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+		t.Errorf("the run cloning as runner on B ended %+v, want exited 0", e)
+	}
+	if err := os.Chown(pws, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	refused := a.result(admin, "thread", "--title", "clone again", "--text", cloneRun("node-b", "runner"))
+	a.waitFor("the second clone run's ended", func() bool { return nb.endedOf(refused) != nil })
+	if e := nb.endedOf(refused); e.Outcome != messages.RunRefused || !strings.Contains(e.Note, "owned by uid 1000") || !strings.Contains(e.Note, "runner") {
+		t.Errorf("a run taking a password from another account's file ended %+v, want refused naming the owner", e)
+	}
+}
