@@ -733,15 +733,11 @@ func (h *run) noteOf(ctx context.Context, info fossilio.Info, read artifactsRead
 // (D72): a bare POST to each poke URL node.json lists, which says only
 // "pull now". A poke lost costs only the node's timer.
 func (h *run) poke(ctx context.Context, infos []fossilio.Info) {
-	if len(infos) == 0 {
+	remotes := h.cfg.Projects[h.proj].RemoteNodes
+	if len(infos) == 0 || len(remotes) == 0 {
 		return
 	}
-	var urls []string
-	for _, r := range h.cfg.Projects[h.proj].RemoteNodes {
-		if r.Poke != "" {
-			urls = append(urls, r.Poke)
-		}
-	}
+	urls := h.pokeTargets(ctx, infos, remotes)
 	if len(urls) == 0 {
 		return
 	}
@@ -754,6 +750,55 @@ func (h *run) poke(ctx context.Context, infos []fossilio.Info) {
 	for _, err := range remote.PokeAll(ctx, urls) {
 		h.log.Warn("poke a remote node", keyError, err)
 	}
+}
+
+// pokeTargets are the poke URLs of the remote nodes something that
+// arrived is for: a run or a stop names its node, which alone is poked;
+// what a node user wrote (its started, ended, kept logs, notes) pokes
+// nobody, its writer pulling it itself; anything else (a post, a ticket
+// change, a check-in: what a session on any node may be given) pokes
+// every node. A remote node that names no poke URL pulls on its timer.
+func (h *run) pokeTargets(ctx context.Context, infos []fossilio.Info, remotes []messages.RemoteNode) []string {
+	nodeUser := map[string]bool{h.cfg.User: true}
+	pokeOf := map[string]string{}
+	for _, r := range remotes {
+		nodeUser[r.User] = true
+		if r.Poke != "" {
+			pokeOf[r.User] = r.Poke
+		}
+	}
+	var others []fossilio.Info
+	for _, info := range infos {
+		if !nodeUser[info.Sender] {
+			others = append(others, info)
+		}
+	}
+	if len(others) == 0 || len(pokeOf) == 0 {
+		return nil
+	}
+	texts, err := h.r.NoteTexts(ctx, others)
+	if err != nil {
+		texts = make([]string, len(others)) // poke every node: a poke lost costs more than one more
+	}
+	want := map[string]bool{}
+	for i, info := range others {
+		if m, ok := record.ReadRunMsg(info, texts[i]); ok && (m.Kind() == messages.MsgRun || m.Kind() == messages.MsgStop) {
+			want[m.Node()] = true
+			continue
+		}
+		for u := range pokeOf {
+			want[u] = true
+		}
+		break
+	}
+	var urls []string
+	for u := range want {
+		if p := pokeOf[u]; p != "" {
+			urls = append(urls, p)
+		}
+	}
+	slices.Sort(urls)
+	return urls
 }
 
 func (h *run) handToDaemon(ctx context.Context, infos []fossilio.Info) {
