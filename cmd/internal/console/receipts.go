@@ -15,8 +15,10 @@ import (
 // receipts is the receipt page (D72): for a node on another host, what
 // this node's repository says of artifacts (who sent each, where it
 // stands in the server's order, its sender's standing) and its users, in
-// JSON. GET /receipt/HASH answers one artifact; a POST to /receipt of
-// hashes, one a line, answers many. It writes nothing, so a POST needs
+// JSON. GET /receipt/HASH answers one artifact, GET /receipt/H1/H2/...
+// the few a request line holds (the daemon renders a GET, D71); a POST
+// to /receipt of hashes, one a line, answers many, in a process of its
+// own. It writes nothing, so a POST needs
 // no token: what authorizes it is Fossil's own login of a node user that
 // this node's node.json lists for the project (remote_nodes), the only
 // viewers it answers.
@@ -42,14 +44,21 @@ func (q *request) receipts(rest []string) {
 			q.plain(http.StatusBadRequest, "the receipt page's POST: "+err.Error())
 			return
 		}
-	case (q.r.Method == http.MethodGet || q.r.Method == http.MethodHead) && len(rest) == 1:
-		if !fossilio.IsHash(rest[0]) {
-			q.plain(http.StatusBadRequest, fmt.Sprintf("receipt/%s: the receipt page names an artifact by its full hash (40 or 64 hex digits)", rest[0]))
-			return
+	case q.r.Method == http.MethodGet || q.r.Method == http.MethodHead:
+		// GET /receipt/HASH[/HASH...], as many as a request line holds
+		// (Fossil reads 2,000 bytes of it, and takes only letters,
+		// digits, '.', '_', '-' and '/' in an extension's path); GET
+		// /receipt, none: the users and the project alone. A GET is
+		// rendered by the daemon.
+		for _, h := range rest {
+			if !fossilio.IsHash(h) {
+				q.plain(http.StatusBadRequest, fmt.Sprintf("receipt/%s: the receipt page names an artifact by its full hash (40 or 64 hex digits), several each after a slash", short(h)))
+				return
+			}
+			hashes = append(hashes, h)
 		}
-		hashes = []string{rest[0]}
 	default:
-		q.plain(http.StatusNotFound, "the receipt page is GET /receipt/HASH, or a POST to /receipt of hashes, one a line")
+		q.plain(http.StatusNotFound, "the receipt page is GET /receipt/HASH[/HASH...], or a POST to /receipt of hashes, one a line")
 		return
 	}
 	r, err := q.n.OpenRepo(q.project)

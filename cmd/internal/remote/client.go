@@ -77,24 +77,36 @@ func (c *Client) Receipts(ctx context.Context, hashes []string) (*messages.Recei
 	return out, nil
 }
 
+// getMost is how many hashes a GET names: Fossil reads a request line of
+// up to 2,000 bytes, and each hash is 65 with its slash.
+const getMost = 24
+
 // receipts asks for one chunk, logging in first when it has no cookie,
-// and again once when the server no longer takes the one it has.
+// and again once when the server no longer takes the one it has. A few
+// hashes are asked by GET, which the server's daemon answers (D71); more,
+// by a POST, which a console process of its own answers.
 func (c *Client) receipts(ctx context.Context, hashes []string) (*messages.Receipts, error) {
 	u, err := url.JoinPath(c.URL, "ext/console/receipt")
 	if err != nil {
 		return nil, fmt.Errorf("the server URL %q: %w", c.URL, err)
 	}
 	where := "ask " + u + " for receipts"
+	method, target, body := http.MethodPost, u, strings.Join(hashes, "\n")+"\n"
+	if len(hashes) <= getMost {
+		method, target, body = http.MethodGet, strings.Join(append([]string{u}, hashes...), "/"), ""
+	}
 	for try := 0; ; try++ {
 		cookie, err := c.loggedIn(ctx, try > 0)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(strings.Join(hashes, "\n")+"\n"))
+		req, err := http.NewRequestWithContext(ctx, method, target, strings.NewReader(body))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
-		req.Header.Set("Content-Type", "text/plain")
+		if method == http.MethodPost {
+			req.Header.Set("Content-Type", "text/plain")
+		}
 		req.Header.Set("Cookie", cookie)
 		resp, err := c.http().Do(req)
 		if err != nil {

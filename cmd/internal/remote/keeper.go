@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
 )
@@ -49,6 +50,8 @@ type Pulled struct {
 	// Vouched counts the artifacts the server vouched for; Unknown those
 	// it said it does not hold (kept with no sender: never trusted).
 	Vouched, Unknown int
+	// Pull and Vouch are how long the pull and the vouching took.
+	Pull, Vouch time.Duration
 }
 
 // Pull pulls the clone and has the server vouch for what came. An error
@@ -58,10 +61,14 @@ type Pulled struct {
 func (k *Keeper) Pull(ctx context.Context) (Pulled, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	t0 := time.Now()
 	if err := k.Fossil.Pull(ctx, k.Clone); err != nil {
 		return Pulled{}, fmt.Errorf("pull %s: %w", k.Project, err)
 	}
-	return k.vouch(ctx)
+	pull := time.Since(t0)
+	p, err := k.vouch(ctx)
+	p.Pull, p.Vouch = pull, time.Since(t0)-pull
+	return p, err
 }
 
 // Vouch has the server vouch for what the clone received and was not

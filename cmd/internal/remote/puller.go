@@ -190,13 +190,16 @@ func (p *Puller) pullOne(project string) error {
 			slog.String("project", project), slog.String("error", err.Error()))
 		return err
 	}
-	if got.Vouched+got.Unknown > 0 {
-		p.log.Info("pulled", slog.String("project", project), slog.Int64("through", got.Through),
-			slog.Int("vouched", got.Vouched), slog.Int("unknown", got.Unknown))
+	if got.Vouched+got.Unknown == 0 {
+		return nil
 	}
+	t0 := time.Now()
 	if p.After != nil {
 		p.After(ctx, project, got)
 	}
+	p.log.Info("pulled", slog.String("project", project), slog.Int64("through", got.Through),
+		slog.Int("vouched", got.Vouched), slog.Int("unknown", got.Unknown),
+		slog.Duration("pull", got.Pull), slog.Duration("vouch", got.Vouch), slog.Duration("hook", time.Since(t0)))
 	return nil
 }
 
