@@ -1,13 +1,17 @@
 package fossilio_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/itest/harness"
 )
 
 // vouchedClone is a node on another host's clone of n's server, as
@@ -250,4 +254,53 @@ func short(hs []string) []string {
 		out[i] = h[:10]
 	}
 	return out
+}
+
+// BenchmarkReceipts500 answers the receipts of 500 posts as the receipt
+// page does (one read, the users with them), beside classifying the same
+// 500 as the server's own hook does: the server's cost of vouching per
+// artifact, next to what its node already pays for each.
+func BenchmarkReceipts500(b *testing.B) {
+	srv := harness.StartServer(b, harness.Options{Users: []harness.User{{Login: "alice", Password: "alice-pw", Caps: "gio"}}})
+	ctx := context.Background()
+	c := &fossilio.Client{URL: srv.URL, Login: "alice", Password: "alice-pw", ProjectCode: srv.ProjectCode}
+	repo, err := fossilio.OpenNode(srv.Repo, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer repo.Close()
+	var batch [][]byte
+	now := time.Now()
+	for i := range 500 {
+		data, err := fossilio.PostDraft{Date: now.Add(time.Duration(i) * time.Millisecond), User: "alice", Title: fmt.Sprintf("t%d", i), Text: "x"}.Bytes()
+		if err != nil {
+			b.Fatal(err)
+		}
+		batch = append(batch, data)
+	}
+	var hashes []string
+	for start := 0; start < len(batch); start += 100 {
+		h, err := c.PushAll(ctx, batch[start:start+100]...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		hashes = append(hashes, h...)
+	}
+	b.Run("receipts", func(b *testing.B) {
+		for b.Loop() {
+			rs, _, err := repo.Receipts(ctx, hashes...)
+			if err != nil || len(rs) != 500 || rs[0].Login != "alice" {
+				b.Fatalf("%d receipts, %v", len(rs), err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/500, "ns/artifact")
+	})
+	b.Run("classify", func(b *testing.B) {
+		for b.Loop() {
+			if infos, err := repo.Classify(ctx, hashes...); err != nil || len(infos) != 500 {
+				b.Fatalf("%d classified, %v", len(infos), err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/500, "ns/artifact")
+	})
 }

@@ -23,7 +23,7 @@ import (
 // serverNode is the server's node of nodes on other hosts: its fossil
 // server serves the console (whose receipt page the remote nodes ask),
 // and the hook is installed.
-func serverNode(t *testing.T, people ...harness.User) *testNode {
+func serverNode(t testing.TB, people ...harness.User) *testNode {
 	t.Helper()
 	a := consoleNode(t, people...)
 	a.must("", "hook", "install")
@@ -49,7 +49,7 @@ const pokePort = 18291
 // listed on a (`ocx node add`, with the poke URL when the node takes
 // pokes), then `ocx init --other-host` making its clone. Its commands run
 // as n.ocx does, in its own agents root.
-func newRemoteNode(t *testing.T, a *testNode, user string, o remoteOpts) *testNode {
+func newRemoteNode(t testing.TB, a *testNode, user string, o remoteOpts) *testNode {
 	t.Helper()
 	b := &testNode{t: t, ctx: a.ctx, srv: a.srv, agents: filepath.Join(t.TempDir(), "agents"), pw: a.pw}
 	pokeURL := ""
@@ -178,7 +178,7 @@ func TestTwoNodesOnHostsOfTheirOwn(t *testing.T) {
 }
 
 // runsOnServer reads every run engine message on the server's record.
-func runsOnServer(t *testing.T, a *testNode) []record.RunMsg {
+func runsOnServer(t testing.TB, a *testNode) []record.RunMsg {
 	t.Helper()
 	r := a.repo()
 	defer r.Close()
