@@ -130,7 +130,7 @@ func echoRun(node, user, word string) string {
 // user without admin or setup sent is refused by the node it names (row
 // 1), as the server vouched for its sender; a run user bound to A is
 // refused by B, naming A (row 5), each node reading the binding from its
-// own clone.
+// own clone; a run whose user is A's node user is refused by B (row 4).
 func TestTwoNodesOnHostsOfTheirOwn(t *testing.T) {
 	needs(t, "ocxd")
 	a := serverNode(t)
@@ -174,6 +174,12 @@ func TestTwoNodesOnHostsOfTheirOwn(t *testing.T) {
 	}
 	if by := threadBy(a, bound); by["node-a"] != 0 {
 		t.Errorf("A wrote in a run for B: %v", by)
+	}
+	// Row 4: A's node user as the user of a run for B.
+	asNode := a.result(admin, "thread", "--title", "node-a for B", "--text", echoRun("node-b", "node-a", "nope"))
+	a.waitFor("B's refusal of a node's user", func() bool { return nb.endedOf(asNode) != nil })
+	if e := nb.endedOf(asNode); e.Outcome != messages.RunRefused || !strings.Contains(e.Note, "node-a") {
+		t.Errorf("B ended a run as A's node user %+v, want refused naming it (row 4)", e)
 	}
 }
 
