@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"syscall"
 )
 
 // Sentinel errors. Every error fossilio returns wraps one of these, or an
@@ -149,7 +148,8 @@ func Unreachable(err error) bool {
 	}
 	var ne net.Error
 	var oe *net.OpError
+	// A refused or reset connection is a *net.OpError (a dial's or a
+	// read's); a server that went away mid-reply, an EOF.
 	return errors.As(err, &oe) || errors.As(err, &ne) && ne.Timeout() ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -51,8 +50,8 @@ func (n *Node) NodeAdd(ctx context.Context, in NodeAddInput) *Answer {
 		}
 	}
 	if pw, err := n.Layout.Password(in.User); err == nil {
-		if _, err := os.Lstat(pw); err == nil {
-			return a.Stop(fmt.Errorf("node user: %q is an agent login of this node", in.User))
+		if _, err := unixhost.Below(n.Agents).ReadSecret(pw, 4<<10); !errors.Is(err, fs.ErrNotExist) {
+			return a.Stop(fmt.Errorf("node user: %q is an agent login of this node (%s is there)", in.User, pw))
 		}
 	}
 	cfg := *n.Config

@@ -55,8 +55,8 @@ func InitOtherHost(ctx context.Context, agents string, in OtherHostInput, opts O
 	if len(in.Projects) == 0 {
 		return a.Stop(errors.New("project: give at least one --project NAME=CLONE,URL: the clone this node keeps, and the server's URL"))
 	}
-	if _, err := os.Lstat(n.Layout.NodeJSON()); err == nil {
-		return a.Stop(fmt.Errorf("%s exists: this agents root is a node already", n.Layout.NodeJSON()))
+	if _, err := unixhost.Below(n.Agents).ReadFile(n.Layout.NodeJSON(), unixhost.NodeFile); !errors.Is(err, fs.ErrNotExist) {
+		return a.Stop(fmt.Errorf("%s is there: this agents root is a node already", n.Layout.NodeJSON()))
 	}
 	cfg := &messages.NodeConfig{User: in.NodeUser, Release: in.ReleaseRoot, Projects: map[string]messages.NodeProject{}, Pull: in.Pull}
 	for i, p := range in.Projects {
@@ -67,7 +67,7 @@ func InitOtherHost(ctx context.Context, agents string, in OtherHostInput, opts O
 		if got := messages.ProjectOf(p.Repository); got != p.Name || !filepath.IsAbs(p.Repository) {
 			return a.Stop(fmt.Errorf("%s: the clone %s must be an absolute path named %s.fossil (a project is its file's name, D1)", field, p.Repository, p.Name))
 		}
-		if _, err := os.Lstat(p.Repository); !errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Lstat(p.Repository); !errors.Is(err, fs.ErrNotExist) { // trust:outside the clone's path the administrator names
 			return a.Stop(fmt.Errorf("%s: %s exists; the node makes its clone itself, where nothing is", field, p.Repository))
 		}
 		if err := checkServerURL(p.URL); err != nil {
