@@ -117,6 +117,20 @@ func TestRemoteNodeAnswersItsRun(t *testing.T) {
 	}
 }
 
+// twoNodes is a server's node, its daemon running, and nodes A and B
+// (node-a, node-b) each on a host of its own, poked, pulling every
+// every, their daemons started with flags.
+func twoNodes(t *testing.T, every string, flags ...string) (a, na, nb *testNode) {
+	t.Helper()
+	a = serverNode(t)
+	startDaemon(t, a, program("ocxd"))
+	na = newRemoteNode(t, a, "node-a", remoteOpts{host: true, every: every, poke: "on"})
+	nb = newRemoteNode(t, a, "node-b", remoteOpts{host: true, every: every, poke: "on"})
+	startDaemon(t, na, program("ocxd"), flags...)
+	startDaemon(t, nb, program("ocxd"), flags...)
+	return a, na, nb
+}
+
 // echoRun is seed 004 section 14's echo for node, as user, saying word.
 func echoRun(node, user, word string) string {
 	return block(fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Say %s.",
@@ -133,12 +147,7 @@ func echoRun(node, user, word string) string {
 // own clone; a run whose user is A's node user is refused by B (row 4).
 func TestTwoNodesOnHostsOfTheirOwn(t *testing.T) {
 	needs(t, "ocxd")
-	a := serverNode(t)
-	startDaemon(t, a, program("ocxd"))
-	na := newRemoteNode(t, a, "node-a", remoteOpts{host: true, every: "2s", poke: "on"})
-	nb := newRemoteNode(t, a, "node-b", remoteOpts{host: true, every: "2s", poke: "on"})
-	startDaemon(t, na, program("ocxd"))
-	startDaemon(t, nb, program("ocxd"))
+	a, na, nb := twoNodes(t, "2s")
 	for _, n := range []*testNode{na, nb} {
 		if out, err := n.command(nil, "test", "-e", a.srv.Repo).CombinedOutput(); err == nil {
 			t.Fatalf("the server's repository %s is there on the node's host: %s", a.srv.Repo, out)
@@ -233,15 +242,8 @@ func answersOf(msgs []record.RunMsg) map[string]*answers {
 // its runs in the server's order.
 func TestTwoNodesHundredRuns(t *testing.T) {
 	needs(t, "ocxd")
-	a := serverNode(t)
-	startDaemon(t, a, program("ocxd"))
-	nodes := map[string]*testNode{
-		"node-a": newRemoteNode(t, a, "node-a", remoteOpts{host: true, poke: "on"}),
-		"node-b": newRemoteNode(t, a, "node-b", remoteOpts{host: true, poke: "on"}),
-	}
-	for _, n := range nodes {
-		startDaemon(t, n, program("ocxd"))
-	}
+	a, na, nb := twoNodes(t, "")
+	nodes := map[string]*testNode{"node-a": na, "node-b": nb}
 	admin := &fossilio.Client{URL: a.srv.URL, Login: a.srv.AdminLogin, Password: a.srv.AdminPassword, ProjectCode: a.srv.ProjectCode}
 	posted := map[string]string{} // run -> its node
 	var order []string
@@ -317,12 +319,7 @@ func answersOfRun(t *testing.T, a *testNode, run string) answers {
 // have.
 func TestRemoteNodeKilledFindsItsRunLost(t *testing.T) {
 	needs(t, "ocxd")
-	a := serverNode(t)
-	startDaemon(t, a, program("ocxd"))
-	na := newRemoteNode(t, a, "node-a", remoteOpts{host: true, every: "1s", poke: "on"})
-	nb := newRemoteNode(t, a, "node-b", remoteOpts{host: true, every: "1s", poke: "on"})
-	startDaemon(t, na, program("ocxd"))
-	startDaemon(t, nb, program("ocxd"))
+	a, na, nb := twoNodes(t, "1s")
 	admin := a.srv.AdminLogin
 	runA := a.result(admin, "thread", "--title", "long on A", "--text", sleepRun("node-a", "builder", 120))
 	runB := a.result(admin, "thread", "--title", "short on B", "--text", sleepRun("node-b", "runner", 4))
@@ -359,14 +356,9 @@ func TestRemoteNodeKilledFindsItsRunLost(t *testing.T) {
 // back is answered as ever.
 func TestServerRestartedMidRun(t *testing.T) {
 	needs(t, "ocxd")
-	a := serverNode(t)
-	startDaemon(t, a, program("ocxd"))
-	na := newRemoteNode(t, a, "node-a", remoteOpts{host: true, every: "1s", poke: "on"})
-	nb := newRemoteNode(t, a, "node-b", remoteOpts{host: true, every: "1s", poke: "on"})
 	// A write that fails is tried again 200 ms later: the server stays down
 	// past the five tries that end a run whose writes the server refuses.
-	startDaemon(t, na, program("ocxd"), "--retry-after", "200ms")
-	startDaemon(t, nb, program("ocxd"), "--retry-after", "200ms")
+	a, na, nb := twoNodes(t, "1s", "--retry-after", "200ms")
 	admin := a.srv.AdminLogin
 	runA := a.result(admin, "thread", "--title", "on A", "--text", sleepRun("node-a", "builder", 2))
 	runB := a.result(admin, "thread", "--title", "on B", "--text", sleepRun("node-b", "runner", 2))
