@@ -81,14 +81,21 @@ func (o *startOrder) pass(hash string) {
 	}
 }
 
-// before is a run that stands before at in project and holds it back.
+// before is the earliest run, in the server's order, that stands before
+// at in project and holds it back: the one a log line names, whatever
+// order the map is walked in.
 func (o *startOrder) before(project, hash string, at messages.RunPosition) (string, bool) {
+	first, found := "", false
+	var firstAt messages.RunPosition
 	for h, e := range o.pending {
-		if h != hash && e.project == project && !e.passed && e.at.Before(at) {
-			return h, true
+		if h == hash || e.project != project || e.passed || !e.at.Before(at) {
+			continue
+		}
+		if !found || e.at.Before(firstAt) || (!firstAt.Before(e.at) && h < first) {
+			first, firstAt, found = h, e.at, true
 		}
 	}
-	return "", false
+	return first, found
 }
 
 // wait returns once no run before hash holds it back, or after max (the
