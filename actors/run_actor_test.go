@@ -1,8 +1,10 @@
 package actors
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -125,5 +127,49 @@ func TestRunActorInTheTree(t *testing.T) {
 				t.Errorf("ended written more than once:\n%s", runs.effects())
 			}
 		})
+	}
+}
+
+// syncBuffer is a log's buffer that several goroutines write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestStoppingTheTreeIsNoAccident: a daemon stopped by a plain TERM stops
+// its tree, and protoactor stops each child before its parent; the node
+// logs no run's nor workspace's actor as stopped unexpectedly then
+// (issue 38: a remote daemon's TERM logged an error for each run whose
+// ended was on the record already).
+func TestStoppingTheTreeIsNoAccident(t *testing.T) {
+	w := newFakeWorld()
+	runs := &fakeRuns{exitNow: true, done: make(chan struct{})}
+	w.runs = runs
+	var logs syncBuffer
+	lt := startTreeLogging(t, w, Config{}, messages.Boot{}, slog.New(slog.NewTextHandler(&logs, nil)))
+	runs.toNode = lt.send
+	hash := strings.Repeat("c", 64)
+	lt.send(messages.RunRouted{Run: hash, Event: messages.RunArrived{Facts: messages.RunFacts{Hash: hash}}})
+	<-runs.done
+	lt.send(messages.LineRead{Line: messages.StopLine{Login: "ana", Project: "demo"}})
+	lt.snapshot(t)
+	lt.stop(t)
+	if strings.Contains(logs.String(), "unexpectedly") {
+		t.Fatalf("stopping the tree logged an actor as stopped unexpectedly:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "level=") {
+		t.Fatalf("the tree logged nothing; the test sees no log:\n%s", logs.String())
 	}
 }

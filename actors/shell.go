@@ -255,6 +255,11 @@ func (s *shell) Receive(ctx actor.Context) {
 				delete(s.fam.kids, name)
 			}
 		}
+		if s.stopping() {
+			// The actor is stopping, and protoactor stops its children
+			// first: nothing stopped unexpectedly.
+			return
+		}
 		s.step(ctx, messages.ChildStopped{Addr: a})
 	case messages.SnapshotRequest:
 		s.nextReq++
@@ -508,6 +513,13 @@ func (s *shell) deliver(m messages.DaemonMessage) {
 
 // stopEffects cancels every effect still running and every timer, and drops
 // their results from now on.
+// stopping says the actor itself is stopping (stopEffects ran).
+func (s *shell) stopping() bool {
+	s.run.mu.Lock()
+	defer s.run.mu.Unlock()
+	return s.run.stopped
+}
+
 func (s *shell) stopEffects() {
 	r := &s.run
 	r.mu.Lock()

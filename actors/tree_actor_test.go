@@ -39,7 +39,12 @@ type fatalf interface {
 // node on the fake world and sends it first.
 func startTree(t fatalf, f *fakeWorld, cfg Config, first messages.DaemonMessage) *liveTree {
 	t.Helper()
-	logger := slog.New(slog.DiscardHandler)
+	return startTreeLogging(t, f, cfg, first, slog.New(slog.DiscardHandler))
+}
+
+// startTreeLogging is startTree with the tree's logger given.
+func startTreeLogging(t fatalf, f *fakeWorld, cfg Config, first messages.DaemonMessage, logger *slog.Logger) *liveTree {
+	t.Helper()
 	lt := &liveTree{sys: NewSystem(logger, actor.WithDeadLetterThrottleInterval(10*time.Millisecond)), world: f}
 	lt.sub = lt.sys.EventStream.Subscribe(func(evt any) {
 		if d, ok := evt.(*actor.DeadLetterEvent); ok {
