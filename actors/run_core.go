@@ -91,18 +91,20 @@ type RunCore struct {
 	// startInFlight and endInFlight: a write of started or ended is out.
 	startInFlight, endInFlight bool
 	startAttempts, endAttempts int
-	// startFailures and endFailures count the writes that failed for a
-	// reason other than the server's absence (messages.ErrUnreachable):
-	// only they end the tries.
-	startFailures, endFailures int
+	// startFailures, endFailures and keepFailures count the writes that
+	// failed for a reason other than the server's absence
+	// (messages.ErrUnreachable): only they end the tries.
+	startFailures, endFailures, keepFailures int
 
 	launchedAt time.Time
 	// proc is the number of the run's last process; running says it runs;
-	// keeping says its kept logs are being written.
-	proc     int
-	running  bool
-	keeping  bool
-	killSent bool
+	// keeping says its kept logs are to be written (before anything else
+	// of the run is), keepInFlight that a write of them is out.
+	proc         int
+	running      bool
+	keeping      bool
+	keepInFlight bool
+	killSent     bool
 
 	// stop says a stop by admin or setup came before started (it is acted on
 	// once the effect in flight answers). cause is what came first, once
@@ -534,7 +536,8 @@ func (c *RunCore) exited(m messages.RunProcessExited) {
 	c.running = false
 	c.graceSeq = 0
 	c.keeping = true
-	c.emit(messages.RunKeepLogs{Run: c.run, Proc: c.proc})
+	c.keepFailures = 0
+	c.keepLogs()
 	switch {
 	case c.cause == messages.RunStopped:
 		c.decide(messages.RunStopped, nil, "")
@@ -552,15 +555,33 @@ func (c *RunCore) exited(m messages.RunProcessExited) {
 	}
 }
 
+func (c *RunCore) keepLogs() {
+	c.keepInFlight = true
+	c.emit(messages.RunKeepLogs{Run: c.run, Proc: c.proc})
+}
+
+// logsKept: the kept logs come before the next process and before ended
+// (section 8.2). A write the server was not there for is tried again for
+// as long as it takes, as ended is; any other failure is tried again up
+// to the attempts of ended, then given up, logged, and the run goes on.
 func (c *RunCore) logsKept(m messages.RunLogsKept) {
-	if !c.keeping || m.Proc != c.proc {
+	if !c.keeping || !c.keepInFlight || m.Proc != c.proc {
 		c.log(slog.LevelWarn, "a kept logs' result out of turn; ignored", runAttr(c.run))
 		return
 	}
-	c.keeping = false
+	c.keepInFlight = false
 	if m.Err != nil {
-		c.log(slog.LevelWarn, "kept logs not written", runAttr(c.run), slog.Int("proc", m.Proc), errAttr(m.Err))
+		if !errors.Is(m.Err, messages.ErrUnreachable) {
+			c.keepFailures++ // the server's absence is waited out, not counted
+		}
+		if c.keepFailures < c.cfg.EndAttempts {
+			c.log(slog.LevelWarn, "kept logs not written; trying again", runAttr(c.run), slog.Int("proc", m.Proc), errAttr(m.Err))
+			c.retry()
+			return
+		}
+		c.log(slog.LevelError, fmt.Sprintf("kept logs not written after %d failures; given up", c.keepFailures), runAttr(c.run), slog.Int("proc", m.Proc), errAttr(m.Err))
 	}
+	c.keeping = false
 	switch {
 	case c.phase == runEnding:
 		c.writeEnded()
@@ -611,6 +632,8 @@ func (c *RunCore) timer(now time.Time, m messages.RunTimerFired) {
 			return
 		}
 		switch {
+		case c.keeping && !c.keepInFlight:
+			c.keepLogs()
 		case c.phase == runWriting && !c.startInFlight:
 			c.writeStarted()
 		case c.phase == runEnding && !c.endInFlight && !c.keeping:

@@ -188,7 +188,31 @@ func TestRunLifeTable(t *testing.T) {
 		{"09 started + its process exits by a signal: ended exited 128+N", join2(startedRun(plain, launch1...),
 			runStep{msg: messages.RunProcessExited{Proc: 7, Status: messages.Exited(1)}},
 			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Signaled(15)}, want: []string{"keep logs R0run00000 process 1"}},
-			runStep{msg: messages.RunLogsKept{Proc: 1, Err: errors.New("disk full")}, want: []string{"write ended R0run00000 exited exit 143"}}), "ended"},
+			runStep{msg: messages.RunLogsKept{Proc: 1, Err: errors.New("disk full")}, want: []string{"start timer retry R0run00000 #1 1s"}},
+			runStep{msg: messages.RunTimerFired{Purpose: messages.RunTimerRetry, Seq: 1}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 exited exit 143"}}), "ended"},
+		{"8.2 kept logs the server was not there for: tried until written, past the attempts, and ended only after them", func() []runStep {
+			down := messages.RunLogsKept{Proc: 1, Err: fmt.Errorf("%w: read tcp 127.0.0.1:8080: connection reset by peer", messages.ErrUnreachable)}
+			steps := join2(startedRun(plain, launch1...),
+				runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Exited(0)}, want: []string{"keep logs R0run00000 process 1"}})
+			for i := 1; i <= 7; i++ {
+				steps = append(steps,
+					runStep{msg: down, want: []string{fmt.Sprintf("start timer retry R0run00000 #%d 1s", i)}},
+					runStep{msg: admin()}, // a stop meanwhile decides, but ended waits for the kept logs
+					runStep{msg: messages.RunTimerFired{Purpose: messages.RunTimerRetry, Seq: i}, want: []string{"keep logs R0run00000 process 1"}})
+			}
+			return append(steps, runStep{msg: keptLogs1, want: []string{"write ended R0run00000 exited exit 0"}}, runStep{msg: endedOK, want: release})
+		}(), "ended"},
+		{"8.2 kept logs refused past the attempts: given up, and the run goes on to ended", func() []runStep {
+			steps := join2(startedRun(plain, launch1...),
+				runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Exited(2)}, want: []string{"keep logs R0run00000 process 1"}})
+			for i := 1; i < runCfg.EndAttempts; i++ {
+				steps = append(steps,
+					runStep{msg: messages.RunLogsKept{Proc: 1, Err: errors.New("not authorized to write")}, want: []string{fmt.Sprintf("start timer retry R0run00000 #%d 1s", i)}},
+					runStep{msg: messages.RunTimerFired{Purpose: messages.RunTimerRetry, Seq: i}, want: []string{"keep logs R0run00000 process 1"}})
+			}
+			return append(steps, runStep{msg: messages.RunLogsKept{Proc: 1, Err: errors.New("not authorized to write")}, want: []string{"write ended R0run00000 exited exit 2"}})
+		}(), "ended"},
 		{"09 started + past wall first, then the exit: ended budget", join2(startedRun(messages.RunFacts{Wall: time.Minute}, "start timer wall R0run00000 #1 1m0s", "launch R0run00000 process 1"),
 			runStep{msg: messages.RunTimerFired{Purpose: messages.RunTimerWall, Seq: 1}, advance: time.Minute, want: []string{"signal TERM R0run00000 process 1", "start timer grace R0run00000 #2 10s"}},
 			runStep{msg: admin()},
@@ -296,6 +320,8 @@ type runModel struct {
 	alive    map[int]bool
 	lastProc int
 	exited   map[int]bool // exited, logs not yet asked for
+	// keepFailed: its kept logs failed and are to be tried again
+	keepFailed map[int]bool
 
 	prepare, startWrite, endWrite bool
 	keepLogs                      []int
@@ -409,16 +435,17 @@ func (m *runModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 			m.timers = append(m.timers, e)
 			m.due = append(m.due, m.now.Add(e.After))
 		case messages.RunKeepLogs:
-			if !m.exited[e.Proc] {
+			if !m.exited[e.Proc] && !m.keepFailed[e.Proc] {
 				t.Fatalf("kept logs of a process that has not exited, or twice: %s", e)
 			}
 			delete(m.exited, e.Proc)
+			delete(m.keepFailed, e.Proc)
 			m.keepLogs = append(m.keepLogs, e.Proc)
 		case messages.RunWriteEnded:
 			if m.recEnded || m.endWrite {
 				t.Fatalf("a second ended")
 			}
-			if m.anyAlive() || len(m.keepLogs) > 0 || m.prepare || m.startWrite {
+			if m.anyAlive() || len(m.keepLogs) > 0 || len(m.keepFailed) > 0 || m.prepare || m.startWrite {
 				t.Fatalf("ended while a process runs, its logs are being kept, or a write is out")
 			}
 			if m.trigger == "" && !(e.Outcome == messages.RunRefused && strings.HasPrefix(e.Note, "started could not be written")) {
@@ -478,7 +505,7 @@ func (m *runModel) restart(t *rapid.T) {
 		LaunchedAt: m.launchedAt, Proc: m.lastProc, Alive: m.alive[m.lastProc], Given: kept.Given, Queue: kept.Queue, Cause: kept.Cause, CauseNote: kept.CauseNote, Decided: kept.Decided}
 	t.Logf("restart %+v", k)
 	m.prepare, m.startWrite, m.endWrite, m.keepLogs, m.timers, m.due, m.wallSeq = false, false, false, nil, nil, nil, 0
-	m.exited = map[int]bool{}
+	m.exited, m.keepFailed = map[int]bool{}, map[int]bool{}
 	gaveUp := m.c.Ended() && !m.recEnded
 	m.c = RestoreRunCore(runCfg, m.facts, k)
 	if gaveUp {
@@ -513,7 +540,7 @@ func (m *runModel) restart(t *rapid.T) {
 // and what the node keeps.
 func TestRunCoreProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		m := &runModel{now: runT0, alive: map[int]bool{}, exited: map[int]bool{}}
+		m := &runModel{now: runT0, alive: map[int]bool{}, exited: map[int]bool{}, keepFailed: map[int]bool{}}
 		m.facts = messages.RunFacts{Hash: runH, Manual: rapid.Bool().Draw(t, "manual"), Session: rapid.Bool().Draw(t, "session"),
 			Deliveries: rapid.SampledFrom([]string{"", "feed", "start"}).Draw(t, "deliveries"),
 			Wall:       time.Duration(rapid.SampledFrom([]int{0, 30, 60}).Draw(t, "wall")) * time.Second, CPU: rapid.Bool().Draw(t, "cpu")}
@@ -579,10 +606,19 @@ func TestRunCoreProperties(t *testing.T) {
 				p := m.keepLogs[0]
 				m.keepLogs = m.keepLogs[1:]
 				var err error
-				if rapid.IntRange(0, 4).Draw(t, "fails") == 0 {
+				switch rapid.IntRange(0, 5).Draw(t, "fails") {
+				case 0:
 					err = errors.New("disk full")
+				case 1:
+					err = fmt.Errorf("%w: connection refused", messages.ErrUnreachable)
+				}
+				if err != nil {
+					m.keepFailed[p] = true // tried again, or given up
 				}
 				m.step(t, messages.RunLogsKept{Proc: p, Err: err})
+				if !m.c.keeping {
+					delete(m.keepFailed, p) // written, or given up: the run went on
+				}
 			},
 			"ended written": func(t *rapid.T) {
 				if !m.endWrite {
