@@ -95,6 +95,12 @@ func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Da
 		c.routeRun(m)
 	case messages.RunsChecked:
 		c.runsChecked(m)
+	case messages.RunsFound:
+		// A project's runs in care, found once its record is fresh, as
+		// Boot's are: their actors restored, and what waits for their
+		// sessions read.
+		c.foundRuns(m.Runs)
+		c.readDeliveries("")
 	case messages.DeliveriesRead:
 		c.deliveriesRead(m)
 	case messages.RunStartChecked:

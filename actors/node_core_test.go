@@ -2,6 +2,7 @@ package actors
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -425,4 +426,39 @@ func TestNodeCoreActsInTheOrderOfItsLines(t *testing.T) {
 			t.Fatalf("every post answered, and the node still holds %d in order, %d early", len(c.order), len(c.early))
 		}
 	})
+}
+
+// TestNodeCoreRestoresTheRunsFoundLater: a node on another host finds its
+// runs in care once its clone is fresh (RunsFound, D72): each gets its
+// actor from the state found, one found lost is told so, and the
+// deliveries are read; a run whose actor runs already keeps it.
+func TestNodeCoreRestoresTheRunsFoundLater(t *testing.T) {
+	c := NewNodeCore(Config{})
+	c.Start(time.Time{})
+	c.Step(time.Time{}, messages.Boot{})
+	running := messages.RunRouted{Run: "R1run00000", Event: messages.RunArrived{Facts: messages.RunFacts{Hash: "R1run00000"}}}
+	c.Step(time.Time{}, running)
+	held := messages.RunActorState{Facts: messages.RunFacts{Hash: "R2run00000"}, StartedCounts: true, InCare: true, Alive: true, Proc: 1}
+	lost := messages.RunActorState{Facts: messages.RunFacts{Hash: "R3run00000"}, StartedCounts: true, Lost: "its holder is gone"}
+	again := messages.RunActorState{Facts: messages.RunFacts{Hash: "R1run00000"}, InCare: true}
+	var got []string
+	for _, e := range c.Step(time.Time{}, messages.RunsFound{Project: "demo", Runs: []messages.RunActorState{held, lost, again}}) {
+		switch e := e.(type) {
+		case messages.StartActor:
+			got = append(got, "start "+e.Addr.String()+fmt.Sprintf(" restored=%v", e.Run != nil))
+		case messages.Tell:
+			got = append(got, "tell "+e.To.String()+": "+e.Msg.String())
+		case messages.ReadDeliveries:
+			got = append(got, e.String())
+		}
+	}
+	want := []string{
+		"start " + messages.RunAddr("R2run00000").String() + " restored=true",
+		"start " + messages.RunAddr("R3run00000").String() + " restored=true",
+		"tell " + messages.RunAddr("R3run00000").String() + ": " + messages.RunNotInCare{Note: "its holder is gone"}.String(),
+		"read the deliveries of every repository",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("--- got\n%s\n--- want\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

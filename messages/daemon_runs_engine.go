@@ -97,6 +97,27 @@ func (m RunsChecked) String() string {
 	return "runs checked: " + strconv.Itoa(len(m.Lost)) + " lost" + errSuffix(m.Err)
 }
 
+// RunsFound is what the node had in its care of Project's runs when it
+// started, found once Project's record is fresh (a node on another host
+// finds them after its first pull, D72): each run's state, or its note
+// when found lost, as Boot's Runs are.
+type RunsFound struct {
+	Project string
+	Runs    []RunActorState
+}
+
+func (RunsFound) daemonMessage() {}
+
+func (m RunsFound) String() string {
+	lost := 0
+	for _, r := range m.Runs {
+		if r.Lost != "" {
+			lost++
+		}
+	}
+	return "runs found of " + m.Project + ": " + strconv.Itoa(len(m.Runs)) + " in care or lost, " + strconv.Itoa(lost) + " lost"
+}
+
 // ReadDeliveries asks the wiring what the session runs in the node's care
 // of Repository (every repository when empty), or the one run Run, are to
 // be given of what arrived since each was last given (seed 004, section

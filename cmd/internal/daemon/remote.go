@@ -70,6 +70,10 @@ func (d *instance) openRemote() *remoteParts {
 	rp.puller = remote.NewPuller(keepers, d.cfg.PullEvery(), d.log)
 	rp.puller.After = d.afterPull(f)
 	rp.puller.Fresh = func(project string) {
+		// The runs in care left waiting at start, found before anything
+		// else is judged on the fresh clone (also in afterPull, for a
+		// first pull that brought something: before its hook's work).
+		d.runs.Fresh(context.Background(), project)
 		rp.mu.Lock()
 		rp.fresh[project] = true
 		rp.mu.Unlock()
@@ -147,6 +151,9 @@ func (d *instance) afterPull(logFile *os.File) func(ctx context.Context, project
 		log = slog.New(slog.NewTextHandler(logFile, nil))
 	}
 	return func(ctx context.Context, project string, p remote.Pulled) {
+		// The node's runs in care are found on the fresh clone before
+		// the lines of what it brought reach the node (Engine.Fresh).
+		d.runs.Fresh(ctx, project)
 		if p.Vouched+p.Unknown == 0 {
 			return
 		}

@@ -65,6 +65,9 @@ type Engine struct {
 	// once its clone was pulled since the daemon started (D72); nil:
 	// always.
 	fresh func(project string) bool
+	// waiting are the projects whose runs in care Boot left for their
+	// record to be fresh (Fresh finds them then).
+	waiting map[string]bool
 	// doubt are the writes (kind and run) that failed on another host:
 	// the server may hold one whose answer was lost, so the next try
 	// pulls first and writes none when it is there.
@@ -133,7 +136,7 @@ func New(d Deps) *Engine {
 		record:    NewRecord(d.Config, d.Layout, d.Repos, d.Support, d.Log),
 		writeNote: d.WriteNote, signal: d.Signal, support: d.Support, release: d.Release, releaseRoot: d.ReleaseRoot,
 		send: d.Send, log: d.Log, bg: fossilio.NewBeside(d.Log), now: time.Now, ctx: ctx, cancel: cancel,
-		runs: map[string]*engineRun{}, slots: newUserSlots(), fresh: d.Fresh, doubt: map[string]bool{}, order: newStartOrder()}
+		runs: map[string]*engineRun{}, slots: newUserSlots(), fresh: d.Fresh, waiting: map[string]bool{}, doubt: map[string]bool{}, order: newStartOrder()}
 }
 
 // Close ends the watches of processes found at start; the processes live on.
@@ -512,7 +515,52 @@ func (e *Engine) keepLogs(ctx context.Context, eff messages.RunKeepLogs) error {
 			}
 		}
 	}
-	return e.writeNote(ctx, r.x, eff.Run, runeng.KeptLogsText(eff.Run, eff.Proc, pexit.Words(), kept), "kept logs", true)
+	return e.writeKeptLogs(ctx, r, eff, runeng.KeptLogsText(eff.Run, eff.Proc, pexit.Words(), kept))
+}
+
+// writeKeptLogs writes a process's kept logs where the run is, once. On
+// another host, after a write that failed the server may hold it all the
+// same (its answer was lost): the clone is pulled first and the node
+// user's reply that begins as this one does is looked for, as for
+// started and ended (writeReport). A write the server was not there for
+// says so (messages.ErrUnreachable), and the run's core tries it again
+// for as long as it takes, before ended (section 8.2's order).
+func (e *Engine) writeKeptLogs(ctx context.Context, r *engineRun, eff messages.RunKeepLogs, text string) error {
+	key := fmt.Sprintf("kept logs %s %d", eff.Run, eff.Proc)
+	e.mu.Lock()
+	doubted := e.doubt[key]
+	e.mu.Unlock()
+	if doubted {
+		if err := e.repos.PullNow(ctx, r.x); err != nil {
+			return fmt.Errorf("kept logs of run %s: %w: the node's clone cannot be pulled to see whether the server has them: %w", eff.Run, messages.ErrUnreachable, err)
+		}
+		head, _, _ := strings.Cut(text, "\n")
+		sent, err := r.x.Repo.SentBy(ctx, e.cfg.User, head)
+		if err != nil {
+			return fmt.Errorf("kept logs of run %s: %w", eff.Run, err)
+		}
+		for _, s := range sent {
+			if strings.TrimSpace(s.Text) == strings.TrimSpace(text) {
+				e.log.Info("the run's kept logs are on the record already", slog.String(actors.KeyRun, eff.Run), slog.Int("proc", eff.Proc))
+				e.mu.Lock()
+				delete(e.doubt, key)
+				e.mu.Unlock()
+				return nil
+			}
+		}
+	}
+	err := e.writeNote(ctx, r.x, eff.Run, text, "kept logs", true)
+	if fossilio.Unreachable(err) {
+		err = fmt.Errorf("%w: %w", messages.ErrUnreachable, err)
+	}
+	e.mu.Lock()
+	if err != nil && r.x.OtherHost {
+		e.doubt[key] = true
+	} else {
+		delete(e.doubt, key)
+	}
+	e.mu.Unlock()
+	return err
 }
 
 // Process launches, feeds or signals a process of a run.
@@ -583,12 +631,62 @@ func (e *Engine) exited(hash string, m messages.RunProcessExited) {
 	e.send(messages.RunRouted{Run: hash, Event: m})
 }
 
-// Boot reads what the node has of its runs when the daemon starts: each run
-// in its care, and each found lost (section 10's last paragraph), as the
-// state its actor starts from. A process in care found alive is watched:
-// the daemon is not its parent now, so its end comes as unknown.
+// Boot reads what the node has of its runs when the daemon starts (or a
+// re-exec's new image does): each run in its care, and each found lost
+// (section 10's last paragraph), as the state its actor starts from. A
+// process in care found alive, or a holder that ended leaving its status
+// file, is watched: the daemon is not its parent now.
+//
+// A project whose record is not fresh (on another host, a clone not
+// pulled since the start) is left waiting, its runs untouched: on a
+// stale clone a run's started or ended may not show yet, and a run
+// restored from it could be prepared and launched twice, or ended twice.
+// Fresh finds them once it is.
 func (e *Engine) Boot(ctx context.Context) ([]messages.RunActorState, error) {
-	onRecord, care, states, err := e.survey(ctx, e.fresh)
+	var ready []string
+	for _, name := range e.cfg.ProjectNames() {
+		if e.fresh == nil || e.fresh(name) {
+			ready = append(ready, name)
+			continue
+		}
+		e.mu.Lock()
+		e.waiting[name] = true
+		e.mu.Unlock()
+		e.log.Info("the runs in care of a project served from another host are found once its clone is pulled", slog.String("project", name))
+	}
+	return e.boot(ctx, ready)
+}
+
+// Fresh is told that project's record is fresh: on another host, its
+// clone pulled since the daemon started, before the hook's work on what
+// the pull brought. The runs of it Boot left waiting are found now, as
+// Boot finds the others, and the node is handed them (RunsFound) before
+// Fresh returns, so their actors are restored before any line of the
+// pull reaches the node. Called again, it does nothing.
+func (e *Engine) Fresh(ctx context.Context, project string) {
+	e.mu.Lock()
+	w := e.waiting[project]
+	delete(e.waiting, project)
+	e.mu.Unlock()
+	if !w {
+		return
+	}
+	states, err := e.boot(ctx, []string{project})
+	if err != nil {
+		e.mu.Lock()
+		e.waiting[project] = true
+		e.mu.Unlock()
+		e.log.Error("the runs in care of a project cannot be read on its fresh clone; they are read again at the next pull or `runs check`",
+			slog.String("project", project), actors.ErrAttr(err))
+		return
+	}
+	e.log.Info("the runs in care of a project are found on its fresh clone", slog.String("project", project), slog.Int("runs", len(states)))
+	e.send(messages.RunsFound{Project: project, Runs: states})
+}
+
+// boot finds the runs of projects in the node's care, and those lost.
+func (e *Engine) boot(ctx context.Context, projects []string) ([]messages.RunActorState, error) {
+	onRecord, care, states, err := e.survey(ctx, projects)
 	if err != nil {
 		return nil, err
 	}
@@ -622,11 +720,8 @@ func (e *Engine) Boot(ctx context.Context) ([]messages.RunActorState, error) {
 	return out, nil
 }
 
-// survey reads the node's runs on the record and in its care. The runs
-// of a project whose record is not fresh (fresh says so; nil: all are)
-// are left off the record's list, so that none is found lost on a stale
-// clone: the node waits for the server rather than guess (D72).
-func (e *Engine) survey(ctx context.Context, fresh func(project string) bool) ([]actors.RunOnRecord, []actors.RunInCare, map[string]messages.RunActorState, error) {
+// survey reads the node's runs of projects on the record and in its care.
+func (e *Engine) survey(ctx context.Context, projects []string) ([]actors.RunOnRecord, []actors.RunInCare, map[string]messages.RunActorState, error) {
 	cares, err := e.cares()
 	if err != nil {
 		return nil, nil, nil, err
@@ -638,7 +733,7 @@ func (e *Engine) survey(ctx context.Context, fresh func(project string) bool) ([
 	var onRecord []actors.RunOnRecord
 	var care []actors.RunInCare
 	states := map[string]messages.RunActorState{}
-	for _, name := range e.cfg.ProjectNames() {
+	for _, name := range projects {
 		x, err := e.repos.Index(name)
 		if err != nil {
 			return nil, nil, nil, err
@@ -654,9 +749,7 @@ func (e *Engine) survey(ctx context.Context, fresh func(project string) bool) ([
 				continue
 			}
 			s := record.StandingOf(msgs, m, privileged)
-			if fresh == nil || fresh(name) {
-				onRecord = append(onRecord, actors.RunOnRecord{Hash: m.Hash, StartedCounts: s.StartedCounts, EndedCounts: s.EndedCounts})
-			}
+			onRecord = append(onRecord, actors.RunOnRecord{Hash: m.Hash, StartedCounts: s.StartedCounts, EndedCounts: s.EndedCounts})
 			f := messages.RunFactsOf(m.Hash, run)
 			st := messages.RunActorState{Facts: f, StartedCounts: s.StartedCounts, StopCounts: s.StopCounts, EndedCounts: s.EndedCounts}
 			if c, ok := byHash[m.Hash]; ok {
@@ -737,6 +830,10 @@ func (e *Engine) adopt(x *noderepos.Index, m record.RunMsg, run *messages.Run, c
 		keep, _ := runeng.KeepOf(run.Process) // its sizes were checked when it arrived
 		r.procs[c.Proc] = &runProc{id: id, adopted: true, socket: c.Socket,
 			stderr: &runeng.Tail{Max: keep.Stderr}, stdout: &runeng.Tail{Max: keep.Stdout}}
+		// A daemon before this one may have written its kept logs and
+		// gone down before ended: they are looked for before they are
+		// written.
+		e.doubt[fmt.Sprintf("kept logs %s %d", m.Hash, c.Proc)] = true
 	}
 }
 
@@ -782,11 +879,12 @@ func (e *Engine) Arriving(project, hash string, at messages.RunPosition) {
 	e.order.arriving(project, hash, at)
 }
 
-// Check is `runs check`: the runs to end lost now.
+// Check is `runs check`: the runs to end lost now. On another host the
+// check is made on a clone pulled now; one that cannot be pulled ends
+// nothing lost (D72). A project whose runs Boot left waiting has them
+// found first (Fresh).
 func (e *Engine) Check(ctx context.Context) ([]messages.RunRouted, error) {
-	// On another host the check is made on a clone pulled now; one that
-	// cannot be pulled ends nothing lost (D72).
-	pulled := map[string]bool{}
+	var pulled []string
 	for _, name := range e.cfg.ProjectNames() {
 		x, err := e.repos.Index(name)
 		if err != nil {
@@ -797,9 +895,10 @@ func (e *Engine) Check(ctx context.Context) ([]messages.RunRouted, error) {
 				slog.String("project", name), actors.ErrAttr(err))
 			continue
 		}
-		pulled[name] = true
+		e.Fresh(ctx, name)
+		pulled = append(pulled, name)
 	}
-	onRecord, care, states, err := e.survey(ctx, func(project string) bool { return pulled[project] })
+	onRecord, care, states, err := e.survey(ctx, pulled)
 	if err != nil {
 		return nil, err
 	}
