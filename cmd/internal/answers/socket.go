@@ -1,9 +1,11 @@
 package answers
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
@@ -42,6 +44,11 @@ type Socket struct {
 	console *console.Console
 	// puller answers pull asks on a node on another host; nil elsewhere.
 	puller *remote.Puller
+	// nodeJSON is node.json as the daemon read it; reread asks the daemon,
+	// once, to read it again (a re-exec in place) when it changed.
+	nodeJSON   []byte
+	reread     func()
+	rereadOnce sync.Once
 }
 
 // Remote are the daemon's parts for nodes on other hosts (D72) the
@@ -56,7 +63,11 @@ type Remote struct {
 // Open serves the daemon's socket. Without it the daemon still
 // runs: every caller then does its work itself, as before the socket, so
 // a socket that cannot be made is logged, not fatal (nil).
-func Open(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, repos *noderepos.Repos, log *slog.Logger, rem Remote) *Socket {
+//
+// nodeJSON is node.json as the daemon read it: an ask made once it has
+// changed is refused (the caller does its work itself, with the file as
+// it is now) and reread is called, once, to have the daemon read it again.
+func Open(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, nodeJSON []byte, reread func(), repos *noderepos.Repos, log *slog.Logger, rem Remote) *Socket {
 	ln, err := unixhost.ListenSocketAt(layout.Socket())
 	if err != nil {
 		log.Warn("the daemon's socket is not served; its callers read the repository themselves", slog.String("socket", layout.Socket()), actors.ErrAttr(err))
@@ -71,7 +82,7 @@ func Open(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rep
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Socket{layout: layout, root: root, log: log, cancel: cancel, done: make(chan struct{}), hookLog: f,
 		hook:   hook.Options{Agents: layout.Root(), Config: cfg, Open: repos.RepoAt, Index: repos.RecordAt, Log: slog.New(slog.NewTextHandler(f, nil)), Poke: rem.Poke},
-		puller: rem.Puller}
+		puller: rem.Puller, nodeJSON: nodeJSON, reread: reread}
 	if s.status, err = newStatus(layout, cfg, repos, log); err != nil {
 		log.Warn("the daemon's socket answers no status: the node does not open", actors.ErrAttr(err))
 	}
@@ -124,8 +135,38 @@ func (s *Socket) pull(ctx context.Context, a *messages.Ask) *messages.Reply {
 	return r
 }
 
+// sameNode refuses an ask when node.json changed since the daemon read
+// it, whatever the ask: the caller then does its work itself with the
+// file as it is now (a hook pokes the remote nodes listed now), and the
+// daemon is asked, once, to read it again by a re-exec in place (the
+// same PID, the same children), after which every ask is answered with
+// it (issue 38). A node.json that does not read is refused naming why,
+// and no re-exec is asked: the daemon keeps the node it read.
+func (s *Socket) sameNode() *messages.Reply {
+	data, err := unixhost.Below(s.layout.Root()).ReadFile(s.layout.NodeJSON(), unixhost.NodeFile)
+	if err != nil {
+		return nodesock.Refusal("read node.json: %v", err)
+	}
+	if bytes.Equal(data, s.nodeJSON) {
+		return nil
+	}
+	if _, err := messages.DecodeNodeConfig(data); err != nil {
+		return nodesock.Refusal("node.json changed since the daemon read it, and does not read (%v): the daemon keeps the node it read", err)
+	}
+	s.rereadOnce.Do(func() {
+		s.log.Info("node.json changed since the daemon read it: the daemon re-execs in place to read it again")
+		if s.reread != nil {
+			s.reread()
+		}
+	})
+	return nodesock.Refusal("node.json changed since the daemon read it; the daemon re-execs to read it again")
+}
+
 // answer is the daemon's answer to one ask on its socket.
 func (s *Socket) answer(ctx context.Context, a *messages.Ask) *messages.Reply {
+	if refusal := s.sameNode(); refusal != nil {
+		return refusal
+	}
 	switch a.Kind {
 	case messages.AskHook:
 		// The work is finished even when the daemon stops meanwhile: the

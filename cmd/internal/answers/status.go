@@ -1,7 +1,6 @@
 package answers
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,13 +38,12 @@ import (
 // (fossilio.Changes). Where one of them cannot count, every ask derives.
 type status struct {
 	// mu keeps one status at a time: they share the process table.
-	mu       sync.Mutex
-	procs    *unixhost.ProcTable
-	layout   host.Layout
-	cfg      *messages.NodeConfig
-	nodeJSON []byte
-	repos    *noderepos.Repos
-	log      *slog.Logger
+	mu     sync.Mutex
+	procs  *unixhost.ProcTable
+	layout host.Layout
+	cfg    *messages.NodeConfig
+	repos  *noderepos.Repos
+	log    *slog.Logger
 	// dirs and writes count the changes a kept status is checked
 	// against; dirs is nil when the directories cannot be watched.
 	dirs   *unixhost.DirWatch
@@ -66,10 +64,6 @@ type statusCounts struct {
 }
 
 func newStatus(layout host.Layout, cfg *messages.NodeConfig, repos *noderepos.Repos, log *slog.Logger) (*status, error) {
-	data, err := unixhost.Below(layout.Root()).ReadFile(layout.NodeJSON(), unixhost.NodeFile)
-	if err != nil {
-		return nil, err
-	}
 	procs, err := unixhost.NewProcTable(unixhost.ProcOptions{Layout: layout, ReleaseRoot: cfg.Release, Daemon: os.Getpid()})
 	if err != nil {
 		return nil, err
@@ -77,7 +71,7 @@ func newStatus(layout host.Layout, cfg *messages.NodeConfig, repos *noderepos.Re
 	if err := procs.Watch(); err != nil {
 		log.Info("the socket's status scans the whole process table: the kernel's process events are not available", actors.ErrAttr(err))
 	}
-	s := &status{layout: layout, cfg: cfg, nodeJSON: data, repos: repos, procs: procs, log: log, writes: map[string]*fossilio.Changes{}}
+	s := &status{layout: layout, cfg: cfg, repos: repos, procs: procs, log: log, writes: map[string]*fossilio.Changes{}}
 	if s.dirs, err = unixhost.NewDirWatch(); err != nil {
 		log.Info("the socket derives each status anew: the directories it reads cannot be watched", actors.ErrAttr(err))
 	}
@@ -109,9 +103,6 @@ func (s *status) close() {
 func (s *status) answer(ctx context.Context) *messages.Reply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if refusal := s.sameNode(); refusal != nil {
-		return refusal
-	}
 	// The counts are read before the status is derived: a change made
 	// while it is derived moves them, and the next ask derives again.
 	counts, counted := s.counts(ctx)
@@ -155,19 +146,6 @@ func (s *status) answer(ctx context.Context) *messages.Reply {
 		s.kept = &keptStatus{counts: counts, reply: &k}
 	}
 	return r
-}
-
-// sameNode refuses an ask when node.json changed since the daemon read
-// it: the caller then reads the record itself.
-func (s *status) sameNode() *messages.Reply {
-	data, err := unixhost.Below(s.layout.Root()).ReadFile(s.layout.NodeJSON(), unixhost.NodeFile)
-	if err != nil {
-		return nodesock.Refusal("read node.json: %v", err)
-	}
-	if !bytes.Equal(data, s.nodeJSON) {
-		return nodesock.Refusal("node.json changed since the daemon read it; restart the daemon to read it again")
-	}
-	return nil
 }
 
 // counts reads the counts of changes; counted is false when one of them

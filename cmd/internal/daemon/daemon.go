@@ -79,6 +79,15 @@ func (d *instance) reexecAsked() {
 	}
 }
 
+// reread has the daemon read node.json again, which it read at start: a
+// re-exec in place, as on HUP (the same PID, the same children), so that
+// every part built from it (the hook's work, the pokes, the pulls, the
+// status) is built again from the file as it is now.
+func (d *instance) reread() {
+	d.reexecAsked()
+	d.inputs.send(messages.LineRead{Line: messages.ReexecLine{}})
+}
+
 // Run runs the daemon of opts.Agents until a signal stops it (INT, TERM,
 // QUIT) or ctx ends, then stops its actors and readers and releases the
 // lock. It never signals a session: they outlive the daemon. ErrRunning
@@ -166,12 +175,10 @@ func signalName(sig os.Signal) string {
 	return sig.String()
 }
 
-// The bounds of the stop: how long the drain waits for the writers still
-// holding the pipe, and how long the actors have to act on what was read.
-const (
-	drainBound  = 5 * time.Second
-	settleBound = 10 * time.Second
-)
+// settleBound is how long the actors have, at a stop, to act on what was
+// read (how long the drain waits for the writers still holding the pipe
+// is --drain).
+const settleBound = 10 * time.Second
 
 // finish is the stop on INT, TERM or QUIT, before the actors stop: every line
 // written to the pipe is read (inputs.drain) and acted on to its end (a
@@ -188,7 +195,7 @@ func (d *instance) finish() {
 	d.sock = nil
 	d.hooks.Stop()
 	d.remote.stop()
-	n, err := d.inputs.drain(d.root, drainBound)
+	n, err := d.inputs.drain(d.root, d.opts.Drain)
 	if err != nil {
 		d.log.Warn("stopping: the pipe was not read to its end", slog.Int("lines", n), actors.ErrAttr(err))
 	} else {
@@ -280,7 +287,7 @@ func (d *instance) start() error {
 	// them back now, the pipe read already. Until the socket is served a
 	// caller reads the record itself, as with no daemon.
 	debug.FreeOSMemory()
-	d.sock = answers.Open(d.layout, d.root, d.cfg, d.repos, d.log, answers.Remote{Poke: d.remote.poker.Poke, Puller: d.remote.puller})
+	d.sock = answers.Open(d.layout, d.root, d.cfg, d.nodeJSON, d.reread, d.repos, d.log, answers.Remote{Poke: d.remote.poker.Poke, Puller: d.remote.puller})
 	d.remote.start(d)
 	if d.opts.HookWatch > 0 {
 		d.hooks = hookshell.New(d.layout, d.root, d.cfg, d.records.Repos, d.opts.HookWatch, d.log)
@@ -343,6 +350,7 @@ func (d *instance) readConfig() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", d.layout.NodeJSON(), err)
 	}
+	d.nodeJSON = data
 	if d.root, err = unixhost.OpenRoot(d.layout.Root()); err != nil {
 		return "", err
 	}

@@ -26,6 +26,7 @@ type instance struct {
 	stopProfile func()
 	layout      host.Layout
 	cfg         *messages.NodeConfig
+	nodeJSON    []byte // node.json as cfg was read from it
 	log         *slog.Logger
 	logFile     *os.File
 	root        *unixhost.Root

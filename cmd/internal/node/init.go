@@ -95,6 +95,8 @@ type initEffects interface {
 	provision(ctx context.Context, name string) error
 	// writeConfig writes node.json.
 	writeConfig(data []byte) error
+	// reread has a running daemon read node.json again.
+	reread(a *Answer) error
 }
 
 // initPlan is init's plan (contracts 3): the agents root, then on each
@@ -131,7 +133,7 @@ func initPlan(f initFacts, fx initEffects) Plan {
 			return fmt.Errorf("write node.json: %w", err)
 		}
 		a.Logf("wrote %s", f.NodeJSON)
-		return nil
+		return fx.reread(a)
 	})
 	return plan
 }
@@ -175,6 +177,8 @@ func (r *initRun) provision(ctx context.Context, name string) error {
 func (r *initRun) writeConfig(data []byte) error {
 	return r.root.WriteFile(r.n.Layout.NodeJSON(), data, 0o600)
 }
+
+func (r *initRun) reread(a *Answer) error { return r.n.daemonRereads(a) }
 
 func (r *initRun) close() {
 	if r.root != nil {

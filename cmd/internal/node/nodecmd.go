@@ -92,8 +92,11 @@ func (n *Node) NodeAdd(ctx context.Context, in NodeAddInput) *Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
-	plan.Add(fmt.Sprintf("list %q as a remote node in %s:\n%s", in.User, n.Layout.NodeJSON(), data), func(context.Context, *Answer) error {
-		return n.writeNodeJSON(data)
+	plan.Add(fmt.Sprintf("list %q as a remote node in %s:\n%s", in.User, n.Layout.NodeJSON(), data), func(_ context.Context, a *Answer) error {
+		if err := n.writeNodeJSON(data); err != nil {
+			return err
+		}
+		return n.daemonRereads(a)
 	})
 	return a.Stop(Execute(ctx, a, plan))
 }
@@ -132,8 +135,11 @@ func (n *Node) NodeRemove(ctx context.Context, user string, dry bool) *Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
-	plan.Add(fmt.Sprintf("unlist %q in %s", user, n.Layout.NodeJSON()), func(context.Context, *Answer) error {
-		return n.writeNodeJSON(data)
+	plan.Add(fmt.Sprintf("unlist %q in %s", user, n.Layout.NodeJSON()), func(_ context.Context, a *Answer) error {
+		if err := n.writeNodeJSON(data); err != nil {
+			return err
+		}
+		return n.daemonRereads(a)
 	})
 	return a.Stop(Execute(ctx, a, plan))
 }

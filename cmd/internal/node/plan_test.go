@@ -90,6 +90,7 @@ func (f fakeInit) makeRoot() error                                { return f.do(
 func (f fakeInit) useWAL(_ context.Context, name string) error    { return f.do("wal " + name) }
 func (f fakeInit) provision(_ context.Context, name string) error { return f.do("provision " + name) }
 func (f fakeInit) writeConfig([]byte) error                       { return f.do("writeConfig") }
+func (f fakeInit) reread(*Answer) error                           { return f.do("reread") }
 
 // TestInitPlan is init's plan: the agents root, each repository's WAL and
 // node user, and node.json last; a repository that fails leaves node.json
