@@ -136,7 +136,10 @@ func TestDaemonSignals(t *testing.T) {
 			makeRelease(t, root, "b")
 			setCurrent(t, root, "a")
 			n := newNodeRelease(t, root)
-			d := startDaemon(t, n, filepath.Join(root, "current", "ocxd"), "--grace", "1s")
+			// A stop waits for the writer the test holds until the test
+			// lets it go: --drain past anything the test waits for, so
+			// that a slow machine never cuts the writer off first.
+			d := startDaemon(t, n, filepath.Join(root, "current", "ocxd"), "--grace", "1s", "--drain", "5m")
 			s := &signalled{t: t, n: n, root: root, d: d, name: c.name}
 			s.record, s.launch, s.serve, s.top = startSession(t, n, d.pid(), agent)
 			_, s.topID = procOf(t, s.top)

@@ -19,6 +19,10 @@ import (
 // look Settle after each write.
 const DefaultHookWatch = hookwatch.DefaultEvery
 
+// DefaultDrain is how long a stop waits, by default, for the writers
+// still holding the daemon's pipe open.
+const DefaultDrain = 5 * time.Second
+
 // Options is ocxd's parsed command line.
 type Options struct {
 	// Agents is the agents root, absolute and clean.
@@ -29,6 +33,9 @@ type Options struct {
 	// RetryAfter is how long a write the daemon could not make (an end
 	// note, a run's started or ended) waits before it is tried again.
 	RetryAfter time.Duration
+	// Drain is how long a stop waits for the writers that still hold the
+	// daemon's pipe open, so that every line written is read.
+	Drain time.Duration
 	// Level is the least level written to the log.
 	Level slog.Level
 	// HookWatch is the longest time between two checks that the wake hook
@@ -85,7 +92,7 @@ type UsageError struct{ msg string }
 func (e *UsageError) Error() string { return e.msg }
 
 const usageText = `usage: ocxd --agents AGENTS [--grace DURATION] [--retry-after DURATION]
-            [--log-level LEVEL] [--hook-watch DURATION] [--cpu-profile FILE]
+            [--drain DURATION] [--log-level LEVEL] [--hook-watch DURATION] [--cpu-profile FILE]
        ocxd --handoff-version
        ocxd --version
 
@@ -99,6 +106,9 @@ stops it (its sessions keep running); USR1 writes its memory to its log.
   --retry-after DURATION before a write that failed is tried again (default
                          10s); one the server was not there for is tried
                          for as long as the daemon runs
+  --drain DURATION       how long a stop waits for the writers still holding
+                         the daemon's pipe open, reading what they write
+                         (default 5s); a writer past it is cut off
   --log-level LEVEL      debug, info, warn or error (default info)
   --hook-watch DURATION  the longest time between two checks that the wake
                          hook keeps up with a repository's receipts (each
@@ -115,11 +125,12 @@ stops it (its sessions keep running); USR1 writes its memory to its log.
 func ParseArgs(args []string) (Options, error) {
 	fs := flag.NewFlagSet("ocxd", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	o := Options{Grace: actors.DefaultGrace, HookWatch: DefaultHookWatch, RetryAfter: actors.DefaultRetryAfter}
+	o := Options{Grace: actors.DefaultGrace, HookWatch: DefaultHookWatch, RetryAfter: actors.DefaultRetryAfter, Drain: DefaultDrain}
 	var level string
 	fs.StringVar(&o.Agents, "agents", "", "")
 	fs.DurationVar(&o.Grace, "grace", actors.DefaultGrace, "")
 	fs.DurationVar(&o.RetryAfter, "retry-after", actors.DefaultRetryAfter, "")
+	fs.DurationVar(&o.Drain, "drain", DefaultDrain, "")
 	fs.StringVar(&level, "log-level", "info", "")
 	fs.DurationVar(&o.HookWatch, "hook-watch", DefaultHookWatch, "")
 	fs.BoolVar(&o.Restore, "restore", false, "")
@@ -155,6 +166,9 @@ func ParseArgs(args []string) (Options, error) {
 	if o.RetryAfter <= 0 {
 		return o, &UsageError{msg: fmt.Sprintf("--retry-after: %s is not a positive duration", o.RetryAfter)}
 	}
+	if o.Drain <= 0 {
+		return o, &UsageError{msg: fmt.Sprintf("--drain: %s is not a positive duration", o.Drain)}
+	}
 	if o.HookWatch < 0 {
 		return o, &UsageError{msg: fmt.Sprintf("--hook-watch: %s is negative; 0 turns the watch off", o.HookWatch)}
 	}
@@ -173,6 +187,9 @@ func (o Options) argv(program string) []string {
 		// Named only when set, so that a release from before the flag
 		// (a rollback's) takes the argv of a daemon that does not set it.
 		argv = append(argv[:len(argv)-1], "--retry-after", o.RetryAfter.String(), "--restore")
+	}
+	if o.Drain != DefaultDrain {
+		argv = append(argv[:len(argv)-1], "--drain", o.Drain.String(), "--restore")
 	}
 	return argv
 }

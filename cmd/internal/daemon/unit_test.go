@@ -25,6 +25,10 @@ func TestParseArgs(t *testing.T) {
 		!strings.Contains(strings.Join(o.argv("/r/ocxd"), " "), "--retry-after 200ms --restore") {
 		t.Errorf("--retry-after 200ms: %+v %v, argv %v", o, err, o.argv("/r/ocxd"))
 	}
+	if o, err := ParseArgs([]string{"--agents", "/a", "--drain", "2m"}); err != nil || o.Drain != 2*time.Minute ||
+		!strings.Contains(strings.Join(o.argv("/r/ocxd"), " "), "--drain 2m0s --restore") {
+		t.Errorf("--drain 2m: %+v %v, argv %v", o, err, o.argv("/r/ocxd"))
+	}
 	if o, err := ParseArgs([]string{"--agents", "/a", "--hook-watch", "0"}); err != nil || o.HookWatch != 0 {
 		t.Errorf("--hook-watch 0: %+v %v", o, err)
 	}
@@ -55,6 +59,7 @@ func TestParseArgs(t *testing.T) {
 		{"--agents", "/a", "--hook-watch", "-1s"},
 		{"--agents", "/a", "--hook-watch", "often"},
 		{"--agents", "/a", "--retry-after", "0s"},
+		{"--agents", "/a", "--drain", "0s"},
 		{"--agents", "/a", "extra"},
 		{"--frobnicate"},
 	} {
