@@ -1,0 +1,286 @@
+package itest
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/ocx-go/ocx/messages"
+)
+
+// Nodes on other hosts at the edges (issue 38, item 1): the node's daemon
+// killed alone, the server away as a run ends, a re-exec mid-run. Each
+// run ends once, with its real exit, its kept logs written once and
+// before its ended.
+
+// runPosts is what the run's node wrote in its thread, in order: "started",
+// "kept logs" (each with its text), "ended".
+func runPosts(n *testNode, run string) (kinds []string, kept []string) {
+	user := n.nodeUser()
+	for _, p := range n.runThread(run) {
+		if p.Sender != user {
+			continue
+		}
+		switch m := p.Msg.(type) {
+		case *messages.RunStarted:
+			kinds = append(kinds, "started")
+		case *messages.RunEnded:
+			kinds = append(kinds, "ended")
+		case nil:
+			if strings.HasPrefix(p.Text, "The kept logs of run") {
+				kinds = append(kinds, "kept logs")
+				kept = append(kept, p.Text)
+			}
+		default:
+			kinds = append(kinds, fmt.Sprintf("%T", m))
+		}
+	}
+	return kinds, kept
+}
+
+// checkRunPosts fails the test unless the run's node wrote its started,
+// one kept logs holding want, and its ended exited 0, in that order, each
+// once.
+func checkRunPosts(t *testing.T, n *testNode, run, want string) {
+	t.Helper()
+	kinds, kept := runPosts(n, run)
+	if got := strings.Join(kinds, ", "); got != "started, kept logs, ended" {
+		t.Errorf("run %s: its node wrote %q; want started, kept logs, ended, each once and in that order", run[:10], got)
+	}
+	if len(kept) == 1 && !strings.Contains(kept[0], want) {
+		t.Errorf("run %s: its kept logs lack %q:\n%s", run[:10], want, kept[0])
+	}
+	if e := n.endedOf(run); e == nil || e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+		t.Errorf("run %s ended %+v, want exited 0", run[:10], e)
+	}
+}
+
+// sayRun is a run for node, as user, that sleeps secs then prints word.
+func sayRun(node, user string, secs int, word string) string {
+	return block(fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Sleep, then say a word.",
+"process": {"user": %q, "command": ["sh", "-c", "sleep %d; echo %s"], "env": {"PATH": "/usr/bin:/bin"}, "keep": {"stdout_when": "always"}}}`, node, user, secs, word))
+}
+
+// TestRemoteDaemonKilledAlone: the daemon of a node on another host is
+// killed outright (kill -9, it alone: the runs' holders live on) while
+// two of its runs run. One run ends while no daemon runs, the other runs
+// on past the restart. The daemon started again finds both once its
+// clone is fresh: each ends as its command did, exited 0, its kept logs
+// written once before its ended, nothing found lost. Before, the restart
+// found nothing (its clone was not fresh at the start), and the runs
+// stayed started with no ended, ever. A plain TERM at the end logs no
+// run's actor as stopped unexpectedly.
+func TestRemoteDaemonKilledAlone(t *testing.T) {
+	needs(t, "ocxd")
+	a := serverNode(t)
+	startDaemon(t, a, program("ocxd"))
+	b := newRemoteNode(t, a, "lab-2", remoteOpts{host: true, every: "1s", poke: "on"})
+	d := startDaemon(t, b, program("ocxd"))
+	admin := a.srv.AdminLogin
+	short := a.result(admin, "thread", "--title", "short", "--text", sayRun("lab-2", "builder", 1, "short-done"))
+	long := a.result(admin, "thread", "--title", "long", "--text", sayRun("lab-2", "runner", 8, "long-done"))
+	shortHolder := b.heldRun(short)
+	longHolder := b.heldRun(long)
+	d.kill9()
+	// The short run's holder ends while no daemon runs; the long one's
+	// still runs when the daemon starts again.
+	b.waitFor("the short run's holder to end with no daemon", func() bool { return !procAlive(shortHolder) })
+	if !procAlive(longHolder) {
+		t.Fatal("the long run's holder ended before the restart; the test shows nothing of a holder taken back alive")
+	}
+	if e := b.endedOf(short); e != nil {
+		t.Fatalf("the short run ended %+v while no daemon ran", e)
+	}
+	d = startDaemon(t, b, program("ocxd"))
+	a.waitFor("both runs ended", func() bool { return b.endedOf(short) != nil && b.endedOf(long) != nil })
+	checkRunPosts(t, b, short, "short-done")
+	checkRunPosts(t, b, long, "long-done")
+	for _, run := range []string{short, long} {
+		b.waitFor("the run out of the node's care", func() bool { _, held := b.runCare(run); return !held })
+	}
+	// The check, asked by hand, finds nothing more to say.
+	if out, err := b.command(nil, program("ocx"), "run", "check", "--agents", b.agents).CombinedOutput(); err != nil {
+		t.Errorf("ocx run check: %v: %s", err, out)
+	}
+	for _, run := range []string{short, long} {
+		if x := answersOfRun(t, a, run); x.started != 1 || x.ended != 1 {
+			t.Errorf("run %s: %d started, %d ended; want one each", run[:10], x.started, x.ended)
+		}
+	}
+	d.stop()
+	if log := b.daemonLog(); strings.Contains(log, "stopped unexpectedly") {
+		t.Errorf("a plain TERM logged an actor as stopped unexpectedly:\n%s", log)
+	}
+}
+
+// TestRemoteKeptLogsWaitForTheServer: the server is down as a run of a
+// node on another host ends. The node tries its kept logs again, and
+// writes no ended before them, for as long as the server is away; when
+// it is back the thread holds started, the kept logs (the run's output)
+// and ended, each once and in that order. Before, the kept logs were
+// given up at the first failure and the output never reached the record.
+func TestRemoteKeptLogsWaitForTheServer(t *testing.T) {
+	needs(t, "ocxd")
+	a := serverNode(t)
+	startDaemon(t, a, program("ocxd"))
+	b := newRemoteNode(t, a, "lab-2", remoteOpts{host: true, every: "1s", poke: "on"})
+	startDaemon(t, b, program("ocxd"), "--retry-after", "200ms")
+	admin := a.srv.AdminLogin
+	run := a.result(admin, "thread", "--title", "ends while the server is away", "--text", sayRun("lab-2", "builder", 2, "the-output"))
+	holder := b.heldRun(run)
+	a.srv.Down()
+	b.waitFor("the run's holder to end", func() bool { return !procAlive(holder) })
+	// Past the attempts that end the tries of a write the server refuses.
+	b.waitFor("eight failed tries of the kept logs", func() bool {
+		tries := 0
+		for _, l := range b.logLines() {
+			if l.Msg == "kept logs not written; trying again" {
+				tries++
+			}
+			if l.Msg == "ended not written; trying again" {
+				t.Fatalf("ended was tried before the kept logs were written")
+			}
+		}
+		return tries >= 8
+	})
+	a.srv.Up()
+	a.waitFor("the run ended", func() bool { return b.endedOf(run) != nil })
+	checkRunPosts(t, b, run, "the-output")
+	if strings.Contains(b.daemonLog(), "given up") {
+		t.Errorf("the node gave a write up while the server was away:\n%s", b.daemonLog())
+	}
+}
+
+// TestRemoteDaemonReexecMidRun: the daemon of a node on another host
+// re-execs while its run runs; the new image takes the run back once its
+// clone is fresh, and the run ends once, exited 0, its kept logs before
+// its ended.
+func TestRemoteDaemonReexecMidRun(t *testing.T) {
+	needs(t, "ocxd")
+	a := serverNode(t)
+	startDaemon(t, a, program("ocxd"))
+	b := newRemoteNode(t, a, "lab-2", remoteOpts{host: true, every: "1s", poke: "on"})
+	d := startDaemon(t, b, program("ocxd"))
+	admin := a.srv.AdminLogin
+	run := a.result(admin, "thread", "--title", "across a re-exec", "--text", sayRun("lab-2", "builder", 4, "after-reexec"))
+	holder := b.heldRun(run)
+	at := len(b.logLines())
+	if err := syscall.Kill(d.pid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	b.waitLogLine("the new image running", func(l logLine) bool { return l.Msg == "re-exec: running the new image" })
+	if !procAlive(holder) {
+		t.Fatal("the run's holder ended before the re-exec was done; the test shows nothing")
+	}
+	a.waitFor("the run ended", func() bool { return b.endedOf(run) != nil })
+	checkRunPosts(t, b, run, "after-reexec")
+	if d.pid() != b.daemonPID() {
+		t.Errorf("the daemon's PID changed across the re-exec: %d, now %d", d.pid(), b.daemonPID())
+	}
+	found := false
+	for _, l := range b.logLines()[at:] {
+		found = found || l.Msg == "the runs in care of a project are found on its fresh clone"
+	}
+	if !found {
+		t.Errorf("the new image did not say it found the run in care on its fresh clone:\n%s", b.daemonLog())
+	}
+}
+
+// pokeTarget counts the pokes a fake remote node's address takes.
+type pokeTarget struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	n   int
+}
+
+func newPokeTarget(t *testing.T) *pokeTarget {
+	p := &pokeTarget{}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			p.mu.Lock()
+			p.n++
+			p.mu.Unlock()
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *pokeTarget) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
+}
+
+// TestNodeAddTakesEffectAtOnce: `ocx node add USER --poke URL` and `ocx
+// node remove USER`, run while the server's daemon runs, take effect at
+// once: the next post pokes a node just added, and pokes a node just
+// removed no more; each command says it had the daemon read node.json
+// again, and the daemon keeps its PID. A node.json edited by hand is read
+// again at the next ask. Before, the daemon's hook kept the node.json it
+// read at its start until it was restarted, and no command said so.
+func TestNodeAddTakesEffectAtOnce(t *testing.T) {
+	needs(t, "ocxd")
+	a := serverNode(t)
+	d := startDaemon(t, a, program("ocxd"))
+	admin := a.srv.AdminLogin
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("node-pw-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p2, p3 := newPokeTarget(t), newPokeTarget(t)
+	r := a.must("", "node", "add", "lab-2", "--password-file", pw, "--poke", p2.srv.URL+"/")
+	if !strings.Contains(r.stdout+r.stderr, fmt.Sprintf("handed `reexec` to the daemon (pid %d)", d.pid())) {
+		t.Errorf("node add does not say it had the daemon read node.json again:\n%s%s", r.stdout, r.stderr)
+	}
+	a.result(admin, "thread", "--title", "one", "--text", "a post after lab-2 was added")
+	a.waitFor("lab-2 poked", func() bool { return p2.count() > 0 })
+	// Without --poke: listed, poked never; the daemon reads it all the same.
+	a.must("", "node", "add", "lab-4", "--password-file", pw)
+	a.must("", "node", "add", "lab-3", "--password-file", pw, "--poke", p3.srv.URL+"/")
+	a.must("", "node", "remove", "lab-2")
+	before := p2.count()
+	for i := range 2 {
+		n := p3.count()
+		a.result(admin, "thread", "--title", fmt.Sprintf("after remove %d", i), "--text", "a post after lab-2 was removed")
+		a.waitFor("lab-3 poked", func() bool { return p3.count() > n })
+	}
+	if p2.count() != before {
+		t.Errorf("lab-2 was poked %d times after `node remove`", p2.count()-before)
+	}
+	if pid := a.daemonPID(); pid != d.pid() {
+		t.Errorf("the daemon's PID changed: %d, now %d; a re-exec keeps it", d.pid(), pid)
+	}
+	// node.json edited by hand: the next ask is refused (its caller does
+	// the work with the file as it is) and the daemon reads it again.
+	b, err := os.ReadFile(filepath.Join(a.agents, "node.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := len(a.logLines())
+	edited := strings.Replace(string(b), p3.srv.URL+"/", p2.srv.URL+"/", 1)
+	if edited == string(b) {
+		t.Fatalf("node.json does not name lab-3's poke URL:\n%s", b)
+	}
+	if err := os.WriteFile(filepath.Join(a.agents, "node.json"), []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := p2.count()
+	a.result(admin, "thread", "--title", "after the edit", "--text", "a post after node.json was edited")
+	a.waitFor("lab-3's address, now lab-2's target, poked", func() bool { return p2.count() > n })
+	a.waitFor("the daemon to read node.json again", func() bool {
+		for _, l := range a.logLines()[at:] {
+			if l.Msg == "re-exec: running the new image" {
+				return true
+			}
+		}
+		return false
+	})
+}
