@@ -708,5 +708,15 @@ func (x *Index) WouldLaunch(ctx context.Context, sender string, on Entry, n *mes
 	if e.Ticket {
 		e.InReplyTo = ""
 	}
-	return x.resolve(ctx, e, n)
+	v, err := x.resolve(ctx, e, n)
+	if err != nil || v.Spec == nil || v.Spec.IsCI() {
+		return v, err
+	}
+	// The note is not written yet: every launch on the record, on among
+	// them, comes before it.
+	why, err := x.OneRun(ctx, v.Spec.Workspace, e.Record, nil)
+	if err != nil || why == "" {
+		return v, err
+	}
+	return x.refuse(ctx, e, n.Login, why), nil
 }

@@ -172,15 +172,15 @@ func (r *records) ResolveLaunch(ctx context.Context, p messages.ProcInfo) (messa
 	return l, nil
 }
 
-// launchAt reads the launch note at hash as the daemon launches it (the
-// record's verdict, the release resolved); anything but a launch is an
-// error saying why.
+// launchAt reads the launch note at hash as the daemon launched it (what
+// it describes, the release resolved: a session that runs, or a CI launch
+// just written); anything but a launch is an error saying why.
 func (r *records) launchAt(ctx context.Context, x *noderepos.Index, hash string) (messages.LaunchSpec, error) {
 	e, err := record.At(ctx, x.Repo, hash)
 	if err != nil {
 		return messages.LaunchSpec{}, err
 	}
-	v, err := x.Idx.LaunchVerdict(ctx, e)
+	v, err := x.Idx.Described(ctx, e)
 	switch {
 	case err != nil:
 		return messages.LaunchSpec{}, err
