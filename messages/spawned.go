@@ -2,19 +2,23 @@ package messages
 
 import (
 	"encoding/json"
+	"path/filepath"
 )
 
 // Spawned is what the node keeps of a session the daemon spawned until its
 // end note is on the record (D76), in the workspace's held directory, out
 // of every sandbox's reach (host.Workspace.SpawnedFile): the workspace,
-// the launch note it serves and its process (the daemon's child, as the
-// session's end note names it). A daemon that starts finds each one left:
+// the launch note it serves, its process (the daemon's child, as the
+// session's end note names it) and the release directory it runs. A daemon that starts finds each one left:
 // one whose process runs no more ended while no daemon ran, and its end is
 // written then.
 type Spawned struct {
 	Workspace WorkspaceKey `json:"workspace"`
 	Launch    string       `json:"launch"`
 	Proc      ProcID       `json:"proc"`
+	// Release is the directory of the release the session runs, links
+	// followed (LaunchSpec.ReleaseDir): what its end note names.
+	Release string `json:"release,omitempty"`
 }
 
 // Validate checks every field.
@@ -28,7 +32,10 @@ func (s Spawned) Validate() error {
 	if err := s.Proc.Validate(); err != nil {
 		return at("proc", err)
 	}
-	return nil
+	if s.Release != "" && (!filepath.IsAbs(s.Release) || filepath.Clean(s.Release) != s.Release) {
+		return fieldErr("release", ErrInvalid, quoteShort(s.Release)+" is not a clean absolute path")
+	}
+	return checkLine("release", s.Release, false, MaxTextLen)
 }
 
 // Encode is the file's content: one JSON object and a newline.

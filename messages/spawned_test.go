@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-var testSpawned = Spawned{Workspace: WorkspaceKey{Login: "ana", Project: "demo"}, Launch: strings.Repeat("3f", 20), Proc: ProcID{PID: 4242, Start: 918273}}
+var testSpawned = Spawned{Workspace: WorkspaceKey{Login: "ana", Project: "demo"}, Launch: strings.Repeat("3f", 20), Proc: ProcID{PID: 4242, Start: 918273}, Release: "/srv/ocx/releases/r7"}
 
 // TestSpawnedRoundTrip: a spawned record reads back as written; a field
 // missing or at fault, a key twice, something after the object, and bytes
@@ -17,13 +17,13 @@ func TestSpawnedRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(b) != `{"workspace":"ana/demo","launch":"`+testSpawned.Launch+`","proc":{"pid":4242,"start":918273}}`+"\n" {
+	if string(b) != `{"workspace":"ana/demo","launch":"`+testSpawned.Launch+`","proc":{"pid":4242,"start":918273},"release":"/srv/ocx/releases/r7"}`+"\n" {
 		t.Errorf("encoded: %s", b)
 	}
 	if got, err := DecodeSpawned(b); err != nil || got != testSpawned {
 		t.Fatalf("read back: %+v %v", got, err)
 	}
-	if got, err := DecodeSpawned([]byte(`{"workspace":"ana/demo","launch":"` + testSpawned.Launch + `","proc":{"pid":4242,"start":918273},"later":1}`)); err != nil || got != testSpawned {
+	if got, err := DecodeSpawned([]byte(`{"workspace":"ana/demo","launch":"` + testSpawned.Launch + `","proc":{"pid":4242,"start":918273},"release":"/srv/ocx/releases/r7","later":1}`)); err != nil || got != testSpawned {
 		t.Errorf("a key it does not know: %+v %v", got, err)
 	}
 	for _, c := range []struct{ in, want string }{
@@ -35,6 +35,8 @@ func TestSpawnedRoundTrip(t *testing.T) {
 		{`{"workspace":"../x","launch":"` + testSpawned.Launch + `","proc":{"pid":1,"start":2}}`, "workspace"},
 		{`{"workspace":"ana/demo","workspace":"bob/demo","launch":"` + testSpawned.Launch + `","proc":{"pid":1,"start":2}}`, "workspace"},
 		{string(b) + `{}`, "after"},
+		{`{"workspace":"ana/demo","launch":"` + testSpawned.Launch + `","proc":{"pid":1,"start":2},"release":"r7"}`, "release"},
+		{`{"workspace":"ana/demo","launch":"` + testSpawned.Launch + `","proc":{"pid":1,"start":2},"release":"/a/../b"}`, "release"},
 		{`[]`, "spawned"},
 		{`{"workspace":"` + strings.Repeat("a", 5000) + `"}`, "bytes"},
 	} {
