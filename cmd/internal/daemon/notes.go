@@ -120,13 +120,15 @@ func (r *records) argvOf(p messages.ProcInfo) []string {
 
 // WriteEnd records a session's end on its record, once per process (D6): an
 // end note of the same launch, PID and start time already there means it was
-// written before (a retry, or a daemon that restarted).
+// written before (a retry, or a daemon that restarted); for a session found
+// gone (D76), any end note of its launch. Once the note is on the record,
+// the session's spawned record is removed.
 func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 	x, err := r.indexOf(n.Launch)
 	if err != nil {
 		return err
 	}
-	done, err := x.Idx.Ended(ctx, n.Launch.Hash, n.Proc.PID, n.Proc.Start)
+	done, err := r.ended(ctx, x, n)
 	if err != nil {
 		return err
 	}
@@ -134,7 +136,11 @@ func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 		r.log.Info("end note already on the record", slog.String(actors.KeyLaunch, n.Launch.Hash), slog.String(actors.KeyPID, n.Proc.String()))
 		// A daemon that wrote the note and ended before withdrawing
 		// withdraws now; taking nothing from a user with nothing is a no-op.
-		return r.withdrawResponded(ctx, x, n)
+		if err := r.withdrawResponded(ctx, x, n); err != nil {
+			return err
+		}
+		r.forget(n)
+		return nil
 	}
 	note := &n.End
 	block, err := note.Encode()
@@ -154,7 +160,42 @@ func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 		return err
 	}
 	text := fmt.Sprintf("The session of %s (pid %d) ended: %s.\n\n%s", n.Launch.Workspace, n.Proc.PID, note.Note, block)
-	return r.write(ctx, x, n.Launch.Hash, text, "end")
+	if err := r.write(ctx, x, n.Launch.Hash, text, "end"); err != nil {
+		return err
+	}
+	r.forget(n)
+	return nil
+}
+
+// ended says whether the end of n's session is on the record (D6): the
+// node user's end note of its process; for a session found gone (D76),
+// one of its launch by any process, which a daemon that adopted it wrote.
+func (r *records) ended(ctx context.Context, x *noderepos.Index, n messages.WriteEnd) (bool, error) {
+	if !n.FoundGone {
+		return x.Idx.Ended(ctx, n.Launch.Hash, n.Proc.PID, n.Proc.Start)
+	}
+	rs, err := x.Idx.Replies(ctx, n.Launch.Hash)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range rs {
+		if _, ok := e.Note.(*messages.EndNote); ok {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// forget removes the spawned record of n's session once its end note is
+// on the record (D76); a record left is written again by nobody, and only
+// makes the next start look at the launch, find its end, and forget it.
+func (r *records) forget(n messages.WriteEnd) {
+	if r.forgetSpawned == nil {
+		return
+	}
+	if err := r.forgetSpawned(n.Launch.Workspace, n.Launch.Hash); err != nil {
+		r.log.Warn("a session's spawned record is not removed; the next start finds its end written", slog.String(actors.KeyLaunch, n.Launch.Hash), actors.ErrAttr(err))
+	}
 }
 
 // respondAttempts is how many attempts of an end's write may fail on its
@@ -211,7 +252,7 @@ func (r *records) writeResponse(ctx context.Context, x *noderepos.Index, n messa
 			report = e.Note.(*messages.ReportNote)
 		}
 	}
-	resp := messages.ResponseFor(rec, &n.End, n.StopRequested, report)
+	resp := messages.ResponseFor(rec, &n.End, n.StopRequested, n.FoundGone, report)
 	block, err := resp.Encode()
 	if err != nil {
 		return fmt.Errorf("the response to %s: %w", rec, err)
