@@ -52,6 +52,9 @@ type Index struct {
 	// launches are the launch notes of each workspace, whoever sent them
 	// (who counts is checked when one is used), in the server's order.
 	launches map[messages.WorkspaceKey][]Entry
+	// taskRecords are the records' first posts OneRun read, by hash (nil
+	// until the first): what each holds of a protocol v1 record.
+	taskRecords map[string]taskRecord
 	// definitions are the session and workspace definitions by hash,
 	// wherever they stand (a launch names them so; posts do not change).
 	definitions map[string]Entry

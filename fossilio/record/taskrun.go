@@ -15,33 +15,75 @@ import (
 // nodeUser, sent by a user holding admin or setup now (D7). A ticket's id,
 // a reply, an edit and anything else are not.
 func IsTaskRecord(ctx context.Context, r *fossilio.Repo, hash, login, nodeUser string) (bool, error) {
-	if hash == "" {
-		return false, nil
+	t, err := readTaskRecord(ctx, r, hash)
+	if err != nil || t.rec == nil || t.rec.User != login || t.rec.Node != nodeUser {
+		return false, err
 	}
-	info, err := r.Info(ctx, hash)
-	if errors.Is(err, fossilio.ErrNotFound) {
-		// A ticket's id names no artifact: a ticket is never a v1 record.
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("read the record %s: %w", hash, err)
-	}
-	if info.Kind != fossilio.KindPost || info.InReplyTo != "" || info.Edit {
-		return false, nil
-	}
-	post, err := r.Post(ctx, info.Hash)
-	if err != nil {
-		return false, fmt.Errorf("read the record %s: %w", hash, err)
-	}
-	rec, err := messages.ReadTaskRecord([]byte(post.Text))
-	if err != nil || rec.User != login || rec.Node != nodeUser {
-		return false, nil
-	}
-	ok, err := r.Privileged(ctx, post.Sender)
+	ok, err := r.Privileged(ctx, t.sender)
 	if err != nil {
 		return false, fmt.Errorf("read the record %s's sender: %w", hash, err)
 	}
 	return ok, nil
+}
+
+// taskRecord is what a record's first post holds: a TaskRecord (nil for
+// none) and who sent it. A post never changes, so it is read once.
+type taskRecord struct {
+	rec    *messages.TaskRecord
+	sender string
+}
+
+// readTaskRecord reads the TaskRecord the post at hash holds, if it is a
+// thread's first post as first written; rec is nil for anything else.
+func readTaskRecord(ctx context.Context, r *fossilio.Repo, hash string) (taskRecord, error) {
+	if hash == "" {
+		return taskRecord{}, nil
+	}
+	info, err := r.Info(ctx, hash)
+	if errors.Is(err, fossilio.ErrNotFound) {
+		// A ticket's id names no artifact: a ticket is never a v1 record.
+		return taskRecord{}, nil
+	}
+	if err != nil {
+		return taskRecord{}, fmt.Errorf("read the record %s: %w", hash, err)
+	}
+	if info.Kind != fossilio.KindPost || info.InReplyTo != "" || info.Edit {
+		return taskRecord{}, nil
+	}
+	post, err := r.Post(ctx, info.Hash)
+	if err != nil {
+		return taskRecord{}, fmt.Errorf("read the record %s: %w", hash, err)
+	}
+	rec, err := messages.ReadTaskRecord([]byte(post.Text))
+	if err != nil {
+		return taskRecord{}, nil
+	}
+	return taskRecord{rec: rec, sender: post.Sender}, nil
+}
+
+// isTaskRecord is IsTaskRecord on the index: the record's first post read
+// once (a post never changes), whom D7 counts asked each time (under a
+// pin, as of its read).
+func (x *Index) isTaskRecord(ctx context.Context, hash, login string) (bool, error) {
+	x.mu.Lock()
+	t, known := x.taskRecords[hash]
+	x.mu.Unlock()
+	if !known {
+		var err error
+		if t, err = readTaskRecord(ctx, x.repo, hash); err != nil {
+			return false, err
+		}
+		x.mu.Lock()
+		if x.taskRecords == nil {
+			x.taskRecords = map[string]taskRecord{}
+		}
+		x.taskRecords[hash] = t
+		x.mu.Unlock()
+	}
+	if t.rec == nil || t.rec.User != login || t.rec.Node != x.nodeUser {
+		return false, nil
+	}
+	return x.Privileged(ctx, t.sender), nil
 }
 
 // TaskRun is the launch that started the run of workspace key's session on
@@ -95,7 +137,7 @@ func (x *Index) OneRun(ctx context.Context, key messages.WorkspaceKey, record st
 	if err != nil || !ran {
 		return "", err
 	}
-	v1, err := IsTaskRecord(ctx, x.repo, record, key.Login, x.nodeUser)
+	v1, err := x.isTaskRecord(ctx, record, key.Login)
 	if err != nil || !v1 {
 		return "", err
 	}
