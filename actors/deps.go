@@ -40,8 +40,11 @@ type Classifier interface {
 	// and that check-in's branch); a check-in comes with the `completes`
 	// sessions whose listening index names its branch.
 	Classify(ctx context.Context, repository, hash string) (Classification, error)
-	// ResolveLaunch reads the launch note a running `workspace serve` process
-	// found at start serves.
+	// ResolveLaunch reads the launch note a `workspace serve` process found
+	// at start serves, or a session a daemon before spawned served (its
+	// spawned record, D76): what it describes, whether or not it would be
+	// launched now (record.Index.Described), its release the one the
+	// process ran.
 	ResolveLaunch(ctx context.Context, p messages.ProcInfo) (messages.LaunchSpec, error)
 }
 
@@ -241,9 +244,9 @@ func (d *Deps) run(ctx context.Context, e messages.DaemonEffect) messages.Daemon
 	case messages.ResolveLaunch:
 		l, err := d.Classifier.ResolveLaunch(ctx, e.Proc)
 		if err != nil {
-			return messages.LaunchResolved{Proc: e.Proc, Err: err}
+			return messages.LaunchResolved{Proc: e.Proc, Gone: e.Gone, Err: err}
 		}
-		return messages.LaunchResolved{Proc: e.Proc, Launch: &l}
+		return messages.LaunchResolved{Proc: e.Proc, Launch: &l, Gone: e.Gone}
 	case messages.WriteRefusal:
 		return messages.RefusalWritten{Launch: e.Launch.Hash, Err: d.Notes.WriteRefusal(ctx, e)}
 	case messages.WriteEnd:

@@ -192,6 +192,10 @@ func (c *NodeCore) runStartChecked(m messages.RunStartChecked) {
 // launchResolved adopts a session found at start whose launch note
 // describes it.
 func (c *NodeCore) launchResolved(m messages.LaunchResolved) {
+	if m.Gone {
+		c.goneResolved(m)
+		return
+	}
 	if m.Err != nil || m.Launch == nil {
 		err := m.Err
 		if err == nil {
@@ -209,6 +213,29 @@ func (c *NodeCore) launchResolved(m messages.LaunchResolved) {
 	}
 	c.recent.add(m.Launch.Hash)
 	c.tellWorkspace(m.Proc.Workspace, messages.AdoptSession{Proc: m.Proc, Launch: *m.Launch})
+}
+
+// goneResolved hands a session that ended while no daemon ran to its
+// workspace, whose session actor writes its end (D76); one whose launch
+// note cannot be read is left, its spawned record kept for the next start.
+func (c *NodeCore) goneResolved(m messages.LaunchResolved) {
+	err := m.Err
+	switch {
+	case err != nil:
+	case m.Launch == nil:
+		err = fmt.Errorf("no launch note")
+	default:
+		err = m.Launch.Validate()
+		if err == nil && (m.Launch.Workspace != m.Proc.Workspace || m.Launch.Hash != m.Proc.Launch) {
+			err = fmt.Errorf("launch note %s of %s does not match the spawned record's %s of %s", m.Launch.Hash, m.Launch.Workspace, m.Proc.Launch, m.Proc.Workspace)
+		}
+	}
+	if err != nil {
+		c.log(slog.LevelWarn, "a session that ended while no daemon ran: its launch note cannot be read, so its end is not written; a later start tries again", wsAttr(m.Proc.Workspace), pidAttr(m.Proc.Proc), errAttr(err))
+		return
+	}
+	c.recent.add(m.Launch.Hash)
+	c.tellWorkspace(m.Proc.Workspace, messages.AdoptSession{Proc: m.Proc, Launch: *m.Launch, Gone: true})
 }
 
 func (c *NodeCore) snapshotRequest(m messages.SnapshotRequest) {
@@ -384,9 +411,45 @@ func (c *NodeCore) boot(m messages.Boot) {
 		}
 		c.log(slog.LevelInfo, "found a process naming a workspace; the daemon never starts or adopts a terminal session", wsAttr(p.Workspace), pidAttr(p.Proc), slog.String("verb", p.Verb))
 	}
+	c.foundGone(m.Spawned, m.Found)
 	c.lookAtQueues(m.Listeners)
 	c.foundRuns(m.Runs)
 	c.readDeliveries("")
+}
+
+// foundGone takes the sessions a daemon before spawned whose end note is
+// not on the record (D76): one whose process runs on (the process the
+// record names, or a `workspace serve` of its launch) is found and adopted
+// as any is; every other ended while no daemon ran, and its launch is read
+// so that its end is written. Each launch is taken once.
+func (c *NodeCore) foundGone(spawned []messages.Spawned, found []messages.ProcInfo) {
+	seen := map[string]bool{}
+	for _, s := range spawned {
+		if seen[s.Launch] {
+			continue
+		}
+		seen[s.Launch] = true
+		if p, runs := runsOn(s, found); runs {
+			if p.Verb != "serve" {
+				c.log(slog.LevelInfo, "a session the daemon spawned has no `workspace serve` now, but its process runs on; its end is written by the start after it is gone", wsAttr(s.Workspace), pidAttr(s.Proc), slog.String(KeyLaunch, s.Launch))
+			}
+			continue
+		}
+		c.log(slog.LevelInfo, "a session ended while no daemon ran; its end is written now", wsAttr(s.Workspace), pidAttr(s.Proc), slog.String(KeyLaunch, s.Launch))
+		c.emit(messages.ResolveLaunch{Proc: messages.ProcInfo{Proc: s.Proc, Workspace: s.Workspace, Launch: s.Launch, StartedBy: messages.OriginDaemon}, Gone: true})
+	}
+}
+
+// runsOn is the process found at start that is s's session still: the
+// process s names (its PID and start time), or a `workspace serve` of its
+// launch in its workspace.
+func runsOn(s messages.Spawned, found []messages.ProcInfo) (messages.ProcInfo, bool) {
+	for _, p := range found {
+		if p.Proc == s.Proc || (p.Workspace == s.Workspace && p.Verb == "serve" && p.Launch == s.Launch) {
+			return p, true
+		}
+	}
+	return messages.ProcInfo{}, false
 }
 
 // foundRuns starts the actors of the runs the wiring found in the node's

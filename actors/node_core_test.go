@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -461,4 +462,117 @@ func TestNodeCoreRestoresTheRunsFoundLater(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("--- got\n%s\n--- want\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// TestNodeCoreBootFindsTheGone (D76): at start the node reads the launch
+// of every `workspace serve` found, and of every spawned record whose
+// session runs no more (neither the process it names nor a serve of its
+// launch is found), each once; it hands the workspace a session that ended
+// while no daemon ran only for a spawned record, once its launch reads, and
+// never one that runs on; its launch is then handled (a post of it is a
+// duplicate).
+func TestNodeCoreBootFindsTheGone(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := NewNodeCore(Config{})
+		now := time.Unix(1_000_000, 0)
+		var found []messages.ProcInfo
+		var spawned []messages.Spawned
+		running := map[string]bool{} // launches whose session runs on
+		serving := map[string]bool{} // launches a found serve serves
+		pid := 600
+		for i := rapid.IntRange(0, 6).Draw(t, "sessions"); i > 0; i-- {
+			pid++
+			w := rapid.SampledFrom(nodeWs).Draw(t, "w")
+			l := testHash(pid)
+			proc := messages.ProcID{PID: pid, Start: 4000}
+			switch rapid.IntRange(0, 4).Draw(t, "kind") {
+			case 0: // a serve found, no spawned record (an older daemon's)
+				found = append(found, messages.ProcInfo{Proc: proc, Workspace: w, Verb: "serve", Launch: l})
+				serving[l], running[l] = true, true
+			case 1: // a serve found, the record naming its sandbox's bwrap
+				found = append(found, messages.ProcInfo{Proc: proc, Workspace: w, Verb: "serve", Launch: l})
+				spawned = append(spawned, messages.Spawned{Workspace: w, Launch: l, Proc: messages.ProcID{PID: pid + 1000, Start: 4000}})
+				serving[l], running[l] = true, true
+			case 2: // the process the record names runs on, no serve
+				found = append(found, messages.ProcInfo{Proc: proc, Workspace: w, Verb: "bind"})
+				spawned = append(spawned, messages.Spawned{Workspace: w, Launch: l, Proc: proc})
+				running[l] = true
+			case 3: // gone; its PID reused by a terminal session now
+				found = append(found, messages.ProcInfo{Proc: messages.ProcID{PID: pid, Start: 9000}, Workspace: w, Verb: "run"})
+				spawned = append(spawned, messages.Spawned{Workspace: w, Launch: l, Proc: proc})
+			default: // gone
+				spawned = append(spawned, messages.Spawned{Workspace: w, Launch: l, Proc: proc})
+			}
+		}
+		if len(spawned) > 0 && rapid.Bool().Draw(t, "twice") {
+			spawned = append(spawned, rapid.SampledFrom(spawned).Draw(t, "again"))
+		}
+		rapid.Permutation(spawned).Draw(t, "order")
+
+		resolving := map[string]messages.ResolveLaunch{}
+		adopted := map[string]int{}
+		step := func(msg messages.DaemonMessage) {
+			for _, e := range c.Step(now, msg) {
+				switch e := e.(type) {
+				case messages.ResolveLaunch:
+					l := e.Proc.Launch
+					if _, twice := resolving[l]; twice {
+						t.Fatalf("launch %s read twice", l)
+					}
+					if e.Gone == running[l] {
+						t.Fatalf("launch %s read as gone %v, but its session runs on: %v", l, e.Gone, running[l])
+					}
+					if !e.Gone && !serving[l] {
+						t.Fatalf("launch %s read for a process that serves nothing", l)
+					}
+					resolving[l] = e
+				case messages.Tell:
+					if a, ok := e.Msg.(messages.AdoptSession); ok {
+						adopted[a.Launch.Hash]++
+						if a.Gone != !running[a.Launch.Hash] || a.Proc.Workspace != e.To.Workspace {
+							t.Fatalf("adopted %s to %s; its session runs on: %v", a, e.To, running[a.Launch.Hash])
+						}
+					}
+				case messages.ClassifyArtifact:
+					t.Fatalf("a launch handled at start classified again: %s", e)
+				}
+			}
+		}
+		step(messages.Boot{Found: found, Spawned: spawned})
+		for l := range serving {
+			if _, ok := resolving[l]; !ok {
+				t.Fatalf("the serve of %s is not read", l)
+			}
+		}
+		for _, s := range spawned {
+			if _, ok := resolving[s.Launch]; !ok && !running[s.Launch] {
+				t.Fatalf("the spawned record of %s, gone, is not read", s.Launch)
+			}
+		}
+		reads := make([]string, 0, len(resolving))
+		for l := range resolving {
+			reads = append(reads, l)
+		}
+		sort.Strings(reads)
+		ok := map[string]bool{}
+		for _, l := range rapid.Permutation(reads).Draw(t, "answers") {
+			e := resolving[l]
+			if rapid.IntRange(0, 3).Draw(t, "fails") == 0 {
+				step(messages.LaunchResolved{Proc: e.Proc, Gone: e.Gone, Err: errors.New("no such artifact")})
+				continue
+			}
+			spec := testLaunch(0, false)
+			spec.Hash, spec.Workspace = l, e.Proc.Workspace
+			ok[l] = true
+			step(messages.LaunchResolved{Proc: e.Proc, Launch: &spec, Gone: e.Gone})
+		}
+		for _, l := range reads {
+			if want := boolInt(ok[l]); adopted[l] != want {
+				t.Fatalf("launch %s handed to its workspace %d times, want %d", l, adopted[l], want)
+			}
+			if ok[l] {
+				step(messages.LineRead{Line: messages.PostLine{Repository: "/srv/demo.fossil", Hash: l}})
+			}
+		}
+	})
 }

@@ -31,7 +31,8 @@ const (
 )
 
 // SessionCore decides for one session process, launched by the daemon (a
-// child) or found at start (adopted). On a stop, once the process has run
+// child) or found at start (adopted), or one a daemon before spawned that
+// ended while no daemon ran (found gone, D76: its end alone is written). On a stop, once the process has run
 // past its launch's wall limit (D40), once its cgroup has gone past its
 // memory or processes limit (D46), or once its model proxy says its tokens
 // are spent (D50), it sends TERM to the process group, and for a child
@@ -84,6 +85,12 @@ func (c *SessionCore) parent() messages.ActorAddr { return messages.WorkspaceAdd
 func (c *SessionCore) Start(now time.Time) []messages.DaemonEffect {
 	switch c.phase {
 	case sessRunning:
+		if c.st.FoundGone {
+			// It ended while no daemon ran (D76): nothing to watch, and
+			// how it ended is unknown; its end is written now.
+			c.end(now, messages.ExitUnknown, now)
+			break
+		}
 		if c.st.StartedAt.IsZero() && c.st.Launch.Wall != "" {
 			// A process whose start could not be read: its wall counts
 			// from now, and the hand-off keeps it from here on.
@@ -424,6 +431,7 @@ func (c *SessionCore) writeEnd() {
 		StopRequested:    c.st.StopRequestedAt != nil,
 		KilledAfterGrace: c.st.KillSent,
 		Attempt:          c.st.EndAttempts + 1,
+		FoundGone:        c.st.FoundGone,
 	})
 }
 
@@ -476,6 +484,12 @@ func (c *SessionCore) endWords() string {
 		s = "ended by " + c.st.Exit.Signal
 	case messages.EndSandboxFailed:
 		s = fmt.Sprintf("its sandbox failed to start (exit %d), so the session never ran", c.st.Exit.Code)
+	case messages.EndUnknown:
+		if c.st.FoundGone {
+			s = "ended while no daemon ran (found gone when the daemon started), so how it ended is unknown"
+			break
+		}
+		fallthrough
 	default:
 		s = "seen gone; the daemon was not its parent, so how it ended is unknown"
 	}

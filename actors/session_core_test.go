@@ -63,6 +63,8 @@ type sessionModel struct {
 	collects      int // collections asked and not answered
 	frozen        bool
 	gaveUp        bool
+	// gone: the session ended while no daemon ran (D76), found so.
+	gone bool
 }
 
 func (m *sessionModel) step(t *rapid.T, msg messages.DaemonMessage) {
@@ -152,6 +154,9 @@ func (m *sessionModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 			if (e.End.Status == messages.EndUnknown) == m.child {
 				t.Fatalf("an end note with the wrong status for a child=%v: %s", m.child, e)
 			}
+			if e.FoundGone != m.gone || (m.gone && !strings.Contains(e.End.Note, "ended while no daemon ran")) {
+				t.Fatalf("the end of a session found gone=%v: %s (%s)", m.gone, e, e.End.Note)
+			}
 			if e.End.Budget != m.budget {
 				t.Fatalf("the end note says budget %q, want %q", e.End.Budget, m.budget)
 			}
@@ -196,7 +201,19 @@ func (m *sessionModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 // (stale, duplicate, of other processes), timers firing late, watches, results
 // and failures, collections and restores from its own hand-off.
 func TestSessionCoreProperties(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+	rapid.Check(t, func(t *rapid.T) { sessionProperty(t, false) })
+}
+
+// TestSessionCoreFoundGone is TestSessionCoreProperties for a session a
+// daemon before spawned that ended while no daemon ran (D76): its end is
+// written at once, once, unknown and saying so; nothing is watched or
+// signaled, whatever comes.
+func TestSessionCoreFoundGone(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) { sessionProperty(t, true) })
+}
+
+func sessionProperty(t *rapid.T, gone bool) {
+	{
 		m := &sessionModel{now: time.Unix(1_000_000, 0), child: rapid.Bool().Draw(t, "child"), ci: rapid.Bool().Draw(t, "ci")}
 		m.proc = messages.ProcID{PID: 700, Start: 5000}
 		cfg := Config{Grace: 10 * time.Second, RetryAfter: time.Second, EndAttempts: 3}
@@ -206,6 +223,10 @@ func TestSessionCoreProperties(t *testing.T) {
 			m.wall, _ = messages.ParseWall("wall", wall)
 			m.started = m.now.Add(-time.Duration(rapid.IntRange(0, 90).Draw(t, "age")) * time.Second)
 			st.StartedAt = m.started
+		}
+		if gone {
+			st.Child, m.child = false, false
+			st.FoundGone, m.gone, m.ended = true, true, true
 		}
 		m.c = NewSessionCore(cfg, st)
 		m.apply(t, m.c.Start(m.now))
@@ -436,7 +457,7 @@ func TestSessionCoreProperties(t *testing.T) {
 				}
 			},
 		})
-	})
+	}
 }
 
 // TestEndNote: the end note's fields are the session core's (issue 11,

@@ -249,15 +249,21 @@ func (tr *transcript) do(cmd string) error {
 		}
 		return s.cgroups.reach(s, p, f[2], note)
 	case "boot":
-		var found []messages.ProcInfo
+		// boot W:PID@START:VERB[:LAUNCH]...: what the process table
+		// holds; W:PID@START:spawned:LAUNCH is a spawned record (D76).
+		var b messages.Boot
 		for _, a := range f[1:] {
 			p, err := tr.procInfo(a)
 			if err != nil {
 				return err
 			}
-			found = append(found, p)
+			if p.Verb == "spawned" {
+				b.Spawned = append(b.Spawned, messages.Spawned{Workspace: p.Workspace, Launch: p.Launch, Proc: p.Proc})
+				continue
+			}
+			b.Found = append(b.Found, p)
 		}
-		s.input(messages.Boot{Found: found})
+		s.input(b)
 	case "snapshot":
 		tr.snap++
 		s.input(messages.SnapshotRequest{Request: tr.snap})
@@ -472,13 +478,13 @@ func (tr *transcript) result(e messages.DaemonEffect, verb string, args []string
 		return r, nil
 	case messages.ResolveLaunch:
 		if verb == "error" {
-			return messages.LaunchResolved{Proc: e.Proc, Err: err}, nil
+			return messages.LaunchResolved{Proc: e.Proc, Gone: e.Gone, Err: err}, nil
 		}
 		l, err := tr.launch(args)
 		if err != nil {
 			return nil, err
 		}
-		return messages.LaunchResolved{Proc: e.Proc, Launch: &l}, nil
+		return messages.LaunchResolved{Proc: e.Proc, Launch: &l, Gone: e.Gone}, nil
 	case messages.ScanWorkspace:
 		r := messages.WorkspaceScanned{Workspace: e.Workspace, Purpose: e.Purpose, For: e.For, Err: err}
 		switch verb {

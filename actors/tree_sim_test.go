@@ -58,6 +58,15 @@ type world struct {
 	reaperPaused bool
 	zombies      []messages.ProcessExited
 	handoff      *messages.Handoff
+	// spawned are the spawned records on the host (D76), by launch:
+	// written once a spawn succeeds, removed with its end note.
+	spawnedRec map[string]messages.Spawned
+	// ended are the launches whose end note is on the record; halfDone
+	// those whose note a daemon killed before it removed the spawned
+	// record wrote.
+	ended    map[string]bool
+	halfDone map[string]bool
+	crashes  int
 
 	// what happened, for the invariants
 	delivered   map[string]bool // launch hashes that reached a workspace
@@ -74,7 +83,8 @@ func newWorld(t *rapid.T, cfg Config) *world {
 	w := &world{t: t, cfg: cfg, procs: map[messages.ProcID]*wproc{}, nextPID: 700,
 		launches: map[string]messages.LaunchSpec{}, checkins: map[string]string{}, tested: map[string]bool{}, own: map[string]bool{},
 		delivered: map[string]bool{}, refusals: map[string]int{}, spawned: map[string]int{},
-		spawning: map[messages.WorkspaceKey]int{}, endsOK: map[messages.ProcID]int{}, stopAsked: map[messages.ProcID]bool{}}
+		spawning: map[messages.WorkspaceKey]int{}, endsOK: map[messages.ProcID]int{}, stopAsked: map[messages.ProcID]bool{},
+		spawnedRec: map[string]messages.Spawned{}, ended: map[string]bool{}, halfDone: map[string]bool{}}
 	w.s = w.newSim(time.Unix(1_000_000, 0))
 	return w
 }
@@ -249,7 +259,7 @@ func (w *world) answer(p *pendingEffect, fail bool) bool {
 		r = res
 	case messages.ResolveLaunch:
 		l := w.launches[e.Proc.Launch]
-		r = messages.LaunchResolved{Proc: e.Proc, Launch: &l}
+		r = messages.LaunchResolved{Proc: e.Proc, Launch: &l, Gone: e.Gone}
 	case messages.ScanWorkspace:
 		res := messages.WorkspaceScanned{Workspace: e.Workspace, Purpose: e.Purpose, For: e.For, Err: err}
 		if err == nil {
@@ -266,6 +276,7 @@ func (w *world) answer(p *pendingEffect, fail bool) bool {
 		id := messages.ProcID{PID: w.nextPID, Start: 5000}
 		w.procs[id] = &wproc{id: id, w: e.Launch.Workspace, origin: messages.OriginDaemon, launch: e.Launch, alive: true}
 		w.spawned[e.Launch.Hash]++
+		w.spawnedRec[e.Launch.Hash] = messages.Spawned{Workspace: e.Launch.Workspace, Launch: e.Launch.Hash, Proc: id}
 		r = messages.SessionSpawned{Launch: e.Launch.Hash, Proc: id, At: s.now}
 	case messages.SignalProcess:
 		r = messages.ProcessSignaled{Proc: e.Proc, Signal: e.Signal}
@@ -273,7 +284,17 @@ func (w *world) answer(p *pendingEffect, fail bool) bool {
 		r = messages.RefusalWritten{Launch: e.Launch.Hash}
 	case messages.WriteEnd:
 		if err == nil {
-			w.endsOK[e.Proc]++
+			// As the writer: an end note of the launch on the record
+			// already (D6, D76) is not written again.
+			switch {
+			case !w.ended[e.Launch.Hash]:
+				w.endsOK[e.Proc]++
+				w.ended[e.Launch.Hash] = true
+			case !w.halfDone[e.Launch.Hash]:
+				w.t.Fatalf("a second end written for launch %s, whose end is on the record: %s", e.Launch.Hash, e)
+			}
+			delete(w.halfDone, e.Launch.Hash)
+			delete(w.spawnedRec, e.Launch.Hash)
 		}
 		r = messages.EndWritten{Proc: e.Proc, Err: err}
 	case messages.ReadResult:
@@ -376,6 +397,78 @@ func (w *world) exec(p *pendingEffect, fail bool) bool {
 	return true
 }
 
+// crash kills the daemon with KILL: its pending effects are lost (an end
+// note being written may be on the record, its spawned record not yet
+// removed), its children go on as orphans, and each session ends, or not,
+// while no daemon runs; then a new daemon starts with what it finds: the
+// processes that run, and the spawned records (D76).
+func (w *world) crash() {
+	w.crashes++
+	for _, p := range w.s.pending {
+		if e, ok := p.eff.(messages.WriteEnd); ok && !w.ended[e.Launch.Hash] && rapid.Bool().Draw(w.t, "noteWritten") {
+			w.t.Logf("crash: the end of %s is on the record, its spawned record left", e.Launch.Hash)
+			w.endsOK[e.Proc]++
+			w.ended[e.Launch.Hash] = true
+			w.halfDone[e.Launch.Hash] = true
+		}
+	}
+	for k := range w.spawning {
+		w.spawning[k] = 0
+	}
+	// A launch handed to a workspace that had not spawned it or refused
+	// it yet is lost with the daemon (D76 records the end of what was
+	// spawned); the hook hands the next daemon only what arrives after.
+	for h := range w.delivered {
+		if w.refusals[h]+w.spawned[h] == 0 {
+			w.t.Logf("crash: launch %s is lost with the daemon", h)
+			delete(w.delivered, h)
+		}
+	}
+	w.posted = nil
+	w.zombies, w.reaperPaused = nil, false // the dead stay dead, unreaped
+	var ps []*wproc
+	for _, p := range w.procs {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].id.PID < ps[j].id.PID })
+	var found []messages.ProcInfo
+	for _, p := range ps {
+		if p.origin == messages.OriginDaemon {
+			p.origin = messages.OriginOrphan
+		}
+		if p.alive && p.origin != messages.OriginTerminal && rapid.Bool().Draw(w.t, "endsMeanwhile") {
+			w.t.Logf("world: %s ends while no daemon runs", p.id)
+			p.alive = false
+			if p.launch.IsCI() && rapid.Bool().Draw(w.t, "leftResult") {
+				w.tested[p.launch.Checkin] = true
+				p.result = true
+			}
+		}
+		switch {
+		case !p.alive:
+		case p.origin == messages.OriginTerminal:
+			found = append(found, messages.ProcInfo{Proc: p.id, Workspace: p.w, Verb: "run", StartedBy: messages.OriginTerminal})
+		default:
+			found = append(found, messages.ProcInfo{Proc: p.id, Workspace: p.w, Verb: "serve", Launch: p.launch.Hash, StartedBy: messages.OriginOrphan})
+		}
+	}
+	old := w.s
+	w.s = w.newSim(old.now)
+	w.s.nextID = old.nextID
+	w.input(messages.Boot{Found: found, Spawned: w.spawnedList(), Listeners: w.listeners()})
+}
+
+// spawnedList is the spawned records on the host, in the order of their
+// launches.
+func (w *world) spawnedList() []messages.Spawned {
+	var out []messages.Spawned
+	for _, s := range w.spawnedRec {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Launch < out[j].Launch })
+	return out
+}
+
 func (w *world) deliverZombies() {
 	if w.reaperPaused {
 		return
@@ -447,7 +540,7 @@ func TestTreeProperties(t *testing.T) {
 		w.reviewer = rapid.Bool().Draw(t, "reviewer")
 
 		// The daemon starts with what it finds: orphans of a previous daemon
-		// and terminal sessions.
+		// (with the spawned records it wrote) and terminal sessions.
 		var found []messages.ProcInfo
 		for i := rapid.IntRange(0, 2).Draw(t, "orphans"); i > 0; i-- {
 			k := rapid.SampledFrom(treeWs).Draw(t, "w")
@@ -456,9 +549,10 @@ func TestTreeProperties(t *testing.T) {
 			w.nextPID++
 			id := messages.ProcID{PID: w.nextPID, Start: 4000}
 			w.procs[id] = &wproc{id: id, w: k, origin: messages.OriginOrphan, launch: l, alive: true}
+			w.spawnedRec[l.Hash] = messages.Spawned{Workspace: k, Launch: l.Hash, Proc: id}
 			found = append(found, messages.ProcInfo{Proc: id, Workspace: k, Verb: "serve", Launch: l.Hash, StartedBy: messages.OriginOrphan})
 		}
-		w.input(messages.Boot{Found: found, Listeners: w.listeners()})
+		w.input(messages.Boot{Found: found, Spawned: w.spawnedList(), Listeners: w.listeners()})
 
 		t.Repeat(map[string]func(*rapid.T){
 			"postLaunch": func(t *rapid.T) {
@@ -541,6 +635,12 @@ func TestTreeProperties(t *testing.T) {
 			"reexec": func(t *rapid.T) {
 				w.input(messages.LineRead{Line: messages.ReexecLine{}})
 			},
+			"crash": func(t *rapid.T) {
+				if w.crashes >= 2 {
+					t.Skip("two crashes are enough")
+				}
+				w.crash()
+			},
 			"": func(t *rapid.T) { w.check() },
 		})
 
@@ -598,6 +698,9 @@ func TestTreeProperties(t *testing.T) {
 				t.Fatalf("%s (%s) has %d end notes", p.id, p.origin, w.endsOK[p.id])
 			}
 		}
+		if left := w.spawnedList(); len(left) > 0 {
+			t.Fatalf("spawned records left once every end is written: %v", left)
+		}
 		if u := w.newestUntested(); u != "" {
 			t.Fatalf("check-in %s still waits on the listened branch after everything settled:\n%s", u, w.s.describe())
 		}
@@ -616,7 +719,7 @@ func TestTreeProperties(t *testing.T) {
 		old := w.s
 		w.s = w.newSim(old.now)
 		w.s.nextID = old.nextID
-		w.input(messages.Boot{Listeners: w.listeners()})
+		w.input(messages.Boot{Spawned: w.spawnedList(), Listeners: w.listeners()})
 		settle()
 		if u := w.newestUntested(); u != "" {
 			t.Fatalf("check-in %s, arrived while no daemon ran, still waits after the next daemon settled:\n%s", u, w.s.describe())

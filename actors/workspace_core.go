@@ -468,13 +468,22 @@ func (c *WorkspaceCore) budgetSpent(m messages.BudgetSpent) {
 	c.log(slog.LevelInfo, "a budget spent by a launch no session here runs", wsAttr(c.key), slog.String(KeyLaunch, m.Launch))
 }
 
+// adopt starts the session actor of a process found at start; or of a
+// session that ended while no daemon ran (Gone, D76), which holds the
+// workspace no more: it only writes its end.
 func (c *WorkspaceCore) adopt(m messages.AdoptSession) {
 	if _, ok := c.sessions[m.Proc.Proc]; ok {
 		return
 	}
+	for _, s := range c.sessions {
+		if s.launch.Hash == m.Launch.Hash {
+			c.log(slog.LevelInfo, "a session of this launch is known already", wsAttr(c.key), slog.String(KeyLaunch, m.Launch.Hash), pidAttr(m.Proc.Proc))
+			return
+		}
+	}
 	c.launches.add(m.Launch.Hash)
-	c.addSession(m.Proc.Proc, &wsSession{launch: m.Launch})
-	st := messages.SessionState{Workspace: c.key, Proc: m.Proc.Proc, Launch: m.Launch, StartedAt: m.Proc.Started}
+	c.addSession(m.Proc.Proc, &wsSession{launch: m.Launch, ended: m.Gone})
+	st := messages.SessionState{Workspace: c.key, Proc: m.Proc.Proc, Launch: m.Launch, StartedAt: m.Proc.Started, FoundGone: m.Gone}
 	c.startChild(messages.StartActor{Addr: messages.SessionAddr(c.key, m.Proc.Proc), Session: &st})
 }
 

@@ -247,6 +247,21 @@ func (w Workspace) Listening(record string) (string, error) {
 	return filepath.Join(w.ListeningDir, record), nil
 }
 
+// SpawnedDir is Held/spawned: one file per session the daemon spawned in
+// the workspace whose end note is not yet on the record (D76), each named
+// by its launch (SpawnedFile), holding messages.Spawned. It is the node's,
+// out of every sandbox's reach: the agent's workspace holds nothing the
+// node believes about how its session ended (docs/trust.md).
+func (w Workspace) SpawnedDir() string { return filepath.Join(w.Held, "spawned") }
+
+// SpawnedFile is SpawnedDir/LAUNCH for a full launch hash.
+func (w Workspace) SpawnedFile(launch string) (string, error) {
+	if err := messages.ValidateHash(launch); err != nil {
+		return "", err
+	}
+	return filepath.Join(w.SpawnedDir(), launch), nil
+}
+
 // OwnEntries are the names the workspace directory itself holds; a home bound
 // inside the workspace by its last name may not take one of them.
 var OwnEntries = []string{"clone", "tree", "binding.json", "session"}

@@ -133,7 +133,7 @@ var cliRunners = []cliRunner{
 // the post on the record as the agent's and the tool's answer back to the
 // model; a refused call (outside own_thread), its refusal back to the
 // model; the conversation going on across a re-exec of the daemon and a
-// restart of the session; and a model that answers 500, 429 or a stream
+// second start on the record, refused (D76); and a model that answers 500, 429 or a stream
 // that breaks, each turn posted as the runner's one failure line. Every
 // request reached the model with the node's key, and the node's tools
 // were in front of the model.
@@ -220,15 +220,19 @@ func TestAgentCLIs(t *testing.T) {
 			if reqs := requests(); len(reqs) == 0 || !strings.Contains(string(reqs[0].Body), "hello there") {
 				t.Errorf("after the re-exec the model was not given the conversation so far")
 			}
-			// ... and a restart of the session on its record.
+			// ... and a start on its record, refused: a create record's
+			// agent runs once (D76), and the running one goes on.
 			launched := len(notesOn[*messages.LaunchNote](c.testNode, record))
-			c.must(c.srv.AdminLogin, "session", "start", login+"/demo", "--record", record, "--kind", "llm", "--runner", r.runner,
-				"--model", r.model, "--lifetime", "stays", "--hears", person)
-			c.waitFor("the restart's launch", func() bool { return len(notesOn[*messages.LaunchNote](c.testNode, record)) > launched })
-			c.awaitListening(login)
-			c.turn(login, record, "after the restart")
+			if a, _ := c.answer(c.srv.AdminLogin, "session", "start", login+"/demo", "--record", record, "--kind", "llm", "--runner", r.runner,
+				"--model", r.model, "--lifetime", "stays", "--hears", person); a.Stopped == nil || !strings.Contains(*a.Stopped, "has had its run") {
+				t.Errorf("a second start on the record: %+v; want refused (D76)", a)
+			}
+			if got := len(notesOn[*messages.LaunchNote](c.testNode, record)); got != launched {
+				t.Errorf("the refused start wrote %d launch notes", got-launched)
+			}
+			c.turn(login, record, "after the refused start")
 			if reqs := requests(); len(reqs) == 0 || !strings.Contains(string(reqs[0].Body), "hello there") || !strings.Contains(string(reqs[0].Body), "after the re-exec") {
-				t.Errorf("after the restart the model was not given the conversation so far")
+				t.Errorf("after the refused start the model was not given the conversation so far")
 			}
 
 			for _, fail := range []string{"fail 500", "fail 429", "fail broken"} {

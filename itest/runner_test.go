@@ -95,8 +95,9 @@ func chatCall(id, tool string, args map[string]any) string {
 // against a stand-in model server on 127.0.0.1 reached through the node's
 // model proxy, answers a person's post, calls OCX's post tool through MCP
 // from inside its sandbox, and continues the same conversation on the next
-// post, across a re-exec of the daemon and a restart of the session on the
-// same record: the server sees the earlier turns' history. The key is the proxy's
+// post, across a re-exec of the daemon and a start on the same record that
+// is refused (D76: the record's agent runs once): the server sees the
+// earlier turns' history. The key is the proxy's
 // alone: it reaches the server and nothing the session wrote.
 func TestNativeSessionEndToEnd(t *testing.T) {
 	needs(t, "ocxd", "workspace", "llm ocx-runner-native")
@@ -164,25 +165,20 @@ func TestNativeSessionEndToEnd(t *testing.T) {
 	if strings.TrimSpace(second.Text) != "native answer two" {
 		t.Fatalf("the answer to the second post: %+v", second)
 	}
-	// Turn 3, after a restart of the session on the same record: the
-	// conversation goes on from the session's directory.
+	// A start of the session on the same record is refused: a create
+	// record's agent runs once (D76), and the running one is left alone.
 	launched := len(notesOn[*messages.LaunchNote](n, record))
-	n.must(admin, "session", "start", "native-7/demo", "--record", record, "--kind", "llm", "--runner", "native",
-		"--model", "standin-chat", "--lifetime", "stays", "--hears", person)
-	n.waitFor("the restarted session to listen", func() bool {
-		if len(notesOn[*messages.LaunchNote](n, record)) <= launched {
-			return false
-		}
-		for _, s := range n.status().Sessions {
-			if s.Login == "native-7" && s.Listening {
-				return true
-			}
-		}
-		return false
-	})
+	if a, _ := n.answer(admin, "session", "start", "native-7/demo", "--record", record, "--kind", "llm", "--runner", "native",
+		"--model", "standin-chat", "--lifetime", "stays", "--hears", person); a.Stopped == nil || !strings.Contains(*a.Stopped, "has had its run") {
+		t.Errorf("a second start on the record: %+v; want refused (D76)", a)
+	}
+	if got := len(notesOn[*messages.LaunchNote](n, record)); got != launched {
+		t.Errorf("the refused start wrote %d launch notes", got-launched)
+	}
+	// Turn 3: the conversation goes on.
 	third := n.result(person, "post", "--to", record, "--text", "a third time")
 	if got := n.awaitReplyBy("native-7", record, third); strings.TrimSpace(got.Text) != "native answer three" {
-		t.Fatalf("the answer after the restart: %+v", got)
+		t.Fatalf("the answer to the third post: %+v", got)
 	}
 	reqs := model.requests()
 	if len(reqs) != 4 {
@@ -209,7 +205,7 @@ func TestNativeSessionEndToEnd(t *testing.T) {
 		t.Errorf("turn 2, after the re-exec, does not continue turn 1's conversation:\n%s", j)
 	}
 	if j := joined(reqs[3]); !strings.Contains(j, "hello there") || !strings.Contains(j, "native answer two") || !strings.Contains(j, "a third time") {
-		t.Errorf("turn 3, after the restart, does not continue the conversation:\n%s", j)
+		t.Errorf("turn 3 does not continue the conversation:\n%s", j)
 	}
 	for i, r := range reqs {
 		if r.Auth != "Bearer "+key {

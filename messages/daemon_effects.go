@@ -28,9 +28,11 @@ type ClassifyArtifact struct {
 }
 
 // ResolveLaunch asks for the launch note a running `workspace serve` process
-// found at start serves. Result: LaunchResolved.
+// found at start serves; or, Gone, the launch of a session a daemon before
+// spawned that ended while no daemon ran (D76). Result: LaunchResolved.
 type ResolveLaunch struct {
 	Proc ProcInfo
+	Gone bool
 }
 
 // WriteRefusal writes a refusal note, as the node user, replying to a launch
@@ -57,6 +59,10 @@ type WriteEnd struct {
 	StopRequested    bool
 	KilledAfterGrace bool
 	Attempt          int
+	// FoundGone says the session ended while no daemon ran (D76): an end
+	// note answering its launch, of whatever process, is its end, written
+	// by a daemon that adopted it; none is written beside it.
+	FoundGone bool
 }
 
 // ReadUsage asks, once a session's process has ended, for its use of the
@@ -314,7 +320,11 @@ func (e ClassifyArtifact) String() string {
 }
 
 func (e ResolveLaunch) String() string {
-	return "resolve launch " + daemonShort(e.Proc.Launch) + " of " + e.Proc.Workspace.String() + " pid " + e.Proc.Proc.String()
+	s := "resolve launch " + daemonShort(e.Proc.Launch) + " of " + e.Proc.Workspace.String() + " pid " + e.Proc.Proc.String()
+	if e.Gone {
+		s += ", ended while no daemon ran"
+	}
+	return s
 }
 
 func (e WriteRefusal) String() string {
@@ -340,6 +350,9 @@ func (e WriteEnd) String() string {
 		s += ", killed after the grace"
 	case e.StopRequested:
 		s += ", stop requested"
+	}
+	if e.FoundGone {
+		s += ", ended while no daemon ran"
 	}
 	if e.End.Checkin != "" {
 		s += ", tested " + daemonShort(e.End.Checkin) + ": " + string(e.End.Result)

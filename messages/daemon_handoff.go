@@ -96,6 +96,9 @@ type SessionState struct {
 	EndAttempts int `json:"end_attempts,omitempty"`
 	// EndWritten says the end note is on the record.
 	EndWritten bool `json:"end_written,omitempty"`
+	// FoundGone says the process ended while no daemon ran: a daemon that
+	// started found its spawned record and not the process (D76).
+	FoundGone bool `json:"found_gone,omitempty"`
 }
 
 // The phases of a branch listener (docs/daemon.md).
@@ -161,9 +164,12 @@ func (w WorkspaceState) Summary() string {
 func (s SessionState) Summary() string {
 	var b strings.Builder
 	b.WriteString("session " + s.Proc.String())
-	if s.Child {
+	switch {
+	case s.Child:
 		b.WriteString(" child")
-	} else {
+	case s.FoundGone:
+		b.WriteString(" found gone")
+	default:
 		b.WriteString(" adopted")
 	}
 	b.WriteString(" launch " + daemonShort(s.Launch.Hash))

@@ -40,6 +40,10 @@ type ProcessExited struct {
 // record its end, and restarts nothing.
 type Boot struct {
 	Found []ProcInfo
+	// Spawned are the sessions a daemon before this one spawned whose end
+	// note is not on the record (D76): each whose process is not among
+	// Found ended while no daemon ran, and its end is written now.
+	Spawned []Spawned
 	// Listeners are the node's branch listeners: each `completes` one looks
 	// at what waits on its branch (D42), which may have arrived while no
 	// daemon ran.
@@ -91,7 +95,9 @@ type ArtifactClassified struct {
 type LaunchResolved struct {
 	Proc   ProcInfo
 	Launch *LaunchSpec
-	Err    error
+	// Gone is ResolveLaunch's: the process ended while no daemon ran.
+	Gone bool
+	Err  error
 }
 
 // WorkspaceScanned is ScanWorkspace's result: the processes that name the
@@ -278,10 +284,13 @@ type BudgetSpent struct {
 	Used      uint64
 }
 
-// AdoptSession gives a workspace a `workspace serve` process found at start.
+// AdoptSession gives a workspace a `workspace serve` process found at
+// start; or, Gone, a session a daemon before spawned that ended while no
+// daemon ran (D76), whose end is to be written.
 type AdoptSession struct {
 	Proc   ProcInfo
 	Launch LaunchSpec
+	Gone   bool
 }
 
 // StopSession asks a session to stop: TERM, then KILL after the grace if the
@@ -470,6 +479,9 @@ func (m Boot) String() string {
 	for _, p := range m.Found {
 		s += "; " + p.Workspace.String() + " " + p.String()
 	}
+	for _, sp := range m.Spawned {
+		s += "; " + sp.String()
+	}
 	return s + listenedSuffix(m.Listeners)
 }
 
@@ -510,6 +522,9 @@ func (m ArtifactClassified) String() string {
 
 func (m LaunchResolved) String() string {
 	s := "resolved " + m.Proc.String()
+	if m.Gone {
+		s += " (ended while no daemon ran)"
+	}
 	if m.Err != nil {
 		return s + errSuffix(m.Err)
 	}
@@ -658,7 +673,13 @@ func (m CheckinArrived) String() string {
 
 func (m StopWorkspace) String() string { return "stop workspace " + m.Workspace.String() }
 
-func (m AdoptSession) String() string { return "adopt " + m.Proc.String() + " " + m.Launch.String() }
+func (m AdoptSession) String() string {
+	s := "adopt " + m.Proc.String() + " " + m.Launch.String()
+	if m.Gone {
+		s += ", ended while no daemon ran"
+	}
+	return s
+}
 
 func (StopSession) String() string { return "stop session" }
 

@@ -163,8 +163,9 @@ func decodeResponse(v any, where string) (*Response, error) {
 // done, lost when the node could not tell how it ended, else exited. The
 // note says the process's end in words and the report's summary; it is
 // made of what the end note and the report say alone, so the same end
-// always gives the same response.
-func ResponseFor(record string, end *EndNote, stopRequested bool, report *ReportNote) Response {
+// always gives the same response. foundGone says the run ended while no
+// daemon ran (D76): the note says so, beside its unknown status.
+func ResponseFor(record string, end *EndNote, stopRequested, foundGone bool, report *ReportNote) Response {
 	r := Response{Answers: record}
 	switch {
 	case end.Budget != "":
@@ -181,6 +182,9 @@ func ResponseFor(record string, end *EndNote, stopRequested bool, report *Report
 		r.Outcome = ResponseExited
 	}
 	note := end.StatusString()
+	if foundGone && end.Status == EndUnknown {
+		note += ": it ended while no daemon ran"
+	}
 	if end.Budget != "" {
 		note += ", past its " + end.Budget + " limit"
 	}

@@ -162,20 +162,23 @@ func TestResponseFor(t *testing.T) {
 	for _, c := range []struct {
 		end     EndNote
 		stop    bool
+		gone    bool
 		report  *ReportNote
 		outcome ResponseOutcome
 		note    string
 	}{
-		{signaled, true, done, ResponseStopped, "signaled SIGTERM; its agent's last report: done: docs in step"},
-		{wall, true, done, ResponseBudget, "signaled SIGTERM, past its wall limit; its agent's last report: done: docs in step"},
-		{EndNote{Status: EndSandboxFailed, ExitCode: &one}, false, nil, ResponseFailed, "sandbox-failed 1"},
-		{exited, false, failed, ResponseFailed, "exited 0; its agent's last report: failed"},
-		{exited, false, done, ResponseDone, "exited 0; its agent's last report: done: docs in step"},
-		{EndNote{Status: EndUnknown}, false, nil, ResponseLost, "unknown"},
-		{exited, false, nil, ResponseExited, "exited 0"},
-		{signaled, false, nil, ResponseExited, "signaled SIGTERM"},
+		{signaled, true, false, done, ResponseStopped, "signaled SIGTERM; its agent's last report: done: docs in step"},
+		{wall, true, false, done, ResponseBudget, "signaled SIGTERM, past its wall limit; its agent's last report: done: docs in step"},
+		{EndNote{Status: EndSandboxFailed, ExitCode: &one}, false, false, nil, ResponseFailed, "sandbox-failed 1"},
+		{exited, false, false, failed, ResponseFailed, "exited 0; its agent's last report: failed"},
+		{exited, false, false, done, ResponseDone, "exited 0; its agent's last report: done: docs in step"},
+		{EndNote{Status: EndUnknown}, false, false, nil, ResponseLost, "unknown"},
+		{EndNote{Status: EndUnknown}, false, true, nil, ResponseLost, "unknown: it ended while no daemon ran"},
+		{EndNote{Status: EndUnknown}, false, true, done, ResponseDone, "unknown: it ended while no daemon ran; its agent's last report: done: docs in step"},
+		{exited, false, false, nil, ResponseExited, "exited 0"},
+		{signaled, false, false, nil, ResponseExited, "signaled SIGTERM"},
 	} {
-		r := ResponseFor(responseRecord, &c.end, c.stop, c.report)
+		r := ResponseFor(responseRecord, &c.end, c.stop, c.gone, c.report)
 		if r.Outcome != c.outcome || r.Note != c.note || r.Answers != responseRecord {
 			t.Errorf("%s stop=%v report=%v: %+v; want %s %q", c.end.StatusString(), c.stop, c.report, r, c.outcome, c.note)
 		}

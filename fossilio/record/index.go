@@ -52,6 +52,9 @@ type Index struct {
 	// launches are the launch notes of each workspace, whoever sent them
 	// (who counts is checked when one is used), in the server's order.
 	launches map[messages.WorkspaceKey][]Entry
+	// taskRecords are the records' first posts OneRun read, by hash (nil
+	// until the first): what each holds of a protocol v1 record.
+	taskRecords map[string]taskRecord
 	// definitions are the session and workspace definitions by hash,
 	// wherever they stand (a launch names them so; posts do not change).
 	definitions map[string]Entry
@@ -708,5 +711,15 @@ func (x *Index) WouldLaunch(ctx context.Context, sender string, on Entry, n *mes
 	if e.Ticket {
 		e.InReplyTo = ""
 	}
-	return x.resolve(ctx, e, n)
+	v, err := x.resolve(ctx, e, n)
+	if err != nil || v.Spec == nil || v.Spec.IsCI() {
+		return v, err
+	}
+	// The note is not written yet: every launch on the record, on among
+	// them, comes before it.
+	why, err := x.OneRun(ctx, v.Spec.Workspace, e.Record, nil)
+	if err != nil || why == "" {
+		return v, err
+	}
+	return x.refuse(ctx, e, n.Login, why), nil
 }

@@ -23,8 +23,25 @@ type Verdict struct {
 
 // LaunchVerdict says what the post or ticket change e means to the daemon.
 // The spec it launches names the record and the definitions; the release
-// directory is for the daemon to resolve.
+// directory is for the daemon to resolve. A launch on a protocol v1 record
+// whose agent has had its run is refused (OneRun, D76).
 func (x *Index) LaunchVerdict(ctx context.Context, e Entry) (Verdict, error) {
+	v, err := x.Described(ctx, e)
+	if err != nil || v.Spec == nil || v.Spec.IsCI() {
+		return v, err
+	}
+	n := e.Note.(*messages.LaunchNote)
+	why, err := x.OneRun(ctx, v.Spec.Workspace, e.Record, &e)
+	if err != nil || why == "" {
+		return v, err
+	}
+	return x.refuse(ctx, e, n.Login, why), nil
+}
+
+// Described is LaunchVerdict without D76's rule: what a launch note
+// describes, for a session that runs already (a process found at start
+// serves it) or ran, whose launch is not being decided.
+func (x *Index) Described(ctx context.Context, e Entry) (Verdict, error) {
 	n, isLaunch := e.Note.(*messages.LaunchNote)
 	if !isLaunch {
 		if c, meant := launchClaim(e); meant {

@@ -411,7 +411,7 @@ func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 		d.log.Warn("the host's boot time cannot be read; a session found at start counts its wall limit from then", actors.ErrAttr(err))
 	}
 	d.procs = procs.NewTable(d.table, boot)
-	d.records = newRecords(repos, d.layout, d.rel, d.log, recordHost{procs: d.procs, support: d.reaper.runSupport})
+	d.records = newRecords(repos, d.layout, d.rel, d.log, recordHost{procs: d.procs, support: d.reaper.runSupport, forgetSpawned: d.reaper.forgetSpawned})
 	d.runs = runengine.New(runengine.Deps{Config: d.cfg, Layout: d.layout, Root: d.root, Repos: repos,
 		Fossil: d.records.fossil, WriteNote: d.records.writeNote, Signal: d.reaper.Signal, Support: d.reaper.runSupport,
 		Release: d.rel.Dir, ReleaseRoot: d.rel.Root(), Log: d.log, Send: d.send, Fresh: d.remote.isFresh(d.cfg)})
@@ -498,14 +498,26 @@ func (d *instance) boot(limits *procs.Limits) {
 	for _, l := range looks {
 		d.log.Warn("found a process that only looks like a session; not adopted", slog.String(actors.KeyPID, l.ID.String()), slog.String("why", l.String()))
 	}
-	d.records.setFound(dirs)
+	// The sessions a daemon before spawned whose end is not on the record
+	// (D76): those found gone ended while no daemon ran. Read after the
+	// process table, so that a session whose record is read is one the
+	// table said runs or not; with the table unreadable none is taken as
+	// gone.
+	var spawned []messages.Spawned
+	if err == nil {
+		var serr error
+		if spawned, serr = d.reaper.spawnedRecords(); serr != nil {
+			d.log.Error("the spawned records cannot be read at start; sessions that ended while no daemon ran get their end at a later start", actors.ErrAttr(serr))
+		}
+	}
+	d.records.setFound(dirs, spawned)
 	// The node's runs (seed 004, section 10): those in its care, and
 	// those it finds lost, ended so once their actors start.
 	runs, err := d.runs.Boot(context.Background())
 	if err != nil {
 		d.log.Error("the node's runs cannot be checked at start; `runs check` checks them again", actors.ErrAttr(err))
 	}
-	d.send(messages.Boot{Found: found, Listeners: d.records.Listeners(context.Background()), Runs: runs})
+	d.send(messages.Boot{Found: found, Spawned: spawned, Listeners: d.records.Listeners(context.Background()), Runs: runs})
 	// What arrived for the sessions in care while no daemon ran.
 	d.reaper.open(func(e messages.ProcessExited) { d.send(e) })
 	d.log.Info("started", slog.String("agents", d.layout.Root()), slog.Int("found", len(found)), slog.Duration("grace", d.opts.Grace))

@@ -120,13 +120,15 @@ func (r *records) argvOf(p messages.ProcInfo) []string {
 
 // WriteEnd records a session's end on its record, once per process (D6): an
 // end note of the same launch, PID and start time already there means it was
-// written before (a retry, or a daemon that restarted).
+// written before (a retry, or a daemon that restarted); for a session found
+// gone (D76), any end note of its launch. Once the note is on the record,
+// the session's spawned record is removed.
 func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 	x, err := r.indexOf(n.Launch)
 	if err != nil {
 		return err
 	}
-	done, err := x.Idx.Ended(ctx, n.Launch.Hash, n.Proc.PID, n.Proc.Start)
+	done, err := r.ended(ctx, x, n)
 	if err != nil {
 		return err
 	}
@@ -134,7 +136,11 @@ func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 		r.log.Info("end note already on the record", slog.String(actors.KeyLaunch, n.Launch.Hash), slog.String(actors.KeyPID, n.Proc.String()))
 		// A daemon that wrote the note and ended before withdrawing
 		// withdraws now; taking nothing from a user with nothing is a no-op.
-		return r.withdrawResponded(ctx, x, n)
+		if err := r.withdrawResponded(ctx, x, n); err != nil {
+			return err
+		}
+		r.forget(n)
+		return nil
 	}
 	note := &n.End
 	block, err := note.Encode()
@@ -154,7 +160,42 @@ func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 		return err
 	}
 	text := fmt.Sprintf("The session of %s (pid %d) ended: %s.\n\n%s", n.Launch.Workspace, n.Proc.PID, note.Note, block)
-	return r.write(ctx, x, n.Launch.Hash, text, "end")
+	if err := r.write(ctx, x, n.Launch.Hash, text, "end"); err != nil {
+		return err
+	}
+	r.forget(n)
+	return nil
+}
+
+// ended says whether the end of n's session is on the record (D6): the
+// node user's end note of its process; for a session found gone (D76),
+// one of its launch by any process, which a daemon that adopted it wrote.
+func (r *records) ended(ctx context.Context, x *noderepos.Index, n messages.WriteEnd) (bool, error) {
+	if !n.FoundGone {
+		return x.Idx.Ended(ctx, n.Launch.Hash, n.Proc.PID, n.Proc.Start)
+	}
+	rs, err := x.Idx.Replies(ctx, n.Launch.Hash)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range rs {
+		if _, ok := e.Note.(*messages.EndNote); ok {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// forget removes the spawned record of n's session once its end note is
+// on the record (D76); a record left is written again by nobody, and only
+// makes the next start look at the launch, find its end, and forget it.
+func (r *records) forget(n messages.WriteEnd) {
+	if r.forgetSpawned == nil {
+		return
+	}
+	if err := r.forgetSpawned(n.Launch.Workspace, n.Launch.Hash); err != nil {
+		r.log.Warn("a session's spawned record is not removed; the next start finds its end written", slog.String(actors.KeyLaunch, n.Launch.Hash), actors.ErrAttr(err))
+	}
 }
 
 // respondAttempts is how many attempts of an end's write may fail on its
@@ -166,11 +207,11 @@ const respondAttempts = 3
 // record's node user (seed 001 E5: only the node user's counts), replying to the record, when the ended session's
 // launch is one of such a record: its outcome and note from the end note,
 // whether a stop ended it, and the agent's last report since the launch
-// (messages.ResponseFor). It is written once: a response that
-// record.ResponseOf finds counting for this launch, saying exactly this
-// outcome and note, is one an earlier attempt or an earlier daemon wrote
-// (one the agent wrote saying anything else does not stop this one, which
-// comes after it and so is the one that counts).
+// (messages.ResponseFor). It is written once per record (E5, D76): a
+// response that record.ResponseOf finds counting on the record (an earlier
+// attempt's, an earlier daemon's, an earlier run's) is the one, and none
+// is written beside it; one the agent or anyone else wrote never counts,
+// and so stops nothing.
 func (r *records) respond(ctx context.Context, x *noderepos.Index, n messages.WriteEnd) error {
 	login, rec := n.Launch.Workspace.Login, n.Launch.Record
 	v1, err := r.isTaskRecord(ctx, x, rec, login)
@@ -188,6 +229,17 @@ func (r *records) respond(ctx context.Context, x *noderepos.Index, n messages.Wr
 
 func (r *records) writeResponse(ctx context.Context, x *noderepos.Index, n messages.WriteEnd) error {
 	login, rec := n.Launch.Workspace.Login, n.Launch.Record
+	// Each record gets exactly one (E5, D76): a response of the node
+	// user's that answers the record, of this launch's run (an earlier
+	// attempt, an earlier daemon) or of any other, is the one.
+	have, found, err := record.ResponseOf(ctx, x.Repo, rec, r.cfg.User, "", "")
+	if err != nil {
+		return err
+	}
+	if found {
+		r.log.Info("the record has its response already; no second is written", slog.String(actors.KeyLaunch, n.Launch.Hash), slog.String(actors.KeyHash, have.Hash))
+		return nil
+	}
 	var report *messages.ReportNote
 	if _, launch, ok, err := x.Idx.Artifact(ctx, n.Launch.Hash); err != nil {
 		return fmt.Errorf("the response to %s: read its launch: %w", rec, err)
@@ -200,15 +252,7 @@ func (r *records) writeResponse(ctx context.Context, x *noderepos.Index, n messa
 			report = e.Note.(*messages.ReportNote)
 		}
 	}
-	resp := messages.ResponseFor(rec, &n.End, n.StopRequested, report)
-	have, found, err := record.ResponseOf(ctx, x.Repo, rec, r.cfg.User, n.Launch.Hash, "")
-	if err != nil {
-		return err
-	}
-	if found && *have.Response == resp {
-		r.log.Info("the record's response is already written", slog.String(actors.KeyLaunch, n.Launch.Hash), slog.String(actors.KeyHash, have.Hash))
-		return nil
-	}
+	resp := messages.ResponseFor(rec, &n.End, n.StopRequested, n.FoundGone, report)
 	block, err := resp.Encode()
 	if err != nil {
 		return fmt.Errorf("the response to %s: %w", rec, err)
@@ -285,33 +329,7 @@ func (r *records) withdrawResponded(ctx context.Context, x *noderepos.Index, n m
 // isTaskRecord says whether hash, a launch's record, is a protocol v1
 // record that counts for login on this node (D35).
 func (r *records) isTaskRecord(ctx context.Context, x *noderepos.Index, hash, login string) (bool, error) {
-	if hash == "" {
-		return false, nil
-	}
-	info, err := x.Repo.Info(ctx, hash)
-	if errors.Is(err, fossilio.ErrNotFound) {
-		// A ticket's id names no artifact: a ticket is never a v1 record.
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("read the record %s: %w", hash, err)
-	}
-	if info.Kind != fossilio.KindPost || info.InReplyTo != "" || info.Edit {
-		return false, nil
-	}
-	post, err := x.Repo.Post(ctx, info.Hash)
-	if err != nil {
-		return false, fmt.Errorf("read the record %s: %w", hash, err)
-	}
-	rec, err := messages.ReadTaskRecord([]byte(post.Text))
-	if err != nil || rec.User != login || rec.Node != r.cfg.User {
-		return false, nil
-	}
-	ok, err := x.Repo.Privileged(ctx, post.Sender)
-	if err != nil {
-		return false, fmt.Errorf("read the record %s's sender: %w", hash, err)
-	}
-	return ok, nil
+	return record.IsTaskRecord(ctx, x.Repo, hash, login, r.cfg.User)
 }
 
 // WriteLaunch writes a CI launch note as the node user on the listener's

@@ -214,6 +214,7 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if err != nil {
 		return none, err
 	}
+	r.keepSpawned(ws, messages.Spawned{Workspace: key, Launch: l.Hash, Proc: p, Release: dir})
 	r.recordSandbox(ws, p)
 	r.log.Info("spawned", slog.String(actors.KeyWorkspace, key.String()), slog.String(actors.KeyLaunch, l.Hash),
 		slog.String(actors.KeyPID, p.String()), slog.String("release", dir))
@@ -545,6 +546,69 @@ func (r *reaper) recordSandbox(ws host.Workspace, id messages.ProcID) {
 	}
 	r.log.Debug("sandbox recorded", slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String(actors.KeyPID, id.String()),
 		slog.String("init", rec.Init.String()), slog.Uint64("pid_namespace", rec.PIDNamespace))
+}
+
+// keepSpawned keeps, in ws's held directory, the spawned record of a
+// session just spawned (D76), so that a daemon that starts after it ended
+// while none ran writes its end. It is removed once its end note is on the
+// record (forgetSpawned). A failure is logged: the session runs, but an
+// end while no daemon runs would not be found.
+func (r *reaper) keepSpawned(ws host.Workspace, s messages.Spawned) {
+	if r.root == nil {
+		return
+	}
+	if err := unixhost.WriteSpawned(r.root, ws, s); err != nil {
+		r.log.Warn("the session's spawned record is not kept: should it end while no daemon runs, its end will not be written",
+			slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String(actors.KeyLaunch, s.Launch), slog.String(actors.KeyPID, s.Proc.String()), actors.ErrAttr(err))
+	}
+}
+
+// forgetSpawned removes the spawned record of launch in workspace w: its
+// end note is on the record.
+func (r *reaper) forgetSpawned(w messages.WorkspaceKey, launch string) error {
+	if r.root == nil {
+		return nil
+	}
+	ws, err := r.layout.Workspace(w)
+	if err != nil {
+		return err
+	}
+	return unixhost.ForgetSpawned(r.root, ws, launch)
+}
+
+// spawnedRecords reads the spawned records of every workspace of the
+// agents root (each login's directory but the node user's, each project of
+// node.json), for the daemon's start (D76): a session each whose end note
+// is not on the record. A record that does not read is logged and left.
+func (r *reaper) spawnedRecords() ([]messages.Spawned, error) {
+	if r.root == nil {
+		return nil, nil
+	}
+	entries, err := r.root.ReadDir(r.layout.Root())
+	if err != nil {
+		return nil, fmt.Errorf("list the agents root: %w", err)
+	}
+	projects := r.cfg.ProjectNames()
+	var out []messages.Spawned
+	for _, e := range entries {
+		if !e.IsDir() || messages.ValidateLogin(e.Name()) != nil || e.Name() == r.cfg.User {
+			continue
+		}
+		for _, project := range projects {
+			ws, err := r.layout.Workspace(messages.WorkspaceKey{Login: e.Name(), Project: project})
+			if err != nil {
+				continue
+			}
+			got, bad, err := unixhost.ReadSpawned(r.root, ws)
+			for _, b := range append(bad, err) {
+				if b != nil {
+					r.log.Warn("a spawned record is passed over", slog.String(actors.KeyWorkspace, ws.Key.String()), actors.ErrAttr(b))
+				}
+			}
+			out = append(out, got...)
+		}
+	}
+	return out, nil
 }
 
 // forgetSandbox removes the record of the sandbox bwrap ran for w once it

@@ -47,6 +47,9 @@ type records struct {
 	scan func(context.Context, messages.WorkspaceKey) ([]messages.ProcInfo, error)
 	// runs reads seed 004's runs on the record.
 	runs *runengine.Record
+	// forgetSpawned removes a session's spawned record once its end note
+	// is on the record (D76); nil forgets nothing.
+	forgetSpawned func(messages.WorkspaceKey, string) error
 }
 
 // recordHost is what the records read of the host: the process table, for
@@ -55,23 +58,35 @@ type records struct {
 type recordHost struct {
 	procs   *procs.Table
 	support func() host.RunSupport
+	// forgetSpawned removes a spawned record (the reaper's).
+	forgetSpawned func(messages.WorkspaceKey, string) error
 }
 
 func newRecords(repos *noderepos.Repos, layout host.Layout, rel *procs.Releases, log *slog.Logger, h recordHost) *records {
 	cfg := repos.Config()
 	r := &records{Repos: repos, cfg: cfg, layout: layout, releases: rel, log: log, now: time.Now,
 		fossil:       &fossilio.Fossil{Home: layout.Root(), User: cfg.User, Dir: layout.Root()},
-		procReleases: map[messages.ProcID]string{}, runs: runengine.NewRecord(cfg, layout, repos, h.support, log)}
+		procReleases: map[messages.ProcID]string{}, runs: runengine.NewRecord(cfg, layout, repos, h.support, log), forgetSpawned: h.forgetSpawned}
 	if h.procs != nil {
 		r.argv, r.scan = h.procs.ArgvOf, h.procs.Scan
 	}
 	return r
 }
 
-// setFound keeps the release directories of the processes found at start.
-func (r *records) setFound(dirs map[messages.ProcID]string) {
+// setFound keeps the release directories of the processes found at start,
+// and of the sessions a daemon before spawned (their spawned records, D76)
+// where the process table says none.
+func (r *records) setFound(dirs map[messages.ProcID]string, spawned []messages.Spawned) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if dirs == nil {
+		dirs = map[messages.ProcID]string{}
+	}
+	for _, s := range spawned {
+		if _, ok := dirs[s.Proc]; !ok && s.Release != "" {
+			dirs[s.Proc] = s.Release
+		}
+	}
 	r.procReleases = dirs
 }
 
@@ -172,15 +187,15 @@ func (r *records) ResolveLaunch(ctx context.Context, p messages.ProcInfo) (messa
 	return l, nil
 }
 
-// launchAt reads the launch note at hash as the daemon launches it (the
-// record's verdict, the release resolved); anything but a launch is an
-// error saying why.
+// launchAt reads the launch note at hash as the daemon launched it (what
+// it describes, the release resolved: a session that runs, or a CI launch
+// just written); anything but a launch is an error saying why.
 func (r *records) launchAt(ctx context.Context, x *noderepos.Index, hash string) (messages.LaunchSpec, error) {
 	e, err := record.At(ctx, x.Repo, hash)
 	if err != nil {
 		return messages.LaunchSpec{}, err
 	}
-	v, err := x.Idx.LaunchVerdict(ctx, e)
+	v, err := x.Idx.Described(ctx, e)
 	switch {
 	case err != nil:
 		return messages.LaunchSpec{}, err

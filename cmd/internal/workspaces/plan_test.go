@@ -37,7 +37,6 @@ func (f *fakeEffects) hash() string {
 
 // startEffects
 func (f *fakeEffects) stopHeld(context.Context, *node.Answer) error { return f.do("stopHeld") }
-func (f *fakeEffects) regrant(context.Context, *node.Answer) error  { return f.do("regrant") }
 func (f *fakeEffects) listen(context.Context) error                 { return f.do("listen") }
 func (f *fakeEffects) hand(_ context.Context, _ *node.Answer, l messages.PipeLine) error {
 	return f.do("hand " + l.String())
@@ -110,7 +109,7 @@ func TestStartPlan(t *testing.T) {
 	}
 	_, real := runPlan(t, p)
 	launch := strings.Repeat("2", 64)
-	want := []string{"regrant", "post Session of workspace `agent-1/demo`: x.", "post Launch of the session 1111111111 in workspace `agent-1/demo`.",
+	want := []string{"post Session of workspace `agent-1/demo`: x.", "post Launch of the session 1111111111 in workspace `agent-1/demo`.",
 		"listen", "hand " + messages.PostLine{Repository: f.Repository, Hash: launch}.String(), "await 2222"}
 	if !slices.Equal(fx.calls, want) || !real.OK() || *real.Result != launch {
 		t.Errorf("ran %q (result %v, stopped %v), want %q", fx.calls, real.Result, real.Log, want)

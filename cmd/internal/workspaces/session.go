@@ -266,11 +266,38 @@ func (n Actions) startFacts(ctx context.Context, a *node.Answer, r *fossilio.Rep
 	if f.ListenPath, err = listeningPath(ws, f.Own.Kind, f.Own.ID); err != nil {
 		return f, err
 	}
+	if err := n.oneRun(ctx, r, key, f.Own); err != nil {
+		return f, err
+	}
 	// A second start restarts (seed 002, D33): a session the daemon runs
 	// in the workspace is stopped first and its end awaited; one at a
 	// terminal is never stopped this way, and refuses the start.
 	f.Held, err = n.holder(key)
 	return f, err
+}
+
+// oneRun refuses a start on a protocol v1 record whose agent has had its
+// run (D76, record.Index.OneRun: seed 001 E4, one process for the whole
+// run; E5, one response), before anything is written or stopped: the
+// daemon would refuse its launch note, and a second run would end with no
+// response of its own. What the rule reads is what the node received
+// since the record.
+func (n Actions) oneRun(ctx context.Context, r *fossilio.Repo, key messages.WorkspaceKey, own ownRecord) error {
+	if own.Kind != messages.ListenThread {
+		return nil
+	}
+	info, err := r.Info(ctx, own.ID)
+	if err != nil {
+		return fmt.Errorf("record: %w", err)
+	}
+	why, err := record.NewIndexAfter(r, n.Config.User, info.Receipt-1).OneRun(ctx, key, own.ID, nil)
+	if err != nil {
+		return fmt.Errorf("record: %w", err)
+	}
+	if why != "" {
+		return fmt.Errorf("record: %s; nothing written", why)
+	}
+	return nil
 }
 
 // listeningPath is where the listening index keeps a listener's file.
@@ -287,8 +314,6 @@ func listeningPath(ws host.Workspace, kind messages.ListenKind, names string) (s
 type startEffects interface {
 	// stopHeld stops the session the daemon runs and awaits its end.
 	stopHeld(ctx context.Context, a *node.Answer) error
-	// regrant gives a v1 record's user its capabilities back (D35).
-	regrant(ctx context.Context, a *node.Answer) error
 	// post writes a note as the caller on the session's own record.
 	post(ctx context.Context, text string) (string, error)
 	// listen writes the own record into the listening index.
@@ -300,8 +325,7 @@ type startEffects interface {
 }
 
 // startPlan is a session start's plan (seed 002, D33): stop the session
-// the daemon runs there, if one does; give a v1 record's user back its
-// capabilities; post the definition, then the launch note naming it, on
+// the daemon runs there, if one does; post the definition, then the launch note naming it, on
 // the own record; write the listening index; hand the launch to the
 // daemon and await its outcome.
 func startPlan(f startFacts, fx startEffects) node.Plan {
@@ -309,7 +333,6 @@ func startPlan(f startFacts, fx startEffects) node.Plan {
 	if f.Held != nil {
 		plan.Add(fmt.Sprintf("hand `%s` to the daemon, which runs the session of launch %s in %s (%s), and wait at most %s for its end note", messages.StopLine{Login: f.Key.Login, Project: f.Key.Project}, f.Held.Launch, f.Key, f.Held, f.StopWait), fx.stopHeld)
 	}
-	plan.Add("", fx.regrant)
 	var defHash, launchHash string
 	plan.Add(fmt.Sprintf("post as %q on %s %s:\n%s", f.Caller, f.Own.Kind, f.Own.ID, f.DefText), func(ctx context.Context, a *node.Answer) error {
 		var err error
@@ -363,10 +386,6 @@ type startRun struct {
 
 func (s *startRun) stopHeld(ctx context.Context, a *node.Answer) error {
 	return s.n.stopAndAwaitEnd(ctx, a, s.r, s.key, s.held)
-}
-
-func (s *startRun) regrant(ctx context.Context, a *node.Answer) error {
-	return s.n.regrantRecordUser(ctx, a, s.r, s.own, s.key.Login)
 }
 
 func (s *startRun) post(ctx context.Context, text string) (string, error) {
@@ -733,41 +752,4 @@ func (n Actions) stopAndAwaitEnd(ctx context.Context, a *node.Answer, r *fossili
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// regrantRecordUser gives a protocol v1 record's agent user the agent
-// capabilities back on every project when an admin starts its session
-// again (D35): the end of the session before, its response, withdrew
-// them, and a session whose user may do nothing answers nothing. The user
-// of any other record, or one that holds capabilities, is left alone.
-func (n Actions) regrantRecordUser(ctx context.Context, a *node.Answer, r *fossilio.Repo, own ownRecord, login string) error {
-	if own.Kind != messages.ListenThread {
-		return nil
-	}
-	rec, _, err := n.TaskRecord(ctx, r, "record", own.ID)
-	if err != nil || rec.User != login {
-		return nil // not a v1 record of this login: nothing to give back
-	}
-	for _, p := range n.Projects() {
-		pr, err := n.OpenProjectRepo(p)
-		if err != nil {
-			return err
-		}
-		u, err := pr.User(ctx, login)
-		pr.Close()
-		if errors.Is(err, fossilio.ErrNoSuchUser) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("read the record's user %q on %s: %w", login, p.Name, err)
-		}
-		if u.Caps != "" {
-			continue
-		}
-		if err := n.Admin(p).SetCaps(ctx, login, fossilio.AgentCaps); err != nil {
-			return fmt.Errorf("give the record's user %q its capabilities back on %s: %w", login, p.Name, err)
-		}
-		a.Logf("gave %q the agent capabilities %s on %s again: an admin starts the session of its record %s (D35)", login, fossilio.AgentCaps, p.Name, own.ID)
-	}
-	return nil
 }
