@@ -27,7 +27,7 @@ type instance struct {
 	layout      host.Layout
 	cfg         *messages.NodeConfig
 	log         *slog.Logger
-	logFile     *os.File
+	logFile     *unixhost.LogFile
 	root        *unixhost.Root
 	lock        *unixhost.FileLock
 	rel         *procs.Releases

@@ -131,12 +131,12 @@ func Done(ctx context.Context, o Options) (messages.HookDone, error) {
 	}
 	log := o.Log
 	if log == nil {
-		f, err := unixhost.OpenLog(layout.HookLog())
+		f, err := unixhost.OpenLog(layout.HookLog(), unixhost.LogText)
 		if err != nil {
 			return messages.HookDone{}, fmt.Errorf("hook: open its log: %w", err)
 		}
 		defer f.Close()
-		log = slog.New(slog.NewTextHandler(f, nil))
+		log = slog.New(f.Handler(nil))
 	}
 	h := &run{o: o, layout: layout, log: log, refusals: unixhost.NewRefusalLog(log)}
 	if o.Fallback != "" {
