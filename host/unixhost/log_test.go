@@ -511,3 +511,35 @@ func BenchmarkLogWrite(b *testing.B) {
 	})
 }
 
+// TestRewriteInPlaceOnFullTmpfs: on a full disk, a small file rewritten
+// in place takes a longer content (within its first page) and a shorter
+// one, never empty between; content past a page is refused, the file
+// left as it was.
+func TestRewriteInPlaceOnFullTmpfs(t *testing.T) {
+	inTmpfs(t, "64k", func(dir string) {
+		p := filepath.Join(dir, "hook.mark.demo")
+		if err := os.WriteFile(p, []byte("5\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		fill(t, dir)
+		for _, want := range []string{"1234567\n", "99\n", "12345678901234567890\n"} {
+			if err := RewriteInPlace(f, []byte(want)); err != nil {
+				t.Fatalf("rewrite %q on a full disk: %v", want, err)
+			}
+			if got := readFile(t, p); got != want {
+				t.Fatalf("the file holds %q, want %q", got, want)
+			}
+		}
+		if err := RewriteInPlace(f, make([]byte, 5000)); err == nil || !strings.Contains(err.Error(), p) {
+			t.Fatalf("a rewrite past a page: %v", err)
+		}
+		if got := readFile(t, p); got != "12345678901234567890\n" {
+			t.Fatalf("a refused rewrite changed the file: %q", got)
+		}
+	})
+}
