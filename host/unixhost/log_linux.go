@@ -361,7 +361,7 @@ func logNotice(format LogFormat, d logDrops, now time.Time, path string) []byte 
 	}
 	r := slog.NewRecord(now, slog.LevelWarn, logNoticeMsg, 0)
 	r.AddAttrs(slog.Int64("dropped", d.N), slog.Time("since", d.Since), slog.String("why", d.Why),
-		slog.String("log", path), slog.Int("pid", os.Getpid()))
+		slog.String("log", path), slog.Int("writer_pid", os.Getpid()))
 	h.Handle(context.Background(), r)
 	return b.Bytes()
 }
