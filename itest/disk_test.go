@@ -114,7 +114,10 @@ func TestFullDiskLosesNothingSilently(t *testing.T) {
 	}
 	droppedDaemon, droppedHook := droppedIn(t, daemonLog), droppedIn(t, hookLog)
 
-	// A restart on the full disk does nothing, and says so.
+	// A restart on the full disk does nothing, and says so. What a turn
+	// freed since (its session/turn file) is taken first.
+	topUp := n.seen(filepath.Join(n.agents, "top-up"))
+	fillUp(t, topUp)
 	serving, ok := n.serving(launches["agent-2"])
 	if !ok {
 		t.Fatal("agent-2's session does not run")
@@ -135,8 +138,10 @@ func TestFullDiskLosesNothingSilently(t *testing.T) {
 	}
 
 	// Room again: the next records say what was dropped.
-	if err := os.Remove(n.seen(filepath.Join(n.workspaceDir(agent), "fill"))); err != nil {
-		t.Fatal(err)
+	for _, p := range []string{n.seen(filepath.Join(n.workspaceDir(agent), "fill")), topUp} {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
 	}
 	pong := n.result(person, "post", "--to", records["agent-2"], "--text", "ping with room")
 	n.awaitReplyBy("agent-2", records["agent-2"], pong)
@@ -177,6 +182,25 @@ func TestFullDiskLosesNothingSilently(t *testing.T) {
 	}
 	textRecords(t, n.seen(filepath.Join(n.agents, "hook.log")))
 	n.logLines()
+}
+
+// fillUp writes zeros to the file p until its disk is full.
+func fillUp(t testing.TB, p string) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, unix.ENOSPC) {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
 }
 
 // droppedIn is the count of records the log at p dropped and no record
