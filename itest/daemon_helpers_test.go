@@ -148,12 +148,12 @@ func (d *daemonProc) kill9() {
 
 // pipeHasReader says whether the daemon's pipe is open for reading.
 func pipeHasReader(n *testNode) bool {
-	root, err := unixhost.OpenRoot(n.agents)
+	root, err := unixhost.OpenRoot(n.seen(n.agents))
 	if err != nil {
 		return false
 	}
 	defer root.Close()
-	w, err := unixhost.OpenLineWriter(root, filepath.Join(n.agents, "ocxd"))
+	w, err := unixhost.OpenLineWriter(root, n.seen(filepath.Join(n.agents, "ocxd")))
 	if err != nil {
 		return false
 	}
@@ -164,12 +164,12 @@ func pipeHasReader(n *testNode) bool {
 // send writes lines to the daemon's pipe, packed into atomic writes.
 func (n *testNode) send(lines ...string) {
 	n.t.Helper()
-	root, err := unixhost.OpenRoot(n.agents)
+	root, err := unixhost.OpenRoot(n.seen(n.agents))
 	if err != nil {
 		n.t.Fatal(err)
 	}
 	defer root.Close()
-	w, err := unixhost.OpenLineWriter(root, filepath.Join(n.agents, "ocxd"))
+	w, err := unixhost.OpenLineWriter(root, n.seen(filepath.Join(n.agents, "ocxd")))
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func (n *testNode) send(lines ...string) {
 }
 
 func (n *testNode) daemonLog() string {
-	b, _ := os.ReadFile(filepath.Join(n.agents, "ocxd.log"))
+	b, _ := os.ReadFile(n.seen(filepath.Join(n.agents, "ocxd.log")))
 	return string(b)
 }
 
@@ -234,7 +234,7 @@ func (n *testNode) waitLogLine(what string, match func(logLine) bool) []logLine 
 // logLines reads ocxd.log; every line must be one JSON object.
 func (n *testNode) logLines() []logLine {
 	n.t.Helper()
-	f, err := os.Open(filepath.Join(n.agents, "ocxd.log"))
+	f, err := os.Open(n.seen(filepath.Join(n.agents, "ocxd.log")))
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -382,12 +382,12 @@ func (n *testNode) pipeWriter() *unixhost.LineWriter {
 
 // openPipe is pipeWriter for a writer that may find nobody reading.
 func (n *testNode) openPipe() (*unixhost.LineWriter, error) {
-	root, err := unixhost.OpenRoot(n.agents)
+	root, err := unixhost.OpenRoot(n.seen(n.agents))
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
-	return unixhost.OpenLineWriter(root, filepath.Join(n.agents, "ocxd"))
+	return unixhost.OpenLineWriter(root, n.seen(filepath.Join(n.agents, "ocxd")))
 }
 
 // launchAgain posts, as the admin, a launch note repeating the record's

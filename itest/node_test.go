@@ -45,6 +45,18 @@ type testNode struct {
 	// host, when set, is the host of its own the node runs on (a node on
 	// another host, D72): its ocx and ocxd run there.
 	host *harness.Host
+	// ownDisk: the agents root is a disk of the host's own (a small tmpfs
+	// in its mount namespace), which the test sees through host.Path.
+	ownDisk bool
+}
+
+// seen is the path p below the agents root as the test sees it: on the
+// node's host, when the root is a disk of the host's own.
+func (n *testNode) seen(p string) string {
+	if n.host != nil && n.ownDisk {
+		return n.host.Path(p)
+	}
+	return p
 }
 
 // command is a program of the node's run where the node runs: on its host
@@ -243,18 +255,18 @@ func (n *testNode) waitFor(what string, cond func() bool) {
 	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(n.agents, "hook.log"))
-			dlog, _ := os.ReadFile(filepath.Join(n.agents, "ocxd.log"))
+			log, _ := os.ReadFile(n.seen(filepath.Join(n.agents, "hook.log")))
+			dlog, _ := os.ReadFile(n.seen(filepath.Join(n.agents, "ocxd.log")))
 			hooks, _ := n.srv.Fossil("hook", "status", "-R", n.srv.Repo)
 			lease, _ := n.srv.Fossil("test-backoffice-lease", "-R", n.srv.Repo)
 			rcv, _ := n.srv.Fossil("sql", "-R", n.srv.Repo, "SELECT rcvid, uid, ipaddr, datetime(mtime) FROM rcvfrom ORDER BY rcvid DESC LIMIT 5")
 			blobs, _ := n.srv.Fossil("sql", "-R", n.srv.Repo, "SELECT rid, rcvid, size, uuid FROM blob ORDER BY rid DESC LIMIT 8")
-			logs, _ := filepath.Glob(filepath.Join(n.agents, "*", "projects", "*", "session", "log"))
-			mcpLogs, _ := filepath.Glob(filepath.Join(n.agents, "*", "mcp", "*.log"))
+			logs, _ := filepath.Glob(filepath.Join(n.seen(n.agents), "*", "projects", "*", "session", "log"))
+			mcpLogs, _ := filepath.Glob(filepath.Join(n.seen(n.agents), "*", "mcp", "*.log"))
 			logs = append(logs, mcpLogs...)
 			for _, l := range logs {
 				// A session's log is its agent's to replace with a pipe.
-				b, _, _ := unixhost.Below(n.agents).ReadTail(l, 64<<10)
+				b, _, _ := unixhost.Below(n.seen(n.agents)).ReadTail(l, 64<<10)
 				blobs += "\n" + l + ":\n" + string(lastLines(b, 40))
 			}
 			n.t.Fatalf("waited 60 s for %s\nhook.log:\n%s\nocxd.log:\n%s\nfossil hook status:\n%s\nbackoffice lease:\n%s\nlast receipts:\n%s\nlast artifacts:\n%s",
@@ -266,7 +278,7 @@ func (n *testNode) waitFor(what string, cond func() bool) {
 
 // daemonPID is the PID holding the daemon's lock, 0 when none.
 func (n *testNode) daemonPID() int {
-	pid, held, err := unixhost.LockHolder(filepath.Join(n.agents, "ocxd.lock"))
+	pid, held, err := unixhost.LockHolder(n.seen(filepath.Join(n.agents, "ocxd.lock")))
 	if err != nil {
 		n.t.Fatal(err)
 	}

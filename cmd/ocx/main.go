@@ -76,7 +76,7 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	e := &env{stdout: stdout, stderr: stderr, log: slog.New(slog.NewTextHandler(stderr, nil))}
+	e := &env{stdout: stdout, stderr: stderr, log: slog.New(unixhost.LogHandler(stderr, unixhost.LogText, nil))}
 	if len(args) > 1 && args[0] == "help" {
 		if lookup(args[1]) != nil {
 			args = []string{args[1], "--help"} // `ocx help CMD` is `ocx CMD --help`

@@ -60,12 +60,12 @@ func Start(holder []string, o Options, env []string, log string) (*os.Process, e
 	cmd.Env = env
 	cmd.ExtraFiles = []*os.File{lf, r} // descriptors 3 and 4
 	if log != "" {
-		f, err := unixhost.OpenLog(log)
+		f, err := unixhost.OpenLog(log, unixhost.LogText)
 		if err != nil {
 			return nil, fmt.Errorf("runhold: start: %w", err)
 		}
 		defer f.Close()
-		cmd.Stdout, cmd.Stderr = f, f
+		cmd.Stdout, cmd.Stderr = f.File(), f.File()
 	}
 	cmd.SysProcAttr = unixhost.SessionAttr()
 	if err := cmd.Start(); err != nil {

@@ -53,17 +53,6 @@ func CloseFD(fd int) error {
 	return unix.Close(fd)
 }
 
-// OpenLog opens the log at p for appending, created 0600, not through a
-// link at its last name: a log that is not below the agents root (one that
-// is goes through Root.OpenFile, which follows no link at all).
-func OpenLog(p string) (*os.File, error) {
-	fd, err := openLogNoFollow(p)
-	if err != nil {
-		return nil, pathErr("open log", p, err)
-	}
-	return os.NewFile(uintptr(fd), p), nil
-}
-
 func openLogNoFollow(p string) (int, error) {
 	return openRetry(func() (int, error) {
 		return unix.Open(p, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)

@@ -220,6 +220,54 @@ func (r *Root) WriteFile(p string, data []byte, perm fs.FileMode) error {
 	return nil
 }
 
+// maxRewrite bounds RewriteInPlace: what fits in the first page of a file.
+const maxRewrite = 4096
+
+// RewriteInPlace replaces the contents of the small file f (one that holds
+// its own lock, so it cannot be replaced by a rename: the hook's mark)
+// with data, never leaving it empty nor half of one and half of the other:
+// data is written over the old contents from offset 0 in one pwrite(2),
+// within the file's first page, which the old contents (when there were
+// any) already hold, so a full disk does not refuse it; then the file is
+// cut to len(data), which only ever shrinks it. A failed write leaves the
+// old contents. data must be at most 4096 bytes.
+func RewriteInPlace(f *os.File, data []byte) error {
+	if len(data) > maxRewrite {
+		return &fs.PathError{Op: "rewrite", Path: f.Name(), Err: fmt.Errorf("%d bytes, more than the %d a rewrite in place takes", len(data), maxRewrite)}
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return &fs.PathError{Op: "rewrite", Path: f.Name(), Err: err}
+	}
+	var werr error
+	cerr := rc.Control(func(fd uintptr) {
+		var n int
+		for {
+			n, werr = unix.Pwrite(int(fd), data, 0)
+			if werr != unix.EINTR {
+				break
+			}
+		}
+		if werr == nil && n < len(data) {
+			werr = fmt.Errorf("short write: %d of %d bytes", n, len(data))
+		}
+		for werr == nil {
+			werr = unix.Ftruncate(int(fd), int64(len(data)))
+			if werr != unix.EINTR {
+				break
+			}
+			werr = nil
+		}
+	})
+	if cerr != nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return &fs.PathError{Op: "rewrite", Path: f.Name(), Err: werr}
+	}
+	return nil
+}
+
 // Remove removes the file or empty directory at p; a link is removed, not
 // followed. A p that does not exist is not an error.
 func (r *Root) Remove(p string) error {

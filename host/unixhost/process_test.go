@@ -160,11 +160,11 @@ func TestOpenLog(t *testing.T) {
 	defer unix.Umask(old)
 	p := filepath.Join(dir, "hook.log")
 	for _, line := range []string{"one\n", "two\n"} {
-		f, err := OpenLog(p)
+		f, err := OpenLog(p, LogText)
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.WriteString(line)
+		f.Write([]byte(line))
 		f.Close()
 	}
 	if got := readFile(t, p); got != "one\ntwo\n" {
@@ -181,7 +181,7 @@ func TestOpenLog(t *testing.T) {
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
-	if f, err := OpenLog(link); err == nil || !strings.Contains(err.Error(), link) {
+	if f, err := OpenLog(link, LogText); err == nil || !strings.Contains(err.Error(), link) {
 		if f != nil {
 			f.Close()
 		}

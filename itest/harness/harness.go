@@ -60,6 +60,11 @@ type Options struct {
 	// ExtRoot, when set, is served as the CGI extensions' root
 	// (fossil server --extroot DIR): what /ext/NAME runs.
 	ExtRoot string
+	// Host, when set, is where the server and every fossil command run
+	// (Host.Command): a host sharing the test's network whose file
+	// system differs (a node's agents root on a small disk of its own),
+	// so that the hooks the server runs see what the node sees.
+	Host *Host
 }
 
 // Server is a running fossil server over a fresh repository.
@@ -76,6 +81,7 @@ type Server struct {
 	ExtRoot       string
 
 	t       testing.TB
+	host    *Host
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	logPath string
@@ -114,6 +120,7 @@ func StartServer(t testing.TB, opts Options) *Server {
 		t:             t,
 		logPath:       filepath.Join(dir, "server.log"),
 		ExtRoot:       opts.ExtRoot,
+		host:          opts.Host,
 	}
 	if err := os.MkdirAll(s.Home, 0o700); err != nil {
 		t.Fatalf("harness: %v", err)
@@ -174,7 +181,7 @@ func (s *Server) startOn(exe string, port int) error {
 	if s.ExtRoot != "" {
 		args = append(args, "--extroot", s.ExtRoot)
 	}
-	cmd := exec.Command(exe, append(args, s.Repo)...)
+	cmd := s.command(nil, exe, append(args, s.Repo)...)
 	cmd.Dir = s.Dir
 	cmd.Env = s.Env()
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -231,6 +238,21 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// command is a program run where the server runs: on its host, when it
+// has one.
+func (s *Server) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	if s.host != nil {
+		if p, err := exec.LookPath(name); err == nil {
+			name = p
+		}
+		return s.host.Command(ctx, name, args...)
+	}
+	if ctx == nil {
+		return exec.Command(name, args...)
+	}
+	return exec.CommandContext(ctx, name, args...)
+}
+
 // Env is the private environment of every fossil process the harness runs:
 // no CGI or FOSSIL_USER variables leak in, and HOME and FOSSIL_HOME are the
 // server's own directory, so nothing touches a shared global config.
@@ -257,7 +279,7 @@ func FossilEnv(home, user string) []string {
 func (s *Server) Fossil(args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, FossilPath, args...)
+	cmd := s.command(ctx, FossilPath, args...)
 	cmd.Dir = s.Dir
 	cmd.Env = s.Env()
 	cmd.Stdin = nil

@@ -42,7 +42,11 @@ type Host struct {
 	t      testing.TB
 	holder *exec.Cmd
 	pid    int
-	ns     uint64 // the network namespace's inode
+	ns     uint64 // the inode of its namespace of kind nsKind
+	// nsKind is the namespace that tells the host's processes: "net", or
+	// "mnt" for a host that shares the test's network.
+	nsKind    string
+	sharedNet bool
 	// netns is the host's network namespace, held open for Reach and
 	// Expose; self is the test's.
 	netns, self *os.File
@@ -53,25 +57,62 @@ type Host struct {
 	wg    sync.WaitGroup
 }
 
+// Tmpfs is a tmpfs of Size (mount's size=, "64m") a host mounts at Dir:
+// a small disk of the host's own, to fill.
+type Tmpfs struct {
+	Dir, Size string
+}
+
+// HostOptions say how NewHostWith makes a host.
+type HostOptions struct {
+	// SharedNetwork keeps the test's network (only a mount namespace is
+	// made): the host reaches the test's servers directly, and Reach and
+	// Expose are not used.
+	SharedNetwork bool
+	// Hide are directories the host sees empty (a tmpfs of 1 MB each).
+	Hide []string
+	// Tmpfs are the host's small disks.
+	Tmpfs []Tmpfs
+}
+
 // NewHost makes a host, hiding the directories hide (each an empty tmpfs
 // there). It needs root, unshare, nsenter and ip.
 func NewHost(t testing.TB, hide ...string) *Host {
+	t.Helper()
+	return NewHostWith(t, HostOptions{Hide: hide})
+}
+
+// NewHostWith makes a host as o says.
+func NewHostWith(t testing.TB, o HostOptions) *Host {
 	t.Helper()
 	for _, name := range []string{"unshare", "nsenter", "ip"} {
 		if _, err := exec.LookPath(name); err != nil {
 			t.Fatalf("harness: a host of the test's own needs %s (util-linux, iproute2; make deps installs them): %v", name, err)
 		}
 	}
-	script := "set -e\nip link set lo up\n"
-	for _, d := range hide {
-		abs, err := filepath.Abs(d)
+	script := "set -e\n"
+	if !o.SharedNetwork {
+		script += "ip link set lo up\n"
+	}
+	mounts := append([]Tmpfs{}, o.Tmpfs...)
+	for _, d := range o.Hide {
+		mounts = append(mounts, Tmpfs{Dir: d, Size: "1m"})
+	}
+	for _, m := range mounts {
+		abs, err := filepath.Abs(m.Dir)
 		if err != nil {
 			t.Fatalf("harness: %v", err)
 		}
-		script += "mount -t tmpfs -o mode=0700,size=1m ocx-hidden '" + strings.ReplaceAll(abs, "'", `'\''`) + "'\n"
+		script += "mount -t tmpfs -o mode=0700,size=" + m.Size + " ocx-hidden '" + strings.ReplaceAll(abs, "'", `'\''`) + "'\n"
 	}
 	script += "echo ready\nexec sleep 86400\n"
-	cmd := exec.Command("unshare", "--mount", "--net", "--propagation", "private", "--", "/bin/sh", "-c", script)
+	args := []string{"--mount", "--net", "--propagation", "private", "--", "/bin/sh", "-c", script}
+	ns := "net"
+	if o.SharedNetwork {
+		args = append(args[:1], args[2:]...)
+		ns = "mnt"
+	}
+	cmd := exec.Command("unshare", args...)
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	out, err := cmd.StdoutPipe()
@@ -95,7 +136,7 @@ func NewHost(t testing.TB, hide ...string) *Host {
 	if err := <-started; err != nil {
 		t.Fatalf("harness: start a host: %v", err)
 	}
-	h := &Host{t: t, holder: cmd, pid: cmd.Process.Pid, conns: map[net.Conn]bool{}}
+	h := &Host{t: t, holder: cmd, pid: cmd.Process.Pid, conns: map[net.Conn]bool{}, nsKind: ns, sharedNet: o.SharedNetwork}
 	t.Cleanup(h.cleanup)
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil || strings.TrimSpace(line) != "ready" {
@@ -108,11 +149,18 @@ func NewHost(t testing.TB, hide ...string) *Host {
 		t.Fatal(err)
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(int(h.netns.Fd()), &st); err != nil {
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/%s", h.pid, ns), &st); err != nil {
 		t.Fatal(err)
 	}
 	h.ns = st.Ino
 	return h
+}
+
+// Path is the file at the absolute path p as the host sees it, for the
+// test to read: through the holder's root (/proc/PID/root), in the host's
+// mount namespace.
+func (h *Host) Path(p string) string {
+	return fmt.Sprintf("/proc/%d/root%s", h.pid, p)
 }
 
 // Command is a command run on the host: in its network and mount
@@ -120,6 +168,9 @@ func NewHost(t testing.TB, hide ...string) *Host {
 // command's).
 func (h *Host) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	all := append([]string{"--target", strconv.Itoa(h.pid), "--net", "--mount", "--", name}, args...)
+	if h.sharedNet {
+		all = append([]string{"--target", strconv.Itoa(h.pid), "--mount", "--", name}, args...)
+	}
 	if ctx == nil {
 		return exec.Command("nsenter", all...)
 	}
@@ -151,6 +202,9 @@ func (h *Host) inNetns(ns *os.File, fn func() error) error {
 // 127.0.0.1:port: a forwarder listening there, which dials out here.
 func (h *Host) Reach(port int) {
 	h.t.Helper()
+	if h.sharedNet {
+		h.t.Fatal("harness: Reach on a host that shares the test's network")
+	}
 	var ln net.Listener
 	err := h.inNetns(h.netns, func() error {
 		var err error
@@ -169,6 +223,9 @@ func (h *Host) Reach(port int) {
 // returns: a forwarder listening here, which dials into the host.
 func (h *Host) Expose(port int) int {
 	h.t.Helper()
+	if h.sharedNet {
+		h.t.Fatal("harness: Expose on a host that shares the test's network")
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		h.t.Fatal(err)
@@ -267,7 +324,7 @@ func (h *Host) PIDs() []int {
 			continue
 		}
 		var st unix.Stat_t
-		if unix.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st) != nil || st.Ino != h.ns {
+		if unix.Stat(fmt.Sprintf("/proc/%d/ns/%s", pid, h.nsKind), &st) != nil || st.Ino != h.ns {
 			continue
 		}
 		if state, _, err := readStat(pid); err == nil && state != 'Z' && state != 'X' {

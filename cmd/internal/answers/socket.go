@@ -73,7 +73,7 @@ func Open(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, nod
 		log.Warn("the daemon's socket is not served; its callers read the repository themselves", slog.String("socket", layout.Socket()), actors.ErrAttr(err))
 		return nil
 	}
-	f, err := unixhost.OpenLog(layout.HookLog())
+	f, err := unixhost.OpenLog(layout.HookLog(), unixhost.LogText)
 	if err != nil {
 		ln.Close()
 		log.Warn("the daemon's socket is not served: the hook's log does not open", actors.ErrAttr(err))
@@ -81,7 +81,7 @@ func Open(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, nod
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Socket{layout: layout, root: root, log: log, cancel: cancel, done: make(chan struct{}), hookLog: f,
-		hook:   hook.Options{Agents: layout.Root(), Config: cfg, Open: repos.RepoAt, Index: repos.RecordAt, Log: slog.New(slog.NewTextHandler(f, nil)), Poke: rem.Poke},
+		hook:   hook.Options{Agents: layout.Root(), Config: cfg, Open: repos.RepoAt, Index: repos.RecordAt, Log: slog.New(f.Handler(nil)), Poke: rem.Poke},
 		puller: rem.Puller, nodeJSON: nodeJSON, reread: reread}
 	if s.status, err = newStatus(layout, cfg, repos, log); err != nil {
 		log.Warn("the daemon's socket answers no status: the node does not open", actors.ErrAttr(err))

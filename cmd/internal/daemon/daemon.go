@@ -306,11 +306,11 @@ func (d *instance) openLog() error {
 	if st, err := os.Stat(layout.Root()); err != nil || !st.IsDir() {
 		return fmt.Errorf("agents root %s is not a directory: %w", layout.Root(), orNotDir(err))
 	}
-	d.logFile, err = unixhost.OpenLog(layout.Log())
+	d.logFile, err = unixhost.OpenLog(layout.Log(), unixhost.LogJSON)
 	if err != nil {
 		return fmt.Errorf("open the log: %w", err)
 	}
-	d.log = slog.New(slog.NewJSONHandler(d.logFile, &slog.HandlerOptions{Level: d.opts.Level})).With(slog.Int("ocxd", os.Getpid()))
+	d.log = slog.New(d.logFile.Handler(&slog.HandlerOptions{Level: d.opts.Level})).With(slog.Int("ocxd", os.Getpid()))
 	return nil
 }
 

@@ -28,7 +28,7 @@ type instance struct {
 	cfg         *messages.NodeConfig
 	nodeJSON    []byte // node.json as cfg was read from it
 	log         *slog.Logger
-	logFile     *os.File
+	logFile     *unixhost.LogFile
 	root        *unixhost.Root
 	lock        *unixhost.FileLock
 	rel         *procs.Releases

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 
@@ -61,7 +60,7 @@ func (d *instance) openRemote() *remoteParts {
 	if _, err := runeng.ReadPasswords(filepath.Join(d.layout.Root(), runeng.PasswordsFileName)); err != nil && !errors.Is(err, runeng.ErrNoPasswordsFile) {
 		d.log.Error("the file of passwords is not trusted: each run that takes a password is refused, naming why, until it is mended", actors.ErrAttr(err))
 	}
-	f, err := unixhost.OpenLog(d.layout.HookLog())
+	f, err := unixhost.OpenLog(d.layout.HookLog(), unixhost.LogText)
 	if err != nil {
 		d.log.Error("the hook's log does not open; the pull does the hook's work without one", actors.ErrAttr(err))
 	} else {
@@ -145,10 +144,10 @@ func (d *instance) nodePassword() (string, error) {
 // afterPull is the hook's work on a clone after a pull: what arrived in
 // it, as the server vouched for it, wakes the sessions, reaches the
 // daemon's actors, and so on, as a receipt on the server's node does.
-func (d *instance) afterPull(logFile *os.File) func(ctx context.Context, project string, p remote.Pulled) {
+func (d *instance) afterPull(logFile *unixhost.LogFile) func(ctx context.Context, project string, p remote.Pulled) {
 	log := slog.New(slog.DiscardHandler)
 	if logFile != nil {
-		log = slog.New(slog.NewTextHandler(logFile, nil))
+		log = slog.New(logFile.Handler(nil))
 	}
 	return func(ctx context.Context, project string, p remote.Pulled) {
 		// The node's runs in care are found on the fresh clone before

@@ -131,12 +131,12 @@ func Done(ctx context.Context, o Options) (messages.HookDone, error) {
 	}
 	log := o.Log
 	if log == nil {
-		f, err := unixhost.OpenLog(layout.HookLog())
+		f, err := unixhost.OpenLog(layout.HookLog(), unixhost.LogText)
 		if err != nil {
 			return messages.HookDone{}, fmt.Errorf("hook: open its log: %w", err)
 		}
 		defer f.Close()
-		log = slog.New(slog.NewTextHandler(f, nil))
+		log = slog.New(f.Handler(nil))
 	}
 	h := &run{o: o, layout: layout, log: log, refusals: unixhost.NewRefusalLog(log)}
 	if o.Fallback != "" {
@@ -964,14 +964,11 @@ func (h *run) lockMark(ctx context.Context) (*mark, func()) {
 }
 
 // store writes the mark in place (the lock is on this file, so it is not
-// replaced by a rename).
+// replaced by a rename), over the old mark and never emptying it: a
+// reader sees the old mark or the new, and a full disk leaves the old.
 func (m *mark) store(v int64) error {
 	if m.f == nil {
 		return errors.New("no mark file")
 	}
-	if err := m.f.Truncate(0); err != nil {
-		return err
-	}
-	_, err := m.f.WriteAt(host.HookMarkContent(v), 0)
-	return err
+	return unixhost.RewriteInPlace(m.f, host.HookMarkContent(v))
 }

@@ -178,7 +178,7 @@ func Start(stdout io.Writer, ln, modelLn, syncLn net.Listener, ws host.Workspace
 		defer mf.Close()
 		files = append(files, mf) // descriptor 4
 	}
-	logf, err := unixhost.OpenLog(ws.MCPLog)
+	logf, err := unixhost.OpenLog(ws.MCPLog, unixhost.LogText)
 	if err != nil {
 		return fmt.Errorf("mcp start: %w", err)
 	}
@@ -203,7 +203,7 @@ func Start(stdout io.Writer, ln, modelLn, syncLn net.Listener, ws host.Workspace
 		files = append(files, sf)
 	}
 	cmd := exec.Command(exe, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Stdout, cmd.Stderr = logf.File(), logf.File()
 	cmd.ExtraFiles = files
 	cmd.SysProcAttr = unixhost.SessionAttr()
 	if err := cmd.Start(); err != nil {

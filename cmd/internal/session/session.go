@@ -92,7 +92,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, unixhost.OSSignals(host.SIGTERM, host.SIGINT, host.SIGHUP)...)
 	defer signal.Stop(sigs)
-	log := slog.New(slog.NewTextHandler(stderr, nil)).With(keyWorkspace, o.Key.String())
+	log := slog.New(unixhost.LogHandler(stderr, unixhost.LogText, nil)).With(keyWorkspace, o.Key.String())
 	s := &Session{o: o, log: log, errOut: stderr, sigs: sigs, retry: defaultRetry}
 	return s.Run(context.Background())
 }

@@ -169,7 +169,11 @@ func listenerPlan(f listenerFacts, fx listenerEffects) (node.Plan, error) {
 			}
 		}
 		if err := fx.listen(ctx, f.Kind, f.Names, after, f.On); err != nil {
-			return err
+			// The note is on the record: say so, and what follows (D74).
+			if f.On {
+				return fmt.Errorf("%w; the listen note %s is on the record, so the session hears %s %s from its next launch (which rebuilds the index from the notes), not before", err, hash, f.Kind, f.Names)
+			}
+			return fmt.Errorf("%w; the unlisten note %s is on the record, so the session stops hearing %s %s at its next launch (which rebuilds the index from the notes), not before", err, hash, f.Kind, f.Names)
 		}
 		a.Logf("%s %s", done, f.Path)
 		return nil

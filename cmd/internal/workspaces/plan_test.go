@@ -37,7 +37,8 @@ func (f *fakeEffects) hash() string {
 
 // startEffects
 func (f *fakeEffects) stopHeld(context.Context, *node.Answer) error { return f.do("stopHeld") }
-func (f *fakeEffects) listen(context.Context) error                 { return f.do("listen") }
+func (f *fakeEffects) listen(context.Context) (bool, error)         { return true, f.do("listen") }
+func (f *fakeEffects) unlisten(context.Context) error               { return f.do("unlisten") }
 func (f *fakeEffects) hand(_ context.Context, _ *node.Answer, l messages.PipeLine) error {
 	return f.do("hand " + l.String())
 }
@@ -92,9 +93,11 @@ func runPlan(t *testing.T, p node.Plan) (dry, real *node.Answer) {
 
 func testKey() messages.WorkspaceKey { return messages.WorkspaceKey{Login: "agent-1", Project: "demo"} }
 
-// TestStartPlan is a start's plan for given facts: a second start stops
-// the held session first; the definition, then the launch naming it, on
-// the own record; the listening index; the hand-off; the outcome.
+// TestStartPlan is a start's plan for given facts: the listening index
+// first (a host that cannot write it refuses the start with nothing
+// done); a second start stops the held session then; the definition,
+// then the launch naming it, on the own record; the hand-off; the
+// outcome.
 func TestStartPlan(t *testing.T) {
 	home := strings.Repeat("b", 64)
 	f := startFacts{Key: testKey(), Caller: "admin", Release: "current", Workspace: strings.Repeat("c", 64),
@@ -103,14 +106,14 @@ func TestStartPlan(t *testing.T) {
 	fx := &fakeEffects{}
 	p := startPlan(f, fx)
 	texts := p.Texts()
-	if len(texts) != 2 || !strings.HasPrefix(texts[0], `post as "admin" on thread `+home+":\nSession of workspace") ||
-		texts[1] != "post the launch note (release current) on the same record, write "+f.ListenPath+" and hand `post /srv/demo.fossil LAUNCH` to the daemon" {
+	if len(texts) != 3 || texts[0] != "write "+f.ListenPath || !strings.HasPrefix(texts[1], `post as "admin" on thread `+home+":\nSession of workspace") ||
+		texts[2] != "post the launch note (release current) on the same record and hand `post /srv/demo.fossil LAUNCH` to the daemon" {
 		t.Errorf("texts:\n%s", strings.Join(texts, "\n"))
 	}
 	_, real := runPlan(t, p)
 	launch := strings.Repeat("2", 64)
-	want := []string{"post Session of workspace `agent-1/demo`: x.", "post Launch of the session 1111111111 in workspace `agent-1/demo`.",
-		"listen", "hand " + messages.PostLine{Repository: f.Repository, Hash: launch}.String(), "await 2222"}
+	want := []string{"listen", "post Session of workspace `agent-1/demo`: x.", "post Launch of the session 1111111111 in workspace `agent-1/demo`.",
+		"hand " + messages.PostLine{Repository: f.Repository, Hash: launch}.String(), "await 2222"}
 	if !slices.Equal(fx.calls, want) || !real.OK() || *real.Result != launch {
 		t.Errorf("ran %q (result %v, stopped %v), want %q", fx.calls, real.Result, real.Log, want)
 	}
@@ -118,11 +121,53 @@ func TestStartPlan(t *testing.T) {
 	f.Held = &daemonSession{Proc: host.Process{ID: messages.ProcID{PID: 42}}, Launch: strings.Repeat("l", 64)}
 	fx = &fakeEffects{fail: "stopHeld"}
 	p = startPlan(f, fx)
-	if texts := p.Texts(); len(texts) != 3 || !strings.HasPrefix(texts[0], "hand `stop agent-1 demo` to the daemon, which runs the session of launch "+f.Held.Launch) {
+	if texts := p.Texts(); len(texts) != 4 || !strings.HasPrefix(texts[1], "hand `stop agent-1 demo` to the daemon, which runs the session of launch "+f.Held.Launch) {
 		t.Errorf("texts of a second start:\n%s", strings.Join(texts, "\n"))
 	}
-	if _, real := runPlan(t, p); real.OK() || !slices.Equal(fx.calls, []string{"stopHeld"}) {
-		t.Errorf("a stop that fails writes nothing: ran %q, stopped %v", fx.calls, real.Stopped)
+	if _, real := runPlan(t, p); real.OK() || !slices.Equal(fx.calls, []string{"listen", "stopHeld", "unlisten"}) {
+		t.Errorf("a stop that fails writes nothing and takes the index's entry back: ran %q, stopped %v", fx.calls, real.Stopped)
+	}
+}
+
+// TestStartPlanOnAFullDisk: a start whose listening index cannot be
+// written (the agents root full) does nothing else and says so; one that
+// fails after it says each step done before, and takes the index's entry
+// back while no launch note is on the record; a launch note on the record
+// is awaited even when handing it over failed (the hook hands it too), so
+// the answer says what the daemon made of it (issue 38).
+func TestStartPlanOnAFullDisk(t *testing.T) {
+	home := strings.Repeat("b", 64)
+	f := startFacts{Key: testKey(), Caller: "admin", Release: "current", Workspace: strings.Repeat("c", 64),
+		Own: ownRecord{Kind: messages.ListenThread, ID: home}, DefText: "Session of workspace `agent-1/demo`: x.\n\n{}",
+		ListenPath: "/agents/agent-1/held/demo/listening/thread-" + home, Repository: "/srv/demo.fossil",
+		Held: &daemonSession{Proc: host.Process{ID: messages.ProcID{PID: 42}}, Launch: strings.Repeat("l", 64)}}
+	launch := strings.Repeat("2", 64)
+	for _, c := range []struct {
+		fail   string
+		calls  []string
+		ok     bool
+		said   []string
+		result bool
+	}{
+		{fail: "listen", calls: []string{"listen"}, said: []string{"listen failed; nothing was done"}},
+		{fail: "post Launch", calls: []string{"listen", "stopHeld", "post Session of workspace `agent-1/demo`: x.", "post Launch of the session 1111111111 in workspace `agent-1/demo`.", "unlisten"},
+			said: []string{"post the launch note: ", "done before it stopped: wrote " + f.ListenPath + "; stopped the session of launch " + f.Held.Launch + "; posted the session definition " + strings.Repeat("1", 64)}},
+		{fail: "hand", calls: []string{"listen", "stopHeld", "post Session of workspace `agent-1/demo`: x.", "post Launch of the session 1111111111 in workspace `agent-1/demo`.", "hand " + messages.PostLine{Repository: f.Repository, Hash: launch}.String(), "await 2222"},
+			ok: true, result: true},
+		{fail: "await", calls: []string{"listen", "stopHeld", "post Session of workspace `agent-1/demo`: x.", "post Launch of the session 1111111111 in workspace `agent-1/demo`.", "hand " + messages.PostLine{Repository: f.Repository, Hash: launch}.String(), "await 2222"},
+			said: []string{"await 2222 failed; done before it stopped: ", "posted the launch note " + launch + ", which is the daemon's to launch"}, result: true},
+	} {
+		fx := &fakeEffects{fail: c.fail}
+		_, real := runPlan(t, startPlan(f, fx))
+		if !slices.Equal(fx.calls, c.calls) || real.OK() != c.ok || (real.Result != nil) != c.result {
+			t.Errorf("%s failing: ran %q (result %v, stopped %v), want %q", c.fail, fx.calls, real.Result, real.Stopped, c.calls)
+			continue
+		}
+		for _, s := range c.said {
+			if real.Stopped == nil || !strings.Contains(*real.Stopped, s) {
+				t.Errorf("%s failing: stopped %v, want it to say %q", c.fail, real.Stopped, s)
+			}
+		}
 	}
 }
 
@@ -143,6 +188,14 @@ func TestListenerPlan(t *testing.T) {
 	want := []string{"post as agent-1 on rr: Listening to branch `feature` in workspace `agent-1/demo`.", "received", "listen branch feature after 7 on true", "backoffice"}
 	if !slices.Equal(fx.calls, want) || !real.OK() || real.Log[len(real.Log)-1] != "wrote "+f.Path {
 		t.Errorf("ran %q, log %q", fx.calls, real.Log)
+	}
+
+	// A file that cannot be written (a full disk) after the note: the
+	// answer says the note is on the record and when it counts.
+	fx = fakeListener{&fakeEffects{fail: "listen"}}
+	p, _ = listenerPlan(f, fx)
+	if _, real := runPlan(t, p); real.OK() || !strings.Contains(*real.Stopped, "the listen note 1111111111111111111111111111111111111111111111111111111111111111 is on the record, so the session hears branch feature from its next launch") {
+		t.Errorf("a listen whose file fails: stopped %v", real.Stopped)
 	}
 
 	f.On = false

@@ -330,10 +330,10 @@ func (n Actions) restart(ctx context.Context, a *node.Answer, plans []restartPla
 		n.Backoffice(ctx, a, p)
 	}
 	if handErr != nil {
-		for _, w := range waiting {
-			failRestart(a, w.plan, fmt.Sprintf("its launch note %s is posted, but could not be handed to the daemon: %v", a.Sessions[w.plan.out].Launch, handErr))
-		}
-		waiting = nil
+		// A launch note on the record is the daemon's to launch, whoever
+		// hands it over (the hook does too): what it made of each is
+		// awaited all the same, so that the answer says it (D74).
+		a.Logf("could not hand the launches to the daemon (%v); the hook hands them over on its next run", handErr)
 	}
 	if err := n.awaitRestarts(ctx, a, waiting); err != nil {
 		return err
@@ -364,8 +364,8 @@ func failRestart(a *node.Answer, pl restartPlan, why string) {
 	o.Outcome, o.Why = node.OutcomeNotRestarted, why
 }
 
-// writeLaunches posts each plan's launch note and writes its listening
-// index; it returns the launches to await, the lines handing them to the
+// writeLaunches writes each plan's listening index and then posts its
+// launch note; it returns the launches to await, the lines handing them to the
 // daemon, and the projects written to. A launch note that does not encode
 // stops the restart.
 func (n Actions) writeLaunches(ctx context.Context, a *node.Answer, plans []restartPlan, codes map[string]string) ([]pendingRestart, []messages.PipeLine, map[string]node.Project, error) {
@@ -379,6 +379,16 @@ func (n Actions) writeLaunches(ctx context.Context, a *node.Answer, plans []rest
 			return nil, nil, nil, err
 		}
 		text := fmt.Sprintf("Restart of the session %s in workspace `%s` (%s), on release %s.\n\n%s", node.Short(pl.launch.Session), pl.key, o.Why, pl.launch.Release, block)
+		// The host's write first (D74): a host that cannot write the
+		// listening index (a full disk) leaves the record as it was.
+		paths, err := n.WorkspacePaths(pl.key)
+		if err == nil {
+			err = n.setListening(ctx, paths, pl.own.Kind, pl.own.ID, 0, true)
+		}
+		if err != nil {
+			failRestart(a, pl, fmt.Sprintf("its listening index could not be written, so no launch note was posted: %v", err))
+			continue
+		}
 		hash, err := n.Writer(pl.p, codes[pl.p.Name]).WriteNote(ctx, pl.own.note(n.Caller.Login, text))
 		if err != nil {
 			failRestart(a, pl, fmt.Sprintf("the launch note could not be posted: %v", err))
@@ -387,14 +397,6 @@ func (n Actions) writeLaunches(ctx context.Context, a *node.Answer, plans []rest
 		o.Launch = hash
 		written[pl.p.Name] = pl.p
 		a.Logf("posted the launch note of %s as %q at %s on %s %s", pl.key, n.Caller.Login, hash, pl.own.Kind, pl.own.ID)
-		paths, err := n.WorkspacePaths(pl.key)
-		if err == nil {
-			err = n.setListening(ctx, paths, pl.own.Kind, pl.own.ID, 0, true)
-		}
-		if err != nil {
-			failRestart(a, pl, fmt.Sprintf("its launch note %s is posted, but its listening index could not be written: %v", hash, err))
-			continue
-		}
 		info, err := pl.r.Info(ctx, hash)
 		if err != nil {
 			failRestart(a, pl, fmt.Sprintf("its launch note %s does not read back: %v", hash, err))

@@ -316,59 +316,104 @@ type startEffects interface {
 	stopHeld(ctx context.Context, a *node.Answer) error
 	// post writes a note as the caller on the session's own record.
 	post(ctx context.Context, text string) (string, error)
-	// listen writes the own record into the listening index.
-	listen(ctx context.Context) error
+	// listen writes the own record into the listening index; added says
+	// it was not there before.
+	listen(ctx context.Context) (added bool, err error)
+	// unlisten removes the own record from the listening index again.
+	unlisten(ctx context.Context) error
 	// hand gives the daemon a line, then runs the backoffice.
 	hand(ctx context.Context, a *node.Answer, line messages.PipeLine) error
 	// awaitOutcome waits for what the daemon made of a launch.
 	awaitOutcome(ctx context.Context, a *node.Answer, launch string) error
 }
 
-// startPlan is a session start's plan (seed 002, D33): stop the session
-// the daemon runs there, if one does; post the definition, then the launch note naming it, on
-// the own record; write the listening index; hand the launch to the
-// daemon and await its outcome.
+// startPlan is a session start's plan (seed 002, D33, D74): first the
+// host's write, the own record into the listening index, so that a host
+// that cannot write (a full disk) refuses the start with nothing done;
+// then stop the session the daemon runs there, if one does; post the
+// definition, then the launch note naming it, on the own record; hand the launch to the daemon
+// and await its outcome. A step that fails after another was done stops
+// the start saying each step done (a launch note on the record is the
+// daemon's to launch, whoever hands it over, so a failed hand-off still
+// awaits the outcome); one that fails before the launch note takes the
+// own record out of the index again when the start put it there.
 func startPlan(f startFacts, fx startEffects) node.Plan {
 	var plan node.Plan
-	if f.Held != nil {
-		plan.Add(fmt.Sprintf("hand `%s` to the daemon, which runs the session of launch %s in %s (%s), and wait at most %s for its end note", messages.StopLine{Login: f.Key.Login, Project: f.Key.Project}, f.Held.Launch, f.Key, f.Held, f.StopWait), fx.stopHeld)
-	}
+	var done []string
 	var defHash, launchHash string
+	added := false
+	// stopped is why a step failed, with what the start did before it.
+	stopped := func(err error) error {
+		if len(done) == 0 {
+			return fmt.Errorf("%w; nothing was done", err)
+		}
+		return fmt.Errorf("%w; done before it stopped: %s", err, strings.Join(done, "; "))
+	}
+	plan.Add(fmt.Sprintf("write %s", f.ListenPath), func(ctx context.Context, a *node.Answer) error {
+		var err error
+		if added, err = fx.listen(ctx); err != nil {
+			return stopped(err)
+		}
+		a.Logf("wrote %s", f.ListenPath)
+		if added {
+			done = append(done, "wrote "+f.ListenPath)
+		}
+		return nil
+	})
+	plan.Deferred(func(ctx context.Context, a *node.Answer) {
+		if launchHash != "" || !added {
+			return
+		}
+		if err := fx.unlisten(ctx); err != nil {
+			a.Logf("the start stopped before its launch note, and %s could not be removed again: %v", f.ListenPath, err)
+			return
+		}
+		a.Logf("the start stopped before its launch note: removed %s again", f.ListenPath)
+	})
+	if f.Held != nil {
+		plan.Add(fmt.Sprintf("hand `%s` to the daemon, which runs the session of launch %s in %s (%s), and wait at most %s for its end note", messages.StopLine{Login: f.Key.Login, Project: f.Key.Project}, f.Held.Launch, f.Key, f.Held, f.StopWait), func(ctx context.Context, a *node.Answer) error {
+			if err := fx.stopHeld(ctx, a); err != nil {
+				return stopped(err)
+			}
+			done = append(done, fmt.Sprintf("stopped the session of launch %s", f.Held.Launch))
+			return nil
+		})
+	}
 	plan.Add(fmt.Sprintf("post as %q on %s %s:\n%s", f.Caller, f.Own.Kind, f.Own.ID, f.DefText), func(ctx context.Context, a *node.Answer) error {
 		var err error
 		if defHash, err = fx.post(ctx, f.DefText); err != nil {
-			return fmt.Errorf("post the session definition: %w", err)
+			return stopped(fmt.Errorf("post the session definition: %w", err))
 		}
 		a.Logf("posted the session definition as %q at %s on %s %s", f.Caller, defHash, f.Own.Kind, f.Own.ID)
+		done = append(done, fmt.Sprintf("posted the session definition %s (no launch names it)", defHash))
 		return nil
 	})
-	plan.Add(fmt.Sprintf("post the launch note (release %s) on the same record, write %s and hand `post %s LAUNCH` to the daemon", f.Release, f.ListenPath, f.Repository), func(ctx context.Context, a *node.Answer) error {
+	plan.Add(fmt.Sprintf("post the launch note (release %s) on the same record and hand `post %s LAUNCH` to the daemon", f.Release, f.Repository), func(ctx context.Context, a *node.Answer) error {
 		launch := &messages.LaunchNote{Login: f.Key.Login, Project: f.Key.Project, Workspace: f.Workspace, Session: defHash, Release: f.Release}
 		block, err := launch.Encode()
 		if err != nil {
-			return err
+			return stopped(err)
 		}
 		if launchHash, err = fx.post(ctx, fmt.Sprintf("Launch of the session %s in workspace `%s`.\n\n%s", defHash[:fossilio.MinPrefix], f.Key, block)); err != nil {
-			return fmt.Errorf("post the launch note: %w", err)
+			launchHash = ""
+			return stopped(fmt.Errorf("post the launch note: %w", err))
 		}
 		a.Logf("posted the launch note as %q at %s", f.Caller, launchHash)
 		a.SetResult(launchHash)
-		return nil
-	})
-	plan.Add("", func(ctx context.Context, a *node.Answer) error {
-		if err := fx.listen(ctx); err != nil {
-			return err
-		}
-		a.Logf("wrote %s", f.ListenPath)
+		done = append(done, fmt.Sprintf("posted the launch note %s, which is the daemon's to launch", launchHash))
 		return nil
 	})
 	plan.Add("", func(ctx context.Context, a *node.Answer) error {
 		if err := fx.hand(ctx, a, messages.PostLine{Repository: f.Repository, Hash: launchHash}); err != nil {
-			return fmt.Errorf("hand the launch to the daemon: %w", err)
+			// The launch is on the record: the hook hands it over too, so
+			// what the daemon made of it is awaited all the same.
+			a.Logf("could not hand the launch to the daemon (%v); the hook hands it over on its next run", err)
+		}
+		if err := fx.awaitOutcome(ctx, a, launchHash); err != nil {
+			return stopped(err)
 		}
 		return nil
 	})
-	plan.Add("", func(ctx context.Context, a *node.Answer) error { return fx.awaitOutcome(ctx, a, launchHash) })
 	return plan
 }
 
@@ -392,8 +437,22 @@ func (s *startRun) post(ctx context.Context, text string) (string, error) {
 	return s.n.Writer(s.p, s.code).WriteNote(ctx, s.own.note(s.n.Caller.Login, text))
 }
 
-func (s *startRun) listen(ctx context.Context) error {
-	return s.n.setListening(ctx, s.ws, s.own.Kind, s.own.ID, 0, true)
+func (s *startRun) listen(ctx context.Context) (bool, error) {
+	root, err := unixhost.OpenRoot(s.n.Agents)
+	if err != nil {
+		return false, err
+	}
+	defer root.Close()
+	file, err := messages.ListeningFileName(s.own.Kind, s.own.ID)
+	if err != nil {
+		return false, err
+	}
+	_, had, _ := listening.Lookup(root, s.ws, file)
+	return !had, listening.Set(ctx, root, s.ws, s.own.Kind, s.own.ID, 0, true)
+}
+
+func (s *startRun) unlisten(ctx context.Context) error {
+	return s.n.setListening(ctx, s.ws, s.own.Kind, s.own.ID, 0, false)
 }
 
 func (s *startRun) hand(ctx context.Context, a *node.Answer, line messages.PipeLine) error {
