@@ -206,6 +206,7 @@ type logLine struct {
 	Newest int64  `json:"newest"`
 	Mark   int64  `json:"mark"`
 	Why    string `json:"why"`
+	Ask    string `json:"ask"`
 }
 
 // logIndex is the index in lines of the first line from `from` on that

@@ -84,6 +84,13 @@ type Ask struct {
 // not: the hook logs it.
 const HookFallbackEnv = "OCX_HOOK_FALLBACK"
 
+// ConsoleFallbackEnv names, in the environment of an `ocx console` that
+// ocx-console runs when the daemon took no ask for its page in time
+// (nodesock.ErrNotTaken, D75), why: the console then reads the status
+// itself at once, rather than wait for the same daemon again, and the page
+// says why.
+const ConsoleFallbackEnv = "OCX_CONSOLE_FALLBACK"
+
 // AskVersion is the socket protocol's version.
 const AskVersion = 1
 

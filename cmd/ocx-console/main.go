@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -48,15 +49,20 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	if byDaemon(environ) {
 		// Without the daemon's page, `ocx console` asks the daemon for
 		// its status again and says on the page why it read the
-		// repository itself.
-		if page, err := askDaemon(*agents, environ); err == nil {
+		// repository itself; a daemon that took no ask in time (it is
+		// stopped) is not asked again (D75).
+		page, err := askDaemon(*agents, environ)
+		if err == nil {
 			if _, err := stdout.Write(page); err != nil {
 				return 1
 			}
 			return 0
 		}
+		if errors.Is(err, nodesock.ErrNotTaken) {
+			return fallBack(*agents, withFallback(environ, err), stdout, stderr)
+		}
 	}
-	return fallBack(*agents, environ, stdout, stderr)
+	return fallBack(*agents, withFallback(environ, nil), stdout, stderr)
 }
 
 // byDaemon says whether the request is one the daemon serves: a page read
@@ -93,6 +99,22 @@ func askDaemon(agents string, environ []string) ([]byte, error) {
 		return nil, fmt.Errorf("the daemon's reply holds no page")
 	}
 	return r.CGIPage, nil
+}
+
+// withFallback is environ with why the daemon took no ask for the page
+// (messages.ConsoleFallbackEnv) in place of any such entry; nil leaves
+// none.
+func withFallback(environ []string, why error) []string {
+	out := make([]string, 0, len(environ)+1)
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, messages.ConsoleFallbackEnv+"=") {
+			out = append(out, kv)
+		}
+	}
+	if why == nil {
+		return out
+	}
+	return append(out, messages.ConsoleFallbackEnv+"="+messages.ClipText(messages.CleanText(why.Error()), 300))
 }
 
 // fallBack runs `ocx console` of this release with the request as Fossil

@@ -2,9 +2,11 @@
 // --agents AGENTS --repo %R`), small so that it starts fast: it hands
 // what arrived to the daemon on its socket (AGENTS/ocxd.sock, D66), which
 // does the hook's work on its own open repository, and waits for it to be
-// done. When no daemon answers, or it refuses, or it fails mid-answer, it
-// runs `ocx hook` beside it with the same list, which does the work itself
-// and starts a daemon. It always exits 0: Fossil ignores the status.
+// done. When no daemon answers, or it takes no ask within
+// nodesock.AnswerWait (it is stopped, D75), or it refuses, or it fails
+// mid-answer, it runs `ocx hook` beside it with the same list, which does
+// the work itself and starts a daemon; the hook's mark keeps the two from
+// doing any of it twice. It always exits 0: Fossil ignores the status.
 package main
 
 import (
@@ -23,9 +25,10 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// doneWait bounds the wait for the daemon to finish a hook's work: the
-// hook's own process waits at most this for the mark's lock (hook's
-// DefaultLockWait, 10 s) and then works; past it the hook runs itself.
+// doneWait bounds the wait for the daemon to finish a hook's work it took
+// (it says so at once, nodesock.AnswerWait): the hook's own process waits
+// at most this for the mark's lock (hook's DefaultLockWait, 10 s) and then
+// works; past it the hook runs itself.
 const doneWait = 60 * time.Second
 
 func main() {

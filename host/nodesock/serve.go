@@ -2,6 +2,7 @@ package nodesock
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +25,14 @@ type Handler func(ctx context.Context, a *messages.Ask) *messages.Reply
 // writes it at once, so one that does not is stuck or hostile, and is not
 // waited for.
 const AskWait = 5 * time.Second
+
+// replyStart is every reply's first byte (each is one JSON object), which
+// the server writes as soon as it has read an ask it will answer.
+var replyStart = []byte("{")
+
+// GaveUp is the server's log line for an ask whose caller was gone before
+// the ask was taken: it did the work itself, and the server does none.
+const GaveUp = "ocxd.sock: the caller gave up before the daemon took its ask; it does the work itself"
 
 // ReplyWait bounds how long a reply may take to be written (a caller that
 // stopped reading is not waited for).
@@ -79,6 +88,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	c.SetReadDeadline(time.Now().Add(AskWait))
 	line, err := messages.ReadLine(bufio.NewReader(c), messages.MaxAskLen)
 	var reply *messages.Reply
+	taken := false
 	switch {
 	case err != nil:
 		reply = refusal(fmt.Sprintf("the ask did not arrive whole: %v", err))
@@ -88,6 +98,17 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 			reply = refusal("the ask does not read: " + derr.Error())
 			break
 		}
+		// The ask is taken: the reply's first byte says so at once, before
+		// any of the work (D75). A caller that waited nodesock.AnswerWait
+		// for it and gave up (the daemon was stopped) has closed its end,
+		// and does the work itself: the write fails, and none of it is
+		// done here.
+		c.SetWriteDeadline(time.Now().Add(ReplyWait))
+		if _, err := c.Write(replyStart); err != nil {
+			s.log.Info(GaveUp, "ask", string(a.Kind), "error", err)
+			return
+		}
+		taken = true
 		reply = s.handle(ctx, a)
 		if reply == nil {
 			reply = refusal("the daemon has no answer to " + string(a.Kind))
@@ -103,6 +124,14 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 			b, _ = json.Marshal(refusal("the reply does not encode: " + err.Error()))
 		}
 		b = append(b, '\n')
+	}
+	if taken {
+		if !bytes.HasPrefix(b, replyStart) {
+			// No handler's reply begins otherwise: each is one JSON object.
+			b, _ = json.Marshal(refusal("the reply does not begin as a JSON object"))
+			b = append(b, '\n')
+		}
+		b = b[len(replyStart):]
 	}
 	c.SetWriteDeadline(time.Now().Add(ReplyWait))
 	if _, err := c.Write(b); err != nil {

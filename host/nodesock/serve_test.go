@@ -366,3 +366,111 @@ func TestStateDocFollowsTheLine(t *testing.T) {
 		}
 	}
 }
+
+// lockedLog is a log's text, written by the server's goroutines and read
+// by the test.
+type lockedLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestAStoppedDaemonIsNotWaitedFor (D75): a daemon that does not take
+// its ask (stopped: the kernel takes the connection and the ask, and
+// nobody reads them) is given AnswerWait, not the caller's whole wait;
+// the caller gets ErrNotTaken and does the work itself. When the daemon
+// goes on and reads the ask, it finds the caller gone and does none of
+// its work.
+func TestAStoppedDaemonIsNotWaitedFor(t *testing.T) {
+	dir := t.TempDir()
+	layout, err := host.NewLayout(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := unixhost.ListenSocketAt(layout.Socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := messages.NewAsk(messages.AskHook)
+	a.Repo = "/srv/demo.fossil"
+	a.Hashes = []string{strings.Repeat("ab", 20)}
+	const wait = 10 * time.Second
+	start := time.Now()
+	_, err = Ask(context.Background(), layout, a, wait)
+	took := time.Since(start)
+	if !errors.Is(err, ErrNotTaken) || !strings.Contains(err.Error(), "stopped") {
+		t.Fatalf("a daemon that takes no ask: %v, want ErrNotTaken", err)
+	}
+	if took < AnswerWait || took >= wait/2 {
+		t.Fatalf("a daemon that takes no ask held its caller %v; want AnswerWait (%v), not the caller's wait (%v)", took, AnswerWait, wait)
+	}
+
+	// The daemon goes on: it reads the ask the kernel kept, and finds its
+	// caller gone.
+	var handled atomic.Int32
+	var log lockedLog
+	s := New(ln, func(ctx context.Context, a *messages.Ask) *messages.Reply {
+		handled.Add(1)
+		return messages.NewReply()
+	}, nil, slog.New(slog.NewTextHandler(&log, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(log.String(), GaveUp) {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("the server never found the ask's caller gone; its log:\n%s", log.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := handled.Load(); n != 0 {
+		t.Fatalf("the server did the work of an ask whose caller gave up (%d times)", n)
+	}
+	if !strings.Contains(log.String(), "ask=hook") {
+		t.Errorf("the server's log does not name the ask given up:\n%s", log.String())
+	}
+}
+
+// TestTakenAskIsWaitedFor: once the daemon has taken an ask (the reply's
+// first byte, written before the work), its work may take longer than
+// AnswerWait, up to the caller's wait.
+func TestTakenAskIsWaitedFor(t *testing.T) {
+	release := make(chan struct{})
+	n := serve(t, func(ctx context.Context, a *messages.Ask) *messages.Reply {
+		<-release
+		r := messages.NewReply()
+		r.Hook = &messages.HookDone{Artifacts: len(a.Hashes), Mark: 7}
+		return r
+	}, nil)
+	// Work that outlasts AnswerWait three times.
+	slow := time.AfterFunc(3*AnswerWait, func() { close(release) })
+	defer slow.Stop()
+	a := messages.NewAsk(messages.AskHook)
+	a.Repo = "/srv/demo.fossil"
+	a.Hashes = []string{strings.Repeat("ab", 20)}
+	start := time.Now()
+	r, err := Ask(context.Background(), n.layout, a, 10*time.Second)
+	if err != nil || r.Hook == nil || r.Hook.Mark != 7 {
+		t.Fatalf("work taken and done after %v: %+v, %v", time.Since(start), r, err)
+	}
+	if took := time.Since(start); took < 3*AnswerWait {
+		t.Fatalf("the reply came after %v, before the work was done", took)
+	}
+}

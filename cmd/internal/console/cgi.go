@@ -3,6 +3,7 @@ package console
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/ocx-go/ocx/host/nodesock"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // ServeCGI answers one request as Fossil's CGI extension: environ is the
@@ -42,8 +46,33 @@ func ServeCGI(agents string, stdin io.Reader, stdout io.Writer, environ []string
 		w.fail(http.StatusInternalServerError, err.Error())
 		return w.flush(stdout)
 	}
+	if why := envValue(environ, messages.ConsoleFallbackEnv); why != "" {
+		// ocx-console found the daemon taking no ask (D75): asked again,
+		// it would hold this page as long.
+		c.Node.Ask = func(context.Context, *messages.Ask) (*messages.Reply, error) {
+			return nil, notTaken(why)
+		}
+	}
 	c.Serve(w, r, f)
 	return w.flush(stdout)
+}
+
+// notTaken is ocx-console's finding that the daemon took no ask
+// (nodesock.ErrNotTaken), in its words.
+type notTaken string
+
+func (e notTaken) Error() string { return string(e) }
+
+func (notTaken) Is(target error) bool { return target == nodesock.ErrNotTaken }
+
+// envValue is the value of name in environ, "" when it has none.
+func envValue(environ []string, name string) string {
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // ServedByHeader says which process rendered a page: "daemon" (D71) or

@@ -926,3 +926,80 @@ func (f *fix) heardThread() (*fossilio.Client, string) {
 	f.hears(agent, person.Login)
 	return person, th
 }
+
+// TestHookByTheDaemonAndBesideItDoEachOnce (D75): when the daemon took a
+// hook's ask just as the hook gave up on it, the daemon's run (its open
+// reader and live index, in its process) and the hook's own run do the
+// same arrivals at once; under the mark's lock whichever comes second
+// finds the mark past them. Each post wakes the session that hears it
+// once, is noted unheard once for the session nobody hears, and is handed
+// to the daemon's pipe once.
+func TestHookByTheDaemonAndBesideItDoEachOnce(t *testing.T) {
+	f := newFix(t)
+	person, th := f.heardThread()
+	w := f.listen(agent)
+	// agent-2 listens too, and hears the person, but nobody reads its pipe.
+	must(t, workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: agent2 + "/demo", Kind: "thread", Names: th}))
+	f.hears(agent2, person.Login)
+	f.hook()
+	r, err := fossilio.OpenNode(f.srv.Repo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	x := record.NewIndex(r, "ocx")
+	log := slog.New(slog.NewTextHandler(f.logBuf, nil))
+	const rounds = 6
+	var posts []string
+	for i := range rounds {
+		p, err := person.Reply(f.ctx, th, th, "round "+itoa(int64(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		posts = append(posts, p)
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		wg.Go(func() {
+			_, errs[0] = hook.Done(f.ctx, hook.Options{Agents: f.agents, Repo: f.srv.Repo, Hashes: []string{p}, ByDaemon: true, Log: log,
+				Open:  func(string) (*fossilio.Repo, error) { return r, nil },
+				Index: func(string) (*record.Index, error) { return x, nil }})
+		})
+		wg.Go(func() {
+			errs[1] = hook.Run(f.ctx, hook.Options{Agents: f.agents, Repo: f.srv.Repo, Release: f.release, Log: log,
+				Stdin: strings.NewReader(p + " forum-post " + p[:14] + "\n")})
+		})
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %v\n%s", i, err, f.logBuf)
+			}
+		}
+	}
+	var want []string
+	for _, p := range posts {
+		want = append(want, line(p, person.Login))
+	}
+	if got := f.upTo(w, agent); !slices.Equal(got, want) {
+		t.Errorf("the session read %q, want each post once %q\n%s", got, want, f.logBuf)
+	}
+	unheard, _ := notesIn[*messages.UnheardNote](f, th)
+	noted := map[string]int{}
+	for _, u := range unheard {
+		noted[u.Post]++
+	}
+	for _, p := range posts {
+		if noted[p] != 1 {
+			t.Errorf("post %s is noted unheard %d times, want once (notes %v)", p, noted[p], noted)
+		}
+	}
+	// Every post's line, and the unheard notes' after them, once each.
+	handed := map[string]int{}
+	for _, l := range f.daemon.all(2 * rounds) {
+		handed[l]++
+	}
+	for _, p := range posts {
+		if c := handed["post "+f.srv.Repo+" "+p]; c != 1 {
+			t.Errorf("post %s was handed to the daemon %d times, want once: %v", p, c, handed)
+		}
+	}
+}

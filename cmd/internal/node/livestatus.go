@@ -17,9 +17,10 @@ const LiveWait = 5 * time.Second
 
 // LiveStatus is the node's status as the daemon's live record gives it on
 // its socket (D66), current to the receipts it names. With no daemon
-// answering within 100 ms, a refusal, or an answer that does not read, the
-// node derives it itself (Status) and why says why; why is empty when the
-// daemon answered.
+// answering within 100 ms, one that takes no ask within
+// nodesock.AnswerWait (it is stopped, D75), a refusal, or an answer that
+// does not read, the node derives it itself (Status) and why says why; why
+// is empty when the daemon answered.
 func (n *Node) LiveStatus(ctx context.Context) (st *messages.NodeState, why string, err error) {
 	doc, st, why, err := n.liveStatus(ctx)
 	if doc == nil {

@@ -17,8 +17,8 @@ const PullWait = time.Minute
 
 // PullClone brings the clone of a project served from another host up to
 // date with the server (D72): the daemon's pull, asked on its socket, so
-// that the daemon acts on what came; with no daemon, a pull of this
-// process's own. An action that wrote to the server then reads its write
+// that the daemon acts on what came; with no daemon, or one that took no
+// ask in time, a pull of this process's own. An action that wrote to the server then reads its write
 // in the node's clone.
 func (n *Node) PullClone(ctx context.Context, p Project) error {
 	a := messages.NewAsk(messages.AskPull)
@@ -35,9 +35,11 @@ func (n *Node) PullClone(ctx context.Context, p Project) error {
 		return nil
 	case err == nil:
 		return errors.New(r.Error)
-	case !errors.Is(err, nodesock.ErrNoDaemon):
+	case !errors.Is(err, nodesock.ErrNoDaemon) && !errors.Is(err, nodesock.ErrNotTaken):
 		return err
 	}
+	// No daemon, or one that took no ask in time (stopped, D75): the
+	// pull is this process's.
 	_, err = n.Keeper(p).Pull(ctx)
 	return err
 }
