@@ -1,9 +1,7 @@
 package node
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
@@ -17,16 +15,7 @@ import (
 func (n *Node) ProcTable() (*unixhost.ProcTable, error) { return n.procTable() }
 
 // ReexecOutcome reads AGENTS/ocxd.reexec; nil when there is none.
-func ReexecOutcome(l host.Layout) (*messages.ReexecOutcome, error) {
-	data, err := unixhost.Below(l.Root()).ReadFile(l.Reexec(), unixhost.SmallFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return messages.DecodeReexecOutcome(data)
-}
+func ReexecOutcome(l host.Layout) (*messages.ReexecOutcome, error) { return daemonclient.ReadReexec(l) }
 
 // DaemonStatus says whether the agents root's daemon runs (the holder of
 // AGENTS/ocxd.lock), the release its program belongs to (/proc/PID/exe),
@@ -57,7 +46,7 @@ func (n *Node) DaemonStatus() (*messages.DaemonStatus, error) {
 			}
 		}
 	}
-	if o, err := ReexecOutcome(n.Layout); err == nil {
+	if o, err := daemonclient.ReadReexec(n.Layout); err == nil {
 		d.Reexec = o
 	}
 	d.ConfinedOnly = n.Config.ConfinedOnly
