@@ -5,7 +5,6 @@ import (
 	"os"
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
-	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -13,9 +12,6 @@ import (
 // ProcTable reads the process table of this agents root; the caller closes
 // it.
 func (n *Node) ProcTable() (*unixhost.ProcTable, error) { return n.procTable() }
-
-// ReexecOutcome reads AGENTS/ocxd.reexec; nil when there is none.
-func ReexecOutcome(l host.Layout) (*messages.ReexecOutcome, error) { return daemonclient.ReadReexec(l) }
 
 // DaemonStatus says whether the agents root's daemon runs (the holder of
 // AGENTS/ocxd.lock), the release its program belongs to (/proc/PID/exe),
