@@ -57,7 +57,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "ocxd: check the hand-off:", err)
 			return 1
 		}
-		fmt.Fprintln(stdout, HandoffCheckAnswer)
+		fmt.Fprintln(stdout, messages.HandoffCheckAnswer)
 		return 0
 	case opts.HandoffVersion:
 		fmt.Fprintln(stdout, messages.HandoffVersion)

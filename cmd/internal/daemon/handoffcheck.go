@@ -20,13 +20,9 @@ import (
 // command line and environment but for that flag. The program does what
 // its new image would do at its start short of taking over (its flags and
 // environment, node.json, the hand-off read and decoded with the
-// descriptors it names) and answers HandoffCheckAnswer. The old image
+// descriptors it names) and answers messages.HandoffCheckAnswer. The old image
 // execs only a program that answered so; any other answer refuses the
 // release, and the old image runs on.
-
-// HandoffCheckAnswer is the one line `ocxd --handoff-check` answers once it
-// read the hand-off as its new image would.
-const HandoffCheckAnswer = "ocxd: the hand-off can be taken over"
 
 // checkHandoff is --handoff-check: what the new image does at its start
 // short of taking over. It opens no log, takes no lock and removes nothing.
@@ -99,14 +95,14 @@ const checkTail = 4096
 func judgeCheck(program string, err error, stdout, stderr []byte) error {
 	var exit *exec.ExitError
 	switch {
-	case err == nil && string(bytes.TrimSpace(stdout)) == HandoffCheckAnswer:
+	case err == nil && string(bytes.TrimSpace(stdout)) == messages.HandoffCheckAnswer:
 		return nil
 	case errors.As(err, &exit) && exit.ExitCode() == 2 && bytes.Contains(stderr, []byte("flag provided but not defined: -handoff-check")):
 		return errPredatesCheck
 	case err != nil:
 		return fmt.Errorf("%s --handoff-check: %v: %s", program, err, lastLine(stderr))
 	}
-	return fmt.Errorf("%s --handoff-check answered %q, not %q", program, shorten(string(bytes.TrimSpace(stdout))), HandoffCheckAnswer)
+	return fmt.Errorf("%s --handoff-check answered %q, not %q", program, shorten(string(bytes.TrimSpace(stdout))), messages.HandoffCheckAnswer)
 }
 
 // lastLine is the last line a program wrote that holds anything.

@@ -218,7 +218,7 @@ func ApplyRollback(root host.ReleaseRoot, r Rollback) error {
 }
 
 // logRecovery writes one line in the daemon's log (AGENTS/ocxd.log, as
-// the daemon writes it), naming this process: what a daemon that ended
+// the daemon writes it), naming this process (by): what a daemon that ended
 // could not say. A log that cannot be opened is left alone.
 func logRecovery(layout host.Layout, level slog.Level, msg string, attrs ...any) {
 	f, err := unixhost.OpenLog(layout.Log())
@@ -226,7 +226,7 @@ func logRecovery(layout host.Layout, level slog.Level, msg string, attrs ...any)
 		return
 	}
 	defer f.Close()
-	slog.New(slog.NewJSONHandler(f, nil)).With(slog.Int("pid", os.Getpid())).Log(context.Background(), level, msg, attrs...)
+	slog.New(slog.NewJSONHandler(f, nil)).With(slog.Int("by", os.Getpid())).Log(context.Background(), level, msg, attrs...)
 }
 
 // ReadReexec reads AGENTS/ocxd.reexec: nil when there is none.
