@@ -342,7 +342,7 @@ func (d *instance) takeOver(st *stepTimes) (*handoffFile, error) {
 		h, err := d.takeHandoff()
 		if err != nil {
 			d.log.Error("re-exec: the hand-off cannot be taken over; exiting (sessions keep running, and the next daemon finds them)", actors.ErrAttr(err))
-			return nil, fmt.Errorf("the new image could not take the hand-off over: %w", err)
+			return nil, fmt.Errorf("take the hand-off over: %w", err)
 		}
 		st.mark("handoff")
 		return &h, nil
