@@ -129,6 +129,7 @@ func FuzzDecodeState(f *testing.F) {
 	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], "daemon": {"running": false}}`))
 	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], "daemon": {"running": true, "pid": 42, "release": "3f2a9c", "reexec": {"at": "2026-12-01T10:00:00Z", "pid": 42, "target": "/var/lib/ocx/release/releases/3f2a9c/ocxd", "release": "3f2a9c", "ok": true}}}`))
 	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], "daemon": {"running": true, "pid": 42, "reexec": {"at": "2026-12-01T10:00:00Z", "pid": 42, "ok": false, "error": "ask it for its hand-off version: exit status 1"}}}`))
+	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], "daemon": {"running": true, "pid": 43, "release": "3f2a9c", "reexec": {"at": "2026-12-01T10:00:00Z", "pid": 42, "target": "/var/lib/ocx/release/releases/7c41/ocxd", "release": "7c41", "from": "3f2a9c", "ok": false, "state": "rolled_back", "error": "release 7c41 was rolled back to 3f2a9c: its daemon ended before it recorded its outcome"}}}`))
 	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], "daemon": {"running": false, "pid": 42}}`))
 	schemas, err := validate.Load()
 	if err != nil {

@@ -378,7 +378,9 @@ func genReexecOutcome() *rapid.Generator[*ReexecOutcome] {
 			Target: genOpt(genPath()).Draw(t, "target"), Release: genLineText(false).Draw(t, "release"), OK: rapid.Bool().Draw(t, "ok")}
 		if !r.OK {
 			r.Error = genText(true).Draw(t, "error")
+			r.State = rapid.SampledFrom(append([]string{""}, reexecStates...)).Draw(t, "state")
 		}
+		r.From = genLineText(false).Draw(t, "from")
 		return r
 	})
 }

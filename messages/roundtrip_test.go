@@ -143,6 +143,10 @@ func TestReexecOutcomeRoundTrip(t *testing.T) {
 		`{"ocx": "reexec", "at": "2026-12-01T10:00:00Z", "pid": 0, "ok": true}`,
 		`{"ocx": "reexec", "at": "2026-12-01T10:00:00Z", "pid": 42, "ok": true, "target": "ocxd"}`,
 		`{"ocx": "state", "at": "2026-12-01T10:00:00Z", "pid": 42, "ok": true}`,
+		`{"ocx": "reexec", "at": "2026-12-01T10:00:00Z", "pid": 42, "ok": true, "state": "pending"}`,
+		`{"ocx": "reexec", "at": "2026-12-01T10:00:00Z", "pid": 42, "ok": false, "error": "x", "state": "gone"}`,
+		`{"ocx": "reexec", "at": "2026-12-01T10:00:00Z", "pid": 42, "ok": false, "error": "x", "state": ""}`,
+		`{"ocx": "reexec", "at": "2026-12-01T10:00:00Z", "pid": 42, "ok": true, "from": ""}`,
 	} {
 		if r, err := DecodeReexecOutcome([]byte(doc)); err == nil {
 			t.Errorf("%s read as %v", doc, r)
