@@ -121,3 +121,32 @@ func FuzzParseCgroupFiles(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseHookMark: a hook mark reads as "MARK" or "MARK WORKING" with
+// WORKING past MARK, never a negative receipt; what it reads it writes
+// back as it read it.
+func FuzzParseHookMark(f *testing.F) {
+	for _, s := range []string{"803\n", "803 821\n", "0\n", "803 803\n", "-1\n", "803 12\n", "", "1 2 3\n", "x\n", " 7 \n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, w, ok := ParseHookMarkWorking(b)
+		if !ok {
+			return
+		}
+		if m < 0 || (w != 0 && w <= m) {
+			t.Fatalf("%q read as mark %d working %d", b, m, w)
+		}
+		again := HookMarkContent(m)
+		if w != 0 {
+			again = HookMarkWorkingContent(m, w)
+		}
+		m2, w2, ok2 := ParseHookMarkWorking(again)
+		if !ok2 || m2 != m || w2 != w {
+			t.Fatalf("%q written back as %q reads %d %d %v", b, again, m2, w2, ok2)
+		}
+		if v, ok := ParseHookMark(b); !ok || v != m {
+			t.Fatalf("ParseHookMark(%q) = %d %v, want %d", b, v, ok, m)
+		}
+	})
+}

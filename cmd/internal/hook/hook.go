@@ -227,12 +227,23 @@ func (h *run) run(ctx context.Context) error {
 	}
 	h.logins = h.nodeLogins()
 
+	// What a run before this one may have done already: it died (a daemon
+	// killed outright, say) after its work for these receipts began and
+	// before it moved the mark past them. Their unheard notes are looked
+	// for on the record before they are written (noteUnheard); a wake
+	// written twice is skipped by the session, a line twice by the daemon.
+	redone := h.redone(infos, mark)
+	if len(infos) > 0 && mark.ok && last > mark.value {
+		if err := mark.begin(last); err != nil {
+			h.log.Error("store the hook's mark", keyError, err)
+		}
+	}
 	unheard := h.wake(ctx, infos)
 	h.handToDaemon(ctx, infos)
 	h.poke(ctx, infos)
-	h.noteUnheard(ctx, unheard)
+	h.noteUnheard(ctx, unheard, redone)
 	h.gitExport(ctx, infos)
-	if last > mark.value || !mark.ok {
+	if last > mark.value || !mark.ok || mark.working != 0 {
 		if err := mark.store(max(last, mark.value)); err != nil {
 			h.log.Error("store the hook's mark", keyError, err)
 		}
@@ -855,7 +866,8 @@ func (h *run) handToDaemon(ctx context.Context, infos []fossilio.Info) {
 // after: the note wakes nobody (it holds an OCX note, and its sender is an
 // agent), so the next backoffice run may see it at leisure, and the hook is
 // never run again from within itself.
-func (h *run) noteUnheard(ctx context.Context, missed []wake.Missed) {
+func (h *run) noteUnheard(ctx context.Context, missed []wake.Missed, redone map[string]bool) {
+	missed = h.notNotedYet(ctx, missed, redone)
 	notes := wake.Unheard(missed)
 	if len(notes) == 0 {
 		return
@@ -904,6 +916,62 @@ func (h *run) noteUnheard(ctx context.Context, missed []wake.Missed) {
 	}
 }
 
+// redone are the hashes of infos a run before this one began its work for
+// and died before it moved the mark past them (the mark says so).
+func (h *run) redone(infos []fossilio.Info, m *mark) map[string]bool {
+	if m.working == 0 {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, info := range infos {
+		if info.Receipt > m.value && info.Receipt <= m.working {
+			out[info.Hash] = true
+		}
+	}
+	if len(out) > 0 {
+		h.log.Warn("a run of the hook before this one died in its work: its receipts are handled again, their unheard notes looked for first",
+			"mark", m.value, "working", m.working, "artifacts", len(out))
+	}
+	return out
+}
+
+// notNotedYet leaves out of missed each post of redone whose session's
+// agent login already noted it unheard, as the node's repository says
+// (the notes that login sent holding the post's hash), so that a run
+// handling again what a dead run began writes each note once.
+func (h *run) notNotedYet(ctx context.Context, missed []wake.Missed, redone map[string]bool) []wake.Missed {
+	if len(redone) == 0 {
+		return missed
+	}
+	out := missed[:0:0]
+	for _, m := range missed {
+		if redone[m.Post] && h.notedAlready(ctx, m) {
+			h.log.Info("noted unheard already, by a run before this one", "post", m.Post, "workspace", m.Workspace)
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// notedAlready says the session's agent login sent an unheard note naming
+// m's post; a record that cannot be read says no (a note twice is better
+// than none).
+func (h *run) notedAlready(ctx context.Context, m wake.Missed) bool {
+	sent, err := h.r.SentBy(ctx, m.Workspace.Login, m.Post)
+	if err != nil {
+		h.log.Error("look for an unheard note written before", "post", m.Post, "login", m.Workspace.Login, keyError, err)
+		return false
+	}
+	for _, s := range sent {
+		note, err := messages.ReadPost([]byte(s.Text))
+		if u, ok := note.(*messages.UnheardNote); err == nil && ok && slices.Contains(u.All(), m.Post) {
+			return true
+		}
+	}
+	return false
+}
+
 // gitExport brings the git mirror up to date when a check-in arrived and
 // the repository has a mirror.
 func (h *run) gitExport(ctx context.Context, infos []fossilio.Info) {
@@ -937,6 +1005,9 @@ type mark struct {
 	f     *os.File
 	ok    bool
 	value int64
+	// working is the newest receipt a run was doing its work for when
+	// the mark was read (0: none): one that died there.
+	working int64
 }
 
 // lockMark opens and locks the mark, waiting a bounded time for another
@@ -959,7 +1030,7 @@ func (h *run) lockMark(ctx context.Context) (*mark, func()) {
 	m.f = f
 	buf := make([]byte, 32)
 	n, _ := f.ReadAt(buf, 0)
-	m.value, m.ok = host.ParseHookMark(buf[:n])
+	m.value, m.working, m.ok = host.ParseHookMarkWorking(buf[:n])
 	return m, func() { f.Close() }
 }
 
@@ -971,4 +1042,13 @@ func (m *mark) store(v int64) error {
 		return errors.New("no mark file")
 	}
 	return unixhost.RewriteInPlace(m.f, host.HookMarkContent(v))
+}
+
+// begin says, in the mark, that a run does its work for the receipts
+// after the mark up to working; store ends it.
+func (m *mark) begin(working int64) error {
+	if m.f == nil {
+		return errors.New("no mark file")
+	}
+	return unixhost.RewriteInPlace(m.f, host.HookMarkWorkingContent(m.value, working))
 }
