@@ -150,3 +150,30 @@ func FuzzParseHookMark(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseWoken: a ledger of woken posts reads each whole line that is
+// one, and writes back as it read; a line that does not read is counted,
+// never taken.
+func FuzzParseWoken(f *testing.F) {
+	post := "557d95234d2b0fb7174f3befba10ef0c34555930e72a10a4a4d1c85696eadd9b"
+	ticket := "346d34a0f0d96ddaf66e2099f5ecba91b7674a31"
+	for _, s := range []string{
+		post + " thread " + post + " 1796635533758433950\n",
+		post + " ticket " + ticket + " 1\n" + post + " thread " + post + " 2\n",
+		post + " thread " + post + " 17966355", // cut by a full disk
+		post + " branch trunk 1\n", post + " thread ../x 1\n", "\n\n", "x y z w\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		posts, _ := ParseWoken(b)
+		var again []byte
+		for _, w := range posts {
+			again = append(again, w.Line()...)
+		}
+		back, bad := ParseWoken(again)
+		if bad != 0 || !reflect.DeepEqual(back, posts) {
+			t.Fatalf("%q read as %v, written back as %q, read again as %v (%d bad)", b, posts, again, back, bad)
+		}
+	})
+}

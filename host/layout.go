@@ -157,6 +157,7 @@ func (l Layout) Workspace(k messages.WorkspaceKey) (Workspace, error) {
 		Checkins:     filepath.Join(l.root, k.Login, "held", k.Project, "checkins"),
 		HeldBinding:  filepath.Join(l.root, k.Login, "held", k.Project, "binding.json"),
 		Sandbox:      filepath.Join(l.root, k.Login, "held", k.Project, "sandbox"),
+		Woken:        filepath.Join(l.root, k.Login, "held", k.Project, "woken"),
 		MCPDir:       filepath.Join(l.root, k.Login, "mcp", k.Project),
 		MCPLog:       filepath.Join(l.root, k.Login, "mcp", k.Project+".log"),
 	}, nil
@@ -197,6 +198,10 @@ type Workspace struct {
 	// session (SandboxRecord), written at the spawn and removed at its end,
 	// so that a process in it counts for the workspace (D45).
 	Sandbox string
+	// Woken is Held/woken: the persons' posts the hook woke the session for
+	// (WokenPost, one a line), which the daemon reads when it records the
+	// session's end, to note those it never answered (D77).
+	Woken string
 	// MCPDir is AGENTS/LOGIN/mcp/PROJECT (mode 0700), outside the
 	// workspace: it holds the session's MCP socket, MCPSocketName, and is
 	// bound read-only into that session's sandbox alone, at MCPMount (D38).

@@ -249,7 +249,7 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			return &UnlistenNote{Version: v, Listener: genListener().Draw(t, "listener")}
 		case KindUnheard:
 			n := &UnheardNote{Version: v, Post: genHash().Draw(t, "post"), Login: login, Project: project,
-				Why: rapid.SampledFrom([]UnheardWhy{UnheardNoReader, UnheardNoPipe}).Draw(t, "why")}
+				Why: rapid.SampledFrom([]UnheardWhy{UnheardNoReader, UnheardNoPipe, UnheardEnded}).Draw(t, "why")}
 			if more := rapid.SliceOfNDistinct(genHash(), 0, 4, func(s string) string { return s }).Draw(t, "more"); len(more) > 0 {
 				n.Posts = []string{n.Post}
 				for _, p := range more {

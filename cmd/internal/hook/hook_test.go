@@ -1069,3 +1069,43 @@ func TestHookRunAfterADeadOneNotesOnce(t *testing.T) {
 		t.Errorf("after the run the mark is %q; want a plain mark past %d", after, info.Rcvid)
 	}
 }
+
+// TestHookKeepsThePostsASessionWasWokenFor (D77): each person's post a
+// session is woken for goes into its ledger (Held/woken), and out again
+// once the hook sees its agent login's reply to it; a post the session
+// has not answered stays, for the daemon to check at the session's end.
+func TestHookKeepsThePostsASessionWasWokenFor(t *testing.T) {
+	f := newFix(t)
+	person, th := f.heardThread()
+	w := f.listen(agent)
+	f.hook()
+	ledger := func() []host.WokenPost {
+		b, _ := os.ReadFile(filepath.Join(f.agents, agent, "held", "demo", "woken"))
+		posts, bad := host.ParseWoken(b)
+		if bad > 0 {
+			t.Fatalf("the ledger has %d lines that do not read:\n%s", bad, b)
+		}
+		return posts
+	}
+	p1, err := person.Reply(f.ctx, th, th, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := person.Reply(f.ctx, th, th, "two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(p1, p2)
+	w.all(2)
+	if got := ledger(); len(got) != 2 || got[0].Post != p1 || got[1].Post != p2 || got[0].Record != th || got[0].Kind != messages.ListenThread {
+		t.Fatalf("the ledger after two wakes: %+v\n%s", got, f.logBuf)
+	}
+	answer, err := f.agentClient(agent).Reply(f.ctx, th, p1, "echo: one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(answer)
+	if got := ledger(); len(got) != 1 || got[0].Post != p2 {
+		t.Fatalf("after the agent answered p1 the ledger holds %+v, want p2 alone\n%s", got, f.logBuf)
+	}
+}
