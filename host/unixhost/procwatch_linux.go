@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -107,14 +106,16 @@ type entry struct {
 	names  []host.Naming
 	// argv is the command line as its exec left it, which only another
 	// exec changes: a scan takes it, and where the process runs, from
-	// here rather than reading them again (known).
+	// here rather than reading them again (known). cut says it is longer
+	// than host.MaxCmdline, argv the part read.
 	argv []string
+	cut  bool
 }
 
 // process is the entry as the table's process.
 func (e entry) process(pid int) host.Process {
 	return host.Process{ID: messages.ProcID{PID: pid, Start: e.start}, PPID: e.ppid, Names: e.names,
-		PIDNS: e.pidns, NSLevels: e.levels, UID: e.uid}
+		PIDNS: e.pidns, NSLevels: e.levels, UID: e.uid, Argv: e.argv, Cut: e.cut}
 }
 
 // Watch subscribes to the kernel's process events; the index is built by
@@ -285,7 +286,7 @@ func (ix *watchIndex) unreadLocked(pid int, why string) {
 
 // examineLocked reads the process's command line as it is now.
 func (ix *watchIndex) examineLocked(pid int) {
-	cl, err := ix.t.readAt(strconv.Itoa(pid)+"/cmdline", nil)
+	cl, err := ix.t.readCmdline(pid, nil)
 	if err != nil {
 		if !gone(err) {
 			ix.unreadLocked(pid, err.Error())
@@ -308,7 +309,7 @@ func (ix *watchIndex) examineLocked(pid int) {
 		return
 	}
 	if names := host.Namings(id.argv, ix.t.opts.Layout); len(names) > 0 {
-		ix.keepLocked(pid, entry{start: id.st.Start, ppid: id.st.PPID, pidns: id.pidns, levels: id.levels, uid: id.uid, names: names, argv: id.argv})
+		ix.keepLocked(pid, entry{start: id.st.Start, ppid: id.st.PPID, pidns: id.pidns, levels: id.levels, uid: id.uid, names: names, argv: id.argv, cut: id.cut})
 	} else {
 		ix.forgetLocked(pid)
 	}
@@ -409,7 +410,7 @@ func (ix *watchIndex) snapshot() ([]candidate, []host.Unreadable, error) {
 	}
 	cands := make([]candidate, 0, len(ix.named))
 	for pid, e := range ix.named {
-		cands = append(cands, candidate{pid: pid, known: &known{start: e.start, argv: e.argv, pidns: e.pidns, levels: e.levels}})
+		cands = append(cands, candidate{pid: pid, known: &known{start: e.start, argv: e.argv, cut: e.cut, names: e.names, pidns: e.pidns, levels: e.levels}})
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].pid < cands[j].pid })
 	var un []host.Unreadable
