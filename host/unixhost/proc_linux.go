@@ -51,6 +51,10 @@ type ProcTable struct {
 	// betweenReads, when set (by tests), runs after the command lines were
 	// read and before the rest: where a process can vanish mid-scan.
 	betweenReads func()
+	// examined, when set (by tests, before Watch), is called with each
+	// process the index read for an event and what it found, after the
+	// read and before the index's lock is taken to apply it.
+	examined func(pid int, found examination)
 
 	// wakeMu guards wakeFD: the descriptor through which each process was
 	// last seen to hold its wake pipe open for reading, which the next
