@@ -1,10 +1,14 @@
 package host
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/ocx-go/ocx/messages"
 )
 
 // seedFiles adds each of the named fixtures of testdata/proc to f.
@@ -174,6 +178,43 @@ func FuzzParseWoken(f *testing.F) {
 		back, bad := ParseWoken(again)
 		if bad != 0 || !reflect.DeepEqual(back, posts) {
 			t.Fatalf("%q read as %v, written back as %q, read again as %v (%d bad)", b, posts, again, back, bad)
+		}
+	})
+}
+
+// FuzzParseCmdline: a command line of at most MaxCmdline bytes is read
+// whole, its arguments joined again giving it back; a longer one is cut,
+// its arguments the first whole ones, within the bound; and what the part
+// read names surely the whole names too, never a workspace a cut-short
+// path would (D78).
+func FuzzParseCmdline(f *testing.F) {
+	seedFiles(f, "cmdline-serve.bin", "cmdline-bwrap.bin", "cmdline-init.bin", "cmdline-empty.bin", "cmdline-binds.bin", "cmdline-cut-path.bin")
+	l, _ := NewLayout("/var/lib/ocx/agents")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		argv, cut := ParseCmdline(b)
+		if cut != (len(b) > MaxCmdline) {
+			t.Fatalf("%d bytes: cut %v", len(b), cut)
+		}
+		got := cmdlineBytes(argv)
+		if !cut {
+			if want := bytes.TrimRight(b, "\x00"); !bytes.Equal(bytes.TrimRight(got, "\x00"), want) {
+				t.Fatalf("read whole: %q, want %q", got, want)
+			}
+			return
+		}
+		if len(got) > MaxCmdline || !bytes.HasPrefix(b, got) {
+			t.Fatalf("cut: %d bytes of arguments %q, not the first whole ones of %d", len(got), argv, len(b))
+		}
+		// Each workspace the part read names surely, the whole names too
+		// (a `--root` past the bound leaves the key unsure: refused).
+		all := map[messages.WorkspaceKey]bool{}
+		for _, n := range Namings(strings.Split(string(b), "\x00"), l) {
+			all[n.Key] = true
+		}
+		for _, n := range Namings(argv, l) {
+			if !n.Unsure && !all[n.Key] {
+				t.Fatalf("the part read names %s, the whole command line does not", n.Key)
+			}
 		}
 	})
 }

@@ -354,8 +354,10 @@ func genState() *rapid.Generator[*NodeState] {
 		for range rapid.IntRange(0, 2).Draw(t, "look-alikes") {
 			s.LookAlikes = append(s.LookAlikes, LookAlikeStatus{Login: genLogin().Draw(t, "llogin"), Project: genName().Draw(t, "lproject"),
 				PID: rapid.IntRange(1, MaxPID).Draw(t, "lpid"), StartTime: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "lstart"),
-				Command: genLineText(true).Draw(t, "command"), Why: genLineText(true).Draw(t, "lwhy")})
+				Command: genLineText(true).Draw(t, "command"), Why: genLineText(true).Draw(t, "lwhy"),
+				Claims: rapid.SampledFrom([]int{0, 2, 3, 20000, MaxSafeInt}).Draw(t, "claims")})
 		}
+		s.LookAlikesLeftOut = rapid.SampledFrom([]int{0, 0, 1, 57}).Draw(t, "left out")
 		if s.Hooks == nil {
 			s.Hooks = []HookStatus{}
 		}

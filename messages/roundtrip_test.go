@@ -238,3 +238,31 @@ func TestHookStatusLine(t *testing.T) {
 		}
 	}
 }
+
+// The look-alikes' counts (D78): a look-alike claiming one workspace says
+// nothing of it, one claiming more counts them all; the processes left
+// out are counted once. Each refused naming the field.
+func TestStateLookAlikeCounts(t *testing.T) {
+	const head = `{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], `
+	la := func(claims string) string {
+		return `"look_alikes": [{"login": "u0", "project": "p", "pid": 7, "start_time": 9, "command": "bwrap", "why": "w"` + claims + `}]`
+	}
+	s, err := DecodeState([]byte(head + la(`, "claims": 20000`) + `, "look_alikes_left_out": 3}`))
+	if err != nil || s.LookAlikes[0].Claims != 20000 || s.LookAlikesLeftOut != 3 {
+		t.Fatalf("DecodeState = %+v, %v", s, err)
+	}
+	if !strings.HasSuffix(s.LookAlikes[0].String(), " claims=20000") {
+		t.Errorf("String = %q", s.LookAlikes[0].String())
+	}
+	for doc, field := range map[string]string{
+		head + la(`, "claims": 1`) + `}`:                  "look_alikes[0].claims",
+		head + la(`, "claims": -2`) + `}`:                 "look_alikes[0].claims",
+		head + la(``) + `, "look_alikes_left_out": -1}`:   "look_alikes_left_out",
+		head + la(``) + `, "look_alikes_left_out": "12"}`: "look_alikes_left_out",
+		head + la(`, "claims": 2.5`) + `}`:                "look_alikes[0].claims",
+	} {
+		if _, err := DecodeState([]byte(doc)); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("DecodeState(%s) = %v; want it refused naming %s", doc, err, field)
+		}
+	}
+}
