@@ -16,6 +16,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/cmd/internal/tools"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/syncfwd"
@@ -113,9 +114,21 @@ func ListenSync(ctx context.Context, log *slog.Logger, n *node.Node, ws host.Wor
 }
 
 // ServeSession serves the session's sockets until ctx ends or, when watch, the
-// session's sandbox sess is gone.
+// session's sandbox sess is gone. Serving a session (watch), it first
+// joins the cgroup below the session's (procs.JoinServer, D80), before it
+// accepts a connection: what the sandbox makes it hold counts against
+// the session's limits.
 func ServeSession(ctx context.Context, log *slog.Logger, n *node.Node, ws host.Workspace, key messages.WorkspaceKey, sess messages.ProcID, watch bool,
 	ln, modelLn, syncLn net.Listener, modelH http.Handler, meter Meter) error {
+	if watch {
+		name, err := procs.JoinServer(n.Layout, key)
+		switch {
+		case err != nil:
+			log.Warn("the server is in no cgroup of its session: the session's limits do not hold it", slog.String("workspace", key.String()), slog.String("error", err.Error()))
+		case name != "":
+			log.Info("the server is in its session's cgroup", slog.String("workspace", key.String()), slog.String("cgroup", name))
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
