@@ -497,7 +497,11 @@ func (c *Cgroups) Sweep(node string) ([]string, error) {
 			if !e.IsDir() {
 				continue
 			}
-			rmdirBelow(filepath.Join(dir, e.Name()))
+			// The cgroups below go only with it: their counts are its
+			// (Events) while it holds a process.
+			if procs, err := readProcs(filepath.Join(dir, e.Name())); err != nil || len(procs) == 0 {
+				rmdirBelow(filepath.Join(dir, e.Name()))
+			}
 			if err := unix.Rmdir(filepath.Join(dir, e.Name())); err == nil && !slices.Contains(removed, node+"/"+e.Name()) {
 				removed = append(removed, node+"/"+e.Name())
 			}

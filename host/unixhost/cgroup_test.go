@@ -377,7 +377,8 @@ func startHeld(t *testing.T, script string) (cmd *exec.Cmd, out *strings.Builder
 // processes are held by the session's limits, and their OOM kills and
 // forks refused count as the session's; the session's Kill ends its own
 // processes and not the server's, EndBelow ends the server's (killing
-// what does not end within its wait) and removes its cgroup; a cgroup an
+// what does not end within its wait) and removes its cgroup; a sweep
+// leaves a running session's server's cgroup (its counts); a cgroup an
 // earlier session left with a server below it is made again, and a sweep
 // removes an empty one with its empty child.
 func TestCgroupBelow(t *testing.T) {
@@ -422,12 +423,20 @@ func TestCgroupBelow(t *testing.T) {
 	if err != nil || ev.OOMKills == 0 || ev.PidsMax == 0 {
 		t.Fatalf("the session's counts do not hold its server's: %+v %v", ev, err)
 	}
-
+	// A sweep while the session runs leaves its server's cgroup, empty
+	// now, and so its counts.
 	own, _, _ := startHeld(t, "sleep 60")
-	server, _, _ := startHeld(t, "sleep 60")
 	if err := g.Join(own.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.Sweep(testCgroupNode()); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := g.Events(); err != nil || again != ev {
+		t.Fatalf("the counts after a sweep while the session runs: %+v %v, want %+v", again, err, ev)
+	}
+
+	server, _, _ := startHeld(t, "sleep 60")
 	if err := srv.Join(server.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
