@@ -643,6 +643,10 @@ func TestRunRefusalRows(t *testing.T) {
 			f.Provides.LimitWhy = map[string]string{LimitMemory: "no cgroup v1 memory or pids hierarchy is mounted"}
 		}, RefusedUnprovided, "limits.memory: this node cannot enforce it: no cgroup v1 memory or pids hierarchy is mounted"},
 		{"8 cpu", block("builder", `, "limits": {"cpu": 60}`), func(f *RefusalFacts) { f.Provides.Limits = []string{LimitWall} }, RefusedUnprovided, "limits.cpu"},
+		{"8 disk", block("builder", `, "limits": {"disk": "1G"}`), func(f *RefusalFacts) {
+			f.Provides.LimitWhy = map[string]string{LimitDisk: "the host has no loop devices"}
+		}, RefusedUnprovided, "limits.disk: this node cannot enforce it: the host has no loop devices"},
+		{"8 disk provided", block("builder", `, "limits": {"disk": "1G"}`), func(f *RefusalFacts) { f.Provides.Limits = append(f.Provides.Limits, LimitDisk) }, 0, ""},
 		{"8 no bwrap", block("builder", ", "+sb), func(f *RefusalFacts) { f.Provides.Sandbox = false }, RefusedUnprovided, "sandbox"},
 		{"8 capability", block("builder", ", "+strings.Replace(sb, `"capabilities": []`, `"capabilities": ["CAP_SYS_ADMIN"]`, 1)), nil, RefusedUnprovided, "CAP_SYS_ADMIN"},
 		{"8 network", block("builder", ", "+strings.Replace(sb, `"network": true`, `"network": false`, 1)), func(f *RefusalFacts) { f.Provides.NoNetwork = false }, RefusedUnprovided, "sandbox.network"},

@@ -280,6 +280,16 @@ func loopOf(image string, dev, ino uint64) (loop string, major, minor uint32, er
 	return "", 0, 0, nil
 }
 
+// MountsBelow lists what is mounted at or below dir in this mount
+// namespace, the deepest first: what a removal of dir would cross into.
+func MountsBelow(dir string) ([]string, error) {
+	mi, err := readSmall("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	return host.MountedBelow(host.ParseMounts(mi), filepath.Clean(dir)), nil
+}
+
 // lockDisk takes the disk's flock, on the image itself.
 func lockDisk(ctx context.Context, image string) (*os.File, error) {
 	f, err := os.OpenFile(image, os.O_RDWR|syscall.O_NOFOLLOW, 0)
