@@ -279,7 +279,7 @@ func (r *reaper) disk(ctx context.Context, ws host.Workspace, l messages.LaunchS
 		return err
 	}
 	why := unixhost.DiskWhy()
-	if _, err := os.Lstat(ws.Disk); errors.Is(err, fs.ErrNotExist) {
+	if !unixhost.Exists(ws.Disk) {
 		switch {
 		case l.Disk != "" && why != "":
 			return fmt.Errorf("limits.disk is not provided by this node: %s", why)
