@@ -45,6 +45,9 @@ type RunLimits struct {
 	CPU       uint64 // whole seconds of CPU time for each process (RLIMIT_CPU)
 	Processes uint64 // tasks at any moment: the run's cgroup's pids.max, and RLIMIT_NPROC for a node not root
 	Memory    uint64 // bytes: the run's cgroup's memory limit
+	// Disk is the size in bytes of the file system the run's workspace is
+	// made on (D82): made by its directory step, not by StartRun.
+	Disk uint64
 }
 
 // FD is an open file handed to a process, such as an *os.File. The caller
@@ -156,6 +159,7 @@ type RunSupport struct {
 	CPU       string
 	Processes string
 	Memory    string
+	Disk      string // a file system of the workspace's own (D82): unixhost.DiskWhy
 }
 
 // Check refuses a run asking a sandbox or a limit the host cannot provide
@@ -185,6 +189,11 @@ func (s RunSupport) Check(sb *RunSandbox, l RunLimits) error {
 		if sb == nil {
 			return &NotProvidedError{Field: x.field, Why: "applied only inside a sandbox, where the process waits for it before its first instruction"}
 		}
+	}
+	// The workspace's own file system bounds it whatever runs there, in a
+	// sandbox or not.
+	if l.Disk > 0 && s.Disk != "" {
+		return &NotProvidedError{Field: "limits.disk", Why: s.Disk}
 	}
 	if l.Processes > 0 && l.Processes < MinProcesses {
 		return &NotProvidedError{Field: "limits.processes",

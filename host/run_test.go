@@ -172,6 +172,8 @@ func TestRunSupportCheck(t *testing.T) {
 		{"cpu unconfined", all, nil, RunLimits{CPU: 5}, "limits.cpu"},
 		{"processes unconfined", all, nil, RunLimits{Processes: 5}, "limits.processes"},
 		{"memory unconfined, no controller", RunSupport{Memory: "no controller"}, nil, RunLimits{Memory: 5}, "limits.memory"},
+		{"disk, no loop devices", RunSupport{Disk: "no loop devices"}, &sb, RunLimits{Disk: 1 << 30}, "limits.disk"},
+		{"disk unconfined", all, nil, RunLimits{Disk: 1 << 30}, ""},
 		{"memory where a cgroup can be made", all, &sb, RunLimits{Memory: 1 << 30, Processes: 50}, ""},
 		{"memory unconfined", all, nil, RunLimits{Memory: 1 << 30}, "limits.memory"},
 	}

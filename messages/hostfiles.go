@@ -140,6 +140,12 @@ type NodeSessionLimits struct {
 	// Processes is the most tasks (threads count) the session's processes
 	// may be at once; a fork past it fails, and the session is ended.
 	Processes *uint64 `json:"processes,omitempty"`
+	// Disk is the size of each workspace's own file system (D82), as
+	// Memory is written: the node makes it when it adds the workspace,
+	// and sizes it again at each launch whose session definition gives
+	// no limits.disk. Absent: workspaces have none, and are bounded by
+	// the host's file system alone.
+	Disk string `json:"disk,omitempty"`
 }
 
 // validate checks each limit node.json gives.
@@ -151,6 +157,11 @@ func (l *NodeSessionLimits) validate(field string) error {
 		}
 		if n < MinSessionMemory {
 			return fieldErr(joinField(field, LimitMemory), ErrInvalid, fmt.Sprintf("%s is below %d bytes (16M), less than a session's own programs need", quoteShort(l.Memory), uint64(MinSessionMemory)))
+		}
+	}
+	if l.Disk != "" {
+		if _, err := ParseDisk(joinField(field, LimitDisk), l.Disk); err != nil {
+			return err
 		}
 	}
 	if l.Processes != nil && (*l.Processes < MinSessionProcesses || *l.Processes > maxLimit) {

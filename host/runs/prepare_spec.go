@@ -56,6 +56,13 @@ func RunSpecOf(run *messages.Run, workspace string) (host.RunSpec, error) {
 			}
 			spec.Limits.Memory = b
 		}
+		if l.Disk != "" {
+			b, err := l.Disk.Bytes()
+			if err != nil {
+				return host.RunSpec{}, fmt.Errorf("limits.disk: %w", err)
+			}
+			spec.Limits.Disk = host.DiskBytes(b)
+		}
 	}
 	return spec, nil
 }

@@ -307,6 +307,19 @@ func TestPrepareRows8And9(t *testing.T) {
 	f.p.Support.Memory = "no cgroup v1 memory or pids hierarchy is mounted"
 	_, err = f.p.Make(ctx, runWith(sandbox(`"/bin"`)+`"limits": {"memory": "1G"},`), runHash)
 	mustRefuse(t, err, messages.RefusedUnprovided, -1, "limits.memory is not provided by this node: no cgroup v1 memory")
+	// Row 8: a disk where the host can make none, named with its reason;
+	// a disk and no one workspace to give it to (D82).
+	f.p.Support.Disk = "the host has no loop devices: /dev/loop-control: no such file or directory"
+	_, err = f.p.Make(ctx, runWith(sandbox(`"/bin"`)+`"limits": {"disk": "1G"},`), runHash)
+	mustRefuse(t, err, messages.RefusedUnprovided, -1, "limits.disk is not provided by this node: the host has no loop devices")
+	f.p.Support.Disk = ""
+	twice := readRun(t, `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "workspace": [{"step": "directory", "at": "$$root$$/a"}, {"step": "directory", "at": "$$root$$/b"}],
+  "limits": {"disk": "1G"}, "process": {"user": "`+runUser+`", "command": ["/bin/true"]}}`)
+	_, err = f.p.Make(ctx, twice, runHash)
+	mustRefuse(t, err, messages.RefusedUnprovided, -1, "limits.disk is not provided by this node", "2 directory steps")
+	if exists(filepath.Join(f.root, "a")) {
+		t.Error("a run refused for its disk had its directory made")
+	}
 	bad := strings.Replace(sandbox(`"/bin"`), `"capabilities": []`, `"capabilities": ["CAP_NO_SUCH"]`, 1)
 	_, err = f.p.Make(ctx, runWith(bad), runHash)
 	mustRefuse(t, err, messages.RefusedUnprovided, -1, "sandbox.capabilities[0]", "CAP_NO_SUCH")

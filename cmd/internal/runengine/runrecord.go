@@ -113,6 +113,7 @@ func provision(support host.RunSupport) messages.RunProvision {
 		Limits: []string{messages.LimitWall}, Deliveries: true, Manual: true, Terminal: true, LimitWhy: map[string]string{}}
 	for _, l := range []struct{ name, why string }{
 		{messages.LimitCPU, support.CPU}, {messages.LimitProcesses, support.Processes}, {messages.LimitMemory, support.Memory},
+		{messages.LimitDisk, support.Disk},
 	} {
 		if l.why == "" {
 			p.Limits = append(p.Limits, l.name)
@@ -140,6 +141,9 @@ func hostRefusal(run *messages.Run, support host.RunSupport) string {
 		}
 		if l.Memory != "" {
 			lim.Memory, _ = l.Memory.Bytes()
+		}
+		if l.Disk != "" {
+			lim.Disk, _ = l.Disk.Bytes()
 		}
 	}
 	if err := support.Check(sb, lim); err != nil {
