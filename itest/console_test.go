@@ -21,6 +21,7 @@ import (
 
 	"github.com/ocx-go/ocx/docs/design/validate"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -523,6 +524,49 @@ func TestConsoleGitFetch(t *testing.T) {
 	v := n.viewer("")
 	if code, body := v.get("git/info/refs?service=git-receive-pack"); code != 403 || !strings.Contains(body, "fetches only") {
 		t.Fatalf("receive-pack: %d %s", code, body)
+	}
+}
+
+// TestGitFetchNeverInTheDaemon (issue 39 item 7, D81): with the release's
+// ocx-console as the console's CGI and the daemon serving its pages, an
+// anonymous GET of the git mirror's refs, whatever slashes its path
+// holds, is served by ocx console, never rendered in the daemon (which
+// would run git's CGI there); the fetch still works.
+func TestGitFetchNeverInTheDaemon(t *testing.T) {
+	needs(t, "ocxd", host.ConsoleProgram)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is not installed (make deps installs it)")
+	}
+	n := consoleNode(t)
+	mirror := filepath.Join(t.TempDir(), "mirror")
+	if out, err := n.srv.Fossil("git", "export", mirror, "-R", n.srv.Repo); err != nil {
+		t.Fatalf("fossil git export: %v\n%s", err, out)
+	}
+	startDaemon(t, n, program("ocxd"))
+	n.waitLogLine("the daemon to serve its socket", func(l logLine) bool { return l.Msg == "serving the daemon's socket" })
+	anonymous := &http.Client{Timeout: time.Minute}
+	get := func(path string) (int, string, string) {
+		t.Helper()
+		resp, err := anonymous.Get(n.srv.URL + "ext/console/" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("X-Ocx-Served-By"), string(b)
+	}
+	// A page is the daemon's (the test shows something only if so).
+	if code, by, body := get("state"); code != 200 || by != "daemon" {
+		t.Fatalf("the state page: %d, served by %q: %s", code, by, body)
+	}
+	for _, path := range []string{"git/info/refs", "/git/info/refs", "//git/info/refs"} {
+		code, by, body := get(path + "?service=git-upload-pack")
+		if by != "console" {
+			t.Errorf("GET %s: served by %q (%d), want ocx console: the daemon runs no git\n%.300s", path, by, code, body)
+		}
+		if code != 200 || !strings.Contains(body, "service=git-upload-pack") {
+			t.Errorf("GET %s: %d %.300s; want git's refs", path, code, body)
+		}
 	}
 }
 
