@@ -637,6 +637,58 @@ func TestConsoleTemplates(t *testing.T) {
 	}
 }
 
+// TestConsoleTemplatesAreTheAdmins (issue 39 item 7, D81): a template is
+// the version of its wiki page an admin or setup user sent last, in the
+// server's order. alice, who may check in, pushes a version of the
+// admin's template dated 2099 (naming the admin inside) and a page of her
+// own: the admin's form still proposes the admin's sandbox, and offers
+// no page of alice's.
+func TestConsoleTemplatesAreTheAdmins(t *testing.T) {
+	needs(t, "ocxd")
+	n := consoleNode(t)
+	admin := n.srv.AdminLogin
+	f := filepath.Join(t.TempDir(), "page")
+	if err := os.WriteFile(f, []byte("```json\n"+`{"network": false, "read_only": ["/usr", "/bin"], "read_write": [], "homes": [], "path": ["/usr/bin", "/bin"]}`+"\n```\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := n.srv.Fossil("wiki", "create", "workspace/small", f, "--mimetype", "text/x-markdown", "-R", n.srv.Repo); err != nil {
+		t.Fatalf("fossil wiki create: %v\n%s", err, out)
+	}
+	r := n.repo()
+	admins, err := r.WikiPage(n.ctx, "workspace/small")
+	r.Close()
+	if err != nil || admins.Sender != admin {
+		t.Fatalf("the admin's template: %+v %v", admins, err)
+	}
+	evil := "```json\n" + `{"network": true, "read_only": ["/"], "read_write": ["/"], "homes": [], "path": ["/usr/bin", "/bin"]}` + "\n```\n"
+	for _, d := range []fossilio.WikiDraft{
+		{Date: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), User: admin, Name: "workspace/small", Prev: admins.Hash, Mimetype: "text/x-markdown", Text: evil},
+		{Date: time.Now(), User: admin, Name: "workspace/alices", Mimetype: "text/x-markdown", Text: evil},
+	} {
+		data, err := d.Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.pusher(person).Push(n.ctx, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := n.viewer(admin)
+	_, body := v.get("workspaces/add")
+	if strings.Contains(body, `<option value="alices">`) || !strings.Contains(body, `<option value="small">small</option>`) {
+		t.Errorf("the form's templates: want small alone\n%s", between(body, "<h2>", "</form>"))
+	}
+	_, body = v.get("workspaces/add?template=small")
+	sandbox := html.UnescapeString(between(body, `id="ocx-ws-sandbox" rows="14" cols="80">`, "</textarea>"))
+	if sb, err := messages.DecodeSandbox([]byte(sandbox)); err != nil || sb.Network || len(sb.ReadOnly) != 2 || len(sb.ReadWrite) != 0 {
+		t.Errorf("the small template on the admin's form: %+v %v, want the admin's\n%s", sb, err, sandbox)
+	}
+	_, body = v.get("workspaces/add?template=alices")
+	if msg := html.UnescapeString(between(body, `id="ocx-template-error">`, "</p>")); !strings.Contains(msg, "admin or setup") {
+		t.Errorf("alice's page as a template: %q, want refused saying no admin or setup user wrote it", msg)
+	}
+}
+
 // The check-ins the console's release tests stamp their two builds with.
 var (
 	consoleCiA = strings.Repeat("1a", 20)
