@@ -73,8 +73,12 @@ func newRemoteNode(t testing.TB, a *testNode, user string, o remoteOpts) *testNo
 		t.Fatal(err)
 	}
 	add := []string{"node", "add", user, "--password-file", pwFile}
+	secretFile := filepath.Join(t.TempDir(), "poke-secret")
+	if err := os.WriteFile(secretFile, []byte(pokeSecret(user)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if pokeURL != "" {
-		add = append(add, "--poke", pokeURL)
+		add = append(add, "--poke", pokeURL, "--poke-secret-file", secretFile)
 	}
 	a.must("", add...)
 	args := []string{"init", "--other-host", "--project", "demo=" + filepath.Join(filepath.Dir(b.agents), "clone", "demo.fossil") + "," + a.srv.URL,
@@ -83,10 +87,17 @@ func newRemoteNode(t testing.TB, a *testNode, user string, o remoteOpts) *testNo
 		args = append(args, "--pull-every", o.every)
 	}
 	if o.poke != "" {
-		args = append(args, "--poke-listen", o.poke)
+		args = append(args, "--poke-listen", o.poke, "--poke-secret-file", secretFile)
 	}
 	b.must("", args...)
+	b.pokeURL = pokeURL
 	return b
+}
+
+// pokeSecret is the secret the pokes of a remote node whose node user is
+// user carry in the tests.
+func pokeSecret(user string) string {
+	return ("secret-of-" + user + "-" + strings.Repeat("x", 40))[:40]
 }
 
 // TestRemoteNodeAnswersItsRun: seed 004 section 14's echo posted on the
