@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -554,6 +555,11 @@ func TestReceiptPage(t *testing.T) {
 	if len(rs.Receipts) != 1 || rs.Receipts[0].Login != person || rs.Receipts[0].Privileged || rs.Receipts[0].Rcvid != uint64(info.Rcvid) || rs.Receipts[0].Via != "sync" || rs.Project != a.srv.ProjectCode {
 		t.Errorf("the receipt of alice's post signed as the admin: %+v (project %s)", rs.Receipts, rs.Project)
 	}
+	// The users its receipts name, each with its standing, and none of
+	// the server's others (D81); the viewer is the node user.
+	if users, viewer := usersAndViewer(t, body); users != person+":false" || viewer != "lab-x:false" {
+		t.Errorf("the users of alice's receipt: %s, viewer %s; want alice alone, not privileged, and lab-x\n%s", users, viewer, body)
+	}
 	missing := strings.Repeat("0", 64)
 	code, body, _ = ask("POST", "receipt", node, root+"\n"+signed+"\n"+missing+"\n")
 	if rs, err = messages.DecodeReceipts([]byte(body)); code != http.StatusOK || err != nil || len(rs.Receipts) != 3 {
@@ -562,11 +568,27 @@ func TestReceiptPage(t *testing.T) {
 	if r := rs.Receipts; r[0].Login != a.srv.AdminLogin || !r[0].Privileged || r[1].Login != person || r[2].Known {
 		t.Errorf("the receipts of three hashes: %+v", r)
 	}
+	if users, _ := usersAndViewer(t, body); users != a.srv.AdminLogin+":true,"+person+":false" {
+		t.Errorf("the users of three receipts: %s; want the admin, privileged, and alice\n%s", users, body)
+	}
+	// Any login asks of itself alone (GET /receipt, no hash): its own
+	// capabilities and standing.
+	for _, c := range []struct {
+		login, pw string
+		priv      bool
+	}{{person, personPW, false}, {a.srv.AdminLogin, a.srv.AdminPassword, true}} {
+		code, body, _ := ask("GET", "receipt", cookie(c.login, c.pw), "")
+		users, viewer := usersAndViewer(t, body)
+		if _, err := messages.DecodeReceipts([]byte(body)); code != http.StatusOK || err != nil || users != "" || viewer != fmt.Sprintf("%s:%v", c.login, c.priv) {
+			t.Errorf("%s asking of itself: %d %v: users %q, viewer %q\n%s", c.login, code, err, users, viewer, body)
+		}
+	}
 	for _, c := range []struct {
 		name, method, path, cookie, body, says string
 		code                                   int
 	}{
 		{"alice, logged in", "GET", "receipt/" + root, cookie(person, personPW), "", `\"alice\" is not one`, http.StatusForbidden},
+		{"alice, logged in, a POST", "POST", "receipt", cookie(person, personPW), root + "\n", `\"alice\" is not one`, http.StatusForbidden},
 		{"nobody logged in", "GET", "receipt/" + root, "", "", "not logged in", http.StatusForbidden},
 		{"a hash prefix", "GET", "receipt/" + root[:12], node, "", "full hash", http.StatusBadRequest},
 		{"a line that is no hash", "POST", "receipt", node, "../x\n", "not a full hash", http.StatusBadRequest},
@@ -583,6 +605,34 @@ func TestReceiptPage(t *testing.T) {
 	if code, body, _ := ask("GET", "receipt/"+root, node, ""); code != http.StatusForbidden {
 		t.Errorf("a removed node asked: %d %s; want refused", code, body)
 	}
+}
+
+// usersAndViewer reads a receipts answer's users and viewer as
+// LOGIN:PRIVILEGED, the users joined by commas, and fails the test when
+// a user says more than that (the server's capabilities, D81).
+func usersAndViewer(t *testing.T, body string) (string, string) {
+	t.Helper()
+	var a struct {
+		Users  []map[string]any `json:"users"`
+		Viewer map[string]any   `json:"viewer"`
+	}
+	if err := json.Unmarshal([]byte(body), &a); err != nil {
+		t.Fatalf("the answer does not read: %v\n%s", err, body)
+	}
+	var users []string
+	for _, u := range a.Users {
+		for k := range u {
+			if k != "login" && k != "privileged" {
+				t.Errorf("a user of the answer says %s: %v", k, u)
+			}
+		}
+		users = append(users, fmt.Sprintf("%v:%v", u["login"], u["privileged"] == true))
+	}
+	viewer := ""
+	if a.Viewer != nil {
+		viewer = fmt.Sprintf("%v:%v", a.Viewer["login"], a.Viewer["privileged"] == true)
+	}
+	return strings.Join(users, ","), viewer
 }
 
 // cloneRun is a run for node whose password step takes user's password

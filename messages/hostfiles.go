@@ -237,7 +237,7 @@ type NodeProject struct {
 	// RemoteNodes are, on the server's node, the nodes on other hosts that
 	// serve the project: the console's receipt page answers their node
 	// users alone, and the hook pokes those that name a URL.
-	RemoteNodes []RemoteNode `json:"remote_nodes,omitempty"`
+	RemoteNodes []RemoteNode `json:"remote_nodes,omitempty" ocx:"closed"`
 }
 
 // RemoteNode is a node on another host, as the server's node lists it.
