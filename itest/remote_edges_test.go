@@ -1,10 +1,21 @@
 package itest
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -455,4 +466,73 @@ func TestPokesCarryTheSecret(t *testing.T) {
 		t.Errorf("valid pokes for %s made the node pull %d times; want 1 to %d (at most one a second)", time.Since(t0).Round(time.Millisecond), n, most)
 	}
 	http.DefaultClient.CloseIdleConnections()
+}
+
+// tlsFront serves target over https on 127.0.0.1, as an operator's TLS
+// front would, with a certificate of a CA of the test's own, whose PEM
+// file it returns with the front's URL.
+func tlsFront(t *testing.T, target string) (string, string) {
+	t.Helper()
+	key := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	caKey, leafKey := key(), key()
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ocx test CA"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		// fossil checks an IP literal as a DNS name (X509_VERIFY_PARAM_set1_host), Go as an IP.
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost", "127.0.0.1"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, caCert, &leafKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewUnstartedServer(httputil.NewSingleHostReverseProxy(u))
+	front.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}}}
+	front.StartTLS()
+	t.Cleanup(front.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return front.URL + "/", caFile
+}
+
+// TestRemoteNodeOverHTTPS (D81): a node on another host made with the
+// server's https URL (a TLS front, its certificate of a CA the node
+// trusts) clones, pulls, has the server vouch and writes over it: seed
+// 004's echo for it is answered, started, kept logs and ended by its node
+// user.
+func TestRemoteNodeOverHTTPS(t *testing.T) {
+	needs(t, "ocxd")
+	a := serverNode(t)
+	startDaemon(t, a, program("ocxd"))
+	front, ca := tlsFront(t, a.srv.URL)
+	b := newRemoteNode(t, a, "lab-s", remoteOpts{every: "500ms", url: front, ca: ca})
+	startDaemonEnv(t, b, program("ocxd"), []string{"SSL_CERT_FILE=" + ca})
+	run := a.result(a.srv.AdminLogin, "thread", "--title", "over https", "--text", echoRun("lab-s", "builder", "secure"))
+	a.waitFor("the run's ended", func() bool { return b.endedOf(run) != nil })
+	if e := b.endedOf(run); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+		t.Errorf("the run over https ended %+v, want exited 0", e)
+	}
+	if by := threadBy(a, run); by["lab-s"] != 3 {
+		t.Errorf("the run's thread by sender %v: want lab-s's started, kept logs and ended", by)
+	}
 }

@@ -40,6 +40,10 @@ type remoteOpts struct {
 	// and mount namespaces in which the server's directory and the
 	// server's node's are empty, reaching the server over HTTP alone.
 	host bool
+	// url, when set, is the server's URL the node is made with (a TLS
+	// front's); ca, a CA file its programs and their fossil trust for it
+	// (SSL_CERT_FILE).
+	url, ca string
 }
 
 // pokePort is where a node on a host of its own takes pokes, in its own
@@ -69,6 +73,13 @@ func newRemoteNode(t testing.TB, a *testNode, user string, o remoteOpts) *testNo
 		pokeURL = "http://" + o.poke + "/"
 	}
 	t.Cleanup(b.shutdown)
+	serverURL := a.srv.URL
+	if o.url != "" {
+		serverURL = o.url
+	}
+	if o.ca != "" {
+		b.env = append(b.env, "SSL_CERT_FILE="+o.ca)
+	}
 	pwFile := filepath.Join(t.TempDir(), "node-password")
 	if err := os.WriteFile(pwFile, []byte(user+"-pw-1\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -82,7 +93,7 @@ func newRemoteNode(t testing.TB, a *testNode, user string, o remoteOpts) *testNo
 		add = append(add, "--poke", pokeURL, "--poke-secret-file", secretFile)
 	}
 	a.must("", add...)
-	args := []string{"init", "--other-host", "--project", "demo=" + filepath.Join(filepath.Dir(b.agents), "clone", "demo.fossil") + "," + a.srv.URL,
+	args := []string{"init", "--other-host", "--project", "demo=" + filepath.Join(filepath.Dir(b.agents), "clone", "demo.fossil") + "," + serverURL,
 		"--node-user", user, "--password-file", pwFile, "--release", relRoot}
 	if o.every != "" {
 		args = append(args, "--pull-every", o.every)
