@@ -518,7 +518,7 @@ func TestReceiptPage(t *testing.T) {
 	if err := os.WriteFile(pwFile, []byte("lab-x-pw-1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a.must("", "node", "add", "lab-x", "--password-file", pwFile)
+	a.nodeJSONChanged("", "node", "add", "lab-x", "--password-file", pwFile)
 	root := a.result(a.srv.AdminLogin, "thread", "--title", "t", "--text", "by the admin")
 	signed := a.push(person, a.srv.AdminLogin, root, root, "alice, signed as the admin")
 	cookie := func(login, pw string) string {
@@ -612,10 +612,28 @@ func TestReceiptPage(t *testing.T) {
 			t.Errorf("%s: %d %s; want %d saying %q", c.name, code, body, c.code, c.says)
 		}
 	}
-	a.must("", "node", "remove", "lab-x")
+	a.nodeJSONChanged("", "node", "remove", "lab-x")
 	if code, body, _ := ask("GET", "receipt/"+root, node, ""); code != http.StatusForbidden {
 		t.Errorf("a removed node asked: %d %s; want refused", code, body)
 	}
+}
+
+// nodeJSONChanged runs an ocx command that changes node.json while the
+// daemon runs, and waits until the daemon has read it again (its re-exec
+// in place, D77): a page asked meanwhile is ocx console's, and a TERM
+// that meets the re-exec half-way is lost (the new image runs on).
+func (n *testNode) nodeJSONChanged(user string, args ...string) {
+	n.t.Helper()
+	at := len(n.logLines())
+	n.must(user, args...)
+	n.waitFor("the daemon to read node.json again", func() bool {
+		for _, l := range n.logLines()[at:] {
+			if l.Msg == "re-exec: running the new image" {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // usersAndViewer reads a receipts answer's users and viewer as
