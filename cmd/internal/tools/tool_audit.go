@@ -30,7 +30,7 @@ func (n Actions) toolAudit(ctx context.Context, in *messages.AuditArgs) *node.An
 	if ci.Kind != fossilio.KindCheckin {
 		return a.Stop(fmt.Errorf("checkin: %s is a %s, not a check-in", ci.Hash, ci.Kind))
 	}
-	ok, caps, err := node.Privileged(ctx, r, n.Caller.Login)
+	ok, caps, err := n.CallerPrivileged(ctx, r, p)
 	if err != nil {
 		return a.Stop(fmt.Errorf("caller: %w", err))
 	}
