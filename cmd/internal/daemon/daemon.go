@@ -139,6 +139,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	var stopped chan struct{}
 	done, fatal := ctx.Done(), d.inputs.fatal
 	stop := func(msg string, attrs ...any) {
+		d.stopAsked.Store(true)
 		d.log.Info(msg, attrs...)
 		stopped, done, fatal = make(chan struct{}), nil, nil
 		go func() {
