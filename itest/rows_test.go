@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -449,5 +450,136 @@ func TestCreateRefusesUnknownLimits(t *testing.T) {
 	a, out := n.answer(person, "tool", "audit", "--checkin", ci, "--verdict", "pass", "--reason", "fine", "--against", record)
 	if a.Stopped == nil || !strings.Contains(*a.Stopped, "is no record") || !strings.Contains(*a.Stopped, "sandbox.cpus") {
 		t.Errorf("a verdict against a record with sandbox.cpus was not refused naming it: %s", out)
+	}
+}
+
+// branchScript answers a post with its text and the branch its workspace's
+// tree is on, as Fossil says it.
+const branchScript = `read -r line; b=$(cd "$HOME/tree" && fossil branch current 2>&1); printf 'echo: %s on %s\n' "$line" "$b"`
+
+// inode is the file's inode number.
+func inode(t *testing.T, p string) uint64 {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+// TestWorkspaceIsTheAgentsOwnAndOutlivesItsSessions is seed 000's part
+// "workspace" and three of its decisions end to end. "Which branch does a
+// listener's work go on? The workspace's one branch, named by its
+// definition; a listener chooses none": a workspace defined on feature
+// answers, through a ticket listener and on its own thread, from a tree on
+// feature. "How cheap must a workspace and a session be? A workspace is
+// made once, by a network clone as the agent, and reused by every session
+// after; a session is a process and a pipe in it, with no clone" and "it
+// outlives its sessions: each session reuses the clone and tree": a second
+// session finds the same clone and tree (their inodes), and no other
+// repository file is made. "May agents share a clone? Never": another
+// login's workspace has a clone of its own, each remembering its own
+// login, neither the node's repository. "Only Terminate or gc removes it,
+// and gc skips a workspace a running process names": a terminated note on
+// its record leaves it to gc, which leaves it alone while its session
+// runs and would remove it once the session is stopped.
+func TestWorkspaceIsTheAgentsOwnAndOutlivesItsSessions(t *testing.T) {
+	needs(t, "ocxd", "workspace")
+	n := newNode(t)
+	admin := n.srv.AdminLogin
+	n.must("", "hook", "install")
+	newCommitter(t, n).commitWith("f.txt", "", "--branch", "feature")
+	const a1, a2 = "agent-31", "agent-32"
+	n.must("", "login", "add", a1)
+	n.must("", "login", "add", a2)
+	start := time.Now()
+	record := n.result(admin, "workspace", "add", "--login", a1, "--project", "demo", "--branch", "feature")
+	t.Logf("workspace add (a clone over the network as %s, a tree, binding.json) took %s", a1, time.Since(start))
+	ws := n.workspaceDir(a1)
+	clone, tree := filepath.Join(ws, "clone"), filepath.Join(ws, "tree")
+	cloneIno, treeIno := inode(t, clone), inode(t, tree)
+	id := n.result(person, "ticket", "--title", "a ticket", "--text", "for the session")
+
+	session := func() string {
+		t.Helper()
+		launch := n.result(admin, "session", "start", key(a1), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", branchScript)
+		n.waitFor("the session of "+a1+" to listen", func() bool {
+			s, ok := sessionOf(n.status(), a1)
+			return ok && s.Listening && s.Launch == launch
+		})
+		return launch
+	}
+	answers := func(step string) {
+		t.Helper()
+		said := n.result(person, "post", "--to", record, "--text", step)
+		if r := n.awaitReplyBy(a1, record, said); r.Text != "echo: "+step+" on feature\n" && strings.TrimSpace(r.Text) != "echo: "+step+" on feature" {
+			t.Errorf("%s: the session's answer on its thread: %q, want its work on feature", step, r.Text)
+		}
+		n.result(person, "post", "--to", id, "--text", step+" on the ticket")
+		n.waitFor(step+": the session's answer on the ticket", func() bool {
+			for _, c := range n.ticket(id) {
+				if c.Sender == a1 && strings.Contains(c.Text, "echo: "+step+" on the ticket on feature") {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	session()
+	n.result("", "listener", "add", key(a1), "--kind", "ticket", "--names", id)
+	answers("first")
+	n.must("", "session", "stop", key(a1))
+	n.waitFor("the first session gone", func() bool { _, ok := sessionOf(n.status(), a1); return !ok })
+	session()
+	answers("second")
+	if inode(t, clone) != cloneIno || inode(t, tree) != treeIno {
+		t.Errorf("the second session has another clone or tree (inodes %d, %d; were %d, %d)", inode(t, clone), inode(t, tree), cloneIno, treeIno)
+	}
+	var repos []string
+	filepath.WalkDir(ws, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			// The tree's checkout database and HOME's .fossil (Fossil's
+			// own settings of the agent) are no repositories.
+			if p == filepath.Join(ws, ".fossil") || strings.HasPrefix(p, tree+"/") {
+				return nil
+			}
+			if b, rerr := os.ReadFile(p); rerr == nil && strings.HasPrefix(string(b), "SQLite format 3\x00") {
+				repos = append(repos, p)
+			}
+		}
+		return nil
+	})
+	if len(repos) != 1 || repos[0] != clone {
+		t.Errorf("the workspace holds the repository files %v, want its one clone", repos)
+	}
+
+	n.result(admin, "workspace", "add", "--login", a2, "--project", "demo", "--branch", "trunk")
+	other := filepath.Join(n.workspaceDir(a2), "clone")
+	if inode(t, other) == cloneIno || inode(t, other) == inode(t, n.srv.Repo) || cloneIno == inode(t, n.srv.Repo) {
+		t.Errorf("a clone is shared: %s %d, %s %d, the node's repository %d", clone, cloneIno, other, inode(t, other), inode(t, n.srv.Repo))
+	}
+	for login, c := range map[string]string{a1: clone, a2: other} {
+		if r, err := fossilio.Remembered(n.ctx, c); err != nil || r.Login != login {
+			t.Errorf("%s's clone remembers %+v (%v), want its own login", login, r, err)
+		}
+	}
+
+	block, err := (&messages.TerminatedNote{Login: a1, Project: "demo", Reason: "done"}).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.push(admin, admin, record, record, string(block))
+	gc, out := n.answer(admin, "workspace", "gc", "--dry-run")
+	if log := strings.Join(gc.Log, "\n"); gc.Stopped != nil || !strings.Contains(log, "a running process names it") || strings.Contains(log, "remove "+ws) {
+		t.Errorf("a collection while the session runs: %s", out)
+	}
+	n.must("", "session", "stop", key(a1))
+	n.waitFor("the second session gone", func() bool { _, ok := sessionOf(n.status(), a1); return !ok })
+	gc, out = n.answer(admin, "workspace", "gc", "--dry-run")
+	if log := strings.Join(gc.Log, "\n"); gc.Stopped != nil || !strings.Contains(log, "remove "+ws) {
+		t.Errorf("a collection once the session is stopped: %s", out)
+	}
+	if _, err := os.Stat(clone); err != nil {
+		t.Errorf("a dry run removed the workspace: %v", err)
 	}
 }
