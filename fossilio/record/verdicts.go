@@ -2,6 +2,7 @@ package record
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -94,6 +95,10 @@ type Objective struct {
 	Branches []string
 	// HasFile: X is a path, and the audited check-in holds a file there.
 	HasFile bool
+	// FilesUnread says why the check-in's files could not be read (its
+	// manifest, or its baseline, malformed or missing): one bad artifact
+	// costs only the verdicts that name a file of it (D47).
+	FilesUnread string
 }
 
 // NotCounting says why a verdict does not count: Field is the part of it
@@ -131,6 +136,9 @@ func VerdictCounts(sender string, ci fossilio.Info, v messages.Verdict, x Object
 		return no("against", "%q was not read", v.Against)
 	}
 	if !x.Record {
+		if x.FilesUnread != "" {
+			return no("against", "the files of check-in %s do not read, so none is %q: %s", ci.Hash, v.Against, x.FilesUnread)
+		}
 		if !x.HasFile {
 			return no("against", "check-in %s has no file %q", ci.Hash, v.Against)
 		}
@@ -202,6 +210,10 @@ func (x *Index) Objective(ctx context.Context, ci fossilio.Info, against string)
 	o := Objective{Against: against, Record: messages.Verdict{Against: against}.NamesRecord()}
 	if !o.Record {
 		has, err := x.repo.CheckinHasFile(ctx, ci.Hash, against)
+		if errors.Is(err, fossilio.ErrMalformed) || errors.Is(err, fossilio.ErrNotFound) {
+			o.FilesUnread = err.Error()
+			return o, nil
+		}
 		if err != nil {
 			return o, fmt.Errorf("read the files of %s: %w", ci.Hash, err)
 		}

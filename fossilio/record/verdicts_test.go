@@ -81,6 +81,7 @@ func TestVerdictCounts(t *testing.T) {
 		{"no record at all", "bob", onRecord, Objective{Against: rec, Record: true}, "against", "is no record"},
 		{"no record, why said", "bob", onRecord, Objective{Against: rec, Record: true, NoRecord: "sandbox.cpus: unknown"}, "against", "is no record: sandbox.cpus: unknown"},
 		{"a file the check-in lacks", "bob", onFile, Objective{Against: "PLAN.md"}, "against", `has no file "PLAN.md"`},
+		{"a check-in whose files do not read", "bob", onFile, Objective{Against: "PLAN.md", HasFile: true, FilesUnread: "malformed"}, "against", "do not read"},
 		{"facts of another X", "bob", onFile, counting, "against", "was not read"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
