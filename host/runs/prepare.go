@@ -165,11 +165,13 @@ func (p *Layers) Make(ctx context.Context, run *messages.Run, hash string) (Made
 	plan := maps.Clone(vals)
 	steps := make([]messages.RunStep, len(run.Workspace))
 	var failing error
+	var made []string // what the steps make: read_only beneath it is checked after them
 	for i, s := range run.Workspace {
 		es, err := messages.ExpandStep(s, stepField(i), plan)
 		if err != nil {
 			return Made{}, fieldRefusal(err)
 		}
+		made = append(made, es.At, es.Into)
 		if err := p.checkStepPaths(es); err != nil && failing == nil {
 			failing = stepFailed(i, es, err, nil)
 		}
@@ -189,7 +191,7 @@ func (p *Layers) Make(ctx context.Context, run *messages.Run, hash string) (Made
 			}
 		}
 	}
-	planned, err := p.layers(run, plan)
+	planned, err := p.layers(run, plan, made)
 	if err != nil {
 		return Made{}, err
 	}
@@ -208,7 +210,7 @@ func (p *Layers) Make(ctx context.Context, run *messages.Run, hash string) (Made
 	}
 
 	// Every value in place, and the layers checked again.
-	spec, err := p.layers(run, vals)
+	spec, err := p.layers(run, vals, nil)
 	if err != nil {
 		return Made{}, err
 	}

@@ -339,6 +339,19 @@ func TestPrepareRows8And9(t *testing.T) {
 	_, err = f.p.Make(ctx, runWith(sandbox(`"`+f.srv.Repo+`"`)), runHash)
 	mustRefuse(t, err, messages.RefusedNoPassword, -1, `"`+runUser+`"`)
 	f.p.Repository, f.p.Passwords = repo, pws
+	// Row 8: a read_only path this host lacks (D83), named, nothing made;
+	// one the steps make ($$tree$$) is there once they are done; one in
+	// the workspace the steps do not make is refused after them.
+	_, err = f.p.Make(ctx, runWith(sandbox(`"/bin", "/opt/no-such-tool"`)), runHash)
+	mustRefuse(t, err, messages.RefusedUnprovided, -1, "sandbox.read_only[2] cannot be provided: /opt/no-such-tool is not on this node")
+	if exists(ws) {
+		t.Error("a run refused for a missing read_only path had its workspace made")
+	}
+	if _, err := f.p.Make(ctx, runWith(sandbox(`"$$tree$$"`)), runHash); err != nil {
+		t.Errorf("a read_only $$tree$$: %v", err)
+	}
+	_, err = f.p.Make(ctx, runWith(sandbox(`"$$workspace$$/none"`)), runHash)
+	mustRefuse(t, err, messages.RefusedUnprovided, -1, "sandbox.read_only[1] cannot be provided: "+filepath.Join(ws, "projects", "demo", runHash, "none")+" is not on this node")
 	// Unconfined, cpu cannot be held: row 8.
 	_, err = f.p.Make(ctx, runWith(`"limits": {"cpu": 10},`), runHash)
 	mustRefuse(t, err, messages.RefusedUnprovided, -1, "limits.cpu")

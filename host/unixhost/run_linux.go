@@ -167,6 +167,15 @@ func lookPath(prog string, env []string) (string, error) {
 func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintptr, onExit func(host.Exit)) (messages.ProcID, error) {
 	sb := spec.Sandbox
 	prog := spec.Command[0]
+	if spec.Limits.CPU > 0 {
+		// The exit says the limit, so that SIGXCPU can be told from the
+		// same code exited by the command (host.Exit.PastCPULimit).
+		told, limit := onExit, time.Duration(spec.Limits.CPU)*time.Second
+		onExit = func(x host.Exit) {
+			x.CPULimit = limit
+			told(x)
+		}
+	}
 	// The run's cgroup holds its memory, and its processes where a cgroup
 	// can be made (RLIMIT_NPROC counts nothing for root).
 	cgl := host.CgroupLimits{Memory: spec.Limits.Memory}

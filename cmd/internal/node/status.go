@@ -208,7 +208,7 @@ func (n *Node) projectStatus(ctx context.Context, st *messages.NodeState, table 
 		return err
 	}
 	st.Listeners = append(st.Listeners, ls...)
-	vs, err := record.StatusVerdicts(ctx, r, p.Name, n.passed)
+	vs, err := record.StatusVerdicts(ctx, idx, p.Name, n.passed)
 	if err != nil {
 		return err
 	}
