@@ -273,8 +273,9 @@ func (a *Admin) StoreVouched(ctx context.Context, through int64, receipts []Rece
 }
 
 // inOrder renders a query for r. In it {vjoin} joins each blob b to what
-// the server vouched for it (nothing on the server's own repository), and
-// {rcvid} and {rid} are b's place in the server's order.
+// the server vouched for it (nothing on the server's own repository),
+// {rcvid} and {rid} are b's place in the server's order, and {sender} the
+// login of its receipt (NULL when none, or not vouched for).
 func (r *Repo) inOrder(q string) string {
 	key := orderKey{q, r.vouched}
 	if s, ok := orderQueries.Load(key); ok {
@@ -296,9 +297,10 @@ type orderKey struct {
 
 var (
 	orderQueries sync.Map // orderKey → string
-	nodeOrder    = strings.NewReplacer("{vjoin}", "", "{rcvid}", "b.rcvid", "{rid}", "b.rid")
+	nodeOrder    = strings.NewReplacer("{vjoin}", "", "{rcvid}", "b.rcvid", "{rid}", "b.rid",
+		"{sender}", "(SELECT u.login FROM rcvfrom rf JOIN user u ON u.uid=rf.uid WHERE rf.rcvid=b.rcvid)")
 	vouchedOrder = strings.NewReplacer("{vjoin}", "LEFT JOIN fx_ocx_receipt v ON v.hash=b.uuid",
-		"{rcvid}", "coalesce(v.rcvid, 0)", "{rid}", "coalesce(v.rid, 0)")
+		"{rcvid}", "coalesce(v.rcvid, 0)", "{rid}", "coalesce(v.rid, 0)", "{sender}", "v.login")
 )
 
 // vouchedInfoQuery is infoQuery on a vouched clone: the server's receipt
