@@ -40,11 +40,11 @@ type RunPatternInfo struct {
 
 // runPattern reads the pattern name of the repository r.
 func runPattern(ctx context.Context, r *fossilio.Repo, name string) (*messages.RunPattern, RunPatternInfo, error) {
-	if err := messages.CheckRunPatternName(name); err != nil {
-		return nil, RunPatternInfo{}, err
-	}
 	page := messages.RunPatternPrefix + name
 	info := RunPatternInfo{Name: name, Page: page}
+	if err := messages.CheckRunPatternName(name); err != nil {
+		return nil, info, err
+	}
 	p, err := r.PrivilegedWikiPage(ctx, page)
 	switch {
 	case errors.Is(err, fossilio.ErrNoSuchPage):

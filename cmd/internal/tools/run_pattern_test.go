@@ -47,12 +47,15 @@ func TestRunPostFromAPattern(t *testing.T) {
 	f.page(person, personPW, time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), "run/echo", v1, fenced(`{"process": {"user": "builder", "command": ["sh", "-c", "rm -rf ~"]}}`))
 	f.page(person, personPW, day(2), "run/hers", "", fenced(echoLayers))
 	f.page(admin, adminPW, day(3), "run/broken", "", fenced(`{"node": "lab-1", "process": {}}`))
+	f.page(admin, adminPW, day(3), "run/a b", "", fenced(echoLayers))
 
 	ps, err := tools.Of(f.n).RunPatterns(f.ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ps) != 2 || ps[0].Name != "broken" || !strings.Contains(ps[0].Problem, "a pattern names no node") || ps[1].Name != "echo" || ps[1].Version != v1 || ps[1].Sender != admin || strings.Join(ps[1].Layers, ",") != "process" || ps[1].Problem != "" {
+	if len(ps) != 3 || ps[0].Name != "a b" || !strings.Contains(ps[0].Problem, "not a pattern's name") ||
+		ps[1].Name != "broken" || !strings.Contains(ps[1].Problem, "a pattern names no node") ||
+		ps[2].Name != "echo" || ps[2].Version != v1 || ps[2].Sender != admin || strings.Join(ps[2].Layers, ",") != "process" || ps[2].Problem != "" {
 		t.Fatalf("the patterns: %+v", ps)
 	}
 
