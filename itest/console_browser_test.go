@@ -300,9 +300,10 @@ func TestConsoleReaderInTheBrowser(t *testing.T) {
 // is current (issue 27 item 6); stopped, "Restart stopped sessions" on the
 // previous release lists it, and Confirm restarts it there: the launch
 // note, the admin's, names previous, and the session runs the first
-// release again, flagged. Roll back, pressed and confirmed, makes the
-// first release current again (the daemon re-execs it, same PID), and
-// the session is flagged no more. No page raises a script error or a CSP
+// release again, flagged. Then Roll back, pressed (issue 41 item 4): its
+// dry run changes no link, Confirm swaps current and previous and
+// re-execs the daemon in place onto the first release, and the session
+// on it is flagged no more. No page raises a script error or a CSP
 // violation.
 func TestConsoleReleasesInTheBrowser(t *testing.T) {
 	needs(t, "ocxd", "workspace")
@@ -417,38 +418,43 @@ func TestConsoleReleasesInTheBrowser(t *testing.T) {
 	b.WaitVisible(releaseCell + " .ocx-flag")
 	b.Screenshot("07-restarted-on-previous")
 
-	// Roll back, pressed: the dry run lists the link changes and moves
-	// nothing; Confirm swaps current and previous, and the daemon
-	// re-execs the first release in place, its PID unchanged; the session
-	// on it is older no more.
+	// Roll back (issue 41 item 4), pressed: the dry run's list changes no
+	// link; Confirm swaps current and previous on the host and re-execs
+	// the daemon in place onto A; the page says so; the session on A is
+	// no longer older.
 	b.Navigate(console+"releases", "#ocx-rollback")
 	b.ClickAndLoad("#ocx-rollback button")
 	b.WaitVisible("#ocx-release-confirm")
-	if log := b.Text("#ocx-log"); !strings.Contains(log, "would link") {
-		t.Fatalf("roll back's dry run: %q", log)
+	if h := b.Text("h2"); !strings.Contains(h, "Roll back") || !strings.Contains(b.Text("#ocx-release-confirm button"), consoleCiA[:10]) {
+		t.Fatalf("the roll back's dry run: %q, its Confirm %q", h, b.Text("#ocx-release-confirm button"))
 	}
-	if cur, _ := releaseLinks(t, root); cur != "releases/"+consoleCiB {
-		t.Fatalf("roll back's dry run moved current to %s", cur)
+	if cur, prev := releaseLinks(t, root); cur != "releases/"+consoleCiB || prev != "releases/"+consoleCiA {
+		t.Fatalf("the roll back's dry run moved the links: current %s, previous %s", cur, prev)
 	}
-	b.Screenshot("08-rollback-dry-run")
+	b.Screenshot("08-roll-back-dry-run")
 	b.ClickAndLoad("#ocx-release-confirm button")
-	if got := answerDone(t, b, "roll back the release"); got != consoleCiA {
+	if got := answerDone(t, b, "roll back"); got != consoleCiA {
 		t.Fatalf("roll back's result %q, want %s", got, consoleCiA)
 	}
 	if got, _ := b.Attr("#ocx-reexec", "data-ocx-reexec"); got != "ok" || !strings.Contains(b.Text("#ocx-reexec"), consoleCiA) {
-		t.Fatalf("roll back's re-exec: %q %q", got, b.Text("#ocx-reexec"))
+		t.Fatalf("the roll back's re-exec: %q %q", got, b.Text("#ocx-reexec"))
 	}
 	if cur, prev := releaseLinks(t, root); cur != "releases/"+consoleCiA || prev != "releases/"+consoleCiB {
 		t.Fatalf("after roll back: current %s, previous %s", cur, prev)
 	}
 	if n.daemonPID() != pid || exeOf(pid) != filepath.Join(root, "releases", consoleCiA, "ocxd") {
-		t.Fatalf("after roll back the daemon is pid %d running %s", n.daemonPID(), exeOf(pid))
+		t.Fatalf("after roll back the daemon is pid %d (was %d) running %s", n.daemonPID(), pid, exeOf(pid))
 	}
-	b.Screenshot("09-rolled-back")
-	n.waitFor("the session on the first release, current again, older no more", func() bool {
+	b.ClickAndLoad("#ocx-next")
+	b.WaitVisible("#ocx-releases")
+	if got := b.Text(`[data-ocx-release="current"] code`); got != consoleCiA {
+		t.Fatalf("after roll back the page's current is %q", got)
+	}
+	n.waitFor("the session on A no longer older", func() bool {
 		s, ok := sessionOf(n.status(), agent)
 		return ok && s.Release == consoleCiA && !s.Older
 	})
+	b.Screenshot("09-rolled-back")
 	b.Navigate(console+"sessions", "#ocx-sessions")
 	if got := b.Text(releaseCell); got != consoleCiA {
 		t.Fatalf("after roll back the Sessions page says %q of the session's release", got)

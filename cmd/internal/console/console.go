@@ -242,6 +242,10 @@ func (q *request) route() {
 		q.releasesPage()
 	case path == "tools":
 		q.toolsPage()
+	case path == "patterns":
+		q.patternsPage()
+	case len(parts) == 2 && parts[0] == "pattern":
+		q.patternPage(parts[1])
 	case len(parts) == 2 && parts[0] == "tool" && !q.asJSON:
 		q.toolPage(parts[1])
 	case len(parts) == 2 && parts[0] == "tool":
@@ -264,6 +268,9 @@ func (q *request) act(parts []string) {
 	switch {
 	case len(parts) == 2 && parts[0] == "tool":
 		q.toolCall(parts[1], q.asJSON)
+		return
+	case len(parts) == 2 && parts[0] == "pattern":
+		q.patternPost(parts[1], form)
 		return
 	case path == "hook/install":
 		a, next = q.n.HookInstall(q.ctx, false), "/hook"

@@ -371,7 +371,9 @@ func TestToolCreateChecksBeforeWriting(t *testing.T) {
 	}{
 		{toolCaller(person, personPW), `{` + base + `}`, []string{"without admin (a) or setup (s)"}},
 		{f.admin(), `{` + base + `, "user": "alice"}`, []string{`user: "alice" is already a user of demo`}},
-		{f.admin(), `{` + base + `, "remote": true}`, []string{`remote: runner "claude" offers no remote control`}},
+		// D84: no runner offers remote control here; the refusal says why.
+		{f.admin(), `{` + base + `, "remote": true}`, []string{`remote: runner "claude" offers no remote control on this node`, "claude.ai login", "inside the agent's sandbox", "an API key"}},
+		{f.admin(), `{` + base + `, "runner": "native", "remote": true}`, []string{`remote: runner "native" offers no remote control on this node`, "has no remote control"}},
 		{f.admin(), `{` + base + `, "restrict": {"no_password": true, "sudo": true}}`, []string{"restrict.sudo"}},
 		{f.admin(), `{` + base + `, "restrict": {"branch": "docs"}}`, []string{"restrict.branch", "no_password"}},
 		{f.admin(), `{` + base + `, "restrict": {"own_thread": true}}`, []string{"restrict.own_thread", "no_password"}},
