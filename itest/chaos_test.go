@@ -300,9 +300,18 @@ func TestChaos(t *testing.T) {
 		for _, b := range bad {
 			short := b[:10]
 			for name, text := range logs {
-				for _, l := range strings.Split(string(text), "\n") {
-					if strings.Contains(l, short) {
-						said = append(said, name+": "+l)
+				lines := strings.Split(string(text), "\n")
+				for i, l := range lines {
+					if !strings.Contains(l, short) {
+						continue
+					}
+					said = append(said, name+": "+l)
+					// What the same writer said next: an error about a
+					// note or a wake names no post.
+					for _, next := range lines[i+1 : min(i+6, len(lines))] {
+						if strings.Contains(next, "level=ERROR") || strings.Contains(next, `"level":"ERROR"`) || strings.Contains(next, "level=WARN") {
+							said = append(said, name+" (after): "+next)
+						}
 					}
 				}
 			}

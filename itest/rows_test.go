@@ -203,7 +203,18 @@ func TestRunPastItsWallAndCPU(t *testing.T) {
 	for _, c := range []struct {
 		root, note string
 	}{{wall, "wall: past limits.wall of 2s"}, {cpu, "cpu: its process was ended by SIGXCPU, past limits.cpu"}} {
-		id := n.heldRun(c.root)
+		// The holder as the daemon launched it: the cpu run may be out of
+		// the node's care (its care file gone) before the wall run ends.
+		var id messages.ProcID
+		n.waitLogLine("the run's holder launched", func(l logLine) bool {
+			if l.Msg != "run's process launched in its holder" || l.Run != c.root {
+				return false
+			}
+			var err error
+			id, err = messages.ParseProcID(l.PID)
+			return err == nil
+		})
+		killAtEnd(t, id)
 		n.waitFor("the run's ended", func() bool { return n.endedOf(c.root) != nil })
 		e := n.endedOf(c.root)
 		if e.Outcome != messages.RunBudget || e.Exit != nil || !strings.HasPrefix(e.Note, c.note) {

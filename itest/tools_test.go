@@ -268,7 +268,7 @@ func TestToolsAgentEndToEnd(t *testing.T) {
 		t.Errorf("the audited tag: %+v %v %v", got, ok, err)
 	}
 	a = n.mcpCall(bw, "audit", `{"checkin": "`+own+`", "verdict": "pass", "reason": "mine", "against": "docs.md"}`)
-	if a.Stopped == nil || !strings.Contains(*a.Stopped, "nobody audits their own check-in") {
+	if a.Stopped == nil || !strings.Contains(*a.Stopped, "nobody judges their own check-in") {
 		t.Errorf("audit of its own check-in: %+v", a)
 	}
 

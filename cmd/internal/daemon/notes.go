@@ -157,6 +157,10 @@ func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 	// its agent login, while the login may still write (D77): a daemon
 	// that ends before the end note does it again, and finds each noted.
 	if err := r.noteUnanswered(ctx, x, n); err != nil {
+		if fossilio.Unreachable(err) {
+			// The server is away: the end waits for it, notes first.
+			return fmt.Errorf("note the posts the session left unanswered: %w: %w", messages.ErrUnreachable, err)
+		}
 		r.log.Warn("the posts a session was woken for are not checked; none is noted as left unanswered", slog.String(actors.KeyLaunch, n.Launch.Hash), actors.ErrAttr(err))
 	}
 	if err := r.respond(ctx, x, n); err != nil {

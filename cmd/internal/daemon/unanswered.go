@@ -69,7 +69,10 @@ func (r *records) noteUnanswered(ctx context.Context, x *noderepos.Index, n mess
 	}
 	if len(missed) > 0 {
 		r.log.Info("the session ended before it answered posts it was woken for; noting them", slog.String(actors.KeyLaunch, n.Launch.Hash), slog.Int("posts", len(missed)))
-		hook.WriteUnheard(ctx, hook.Unheard{Config: r.cfg, Layout: r.layout, Project: x.Project, Repo: x.Repo, Log: r.log}, missed)
+		if err := hook.WriteUnheard(ctx, hook.Unheard{Config: r.cfg, Layout: r.layout, Project: x.Project, Repo: x.Repo, Log: r.log}, missed); err != nil {
+			// The ledger keeps them: the end's next attempt notes them.
+			return err
+		}
 	}
 	var rest []byte
 	for _, p := range after {

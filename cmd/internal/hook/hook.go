@@ -242,9 +242,15 @@ func (h *run) run(ctx context.Context) error {
 	h.pruneWoken(infos)
 	h.handToDaemon(ctx, infos)
 	h.poke(ctx, infos)
-	h.noteUnheard(ctx, unheard, redone)
+	notesErr := h.noteUnheard(ctx, unheard, redone)
 	h.gitExport(ctx, infos)
-	if last > mark.value || !mark.ok || mark.working != 0 {
+	if notesErr != nil && mark.ok && last > mark.value {
+		// A note not written (the server away) is not lost: the mark
+		// stays where it was, saying this run worked up to last, so the
+		// next run (the hook watch's, within its period) handles these
+		// receipts again and writes each note the record lacks.
+		h.log.Warn("unheard notes not written; the receipts are handled again by the next run", "mark", mark.value, "working", last, keyError, notesErr)
+	} else if last > mark.value || !mark.ok || mark.working != 0 {
 		if err := mark.store(max(last, mark.value)); err != nil {
 			h.log.Error("store the hook's mark", keyError, err)
 		}
@@ -941,8 +947,8 @@ func (h *run) handToDaemon(ctx context.Context, infos []fossilio.Info) {
 // after: the note wakes nobody (it holds an OCX note, and its sender is an
 // agent), so the next backoffice run may see it at leisure, and the hook is
 // never run again from within itself.
-func (h *run) noteUnheard(ctx context.Context, missed []wake.Missed, redone map[string]bool) {
-	WriteUnheard(ctx, Unheard{Config: h.cfg, Layout: h.layout, Project: h.proj, Repo: h.r, Log: h.log}, h.notNotedYet(ctx, missed, redone))
+func (h *run) noteUnheard(ctx context.Context, missed []wake.Missed, redone map[string]bool) error {
+	return WriteUnheard(ctx, Unheard{Config: h.cfg, Layout: h.layout, Project: h.proj, Repo: h.r, Log: h.log}, h.notNotedYet(ctx, missed, redone))
 }
 
 // Unheard is where WriteUnheard writes: the node, the project and its
@@ -960,16 +966,17 @@ type Unheard struct {
 // (wake.Unheard), one sync request per login for all its notes, and no
 // backoffice after (the notes wake nobody). The hook writes them for the
 // posts that reached no reader, the daemon for those a session ended
-// before it answered (D77).
-func WriteUnheard(ctx context.Context, u Unheard, missed []wake.Missed) {
+// before it answered (D77). It returns the first failure, once it has
+// tried every login's notes.
+func WriteUnheard(ctx context.Context, u Unheard, missed []wake.Missed) error {
 	notes := wake.Unheard(missed)
 	if len(notes) == 0 {
-		return
+		return nil
 	}
 	code, err := u.Repo.ProjectCode(ctx)
 	if err != nil {
 		u.Log.Error("note unheard posts", keyError, err)
-		return
+		return err
 	}
 	w := &fossilio.Notes{
 		URL:         u.Config.Projects[u.Project].URL,
@@ -1000,14 +1007,19 @@ func WriteUnheard(ctx context.Context, u Unheard, missed []wake.Missed) {
 		}
 		byLogin[login] = append(byLogin[login], nw)
 	}
+	var first error
 	for _, login := range logins {
 		hashes, err := w.WriteNotes(ctx, byLogin[login]...)
 		if err != nil {
 			u.Log.Error("note unheard posts", "login", login, "notes", len(byLogin[login]), keyError, err)
+			if first == nil {
+				first = fmt.Errorf("note unheard posts as %s: %w", login, err)
+			}
 			continue
 		}
 		u.Log.Info("noted unheard posts", "login", login, "notes", strings.Join(hashes, ","))
 	}
+	return first
 }
 
 // redone are the hashes of infos a run before this one began its work for

@@ -1109,3 +1109,49 @@ func TestHookKeepsThePostsASessionWasWokenFor(t *testing.T) {
 		t.Fatalf("after the agent answered p1 the ledger holds %+v, want p2 alone\n%s", got, f.logBuf)
 	}
 }
+
+// TestHookUnheardNoteWaitsForTheServer: an unheard note the server is not
+// there to take is not lost: the run leaves the mark where it was, saying
+// what it worked on, and the next run, the server back, writes it, once
+// (TestChaos met a post noted by no one when the server was bounced).
+func TestHookUnheardNoteWaitsForTheServer(t *testing.T) {
+	f := newFix(t)
+	person := f.client(person, personPW)
+	th, err := person.NewThread(f.ctx, "A question", "Hello?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(th)
+	must(t, workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	f.hears(agent, person.Login)
+	f.hook()
+	p1, err := person.Reply(f.ctx, th, th, "anyone?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Down()
+	f.hook(p1) // nobody reads the pipe, and the note cannot be written
+	markPath := filepath.Join(f.agents, "hook.mark.demo")
+	b, _ := os.ReadFile(markPath)
+	if _, w, ok := host.ParseHookMarkWorking(b); !ok || w == 0 {
+		t.Fatalf("with the note not written the mark is %q; want it held back, saying what the run worked on\n%s", b, f.logBuf)
+	}
+	f.srv.Up()
+	f.hook()
+	named := 0
+	unheard, _ := notesIn[*messages.UnheardNote](f, th)
+	for _, u := range unheard {
+		for _, h := range u.All() {
+			if h == p1 {
+				named++
+			}
+		}
+	}
+	if named != 1 {
+		t.Errorf("after the server came back p1 is noted %d times, want once\n%s", named, f.logBuf)
+	}
+	f.hook()
+	if again, _ := notesIn[*messages.UnheardNote](f, th); len(again) != len(unheard) {
+		t.Errorf("another run wrote %d more notes", len(again)-len(unheard))
+	}
+}
