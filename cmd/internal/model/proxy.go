@@ -131,7 +131,9 @@ func forwarder(api API, e Endpoint, key string, log *slog.Logger) *httputil.Reve
 }
 
 // onlyModel reads a request's body whole (at most MaxBodyLen) and passes
-// it to next only when it names only's model (Accepts).
+// it to next only when it names only's model (Accepts) and the session's
+// meter, when one wraps the proxy, admits it (the body it forwards may
+// have its output bound capped, D79).
 func onlyModel(api API, only string, next http.Handler, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyLen))
@@ -143,6 +145,12 @@ func onlyModel(api API, only string, next http.Handler, log *slog.Logger) http.H
 			log.Warn("model request refused", slog.String("path", r.URL.Path), slog.String("why", why))
 			writeError(w, status, why)
 			return
+		}
+		if a := admitOf(r.Context()); a != nil {
+			var ok bool
+			if body, ok = a.admit(r.Context(), w, body); !ok {
+				return // the meter said why
+			}
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
