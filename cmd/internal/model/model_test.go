@@ -174,6 +174,10 @@ func TestProxyOnlyItsModel(t *testing.T) {
 		{`{"model": "huge-model", "messages": []}`, `"huge-model"`},
 		{`{"messages": [{"role": "user", "content": "hi", "model": "small-model"}]}`, `names no model`},
 		{`{"model": "small-model", "model": "huge-model"}`, `"model" twice`},
+		// A server in Go (ollama) reads "MODEL" as "model", the last one
+		// named: either case is the model, and twice is refused (D79).
+		{`{"model": "small-model", "MODEL": "huge-model"}`, `"model" twice`},
+		{`{"Model": "huge-model"}`, `"huge-model"`},
 		{`{"model": 7}`, `not a string`},
 		{`[{"model": "small-model"}]`, `not a JSON object`},
 		{`{"model": "small-model"`, `not a JSON object`},

@@ -34,10 +34,6 @@ type Info struct {
 // MaxBodyLen bounds a request the proxy forwards.
 const MaxBodyLen = messages.MaxAPIBodyLen
 
-// credentialHeaders are the headers a client's request loses: the proxy
-// alone says who is calling.
-var credentialHeaders = []string{"Authorization", "X-Api-Key", "Proxy-Authorization", "Cookie", "Api-Key"}
-
 // NewProxy is the model proxy for c, for a session whose definition names
 // the model only. GET InfoPath answers c's APIs. A POST to one of an
 // API's endpoints (API.Paths: Anthropic's Messages, OpenAI's chat
@@ -94,12 +90,15 @@ func forwarder(api API, e Endpoint, key string, log *slog.Logger) *httputil.Reve
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
-			for _, h := range credentialHeaders {
-				pr.Out.Header.Del(h)
+			pr.Out.URL.RawQuery = "" // the path is the API's endpoint, nothing more
+			// The allowed headers alone (headers.go): no credential, no
+			// account, and no Accept-Encoding, so that the reply comes as
+			// the API wrote it, the key found in it.
+			var dropped []string
+			pr.Out.Header, dropped = forwardedHeader(api, pr.In.Header)
+			if len(dropped) > 0 {
+				log.Info("model request's betas left out", slog.String("betas", strings.Join(dropped, ",")))
 			}
-			// The reply comes uncompressed, so that the key can be found
-			// in it.
-			pr.Out.Header.Del("Accept-Encoding")
 			switch {
 			case key == "":
 			case api == Anthropic:
@@ -111,6 +110,7 @@ func forwarder(api API, e Endpoint, key string, log *slog.Logger) *httputil.Reve
 		// A stream goes on as it comes: each write is flushed.
 		FlushInterval: -1,
 		ModifyResponse: func(r *http.Response) error {
+			filterReply(r.Header, key)
 			if key == "" {
 				return nil
 			}
@@ -194,7 +194,8 @@ func Accepts(api API, only, got string) bool {
 
 // RequestModel is the model a request to either API names: the "model"
 // key of the body's top-level object (the same key in openai's and
-// anthropic's requests). A body that is not one JSON object, has no
+// anthropic's requests), its name compared without case, as a server
+// written in Go reads it. A body that is not one JSON object, has no
 // "model", has it twice (which a server might read either way) or not as
 // a string is an error saying so.
 func RequestModel(body []byte) (string, error) {
@@ -215,8 +216,8 @@ func RequestModel(body []byte) (string, error) {
 		if err := d.Decode(&v); err != nil {
 			return "", notObject
 		}
-		if k != "model" {
-			continue
+		if !strings.EqualFold(k, "model") {
+			continue // a server in Go reads "MODEL" as "model": so does the proxy
 		}
 		if seen {
 			return "", errors.New(`its body names "model" twice`)
