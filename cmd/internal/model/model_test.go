@@ -384,3 +384,25 @@ func TestChooseModel(t *testing.T) {
 		})
 	}
 }
+
+// TestDefaultNetwork: create gives a record no network where its runner
+// reaches its model through the node (D79): native always, claude and
+// codex where model.json names the API each speaks; the network where
+// they reach their own service, on a node that serves them no model.
+func TestDefaultNetwork(t *testing.T) {
+	per, _ := model.DecodeConfig([]byte(`{"anthropic":{"base_url":"http://a"},"openai":{"base_url":"http://o"}}`))
+	openai, _ := model.DecodeConfig([]byte(`{"api":"openai","base_url":"http://o"}`))
+	for _, c := range []struct {
+		cfg    *model.Config
+		runner string
+		want   bool
+	}{
+		{per, "claude", false}, {per, "codex", false}, {per, "native", false},
+		{openai, "codex", false}, {openai, "native", false}, {openai, "claude", true},
+		{nil, "claude", true}, {nil, "codex", true}, {nil, "native", false},
+	} {
+		if got := model.DefaultNetwork(c.cfg, c.runner); got != c.want {
+			t.Errorf("runner %s, model.json %v: network %v, want %v", c.runner, c.cfg != nil, got, c.want)
+		}
+	}
+}
