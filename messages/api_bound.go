@@ -28,6 +28,22 @@ type OutputBound struct {
 	Least uint64
 }
 
+// MaxOutput is what a request naming no bound is taken to ask: the most a
+// model of the APIs the node serves writes in one reply (128,000: Claude
+// Code 2.1 says it of claude-sonnet-5-5, and OpenAI's gpt-5 the same).
+// Such a request is forwarded as it is while the limit leaves that much,
+// and with a bound added, what is left, once it leaves less: a bound
+// added above a model's own maximum is one its API may refuse.
+const MaxOutput = 128000
+
+// Ask is the bound the request asks: what it names, or MaxOutput.
+func (b OutputBound) Ask() uint64 {
+	if b.Asked == 0 {
+		return MaxOutput
+	}
+	return b.Asked
+}
+
 // boundFields are the fields that bound a request's output, per shape:
 // the first is the one written when the request names none. Chat
 // completions' max_tokens is what every compatible server reads (OpenAI's

@@ -85,12 +85,13 @@ func (l *Ledger) Left() uint64 {
 
 // Reserve grants a request that entered the bound of its output. Without
 // a limit it is what the request asks, not capped. Under one: what it
-// asks when that is no more than what is left (not capped), else what is
-// left (capped: the request is to be forwarded with that bound, or with
-// it added where it names none); when what is left is less than the least
-// the API takes, the request waits for the requests under way, or, with
-// none under way, the budget is spent. A refusal leaves the slot taken:
-// the caller leaves.
+// asks (a request naming none asks MaxOutput, the most a model writes in
+// one reply) when that is no more than what is left (not capped: the
+// request goes as it is), else what is left (capped: the request is to be
+// forwarded with that bound, added where it names none); when what is
+// left is less than the least the API takes, the request waits for the
+// requests under way, or, with none under way, the budget is spent. A
+// refusal leaves the slot taken: the caller leaves.
 func (l *Ledger) Reserve(b OutputBound) (grant uint64, capped bool, v LedgerVerdict) {
 	if l.Reached != "" {
 		l.Count.Refused++
@@ -100,9 +101,9 @@ func (l *Ledger) Reserve(b OutputBound) (grant uint64, capped bool, v LedgerVerd
 		return b.Asked, false, LedgerGo
 	}
 	left := l.Left()
-	if b.Asked > 0 && b.Asked <= left {
-		l.Reserved += b.Asked
-		return b.Asked, false, LedgerGo
+	if ask := b.Ask(); ask <= left {
+		l.Reserved += ask
+		return ask, false, LedgerGo
 	}
 	if left >= max(b.Least, 1) {
 		l.Reserved += left

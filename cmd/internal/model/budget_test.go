@@ -158,9 +158,9 @@ func TestMeterHoldsTheBudgetAtOnce(t *testing.T) {
 }
 
 // TestMeterBoundsWhatIsLeft: a request asking less than the limit leaves
-// is forwarded byte for byte; one asking more, or naming no bound, is
-// forwarded with its bound made what is left, every other member as it
-// was.
+// is forwarded byte for byte; one asking more, or naming no bound when
+// less than messages.MaxOutput is left, is forwarded with its bound made
+// what is left, every other member as it was.
 func TestMeterBoundsWhatIsLeft(t *testing.T) {
 	up := &greedy{}
 	srv, _ := meteredAnthropic(t, up, 5000)
@@ -178,6 +178,17 @@ func TestMeterBoundsWhatIsLeft(t *testing.T) {
 	_, bodies, _ := up.seen()
 	if string(bodies[0]) != asks[0] || string(bodies[1]) != `{"model": "m", "max_tokens": 3990, "stream": false}` {
 		t.Fatalf("the API got:\n%s\n%s", bodies[0], bodies[1])
+	}
+	// A request naming no bound asks messages.MaxOutput: it goes as it
+	// is while the limit leaves that much, and bounded once it leaves
+	// less.
+	upBig := &greedy{}
+	srvBig, _ := meteredAnthropic(t, upBig, 1000000)
+	if code, b, err := postMessages(srvBig, c, `{"model": "m"}`); err != nil || code != 200 {
+		t.Fatalf("no bound named: %d %s %v", code, b, err)
+	}
+	if _, bodies, _ := upBig.seen(); string(bodies[0]) != `{"model": "m"}` {
+		t.Fatalf("no bound named, a million left, the API got %s", bodies[0])
 	}
 	up2 := &greedy{}
 	srv2, _ := meteredAnthropic(t, up2, 300)
