@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -130,24 +129,6 @@ func TestRunActorInTheTree(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log's buffer that several goroutines write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // TestStoppingTheTreeIsNoAccident: a daemon stopped by a plain TERM stops
 // its tree, and protoactor stops each child before its parent; the node
 // logs no run's nor workspace's actor as stopped unexpectedly then
@@ -157,7 +138,7 @@ func TestStoppingTheTreeIsNoAccident(t *testing.T) {
 	w := newFakeWorld()
 	runs := &fakeRuns{exitNow: true, done: make(chan struct{})}
 	w.runs = runs
-	var logs syncBuffer
+	var logs lockedBuffer
 	lt := startTreeLogging(t, w, Config{}, messages.Boot{}, slog.New(slog.NewTextHandler(&logs, nil)))
 	runs.toNode = lt.send
 	hash := strings.Repeat("c", 64)

@@ -205,6 +205,12 @@ func (l Layout) SessionCgroup(k messages.WorkspaceKey) string {
 	return l.CgroupNode() + "/session:" + k.Login + ":" + k.Project
 }
 
+// MCPCgroupName is the cgroup, below its session's, of the node's server
+// for the session (`ocx mcp serve`: its MCP server, model proxy and sync
+// socket, D80): the session's limits count it, and a session's end ends
+// it apart from the sandbox.
+const MCPCgroupName = "mcp"
+
 // RunCgroup is the cgroup of the process of run (its hash), below
 // CgroupNode: "run:HASH".
 func (l Layout) RunCgroup(run string) string { return l.CgroupNode() + "/run:" + run }

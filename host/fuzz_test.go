@@ -1,10 +1,14 @@
 package host
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/ocx-go/ocx/messages"
 )
 
 // seedFiles adds each of the named fixtures of testdata/proc to f.
@@ -118,6 +122,99 @@ func FuzzParseCgroupFiles(f *testing.F) {
 		}
 		if n, ok := ParseMemTotal(memory); ok && n%1024 != 0 {
 			t.Fatalf("MemTotal of %d bytes is not whole kilobytes", n)
+		}
+	})
+}
+
+// FuzzParseHookMark: a hook mark reads as "MARK" or "MARK WORKING" with
+// WORKING past MARK, never a negative receipt; what it reads it writes
+// back as it read it.
+func FuzzParseHookMark(f *testing.F) {
+	for _, s := range []string{"803\n", "803 821\n", "0\n", "803 803\n", "-1\n", "803 12\n", "", "1 2 3\n", "x\n", " 7 \n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, w, ok := ParseHookMarkWorking(b)
+		if !ok {
+			return
+		}
+		if m < 0 || (w != 0 && w <= m) {
+			t.Fatalf("%q read as mark %d working %d", b, m, w)
+		}
+		again := HookMarkContent(m)
+		if w != 0 {
+			again = HookMarkWorkingContent(m, w)
+		}
+		m2, w2, ok2 := ParseHookMarkWorking(again)
+		if !ok2 || m2 != m || w2 != w {
+			t.Fatalf("%q written back as %q reads %d %d %v", b, again, m2, w2, ok2)
+		}
+		if v, ok := ParseHookMark(b); !ok || v != m {
+			t.Fatalf("ParseHookMark(%q) = %d %v, want %d", b, v, ok, m)
+		}
+	})
+}
+
+// FuzzParseWoken: a ledger of woken posts reads each whole line that is
+// one, and writes back as it read; a line that does not read is counted,
+// never taken.
+func FuzzParseWoken(f *testing.F) {
+	post := "557d95234d2b0fb7174f3befba10ef0c34555930e72a10a4a4d1c85696eadd9b"
+	ticket := "346d34a0f0d96ddaf66e2099f5ecba91b7674a31"
+	for _, s := range []string{
+		post + " thread " + post + " 1796635533758433950\n",
+		post + " ticket " + ticket + " 1\n" + post + " thread " + post + " 2\n",
+		post + " thread " + post + " 17966355", // cut by a full disk
+		post + " branch trunk 1\n", post + " thread ../x 1\n", "\n\n", "x y z w\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		posts, _ := ParseWoken(b)
+		var again []byte
+		for _, w := range posts {
+			again = append(again, w.Line()...)
+		}
+		back, bad := ParseWoken(again)
+		if bad != 0 || !reflect.DeepEqual(back, posts) {
+			t.Fatalf("%q read as %v, written back as %q, read again as %v (%d bad)", b, posts, again, back, bad)
+		}
+	})
+}
+
+// FuzzParseCmdline: a command line of at most MaxCmdline bytes is read
+// whole, its arguments joined again giving it back; a longer one is cut,
+// its arguments the first whole ones, within the bound; and what the part
+// read names surely the whole names too, never a workspace a cut-short
+// path would (D78).
+func FuzzParseCmdline(f *testing.F) {
+	seedFiles(f, "cmdline-serve.bin", "cmdline-bwrap.bin", "cmdline-init.bin", "cmdline-empty.bin", "cmdline-binds.bin", "cmdline-cut-path.bin")
+	l, _ := NewLayout("/var/lib/ocx/agents")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		argv, cut := ParseCmdline(b)
+		if cut != (len(b) > MaxCmdline) {
+			t.Fatalf("%d bytes: cut %v", len(b), cut)
+		}
+		got := cmdlineBytes(argv)
+		if !cut {
+			if want := bytes.TrimRight(b, "\x00"); !bytes.Equal(bytes.TrimRight(got, "\x00"), want) {
+				t.Fatalf("read whole: %q, want %q", got, want)
+			}
+			return
+		}
+		if len(got) > MaxCmdline || !bytes.HasPrefix(b, got) {
+			t.Fatalf("cut: %d bytes of arguments %q, not the first whole ones of %d", len(got), argv, len(b))
+		}
+		// Each workspace the part read names surely, the whole names too
+		// (a `--root` past the bound leaves the key unsure: refused).
+		all := map[messages.WorkspaceKey]bool{}
+		for _, n := range Namings(strings.Split(string(b), "\x00"), l) {
+			all[n.Key] = true
+		}
+		for _, n := range Namings(argv, l) {
+			if !n.Unsure && !all[n.Key] {
+				t.Fatalf("the part read names %s, the whole command line does not", n.Key)
+			}
 		}
 	})
 }

@@ -91,12 +91,41 @@ func (l Layout) HookMark(project string) string {
 // ParseHookMark reads a hook mark's content: a receipt number and a newline.
 // false when it holds none (an empty file, a hook installed by hand).
 func ParseHookMark(b []byte) (int64, bool) {
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return v, err == nil && v >= 0
+	v, _, ok := ParseHookMarkWorking(b)
+	return v, ok
+}
+
+// ParseHookMarkWorking reads a hook mark and, when a run of the hook is
+// at work past it (or died there), the newest receipt that run handles:
+// "MARK\n", or "MARK WORKING\n" while a run does its work for the
+// receipts after MARK up to WORKING (working 0 when none is).
+func ParseHookMarkWorking(b []byte) (mark, working int64, ok bool) {
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 || len(fields) > 2 {
+		return 0, 0, false
+	}
+	v, err := strconv.ParseInt(fields[0], 10, 64)
+	if err != nil || v < 0 {
+		return 0, 0, false
+	}
+	if len(fields) == 2 {
+		w, err := strconv.ParseInt(fields[1], 10, 64)
+		if err != nil || w <= v {
+			return 0, 0, false
+		}
+		return v, w, true
+	}
+	return v, 0, true
 }
 
 // HookMarkContent is what a hook mark holds for receipt v.
 func HookMarkContent(v int64) []byte { return []byte(strconv.FormatInt(v, 10) + "\n") }
+
+// HookMarkWorkingContent is what a hook mark holds for receipt v while a
+// run does its work for the receipts after v up to working.
+func HookMarkWorkingContent(v, working int64) []byte {
+	return []byte(strconv.FormatInt(v, 10) + " " + strconv.FormatInt(working, 10) + "\n")
+}
 
 // Password is AGENTS/LOGIN/password, the login's one password (mode 0600).
 func (l Layout) Password(login string) (string, error) {
@@ -128,6 +157,7 @@ func (l Layout) Workspace(k messages.WorkspaceKey) (Workspace, error) {
 		Checkins:     filepath.Join(l.root, k.Login, "held", k.Project, "checkins"),
 		HeldBinding:  filepath.Join(l.root, k.Login, "held", k.Project, "binding.json"),
 		Sandbox:      filepath.Join(l.root, k.Login, "held", k.Project, "sandbox"),
+		Woken:        filepath.Join(l.root, k.Login, "held", k.Project, "woken"),
 		MCPDir:       filepath.Join(l.root, k.Login, "mcp", k.Project),
 		MCPLog:       filepath.Join(l.root, k.Login, "mcp", k.Project+".log"),
 	}, nil
@@ -168,6 +198,10 @@ type Workspace struct {
 	// session (SandboxRecord), written at the spawn and removed at its end,
 	// so that a process in it counts for the workspace (D45).
 	Sandbox string
+	// Woken is Held/woken: the persons' posts the hook woke the session for
+	// (WokenPost, one a line), which the daemon reads when it records the
+	// session's end, to note those it never answered (D77).
+	Woken string
 	// MCPDir is AGENTS/LOGIN/mcp/PROJECT (mode 0700), outside the
 	// workspace: it holds the session's MCP socket, MCPSocketName, and is
 	// bound read-only into that session's sandbox alone, at MCPMount (D38).

@@ -96,14 +96,47 @@ func ParseStat(b []byte) (Stat, error) {
 	return s, nil
 }
 
-// ParseCmdline splits the contents of /proc/PID/cmdline into its arguments. An
-// empty result means a zombie, a kernel thread, or a process that cleared it.
-func ParseCmdline(b []byte) []string {
+// MaxCmdline bounds what the table reads of a command line: 16 KiB, twice
+// the longest the node builds for a session with a generous sandbox (D78:
+// host.BwrapArgs refuses a sandbox past it, so the node's own processes
+// are always read whole). A reader reads at most MaxCmdline+1 bytes of
+// /proc/PID/cmdline, so that what an agent writes in its argv costs the
+// table the same however long it is.
+const MaxCmdline = 16 << 10
+
+// ParseCmdline splits the contents of /proc/PID/cmdline, as a reader
+// bounded by MaxCmdline read them (at most MaxCmdline+1 bytes), into its
+// arguments. An empty result means a zombie, a kernel thread, or a process
+// that cleared it. cut says the command line is longer than MaxCmdline:
+// argv is then the arguments that lie whole within its first MaxCmdline
+// bytes (the one the bound falls in is dropped, so that a path cut short
+// never names what the whole one does not), and the process is none the
+// node made (D78).
+func ParseCmdline(b []byte) (argv []string, cut bool) {
+	if len(b) > MaxCmdline {
+		cut = true
+		b = b[:MaxCmdline]
+		if i := bytes.LastIndexByte(b, 0); i >= 0 {
+			b = b[:i]
+		} else {
+			b = nil
+		}
+	}
 	b = bytes.TrimRight(b, "\x00")
 	if len(b) == 0 {
-		return nil
+		return nil, cut
 	}
-	return strings.Split(string(b), "\x00")
+	return strings.Split(string(b), "\x00"), cut
+}
+
+// CmdlineLen is the length of argv's command line as /proc/PID/cmdline
+// shows it: each argument and its NUL.
+func CmdlineLen(argv []string) int {
+	n := 0
+	for _, a := range argv {
+		n += len(a) + 1
+	}
+	return n
 }
 
 // Verb is how a process names a workspace.
@@ -162,6 +195,7 @@ func Namings(argv []string, l Layout) []Naming {
 		return []Naming{n}
 	case "bwrap":
 		var out []Naming
+		var seen map[messages.WorkspaceKey]bool // made at the second naming
 		for i := 1; i+1 < len(argv); i++ {
 			if argv[i] != "--bind" && argv[i] != "--bind-try" {
 				continue
@@ -169,23 +203,22 @@ func Namings(argv []string, l Layout) []Naming {
 			// A token scan without bwrap's arities can only err towards
 			// naming, which refuses a launch; it never lets one through.
 			src := argv[i+1]
-			if k, ok := l.KeyWithin(src); ok && !hasNaming(out, k) {
-				out = append(out, Naming{Verb: VerbBind, Key: k, Root: l.Root()})
-			}
 			i += 2
+			k, ok := l.KeyWithin(src)
+			if !ok || (len(out) == 1 && out[0].Key == k) || seen[k] {
+				continue
+			}
+			if len(out) == 1 {
+				seen = map[messages.WorkspaceKey]bool{out[0].Key: true}
+			}
+			if seen != nil {
+				seen[k] = true
+			}
+			out = append(out, Naming{Verb: VerbBind, Key: k, Root: l.Root()})
 		}
 		return out
 	}
 	return nil
-}
-
-func hasNaming(ns []Naming, k messages.WorkspaceKey) bool {
-	for _, n := range ns {
-		if n.Key == k {
-			return true
-		}
-	}
-	return false
 }
 
 func workspaceNaming(argv []string, l Layout) (Naming, bool) {
@@ -249,12 +282,16 @@ func workspaceNaming(argv []string, l Layout) (Naming, bool) {
 // Process is one process of the table: a process whose command line names a
 // workspace of the agents root.
 type Process struct {
-	ID    messages.ProcID
-	PPID  int
-	PGID  int
-	SID   int
-	Comm  string
-	Argv  []string
+	ID   messages.ProcID
+	PPID int
+	PGID int
+	SID  int
+	Comm string
+	Argv []string
+	// Cut says the command line is longer than MaxCmdline: Argv is the
+	// part read, Names what it names. No process the node makes has one
+	// so long, so it is never a session (SeparateLookAlikes, D78).
+	Cut   bool
 	Names []Naming
 	// Exe is /proc/PID/exe; "" when it could not be read.
 	Exe string
@@ -355,14 +392,19 @@ func (v Verdict) String() string {
 }
 
 // Ignored says which look-alikes the verdict ignored, and why: "" when
-// none, else a clause to append to a sentence.
+// none, else a clause to append to a sentence, naming the first few
+// (messages.MaxLookAlikeClaims) and counting the rest.
 func (v Verdict) Ignored() string {
 	if len(v.LookAlikes) == 0 {
 		return ""
 	}
-	parts := make([]string, len(v.LookAlikes))
-	for i, l := range v.LookAlikes {
-		parts[i] = l.String()
+	n := min(len(v.LookAlikes), messages.MaxLookAlikeClaims)
+	parts := make([]string, 0, n+1)
+	for _, l := range v.LookAlikes[:n] {
+		parts = append(parts, l.String())
+	}
+	if more := len(v.LookAlikes) - n; more > 0 {
+		parts = append(parts, fmt.Sprintf("%d more processes that only look like sessions of it", more))
 	}
 	return "; ignored: " + strings.Join(parts, "; ")
 }

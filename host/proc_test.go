@@ -1,10 +1,12 @@
 package host
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -84,17 +86,27 @@ func FuzzParseStat(f *testing.F) {
 	})
 }
 
+// argvOf is ParseCmdline's arguments, for a command line read whole.
+func argvOf(t testing.TB, b []byte) []string {
+	t.Helper()
+	argv, cut := ParseCmdline(b)
+	if cut {
+		t.Fatalf("a command line of %d bytes read as cut", len(b))
+	}
+	return argv
+}
+
 func TestParseCmdline(t *testing.T) {
-	got := ParseCmdline(fixture(t, "cmdline-serve.bin"))
+	got := argvOf(t, fixture(t, "cmdline-serve.bin"))
 	want := []string{"/var/lib/ocx/release/releases/abc/workspace", "serve", "alice/demo", "--root", "/var/lib/ocx/agents", "--launch", "aaaabbbbccccddddeeeeffff0000111122223333"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %q", got)
 	}
-	if got := ParseCmdline(fixture(t, "cmdline-empty.bin")); got != nil {
+	if got := argvOf(t, fixture(t, "cmdline-empty.bin")); got != nil {
 		t.Fatalf("empty: %q", got)
 	}
 	// An argument that is itself empty survives; only trailing NULs go.
-	if got := ParseCmdline([]byte("a\x00\x00b\x00")); !reflect.DeepEqual(got, []string{"a", "", "b"}) {
+	if got := argvOf(t, []byte("a\x00\x00b\x00")); !reflect.DeepEqual(got, []string{"a", "", "b"}) {
 		t.Fatalf("got %q", got)
 	}
 	if !MayName(fixture(t, "cmdline-serve.bin")) || !MayName(fixture(t, "cmdline-bwrap.bin")) {
@@ -102,6 +114,52 @@ func TestParseCmdline(t *testing.T) {
 	}
 	if MayName(fixture(t, "cmdline-init.bin")) || MayName(nil) || MayName([]byte("/bin/workspaces\x00serve")) {
 		t.Fatal("MayName accepted another program")
+	}
+}
+
+// A command line longer than MaxCmdline is cut there: the arguments
+// whole within its first MaxCmdline bytes, and cut said; the argument the
+// bound falls in is dropped, so a path cut short is never read as the
+// shorter path it begins with. One of MaxCmdline bytes is whole.
+func TestParseCmdlineCut(t *testing.T) {
+	l := mustLayout(t, "/var/lib/ocx/agents")
+	whole := fixture(t, "cmdline-binds.bin") // issue 39's look-alike, 1,000 binds
+	for _, b := range [][]byte{whole, whole[:MaxCmdline+1]} {
+		argv, cut := ParseCmdline(b)
+		if !cut {
+			t.Fatalf("%d bytes read: not cut", len(b))
+		}
+		if n := CmdlineLen(argv); n > MaxCmdline || !bytes.HasPrefix(whole, cmdlineBytes(argv)) {
+			t.Fatalf("%d bytes read: %d bytes of arguments, not the command line's first whole ones", len(b), n)
+		}
+		// Every bind whose source ends within the bound names its
+		// workspace, and no other.
+		want, off := 0, 0
+		for _, a := range bytes.Split(whole, []byte{0}) {
+			off += len(a) + 1
+			if bytes.HasPrefix(a, []byte("/var/lib/ocx/agents/")) && off <= MaxCmdline {
+				want++
+			}
+		}
+		names := Namings(argv, l)
+		last := names[len(names)-1].Key
+		if len(names) != want || last.Login != "u"+strconv.Itoa(want-1) {
+			t.Fatalf("%d bytes read: %d namings, the last %s; want %d", len(b), len(names), last, want)
+		}
+	}
+	argv, cut := ParseCmdline(fixture(t, "cmdline-cut-path.bin"))
+	if !cut || argv[len(argv)-1] != "--bind" {
+		t.Fatalf("cut %v, ends %q: want the path the bound falls in dropped", cut, argv[len(argv)-3:])
+	}
+	if names := Namings(argv, l); len(names) != 1 || names[0].Key.Login != "alice" {
+		t.Fatalf("the part read names %+v; want alice's workspace alone, never zed/p, the start of zed/pqr", names)
+	}
+	exact := bytes.Repeat([]byte("a\x00"), MaxCmdline/2)
+	if argv, cut := ParseCmdline(exact); cut || len(argv) != MaxCmdline/2 {
+		t.Fatalf("a command line of exactly MaxCmdline bytes: %d arguments, cut %v", len(argv), cut)
+	}
+	if argv, cut := ParseCmdline(append(bytes.Repeat([]byte("a"), MaxCmdline), 0)); !cut || argv != nil {
+		t.Fatalf("one argument past the bound: %q, cut %v; want nothing read whole", argv, cut)
 	}
 }
 
@@ -123,7 +181,7 @@ func TestNamings(t *testing.T) {
 		argv []string
 		want []Naming
 	}{
-		{"serve from fixture", ParseCmdline(fixture(t, "cmdline-serve.bin")),
+		{"serve from fixture", argvOf(t, fixture(t, "cmdline-serve.bin")),
 			[]Naming{{Verb: VerbServe, Key: k, Root: l.Root(), Launch: hash}}},
 		{"run", []string{"workspace", "run", "alice/demo", "--root", "/var/lib/ocx/agents"},
 			[]Naming{{Verb: VerbRun, Key: k, Root: l.Root()}}},
@@ -140,12 +198,20 @@ func TestNamings(t *testing.T) {
 		{"pseudo-user key", []string{"workspace", "run", "nobody/demo", "--root", "/var/lib/ocx/agents"}, nil},
 		{"other verb", []string{"workspace", "gc", "alice/demo", "--root", "/var/lib/ocx/agents"}, nil},
 		{"other program", []string{"/bin/workspaces", "run", "alice/demo", "--root", "/var/lib/ocx/agents"}, nil},
-		{"bwrap fixture", ParseCmdline(fixture(t, "cmdline-bwrap.bin")),
+		{"bwrap fixture", argvOf(t, fixture(t, "cmdline-bwrap.bin")),
 			[]Naming{{Verb: VerbBind, Key: k, Root: l.Root()}}},
 		{"bwrap bind-try inside", []string{"/usr/bin/bwrap", "--bind-try", "/var/lib/ocx/agents/alice/projects/demo/tree", "/w", "--", "sh"},
 			[]Naming{{Verb: VerbBind, Key: k, Root: l.Root()}}},
 		{"bwrap two workspaces", []string{"bwrap", "--bind", "/var/lib/ocx/agents/alice/projects/demo", "/a", "--bind", "/var/lib/ocx/agents/bob/projects/demo", "/b"},
 			[]Naming{{Verb: VerbBind, Key: k, Root: l.Root()}, {Verb: VerbBind, Key: messages.WorkspaceKey{Login: "bob", Project: "demo"}, Root: l.Root()}}},
+		{"bwrap one workspace thrice", []string{"bwrap", "--bind", "/var/lib/ocx/agents/alice/projects/demo", "/a",
+			"--bind-try", "/var/lib/ocx/agents/alice/projects/demo/tree", "/b", "--bind", "/var/lib/ocx/agents/alice/projects/demo/x", "/c"},
+			[]Naming{{Verb: VerbBind, Key: k, Root: l.Root()}}},
+		{"bwrap three workspaces, one of them again", []string{"bwrap", "--bind", "/var/lib/ocx/agents/alice/projects/demo", "/a",
+			"--bind", "/var/lib/ocx/agents/bob/projects/demo", "/b", "--bind", "/var/lib/ocx/agents/alice/projects/demo", "/a",
+			"--bind", "/var/lib/ocx/agents/carol/projects/demo", "/c", "--bind", "/var/lib/ocx/agents/bob/projects/demo/tree", "/b"},
+			[]Naming{{Verb: VerbBind, Key: k, Root: l.Root()}, {Verb: VerbBind, Key: messages.WorkspaceKey{Login: "bob", Project: "demo"}, Root: l.Root()},
+				{Verb: VerbBind, Key: messages.WorkspaceKey{Login: "carol", Project: "demo"}, Root: l.Root()}}},
 		{"bwrap ro-bind", []string{"bwrap", "--ro-bind", "/var/lib/ocx/agents/alice/projects/demo", "/a"}, nil},
 		{"bwrap agents root", []string{"bwrap", "--bind", "/var/lib/ocx/agents", "/a"}, nil},
 		{"bwrap dest only", []string{"bwrap", "--bind", "/x", "/var/lib/ocx/agents/alice/projects/demo"}, nil},

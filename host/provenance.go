@@ -183,8 +183,10 @@ func (t Table) anchors(p Provenance) map[messages.WorkspaceKey]map[uint64]bool {
 		if p.placeOf(c) != placeSandbox {
 			continue
 		}
+		// Only a bwrap of the shape the node makes: one workspace, its
+		// command line read whole.
 		b, ok := byPID[c.PPID]
-		if !ok || p.placeOf(*b) != placeHome || !p.admits(b.UID) {
+		if !ok || p.placeOf(*b) != placeHome || !p.admits(b.UID) || len(b.Names) != 1 || b.Cut {
 			continue
 		}
 		for _, n := range b.Names {
@@ -199,19 +201,25 @@ func (t Table) anchors(p Provenance) map[messages.WorkspaceKey]map[uint64]bool {
 // Unanchored lists the workspaces some process in a sandbox names with no
 // live bwrap of the reader's namespace making that sandbox its: for these
 // alone the reader needs the node's records (Provenance.Recorded).
+//
+// A process that names more than one workspace is a look-alike whatever
+// the records say, so it asks for none: an agent's command line naming
+// thousands of workspaces costs no read of the node's files.
 func (t Table) Unanchored(p Provenance) []messages.WorkspaceKey {
 	var out []messages.WorkspaceKey
+	seen := map[messages.WorkspaceKey]bool{}
 	var anchors map[messages.WorkspaceKey]map[uint64]bool
 	need := func(k messages.WorkspaceKey, ns uint64) {
 		if anchors == nil {
 			anchors = t.anchors(Provenance{Self: p.Self, Users: p.Users})
 		}
-		if !anchors[k][ns] && !slices.Contains(out, k) {
+		if !anchors[k][ns] && !seen[k] {
+			seen[k] = true
 			out = append(out, k)
 		}
 	}
 	for _, pr := range t.Procs {
-		if p.placeOf(pr) != placeSandbox || !p.admits(pr.UID) {
+		if p.placeOf(pr) != placeSandbox || !p.admits(pr.UID) || len(pr.Names) > 1 {
 			continue
 		}
 		for _, n := range pr.Names {
@@ -219,7 +227,7 @@ func (t Table) Unanchored(p Provenance) []messages.WorkspaceKey {
 		}
 	}
 	for _, u := range t.Unreadable {
-		if u.PIDNS == 0 || u.PIDNS == p.Self || p.Self == 0 {
+		if u.PIDNS == 0 || u.PIDNS == p.Self || p.Self == 0 || len(u.Names) > 1 {
 			continue
 		}
 		for _, n := range u.Names {
@@ -233,6 +241,8 @@ func (t Table) Unanchored(p Provenance) []messages.WorkspaceKey {
 // the rest to LookAlikes, saying why:
 //
 //   - a process of a user no session runs as names nothing;
+//   - one whose command line names more than one workspace names nothing:
+//     each process of a session names exactly its own (D78);
 //   - one in the reader's own PID namespace names what its command line
 //     says;
 //   - one in a sandbox names a workspace only if that sandbox is the
@@ -240,6 +250,11 @@ func (t Table) Unanchored(p Provenance) []messages.WorkspaceKey {
 //     namespace cannot be read but it is known to be below the reader's;
 //   - one whose namespace could not be read at all names its workspaces
 //     unsure, so that no answer about them is "no".
+//
+// A process whose command line was cut (Process.Cut) is no session, but
+// where it runs it may still be a person's work in the workspace: what it
+// names there it names unsure, refusing a launch, never adopted, never
+// listed as a session (D78).
 //
 // A process that vanished while it was read (Unreadable with Names) is a
 // look-alike when it was in a sandbox that none of its workspaces' is;
@@ -254,46 +269,40 @@ func (t *Table) SeparateLookAlikes(p Provenance) {
 	}
 	kept := t.Procs[:0:0]
 	for _, pr := range t.Procs {
-		var names, claims []Naming
+		if len(pr.Names) == 0 {
+			continue
+		}
+		var names []Naming
 		why := ""
 		switch pl := p.placeOf(pr); {
 		case !p.admits(pr.UID):
-			claims = pr.Names
 			why = fmt.Sprintf("it runs as uid %d, which no session of this node runs as", pr.UID)
+		case len(pr.Names) > 1:
+			why = fmt.Sprintf("its command line names %d workspaces, and each process of a session names its own alone", len(pr.Names))
 		case pl == placeHome:
 			names = pr.Names
 		case pl == placeUnknown:
-			for _, n := range pr.Names {
-				n.Unsure = true
-				names = append(names, n)
-			}
+			names = unsure(pr.Names)
 			if pr.Partial == "" {
 				pr.Partial = "its PID namespace could not be read"
 			}
 		case pl == placeBelow:
-			claims = pr.Names
 			why = "it runs in a sandbox (a PID namespace below the node's) whose namespace cannot be read, so it is no sandbox the node made for it"
+		case anchored(pr.Names[0].Key, pr.PIDNS):
+			names = pr.Names
 		default:
-			var not []string
-			for _, n := range pr.Names {
-				if anchored(n.Key, pr.PIDNS) {
-					names = append(names, n)
-				} else {
-					claims = append(claims, n)
-					not = append(not, n.Key.String())
-				}
-			}
-			why = fmt.Sprintf("it runs in PID namespace pid:[%d], which is not the sandbox the node made for %s", pr.PIDNS, strings.Join(not, ", "))
+			why = fmt.Sprintf("it runs in PID namespace pid:[%d], which is not the sandbox the node made for %s", pr.PIDNS, pr.Names[0].Key)
 		}
-		if len(claims) > 0 {
-			la := pr
-			la.Names = claims
-			t.LookAlikes = append(t.LookAlikes, LookAlike{Process: la, Why: why})
+		if len(names) == 0 {
+			t.LookAlikes = append(t.LookAlikes, LookAlike{Process: pr, Why: why})
+			continue
 		}
-		if len(names) > 0 {
-			pr.Names = names
-			kept = append(kept, pr)
+		if pr.Cut {
+			names = unsure(names)
+			pr.Partial = cutWhy
 		}
+		pr.Names = names
+		kept = append(kept, pr)
 	}
 	t.Procs = kept
 	var un []Unreadable
@@ -318,6 +327,19 @@ func (t *Table) SeparateLookAlikes(p Provenance) {
 	t.Unreadable = un
 }
 
+// cutWhy is the Partial of a process whose command line was cut.
+var cutWhy = fmt.Sprintf("its command line is longer than %d bytes, longer than any the node makes: no session, and what it names is read in part", MaxCmdline)
+
+// unsure is names, each unsure.
+func unsure(names []Naming) []Naming {
+	out := make([]Naming, len(names))
+	for i, n := range names {
+		n.Unsure = true
+		out[i] = n
+	}
+	return out
+}
+
 // LookAlike is a process whose command line names workspaces (its Names)
 // it is no session of, and why (SeparateLookAlikes). It blocks no launch, stop,
 // withdrawal or collection, is never adopted and never gets a note;
@@ -327,11 +349,17 @@ type LookAlike struct {
 	Why string
 }
 
-// String names the look-alike for a refusal, a log or the status.
+// String names the look-alike for a refusal, a log or the status: the
+// first of the workspaces it claims (messages.MaxLookAlikeClaims), and
+// how many more.
 func (l LookAlike) String() string {
-	keys := make([]string, 0, len(l.Names))
-	for _, n := range l.Names {
-		keys = append(keys, n.Key.String())
+	n := min(len(l.Names), messages.MaxLookAlikeClaims)
+	keys := make([]string, 0, n+1)
+	for _, nm := range l.Names[:n] {
+		keys = append(keys, nm.Key.String())
+	}
+	if more := len(l.Names) - n; more > 0 {
+		keys = append(keys, fmt.Sprintf("%d more", more))
 	}
 	s := fmt.Sprintf("pid %d only looks like a session of %s", l.ID.PID, strings.Join(keys, ", "))
 	if len(l.Argv) > 0 {

@@ -290,6 +290,48 @@ func TestSeparateLookAlikes(t *testing.T) {
 			prov: provenance(), alice: Unknown, bob: Unknown,
 		},
 		{
+			name:  "a bwrap on the host naming two workspaces",
+			procs: []Process{manyNamed(30, 29, hostNS, 2, false)},
+			prov:  provenance(), look: []int{30}, alice: No, bob: No, why: "names 2 workspaces",
+		},
+		{
+			name:  "a bwrap on the host naming two workspaces anchors neither",
+			procs: []Process{manyNamed(30, daemon, hostNS, 2, false), serveOf(31, 30, bobNS, messages.WorkspaceKey{Login: "u1", Project: "p"})},
+			prov:  provenance(), look: []int{30, 31}, alice: No, bob: No,
+		},
+		{
+			name: "a command line cut on the host names unsure",
+			procs: func() []Process {
+				p := serveOf(30, 29, hostNS, bob)
+				p.Cut = true
+				return []Process{p}
+			}(),
+			prov: provenance(), kept: []int{30}, alice: No, bob: Unknown, bobUnsure: true,
+		},
+		{
+			name: "a bwrap whose command line was cut anchors nothing",
+			procs: func() []Process {
+				ps := sandboxOf(20, daemon, bobNS, bob)
+				ps[0].Cut = true
+				return ps
+			}(),
+			prov: provenance(), kept: []int{20}, look: []int{21, 22}, alice: No, bob: Unknown, bobUnsure: true,
+		},
+		{
+			name: "a command line cut in alice's sandbox claiming bob's workspace",
+			procs: func() []Process {
+				p := serveOf(13, 11, aliceNS, bob)
+				p.Cut = true
+				return append(sandboxOf(10, daemon, aliceNS, alice), p)
+			}(),
+			prov: provenance(), kept: []int{10, 11, 12}, look: []int{13}, alice: Yes, bob: No,
+		},
+		{
+			name:  "issue 39's look-alike beside bob's session",
+			procs: append(append(sandboxOf(10, daemon, aliceNS, alice), manyNamed(13, 12, aliceNS, 1000, true)), sandboxOf(20, daemon, bobNS, bob)...),
+			prov:  provenance(), kept: []int{10, 11, 12, 20, 21, 22}, look: []int{13}, alice: Yes, bob: Yes,
+		},
+		{
 			name:  "a process whose command line could not be read stays unknown",
 			procs: sandboxOf(10, daemon, aliceNS, alice),
 			un:    []Unreadable{{PID: 13, Err: "EIO"}},
@@ -335,19 +377,61 @@ func TestSeparateLookAlikes(t *testing.T) {
 	}
 }
 
-// A process whose command line names two workspaces keeps the one its
-// sandbox is, and is a look-alike for the other.
-func TestSeparateLookAlikesSplitsNames(t *testing.T) {
+// A process whose command line names two workspaces is one look-alike
+// claiming both, even in the sandbox of one of them (D78): each process
+// of a session names its own workspace alone.
+func TestSeparateLookAlikesManyNames(t *testing.T) {
 	p := bwrapOf(13, 12, aliceNS, alice)
 	p.Names = append(p.Names, Naming{Verb: VerbBind, Key: bob, Root: "/agents"})
 	tab := Table{Procs: append(sandboxOf(10, 5, aliceNS, alice), p)}
 	tab.SeparateLookAlikes(provenance())
-	got, ok := tab.Find(p.ID)
-	if !ok || len(got.Names) != 1 || got.Names[0].Key != alice {
-		t.Fatalf("kept %+v %v; want it naming alice's workspace alone", got, ok)
+	if _, ok := tab.Find(p.ID); ok {
+		t.Fatalf("kept %d, which names two workspaces", p.ID.PID)
 	}
-	if len(tab.LookAlikes) != 1 || len(tab.LookAlikes[0].Names) != 1 || !tab.LookAlikes[0].Claims(bob) || tab.LookAlikes[0].Claims(alice) {
-		t.Fatalf("look-alikes %+v; want one claiming bob's workspace alone", tab.LookAlikes)
+	if len(tab.LookAlikes) != 1 || len(tab.LookAlikes[0].Names) != 2 || !tab.LookAlikes[0].Claims(bob) || !tab.LookAlikes[0].Claims(alice) ||
+		!strings.Contains(tab.LookAlikes[0].Why, "names 2 workspaces") {
+		t.Fatalf("look-alikes %+v; want one claiming both workspaces", tab.LookAlikes)
+	}
+	if v := tab.Naming(alice); v.Named != Yes || len(v.By) != 3 {
+		t.Fatalf("alice: %s; want her own sandbox", v)
+	}
+}
+
+// manyNamed is a process of pid, parent ppid in namespace ns, whose
+// command line names n made-up workspaces and, cut, says it was read in
+// part.
+func manyNamed(pid, ppid int, ns uint64, n int, cut bool) Process {
+	p := Process{ID: messages.ProcID{PID: pid, Start: uint64(pid) * 7}, PPID: ppid, PIDNS: ns, UID: nodeUID, Argv: []string{"bwrap"}, Cut: cut}
+	for i := range n {
+		k := messages.WorkspaceKey{Login: "u" + strconv.Itoa(i), Project: "p"}
+		p.Argv = append(p.Argv, "--bind", "/agents/"+k.Login+"/projects/p", "/x")
+		p.Names = append(p.Names, Naming{Verb: VerbBind, Key: k, Root: "/agents"})
+	}
+	return p
+}
+
+// A look-alike names the first few workspaces it claims and counts the
+// rest, in its own words and in a verdict's; a verdict counts the
+// look-alikes past the first few.
+func TestLookAlikeWordsBounded(t *testing.T) {
+	p := manyNamed(13, 11, aliceNS, 20000, true)
+	tab := Table{Procs: append(sandboxOf(10, 5, aliceNS, alice), p)}
+	for i := range 10 {
+		q := manyNamed(100+i, 11, aliceNS, 2, false)
+		q.Names[1].Key = bob
+		tab.Procs = append(tab.Procs, q)
+	}
+	tab.SeparateLookAlikes(provenance())
+	if len(tab.LookAlikes) != 11 {
+		t.Fatalf("%d look-alikes; want 11", len(tab.LookAlikes))
+	}
+	s := tab.LookAlikes[0].String()
+	if !strings.Contains(s, "pid 13 only looks like a session of u0/p, u1/p, u2/p, 19997 more (") || len(s) > 1200 {
+		t.Fatalf("the look-alike's words (%d bytes): %.300s", len(s), s)
+	}
+	v := tab.Naming(bob)
+	if v.Named != No || len(v.LookAlikes) != 10 || !strings.HasSuffix(v.Ignored(), "; 7 more processes that only look like sessions of it") {
+		t.Fatalf("bob: %s", v)
 	}
 }
 
@@ -365,6 +449,7 @@ func TestUnanchored(t *testing.T) {
 		{"an orphaned sandbox", orphan, []messages.WorkspaceKey{bob}},
 		{"a look-alike", append(sandboxOf(10, 5, aliceNS, alice), serveOf(13, 11, aliceNS, bob)), []messages.WorkspaceKey{bob}},
 		{"the host only", []Process{serveOf(30, 29, hostNS, bob)}, nil},
+		{"a look-alike naming many workspaces", append(sandboxOf(10, 5, aliceNS, alice), manyNamed(13, 12, aliceNS, 1000, true)), nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := Table{Procs: c.procs}.Unanchored(provenance())

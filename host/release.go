@@ -18,6 +18,7 @@ import (
 //	ROOT/previous            -> releases/CHECKIN
 //	ROOT/staged/CHECKIN      -> ../releases/CHECKIN
 //	ROOT/staged/next         -> CHECKIN (the check-in staged last)
+//	ROOT/undo/CHECKIN        -> ../releases/OTHER (previous before CHECKIN was accepted)
 type ReleaseRoot struct {
 	root string
 }
@@ -60,6 +61,15 @@ func (r ReleaseRoot) Staged(id string) string { return filepath.Join(r.root, "st
 
 // Next is ROOT/staged/next, which names the check-in staged last.
 func (r ReleaseRoot) Next() string { return filepath.Join(r.root, "staged", LinkNext) }
+
+// UndoDir is ROOT/undo.
+func (r ReleaseRoot) UndoDir() string { return filepath.Join(r.root, "undo") }
+
+// Undo is ROOT/undo/ID: what previous named before release ID was
+// accepted, which a rollback of ID, should its daemon not run, puts back
+// (D73). It links as staged/ID does (StagedTarget); absent when previous
+// named nothing, or nothing was accepted over it.
+func (r ReleaseRoot) Undo(id string) string { return filepath.Join(r.root, "undo", id) }
 
 // RootTarget is what current and previous hold for release id.
 func RootTarget(id string) string { return "releases/" + id }

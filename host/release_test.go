@@ -21,6 +21,8 @@ func TestReleaseRoot(t *testing.T) {
 		r.Previous():     "/var/lib/ocx/release/previous",
 		r.StagedDir():    "/var/lib/ocx/release/staged",
 		r.Staged(id):     "/var/lib/ocx/release/staged/" + id,
+		r.UndoDir():      "/var/lib/ocx/release/undo",
+		r.Undo(id):       "/var/lib/ocx/release/undo/" + id,
 		r.Next():         "/var/lib/ocx/release/staged/next",
 		RootTarget(id):   "releases/" + id,
 		StagedTarget(id): "../releases/" + id,

@@ -24,6 +24,26 @@ func claudeSandbox() RunSandbox {
 
 // Table 6's fields become bwrap's arguments in the table's order, so that a
 // later one is seen over an earlier one; nothing else of the host is bound.
+// A run's bwrap names no workspace of the agents root, wherever its
+// workspace lies below the run root ($$root$$, AGENTS/ocxd.work, a name
+// no login may have): its length is the run's own, and the process table
+// counts it for no workspace however long it is (D78).
+func TestRunBwrapArgsNamesNoWorkspace(t *testing.T) {
+	sb := claudeSandbox()
+	sb.Workspace = "/var/lib/ocx/agents/ocxd.work/claude-1/projects/demo/abc"
+	sb.ReadWrite = []string{sb.Workspace}
+	got, err := RunBwrapArgs(sb, RunFDs{Status: 3, Block: 4, Files: 5}, sb.Workspace, []string{"sh", "-c", strings.Repeat("x", 2*MaxCmdline)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := mustLayout(t, "/var/lib/ocx/agents")
+	for _, argv := range [][]string{got, func() []string { a, _ := ParseCmdline(cmdlineBytes(got)); return a }()} {
+		if names := Namings(argv, l); len(names) != 0 {
+			t.Fatalf("a run's bwrap names %+v", names)
+		}
+	}
+}
+
 func TestRunBwrapArgs(t *testing.T) {
 	sb := claudeSandbox()
 	ws := sb.Workspace

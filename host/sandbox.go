@@ -39,6 +39,8 @@ type SandboxSpec struct {
 // so that a sandbox that failed to start can be told from a session that exited.
 //
 // BwrapArgs checks shapes only; CheckSandbox checks where the paths lead.
+// It refuses a command line longer than MaxCmdline, which the process
+// table would read cut and count as no session (D78).
 func BwrapArgs(s SandboxSpec, statusFD int, dir string, argv []string) ([]string, error) {
 	if err := checkSpec(s); err != nil {
 		return nil, err
@@ -93,7 +95,11 @@ func BwrapArgs(s SandboxSpec, statusFD int, dir string, argv []string) ([]string
 		a = append(a, "--block-fd", fmt.Sprint(s.BlockFD))
 	}
 	a = append(a, "--")
-	return append(a, argv...), nil
+	a = append(a, argv...)
+	if n := CmdlineLen(a); n > MaxCmdline {
+		return nil, fmt.Errorf("host: sandbox: bwrap's command line would be %d bytes, past the %d the process table reads of one, which tells a session from a look-alike (D78): state fewer or shorter paths", n, MaxCmdline)
+	}
+	return a, nil
 }
 
 func dedupe(ps []string) []string {

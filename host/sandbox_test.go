@@ -72,6 +72,66 @@ func TestBwrapArgs(t *testing.T) {
 	}
 }
 
+// generousSandbox is a session's sandbox far more generous than seed
+// 000's example: 40 read-only paths, 10 read-write, 10 homes, 10
+// directories in PATH, each of a length seen on real hosts.
+func generousSandbox(ws string) SandboxSpec {
+	var sb messages.Sandbox
+	for i := range 40 {
+		sb.ReadOnly = append(sb.ReadOnly, fmt.Sprintf("/usr/local/share/toolchains/vendor-%02d/lib/x86_64-linux-gnu", i))
+	}
+	for i := range 10 {
+		sb.ReadWrite = append(sb.ReadWrite, fmt.Sprintf("/srv/cache/ocx/shared-build-cache-%02d/objects", i))
+		sb.Homes = append(sb.Homes, fmt.Sprintf("/home/ci/.config/tool-%02d-settings", i))
+		sb.Path = append(sb.Path, fmt.Sprintf("/opt/toolchains/vendor-%02d/bin", i))
+	}
+	return SandboxSpec{Sandbox: sb, Workspace: ws,
+		Release: "/var/lib/ocx/release/releases/" + strings.Repeat("a", 64),
+		MCPDir:  "/var/lib/ocx/agents/ci-ocx/mcp/ollama", BlockFD: 4}
+}
+
+// The node never builds a session's bwrap whose command line the process
+// table would read cut (D78): a generous sandbox is far within the bound,
+// names its one workspace, and one past the bound is refused, naming why.
+func TestBwrapArgsBounded(t *testing.T) {
+	ws := "/var/lib/ocx/agents/ci-ocx/projects/ollama"
+	command := []string{"/var/lib/ocx/release/releases/" + strings.Repeat("a", 64) + "/workspace", "serve", "ci-ocx/ollama",
+		"--root", "/var/lib/ocx/agents", "--launch", strings.Repeat("b", 64)}
+	seed := SandboxSpec{Sandbox: messages.Sandbox{Network: true,
+		ReadOnly: []string{"/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc/ssl", "/etc/pki", "/etc/ca-certificates", "/etc/resolv.conf",
+			"/etc/hosts", "/etc/nsswitch.conf", "/etc/passwd", "/etc/group", "/opt", "/var/lib/ocx/release/current"},
+		ReadWrite: []string{ws}, Path: []string{"/var/lib/ocx/release/current", "/usr/local/bin", "/usr/bin", "/bin"}},
+		Workspace: ws, Release: "/var/lib/ocx/release/releases/" + strings.Repeat("a", 64), MCPDir: "/var/lib/ocx/agents/ci-ocx/mcp/ollama", BlockFD: 4}
+	argv, err := BwrapArgs(seed, 3, ws+"/tree", command)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("seed 000's example sandbox's bwrap: %d arguments, %d bytes", len(argv), CmdlineLen(argv))
+	s := generousSandbox(ws)
+	argv, err = BwrapArgs(s, 3, ws+"/tree", command)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := CmdlineLen(argv)
+	t.Logf("a generous sandbox's bwrap: %d arguments, %d bytes (the bound %d)", len(argv), n, MaxCmdline)
+	if n > MaxCmdline*6/10 {
+		t.Errorf("a generous sandbox's bwrap is %d bytes, more than 60%% of the bound %d", n, MaxCmdline)
+	}
+	l := mustLayout(t, "/var/lib/ocx/agents")
+	if names := Namings(argv, l); len(names) != 1 || names[0].Key.String() != "ci-ocx/ollama" {
+		t.Errorf("a session's bwrap names %+v; want its own workspace alone", names)
+	}
+	if got, cut := ParseCmdline(cmdlineBytes(argv)); cut || !reflect.DeepEqual(got, argv) {
+		t.Errorf("its command line does not read whole (cut %v)", cut)
+	}
+	for i := range 100 {
+		s.Sandbox.ReadOnly = append(s.Sandbox.ReadOnly, fmt.Sprintf("/usr/local/share/more-toolchains/vendor-%02d/lib", i))
+	}
+	if _, err := BwrapArgs(s, 3, ws+"/tree", command); err == nil || !strings.Contains(err.Error(), "past the 16384 the process table reads") {
+		t.Errorf("a sandbox of %d read-only paths: %v; want it refused naming the bound", len(s.Sandbox.ReadOnly), err)
+	}
+}
+
 func TestBwrapArgsRefuses(t *testing.T) {
 	ws := "/a/alice/projects/demo"
 	base := func() SandboxSpec { return SandboxSpec{Workspace: ws} }

@@ -8,6 +8,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -154,7 +156,13 @@ func TestChaos(t *testing.T) {
 	restart := func(s *chaosSession) {
 		a, r := n.answer(admin, "session", "start", s.login+"/demo", "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--", "/bin/sh", "-c", echoScript)
 		if a.Result == nil {
-			t.Logf("a session started again after its kill was refused: %s", r)
+			var naming []string
+			for _, l := range strings.Split(psForest(), "\n") {
+				if strings.Contains(l, "/"+s.login+"/") {
+					naming = append(naming, l)
+				}
+			}
+			t.Logf("a session started again after its kill was refused: %s\nprocesses naming it:\n%s", r, strings.Join(naming, "\n"))
 			return
 		}
 		s.mu.Lock()
@@ -281,7 +289,26 @@ func TestChaos(t *testing.T) {
 		t.Errorf("only %d posts reached the record; the chaos left too little to judge", len(got))
 	}
 	if len(bad) > 0 {
-		t.Errorf("%d posts not answered once or noted unheard once:\n%s\nocxd.log:\n%s", len(bad), strings.Join(bad, "\n"), lastLines([]byte(n.daemonLog()), 200))
+		// What the node's logs say of each post at fault.
+		var said []string
+		hookLog, _ := os.ReadFile(filepath.Join(n.agents, "hook.log"))
+		logs := map[string][]byte{"ocxd.log": []byte(n.daemonLog()), "hook.log": hookLog}
+		for _, s := range sessions {
+			b, _, _ := unixhost.Below(n.agents).ReadTail(filepath.Join(n.agents, s.login, "projects", "demo", "session", "log"), 1<<20)
+			logs[s.login+" session log"] = b
+		}
+		for _, b := range bad {
+			short := b[:10]
+			for name, text := range logs {
+				for _, l := range strings.Split(string(text), "\n") {
+					if strings.Contains(l, short) {
+						said = append(said, name+": "+l)
+					}
+				}
+			}
+		}
+		sort.Strings(said)
+		t.Errorf("%d posts not answered once or noted unheard once:\n%s\nwhat the logs say of them:\n%s", len(bad), strings.Join(bad, "\n"), strings.Join(said, "\n"))
 	}
 
 	// One end note per session process, by PID and start time, once the

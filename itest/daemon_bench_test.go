@@ -661,7 +661,7 @@ func rssKiB(b *testing.B, pid int) int64 { return procStatusKiB(b, pid, "VmRSS:"
 // procStatusKiB is a field of /proc/PID/status in KiB: VmRSS, or its parts
 // RssAnon (the heap, stacks, SQLite's caches) and RssFile (the program's
 // pages read from its file).
-func procStatusKiB(b *testing.B, pid int, field string) int64 {
+func procStatusKiB(b testing.TB, pid int, field string) int64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)

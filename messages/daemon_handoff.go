@@ -18,6 +18,11 @@ const (
 	HandoffVersion = 1
 )
 
+// HandoffCheckAnswer is the one line `ocxd --handoff-check` answers once it
+// read the hand-off as its new image would (D73): the old image execs a
+// release's ocxd only after this answer.
+const HandoffCheckAnswer = "ocxd: the hand-off can be taken over"
+
 // Handoff is the daemon's state handed from one image to the next across a
 // re-exec, gathered once every actor had settled what it was doing: the
 // recent post hashes (so a duplicate line after the exec is still a

@@ -18,7 +18,7 @@ var mutants = []any{
 	"SIGTERM", "SIG", "TERM", "SIGRTMIN+03", "nobody", "current", "previous", "latest",
 	"thread", "ticket", "branch", "exited", "signaled", "unknown", "sandbox-failed",
 	"green", "red", "none", "done", "failed", "request", "signal", "daemon", "orphan",
-	"mechanical", "llm", "claude", "completes", "stays", "no-reader", "no-pipe",
+	"mechanical", "llm", "claude", "completes", "stays", "no-reader", "no-pipe", "ended",
 	"active", "idle", "missing", "terminated", "working", "ijk", "ii",
 	"2026-01-01T00:00:00Z", "2026-01-01T00:00:00.5Z", "2026-01-01T00:00:00+00:00",
 	h40, h64, h64[:63], "/srv/a.fossil", "/srv/a b.fossil",

@@ -129,7 +129,10 @@ func FuzzDecodeState(f *testing.F) {
 	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], "daemon": {"running": false}}`))
 	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], "daemon": {"running": true, "pid": 42, "release": "3f2a9c", "reexec": {"at": "2026-12-01T10:00:00Z", "pid": 42, "target": "/var/lib/ocx/release/releases/3f2a9c/ocxd", "release": "3f2a9c", "ok": true}}}`))
 	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], "daemon": {"running": true, "pid": 42, "reexec": {"at": "2026-12-01T10:00:00Z", "pid": 42, "ok": false, "error": "ask it for its hand-off version: exit status 1"}}}`))
+	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], "daemon": {"running": true, "pid": 43, "release": "3f2a9c", "reexec": {"at": "2026-12-01T10:00:00Z", "pid": 42, "target": "/var/lib/ocx/release/releases/7c41/ocxd", "release": "7c41", "from": "3f2a9c", "ok": false, "state": "rolled_back", "error": "release 7c41 was rolled back to 3f2a9c: its daemon ended before it recorded its outcome"}}}`))
 	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], "daemon": {"running": false, "pid": 42}}`))
+	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], "look_alikes": [{"login": "u0", "project": "p", "pid": 7, "start_time": 9, "command": "bwrap -c", "why": "its command line names 330 workspaces", "claims": 330}], "look_alikes_left_out": 12}`))
+	f.Add([]byte(`{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], "look_alikes": [{"login": "u0", "project": "p", "pid": 7, "start_time": 9, "command": "bwrap -c", "why": "w", "claims": 1}]}`))
 	schemas, err := validate.Load()
 	if err != nil {
 		f.Fatal(err)

@@ -249,7 +249,7 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			return &UnlistenNote{Version: v, Listener: genListener().Draw(t, "listener")}
 		case KindUnheard:
 			n := &UnheardNote{Version: v, Post: genHash().Draw(t, "post"), Login: login, Project: project,
-				Why: rapid.SampledFrom([]UnheardWhy{UnheardNoReader, UnheardNoPipe}).Draw(t, "why")}
+				Why: rapid.SampledFrom([]UnheardWhy{UnheardNoReader, UnheardNoPipe, UnheardEnded}).Draw(t, "why")}
 			if more := rapid.SliceOfNDistinct(genHash(), 0, 4, func(s string) string { return s }).Draw(t, "more"); len(more) > 0 {
 				n.Posts = []string{n.Post}
 				for _, p := range more {
@@ -354,8 +354,10 @@ func genState() *rapid.Generator[*NodeState] {
 		for range rapid.IntRange(0, 2).Draw(t, "look-alikes") {
 			s.LookAlikes = append(s.LookAlikes, LookAlikeStatus{Login: genLogin().Draw(t, "llogin"), Project: genName().Draw(t, "lproject"),
 				PID: rapid.IntRange(1, MaxPID).Draw(t, "lpid"), StartTime: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "lstart"),
-				Command: genLineText(true).Draw(t, "command"), Why: genLineText(true).Draw(t, "lwhy")})
+				Command: genLineText(true).Draw(t, "command"), Why: genLineText(true).Draw(t, "lwhy"),
+				Claims: rapid.SampledFrom([]int{0, 2, 3, 20000, MaxSafeInt}).Draw(t, "claims")})
 		}
+		s.LookAlikesLeftOut = rapid.SampledFrom([]int{0, 0, 1, 57}).Draw(t, "left out")
 		if s.Hooks == nil {
 			s.Hooks = []HookStatus{}
 		}
@@ -378,7 +380,9 @@ func genReexecOutcome() *rapid.Generator[*ReexecOutcome] {
 			Target: genOpt(genPath()).Draw(t, "target"), Release: genLineText(false).Draw(t, "release"), OK: rapid.Bool().Draw(t, "ok")}
 		if !r.OK {
 			r.Error = genText(true).Draw(t, "error")
+			r.State = rapid.SampledFrom(append([]string{""}, reexecStates...)).Draw(t, "state")
 		}
+		r.From = genLineText(false).Draw(t, "from")
 		return r
 	})
 }

@@ -97,7 +97,7 @@ var hostileNotes = []struct {
 	{"holder with empty command", `{"ocx": "refusal", "launch": "` + h64 + `", "login": "a", "project": "b", "reason": "r", "holder": {"pid": 1, "start_time": 1, "command": [], "started_by": "daemon"}}`, ErrMissing, "holder.command", "command line", true, ""},
 	{"reason empty", `{"ocx": "refusal", "launch": "` + h64 + `", "login": "a", "project": "b", "reason": ""}`, ErrMissing, "reason", "in words", true, ""},
 	{"reason with a bell", `{"ocx": "refusal", "launch": "` + h64 + `", "login": "a", "project": "b", "reason": "\u0007"}`, ErrInvalid, "reason", `'\a'`, true, ""},
-	{"why unknown", `{"ocx": "unheard", "post": "` + h64 + `", "login": "a", "project": "b", "why": "asleep"}`, ErrInvalid, "why", "no-reader, no-pipe", true, ""},
+	{"why unknown", `{"ocx": "unheard", "post": "` + h64 + `", "login": "a", "project": "b", "why": "asleep"}`, ErrInvalid, "why", "no-reader, no-pipe, ended", true, ""},
 	{"ci line with spaces", `{"ocx": "ci", "checkin": "` + h64 + `", "result": "red", "line": " x "}`, ErrInvalid, "line", "space at an end", true, ""},
 	{"stopped by request without request", `{"ocx": "stopped", "login": "a", "project": "b", "cause": "request"}`, ErrMissing, "request", "is empty", true, "."},
 	{"deep nesting", `{"ocx": "stop", "x": ` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`, ErrTooLong, "x" + strings.Repeat("[0]", 31), "deeper than 32", false, ""},

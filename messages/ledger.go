@@ -5,21 +5,22 @@ import "fmt"
 // MaxInFlight bounds the requests of one session its model proxy
 // forwards at once (D79): enough for an agent CLI's requests beside each
 // other (a sub-agent's, a small model's chore), few enough that a session
-// holds a handful of the node's key's requests, and a handful of bodies
-// read whole, at a time.
+// holds a handful of the node's key's requests at a time.
 const MaxInFlight = 4
 
 // Ledger is the node's count of one session's model with what its
 // requests under way may still spend (D79): the model meter's core, pure.
-// A request takes a slot (Enter) before its body is read, reserves the
-// bound of its output once it is read (Reserve: capped to what the
-// limit has left), and gives both back when its reply has passed
-// (Settle: the reservation replaced by what the reply said it used) or
-// when it was not forwarded (Leave). Under limits.tokens a request is
-// forwarded only while what is counted and what is reserved stay under
-// the limit, so the output of the replies never passes it; what the
-// model reads is known only from the reply, so the count passes the
-// limit by at most what the requests under way read.
+// A request takes a slot (Enter), then reserves before the first byte of
+// its body is forwarded what its output may be (Reserve: MaxOutput, capped
+// to what the limit has left: its body is forwarded with its bound capped
+// to that), keeps of it what its body asks once the body is read whole
+// (Bound), and gives both back when its reply has passed (Settle: the
+// reservation replaced by what the reply said it used) or when it was not
+// forwarded (Leave). Under limits.tokens a request is forwarded only
+// while what is counted and what is reserved stay under the limit, so
+// the output of the replies never passes it; what the model reads is
+// known only from the reply, so the count passes the limit by at most
+// what the requests under way read.
 type Ledger struct {
 	// Limit is the session's limits.tokens; 0: none.
 	Limit uint64
@@ -83,8 +84,11 @@ func (l *Ledger) Left() uint64 {
 	return l.Limit - used
 }
 
-// Reserve grants a request that entered the bound of its output. Without
-// a limit it is what the request asks, not capped. Under one: what it
+// Reserve grants a request that entered the bound of its output, b
+// being what is known of it: the model meter reserves before a body is
+// read, with b naming no bound (it asks MaxOutput) and the least its
+// shape takes, and keeps of the grant what the body asks once read
+// (Bound). Without a limit it is what the request asks, not capped. Under one: what it
 // asks (a request naming none asks MaxOutput, the most a model writes in
 // one reply) when that is no more than what is left (not capped: the
 // request goes as it is), else what is left (capped: the request is to be
@@ -112,12 +116,44 @@ func (l *Ledger) Reserve(b OutputBound) (grant uint64, capped bool, v LedgerVerd
 	if l.Reserved > 0 {
 		return 0, false, LedgerWait
 	}
+	l.spend(max(b.Least, 1))
+	return 0, false, LedgerSpent
+}
+
+// Bound keeps of a request's grant what its body, read whole, asks (b):
+// the grant lowered to b.Ask() where that is less, the rest given back
+// for the requests waiting. A body whose bound was capped to the grant
+// (it asks more) while the grant is below the least its API takes for it
+// (b.Least: Anthropic's thinking, read only with the body) cannot go:
+// the grant is given back whole (kept 0; the slot stays taken, the
+// caller leaves), and the request is refused: LedgerWait when what is
+// left or what the requests under way hold may serve it later (the
+// client is to try again), else LedgerSpent, as Reserve says.
+func (l *Ledger) Bound(grant uint64, b OutputBound) (kept uint64, v LedgerVerdict) {
+	if l.Limit == 0 {
+		return grant, LedgerGo
+	}
+	if ask := b.Ask(); ask <= grant || grant >= b.Least {
+		kept = min(ask, grant)
+		l.unreserve(grant - kept)
+		return kept, LedgerGo
+	}
+	l.unreserve(grant)
+	if l.Reserved > 0 || l.Left() >= b.Least {
+		return 0, LedgerWait
+	}
+	l.spend(b.Least)
+	return 0, LedgerSpent
+}
+
+// spend is the budget spent by a request refused for want of the least
+// its API takes, with nothing under way to give back; counted refused.
+func (l *Ledger) spend(least uint64) {
 	l.Count.Refused++
 	if l.Reached = TokensReached(l.Count, l.Limit); l.Reached == "" {
 		l.Reached = fmt.Sprintf("its model proxy counted %d tokens (%s) against its limits.tokens of %d, and the %d left are fewer than the least a request may ask (%d)",
-			l.Count.Total(), l.Count.Tokens, l.Limit, left, max(b.Least, 1))
+			l.Count.Total(), l.Count.Tokens, l.Limit, l.Left(), least)
 	}
-	return 0, false, LedgerSpent
 }
 
 // LedgerReply is what became of a request that reserved.
@@ -158,5 +194,7 @@ func (l *Ledger) give(grant uint64) {
 	if l.InFlight > 0 {
 		l.InFlight--
 	}
-	l.Reserved -= min(grant, l.Reserved)
+	l.unreserve(grant)
 }
+
+func (l *Ledger) unreserve(grant uint64) { l.Reserved -= min(grant, l.Reserved) }

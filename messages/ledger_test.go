@@ -1,9 +1,6 @@
 package messages
 
 import (
-	"bytes"
-	"encoding/json"
-	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,173 +8,12 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestOutputBound: each API's bound read, and written capped, every other
-// member kept byte for byte; a field named twice in any case, or not as a
-// whole number, refused naming it; Anthropic's thinking brought below the
-// bound.
-func TestOutputBound(t *testing.T) {
-	for _, c := range []struct {
-		shape APIShape
-		body  string
-		want  OutputBound
-		n     uint64
-		out   string
-	}{
-		{ShapeMessages, `{"model": "m", "max_tokens": 128000, "stream": true}`, OutputBound{128000, 1}, 2000,
-			`{"model": "m", "max_tokens": 2000, "stream": true}`},
-		{ShapeMessages, `{"model":"m"}`, OutputBound{0, 1}, 50, `{"model":"m","max_tokens":50}`},
-		{ShapeMessages, `{}`, OutputBound{0, 1}, 7, `{"max_tokens":7}`},
-		{ShapeMessages, `{"max_tokens":4096,"thinking":{"type":"enabled","budget_tokens":3000}}`, OutputBound{4096, 1025}, 2000,
-			`{"max_tokens":2000,"thinking":{"budget_tokens":1999,"type":"enabled"}}`},
-		{ShapeMessages, `{"thinking":{"type":"adaptive"},"MAX_TOKENS":9}`, OutputBound{9, 1}, 5, `{"thinking":{"type":"adaptive"},"MAX_TOKENS":5}`},
-		{ShapeMessages, `{"max\u005ftokens": 300 }`, OutputBound{300, 1}, 20, `{"max\u005ftokens": 20 }`},
-		{ShapeChat, `{"model": "m", "max_tokens": null}`, OutputBound{0, 1}, 9, `{"model": "m", "max_tokens": 9}`},
-		{ShapeChat, `{"max_completion_tokens": 100, "max_tokens": 50}`, OutputBound{100, 1}, 60, `{"max_completion_tokens": 60, "max_tokens": 60}`},
-		{ShapeChat, `{"messages": [{"content": "max_tokens"}]}`, OutputBound{0, 1}, 9, `{"messages": [{"content": "max_tokens"}],"max_tokens":9}`},
-		{ShapeResponses, `{"input": "x", "max_output_tokens": 99999999999999999999}`, OutputBound{MaxTokens, 16}, 16,
-			`{"input": "x", "max_output_tokens": 16}`},
-		{ShapeResponses, "{\"a\":{\"b\":[1,\"}\\\"\"]}}\n", OutputBound{0, 16}, 16, "{\"a\":{\"b\":[1,\"}\\\"\"]},\"max_output_tokens\":16}\n"},
-	} {
-		got, err := ReadOutputBound(c.shape, []byte(c.body))
-		if err != nil || got != c.want {
-			t.Errorf("%s %s: read %+v, %v; want %+v", c.shape, c.body, got, err, c.want)
-			continue
-		}
-		out, err := WithOutputBound(c.shape, []byte(c.body), c.n)
-		if err != nil || string(out) != c.out {
-			t.Errorf("%s %s capped to %d:\n got %s (%v)\nwant %s", c.shape, c.body, c.n, out, err, c.out)
-		}
-	}
-	for _, c := range []struct {
-		shape APIShape
-		body  string
-		why   string
-	}{
-		{ShapeMessages, `{"max_tokens": 1, "Max_Tokens": 100000}`, `names "max_tokens" twice`},
-		{ShapeChat, `{"max_completion_tokens": 1, "max_completion_tokens": 2}`, `names "max_completion_tokens" twice`},
-		{ShapeMessages, `{"max_tokens": "100"}`, `"max_tokens" is not a whole number`},
-		{ShapeResponses, `{"max_output_tokens": 1.5}`, "not a whole number"},
-		{ShapeChat, `{"max_tokens": -1}`, "not a whole number"},
-		{ShapeMessages, `{"max_tokens": 10, "thinking": {"type": "enabled", "budget_tokens": "x"}}`, "thinking.budget_tokens"},
-		{ShapeMessages, `{"thinking": [1]}`, `"thinking" is not an object`},
-		{ShapeMessages, `[1]`, "not a JSON object"},
-		{ShapeMessages, `{"a": 1} {}`, "not a JSON object"},
-		{ShapeMessages, `{"a": }`, "not a JSON object"},
-		{ShapeMessages, `{"a": "`, "not a JSON object"},
-	} {
-		if _, err := ReadOutputBound(c.shape, []byte(c.body)); err == nil || !strings.Contains(err.Error(), c.why) {
-			t.Errorf("%s %s: %v, want an error saying %q", c.shape, c.body, err, c.why)
-		}
-	}
-}
-
-// FuzzOutputBound: on any JSON object the members found are
-// encoding/json's, in order; what reads is written back as JSON whose
-// bound is n and whose other members are the body's own bytes.
-func FuzzOutputBound(f *testing.F) {
-	for _, s := range []string{`{"model": "m", "max_tokens": 128000}`, `{}`, `{"max_completion_tokens": 5, "x": [1, {"y": "}"}]}`,
-		`{"thinking": {"type": "enabled", "budget_tokens": 2000}, "max_tokens": 4000}`, `{"max_output_tokens": null, "\u006dax": 1}`} {
-		f.Add(s, uint8(0), uint64(100))
-	}
-	f.Fuzz(func(t *testing.T, body string, shape uint8, n uint64) {
-		s := []APIShape{ShapeMessages, ShapeChat, ShapeResponses}[int(shape)%3]
-		ms, _, merr := objectMembers([]byte(body))
-		keys, ok := jsonKeys([]byte(body))
-		if ok != (merr == nil) && ok {
-			t.Fatalf("%q is a JSON object, yet: %v", body, merr)
-		}
-		if !ok {
-			return // not JSON: the proxy has refused it before (RequestModel)
-		}
-		for i, m := range ms {
-			if m.key != keys[i] {
-				t.Fatalf("%q: member %d is %q, encoding/json says %q", body, i, m.key, keys[i])
-			}
-		}
-		b, err := ReadOutputBound(s, []byte(body))
-		if err != nil {
-			return
-		}
-		n = max(n%MaxTokens, b.Least)
-		out, err := WithOutputBound(s, []byte(body), n)
-		if err != nil {
-			t.Fatalf("%q read, yet not written: %v", body, err)
-		}
-		if !json.Valid(out) {
-			t.Fatalf("%q capped to %d is not JSON: %s", body, n, out)
-		}
-		again, err := ReadOutputBound(s, out)
-		if err != nil || again.Asked != n {
-			t.Fatalf("%q capped to %d reads back %+v, %v: %s", body, n, again, err, out)
-		}
-		oms, _, _ := objectMembers(out)
-		kept := 0
-		for _, m := range oms {
-			if isBound(s, m.key) || strings.EqualFold(m.key, "thinking") {
-				continue
-			}
-			for _, o := range ms {
-				if o.key == m.key && bytes.Equal([]byte(body)[o.start:o.end], out[m.start:m.end]) {
-					kept++
-					break
-				}
-			}
-		}
-		others := 0
-		for _, m := range ms {
-			if !isBound(s, m.key) && !strings.EqualFold(m.key, "thinking") {
-				others++
-			}
-		}
-		if kept != others {
-			t.Fatalf("%q capped: %d of its %d other members kept as they were: %s", body, kept, others, out)
-		}
-	})
-}
-
-func isBound(s APIShape, key string) bool {
-	for _, f := range boundFields[s] {
-		if strings.EqualFold(f, key) {
-			return true
-		}
-	}
-	return false
-}
-
-// jsonKeys are the keys of the JSON object b as encoding/json reads them,
-// in order; false when b is not one JSON object.
-func jsonKeys(b []byte) ([]string, bool) {
-	if !json.Valid(b) {
-		return nil, false
-	}
-	d := json.NewDecoder(bytes.NewReader(b))
-	if t, err := d.Token(); err != nil || t != json.Delim('{') {
-		return nil, false
-	}
-	var keys []string
-	for d.More() {
-		t, err := d.Token()
-		if err != nil {
-			return nil, false
-		}
-		keys = append(keys, t.(string))
-		var v json.RawMessage
-		if d.Decode(&v) != nil {
-			return nil, false
-		}
-	}
-	d.Token()
-	if _, err := d.Token(); err != io.EOF {
-		return nil, false
-	}
-	return keys, true
-}
-
 // TestLedgerProperties drives the meter's core through random
 // interleavings of requests entering, reserving (asking any bound, or
-// none), being replied to (an output within what was granted, as an API
-// holds to max_tokens, and any input) or refused by the proxy, under a
-// limit or none. Always: no more than MaxInFlight under way; the output
+// none, as the meter does before a body is read), keeping what their
+// body asks once read (any bound, any least), being replied to (an
+// output within what was granted, as an API holds to max_tokens, and any
+// input) or refused by the proxy, under a limit or none. Always: no more than MaxInFlight under way; the output
 // counted and the grants under way never pass the limit; a grant is
 // given only while the count and the grants stay under the limit, and is
 // what was asked unless it is capped to what was left; a request waits
@@ -187,8 +23,8 @@ func TestLedgerProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		l := &Ledger{Limit: rapid.SampledFrom([]uint64{0, 1, 100, 2000, 100000, 1000000}).Draw(t, "limit")}
 		type req struct {
-			reserved bool
-			grant    uint64
+			reserved, bounded bool
+			grant             uint64
 		}
 		var entered []req
 		refused := uint64(0)
@@ -270,6 +106,54 @@ func TestLedgerProperties(t *testing.T) {
 					}
 				}
 			},
+			"bound": func(t *rapid.T) {
+				i := -1
+				for j, r := range entered {
+					if r.reserved && !r.bounded {
+						i = j
+					}
+				}
+				if i < 0 {
+					t.Skip("nothing reserved unbounded")
+				}
+				grant := entered[i].grant
+				b := OutputBound{Asked: rapid.SampledFrom([]uint64{0, 1, 16, 500, 4096, 128000, 200000}).Draw(t, "body asks"),
+					Least: rapid.SampledFrom([]uint64{1, 16, 1025}).Draw(t, "body's least")}
+				reserved := l.Reserved
+				kept, v := l.Bound(grant, b)
+				if l.Limit == 0 {
+					if kept != grant || v != LedgerGo {
+						t.Fatalf("no limit, yet the grant %d kept %d: %s", grant, kept, v)
+					}
+					entered[i].bounded = true
+					return
+				}
+				if v != LedgerGo && (b.Ask() <= grant || grant >= b.Least) {
+					t.Fatalf("the grant %d refused (%s) for a body asking %d, least %d", grant, v, b.Ask(), b.Least)
+				}
+				switch v {
+				case LedgerGo:
+					if kept != min(b.Ask(), grant) || l.Reserved != reserved-(grant-kept) {
+						t.Fatalf("the grant %d for a body asking %d kept %d; reserved %d, was %d", grant, b.Ask(), kept, l.Reserved, reserved)
+					}
+					entered[i].bounded, entered[i].grant = true, kept
+				case LedgerWait, LedgerSpent:
+					if kept != 0 || l.Reserved != reserved-grant {
+						t.Fatalf("refused (%s), yet kept %d; reserved %d, was %d", v, kept, l.Reserved, reserved)
+					}
+					if v == LedgerWait && l.Reserved == 0 && l.Left() < b.Least {
+						t.Fatal("told to try again while nothing under way will give back and too little is left")
+					}
+					if v == LedgerSpent {
+						refused++
+						if l.Reached == "" {
+							t.Fatal("spent, with nothing reached")
+						}
+					}
+					entered = append(entered[:i], entered[i+1:]...)
+					l.Leave()
+				}
+			},
 			"reply": func(t *rapid.T) {
 				if len(entered) == 0 {
 					t.Skip("nothing under way")
@@ -322,10 +206,13 @@ func TestLedgerHundredAtOnce(t *testing.T) {
 			spent++
 			continue
 		}
-		switch g, capped, v := l.Reserve(OutputBound{Asked: 4096, Least: 1}); v {
+		switch g, capped, v := l.Reserve(OutputBound{Least: 1}); v {
 		case LedgerGo:
 			if !capped || g != 2000 {
 				t.Fatalf("granted %d (capped %v)", g, capped)
+			}
+			if g, v = l.Bound(g, OutputBound{Asked: 4096, Least: 1}); g != 2000 || v != LedgerGo {
+				t.Fatalf("the body asking 4096 kept %d: %s", g, v)
 			}
 			grants = append(grants, g)
 		case LedgerWait:
@@ -370,22 +257,49 @@ func TestLedgerTooLittleLeft(t *testing.T) {
 	}
 }
 
-// BenchmarkOutputBound is the pure part of the meter's reservation on a
-// request of about 77 KB, as Claude Code's first: its bound read, then
-// capped and written.
-func BenchmarkOutputBound(b *testing.B) {
-	body := []byte(`{"model": "m", "max_tokens": 128000, "stream": true, "thinking": {"type": "adaptive"}, "system": "` +
-		strings.Repeat(`You are an agent, \"quoted\". `, 250) + `", "tools": [` +
-		strings.TrimSuffix(strings.Repeat(`{"name": "t", "description": "`+strings.Repeat("Does a thing {braced}. ", 60)+`", "input_schema": {"type": "object"}},`, 40), ",") +
-		`], "messages": [{"role": "user", "content": [{"type": "text", "text": "` + strings.Repeat("hello ", 1500) + `"}]}]}`)
-	b.SetBytes(int64(len(body)))
-	for b.Loop() {
-		bd, err := ReadOutputBound(ShapeMessages, body)
-		if err != nil || bd.Asked != 128000 {
-			b.Fatal(bd, err)
-		}
-		if _, err := WithOutputBound(ShapeMessages, body, 2000); err != nil {
-			b.Fatal(err)
-		}
+// TestLedgerBoundKeepsWhatTheBodyAsks: a request reserves MaxOutput, or
+// what is left, before its body is read; once read, it keeps what the
+// body asks and gives back the rest, which another request takes at
+// once. A body whose thinking needs more than its capped grant is
+// refused: to try again while another holds a grant, as spent once
+// nothing is under way.
+func TestLedgerBoundKeepsWhatTheBodyAsks(t *testing.T) {
+	l := &Ledger{Limit: 10000}
+	l.Enter()
+	g, capped, _ := l.Reserve(OutputBound{Least: 1})
+	if g != 10000 || !capped {
+		t.Fatalf("reserved %d, capped %v", g, capped)
+	}
+	l.Enter()
+	if _, _, v := l.Reserve(OutputBound{Least: 1}); v != LedgerWait {
+		t.Fatalf("nothing left, another under way: %s", v)
+	}
+	if g, v := l.Bound(g, OutputBound{Asked: 4096, Least: 1}); g != 4096 || v != LedgerGo || l.Reserved != 4096 {
+		t.Fatalf("kept %d (%s), reserved %d", g, v, l.Reserved)
+	}
+	g2, _, v := l.Reserve(OutputBound{Least: 1})
+	if g2 != 5904 || v != LedgerGo {
+		t.Fatalf("the second reserved %d: %s", g2, v)
+	}
+	// Its body asks 8000 with thinking enabled: capped to 5904, enough.
+	if g2, v = l.Bound(g2, OutputBound{Asked: 8000, Least: 1025}); g2 != 5904 || v != LedgerGo {
+		t.Fatalf("kept %d: %s", g2, v)
+	}
+	l.Settle(g2, LedgerReply{Forwarded: true, OK: true, Whole: true, Tokens: Tokens{Output: 5904}})
+	l.Enter()
+	g3, _, _ := l.Reserve(OutputBound{Least: 1}) // 10000-5904-4096: nothing left
+	if g3 != 0 {
+		t.Fatalf("reserved %d with nothing left", g3)
+	}
+	l.Settle(g, LedgerReply{Forwarded: true, OK: true, Whole: true, Tokens: Tokens{Output: 3400}})
+	g3, _, _ = l.Reserve(OutputBound{Least: 1}) // 696 left
+	l.Enter()
+	g4, _, _ := l.Reserve(OutputBound{Least: 1}) // none left
+	if g3 != 696 || g4 != 0 {
+		t.Fatalf("reserved %d and %d", g3, g4)
+	}
+	if g3, v = l.Bound(g3, OutputBound{Asked: 2000, Least: 1025}); g3 != 0 || v != LedgerSpent || l.Count.Refused != 1 ||
+		!strings.Contains(l.Reached, "the 696 left are fewer than the least a request may ask (1025)") {
+		t.Fatalf("thinking under 696 left: kept %d, %s, %q", g3, v, l.Reached)
 	}
 }

@@ -124,6 +124,10 @@ const (
 	// UnheardNoPipe: the session listens to the record but has no wake pipe:
 	// no session was ever started in the workspace, or it was removed.
 	UnheardNoPipe UnheardWhy = "no-pipe"
+	// UnheardEnded: the session was woken for the post, and ended (it was
+	// killed, stopped, or died) before it answered it: the daemon notes it
+	// when it records the session's end (D77).
+	UnheardEnded UnheardWhy = "ended"
 )
 
 // UnheardNote is what the hook writes, as the session's agent login, on the
@@ -138,7 +142,7 @@ type UnheardNote struct {
 	Posts   []string   `json:"posts,omitempty"`
 	Login   string     `json:"login" why:"the note names the agent login of its workspace"`
 	Project string     `json:"project" why:"the note names the project of its workspace"`
-	Why     UnheardWhy `json:"why" why:"an unheard note says why: no-reader or no-pipe"`
+	Why     UnheardWhy `json:"why" why:"an unheard note says why: no-reader, no-pipe or ended"`
 }
 
 // All lists every post the note covers.
@@ -181,12 +185,12 @@ func (n *UnheardNote) Validate() error {
 		}
 	}
 	switch n.Why {
-	case UnheardNoReader, UnheardNoPipe:
+	case UnheardNoReader, UnheardNoPipe, UnheardEnded:
 		return nil
 	case "":
-		return fieldErr("why", ErrMissing, "is empty; it is no-reader or no-pipe")
+		return fieldErr("why", ErrMissing, "is empty; it is no-reader, no-pipe or ended")
 	}
-	return fieldErr("why", ErrInvalid, fmt.Sprintf("%s is not why a post went unheard (no-reader, no-pipe)", quoteShort(string(n.Why))))
+	return fieldErr("why", ErrInvalid, fmt.Sprintf("%s is not why a post went unheard (no-reader, no-pipe, ended)", quoteShort(string(n.Why))))
 }
 
 // Encode renders the canonical block.

@@ -2,14 +2,18 @@ package messages
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
 // ReexecOutcome is what the daemon's last re-exec came to (seed 002,
 // "re-exec the daemon"): the old image writes it when the exec does not
-// happen (its image keeps running), the new image when it starts from the
-// hand-off. It is AGENTS/ocxd.reexec (a host file, "ocx": "reexec"), and
-// the status's daemon.reexec, which `ocx release accept` waits for.
+// happen (its image keeps running) and, just before the exec, as pending;
+// the new image when it starts from the hand-off, or fails to; the next
+// ensure of the daemon when it rolls back a release whose daemon ended
+// before it recorded its outcome (D73). It is AGENTS/ocxd.reexec (a host
+// file, "ocx": "reexec"), and the status's daemon.reexec, which `ocx
+// release accept` waits for.
 type ReexecOutcome struct {
 	// At is when it was written, in UTC.
 	At time.Time `json:"at" why:"a re-exec's outcome says when it came"`
@@ -23,6 +27,43 @@ type ReexecOutcome struct {
 	// OK says the new image runs; Error says why not, when it does not.
 	OK    bool   `json:"ok" why:"a re-exec's outcome says whether the new image runs"`
 	Error string `json:"error,omitempty"`
+	// State says more of an outcome that is not OK (D73): one of the
+	// Reexec* states; absent for a failure it says nothing more of (the
+	// exec itself failed, or the old image could not prepare it: the old
+	// image runs on) and in a record written before it was added.
+	State string `json:"state,omitempty"`
+	// From is the release the daemon ran before this re-exec (the old
+	// image's), which a rollback puts back; absent when it is not known.
+	From string `json:"from,omitempty"`
+}
+
+// The states of a re-exec that is not OK (ReexecOutcome.State).
+const (
+	// ReexecRefused: before the exec, the old image asked the release's
+	// ocxd (its hand-off version, then --handoff-check on the very
+	// hand-off) and it could not take over; the old image runs on.
+	ReexecRefused = "refused"
+	// ReexecPending: written by the old image just before the exec; the
+	// new image replaces it when it starts. Found while no daemon holds
+	// the lock, it says the new image ended before it recorded its outcome.
+	ReexecPending = "pending"
+	// ReexecExited: the new image could not start from the hand-off, said
+	// so, and exited: no daemon runs.
+	ReexecExited = "exited"
+	// ReexecRolledBack: the release's daemon ended (pending or exited),
+	// and the release root's links were rolled back to the release the
+	// daemon ran before; Error says so and why.
+	ReexecRolledBack = "rolled_back"
+)
+
+// reexecStates are the values State may take.
+var reexecStates = []string{ReexecRefused, ReexecPending, ReexecExited, ReexecRolledBack}
+
+// Ended says the re-exec ended the daemon: the release's image ran and
+// ended before it recorded an outcome, or said it could not start. The
+// release cannot run as the daemon, and no daemon runs for it.
+func (r *ReexecOutcome) Ended() bool {
+	return r.State == ReexecPending || r.State == ReexecExited
 }
 
 // Validate checks every field, and that an error is given exactly when it
@@ -46,6 +87,21 @@ func (r *ReexecOutcome) validate(f string) error {
 	}
 	if err := checkText(joinField(f, "error"), r.Error, false, MaxTextLen); err != nil {
 		return err
+	}
+	if err := checkLine(joinField(f, "from"), r.From, false, MaxShortLen); err != nil {
+		return err
+	}
+	if r.State != "" {
+		known := false
+		for _, s := range reexecStates {
+			known = known || r.State == s
+		}
+		switch {
+		case !known:
+			return fieldErr(joinField(f, "state"), ErrInvalid, fmt.Sprintf("is %s; a re-exec's state is %s", quoteShort(r.State), strings.Join(reexecStates, ", ")))
+		case r.OK:
+			return fieldErr(joinField(f, "state"), ErrInvalid, "is given for a re-exec that succeeded")
+		}
 	}
 	switch {
 	case r.OK && r.Error != "":
@@ -85,8 +141,8 @@ func DecodeReexecOutcome(data []byte) (*ReexecOutcome, error) {
 // String renders the outcome on one line.
 func (r *ReexecOutcome) String() string {
 	l := newLine("reexec").kv("at", r.At.UTC().Format(time.RFC3339Nano)).kv("pid", fmt.Sprint(r.PID)).
-		optKV("target", r.Target).optKV("release", r.Release)
-	return l.flag("ok", r.OK).text("error", r.Error).String()
+		optKV("target", r.Target).optKV("release", r.Release).optKV("from", r.From)
+	return l.flag("ok", r.OK).optKV("state", r.State).text("error", r.Error).String()
 }
 
 // DaemonStatus is the status's daemon: whether one runs for the agents
@@ -143,7 +199,7 @@ func (d *DaemonStatus) String() string {
 		if r.OK {
 			l.kv("reexec", "ok").optKV("reexec_release", r.Release)
 		} else {
-			l.kv("reexec", "failed").text("reexec_error", r.Error)
+			l.kv("reexec", "failed").optKV("reexec_state", r.State).optKV("reexec_release", r.Release).text("reexec_error", r.Error)
 		}
 	}
 	return l.String()

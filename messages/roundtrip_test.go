@@ -143,6 +143,10 @@ func TestReexecOutcomeRoundTrip(t *testing.T) {
 		`{"ocx": "reexec", "at": "2026-12-01T10:00:00Z", "pid": 0, "ok": true}`,
 		`{"ocx": "reexec", "at": "2026-12-01T10:00:00Z", "pid": 42, "ok": true, "target": "ocxd"}`,
 		`{"ocx": "state", "at": "2026-12-01T10:00:00Z", "pid": 42, "ok": true}`,
+		`{"ocx": "reexec", "at": "2026-12-01T10:00:00Z", "pid": 42, "ok": true, "state": "pending"}`,
+		`{"ocx": "reexec", "at": "2026-12-01T10:00:00Z", "pid": 42, "ok": false, "error": "x", "state": "gone"}`,
+		`{"ocx": "reexec", "at": "2026-12-01T10:00:00Z", "pid": 42, "ok": false, "error": "x", "state": ""}`,
+		`{"ocx": "reexec", "at": "2026-12-01T10:00:00Z", "pid": 42, "ok": true, "from": ""}`,
 	} {
 		if r, err := DecodeReexecOutcome([]byte(doc)); err == nil {
 			t.Errorf("%s read as %v", doc, r)
@@ -231,6 +235,34 @@ func TestHookStatusLine(t *testing.T) {
 	} {
 		if got := c.h.String(); got != c.want {
 			t.Errorf("%+v renders %q, want %q", c.h, got, c.want)
+		}
+	}
+}
+
+// The look-alikes' counts (D78): a look-alike claiming one workspace says
+// nothing of it, one claiming more counts them all; the processes left
+// out are counted once. Each refused naming the field.
+func TestStateLookAlikeCounts(t *testing.T) {
+	const head = `{"ocx": "state", "hooks": [], "logins": [], "workspaces": [], "sessions": [], "listeners": [], `
+	la := func(claims string) string {
+		return `"look_alikes": [{"login": "u0", "project": "p", "pid": 7, "start_time": 9, "command": "bwrap", "why": "w"` + claims + `}]`
+	}
+	s, err := DecodeState([]byte(head + la(`, "claims": 20000`) + `, "look_alikes_left_out": 3}`))
+	if err != nil || s.LookAlikes[0].Claims != 20000 || s.LookAlikesLeftOut != 3 {
+		t.Fatalf("DecodeState = %+v, %v", s, err)
+	}
+	if !strings.HasSuffix(s.LookAlikes[0].String(), " claims=20000") {
+		t.Errorf("String = %q", s.LookAlikes[0].String())
+	}
+	for doc, field := range map[string]string{
+		head + la(`, "claims": 1`) + `}`:                  "look_alikes[0].claims",
+		head + la(`, "claims": -2`) + `}`:                 "look_alikes[0].claims",
+		head + la(``) + `, "look_alikes_left_out": -1}`:   "look_alikes_left_out",
+		head + la(``) + `, "look_alikes_left_out": "12"}`: "look_alikes_left_out",
+		head + la(`, "claims": 2.5`) + `}`:                "look_alikes[0].claims",
+	} {
+		if _, err := DecodeState([]byte(doc)); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("DecodeState(%s) = %v; want it refused naming %s", doc, err, field)
 		}
 	}
 }

@@ -48,9 +48,24 @@ type NodeState struct {
 	// LookAlikes are the processes whose command lines name a workspace
 	// they are no session of (D45): they run in another workspace's
 	// sandbox, or as another user. Nothing counts them; the status names
-	// them so that a person sees them. Absent when there are none.
+	// them so that a person sees them. Absent when there are none. Each
+	// process is listed by the first MaxLookAlikeClaims workspaces it
+	// claims, and MaxLookAlikes entries in all (D78): an agent's command
+	// line naming thousands of workspaces costs the status a few lines.
 	LookAlikes []LookAlikeStatus `json:"look_alikes,omitzero"`
+	// LookAlikesLeftOut counts the look-alike processes the list leaves
+	// out, past its MaxLookAlikes entries; absent when none is.
+	LookAlikesLeftOut int `json:"look_alikes_left_out,omitempty"`
 }
+
+// The bounds of the status's look-alikes (D78).
+const (
+	// MaxLookAlikeClaims is how many of the workspaces one look-alike
+	// claims are listed, in the status and in a refusal's words.
+	MaxLookAlikeClaims = 3
+	// MaxLookAlikes bounds the entries of NodeState.LookAlikes.
+	MaxLookAlikes = 100
+)
 
 // LookAlikeStatus is one process whose command line claims a workspace it
 // is no session of, and why it is not (D45).
@@ -63,11 +78,19 @@ type LookAlikeStatus struct {
 	Command string `json:"command" why:"a look-alike shows the command line that claims the workspace"`
 	// Why says why it is no session of the workspace.
 	Why string `json:"why" why:"a look-alike says why it is no session of the workspace"`
+	// Claims counts the workspaces the process claims in all, when it
+	// claims more than one: the status lists the first
+	// MaxLookAlikeClaims of them, each an entry. Absent for one.
+	Claims int `json:"claims,omitempty"`
 }
 
 // String renders the look-alike on one line.
 func (l LookAlikeStatus) String() string {
-	return fmt.Sprintf("look-alike %s/%s pid=%d start_time=%d command=%s why=%s", token(l.Login), token(l.Project), l.PID, l.StartTime, token(l.Command), token(l.Why))
+	s := fmt.Sprintf("look-alike %s/%s pid=%d start_time=%d command=%s why=%s", token(l.Login), token(l.Project), l.PID, l.StartTime, token(l.Command), token(l.Why))
+	if l.Claims > 0 {
+		s += fmt.Sprintf(" claims=%d", l.Claims)
+	}
+	return s
 }
 
 func (l *LookAlikeStatus) validate(f string) error {
@@ -85,6 +108,9 @@ func (l *LookAlikeStatus) validate(f string) error {
 	}
 	if err := checkLine(joinField(f, "command"), l.Command, true, MaxShortLen); err != nil {
 		return err
+	}
+	if l.Claims == 1 || l.Claims < 0 || l.Claims > MaxSafeInt {
+		return fieldErr(joinField(f, "claims"), ErrInvalid, fmt.Sprintf("is %d; a look-alike that claims more than one workspace counts them (2 or more), one that claims one says nothing", l.Claims))
 	}
 	return checkLine(joinField(f, "why"), l.Why, true, MaxShortLen)
 }
@@ -447,6 +473,9 @@ func (s *NodeState) validateReviews(once func(field, key string) error) error {
 		if err := l.validate(indexField("look_alikes", i)); err != nil {
 			return err
 		}
+	}
+	if s.LookAlikesLeftOut < 0 || s.LookAlikesLeftOut > MaxSafeInt {
+		return fieldErr("look_alikes_left_out", ErrInvalid, fmt.Sprintf("is %d; it counts the look-alikes left out", s.LookAlikesLeftOut))
 	}
 	for i, v := range s.Verdicts {
 		f := indexField("verdicts", i)

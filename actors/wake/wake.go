@@ -195,6 +195,10 @@ func (u UnheardNote) Text(block []byte) string {
 	if n := len(u.Note.All()); n > 1 {
 		what, them = fmt.Sprintf("These %d posts", n), "them"
 	}
+	if u.Note.Why == messages.UnheardEnded {
+		return fmt.Sprintf("%s reached the session of workspace `%s/%s`, which ended before it answered %s (%s).\n\n%s",
+			what, u.Note.Login, u.Note.Project, them, u.Note.Why, block)
+	}
 	return fmt.Sprintf("%s reached the session of workspace `%s/%s`, but nothing holds its wake pipe (%s): nobody heard %s.\n\n%s",
 		what, u.Note.Login, u.Note.Project, u.Note.Why, them, block)
 }

@@ -83,6 +83,10 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 			return fmt.Errorf("%w: --session: %v", errUsage, err)
 		}
 	}
+	if verb == "serve" && *session != "" {
+		// In its session's cgroup before it holds anything (D80).
+		ocxmcp.JoinCgroup(e.log, c.agents, key)
+	}
 	// A server lives as long as its session: the backoffice each write
 	// needs runs beside its answer, not before it (D38).
 	n, err := node.Open(c.agents, node.Options{Log: e.log, BackofficeBeside: verb == "serve"})

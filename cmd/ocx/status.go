@@ -39,6 +39,9 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	printEach(e.stdout, "workspace", st.Workspaces)
 	printEach(e.stdout, "session", st.Sessions)
 	printEach(e.stdout, "ignored", st.LookAlikes)
+	if st.LookAlikesLeftOut > 0 {
+		fmt.Fprintf(e.stdout, "%-9s %d more processes that only look like sessions, left out\n", "ignored", st.LookAlikesLeftOut)
+	}
 	printEach(e.stdout, "listener", st.Listeners)
 	if len(st.Restrictions) > 0 {
 		fmt.Fprintf(e.stdout, "enforces  %s\n", strings.Join(st.Restrictions, " "))

@@ -288,10 +288,25 @@ func (s *statusWriter) Flush() {
 	}
 }
 
+// MaxConns bounds the connections a session's sync socket serves at
+// once (D80): fossil opens one per sync, and MaxInFlight of them are
+// forwarded at a time.
+const MaxConns = 16
+
 // Serve serves h on every connection ln accepts until ctx ends
-// (relay.ServeHTTP): accept, when set, may refuse a connection before it
-// is served (unixhost.SameUser).
+// (relay.ServeHTTP), at most MaxConns at once (relay.Bounded: one past
+// them is answered 503, naming the bound, and closed): accept, when set,
+// may refuse a connection before it is served (unixhost.SameUser).
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, accept func(net.Conn) error, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ln = relay.Bounded(ln, MaxConns, func(c net.Conn) {
+		why := fmt.Sprintf("this session's sync socket serves at most %d connections at once; one must close before another is served", MaxConns)
+		log.Warn("sync socket: connection refused", slog.String("why", why))
+		body := "ocx sync socket: " + why + "\n"
+		fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nX-Ocx-Sync: refused\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	})
 	return relay.ServeHTTP(ctx, "sync socket", ln, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10}, accept, log)
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -273,6 +274,73 @@ func TestServeRefusesAConnectionAcceptRefuses(t *testing.T) {
 	}
 	if n := len(up.requests()); n != 0 {
 		t.Errorf("the server got %d requests over a refused connection", n)
+	}
+}
+
+// TestServeBoundsConnections (D80): at most MaxConns connections are
+// served at once; one past them is answered 503 naming the bound, and
+// once one closes another is served.
+func TestServeBoundsConnections(t *testing.T) {
+	up := &standIn{}
+	srv := httptest.NewServer(up)
+	defer srv.Close()
+	f, err := New(srv.URL, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := shortSocket(t)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, f, nil, nil) }()
+	ask := func() (int, string, net.Conn) {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "GET /nothing HTTP/1.1\r\nHost: s\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), c
+	}
+	var open []net.Conn
+	for i := range MaxConns {
+		code, body, c := ask()
+		open = append(open, c)
+		if code == http.StatusServiceUnavailable {
+			t.Fatalf("connection %d refused: %s", i, body)
+		}
+	}
+	code, body, c := ask()
+	c.Close()
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, fmt.Sprintf("at most %d connections", MaxConns)) {
+		t.Errorf("one past the bound: %d %s", code, body)
+	}
+	open[0].Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// The place frees once the server has seen the close.
+		code, _, c := ask()
+		c.Close()
+		if code != http.StatusServiceUnavailable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no connection served after one closed")
+		}
+	}
+	for _, c := range open[1:] {
+		c.Close()
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Error(err)
 	}
 }
 

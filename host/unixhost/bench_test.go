@@ -402,3 +402,42 @@ func BenchmarkPipeIngest(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLookAlike: the refusal check of a workspace and the scan
+// through the index, beside issue 39's look-alike in alice's sandbox (a
+// loop forking 20 times a second whose command line binds 20,000 made-up
+// workspaces) and beside the same loop binding none (D78).
+func BenchmarkLookAlike(b *testing.B) {
+	claimed := messages.WorkspaceKey{Login: "u5", Project: "p"}
+	for _, binds := range []int{0, 20000} {
+		b.Run(fmt.Sprintf("binds=%d", binds), func(b *testing.B) {
+			s := newSandboxSetup(b)
+			pt, err := NewProcTable(ProcOptions{Layout: s.layout})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer pt.Close()
+			if err := pt.Watch(); err != nil {
+				b.Skipf("no process events here: %v", err)
+			}
+			forkingLookAlike(b, s, binds)
+			if binds > 0 {
+				manyBindsLookAlike(b, pt)
+			}
+			b.Run("naming", func(b *testing.B) {
+				for b.Loop() {
+					if v, err := pt.Naming(claimed); err != nil || v.Named != host.No {
+						b.Fatalf("Naming = %s, %v", v, err)
+					}
+				}
+			})
+			b.Run("scan", func(b *testing.B) {
+				for b.Loop() {
+					if _, err := pt.Scan(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}

@@ -37,7 +37,7 @@ type sandboxSetup struct {
 	other       string // another release, which the sandbox must not see
 }
 
-func newSandboxSetup(t *testing.T) sandboxSetup {
+func newSandboxSetup(t testing.TB) sandboxSetup {
 	t.Helper()
 	var s sandboxSetup
 	s.root, s.layout, s.ws = agentsRoot(t, messages.WorkspaceKey{Login: "alice", Project: "demo"})
@@ -73,7 +73,7 @@ func newSandboxSetup(t *testing.T) sandboxSetup {
 	return s
 }
 
-func copyFile(t *testing.T, from, to string) {
+func copyFile(t testing.TB, from, to string) {
 	t.Helper()
 	in, err := os.Open(from)
 	if err != nil {

@@ -137,6 +137,12 @@ func (c *Cgroups) Make(name string, l host.CgroupLimits) (*Cgroup, error) {
 	}
 	g := c.at(name)
 	g.limits = l
+	// One left by an earlier session, empty, may hold its server's cgroup
+	// below (D80): it goes first, its processes killed (the session it
+	// served is over), so that the cgroup is made again.
+	if procs, err := g.Procs(); err == nil && len(procs) == 0 {
+		g.EndBelow(time.Second)
+	}
 	var err error
 	// A parent removed by another cgroup's Remove between our mkdirs is
 	// made again.
@@ -240,6 +246,58 @@ func (c *Cgroups) Open(name string) (*Cgroup, error) {
 	return g, nil
 }
 
+// Child makes (or finds) the cgroup name below g, in each hierarchy, with
+// no limits of its own and, for v2, no controller enabled for it (g may
+// hold processes itself): g's limits hold its processes, which g's counts
+// and its memory count (Events). It is the session's MCP server's (D80).
+func (g *Cgroup) Child(name string) (*Cgroup, error) {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\n\x00") {
+		return nil, fmt.Errorf("unixhost: cgroup %s: %q is not a cgroup's name", g.name, name)
+	}
+	child := &Cgroup{name: g.name + "/" + name, version: g.version, mem: filepath.Join(g.mem, name), pids: filepath.Join(g.pids, name)}
+	for _, d := range child.Dirs() {
+		if err := unix.Mkdir(d, 0o755); err != nil && err != unix.EEXIST {
+			return nil, pathErr("make cgroup", d, err)
+		}
+	}
+	return child, nil
+}
+
+// below lists the cgroups below g (by the memory hierarchy's directory).
+func (g *Cgroup) below() []*Cgroup {
+	ents, err := os.ReadDir(g.mem)
+	if err != nil {
+		return nil
+	}
+	var out []*Cgroup
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, &Cgroup{name: g.name + "/" + e.Name(), version: g.version,
+				mem: filepath.Join(g.mem, e.Name()), pids: filepath.Join(g.pids, e.Name())})
+		}
+	}
+	return out
+}
+
+// EndBelow ends the cgroups below g: it waits up to wait for each to hold
+// no process (the session's MCP server ends on its own once the sandbox
+// is gone, D80), kills what is left then, and removes each.
+func (g *Cgroup) EndBelow(wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	var errs []error
+	for _, c := range g.below() {
+		for {
+			procs, err := c.Procs()
+			if err != nil || len(procs) == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		errs = append(errs, c.Kill(time.Second), c.Remove(time.Second))
+	}
+	return errors.Join(errs...)
+}
+
 // Join moves the process pid into the cgroup (in each hierarchy); the
 // processes it starts from then on are in it too.
 func (g *Cgroup) Join(pid int) error {
@@ -254,8 +312,26 @@ func (g *Cgroup) Join(pid int) error {
 // Procs lists the processes in the cgroup (its memory hierarchy's).
 func (g *Cgroup) Procs() ([]int, error) { return readProcs(g.mem) }
 
-// Events reads the counts of its limits reached.
+// Events reads the counts of its limits reached, by its processes and
+// those of the cgroups below it (its MCP server's, D80): v1 counts an OOM
+// kill or a fork refused in the cgroup of the process it hit (measured on
+// Linux 6.18), so theirs are added; v2 counts a child without controllers
+// of its own in its parent.
 func (g *Cgroup) Events() (host.CgroupEvents, error) {
+	e, err := g.ownEvents()
+	if err != nil || g.version == host.CgroupV2 {
+		return e, err
+	}
+	for _, c := range g.below() {
+		if ce, err := c.ownEvents(); err == nil { // a child going meanwhile
+			e.OOMKills += ce.OOMKills
+			e.PidsMax += ce.PidsMax
+		}
+	}
+	return e, nil
+}
+
+func (g *Cgroup) ownEvents() (host.CgroupEvents, error) {
 	memName, pidsName := host.CgroupEventFiles(g.version)
 	mem, err := readSmall(filepath.Join(g.mem, memName))
 	if err != nil {
@@ -355,13 +431,14 @@ func (g *Cgroup) oomEventFD() (int, error) {
 
 // Remove removes the cgroup's directories, waiting up to wait for the
 // processes still leaving it (a killed process is in it until it is
-// reaped), then the node's directory above it if nothing else is in it. A
-// cgroup already gone is no error.
+// reaped) and the cgroups below it (EndBelow), then the node's directory
+// above it if nothing else is in it. A cgroup already gone is no error.
 func (g *Cgroup) Remove(wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	var errs []error
 	for _, d := range g.Dirs() {
 		for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+			rmdirBelow(d)
 			err := unix.Rmdir(d)
 			if err == nil || err == unix.ENOENT {
 				break
@@ -380,9 +457,23 @@ func (g *Cgroup) Remove(wait time.Duration) error {
 	return errors.Join(errs...)
 }
 
+// rmdirBelow removes the empty cgroups below the cgroup directory d.
+func rmdirBelow(d string) {
+	ents, err := os.ReadDir(d)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			unix.Rmdir(filepath.Join(d, e.Name()))
+		}
+	}
+}
+
 // Sweep removes every cgroup below the node's directory node that holds no
-// process (left by sessions that ended while no daemon ran), and the
-// node's directory if it is then empty. It returns the names it removed.
+// process, nor does any cgroup below it (left by sessions that ended while
+// no daemon ran, and their MCP servers', D80), and the node's directory if
+// it is then empty. It returns the names it removed.
 func (c *Cgroups) Sweep(node string) ([]string, error) {
 	if c.why != "" {
 		return nil, nil
@@ -405,6 +496,11 @@ func (c *Cgroups) Sweep(node string) ([]string, error) {
 		for _, e := range ents {
 			if !e.IsDir() {
 				continue
+			}
+			// The cgroups below go only with it: their counts are its
+			// (Events) while it holds a process.
+			if procs, err := readProcs(filepath.Join(dir, e.Name())); err != nil || len(procs) == 0 {
+				rmdirBelow(filepath.Join(dir, e.Name()))
 			}
 			if err := unix.Rmdir(filepath.Join(dir, e.Name())); err == nil && !slices.Contains(removed, node+"/"+e.Name()) {
 				removed = append(removed, node+"/"+e.Name())
@@ -575,10 +671,12 @@ func (rc *runCgroup) end(report bool) *host.CgroupExit {
 // waits for them all), with SIGKILL, again until none is left or wait has
 // passed (a process forking as it is killed). Each is killed through a
 // pidfd opened before its cgroup is read back, so that a PID reused by a
-// process outside is never hit. v2's cgroup.kill is used where it is.
+// process outside is never hit. v2's cgroup.kill is used where it is and
+// no cgroup is below (it would end those too: the MCP server's, which
+// EndBelow lets end on its own).
 func (g *Cgroup) Kill(wait time.Duration) error {
 	deadline := time.Now().Add(wait)
-	if g.version == host.CgroupV2 {
+	if g.version == host.CgroupV2 && len(g.below()) == 0 {
 		if err := writeCgroupFile(filepath.Join(g.mem, "cgroup.kill"), "1"); err == nil {
 			return g.waitEmpty(deadline)
 		}

@@ -353,3 +353,137 @@ func TestNoCgroupsRefuses(t *testing.T) {
 		t.Fatalf("sweep: %v %v", removed, err)
 	}
 }
+
+// startHeld starts /bin/sh -c script held until its standard input
+// closes (go), so that it is put in a cgroup before it runs; the process
+// is killed and reaped at the test's end.
+func startHeld(t *testing.T, script string) (cmd *exec.Cmd, out *strings.Builder, goOn func()) {
+	t.Helper()
+	cmd = exec.Command("/bin/sh", "-c", "read x; "+script)
+	out = &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, out, func() { w.Close() }
+}
+
+// The session's MCP server's cgroup, below the session's (D80): its
+// processes are held by the session's limits, and their OOM kills and
+// forks refused count as the session's; the session's Kill ends its own
+// processes and not the server's, EndBelow ends the server's (killing
+// what does not end within its wait) and removes its cgroup; a sweep
+// leaves a running session's server's cgroup (its counts); a cgroup an
+// earlier session left with a server below it is made again, and a sweep
+// removes an empty one with its empty child.
+func TestCgroupBelow(t *testing.T) {
+	name := testCgroup(t, "session:bob:demo")
+	if noCgroups(t, name) {
+		return
+	}
+	c := HostCgroups()
+	g, err := c.Make(name, host.CgroupLimits{Memory: 32 << 20, Processes: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := g.Child(host.MCPCgroupName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Child("a/b"); err == nil {
+		t.Fatal("a child named a/b")
+	}
+	oom, oomOut, oomGo := startHeld(t, `dd if=/dev/zero of=/dev/null bs=256M count=1 2>/dev/null; echo dd $?`)
+	// perl, which goes on when a fork is refused and waits for its
+	// children (a shell exits, leaving them).
+	fork, forkOut, forkGo := startHeld(t, `exec perl -e 'for (1..30) { my $p = fork(); if (!defined $p) { print "refused\n"; last } if ($p == 0) { select(undef, undef, undef, 0.2); exit 0 } } 1 while wait() != -1'`)
+	for _, p := range []*exec.Cmd{oom, fork} {
+		if err := srv.Join(p.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cg := readFile(t, "/proc/"+strconv.Itoa(oom.Process.Pid)+"/cgroup")
+	if !strings.Contains(cg, name+"/"+host.MCPCgroupName) {
+		t.Fatalf("the process is not in %s/%s:\n%s", name, host.MCPCgroupName, cg)
+	}
+	oomGo()
+	forkGo()
+	oom.Wait()
+	fork.Wait()
+	t.Logf("%s%s", oomOut, forkOut)
+	if !strings.Contains(oomOut.String(), "dd 137") || !strings.Contains(forkOut.String(), "refused") {
+		t.Errorf("below the session's cgroup, dd past its memory was not killed, or no fork refused: %s%s", oomOut, forkOut)
+	}
+	ev, err := g.Events()
+	if err != nil || ev.OOMKills == 0 || ev.PidsMax == 0 {
+		t.Fatalf("the session's counts do not hold its server's: %+v %v", ev, err)
+	}
+	// A sweep while the session runs leaves its server's cgroup, empty
+	// now, and so its counts.
+	own, _, _ := startHeld(t, "sleep 60")
+	if err := g.Join(own.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Sweep(testCgroupNode()); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := g.Events(); err != nil || again != ev {
+		t.Fatalf("the counts after a sweep while the session runs: %+v %v, want %+v", again, err, ev)
+	}
+
+	server, _, _ := startHeld(t, "sleep 60")
+	if err := srv.Join(server.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Kill(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if procs, _ := srv.Procs(); !slices.Contains(procs, server.Process.Pid) {
+		t.Fatalf("the session's Kill ended its server's processes: %v", procs)
+	}
+	if err := g.EndBelow(100 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Open(name + "/" + host.MCPCgroupName); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the server's cgroup is left: %v", err)
+	}
+	if err := server.Wait(); err == nil {
+		t.Fatal("the server's process was not killed")
+	}
+	if err := g.Remove(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	// Left by an earlier session whose server runs on: made again.
+	g, err = c.Make(name, host.CgroupLimits{Processes: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv, err = g.Child(host.MCPCgroupName); err != nil {
+		t.Fatal(err)
+	}
+	left, _, _ := startHeld(t, "sleep 60")
+	if err := srv.Join(left.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Make(name, host.CgroupLimits{Processes: 12}); err != nil {
+		t.Fatalf("made again over an earlier session's server: %v", err)
+	}
+	if err := left.Wait(); err == nil {
+		t.Fatal("the earlier session's server was not killed")
+	}
+
+	// A sweep removes an empty cgroup with its empty child.
+	if _, err := g.Child(host.MCPCgroupName); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := c.Sweep(testCgroupNode())
+	if err != nil || !slices.Equal(removed, []string{name}) {
+		t.Fatalf("sweep removed %q (%v), want %s", removed, err, name)
+	}
+}

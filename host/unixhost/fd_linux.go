@@ -44,6 +44,21 @@ func CloseOnExec(fds ...int) {
 	}
 }
 
+// KeepOnExec clears close-on-exec on each descriptor (a negative one is
+// skipped): kept open for the image an exec starts, again after CloseOnExec
+// kept them from a program run meanwhile.
+func KeepOnExec(fds ...int) error {
+	for _, fd := range fds {
+		if fd < 0 {
+			continue
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+			return fmt.Errorf("keep descriptor %d open on exec: %w", fd, err)
+		}
+	}
+	return nil
+}
+
 // CloseFD closes a descriptor known by its number (a negative one is
 // skipped): one handed over for an exec that did not happen.
 func CloseFD(fd int) error {

@@ -444,3 +444,39 @@ func (r *Root) Reclaim(p string, want fs.FileMode) (string, error) {
 	}
 	return what, nil
 }
+
+// AppendBounded appends data to the regular file at p below the root,
+// made (0600) when missing in a directory that is there, in one write:
+// one that stops short (a full disk) is cut back off, so the file holds
+// whole appends alone. A file that would pass max is emptied first, and
+// emptied says so (the caller's oldest records are lost).
+func AppendBounded(r *Root, p string, data []byte, max int64) (emptied bool, err error) {
+	f, err := r.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE|unix.O_NONBLOCK, 0o600)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	if !st.Mode().IsRegular() {
+		return false, &fs.PathError{Op: "append", Path: p, Err: fmt.Errorf("not a regular file (%s)", st.Mode().Type())}
+	}
+	size := st.Size()
+	if size+int64(len(data)) > max {
+		if err := f.Truncate(0); err != nil {
+			return false, err
+		}
+		size, emptied = 0, true
+	}
+	n, err := f.Write(data)
+	if err != nil || n < len(data) {
+		f.Truncate(size)
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+		return emptied, &fs.PathError{Op: "append", Path: p, Err: err}
+	}
+	return emptied, nil
+}

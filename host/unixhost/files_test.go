@@ -213,3 +213,49 @@ func TestRootRefusesEscapes(t *testing.T) {
 		}
 	})
 }
+
+// TestAppendBounded: appends go in whole, in a file made in a directory
+// that is there; one past the bound empties the file first, and says so;
+// a missing directory, a link and a FIFO are refused, nothing written
+// through them.
+func TestAppendBounded(t *testing.T) {
+	rootModes(t, func(t *testing.T, r *Root, dir string) {
+		p := filepath.Join(dir, "ledger")
+		for _, line := range []string{"one\n", "two\n"} {
+			if emptied, err := AppendBounded(r, p, []byte(line), 10); err != nil || emptied {
+				t.Fatalf("append %q: emptied %v, %v", line, emptied, err)
+			}
+		}
+		if b, _ := os.ReadFile(p); string(b) != "one\ntwo\n" {
+			t.Fatalf("the file holds %q", b)
+		}
+		if emptied, err := AppendBounded(r, p, []byte("three\n"), 10); err != nil || !emptied {
+			t.Fatalf("an append past the bound: emptied %v, %v", emptied, err)
+		}
+		if b, _ := os.ReadFile(p); string(b) != "three\n" {
+			t.Fatalf("after the bound the file holds %q", b)
+		}
+		if _, err := AppendBounded(r, filepath.Join(dir, "no", "ledger"), []byte("x\n"), 10); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("an append in a missing directory: %v, want not exist", err)
+		}
+		outside := filepath.Join(t.TempDir(), "outside")
+		if err := os.WriteFile(outside, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := AppendBounded(r, filepath.Join(dir, "link"), []byte("x\n"), 10); err == nil {
+			t.Error("an append through a link was taken")
+		}
+		if b, _ := os.ReadFile(outside); len(b) != 0 {
+			t.Errorf("an append through a link wrote %q outside", b)
+		}
+		if err := unix.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := AppendBounded(r, filepath.Join(dir, "fifo"), []byte("x\n"), 10); err == nil {
+			t.Error("an append to a FIFO was taken")
+		}
+	})
+}

@@ -199,6 +199,8 @@ func helperMain(mode string) int {
 		return runLimitedHelper()
 	case "runwatcher":
 		return runWatcherHelper()
+	case "forker":
+		return forker()
 	}
 	fmt.Println("unknown helper", mode)
 	return 2
@@ -594,4 +596,21 @@ func agentsRoot(t testing.TB, k messages.WorkspaceKey) (*Root, host.Layout, host
 		t.Fatal(err)
 	}
 	return root, l, w
+}
+
+// forker is issue 39's look-alike: it says it is ready, then execs bash
+// as `bwrap` running a loop that forks 20 times a second, with
+// HELPER_BINDS --bind pairs each naming a made-up workspace of the agents
+// root HELPER_ROOT (AGENTS/uN/projects/p).
+func forker() int {
+	n, _ := strconv.Atoi(os.Getenv("HELPER_BINDS"))
+	root := os.Getenv("HELPER_ROOT")
+	argv := []string{"bwrap", "-c", "while :; do sleep 0.05 & wait; done", "x"}
+	for i := range n {
+		argv = append(argv, "--bind", root+"/u"+strconv.Itoa(i)+"/projects/p", "/x")
+	}
+	ready("forking")
+	err := syscall.Exec("/bin/bash", argv, []string{"PATH=/usr/bin:/bin"})
+	fmt.Println("exec bash:", err)
+	return 3
 }

@@ -51,6 +51,10 @@ type ProcTable struct {
 	// betweenReads, when set (by tests), runs after the command lines were
 	// read and before the rest: where a process can vanish mid-scan.
 	betweenReads func()
+	// examined, when set (by tests, before Watch), is called with each
+	// process the index read for an event and what it found, after the
+	// read and before the index's lock is taken to apply it.
+	examined func(pid int, found examination)
 
 	// wakeMu guards wakeFD: the descriptor through which each process was
 	// last seen to hold its wake pipe open for reading, which the next
@@ -111,8 +115,26 @@ func (t *ProcTable) Close() error {
 	return unix.Close(t.procfd)
 }
 
-// readAt reads the file rel below /proc into buf, growing it as needed.
+// readAt reads the file rel below /proc into buf, growing it as needed:
+// for the kernel's own small files (stat, status, fdinfo), whose length no
+// process chooses. A command line is read by readCmdline.
 func (t *ProcTable) readAt(rel string, buf []byte) ([]byte, error) {
+	return t.readAtMost(rel, buf, 0)
+}
+
+// readCmdline reads /proc/PID/cmdline into buf, at most
+// host.MaxCmdline+1 bytes (host.ParseCmdline tells a command line cut
+// there): what an agent writes in its argv costs a read no more than
+// that (D78).
+func (t *ProcTable) readCmdline(pid int, buf []byte) ([]byte, error) {
+	var name [24]byte
+	rel := append(strconv.AppendInt(name[:0], int64(pid), 10), "/cmdline"...)
+	return t.readAtMost(string(rel), buf, host.MaxCmdline+1)
+}
+
+// readAtMost reads the file rel below /proc into buf, growing it as
+// needed, up to limit bytes (0: to its end).
+func (t *ProcTable) readAtMost(rel string, buf []byte, limit int) ([]byte, error) {
 	fd, err := openRetry(func() (int, error) {
 		return unix.Openat(t.procfd, rel, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	})
@@ -126,7 +148,11 @@ func (t *ProcTable) readAt(rel string, buf []byte) ([]byte, error) {
 		buf = make([]byte, 4096)
 	}
 	for {
-		m, err := unix.Read(fd, buf[n:])
+		end := len(buf)
+		if limit > 0 {
+			end = min(end, limit)
+		}
+		m, err := unix.Read(fd, buf[n:end])
 		if err == unix.EINTR {
 			continue
 		}
@@ -137,6 +163,9 @@ func (t *ProcTable) readAt(rel string, buf []byte) ([]byte, error) {
 			return buf[:n], nil
 		}
 		n += m
+		if limit > 0 && n >= limit {
+			return buf[:n], nil
+		}
 		if n == len(buf) {
 			buf = append(buf, make([]byte, len(buf))...)
 		}
@@ -189,6 +218,8 @@ type candidate struct {
 type known struct {
 	start  uint64
 	argv   []string
+	cut    bool
+	names  []host.Naming // what argv names, parsed once
 	pidns  uint64
 	levels int
 }
@@ -213,12 +244,9 @@ func (t *ProcTable) candidates(pids []int) []candidate {
 			defer wg.Done()
 			buf := make([]byte, 4096)
 			var mine []candidate
-			var name []byte
 			for _, pid := range part {
-				name = strconv.AppendInt(name[:0], int64(pid), 10)
-				name = append(name, "/cmdline"...)
 				var err error
-				buf, err = t.readAt(string(name), buf)
+				buf, err = t.readCmdline(pid, buf)
 				switch {
 				case err == nil:
 					if host.MayName(buf) {
@@ -248,6 +276,8 @@ func (t *ProcTable) candidates(pids []int) []candidate {
 type identity struct {
 	st     host.Stat
 	argv   []string
+	cut    bool          // the command line is longer than host.MaxCmdline
+	names  []host.Naming // what argv names, when known already
 	pidns  uint64
 	levels int
 	uid    int
@@ -270,7 +300,7 @@ func (t *ProcTable) identify(pid int) (id identity, ok bool, err error) {
 		if id.st, err = host.ParseStat(b); err != nil {
 			return id, true, err
 		}
-		cl, err := t.readAt(prefix+"cmdline", nil)
+		cl, err := t.readCmdline(pid, nil)
 		if err != nil {
 			if gone(err) {
 				return id, false, nil
@@ -297,7 +327,8 @@ func (t *ProcTable) identify(pid int) (id identity, ok bool, err error) {
 			return id, true, err
 		}
 		if again.Start == id.st.Start {
-			id.st, id.argv = again, host.ParseCmdline(cl)
+			id.st = again
+			id.argv, id.cut = host.ParseCmdline(cl)
 			return id, true, nil
 		}
 		// The PID was reused while we read: read the new process.
@@ -324,7 +355,7 @@ func (t *ProcTable) identifyAgain(c candidate) (id identity, ok bool, err error)
 	if id.st.Start != c.known.start {
 		return t.identify(c.pid) // its PID was reused
 	}
-	id.argv, id.pidns, id.levels = c.known.argv, c.known.pidns, c.known.levels
+	id.argv, id.cut, id.names, id.pidns, id.levels = c.known.argv, c.known.cut, c.known.names, c.known.pidns, c.known.levels
 	return id, true, nil
 }
 
@@ -384,7 +415,8 @@ func (t *ProcTable) Scan() (host.Table, error) {
 			// before, named a workspace, that evidence went missing: the
 			// process is unknown, never simply gone (unless it ran in a
 			// sandbox none of those workspaces' is: SeparateLookAlikes).
-			if names := host.Namings(host.ParseCmdline(c.cmdline), t.opts.Layout); len(names) > 0 {
+			argv, _ := host.ParseCmdline(c.cmdline)
+			if names := host.Namings(argv, t.opts.Layout); len(names) > 0 {
 				tab.Unreadable = append(tab.Unreadable, host.Unreadable{PID: pid,
 					Err:   fmt.Sprintf("it named workspace %s and vanished while it was read", names[0].Key),
 					Names: names, PIDNS: c.pidns})
@@ -395,14 +427,17 @@ func (t *ProcTable) Scan() (host.Table, error) {
 			tab.Unreadable = append(tab.Unreadable, host.Unreadable{PID: pid, Err: err.Error()})
 			continue
 		}
-		names := host.Namings(id.argv, t.opts.Layout)
+		names := id.names
+		if names == nil {
+			names = host.Namings(id.argv, t.opts.Layout)
+		}
 		if len(names) == 0 {
 			continue
 		}
 		st := id.st
 		p := host.Process{
 			ID: messages.ProcID{PID: pid, Start: st.Start}, PPID: st.PPID, PGID: st.PGID, SID: st.SID,
-			Comm: st.Comm, Argv: id.argv, Names: names, PIDNS: id.pidns, NSLevels: id.levels, UID: id.uid,
+			Comm: st.Comm, Argv: id.argv, Cut: id.cut, Names: names, PIDNS: id.pidns, NSLevels: id.levels, UID: id.uid,
 		}
 		tab.Procs = append(tab.Procs, p)
 	}

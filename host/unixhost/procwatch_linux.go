@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -75,6 +75,14 @@ func parseProcEvents(b []byte) []procEvent {
 // the kernel as they happen, so draining it before an answer makes the
 // answer as fresh as a full scan would be; when the socket overflowed
 // (ENOBUFS) the index is rebuilt by a full scan before it answers again.
+//
+// The lock is held to take events from the socket and to change the
+// index, never to read /proc for an event (D78): a drain takes what is
+// queued (a batch), reads the processes it names without the lock, then
+// takes the lock again to apply what it read. Each process read for an
+// event carries the ticket of that event; a later event about the same
+// PID (its exit, another exec, a PID given again) gives it a new ticket,
+// so a read overtaken by one is dropped rather than applied.
 type watchIndex struct {
 	t      *ProcTable
 	mu     sync.Mutex
@@ -94,6 +102,44 @@ type watchIndex struct {
 	// processes kept by their parents' PIDs.
 	changes uint64
 	parents map[int]int
+	// pending are the processes being read for an event, by PID: the
+	// ticket of the latest event about each, and how many reads are out.
+	pending map[int]*pendingRead
+	ticket  uint64
+	// open are the batches taken from the socket and not applied yet,
+	// in the order they were taken.
+	open []*batch
+}
+
+// pendingRead is what the index knows of the reads out for one PID.
+type pendingRead struct {
+	ticket uint64 // the latest event's
+	out    int
+}
+
+// batch is the events one drain took from the socket: the processes to
+// read, each with its event's ticket and, once read, what it is.
+type batch struct {
+	reads []eventRead
+	done  chan struct{} // closed once applied
+}
+
+type eventRead struct {
+	pid    int
+	ticket uint64
+	// forkOf is, for the child of a fork, its parent's entry as the index
+	// kept it when the fork was taken: the child runs that command line
+	// until it execs (and an exec is an event of its own), so only where
+	// it runs and its identity are read. nil: its command line is read.
+	forkOf *entry
+	res    examination
+}
+
+// examination is what a read of one process found: an entry to keep, a
+// reason it could not be read, or neither (it is gone, or names nothing).
+type examination struct {
+	keep   *entry
+	unread string
 }
 
 // entry is what the index keeps of a process: enough for the table to
@@ -107,14 +153,16 @@ type entry struct {
 	names  []host.Naming
 	// argv is the command line as its exec left it, which only another
 	// exec changes: a scan takes it, and where the process runs, from
-	// here rather than reading them again (known).
+	// here rather than reading them again (known). cut says it is longer
+	// than host.MaxCmdline, argv the part read.
 	argv []string
+	cut  bool
 }
 
 // process is the entry as the table's process.
 func (e entry) process(pid int) host.Process {
 	return host.Process{ID: messages.ProcID{PID: pid, Start: e.start}, PPID: e.ppid, Names: e.names,
-		PIDNS: e.pidns, NSLevels: e.levels, UID: e.uid}
+		PIDNS: e.pidns, NSLevels: e.levels, UID: e.uid, Argv: e.argv, Cut: e.cut}
 }
 
 // Watch subscribes to the kernel's process events; the index is built by
@@ -164,7 +212,7 @@ func (t *ProcTable) Watch() error {
 	// daemon's new image subscribes on its way to reading its pipe, and
 	// needs no answer before a line asks for one.
 	ix := &watchIndex{t: t, sock: fd, buf: make([]byte, 64<<10), dirty: true, done: make(chan struct{}),
-		named: map[int]entry{}, unread: map[int]string{}, parents: map[int]int{}}
+		named: map[int]entry{}, unread: map[int]string{}, parents: map[int]int{}, pending: map[int]*pendingRead{}}
 	ix.file = os.NewFile(uintptr(fd), "proc-connector")
 	t.ix = ix
 	go ix.run()
@@ -180,13 +228,7 @@ func (ix *watchIndex) run() {
 		return
 	}
 	rc.Read(func(uintptr) bool {
-		ix.mu.Lock()
-		defer ix.mu.Unlock()
-		if ix.closed {
-			return true
-		}
-		ix.drainLocked()
-		return false
+		return ix.drain(false) != nil
 	})
 }
 
@@ -200,8 +242,53 @@ func (ix *watchIndex) close() {
 	<-ix.done
 }
 
-// drainLocked applies every queued event.
-func (ix *watchIndex) drainLocked() {
+// drain takes every queued event, reads the processes they name without
+// the lock, and applies what it read. With wait, it returns only once
+// the batches other drains took before it are applied too: the index
+// then holds every event queued before drain was called.
+func (ix *watchIndex) drain(wait bool) error {
+	ix.mu.Lock()
+	if ix.closed {
+		ix.mu.Unlock()
+		return host.ErrClosed
+	}
+	var before []*batch
+	if wait {
+		before = slices.Clone(ix.open)
+	}
+	b := ix.takeLocked()
+	if b != nil {
+		ix.open = append(ix.open, b)
+	}
+	ix.mu.Unlock()
+	if b != nil {
+		each(len(b.reads), func(i int) {
+			r := &b.reads[i]
+			if r.forkOf != nil {
+				r.res = ix.t.examineChild(r.pid, r.forkOf)
+			} else {
+				r.res = ix.t.examine(r.pid)
+			}
+			if ix.t.examined != nil {
+				ix.t.examined(r.pid, r.res)
+			}
+		})
+		ix.mu.Lock()
+		ix.applyLocked(b)
+		ix.mu.Unlock()
+	}
+	for _, o := range before {
+		<-o.done
+	}
+	return nil
+}
+
+// takeLocked reads every queued event: an exit (and what changes no
+// command line) it applies at once; a fork or exec that may make a
+// process name a workspace it lists in the batch it returns (nil for
+// none), each with its ticket.
+func (ix *watchIndex) takeLocked() *batch {
+	var b *batch
 	for {
 		n, _, err := unix.Recvfrom(ix.sock, ix.buf, unix.MSG_DONTWAIT)
 		switch {
@@ -211,37 +298,52 @@ func (ix *watchIndex) drainLocked() {
 			ix.dirty = true
 			continue
 		case err != nil || n == 0:
-			return
+			return b
 		}
 		for _, e := range parseProcEvents(ix.buf[:n]) {
-			ix.applyLocked(e)
+			pid, read, forkOf := ix.eventLocked(e)
+			if !read {
+				continue
+			}
+			if b == nil {
+				b = &batch{done: make(chan struct{})}
+			}
+			b.reads = append(b.reads, eventRead{pid: pid, ticket: ix.newTicketLocked(pid, true), forkOf: forkOf})
 		}
 	}
 }
 
-func (ix *watchIndex) applyLocked(e procEvent) {
+// eventLocked applies event e, or says which process it asks to read,
+// and for a fork of a process the index keeps, the parent's entry.
+func (ix *watchIndex) eventLocked(e procEvent) (pid int, read bool, forkOf *entry) {
 	switch e.what {
 	case procEventFork:
 		child, childTGID, parent := int(e.c), int(e.d), int(e.b)
 		if child != childTGID {
-			return // a thread
+			return 0, false, nil // a thread
 		}
 		// A child runs its parent's command line until it execs, so only a
 		// child of a process of the index (or of one that could not be
-		// read) can name a workspace now.
-		_, named := ix.named[parent]
+		// read, or is being read) can name a workspace now; the child of
+		// one the index keeps names what it names.
 		_, unread := ix.unread[parent]
-		if named || unread {
-			ix.examineLocked(child)
+		_, reading := ix.pending[parent]
+		if p, named := ix.named[parent]; named && !reading {
+			return child, true, &p
 		}
+		return child, unread || reading, nil
 	case procEventExec:
-		ix.examineLocked(int(e.b))
+		return int(e.b), true, nil
 	case procEventExit:
 		if e.a == e.b {
-			if ix.parents[int(e.a)] > 0 {
+			pid := int(e.a)
+			if ix.parents[pid] > 0 {
 				ix.changes++ // its children are given another parent
 			}
-			ix.forgetLocked(int(e.a))
+			ix.forgetLocked(pid)
+			if _, ok := ix.pending[pid]; ok {
+				ix.newTicketLocked(pid, false) // what is being read of it is past
+			}
 		}
 	default:
 		// Its owner, group, session, name or tracer changed: what a scan
@@ -250,6 +352,48 @@ func (ix *watchIndex) applyLocked(e procEvent) {
 			ix.changes++
 		}
 	}
+	return 0, false, nil
+}
+
+// newTicketLocked gives pid's latest event a new ticket, counting a read
+// out for it when read is set.
+func (ix *watchIndex) newTicketLocked(pid int, read bool) uint64 {
+	ix.ticket++
+	p := ix.pending[pid]
+	if p == nil {
+		p = &pendingRead{}
+		ix.pending[pid] = p
+	}
+	p.ticket = ix.ticket
+	if read {
+		p.out++
+	}
+	return ix.ticket
+}
+
+// applyLocked applies what batch b read of each process, unless a later
+// event about its PID came since, and marks b applied.
+func (ix *watchIndex) applyLocked(b *batch) {
+	for _, r := range b.reads {
+		p := ix.pending[r.pid]
+		if p.ticket == r.ticket {
+			switch {
+			case r.res.keep != nil:
+				ix.keepLocked(r.pid, *r.res.keep)
+			case r.res.unread != "":
+				ix.unreadLocked(r.pid, r.res.unread)
+			default:
+				ix.forgetLocked(r.pid)
+			}
+		}
+		if p.out--; p.out == 0 {
+			delete(ix.pending, r.pid)
+		}
+	}
+	if i := slices.Index(ix.open, b); i >= 0 {
+		ix.open = slices.Delete(ix.open, i, i+1)
+	}
+	close(b.done)
 }
 
 // forgetLocked drops pid from the index, counting a change when it was
@@ -283,35 +427,69 @@ func (ix *watchIndex) unreadLocked(pid int, why string) {
 	ix.changes++
 }
 
-// examineLocked reads the process's command line as it is now.
-func (ix *watchIndex) examineLocked(pid int) {
-	cl, err := ix.t.readAt(strconv.Itoa(pid)+"/cmdline", nil)
+// examine reads process pid's command line as it is now and, when it
+// names a workspace, what the index keeps of it. It takes no lock: its
+// reads are bounded (host.MaxCmdline), and so is what it parses.
+func (t *ProcTable) examine(pid int) examination {
+	cl, err := t.readCmdline(pid, nil)
 	if err != nil {
 		if !gone(err) {
-			ix.unreadLocked(pid, err.Error())
-		} else {
-			ix.forgetLocked(pid)
+			return examination{unread: err.Error()}
 		}
-		return
+		return examination{}
 	}
 	if !host.MayName(cl) {
-		ix.forgetLocked(pid)
-		return
+		return examination{}
 	}
-	id, ok, err := ix.t.identify(pid)
-	if !ok {
-		ix.forgetLocked(pid)
-		return
+	id, ok, err := t.identify(pid)
+	switch {
+	case !ok:
+		return examination{}
+	case err != nil:
+		return examination{unread: err.Error()}
 	}
-	if err != nil {
-		ix.unreadLocked(pid, err.Error())
-		return
+	names := host.Namings(id.argv, t.opts.Layout)
+	if len(names) == 0 {
+		return examination{}
 	}
-	if names := host.Namings(id.argv, ix.t.opts.Layout); len(names) > 0 {
-		ix.keepLocked(pid, entry{start: id.st.Start, ppid: id.st.PPID, pidns: id.pidns, levels: id.levels, uid: id.uid, names: names, argv: id.argv})
-	} else {
-		ix.forgetLocked(pid)
+	return examination{keep: &entry{start: id.st.Start, ppid: id.st.PPID, pidns: id.pidns, levels: id.levels, uid: id.uid,
+		names: names, argv: id.argv, cut: id.cut}}
+}
+
+// examineChild reads what the child pid of a fork of parent's process
+// runs as: its stat, where it runs and its owner, and its stat again, so
+// that all of it belongs to one start time. Its command line is its
+// parent's, neither read nor parsed again: a child's cost is the same
+// whatever its parent's argv holds (D78).
+func (t *ProcTable) examineChild(pid int, parent *entry) examination {
+	st, err := t.readStat(pid)
+	if gone(err) {
+		return examination{}
+	} else if err != nil {
+		return examination{unread: err.Error()}
 	}
+	e := *parent
+	e.start, e.levels = st.Start, 0
+	if e.pidns, err = t.pidNS(pid); err != nil {
+		if gone(err) {
+			return examination{}
+		}
+		e.pidns, e.levels = 0, t.nsLevels(pid)
+	}
+	e.uid = t.owner(pid)
+	again, err := t.readStat(pid)
+	if gone(err) {
+		return examination{}
+	} else if err != nil {
+		return examination{unread: err.Error()}
+	}
+	if again.Start != st.Start {
+		// The PID was given again while it was read: what runs now is no
+		// child of the fork. Read it whole.
+		return t.examine(pid)
+	}
+	e.ppid = again.PPID
+	return examination{keep: &e}
 }
 
 // rescanLocked rebuilds the index from a full scan of /proc.
@@ -326,6 +504,11 @@ func (ix *watchIndex) rescanLocked() error {
 	ix.dirty = false
 	ix.rescans++
 	ix.changes++
+	// What drains are reading for events taken before is older than the
+	// scan: it is dropped when they apply it.
+	for pid := range ix.pending {
+		ix.newTicketLocked(pid, false)
+	}
 	pids, err := ix.t.pids()
 	if err != nil {
 		ix.dirty = true
@@ -334,38 +517,53 @@ func (ix *watchIndex) rescanLocked() error {
 	ix.named = map[int]entry{}
 	ix.unread = map[int]string{}
 	ix.parents = map[int]int{}
-	for _, c := range ix.t.candidates(pids) {
-		if c.err != nil {
-			ix.unreadLocked(c.pid, c.err.Error())
-			continue
+	cands := ix.t.candidates(pids)
+	found := make([]examination, len(cands))
+	each(len(cands), func(i int) {
+		if c := cands[i]; c.err == nil {
+			found[i] = ix.t.examine(c.pid)
 		}
-		ix.examineLocked(c.pid)
+	})
+	for i, c := range cands {
+		switch {
+		case c.err != nil:
+			ix.unreadLocked(c.pid, c.err.Error())
+		case found[i].keep != nil:
+			ix.keepLocked(c.pid, *found[i].keep)
+		case found[i].unread != "":
+			ix.unreadLocked(c.pid, found[i].unread)
+		}
 	}
 	return nil
 }
 
-// freshLocked applies every queued event, and rescans if some were lost,
-// again while events are lost during the scan itself: an answer never rests
-// on an index that missed an event. A table that overflows at every scan is
-// an error, which callers take as "unknown".
-func (ix *watchIndex) freshLocked() error {
-	if ix.closed {
-		return host.ErrClosed
-	}
-	ix.drainLocked()
-	for range maxRescans {
-		if !ix.dirty {
-			return nil
-		}
-		if err := ix.rescanLocked(); err != nil {
+// fresh applies every event queued before it was called, and rescans if
+// some were lost, again while events are lost during the scan itself: an
+// answer never rests on an index that missed an event. A table that
+// overflows at every scan is an error, which callers take as "unknown".
+// On success it returns with the lock held.
+func (ix *watchIndex) fresh() error {
+	for scans := 0; ; scans++ {
+		if err := ix.drain(true); err != nil {
 			return err
 		}
-		ix.drainLocked()
+		ix.mu.Lock()
+		switch {
+		case ix.closed:
+			ix.mu.Unlock()
+			return host.ErrClosed
+		case !ix.dirty:
+			return nil
+		case scans == maxRescans:
+			ix.mu.Unlock()
+			return fmt.Errorf("the kernel's process events overflowed during each of %d full scans", maxRescans)
+		}
+		err := ix.rescanLocked()
+		ix.mu.Unlock()
+		if err != nil {
+			return err
+		}
 	}
-	if ix.dirty {
-		return fmt.Errorf("the kernel's process events overflowed during each of %d full scans", maxRescans)
-	}
-	return nil
 }
 
 // maxRescans bounds the full scans one answer may make.
@@ -374,11 +572,9 @@ const maxRescans = 3
 // naming answers for k from the processes of the index that name it: all
 // a session of k is made of (its bwrap, bwrap's init, `workspace serve`
 // each name it), so they are all the table needs to tell it from a
-// look-alike.
+// look-alike. The index is read under the lock; the rest is done without.
 func (ix *watchIndex) naming(k messages.WorkspaceKey) (host.Verdict, error) {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if err := ix.freshLocked(); err != nil {
+	if err := ix.fresh(); err != nil {
 		return host.Verdict{Key: k}, fmt.Errorf("naming %s: %w", k, err)
 	}
 	var tab host.Table
@@ -393,6 +589,7 @@ func (ix *watchIndex) naming(k messages.WorkspaceKey) (host.Verdict, error) {
 	for pid, e := range ix.unread {
 		tab.Unreadable = append(tab.Unreadable, host.Unreadable{PID: pid, Err: e})
 	}
+	ix.mu.Unlock()
 	sort.Slice(tab.Procs, func(i, j int) bool { return tab.Procs[i].ID.PID < tab.Procs[j].ID.PID })
 	sort.Slice(tab.Unreadable, func(i, j int) bool { return tab.Unreadable[i].PID < tab.Unreadable[j].PID })
 	ix.t.separate(&tab)
@@ -402,20 +599,19 @@ func (ix *watchIndex) naming(k messages.WorkspaceKey) (host.Verdict, error) {
 // snapshot returns the processes of the index, by PID, each with what its
 // exec left, and those it could not read.
 func (ix *watchIndex) snapshot() ([]candidate, []host.Unreadable, error) {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if err := ix.freshLocked(); err != nil {
+	if err := ix.fresh(); err != nil {
 		return nil, nil, err
 	}
 	cands := make([]candidate, 0, len(ix.named))
 	for pid, e := range ix.named {
-		cands = append(cands, candidate{pid: pid, known: &known{start: e.start, argv: e.argv, pidns: e.pidns, levels: e.levels}})
+		cands = append(cands, candidate{pid: pid, known: &known{start: e.start, argv: e.argv, cut: e.cut, names: e.names, pidns: e.pidns, levels: e.levels}})
 	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].pid < cands[j].pid })
 	var un []host.Unreadable
 	for pid, e := range ix.unread {
 		un = append(un, host.Unreadable{PID: pid, Err: e})
 	}
+	ix.mu.Unlock()
+	sort.Slice(cands, func(i, j int) bool { return cands[i].pid < cands[j].pid })
 	sort.Slice(un, func(i, j int) bool { return un[i].PID < un[j].PID })
 	return cands, un, nil
 }
@@ -432,11 +628,10 @@ func (t *ProcTable) Changes() (n uint64, ok bool) {
 	if t.ix == nil {
 		return 0, false
 	}
-	t.ix.mu.Lock()
-	defer t.ix.mu.Unlock()
-	if err := t.ix.freshLocked(); err != nil {
+	if err := t.ix.fresh(); err != nil {
 		return 0, false
 	}
+	defer t.ix.mu.Unlock()
 	return t.ix.changes, true
 }
 

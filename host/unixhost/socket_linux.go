@@ -48,8 +48,16 @@ func ListenSocket(agents, dir, name string) (net.Listener, error) {
 }
 
 // SameUser refuses a Unix connection whose peer (SO_PEERCRED) runs as
-// another user than this process.
+// another user than this process. A connection wrapped (relay.Bounded's,
+// tls.Conn) is looked at through its NetConn.
 func SameUser(c net.Conn) error {
+	for {
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = w.NetConn()
+	}
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return fmt.Errorf("unixhost: peer of a %T: not a Unix connection", c)

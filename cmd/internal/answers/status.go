@@ -231,7 +231,7 @@ func (s *status) watchFor(n *node.Node, st *messages.NodeState) (added bool) {
 		}
 		add(ws.Dir, unixhost.DirRule{})
 		add(ws.Session, unixhost.DirRule{Ignore: sessionNoise, Opens: wakeOpens})
-		add(ws.Held, unixhost.DirRule{})
+		add(ws.Held, unixhost.DirRule{Ignore: heldNoise})
 		add(ws.MCPDir, unixhost.DirRule{})
 	}
 	if rel := s.cfg.Release; rel != "" {
@@ -248,7 +248,8 @@ func (s *status) watchFor(n *node.Node, st *messages.NodeState) (added bool) {
 
 // What is written all the time and read by no status: the daemon's and
 // the hook's logs and the daemon's pipe in the agents root, the MCP
-// servers' logs, a session's log.
+// servers' logs, a session's log, the ledger of posts a session was woken
+// for (D77).
 var (
 	rootNoise = func(name string) bool {
 		switch name {
@@ -259,6 +260,7 @@ var (
 	}
 	logNoise     = func(name string) bool { return strings.HasSuffix(name, ".log") }
 	sessionNoise = func(name string) bool { return name == "log" }
+	heldNoise    = func(name string) bool { return name == "woken" }
 	wakeOpens    = map[string]bool{"wake": true}
 )
 

@@ -102,6 +102,16 @@ func TestPagesRender(t *testing.T) {
 		Reexec: &messages.ReexecOutcome{At: built, PID: 42, Error: evil}}); err != nil || strings.Contains(b.String(), evil) || !strings.Contains(b.String(), `data-ocx-reexec="error"`) {
 		t.Fatalf("the answer page of an accept: %v\n%s", err, b.String())
 	}
+	if !strings.Contains(b.String(), "the old image runs on") {
+		t.Fatalf("the answer page of an exec that failed does not say the old image runs on:\n%s", b.String())
+	}
+	// A release rolled back after its daemon ended (D73): no old image runs.
+	b.Reset()
+	if err := pages().ExecuteTemplate(&b, "answer", view{Script: "/ext/console", Answer: &node.Answer{Tool: "release accept", Log: []string{}, Stopped: ptr("x")},
+		Reexec: &messages.ReexecOutcome{At: built, PID: 42, Error: "release b was rolled back", State: messages.ReexecRolledBack}}); err != nil ||
+		strings.Contains(b.String(), "old image") || !strings.Contains(b.String(), "release b was rolled back") {
+		t.Fatalf("the answer page of a release rolled back: %v\n%s", err, b.String())
+	}
 	b.Reset()
 	if err := pages().ExecuteTemplate(&b, "answer", view{Script: "/ext/console", Answer: &node.Answer{Tool: "x", Log: []string{evil}, Stopped: ptr(evil),
 		Sessions: []node.SessionOutcome{{Workspace: evil, Outcome: node.OutcomeRestarted, Launch: evil, Release: evil, Why: evil}}}}); err != nil || strings.Contains(b.String(), evil) || !strings.Contains(b.String(), `id="ocx-restart-outcomes"`) {

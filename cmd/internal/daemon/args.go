@@ -50,6 +50,11 @@ type Options struct {
 	// run (runtime/pprof's format, for go tool pprof), when it stops or
 	// re-execs.
 	CPUProfile string
+	// HandoffCheck asks the build to read the hand-off a re-exec would give
+	// it (AGENTS/ocxd.handoff), as the new image reads it at its start, and
+	// to answer messages.HandoffCheckAnswer, taking nothing over: the old image
+	// execs a release's ocxd only once it answered so (D73).
+	HandoffCheck bool
 	// HandoffVersion asks only for the hand-off version this build reads,
 	// which the old image checks before it execs a release's ocxd.
 	HandoffVersion bool
@@ -93,6 +98,7 @@ func (e *UsageError) Error() string { return e.msg }
 
 const usageText = `usage: ocxd --agents AGENTS [--grace DURATION] [--retry-after DURATION]
             [--drain DURATION] [--log-level LEVEL] [--hook-watch DURATION] [--cpu-profile FILE]
+       ocxd --agents AGENTS --handoff-check
        ocxd --handoff-version
        ocxd --version
 
@@ -116,6 +122,10 @@ stops it (its sessions keep running); USR1 writes its memory to its log.
                          nothing else will (default 2s; 0 turns it off)
   --cpu-profile FILE     write a CPU profile of the run to FILE (for go tool
                          pprof) when the daemon stops or re-execs
+  --handoff-check        read the hand-off a re-exec would give this build
+                         (AGENTS/ocxd.handoff), as its new image would, take
+                         nothing over, and answer one line; a daemon execs a
+                         release's ocxd only once it answered
   --handoff-version      print the re-exec hand-off version this build reads
   --version              print the build's version and check-in, one line
 `
@@ -135,6 +145,7 @@ func ParseArgs(args []string) (Options, error) {
 	fs.DurationVar(&o.HookWatch, "hook-watch", DefaultHookWatch, "")
 	fs.BoolVar(&o.Restore, "restore", false, "")
 	fs.StringVar(&o.CPUProfile, "cpu-profile", "", "")
+	fs.BoolVar(&o.HandoffCheck, "handoff-check", false, "")
 	fs.BoolVar(&o.HandoffVersion, "handoff-version", false, "")
 	fs.BoolVar(&o.Version, "version", false, "")
 	if err := fs.Parse(args); err != nil {
@@ -175,6 +186,9 @@ func ParseArgs(args []string) (Options, error) {
 	if err := o.Level.UnmarshalText([]byte(level)); err != nil {
 		return o, &UsageError{msg: fmt.Sprintf("--log-level: %q is not debug, info, warn or error", level)}
 	}
+	if o.HandoffCheck && o.Restore {
+		return o, &UsageError{msg: "--handoff-check takes nothing over: it is not given with --restore"}
+	}
 	return o, nil
 }
 
@@ -192,4 +206,12 @@ func (o Options) argv(program string) []string {
 		argv = append(argv[:len(argv)-1], "--drain", o.Drain.String(), "--restore")
 	}
 	return argv
+}
+
+// checkArgv is the command line of the check the old image runs before the
+// exec: the exec's own (argv), asking the new program to check the hand-off
+// rather than take it over.
+func (o Options) checkArgv(program string) []string {
+	argv := o.argv(program)
+	return append(argv[:len(argv)-1], "--handoff-check")
 }

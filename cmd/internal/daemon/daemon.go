@@ -23,6 +23,7 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/answers"
+	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/hookshell"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/cmd/internal/procs"
@@ -51,6 +52,13 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case err != nil:
 		fmt.Fprintf(stderr, "ocxd: %v\n%s", err, usageText)
 		return 2
+	case opts.HandoffCheck:
+		if err := checkHandoff(opts); err != nil {
+			fmt.Fprintln(stderr, "ocxd: check the hand-off:", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, messages.HandoffCheckAnswer)
+		return 0
 	case opts.HandoffVersion:
 		fmt.Fprintln(stdout, messages.HandoffVersion)
 		return 0
@@ -119,6 +127,11 @@ func Run(ctx context.Context, opts Options) (err error) {
 		d.stopProfile = stop
 	}
 	if err := d.start(); err != nil {
+		if opts.Restore {
+			// The release's image could not start from the hand-off: said
+			// so for the next ensure, which rolls the release back (D73).
+			d.recordStart(err)
+		}
 		return err
 	}
 	// The stop runs beside the loop, so that a signal during it is still
@@ -260,8 +273,6 @@ func (d *instance) start() error {
 	}
 	if h != nil {
 		st.mark("config")
-		d.recordReexec(messages.ReexecOutcome{Target: self})
-		st.mark("recorded")
 		d.nameReleases(h)
 	}
 	limits, err := d.openHost(st)
@@ -293,7 +304,24 @@ func (d *instance) start() error {
 		d.hooks = hookshell.New(d.layout, d.root, d.cfg, d.records.Repos, d.opts.HookWatch, d.log)
 		d.hooks.Start()
 	}
+	if h != nil {
+		// The new image runs: it reads its pipe, serves its socket and
+		// follows its children. Recorded only now, so that an image that
+		// could not start never says it runs (D73).
+		d.recordReexec(messages.ReexecOutcome{Target: self, From: d.pendingFrom()})
+		st.mark("recorded")
+	}
 	return nil
+}
+
+// pendingFrom is the release the image before this one ran, as its
+// pending outcome names it: the one a rollback would put back.
+func (d *instance) pendingFrom() string {
+	o, err := daemonclient.ReadReexec(d.layout)
+	if err != nil || o == nil || o.State != messages.ReexecPending || o.PID != os.Getpid() {
+		return ""
+	}
+	return o.From
 }
 
 // openLog finds the agents root and opens the daemon's log there.
@@ -321,8 +349,7 @@ func (d *instance) takeOver(st *stepTimes) (*handoffFile, error) {
 		h, err := d.takeHandoff()
 		if err != nil {
 			d.log.Error("re-exec: the hand-off cannot be taken over; exiting (sessions keep running, and the next daemon finds them)", actors.ErrAttr(err))
-			d.recordStart(fmt.Errorf("the new image could not take the hand-off over, and exited: %w", err))
-			return nil, err
+			return nil, fmt.Errorf("take the hand-off over: %w", err)
 		}
 		st.mark("handoff")
 		return &h, nil
@@ -526,6 +553,9 @@ func (d *instance) boot(limits *procs.Limits) {
 // recordStart records a new image's failure to start from the hand-off, as
 // far as it got: the release it is in is read from its own program.
 func (d *instance) recordStart(err error) {
+	if d.layout.Root() == "" {
+		return // no agents root to record it in
+	}
 	self, serr := os.Executable()
 	if serr == nil {
 		self, serr = filepath.EvalSymlinks(self)
@@ -533,7 +563,8 @@ func (d *instance) recordStart(err error) {
 	if serr != nil {
 		self = ""
 	}
-	r := messages.ReexecOutcome{Target: self, Error: err.Error()}
+	r := messages.ReexecOutcome{Target: self, Error: "the new image could not start, and exited: " + err.Error(),
+		State: messages.ReexecExited, From: d.pendingFrom()}
 	if data, derr := unixhost.Below(d.layout.Root()).ReadFile(d.layout.NodeJSON(), unixhost.NodeFile); derr == nil {
 		if cfg, derr := messages.DecodeNodeConfig(data); derr == nil && self != "" {
 			d.rel = procs.NewReleases(cfg.Release, filepath.Dir(self))

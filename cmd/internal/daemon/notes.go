@@ -153,6 +153,12 @@ func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 	// missing (the response it finds already said, once; a withdrawal
 	// again, a no-op) rather than an end beside a user who keeps what it
 	// may do.
+	// The posts it was woken for and never answered are noted first, as
+	// its agent login, while the login may still write (D77): a daemon
+	// that ends before the end note does it again, and finds each noted.
+	if err := r.noteUnanswered(ctx, x, n); err != nil {
+		r.log.Warn("the posts a session was woken for are not checked; none is noted as left unanswered", slog.String(actors.KeyLaunch, n.Launch.Hash), actors.ErrAttr(err))
+	}
 	if err := r.respond(ctx, x, n); err != nil {
 		return err
 	}

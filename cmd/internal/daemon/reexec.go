@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -21,8 +22,10 @@ import (
 // release's ocxd reads this hand-off's version, detaches the reaper from the
 // children (which stay ours: the PID does not change), keeps the lock's and
 // the pipe's descriptors open across the exec, writes the hand-off to
-// AGENTS/ocxd.handoff and execs. If anything fails before the exec, it puts
-// everything back and returns the error: the old image keeps running.
+// AGENTS/ocxd.handoff, has the release's ocxd check it (--handoff-check,
+// D73), records the re-exec as pending and execs. If anything fails before
+// the exec, it puts everything back and returns the error: the old image
+// keeps running.
 
 // target is the ocxd a re-exec runs: the release root's current one, or,
 // without a release root, the running executable.
@@ -50,8 +53,28 @@ func (d *instance) Exec(ctx context.Context, h messages.Handoff) error {
 	if err == nil {
 		err = errors.New("re-exec: the exec returned without an error") // it never does
 	}
-	d.recordReexec(messages.ReexecOutcome{Target: target, Error: err.Error()})
+	o := messages.ReexecOutcome{Target: target, Error: err.Error(), From: d.running()}
+	if ref := (*refusal)(nil); errors.As(err, &ref) {
+		o.State = messages.ReexecRefused
+	}
+	d.recordReexec(o)
 	return err
+}
+
+// running is the release the running image belongs to ("" when it cannot
+// be told): the one a rollback puts back.
+func (d *instance) running() string {
+	if d.rel == nil {
+		return ""
+	}
+	self, err := os.Executable()
+	if err == nil {
+		self, err = filepath.EvalSymlinks(self)
+	}
+	if err != nil {
+		return ""
+	}
+	return d.rel.Name(filepath.Dir(self))
 }
 
 // recordReexec writes the outcome of a re-exec to AGENTS/ocxd.reexec, with
@@ -70,17 +93,7 @@ func (d *instance) recordReexec(r messages.ReexecOutcome) {
 // writeReexec writes r to AGENTS/ocxd.reexec through root, or, before the
 // daemon has opened the agents root, through a root opened for it.
 func writeReexec(layout host.Layout, root *unixhost.Root, r messages.ReexecOutcome) error {
-	data, err := r.Encode()
-	if err != nil {
-		return err
-	}
-	if root == nil {
-		if root, err = unixhost.OpenRoot(layout.Root()); err != nil {
-			return err
-		}
-		defer root.Close()
-	}
-	return root.WriteFile(layout.Reexec(), data, 0o600)
+	return daemonclient.WriteReexec(layout, root, r)
 }
 
 // exec is Exec's work: it returns the target it found ("" when none) and
@@ -101,7 +114,7 @@ func (d *instance) exec(ctx context.Context, h messages.Handoff) (string, error)
 		return "", fmt.Errorf("re-exec: find the release's ocxd: %w", err)
 	}
 	if err := d.probes.check(ctx, target); err != nil {
-		return target, fmt.Errorf("re-exec: %w", err)
+		return target, fmt.Errorf("re-exec: %w", &refusal{err})
 	}
 	st.mark("probe")
 	x := d.detachChildren(&h)
@@ -113,6 +126,17 @@ func (d *instance) exec(ctx context.Context, h messages.Handoff) (string, error)
 		return target, x.undo(d, err)
 	}
 	st.mark("written")
+	if err := d.checkTarget(ctx, target, x.kept); errors.Is(err, errPredatesCheck) {
+		d.log.Warn("re-exec: the release's ocxd predates --handoff-check; exec'd unchecked", slog.String("program", target))
+	} else if err != nil {
+		d.root.Remove(d.layout.Handoff())
+		return target, x.undo(d, fmt.Errorf("re-exec: %w", err))
+	}
+	st.mark("checked")
+	// Replaced by the new image once it runs; found by the next ensure
+	// with no daemon holding the lock, it rolls the release back (D73).
+	d.recordReexec(messages.ReexecOutcome{Target: target, State: messages.ReexecPending, From: d.running(),
+		Error: "the daemon exec'd the release's ocxd, whose image has not recorded its start"})
 	d.log.Info("re-exec: exec'ing the release's ocxd", slog.String("program", target), slog.String("handoff", h.Summary()), slog.Group("took", st.stages...))
 	argv := d.opts.argv(target)
 	// HUP is ignored across the exec, until the new image's Run catches it
@@ -172,9 +196,11 @@ func (d *instance) detachChildren(h *messages.Handoff) *execUndo {
 // writes the hand-off naming them and the children to follow.
 func (d *instance) writeHandoff(h messages.Handoff, x *execUndo) error {
 	file := handoffFile{Handoff: h}
+	var status []int // the status descriptors handed over, kept open by the detach
 	for _, c := range x.hs {
 		if _, ok := x.children[c.ID]; ok {
 			file.Reaper = append(file.Reaper, c)
+			status = append(status, c.StatusFD)
 		}
 	}
 	rfd, wfd, err := d.inputs.current().KeepOnExec()
@@ -187,6 +213,7 @@ func (d *instance) writeHandoff(h messages.Handoff, x *execUndo) error {
 		return fmt.Errorf("re-exec: keep the lock: %w", err)
 	}
 	x.kept = append(x.kept, lfd)
+	x.kept = append(x.kept, status...)
 	file.FDs = map[string]int{fdLock: lfd, fdPipeRead: rfd, fdPipeWrite: wfd}
 	data, err := encodeHandoff(file)
 	if err != nil {
@@ -222,19 +249,12 @@ func (d *instance) takeHandoff() (handoffFile, error) {
 		return handoffFile{}, fmt.Errorf("read the hand-off: %w", err)
 	}
 	os.Remove(p)
-	h, err := decodeHandoff(data)
+	h, err := parseHandoff(p, data)
 	if err != nil {
-		return handoffFile{}, fmt.Errorf("%s: %w", p, err)
+		return handoffFile{}, err
 	}
-	fd, ok := h.FDs[fdLock]
-	if !ok {
-		return handoffFile{}, fmt.Errorf("%s: no lock descriptor", p)
-	}
-	if d.lock, err = unixhost.AdoptLock(fd, d.layout.Lock()); err != nil {
+	if d.lock, err = unixhost.AdoptLock(h.FDs[fdLock], d.layout.Lock()); err != nil {
 		return handoffFile{}, fmt.Errorf("take the lock over: %w", err)
-	}
-	if _, ok := h.FDs[fdPipeRead]; !ok {
-		return handoffFile{}, fmt.Errorf("%s: no pipe descriptors", p)
 	}
 	return h, nil
 }

@@ -30,7 +30,10 @@ func Env(agents string) []string {
 // streams on /dev/null; then it waits, at most wait, until the pipe has a
 // reader. A daemon found stopping (it holds the lock but has removed its
 // pipe's name, D22) is waited for, and the next one started as soon as the
-// lock is free. It reports whether it started one.
+// lock is free. Before each start, a release whose daemon ended before it
+// recorded its re-exec's outcome is rolled back, once (Recover, D73), so
+// that the daemon starts on the release that ran before. It reports whether
+// it started one.
 func Ensure(ctx context.Context, layout host.Layout, ocxd string, wait time.Duration) (started bool, err error) {
 	deadline := time.Now().Add(wait)
 	var lastStart time.Time
@@ -46,6 +49,9 @@ func Ensure(ctx context.Context, layout host.Layout, ocxd string, wait time.Dura
 		// One start per restartGap at most: a daemon started a moment ago
 		// may not hold the lock yet; a second start would only exit 0.
 		if !held && time.Since(lastStart) >= restartGap {
+			// A failed recovery is in the daemon's log; the daemon
+			// starts all the same.
+			_, _ = Recover(layout)
 			if err := startDetached(ctx, ocxd, []string{"--agents", layout.Root()}, Env(layout.Root())); err != nil {
 				return started, fmt.Errorf("ensure the daemon runs: %w", err)
 			}

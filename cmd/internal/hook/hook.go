@@ -227,12 +227,24 @@ func (h *run) run(ctx context.Context) error {
 	}
 	h.logins = h.nodeLogins()
 
+	// What a run before this one may have done already: it died (a daemon
+	// killed outright, say) after its work for these receipts began and
+	// before it moved the mark past them. Their unheard notes are looked
+	// for on the record before they are written (noteUnheard); a wake
+	// written twice is skipped by the session, a line twice by the daemon.
+	redone := h.redone(infos, mark)
+	if len(infos) > 0 && mark.ok && last > mark.value {
+		if err := mark.begin(last); err != nil {
+			h.log.Error("store the hook's mark", keyError, err)
+		}
+	}
 	unheard := h.wake(ctx, infos)
+	h.pruneWoken(infos)
 	h.handToDaemon(ctx, infos)
 	h.poke(ctx, infos)
-	h.noteUnheard(ctx, unheard)
+	h.noteUnheard(ctx, unheard, redone)
 	h.gitExport(ctx, infos)
-	if last > mark.value || !mark.ok {
+	if last > mark.value || !mark.ok || mark.working != 0 {
 		if err := mark.store(max(last, mark.value)); err != nil {
 			h.log.Error("store the hook's mark", keyError, err)
 		}
@@ -401,6 +413,8 @@ func (h *run) nodeLogins() map[string]bool {
 // nobody heard that earn an unheard note.
 func (h *run) wake(ctx context.Context, infos []fossilio.Info) []wake.Missed {
 	var missed []wake.Missed
+	woken := map[messages.WorkspaceKey][]host.WokenPost{}
+	defer func() { h.keepWoken(woken) }()
 	pipes := wakePipes{root: h.root, open: map[string]*wakePipe{}}
 	defer pipes.close()
 	read := h.readListened(ctx, infos)
@@ -430,6 +444,9 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []wake.Missed {
 			switch {
 			case err == nil:
 				h.log.Info("woke", "post", info.Hash, "workspace", ws, "sender", info.Sender)
+				if v.NoteIfUnheard {
+					woken[ws] = append(woken[ws], host.WokenPost{Post: info.Hash, Kind: kind, Record: a.Record, At: time.Now()})
+				}
 				continue
 			case errors.Is(err, host.ErrNoReader):
 				why = messages.UnheardNoReader
@@ -452,6 +469,74 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []wake.Missed {
 		}
 	}
 	return missed
+}
+
+// keepWoken appends to each session's ledger (Held/woken) the persons'
+// posts it was just woken for, one write a session, so that the daemon
+// can note, when it records the session's end, those it never answered
+// (D77). A session with no held directory (one at a terminal) keeps none;
+// a ledger past its bound starts again, the oldest left unchecked.
+func (h *run) keepWoken(woken map[messages.WorkspaceKey][]host.WokenPost) {
+	for ws, posts := range woken {
+		w, err := h.layout.Workspace(ws)
+		if err != nil {
+			continue
+		}
+		var b []byte
+		for _, p := range posts {
+			b = append(b, p.Line()...)
+		}
+		emptied, err := unixhost.AppendBounded(h.root, w.Woken, b, host.MaxWokenLen)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			h.log.Error("keep the posts a session was woken for", "workspace", ws, keyError, err)
+		}
+		if emptied {
+			h.log.Warn("the posts a session was woken for passed their bound; the oldest are dropped, and none of them is noted should the session end unanswering", "workspace", ws)
+		}
+	}
+}
+
+// pruneWoken takes out of each session's ledger the posts its agent login
+// has just replied to (its answer, or its stopped note), so that the
+// ledger holds what the session was woken for and has not answered; what
+// is left when it ends the daemon checks on the record (D77).
+func (h *run) pruneWoken(infos []fossilio.Info) {
+	replied := map[string]map[string]bool{} // login -> posts
+	for _, info := range infos {
+		if info.Kind != fossilio.KindPost || info.InReplyTo == "" || info.Sender == h.cfg.User || !h.logins[info.Sender] {
+			continue
+		}
+		if replied[info.Sender] == nil {
+			replied[info.Sender] = map[string]bool{}
+		}
+		replied[info.Sender][info.InReplyTo] = true
+	}
+	for login, posts := range replied {
+		w, err := h.layout.Workspace(messages.WorkspaceKey{Login: login, Project: h.proj})
+		if err != nil {
+			continue
+		}
+		data, err := h.root.ReadFile(w.Woken, host.MaxWokenLen+64<<10)
+		if err != nil {
+			continue // none kept: a session at a terminal, or none woken
+		}
+		kept, _ := host.ParseWoken(data)
+		var rest []byte
+		pruned := 0
+		for _, p := range kept {
+			if posts[p.Post] {
+				pruned++
+				continue
+			}
+			rest = append(rest, p.Line()...)
+		}
+		if pruned == 0 {
+			continue
+		}
+		if err := h.root.WriteFile(w.Woken, rest, 0o600); err != nil {
+			h.log.Error("take the posts answered out of the session's ledger", "workspace", w.Key, keyError, err)
+		}
+	}
 }
 
 // wakePipes are the wake pipes a run writes into: each is opened once per
@@ -855,53 +940,129 @@ func (h *run) handToDaemon(ctx context.Context, infos []fossilio.Info) {
 // after: the note wakes nobody (it holds an OCX note, and its sender is an
 // agent), so the next backoffice run may see it at leisure, and the hook is
 // never run again from within itself.
-func (h *run) noteUnheard(ctx context.Context, missed []wake.Missed) {
+func (h *run) noteUnheard(ctx context.Context, missed []wake.Missed, redone map[string]bool) {
+	WriteUnheard(ctx, Unheard{Config: h.cfg, Layout: h.layout, Project: h.proj, Repo: h.r, Log: h.log}, h.notNotedYet(ctx, missed, redone))
+}
+
+// Unheard is where WriteUnheard writes: the node, the project and its
+// repository, and the log it says what it wrote in.
+type Unheard struct {
+	Config  *messages.NodeConfig
+	Layout  host.Layout
+	Project string
+	Repo    *fossilio.Repo
+	Log     *slog.Logger
+}
+
+// WriteUnheard writes the unheard notes of missed, as each session's agent
+// login, on the project's record: one note per session, record and reason
+// (wake.Unheard), one sync request per login for all its notes, and no
+// backoffice after (the notes wake nobody). The hook writes them for the
+// posts that reached no reader, the daemon for those a session ended
+// before it answered (D77).
+func WriteUnheard(ctx context.Context, u Unheard, missed []wake.Missed) {
 	notes := wake.Unheard(missed)
 	if len(notes) == 0 {
 		return
 	}
-	code, err := h.r.ProjectCode(ctx)
+	code, err := u.Repo.ProjectCode(ctx)
 	if err != nil {
-		h.log.Error("note unheard posts", keyError, err)
+		u.Log.Error("note unheard posts", keyError, err)
 		return
 	}
 	w := &fossilio.Notes{
-		URL:         h.cfg.Projects[h.proj].URL,
+		URL:         u.Config.Projects[u.Project].URL,
 		ProjectCode: code,
 		Password: func(login string) (string, error) {
-			path, err := h.layout.Password(login)
+			path, err := u.Layout.Password(login)
 			if err != nil {
 				return "", err
 			}
-			return fossilio.ReadPasswordFrom(unixhost.Below(h.layout.Root()), path)
+			return fossilio.ReadPasswordFrom(unixhost.Below(u.Layout.Root()), path)
 		},
 	}
 	byLogin := map[string][]fossilio.NoteWrite{}
 	var logins []string
-	for _, u := range notes {
-		block, err := u.Note.Encode()
+	for _, n := range notes {
+		block, err := n.Note.Encode()
 		if err != nil {
-			h.log.Error("note unheard posts", "post", u.Note.Post, keyError, err)
+			u.Log.Error("note unheard posts", "post", n.Note.Post, keyError, err)
 			continue
 		}
-		login := u.Note.Login
-		n := fossilio.NoteWrite{Login: login, Thread: u.Record, ReplyTo: u.Note.Post, Text: u.Text(block)}
-		if u.Kind == messages.ListenTicket {
-			n = fossilio.NoteWrite{Login: login, Ticket: u.Record, Text: u.Text(block)}
+		login := n.Note.Login
+		nw := fossilio.NoteWrite{Login: login, Thread: n.Record, ReplyTo: n.Note.Post, Text: n.Text(block)}
+		if n.Kind == messages.ListenTicket {
+			nw = fossilio.NoteWrite{Login: login, Ticket: n.Record, Text: n.Text(block)}
 		}
 		if _, ok := byLogin[login]; !ok {
 			logins = append(logins, login)
 		}
-		byLogin[login] = append(byLogin[login], n)
+		byLogin[login] = append(byLogin[login], nw)
 	}
 	for _, login := range logins {
 		hashes, err := w.WriteNotes(ctx, byLogin[login]...)
 		if err != nil {
-			h.log.Error("note unheard posts", "login", login, "notes", len(byLogin[login]), keyError, err)
+			u.Log.Error("note unheard posts", "login", login, "notes", len(byLogin[login]), keyError, err)
 			continue
 		}
-		h.log.Info("noted unheard posts", "login", login, "notes", strings.Join(hashes, ","))
+		u.Log.Info("noted unheard posts", "login", login, "notes", strings.Join(hashes, ","))
 	}
+}
+
+// redone are the hashes of infos a run before this one began its work for
+// and died before it moved the mark past them (the mark says so).
+func (h *run) redone(infos []fossilio.Info, m *mark) map[string]bool {
+	if m.working == 0 {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, info := range infos {
+		if info.Receipt > m.value && info.Receipt <= m.working {
+			out[info.Hash] = true
+		}
+	}
+	if len(out) > 0 {
+		h.log.Warn("a run of the hook before this one died in its work: its receipts are handled again, their unheard notes looked for first",
+			"mark", m.value, "working", m.working, "artifacts", len(out))
+	}
+	return out
+}
+
+// notNotedYet leaves out of missed each post of redone whose session's
+// agent login already noted it unheard, as the node's repository says
+// (the notes that login sent holding the post's hash), so that a run
+// handling again what a dead run began writes each note once.
+func (h *run) notNotedYet(ctx context.Context, missed []wake.Missed, redone map[string]bool) []wake.Missed {
+	if len(redone) == 0 {
+		return missed
+	}
+	out := missed[:0:0]
+	for _, m := range missed {
+		if redone[m.Post] && h.notedAlready(ctx, m) {
+			h.log.Info("noted unheard already, by a run before this one", "post", m.Post, "workspace", m.Workspace)
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// notedAlready says the session's agent login sent an unheard note naming
+// m's post; a record that cannot be read says no (a note twice is better
+// than none).
+func (h *run) notedAlready(ctx context.Context, m wake.Missed) bool {
+	sent, err := h.r.SentBy(ctx, m.Workspace.Login, m.Post)
+	if err != nil {
+		h.log.Error("look for an unheard note written before", "post", m.Post, "login", m.Workspace.Login, keyError, err)
+		return false
+	}
+	for _, s := range sent {
+		note, err := messages.ReadPost([]byte(s.Text))
+		if u, ok := note.(*messages.UnheardNote); err == nil && ok && slices.Contains(u.All(), m.Post) {
+			return true
+		}
+	}
+	return false
 }
 
 // gitExport brings the git mirror up to date when a check-in arrived and
@@ -937,6 +1098,9 @@ type mark struct {
 	f     *os.File
 	ok    bool
 	value int64
+	// working is the newest receipt a run was doing its work for when
+	// the mark was read (0: none): one that died there.
+	working int64
 }
 
 // lockMark opens and locks the mark, waiting a bounded time for another
@@ -959,7 +1123,7 @@ func (h *run) lockMark(ctx context.Context) (*mark, func()) {
 	m.f = f
 	buf := make([]byte, 32)
 	n, _ := f.ReadAt(buf, 0)
-	m.value, m.ok = host.ParseHookMark(buf[:n])
+	m.value, m.working, m.ok = host.ParseHookMarkWorking(buf[:n])
 	return m, func() { f.Close() }
 }
 
@@ -971,4 +1135,13 @@ func (m *mark) store(v int64) error {
 		return errors.New("no mark file")
 	}
 	return unixhost.RewriteInPlace(m.f, host.HookMarkContent(v))
+}
+
+// begin says, in the mark, that a run does its work for the receipts
+// after the mark up to working; store ends it.
+func (m *mark) begin(working int64) error {
+	if m.f == nil {
+		return errors.New("no mark file")
+	}
+	return unixhost.RewriteInPlace(m.f, host.HookMarkWorkingContent(m.value, working))
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
+	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
@@ -1001,5 +1002,110 @@ func TestHookByTheDaemonAndBesideItDoEachOnce(t *testing.T) {
 		if c := handed["post "+f.srv.Repo+" "+p]; c != 1 {
 			t.Errorf("post %s was handed to the daemon %d times, want once: %v", p, c, handed)
 		}
+	}
+}
+
+// TestHookRunAfterADeadOneNotesOnce: a run of the hook that died in its
+// work (the daemon killed outright after it noted a post unheard, before
+// it moved its mark) leaves the mark saying which receipts it was at; the
+// next run handles them again, and writes no second unheard note for a
+// post already noted, while it notes a new one (issue 38: TestChaos found
+// a post noted unheard twice).
+func TestHookRunAfterADeadOneNotesOnce(t *testing.T) {
+	f := newFix(t)
+	person := f.client(person, personPW)
+	th, err := person.NewThread(f.ctx, "A question", "Hello?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(th)
+	must(t, workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: agent + "/demo", Kind: "thread", Names: th}))
+	f.hears(agent, person.Login)
+	f.hook()
+	markPath := filepath.Join(f.agents, "hook.mark.demo")
+	before, err := os.ReadFile(markPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	was, ok := host.ParseHookMark(before)
+	if !ok {
+		t.Fatalf("the mark %q does not read", before)
+	}
+	p1, err := person.Reply(f.ctx, th, th, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(p1) // nobody reads the pipe: p1 noted unheard
+	r, err := fossilio.OpenNode(f.srv.Repo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := r.Info(f.ctx, p1)
+	r.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The mark the run would have left had it died after its note.
+	if err := os.WriteFile(markPath, host.HookMarkWorkingContent(was, info.Rcvid), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p2, err := person.Reply(f.ctx, th, th, "two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(p2)
+	named := map[string]int{}
+	unheard, _ := notesIn[*messages.UnheardNote](f, th)
+	for _, u := range unheard {
+		for _, h := range u.All() {
+			named[h]++
+		}
+	}
+	if named[p1] != 1 || named[p2] != 1 {
+		t.Errorf("unheard notes name p1 %d times and p2 %d times; want once each\n%s", named[p1], named[p2], f.logBuf)
+	}
+	after, _ := os.ReadFile(markPath)
+	if m, w, ok := host.ParseHookMarkWorking(after); !ok || w != 0 || m < info.Rcvid {
+		t.Errorf("after the run the mark is %q; want a plain mark past %d", after, info.Rcvid)
+	}
+}
+
+// TestHookKeepsThePostsASessionWasWokenFor (D77): each person's post a
+// session is woken for goes into its ledger (Held/woken), and out again
+// once the hook sees its agent login's reply to it; a post the session
+// has not answered stays, for the daemon to check at the session's end.
+func TestHookKeepsThePostsASessionWasWokenFor(t *testing.T) {
+	f := newFix(t)
+	person, th := f.heardThread()
+	w := f.listen(agent)
+	f.hook()
+	ledger := func() []host.WokenPost {
+		b, _ := os.ReadFile(filepath.Join(f.agents, agent, "held", "demo", "woken"))
+		posts, bad := host.ParseWoken(b)
+		if bad > 0 {
+			t.Fatalf("the ledger has %d lines that do not read:\n%s", bad, b)
+		}
+		return posts
+	}
+	p1, err := person.Reply(f.ctx, th, th, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := person.Reply(f.ctx, th, th, "two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(p1, p2)
+	w.all(2)
+	if got := ledger(); len(got) != 2 || got[0].Post != p1 || got[1].Post != p2 || got[0].Record != th || got[0].Kind != messages.ListenThread {
+		t.Fatalf("the ledger after two wakes: %+v\n%s", got, f.logBuf)
+	}
+	answer, err := f.agentClient(agent).Reply(f.ctx, th, p1, "echo: one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hook(answer)
+	if got := ledger(); len(got) != 1 || got[0].Post != p2 {
+		t.Fatalf("after the agent answered p1 the ledger holds %+v, want p2 alone\n%s", got, f.logBuf)
 	}
 }

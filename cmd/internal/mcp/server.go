@@ -15,6 +15,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/tools"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host/relay"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -177,7 +178,11 @@ func DecodeAnswer(b []byte) (*node.Answer, error) {
 // Serve serves the MCP server s on every connection ln accepts until
 // ctx ends or ln fails; it then closes ln and every connection, waits for
 // them, and returns ctx's error or the accept error. accept, when set,
-// may refuse a connection before it is served (its error is logged).
+// may refuse a connection before it is served (its error is logged). At
+// most MaxConns connections are served at once (relay.Bounded: one past
+// them is answered a JSON-RPC error naming the bound, and closed), and
+// each is read a line of at most MaxLineLen bytes at a time (lineReader,
+// D80).
 func Serve(ctx context.Context, s *sdk.Server, ln net.Listener, accept func(net.Conn) error, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -187,6 +192,11 @@ func Serve(ctx context.Context, s *sdk.Server, ln net.Listener, accept func(net.
 	var wg sync.WaitGroup
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	ln = relay.Bounded(ln, MaxConns, func(c net.Conn) {
+		msg := fmt.Sprintf("this session's MCP socket serves at most %d connections at once; one must close before another is served", MaxConns)
+		log.Warn("mcp connection refused", slog.String("why", msg))
+		writeRPCError(c, nil, codeServerBusy, msg)
+	})
 	var err error
 	for {
 		conn, aerr := ln.Accept()
@@ -205,7 +215,8 @@ func Serve(ctx context.Context, s *sdk.Server, ln net.Listener, accept func(net.
 				continue
 			}
 		}
-		ss, cerr := s.Connect(ctx, &sdk.IOTransport{Reader: conn, Writer: conn}, nil)
+		t := &sdk.IOTransport{Reader: newLineReader(conn, log), Writer: conn, MaxLineLength: MaxLineLen + 1}
+		ss, cerr := s.Connect(ctx, t, nil)
 		if cerr != nil {
 			log.Warn("mcp connect", slog.String("error", cerr.Error()))
 			conn.Close()
@@ -215,6 +226,7 @@ func Serve(ctx context.Context, s *sdk.Server, ln net.Listener, accept func(net.
 			done := context.AfterFunc(ctx, func() { ss.Close() })
 			defer done()
 			ss.Wait()
+			conn.Close() // its place is free
 		})
 	}
 	cancel()

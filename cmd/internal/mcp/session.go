@@ -16,6 +16,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/cmd/internal/tools"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/syncfwd"
@@ -110,6 +111,26 @@ func ListenSync(ctx context.Context, log *slog.Logger, n *node.Node, ws host.Wor
 		return nil, nil
 	}
 	return unixhost.ListenSocket(n.Layout.Root(), ws.MCPDir, host.SyncSocketName)
+}
+
+// JoinCgroup puts this process, the server of the session of key on
+// the node whose agents root is agents, in the cgroup below the session's
+// (procs.JoinServer, D80): what the sandbox makes it hold counts against
+// the session's limits. `ocx mcp serve --session` calls it first thing,
+// before it opens the node or accepts a connection; a failure is logged,
+// and the server serves where it is.
+func JoinCgroup(log *slog.Logger, agents string, key messages.WorkspaceKey) {
+	l, err := host.NewLayout(agents)
+	name := ""
+	if err == nil {
+		name, err = procs.JoinServer(l, key)
+	}
+	switch {
+	case err != nil:
+		log.Warn("the server is in no cgroup of its session: the session's limits do not hold it", slog.String("workspace", key.String()), slog.String("error", err.Error()))
+	case name != "":
+		log.Info("the server is in its session's cgroup", slog.String("workspace", key.String()), slog.String("cgroup", name))
+	}
 }
 
 // ServeSession serves the session's sockets until ctx ends or, when watch, the

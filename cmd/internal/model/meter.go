@@ -18,13 +18,18 @@ import (
 // proxy (Handler), counts every reply of the model's API as it passes to
 // the sandbox, without changing a byte of it, and holds the session to its
 // tokens limit (D79): a request is forwarded only while what is counted
-// and what the requests under way may still write stay under the limit,
-// its output bound capped to what is left; at most messages.MaxInFlight
-// requests are under way at once; once the budget is spent, or a reply's
-// usage could not be read under a limit, every further request is
-// refused, naming the limit. The count lives here, outside every sandbox: what a
-// runner says of its own use changes nothing. Its decisions are
-// messages.Ledger's; the meter applies them.
+// and what the requests under way may still write stay under the limit.
+// Before the first byte of its body is forwarded, a request reserves
+// what its output may be: messages.MaxOutput, or what the limit leaves
+// when that is less; its body passes through the grant's
+// messages.OutputCap, its bound capped to the grant as it passes (the
+// body is never held whole, D80), and once read whole it keeps of the
+// grant what it asks. At most messages.MaxInFlight requests are under way
+// at once; once the budget is spent, or a reply's usage could not be
+// read under a limit, every further request is refused, naming the
+// limit. The count lives here, outside every sandbox: what a runner says
+// of its own use changes nothing. Its decisions are messages.Ledger's;
+// the meter applies them.
 type Meter struct {
 	log *slog.Logger
 	// changed is told the count and, once it is spent, why, after every
@@ -48,7 +53,8 @@ type Meter struct {
 
 // AdmitWait bounds how long a request waits for one of its session's
 // messages.MaxInFlight slots, or for the requests under way to give back
-// what the limit has left, before it is refused with 429.
+// what the limit has left, before it is refused with 429; it waits before
+// its body is read.
 const AdmitWait = 2 * time.Minute
 
 // NewMeter counts for a session whose limits.tokens is limit (0: none),
@@ -73,13 +79,16 @@ func (m *Meter) Count() (messages.ModelCount, string) {
 
 // Handler wraps next, the proxy: a POST to an endpoint whose replies say
 // their usage (APIShapeOf) takes one of the session's slots first
-// (waiting for one at most AdmitWait) and is refused with 403 once the
-// budget is spent; otherwise it goes to next with its Accept-Encoding
-// removed (so that the reply comes as the API wrote it, which the counter
-// reads; the proxy's own client still asks for and undoes gzip), next
-// asks the meter (admit) before it forwards the request's body, and the
-// reply is counted as it is written. A reply the proxy wrote itself (a
-// refusal, an API it could not reach: X-Ocx-Proxy) is no request
+// (waiting for one at most AdmitWait), then reserves what its output may
+// be (waiting while the requests under way hold what the limit leaves,
+// as long), both before its body is read; it is refused with 403 once
+// the budget is spent. It goes to next with its Accept-Encoding removed
+// (so that the reply comes as the API wrote it, which the counter reads;
+// the proxy's own client still asks for and undoes gzip) and the ticket
+// in its context, which the proxy's body passes through (bodyMeter:
+// its bound capped as it passes, the grant kept down to what it asks);
+// its reply is counted as it is written. A reply the proxy wrote itself
+// (a refusal, an API it could not reach: X-Ocx-Proxy) is no request
 // forwarded. Anything else goes to next as it came.
 func (m *Meter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -88,16 +97,16 @@ func (m *Meter) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		// A refusal reads the request first: a reply written over a body
+		// still being sent closes the connection under the client's
+		// write, which then fails with a broken pipe instead of reading
+		// the refusal.
+		drain := func() { _, _ = io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, MaxBodyLen)) }
 		if v := m.enter(r.Context()); v != messages.LedgerGo {
-			// Read the request before answering it: a reply written over a
-			// body still being sent closes the connection under the
-			// client's write, which then fails with a broken pipe instead
-			// of reading the refusal.
-			_, _ = io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, MaxBodyLen))
+			drain()
 			m.refuse(w, r.URL.Path, shape, v, "")
 			return
 		}
-		r.Header.Del("Accept-Encoding")
 		t := &ticket{m: m, shape: shape}
 		cw := &countingWriter{ResponseWriter: w, shape: shape}
 		// Counted even when next panics: the reverse proxy aborts with
@@ -105,7 +114,13 @@ func (m *Meter) Handler(next http.Handler) http.Handler {
 		// last bytes, after the usage it read has passed (a CLI that
 		// closes once it has its completed event).
 		defer t.done(r.URL.Path, cw)
-		next.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), admitKey{}, t)))
+		if v, why := t.reserve(r.Context()); v != messages.LedgerGo {
+			drain()
+			m.refuse(w, r.URL.Path, shape, v, why)
+			return
+		}
+		r.Header.Del("Accept-Encoding")
+		next.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), meterKey{}, t)))
 	})
 }
 
@@ -147,7 +162,7 @@ func (m *Meter) refuse(w http.ResponseWriter, path string, shape messages.APISha
 	if v == messages.LedgerSpent {
 		_, reached := m.Count()
 		m.log.Warn("model request refused: the session's tokens are spent", slog.String("path", path), slog.String("why", reached))
-		writeAPIError(w, shape, http.StatusForbidden, fmt.Sprintf("this session's tokens are spent: %s; the node's model proxy forwards no more of its requests", reached))
+		writeAPIError(w, shape, http.StatusForbidden, spentWhy(reached))
 		return
 	}
 	if why == "" {
@@ -159,66 +174,58 @@ func (m *Meter) refuse(w http.ResponseWriter, path string, shape messages.APISha
 	writeAPIError(w, shape, http.StatusTooManyRequests, msg)
 }
 
-// admitKey is the request context's key for the meter's ticket, which the
-// proxy asks before it forwards a body (admitOf).
-type admitKey struct{}
-
-// admitter admits a request's body, read and checked by the proxy: the
-// body to forward (its output bound capped to what the session's limit
-// has left), or false once it has written why not.
-type admitter interface {
-	admit(ctx context.Context, w http.ResponseWriter, body []byte) ([]byte, bool)
+// spentWhy is the refusal of a request once the budget is spent.
+func spentWhy(reached string) string {
+	return fmt.Sprintf("this session's tokens are spent: %s; the node's model proxy forwards no more of its requests", reached)
 }
 
-// admitOf is the meter's ticket in ctx; nil for a proxy no meter wraps.
-func admitOf(ctx context.Context) admitter {
-	a, _ := ctx.Value(admitKey{}).(admitter)
-	return a
+// meterKey is the request context's key for the meter's ticket, which the
+// proxy's body passes through (meterOf).
+type meterKey struct{}
+
+// meterOf is the meter's ticket in ctx; nil for a proxy no meter wraps.
+func meterOf(ctx context.Context) bodyMeter {
+	t, _ := ctx.Value(meterKey{}).(*ticket)
+	if t == nil {
+		return nil
+	}
+	return t
 }
 
 // ticket is one request's way through the meter: its slot, and once
-// admitted, its grant.
+// reserved, its grant.
 type ticket struct {
-	m        *Meter
-	shape    messages.APIShape
+	m     *Meter
+	shape messages.APIShape
+	// Under m.mu: the grant reserved, then kept; settled once the
+	// request is done (a body still read after, by an API that answered
+	// early, changes nothing).
 	reserved bool
 	grant    uint64
+	settled  bool
 }
 
-// admit reserves the bound of the request's output (messages.Ledger
-// Reserve), waiting while the requests under way hold what is left, and
-// caps it in the body when it asks more than is left or names none.
-func (t *ticket) admit(ctx context.Context, w http.ResponseWriter, body []byte) ([]byte, bool) {
+// reserve reserves, before the body is read, what the request's output
+// may be (messages.Ledger Reserve: MaxOutput, capped to what the limit
+// leaves), waiting while the requests under way hold what is left, at
+// most m.wait or until the client goes; why says what it waited for.
+func (t *ticket) reserve(ctx context.Context) (v messages.LedgerVerdict, why string) {
 	m := t.m
-	b, err := messages.ReadOutputBound(t.shape, body)
-	if err != nil {
-		m.log.Warn("model request refused", slog.String("shape", t.shape.String()), slog.String("why", err.Error()))
-		writeAPIError(w, t.shape, http.StatusBadRequest, fmt.Sprintf("the request is refused: %v", err))
-		return nil, false
-	}
 	var timeout <-chan time.Time
 	for {
 		m.mu.Lock()
-		grant, capped, v := m.ledger.Reserve(b)
+		grant, _, v := m.ledger.Reserve(messages.OutputBound{Least: messages.LeastOutput(t.shape)})
+		if v == messages.LedgerGo {
+			t.reserved, t.grant = true, grant
+		}
 		left, wake := m.ledger.Left(), m.wake
 		m.mu.Unlock()
 		switch v {
 		case messages.LedgerGo:
-			t.reserved, t.grant = true, grant
-			if !capped {
-				return body, true
-			}
-			out, err := messages.WithOutputBound(t.shape, body, grant)
-			if err != nil { // it read: not seen
-				writeAPIError(w, t.shape, http.StatusBadRequest, fmt.Sprintf("the request is refused: %v", err))
-				return nil, false
-			}
-			m.log.Info("model request's output bounded by what its tokens limit leaves", slog.Uint64("asked", b.Asked), slog.Uint64("bound", grant))
-			return out, true
+			return v, ""
 		case messages.LedgerSpent:
 			m.changedNow()
-			m.refuse(w, "", t.shape, v, "")
-			return nil, false
+			return v, ""
 		}
 		if timeout == nil {
 			m.log.Info("model request waits for what the requests under way hold", slog.Uint64("left", left))
@@ -232,17 +239,59 @@ func (t *ticket) admit(ctx context.Context, w http.ResponseWriter, body []byte) 
 		case <-ctx.Done():
 		case <-timeout:
 		}
-		m.refuse(w, "", t.shape, v, fmt.Sprintf("the requests under way hold what its limits.tokens leaves (%d tokens)", left))
-		return nil, false
+		return v, fmt.Sprintf("the requests under way hold what its limits.tokens leaves (%d tokens)", left)
 	}
 }
 
-// done gives back the request's slot, and with it, once admitted, its
+// outputCap is the cap the request's body passes through: its grant
+// (none without a limit).
+func (t *ticket) outputCap() *messages.OutputCap {
+	t.m.mu.Lock()
+	defer t.m.mu.Unlock()
+	return messages.NewOutputCap(t.shape, t.grant)
+}
+
+// bounded keeps of the grant what the body, read whole, asks
+// (messages.Ledger Bound), giving back the rest to the requests waiting;
+// a refusal when the body cannot go (its thinking needs more than the
+// grant its bound was capped to).
+func (t *ticket) bounded(b messages.OutputBound) *refusal {
+	m := t.m
+	m.mu.Lock()
+	if t.settled {
+		m.mu.Unlock()
+		return nil
+	}
+	grant := t.grant
+	kept, v := m.ledger.Bound(grant, b)
+	t.grant = kept
+	limit := m.ledger.Limit
+	if kept < grant {
+		m.wakeAll()
+	}
+	m.mu.Unlock()
+	switch v {
+	case messages.LedgerGo:
+		if limit > 0 && b.Ask() > kept {
+			m.log.Info("model request's output bounded by what its tokens limit leaves", slog.Uint64("asked", b.Asked), slog.Uint64("bound", kept))
+		}
+		return nil
+	case messages.LedgerSpent:
+		m.changedNow()
+		_, reached := m.Count()
+		return &refusal{status: http.StatusForbidden, why: spentWhy(reached), shape: t.shape}
+	}
+	return &refusal{status: http.StatusTooManyRequests, shape: t.shape,
+		why: fmt.Sprintf("the request is refused: its thinking needs an output bound of at least %d, and its limits.tokens left %d when it was let in, the rest held by the requests under way; try again", b.Least, grant)}
+}
+
+// done gives back the request's slot, and with it, once reserved, its
 // grant, counting its reply (messages.Ledger Settle).
 func (t *ticket) done(path string, cw *countingWriter) {
 	m := t.m
+	m.mu.Lock()
+	t.settled = true
 	if !t.reserved {
-		m.mu.Lock()
 		m.ledger.Leave()
 		m.wakeAll()
 		m.mu.Unlock()
@@ -253,7 +302,6 @@ func (t *ticket) done(path string, cw *countingWriter) {
 	}
 	tk, whole := cw.counter.Result()
 	ok := cw.status >= 200 && cw.status < 300
-	m.mu.Lock()
 	was := m.ledger.Reached
 	m.ledger.Settle(t.grant, messages.LedgerReply{Forwarded: !cw.proxys, Tokens: tk, Whole: whole, OK: ok})
 	c, reached := m.ledger.Count, m.ledger.Reached

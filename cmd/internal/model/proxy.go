@@ -120,6 +120,16 @@ func forwarder(api API, e Endpoint, key string, log *slog.Logger) *httputil.Reve
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			// A body refused on the way (checkedBody): its refusal, the
+			// rest of it read to nothing first.
+			var f *refusal
+			if errors.As(err, &f) {
+				if b, ok := r.Body.(*checkedBody); ok {
+					b.drain()
+				}
+				refuse(w, r, f, log)
+				return
+			}
 			log.Warn("model request failed", slog.String("error", redact(err.Error(), key)))
 			status := http.StatusBadGateway
 			if errors.Is(err, context.DeadlineExceeded) {
@@ -130,47 +140,52 @@ func forwarder(api API, e Endpoint, key string, log *slog.Logger) *httputil.Reve
 	}
 }
 
-// onlyModel reads a request's body whole (at most MaxBodyLen) and passes
-// it to next only when it names only's model (Accepts) and the session's
-// meter, when one wraps the proxy, admits it (the body it forwards may
-// have its output bound capped, D79).
+// onlyModel passes a request to next only when its body names only's
+// model (Accepts), reading the body as next forwards it (checkedBody,
+// D80): a body whose first bytes say another model, or that is short and
+// says none, is refused before next sees it; one that says so later is
+// refused on the way (forwarder's ErrorHandler answers the refusal). A
+// body declared over MaxBodyLen is refused unread. Behind the session's
+// meter, the body passes through its grant's cap (D79): its output bound
+// capped as it passes (forwarded without a length where the cap may
+// lengthen it), refused likewise where the bound does not read.
 func onlyModel(api API, only string, next http.Handler, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyLen))
-		if err != nil {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request does not read: %v", err))
+		if r.ContentLength > MaxBodyLen {
+			w.Header().Set("Connection", "close")
+			refuse(w, r, tooLarge(), log)
 			return
 		}
-		if status, why := checkModel(api, body, only); status != 0 {
-			log.Warn("model request refused", slog.String("path", r.URL.Path), slog.String("why", why))
-			writeError(w, status, why)
+		rc := http.NewResponseController(w)
+		rc.SetReadDeadline(time.Now().Add(bodyWait)) // not on a recorder: a test's
+		m := meterOf(r.Context())
+		b := newCheckedBody(http.MaxBytesReader(w, r.Body, MaxBodyLen), api, only, func() { rc.SetReadDeadline(time.Time{}) }, m)
+		if f := b.start(); f != nil {
+			b.drain()
+			refuse(w, r, f, log)
 			return
 		}
-		if a := admitOf(r.Context()); a != nil {
-			var ok bool
-			if body, ok = a.admit(r.Context(), w, body); !ok {
-				return // the meter said why
-			}
+		r.Body = b
+		if b.cap != nil && b.cap.Grows() {
+			r.ContentLength = -1 // sent chunked
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
-		log.Info("model request", slog.String("path", r.URL.Path), slog.String("model", only), slog.Int("bytes", len(body)))
+		log.Info("model request", slog.String("path", r.URL.Path), slog.String("model", only), slog.Int64("bytes", r.ContentLength))
 		next.ServeHTTP(w, r)
 	})
 }
 
-// checkModel says whether a request's body may be forwarded for a session
-// whose definition names only: 0 when it names only, else the status and
-// why, naming what the body names and only.
-func checkModel(api API, body []byte, only string) (int, string) {
-	got, err := RequestModel(body)
-	if err != nil {
-		return http.StatusBadRequest, fmt.Sprintf("the request is refused: %v; this session's definition names the model %q, which the request must name", err, only)
+// refuse answers a refusal: the meter's in the API's own error shape,
+// 429 with Retry-After.
+func refuse(w http.ResponseWriter, r *http.Request, f *refusal, log *slog.Logger) {
+	log.Warn("model request refused", slog.String("path", r.URL.Path), slog.String("why", f.why))
+	if f.shape == messages.ShapeNone {
+		writeError(w, f.status, f.why)
+		return
 	}
-	if !Accepts(api, only, got) {
-		return http.StatusForbidden, fmt.Sprintf("the request names the model %q; this session's definition names %q, the only model its proxy serves", got, only)
+	if f.status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
 	}
-	return 0, ""
+	writeAPIError(w, f.shape, f.status, f.why)
 }
 
 // claudeAliases are the model names Claude Code takes for a family and
@@ -197,44 +212,25 @@ func Accepts(api API, only, got string) bool {
 // anthropic's requests), its name compared without case, as a server
 // written in Go reads it. A body that is not one JSON object, has no
 // "model", has it twice (which a server might read either way) or not as
-// a string is an error saying so.
+// a string is an error saying so. It reads as the proxy does
+// (checkedBody).
 func RequestModel(body []byte) (string, error) {
-	d := json.NewDecoder(bytes.NewReader(body))
-	notObject := errors.New("its body is not a JSON object")
-	if t, err := d.Token(); err != nil || t != json.Delim('{') {
-		return "", notObject
+	s := messages.NewObjectScanner("model")
+	s.Write(body)
+	if err := s.Close(); err != nil {
+		return "", fmt.Errorf("its body is not a JSON object (%v)", err)
 	}
+	v := s.Value("model")
 	var model string
-	seen := false
-	for d.More() {
-		t, err := d.Token()
-		if err != nil {
-			return "", notObject
-		}
-		k, _ := t.(string)
-		var v json.RawMessage
-		if err := d.Decode(&v); err != nil {
-			return "", notObject
-		}
-		if !strings.EqualFold(k, "model") {
-			continue // a server in Go reads "MODEL" as "model": so does the proxy
-		}
-		if seen {
-			return "", errors.New(`its body names "model" twice`)
-		}
-		seen = true
-		if err := json.Unmarshal(v, &model); err != nil {
-			return "", fmt.Errorf(`its "model" is not a string`)
-		}
-	}
-	if t, err := d.Token(); err != nil || t != json.Delim('}') {
-		return "", notObject
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return "", notObject
-	}
-	if !seen {
+	switch {
+	case v.Seen == 0:
 		return "", errors.New("it names no model")
+	case v.Seen > 1:
+		return "", errors.New(`its body names "model" twice`)
+	case v.Long:
+		return "", fmt.Errorf(`its "model" is longer than %d bytes`, messages.MaxScanValueLen)
+	case json.Unmarshal(v.Raw, &model) != nil:
+		return "", errors.New(`its "model" is not a string`)
 	}
 	return model, nil
 }
@@ -320,9 +316,30 @@ func redact(s, key string) string {
 	return string(bytes.ReplaceAll([]byte(s), []byte(key), []byte("[key]")))
 }
 
+// MaxConns bounds the connections a session's model socket serves at
+// once (D80): far more than a runner's CLI opens (its requests in
+// parallel), few enough that what a sandbox opens holds little.
+const MaxConns = 32
+
+// idleWait closes a connection idle between requests.
+const idleWait = 2 * time.Minute
+
 // Serve serves h on every connection ln accepts until ctx ends
-// (relay.ServeHTTP): accept, when set, may refuse a connection before it
-// is served (unixhost.SameUser).
+// (relay.ServeHTTP), at most MaxConns at once (relay.Bounded: one past
+// them is answered 503 and closed): accept, when set, may refuse a
+// connection before it is served (unixhost.SameUser). A request's headers
+// must come within 10 s, its body within bodyWait (onlyModel), and an
+// idle connection is closed after idleWait.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, accept func(net.Conn) error, log *slog.Logger) error {
-	return relay.ServeHTTP(ctx, "model proxy", ln, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, accept, log)
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ln = relay.Bounded(ln, MaxConns, func(c net.Conn) {
+		msg := fmt.Sprintf("this session's model socket serves at most %d connections at once; one must close before another is served", MaxConns)
+		log.Warn("model proxy: connection refused", slog.String("why", msg))
+		b, _ := json.Marshal(ErrorReply{Error: msg})
+		fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nX-Ocx-Proxy: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
+	})
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleWait}
+	return relay.ServeHTTP(ctx, "model proxy", ln, srv, accept, log)
 }

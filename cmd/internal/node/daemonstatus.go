@@ -1,13 +1,10 @@
 package node
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
-	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -15,18 +12,6 @@ import (
 // ProcTable reads the process table of this agents root; the caller closes
 // it.
 func (n *Node) ProcTable() (*unixhost.ProcTable, error) { return n.procTable() }
-
-// ReexecOutcome reads AGENTS/ocxd.reexec; nil when there is none.
-func ReexecOutcome(l host.Layout) (*messages.ReexecOutcome, error) {
-	data, err := unixhost.Below(l.Root()).ReadFile(l.Reexec(), unixhost.SmallFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return messages.DecodeReexecOutcome(data)
-}
 
 // DaemonStatus says whether the agents root's daemon runs (the holder of
 // AGENTS/ocxd.lock), the release its program belongs to (/proc/PID/exe),
@@ -57,7 +42,7 @@ func (n *Node) DaemonStatus() (*messages.DaemonStatus, error) {
 			}
 		}
 	}
-	if o, err := ReexecOutcome(n.Layout); err == nil {
+	if o, err := daemonclient.ReadReexec(n.Layout); err == nil {
 		d.Reexec = o
 	}
 	d.ConfinedOnly = n.Config.ConfinedOnly

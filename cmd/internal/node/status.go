@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -91,7 +92,7 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 
 	n.sessionStatuses(ctx, st, table, repos, idxs)
 	sort.Slice(st.Sessions, func(i, j int) bool { return st.Sessions[i].PID < st.Sessions[j].PID })
-	st.LookAlikes = lookAlikes(table)
+	st.LookAlikes, st.LookAlikesLeftOut = lookAlikes(table)
 	// The daemon and its last re-exec (docs/releases.md): a lock that
 	// cannot be read leaves the daemon out of the state, logged, rather
 	// than failing the whole status.
@@ -382,22 +383,37 @@ func sortKeys(keys []messages.WorkspaceKey) {
 }
 
 // lookAlikes lists the processes whose command lines name a workspace
-// they are no session of (D45), one entry per workspace claimed.
-func lookAlikes(t host.Table) []messages.LookAlikeStatus {
-	var out []messages.LookAlikeStatus
-	for _, l := range t.LookAlikes {
-		cmd := messages.ClipText(messages.CleanText(strings.Join(l.Argv, " ")), messages.MaxShortLen)
+// they are no session of (D45), by PID: one entry per workspace claimed,
+// the first messages.MaxLookAlikeClaims of each, each process whole or
+// not at all, messages.MaxLookAlikes entries in all (D78). leftOut counts
+// the processes left out.
+func lookAlikes(t host.Table) (out []messages.LookAlikeStatus, leftOut int) {
+	ls := slices.Clone(t.LookAlikes)
+	slices.SortStableFunc(ls, func(a, b host.LookAlike) int { return cmp.Compare(a.ID.PID, b.ID.PID) })
+	for i, l := range ls {
+		names := l.Names[:min(len(l.Names), messages.MaxLookAlikeClaims)]
+		if len(out)+len(names) > messages.MaxLookAlikes {
+			return out, len(ls) - i
+		}
+		cmd := messages.ClipText(messages.CleanText(strings.Join(l.Argv, " ")), lookAlikeCommandLen)
 		if cmd == "" {
 			cmd = "(unread)"
 		}
 		why := messages.ClipText(messages.CleanText(l.Why), messages.MaxShortLen)
-		for _, nm := range l.Names {
+		claims := 0
+		if len(l.Names) > 1 {
+			claims = len(l.Names)
+		}
+		for _, nm := range names {
 			out = append(out, messages.LookAlikeStatus{Login: nm.Key.Login, Project: nm.Key.Project,
-				PID: l.ID.PID, StartTime: l.ID.Start, Command: cmd, Why: why})
+				PID: l.ID.PID, StartTime: l.ID.Start, Command: cmd, Why: why, Claims: claims})
 		}
 	}
-	return out
+	return out, 0
 }
+
+// lookAlikeCommandLen bounds a look-alike's command line in the status.
+const lookAlikeCommandLen = 256
 
 // EnforcedRestrictions are the restrictions of E10 this node can run an
 // agent under (D37, D39), as create accepts them and the status lists them:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strings"
 	"time"
 
@@ -65,9 +66,12 @@ func (c *Limits) Watch(ctx context.Context, w messages.WorkspaceKey, p messages.
 	return ev.Limit(), ev.Words(g.Limits()), nil
 }
 
-// Close reads the cgroup of a session that ended, ends what it left
-// running in its sandbox (bwrap's init waits for it all), and removes it.
-// A session without one closes with nothing.
+// Close reads the cgroup of a session that ended (its MCP server's
+// counts with its own), ends what it left running in its sandbox (bwrap's
+// init waits for it all), then its MCP server's cgroup below (the server
+// ends on its own once the sandbox is gone, D80; what is left after
+// closeWait is killed), and removes it. A session without one closes with
+// nothing.
 func (c *Limits) Close(ctx context.Context, w messages.WorkspaceKey, p messages.ProcID) (string, string, error) {
 	g, err := c.cg.Open(c.layout.SessionCgroup(w))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -78,7 +82,31 @@ func (c *Limits) Close(ctx context.Context, w messages.WorkspaceKey, p messages.
 	}
 	ev, rerr := g.Events()
 	kerr := g.Kill(closeWait)
-	return ev.Limit(), ev.Words(g.Limits()), errors.Join(rerr, kerr, g.Remove(closeWait))
+	berr := g.EndBelow(closeWait)
+	return ev.Limit(), ev.Words(g.Limits()), errors.Join(rerr, kerr, berr, g.Remove(closeWait))
+}
+
+// JoinServer puts this process, the node's server for the session of
+// workspace w (`ocx mcp serve`: its MCP server, model proxy and sync
+// socket), in the cgroup below the session's (host.MCPCgroupName, D80),
+// so that the session's limits hold what its sandbox makes the server
+// hold, and its counts say it. It returns the cgroup's name; "" and no
+// error where the node makes no cgroups; an error when the session has
+// none (gone already, or started without one).
+func JoinServer(layout host.Layout, w messages.WorkspaceKey) (string, error) {
+	cg := unixhost.HostCgroups()
+	if cg.Why() != "" {
+		return "", nil
+	}
+	g, err := cg.Open(layout.SessionCgroup(w))
+	if err != nil {
+		return "", err
+	}
+	c, err := g.Child(host.MCPCgroupName)
+	if err != nil {
+		return "", err
+	}
+	return c.Name(), c.Join(os.Getpid())
 }
 
 // Sweep removes the node's cgroups that hold no process: left by sessions

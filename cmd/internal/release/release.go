@@ -601,20 +601,7 @@ func (r *releaser) install(p *prepared) (already bool, err error) {
 
 // linkOf reads the release a link of the root names: "" when there is no
 // link, an error when it names something else.
-func linkOf(link string) (string, error) {
-	t, err := os.Readlink(link)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("release link: %w", err)
-	}
-	id, ok := host.ReleaseOfTarget(t)
-	if !ok {
-		return "", fmt.Errorf("release link %s -> %s does not name a release", link, t)
-	}
-	return id, nil
-}
+func linkOf(link string) (string, error) { return daemonclient.ReleaseLink(link) }
 
 // Stage stages a release (seed 002, "stage a release"): a check-in
 // of OCX's source exported and built, or a directory of programs copied,
@@ -628,6 +615,7 @@ func Stage(ctx context.Context, n *node.Node, in StageInput) *node.Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
+	noteRolledBack(n, a)
 	if err := in.validate(); err != nil {
 		return a.Stop(err)
 	}
@@ -848,6 +836,7 @@ func Accept(ctx context.Context, n *node.Node, in AcceptInput) *node.Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
+	noteRolledBack(n, a)
 	id, err := r.stagedMatching(in.Checkin)
 	if err != nil {
 		return a.Stop(err)
@@ -864,6 +853,10 @@ func Accept(ctx context.Context, n *node.Node, in AcceptInput) *node.Answer {
 	if cur == id {
 		return a.Stop(fmt.Errorf("accept: %s is the current release already", id))
 	}
+	prev, err := linkOf(r.root.Previous())
+	if err != nil {
+		return a.Stop(err)
+	}
 	if err := r.check(ctx, a, r.root.Release(id), id); err != nil {
 		return a.Stop(err)
 	}
@@ -875,6 +868,20 @@ func Accept(ctx context.Context, n *node.Node, in AcceptInput) *node.Answer {
 		a.Would("link %s -> %s, remove %s", r.root.Current(), host.RootTarget(id), r.root.Staged(id))
 		a.Would("hand `reexec` to the daemon, if one runs, and wait for its outcome")
 		return a
+	}
+	// What previous named goes to undo/ID first: should the daemon end
+	// on the new release before it records its outcome, the rollback puts
+	// it back (D73).
+	if err := r.clearUndo(); err != nil {
+		return a.Stop(fmt.Errorf("accept: %w", err))
+	}
+	if cur != "" && prev != "" && prev != id {
+		if err := os.MkdirAll(r.root.UndoDir(), 0o755); err != nil {
+			return a.Stop(fmt.Errorf("accept: %w", err))
+		}
+		if err := unixhost.ReplaceLink(r.root.Undo(id), host.StagedTarget(prev)); err != nil {
+			return a.Stop(fmt.Errorf("accept: %w", err))
+		}
 	}
 	if cur != "" {
 		if err := unixhost.ReplaceLink(r.root.Previous(), host.RootTarget(cur)); err != nil {
@@ -895,7 +902,7 @@ func Accept(ctx context.Context, n *node.Node, in AcceptInput) *node.Answer {
 		}
 	}
 	a.Logf("removed %s", r.root.Staged(id))
-	return a.Stop(reexec(ctx, n, a, id, in.Wait))
+	return a.Stop(r.reexec(ctx, n, a, linkChange{id: id, cur: cur, prev: prev}, in.Wait))
 }
 
 // Rollback rolls back (seed 002, "roll back a release"; D34): with
@@ -907,6 +914,7 @@ func Rollback(ctx context.Context, n *node.Node, in RollbackInput) *node.Answer 
 	if err != nil {
 		return a.Stop(err)
 	}
+	noteRolledBack(n, a)
 	prev, err := linkOf(r.root.Previous())
 	if err != nil {
 		return a.Stop(err)
@@ -936,6 +944,9 @@ func Rollback(ctx context.Context, n *node.Node, in RollbackInput) *node.Answer 
 		a.Would("hand `reexec` to the daemon, if one runs, and wait for its outcome")
 		return a
 	}
+	if err := r.clearUndo(); err != nil {
+		return a.Stop(fmt.Errorf("rollback: %w", err))
+	}
 	if err := unixhost.ReplaceLink(r.root.Current(), host.RootTarget(prev)); err != nil {
 		return a.Stop(fmt.Errorf("rollback: %w", err))
 	}
@@ -943,13 +954,39 @@ func Rollback(ctx context.Context, n *node.Node, in RollbackInput) *node.Answer 
 		return a.Stop(fmt.Errorf("rollback: current is %s now, but previous could not be moved to %s: %w", prev, cur, err))
 	}
 	a.Logf("linked %s -> %s and %s -> %s", r.root.Current(), host.RootTarget(prev), r.root.Previous(), host.RootTarget(cur))
-	return a.Stop(reexec(ctx, n, a, prev, in.Wait))
+	return a.Stop(r.reexec(ctx, n, a, linkChange{id: prev, cur: cur, prev: prev}, in.Wait))
+}
+
+// linkChange is what an accept or a rollback changed: current named cur
+// and previous prev; current names id now.
+type linkChange struct{ id, cur, prev string }
+
+// clearUndo removes every undo/ link: each was written for an accept that
+// an accept or rollback now follows.
+func (r *releaser) clearUndo() error {
+	entries, err := os.ReadDir(r.root.UndoDir()) // trust:outside the release root, the administrator's, outside the agents root
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := unixhost.RemoveLink(filepath.Join(r.root.UndoDir(), e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // reexec hands a running daemon `reexec` and waits, at most wait, for the
 // outcome it records in AGENTS/ocxd.reexec after the line was sent. No
-// daemon is started for it.
-func reexec(ctx context.Context, n *node.Node, a *node.Answer, id string, wait time.Duration) error {
+// daemon is started for it. A release the daemon refused before the exec
+// has the links put back as they were before c; one whose daemon ended
+// before it recorded its outcome is rolled back (daemonclient.Recover,
+// D73).
+func (r *releaser) reexec(ctx context.Context, n *node.Node, a *node.Answer, c linkChange, wait time.Duration) error {
+	id := c.id
 	if wait <= 0 {
 		wait = DefaultReexecWait
 	}
@@ -958,12 +995,14 @@ func reexec(ctx context.Context, n *node.Node, a *node.Answer, id string, wait t
 		return fmt.Errorf("re-exec: %w", err)
 	}
 	if pid == 0 {
+		unixhost.RemoveLink(r.root.Undo(id)) // no re-exec to fail
 		a.Logf("no daemon runs: the next daemon starts on the new current, %s", id)
 		return nil
 	}
 	sent := time.Now()
 	if err := daemonclient.Send(n.Layout, []messages.PipeLine{messages.ReexecLine{}}); err != nil {
 		if errors.Is(err, host.ErrNoReader) || errors.Is(err, fs.ErrNotExist) {
+			unixhost.RemoveLink(r.root.Undo(id)) // no re-exec to fail
 			a.Logf("the daemon (pid %d) reads no pipe (it is stopping): the next daemon starts on the new current, %s", pid, id)
 			return nil
 		}
@@ -971,22 +1010,37 @@ func reexec(ctx context.Context, n *node.Node, a *node.Answer, id string, wait t
 	}
 	a.Logf("handed `reexec` to the daemon (pid %d)", pid)
 	deadline := sent.Add(wait)
+	pending := false
 	for {
-		if o, err := node.ReexecOutcome(n.Layout); err == nil && o != nil && !o.At.Before(sent) {
-			if !o.OK {
+		if o, err := daemonclient.ReadReexec(n.Layout); err == nil && o != nil && !o.At.Before(sent) {
+			switch {
+			case o.OK:
+				if o.PID != pid {
+					return fmt.Errorf("re-exec: the outcome names pid %d, not the daemon's %d", o.PID, pid)
+				}
+				unixhost.RemoveLink(r.root.Undo(id)) // the release runs: nothing to undo
+				a.Logf("the daemon (pid %d) re-exec'd %s: it runs release %s", o.PID, o.Target, o.Release)
+				return nil
+			case o.State == messages.ReexecRefused:
+				return r.putBack(a, c, pid, o)
+			case o.State == messages.ReexecRolledBack:
+				return fmt.Errorf("re-exec: %s; no daemon runs now: the next start of the daemon (the hook, the console or any tool) runs %s", o.Error, o.From)
+			case o.Ended():
+				// Exec'd: the new image has yet to record its start, or
+				// said it could not and is exiting.
+				pending = true
+			default:
 				return fmt.Errorf("re-exec: the daemon (pid %d) did not re-exec: %s; the links stay as accepted (current is %s) and the old image runs on; `ocx release rollback` puts the links back", pid, o.Error, id)
 			}
-			if o.PID != pid {
-				return fmt.Errorf("re-exec: the outcome names pid %d, not the daemon's %d", o.PID, pid)
-			}
-			a.Logf("the daemon (pid %d) re-exec'd %s: it runs release %s", o.PID, o.Target, o.Release)
-			return nil
 		}
 		if time.Now().After(deadline) {
+			if pending {
+				return fmt.Errorf("re-exec: the daemon (pid %d) exec'd release %s's ocxd, whose image has not recorded its start within %s; should it end before it does, the next start of the daemon (the hook, the console or any tool) rolls the links back; `ocx release status` shows what it runs", pid, id, wait)
+			}
 			return fmt.Errorf("re-exec: the daemon (pid %d) recorded no outcome in %s within %s; the links stay as accepted (current is %s); `ocx release status` shows what it runs, and `ocx release rollback` puts the links back", pid, n.Layout.Reexec(), wait, id)
 		}
 		if daemonclient.Ended(n.Layout, pid) {
-			return fmt.Errorf("re-exec: the daemon (pid %d) ended before it recorded an outcome; the links stay as accepted (current is %s); the next daemon starts on it", pid, id)
+			return r.ended(n, pid, c, sent)
 		}
 		select {
 		case <-ctx.Done():
@@ -994,6 +1048,41 @@ func reexec(ctx context.Context, n *node.Node, a *node.Answer, id string, wait t
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// putBack is the answer to a release the daemon refused before the exec: it
+// was proven unable to run as the daemon, so the links go back as they
+// were before c (previous never naming the release refused), and the old
+// image runs on.
+func (r *releaser) putBack(a *node.Answer, c linkChange, pid int, o *messages.ReexecOutcome) error {
+	refused := fmt.Sprintf("re-exec: the daemon (pid %d) refused release %s before the exec: %s; it runs its old image on", pid, c.id, strings.TrimPrefix(o.Error, "re-exec: "))
+	if c.cur == "" {
+		return fmt.Errorf("%s; there was no current before, so the links stay (current is %s)", refused, c.id)
+	}
+	back := daemonclient.RollbackLinks(c.id, c.cur, c.prev)
+	if err := daemonclient.ApplyRollback(r.root, back); err != nil {
+		return fmt.Errorf("%s; putting the links back failed: %w; `ocx release status` shows them", refused, err)
+	}
+	prev := "removed " + r.root.Previous()
+	if back.Previous != "" {
+		prev = fmt.Sprintf("%s -> %s", r.root.Previous(), host.RootTarget(back.Previous))
+	}
+	a.Logf("linked %s -> %s and %s, as before", r.root.Current(), host.RootTarget(back.Current), prev)
+	return fmt.Errorf("%s; the links are put back: current is %s again", refused, back.Current)
+}
+
+// ended is the answer once the daemon ended before its outcome said it
+// runs: the release is rolled back when its image ended before it recorded
+// its start (or said it could not start); otherwise the links stay.
+func (r *releaser) ended(n *node.Node, pid int, c linkChange, sent time.Time) error {
+	_, rerr := daemonclient.Recover(n.Layout)
+	if o, err := daemonclient.ReadReexec(n.Layout); err == nil && o != nil && !o.At.Before(sent) && o.State == messages.ReexecRolledBack {
+		return fmt.Errorf("re-exec: %s; no daemon runs now: the next start of the daemon (the hook, the console or any tool) runs %s", o.Error, o.From)
+	}
+	if rerr != nil {
+		return fmt.Errorf("re-exec: the daemon (pid %d) ended before it recorded its outcome, and rolling release %s back failed: %w; `ocx release rollback` puts the links back", pid, c.id, rerr)
+	}
+	return fmt.Errorf("re-exec: the daemon (pid %d) ended before it recorded an outcome; the links stay as accepted (current is %s); the next daemon starts on it", pid, c.id)
 }
 
 // Info is one release of the root as the status shows it.
@@ -1116,6 +1205,14 @@ func (s *State) String() string {
 		fmt.Fprintf(&b, "older     %s (stop it and restart it on the current release: `ocx session restart --release current`)\n", o.String())
 	}
 	return b.String()
+}
+
+// noteRolledBack says, in a release command's answer, that the daemon's
+// last re-exec rolled its release back (D73), until another re-exec.
+func noteRolledBack(n *node.Node, a *node.Answer) {
+	if o, err := daemonclient.ReadReexec(n.Layout); err == nil && o != nil && o.State == messages.ReexecRolledBack {
+		a.Logf("the daemon's last re-exec, at %s: %s", o.At.UTC().Format(time.RFC3339), o.Error)
+	}
 }
 
 // newAnswer starts a release action's answer.

@@ -32,16 +32,16 @@ func stampedBuild(t *testing.T, checkin string) string {
 	return dir
 }
 
-// TestReleaseAcceptReexecFails: a re-exec that fails after accept's host
+// TestReleaseAcceptReexecFails: a re-exec refused after accept's host
 // checks passed, as when the staged ocxd is changed on disk between the
 // checks and the exec. The staged ocxd says its version line and answers
 // the right hand-off version to the checks (the stage's and the
 // accept's), and another to every later ask: the running daemon's own
 // probe of the new current's ocxd refuses it, so the daemon does not exec.
-// The answer says the links stay as accepted and that rollback puts them
-// back; the old image runs on (same PID, same /proc/PID/exe); the outcome
-// file and the status hold the error; rollback swaps the links back and
-// the daemon re-execs the release it ran, which answers at once.
+// The release is proven unable to run as the daemon, so accept puts the
+// links back as they were (D73: current the release the daemon runs, no
+// previous, as before) and says so; the old image runs on (same PID, same
+// /proc/PID/exe); the outcome file and the status hold the refusal.
 func TestReleaseAcceptReexecFails(t *testing.T) {
 	f := newRelFix(t, release.Source{From: stampedBuild(t, ciA)})
 	changing := scriptRelease(t, ciB, messages.HandoffVersion, nil)
@@ -80,8 +80,8 @@ func TestReleaseAcceptReexecFails(t *testing.T) {
 			t.Fatalf("accept's log lacks %q:\n%s", c, strings.Join(a.Log, "\n"))
 		}
 	}
-	f.refused(a, "did not re-exec", "hand-off version", "the links stay as accepted (current is "+ciB+")", "the old image runs on", "`ocx release rollback` puts the links back")
-	f.wantLinks(map[string]string{"current": "releases/" + ciB, "previous": "releases/" + ciA})
+	f.refused(a, "refused release "+ciB+" before the exec", "hand-off version", "it runs its old image on", "the links are put back: current is "+ciA+" again")
+	f.wantLinks(map[string]string{"current": "releases/" + ciA})
 	if p, _ := daemonclient.PID(f.n.Layout); p != pid || exe() != exeA {
 		t.Fatalf("after the failed re-exec the daemon is pid %d running %s; want pid %d running %s", p, exe(), pid, exeA)
 	}
@@ -93,7 +93,8 @@ func TestReleaseAcceptReexecFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.OK || o.PID != pid || o.At.Before(sent) || !strings.Contains(o.Error, "hand-off version") || !strings.Contains(o.Target, ciB) {
+	if o.OK || o.PID != pid || o.At.Before(sent) || !strings.Contains(o.Error, "hand-off version") || !strings.Contains(o.Target, ciB) ||
+		o.State != messages.ReexecRefused || o.From != ciA || o.Release != ciB {
 		t.Fatalf("the outcome file: %+v", o)
 	}
 
@@ -117,16 +118,9 @@ func TestReleaseAcceptReexecFails(t *testing.T) {
 	if err := schemas.Validate("state.schema.json", doc); err != nil {
 		t.Fatalf("the status with a failed re-exec is not valid: %v\n%s", err, doc)
 	}
-	if line := st.Daemon.String(); !strings.Contains(line, "pid="+strconv.Itoa(pid)) || !strings.Contains(line, "reexec=failed") {
+	if line := st.Daemon.String(); !strings.Contains(line, "pid="+strconv.Itoa(pid)) || !strings.Contains(line, "reexec=failed reexec_state=refused reexec_release="+ciB) {
 		t.Fatalf("the daemon's line: %s", line)
 	}
-
-	a = f.ok(release.Rollback(f.ctx, f.n, release.RollbackInput{Wait: 30 * time.Second}))
-	if !logHas(a, "it runs release "+ciA) {
-		t.Fatalf("rollback's answer does not report the re-exec:\n%s", strings.Join(a.Log, "\n"))
-	}
-	f.wantLinks(map[string]string{"current": "releases/" + ciA, "previous": "releases/" + ciB})
-	if p, _ := daemonclient.PID(f.n.Layout); p != pid || exe() != exeA {
-		t.Fatalf("after rollback the daemon is pid %d running %s", p, exe())
-	}
+	// previous names no release that failed: a rollback finds none.
+	f.refused(release.Rollback(f.ctx, f.n, release.RollbackInput{}), "there is no previous release")
 }

@@ -107,7 +107,7 @@ func (f *relFix) refused(a *node.Answer, want ...string) {
 func (f *relFix) links() map[string]string {
 	f.t.Helper()
 	out := map[string]string{}
-	for _, dir := range []string{f.root, filepath.Join(f.root, "staged")} {
+	for _, dir := range []string{f.root, filepath.Join(f.root, "staged"), filepath.Join(f.root, "undo")} {
 		entries, err := os.ReadDir(dir)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			f.t.Fatal(err)

@@ -408,27 +408,38 @@ func (e *Engine) writeReport(ctx context.Context, hash string, kind messages.Mes
 	// failed, the server may hold it all the same (its answer was lost),
 	// so the clone is pulled before it is read (D72).
 	key := string(kind) + " " + hash
-	e.mu.Lock()
-	doubted := e.doubt[key]
-	e.mu.Unlock()
-	if doubted {
+	if e.doubted(key) {
 		if err := e.repos.PullNow(ctx, r.x); err != nil {
 			// Waited out as the server's absence: the write is never made
 			// before the node knows the server lacks it.
 			return fmt.Errorf("%s of run %s: %w: the node's clone cannot be pulled to see whether the server has it: %w", kind, hash, messages.ErrUnreachable, err)
 		}
 	}
-	err = e.writeReportOnce(ctx, r, hash, kind, build)
+	return e.settle(key, r.x, e.writeReportOnce(ctx, r, hash, kind, build))
+}
+
+// doubted says a write of key failed on another host: the server may hold
+// it all the same, so the clone is pulled and read before it is written.
+func (e *Engine) doubted(key string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.doubt[key]
+}
+
+// settle keeps, after a write of key, whether it is in doubt (it failed on
+// another host) and says a failure the server was not there for as such
+// (messages.ErrUnreachable), which the run's core waits out.
+func (e *Engine) settle(key string, x *noderepos.Index, err error) error {
 	if fossilio.Unreachable(err) {
 		err = fmt.Errorf("%w: %w", messages.ErrUnreachable, err)
 	}
 	e.mu.Lock()
-	if err != nil && r.x.OtherHost {
+	defer e.mu.Unlock()
+	if err != nil && x.OtherHost {
 		e.doubt[key] = true
 	} else {
 		delete(e.doubt, key)
 	}
-	e.mu.Unlock()
 	return err
 }
 
@@ -527,10 +538,7 @@ func (e *Engine) keepLogs(ctx context.Context, eff messages.RunKeepLogs) error {
 // for as long as it takes, before ended (section 8.2's order).
 func (e *Engine) writeKeptLogs(ctx context.Context, r *engineRun, eff messages.RunKeepLogs, text string) error {
 	key := fmt.Sprintf("kept logs %s %d", eff.Run, eff.Proc)
-	e.mu.Lock()
-	doubted := e.doubt[key]
-	e.mu.Unlock()
-	if doubted {
+	if e.doubted(key) {
 		if err := e.repos.PullNow(ctx, r.x); err != nil {
 			return fmt.Errorf("kept logs of run %s: %w: the node's clone cannot be pulled to see whether the server has them: %w", eff.Run, messages.ErrUnreachable, err)
 		}
@@ -549,18 +557,7 @@ func (e *Engine) writeKeptLogs(ctx context.Context, r *engineRun, eff messages.R
 			}
 		}
 	}
-	err := e.writeNote(ctx, r.x, eff.Run, text, "kept logs", true)
-	if fossilio.Unreachable(err) {
-		err = fmt.Errorf("%w: %w", messages.ErrUnreachable, err)
-	}
-	e.mu.Lock()
-	if err != nil && r.x.OtherHost {
-		e.doubt[key] = true
-	} else {
-		delete(e.doubt, key)
-	}
-	e.mu.Unlock()
-	return err
+	return e.settle(key, r.x, e.writeNote(ctx, r.x, eff.Run, text, "kept logs", true))
 }
 
 // Process launches, feeds or signals a process of a run.

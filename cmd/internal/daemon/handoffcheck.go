@@ -1,0 +1,163 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// The proof before the exec (D73): with the hand-off written, the old image
+// runs the release's ocxd as `ocxd ... --handoff-check`, the exec's own
+// command line and environment but for that flag. The program does what
+// its new image would do at its start short of taking over (its flags and
+// environment, node.json, the hand-off read and decoded with the
+// descriptors it names) and answers messages.HandoffCheckAnswer. The old image
+// execs only a program that answered so; any other answer refuses the
+// release, and the old image runs on.
+
+// checkHandoff is --handoff-check: what the new image does at its start
+// short of taking over. It opens no log, takes no lock and removes nothing.
+func checkHandoff(opts Options) error {
+	layout, err := host.NewLayout(opts.Agents)
+	if err != nil {
+		return err
+	}
+	if st, err := os.Stat(layout.Root()); err != nil || !st.IsDir() {
+		return fmt.Errorf("agents root %s is not a directory: %w", layout.Root(), orNotDir(err))
+	}
+	data, err := unixhost.Below(layout.Root()).ReadFile(layout.NodeJSON(), unixhost.NodeFile)
+	if err != nil {
+		return fmt.Errorf("read node.json: %w", err)
+	}
+	if _, err := messages.DecodeNodeConfig(data); err != nil {
+		return fmt.Errorf("%s: %w", layout.NodeJSON(), err)
+	}
+	self, err := os.Executable()
+	if err == nil {
+		_, err = filepath.EvalSymlinks(self)
+	}
+	if err != nil {
+		return fmt.Errorf("find the running executable: %w", err)
+	}
+	p := layout.Handoff()
+	data, err = unixhost.Below(layout.Root()).ReadFile(p, unixhost.NodeFile)
+	if err != nil {
+		return fmt.Errorf("read the hand-off: %w", err)
+	}
+	_, err = parseHandoff(p, data)
+	return err
+}
+
+// parseHandoff decodes the hand-off read from p and checks that it names
+// the descriptors the new image takes over.
+func parseHandoff(p string, data []byte) (handoffFile, error) {
+	h, err := decodeHandoff(data)
+	if err != nil {
+		return handoffFile{}, fmt.Errorf("%s: %w", p, err)
+	}
+	if _, ok := h.FDs[fdLock]; !ok {
+		return handoffFile{}, fmt.Errorf("%s: no lock descriptor", p)
+	}
+	if _, ok := h.FDs[fdPipeRead]; !ok {
+		return handoffFile{}, fmt.Errorf("%s: no pipe descriptors", p)
+	}
+	return h, nil
+}
+
+// refusal is a release's ocxd found, before the exec, unable to take the
+// hand-off over: it reads another hand-off version, or its check did not
+// answer. The outcome says so (messages.ReexecRefused).
+type refusal struct{ err error }
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// errPredatesCheck says the release's ocxd was built before
+// --handoff-check: Go's flag package refused the flag by name. Such a
+// release is exec'd unchecked, as before the check; should its daemon end
+// before it records its outcome, the next ensure rolls it back.
+var errPredatesCheck = errors.New("the release's ocxd predates --handoff-check")
+
+// checkTail bounds what is kept of the check's output.
+const checkTail = 4096
+
+// judgeCheck decides the check from how the program ended (err, as
+// exec.Cmd.Run returns it) and what it wrote.
+func judgeCheck(program string, err error, stdout, stderr []byte) error {
+	var exit *exec.ExitError
+	switch {
+	case err == nil && string(bytes.TrimSpace(stdout)) == messages.HandoffCheckAnswer:
+		return nil
+	case errors.As(err, &exit) && exit.ExitCode() == 2 && bytes.Contains(stderr, []byte("flag provided but not defined: -handoff-check")):
+		return errPredatesCheck
+	case err != nil:
+		return fmt.Errorf("%s --handoff-check: %v: %s", program, err, lastLine(stderr))
+	}
+	return fmt.Errorf("%s --handoff-check answered %q, not %q", program, shorten(string(bytes.TrimSpace(stdout))), messages.HandoffCheckAnswer)
+}
+
+// lastLine is the last line a program wrote that holds anything.
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	if last == "" {
+		return "(it wrote nothing on its standard error)"
+	}
+	return shorten(last)
+}
+
+func shorten(s string) string {
+	if len(s) > 300 {
+		return strings.ToValidUTF8(s[:300], "") + "..."
+	}
+	return s
+}
+
+// tailBuffer keeps the last checkTail bytes written to it.
+type tailBuffer struct{ b []byte }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > checkTail {
+		t.b = append(t.b[:0], t.b[len(t.b)-checkTail:]...)
+	}
+	return len(p), nil
+}
+
+// checkTarget runs the check of target on the hand-off just written: nil
+// when it answered right, errPredatesCheck, a *refusal, or an error of the
+// old image's own. The descriptors kept for the exec (kept) close on the
+// check's own exec, so that the checked program holds none of them, and
+// are kept again after.
+func (d *instance) checkTarget(ctx context.Context, target string, kept []int) error {
+	unixhost.CloseOnExec(kept...)
+	ctx, cancel := context.WithTimeout(ctx, execTimeout)
+	defer cancel()
+	argv := d.opts.checkArgv(target)
+	cmd := exec.CommandContext(ctx, target, argv[1:]...)
+	cmd.Env = os.Environ()
+	var stdout, stderr tailBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil && err != nil {
+		err = fmt.Errorf("%w (after %s)", err, execTimeout)
+	}
+	if kerr := unixhost.KeepOnExec(kept...); kerr != nil {
+		return fmt.Errorf("re-exec: after the check: %w", kerr)
+	}
+	switch err := judgeCheck(target, err, stdout.b, stderr.b); {
+	case err == nil, errors.Is(err, errPredatesCheck):
+		return err
+	default:
+		return &refusal{fmt.Errorf("the release's ocxd cannot take the hand-off over: %w", err)}
+	}
+}

@@ -1,0 +1,180 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
+)
+
+// TestHandoffCheckArgs: the check's command line is the exec's with
+// --handoff-check for --restore, and reads back as such; the two are not
+// given together.
+func TestHandoffCheckArgs(t *testing.T) {
+	o, err := ParseArgs([]string{"--agents", "/srv/agents", "--grace", "2s", "--retry-after", "200ms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := o.checkArgv("/r/ocxd")
+	if got := strings.Join(argv, " "); got != "/r/ocxd --agents /srv/agents --grace 2s --log-level info --hook-watch 2s --retry-after 200ms --handoff-check" {
+		t.Errorf("the check's argv: %s", got)
+	}
+	again, err := ParseArgs(argv[1:])
+	if err != nil || !again.HandoffCheck || again.Restore || again.Agents != o.Agents || again.RetryAfter != o.RetryAfter {
+		t.Errorf("the check's argv reads back as %+v %v", again, err)
+	}
+	var ue *UsageError
+	if _, err := ParseArgs([]string{"--agents", "/a", "--restore", "--handoff-check"}); !errors.As(err, &ue) {
+		t.Errorf("--restore with --handoff-check: %v", err)
+	}
+	if _, err := ParseArgs([]string{"--handoff-check"}); !errors.As(err, &ue) {
+		t.Errorf("--handoff-check with no agents root: %v", err)
+	}
+}
+
+// exitErr is how a program that exited with code ended, as exec.Cmd.Run
+// returns it.
+func exitErr(t *testing.T, code string) error {
+	t.Helper()
+	err := exec.Command("/bin/sh", "-c", "exit "+code).Run()
+	if err == nil {
+		t.Fatal("no exit error")
+	}
+	return err
+}
+
+// TestJudgeCheck: only the fixed answer passes; a program that failed is
+// refused naming its exit status and its last line of standard error; a
+// release from before the flag is told apart by Go's own refusal of it.
+func TestJudgeCheck(t *testing.T) {
+	if err := judgeCheck("/r/ocxd", nil, []byte(messages.HandoffCheckAnswer+"\n"), nil); err != nil {
+		t.Errorf("the fixed answer: %v", err)
+	}
+	err := judgeCheck("/r/ocxd", exitErr(t, "1"), nil, []byte("starting\nocxd: cannot run as the daemon\n\n"))
+	if err == nil || !strings.Contains(err.Error(), "/r/ocxd --handoff-check: exit status 1: ocxd: cannot run as the daemon") {
+		t.Errorf("a program that exits 1: %v", err)
+	}
+	if err := judgeCheck("/r/ocxd", exitErr(t, "1"), nil, nil); err == nil || !strings.Contains(err.Error(), "exit status 1: (it wrote nothing") {
+		t.Errorf("a program that exits 1 saying nothing: %v", err)
+	}
+	if err := judgeCheck("/r/ocxd", nil, []byte("ok\n"), nil); err == nil || !strings.Contains(err.Error(), `answered "ok", not`) {
+		t.Errorf("another answer: %v", err)
+	}
+	old := []byte("ocxd: flag provided but not defined: -handoff-check\nusage: ocxd --agents AGENTS\n")
+	if err := judgeCheck("/r/ocxd", exitErr(t, "2"), nil, old); !errors.Is(err, errPredatesCheck) {
+		t.Errorf("a release from before the check: %v", err)
+	}
+	if err := judgeCheck("/r/ocxd", exitErr(t, "1"), nil, old); err == nil || errors.Is(err, errPredatesCheck) {
+		t.Errorf("the words with another exit status: %v", err)
+	}
+	var tail tailBuffer
+	tail.Write([]byte(strings.Repeat("x", 3*checkTail)))
+	tail.Write([]byte("\nthe last\n"))
+	if len(tail.b) != checkTail || lastLine(tail.b) != "the last" {
+		t.Errorf("the tail kept: %d bytes, last line %q", len(tail.b), lastLine(tail.b))
+	}
+}
+
+// TestCheckHandoff: --handoff-check on an agents root reads node.json and
+// the hand-off as the new image would, and answers the fixed line; with no
+// hand-off, a bad one or none naming the lock, it exits 1 naming why; the
+// hand-off is never removed.
+func TestCheckHandoff(t *testing.T) {
+	agents := t.TempDir()
+	layout, err := host.NewLayout(agents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &messages.NodeConfig{User: "ocx", Projects: map[string]messages.NodeProject{"demo": {Repository: "/srv/demo.fossil", URL: "http://127.0.0.1:8080/"}}}
+	data, err := cfg.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(layout.NodeJSON(), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func() (int, string, string) {
+		var out, errOut strings.Builder
+		code := Main([]string{"--agents", agents, "--handoff-check"}, &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	if code, _, errOut := run(); code != 1 || !strings.Contains(errOut, "read the hand-off") {
+		t.Errorf("no hand-off: exit %d, %q", code, errOut)
+	}
+	write := func(f handoffFile) {
+		b, err := encodeHandoff(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(layout.Handoff(), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good := handoffFile{Handoff: messages.Handoff{OCX: messages.HandoffKind, Version: messages.HandoffVersion},
+		FDs: map[string]int{fdLock: 3, fdPipeRead: 4, fdPipeWrite: 5}}
+	write(good)
+	if code, out, errOut := run(); code != 0 || out != messages.HandoffCheckAnswer+"\n" || errOut != "" {
+		t.Errorf("a good hand-off: exit %d, %q %q", code, out, errOut)
+	}
+	if _, err := os.Stat(layout.Handoff()); err != nil {
+		t.Errorf("the check took the hand-off away: %v", err)
+	}
+	noLock := good
+	noLock.FDs = map[string]int{fdPipeRead: 4}
+	write(noLock)
+	if code, _, errOut := run(); code != 1 || !strings.Contains(errOut, "no lock descriptor") {
+		t.Errorf("no lock descriptor: exit %d, %q", code, errOut)
+	}
+	if err := os.WriteFile(layout.Handoff(), []byte(`{"ocx":"ocxd-handoff","version":99}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := run(); code != 1 || !strings.Contains(errOut, filepath.Base(layout.Handoff())) {
+		t.Errorf("another version: exit %d, %q", code, errOut)
+	}
+	if err := os.WriteFile(layout.NodeJSON(), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write(good)
+	if code, _, errOut := run(); code != 1 || !strings.Contains(errOut, "node.json") {
+		t.Errorf("a bad node.json: exit %d, %q", code, errOut)
+	}
+}
+
+// TestCheckTarget: the old image's run of the check, on programs standing
+// in for a release's ocxd: the right answer passes, a program that exits 1
+// is a refusal naming its last line, and one from before the flag is
+// exec'd unchecked.
+func TestCheckTarget(t *testing.T) {
+	dir := t.TempDir()
+	opts, err := ParseArgs([]string{"--agents", dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &instance{opts: opts}
+	script := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := script("good", `[ "$9" = --handoff-check ] && echo '`+messages.HandoffCheckAnswer+`'`)
+	if err := d.checkTarget(context.Background(), good, nil); err != nil {
+		t.Errorf("a program answering right: %v", err)
+	}
+	broken := script("broken", "echo 'ocxd: not a daemon' >&2; exit 1")
+	var ref *refusal
+	if err := d.checkTarget(context.Background(), broken, nil); !errors.As(err, &ref) || !strings.Contains(err.Error(), "exit status 1: ocxd: not a daemon") {
+		t.Errorf("a program exiting 1: %v", err)
+	}
+	old := script("old", "echo 'ocxd: flag provided but not defined: -handoff-check' >&2; exit 2")
+	if err := d.checkTarget(context.Background(), old, nil); !errors.Is(err, errPredatesCheck) {
+		t.Errorf("a program from before the check: %v", err)
+	}
+}
