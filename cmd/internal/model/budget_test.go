@@ -337,8 +337,9 @@ func claudeSized() string {
 // BenchmarkMeterAdmit is what the meter's reservation adds to a request
 // of a turn (D79): the real proxy to a stand-in that answers at once,
 // bare and behind a meter under a limit that caps each request's bound
-// (the body's bound read, capped and written, the ledger's reserve and
-// settle), a Claude-sized body each time.
+// (the ledger's reserve before the body, the body's bound read and
+// capped as it streams, the reserve kept to it and settled), a
+// Claude-sized body each time.
 func BenchmarkMeterAdmit(b *testing.B) {
 	body := claudeSized()
 	b.Logf("body %d bytes", len(body))
