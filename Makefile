@@ -7,7 +7,7 @@ GO        ?= go
 BIN       ?= bin
 FUZZTIME  ?= 10s
 TESTFLAGS ?=
-APT_PKGS  := fossil bubblewrap git s6 chromium iproute2 util-linux
+APT_PKGS  := fossil bubblewrap git s6 chromium iproute2 util-linux e2fsprogs
 
 # The agent CLIs the llm runners drive, from the npm registry: their
 # versions are pinned here, and only here. make deps installs them once
@@ -35,6 +35,7 @@ deps:
 	command -v s6-svscan >/dev/null 2>&1 || missing="$$missing s6"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v nsenter >/dev/null 2>&1 || missing="$$missing util-linux"; \
+	PATH="$$PATH:/usr/sbin:/sbin" command -v mkfs.ext4 >/dev/null 2>&1 || missing="$$missing e2fsprogs"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v node >/dev/null 2>&1 || missing="$$missing nodejs"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \

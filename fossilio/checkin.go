@@ -67,6 +67,33 @@ func (r *Repo) Checkin(ctx context.Context, hashOrPrefix string) (Checkin, error
 	return c, err
 }
 
+// CheckinHasFile says whether the check-in holds a file at name, reading
+// its manifest and, for a delta manifest, its baseline.
+func (r *Repo) CheckinHasFile(ctx context.Context, checkin, name string) (bool, error) {
+	_, art, err := r.Artifact(ctx, checkin)
+	if err != nil {
+		return false, err
+	}
+	for _, f := range art.Files {
+		if f.Name == name {
+			return f.Hash != "", nil
+		}
+	}
+	if art.Baseline == "" {
+		return false, nil
+	}
+	_, base, err := r.Artifact(ctx, art.Baseline)
+	if err != nil {
+		return false, err
+	}
+	for _, f := range base.Files {
+		if f.Name == name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // Export writes the files of a check-in of the repository file repo into
 // dir, which must not exist yet: fossil tarball, read here. Only files and
 // directories are written, with the check-in's executable bits; an entry

@@ -35,7 +35,10 @@ type Fossil struct {
 	Proxy string
 }
 
-// Env is the environment every fossil command gets.
+// Env is the environment every fossil command gets: its PATH, its home,
+// and the trust store OpenSSL is told of (SSL_CERT_FILE, SSL_CERT_DIR),
+// so that a server behind https whose certificate a CA of the operator's
+// own signed is trusted by fossil as by the node's own programs (D81).
 func (f *Fossil) Env() []string {
 	path := os.Getenv("PATH")
 	if path == "" {
@@ -44,6 +47,11 @@ func (f *Fossil) Env() []string {
 	env := []string{"PATH=" + path, "HOME=" + f.Home, "FOSSIL_HOME=" + f.Home, "LANG=C.UTF-8"}
 	if f.User != "" {
 		env = append(env, "USER="+f.User)
+	}
+	for _, k := range []string{"SSL_CERT_FILE", "SSL_CERT_DIR"} {
+		if v := os.Getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
 	}
 	return env
 }

@@ -19,8 +19,14 @@ import (
 // clone, named fx_ as Fossil's rebuild keeps such tables (src/rebuild.c):
 //
 //	fx_ocx_receipt(hash, login, rcvid, rid, mtime, via)  what the server said of each artifact
-//	fx_ocx_user(login, cap)                              the server's user table, as of the last pull
+//	fx_ocx_user(login, cap)                              the standing of each sender, as of the last pull
 //	fx_ocx_vouch(name, value)                            'mark': the clone's newest receipt vouched for
+//
+// The server tells a node of its users only those its receipts name, each
+// with whether it holds admin or setup (D81): fx_ocx_user holds each
+// sender the clone knows, its cap 's' when it holds either, '' when not,
+// and each pull asks again of every one of them (an artifact each sent),
+// so that the standing read is the server's now.
 //
 // A Repo opened with OpenNode on such a clone (a vouched clone) reads the
 // senders, the server's order and the users from them, and sees nothing
@@ -164,10 +170,25 @@ func newStandings(users []User) standings {
 
 func (s standings) privileged(login string) bool { return login != "" && s[login] }
 
+// Standing is what a vouched clone keeps of a user: whether it holds
+// admin or setup, as the server said at its last answer (D81).
+type Standing struct {
+	Login      string
+	Privileged bool
+}
+
+// Sender is a login the clone's vouched receipts name, and the newest
+// artifact it sent there: what a keeper asks of again for its standing.
+type Sender struct{ Login, Hash string }
+
 // VouchedQuery is what the server vouches for, as a vouched clone's keeper
 // asks it: each artifact the clone received after its mark that the
-// server's word is needed for (Unvouched), and the newest receipt it read.
+// server's word is needed for (Unvouched), the newest receipt it read,
+// and the senders whose standing is asked again.
 type VouchedQuery struct {
+	// Senders are the senders the clone knows, each with an artifact it
+	// sent, by login.
+	Senders []Sender
 	// Through is the clone's newest receipt: once the server has answered
 	// for Hashes, the clone's mark moves to it.
 	Through int64
@@ -197,6 +218,23 @@ func (a *Admin) Unvouched(ctx context.Context) (VouchedQuery, error) {
 		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(rcvid), 0) FROM rcvfrom`).Scan(&q.Through); err != nil {
 			return err
 		}
+		senders, err := tx.QueryContext(ctx, sendersQuery)
+		if err != nil {
+			return err
+		}
+		for senders.Next() {
+			var s Sender
+			var rcvid sql.NullInt64
+			if err := senders.Scan(&s.Login, &s.Hash, &rcvid); err != nil {
+				senders.Close()
+				return err
+			}
+			q.Senders = append(q.Senders, s)
+		}
+		senders.Close()
+		if err := senders.Err(); err != nil {
+			return err
+		}
 		if q.Through <= mark {
 			q.Through = mark
 			return nil
@@ -218,6 +256,11 @@ func (a *Admin) Unvouched(ctx context.Context) (VouchedQuery, error) {
 	return q, err
 }
 
+// sendersQuery lists each login the vouched receipts name with the
+// newest artifact it sent (SQLite takes the bare columns from the row of
+// max()).
+const sendersQuery = `SELECT login, hash, max(rcvid) FROM fx_ocx_receipt WHERE login IS NOT NULL AND login<>'' GROUP BY login ORDER BY login`
+
 // notVouched names a clone that keeps no vouch tables.
 func notVouched(err error) error {
 	if err != nil && strings.Contains(err.Error(), "no such table") {
@@ -238,10 +281,11 @@ func (a *Admin) MakeVouched(ctx context.Context) error {
 
 // StoreVouched keeps what the server vouched for in the clone, in one
 // write transaction: each receipt (one the server does not know is kept
-// with no login: an unknown sender, never trusted), the server's user
-// table in place of the last, and the mark moved on to through (never
-// back: another keeper may have moved it further).
-func (a *Admin) StoreVouched(ctx context.Context, through int64, receipts []Receipt, users []User) error {
+// with no login: an unknown sender, never trusted), the standing of each
+// sender the server named in place of the last (nil keeps the last), and
+// the mark moved on to through (never back: another keeper may have
+// moved it further).
+func (a *Admin) StoreVouched(ctx context.Context, through int64, receipts []Receipt, standings []Standing) error {
 	return a.writeTx(ctx, "keep what the server vouched for", func(tx *sql.Tx) error {
 		for _, rc := range receipts {
 			if !IsHash(rc.Hash) {
@@ -257,12 +301,16 @@ func (a *Admin) StoreVouched(ctx context.Context, through int64, receipts []Rece
 				return notVouched(err)
 			}
 		}
-		if users != nil {
+		if standings != nil {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM fx_ocx_user`); err != nil {
 				return notVouched(err)
 			}
-			for _, u := range users {
-				if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO fx_ocx_user(login, cap) VALUES(?,?)`, u.Login, u.Caps); err != nil {
+			for _, u := range standings {
+				caps := ""
+				if u.Privileged {
+					caps = "s"
+				}
+				if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO fx_ocx_user(login, cap) VALUES(?,?)`, u.Login, caps); err != nil {
 					return err
 				}
 			}
@@ -273,8 +321,9 @@ func (a *Admin) StoreVouched(ctx context.Context, through int64, receipts []Rece
 }
 
 // inOrder renders a query for r. In it {vjoin} joins each blob b to what
-// the server vouched for it (nothing on the server's own repository), and
-// {rcvid} and {rid} are b's place in the server's order.
+// the server vouched for it (nothing on the server's own repository),
+// {rcvid} and {rid} are b's place in the server's order, and {sender} the
+// login of its receipt (NULL when none, or not vouched for).
 func (r *Repo) inOrder(q string) string {
 	key := orderKey{q, r.vouched}
 	if s, ok := orderQueries.Load(key); ok {
@@ -296,9 +345,10 @@ type orderKey struct {
 
 var (
 	orderQueries sync.Map // orderKey → string
-	nodeOrder    = strings.NewReplacer("{vjoin}", "", "{rcvid}", "b.rcvid", "{rid}", "b.rid")
+	nodeOrder    = strings.NewReplacer("{vjoin}", "", "{rcvid}", "b.rcvid", "{rid}", "b.rid",
+		"{sender}", "(SELECT u.login FROM rcvfrom rf JOIN user u ON u.uid=rf.uid WHERE rf.rcvid=b.rcvid)")
 	vouchedOrder = strings.NewReplacer("{vjoin}", "LEFT JOIN fx_ocx_receipt v ON v.hash=b.uuid",
-		"{rcvid}", "coalesce(v.rcvid, 0)", "{rid}", "coalesce(v.rid, 0)")
+		"{rcvid}", "coalesce(v.rcvid, 0)", "{rid}", "coalesce(v.rid, 0)", "{sender}", "v.login")
 )
 
 // vouchedInfoQuery is infoQuery on a vouched clone: the server's receipt

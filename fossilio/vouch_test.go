@@ -32,19 +32,32 @@ func (n *node) vouchedClone() (*fossilio.Fossil, *fossilio.Admin) {
 }
 
 // vouch does what a node on another host does after each pull: it asks the
-// server's repository for what the clone received past its mark and keeps
-// the answers.
+// server's repository for what the clone received past its mark, and of
+// an artifact of each sender it knows, and keeps the answers: the
+// receipts, and the standing of the senders they name (D81).
 func (n *node) vouch(a *fossilio.Admin) fossilio.VouchedQuery {
 	n.t.Helper()
 	q, err := a.Unvouched(n.ctx)
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	receipts, users, err := n.repo.Receipts(n.ctx, q.Hashes...)
+	asked := slices.Clone(q.Hashes)
+	for _, s := range q.Senders {
+		asked = append(asked, s.Hash)
+	}
+	receipts, _, err := n.repo.Receipts(n.ctx, asked...)
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	if err := a.StoreVouched(n.ctx, q.Through, receipts, users); err != nil {
+	standings := []fossilio.Standing{}
+	named := map[string]bool{}
+	for _, rc := range receipts {
+		if rc.Known && rc.Login != "" && !named[rc.Login] {
+			named[rc.Login] = true
+			standings = append(standings, fossilio.Standing{Login: rc.Login, Privileged: rc.Privileged})
+		}
+	}
+	if err := a.StoreVouched(n.ctx, q.Through, receipts[:len(q.Hashes)], standings); err != nil {
 		n.t.Fatal(err)
 	}
 	return q
@@ -148,13 +161,32 @@ func TestVouchedClone(t *testing.T) {
 	if err != nil || len(sent) != 3 {
 		t.Errorf("SentBy alice on the clone: %d posts, %v; want 3", len(sent), err)
 	}
-	// The users are the server's, not the clone's own (whose admin is dave).
-	priv, err := r.PrivilegedUsers(n.ctx)
-	if err != nil || !slices.Equal(priv, []string{n.srv.AdminLogin}) {
-		t.Errorf("privileged users on the clone %v, %v; want the server's admin %s only", priv, err, n.srv.AdminLogin)
+	// The users are the senders the server named (the admin sent the
+	// server's first check-in), with their standing, not the clone's own
+	// (whose admin is dave), and no other (D81).
+	us, err := r.Users(n.ctx)
+	want := []fossilio.User{{Login: n.srv.AdminLogin, Caps: "s"}, {Login: "alice"}, {Login: "bob"}}
+	if err != nil || !slices.Equal(us, want) {
+		t.Errorf("users on the clone %+v, %v; want %+v: the admin holding setup, alice and bob neither", us, err, want)
 	}
-	if u, err := r.User(n.ctx, "carol"); err != nil || u.Caps != "3" {
-		t.Errorf("carol on the clone: %+v, %v; want the server's capabilities 3", u, err)
+	if _, err := r.User(n.ctx, "carol"); !errors.Is(err, fossilio.ErrNoSuchUser) {
+		t.Errorf("carol, who sent nothing, on the clone: %v; want no such user: the server tells nothing of her", err)
+	}
+	// alice given setup on the server: the next vouch, though nothing new
+	// came, asks of her again.
+	if _, err := n.srv.Fossil("user", "capabilities", "alice", "gios", "-R", n.srv.Repo); err != nil {
+		t.Fatal(err)
+	}
+	n.vouch(a)
+	if priv, err := r.PrivilegedUsers(n.ctx); err != nil || !slices.Equal(priv, []string{n.srv.AdminLogin, "alice"}) {
+		t.Errorf("privileged users on the clone once alice holds setup: %v, %v; want the admin and alice", priv, err)
+	}
+	if _, err := n.srv.Fossil("user", "capabilities", "alice", "gio", "-R", n.srv.Repo); err != nil {
+		t.Fatal(err)
+	}
+	n.vouch(a)
+	if priv, err := r.PrivilegedUsers(n.ctx); err != nil || !slices.Equal(priv, []string{n.srv.AdminLogin}) {
+		t.Errorf("privileged users on the clone once alice's setup is taken: %v, %v; want the admin alone", priv, err)
 	}
 	// A later pull: what arrived stays unseen until the server vouched.
 	h, err := n.client("alice").Reply(n.ctx, root, root, "later")

@@ -61,36 +61,19 @@ func (r *Repo) WikiPage(ctx context.Context, name string) (WikiPage, error) {
 	if err := CheckWikiName(name); err != nil {
 		return WikiPage{}, fmt.Errorf("%s in %s: %w", op, r.path, err)
 	}
-	page := WikiPage{Name: name}
+	var page WikiPage
 	var found bool
 	err := r.read(ctx, op, func(rd *reader) error {
 		var rid int64
+		var hash string
 		var length sql.NullString
 		var err error
-		found, err = rd.row(wikiLatestQuery, []any{"wiki-" + name}, &rid, &page.Hash, &length)
+		found, err = rd.row(wikiLatestQuery, []any{"wiki-" + name}, &rid, &hash, &length)
 		if err != nil || !found {
 			return err
 		}
-		info, err := rd.info(page.Hash)
-		if err != nil {
-			return err
-		}
-		a, err := rd.artifact(rid, page.Hash)
-		if err != nil {
-			return err
-		}
-		if a.Type != TypeWiki || a.WikiTitle != name {
-			return fmt.Errorf("%s %q in %s: %w: %s parses as a %s named %q", op, name, r.path, ErrWrongKind, page.Hash, a.Type, a.WikiTitle)
-		}
-		page.Mimetype = a.Mimetype
-		if page.Mimetype == "" {
-			page.Mimetype = "text/x-fossil-wiki"
-		}
-		page.Text = string(a.Text)
-		page.Sender, page.Author, page.Time = info.Sender, info.Author, info.Time
-		n, err := strconv.Atoi(length.String)
-		page.Deleted = err == nil && n <= 0
-		return nil
+		page, err = rd.wikiVersion(op, name, rid, hash, length.String)
+		return err
 	})
 	if err != nil {
 		return WikiPage{}, err
@@ -99,6 +82,116 @@ func (r *Repo) WikiPage(ctx context.Context, name string) (WikiPage, error) {
 		return WikiPage{}, fmt.Errorf("%s %q in %s: %w", op, name, r.path, ErrNoSuchPage)
 	}
 	return page, nil
+}
+
+// wikiVersion reads one version of page name: the artifact rid, hash,
+// whose wiki tag's value is length.
+func (rd *reader) wikiVersion(op, name string, rid int64, hash, length string) (WikiPage, error) {
+	page := WikiPage{Name: name, Hash: hash}
+	info, err := rd.info(hash)
+	if err != nil {
+		return WikiPage{}, err
+	}
+	a, err := rd.artifact(rid, hash)
+	if err != nil {
+		return WikiPage{}, err
+	}
+	if a.Type != TypeWiki || a.WikiTitle != name {
+		return WikiPage{}, fmt.Errorf("%s %q in %s: %w: %s parses as a %s named %q", op, name, rd.r.path, ErrWrongKind, hash, a.Type, a.WikiTitle)
+	}
+	page.Mimetype = a.Mimetype
+	if page.Mimetype == "" {
+		page.Mimetype = "text/x-fossil-wiki"
+	}
+	page.Text = string(a.Text)
+	page.Sender, page.Author, page.Time = info.Sender, info.Author, info.Time
+	n, err := strconv.Atoi(length)
+	page.Deleted = err == nil && n <= 0
+	return page, nil
+}
+
+// wikiVersionsQuery lists a page's visible versions in the server's
+// order, the newest first, each with its text's length and its sender.
+const wikiVersionsQuery = `SELECT x.rid, b.uuid, x.value, {sender} FROM tagxref x JOIN blob b ON b.rid=x.rid {vjoin}
+WHERE x.tagid=(SELECT tagid FROM tag WHERE tagname=?) AND ` + wikiVersions + `
+ORDER BY {rcvid} DESC, {rid} DESC`
+
+// PrivilegedWikiPage returns the version of the wiki page named name that
+// was sent last, in the server's order, by a user who holds admin or setup
+// now (D27): what a page is when only such users' word counts (D81).
+// Versions sent by anyone else are passed over, whatever date is written
+// in them: any login that may check in may push a wiki artifact. A page
+// no such user wrote is an error wrapping ErrNoSuchPage; one such a user
+// deleted last is returned Deleted. On a repository that knows no senders
+// (a clone not vouched for) no version counts.
+func (r *Repo) PrivilegedWikiPage(ctx context.Context, name string) (WikiPage, error) {
+	const op = "read wiki page"
+	if err := CheckWikiName(name); err != nil {
+		return WikiPage{}, fmt.Errorf("%s in %s: %w", op, r.path, err)
+	}
+	var page WikiPage
+	var found bool
+	err := r.read(ctx, op, func(rd *reader) error {
+		st, err := rd.standings()
+		if err != nil {
+			return err
+		}
+		page, found, err = rd.privilegedWikiPage(op, name, st)
+		return err
+	})
+	if err != nil {
+		return WikiPage{}, err
+	}
+	if !found {
+		return WikiPage{}, fmt.Errorf("%s %q in %s: %w: no user holding admin or setup wrote it", op, name, r.path, ErrNoSuchPage)
+	}
+	return page, nil
+}
+
+// standings reads who holds admin or setup, in rd's transaction; none on
+// a repository that knows no senders.
+func (rd *reader) standings() (standings, error) {
+	if !rd.r.node && !rd.r.vouched {
+		return standings{}, nil
+	}
+	users, err := rd.users()
+	if err != nil {
+		return nil, err
+	}
+	return newStandings(users), nil
+}
+
+// privilegedWikiPage is PrivilegedWikiPage in rd's transaction, st saying
+// who holds admin or setup.
+func (rd *reader) privilegedWikiPage(op, name string, st standings) (WikiPage, bool, error) {
+	rows, err := rd.query(rd.r.inOrder(wikiVersionsQuery), "wiki-"+name)
+	if err != nil {
+		return WikiPage{}, false, err
+	}
+	var (
+		rid    int64
+		hash   string
+		length sql.NullString
+		found  bool
+	)
+	for rows.Next() {
+		var sender sql.NullString
+		if err := rows.Scan(&rid, &hash, &length, &sender); err != nil {
+			rows.Close()
+			return WikiPage{}, false, err
+		}
+		if st.privileged(sender.String) {
+			found = true
+			break
+		}
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil || !found {
+		return WikiPage{}, false, err
+	}
+	page, err := rd.wikiVersion(op, name, rid, hash, length.String)
+	return page, err == nil, err
 }
 
 // WikiPages returns the names of the wiki pages that start with prefix
@@ -136,6 +229,62 @@ func (r *Repo) WikiPages(ctx context.Context, prefix string) ([]string, error) {
 			out = append(out, strings.TrimPrefix(tag, "wiki-"))
 		}
 		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PrivilegedWikiPages returns the names of the wiki pages that start with
+// prefix whose version a user holding admin or setup sent last
+// (PrivilegedWikiPage) is not a deletion, sorted by byte.
+func (r *Repo) PrivilegedWikiPages(ctx context.Context, prefix string) ([]string, error) {
+	const op = "list wiki pages"
+	if err := checkWikiPrefix(prefix); err != nil {
+		return nil, fmt.Errorf("%s in %s: %w", op, r.path, err)
+	}
+	var out []string
+	err := r.read(ctx, op, func(rd *reader) error {
+		st, err := rd.standings()
+		if err != nil {
+			return err
+		}
+		tagPrefix := "wiki-" + prefix
+		var names []string
+		rows, err := rd.query(`SELECT tagname FROM tag WHERE tagname>=? ORDER BY tagname`, tagPrefix)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var tag string
+			if err := rows.Scan(&tag); err != nil {
+				rows.Close()
+				return err
+			}
+			if !strings.HasPrefix(tag, tagPrefix) {
+				break
+			}
+			names = append(names, strings.TrimPrefix(tag, "wiki-"))
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			if CheckWikiName(name) != nil {
+				continue
+			}
+			p, found, err := rd.privilegedWikiPage(op, name, st)
+			if err != nil {
+				return err
+			}
+			if found && !p.Deleted {
+				out = append(out, name)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err

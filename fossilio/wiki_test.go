@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
 )
@@ -214,5 +215,52 @@ func TestWikiPages(t *testing.T) {
 	cp, err := clone.WikiPage(ctx, "workspace/alice")
 	if err != nil || cp.Hash != v2 || cp.Sender != "" || cp.Author != "bob" {
 		t.Fatalf("alice's page read from a clone: %+v %v", cp, err)
+	}
+}
+
+// TestPrivilegedWikiPage (D81): PrivilegedWikiPage reads the version of
+// a page that a user holding admin or setup sent last in the server's
+// order, whatever date anyone wrote in any version; what alice (who may
+// check in, not administer) pushed counts for nothing, even dated 2099
+// and naming the admin inside; once alice is given setup her version
+// counts, in the order it came; a page the admin deleted last is
+// Deleted; a page no such user wrote is ErrNoSuchPage. PrivilegedWikiPages
+// lists the pages whose such version is not a deletion.
+func TestPrivilegedWikiPage(t *testing.T) {
+	n := newNode(t)
+	ctx := n.ctx
+	admin := n.srv.AdminLogin
+	v1 := n.push(admin, fossilio.WikiDraft{Date: day(1), User: admin, Name: "workspace/small", Text: "admin's\n"})[0]
+	v2 := n.push("alice", fossilio.WikiDraft{Date: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), User: admin, Name: "workspace/small", Prev: v1, Text: "alice's\n"})[0]
+	n.push("alice", fossilio.WikiDraft{Date: day(1), User: "alice", Name: "workspace/alices", Text: "hers alone\n"})
+	gone := n.push(admin, fossilio.WikiDraft{Date: day(1), User: admin, Name: "workspace/gone", Text: "here for now\n"})[0]
+	n.push(admin, fossilio.WikiDraft{Date: day(2), User: admin, Name: "workspace/gone", Prev: gone, Text: "\n"})
+	n.push("alice", fossilio.WikiDraft{Date: day(3), User: "alice", Name: "workspace/gone", Prev: gone, Text: "back, by alice\n"})
+
+	if p, err := n.repo.WikiPage(ctx, "workspace/small"); err != nil || p.Hash != v2 {
+		t.Fatalf("the latest version by date is alice's (the test shows something only then): %+v %v", p, err)
+	}
+	p, err := n.repo.PrivilegedWikiPage(ctx, "workspace/small")
+	if err != nil || p.Hash != v1 || p.Text != "admin's\n" || p.Sender != admin {
+		t.Errorf("the admin's version: %+v %v; want %s", p, err, v1)
+	}
+	if _, err := n.repo.PrivilegedWikiPage(ctx, "workspace/alices"); !errors.Is(err, fossilio.ErrNoSuchPage) || !strings.Contains(err.Error(), "admin or setup") {
+		t.Errorf("a page alice alone wrote: %v, want ErrNoSuchPage saying why", err)
+	}
+	if g, err := n.repo.PrivilegedWikiPage(ctx, "workspace/gone"); err != nil || !g.Deleted {
+		t.Errorf("a page the admin deleted last: %+v %v, want Deleted", g, err)
+	}
+	if got, err := n.repo.PrivilegedWikiPages(ctx, "workspace/"); err != nil || strings.Join(got, ",") != "workspace/small" {
+		t.Errorf("PrivilegedWikiPages: %q %v, want workspace/small alone", got, err)
+	}
+	// alice given setup: her version, received after the admin's, counts.
+	if _, err := n.srv.Fossil("user", "capabilities", "alice", "gios", "-R", n.srv.Repo); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := n.repo.PrivilegedWikiPage(ctx, "workspace/small"); err != nil || p.Hash != v2 {
+		t.Errorf("with alice holding setup: %+v %v, want her version %s", p, err, v2)
+	}
+	if got, err := n.repo.PrivilegedWikiPages(ctx, "workspace/"); err != nil || strings.Join(got, ",") != "workspace/alices,workspace/gone,workspace/small" {
+		t.Errorf("PrivilegedWikiPages with alice holding setup: %q %v", got, err)
 	}
 }

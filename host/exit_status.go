@@ -14,6 +14,9 @@ func (e Exit) Status() messages.ExitStatus {
 	switch o {
 	case OutcomeExited:
 		st.State, st.Code = messages.EndExited, code
+		if e.PastCPULimit() {
+			st.State, st.Code, st.Signal = messages.EndSignaled, 0, SignalName(int(SIGXCPU))
+		}
 	case OutcomeSignaled:
 		st.State, st.Signal = messages.EndSignaled, SignalName(e.Signal)
 	case OutcomeSandboxFailed:

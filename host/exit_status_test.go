@@ -2,6 +2,7 @@ package host
 
 import (
 	"testing"
+	"time"
 
 	"github.com/ocx-go/ocx/messages"
 )
@@ -45,5 +46,32 @@ func TestExitStatusOfARun(t *testing.T) {
 	c := &CgroupExit{Limits: CgroupLimits{Memory: 32 << 20}, Events: CgroupEvents{OOMKills: 1}}
 	if st := (Exit{ID: id, Known: true, Code: 137, Cgroup: c}).Status(); st.Limit != c.Events.Limit() || st.LimitNote != c.Events.Words(c.Limits) || st.Limit == "" {
 		t.Errorf("an OOM kill: %+v", st)
+	}
+}
+
+// TestExitStatusPastCPULimit: bwrap reports a command the kernel's
+// SIGXCPU ended as exit 152: under a cpu limit, that is SIGXCPU (limits.cpu,
+// seed 004 table 7); without one, the code as it is. A command that exits
+// 152 by itself under a cpu limit cannot be told from it (D83).
+func TestExitStatusPastCPULimit(t *testing.T) {
+	id := messages.ProcID{PID: 9, Start: 99}
+	sb := &SandboxExit{Reported: true, Code: 152}
+	for _, c := range []struct {
+		name string
+		exit Exit
+		want string
+	}{
+		{"152 under a cpu limit", Exit{ID: id, Known: true, Sandbox: sb, CPULimit: time.Second}, "signaled SIGXCPU"},
+		{"152 without a limit", Exit{ID: id, Known: true, Sandbox: sb}, "exited 152"},
+		{"another code under a limit", Exit{ID: id, Known: true, Sandbox: &SandboxExit{Reported: true, Code: 1}, CPULimit: time.Second}, "exited 1"},
+		{"a sandbox that failed", Exit{ID: id, Known: true, Code: 1, Sandbox: &SandboxExit{}, CPULimit: time.Second}, "sandbox-failed 1"},
+		{"unconfined, the signal itself", Exit{ID: id, Known: true, Signal: 24}, "signaled SIGXCPU"},
+	} {
+		if got := c.exit.Status().String(); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+	if got := (Exit{ID: id, Known: true, Sandbox: sb, CPULimit: time.Second}).Status().Exit(); got != 152 {
+		t.Errorf("past its limit: exit %d, want 152", got)
 	}
 }

@@ -218,3 +218,18 @@ func FuzzParseCmdline(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseMounts: any bytes parse without a panic, each mount with a
+// mount point.
+func FuzzParseMounts(f *testing.F) {
+	f.Add([]byte(diskMountinfo))
+	f.Add([]byte("1 2 3 4 5 - \n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, m := range ParseMounts(b) {
+			if m.At == "" && m.Dev == "" {
+				t.Fatalf("a mount of nothing: %+v", m)
+			}
+		}
+		MountedBelow(ParseMounts(b), "/")
+	})
+}

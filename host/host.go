@@ -92,7 +92,21 @@ type Exit struct {
 	// Cgroup is set for a run's process held in a cgroup: what the
 	// cgroup's counts said once the process had ended.
 	Cgroup *CgroupExit
-	At     time.Time // when it was seen gone
+	// CPULimit is the CPU time each process of a run was given
+	// (RLIMIT_CPU, limits.cpu); 0 for none.
+	CPULimit time.Duration
+	At       time.Time // when it was seen gone
+}
+
+// PastCPULimit says whether a sandboxed run's command was ended by the
+// kernel's SIGXCPU at its limits.cpu (seed 004, table 7): bwrap reports
+// that as the exit code 128+24, and under a cpu limit that code is read as
+// the kernel's signal (D83). A command may exit 152 by itself, which bwrap
+// reports alike; nothing tells the two apart, since bwrap's init in the
+// sandbox's PID namespace takes the command's CPU time with it (its exit's
+// rusage holds only bwrap's own): such a run is said to be past its limit.
+func (e Exit) PastCPULimit() bool {
+	return e.Known && e.Sandbox != nil && e.Sandbox.Reported && e.Sandbox.Code == 128+int(SIGXCPU) && e.CPULimit > 0
 }
 
 // CgroupExit is what a run's cgroup said at its process's end: its limits

@@ -158,6 +158,7 @@ func (l Layout) Workspace(k messages.WorkspaceKey) (Workspace, error) {
 		HeldBinding:  filepath.Join(l.root, k.Login, "held", k.Project, "binding.json"),
 		Sandbox:      filepath.Join(l.root, k.Login, "held", k.Project, "sandbox"),
 		Woken:        filepath.Join(l.root, k.Login, "held", k.Project, "woken"),
+		Disk:         filepath.Join(l.root, k.Login, "held", k.Project, DiskName),
 		MCPDir:       filepath.Join(l.root, k.Login, "mcp", k.Project),
 		MCPLog:       filepath.Join(l.root, k.Login, "mcp", k.Project+".log"),
 	}, nil
@@ -202,6 +203,10 @@ type Workspace struct {
 	// (WokenPost, one a line), which the daemon reads when it records the
 	// session's end, to note those it never answered (D77).
 	Woken string
+	// Disk is Held/disk: the image of the workspace's own file system,
+	// mounted at Dir (D82), when the node gave it one. Out of every
+	// sandbox's reach, so that no agent writes it but through its mount.
+	Disk string
 	// MCPDir is AGENTS/LOGIN/mcp/PROJECT (mode 0700), outside the
 	// workspace: it holds the session's MCP socket, MCPSocketName, and is
 	// bound read-only into that session's sandbox alone, at MCPMount (D38).
@@ -209,6 +214,19 @@ type Workspace struct {
 	// MCPLog is AGENTS/LOGIN/mcp/PROJECT.log, the MCP server's log, out
 	// of the sandbox's reach.
 	MCPLog string
+}
+
+// DiskName is the name of a workspace's disk image in its Held
+// directory (D82), and of a run's beside its care file.
+const DiskName = "disk"
+
+// RunDisk is AGENTS/ocxd.runs/HASH.disk, the image of run hash's
+// workspace's file system when it asks limits.disk (D82).
+func (l Layout) RunDisk(hash string) (string, error) {
+	if err := messages.ValidateHash(hash); err != nil {
+		return "", err
+	}
+	return filepath.Join(l.RunCare(), hash+"."+DiskName), nil
 }
 
 // MCPSocketName is the name of a session's MCP socket in its MCPDir.

@@ -42,7 +42,7 @@ func TestLayout(t *testing.T) {
 	d := "/var/lib/ocx/agents/alice/projects/demo"
 	want := Workspace{Key: messages.WorkspaceKey{Login: "alice", Project: "demo"}, Dir: d, Clone: d + "/clone", Tree: d + "/tree", Binding: d + "/binding.json",
 		Session: d + "/session", Wake: d + "/session/wake", Log: d + "/session/log", ListeningDir: "/var/lib/ocx/agents/alice/held/demo/listening", Held: "/var/lib/ocx/agents/alice/held/demo",
-		Hears: "/var/lib/ocx/agents/alice/held/demo/hears", Checkins: "/var/lib/ocx/agents/alice/held/demo/checkins", HeldBinding: "/var/lib/ocx/agents/alice/held/demo/binding.json", Sandbox: "/var/lib/ocx/agents/alice/held/demo/sandbox", Woken: "/var/lib/ocx/agents/alice/held/demo/woken", MCPDir: "/var/lib/ocx/agents/alice/mcp/demo", MCPLog: "/var/lib/ocx/agents/alice/mcp/demo.log"}
+		Hears: "/var/lib/ocx/agents/alice/held/demo/hears", Checkins: "/var/lib/ocx/agents/alice/held/demo/checkins", HeldBinding: "/var/lib/ocx/agents/alice/held/demo/binding.json", Sandbox: "/var/lib/ocx/agents/alice/held/demo/sandbox", Woken: "/var/lib/ocx/agents/alice/held/demo/woken", Disk: "/var/lib/ocx/agents/alice/held/demo/disk", MCPDir: "/var/lib/ocx/agents/alice/mcp/demo", MCPLog: "/var/lib/ocx/agents/alice/mcp/demo.log"}
 	if w != want {
 		t.Fatalf("Workspace = %+v", w)
 	}

@@ -45,6 +45,9 @@ type RunLimits struct {
 	CPU       uint64 // whole seconds of CPU time for each process (RLIMIT_CPU)
 	Processes uint64 // tasks at any moment: the run's cgroup's pids.max, and RLIMIT_NPROC for a node not root
 	Memory    uint64 // bytes: the run's cgroup's memory limit
+	// Disk is the size in bytes of the file system the run's workspace is
+	// made on (D82): made by its directory step, not by StartRun.
+	Disk uint64
 }
 
 // FD is an open file handed to a process, such as an *os.File. The caller
@@ -156,6 +159,7 @@ type RunSupport struct {
 	CPU       string
 	Processes string
 	Memory    string
+	Disk      string // a file system of the workspace's own (D82): unixhost.DiskWhy
 }
 
 // Check refuses a run asking a sandbox or a limit the host cannot provide
@@ -185,6 +189,11 @@ func (s RunSupport) Check(sb *RunSandbox, l RunLimits) error {
 		if sb == nil {
 			return &NotProvidedError{Field: x.field, Why: "applied only inside a sandbox, where the process waits for it before its first instruction"}
 		}
+	}
+	// The workspace's own file system bounds it whatever runs there, in a
+	// sandbox or not.
+	if l.Disk > 0 && s.Disk != "" {
+		return &NotProvidedError{Field: "limits.disk", Why: s.Disk}
 	}
 	if l.Processes > 0 && l.Processes < MinProcesses {
 		return &NotProvidedError{Field: "limits.processes",
@@ -240,7 +249,9 @@ func RunBwrapArgs(sb RunSandbox, fds RunFDs, dir string, command []string) ([]st
 		if slices.Contains(sb.ReadWrite, p) {
 			continue // a path in both lists is read-write
 		}
-		a = append(a, "--ro-bind-try", p, p)
+		// Never --ro-bind-try: a path gone since the run was prepared
+		// fails the launch rather than run it with less (D83).
+		a = append(a, "--ro-bind", p, p)
 	}
 	for _, p := range dedupe(sb.ReadWrite) {
 		a = append(a, "--bind", p, p)
@@ -376,6 +387,26 @@ func runPath(field, p string) error {
 		return nil
 	}
 	return &RunFieldError{Field: field, Why: why}
+}
+
+// CheckRunReadOnly refuses a read_only path this host does not have (seed
+// 004, section 1: "a node never runs a run with less than it asks"; row
+// 8, naming the field and the path, D83): stat says why, once links are
+// followed, there is nothing to bind there. A path also in read_write is
+// read-write (its bind fails at the launch). A path at or below one of
+// made, which the workspace's steps are still to make, is not checked:
+// the check after the steps sees it.
+func CheckRunReadOnly(sb RunSandbox, made []string, stat func(string) error) error {
+	for i, p := range sb.ReadOnly {
+		if slices.Contains(sb.ReadWrite, p) || slices.ContainsFunc(made, func(m string) bool { return m != "" && atOrBelow(p, m) }) {
+			continue
+		}
+		if err := stat(p); err != nil {
+			return &RunFieldError{Field: fmt.Sprintf("sandbox.read_only[%d]", i),
+				Why: fmt.Sprintf("%s is not on this node, so the process could not see it (%v); a run that may go without it does not list it", p, err)}
+		}
+	}
+	return nil
 }
 
 // CheckRunSandbox resolves and checks every path of sb a run's process

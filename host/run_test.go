@@ -57,8 +57,8 @@ func TestRunBwrapArgs(t *testing.T) {
 		"--uid", "1000", "--gid", "1000",
 		"--cap-drop", "ALL", "--cap-add", "CAP_NET_BIND_SERVICE",
 		"--new-session", "--die-with-parent",
-		"--ro-bind-try", "/usr", "/usr", "--ro-bind-try", "/bin", "/bin", "--ro-bind-try", "/etc/ssl/certs", "/etc/ssl/certs",
-		"--ro-bind-try", "/var/lib/ocx/release/releases/r1", "/var/lib/ocx/release/releases/r1",
+		"--ro-bind", "/usr", "/usr", "--ro-bind", "/bin", "/bin", "--ro-bind", "/etc/ssl/certs", "/etc/ssl/certs",
+		"--ro-bind", "/var/lib/ocx/release/releases/r1", "/var/lib/ocx/release/releases/r1",
 		"--bind", ws, ws, "--bind", "/srv/both", "/srv/both",
 		"--bind", "/root/.claude", ws + "/.claude", "--bind", "/root/.claude.json", ws + "/.claude.json",
 		"--perms", "0644", "--ro-bind-data", "5", "/etc/passwd",
@@ -172,6 +172,8 @@ func TestRunSupportCheck(t *testing.T) {
 		{"cpu unconfined", all, nil, RunLimits{CPU: 5}, "limits.cpu"},
 		{"processes unconfined", all, nil, RunLimits{Processes: 5}, "limits.processes"},
 		{"memory unconfined, no controller", RunSupport{Memory: "no controller"}, nil, RunLimits{Memory: 5}, "limits.memory"},
+		{"disk, no loop devices", RunSupport{Disk: "no loop devices"}, &sb, RunLimits{Disk: 1 << 30}, "limits.disk"},
+		{"disk unconfined", all, nil, RunLimits{Disk: 1 << 30}, ""},
 		{"memory where a cgroup can be made", all, &sb, RunLimits{Memory: 1 << 30, Processes: 50}, ""},
 		{"memory unconfined", all, nil, RunLimits{Memory: 1 << 30}, "limits.memory"},
 	}
@@ -332,5 +334,53 @@ func TestCheckRunSandboxHidden(t *testing.T) {
 	sb.ReadOnly = append(sb.ReadOnly, "/", "/tmpx")
 	if err := CheckRunSandbox(sb); err != nil {
 		t.Fatalf("a sandbox that hides nothing: %v", err)
+	}
+}
+
+// TestCheckRunReadOnly: a read_only path the host does not have is refused
+// (seed 004 section 1, row 8, D83), naming the field and the path and
+// stat's reason; one also in read_write (read-write) or at or below a
+// path the steps are still to make is left to the launch or to the check
+// after the steps.
+func TestCheckRunReadOnly(t *testing.T) {
+	present := map[string]bool{"/usr": true, "/bin": true}
+	stat := func(p string) error {
+		if present[p] {
+			return nil
+		}
+		return &os.PathError{Op: "stat", Path: p, Err: os.ErrNotExist}
+	}
+	ws := "/srv/runs/u/projects/demo/abc"
+	for _, c := range []struct {
+		name     string
+		readOnly []string
+		rw       []string
+		made     []string
+		field    string
+	}{
+		{"every path there", []string{"/usr", "/bin"}, nil, nil, ""},
+		{"one missing", []string{"/usr", "/lib64", "/opt/tool"}, nil, nil, "sandbox.read_only[1]"},
+		{"missing but read-write", []string{"/usr", "/srv/both"}, []string{"/srv/both"}, nil, ""},
+		{"the workspace the steps make", []string{ws, ws + "/tree/docs"}, nil, []string{ws, "", ws + "/tree"}, ""},
+		{"beside what the steps make", []string{ws + "x"}, nil, []string{ws}, "sandbox.read_only[0]"},
+		{"nothing made", []string{ws + "/tree"}, nil, nil, "sandbox.read_only[0]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := CheckRunReadOnly(RunSandbox{ReadOnly: c.readOnly, ReadWrite: c.rw}, c.made, stat)
+			if c.field == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var fe *RunFieldError
+			if !errors.As(err, &fe) || fe.Field != c.field || !strings.Contains(fe.Why, "is not on this node") || !strings.Contains(fe.Why, "does not exist") {
+				t.Fatalf("CheckRunReadOnly = %v; want %s refused", err, c.field)
+			}
+			i := int(fe.Field[len("sandbox.read_only[")] - '0')
+			if !strings.HasPrefix(fe.Why, c.readOnly[i]+" ") {
+				t.Errorf("%s does not name %s first: %s", fe.Field, c.readOnly[i], fe.Why)
+			}
+		})
 	}
 }

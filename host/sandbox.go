@@ -55,7 +55,10 @@ func BwrapArgs(s SandboxSpec, statusFD int, dir string, argv []string) ([]string
 		return nil, err
 	}
 	ws := filepath.Clean(s.Workspace)
-	a := []string{"bwrap", "--new-session", "--unshare-all"}
+	// The session is root in its own user namespace; without
+	// CAP_SYS_RESOURCE there it cannot raise the counts the launcher
+	// holds that namespace to (D82).
+	a := []string{"bwrap", "--new-session", "--unshare-all", "--cap-drop", "CAP_SYS_RESOURCE"}
 	if s.Sandbox.Network {
 		a = append(a, "--share-net")
 	}
@@ -390,3 +393,21 @@ func ParseBwrapStatus(b []byte) BwrapStatus {
 	}
 	return st
 }
+
+// UserNSLimits are the counts the kernel keeps for each user namespace
+// that a sandbox's own user namespace is held to (D82): the inotify
+// instances and watches its processes may hold. The kernel charges them
+// up the chain of user namespaces to the node's own uid, which the
+// daemon's watches count against too, so that without a bound of its own
+// one agent could take them all and push the daemon's directory watch to
+// its every-ask fallback.
+type UserNSLimits struct {
+	InotifyInstances uint64 // user.max_inotify_instances in the sandbox's user namespace
+	InotifyWatches   uint64 // user.max_inotify_watches
+}
+
+// DefaultUserNSLimits are each sandbox's: 16 instances (a program that
+// watches files takes one; the host's default is 128 for the node's uid
+// and every sandbox together) and 8192 watches (a watched tree of that
+// many directories; the host's default is about 190,000 together).
+var DefaultUserNSLimits = UserNSLimits{InotifyInstances: 16, InotifyWatches: 8192}

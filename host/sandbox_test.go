@@ -31,7 +31,7 @@ func TestBwrapArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"bwrap", "--new-session", "--unshare-all", "--share-net",
+	want := []string{"bwrap", "--new-session", "--unshare-all", "--cap-drop", "CAP_SYS_RESOURCE", "--share-net",
 		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
 		"--ro-bind-try", "/usr", "/usr", "--ro-bind-try", "/etc/ssl", "/etc/ssl",
 		"--bind", "/opt/shared", "/opt/shared", "--bind", "/srv/cache", "/srv/cache",
@@ -53,7 +53,7 @@ func TestBwrapArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = []string{"bwrap", "--new-session", "--unshare-all", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+	want = []string{"bwrap", "--new-session", "--unshare-all", "--cap-drop", "CAP_SYS_RESOURCE", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
 		"--ro-bind-try", "/usr", "/usr", "--bind", ws, ws, "--setenv", "HOME", ws, "--chdir", ws,
 		"--", "sh", "-c", "echo --die-with-parent"}
 	if !reflect.DeepEqual(got, want) {

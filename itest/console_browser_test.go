@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -299,7 +300,10 @@ func TestConsoleReaderInTheBrowser(t *testing.T) {
 // is current (issue 27 item 6); stopped, "Restart stopped sessions" on the
 // previous release lists it, and Confirm restarts it there: the launch
 // note, the admin's, names previous, and the session runs the first
-// release again, flagged. No page raises a script error or a CSP
+// release again, flagged. Then Roll back, pressed (issue 41 item 4): its
+// dry run changes no link, Confirm swaps current and previous and
+// re-execs the daemon in place onto the first release, and the session
+// on it is flagged no more. No page raises a script error or a CSP
 // violation.
 func TestConsoleReleasesInTheBrowser(t *testing.T) {
 	needs(t, "ocxd", "workspace")
@@ -413,6 +417,48 @@ func TestConsoleReleasesInTheBrowser(t *testing.T) {
 	b.Navigate(console+"sessions", "#ocx-sessions")
 	b.WaitVisible(releaseCell + " .ocx-flag")
 	b.Screenshot("07-restarted-on-previous")
+
+	// Roll back (issue 41 item 4), pressed: the dry run's list changes no
+	// link; Confirm swaps current and previous on the host and re-execs
+	// the daemon in place onto A; the page says so; the session on A is
+	// no longer older.
+	b.Navigate(console+"releases", "#ocx-rollback")
+	b.ClickAndLoad("#ocx-rollback button")
+	b.WaitVisible("#ocx-release-confirm")
+	if h := b.Text("h2"); !strings.Contains(h, "Roll back") || !strings.Contains(b.Text("#ocx-release-confirm button"), consoleCiA[:10]) {
+		t.Fatalf("the roll back's dry run: %q, its Confirm %q", h, b.Text("#ocx-release-confirm button"))
+	}
+	if cur, prev := releaseLinks(t, root); cur != "releases/"+consoleCiB || prev != "releases/"+consoleCiA {
+		t.Fatalf("the roll back's dry run moved the links: current %s, previous %s", cur, prev)
+	}
+	b.Screenshot("08-roll-back-dry-run")
+	b.ClickAndLoad("#ocx-release-confirm button")
+	if got := answerDone(t, b, "roll back"); got != consoleCiA {
+		t.Fatalf("roll back's result %q, want %s", got, consoleCiA)
+	}
+	if got, _ := b.Attr("#ocx-reexec", "data-ocx-reexec"); got != "ok" || !strings.Contains(b.Text("#ocx-reexec"), consoleCiA) {
+		t.Fatalf("the roll back's re-exec: %q %q", got, b.Text("#ocx-reexec"))
+	}
+	if cur, prev := releaseLinks(t, root); cur != "releases/"+consoleCiA || prev != "releases/"+consoleCiB {
+		t.Fatalf("after roll back: current %s, previous %s", cur, prev)
+	}
+	if n.daemonPID() != pid || exeOf(pid) != filepath.Join(root, "releases", consoleCiA, "ocxd") {
+		t.Fatalf("after roll back the daemon is pid %d (was %d) running %s", n.daemonPID(), pid, exeOf(pid))
+	}
+	b.ClickAndLoad("#ocx-next")
+	b.WaitVisible("#ocx-releases")
+	if got := b.Text(`[data-ocx-release="current"] code`); got != consoleCiA {
+		t.Fatalf("after roll back the page's current is %q", got)
+	}
+	n.waitFor("the session on A no longer older", func() bool {
+		s, ok := sessionOf(n.status(), agent)
+		return ok && s.Release == consoleCiA && !s.Older
+	})
+	b.Screenshot("09-rolled-back")
+	b.Navigate(console+"sessions", "#ocx-sessions")
+	if got := b.Text(releaseCell); got != consoleCiA {
+		t.Fatalf("after roll back the Sessions page says %q of the session's release", got)
+	}
 	b.NoErrors()
 }
 
@@ -431,7 +477,9 @@ func cells(t *testing.T, b *harness.Browser, sel string) []string {
 // TestConsoleButtonsInTheBrowser (issue 27 item 6): the buttons and
 // readings no other browser test reaches, each pressed or read in
 // Debian's chromium and checked against the record: the Workspaces
-// page's columns (the status's login, project, record and state), the end
+// page's columns (the status's login, project, record and state), a
+// workspace page's session (its PID linked to its page and its state, as
+// the status says; none, and how the last ended, where it ended), the end
 // of the session's log on the workspace's and the session's pages (a
 // tail of the log file holding the reply just written), "completed:
 // REPORT" on the Sessions page and on the session's own page for a
@@ -509,6 +557,31 @@ func TestConsoleButtonsInTheBrowser(t *testing.T) {
 		}
 		b.Screenshot("02-log-" + strings.ReplaceAll(page.path, "/", "-"))
 	}
+
+	// Its session, on the workspace's page: the running one's PID linked
+	// to its own page, and where it stands, as the status says; where the
+	// session ended, that none runs and how the last one ended, its report.
+	s, ok := sessionOf(n.status(), agent)
+	if !ok {
+		t.Fatalf("no session of %s in the status", agent)
+	}
+	b.Navigate(console+"workspace/"+agent, "#ocx-ws-session")
+	if got := b.Text("#ocx-ws-session"); got != fmt.Sprintf("pid %d", s.PID) {
+		t.Errorf("the workspace page's session says %q, want pid %d", got, s.PID)
+	}
+	if href, _ := b.Attr("#ocx-ws-session", "href"); !strings.HasSuffix(href, "/session/"+agent) {
+		t.Errorf("the workspace page's session links %q", href)
+	}
+	if got := b.Text(`[data-ocx-workspace="` + key(agent) + `"] [data-ocx-field="state"]`); got != string(s.State) {
+		t.Errorf("the workspace page says its session is %q; the status, %s", got, s.State)
+	}
+	b.Navigate(console+"workspace/"+done, "#ocx-ws-state")
+	var none int
+	b.Eval(`document.querySelectorAll('#ocx-ws-session').length`, &none)
+	if got := b.Text(`[data-ocx-workspace="` + key(done) + `"]`); none != 0 || !strings.Contains(got, "No session runs: not running.") || !strings.Contains(got, "its report: done: all green") {
+		t.Errorf("the page of %s, whose session ended on its report, says:\n%s", key(done), got)
+	}
+	b.Screenshot("02-its-session")
 
 	// 4. Sessions: the completed session's report.
 	b.Navigate(console+"sessions", "#ocx-sessions")

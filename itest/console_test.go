@@ -21,6 +21,7 @@ import (
 
 	"github.com/ocx-go/ocx/docs/design/validate"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -526,6 +527,49 @@ func TestConsoleGitFetch(t *testing.T) {
 	}
 }
 
+// TestGitFetchNeverInTheDaemon (issue 39 item 7, D81): with the release's
+// ocx-console as the console's CGI and the daemon serving its pages, an
+// anonymous GET of the git mirror's refs, whatever slashes its path
+// holds, is served by ocx console, never rendered in the daemon (which
+// would run git's CGI there); the fetch still works.
+func TestGitFetchNeverInTheDaemon(t *testing.T) {
+	needs(t, "ocxd", host.ConsoleProgram)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is not installed (make deps installs it)")
+	}
+	n := consoleNode(t)
+	mirror := filepath.Join(t.TempDir(), "mirror")
+	if out, err := n.srv.Fossil("git", "export", mirror, "-R", n.srv.Repo); err != nil {
+		t.Fatalf("fossil git export: %v\n%s", err, out)
+	}
+	startDaemon(t, n, program("ocxd"))
+	n.waitLogLine("the daemon to serve its socket", func(l logLine) bool { return l.Msg == "serving the daemon's socket" })
+	anonymous := &http.Client{Timeout: time.Minute}
+	get := func(path string) (int, string, string) {
+		t.Helper()
+		resp, err := anonymous.Get(n.srv.URL + "ext/console/" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("X-Ocx-Served-By"), string(b)
+	}
+	// A page is the daemon's (the test shows something only if so).
+	if code, by, body := get("state"); code != 200 || by != "daemon" {
+		t.Fatalf("the state page: %d, served by %q: %s", code, by, body)
+	}
+	for _, path := range []string{"git/info/refs", "/git/info/refs", "//git/info/refs"} {
+		code, by, body := get(path + "?service=git-upload-pack")
+		if by != "console" {
+			t.Errorf("GET %s: served by %q (%d), want ocx console: the daemon runs no git\n%.300s", path, by, code, body)
+		}
+		if code != 200 || !strings.Contains(body, "service=git-upload-pack") {
+			t.Errorf("GET %s: %d %.300s; want git's refs", path, code, body)
+		}
+	}
+}
+
 // TestConsoleTemplates: the forms' defaults come from wiki pages
 // workspace/NAME and session/NAME, each holding one fenced JSON block; a
 // template that does not decode is shown as an error on the form, and the
@@ -590,6 +634,58 @@ func TestConsoleTemplates(t *testing.T) {
 	_, body = admin.get("workspace/" + agent + "/start?template=ci")
 	if !strings.Contains(body, ">make test</textarea>") || !strings.Contains(body, `value="completes" id="ocx-completes" checked`) {
 		t.Fatalf("the ci template on the start form:\n%s", between(body, "<h2>", "</form>"))
+	}
+}
+
+// TestConsoleTemplatesAreTheAdmins (issue 39 item 7, D81): a template is
+// the version of its wiki page an admin or setup user sent last, in the
+// server's order. alice, who may check in, pushes a version of the
+// admin's template dated 2099 (naming the admin inside) and a page of her
+// own: the admin's form still proposes the admin's sandbox, and offers
+// no page of alice's.
+func TestConsoleTemplatesAreTheAdmins(t *testing.T) {
+	needs(t, "ocxd")
+	n := consoleNode(t)
+	admin := n.srv.AdminLogin
+	f := filepath.Join(t.TempDir(), "page")
+	if err := os.WriteFile(f, []byte("```json\n"+`{"network": false, "read_only": ["/usr", "/bin"], "read_write": [], "homes": [], "path": ["/usr/bin", "/bin"]}`+"\n```\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := n.srv.Fossil("wiki", "create", "workspace/small", f, "--mimetype", "text/x-markdown", "-R", n.srv.Repo); err != nil {
+		t.Fatalf("fossil wiki create: %v\n%s", err, out)
+	}
+	r := n.repo()
+	admins, err := r.WikiPage(n.ctx, "workspace/small")
+	r.Close()
+	if err != nil || admins.Sender != admin {
+		t.Fatalf("the admin's template: %+v %v", admins, err)
+	}
+	evil := "```json\n" + `{"network": true, "read_only": ["/"], "read_write": ["/"], "homes": [], "path": ["/usr/bin", "/bin"]}` + "\n```\n"
+	for _, d := range []fossilio.WikiDraft{
+		{Date: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), User: admin, Name: "workspace/small", Prev: admins.Hash, Mimetype: "text/x-markdown", Text: evil},
+		{Date: time.Now(), User: admin, Name: "workspace/alices", Mimetype: "text/x-markdown", Text: evil},
+	} {
+		data, err := d.Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.pusher(person).Push(n.ctx, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := n.viewer(admin)
+	_, body := v.get("workspaces/add")
+	if strings.Contains(body, `<option value="alices">`) || !strings.Contains(body, `<option value="small">small</option>`) {
+		t.Errorf("the form's templates: want small alone\n%s", between(body, "<h2>", "</form>"))
+	}
+	_, body = v.get("workspaces/add?template=small")
+	sandbox := html.UnescapeString(between(body, `id="ocx-ws-sandbox" rows="14" cols="80">`, "</textarea>"))
+	if sb, err := messages.DecodeSandbox([]byte(sandbox)); err != nil || sb.Network || len(sb.ReadOnly) != 2 || len(sb.ReadWrite) != 0 {
+		t.Errorf("the small template on the admin's form: %+v %v, want the admin's\n%s", sb, err, sandbox)
+	}
+	_, body = v.get("workspaces/add?template=alices")
+	if msg := html.UnescapeString(between(body, `id="ocx-template-error">`, "</p>")); !strings.Contains(msg, "admin or setup") {
+		t.Errorf("alice's page as a template: %q, want refused saying no admin or setup user wrote it", msg)
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 // nodeUser is the node user node.json names.
 func (n *testNode) nodeUser() string {
 	n.t.Helper()
-	b, err := os.ReadFile(filepath.Join(n.agents, "node.json"))
+	b, err := os.ReadFile(n.seen(filepath.Join(n.agents, "node.json")))
 	if err != nil {
 		n.t.Fatal(err)
 	}

@@ -484,3 +484,38 @@ func TestDaemonStoppingIsFollowedByTheNext(t *testing.T) {
 		t.Errorf("end notes of the session: %v; want one, unknown, process %s", ends, served)
 	}
 }
+
+// TestDaemonStopDuringReexec: a TERM that comes while a re-exec checks the
+// release's ocxd stops the daemon, as asked: the old image execs nothing
+// and ends (exit 0), its session running on; before, the stop waited
+// behind the exec, and the new image, which knew nothing of it, ran on
+// (D81's TestReceiptPage met it one run in five). The window is widened
+// for the test (OCXD_TEST_REEXEC_DELAY).
+func TestDaemonStopDuringReexec(t *testing.T) {
+	needs(t, "ocxd", "workspace")
+	n := newNode(t)
+	d := startDaemonEnv(t, n, program("ocxd"), []string{envReexecDelay + "=2s"}, "--grace", "1s")
+	_, launch, serve, _ := startSession(t, n, d.pid(), "agent-1")
+	n.send("reexec")
+	n.waitLogLine("the old image's delay once the release's ocxd is checked", func(l logLine) bool {
+		return l.Msg == "re-exec: test delay" && l.Point == "checked"
+	})
+	if err := syscall.Kill(d.pid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	n.waitFor("the daemon to end on TERM", d.exited)
+	if st := d.cmd.ProcessState; st.ExitCode() != 0 {
+		t.Errorf("the daemon ended %v, not with exit 0", st)
+	}
+	if logIndex(n.logLines(), 0, func(l logLine) bool { return l.Msg == "re-exec: running the new image" }) >= 0 {
+		t.Errorf("a new image ran after the stop:\n%s", n.daemonLog())
+	}
+	if pid := n.daemonPID(); pid != 0 {
+		t.Errorf("after the stop the lock is held by %d", pid)
+	}
+	if p, ok := n.serving(launch); !ok || p != serve {
+		t.Errorf("the session's workspace serve %d is gone after the daemon's stop (now %d, %v)", serve, p, ok)
+	}
+	n.must("", "session", "stop", "agent-1/demo")
+	n.waitFor("the session to end", func() bool { return !harness.Alive(serve) })
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -149,6 +150,7 @@ func demoEndToEnd(t *testing.T, ocx string, env []string, want string) {
 	// Everything else the guide and the console's pages show (issue 27
 	// item 8): each thing the demo printed is there.
 	demoShowsEveryFeature(t, ocx, said, dir)
+	demoRunsItsPattern(t, said, dir)
 
 	// As the person, on the web: log in, then reply through the forum's
 	// own form.
@@ -384,6 +386,66 @@ func demoShowsEveryFeature(t *testing.T, ocx string, said map[string]string, dir
 		if resp.StatusCode != 200 || !strings.Contains(string(page), `<option value="`+name+`" selected>`) || strings.Contains(string(page), "ocx-template-error") {
 			t.Errorf("%s %s: %d, not picked or with an error:\n%s", k, u, resp.StatusCode, page)
 		}
+	}
+}
+
+// demoRunsItsPattern (D84): the demo's run pattern run/echo is shown on
+// the console's page printed, and the command printed beside it, run as
+// printed, posts section 14's echo written in full, which the daemon
+// runs: a reply holding hello, then ended exited 0.
+func demoRunsItsPattern(t *testing.T, said map[string]string, dir string) {
+	t.Helper()
+	line := said["run pattern"]
+	page, rest, _ := strings.Cut(line, " ")
+	command, ok := strings.CutPrefix(strings.TrimSpace(rest), "(or: ")
+	command, ok2 := strings.CutSuffix(command, ")")
+	if !strings.HasPrefix(page, said["console"]+"pattern/echo") || !ok || !ok2 || !strings.Contains(command, "run post --pattern echo") {
+		t.Fatalf("the demo printed no run pattern and command: %q", line)
+	}
+	resp, err := http.Get(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `id="ocx-pattern-text"`) || strings.Contains(string(body), "ocx-pattern-problem") || !strings.Contains(string(body), "&#34;echo&#34;") {
+		t.Fatalf("the run pattern's page %s: %d\n%s", page, resp.StatusCode, body)
+	}
+	sh := exec.Command("/bin/sh", "-c", command+" --json")
+	sh.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, "LANG=C.UTF-8"}
+	out, err := sh.Output()
+	var a answer
+	if jerr := json.Unmarshal(out, &a); err != nil || jerr != nil || a.Stopped != nil || a.Result == nil {
+		t.Fatalf("%s: %v %v\n%s", command, err, jerr, out)
+	}
+	root := *a.Result
+	repo := filepath.Join(dir, "demo.fossil")
+	var run *messages.Run
+	for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
+		var hello bool
+		var ended *messages.RunEnded
+		for _, p := range threadOf(t, repo, root) {
+			m, err := messages.ReadMessage([]byte(p.Text))
+			switch m := m.(type) {
+			case *messages.Run:
+				run = m
+			case *messages.RunEnded:
+				ended = m
+			}
+			hello = hello || (err != nil && strings.Contains(p.Text, "hello"))
+		}
+		if ended != nil {
+			if ended.Outcome != messages.RunExited || ended.Exit == nil || *ended.Exit != 0 || !hello {
+				t.Fatalf("the run from the demo's pattern ended %+v, a reply holding hello %v", ended, hello)
+			}
+			break
+		}
+		if time.Since(start) > 90*time.Second {
+			t.Fatalf("no ended of the run %s from the demo's pattern in 90 s", root)
+		}
+	}
+	if run == nil || strings.Join(run.Process.Command, " ") != "echo hello" || run.Objective != "Say hello." || run.Process.User != "builder" {
+		t.Errorf("the run on the record, from the pattern: %+v", run)
 	}
 }
 

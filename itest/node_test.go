@@ -48,6 +48,9 @@ type testNode struct {
 	// ownDisk: the agents root is a disk of the host's own (a small tmpfs
 	// in its mount namespace), which the test sees through host.Path.
 	ownDisk bool
+	// pokeURL is, on a node on another host that takes pokes, where the
+	// test reaches them.
+	pokeURL string
 }
 
 // seen is the path p below the agents root as the test sees it: on the

@@ -1,7 +1,12 @@
 package itest
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -259,5 +264,61 @@ func TestAdoptedSessionWithoutTheNetworkStops(t *testing.T) {
 		}
 		return false
 	})
+	n.waitFor("the session to end", func() bool { return !n.anyServing() })
+}
+
+// TestSyncSocketTakesTheAgentsLoginAlone (issue 39 item 7, D81): a
+// session's sync socket forwards a request only when its payload opens
+// with a login card as the workspace's own login. Sent raw on the socket,
+// a request with no login card (which a server trusting its loopback
+// would answer as setup) and one logging in as the admin are refused by
+// the socket, naming what it forwards, and reach no server; the session's
+// own requests, through the same socket, still answer its posts.
+func TestSyncSocketTakesTheAgentsLoginAlone(t *testing.T) {
+	needs(t, "ocxd", "workspace")
+	n := newNode(t)
+	admin := n.srv.AdminLogin
+	const login = "offline-2"
+	n.must("", "login", "add", login)
+	record := n.result(admin, "workspace", "add", "--login", login, "--project", "demo", "--branch", "trunk",
+		"--sandbox", n.sandboxFile(login, false, release()))
+	n.result(admin, "session", "start", key(login), "--hears", person, "--kind", "mechanical", "--lifetime", "stays",
+		"--", "/bin/sh", "-c", reachScript)
+	n.waitFor("the session to listen", func() bool {
+		st := n.status()
+		return len(st.Sessions) == 1 && st.Sessions[0].Listening
+	})
+	sock := filepath.Join(n.agents, login, "mcp", "demo", "sync.sock")
+	send := func(body string) (int, string, string) {
+		t.Helper()
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST / HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/x-fossil-uncompressed\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("X-Ocx-Sync"), string(b)
+	}
+	pull := "pull " + strings.Repeat("0", 40) + " " + n.srv.ProjectCode + "\n"
+	for _, c := range []struct{ name, body, says string }{
+		{"no login card", pull, `first card is "pull"`},
+		{"the admin's login card", "login " + admin + " " + strings.Repeat("a", 40) + " " + strings.Repeat("b", 40) + "\n" + pull, `logs in as "` + admin + `"`},
+	} {
+		code, by, body := send(c.body)
+		if code != http.StatusForbidden || by != "refused" || !strings.Contains(body, c.says) || !strings.Contains(body, "sync requests of "+login) {
+			t.Errorf("%s: %d (X-Ocx-Sync %q) %q; want refused by the socket, saying %q", c.name, code, by, body, c.says)
+		}
+	}
+	hello := n.result(person, "post", "--to", record, "--text", "hello")
+	if r := n.awaitReplyBy(login, record, hello); !strings.Contains(r.Text, "echo: hello") {
+		t.Errorf("the session's reply through its socket: %q", r.Text)
+	}
+	n.must(admin, "session", "stop", key(login))
 	n.waitFor("the session to end", func() bool { return !n.anyServing() })
 }

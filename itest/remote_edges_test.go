@@ -1,16 +1,31 @@
 package itest
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -283,4 +298,241 @@ func TestNodeAddTakesEffectAtOnce(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestRemoteNodeNeedsHTTPS (issue 39 item 6, D81): a node on another host
+// trusts its channel to the server, so `ocx init --other-host` refuses a
+// server URL in clear http off loopback, and `ocx node add --poke`
+// refuses such a poke URL, each naming the URL and https, writing
+// nothing; `--poke-listen` without the poke's secret is refused naming
+// --poke-secret-file.
+func TestRemoteNodeNeedsHTTPS(t *testing.T) {
+	a := serverNode(t)
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("lab-h-pw-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(filepath.Join(a.agents, "node.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const clear = "http://10.9.8.7:8091/"
+	if r := a.ocx("", "node", "add", "lab-h", "--password-file", pw, "--poke", clear); r.code == 0 || !strings.Contains(r.stdout+r.stderr, clear) || !strings.Contains(r.stdout+r.stderr, "https") {
+		t.Errorf("node add with a poke URL in clear: %s; want refused naming it and https", r)
+	}
+	if after, _ := os.ReadFile(filepath.Join(a.agents, "node.json")); string(after) != string(before) {
+		t.Errorf("a refused node add changed node.json:\n%s", after)
+	}
+	// A poke on loopback: node add makes its secret, keeps it in node.json
+	// alone (never shown), and keeps it when the node is added again.
+	secretOf := func() string {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(a.agents, "node.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := messages.DecodeNodeConfig(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := c.Projects["demo"].RemoteNode("lab-g")
+		return r.PokeSecret
+	}
+	first := ""
+	for i := range 2 {
+		r := a.must("", "node", "add", "lab-g", "--password-file", pw, "--poke", "http://127.0.0.1:18298/")
+		made := secretOf()
+		if len(made) != 64 || strings.Contains(r.stdout+r.stderr, made) {
+			t.Errorf("node add %d: the poke's secret %q: 64 hex digits in node.json, shown nowhere\n%s", i, made, r.stdout)
+		}
+		if dry := a.must("", "node", "add", "lab-g", "--password-file", pw, "--poke", "http://127.0.0.1:18298/", "--dry-run"); strings.Contains(dry.stdout, made) {
+			t.Errorf("node add --dry-run shows the poke's secret:\n%s", dry.stdout)
+		}
+		if i == 1 && made != first {
+			t.Errorf("node add again made another secret: %q, was %q", made, first)
+		}
+		first = made
+	}
+	agents := filepath.Join(t.TempDir(), "agents")
+	clone := filepath.Join(t.TempDir(), "demo.fossil")
+	b := &testNode{t: t, ctx: a.ctx, srv: a.srv, agents: agents, pw: a.pw}
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte(pokeSecret("lab-h")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		says []string
+	}{
+		{"a server in clear", []string{"--project", "demo=" + clone + ",http://10.9.8.7:8080/"}, []string{"http://10.9.8.7:8080/", "https"}},
+		{"pokes without a secret", []string{"--project", "demo=" + clone + "," + a.srv.URL, "--poke-listen", "127.0.0.1:18299"}, []string{"--poke-secret-file"}},
+		{"a secret without pokes", []string{"--project", "demo=" + clone + "," + a.srv.URL, "--poke-secret-file", secret}, []string{"--poke-listen"}},
+	} {
+		r := b.ocx("", append([]string{"init", "--other-host", "--node-user", "lab-h", "--password-file", pw, "--release", relRoot}, c.args...)...)
+		for _, s := range c.says {
+			if r.code == 0 || !strings.Contains(r.stdout+r.stderr, s) {
+				t.Errorf("%s: %s; want refused saying %q", c.name, r, s)
+			}
+		}
+		for _, p := range []string{clone, filepath.Join(agents, "node.json")} {
+			if _, err := os.Stat(p); err == nil {
+				t.Errorf("%s: %s is written", c.name, p)
+			}
+		}
+	}
+}
+
+// TestPokesCarryTheSecret (issue 39 item 6, D81): a node on another host
+// pulls when the server's hook pokes it, each poke carrying the secret
+// both node.json files hold; a poke without it, or with another, is
+// refused 401 and makes it pull nothing; valid pokes sent back to back
+// for three seconds make it pull at most once a second, not back to back.
+// What the node pulls is counted on the server: each pull asks its
+// receipt page once, a page the server's daemon renders and logs.
+func TestPokesCarryTheSecret(t *testing.T) {
+	needs(t, "ocxd", host.ConsoleProgram)
+	a := serverNode(t)
+	startDaemon(t, a, program("ocxd"), "--log-level", "debug")
+	b := newRemoteNode(t, a, "lab-p", remoteOpts{host: true, every: "1h", poke: "on"})
+	startDaemon(t, b, program("ocxd"))
+	b.waitLogLine("the first pull", func(l logLine) bool {
+		return strings.HasPrefix(l.Msg, "the clone of a project served from another host is fresh")
+	})
+	b.waitLogLine("the pokes taken", func(l logLine) bool { return l.Msg == "taking pokes" })
+	pages := func(from int) int {
+		n := 0
+		for _, l := range a.logLines()[from:] {
+			if l.Msg == "ocxd.sock: a console page served" {
+				n++
+			}
+		}
+		return n
+	}
+
+	// The server's hook pokes, with the secret: the post is pulled at once
+	// (the node's timer is an hour).
+	post := a.result(a.srv.AdminLogin, "thread", "--title", "poked", "--text", "pull me")
+	clone := filepath.Join(filepath.Dir(b.agents), "clone", "demo.fossil")
+	a.waitFor("the post in the poked node's clone", func() bool {
+		r, err := fossilio.OpenNode(clone, nil)
+		if err != nil {
+			return false
+		}
+		defer r.Close()
+		info, err := r.Info(a.ctx, post)
+		return err == nil && info.Sender == a.srv.AdminLogin
+	})
+
+	poke := func(auth string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, b.pokeURL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	mark := len(a.logLines())
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+		for _, auth := range []string{"", "Bearer " + strings.Repeat("0", 40)} {
+			if code := poke(auth); code != http.StatusUnauthorized {
+				t.Fatalf("a poke with Authorization %q: %d, want 401", auth, code)
+			}
+		}
+	}
+	if n := pages(mark); n != 0 {
+		t.Errorf("refused pokes made the node pull: the server rendered %d receipt pages", n)
+	}
+
+	mark = len(a.logLines())
+	t0 := time.Now()
+	for time.Since(t0) < 3*time.Second {
+		if code := poke("Bearer " + pokeSecret("lab-p")); code != http.StatusNoContent {
+			t.Fatalf("a poke with the secret: %d, want 204", code)
+		}
+	}
+	n, most := pages(mark), 2+int(time.Since(t0)/time.Second)
+	t.Logf("valid pokes for %s: %d pulls", time.Since(t0).Round(time.Millisecond), n)
+	if n > most || n == 0 {
+		t.Errorf("valid pokes for %s made the node pull %d times; want 1 to %d (at most one a second)", time.Since(t0).Round(time.Millisecond), n, most)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// tlsFront serves target over https on 127.0.0.1, as an operator's TLS
+// front would, with a certificate of a CA of the test's own, whose PEM
+// file it returns with the front's URL.
+func tlsFront(t *testing.T, target string) (string, string) {
+	t.Helper()
+	key := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	caKey, leafKey := key(), key()
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ocx test CA"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		// fossil checks an IP literal as a DNS name (X509_VERIFY_PARAM_set1_host), Go as an IP.
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost", "127.0.0.1"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, caCert, &leafKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewUnstartedServer(httputil.NewSingleHostReverseProxy(u))
+	front.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}}}
+	front.StartTLS()
+	t.Cleanup(front.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return front.URL + "/", caFile
+}
+
+// TestRemoteNodeOverHTTPS (D81): a node on another host made with the
+// server's https URL (a TLS front, its certificate of a CA the node
+// trusts) clones, pulls, has the server vouch and writes over it: seed
+// 004's echo for it is answered, started, kept logs and ended by its node
+// user.
+func TestRemoteNodeOverHTTPS(t *testing.T) {
+	needs(t, "ocxd")
+	a := serverNode(t)
+	startDaemon(t, a, program("ocxd"))
+	front, ca := tlsFront(t, a.srv.URL)
+	b := newRemoteNode(t, a, "lab-s", remoteOpts{every: "500ms", url: front, ca: ca})
+	startDaemonEnv(t, b, program("ocxd"), []string{"SSL_CERT_FILE=" + ca})
+	run := a.result(a.srv.AdminLogin, "thread", "--title", "over https", "--text", echoRun("lab-s", "builder", "secure"))
+	a.waitFor("the run's ended", func() bool { return b.endedOf(run) != nil })
+	if e := b.endedOf(run); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+		t.Errorf("the run over https ended %+v, want exited 0", e)
+	}
+	if by := threadBy(a, run); by["lab-s"] != 3 {
+		t.Errorf("the run's thread by sender %v: want lab-s's started, kept logs and ended", by)
+	}
 }

@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -39,6 +40,10 @@ type remoteOpts struct {
 	// and mount namespaces in which the server's directory and the
 	// server's node's are empty, reaching the server over HTTP alone.
 	host bool
+	// url, when set, is the server's URL the node is made with (a TLS
+	// front's); ca, a CA file its programs and their fossil trust for it
+	// (SSL_CERT_FILE).
+	url, ca string
 }
 
 // pokePort is where a node on a host of its own takes pokes, in its own
@@ -68,25 +73,43 @@ func newRemoteNode(t testing.TB, a *testNode, user string, o remoteOpts) *testNo
 		pokeURL = "http://" + o.poke + "/"
 	}
 	t.Cleanup(b.shutdown)
+	serverURL := a.srv.URL
+	if o.url != "" {
+		serverURL = o.url
+	}
+	if o.ca != "" {
+		b.env = append(b.env, "SSL_CERT_FILE="+o.ca)
+	}
 	pwFile := filepath.Join(t.TempDir(), "node-password")
 	if err := os.WriteFile(pwFile, []byte(user+"-pw-1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	add := []string{"node", "add", user, "--password-file", pwFile}
+	secretFile := filepath.Join(t.TempDir(), "poke-secret")
+	if err := os.WriteFile(secretFile, []byte(pokeSecret(user)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if pokeURL != "" {
-		add = append(add, "--poke", pokeURL)
+		add = append(add, "--poke", pokeURL, "--poke-secret-file", secretFile)
 	}
 	a.must("", add...)
-	args := []string{"init", "--other-host", "--project", "demo=" + filepath.Join(filepath.Dir(b.agents), "clone", "demo.fossil") + "," + a.srv.URL,
+	args := []string{"init", "--other-host", "--project", "demo=" + filepath.Join(filepath.Dir(b.agents), "clone", "demo.fossil") + "," + serverURL,
 		"--node-user", user, "--password-file", pwFile, "--release", relRoot}
 	if o.every != "" {
 		args = append(args, "--pull-every", o.every)
 	}
 	if o.poke != "" {
-		args = append(args, "--poke-listen", o.poke)
+		args = append(args, "--poke-listen", o.poke, "--poke-secret-file", secretFile)
 	}
 	b.must("", args...)
+	b.pokeURL = pokeURL
 	return b
+}
+
+// pokeSecret is the secret the pokes of a remote node whose node user is
+// user carry in the tests.
+func pokeSecret(user string) string {
+	return ("secret-of-" + user + "-" + strings.Repeat("x", 40))[:40]
 }
 
 // TestRemoteNodeAnswersItsRun: seed 004 section 14's echo posted on the
@@ -367,17 +390,19 @@ func TestServerRestartedMidRun(t *testing.T) {
 	// Both runs end while the server is down: each node tries its ended
 	// again and again, past the count that ends the tries for a refusal.
 	for _, n := range []*testNode{na, nb} {
-		n.waitFor("eight failed tries of the node's ended", func() bool {
+		// Kept logs come before ended (D77): the node's writes at the end
+		// of a run are tried again, the kept logs and then ended.
+		n.waitFor("eight failed tries of the node's kept logs and ended", func() bool {
 			tries := 0
 			for _, l := range n.logLines() {
-				if l.Msg == "ended not written; trying again" {
+				if l.Msg == "ended not written; trying again" || l.Msg == "kept logs not written; trying again" {
 					tries++
 				}
 			}
 			return tries >= 8
 		})
-		if strings.Contains(n.daemonLog(), "giving up") {
-			t.Errorf("the node gave a write up while the server was down:\n%s", n.daemonLog())
+		if log := n.daemonLog(); strings.Contains(log, "giving up") || strings.Contains(log, "given up") {
+			t.Errorf("the node gave a write up while the server was down:\n%s", log)
 		}
 	}
 	a.srv.Up()
@@ -392,6 +417,9 @@ func TestServerRestartedMidRun(t *testing.T) {
 	if e := na.endedOf(runA); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
 		t.Errorf("A's run ended %+v, want exited 0", e)
 	}
+	// Each node's kept logs reached the server once, before its ended.
+	checkRunPosts(t, na, runA, "done")
+	checkRunPosts(t, nb, runB, "done")
 }
 
 // TestSessionOnARemoteNode: a workspace and its session on node B, a host
@@ -495,7 +523,7 @@ func TestReceiptPage(t *testing.T) {
 	if err := os.WriteFile(pwFile, []byte("lab-x-pw-1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a.must("", "node", "add", "lab-x", "--password-file", pwFile)
+	a.nodeJSONChanged("", "node", "add", "lab-x", "--password-file", pwFile)
 	root := a.result(a.srv.AdminLogin, "thread", "--title", "t", "--text", "by the admin")
 	signed := a.push(person, a.srv.AdminLogin, root, root, "alice, signed as the admin")
 	cookie := func(login, pw string) string {
@@ -543,6 +571,11 @@ func TestReceiptPage(t *testing.T) {
 	if len(rs.Receipts) != 1 || rs.Receipts[0].Login != person || rs.Receipts[0].Privileged || rs.Receipts[0].Rcvid != uint64(info.Rcvid) || rs.Receipts[0].Via != "sync" || rs.Project != a.srv.ProjectCode {
 		t.Errorf("the receipt of alice's post signed as the admin: %+v (project %s)", rs.Receipts, rs.Project)
 	}
+	// The users its receipts name, each with its standing, and none of
+	// the server's others (D81); the viewer is the node user.
+	if users, viewer := usersAndViewer(t, body); users != person+":false" || viewer != "lab-x:false" {
+		t.Errorf("the users of alice's receipt: %s, viewer %s; want alice alone, not privileged, and lab-x\n%s", users, viewer, body)
+	}
 	missing := strings.Repeat("0", 64)
 	code, body, _ = ask("POST", "receipt", node, root+"\n"+signed+"\n"+missing+"\n")
 	if rs, err = messages.DecodeReceipts([]byte(body)); code != http.StatusOK || err != nil || len(rs.Receipts) != 3 {
@@ -551,11 +584,27 @@ func TestReceiptPage(t *testing.T) {
 	if r := rs.Receipts; r[0].Login != a.srv.AdminLogin || !r[0].Privileged || r[1].Login != person || r[2].Known {
 		t.Errorf("the receipts of three hashes: %+v", r)
 	}
+	if users, _ := usersAndViewer(t, body); users != a.srv.AdminLogin+":true,"+person+":false" {
+		t.Errorf("the users of three receipts: %s; want the admin, privileged, and alice\n%s", users, body)
+	}
+	// Any login asks of itself alone (GET /receipt, no hash): its own
+	// capabilities and standing.
+	for _, c := range []struct {
+		login, pw string
+		priv      bool
+	}{{person, personPW, false}, {a.srv.AdminLogin, a.srv.AdminPassword, true}} {
+		code, body, _ := ask("GET", "receipt", cookie(c.login, c.pw), "")
+		users, viewer := usersAndViewer(t, body)
+		if _, err := messages.DecodeReceipts([]byte(body)); code != http.StatusOK || err != nil || users != "" || viewer != fmt.Sprintf("%s:%v", c.login, c.priv) {
+			t.Errorf("%s asking of itself: %d %v: users %q, viewer %q\n%s", c.login, code, err, users, viewer, body)
+		}
+	}
 	for _, c := range []struct {
 		name, method, path, cookie, body, says string
 		code                                   int
 	}{
 		{"alice, logged in", "GET", "receipt/" + root, cookie(person, personPW), "", `\"alice\" is not one`, http.StatusForbidden},
+		{"alice, logged in, a POST", "POST", "receipt", cookie(person, personPW), root + "\n", `\"alice\" is not one`, http.StatusForbidden},
 		{"nobody logged in", "GET", "receipt/" + root, "", "", "not logged in", http.StatusForbidden},
 		{"a hash prefix", "GET", "receipt/" + root[:12], node, "", "full hash", http.StatusBadRequest},
 		{"a line that is no hash", "POST", "receipt", node, "../x\n", "not a full hash", http.StatusBadRequest},
@@ -568,10 +617,56 @@ func TestReceiptPage(t *testing.T) {
 			t.Errorf("%s: %d %s; want %d saying %q", c.name, code, body, c.code, c.says)
 		}
 	}
-	a.must("", "node", "remove", "lab-x")
+	a.nodeJSONChanged("", "node", "remove", "lab-x")
 	if code, body, _ := ask("GET", "receipt/"+root, node, ""); code != http.StatusForbidden {
 		t.Errorf("a removed node asked: %d %s; want refused", code, body)
 	}
+}
+
+// nodeJSONChanged runs an ocx command that changes node.json while the
+// daemon runs, and waits until the daemon has read it again (its re-exec
+// in place, D77): a page asked meanwhile is ocx console's, and a TERM
+// that meets the re-exec half-way is lost (the new image runs on).
+func (n *testNode) nodeJSONChanged(user string, args ...string) {
+	n.t.Helper()
+	at := len(n.logLines())
+	n.must(user, args...)
+	n.waitFor("the daemon to read node.json again", func() bool {
+		for _, l := range n.logLines()[at:] {
+			if l.Msg == "re-exec: running the new image" {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// usersAndViewer reads a receipts answer's users and viewer as
+// LOGIN:PRIVILEGED, the users joined by commas, and fails the test when
+// a user says more than that (the server's capabilities, D81).
+func usersAndViewer(t *testing.T, body string) (string, string) {
+	t.Helper()
+	var a struct {
+		Users  []map[string]any `json:"users"`
+		Viewer map[string]any   `json:"viewer"`
+	}
+	if err := json.Unmarshal([]byte(body), &a); err != nil {
+		t.Fatalf("the answer does not read: %v\n%s", err, body)
+	}
+	var users []string
+	for _, u := range a.Users {
+		for k := range u {
+			if k != "login" && k != "privileged" {
+				t.Errorf("a user of the answer says %s: %v", k, u)
+			}
+		}
+		users = append(users, fmt.Sprintf("%v:%v", u["login"], u["privileged"] == true))
+	}
+	viewer := ""
+	if a.Viewer != nil {
+		viewer = fmt.Sprintf("%v:%v", a.Viewer["login"], a.Viewer["privileged"] == true)
+	}
+	return strings.Join(users, ","), viewer
 }
 
 // cloneRun is a run for node whose password step takes user's password

@@ -456,3 +456,95 @@ func TestOneBadArtifactCostsOnlyItself(t *testing.T) {
 	})
 	n.must("", "session", "stop", key(agent))
 }
+
+// TestVerdictsAsReadersCountThem is seed 001 E6 at its readers (issue 41
+// item 2): raw audited tags pushed over sync, which no tool checked, are
+// read by every rule the audit tool writes by (record.VerdictCounts). An
+// agent's tag against a record alice wrote (which does not count), an
+// agent's tag against an admin's record that lists another branch, and
+// bob's tag against a file the check-in lacks are not in `ocx status` nor
+// in the console's /state, each logged once by the status; alice's tag
+// against an admin's record listing the check-in's branch is in both.
+func TestVerdictsAsReadersCountThem(t *testing.T) {
+	needs(t, "ocxd", "workspace")
+	n := consoleNode(t, harness.User{Login: stranger, Password: strangerPW, Caps: "cghijnorwz234"})
+	n.must("", "hook", "install")
+	admin := n.srv.AdminLogin
+	ci := newCommitter(t, n).commit("a.txt")
+	record := func(sender string, checkins ...string) string {
+		rec := &messages.TaskRecord{User: "nobody-" + sender, Node: n.nodeUser(), Runner: "native", Objective: "Judge.", Checkins: checkins,
+			Hears: []string{person}, Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
+		b, err := rec.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.result(sender, "thread", "--title", "A record by "+sender, "--text", "Record.\n\n"+string(b))
+	}
+	byAlice := record(person, "trunk")
+	elsewhere := record(admin, "feature")
+	onTrunk := record(admin, "trunk")
+	agents := []string{"agent-7", "agent-8"}
+	for _, a := range agents {
+		n.must("", "login", "add", a)
+		pw, err := fossilio.ReadPasswordFile(filepath.Join(n.agents, a, "password"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.pw[a] = pw
+	}
+	tag := func(user, against string) string {
+		h, err := n.pusher(user).Tag(n.ctx, ci, messages.AuditedTag, "pass: raw (against "+against+")")
+		if err != nil {
+			t.Fatalf("%s's audited tag: %v", user, err)
+		}
+		return h
+	}
+	passed := []string{tag(agents[0], byAlice), tag(agents[1], elsewhere), tag(stranger, "NOPE.md")}
+	kept := tag(person, onTrunk)
+
+	check := func(where string, st *messages.NodeState) {
+		t.Helper()
+		found := false
+		for _, v := range st.Verdicts {
+			if v.Checkin != ci {
+				continue
+			}
+			if v.User != person {
+				t.Errorf("%s lists %s's verdict, which does not count: %+v", where, v.User, v)
+			}
+			found = found || (v.User == person && v.Tag == kept && v.Against == onTrunk)
+		}
+		if !found {
+			t.Errorf("%s does not list alice's verdict against %s: %+v", where, onTrunk, st.Verdicts)
+		}
+	}
+	out := n.ocx("", "status", "--json")
+	if out.code != 0 {
+		t.Fatalf("ocx status: %s", out)
+	}
+	st, err := messages.DecodeState([]byte(out.stdout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("ocx status", st)
+	for _, h := range passed {
+		k := 0
+		for _, l := range strings.Split(out.stderr, "\n") {
+			if strings.Contains(l, h) && strings.Contains(l, "does not count") {
+				k++
+			}
+		}
+		if k != 1 {
+			t.Errorf("ocx status logged %s as passed over on %d lines, want one:\n%s", h, k, out.stderr)
+		}
+	}
+	code, body := n.viewer(admin).get("state")
+	if code != 200 {
+		t.Fatalf("/state: %d\n%s", code, body)
+	}
+	st, err = messages.DecodeState([]byte(body))
+	if err != nil {
+		t.Fatalf("/state does not decode: %v\n%s", err, body)
+	}
+	check("/state", st)
+}

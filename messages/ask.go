@@ -51,6 +51,47 @@ var AskKinds = []AskKind{AskHook, AskStatus, AskRuns, AskPage, AskPull}
 // dozen variables.
 const MaxPageEnv = 256
 
+// ConsolePath is a console request's path as the console routes it: the
+// parts of its PATH_INFO between slashes, the slashes at either end
+// trimmed, so that "//git/info/refs" is git's as "/git/info/refs" is
+// (D81); nil for the console's index.
+func ConsolePath(pathInfo string) []string {
+	p := strings.Trim(pathInfo, "/")
+	if p == "" {
+		return nil
+	}
+	return strings.Split(p, "/")
+}
+
+// NotByDaemon says why the daemon does not render a console request
+// given Fossil's CGI environment, "" when it does (D71, D81): a page read
+// by GET or HEAD, with at most MaxPageEnv variables, that is not a fetch
+// of the git mirror, decided on the path the console routes
+// (ConsolePath). ocx-console asks the daemon only for such a page, and
+// the daemon refuses any other ask: git's CGI never runs in the daemon.
+func NotByDaemon(env []string) string {
+	if len(env) > MaxPageEnv {
+		return fmt.Sprintf("holds %d variables; a page ask gives at most %d", len(env), MaxPageEnv)
+	}
+	method, path := "", ""
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "REQUEST_METHOD":
+			method = v
+		case "PATH_INFO":
+			path = v
+		}
+	}
+	if method != "GET" && method != "HEAD" {
+		return fmt.Sprintf("has REQUEST_METHOD %s; the daemon serves a page asked by GET or HEAD", quoteShort(method))
+	}
+	if parts := ConsolePath(path); len(parts) > 0 && parts[0] == "git" {
+		return fmt.Sprintf("has PATH_INFO %s, a fetch of the git mirror: git's own CGI serves it, never in the daemon", quoteShort(path))
+	}
+	return ""
+}
+
 // MaxAskLen bounds one Ask's line: a sync of tens of thousands of
 // artifacts names each hash once.
 const MaxAskLen = 8 << 20
@@ -128,18 +169,13 @@ func (a *Ask) Validate() error {
 		if len(a.Env) == 0 || len(a.Env) > MaxPageEnv {
 			return fieldErr("env", ErrInvalid, fmt.Sprintf("holds %d variables; a page ask gives 1 to %d", len(a.Env), MaxPageEnv))
 		}
-		method := ""
 		for i, kv := range a.Env {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok || k == "" {
+			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 				return fieldErr(fmt.Sprintf("env[%d]", i), ErrInvalid, fmt.Sprintf("is %s; a variable is NAME=VALUE", quoteShort(kv)))
 			}
-			if k == "REQUEST_METHOD" {
-				method = v
-			}
 		}
-		if method != "GET" && method != "HEAD" {
-			return fieldErr("env", ErrInvalid, fmt.Sprintf("has REQUEST_METHOD %s; the daemon serves a page asked by GET or HEAD", quoteShort(method)))
+		if why := NotByDaemon(a.Env); why != "" {
+			return fieldErr("env", ErrInvalid, why)
 		}
 	case AskStatus:
 		if a.Repo != "" || len(a.Hashes) > 0 || a.Project != "" || a.Run != "" {

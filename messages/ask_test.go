@@ -58,6 +58,8 @@ func TestAskRefusals(t *testing.T) {
 		{"{\"ocx\":\"ask\",\"v\":1,\"ask\":\"st\xffatus\"}", "UTF-8"},
 		{`{"ocx":"ask","v":1,"ask":"page"}`, "1 to 256"},
 		{`{"ocx":"ask","v":1,"ask":"page","env":["REQUEST_METHOD=POST"]}`, "GET or HEAD"},
+		{`{"ocx":"ask","v":1,"ask":"page","env":["REQUEST_METHOD=GET","PATH_INFO=//git/info/refs"]}`, "git mirror"},
+		{`{"ocx":"ask","v":1,"ask":"page","env":["REQUEST_METHOD=GET","PATH_INFO=/git/"]}`, "git mirror"},
 		{`{"ocx":"ask","v":1,"ask":"page","env":["PATH_INFO=/state"]}`, "GET or HEAD"},
 		{`{"ocx":"ask","v":1,"ask":"page","env":["REQUEST_METHOD=GET","=x"]}`, "env[1]"},
 		{`{"ocx":"ask","v":1,"ask":"page","env":["REQUEST_METHOD=GET","NOEQUALS"]}`, "NAME=VALUE"},

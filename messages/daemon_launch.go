@@ -62,6 +62,10 @@ type LaunchSpec struct {
 	// model's tokens and refuses its requests once they are spent, and
 	// tells the daemon, which ends it (D50).
 	Tokens uint64 `json:"tokens,omitempty"`
+	// Disk is the session definition's limits.disk as written ("" for
+	// none: node.json's session_limits.disk): the spawner sizes the
+	// workspace's own file system to it before the session starts (D82).
+	Disk string `json:"disk,omitempty"`
 	// Hears is the session definition's hears (nil: the default, every user
 	// holding admin or setup when the session starts), which the spawner
 	// resolves and writes for the hook (AGENTS/LOGIN/held/PROJECT/hears).

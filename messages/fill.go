@@ -23,8 +23,9 @@ import (
 //	why:"..."      the key is required; the words say why when it is missing
 //	max:"pid"      a whole number's bound: pid (MaxPID) or code (255);
 //	               2^53-1 otherwise
-//	ocx:"closed"   an object that refuses a key it does not know: an unknown
-//	               key there may be a limit, which is never silently dropped
+//	ocx:"closed"   an object (or each of a list of objects) that refuses a
+//	               key it does not know: an unknown key there may be a limit,
+//	               which is never silently dropped
 //	ocx:"version"  the note's version, read from "version" by readVersion
 //	ocx:"empty"    an optional string that may be present and empty
 //
@@ -236,7 +237,13 @@ func fillValue(o jobj, f planField, v any, dst reflect.Value) error {
 			if !ok {
 				return fieldErr(indexField(field, i), ErrInvalid, "must be an object, not "+jsonType(e))
 			}
-			if err := fillStruct(jobj{path: indexField(field, i), m: m}, out.Index(i)); err != nil {
+			in := jobj{path: indexField(field, i), m: m}
+			if f.closed {
+				if err := in.onlyKeys(indexField(f.key, i), planOf(t.Elem()).keys...); err != nil {
+					return err
+				}
+			}
+			if err := fillStruct(in, out.Index(i)); err != nil {
 				return err
 			}
 		}

@@ -181,8 +181,9 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			if d.Kind == LLM && rapid.Bool().Draw(t, "has-tokens") {
 				tokens = rapid.Uint64Range(1, MaxTokens).Draw(t, "tokens")
 			}
-			if wall != "" || tokens > 0 {
-				d.Limits = &SessionLimits{Wall: wall, Tokens: tokens}
+			disk := rapid.SampledFrom([]string{"", "16M", "4G", "1073741824"}).Draw(t, "disk")
+			if wall != "" || tokens > 0 || disk != "" {
+				d.Limits = &SessionLimits{Wall: wall, Tokens: tokens, Disk: disk}
 			}
 			d.Result = rapid.SampledFrom([]ResultKind{"", ResultCI, ResultVerdict}).Draw(t, "result")
 			if d.Result == ResultVerdict {
@@ -334,6 +335,12 @@ func genState() *rapid.Generator[*NodeState] {
 				l.Cgroups = "v1 /sys/fs/cgroup/memory /sys/fs/cgroup/pids"
 			} else {
 				l.NotApplied = genLineText(true).Draw(t, "why")
+			}
+			if rapid.Bool().Draw(t, "disk") {
+				l.Disk = rapid.Uint64Range(MinDisk, MaxDisk).Draw(t, "disk size")
+				if rapid.Bool().Draw(t, "disk not applied") {
+					l.DiskNotApplied = genLineText(true).Draw(t, "disk why")
+				}
 			}
 			s.SessionLimits = l
 		}
@@ -579,6 +586,9 @@ func genRunLimits() *rapid.Generator[RunLimits] {
 		}
 		if rapid.Bool().Draw(t, "has-memory") {
 			l.Memory = genRunSize().Draw(t, "memory")
+		}
+		if rapid.Bool().Draw(t, "has-disk") {
+			l.Disk = rapid.SampledFrom([]RunSize{"16M", "2G", "16777216", "16384G"}).Draw(t, "disk")
 		}
 		return l
 	})

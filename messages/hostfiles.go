@@ -52,9 +52,14 @@ type NodePull struct {
 	// Every is the pull's timer, a Go duration ("2s") from MinPullEvery
 	// to MaxPullEvery; empty: DefaultPullEvery.
 	Every string `json:"every,omitempty"`
-	// Listen is the address (IP:PORT) the daemon takes pokes on: a bare
-	// POST from the server's hook that says only "pull now".
+	// Listen is the address (IP:PORT) the daemon takes pokes on: a POST
+	// from the server's hook that says only "pull now".
 	Listen string `json:"listen,omitempty"`
+	// Secret is what each poke carries (Authorization: Bearer SECRET),
+	// the server's node.json holding it too (remote_nodes' poke_secret):
+	// a poke without it is refused and pulls nothing (D81). Given with
+	// Listen, and only then.
+	Secret string `json:"secret,omitempty"`
 }
 
 // The pull's timer: its default and bounds.
@@ -96,7 +101,57 @@ func (p *NodePull) validate(field string) error {
 			return err
 		}
 	}
+	switch {
+	case p.Listen != "" && p.Secret == "":
+		return fieldErr(field+".secret", ErrMissing, "is missing; a node that takes pokes holds the secret each carries, as the server's node.json holds it (`ocx node add --poke` made it)")
+	case p.Listen == "" && p.Secret != "":
+		return fieldErr(field+".secret", ErrInvalid, "is given without listen; a secret is for the pokes a node takes")
+	case p.Secret != "":
+		return CheckPokeSecret(field+".secret", p.Secret)
+	}
 	return nil
+}
+
+// The bounds of a poke's secret.
+const (
+	MinPokeSecret = 32
+	MaxPokeSecret = 256
+)
+
+// CheckPokeSecret accepts a poke's secret: 32 to 256 letters, digits and
+// '-', '_', '.', '~', '+', '/', '=' (hex or base64, as a header carries
+// it).
+func CheckPokeSecret(field, s string) error {
+	if len(s) < MinPokeSecret || len(s) > MaxPokeSecret || strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~+/=") != "" {
+		return fieldErr(field, ErrInvalid, fmt.Sprintf("is not a poke secret: %d to %d letters, digits, '-', '_', '.', '~', '+', '/' or '=' (its %d bytes not shown)", MinPokeSecret, MaxPokeSecret, len(s)))
+	}
+	return nil
+}
+
+// CheckRemoteURL accepts the URL of a server a node on another host
+// trusts, or of a poke that carries a secret: https, or http on this
+// host's loopback alone (127.0.0.0/8, ::1, localhost), where nothing else
+// carries the bytes (D81). Over http elsewhere the node user's password
+// would go to the server's login in clear, and a forged answer would be
+// believed.
+func CheckRemoteURL(field, s string) error {
+	if err := checkURL(field, s); err != nil {
+		return err
+	}
+	u, _ := url.Parse(s)
+	if u.Scheme == "https" || isLoopback(u.Hostname()) {
+		return nil
+	}
+	return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is http on %s, not this host's loopback: a node on another host speaks https (a password and a poke's secret travel there, and what comes back is believed); http only on 127.0.0.1, ::1 or localhost", quoteShort(s), quoteShort(u.Hostname())))
+}
+
+// isLoopback says whether host is a loopback address or localhost.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // checkIPPort accepts IP:PORT, an IP address and a port from 1 to 65535:
@@ -140,6 +195,12 @@ type NodeSessionLimits struct {
 	// Processes is the most tasks (threads count) the session's processes
 	// may be at once; a fork past it fails, and the session is ended.
 	Processes *uint64 `json:"processes,omitempty"`
+	// Disk is the size of each workspace's own file system (D82), as
+	// Memory is written: the node makes it when it adds the workspace,
+	// and sizes it again at each launch whose session definition gives
+	// no limits.disk. Absent: workspaces have none, and are bounded by
+	// the host's file system alone.
+	Disk string `json:"disk,omitempty"`
 }
 
 // validate checks each limit node.json gives.
@@ -151,6 +212,11 @@ func (l *NodeSessionLimits) validate(field string) error {
 		}
 		if n < MinSessionMemory {
 			return fieldErr(joinField(field, LimitMemory), ErrInvalid, fmt.Sprintf("%s is below %d bytes (16M), less than a session's own programs need", quoteShort(l.Memory), uint64(MinSessionMemory)))
+		}
+	}
+	if l.Disk != "" {
+		if _, err := ParseDisk(joinField(field, LimitDisk), l.Disk); err != nil {
+			return err
 		}
 	}
 	if l.Processes != nil && (*l.Processes < MinSessionProcesses || *l.Processes > maxLimit) {
@@ -182,7 +248,7 @@ type NodeProject struct {
 	// RemoteNodes are, on the server's node, the nodes on other hosts that
 	// serve the project: the console's receipt page answers their node
 	// users alone, and the hook pokes those that name a URL.
-	RemoteNodes []RemoteNode `json:"remote_nodes,omitempty"`
+	RemoteNodes []RemoteNode `json:"remote_nodes,omitempty" ocx:"closed"`
 }
 
 // RemoteNode is a node on another host, as the server's node lists it.
@@ -190,8 +256,12 @@ type RemoteNode struct {
 	// User is its node user, a user of the server's repository.
 	User string `json:"user" why:"a remote node names its node user"`
 	// Poke, when set, is the URL the server's hook POSTs to when
-	// something arrives, so that the node pulls at once.
+	// something arrives, so that the node pulls at once: https, or http on
+	// loopback (CheckRemoteURL).
 	Poke string `json:"poke,omitempty"`
+	// PokeSecret is what each poke carries, the node's own node.json
+	// holding it too (pull.secret): given with Poke, and only then (D81).
+	PokeSecret string `json:"poke_secret,omitempty"`
 }
 
 // RemoteNode is the remote node whose node user is user, if the project
@@ -249,6 +319,11 @@ func (c *NodeConfig) Validate() error {
 		if err := checkURL(field+".url", p.URL); err != nil {
 			return at("node.json", err)
 		}
+		if p.OtherHost {
+			if err := CheckRemoteURL(field+".url", p.URL); err != nil {
+				return at("node.json", err)
+			}
+		}
 		if err := c.checkRemoteNodes(field, p); err != nil {
 			return at("node.json", err)
 		}
@@ -275,8 +350,16 @@ func (c *NodeConfig) checkRemoteNodes(field string, p NodeProject) error {
 			return fieldErr(f+".user", ErrInvalid, fmt.Sprintf("%s is listed twice", quoteShort(r.User)))
 		}
 		seen[r.User] = true
-		if r.Poke != "" {
-			if err := checkURL(f+".poke", r.Poke); err != nil {
+		switch {
+		case r.Poke != "" && r.PokeSecret == "":
+			return fieldErr(f+".poke_secret", ErrMissing, "is missing; a poke carries the secret the remote node holds (`ocx node add --poke` makes it)")
+		case r.Poke == "" && r.PokeSecret != "":
+			return fieldErr(f+".poke_secret", ErrInvalid, "is given without poke; a secret is for the pokes of a node")
+		case r.Poke != "":
+			if err := CheckRemoteURL(f+".poke", r.Poke); err != nil {
+				return err
+			}
+			if err := CheckPokeSecret(f+".poke_secret", r.PokeSecret); err != nil {
 				return err
 			}
 		}
@@ -309,6 +392,11 @@ func (c *NodeConfig) Encode() ([]byte, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	return c.encode()
+}
+
+// encode renders node.json, unvalidated.
+func (c *NodeConfig) encode() ([]byte, error) {
 	return encodeHostFile("node", struct {
 		User          string                 `json:"user"`
 		Release       string                 `json:"release,omitempty"`
@@ -319,6 +407,39 @@ func (c *NodeConfig) Encode() ([]byte, error) {
 		Pull          *NodePull              `json:"pull,omitempty"`
 	}{c.User, c.Release, c.Projects, c.SessionLimits, c.Sandbox, c.ConfinedOnly, c.Pull})
 }
+
+// EncodeShown is Encode with every secret (pull.secret, each remote
+// node's poke_secret) replaced by SecretShown: what a plan or an answer
+// shows of node.json.
+func (c *NodeConfig) EncodeShown() ([]byte, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	shown := *c
+	if c.Pull != nil && c.Pull.Secret != "" {
+		p := *c.Pull
+		p.Secret = SecretShown
+		shown.Pull = &p
+	}
+	shown.Projects = make(map[string]NodeProject, len(c.Projects))
+	for name, p := range c.Projects {
+		rs := make([]RemoteNode, len(p.RemoteNodes))
+		for i, r := range p.RemoteNodes {
+			if r.PokeSecret != "" {
+				r.PokeSecret = SecretShown
+			}
+			rs[i] = r
+		}
+		if p.RemoteNodes != nil {
+			p.RemoteNodes = rs
+		}
+		shown.Projects[name] = p
+	}
+	return shown.encode()
+}
+
+// SecretShown stands for a secret where node.json is shown.
+const SecretShown = "(kept in node.json, not shown)"
 
 // String renders the node on one line.
 func (c *NodeConfig) String() string {
@@ -339,6 +460,12 @@ func DecodeNodeConfig(data []byte) (*NodeConfig, error) {
 	c := &NodeConfig{}
 	if err := fill(o, c); err != nil {
 		return nil, at("node.json", err)
+	}
+	for name, p := range c.Projects {
+		if p.RemoteNodes != nil && len(p.RemoteNodes) == 0 {
+			p.RemoteNodes = nil // "remote_nodes": [] lists none, as no key does
+			c.Projects[name] = p
+		}
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err

@@ -19,7 +19,7 @@ func genNodeConfig() *rapid.Generator[*NodeConfig] {
 		for _, name := range rapid.SliceOfNDistinct(genName(), 1, 4, rapid.ID[string]).Draw(t, "projects") {
 			p := NodeProject{
 				Repository: "/srv/fossil/" + name + RepositorySuffix,
-				URL:        "http://127.0.0.1:" + rapid.StringMatching(`[1-9][0-9]{1,4}`).Draw(t, "port") + "/" + name,
+				URL:        rapid.SampledFrom([]string{"http://127.0.0.1:", "https://fossil.example.org:", "http://[::1]:"}).Draw(t, "base") + rapid.StringMatching(`[1-9][0-9]{1,4}`).Draw(t, "port") + "/" + name,
 				OtherHost:  rapid.Bool().Draw(t, "other_host"),
 			}
 			if !p.OtherHost {
@@ -27,7 +27,11 @@ func genNodeConfig() *rapid.Generator[*NodeConfig] {
 					if u == c.User {
 						continue
 					}
-					p.RemoteNodes = append(p.RemoteNodes, RemoteNode{User: u, Poke: genOpt(rapid.SampledFrom([]string{"http://127.0.0.1:8091/", "http://10.0.0.2:9/poke"})).Draw(t, "poke")})
+					r := RemoteNode{User: u, Poke: genOpt(rapid.SampledFrom([]string{"http://127.0.0.1:8091/", "https://10.0.0.2:9/poke", "http://localhost:8091/"})).Draw(t, "poke")}
+					if r.Poke != "" {
+						r.PokeSecret = genSecret().Draw(t, "poke_secret")
+					}
+					p.RemoteNodes = append(p.RemoteNodes, r)
 				}
 			}
 			c.Projects[name] = p
@@ -35,6 +39,9 @@ func genNodeConfig() *rapid.Generator[*NodeConfig] {
 		if rapid.Bool().Draw(t, "pull") {
 			c.Pull = &NodePull{Every: rapid.SampledFrom([]string{"", "2s", "100ms", "1h"}).Draw(t, "every"),
 				Listen: rapid.SampledFrom([]string{"", "127.0.0.1:8091", "[::1]:9"}).Draw(t, "listen")}
+			if c.Pull.Listen != "" {
+				c.Pull.Secret = genSecret().Draw(t, "secret")
+			}
 		}
 		if rapid.Bool().Draw(t, "limits") {
 			l := &NodeSessionLimits{Memory: rapid.SampledFrom([]string{"", "16M", "2G", "1073741824"}).Draw(t, "memory")}
@@ -46,6 +53,11 @@ func genNodeConfig() *rapid.Generator[*NodeConfig] {
 		}
 		return c
 	})
+}
+
+// genSecret draws a poke's secret.
+func genSecret() *rapid.Generator[string] {
+	return rapid.StringMatching(`[0-9a-zA-Z._~+/=-]{32,80}`)
 }
 
 func genBinding() *rapid.Generator[*Binding] {
@@ -122,6 +134,17 @@ func TestHostFilesHostile(t *testing.T) {
 	if _, err := DecodeNodeConfig([]byte(node)); err != nil {
 		t.Fatalf("the good node.json is refused: %v", err)
 	}
+	const secret = "0123456789abcdef0123456789abcdef"
+	for _, good := range []string{
+		strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"https://fossil.example.org/","other_host":true`, 1),
+		strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://localhost:8080/","other_host":true`, 1),
+		strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"https://lab-1.example.org/","poke_secret":"`+secret+`"}]`, 1),
+		strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"listen":"10.0.0.2:8091","secret":"`+secret+`"}`, 1),
+	} {
+		if _, err := DecodeNodeConfig([]byte(good)); err != nil {
+			t.Errorf("a good node.json is refused: %v\n%s", err, good)
+		}
+	}
 	for _, c := range []struct {
 		name, data, field string
 		want              error
@@ -143,7 +166,17 @@ func TestHostFilesHostile(t *testing.T) {
 		{"remote node ../x", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"../x"}]`, 1), "projects.demo.remote_nodes[0].user", ErrInvalid},
 		{"remote node the node's own", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"ocx"}]`, 1), "projects.demo.remote_nodes[0].user", ErrInvalid},
 		{"remote node twice", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1"},{"user":"lab-1"}]`, 1), "projects.demo.remote_nodes[1].user", ErrInvalid},
-		{"remote node poke not a URL", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"ftp://x/"}]`, 1), "projects.demo.remote_nodes[0].poke", ErrInvalid},
+		{"remote node poke not a URL", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"ftp://x/","poke_secret":"`+secret+`"}]`, 1), "projects.demo.remote_nodes[0].poke", ErrInvalid},
+		{"remote node poke in clear", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"http://10.0.0.2:8091/","poke_secret":"`+secret+`"}]`, 1), "projects.demo.remote_nodes[0].poke", ErrInvalid},
+		{"remote node poke without a secret", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"https://lab-1.example.org/"}]`, 1), "projects.demo.remote_nodes[0].poke_secret", ErrMissing},
+		{"remote node secret without a poke", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke_secret":"`+secret+`"}]`, 1), "projects.demo.remote_nodes[0].poke_secret", ErrInvalid},
+		{"remote node secret too short", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"https://lab-1.example.org/","poke_secret":"short"}]`, 1), "projects.demo.remote_nodes[0].poke_secret", ErrInvalid},
+		{"remote node key unknown", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"https://lab-1.example.org/","poke_secrt":"`+secret+`"}]`, 1), "projects.demo.remote_nodes[0].poke_secrt", ErrUnknownKey},
+		{"remote node secret a number", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"https://lab-1.example.org/","poke_secret":12}]`, 1), "projects.demo.remote_nodes[0].poke_secret", ErrInvalid},
+		{"pull listen without a secret", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"listen":"127.0.0.1:8091"}`, 1), "pull.secret", ErrMissing},
+		{"pull secret without listen", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"secret":"`+secret+`"}`, 1), "pull.secret", ErrInvalid},
+		{"pull secret with a space", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"listen":"127.0.0.1:8091","secret":"`+secret+` x"}`, 1), "pull.secret", ErrInvalid},
+		{"a server on another host in clear", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://fossil.example.org/","other_host":true`, 1), "projects.demo.url", ErrInvalid},
 		{"remote nodes on another host", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","other_host":true,"remote_nodes":[{"user":"lab-1"}]`, 1), "projects.demo.remote_nodes", ErrInvalid},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -160,6 +193,8 @@ func FuzzDecodeHostFiles(f *testing.F) {
 	f.Add([]byte(`{"ocx":"node","user":"ocx","projects":{"demo":{"repository":"/srv/demo.fossil","url":"http://127.0.0.1:8080/"}}}`))
 	f.Add([]byte(`{"ocx":"binding","login":"a","project":"p","project_code":"","remote":"","branch":"","home":"","workspace":""}`))
 	f.Add([]byte(`{"ocx":"binding","ocx":"node"}`))
+	f.Add([]byte(`{"ocx":"node","user":"ocx","pull":{"listen":"127.0.0.1:8091","secret":"0123456789abcdef0123456789abcdef"},"projects":{"demo":{"repository":"/srv/demo.fossil","url":"https://h/","other_host":true}}}`))
+	f.Add([]byte(`{"ocx":"node","user":"ocx","projects":{"demo":{"repository":"/srv/demo.fossil","url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"https://lab-1.example.org/","poke_secret":"0123456789abcdef0123456789abcdef"}]}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if c, err := DecodeNodeConfig(data); err == nil {
 			again, err := c.Encode()
@@ -177,6 +212,43 @@ func FuzzDecodeHostFiles(f *testing.F) {
 			}
 			if b2, err := DecodeBinding(again); err != nil || !reflect.DeepEqual(b, b2) {
 				t.Fatalf("binding does not round-trip: %v", err)
+			}
+		}
+	})
+}
+
+// TestEncodeShownHidesSecrets: node.json as a plan shows it holds no
+// secret; the node.json encoded holds each, and reads back.
+func TestEncodeShownHidesSecrets(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := genNodeConfig().Draw(t, "node")
+		shown, err := c.EncodeShown()
+		if err != nil {
+			t.Fatalf("encode shown %s: %v", c, err)
+		}
+		var secrets []string
+		if c.Pull != nil && c.Pull.Secret != "" {
+			secrets = append(secrets, c.Pull.Secret)
+		}
+		for _, p := range c.Projects {
+			for _, r := range p.RemoteNodes {
+				if r.PokeSecret != "" {
+					secrets = append(secrets, r.PokeSecret)
+				}
+			}
+		}
+		for _, s := range secrets {
+			if strings.Contains(string(shown), s) {
+				t.Fatalf("node.json shown holds a secret:\n%s", shown)
+			}
+		}
+		data, err := c.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range secrets {
+			if !strings.Contains(string(data), s) {
+				t.Fatalf("node.json encoded lost a secret")
 			}
 		}
 	})

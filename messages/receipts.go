@@ -10,10 +10,13 @@ import (
 
 // The server's node vouches for artifacts to a node on another host (issue
 // 25, D72): for each hash, the login the server received it from, its
-// place in the server's order and its sender's standing, with the user
-// table as of the answer. The console's receipt page answers it in JSON
-// (GET /ext/console/receipt/HASH for one artifact, a POST of hashes for
-// many), to a node user its node.json lists alone.
+// place in the server's order and its sender's standing, with the users
+// its receipts name, each with whether it holds admin or setup, and
+// nothing of the server's other users (D81). The console's receipt page
+// answers it in JSON (GET /ext/console/receipt/HASH for one artifact, a
+// POST of hashes for many), to a node user its node.json lists alone; it
+// answers anyone logged in who asks of no artifact what it holds of them
+// alone (Viewer).
 
 // ReceiptsKind is the "ocx" of a receipts answer.
 const ReceiptsKind = "receipts"
@@ -32,10 +35,25 @@ type Receipts struct {
 	// is of it, and clones with the shared secret it makes.
 	Project  string          `json:"project" why:"a receipts answer names the server's project code"`
 	Receipts []ReceiptAnswer `json:"receipts" why:"a receipts answer lists a receipt for each hash asked"`
-	// Users is the server's user table at the answer: each login and its
-	// capability letters, pseudo-users included, so that a node reads
-	// "holds admin or setup" as the server would (D27).
-	Users []ServerUser `json:"users" why:"a receipts answer lists the server's users"`
+	// Users are the users its receipts name, each once, with whether it
+	// holds admin or setup now, as the server reads it (D27): a node
+	// learns the standing of those whose artifacts it holds, and nothing
+	// of the server's other users (D81).
+	Users []ServerUser `json:"users" why:"a receipts answer lists the users its receipts name" ocx:"closed"`
+	// Viewer is the login that asked, as the server holds it.
+	Viewer ReceiptViewer `json:"viewer" why:"a receipts answer names the login that asked (a server's node of an older release names none, D81)"`
+}
+
+// ReceiptViewer is the login that asked for receipts: its own capability
+// letters (its user row's: empty once withdrawn), those the server grants
+// it (its own, nobody's and anonymous's, with u, v, a and s expanded),
+// and whether it holds admin or setup. What a node on another host asks
+// of a caller or an agent login, logged in as it (D81).
+type ReceiptViewer struct {
+	Login      string `json:"login" why:"a viewer names its login"`
+	Caps       string `json:"caps" ocx:"empty"`
+	Effective  string `json:"effective" ocx:"empty"`
+	Privileged bool   `json:"privileged,omitempty"`
 }
 
 // ReceiptAnswer is what the server says of one artifact.
@@ -62,10 +80,11 @@ type ReceiptAnswer struct {
 	PrivilegedAtReceipt *bool `json:"privileged_at_receipt,omitempty"`
 }
 
-// ServerUser is one login of the server's user table.
+// ServerUser is a user a receipt names, and its standing.
 type ServerUser struct {
 	Login string `json:"login" why:"a user names its login"`
-	Caps  string `json:"caps" ocx:"empty"`
+	// Privileged: the user holds admin or setup now.
+	Privileged bool `json:"privileged,omitempty"`
 }
 
 // receiptVias are the ways an artifact may have come.
@@ -73,7 +92,8 @@ var receiptVias = []string{"unknown", "sync", "web", "local"}
 
 // Validate checks an answer as a node takes it: its kind, a hash for
 // each receipt and nothing said of one the server does not hold, a via it
-// knows, each login valid and no user twice.
+// knows, each login valid, the users exactly those the receipts name,
+// each once and with the standing its receipts say, and the viewer.
 func (r *Receipts) Validate() error {
 	if r.Ocx != ReceiptsKind {
 		return fieldErr("ocx", ErrWrongKind, fmt.Sprintf("is %s; a receipts answer says %q", quoteShort(r.Ocx), ReceiptsKind))
@@ -110,6 +130,12 @@ func (r *Receipts) Validate() error {
 			return fieldErr(field+".privileged", ErrInvalid, "is said of no login")
 		}
 	}
+	named := map[string]bool{} // the logins the receipts name, and their standing
+	for _, rc := range r.Receipts {
+		if rc.Known && rc.Login != "" {
+			named[rc.Login] = rc.Privileged
+		}
+	}
 	seen := map[string]bool{}
 	for i, u := range r.Users {
 		field := fmt.Sprintf("users[%d]", i)
@@ -120,9 +146,26 @@ func (r *Receipts) Validate() error {
 			return fieldErr(field+".login", ErrInvalid, fmt.Sprintf("%s is listed twice", quoteShort(u.Login)))
 		}
 		seen[u.Login] = true
-		for _, c := range u.Caps {
+		priv, ok := named[u.Login]
+		if !ok {
+			return fieldErr(field+".login", ErrInvalid, fmt.Sprintf("%s is named by no receipt; an answer lists the users its receipts name alone", quoteShort(u.Login)))
+		}
+		if priv != u.Privileged {
+			return fieldErr(field+".privileged", ErrInvalid, fmt.Sprintf("says %v of %s, its receipts %v", u.Privileged, quoteShort(u.Login), priv))
+		}
+	}
+	for login := range named {
+		if !seen[login] {
+			return fieldErr("users", ErrMissing, fmt.Sprintf("lacks %s, whom a receipt names", quoteShort(login)))
+		}
+	}
+	if err := checkFossilLogin("viewer.login", r.Viewer.Login); err != nil {
+		return err
+	}
+	for _, f := range []struct{ name, caps string }{{"viewer.caps", r.Viewer.Caps}, {"viewer.effective", r.Viewer.Effective}} {
+		for _, c := range f.caps {
 			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-				return fieldErr(field+".caps", ErrInvalid, fmt.Sprintf("%s is not a string of capability letters", quoteShort(u.Caps)))
+				return fieldErr(f.name, ErrInvalid, fmt.Sprintf("%s is not a string of capability letters", quoteShort(f.caps)))
 			}
 		}
 	}

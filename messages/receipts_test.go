@@ -12,7 +12,10 @@ import (
 
 func genReceipts() *rapid.Generator[*Receipts] {
 	return rapid.Custom(func(t *rapid.T) *Receipts {
-		r := &Receipts{Ocx: ReceiptsKind, Project: genHash().Draw(t, "project"), Receipts: []ReceiptAnswer{}, Users: []ServerUser{}}
+		r := &Receipts{Ocx: ReceiptsKind, Project: genHash().Draw(t, "project"), Receipts: []ReceiptAnswer{}, Users: []ServerUser{},
+			Viewer: ReceiptViewer{Login: genLogin().Draw(t, "viewer"), Caps: rapid.StringMatching(`[a-z0-9]{0,8}`).Draw(t, "caps"),
+				Effective: rapid.StringMatching(`[a-z0-9]{0,8}`).Draw(t, "effective"), Privileged: rapid.Bool().Draw(t, "viewer_privileged")}}
+		standing := map[string]bool{}
 		for range rapid.IntRange(0, 5).Draw(t, "n") {
 			rc := ReceiptAnswer{Hash: genHash().Draw(t, "hash"), Known: rapid.Bool().Draw(t, "known")}
 			if rc.Known {
@@ -22,7 +25,13 @@ func genReceipts() *rapid.Generator[*Receipts] {
 				rc.Received = time.UnixMilli(rapid.Int64Range(0, 1<<42).Draw(t, "ms")).UTC()
 				rc.Via = rapid.SampledFrom(receiptVias).Draw(t, "via")
 				if rc.Login != "" {
-					rc.Privileged = rapid.Bool().Draw(t, "privileged")
+					priv, seen := standing[rc.Login]
+					if !seen {
+						priv = rapid.Bool().Draw(t, "privileged")
+						standing[rc.Login] = priv
+						r.Users = append(r.Users, ServerUser{Login: rc.Login, Privileged: priv})
+					}
+					rc.Privileged = priv
 					if rapid.Bool().Draw(t, "at_known") {
 						at := rapid.Bool().Draw(t, "at")
 						rc.PrivilegedAtReceipt = &at
@@ -30,9 +39,6 @@ func genReceipts() *rapid.Generator[*Receipts] {
 				}
 			}
 			r.Receipts = append(r.Receipts, rc)
-		}
-		for _, l := range rapid.SliceOfNDistinct(genLogin(), 0, 5, rapid.ID[string]).Draw(t, "users") {
-			r.Users = append(r.Users, ServerUser{Login: l, Caps: rapid.StringMatching(`[a-z0-9]{0,8}`).Draw(t, "caps")})
 		}
 		return r
 	})
@@ -61,13 +67,12 @@ func TestReceiptsRoundTrip(t *testing.T) {
 // naming the field.
 func TestReceiptsRefusals(t *testing.T) {
 	h := strings.Repeat("a", 64)
-	good := `{"ocx":"receipts","project":"` + strings.Repeat("c", 40) + `","receipts":[{"hash":"` + h + `","known":true,"login":"alice","rcvid":3,"rid":9,"received":"2026-12-06T04:00:00Z","via":"sync"}],"users":[{"login":"alice","caps":"gio"}]}`
+	good := `{"ocx":"receipts","project":"` + strings.Repeat("c", 40) + `","receipts":[{"hash":"` + h + `","known":true,"login":"alice","rcvid":3,"rid":9,"received":"2026-12-06T04:00:00Z","via":"sync"}],"users":[{"login":"alice"}],"viewer":{"login":"lab-1","caps":"gio","effective":"gijorz"}}`
 	if _, err := DecodeReceipts([]byte(good)); err != nil {
 		t.Fatalf("the good answer is refused: %v", err)
 	}
-	// A server's logins are wider than OCX's names: a person's address,
-	// the pseudo-users.
-	wide := strings.Replace(strings.Replace(good, `"login":"alice","rcvid"`, `"login":"pat@example.com","rcvid"`, 1), `"users":[`, `"users":[{"login":"nobody","caps":"gjorz"},{"login":"pat smith","caps":""},`, 1)
+	// A server's logins are wider than OCX's names: a person's address.
+	wide := strings.Replace(strings.Replace(good, `"login":"alice","rcvid"`, `"login":"pat@example.com","rcvid"`, 1), `"users":[{"login":"alice"}]`, `"users":[{"login":"pat@example.com"}]`, 1)
 	if _, err := DecodeReceipts([]byte(wide)); err != nil {
 		t.Fatalf("an answer with a server's own logins is refused: %v", err)
 	}
@@ -82,12 +87,18 @@ func TestReceiptsRefusals(t *testing.T) {
 		{"no row", strings.Replace(good, `"rid":9,`, ``, 1), "receipts[0].rid", ErrMissing},
 		{"an unknown artifact with a login", strings.Replace(good, `"known":true`, `"known":false`, 1), "receipts[0]", ErrInvalid},
 		{"privileged nobody", strings.Replace(good, `"login":"alice","rcvid":3`, `"privileged":true,"rcvid":3`, 1), "receipts[0].privileged", ErrInvalid},
-		{"user twice", strings.Replace(good, `"users":[{"login":"alice","caps":"gio"}]`, `"users":[{"login":"alice","caps":"gio"},{"login":"alice","caps":"s"}]`, 1), "users[1].login", ErrInvalid},
-		{"caps with a space", strings.Replace(good, `"caps":"gio"`, `"caps":"g io"`, 1), "users[0].caps", ErrInvalid},
+		{"user twice", strings.Replace(good, `"users":[{"login":"alice"}]`, `"users":[{"login":"alice"},{"login":"alice"}]`, 1), "users[1].login", ErrInvalid},
+		{"a user no receipt names", strings.Replace(good, `"users":[{"login":"alice"}]`, `"users":[{"login":"alice"},{"login":"admin","privileged":true}]`, 1), "users[1].login", ErrInvalid},
+		{"a user the receipts name left out", strings.Replace(good, `"users":[{"login":"alice"}]`, `"users":[]`, 1), "users", ErrMissing},
+		{"a user's standing not its receipts'", strings.Replace(good, `"users":[{"login":"alice"}]`, `"users":[{"login":"alice","privileged":true}]`, 1), "users[0].privileged", ErrInvalid},
+		{"the server's user table", strings.Replace(good, `"users":[{"login":"alice"}]`, `"users":[{"login":"alice","caps":"gio"}]`, 1), "users[0].caps", ErrUnknownKey},
+		{"no viewer (an older server)", strings.Replace(good, `,"viewer":{"login":"lab-1","caps":"gio","effective":"gijorz"}`, ``, 1), "viewer", ErrMissing},
+		{"viewer caps with a space", strings.Replace(good, `"caps":"gio"`, `"caps":"g io"`, 1), "viewer.caps", ErrInvalid},
+		{"viewer effective with a dot", strings.Replace(good, `"effective":"gijorz"`, `"effective":"g.j"`, 1), "viewer.effective", ErrInvalid},
 		{"rcvid a string", strings.Replace(good, `"rcvid":3`, `"rcvid":"3"`, 1), "receipts[0].rcvid", ErrInvalid},
 		{"duplicate key", strings.Replace(good, `"known":true`, `"known":true,"known":false`, 1), "receipts[0].known", ErrDuplicateKey},
 		{"no project", strings.Replace(good, `"project":"`+strings.Repeat("c", 40)+`",`, ``, 1), "project", ErrMissing},
-		{"no users", strings.Replace(good, `,"users":[{"login":"alice","caps":"gio"}]`, ``, 1), "users", ErrMissing},
+		{"no users", strings.Replace(good, `,"users":[{"login":"alice"}]`, ``, 1), "users", ErrMissing},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := DecodeReceipts([]byte(c.data))
@@ -103,9 +114,9 @@ func TestReceiptsRefusals(t *testing.T) {
 // takes encodes and reads back the same.
 func FuzzDecodeReceipts(f *testing.F) {
 	h := strings.Repeat("b", 64)
-	f.Add([]byte(`{"ocx":"receipts","project":"` + h[:40] + `","receipts":[{"hash":"` + h + `","known":true,"login":"a","rid":1,"via":"web","privileged_at_receipt":false}],"users":[]}`))
-	f.Add([]byte(`{"ocx":"receipts","receipts":[{"hash":"` + h + `","known":false}],"users":[{"login":"nobody","caps":""}]}`))
-	f.Add([]byte(`{"ocx":"receipts","receipts":[],"users":[{"login":"x","caps":"s"}],"more":1}`))
+	f.Add([]byte(`{"ocx":"receipts","project":"` + h[:40] + `","receipts":[{"hash":"` + h + `","known":true,"login":"a","rid":1,"via":"web","privileged_at_receipt":false}],"users":[{"login":"a"}],"viewer":{"login":"n","caps":"","effective":""}}`))
+	f.Add([]byte(`{"ocx":"receipts","receipts":[{"hash":"` + h + `","known":false}],"users":[{"login":"nobody"}],"viewer":{"login":"n","caps":"s","effective":"s","privileged":true}}`))
+	f.Add([]byte(`{"ocx":"receipts","receipts":[],"users":[{"login":"x","privileged":true}],"more":1}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := DecodeReceipts(data)
 		if err != nil {

@@ -394,6 +394,10 @@ type RunLimits struct {
 	CPU       *uint64 `json:"cpu,omitempty"`
 	Processes *uint64 `json:"processes,omitempty"`
 	Memory    RunSize `json:"memory,omitempty"`
+	// Disk is beyond seed 004's table 7 (D82): the size of the file
+	// system the node makes the run's workspace on, which the kernel
+	// holds it to (a write past it fails with ENOSPC).
+	Disk RunSize `json:"disk,omitempty"`
 }
 
 // The limits of table 7, in its order (LimitWall is stop.go's, the same
@@ -402,10 +406,41 @@ const (
 	LimitCPU       = "cpu"
 	LimitProcesses = "processes"
 	LimitMemory    = "memory"
+	// LimitDisk is this node's row beyond table 7 (D82): the size of
+	// the file system a run's workspace, or a session's, is made on.
+	LimitDisk = "disk"
 )
 
-// LimitNames lists table 7's limits.
-var LimitNames = []string{LimitWall, LimitCPU, LimitProcesses, LimitMemory}
+// LimitNames lists table 7's limits, and disk after them (D82).
+var LimitNames = []string{LimitWall, LimitCPU, LimitProcesses, LimitMemory, LimitDisk}
+
+// The bounds of a disk (D82): below MinDisk an ext4 file system holds
+// little beyond its own journal and tables; MaxDisk is ext4's 16 TiB
+// with 4 KiB blocks.
+const (
+	MinDisk = 16 << 20
+	MaxDisk = 16 << 40
+)
+
+// ParseDisk reads a disk's size as node.json and a session definition
+// write it, a string: a whole number and K, M or G, or bytes; from MinDisk
+// to MaxDisk.
+func ParseDisk(field, s string) (uint64, error) {
+	n, err := parseRunSize(field, s, false)
+	if err != nil {
+		return 0, err
+	}
+	return n, CheckDiskSize(field, s, n)
+}
+
+// CheckDiskSize checks a disk's size in bytes against MinDisk and
+// MaxDisk, naming field.
+func CheckDiskSize(field, written string, n uint64) error {
+	if n < MinDisk || n > MaxDisk {
+		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a disk's size: from %d bytes (16M) to %d (16384G)", quoteShort(written), uint64(MinDisk), uint64(MaxDisk)))
+	}
+	return nil
+}
 
 // maxLimit bounds cpu and processes: what an rlimit takes and more than any
 // host has.
@@ -435,6 +470,9 @@ func readLimits(o jobj) (*RunLimits, error) {
 	if l.Memory, err = o.size(LimitMemory); err != nil {
 		return nil, err
 	}
+	if l.Disk, err = o.size(LimitDisk); err != nil {
+		return nil, err
+	}
 	return l, l.validate(o.path)
 }
 
@@ -454,6 +492,16 @@ func (l *RunLimits) validate(field string) error {
 	}
 	if l.Memory != "" {
 		if _, err := parseRunSize(joinField(field, LimitMemory), string(l.Memory), isDigits(string(l.Memory))); err != nil {
+			return err
+		}
+	}
+	if l.Disk != "" {
+		f := joinField(field, LimitDisk)
+		n, err := parseRunSize(f, string(l.Disk), isDigits(string(l.Disk)))
+		if err != nil {
+			return err
+		}
+		if err := CheckDiskSize(f, string(l.Disk), n); err != nil {
 			return err
 		}
 	}
@@ -477,6 +525,9 @@ func (l *RunLimits) Names() []string {
 	}
 	if l.Memory != "" {
 		out = append(out, LimitMemory)
+	}
+	if l.Disk != "" {
+		out = append(out, LimitDisk)
 	}
 	return out
 }

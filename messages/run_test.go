@@ -219,7 +219,9 @@ func TestHostileRuns(t *testing.T) {
 		{"sandbox file key", run(`, "sandbox": {` + strings.Replace(sb, `"files": []`, `"files": [{"at": "/a", "text": "", "mode": 1}]`, 1) + `}, ` + proc), "sandbox.files[0].mode"},
 		{"limits wall", run(`, "limits": {"wall": "8 hours"}, ` + proc), "limits.wall"},
 		{"limits cpu zero", run(`, "limits": {"cpu": 0}, ` + proc), "limits.cpu"},
-		{"limits unknown", run(`, "limits": {"disk": "1G"}, ` + proc), "limits.disk"},
+		{"limits unknown", run(`, "limits": {"swap": "1G"}, ` + proc), "limits.swap"},
+		{"limits disk below its least", run(`, "limits": {"disk": "1M"}, ` + proc), "limits.disk"},
+		{"limits disk form", run(`, "limits": {"disk": "1T"}, ` + proc), "limits.disk"},
 		{"limits memory form", run(`, "limits": {"memory": "1T"}, ` + proc), "limits.memory"},
 		{"step without kind", run(`, "workspace": [{"at": "/a"}], ` + proc), "workspace[0].step"},
 		{"step without its argument", run(`, "workspace": [{"step": "clone"}], ` + proc), "workspace[0].into"},
@@ -641,6 +643,10 @@ func TestRunRefusalRows(t *testing.T) {
 			f.Provides.LimitWhy = map[string]string{LimitMemory: "no cgroup v1 memory or pids hierarchy is mounted"}
 		}, RefusedUnprovided, "limits.memory: this node cannot enforce it: no cgroup v1 memory or pids hierarchy is mounted"},
 		{"8 cpu", block("builder", `, "limits": {"cpu": 60}`), func(f *RefusalFacts) { f.Provides.Limits = []string{LimitWall} }, RefusedUnprovided, "limits.cpu"},
+		{"8 disk", block("builder", `, "limits": {"disk": "1G"}`), func(f *RefusalFacts) {
+			f.Provides.LimitWhy = map[string]string{LimitDisk: "the host has no loop devices"}
+		}, RefusedUnprovided, "limits.disk: this node cannot enforce it: the host has no loop devices"},
+		{"8 disk provided", block("builder", `, "limits": {"disk": "1G"}`), func(f *RefusalFacts) { f.Provides.Limits = append(f.Provides.Limits, LimitDisk) }, 0, ""},
 		{"8 no bwrap", block("builder", ", "+sb), func(f *RefusalFacts) { f.Provides.Sandbox = false }, RefusedUnprovided, "sandbox"},
 		{"8 capability", block("builder", ", "+strings.Replace(sb, `"capabilities": []`, `"capabilities": ["CAP_SYS_ADMIN"]`, 1)), nil, RefusedUnprovided, "CAP_SYS_ADMIN"},
 		{"8 network", block("builder", ", "+strings.Replace(sb, `"network": true`, `"network": false`, 1)), func(f *RefusalFacts) { f.Provides.NoNetwork = false }, RefusedUnprovided, "sandbox.network"},

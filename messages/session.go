@@ -110,6 +110,13 @@ type SessionLimits struct {
 	// spent the proxy refuses its requests and the daemon ends it. 0 (or
 	// absent): none.
 	Tokens uint64 `json:"tokens,omitempty"`
+	// Disk is the size of the file system the workspace's directory is
+	// on while the session runs (D82): a whole number and K, M or G
+	// ("4G"), or bytes, always a string. The node sizes the workspace's
+	// disk to it at the launch; the kernel holds the session to it (a
+	// write past it fails with ENOSPC in the sandbox). Absent: node.json's
+	// session_limits.disk.
+	Disk string `json:"disk,omitempty"`
 }
 
 // Wall returns the definition's wall limit, "" when it has none.
@@ -118,6 +125,15 @@ func (d *SessionDefinition) Wall() string {
 		return ""
 	}
 	return d.Limits.Wall
+}
+
+// Disk returns the definition's disk limit as written, "" when it has
+// none.
+func (d *SessionDefinition) Disk() string {
+	if d.Limits == nil {
+		return ""
+	}
+	return d.Limits.Disk
 }
 
 // Tokens returns the definition's tokens limit, 0 when it has none.
@@ -131,8 +147,13 @@ func (d *SessionDefinition) Tokens() uint64 {
 // validate checks the limits: a wall that reads, a tokens limit above 0
 // and only for an llm session, and at least one of the two.
 func (l *SessionLimits) validate(kind SessionKind) error {
-	if l.Wall == "" && l.Tokens == 0 {
-		return fieldErr("limits", ErrMissing, "names no limit; limits name wall (the longest the session runs) or tokens (what its model may read and write), or are left out")
+	if l.Wall == "" && l.Tokens == 0 && l.Disk == "" {
+		return fieldErr("limits", ErrMissing, "names no limit; limits name wall (the longest the session runs), tokens (what its model may read and write) or disk (the size of its workspace's file system), or are left out")
+	}
+	if l.Disk != "" {
+		if _, err := ParseDisk("limits.disk", l.Disk); err != nil {
+			return err
+		}
 	}
 	if l.Wall != "" {
 		if _, err := ParseWall("limits.wall", l.Wall); err != nil {
@@ -327,6 +348,7 @@ func (d *SessionDefinition) String() string {
 	if d.Tokens() > 0 {
 		l.num("tokens", d.Tokens())
 	}
+	l.optKV("disk", d.Disk())
 	return l.optKV("result", string(d.Result)).String()
 }
 

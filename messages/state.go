@@ -184,15 +184,30 @@ type SessionLimitsStatus struct {
 	Processes  uint64 `json:"processes,omitempty"`
 	Cgroups    string `json:"cgroups,omitempty"`
 	NotApplied string `json:"not_applied,omitempty"`
+	// Disk is the size of each workspace's own file system (node.json's
+	// session_limits.disk, D82), bytes; 0 when node.json gives none.
+	Disk uint64 `json:"disk,omitempty"`
+	// DiskNotApplied says why Disk is not applied on this host (no loop
+	// devices, not root, no mkfs.ext4): workspaces are then made on the
+	// host's file system, and a limits.disk is refused.
+	DiskNotApplied string `json:"disk_not_applied,omitempty"`
 }
 
 // String renders the limits on one line.
 func (l SessionLimitsStatus) String() string {
 	s := "memory " + strconv.FormatUint(l.Memory, 10) + " bytes, processes " + strconv.FormatUint(l.Processes, 10)
 	if l.NotApplied != "" {
-		return s + ", not applied: " + l.NotApplied
+		s += ", not applied: " + l.NotApplied
+	} else {
+		s += ", in cgroups " + l.Cgroups
 	}
-	return s + ", in cgroups " + l.Cgroups
+	switch {
+	case l.Disk > 0 && l.DiskNotApplied != "":
+		s += "; disk " + strconv.FormatUint(l.Disk, 10) + " bytes, not applied: " + l.DiskNotApplied
+	case l.Disk > 0:
+		s += "; disk " + strconv.FormatUint(l.Disk, 10) + " bytes, a file system of its own for each workspace"
+	}
+	return s
 }
 
 func (l *SessionLimitsStatus) validate(f string) error {
@@ -200,6 +215,12 @@ func (l *SessionLimitsStatus) validate(f string) error {
 		return fieldErr(f, ErrInvalid, "says where the cgroups are (cgroups) or why there are none (not_applied), one of the two")
 	}
 	if err := checkLine(joinField(f, "cgroups"), l.Cgroups, false, MaxShortLen); err != nil {
+		return err
+	}
+	if l.DiskNotApplied != "" && l.Disk == 0 {
+		return fieldErr(joinField(f, "disk_not_applied"), ErrInvalid, "says why a disk is not applied, and node.json gives none (disk)")
+	}
+	if err := checkLine(joinField(f, "disk_not_applied"), l.DiskNotApplied, false, MaxShortLen); err != nil {
 		return err
 	}
 	return checkLine(joinField(f, "not_applied"), l.NotApplied, false, MaxShortLen)

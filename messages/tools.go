@@ -559,6 +559,10 @@ func (v Verdict) TagValue() string {
 	return fmt.Sprintf("%s: %s (against %s)", word, v.Reason, v.Against)
 }
 
+// NamesRecord says whether the verdict's X names a record (a full hash)
+// rather than the path of a file in the check-in (E6).
+func (v Verdict) NamesRecord() bool { return checkHash("", v.Against) == nil }
+
 // ParseVerdict reads an audited tag's value.
 func ParseVerdict(value string) (Verdict, error) {
 	var v Verdict

@@ -171,6 +171,19 @@ func TestTaskRecordRoundTrip(t *testing.T) {
 	if _, err := ReadTaskRecord([]byte(bad)); err == nil || !strings.Contains(err.Error(), "restrict.no_network") {
 		t.Errorf("unknown restriction: %v", err)
 	}
+	// So inside sandbox and budget (E9, D83).
+	for _, c := range []struct{ from, to, field string }{
+		{`"network": true`, `"network": true, "cpus": 2`, "sandbox.cpus"},
+		{`"wall": "2h"`, `"wall": "2h", "gpu_hours": 1`, "budget.gpu_hours"},
+	} {
+		bad := strings.Replace(string(block), c.from, c.to, 1)
+		if bad == string(block) {
+			t.Fatalf("%q is not in the block:\n%s", c.from, block)
+		}
+		if _, err := ReadTaskRecord([]byte(bad)); err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("unknown %s: %v", c.field, err)
+		}
+	}
 	// Elsewhere it is ignored (E9).
 	ok := strings.Replace(string(block), `"ocx": 1,`, `"ocx": 1, "colour": "blue",`, 1)
 	if _, err := ReadTaskRecord([]byte(ok)); err != nil {

@@ -6,10 +6,13 @@
 // started), no network, no files; the daemon's shell
 // (cmd/internal/remote's Puller) does those and feeds the results back.
 //
-// Each project is pulled one pull at a time. A kick (a poke, a write of
-// the node's, the start) pulls at once when no pull is under way, and
-// once more after the one under way when one is: a burst of kicks makes
-// at most one pull more. An ask is answered by the first pull that began
+// Each project is pulled one pull at a time. A kick (a write of the
+// node's, the start) pulls at once when no pull is under way, and once
+// more after the one under way when one is: a burst of kicks makes at
+// most one pull more. A poke of the server's is a kick at most once every
+// PokeGap: one within PokeGap of the last is held until then, and others
+// meanwhile join it, so that pokes, even a stranger's with the secret,
+// make no pulls back to back (D81); the timer is not held. An ask is answered by the first pull that began
 // after it, with that pull's outcome: a tool that wrote to the server and
 // then asks reads its write once it is answered. The timer pulls every
 // Every after the last pull ended; after a pull that failed (the server
@@ -27,6 +30,9 @@ import (
 
 // MaxBackoff bounds the doubling of the timer after failed pulls.
 const MaxBackoff = 8
+
+// PokeGap is the least time between two kicks by pokes of one project.
+const PokeGap = time.Second
 
 // Never is a time that is not set.
 const Never time.Duration = -1
@@ -53,6 +59,10 @@ type Kicked struct {
 	Why     string
 }
 
+// Poked: the server poked this node: pull every project, at most once
+// every PokeGap.
+type Poked struct{ At time.Duration }
+
 // Asked: a caller waits for a pull of the project begun after now.
 type Asked struct {
 	At      time.Duration
@@ -71,6 +81,7 @@ type PullEnded struct {
 func (m Started) at() time.Duration   { return m.At }
 func (m Tick) at() time.Duration      { return m.At }
 func (m Kicked) at() time.Duration    { return m.At }
+func (m Poked) at() time.Duration     { return m.At }
 func (m Asked) at() time.Duration     { return m.At }
 func (m PullEnded) at() time.Duration { return m.At }
 
@@ -85,6 +96,7 @@ func (m Kicked) String() string {
 	}
 	return fmt.Sprintf("at %s kicked %s (%s)", m.At, p, m.Why)
 }
+func (m Poked) String() string { return fmt.Sprintf("at %s poked", m.At) }
 func (m Asked) String() string { return fmt.Sprintf("at %s asked %s #%d", m.At, m.Project, m.ID) }
 func (m PullEnded) String() string {
 	if m.Err != "" {
@@ -97,8 +109,9 @@ func (m PullEnded) String() string {
 type Effect interface{ String() string }
 
 // PullProject: pull the project's clone and have the server vouch for
-// what came; answer with PullEnded.
-type PullProject struct{ Project string }
+// what came; answer with PullEnded. Why says what asked for it (start,
+// timer, poked, asked, or a kick's why), for the log.
+type PullProject struct{ Project, Why string }
 
 // Answer: tell the asks IDs how the pull they waited for ended.
 type Answer struct {
@@ -137,13 +150,19 @@ func (e SetTimer) String() string {
 // project is one project's state.
 type project struct {
 	running bool
-	// again: a kick or an ask came during the pull under way.
-	again bool
+	// again: a kick or an ask came during the pull under way; againWhy
+	// is the first one's why.
+	again    bool
+	againWhy string
 	// answering are the asks the pull under way answers (asked before it
 	// began); waiting those it does not (asked during it).
 	answering, waiting []int
-	// due is when the timer pulls next.
+	// due is when the timer pulls next; why is what set it.
 	due time.Duration
+	why string
+	// lastPoke is when a poke last kicked the project (Never: none yet);
+	// pokeAt, when the poke held back kicks it (Never: none is held).
+	lastPoke, pokeAt time.Duration
 	// failures counts the pulls in a row that failed.
 	failures int
 	// fresh: a pull succeeded since the start.
@@ -173,7 +192,7 @@ func (c *Core) Step(m Msg) []Effect {
 			if _, ok := c.projects[name]; ok {
 				continue
 			}
-			c.projects[name] = &project{due: now}
+			c.projects[name] = &project{due: now, why: "start", lastPoke: Never, pokeAt: Never}
 			c.names = append(c.names, name)
 		}
 		slices.Sort(c.names)
@@ -181,7 +200,11 @@ func (c *Core) Step(m Msg) []Effect {
 		// The due pulls start below.
 	case Kicked:
 		for _, name := range c.named(m.Project) {
-			c.kick(name, now)
+			c.kick(name, now, m.Why)
+		}
+	case Poked:
+		for _, name := range c.names {
+			c.poke(name, now)
 		}
 	case Asked:
 		p, ok := c.projects[m.Project]
@@ -190,10 +213,10 @@ func (c *Core) Step(m Msg) []Effect {
 		}
 		if p.running {
 			p.waiting = append(p.waiting, m.ID)
-			p.again = true
+			p.setAgain("asked")
 		} else {
 			p.answering = append(p.answering, m.ID)
-			p.due = now
+			p.due, p.why = now, "asked"
 		}
 	case PullEnded:
 		p, ok := c.projects[m.Project]
@@ -214,17 +237,21 @@ func (c *Core) Step(m Msg) []Effect {
 		} else {
 			p.failures++
 		}
-		p.due = now + c.wait(p)
+		p.due, p.why = now+c.wait(p), "timer"
 		if p.again {
-			p.again, p.due = false, now
+			p.again, p.due, p.why = false, now, p.againWhy
 		}
 	}
 	for _, name := range c.names {
 		p := c.projects[name]
+		if p.pokeAt != Never && p.pokeAt <= now {
+			p.pokeAt = Never
+			c.kick(name, now, "poked")
+		}
 		if !p.running && p.due != Never && p.due <= now {
 			p.running = true
 			p.due = Never
-			out = append(out, PullProject{Project: name})
+			out = append(out, PullProject{Project: name, Why: p.why})
 		}
 	}
 	return append(out, c.setTimer()...)
@@ -242,13 +269,37 @@ func (c *Core) named(project string) []string {
 }
 
 // kick pulls a project now, or once more after the pull under way.
-func (c *Core) kick(name string, now time.Duration) {
+func (c *Core) kick(name string, now time.Duration, why string) {
 	p := c.projects[name]
 	if p.running {
-		p.again = true
+		p.setAgain(why)
 		return
 	}
-	p.due = now
+	p.due, p.why = now, why
+}
+
+// setAgain asks one pull more after the one under way.
+func (p *project) setAgain(why string) {
+	if !p.again {
+		p.again, p.againWhy = true, why
+	}
+}
+
+// poke kicks a project for a poke, unless a poke kicked it less than
+// PokeGap ago: then the kick is held until PokeGap after that one, and
+// pokes meanwhile join the one held.
+func (c *Core) poke(name string, now time.Duration) {
+	p := c.projects[name]
+	switch {
+	case p.pokeAt != Never:
+		// Joins the poke held.
+	case p.lastPoke != Never && now < p.lastPoke+PokeGap:
+		p.pokeAt = p.lastPoke + PokeGap
+		p.lastPoke = p.pokeAt
+	default:
+		p.lastPoke = now
+		c.kick(name, now, "poked")
+	}
 }
 
 // wait is how long after a pull the timer pulls again.
@@ -266,12 +317,16 @@ func bitsOf(n int) int {
 	return b
 }
 
-// setTimer sets the timer to the earliest pull due, when it moved.
+// setTimer sets the timer to the earliest pull due, or poke held, when
+// it moved.
 func (c *Core) setTimer() []Effect {
 	next := Never
 	for _, p := range c.projects {
 		if !p.running && p.due != Never && (next == Never || p.due < next) {
 			next = p.due
+		}
+		if p.pokeAt != Never && (next == Never || p.pokeAt < next) {
+			next = p.pokeAt
 		}
 	}
 	if next == c.timer {

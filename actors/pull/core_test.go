@@ -29,7 +29,7 @@ func run(c *Core, msgs ...Msg) string {
 // TestPullTranscripts: the core's decisions in the cases a reader asks
 // about, as transcripts.
 func TestPullTranscripts(t *testing.T) {
-	s := time.Second
+	s, ms := time.Second, time.Millisecond
 	for _, c := range []struct {
 		name string
 		msgs []Msg
@@ -83,6 +83,42 @@ at 5s pulled a: failed: down -> [timer 13s]
 at 6s kicked a (poke) -> [pull a] [timer off]
 at 6s pulled a -> [first pulled a] [timer 8s]
 `},
+		{"pokes kick at most once a PokeGap; those between join one held; the timer is not held", []Msg{
+			Started{At: 0, Projects: []string{"a", "b"}},
+			PullEnded{At: 100 * ms, Project: "a"},
+			PullEnded{At: 100 * ms, Project: "b"},
+			Poked{At: 200 * ms},
+			PullEnded{At: 300 * ms, Project: "a"},
+			PullEnded{At: 300 * ms, Project: "b"},
+			Poked{At: 400 * ms},
+			Poked{At: 500 * ms},
+			Poked{At: 900 * ms},
+			Tick{At: 1200 * ms},
+			PullEnded{At: 1300 * ms, Project: "a"},
+			PullEnded{At: 1300 * ms, Project: "b"},
+			Poked{At: 1400 * ms},
+			Tick{At: 2200 * ms},
+			PullEnded{At: 2300 * ms, Project: "a"},
+			PullEnded{At: 2300 * ms, Project: "b"},
+			Poked{At: 3300 * ms},
+		}, `at 0s started a,b -> [pull a] [pull b]
+at 100ms pulled a -> [first pulled a] [timer 2.1s]
+at 100ms pulled b -> [first pulled b]
+at 200ms poked -> [pull a] [pull b] [timer off]
+at 300ms pulled a -> [timer 2.3s]
+at 300ms pulled b ->
+at 400ms poked -> [timer 1.2s]
+at 500ms poked ->
+at 900ms poked ->
+at 1.2s tick -> [pull a] [pull b] [timer off]
+at 1.3s pulled a -> [timer 3.3s]
+at 1.3s pulled b ->
+at 1.4s poked -> [timer 2.2s]
+at 2.2s tick -> [pull a] [pull b] [timer off]
+at 2.3s pulled a -> [timer 4.3s]
+at 2.3s pulled b ->
+at 3.3s poked -> [pull a] [pull b] [timer off]
+`},
 		{"an ask for a project served here is answered at once", []Msg{
 			Started{At: 0, Projects: []string{"a"}},
 			Asked{At: 1, Project: "z", ID: 1},
@@ -106,7 +142,9 @@ at 1ns asked z #1 -> [answer #1: project "z" is not served from another host]
 //   - kicks during a pull make at most one pull more after it;
 //   - the first successful pull of a project says so, once;
 //   - the timer is set to when the next pull is due: Every after a
-//     success, doubling after failures up to MaxBackoff times.
+//     success, doubling after failures up to MaxBackoff times, or to a
+//     poke held back, if sooner;
+//   - pokes begin at most two pulls more than one a PokeGap (D81).
 func TestPullProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		names := rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"a", "b", "c"}), 1, 3, rapid.ID[string]).Draw(t, "projects")
@@ -120,10 +158,13 @@ func TestPullProperties(t *testing.T) {
 			failures   int
 			successes  int
 			firsts     int
+			why        string        // why the pull under way began
+			poked      int           // pulls begun by pokes
+			firstPoke  time.Duration // the first poke (Never: none yet)
 		}
 		ps := map[string]*pstate{}
 		for _, n := range names {
-			ps[n] = &pstate{}
+			ps[n] = &pstate{firstPoke: Never}
 		}
 		askedAt := map[int]int{} // ask id -> message number
 		askProject := map[int]string{}
@@ -141,7 +182,10 @@ func TestPullProperties(t *testing.T) {
 					if p.running {
 						t.Fatalf("%s: a second pull of %s while one is under way", m, e.Project)
 					}
-					p.running, p.began, p.seq, p.kicksSince = true, now, seq, 0
+					p.running, p.began, p.seq, p.kicksSince, p.why = true, now, seq, 0, e.Why
+					if e.Why == "poked" {
+						p.poked++
+					}
 				case Answer:
 					for _, id := range e.IDs {
 						if answered[id] {
@@ -219,6 +263,15 @@ func TestPullProperties(t *testing.T) {
 					t.Fatalf("an ask for a project pulled nowhere was not answered at once")
 				}
 			},
+			"poke": func(t *rapid.T) {
+				now += time.Duration(rapid.IntRange(0, 1500).Draw(t, "ms")) * time.Millisecond
+				for _, p := range ps {
+					if p.firstPoke == Never {
+						p.firstPoke = now
+					}
+				}
+				step(Poked{At: now})
+			},
 			"tick": func(t *rapid.T) {
 				if timer == Never {
 					return // no timer set: nothing to fire
@@ -251,10 +304,10 @@ func TestPullProperties(t *testing.T) {
 					p.failures++
 				}
 				step(msg)
-				if kicked != p.running {
-					t.Fatalf("%s: %d kicks during the pull, pulled again: %v", msg, p.kicksSince, p.running)
+				if kicked && !p.running || !kicked && p.running && p.why != "poked" {
+					t.Fatalf("%s: %d kicks during the pull, pulled again: %v (%s)", msg, p.kicksSince, p.running, p.why)
 				}
-				if !p.running && c.projects[n].due != now+every*time.Duration(1<<min(p.failures, 3)) {
+				if !p.running && c.projects[n].due != now+every*time.Duration(1<<min(p.failures, 3)) && c.projects[n].pokeAt == Never {
 					t.Fatalf("%s: next pull due at %s, after %d failures", msg, c.projects[n].due, p.failures)
 				}
 			},
@@ -268,11 +321,19 @@ func TestPullProperties(t *testing.T) {
 						t.Fatalf("%s: first pulled said %d times after %d successes", n, p.firsts, p.successes)
 					}
 				}
-				// The timer is the earliest pull due.
+				// The timer is the earliest pull due, or poke held.
 				want := Never
 				for _, n := range names {
 					if d := c.projects[n].due; !ps[n].running && d != Never && (want == Never || d < want) {
 						want = d
+					}
+					if d := c.projects[n].pokeAt; d != Never && (want == Never || d < want) {
+						want = d
+					}
+				}
+				for n, p := range ps {
+					if p.firstPoke != Never && p.poked > 2+int((now-p.firstPoke)/PokeGap) {
+						t.Fatalf("%s: %d pulls begun by pokes in %s since the first", n, p.poked, now-p.firstPoke)
 					}
 				}
 				if timer != want {

@@ -67,20 +67,10 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 
 // byDaemon says whether the request is one the daemon serves: a page read
 // by GET or HEAD, not a git fetch (streamed by git's own CGI), with an
-// environment a page ask may carry.
+// environment a page ask may carry, decided on the path the console
+// routes (messages.NotByDaemon, which the daemon applies too).
 func byDaemon(environ []string) bool {
-	method, path := "", ""
-	for _, kv := range environ {
-		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case "REQUEST_METHOD":
-			method = v
-		case "PATH_INFO":
-			path = v
-		}
-	}
-	return (method == "GET" || method == "HEAD") && len(environ) <= messages.MaxPageEnv &&
-		path != "/git" && !strings.HasPrefix(path, "/git/")
+	return messages.NotByDaemon(environ) == ""
 }
 
 // askDaemon asks the daemon for the page and returns its CGI reply.

@@ -7,8 +7,8 @@ import (
 )
 
 // TestByDaemon: a page read by GET or HEAD is asked of the daemon; a
-// form, a git fetch, a request with no method and one with more
-// variables than a page ask carries are not.
+// form, a git fetch (whatever slashes its path holds), a request with no
+// method and one with more variables than a page ask carries are not.
 func TestByDaemon(t *testing.T) {
 	for _, c := range []struct {
 		env  []string
@@ -20,6 +20,11 @@ func TestByDaemon(t *testing.T) {
 		{[]string{"REQUEST_METHOD=POST", "PATH_INFO=/sessions"}, false},
 		{[]string{"REQUEST_METHOD=GET", "PATH_INFO=/git/info/refs"}, false},
 		{[]string{"REQUEST_METHOD=GET", "PATH_INFO=/git"}, false},
+		// The console's route trims the slashes: so does the decision.
+		{[]string{"REQUEST_METHOD=GET", "PATH_INFO=//git/info/refs"}, false},
+		{[]string{"REQUEST_METHOD=GET", "PATH_INFO=/git//info/refs"}, false},
+		{[]string{"REQUEST_METHOD=HEAD", "PATH_INFO=git/"}, false},
+		{[]string{"REQUEST_METHOD=GET", "PATH_INFO=//sessions//"}, true},
 		{[]string{"PATH_INFO=/sessions"}, false},
 		{append([]string{"REQUEST_METHOD=GET"}, strings.Split(strings.Repeat("X=1,", 300), ",")...), false},
 	} {

@@ -55,6 +55,9 @@ const (
 	// session/NAME (docs/console.md).
 	demoWorkspaceTemplate = "demo"
 	demoSessionTemplate   = "ci"
+	// demoRunPattern is the demo's run pattern, the wiki page run/echo
+	// (D84): seed 004 section 14's unconfined echo, its layers held once.
+	demoRunPattern = "echo"
 	// demoMirror is the git mirror's directory in the demo's, and the
 	// directory a newcomer's clone of it is told to make.
 	demoMirror = "git"
@@ -350,6 +353,8 @@ func (d *demo) ready(p demoPaths, adminPw, record, checkin, llm string) {
 	}
 	fmt.Fprintf(e.stdout, "  workspace template: %sworkspaces/add?template=%s\n", console, demoWorkspaceTemplate)
 	fmt.Fprintf(e.stdout, "  session template:   %sworkspace/%s/start?template=%s\n", console, demoAgent, demoSessionTemplate)
+	fmt.Fprintf(e.stdout, "  run pattern: %spattern/%s  (or: OCX_AGENTS=%s OCX_USER=%s OCX_PASSWORD=%s %s run post --pattern %s --objective \"Say hello.\")\n",
+		console, demoRunPattern, agents, demoAdmin, adminPw, ocx, demoRunPattern)
 	fmt.Fprintf(e.stdout, "  releases:    %sreleases   tools: %stools   status (JSON): %sstate\n", console, console, console)
 	fmt.Fprintf(e.stdout, "\nThe console, in the browser (log in as %s first, at %slogin):\n", demoAdmin, d.srv.url)
 	fmt.Fprintf(e.stdout, "  1. Hook: the wake hook is installed on %s.\n", d.project)
@@ -387,10 +392,11 @@ func (d *demo) workspace(ctx context.Context) (string, error) {
 	return *add.Result, nil
 }
 
-// templates writes the demo's two templates as wiki pages, or a new
-// version of each left in the directory: the node's default sandbox as
-// workspace/demo (the console adds the workspace's own directory) and CI's
-// session definition as session/ci.
+// templates writes the demo's two templates and its run pattern as wiki
+// pages, or a new version of each left in the directory: the node's
+// default sandbox as workspace/demo (the console adds the workspace's own
+// directory), CI's session definition as session/ci, and section 14's
+// echo as run/echo.
 func (d *demo) templates(ctx context.Context, fsl *fossilio.Fossil, repo string) error {
 	sb := d.n.DefaultSandbox("")
 	sb.ReadWrite = []string{}
@@ -407,6 +413,7 @@ func (d *demo) templates(ctx context.Context, fsl *fossilio.Fossil, repo string)
 	pages := []struct{ name, text string }{
 		{"workspace/" + demoWorkspaceTemplate, "The demo's workspace template: the node's default sandbox, without the network.\n\n```json\n" + string(sbJSON) + "\n```\n"},
 		{"session/" + demoSessionTemplate, "The demo's session template: CI's command, a mechanical session that completes.\n\n" + string(defJSON)},
+		{messages.RunPatternPrefix + demoRunPattern, demoEchoPattern},
 	}
 	for _, p := range pages {
 		f := filepath.Join(d.root, "template.md")
@@ -420,6 +427,12 @@ func (d *demo) templates(ctx context.Context, fsl *fossilio.Fossil, repo string)
 	}
 	return nil
 }
+
+// demoEchoPattern is the page of the demo's run pattern: section 14's
+// unconfined echo, its process held once; each run from it gives its
+// objective (ocx run post --pattern echo --objective "Say hello.").
+const demoEchoPattern = "The demo's run pattern: seed 004 section 14's unconfined echo. A run from it says hello in a reply, then ends exited 0.\n\n" +
+	"```json\n" + `{"process": {"user": "builder", "command": ["echo", "hello"], "env": {"PATH": "/usr/bin:/bin"}, "keep": {"stdout_when": "always"}}}` + "\n```\n"
 
 // lockedWait bounds how long writePage tries again a page that met
 // another writer.

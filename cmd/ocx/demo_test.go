@@ -10,7 +10,9 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/cmd/internal/model"
+	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // The demo is run for real, from the built release, by itest's TestDemo;
@@ -119,5 +121,30 @@ func TestWritePageTriesALockedWriteAgain(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(tries); strings.Count(string(b), "x") != 1 {
 		t.Errorf("fossil ran %d times for a failure that is no lock, want 1", strings.Count(string(b), "x"))
+	}
+}
+
+// TestDemoEchoPattern (D84): the demo's run/echo is a pattern, and a run
+// from it with section 14's objective is section 14's echo, in full.
+func TestDemoEchoPattern(t *testing.T) {
+	p, err := messages.DecodeRunPattern(demoRunPattern, []byte(demoEchoPattern))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.Apply(nil, "lab-1", "Say hello.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := messages.DecodeMessage([]byte(design.Example("run-echo.json")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := m.Encode()
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("a run from the demo's pattern:\n%s\nwant section 14's echo:\n%s", got, want)
 	}
 }

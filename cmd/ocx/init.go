@@ -34,7 +34,7 @@ var _ flag.Value = (*projectsFlag)(nil)
 
 func runInit(ctx context.Context, e *env, args []string) error {
 	var c common
-	fs := c.flags(e, "init", "init --agents AGENTS --project NAME=REPO,URL ... [--node-user ocx] [--release DIR] [--extroot DIR] [--confined-only]\n       init --other-host --agents AGENTS --project NAME=CLONE,URL ... --node-user USER --password-file FILE [--pull-every 2s] [--poke-listen IP:PORT] [--release DIR]", false, true)
+	fs := c.flags(e, "init", "init --agents AGENTS --project NAME=REPO,URL ... [--node-user ocx] [--release DIR] [--extroot DIR] [--confined-only]\n       init --other-host --agents AGENTS --project NAME=CLONE,URL ... --node-user USER --password-file FILE [--pull-every 2s] [--poke-listen IP:PORT --poke-secret-file FILE] [--release DIR]", false, true)
 	var projects projectsFlag
 	fs.Var(&projects, "project", "a repository of the login group: NAME=REPOSITORY,URL (repeat for each)")
 	user := fs.String("node-user", node.DefaultNodeUser, "the node user's login")
@@ -48,6 +48,7 @@ func runInit(ctx context.Context, e *env, args []string) error {
 	pwFile := fs.String("password-file", "", "with --other-host: a file holding the node user's password on the server (mode 0600); else $OCX_PASSWORD")
 	every := fs.String("pull-every", "", "with --other-host: how often the daemon pulls (default 2s)")
 	pokes := fs.String("poke-listen", "", "with --other-host: the IP:PORT the daemon takes the server's pokes on")
+	secretFile := fs.String("poke-secret-file", "", "with --poke-listen: a file holding the secret each poke carries (mode 0600), as the server's node.json holds it")
 	if _, _, err := parseArgs(fs, args, noArgs); err != nil {
 		return err
 	}
@@ -57,13 +58,17 @@ func runInit(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		in := node.OtherHostInput{Projects: projects, NodeUser: *user, Password: pw, ReleaseRoot: *release, DryRun: c.dryRun}
-		if *every != "" || *pokes != "" {
-			in.Pull = &messages.NodePull{Every: *every, Listen: *pokes}
+		secret, err := secretOf(*secretFile)
+		if err != nil {
+			return err
+		}
+		if *every != "" || *pokes != "" || secret != "" {
+			in.Pull = &messages.NodePull{Every: *every, Listen: *pokes, Secret: secret}
 		}
 		return c.answer(e, node.InitOtherHost(ctx, c.agents, in, node.Options{Log: e.log}))
 	}
-	if *pwFile != "" || *every != "" || *pokes != "" {
-		return fmt.Errorf("%w: --password-file, --pull-every and --poke-listen are for a node on another host (--other-host)", errUsage)
+	if *pwFile != "" || *every != "" || *pokes != "" || *secretFile != "" {
+		return fmt.Errorf("%w: --password-file, --pull-every, --poke-listen and --poke-secret-file are for a node on another host (--other-host)", errUsage)
 	}
 	in := node.InitInput{Projects: projects, NodeUser: *user, ReleaseRoot: *release, DryRun: c.dryRun}
 	fs.Visit(func(f *flag.Flag) {

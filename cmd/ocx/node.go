@@ -16,9 +16,10 @@ func runNode(ctx context.Context, e *env, args []string) error {
 	return dispatch(ctx, e, "node", map[string]action{
 		"add": {summary: "list a node on another host: make its node user on each repository and let it read the receipts", run: func(ctx context.Context, e *env, args []string) error {
 			var c common
-			fs := c.flags(e, "node add", "node add USER --password-file FILE [--poke URL] [--agents AGENTS] [--dry-run] [--json]", false, true)
+			fs := c.flags(e, "node add", "node add USER --password-file FILE [--poke URL [--poke-secret-file FILE]] [--agents AGENTS] [--dry-run] [--json]", false, true)
 			pwFile := fs.String("password-file", "", "a file holding the remote node user's password (mode 0600); else $OCX_PASSWORD")
-			poke := fs.String("poke", "", "the URL the hook pokes the node at when something arrives (a POST that says: pull now)")
+			poke := fs.String("poke", "", "the URL the hook pokes the node at when something arrives (a POST that says: pull now): https, or http on loopback")
+			secretFile := fs.String("poke-secret-file", "", "with --poke: a file holding the secret each poke carries (mode 0600); left out, the one node.json holds for the node, or a new one")
 			pos, _, err := parseArgs(fs, args, oneArg("USER"))
 			if err != nil {
 				return err
@@ -27,8 +28,12 @@ func runNode(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
+			secret, err := secretOf(*secretFile)
+			if err != nil {
+				return err
+			}
 			return c.act(e, func(n *node.Node) *node.Answer {
-				return n.NodeAdd(ctx, node.NodeAddInput{User: pos[0], Password: pw, Poke: *poke, DryRun: c.dryRun})
+				return n.NodeAdd(ctx, node.NodeAddInput{User: pos[0], Password: pw, Poke: *poke, PokeSecret: secret, DryRun: c.dryRun})
 			})
 		}},
 		"remove": {summary: "unlist a node on another host: its node user keeps no capability", run: func(ctx context.Context, e *env, args []string) error {
@@ -55,6 +60,19 @@ func runNode(ctx context.Context, e *env, args []string) error {
 			return c.act(e, func(n *node.Node) *node.Answer { return n.NodePassword(ctx, pos[0], pw, c.dryRun) })
 		}},
 	}, args)
+}
+
+// secretOf reads a poke's secret from a file (mode 0600, as a password
+// file), "" when none is named.
+func secretOf(file string) (string, error) {
+	if file == "" {
+		return "", nil
+	}
+	s, err := fossilio.ReadPasswordFile(file)
+	if err != nil {
+		return "", errors.New("--poke-secret-file: " + err.Error())
+	}
+	return s, nil
 }
 
 // passwordOf reads a password from a file (mode 0600), else $OCX_PASSWORD.

@@ -5,18 +5,20 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/tools"
 )
 
 var runActions = map[string]action{
-	"post":   {"post a run message as the caller: a new thread, or a reply (--to)", runRunPost},
-	"stop":   {"post a stop where the run is, as the caller (admin or setup)", runRunStop},
-	"start":  {"start a manual run that waits (admin or setup)", runRunStart},
-	"check":  {"the node's check of its runs: end lost each started run it no longer has", runRunCheck},
-	"status": {"the runs, as the record and the node's care say", runRunStatus},
-	"hold":   {"hold a run's terminal: COMMAND on a terminal of its own, which ocx attach joins (docs/runs.md §8.1)", runRunHold},
+	"post":     {"post a run message as the caller: a new thread, or a reply (--to); --pattern NAME makes it from the pattern run/NAME, written in full", runRunPost},
+	"patterns": {"the run patterns: the wiki pages run/NAME an admin or setup user last sent", runRunPatterns},
+	"stop":     {"post a stop where the run is, as the caller (admin or setup)", runRunStop},
+	"start":    {"start a manual run that waits (admin or setup)", runRunStart},
+	"check":    {"the node's check of its runs: end lost each started run it no longer has", runRunCheck},
+	"status":   {"the runs, as the record and the node's care say", runRunStatus},
+	"hold":     {"hold a run's terminal: COMMAND on a terminal of its own, which ocx attach joins (docs/runs.md §8.1)", runRunHold},
 }
 
 func runRun(ctx context.Context, e *env, args []string) error {
@@ -25,10 +27,12 @@ func runRun(ctx context.Context, e *env, args []string) error {
 
 func runRunPost(ctx context.Context, e *env, args []string) error {
 	var c common
-	fs := c.flags(e, "run post", "run post (--input FILE | --message JSON) [--to HASH] --user USER", true, true)
+	fs := c.flags(e, "run post", "run post (--input FILE | --message JSON | --pattern NAME [--objective TEXT] [--input FILE | --message JSON]) [--to HASH] --user USER", true, true)
 	project := fs.String("project", "", "the project (default: the node's one project)")
-	input := fs.String("input", "", "a file holding the run message's JSON (- for standard input)")
-	message := fs.String("message", "", "the run message's JSON itself")
+	input := fs.String("input", "", "a file holding the run message's JSON (- for standard input); with --pattern, the run's fields over the pattern's")
+	message := fs.String("message", "", "the run message's JSON itself; with --pattern, the run's fields over the pattern's")
+	pattern := fs.String("pattern", "", "make the run from the pattern NAME, the wiki page run/NAME, and write it in full (docs/runs.md, D84)")
+	objective := fs.String("objective", "", "with --pattern: the run's objective, set over the message's")
 	to := fs.String("to", "", "post it as a reply to this post, or as a change to this ticket (default: a new thread titled from its objective)")
 	_, _, err := parseArgs(fs, args, noArgs)
 	if err != nil {
@@ -36,6 +40,8 @@ func runRunPost(ctx context.Context, e *env, args []string) error {
 	}
 	var raw []byte
 	switch {
+	case *objective != "" && *pattern == "":
+		return fmt.Errorf("%w: --objective goes with --pattern (a run written in full gives its own)", errUsage)
 	case *input != "" && *message != "":
 		return fmt.Errorf("%w: --input and --message both give the message", errUsage)
 	case *message != "":
@@ -48,12 +54,48 @@ func runRunPost(ctx context.Context, e *env, args []string) error {
 		if raw, err = os.ReadFile(*input); err != nil { // trust:outside the caller's own --input file
 			return fmt.Errorf("--input: %w", err)
 		}
+	case *pattern != "":
 	default:
-		return fmt.Errorf("%w: give the run message with --input FILE or --message JSON", errUsage)
+		return fmt.Errorf("%w: give the run message with --input FILE or --message JSON, or a pattern with --pattern NAME", errUsage)
 	}
 	return c.act(e, func(n *node.Node) *node.Answer {
-		return tools.Of(n).RunPost(ctx, tools.RunInput{Project: *project, Message: raw, To: *to, DryRun: c.dryRun})
+		return tools.Of(n).RunPost(ctx, tools.RunInput{Project: *project, Message: raw, To: *to, Pattern: *pattern, Objective: *objective, DryRun: c.dryRun})
 	})
+}
+
+// runRunPatterns lists the run patterns (D84): each with its page's
+// version, who sent it and the layers it holds, or why it makes no run.
+func runRunPatterns(ctx context.Context, e *env, args []string) error {
+	var c common
+	fs := c.flags(e, "run patterns", "run patterns [--project P] [--json]", false, false)
+	project := fs.String("project", "", "the project (default: the node's one project)")
+	if _, _, err := parseArgs(fs, args, noArgs); err != nil {
+		return err
+	}
+	n, err := c.open(e)
+	if err != nil {
+		return err
+	}
+	ps, err := tools.Of(n).RunPatterns(ctx, *project)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return printJSON(e, ps)
+	}
+	if len(ps) == 0 {
+		fmt.Fprintln(e.stdout, "no pattern: an admin or setup user writes one as the wiki page run/NAME, holding one fenced JSON block of a run's layers")
+	}
+	for _, p := range ps {
+		line := fmt.Sprintf("%s %s by %s:", p.Name, p.Version, p.Sender)
+		if p.Problem != "" {
+			line += " makes no run: " + p.Problem
+		} else {
+			line += " " + strings.Join(p.Layers, ", ")
+		}
+		fmt.Fprintln(e.stdout, line)
+	}
+	return nil
 }
 
 // runOne parses an action taking one run's hash.

@@ -15,7 +15,9 @@ func TestRunToolUsage(t *testing.T) {
 	}{
 		{[]string{"run"}, 2, "no action given"},
 		{[]string{"run", "launch"}, 2, "not an action of ocx run"},
-		{[]string{"run", "post"}, 2, "--input FILE or --message JSON"},
+		{[]string{"run", "post"}, 2, "--input FILE or --message JSON, or a pattern"},
+		{[]string{"run", "post", "--objective", "x", "--message", "{}"}, 2, "--objective goes with --pattern"},
+		{[]string{"run", "patterns", "x"}, 2, "unexpected argument"},
 		{[]string{"run", "post", "--input", "x", "--message", "{}"}, 2, "both give the message"},
 		{[]string{"run", "stop"}, 2, "want one run's hash"},
 		{[]string{"run", "start", "a", "b"}, 2, "want one run's hash"},

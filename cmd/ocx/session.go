@@ -31,6 +31,7 @@ func runSessionStart(ctx context.Context, e *env, args []string) error {
 	branch := fs.String("branch", workspaces.DefaultStartBranch, "the branch of the workspace the start makes when there is none (a workspace that exists keeps its own)")
 	wall := fs.String("wall", "", "the longest the session runs, from its start: a whole number and s, m, h or d (limits.wall; default: none)")
 	tokens := fs.Uint64("tokens", 0, "llm: the tokens its model may read and write, as the node's model proxy counts them (limits.tokens; default: none)")
+	disk := fs.String("disk", "", "the size of the workspace's own file system while the session runs, as \"4G\" (limits.disk; default: node.json's session_limits.disk)")
 	wait := fs.Duration("wait", node.DefaultOutcomeWait, "how long to wait for the daemon's outcome")
 	stopWait := fs.Duration("stop-wait", node.DefaultStopWait, "a second start: how long to wait for the end of the session it stops")
 	var hears []string
@@ -47,7 +48,7 @@ func runSessionStart(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	in := workspaces.SessionStartInput{Workspace: pos[0], Kind: *kind, Runner: *runner, Model: *model, Lifetime: *lifetime, Record: *record, Release: *release, Hears: hears, Checkins: checkins, Wall: *wall, Tokens: *tokens, Branch: *branch, DryRun: c.dryRun}
+	in := workspaces.SessionStartInput{Workspace: pos[0], Kind: *kind, Runner: *runner, Model: *model, Lifetime: *lifetime, Record: *record, Release: *release, Hears: hears, Checkins: checkins, Wall: *wall, Tokens: *tokens, Disk: *disk, Branch: *branch, DryRun: c.dryRun}
 	switch {
 	case *command != "" && rest != nil:
 		return fmt.Errorf("%w: give the command with --command or after --, not both", errUsage)

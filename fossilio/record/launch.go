@@ -147,7 +147,7 @@ func (x *Index) resolve(ctx context.Context, e Entry, n *messages.LaunchNote) (V
 		return Verdict{}, fmt.Errorf("launch note %s: encode the sandbox: %w", e.Hash, err)
 	}
 	l := messages.LaunchSpec{Hash: e.Hash, Repository: x.repo.Path(), Workspace: n.Key(), Record: e.Record,
-		Kind: def.Kind, Runner: def.Runner, Model: def.Model, Lifetime: def.Lifetime, Release: n.Release, Sandbox: sandbox, Hears: def.Hears, Checkins: def.Checkins, Wall: def.Wall(), Tokens: def.Tokens()}
+		Kind: def.Kind, Runner: def.Runner, Model: def.Model, Lifetime: def.Lifetime, Release: n.Release, Sandbox: sandbox, Hears: def.Hears, Checkins: def.Checkins, Wall: def.Wall(), Tokens: def.Tokens(), Disk: def.Disk()}
 	if n.Checkin != "" {
 		ci, err := x.repo.Info(ctx, n.Checkin)
 		if err != nil || ci.Kind != fossilio.KindCheckin {

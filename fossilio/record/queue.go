@@ -11,11 +11,17 @@ import (
 // RunResult is the result login left on check-in ci for a run of kind
 // (decisions D5, D42), from the tag history changes: for ci, the value of
 // its latest `ci` tag change, a cancel being none; for a verdict, its
-// latest verdict as AuditVerdicts reads it (so none when login may not
-// judge ci), as the audited tag's value.
+// latest verdict as SentVerdicts reads it (none when login may not judge
+// ci), as the audited tag's value. Whether it counts is the readers' to
+// ask (Verdicts): a reviewer's verdict names its own record, which lists
+// the branch it was launched for.
 func RunResult(kind messages.ResultKind, login string, ci fossilio.Info, changes []fossilio.TagChange) (string, bool) {
 	if kind.Or() == messages.ResultVerdict {
-		for _, v := range AuditVerdicts(ci, changes) {
+		if MayNotJudge(login, ci) != "" {
+			return "", false
+		}
+		sent, _ := SentVerdicts(changes)
+		for _, v := range sent {
 			if v.User == login {
 				return v.TagValue(), true
 			}

@@ -11,7 +11,7 @@ import (
 // reviewer's own check-in (sent by it: its U card, which anyone writes,
 // proves nothing, D47) is skipped for good; any
 // other waits until it carries the listener's own result: for a reviewer its
-// verdict, as AuditVerdicts reads it (another's verdict, a cancel or a value
+// verdict, as SentVerdicts reads it (another's verdict, a cancel or a value
 // that is no verdict leave it waiting); for CI its ci tag.
 func TestQueueOf(t *testing.T) {
 	ch := func(op fossilio.TagOp, name, value, sender string) fossilio.TagChange {

@@ -277,6 +277,28 @@ func IndexRun(msgs []RunMsg, hash string) int {
 	return slices.IndexFunc(msgs, func(m RunMsg) bool { return m.Hash == hash && m.Kind() == messages.MsgRun })
 }
 
+// RunRecordFacts are the facts of section 11 the record gives for the run
+// m (rows 1, 4 and 5): whether its sender holds admin or setup, who does,
+// which users are other nodes' and which node m's user works for, as the
+// runs msgs (the record before m, or with it: m counts for nothing
+// itself) say. nodeUser is this node's. The rest of the facts are the
+// node's and its host's, which the caller adds. The daemon reads them for
+// a run that arrived, and the run tool for one it is to post.
+func RunRecordFacts(ctx context.Context, r *fossilio.Repo, msgs []RunMsg, m RunMsg, nodeUser string, privileged PrivilegedFunc) (messages.RefusalFacts, error) {
+	f := messages.RefusalFacts{SenderPrivileged: privileged(m.Sender), NodeUser: nodeUser}
+	run := m.Run()
+	if !f.SenderPrivileged || run == nil {
+		return f, nil
+	}
+	p, err := r.PrivilegedUsers(ctx)
+	if err != nil {
+		return f, fmt.Errorf("read the users holding admin or setup: %w", err)
+	}
+	f.Privileged = p
+	f.NodeUsers, f.BoundNode = RunBinding(msgs, nodeUser, run.Process.User, privileged)
+	return f, nil
+}
+
 // RunBinding is what the runs admins and setups sent say of the users (rows
 // 4 and 5 of section 11): which users are other nodes' than self, and which
 // node the first such run with user works for, whatever became of it.

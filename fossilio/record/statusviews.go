@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -16,9 +15,12 @@ import (
 const StatusVerdictsOf = 50
 
 // StatusVerdicts lists, for the node's status, each user's latest verdict
-// (AuditVerdictsOf) on the check-ins of a project most recently tagged
-// audited; a tag that holds no verdict is passed over and logged, once.
-func StatusVerdicts(ctx context.Context, r *fossilio.Repo, project string, passed *PassedLog) ([]messages.VerdictStatus, error) {
+// that counts (Verdicts: every rule of E6, the audit tool's own) on the
+// check-ins of a project most recently tagged audited; a tag that holds
+// no verdict, or a verdict that does not count, is passed over and
+// logged, once.
+func StatusVerdicts(ctx context.Context, idx *Index, project string, passed *PassedLog) ([]messages.VerdictStatus, error) {
+	r := idx.Repo()
 	tagged, err := r.Tagged(ctx, messages.AuditedTag, StatusVerdictsOf)
 	if err != nil {
 		return nil, fmt.Errorf("status: %w", err)
@@ -29,13 +31,12 @@ func StatusVerdicts(ctx context.Context, r *fossilio.Repo, project string, passe
 		if err != nil {
 			return nil, fmt.Errorf("status: %w", err)
 		}
-		changes, err := r.CheckinTags(ctx, h)
+		kept, bad, err := idx.ReadVerdicts(ctx, ci)
 		if err != nil {
 			return nil, fmt.Errorf("status: %w", err)
 		}
-		kept, bad := AuditVerdictsOf(ci, changes)
 		for _, b := range bad {
-			passed.Note(b.Tag, "the audited tag sent by "+b.Sender+" holds no verdict: "+b.Why)
+			passed.Note(b.Tag, b.Line())
 		}
 		for _, v := range kept {
 			word := messages.VerdictFail

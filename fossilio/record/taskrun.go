@@ -31,6 +31,11 @@ func IsTaskRecord(ctx context.Context, r *fossilio.Repo, hash, login, nodeUser s
 type taskRecord struct {
 	rec    *messages.TaskRecord
 	sender string
+	// known: the repository holds the artifact (one it does not hold yet
+	// may arrive, so that answer is not kept).
+	known bool
+	// why it holds no record, when it is a thread's first post.
+	why string
 }
 
 // readTaskRecord reads the TaskRecord the post at hash holds, if it is a
@@ -47,8 +52,11 @@ func readTaskRecord(ctx context.Context, r *fossilio.Repo, hash string) (taskRec
 	if err != nil {
 		return taskRecord{}, fmt.Errorf("read the record %s: %w", hash, err)
 	}
-	if info.Kind != fossilio.KindPost || info.InReplyTo != "" || info.Edit {
-		return taskRecord{}, nil
+	if info.Kind != fossilio.KindPost {
+		return taskRecord{known: true, why: fmt.Sprintf("it is a %s, not a forum post", info.Kind)}, nil
+	}
+	if info.InReplyTo != "" || info.Edit {
+		return taskRecord{known: true, why: "it is a reply or an edit, not a thread's first post as first written"}, nil
 	}
 	post, err := r.Post(ctx, info.Hash)
 	if err != nil {
@@ -56,34 +64,45 @@ func readTaskRecord(ctx context.Context, r *fossilio.Repo, hash string) (taskRec
 	}
 	rec, err := messages.ReadTaskRecord([]byte(post.Text))
 	if err != nil {
-		return taskRecord{}, nil
+		return taskRecord{known: true, why: "its post holds no record: " + err.Error()}, nil
 	}
-	return taskRecord{rec: rec, sender: post.Sender}, nil
+	return taskRecord{rec: rec, sender: post.Sender, known: true}, nil
 }
 
 // isTaskRecord is IsTaskRecord on the index: the record's first post read
-// once (a post never changes), whom D7 counts asked each time (under a
-// pin, as of its read).
+// once (taskRecord), whom D7 counts asked each time (under a pin, as of
+// its read).
 func (x *Index) isTaskRecord(ctx context.Context, hash, login string) (bool, error) {
-	x.mu.Lock()
-	t, known := x.taskRecords[hash]
-	x.mu.Unlock()
-	if !known {
-		var err error
-		if t, err = readTaskRecord(ctx, x.repo, hash); err != nil {
-			return false, err
-		}
-		x.mu.Lock()
-		if x.taskRecords == nil {
-			x.taskRecords = map[string]taskRecord{}
-		}
-		x.taskRecords[hash] = t
-		x.mu.Unlock()
+	t, err := x.taskRecord(ctx, hash)
+	if err != nil {
+		return false, err
 	}
 	if t.rec == nil || t.rec.User != login || t.rec.Node != x.nodeUser {
 		return false, nil
 	}
 	return x.Privileged(ctx, t.sender), nil
+}
+
+// taskRecord is readTaskRecord on the index: a post never changes, so each
+// is read once.
+func (x *Index) taskRecord(ctx context.Context, hash string) (taskRecord, error) {
+	x.mu.Lock()
+	t, known := x.taskRecords[hash]
+	x.mu.Unlock()
+	if known {
+		return t, nil
+	}
+	t, err := readTaskRecord(ctx, x.repo, hash)
+	if err != nil || !t.known {
+		return t, err
+	}
+	x.mu.Lock()
+	if x.taskRecords == nil {
+		x.taskRecords = map[string]taskRecord{}
+	}
+	x.taskRecords[hash] = t
+	x.mu.Unlock()
+	return t, nil
 }
 
 // TaskRun is the launch that started the run of workspace key's session on

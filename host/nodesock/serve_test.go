@@ -459,13 +459,15 @@ func TestTakenAskIsWaitedFor(t *testing.T) {
 		r.Hook = &messages.HookDone{Artifacts: len(a.Hashes), Mark: 7}
 		return r
 	}, nil)
-	// Work that outlasts AnswerWait three times.
-	slow := time.AfterFunc(3*AnswerWait, func() { close(release) })
-	defer slow.Stop()
 	a := messages.NewAsk(messages.AskHook)
 	a.Repo = "/srv/demo.fossil"
 	a.Hashes = []string{strings.Repeat("ab", 20)}
+	// Work that outlasts AnswerWait three times, counted from before the
+	// timer is armed: the work cannot end sooner than that after start,
+	// however slow the machine.
 	start := time.Now()
+	slow := time.AfterFunc(3*AnswerWait, func() { close(release) })
+	defer slow.Stop()
 	r, err := Ask(context.Background(), n.layout, a, 10*time.Second)
 	if err != nil || r.Hook == nil || r.Hook.Mark != 7 {
 		t.Fatalf("work taken and done after %v: %+v, %v", time.Since(start), r, err)

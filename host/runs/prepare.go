@@ -64,6 +64,11 @@ type Layers struct {
 	// Support is what the host can provide a run (unixhost.Launcher's
 	// RunSupport): row 8.
 	Support host.RunSupport
+	// DiskDir is where a run asking limits.disk has the image of its
+	// workspace's own file system (D82), HASH.disk: the node's run state
+	// directory, which no sandbox may reach (row 9). The engine removes it
+	// when the run leaves the node's care.
+	DiskDir string
 	// NewPassword makes the fresh password of the server's node's password
 	// step; nil is fossilio.NewPassword.
 	NewPassword func() string
@@ -160,11 +165,13 @@ func (p *Layers) Make(ctx context.Context, run *messages.Run, hash string) (Made
 	plan := maps.Clone(vals)
 	steps := make([]messages.RunStep, len(run.Workspace))
 	var failing error
+	var made []string // what the steps make: read_only beneath it is checked after them
 	for i, s := range run.Workspace {
 		es, err := messages.ExpandStep(s, stepField(i), plan)
 		if err != nil {
 			return Made{}, fieldRefusal(err)
 		}
+		made = append(made, es.At, es.Into)
 		if err := p.checkStepPaths(es); err != nil && failing == nil {
 			failing = stepFailed(i, es, err, nil)
 		}
@@ -184,11 +191,18 @@ func (p *Layers) Make(ctx context.Context, run *messages.Run, hash string) (Made
 			}
 		}
 	}
-	if _, err := p.layers(run, plan); err != nil {
+	planned, err := p.layers(run, plan, made)
+	if err != nil {
+		return Made{}, err
+	}
+	if err := p.checkDisk(steps, planned.spec.Limits.Disk); err != nil {
 		return Made{}, err
 	}
 	if failing != nil {
 		return Made{}, failing
+	}
+	if d := planned.spec.Limits.Disk; d > 0 {
+		ws.disk, ws.image = d, filepath.Join(p.DiskDir, hash+"."+host.DiskName)
 	}
 
 	if err := ws.run(ctx, hash, steps); err != nil {
@@ -196,7 +210,7 @@ func (p *Layers) Make(ctx context.Context, run *messages.Run, hash string) (Made
 	}
 
 	// Every value in place, and the layers checked again.
-	spec, err := p.layers(run, vals)
+	spec, err := p.layers(run, vals, nil)
 	if err != nil {
 		return Made{}, err
 	}
@@ -205,6 +219,30 @@ func (p *Layers) Make(ctx context.Context, run *messages.Run, hash string) (Made
 		out.Limits = *run.Limits
 	}
 	return out, nil
+}
+
+// checkDisk refuses a limits.disk the node cannot give (row 8, D82): it
+// is the size of the file system of the run's workspace, which the run's
+// one directory step makes; a run with none, or with more than one, has
+// no one workspace to give it to.
+func (p *Layers) checkDisk(steps []messages.RunStep, disk uint64) error {
+	if disk == 0 {
+		return nil
+	}
+	n := 0
+	for _, s := range steps {
+		if s.Step == messages.StepDirectory {
+			n++
+		}
+	}
+	if n != 1 {
+		why := fmt.Sprintf("it is the size of the file system of the run's workspace, which its one directory step makes, and the run has %d directory steps", n)
+		return refused(messages.RefusedUnprovided, "limits.disk is not provided by this node: "+why, nil)
+	}
+	if p.DiskDir == "" {
+		return errors.New("runs: prepare: the node keeps no directory for its runs' disks")
+	}
+	return nil
 }
 
 // run runs the run hash's planned steps, for real, in order, each setting

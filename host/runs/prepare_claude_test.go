@@ -85,7 +85,7 @@ func TestPrepareSeedClaude(t *testing.T) {
 		// network true: no --unshare-net; own_session; ends_with_node.
 		"--new-session", "--die-with-parent"}
 	for _, p := range []string{"/usr", "/bin", "/lib", "/lib64", "/etc/resolv.conf", "/etc/ssl/certs", f.release} {
-		want = append(want, "--ro-bind-try", p, p)
+		want = append(want, "--ro-bind", p, p)
 	}
 	want = append(want, "--bind", ws, ws,
 		"--bind", "/root/.claude", ws+"/.claude", "--bind", "/root/.claude.json", ws+"/.claude.json",

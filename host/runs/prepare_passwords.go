@@ -241,3 +241,22 @@ func ReadPasswords(path string) (Passwords, error) {
 	}
 	return p, err
 }
+
+// PasswordFacts is what section 11's row 6 reads of a node on another
+// host for user: whether the file of passwords in the agents root holds
+// one for user, or why the node trusts none of it (a wrong owner or mode,
+// D72), its note's words. No file holds no password. The daemon checks
+// a run that arrives with it, and the run tool a run before it is posted.
+func PasswordFacts(root, user string) (has bool, why string, err error) {
+	pws, err := ReadPasswords(filepath.Join(root, PasswordsFileName))
+	var pe *PasswordsError
+	switch {
+	case errors.Is(err, ErrNoPasswordsFile):
+		return false, "", nil
+	case errors.As(err, &pe):
+		return false, pe.Error(), nil
+	case err != nil:
+		return false, "", fmt.Errorf("read the file of passwords: %w", err)
+	}
+	return pws.Has(user), "", nil
+}

@@ -56,6 +56,13 @@ func RunSpecOf(run *messages.Run, workspace string) (host.RunSpec, error) {
 			}
 			spec.Limits.Memory = b
 		}
+		if l.Disk != "" {
+			b, err := l.Disk.Bytes()
+			if err != nil {
+				return host.RunSpec{}, fmt.Errorf("limits.disk: %w", err)
+			}
+			spec.Limits.Disk = host.DiskBytes(b)
+		}
 	}
 	return spec, nil
 }
@@ -70,7 +77,10 @@ type layered struct {
 // sandbox's shapes, host.CheckRunSandbox: a capability it does not know,
 // two homes of one last name) and the node's own files (row 9), following
 // links as they are on the host now.
-func (p *Layers) layers(run *messages.Run, vals messages.RunValues) (layered, error) {
+//
+// A read_only path the host lacks is refused (row 8, host.CheckRunReadOnly),
+// but one at or below made, which the steps are still to make.
+func (p *Layers) layers(run *messages.Run, vals messages.RunValues, made []string) (layered, error) {
 	x, err := run.Expand(vals)
 	if err != nil {
 		return layered{}, fieldRefusal(err)
@@ -92,6 +102,13 @@ func (p *Layers) layers(run *messages.Run, vals messages.RunValues) (layered, er
 		return layered{x, spec}, nil
 	}
 	if err := host.CheckRunSandbox(*spec.Sandbox); err != nil {
+		var fe *host.RunFieldError
+		if errors.As(err, &fe) {
+			return layered{}, refused(messages.RefusedUnprovided, fmt.Sprintf("%s cannot be provided: %s", fe.Field, fe.Why), err)
+		}
+		return layered{}, refused(messages.RefusedUnprovided, strings.TrimPrefix(err.Error(), "host: "), err)
+	}
+	if err := host.CheckRunReadOnly(*spec.Sandbox, made, unixhost.Present); err != nil {
 		var fe *host.RunFieldError
 		if errors.As(err, &fe) {
 			return layered{}, refused(messages.RefusedUnprovided, fmt.Sprintf("%s cannot be provided: %s", fe.Field, fe.Why), err)

@@ -22,6 +22,11 @@ type workspace struct {
 	vals     messages.RunValues
 	password string // the password step's: fresh on the server's node, or the file's
 	code     string // the project code, when known
+	// disk and image are the size and image of the workspace's own file
+	// system, which the directory step makes when the run asks
+	// limits.disk (D82); 0 for none.
+	disk  uint64
+	image string
 }
 
 // secrets are the strings a note must never hold.
@@ -41,7 +46,7 @@ func (w *workspace) secrets() []string {
 func (w *workspace) step(ctx context.Context, s messages.RunStep) (string, error) {
 	switch s.Step {
 	case messages.StepDirectory:
-		return "", w.directory(s.At)
+		return "", w.directory(ctx, s.At)
 	case messages.StepPassword:
 		return "", w.takePassword(ctx)
 	case messages.StepClone:
@@ -64,12 +69,32 @@ func (w *workspace) root() (*unixhost.Root, error) {
 // account alone (0700). Nothing is followed through a link: a link in the
 // way of at (one of its parents below the root) fails the step; a link at at
 // itself is removed, as anything else there is, never followed.
-func (w *workspace) directory(at string) error {
+//
+// With limits.disk the directory is the top of a file system of its own
+// of that size (D82), made first, mounted there: what the run writes there
+// is held to it by the kernel, and takes no room from the node's files.
+// What is mounted at or below at (another run's disk) fails the step: it
+// is never removed through.
+func (w *workspace) directory(ctx context.Context, at string) (err error) {
 	r, err := w.root()
 	if err != nil {
 		return err
 	}
 	defer r.Close()
+	if w.disk > 0 {
+		// This run's own, made by a preparation before the daemon's
+		// restart.
+		if err := unixhost.RemoveDisk(ctx, w.image); err != nil {
+			return fmt.Errorf("removing the run's disk made before: %w", err)
+		}
+	}
+	mounted, err := unixhost.MountsBelow(at)
+	if err != nil {
+		return fmt.Errorf("what is mounted at %s: %w", at, err)
+	}
+	if len(mounted) > 0 {
+		return fmt.Errorf("a file system is mounted at %s (another run's disk?), which the step would remove", strings.Join(mounted, ", "))
+	}
 	if err := r.RemoveAll(at); err != nil {
 		return fmt.Errorf("removing what was at %s: %w", at, err)
 	}
@@ -83,6 +108,18 @@ func (w *workspace) directory(at string) error {
 	defer d.Close()
 	if err := d.File().Chmod(0o700); err != nil {
 		return fmt.Errorf("making %s readable by the node's account alone: %w", at, err)
+	}
+	if w.disk == 0 {
+		return nil
+	}
+	if err := unixhost.MakeDisk(w.image, w.disk); err != nil {
+		return fmt.Errorf("the workspace's own file system (limits.disk): %w", err)
+	}
+	if err := unixhost.MountDisk(ctx, w.image, at); err != nil {
+		if rerr := unixhost.RemoveDisk(ctx, w.image); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return fmt.Errorf("the workspace's own file system (limits.disk): %w", err)
 	}
 	return nil
 }

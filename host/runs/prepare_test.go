@@ -307,6 +307,19 @@ func TestPrepareRows8And9(t *testing.T) {
 	f.p.Support.Memory = "no cgroup v1 memory or pids hierarchy is mounted"
 	_, err = f.p.Make(ctx, runWith(sandbox(`"/bin"`)+`"limits": {"memory": "1G"},`), runHash)
 	mustRefuse(t, err, messages.RefusedUnprovided, -1, "limits.memory is not provided by this node: no cgroup v1 memory")
+	// Row 8: a disk where the host can make none, named with its reason;
+	// a disk and no one workspace to give it to (D82).
+	f.p.Support.Disk = "the host has no loop devices: /dev/loop-control: no such file or directory"
+	_, err = f.p.Make(ctx, runWith(sandbox(`"/bin"`)+`"limits": {"disk": "1G"},`), runHash)
+	mustRefuse(t, err, messages.RefusedUnprovided, -1, "limits.disk is not provided by this node: the host has no loop devices")
+	f.p.Support.Disk = ""
+	twice := readRun(t, `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "workspace": [{"step": "directory", "at": "$$root$$/a"}, {"step": "directory", "at": "$$root$$/b"}],
+  "limits": {"disk": "1G"}, "process": {"user": "`+runUser+`", "command": ["/bin/true"]}}`)
+	_, err = f.p.Make(ctx, twice, runHash)
+	mustRefuse(t, err, messages.RefusedUnprovided, -1, "limits.disk is not provided by this node", "2 directory steps")
+	if exists(filepath.Join(f.root, "a")) {
+		t.Error("a run refused for its disk had its directory made")
+	}
 	bad := strings.Replace(sandbox(`"/bin"`), `"capabilities": []`, `"capabilities": ["CAP_NO_SUCH"]`, 1)
 	_, err = f.p.Make(ctx, runWith(bad), runHash)
 	mustRefuse(t, err, messages.RefusedUnprovided, -1, "sandbox.capabilities[0]", "CAP_NO_SUCH")
@@ -326,6 +339,19 @@ func TestPrepareRows8And9(t *testing.T) {
 	_, err = f.p.Make(ctx, runWith(sandbox(`"`+f.srv.Repo+`"`)), runHash)
 	mustRefuse(t, err, messages.RefusedNoPassword, -1, `"`+runUser+`"`)
 	f.p.Repository, f.p.Passwords = repo, pws
+	// Row 8: a read_only path this host lacks (D83), named, nothing made;
+	// one the steps make ($$tree$$) is there once they are done; one in
+	// the workspace the steps do not make is refused after them.
+	_, err = f.p.Make(ctx, runWith(sandbox(`"/bin", "/opt/no-such-tool"`)), runHash)
+	mustRefuse(t, err, messages.RefusedUnprovided, -1, "sandbox.read_only[2] cannot be provided: /opt/no-such-tool is not on this node")
+	if exists(ws) {
+		t.Error("a run refused for a missing read_only path had its workspace made")
+	}
+	if _, err := f.p.Make(ctx, runWith(sandbox(`"$$tree$$"`)), runHash); err != nil {
+		t.Errorf("a read_only $$tree$$: %v", err)
+	}
+	_, err = f.p.Make(ctx, runWith(sandbox(`"$$workspace$$/none"`)), runHash)
+	mustRefuse(t, err, messages.RefusedUnprovided, -1, "sandbox.read_only[1] cannot be provided: "+filepath.Join(ws, "projects", "demo", runHash, "none")+" is not on this node")
 	// Unconfined, cpu cannot be held: row 8.
 	_, err = f.p.Make(ctx, runWith(`"limits": {"cpu": 10},`), runHash)
 	mustRefuse(t, err, messages.RefusedUnprovided, -1, "limits.cpu")

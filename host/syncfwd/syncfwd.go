@@ -3,11 +3,15 @@
 // sandbox to the one server of the session's project, as node.json names
 // it, adding nothing, so that a session whose sandbox has no network still
 // reads and writes the record as its agent login. The bytes are the
-// agent's own (its login card, its password); the node only carries them.
+// agent's own (its login card, its password); the node only carries them,
+// and only when their first card is a login as the workspace's own agent
+// login (D81).
 package syncfwd
 
 import (
+	"bufio"
 	"bytes"
+	"compress/zlib"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +39,11 @@ const (
 	Timeout = 10 * time.Minute
 	// MaxInFlight bounds the requests forwarded at once; more wait.
 	MaxInFlight = 4
+	// MaxFirstCard bounds the first card, the login card, of a request's
+	// payload; maxCardInput the bytes of the body read to find it in a
+	// compressed payload.
+	MaxFirstCard = 4 << 10
+	maxCardInput = 64 << 10
 )
 
 // syncTypes are the content types of Fossil's sync protocol: the only
@@ -46,9 +55,11 @@ var syncTypes = []string{"application/x-fossil", "application/x-fossil-uncompres
 // authenticates by the login card in its body.
 var keptHeaders = []string{"Content-Type", "User-Agent"}
 
-// Forwarder forwards sync requests to Target alone.
+// Forwarder forwards sync requests to Target alone, each logged in as
+// Login.
 type Forwarder struct {
 	target *url.URL
+	login  string
 	rp     *httputil.ReverseProxy
 	slots  chan struct{}
 	log    *slog.Logger
@@ -57,17 +68,26 @@ type Forwarder struct {
 }
 
 // New is the forwarder to target, the project's server URL from node.json
-// (http or https, a host, maybe a path; no user, query or fragment). It
-// forwards a request only when it is a POST of Fossil's sync protocol
-// with a Content-Length of at most MaxBody, to target's path, either in
-// origin form (POST /PATH, as fossilio's client sends it over the socket)
-// or in proxy form naming target itself (POST http://HOST/PATH, as the
-// fossil command sends it with --proxy; a user name there is dropped).
-// Anything else is refused, naming what it serves: another host, port,
-// path or scheme 403, another method 405 (CONNECT too: no tunnel), another
-// content type 415, no length 411, a longer body 413. A reply longer than
-// MaxBody is cut, and the connection ended. transport may be nil.
-func New(target string, transport http.RoundTripper, log *slog.Logger) (*Forwarder, error) {
+// (http or https, a host, maybe a path; no user, query or fragment), for
+// the workspace whose agent login is login. It forwards a request only
+// when it is a POST of Fossil's sync protocol with a Content-Length of at
+// most MaxBody, to target's path, either in origin form (POST /PATH, as
+// fossilio's client sends it over the socket) or in proxy form naming
+// target itself (POST http://HOST/PATH, as the fossil command sends it
+// with --proxy; a user name there is dropped), and whose payload's first
+// card is `login LOGIN NONCE SIGNATURE` with LOGIN the workspace's own:
+// a request with no login card would be answered as nobody, or as setup
+// by a server that trusts its loopback (--localauth, `fossil ui`), and
+// one with another login's card is not this workspace's (D81). Anything
+// else is refused, naming what it serves: another host, port, path or
+// scheme 403, another method 405 (CONNECT too: no tunnel), another
+// content type 415, no length 411, a longer body 413, another first card
+// 403. A reply longer than MaxBody is cut, and the connection ended.
+// transport may be nil.
+func New(target, login string, transport http.RoundTripper, log *slog.Logger) (*Forwarder, error) {
+	if login == "" || strings.ContainsAny(login, " \t\r\n\\") {
+		return nil, fmt.Errorf("sync forwarder: the workspace's login %q is not one a login card names", login)
+	}
 	u, err := url.Parse(target)
 	switch {
 	case err != nil:
@@ -90,7 +110,7 @@ func New(target string, transport http.RoundTripper, log *slog.Logger) (*Forward
 		transport = &http.Transport{Proxy: nil, DisableKeepAlives: true, ResponseHeaderTimeout: Timeout,
 			DialContext: (&net.Dialer{Timeout: 30 * time.Second}).DialContext}
 	}
-	f := &Forwarder{target: u, slots: make(chan struct{}, MaxInFlight), log: log, maxBody: MaxBody}
+	f := &Forwarder{target: u, login: login, slots: make(chan struct{}, MaxInFlight), log: log, maxBody: MaxBody}
 	f.rp = &httputil.ReverseProxy{
 		Transport: transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -152,6 +172,13 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, status, why)
 		return
 	}
+	body, why := f.loggedIn(r)
+	if why != "" {
+		f.log.Warn("sync request refused", slog.String("method", r.Method), slog.String("target", r.RequestURI), slog.String("why", why))
+		refuse(w, http.StatusForbidden, why)
+		return
+	}
+	r.Body = body
 	ctx, cancel := context.WithTimeout(r.Context(), Timeout)
 	defer cancel()
 	select {
@@ -196,6 +223,71 @@ func (f *Forwarder) check(r *http.Request) (int, string) {
 		return http.StatusRequestEntityTooLarge, fmt.Sprintf("a request of %d bytes is refused: a session's socket carries at most %d", r.ContentLength, f.maxBody)
 	}
 	return 0, ""
+}
+
+// loggedIn reads the first card of r's payload (FirstCard) and says why
+// it is not a login as the workspace's own login, "" when it is; the body
+// returned is r's whole, what was read to find the card first.
+func (f *Forwarder) loggedIn(r *http.Request) (io.ReadCloser, string) {
+	serves := fmt.Sprintf("this socket forwards the sync requests of %s to %s only, each opening with its login card", f.login, f.target)
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	card, read, err := FirstCard(ct, r.Body)
+	switch {
+	case err != nil:
+		return nil, fmt.Sprintf("%v: %s", err, serves)
+	case len(card) == 0 || card[0] != "login":
+		first := ""
+		if len(card) > 0 {
+			first = card[0]
+		}
+		return nil, fmt.Sprintf("the request's first card is %q, not a login card: %s", clip(first), serves)
+	case len(card) != 4:
+		return nil, fmt.Sprintf("the request's login card has %d fields, not 4 (login USER NONCE SIGNATURE): %s", len(card), serves)
+	case card[1] != f.login:
+		return nil, fmt.Sprintf("the request logs in as %q, not as the workspace's own login: %s", clip(card[1]), serves)
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(read), r.Body), r.Body}, ""
+}
+
+// FirstCard reads the first card of a sync request's payload from body,
+// of content type ct: its fields as Fossil splits them, and the bytes of
+// body it read to find it (at most 64 KiB), which the request goes on
+// with. A payload of application/x-fossil is its length in four bytes and
+// a zlib stream, decompressed as far as the card; the others are plain.
+// A card that does not end within MaxFirstCard bytes is an error.
+func FirstCard(ct string, body io.Reader) ([]string, []byte, error) {
+	var read bytes.Buffer
+	in := io.TeeReader(io.LimitReader(body, maxCardInput), &read)
+	payload := in
+	if strings.EqualFold(ct, "application/x-fossil") {
+		var size [4]byte
+		_, err := io.ReadFull(in, size[:])
+		var z io.ReadCloser
+		if err == nil {
+			z, err = zlib.NewReader(in)
+		}
+		if err != nil {
+			return nil, read.Bytes(), fmt.Errorf("the request's payload is not compressed as application/x-fossil says (%v)", err)
+		}
+		defer z.Close()
+		payload = z
+	}
+	line, err := bufio.NewReaderSize(io.LimitReader(payload, MaxFirstCard), MaxFirstCard).ReadString('\n')
+	if err != nil {
+		return nil, read.Bytes(), fmt.Errorf("the request's first card does not end within %d bytes (%v)", MaxFirstCard, err)
+	}
+	return strings.Fields(line), read.Bytes(), nil
+}
+
+// clip is s cut for a refusal.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }
 
 // sameHost compares two URLs' hosts and ports, the scheme's default port

@@ -3,7 +3,9 @@ package syncfwd
 import (
 	"bufio"
 	"bytes"
+	"compress/zlib"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -63,7 +65,7 @@ func forwarding(t *testing.T) (*standIn, *Forwarder, string) {
 	up := &standIn{}
 	srv := httptest.NewServer(up)
 	t.Cleanup(srv.Close)
-	f, err := New(srv.URL+"/demo", nil, nil)
+	f, err := New(srv.URL+"/demo", "agent", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +123,22 @@ func post(target, ctype, body string, more ...string) string {
 	return fmt.Sprintf("POST %s HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s\r\n%s", target, ctype, len(body), h, body)
 }
 
+// card is a payload opening with the login card of login.
+func card(login, rest string) string {
+	return "login " + login + " " + strings.Repeat("a", 40) + " " + strings.Repeat("b", 40) + "\n" + rest
+}
+
+// compressed is a payload as application/x-fossil carries it: its
+// length in four bytes, then a zlib stream.
+func compressed(payload string) string {
+	var b bytes.Buffer
+	binary.Write(&b, binary.BigEndian, uint32(len(payload)))
+	z := zlib.NewWriter(&b)
+	io.WriteString(z, payload)
+	z.Close()
+	return b.String()
+}
+
 // TestForwardsOnlyToItsOneServer: a sync request in origin form (as
 // fossilio's client sends it over the socket) and in proxy form naming the
 // server (as `fossil pull --proxy` sends it, a user name in the URL) reach
@@ -134,14 +152,17 @@ func TestForwardsOnlyToItsOneServer(t *testing.T) {
 	target, _ := url.Parse(f.Target())
 	hostport := target.Host
 
-	code, body := raw(t, sock, post("/demo", "application/x-fossil-uncompressed", "pull card",
+	pull := card("agent", "pull card\n")
+	code, body := raw(t, sock, post("/demo", "application/x-fossil-uncompressed", pull,
 		"Cookie: fossil-123=node-user-cookie", "Authorization: Basic bm9kZTpwdw==", "X-Forwarded-For: 10.0.0.1", "User-Agent: Fossil/2.21"))
-	if code != http.StatusOK || body != "# reply to pull card" {
+	if code != http.StatusOK || body != "# reply to "+pull {
 		t.Fatalf("origin form: %d %q", code, body)
 	}
-	code, body = raw(t, sock, post("http://agent@"+hostport+"/demo", "application/x-fossil", "login card"))
-	if code != http.StatusOK || body != "# reply to login card" {
-		t.Fatalf("proxy form: %d %q", code, body)
+	// Compressed, the card found in the stream, the body forwarded whole.
+	push := compressed(card("agent", strings.Repeat("push card\n", 2000)))
+	code, body = raw(t, sock, post("http://agent@"+hostport+"/demo", "application/x-fossil", push))
+	if code != http.StatusOK || body != "# reply to "+push {
+		t.Fatalf("proxy form: %d %.80q", code, body)
 	}
 	got := up.requests()
 	if len(got) != 2 {
@@ -159,7 +180,7 @@ func TestForwardsOnlyToItsOneServer(t *testing.T) {
 			}
 		}
 	}
-	if string(got[0].body) != "pull card" || got[0].header.Get("User-Agent") != "Fossil/2.21" {
+	if string(got[0].body) != pull || got[0].header.Get("User-Agent") != "Fossil/2.21" {
 		t.Errorf("the first request's body %q, user agent %q", got[0].body, got[0].header.Get("User-Agent"))
 	}
 
@@ -193,6 +214,51 @@ func TestForwardsOnlyToItsOneServer(t *testing.T) {
 	}
 }
 
+// TestOnlyTheWorkspacesOwnLogin (D81): a request whose payload does not
+// open with a login card as the workspace's own login is refused, naming
+// what the socket forwards, and reaches nothing: no card but others, a
+// login as another user (compressed or not), a card cut short, a first
+// line longer than the bound, a payload that is not the zlib stream its
+// type says.
+func TestOnlyTheWorkspacesOwnLogin(t *testing.T) {
+	up, _, sock := forwarding(t)
+	for _, c := range []struct {
+		name, ctype, body, says string
+	}{
+		{"no login card", "application/x-fossil-uncompressed", "pull 0 1\nigot abc\n", `first card is "pull"`},
+		{"an empty payload", "application/x-fossil-uncompressed", "", "does not end"},
+		{"a comment first", "application/x-fossil-debug", "# hi\n" + card("agent", ""), `first card is "#"`},
+		{"another login", "application/x-fossil-uncompressed", card("admin", "pull 0 1\n"), `logs in as "admin"`},
+		{"another login, compressed", "application/x-fossil", compressed(card("setup", "push 0 1\n")), `logs in as "setup"`},
+		{"nobody", "application/x-fossil", compressed(card("nobody", "")), `logs in as "nobody"`},
+		{"a card cut short", "application/x-fossil-uncompressed", "login agent\n", "has 2 fields"},
+		{"a first line past the bound", "application/x-fossil-uncompressed", "login agent " + strings.Repeat("a", MaxFirstCard) + "\n", "does not end"},
+		{"not zlib", "application/x-fossil", "\x00\x00\x00\x05login", "not compressed"},
+	} {
+		code, body := raw(t, sock, post("/demo", c.ctype, c.body))
+		if code != http.StatusForbidden || !strings.Contains(body, c.says) || !strings.Contains(body, "sync requests of agent") {
+			t.Errorf("%s: %d %q; want 403 saying %q and what the socket forwards", c.name, code, body, c.says)
+		}
+	}
+	if n := len(up.requests()); n != 0 {
+		t.Errorf("the server got %d requests; a refused one reaches nothing", n)
+	}
+}
+
+// FuzzFirstCard: any body, of any sync type, reads without a panic; the
+// bytes read are the body's first, and at most the bound read for it.
+func FuzzFirstCard(f *testing.F) {
+	f.Add("application/x-fossil", []byte(compressed(card("agent", "push 0 1\n"))))
+	f.Add("application/x-fossil-uncompressed", []byte(card("agent", "")))
+	f.Add("application/x-fossil", []byte("\x00\x00\x00\x05x"))
+	f.Fuzz(func(t *testing.T, ct string, body []byte) {
+		_, read, _ := FirstCard(ct, bytes.NewReader(body))
+		if !bytes.HasPrefix(body, read) || len(read) > maxCardInput {
+			t.Fatalf("read %d bytes, not the body's first (of %d) within the bound", len(read), len(body))
+		}
+	})
+}
+
 // TestBodiesBounded: a request longer than the bound is refused before
 // anything reaches the server; a reply longer than it is refused when it
 // says its length, and cut, its connection ended, when it does not.
@@ -223,7 +289,9 @@ func TestBodiesBounded(t *testing.T) {
 		}
 	}
 	reply(10, true)
-	if code, _ := raw(t, sock, post("/demo", "application/x-fossil", strings.Repeat("x", 1000))); code != http.StatusOK {
+	exact := card("agent", "")
+	exact += strings.Repeat("x", 1000-len(exact))
+	if code, _ := raw(t, sock, post("/demo", "application/x-fossil-uncompressed", exact)); code != http.StatusOK {
 		t.Errorf("a request of exactly the bound: %d", code)
 	}
 	for _, c := range []struct {
@@ -232,7 +300,7 @@ func TestBodiesBounded(t *testing.T) {
 		code   int
 	}{{1000, true, http.StatusOK}, {1001, true, http.StatusBadGateway}, {1000, false, http.StatusOK}, {2800, false, http.StatusBadGateway}} {
 		reply(c.n, c.length)
-		code, body := raw(t, sock, post("/demo", "application/x-fossil", "x"))
+		code, body := raw(t, sock, post("/demo", "application/x-fossil", compressed(card("agent", "x\n"))))
 		if code != c.code || code == http.StatusOK && len(body) != c.n || code != http.StatusOK && !strings.Contains(body, "1000") {
 			t.Errorf("a reply of %d bytes (length said: %v): %d, %d bytes %.80q; want %d", c.n, c.length, code, len(body), body, c.code)
 		}
@@ -245,7 +313,7 @@ func TestServeRefusesAConnectionAcceptRefuses(t *testing.T) {
 	up := &standIn{}
 	srv := httptest.NewServer(up)
 	defer srv.Close()
-	f, err := New(srv.URL, nil, nil)
+	f, err := New(srv.URL, "agent", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +352,7 @@ func TestServeBoundsConnections(t *testing.T) {
 	up := &standIn{}
 	srv := httptest.NewServer(up)
 	defer srv.Close()
-	f, err := New(srv.URL, nil, nil)
+	f, err := New(srv.URL, "agent", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,12 +416,17 @@ func TestServeBoundsConnections(t *testing.T) {
 // credentials, query or fragment.
 func TestNewRefusesABadTarget(t *testing.T) {
 	for _, u := range []string{"", "ftp://h/", "http:///x", "http://u:p@h/", "http://h/?q=1", "http://h/#f"} {
-		if _, err := New(u, nil, nil); err == nil {
+		if _, err := New(u, "agent", nil, nil); err == nil {
 			t.Errorf("New(%q) took it", u)
 		}
 	}
-	f, err := New("http://127.0.0.1:8080", nil, nil)
+	f, err := New("http://127.0.0.1:8080", "agent", nil, nil)
 	if err != nil || f.Target() != "http://127.0.0.1:8080/" {
 		t.Errorf("New without a path: %v, target %q", err, f.Target())
+	}
+	for _, login := range []string{"", "a b", "a\\sb"} {
+		if _, err := New("http://127.0.0.1:8080", login, nil, nil); err == nil {
+			t.Errorf("New for login %q took it", login)
+		}
 	}
 }

@@ -558,15 +558,21 @@ type cgroupBlock struct {
 	ok bool
 }
 
-// newCgroupBlock makes the cgroup name holding lim, and the block pipe.
+// newCgroupBlock makes the cgroup name holding lim (none for a name ""),
+// and the block pipe.
 func (l *Launcher) newCgroupBlock(name string, lim host.CgroupLimits) (*cgroupBlock, error) {
-	g, err := l.cgroups.Make(name, lim)
-	if err != nil {
-		return nil, err
+	var g *Cgroup
+	if name != "" {
+		var err error
+		if g, err = l.cgroups.Make(name, lim); err != nil {
+			return nil, err
+		}
 	}
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		g.Remove(0)
+		if g != nil {
+			g.Remove(0)
+		}
 		return nil, fmt.Errorf("unixhost: cgroup %s: block pipe: %w", name, err)
 	}
 	return &cgroupBlock{g: g, r: p[0], w: p[1]}, nil
@@ -582,23 +588,27 @@ func (b *cgroupBlock) close() {
 			*fd = -1
 		}
 	}
-	if !b.ok {
+	if !b.ok && b.g != nil {
 		b.g.Remove(time.Second)
 	}
 }
 
 // joinCgroup waits for bwrap (PID bwrap, its pidfd and status pipe) to say
 // its first process, which waits on the block pipe before it execs, puts
-// that process in the cgroup, and only then lets it go on: every process of
+// that process in the cgroup (if there is one), holds its user namespace
+// to the launcher's counts (limitUserNS), and only then lets it go on: every process of
 // the sandbox is in the cgroup before its first instruction. On failure the
 // process is killed, then bwrap, and bwrap reaped, before the block's write
 // end is closed. It returns what it read of the status pipe.
 func (l *Launcher) joinCgroup(b *cgroupBlock, bwrap, pidfd, statusR int) ([]byte, error) {
 	buf, child, err := waitChild(bwrap, statusR)
-	if err == nil && child > 0 {
+	if err == nil && child > 0 && b.g != nil {
 		if err = b.g.Join(child); errors.Is(err, unix.ESRCH) {
 			err = nil // gone before it ran anything: bwrap's exit says why
 		}
+	}
+	if err == nil && child > 0 {
+		err = l.limitUserNS(child, sessionBlockFD)
 	}
 	if err != nil {
 		if child > 0 {

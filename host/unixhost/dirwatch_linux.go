@@ -33,6 +33,10 @@ type DirWatch struct {
 type watchedDir struct {
 	path string
 	rule DirRule
+	// dev and ino are the directory's when it was watched: a file system
+	// mounted over the path later (a workspace's own disk, D82) makes no
+	// event, so Add compares them to what the path is now.
+	dev, ino uint64
 }
 
 // DirRule says what of a directory's changes are not counted.
@@ -73,8 +77,19 @@ func (w *DirWatch) Add(dir string, rule DirRule) (added bool, err error) {
 	if w.closed {
 		return false, errors.New("unixhost: the directory watch is closed")
 	}
-	if _, ok := w.byPath[dir]; ok {
-		return false, nil
+	var st unix.Stat_t
+	statErr := unix.Lstat(dir, &st)
+	if wd, ok := w.byPath[dir]; ok {
+		d := w.wds[wd]
+		if statErr != nil || (d.dev == st.Dev && d.ino == st.Ino) {
+			return false, nil
+		}
+		// Another directory at the path now (a file system mounted over
+		// it, or one unmounted): its watch is the old one's no longer.
+		unix.InotifyRmWatch(w.fd, uint32(wd))
+		delete(w.wds, wd)
+		delete(w.byPath, dir)
+		w.changes++
 	}
 	mask := uint32(dirChangeMask | unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW | unix.IN_EXCL_UNLINK)
 	if len(rule.Opens) > 0 {
@@ -94,7 +109,7 @@ func (w *DirWatch) Add(dir string, rule DirRule) (added bool, err error) {
 	if old, ok := w.wds[int32(wd)]; ok {
 		delete(w.byPath, old.path)
 	}
-	w.wds[int32(wd)] = &watchedDir{path: dir, rule: rule}
+	w.wds[int32(wd)] = &watchedDir{path: dir, rule: rule, dev: st.Dev, ino: st.Ino}
 	w.byPath[dir] = int32(wd)
 	return true, nil
 }

@@ -238,3 +238,53 @@ func FuzzParseInotify(f *testing.F) {
 		}
 	})
 }
+
+// TestDirWatchFollowsAMountOver: a file system mounted over a watched
+// directory (a workspace's own disk, D82) makes no event; the next Add of
+// the path sees another directory there, watches it (added, a change),
+// and counts what changes in it from then on; its unmount is a change
+// too.
+func TestDirWatchFollowsAMountOver(t *testing.T) {
+	inTmpfs(t, "1m", func(dir string) {
+		ws := filepath.Join(dir, "ws")
+		if err := os.Mkdir(ws, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		w, err := NewDirWatch()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		if added, err := w.Add(ws, DirRule{}); err != nil || !added {
+			t.Fatalf("Add = %v, %v", added, err)
+		}
+		if err := unix.Mount("ocx-disk", ws, "tmpfs", 0, "size=1m"); err != nil {
+			t.Fatal(err)
+		}
+		count := w.Changes()
+		added, err := w.Add(ws, DirRule{})
+		if err != nil || !added {
+			t.Fatalf("Add over a mount = %v, %v; want true", added, err)
+		}
+		if got := w.Changes(); got == count {
+			t.Error("a directory watched anew at its path is no change")
+		}
+		count = w.Changes()
+		if err := os.WriteFile(filepath.Join(ws, "clone"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.Changes(); got == count {
+			t.Error("an entry made on the mounted file system is not counted")
+		}
+		if w.Watched() != 1 {
+			t.Errorf("%d directories watched, want 1", w.Watched())
+		}
+		count = w.Changes()
+		if err := unix.Unmount(ws, 0); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.Changes(); got == count {
+			t.Error("the unmount is not counted")
+		}
+	})
+}

@@ -39,6 +39,13 @@ func Resolve(p string) (string, error) {
 	}
 }
 
+// Present says why nothing is at p once links are followed (what bwrap
+// would bind from there), or nil: host.CheckRunReadOnly's stat.
+func Present(p string) error {
+	_, err := os.Stat(p)
+	return err
+}
+
 // NodeFilesOf resolves the node's own files for host.NodeFiles: the
 // repositories, the agents root, the release root, the release the session
 // runs and its workspace.

@@ -35,6 +35,7 @@ func (l *Launcher) RunSupport() host.RunSupport {
 		s.Processes = "the node runs as root: its sandboxes' users are root outside them, whose processes the kernel does not count against RLIMIT_NPROC, and no cgroup can be made: " + why
 	}
 	s.Memory = why
+	s.Disk = DiskWhy()
 	if l.bwrap == "" {
 		s.Sandbox = "bwrap is not installed (looked for /usr/bin/bwrap and /bin/bwrap)"
 	}
@@ -166,6 +167,15 @@ func lookPath(prog string, env []string) (string, error) {
 func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintptr, onExit func(host.Exit)) (messages.ProcID, error) {
 	sb := spec.Sandbox
 	prog := spec.Command[0]
+	if spec.Limits.CPU > 0 {
+		// The exit says the limit, so that SIGXCPU can be told from the
+		// same code exited by the command (host.Exit.PastCPULimit).
+		told, limit := onExit, time.Duration(spec.Limits.CPU)*time.Second
+		onExit = func(x host.Exit) {
+			x.CPULimit = limit
+			told(x)
+		}
+	}
 	// The run's cgroup holds its memory, and its processes where a cgroup
 	// can be made (RLIMIT_NPROC counts nothing for root).
 	cgl := host.CgroupLimits{Memory: spec.Limits.Memory}
@@ -183,16 +193,15 @@ func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintp
 		}
 		defer cb.close()
 	}
-	limited := spec.Limits.CPU > 0 || spec.Limits.Processes > 0 || cb != nil
-	fds := host.RunFDs{Status: 3, Files: 4}
-	if limited {
-		fds = host.RunFDs{Status: 3, Block: 4, Files: 5}
-	}
+	// Every sandboxed run waits on its block pipe: its limits, and the
+	// counts its user namespace is held to (D82), are set before its
+	// first instruction.
+	fds := host.RunFDs{Status: 3, Block: 4, Files: 5}
 	argv, err := host.RunBwrapArgs(*sb, fds, spec.Dir, spec.Command)
 	if err != nil {
 		return messages.ProcID{}, err
 	}
-	rf, err := openRunFiles(prog, files, limited, cb, sb.Files)
+	rf, err := openRunFiles(prog, files, true, cb, sb.Files)
 	if err != nil {
 		return messages.ProcID{}, err
 	}
@@ -209,14 +218,11 @@ func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintp
 		return messages.ProcID{}, &fs.PathError{Op: "start run", Path: l.bwrap, Err: err}
 	}
 	rf.closeChildEnds()
-	if !limited {
-		return l.track(l.bwrap, pid, pidfd, true, statusR, nil, onExit)
-	}
 	var g *Cgroup
 	if cb != nil {
 		g = cb.g
 	}
-	buf, child, err := l.limit(pid, statusR, spec.Limits, g)
+	buf, child, err := l.limit(pid, statusR, fds.Block, spec.Limits, g)
 	if err != nil {
 		// The child, if there is one, is killed before the block is lifted,
 		// so that nothing runs without its limits.
@@ -327,7 +333,7 @@ func lift(blockW int) {
 // puts it in its cgroup g (nil for none). It returns what it read of the
 // status pipe, and the child (0 for none). A bwrap that exits before it has
 // a child (bad arguments) is no error: its exit says so.
-func (l *Launcher) limit(bwrap, statusR int, lim host.RunLimits, g *Cgroup) ([]byte, int, error) {
+func (l *Launcher) limit(bwrap, statusR, blockFD int, lim host.RunLimits, g *Cgroup) ([]byte, int, error) {
 	buf, child, err := waitChild(bwrap, statusR)
 	if err != nil || child == 0 {
 		return buf, child, err
@@ -360,6 +366,9 @@ func (l *Launcher) limit(bwrap, statusR int, lim host.RunLimits, g *Cgroup) ([]b
 		if err := g.Join(child); err != nil && !errors.Is(err, unix.ESRCH) {
 			return buf, child, fmt.Errorf("limits: %w", err)
 		}
+	}
+	if err := l.limitUserNS(child, blockFD); err != nil {
+		return buf, child, err
 	}
 	return buf, child, nil
 }

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // runBase makes a directory for a run's host paths outside /tmp (which the
@@ -386,6 +387,10 @@ func TestRunCPULimit(t *testing.T) {
 	}
 	if took > 20*time.Second {
 		t.Fatalf("SIGXCPU after %s of wall time for one second of CPU", took)
+	}
+	// What bwrap reports as 152 under the limit is SIGXCPU past it (D83).
+	if st := r.exit.Status(); st.State != messages.EndSignaled || st.Signal != "SIGXCPU" || r.exit.CPULimit != time.Second {
+		t.Errorf("the status of the busy loop past cpu 1: %s (limit %s), want signaled SIGXCPU", st, r.exit.CPULimit)
 	}
 }
 

@@ -28,6 +28,10 @@ type Launcher struct {
 	root    *Root
 	clock   host.Clock
 	cgroups *Cgroups
+	// userNS are the counts each sandbox's user namespace is held to,
+	// written with nsenter (none found: not held, UserNSWhy says so).
+	userNS  host.UserNSLimits
+	nsenter string
 	devnull int // read end, for standard input
 	nullW   int // write end, for a child without a log
 
@@ -55,6 +59,9 @@ type LauncherOptions struct {
 	// Cgroups is where sessions' and runs' cgroups are made; nil is the
 	// host's (HostCgroups).
 	Cgroups *Cgroups
+	// UserNS are the counts each sandbox's own user namespace is held to
+	// (D82); nil is host.DefaultUserNSLimits.
+	UserNS *host.UserNSLimits
 }
 
 type child struct {
@@ -76,9 +83,18 @@ type child struct {
 	cg *runCgroup
 }
 
+// sessionBlockFD is the descriptor a session's bwrap reads its block
+// pipe on.
+const sessionBlockFD = 4
+
 // NewLauncher opens /dev/null for the children's standard input.
 func NewLauncher(opts LauncherOptions) (*Launcher, error) {
 	l := &Launcher{bwrap: opts.Bwrap, root: opts.Root, clock: opts.Clock, cgroups: opts.Cgroups, kids: map[int]*child{}}
+	l.userNS = host.DefaultUserNSLimits
+	if opts.UserNS != nil {
+		l.userNS = *opts.UserNS
+	}
+	l.nsenter = sbinTool("nsenter")
 	if l.clock == nil {
 		l.clock = Clock{}
 	}
@@ -138,14 +154,13 @@ func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (messages.
 			return messages.ProcID{}, errors.New("unixhost: spawn: bwrap is not installed")
 		}
 		sb := *spec.Sandbox
-		if spec.Cgroup != "" {
-			// In its cgroup before its first instruction (D46).
-			if cb, err = l.newCgroupBlock(spec.Cgroup, spec.Limits); err != nil {
-				return messages.ProcID{}, err
-			}
-			defer cb.close()
-			sb.BlockFD = 4
+		// In its cgroup (D46), its user namespace held to its counts
+		// (D82), before its first instruction.
+		if cb, err = l.newCgroupBlock(spec.Cgroup, spec.Limits); err != nil {
+			return messages.ProcID{}, err
 		}
+		defer cb.close()
+		sb.BlockFD = sessionBlockFD
 		inside := append([]string{spec.Path}, spec.Args[1:]...)
 		argv, err = host.BwrapArgs(sb, 3, spec.Dir, inside)
 		if err != nil {

@@ -28,6 +28,7 @@ func (s *Socket) openConsole(repos *noderepos.Repos) *console.Console {
 	c.Node.Records = liveRecords{repos}
 	c.Node.Daemon = os.Getpid()
 	c.Node.Ask = s.askHere
+	c.InDaemon = true
 	return c
 }
 

@@ -56,7 +56,7 @@ type Socket struct {
 // server's node), Puller answers pull asks (a node on another host). Either
 // may be nil.
 type Remote struct {
-	Poke   func(urls []string)
+	Poke   func(targets []remote.Target)
 	Puller *remote.Puller
 }
 

@@ -81,6 +81,9 @@ type Console struct {
 	// set per request): in the daemon, its open repositories and its
 	// own answers, the kept status among them (D71).
 	Node node.Options
+	// InDaemon: the console renders pages inside the daemon, which never
+	// runs git's CGI (D81): a git fetch is ocx console's alone.
+	InDaemon bool
 }
 
 // Open opens the console of the agents root: its key is made on first use.
@@ -182,11 +185,8 @@ func (c *Console) Serve(w http.ResponseWriter, r *http.Request, f Fossil) {
 
 // route picks the page or the action for the request's path.
 func (q *request) route() {
-	path := strings.Trim(q.f.Path, "/")
-	parts := strings.Split(path, "/")
-	if path == "" {
-		parts = nil
-	}
+	parts := messages.ConsolePath(q.f.Path)
+	path := strings.Join(parts, "/")
 	if len(parts) == 2 && parts[0] == "tool" {
 		parts[1], _ = toolPath(parts[1])
 	}
@@ -242,6 +242,10 @@ func (q *request) route() {
 		q.releasesPage()
 	case path == "tools":
 		q.toolsPage()
+	case path == "patterns":
+		q.patternsPage()
+	case len(parts) == 2 && parts[0] == "pattern":
+		q.patternPage(parts[1])
 	case len(parts) == 2 && parts[0] == "tool" && !q.asJSON:
 		q.toolPage(parts[1])
 	case len(parts) == 2 && parts[0] == "tool":
@@ -264,6 +268,9 @@ func (q *request) act(parts []string) {
 	switch {
 	case len(parts) == 2 && parts[0] == "tool":
 		q.toolCall(parts[1], q.asJSON)
+		return
+	case len(parts) == 2 && parts[0] == "pattern":
+		q.patternPost(parts[1], form)
 		return
 	case path == "hook/install":
 		a, next = q.n.HookInstall(q.ctx, false), "/hook"

@@ -61,6 +61,10 @@ func TestPagesRender(t *testing.T) {
 		"tools":           struct{ Tools []tools.Tool }{[]tools.Tool{{Name: "post", Description: evil}}},
 		"tool": toolData{Tool: tools.Tool{Name: "post", Description: evil, InputSchema: []byte(evil)}, Fields: []formField{{Name: "to", Help: evil, Value: evil}, {Name: "text", Value: evil, Long: true}},
 			Input: evil, Answer: &node.Answer{Tool: "post", Log: []string{evil}, Result: ptr(evil), Stopped: ptr(evil)}, AnswerJSON: evil},
+		"patterns": patternsData{Patterns: []tools.RunPatternInfo{{Name: "echo", Page: "run/echo", Version: strings.Repeat("a", 64), Sender: evil, Layers: []string{evil}},
+			{Name: "broken", Page: "run/broken", Version: strings.Repeat("b", 64), Sender: "admin", Problem: evil}}},
+		"pattern": patternData{Pattern: tools.RunPatternInfo{Name: "echo", Page: "run/echo", Version: strings.Repeat("a", 64), Sender: evil, Text: evil, Problem: evil},
+			Objective: evil, Fields: evil, Answer: &node.Answer{Tool: "run post", DryRun: true, Log: []string{evil}, Result: ptr(evil), Stopped: ptr(evil)}},
 		"listeners": listenersData{Key: k, Kind: "ticket", Listeners: []messages.Listener{{Login: "agent-1", Project: "demo", Kind: messages.ListenTicket, Names: evil}},
 			Recent: []option{{Value: evil, Label: evil}}},
 	}

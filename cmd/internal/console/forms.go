@@ -56,13 +56,19 @@ func (q *request) recent(kind string) ([]option, error) {
 	return out, nil
 }
 
-// template reads wiki page prefix+name and the one fenced JSON block it
-// holds. A template that does not decode is an error saying why, shown on
-// the form: never silently dropped.
+// template reads wiki page prefix+name as a user holding admin or setup
+// last sent it, in the server's order (fossilio's PrivilegedWikiPage,
+// D81: any login that may check in may push a wiki version, dated as it
+// likes), and the one fenced JSON block it holds. A template that does
+// not decode is an error saying why, shown on the form: never silently
+// dropped.
 func (q *request) template(r *fossilio.Repo, prefix, name string) ([]byte, error) {
-	p, err := r.WikiPage(q.ctx, prefix+name)
+	p, err := r.PrivilegedWikiPage(q.ctx, prefix+name)
 	if err != nil {
 		return nil, fmt.Errorf("template %s%s: %w", prefix, name, err)
+	}
+	if p.Deleted {
+		return nil, fmt.Errorf("template %s%s was deleted", prefix, name)
 	}
 	blocks, err := messages.Blocks([]byte(p.Text))
 	if err != nil {
@@ -83,9 +89,10 @@ func checkTemplateName(name string) error {
 	return nil
 }
 
-// templates lists the templates under prefix.
+// templates lists the templates under prefix: the pages whose version
+// a user holding admin or setup last sent is not a deletion.
 func (q *request) templates(r *fossilio.Repo, prefix string) []string {
-	names, err := r.WikiPages(q.ctx, prefix)
+	names, err := r.PrivilegedWikiPages(q.ctx, prefix)
 	if err != nil {
 		return nil
 	}

@@ -79,6 +79,12 @@ func (q *request) thread(hash string) {
 // git fetch") over git's smart HTTP, by `git http-backend`: read-only, the
 // upload-pack service alone, to a viewer who may read.
 func (q *request) git(rest []string) {
+	if q.c.InDaemon {
+		// messages.NotByDaemon keeps every git path from the daemon; a
+		// path that reached it anyway runs no git there.
+		q.plain(http.StatusInternalServerError, "the daemon runs no git: a fetch of the git mirror is served by ocx console")
+		return
+	}
 	sub := strings.Join(rest, "/")
 	service := q.r.URL.Query().Get("service")
 	switch {

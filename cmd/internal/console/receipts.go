@@ -2,6 +2,7 @@ package console
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,25 +15,25 @@ import (
 
 // receipts is the receipt page (D72): for a node on another host, what
 // this node's repository says of artifacts (who sent each, where it
-// stands in the server's order, its sender's standing) and its users, in
+// stands in the server's order, its sender's standing) and the users its
+// receipts name with their standing, nothing of its other users (D81), in
 // JSON. GET /receipt/HASH answers one artifact, GET /receipt/H1/H2/...
 // the few a request line holds (the daemon renders a GET, D71); a POST
 // to /receipt of hashes, one a line, answers many, in a process of its
-// own. It writes nothing, so a POST needs
-// no token: what authorizes it is Fossil's own login of a node user that
-// this node's node.json lists for the project (remote_nodes), the only
-// viewers it answers.
+// own. It writes nothing, so a POST needs no token: what authorizes it is
+// Fossil's own login of a node user that this node's node.json lists for
+// the project (remote_nodes), the only viewers it answers of artifacts.
+// Any other viewer logged in who asks of no artifact (GET /receipt) is
+// answered of itself alone: its capabilities and standing, which a node
+// on another host asks as a caller or an agent login it runs (D81).
 func (q *request) receipts(rest []string) {
 	q.asJSON = true
 	p := q.n.Config.Projects[q.project]
-	if _, ok := p.RemoteNode(q.f.Viewer); !ok || q.f.Viewer == "" {
-		who := "a visitor who has not logged in"
-		if q.f.Viewer != "" {
-			who = fmt.Sprintf("%q", q.f.Viewer)
-		}
-		q.plain(http.StatusForbidden, fmt.Sprintf("the receipt page answers the node users node.json lists for %s (remote_nodes), and %s is not one", q.project, who))
+	if q.f.Viewer == "" {
+		q.plain(http.StatusForbidden, fmt.Sprintf("the receipt page answers the node users node.json lists for %s (remote_nodes), and each login of itself, and a visitor who has not logged in is none", q.project))
 		return
 	}
+	_, isNode := p.RemoteNode(q.f.Viewer)
 	var hashes []string
 	switch {
 	case q.r.Method == http.MethodPost && len(rest) == 0 && q.r.ContentLength == 0:
@@ -61,13 +62,17 @@ func (q *request) receipts(rest []string) {
 		q.plain(http.StatusNotFound, "the receipt page is GET /receipt/HASH[/HASH...], or a POST to /receipt of hashes, one a line")
 		return
 	}
+	if !isNode && (len(hashes) > 0 || q.r.Method == http.MethodPost) {
+		q.plain(http.StatusForbidden, fmt.Sprintf("the receipt page answers of artifacts the node users node.json lists for %s (remote_nodes), and %q is not one: it answers any other login of itself alone (GET /receipt)", q.project, q.f.Viewer))
+		return
+	}
 	r, err := q.n.OpenRepo(q.project)
 	if err != nil {
 		q.plain(http.StatusInternalServerError, err.Error())
 		return
 	}
 	defer r.Close()
-	rs, users, err := r.Receipts(q.ctx, hashes...)
+	rs, _, err := r.Receipts(q.ctx, hashes...)
 	if err != nil {
 		q.plain(http.StatusInternalServerError, err.Error())
 		return
@@ -77,7 +82,22 @@ func (q *request) receipts(rest []string) {
 		q.plain(http.StatusInternalServerError, err.Error())
 		return
 	}
-	data, err := remote.Answer(code, rs, users).Encode()
+	viewer := messages.ReceiptViewer{Login: q.f.Viewer}
+	if u, err := r.User(q.ctx, q.f.Viewer); err == nil {
+		viewer.Caps = u.Caps
+	} else if !errors.Is(err, fossilio.ErrNoSuchUser) {
+		q.plain(http.StatusInternalServerError, err.Error())
+		return
+	}
+	if viewer.Effective, err = r.EffectiveCaps(q.ctx, q.f.Viewer); err != nil && !errors.Is(err, fossilio.ErrNoSuchUser) {
+		q.plain(http.StatusInternalServerError, err.Error())
+		return
+	}
+	if viewer.Privileged, err = r.Privileged(q.ctx, q.f.Viewer); err != nil {
+		q.plain(http.StatusInternalServerError, err.Error())
+		return
+	}
+	data, err := remote.Answer(code, rs, viewer).Encode()
 	if err != nil {
 		q.plain(http.StatusInternalServerError, err.Error())
 		return

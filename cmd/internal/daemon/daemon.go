@@ -139,6 +139,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	var stopped chan struct{}
 	done, fatal := ctx.Done(), d.inputs.fatal
 	stop := func(msg string, attrs ...any) {
+		d.stopAsked.Store(true)
 		d.log.Info(msg, attrs...)
 		stopped, done, fatal = make(chan struct{}), nil, nil
 		go func() {
@@ -404,6 +405,24 @@ func (d *instance) nameReleases(h *handoffFile) {
 	}
 }
 
+// logDisks says at the start whether each workspace is on a disk of its
+// own, and whether each sandbox's user namespace is held to its counts
+// (D82), or why not.
+func (d *instance) logDisks() {
+	if disk, err := host.NodeDisk(d.cfg.SessionLimits); err == nil && disk > 0 {
+		if why := unixhost.DiskWhy(); why != "" {
+			d.log.Warn("node.json's session_limits.disk is not applied: workspaces are on the host's file system", slog.String("why", why))
+		} else {
+			d.log.Info("each workspace on a disk of its own", slog.String("disk", host.SizeWords(disk)))
+		}
+	}
+	if l, ok := d.reaper.current().(*unixhost.Launcher); ok {
+		if why := l.UserNSWhy(); why != "" {
+			d.log.Warn("sandboxes share the node uid's inotify instances and watches without a bound of their own", slog.String("why", why))
+		}
+	}
+}
+
 // openHost builds the parts that face the host and the record, each with
 // what it needs: the node's repositories, the cgroups, the reaper, the
 // process table, the records and the run engine.
@@ -424,6 +443,7 @@ func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 	if d.reaper, err = newReaper(d.layout, d.root, d.cfg, d.rel, d.log, reaperHost{cgroups: limits, recordAt: repos.RecordAt}); err != nil {
 		return nil, err
 	}
+	d.logDisks()
 	st.mark("reaper")
 	if d.table, err = unixhost.NewProcTable(unixhost.ProcOptions{Layout: d.layout, ReleaseRoot: d.cfg.Release, Daemon: os.Getpid()}); err != nil {
 		return nil, fmt.Errorf("open the process table: %w", err)

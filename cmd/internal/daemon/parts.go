@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -56,6 +57,11 @@ type instance struct {
 	// exec starts, and the stop waits for one under way.
 	execMu   sync.Mutex
 	stopping bool
+	// stopAsked is set the moment a stop is asked (a signal, the caller's
+	// context), before the stop waits for execMu: a re-exec under way
+	// checks it last thing before the exec, which would carry the daemon
+	// past its stop (the new image knows nothing of it).
+	stopAsked atomic.Bool
 	// probes asks the release's ocxd its hand-off version as soon as a
 	// re-exec is asked for.
 	probes earlyProbe

@@ -199,6 +199,9 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if err != nil {
 		return none, err
 	}
+	if err := r.disk(ctx, ws, l); err != nil {
+		return none, err
+	}
 	if err := r.sessionPlace(ws); err != nil {
 		return none, err
 	}
@@ -262,6 +265,43 @@ func (r *reaper) sandbox(l messages.LaunchSpec, ws host.Workspace, dir string) (
 		return sb, fmt.Errorf("the workspace definition's sandbox is refused: %w", err)
 	}
 	return sb, nil
+}
+
+// disk gives the workspace's own file system (D82) the size the launch
+// asks (the session definition's limits.disk, else node.json's
+// session_limits.disk) and mounts it at the workspace if it is not (after
+// a host's reboot the image is there and its mount is not), before
+// anything of the session is made in the workspace. A limits.disk the
+// node cannot give is refused, naming why.
+func (r *reaper) disk(ctx context.Context, ws host.Workspace, l messages.LaunchSpec) error {
+	size, err := host.SessionDisk(l.Disk, r.cfg.SessionLimits)
+	if err != nil {
+		return err
+	}
+	why := unixhost.DiskWhy()
+	if !unixhost.Exists(ws.Disk) {
+		switch {
+		case l.Disk != "" && why != "":
+			return fmt.Errorf("limits.disk is not provided by this node: %s", why)
+		case l.Disk != "":
+			return fmt.Errorf("limits.disk %s cannot be provided: workspace %s was made without a disk of its own (before node.json's session_limits.disk, or on a host that could make none); terminate it and add it again", l.Disk, ws.Key)
+		case size > 0 && why == "":
+			r.log.Warn("the workspace has no disk of its own, made before node.json's session_limits.disk: the session is bounded by the host's file system alone",
+				slog.String(actors.KeyWorkspace, ws.Key.String()))
+		}
+		return nil
+	}
+	if why != "" {
+		return fmt.Errorf("the workspace's disk %s cannot be mounted: %s", ws.Disk, why)
+	}
+	did, err := unixhost.EnsureDisk(ctx, ws.Disk, ws.Dir, size)
+	if err != nil {
+		return fmt.Errorf("the workspace's disk: %w", err)
+	}
+	if did != "" {
+		r.log.Info("the workspace's disk", slog.String(actors.KeyWorkspace, ws.Key.String()), slog.String("disk", did))
+	}
+	return nil
 }
 
 // sessionPlace makes the session directory, its wake pipe and its log, the

@@ -101,8 +101,8 @@ func writeReexec(layout host.Layout, root *unixhost.Root, r messages.ReexecOutco
 func (d *instance) exec(ctx context.Context, h messages.Handoff) (string, error) {
 	d.execMu.Lock()
 	defer d.execMu.Unlock()
-	if d.stopping {
-		return "", fmt.Errorf("re-exec: the daemon is stopping")
+	if d.stopping || d.stopAsked.Load() {
+		return "", errStopAsked
 	}
 	// No hook the watch runs is left a child of the new image, which would
 	// not wait for it.
@@ -133,6 +133,13 @@ func (d *instance) exec(ctx context.Context, h messages.Handoff) (string, error)
 		return target, x.undo(d, fmt.Errorf("re-exec: %w", err))
 	}
 	st.mark("checked")
+	d.testDelay("checked")
+	if d.stopAsked.Load() {
+		// A stop came while the release was checked: the old image stops,
+		// as asked, rather than exec an image that never heard of it.
+		d.root.Remove(d.layout.Handoff())
+		return target, x.undo(d, errStopAsked)
+	}
 	// Replaced by the new image once it runs; found by the next ensure
 	// with no daemon holding the lock, it rolls the release back (D73).
 	d.recordReexec(messages.ReexecOutcome{Target: target, State: messages.ReexecPending, From: d.running(),
@@ -154,6 +161,9 @@ func (d *instance) exec(ctx context.Context, h messages.Handoff) (string, error)
 	d.root.Remove(d.layout.Handoff())
 	return target, x.undo(d, fmt.Errorf("re-exec: %w", err))
 }
+
+// errStopAsked: a stop was asked before the exec; the old image stops.
+var errStopAsked = errors.New("re-exec: the daemon is stopping")
 
 // execUndo is what an exec changed so far, for undo: the children detached
 // (hs; those of the sessions, children), those reaped meanwhile, whose

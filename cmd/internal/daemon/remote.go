@@ -109,7 +109,7 @@ func (rp *remoteParts) start(d *instance) {
 	if d.cfg.Pull == nil || d.cfg.Pull.Listen == "" {
 		return
 	}
-	pokes, err := remote.ListenPokes(d.cfg.Pull.Listen, rp.puller, d.log)
+	pokes, err := remote.ListenPokes(d.cfg.Pull.Listen, d.cfg.Pull.Secret, rp.puller, d.log)
 	if err != nil {
 		d.log.Error("no pokes are taken: the node pulls on its timer alone", actors.ErrAttr(err))
 		return

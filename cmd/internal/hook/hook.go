@@ -70,10 +70,10 @@ type Options struct {
 	// LockWait bounds the wait for another run of the hook on the same
 	// repository to finish; zero means DefaultLockWait.
 	LockWait time.Duration
-	// Poke, when set, pokes the remote nodes at these URLs beside the
-	// run (the daemon's, which does not wait for them); nil pokes them
-	// from the hook's own process, each bounded by PokeWait (D72).
-	Poke func(urls []string)
+	// Poke, when set, pokes these remote nodes beside the run (the
+	// daemon's, which does not wait for them); nil pokes them from the
+	// hook's own process, each bounded by PokeWait (D72).
+	Poke func(targets []remote.Target)
 }
 
 // PokeWait bounds a poke the hook's own process makes: a remote node
@@ -815,24 +815,25 @@ func (h *run) noteOf(ctx context.Context, info fossilio.Info, read artifactsRead
 // handToDaemon hands each post, ticket change and check-in to the daemon as
 // `post REPO HASH`, in one packed write, starting the daemon when none runs.
 // poke tells the remote nodes of the project that something arrived
-// (D72): a bare POST to each poke URL node.json lists, which says only
-// "pull now". A poke lost costs only the node's timer.
+// (D72): a POST to each poke URL node.json lists, carrying its secret
+// (D81), which says only "pull now". A poke lost costs only the node's
+// timer.
 func (h *run) poke(ctx context.Context, infos []fossilio.Info) {
 	remotes := h.cfg.Projects[h.proj].RemoteNodes
 	if len(infos) == 0 || len(remotes) == 0 {
 		return
 	}
-	urls := h.pokeTargets(ctx, infos, remotes)
-	if len(urls) == 0 {
+	targets := h.pokeTargets(ctx, infos, remotes)
+	if len(targets) == 0 {
 		return
 	}
 	if h.o.Poke != nil {
-		h.o.Poke(urls)
+		h.o.Poke(targets)
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, PokeWait)
 	defer cancel()
-	for _, err := range remote.PokeAll(ctx, urls) {
+	for _, err := range remote.PokeAll(ctx, targets) {
 		h.log.Warn("poke a remote node", keyError, err)
 	}
 }
@@ -843,13 +844,13 @@ func (h *run) poke(ctx context.Context, infos []fossilio.Info) {
 // nobody, its writer pulling it itself; anything else (a post, a ticket
 // change, a check-in: what a session on any node may be given) pokes
 // every node. A remote node that names no poke URL pulls on its timer.
-func (h *run) pokeTargets(ctx context.Context, infos []fossilio.Info, remotes []messages.RemoteNode) []string {
+func (h *run) pokeTargets(ctx context.Context, infos []fossilio.Info, remotes []messages.RemoteNode) []remote.Target {
 	nodeUser := map[string]bool{h.cfg.User: true}
-	pokeOf := map[string]string{}
+	pokeOf := map[string]remote.Target{}
 	for _, r := range remotes {
 		nodeUser[r.User] = true
 		if r.Poke != "" {
-			pokeOf[r.User] = r.Poke
+			pokeOf[r.User] = remote.Target{URL: r.Poke, Secret: r.PokeSecret}
 		}
 	}
 	var others []fossilio.Info
@@ -876,14 +877,14 @@ func (h *run) pokeTargets(ctx context.Context, infos []fossilio.Info, remotes []
 		}
 		break
 	}
-	var urls []string
+	var targets []remote.Target
 	for u := range want {
-		if p := pokeOf[u]; p != "" {
-			urls = append(urls, p)
+		if p, ok := pokeOf[u]; ok {
+			targets = append(targets, p)
 		}
 	}
-	slices.Sort(urls)
-	return urls
+	slices.SortFunc(targets, func(a, b remote.Target) int { return strings.Compare(a.URL, b.URL) })
+	return targets
 }
 
 func (h *run) handToDaemon(ctx context.Context, infos []fossilio.Info) {

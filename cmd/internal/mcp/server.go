@@ -78,8 +78,16 @@ func artifact(ctx context.Context, n *node.Node, project string, caller func() (
 		return nil, err
 	}
 	defer r.Close()
-	caps, err := r.EffectiveCaps(ctx, c.Login)
-	if err != nil {
+	var caps string
+	if p, _ := n.Project(name); p.OtherHost {
+		// A node on another host knows no capabilities but the server's
+		// answer to the agent itself (D81).
+		v, err := n.ServerViewer(ctx, p, c)
+		if err != nil {
+			return nil, err
+		}
+		caps = v.Effective
+	} else if caps, err = r.EffectiveCaps(ctx, c.Login); err != nil {
 		return nil, err
 	}
 	if !strings.ContainsRune(caps, 'o') {

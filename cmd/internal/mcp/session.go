@@ -259,7 +259,7 @@ func serveSync(ctx context.Context, cancel context.CancelFunc, log *slog.Logger,
 	target, why, err := n.SyncTarget(ctx, key)
 	var fwd *syncfwd.Forwarder
 	if err == nil && why == "" {
-		fwd, err = syncfwd.New(target, nil, log)
+		fwd, err = syncfwd.New(target, key.Login, nil, log)
 	}
 	if fwd == nil {
 		if err != nil {

@@ -316,6 +316,23 @@ func checkServerURL(s string) error {
 	return nil
 }
 
+// checkRemoteURL accepts the URL of a server a node on another host
+// trusts, or of a remote node's poke: https, or http on loopback alone
+// (messages.CheckRemoteURL, D81).
+func checkRemoteURL(s string) error {
+	if err := checkServerURL(s); err != nil {
+		return err
+	}
+	if err := messages.CheckRemoteURL("url", s); err != nil {
+		var fe *messages.FieldError
+		if errors.As(err, &fe) {
+			return fmt.Errorf("url %s", fe.Problem)
+		}
+		return err
+	}
+	return nil
+}
+
 // CheckNewLogin checks a login that the node's tools make: D1's shape, and
 // not one of the agents root's own files (D16, D19).
 func CheckNewLogin(login string) error {

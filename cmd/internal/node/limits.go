@@ -12,7 +12,8 @@ import (
 
 // SessionLimits is what the node holds each session to (D46): node.json's
 // session_limits, the defaults filled in, and where the cgroups holding
-// them are made on this host, or why none can be.
+// them are made on this host, or why none can be; and the size of each
+// workspace's own file system, or why this host makes none (D82).
 func (n *Node) SessionLimits() *messages.SessionLimitsStatus {
 	mem, err := unixhost.MemTotal()
 	if err != nil {
@@ -24,6 +25,10 @@ func (n *Node) SessionLimits() *messages.SessionLimitsStatus {
 		return &messages.SessionLimitsStatus{NotApplied: err.Error()}
 	}
 	s := &messages.SessionLimitsStatus{Memory: lim.Memory, Processes: lim.Processes}
+	// Each workspace's own file system (D82), or why this host makes none.
+	if disk, err := host.NodeDisk(n.Config.SessionLimits); err == nil && disk > 0 {
+		s.Disk, s.DiskNotApplied = disk, unixhost.DiskWhy()
+	}
 	cg := unixhost.HostCgroups()
 	if why := cg.Why(); why != "" {
 		s.NotApplied = why

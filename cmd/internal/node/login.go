@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ocx-go/ocx/cmd/internal/remote"
-
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -92,23 +90,12 @@ func (n *Node) adoptLogin(ctx context.Context, a *Answer, login, password string
 	var plan Plan
 	for _, p := range n.Projects() {
 		plan.Add(fmt.Sprintf("log in to %s as %q, and check that it holds neither admin nor setup there", p.URL, login), func(ctx context.Context, a *Answer) error {
-			c := &remote.Client{URL: p.URL, Login: login, Password: func() (string, error) { return password, nil }}
-			if err := c.CheckLogin(ctx); err != nil {
+			// The server answers the login of itself alone (D81).
+			v, err := n.ServerViewer(ctx, p, Caller{Login: login, Password: password})
+			if err != nil {
 				return fmt.Errorf("login %q: %w", login, err)
 			}
-			if err := n.PullClone(ctx, p); err != nil {
-				return fmt.Errorf("login %q: the clone of %s is not pulled, so its users are not known: %w", login, p.Name, err)
-			}
-			r, err := n.OpenProjectRepo(p)
-			if err != nil {
-				return err
-			}
-			priv, err := r.Privileged(ctx, login)
-			r.Close()
-			if err != nil {
-				return err
-			}
-			if priv {
+			if v.Privileged {
 				return fmt.Errorf("login %q holds admin or setup on %s: an agent login never does (E2)", login, p.Name)
 			}
 			a.Logf("%s takes %q's password; it holds neither admin nor setup there", p.URL, login)

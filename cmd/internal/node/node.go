@@ -374,7 +374,7 @@ func (n *Node) RequireCaller() error {
 // it would write (definitions, launches, terminations) count only when such
 // a user sends them (D7).
 func (n *Node) RequirePrivileged(ctx context.Context, r *fossilio.Repo, p Project) error {
-	ok, caps, err := Privileged(ctx, r, n.Caller.Login)
+	ok, caps, err := n.CallerPrivileged(ctx, r, p)
 	if err != nil {
 		return fmt.Errorf("caller: %w", err)
 	}
@@ -382,6 +382,25 @@ func (n *Node) RequirePrivileged(ctx context.Context, r *fossilio.Repo, p Projec
 		return fmt.Errorf("caller: %q has capabilities %q on %s, without admin (a) or setup (s): what it wrote would not count (D7)", n.Caller.Login, caps, p.Name)
 	}
 	return nil
+}
+
+// CallerPrivileged says whether the caller holds admin or setup on p,
+// with its capabilities for a refusal to name: Privileged on the node's
+// repository r; on a project served from another host, as the server
+// answers the caller logged in as itself, since a node there knows the
+// standing of those whose artifacts it holds alone (D81).
+func (n *Node) CallerPrivileged(ctx context.Context, r *fossilio.Repo, p Project) (bool, string, error) {
+	if !p.OtherHost {
+		return Privileged(ctx, r, n.Caller.Login)
+	}
+	if n.Caller.Login == "" {
+		return false, "", nil
+	}
+	v, err := n.ServerViewer(ctx, p, n.Caller)
+	if err != nil {
+		return false, "", err
+	}
+	return v.Privileged, v.Caps, nil
 }
 
 // Privileged says whether login holds admin or setup on the repository

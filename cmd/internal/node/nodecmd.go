@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -23,16 +25,20 @@ type NodeAddInput struct {
 	// Password is its password on the server, which the remote node is
 	// given too (`ocx init --other-host --password-file`).
 	Password string
-	// Poke, when set, is the URL the hook pokes the node at.
-	Poke   string
-	DryRun bool
+	// Poke, when set, is the URL the hook pokes the node at: https, or
+	// http on loopback (D81). PokeSecret is what each poke carries; empty,
+	// the one node.json holds for the node already, else a new one.
+	Poke, PokeSecret string
+	DryRun           bool
 }
 
 // NodeAdd lists a node on another host on this node, the server's (D72):
 // its node user made (or its password and capabilities set again) on
 // each repository this node serves, with exactly fossilio.AgentCaps, and
 // node.json's remote_nodes naming it, so that the console's receipt page
-// answers it and the hook pokes it. Added again, it updates the poke.
+// answers it and the hook pokes it, each poke carrying the poke's secret
+// (D81), which the remote node's node.json holds too. Added again, it
+// updates the poke.
 func (n *Node) NodeAdd(ctx context.Context, in NodeAddInput) *Answer {
 	a := NewAnswer("node add", in.DryRun)
 	if err := CheckNewLogin(in.User); err != nil {
@@ -44,9 +50,32 @@ func (n *Node) NodeAdd(ctx context.Context, in NodeAddInput) *Answer {
 	if in.Password == "" {
 		return a.Stop(errors.New("password: give the remote node's password with --password-file (or OCX_PASSWORD)"))
 	}
-	if in.Poke != "" {
-		if err := checkServerURL(in.Poke); err != nil {
+	switch {
+	case in.Poke != "":
+		if err := checkRemoteURL(in.Poke); err != nil {
 			return a.Stop(fmt.Errorf("poke: %w", err))
+		}
+		if in.PokeSecret != "" {
+			if err := messages.CheckPokeSecret("poke secret", in.PokeSecret); err != nil {
+				return a.Stop(err)
+			}
+		}
+	case in.PokeSecret != "":
+		return a.Stop(errors.New("poke secret: given without --poke; a secret is for the pokes of a node"))
+	}
+	secret, made := in.PokeSecret, false
+	if in.Poke != "" && secret == "" {
+		for _, p := range n.Projects() {
+			if r, ok := p.RemoteNode(in.User); ok && r.PokeSecret != "" {
+				secret = r.PokeSecret
+			}
+		}
+		if secret == "" {
+			b := make([]byte, 32)
+			if _, err := rand.Read(b); err != nil {
+				return a.Stop(fmt.Errorf("make the poke's secret: %w", err))
+			}
+			secret, made = hex.EncodeToString(b), true
 		}
 	}
 	if pw, err := n.Layout.Password(in.User); err == nil {
@@ -78,7 +107,7 @@ func (n *Node) NodeAdd(ctx context.Context, in NodeAddInput) *Answer {
 		}
 		np := p.NodeProject
 		np.RemoteNodes = slices.DeleteFunc(slices.Clone(np.RemoteNodes), func(r messages.RemoteNode) bool { return r.User == in.User })
-		np.RemoteNodes = append(np.RemoteNodes, messages.RemoteNode{User: in.User, Poke: in.Poke})
+		np.RemoteNodes = append(np.RemoteNodes, messages.RemoteNode{User: in.User, Poke: in.Poke, PokeSecret: secret})
 		cfg.Projects[p.Name] = np
 		plan.Add(fmt.Sprintf("make %q a user of %s with capabilities %s and the password given", in.User, p.Name, fossilio.AgentCaps), func(ctx context.Context, a *Answer) error {
 			if err := n.Admin(p).SetUser(ctx, in.User, in.Password, fossilio.AgentCaps); err != nil {
@@ -92,9 +121,16 @@ func (n *Node) NodeAdd(ctx context.Context, in NodeAddInput) *Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
-	plan.Add(fmt.Sprintf("list %q as a remote node in %s:\n%s", in.User, n.Layout.NodeJSON(), data), func(_ context.Context, a *Answer) error {
+	shown, err := cfg.EncodeShown()
+	if err != nil {
+		return a.Stop(err)
+	}
+	plan.Add(fmt.Sprintf("list %q as a remote node in %s:\n%s", in.User, n.Layout.NodeJSON(), shown), func(_ context.Context, a *Answer) error {
 		if err := n.writeNodeJSON(data); err != nil {
 			return err
+		}
+		if made {
+			a.Logf("made the secret %q's pokes carry: node.json's remote_nodes hold it (poke_secret); give it to that node's `ocx init --other-host --poke-secret-file`", in.User)
 		}
 		return n.daemonRereads(a)
 	})

@@ -27,7 +27,8 @@ type OtherHostInput struct {
 	// password on the server.
 	NodeUser, Password string
 	ReleaseRoot        string
-	// Pull is node.json's pull: the timer and where pokes come.
+	// Pull is node.json's pull: the timer, where pokes come, and the
+	// secret they carry.
 	Pull   *messages.NodePull
 	DryRun bool
 }
@@ -55,6 +56,14 @@ func InitOtherHost(ctx context.Context, agents string, in OtherHostInput, opts O
 	if len(in.Projects) == 0 {
 		return a.Stop(errors.New("project: give at least one --project NAME=CLONE,URL: the clone this node keeps, and the server's URL"))
 	}
+	if in.Pull != nil {
+		switch {
+		case in.Pull.Listen != "" && in.Pull.Secret == "":
+			return a.Stop(errors.New("pokes: --poke-listen needs --poke-secret-file: a file holding the secret the server's pokes carry (its `ocx node add --poke` made it, or took it with --poke-secret-file; D81)"))
+		case in.Pull.Listen == "" && in.Pull.Secret != "":
+			return a.Stop(errors.New("pokes: --poke-secret-file is given without --poke-listen: a secret is for the pokes a node takes"))
+		}
+	}
 	if _, err := unixhost.Below(n.Agents).ReadFile(n.Layout.NodeJSON(), unixhost.NodeFile); !errors.Is(err, fs.ErrNotExist) {
 		return a.Stop(fmt.Errorf("%s is there: this agents root is a node already", n.Layout.NodeJSON()))
 	}
@@ -70,7 +79,7 @@ func InitOtherHost(ctx context.Context, agents string, in OtherHostInput, opts O
 		if _, err := os.Lstat(p.Repository); !errors.Is(err, fs.ErrNotExist) { // trust:outside the clone's path the administrator names
 			return a.Stop(fmt.Errorf("%s: %s exists; the node makes its clone itself, where nothing is", field, p.Repository))
 		}
-		if err := checkServerURL(p.URL); err != nil {
+		if err := checkRemoteURL(p.URL); err != nil {
 			return a.Stop(fmt.Errorf("%s: %w", field, err))
 		}
 		cfg.Projects[p.Name] = messages.NodeProject{Repository: p.Repository, URL: p.URL, OtherHost: true}
@@ -79,6 +88,10 @@ func InitOtherHost(ctx context.Context, agents string, in OtherHostInput, opts O
 		return a.Stop(err)
 	}
 	data, err := cfg.Encode()
+	if err != nil {
+		return a.Stop(fmt.Errorf("node.json: %w", err))
+	}
+	shown, err := cfg.EncodeShown()
 	if err != nil {
 		return a.Stop(fmt.Errorf("node.json: %w", err))
 	}
@@ -91,7 +104,7 @@ func InitOtherHost(ctx context.Context, agents string, in OtherHostInput, opts O
 			root.Close()
 		}
 	}()
-	plan.Add(fmt.Sprintf("make %s, keep the node user's password in %s (mode 0600), and write %s:\n%s", n.Agents, pwFile, n.Layout.NodeJSON(), data), func(context.Context, *Answer) error {
+	plan.Add(fmt.Sprintf("make %s, keep the node user's password in %s (mode 0600), and write %s:\n%s", n.Agents, pwFile, n.Layout.NodeJSON(), shown), func(context.Context, *Answer) error {
 		if err := os.MkdirAll(n.Agents, 0o700); err != nil {
 			return fmt.Errorf("make the agents root: %w", err)
 		}

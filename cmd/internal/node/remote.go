@@ -52,6 +52,24 @@ func (n *Node) Keeper(p Project) *remote.Keeper {
 		Client: &remote.Client{URL: p.URL, Login: n.Config.User, Password: func() (string, error) { return n.Password(n.Config.User) }}}
 }
 
+// ServerViewer asks the server of p, a project served from another host,
+// what it holds of c's login, logged in as c (its password or its
+// cookie): its capabilities there and whether it holds admin or setup.
+// The server's receipt page answers any login of itself, and tells a
+// node on another host of no other user but those its receipts name
+// (D81). A login the server does not take is an error saying so.
+func (n *Node) ServerViewer(ctx context.Context, p Project, c Caller) (messages.ReceiptViewer, error) {
+	cl := &remote.Client{URL: p.URL, Login: c.Login, Cookie: c.Cookie}
+	if c.Password != "" {
+		cl.Password = func() (string, error) { return c.Password, nil }
+	}
+	v, err := cl.Viewer(ctx)
+	if err != nil {
+		return messages.ReceiptViewer{}, fmt.Errorf("what %s holds of %q: %w", p.URL, c.Login, err)
+	}
+	return v, nil
+}
+
 // refuseOtherHost refuses what only the server's node may do to a
 // project: on another host the repository is the node's clone, and the
 // server's users, hook and settings are the server's node's to change.

@@ -157,9 +157,14 @@ func closeRepos(repos map[string]*fossilio.Repo) {
 
 // loginStatuses adds each agent login's accounts on the projects to st:
 // each project's users read in one query, however many logins there are.
+// A project served from another host lists none: the server tells such a
+// node no user's capabilities but a login's own, asked as it (D81).
 func (n *Node) loginStatuses(ctx context.Context, st *messages.NodeState, logins []string, repos map[string]*fossilio.Repo) error {
 	caps := map[string]map[string]string{} // by project, by login
 	for _, p := range n.Projects() {
+		if p.OtherHost {
+			continue
+		}
 		us, err := repos[p.Name].Users(ctx)
 		if err != nil {
 			return fmt.Errorf("status: %w", err)
@@ -203,7 +208,7 @@ func (n *Node) projectStatus(ctx context.Context, st *messages.NodeState, table 
 		return err
 	}
 	st.Listeners = append(st.Listeners, ls...)
-	vs, err := record.StatusVerdicts(ctx, r, p.Name, n.passed)
+	vs, err := record.StatusVerdicts(ctx, idx, p.Name, n.passed)
 	if err != nil {
 		return err
 	}

@@ -8,21 +8,24 @@ import (
 )
 
 // Answer is the receipts answer of the server's repository: what it said
-// of each artifact, and its user table, as the console's receipt page
-// writes them.
-func Answer(project string, rs []fossilio.Receipt, users []fossilio.User) *messages.Receipts {
+// of each artifact, the users its receipts name with their standing (and
+// none of the server's other users, D81), and the viewer who asked, as
+// the console's receipt page writes them.
+func Answer(project string, rs []fossilio.Receipt, viewer messages.ReceiptViewer) *messages.Receipts {
 	out := &messages.Receipts{Ocx: messages.ReceiptsKind, Project: project, Receipts: make([]messages.ReceiptAnswer, 0, len(rs)),
-		Users: make([]messages.ServerUser, 0, len(users))}
+		Users: []messages.ServerUser{}, Viewer: viewer}
+	named := map[string]bool{}
 	for _, rc := range rs {
 		a := messages.ReceiptAnswer{Hash: rc.Hash, Known: rc.Known}
 		if rc.Known {
 			a.Login, a.Rcvid, a.Rid, a.Received = rc.Login, uint64(rc.Rcvid), uint64(rc.Rid), rc.Received
 			a.Via, a.Privileged, a.PrivilegedAtReceipt = rc.Via.String(), rc.Privileged, rc.PrivilegedAtReceipt
+			if rc.Login != "" && !named[rc.Login] {
+				named[rc.Login] = true
+				out.Users = append(out.Users, messages.ServerUser{Login: rc.Login, Privileged: rc.Privileged})
+			}
 		}
 		out.Receipts = append(out.Receipts, a)
-	}
-	for _, u := range users {
-		out.Users = append(out.Users, messages.ServerUser{Login: u.Login, Caps: u.Caps})
 	}
 	return out
 }
@@ -37,9 +40,10 @@ func init() {
 }
 
 // FromAnswer is what a node keeps of an answer to the hashes it asked:
-// each receipt and the users. An answer that does not answer exactly the
-// hashes asked, in their order, is refused: the node never guesses (D72).
-func FromAnswer(asked []string, a *messages.Receipts) ([]fossilio.Receipt, []fossilio.User, error) {
+// each receipt and the standing of each user they name. An answer that
+// does not answer exactly the hashes asked, in their order, is refused:
+// the node never guesses (D72).
+func FromAnswer(asked []string, a *messages.Receipts) ([]fossilio.Receipt, []fossilio.Standing, error) {
 	if len(a.Receipts) != len(asked) {
 		return nil, nil, fmt.Errorf("the server answered %d receipts for %d hashes asked", len(a.Receipts), len(asked))
 	}
@@ -51,9 +55,9 @@ func FromAnswer(asked []string, a *messages.Receipts) ([]fossilio.Receipt, []fos
 		rs[i] = fossilio.Receipt{Hash: r.Hash, Known: r.Known, Login: r.Login, Rcvid: int64(r.Rcvid), Rid: int64(r.Rid),
 			Received: r.Received, Via: vias[r.Via], Privileged: r.Privileged, PrivilegedAtReceipt: r.PrivilegedAtReceipt}
 	}
-	users := make([]fossilio.User, len(a.Users))
+	standings := make([]fossilio.Standing, len(a.Users))
 	for i, u := range a.Users {
-		users[i] = fossilio.User{Login: u.Login, Caps: u.Caps}
+		standings[i] = fossilio.Standing{Login: u.Login, Privileged: u.Privileged}
 	}
-	return rs, users, nil
+	return rs, standings, nil
 }

@@ -23,10 +23,12 @@ import (
 type Client struct {
 	// URL is the project's server URL (node.json's url).
 	URL string
-	// Login is the node user; Password gives its password, read when a
-	// login is needed.
+	// Login is the node user (or, asking of itself, any login);
+	// Password gives its password, read when a login is needed. Cookie,
+	// when set, is Login's login cookie (NAME=VALUE), used in its place.
 	Login    string
 	Password func() (string, error)
+	Cookie   string
 	// HTTP is the HTTP client; nil: one with DefaultTimeout.
 	HTTP *http.Client
 
@@ -57,10 +59,12 @@ func (c *Client) http() *http.Client {
 }
 
 // Receipts asks the server what it holds of each hash (any number, asked
-// a chunk at a time) and its users. The answer has one receipt for each
-// hash, in order: anything else is refused, never guessed from.
+// a chunk at a time), the users they name and the viewer. The answer has
+// one receipt for each hash, in order: anything else is refused, never
+// guessed from.
 func (c *Client) Receipts(ctx context.Context, hashes []string) (*messages.Receipts, error) {
-	out := &messages.Receipts{Ocx: messages.ReceiptsKind, Receipts: []messages.ReceiptAnswer{}}
+	out := &messages.Receipts{Ocx: messages.ReceiptsKind, Receipts: []messages.ReceiptAnswer{}, Users: []messages.ServerUser{}}
+	named := map[string]bool{}
 	for first := true; first || len(hashes) > 0; first = false {
 		part := hashes[:min(chunk, len(hashes))]
 		hashes = hashes[len(part):]
@@ -72,9 +76,29 @@ func (c *Client) Receipts(ctx context.Context, hashes []string) (*messages.Recei
 			return nil, fmt.Errorf("ask %s for receipts: it answered %d receipts for %d hashes", c.URL, len(a.Receipts), len(part))
 		}
 		out.Receipts = append(out.Receipts, a.Receipts...)
-		out.Users, out.Project = a.Users, a.Project
+		for _, u := range a.Users {
+			if !named[u.Login] {
+				named[u.Login] = true
+				out.Users = append(out.Users, u)
+			}
+		}
+		out.Project, out.Viewer = a.Project, a.Viewer
 	}
 	return out, nil
+}
+
+// Viewer asks the server what it holds of the client's own login: its
+// capabilities there and whether it holds admin or setup (D81). The
+// receipt page answers any login that asks of itself alone.
+func (c *Client) Viewer(ctx context.Context) (messages.ReceiptViewer, error) {
+	a, err := c.Receipts(ctx, nil)
+	if err != nil {
+		return messages.ReceiptViewer{}, err
+	}
+	if a.Viewer.Login != c.Login {
+		return messages.ReceiptViewer{}, fmt.Errorf("ask %s of %q: the server answered of %q", c.URL, c.Login, a.Viewer.Login)
+	}
+	return a.Viewer, nil
 }
 
 // getMost is how many hashes a GET names: Fossil reads a request line of
@@ -142,7 +166,17 @@ func (c *Client) loggedIn(ctx context.Context, again bool) (string, error) {
 	if c.cookie != "" && !again {
 		return c.cookie, nil
 	}
+	if c.Cookie != "" {
+		if again {
+			return "", fmt.Errorf("%w: the server no longer takes %s's login cookie", ErrRefused, c.Login)
+		}
+		c.cookie = c.Cookie
+		return c.cookie, nil
+	}
 	c.cookie = ""
+	if c.Password == nil {
+		return "", fmt.Errorf("log in to %s as %s: no password", c.URL, c.Login)
+	}
 	pw, err := c.Password()
 	if err != nil {
 		return "", fmt.Errorf("the node user's password: %w", err)

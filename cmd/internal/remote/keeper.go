@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -85,14 +86,22 @@ func (k *Keeper) vouch(ctx context.Context) (Pulled, error) {
 	if err != nil {
 		return Pulled{}, fmt.Errorf("vouch for %s: %w", k.Project, err)
 	}
-	a, err := k.Client.Receipts(ctx, q.Hashes)
+	// Each sender the clone knows is asked of again, by an artifact it
+	// sent: the server names the users its receipts name alone (D81), and
+	// a standing is read as the server's now.
+	asked := slices.Clone(q.Hashes)
+	for _, s := range q.Senders {
+		asked = append(asked, s.Hash)
+	}
+	a, err := k.Client.Receipts(ctx, asked)
 	if err != nil {
 		return Pulled{}, fmt.Errorf("vouch for %s: %w", k.Project, err)
 	}
-	rs, users, err := FromAnswer(q.Hashes, a)
+	rs, standings, err := FromAnswer(asked, a)
 	if err != nil {
 		return Pulled{}, fmt.Errorf("vouch for %s: %w", k.Project, err)
 	}
+	rs = rs[:len(q.Hashes)]
 	if k.code == "" {
 		r, err := fossilio.OpenNode(k.Clone, nil)
 		if err != nil {
@@ -123,7 +132,7 @@ func (k *Keeper) vouch(ctx context.Context) (Pulled, error) {
 				slog.String("project", k.Project), slog.String("hash", rc.Hash))
 		}
 	}
-	if err := admin.StoreVouched(ctx, q.Through, rs, users); err != nil {
+	if err := admin.StoreVouched(ctx, q.Through, rs, standings); err != nil {
 		return Pulled{}, fmt.Errorf("vouch for %s: %w", k.Project, err)
 	}
 	return p, nil

@@ -15,34 +15,44 @@ var pokeHTTP = &http.Client{Timeout: 5 * time.Second,
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	Transport:     &http.Transport{DisableKeepAlives: true}}
 
-// Poke tells the remote node at url to pull now: a POST that carries
-// nothing (D72). Any answer but 204 is an error naming it.
-func Poke(ctx context.Context, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, http.NoBody)
+// Target is a remote node's poke, as the server's node.json lists it:
+// the URL and the secret each poke carries.
+type Target struct{ URL, Secret string }
+
+// PokeHeader is the header a poke carries its secret in, as a bearer
+// token.
+const PokeHeader = "Authorization"
+
+// Poke tells the remote node at t to pull now: a POST that carries
+// nothing but t's secret (D72, D81). Any answer but 204 is an error
+// naming it.
+func Poke(ctx context.Context, t Target) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, http.NoBody)
 	if err != nil {
-		return fmt.Errorf("poke %s: %w", url, err)
+		return fmt.Errorf("poke %s: %w", t.URL, err)
 	}
+	req.Header.Set(PokeHeader, "Bearer "+t.Secret)
 	resp, err := pokeHTTP.Do(req)
 	if err != nil {
-		return fmt.Errorf("poke %s: %w", url, err)
+		return fmt.Errorf("poke %s: %w", t.URL, err)
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
-		return fmt.Errorf("poke %s: HTTP %s", url, resp.Status)
+		return fmt.Errorf("poke %s: HTTP %s", t.URL, resp.Status)
 	}
 	return nil
 }
 
-// PokeAll pokes each URL at once and returns what failed.
-func PokeAll(ctx context.Context, urls []string) []error {
-	errs := make([]error, len(urls))
+// PokeAll pokes each target at once and returns what failed.
+func PokeAll(ctx context.Context, targets []Target) []error {
+	errs := make([]error, len(targets))
 	var wg sync.WaitGroup
-	for i, u := range urls {
+	for i, t := range targets {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = Poke(ctx, u)
+			errs[i] = Poke(ctx, t)
 		}()
 	}
 	wg.Wait()
@@ -56,7 +66,7 @@ func PokeAll(ctx context.Context, urls []string) []error {
 }
 
 // Poker pokes beside the daemon's work, never waiting on a node: one
-// poke a URL at a time, and pokes asked meanwhile make one more after
+// poke a target at a time, and pokes asked meanwhile make one more after
 // it.
 type Poker struct {
 	log *slog.Logger
@@ -66,21 +76,21 @@ type Poker struct {
 	wg   sync.WaitGroup
 
 	mu      sync.Mutex
-	running map[string]bool
-	again   map[string]bool
+	running map[Target]bool
+	again   map[Target]bool
 }
 
 // NewPoker is a poker logging to log.
 func NewPoker(log *slog.Logger) *Poker {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Poker{log: log, ctx: ctx, stop: cancel, running: map[string]bool{}, again: map[string]bool{}}
+	return &Poker{log: log, ctx: ctx, stop: cancel, running: map[Target]bool{}, again: map[Target]bool{}}
 }
 
-// Poke pokes each URL beside the caller.
-func (p *Poker) Poke(urls []string) {
+// Poke pokes each target beside the caller.
+func (p *Poker) Poke(targets []Target) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, u := range urls {
+	for _, u := range targets {
 		if p.running[u] {
 			p.again[u] = true
 			continue
@@ -91,7 +101,7 @@ func (p *Poker) Poke(urls []string) {
 	}
 }
 
-func (p *Poker) run(u string) {
+func (p *Poker) run(u Target) {
 	defer p.wg.Done()
 	for {
 		ctx, cancel := context.WithTimeout(p.ctx, 2*time.Second)

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/actors/pull"
+	"github.com/ocx-go/ocx/messages"
 )
 
 // Puller is the daemon's shell of a node on another host's pull (D72):
@@ -141,6 +143,7 @@ func (p *Puller) loop(first pull.Msg) {
 		for _, e := range core.Step(m) {
 			switch e := e.(type) {
 			case pull.PullProject:
+				p.log.Debug("pull", slog.String("project", e.Project), slog.String("why", e.Why))
 				pulls.Add(1)
 				go func() {
 					defer pulls.Done()
@@ -219,31 +222,55 @@ func (p *Puller) answer(a pull.Answer) {
 	}
 }
 
-// Pokes takes the server's pokes on one address: a POST to any path,
-// its body read to a bound and ignored, kicks every project's pull and
-// is answered 204; anything else is refused 405. A poke says only "pull
-// now", and coalesces with the pull under way, so a stranger's pokes
-// cost at most pulls back to back.
+// Poked tells the puller the server poked: every project is pulled, at
+// most once every pull.PokeGap (D81).
+func (p *Puller) Poked() {
+	if p == nil {
+		return
+	}
+	p.send(pull.Poked{At: p.now()})
+}
+
+// PokeTaker is what takes the pokes a listener lets through: the
+// puller.
+type PokeTaker interface{ Poked() }
+
+// Pokes takes the server's pokes on one address: a POST to any path that
+// carries the secret node.json holds (Authorization: Bearer SECRET,
+// compared in constant time), its body read to a bound and ignored, tells
+// the taker and is answered 204; one without it is refused 401 and tells
+// nothing, another method 405. A poke says only "pull now", and the
+// puller takes one at most every pull.PokeGap (D81).
 type Pokes struct {
 	srv  *http.Server
 	ln   net.Listener
 	done chan struct{}
 }
 
-// ListenPokes serves pokes on addr for p.
-func ListenPokes(addr string, p *Puller, log *slog.Logger) (*Pokes, error) {
+// ListenPokes serves pokes on addr for taker, each carrying secret.
+func ListenPokes(addr, secret string, taker PokeTaker, log *slog.Logger) (*Pokes, error) {
+	if len(secret) < messages.MinPokeSecret {
+		return nil, fmt.Errorf("take pokes on %s: no secret for them (node.json's pull.secret)", addr)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("take pokes on %s: %w", addr, err)
 	}
+	want := []byte("Bearer " + secret)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			http.Error(w, "a poke is a POST that says: pull now", http.StatusMethodNotAllowed)
 			return
 		}
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get(PokeHeader)), want) != 1 {
+			log.Debug("a poke without the secret refused", slog.String("from", r.RemoteAddr))
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "a poke carries the secret this node and its server's node.json hold (Authorization: Bearer SECRET): refused, nothing pulled", http.StatusUnauthorized)
+			return
+		}
 		io.Copy(io.Discard, io.LimitReader(r.Body, 4<<10))
-		p.Kick("", "poked")
+		taker.Poked()
 		w.WriteHeader(http.StatusNoContent)
 	})
 	k := &Pokes{ln: ln, done: make(chan struct{}),

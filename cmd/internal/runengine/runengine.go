@@ -166,6 +166,7 @@ func (e *Engine) preparer(x *noderepos.Index) runeng.Preparer {
 		Repository: x.Path,
 		Files:      host.NodeFiles{Repositories: repos, Agents: e.layout.Root(), ReleaseRoot: e.releaseRoot, State: e.careDir()},
 		Support:    e.support(),
+		DiskDir:    e.careDir(),
 	}
 	if x.OtherHost {
 		// Not the server's node: the password step reads the file of
@@ -301,6 +302,11 @@ func (e *Engine) Care(ctx context.Context, hash string, in bool) error {
 				e.log.Warn("a file of the run's holder is left", slog.String(actors.KeyRun, hash), actors.ErrAttr(err))
 			}
 		}
+		// Its workspace's own file system, if it asked limits.disk (D82):
+		// unmounted and its room given back to the host.
+		if err := e.removeDisk(ctx, hash); err != nil {
+			return err
+		}
 		e.slots.give(hash)
 		e.order.settled(hash)
 		e.log.Info("run released from the node's care", slog.String(actors.KeyRun, hash))
@@ -315,6 +321,44 @@ func (e *Engine) Care(ctx context.Context, hash string, in bool) error {
 	}
 	e.log.Info("run taken into the node's care", slog.String(actors.KeyRun, hash))
 	return e.writeCare(messages.RunCare{Run: hash, Repository: r.x.Path, Since: e.now().UTC()})
+}
+
+// removeDisk removes run hash's disk (D82), if it has one.
+func (e *Engine) removeDisk(ctx context.Context, hash string) error {
+	img, err := e.layout.RunDisk(hash)
+	if err != nil {
+		return err
+	}
+	if !unixhost.Exists(img) {
+		return nil
+	}
+	if err := unixhost.RemoveDisk(ctx, img); err != nil {
+		return fmt.Errorf("the run's disk: %w", err)
+	}
+	e.log.Info("the run's disk is removed", slog.String(actors.KeyRun, hash), slog.String("disk", img))
+	return nil
+}
+
+// sweepDisks removes the disks of runs no longer in the node's care: a
+// daemon that ended between a run's release and its disk's removal left
+// them (D82).
+func (e *Engine) sweepDisks(ctx context.Context) {
+	entries, err := e.root.ReadDir(e.careDir())
+	if err != nil {
+		return
+	}
+	for _, d := range entries {
+		h, ok := strings.CutSuffix(d.Name(), "."+host.DiskName)
+		if !ok || messages.ValidateHash(h) != nil {
+			continue
+		}
+		if _, in, err := e.readCare(h); err != nil || in {
+			continue
+		}
+		if err := e.removeDisk(ctx, h); err != nil {
+			e.log.Warn("the disk of a run no longer in care is left", slog.String(actors.KeyRun, h), actors.ErrAttr(err))
+		}
+	}
 }
 
 // Prepare makes layers 2 to 4 through the node's layers (runs.Layers),
@@ -640,6 +684,7 @@ func (e *Engine) exited(hash string, m messages.RunProcessExited) {
 // restored from it could be prepared and launched twice, or ended twice.
 // Fresh finds them once it is.
 func (e *Engine) Boot(ctx context.Context) ([]messages.RunActorState, error) {
+	e.sweepDisks(ctx)
 	var ready []string
 	for _, name := range e.cfg.ProjectNames() {
 		if e.fresh == nil || e.fresh(name) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 
 	"github.com/ocx-go/ocx/actors"
@@ -66,42 +65,22 @@ func (r *Record) refusalOf(ctx context.Context, x *noderepos.Index, msgs []recor
 // node and the host for the run m.
 func (r *Record) refusalFacts(ctx context.Context, x *noderepos.Index, msgs []record.RunMsg, m record.RunMsg, privileged record.PrivilegedFunc, support host.RunSupport) (messages.RefusalFacts, error) {
 	run := m.Run()
-	f := messages.RefusalFacts{
-		SenderPrivileged: privileged(m.Sender),
-		NodeUser:         r.cfg.User,
-		// The server's node sets a run user's password itself; a node on
-		// another host reads it from its file of passwords (section 5,
-		// password; row 6).
-		ServerNode: !x.OtherHost,
-		// node.json's confined_only (row 7, D53).
-		NothingUnconfined: r.cfg.ConfinedOnly,
-		Provides:          provision(support),
+	f, err := record.RunRecordFacts(ctx, x.Repo, msgs, m, r.cfg.User, privileged)
+	if err != nil {
+		return f, err
 	}
-	if f.SenderPrivileged && run != nil {
-		p, err := x.Repo.PrivilegedUsers(ctx)
-		if err != nil {
-			return f, fmt.Errorf("read the users holding admin or setup: %w", err)
-		}
-		f.Privileged = p
-		// Which users are nodes' (row 4), and which node the run's user
-		// works for (row 5).
-		f.NodeUsers, f.BoundNode = record.RunBinding(msgs, r.cfg.User, run.Process.User, privileged)
-	}
+	// The server's node sets a run user's password itself; a node on
+	// another host reads it from its file of passwords (section 5,
+	// password; row 6): none, or one it does not trust (another account's,
+	// a mode others may read, lines that do not read), holds none, and the
+	// refusal names why (D72).
+	f.ServerNode = !x.OtherHost
+	// node.json's confined_only (row 7, D53).
+	f.NothingUnconfined = r.cfg.ConfinedOnly
+	f.Provides = provision(support)
 	if x.OtherHost && run != nil && run.HasPasswordStep() {
-		pws, err := runeng.ReadPasswords(filepath.Join(r.layout.Root(), runeng.PasswordsFileName))
-		var pe *runeng.PasswordsError
-		switch {
-		case errors.Is(err, runeng.ErrNoPasswordsFile):
-			// No file: the node holds no password (row 6).
-		case errors.As(err, &pe):
-			// A file the node does not trust (another account's, a mode
-			// others may read, lines that do not read) holds no password
-			// for it: the refusal names why (D72).
-			f.PasswordsWhy = pe.Error()
-		case err != nil:
-			return f, fmt.Errorf("read the file of passwords: %w", err)
-		default:
-			f.HasPassword = pws.Has(run.Process.User)
+		if f.HasPassword, f.PasswordsWhy, err = runeng.PasswordFacts(r.layout.Root(), run.Process.User); err != nil {
+			return f, err
 		}
 	}
 	return f, nil
@@ -113,6 +92,7 @@ func provision(support host.RunSupport) messages.RunProvision {
 		Limits: []string{messages.LimitWall}, Deliveries: true, Manual: true, Terminal: true, LimitWhy: map[string]string{}}
 	for _, l := range []struct{ name, why string }{
 		{messages.LimitCPU, support.CPU}, {messages.LimitProcesses, support.Processes}, {messages.LimitMemory, support.Memory},
+		{messages.LimitDisk, support.Disk},
 	} {
 		if l.why == "" {
 			p.Limits = append(p.Limits, l.name)
@@ -140,6 +120,9 @@ func hostRefusal(run *messages.Run, support host.RunSupport) string {
 		}
 		if l.Memory != "" {
 			lim.Memory, _ = l.Memory.Bytes()
+		}
+		if l.Disk != "" {
+			lim.Disk, _ = l.Disk.Bytes()
 		}
 	}
 	if err := support.Check(sb, lim); err != nil {

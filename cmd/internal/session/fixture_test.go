@@ -265,7 +265,7 @@ func (w *wsFixture) throughNode() {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	f, err := syncfwd.New(w.n.srv.URL, nil, nil)
+	f, err := syncfwd.New(w.n.srv.URL, w.login, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,8 +32,14 @@ type RunInput struct {
 	// (RunPost); empty for a new thread.
 	To string
 	// Run is the run's hash, or a prefix of it (stop, start, status).
-	Run    string
-	DryRun bool
+	Run string
+	// Pattern names the pattern run/NAME the run is made from (RunPost,
+	// D84): Message is then the caller's fields over it, and the run is
+	// written in full.
+	Pattern string
+	// Objective, with a pattern, is set over the message's objective.
+	Objective string
+	DryRun    bool
 }
 
 // RunState is one run as the record and the node's care say (ocx run
@@ -152,9 +158,14 @@ func runTitle(objective string) string {
 }
 
 // RunPost posts a run message as the caller: a new thread titled from its
-// objective, or a reply to in.To (a post, or a change to a ticket).
+// objective, or a reply to in.To (a post, or a change to a ticket). With
+// in.Pattern the message is the caller's fields over that pattern, and
+// the run is written in full (runPostPattern).
 func (n Actions) RunPost(ctx context.Context, in RunInput) *node.Answer {
 	a := node.NewAnswer("run post", in.DryRun)
+	if in.Pattern != "" {
+		return n.runPostPattern(ctx, a, in)
+	}
 	run, err := DecodeRunInput(in.Message)
 	if err != nil {
 		return a.Stop(err)

@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
@@ -30,38 +29,35 @@ func (n Actions) toolAudit(ctx context.Context, in *messages.AuditArgs) *node.An
 	if ci.Kind != fossilio.KindCheckin {
 		return a.Stop(fmt.Errorf("checkin: %s is a %s, not a check-in", ci.Hash, ci.Kind))
 	}
-	ok, caps, err := node.Privileged(ctx, r, n.Caller.Login)
+	ok, caps, err := n.CallerPrivileged(ctx, r, p)
 	if err != nil {
 		return a.Stop(fmt.Errorf("caller: %w", err))
 	}
 	if !ok && !strings.Contains(caps, "i") {
 		return a.Stop(fmt.Errorf("caller: %q may not check in on %s (capabilities %q), so may not audit (E8)", n.Caller.Login, p.Name, caps))
 	}
-	// Whose check-in it is the node's receipt says, never its U card,
-	// which anyone who may push writes (record.MayNotJudge, D47).
-	if record.MayNotJudge(n.Caller.Login, ci) != "" {
-		return a.Stop(fmt.Errorf("checkin: %s was sent by %q, the caller: nobody audits their own check-in (E6)", ci.Hash, ci.Sender))
-	}
+	// Every rule of E6 a verdict must meet to count, the readers' own
+	// (record.VerdictCounts): whose check-in it is the node's receipt
+	// says, never its U card (D47); a record named counts and lists the
+	// check-in's branch; a file named is in the check-in.
 	against := in.Against
 	if messages.AgainstRecord(in.Against) {
-		rec, info, err := n.TaskRecord(ctx, r, "against", in.Against)
+		info, err := node.ResolveField(ctx, r, "against", in.Against)
 		if err != nil {
 			return a.Stop(err)
 		}
-		if !slices.Contains(rec.Checkins, ci.Branch) {
-			return a.Stop(fmt.Errorf("against: record %s does not list the check-in's branch %q in its checkins (%s)", info.Hash, ci.Branch, strings.Join(rec.Checkins, ", ")))
-		}
 		against = info.Hash
-	} else {
-		has, err := checkinHasFile(ctx, r, ci.Hash, in.Against)
-		if err != nil {
-			return a.Stop(fmt.Errorf("against: %w", err))
-		}
-		if !has {
-			return a.Stop(fmt.Errorf("against: check-in %s has no file %q", ci.Hash, in.Against))
-		}
 	}
-	value := messages.Verdict{Pass: in.Verdict == messages.VerdictPass, Reason: in.Reason, Against: against}.TagValue()
+	verdict := messages.Verdict{Pass: in.Verdict == messages.VerdictPass, Reason: in.Reason, Against: against}
+	idx := n.Index(r)
+	x, err := idx.Objective(ctx, ci, against)
+	if err != nil {
+		return a.Stop(fmt.Errorf("against: %w", err))
+	}
+	if no := record.VerdictCounts(n.Caller.Login, ci, verdict, x); no != nil {
+		return a.Stop(no)
+	}
+	value := verdict.TagValue()
 	if in.DryRun {
 		a.Would("tag %s %s=%q as %q on %s", ci.Hash, messages.AuditedTag, value, n.Caller.Login, p.Name)
 		return a
@@ -79,31 +75,4 @@ func (n Actions) toolAudit(ctx context.Context, in *messages.AuditArgs) *node.An
 	a.SetResult(hash)
 	n.Backoffice(ctx, a, p)
 	return a
-}
-
-// checkinHasFile says whether a check-in holds a file at name, reading its
-// manifest and, for a delta manifest, its baseline.
-func checkinHasFile(ctx context.Context, r *fossilio.Repo, checkin, name string) (bool, error) {
-	_, art, err := r.Artifact(ctx, checkin)
-	if err != nil {
-		return false, err
-	}
-	for _, f := range art.Files {
-		if f.Name == name {
-			return f.Hash != "", nil
-		}
-	}
-	if art.Baseline == "" {
-		return false, nil
-	}
-	_, base, err := r.Artifact(ctx, art.Baseline)
-	if err != nil {
-		return false, err
-	}
-	for _, f := range base.Files {
-		if f.Name == name {
-			return true, nil
-		}
-	}
-	return false, nil
 }

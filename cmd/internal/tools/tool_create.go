@@ -21,9 +21,21 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// remoteRunners are the runners that offer remote control; none does on
-// this node yet, so remote defaults to false and true is refused.
-var remoteRunners = []string{}
+// remoteOffered says whether runner offers remote control on this node
+// (E8's remote, "default: true when the runner offers it"), and when not,
+// why, for create's refusal of remote: true (D84). None does: Claude
+// Code's Remote Control needs a claude.ai login whose tokens the claude
+// process holds, inside the agent's sandbox, and the other runners have
+// no remote control at all.
+func remoteOffered(runner string) (bool, string) {
+	if runner == messages.RunnerClaude {
+		return false, "Claude Code's Remote Control (claude remote-control, --remote-control) runs only on a claude.ai login of full scope " +
+			"(it refuses an API key, and the inference-only token of claude setup-token), whose OAuth tokens the claude process holds and refreshes itself: " +
+			"inside the agent's sandbox, where the agent could read them and act as the person's claude.ai account, " +
+			"while this node keeps every credential outside the sandbox (D48, D84)"
+	}
+	return false, fmt.Sprintf("runner %q has no remote control (D84)", runner)
+}
 
 // toolCreate makes an agent (E8, D35): the record as a new thread, the
 // agent's user, its workspace in the record's thread, its session started
@@ -87,15 +99,12 @@ func (n Actions) createRecord(ctx context.Context, r *fossilio.Repo, in *message
 	// No network where the runner reaches its model through the node
 	// (D79); written out, as every default (E8).
 	rec.Sandbox = messages.DefaultRecordSandbox(model.DefaultNetwork(mc, rec.Runner))
-	offers := false
-	for _, rr := range remoteRunners {
-		offers = offers || rr == rec.Runner
-	}
+	offers, why := remoteOffered(rec.Runner)
 	switch {
 	case in.Remote == nil:
 		rec.Remote = offers
 	case *in.Remote && !offers:
-		return nil, fmt.Errorf("remote: runner %q offers no remote control on this node", rec.Runner)
+		return nil, fmt.Errorf("remote: runner %q offers no remote control on this node: %s", rec.Runner, why)
 	default:
 		rec.Remote = *in.Remote
 	}

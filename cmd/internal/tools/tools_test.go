@@ -61,6 +61,23 @@ func (f *fix) agentRecord(login string, restrict messages.Restrict, checkins ...
 	return *a.Result, c
 }
 
+// personRecord is a record alice, who holds neither admin nor setup,
+// wrote as a new thread: one that does not count (E3).
+func (f *fix) personRecord(checkins ...string) string {
+	f.t.Helper()
+	rec := &messages.TaskRecord{User: "nobody-1", Node: f.n.Config.User, Runner: "native", Objective: "Not a task.",
+		Checkins: checkins, Hears: []string{person}, Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
+	block, err := rec.Encode()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	h, err := f.client(person).NewThread(f.ctx, "A record by alice", "Record.\n\n"+string(block))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return h
+}
+
 // commit checks a file in, in the agent's tree, with fossil itself (the
 // tree's autosync is off: nothing leaves the clone). extra are more
 // arguments to fossil commit (--branch NAME, --user NAME).
@@ -272,7 +289,7 @@ func TestToolAuditWritesVerdictsAndRefusesOwnCheckins(t *testing.T) {
 		in     string
 		want   []string
 	}{
-		{agentC, in, []string{"checkin: ", `was sent by "agent-5", the caller`}},
+		{agentC, in, []string{"checkin: ", `was sent by "agent-5", who judges it`}},
 		{f.admin(), `{"checkin": "` + ci + `", "verdict": "pass", "reason": "r", "against": "` + other + `"}`, []string{"against: record " + other, `does not list the check-in's branch "trunk"`}},
 		{f.admin(), `{"checkin": "` + ci + `", "verdict": "pass", "reason": "r", "against": "NOPE.md"}`, []string{`against: check-in ` + ci + ` has no file "NOPE.md"`}},
 		{f.admin(), `{"checkin": "` + rec + `", "verdict": "pass", "reason": "r", "against": "PLAN.md"}`, []string{"checkin: " + rec + " is a forum-post, not a check-in"}},
@@ -281,6 +298,56 @@ func TestToolAuditWritesVerdictsAndRefusesOwnCheckins(t *testing.T) {
 	}
 	if f.count() != before {
 		t.Errorf("a refused audit wrote")
+	}
+	// E6's record rules, the writer's and the readers' alike
+	// (record.VerdictCounts): a record alice wrote does not count; a
+	// check-in is no record; a workspace's record (D42) lists the
+	// branches its listeners name there.
+	aliceRec := f.personRecord("trunk")
+	before = f.count()
+	f.refused(f.call(f.admin(), "audit", `{"checkin": "`+ci+`", "verdict": "pass", "reason": "r", "against": "`+aliceRec+`"}`),
+		"against: the record "+aliceRec+" does not count", `its sender "alice" holds neither admin nor setup`)
+	f.refused(f.call(f.admin(), "audit", `{"checkin": "`+ci+`", "verdict": "pass", "reason": "r", "against": "`+named+`"}`),
+		"against: "+named+" is no record: it is a check-in, not a forum post")
+	const rev = "rev-1"
+	f.ok(f.n.LoginAdd(f.ctx, rev, false))
+	wsRec := *f.ok(workspaces.Of(f.n).WorkspaceAdd(f.ctx, workspaces.WorkspaceAddInput{Login: rev, Project: "demo", Branch: "trunk"})).Result
+	f.ok(workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: rev + "/demo", Kind: "branch", Names: "release"}))
+	if f.count() != before+2 {
+		t.Errorf("the refused audits wrote")
+	}
+	before = f.count()
+	f.refused(f.call(f.admin(), "audit", `{"checkin": "`+ci+`", "verdict": "pass", "reason": "r", "against": "`+wsRec+`"}`),
+		"against: record "+wsRec, `does not list the check-in's branch "trunk" in its checkins (release)`)
+	if f.count() != before {
+		t.Errorf("the refused audit wrote")
+	}
+	f.ok(workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: rev + "/demo", Kind: "branch", Names: "trunk"}))
+	f.ok(f.call(f.admin(), "audit", `{"checkin": "`+ci+`", "verdict": "pass", "reason": "reviewed", "against": "`+wsRec+`"}`))
+	// The readers apply the same rules: alice's raw tags, which no tool
+	// checked, against her own record and against a check-in, are passed
+	// over by the status, and her earlier verdict does not stand in for
+	// them; the admin's verdict against the reviewer's record counts.
+	for _, against := range []string{aliceRec, named} {
+		if _, err := f.client(person).Tag(f.ctx, ci, messages.AuditedTag, "pass: raw (against "+against+")"); err != nil {
+			t.Fatal(err)
+		}
+		st, err := f.n.Status(f.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		admins := 0
+		for _, v := range st.Verdicts {
+			if v.Checkin == ci && v.User == person {
+				t.Errorf("the status shows alice's verdict against %s, which does not count: %+v", against, v)
+			}
+			if v.Checkin == ci && v.User == f.srv.AdminLogin && v.Against == wsRec {
+				admins++
+			}
+		}
+		if admins != 1 {
+			t.Errorf("the status shows the admin's verdict against the reviewer's record %d times, want once: %+v", admins, st.Verdicts)
+		}
 	}
 	// A check-in whose U card names alice (--user-override) is not hers:
 	// agent-5 sent it, and alice judges it as anyone may (D47).
@@ -304,7 +371,9 @@ func TestToolCreateChecksBeforeWriting(t *testing.T) {
 	}{
 		{toolCaller(person, personPW), `{` + base + `}`, []string{"without admin (a) or setup (s)"}},
 		{f.admin(), `{` + base + `, "user": "alice"}`, []string{`user: "alice" is already a user of demo`}},
-		{f.admin(), `{` + base + `, "remote": true}`, []string{`remote: runner "claude" offers no remote control`}},
+		// D84: no runner offers remote control here; the refusal says why.
+		{f.admin(), `{` + base + `, "remote": true}`, []string{`remote: runner "claude" offers no remote control on this node`, "claude.ai login", "inside the agent's sandbox", "an API key"}},
+		{f.admin(), `{` + base + `, "runner": "native", "remote": true}`, []string{`remote: runner "native" offers no remote control on this node`, "has no remote control"}},
 		{f.admin(), `{` + base + `, "restrict": {"no_password": true, "sudo": true}}`, []string{"restrict.sudo"}},
 		{f.admin(), `{` + base + `, "restrict": {"branch": "docs"}}`, []string{"restrict.branch", "no_password"}},
 		{f.admin(), `{` + base + `, "restrict": {"own_thread": true}}`, []string{"restrict.own_thread", "no_password"}},

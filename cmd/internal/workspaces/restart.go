@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/remote"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
@@ -93,6 +94,36 @@ func decideRestart(f restartFacts) (bool, string) {
 		return true, fmt.Sprintf("it has no end note, and was launched before the host booted (%s): it went down with the host", f.Boot.Format(time.RFC3339))
 	}
 	return false, fmt.Sprintf("its latest start %s has no end note yet: its launch is in flight, or its session is ending", node.Short(f.Start))
+}
+
+// loginCaps are login's own capabilities on p, and whether p holds no
+// such user: read in the node's repository r; on a project served from
+// another host, asked of the server as the login, with the password this
+// node keeps for it (D81): a login the server does not take, or whose
+// password this node does not keep, has no account to restart with.
+func (n Actions) loginCaps(ctx context.Context, r *fossilio.Repo, p node.Project, login string) (string, bool, error) {
+	if !p.OtherHost {
+		u, err := r.User(ctx, login)
+		switch {
+		case errors.Is(err, fossilio.ErrNoSuchUser):
+			return "", true, nil
+		case err != nil:
+			return "", false, err
+		}
+		return u.Caps, false, nil
+	}
+	pw, err := n.Password(login)
+	if err != nil {
+		return "", true, nil
+	}
+	v, err := n.ServerViewer(ctx, p, node.Caller{Login: login, Password: pw})
+	if errors.Is(err, remote.ErrRefused) {
+		return "", true, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return v.Caps, false, nil
 }
 
 // restartPlan is one session a restart launches again.
@@ -285,14 +316,8 @@ func (n Actions) restartFacts(ctx context.Context, r *fossilio.Repo, idx *record
 	if f.Verdict, err = idx.WouldLaunch(ctx, n.Caller.Login, start, next); err != nil {
 		return restartPlan{}, f, err
 	}
-	u, err := r.User(ctx, k.Login)
-	switch {
-	case errors.Is(err, fossilio.ErrNoSuchUser):
-		f.NoAccount = true
-	case err != nil:
+	if f.Caps, f.NoAccount, err = n.loginCaps(ctx, r, p, k.Login); err != nil {
 		return restartPlan{}, f, err
-	default:
-		f.Caps = u.Caps
 	}
 	ends, err := node.RepliesTo[*messages.EndNote](ctx, idx, start.Hash)
 	if err != nil {

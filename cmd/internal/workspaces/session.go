@@ -46,6 +46,10 @@ type SessionStartInput struct {
 	// Tokens is what an llm session's model may read and write (a
 	// record's budget.tokens, D50); 0 sets no limit.
 	Tokens uint64
+	// Disk is the size of the workspace's own file system while the
+	// session runs (limits.disk, D82); empty: node.json's
+	// session_limits.disk.
+	Disk string
 	// Branch is the branch of the workspace a start makes when there is
 	// none (seed 000 migration row 1, D57); empty means trunk. A workspace
 	// that exists keeps its own.
@@ -128,6 +132,9 @@ func (n Actions) SessionStart(ctx context.Context, in SessionStartInput) *node.A
 			return a.Stop(err)
 		}
 	}
+	if err := diskRefusal(def, ws); err != nil {
+		return a.Stop(err)
+	}
 	r, err := n.privilegedRepo(ctx, p)
 	if err != nil {
 		return a.Stop(err)
@@ -152,13 +159,29 @@ func startDefinition(in SessionStartInput) (*messages.SessionDefinition, error) 
 		Kind: messages.SessionKind(in.Kind), Command: in.Command, Runner: in.Runner, Model: in.Model,
 		Lifetime: messages.Lifetime(in.Lifetime), Hears: in.Hears, Checkins: in.Checkins,
 	}
-	if in.Wall != "" || in.Tokens > 0 {
-		def.Limits = &messages.SessionLimits{Wall: in.Wall, Tokens: in.Tokens}
+	if in.Wall != "" || in.Tokens > 0 || in.Disk != "" {
+		def.Limits = &messages.SessionLimits{Wall: in.Wall, Tokens: in.Tokens, Disk: in.Disk}
 	}
 	if _, err := def.Encode(); err != nil {
 		return nil, err
 	}
 	return def, nil
+}
+
+// diskRefusal refuses a limits.disk the node cannot give the workspace
+// (D82), naming why, before anything is written: the daemon would refuse
+// its launch for the same reason.
+func diskRefusal(def *messages.SessionDefinition, ws host.Workspace) error {
+	if def.Disk() == "" {
+		return nil
+	}
+	if why := unixhost.DiskWhy(); why != "" {
+		return fmt.Errorf("limits.disk is not provided by this node: %s", why)
+	}
+	if !unixhost.Exists(ws.Disk) {
+		return fmt.Errorf("limits.disk %s cannot be provided: workspace %s was made without a disk of its own (before node.json's session_limits.disk); terminate it and add it again", def.Disk(), ws.Key)
+	}
+	return nil
 }
 
 // startRelease is the release a start names; an llm session's runner must

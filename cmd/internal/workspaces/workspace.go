@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
@@ -89,18 +90,29 @@ type addFacts struct {
 	Defined *node.Workspace
 	// Thread is the thread the definition is posted in, "" for a new one.
 	Thread string
+	// Disk is the size of the workspace's own file system (node.json's
+	// session_limits.disk, D82), 0 for none; DiskWhy says why the host
+	// cannot make it, and the workspace is then made on the host's.
+	Disk    uint64
+	DiskWhy string
 }
 
 // addFacts reads what an add needs: the branch's check-ins, the project
 // code, the definitions on the record, the given thread.
 func (n Actions) addFacts(ctx context.Context, r *fossilio.Repo, p node.Project, ws host.Workspace, key messages.WorkspaceKey, def *messages.WorkspaceDefinition, in WorkspaceAddInput) (addFacts, error) {
 	f := addFacts{Key: key, Caller: n.Caller.Login, Branch: in.Branch, Def: def, WS: ws, URL: p.URL}
+	var err error
+	if f.Disk, err = host.NodeDisk(n.Config.SessionLimits); err != nil {
+		return f, err
+	}
+	if f.Disk > 0 {
+		f.DiskWhy = unixhost.DiskWhy()
+	}
 	if on, err := r.CheckinsOnBranch(ctx, in.Branch, ""); err != nil {
 		return f, fmt.Errorf("branch: %w", err)
 	} else if len(on) == 0 {
 		return f, fmt.Errorf("branch: %q has no check-in in %s, so no tree can be opened on it; make it first (fossil branch new %q trunk)", in.Branch, p.Name, in.Branch)
 	}
-	var err error
 	if f.Code, err = r.ProjectCode(ctx); err != nil {
 		return f, err
 	}
@@ -145,6 +157,13 @@ type workspaceEffects interface {
 func addPlan(f addFacts, fx workspaceEffects) (node.Plan, error) {
 	var plan node.Plan
 	key, ws := f.Key, f.WS
+	if f.Disk > 0 && f.DiskWhy != "" && !f.OnHost {
+		plan.Say("node.json's session_limits.disk (%s) is not applied on this host: %s; the workspace is made on the host's file system", host.SizeWords(f.Disk), f.DiskWhy)
+	}
+	disk := ""
+	if f.Disk > 0 && f.DiskWhy == "" {
+		disk = fmt.Sprintf("on a disk of its own of %s (%s, mounted there), ", host.SizeWords(f.Disk), ws.Disk)
+	}
 	if w := f.Defined; w != nil {
 		if f.OnHost {
 			return plan, fmt.Errorf("workspace %s exists: defined at %s on record %s, and on the host at %s", key, w.Hash, w.Record, ws.Dir)
@@ -153,7 +172,7 @@ func addPlan(f addFacts, fx workspaceEffects) (node.Plan, error) {
 		if w.Definition.Branch != f.Branch {
 			plan.Say("the definition on the record says branch %q, not %q: the record's definition counts (terminate the workspace to change it)", w.Definition.Branch, f.Branch)
 		}
-		plan.Add(fmt.Sprintf("make workspace %s on the host at %s", key, ws.Dir), func(ctx context.Context, a *node.Answer) error {
+		plan.Add(fmt.Sprintf("make workspace %s on the host at %s%s", key, ws.Dir, strings.TrimSuffix(", "+disk, ", ")), func(ctx context.Context, a *node.Answer) error {
 			if err := fx.make(ctx, w.Definition, w.Hash, w.Record); err != nil {
 				return err
 			}
@@ -192,7 +211,7 @@ func addPlan(f addFacts, fx workspaceEffects) (node.Plan, error) {
 		return nil
 	})
 	plan.Deferred(fx.backoffice)
-	plan.Add(fmt.Sprintf("clone %s as %q into %s, open its tree on %q in %s, write %s and make %s", f.URL, key.Login, ws.Clone, f.Branch, ws.Tree, ws.Binding, ws.Wake), func(ctx context.Context, a *node.Answer) error {
+	plan.Add(fmt.Sprintf("%sclone %s as %q into %s, open its tree on %q in %s, write %s and make %s", disk, f.URL, key.Login, ws.Clone, f.Branch, ws.Tree, ws.Binding, ws.Wake), func(ctx context.Context, a *node.Answer) error {
 		thread := f.Thread
 		if thread == "" {
 			thread = hash
@@ -222,7 +241,7 @@ func (w *workspaceRun) make(ctx context.Context, def *messages.WorkspaceDefiniti
 	return w.n.makeWorkspace(ctx, w.p, w.code, w.ws, def, hash, record)
 }
 
-func (w *workspaceRun) remove(context.Context) error { return w.n.removeWorkspace(w.ws) }
+func (w *workspaceRun) remove(ctx context.Context) error { return w.n.removeWorkspace(ctx, w.ws) }
 
 func (w *workspaceRun) backoffice(ctx context.Context, a *node.Answer) { w.n.Backoffice(ctx, a, w.p) }
 
@@ -307,11 +326,30 @@ func (n Actions) makeWorkspace(ctx context.Context, p node.Project, code string,
 	defer func() {
 		if err != nil {
 			root.Remove(ws.HeldBinding)
+			if rmErr := unixhost.RemoveDisk(ctx, ws.Disk); rmErr != nil {
+				err = fmt.Errorf("%w; and removing its disk %s failed: %v", err, ws.Disk, rmErr)
+				return // not the directory: its disk may still be mounted there
+			}
 			if rmErr := root.RemoveAll(ws.Dir); rmErr != nil {
 				err = fmt.Errorf("%w; and removing %s failed: %v", err, ws.Dir, rmErr)
 			}
 		}
 	}()
+	// Its own file system first (D82), so that everything of the
+	// workspace is on it.
+	if size, err := host.NodeDisk(n.Config.SessionLimits); err != nil {
+		return err
+	} else if size > 0 && unixhost.DiskWhy() == "" {
+		if err := root.MkdirAll(ws.Held, 0o700); err != nil {
+			return err
+		}
+		if err := unixhost.MakeDisk(ws.Disk, size); err != nil {
+			return err
+		}
+		if err := unixhost.MountDisk(ctx, ws.Disk, ws.Dir); err != nil {
+			return err
+		}
+	}
 	// The clone's fossil commands use the workspace as their home, as the
 	// session's do (its HOME in the sandbox).
 	f := &fossilio.Fossil{Exe: n.Fossil, Home: ws.Dir, User: def.Login, Dir: ws.Dir}
@@ -453,12 +491,17 @@ func terminatePlan(f terminateFacts, fx workspaceEffects) (node.Plan, error) {
 	return plan, nil
 }
 
-func (n Actions) removeWorkspace(ws host.Workspace) error {
+func (n Actions) removeWorkspace(ctx context.Context, ws host.Workspace) error {
 	root, err := unixhost.OpenRoot(n.Agents)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
+	// Its own file system first (D82): what is below the workspace is on
+	// it, and goes with it.
+	if err := unixhost.RemoveDisk(ctx, ws.Disk); err != nil {
+		return fmt.Errorf("remove the disk of %s: %w", ws.Key, err)
+	}
 	if err := root.RemoveAll(ws.Dir); err != nil {
 		return fmt.Errorf("remove %s: %w", ws.Dir, err)
 	}
@@ -538,7 +581,7 @@ func (n Actions) WorkspaceGC(ctx context.Context, dry bool) *node.Answer {
 				a.Would("remove %s (%s)", ws.Dir, why)
 				continue
 			}
-			if err := n.removeWorkspace(ws); err != nil {
+			if err := n.removeWorkspace(ctx, ws); err != nil {
 				return a.Stop(err)
 			}
 			a.Logf("removed %s (%s)", ws.Dir, why)
