@@ -78,15 +78,31 @@ func (c *cliNode) createAgent(login, runner, model, restrict string) string {
 // createAgentWithBudget is createAgent with create's budget (JSON).
 func (c *cliNode) createAgentWithBudget(login, runner, model, restrict, budget string) string {
 	c.t.Helper()
+	return c.createAgentWith(login, runner, model, restrict, `{"network": false, "read_only": [], "read_write": []}`, budget)
+}
+
+// createAgentWith is createAgent with create's sandbox and budget (JSON).
+func (c *cliNode) createAgentWith(login, runner, model, restrict, sandbox, budget string) string {
+	c.t.Helper()
+	record := c.result(c.srv.AdminLogin, "tool", "create", "--input", c.createInput(login, runner, model, restrict, sandbox, budget, false))
+	c.awaitListening(login)
+	return record
+}
+
+// createInput writes create's input for login, and returns its file;
+// sandbox "" leaves the record's sandbox to create.
+func (c *cliNode) createInput(login, runner, model, restrict, sandbox, budget string, dry bool) string {
+	c.t.Helper()
+	if sandbox != "" {
+		sandbox = `"sandbox": ` + sandbox + `,`
+	}
 	rec := fmt.Sprintf(`{"objective": "Answer whoever writes.", "user": %q, "runner": %q, "model": %q, "hears": [%q],
-		"restrict": %s, "sandbox": {"network": false, "read_only": [], "read_write": []}, "budget": %s}`, login, runner, model, person, restrict, budget)
+		"restrict": %s, %s "budget": %s, "dry_run": %v}`, login, runner, model, person, restrict, sandbox, budget, dry)
 	input := filepath.Join(c.t.TempDir(), "create.json")
 	if err := os.WriteFile(input, []byte(rec), 0o600); err != nil {
 		c.t.Fatal(err)
 	}
-	record := c.result(c.srv.AdminLogin, "tool", "create", "--input", input)
-	c.awaitListening(login)
-	return record
+	return input
 }
 
 func (c *cliNode) awaitListening(login string) {
@@ -356,12 +372,17 @@ func (n *testNode) sandboxProcs(login string) []int {
 		}
 		top = pp
 	}
+	// Each thread's children: a Go program (workspace serve, the runner)
+	// starts its children from any of its threads.
 	out := []int{top}
 	for i := 0; i < len(out); i++ {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", out[i], out[i]))
-		for _, f := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				out = append(out, pid)
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", out[i]))
+		for _, t := range tasks {
+			b, _ := os.ReadFile(t)
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					out = append(out, pid)
+				}
 			}
 		}
 	}

@@ -289,7 +289,7 @@ func TestEditsAreIgnored(t *testing.T) {
 
 	ci := newCommitter(t, n).commit("a.txt")
 	rec := &messages.TaskRecord{User: "nobody-9", Node: node, Runner: "native", Objective: "Judge feature.", Checkins: []string{"feature"},
-		Hears: []string{person}, Sandbox: messages.DefaultRecordSandbox(), Budget: messages.Budget{Wall: "1h"}}
+		Hears: []string{person}, Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
 	b, err := rec.Encode()
 	if err != nil {
 		t.Fatal(err)

@@ -40,8 +40,12 @@ type modelStandIn struct {
 type modelRequest struct {
 	API    string // "anthropic", "responses" or "chat"
 	Path   string
+	Query  string // the URL's query, as it reached the stand-in
 	Model  string
 	Stream bool
+	// MaxTokens is the bound on its output the request names
+	// (max_tokens, max_completion_tokens, max_output_tokens); 0: none.
+	MaxTokens int
 	// Header is what the request carried: the key a client sent, if any.
 	Header http.Header
 	// Body is the request as sent.
@@ -182,10 +186,13 @@ func (m *modelStandIn) serve(w http.ResponseWriter, r *http.Request) {
 
 // readModelRequest reads a request of api into one shape.
 func readModelRequest(api string, r *http.Request, body []byte) *modelRequest {
-	req := &modelRequest{API: api, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Results: map[string]string{}}
+	req := &modelRequest{API: api, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body, Results: map[string]string{}}
 	var v struct {
 		Model    string            `json:"model"`
 		Stream   bool              `json:"stream"`
+		Max      int               `json:"max_tokens"`
+		MaxComp  int               `json:"max_completion_tokens"`
+		MaxOut   int               `json:"max_output_tokens"`
 		Messages []json.RawMessage `json:"messages"`
 		Input    json.RawMessage   `json:"input"`
 		Tools    []struct {
@@ -200,7 +207,7 @@ func readModelRequest(api string, r *http.Request, body []byte) *modelRequest {
 		} `json:"tools"`
 	}
 	json.Unmarshal(body, &v)
-	req.Model, req.Stream = v.Model, v.Stream
+	req.Model, req.Stream, req.MaxTokens = v.Model, v.Stream, max(v.Max, v.MaxComp, v.MaxOut)
 	for _, tl := range v.Tools {
 		switch {
 		case tl.Function.Name != "":

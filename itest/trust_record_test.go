@@ -473,7 +473,7 @@ func TestVerdictsAsReadersCountThem(t *testing.T) {
 	ci := newCommitter(t, n).commit("a.txt")
 	record := func(sender string, checkins ...string) string {
 		rec := &messages.TaskRecord{User: "nobody-" + sender, Node: n.nodeUser(), Runner: "native", Objective: "Judge.", Checkins: checkins,
-			Hears: []string{person}, Sandbox: messages.DefaultRecordSandbox(), Budget: messages.Budget{Wall: "1h"}}
+			Hears: []string{person}, Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
 		b, err := rec.Encode()
 		if err != nil {
 			t.Fatal(err)

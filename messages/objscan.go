@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // MaxScanValueLen bounds the raw JSON an ObjectScanner keeps of one
@@ -22,12 +23,21 @@ const maxScanDepth = 10000
 // as they are read (the model proxy, D80). It checks the whole text as
 // encoding/json reads it (json.Valid: strings, escapes, numbers, literals,
 // nesting at most 10000 deep, whitespace after the object only), and the
-// first error stays. A key is compared as encoding/json decodes it:
-// "mod\u0065l" is "model".
+// first error stays. A key is compared as encoding/json decodes it and
+// matches a struct's field, without case: "mod\u0065l" and "MODEL" are
+// "model". Made with an ObjectEdit (NewObjectEditor), it passes the object
+// on as it reads it (Pass), the values of the keys it holds changed.
 type ObjectScanner struct {
 	keys   []string
 	vals   []ScannedValue
 	keyMax int // the longest raw form a key asked for can take
+	edit   ObjectEdit
+	held   []bool // per key: its value is held, and passed as edit.Value makes it
+
+	// Pass's state.
+	holding bool   // a held value is being read: its bytes wait
+	ev      scanEv // what the last byte read did to what passes
+	repl    []byte // what passes for a held value, or before the closing brace
 
 	off   int64 // bytes read so far
 	err   error
@@ -57,6 +67,28 @@ type ScannedValue struct {
 	done bool
 }
 
+// ObjectEdit is what an ObjectScanner passing its object on changes: a
+// held key's top-level value waits until it is whole (at most
+// MaxScanValueLen), then Value(key, raw) passes in its place (raw nil when
+// the value was longer; an error ends the scan with it); End(empty) passes
+// after the last member, before the closing brace (empty: the object has
+// no member). A key named twice has its first value held only.
+type ObjectEdit struct {
+	Held  []string
+	Value func(key string, raw []byte) ([]byte, error)
+	End   func(empty bool) []byte
+}
+
+// scanEv is what a byte read does to what passes.
+type scanEv uint8
+
+const (
+	evNone scanEv = iota
+	evHold        // the byte begins a held value
+	evHeld        // the held value is whole: repl passes for it
+	evEnd         // the byte closes the object: repl passes before it
+)
+
 type scanState uint8
 
 const (
@@ -84,11 +116,27 @@ const (
 
 // NewObjectScanner scans for the top-level keys given.
 func NewObjectScanner(keys ...string) *ObjectScanner {
-	s := &ObjectScanner{keys: keys, vals: make([]ScannedValue, len(keys)), cur: -1}
+	s := &ObjectScanner{keys: keys, vals: make([]ScannedValue, len(keys)), held: make([]bool, len(keys)), cur: -1}
 	for _, k := range keys {
 		// Every character takes at most six bytes written as an escape
 		// (\uXXXX); a surrogate pair's twelve are two characters' worth.
 		s.keyMax = max(s.keyMax, 6*len(k))
+	}
+	return s
+}
+
+// NewObjectEditor scans for the top-level keys given and e.Held (which it
+// holds), to pass the object on changed by e (Pass).
+func NewObjectEditor(e ObjectEdit, keys ...string) *ObjectScanner {
+	for _, k := range e.Held {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	s := NewObjectScanner(keys...)
+	s.edit = e
+	for i, k := range keys {
+		s.held[i] = slices.Contains(e.Held, k)
 	}
 	return s
 }
@@ -125,10 +173,24 @@ func (s *ObjectScanner) Close() error {
 
 // Write reads p. It returns len(p) and nil while the text reads, else the
 // first error (and then again at every call).
-func (s *ObjectScanner) Write(p []byte) (int, error) {
+func (s *ObjectScanner) Write(p []byte) (int, error) { return s.read(p, nil) }
+
+// Pass reads p as Write does and appends to dst what of it passes on:
+// its bytes, but for the values held, each passed once whole as the
+// scanner's ObjectEdit makes it, and what the edit adds before the
+// object's closing brace. Passed whole, the object comes out as its
+// bytes did, but for the edit. After an error, what it appended is
+// not to be passed.
+func (s *ObjectScanner) Pass(dst, p []byte) ([]byte, error) {
+	_, err := s.read(p, &dst)
+	return dst, err
+}
+
+func (s *ObjectScanner) read(p []byte, out *[]byte) (int, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
+	from := 0 // p[from:] is to pass, but for what is held
 	for i := 0; i < len(p); {
 		// The common case, a long string no one keeps, read apace.
 		if s.st == stStr && !s.inKey && !s.capturing {
@@ -146,10 +208,30 @@ func (s *ObjectScanner) Write(p []byte) (int, error) {
 			s.err = err
 			return i, err
 		}
+		if s.ev != evNone {
+			if out != nil {
+				switch s.ev {
+				case evHold:
+					*out = append(*out, p[from:i]...)
+				case evHeld: // the value ended before p[i] (a number) or with it
+					*out = append(*out, s.repl...)
+					if from = i; !again {
+						from = i + 1
+					}
+				case evEnd:
+					*out = append(append(*out, p[from:i]...), s.repl...)
+					from = i
+				}
+			}
+			s.ev = evNone
+		}
 		if !again {
 			s.off++
 			i++
 		}
+	}
+	if out != nil && !s.holding {
+		*out = append(*out, p[from:]...)
 	}
 	return len(p), nil
 }
@@ -207,19 +289,21 @@ func (s *ObjectScanner) step(c byte) (again bool, err error) {
 	case stObjKeyOrEnd, stObjKey:
 		switch {
 		case isSpace(c):
+			s.keep(c)
 		case c == '"':
 			s.keep(c)
 			s.st, s.inKey = stStr, true
 			s.key, s.keyLong, s.escaped = s.key[:0], false, false
 		case c == '}' && s.st == stObjKeyOrEnd:
 			s.keep(c)
-			return false, s.closed()
+			return false, s.closed(true)
 		default:
 			return s.fail(c, "looking for the beginning of an object key string")
 		}
 	case stColon:
 		switch {
 		case isSpace(c):
+			s.keep(c)
 		case c == ':':
 			s.keep(c)
 			s.st = stValue
@@ -228,14 +312,18 @@ func (s *ObjectScanner) step(c byte) (again bool, err error) {
 		}
 	case stValue, stArrValueOrEnd:
 		if isSpace(c) {
+			s.keep(c)
 			return false, nil
 		}
 		if c == ']' && s.st == stArrValueOrEnd {
 			s.keep(c)
-			return false, s.closed()
+			return false, s.closed(false)
 		}
 		if s.cur >= 0 && len(s.stack) == 1 {
 			s.capturing = true // the value kept begins
+			if s.held[s.cur] {
+				s.holding, s.ev = true, evHold
+			}
 		}
 		s.keep(c)
 		switch {
@@ -266,6 +354,7 @@ func (s *ObjectScanner) step(c byte) (again bool, err error) {
 		top := s.stack[len(s.stack)-1]
 		switch {
 		case isSpace(c):
+			s.keep(c)
 		case c == ',':
 			s.keep(c)
 			if top == '{' {
@@ -275,7 +364,7 @@ func (s *ObjectScanner) step(c byte) (again bool, err error) {
 			}
 		case c == '}' && top == '{', c == ']' && top == '[':
 			s.keep(c)
-			return false, s.closed()
+			return false, s.closed(false)
 		default:
 			if top == '{' {
 				return s.fail(c, "after an object key:value pair")
@@ -291,7 +380,7 @@ func (s *ObjectScanner) step(c byte) (again bool, err error) {
 				s.st = stColon
 				return false, nil
 			}
-			s.valueDone()
+			return false, s.valueDone()
 		case c == '\\':
 			s.keyByte(c)
 			s.keep(c)
@@ -329,7 +418,7 @@ func (s *ObjectScanner) step(c byte) (again bool, err error) {
 		}
 		s.keep(c)
 		if s.litAt++; s.litAt == len(s.lit) {
-			s.valueDone()
+			return false, s.valueDone()
 		}
 	case stNumNeg:
 		switch {
@@ -349,8 +438,7 @@ func (s *ObjectScanner) step(c byte) (again bool, err error) {
 		case c == 'e' || c == 'E':
 			s.st = stNumE
 		default:
-			s.valueDone() // the number ended before c
-			return true, nil
+			return true, s.valueDone() // the number ended before c
 		}
 		s.keep(c)
 	case stNumDot:
@@ -371,8 +459,7 @@ func (s *ObjectScanner) step(c byte) (again bool, err error) {
 		s.keep(c)
 	case stNumExp:
 		if c < '0' || c > '9' {
-			s.valueDone()
-			return true, nil
+			return true, s.valueDone()
 		}
 		s.keep(c)
 	}
@@ -406,7 +493,8 @@ func (s *ObjectScanner) keyRead() {
 		}
 		k = d
 	}
-	if i := slices.Index(s.keys, k); i >= 0 {
+	// As encoding/json matches a struct's field (bytes.EqualFold).
+	if i := slices.IndexFunc(s.keys, func(key string) bool { return strings.EqualFold(key, k) }); i >= 0 {
 		s.vals[i].Seen++
 		if s.vals[i].Seen == 1 {
 			s.cur = i
@@ -414,22 +502,43 @@ func (s *ObjectScanner) keyRead() {
 	}
 }
 
-// closed is the container on top of the stack closed.
-func (s *ObjectScanner) closed() error {
+// closed is the container on top of the stack closed; empty says it
+// held nothing.
+func (s *ObjectScanner) closed(empty bool) error {
 	s.stack = s.stack[:len(s.stack)-1]
 	if len(s.stack) == 0 {
 		s.st = stEnd
+		if s.edit.End != nil {
+			s.repl, s.ev = s.edit.End(empty), evEnd
+		}
 		return nil
 	}
-	s.valueDone()
-	return nil
+	return s.valueDone()
 }
 
-// valueDone is a value whole, in its container.
-func (s *ObjectScanner) valueDone() {
+// valueDone is a value whole, in its container: a held one passes as the
+// edit makes it.
+func (s *ObjectScanner) valueDone() error {
 	s.st = stAfterValue
-	if s.capturing && len(s.stack) == 1 {
-		s.vals[s.cur].done = true
-		s.cur, s.capturing = -1, false
+	if !s.capturing || len(s.stack) != 1 {
+		return nil
 	}
+	v := &s.vals[s.cur]
+	v.done = true
+	key := s.keys[s.cur]
+	s.cur, s.capturing = -1, false
+	if !s.holding {
+		return nil
+	}
+	s.holding = false
+	raw := v.Raw
+	if v.Long {
+		raw = nil
+	}
+	repl, err := s.edit.Value(key, raw)
+	if err != nil {
+		return err
+	}
+	s.repl, s.ev = repl, evHeld
+	return nil
 }

@@ -120,7 +120,7 @@ func TestExpandSeedClaude(t *testing.T) {
 // reads protocol v1's record as ReadTaskRecord does.
 func TestReadMessageDispatch(t *testing.T) {
 	rec := &TaskRecord{User: "agent-1", Node: "lab-1", Runner: "claude", Objective: "Do it.", Checkins: []string{},
-		Hears: []string{"alice"}, Sandbox: DefaultRecordSandbox(), Budget: Budget{Wall: "2h"}}
+		Hears: []string{"alice"}, Sandbox: DefaultRecordSandbox(true), Budget: Budget{Wall: "2h"}}
 	recBlock, err := rec.Encode()
 	if err != nil {
 		t.Fatal(err)

@@ -91,9 +91,11 @@ type RecordSandbox struct {
 	ReadWrite []string `json:"read_write" why:"a record's sandbox lists the host paths the agent sees read-write (empty: none)"`
 }
 
-// DefaultRecordSandbox is create's default sandbox (E8).
-func DefaultRecordSandbox() RecordSandbox {
-	return RecordSandbox{Network: true, ReadOnly: []string{}, ReadWrite: []string{}}
+// DefaultRecordSandbox is create's default sandbox (E8): network as the
+// node decides it for the record's runner (D79), no paths beside the
+// workspace's.
+func DefaultRecordSandbox(network bool) RecordSandbox {
+	return RecordSandbox{Network: network, ReadOnly: []string{}, ReadWrite: []string{}}
 }
 
 func (s RecordSandbox) validate(field string) error {
@@ -162,7 +164,8 @@ func ParseWall(field, s string) (time.Duration, error) {
 // Absent fields take their defaults when the record is written: user a new
 // one (RUNNER-6 hex digits), runner claude, checkins [], hears every user
 // holding admin or setup now, remote true when the runner offers it,
-// restrict {}, sandbox DefaultRecordSandbox.
+// restrict {}, sandbox DefaultRecordSandbox (its network false where the
+// node serves the runner's model, D79).
 type CreateArgs struct {
 	User      string         `json:"user,omitempty"`
 	Runner    string         `json:"runner,omitempty"`

@@ -151,7 +151,7 @@ func TestVerdictRoundTrip(t *testing.T) {
 func TestTaskRecordRoundTrip(t *testing.T) {
 	r := &TaskRecord{User: "claude-91c0de", Node: "ocx", Runner: "claude", Objective: "Keep docs/ in step.",
 		Hears: []string{"pat"}, Remote: true, Restrict: Restrict{NoPassword: true, Branch: "docs-sync"},
-		Sandbox: DefaultRecordSandbox(), Budget: Budget{Wall: "2h"}}
+		Sandbox: DefaultRecordSandbox(true), Budget: Budget{Wall: "2h"}}
 	block, err := r.Encode()
 	if err != nil {
 		t.Fatal(err)

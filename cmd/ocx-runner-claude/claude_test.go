@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -115,9 +116,11 @@ func FuzzParseOutput(f *testing.F) {
 }
 
 // With the node's model socket, claude reaches it at a relay on
-// 127.0.0.1 with the placeholder key, and whatever credential its
-// environment held for Anthropic's API is gone; the node's tools are in
-// front of the model either way.
+// 127.0.0.1 whose key, made for the turn, is claude's API key (D79): a
+// request holding it reaches the socket, one without is refused; another
+// turn's key is another. Whatever credential its environment held for
+// Anthropic's API is gone; the node's tools are in front of the model
+// either way.
 func TestModelEnv(t *testing.T) {
 	dir := t.TempDir()
 	env := runner.Env{MCPSocket: filepath.Join(dir, "mcp.sock")}
@@ -134,14 +137,49 @@ func TestModelEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "the node's model") })}
+	go srv.Serve(ln)
+	defer srv.Close()
 	got, done, err = modelEnv(base, env, "sonnet", io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer done()
+	value := func(env []string, name string) string {
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, name+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	key, url := value(got, "ANTHROPIC_API_KEY"), value(got, "ANTHROPIC_BASE_URL")
+	if len(key) != 64 {
+		t.Fatalf("claude's key is %q, not the relay's", key)
+	}
+	for _, k := range []string{key, "", "ocx-the-node-holds-the-key"} {
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/messages", strings.NewReader("{}"))
+		req.Header.Set("X-Api-Key", k)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := k == key; (resp.StatusCode == 200 && string(b) == "the node's model") != want {
+			t.Errorf("through the relay with key %q: %d %s", k, resp.StatusCode, b)
+		}
+	}
+	again, done2, err := modelEnv(base, env, "sonnet", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done2()
+	if value(again, "ANTHROPIC_API_KEY") == key {
+		t.Errorf("two turns were given the same key")
+	}
 	joined := strings.Join(got, "\n")
-	for _, want := range []string{"ANTHROPIC_API_KEY=" + runner.Placeholder, "ANTHROPIC_BASE_URL=http://127.0.0.1:", "ENABLE_TOOL_SEARCH=false",
+	for _, want := range []string{"ANTHROPIC_API_KEY=", "ANTHROPIC_BASE_URL=http://127.0.0.1:", "ENABLE_TOOL_SEARCH=false",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "IS_SANDBOX=1", "ANTHROPIC_SMALL_FAST_MODEL=sonnet", "PATH=/bin", "CLAUDE_CODE_MAX_RETRIES=2"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("the environment lacks %s:\n%s", want, joined)

@@ -100,9 +100,11 @@ func writeConfig(sessionDir string, config []byte) (string, error) {
 // offers MCP tools only behind its ToolSearch), no traffic but the
 // model's, IS_SANDBOX for bypassPermissions as root, and, where the node
 // serves the session's model, the API at a relay to its model socket with
-// a placeholder key: the node's proxy adds the real one outside the
-// sandbox. Whatever credential the environment held for Anthropic's API
-// is dropped then. Without the node's model claude uses its own login.
+// the relay's key for this turn as claude's API key (D79): the relay
+// carries only what holds it, and the node's proxy adds the real one
+// outside the sandbox. Whatever credential the environment held for
+// Anthropic's API is dropped then. Without the node's model claude uses
+// its own login.
 func modelEnv(base []string, env runner.Env, model string, stderr io.Writer) ([]string, func(), error) {
 	kvs := []string{"IS_SANDBOX=1", "ENABLE_TOOL_SEARCH=false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
 	// A model that keeps failing fails the turn within seconds, as the
@@ -118,7 +120,7 @@ func modelEnv(base []string, env runner.Env, model string, stderr io.Writer) ([]
 		fmt.Fprintf(stderr, "ocx-runner-claude: claude uses its own login: %v\n", err)
 		return runner.WithEnv(base, nil, kvs...), func() {}, nil
 	}
-	kvs = append(kvs, "ANTHROPIC_BASE_URL="+r.URL(), "ANTHROPIC_API_KEY="+runner.Placeholder,
+	kvs = append(kvs, "ANTHROPIC_BASE_URL="+r.URL(), "ANTHROPIC_API_KEY="+r.Key(),
 		// The small model Claude Code asks for its own chores is the
 		// session's too: the proxy serves no other.
 		"ANTHROPIC_SMALL_FAST_MODEL="+model)

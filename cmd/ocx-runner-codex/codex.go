@@ -20,11 +20,12 @@ import (
 // resume, as codex's docs write it.
 //
 // With modelURL, the node's model at a relay to its model socket (D48),
-// codex's provider is that: OpenAI's Responses API at modelURL/v1, with no
-// key of codex's own (env_key left out: the node's proxy adds the real
-// one outside the sandbox), and codex's analytics off: nothing but the
-// model's requests leaves the sandbox. Without it codex uses its own
-// configuration.
+// codex's provider is that: OpenAI's Responses API at modelURL/v1, its
+// key the relay's for this turn, read from the environment variable
+// keyEnv (env_key: never on the command line, which every user of the
+// host may read; D79), the node's proxy adding the real one outside the
+// sandbox, and codex's analytics off: nothing but the model's requests
+// leaves the sandbox. Without it codex uses its own configuration.
 func args(model, dir string, b *runner.Bridge, resume, modelURL string) []string {
 	a := []string{"exec", "--json", "--model", model, "--cd", dir,
 		"--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"}
@@ -33,6 +34,7 @@ func args(model, dir string, b *runner.Bridge, resume, modelURL string) []string
 			"-c", "model_providers."+provider+".name="+tomlString("the OCX node's model"),
 			"-c", "model_providers."+provider+".base_url="+tomlString(modelURL+"/v1"),
 			"-c", "model_providers."+provider+".wire_api="+tomlString("responses"),
+			"-c", "model_providers."+provider+".env_key="+tomlString(keyEnv),
 			// A model that keeps failing fails the turn within seconds.
 			"-c", "model_providers."+provider+".request_max_retries="+strconv.Itoa(runner.CLIRetries),
 			"-c", "model_providers."+provider+".stream_max_retries="+strconv.Itoa(runner.CLIRetries),
@@ -54,6 +56,11 @@ func args(model, dir string, b *runner.Bridge, resume, modelURL string) []string
 
 // provider is the name of the node's model among codex's providers.
 const provider = "ocx"
+
+// keyEnv names, in codex's environment, the variable holding the key of
+// the turn's relay to the node's model, which codex sends as its bearer
+// token (the provider's env_key).
+const keyEnv = "OCX_MODEL_RELAY_KEY"
 
 // tomlString renders s as a TOML basic string, which codex's -c reads.
 func tomlString(s string) string {

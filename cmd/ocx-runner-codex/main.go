@@ -39,10 +39,11 @@ func turn(ctx context.Context, t *runner.CLITurn, stderr io.Writer) (string, err
 	if err != nil {
 		return "", runner.Failf("the session's tree: %v", err)
 	}
-	modelURL := ""
+	modelURL, cliEnv := "", os.Environ()
 	if r, err := runner.ModelRelay(t.Env, stderr); err == nil {
 		defer r.Close()
 		modelURL = r.URL()
+		cliEnv = runner.WithEnv(cliEnv, nil, keyEnv+"="+r.Key())
 	} else if f := (*runner.Failure)(nil); errors.As(err, &f) {
 		return "", err
 	} else {
@@ -52,7 +53,7 @@ func turn(ctx context.Context, t *runner.CLITurn, stderr io.Writer) (string, err
 		Name:   name,
 		Args:   args(t.Model, dir, bridge, st.ThreadID, modelURL),
 		Stdin:  in.Message(conv == nil),
-		Env:    os.Environ(),
+		Env:    cliEnv,
 		Stderr: stderr,
 	}.Run(ctx)
 	if err != nil {

@@ -20,7 +20,7 @@ func TestFindAgentRecord(t *testing.T) {
 	f := newFix(t)
 	rec := func(user, node string, restrict messages.Restrict) string {
 		r := &messages.TaskRecord{User: user, Node: node, Runner: "native", Objective: "Test.", Checkins: []string{},
-			Hears: []string{"alice"}, Restrict: restrict, Sandbox: messages.DefaultRecordSandbox(), Budget: messages.Budget{Wall: "1h"}}
+			Hears: []string{"alice"}, Restrict: restrict, Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
 		b, err := r.Encode()
 		if err != nil {
 			t.Fatal(err)

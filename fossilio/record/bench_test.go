@@ -59,7 +59,7 @@ func BenchmarkFindAgentRecord(b *testing.B) {
 		b.Fatal(err)
 	}
 	rec := &messages.TaskRecord{User: "native-7f3a2b", Node: "ocx", Runner: "native", Objective: "Bench.", Checkins: []string{},
-		Hears: []string{"alice"}, Restrict: messages.Restrict{NoPassword: true}, Sandbox: messages.DefaultRecordSandbox(), Budget: messages.Budget{Wall: "1h"}}
+		Hears: []string{"alice"}, Restrict: messages.Restrict{NoPassword: true}, Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
 	block, err := rec.Encode()
 	if err != nil {
 		b.Fatal(err)

@@ -22,7 +22,7 @@ func TestOneRunPerTaskRecord(t *testing.T) {
 	home := f.thread(f.admin, f.srv.AdminLogin, f.block(wsDef("agent-1")))
 	taskRecord := func(user string) string {
 		b, err := (&messages.TaskRecord{User: user, Node: "ocx", Runner: "claude", Objective: "Do it.",
-			Hears: []string{"alice"}, Sandbox: messages.DefaultRecordSandbox(), Budget: messages.Budget{Wall: "1h"}}).Encode()
+			Hears: []string{"alice"}, Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}).Encode()
 		if err != nil {
 			t.Fatal(err)
 		}

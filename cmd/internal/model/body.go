@@ -23,10 +23,13 @@ const prefixLen = 64 << 10
 // sent a byte at a time holds a connection no longer.
 const bodyWait = 2 * time.Minute
 
-// refusal is a request the proxy refuses: the status it answers and why.
+// refusal is a request the proxy refuses: the status it answers and why;
+// with a shape, in that API's own error shape (writeAPIError), else the
+// proxy's (writeError).
 type refusal struct {
 	status int
 	why    string
+	shape  messages.APIShape
 }
 
 func (r *refusal) Error() string { return r.why }
@@ -42,6 +45,12 @@ func (r *refusal) Error() string { return r.why }
 // Memory is bounded whatever the body's size: the scanner keeps the model
 // alone, and the bytes read wait only until the API's connection takes
 // them.
+//
+// Behind the session's meter (D79), the scanner is its grant's
+// messages.OutputCap's too: the body's output bound is read, and capped
+// to the grant, as the body passes, a bound that does not read refuses
+// the body on the way, and the body read whole goes only once the meter
+// keeps what it asks (meter).
 type checkedBody struct {
 	src  io.Reader
 	scan *messages.ObjectScanner
@@ -50,23 +59,44 @@ type checkedBody struct {
 	// lift is called once the body is read whole (the read deadline
 	// lifted: the reply that follows may take long).
 	lift func()
+	// cap and meter: the meter's, or nil.
+	cap   *messages.OutputCap
+	meter bodyMeter
 
 	out     []byte // bytes checked, to pass on (in base)
 	base    []byte
-	held    byte // the last byte read, passed on with the verdict
+	passed  []byte // what a read passes on, before it is checked
+	held    byte   // the last byte to pass, passed on with the verdict
 	holding bool
 	err     error // io.EOF once the whole passed, else a *refusal
 	rd      [32 << 10]byte
 }
 
+// bodyMeter is the session's meter for one request (the meter's ticket):
+// the cap its body passes through, and what it says once the body is
+// read whole (a refusal, or nil when it goes).
+type bodyMeter interface {
+	outputCap() *messages.OutputCap
+	bounded(b messages.OutputBound) *refusal
+}
+
 // newCheckedBody reads src (at most MaxBodyLen) for a session whose
-// definition names only.
-func newCheckedBody(src io.Reader, api API, only string, lift func()) *checkedBody {
+// definition names only; m, when not nil, meters it.
+func newCheckedBody(src io.Reader, api API, only string, lift func(), m bodyMeter) *checkedBody {
 	if lift == nil {
 		lift = func() {}
 	}
-	b := &checkedBody{src: src, scan: messages.NewObjectScanner("model"), api: api, only: only, lift: lift}
-	b.base = make([]byte, 0, prefixLen+len(b.rd)+1)
+	b := &checkedBody{src: src, api: api, only: only, lift: lift, meter: m}
+	if m != nil {
+		b.cap = m.outputCap()
+		b.scan = b.cap.Scanner("model")
+	} else {
+		b.scan = messages.NewObjectScanner("model")
+	}
+	// What passes of a read: the read, less what is held, and at most
+	// a held value's edit and the bound added.
+	b.passed = make([]byte, 0, len(b.rd)+messages.MaxScanValueLen+64)
+	b.base = make([]byte, 0, prefixLen+cap(b.passed)+1)
 	b.out = b.base
 	return b
 }
@@ -114,16 +144,18 @@ func (b *checkedBody) drain() {
 func (b *checkedBody) fill() {
 	n, err := b.src.Read(b.rd[:])
 	if n > 0 {
-		b.scan.Write(b.rd[:n])
+		b.passed, _ = b.scan.Pass(b.passed[:0], b.rd[:n])
 		if r := b.verdict(false); r != nil {
 			b.err = r
 			return
 		}
-		if b.holding {
-			b.out = append(b.out, b.held)
+		if k := len(b.passed); k > 0 {
+			if b.holding {
+				b.out = append(b.out, b.held)
+			}
+			b.out = append(b.out, b.passed[:k-1]...)
+			b.held, b.holding = b.passed[k-1], true
 		}
-		b.out = append(b.out, b.rd[:n-1]...)
-		b.held, b.holding = b.rd[n-1], true
 	}
 	switch {
 	case err == io.EOF:
@@ -150,24 +182,29 @@ func readRefusal(err error) *refusal {
 	case errors.As(err, &tooBig):
 		return tooLarge()
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return &refusal{http.StatusRequestTimeout, fmt.Sprintf("the request is refused: its body did not arrive within %v", bodyWait)}
+		return &refusal{status: http.StatusRequestTimeout, why: fmt.Sprintf("the request is refused: its body did not arrive within %v", bodyWait)}
 	}
-	return &refusal{http.StatusBadRequest, fmt.Sprintf("the request is refused: its body does not read: %v", err)}
+	return &refusal{status: http.StatusBadRequest, why: fmt.Sprintf("the request is refused: its body does not read: %v", err)}
 }
 
 // tooLarge is a body past the API's own bound.
 func tooLarge() *refusal {
-	return &refusal{http.StatusRequestEntityTooLarge, fmt.Sprintf("the request is refused: its body is over %d MiB, the most the model's API takes", MaxBodyLen>>20)}
+	return &refusal{status: http.StatusRequestEntityTooLarge, why: fmt.Sprintf("the request is refused: its body is over %d MiB, the most the model's API takes", MaxBodyLen>>20)}
 }
 
 // verdict is what the body read so far says: a refusal, or nil while it
 // may go on; whole says the body is read to its end.
 func (b *checkedBody) verdict(whole bool) *refusal {
 	bad := func(why string) *refusal {
-		return &refusal{http.StatusBadRequest, fmt.Sprintf("the request is refused: %s; this session's definition names the model %q, which the request must name", why, b.only)}
+		return &refusal{status: http.StatusBadRequest, why: fmt.Sprintf("the request is refused: %s; this session's definition names the model %q, which the request must name", why, b.only)}
 	}
 	if whole {
 		b.scan.Close()
+	}
+	if b.cap != nil {
+		if err := b.cap.Err(); err != nil {
+			return &refusal{status: http.StatusBadRequest, why: fmt.Sprintf("the request is refused: %v", err), shape: b.cap.Shape()}
+		}
 	}
 	if err := b.scan.Err(); err != nil {
 		return bad(fmt.Sprintf("its body is not a JSON object (%v)", err))
@@ -184,10 +221,13 @@ func (b *checkedBody) verdict(whole bool) *refusal {
 			return bad(`its "model" is not a string`)
 		}
 		if !Accepts(b.api, b.only, got) {
-			return &refusal{http.StatusForbidden, fmt.Sprintf("the request names the model %q; this session's definition names %q, the only model its proxy serves", got, b.only)}
+			return &refusal{status: http.StatusForbidden, why: fmt.Sprintf("the request names the model %q; this session's definition names %q, the only model its proxy serves", got, b.only)}
 		}
 	case whole:
 		return bad("it names no model")
+	}
+	if whole && b.meter != nil {
+		return b.meter.bounded(b.cap.Bound())
 	}
 	return nil
 }

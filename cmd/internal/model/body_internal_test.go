@@ -24,7 +24,7 @@ func FuzzCheckedBody(f *testing.F) {
 		}
 		got, err := RequestModel(body)
 		want := err == nil && Accepts(OpenAI, "m", got)
-		b := newCheckedBody(&chunks{b: body, sizes: sizes}, OpenAI, "m", nil)
+		b := newCheckedBody(&chunks{b: body, sizes: sizes}, OpenAI, "m", nil, nil)
 		var out []byte
 		ok := b.start() == nil
 		if ok {

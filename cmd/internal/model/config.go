@@ -371,6 +371,26 @@ func (c *Config) RunnerAPI(runner string) API {
 	return c.Primary()
 }
 
+// DefaultNetwork is create's default for whether a record's sandbox
+// shares the host's network (D79). Seed 001 E8 makes it true "because both
+// runners reach their own service"; on a node that serves a runner's
+// model they reach it through model.sock, which needs no network, and a
+// sandbox with the host's network has the host's loopback, every user's.
+// So false for the native runner (it speaks to model.sock alone) and for
+// claude and codex where model.json names the API they speak; true for
+// those two on a node that serves them no model, where each reaches its
+// own service with its own login.
+func DefaultNetwork(c *Config, runner string) bool {
+	if runner == messages.RunnerNative {
+		return false
+	}
+	if c == nil {
+		return true
+	}
+	_, served := c.Endpoints()[c.RunnerAPI(runner)]
+	return !served
+}
+
 // ChooseModel is the model create gives a record's session (D52): with no
 // model.json (c nil) the node serves no model, so the record's own, which
 // the CLI's own login serves, and none is refused; otherwise the model

@@ -1,12 +1,15 @@
 package model
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"mime"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/ocx-go/ocx/messages"
 )
@@ -14,26 +17,45 @@ import (
 // Meter is the node's count of one session's model (D50): it wraps the
 // proxy (Handler), counts every reply of the model's API as it passes to
 // the sandbox, without changing a byte of it, and holds the session to its
-// tokens limit: once the count reaches it, or a reply's usage could not be
-// read under a limit, every further request is refused, naming the limit.
-// The count lives here, outside every sandbox: what a runner says of its
-// own use changes nothing.
+// tokens limit (D79): a request is forwarded only while what is counted
+// and what the requests under way may still write stay under the limit.
+// Before the first byte of its body is forwarded, a request reserves
+// what its output may be: messages.MaxOutput, or what the limit leaves
+// when that is less; its body passes through the grant's
+// messages.OutputCap, its bound capped to the grant as it passes (the
+// body is never held whole, D80), and once read whole it keeps of the
+// grant what it asks. At most messages.MaxInFlight requests are under way
+// at once; once the budget is spent, or a reply's usage could not be
+// read under a limit, every further request is refused, naming the
+// limit. The count lives here, outside every sandbox: what a runner says
+// of its own use changes nothing. Its decisions are messages.Ledger's;
+// the meter applies them.
 type Meter struct {
-	limit uint64
-	log   *slog.Logger
+	log *slog.Logger
 	// changed is told the count and, once it is spent, why, after every
 	// change: the file the status and the end note read, the line that
 	// tells the daemon. It is called with no lock held, one call at a time.
 	changed func(c messages.ModelCount, reached string)
+	// wait bounds how long a request waits for a slot, or for what the
+	// requests under way hold (AdmitWait).
+	wait time.Duration
 
-	mu      sync.Mutex
-	count   messages.ModelCount
-	reached string
+	mu     sync.Mutex
+	ledger messages.Ledger
+	// wake is closed, and made anew, whenever a request gives back its
+	// slot or its grant: a waiting request asks again.
+	wake chan struct{}
 	// tell serialises the calls to changed, in the order of the changes.
 	tell sync.Mutex
 	seq  uint64
 	told uint64
 }
+
+// AdmitWait bounds how long a request waits for one of its session's
+// messages.MaxInFlight slots, or for the requests under way to give back
+// what the limit has left, before it is refused with 429; it waits before
+// its body is read.
+const AdmitWait = 2 * time.Minute
 
 // NewMeter counts for a session whose limits.tokens is limit (0: none),
 // telling changed after each change (nil: nobody).
@@ -44,7 +66,7 @@ func NewMeter(limit uint64, changed func(c messages.ModelCount, reached string),
 	if changed == nil {
 		changed = func(messages.ModelCount, string) {}
 	}
-	return &Meter{limit: limit, changed: changed, log: log}
+	return &Meter{ledger: messages.Ledger{Limit: limit}, changed: changed, log: log, wait: AdmitWait, wake: make(chan struct{})}
 }
 
 // Count is the count so far and why the budget is spent ("" while it is
@@ -52,17 +74,22 @@ func NewMeter(limit uint64, changed func(c messages.ModelCount, reached string),
 func (m *Meter) Count() (messages.ModelCount, string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.count, m.reached
+	return m.ledger.Count, m.ledger.Reached
 }
 
 // Handler wraps next, the proxy: a POST to an endpoint whose replies say
-// their usage (ShapeOf) is refused with 403 once the budget is spent;
-// otherwise it goes to next with its Accept-Encoding removed (so that the
-// reply comes as the API wrote it, which the counter reads; the proxy's
-// own client still asks for and undoes gzip), and its reply is counted as
-// it is written. A reply the proxy wrote itself (a refusal, an API it
-// could not reach: X-Ocx-Proxy) is no request forwarded. Anything else
-// goes to next as it came.
+// their usage (APIShapeOf) takes one of the session's slots first
+// (waiting for one at most AdmitWait), then reserves what its output may
+// be (waiting while the requests under way hold what the limit leaves,
+// as long), both before its body is read; it is refused with 403 once
+// the budget is spent. It goes to next with its Accept-Encoding removed
+// (so that the reply comes as the API wrote it, which the counter reads;
+// the proxy's own client still asks for and undoes gzip) and the ticket
+// in its context, which the proxy's body passes through (bodyMeter:
+// its bound capped as it passes, the grant kept down to what it asks);
+// its reply is counted as it is written. A reply the proxy wrote itself
+// (a refusal, an API it could not reach: X-Ocx-Proxy) is no request
+// forwarded. Anything else goes to next as it came.
 func (m *Meter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		shape := messages.APIShapeOf(r.URL.Path)
@@ -70,59 +97,221 @@ func (m *Meter) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		m.mu.Lock()
-		reached := m.reached
-		if reached != "" {
-			m.count.Refused++
-		}
-		m.mu.Unlock()
-		if reached != "" {
-			// Read the request before answering it: a reply written over a
-			// body still being sent closes the connection under the
-			// client's write, which then fails with a broken pipe instead
-			// of reading the refusal.
-			_, _ = io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, MaxBodyLen))
-			m.log.Warn("model request refused: the session's tokens are spent", slog.String("path", r.URL.Path), slog.String("why", reached))
-			m.changedNow()
-			writeError(w, http.StatusForbidden, fmt.Sprintf("this session's tokens are spent: %s; the node's model proxy forwards no more of its requests", reached))
+		// A refusal reads the request first: a reply written over a body
+		// still being sent closes the connection under the client's
+		// write, which then fails with a broken pipe instead of reading
+		// the refusal.
+		drain := func() { _, _ = io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, MaxBodyLen)) }
+		if v := m.enter(r.Context()); v != messages.LedgerGo {
+			drain()
+			m.refuse(w, r.URL.Path, shape, v, "")
 			return
 		}
-		r.Header.Del("Accept-Encoding")
+		t := &ticket{m: m, shape: shape}
 		cw := &countingWriter{ResponseWriter: w, shape: shape}
 		// Counted even when next panics: the reverse proxy aborts with
 		// http.ErrAbortHandler when the client goes before the reply's
 		// last bytes, after the usage it read has passed (a CLI that
 		// closes once it has its completed event).
-		defer m.add(r.URL.Path, cw)
-		next.ServeHTTP(cw, r)
+		defer t.done(r.URL.Path, cw)
+		if v, why := t.reserve(r.Context()); v != messages.LedgerGo {
+			drain()
+			m.refuse(w, r.URL.Path, shape, v, why)
+			return
+		}
+		r.Header.Del("Accept-Encoding")
+		next.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), meterKey{}, t)))
 	})
 }
 
-// add counts one reply, and spends the budget when it reaches the limit.
-func (m *Meter) add(path string, cw *countingWriter) {
+// enter takes a slot for a request, waiting for one while MaxInFlight are
+// under way, at most m.wait or until the client goes.
+func (m *Meter) enter(ctx context.Context) messages.LedgerVerdict {
+	var timeout <-chan time.Time
+	for {
+		m.mu.Lock()
+		v := m.ledger.Enter()
+		wake := m.wake
+		m.mu.Unlock()
+		if v == messages.LedgerSpent {
+			m.changedNow()
+		}
+		if v != messages.LedgerWait {
+			return v
+		}
+		if timeout == nil {
+			m.log.Info("model request waits for a slot", slog.Int("under_way", messages.MaxInFlight))
+			t := time.NewTimer(m.wait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return v
+		case <-timeout:
+			return v
+		}
+	}
+}
+
+// refuse answers a request the ledger refused, in its API's error shape:
+// 403 once the budget is spent, 429 (Retry-After 1) when it waited past
+// AdmitWait; why says what it waited for.
+func (m *Meter) refuse(w http.ResponseWriter, path string, shape messages.APIShape, v messages.LedgerVerdict, why string) {
+	if v == messages.LedgerSpent {
+		_, reached := m.Count()
+		m.log.Warn("model request refused: the session's tokens are spent", slog.String("path", path), slog.String("why", reached))
+		writeAPIError(w, shape, http.StatusForbidden, spentWhy(reached))
+		return
+	}
+	if why == "" {
+		why = fmt.Sprintf("%d of this session's requests are under way, as many as the node's model proxy forwards at once", messages.MaxInFlight)
+	}
+	msg := fmt.Sprintf("the request waited %s and is refused: %s; try again", m.wait, why)
+	m.log.Warn("model request refused", slog.String("path", path), slog.String("why", msg))
+	w.Header().Set("Retry-After", "1")
+	writeAPIError(w, shape, http.StatusTooManyRequests, msg)
+}
+
+// spentWhy is the refusal of a request once the budget is spent.
+func spentWhy(reached string) string {
+	return fmt.Sprintf("this session's tokens are spent: %s; the node's model proxy forwards no more of its requests", reached)
+}
+
+// meterKey is the request context's key for the meter's ticket, which the
+// proxy's body passes through (meterOf).
+type meterKey struct{}
+
+// meterOf is the meter's ticket in ctx; nil for a proxy no meter wraps.
+func meterOf(ctx context.Context) bodyMeter {
+	t, _ := ctx.Value(meterKey{}).(*ticket)
+	if t == nil {
+		return nil
+	}
+	return t
+}
+
+// ticket is one request's way through the meter: its slot, and once
+// reserved, its grant.
+type ticket struct {
+	m     *Meter
+	shape messages.APIShape
+	// Under m.mu: the grant reserved, then kept; settled once the
+	// request is done (a body still read after, by an API that answered
+	// early, changes nothing).
+	reserved bool
+	grant    uint64
+	settled  bool
+}
+
+// reserve reserves, before the body is read, what the request's output
+// may be (messages.Ledger Reserve: MaxOutput, capped to what the limit
+// leaves), waiting while the requests under way hold what is left, at
+// most m.wait or until the client goes; why says what it waited for.
+func (t *ticket) reserve(ctx context.Context) (v messages.LedgerVerdict, why string) {
+	m := t.m
+	var timeout <-chan time.Time
+	for {
+		m.mu.Lock()
+		grant, _, v := m.ledger.Reserve(messages.OutputBound{Least: messages.LeastOutput(t.shape)})
+		if v == messages.LedgerGo {
+			t.reserved, t.grant = true, grant
+		}
+		left, wake := m.ledger.Left(), m.wake
+		m.mu.Unlock()
+		switch v {
+		case messages.LedgerGo:
+			return v, ""
+		case messages.LedgerSpent:
+			m.changedNow()
+			return v, ""
+		}
+		if timeout == nil {
+			m.log.Info("model request waits for what the requests under way hold", slog.Uint64("left", left))
+			tm := time.NewTimer(m.wait)
+			defer tm.Stop()
+			timeout = tm.C
+		}
+		select {
+		case <-wake:
+			continue
+		case <-ctx.Done():
+		case <-timeout:
+		}
+		return v, fmt.Sprintf("the requests under way hold what its limits.tokens leaves (%d tokens)", left)
+	}
+}
+
+// outputCap is the cap the request's body passes through: its grant
+// (none without a limit).
+func (t *ticket) outputCap() *messages.OutputCap {
+	t.m.mu.Lock()
+	defer t.m.mu.Unlock()
+	return messages.NewOutputCap(t.shape, t.grant)
+}
+
+// bounded keeps of the grant what the body, read whole, asks
+// (messages.Ledger Bound), giving back the rest to the requests waiting;
+// a refusal when the body cannot go (its thinking needs more than the
+// grant its bound was capped to).
+func (t *ticket) bounded(b messages.OutputBound) *refusal {
+	m := t.m
+	m.mu.Lock()
+	if t.settled {
+		m.mu.Unlock()
+		return nil
+	}
+	grant := t.grant
+	kept, v := m.ledger.Bound(grant, b)
+	t.grant = kept
+	limit := m.ledger.Limit
+	if kept < grant {
+		m.wakeAll()
+	}
+	m.mu.Unlock()
+	switch v {
+	case messages.LedgerGo:
+		if limit > 0 && b.Ask() > kept {
+			m.log.Info("model request's output bounded by what its tokens limit leaves", slog.Uint64("asked", b.Asked), slog.Uint64("bound", kept))
+		}
+		return nil
+	case messages.LedgerSpent:
+		m.changedNow()
+		_, reached := m.Count()
+		return &refusal{status: http.StatusForbidden, why: spentWhy(reached), shape: t.shape}
+	}
+	return &refusal{status: http.StatusTooManyRequests, shape: t.shape,
+		why: fmt.Sprintf("the request is refused: its thinking needs an output bound of at least %d, and its limits.tokens left %d when it was let in, the rest held by the requests under way; try again", b.Least, grant)}
+}
+
+// done gives back the request's slot, and with it, once reserved, its
+// grant, counting its reply (messages.Ledger Settle).
+func (t *ticket) done(path string, cw *countingWriter) {
+	m := t.m
+	m.mu.Lock()
+	t.settled = true
+	if !t.reserved {
+		m.ledger.Leave()
+		m.wakeAll()
+		m.mu.Unlock()
+		return
+	}
 	if cw.counter == nil { // nothing written: the handler wrote no header
 		cw.start(http.StatusOK)
 	}
+	tk, whole := cw.counter.Result()
+	ok := cw.status >= 200 && cw.status < 300
+	was := m.ledger.Reached
+	m.ledger.Settle(t.grant, messages.LedgerReply{Forwarded: !cw.proxys, Tokens: tk, Whole: whole, OK: ok})
+	c, reached := m.ledger.Count, m.ledger.Reached
+	m.wakeAll()
+	m.mu.Unlock()
 	if cw.proxys {
 		return
 	}
-	t, whole := cw.counter.Result()
-	ok := cw.status >= 200 && cw.status < 300
-	m.mu.Lock()
-	m.count.Requests++
-	m.count.Tokens = m.count.Tokens.Plus(t)
-	if ok && !whole {
-		m.count.Unread++
-	}
-	first := false
-	if m.reached == "" {
-		m.reached = messages.TokensReached(m.count, m.limit)
-		first = m.reached != ""
-	}
-	c, reached := m.count, m.reached
-	m.mu.Unlock()
 	attrs := []any{slog.String("path", path), slog.Int("status", cw.status), slog.String("shape", cw.shape.String()),
-		slog.Bool("stream", cw.stream), slog.Uint64("input", t.Input), slog.Uint64("output", t.Output), slog.Uint64("cached", t.Cached),
+		slog.Bool("stream", cw.stream), slog.Uint64("input", tk.Input), slog.Uint64("output", tk.Output), slog.Uint64("cached", tk.Cached),
 		slog.Uint64("total", c.Total())}
 	switch {
 	case ok && !whole:
@@ -130,10 +319,16 @@ func (m *Meter) add(path string, cw *countingWriter) {
 	default:
 		m.log.Info("model reply counted", attrs...)
 	}
-	if first {
+	if was == "" && reached != "" {
 		m.log.Warn("the session's tokens are spent; its proxy refuses its further requests", slog.String("why", reached))
 	}
 	m.changedNow()
+}
+
+// wakeAll tells the waiting requests to ask again; m.mu is held.
+func (m *Meter) wakeAll() {
+	close(m.wake)
+	m.wake = make(chan struct{})
 }
 
 // changedNow tells changed the count as it is now. Calls are serialised
@@ -150,7 +345,7 @@ func (m *Meter) changedNow() {
 		return
 	}
 	m.mu.Lock()
-	c, reached, now := m.count, m.reached, m.seq
+	c, reached, now := m.ledger.Count, m.ledger.Reached, m.seq
 	m.mu.Unlock()
 	m.told = now
 	m.changed(c, reached)
@@ -204,3 +399,23 @@ func (w *countingWriter) Flush() {
 
 // Unwrap gives http.ResponseController the writer beneath.
 func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// writeAPIError answers with the proxy's own refusal (X-Ocx-Proxy) in the
+// error shape of the API the request was for, which its client reads:
+// Anthropic's {"type": "error", "error": {"type", "message"}}, OpenAI's
+// {"error": {"message", "type", "code"}}.
+func writeAPIError(w http.ResponseWriter, shape messages.APIShape, status int, msg string) {
+	kind := map[int]string{http.StatusBadRequest: "invalid_request_error", http.StatusForbidden: "permission_error",
+		http.StatusTooManyRequests: "rate_limit_error"}[status]
+	var v any
+	if shape == messages.ShapeMessages {
+		v = map[string]any{"type": "error", "error": map[string]string{"type": kind, "message": msg}}
+	} else {
+		v = map[string]any{"error": map[string]any{"message": msg, "type": kind, "code": nil}}
+	}
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Ocx-Proxy", "1")
+	w.WriteHeader(status)
+	w.Write(b)
+}

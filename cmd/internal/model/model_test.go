@@ -174,6 +174,10 @@ func TestProxyOnlyItsModel(t *testing.T) {
 		{`{"model": "huge-model", "messages": []}`, `"huge-model"`},
 		{`{"messages": [{"role": "user", "content": "hi", "model": "small-model"}]}`, `names no model`},
 		{`{"model": "small-model", "model": "huge-model"}`, `"model" twice`},
+		// A server in Go (ollama) reads "MODEL" as "model", the last one
+		// named: either case is the model, and twice is refused (D79).
+		{`{"model": "small-model", "MODEL": "huge-model"}`, `"model" twice`},
+		{`{"Model": "huge-model"}`, `"huge-model"`},
 		{`{"model": 7}`, `not a string`},
 		{`[{"model": "small-model"}]`, `not a JSON object`},
 		{`{"model": "small-model"`, `not a JSON object`},
@@ -378,5 +382,27 @@ func TestChooseModel(t *testing.T) {
 				t.Fatalf("ChooseModel = %q, %v; want refused saying %q", got, err, c.refused)
 			}
 		})
+	}
+}
+
+// TestDefaultNetwork: create gives a record no network where its runner
+// reaches its model through the node (D79): native always, claude and
+// codex where model.json names the API each speaks; the network where
+// they reach their own service, on a node that serves them no model.
+func TestDefaultNetwork(t *testing.T) {
+	per, _ := model.DecodeConfig([]byte(`{"anthropic":{"base_url":"http://a"},"openai":{"base_url":"http://o"}}`))
+	openai, _ := model.DecodeConfig([]byte(`{"api":"openai","base_url":"http://o"}`))
+	for _, c := range []struct {
+		cfg    *model.Config
+		runner string
+		want   bool
+	}{
+		{per, "claude", false}, {per, "codex", false}, {per, "native", false},
+		{openai, "codex", false}, {openai, "native", false}, {openai, "claude", true},
+		{nil, "claude", true}, {nil, "codex", true}, {nil, "native", false},
+	} {
+		if got := model.DefaultNetwork(c.cfg, c.runner); got != c.want {
+			t.Errorf("runner %s, model.json %v: network %v, want %v", c.runner, c.cfg != nil, got, c.want)
+		}
 	}
 }

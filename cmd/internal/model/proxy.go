@@ -34,10 +34,6 @@ type Info struct {
 // MaxBodyLen bounds a request the proxy forwards.
 const MaxBodyLen = messages.MaxAPIBodyLen
 
-// credentialHeaders are the headers a client's request loses: the proxy
-// alone says who is calling.
-var credentialHeaders = []string{"Authorization", "X-Api-Key", "Proxy-Authorization", "Cookie", "Api-Key"}
-
 // NewProxy is the model proxy for c, for a session whose definition names
 // the model only. GET InfoPath answers c's APIs. A POST to one of an
 // API's endpoints (API.Paths: Anthropic's Messages, OpenAI's chat
@@ -94,12 +90,15 @@ func forwarder(api API, e Endpoint, key string, log *slog.Logger) *httputil.Reve
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
-			for _, h := range credentialHeaders {
-				pr.Out.Header.Del(h)
+			pr.Out.URL.RawQuery = "" // the path is the API's endpoint, nothing more
+			// The allowed headers alone (headers.go): no credential, no
+			// account, and no Accept-Encoding, so that the reply comes as
+			// the API wrote it, the key found in it.
+			var dropped []string
+			pr.Out.Header, dropped = forwardedHeader(api, pr.In.Header)
+			if len(dropped) > 0 {
+				log.Info("model request's betas left out", slog.String("betas", strings.Join(dropped, ",")))
 			}
-			// The reply comes uncompressed, so that the key can be found
-			// in it.
-			pr.Out.Header.Del("Accept-Encoding")
 			switch {
 			case key == "":
 			case api == Anthropic:
@@ -111,6 +110,7 @@ func forwarder(api API, e Endpoint, key string, log *slog.Logger) *httputil.Reve
 		// A stream goes on as it comes: each write is flushed.
 		FlushInterval: -1,
 		ModifyResponse: func(r *http.Response) error {
+			filterReply(r.Header, key)
 			if key == "" {
 				return nil
 			}
@@ -145,7 +145,10 @@ func forwarder(api API, e Endpoint, key string, log *slog.Logger) *httputil.Reve
 // D80): a body whose first bytes say another model, or that is short and
 // says none, is refused before next sees it; one that says so later is
 // refused on the way (forwarder's ErrorHandler answers the refusal). A
-// body declared over MaxBodyLen is refused unread.
+// body declared over MaxBodyLen is refused unread. Behind the session's
+// meter, the body passes through its grant's cap (D79): its output bound
+// capped as it passes (forwarded without a length where the cap may
+// lengthen it), refused likewise where the bound does not read.
 func onlyModel(api API, only string, next http.Handler, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > MaxBodyLen {
@@ -155,22 +158,34 @@ func onlyModel(api API, only string, next http.Handler, log *slog.Logger) http.H
 		}
 		rc := http.NewResponseController(w)
 		rc.SetReadDeadline(time.Now().Add(bodyWait)) // not on a recorder: a test's
-		b := newCheckedBody(http.MaxBytesReader(w, r.Body, MaxBodyLen), api, only, func() { rc.SetReadDeadline(time.Time{}) })
+		m := meterOf(r.Context())
+		b := newCheckedBody(http.MaxBytesReader(w, r.Body, MaxBodyLen), api, only, func() { rc.SetReadDeadline(time.Time{}) }, m)
 		if f := b.start(); f != nil {
 			b.drain()
 			refuse(w, r, f, log)
 			return
 		}
 		r.Body = b
+		if b.cap != nil && b.cap.Grows() {
+			r.ContentLength = -1 // sent chunked
+		}
 		log.Info("model request", slog.String("path", r.URL.Path), slog.String("model", only), slog.Int64("bytes", r.ContentLength))
 		next.ServeHTTP(w, r)
 	})
 }
 
-// refuse answers a refusal.
+// refuse answers a refusal: the meter's in the API's own error shape,
+// 429 with Retry-After.
 func refuse(w http.ResponseWriter, r *http.Request, f *refusal, log *slog.Logger) {
 	log.Warn("model request refused", slog.String("path", r.URL.Path), slog.String("why", f.why))
-	writeError(w, f.status, f.why)
+	if f.shape == messages.ShapeNone {
+		writeError(w, f.status, f.why)
+		return
+	}
+	if f.status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeAPIError(w, f.shape, f.status, f.why)
 }
 
 // claudeAliases are the model names Claude Code takes for a family and
@@ -194,7 +209,8 @@ func Accepts(api API, only, got string) bool {
 
 // RequestModel is the model a request to either API names: the "model"
 // key of the body's top-level object (the same key in openai's and
-// anthropic's requests). A body that is not one JSON object, has no
+// anthropic's requests), its name compared without case, as a server
+// written in Go reads it. A body that is not one JSON object, has no
 // "model", has it twice (which a server might read either way) or not as
 // a string is an error saying so. It reads as the proxy does
 // (checkedBody).

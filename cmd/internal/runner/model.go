@@ -10,12 +10,6 @@ import (
 	"github.com/ocx-go/ocx/host/relay"
 )
 
-// Placeholder is the key an agent CLI is given for the node's model: the
-// CLIs want one to send, and the node's proxy drops whatever a request
-// carries and adds the real key on its side of the sandbox (D48). It is
-// no secret: nothing in a sandbox ever holds the node's key.
-const Placeholder = "ocx-the-node-holds-the-key"
-
 // CLIRetries bounds how often an agent CLI tries a failing request to the
 // model again (claude's CLAUDE_CODE_MAX_RETRIES, codex's provider
 // retries): a model that keeps failing fails the turn within seconds, as
@@ -25,10 +19,16 @@ const CLIRetries = 2
 // ModelRelay carries a CLI's model requests from a port on 127.0.0.1, in
 // the sandbox's own network, to the node's model socket beside the MCP
 // socket (D48), for the turn's length: the CLI then speaks TCP to a base
-// URL, as it must, and still reaches no network and holds no key. nil,
-// and why, when the node serves no model here (no socket); the runner then
-// runs the CLI with its own login, if it has one.
-func ModelRelay(env Env, stderr io.Writer) (*relay.Relay, error) {
+// URL, as it must, and still reaches no network and holds no key of the
+// node's. The relay is keyed (D79): it carries only the requests holding
+// its key (Keyed.Key), made for this turn alone, which the runner gives
+// its CLI as the API key the CLI sends (claude's ANTHROPIC_API_KEY,
+// codex's provider's env_key), in its environment. Where the sandbox shares the host's network its loopback is
+// the host's, and without the key any user or agent of the host could
+// spend this session's model. nil, and why, when the node serves no model
+// here (no socket); the runner then runs the CLI with its own login, if
+// it has one.
+func ModelRelay(env Env, stderr io.Writer) (*relay.Keyed, error) {
 	sock := env.ModelSocket()
 	if sock == "" {
 		return nil, fmt.Errorf("the node serves no tools or model here ($%s is not set)", EnvMCPSocket)
@@ -36,8 +36,12 @@ func ModelRelay(env Env, stderr io.Writer) (*relay.Relay, error) {
 	if _, err := os.Stat(sock); err != nil {
 		return nil, fmt.Errorf("the node serves no model here (%s: %v)", sock, err)
 	}
+	key, err := relay.NewKey()
+	if err != nil {
+		return nil, Failf("the relay to the node's model: %v", err)
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	r, err := relay.Listen(0, sock, log)
+	r, err := relay.ListenKeyed(sock, key, log)
 	if err != nil {
 		return nil, Failf("the relay to the node's model: %v", err)
 	}

@@ -19,8 +19,9 @@ func TestWithEnv(t *testing.T) {
 	}
 }
 
-// The relay reaches the model socket beside the MCP socket; without one
-// there is none, and the reason says so.
+// The relay reaches the model socket beside the MCP socket, for requests
+// holding its key (D79); without a socket there is none, and the reason
+// says so.
 func TestModelRelay(t *testing.T) {
 	dir := t.TempDir()
 	env := Env{MCPSocket: filepath.Join(dir, "mcp.sock")}
@@ -46,13 +47,17 @@ func TestModelRelay(t *testing.T) {
 		t.Fatalf("relay at %s", r.URL())
 	}
 	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := c.Get(r.URL() + "/v1/messages")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if string(b) != "model /v1/messages" {
-		t.Fatalf("through the relay: %q", b)
+	for _, key := range []string{r.Key(), ""} {
+		req, _ := http.NewRequest(http.MethodGet, r.URL()+"/v1/messages", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if through := string(b) == "model /v1/messages"; through != (key != "") {
+			t.Fatalf("through the relay with key %q: %d %q", key, resp.StatusCode, b)
+		}
 	}
 }

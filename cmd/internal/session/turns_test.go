@@ -196,7 +196,7 @@ func TestV1RecordObjective(t *testing.T) {
 	n := newNode(t)
 	w := n.workspace("llm-9")
 	rec := &messages.TaskRecord{User: "llm-9", Node: "ocx", Runner: messages.RunnerNative, Objective: "Port the parser; ask me what matters first.",
-		Checkins: []string{}, Hears: []string{}, Sandbox: messages.DefaultRecordSandbox(), Budget: messages.Budget{Wall: "1h"}}
+		Checkins: []string{}, Hears: []string{}, Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
 	block, err := rec.Encode()
 	if err != nil {
 		t.Fatal(err)

@@ -80,7 +80,7 @@ func (n Actions) toolCreate(ctx context.Context, in *messages.CreateArgs) *node.
 // node's defaults and choices written out, each checked; nothing written.
 func (n Actions) createRecord(ctx context.Context, r *fossilio.Repo, in *messages.CreateArgs) (*messages.TaskRecord, error) {
 	rec := &messages.TaskRecord{User: in.User, Node: n.Config.User, Runner: in.Runner, Model: in.Model, Objective: in.Objective,
-		Checkins: in.Checkins, Hears: in.Hears, Budget: in.Budget, Sandbox: messages.DefaultRecordSandbox()}
+		Checkins: in.Checkins, Hears: in.Hears, Budget: in.Budget}
 	if rec.Runner == "" {
 		rec.Runner = messages.RunnerClaude
 	}
@@ -96,6 +96,9 @@ func (n Actions) createRecord(ctx context.Context, r *fossilio.Repo, in *message
 	if rec.Model, err = model.ChooseModel(mc, rec.Runner, in.Model); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
+	// No network where the runner reaches its model through the node
+	// (D79); written out, as every default (E8).
+	rec.Sandbox = messages.DefaultRecordSandbox(model.DefaultNetwork(mc, rec.Runner))
 	offers, why := remoteOffered(rec.Runner)
 	switch {
 	case in.Remote == nil:

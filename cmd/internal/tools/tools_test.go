@@ -37,7 +37,7 @@ func (f *fix) agentRecord(login string, restrict messages.Restrict, checkins ...
 	f.t.Helper()
 	rec := &messages.TaskRecord{User: login, Node: f.n.Config.User, Runner: "native", Objective: "Test the tools.",
 		Checkins: checkins, Hears: []string{f.srv.AdminLogin}, Restrict: restrict,
-		Sandbox: messages.DefaultRecordSandbox(), Budget: messages.Budget{Wall: "1h"}}
+		Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
 	block, err := rec.Encode()
 	if err != nil {
 		f.t.Fatal(err)
@@ -66,7 +66,7 @@ func (f *fix) agentRecord(login string, restrict messages.Restrict, checkins ...
 func (f *fix) personRecord(checkins ...string) string {
 	f.t.Helper()
 	rec := &messages.TaskRecord{User: "nobody-1", Node: f.n.Config.User, Runner: "native", Objective: "Not a task.",
-		Checkins: checkins, Hears: []string{person}, Sandbox: messages.DefaultRecordSandbox(), Budget: messages.Budget{Wall: "1h"}}
+		Checkins: checkins, Hears: []string{person}, Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
 	block, err := rec.Encode()
 	if err != nil {
 		f.t.Fatal(err)
@@ -395,7 +395,7 @@ func TestToolCreateChecksBeforeWriting(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log)
 	}
-	if rec.User != "docs-1" || rec.Node != f.n.Config.User || strings.Join(rec.Hears, ",") != f.srv.AdminLogin || rec.Remote || rec.Checkins[0] != "docs" || !rec.Sandbox.Network {
+	if rec.User != "docs-1" || rec.Node != f.n.Config.User || strings.Join(rec.Hears, ",") != f.srv.AdminLogin || rec.Remote || rec.Checkins[0] != "docs" || rec.Sandbox.Network {
 		t.Errorf("the record it would write: %+v", rec)
 	}
 	if exists(filepath.Join(f.agents, "docs-1")) {
@@ -450,13 +450,53 @@ func TestToolCreateModel(t *testing.T) {
 	f.noWrite(before, f.call(f.admin(), "create", in("")))
 }
 
+// TestToolCreateNetwork: the record's sandbox, written out, has the
+// network only where its runner reaches its own service (D79): never for
+// native, with or without model.json. A record that says its sandbox
+// keeps it.
+func TestToolCreateNetwork(t *testing.T) {
+	f := newFix(t)
+	before := f.count()
+	networkOf := func(runner, extra string) bool {
+		t.Helper()
+		a := f.call(f.admin(), "create", `{"objective": "o", "budget": {"wall": "2h"}, "user": "net-1", "model": "m-1", "runner": "`+runner+`", "dry_run": true`+extra+`}`)
+		log := strings.Join(a.Log, "\n")
+		i := strings.Index(log, "```json")
+		if i < 0 {
+			t.Fatalf("no record in the dry run's log:\n%s", log)
+		}
+		rec, err := messages.ReadTaskRecord([]byte(log[i:]))
+		if err != nil {
+			t.Fatalf("%v\n%s", err, log)
+		}
+		return rec.Sandbox.Network
+	}
+	// This release offers native alone (a dry run for claude is refused);
+	// the choice for each runner is model.DefaultNetwork's
+	// (TestDefaultNetwork), claude's and codex's on the real CLIs in
+	// itest TestAgentRelayKeyed.
+	if networkOf("native", "") {
+		t.Errorf("native, no model.json: the record has the network")
+	}
+	if err := os.WriteFile(filepath.Join(f.agents, "model.json"), []byte(`{"api": "openai", "base_url": "http://127.0.0.1:1", "models": ["m-1"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if networkOf("native", "") {
+		t.Errorf("native, model.json: the record has the network")
+	}
+	if !networkOf("native", `, "sandbox": {"network": true, "read_only": [], "read_write": []}`) {
+		t.Errorf("a record asking the network lost it")
+	}
+	f.noWrite(before, f.call(f.admin(), "create", `{"objective": "o", "budget": {"wall": "2h"}, "user": "net-1", "model": "m-1", "runner": "native", "dry_run": true}`))
+}
+
 // TestToolStopRefusals: stop needs admin or setup, a record that counts,
 // on this node, whose agent runs; each refusal writes nothing.
 func TestToolStopRefusals(t *testing.T) {
 	f := newFix(t)
 	rec, _ := f.agentRecord("agent-7", messages.Restrict{})
 	forged := &messages.TaskRecord{User: "agent-8", Node: f.n.Config.User, Runner: "native", Objective: "o", Hears: []string{},
-		Sandbox: messages.DefaultRecordSandbox(), Budget: messages.Budget{Wall: "1h"}}
+		Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
 	block, _ := forged.Encode()
 	fake := f.ok(f.open(person, personPW).Thread(f.ctx, node.PostInput{Title: "Not a record", Text: string(block)}))
 	elsewhere := *forged
