@@ -303,6 +303,7 @@ func (c *RunCore) arrived(m messages.RunArrived) {
 		c.decide(messages.RunRefused, nil, m.Refusal)
 	case m.Facts.Manual:
 		c.phase = runWaiting
+		c.log(slog.LevelInfo, "a manual run waits for a start by admin or setup", runAttr(c.run))
 	default:
 		c.begin()
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
@@ -283,9 +282,11 @@ func TestRunLostAfterTheDaemonDies(t *testing.T) {
 		t.Errorf("ended %+v, want lost with a note", e)
 	}
 	// Once: a check asked again finds nothing more to end.
-	n.send("runs check")
-	n.waitLogLine("the check asked again", func(l logLine) bool { return strings.Contains(l.Msg, "runs are checked") })
-	time.Sleep(500 * time.Millisecond)
+	// The check asked again: its lost runs are routed to their actors
+	// before it is logged, and the ended a second finding would write is
+	// awaited by a second check, which the daemon acts on after the first.
+	n.barrier()
+	n.barrier()
 	count := 0
 	for _, p := range n.runThread(root) {
 		if _, ok := p.Msg.(*messages.RunEnded); ok {

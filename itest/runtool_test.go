@@ -5,7 +5,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/ocx-go/ocx/messages"
 )
@@ -19,9 +18,38 @@ func manualRun(node, command string) string {
 "keep": {"stdout_when": "always"}}}`, node, command)
 }
 
-// settle gives the daemon a moment to read what the hook handed it: a
-// run that waits writes nothing to wait for.
-func (n *testNode) settle() { time.Sleep(time.Second) }
+// waiting waits until the daemon has taken the manual run root as
+// waiting: its log says so, so that what the test then finds not written
+// was not written by a daemon that had read the run.
+func (n *testNode) waiting(root string) {
+	n.t.Helper()
+	n.waitLogLine("the manual run to wait", func(l logLine) bool {
+		return l.Msg == "a manual run waits for a start by admin or setup" && l.Run == root
+	})
+}
+
+// barrier waits until the daemon has acted on every line written to its
+// pipe before it: it reads its lines in order, and the `runs check` sent
+// now is logged once it is done.
+func (n *testNode) barrier() {
+	n.t.Helper()
+	at := 0
+	for _, l := range n.logLines() {
+		if strings.Contains(l.Msg, "runs are checked") {
+			at++
+		}
+	}
+	n.send("runs check")
+	n.waitFor("the daemon to act on every line before a runs check", func() bool {
+		seen := 0
+		for _, l := range n.logLines() {
+			if strings.Contains(l.Msg, "runs are checked") {
+				seen++
+			}
+		}
+		return seen > at
+	})
+}
 
 // TestRunToolManualStart: a manual run waits, with no started, until the
 // admin's ocx run start (seed 004, section 8; table 10, waiting); a start
@@ -34,7 +62,7 @@ func TestRunToolManualStart(t *testing.T) {
 	node := n.nodeUser()
 	startDaemon(t, n, program("ocxd"))
 	root := n.result(admin, "run", "post", "--message", manualRun(node, "echo started by hand"))
-	n.settle()
+	n.waiting(root)
 	if s := n.startedOf(root); s != nil {
 		t.Fatalf("a manual run started before anyone started it: %+v", s)
 	}
@@ -49,7 +77,7 @@ func TestRunToolManualStart(t *testing.T) {
 	if a.Stopped == nil || !strings.Contains(*a.Stopped, "admin") {
 		t.Fatalf("a start by %s was not refused naming admin or setup: %s", person, r)
 	}
-	n.settle()
+	n.barrier()
 	if s := n.startedOf(root); s != nil {
 		t.Fatalf("a refused start started the run: %+v", s)
 	}
@@ -92,7 +120,7 @@ func TestRunToolStopWaiting(t *testing.T) {
 	node := n.nodeUser()
 	startDaemon(t, n, program("ocxd"))
 	root := n.result(admin, "run", "post", "--message", manualRun(node, "echo never"))
-	n.settle()
+	n.waiting(root)
 
 	a, r := n.answer(person, "run", "stop", root)
 	if a.Stopped == nil || !strings.Contains(*a.Stopped, "admin") || a.Result != nil {
