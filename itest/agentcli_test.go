@@ -47,9 +47,19 @@ type cliNode struct {
 func newCLINode(t testing.TB) *cliNode {
 	t.Helper()
 	needs(t, "ocxd", "workspace", "llm ocx-runner-claude", "llm ocx-runner-codex")
+	return cliNodeOf(t, newNodeOn(t, llmRoot))
+}
+
+// cliNodeOf makes n, a node on the llm release, a cliNode; its sandboxes
+// also see readOnly.
+func cliNodeOf(t testing.TB, n *testNode, readOnly ...string) *cliNode {
+	t.Helper()
 	bin, install := agentCLIs(t)
-	n := newNodeOn(t, llmRoot)
-	n.must("", "init", "--sandbox-read-only", install, "--sandbox-path", bin)
+	args := []string{"init", "--sandbox-read-only", install, "--sandbox-path", bin}
+	for _, p := range readOnly {
+		args = append(args, "--sandbox-read-only", p)
+	}
+	n.must("", args...)
 	c := &cliNode{testNode: n, model: startModelStandIn(t, nil),
 		keys: map[string]string{"anthropic": "sk-ant-itest-4455667788", "openai": "sk-oai-itest-1122334455"}}
 	cfg := map[string]any{}
@@ -61,7 +71,7 @@ func newCLINode(t testing.TB) *cliNode {
 		cfg[api] = map[string]any{"base_url": c.model.URL(), "key_file": f, "models": cliModels[api]}
 	}
 	b, _ := json.Marshal(cfg)
-	if err := os.WriteFile(filepath.Join(n.agents, "model.json"), b, 0o600); err != nil {
+	if err := os.WriteFile(n.seen(filepath.Join(n.agents, "model.json")), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return c

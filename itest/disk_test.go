@@ -31,6 +31,12 @@ import (
 // of the node run in it; the test sees the root through n.seen.
 func newNodeOnTmpfs(t testing.TB, size string) *testNode {
 	t.Helper()
+	return newNodeOnTmpfsOf(t, size, relRoot)
+}
+
+// newNodeOnTmpfsOf is newNodeOnTmpfs on the release root root.
+func newNodeOnTmpfsOf(t testing.TB, size, root string) *testNode {
+	t.Helper()
 	agents := filepath.Join(t.TempDir(), "agents")
 	if err := os.Mkdir(agents, 0o700); err != nil {
 		t.Fatal(err)
@@ -41,7 +47,7 @@ func newNodeOnTmpfs(t testing.TB, size string) *testNode {
 	n := &testNode{t: t, ctx: context.Background(), srv: srv, agents: agents, host: h, ownDisk: true,
 		pw: map[string]string{srv.AdminLogin: srv.AdminPassword, person: personPW}}
 	t.Cleanup(n.shutdown)
-	n.must("", "init", "--project", "demo="+srv.Repo+","+srv.URL, "--release", relRoot)
+	n.must("", "init", "--project", "demo="+srv.Repo+","+srv.URL, "--release", root)
 	n.must("", "hook", "install")
 	var st unix.Statfs_t
 	if err := unix.Statfs(n.seen(agents), &st); err != nil || st.Type != unix.TMPFS_MAGIC {

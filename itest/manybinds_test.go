@@ -63,7 +63,7 @@ func manyBinds(agents string) int {
 
 // timeUntil is how long cond took to hold, polled every 10 ms; the test
 // fails after a minute.
-func timeUntil(t *testing.T, what string, cond func() bool) time.Duration {
+func timeUntil(t testing.TB, what string, cond func() bool) time.Duration {
 	t.Helper()
 	t0 := time.Now()
 	for !cond() {
@@ -126,38 +126,7 @@ func TestLookAlikeWithManyBindsStallsNothing(t *testing.T) {
 		}
 		return ds, st, len(doc)
 	}
-	// startStop times agent-2's session from `ocx session start` until
-	// its `workspace serve` runs, and from `ocx session stop` until it is
-	// gone.
-	startStop := func() (start, stop time.Duration) {
-		before := map[string]bool{}
-		for _, l := range notesOn[*messages.LaunchNote](n, records[a2]) {
-			before[l.P.Hash] = true
-		}
-		t0 := time.Now()
-		n.result(admin, "session", "start", key(a2), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript)
-		var launch string
-		n.waitFor("agent-2's launch note", func() bool {
-			for _, l := range notesOn[*messages.LaunchNote](n, records[a2]) {
-				if !before[l.P.Hash] {
-					launch = l.P.Hash
-				}
-			}
-			return launch != ""
-		})
-		timeUntil(t, "agent-2's session", func() bool {
-			_, ok := genuineServing(launch)
-			return ok || len(n.refusalsOf(records[a2], launch)) > 0
-		})
-		start = time.Since(t0)
-		if rs := n.refusalsOf(records[a2], launch); len(rs) > 0 {
-			t.Fatalf("the daemon refused agent-2's launch: %s", rs[0].Reason)
-		}
-		t0 = time.Now()
-		n.must("", "session", "stop", key(a2))
-		timeUntil(t, "agent-2's session to be gone", func() bool { _, ok := genuineServing(launch); return !ok })
-		return start, time.Since(t0)
-	}
+	startStop := func() (start, stop time.Duration) { return n.timeStartStop(a2, records[a2]) }
 
 	status0, st0, size0 := status()
 	start0, stop0 := startStop()
@@ -232,4 +201,40 @@ func TestLookAlikeWithManyBindsStallsNothing(t *testing.T) {
 			t.Errorf("agent-2's session %s took %v beside the look-alike", what, d)
 		}
 	}
+}
+
+// timeStartStop times a mechanical session of login's workspace (its
+// record record) from `ocx session start` until its `workspace serve`
+// runs, and from `ocx session stop` until it is gone.
+func (n *testNode) timeStartStop(login, record string) (start, stop time.Duration) {
+	t := n.t
+	t.Helper()
+	admin := n.srv.AdminLogin
+	before := map[string]bool{}
+	for _, l := range notesOn[*messages.LaunchNote](n, record) {
+		before[l.P.Hash] = true
+	}
+	t0 := time.Now()
+	n.result(admin, "session", "start", key(login), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript)
+	var launch string
+	n.waitFor(login+"'s launch note", func() bool {
+		for _, l := range notesOn[*messages.LaunchNote](n, record) {
+			if !before[l.P.Hash] {
+				launch = l.P.Hash
+			}
+		}
+		return launch != ""
+	})
+	timeUntil(t, login+"'s session", func() bool {
+		_, ok := genuineServing(launch)
+		return ok || len(n.refusalsOf(record, launch)) > 0
+	})
+	start = time.Since(t0)
+	if rs := n.refusalsOf(record, launch); len(rs) > 0 {
+		t.Fatalf("the daemon refused %s's launch: %s", login, rs[0].Reason)
+	}
+	t0 = time.Now()
+	n.must("", "session", "stop", key(login))
+	timeUntil(t, login+"'s session to be gone", func() bool { _, ok := genuineServing(launch); return !ok })
+	return start, time.Since(t0)
 }
