@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -145,6 +146,17 @@ func demoEndToEnd(t *testing.T, ocx string, env []string, want string) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(page), `data-ocx-session="agent-demo/demo"`) || !strings.Contains(string(page), `class="mainmenu"`) {
 		t.Fatalf("the demo's console: %d\n%s", resp.StatusCode, page)
+	}
+	// Served by the daemon through the small console (D71), not the slow
+	// path through `ocx console`: the demo's release holds every program
+	// a node runs (issue 42 item 4).
+	if by := resp.Header.Get("X-Ocx-Served-By"); by != "daemon" {
+		t.Errorf("the demo's Sessions page was served by %q, want the daemon", by)
+	}
+	for _, name := range []string{host.HookProgram, host.ConsoleProgram} {
+		if _, err := os.Stat(filepath.Join(dir, "release", "current", name)); err != nil {
+			t.Errorf("the demo's release lacks %s: %v", name, err)
+		}
 	}
 
 	// Everything else the guide and the console's pages show (issue 27

@@ -46,7 +46,7 @@ func makeLLMRelease(dir string) error {
 	if err := os.MkdirAll(rel, 0o755); err != nil {
 		return err
 	}
-	for _, name := range []string{"ocx", "ocxd", "workspace"} {
+	for _, name := range []string{"ocx", "ocxd", "workspace", host.HookProgram, host.ConsoleProgram} {
 		if _, bad := buildErrs[name]; bad {
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -140,9 +141,9 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		}
 		bin = filepath.Dir(exe)
 	}
-	for _, name := range []string{"ocx", "ocxd", "workspace"} {
+	for _, name := range demoPrograms() {
 		if _, err := os.Stat(filepath.Join(bin, name)); err != nil {
-			return fmt.Errorf("the demo runs the release's binaries: %s has no %s (`make build` puts ocx, ocxd and workspace in bin/)", bin, name)
+			return fmt.Errorf("the demo runs the release's binaries: %s has no %s (`make build` puts %s in bin/)", bin, name, strings.Join(demoPrograms(), ", "))
 		}
 	}
 	root := *dir
@@ -722,12 +723,19 @@ func answerErr(a *node.Answer) error {
 
 // makeRelease copies the binaries into RELROOT/releases/demo/ and links
 // current to it, so that a rebuild of bin/ never changes a running demo.
+// demoPrograms are the programs the demo's release holds: every release's
+// and the small hook and console (D66, D71), without which each sync and
+// each console page would take the slow path through `ocx` (issue 42).
+func demoPrograms() []string {
+	return append(slices.Clone(host.ReleasePrograms), host.HookProgram, host.ConsoleProgram)
+}
+
 func makeRelease(bin, relRoot string) error {
 	dir := filepath.Join(relRoot, "releases", "demo")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	names := []string{"ocx", "ocxd", "workspace"}
+	names := demoPrograms()
 	// The runners beside them too (D9): `make build` puts each in bin/.
 	entries, err := os.ReadDir(bin) // trust:outside bin/ and the demo's release root
 	if err != nil {

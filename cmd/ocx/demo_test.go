@@ -12,6 +12,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -26,6 +27,17 @@ func TestDemoRefusesBeforeStartingAnything(t *testing.T) {
 	empty := t.TempDir()
 	if code := run(context.Background(), []string{"demo", "--from", empty, "--dir", t.TempDir()}, &out, &out); code != 1 || !strings.Contains(out.String(), "has no ocx") {
 		t.Errorf("no release binaries: %d %q", code, out.String())
+	}
+	// Without the small hook and console every sync and every console
+	// page would take the slow path (issue 42): refused, naming it.
+	for _, name := range host.ReleasePrograms {
+		if err := os.WriteFile(filepath.Join(empty, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"demo", "--from", empty, "--dir", t.TempDir()}, &out, &out); code != 1 || !strings.Contains(out.String(), "has no "+host.HookProgram) {
+		t.Errorf("no hook program: %d %q", code, out.String())
 	}
 }
 
