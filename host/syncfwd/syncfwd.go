@@ -394,6 +394,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, accept func(net
 		log = slog.New(slog.DiscardHandler)
 	}
 	ln = relay.Bounded(ln, MaxConns, func(c net.Conn) {
+		relay.AwaitRequest(c)
 		why := fmt.Sprintf("this session's sync socket serves at most %d connections at once; one must close before another is served", MaxConns)
 		log.Warn("sync socket: connection refused", slog.String("why", why))
 		body := "ocx sync socket: " + why + "\n"

@@ -326,7 +326,7 @@ const idleWait = 2 * time.Minute
 
 // Serve serves h on every connection ln accepts until ctx ends
 // (relay.ServeHTTP), at most MaxConns at once (relay.Bounded: one past
-// them is answered 503 and closed): accept, when set, may refuse a
+// them is answered 503, once its request has come, and closed): accept, when set, may refuse a
 // connection before it is served (unixhost.SameUser). A request's headers
 // must come within 10 s, its body within bodyWait (onlyModel), and an
 // idle connection is closed after idleWait.
@@ -335,6 +335,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, accept func(net
 		log = slog.New(slog.DiscardHandler)
 	}
 	ln = relay.Bounded(ln, MaxConns, func(c net.Conn) {
+		relay.AwaitRequest(c)
 		msg := fmt.Sprintf("this session's model socket serves at most %d connections at once; one must close before another is served", MaxConns)
 		log.Warn("model proxy: connection refused", slog.String("why", msg))
 		b, _ := json.Marshal(ErrorReply{Error: msg})
