@@ -221,10 +221,6 @@ func (n *Node) OutcomeWait() time.Duration { return n.outcomeWait }
 // stopped (Options.StopWait).
 func (n *Node) StopWait() time.Duration { return n.stopWait }
 
-// Refusals logs, once, each file below the agents root the node would not
-// read (docs/trust.md).
-func (n *Node) Refusals() *unixhost.RefusalLog { return n.refusals }
-
 // Passed logs, once, each artifact and status entry a reader passes over.
 func (n *Node) Passed() *record.PassedLog { return n.passed }
 

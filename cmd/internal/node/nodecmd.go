@@ -253,14 +253,3 @@ func (n *Node) NodePassword(ctx context.Context, user, password string, dry bool
 	})
 	return a.Stop(Execute(ctx, a, plan))
 }
-
-// passwordsFileState says what is wrong with the node's file of
-// passwords, "" when nothing is or there is none: what the daemon's start
-// logs (D72).
-func PasswordsFileState(agents string) string {
-	_, err := runeng.ReadPasswords(filepath.Join(agents, runeng.PasswordsFileName))
-	if err == nil || errors.Is(err, runeng.ErrNoPasswordsFile) || errors.Is(err, fs.ErrNotExist) {
-		return ""
-	}
-	return err.Error()
-}
