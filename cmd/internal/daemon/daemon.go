@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -300,7 +299,7 @@ func (d *instance) start() error {
 	// caller reads the record itself, as with no daemon.
 	debug.FreeOSMemory()
 	d.sock = answers.Open(d.layout, d.root, d.cfg, d.nodeJSON, d.reread, d.repos, d.log, answers.Remote{Poke: d.remote.poker.Poke, Puller: d.remote.puller})
-	d.remote.start(d)
+	d.remote.start()
 	if d.opts.HookWatch > 0 {
 		d.hooks = hookshell.New(d.layout, d.root, d.cfg, d.records.Repos, d.opts.HookWatch, d.log)
 		d.hooks.Start()
@@ -429,7 +428,9 @@ func (d *instance) logDisks() {
 func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 	repos := noderepos.New(d.cfg, d.log)
 	d.repos = repos
-	d.remote = d.openRemote()
+	d.remote = openRemote(remoteHost{layout: d.layout, cfg: d.cfg, log: d.log, repos: repos,
+		runsFresh: func(ctx context.Context, project string) { d.runs.Fresh(ctx, project) },
+		checkRuns: func() { d.inputs.send(messages.LineRead{Line: messages.RunsCheckLine{}}) }})
 	limits, noCgroups, err := procs.NewLimits(d.layout, d.cfg)
 	if err != nil {
 		return nil, err
@@ -641,13 +642,6 @@ func (d *instance) close() error {
 		d.logFile.Close()
 	}
 	return errors.Join(errs...)
-}
-
-func orNotDir(err error) error {
-	if err != nil {
-		return err
-	}
-	return fs.ErrInvalid
 }
 
 // startCPUProfile starts writing a CPU profile to path, returning what ends

@@ -10,8 +10,10 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/hook"
+	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/cmd/internal/remote"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
 	runeng "github.com/ocx-go/ocx/host/runs"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -31,17 +33,34 @@ type remoteParts struct {
 	// hookLog is the hook's log the puller's hook work writes to.
 	hookLog io.Closer
 
+	h     remoteHost
 	mu    sync.Mutex
 	fresh map[string]bool
 	once  sync.Once
+}
+
+// remoteHost is what the parts for nodes on other hosts need of the
+// daemon. The run engine and the pipe's reader are made after these
+// parts, so they are reached through functions called only once the
+// parts start.
+type remoteHost struct {
+	layout host.Layout
+	cfg    *messages.NodeConfig
+	log    *slog.Logger
+	repos  *noderepos.Repos
+	// runsFresh has the run engine find the runs in care on a project's
+	// fresh clone (runengine.Engine.Fresh).
+	runsFresh func(ctx context.Context, project string)
+	// checkRuns hands the node a `runs check` line.
+	checkRuns func()
 }
 
 // openRemote builds the parts node.json asks for. A pull's parts that
 // cannot be made (the node user's password does not read, the address for
 // pokes is taken) are logged: the node then acts on nothing the server
 // has not vouched for, which is nothing new.
-func (d *instance) openRemote() *remoteParts {
-	rp := &remoteParts{fresh: map[string]bool{}, poker: remote.NewPoker(d.log)}
+func openRemote(d remoteHost) *remoteParts {
+	rp := &remoteParts{h: d, fresh: map[string]bool{}, poker: remote.NewPoker(d.log)}
 	keepers := map[string]*remote.Keeper{}
 	for _, name := range d.cfg.ProjectNames() {
 		p := d.cfg.Projects[name]
@@ -72,7 +91,7 @@ func (d *instance) openRemote() *remoteParts {
 		// The runs in care left waiting at start, found before anything
 		// else is judged on the fresh clone (also in afterPull, for a
 		// first pull that brought something: before its hook's work).
-		d.runs.Fresh(context.Background(), project)
+		d.runsFresh(context.Background(), project)
 		rp.mu.Lock()
 		rp.fresh[project] = true
 		rp.mu.Unlock()
@@ -80,7 +99,7 @@ func (d *instance) openRemote() *remoteParts {
 		// fresh record (seed 004 section 10): the check a `runs check`
 		// makes.
 		d.log.Info("the clone of a project served from another host is fresh: the node's runs are checked", slog.String("project", project))
-		d.inputs.send(messages.LineRead{Line: messages.RunsCheckLine{}})
+		d.checkRuns()
 	}
 	d.repos.SetPuller(rp.puller)
 	return rp
@@ -101,7 +120,8 @@ func (rp *remoteParts) isFresh(cfg *messages.NodeConfig) func(project string) bo
 
 // start begins the pulls and takes the pokes, once the pipe is read (the
 // hook's work hands the daemon its lines there).
-func (rp *remoteParts) start(d *instance) {
+func (rp *remoteParts) start() {
+	d := rp.h
 	if rp.puller == nil {
 		return
 	}
@@ -133,7 +153,7 @@ func (rp *remoteParts) stop() {
 }
 
 // nodePassword is the node user's password, kept in AGENTS/USER/password.
-func (d *instance) nodePassword() (string, error) {
+func (d remoteHost) nodePassword() (string, error) {
 	p, err := d.layout.Password(d.cfg.User)
 	if err != nil {
 		return "", err
@@ -144,7 +164,7 @@ func (d *instance) nodePassword() (string, error) {
 // afterPull is the hook's work on a clone after a pull: what arrived in
 // it, as the server vouched for it, wakes the sessions, reaches the
 // daemon's actors, and so on, as a receipt on the server's node does.
-func (d *instance) afterPull(logFile *unixhost.LogFile) func(ctx context.Context, project string, p remote.Pulled) {
+func (d remoteHost) afterPull(logFile *unixhost.LogFile) func(ctx context.Context, project string, p remote.Pulled) {
 	log := slog.New(slog.DiscardHandler)
 	if logFile != nil {
 		log = slog.New(logFile.Handler(nil))
@@ -152,7 +172,7 @@ func (d *instance) afterPull(logFile *unixhost.LogFile) func(ctx context.Context
 	return func(ctx context.Context, project string, p remote.Pulled) {
 		// The node's runs in care are found on the fresh clone before
 		// the lines of what it brought reach the node (Engine.Fresh).
-		d.runs.Fresh(ctx, project)
+		d.runsFresh(ctx, project)
 		if p.Vouched+p.Unknown == 0 {
 			return
 		}
