@@ -22,6 +22,7 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/answers"
+	"github.com/ocx-go/ocx/cmd/internal/daemon/reaper"
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/hookshell"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
@@ -415,7 +416,7 @@ func (d *instance) logDisks() {
 			d.log.Info("each workspace on a disk of its own", slog.String("disk", host.SizeWords(disk)))
 		}
 	}
-	if l, ok := d.reaper.current().(*unixhost.Launcher); ok {
+	if l, ok := d.reaper.Current().(*unixhost.Launcher); ok {
 		if why := l.UserNSWhy(); why != "" {
 			d.log.Warn("sandboxes share the node uid's inotify instances and watches without a bound of their own", slog.String("why", why))
 		}
@@ -441,7 +442,7 @@ func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 	} else {
 		d.log.Warn("sessions run without cgroups, so without memory and processes limits", slog.String("why", noCgroups))
 	}
-	if d.reaper, err = newReaper(d.layout, d.root, d.cfg, d.rel, d.log, reaperHost{cgroups: limits, recordAt: repos.RecordAt}); err != nil {
+	if d.reaper, err = reaper.New(d.layout, d.root, d.cfg, d.rel, d.log, reaper.Host{Cgroups: limits, RecordAt: repos.RecordAt}); err != nil {
 		return nil, err
 	}
 	d.logDisks()
@@ -459,9 +460,9 @@ func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 		d.log.Warn("the host's boot time cannot be read; a session found at start counts its wall limit from then", actors.ErrAttr(err))
 	}
 	d.procs = procs.NewTable(d.table, boot)
-	d.records = newRecords(repos, d.layout, d.rel, d.log, recordHost{procs: d.procs, support: d.reaper.runSupport, forgetSpawned: d.reaper.forgetSpawned})
+	d.records = newRecords(repos, d.layout, d.rel, d.log, recordHost{procs: d.procs, support: d.reaper.RunSupport, forgetSpawned: d.reaper.ForgetSpawned})
 	d.runs = runengine.New(runengine.Deps{Config: d.cfg, Layout: d.layout, Root: d.root, Repos: repos,
-		Fossil: d.records.fossil, WriteNote: d.records.writeNote, Signal: d.reaper.Signal, Support: d.reaper.runSupport,
+		Fossil: d.records.fossil, WriteNote: d.records.writeNote, Signal: d.reaper.Signal, Support: d.reaper.RunSupport,
 		Release: d.rel.Dir, ReleaseRoot: d.rel.Root(), Log: d.log, Send: d.send, Fresh: d.remote.isFresh(d.cfg)})
 	d.records.runs.Arriving = d.runs.Arriving
 	return limits, nil
@@ -520,9 +521,9 @@ func (d *instance) restoreFrom(h *handoffFile, st *stepTimes) {
 		d.log.Error("re-exec: the node's runs cannot be read; `runs check` checks them again", actors.ErrAttr(err))
 	}
 	d.send(messages.Restore{Handoff: h.Handoff, Listeners: d.records.Listeners(context.Background()), Runs: runs})
-	d.reaper.open(func(e messages.ProcessExited) { d.send(e) })
+	d.reaper.Open(func(e messages.ProcessExited) { d.send(e) })
 	d.testDelay("adopt")
-	if err := d.reaper.adopt(h.Reaper, h.ChildWorkspaces()); err != nil {
+	if err := d.reaper.Adopt(h.Reaper, h.ChildWorkspaces()); err != nil {
 		d.log.Error("re-exec: a child could not be followed again; its end will not be recorded", actors.ErrAttr(err))
 	}
 	st.mark("adopted")
@@ -554,7 +555,7 @@ func (d *instance) boot(limits *procs.Limits) {
 	var spawned []messages.Spawned
 	if err == nil {
 		var serr error
-		if spawned, serr = d.reaper.spawnedRecords(); serr != nil {
+		if spawned, serr = d.reaper.SpawnedRecords(); serr != nil {
 			d.log.Error("the spawned records cannot be read at start; sessions that ended while no daemon ran get their end at a later start", actors.ErrAttr(serr))
 		}
 	}
@@ -567,7 +568,7 @@ func (d *instance) boot(limits *procs.Limits) {
 	}
 	d.send(messages.Boot{Found: found, Spawned: spawned, Listeners: d.records.Listeners(context.Background()), Runs: runs})
 	// What arrived for the sessions in care while no daemon ran.
-	d.reaper.open(func(e messages.ProcessExited) { d.send(e) })
+	d.reaper.Open(func(e messages.ProcessExited) { d.send(e) })
 	d.log.Info("started", slog.String("agents", d.layout.Root()), slog.Int("found", len(found)), slog.Duration("grace", d.opts.Grace))
 }
 
@@ -618,7 +619,7 @@ func (d *instance) close() error {
 		d.runs.Close()
 	}
 	if d.reaper != nil {
-		d.reaper.close()
+		d.reaper.Close()
 	}
 	if d.table != nil {
 		d.table.Close()

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ocx-go/ocx/cmd/internal/answers"
+	"github.com/ocx-go/ocx/cmd/internal/daemon/reaper"
 	"github.com/ocx-go/ocx/cmd/internal/hookshell"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/cmd/internal/procs"
@@ -37,7 +38,7 @@ type instance struct {
 	procs       *procs.Table
 	records     *records
 	runs        *runengine.Engine
-	reaper      *reaper
+	reaper      *reaper.Reaper
 	inputs      *inputs
 	hooks       *hookshell.Watch
 	sock        *answers.Socket // AGENTS/ocxd.sock while it is served
