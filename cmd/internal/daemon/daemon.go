@@ -22,6 +22,7 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/answers"
+	"github.com/ocx-go/ocx/cmd/internal/daemon/otherhosts"
 	"github.com/ocx-go/ocx/cmd/internal/daemon/reaper"
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/hookshell"
@@ -208,7 +209,7 @@ func (d *instance) finish() {
 	d.sock.Stop()
 	d.sock = nil
 	d.hooks.Stop()
-	d.remote.stop()
+	d.remote.Stop()
 	n, err := d.inputs.drain(d.root, d.opts.Drain)
 	if err != nil {
 		d.log.Warn("stopping: the pipe was not read to its end", slog.Int("lines", n), actors.ErrAttr(err))
@@ -299,8 +300,8 @@ func (d *instance) start() error {
 	// them back now, the pipe read already. Until the socket is served a
 	// caller reads the record itself, as with no daemon.
 	debug.FreeOSMemory()
-	d.sock = answers.Open(d.layout, d.root, d.cfg, d.nodeJSON, d.reread, d.repos, d.log, answers.Remote{Poke: d.remote.poker.Poke, Puller: d.remote.puller})
-	d.remote.start()
+	d.sock = answers.Open(d.layout, d.root, d.cfg, d.nodeJSON, d.reread, d.repos, d.log, answers.Remote{Poke: d.remote.Poker.Poke, Puller: d.remote.Puller})
+	d.remote.Start()
 	if d.opts.HookWatch > 0 {
 		d.hooks = hookshell.New(d.layout, d.root, d.cfg, d.records.Repos, d.opts.HookWatch, d.log)
 		d.hooks.Start()
@@ -429,9 +430,9 @@ func (d *instance) logDisks() {
 func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 	repos := noderepos.New(d.cfg, d.log)
 	d.repos = repos
-	d.remote = openRemote(remoteHost{layout: d.layout, cfg: d.cfg, log: d.log, repos: repos,
-		runsFresh: func(ctx context.Context, project string) { d.runs.Fresh(ctx, project) },
-		checkRuns: func() { d.inputs.send(messages.LineRead{Line: messages.RunsCheckLine{}}) }})
+	d.remote = otherhosts.Open(otherhosts.Host{Layout: d.layout, Config: d.cfg, Log: d.log, Repos: repos,
+		RunsFresh: func(ctx context.Context, project string) { d.runs.Fresh(ctx, project) },
+		CheckRuns: func() { d.inputs.send(messages.LineRead{Line: messages.RunsCheckLine{}}) }})
 	limits, noCgroups, err := procs.NewLimits(d.layout, d.cfg)
 	if err != nil {
 		return nil, err
@@ -463,7 +464,7 @@ func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 	d.records = newRecords(repos, d.layout, d.rel, d.log, recordHost{procs: d.procs, support: d.reaper.RunSupport, forgetSpawned: d.reaper.ForgetSpawned})
 	d.runs = runengine.New(runengine.Deps{Config: d.cfg, Layout: d.layout, Root: d.root, Repos: repos,
 		Fossil: d.records.fossil, WriteNote: d.records.writeNote, Signal: d.reaper.Signal, Support: d.reaper.RunSupport,
-		Release: d.rel.Dir, ReleaseRoot: d.rel.Root(), Log: d.log, Send: d.send, Fresh: d.remote.isFresh(d.cfg)})
+		Release: d.rel.Dir, ReleaseRoot: d.rel.Root(), Log: d.log, Send: d.send, Fresh: d.remote.IsFresh(d.cfg)})
 	d.records.runs.Arriving = d.runs.Arriving
 	return limits, nil
 }
@@ -602,7 +603,7 @@ func (d *instance) close() error {
 	d.sock.Stop()
 	d.sock = nil
 	d.hooks.Stop()
-	d.remote.stop()
+	d.remote.Stop()
 	if d.inputs != nil {
 		d.inputs.close()
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ocx-go/ocx/cmd/internal/answers"
+	"github.com/ocx-go/ocx/cmd/internal/daemon/otherhosts"
 	"github.com/ocx-go/ocx/cmd/internal/daemon/reaper"
 	"github.com/ocx-go/ocx/cmd/internal/hookshell"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
@@ -43,7 +44,7 @@ type instance struct {
 	hooks       *hookshell.Watch
 	sock        *answers.Socket // AGENTS/ocxd.sock while it is served
 	// remote are the parts of nodes on other hosts (D72).
-	remote *remoteParts
+	remote *otherhosts.Parts
 	// repos are the node's repositories, open once, as every part reads
 	// them.
 	repos *noderepos.Repos
