@@ -134,7 +134,7 @@ const (
 
 // Open opens the agents root at agents, reading its node.json.
 func Open(agents string, opts Options) (*Node, error) {
-	n, err := newNode(agents, opts)
+	n, err := OpenNew(agents, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +159,9 @@ func Open(agents string, opts Options) (*Node, error) {
 	return n, nil
 }
 
-func newNode(agents string, opts Options) (*Node, error) {
+// OpenNew opens the agents root at agents without reading node.json,
+// which it may not hold yet: init's node, whose Config its caller sets.
+func OpenNew(agents string, opts Options) (*Node, error) {
 	if agents == "" {
 		return nil, errors.New("open node: no agents root given (--agents or OCX_AGENTS)")
 	}
