@@ -204,9 +204,6 @@ func checkHears(field string, hears []string) error {
 	return nil
 }
 
-// ValidateHears checks a hears list as a session definition holds it.
-func ValidateHears(hears []string) error { return checkHears("hears", hears) }
-
 // NoteKind is "session".
 func (*SessionDefinition) NoteKind() NoteKind { return KindSession }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/node/setup"
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
@@ -288,7 +289,7 @@ func (d *demo) serve(ctx context.Context, fsl *fossilio.Fossil, repo string, por
 // login) and opens it as the admin.
 func (d *demo) openNode(ctx context.Context, p demoPaths, repo, adminPw string) error {
 	e := d.e
-	initA := node.Init(ctx, p.agents, node.InitInput{Projects: []node.InitProject{{Name: d.project, Repository: repo, URL: d.srv.url}}, ReleaseRoot: p.relRoot}, node.Options{Log: e.log})
+	initA := setup.Init(ctx, p.agents, setup.InitInput{Projects: []setup.InitProject{{Name: d.project, Repository: repo, URL: d.srv.url}}, ReleaseRoot: p.relRoot}, node.Options{Log: e.log})
 	if err := answerErr(initA); err != nil {
 		return err
 	}

@@ -7,11 +7,12 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/node/setup"
 	"github.com/ocx-go/ocx/messages"
 )
 
 // projectsFlag collects repeated --project NAME=REPO,URL.
-type projectsFlag []node.InitProject
+type projectsFlag []setup.InitProject
 
 func (p *projectsFlag) String() string {
 	var s []string
@@ -22,7 +23,7 @@ func (p *projectsFlag) String() string {
 }
 
 func (p *projectsFlag) Set(v string) error {
-	x, err := node.ParseInitProject(v)
+	x, err := setup.ParseInitProject(v)
 	if err != nil {
 		return err
 	}
@@ -37,7 +38,7 @@ func runInit(ctx context.Context, e *env, args []string) error {
 	fs := c.flags(e, "init", "init --agents AGENTS --project NAME=REPO,URL ... [--node-user ocx] [--release DIR] [--extroot DIR] [--confined-only]\n       init --other-host --agents AGENTS --project NAME=CLONE,URL ... --node-user USER --password-file FILE [--pull-every 2s] [--poke-listen IP:PORT --poke-secret-file FILE] [--release DIR]", false, true)
 	var projects projectsFlag
 	fs.Var(&projects, "project", "a repository of the login group: NAME=REPOSITORY,URL (repeat for each)")
-	user := fs.String("node-user", node.DefaultNodeUser, "the node user's login")
+	user := fs.String("node-user", setup.DefaultNodeUser, "the node user's login")
 	release := fs.String("release", "", "the release root (current and previous link to releases/ID/); none for a developer's build")
 	extroot := fs.String("extroot", "", "Fossil's extension root (fossil server --extroot DIR): install the web console's entry there too")
 	var sbRO, sbPath pathsFlag
@@ -57,7 +58,7 @@ func runInit(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		in := node.OtherHostInput{Projects: projects, NodeUser: *user, Password: pw, ReleaseRoot: *release, DryRun: c.dryRun}
+		in := setup.OtherHostInput{Projects: projects, NodeUser: *user, Password: pw, ReleaseRoot: *release, DryRun: c.dryRun}
 		secret, err := secretOf(*secretFile)
 		if err != nil {
 			return err
@@ -65,12 +66,12 @@ func runInit(ctx context.Context, e *env, args []string) error {
 		if *every != "" || *pokes != "" || secret != "" {
 			in.Pull = &messages.NodePull{Every: *every, Listen: *pokes, Secret: secret}
 		}
-		return c.answer(e, node.InitOtherHost(ctx, c.agents, in, node.Options{Log: e.log}))
+		return c.answer(e, setup.InitOtherHost(ctx, c.agents, in, node.Options{Log: e.log}))
 	}
 	if *pwFile != "" || *every != "" || *pokes != "" || *secretFile != "" {
 		return fmt.Errorf("%w: --password-file, --pull-every, --poke-listen and --poke-secret-file are for a node on another host (--other-host)", errUsage)
 	}
-	in := node.InitInput{Projects: projects, NodeUser: *user, ReleaseRoot: *release, DryRun: c.dryRun}
+	in := setup.InitInput{Projects: projects, NodeUser: *user, ReleaseRoot: *release, DryRun: c.dryRun}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "confined-only" {
 			in.ConfinedOnly = confined
@@ -79,7 +80,7 @@ func runInit(ctx context.Context, e *env, args []string) error {
 	if len(sbRO) > 0 || len(sbPath) > 0 {
 		in.Sandbox = &messages.NodeSandbox{ReadOnly: sbRO, Path: sbPath}
 	}
-	a := node.Init(ctx, c.agents, in, node.Options{Log: e.log})
+	a := setup.Init(ctx, c.agents, in, node.Options{Log: e.log})
 	if *extroot != "" && a.OK() && !c.dryRun {
 		n, err := node.Open(c.agents, node.Options{Log: e.log})
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/node/setup"
 	"github.com/ocx-go/ocx/fossilio"
 )
 
@@ -33,7 +34,7 @@ func runNode(ctx context.Context, e *env, args []string) error {
 				return err
 			}
 			return c.act(e, func(n *node.Node) *node.Answer {
-				return n.NodeAdd(ctx, node.NodeAddInput{User: pos[0], Password: pw, Poke: *poke, PokeSecret: secret, DryRun: c.dryRun})
+				return setup.NodeAdd(ctx, n, setup.NodeAddInput{User: pos[0], Password: pw, Poke: *poke, PokeSecret: secret, DryRun: c.dryRun})
 			})
 		}},
 		"remove": {summary: "unlist a node on another host: its node user keeps no capability", run: func(ctx context.Context, e *env, args []string) error {
@@ -43,7 +44,7 @@ func runNode(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			return c.act(e, func(n *node.Node) *node.Answer { return n.NodeRemove(ctx, pos[0], c.dryRun) })
+			return c.act(e, func(n *node.Node) *node.Answer { return setup.NodeRemove(ctx, n, pos[0], c.dryRun) })
 		}},
 		"password": {summary: "on a node on another host, keep a run user's password in AGENTS/run-passwords", run: func(ctx context.Context, e *env, args []string) error {
 			var c common
@@ -57,7 +58,7 @@ func runNode(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			return c.act(e, func(n *node.Node) *node.Answer { return n.NodePassword(ctx, pos[0], pw, c.dryRun) })
+			return c.act(e, func(n *node.Node) *node.Answer { return setup.NodePassword(ctx, n, pos[0], pw, c.dryRun) })
 		}},
 	}, args)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	ocxmcp "github.com/ocx-go/ocx/cmd/internal/mcp"
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/node/setup"
 	"github.com/ocx-go/ocx/cmd/internal/tools"
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
@@ -95,7 +96,7 @@ func newToolNode(t testing.TB) *toolNode {
 	}
 	srv := harness.StartServer(t, harness.Options{Users: []harness.User{{Login: tPerson, Password: tPersonPW, Caps: "cghijnorwz234"}}, ExtRoot: extroot})
 	tn := &toolNode{t: t, ctx: context.Background(), srv: srv, agents: filepath.Join(t.TempDir(), "agents"), rel: rel, cookies: map[string]string{}}
-	if a := node.Init(tn.ctx, tn.agents, node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}}, node.Options{Release: rel}); !a.OK() {
+	if a := setup.Init(tn.ctx, tn.agents, setup.InitInput{Projects: []setup.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}}, node.Options{Release: rel}); !a.OK() {
 		t.Fatalf("init: %s", *a.Stopped)
 	}
 	n, err := node.Open(tn.agents, node.Options{Release: rel})

@@ -12,7 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ocx-go/ocx/fossilio/record"
-	"github.com/ocx-go/ocx/fossilio/record/listening"
+	"github.com/ocx-go/ocx/host/listening"
 	"github.com/ocx-go/ocx/messages"
 )
 

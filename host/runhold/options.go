@@ -266,14 +266,3 @@ func ParseCommand(line string) (Command, error) {
 	}
 	return Command{}, fmt.Errorf("%q is not a request (attach, type, status)", verb)
 }
-
-// DetachArgs are the words after `ocx run hold` that start a holder with
-// these options detached (`--detach`), its own messages appended to log
-// when not empty: the daemon's command line for a run's terminal.
-func DetachArgs(o Options, log string) []string {
-	a := []string{"--detach"}
-	if log != "" {
-		a = append(a, "--log", log)
-	}
-	return append(a, o.args(0, 0)...)
-}

@@ -1,3 +1,9 @@
-// Package answers is what the daemon answers on its socket (D66): the
-// hook's work, done on the daemon's own config and open repositories.
+// Package answers is the daemon's side of its socket, AGENTS/ocxd.sock
+// (D66): it answers each ask (hook, status, runs, page, pull) on the
+// daemon's own config and open repositories. The hook's ask is the hook's
+// work (cmd/internal/hook); status and runs are the CLI's own answers,
+// given through a node.Node of the socket's; a page is the console's,
+// rendered in the daemon; a pull is handed to the daemon's pull for a node
+// on another host (D72). So ocxd links the CLI's node actions and the
+// console through this package.
 package answers

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -23,6 +22,8 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/answers"
+	"github.com/ocx-go/ocx/cmd/internal/daemon/otherhosts"
+	"github.com/ocx-go/ocx/cmd/internal/daemon/reaper"
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/hookshell"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
@@ -208,7 +209,7 @@ func (d *instance) finish() {
 	d.sock.Stop()
 	d.sock = nil
 	d.hooks.Stop()
-	d.remote.stop()
+	d.remote.Stop()
 	n, err := d.inputs.drain(d.root, d.opts.Drain)
 	if err != nil {
 		d.log.Warn("stopping: the pipe was not read to its end", slog.Int("lines", n), actors.ErrAttr(err))
@@ -299,8 +300,8 @@ func (d *instance) start() error {
 	// them back now, the pipe read already. Until the socket is served a
 	// caller reads the record itself, as with no daemon.
 	debug.FreeOSMemory()
-	d.sock = answers.Open(d.layout, d.root, d.cfg, d.nodeJSON, d.reread, d.repos, d.log, answers.Remote{Poke: d.remote.poker.Poke, Puller: d.remote.puller})
-	d.remote.start(d)
+	d.sock = answers.Open(d.layout, d.root, d.cfg, d.nodeJSON, d.reread, d.repos, d.log, answers.Remote{Poke: d.remote.Poker.Poke, Puller: d.remote.Puller})
+	d.remote.Start()
 	if d.opts.HookWatch > 0 {
 		d.hooks = hookshell.New(d.layout, d.root, d.cfg, d.records.Repos, d.opts.HookWatch, d.log)
 		d.hooks.Start()
@@ -416,7 +417,7 @@ func (d *instance) logDisks() {
 			d.log.Info("each workspace on a disk of its own", slog.String("disk", host.SizeWords(disk)))
 		}
 	}
-	if l, ok := d.reaper.current().(*unixhost.Launcher); ok {
+	if l, ok := d.reaper.Current().(*unixhost.Launcher); ok {
 		if why := l.UserNSWhy(); why != "" {
 			d.log.Warn("sandboxes share the node uid's inotify instances and watches without a bound of their own", slog.String("why", why))
 		}
@@ -429,7 +430,9 @@ func (d *instance) logDisks() {
 func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 	repos := noderepos.New(d.cfg, d.log)
 	d.repos = repos
-	d.remote = d.openRemote()
+	d.remote = otherhosts.Open(otherhosts.Host{Layout: d.layout, Config: d.cfg, Log: d.log, Repos: repos,
+		RunsFresh: func(ctx context.Context, project string) { d.runs.Fresh(ctx, project) },
+		CheckRuns: func() { d.inputs.send(messages.LineRead{Line: messages.RunsCheckLine{}}) }})
 	limits, noCgroups, err := procs.NewLimits(d.layout, d.cfg)
 	if err != nil {
 		return nil, err
@@ -440,7 +443,7 @@ func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 	} else {
 		d.log.Warn("sessions run without cgroups, so without memory and processes limits", slog.String("why", noCgroups))
 	}
-	if d.reaper, err = newReaper(d.layout, d.root, d.cfg, d.rel, d.log, reaperHost{cgroups: limits, recordAt: repos.RecordAt}); err != nil {
+	if d.reaper, err = reaper.New(d.layout, d.root, d.cfg, d.rel, d.log, reaper.Host{Cgroups: limits, RecordAt: repos.RecordAt}); err != nil {
 		return nil, err
 	}
 	d.logDisks()
@@ -458,10 +461,10 @@ func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 		d.log.Warn("the host's boot time cannot be read; a session found at start counts its wall limit from then", actors.ErrAttr(err))
 	}
 	d.procs = procs.NewTable(d.table, boot)
-	d.records = newRecords(repos, d.layout, d.rel, d.log, recordHost{procs: d.procs, support: d.reaper.runSupport, forgetSpawned: d.reaper.forgetSpawned})
+	d.records = newRecords(repos, d.layout, d.rel, d.log, recordHost{procs: d.procs, support: d.reaper.RunSupport, forgetSpawned: d.reaper.ForgetSpawned})
 	d.runs = runengine.New(runengine.Deps{Config: d.cfg, Layout: d.layout, Root: d.root, Repos: repos,
-		Fossil: d.records.fossil, WriteNote: d.records.writeNote, Signal: d.reaper.Signal, Support: d.reaper.runSupport,
-		Release: d.rel.Dir, ReleaseRoot: d.rel.Root(), Log: d.log, Send: d.send, Fresh: d.remote.isFresh(d.cfg)})
+		Fossil: d.records.fossil, WriteNote: d.records.writeNote, Signal: d.reaper.Signal, Support: d.reaper.RunSupport,
+		Release: d.rel.Dir, ReleaseRoot: d.rel.Root(), Log: d.log, Send: d.send, Fresh: d.remote.IsFresh(d.cfg)})
 	d.records.runs.Arriving = d.runs.Arriving
 	return limits, nil
 }
@@ -519,9 +522,9 @@ func (d *instance) restoreFrom(h *handoffFile, st *stepTimes) {
 		d.log.Error("re-exec: the node's runs cannot be read; `runs check` checks them again", actors.ErrAttr(err))
 	}
 	d.send(messages.Restore{Handoff: h.Handoff, Listeners: d.records.Listeners(context.Background()), Runs: runs})
-	d.reaper.open(func(e messages.ProcessExited) { d.send(e) })
+	d.reaper.Open(func(e messages.ProcessExited) { d.send(e) })
 	d.testDelay("adopt")
-	if err := d.reaper.adopt(h.Reaper, h.ChildWorkspaces()); err != nil {
+	if err := d.reaper.Adopt(h.Reaper, h.ChildWorkspaces()); err != nil {
 		d.log.Error("re-exec: a child could not be followed again; its end will not be recorded", actors.ErrAttr(err))
 	}
 	st.mark("adopted")
@@ -553,7 +556,7 @@ func (d *instance) boot(limits *procs.Limits) {
 	var spawned []messages.Spawned
 	if err == nil {
 		var serr error
-		if spawned, serr = d.reaper.spawnedRecords(); serr != nil {
+		if spawned, serr = d.reaper.SpawnedRecords(); serr != nil {
 			d.log.Error("the spawned records cannot be read at start; sessions that ended while no daemon ran get their end at a later start", actors.ErrAttr(serr))
 		}
 	}
@@ -566,7 +569,7 @@ func (d *instance) boot(limits *procs.Limits) {
 	}
 	d.send(messages.Boot{Found: found, Spawned: spawned, Listeners: d.records.Listeners(context.Background()), Runs: runs})
 	// What arrived for the sessions in care while no daemon ran.
-	d.reaper.open(func(e messages.ProcessExited) { d.send(e) })
+	d.reaper.Open(func(e messages.ProcessExited) { d.send(e) })
 	d.log.Info("started", slog.String("agents", d.layout.Root()), slog.Int("found", len(found)), slog.Duration("grace", d.opts.Grace))
 }
 
@@ -600,7 +603,7 @@ func (d *instance) close() error {
 	d.sock.Stop()
 	d.sock = nil
 	d.hooks.Stop()
-	d.remote.stop()
+	d.remote.Stop()
 	if d.inputs != nil {
 		d.inputs.close()
 	}
@@ -617,7 +620,7 @@ func (d *instance) close() error {
 		d.runs.Close()
 	}
 	if d.reaper != nil {
-		d.reaper.close()
+		d.reaper.Close()
 	}
 	if d.table != nil {
 		d.table.Close()
@@ -641,13 +644,6 @@ func (d *instance) close() error {
 		d.logFile.Close()
 	}
 	return errors.Join(errs...)
-}
-
-func orNotDir(err error) error {
-	if err != nil {
-		return err
-	}
-	return fs.ErrInvalid
 }
 
 // startCPUProfile starts writing a CPU profile to path, returning what ends

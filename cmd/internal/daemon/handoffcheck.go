@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,4 +161,13 @@ func (d *instance) checkTarget(ctx context.Context, target string, kept []int) e
 	default:
 		return &refusal{fmt.Errorf("the release's ocxd cannot take the hand-off over: %w", err)}
 	}
+}
+
+// orNotDir is err, or fs.ErrInvalid when there is none: the agents root
+// was found, but it is not a directory.
+func orNotDir(err error) error {
+	if err != nil {
+		return err
+	}
+	return fs.ErrInvalid
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/cmd/internal/daemon/reaper"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -24,7 +25,7 @@ import (
 // image's actors after their state was gathered.
 type inputs struct {
 	path   string
-	reaper *reaper
+	reaper *reaper.Reaper
 	send   func(messages.DaemonMessage)
 	log    *slog.Logger
 	// fatal receives the error that ended the reader for good.
@@ -93,7 +94,7 @@ func (in *inputs) Pause(ctx context.Context) ([]byte, error) {
 	in.mu.Unlock()
 	rest := r.Stop()
 	<-done
-	in.reaper.pause()
+	in.reaper.Pause()
 	in.log.Info("inputs paused", slog.Int("pending_bytes", len(rest)))
 	return rest, nil
 }
@@ -115,7 +116,7 @@ func (in *inputs) Resume(ctx context.Context, rest []byte) error {
 	}
 	old.Close()
 	in.start(r2)
-	in.reaper.open(nil)
+	in.reaper.Open(nil)
 	in.log.Info("inputs resumed", slog.Int("pending_bytes", len(rest)))
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocx-go/ocx/cmd/internal/daemon/reaper"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/fossilio"
@@ -143,8 +144,12 @@ func TestLaunchNoteReadOnce(t *testing.T) {
 	if err := root.MkdirAll(ws.Held, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	rp := &reaper{layout: layout, root: root, cfg: cfg, releases: rel, log: log, recordAt: repos.RecordAt}
-	if _, err := rp.rebuildListening(ctx, ws, *c.Launch); err != nil {
+	// A reaper with no launcher: the rebuild spawns nothing.
+	rp, err := reaper.New(layout, root, cfg, rel, log, reaper.Host{Launcher: func() (reaper.Launcher, error) { return nil, nil }, RecordAt: repos.RecordAt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rp.RebuildListening(ctx, ws, *c.Launch); err != nil {
 		t.Fatalf("rebuild the listening index: %v", err)
 	}
 	// The spawn's rebuild reads the record once, under the index's lock:

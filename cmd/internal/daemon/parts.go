@@ -10,6 +10,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ocx-go/ocx/cmd/internal/answers"
+	"github.com/ocx-go/ocx/cmd/internal/daemon/otherhosts"
+	"github.com/ocx-go/ocx/cmd/internal/daemon/reaper"
 	"github.com/ocx-go/ocx/cmd/internal/hookshell"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/cmd/internal/procs"
@@ -37,12 +39,12 @@ type instance struct {
 	procs       *procs.Table
 	records     *records
 	runs        *runengine.Engine
-	reaper      *reaper
+	reaper      *reaper.Reaper
 	inputs      *inputs
 	hooks       *hookshell.Watch
 	sock        *answers.Socket // AGENTS/ocxd.sock while it is served
 	// remote are the parts of nodes on other hosts (D72).
-	remote *remoteParts
+	remote *otherhosts.Parts
 	// repos are the node's repositories, open once, as every part reads
 	// them.
 	repos *noderepos.Repos

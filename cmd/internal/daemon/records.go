@@ -16,8 +16,8 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/runengine"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
-	"github.com/ocx-go/ocx/fossilio/record/listening"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/listening"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )

@@ -186,11 +186,11 @@ func (x *execUndo) undo(d *instance, err error) error {
 func (d *instance) detachChildren(h *messages.Handoff) *execUndo {
 	x := &execUndo{children: h.ChildWorkspaces(), reaped: map[messages.ProcID]bool{}}
 	d.testDelay("detach")
-	x.hs, x.err = d.reaper.detach()
+	x.hs, x.err = d.reaper.Detach()
 	// Exits reaped after the inputs paused are the new image's to claim. They
 	// are taken only now: detaching waits for the launcher's followers, so an
 	// exit reaped up to the last moment is held by now and none comes after.
-	x.held = d.reaper.takeHeld()
+	x.held = d.reaper.TakeHeld()
 	h.Held = append(h.Held, x.held...)
 	// A child reaped meanwhile is not handed over to be followed again: its
 	// end is in Held, and its status descriptor, if the hand-off names one,
@@ -242,11 +242,11 @@ func (d *instance) undo(err error, hs []unixhost.ChildHandoff, children map[mess
 	unixhost.CloseOnExec(kept...)
 	errs := []error{err}
 	if hs != nil {
-		if rerr := d.reaper.reattach(hs, children, reaped); rerr != nil {
+		if rerr := d.reaper.Reattach(hs, children, reaped); rerr != nil {
 			errs = append(errs, fmt.Errorf("follow the children again: %w", rerr))
 		}
 	}
-	d.reaper.hold(held)
+	d.reaper.Hold(held)
 	return errors.Join(errs...)
 }
 

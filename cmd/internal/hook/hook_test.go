@@ -16,6 +16,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/hook"
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/node/setup"
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
@@ -123,7 +124,7 @@ func newFix(t testing.TB) *fix {
 		{Login: stranger, Password: strangerPW, Caps: "cghijnorwz234"},
 	}})
 	f := &fix{t: t, ctx: context.Background(), srv: srv, agents: filepath.Join(t.TempDir(), "agents"), release: t.TempDir(), logBuf: &syncBuffer{}}
-	must(t, node.Init(f.ctx, f.agents, node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}}, node.Options{Release: f.release}))
+	must(t, setup.Init(f.ctx, f.agents, setup.InitInput{Projects: []setup.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}}, node.Options{Release: f.release}))
 	n, err := node.Open(f.agents, node.Options{Caller: node.Caller{Login: srv.AdminLogin, Password: srv.AdminPassword}, Release: f.release})
 	if err != nil {
 		t.Fatal(err)

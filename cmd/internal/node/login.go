@@ -397,3 +397,12 @@ func (n *Node) WorkspacesOf(login string) ([]messages.WorkspaceKey, error) {
 	}
 	return out, nil
 }
+
+// CheckNewLogin checks a login that the node's tools make: D1's shape, and
+// not one of the agents root's own files (D16, D19).
+func CheckNewLogin(login string) error {
+	if err := messages.ValidateLogin(login); err != nil {
+		return err
+	}
+	return messages.ValidateLogin(login)
+}

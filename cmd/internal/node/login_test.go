@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/node/setup"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -22,7 +23,7 @@ func TestInitWritesNodeJSONAndProvisionsTheNodeUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.User != node.DefaultNodeUser || cfg.Projects["demo"].Repository != f.srv.Repo || cfg.Projects["demo"].URL != f.srv.URL {
+	if cfg.User != setup.DefaultNodeUser || cfg.Projects["demo"].Repository != f.srv.Repo || cfg.Projects["demo"].URL != f.srv.URL {
 		t.Errorf("node.json: %s", data)
 	}
 	st, err := os.Stat(filepath.Join(f.agents, "ocx", "password"))
@@ -40,10 +41,10 @@ func TestInitWritesNodeJSONAndProvisionsTheNodeUser(t *testing.T) {
 		t.Errorf("after init the repository's journal mode is %q (%v); want write-ahead logging", mode, err)
 	}
 	// Again, the same: nothing changes and nothing is refused.
-	f.ok(node.Init(f.ctx, f.agents, node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: f.srv.URL}}}, node.Options{Release: f.release}))
+	f.ok(setup.Init(f.ctx, f.agents, setup.InitInput{Projects: []setup.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: f.srv.URL}}}, node.Options{Release: f.release}))
 	// Another node user, or the project moved: refused, node.json unchanged.
-	f.refused(node.Init(f.ctx, f.agents, node.InitInput{NodeUser: "other"}, node.Options{Release: f.release}), `node.json names "ocx"`)
-	f.refused(node.Init(f.ctx, f.agents, node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: "http://127.0.0.1:1/"}}}, node.Options{Release: f.release}), "node.json has demo")
+	f.refused(setup.Init(f.ctx, f.agents, setup.InitInput{NodeUser: "other"}, node.Options{Release: f.release}), `node.json names "ocx"`)
+	f.refused(setup.Init(f.ctx, f.agents, setup.InitInput{Projects: []setup.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: "http://127.0.0.1:1/"}}}, node.Options{Release: f.release}), "node.json has demo")
 	after, _ := os.ReadFile(filepath.Join(f.agents, "node.json"))
 	if string(after) != string(data) {
 		t.Errorf("node.json changed after refusals:\n%s", after)
@@ -54,23 +55,23 @@ func TestInitRefusesBadInputAndWritesNothing(t *testing.T) {
 	f := newFix(t)
 	fresh := filepath.Join(t.TempDir(), "agents")
 	for _, tc := range []struct {
-		in   node.InitInput
+		in   setup.InitInput
 		want string
 	}{
-		{node.InitInput{}, "give at least one --project"},
-		{node.InitInput{NodeUser: "../x", Projects: []node.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: f.srv.URL}}}, `node user: login: "../x"`},
-		{node.InitInput{NodeUser: "ocxd", Projects: []node.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: f.srv.URL}}}, "ocxd"},
-		{node.InitInput{Projects: []node.InitProject{{Name: "other", Repository: f.srv.Repo, URL: f.srv.URL}}}, `holds project "demo", not "other"`},
-		{node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: "ftp://x/"}}}, "not an http"},
-		{node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: "http://u:p@127.0.0.1/"}}}, "holds credentials"},
-		{node.InitInput{Projects: []node.InitProject{{Name: "nope", Repository: filepath.Join(t.TempDir(), "nope.fossil"), URL: f.srv.URL}}}, "nope.fossil"},
+		{setup.InitInput{}, "give at least one --project"},
+		{setup.InitInput{NodeUser: "../x", Projects: []setup.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: f.srv.URL}}}, `node user: login: "../x"`},
+		{setup.InitInput{NodeUser: "ocxd", Projects: []setup.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: f.srv.URL}}}, "ocxd"},
+		{setup.InitInput{Projects: []setup.InitProject{{Name: "other", Repository: f.srv.Repo, URL: f.srv.URL}}}, `holds project "demo", not "other"`},
+		{setup.InitInput{Projects: []setup.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: "ftp://x/"}}}, "not an http"},
+		{setup.InitInput{Projects: []setup.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: "http://u:p@127.0.0.1/"}}}, "holds credentials"},
+		{setup.InitInput{Projects: []setup.InitProject{{Name: "nope", Repository: filepath.Join(t.TempDir(), "nope.fossil"), URL: f.srv.URL}}}, "nope.fossil"},
 	} {
-		f.refused(node.Init(f.ctx, fresh, tc.in, node.Options{Release: f.release}), tc.want)
+		f.refused(setup.Init(f.ctx, fresh, tc.in, node.Options{Release: f.release}), tc.want)
 	}
 	if exists(fresh) {
 		t.Errorf("refused inits made %s", fresh)
 	}
-	if _, err := node.ParseInitProject("demo=/x/demo.fossil"); err == nil || !strings.Contains(err.Error(), "NAME=REPOSITORY,URL") {
+	if _, err := setup.ParseInitProject("demo=/x/demo.fossil"); err == nil || !strings.Contains(err.Error(), "NAME=REPOSITORY,URL") {
 		t.Errorf("ParseInitProject without a URL: %v", err)
 	}
 }

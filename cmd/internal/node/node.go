@@ -134,7 +134,7 @@ const (
 
 // Open opens the agents root at agents, reading its node.json.
 func Open(agents string, opts Options) (*Node, error) {
-	n, err := newNode(agents, opts)
+	n, err := OpenNew(agents, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +159,9 @@ func Open(agents string, opts Options) (*Node, error) {
 	return n, nil
 }
 
-func newNode(agents string, opts Options) (*Node, error) {
+// OpenNew opens the agents root at agents without reading node.json,
+// which it may not hold yet: init's node, whose Config its caller sets.
+func OpenNew(agents string, opts Options) (*Node, error) {
 	if agents == "" {
 		return nil, errors.New("open node: no agents root given (--agents or OCX_AGENTS)")
 	}
@@ -220,10 +222,6 @@ func (n *Node) OutcomeWait() time.Duration { return n.outcomeWait }
 // StopWait bounds how long a start waits for the end of the session it
 // stopped (Options.StopWait).
 func (n *Node) StopWait() time.Duration { return n.stopWait }
-
-// Refusals logs, once, each file below the agents root the node would not
-// read (docs/trust.md).
-func (n *Node) Refusals() *unixhost.RefusalLog { return n.refusals }
 
 // Passed logs, once, each artifact and status entry a reader passes over.
 func (n *Node) Passed() *record.PassedLog { return n.passed }

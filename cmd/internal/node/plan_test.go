@@ -84,37 +84,6 @@ func TestExecute(t *testing.T) {
 	}
 }
 
-type fakeInit struct{ *fakeEffects }
-
-func (f fakeInit) makeRoot() error                                { return f.do("makeRoot") }
-func (f fakeInit) useWAL(_ context.Context, name string) error    { return f.do("wal " + name) }
-func (f fakeInit) provision(_ context.Context, name string) error { return f.do("provision " + name) }
-func (f fakeInit) writeConfig([]byte) error                       { return f.do("writeConfig") }
-func (f fakeInit) reread(*Answer) error                           { return f.do("reread") }
-
-// TestInitPlan is init's plan: the agents root, each repository's WAL and
-// node user, and node.json last; a repository that fails leaves node.json
-// unwritten.
-func TestInitPlan(t *testing.T) {
-	cfg := &messages.NodeConfig{User: "ocx", Projects: map[string]messages.NodeProject{
-		"demo": {Repository: "/srv/demo.fossil", URL: "http://127.0.0.1:8080/"},
-		"alt":  {Repository: "/srv/alt.fossil", URL: "http://127.0.0.1:8081/"},
-	}}
-	f := initFacts{Agents: "/agents", NodeJSON: "/agents/node.json", Password: "/agents/ocx/password", Config: cfg, Data: []byte("{}")}
-	fx := fakeInit{&fakeEffects{fail: "provision demo"}}
-	p := initPlan(f, fx)
-	want := []string{"make /agents and write /agents/node.json:\n{}",
-		"switch /srv/alt.fossil to write-ahead logging", `provision the node user "ocx" on /srv/alt.fossil (capabilities ` + fossilio.AgentCaps + `, password in /agents/ocx/password)`,
-		"switch /srv/demo.fossil to write-ahead logging", `provision the node user "ocx" on /srv/demo.fossil (capabilities ` + fossilio.AgentCaps + `, password in /agents/ocx/password)`}
-	if !slices.Equal(p.Texts(), want) {
-		t.Errorf("texts:\n%s", strings.Join(p.Texts(), "\n"))
-	}
-	_, real := runPlan(t, p)
-	if want := []string{"makeRoot", "wal alt", "provision alt", "wal demo", "provision demo"}; !slices.Equal(fx.calls, want) || real.OK() {
-		t.Errorf("ran %q, stopped %v", fx.calls, real.Stopped)
-	}
-}
-
 type fakeLogin struct{ *fakeEffects }
 
 func (f fakeLogin) keepPassword() error { return f.do("keepPassword") }

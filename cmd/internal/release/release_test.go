@@ -16,6 +16,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/node/setup"
 	"github.com/ocx-go/ocx/cmd/internal/release"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/itest/harness"
@@ -63,7 +64,7 @@ func newRelFix(t *testing.T, src release.Source) *relFix {
 	f := &relFix{t: t, ctx: context.Background(), root: filepath.Join(t.TempDir(), "release"), agents: filepath.Join(t.TempDir(), "agents")}
 	f.ok(release.Init(f.ctx, release.InitInput{Root: f.root, Source: src}, node.Options{}))
 	srv := harness.StartServer(t, harness.Options{})
-	f.ok(node.Init(f.ctx, f.agents, node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}, ReleaseRoot: f.root}, node.Options{}))
+	f.ok(setup.Init(f.ctx, f.agents, setup.InitInput{Projects: []setup.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}, ReleaseRoot: f.root}, node.Options{}))
 	n, err := node.Open(f.agents, node.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -374,9 +375,9 @@ func TestReleaseNeedsARoot(t *testing.T) {
 	ctx := context.Background()
 	srv := harness.StartServer(t, harness.Options{})
 	agents := filepath.Join(t.TempDir(), "agents")
-	proj := []node.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}
+	proj := []setup.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}
 	f := &relFix{t: t, ctx: ctx}
-	f.ok(node.Init(ctx, agents, node.InitInput{Projects: proj}, node.Options{Release: t.TempDir()}))
+	f.ok(setup.Init(ctx, agents, setup.InitInput{Projects: proj}, node.Options{Release: t.TempDir()}))
 	n, err := node.Open(agents, node.Options{Release: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -386,14 +387,14 @@ func TestReleaseNeedsARoot(t *testing.T) {
 	f.refused(release.Accept(ctx, n, release.AcceptInput{}), "names no release root")
 
 	root := filepath.Join(t.TempDir(), "rel")
-	f.refused(node.Init(ctx, agents, node.InitInput{ReleaseRoot: root}, node.Options{}), "has no current release", "ocx release init")
+	f.refused(setup.Init(ctx, agents, setup.InitInput{ReleaseRoot: root}, node.Options{}), "has no current release", "ocx release init")
 	f.refused(release.Init(ctx, release.InitInput{Root: root, Source: release.Source{From: scriptRelease(t, ciA, 99, nil)}}, node.Options{}), `host check "hand-off"`)
 	if _, err := os.Lstat(root); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("a failed release init left %s: %v", root, err)
 	}
 	f.ok(release.Init(ctx, release.InitInput{Root: root, Source: release.Source{From: from}}, node.Options{}))
 	f.refused(release.Init(ctx, release.InitInput{Root: root, Source: release.Source{From: from}}, node.Options{}), "is not empty")
-	f.ok(node.Init(ctx, agents, node.InitInput{ReleaseRoot: root}, node.Options{}))
+	f.ok(setup.Init(ctx, agents, setup.InitInput{ReleaseRoot: root}, node.Options{}))
 	n, err = node.Open(agents, node.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -403,7 +404,7 @@ func TestReleaseNeedsARoot(t *testing.T) {
 	}
 	other := filepath.Join(t.TempDir(), "other")
 	f.ok(release.Init(ctx, release.InitInput{Root: other, Source: release.Source{From: from}}, node.Options{}))
-	f.refused(node.Init(ctx, agents, node.InitInput{ReleaseRoot: other}, node.Options{}), "a node keeps its release root")
+	f.refused(setup.Init(ctx, agents, setup.InitInput{ReleaseRoot: other}, node.Options{}), "a node keeps its release root")
 }
 
 // srcRepo is a Fossil repository of the test's own with a check-out.

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
-	listenindex "github.com/ocx-go/ocx/fossilio/record/listening"
+	listenindex "github.com/ocx-go/ocx/host/listening"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )

@@ -13,7 +13,7 @@ import (
 
 	"github.com/ocx-go/ocx/fossilio"
 	onrecord "github.com/ocx-go/ocx/fossilio/record"
-	"github.com/ocx-go/ocx/fossilio/record/listening"
+	"github.com/ocx-go/ocx/host/listening"
 	"github.com/ocx-go/ocx/messages"
 )
 

@@ -1,9 +1,10 @@
-package node
+package setup
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ocx-go/ocx/cmd/internal/node"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -41,13 +42,13 @@ type OtherHostInput struct {
 // hook's mark at its newest receipt, so that the node acts on what comes
 // from then on; then node.json, each project other_host. Nothing of the
 // server is changed: the server's node lists the node (`ocx node add`).
-func InitOtherHost(ctx context.Context, agents string, in OtherHostInput, opts Options) *Answer {
-	a := NewAnswer("init", in.DryRun)
-	n, err := newNode(agents, opts)
+func InitOtherHost(ctx context.Context, agents string, in OtherHostInput, opts node.Options) *node.Answer {
+	a := node.NewAnswer("init", in.DryRun)
+	n, err := node.OpenNew(agents, opts)
 	if err != nil {
 		return a.Stop(err)
 	}
-	if err := CheckNewLogin(in.NodeUser); err != nil {
+	if err := node.CheckNewLogin(in.NodeUser); err != nil {
 		return a.Stop(fmt.Errorf("node user: %w", err))
 	}
 	if in.Password == "" {
@@ -97,14 +98,14 @@ func InitOtherHost(ctx context.Context, agents string, in OtherHostInput, opts O
 	}
 	pwFile, _ := n.Layout.Password(cfg.User)
 	n.Config = cfg
-	var plan Plan
+	var plan node.Plan
 	var root *unixhost.Root
 	defer func() {
 		if root != nil {
 			root.Close()
 		}
 	}()
-	plan.Add(fmt.Sprintf("make %s, keep the node user's password in %s (mode 0600), and write %s:\n%s", n.Agents, pwFile, n.Layout.NodeJSON(), shown), func(context.Context, *Answer) error {
+	plan.Add(fmt.Sprintf("make %s, keep the node user's password in %s (mode 0600), and write %s:\n%s", n.Agents, pwFile, n.Layout.NodeJSON(), shown), func(context.Context, *node.Answer) error {
 		if err := os.MkdirAll(n.Agents, 0o700); err != nil {
 			return fmt.Errorf("make the agents root: %w", err)
 		}
@@ -112,22 +113,22 @@ func InitOtherHost(ctx context.Context, agents string, in OtherHostInput, opts O
 		if root, err = unixhost.OpenRoot(n.Agents); err != nil {
 			return err
 		}
-		return n.Admin(Project{}).WritePasswordFile(pwFile, in.Password)
+		return n.Admin(node.Project{}).WritePasswordFile(pwFile, in.Password)
 	})
 	for _, name := range cfg.ProjectNames() {
-		p := Project{Name: name, NodeProject: cfg.Projects[name]}
-		plan.Add(fmt.Sprintf("clone %s as %s into %s, and have the server vouch for what it holds", p.URL, cfg.User, p.Repository), func(ctx context.Context, a *Answer) error {
-			return n.makeClone(ctx, a, root, p, in.Password)
+		p := node.Project{Name: name, NodeProject: cfg.Projects[name]}
+		plan.Add(fmt.Sprintf("clone %s as %s into %s, and have the server vouch for what it holds", p.URL, cfg.User, p.Repository), func(ctx context.Context, a *node.Answer) error {
+			return makeClone(ctx, n, a, root, p, in.Password)
 		})
 	}
-	plan.Add("", func(_ context.Context, a *Answer) error {
+	plan.Add("", func(_ context.Context, a *node.Answer) error {
 		if err := root.WriteFile(n.Layout.NodeJSON(), data, 0o600); err != nil {
 			return fmt.Errorf("write node.json: %w", err)
 		}
 		a.Logf("wrote %s: a node on another host; its daemon pulls every %s", n.Layout.NodeJSON(), cfg.PullEvery())
 		return nil
 	})
-	return a.Stop(Execute(ctx, a, plan))
+	return a.Stop(node.Execute(ctx, a, plan))
 }
 
 // makeClone makes one project's clone: cloned as the node user (the
@@ -135,7 +136,7 @@ func InitOtherHost(ctx context.Context, agents string, in OtherHostInput, opts O
 // (the daemon reads while its pull writes), the vouch tables made and
 // filled from the server's answer, the hook's mark at the newest receipt.
 // A clone that failed half-way is removed, so that init can be run again.
-func (n *Node) makeClone(ctx context.Context, a *Answer, root *unixhost.Root, p Project, password string) (err error) {
+func makeClone(ctx context.Context, n *node.Node, a *node.Answer, root *unixhost.Root, p node.Project, password string) (err error) {
 	r, err := fossilio.OpenNode(p.Repository, nil)
 	if err == nil {
 		r.Close()

@@ -1,4 +1,4 @@
-package node
+package setup
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/ocx-go/ocx/cmd/internal/node"
 	"io/fs"
 	"path/filepath"
 	"slices"
@@ -39,9 +40,9 @@ type NodeAddInput struct {
 // answers it and the hook pokes it, each poke carrying the poke's secret
 // (D81), which the remote node's node.json holds too. Added again, it
 // updates the poke.
-func (n *Node) NodeAdd(ctx context.Context, in NodeAddInput) *Answer {
-	a := NewAnswer("node add", in.DryRun)
-	if err := CheckNewLogin(in.User); err != nil {
+func NodeAdd(ctx context.Context, n *node.Node, in NodeAddInput) *node.Answer {
+	a := node.NewAnswer("node add", in.DryRun)
+	if err := node.CheckNewLogin(in.User); err != nil {
 		return a.Stop(fmt.Errorf("node user: %w", err))
 	}
 	if in.User == n.Config.User {
@@ -85,7 +86,7 @@ func (n *Node) NodeAdd(ctx context.Context, in NodeAddInput) *Answer {
 	}
 	cfg := *n.Config
 	cfg.Projects = map[string]messages.NodeProject{}
-	var plan Plan
+	var plan node.Plan
 	for _, p := range n.Projects() {
 		if p.OtherHost {
 			a.Logf("%s is served from another host: its server's node lists its remote nodes", p.Name)
@@ -109,7 +110,7 @@ func (n *Node) NodeAdd(ctx context.Context, in NodeAddInput) *Answer {
 		np.RemoteNodes = slices.DeleteFunc(slices.Clone(np.RemoteNodes), func(r messages.RemoteNode) bool { return r.User == in.User })
 		np.RemoteNodes = append(np.RemoteNodes, messages.RemoteNode{User: in.User, Poke: in.Poke, PokeSecret: secret})
 		cfg.Projects[p.Name] = np
-		plan.Add(fmt.Sprintf("make %q a user of %s with capabilities %s and the password given", in.User, p.Name, fossilio.AgentCaps), func(ctx context.Context, a *Answer) error {
+		plan.Add(fmt.Sprintf("make %q a user of %s with capabilities %s and the password given", in.User, p.Name, fossilio.AgentCaps), func(ctx context.Context, a *node.Answer) error {
 			if err := n.Admin(p).SetUser(ctx, in.User, in.Password, fossilio.AgentCaps); err != nil {
 				return err
 			}
@@ -125,36 +126,36 @@ func (n *Node) NodeAdd(ctx context.Context, in NodeAddInput) *Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
-	plan.Add(fmt.Sprintf("list %q as a remote node in %s:\n%s", in.User, n.Layout.NodeJSON(), shown), func(_ context.Context, a *Answer) error {
-		if err := n.writeNodeJSON(data); err != nil {
+	plan.Add(fmt.Sprintf("list %q as a remote node in %s:\n%s", in.User, n.Layout.NodeJSON(), shown), func(_ context.Context, a *node.Answer) error {
+		if err := writeNodeJSON(n, data); err != nil {
 			return err
 		}
 		if made {
 			a.Logf("made the secret %q's pokes carry: node.json's remote_nodes hold it (poke_secret); give it to that node's `ocx init --other-host --poke-secret-file`", in.User)
 		}
-		return n.daemonRereads(a)
+		return daemonRereads(n, a)
 	})
-	return a.Stop(Execute(ctx, a, plan))
+	return a.Stop(node.Execute(ctx, a, plan))
 }
 
 // NodeRemove unlists a node on another host (D72): its node user keeps
 // no capability on the repositories this node serves, and the receipt
 // page answers it no more.
-func (n *Node) NodeRemove(ctx context.Context, user string, dry bool) *Answer {
-	a := NewAnswer("node remove", dry)
+func NodeRemove(ctx context.Context, n *node.Node, user string, dry bool) *node.Answer {
+	a := node.NewAnswer("node remove", dry)
 	if err := messages.ValidateLogin(user); err != nil {
 		return a.Stop(fmt.Errorf("node user: %w", err))
 	}
 	cfg := *n.Config
 	cfg.Projects = map[string]messages.NodeProject{}
-	var plan Plan
+	var plan node.Plan
 	found := false
 	for _, p := range n.Projects() {
 		np := p.NodeProject
 		if _, ok := p.RemoteNode(user); ok {
 			found = true
 			np.RemoteNodes = slices.DeleteFunc(slices.Clone(np.RemoteNodes), func(r messages.RemoteNode) bool { return r.User == user })
-			plan.Add(fmt.Sprintf("take every capability from %q on %s", user, p.Name), func(ctx context.Context, a *Answer) error {
+			plan.Add(fmt.Sprintf("take every capability from %q on %s", user, p.Name), func(ctx context.Context, a *node.Answer) error {
 				if err := n.Admin(p).Withdraw(ctx, user); err != nil && !errors.Is(err, fossilio.ErrNoSuchUser) {
 					return err
 				}
@@ -171,17 +172,17 @@ func (n *Node) NodeRemove(ctx context.Context, user string, dry bool) *Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
-	plan.Add(fmt.Sprintf("unlist %q in %s", user, n.Layout.NodeJSON()), func(_ context.Context, a *Answer) error {
-		if err := n.writeNodeJSON(data); err != nil {
+	plan.Add(fmt.Sprintf("unlist %q in %s", user, n.Layout.NodeJSON()), func(_ context.Context, a *node.Answer) error {
+		if err := writeNodeJSON(n, data); err != nil {
 			return err
 		}
-		return n.daemonRereads(a)
+		return daemonRereads(n, a)
 	})
-	return a.Stop(Execute(ctx, a, plan))
+	return a.Stop(node.Execute(ctx, a, plan))
 }
 
 // writeNodeJSON writes node.json, atomically, below the agents root.
-func (n *Node) writeNodeJSON(data []byte) error {
+func writeNodeJSON(n *node.Node, data []byte) error {
 	root, err := unixhost.OpenRoot(n.Agents)
 	if err != nil {
 		return err
@@ -197,9 +198,9 @@ func (n *Node) writeNodeJSON(data []byte) error {
 // the file written whole, atomically, mode 0600, owned by the node's
 // account, its other users kept. A file that does not read is refused,
 // never overwritten.
-func (n *Node) NodePassword(ctx context.Context, user, password string, dry bool) *Answer {
-	a := NewAnswer("node password", dry)
-	var served []Project
+func NodePassword(ctx context.Context, n *node.Node, user, password string, dry bool) *node.Answer {
+	a := node.NewAnswer("node password", dry)
+	var served []node.Project
 	for _, p := range n.Projects() {
 		if p.OtherHost {
 			served = append(served, p)
@@ -228,9 +229,9 @@ func (n *Node) NodePassword(ctx context.Context, user, password string, dry bool
 	if err != nil {
 		return a.Stop(err)
 	}
-	var plan Plan
+	var plan node.Plan
 	for _, p := range served {
-		plan.Add(fmt.Sprintf("log in to %s as %q with the password given", p.URL, user), func(ctx context.Context, a *Answer) error {
+		plan.Add(fmt.Sprintf("log in to %s as %q with the password given", p.URL, user), func(ctx context.Context, a *node.Answer) error {
 			c := &remote.Client{URL: p.URL, Login: user, Password: func() (string, error) { return password, nil }}
 			if err := c.CheckLogin(ctx); err != nil {
 				return fmt.Errorf("the password of %q: %w; nothing written", user, err)
@@ -239,7 +240,7 @@ func (n *Node) NodePassword(ctx context.Context, user, password string, dry bool
 			return nil
 		})
 	}
-	plan.Add(fmt.Sprintf("keep %q's password in %s (mode 0600), with the %d other users' it holds", user, path, len(byUser)-1), func(context.Context, *Answer) error {
+	plan.Add(fmt.Sprintf("keep %q's password in %s (mode 0600), with the %d other users' it holds", user, path, len(byUser)-1), func(context.Context, *node.Answer) error {
 		root, err := unixhost.OpenRoot(n.Agents)
 		if err != nil {
 			return err
@@ -251,16 +252,5 @@ func (n *Node) NodePassword(ctx context.Context, user, password string, dry bool
 		a.Logf("kept %q's password in %s: %s", user, path, next)
 		return nil
 	})
-	return a.Stop(Execute(ctx, a, plan))
-}
-
-// passwordsFileState says what is wrong with the node's file of
-// passwords, "" when nothing is or there is none: what the daemon's start
-// logs (D72).
-func PasswordsFileState(agents string) string {
-	_, err := runeng.ReadPasswords(filepath.Join(agents, runeng.PasswordsFileName))
-	if err == nil || errors.Is(err, runeng.ErrNoPasswordsFile) || errors.Is(err, fs.ErrNotExist) {
-		return ""
-	}
-	return err.Error()
+	return a.Stop(node.Execute(ctx, a, plan))
 }

@@ -1,4 +1,9 @@
-package daemon
+// Package reaper is ocxd's one owner of its children: it spawns the
+// sessions, signals and watches processes for the actors, turns each
+// child's end into a ProcessExited for the node, and hands its children
+// over to the next image across a re-exec. The launcher under it (a pidfd
+// per child, host/unixhost) does the reaping.
+package reaper
 
 import (
 	"bytes"
@@ -19,17 +24,17 @@ import (
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/fossilio/record"
-	"github.com/ocx-go/ocx/fossilio/record/listening"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/listening"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
-// launcher is what the reaper needs of the host: host's Spawner, Signaler
+// Launcher is what the reaper needs of the host: host's Spawner, Signaler
 // and Watcher, and for a re-exec, handing its children over to the next
 // image and taking them back. *unixhost.Launcher is the real one (a pidfd
 // per child, never wait4(-1)); tests may give host/hosttest's Spawner.
-type launcher interface {
+type Launcher interface {
 	host.Spawner
 	host.Signaler
 	host.Watcher
@@ -40,17 +45,14 @@ type launcher interface {
 	SandboxOf(id messages.ProcID, wait time.Duration) (host.SandboxRecord, error)
 }
 
-// newLauncher makes a launcher: a real one below the agents root.
-type newLauncher func() (launcher, error)
-
-// reaper is the daemon's one owner of its children: it spawns sessions
+// Reaper is the daemon's one owner of its children: it spawns sessions
 // (actors.Spawner), signals processes (actors.Signaler), watches the ones it
 // did not start (actors.Watcher), and turns each child's end into a
 // ProcessExited for the node, naming the workspace it spawned the child for
 // (the route is fixed at the spawn, or at the adoption from a hand-off). Reaping is the launcher's. Around a re-exec the
 // gate holds the exits back, so that none reaches the old image's actors
 // after their state was gathered; the held ones go into the hand-off.
-type reaper struct {
+type Reaper struct {
 	layout   host.Layout
 	root     *unixhost.Root
 	cfg      *messages.NodeConfig
@@ -59,9 +61,9 @@ type reaper struct {
 
 	// lmu guards the launcher, which a re-exec replaces, and the watches.
 	lmu      sync.Mutex
-	l        launcher
+	l        Launcher
 	watches  map[messages.ProcID]chan struct{}
-	launcher newLauncher
+	launcher func() (Launcher, error)
 	// signalOne signals a process that is not the daemon's child.
 	signalOne func(messages.ProcID, host.Signal) error
 
@@ -81,24 +83,24 @@ type reaper struct {
 	recordAt func(path string) (*record.Index, error)
 }
 
-// reaperHost is what the reaper is built with besides the layout: its
+// Host is what the reaper is built with besides the layout: its
 // launcher maker (nil: unixhost.NewLauncher below the agents root), the
 // cgroups sessions run in (nil: none), and the daemon's open readers of
 // the node's repositories.
-type reaperHost struct {
-	launcher newLauncher
-	cgroups  *procs.Limits
-	recordAt func(path string) (*record.Index, error)
+type Host struct {
+	Launcher func() (Launcher, error)
+	Cgroups  *procs.Limits
+	RecordAt func(path string) (*record.Index, error)
 }
 
-// newReaper makes the reaper; with h.launcher nil, it runs on the real host
+// New makes the reaper; with h.Launcher nil, it runs on the real host
 // (unixhost.NewLauncher below the agents root, unixhost.SignalOne).
-func newReaper(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rel *procs.Releases, log *slog.Logger, h reaperHost) (*reaper, error) {
-	r := &reaper{layout: layout, root: root, cfg: cfg, releases: rel, log: log,
-		watches: map[messages.ProcID]chan struct{}{}, paused: true, launcher: h.launcher, signalOne: unixhost.SignalOne,
-		cgroups: h.cgroups, recordAt: h.recordAt}
+func New(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rel *procs.Releases, log *slog.Logger, h Host) (*Reaper, error) {
+	r := &Reaper{layout: layout, root: root, cfg: cfg, releases: rel, log: log,
+		watches: map[messages.ProcID]chan struct{}{}, paused: true, launcher: h.Launcher, signalOne: unixhost.SignalOne,
+		cgroups: h.Cgroups, recordAt: h.RecordAt}
 	if r.launcher == nil {
-		r.launcher = func() (launcher, error) { return unixhost.NewLauncher(unixhost.LauncherOptions{Root: root}) }
+		r.launcher = func() (Launcher, error) { return unixhost.NewLauncher(unixhost.LauncherOptions{Root: root}) }
 	}
 	l, err := r.launcher()
 	if err != nil {
@@ -108,8 +110,8 @@ func newReaper(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig
 	return r, nil
 }
 
-// open lets exits through to send, first those held meanwhile.
-func (r *reaper) open(send func(messages.ProcessExited)) {
+// Open lets exits through to send, first those held meanwhile.
+func (r *Reaper) Open(send func(messages.ProcessExited)) {
 	r.gmu.Lock()
 	defer r.gmu.Unlock()
 	if send != nil {
@@ -122,16 +124,16 @@ func (r *reaper) open(send func(messages.ProcessExited)) {
 	r.held = nil
 }
 
-// pause holds exits back from now on. Every exit let through before it
+// Pause holds exits back from now on. Every exit let through before it
 // returns was sent (under gmu), so it is in the node's mailbox.
-func (r *reaper) pause() {
+func (r *Reaper) Pause() {
 	r.gmu.Lock()
 	r.paused = true
 	r.gmu.Unlock()
 }
 
-// takeHeld returns the exits held back, leaving none.
-func (r *reaper) takeHeld() []messages.ProcessExited {
+// TakeHeld returns the exits held back, leaving none.
+func (r *Reaper) TakeHeld() []messages.ProcessExited {
 	r.gmu.Lock()
 	defer r.gmu.Unlock()
 	h := r.held
@@ -139,8 +141,8 @@ func (r *reaper) takeHeld() []messages.ProcessExited {
 	return h
 }
 
-// hold puts exits back to be sent when the gate opens (a failed exec).
-func (r *reaper) hold(es []messages.ProcessExited) {
+// Hold puts exits back to be sent when the gate opens (a failed exec).
+func (r *Reaper) Hold(es []messages.ProcessExited) {
 	r.gmu.Lock()
 	defer r.gmu.Unlock()
 	r.held = append(es, r.held...)
@@ -148,14 +150,14 @@ func (r *reaper) hold(es []messages.ProcessExited) {
 
 // exitTo is the end of a child spawned (or adopted) for workspace w, called
 // on the launcher's goroutines.
-func (r *reaper) exitTo(w messages.WorkspaceKey) func(host.Exit) {
+func (r *Reaper) exitTo(w messages.WorkspaceKey) func(host.Exit) {
 	return func(e host.Exit) {
 		r.forgetSandbox(w, e.ID)
 		r.onExit(e, w)
 	}
 }
 
-func (r *reaper) onExit(e host.Exit, w messages.WorkspaceKey) {
+func (r *Reaper) onExit(e host.Exit, w messages.WorkspaceKey) {
 	id := e.ID
 	r.gmu.Lock()
 	defer r.gmu.Unlock()
@@ -168,7 +170,7 @@ func (r *reaper) onExit(e host.Exit, w messages.WorkspaceKey) {
 	r.send(m)
 }
 
-func (r *reaper) current() launcher {
+func (r *Reaper) Current() Launcher {
 	r.lmu.Lock()
 	defer r.lmu.Unlock()
 	return r.l
@@ -181,7 +183,7 @@ func (r *reaper) current() launcher {
 // node's repository, exactly the environment the contract gives
 // (actors.SessionSpawn). The launcher registers the child before Spawn
 // returns, and reports its end only after.
-func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.ProcID, error) {
+func (r *Reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.ProcID, error) {
 	var none messages.ProcID
 	key := l.Workspace
 	ws, err := r.layout.Workspace(key)
@@ -205,7 +207,7 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if err := r.sessionPlace(ws); err != nil {
 		return none, err
 	}
-	first, err := r.rebuildListening(ctx, ws, l)
+	first, err := r.RebuildListening(ctx, ws, l)
 	if err != nil {
 		return none, err
 	}
@@ -213,7 +215,7 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if r.cgroups != nil {
 		spec.Cgroup, spec.Limits = r.cgroups.Spec(key)
 	}
-	p, err := r.current().Spawn(spec, r.exitTo(key))
+	p, err := r.Current().Spawn(spec, r.exitTo(key))
 	if err != nil {
 		return none, err
 	}
@@ -227,7 +229,7 @@ func (r *reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 
 // program finds the launch's release directory and its workspace program,
 // refusing a runner the release does not offer.
-func (r *reaper) program(l messages.LaunchSpec) (dir, prog string, err error) {
+func (r *Reaper) program(l messages.LaunchSpec) (dir, prog string, err error) {
 	dir = l.ReleaseDir
 	if dir == "" {
 		if dir, err = r.releases.Dir(l.Release); err != nil {
@@ -248,7 +250,7 @@ func (r *reaper) program(l messages.LaunchSpec) (dir, prog string, err error) {
 
 // sandbox reads the launch's sandbox and checks it against the node's own
 // files.
-func (r *reaper) sandbox(l messages.LaunchSpec, ws host.Workspace, dir string) (messages.Sandbox, error) {
+func (r *Reaper) sandbox(l messages.LaunchSpec, ws host.Workspace, dir string) (messages.Sandbox, error) {
 	var sb messages.Sandbox
 	if err := json.Unmarshal(l.Sandbox, &sb); err != nil {
 		return sb, fmt.Errorf("the sandbox of launch %s: %w", l.Hash, err)
@@ -273,7 +275,7 @@ func (r *reaper) sandbox(l messages.LaunchSpec, ws host.Workspace, dir string) (
 // a host's reboot the image is there and its mount is not), before
 // anything of the session is made in the workspace. A limits.disk the
 // node cannot give is refused, naming why.
-func (r *reaper) disk(ctx context.Context, ws host.Workspace, l messages.LaunchSpec) error {
+func (r *Reaper) disk(ctx context.Context, ws host.Workspace, l messages.LaunchSpec) error {
 	size, err := host.SessionDisk(l.Disk, r.cfg.SessionLimits)
 	if err != nil {
 		return err
@@ -306,7 +308,7 @@ func (r *reaper) disk(ctx context.Context, ws host.Workspace, l messages.LaunchS
 
 // sessionPlace makes the session directory, its wake pipe and its log, the
 // binding as the node made it, and the MCP directory.
-func (r *reaper) sessionPlace(ws host.Workspace) error {
+func (r *Reaper) sessionPlace(ws host.Workspace) error {
 	// The session directory, its wake pipe and its log are in the
 	// workspace, the agent's to fill: what an earlier session planted in
 	// their place (a link, a file) goes, and they are made afresh; nothing
@@ -346,7 +348,7 @@ func (r *reaper) sessionPlace(ws host.Workspace) error {
 // putBindingBack puts the workspace's binding.json back as the node made it
 // (its held copy, D44) whenever it says anything else: it is the session's
 // to read and the agent's to spoil.
-func (r *reaper) putBindingBack(ws host.Workspace) error {
+func (r *Reaper) putBindingBack(ws host.Workspace) error {
 	held, err := r.root.ReadFile(ws.HeldBinding, unixhost.SmallFile)
 	if err != nil {
 		return nil
@@ -364,12 +366,12 @@ func (r *reaper) putBindingBack(ws host.Workspace) error {
 	return nil
 }
 
-// rebuildListening rebuilds the session's listening index from the node's
+// RebuildListening rebuilds the session's listening index from the node's
 // repository, which knows who sent each listen note (D7); the session in
 // its sandbox cannot, so a note another user pushed in the agent's name
 // would otherwise count. It returns the record's first post or change, in
 // the server's order (D47).
-func (r *reaper) rebuildListening(ctx context.Context, ws host.Workspace, l messages.LaunchSpec) (string, error) {
+func (r *Reaper) RebuildListening(ctx context.Context, ws host.Workspace, l messages.LaunchSpec) (string, error) {
 	key := ws.Key
 	x, err := r.recordAt(l.Repository)
 	if err != nil {
@@ -414,7 +416,7 @@ const mcpStartWait = 10 * time.Second
 // and a failure of it ends no more than the tools of one session. A
 // session whose server did not start runs on without its tools; the log
 // says why.
-func (r *reaper) startMCP(ctx context.Context, dir string, key messages.WorkspaceKey, p messages.ProcID, l messages.LaunchSpec) {
+func (r *Reaper) startMCP(ctx context.Context, dir string, key messages.WorkspaceKey, p messages.ProcID, l messages.LaunchSpec) {
 	ocx := filepath.Join(dir, "ocx")
 	ctx, cancel := context.WithTimeout(ctx, mcpStartWait)
 	defer cancel()
@@ -446,7 +448,7 @@ func (r *reaper) startMCP(ctx context.Context, dir string, key messages.Workspac
 // Signal sends TERM or KILL to a process, or the group it leads, only while
 // its PID has its start time. A sandboxed child is signalled inside its
 // sandbox (D16).
-func (r *reaper) Signal(ctx context.Context, p messages.ProcID, group bool, sig string) error {
+func (r *Reaper) Signal(ctx context.Context, p messages.ProcID, group bool, sig string) error {
 	var s host.Signal
 	switch sig {
 	case messages.SigTERM:
@@ -459,7 +461,7 @@ func (r *reaper) Signal(ctx context.Context, p messages.ProcID, group bool, sig 
 	id := p
 	var err error
 	if group {
-		err = r.current().Signal(id, s)
+		err = r.Current().Signal(id, s)
 	} else {
 		err = r.signalOne(id, s)
 	}
@@ -473,7 +475,7 @@ func (r *reaper) Signal(ctx context.Context, p messages.ProcID, group bool, sig 
 
 // Watch returns once a process the daemon did not start is gone. A watch
 // asked again (after a freeze, say) waits on the same one.
-func (r *reaper) Watch(ctx context.Context, p messages.ProcID) error {
+func (r *Reaper) Watch(ctx context.Context, p messages.ProcID) error {
 	r.lmu.Lock()
 	ch, ok := r.watches[p]
 	if !ok {
@@ -500,21 +502,21 @@ func (r *reaper) Watch(ctx context.Context, p messages.ProcID) error {
 	}
 }
 
-// detach stops following every child for an exec, returning what the new
+// Detach stops following every child for an exec, returning what the new
 // image adopts; the launcher is closed.
-func (r *reaper) detach() ([]unixhost.ChildHandoff, error) {
+func (r *Reaper) Detach() ([]unixhost.ChildHandoff, error) {
 	r.lmu.Lock()
 	l := r.l
 	r.lmu.Unlock()
 	return l.Detach()
 }
 
-// reattach follows again, in a new launcher, the children a failed exec
+// Reattach follows again, in a new launcher, the children a failed exec
 // detached, each for its workspace. Watches start afresh: the actors arm
 // them again when they resume. A child reaped during the detach is left
 // alone: its end is held, and its status descriptor was closed by the
 // follower that reaped it.
-func (r *reaper) reattach(hs []unixhost.ChildHandoff, children map[messages.ProcID]messages.WorkspaceKey, reaped map[messages.ProcID]bool) error {
+func (r *Reaper) Reattach(hs []unixhost.ChildHandoff, children map[messages.ProcID]messages.WorkspaceKey, reaped map[messages.ProcID]bool) error {
 	l, err := r.launcher()
 	if err != nil {
 		return err
@@ -541,9 +543,9 @@ func (r *reaper) reattach(hs []unixhost.ChildHandoff, children map[messages.Proc
 	return errors.Join(errs...)
 }
 
-// adopt follows the children a previous image handed over, each for the
+// Adopt follows the children a previous image handed over, each for the
 // workspace whose session it runs.
-func (r *reaper) adopt(cs []unixhost.ChildHandoff, children map[messages.ProcID]messages.WorkspaceKey) error {
+func (r *Reaper) Adopt(cs []unixhost.ChildHandoff, children map[messages.ProcID]messages.WorkspaceKey) error {
 	var errs []error
 	for _, c := range cs {
 		w, ok := children[c.ID]
@@ -552,14 +554,14 @@ func (r *reaper) adopt(cs []unixhost.ChildHandoff, children map[messages.ProcID]
 			unixhost.CloseFD(c.StatusFD)
 			continue
 		}
-		if err := r.current().Adopt(c, r.exitTo(w)); err != nil {
+		if err := r.Current().Adopt(c, r.exitTo(w)); err != nil {
 			errs = append(errs, fmt.Errorf("adopt child %s: %w", c.ID, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (r *reaper) close() error { return r.current().Close() }
+func (r *Reaper) Close() error { return r.Current().Close() }
 
 // sandboxReportWait bounds the wait for bwrap to say which process is its
 // sandbox's first: it does so as soon as it has made it.
@@ -571,11 +573,11 @@ const sandboxReportWait = 2 * time.Second
 // process elsewhere whose command line names ws counts for nothing. A
 // session whose sandbox is not recorded still counts while its bwrap runs
 // (bwrap, a process of the host, binds ws, and its child is the sandbox's).
-func (r *reaper) recordSandbox(ws host.Workspace, id messages.ProcID) {
+func (r *Reaper) recordSandbox(ws host.Workspace, id messages.ProcID) {
 	if r.root == nil {
 		return
 	}
-	rec, err := r.current().SandboxOf(id, sandboxReportWait)
+	rec, err := r.Current().SandboxOf(id, sandboxReportWait)
 	if err == nil {
 		err = unixhost.WriteSandboxRecord(r.root, ws, rec)
 	}
@@ -593,7 +595,7 @@ func (r *reaper) recordSandbox(ws host.Workspace, id messages.ProcID) {
 // while none ran writes its end. It is removed once its end note is on the
 // record (forgetSpawned). A failure is logged: the session runs, but an
 // end while no daemon runs would not be found.
-func (r *reaper) keepSpawned(ws host.Workspace, s messages.Spawned) {
+func (r *Reaper) keepSpawned(ws host.Workspace, s messages.Spawned) {
 	if r.root == nil {
 		return
 	}
@@ -603,9 +605,9 @@ func (r *reaper) keepSpawned(ws host.Workspace, s messages.Spawned) {
 	}
 }
 
-// forgetSpawned removes the spawned record of launch in workspace w: its
+// ForgetSpawned removes the spawned record of launch in workspace w: its
 // end note is on the record.
-func (r *reaper) forgetSpawned(w messages.WorkspaceKey, launch string) error {
+func (r *Reaper) ForgetSpawned(w messages.WorkspaceKey, launch string) error {
 	if r.root == nil {
 		return nil
 	}
@@ -616,11 +618,11 @@ func (r *reaper) forgetSpawned(w messages.WorkspaceKey, launch string) error {
 	return unixhost.ForgetSpawned(r.root, ws, launch)
 }
 
-// spawnedRecords reads the spawned records of every workspace of the
+// SpawnedRecords reads the spawned records of every workspace of the
 // agents root (each login's directory but the node user's, each project of
 // node.json), for the daemon's start (D76): a session each whose end note
 // is not on the record. A record that does not read is logged and left.
-func (r *reaper) spawnedRecords() ([]messages.Spawned, error) {
+func (r *Reaper) SpawnedRecords() ([]messages.Spawned, error) {
 	if r.root == nil {
 		return nil, nil
 	}
@@ -653,7 +655,7 @@ func (r *reaper) spawnedRecords() ([]messages.Spawned, error) {
 
 // forgetSandbox removes the record of the sandbox bwrap ran for w once it
 // has ended, unless its init runs on (unixhost.ForgetSandbox).
-func (r *reaper) forgetSandbox(w messages.WorkspaceKey, bwrap messages.ProcID) {
+func (r *Reaper) forgetSandbox(w messages.WorkspaceKey, bwrap messages.ProcID) {
 	if r.root == nil {
 		return
 	}
@@ -667,10 +669,10 @@ func (r *reaper) forgetSandbox(w messages.WorkspaceKey, bwrap messages.ProcID) {
 	}
 }
 
-// runSupport is what the host can give a run (refusal row 8); a launcher
+// RunSupport is what the host can give a run (refusal row 8); a launcher
 // that starts no runs (a test's) provides nothing but an unconfined run.
-func (r *reaper) runSupport() host.RunSupport {
-	if s, ok := r.current().(interface{ RunSupport() host.RunSupport }); ok {
+func (r *Reaper) RunSupport() host.RunSupport {
+	if s, ok := r.Current().(interface{ RunSupport() host.RunSupport }); ok {
 		return s.RunSupport()
 	}
 	return host.RunSupport{Sandbox: "this host starts no sandboxed runs", CPU: "not enforced", Processes: "not enforced", Memory: "not enforced"}

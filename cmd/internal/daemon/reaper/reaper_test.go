@@ -1,4 +1,4 @@
-package daemon
+package reaper
 
 import (
 	"context"
@@ -38,11 +38,11 @@ type sentOne struct {
 
 // fakeReaper is a reaper on hosttest's Spawner, its single-process
 // signals recorded.
-func fakeReaper(t *testing.T) (*reaper, *fakeLauncher, *[]sentOne) {
+func fakeReaper(t *testing.T) (*Reaper, *fakeLauncher, *[]sentOne) {
 	t.Helper()
 	f := &fakeLauncher{Spawner: hosttest.NewSpawner(100)}
-	r, err := newReaper(host.Layout{}, nil, &messages.NodeConfig{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)),
-		reaperHost{launcher: func() (launcher, error) { return f, nil }})
+	r, err := New(host.Layout{}, nil, &messages.NodeConfig{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Host{Launcher: func() (Launcher, error) { return f, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,23 +108,23 @@ func TestReaperGate(t *testing.T) {
 	if len(got) != 0 {
 		t.Fatalf("sent before the gate opened: %+v", got)
 	}
-	r.open(send)
+	r.Open(send)
 	if len(got) != 1 || got[0].Proc != ids[0] || got[0].Status.State != messages.EndExited || got[0].Status.Code != 3 {
 		t.Fatalf("held exit sent as %+v", got)
 	}
-	r.pause()
+	r.Pause()
 	f.End(ids[1], host.Exit{Known: true})
 	if len(got) != 1 {
 		t.Fatalf("sent while paused: %+v", got)
 	}
-	held := r.takeHeld()
+	held := r.TakeHeld()
 	if len(held) != 1 || held[0].Proc != ids[1] {
 		t.Fatalf("held %+v", held)
 	}
 	// A failed exec puts them back, ahead of any exit since.
 	f.End(ids[2], host.Exit{Known: true})
-	r.hold(held)
-	r.open(nil)
+	r.Hold(held)
+	r.Open(nil)
 	if len(got) != 3 || got[1].Proc != ids[1] || got[2].Proc != ids[2] {
 		t.Fatalf("after reopening: %+v", got)
 	}

@@ -1,4 +1,4 @@
-package node_test
+package setup_test
 
 import (
 	"context"
@@ -9,9 +9,16 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/node/setup"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
+)
+
+// The person of these tests: may read, post and open tickets, no admin.
+const (
+	person   = "alice"
+	personPW = "alice-pw-1"
 )
 
 // TestInitOnALiveRepository: `ocx init` on a repository a running fossil
@@ -26,10 +33,10 @@ func TestInitOnALiveRepository(t *testing.T) {
 	srv := harness.StartServer(t, harness.Options{Users: []harness.User{{Login: person, Password: personPW, Caps: "cghijnorwz234"}}})
 	ctx := context.Background()
 	agents, release := filepath.Join(t.TempDir(), "agents"), t.TempDir()
-	in := node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}}
+	in := setup.InitInput{Projects: []setup.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}}
 	lock := harness.HoldLock(t, srv.Repo, harness.WriteLock)
 	done := make(chan *node.Answer, 1)
-	go func() { done <- node.Init(ctx, agents, in, node.Options{Release: release}) }()
+	go func() { done <- setup.Init(ctx, agents, in, node.Options{Release: release}) }()
 	// Long enough for init to meet the lock; it cannot switch while the
 	// lock is held.
 	select {
@@ -72,12 +79,12 @@ func TestInitSandboxAdditions(t *testing.T) {
 	ctx := context.Background()
 	agents := filepath.Join(t.TempDir(), "agents")
 	add := &messages.NodeSandbox{ReadOnly: []string{"/opt/agent-clis"}, Path: []string{"/opt/agent-clis/node_modules/.bin"}}
-	in := node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}, Sandbox: add}
-	if a := node.Init(ctx, agents, in, node.Options{}); !a.OK() {
+	in := setup.InitInput{Projects: []setup.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}, Sandbox: add}
+	if a := setup.Init(ctx, agents, in, node.Options{}); !a.OK() {
 		t.Fatalf("init: %s", *a.Stopped)
 	}
 	in.Sandbox = nil
-	if a := node.Init(ctx, agents, in, node.Options{}); !a.OK() {
+	if a := setup.Init(ctx, agents, in, node.Options{}); !a.OK() {
 		t.Fatalf("init again: %s", *a.Stopped)
 	}
 	n, err := node.Open(agents, node.Options{Release: "/rel"})
@@ -101,14 +108,14 @@ func TestInitConfinedOnly(t *testing.T) {
 	ctx := context.Background()
 	agents := filepath.Join(t.TempDir(), "agents")
 	yes, no := true, false
-	in := node.InitInput{Projects: []node.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}}
+	in := setup.InitInput{Projects: []setup.InitProject{{Name: "demo", Repository: srv.Repo, URL: srv.URL}}}
 	for _, step := range []struct {
 		name string
 		set  *bool
 		want bool
 	}{{"new, not asked", nil, false}, {"--confined-only", &yes, true}, {"again without it", nil, true}, {"--confined-only=false", &no, false}} {
 		in.ConfinedOnly = step.set
-		if a := node.Init(ctx, agents, in, node.Options{}); !a.OK() {
+		if a := setup.Init(ctx, agents, in, node.Options{}); !a.OK() {
 			t.Fatalf("%s: init: %s", step.name, *a.Stopped)
 		}
 		n, err := node.Open(agents, node.Options{})

@@ -1,9 +1,10 @@
-package node
+package setup
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ocx-go/ocx/cmd/internal/node"
 	"io/fs"
 	"net/url"
 	"os"
@@ -57,13 +58,13 @@ type InitInput struct {
 // Init makes the agents root and node.json (contracts 3), and provisions
 // the node user on each repository with its password in AGENTS/USER/password.
 // Run again, it adds projects; it refuses to change what node.json says.
-func Init(ctx context.Context, agents string, in InitInput, opts Options) *Answer {
-	a := NewAnswer("init", in.DryRun)
-	n, err := newNode(agents, opts)
+func Init(ctx context.Context, agents string, in InitInput, opts node.Options) *node.Answer {
+	a := node.NewAnswer("init", in.DryRun)
+	n, err := node.OpenNew(agents, opts)
 	if err != nil {
 		return a.Stop(err)
 	}
-	cfg, err := n.planInit(ctx, a, in)
+	cfg, err := planInit(ctx, n, a, in)
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -75,7 +76,7 @@ func Init(ctx context.Context, agents string, in InitInput, opts Options) *Answe
 	n.Config = cfg
 	run := &initRun{n: n, pwFile: pwFile}
 	defer run.close()
-	return a.Stop(Execute(ctx, a, initPlan(initFacts{Agents: n.Agents, NodeJSON: n.Layout.NodeJSON(), Password: pwFile, Config: cfg, Data: data}, run)))
+	return a.Stop(node.Execute(ctx, a, initPlan(initFacts{Agents: n.Agents, NodeJSON: n.Layout.NodeJSON(), Password: pwFile, Config: cfg, Data: data}, run)))
 }
 
 // initFacts is what init checked, for initPlan.
@@ -96,15 +97,15 @@ type initEffects interface {
 	// writeConfig writes node.json.
 	writeConfig(data []byte) error
 	// reread has a running daemon read node.json again.
-	reread(a *Answer) error
+	reread(a *node.Answer) error
 }
 
 // initPlan is init's plan (contracts 3): the agents root, then on each
 // repository write-ahead logging and the node user, then node.json, last,
 // once every repository holds its user.
-func initPlan(f initFacts, fx initEffects) Plan {
-	var plan Plan
-	plan.Add(fmt.Sprintf("make %s and write %s:\n%s", f.Agents, f.NodeJSON, f.Data), func(context.Context, *Answer) error { return fx.makeRoot() })
+func initPlan(f initFacts, fx initEffects) node.Plan {
+	var plan node.Plan
+	plan.Add(fmt.Sprintf("make %s and write %s:\n%s", f.Agents, f.NodeJSON, f.Data), func(context.Context, *node.Answer) error { return fx.makeRoot() })
 	for _, name := range f.Config.ProjectNames() {
 		repo := f.Config.Projects[name].Repository
 		// The server, its backoffice, the hook, the daemon and the tools all
@@ -113,14 +114,14 @@ func initPlan(f initFacts, fx initEffects) Plan {
 		// comes first, before init writes; on a live repository it waits a
 		// bounded time for the others' locks (an error says so past it), and
 		// a repository already in WAL mode is not waited for.
-		plan.Add(fmt.Sprintf("switch %s to write-ahead logging", repo), func(ctx context.Context, a *Answer) error {
+		plan.Add(fmt.Sprintf("switch %s to write-ahead logging", repo), func(ctx context.Context, a *node.Answer) error {
 			if err := fx.useWAL(ctx, name); err != nil {
 				return fmt.Errorf("switch %s to write-ahead logging: %w", name, err)
 			}
 			a.Logf("switched %s to write-ahead logging", repo)
 			return nil
 		})
-		plan.Add(fmt.Sprintf("provision the node user %q on %s (capabilities %s, password in %s)", f.Config.User, repo, fossilio.AgentCaps, f.Password), func(ctx context.Context, a *Answer) error {
+		plan.Add(fmt.Sprintf("provision the node user %q on %s (capabilities %s, password in %s)", f.Config.User, repo, fossilio.AgentCaps, f.Password), func(ctx context.Context, a *node.Answer) error {
 			if err := fx.provision(ctx, name); err != nil {
 				return fmt.Errorf("provision the node user on %s: %w", name, err)
 			}
@@ -128,7 +129,7 @@ func initPlan(f initFacts, fx initEffects) Plan {
 			return nil
 		})
 	}
-	plan.Add("", func(_ context.Context, a *Answer) error {
+	plan.Add("", func(_ context.Context, a *node.Answer) error {
 		if err := fx.writeConfig(f.Data); err != nil {
 			return fmt.Errorf("write node.json: %w", err)
 		}
@@ -140,7 +141,7 @@ func initPlan(f initFacts, fx initEffects) Plan {
 
 // initRun is initEffects on this node, its config the one init writes.
 type initRun struct {
-	n      *Node
+	n      *node.Node
 	pwFile string
 	root   *unixhost.Root
 }
@@ -178,7 +179,7 @@ func (r *initRun) writeConfig(data []byte) error {
 	return r.root.WriteFile(r.n.Layout.NodeJSON(), data, 0o600)
 }
 
-func (r *initRun) reread(a *Answer) error { return r.n.daemonRereads(a) }
+func (r *initRun) reread(a *node.Answer) error { return daemonRereads(r.n, a) }
 
 func (r *initRun) close() {
 	if r.root != nil {
@@ -187,12 +188,12 @@ func (r *initRun) close() {
 }
 
 // planInit checks every input and merges it with an existing node.json.
-func (n *Node) planInit(ctx context.Context, a *Answer, in InitInput) (*messages.NodeConfig, error) {
+func planInit(ctx context.Context, n *node.Node, a *node.Answer, in InitInput) (*messages.NodeConfig, error) {
 	user := in.NodeUser
 	if user == "" {
 		user = DefaultNodeUser
 	}
-	if err := CheckNewLogin(user); err != nil {
+	if err := node.CheckNewLogin(user); err != nil {
 		return nil, fmt.Errorf("node user: %w", err)
 	}
 	cfg := &messages.NodeConfig{User: user, Release: in.ReleaseRoot, Projects: map[string]messages.NodeProject{}}
@@ -204,7 +205,7 @@ func (n *Node) planInit(ctx context.Context, a *Answer, in InitInput) (*messages
 			return nil, fmt.Errorf("release: %s has no current release (a link current -> releases/ID/); make the release root with `ocx release init %s --from DIR` (or --repo REPO CHECKIN)", in.ReleaseRoot, in.ReleaseRoot)
 		}
 	}
-	if err := n.mergeNodeJSON(a, cfg, in); err != nil {
+	if err := mergeNodeJSON(n, a, cfg, in); err != nil {
 		return nil, err
 	}
 	if in.Sandbox != nil {
@@ -234,7 +235,7 @@ func (n *Node) planInit(ctx context.Context, a *Answer, in InitInput) (*messages
 // mergeNodeJSON merges an existing node.json into cfg: a node keeps its
 // user and its release root, its projects, and what init is not given
 // again.
-func (n *Node) mergeNodeJSON(a *Answer, cfg *messages.NodeConfig, in InitInput) error {
+func mergeNodeJSON(n *node.Node, a *node.Answer, cfg *messages.NodeConfig, in InitInput) error {
 	old, err := unixhost.Below(n.Agents).ReadFile(n.Layout.NodeJSON(), unixhost.NodeFile)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -331,13 +332,4 @@ func checkRemoteURL(s string) error {
 		return err
 	}
 	return nil
-}
-
-// CheckNewLogin checks a login that the node's tools make: D1's shape, and
-// not one of the agents root's own files (D16, D19).
-func CheckNewLogin(login string) error {
-	if err := messages.ValidateLogin(login); err != nil {
-		return err
-	}
-	return messages.ValidateLogin(login)
 }
