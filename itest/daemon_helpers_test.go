@@ -241,12 +241,18 @@ func (n *testNode) logLines() []logLine {
 	}
 	defer f.Close()
 	var out []logLine
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			// A last line without its newline is a record the daemon is
+			// writing as this reads (one write(2), which a read may see
+			// half of): the next read has it whole.
+			break
+		}
 		var l logLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			n.t.Fatalf("ocxd.log holds a line that is not one JSON object: %q: %v", sc.Text(), err)
+		if err := json.Unmarshal(line, &l); err != nil {
+			n.t.Fatalf("ocxd.log holds a line that is not one JSON object: %q: %v", line, err)
 		}
 		out = append(out, l)
 	}
