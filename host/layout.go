@@ -118,6 +118,27 @@ func ParseHookMarkWorking(b []byte) (mark, working int64, ok bool) {
 	return v, 0, true
 }
 
+// ReadHookMark reads a hook mark without its lock: read (the file's
+// contents) until two reads in a row agree and parse, at most eight. The
+// hook rewrites its mark in place (unixhost.RewriteInPlace), and a read
+// that takes no lock may see part of one write: the kernel copies a write
+// into the file's page as a read copies out of it, with no lock between
+// them (TestMarkNeverEmpty saw "9\n1\n"). A torn read is told by the next.
+func ReadHookMark(read func() ([]byte, error)) (mark, working int64, ok bool) {
+	var last []byte
+	for range 8 {
+		b, err := read()
+		if err != nil {
+			return 0, 0, false
+		}
+		if last != nil && string(b) == string(last) {
+			return ParseHookMarkWorking(b)
+		}
+		last = b
+	}
+	return 0, 0, false
+}
+
 // HookMarkContent is what a hook mark holds for receipt v.
 func HookMarkContent(v int64) []byte { return []byte(strconv.FormatInt(v, 10) + "\n") }
 

@@ -101,3 +101,38 @@ func TestLayoutKeyOf(t *testing.T) {
 		t.Errorf("root / KeyOf = %v %v", k, ok)
 	}
 }
+
+// TestReadHookMark: a read without the hook's lock may see part of one
+// write; ReadHookMark takes a mark only when two reads in a row agree and
+// parse, so a torn read, even one that parses ("19" while "99" becomes
+// "100"), is never taken.
+func TestReadHookMark(t *testing.T) {
+	reads := func(seq ...string) func() ([]byte, error) {
+		return func() ([]byte, error) {
+			if len(seq) == 0 {
+				return nil, errors.New("no more reads")
+			}
+			b := seq[0]
+			seq = seq[1:]
+			return []byte(b), nil
+		}
+	}
+	for _, c := range []struct {
+		name string
+		seq  []string
+		mark int64
+		ok   bool
+	}{
+		{"steady", []string{"100\n", "100\n"}, 100, true},
+		{"torn, parsing", []string{"19\n", "100\n", "100\n"}, 100, true},
+		{"torn, not parsing", []string{"9\n1\n", "100\n", "100\n"}, 100, true},
+		{"working", []string{"99 120\n", "99 120\n"}, 99, true},
+		{"never settles", []string{"1\n", "2\n", "3\n", "4\n", "5\n", "6\n", "7\n", "8\n", "9\n", "9\n"}, 0, false},
+		{"settled on no mark", []string{"x\n", "x\n"}, 0, false},
+		{"unreadable", nil, 0, false},
+	} {
+		if v, _, ok := ReadHookMark(reads(c.seq...)); v != c.mark || ok != c.ok {
+			t.Errorf("%s: %d, %v; want %d, %v", c.name, v, ok, c.mark, c.ok)
+		}
+	}
+}

@@ -225,7 +225,9 @@ const maxRewrite = 4096
 
 // RewriteInPlace replaces the contents of the small file f (one that holds
 // its own lock, so it cannot be replaced by a rename: the hook's mark)
-// with data, never leaving it empty nor half of one and half of the other:
+// with data, never leaving it empty nor half of one and half of the other
+// once it returns (a read during the write, taking no lock, may see part
+// of it: host.ReadHookMark reads again until two reads agree):
 // data is written over the old contents from offset 0 in one pwrite(2),
 // within the file's first page, which the old contents (when there were
 // any) already hold, so a full disk does not refuse it; then the file is

@@ -395,11 +395,14 @@ func (w *Watch) markOf(project string) (mark int64, held, ok bool) {
 	}
 	defer f.Close()
 	held = errors.Is(unixhost.TryLock(f, unixhost.Shared), host.ErrLocked)
-	b, err := io.ReadAll(io.LimitReader(f, 64))
-	if err != nil {
-		return 0, held, false
-	}
-	mark, ok = host.ParseHookMark(b)
+	mark, _, ok = host.ReadHookMark(func() ([]byte, error) {
+		b := make([]byte, 64)
+		n, err := f.ReadAt(b, 0)
+		if err != nil && err != io.EOF {
+			return nil, err
+		}
+		return b[:n], nil
+	})
 	return mark, held, ok
 }
 

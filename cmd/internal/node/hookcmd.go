@@ -162,10 +162,8 @@ func (n *Node) hookStatus(ctx context.Context, repos map[string]*fossilio.Repo) 
 // handled (Fossil's own list can skip a receipt after a quiet day,
 // docs/fossil.md §4, so the hook keeps its own).
 func (n *Node) hookMark(project string) (uint64, bool) {
-	b, err := unixhost.Below(n.Agents).ReadFile(n.Layout.HookMark(project), unixhost.SmallFile)
-	if err != nil {
-		return 0, false
-	}
-	v, ok := host.ParseHookMark(b)
+	v, _, ok := host.ReadHookMark(func() ([]byte, error) {
+		return unixhost.Below(n.Agents).ReadFile(n.Layout.HookMark(project), unixhost.SmallFile)
+	})
 	return uint64(v), ok && v <= messages.MaxSafeInt
 }
