@@ -65,8 +65,6 @@ func (f *fakeRuns) Deliveries(context.Context, string, string) ([]messages.RunRo
 	return nil, nil
 }
 
-func (f *fakeRuns) EndWait(run string) { f.record("end wait " + run) }
-
 func (f *fakeRuns) Start(context.Context, messages.StartRun) ([]messages.RunRouted, string, error) {
 	return nil, "", nil
 }
@@ -88,9 +86,13 @@ func TestRunActorInTheTree(t *testing.T) {
 		exitNow bool
 		stop    bool
 		want    []string
+		// turns: the run asks the node for its user's slot and its turn to
+		// write started (D86), which the node gives through the tree.
+		turns bool
 	}{
-		{"exits", true, false, []string{"care true", "prepare", "write started", "launch", "keep logs", "write ended", "exited exit 0", "care false"}},
-		{"stopped", false, true, []string{"care true", "prepare", "write started", "launch", "signal TERM", "keep logs", "write ended", "stopped", "care false"}},
+		{"exits", true, false, []string{"care true", "prepare", "write started", "launch", "keep logs", "write ended", "exited exit 0", "care false"}, false},
+		{"stopped", false, true, []string{"care true", "prepare", "write started", "launch", "signal TERM", "keep logs", "write ended", "stopped", "care false"}, false},
+		{"in its turns", true, false, []string{"care true", "prepare", "write started", "launch", "keep logs", "write ended", "exited exit 0", "care false"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newFakeWorld()
@@ -99,7 +101,11 @@ func TestRunActorInTheTree(t *testing.T) {
 			lt := startTree(t, w, Config{}, messages.Boot{})
 			runs.toNode = lt.send
 			hash := strings.Repeat("b", 64)
-			lt.send(messages.RunRouted{Run: hash, Event: messages.RunArrived{Facts: messages.RunFacts{Hash: hash}}})
+			facts := messages.RunFacts{Hash: hash}
+			if tc.turns {
+				facts.Project, facts.At, facts.Slot = "demo", messages.RunPosition{Receipt: 3, Row: 1}, "ana"
+			}
+			lt.send(messages.RunRouted{Run: hash, Event: messages.RunArrived{Facts: facts, InOrder: tc.turns}})
 			if tc.stop {
 				// The launch is in the log once started is written; the stop
 				// is routed after it.

@@ -58,9 +58,6 @@ type Engine struct {
 	deliverMu sync.Mutex
 	// bg runs the backoffice beside a launch.
 	bg *fossilio.Beside
-	// slots: one run at a time for each user whose password the server's
-	// node sets (runslots.go).
-	slots *userSlots
 	// fresh says whether a project's record is fresh: on another host,
 	// once its clone was pulled since the daemon started (D72); nil:
 	// always.
@@ -72,8 +69,6 @@ type Engine struct {
 	// the server may hold one whose answer was lost, so the next try
 	// pulls first and writes none when it is there.
 	doubt map[string]bool
-	// order keeps the node's started in the server's order (runorder.go).
-	order *startOrder
 }
 
 // Deps are what the engine is built with: the node, its repositories, and
@@ -136,7 +131,7 @@ func New(d Deps) *Engine {
 		record:    NewRecord(d.Config, d.Layout, d.Repos, d.Support, d.Log),
 		writeNote: d.WriteNote, signal: d.Signal, support: d.Support, release: d.Release, releaseRoot: d.ReleaseRoot,
 		send: d.Send, log: d.Log, bg: fossilio.NewBeside(d.Log), now: time.Now, ctx: ctx, cancel: cancel,
-		runs: map[string]*engineRun{}, slots: newUserSlots(), fresh: d.Fresh, waiting: map[string]bool{}, doubt: map[string]bool{}, order: newStartOrder()}
+		runs: map[string]*engineRun{}, fresh: d.Fresh, waiting: map[string]bool{}, doubt: map[string]bool{}}
 }
 
 // Close ends the watches of processes found at start; the processes live on.
@@ -307,8 +302,6 @@ func (e *Engine) Care(ctx context.Context, hash string, in bool) error {
 		if err := e.removeDisk(ctx, hash); err != nil {
 			return err
 		}
-		e.slots.give(hash)
-		e.order.settled(hash)
 		e.log.Info("run released from the node's care", slog.String(actors.KeyRun, hash))
 		return nil
 	}
@@ -372,17 +365,6 @@ func (e *Engine) Prepare(ctx context.Context, hash string) messages.RunPrepared 
 	if r.run == nil {
 		return messages.RunPrepared{Failed: "the run does not read"}
 	}
-	if e.setsPassword(r.x, r.run) {
-		user := r.run.Process.User
-		err := e.slots.take(ctx, user, hash, func(before string) {
-			e.log.Info("run waits for its user's run before it (one run at a time for each user)",
-				slog.String(actors.KeyRun, hash), slog.String("user", user), slog.String("before", before))
-			e.order.pass(hash)
-		})
-		if err != nil {
-			return messages.RunPrepared{Failed: "workspace: the password step: " + err.Error(), Stopped: errors.Is(err, errStoppedWaiting)}
-		}
-	}
 	rel, _ := e.release(messages.ReleaseCurrent)
 	if err := e.root.MkdirAll(e.workRoot(), 0o700); err != nil {
 		return messages.RunPrepared{Failed: "the node's run root cannot be made: " + err.Error()}
@@ -399,19 +381,9 @@ func (e *Engine) Prepare(ctx context.Context, hash string) messages.RunPrepared 
 }
 
 // Write writes started, ended or the kept logs where the run is.
-func (e *Engine) Write(ctx context.Context, eff messages.DaemonEffect) (err error) {
+func (e *Engine) Write(ctx context.Context, eff messages.DaemonEffect) error {
 	switch eff := eff.(type) {
 	case messages.RunWriteStarted:
-		if r, err := e.find(ctx, eff.Run); err == nil {
-			if err := e.order.wait(ctx, r.x.Project, eff.Run, r.msg.At(), OrderWait, e.log); err != nil {
-				return err
-			}
-		}
-		defer func() {
-			if err == nil {
-				e.order.settled(eff.Run)
-			}
-		}()
 		return e.writeReport(ctx, eff.Run, messages.MsgStarted, func(r *engineRun) (messages.Message, string) {
 			s := &messages.RunStarted{Node: e.cfg.User, Run: eff.Run, Values: eff.Values}
 			if s.Values == nil {
@@ -423,7 +395,6 @@ func (e *Engine) Write(ctx context.Context, eff messages.DaemonEffect) (err erro
 			return s, fmt.Sprintf("The node started run %s.", fossilio.Short(eff.Run))
 		})
 	case messages.RunWriteEnded:
-		defer e.order.settled(eff.Run)
 		return e.writeReport(ctx, eff.Run, messages.MsgEnded, func(*engineRun) (messages.Message, string) {
 			m := &messages.RunEnded{Node: e.cfg.User, Run: eff.Run, Outcome: eff.Outcome, Exit: eff.Exit, Note: eff.Note}
 			line := fmt.Sprintf("Run %s ended: %s", fossilio.Short(eff.Run), eff.Outcome)
@@ -792,13 +763,10 @@ func (e *Engine) survey(ctx context.Context, projects []string) ([]actors.RunOnR
 			}
 			s := record.StandingOf(msgs, m, privileged)
 			onRecord = append(onRecord, actors.RunOnRecord{Hash: m.Hash, StartedCounts: s.StartedCounts, EndedCounts: s.EndedCounts})
-			f := messages.RunFactsOf(m.Hash, run)
+			f := e.factsOf(x, m, run)
 			st := messages.RunActorState{Facts: f, StartedCounts: s.StartedCounts, StopCounts: s.StopCounts, EndedCounts: s.EndedCounts}
 			if c, ok := byHash[m.Hash]; ok {
 				st.InCare, st.LaunchedAt, st.Proc, st.Given = true, c.LaunchedAt, c.Proc, c.Given
-				if s.StartedCounts && e.setsPassword(x, run) {
-					e.slots.hold(run.Process.User, m.Hash)
-				}
 				live := e.found(&c)
 				alive := live && !e.ours(m.Hash, c.Proc)
 				st.Alive = live
@@ -813,10 +781,23 @@ func (e *Engine) survey(ctx context.Context, projects []string) ([]actors.RunOnR
 	return onRecord, care, states, nil
 }
 
-// setsPassword says the run's password step sets its user's password
-// afresh: a run with one, on the server's node (seed 004 §5).
-func (e *Engine) setsPassword(x *noderepos.Index, run *messages.Run) bool {
-	return run != nil && !x.OtherHost && run.HasPasswordStep()
+// factsOf is what the run core needs of the run m of x (FactsOf).
+func (e *Engine) factsOf(x *noderepos.Index, m record.RunMsg, run *messages.Run) messages.RunFacts {
+	return FactsOf(x, m.Hash, m.At(), run)
+}
+
+// FactsOf is what the run core needs of the run hash of x, at its place
+// in the server's order: messages.RunFactsOf, with its project and place
+// (its started keeps the server's order) and, when its password step sets
+// its user's password afresh (a run with one, on the server's node, seed
+// 004 §5), the user whose slot it takes (D86).
+func FactsOf(x *noderepos.Index, hash string, at messages.RunPosition, run *messages.Run) messages.RunFacts {
+	f := messages.RunFactsOf(hash, run)
+	f.Project, f.At = x.Project, at
+	if run != nil && !x.OtherHost && run.HasPasswordStep() {
+		f.Slot = run.Process.User
+	}
+	return f
 }
 
 // found says whether the process a care file names is still the node's to
@@ -912,13 +893,6 @@ func (e *Engine) watch(hash string, proc int) {
 		e.log.Info("a run's process found at start is gone; how it ended is unknown", slog.String(actors.KeyRun, hash), slog.String(actors.KeyPID, p.id.String()))
 		e.exited(hash, messages.RunProcessExited{Proc: proc, Status: messages.ExitUnknown})
 	}()
-}
-
-// Arriving is told of each run the classifier found to begin on this
-// node, before its actor hears of it: its started waits for the runs
-// before it (runorder.go).
-func (e *Engine) Arriving(project, hash string, at messages.RunPosition) {
-	e.order.arriving(project, hash, at)
 }
 
 // Check is `runs check`: the runs to end lost now. On another host the
