@@ -644,30 +644,39 @@ func (e *Engine) exited(hash string, m messages.RunProcessExited) {
 }
 
 // Boot reads what the node has of its runs when the daemon starts (or a
-// re-exec's new image does): each run in its care, and each found lost
-// (section 10's last paragraph), as the state its actor starts from. A
-// process in care found alive, or a holder that ended leaving its status
-// file, is watched: the daemon is not its parent now.
+// re-exec's new image does), and a pure decision over what it read
+// (actors.DecideRunBoot) says which runs to restore: each run in its care, and each
+// found lost (section 10's last paragraph), as the state its actor starts
+// from. A process in care found alive, or a holder that ended leaving its
+// status file, is watched: the daemon is not its parent now.
 //
 // A project whose record is not fresh (on another host, a clone not
-// pulled since the start) is left waiting, its runs untouched: on a
-// stale clone a run's started or ended may not show yet, and a run
-// restored from it could be prepared and launched twice, or ended twice.
-// Fresh finds them once it is.
+// pulled since the start) is not read: the decision leaves it waiting,
+// its runs untouched, and Fresh finds them once it is.
 func (e *Engine) Boot(ctx context.Context) ([]messages.RunActorState, error) {
 	e.sweepDisks(ctx)
-	var ready []string
+	var projects []actors.RunBootProject
+	found := map[string]surveyedRun{}
 	for _, name := range e.cfg.ProjectNames() {
 		if e.fresh == nil || e.fresh(name) {
-			ready = append(ready, name)
+			p, err := e.survey(ctx, name, found)
+			if err != nil {
+				return nil, err
+			}
+			projects = append(projects, p)
 			continue
 		}
+		projects = append(projects, actors.RunBootProject{Project: name})
+	}
+	d := actors.DecideRunBoot(projects)
+	for _, name := range d.Waiting {
 		e.mu.Lock()
 		e.waiting[name] = true
 		e.mu.Unlock()
 		e.log.Info("the runs in care of a project served from another host are found once its clone is pulled", slog.String("project", name))
 	}
-	return e.boot(ctx, ready)
+	e.keep(d, found)
+	return d.Restore, nil
 }
 
 // Fresh is told that project's record is fresh: on another host, its
@@ -684,7 +693,8 @@ func (e *Engine) Fresh(ctx context.Context, project string) {
 	if !w {
 		return
 	}
-	states, err := e.boot(ctx, []string{project})
+	found := map[string]surveyedRun{}
+	p, err := e.survey(ctx, project, found)
 	if err != nil {
 		e.mu.Lock()
 		e.waiting[project] = true
@@ -693,92 +703,73 @@ func (e *Engine) Fresh(ctx context.Context, project string) {
 			slog.String("project", project), actors.ErrAttr(err))
 		return
 	}
-	e.log.Info("the runs in care of a project are found on its fresh clone", slog.String("project", project), slog.Int("runs", len(states)))
-	e.send(messages.RunsFound{Project: project, Runs: states})
+	d := actors.DecideRunBoot([]actors.RunBootProject{p})
+	e.keep(d, found)
+	e.log.Info("the runs in care of a project are found on its fresh clone", slog.String("project", project), slog.Int("runs", len(d.Restore)))
+	e.send(messages.RunsFound{Project: project, Runs: d.Restore})
 }
 
-// boot finds the runs of projects in the node's care, and those lost.
-func (e *Engine) boot(ctx context.Context, projects []string) ([]messages.RunActorState, error) {
-	onRecord, care, states, err := e.survey(ctx, projects)
-	if err != nil {
-		return nil, err
-	}
-	lost := actors.RunsLost(onRecord, care)
-	lostNote := map[string]string{}
-	for _, l := range lost {
-		lostNote[l.Hash] = l.Note
-	}
-	var out []messages.RunActorState
-	for _, rec := range onRecord {
-		st, ok := states[rec.Hash]
-		if !ok {
-			continue
-		}
-		if n, ok := lostNote[rec.Hash]; ok {
-			st.Lost = n
-			st.Alive = false
-			out = append(out, st)
-			continue
-		}
-		if !st.InCare {
-			continue
-		}
-		out = append(out, st)
-	}
-	for _, st := range out {
-		if st.Alive && st.Lost == "" {
-			e.watch(st.Facts.Hash, st.Proc)
+// keep carries out the boot's decision on the host: each run restored
+// whose process was found alive, and not launched by this daemon, is
+// adopted, and each restored whose process was found is watched.
+func (e *Engine) keep(d actors.RunBootDecision, found map[string]surveyedRun) {
+	for _, st := range d.Restore {
+		if s, ok := found[st.Facts.Hash]; ok && st.Alive && !e.ours(st.Facts.Hash, st.Proc) {
+			e.adopt(s.x, s.m, s.run, s.care)
 		}
 	}
-	return out, nil
+	for _, st := range d.Watch {
+		e.watch(st.Facts.Hash, st.Proc)
+	}
 }
 
-// survey reads the node's runs of projects on the record and in its care.
-func (e *Engine) survey(ctx context.Context, projects []string) ([]actors.RunOnRecord, []actors.RunInCare, map[string]messages.RunActorState, error) {
+// survey reads what the host reports of the node's runs of project: on
+// the record, in the record's order, each with what its care file says
+// and whether its process (or its holder, or its holder's status) is
+// found; found gets what it read of each run in care, for its adoption.
+func (e *Engine) survey(ctx context.Context, project string, found map[string]surveyedRun) (actors.RunBootProject, error) {
+	p := actors.RunBootProject{Project: project, Fresh: true}
 	cares, err := e.cares()
 	if err != nil {
-		return nil, nil, nil, err
+		return p, err
 	}
 	byHash := map[string]messages.RunCare{}
 	for _, c := range cares {
 		byHash[c.Run] = c
 	}
-	var onRecord []actors.RunOnRecord
-	var care []actors.RunInCare
-	states := map[string]messages.RunActorState{}
-	for _, name := range projects {
-		x, err := e.repos.Index(name)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		msgs, err := x.Runs(ctx)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		privileged := x.PrivilegedOnce(ctx)
-		for _, m := range msgs {
-			run, ok := m.Msg.(*messages.Run)
-			if !ok || run.Node != e.cfg.User {
-				continue
-			}
-			s := record.StandingOf(msgs, m, privileged)
-			onRecord = append(onRecord, actors.RunOnRecord{Hash: m.Hash, StartedCounts: s.StartedCounts, EndedCounts: s.EndedCounts})
-			f := e.factsOf(x, m, run)
-			st := messages.RunActorState{Facts: f, StartedCounts: s.StartedCounts, StopCounts: s.StopCounts, EndedCounts: s.EndedCounts}
-			if c, ok := byHash[m.Hash]; ok {
-				st.InCare, st.LaunchedAt, st.Proc, st.Given = true, c.LaunchedAt, c.Proc, c.Given
-				live := e.found(&c)
-				alive := live && !e.ours(m.Hash, c.Proc)
-				st.Alive = live
-				care = append(care, actors.RunInCare{Hash: m.Hash, Alive: live, StartsEach: f.StartsEach()})
-				if alive {
-					e.adopt(x, m, run, c)
-				}
-			}
-			states[m.Hash] = st
-		}
+	x, err := e.repos.Index(project)
+	if err != nil {
+		return p, err
 	}
-	return onRecord, care, states, nil
+	msgs, err := x.Runs(ctx)
+	if err != nil {
+		return p, err
+	}
+	privileged := x.PrivilegedOnce(ctx)
+	for _, m := range msgs {
+		run, ok := m.Msg.(*messages.Run)
+		if !ok || run.Node != e.cfg.User {
+			continue
+		}
+		s := record.StandingOf(msgs, m, privileged)
+		st := messages.RunActorState{Facts: e.factsOf(x, m, run), StartedCounts: s.StartedCounts, StopCounts: s.StopCounts, EndedCounts: s.EndedCounts}
+		if c, ok := byHash[m.Hash]; ok {
+			st.InCare, st.LaunchedAt, st.Proc, st.Given = true, c.LaunchedAt, c.Proc, c.Given
+			st.Alive = e.found(&c)
+			found[m.Hash] = surveyedRun{x: x, m: m, run: run, care: c}
+		}
+		p.Runs = append(p.Runs, st)
+	}
+	return p, nil
+}
+
+// surveyedRun is what survey read of a run in care, for its adoption once
+// the boot decided to restore it.
+type surveyedRun struct {
+	x    *noderepos.Index
+	m    record.RunMsg
+	run  *messages.Run
+	care messages.RunCare
 }
 
 // factsOf is what the run core needs of the run m of x (FactsOf).
@@ -914,15 +905,26 @@ func (e *Engine) Check(ctx context.Context) ([]messages.RunRouted, error) {
 		e.Fresh(ctx, name)
 		pulled = append(pulled, name)
 	}
-	onRecord, care, states, err := e.survey(ctx, pulled)
-	if err != nil {
-		return nil, err
+	var projects []actors.RunBootProject
+	found := map[string]surveyedRun{}
+	for _, name := range pulled {
+		p, err := e.survey(ctx, name, found)
+		if err != nil {
+			return nil, err
+		}
+		projects = append(projects, p)
 	}
 	var out []messages.RunRouted
-	for _, l := range actors.RunsLost(onRecord, care) {
-		st := states[l.Hash]
-		st.Alive = false
-		out = append(out, messages.RunRouted{Run: l.Hash, Start: &st, Event: messages.RunNotInCare{Note: l.Note}})
+	for _, st := range actors.DecideRunBoot(projects).Restore {
+		if s, ok := found[st.Facts.Hash]; ok && st.Alive && !e.ours(st.Facts.Hash, st.Proc) {
+			e.adopt(s.x, s.m, s.run, s.care) // a process no daemon adopted yet
+		}
+		if st.Lost == "" {
+			continue
+		}
+		note := st.Lost
+		st.Lost = ""
+		out = append(out, messages.RunRouted{Run: st.Facts.Hash, Start: &st, Event: messages.RunNotInCare{Note: note}})
 	}
 	return out, nil
 }
