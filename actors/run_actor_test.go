@@ -160,3 +160,75 @@ func TestStoppingTheTreeIsNoAccident(t *testing.T) {
 		t.Fatalf("the tree logged nothing; the test sees no log:\n%s", logs.String())
 	}
 }
+
+// turnRuns is a run engine for several runs: it records each effect with
+// its run's hash, ends a run's process at once for the runs in exitNow,
+// and counts the runs out of care.
+type turnRuns struct {
+	fakeRuns
+	exitNow map[string]bool
+	out     sync.WaitGroup
+}
+
+func (f *turnRuns) Care(_ context.Context, run string, in bool) error {
+	f.record(fmt.Sprintf("%s care %v", run[:1], in))
+	if !in {
+		f.out.Done()
+	}
+	return nil
+}
+
+func (f *turnRuns) Prepare(_ context.Context, run string) messages.RunPrepared {
+	f.record(run[:1] + " prepare")
+	return messages.RunPrepared{Values: map[string]string{"run": run}}
+}
+
+func (f *turnRuns) Write(_ context.Context, e messages.DaemonEffect) error {
+	f.record(e.String())
+	return nil
+}
+
+func (f *turnRuns) Process(_ context.Context, e messages.DaemonEffect) error {
+	f.record(e.String())
+	switch e := e.(type) {
+	case messages.RunLaunch:
+		if f.exitNow[e.Run] {
+			f.toNode(messages.RunRouted{Run: e.Run, Event: messages.RunProcessExited{Proc: e.Proc, Status: messages.Exited(0)}})
+		}
+	case messages.RunEndProcess:
+		f.toNode(messages.RunRouted{Run: e.Run, Event: messages.RunProcessExited{Proc: e.Proc, Status: messages.Signaled(15)}})
+	}
+	return nil
+}
+
+// TestRunsOfOneUserTakeTurnsInTheTree (D86): two runs of one user, whose
+// password step the server's node sets, in the real shells: the second's
+// layers are made only once the first's ended is written and it gave its
+// slot back, through the node; no effect of either waits for the other's.
+func TestRunsOfOneUserTakeTurnsInTheTree(t *testing.T) {
+	w := newFakeWorld()
+	a, b := strings.Repeat("a", 64), strings.Repeat("c", 64)
+	runs := &turnRuns{exitNow: map[string]bool{b: true}}
+	runs.out.Add(2)
+	w.runs = runs
+	lt := startTree(t, w, Config{}, messages.Boot{})
+	runs.toNode = lt.send
+	arrive := func(h string, n int64) {
+		f := messages.RunFacts{Hash: h, Project: "demo", At: messages.RunPosition{Receipt: n, Row: 1}, Slot: "ana"}
+		lt.send(messages.RunRouted{Run: h, Event: messages.RunArrived{Facts: f, InOrder: true}})
+	}
+	arrive(a, 1)
+	for !strings.Contains(runs.effects(), "launch aaaaaaaaaa") {
+		lt.snapshot(t)
+	}
+	arrive(b, 2)
+	lt.send(messages.RunRouted{Run: a, Event: messages.RunStopRequested{By: "admin", Privileged: true}})
+	runs.out.Wait()
+	lt.stop(t)
+	got := runs.effects()
+	endedA := strings.Index(got, "write ended aaaaaaaaaa stopped")
+	prepB := strings.Index(got, "c prepare")
+	if endedA < 0 || prepB < endedA || strings.Count(got, "c prepare") != 1 || !strings.Contains(got, "write ended cccccccccc exited exit 0") {
+		t.Fatalf("the second run's layers were not made once, after the first's ended:\n%s", got)
+	}
+}
