@@ -218,6 +218,19 @@ func (e *Engine) readCare(hash string) (messages.RunCare, bool, error) {
 	return c, true, nil
 }
 
+// caresByHash is what the node keeps of each run in its care, by hash.
+func (e *Engine) caresByHash() (map[string]messages.RunCare, error) {
+	cares, err := e.cares()
+	if err != nil {
+		return nil, err
+	}
+	byHash := make(map[string]messages.RunCare, len(cares))
+	for _, c := range cares {
+		byHash[c.Run] = c
+	}
+	return byHash, nil
+}
+
 // cares lists the runs in the node's care, as their files say.
 func (e *Engine) cares() ([]messages.RunCare, error) {
 	entries, err := e.root.ReadDir(e.careDir())
@@ -655,11 +668,15 @@ func (e *Engine) exited(hash string, m messages.RunProcessExited) {
 // its runs untouched, and Fresh finds them once it is.
 func (e *Engine) Boot(ctx context.Context) ([]messages.RunActorState, error) {
 	e.sweepDisks(ctx)
+	care, err := e.caresByHash()
+	if err != nil {
+		return nil, err
+	}
 	var projects []actors.RunBootProject
 	found := map[string]surveyedRun{}
 	for _, name := range e.cfg.ProjectNames() {
 		if e.fresh == nil || e.fresh(name) {
-			p, err := e.survey(ctx, name, found)
+			p, err := e.survey(ctx, name, care, found)
 			if err != nil {
 				return nil, err
 			}
@@ -694,7 +711,11 @@ func (e *Engine) Fresh(ctx context.Context, project string) {
 		return
 	}
 	found := map[string]surveyedRun{}
-	p, err := e.survey(ctx, project, found)
+	care, err := e.caresByHash()
+	p := actors.RunBootProject{Project: project}
+	if err == nil {
+		p, err = e.survey(ctx, project, care, found)
+	}
 	if err != nil {
 		e.mu.Lock()
 		e.waiting[project] = true
@@ -727,16 +748,8 @@ func (e *Engine) keep(d actors.RunBootDecision, found map[string]surveyedRun) {
 // the record, in the record's order, each with what its care file says
 // and whether its process (or its holder, or its holder's status) is
 // found; found gets what it read of each run in care, for its adoption.
-func (e *Engine) survey(ctx context.Context, project string, found map[string]surveyedRun) (actors.RunBootProject, error) {
+func (e *Engine) survey(ctx context.Context, project string, byHash map[string]messages.RunCare, found map[string]surveyedRun) (actors.RunBootProject, error) {
 	p := actors.RunBootProject{Project: project, Fresh: true}
-	cares, err := e.cares()
-	if err != nil {
-		return p, err
-	}
-	byHash := map[string]messages.RunCare{}
-	for _, c := range cares {
-		byHash[c.Run] = c
-	}
 	x, err := e.repos.Index(project)
 	if err != nil {
 		return p, err
@@ -905,10 +918,14 @@ func (e *Engine) Check(ctx context.Context) ([]messages.RunRouted, error) {
 		e.Fresh(ctx, name)
 		pulled = append(pulled, name)
 	}
+	care, err := e.caresByHash()
+	if err != nil {
+		return nil, err
+	}
 	var projects []actors.RunBootProject
 	found := map[string]surveyedRun{}
 	for _, name := range pulled {
-		p, err := e.survey(ctx, name, found)
+		p, err := e.survey(ctx, name, care, found)
 		if err != nil {
 			return nil, err
 		}
