@@ -17,6 +17,10 @@ type Config struct {
 	RecentHashes int
 	// RecentLaunches is how many handled launch notes each workspace remembers.
 	RecentLaunches int
+	// OrderWait bounds how long a run's started waits for the runs before
+	// it (RunSchedule): past it, the run is started out of the server's
+	// order, and the log names the run it did not wait for any longer.
+	OrderWait time.Duration
 }
 
 // The defaults of Config.
@@ -26,6 +30,7 @@ const (
 	DefaultEndAttempts    = 5
 	DefaultRecentHashes   = 4096
 	DefaultRecentLaunches = 64
+	DefaultOrderWait      = 30 * time.Second
 )
 
 // withDefaults fills in every field left zero.
@@ -44,6 +49,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RecentLaunches <= 0 {
 		c.RecentLaunches = DefaultRecentLaunches
+	}
+	if c.OrderWait <= 0 {
+		c.OrderWait = DefaultOrderWait
 	}
 	return c
 }

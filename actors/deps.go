@@ -181,9 +181,6 @@ type RunHost interface {
 	// be given (ReadDeliveries), each as the RunDelivered for its run's
 	// actor.
 	Deliveries(ctx context.Context, repository, run string) ([]messages.RunRouted, error)
-	// EndWait ends the run's wait for its user's slot, if it waits
-	// (RunEndWait): its Prepare then answers that a stop ended it.
-	EndWait(run string)
 }
 
 // Deps is every dependency of the actor tree.
@@ -356,8 +353,6 @@ func (d *Deps) runEffect(ctx context.Context, e messages.DaemonEffect) messages.
 	case messages.ReadDeliveries:
 		routed, err := d.Runs.Deliveries(ctx, e.Repository, e.Run)
 		return messages.DeliveriesRead{Routed: routed, Err: err}
-	case messages.RunEndWait:
-		d.Runs.EndWait(e.Run)
 	}
 	return nil
 }

@@ -47,7 +47,10 @@ type NodeCore struct {
 	workspaces map[messages.WorkspaceKey]bool
 	// runs are the run actors started (seed 004), by run hash; nil until
 	// the first.
-	runs   map[string]bool
+	runs map[string]bool
+	// sched decides when each run has its turns: its user's slot and its
+	// started (D86).
+	sched  *RunSchedule
 	phase  nodePhase
 	paused bool
 	// resuming says a ResumeInputs is in flight; a new pause waits for it,
@@ -68,6 +71,7 @@ func NewNodeCore(cfg Config) *NodeCore {
 		recent:      newRecentSet(cfg.RecentHashes, nil),
 		classifying: map[string]bool{},
 		workspaces:  map[messages.WorkspaceKey]bool{},
+		sched:       NewRunSchedule(cfg),
 	}
 	return c
 }
@@ -95,6 +99,8 @@ func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Da
 		c.routeRun(m)
 	case messages.RunsChecked:
 		c.runsChecked(m)
+	case messages.RunTurnRequested, messages.RunTurnDone, messages.RunTimerFired:
+		c.out = append(c.out, c.sched.Step(now, m)...)
 	case messages.RunsFound:
 		// A project's runs in care, found once its record is fresh, as
 		// Boot's are: their actors restored, and what waits for their
@@ -380,6 +386,9 @@ func (c *NodeCore) classified(m messages.ArtifactClassified) {
 		c.log(slog.LevelWarn, "a launch note is refused: "+m.Refused.Reason, slog.String(KeyHash, m.Hash), wsAttr(m.Refused.Workspace))
 		c.emit(messages.WriteRefusal{Launch: messages.LaunchSpec{Hash: m.Refused.Hash, Repository: m.Refused.Repository, Workspace: m.Refused.Workspace}, Reason: m.Refused.Reason})
 	case m.Run != nil:
+		if a, ok := m.Run.Event.(messages.RunArrived); ok && a.InOrder {
+			c.sched.InOrder(m.Run.Run, a.Facts.Project, a.Facts.At)
+		}
 		c.routeRun(*m.Run)
 	case m.Checkin != nil:
 		for _, l := range m.Checkin.Listeners {
@@ -456,6 +465,11 @@ func runsOn(s messages.Spawned, found []messages.ProcInfo) (messages.ProcInfo, b
 // care, or lost, when the daemon starts or a re-exec's new image does.
 func (c *NodeCore) foundRuns(runs []messages.RunActorState) {
 	for _, st := range runs {
+		if st.InCare && st.StartedCounts && st.Facts.Slot != "" {
+			// Its started counts: it holds its user's slot until it
+			// leaves the node's care.
+			c.sched.Hold(st.Facts.Slot, st.Facts.Hash)
+		}
 		r := messages.RunRouted{Run: st.Facts.Hash, Start: &st}
 		if st.Lost != "" {
 			r.Event = messages.RunNotInCare{Note: st.Lost}

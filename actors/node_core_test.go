@@ -576,3 +576,49 @@ func TestNodeCoreBootFindsTheGone(t *testing.T) {
 		}
 	})
 }
+
+// TestNodeCoreGivesRunsTheirTurns (D86): the node keeps the place of a run
+// its classification found to begin, holds the slot of a run found in care
+// whose started counts, and answers the runs' asks from that state: a run
+// after one not yet started waits, its user's run before it holds the slot.
+func TestNodeCoreGivesRunsTheirTurns(t *testing.T) {
+	c := NewNodeCore(Config{})
+	c.Start(time.Time{})
+	at := func(n int64) messages.RunPosition { return messages.RunPosition{Receipt: n, Row: 1} }
+	held := messages.RunActorState{Facts: messages.RunFacts{Hash: "R0run00000", Slot: "ana"}, StartedCounts: true, InCare: true, Alive: true, Proc: 1}
+	c.Step(time.Time{}, messages.Boot{Runs: []messages.RunActorState{held}})
+	for i, h := range []string{"R1run00000", "R2run00000"} {
+		c.Step(time.Time{}, messages.LineRead{Line: messages.PostLine{Repository: "/r/demo.fossil", Hash: h}})
+		f := messages.RunFacts{Hash: h, Project: "demo", At: at(int64(i + 1)), Slot: "ana"}
+		c.Step(time.Time{}, messages.ArtifactClassified{Repository: "/r/demo.fossil", Hash: h,
+			Run: &messages.RunRouted{Run: h, Event: messages.RunArrived{Facts: f, InOrder: true}}})
+	}
+	turns := func(m messages.DaemonMessage) []string {
+		var got []string
+		for _, e := range c.Step(time.Time{}, m) {
+			switch e := e.(type) {
+			case messages.Tell:
+				got = append(got, e.To.String()+": "+e.Msg.String())
+			case messages.RunStartTimer:
+				got = append(got, e.String())
+			}
+		}
+		return got
+	}
+	ask := func(run, turn string, n int64) messages.RunTurnRequested {
+		return messages.RunTurnRequested{Run: run, Turn: turn, Project: "demo", At: at(n), User: "ana"}
+	}
+	for _, step := range []struct {
+		msg  messages.DaemonMessage
+		want []string
+	}{
+		{ask("R2run00000", messages.RunTurnStarted, 2), []string{"start timer order R2run00000 #1 30s"}},
+		// R0 holds ana's slot: R1 waits for it, and R2 after it goes on.
+		{ask("R1run00000", messages.RunTurnSlot, 1), []string{"run R2run00000: turn started given"}},
+		{messages.RunTurnDone{Run: "R0run00000", Turn: messages.RunTurnSlot}, []string{"run R1run00000: turn slot given"}},
+	} {
+		if got := turns(step.msg); strings.Join(got, "\n") != strings.Join(step.want, "\n") {
+			t.Fatalf("%s:\n--- got\n%s\n--- want\n%s", step.msg, strings.Join(got, "\n"), strings.Join(step.want, "\n"))
+		}
+	}
+}

@@ -65,8 +65,6 @@ func (f *fakeRuns) Deliveries(context.Context, string, string) ([]messages.RunRo
 	return nil, nil
 }
 
-func (f *fakeRuns) EndWait(run string) { f.record("end wait " + run) }
-
 func (f *fakeRuns) Start(context.Context, messages.StartRun) ([]messages.RunRouted, string, error) {
 	return nil, "", nil
 }
@@ -88,9 +86,13 @@ func TestRunActorInTheTree(t *testing.T) {
 		exitNow bool
 		stop    bool
 		want    []string
+		// turns: the run asks the node for its user's slot and its turn to
+		// write started (D86), which the node gives through the tree.
+		turns bool
 	}{
-		{"exits", true, false, []string{"care true", "prepare", "write started", "launch", "keep logs", "write ended", "exited exit 0", "care false"}},
-		{"stopped", false, true, []string{"care true", "prepare", "write started", "launch", "signal TERM", "keep logs", "write ended", "stopped", "care false"}},
+		{"exits", true, false, []string{"care true", "prepare", "write started", "launch", "keep logs", "write ended", "exited exit 0", "care false"}, false},
+		{"stopped", false, true, []string{"care true", "prepare", "write started", "launch", "signal TERM", "keep logs", "write ended", "stopped", "care false"}, false},
+		{"in its turns", true, false, []string{"care true", "prepare", "write started", "launch", "keep logs", "write ended", "exited exit 0", "care false"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newFakeWorld()
@@ -99,7 +101,11 @@ func TestRunActorInTheTree(t *testing.T) {
 			lt := startTree(t, w, Config{}, messages.Boot{})
 			runs.toNode = lt.send
 			hash := strings.Repeat("b", 64)
-			lt.send(messages.RunRouted{Run: hash, Event: messages.RunArrived{Facts: messages.RunFacts{Hash: hash}}})
+			facts := messages.RunFacts{Hash: hash}
+			if tc.turns {
+				facts.Project, facts.At, facts.Slot = "demo", messages.RunPosition{Receipt: 3, Row: 1}, "ana"
+			}
+			lt.send(messages.RunRouted{Run: hash, Event: messages.RunArrived{Facts: facts, InOrder: tc.turns}})
 			if tc.stop {
 				// The launch is in the log once started is written; the stop
 				// is routed after it.
@@ -152,5 +158,77 @@ func TestStoppingTheTreeIsNoAccident(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "level=") {
 		t.Fatalf("the tree logged nothing; the test sees no log:\n%s", logs.String())
+	}
+}
+
+// turnRuns is a run engine for several runs: it records each effect with
+// its run's hash, ends a run's process at once for the runs in exitNow,
+// and counts the runs out of care.
+type turnRuns struct {
+	fakeRuns
+	exitNow map[string]bool
+	out     sync.WaitGroup
+}
+
+func (f *turnRuns) Care(_ context.Context, run string, in bool) error {
+	f.record(fmt.Sprintf("%s care %v", run[:1], in))
+	if !in {
+		f.out.Done()
+	}
+	return nil
+}
+
+func (f *turnRuns) Prepare(_ context.Context, run string) messages.RunPrepared {
+	f.record(run[:1] + " prepare")
+	return messages.RunPrepared{Values: map[string]string{"run": run}}
+}
+
+func (f *turnRuns) Write(_ context.Context, e messages.DaemonEffect) error {
+	f.record(e.String())
+	return nil
+}
+
+func (f *turnRuns) Process(_ context.Context, e messages.DaemonEffect) error {
+	f.record(e.String())
+	switch e := e.(type) {
+	case messages.RunLaunch:
+		if f.exitNow[e.Run] {
+			f.toNode(messages.RunRouted{Run: e.Run, Event: messages.RunProcessExited{Proc: e.Proc, Status: messages.Exited(0)}})
+		}
+	case messages.RunEndProcess:
+		f.toNode(messages.RunRouted{Run: e.Run, Event: messages.RunProcessExited{Proc: e.Proc, Status: messages.Signaled(15)}})
+	}
+	return nil
+}
+
+// TestRunsOfOneUserTakeTurnsInTheTree (D86): two runs of one user, whose
+// password step the server's node sets, in the real shells: the second's
+// layers are made only once the first's ended is written and it gave its
+// slot back, through the node; no effect of either waits for the other's.
+func TestRunsOfOneUserTakeTurnsInTheTree(t *testing.T) {
+	w := newFakeWorld()
+	a, b := strings.Repeat("a", 64), strings.Repeat("c", 64)
+	runs := &turnRuns{exitNow: map[string]bool{b: true}}
+	runs.out.Add(2)
+	w.runs = runs
+	lt := startTree(t, w, Config{}, messages.Boot{})
+	runs.toNode = lt.send
+	arrive := func(h string, n int64) {
+		f := messages.RunFacts{Hash: h, Project: "demo", At: messages.RunPosition{Receipt: n, Row: 1}, Slot: "ana"}
+		lt.send(messages.RunRouted{Run: h, Event: messages.RunArrived{Facts: f, InOrder: true}})
+	}
+	arrive(a, 1)
+	for !strings.Contains(runs.effects(), "launch aaaaaaaaaa") {
+		lt.snapshot(t)
+	}
+	arrive(b, 2)
+	lt.send(messages.RunRouted{Run: a, Event: messages.RunStopRequested{By: "admin", Privileged: true}})
+	runs.out.Wait()
+	lt.stop(t)
+	got := runs.effects()
+	endedA := strings.Index(got, "write ended aaaaaaaaaa stopped")
+	prepB := strings.Index(got, "c prepare")
+	if endedA < 0 || prepB < endedA || strings.Count(got, "c prepare") != 1 || !strings.Contains(got, "write ended cccccccccc exited exit 0") {
+		t.Fatalf("the second run's layers were not made once, after the first's ended:\n%s", got)
 	}
 }

@@ -90,6 +90,13 @@ type RunCore struct {
 	values map[string]string
 	// startInFlight and endInFlight: a write of started or ended is out.
 	startInFlight, endInFlight bool
+	// The run's turns, which the node gives (RunSchedule, D86): slotAsked
+	// and startAsked say it waits for its user's slot or its turn to write
+	// started; slotHeld that it holds the slot, until it leaves the
+	// node's care; startSettled that it told the node its started is
+	// written or it ends.
+	slotAsked, slotHeld        bool
+	startAsked, startSettled   bool
 	startAttempts, endAttempts int
 	// startFailures, endFailures and keepFailures count the writes that
 	// failed for a reason other than the server's absence
@@ -139,6 +146,9 @@ func NewRunCore(cfg Config, run string) *RunCore {
 // waits for the node's check (RunsLost) to say RunNotInCare.
 func RestoreRunCore(cfg Config, facts messages.RunFacts, k RunKept) *RunCore {
 	c := &RunCore{cfg: cfg.withDefaults(), run: facts.Hash, facts: facts, inCare: k.InCare, given: k.Given}
+	// A run in care whose started counts holds its user's slot: the node
+	// gave it to it (RunSchedule.Hold).
+	c.slotHeld = k.InCare && k.StartedCounts && facts.Slot != ""
 	switch {
 	case k.EndedCounts:
 		c.phase = runEnded
@@ -176,8 +186,7 @@ func (c *RunCore) Start(now time.Time) []messages.DaemonEffect {
 	switch c.phase {
 	case runEnded:
 		if c.inCare {
-			c.inCare = false
-			c.emit(messages.RunRelease{Run: c.run})
+			c.release()
 		}
 	case runEnding:
 		c.writeEnded()
@@ -190,7 +199,7 @@ func (c *RunCore) Start(now time.Time) []messages.DaemonEffect {
 			c.decide(messages.RunStopped, nil, "")
 			break
 		}
-		c.emit(messages.RunPrepare{Run: c.run})
+		c.prepare()
 	case runStarted:
 		if c.launchedAt.IsZero() {
 			c.log(slog.LevelWarn, "the run's launch time is unknown; its wall counts from now", runAttr(c.run))
@@ -284,6 +293,8 @@ func (c *RunCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Dae
 		c.notInCare(m)
 	case messages.RunTimerFired:
 		c.timer(now, m)
+	case messages.RunTurnGiven:
+		c.turnGiven(m)
 	default:
 		c.log(slog.LevelWarn, "message not for a run ignored", runAttr(c.run), slog.String(KeyMessage, msg.String()))
 	}
@@ -328,7 +339,59 @@ func (c *RunCore) begin() {
 	c.inCare = true
 	c.emit(messages.RunTakeIntoCare{Run: c.run})
 	c.phase = runPreparing
+	c.prepare()
+}
+
+// prepare makes layers 2 to 4, once the run holds its user's slot if its
+// password step sets the user's password (seed 004 §5): the node gives it
+// the slot (RunSchedule), and while it waits the runs after it go on.
+func (c *RunCore) prepare() {
+	if c.facts.Slot != "" && !c.slotHeld {
+		c.slotAsked = true
+		c.tell(messages.NodeAddr(), messages.RunTurnRequested{Run: c.run, Turn: messages.RunTurnSlot, User: c.facts.Slot})
+		return
+	}
 	c.emit(messages.RunPrepare{Run: c.run})
+}
+
+// turnGiven: the node gave the run the turn it asked for.
+func (c *RunCore) turnGiven(m messages.RunTurnGiven) {
+	switch {
+	case m.Turn == messages.RunTurnSlot && c.slotAsked && c.phase == runPreparing:
+		c.slotAsked, c.slotHeld = false, true
+		c.emit(messages.RunPrepare{Run: c.run})
+	case m.Turn == messages.RunTurnStarted && c.startAsked && c.phase == runWriting:
+		c.startAsked = false
+		c.writeStartedNow()
+	default:
+		c.log(slog.LevelInfo, "a turn the run does not wait for; ignored", runAttr(c.run), slog.String("turn", m.Turn), slog.String("state", c.phase.String()))
+	}
+}
+
+// release takes the run out of the node's care, and gives back its
+// user's slot, or ends its wait for it.
+func (c *RunCore) release() {
+	c.inCare = false
+	c.emit(messages.RunRelease{Run: c.run})
+	c.doneWithSlot()
+}
+
+// doneWithSlot tells the node the run no longer holds or waits for its
+// user's slot.
+func (c *RunCore) doneWithSlot() {
+	if c.slotHeld || c.slotAsked {
+		c.slotHeld, c.slotAsked = false, false
+		c.tell(messages.NodeAddr(), messages.RunTurnDone{Run: c.run, Turn: messages.RunTurnSlot})
+	}
+}
+
+// doneWithStart tells the node, once, that the run's started is written
+// or that it ends: the runs after it in the server's order go on.
+func (c *RunCore) doneWithStart() {
+	if !c.startSettled && !c.facts.At.IsZero() {
+		c.startSettled = true
+		c.tell(messages.NodeAddr(), messages.RunTurnDone{Run: c.run, Turn: messages.RunTurnStarted})
+	}
 }
 
 // stopRequested: table 10, rows 5, 8 and 11.
@@ -342,13 +405,16 @@ func (c *RunCore) stopRequested(m messages.RunStopRequested) {
 		c.stop = true
 		c.decide(messages.RunStopped, nil, "")
 	case runPreparing:
-		c.stop = true // decided when the layers answer
-		// The layers may wait for the user's run before this one; the
-		// stop ends that wait, and the layers answer at once.
-		c.emit(messages.RunEndWait{Run: c.run})
+		c.stop = true
+		if c.slotAsked {
+			// It waits for its user's run before it: the stop ends the
+			// wait, and the run.
+			c.decide(messages.RunStopped, nil, "")
+		}
+		// Otherwise decided when the layers answer.
 	case runWriting:
 		c.stop = true
-		if !c.startInFlight {
+		if !c.startInFlight && !c.startAsked {
 			c.decide(messages.RunStopped, nil, "")
 		}
 	case runStarted:
@@ -374,7 +440,7 @@ func (c *RunCore) prepared(m messages.RunPrepared) {
 		return
 	}
 	switch {
-	case c.stop || m.Stopped:
+	case c.stop:
 		c.decide(messages.RunStopped, nil, "")
 	case m.Failed != "":
 		c.decide(messages.RunRefused, nil, m.Failed)
@@ -385,7 +451,18 @@ func (c *RunCore) prepared(m messages.RunPrepared) {
 	}
 }
 
+// writeStarted writes started once the node gives the run its turn, in the
+// server's order (RunSchedule); a run with no place in it writes at once.
 func (c *RunCore) writeStarted() {
+	if !c.facts.At.IsZero() {
+		c.startAsked = true
+		c.tell(messages.NodeAddr(), messages.RunTurnRequested{Run: c.run, Turn: messages.RunTurnStarted, Project: c.facts.Project, At: c.facts.At})
+		return
+	}
+	c.writeStartedNow()
+}
+
+func (c *RunCore) writeStartedNow() {
 	c.startAttempts++
 	c.startInFlight = true
 	c.emit(messages.RunWriteStarted{Run: c.run, Values: c.values, Attempt: c.startAttempts})
@@ -416,6 +493,7 @@ func (c *RunCore) startedWritten(now time.Time, m messages.RunStartedWritten) {
 	}
 	c.phase = runStarted
 	c.launchedAt = now
+	c.doneWithStart()
 	if c.stop {
 		// The stop came before the launch: started is on the record, and
 		// nothing is launched.
@@ -635,7 +713,7 @@ func (c *RunCore) timer(now time.Time, m messages.RunTimerFired) {
 		switch {
 		case c.keeping && !c.keepInFlight:
 			c.keepLogs()
-		case c.phase == runWriting && !c.startInFlight:
+		case c.phase == runWriting && !c.startInFlight && !c.startAsked:
 			c.writeStarted()
 		case c.phase == runEnding && !c.endInFlight && !c.keeping:
 			c.writeEnded()
@@ -651,6 +729,9 @@ func (c *RunCore) decide(o messages.RunOutcome, exit *int, note string) {
 	}
 	c.phase = runEnding
 	c.outcome, c.exit, c.note = o, exit, messages.ClipText(messages.CleanText(note), messages.MaxTextLen)
+	if c.slotAsked {
+		c.doneWithSlot() // it never takes the slot now
+	}
 	c.wallSeq, c.graceSeq = 0, 0
 	if n := len(c.queue); n > 0 {
 		c.log(slog.LevelInfo, fmt.Sprintf("the run ends; %d deliveries waiting are not given", n), runAttr(c.run))
@@ -673,6 +754,7 @@ func (c *RunCore) endedWritten(m messages.RunEndedWritten) {
 		return
 	}
 	c.endInFlight = false
+	c.doneWithStart()
 	if m.Err != nil {
 		if !errors.Is(m.Err, messages.ErrUnreachable) {
 			c.endFailures++ // the server's absence is waited out, not counted
@@ -686,8 +768,7 @@ func (c *RunCore) endedWritten(m messages.RunEndedWritten) {
 	}
 	c.phase = runEnded
 	if c.inCare {
-		c.inCare = false
-		c.emit(messages.RunRelease{Run: c.run})
+		c.release()
 	}
 }
 

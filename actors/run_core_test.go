@@ -59,6 +59,9 @@ var (
 	plain       = messages.RunFacts{}
 	feedSession = messages.RunFacts{Session: true, Deliveries: "feed"}
 	eachSession = messages.RunFacts{Session: true, Deliveries: "start", Wall: time.Minute}
+	// slotted is a run whose password step sets ana's password, fifth in
+	// the server's order of demo.
+	slotted = messages.RunFacts{Project: "demo", At: messages.RunPosition{Receipt: 5, Row: 1}, Slot: "ana"}
 )
 
 // startedRun is the steps that bring a run of these facts to started.
@@ -155,15 +158,24 @@ func TestRunLifeTable(t *testing.T) {
 		}, "ended"},
 		{"05 a stop while the layers are made: ended stopped, nothing launched", []runStep{
 			{msg: messages.RunArrived{Facts: plain}, want: launched},
-			{msg: admin(), want: []string{"end the wait of R0run00000 for its user's slot"}},
+			{msg: admin()},
 			{msg: prepOK, want: []string{"write ended R0run00000 stopped"}},
 			{msg: endedOK, want: release},
 		}, "ended"},
-		{"05 a stop that ended the layers' wait for the user's run before it: ended stopped, before the stop reaches the actor", []runStep{
-			{msg: messages.RunArrived{Facts: plain}, want: launched},
-			{msg: messages.RunPrepared{Failed: "workspace: the password step: stopped while it waited", Stopped: true}, want: []string{"write ended R0run00000 stopped"}},
-			{msg: endedOK, want: release},
+		{"05 a run waits for its user's slot before its layers are made; a stop ends the wait: ended stopped, the wait given up", []runStep{
+			{msg: messages.RunArrived{Facts: slotted}, want: []string{"take R0run00000 into care", "tell node: R0run00000 asks its turn slot user ana"}},
+			{msg: admin(), want: []string{"tell node: R0run00000 done with its turn slot", "write ended R0run00000 stopped"}},
+			{msg: messages.RunTurnGiven{Turn: messages.RunTurnSlot}},
+			{msg: endedOK, want: []string{"tell node: R0run00000 done with its turn started", "release R0run00000 from care"}},
+		}, "ended"},
+		{"05 the slot given: layers, started in its turn, and the slot given back once it leaves the node's care", []runStep{
+			{msg: messages.RunArrived{Facts: slotted}, want: []string{"take R0run00000 into care", "tell node: R0run00000 asks its turn slot user ana"}},
+			{msg: messages.RunTurnGiven{Turn: messages.RunTurnSlot}, want: []string{"prepare R0run00000 (layers 2-4)"}},
+			{msg: prepOK, want: []string{"tell node: R0run00000 asks its turn started in demo at r5.1"}},
 			{msg: admin()},
+			{msg: messages.RunTurnGiven{Turn: messages.RunTurnStarted}, want: writeStart},
+			{msg: startedOK, want: []string{"tell node: R0run00000 done with its turn started", "write ended R0run00000 stopped"}},
+			{msg: endedOK, want: []string{"release R0run00000 from care", "tell node: R0run00000 done with its turn slot"}},
 		}, "ended"},
 		{"06 started + a delivery, deliveries feed: to its STDIN", join2(startedRun(feedSession, append(launch1, "read the deliveries of R0run00000")...),
 			runStep{msg: delivery(1), want: []string{"deliver bbbbbbbbbb@r11.1 to R0run00000 process 1"}},
@@ -339,6 +351,44 @@ type runModel struct {
 	trigger  messages.RunOutcome
 	wantExit int
 	ended    bool
+
+	// The run's turns, as the node gives them (RunSchedule): it asks for
+	// its user's slot, holds it, asks for its turn to write started, has
+	// it.
+	slotAsked, slotHeld, startAsked, startTurn bool
+}
+
+// turn checks a run's ask of the node, or its giving back of a turn.
+func (m *runModel) turn(t *rapid.T, e messages.Tell) {
+	if e.To != messages.NodeAddr() {
+		t.Fatalf("a run tells another than its node: %s", e)
+	}
+	switch x := e.Msg.(type) {
+	case messages.RunTurnRequested:
+		switch x.Turn {
+		case messages.RunTurnSlot:
+			if m.facts.Slot == "" || x.User != m.facts.Slot || m.slotAsked || m.slotHeld || !m.inCare {
+				t.Fatalf("a slot asked for by a run with none, twice, or out of care: %s", e)
+			}
+			m.slotAsked = true
+		case messages.RunTurnStarted:
+			if m.facts.At.IsZero() || x.At != m.facts.At || m.startAsked || m.startTurn || m.startWrite || m.recStarted {
+				t.Fatalf("a turn to write started asked for out of place: %s", e)
+			}
+			m.startAsked = true
+		default:
+			t.Fatalf("a turn the node does not give: %s", e)
+		}
+	case messages.RunTurnDone:
+		if x.Turn == messages.RunTurnSlot {
+			if !m.slotAsked && !m.slotHeld {
+				t.Fatalf("a slot given back that the run neither held nor asked for")
+			}
+			m.slotAsked, m.slotHeld = false, false
+		}
+	default:
+		t.Fatalf("a run tells its node %s", e)
+	}
 }
 
 func (m *runModel) undecided() bool { return m.c.phase < runEnding }
@@ -384,11 +434,18 @@ func (m *runModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 			if !m.inCare || m.prepare {
 				t.Fatalf("layers made for a run not in care, or twice at once")
 			}
+			if m.facts.Slot != "" && !m.slotHeld {
+				t.Fatalf("layers made for a run that does not hold its user's slot")
+			}
 			m.prepare = true
 		case messages.RunWriteStarted:
 			if m.recStarted || m.startWrite || !m.inCare {
 				t.Fatalf("a second started, or one for a run not in care")
 			}
+			if !m.facts.At.IsZero() && !m.startTurn {
+				t.Fatalf("started written out of its turn")
+			}
+			m.startTurn = false
 			m.startWrite = true
 		case messages.RunLaunch:
 			if !m.recStarted {
@@ -474,10 +531,13 @@ func (m *runModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 				t.Fatalf("released a run not in care, or before its end was written")
 			}
 			m.inCare = false
-		case messages.RunEndWait:
-			if !m.prepare {
-				t.Fatalf("a wait ended for a run whose layers are not being made")
-			}
+			defer func() {
+				if m.slotHeld || m.slotAsked {
+					t.Fatalf("a run out of care kept its user's slot")
+				}
+			}()
+		case messages.Tell:
+			m.turn(t, e)
 		case messages.ReadDeliveries:
 			if !m.facts.Session || m.facts.StartsEach() || e.Run == "" {
 				t.Fatalf("deliveries read after the launch of a process that is not fed them: %s", e)
@@ -506,6 +566,10 @@ func (m *runModel) restart(t *rapid.T) {
 	t.Logf("restart %+v", k)
 	m.prepare, m.startWrite, m.endWrite, m.keepLogs, m.timers, m.due, m.wallSeq = false, false, false, nil, nil, nil, 0
 	m.exited, m.keepFailed = map[int]bool{}, map[int]bool{}
+	// The node's schedule starts afresh: it holds the slot of a run in
+	// care whose started counts (RunSchedule.Hold).
+	m.slotAsked, m.startAsked, m.startTurn = false, false, false
+	m.slotHeld = m.inCare && m.recStarted && m.facts.Slot != ""
 	gaveUp := m.c.Ended() && !m.recEnded
 	m.c = RestoreRunCore(runCfg, m.facts, k)
 	if gaveUp {
@@ -543,7 +607,11 @@ func TestRunCoreProperties(t *testing.T) {
 		m := &runModel{now: runT0, alive: map[int]bool{}, exited: map[int]bool{}, keepFailed: map[int]bool{}}
 		m.facts = messages.RunFacts{Hash: runH, Manual: rapid.Bool().Draw(t, "manual"), Session: rapid.Bool().Draw(t, "session"),
 			Deliveries: rapid.SampledFrom([]string{"", "feed", "start"}).Draw(t, "deliveries"),
-			Wall:       time.Duration(rapid.SampledFrom([]int{0, 30, 60}).Draw(t, "wall")) * time.Second, CPU: rapid.Bool().Draw(t, "cpu")}
+			Wall:       time.Duration(rapid.SampledFrom([]int{0, 30, 60}).Draw(t, "wall")) * time.Second, CPU: rapid.Bool().Draw(t, "cpu"),
+			Slot: rapid.SampledFrom([]string{"", "ana"}).Draw(t, "slot")}
+		if rapid.Bool().Draw(t, "in order") {
+			m.facts.Project, m.facts.At = "demo", messages.RunPosition{Receipt: 5, Row: 1}
+		}
 		m.c = NewRunCore(runCfg, runH)
 		t.Repeat(map[string]func(*rapid.T){
 			"arrive": func(t *rapid.T) {
@@ -564,6 +632,22 @@ func TestRunCoreProperties(t *testing.T) {
 					}
 				}
 				m.step(t, messages.RunStartRequested{By: "u", Privileged: priv, Refusal: refusal})
+			},
+			"turn": func(t *rapid.T) {
+				switch {
+				case m.slotAsked:
+					m.slotAsked, m.slotHeld = false, true
+					m.step(t, messages.RunTurnGiven{Turn: messages.RunTurnSlot})
+				case m.startAsked:
+					m.startAsked, m.startTurn = false, true
+					m.step(t, messages.RunTurnGiven{Turn: messages.RunTurnStarted})
+				default:
+					// A turn the run does not wait for changes nothing.
+					turn := rapid.SampledFrom([]string{messages.RunTurnSlot, messages.RunTurnStarted}).Draw(t, "stray turn")
+					if effs := runLines(m.c.Step(m.now, messages.RunTurnGiven{Turn: turn})); len(effs) > 0 {
+						t.Fatalf("a turn not asked for did %v", effs)
+					}
+				}
 			},
 			"stop": func(t *rapid.T) {
 				priv := rapid.Bool().Draw(t, "privileged")

@@ -455,9 +455,8 @@ func (s *shell) effect(e messages.DaemonEffect) {
 		s.deliver(m)
 	}
 	switch e.(type) {
-	case messages.WatchProcess, messages.WatchLimits, messages.RunEndWait:
-		// Beside the actor's other effects: a watch lasts, and a run's
-		// end of its wait is for the Prepare its serial queue runs now.
+	case messages.WatchProcess, messages.WatchLimits:
+		// Beside the actor's other effects: a watch lasts.
 		go run()
 		return
 	}

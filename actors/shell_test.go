@@ -162,7 +162,7 @@ func TestStartNodeChecksItsDependencies(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	c := Config{Grace: time.Second}.withDefaults()
 	want := Config{Grace: time.Second, RetryAfter: DefaultRetryAfter, EndAttempts: DefaultEndAttempts,
-		RecentHashes: DefaultRecentHashes, RecentLaunches: DefaultRecentLaunches}
+		RecentHashes: DefaultRecentHashes, RecentLaunches: DefaultRecentLaunches, OrderWait: DefaultOrderWait}
 	if c != want {
 		t.Errorf("withDefaults = %+v, want %+v", c, want)
 	}

@@ -251,15 +251,18 @@ func TestRunPastItsDisk(t *testing.T) {
 	if kib == 0 || kib > 32<<10 {
 		t.Errorf("the run wrote %d KiB into a 32 MiB disk", kib)
 	}
-	if _, after, _ := fsOf(t, root); after+(1<<20) < before {
-		t.Errorf("the node's file system lost %d bytes to the run's fill", before-after)
-	}
 	l, _ := host.NewLayout(n.agents)
 	img, _ := l.RunDisk(rec)
 	n.waitFor("the run's disk removed", func() bool {
 		_, err := os.Stat(n.seen(img))
 		return os.IsNotExist(err)
 	})
+	// Measured once the disk is removed: until then its image, on the
+	// node's file system, holds what the run wrote, and the node removes
+	// it only after ended is on the record (and its backoffice ran).
+	if _, after, _ := fsOf(t, root); after+(1<<20) < before {
+		t.Errorf("the node's file system lost %d bytes to the run's fill", before-after)
+	}
 	ws := n.seen(filepath.Join(n.agents, "ocxd.work", "fill"))
 	_, _, dev := fsOf(t, ws)
 	_, _, parent := fsOf(t, filepath.Dir(ws))

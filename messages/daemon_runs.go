@@ -30,6 +30,14 @@ type RunFacts struct {
 	// CPU says limits.cpu is set: a process the kernel ends with SIGXCPU is
 	// past it.
 	CPU bool
+	// Project and At place the run in the server's order, which its
+	// started keeps (D72, D86); At is zero for a run with no place.
+	Project string
+	At      RunPosition
+	// Slot is the user whose slot the run takes before its layers are
+	// made: its password step sets that user's password afresh on the
+	// server's node (seed 004 §5); "" for none.
+	Slot string
 }
 
 // StartsEach says the run is a session whose deliveries each start a process.
@@ -52,6 +60,12 @@ func (f RunFacts) String() string {
 	}
 	if f.CPU {
 		s += " cpu"
+	}
+	if !f.At.IsZero() {
+		s += " in " + token(f.Project) + " at " + f.At.String()
+	}
+	if f.Slot != "" {
+		s += " slot " + token(f.Slot)
 	}
 	return s
 }
@@ -101,6 +115,10 @@ const (
 type RunArrived struct {
 	Facts   RunFacts
 	Refusal string
+	// InOrder says the run was found to begin (not refused, not manual,
+	// neither started nor ended): the runs of its project after it write
+	// their started after its own (D86).
+	InOrder bool
 }
 
 // RunStartRequested is a start of a manual run with OCX's run tool, by By.
@@ -121,13 +139,10 @@ type RunStopRequested struct {
 
 // RunPrepared is the result of RunPrepare: layers 2 to 4 made, with the
 // values they set (which started lists), or Failed, the note naming the
-// step that failed and why (section 11, row 10). Stopped says a stop that
-// counts ended the preparation before the run's actor had it (a run that
-// waited for its user's run before it, seed 004 §5): the run ends stopped.
+// step that failed and why (section 11, row 10).
 type RunPrepared struct {
-	Values  map[string]string
-	Failed  string
-	Stopped bool
+	Values map[string]string
+	Failed string
 }
 
 // RunStartedWritten is the result of RunWriteStarted: started is on the
@@ -320,6 +335,9 @@ func (RunRelease) daemonEffect()      {}
 
 func (m RunArrived) String() string {
 	s := "arrived " + m.Facts.String()
+	if m.InOrder {
+		s += ", in order"
+	}
 	if m.Refusal != "" {
 		s += ", refused: " + oneLine(m.Refusal)
 	}

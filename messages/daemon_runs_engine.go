@@ -155,20 +155,6 @@ func (m DeliveriesRead) String() string {
 	return "deliveries read: " + strconv.Itoa(len(m.Routed)) + errSuffix(m.Err)
 }
 
-// RunEndWait ends the run's wait for its user's slot, if it waits (seed 004
-// section 5, one run at a time for each user): a stop that counts reached
-// the run while its layers were being made. Run at once, beside the run's
-// own effects, one of which is the wait.
-type RunEndWait struct {
-	Run string
-}
-
-func (RunEndWait) daemonEffect() {}
-
-func (e RunEndWait) String() string {
-	return "end the wait of " + daemonShort(e.Run) + " for its user's slot"
-}
-
 // StartRun asks the wiring to start the manual run Run of Repository for By
 // (the `run start` line): it reads the run from the record again, and By's
 // standing and section 11's refusals now. Result: RunStartChecked.

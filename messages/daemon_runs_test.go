@@ -18,7 +18,8 @@ func TestRunStringsAreOneLine(t *testing.T) {
 	d := messages.RunDelivery{Hash: h, At: messages.RunPosition{Receipt: 3, Row: 1}, Line: "{}"}
 	exit := 143
 	boom := errors.New("line one\nline two")
-	facts := messages.RunFacts{Hash: h, Manual: true, Session: true, Deliveries: "start", Wall: time.Hour, CPU: true}
+	facts := messages.RunFacts{Hash: h, Manual: true, Session: true, Deliveries: "start", Wall: time.Hour, CPU: true,
+		Project: "demo project", At: messages.RunPosition{Receipt: 3, Row: 1}, Slot: "ana"}
 	values := []fmt.Stringer{
 		facts,
 		messages.RunArrived{Facts: facts, Refusal: "a\nb"},
@@ -45,6 +46,9 @@ func TestRunStringsAreOneLine(t *testing.T) {
 		messages.RunWriteEnded{Run: h, Outcome: messages.RunExited, Exit: &exit, Attempt: 2},
 		messages.RunWriteEnded{Run: h, Outcome: messages.RunLost, Note: "not\nhere"},
 		messages.RunRelease{Run: h},
+		messages.RunTurnRequested{Run: h, Turn: messages.RunTurnStarted, Project: "demo", At: d.At, User: "ana"},
+		messages.RunTurnGiven{Turn: messages.RunTurnSlot},
+		messages.RunTurnDone{Run: h, Turn: messages.RunTurnSlot},
 	}
 	for _, v := range values {
 		s := v.String()

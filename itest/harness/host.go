@@ -336,20 +336,38 @@ func (h *Host) PIDs() []int {
 
 // KillAll kills every process on the host, by PID, as a host that
 // crashed: the daemon, its sessions, its runs and their holders. It
-// returns once they are gone.
+// returns once they are gone, each done exiting (proc.exited): a killed
+// process leaves its namespaces before its threads have closed its files,
+// so a lock it held could still be held just after (a daemon started again
+// at once found the last one's lock, seen once in
+// TestRemoteNodeKilledFindsItsRunLost).
 func (h *Host) KillAll() {
 	h.t.Helper()
+	var killed []proc
 	for try := 0; try < 50; try++ {
 		pids := h.PIDs()
-		if len(pids) == 0 {
+		if len(pids) == 0 && allExited(killed) {
 			return
 		}
 		for _, pid := range pids {
+			if _, start, err := readStat(pid); err == nil {
+				killed = append(killed, proc{pid: pid, start: start})
+			}
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	h.t.Errorf("harness: processes on the host still alive after SIGKILL: %v", h.PIDs())
+}
+
+// allExited says every process of ps is done exiting.
+func allExited(ps []proc) bool {
+	for _, p := range ps {
+		if !p.exited() {
+			return false
+		}
+	}
+	return true
 }
 
 func (h *Host) cleanup() {

@@ -44,6 +44,23 @@ func (p proc) alive() bool {
 	return err == nil && start == p.start && state != 'Z' && state != 'X'
 }
 
+// exited reports whether the process has finished exiting: gone, its PID
+// another's, or a zombie none of whose threads is still exiting. A process
+// killed is a zombie, and out of its namespaces, before the threads of its
+// group have closed their files: until the last has, a lock it holds
+// (flock, released by the last close) is still held.
+func (p proc) exited() bool {
+	state, start, err := readStat(p.pid)
+	if err != nil || start != p.start {
+		return true
+	}
+	if state != 'Z' && state != 'X' {
+		return false
+	}
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(p.pid) + "/task")
+	return err != nil || len(tasks) <= 1
+}
+
 func waitGone(p proc, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for p.alive() {

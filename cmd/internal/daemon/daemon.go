@@ -465,7 +465,6 @@ func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 	d.runs = runengine.New(runengine.Deps{Config: d.cfg, Layout: d.layout, Root: d.root, Repos: repos,
 		Fossil: d.records.fossil, WriteNote: d.records.writeNote, Signal: d.reaper.Signal, Support: d.reaper.RunSupport,
 		Release: d.rel.Dir, ReleaseRoot: d.rel.Root(), Log: d.log, Send: d.send, Fresh: d.remote.IsFresh(d.cfg)})
-	d.records.runs.Arriving = d.runs.Arriving
 	return limits, nil
 }
 

@@ -52,10 +52,6 @@ func (e *Engine) Deliveries(ctx context.Context, path, run string) ([]messages.R
 	return routed, nil
 }
 
-// EndWait ends the run's wait for its user's slot, if it waits
-// (actors.RunHost).
-func (e *Engine) EndWait(run string) { e.slots.stop(run) }
-
 func (e *Engine) deliveriesOf(ctx context.Context, c messages.RunCare) ([]messages.RunDelivery, error) {
 	r, err := e.find(ctx, c.Run)
 	if err != nil {

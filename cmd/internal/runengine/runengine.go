@@ -58,9 +58,6 @@ type Engine struct {
 	deliverMu sync.Mutex
 	// bg runs the backoffice beside a launch.
 	bg *fossilio.Beside
-	// slots: one run at a time for each user whose password the server's
-	// node sets (runslots.go).
-	slots *userSlots
 	// fresh says whether a project's record is fresh: on another host,
 	// once its clone was pulled since the daemon started (D72); nil:
 	// always.
@@ -72,8 +69,6 @@ type Engine struct {
 	// the server may hold one whose answer was lost, so the next try
 	// pulls first and writes none when it is there.
 	doubt map[string]bool
-	// order keeps the node's started in the server's order (runorder.go).
-	order *startOrder
 }
 
 // Deps are what the engine is built with: the node, its repositories, and
@@ -136,7 +131,7 @@ func New(d Deps) *Engine {
 		record:    NewRecord(d.Config, d.Layout, d.Repos, d.Support, d.Log),
 		writeNote: d.WriteNote, signal: d.Signal, support: d.Support, release: d.Release, releaseRoot: d.ReleaseRoot,
 		send: d.Send, log: d.Log, bg: fossilio.NewBeside(d.Log), now: time.Now, ctx: ctx, cancel: cancel,
-		runs: map[string]*engineRun{}, slots: newUserSlots(), fresh: d.Fresh, waiting: map[string]bool{}, doubt: map[string]bool{}, order: newStartOrder()}
+		runs: map[string]*engineRun{}, fresh: d.Fresh, waiting: map[string]bool{}, doubt: map[string]bool{}}
 }
 
 // Close ends the watches of processes found at start; the processes live on.
@@ -223,6 +218,19 @@ func (e *Engine) readCare(hash string) (messages.RunCare, bool, error) {
 	return c, true, nil
 }
 
+// caresByHash is what the node keeps of each run in its care, by hash.
+func (e *Engine) caresByHash() (map[string]messages.RunCare, error) {
+	cares, err := e.cares()
+	if err != nil {
+		return nil, err
+	}
+	byHash := make(map[string]messages.RunCare, len(cares))
+	for _, c := range cares {
+		byHash[c.Run] = c
+	}
+	return byHash, nil
+}
+
 // cares lists the runs in the node's care, as their files say.
 func (e *Engine) cares() ([]messages.RunCare, error) {
 	entries, err := e.root.ReadDir(e.careDir())
@@ -307,8 +315,6 @@ func (e *Engine) Care(ctx context.Context, hash string, in bool) error {
 		if err := e.removeDisk(ctx, hash); err != nil {
 			return err
 		}
-		e.slots.give(hash)
-		e.order.settled(hash)
 		e.log.Info("run released from the node's care", slog.String(actors.KeyRun, hash))
 		return nil
 	}
@@ -372,17 +378,6 @@ func (e *Engine) Prepare(ctx context.Context, hash string) messages.RunPrepared 
 	if r.run == nil {
 		return messages.RunPrepared{Failed: "the run does not read"}
 	}
-	if e.setsPassword(r.x, r.run) {
-		user := r.run.Process.User
-		err := e.slots.take(ctx, user, hash, func(before string) {
-			e.log.Info("run waits for its user's run before it (one run at a time for each user)",
-				slog.String(actors.KeyRun, hash), slog.String("user", user), slog.String("before", before))
-			e.order.pass(hash)
-		})
-		if err != nil {
-			return messages.RunPrepared{Failed: "workspace: the password step: " + err.Error(), Stopped: errors.Is(err, errStoppedWaiting)}
-		}
-	}
 	rel, _ := e.release(messages.ReleaseCurrent)
 	if err := e.root.MkdirAll(e.workRoot(), 0o700); err != nil {
 		return messages.RunPrepared{Failed: "the node's run root cannot be made: " + err.Error()}
@@ -399,19 +394,9 @@ func (e *Engine) Prepare(ctx context.Context, hash string) messages.RunPrepared 
 }
 
 // Write writes started, ended or the kept logs where the run is.
-func (e *Engine) Write(ctx context.Context, eff messages.DaemonEffect) (err error) {
+func (e *Engine) Write(ctx context.Context, eff messages.DaemonEffect) error {
 	switch eff := eff.(type) {
 	case messages.RunWriteStarted:
-		if r, err := e.find(ctx, eff.Run); err == nil {
-			if err := e.order.wait(ctx, r.x.Project, eff.Run, r.msg.At(), OrderWait, e.log); err != nil {
-				return err
-			}
-		}
-		defer func() {
-			if err == nil {
-				e.order.settled(eff.Run)
-			}
-		}()
 		return e.writeReport(ctx, eff.Run, messages.MsgStarted, func(r *engineRun) (messages.Message, string) {
 			s := &messages.RunStarted{Node: e.cfg.User, Run: eff.Run, Values: eff.Values}
 			if s.Values == nil {
@@ -423,7 +408,6 @@ func (e *Engine) Write(ctx context.Context, eff messages.DaemonEffect) (err erro
 			return s, fmt.Sprintf("The node started run %s.", fossilio.Short(eff.Run))
 		})
 	case messages.RunWriteEnded:
-		defer e.order.settled(eff.Run)
 		return e.writeReport(ctx, eff.Run, messages.MsgEnded, func(*engineRun) (messages.Message, string) {
 			m := &messages.RunEnded{Node: e.cfg.User, Run: eff.Run, Outcome: eff.Outcome, Exit: eff.Exit, Note: eff.Note}
 			line := fmt.Sprintf("Run %s ended: %s", fossilio.Short(eff.Run), eff.Outcome)
@@ -673,30 +657,43 @@ func (e *Engine) exited(hash string, m messages.RunProcessExited) {
 }
 
 // Boot reads what the node has of its runs when the daemon starts (or a
-// re-exec's new image does): each run in its care, and each found lost
-// (section 10's last paragraph), as the state its actor starts from. A
-// process in care found alive, or a holder that ended leaving its status
-// file, is watched: the daemon is not its parent now.
+// re-exec's new image does), and a pure decision over what it read
+// (actors.DecideRunBoot) says which runs to restore: each run in its care, and each
+// found lost (section 10's last paragraph), as the state its actor starts
+// from. A process in care found alive, or a holder that ended leaving its
+// status file, is watched: the daemon is not its parent now.
 //
 // A project whose record is not fresh (on another host, a clone not
-// pulled since the start) is left waiting, its runs untouched: on a
-// stale clone a run's started or ended may not show yet, and a run
-// restored from it could be prepared and launched twice, or ended twice.
-// Fresh finds them once it is.
+// pulled since the start) is not read: the decision leaves it waiting,
+// its runs untouched, and Fresh finds them once it is.
 func (e *Engine) Boot(ctx context.Context) ([]messages.RunActorState, error) {
 	e.sweepDisks(ctx)
-	var ready []string
+	care, err := e.caresByHash()
+	if err != nil {
+		return nil, err
+	}
+	var projects []actors.RunBootProject
+	found := map[string]surveyedRun{}
 	for _, name := range e.cfg.ProjectNames() {
 		if e.fresh == nil || e.fresh(name) {
-			ready = append(ready, name)
+			p, err := e.survey(ctx, name, care, found)
+			if err != nil {
+				return nil, err
+			}
+			projects = append(projects, p)
 			continue
 		}
+		projects = append(projects, actors.RunBootProject{Project: name})
+	}
+	d := actors.DecideRunBoot(projects)
+	for _, name := range d.Waiting {
 		e.mu.Lock()
 		e.waiting[name] = true
 		e.mu.Unlock()
 		e.log.Info("the runs in care of a project served from another host are found once its clone is pulled", slog.String("project", name))
 	}
-	return e.boot(ctx, ready)
+	e.keep(d, found)
+	return d.Restore, nil
 }
 
 // Fresh is told that project's record is fresh: on another host, its
@@ -713,7 +710,12 @@ func (e *Engine) Fresh(ctx context.Context, project string) {
 	if !w {
 		return
 	}
-	states, err := e.boot(ctx, []string{project})
+	found := map[string]surveyedRun{}
+	care, err := e.caresByHash()
+	p := actors.RunBootProject{Project: project}
+	if err == nil {
+		p, err = e.survey(ctx, project, care, found)
+	}
 	if err != nil {
 		e.mu.Lock()
 		e.waiting[project] = true
@@ -722,101 +724,84 @@ func (e *Engine) Fresh(ctx context.Context, project string) {
 			slog.String("project", project), actors.ErrAttr(err))
 		return
 	}
-	e.log.Info("the runs in care of a project are found on its fresh clone", slog.String("project", project), slog.Int("runs", len(states)))
-	e.send(messages.RunsFound{Project: project, Runs: states})
+	d := actors.DecideRunBoot([]actors.RunBootProject{p})
+	e.keep(d, found)
+	e.log.Info("the runs in care of a project are found on its fresh clone", slog.String("project", project), slog.Int("runs", len(d.Restore)))
+	e.send(messages.RunsFound{Project: project, Runs: d.Restore})
 }
 
-// boot finds the runs of projects in the node's care, and those lost.
-func (e *Engine) boot(ctx context.Context, projects []string) ([]messages.RunActorState, error) {
-	onRecord, care, states, err := e.survey(ctx, projects)
+// keep carries out the boot's decision on the host: each run restored
+// whose process was found alive, and not launched by this daemon, is
+// adopted, and each restored whose process was found is watched.
+func (e *Engine) keep(d actors.RunBootDecision, found map[string]surveyedRun) {
+	for _, st := range d.Restore {
+		if s, ok := found[st.Facts.Hash]; ok && st.Alive && !e.ours(st.Facts.Hash, st.Proc) {
+			e.adopt(s.x, s.m, s.run, s.care)
+		}
+	}
+	for _, st := range d.Watch {
+		e.watch(st.Facts.Hash, st.Proc)
+	}
+}
+
+// survey reads what the host reports of the node's runs of project: on
+// the record, in the record's order, each with what its care file says
+// and whether its process (or its holder, or its holder's status) is
+// found; found gets what it read of each run in care, for its adoption.
+func (e *Engine) survey(ctx context.Context, project string, byHash map[string]messages.RunCare, found map[string]surveyedRun) (actors.RunBootProject, error) {
+	p := actors.RunBootProject{Project: project, Fresh: true}
+	x, err := e.repos.Index(project)
 	if err != nil {
-		return nil, err
+		return p, err
 	}
-	lost := actors.RunsLost(onRecord, care)
-	lostNote := map[string]string{}
-	for _, l := range lost {
-		lostNote[l.Hash] = l.Note
-	}
-	var out []messages.RunActorState
-	for _, rec := range onRecord {
-		st, ok := states[rec.Hash]
-		if !ok {
-			continue
-		}
-		if n, ok := lostNote[rec.Hash]; ok {
-			st.Lost = n
-			st.Alive = false
-			out = append(out, st)
-			continue
-		}
-		if !st.InCare {
-			continue
-		}
-		out = append(out, st)
-	}
-	for _, st := range out {
-		if st.Alive && st.Lost == "" {
-			e.watch(st.Facts.Hash, st.Proc)
-		}
-	}
-	return out, nil
-}
-
-// survey reads the node's runs of projects on the record and in its care.
-func (e *Engine) survey(ctx context.Context, projects []string) ([]actors.RunOnRecord, []actors.RunInCare, map[string]messages.RunActorState, error) {
-	cares, err := e.cares()
+	msgs, err := x.Runs(ctx)
 	if err != nil {
-		return nil, nil, nil, err
+		return p, err
 	}
-	byHash := map[string]messages.RunCare{}
-	for _, c := range cares {
-		byHash[c.Run] = c
+	privileged := x.PrivilegedOnce(ctx)
+	for _, m := range msgs {
+		run, ok := m.Msg.(*messages.Run)
+		if !ok || run.Node != e.cfg.User {
+			continue
+		}
+		s := record.StandingOf(msgs, m, privileged)
+		st := messages.RunActorState{Facts: e.factsOf(x, m, run), StartedCounts: s.StartedCounts, StopCounts: s.StopCounts, EndedCounts: s.EndedCounts}
+		if c, ok := byHash[m.Hash]; ok {
+			st.InCare, st.LaunchedAt, st.Proc, st.Given = true, c.LaunchedAt, c.Proc, c.Given
+			st.Alive = e.found(&c)
+			found[m.Hash] = surveyedRun{x: x, m: m, run: run, care: c}
+		}
+		p.Runs = append(p.Runs, st)
 	}
-	var onRecord []actors.RunOnRecord
-	var care []actors.RunInCare
-	states := map[string]messages.RunActorState{}
-	for _, name := range projects {
-		x, err := e.repos.Index(name)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		msgs, err := x.Runs(ctx)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		privileged := x.PrivilegedOnce(ctx)
-		for _, m := range msgs {
-			run, ok := m.Msg.(*messages.Run)
-			if !ok || run.Node != e.cfg.User {
-				continue
-			}
-			s := record.StandingOf(msgs, m, privileged)
-			onRecord = append(onRecord, actors.RunOnRecord{Hash: m.Hash, StartedCounts: s.StartedCounts, EndedCounts: s.EndedCounts})
-			f := messages.RunFactsOf(m.Hash, run)
-			st := messages.RunActorState{Facts: f, StartedCounts: s.StartedCounts, StopCounts: s.StopCounts, EndedCounts: s.EndedCounts}
-			if c, ok := byHash[m.Hash]; ok {
-				st.InCare, st.LaunchedAt, st.Proc, st.Given = true, c.LaunchedAt, c.Proc, c.Given
-				if s.StartedCounts && e.setsPassword(x, run) {
-					e.slots.hold(run.Process.User, m.Hash)
-				}
-				live := e.found(&c)
-				alive := live && !e.ours(m.Hash, c.Proc)
-				st.Alive = live
-				care = append(care, actors.RunInCare{Hash: m.Hash, Alive: live, StartsEach: f.StartsEach()})
-				if alive {
-					e.adopt(x, m, run, c)
-				}
-			}
-			states[m.Hash] = st
-		}
-	}
-	return onRecord, care, states, nil
+	return p, nil
 }
 
-// setsPassword says the run's password step sets its user's password
-// afresh: a run with one, on the server's node (seed 004 §5).
-func (e *Engine) setsPassword(x *noderepos.Index, run *messages.Run) bool {
-	return run != nil && !x.OtherHost && run.HasPasswordStep()
+// surveyedRun is what survey read of a run in care, for its adoption once
+// the boot decided to restore it.
+type surveyedRun struct {
+	x    *noderepos.Index
+	m    record.RunMsg
+	run  *messages.Run
+	care messages.RunCare
+}
+
+// factsOf is what the run core needs of the run m of x (FactsOf).
+func (e *Engine) factsOf(x *noderepos.Index, m record.RunMsg, run *messages.Run) messages.RunFacts {
+	return FactsOf(x, m.Hash, m.At(), run)
+}
+
+// FactsOf is what the run core needs of the run hash of x, at its place
+// in the server's order: messages.RunFactsOf, with its project and place
+// (its started keeps the server's order) and, when its password step sets
+// its user's password afresh (a run with one, on the server's node, seed
+// 004 §5), the user whose slot it takes (D86).
+func FactsOf(x *noderepos.Index, hash string, at messages.RunPosition, run *messages.Run) messages.RunFacts {
+	f := messages.RunFactsOf(hash, run)
+	f.Project, f.At = x.Project, at
+	if run != nil && !x.OtherHost && run.HasPasswordStep() {
+		f.Slot = run.Process.User
+	}
+	return f
 }
 
 // found says whether the process a care file names is still the node's to
@@ -914,13 +899,6 @@ func (e *Engine) watch(hash string, proc int) {
 	}()
 }
 
-// Arriving is told of each run the classifier found to begin on this
-// node, before its actor hears of it: its started waits for the runs
-// before it (runorder.go).
-func (e *Engine) Arriving(project, hash string, at messages.RunPosition) {
-	e.order.arriving(project, hash, at)
-}
-
 // Check is `runs check`: the runs to end lost now. On another host the
 // check is made on a clone pulled now; one that cannot be pulled ends
 // nothing lost (D72). A project whose runs Boot left waiting has them
@@ -940,15 +918,30 @@ func (e *Engine) Check(ctx context.Context) ([]messages.RunRouted, error) {
 		e.Fresh(ctx, name)
 		pulled = append(pulled, name)
 	}
-	onRecord, care, states, err := e.survey(ctx, pulled)
+	care, err := e.caresByHash()
 	if err != nil {
 		return nil, err
 	}
+	var projects []actors.RunBootProject
+	found := map[string]surveyedRun{}
+	for _, name := range pulled {
+		p, err := e.survey(ctx, name, care, found)
+		if err != nil {
+			return nil, err
+		}
+		projects = append(projects, p)
+	}
 	var out []messages.RunRouted
-	for _, l := range actors.RunsLost(onRecord, care) {
-		st := states[l.Hash]
-		st.Alive = false
-		out = append(out, messages.RunRouted{Run: l.Hash, Start: &st, Event: messages.RunNotInCare{Note: l.Note}})
+	for _, st := range actors.DecideRunBoot(projects).Restore {
+		if s, ok := found[st.Facts.Hash]; ok && st.Alive && !e.ours(st.Facts.Hash, st.Proc) {
+			e.adopt(s.x, s.m, s.run, s.care) // a process no daemon adopted yet
+		}
+		if st.Lost == "" {
+			continue
+		}
+		note := st.Lost
+		st.Lost = ""
+		out = append(out, messages.RunRouted{Run: st.Facts.Hash, Start: &st, Event: messages.RunNotInCare{Note: note}})
 	}
 	return out, nil
 }

@@ -30,10 +30,6 @@ type Record struct {
 	// node that starts no runs (a test's).
 	support func() host.RunSupport
 	log     *slog.Logger
-	// Arriving, when set, is told of each run Classify finds to begin
-	// (not refused, not manual, neither started nor ended yet), before
-	// its actor hears of it (Engine.Arriving).
-	Arriving func(project, hash string, at messages.RunPosition)
 }
 
 // NewRecord reads the runs of repos; support may be nil.
@@ -157,11 +153,11 @@ func (r *Record) Classify(ctx context.Context, x *noderepos.Index, hash string) 
 		if err != nil {
 			return actors.Classification{}, true, err
 		}
-		ev := messages.RunArrived{Facts: messages.RunFactsOf(hash, m.Run()), Refusal: note}
-		if r.Arriving != nil && note == "" && !ev.Facts.Manual {
-			if st := record.StandingOf(msgs, m, privileged); !st.StartedCounts && !st.EndedCounts {
-				r.Arriving(x.Project, hash, m.At())
-			}
+		ev := messages.RunArrived{Facts: FactsOf(x, hash, m.At(), m.Run()), Refusal: note}
+		if note == "" && !ev.Facts.Manual {
+			// Found to begin: the runs after it keep its place (D86).
+			st := record.StandingOf(msgs, m, privileged)
+			ev.InOrder = !st.StartedCounts && !st.EndedCounts
 		}
 		return actors.Classification{Run: &messages.RunRouted{Run: hash, Event: ev}}, true, nil
 	case v.Stop != "":
@@ -217,7 +213,7 @@ func (r *Record) StartRun(ctx context.Context, e messages.StartRun) ([]messages.
 	}
 	// The arrival as it was (a refusal then ended it: it would not wait).
 	return []messages.RunRouted{
-		{Run: e.Run, Event: messages.RunArrived{Facts: messages.RunFactsOf(e.Run, run)}},
+		{Run: e.Run, Event: messages.RunArrived{Facts: FactsOf(x, e.Run, m.At(), run)}},
 		{Run: e.Run, Event: messages.RunStartRequested{By: e.By, Privileged: privileged(e.By), Refusal: note}},
 	}, "", nil
 }
