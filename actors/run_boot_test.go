@@ -99,43 +99,5 @@ func runBootTranscript(t *testing.T, path string) {
 		}
 		return nil, nil
 	}
-	var out, expected []string
-	var cmd string
-	cmdLine := 0
-	flush := func() {
-		if cmd == "" {
-			return
-		}
-		got, err := do(cmd)
-		if err != nil {
-			t.Fatalf("%s:%d: > %s: %v", path, cmdLine, cmd, err)
-		}
-		out = append(out, got...)
-		if !*update && strings.Join(got, "\n") != strings.Join(expected, "\n") {
-			t.Errorf("%s:%d: > %s\n--- want\n%s\n--- got\n%s", path, cmdLine, cmd, strings.Join(expected, "\n"), strings.Join(got, "\n"))
-		}
-		cmd, expected = "", nil
-	}
-	for i, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
-		switch {
-		case strings.HasPrefix(line, "> "):
-			flush()
-			cmd, cmdLine = strings.TrimPrefix(line, "> "), i+1
-			out = append(out, line)
-		case strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "":
-			flush()
-			out = append(out, line)
-		default:
-			if cmd == "" {
-				t.Fatalf("%s:%d: an output line with no command before it: %q", path, i+1, line)
-			}
-			expected = append(expected, line)
-		}
-	}
-	flush()
-	if *update {
-		if err := os.WriteFile(path, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	playTranscript(t, path, data, func(cmd string, _ int) ([]string, error) { return do(cmd) })
 }

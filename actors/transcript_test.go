@@ -46,15 +46,26 @@ func runTranscript(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	tr := newTranscript()
-	var out []string
-	var expected []string
+	playTranscript(t, path, data, func(cmd string, line int) ([]string, error) { return tr.run(t, cmd, line), nil })
+}
+
+// playTranscript plays a transcript file's data: each "> command" given
+// to do, with its line, its output compared with the lines after it (or,
+// with -update, written in their place); "#" lines and blank ones kept.
+// An error from do fails the test at the command's line.
+func playTranscript(t *testing.T, path string, data []byte, do func(cmd string, line int) ([]string, error)) {
+	t.Helper()
+	var out, expected []string
 	var cmd string
 	cmdLine := 0
 	flush := func() {
 		if cmd == "" {
 			return
 		}
-		got := tr.run(t, cmd, cmdLine)
+		got, err := do(cmd, cmdLine)
+		if err != nil {
+			t.Fatalf("%s:%d: > %s: %v", path, cmdLine, cmd, err)
+		}
 		out = append(out, got...)
 		if !*update && strings.Join(got, "\n") != strings.Join(expected, "\n") {
 			t.Errorf("%s:%d: > %s\n--- want\n%s\n--- got\n%s", path, cmdLine, cmd, strings.Join(expected, "\n"), strings.Join(got, "\n"))

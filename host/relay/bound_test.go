@@ -21,29 +21,8 @@ import (
 // ECONNRESET instead (1 in 100 under TestHostileLoad) until refused
 // connections were drained before they closed.
 func TestBoundedRefusalIsRead(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "s.sock")
-	inner, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const why = "at most 1 connection at once"
-	ln := Bounded(inner, 1, func(c net.Conn) { io.WriteString(c, why) })
-	accepted := make(chan net.Conn)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				close(accepted)
-				return
-			}
-			accepted <- c
-		}
-	}()
-	held, err := net.Dial("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := <-accepted
+	sock := fullSocket(t, func(c net.Conn) { io.WriteString(c, why) })
 
 	request := strings.Repeat("r", 16<<10)
 	var wg sync.WaitGroup
@@ -73,11 +52,6 @@ func TestBoundedRefusalIsRead(t *testing.T) {
 			t.Errorf("connection %d past the bound read %q, want %q", i, g, why)
 		}
 	}
-	served.Close()
-	held.Close()
-	ln.Close()
-	for range accepted {
-	}
 }
 
 // An HTTP client past the bound gets the refusal as the answer to its
@@ -85,32 +59,11 @@ func TestBoundedRefusalIsRead(t *testing.T) {
 // unsolicited answer ("readLoopPeekFailLocked", 21 of 100 requests under
 // TestHostileLoad), so an HTTP refusal awaits the request's head.
 func TestBoundedHTTPRefusalAnswersTheRequest(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "s.sock")
-	inner, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const why = "at most 1 connection at once"
-	ln := Bounded(inner, 1, func(c net.Conn) {
+	sock := fullSocket(t, func(c net.Conn) {
 		AwaitRequest(c)
 		fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(why), why)
 	})
-	accepted := make(chan net.Conn)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				close(accepted)
-				return
-			}
-			accepted <- c
-		}
-	}()
-	held, err := net.Dial("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := <-accepted
 
 	var wg sync.WaitGroup
 	got := make([]string, 50)
@@ -151,9 +104,41 @@ func TestBoundedHTTPRefusalAnswersTheRequest(t *testing.T) {
 	if b, _ := io.ReadAll(c); !strings.HasPrefix(string(b), "HTTP/1.1 503") {
 		t.Errorf("past the bound, after its request, a client read %q", b)
 	}
-	served.Close()
-	held.Close()
-	ln.Close()
-	for range accepted {
+}
+
+// fullSocket is a Unix socket bounded to one connection, which the test
+// holds, so that every connection made to it is refused by refuse; its
+// listener and the held connection are closed when the test ends.
+func fullSocket(t *testing.T, refuse func(net.Conn)) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	inner, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
 	}
+	ln := Bounded(inner, 1, refuse)
+	accepted := make(chan net.Conn)
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	held, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := <-accepted
+	t.Cleanup(func() {
+		served.Close()
+		held.Close()
+		ln.Close()
+		for range accepted {
+		}
+	})
+	return sock
 }
