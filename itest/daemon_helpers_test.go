@@ -30,6 +30,7 @@ type daemonProc struct {
 	cmd    *exec.Cmd
 	done   chan struct{}
 	stderr *lockedBuffer
+	log    func() string // ocxd.log, for a stop that does not end
 }
 
 // lockedBuffer collects a process's output, safe to read while it writes.
@@ -93,7 +94,7 @@ func tryStartDaemon(t testing.TB, n *testNode, program string, env []string, fla
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d = &daemonProc{t: t, cmd: cmd, done: make(chan struct{}), stderr: &errb}
+	d = &daemonProc{t: t, cmd: cmd, done: make(chan struct{}), stderr: &errb, log: n.daemonLog}
 	go func() { cmd.Wait(); close(d.done) }()
 	t.Cleanup(func() {
 		d.stop()
@@ -133,7 +134,14 @@ func (d *daemonProc) stop() {
 	select {
 	case <-d.done:
 	case <-time.After(20 * time.Second):
-		d.t.Errorf("ocxd (pid %d) did not end on TERM", d.pid())
+		// USR2 has the daemon log its goroutines: what its stop waits on.
+		d.cmd.Process.Signal(syscall.SIGUSR2)
+		select {
+		case <-d.done:
+		case <-time.After(2 * time.Second):
+		}
+		log := d.log()
+		d.t.Errorf("ocxd (pid %d) did not end on TERM; the end of ocxd.log:\n%s", d.pid(), log[max(0, len(log)-64<<10):])
 		d.cmd.Process.Kill()
 		<-d.done
 	}
