@@ -27,21 +27,18 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// hostileProgram is testdata/hostile, built static into a directory of
-// its own, which the hostile agent's sandbox sees read-only.
-var hostileProgram = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "ocx-itest-hostile-")
-	if err != nil {
-		return "", err
-	}
-	out := filepath.Join(dir, "hostile")
+// hostileProgram builds testdata/hostile, static, into a directory of
+// the test's own, which the hostile agent's sandbox sees read-only.
+func hostileProgram(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "hostile")
 	build := exec.Command("go", "build", "-o", out, "./testdata/hostile")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build testdata/hostile: %v: %s", err, b)
+		t.Fatalf("build testdata/hostile: %v: %s", err, b)
 	}
-	return out, nil
-})
+	return out
+}
 
 // takeTheNode is the shell command the hostile agent's model has Claude
 // Code run: every process of it in the agent's own sandbox, in a session
@@ -144,10 +141,7 @@ func TestHostileLoad(t *testing.T) {
 	if why := unixhost.DiskWhy(); why != "" {
 		t.Skipf("this host makes no disks (%s): TestDiskRefusedWhereItCannotBeGiven tests the refusal", why)
 	}
-	hostile, err := hostileProgram()
-	if err != nil {
-		t.Fatal(err)
-	}
+	hostile := hostileProgram(t)
 	n := newNodeOnTmpfsOf(t, "768m", llmRoot)
 	c := cliNodeOf(t, n, filepath.Dir(hostile))
 	{
