@@ -19,5 +19,11 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	goleak.VerifyTestMain(m)
+	// The release the tool tests built once goes with them.
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if releaseDir != "" {
+			os.RemoveAll(releaseDir)
+		}
+		os.Exit(code)
+	}))
 }

@@ -379,6 +379,9 @@ func reexecLauncher() int {
 		fmt.Println(err)
 		return 3
 	}
+	// The child holds it open: its name goes before the exec, which runs
+	// no deferred call.
+	os.Remove(fifo)
 	for range 1000 {
 		st, err := ReadStat(id.PID)
 		if err == nil && st.Zombie() {

@@ -135,7 +135,9 @@ func TestServerDiesWithTheTestBinary(t *testing.T) {
 		return
 	}
 	helper := exec.Command(os.Args[0], "-test.run=^TestServerDiesWithTheTestBinary$", "-test.v=false")
-	helper.Env = append(os.Environ(), "HARNESS_HELPER=1")
+	// The helper dies without its cleanups: its temporary directories go
+	// into this test's own, which is removed.
+	helper.Env = append(os.Environ(), "HARNESS_HELPER=1", "TMPDIR="+t.TempDir())
 	out, err := helper.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
