@@ -164,33 +164,51 @@ func lookPath(prog string, env []string) (string, error) {
 	return "", &fs.PathError{Op: "start run: find on PATH " + path, Path: prog, Err: fs.ErrNotExist}
 }
 
-func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintptr, onExit func(host.Exit)) (messages.ProcID, error) {
-	sb := spec.Sandbox
-	prog := spec.Command[0]
-	if spec.Limits.CPU > 0 {
-		// The exit says the limit, so that SIGXCPU can be told from the
-		// same code exited by the command (host.Exit.PastCPULimit).
-		told, limit := onExit, time.Duration(spec.Limits.CPU)*time.Second
-		onExit = func(x host.Exit) {
-			x.CPULimit = limit
-			told(x)
-		}
+// toldCPULimit has a run's exit say its CPU limit, so that SIGXCPU can
+// be told from the same code exited by the command
+// (host.Exit.PastCPULimit).
+func toldCPULimit(seconds uint64, onExit func(host.Exit)) func(host.Exit) {
+	if seconds == 0 {
+		return onExit
 	}
-	// The run's cgroup holds its memory, and its processes where a cgroup
-	// can be made (RLIMIT_NPROC counts nothing for root).
+	limit := time.Duration(seconds) * time.Second
+	return func(x host.Exit) {
+		x.CPULimit = limit
+		onExit(x)
+	}
+}
+
+// runCgroup makes the block of the run's cgroup, which holds its memory,
+// and its processes where a cgroup can be made (RLIMIT_NPROC counts
+// nothing for root); nil when its limits need none.
+func (l *Launcher) runCgroup(spec host.RunSpec) (*cgroupBlock, error) {
+	prog := spec.Command[0]
 	cgl := host.CgroupLimits{Memory: spec.Limits.Memory}
 	if spec.Limits.Processes > 0 && l.cgroups.Why() == "" {
 		cgl.Processes = spec.Limits.Processes
 	}
-	var cb *cgroupBlock
-	if cgl != (host.CgroupLimits{}) {
-		if spec.Cgroup == "" {
-			return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: its limits need a cgroup, and the spec names none", prog)
-		}
-		var err error
-		if cb, err = l.newCgroupBlock(spec.Cgroup, cgl); err != nil {
-			return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, err)
-		}
+	if cgl == (host.CgroupLimits{}) {
+		return nil, nil
+	}
+	if spec.Cgroup == "" {
+		return nil, fmt.Errorf("unixhost: start run %s: its limits need a cgroup, and the spec names none", prog)
+	}
+	cb, err := l.newCgroupBlock(spec.Cgroup, cgl)
+	if err != nil {
+		return nil, fmt.Errorf("unixhost: start run %s: %w", prog, err)
+	}
+	return cb, nil
+}
+
+func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintptr, onExit func(host.Exit)) (messages.ProcID, error) {
+	sb := spec.Sandbox
+	prog := spec.Command[0]
+	onExit = toldCPULimit(spec.Limits.CPU, onExit)
+	cb, err := l.runCgroup(spec)
+	if err != nil {
+		return messages.ProcID{}, err
+	}
+	if cb != nil {
 		defer cb.close()
 	}
 	// Every sandboxed run waits on its block pipe: its limits, and the

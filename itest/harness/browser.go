@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,24 +151,8 @@ func StartBrowser(t testing.TB) *Browser {
 		t.Fatalf("harness: chromium is not installed (make deps installs it): %v", err)
 	}
 	dir := t.TempDir() // removed after our cleanup below, which ends every process using it
-	path := os.Getenv("PATH")
-	if path == "" {
-		path = "/usr/local/bin:/usr/bin:/bin"
-	}
-	env := []string{
-		"PATH=" + path,
-		"LANG=C.UTF-8",
-		"HOME=" + filepath.Join(dir, "home"),
-		"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"),
-		"XDG_CACHE_HOME=" + filepath.Join(dir, "cache"),
-		"TMPDIR=" + filepath.Join(dir, "tmp"),
-	}
-	for _, d := range []string{"home", "config", "cache", "tmp", "profile/Default"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
-			t.Fatalf("harness: %v", err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "profile", "Default", "Preferences"), []byte(profilePrefs), 0o600); err != nil {
+	env, err := browserHome(dir)
+	if err != nil {
 		t.Fatalf("harness: %v", err)
 	}
 	b := &Browser{
@@ -177,37 +162,7 @@ func StartBrowser(t testing.TB) *Browser {
 		output:  &syncBuffer{},
 		changed: make(chan struct{}),
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe),
-		// Our own profile, not one chromedp makes, so that cleanup can
-		// find every process started with it.
-		chromedp.UserDataDir(filepath.Join(dir, "profile")),
-		// Only this environment: nothing of the test's leaks in, and
-		// HOME and the XDG dirs are the browser's own.
-		chromedp.NoInheritEnv,
-		chromedp.Env(env...),
-		chromedp.Flag("disable-background-networking", true), // a chromedp default too
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-domain-reliability", true),
-		chromedp.Flag("no-pings", true),
-		// chromedp's two, and the services a login form and a fresh
-		// profile call out to (a net log of this test showed them).
-		chromedp.Flag("disable-features", "Translate,BlinkGenPropertyTrees,AutofillServerCommunication,NetworkTimeServiceQuerying,OptimizationHints,MediaRouter"),
-		// No host resolves but localhost and 127.0.0.1 (a rule for *
-		// matches IP literals too): nothing leaves the machine even if
-		// some part of the browser tries, and parts do whatever the flags
-		// say (accounts.google.com, update.googleapis.com).
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1"),
-		chromedp.WindowSize(1280, 900),
-		chromedp.CombinedOutput(b.output),
-	)
-	if os.Getuid() == 0 {
-		// chromium refuses to run as root with its sandbox (chromedp
-		// adds it as root too; said here so it does not depend on that).
-		opts = append(opts, chromedp.NoSandbox)
-	}
-	allocCtx, allocCancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	allocCtx, allocCancel := chromedp.NewExecAllocator(context.Background(), browserOptions(exe, dir, env, b.output)...)
 	ctx, tabCancel := chromedp.NewContext(allocCtx)
 	b.ctx = ctx
 	b.cancel = func() {
@@ -235,6 +190,65 @@ func StartBrowser(t testing.TB) *Browser {
 		b.PID = p.Pid
 	}
 	return b
+}
+
+// browserHome makes the browser's own home, XDG dirs, temporary dir and
+// profile under dir, and returns the only environment it runs with.
+func browserHome(dir string) ([]string, error) {
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	env := []string{
+		"PATH=" + path,
+		"LANG=C.UTF-8",
+		"HOME=" + filepath.Join(dir, "home"),
+		"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"),
+		"XDG_CACHE_HOME=" + filepath.Join(dir, "cache"),
+		"TMPDIR=" + filepath.Join(dir, "tmp"),
+	}
+	for _, d := range []string{"home", "config", "cache", "tmp", "profile/Default"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	return env, os.WriteFile(filepath.Join(dir, "profile", "Default", "Preferences"), []byte(profilePrefs), 0o600)
+}
+
+// browserOptions are chromium's flags: its profile under dir, only env,
+// and nothing that reaches past loopback.
+func browserOptions(exe, dir string, env []string, output io.Writer) []chromedp.ExecAllocatorOption {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe),
+		// Our own profile, not one chromedp makes, so that cleanup can
+		// find every process started with it.
+		chromedp.UserDataDir(filepath.Join(dir, "profile")),
+		// Only this environment: nothing of the test's leaks in, and
+		// HOME and the XDG dirs are the browser's own.
+		chromedp.NoInheritEnv,
+		chromedp.Env(env...),
+		chromedp.Flag("disable-background-networking", true), // a chromedp default too
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-domain-reliability", true),
+		chromedp.Flag("no-pings", true),
+		// chromedp's two, and the services a login form and a fresh
+		// profile call out to (a net log of this test showed them).
+		chromedp.Flag("disable-features", "Translate,BlinkGenPropertyTrees,AutofillServerCommunication,NetworkTimeServiceQuerying,OptimizationHints,MediaRouter"),
+		// No host resolves but localhost and 127.0.0.1 (a rule for *
+		// matches IP literals too): nothing leaves the machine even if
+		// some part of the browser tries, and parts do whatever the flags
+		// say (accounts.google.com, update.googleapis.com).
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1"),
+		chromedp.WindowSize(1280, 900),
+		chromedp.CombinedOutput(output),
+	)
+	if os.Getuid() == 0 {
+		// chromium refuses to run as root with its sandbox (chromedp
+		// adds it as root too; said here so it does not depend on that).
+		opts = append(opts, chromedp.NoSandbox)
+	}
+	return opts
 }
 
 // setup runs once in the new tab: it starts collecting the page's events
