@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 	"testing"
@@ -298,5 +299,103 @@ func TestTerminatePlan(t *testing.T) {
 	f.Defined = nil
 	if _, err := terminatePlan(f, fx); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("no workspace: %v", err)
+	}
+}
+
+// fakeDaemon records the lines a plan hands the daemon.
+type fakeDaemon struct{ *fakeEffects }
+
+func (f fakeDaemon) send(_ context.Context, _ *node.Answer, lines ...messages.PipeLine) error {
+	for _, l := range lines {
+		if err := f.do("send " + l.String()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestStopPlan is a stop's plan: refused when no process names the
+// workspace; else the stop line handed to the daemon, even when the table
+// cannot tell (the daemon decides); a hand-off that fails stops it.
+func TestStopPlan(t *testing.T) {
+	k := testKey()
+	if _, err := stopPlan(k, host.Verdict{Key: k, Named: host.No}, fakeDaemon{&fakeEffects{}}); err == nil || err.Error() != "no session runs in workspace agent-1/demo: no process names it" {
+		t.Errorf("nothing names it: %v", err)
+	}
+	for _, v := range []host.Verdict{
+		{Key: k, Named: host.Yes, By: []messages.ProcID{{PID: 7, Start: 9}}},
+		{Key: k, Named: host.Unknown, Unsure: []int{8}},
+	} {
+		fx := fakeDaemon{&fakeEffects{}}
+		p, err := stopPlan(k, v, fx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dry, real := runPlan(t, p)
+		if want := []string{"would hand `stop agent-1 demo` to the daemon (" + v.String() + ")"}; !slices.Equal(dry.Log, want) {
+			t.Errorf("dry run %q, want %q", dry.Log, want)
+		}
+		if !real.OK() || !slices.Equal(fx.calls, []string{"send stop agent-1 demo"}) || real.Log[0] != "the daemon sends TERM to the session and records its end on the record" {
+			t.Errorf("real run ran %q, logged %q, stopped %v", fx.calls, real.Log, real.Stopped)
+		}
+	}
+	fx := fakeDaemon{&fakeEffects{fail: "send"}}
+	p, _ := stopPlan(k, host.Verdict{Key: k, Named: host.Yes}, fx)
+	if _, real := runPlan(t, p); real.OK() || len(real.Log) != 0 {
+		t.Errorf("a failed hand-off: stopped %v, logged %q", real.Stopped, real.Log)
+	}
+}
+
+type fakeGC struct{ *fakeEffects }
+
+func (f fakeGC) removeWorkspace(_ context.Context, ws host.Workspace) error {
+	return f.do("remove " + ws.Key.String())
+}
+
+// TestGCPlan is a gc's plan for given facts: a workspace whose record
+// terminated it, or no longer defines it, or defines it anew, is removed
+// unless a process names it; one without the node's binding is left to
+// the record; each left alone is said, in the order read.
+func TestGCPlan(t *testing.T) {
+	def := func(hash, terminated string) *node.Workspace {
+		return &node.Workspace{Hash: hash, Terminated: terminated}
+	}
+	fact := func(login string, defined *node.Workspace, made string, bindingErr error, named host.Evidence) gcFact {
+		k := messages.WorkspaceKey{Login: login, Project: "demo"}
+		f := gcFact{Key: k, WS: host.Workspace{Key: k, Dir: "/a/" + login}, Defined: defined, BindingErr: bindingErr, Named: host.Verdict{Key: k, Named: named}}
+		if bindingErr == nil {
+			f.Binding = &messages.Binding{Workspace: made}
+		}
+		return f
+	}
+	facts := []gcFact{
+		fact("kept", def("d1", ""), "d1", nil, host.No),
+		fact("ended", def("d1", "t1"), "d1", nil, host.No),
+		fact("gone", nil, "d1", nil, host.No),
+		fact("anew", def("d2", ""), "d1", nil, host.No),
+		fact("busy", def("d1", "t1"), "d1", nil, host.Yes),
+		fact("adding", def("d1", ""), "", fs.ErrNotExist, host.No),
+		fact("unread", nil, "", errors.New("permission denied"), host.No),
+		{Key: messages.WorkspaceKey{Login: "odd", Project: "x"}, Unread: errors.New(`project "x" is not on this node`)},
+	}
+	fx := fakeGC{&fakeEffects{fail: "remove anew/demo"}}
+	dry, real := runPlan(t, gcPlan(facts, fx))
+	want := []string{
+		"would remove /a/ended (terminated at t1)",
+		"would remove /a/gone (no definition on the record counts for it)",
+		"would remove /a/anew (made from definition d1, which d2 replaced)",
+		"busy/demo: terminated at t1, but a running process names it (workspace busy/demo is named by ); left alone",
+		"adding/demo: the node kept no binding of it (being added, half made, or made by an earlier release) and its definition d1 counts; left alone",
+		"unread/demo: the node's binding of it does not read (permission denied); left alone",
+		`odd/x: project "x" is not on this node; left alone`,
+	}
+	if !slices.Equal(dry.Log, want) {
+		t.Errorf("dry run:\n%s\nwant:\n%s", strings.Join(dry.Log, "\n"), strings.Join(want, "\n"))
+	}
+	if !slices.Equal(fx.calls, []string{"remove ended/demo", "remove gone/demo", "remove anew/demo"}) || real.OK() {
+		t.Errorf("real run ran %q, stopped %v", fx.calls, real.Stopped)
+	}
+	if dry, _ := runPlan(t, gcPlan(facts[:1], fx)); !slices.Equal(dry.Log, []string{"nothing to collect"}) {
+		t.Errorf("nothing to collect: %q", dry.Log)
 	}
 }

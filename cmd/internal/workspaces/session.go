@@ -642,19 +642,39 @@ func (n Actions) SessionStop(ctx context.Context, keyText string, dry bool) *nod
 	if err != nil {
 		return a.Stop(err)
 	}
+	plan, err := stopPlan(key, v, daemonRun{n.Node})
+	return node.Executed(ctx, a, plan, err)
+}
+
+// daemonEffects hand the daemon its lines.
+type daemonEffects interface {
+	// send gives the daemon lines, starting it if none runs.
+	send(ctx context.Context, a *node.Answer, lines ...messages.PipeLine) error
+}
+
+// daemonRun is daemonEffects on this node.
+type daemonRun struct{ n *node.Node }
+
+func (d daemonRun) send(ctx context.Context, a *node.Answer, lines ...messages.PipeLine) error {
+	return d.n.EnsureAndSend(ctx, a, lines...)
+}
+
+// stopPlan is a stop's plan for what names workspace key (v): refused
+// when nothing does; else `stop LOGIN PROJECT` handed to the daemon.
+func stopPlan(key messages.WorkspaceKey, v host.Verdict, fx daemonEffects) (node.Plan, error) {
+	var plan node.Plan
 	if v.Named == host.No {
-		return a.Stop(fmt.Errorf("no session runs in workspace %s: no process names it%s", key, v.Ignored()))
+		return plan, fmt.Errorf("no session runs in workspace %s: no process names it%s", key, v.Ignored())
 	}
 	line := messages.StopLine{Login: key.Login, Project: key.Project}
-	if dry {
-		a.Would("hand `%s` to the daemon (%s)", line, v)
-		return a
-	}
-	if err := n.EnsureAndSend(ctx, a, line); err != nil {
-		return a.Stop(err)
-	}
-	a.Logf("the daemon sends TERM to the session and records its end on the record")
-	return a
+	plan.Add(fmt.Sprintf("hand `%s` to the daemon (%s)", line, v), func(ctx context.Context, a *node.Answer) error {
+		if err := fx.send(ctx, a, line); err != nil {
+			return err
+		}
+		a.Logf("the daemon sends TERM to the session and records its end on the record")
+		return nil
+	})
+	return plan, nil
 }
 
 // Ended returns the end note the daemon wrote for a launch, or nil while

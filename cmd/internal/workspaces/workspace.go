@@ -519,78 +519,135 @@ func (n Actions) removeWorkspace(ctx context.Context, ws host.Workspace) error {
 // (or might name). It writes nothing on the record.
 func (n Actions) WorkspaceGC(ctx context.Context, dry bool) *node.Answer {
 	a := node.NewAnswer("workspace gc", dry)
+	facts, err := n.gcFacts(ctx)
+	return node.Executed(ctx, a, gcPlan(facts, gcRun{n}), err)
+}
+
+// gcFact is what a gc read of one workspace on the host, for gcPlan.
+type gcFact struct {
+	Key messages.WorkspaceKey
+	WS  host.Workspace
+	// Unread says why its paths or its project could not be read.
+	Unread error
+	// Binding is the node's own copy of its binding (D44), BindingErr why
+	// it did not read.
+	Binding    *messages.Binding
+	BindingErr error
+	// Defined is the definition on the record that counts for it, or nil.
+	Defined *node.Workspace
+	// Named is what names it, read only when it is to be collected.
+	Named host.Verdict
+}
+
+// gcWhy says why a gc collects the workspace (why), or why it leaves it
+// alone although it might be collected (alone); neither when it counts.
+func gcWhy(f gcFact) (why, alone string) {
+	// What the node made it from is its own copy of the binding (D44);
+	// without one (being added, half made, or made by an earlier release)
+	// only the record can collect it.
+	switch w := f.Defined; {
+	case f.BindingErr != nil && !errors.Is(f.BindingErr, fs.ErrNotExist):
+		return "", fmt.Sprintf("%s: the node's binding of it does not read (%v); left alone", f.Key, f.BindingErr)
+	case f.BindingErr != nil && w != nil && w.Terminated == "":
+		return "", fmt.Sprintf("%s: the node kept no binding of it (being added, half made, or made by an earlier release) and its definition %s counts; left alone", f.Key, w.Hash)
+	case w == nil:
+		return "no definition on the record counts for it", ""
+	case w.Terminated != "":
+		return "terminated at " + w.Terminated, ""
+	case w.Hash != f.Binding.Workspace:
+		return fmt.Sprintf("made from definition %s, which %s replaced", f.Binding.Workspace, w.Hash), ""
+	}
+	return "", ""
+}
+
+// gcFacts reads each workspace on the host: its paths, its binding, the
+// definitions on its project's record, and, for one to be collected, what
+// names it.
+func (n Actions) gcFacts(ctx context.Context) ([]gcFact, error) {
 	logins, err := n.PasswordLogins()
 	if err != nil {
-		return a.Stop(err)
+		return nil, err
 	}
+	var facts []gcFact
 	records := map[string]map[messages.WorkspaceKey]*node.Workspace{}
 	for _, login := range logins {
 		keys, err := n.WorkspacesOf(login)
 		if err != nil {
-			return a.Stop(err)
+			return nil, err
 		}
 		for _, key := range keys {
-			ws, err := n.WorkspacePaths(key)
-			if err != nil {
-				a.Logf("%s: %v; left alone", key, err)
-				continue
+			f := gcFact{Key: key}
+			var p node.Project
+			if f.WS, f.Unread = n.WorkspacePaths(key); f.Unread == nil {
+				p, f.Unread = n.Project(key.Project)
 			}
-			p, err := n.Project(key.Project)
-			if err != nil {
-				a.Logf("%s: %v; left alone", key, err)
+			if f.Unread != nil {
+				facts = append(facts, f)
 				continue
 			}
 			defs, ok := records[p.Name]
 			if !ok {
-				defs, err = n.workspacesOnRecord(ctx, p)
-				if err != nil {
-					return a.Stop(err)
+				if defs, err = n.workspacesOnRecord(ctx, p); err != nil {
+					return nil, err
 				}
 				records[p.Name] = defs
 			}
-			// What the node made it from is its own copy of the binding
-			// (D44); without one (being added, half made, or made by an
-			// earlier release) only the record can collect it.
-			b, berr := n.ReadBinding(ws)
-			why := ""
-			switch w := defs[key]; {
-			case berr != nil && !errors.Is(berr, fs.ErrNotExist):
-				a.Logf("%s: the node's binding of it does not read (%v); left alone", key, berr)
-				continue
-			case berr != nil && w != nil && w.Terminated == "":
-				a.Logf("%s: the node kept no binding of it (being added, half made, or made by an earlier release) and its definition %s counts; left alone", key, w.Hash)
-				continue
-			case w == nil:
-				why = "no definition on the record counts for it"
-			case w.Terminated != "":
-				why = "terminated at " + w.Terminated
-			case w.Hash != b.Workspace:
-				why = fmt.Sprintf("made from definition %s, which %s replaced", b.Workspace, w.Hash)
-			default:
-				continue
+			f.Defined = defs[key]
+			f.Binding, f.BindingErr = n.ReadBinding(f.WS)
+			if why, _ := gcWhy(f); why != "" {
+				if f.Named, err = n.Naming(key); err != nil {
+					return nil, err
+				}
 			}
-			v, err := n.Naming(key)
-			if err != nil {
-				return a.Stop(err)
-			}
-			if v.Named != host.No {
-				a.Logf("%s: %s, but a running process names it (%s); left alone", key, why, v)
-				continue
-			}
-			if dry {
-				a.Would("remove %s (%s)", ws.Dir, why)
-				continue
-			}
-			if err := n.removeWorkspace(ctx, ws); err != nil {
-				return a.Stop(err)
-			}
-			a.Logf("removed %s (%s)", ws.Dir, why)
+			facts = append(facts, f)
 		}
 	}
-	if len(a.Log) == 0 {
-		a.Logf("nothing to collect")
+	return facts, nil
+}
+
+// gcEffects are the effects a gc's plan runs.
+type gcEffects interface {
+	// removeWorkspace removes a workspace from the host.
+	removeWorkspace(ctx context.Context, ws host.Workspace) error
+}
+
+// gcRun is gcEffects on this node.
+type gcRun struct{ n Actions }
+
+func (g gcRun) removeWorkspace(ctx context.Context, ws host.Workspace) error {
+	return g.n.removeWorkspace(ctx, ws)
+}
+
+// gcPlan is a gc's plan (seed 002): each workspace to collect that no
+// process names (or might name) removed, in the order read; each left
+// alone said why.
+func gcPlan(facts []gcFact, fx gcEffects) node.Plan {
+	var plan node.Plan
+	for _, f := range facts {
+		why, alone := gcWhy(f)
+		switch {
+		case f.Unread != nil:
+			plan.Say("%s: %v; left alone", f.Key, f.Unread)
+		case alone != "":
+			plan.Say("%s", alone)
+		case why == "":
+		case f.Named.Named != host.No:
+			plan.Say("%s: %s, but a running process names it (%s); left alone", f.Key, why, f.Named)
+		default:
+			ws := f.WS
+			plan.Add(fmt.Sprintf("remove %s (%s)", ws.Dir, why), func(ctx context.Context, a *node.Answer) error {
+				if err := fx.removeWorkspace(ctx, ws); err != nil {
+					return err
+				}
+				a.Logf("removed %s (%s)", ws.Dir, why)
+				return nil
+			})
+		}
 	}
-	return a
+	if len(plan.Steps) == 0 {
+		plan.Say("nothing to collect")
+	}
+	return plan
 }
 
 func (n Actions) workspacesOnRecord(ctx context.Context, p node.Project) (map[messages.WorkspaceKey]*node.Workspace, error) {
