@@ -50,7 +50,7 @@ type RunState = messages.RunState
 // decodes, in the server's order, each from its first version: from the
 // daemon's run log when the node is the daemon's (node.RunMsgs).
 func (n Actions) runRecord(ctx context.Context, r *fossilio.Repo) ([]record.RunMsg, error) {
-	all, err := n.RunMsgs(ctx, r)
+	all, err := n.node.RunMsgs(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -89,11 +89,11 @@ func runStates(ctx context.Context, r *fossilio.Repo, msgs []record.RunMsg) []Ru
 // care fills in whether the node keeps the run in its care, and whether
 // its process runs.
 func (n Actions) care(st *RunState) {
-	p, err := n.Layout.RunCareFile(st.Run)
+	p, err := n.node.Layout.RunCareFile(st.Run)
 	if err != nil {
 		return
 	}
-	b, err := unixhost.Below(n.Agents).ReadFile(p, unixhost.SmallFile)
+	b, err := unixhost.Below(n.node.Agents).ReadFile(p, unixhost.SmallFile)
 	if err != nil {
 		return
 	}
@@ -174,9 +174,9 @@ func (n Actions) RunPost(ctx context.Context, in RunInput) *node.Answer {
 	// bytes, so what was checked is what the record holds.
 	text := "```json\n" + strings.TrimSpace(string(in.Message)) + "\n```\n"
 	if in.To != "" {
-		return retool(n.Post(ctx, node.PostInput{Project: in.Project, To: in.To, Text: text, DryRun: in.DryRun}), a)
+		return retool(n.node.Post(ctx, node.PostInput{Project: in.Project, To: in.To, Text: text, DryRun: in.DryRun}), a)
 	}
-	return retool(n.Thread(ctx, node.PostInput{Project: in.Project, Title: runTitle(run.Objective), Text: text, DryRun: in.DryRun}), a)
+	return retool(n.node.Thread(ctx, node.PostInput{Project: in.Project, Title: runTitle(run.Objective), Text: text, DryRun: in.DryRun}), a)
 }
 
 // retool gives a sub-action's answer the tool's name.
@@ -195,7 +195,7 @@ func (n Actions) RunStop(ctx context.Context, in RunInput) *node.Answer {
 		return a.Stop(err)
 	}
 	defer r.Close()
-	if err := n.RequirePrivileged(ctx, r, p); err != nil {
+	if err := n.node.RequirePrivileged(ctx, r, p); err != nil {
 		return a.Stop(fmt.Errorf("%w; a stop by such a user is ignored (seed 004, section 3)", err))
 	}
 	st, m, _, err := n.runOf(ctx, r, "run", in.Run)
@@ -212,9 +212,9 @@ func (n Actions) RunStop(ctx context.Context, in RunInput) *node.Answer {
 	text := string(block) // the canonical block, fenced
 	a.Logf("run %s is %s, for node %q", st.Run, st.State, st.Node)
 	if m.Ticket {
-		return mergeAll(a, n.Post(ctx, node.PostInput{Project: p.Name, To: m.Record, Text: text, DryRun: in.DryRun}))
+		return mergeAll(a, n.node.Post(ctx, node.PostInput{Project: p.Name, To: m.Record, Text: text, DryRun: in.DryRun}))
 	}
-	return mergeAll(a, n.Post(ctx, node.PostInput{Project: p.Name, To: st.Run, Text: text, DryRun: in.DryRun}))
+	return mergeAll(a, n.node.Post(ctx, node.PostInput{Project: p.Name, To: st.Run, Text: text, DryRun: in.DryRun}))
 }
 
 // mergeAll adds a sub-action's log, result and stop to a.
@@ -242,7 +242,7 @@ func (n Actions) RunStart(ctx context.Context, in RunInput) *node.Answer {
 		return a.Stop(err)
 	}
 	defer r.Close()
-	if err := n.RequirePrivileged(ctx, r, p); err != nil {
+	if err := n.node.RequirePrivileged(ctx, r, p); err != nil {
 		return a.Stop(fmt.Errorf("%w; only such a user starts a manual run (seed 004, section 8)", err))
 	}
 	st, _, _, err := n.runOf(ctx, r, "run", in.Run)
@@ -250,8 +250,8 @@ func (n Actions) RunStart(ctx context.Context, in RunInput) *node.Answer {
 		return a.Stop(err)
 	}
 	switch {
-	case st.Node != n.Config.User:
-		return a.Stop(fmt.Errorf("run: %s is for node %q, not this node (%q); start it there", st.Run, st.Node, n.Config.User))
+	case st.Node != n.node.Config.User:
+		return a.Stop(fmt.Errorf("run: %s is for node %q, not this node (%q); start it there", st.Run, st.Node, n.node.Config.User))
 	case !st.Manual:
 		return a.Stop(fmt.Errorf("run: %s is not a manual run (process.manual is false): the node starts it when it arrives", st.Run))
 	case st.Ended != "":
@@ -269,12 +269,12 @@ func (n Actions) RunStart(ctx context.Context, in RunInput) *node.Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
-	c := &fossilio.Client{URL: p.URL, Login: n.Caller.Login, Password: n.Caller.Password, Cookie: n.Caller.Cookie, ProjectCode: code, Now: n.Now}
+	c := &fossilio.Client{URL: p.URL, Login: n.node.Caller.Login, Password: n.node.Caller.Password, Cookie: n.node.Caller.Cookie, ProjectCode: code, Now: n.node.Now}
 	if _, err := c.Fetch(ctx, st.Run); err != nil {
-		return a.Stop(fmt.Errorf("caller: %q is not authenticated by the server: %w", n.Caller.Login, err))
+		return a.Stop(fmt.Errorf("caller: %q is not authenticated by the server: %w", n.node.Caller.Login, err))
 	}
-	a.Logf("%q authenticated by the server, holding admin or setup on %s", n.Caller.Login, p.Name)
-	line := messages.RunStartLine{Repository: p.Repository, Hash: st.Run, By: n.Caller.Login}
+	a.Logf("%q authenticated by the server, holding admin or setup on %s", n.node.Caller.Login, p.Name)
+	line := messages.RunStartLine{Repository: p.Repository, Hash: st.Run, By: n.node.Caller.Login}
 	if err := line.Validate(); err != nil {
 		return a.Stop(err)
 	}
@@ -282,10 +282,10 @@ func (n Actions) RunStart(ctx context.Context, in RunInput) *node.Answer {
 		a.Would("hand `%s` to the daemon, which starts run %s", line, st.Run)
 		return a
 	}
-	if err := n.EnsureAndSend(ctx, a, line); err != nil {
+	if err := n.node.EnsureAndSend(ctx, a, line); err != nil {
 		return a.Stop(err)
 	}
-	deadline := time.Now().Add(n.OutcomeWait())
+	deadline := time.Now().Add(n.node.OutcomeWait())
 	for {
 		now, _, _, err := n.runOf(ctx, r, "run", st.Run)
 		if err != nil {
@@ -300,7 +300,7 @@ func (n Actions) RunStart(ctx context.Context, in RunInput) *node.Answer {
 			return a
 		}
 		if time.Now().After(deadline) {
-			return a.Stop(fmt.Errorf("run: %s neither started nor ended within %s; the daemon's log says why (the start may still come)", st.Run, n.OutcomeWait()))
+			return a.Stop(fmt.Errorf("run: %s neither started nor ended within %s; the daemon's log says why (the start may still come)", st.Run, n.node.OutcomeWait()))
 		}
 		select {
 		case <-ctx.Done():
@@ -314,7 +314,7 @@ func (n Actions) RunStart(ctx context.Context, in RunInput) *node.Answer {
 // and the node's care say: the daemon's answer from its live run log when
 // it gives one (a runs ask, D66), else read here (ReadRunStatus).
 func (n Actions) RunStatus(ctx context.Context, in RunInput) ([]RunState, error) {
-	p, err := n.DefaultProject(in.Project)
+	p, err := n.node.DefaultProject(in.Project)
 	if err != nil {
 		return nil, err
 	}
@@ -322,7 +322,7 @@ func (n Actions) RunStatus(ctx context.Context, in RunInput) ([]RunState, error)
 	if why == "" {
 		return sts, nil
 	}
-	n.Log.Debug("run status: read from the repository: " + why)
+	n.node.Log.Debug("run status: read from the repository: " + why)
 	in.Project = p.Name
 	return n.ReadRunStatus(ctx, in)
 }
@@ -338,7 +338,7 @@ func (n Actions) liveRuns(ctx context.Context, project, run string) (sts []RunSt
 	if err := a.Validate(); err != nil {
 		return nil, err.Error()
 	}
-	r, err := n.AskDaemon(ctx, a)
+	r, err := n.node.AskDaemon(ctx, a)
 	switch {
 	case err != nil:
 		return nil, err.Error()
@@ -351,11 +351,11 @@ func (n Actions) liveRuns(ctx context.Context, project, run string) (sts []RunSt
 // ReadRunStatus is RunStatus read from the repository by this process:
 // the daemon's answer to a runs ask, and the fallback without one.
 func (n Actions) ReadRunStatus(ctx context.Context, in RunInput) ([]RunState, error) {
-	p, err := n.DefaultProject(in.Project)
+	p, err := n.node.DefaultProject(in.Project)
 	if err != nil {
 		return nil, err
 	}
-	r, err := n.OpenProjectRepo(p)
+	r, err := n.node.OpenProjectRepo(p)
 	if err != nil {
 		return nil, err
 	}
@@ -399,11 +399,11 @@ func (n Actions) RunCheck(ctx context.Context, in RunInput) *node.Answer {
 		st RunState
 	}
 	var lost []pending
-	for _, p := range n.Projects() {
+	for _, p := range n.node.Projects() {
 		if in.Project != "" && p.Name != in.Project {
 			continue
 		}
-		r, err := n.OpenProjectRepo(p)
+		r, err := n.node.OpenProjectRepo(p)
 		if err != nil {
 			return a.Stop(err)
 		}
@@ -413,7 +413,7 @@ func (n Actions) RunCheck(ctx context.Context, in RunInput) *node.Answer {
 			return a.Stop(err)
 		}
 		for _, st := range runStates(ctx, r, msgs) {
-			if st.Node != n.Config.User || st.Started == "" || st.Ended != "" {
+			if st.Node != n.node.Config.User || st.Started == "" || st.Ended != "" {
 				continue
 			}
 			n.care(&st)
@@ -431,10 +431,10 @@ func (n Actions) RunCheck(ctx context.Context, in RunInput) *node.Answer {
 		a.Would("hand `runs check` to the daemon")
 		return a
 	}
-	if err := n.EnsureAndSend(ctx, a, messages.RunsCheckLine{}); err != nil {
+	if err := n.node.EnsureAndSend(ctx, a, messages.RunsCheckLine{}); err != nil {
 		return a.Stop(err)
 	}
-	deadline := time.Now().Add(n.OutcomeWait())
+	deadline := time.Now().Add(n.node.OutcomeWait())
 	for _, l := range lost {
 		for {
 			msgs, err := n.runRecord(ctx, l.r)
@@ -449,7 +449,7 @@ func (n Actions) RunCheck(ctx context.Context, in RunInput) *node.Answer {
 				break
 			}
 			if time.Now().After(deadline) {
-				return a.Stop(fmt.Errorf("run %s: no ended within %s; the daemon's log says why", l.st.Run, n.OutcomeWait()))
+				return a.Stop(fmt.Errorf("run %s: no ended within %s; the daemon's log says why", l.st.Run, n.node.OutcomeWait()))
 			}
 			select {
 			case <-ctx.Done():

@@ -29,12 +29,12 @@ func (n Actions) toolAudit(ctx context.Context, in *messages.AuditArgs) *node.An
 	if ci.Kind != fossilio.KindCheckin {
 		return a.Stop(fmt.Errorf("checkin: %s is a %s, not a check-in", ci.Hash, ci.Kind))
 	}
-	ok, caps, err := n.CallerPrivileged(ctx, r, p)
+	ok, caps, err := n.node.CallerPrivileged(ctx, r, p)
 	if err != nil {
 		return a.Stop(fmt.Errorf("caller: %w", err))
 	}
 	if !ok && !strings.Contains(caps, "i") {
-		return a.Stop(fmt.Errorf("caller: %q may not check in on %s (capabilities %q), so may not audit (E8)", n.Caller.Login, p.Name, caps))
+		return a.Stop(fmt.Errorf("caller: %q may not check in on %s (capabilities %q), so may not audit (E8)", n.node.Caller.Login, p.Name, caps))
 	}
 	// Every rule of E6 a verdict must meet to count, the readers' own
 	// (record.VerdictCounts): whose check-in it is the node's receipt
@@ -49,30 +49,30 @@ func (n Actions) toolAudit(ctx context.Context, in *messages.AuditArgs) *node.An
 		against = info.Hash
 	}
 	verdict := messages.Verdict{Pass: in.Verdict == messages.VerdictPass, Reason: in.Reason, Against: against}
-	idx := n.Index(r)
+	idx := n.node.Index(r)
 	x, err := idx.Objective(ctx, ci, against)
 	if err != nil {
 		return a.Stop(fmt.Errorf("against: %w", err))
 	}
-	if no := record.VerdictCounts(n.Caller.Login, ci, verdict, x); no != nil {
+	if no := record.VerdictCounts(n.node.Caller.Login, ci, verdict, x); no != nil {
 		return a.Stop(no)
 	}
 	value := verdict.TagValue()
 	if in.DryRun {
-		a.Would("tag %s %s=%q as %q on %s", ci.Hash, messages.AuditedTag, value, n.Caller.Login, p.Name)
+		a.Would("tag %s %s=%q as %q on %s", ci.Hash, messages.AuditedTag, value, n.node.Caller.Login, p.Name)
 		return a
 	}
 	code, err := r.ProjectCode(ctx)
 	if err != nil {
 		return a.Stop(err)
 	}
-	c := &fossilio.Client{URL: p.URL, Login: n.Caller.Login, Password: n.Caller.Password, Cookie: n.Caller.Cookie, ProjectCode: code, Now: n.Now}
+	c := &fossilio.Client{URL: p.URL, Login: n.node.Caller.Login, Password: n.node.Caller.Password, Cookie: n.node.Caller.Cookie, ProjectCode: code, Now: n.node.Now}
 	hash, err := c.Tag(ctx, ci.Hash, messages.AuditedTag, value)
 	if err != nil {
 		return a.Stop(fmt.Errorf("tag %s: %w", ci.Hash, err))
 	}
-	a.Logf("tagged %s %s=%q as %q: %s", ci.Hash, messages.AuditedTag, value, n.Caller.Login, hash)
+	a.Logf("tagged %s %s=%q as %q: %s", ci.Hash, messages.AuditedTag, value, n.node.Caller.Login, hash)
 	a.SetResult(hash)
-	n.Backoffice(ctx, a, p)
+	n.node.Backoffice(ctx, a, p)
 	return a
 }

@@ -59,12 +59,12 @@ func (n Actions) toolCreate(ctx context.Context, in *messages.CreateArgs) *node.
 	if err != nil {
 		return a.Stop(err)
 	}
-	if err := procs.RequireOffered(n.Release, rec.Runner); err != nil {
+	if err := procs.RequireOffered(n.node.Release, rec.Runner); err != nil {
 		return a.Stop(err) // E9: a runner it does not offer is refused, nothing written
 	}
 	text := fmt.Sprintf("Record of agent `%s` (%s): %s\n\n%s", rec.User, rec.Runner, node.FirstLine(rec.Objective), block)
 	if in.DryRun {
-		a.Would("post as %q the first post of a new thread on %s:\n%s", n.Caller.Login, p.Name, text)
+		a.Would("post as %q the first post of a new thread on %s:\n%s", n.node.Caller.Login, p.Name, text)
 		a.Would("provision %q on %s with capabilities %s", rec.User, p.Name, fossilio.AgentCaps)
 		a.Would("add workspace %s on branch %q (its definition the first post of a thread of its own)", nw.key, nw.branch)
 		if rec.Restrict.NoPassword {
@@ -79,7 +79,7 @@ func (n Actions) toolCreate(ctx context.Context, in *messages.CreateArgs) *node.
 // createRecord is the record create would post: in's fields with the
 // node's defaults and choices written out, each checked; nothing written.
 func (n Actions) createRecord(ctx context.Context, r *fossilio.Repo, in *messages.CreateArgs) (*messages.TaskRecord, error) {
-	rec := &messages.TaskRecord{User: in.User, Node: n.Config.User, Runner: in.Runner, Model: in.Model, Objective: in.Objective,
+	rec := &messages.TaskRecord{User: in.User, Node: n.node.Config.User, Runner: in.Runner, Model: in.Model, Objective: in.Objective,
 		Checkins: in.Checkins, Hears: in.Hears, Budget: in.Budget}
 	if rec.Runner == "" {
 		rec.Runner = messages.RunnerClaude
@@ -89,7 +89,7 @@ func (n Actions) createRecord(ctx context.Context, r *fossilio.Repo, in *message
 	}
 	// The record names its model, written out (D52): one the node offers
 	// for the API its runner speaks (model.json's models), or their first.
-	mc, err := model.ReadConfig(n.Layout)
+	mc, err := model.ReadConfig(n.node.Layout)
 	if err != nil {
 		return nil, fmt.Errorf("model: the node's model configuration: %w", err)
 	}
@@ -162,11 +162,11 @@ func (n Actions) createWorkspace(ctx context.Context, r *fossilio.Repo, p node.P
 		}
 	}
 	key := messages.WorkspaceKey{Login: rec.User, Project: p.Name}
-	ws, err := n.WorkspacePaths(key)
+	ws, err := n.node.WorkspacePaths(key)
 	if err != nil {
 		return newWorkspace{}, fmt.Errorf("user: %w", err)
 	}
-	sb := n.DefaultSandbox(ws.Dir)
+	sb := n.node.DefaultSandbox(ws.Dir)
 	sb.Network = rec.Sandbox.Network
 	sb.ReadOnly = append(sb.ReadOnly, rec.Sandbox.ReadOnly...)
 	sb.ReadWrite = append(sb.ReadWrite, rec.Sandbox.ReadWrite...)
@@ -174,7 +174,7 @@ func (n Actions) createWorkspace(ctx context.Context, r *fossilio.Repo, p node.P
 	if err != nil {
 		return newWorkspace{}, err
 	}
-	if _, err := n.Definition(key, branch, ws, sbJSON); err != nil {
+	if _, err := n.ws.Definition(key, branch, ws, sbJSON); err != nil {
 		return newWorkspace{}, fmt.Errorf("sandbox: %w", err)
 	}
 	return newWorkspace{key: key, ws: ws, branch: branch, sbJSON: sbJSON}, nil
@@ -192,22 +192,22 @@ func (n Actions) createWrite(ctx context.Context, a *node.Answer, r *fossilio.Re
 	if len(title) > 200 {
 		title = title[:200]
 	}
-	hash, err := n.Writer(p, code).WriteNote(ctx, fossilio.NoteWrite{Login: n.Caller.Login, Title: strings.ToValidUTF8(title, ""), Text: text})
+	hash, err := n.node.Writer(p, code).WriteNote(ctx, fossilio.NoteWrite{Login: n.node.Caller.Login, Title: strings.ToValidUTF8(title, ""), Text: text})
 	if err != nil {
 		return a.Stop(fmt.Errorf("post the record: %w", err))
 	}
-	a.Logf("posted the record of %q as %q at %s (a new thread)", rec.User, n.Caller.Login, hash)
+	a.Logf("posted the record of %q as %q at %s (a new thread)", rec.User, n.node.Caller.Login, hash)
 	a.SetResult(hash)
-	if !merge(a, n.LoginAdd(ctx, rec.User, false)) {
+	if !merge(a, n.node.LoginAdd(ctx, rec.User, false)) {
 		return a
 	}
-	if !merge(a, n.WorkspaceAdd(ctx, workspaces.WorkspaceAddInput{Login: rec.User, Project: p.Name, Branch: branch, SandboxJSON: sbJSON})) {
+	if !merge(a, n.ws.WorkspaceAdd(ctx, workspaces.WorkspaceAddInput{Login: rec.User, Project: p.Name, Branch: branch, SandboxJSON: sbJSON})) {
 		return a
 	}
 	if rec.Restrict.NoPassword {
 		// The clone is in the agent's workspace: written in place, following
 		// no link (D47).
-		cf, err := n.OpenAgentFile(ws.Clone, os.O_RDWR)
+		cf, err := n.node.OpenAgentFile(ws.Clone, os.O_RDWR)
 		if err == nil {
 			err = fossilio.ForgetFile(ctx, cf)
 			cf.Close()
@@ -217,7 +217,7 @@ func (n Actions) createWrite(ctx context.Context, a *node.Answer, r *fossilio.Re
 		}
 		a.Logf("the clone of %s holds no password (restrict no_password)", key)
 	}
-	merge(a, n.SessionStart(ctx, workspaces.SessionStartInput{Workspace: key.String(), Kind: string(messages.LLM), Runner: rec.Runner,
+	merge(a, n.ws.SessionStart(ctx, workspaces.SessionStartInput{Workspace: key.String(), Kind: string(messages.LLM), Runner: rec.Runner,
 		Model: rec.Model, Lifetime: string(messages.Stays), Record: hash, Hears: rec.Hears, Checkins: rec.Checkins, Wall: rec.Budget.Wall, Tokens: rec.Budget.Tokens}))
 	a.SetResult(hash)
 	return a
@@ -230,18 +230,18 @@ func (n Actions) checkNewAgent(ctx context.Context, login string) error {
 	if err := node.CheckNewLogin(login); err != nil {
 		return fmt.Errorf("user: %w", err)
 	}
-	if login == n.Config.User {
+	if login == n.node.Config.User {
 		return fmt.Errorf("user: %q is the node user", login)
 	}
-	pw, err := n.Layout.Password(login)
+	pw, err := n.node.Layout.Password(login)
 	if err != nil {
 		return fmt.Errorf("user: %w", err)
 	}
 	if _, err := os.Lstat(pw); err == nil {
 		return fmt.Errorf("user: %q is an agent login of this node already; create makes a new user", login)
 	}
-	for _, p := range n.Projects() {
-		r, err := n.OpenProjectRepo(p)
+	for _, p := range n.node.Projects() {
+		r, err := n.node.OpenProjectRepo(p)
 		if err != nil {
 			return err
 		}

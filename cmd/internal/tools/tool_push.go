@@ -32,17 +32,17 @@ func (n Actions) toolPush(ctx context.Context, in *messages.PushArgs) *node.Answ
 		return a.Stop(err)
 	}
 	defer r.Close()
-	rec, recHash, ok, err := n.AgentRecord(ctx, r, p, n.Caller.Login)
+	rec, recHash, ok, err := n.node.AgentRecord(ctx, r, p, n.node.Caller.Login)
 	if err != nil {
 		return a.Stop(err)
 	}
 	if !ok {
-		return a.Stop(fmt.Errorf("caller: %q is no agent of a record on %s; push is for an agent whose record restricts no_password", n.Caller.Login, p.Name))
+		return a.Stop(fmt.Errorf("caller: %q is no agent of a record on %s; push is for an agent whose record restricts no_password", n.node.Caller.Login, p.Name))
 	}
 	if !rec.Restrict.NoPassword {
 		return a.Stop(fmt.Errorf("caller: record %s does not restrict no_password: its agent pushes with Fossil itself", recHash))
 	}
-	ws, err := n.WorkspacePaths(messages.WorkspaceKey{Login: rec.User, Project: p.Name})
+	ws, err := n.node.WorkspacePaths(messages.WorkspaceKey{Login: rec.User, Project: p.Name})
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -80,20 +80,20 @@ func (n Actions) toolPush(ctx context.Context, in *messages.PushArgs) *node.Answ
 		a.Would("push check-in %s on branch %q (%s)", c.hash, c.branch, node.FirstLine(c.art.Comment))
 	}
 	if in.DryRun {
-		a.Would("send %d check-in(s) and %d file(s) to %s as %q, then run the backoffice", len(plan.checkins), len(plan.files), p.Name, n.Caller.Login)
+		a.Would("send %d check-in(s) and %d file(s) to %s as %q, then run the backoffice", len(plan.checkins), len(plan.files), p.Name, n.node.Caller.Login)
 		return a
 	}
 	code, err := r.ProjectCode(ctx)
 	if err != nil {
 		return a.Stop(err)
 	}
-	c := &fossilio.Client{URL: p.URL, Login: n.Caller.Login, Password: n.Caller.Password, Cookie: n.Caller.Cookie, ProjectCode: code, Now: n.Now}
+	c := &fossilio.Client{URL: p.URL, Login: n.node.Caller.Login, Password: n.node.Caller.Password, Cookie: n.node.Caller.Cookie, ProjectCode: code, Now: n.node.Now}
 	if _, err := c.PushRaw(ctx, plan.artifacts()...); err != nil {
 		return a.Stop(fmt.Errorf("push to %s: %w", p.Name, err))
 	}
-	a.Logf("sent %d check-in(s) and %d file(s) to %s as %q", len(plan.checkins), len(plan.files), p.Name, n.Caller.Login)
+	a.Logf("sent %d check-in(s) and %d file(s) to %s as %q", len(plan.checkins), len(plan.files), p.Name, n.node.Caller.Login)
 	a.SetResult(plan.checkins[len(plan.checkins)-1].hash)
-	n.Backoffice(ctx, a, p)
+	n.node.Backoffice(ctx, a, p)
 	return a
 }
 
@@ -102,7 +102,7 @@ func (n Actions) toolPush(ctx context.Context, in *messages.PushArgs) *node.Answ
 // agent's file; a link there would make the node read any SQLite file, its
 // own repository among them): a refusal says why.
 func (n Actions) openClone(path string) (*fossilio.Repo, error) {
-	f, err := n.OpenAgentFile(path, os.O_RDONLY)
+	f, err := n.node.OpenAgentFile(path, os.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}

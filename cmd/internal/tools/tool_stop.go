@@ -24,19 +24,19 @@ func (n Actions) toolStop(ctx context.Context, in *messages.StopArgs) *node.Answ
 		return a.Stop(err)
 	}
 	defer r.Close()
-	rec, info, err := n.TaskRecord(ctx, r, "record", in.Record)
+	rec, info, err := n.node.TaskRecord(ctx, r, "record", in.Record)
 	if err != nil {
 		return a.Stop(err)
 	}
-	if rec.Node != n.Config.User {
-		return a.Stop(fmt.Errorf("record: %s is run by node %q, not this node (%q); stop it there", info.Hash, rec.Node, n.Config.User))
+	if rec.Node != n.node.Config.User {
+		return a.Stop(fmt.Errorf("record: %s is run by node %q, not this node (%q); stop it there", info.Hash, rec.Node, n.node.Config.User))
 	}
 	key := messages.WorkspaceKey{Login: rec.User, Project: p.Name}
 	launch, err := n.recordLaunch(ctx, r, info.Hash, rec.User)
 	if err != nil {
 		return a.Stop(err)
 	}
-	v, err := n.Naming(key)
+	v, err := n.node.Naming(key)
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -48,12 +48,12 @@ func (n Actions) toolStop(ctx context.Context, in *messages.StopArgs) *node.Answ
 		a.Would("take every capability from %q once the session is gone", rec.User)
 		return a
 	}
-	if !merge(a, n.SessionStop(ctx, key.String(), false)) {
+	if !merge(a, n.ws.SessionStop(ctx, key.String(), false)) {
 		return a
 	}
 	// The end note is the response; the user's capabilities go once no
 	// process names the workspace (LoginWithdraw refuses before).
-	idx := record.NewIndexAfter(r, n.Config.User, info.Receipt-1)
+	idx := record.NewIndexAfter(r, n.node.Config.User, info.Receipt-1)
 	end, err := n.awaitEnd(ctx, idx, key, launch)
 	if err != nil {
 		return a.Stop(err)
@@ -63,7 +63,7 @@ func (n Actions) toolStop(ctx context.Context, in *messages.StopArgs) *node.Answ
 			return a.Stop(err)
 		}
 	}
-	merge(a, n.LoginWithdraw(ctx, rec.User, false))
+	merge(a, n.node.LoginWithdraw(ctx, rec.User, false))
 	return a
 }
 
@@ -71,7 +71,7 @@ func (n Actions) toolStop(ctx context.Context, in *messages.StopArgs) *node.Answ
 // session launch started (none to wait for when launch is "") and for no
 // process to name the workspace key; it returns the end note's hash.
 func (n Actions) awaitEnd(ctx context.Context, idx *record.Index, key messages.WorkspaceKey, launch string) (string, error) {
-	deadline := time.Now().Add(n.OutcomeWait())
+	deadline := time.Now().Add(n.node.OutcomeWait())
 	var end string
 	for end == "" {
 		if launch != "" {
@@ -86,7 +86,7 @@ func (n Actions) awaitEnd(ctx context.Context, idx *record.Index, key messages.W
 				}
 			}
 		}
-		v, err := n.Naming(key)
+		v, err := n.node.Naming(key)
 		if err != nil {
 			return "", err
 		}
@@ -97,7 +97,7 @@ func (n Actions) awaitEnd(ctx context.Context, idx *record.Index, key messages.W
 			break
 		}
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("the session of %s did not end within %s; its user keeps its capabilities until it does (stop again)", key, n.OutcomeWait())
+			return "", fmt.Errorf("the session of %s did not end within %s; its user keeps its capabilities until it does (stop again)", key, n.node.OutcomeWait())
 		}
 		end = ""
 		select {
@@ -114,13 +114,13 @@ func (n Actions) awaitEnd(ctx context.Context, idx *record.Index, key messages.W
 func (n Actions) logResponse(ctx context.Context, a *node.Answer, r *fossilio.Repo, recHash, launch, end string) error {
 	// The response is the node user's, written by the daemon right
 	// before its end note (D51); the answer's result is the response.
-	resp, ok, err := record.ResponseOf(ctx, r, recHash, n.Config.User, launch, end)
+	resp, ok, err := record.ResponseOf(ctx, r, recHash, n.node.Config.User, launch, end)
 	if err != nil {
 		return err
 	}
-	a.Logf("the daemon's end note %s, written by %q", end, n.Config.User)
+	a.Logf("the daemon's end note %s, written by %q", end, n.node.Config.User)
 	if ok {
-		a.Logf("the response to %s is %s, written by %q: %s: %s", recHash, resp.Hash, n.Config.User, resp.Response.Outcome, resp.Response.Note)
+		a.Logf("the response to %s is %s, written by %q: %s: %s", recHash, resp.Hash, n.node.Config.User, resp.Response.Outcome, resp.Response.Note)
 		a.SetResult(resp.Hash)
 	} else {
 		a.Logf("no response to %s is on the record before the end note", recHash)
