@@ -57,22 +57,59 @@ func (n Actions) toolAudit(ctx context.Context, in *messages.AuditArgs) *node.An
 	if no := record.VerdictCounts(n.node.Caller.Login, ci, verdict, x); no != nil {
 		return a.Stop(no)
 	}
-	value := verdict.TagValue()
-	if in.DryRun {
-		a.Would("tag %s %s=%q as %q on %s", ci.Hash, messages.AuditedTag, value, n.node.Caller.Login, p.Name)
-		return a
-	}
-	code, err := r.ProjectCode(ctx)
-	if err != nil {
-		return a.Stop(err)
-	}
-	c := &fossilio.Client{URL: p.URL, Login: n.node.Caller.Login, Password: n.node.Caller.Password, Cookie: n.node.Caller.Cookie, ProjectCode: code, Now: n.node.Now}
-	hash, err := c.Tag(ctx, ci.Hash, messages.AuditedTag, value)
-	if err != nil {
-		return a.Stop(fmt.Errorf("tag %s: %w", ci.Hash, err))
-	}
-	a.Logf("tagged %s %s=%q as %q: %s", ci.Hash, messages.AuditedTag, value, n.node.Caller.Login, hash)
-	a.SetResult(hash)
-	n.node.Backoffice(ctx, a, p)
-	return a
+	f := auditFacts{Checkin: ci.Hash, Value: verdict.TagValue(), Caller: n.node.Caller.Login, Project: p.Name}
+	return node.Executed(ctx, a, auditPlan(f, auditRun{n: n, r: r, p: p}), nil)
 }
+
+// auditFacts is what an audit checked, for auditPlan.
+type auditFacts struct {
+	Checkin, Value, Caller, Project string
+}
+
+// auditEffects are the effects an audit's plan runs.
+type auditEffects interface {
+	// tag tags a check-in as the caller and returns the tag's hash, or
+	// why it could not.
+	tag(ctx context.Context, checkin, name, value string) (string, error)
+	backoffice(ctx context.Context, a *node.Answer)
+}
+
+// auditPlan is an audit's plan (E6): the audited tag on the check-in, as
+// the caller, then the backoffice once it is written.
+func auditPlan(f auditFacts, fx auditEffects) node.Plan {
+	var plan node.Plan
+	plan.Add(fmt.Sprintf("tag %s %s=%q as %q on %s", f.Checkin, messages.AuditedTag, f.Value, f.Caller, f.Project), func(ctx context.Context, a *node.Answer) error {
+		hash, err := fx.tag(ctx, f.Checkin, messages.AuditedTag, f.Value)
+		if err != nil {
+			return err
+		}
+		a.Logf("tagged %s %s=%q as %q: %s", f.Checkin, messages.AuditedTag, f.Value, f.Caller, hash)
+		a.SetResult(hash)
+		fx.backoffice(ctx, a)
+		return nil
+	})
+	return plan
+}
+
+// auditRun is auditEffects on this node.
+type auditRun struct {
+	n Actions
+	r *fossilio.Repo
+	p node.Project
+}
+
+func (u auditRun) tag(ctx context.Context, checkin, name, value string) (string, error) {
+	code, err := u.r.ProjectCode(ctx)
+	if err != nil {
+		return "", err
+	}
+	c := u.n.node.Caller
+	cl := &fossilio.Client{URL: u.p.URL, Login: c.Login, Password: c.Password, Cookie: c.Cookie, ProjectCode: code, Now: u.n.node.Now}
+	hash, err := cl.Tag(ctx, checkin, name, value)
+	if err != nil {
+		return "", fmt.Errorf("tag %s: %w", checkin, err)
+	}
+	return hash, nil
+}
+
+func (u auditRun) backoffice(ctx context.Context, a *node.Answer) { u.n.node.Backoffice(ctx, a, u.p) }

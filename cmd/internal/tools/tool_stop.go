@@ -40,31 +40,75 @@ func (n Actions) toolStop(ctx context.Context, in *messages.StopArgs) *node.Answ
 	if err != nil {
 		return a.Stop(err)
 	}
-	if v.Named == host.No {
-		return a.Stop(fmt.Errorf("record: the agent of %s is not running (no process names workspace %s)", info.Hash, key))
+	f := stopFacts{Key: key, User: rec.User, Record: info.Hash, Named: v.Named != host.No}
+	plan, err := stopPlan(f, stopRun{n: n, r: r, idx: record.NewIndexAfter(r, n.node.Config.User, info.Receipt-1), record: info.Hash, launch: launch})
+	return node.Executed(ctx, a, plan, err)
+}
+
+// stopFacts is what a stop read, for stopPlan.
+type stopFacts struct {
+	Key    messages.WorkspaceKey
+	User   string // the agent's user
+	Record string // the record's hash
+	Named  bool   // a process may name the agent's workspace
+}
+
+// stopEffects are the effects a stop's plan runs.
+type stopEffects interface {
+	// stopSession stops the workspace's session (`session stop`).
+	stopSession(ctx context.Context, a *node.Answer, key messages.WorkspaceKey) error
+	// awaitEnd waits for the session's end and says its response.
+	awaitEnd(ctx context.Context, a *node.Answer, key messages.WorkspaceKey) error
+	// withdraw takes every capability from the user (`login withdraw`).
+	withdraw(ctx context.Context, a *node.Answer, user string) error
+}
+
+// stopPlan is a stop's plan (E8, D51): refused when the agent is not
+// running; else its session stopped through the daemon, which writes the
+// response and the end note; its end awaited; then every capability of
+// its user withdrawn, once no process names its workspace.
+func stopPlan(f stopFacts, fx stopEffects) (node.Plan, error) {
+	var plan node.Plan
+	if !f.Named {
+		return plan, fmt.Errorf("record: the agent of %s is not running (no process names workspace %s)", f.Record, f.Key)
 	}
-	if in.DryRun {
-		a.Would("hand `stop %s %s` to the daemon, which ends the session and writes the response (as %s) and its end note on %s", key.Login, key.Project, rec.User, info.Hash)
-		a.Would("take every capability from %q once the session is gone", rec.User)
-		return a
+	plan.Add(fmt.Sprintf("hand `stop %s %s` to the daemon, which ends the session and writes the response (as %s) and its end note on %s", f.Key.Login, f.Key.Project, f.User, f.Record), func(ctx context.Context, a *node.Answer) error {
+		return fx.stopSession(ctx, a, f.Key)
+	})
+	plan.Add("", func(ctx context.Context, a *node.Answer) error { return fx.awaitEnd(ctx, a, f.Key) })
+	plan.Add(fmt.Sprintf("take every capability from %q once the session is gone", f.User), func(ctx context.Context, a *node.Answer) error {
+		return fx.withdraw(ctx, a, f.User)
+	})
+	return plan, nil
+}
+
+// stopRun is stopEffects on this node: idx reads what the node received
+// since the record, launch is its session's launch note ("" for none).
+type stopRun struct {
+	n      Actions
+	r      *fossilio.Repo
+	idx    *record.Index
+	record string
+	launch string
+}
+
+func (s stopRun) stopSession(ctx context.Context, a *node.Answer, key messages.WorkspaceKey) error {
+	return merged(a, s.n.ws.SessionStop(ctx, key.String(), false))
+}
+
+// awaitEnd awaits the end note and no process naming the workspace (the
+// user's capabilities go then: LoginWithdraw refuses before), and says
+// the response the end note follows.
+func (s stopRun) awaitEnd(ctx context.Context, a *node.Answer, key messages.WorkspaceKey) error {
+	end, err := s.n.awaitEnd(ctx, s.idx, key, s.launch)
+	if err != nil || end == "" {
+		return err
 	}
-	if !merge(a, n.ws.SessionStop(ctx, key.String(), false)) {
-		return a
-	}
-	// The end note is the response; the user's capabilities go once no
-	// process names the workspace (LoginWithdraw refuses before).
-	idx := record.NewIndexAfter(r, n.node.Config.User, info.Receipt-1)
-	end, err := n.awaitEnd(ctx, idx, key, launch)
-	if err != nil {
-		return a.Stop(err)
-	}
-	if end != "" {
-		if err := n.logResponse(ctx, a, r, info.Hash, launch, end); err != nil {
-			return a.Stop(err)
-		}
-	}
-	merge(a, n.node.LoginWithdraw(ctx, rec.User, false))
-	return a
+	return s.n.logResponse(ctx, a, s.r, s.record, s.launch, end)
+}
+
+func (s stopRun) withdraw(ctx context.Context, a *node.Answer, user string) error {
+	return merged(a, s.n.node.LoginWithdraw(ctx, user, false))
 }
 
 // awaitEnd waits, at most the outcome wait, for the end note of the

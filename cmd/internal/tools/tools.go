@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
@@ -135,4 +136,12 @@ func merge(a, sub *node.Answer) bool {
 		return false
 	}
 	return true
+}
+
+// merged is merge as a plan's step says it: why sub stopped, or nil.
+func merged(a, sub *node.Answer) error {
+	if merge(a, sub) {
+		return nil
+	}
+	return errors.New(*sub.Stopped)
 }

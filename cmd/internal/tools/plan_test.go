@@ -1,0 +1,98 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/node/plantest"
+	"github.com/ocx-go/ocx/messages"
+)
+
+type fakeAudit struct{ *plantest.Effects }
+
+func (f fakeAudit) tag(_ context.Context, checkin, name, value string) (string, error) {
+	return f.Hash(), f.Do("tag " + checkin + " " + name + "=" + value)
+}
+func (f fakeAudit) backoffice(context.Context, *node.Answer) { f.Calls = append(f.Calls, "backoffice") }
+
+// TestAuditPlan is an audit's plan: the audited tag as the caller, then
+// the backoffice; a tag that fails stops it before the backoffice.
+func TestAuditPlan(t *testing.T) {
+	f := auditFacts{Checkin: "c1", Value: "pass:fine", Caller: "agent-1", Project: "demo"}
+	fx := fakeAudit{&plantest.Effects{}}
+	dry, real := plantest.Run(t, auditPlan(f, fx))
+	if want := []string{`would tag c1 audited="pass:fine" as "agent-1" on demo`}; !slices.Equal(dry.Log, want) {
+		t.Errorf("dry run %q, want %q", dry.Log, want)
+	}
+	hash := strings.Repeat("1", 64)
+	if !real.OK() || *real.Result != hash || !slices.Equal(fx.Calls, []string{"tag c1 audited=pass:fine", "backoffice"}) ||
+		real.Log[0] != `tagged c1 audited="pass:fine" as "agent-1": `+hash {
+		t.Errorf("real run ran %q, logged %q, stopped %v", fx.Calls, real.Log, real.Stopped)
+	}
+	fx = fakeAudit{&plantest.Effects{Fail: "tag"}}
+	if _, real := plantest.Run(t, auditPlan(f, fx)); real.OK() || real.Result != nil || !slices.Equal(fx.Calls, []string{"tag c1 audited=pass:fine"}) {
+		t.Errorf("a failed tag ran %q, stopped %v", fx.Calls, real.Stopped)
+	}
+}
+
+type fakeStop struct{ *plantest.Effects }
+
+func (f fakeStop) stopSession(_ context.Context, _ *node.Answer, key messages.WorkspaceKey) error {
+	return f.Do("stop " + key.String())
+}
+func (f fakeStop) awaitEnd(_ context.Context, _ *node.Answer, key messages.WorkspaceKey) error {
+	return f.Do("await " + key.String())
+}
+func (f fakeStop) withdraw(_ context.Context, _ *node.Answer, user string) error {
+	return f.Do("withdraw " + user)
+}
+
+// TestStopPlan is a stop's plan: refused when the agent is not running;
+// else its session stopped, its end awaited, its user's capabilities
+// withdrawn, in that order, each only once the one before did its work.
+func TestStopPlan(t *testing.T) {
+	key := messages.WorkspaceKey{Login: "docs-1", Project: "demo"}
+	f := stopFacts{Key: key, User: "docs-1", Record: "r1"}
+	if _, err := stopPlan(f, fakeStop{&plantest.Effects{}}); err == nil || err.Error() != "record: the agent of r1 is not running (no process names workspace docs-1/demo)" {
+		t.Errorf("not running: %v", err)
+	}
+	f.Named = true
+	fx := fakeStop{&plantest.Effects{}}
+	p, err := stopPlan(f, fx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dry, real := plantest.Run(t, p)
+	want := []string{"would hand `stop docs-1 demo` to the daemon, which ends the session and writes the response (as docs-1) and its end note on r1",
+		`would take every capability from "docs-1" once the session is gone`}
+	if !slices.Equal(dry.Log, want) {
+		t.Errorf("dry run %q, want %q", dry.Log, want)
+	}
+	if !real.OK() || !slices.Equal(fx.Calls, []string{"stop docs-1/demo", "await docs-1/demo", "withdraw docs-1"}) {
+		t.Errorf("real run ran %q, stopped %v", fx.Calls, real.Stopped)
+	}
+	fx = fakeStop{&plantest.Effects{Fail: "await"}}
+	p, _ = stopPlan(f, fx)
+	if _, real := plantest.Run(t, p); real.OK() || !slices.Equal(fx.Calls, []string{"stop docs-1/demo", "await docs-1/demo"}) {
+		t.Errorf("an end not awaited ran %q, stopped %v", fx.Calls, real.Stopped)
+	}
+}
+
+// TestMerged: a sub-action's log and result join the answer; its stop is
+// the step's error.
+func TestMerged(t *testing.T) {
+	a, sub := node.NewAnswer("stop", false), node.NewAnswer("login withdraw", false)
+	sub.Logf("took")
+	sub.SetResult("h")
+	if err := merged(a, sub); err != nil || !slices.Equal(a.Log, []string{"took"}) || *a.Result != "h" {
+		t.Errorf("merged %v: %q %v", err, a.Log, a.Result)
+	}
+	sub.Stop(errors.New("refused"))
+	if err := merged(a, sub); err == nil || err.Error() != "refused" {
+		t.Errorf("a stopped sub-action: %v", err)
+	}
+}
