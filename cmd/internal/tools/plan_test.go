@@ -96,3 +96,51 @@ func TestMerged(t *testing.T) {
 		t.Errorf("a stopped sub-action: %v", err)
 	}
 }
+
+type fakeRunStart struct{ *plantest.Effects }
+
+func (f fakeRunStart) send(_ context.Context, _ *node.Answer, line messages.PipeLine) error {
+	return f.Do("send " + line.String())
+}
+func (f fakeRunStart) awaitStarted(_ context.Context, _ *node.Answer, run string) error {
+	return f.Do("await " + run)
+}
+
+// TestRunStartPlan is a manual start: refused unless the run is this
+// node's, manual and waiting; else the line handed to the daemon and its
+// started awaited.
+func TestRunStartPlan(t *testing.T) {
+	waiting := RunState{Run: "r1", Node: "node", Manual: true, State: "waiting"}
+	for _, c := range []struct {
+		change func(*RunState)
+		want   string
+	}{
+		{func(*RunState) {}, ""},
+		{func(s *RunState) { s.Node = "other" }, `run: r1 is for node "other", not this node ("node"); start it there`},
+		{func(s *RunState) { s.Manual = false }, "not a manual run"},
+		{func(s *RunState) { s.Ended, s.Outcome = "e1", "failed" }, "run: r1 has ended (failed, ended e1)"},
+		{func(s *RunState) { s.Started = "s1" }, "has started already (started s1)"},
+		{func(s *RunState) { s.Stopped = "x1" }, "was stopped (x1); its ended follows"},
+		{func(s *RunState) { s.State = "running" }, "does not wait for a start (running)"},
+	} {
+		st := waiting
+		c.change(&st)
+		err := runStartRefusal(st, "node")
+		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: refused %v, want %q", st, err, c.want)
+		}
+	}
+	line := messages.RunStartLine{Repository: "/srv/demo.fossil", Hash: strings.Repeat("a", 64), By: "admin"}
+	fx := fakeRunStart{&plantest.Effects{}}
+	dry, real := plantest.Run(t, runStartPlan(line, fx))
+	if want := []string{"would hand `" + line.String() + "` to the daemon, which starts run " + line.Hash}; !slices.Equal(dry.Log, want) {
+		t.Errorf("dry run %q, want %q", dry.Log, want)
+	}
+	if !real.OK() || !slices.Equal(fx.Calls, []string{"send " + line.String(), "await " + line.Hash}) {
+		t.Errorf("real run ran %q, stopped %v", fx.Calls, real.Stopped)
+	}
+	fx = fakeRunStart{&plantest.Effects{Fail: "send"}}
+	if _, real := plantest.Run(t, runStartPlan(line, fx)); real.OK() || len(fx.Calls) != 1 {
+		t.Errorf("a failed hand-off ran %q, stopped %v", fx.Calls, real.Stopped)
+	}
+}

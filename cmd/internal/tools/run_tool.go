@@ -249,19 +249,8 @@ func (n Actions) RunStart(ctx context.Context, in RunInput) *node.Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
-	switch {
-	case st.Node != n.node.Config.User:
-		return a.Stop(fmt.Errorf("run: %s is for node %q, not this node (%q); start it there", st.Run, st.Node, n.node.Config.User))
-	case !st.Manual:
-		return a.Stop(fmt.Errorf("run: %s is not a manual run (process.manual is false): the node starts it when it arrives", st.Run))
-	case st.Ended != "":
-		return a.Stop(fmt.Errorf("run: %s has ended (%s, ended %s)", st.Run, st.Outcome, st.Ended))
-	case st.Started != "":
-		return a.Stop(fmt.Errorf("run: %s has started already (started %s)", st.Run, st.Started))
-	case st.Stopped != "":
-		return a.Stop(fmt.Errorf("run: %s was stopped (%s); its ended follows", st.Run, st.Stopped))
-	case st.State != "waiting":
-		return a.Stop(fmt.Errorf("run: %s does not wait for a start (%s)", st.Run, st.State))
+	if err := runStartRefusal(st, n.node.Config.User); err != nil {
+		return a.Stop(err)
 	}
 	// The caller's password, checked by the server: the run fetched over
 	// sync as them. The pipe line carries only the login.
@@ -278,33 +267,81 @@ func (n Actions) RunStart(ctx context.Context, in RunInput) *node.Answer {
 	if err := line.Validate(); err != nil {
 		return a.Stop(err)
 	}
-	if in.DryRun {
-		a.Would("hand `%s` to the daemon, which starts run %s", line, st.Run)
-		return a
+	return node.Executed(ctx, a, runStartPlan(line, runStartRun{n: n, r: r}), nil)
+}
+
+// runStartRefusal says why run st may not be started by hand on the node
+// whose user is self; nil when it may.
+func runStartRefusal(st RunState, self string) error {
+	switch {
+	case st.Node != self:
+		return fmt.Errorf("run: %s is for node %q, not this node (%q); start it there", st.Run, st.Node, self)
+	case !st.Manual:
+		return fmt.Errorf("run: %s is not a manual run (process.manual is false): the node starts it when it arrives", st.Run)
+	case st.Ended != "":
+		return fmt.Errorf("run: %s has ended (%s, ended %s)", st.Run, st.Outcome, st.Ended)
+	case st.Started != "":
+		return fmt.Errorf("run: %s has started already (started %s)", st.Run, st.Started)
+	case st.Stopped != "":
+		return fmt.Errorf("run: %s was stopped (%s); its ended follows", st.Run, st.Stopped)
+	case st.State != "waiting":
+		return fmt.Errorf("run: %s does not wait for a start (%s)", st.Run, st.State)
 	}
-	if err := n.node.EnsureAndSend(ctx, a, line); err != nil {
-		return a.Stop(err)
-	}
-	deadline := time.Now().Add(n.node.OutcomeWait())
+	return nil
+}
+
+// runStartEffects are the effects a manual start's plan runs.
+type runStartEffects interface {
+	// send gives the daemon a line, starting it if none runs.
+	send(ctx context.Context, a *node.Answer, line messages.PipeLine) error
+	// awaitStarted waits for the run's started (or its ended).
+	awaitStarted(ctx context.Context, a *node.Answer, run string) error
+}
+
+// runStartPlan is a manual start's plan (seed 004, section 8): the line
+// handed to the daemon, then its started awaited.
+func runStartPlan(line messages.RunStartLine, fx runStartEffects) node.Plan {
+	var plan node.Plan
+	plan.Add(fmt.Sprintf("hand `%s` to the daemon, which starts run %s", line, line.Hash), func(ctx context.Context, a *node.Answer) error {
+		return fx.send(ctx, a, line)
+	})
+	plan.Add("", func(ctx context.Context, a *node.Answer) error { return fx.awaitStarted(ctx, a, line.Hash) })
+	return plan
+}
+
+// runStartRun is runStartEffects on this node.
+type runStartRun struct {
+	n Actions
+	r *fossilio.Repo
+}
+
+func (s runStartRun) send(ctx context.Context, a *node.Answer, line messages.PipeLine) error {
+	return s.n.node.EnsureAndSend(ctx, a, line)
+}
+
+// awaitStarted waits, at most the outcome wait, for the run's started or
+// its ended on the record.
+func (s runStartRun) awaitStarted(ctx context.Context, a *node.Answer, run string) error {
+	deadline := time.Now().Add(s.n.node.OutcomeWait())
 	for {
-		now, _, _, err := n.runOf(ctx, r, "run", st.Run)
+		now, _, _, err := s.n.runOf(ctx, s.r, "run", run)
 		if err != nil {
-			return a.Stop(err)
+			return err
 		}
 		switch {
 		case now.Ended != "" && now.Started == "":
-			return a.Stop(fmt.Errorf("run: %s ended %s before it started: %s", st.Run, now.Outcome, now.Note))
+			return fmt.Errorf("run: %s ended %s before it started: %s", run, now.Outcome, now.Note)
 		case now.Started != "":
-			a.Logf("run %s started: %s, written by %q", st.Run, now.Started, now.Node)
+			a.Logf("run %s started: %s, written by %q", run, now.Started, now.Node)
 			a.SetResult(now.Started)
-			return a
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return a.Stop(fmt.Errorf("run: %s neither started nor ended within %s; the daemon's log says why (the start may still come)", st.Run, n.node.OutcomeWait()))
+			return fmt.Errorf("run: %s neither started nor ended within %s; the daemon's log says why (the start may still come)", run, s.n.node.OutcomeWait())
 		}
 		select {
 		case <-ctx.Done():
-			return a.Stop(ctx.Err())
+			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
