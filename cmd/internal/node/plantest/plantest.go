@@ -1,7 +1,7 @@
 // Package plantest runs a node action's plan in tests: as a dry run and as
 // a real run, with fake effects that record what they were asked, in
-// order. The planners' unit tests in workspaces and tools use it (node's
-// own cannot: they are inside node).
+// order. The planners' unit tests in workspaces, tools and node/setup use
+// it (node's own cannot: they are inside node).
 package plantest
 
 import (
