@@ -9,6 +9,9 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/node/plantest"
+	"github.com/ocx-go/ocx/cmd/internal/workspaces"
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -142,5 +145,51 @@ func TestRunStartPlan(t *testing.T) {
 	fx = fakeRunStart{&plantest.Effects{Fail: "send"}}
 	if _, real := plantest.Run(t, runStartPlan(line, fx)); real.OK() || len(fx.Calls) != 1 {
 		t.Errorf("a failed hand-off ran %q, stopped %v", fx.Calls, real.Stopped)
+	}
+}
+
+type fakeCreate struct{ *plantest.Effects }
+
+func (f fakeCreate) postRecord(_ context.Context, title, _ string) (string, error) {
+	return f.Hash(), f.Do("post " + title)
+}
+func (f fakeCreate) loginAdd(_ context.Context, _ *node.Answer, login string) error {
+	return f.Do("login add " + login)
+}
+func (f fakeCreate) workspaceAdd(_ context.Context, _ *node.Answer, in workspaces.WorkspaceAddInput) error {
+	return f.Do("workspace add " + in.Login + "/" + in.Project + " on " + in.Branch)
+}
+func (f fakeCreate) forget(_ context.Context, ws host.Workspace) error {
+	return f.Do("forget " + ws.Clone)
+}
+func (f fakeCreate) sessionStart(_ context.Context, _ *node.Answer, in workspaces.SessionStartInput) error {
+	return f.Do("session start " + in.Workspace + " on " + in.Record[:4])
+}
+
+// TestCreatePlan is create's plan: the record, the login, the workspace,
+// the clone's password forgotten only under no_password, the session on
+// the record; the result is the record even when a later step fails.
+func TestCreatePlan(t *testing.T) {
+	key := messages.WorkspaceKey{Login: "docs-1", Project: "demo"}
+	rec := &messages.TaskRecord{User: "docs-1", Runner: "native", Model: "m", Objective: "Write the docs.\nAll of them.", Budget: messages.Budget{Wall: "1h", Tokens: 5}}
+	f := createFacts{Caller: "admin", Project: "demo", Rec: rec, Text: "Record of agent ...", NW: newWorkspace{key: key, ws: host.Workspace{Key: key, Clone: "/c"}, branch: "trunk"}}
+	fx := fakeCreate{&plantest.Effects{}}
+	dry, real := plantest.Run(t, createPlan(f, fx))
+	want := []string{`would post as "admin" the first post of a new thread on demo:` + "\nRecord of agent ...",
+		`would provision "docs-1" on demo with capabilities ` + fossilio.AgentCaps,
+		`would add workspace docs-1/demo on branch "trunk" (its definition the first post of a thread of its own)`,
+		"would start its llm session (runner native, model m, lifetime stays, wall 1h, tokens 5) on the record"}
+	if !slices.Equal(dry.Log, want) {
+		t.Errorf("dry run:\n%s", strings.Join(dry.Log, "\n"))
+	}
+	hash := strings.Repeat("1", 64)
+	if calls := []string{"post Record: Write the docs.", "login add docs-1", "workspace add docs-1/demo on trunk", "session start docs-1/demo on 1111"}; !real.OK() || !slices.Equal(fx.Calls, calls) || *real.Result != hash {
+		t.Errorf("real run ran %q, result %v, stopped %v", fx.Calls, real.Result, real.Stopped)
+	}
+	rec.Restrict.NoPassword = true
+	fx = fakeCreate{&plantest.Effects{Fail: "session start"}}
+	_, real = plantest.Run(t, createPlan(f, fx))
+	if calls := []string{"post Record: Write the docs.", "login add docs-1", "workspace add docs-1/demo on trunk", "forget /c", "session start docs-1/demo on 1111"}; real.OK() || !slices.Equal(fx.Calls, calls) || *real.Result != hash {
+		t.Errorf("no_password, a failed start: ran %q, result %v, stopped %v", fx.Calls, real.Result, real.Stopped)
 	}
 }
