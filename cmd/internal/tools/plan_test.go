@@ -193,3 +193,44 @@ func TestCreatePlan(t *testing.T) {
 		t.Errorf("no_password, a failed start: ran %q, result %v, stopped %v", fx.Calls, real.Result, real.Stopped)
 	}
 }
+
+type fakePush struct{ *plantest.Effects }
+
+func (f fakePush) send(_ context.Context, artifacts [][]byte) error {
+	var names []string
+	for _, a := range artifacts {
+		names = append(names, string(a))
+	}
+	return f.Do("send " + strings.Join(names, ","))
+}
+func (f fakePush) backoffice(context.Context, *node.Answer) { f.Calls = append(f.Calls, "backoffice") }
+
+// TestPushPlan is a push's plan: each check-in said in both runs, then
+// all sent at once, files first, and the backoffice; a check-in on a
+// branch the record does not allow refuses the whole push.
+func TestPushPlan(t *testing.T) {
+	set := &pushSet{files: [][]byte{[]byte("f1")}, checkins: []pushCheckin{
+		{hash: "c1", data: []byte("c1"), art: &fossilio.Artifact{Comment: "first\nmore"}, branch: "docs"},
+		{hash: "c2", data: []byte("c2"), art: &fossilio.Artifact{Comment: "second"}, branch: "docs"},
+	}}
+	f := pushFacts{Caller: "docs-1", Project: "demo", Record: "r1", Branch: "docs", Set: set}
+	fx := fakePush{&plantest.Effects{}}
+	p, err := pushPlan(f, fx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dry, real := plantest.Run(t, p)
+	want := []string{`would push check-in c1 on branch "docs" (first)`, `would push check-in c2 on branch "docs" (second)`,
+		`would send 2 check-in(s) and 1 file(s) to demo as "docs-1", then run the backoffice`}
+	if !slices.Equal(dry.Log, want) {
+		t.Errorf("dry run %q", dry.Log)
+	}
+	if !real.OK() || *real.Result != "c2" || !slices.Equal(fx.Calls, []string{"send f1,c1,c2", "backoffice"}) ||
+		!slices.Equal(real.Log, []string{want[0][6:], want[1][6:], `sent 2 check-in(s) and 1 file(s) to demo as "docs-1"`}) {
+		t.Errorf("real run ran %q, logged %q, result %v, stopped %v", fx.Calls, real.Log, real.Result, real.Stopped)
+	}
+	f.Branch = "main"
+	if _, err := pushPlan(f, fx); err == nil || err.Error() != `checkin c1 is on branch "docs", not "main" (restrict branch of record r1); nothing pushed` {
+		t.Errorf("another branch: %v", err)
+	}
+}
