@@ -203,3 +203,32 @@ func TestExecuteProperties(t *testing.T) {
 }
 
 func testKey() messages.WorkspaceKey { return messages.WorkspaceKey{Login: "agent-1", Project: "demo"} }
+
+type fakeHook struct{ *fakeEffects }
+
+func (f fakeHook) install(_ context.Context, p Project, command string, mark bool) error {
+	return f.do(fmt.Sprintf("install %s %s mark %v", p.Name, command, mark))
+}
+
+// TestHookInstallPlan is a hook install: the hook on each repository the
+// node serves, the mark set only on a fresh install, a project served
+// from another host said in both runs.
+func TestHookInstallPlan(t *testing.T) {
+	f := hookFacts{Command: "'ocx-hook' --repo %R", Installed: map[string]bool{"b": true}, Projects: []Project{
+		{Name: "a", NodeProject: messages.NodeProject{Repository: "/srv/a.fossil"}},
+		{Name: "far", NodeProject: messages.NodeProject{Repository: "/srv/far.fossil", OtherHost: true}},
+		{Name: "b", NodeProject: messages.NodeProject{Repository: "/srv/b.fossil"}},
+	}}
+	fx := fakeHook{&fakeEffects{}}
+	dry, real := runPlan(t, hookInstallPlan(f, fx))
+	far := "far is served from another host: the hook's work follows each pull of its clone (D72), and the server's node installs the server's hook"
+	if want := []string{"would install the after-receive hook on /srv/a.fossil: " + f.Command, far, "would install the after-receive hook on /srv/b.fossil: " + f.Command}; !slices.Equal(dry.Log, want) {
+		t.Errorf("dry run %q", dry.Log)
+	}
+	if want := []string{"installed the after-receive hook on /srv/a.fossil: " + f.Command, far, "replaced the after-receive hook on /srv/b.fossil: " + f.Command}; !real.OK() || !slices.Equal(real.Log, want) {
+		t.Errorf("real run logged %q, stopped %v", real.Log, real.Stopped)
+	}
+	if want := []string{"install a " + f.Command + " mark true", "install b " + f.Command + " mark false"}; !slices.Equal(fx.calls, want) {
+		t.Errorf("ran %q", fx.calls)
+	}
+}
