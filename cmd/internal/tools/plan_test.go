@@ -234,3 +234,30 @@ func TestPushPlan(t *testing.T) {
 		t.Errorf("another branch: %v", err)
 	}
 }
+
+type fakeRunCheck struct{ *plantest.Effects }
+
+func (f fakeRunCheck) send(_ context.Context, _ *node.Answer, line messages.PipeLine) error {
+	return f.Do("send " + line.String())
+}
+func (f fakeRunCheck) awaitEnded(context.Context, *node.Answer) error { return f.Do("await") }
+
+// TestRunCheckPlan is a check of the node's runs: each run to end lost
+// said in both runs, `runs check` handed over, the ends awaited; with
+// none lost, a real run says so after the hand-off.
+func TestRunCheckPlan(t *testing.T) {
+	lost := []RunState{{Run: "r1", Started: "s1", InCare: true}}
+	fx := fakeRunCheck{&plantest.Effects{}}
+	dry, real := plantest.Run(t, runCheckPlan(lost, fx))
+	said := "find run r1 lost (started s1, no ended, in care true, its process alive false)"
+	if want := []string{"would " + said, "would hand `runs check` to the daemon"}; !slices.Equal(dry.Log, want) {
+		t.Errorf("dry run %q", dry.Log)
+	}
+	if !real.OK() || !slices.Equal(real.Log, []string{said}) || !slices.Equal(fx.Calls, []string{"send runs check", "await"}) {
+		t.Errorf("real run ran %q, logged %q, stopped %v", fx.Calls, real.Log, real.Stopped)
+	}
+	fx = fakeRunCheck{&plantest.Effects{}}
+	if _, real := plantest.Run(t, runCheckPlan(nil, fx)); !slices.Equal(real.Log, []string{"no run of this node is to end lost"}) || !slices.Equal(fx.Calls, []string{"send runs check"}) {
+		t.Errorf("none lost: ran %q, logged %q", fx.Calls, real.Log)
+	}
+}

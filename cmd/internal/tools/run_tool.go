@@ -431,11 +431,7 @@ func (n Actions) RunCheck(ctx context.Context, in RunInput) *node.Answer {
 			r.Close()
 		}
 	}()
-	type pending struct {
-		r  *fossilio.Repo
-		st RunState
-	}
-	var lost []pending
+	var lost []pendingRun
 	for _, p := range n.node.Projects() {
 		if in.Project != "" && p.Name != in.Project {
 			continue
@@ -457,26 +453,71 @@ func (n Actions) RunCheck(ctx context.Context, in RunInput) *node.Answer {
 			if st.InCare && st.Alive {
 				continue
 			}
-			lost = append(lost, pending{r, st})
+			lost = append(lost, pendingRun{r, st})
 			want = append(want, st)
 		}
 	}
-	for _, l := range lost {
-		a.Would("find run %s lost (started %s, no ended, in care %v, its process alive %v)", l.st.Run, l.st.Started, l.st.InCare, l.st.Alive)
+	return node.Executed(ctx, a, runCheckPlan(want, runCheckRun{n: n, lost: lost}), nil)
+}
+
+// runCheckEffects are the effects a check of the node's runs runs.
+type runCheckEffects interface {
+	// send gives the daemon a line, starting it if none runs.
+	send(ctx context.Context, a *node.Answer, line messages.PipeLine) error
+	// awaitEnded waits for the ended of each run found lost.
+	awaitEnded(ctx context.Context, a *node.Answer) error
+}
+
+// runCheckPlan is a check's plan (seed 004, section 10): each run to end
+// lost said in both runs, `runs check` handed to the daemon, then each
+// one's ended awaited.
+func runCheckPlan(lost []RunState, fx runCheckEffects) node.Plan {
+	var plan node.Plan
+	for _, st := range lost {
+		text := fmt.Sprintf("find run %s lost (started %s, no ended, in care %v, its process alive %v)", st.Run, st.Started, st.InCare, st.Alive)
+		plan.Add(text, func(_ context.Context, a *node.Answer) error {
+			a.Logf("%s", text)
+			return nil
+		})
 	}
-	if in.DryRun {
-		a.Would("hand `runs check` to the daemon")
-		return a
-	}
-	if err := n.node.EnsureAndSend(ctx, a, messages.RunsCheckLine{}); err != nil {
-		return a.Stop(err)
-	}
-	deadline := time.Now().Add(n.node.OutcomeWait())
-	for _, l := range lost {
+	plan.Add("hand `runs check` to the daemon", func(ctx context.Context, a *node.Answer) error {
+		return fx.send(ctx, a, messages.RunsCheckLine{})
+	})
+	plan.Add("", func(ctx context.Context, a *node.Answer) error {
+		if len(lost) == 0 {
+			a.Logf("no run of this node is to end lost")
+			return nil
+		}
+		return fx.awaitEnded(ctx, a)
+	})
+	return plan
+}
+
+// pendingRun is a run found lost, with the repository it is read from.
+type pendingRun struct {
+	r  *fossilio.Repo
+	st RunState
+}
+
+// runCheckRun is runCheckEffects on this node, lost the runs it found.
+type runCheckRun struct {
+	n    Actions
+	lost []pendingRun
+}
+
+func (c runCheckRun) send(ctx context.Context, a *node.Answer, line messages.PipeLine) error {
+	return c.n.node.EnsureAndSend(ctx, a, line)
+}
+
+// awaitEnded waits, at most the outcome wait for them all, for the ended
+// of each run found lost; the answer's result is the last.
+func (c runCheckRun) awaitEnded(ctx context.Context, a *node.Answer) error {
+	deadline := time.Now().Add(c.n.node.OutcomeWait())
+	for _, l := range c.lost {
 		for {
-			msgs, err := n.runRecord(ctx, l.r)
+			msgs, err := c.n.runRecord(ctx, l.r)
 			if err != nil {
-				return a.Stop(err)
+				return err
 			}
 			i := slices.IndexFunc(runStates(ctx, l.r, msgs), func(s RunState) bool { return s.Run == l.st.Run && s.Ended != "" })
 			if i >= 0 {
@@ -486,17 +527,14 @@ func (n Actions) RunCheck(ctx context.Context, in RunInput) *node.Answer {
 				break
 			}
 			if time.Now().After(deadline) {
-				return a.Stop(fmt.Errorf("run %s: no ended within %s; the daemon's log says why", l.st.Run, n.node.OutcomeWait()))
+				return fmt.Errorf("run %s: no ended within %s; the daemon's log says why", l.st.Run, c.n.node.OutcomeWait())
 			}
 			select {
 			case <-ctx.Done():
-				return a.Stop(ctx.Err())
+				return ctx.Err()
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
 	}
-	if len(lost) == 0 {
-		a.Logf("no run of this node is to end lost")
-	}
-	return a
+	return nil
 }
