@@ -58,13 +58,13 @@ func ReleaseDir(t *testing.T) string {
 // is stopped through the daemon and the daemon is ended with TERM, by PID.
 func NewDaemon(t *testing.T) *Fix {
 	t.Helper()
-	f := NewIn(t, ReleaseDir(t))
-	t.Cleanup(f.EndDaemon)
+	f := newIn(t, ReleaseDir(t))
+	t.Cleanup(f.endDaemon)
 	return f
 }
 
-// EndDaemon stops the sessions the test left running, then the daemon.
-func (f *Fix) EndDaemon() {
+// endDaemon stops the sessions the test left running, then the daemon.
+func (f *Fix) endDaemon() {
 	for _, k := range f.Serving() {
 		workspaces.Of(f.N).SessionStop(f.Ctx, k, false)
 	}
@@ -117,14 +117,14 @@ func (f *Fix) WaitFor(what string, bound time.Duration, cond func() bool) {
 	for !cond() {
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(f.Agents, "ocxd.log"))
-			f.T.Fatalf("waited %s for %s\nocxd.log:\n%s", bound, what, LastLines(log, 40))
+			f.T.Fatalf("waited %s for %s\nocxd.log:\n%s", bound, what, lastLines(log, 40))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-// LastLines is the last n lines of b.
-func LastLines(b []byte, n int) []byte {
+// lastLines is the last n lines of b.
+func lastLines(b []byte, n int) []byte {
 	lines := bytes.Split(b, []byte("\n"))
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
@@ -144,26 +144,6 @@ func (f *Fix) Client(login string) *fossilio.Client {
 		}
 	}
 	return &fossilio.Client{URL: f.Srv.URL, Login: login, Password: pw, ProjectCode: f.Srv.ProjectCode}
-}
-
-// Reply posts text in the thread root as login, replying to its root.
-func (f *Fix) Reply(login, root, text string) string {
-	f.T.Helper()
-	h, err := f.Client(login).Reply(f.Ctx, root, root, text)
-	if err != nil {
-		f.T.Fatal(err)
-	}
-	return h
-}
-
-// Block is a note's block, as a post holds it.
-func (f *Fix) Block(n messages.Note) string {
-	f.T.Helper()
-	b, err := n.Encode()
-	if err != nil {
-		f.T.Fatal(err)
-	}
-	return string(b)
 }
 
 // Binding reads a workspace's binding.json.

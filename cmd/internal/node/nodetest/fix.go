@@ -41,12 +41,12 @@ const (
 // New is a fixture whose node offers the session's stand-in runner.
 func New(t *testing.T) *Fix {
 	t.Helper()
-	return NewIn(t, StandInRelease(t))
+	return newIn(t, standInRelease(t))
 }
 
-// StandInRelease is a release directory holding the session's stand-in
+// standInRelease is a release directory holding the session's stand-in
 // runner as ocx-runner-native, so that the node offers native (E9).
-func StandInRelease(t *testing.T) string {
+func standInRelease(t *testing.T) string {
 	t.Helper()
 	_, here, _, _ := runtime.Caller(0)
 	dir := t.TempDir()
@@ -60,9 +60,9 @@ func StandInRelease(t *testing.T) string {
 	return dir
 }
 
-// NewIn is New with the node's tools run from the release directory
+// newIn is New with the node's tools run from the release directory
 // release.
-func NewIn(t *testing.T, release string) *Fix {
+func newIn(t *testing.T, release string) *Fix {
 	t.Helper()
 	srv := harness.StartServer(t, harness.Options{Users: []harness.User{{Login: Person, Password: PersonPW, Caps: "cghijnorwz234"}}})
 	f := &Fix{T: t, Ctx: context.Background(), Srv: srv, Agents: filepath.Join(t.TempDir(), "agents"), Release: release}
