@@ -232,3 +232,36 @@ func TestHookInstallPlan(t *testing.T) {
 		t.Errorf("ran %q", fx.calls)
 	}
 }
+
+type fakeAdopt struct {
+	*fakeEffects
+	admin string // the project on whose server the login holds admin
+}
+
+func (f fakeAdopt) privileged(_ context.Context, p Project, login, password string) (bool, error) {
+	return p.Name == f.admin, f.do("login " + p.Name + " " + login + " " + password)
+}
+func (f fakeAdopt) keepPassword(pwFile, password string) error {
+	return f.do("keep " + pwFile + " " + password)
+}
+
+// TestAdoptPlan is an agent login's adoption on a node on another host:
+// each server logged in to as the login, then its password kept; a
+// server where it holds admin or setup refuses it, nothing kept.
+func TestAdoptPlan(t *testing.T) {
+	projects := []Project{{Name: "a", NodeProject: messages.NodeProject{URL: "https://s/a"}}, {Name: "b", NodeProject: messages.NodeProject{URL: "https://s/b"}}}
+	fx := fakeAdopt{fakeEffects: &fakeEffects{}}
+	dry, real := runPlan(t, adoptPlan("agent-1", "pw", "/pw", projects, fx))
+	if want := []string{`would log in to https://s/a as "agent-1", and check that it holds neither admin nor setup there`,
+		`would log in to https://s/b as "agent-1", and check that it holds neither admin nor setup there`,
+		"would keep its password in /pw (mode 0600)"}; !slices.Equal(dry.Log, want) {
+		t.Errorf("dry run %q", dry.Log)
+	}
+	if want := []string{"login a agent-1 pw", "login b agent-1 pw", "keep /pw pw"}; !real.OK() || !slices.Equal(fx.calls, want) {
+		t.Errorf("real run ran %q, stopped %v", fx.calls, real.Stopped)
+	}
+	fx = fakeAdopt{fakeEffects: &fakeEffects{}, admin: "b"}
+	if _, real := runPlan(t, adoptPlan("agent-1", "pw", "/pw", projects, fx)); real.OK() || *real.Stopped != `login "agent-1" holds admin or setup on b: an agent login never does (E2)` || len(fx.calls) != 2 {
+		t.Errorf("an admin on b: ran %q, stopped %v", fx.calls, real.Stopped)
+	}
+}
