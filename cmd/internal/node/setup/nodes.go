@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"slices"
 
@@ -49,7 +50,7 @@ func NodeAdd(ctx context.Context, n *node.Node, in NodeAddInput) *node.Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
-	plan, err := nodeAddPlan(f, nodeAddRun{n})
+	plan, err := nodeAddPlan(f, nodeRun{n})
 	return node.Executed(ctx, a, plan, err)
 }
 
@@ -138,11 +139,15 @@ func readNodeAdd(ctx context.Context, n *node.Node, in NodeAddInput) (nodeAddFac
 	return f, nil
 }
 
-// nodeAddEffects are the effects `node add`'s plan runs.
-type nodeAddEffects interface {
+// nodeEffects are the effects the plans of `node add` and `node remove`
+// run.
+type nodeEffects interface {
 	// setUser makes the user on the project's repository, or sets its
 	// password and capabilities again.
 	setUser(ctx context.Context, p node.Project, user, password string) error
+	// withdraw takes every capability from the user on the project's
+	// repository; a repository without the user is no failure.
+	withdraw(ctx context.Context, p node.Project, user string) error
 	// writeConfig writes node.json; reread tells the daemon to read it.
 	writeConfig(data []byte) error
 	reread(a *node.Answer) error
@@ -153,7 +158,7 @@ type nodeAddEffects interface {
 // node, with the pokes' secret. A project served from another host is
 // said and left as it is; a user of a repository that is not already a
 // remote node of it is refused.
-func nodeAddPlan(f nodeAddFacts, fx nodeAddEffects) (node.Plan, error) {
+func nodeAddPlan(f nodeAddFacts, fx nodeEffects) (node.Plan, error) {
 	var plan node.Plan
 	in := f.In
 	cfg := f.Config
@@ -201,16 +206,23 @@ func nodeAddPlan(f nodeAddFacts, fx nodeAddEffects) (node.Plan, error) {
 	return plan, nil
 }
 
-// nodeAddRun is nodeAddEffects on this node.
-type nodeAddRun struct{ n *node.Node }
+// nodeRun is nodeEffects on this node.
+type nodeRun struct{ n *node.Node }
 
-func (r nodeAddRun) setUser(ctx context.Context, p node.Project, user, password string) error {
+func (r nodeRun) setUser(ctx context.Context, p node.Project, user, password string) error {
 	return r.n.Admin(p).SetUser(ctx, user, password, fossilio.AgentCaps)
 }
 
-func (r nodeAddRun) writeConfig(data []byte) error { return writeNodeJSON(r.n, data) }
+func (r nodeRun) withdraw(ctx context.Context, p node.Project, user string) error {
+	if err := r.n.Admin(p).Withdraw(ctx, user); err != nil && !errors.Is(err, fossilio.ErrNoSuchUser) {
+		return err
+	}
+	return nil
+}
 
-func (r nodeAddRun) reread(a *node.Answer) error { return daemonRereads(r.n, a) }
+func (r nodeRun) writeConfig(data []byte) error { return writeNodeJSON(r.n, data) }
+
+func (r nodeRun) reread(a *node.Answer) error { return daemonRereads(r.n, a) }
 
 // NodeRemove unlists a node on another host (D72): its node user keeps
 // no capability on the repositories this node serves, and the receipt
@@ -220,17 +232,24 @@ func NodeRemove(ctx context.Context, n *node.Node, user string, dry bool) *node.
 	if err := messages.ValidateLogin(user); err != nil {
 		return a.Stop(fmt.Errorf("node user: %w", err))
 	}
-	cfg := *n.Config
+	plan, err := nodeRemovePlan(user, *n.Config, n.Projects(), n.Layout.NodeJSON(), nodeRun{n})
+	return node.Executed(ctx, a, plan, err)
+}
+
+// nodeRemovePlan is `node remove`'s plan (D72): every capability taken
+// from the user on each repository that lists it as a remote node, then
+// node.json without it; refused when no project lists it.
+func nodeRemovePlan(user string, cfg messages.NodeConfig, projects []node.Project, nodeJSON string, fx nodeEffects) (node.Plan, error) {
 	cfg.Projects = map[string]messages.NodeProject{}
 	var plan node.Plan
 	found := false
-	for _, p := range n.Projects() {
+	for _, p := range projects {
 		np := p.NodeProject
 		if _, ok := p.RemoteNode(user); ok {
 			found = true
 			np.RemoteNodes = slices.DeleteFunc(slices.Clone(np.RemoteNodes), func(r messages.RemoteNode) bool { return r.User == user })
 			plan.Add(fmt.Sprintf("take every capability from %q on %s", user, p.Name), func(ctx context.Context, a *node.Answer) error {
-				if err := n.Admin(p).Withdraw(ctx, user); err != nil && !errors.Is(err, fossilio.ErrNoSuchUser) {
+				if err := fx.withdraw(ctx, p, user); err != nil {
 					return err
 				}
 				a.Logf("took every capability from %q on %s", user, p.Name)
@@ -240,19 +259,19 @@ func NodeRemove(ctx context.Context, n *node.Node, user string, dry bool) *node.
 		cfg.Projects[p.Name] = np
 	}
 	if !found {
-		return a.Stop(fmt.Errorf("node user: %q is not a remote node of this node", user))
+		return plan, fmt.Errorf("node user: %q is not a remote node of this node", user)
 	}
 	data, err := cfg.Encode()
 	if err != nil {
-		return a.Stop(err)
+		return plan, err
 	}
-	plan.Add(fmt.Sprintf("unlist %q in %s", user, n.Layout.NodeJSON()), func(_ context.Context, a *node.Answer) error {
-		if err := writeNodeJSON(n, data); err != nil {
+	plan.Add(fmt.Sprintf("unlist %q in %s", user, nodeJSON), func(_ context.Context, a *node.Answer) error {
+		if err := fx.writeConfig(data); err != nil {
 			return err
 		}
-		return daemonRereads(n, a)
+		return fx.reread(a)
 	})
-	return a.Stop(node.Execute(ctx, a, plan))
+	return plan, nil
 }
 
 // writeNodeJSON writes node.json, atomically, below the agents root.
@@ -298,33 +317,62 @@ func NodePassword(ctx context.Context, n *node.Node, user, password string, dry 
 	for _, u := range pws.Users() {
 		byUser[u], _ = pws.Password(u)
 	}
-	byUser[user] = password
-	next, err := runeng.NewPasswords(byUser)
-	if err != nil {
-		return a.Stop(err)
-	}
+	plan, err := passwordPlan(user, password, path, served, byUser, passwordRun{n})
+	return node.Executed(ctx, a, plan, err)
+}
+
+// passwordEffects are the effects `node password`'s plan runs.
+type passwordEffects interface {
+	// checkLogin logs in to the project's server as the user.
+	checkLogin(ctx context.Context, p node.Project, user, password string) error
+	// keep writes the file of passwords (mode 0600).
+	keep(path string, data []byte) error
+}
+
+// passwordPlan is `node password`'s plan (D72): the user's password
+// checked on each server this node's projects come from, then the file
+// of passwords written whole: byUser, the users it holds, and the user
+// with its new password.
+func passwordPlan(user, password, path string, served []node.Project, byUser map[string]string, fx passwordEffects) (node.Plan, error) {
 	var plan node.Plan
+	all := maps.Clone(byUser)
+	all[user] = password
+	next, err := runeng.NewPasswords(all)
+	if err != nil {
+		return plan, err
+	}
 	for _, p := range served {
 		plan.Add(fmt.Sprintf("log in to %s as %q with the password given", p.URL, user), func(ctx context.Context, a *node.Answer) error {
-			c := &remote.Client{URL: p.URL, Login: user, Password: func() (string, error) { return password, nil }}
-			if err := c.CheckLogin(ctx); err != nil {
+			if err := fx.checkLogin(ctx, p, user, password); err != nil {
 				return fmt.Errorf("the password of %q: %w; nothing written", user, err)
 			}
 			a.Logf("%s takes %q's password", p.URL, user)
 			return nil
 		})
 	}
-	plan.Add(fmt.Sprintf("keep %q's password in %s (mode 0600), with the %d other users' it holds", user, path, len(byUser)-1), func(context.Context, *node.Answer) error {
-		root, err := unixhost.OpenRoot(n.Agents)
-		if err != nil {
-			return err
-		}
-		defer root.Close()
-		if err := root.WriteFile(path, next.Encode(), 0o600); err != nil {
+	plan.Add(fmt.Sprintf("keep %q's password in %s (mode 0600), with the %d other users' it holds", user, path, len(all)-1), func(_ context.Context, a *node.Answer) error {
+		if err := fx.keep(path, next.Encode()); err != nil {
 			return err
 		}
 		a.Logf("kept %q's password in %s: %s", user, path, next)
 		return nil
 	})
-	return a.Stop(node.Execute(ctx, a, plan))
+	return plan, nil
+}
+
+// passwordRun is passwordEffects on this node.
+type passwordRun struct{ n *node.Node }
+
+func (r passwordRun) checkLogin(ctx context.Context, p node.Project, user, password string) error {
+	c := &remote.Client{URL: p.URL, Login: user, Password: func() (string, error) { return password, nil }}
+	return c.CheckLogin(ctx)
+}
+
+func (r passwordRun) keep(path string, data []byte) error {
+	root, err := unixhost.OpenRoot(r.n.Agents)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return root.WriteFile(path, data, 0o600)
 }

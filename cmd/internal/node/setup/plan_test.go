@@ -2,6 +2,7 @@ package setup
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -47,13 +48,16 @@ func TestInitPlan(t *testing.T) {
 	}
 }
 
-type fakeNodeAdd struct{ *fakeEffects }
+type fakeNode struct{ *fakeEffects }
 
-func (f fakeNodeAdd) setUser(_ context.Context, p node.Project, user, password string) error {
+func (f fakeNode) setUser(_ context.Context, p node.Project, user, password string) error {
 	return f.Do("setUser " + p.Name + " " + user + " " + password)
 }
-func (f fakeNodeAdd) writeConfig(data []byte) error { return f.Do("writeConfig") }
-func (f fakeNodeAdd) reread(*node.Answer) error     { return f.Do("reread") }
+func (f fakeNode) withdraw(_ context.Context, p node.Project, user string) error {
+	return f.Do("withdraw " + p.Name + " " + user)
+}
+func (f fakeNode) writeConfig(data []byte) error { return f.Do("writeConfig") }
+func (f fakeNode) reread(*node.Answer) error     { return f.Do("reread") }
 
 // TestNodeAddPlan is `node add`'s plan: the user made on each repository
 // this node serves, then node.json listing it with the pokes' secret; a
@@ -67,7 +71,7 @@ func TestNodeAddPlan(t *testing.T) {
 	projects := []node.Project{{Name: "demo", NodeProject: cfg.Projects["demo"]}, {Name: "far", NodeProject: cfg.Projects["far"]}}
 	in := NodeAddInput{User: "laptop", Password: "pw", Poke: "https://laptop.example/", DryRun: true}
 	f := nodeAddFacts{In: in, Config: cfg, Projects: projects, Users: map[string]string{}, Secret: strings.Repeat("s", 32), Made: true, NodeJSON: "/agents/node.json"}
-	fx := fakeNodeAdd{&fakeEffects{}}
+	fx := fakeNode{&fakeEffects{}}
 	p, err := nodeAddPlan(f, fx)
 	if err != nil {
 		t.Fatal(err)
@@ -139,5 +143,73 @@ func TestOtherHostPlan(t *testing.T) {
 	in.Pull = &messages.NodePull{Listen: "127.0.0.1:9000"}
 	if err := checkOtherHost(in); err == nil || !strings.Contains(err.Error(), "--poke-listen needs --poke-secret-file") {
 		t.Errorf("a listener without a secret: %v", err)
+	}
+}
+
+// TestNodeRemovePlan is `node remove`'s plan: the user withdrawn on each
+// repository listing it as a remote node, then node.json without it;
+// refused when none lists it.
+func TestNodeRemovePlan(t *testing.T) {
+	cfg := messages.NodeConfig{User: "ocx", Projects: map[string]messages.NodeProject{
+		"demo": {Repository: "/srv/demo.fossil", URL: "http://127.0.0.1:8080/", RemoteNodes: []messages.RemoteNode{{User: "laptop"}, {User: "desk"}}},
+		"alt":  {Repository: "/srv/alt.fossil", URL: "http://127.0.0.1:8081/"},
+	}}
+	projects := []node.Project{{Name: "alt", NodeProject: cfg.Projects["alt"]}, {Name: "demo", NodeProject: cfg.Projects["demo"]}}
+	fx := fakeNode{&fakeEffects{}}
+	p, err := nodeRemovePlan("laptop", cfg, projects, "/agents/node.json", fx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dry, real := plantest.Run(t, p)
+	if want := []string{`would take every capability from "laptop" on demo`, `would unlist "laptop" in /agents/node.json`}; !slices.Equal(dry.Log, want) {
+		t.Errorf("dry run %q", dry.Log)
+	}
+	if want := []string{"withdraw demo laptop", "writeConfig", "reread"}; !real.OK() || !slices.Equal(fx.Calls, want) {
+		t.Errorf("real run ran %q, stopped %v", fx.Calls, real.Stopped)
+	}
+	if got := cfg.Projects["demo"].RemoteNodes; len(got) != 2 {
+		t.Errorf("the plan changed its caller's config: %v", got)
+	}
+	if _, err := nodeRemovePlan("nobody", cfg, projects, "/agents/node.json", fx); err == nil || err.Error() != `node user: "nobody" is not a remote node of this node` {
+		t.Errorf("not a remote node: %v", err)
+	}
+}
+
+type fakePassword struct{ *fakeEffects }
+
+func (f fakePassword) checkLogin(_ context.Context, p node.Project, user, password string) error {
+	return f.Do("login " + p.Name + " " + user + " " + password)
+}
+func (f fakePassword) keep(path string, data []byte) error {
+	return f.Do(fmt.Sprintf("keep %s %d", path, strings.Count(string(data), "\n")))
+}
+
+// TestPasswordPlan is `node password`'s plan: the password checked on
+// each server, then the file written whole with the users it held; a
+// wrong password on one server writes nothing.
+func TestPasswordPlan(t *testing.T) {
+	served := []node.Project{{Name: "demo", NodeProject: messages.NodeProject{URL: "https://s/demo"}}}
+	held := map[string]string{"bob": "bob-pw-1"}
+	fx := fakePassword{&fakeEffects{}}
+	p, err := passwordPlan("carol", "carol-pw-1", "/agents/run-passwords", served, held, fx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dry, real := plantest.Run(t, p)
+	if want := []string{`would log in to https://s/demo as "carol" with the password given`,
+		`would keep "carol"'s password in /agents/run-passwords (mode 0600), with the 1 other users' it holds`}; !slices.Equal(dry.Log, want) {
+		t.Errorf("dry run %q", dry.Log)
+	}
+	if want := []string{"login demo carol carol-pw-1", "keep /agents/run-passwords 2"}; !real.OK() || !slices.Equal(fx.Calls, want) ||
+		real.Log[1] != `kept "carol"'s password in /agents/run-passwords: passwords for 2 users (bob, carol)` {
+		t.Errorf("real run ran %q, logged %q, stopped %v", fx.Calls, real.Log, real.Stopped)
+	}
+	if len(held) != 1 {
+		t.Errorf("the plan changed the passwords it was given: %v", held)
+	}
+	fx = fakePassword{&fakeEffects{plantest.Effects{Fail: "login"}}}
+	p, _ = passwordPlan("carol", "carol-pw-1", "/agents/run-passwords", served, held, fx)
+	if _, real := plantest.Run(t, p); real.OK() || !strings.HasSuffix(*real.Stopped, "; nothing written") || len(fx.Calls) != 1 {
+		t.Errorf("a wrong password: ran %q, stopped %v", fx.Calls, real.Stopped)
 	}
 }
