@@ -37,49 +37,91 @@ func shellQuote(s string) string {
 // replays the repository's past nor misses what comes next.
 func (n *Node) HookInstall(ctx context.Context, dry bool) *Answer {
 	a := NewAnswer("hook install", dry)
-	cmd := n.HookCommand()
 	root, err := unixhost.OpenRoot(n.Agents)
 	if err != nil {
 		return a.Stop(err)
 	}
 	defer root.Close()
-	for _, p := range n.Projects() {
+	f := hookFacts{Command: n.HookCommand(), Projects: n.Projects(), Installed: map[string]bool{}}
+	for _, p := range f.Projects {
 		if p.OtherHost {
-			a.Logf("%s is served from another host: the hook's work follows each pull of its clone (D72), and the server's node installs the server's hook", p.Name)
 			continue
 		}
 		st, err := n.Admin(p).Hook(ctx)
 		if err != nil {
 			return a.Stop(fmt.Errorf("hook of %s: %w", p.Name, err))
 		}
-		if dry {
-			a.Would("install the after-receive hook on %s: %s", p.Repository, cmd)
+		f.Installed[p.Name] = st.Installed
+	}
+	return Executed(ctx, a, hookInstallPlan(f, hookRun{n: n, root: root}), nil)
+}
+
+// hookFacts is what a hook install read, for hookInstallPlan: the hook's
+// command, the projects, whether each has the hook installed.
+type hookFacts struct {
+	Command   string
+	Projects  []Project
+	Installed map[string]bool
+}
+
+// hookEffects are the effects a hook install's plan runs.
+type hookEffects interface {
+	// install installs the hook on a project's repository, and, when mark
+	// is set, sets the hook's mark to its newest receipt first read.
+	install(ctx context.Context, p Project, command string, mark bool) error
+}
+
+// hookInstallPlan is a hook install's plan (seed 002): the hook on each
+// repository this node serves, its mark set on a fresh install; a project
+// served from another host said and passed over.
+func hookInstallPlan(f hookFacts, fx hookEffects) Plan {
+	var plan Plan
+	for _, p := range f.Projects {
+		if p.OtherHost {
+			plan.Say("%s is served from another host: the hook's work follows each pull of its clone (D72), and the server's node installs the server's hook", p.Name)
 			continue
 		}
-		r, err := n.OpenProjectRepo(p)
-		if err != nil {
-			return a.Stop(err)
-		}
-		_, last, err := r.Received(ctx, math.MaxInt64)
-		r.Close()
-		if err != nil {
-			return a.Stop(fmt.Errorf("newest receipt of %s: %w", p.Name, err))
-		}
-		if err := n.Admin(p).InstallHook(ctx, cmd); err != nil {
-			return a.Stop(fmt.Errorf("install the hook on %s: %w", p.Name, err))
-		}
-		if !st.Installed {
-			if err := root.WriteFile(n.Layout.HookMark(p.Name), host.HookMarkContent(last), 0o600); err != nil {
-				return a.Stop(fmt.Errorf("write the hook's mark for %s: %w", p.Name, err))
+		installed := f.Installed[p.Name]
+		plan.Add(fmt.Sprintf("install the after-receive hook on %s: %s", p.Repository, f.Command), func(ctx context.Context, a *Answer) error {
+			if err := fx.install(ctx, p, f.Command, !installed); err != nil {
+				return err
 			}
-		}
-		verb := "installed"
-		if st.Installed {
-			verb = "replaced"
-		}
-		a.Logf("%s the after-receive hook on %s: %s", verb, p.Repository, cmd)
+			verb := "installed"
+			if installed {
+				verb = "replaced"
+			}
+			a.Logf("%s the after-receive hook on %s: %s", verb, p.Repository, f.Command)
+			return nil
+		})
 	}
-	return a
+	return plan
+}
+
+// hookRun is hookEffects on this node, root its agents root.
+type hookRun struct {
+	n    *Node
+	root *unixhost.Root
+}
+
+func (h hookRun) install(ctx context.Context, p Project, command string, mark bool) error {
+	r, err := h.n.OpenProjectRepo(p)
+	if err != nil {
+		return err
+	}
+	_, last, err := r.Received(ctx, math.MaxInt64)
+	r.Close()
+	if err != nil {
+		return fmt.Errorf("newest receipt of %s: %w", p.Name, err)
+	}
+	if err := h.n.Admin(p).InstallHook(ctx, command); err != nil {
+		return fmt.Errorf("install the hook on %s: %w", p.Name, err)
+	}
+	if mark {
+		if err := h.root.WriteFile(h.n.Layout.HookMark(p.Name), host.HookMarkContent(last), 0o600); err != nil {
+			return fmt.Errorf("write the hook's mark for %s: %w", p.Name, err)
+		}
+	}
+	return nil
 }
 
 // HookRemove removes the wake hook from each repository of the login

@@ -87,15 +87,30 @@ func (n *Node) adoptLogin(ctx context.Context, a *Answer, login, password string
 	if err != nil {
 		return fmt.Errorf("login: %w", err)
 	}
+	return Execute(ctx, a, adoptPlan(login, password, pwFile, n.Projects(), adoptRun{n}))
+}
+
+// adoptEffects are the effects adoptPlan runs.
+type adoptEffects interface {
+	// privileged logs in to the project's server as the login, and says
+	// whether it holds admin or setup there.
+	privileged(ctx context.Context, p Project, login, password string) (bool, error)
+	// keepPassword writes the password file (mode 0600).
+	keepPassword(pwFile, password string) error
+}
+
+// adoptPlan is an agent login's adoption on a node on another host (D72):
+// each project's server logged in to as the login, which must hold
+// neither admin nor setup there; then its password kept in pwFile.
+func adoptPlan(login, password, pwFile string, projects []Project, fx adoptEffects) Plan {
 	var plan Plan
-	for _, p := range n.Projects() {
+	for _, p := range projects {
 		plan.Add(fmt.Sprintf("log in to %s as %q, and check that it holds neither admin nor setup there", p.URL, login), func(ctx context.Context, a *Answer) error {
-			// The server answers the login of itself alone (D81).
-			v, err := n.ServerViewer(ctx, p, Caller{Login: login, Password: password})
+			privileged, err := fx.privileged(ctx, p, login, password)
 			if err != nil {
 				return fmt.Errorf("login %q: %w", login, err)
 			}
-			if v.Privileged {
+			if privileged {
 				return fmt.Errorf("login %q holds admin or setup on %s: an agent login never does (E2)", login, p.Name)
 			}
 			a.Logf("%s takes %q's password; it holds neither admin nor setup there", p.URL, login)
@@ -103,13 +118,30 @@ func (n *Node) adoptLogin(ctx context.Context, a *Answer, login, password string
 		})
 	}
 	plan.Add(fmt.Sprintf("keep its password in %s (mode 0600)", pwFile), func(_ context.Context, a *Answer) error {
-		if err := n.Admin(Project{}).WritePasswordFile(pwFile, password); err != nil {
+		if err := fx.keepPassword(pwFile, password); err != nil {
 			return err
 		}
 		a.Logf("its password is in %s", pwFile)
 		return nil
 	})
-	return Execute(ctx, a, plan)
+	return plan
+}
+
+// adoptRun is adoptEffects on this node.
+type adoptRun struct{ n *Node }
+
+// privileged asks the server, which answers the login of itself alone
+// (D81).
+func (r adoptRun) privileged(ctx context.Context, p Project, login, password string) (bool, error) {
+	v, err := r.n.ServerViewer(ctx, p, Caller{Login: login, Password: password})
+	if err != nil {
+		return false, err
+	}
+	return v.Privileged, nil
+}
+
+func (r adoptRun) keepPassword(pwFile, password string) error {
+	return r.n.Admin(Project{}).WritePasswordFile(pwFile, password)
 }
 
 // projectNames are the names of projects ps.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/node/nodetest"
 	"github.com/ocx-go/ocx/cmd/internal/node/setup"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
@@ -15,7 +16,7 @@ import (
 
 func TestInitWritesNodeJSONAndProvisionsTheNodeUser(t *testing.T) {
 	f := newFix(t)
-	data, err := os.ReadFile(filepath.Join(f.agents, "node.json"))
+	data, err := os.ReadFile(filepath.Join(f.Agents, "node.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,29 +24,29 @@ func TestInitWritesNodeJSONAndProvisionsTheNodeUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.User != setup.DefaultNodeUser || cfg.Projects["demo"].Repository != f.srv.Repo || cfg.Projects["demo"].URL != f.srv.URL {
+	if cfg.User != setup.DefaultNodeUser || cfg.Projects["demo"].Repository != f.Srv.Repo || cfg.Projects["demo"].URL != f.Srv.URL {
 		t.Errorf("node.json: %s", data)
 	}
-	st, err := os.Stat(filepath.Join(f.agents, "ocx", "password"))
+	st, err := os.Stat(filepath.Join(f.Agents, "ocx", "password"))
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("the node user's password file: %v %v", st, err)
 	}
-	caps, err := f.repo().EffectiveCaps(f.ctx, "ocx")
+	caps, err := f.Repo().EffectiveCaps(f.Ctx, "ocx")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if caps != sortedCaps(fossilio.AgentCaps) {
 		t.Errorf("the node user's capabilities are %q, want %q", caps, fossilio.AgentCaps)
 	}
-	if mode, err := f.srv.Fossil("sql", "-R", f.srv.Repo, "PRAGMA journal_mode"); err != nil || strings.TrimSpace(mode) != "'wal'" {
+	if mode, err := f.Srv.Fossil("sql", "-R", f.Srv.Repo, "PRAGMA journal_mode"); err != nil || strings.TrimSpace(mode) != "'wal'" {
 		t.Errorf("after init the repository's journal mode is %q (%v); want write-ahead logging", mode, err)
 	}
 	// Again, the same: nothing changes and nothing is refused.
-	f.ok(setup.Init(f.ctx, f.agents, setup.InitInput{Projects: []setup.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: f.srv.URL}}}, node.Options{Release: f.release}))
+	f.OK(setup.Init(f.Ctx, f.Agents, setup.InitInput{Projects: []setup.InitProject{{Name: "demo", Repository: f.Srv.Repo, URL: f.Srv.URL}}}, node.Options{Release: f.Release}))
 	// Another node user, or the project moved: refused, node.json unchanged.
-	f.refused(setup.Init(f.ctx, f.agents, setup.InitInput{NodeUser: "other"}, node.Options{Release: f.release}), `node.json names "ocx"`)
-	f.refused(setup.Init(f.ctx, f.agents, setup.InitInput{Projects: []setup.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: "http://127.0.0.1:1/"}}}, node.Options{Release: f.release}), "node.json has demo")
-	after, _ := os.ReadFile(filepath.Join(f.agents, "node.json"))
+	f.Refused(setup.Init(f.Ctx, f.Agents, setup.InitInput{NodeUser: "other"}, node.Options{Release: f.Release}), `node.json names "ocx"`)
+	f.Refused(setup.Init(f.Ctx, f.Agents, setup.InitInput{Projects: []setup.InitProject{{Name: "demo", Repository: f.Srv.Repo, URL: "http://127.0.0.1:1/"}}}, node.Options{Release: f.Release}), "node.json has demo")
+	after, _ := os.ReadFile(filepath.Join(f.Agents, "node.json"))
 	if string(after) != string(data) {
 		t.Errorf("node.json changed after refusals:\n%s", after)
 	}
@@ -59,16 +60,16 @@ func TestInitRefusesBadInputAndWritesNothing(t *testing.T) {
 		want string
 	}{
 		{setup.InitInput{}, "give at least one --project"},
-		{setup.InitInput{NodeUser: "../x", Projects: []setup.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: f.srv.URL}}}, `node user: login: "../x"`},
-		{setup.InitInput{NodeUser: "ocxd", Projects: []setup.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: f.srv.URL}}}, "ocxd"},
-		{setup.InitInput{Projects: []setup.InitProject{{Name: "other", Repository: f.srv.Repo, URL: f.srv.URL}}}, `holds project "demo", not "other"`},
-		{setup.InitInput{Projects: []setup.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: "ftp://x/"}}}, "not an http"},
-		{setup.InitInput{Projects: []setup.InitProject{{Name: "demo", Repository: f.srv.Repo, URL: "http://u:p@127.0.0.1/"}}}, "holds credentials"},
-		{setup.InitInput{Projects: []setup.InitProject{{Name: "nope", Repository: filepath.Join(t.TempDir(), "nope.fossil"), URL: f.srv.URL}}}, "nope.fossil"},
+		{setup.InitInput{NodeUser: "../x", Projects: []setup.InitProject{{Name: "demo", Repository: f.Srv.Repo, URL: f.Srv.URL}}}, `node user: login: "../x"`},
+		{setup.InitInput{NodeUser: "ocxd", Projects: []setup.InitProject{{Name: "demo", Repository: f.Srv.Repo, URL: f.Srv.URL}}}, "ocxd"},
+		{setup.InitInput{Projects: []setup.InitProject{{Name: "other", Repository: f.Srv.Repo, URL: f.Srv.URL}}}, `holds project "demo", not "other"`},
+		{setup.InitInput{Projects: []setup.InitProject{{Name: "demo", Repository: f.Srv.Repo, URL: "ftp://x/"}}}, "not an http"},
+		{setup.InitInput{Projects: []setup.InitProject{{Name: "demo", Repository: f.Srv.Repo, URL: "http://u:p@127.0.0.1/"}}}, "holds credentials"},
+		{setup.InitInput{Projects: []setup.InitProject{{Name: "nope", Repository: filepath.Join(t.TempDir(), "nope.fossil"), URL: f.Srv.URL}}}, "nope.fossil"},
 	} {
-		f.refused(setup.Init(f.ctx, fresh, tc.in, node.Options{Release: f.release}), tc.want)
+		f.Refused(setup.Init(f.Ctx, fresh, tc.in, node.Options{Release: f.Release}), tc.want)
 	}
-	if exists(fresh) {
+	if nodetest.Exists(fresh) {
 		t.Errorf("refused inits made %s", fresh)
 	}
 	if _, err := setup.ParseInitProject("demo=/x/demo.fossil"); err == nil || !strings.Contains(err.Error(), "NAME=REPOSITORY,URL") {
@@ -78,51 +79,51 @@ func TestInitRefusesBadInputAndWritesNothing(t *testing.T) {
 
 func TestLoginAddWithdrawRotate(t *testing.T) {
 	f := newFix(t)
-	r := f.repo()
-	f.ok(f.n.LoginAdd(f.ctx, agent, false))
-	pwFile := filepath.Join(f.agents, agent, "password")
+	r := f.Repo()
+	f.OK(f.N.LoginAdd(f.Ctx, agent, false))
+	pwFile := filepath.Join(f.Agents, agent, "password")
 	pw1, err := fossilio.ReadPasswordFile(pwFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if caps, _ := r.EffectiveCaps(f.ctx, agent); caps != sortedCaps(fossilio.AgentCaps) {
+	if caps, _ := r.EffectiveCaps(f.Ctx, agent); caps != sortedCaps(fossilio.AgentCaps) {
 		t.Errorf("capabilities after add: %q", caps)
 	}
 	// The password works over sync: a post as the agent is accepted.
-	c := &fossilio.Client{URL: f.srv.URL, Login: agent, Password: pw1, ProjectCode: f.srv.ProjectCode}
-	if _, err := c.NewThread(f.ctx, "hello", "from the agent"); err != nil {
+	c := &fossilio.Client{URL: f.Srv.URL, Login: agent, Password: pw1, ProjectCode: f.Srv.ProjectCode}
+	if _, err := c.NewThread(f.Ctx, "hello", "from the agent"); err != nil {
 		t.Fatalf("the agent's password does not work: %v", err)
 	}
 
-	f.ok(f.n.LoginWithdraw(f.ctx, agent, false))
-	if u, _ := r.User(f.ctx, agent); u.Caps != "" {
+	f.OK(f.N.LoginWithdraw(f.Ctx, agent, false))
+	if u, _ := r.User(f.Ctx, agent); u.Caps != "" {
 		t.Errorf("capabilities after withdraw: %q", u.Caps)
 	}
-	if _, err := c.NewThread(f.ctx, "hello", "again"); err == nil {
+	if _, err := c.NewThread(f.Ctx, "hello", "again"); err == nil {
 		t.Errorf("a withdrawn login could still post")
 	}
-	f.ok(f.n.LoginAdd(f.ctx, agent, false))
-	if u, _ := r.User(f.ctx, agent); u.Caps != fossilio.AgentCaps {
+	f.OK(f.N.LoginAdd(f.Ctx, agent, false))
+	if u, _ := r.User(f.Ctx, agent); u.Caps != fossilio.AgentCaps {
 		t.Errorf("capabilities after adding again: %q", u.Caps)
 	}
 
-	f.ok(f.n.LoginRotate(f.ctx, agent, false))
+	f.OK(f.N.LoginRotate(f.Ctx, agent, false))
 	pw2, err := fossilio.ReadPasswordFile(pwFile)
 	if err != nil || pw2 == pw1 {
 		t.Fatalf("rotate kept the password (%v)", err)
 	}
-	if _, err := c.NewThread(f.ctx, "hello", "with the old password"); err == nil {
+	if _, err := c.NewThread(f.Ctx, "hello", "with the old password"); err == nil {
 		t.Errorf("the old password still works after a rotation")
 	}
 	c.Password = pw2
-	if _, err := c.NewThread(f.ctx, "hello", "with the new password"); err != nil {
+	if _, err := c.NewThread(f.Ctx, "hello", "with the new password"); err != nil {
 		t.Errorf("the new password does not work: %v", err)
 	}
 }
 
 func TestLoginRefusals(t *testing.T) {
 	f := newFix(t)
-	before := f.posts()
+	before := f.Posts()
 	for _, tc := range []struct {
 		login string
 		want  []string
@@ -135,32 +136,32 @@ func TestLoginRefusals(t *testing.T) {
 		{person, []string{`"alice" is already a user of demo`}},
 		{"ocx", []string{"is the node user"}},
 	} {
-		f.refused(f.n.LoginAdd(f.ctx, tc.login, false), tc.want...)
+		f.Refused(f.N.LoginAdd(f.Ctx, tc.login, false), tc.want...)
 	}
-	f.refused(f.n.LoginWithdraw(f.ctx, "never-added", false), "not an agent login of this node")
-	f.refused(f.n.LoginRotate(f.ctx, "admin", false), "not an agent login of this node")
-	if exists(filepath.Join(f.agents, "..", "x")) || exists(filepath.Join(f.agents, "hook.log", "password")) {
+	f.Refused(f.N.LoginWithdraw(f.Ctx, "never-added", false), "not an agent login of this node")
+	f.Refused(f.N.LoginRotate(f.Ctx, "admin", false), "not an agent login of this node")
+	if nodetest.Exists(filepath.Join(f.Agents, "..", "x")) || nodetest.Exists(filepath.Join(f.Agents, "hook.log", "password")) {
 		t.Errorf("a refused login left files behind")
 	}
-	if u, _ := f.repo().User(f.ctx, "admin"); !strings.Contains(u.Caps, "s") {
+	if u, _ := f.Repo().User(f.Ctx, "admin"); !strings.Contains(u.Caps, "s") {
 		t.Errorf("refusing admin changed its capabilities to %q", u.Caps)
 	}
-	if f.posts() != before {
+	if f.Posts() != before {
 		t.Errorf("refusals wrote on the record")
 	}
 	// A dry run says what it would do and does nothing.
-	a := f.ok(f.n.LoginAdd(f.ctx, "agent-dry", true))
+	a := f.OK(f.N.LoginAdd(f.Ctx, "agent-dry", true))
 	if !a.DryRun || !strings.Contains(strings.Join(a.Log, "\n"), "would provision") {
 		t.Errorf("dry run log: %q", a.Log)
 	}
-	if _, err := f.repo().User(f.ctx, "agent-dry"); err == nil || exists(filepath.Join(f.agents, "agent-dry")) {
+	if _, err := f.Repo().User(f.Ctx, "agent-dry"); err == nil || nodetest.Exists(filepath.Join(f.Agents, "agent-dry")) {
 		t.Errorf("a dry run provisioned the login")
 	}
 }
 
 func TestAnswerShape(t *testing.T) {
 	f := newFix(t)
-	a := f.n.LoginAdd(f.ctx, "../x", false)
+	a := f.N.LoginAdd(f.Ctx, "../x", false)
 	var b strings.Builder
 	if err := a.WriteJSON(&b); err != nil {
 		t.Fatal(err)

@@ -1,26 +1,11 @@
 package node_test
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/ocx-go/ocx/cmd/internal/node/nodetest"
 )
 
-// The actions run fossil commands and HTTP writes, which start goroutines;
-// none may outlive the tests. The release the daemon's tests build is
-// removed after them.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "node: goroutines leaked:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// The actions start goroutines, none of which may outlive the tests; the
+// release the daemon's tests build is removed after them (nodetest.Main).
+func TestMain(m *testing.M) { nodetest.Main(m, "node") }

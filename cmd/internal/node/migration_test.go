@@ -19,15 +19,15 @@ import (
 // the workspace.
 func TestNoPidFilesOnlyTheProcessTable(t *testing.T) {
 	f := newFix(t)
-	f.addWorkspace()
+	f.AddWorkspace()
 	live := []byte(strconv.Itoa(os.Getpid()) + "\n")
 	for _, p := range []string{
-		filepath.Join(f.ws(), "launch.pid"),
-		filepath.Join(f.ws(), "session", "launch.pid"),
-		filepath.Join(f.agents, "run", agent+"-demo"),
-		filepath.Join(f.agents, agent, "run", "demo"),
+		filepath.Join(f.WS(), "launch.pid"),
+		filepath.Join(f.WS(), "session", "launch.pid"),
+		filepath.Join(f.Agents, "run", agent+"-demo"),
+		filepath.Join(f.Agents, agent, "run", "demo"),
 		// ~ in a sandbox is the workspace.
-		filepath.Join(f.ws(), "run", "launch.pid"),
+		filepath.Join(f.WS(), "run", "launch.pid"),
 	} {
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			t.Fatal(err)
@@ -36,7 +36,7 @@ func TestNoPidFilesOnlyTheProcessTable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, err := f.n.Status(f.ctx)
+	st, err := f.N.Status(f.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,5 +50,5 @@ func TestNoPidFilesOnlyTheProcessTable(t *testing.T) {
 			t.Errorf("a pid file made the workspace %s, want idle", w.State)
 		}
 	}
-	f.refused(workspaces.Of(f.n).SessionStop(f.ctx, agent+"/demo", false), "no process names it")
+	f.Refused(workspaces.Of(f.N).SessionStop(f.Ctx, agent+"/demo", false), "no process names it")
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocx-go/ocx/cmd/internal/node/nodetest"
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
@@ -26,7 +27,7 @@ func nameWorkspace(t *testing.T, f *fix) int {
 	if err := os.WriteFile(filepath.Join(dir, "serve"), []byte("sleep 300\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := &exec.Cmd{Path: "/bin/sh", Args: []string{"workspace", "serve", agent + "/demo", "--root", f.agents}, Dir: dir,
+	cmd := &exec.Cmd{Path: "/bin/sh", Args: []string{"workspace", "serve", agent + "/demo", "--root", f.Agents}, Dir: dir,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -55,23 +56,23 @@ func nameWorkspace(t *testing.T, f *fix) int {
 
 func TestNothingRemovesAWorkspaceAProcessNames(t *testing.T) {
 	f := newFix(t)
-	def := *f.addWorkspace().Result
+	def := *f.AddWorkspace().Result
 	pid := nameWorkspace(t, f)
 	key := agent + "/demo"
-	f.refused(workspaces.Of(f.n).WorkspaceTerminate(f.ctx, key, "", false), "a running process names workspace agent-1/demo", "stop its session first")
-	f.refused(f.n.LoginWithdraw(f.ctx, agent, false), "a running process names workspace agent-1/demo")
+	f.Refused(workspaces.Of(f.N).WorkspaceTerminate(f.Ctx, key, "", false), "a running process names workspace agent-1/demo", "stop its session first")
+	f.Refused(f.N.LoginWithdraw(f.Ctx, agent, false), "a running process names workspace agent-1/demo")
 	// Its record ends it (a terminated note written meanwhile), yet gc leaves
 	// it while the process runs.
 	note, _ := (&messages.TerminatedNote{Login: agent, Project: "demo"}).Encode()
-	admin := &fossilio.Client{URL: f.srv.URL, Login: f.srv.AdminLogin, Password: f.srv.AdminPassword, ProjectCode: f.srv.ProjectCode}
-	if _, err := admin.Reply(f.ctx, def, def, string(note)); err != nil {
+	admin := &fossilio.Client{URL: f.Srv.URL, Login: f.Srv.AdminLogin, Password: f.Srv.AdminPassword, ProjectCode: f.Srv.ProjectCode}
+	if _, err := admin.Reply(f.Ctx, def, def, string(note)); err != nil {
 		t.Fatal(err)
 	}
-	a := f.ok(workspaces.Of(f.n).WorkspaceGC(f.ctx, false))
-	if log := strings.Join(a.Log, "\n"); !strings.Contains(log, "a running process names it") || !exists(f.ws()) {
+	a := f.OK(workspaces.Of(f.N).WorkspaceGC(f.Ctx, false))
+	if log := strings.Join(a.Log, "\n"); !strings.Contains(log, "a running process names it") || !nodetest.Exists(f.WS()) {
 		t.Errorf("gc with a process naming the workspace: %s", log)
 	}
-	st, err := f.n.Status(f.ctx)
+	st, err := f.N.Status(f.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,14 +84,14 @@ func TestNothingRemovesAWorkspaceAProcessNames(t *testing.T) {
 	}
 	// The process gone, gc collects it.
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	for exists("/proc/" + strconv.Itoa(pid)) {
+	for nodetest.Exists("/proc/" + strconv.Itoa(pid)) {
 		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); strings.Contains(string(b), ") Z") {
 			break
 		}
 	}
-	f.ok(workspaces.Of(f.n).WorkspaceGC(f.ctx, false))
-	if exists(f.ws()) {
-		t.Errorf("gc left %s once nothing named it", f.ws())
+	f.OK(workspaces.Of(f.N).WorkspaceGC(f.Ctx, false))
+	if nodetest.Exists(f.WS()) {
+		t.Errorf("gc left %s once nothing named it", f.WS())
 	}
 }
 
@@ -100,13 +101,13 @@ func TestNothingRemovesAWorkspaceAProcessNames(t *testing.T) {
 // workspace.
 func TestStatusReadsSessionsInParallel(t *testing.T) {
 	f := newFix(t)
-	def := *f.addWorkspace().Result
+	def := *f.AddWorkspace().Result
 	var pids []int
 	for range 6 {
 		pids = append(pids, nameWorkspace(t, f))
 	}
 	slices.Sort(pids)
-	st, err := f.n.Status(f.ctx)
+	st, err := f.N.Status(f.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -203,3 +203,65 @@ func TestExecuteProperties(t *testing.T) {
 }
 
 func testKey() messages.WorkspaceKey { return messages.WorkspaceKey{Login: "agent-1", Project: "demo"} }
+
+type fakeHook struct{ *fakeEffects }
+
+func (f fakeHook) install(_ context.Context, p Project, command string, mark bool) error {
+	return f.do(fmt.Sprintf("install %s %s mark %v", p.Name, command, mark))
+}
+
+// TestHookInstallPlan is a hook install: the hook on each repository the
+// node serves, the mark set only on a fresh install, a project served
+// from another host said in both runs.
+func TestHookInstallPlan(t *testing.T) {
+	f := hookFacts{Command: "'ocx-hook' --repo %R", Installed: map[string]bool{"b": true}, Projects: []Project{
+		{Name: "a", NodeProject: messages.NodeProject{Repository: "/srv/a.fossil"}},
+		{Name: "far", NodeProject: messages.NodeProject{Repository: "/srv/far.fossil", OtherHost: true}},
+		{Name: "b", NodeProject: messages.NodeProject{Repository: "/srv/b.fossil"}},
+	}}
+	fx := fakeHook{&fakeEffects{}}
+	dry, real := runPlan(t, hookInstallPlan(f, fx))
+	far := "far is served from another host: the hook's work follows each pull of its clone (D72), and the server's node installs the server's hook"
+	if want := []string{"would install the after-receive hook on /srv/a.fossil: " + f.Command, far, "would install the after-receive hook on /srv/b.fossil: " + f.Command}; !slices.Equal(dry.Log, want) {
+		t.Errorf("dry run %q", dry.Log)
+	}
+	if want := []string{"installed the after-receive hook on /srv/a.fossil: " + f.Command, far, "replaced the after-receive hook on /srv/b.fossil: " + f.Command}; !real.OK() || !slices.Equal(real.Log, want) {
+		t.Errorf("real run logged %q, stopped %v", real.Log, real.Stopped)
+	}
+	if want := []string{"install a " + f.Command + " mark true", "install b " + f.Command + " mark false"}; !slices.Equal(fx.calls, want) {
+		t.Errorf("ran %q", fx.calls)
+	}
+}
+
+type fakeAdopt struct {
+	*fakeEffects
+	admin string // the project on whose server the login holds admin
+}
+
+func (f fakeAdopt) privileged(_ context.Context, p Project, login, password string) (bool, error) {
+	return p.Name == f.admin, f.do("login " + p.Name + " " + login + " " + password)
+}
+func (f fakeAdopt) keepPassword(pwFile, password string) error {
+	return f.do("keep " + pwFile + " " + password)
+}
+
+// TestAdoptPlan is an agent login's adoption on a node on another host:
+// each server logged in to as the login, then its password kept; a
+// server where it holds admin or setup refuses it, nothing kept.
+func TestAdoptPlan(t *testing.T) {
+	projects := []Project{{Name: "a", NodeProject: messages.NodeProject{URL: "https://s/a"}}, {Name: "b", NodeProject: messages.NodeProject{URL: "https://s/b"}}}
+	fx := fakeAdopt{fakeEffects: &fakeEffects{}}
+	dry, real := runPlan(t, adoptPlan("agent-1", "pw", "/pw", projects, fx))
+	if want := []string{`would log in to https://s/a as "agent-1", and check that it holds neither admin nor setup there`,
+		`would log in to https://s/b as "agent-1", and check that it holds neither admin nor setup there`,
+		"would keep its password in /pw (mode 0600)"}; !slices.Equal(dry.Log, want) {
+		t.Errorf("dry run %q", dry.Log)
+	}
+	if want := []string{"login a agent-1 pw", "login b agent-1 pw", "keep /pw pw"}; !real.OK() || !slices.Equal(fx.calls, want) {
+		t.Errorf("real run ran %q, stopped %v", fx.calls, real.Stopped)
+	}
+	fx = fakeAdopt{fakeEffects: &fakeEffects{}, admin: "b"}
+	if _, real := runPlan(t, adoptPlan("agent-1", "pw", "/pw", projects, fx)); real.OK() || *real.Stopped != `login "agent-1" holds admin or setup on b: an agent login never does (E2)` || len(fx.calls) != 2 {
+		t.Errorf("an admin on b: ran %q, stopped %v", fx.calls, real.Stopped)
+	}
+}

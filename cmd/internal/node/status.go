@@ -93,6 +93,12 @@ func (n *Node) Status(ctx context.Context) (*messages.NodeState, error) {
 	n.sessionStatuses(ctx, st, table, repos, idxs)
 	sort.Slice(st.Sessions, func(i, j int) bool { return st.Sessions[i].PID < st.Sessions[j].PID })
 	st.LookAlikes, st.LookAlikesLeftOut = lookAlikes(table)
+	return n.settleStatus(st)
+}
+
+// settleStatus ends a status: the daemon's, the entries it cannot carry
+// pruned, the whole checked.
+func (n *Node) settleStatus(st *messages.NodeState) (*messages.NodeState, error) {
 	// The daemon and its last re-exec (docs/releases.md): a lock that
 	// cannot be read leaves the daemon out of the state, logged, rather
 	// than failing the whole status.

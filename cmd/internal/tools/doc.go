@@ -7,13 +7,16 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 )
 
-// Actions are the tools on one node, as one caller on one project.
+// Actions are the tools on one node, as one caller on one project. They
+// hold the node and its workspace actions, which a tool calls, and are
+// neither: no method of theirs is the tools'.
 type Actions struct {
-	workspaces.Actions
+	node *node.Node
+	ws   workspaces.Actions
 	// project is the project a tool call acts on ("" for the node's one
 	// project), set by CallIn on its copy of the node.
 	project string
 }
 
 // Of is the tools on n.
-func Of(n *node.Node) Actions { return Actions{Actions: workspaces.Of(n)} }
+func Of(n *node.Node) Actions { return Actions{node: n, ws: workspaces.Of(n)} }

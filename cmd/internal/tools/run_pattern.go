@@ -68,11 +68,11 @@ func runPattern(ctx context.Context, r *fossilio.Repo, name string) (*messages.R
 // version a user holding admin or setup last sent is not a deletion, by
 // name, with the problem of one that does not read.
 func (n Actions) RunPatterns(ctx context.Context, project string) ([]RunPatternInfo, error) {
-	p, err := n.DefaultProject(project)
+	p, err := n.node.DefaultProject(project)
 	if err != nil {
 		return nil, err
 	}
-	r, err := n.OpenProjectRepo(p)
+	r, err := n.node.OpenProjectRepo(p)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (n Actions) runPostPattern(ctx context.Context, a *node.Answer, in RunInput
 		return a.Stop(err)
 	}
 	defer r.Close()
-	if err := n.RequirePrivileged(ctx, r, p); err != nil {
+	if err := n.node.RequirePrivileged(ctx, r, p); err != nil {
 		return a.Stop(fmt.Errorf("%w; a run such a user sends is refused (seed 004, section 11, row 1)", err))
 	}
 	pat, info, err := runPattern(ctx, r, in.Pattern)
@@ -111,7 +111,7 @@ func (n Actions) runPostPattern(ctx context.Context, a *node.Answer, in RunInput
 		return a.Stop(err)
 	}
 	a.Logf("pattern %s: the version %s, sent by %q, holding %s", info.Page, info.Version, info.Sender, strings.Join(info.Layers, ", "))
-	run, err := pat.Apply(in.Message, n.Config.User, in.Objective)
+	run, err := pat.Apply(in.Message, n.node.Config.User, in.Objective)
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -128,9 +128,9 @@ func (n Actions) runPostPattern(ctx context.Context, a *node.Answer, in RunInput
 	a.Logf("the run, in full:\n%s", strings.TrimSpace(string(block)))
 	text := fmt.Sprintf("A run from the pattern `%s` (its version `%s`), written out in full.\n\n%s", info.Page, info.Version, block)
 	if in.To != "" {
-		return mergeAll(a, n.Post(ctx, node.PostInput{Project: p.Name, To: in.To, Text: text, DryRun: in.DryRun}))
+		return mergeAll(a, n.node.Post(ctx, node.PostInput{Project: p.Name, To: in.To, Text: text, DryRun: in.DryRun}))
 	}
-	return mergeAll(a, n.Thread(ctx, node.PostInput{Project: p.Name, Title: runTitle(run.Objective), Text: text, DryRun: in.DryRun}))
+	return mergeAll(a, n.node.Thread(ctx, node.PostInput{Project: p.Name, Title: runTitle(run.Objective), Text: text, DryRun: in.DryRun}))
 }
 
 // checkRun checks a run the tool is to post against section 11's rows,
@@ -143,12 +143,12 @@ func (n Actions) checkRun(ctx context.Context, r *fossilio.Repo, p node.Project,
 	if err != nil {
 		return err
 	}
-	m := record.RunMsg{Sender: n.Caller.Login, Msg: run}
+	m := record.RunMsg{Sender: n.node.Caller.Login, Msg: run}
 	f, err := record.RunRecordFacts(ctx, r, msgs, m, run.Node, record.PrivilegedOnce(ctx, r))
 	if err != nil {
 		return err
 	}
-	ours := run.Node == n.Config.User
+	ours := run.Node == n.node.Config.User
 	// Every sandbox setting and limit counts as provided here: row 8 is the
 	// daemon's.
 	f.Provides = messages.RunProvision{Sandbox: true, NoNetwork: true, Limits: run.Limits.Names(), Terminal: true, Deliveries: true, Manual: true}
@@ -157,10 +157,10 @@ func (n Actions) checkRun(ctx context.Context, r *fossilio.Repo, p node.Project,
 	}
 	f.ServerNode, f.HasPassword = true, true
 	if ours {
-		f.NothingUnconfined = n.Config.ConfinedOnly
+		f.NothingUnconfined = n.node.Config.ConfinedOnly
 		if p.OtherHost && run.HasPasswordStep() {
 			f.ServerNode = false
-			if f.HasPassword, f.PasswordsWhy, err = runs.PasswordFacts(n.Layout.Root(), run.Process.User); err != nil {
+			if f.HasPassword, f.PasswordsWhy, err = runs.PasswordFacts(n.node.Layout.Root(), run.Process.User); err != nil {
 				return err
 			}
 		}

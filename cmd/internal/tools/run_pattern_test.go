@@ -14,15 +14,15 @@ import (
 // page pushes a version of a wiki page as login, dated at, and returns
 // its hash.
 func (f *fix) page(login, pw string, at time.Time, name, prev, text string) string {
-	f.t.Helper()
+	f.T.Helper()
 	b, err := fossilio.WikiDraft{Date: at, User: login, Name: name, Prev: prev, Text: text}.Bytes()
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
-	c := &fossilio.Client{URL: f.srv.URL, Login: login, Password: pw, ProjectCode: f.srv.ProjectCode}
-	h, err := c.PushAll(f.ctx, b)
+	c := &fossilio.Client{URL: f.Srv.URL, Login: login, Password: pw, ProjectCode: f.Srv.ProjectCode}
+	h, err := c.PushAll(f.Ctx, b)
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	return h[0]
 }
@@ -41,7 +41,7 @@ func fenced(s string) string { return "The pattern.\n\n```json\n" + s + "\n```\n
 // is the one written in full, whatever the page holds later.
 func TestRunPostFromAPattern(t *testing.T) {
 	f := newFix(t)
-	admin, adminPW := f.srv.AdminLogin, f.srv.AdminPassword
+	admin, adminPW := f.Srv.AdminLogin, f.Srv.AdminPassword
 	day := func(d int) time.Time { return time.Date(2026, 1, d, 0, 0, 0, 0, time.UTC) }
 	v1 := f.page(admin, adminPW, day(1), "run/echo", "", fenced(echoLayers))
 	f.page(person, personPW, time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), "run/echo", v1, fenced(`{"process": {"user": "builder", "command": ["sh", "-c", "rm -rf ~"]}}`))
@@ -49,7 +49,7 @@ func TestRunPostFromAPattern(t *testing.T) {
 	f.page(admin, adminPW, day(3), "run/broken", "", fenced(`{"node": "lab-1", "process": {}}`))
 	f.page(admin, adminPW, day(3), "run/a b", "", fenced(echoLayers))
 
-	ps, err := tools.Of(f.n).RunPatterns(f.ctx, "")
+	ps, err := tools.Of(f.N).RunPatterns(f.Ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,11 +59,11 @@ func TestRunPostFromAPattern(t *testing.T) {
 		t.Fatalf("the patterns: %+v", ps)
 	}
 
-	before := f.posts()
+	before := f.Posts()
 	in := tools.RunInput{Pattern: "echo", Objective: "Say hello.", DryRun: true}
-	a := f.ok(tools.Of(f.n).RunPost(f.ctx, in))
+	a := f.OK(tools.Of(f.N).RunPost(f.Ctx, in))
 	log := strings.Join(a.Log, "\n")
-	for _, want := range []string{"run/echo", v1, `"command": [`, `"echo",`, `"hello"`, `"node": "` + f.n.Config.User + `"`, `"objective": "Say hello."`} {
+	for _, want := range []string{"run/echo", v1, `"command": [`, `"echo",`, `"hello"`, `"node": "` + f.N.Config.User + `"`, `"objective": "Say hello."`} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the dry run's log does not show %q:\n%s", want, log)
 		}
@@ -71,30 +71,30 @@ func TestRunPostFromAPattern(t *testing.T) {
 	if strings.Contains(log, "rm -rf") {
 		t.Errorf("the dry run took alice's version:\n%s", log)
 	}
-	if f.posts() != before || a.Result != nil {
-		t.Fatalf("a dry run wrote: %d posts (were %d), result %v", f.posts(), before, a.Result)
+	if f.Posts() != before || a.Result != nil {
+		t.Fatalf("a dry run wrote: %d posts (were %d), result %v", f.Posts(), before, a.Result)
 	}
 
 	// Refused before anything is written.
-	alice := tools.Of(f.open(person, personPW))
-	f.refused(alice.RunPost(f.ctx, tools.RunInput{Pattern: "echo", Objective: "Say hello."}), "admin (a) or setup (s)", "row 1")
-	f.refused(tools.Of(f.n).RunPost(f.ctx, tools.RunInput{Pattern: "hers", Objective: "x"}), `no pattern "hers"`, "admin or setup")
-	f.refused(tools.Of(f.n).RunPost(f.ctx, tools.RunInput{Pattern: "broken", Objective: "x"}), "pattern run/broken", "node")
-	f.refused(tools.Of(f.n).RunPost(f.ctx, tools.RunInput{Pattern: "../x", Objective: "x"}), "not a pattern's name")
-	f.refused(tools.Of(f.n).RunPost(f.ctx, tools.RunInput{Pattern: "echo"}), "objective: is missing")
-	f.refused(tools.Of(f.n).RunPost(f.ctx, tools.RunInput{Pattern: "echo", Objective: "x", Message: []byte(`{"process": {"user": "` + admin + `"}}`)}),
+	alice := tools.Of(f.Open(person, personPW))
+	f.Refused(alice.RunPost(f.Ctx, tools.RunInput{Pattern: "echo", Objective: "Say hello."}), "admin (a) or setup (s)", "row 1")
+	f.Refused(tools.Of(f.N).RunPost(f.Ctx, tools.RunInput{Pattern: "hers", Objective: "x"}), `no pattern "hers"`, "admin or setup")
+	f.Refused(tools.Of(f.N).RunPost(f.Ctx, tools.RunInput{Pattern: "broken", Objective: "x"}), "pattern run/broken", "node")
+	f.Refused(tools.Of(f.N).RunPost(f.Ctx, tools.RunInput{Pattern: "../x", Objective: "x"}), "not a pattern's name")
+	f.Refused(tools.Of(f.N).RunPost(f.Ctx, tools.RunInput{Pattern: "echo"}), "objective: is missing")
+	f.Refused(tools.Of(f.N).RunPost(f.Ctx, tools.RunInput{Pattern: "echo", Objective: "x", Message: []byte(`{"process": {"user": "` + admin + `"}}`)}),
 		"row 4", "process.user", "holds admin or setup", "nothing written")
-	if f.posts() != before {
-		t.Fatalf("a refusal wrote: %d posts, were %d", f.posts(), before)
+	if f.Posts() != before {
+		t.Fatalf("a refusal wrote: %d posts, were %d", f.Posts(), before)
 	}
 
-	a = f.ok(tools.Of(f.n).RunPost(f.ctx, tools.RunInput{Pattern: "echo", Message: []byte(`{"objective": "Say hello.", "process": {"env": {"LANG": "C"}}}`)}))
-	if a.Result == nil || f.posts() != before+1 {
+	a = f.OK(tools.Of(f.N).RunPost(f.Ctx, tools.RunInput{Pattern: "echo", Message: []byte(`{"objective": "Say hello.", "process": {"env": {"LANG": "C"}}}`)}))
+	if a.Result == nil || f.Posts() != before+1 {
 		t.Fatalf("no run posted: %+v", a)
 	}
 	// A later version of the page changes nothing on the record.
 	f.page(admin, adminPW, day(4), "run/echo", v1, fenced(`{"process": {"user": "builder", "command": ["echo", "bye"]}}`))
-	p := f.post(*a.Result)
+	p := f.Post(*a.Result)
 	if p.Sender != admin || !strings.Contains(p.Text, "`run/echo`") || !strings.Contains(p.Text, v1) {
 		t.Errorf("the run's post, sent by %q, does not name its pattern's version:\n%s", p.Sender, p.Text)
 	}
@@ -102,7 +102,7 @@ func TestRunPostFromAPattern(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &messages.Run{Node: f.n.Config.User, Objective: "Say hello.", Process: messages.RunProcess{User: "builder", Command: []string{"echo", "hello"},
+	want := &messages.Run{Node: f.N.Config.User, Objective: "Say hello.", Process: messages.RunProcess{User: "builder", Command: []string{"echo", "hello"},
 		Env: map[string]string{"PATH": "/usr/bin:/bin", "LANG": "C"}, Keep: &messages.RunKeep{StdoutWhen: "always"}}}
 	wb, err := want.Encode()
 	if err != nil {

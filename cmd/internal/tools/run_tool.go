@@ -50,7 +50,7 @@ type RunState = messages.RunState
 // decodes, in the server's order, each from its first version: from the
 // daemon's run log when the node is the daemon's (node.RunMsgs).
 func (n Actions) runRecord(ctx context.Context, r *fossilio.Repo) ([]record.RunMsg, error) {
-	all, err := n.RunMsgs(ctx, r)
+	all, err := n.node.RunMsgs(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -89,11 +89,11 @@ func runStates(ctx context.Context, r *fossilio.Repo, msgs []record.RunMsg) []Ru
 // care fills in whether the node keeps the run in its care, and whether
 // its process runs.
 func (n Actions) care(st *RunState) {
-	p, err := n.Layout.RunCareFile(st.Run)
+	p, err := n.node.Layout.RunCareFile(st.Run)
 	if err != nil {
 		return
 	}
-	b, err := unixhost.Below(n.Agents).ReadFile(p, unixhost.SmallFile)
+	b, err := unixhost.Below(n.node.Agents).ReadFile(p, unixhost.SmallFile)
 	if err != nil {
 		return
 	}
@@ -174,9 +174,9 @@ func (n Actions) RunPost(ctx context.Context, in RunInput) *node.Answer {
 	// bytes, so what was checked is what the record holds.
 	text := "```json\n" + strings.TrimSpace(string(in.Message)) + "\n```\n"
 	if in.To != "" {
-		return retool(n.Post(ctx, node.PostInput{Project: in.Project, To: in.To, Text: text, DryRun: in.DryRun}), a)
+		return retool(n.node.Post(ctx, node.PostInput{Project: in.Project, To: in.To, Text: text, DryRun: in.DryRun}), a)
 	}
-	return retool(n.Thread(ctx, node.PostInput{Project: in.Project, Title: runTitle(run.Objective), Text: text, DryRun: in.DryRun}), a)
+	return retool(n.node.Thread(ctx, node.PostInput{Project: in.Project, Title: runTitle(run.Objective), Text: text, DryRun: in.DryRun}), a)
 }
 
 // retool gives a sub-action's answer the tool's name.
@@ -195,7 +195,7 @@ func (n Actions) RunStop(ctx context.Context, in RunInput) *node.Answer {
 		return a.Stop(err)
 	}
 	defer r.Close()
-	if err := n.RequirePrivileged(ctx, r, p); err != nil {
+	if err := n.node.RequirePrivileged(ctx, r, p); err != nil {
 		return a.Stop(fmt.Errorf("%w; a stop by such a user is ignored (seed 004, section 3)", err))
 	}
 	st, m, _, err := n.runOf(ctx, r, "run", in.Run)
@@ -212,9 +212,9 @@ func (n Actions) RunStop(ctx context.Context, in RunInput) *node.Answer {
 	text := string(block) // the canonical block, fenced
 	a.Logf("run %s is %s, for node %q", st.Run, st.State, st.Node)
 	if m.Ticket {
-		return mergeAll(a, n.Post(ctx, node.PostInput{Project: p.Name, To: m.Record, Text: text, DryRun: in.DryRun}))
+		return mergeAll(a, n.node.Post(ctx, node.PostInput{Project: p.Name, To: m.Record, Text: text, DryRun: in.DryRun}))
 	}
-	return mergeAll(a, n.Post(ctx, node.PostInput{Project: p.Name, To: st.Run, Text: text, DryRun: in.DryRun}))
+	return mergeAll(a, n.node.Post(ctx, node.PostInput{Project: p.Name, To: st.Run, Text: text, DryRun: in.DryRun}))
 }
 
 // mergeAll adds a sub-action's log, result and stop to a.
@@ -242,26 +242,15 @@ func (n Actions) RunStart(ctx context.Context, in RunInput) *node.Answer {
 		return a.Stop(err)
 	}
 	defer r.Close()
-	if err := n.RequirePrivileged(ctx, r, p); err != nil {
+	if err := n.node.RequirePrivileged(ctx, r, p); err != nil {
 		return a.Stop(fmt.Errorf("%w; only such a user starts a manual run (seed 004, section 8)", err))
 	}
 	st, _, _, err := n.runOf(ctx, r, "run", in.Run)
 	if err != nil {
 		return a.Stop(err)
 	}
-	switch {
-	case st.Node != n.Config.User:
-		return a.Stop(fmt.Errorf("run: %s is for node %q, not this node (%q); start it there", st.Run, st.Node, n.Config.User))
-	case !st.Manual:
-		return a.Stop(fmt.Errorf("run: %s is not a manual run (process.manual is false): the node starts it when it arrives", st.Run))
-	case st.Ended != "":
-		return a.Stop(fmt.Errorf("run: %s has ended (%s, ended %s)", st.Run, st.Outcome, st.Ended))
-	case st.Started != "":
-		return a.Stop(fmt.Errorf("run: %s has started already (started %s)", st.Run, st.Started))
-	case st.Stopped != "":
-		return a.Stop(fmt.Errorf("run: %s was stopped (%s); its ended follows", st.Run, st.Stopped))
-	case st.State != "waiting":
-		return a.Stop(fmt.Errorf("run: %s does not wait for a start (%s)", st.Run, st.State))
+	if err := runStartRefusal(st, n.node.Config.User); err != nil {
+		return a.Stop(err)
 	}
 	// The caller's password, checked by the server: the run fetched over
 	// sync as them. The pipe line carries only the login.
@@ -269,42 +258,90 @@ func (n Actions) RunStart(ctx context.Context, in RunInput) *node.Answer {
 	if err != nil {
 		return a.Stop(err)
 	}
-	c := &fossilio.Client{URL: p.URL, Login: n.Caller.Login, Password: n.Caller.Password, Cookie: n.Caller.Cookie, ProjectCode: code, Now: n.Now}
+	c := &fossilio.Client{URL: p.URL, Login: n.node.Caller.Login, Password: n.node.Caller.Password, Cookie: n.node.Caller.Cookie, ProjectCode: code, Now: n.node.Now}
 	if _, err := c.Fetch(ctx, st.Run); err != nil {
-		return a.Stop(fmt.Errorf("caller: %q is not authenticated by the server: %w", n.Caller.Login, err))
+		return a.Stop(fmt.Errorf("caller: %q is not authenticated by the server: %w", n.node.Caller.Login, err))
 	}
-	a.Logf("%q authenticated by the server, holding admin or setup on %s", n.Caller.Login, p.Name)
-	line := messages.RunStartLine{Repository: p.Repository, Hash: st.Run, By: n.Caller.Login}
+	a.Logf("%q authenticated by the server, holding admin or setup on %s", n.node.Caller.Login, p.Name)
+	line := messages.RunStartLine{Repository: p.Repository, Hash: st.Run, By: n.node.Caller.Login}
 	if err := line.Validate(); err != nil {
 		return a.Stop(err)
 	}
-	if in.DryRun {
-		a.Would("hand `%s` to the daemon, which starts run %s", line, st.Run)
-		return a
+	return node.Executed(ctx, a, runStartPlan(line, runStartRun{n: n, r: r}), nil)
+}
+
+// runStartRefusal says why run st may not be started by hand on the node
+// whose user is self; nil when it may.
+func runStartRefusal(st RunState, self string) error {
+	switch {
+	case st.Node != self:
+		return fmt.Errorf("run: %s is for node %q, not this node (%q); start it there", st.Run, st.Node, self)
+	case !st.Manual:
+		return fmt.Errorf("run: %s is not a manual run (process.manual is false): the node starts it when it arrives", st.Run)
+	case st.Ended != "":
+		return fmt.Errorf("run: %s has ended (%s, ended %s)", st.Run, st.Outcome, st.Ended)
+	case st.Started != "":
+		return fmt.Errorf("run: %s has started already (started %s)", st.Run, st.Started)
+	case st.Stopped != "":
+		return fmt.Errorf("run: %s was stopped (%s); its ended follows", st.Run, st.Stopped)
+	case st.State != "waiting":
+		return fmt.Errorf("run: %s does not wait for a start (%s)", st.Run, st.State)
 	}
-	if err := n.EnsureAndSend(ctx, a, line); err != nil {
-		return a.Stop(err)
-	}
-	deadline := time.Now().Add(n.OutcomeWait())
+	return nil
+}
+
+// runStartEffects are the effects a manual start's plan runs.
+type runStartEffects interface {
+	// send gives the daemon a line, starting it if none runs.
+	send(ctx context.Context, a *node.Answer, line messages.PipeLine) error
+	// awaitStarted waits for the run's started (or its ended).
+	awaitStarted(ctx context.Context, a *node.Answer, run string) error
+}
+
+// runStartPlan is a manual start's plan (seed 004, section 8): the line
+// handed to the daemon, then its started awaited.
+func runStartPlan(line messages.RunStartLine, fx runStartEffects) node.Plan {
+	var plan node.Plan
+	plan.Add(fmt.Sprintf("hand `%s` to the daemon, which starts run %s", line, line.Hash), func(ctx context.Context, a *node.Answer) error {
+		return fx.send(ctx, a, line)
+	})
+	plan.Add("", func(ctx context.Context, a *node.Answer) error { return fx.awaitStarted(ctx, a, line.Hash) })
+	return plan
+}
+
+// runStartRun is runStartEffects on this node.
+type runStartRun struct {
+	n Actions
+	r *fossilio.Repo
+}
+
+func (s runStartRun) send(ctx context.Context, a *node.Answer, line messages.PipeLine) error {
+	return s.n.node.EnsureAndSend(ctx, a, line)
+}
+
+// awaitStarted waits, at most the outcome wait, for the run's started or
+// its ended on the record.
+func (s runStartRun) awaitStarted(ctx context.Context, a *node.Answer, run string) error {
+	deadline := time.Now().Add(s.n.node.OutcomeWait())
 	for {
-		now, _, _, err := n.runOf(ctx, r, "run", st.Run)
+		now, _, _, err := s.n.runOf(ctx, s.r, "run", run)
 		if err != nil {
-			return a.Stop(err)
+			return err
 		}
 		switch {
 		case now.Ended != "" && now.Started == "":
-			return a.Stop(fmt.Errorf("run: %s ended %s before it started: %s", st.Run, now.Outcome, now.Note))
+			return fmt.Errorf("run: %s ended %s before it started: %s", run, now.Outcome, now.Note)
 		case now.Started != "":
-			a.Logf("run %s started: %s, written by %q", st.Run, now.Started, now.Node)
+			a.Logf("run %s started: %s, written by %q", run, now.Started, now.Node)
 			a.SetResult(now.Started)
-			return a
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return a.Stop(fmt.Errorf("run: %s neither started nor ended within %s; the daemon's log says why (the start may still come)", st.Run, n.OutcomeWait()))
+			return fmt.Errorf("run: %s neither started nor ended within %s; the daemon's log says why (the start may still come)", run, s.n.node.OutcomeWait())
 		}
 		select {
 		case <-ctx.Done():
-			return a.Stop(ctx.Err())
+			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -314,7 +351,7 @@ func (n Actions) RunStart(ctx context.Context, in RunInput) *node.Answer {
 // and the node's care say: the daemon's answer from its live run log when
 // it gives one (a runs ask, D66), else read here (ReadRunStatus).
 func (n Actions) RunStatus(ctx context.Context, in RunInput) ([]RunState, error) {
-	p, err := n.DefaultProject(in.Project)
+	p, err := n.node.DefaultProject(in.Project)
 	if err != nil {
 		return nil, err
 	}
@@ -322,7 +359,7 @@ func (n Actions) RunStatus(ctx context.Context, in RunInput) ([]RunState, error)
 	if why == "" {
 		return sts, nil
 	}
-	n.Log.Debug("run status: read from the repository: " + why)
+	n.node.Log.Debug("run status: read from the repository: " + why)
 	in.Project = p.Name
 	return n.ReadRunStatus(ctx, in)
 }
@@ -338,7 +375,7 @@ func (n Actions) liveRuns(ctx context.Context, project, run string) (sts []RunSt
 	if err := a.Validate(); err != nil {
 		return nil, err.Error()
 	}
-	r, err := n.AskDaemon(ctx, a)
+	r, err := n.node.AskDaemon(ctx, a)
 	switch {
 	case err != nil:
 		return nil, err.Error()
@@ -351,11 +388,11 @@ func (n Actions) liveRuns(ctx context.Context, project, run string) (sts []RunSt
 // ReadRunStatus is RunStatus read from the repository by this process:
 // the daemon's answer to a runs ask, and the fallback without one.
 func (n Actions) ReadRunStatus(ctx context.Context, in RunInput) ([]RunState, error) {
-	p, err := n.DefaultProject(in.Project)
+	p, err := n.node.DefaultProject(in.Project)
 	if err != nil {
 		return nil, err
 	}
-	r, err := n.OpenProjectRepo(p)
+	r, err := n.node.OpenProjectRepo(p)
 	if err != nil {
 		return nil, err
 	}
@@ -394,16 +431,12 @@ func (n Actions) RunCheck(ctx context.Context, in RunInput) *node.Answer {
 			r.Close()
 		}
 	}()
-	type pending struct {
-		r  *fossilio.Repo
-		st RunState
-	}
-	var lost []pending
-	for _, p := range n.Projects() {
+	var lost []pendingRun
+	for _, p := range n.node.Projects() {
 		if in.Project != "" && p.Name != in.Project {
 			continue
 		}
-		r, err := n.OpenProjectRepo(p)
+		r, err := n.node.OpenProjectRepo(p)
 		if err != nil {
 			return a.Stop(err)
 		}
@@ -413,33 +446,78 @@ func (n Actions) RunCheck(ctx context.Context, in RunInput) *node.Answer {
 			return a.Stop(err)
 		}
 		for _, st := range runStates(ctx, r, msgs) {
-			if st.Node != n.Config.User || st.Started == "" || st.Ended != "" {
+			if st.Node != n.node.Config.User || st.Started == "" || st.Ended != "" {
 				continue
 			}
 			n.care(&st)
 			if st.InCare && st.Alive {
 				continue
 			}
-			lost = append(lost, pending{r, st})
+			lost = append(lost, pendingRun{r, st})
 			want = append(want, st)
 		}
 	}
-	for _, l := range lost {
-		a.Would("find run %s lost (started %s, no ended, in care %v, its process alive %v)", l.st.Run, l.st.Started, l.st.InCare, l.st.Alive)
+	return node.Executed(ctx, a, runCheckPlan(want, runCheckRun{n: n, lost: lost}), nil)
+}
+
+// runCheckEffects are the effects a check of the node's runs runs.
+type runCheckEffects interface {
+	// send gives the daemon a line, starting it if none runs.
+	send(ctx context.Context, a *node.Answer, line messages.PipeLine) error
+	// awaitEnded waits for the ended of each run found lost.
+	awaitEnded(ctx context.Context, a *node.Answer) error
+}
+
+// runCheckPlan is a check's plan (seed 004, section 10): each run to end
+// lost said in both runs, `runs check` handed to the daemon, then each
+// one's ended awaited.
+func runCheckPlan(lost []RunState, fx runCheckEffects) node.Plan {
+	var plan node.Plan
+	for _, st := range lost {
+		text := fmt.Sprintf("find run %s lost (started %s, no ended, in care %v, its process alive %v)", st.Run, st.Started, st.InCare, st.Alive)
+		plan.Add(text, func(_ context.Context, a *node.Answer) error {
+			a.Logf("%s", text)
+			return nil
+		})
 	}
-	if in.DryRun {
-		a.Would("hand `runs check` to the daemon")
-		return a
-	}
-	if err := n.EnsureAndSend(ctx, a, messages.RunsCheckLine{}); err != nil {
-		return a.Stop(err)
-	}
-	deadline := time.Now().Add(n.OutcomeWait())
-	for _, l := range lost {
+	plan.Add("hand `runs check` to the daemon", func(ctx context.Context, a *node.Answer) error {
+		return fx.send(ctx, a, messages.RunsCheckLine{})
+	})
+	plan.Add("", func(ctx context.Context, a *node.Answer) error {
+		if len(lost) == 0 {
+			a.Logf("no run of this node is to end lost")
+			return nil
+		}
+		return fx.awaitEnded(ctx, a)
+	})
+	return plan
+}
+
+// pendingRun is a run found lost, with the repository it is read from.
+type pendingRun struct {
+	r  *fossilio.Repo
+	st RunState
+}
+
+// runCheckRun is runCheckEffects on this node, lost the runs it found.
+type runCheckRun struct {
+	n    Actions
+	lost []pendingRun
+}
+
+func (c runCheckRun) send(ctx context.Context, a *node.Answer, line messages.PipeLine) error {
+	return c.n.node.EnsureAndSend(ctx, a, line)
+}
+
+// awaitEnded waits, at most the outcome wait for them all, for the ended
+// of each run found lost; the answer's result is the last.
+func (c runCheckRun) awaitEnded(ctx context.Context, a *node.Answer) error {
+	deadline := time.Now().Add(c.n.node.OutcomeWait())
+	for _, l := range c.lost {
 		for {
-			msgs, err := n.runRecord(ctx, l.r)
+			msgs, err := c.n.runRecord(ctx, l.r)
 			if err != nil {
-				return a.Stop(err)
+				return err
 			}
 			i := slices.IndexFunc(runStates(ctx, l.r, msgs), func(s RunState) bool { return s.Run == l.st.Run && s.Ended != "" })
 			if i >= 0 {
@@ -449,17 +527,14 @@ func (n Actions) RunCheck(ctx context.Context, in RunInput) *node.Answer {
 				break
 			}
 			if time.Now().After(deadline) {
-				return a.Stop(fmt.Errorf("run %s: no ended within %s; the daemon's log says why", l.st.Run, n.OutcomeWait()))
+				return fmt.Errorf("run %s: no ended within %s; the daemon's log says why", l.st.Run, c.n.node.OutcomeWait())
 			}
 			select {
 			case <-ctx.Done():
-				return a.Stop(ctx.Err())
+				return ctx.Err()
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
 	}
-	if len(lost) == 0 {
-		a.Logf("no run of this node is to end lost")
-	}
-	return a
+	return nil
 }

@@ -59,27 +59,18 @@ func (n Actions) toolCreate(ctx context.Context, in *messages.CreateArgs) *node.
 	if err != nil {
 		return a.Stop(err)
 	}
-	if err := procs.RequireOffered(n.Release, rec.Runner); err != nil {
+	if err := procs.RequireOffered(n.node.Release, rec.Runner); err != nil {
 		return a.Stop(err) // E9: a runner it does not offer is refused, nothing written
 	}
 	text := fmt.Sprintf("Record of agent `%s` (%s): %s\n\n%s", rec.User, rec.Runner, node.FirstLine(rec.Objective), block)
-	if in.DryRun {
-		a.Would("post as %q the first post of a new thread on %s:\n%s", n.Caller.Login, p.Name, text)
-		a.Would("provision %q on %s with capabilities %s", rec.User, p.Name, fossilio.AgentCaps)
-		a.Would("add workspace %s on branch %q (its definition the first post of a thread of its own)", nw.key, nw.branch)
-		if rec.Restrict.NoPassword {
-			a.Would("make the clone of %s forget its password (restrict no_password)", nw.key)
-		}
-		a.Would("start its llm session (runner %s, model %s, lifetime stays, wall %s%s) on the record", rec.Runner, rec.Model, rec.Budget.Wall, tokensWords(rec.Budget.Tokens))
-		return a
-	}
-	return n.createWrite(ctx, a, r, p, rec, text, nw)
+	f := createFacts{Caller: n.node.Caller.Login, Project: p.Name, Rec: rec, Text: text, NW: nw}
+	return node.Executed(ctx, a, createPlan(f, createRun{n: n, r: r, p: p}), nil)
 }
 
 // createRecord is the record create would post: in's fields with the
 // node's defaults and choices written out, each checked; nothing written.
 func (n Actions) createRecord(ctx context.Context, r *fossilio.Repo, in *messages.CreateArgs) (*messages.TaskRecord, error) {
-	rec := &messages.TaskRecord{User: in.User, Node: n.Config.User, Runner: in.Runner, Model: in.Model, Objective: in.Objective,
+	rec := &messages.TaskRecord{User: in.User, Node: n.node.Config.User, Runner: in.Runner, Model: in.Model, Objective: in.Objective,
 		Checkins: in.Checkins, Hears: in.Hears, Budget: in.Budget}
 	if rec.Runner == "" {
 		rec.Runner = messages.RunnerClaude
@@ -89,7 +80,7 @@ func (n Actions) createRecord(ctx context.Context, r *fossilio.Repo, in *message
 	}
 	// The record names its model, written out (D52): one the node offers
 	// for the API its runner speaks (model.json's models), or their first.
-	mc, err := model.ReadConfig(n.Layout)
+	mc, err := model.ReadConfig(n.node.Layout)
 	if err != nil {
 		return nil, fmt.Errorf("model: the node's model configuration: %w", err)
 	}
@@ -162,11 +153,11 @@ func (n Actions) createWorkspace(ctx context.Context, r *fossilio.Repo, p node.P
 		}
 	}
 	key := messages.WorkspaceKey{Login: rec.User, Project: p.Name}
-	ws, err := n.WorkspacePaths(key)
+	ws, err := n.node.WorkspacePaths(key)
 	if err != nil {
 		return newWorkspace{}, fmt.Errorf("user: %w", err)
 	}
-	sb := n.DefaultSandbox(ws.Dir)
+	sb := n.node.DefaultSandbox(ws.Dir)
 	sb.Network = rec.Sandbox.Network
 	sb.ReadOnly = append(sb.ReadOnly, rec.Sandbox.ReadOnly...)
 	sb.ReadWrite = append(sb.ReadWrite, rec.Sandbox.ReadWrite...)
@@ -174,53 +165,116 @@ func (n Actions) createWorkspace(ctx context.Context, r *fossilio.Repo, p node.P
 	if err != nil {
 		return newWorkspace{}, err
 	}
-	if _, err := n.Definition(key, branch, ws, sbJSON); err != nil {
+	if _, err := n.ws.Definition(key, branch, ws, sbJSON); err != nil {
 		return newWorkspace{}, fmt.Errorf("sandbox: %w", err)
 	}
 	return newWorkspace{key: key, ws: ws, branch: branch, sbJSON: sbJSON}, nil
 }
 
-// createWrite writes what create made: the record, the login, the
-// workspace (its clone without a password when restricted), the session.
-func (n Actions) createWrite(ctx context.Context, a *node.Answer, r *fossilio.Repo, p node.Project, rec *messages.TaskRecord, text string, nw newWorkspace) *node.Answer {
-	key, ws, branch, sbJSON := nw.key, nw.ws, nw.branch, nw.sbJSON
-	code, err := r.ProjectCode(ctx)
-	if err != nil {
-		return a.Stop(err)
-	}
+// createFacts is what create checked, for createPlan: the caller, the
+// project, the record and its post's text, the agent's workspace.
+type createFacts struct {
+	Caller, Project string
+	Rec             *messages.TaskRecord
+	Text            string
+	NW              newWorkspace
+}
+
+// createEffects are the effects create's plan runs.
+type createEffects interface {
+	// postRecord posts the record as the caller, a new thread's first
+	// post, and returns its hash, or why it could not.
+	postRecord(ctx context.Context, title, text string) (string, error)
+	loginAdd(ctx context.Context, a *node.Answer, login string) error
+	workspaceAdd(ctx context.Context, a *node.Answer, in workspaces.WorkspaceAddInput) error
+	// forget makes the workspace's clone forget its password.
+	forget(ctx context.Context, ws host.Workspace) error
+	sessionStart(ctx context.Context, a *node.Answer, in workspaces.SessionStartInput) error
+}
+
+// createPlan is create's plan (E8, D35): the record as a new thread, as
+// the caller; the agent's login; its workspace (its clone without a
+// password when the record restricts no_password); its llm session
+// started on the record. The answer's result is the record.
+func createPlan(f createFacts, fx createEffects) node.Plan {
+	var plan node.Plan
+	rec, nw := f.Rec, f.NW
 	title := "Record: " + node.FirstLine(rec.Objective)
 	if len(title) > 200 {
 		title = title[:200]
 	}
-	hash, err := n.Writer(p, code).WriteNote(ctx, fossilio.NoteWrite{Login: n.Caller.Login, Title: strings.ToValidUTF8(title, ""), Text: text})
-	if err != nil {
-		return a.Stop(fmt.Errorf("post the record: %w", err))
-	}
-	a.Logf("posted the record of %q as %q at %s (a new thread)", rec.User, n.Caller.Login, hash)
-	a.SetResult(hash)
-	if !merge(a, n.LoginAdd(ctx, rec.User, false)) {
-		return a
-	}
-	if !merge(a, n.WorkspaceAdd(ctx, workspaces.WorkspaceAddInput{Login: rec.User, Project: p.Name, Branch: branch, SandboxJSON: sbJSON})) {
-		return a
-	}
+	var hash string
+	plan.Add(fmt.Sprintf("post as %q the first post of a new thread on %s:\n%s", f.Caller, f.Project, f.Text), func(ctx context.Context, a *node.Answer) error {
+		var err error
+		if hash, err = fx.postRecord(ctx, strings.ToValidUTF8(title, ""), f.Text); err != nil {
+			return err
+		}
+		a.Logf("posted the record of %q as %q at %s (a new thread)", rec.User, f.Caller, hash)
+		a.SetResult(hash)
+		return nil
+	})
+	plan.Add(fmt.Sprintf("provision %q on %s with capabilities %s", rec.User, f.Project, fossilio.AgentCaps), func(ctx context.Context, a *node.Answer) error {
+		return fx.loginAdd(ctx, a, rec.User)
+	})
+	plan.Add(fmt.Sprintf("add workspace %s on branch %q (its definition the first post of a thread of its own)", nw.key, nw.branch), func(ctx context.Context, a *node.Answer) error {
+		return fx.workspaceAdd(ctx, a, workspaces.WorkspaceAddInput{Login: rec.User, Project: f.Project, Branch: nw.branch, SandboxJSON: nw.sbJSON})
+	})
 	if rec.Restrict.NoPassword {
-		// The clone is in the agent's workspace: written in place, following
-		// no link (D47).
-		cf, err := n.OpenAgentFile(ws.Clone, os.O_RDWR)
-		if err == nil {
-			err = fossilio.ForgetFile(ctx, cf)
-			cf.Close()
-		}
-		if err != nil {
-			return a.Stop(fmt.Errorf("make the clone forget its password: %w", err))
-		}
-		a.Logf("the clone of %s holds no password (restrict no_password)", key)
+		plan.Add(fmt.Sprintf("make the clone of %s forget its password (restrict no_password)", nw.key), func(ctx context.Context, a *node.Answer) error {
+			if err := fx.forget(ctx, nw.ws); err != nil {
+				return fmt.Errorf("make the clone forget its password: %w", err)
+			}
+			a.Logf("the clone of %s holds no password (restrict no_password)", nw.key)
+			return nil
+		})
 	}
-	merge(a, n.SessionStart(ctx, workspaces.SessionStartInput{Workspace: key.String(), Kind: string(messages.LLM), Runner: rec.Runner,
-		Model: rec.Model, Lifetime: string(messages.Stays), Record: hash, Hears: rec.Hears, Checkins: rec.Checkins, Wall: rec.Budget.Wall, Tokens: rec.Budget.Tokens}))
-	a.SetResult(hash)
-	return a
+	plan.Add(fmt.Sprintf("start its llm session (runner %s, model %s, lifetime stays, wall %s%s) on the record", rec.Runner, rec.Model, rec.Budget.Wall, tokensWords(rec.Budget.Tokens)), func(ctx context.Context, a *node.Answer) error {
+		return fx.sessionStart(ctx, a, workspaces.SessionStartInput{Workspace: nw.key.String(), Kind: string(messages.LLM), Runner: rec.Runner,
+			Model: rec.Model, Lifetime: string(messages.Stays), Record: hash, Hears: rec.Hears, Checkins: rec.Checkins, Wall: rec.Budget.Wall, Tokens: rec.Budget.Tokens})
+	})
+	return plan
+}
+
+// createRun is createEffects on this node.
+type createRun struct {
+	n Actions
+	r *fossilio.Repo
+	p node.Project
+}
+
+func (c createRun) postRecord(ctx context.Context, title, text string) (string, error) {
+	code, err := c.r.ProjectCode(ctx)
+	if err != nil {
+		return "", err
+	}
+	hash, err := c.n.node.Writer(c.p, code).WriteNote(ctx, fossilio.NoteWrite{Login: c.n.node.Caller.Login, Title: title, Text: text})
+	if err != nil {
+		return "", fmt.Errorf("post the record: %w", err)
+	}
+	return hash, nil
+}
+
+func (c createRun) loginAdd(ctx context.Context, a *node.Answer, login string) error {
+	return merged(a, c.n.node.LoginAdd(ctx, login, false))
+}
+
+func (c createRun) workspaceAdd(ctx context.Context, a *node.Answer, in workspaces.WorkspaceAddInput) error {
+	return merged(a, c.n.ws.WorkspaceAdd(ctx, in))
+}
+
+// forget writes the clone in place, following no link (D47): it is in
+// the agent's workspace.
+func (c createRun) forget(ctx context.Context, ws host.Workspace) error {
+	cf, err := c.n.node.OpenAgentFile(ws.Clone, os.O_RDWR)
+	if err != nil {
+		return err
+	}
+	defer cf.Close()
+	return fossilio.ForgetFile(ctx, cf)
+}
+
+func (c createRun) sessionStart(ctx context.Context, a *node.Answer, in workspaces.SessionStartInput) error {
+	return merged(a, c.n.ws.SessionStart(ctx, in))
 }
 
 // checkNewAgent refuses a user name create may not make: not a login, the
@@ -230,18 +284,18 @@ func (n Actions) checkNewAgent(ctx context.Context, login string) error {
 	if err := node.CheckNewLogin(login); err != nil {
 		return fmt.Errorf("user: %w", err)
 	}
-	if login == n.Config.User {
+	if login == n.node.Config.User {
 		return fmt.Errorf("user: %q is the node user", login)
 	}
-	pw, err := n.Layout.Password(login)
+	pw, err := n.node.Layout.Password(login)
 	if err != nil {
 		return fmt.Errorf("user: %w", err)
 	}
 	if _, err := os.Lstat(pw); err == nil {
 		return fmt.Errorf("user: %q is an agent login of this node already; create makes a new user", login)
 	}
-	for _, p := range n.Projects() {
-		r, err := n.OpenProjectRepo(p)
+	for _, p := range n.node.Projects() {
+		r, err := n.node.OpenProjectRepo(p)
 		if err != nil {
 			return err
 		}

@@ -25,7 +25,7 @@ func (n Actions) toolPost(ctx context.Context, in *messages.PostArgs) *node.Answ
 	if info.Kind != fossilio.KindPost {
 		return a.Stop(fmt.Errorf("to: %s is a %s, not a forum post", info.Hash, info.Kind))
 	}
-	if rec, hash, ok, err := n.AgentRecord(ctx, r, p, n.Caller.Login); err != nil {
+	if rec, hash, ok, err := n.node.AgentRecord(ctx, r, p, n.node.Caller.Login); err != nil {
 		return a.Stop(err)
 	} else if ok && rec.Restrict.OwnThread {
 		if info.Root != hash {
@@ -33,7 +33,7 @@ func (n Actions) toolPost(ctx context.Context, in *messages.PostArgs) *node.Answ
 		}
 		a.Logf("%s is in the record's own thread (restrict own_thread)", info.Hash)
 	}
-	sub := n.Post(ctx, node.PostInput{Project: p.Name, To: info.Hash, Text: in.Text, DryRun: in.DryRun})
+	sub := n.node.Post(ctx, node.PostInput{Project: p.Name, To: info.Hash, Text: in.Text, DryRun: in.DryRun})
 	merge(a, sub)
 	return a
 }

@@ -32,17 +32,17 @@ func (n Actions) toolPush(ctx context.Context, in *messages.PushArgs) *node.Answ
 		return a.Stop(err)
 	}
 	defer r.Close()
-	rec, recHash, ok, err := n.AgentRecord(ctx, r, p, n.Caller.Login)
+	rec, recHash, ok, err := n.node.AgentRecord(ctx, r, p, n.node.Caller.Login)
 	if err != nil {
 		return a.Stop(err)
 	}
 	if !ok {
-		return a.Stop(fmt.Errorf("caller: %q is no agent of a record on %s; push is for an agent whose record restricts no_password", n.Caller.Login, p.Name))
+		return a.Stop(fmt.Errorf("caller: %q is no agent of a record on %s; push is for an agent whose record restricts no_password", n.node.Caller.Login, p.Name))
 	}
 	if !rec.Restrict.NoPassword {
 		return a.Stop(fmt.Errorf("caller: record %s does not restrict no_password: its agent pushes with Fossil itself", recHash))
 	}
-	ws, err := n.WorkspacePaths(messages.WorkspaceKey{Login: rec.User, Project: p.Name})
+	ws, err := n.node.WorkspacePaths(messages.WorkspaceKey{Login: rec.User, Project: p.Name})
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -67,42 +67,89 @@ func (n Actions) toolPush(ctx context.Context, in *messages.PushArgs) *node.Answ
 		a.Logf("the clone of %s has no check-in the node lacks: nothing to push", rec.User)
 		return a
 	}
-	plan, err := planPush(ctx, clone, r, lacks)
+	set, err := readPush(ctx, clone, r, lacks)
 	if err != nil {
 		return a.Stop(fmt.Errorf("%w; nothing pushed", err))
 	}
-	for _, c := range plan.checkins {
-		if b := rec.Restrict.Branch; b != "" && c.branch != b {
-			return a.Stop(fmt.Errorf("checkin %s is on branch %q, not %q (restrict branch of record %s); nothing pushed", c.hash, c.branch, b, recHash))
+	f := pushFacts{Caller: n.node.Caller.Login, Project: p.Name, Record: recHash, Branch: rec.Restrict.Branch, Set: set}
+	plan, err := pushPlan(f, pushRun{n: n, r: r, p: p})
+	return node.Executed(ctx, a, plan, err)
+}
+
+// pushFacts is what a push read and checked, for pushPlan: the caller,
+// the project, the record and the branch it restricts the agent to (""
+// for none), what is to be sent.
+type pushFacts struct {
+	Caller, Project, Record, Branch string
+	Set                             *pushSet
+}
+
+// pushEffects are the effects a push's plan runs.
+type pushEffects interface {
+	// send pushes the artifacts to the node's repository as the caller.
+	send(ctx context.Context, artifacts [][]byte) error
+	backoffice(ctx context.Context, a *node.Answer)
+}
+
+// pushPlan is a push's plan (E8): refused when a check-in is on another
+// branch than the record's; else each check-in said, then the whole sent
+// at once, the backoffice run once it is. The result is the last
+// check-in sent.
+func pushPlan(f pushFacts, fx pushEffects) (node.Plan, error) {
+	var plan node.Plan
+	set := f.Set
+	for _, c := range set.checkins {
+		if f.Branch != "" && c.branch != f.Branch {
+			return plan, fmt.Errorf("checkin %s is on branch %q, not %q (restrict branch of record %s); nothing pushed", c.hash, c.branch, f.Branch, f.Record)
 		}
 	}
-	for _, c := range plan.checkins {
-		a.Would("push check-in %s on branch %q (%s)", c.hash, c.branch, node.FirstLine(c.art.Comment))
+	for _, c := range set.checkins {
+		text := fmt.Sprintf("push check-in %s on branch %q (%s)", c.hash, c.branch, node.FirstLine(c.art.Comment))
+		plan.Add(text, func(_ context.Context, a *node.Answer) error {
+			a.Logf("%s", text)
+			return nil
+		})
 	}
-	if in.DryRun {
-		a.Would("send %d check-in(s) and %d file(s) to %s as %q, then run the backoffice", len(plan.checkins), len(plan.files), p.Name, n.Caller.Login)
-		return a
-	}
-	code, err := r.ProjectCode(ctx)
-	if err != nil {
-		return a.Stop(err)
-	}
-	c := &fossilio.Client{URL: p.URL, Login: n.Caller.Login, Password: n.Caller.Password, Cookie: n.Caller.Cookie, ProjectCode: code, Now: n.Now}
-	if _, err := c.PushRaw(ctx, plan.artifacts()...); err != nil {
-		return a.Stop(fmt.Errorf("push to %s: %w", p.Name, err))
-	}
-	a.Logf("sent %d check-in(s) and %d file(s) to %s as %q", len(plan.checkins), len(plan.files), p.Name, n.Caller.Login)
-	a.SetResult(plan.checkins[len(plan.checkins)-1].hash)
-	n.Backoffice(ctx, a, p)
-	return a
+	plan.Add(fmt.Sprintf("send %d check-in(s) and %d file(s) to %s as %q, then run the backoffice", len(set.checkins), len(set.files), f.Project, f.Caller), func(ctx context.Context, a *node.Answer) error {
+		if err := fx.send(ctx, set.artifacts()); err != nil {
+			return err
+		}
+		a.Logf("sent %d check-in(s) and %d file(s) to %s as %q", len(set.checkins), len(set.files), f.Project, f.Caller)
+		a.SetResult(set.checkins[len(set.checkins)-1].hash)
+		fx.backoffice(ctx, a)
+		return nil
+	})
+	return plan, nil
 }
+
+// pushRun is pushEffects on this node.
+type pushRun struct {
+	n Actions
+	r *fossilio.Repo
+	p node.Project
+}
+
+func (u pushRun) send(ctx context.Context, artifacts [][]byte) error {
+	code, err := u.r.ProjectCode(ctx)
+	if err != nil {
+		return err
+	}
+	c := u.n.node.Caller
+	cl := &fossilio.Client{URL: u.p.URL, Login: c.Login, Password: c.Password, Cookie: c.Cookie, ProjectCode: code, Now: u.n.node.Now}
+	if _, err := cl.PushRaw(ctx, artifacts...); err != nil {
+		return fmt.Errorf("push to %s: %w", u.p.Name, err)
+	}
+	return nil
+}
+
+func (u pushRun) backoffice(ctx context.Context, a *node.Answer) { u.n.node.Backoffice(ctx, a, u.p) }
 
 // openClone opens an agent's clone for reading in place, following no
 // link and only when it is a regular file with one name (the clone is the
 // agent's file; a link there would make the node read any SQLite file, its
 // own repository among them): a refusal says why.
 func (n Actions) openClone(path string) (*fossilio.Repo, error) {
-	f, err := n.OpenAgentFile(path, os.O_RDONLY)
+	f, err := n.node.OpenAgentFile(path, os.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
@@ -118,16 +165,16 @@ type pushCheckin struct {
 	branch string
 }
 
-// pushPlan is what a push sends: the files the node lacks, then the
+// pushSet is what a push sends: the files the node lacks, then the
 // check-ins, each a parent before its children.
-type pushPlan struct {
+type pushSet struct {
 	files    [][]byte
 	checkins []pushCheckin
 }
 
-// artifacts are the plan's artifacts in the order they are sent: files
+// artifacts are the set's artifacts in the order they are sent: files
 // first, so that a check-in never arrives before what it names.
-func (p *pushPlan) artifacts() [][]byte {
+func (p *pushSet) artifacts() [][]byte {
 	out := append([][]byte{}, p.files...)
 	for _, c := range p.checkins {
 		out = append(out, c.data)
@@ -135,7 +182,7 @@ func (p *pushPlan) artifacts() [][]byte {
 	return out
 }
 
-// planPush reads from the clone the check-ins named (those the node
+// readPush reads from the clone the check-ins named (those the node
 // lacks) and everything they need that the node lacks, each checked
 // against its name, and decides from their own bytes what they are: each
 // must parse as a check-in manifest that tags only itself, its baseline
@@ -144,33 +191,33 @@ func (p *pushPlan) artifacts() [][]byte {
 // branch is its manifest's own, else what its primary parent propagates,
 // the parent read from the node's repository or from among the check-ins
 // pushed.
-func planPush(ctx context.Context, clone, node *fossilio.Repo, checkins []string) (*pushPlan, error) {
-	pl := &pushPlanner{clone: clone, node: node, byHash: map[string]*pushCheckin{}}
+func readPush(ctx context.Context, clone, node *fossilio.Repo, checkins []string) (*pushSet, error) {
+	pl := &pushReader{clone: clone, node: node, byHash: map[string]*pushCheckin{}}
 	if err := pl.readCheckins(ctx, checkins); err != nil {
 		return nil, err
 	}
 	if err := pl.branches(ctx); err != nil {
 		return nil, err
 	}
-	plan := &pushPlan{}
+	set := &pushSet{}
 	var err error
-	if plan.files, err = pl.files(ctx); err != nil {
+	if set.files, err = pl.files(ctx); err != nil {
 		return nil, err
 	}
-	plan.checkins = pl.order()
-	return plan, nil
+	set.checkins = pl.order()
+	return set, nil
 }
 
-// pushPlanner is planPush's work: the check-ins pushed, by hash and in the
+// pushReader is readPush's work: the check-ins pushed, by hash and in the
 // order they came.
-type pushPlanner struct {
+type pushReader struct {
 	clone, node *fossilio.Repo
 	byHash      map[string]*pushCheckin
 	ordered     []*pushCheckin
 }
 
 // read reads h from the clone, checked against its name.
-func (pl *pushPlanner) read(ctx context.Context, h, what string) ([]byte, error) {
+func (pl *pushReader) read(ctx context.Context, h, what string) ([]byte, error) {
 	b, err := pl.clone.Content(ctx, h)
 	if err != nil {
 		return nil, fmt.Errorf("read %s %s in the clone: %w", what, h, err)
@@ -183,7 +230,7 @@ func (pl *pushPlanner) read(ctx context.Context, h, what string) ([]byte, error)
 
 // readCheckins reads the check-ins named, each a check-in manifest that
 // tags only itself.
-func (pl *pushPlanner) readCheckins(ctx context.Context, checkins []string) error {
+func (pl *pushReader) readCheckins(ctx context.Context, checkins []string) error {
 	for _, h := range checkins {
 		data, err := pl.read(ctx, h, "check-in")
 		if err != nil {
@@ -210,7 +257,7 @@ func (pl *pushPlanner) readCheckins(ctx context.Context, checkins []string) erro
 
 // branches gives each check-in its branch: its manifest's own, else what
 // its primary parent propagates.
-func (pl *pushPlanner) branches(ctx context.Context) error {
+func (pl *pushReader) branches(ctx context.Context) error {
 	byHash, ordered, node := pl.byHash, pl.ordered, pl.node
 	// Branches, each parent's first: from the node's repository, from
 	// among those pushed, or unknown.
@@ -262,7 +309,7 @@ func (pl *pushPlanner) branches(ctx context.Context) error {
 
 // files reads the files and baselines the check-ins need that the node
 // lacks, none of them what Fossil takes for a structural artifact.
-func (pl *pushPlanner) files(ctx context.Context) ([][]byte, error) {
+func (pl *pushReader) files(ctx context.Context) ([][]byte, error) {
 	byHash, ordered, node := pl.byHash, pl.ordered, pl.node
 	var out [][]byte
 	// What the check-ins need: their baselines and their files.
@@ -306,7 +353,7 @@ func (pl *pushPlanner) files(ctx context.Context) ([][]byte, error) {
 
 // order is the check-ins in the order they came (the clone's own), each
 // after its parent when both are pushed.
-func (pl *pushPlanner) order() []pushCheckin {
+func (pl *pushReader) order() []pushCheckin {
 	byHash, ordered := pl.byHash, pl.ordered
 	var out []pushCheckin
 	placed := map[string]bool{}

@@ -24,54 +24,98 @@ func (n Actions) toolStop(ctx context.Context, in *messages.StopArgs) *node.Answ
 		return a.Stop(err)
 	}
 	defer r.Close()
-	rec, info, err := n.TaskRecord(ctx, r, "record", in.Record)
+	rec, info, err := n.node.TaskRecord(ctx, r, "record", in.Record)
 	if err != nil {
 		return a.Stop(err)
 	}
-	if rec.Node != n.Config.User {
-		return a.Stop(fmt.Errorf("record: %s is run by node %q, not this node (%q); stop it there", info.Hash, rec.Node, n.Config.User))
+	if rec.Node != n.node.Config.User {
+		return a.Stop(fmt.Errorf("record: %s is run by node %q, not this node (%q); stop it there", info.Hash, rec.Node, n.node.Config.User))
 	}
 	key := messages.WorkspaceKey{Login: rec.User, Project: p.Name}
 	launch, err := n.recordLaunch(ctx, r, info.Hash, rec.User)
 	if err != nil {
 		return a.Stop(err)
 	}
-	v, err := n.Naming(key)
+	v, err := n.node.Naming(key)
 	if err != nil {
 		return a.Stop(err)
 	}
-	if v.Named == host.No {
-		return a.Stop(fmt.Errorf("record: the agent of %s is not running (no process names workspace %s)", info.Hash, key))
+	f := stopFacts{Key: key, User: rec.User, Record: info.Hash, Named: v.Named != host.No}
+	plan, err := stopPlan(f, stopRun{n: n, r: r, idx: record.NewIndexAfter(r, n.node.Config.User, info.Receipt-1), record: info.Hash, launch: launch})
+	return node.Executed(ctx, a, plan, err)
+}
+
+// stopFacts is what a stop read, for stopPlan.
+type stopFacts struct {
+	Key    messages.WorkspaceKey
+	User   string // the agent's user
+	Record string // the record's hash
+	Named  bool   // a process may name the agent's workspace
+}
+
+// stopEffects are the effects a stop's plan runs.
+type stopEffects interface {
+	// stopSession stops the workspace's session (`session stop`).
+	stopSession(ctx context.Context, a *node.Answer, key messages.WorkspaceKey) error
+	// awaitEnd waits for the session's end and says its response.
+	awaitEnd(ctx context.Context, a *node.Answer, key messages.WorkspaceKey) error
+	// withdraw takes every capability from the user (`login withdraw`).
+	withdraw(ctx context.Context, a *node.Answer, user string) error
+}
+
+// stopPlan is a stop's plan (E8, D51): refused when the agent is not
+// running; else its session stopped through the daemon, which writes the
+// response and the end note; its end awaited; then every capability of
+// its user withdrawn, once no process names its workspace.
+func stopPlan(f stopFacts, fx stopEffects) (node.Plan, error) {
+	var plan node.Plan
+	if !f.Named {
+		return plan, fmt.Errorf("record: the agent of %s is not running (no process names workspace %s)", f.Record, f.Key)
 	}
-	if in.DryRun {
-		a.Would("hand `stop %s %s` to the daemon, which ends the session and writes the response (as %s) and its end note on %s", key.Login, key.Project, rec.User, info.Hash)
-		a.Would("take every capability from %q once the session is gone", rec.User)
-		return a
+	plan.Add(fmt.Sprintf("hand `stop %s %s` to the daemon, which ends the session and writes the response (as %s) and its end note on %s", f.Key.Login, f.Key.Project, f.User, f.Record), func(ctx context.Context, a *node.Answer) error {
+		return fx.stopSession(ctx, a, f.Key)
+	})
+	plan.Add("", func(ctx context.Context, a *node.Answer) error { return fx.awaitEnd(ctx, a, f.Key) })
+	plan.Add(fmt.Sprintf("take every capability from %q once the session is gone", f.User), func(ctx context.Context, a *node.Answer) error {
+		return fx.withdraw(ctx, a, f.User)
+	})
+	return plan, nil
+}
+
+// stopRun is stopEffects on this node: idx reads what the node received
+// since the record, launch is its session's launch note ("" for none).
+type stopRun struct {
+	n      Actions
+	r      *fossilio.Repo
+	idx    *record.Index
+	record string
+	launch string
+}
+
+func (s stopRun) stopSession(ctx context.Context, a *node.Answer, key messages.WorkspaceKey) error {
+	return merged(a, s.n.ws.SessionStop(ctx, key.String(), false))
+}
+
+// awaitEnd awaits the end note and no process naming the workspace (the
+// user's capabilities go then: LoginWithdraw refuses before), and says
+// the response the end note follows.
+func (s stopRun) awaitEnd(ctx context.Context, a *node.Answer, key messages.WorkspaceKey) error {
+	end, err := s.n.awaitEnd(ctx, s.idx, key, s.launch)
+	if err != nil || end == "" {
+		return err
 	}
-	if !merge(a, n.SessionStop(ctx, key.String(), false)) {
-		return a
-	}
-	// The end note is the response; the user's capabilities go once no
-	// process names the workspace (LoginWithdraw refuses before).
-	idx := record.NewIndexAfter(r, n.Config.User, info.Receipt-1)
-	end, err := n.awaitEnd(ctx, idx, key, launch)
-	if err != nil {
-		return a.Stop(err)
-	}
-	if end != "" {
-		if err := n.logResponse(ctx, a, r, info.Hash, launch, end); err != nil {
-			return a.Stop(err)
-		}
-	}
-	merge(a, n.LoginWithdraw(ctx, rec.User, false))
-	return a
+	return s.n.logResponse(ctx, a, s.r, s.record, s.launch, end)
+}
+
+func (s stopRun) withdraw(ctx context.Context, a *node.Answer, user string) error {
+	return merged(a, s.n.node.LoginWithdraw(ctx, user, false))
 }
 
 // awaitEnd waits, at most the outcome wait, for the end note of the
 // session launch started (none to wait for when launch is "") and for no
 // process to name the workspace key; it returns the end note's hash.
 func (n Actions) awaitEnd(ctx context.Context, idx *record.Index, key messages.WorkspaceKey, launch string) (string, error) {
-	deadline := time.Now().Add(n.OutcomeWait())
+	deadline := time.Now().Add(n.node.OutcomeWait())
 	var end string
 	for end == "" {
 		if launch != "" {
@@ -86,7 +130,7 @@ func (n Actions) awaitEnd(ctx context.Context, idx *record.Index, key messages.W
 				}
 			}
 		}
-		v, err := n.Naming(key)
+		v, err := n.node.Naming(key)
 		if err != nil {
 			return "", err
 		}
@@ -97,7 +141,7 @@ func (n Actions) awaitEnd(ctx context.Context, idx *record.Index, key messages.W
 			break
 		}
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("the session of %s did not end within %s; its user keeps its capabilities until it does (stop again)", key, n.OutcomeWait())
+			return "", fmt.Errorf("the session of %s did not end within %s; its user keeps its capabilities until it does (stop again)", key, n.node.OutcomeWait())
 		}
 		end = ""
 		select {
@@ -114,13 +158,13 @@ func (n Actions) awaitEnd(ctx context.Context, idx *record.Index, key messages.W
 func (n Actions) logResponse(ctx context.Context, a *node.Answer, r *fossilio.Repo, recHash, launch, end string) error {
 	// The response is the node user's, written by the daemon right
 	// before its end note (D51); the answer's result is the response.
-	resp, ok, err := record.ResponseOf(ctx, r, recHash, n.Config.User, launch, end)
+	resp, ok, err := record.ResponseOf(ctx, r, recHash, n.node.Config.User, launch, end)
 	if err != nil {
 		return err
 	}
-	a.Logf("the daemon's end note %s, written by %q", end, n.Config.User)
+	a.Logf("the daemon's end note %s, written by %q", end, n.node.Config.User)
 	if ok {
-		a.Logf("the response to %s is %s, written by %q: %s: %s", recHash, resp.Hash, n.Config.User, resp.Response.Outcome, resp.Response.Note)
+		a.Logf("the response to %s is %s, written by %q: %s: %s", recHash, resp.Hash, n.node.Config.User, resp.Response.Outcome, resp.Response.Note)
 		a.SetResult(resp.Hash)
 	} else {
 		a.Logf("no response to %s is on the record before the end note", recHash)

@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
@@ -55,7 +56,7 @@ func (n Actions) CallIn(ctx context.Context, project string, caller node.Caller,
 	if err != nil {
 		return node.NewAnswer(name, messages.ToolDryRun(input)).Stop(err)
 	}
-	nc := *n.Node
+	nc := *n.node
 	nc.Caller = caller
 	c := Of(&nc)
 	c.project = project
@@ -78,14 +79,14 @@ func (n Actions) CallIn(ctx context.Context, project string, caller node.Caller,
 // keeps for it. A front end that authenticated a session (MCP) calls the
 // tools as the session's agent with it.
 func (n Actions) AgentCaller(login string) (node.Caller, error) {
-	if err := n.CheckAgentLogin(login); err != nil {
+	if err := n.node.CheckAgentLogin(login); err != nil {
 		return node.Caller{}, err
 	}
-	path, err := n.Layout.Password(login)
+	path, err := n.node.Layout.Password(login)
 	if err != nil {
 		return node.Caller{}, err
 	}
-	pw, err := fossilio.ReadPasswordFrom(unixhost.Below(n.Agents), path)
+	pw, err := fossilio.ReadPasswordFrom(unixhost.Below(n.node.Agents), path)
 	if err != nil {
 		return node.Caller{}, err
 	}
@@ -95,14 +96,14 @@ func (n Actions) AgentCaller(login string) (node.Caller, error) {
 // toolRepo opens the node's one project for a tool, after checking that a
 // caller was given.
 func (n Actions) toolRepo() (node.Project, *fossilio.Repo, error) {
-	if err := n.RequireCaller(); err != nil {
+	if err := n.node.RequireCaller(); err != nil {
 		return node.Project{}, nil, err
 	}
-	p, err := n.DefaultProject(n.project)
+	p, err := n.node.DefaultProject(n.project)
 	if err != nil {
 		return node.Project{}, nil, err
 	}
-	r, err := n.OpenProjectRepo(p)
+	r, err := n.node.OpenProjectRepo(p)
 	if err != nil {
 		return node.Project{}, nil, err
 	}
@@ -116,7 +117,7 @@ func (n Actions) privilegedToolRepo(ctx context.Context) (node.Project, *fossili
 	if err != nil {
 		return node.Project{}, nil, err
 	}
-	if err := n.RequirePrivileged(ctx, r, p); err != nil {
+	if err := n.node.RequirePrivileged(ctx, r, p); err != nil {
 		r.Close()
 		return node.Project{}, nil, err
 	}
@@ -135,4 +136,12 @@ func merge(a, sub *node.Answer) bool {
 		return false
 	}
 	return true
+}
+
+// merged is merge as a plan's step says it: why sub stopped, or nil.
+func merged(a, sub *node.Answer) error {
+	if merge(a, sub) {
+		return nil
+	}
+	return errors.New(*sub.Stopped)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/node/nodetest"
 	"github.com/ocx-go/ocx/cmd/internal/tools"
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
@@ -21,12 +22,12 @@ func toolCaller(login, password string) node.Caller {
 	return node.Caller{Login: login, Password: password}
 }
 
-func (f *fix) admin() node.Caller { return toolCaller(f.srv.AdminLogin, f.srv.AdminPassword) }
+func (f *fix) admin() node.Caller { return toolCaller(f.Srv.AdminLogin, f.Srv.AdminPassword) }
 
 // call runs a tool through the registry.
 func (f *fix) call(c node.Caller, tool, input string) *node.Answer {
-	f.t.Helper()
-	return tools.Of(f.n).Call(f.ctx, c, tool, json.RawMessage(input))
+	f.T.Helper()
+	return tools.Of(f.N).Call(f.Ctx, c, tool, json.RawMessage(input))
 }
 
 // agentRecord sets up what create sets up but the session (which needs a
@@ -34,29 +35,29 @@ func (f *fix) call(c node.Caller, tool, input string) *node.Answer {
 // by the admin, the agent's user, its workspace, the record in its
 // listening index, and for no_password a clone that forgot its password.
 func (f *fix) agentRecord(login string, restrict messages.Restrict, checkins ...string) (record string, caller node.Caller) {
-	f.t.Helper()
-	rec := &messages.TaskRecord{User: login, Node: f.n.Config.User, Runner: "native", Objective: "Test the tools.",
-		Checkins: checkins, Hears: []string{f.srv.AdminLogin}, Restrict: restrict,
+	f.T.Helper()
+	rec := &messages.TaskRecord{User: login, Node: f.N.Config.User, Runner: "native", Objective: "Test the tools.",
+		Checkins: checkins, Hears: []string{f.Srv.AdminLogin}, Restrict: restrict,
 		Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
 	block, err := rec.Encode()
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
-	a := f.ok(f.n.Thread(f.ctx, node.PostInput{Title: "Record of " + login, Text: "Record.\n\n" + string(block)}))
-	f.ok(f.n.LoginAdd(f.ctx, login, false))
-	f.ok(workspaces.Of(f.n).WorkspaceAdd(f.ctx, workspaces.WorkspaceAddInput{Login: login, Project: "demo", Branch: "trunk"}))
+	a := f.OK(f.N.Thread(f.Ctx, node.PostInput{Title: "Record of " + login, Text: "Record.\n\n" + string(block)}))
+	f.OK(f.N.LoginAdd(f.Ctx, login, false))
+	f.OK(workspaces.Of(f.N).WorkspaceAdd(f.Ctx, workspaces.WorkspaceAddInput{Login: login, Project: "demo", Branch: "trunk"}))
 	// The session's own record, as session start writes it in the index.
-	if err := os.WriteFile(filepath.Join(f.agents, login, "held", "demo", "listening", *a.Result), []byte("thread\n"), 0o600); err != nil {
-		f.t.Fatal(err)
+	if err := os.WriteFile(filepath.Join(f.Agents, login, "held", "demo", "listening", *a.Result), []byte("thread\n"), 0o600); err != nil {
+		f.T.Fatal(err)
 	}
 	if restrict.NoPassword {
-		if err := fossilio.Forget(f.ctx, filepath.Join(f.agents, login, "projects", "demo", "clone")); err != nil {
-			f.t.Fatal(err)
+		if err := fossilio.Forget(f.Ctx, filepath.Join(f.Agents, login, "projects", "demo", "clone")); err != nil {
+			f.T.Fatal(err)
 		}
 	}
-	c, err := tools.Of(f.n).AgentCaller(login)
+	c, err := tools.Of(f.N).AgentCaller(login)
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	return *a.Result, c
 }
@@ -64,16 +65,16 @@ func (f *fix) agentRecord(login string, restrict messages.Restrict, checkins ...
 // personRecord is a record alice, who holds neither admin nor setup,
 // wrote as a new thread: one that does not count (E3).
 func (f *fix) personRecord(checkins ...string) string {
-	f.t.Helper()
-	rec := &messages.TaskRecord{User: "nobody-1", Node: f.n.Config.User, Runner: "native", Objective: "Not a task.",
+	f.T.Helper()
+	rec := &messages.TaskRecord{User: "nobody-1", Node: f.N.Config.User, Runner: "native", Objective: "Not a task.",
 		Checkins: checkins, Hears: []string{person}, Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
 	block, err := rec.Encode()
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
-	h, err := f.client(person).NewThread(f.ctx, "A record by alice", "Record.\n\n"+string(block))
+	h, err := f.Client(person).NewThread(f.Ctx, "A record by alice", "Record.\n\n"+string(block))
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	return h
 }
@@ -82,10 +83,10 @@ func (f *fix) personRecord(checkins ...string) string {
 // tree's autosync is off: nothing leaves the clone). extra are more
 // arguments to fossil commit (--branch NAME, --user NAME).
 func (f *fix) commit(login, file, text string, extra ...string) string {
-	f.t.Helper()
-	tree := filepath.Join(f.agents, login, "projects", "demo", "tree")
+	f.T.Helper()
+	tree := filepath.Join(f.Agents, login, "projects", "demo", "tree")
 	if err := os.WriteFile(filepath.Join(tree, file), []byte(text), 0o644); err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	run := func(args ...string) string {
 		cmd := exec.Command("fossil", args...)
@@ -94,7 +95,7 @@ func (f *fix) commit(login, file, text string, extra ...string) string {
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + ws, "FOSSIL_HOME=" + ws, "USER=" + login}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			f.t.Fatalf("fossil %s: %v\n%s", strings.Join(args, " "), err, out)
+			f.T.Fatalf("fossil %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 		return string(out)
 	}
@@ -105,32 +106,32 @@ func (f *fix) commit(login, file, text string, extra ...string) string {
 		if rest, ok := strings.CutPrefix(l, "hash:"); ok {
 			clone, err := fossilio.OpenClone(filepath.Join(filepath.Dir(tree), "clone"), nil)
 			if err != nil {
-				f.t.Fatal(err)
+				f.T.Fatal(err)
 			}
 			defer clone.Close()
-			full, err := clone.Resolve(f.ctx, strings.Fields(rest)[0])
+			full, err := clone.Resolve(f.Ctx, strings.Fields(rest)[0])
 			if err != nil {
-				f.t.Fatal(err)
+				f.T.Fatal(err)
 			}
 			return full
 		}
 	}
-	f.t.Fatalf("no hash in fossil info:\n%s", out)
+	f.T.Fatalf("no hash in fossil info:\n%s", out)
 	return ""
 }
 
 // count is how many artifacts the node's repository holds.
-func (f *fix) count() int { return len(f.artifacts()) }
+func (f *fix) count() int { return len(f.Artifacts()) }
 
 // noWrite fails unless a dry run wrote nothing.
 func (f *fix) noWrite(before int, a *node.Answer) {
-	f.t.Helper()
-	f.ok(a)
+	f.T.Helper()
+	f.OK(a)
 	if !a.DryRun || a.Result != nil {
-		f.t.Errorf("%s: a dry run answered dry_run %v, result %v", a.Tool, a.DryRun, a.Result)
+		f.T.Errorf("%s: a dry run answered dry_run %v, result %v", a.Tool, a.DryRun, a.Result)
 	}
 	if after := f.count(); after != before {
-		f.t.Errorf("%s: a dry run wrote %d artifacts", a.Tool, after-before)
+		f.T.Errorf("%s: a dry run wrote %d artifacts", a.Tool, after-before)
 	}
 }
 
@@ -167,7 +168,7 @@ func TestToolAnswerShapeOnEveryRefusal(t *testing.T) {
 		{toolCaller("nobody-here", "pw"), "stop", `{"record": "0123456789"}`, false, "is not a user of demo"},
 	} {
 		a := f.call(c.caller, c.tool, c.input)
-		f.refused(a, c.want)
+		f.Refused(a, c.want)
 		b, _ := json.Marshal(a)
 		var m map[string]any
 		if err := json.Unmarshal(b, &m); err != nil || len(m) != 5 || m["result"] != nil || a.DryRun != c.dry || a.Tool != c.tool {
@@ -178,21 +179,21 @@ func TestToolAnswerShapeOnEveryRefusal(t *testing.T) {
 
 func TestToolPostRepliesAndHoldsOwnThread(t *testing.T) {
 	f := newFix(t)
-	other := f.ok(f.n.Thread(f.ctx, node.PostInput{Title: "Elsewhere", Text: "another thread"}))
+	other := f.OK(f.N.Thread(f.Ctx, node.PostInput{Title: "Elsewhere", Text: "another thread"}))
 	record, agentC := f.agentRecord("agent-2", messages.Restrict{NoPassword: true, OwnThread: true})
 
 	// A person replies anywhere, as themselves.
-	a := f.ok(f.call(toolCaller(person, personPW), "post", `{"to": "`+(*other.Result)[:12]+`", "text": "hello"}`))
-	if p := f.post(*a.Result); p.Sender != person || p.InReplyTo != *other.Result {
+	a := f.OK(f.call(toolCaller(person, personPW), "post", `{"to": "`+(*other.Result)[:12]+`", "text": "hello"}`))
+	if p := f.Post(*a.Result); p.Sender != person || p.InReplyTo != *other.Result {
 		t.Errorf("the reply was sent by %q in reply to %q", p.Sender, p.InReplyTo)
 	}
 	// The agent posts in its record's thread, as itself; not outside it.
-	a = f.ok(f.call(agentC, "post", `{"to": "`+record+`", "text": "working on it"}`))
-	if p := f.post(*a.Result); p.Sender != "agent-2" || p.Root != record {
+	a = f.OK(f.call(agentC, "post", `{"to": "`+record+`", "text": "working on it"}`))
+	if p := f.Post(*a.Result); p.Sender != "agent-2" || p.Root != record {
 		t.Errorf("the agent's post was sent by %q in thread %q", p.Sender, p.Root)
 	}
 	before := f.count()
-	f.refused(f.call(agentC, "post", `{"to": "`+*other.Result+`", "text": "out of bounds"}`), "to: ", "outside the thread of record "+record, "restrict own_thread")
+	f.Refused(f.call(agentC, "post", `{"to": "`+*other.Result+`", "text": "out of bounds"}`), "to: ", "outside the thread of record "+record, "restrict own_thread")
 	f.noWrite(before, f.call(agentC, "post", `{"to": "`+record+`", "text": "dry", "dry_run": true}`))
 	if f.count() != before {
 		t.Errorf("a refused post wrote")
@@ -205,22 +206,22 @@ func TestToolPushCopiesCheckinsAndHoldsTheBranch(t *testing.T) {
 	_, held := f.agentRecord("agent-4", messages.Restrict{NoPassword: true, Branch: "feature"})
 
 	// The clone holds no password (no_password).
-	if _, err := fossilio.Remembered(f.ctx, filepath.Join(f.agents, "agent-3", "projects", "demo", "clone")); err == nil {
+	if _, err := fossilio.Remembered(f.Ctx, filepath.Join(f.Agents, "agent-3", "projects", "demo", "clone")); err == nil {
 		t.Errorf("the clone of a no_password agent remembers a password")
 	}
-	f.ok(f.call(free, "push", `{}`)) // nothing new: nothing pushed
+	f.OK(f.call(free, "push", `{}`)) // nothing new: nothing pushed
 	ci := f.commit("agent-3", "a.txt", "hello\n")
 	before := f.count()
 	f.noWrite(before, f.call(free, "push", `{"dry_run": true}`))
-	a := f.ok(f.call(free, "push", `{}`))
+	a := f.OK(f.call(free, "push", `{}`))
 	if *a.Result != ci {
 		t.Errorf("push answered %s, want the check-in %s", *a.Result, ci)
 	}
-	info, err := f.repo().Info(f.ctx, ci)
+	info, err := f.Repo().Info(f.Ctx, ci)
 	if err != nil || info.Kind != fossilio.KindCheckin || info.Sender != "agent-3" {
 		t.Fatalf("on the node the check-in is %+v (%v), want one sent by agent-3", info, err)
 	}
-	if _, err := f.repo().Content(f.ctx, fossilio.HashOf([]byte("hello\n"))); err != nil {
+	if _, err := f.Repo().Content(f.Ctx, fossilio.HashOf([]byte("hello\n"))); err != nil {
 		t.Errorf("its file did not arrive: %v", err)
 	}
 
@@ -229,12 +230,12 @@ func TestToolPushCopiesCheckinsAndHoldsTheBranch(t *testing.T) {
 	// refused too: the agent's branch is the record's).
 	bad := f.commit("agent-4", "b.txt", "on trunk\n")
 	before = f.count()
-	f.refused(f.call(held, "push", `{}`), "checkin "+bad, `is on branch "trunk", not "feature"`, "nothing pushed")
+	f.Refused(f.call(held, "push", `{}`), "checkin "+bad, `is on branch "trunk", not "feature"`, "nothing pushed")
 	if f.count() != before {
 		t.Errorf("a refused push wrote")
 	}
 	// The person is no agent of a record: push is not theirs.
-	f.refused(f.call(toolCaller(person, personPW), "push", `{}`), "push is for an agent whose record restricts no_password")
+	f.Refused(f.call(toolCaller(person, personPW), "push", `{}`), "push is for an agent whose record restricts no_password")
 }
 
 func TestToolAuditWritesVerdictsAndRefusesOwnCheckins(t *testing.T) {
@@ -242,32 +243,32 @@ func TestToolAuditWritesVerdictsAndRefusesOwnCheckins(t *testing.T) {
 	rec, agentC := f.agentRecord("agent-5", messages.Restrict{NoPassword: true}, "trunk")
 	other, _ := f.agentRecord("agent-6", messages.Restrict{NoPassword: true}, "release")
 	ci := f.commit("agent-5", "PLAN.md", "# Plan\n")
-	f.ok(f.call(agentC, "push", `{}`))
+	f.OK(f.call(agentC, "push", `{}`))
 	// agent-5 checks in once more, naming alice as the check-in's user.
 	named := f.commit("agent-5", "c.txt", "c\n", "--user-override", person)
-	f.ok(f.call(agentC, "push", `{}`))
+	f.OK(f.call(agentC, "push", `{}`))
 
 	before := f.count()
 	in := `{"checkin": "` + ci[:10] + `", "verdict": "pass", "reason": "the plan is there", "against": "PLAN.md"}`
 	f.noWrite(before, f.call(f.admin(), "audit", strings.Replace(in, `}`, `, "dry_run": true}`, 1)))
-	a := f.ok(f.call(f.admin(), "audit", in))
-	tags, err := f.repo().CheckinTags(f.ctx, ci)
+	a := f.OK(f.call(f.admin(), "audit", in))
+	tags, err := f.Repo().CheckinTags(f.Ctx, ci)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, ok := fossilio.LatestTag(tags, messages.AuditedTag, f.srv.AdminLogin)
+	got, ok := fossilio.LatestTag(tags, messages.AuditedTag, f.Srv.AdminLogin)
 	if !ok || got.Value != "pass: the plan is there (against PLAN.md)" || got.Hash != *a.Result {
 		t.Errorf("the audited tag: %+v %v", got, ok)
 	}
 	// Against a record: in full, when it lists the branch.
-	a = f.ok(f.call(toolCaller(person, personPW), "audit", `{"checkin": "`+ci+`", "verdict": "fail", "reason": "not yet", "against": "`+rec[:12]+`"}`))
-	tags, _ = f.repo().CheckinTags(f.ctx, ci)
+	a = f.OK(f.call(toolCaller(person, personPW), "audit", `{"checkin": "`+ci+`", "verdict": "fail", "reason": "not yet", "against": "`+rec[:12]+`"}`))
+	tags, _ = f.Repo().CheckinTags(f.Ctx, ci)
 	if got, _ := fossilio.LatestTag(tags, messages.AuditedTag, person); got.Value != "fail: not yet (against "+rec+")" {
 		t.Errorf("alice's verdict: %q", got.Value)
 	}
 	// The status shows each user's latest verdict, and what this node
 	// enforces.
-	st, err := f.n.Status(f.ctx)
+	st, err := f.N.Status(f.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +281,7 @@ func TestToolAuditWritesVerdictsAndRefusesOwnCheckins(t *testing.T) {
 			seen[v.User] = v.Verdict + ": " + v.Reason + " against " + v.Against
 		}
 	}
-	if len(seen) != 2 || seen[f.srv.AdminLogin] != "pass: the plan is there against PLAN.md" || seen[person] != "fail: not yet against "+rec {
+	if len(seen) != 2 || seen[f.Srv.AdminLogin] != "pass: the plan is there against PLAN.md" || seen[person] != "fail: not yet against "+rec {
 		t.Errorf("status verdicts on %s: %v", ci, seen)
 	}
 	before = f.count()
@@ -294,7 +295,7 @@ func TestToolAuditWritesVerdictsAndRefusesOwnCheckins(t *testing.T) {
 		{f.admin(), `{"checkin": "` + ci + `", "verdict": "pass", "reason": "r", "against": "NOPE.md"}`, []string{`against: check-in ` + ci + ` has no file "NOPE.md"`}},
 		{f.admin(), `{"checkin": "` + rec + `", "verdict": "pass", "reason": "r", "against": "PLAN.md"}`, []string{"checkin: " + rec + " is a forum-post, not a check-in"}},
 	} {
-		f.refused(f.call(c.caller, "audit", c.in), c.want...)
+		f.Refused(f.call(c.caller, "audit", c.in), c.want...)
 	}
 	if f.count() != before {
 		t.Errorf("a refused audit wrote")
@@ -305,34 +306,34 @@ func TestToolAuditWritesVerdictsAndRefusesOwnCheckins(t *testing.T) {
 	// branches its listeners name there.
 	aliceRec := f.personRecord("trunk")
 	before = f.count()
-	f.refused(f.call(f.admin(), "audit", `{"checkin": "`+ci+`", "verdict": "pass", "reason": "r", "against": "`+aliceRec+`"}`),
+	f.Refused(f.call(f.admin(), "audit", `{"checkin": "`+ci+`", "verdict": "pass", "reason": "r", "against": "`+aliceRec+`"}`),
 		"against: the record "+aliceRec+" does not count", `its sender "alice" holds neither admin nor setup`)
-	f.refused(f.call(f.admin(), "audit", `{"checkin": "`+ci+`", "verdict": "pass", "reason": "r", "against": "`+named+`"}`),
+	f.Refused(f.call(f.admin(), "audit", `{"checkin": "`+ci+`", "verdict": "pass", "reason": "r", "against": "`+named+`"}`),
 		"against: "+named+" is no record: it is a check-in, not a forum post")
 	const rev = "rev-1"
-	f.ok(f.n.LoginAdd(f.ctx, rev, false))
-	wsRec := *f.ok(workspaces.Of(f.n).WorkspaceAdd(f.ctx, workspaces.WorkspaceAddInput{Login: rev, Project: "demo", Branch: "trunk"})).Result
-	f.ok(workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: rev + "/demo", Kind: "branch", Names: "release"}))
+	f.OK(f.N.LoginAdd(f.Ctx, rev, false))
+	wsRec := *f.OK(workspaces.Of(f.N).WorkspaceAdd(f.Ctx, workspaces.WorkspaceAddInput{Login: rev, Project: "demo", Branch: "trunk"})).Result
+	f.OK(workspaces.Of(f.N).ListenerAdd(f.Ctx, workspaces.ListenerInput{Workspace: rev + "/demo", Kind: "branch", Names: "release"}))
 	if f.count() != before+2 {
 		t.Errorf("the refused audits wrote")
 	}
 	before = f.count()
-	f.refused(f.call(f.admin(), "audit", `{"checkin": "`+ci+`", "verdict": "pass", "reason": "r", "against": "`+wsRec+`"}`),
+	f.Refused(f.call(f.admin(), "audit", `{"checkin": "`+ci+`", "verdict": "pass", "reason": "r", "against": "`+wsRec+`"}`),
 		"against: record "+wsRec, `does not list the check-in's branch "trunk" in its checkins (release)`)
 	if f.count() != before {
 		t.Errorf("the refused audit wrote")
 	}
-	f.ok(workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: rev + "/demo", Kind: "branch", Names: "trunk"}))
-	f.ok(f.call(f.admin(), "audit", `{"checkin": "`+ci+`", "verdict": "pass", "reason": "reviewed", "against": "`+wsRec+`"}`))
+	f.OK(workspaces.Of(f.N).ListenerAdd(f.Ctx, workspaces.ListenerInput{Workspace: rev + "/demo", Kind: "branch", Names: "trunk"}))
+	f.OK(f.call(f.admin(), "audit", `{"checkin": "`+ci+`", "verdict": "pass", "reason": "reviewed", "against": "`+wsRec+`"}`))
 	// The readers apply the same rules: alice's raw tags, which no tool
 	// checked, against her own record and against a check-in, are passed
 	// over by the status, and her earlier verdict does not stand in for
 	// them; the admin's verdict against the reviewer's record counts.
 	for _, against := range []string{aliceRec, named} {
-		if _, err := f.client(person).Tag(f.ctx, ci, messages.AuditedTag, "pass: raw (against "+against+")"); err != nil {
+		if _, err := f.Client(person).Tag(f.Ctx, ci, messages.AuditedTag, "pass: raw (against "+against+")"); err != nil {
 			t.Fatal(err)
 		}
-		st, err := f.n.Status(f.ctx)
+		st, err := f.N.Status(f.Ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -341,7 +342,7 @@ func TestToolAuditWritesVerdictsAndRefusesOwnCheckins(t *testing.T) {
 			if v.Checkin == ci && v.User == person {
 				t.Errorf("the status shows alice's verdict against %s, which does not count: %+v", against, v)
 			}
-			if v.Checkin == ci && v.User == f.srv.AdminLogin && v.Against == wsRec {
+			if v.Checkin == ci && v.User == f.Srv.AdminLogin && v.Against == wsRec {
 				admins++
 			}
 		}
@@ -351,8 +352,8 @@ func TestToolAuditWritesVerdictsAndRefusesOwnCheckins(t *testing.T) {
 	}
 	// A check-in whose U card names alice (--user-override) is not hers:
 	// agent-5 sent it, and alice judges it as anyone may (D47).
-	a = f.ok(f.call(toolCaller(person, personPW), "audit", `{"checkin": "`+named+`", "verdict": "pass", "reason": "r", "against": "c.txt"}`))
-	tags, _ = f.repo().CheckinTags(f.ctx, named)
+	a = f.OK(f.call(toolCaller(person, personPW), "audit", `{"checkin": "`+named+`", "verdict": "pass", "reason": "r", "against": "c.txt"}`))
+	tags, _ = f.Repo().CheckinTags(f.Ctx, named)
 	if got, _ := fossilio.LatestTag(tags, messages.AuditedTag, person); got.Hash != *a.Result {
 		t.Errorf("alice's verdict on the check-in naming her: %+v", got)
 	}
@@ -378,7 +379,7 @@ func TestToolCreateChecksBeforeWriting(t *testing.T) {
 		{f.admin(), `{` + base + `, "restrict": {"branch": "docs"}}`, []string{"restrict.branch", "no_password"}},
 		{f.admin(), `{` + base + `, "restrict": {"own_thread": true}}`, []string{"restrict.own_thread", "no_password"}},
 		{f.admin(), `{"objective": "o", "budget": {"wall": "2h", "cpu": 60}}`, []string{"budget.cpu"}},
-		{f.admin(), `{` + base + `, "sandbox": {"network": true, "read_only": ["` + f.agents + `"], "read_write": []}}`, []string{"sandbox: ", f.agents}},
+		{f.admin(), `{` + base + `, "sandbox": {"network": true, "read_only": ["` + f.Agents + `"], "read_write": []}}`, []string{"sandbox: ", f.Agents}},
 		{f.admin(), `{` + base + `, "sandbox": {"network": true, "read_only": [], "read_write": [], "homes": []}}`, []string{"sandbox.homes"}},
 		// E9: runners the protocol knows that this node's release does not
 		// hold (it holds native alone), refused naming them and the offered.
@@ -386,7 +387,7 @@ func TestToolCreateChecksBeforeWriting(t *testing.T) {
 		{f.admin(), `{` + base + `}`, []string{`runner: "claude" is not offered`}},
 		{f.admin(), `{` + base + `, "runner": "gpt"}`, []string{"runner"}},
 	} {
-		f.refused(f.call(c.caller, "create", c.in), c.want...)
+		f.Refused(f.call(c.caller, "create", c.in), c.want...)
 	}
 	a := f.call(f.admin(), "create", `{`+base+`, "user": "docs-1", "runner": "native", "checkins": ["docs"], "dry_run": true}`)
 	f.noWrite(before, a)
@@ -395,10 +396,10 @@ func TestToolCreateChecksBeforeWriting(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log)
 	}
-	if rec.User != "docs-1" || rec.Node != f.n.Config.User || strings.Join(rec.Hears, ",") != f.srv.AdminLogin || rec.Remote || rec.Checkins[0] != "docs" || rec.Sandbox.Network {
+	if rec.User != "docs-1" || rec.Node != f.N.Config.User || strings.Join(rec.Hears, ",") != f.Srv.AdminLogin || rec.Remote || rec.Checkins[0] != "docs" || rec.Sandbox.Network {
 		t.Errorf("the record it would write: %+v", rec)
 	}
-	if exists(filepath.Join(f.agents, "docs-1")) {
+	if nodetest.Exists(filepath.Join(f.Agents, "docs-1")) {
 		t.Errorf("a dry run made the login")
 	}
 }
@@ -433,11 +434,11 @@ func TestToolCreateModel(t *testing.T) {
 		}
 		return rec.Model
 	}
-	f.refused(f.call(f.admin(), "create", in("")), "model: the record names none, and this node has no model.json naming one for runner native")
+	f.Refused(f.call(f.admin(), "create", in("")), "model: the record names none, and this node has no model.json naming one for runner native")
 	if got := modelOf(f.call(f.admin(), "create", in("llama-own-login"))); got != "llama-own-login" {
 		t.Errorf("no model.json, the record's model: %q", got)
 	}
-	if err := os.WriteFile(filepath.Join(f.agents, "model.json"), []byte(`{"api": "openai", "base_url": "http://127.0.0.1:1", "models": ["llama3.2", "qwen3"]}`), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(f.Agents, "model.json"), []byte(`{"api": "openai", "base_url": "http://127.0.0.1:1", "models": ["llama3.2", "qwen3"]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if got := modelOf(f.call(f.admin(), "create", in(""))); got != "llama3.2" {
@@ -446,7 +447,7 @@ func TestToolCreateModel(t *testing.T) {
 	if got := modelOf(f.call(f.admin(), "create", in("qwen3"))); got != "qwen3" {
 		t.Errorf("one offered: %q", got)
 	}
-	f.refused(f.call(f.admin(), "create", in("default")), `model: "default" is not a model this node offers for runner native (the openai API): it offers "llama3.2", "qwen3"`)
+	f.Refused(f.call(f.admin(), "create", in("default")), `model: "default" is not a model this node offers for runner native (the openai API): it offers "llama3.2", "qwen3"`)
 	f.noWrite(before, f.call(f.admin(), "create", in("")))
 }
 
@@ -478,7 +479,7 @@ func TestToolCreateNetwork(t *testing.T) {
 	if networkOf("native", "") {
 		t.Errorf("native, no model.json: the record has the network")
 	}
-	if err := os.WriteFile(filepath.Join(f.agents, "model.json"), []byte(`{"api": "openai", "base_url": "http://127.0.0.1:1", "models": ["m-1"]}`), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(f.Agents, "model.json"), []byte(`{"api": "openai", "base_url": "http://127.0.0.1:1", "models": ["m-1"]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if networkOf("native", "") {
@@ -495,14 +496,14 @@ func TestToolCreateNetwork(t *testing.T) {
 func TestToolStopRefusals(t *testing.T) {
 	f := newFix(t)
 	rec, _ := f.agentRecord("agent-7", messages.Restrict{})
-	forged := &messages.TaskRecord{User: "agent-8", Node: f.n.Config.User, Runner: "native", Objective: "o", Hears: []string{},
+	forged := &messages.TaskRecord{User: "agent-8", Node: f.N.Config.User, Runner: "native", Objective: "o", Hears: []string{},
 		Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
 	block, _ := forged.Encode()
-	fake := f.ok(f.open(person, personPW).Thread(f.ctx, node.PostInput{Title: "Not a record", Text: string(block)}))
+	fake := f.OK(f.Open(person, personPW).Thread(f.Ctx, node.PostInput{Title: "Not a record", Text: string(block)}))
 	elsewhere := *forged
 	elsewhere.Node = "another-node"
 	block, _ = elsewhere.Encode()
-	far := f.ok(f.n.Thread(f.ctx, node.PostInput{Title: "Another node's record", Text: string(block)}))
+	far := f.OK(f.N.Thread(f.Ctx, node.PostInput{Title: "Another node's record", Text: string(block)}))
 	before := f.count()
 	for _, c := range []struct {
 		caller node.Caller
@@ -515,7 +516,7 @@ func TestToolStopRefusals(t *testing.T) {
 		{f.admin(), `{"record": "` + *fake.Result + `"}`, []string{"does not count", `"alice" holds neither admin nor setup`}},
 		{f.admin(), `{"record": "` + *far.Result + `"}`, []string{`is run by node "another-node", not this node`}},
 	} {
-		f.refused(f.call(c.caller, "stop", c.in), c.want...)
+		f.Refused(f.call(c.caller, "stop", c.in), c.want...)
 	}
 	if f.count() != before {
 		t.Errorf("a refused stop wrote")
@@ -527,15 +528,15 @@ func TestToolStopRefusals(t *testing.T) {
 // one that does not answer it (E9).
 func TestStatusListsOfferedRunners(t *testing.T) {
 	f := newFix(t)
-	mute := filepath.Join(f.release, "ocx-runner-claude")
+	mute := filepath.Join(f.Release, "ocx-runner-claude")
 	if err := os.WriteFile(mute, []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	// Not executable: not offered.
-	if err := os.WriteFile(filepath.Join(f.release, "ocx-runner-codex"), []byte("#!/bin/sh\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(f.Release, "ocx-runner-codex"), []byte("#!/bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st, err := f.n.Status(f.ctx)
+	st, err := f.N.Status(f.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

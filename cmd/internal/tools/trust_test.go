@@ -22,13 +22,13 @@ import (
 
 // fossilIn runs fossil on a clone, as the agent could on its own.
 func (f *fix) fossilIn(dir string, args ...string) string {
-	f.t.Helper()
+	f.T.Helper()
 	cmd := exec.Command("fossil", args...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "FOSSIL_HOME=" + dir, "USER=" + agent}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		f.t.Fatalf("fossil %s: %v\n%s", strings.Join(args, " "), err, out)
+		f.T.Fatalf("fossil %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
 }
@@ -38,25 +38,25 @@ func (f *fix) fossilIn(dir string, args ...string) string {
 // its thread is still refused.
 func TestToolPostOwnThreadFromTheNode(t *testing.T) {
 	f := newFix(t)
-	other := f.ok(f.n.Thread(f.ctx, node.PostInput{Title: "Elsewhere", Text: "another thread"}))
+	other := f.OK(f.N.Thread(f.Ctx, node.PostInput{Title: "Elsewhere", Text: "another thread"}))
 	record, agentC := f.agentRecord("agent-2", messages.Restrict{NoPassword: true, OwnThread: true})
-	if err := os.RemoveAll(filepath.Join(f.agents, "agent-2", "projects", "demo", "session", "listening")); err != nil {
+	if err := os.RemoveAll(filepath.Join(f.Agents, "agent-2", "projects", "demo", "session", "listening")); err != nil {
 		t.Fatal(err)
 	}
 	before := f.count()
-	f.refused(f.call(agentC, "post", `{"to": "`+*other.Result+`", "text": "no file holds me"}`), "outside the thread of record "+record, "restrict own_thread")
+	f.Refused(f.call(agentC, "post", `{"to": "`+*other.Result+`", "text": "no file holds me"}`), "outside the thread of record "+record, "restrict own_thread")
 	if f.count() != before {
 		t.Errorf("a refused post wrote")
 	}
-	f.ok(f.call(agentC, "post", `{"to": "`+record+`", "text": "in my thread"}`))
+	f.OK(f.call(agentC, "post", `{"to": "`+record+`", "text": "in my thread"}`))
 }
 
 // trunkTip is the newest check-in of the fixture's repository.
 func (f *fix) trunkTip() string {
-	f.t.Helper()
-	tip, err := f.repo().Checkins(f.ctx)
+	f.T.Helper()
+	tip, err := f.Repo().Checkins(f.Ctx)
 	if err != nil || len(tip) == 0 {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	return tip[len(tip)-1].Hash
 }
@@ -76,7 +76,7 @@ func TestToolPushRefusesAControlArtifactFile(t *testing.T) {
 	}
 	f.commit("agent-3", "close.txt", string(closing))
 	before := f.count()
-	f.refused(f.call(ctl, "push", `{}`), fossilio.HashOf(closing), "a tag change (a control artifact)", "nothing pushed")
+	f.Refused(f.call(ctl, "push", `{}`), fossilio.HashOf(closing), "a tag change (a control artifact)", "nothing pushed")
 	if f.count() != before {
 		t.Errorf("a refused push wrote")
 	}
@@ -89,7 +89,7 @@ func TestToolPushRefusesAManifestTaggingAnother(t *testing.T) {
 	f := newFix(t)
 	trunk := f.trunkTip()
 	_, tagger := f.agentRecord("agent-4", messages.Restrict{NoPassword: true})
-	ws := filepath.Join(f.agents, "agent-4", "projects", "demo")
+	ws := filepath.Join(f.Agents, "agent-4", "projects", "demo")
 	cards := "C a\\scheck-in\nD 2024-01-01T00:00:00\nP " + trunk + "\nT +closed " + trunk + "\nU agent-4\n"
 	sum := md5.Sum([]byte(cards))
 	manifest := cards + "Z " + hex.EncodeToString(sum[:]) + "\n"
@@ -100,7 +100,7 @@ func TestToolPushRefusesAManifestTaggingAnother(t *testing.T) {
 	f.fossilIn(filepath.Join(ws, "tree"), "test-content-put", file)
 	f.fossilIn(filepath.Join(ws, "tree"), "test-crosslink", fossilio.HashOf([]byte(manifest)))
 	before := f.count()
-	f.refused(f.call(tagger, "push", `{}`), "checkin "+fossilio.HashOf([]byte(manifest)), "tags another artifact", "nothing pushed")
+	f.Refused(f.call(tagger, "push", `{}`), "checkin "+fossilio.HashOf([]byte(manifest)), "tags another artifact", "nothing pushed")
 	if f.count() != before {
 		t.Errorf("a refused push wrote")
 	}
@@ -113,10 +113,10 @@ func TestToolPushBranchFromTheManifest(t *testing.T) {
 	f := newFix(t)
 	_, held := f.agentRecord("agent-5", messages.Restrict{NoPassword: true, Branch: "feature"})
 	ci := f.commit("agent-5", "o.txt", "o\n", "--branch", "other")
-	ws := filepath.Join(f.agents, "agent-5", "projects", "demo")
+	ws := filepath.Join(f.Agents, "agent-5", "projects", "demo")
 	f.fossilIn(filepath.Join(ws, "tree"), "sql", "UPDATE tagxref SET value='feature' WHERE value='other'")
 	before := f.count()
-	f.refused(f.call(held, "push", `{}`), "checkin "+ci, `is on branch "other", not "feature"`, "nothing pushed")
+	f.Refused(f.call(held, "push", `{}`), "checkin "+ci, `is on branch "other", not "feature"`, "nothing pushed")
 	if f.count() != before {
 		t.Errorf("a refused push wrote")
 	}
@@ -129,24 +129,24 @@ func TestToolPushBranchFromTheManifest(t *testing.T) {
 func TestLoginRotateHoldsToTheNode(t *testing.T) {
 	f := newFix(t)
 	f.agentRecord("agent-6", messages.Restrict{NoPassword: true})
-	f.ok(f.n.LoginRotate(f.ctx, "agent-6", false))
-	if rem, err := fossilio.Remembered(f.ctx, filepath.Join(f.agents, "agent-6", "projects", "demo", "clone")); !errors.Is(err, fossilio.ErrNoPassword) {
+	f.OK(f.N.LoginRotate(f.Ctx, "agent-6", false))
+	if rem, err := fossilio.Remembered(f.Ctx, filepath.Join(f.Agents, "agent-6", "projects", "demo", "clone")); !errors.Is(err, fossilio.ErrNoPassword) {
 		t.Errorf("the no_password clone remembers %+v (%v) after a rotation", rem, err)
 	}
 
-	f.addWorkspace()
-	clone := filepath.Join(f.ws(), "clone")
+	f.AddWorkspace()
+	clone := filepath.Join(f.WS(), "clone")
 	if err := os.Rename(clone, clone+".real"); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(f.srv.Repo, clone); err != nil {
+	if err := os.Symlink(f.Srv.Repo, clone); err != nil {
 		t.Fatal(err)
 	}
-	a := f.ok(f.n.LoginRotate(f.ctx, agent, false))
+	a := f.OK(f.N.LoginRotate(f.Ctx, agent, false))
 	if !strings.Contains(strings.Join(a.Log, "\n"), "symbolic link") {
 		t.Errorf("rotate through a link: %q", a.Log)
 	}
-	if _, ok, _ := f.repo().Config(f.ctx, "last-sync-pw"); ok {
+	if _, ok, _ := f.Repo().Config(f.Ctx, "last-sync-pw"); ok {
 		t.Errorf("rotate wrote the node's repository through the link")
 	}
 	if err := os.Remove(clone); err != nil {
@@ -155,7 +155,7 @@ func TestLoginRotateHoldsToTheNode(t *testing.T) {
 	if err := os.Rename(clone+".real", clone); err != nil {
 		t.Fatal(err)
 	}
-	binding := filepath.Join(f.ws(), "binding.json")
+	binding := filepath.Join(f.WS(), "binding.json")
 	data, err := os.ReadFile(binding)
 	if err != nil {
 		t.Fatal(err)
@@ -171,13 +171,13 @@ func TestLoginRotateHoldsToTheNode(t *testing.T) {
 	if err := os.WriteFile(binding, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f.ok(f.n.LoginRotate(f.ctx, agent, false))
-	pw, err := fossilio.ReadPasswordFile(filepath.Join(f.agents, agent, "password"))
+	f.OK(f.N.LoginRotate(f.Ctx, agent, false))
+	pw, err := fossilio.ReadPasswordFile(filepath.Join(f.Agents, agent, "password"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rem, err := fossilio.Remembered(f.ctx, clone)
-	if err != nil || rem.URL != f.srv.URL || rem.Login != agent || rem.Password != fossilio.SharedSecret(f.srv.ProjectCode, agent, pw) {
-		t.Errorf("the clone remembers %+v (%v); want %s as %s with the new password", rem, err, f.srv.URL, agent)
+	rem, err := fossilio.Remembered(f.Ctx, clone)
+	if err != nil || rem.URL != f.Srv.URL || rem.Login != agent || rem.Password != fossilio.SharedSecret(f.Srv.ProjectCode, agent, pw) {
+		t.Errorf("the clone remembers %+v (%v); want %s as %s with the new password", rem, err, f.Srv.URL, agent)
 	}
 }

@@ -60,15 +60,15 @@ func (n Actions) listener(ctx context.Context, tool string, in ListenerInput, on
 	if err := node.OnHost(ws); err != nil {
 		return a.Stop(fmt.Errorf("workspace %s does not exist on the host (%v); `ocx workspace add` makes it", key, err))
 	}
-	if _, err := n.Password(key.Login); err != nil {
+	if _, err := n.node.Password(key.Login); err != nil {
 		return a.Stop(fmt.Errorf("workspace %s: its agent login writes the note: %w", key, err))
 	}
-	r, err := n.OpenProjectRepo(p)
+	r, err := n.node.OpenProjectRepo(p)
 	if err != nil {
 		return a.Stop(err)
 	}
 	defer r.Close()
-	b, err := n.BoundWorkspace(ctx, r, ws)
+	b, err := n.node.BoundWorkspace(ctx, r, ws)
 	if err != nil {
 		return a.Stop(fmt.Errorf("workspace %s does not exist on the host (%v); `ocx workspace add` makes it", key, err))
 	}
@@ -194,7 +194,7 @@ func (l *listenerRun) post(ctx context.Context, where ownRecord, login, text str
 	if err != nil {
 		return "", err
 	}
-	return l.n.Writer(l.p, code).WriteNote(ctx, where.note(login, text))
+	return l.n.node.Writer(l.p, code).WriteNote(ctx, where.note(login, text))
 }
 
 func (l *listenerRun) received(ctx context.Context, hash string) (int64, error) {
@@ -206,4 +206,6 @@ func (l *listenerRun) listen(ctx context.Context, kind messages.ListenKind, name
 	return l.n.setListening(ctx, l.ws, kind, names, after, on)
 }
 
-func (l *listenerRun) backoffice(ctx context.Context, a *node.Answer) { l.n.Backoffice(ctx, a, l.p) }
+func (l *listenerRun) backoffice(ctx context.Context, a *node.Answer) {
+	l.n.node.Backoffice(ctx, a, l.p)
+}

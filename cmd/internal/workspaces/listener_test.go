@@ -11,6 +11,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/node/nodetest"
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/docs/design/validate"
 	"github.com/ocx-go/ocx/fossilio"
@@ -19,15 +20,15 @@ import (
 
 func TestListenersOnAThreadATicketAndABranch(t *testing.T) {
 	f := newFix(t)
-	def := *f.addWorkspace().Result
-	th := *f.ok(f.open(person, personPW).Thread(f.ctx, node.PostInput{Title: "A question", Text: "Does it work?"})).Result
-	reply := *f.ok(f.open(person, personPW).Post(f.ctx, node.PostInput{To: th, Text: "More details."})).Result
-	ticket := *f.ok(f.open(person, personPW).Ticket(f.ctx, node.PostInput{Title: "It crashes", Text: "On start."})).Result
+	def := *f.AddWorkspace().Result
+	th := *f.OK(f.Open(person, personPW).Thread(f.Ctx, node.PostInput{Title: "A question", Text: "Does it work?"})).Result
+	reply := *f.OK(f.Open(person, personPW).Post(f.Ctx, node.PostInput{To: th, Text: "More details."})).Result
+	ticket := *f.OK(f.Open(person, personPW).Ticket(f.Ctx, node.PostInput{Title: "It crashes", Text: "On start."})).Result
 	key := agent + "/demo"
 
 	// A thread is named by any of its posts; the listener names its root.
-	a := f.ok(workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: key, Kind: "thread", Names: reply[:12]}))
-	p := f.post(*a.Result)
+	a := f.OK(workspaces.Of(f.N).ListenerAdd(f.Ctx, workspaces.ListenerInput{Workspace: key, Kind: "thread", Names: reply[:12]}))
+	p := f.Post(*a.Result)
 	if p.Sender != agent || p.Root != th {
 		t.Errorf("the listen note was sent by %q in thread %s; want the agent, in %s", p.Sender, p.Root, th)
 	}
@@ -37,8 +38,8 @@ func TestListenersOnAThreadATicketAndABranch(t *testing.T) {
 		t.Errorf("listening/%s holds %q; the listen note's receipt is %d", th, got, p.Rcvid)
 	}
 	// A ticket, by a prefix of its id: the note is a change of the ticket.
-	a = f.ok(workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: key, Kind: "ticket", Names: ticket[:12]}))
-	c, err := f.repo().TicketChange(f.ctx, *a.Result)
+	a = f.OK(workspaces.Of(f.N).ListenerAdd(f.Ctx, workspaces.ListenerInput{Workspace: key, Kind: "ticket", Names: ticket[:12]}))
+	c, err := f.Repo().TicketChange(f.Ctx, *a.Result)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,8 +51,8 @@ func TestListenersOnAThreadATicketAndABranch(t *testing.T) {
 	}
 	// A branch: the note goes on the session's own record, by default the
 	// workspace's.
-	a = f.ok(workspaces.Of(f.n).ListenerAdd(f.ctx, workspaces.ListenerInput{Workspace: key, Kind: "branch", Names: "release/2.0"}))
-	bp := f.post(*a.Result)
+	a = f.OK(workspaces.Of(f.N).ListenerAdd(f.Ctx, workspaces.ListenerInput{Workspace: key, Kind: "branch", Names: "release/2.0"}))
+	bp := f.Post(*a.Result)
 	if bp.Root != def {
 		t.Errorf("the branch listen note is in %s, want the workspace's record %s", bp.Root, def)
 	}
@@ -59,7 +60,7 @@ func TestListenersOnAThreadATicketAndABranch(t *testing.T) {
 		t.Errorf("listening/branch-release%%2F2.0 holds %q", got)
 	}
 
-	st, err := f.n.Status(f.ctx)
+	st, err := f.N.Status(f.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,14 +70,14 @@ func TestListenersOnAThreadATicketAndABranch(t *testing.T) {
 
 	// Removing the thread's listener: the unlisten note, the file gone, and
 	// the status no longer lists it.
-	a = f.ok(workspaces.Of(f.n).ListenerRemove(f.ctx, workspaces.ListenerInput{Workspace: key, Kind: "thread", Names: th}))
-	if note, _ := messages.ReadPost([]byte(f.post(*a.Result).Text)); note == nil || note.NoteKind() != messages.KindUnlisten {
+	a = f.OK(workspaces.Of(f.N).ListenerRemove(f.Ctx, workspaces.ListenerInput{Workspace: key, Kind: "thread", Names: th}))
+	if note, _ := messages.ReadPost([]byte(f.Post(*a.Result).Text)); note == nil || note.NoteKind() != messages.KindUnlisten {
 		t.Errorf("remove wrote %v", note)
 	}
-	if exists(filepath.Join(f.listeningDir(), th)) {
+	if nodetest.Exists(filepath.Join(f.ListeningDir(), th)) {
 		t.Errorf("the thread's listening file is still there")
 	}
-	st, err = f.n.Status(f.ctx)
+	st, err = f.N.Status(f.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,11 +89,11 @@ func TestListenersOnAThreadATicketAndABranch(t *testing.T) {
 	// A listen note sent by someone else than the agent does not count.
 	forged := &messages.ListenNote{Listener: messages.Listener{Login: agent, Project: "demo", Kind: messages.ListenThread, Names: th}}
 	block, _ := forged.Encode()
-	c2 := &fossilio.Client{URL: f.srv.URL, Login: person, Password: personPW, ProjectCode: f.srv.ProjectCode}
-	if _, err := c2.Reply(f.ctx, th, th, string(block)); err != nil {
+	c2 := &fossilio.Client{URL: f.Srv.URL, Login: person, Password: personPW, ProjectCode: f.Srv.ProjectCode}
+	if _, err := c2.Reply(f.Ctx, th, th, string(block)); err != nil {
 		t.Fatal(err)
 	}
-	st, _ = f.n.Status(f.ctx)
+	st, _ = f.N.Status(f.Ctx)
 	for _, l := range st.Listeners {
 		if l.Kind == messages.ListenThread {
 			t.Errorf("a listen note by %s counts: %v", person, l)
@@ -102,8 +103,8 @@ func TestListenersOnAThreadATicketAndABranch(t *testing.T) {
 
 func TestListenerRefusals(t *testing.T) {
 	f := newFix(t)
-	f.addWorkspace()
-	before := f.posts()
+	f.AddWorkspace()
+	before := f.Posts()
 	key := agent + "/demo"
 	for _, tc := range []struct {
 		in   workspaces.ListenerInput
@@ -118,12 +119,12 @@ func TestListenerRefusals(t *testing.T) {
 		{workspaces.ListenerInput{Workspace: key, Kind: "ticket", Names: "0123456789abcdef"}, "not a ticket of demo"},
 		{workspaces.ListenerInput{Workspace: key, Kind: "branch", Names: "bad\nname"}, "names: holds the control character"},
 	} {
-		f.refused(workspaces.Of(f.n).ListenerAdd(f.ctx, tc.in), tc.want)
+		f.Refused(workspaces.Of(f.N).ListenerAdd(f.Ctx, tc.in), tc.want)
 	}
-	if f.posts() != before {
+	if f.Posts() != before {
 		t.Errorf("refused listeners posted")
 	}
-	entries, _ := os.ReadDir(f.listeningDir())
+	entries, _ := os.ReadDir(f.ListeningDir())
 	if len(entries) != 0 {
 		t.Errorf("refused listeners wrote the index: %v", entries)
 	}
@@ -131,9 +132,9 @@ func TestListenerRefusals(t *testing.T) {
 
 func TestStatusIsValidAndDerived(t *testing.T) {
 	f := newFix(t)
-	def := *f.addWorkspace().Result
-	f.ok(f.n.HookInstall(f.ctx, false))
-	st, err := f.n.Status(f.ctx)
+	def := *f.AddWorkspace().Result
+	f.OK(f.N.HookInstall(f.Ctx, false))
+	st, err := f.N.Status(f.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestStatusIsValidAndDerived(t *testing.T) {
 	if err := schemas.Validate("state.schema.json", data); err != nil {
 		t.Fatalf("the status is not valid: %v\n%s", err, data)
 	}
-	if len(st.Hooks) != 1 || !st.Hooks[0].Installed || st.Hooks[0].Repository != f.srv.Repo {
+	if len(st.Hooks) != 1 || !st.Hooks[0].Installed || st.Hooks[0].Repository != f.Srv.Repo {
 		t.Errorf("hooks: %v", st.Hooks)
 	}
 	if len(st.Logins) != 1 || st.Logins[0].Login != agent || len(st.Logins[0].Accounts) != 1 || st.Logins[0].Accounts[0].Capabilities != fossilio.AgentCaps {
@@ -164,26 +165,26 @@ func TestStatusIsValidAndDerived(t *testing.T) {
 		t.Errorf("the daemon, none running and never re-exec'd: %+v", st.Daemon)
 	}
 	// Not on the host: missing. Terminated: terminated.
-	if err := os.RemoveAll(f.ws()); err != nil {
+	if err := os.RemoveAll(f.WS()); err != nil {
 		t.Fatal(err)
 	}
-	st, _ = f.n.Status(f.ctx)
+	st, _ = f.N.Status(f.Ctx)
 	if st.Workspaces[0].State != messages.WorkspaceMissing {
 		t.Errorf("a workspace not on the host is %s", st.Workspaces[0].State)
 	}
-	f.ok(workspaces.Of(f.n).WorkspaceTerminate(f.ctx, agent+"/demo", "", false))
-	st, _ = f.n.Status(f.ctx)
+	f.OK(workspaces.Of(f.N).WorkspaceTerminate(f.Ctx, agent+"/demo", "", false))
+	st, _ = f.N.Status(f.Ctx)
 	if st.Workspaces[0].State != messages.WorkspaceTerminated {
 		t.Errorf("a terminated workspace is %s", st.Workspaces[0].State)
 	}
 	// A definition sent by a user without admin or setup does not count.
-	forged := &messages.WorkspaceDefinition{Login: "agent-x", Project: "demo", Branch: "trunk", Sandbox: f.n.DefaultSandbox("/tmp/x")}
+	forged := &messages.WorkspaceDefinition{Login: "agent-x", Project: "demo", Branch: "trunk", Sandbox: f.N.DefaultSandbox("/tmp/x")}
 	block, _ := forged.Encode()
-	c := &fossilio.Client{URL: f.srv.URL, Login: person, Password: personPW, ProjectCode: f.srv.ProjectCode}
-	if _, err := c.NewThread(f.ctx, "forged", string(block)); err != nil {
+	c := &fossilio.Client{URL: f.Srv.URL, Login: person, Password: personPW, ProjectCode: f.Srv.ProjectCode}
+	if _, err := c.NewThread(f.Ctx, "forged", string(block)); err != nil {
 		t.Fatal(err)
 	}
-	st, _ = f.n.Status(f.ctx)
+	st, _ = f.N.Status(f.Ctx)
 	if len(st.Workspaces) != 1 {
 		t.Errorf("a definition by %s counts: %v", person, st.Workspaces)
 	}
@@ -191,25 +192,25 @@ func TestStatusIsValidAndDerived(t *testing.T) {
 
 func TestHookInstallStatusRemove(t *testing.T) {
 	f := newFix(t)
-	hooks, a := f.n.HookStatus(f.ctx)
-	f.ok(a)
+	hooks, a := f.N.HookStatus(f.Ctx)
+	f.OK(a)
 	if len(hooks) != 1 || hooks[0].Installed {
 		t.Fatalf("before install: %v", hooks)
 	}
-	f.ok(f.n.HookInstall(f.ctx, true))
-	if hooks, _ := f.n.HookStatus(f.ctx); hooks[0].Installed {
+	f.OK(f.N.HookInstall(f.Ctx, true))
+	if hooks, _ := f.N.HookStatus(f.Ctx); hooks[0].Installed {
 		t.Fatalf("a dry run installed the hook")
 	}
-	f.ok(f.n.HookInstall(f.ctx, false))
-	st, err := (&fossilio.Admin{Repository: f.srv.Repo}).Hook(f.ctx)
+	f.OK(f.N.HookInstall(f.Ctx, false))
+	st, err := (&fossilio.Admin{Repository: f.Srv.Repo}).Hook(f.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "'" + filepath.Join(f.release, "ocx") + "' hook --agents '" + f.agents + "' --repo %R"
+	want := "'" + filepath.Join(f.Release, "ocx") + "' hook --agents '" + f.Agents + "' --repo %R"
 	if !st.Installed || st.Command != want {
 		t.Errorf("installed %v with %q, want %q", st.Installed, st.Command, want)
 	}
-	mark, err := os.ReadFile(filepath.Join(f.agents, "hook.mark.demo"))
+	mark, err := os.ReadFile(filepath.Join(f.Agents, "hook.mark.demo"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,37 +219,37 @@ func TestHookInstallStatusRemove(t *testing.T) {
 	}
 	// The status shows the mark against the newest receipt, and Fossil's
 	// embargo while one holds.
-	hooks, _ = f.n.HookStatus(f.ctx)
+	hooks, _ = f.N.HookStatus(f.Ctx)
 	if h := hooks[0]; h.Mark == nil || int64(*h.Mark) != st.LastRcvid || int64(h.Newest) != st.Newest || h.HeldUntil != nil {
 		t.Errorf("status after install: %+v; want mark = newest = %d, nothing held", h, st.LastRcvid)
 	}
-	if _, err := f.srv.Fossil("sql", "-R", f.srv.Repo, "REPLACE INTO config(name, value, mtime) VALUES('hook-embargo', now()+3600, now())"); err != nil {
+	if _, err := f.Srv.Fossil("sql", "-R", f.Srv.Repo, "REPLACE INTO config(name, value, mtime) VALUES('hook-embargo', now()+3600, now())"); err != nil {
 		t.Fatal(err)
 	}
-	hooks, a = f.n.HookStatus(f.ctx)
+	hooks, a = f.N.HookStatus(f.Ctx)
 	if h := hooks[0]; h.HeldUntil == nil || time.Until(*h.HeldUntil) < 59*time.Minute || time.Until(*h.HeldUntil) > time.Hour {
 		t.Errorf("status during an embargo of an hour: %+v", h)
 	}
 	if !strings.Contains(strings.Join(a.Log, "\n"), "Fossil holds its hooks back until") {
 		t.Errorf("the status does not say Fossil holds the hooks back: %q", a.Log)
 	}
-	if _, err := f.srv.Fossil("sql", "-R", f.srv.Repo, "DELETE FROM config WHERE name='hook-embargo'"); err != nil {
+	if _, err := f.Srv.Fossil("sql", "-R", f.Srv.Repo, "DELETE FROM config WHERE name='hook-embargo'"); err != nil {
 		t.Fatal(err)
 	}
-	f.ok(f.n.HookInstall(f.ctx, false)) // again: replaces it
-	f.ok(f.n.HookRemove(f.ctx, false))
-	if hooks, _ := f.n.HookStatus(f.ctx); hooks[0].Installed {
+	f.OK(f.N.HookInstall(f.Ctx, false)) // again: replaces it
+	f.OK(f.N.HookRemove(f.Ctx, false))
+	if hooks, _ := f.N.HookStatus(f.Ctx); hooks[0].Installed {
 		t.Errorf("still installed after remove")
 	}
-	if exists(filepath.Join(f.agents, "hook.mark.demo")) {
+	if nodetest.Exists(filepath.Join(f.Agents, "hook.mark.demo")) {
 		t.Errorf("remove left the mark")
 	}
 }
 
 func TestSessionRefusalsBeforeAnyWrite(t *testing.T) {
 	f := newFix(t)
-	f.addWorkspace()
-	before := f.posts()
+	f.AddWorkspace()
+	before := f.Posts()
 	key := agent + "/demo"
 	mech := func(in workspaces.SessionStartInput) workspaces.SessionStartInput {
 		if in.Kind == "" {
@@ -267,50 +268,50 @@ func TestSessionRefusalsBeforeAnyWrite(t *testing.T) {
 		in   workspaces.SessionStartInput
 		want string
 	}{
-		{f.n, mech(workspaces.SessionStartInput{Workspace: "../x/demo"}), "workspace"},
-		{f.n, mech(workspaces.SessionStartInput{Workspace: "agent-9/demo"}), "does not exist on the host"},
-		{f.n, mech(workspaces.SessionStartInput{Workspace: key, Kind: "robot"}), "kind"},
-		{f.n, mech(workspaces.SessionStartInput{Workspace: key, Lifetime: "forever"}), "lifetime"},
-		{f.n, workspaces.SessionStartInput{Workspace: key, Kind: "llm", Lifetime: "stays", Runner: "gpt", Model: "m"}, "runner"},
+		{f.N, mech(workspaces.SessionStartInput{Workspace: "../x/demo"}), "workspace"},
+		{f.N, mech(workspaces.SessionStartInput{Workspace: "agent-9/demo"}), "does not exist on the host"},
+		{f.N, mech(workspaces.SessionStartInput{Workspace: key, Kind: "robot"}), "kind"},
+		{f.N, mech(workspaces.SessionStartInput{Workspace: key, Lifetime: "forever"}), "lifetime"},
+		{f.N, workspaces.SessionStartInput{Workspace: key, Kind: "llm", Lifetime: "stays", Runner: "gpt", Model: "m"}, "runner"},
 		// E9: a runner the protocol knows but the release does not hold.
-		{f.n, workspaces.SessionStartInput{Workspace: key, Kind: "llm", Lifetime: "stays", Runner: "codex", Model: "m"}, `runner: "codex" is not offered by this node`},
-		{f.n, mech(workspaces.SessionStartInput{Workspace: key, Release: "previous"}), "no release root"},
-		{f.n, mech(workspaces.SessionStartInput{Workspace: key, Record: "0123456789abcdef"}), "names no forum post and no ticket"},
-		{f.open(person, personPW), mech(workspaces.SessionStartInput{Workspace: key}), "without admin"},
+		{f.N, workspaces.SessionStartInput{Workspace: key, Kind: "llm", Lifetime: "stays", Runner: "codex", Model: "m"}, `runner: "codex" is not offered by this node`},
+		{f.N, mech(workspaces.SessionStartInput{Workspace: key, Release: "previous"}), "no release root"},
+		{f.N, mech(workspaces.SessionStartInput{Workspace: key, Record: "0123456789abcdef"}), "names no forum post and no ticket"},
+		{f.Open(person, personPW), mech(workspaces.SessionStartInput{Workspace: key}), "without admin"},
 	} {
-		f.refused(workspaces.Of(tc.n).SessionStart(f.ctx, tc.in), tc.want)
+		f.Refused(workspaces.Of(tc.n).SessionStart(f.Ctx, tc.in), tc.want)
 	}
-	f.refused(workspaces.Of(f.n).SessionStop(f.ctx, key, false), "no session runs in workspace agent-1/demo: no process names it")
-	f.refused(workspaces.Of(f.n).SessionStop(f.ctx, "agent-9/demo", false), "no session runs")
-	f.refused(workspaces.Of(f.n).SessionStop(f.ctx, "agent-1/other", false), "not a repository of this node")
-	a := f.ok(workspaces.Of(f.n).SessionStart(f.ctx, mech(workspaces.SessionStartInput{Workspace: key, DryRun: true})))
+	f.Refused(workspaces.Of(f.N).SessionStop(f.Ctx, key, false), "no session runs in workspace agent-1/demo: no process names it")
+	f.Refused(workspaces.Of(f.N).SessionStop(f.Ctx, "agent-9/demo", false), "no session runs")
+	f.Refused(workspaces.Of(f.N).SessionStop(f.Ctx, "agent-1/other", false), "not a repository of this node")
+	a := f.OK(workspaces.Of(f.N).SessionStart(f.Ctx, mech(workspaces.SessionStartInput{Workspace: key, DryRun: true})))
 	if log := strings.Join(a.Log, "\n"); !strings.Contains(log, `"ocx": "session"`) || !strings.Contains(log, "would post the launch note") {
 		t.Errorf("dry run: %s", log)
 	}
 	// A dry run of a start that would make its workspace (D57) says so and
 	// makes nothing.
-	f.ok(f.n.LoginAdd(f.ctx, "agent-8", false))
-	d := f.ok(workspaces.Of(f.n).SessionStart(f.ctx, mech(workspaces.SessionStartInput{Workspace: "agent-8/demo", DryRun: true})))
+	f.OK(f.N.LoginAdd(f.Ctx, "agent-8", false))
+	d := f.OK(workspaces.Of(f.N).SessionStart(f.Ctx, mech(workspaces.SessionStartInput{Workspace: "agent-8/demo", DryRun: true})))
 	if log := strings.Join(d.Log, "\n"); !strings.Contains(log, "would make workspace agent-8/demo first") || !strings.Contains(log, "workspace add: ") {
 		t.Errorf("dry run of a start without a workspace: %s", log)
 	}
-	if _, err := os.Stat(filepath.Join(f.agents, "agent-8", "projects")); err == nil {
+	if _, err := os.Stat(filepath.Join(f.Agents, "agent-8", "projects")); err == nil {
 		t.Errorf("a dry run made the workspace")
 	}
-	if f.posts() != before {
+	if f.Posts() != before {
 		t.Errorf("refused starts posted")
 	}
-	if entries, _ := os.ReadDir(f.listeningDir()); len(entries) != 0 {
+	if entries, _ := os.ReadDir(f.ListeningDir()); len(entries) != 0 {
 		t.Errorf("refused starts wrote the index")
 	}
-	if pid, _ := daemonclient.PID(f.n.Layout); pid != 0 {
+	if pid, _ := daemonclient.PID(f.N.Layout); pid != 0 {
 		t.Errorf("a refused start left a daemon running (pid %d)", pid)
 	}
 }
 
 func readListening(t *testing.T, f *fix, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(f.listeningDir(), name))
+	b, err := os.ReadFile(filepath.Join(f.ListeningDir(), name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,19 +325,19 @@ func readListening(t *testing.T, f *fix, name string) string {
 // hears list that names a user twice is refused before anything is written.
 func TestSessionStartWritesWhomItHears(t *testing.T) {
 	f := newFix(t)
-	f.addWorkspace()
+	f.AddWorkspace()
 	key := agent + "/demo"
 	in := workspaces.SessionStartInput{Workspace: key, Kind: "mechanical", Lifetime: "stays", Command: []string{"cat"}, DryRun: true}
 	for _, c := range []struct {
 		hears, want []string
 	}{
-		{nil, []string{f.srv.AdminLogin}},
+		{nil, []string{f.Srv.AdminLogin}},
 		{[]string{"alice", "bob"}, []string{"alice", "bob"}},
 		{[]string{"*"}, []string{"*"}},
 		{[]string{}, []string{}},
 	} {
 		in.Hears = c.hears
-		a := f.ok(workspaces.Of(f.n).SessionStart(f.ctx, in))
+		a := f.OK(workspaces.Of(f.N).SessionStart(f.Ctx, in))
 		log := strings.Join(a.Log, "\n")
 		n, err := messages.ReadPost([]byte(log[strings.Index(log, "```json"):]))
 		if err != nil {
@@ -346,10 +347,10 @@ func TestSessionStartWritesWhomItHears(t *testing.T) {
 			t.Errorf("hears %q: the definition it would post hears %q, want %q\n%s", c.hears, d.Hears, c.want, log)
 		}
 	}
-	before := f.posts()
+	before := f.Posts()
 	in.Hears, in.DryRun = []string{"alice", "alice"}, false
-	f.refused(workspaces.Of(f.n).SessionStart(f.ctx, in), "hears[1]", "named twice")
-	if after := f.posts(); after != before {
+	f.Refused(workspaces.Of(f.N).SessionStart(f.Ctx, in), "hears[1]", "named twice")
+	if after := f.Posts(); after != before {
 		t.Errorf("a refused start wrote %d posts", after-before)
 	}
 }

@@ -4,50 +4,36 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/node/plantest"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 )
 
 // fakeEffects records, in order, the effects a plan runs, and fails the
-// one named in fail. It is the effects of every plan here, without a host.
-type fakeEffects struct {
-	calls []string
-	fail  string
-	posts int
-}
-
-func (f *fakeEffects) do(call string) error {
-	f.calls = append(f.calls, call)
-	if call == f.fail || strings.HasPrefix(call, f.fail+" ") && f.fail != "" {
-		return errors.New(call + " failed")
-	}
-	return nil
-}
-
-func (f *fakeEffects) hash() string {
-	f.posts++
-	return strings.Repeat(fmt.Sprint(f.posts), 64)
-}
+// one named in Fail (plantest). It is the effects of every plan here,
+// without a host.
+type fakeEffects struct{ plantest.Effects }
 
 // startEffects
-func (f *fakeEffects) stopHeld(context.Context, *node.Answer) error { return f.do("stopHeld") }
-func (f *fakeEffects) listen(context.Context) (bool, error)         { return true, f.do("listen") }
-func (f *fakeEffects) unlisten(context.Context) error               { return f.do("unlisten") }
+func (f *fakeEffects) stopHeld(context.Context, *node.Answer) error { return f.Do("stopHeld") }
+func (f *fakeEffects) listen(context.Context) (bool, error)         { return true, f.Do("listen") }
+func (f *fakeEffects) unlisten(context.Context) error               { return f.Do("unlisten") }
 func (f *fakeEffects) hand(_ context.Context, _ *node.Answer, l messages.PipeLine) error {
-	return f.do("hand " + l.String())
+	return f.Do("hand " + l.String())
 }
 func (f *fakeEffects) awaitOutcome(_ context.Context, _ *node.Answer, launch string) error {
-	return f.do("await " + launch[:4])
+	return f.Do("await " + launch[:4])
 }
 func (f *fakeEffects) post(_ context.Context, text string) (string, error) {
 	first, _, _ := strings.Cut(text, "\n")
-	return f.hash(), f.do("post " + first)
+	return f.Hash(), f.Do("post " + first)
 }
 
 // listenerEffects and workspaceEffects
@@ -55,40 +41,28 @@ type fakeNodeEffects struct{ *fakeEffects }
 
 func (f fakeNodeEffects) post(_ context.Context, note fossilio.NoteWrite) (string, error) {
 	first, _, _ := strings.Cut(note.Text, "\n")
-	return f.hash(), f.do("post " + first)
+	return f.Hash(), f.Do("post " + first)
 }
 func (f fakeNodeEffects) make(_ context.Context, _ *messages.WorkspaceDefinition, hash, record string) error {
-	return f.do("make " + hash[:2] + " " + record[:2])
+	return f.Do("make " + hash[:2] + " " + record[:2])
 }
-func (f fakeNodeEffects) remove(context.Context) error { return f.do("remove") }
+func (f fakeNodeEffects) remove(context.Context) error { return f.Do("remove") }
 func (f fakeNodeEffects) backoffice(context.Context, *node.Answer) {
-	f.calls = append(f.calls, "backoffice")
+	f.Calls = append(f.Calls, "backoffice")
 }
 
 type fakeListener struct{ *fakeEffects }
 
 func (f fakeListener) post(_ context.Context, where ownRecord, login, text string) (string, error) {
 	first, _, _ := strings.Cut(text, "\n")
-	return f.hash(), f.do(fmt.Sprintf("post as %s on %s: %s", login, where.ID[:2], first))
+	return f.Hash(), f.Do(fmt.Sprintf("post as %s on %s: %s", login, where.ID[:2], first))
 }
-func (f fakeListener) received(context.Context, string) (int64, error) { return 7, f.do("received") }
+func (f fakeListener) received(context.Context, string) (int64, error) { return 7, f.Do("received") }
 func (f fakeListener) listen(_ context.Context, kind messages.ListenKind, names string, after int64, on bool) error {
-	return f.do(fmt.Sprintf("listen %s %s after %d on %v", kind, names, after, on))
+	return f.Do(fmt.Sprintf("listen %s %s after %d on %v", kind, names, after, on))
 }
 func (f fakeListener) backoffice(context.Context, *node.Answer) {
-	f.calls = append(f.calls, "backoffice")
-}
-
-// runPlan runs a plan as a dry run and as a real run.
-func runPlan(t *testing.T, p node.Plan) (dry, real *node.Answer) {
-	t.Helper()
-	dry = node.NewAnswer("test", true)
-	if err := node.Execute(context.Background(), dry, p); err != nil {
-		t.Fatalf("a dry run failed: %v", err)
-	}
-	real = node.NewAnswer("test", false)
-	real.Stop(node.Execute(context.Background(), real, p))
-	return dry, real
+	f.Calls = append(f.Calls, "backoffice")
 }
 
 func testKey() messages.WorkspaceKey { return messages.WorkspaceKey{Login: "agent-1", Project: "demo"} }
@@ -110,22 +84,22 @@ func TestStartPlan(t *testing.T) {
 		texts[2] != "post the launch note (release current) on the same record and hand `post /srv/demo.fossil LAUNCH` to the daemon" {
 		t.Errorf("texts:\n%s", strings.Join(texts, "\n"))
 	}
-	_, real := runPlan(t, p)
+	_, real := plantest.Run(t, p)
 	launch := strings.Repeat("2", 64)
 	want := []string{"listen", "post Session of workspace `agent-1/demo`: x.", "post Launch of the session 1111111111 in workspace `agent-1/demo`.",
 		"hand " + messages.PostLine{Repository: f.Repository, Hash: launch}.String(), "await 2222"}
-	if !slices.Equal(fx.calls, want) || !real.OK() || *real.Result != launch {
-		t.Errorf("ran %q (result %v, stopped %v), want %q", fx.calls, real.Result, real.Log, want)
+	if !slices.Equal(fx.Calls, want) || !real.OK() || *real.Result != launch {
+		t.Errorf("ran %q (result %v, stopped %v), want %q", fx.Calls, real.Result, real.Log, want)
 	}
 
 	f.Held = &daemonSession{Proc: host.Process{ID: messages.ProcID{PID: 42}}, Launch: strings.Repeat("l", 64)}
-	fx = &fakeEffects{fail: "stopHeld"}
+	fx = &fakeEffects{plantest.Effects{Fail: "stopHeld"}}
 	p = startPlan(f, fx)
 	if texts := p.Texts(); len(texts) != 4 || !strings.HasPrefix(texts[1], "hand `stop agent-1 demo` to the daemon, which runs the session of launch "+f.Held.Launch) {
 		t.Errorf("texts of a second start:\n%s", strings.Join(texts, "\n"))
 	}
-	if _, real := runPlan(t, p); real.OK() || !slices.Equal(fx.calls, []string{"listen", "stopHeld", "unlisten"}) {
-		t.Errorf("a stop that fails writes nothing and takes the index's entry back: ran %q, stopped %v", fx.calls, real.Stopped)
+	if _, real := plantest.Run(t, p); real.OK() || !slices.Equal(fx.Calls, []string{"listen", "stopHeld", "unlisten"}) {
+		t.Errorf("a stop that fails writes nothing and takes the index's entry back: ran %q, stopped %v", fx.Calls, real.Stopped)
 	}
 }
 
@@ -157,10 +131,10 @@ func TestStartPlanOnAFullDisk(t *testing.T) {
 		{fail: "await", calls: []string{"listen", "stopHeld", "post Session of workspace `agent-1/demo`: x.", "post Launch of the session 1111111111 in workspace `agent-1/demo`.", "hand " + messages.PostLine{Repository: f.Repository, Hash: launch}.String(), "await 2222"},
 			said: []string{"await 2222 failed; done before it stopped: ", "posted the launch note " + launch + ", which is the daemon's to launch"}, result: true},
 	} {
-		fx := &fakeEffects{fail: c.fail}
-		_, real := runPlan(t, startPlan(f, fx))
-		if !slices.Equal(fx.calls, c.calls) || real.OK() != c.ok || (real.Result != nil) != c.result {
-			t.Errorf("%s failing: ran %q (result %v, stopped %v), want %q", c.fail, fx.calls, real.Result, real.Stopped, c.calls)
+		fx := &fakeEffects{plantest.Effects{Fail: c.fail}}
+		_, real := plantest.Run(t, startPlan(f, fx))
+		if !slices.Equal(fx.Calls, c.calls) || real.OK() != c.ok || (real.Result != nil) != c.result {
+			t.Errorf("%s failing: ran %q (result %v, stopped %v), want %q", c.fail, fx.Calls, real.Result, real.Stopped, c.calls)
 			continue
 		}
 		for _, s := range c.said {
@@ -181,33 +155,33 @@ func TestListenerPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dry, real := runPlan(t, p)
+	dry, real := plantest.Run(t, p)
 	if len(dry.Log) != 2 || !strings.HasPrefix(dry.Log[0], `would post as "agent-1" on thread `+root+":\nListening to branch `feature` in workspace `agent-1/demo`.") || dry.Log[1] != "would write "+f.Path {
 		t.Errorf("dry run:\n%s", strings.Join(dry.Log, "\n"))
 	}
 	want := []string{"post as agent-1 on rr: Listening to branch `feature` in workspace `agent-1/demo`.", "received", "listen branch feature after 7 on true", "backoffice"}
-	if !slices.Equal(fx.calls, want) || !real.OK() || real.Log[len(real.Log)-1] != "wrote "+f.Path {
-		t.Errorf("ran %q, log %q", fx.calls, real.Log)
+	if !slices.Equal(fx.Calls, want) || !real.OK() || real.Log[len(real.Log)-1] != "wrote "+f.Path {
+		t.Errorf("ran %q, log %q", fx.Calls, real.Log)
 	}
 
 	// A file that cannot be written (a full disk) after the note: the
 	// answer says the note is on the record and when it counts.
-	fx = fakeListener{&fakeEffects{fail: "listen"}}
+	fx = fakeListener{&fakeEffects{plantest.Effects{Fail: "listen"}}}
 	p, _ = listenerPlan(f, fx)
-	if _, real := runPlan(t, p); real.OK() || !strings.Contains(*real.Stopped, "the listen note 1111111111111111111111111111111111111111111111111111111111111111 is on the record, so the session hears branch feature from its next launch") {
+	if _, real := plantest.Run(t, p); real.OK() || !strings.Contains(*real.Stopped, "the listen note 1111111111111111111111111111111111111111111111111111111111111111 is on the record, so the session hears branch feature from its next launch") {
 		t.Errorf("a listen whose file fails: stopped %v", real.Stopped)
 	}
 
 	f.On = false
 	fx = fakeListener{&fakeEffects{}}
 	p, _ = listenerPlan(f, fx)
-	dry, real = runPlan(t, p)
+	dry, real = plantest.Run(t, p)
 	if dry.Log[1] != "would remove "+f.Path || !strings.Contains(dry.Log[0], "No longer listening to branch") {
 		t.Errorf("dry run of a remove:\n%s", strings.Join(dry.Log, "\n"))
 	}
 	want = []string{"post as agent-1 on rr: No longer listening to branch `feature` in workspace `agent-1/demo`.", "listen branch feature after 0 on false", "backoffice"}
-	if !slices.Equal(fx.calls, want) || real.Log[len(real.Log)-1] != "removed "+f.Path {
-		t.Errorf("ran %q, log %q", fx.calls, real.Log)
+	if !slices.Equal(fx.Calls, want) || real.Log[len(real.Log)-1] != "removed "+f.Path {
+		t.Errorf("ran %q, log %q", fx.Calls, real.Log)
 	}
 }
 
@@ -225,12 +199,12 @@ func TestAddPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dry, real := runPlan(t, p)
+	dry, real := plantest.Run(t, p)
 	if len(dry.Log) != 3 || !strings.Contains(dry.Log[1], `says branch "trunk", not "feature"`) || dry.Log[2] != "would make workspace agent-1/demo on the host at "+ws.Dir {
 		t.Errorf("dry run of a reuse:\n%s", strings.Join(dry.Log, "\n"))
 	}
-	if !slices.Equal(fx.calls, []string{"make dd ee"}) || *real.Result != defined.Hash {
-		t.Errorf("a reuse ran %q", fx.calls)
+	if !slices.Equal(fx.Calls, []string{"make dd ee"}) || *real.Result != defined.Hash {
+		t.Errorf("a reuse ran %q", fx.Calls)
 	}
 	f.OnHost = true
 	if _, err := addPlan(f, fx); err == nil || !strings.Contains(err.Error(), "exists: defined at") {
@@ -242,16 +216,16 @@ func TestAddPlan(t *testing.T) {
 	}
 
 	f.OnHost, f.Thread = false, strings.Repeat("9", 64)
-	fx = fakeNodeEffects{&fakeEffects{fail: "make"}}
+	fx = fakeNodeEffects{&fakeEffects{plantest.Effects{Fail: "make"}}}
 	p, _ = addPlan(f, fx)
-	dry, real = runPlan(t, p)
+	dry, real = plantest.Run(t, p)
 	if len(dry.Log) != 2 || !strings.HasPrefix(dry.Log[0], `would post as "admin" in thread `+f.Thread+":\nWorkspace `agent-1/demo`") ||
 		dry.Log[1] != `would clone http://127.0.0.1:8080/ as "agent-1" into /c, open its tree on "feature" in /t, write /b and make /w` {
 		t.Errorf("dry run of a new workspace:\n%s", strings.Join(dry.Log, "\n"))
 	}
 	want := []string{"post Workspace `agent-1/demo`: agent login `agent-1` on project `demo`, branch `feature`.", "make 11 99", "backoffice"}
-	if !slices.Equal(fx.calls, want) || real.OK() || !strings.Contains(*real.Stopped, "the host is left clean and the definition stays on the record at 1111") {
-		t.Errorf("ran %q, stopped %v", fx.calls, real.Stopped)
+	if !slices.Equal(fx.Calls, want) || real.OK() || !strings.Contains(*real.Stopped, "the host is left clean and the definition stays on the record at 1111") {
+		t.Errorf("ran %q, stopped %v", fx.Calls, real.Stopped)
 	}
 	f.Thread = ""
 	p, _ = addPlan(f, fakeNodeEffects{&fakeEffects{}})
@@ -271,20 +245,20 @@ func TestTerminatePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dry, real := runPlan(t, p)
+	dry, real := plantest.Run(t, p)
 	if len(dry.Log) != 2 || !strings.HasPrefix(dry.Log[0], `would post as "admin" in record `+w.Record+":\nWorkspace `agent-1/demo` is terminated.") || dry.Log[1] != "would remove "+ws.Dir {
 		t.Errorf("dry run:\n%s", strings.Join(dry.Log, "\n"))
 	}
-	if want := []string{"post Workspace `agent-1/demo` is terminated.", "remove", "backoffice"}; !slices.Equal(fx.calls, want) || !real.OK() {
-		t.Errorf("ran %q, stopped %v", fx.calls, real.Stopped)
+	if want := []string{"post Workspace `agent-1/demo` is terminated.", "remove", "backoffice"}; !slices.Equal(fx.Calls, want) || !real.OK() {
+		t.Errorf("ran %q, stopped %v", fx.Calls, real.Stopped)
 	}
 
 	w.Terminated, f.OnHost = strings.Repeat("t", 64), true
 	fx = fakeNodeEffects{&fakeEffects{}}
 	p, _ = terminatePlan(f, fx)
-	dry, _ = runPlan(t, p)
-	if len(dry.Log) != 2 || !strings.HasPrefix(dry.Log[0], "workspace agent-1/demo is already terminated") || !slices.Equal(fx.calls, []string{"remove"}) {
-		t.Errorf("an already terminated workspace: %q, ran %q", dry.Log, fx.calls)
+	dry, _ = plantest.Run(t, p)
+	if len(dry.Log) != 2 || !strings.HasPrefix(dry.Log[0], "workspace agent-1/demo is already terminated") || !slices.Equal(fx.Calls, []string{"remove"}) {
+		t.Errorf("an already terminated workspace: %q, ran %q", dry.Log, fx.Calls)
 	}
 	f.OnHost = false
 	if _, err := terminatePlan(f, fx); err == nil || !strings.Contains(err.Error(), "already terminated") {
@@ -292,11 +266,109 @@ func TestTerminatePlan(t *testing.T) {
 	}
 	w.Terminated = ""
 	p, _ = terminatePlan(f, fx)
-	if dry, _ := runPlan(t, p); dry.Log[len(dry.Log)-1] != "workspace agent-1/demo was not on the host" {
+	if dry, _ := plantest.Run(t, p); dry.Log[len(dry.Log)-1] != "workspace agent-1/demo was not on the host" {
 		t.Errorf("not on the host: %q", dry.Log)
 	}
 	f.Defined = nil
 	if _, err := terminatePlan(f, fx); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("no workspace: %v", err)
+	}
+}
+
+// fakeDaemon records the lines a plan hands the daemon.
+type fakeDaemon struct{ *fakeEffects }
+
+func (f fakeDaemon) send(_ context.Context, _ *node.Answer, lines ...messages.PipeLine) error {
+	for _, l := range lines {
+		if err := f.Do("send " + l.String()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestStopPlan is a stop's plan: refused when no process names the
+// workspace; else the stop line handed to the daemon, even when the table
+// cannot tell (the daemon decides); a hand-off that fails stops it.
+func TestStopPlan(t *testing.T) {
+	k := testKey()
+	if _, err := stopPlan(k, host.Verdict{Key: k, Named: host.No}, fakeDaemon{&fakeEffects{}}); err == nil || err.Error() != "no session runs in workspace agent-1/demo: no process names it" {
+		t.Errorf("nothing names it: %v", err)
+	}
+	for _, v := range []host.Verdict{
+		{Key: k, Named: host.Yes, By: []messages.ProcID{{PID: 7, Start: 9}}},
+		{Key: k, Named: host.Unknown, Unsure: []int{8}},
+	} {
+		fx := fakeDaemon{&fakeEffects{}}
+		p, err := stopPlan(k, v, fx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dry, real := plantest.Run(t, p)
+		if want := []string{"would hand `stop agent-1 demo` to the daemon (" + v.String() + ")"}; !slices.Equal(dry.Log, want) {
+			t.Errorf("dry run %q, want %q", dry.Log, want)
+		}
+		if !real.OK() || !slices.Equal(fx.Calls, []string{"send stop agent-1 demo"}) || real.Log[0] != "the daemon sends TERM to the session and records its end on the record" {
+			t.Errorf("real run ran %q, logged %q, stopped %v", fx.Calls, real.Log, real.Stopped)
+		}
+	}
+	fx := fakeDaemon{&fakeEffects{plantest.Effects{Fail: "send"}}}
+	p, _ := stopPlan(k, host.Verdict{Key: k, Named: host.Yes}, fx)
+	if _, real := plantest.Run(t, p); real.OK() || len(real.Log) != 0 {
+		t.Errorf("a failed hand-off: stopped %v, logged %q", real.Stopped, real.Log)
+	}
+}
+
+type fakeGC struct{ *fakeEffects }
+
+func (f fakeGC) removeWorkspace(_ context.Context, ws host.Workspace) error {
+	return f.Do("remove " + ws.Key.String())
+}
+
+// TestGCPlan is a gc's plan for given facts: a workspace whose record
+// terminated it, or no longer defines it, or defines it anew, is removed
+// unless a process names it; one without the node's binding is left to
+// the record; each left alone is said, in the order read.
+func TestGCPlan(t *testing.T) {
+	def := func(hash, terminated string) *node.Workspace {
+		return &node.Workspace{Hash: hash, Terminated: terminated}
+	}
+	fact := func(login string, defined *node.Workspace, made string, bindingErr error, named host.Evidence) gcFact {
+		k := messages.WorkspaceKey{Login: login, Project: "demo"}
+		f := gcFact{Key: k, WS: host.Workspace{Key: k, Dir: "/a/" + login}, Defined: defined, BindingErr: bindingErr, Named: host.Verdict{Key: k, Named: named}}
+		if bindingErr == nil {
+			f.Binding = &messages.Binding{Workspace: made}
+		}
+		return f
+	}
+	facts := []gcFact{
+		fact("kept", def("d1", ""), "d1", nil, host.No),
+		fact("ended", def("d1", "t1"), "d1", nil, host.No),
+		fact("gone", nil, "d1", nil, host.No),
+		fact("anew", def("d2", ""), "d1", nil, host.No),
+		fact("busy", def("d1", "t1"), "d1", nil, host.Yes),
+		fact("adding", def("d1", ""), "", fs.ErrNotExist, host.No),
+		fact("unread", nil, "", errors.New("permission denied"), host.No),
+		{Key: messages.WorkspaceKey{Login: "odd", Project: "x"}, Unread: errors.New(`project "x" is not on this node`)},
+	}
+	fx := fakeGC{&fakeEffects{plantest.Effects{Fail: "remove anew/demo"}}}
+	dry, real := plantest.Run(t, gcPlan(facts, fx))
+	want := []string{
+		"would remove /a/ended (terminated at t1)",
+		"would remove /a/gone (no definition on the record counts for it)",
+		"would remove /a/anew (made from definition d1, which d2 replaced)",
+		"busy/demo: terminated at t1, but a running process names it (workspace busy/demo is named by ); left alone",
+		"adding/demo: the node kept no binding of it (being added, half made, or made by an earlier release) and its definition d1 counts; left alone",
+		"unread/demo: the node's binding of it does not read (permission denied); left alone",
+		`odd/x: project "x" is not on this node; left alone`,
+	}
+	if !slices.Equal(dry.Log, want) {
+		t.Errorf("dry run:\n%s\nwant:\n%s", strings.Join(dry.Log, "\n"), strings.Join(want, "\n"))
+	}
+	if !slices.Equal(fx.Calls, []string{"remove ended/demo", "remove gone/demo", "remove anew/demo"}) || real.OK() {
+		t.Errorf("real run ran %q, stopped %v", fx.Calls, real.Stopped)
+	}
+	if dry, _ := plantest.Run(t, gcPlan(facts[:1], fx)); !slices.Equal(dry.Log, []string{"nothing to collect"}) {
+		t.Errorf("nothing to collect: %q", dry.Log)
 	}
 }

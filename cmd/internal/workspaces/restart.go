@@ -112,11 +112,11 @@ func (n Actions) loginCaps(ctx context.Context, r *fossilio.Repo, p node.Project
 		}
 		return u.Caps, false, nil
 	}
-	pw, err := n.Password(login)
+	pw, err := n.node.Password(login)
 	if err != nil {
 		return "", true, nil
 	}
-	v, err := n.ServerViewer(ctx, p, node.Caller{Login: login, Password: pw})
+	v, err := n.node.ServerViewer(ctx, p, node.Caller{Login: login, Password: pw})
 	if errors.Is(err, remote.ErrRefused) {
 		return "", true, nil
 	}
@@ -156,7 +156,7 @@ func (n Actions) SessionRestart(ctx context.Context, in SessionRestartInput) *no
 	if err != nil {
 		return a.Stop(err)
 	}
-	if err := n.RequireCaller(); err != nil {
+	if err := n.node.RequireCaller(); err != nil {
 		return a.Stop(err)
 	}
 	rs := &restartScan{only: only, release: release, codes: map[string]string{}}
@@ -186,9 +186,9 @@ func (n Actions) SessionRestart(ctx context.Context, in SessionRestartInput) *no
 // restartScope is the projects a restart looks at and, for a confirming
 // restart, the start its list showed of each workspace (nil: every one).
 func (n Actions) restartScope(in SessionRestartInput) ([]node.Project, map[messages.WorkspaceKey]string, error) {
-	projects := n.Projects()
+	projects := n.node.Projects()
 	if in.Project != "" {
-		p, err := n.Project(in.Project)
+		p, err := n.node.Project(in.Project)
 		if err != nil {
 			return nil, nil, fmt.Errorf("project: %w", err)
 		}
@@ -226,7 +226,7 @@ type restartScan struct {
 // shows a start, whether the restart launches it again (decideRestart),
 // adding each to the answer's sessions and each launch to rs.plans.
 func (n Actions) restartProject(ctx context.Context, a *node.Answer, rs *restartScan, r *fossilio.Repo, p node.Project) error {
-	idx := n.Index(r)
+	idx := n.node.Index(r)
 	defs, err := node.Defined(ctx, idx)
 	if err != nil {
 		return err
@@ -303,17 +303,17 @@ func (n Actions) restartFacts(ctx context.Context, r *fossilio.Repo, idx *record
 	// The launch names the workspace's definition as the host holds it,
 	// as `session start` names it; the record's newest when it is gone.
 	wsDef := w.Hash
-	paths, err := n.WorkspacePaths(k)
+	paths, err := n.node.WorkspacePaths(k)
 	if err != nil {
 		return restartPlan{}, f, err
 	}
-	if b, err := n.BoundWorkspace(ctx, r, paths); err == nil {
+	if b, err := n.node.BoundWorkspace(ctx, r, paths); err == nil {
 		f.OnHost, wsDef = true, b.Workspace
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return restartPlan{}, f, err
 	}
 	next := &messages.LaunchNote{Login: k.Login, Project: k.Project, Workspace: wsDef, Session: prior.Session, Release: messages.ReleaseCurrent}
-	if f.Verdict, err = idx.WouldLaunch(ctx, n.Caller.Login, start, next); err != nil {
+	if f.Verdict, err = idx.WouldLaunch(ctx, n.node.Caller.Login, start, next); err != nil {
 		return restartPlan{}, f, err
 	}
 	if f.Caps, f.NoAccount, err = n.loginCaps(ctx, r, p, k.Login); err != nil {
@@ -349,10 +349,10 @@ func (n Actions) restart(ctx context.Context, a *node.Answer, plans []restartPla
 	}
 	var handErr error
 	if len(lines) > 0 {
-		handErr = n.EnsureAndSend(ctx, a, lines...)
+		handErr = n.node.EnsureAndSend(ctx, a, lines...)
 	}
 	for _, p := range written {
-		n.Backoffice(ctx, a, p)
+		n.node.Backoffice(ctx, a, p)
 	}
 	if handErr != nil {
 		// A launch note on the record is the daemon's to launch, whoever
@@ -406,7 +406,7 @@ func (n Actions) writeLaunches(ctx context.Context, a *node.Answer, plans []rest
 		text := fmt.Sprintf("Restart of the session %s in workspace `%s` (%s), on release %s.\n\n%s", node.Short(pl.launch.Session), pl.key, o.Why, pl.launch.Release, block)
 		// The host's write first (D74): a host that cannot write the
 		// listening index (a full disk) leaves the record as it was.
-		paths, err := n.WorkspacePaths(pl.key)
+		paths, err := n.node.WorkspacePaths(pl.key)
 		if err == nil {
 			err = n.setListening(ctx, paths, pl.own.Kind, pl.own.ID, 0, true)
 		}
@@ -414,21 +414,21 @@ func (n Actions) writeLaunches(ctx context.Context, a *node.Answer, plans []rest
 			failRestart(a, pl, fmt.Sprintf("its listening index could not be written, so no launch note was posted: %v", err))
 			continue
 		}
-		hash, err := n.Writer(pl.p, codes[pl.p.Name]).WriteNote(ctx, pl.own.note(n.Caller.Login, text))
+		hash, err := n.node.Writer(pl.p, codes[pl.p.Name]).WriteNote(ctx, pl.own.note(n.node.Caller.Login, text))
 		if err != nil {
 			failRestart(a, pl, fmt.Sprintf("the launch note could not be posted: %v", err))
 			continue
 		}
 		o.Launch = hash
 		written[pl.p.Name] = pl.p
-		a.Logf("posted the launch note of %s as %q at %s on %s %s", pl.key, n.Caller.Login, hash, pl.own.Kind, pl.own.ID)
+		a.Logf("posted the launch note of %s as %q at %s on %s %s", pl.key, n.node.Caller.Login, hash, pl.own.Kind, pl.own.ID)
 		info, err := pl.r.Info(ctx, hash)
 		if err != nil {
 			failRestart(a, pl, fmt.Sprintf("its launch note %s does not read back: %v", hash, err))
 			continue
 		}
 		lines = append(lines, messages.PostLine{Repository: pl.p.Repository, Hash: hash})
-		waiting = append(waiting, pendingRestart{plan: pl, idx: record.NewIndexAfter(pl.r, n.Config.User, info.Receipt-1)})
+		waiting = append(waiting, pendingRestart{plan: pl, idx: record.NewIndexAfter(pl.r, n.node.Config.User, info.Receipt-1)})
 	}
 	return waiting, lines, written, nil
 }
@@ -436,7 +436,7 @@ func (n Actions) writeLaunches(ctx context.Context, a *node.Answer, plans []rest
 // awaitRestarts waits, at most the node's outcome wait, for the outcome of
 // each launch, marking each session restarted or not.
 func (n Actions) awaitRestarts(ctx context.Context, a *node.Answer, waiting []pendingRestart) error {
-	deadline := time.Now().Add(n.OutcomeWait())
+	deadline := time.Now().Add(n.node.OutcomeWait())
 	for len(waiting) > 0 {
 		tab, err := n.scan()
 		if err != nil {
@@ -464,7 +464,7 @@ func (n Actions) awaitRestarts(ctx context.Context, a *node.Answer, waiting []pe
 		}
 		if time.Now().After(deadline) {
 			for _, w := range waiting {
-				failRestart(a, w.plan, fmt.Sprintf("no outcome of its launch %s within %s: no session process in the table and no refusal or end note; see `ocx status` and %s", a.Sessions[w.plan.out].Launch, n.OutcomeWait(), n.Layout.Log()))
+				failRestart(a, w.plan, fmt.Sprintf("no outcome of its launch %s within %s: no session process in the table and no refusal or end note; see `ocx status` and %s", a.Sessions[w.plan.out].Launch, n.node.OutcomeWait(), n.node.Layout.Log()))
 			}
 			return nil
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/node/nodetest"
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
@@ -23,8 +24,8 @@ const echoOnce = `read -r line; printf 'echo: %s\n' "$line"`
 // startSession starts a mechanical session of lifetime in login's workspace
 // on demo, run by the real daemon, and returns its launch note.
 func (f *fix) startSession(login, lifetime string) string {
-	f.t.Helper()
-	a := f.ok(workspaces.Of(f.n).SessionStart(f.ctx, workspaces.SessionStartInput{Workspace: login + "/demo", Kind: "mechanical", Lifetime: lifetime,
+	f.T.Helper()
+	a := f.OK(workspaces.Of(f.N).SessionStart(f.Ctx, workspaces.SessionStartInput{Workspace: login + "/demo", Kind: "mechanical", Lifetime: lifetime,
 		Hears: []string{person}, Command: []string{"/bin/sh", "-c", echoOnce}}))
 	return *a.Result
 }
@@ -32,18 +33,18 @@ func (f *fix) startSession(login, lifetime string) string {
 // stopSession stops login's session on demo and waits for the end note of
 // its launch.
 func (f *fix) stopSession(login, launch string) {
-	f.t.Helper()
-	f.ok(workspaces.Of(f.n).SessionStop(f.ctx, login+"/demo", false))
+	f.T.Helper()
+	f.OK(workspaces.Of(f.N).SessionStop(f.Ctx, login+"/demo", false))
 	f.awaitEnd(launch)
 }
 
 // awaitEnd waits for the daemon's end note of launch.
 func (f *fix) awaitEnd(launch string) {
-	f.t.Helper()
-	f.waitFor("the end note of "+launch[:10], 30*time.Second, func() bool {
-		end, err := workspaces.Of(f.n).Ended(f.ctx, "demo", launch)
+	f.T.Helper()
+	f.WaitFor("the end note of "+launch[:10], 30*time.Second, func() bool {
+		end, err := workspaces.Of(f.N).Ended(f.Ctx, "demo", launch)
 		if err != nil {
-			f.t.Fatal(err)
+			f.T.Fatal(err)
 		}
 		return end != nil
 	})
@@ -52,13 +53,13 @@ func (f *fix) awaitEnd(launch string) {
 // notes lists the notes of kind T on the record, with the posts holding
 // them.
 func notes[T messages.Note](f *fix) map[string]T {
-	f.t.Helper()
+	f.T.Helper()
 	out := map[string]T{}
-	for _, i := range f.artifacts() {
+	for _, i := range f.Artifacts() {
 		if i.Kind != fossilio.KindPost {
 			continue
 		}
-		p := f.post(i.Hash)
+		p := f.Post(i.Hash)
 		if n, err := messages.ReadPost([]byte(p.Text)); err == nil {
 			if t, ok := n.(T); ok {
 				out[i.Hash] = t
@@ -98,22 +99,22 @@ func outcome(t *testing.T, a *node.Answer, key string) node.SessionOutcome {
 // before that restart is stale, and confirming it restarts nothing.
 func TestRestartStoppedSession(t *testing.T) {
 	f := newFixDaemon(t)
-	f.addWorkspace()
+	f.AddWorkspace()
 	key := agent + "/demo"
 	first := f.startSession(agent, "stays")
 	f.stopSession(agent, first)
 
-	before := f.posts()
-	dry := f.ok(workspaces.Of(f.n).SessionRestart(f.ctx, workspaces.SessionRestartInput{Release: messages.ReleaseCurrent, DryRun: true}))
+	before := f.Posts()
+	dry := f.OK(workspaces.Of(f.N).SessionRestart(f.Ctx, workspaces.SessionRestartInput{Release: messages.ReleaseCurrent, DryRun: true}))
 	o := outcome(t, dry, key)
 	if o.Outcome != node.OutcomeWouldRestart || o.Start != first || o.Release != messages.ReleaseCurrent || o.Launch != "" || !strings.Contains(o.Why, "it ended") {
 		t.Errorf("the dry run's %s: %+v", key, o)
 	}
-	if got := f.posts(); got != before {
+	if got := f.Posts(); got != before {
 		t.Errorf("the dry run wrote %d posts", got-before)
 	}
 
-	a := f.ok(workspaces.Of(f.n).SessionRestart(f.ctx, workspaces.SessionRestartInput{Release: messages.ReleaseCurrent, Only: []node.RestartPick{o.Pick()}}))
+	a := f.OK(workspaces.Of(f.N).SessionRestart(f.Ctx, workspaces.SessionRestartInput{Release: messages.ReleaseCurrent, Only: []node.RestartPick{o.Pick()}}))
 	o = outcome(t, a, key)
 	if o.Outcome != node.OutcomeRestarted || o.Launch == "" || !strings.Contains(o.Why, "the daemon started it again: pid") {
 		t.Fatalf("the restart's %s: %+v", key, o)
@@ -122,31 +123,31 @@ func TestRestartStoppedSession(t *testing.T) {
 	if !ok || launch.Release != messages.ReleaseCurrent || launch.Login != agent {
 		t.Errorf("the restart's launch note %s: %+v", o.Launch, launch)
 	}
-	if p := f.post(o.Launch); p.Sender != f.srv.AdminLogin {
-		t.Errorf("the restart's launch note was sent by %q, not the caller %q", p.Sender, f.srv.AdminLogin)
+	if p := f.Post(o.Launch); p.Sender != f.Srv.AdminLogin {
+		t.Errorf("the restart's launch note was sent by %q, not the caller %q", p.Sender, f.Srv.AdminLogin)
 	}
-	if got := f.serving(); len(got) != 1 || got[0] != key {
+	if got := f.Serving(); len(got) != 1 || got[0] != key {
 		t.Errorf("after the restart, serving %v", got)
 	}
 
 	// Pressing twice restarts once: the second press leaves it alone.
-	before = f.posts()
-	again := f.ok(workspaces.Of(f.n).SessionRestart(f.ctx, workspaces.SessionRestartInput{Release: messages.ReleaseCurrent}))
+	before = f.Posts()
+	again := f.OK(workspaces.Of(f.N).SessionRestart(f.Ctx, workspaces.SessionRestartInput{Release: messages.ReleaseCurrent}))
 	if o2 := outcome(t, again, key); o2.Outcome != node.OutcomeLeftAlone || !strings.Contains(o2.Why, "it runs") {
 		t.Errorf("the second press's %s: %+v", key, o2)
 	}
 	// The list shown before the restart is stale now.
-	stale := f.ok(workspaces.Of(f.n).SessionRestart(f.ctx, workspaces.SessionRestartInput{Release: messages.ReleaseCurrent, Only: []node.RestartPick{{Workspace: key, Start: first}}}))
+	stale := f.OK(workspaces.Of(f.N).SessionRestart(f.Ctx, workspaces.SessionRestartInput{Release: messages.ReleaseCurrent, Only: []node.RestartPick{{Workspace: key, Start: first}}}))
 	if o3 := outcome(t, stale, key); o3.Outcome != node.OutcomeLeftAlone || !strings.Contains(o3.Why, "not the "+first[:10]+" the list showed") {
 		t.Errorf("confirming a stale list: %+v", o3)
 	}
-	if got := f.posts(); got != before {
+	if got := f.Posts(); got != before {
 		t.Errorf("the presses that restarted nothing wrote %d posts", got-before)
 	}
 	if n := len(notes[*messages.LaunchNote](f)); n != 2 {
 		t.Errorf("%d launch notes on the record, want 2 (the start and one restart)", n)
 	}
-	f.refused(workspaces.Of(f.n).SessionRestart(f.ctx, workspaces.SessionRestartInput{Release: messages.ReleasePrevious}), "previous")
+	f.Refused(workspaces.Of(f.N).SessionRestart(f.Ctx, workspaces.SessionRestartInput{Release: messages.ReleasePrevious}), "previous")
 }
 
 // TestRestartLeavesAlone: a `completes` session, a session whose workspace
@@ -158,8 +159,8 @@ func TestRestartLeavesAlone(t *testing.T) {
 	launches := map[string]string{}
 	for _, why := range []string{"completes", "terminated", "withdrawn", "running"} {
 		login := logins[why]
-		f.ok(f.n.LoginAdd(f.ctx, login, false))
-		f.ok(workspaces.Of(f.n).WorkspaceAdd(f.ctx, workspaces.WorkspaceAddInput{Login: login, Project: "demo", Branch: "trunk"}))
+		f.OK(f.N.LoginAdd(f.Ctx, login, false))
+		f.OK(workspaces.Of(f.N).WorkspaceAdd(f.Ctx, workspaces.WorkspaceAddInput{Login: login, Project: "demo", Branch: "trunk"}))
 		lifetime := "stays"
 		if why == "completes" {
 			lifetime = "completes"
@@ -174,11 +175,11 @@ func TestRestartLeavesAlone(t *testing.T) {
 			f.stopSession(login, launches[why])
 		}
 	}
-	f.ok(workspaces.Of(f.n).WorkspaceTerminate(f.ctx, logins["terminated"]+"/demo", "", false))
-	f.ok(f.n.LoginWithdraw(f.ctx, logins["withdrawn"], false))
+	f.OK(workspaces.Of(f.N).WorkspaceTerminate(f.Ctx, logins["terminated"]+"/demo", "", false))
+	f.OK(f.N.LoginWithdraw(f.Ctx, logins["withdrawn"], false))
 
-	before := f.posts()
-	a := f.ok(workspaces.Of(f.n).SessionRestart(f.ctx, workspaces.SessionRestartInput{Release: messages.ReleaseCurrent}))
+	before := f.Posts()
+	a := f.OK(workspaces.Of(f.N).SessionRestart(f.Ctx, workspaces.SessionRestartInput{Release: messages.ReleaseCurrent}))
 	for why, want := range map[string]string{
 		"completes":  "a completes session is never restarted",
 		"terminated": "its workspace was terminated",
@@ -190,7 +191,7 @@ func TestRestartLeavesAlone(t *testing.T) {
 			t.Errorf("%s: %+v, want left alone saying %q", why, o, want)
 		}
 	}
-	if got := f.posts(); got != before {
+	if got := f.Posts(); got != before {
 		t.Errorf("a restart that restarted nothing wrote %d posts", got-before)
 	}
 }
@@ -200,9 +201,9 @@ func TestRestartLeavesAlone(t *testing.T) {
 // waits for its end note, then launches the new one.
 func TestSessionSecondStartRestarts(t *testing.T) {
 	f := newFixDaemon(t)
-	f.addWorkspace()
+	f.AddWorkspace()
 	first := f.startSession(agent, "stays")
-	a := f.ok(workspaces.Of(f.n).SessionStart(f.ctx, workspaces.SessionStartInput{Workspace: agent + "/demo", Kind: "mechanical", Lifetime: "stays",
+	a := f.OK(workspaces.Of(f.N).SessionStart(f.Ctx, workspaces.SessionStartInput{Workspace: agent + "/demo", Kind: "mechanical", Lifetime: "stays",
 		Hears: []string{person}, Command: []string{"/bin/sh", "-c", echoOnce}}))
 	second := *a.Result
 	log := strings.Join(a.Log, "\n")
@@ -215,7 +216,7 @@ func TestSessionSecondStartRestarts(t *testing.T) {
 	if n := endsOf(f, second); n != 0 {
 		t.Errorf("the second launch has %d end notes while it runs", n)
 	}
-	st, err := f.n.Status(f.ctx)
+	st, err := f.N.Status(f.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,11 +230,11 @@ func TestSessionSecondStartRestarts(t *testing.T) {
 // naming its PID, and writes nothing.
 func TestSessionSecondStartRefusedAtTerminal(t *testing.T) {
 	f := newFixDaemon(t)
-	f.addWorkspace()
+	f.AddWorkspace()
 	// The definition `workspace run` runs: a session the daemon ran, ended.
 	f.stopSession(agent, f.startSession(agent, "stays"))
 
-	cmd := exec.Command(filepath.Join(releaseDir(t), "workspace"), "run", agent+"/demo", "--root", f.agents)
+	cmd := exec.Command(filepath.Join(nodetest.ReleaseDir(t), "workspace"), "run", agent+"/demo", "--root", f.Agents)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -257,21 +258,21 @@ func TestSessionSecondStartRefusedAtTerminal(t *testing.T) {
 			<-done
 		}
 	})
-	f.waitFor("`workspace run` to hold the workspace", 20*time.Second, func() bool {
-		st, err := f.n.Status(f.ctx)
+	f.WaitFor("`workspace run` to hold the workspace", 20*time.Second, func() bool {
+		st, err := f.N.Status(f.Ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return len(st.Sessions) == 1 && st.Sessions[0].PID == pid && st.Sessions[0].StartedBy == messages.OriginTerminal
 	})
 
-	before := f.posts()
+	before := f.Posts()
 	in := workspaces.SessionStartInput{Workspace: agent + "/demo", Kind: "mechanical", Lifetime: "stays", Hears: []string{person}, Command: []string{"/bin/sh", "-c", echoOnce}}
 	in.DryRun = true
-	f.refused(workspaces.Of(f.n).SessionStart(f.ctx, in), "a session at a terminal holds workspace agent-1/demo", "pid "+strconv.Itoa(pid), "nothing written")
+	f.Refused(workspaces.Of(f.N).SessionStart(f.Ctx, in), "a session at a terminal holds workspace agent-1/demo", "pid "+strconv.Itoa(pid), "nothing written")
 	in.DryRun = false
-	f.refused(workspaces.Of(f.n).SessionStart(f.ctx, in), "a session at a terminal holds workspace agent-1/demo", "pid "+strconv.Itoa(pid), "`"+cmd.Path+" run agent-1/demo", "nothing written")
-	if got := f.posts(); got != before {
+	f.Refused(workspaces.Of(f.N).SessionStart(f.Ctx, in), "a session at a terminal holds workspace agent-1/demo", "pid "+strconv.Itoa(pid), "`"+cmd.Path+" run agent-1/demo", "nothing written")
+	if got := f.Posts(); got != before {
 		t.Errorf("a refused start wrote %d posts", got-before)
 	}
 	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {

@@ -191,20 +191,20 @@ func (n Actions) startRelease(in string, def *messages.SessionDefinition) (strin
 	if err != nil || def.Kind != messages.LLM {
 		return release, err
 	}
-	dir := n.Release
+	dir := n.node.Release
 	if release == messages.ReleasePrevious {
-		dir = filepath.Join(n.Config.Release, messages.ReleasePrevious)
+		dir = filepath.Join(n.node.Config.Release, messages.ReleasePrevious)
 	}
 	return release, procs.RequireOffered(dir, def.Runner)
 }
 
 // projectWorkspace is workspace key's project and its paths on the host.
 func (n Actions) projectWorkspace(key messages.WorkspaceKey) (node.Project, host.Workspace, error) {
-	p, err := n.Project(key.Project)
+	p, err := n.node.Project(key.Project)
 	if err != nil {
 		return node.Project{}, host.Workspace{}, fmt.Errorf("workspace: %w", err)
 	}
-	ws, err := n.WorkspacePaths(key)
+	ws, err := n.node.WorkspacePaths(key)
 	return p, ws, err
 }
 
@@ -258,8 +258,8 @@ type startFacts struct {
 // startFacts reads what a start needs of the record and the host, and
 // refuses what the record refuses, before anything is written.
 func (n Actions) startFacts(ctx context.Context, a *node.Answer, r *fossilio.Repo, p node.Project, ws host.Workspace, key messages.WorkspaceKey, def *messages.SessionDefinition, record string) (startFacts, error) {
-	f := startFacts{Key: key, Caller: n.Caller.Login, Repository: p.Repository, StopWait: n.StopWait()}
-	b, err := n.BoundWorkspace(ctx, r, ws)
+	f := startFacts{Key: key, Caller: n.node.Caller.Login, Repository: p.Repository, StopWait: n.node.StopWait()}
+	b, err := n.node.BoundWorkspace(ctx, r, ws)
 	if err != nil {
 		return f, fmt.Errorf("workspace %s does not exist on the host (%v); `ocx workspace add` makes it", key, err)
 	}
@@ -313,7 +313,7 @@ func (n Actions) oneRun(ctx context.Context, r *fossilio.Repo, key messages.Work
 	if err != nil {
 		return fmt.Errorf("record: %w", err)
 	}
-	why, err := record.NewIndexAfter(r, n.Config.User, info.Receipt-1).OneRun(ctx, key, own.ID, nil)
+	why, err := record.NewIndexAfter(r, n.node.Config.User, info.Receipt-1).OneRun(ctx, key, own.ID, nil)
 	if err != nil {
 		return fmt.Errorf("record: %w", err)
 	}
@@ -457,11 +457,11 @@ func (s *startRun) stopHeld(ctx context.Context, a *node.Answer) error {
 }
 
 func (s *startRun) post(ctx context.Context, text string) (string, error) {
-	return s.n.Writer(s.p, s.code).WriteNote(ctx, s.own.note(s.n.Caller.Login, text))
+	return s.n.node.Writer(s.p, s.code).WriteNote(ctx, s.own.note(s.n.node.Caller.Login, text))
 }
 
 func (s *startRun) listen(ctx context.Context) (bool, error) {
-	root, err := unixhost.OpenRoot(s.n.Agents)
+	root, err := unixhost.OpenRoot(s.n.node.Agents)
 	if err != nil {
 		return false, err
 	}
@@ -479,8 +479,8 @@ func (s *startRun) unlisten(ctx context.Context) error {
 }
 
 func (s *startRun) hand(ctx context.Context, a *node.Answer, line messages.PipeLine) error {
-	err := s.n.EnsureAndSend(ctx, a, line)
-	s.n.Backoffice(ctx, a, s.p)
+	err := s.n.node.EnsureAndSend(ctx, a, line)
+	s.n.node.Backoffice(ctx, a, s.p)
 	return err
 }
 
@@ -493,7 +493,7 @@ func (s *startRun) awaitOutcome(ctx context.Context, a *node.Answer, launch stri
 // now, so a rebuild that meets this change ends as the notes say (D21).
 // after is the listen note's receipt (0 for the session's own record).
 func (n Actions) setListening(ctx context.Context, ws host.Workspace, kind messages.ListenKind, names string, after int64, on bool) error {
-	root, err := unixhost.OpenRoot(n.Agents)
+	root, err := unixhost.OpenRoot(n.node.Agents)
 	if err != nil {
 		return err
 	}
@@ -509,8 +509,8 @@ func (n Actions) awaitOutcome(ctx context.Context, a *node.Answer, r *fossilio.R
 	if err != nil {
 		return fmt.Errorf("read the launch note back: %w", err)
 	}
-	idx := record.NewIndexAfter(r, n.Config.User, info.Receipt-1)
-	deadline := time.Now().Add(n.OutcomeWait())
+	idx := record.NewIndexAfter(r, n.node.Config.User, info.Receipt-1)
+	deadline := time.Now().Add(n.node.OutcomeWait())
 	for {
 		tab, err := n.scan()
 		if err != nil {
@@ -530,7 +530,7 @@ func (n Actions) awaitOutcome(ctx context.Context, a *node.Answer, r *fossilio.R
 			return o.err()
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no outcome of launch %s within %s: no session process in the table and no refusal or end note; see `ocx status` and %s", launch, n.OutcomeWait(), n.Layout.Log())
+			return fmt.Errorf("no outcome of launch %s within %s: no session process in the table and no refusal or end note; see `ocx status` and %s", launch, n.node.OutcomeWait(), n.node.Layout.Log())
 		}
 		select {
 		case <-ctx.Done():
@@ -601,7 +601,7 @@ func outcomeOf(ctx context.Context, idx *record.Index, tab host.Table, key messa
 
 // scan reads the process table of this agents root once.
 func (n Actions) scan() (host.Table, error) {
-	t, err := n.ProcTable()
+	t, err := n.node.ProcTable()
 	if err != nil {
 		return host.Table{}, err
 	}
@@ -635,26 +635,46 @@ func (n Actions) SessionStop(ctx context.Context, keyText string, dry bool) *nod
 	if err != nil {
 		return a.Stop(fmt.Errorf("workspace: %w", err))
 	}
-	if _, err := n.Project(key.Project); err != nil {
+	if _, err := n.node.Project(key.Project); err != nil {
 		return a.Stop(fmt.Errorf("workspace: %w", err))
 	}
-	v, err := n.Naming(key)
+	v, err := n.node.Naming(key)
 	if err != nil {
 		return a.Stop(err)
 	}
+	plan, err := stopPlan(key, v, daemonRun{n.node})
+	return node.Executed(ctx, a, plan, err)
+}
+
+// daemonEffects hand the daemon its lines.
+type daemonEffects interface {
+	// send gives the daemon lines, starting it if none runs.
+	send(ctx context.Context, a *node.Answer, lines ...messages.PipeLine) error
+}
+
+// daemonRun is daemonEffects on this node.
+type daemonRun struct{ n *node.Node }
+
+func (d daemonRun) send(ctx context.Context, a *node.Answer, lines ...messages.PipeLine) error {
+	return d.n.EnsureAndSend(ctx, a, lines...)
+}
+
+// stopPlan is a stop's plan for what names workspace key (v): refused
+// when nothing does; else `stop LOGIN PROJECT` handed to the daemon.
+func stopPlan(key messages.WorkspaceKey, v host.Verdict, fx daemonEffects) (node.Plan, error) {
+	var plan node.Plan
 	if v.Named == host.No {
-		return a.Stop(fmt.Errorf("no session runs in workspace %s: no process names it%s", key, v.Ignored()))
+		return plan, fmt.Errorf("no session runs in workspace %s: no process names it%s", key, v.Ignored())
 	}
 	line := messages.StopLine{Login: key.Login, Project: key.Project}
-	if dry {
-		a.Would("hand `%s` to the daemon (%s)", line, v)
-		return a
-	}
-	if err := n.EnsureAndSend(ctx, a, line); err != nil {
-		return a.Stop(err)
-	}
-	a.Logf("the daemon sends TERM to the session and records its end on the record")
-	return a
+	plan.Add(fmt.Sprintf("hand `%s` to the daemon (%s)", line, v), func(ctx context.Context, a *node.Answer) error {
+		if err := fx.send(ctx, a, line); err != nil {
+			return err
+		}
+		a.Logf("the daemon sends TERM to the session and records its end on the record")
+		return nil
+	})
+	return plan, nil
 }
 
 // Ended returns the end note the daemon wrote for a launch, or nil while
@@ -669,7 +689,7 @@ func (n Actions) Ended(ctx context.Context, project, launch string) (*messages.E
 	if err != nil {
 		return nil, err
 	}
-	ends, err := node.RepliesTo[*messages.EndNote](ctx, record.NewIndexAfter(r, n.Config.User, info.Receipt-1), info.Hash)
+	ends, err := node.RepliesTo[*messages.EndNote](ctx, record.NewIndexAfter(r, n.node.Config.User, info.Receipt-1), info.Hash)
 	if err != nil {
 		return nil, err
 	}
@@ -681,11 +701,11 @@ func (n Actions) Ended(ctx context.Context, project, launch string) (*messages.E
 
 // openProject opens the node's repository of the named project.
 func (n Actions) openProject(name string) (*fossilio.Repo, error) {
-	p, err := n.Project(name)
+	p, err := n.node.Project(name)
 	if err != nil {
 		return nil, err
 	}
-	return n.OpenProjectRepo(p)
+	return n.node.OpenProjectRepo(p)
 }
 
 // launchRelease is the release a launch asks for: current (the default) or
@@ -698,11 +718,11 @@ func (n Actions) launchRelease(release string) (string, error) {
 		return "", fmt.Errorf("release: %q is not current or previous", release)
 	}
 	if release == messages.ReleasePrevious {
-		if n.Config.Release == "" {
+		if n.node.Config.Release == "" {
 			return "", errors.New("release: this node has no release root, so no previous release")
 		}
-		if _, err := os.Stat(filepath.Join(n.Config.Release, "previous")); err != nil {
-			return "", fmt.Errorf("release: %s has no previous release", n.Config.Release)
+		if _, err := os.Stat(filepath.Join(n.node.Config.Release, "previous")); err != nil {
+			return "", fmt.Errorf("release: %s has no previous release", n.node.Config.Release)
 		}
 	}
 	return release, nil
@@ -811,11 +831,11 @@ func (n Actions) stopAndAwaitEnd(ctx context.Context, a *node.Answer, r *fossili
 		return fmt.Errorf("the session in workspace %s (%s) serves launch %s, which the record of %s does not hold (%v): not stopped, nothing written", key, held, held.Launch, r.ProjectName(), err)
 	}
 	a.Logf("a session runs in workspace %s: launch %s, %s; a second start restarts it: stop it first", key, held.Launch, held)
-	if err := n.EnsureAndSend(ctx, a, messages.StopLine{Login: key.Login, Project: key.Project}); err != nil {
+	if err := n.node.EnsureAndSend(ctx, a, messages.StopLine{Login: key.Login, Project: key.Project}); err != nil {
 		return fmt.Errorf("stop the session of launch %s: %w; nothing written", held.Launch, err)
 	}
-	idx := record.NewIndexAfter(r, n.Config.User, info.Receipt-1)
-	deadline := time.Now().Add(n.StopWait())
+	idx := record.NewIndexAfter(r, n.node.Config.User, info.Receipt-1)
+	deadline := time.Now().Add(n.node.StopWait())
 	for {
 		ends, err := node.RepliesTo[*messages.EndNote](ctx, idx, info.Hash)
 		if err != nil {
@@ -826,7 +846,7 @@ func (n Actions) stopAndAwaitEnd(ctx context.Context, a *node.Answer, r *fossili
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the session of launch %s (%s) was told to stop, but no end note of it is on the record after %s; nothing more written: see `ocx status` and %s", held.Launch, held, n.StopWait(), n.Layout.Log())
+			return fmt.Errorf("the session of launch %s (%s) was told to stop, but no end note of it is on the record after %s; nothing more written: see `ocx status` and %s", held.Launch, held, n.node.StopWait(), n.node.Layout.Log())
 		}
 		select {
 		case <-ctx.Done():

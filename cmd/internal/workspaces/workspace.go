@@ -42,17 +42,17 @@ func (n Actions) WorkspaceAdd(ctx context.Context, in WorkspaceAddInput) *node.A
 	if err := messages.ValidateLogin(in.Login); err != nil {
 		return a.Stop(fmt.Errorf("login: %w", err))
 	}
-	if err := n.CheckAgentLogin(in.Login); err != nil {
+	if err := n.node.CheckAgentLogin(in.Login); err != nil {
 		return a.Stop(err)
 	}
-	p, err := n.Project(in.Project)
+	p, err := n.node.Project(in.Project)
 	if err != nil {
 		return a.Stop(fmt.Errorf("project: %w", err))
 	}
 	if err := messages.ValidateBranch(in.Branch); err != nil {
 		return a.Stop(fmt.Errorf("branch: %w", err))
 	}
-	ws, err := n.WorkspacePaths(key)
+	ws, err := n.node.WorkspacePaths(key)
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -100,9 +100,9 @@ type addFacts struct {
 // addFacts reads what an add needs: the branch's check-ins, the project
 // code, the definitions on the record, the given thread.
 func (n Actions) addFacts(ctx context.Context, r *fossilio.Repo, p node.Project, ws host.Workspace, key messages.WorkspaceKey, def *messages.WorkspaceDefinition, in WorkspaceAddInput) (addFacts, error) {
-	f := addFacts{Key: key, Caller: n.Caller.Login, Branch: in.Branch, Def: def, WS: ws, URL: p.URL}
+	f := addFacts{Key: key, Caller: n.node.Caller.Login, Branch: in.Branch, Def: def, WS: ws, URL: p.URL}
 	var err error
-	if f.Disk, err = host.NodeDisk(n.Config.SessionLimits); err != nil {
+	if f.Disk, err = host.NodeDisk(n.node.Config.SessionLimits); err != nil {
 		return f, err
 	}
 	if f.Disk > 0 {
@@ -117,7 +117,7 @@ func (n Actions) addFacts(ctx context.Context, r *fossilio.Repo, p node.Project,
 		return f, err
 	}
 	f.OnHost = unixhost.Exists(ws.Dir)
-	defs, err := node.Defined(ctx, n.Index(r))
+	defs, err := node.Defined(ctx, n.node.Index(r))
 	if err != nil {
 		return f, err
 	}
@@ -234,7 +234,7 @@ type workspaceRun struct {
 }
 
 func (w *workspaceRun) post(ctx context.Context, note fossilio.NoteWrite) (string, error) {
-	return w.n.Writer(w.p, w.code).WriteNote(ctx, note)
+	return w.n.node.Writer(w.p, w.code).WriteNote(ctx, note)
 }
 
 func (w *workspaceRun) make(ctx context.Context, def *messages.WorkspaceDefinition, hash, record string) error {
@@ -243,19 +243,21 @@ func (w *workspaceRun) make(ctx context.Context, def *messages.WorkspaceDefiniti
 
 func (w *workspaceRun) remove(ctx context.Context) error { return w.n.removeWorkspace(ctx, w.ws) }
 
-func (w *workspaceRun) backoffice(ctx context.Context, a *node.Answer) { w.n.Backoffice(ctx, a, w.p) }
+func (w *workspaceRun) backoffice(ctx context.Context, a *node.Answer) {
+	w.n.node.Backoffice(ctx, a, w.p)
+}
 
 // privilegedRepo opens project p's repository for an action of the
 // caller, who must hold admin or setup on it.
 func (n Actions) privilegedRepo(ctx context.Context, p node.Project) (*fossilio.Repo, error) {
-	if err := n.RequireCaller(); err != nil {
+	if err := n.node.RequireCaller(); err != nil {
 		return nil, err
 	}
-	r, err := n.OpenProjectRepo(p)
+	r, err := n.node.OpenProjectRepo(p)
 	if err != nil {
 		return nil, err
 	}
-	if err := n.RequirePrivileged(ctx, r, p); err != nil {
+	if err := n.node.RequirePrivileged(ctx, r, p); err != nil {
 		r.Close()
 		return nil, err
 	}
@@ -269,7 +271,7 @@ func (n Actions) privilegedRepo(ctx context.Context, p node.Project) (*fossilio.
 func (n Actions) Definition(key messages.WorkspaceKey, branch string, ws host.Workspace, sandboxJSON []byte) (*messages.WorkspaceDefinition, error) {
 	def := &messages.WorkspaceDefinition{Login: key.Login, Project: key.Project, Branch: branch}
 	if sandboxJSON == nil {
-		def.Sandbox = n.DefaultSandbox(ws.Dir)
+		def.Sandbox = n.node.DefaultSandbox(ws.Dir)
 	} else {
 		if !json.Valid(sandboxJSON) {
 			return nil, errors.New("sandbox: the file is not JSON")
@@ -290,14 +292,14 @@ func (n Actions) Definition(key messages.WorkspaceKey, branch string, ws host.Wo
 		return nil, err
 	}
 	var repos []string
-	for _, p := range n.Projects() {
+	for _, p := range n.node.Projects() {
 		repos = append(repos, p.Repository)
 	}
-	release, err := filepath.EvalSymlinks(n.Release)
+	release, err := filepath.EvalSymlinks(n.node.Release)
 	if err != nil {
-		return nil, fmt.Errorf("release %s: %w", n.Release, err)
+		return nil, fmt.Errorf("release %s: %w", n.node.Release, err)
 	}
-	files, err := unixhost.NodeFilesOf(repos, n.Agents, n.Config.Release, release, ws.Dir)
+	files, err := unixhost.NodeFilesOf(repos, n.node.Agents, n.node.Config.Release, release, ws.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("the node's own files: %w", err)
 	}
@@ -311,11 +313,11 @@ func (n Actions) Definition(key messages.WorkspaceKey, branch string, ws host.Wo
 // makeWorkspace makes a workspace on the host from its definition; on
 // failure it removes what it made.
 func (n Actions) makeWorkspace(ctx context.Context, p node.Project, code string, ws host.Workspace, def *messages.WorkspaceDefinition, defHash, record string) (err error) {
-	password, err := n.Password(def.Login)
+	password, err := n.node.Password(def.Login)
 	if err != nil {
 		return err
 	}
-	root, err := unixhost.OpenRoot(n.Agents)
+	root, err := unixhost.OpenRoot(n.node.Agents)
 	if err != nil {
 		return err
 	}
@@ -337,7 +339,7 @@ func (n Actions) makeWorkspace(ctx context.Context, p node.Project, code string,
 	}()
 	// Its own file system first (D82), so that everything of the
 	// workspace is on it.
-	if size, err := host.NodeDisk(n.Config.SessionLimits); err != nil {
+	if size, err := host.NodeDisk(n.node.Config.SessionLimits); err != nil {
 		return err
 	} else if size > 0 && unixhost.DiskWhy() == "" {
 		if err := root.MkdirAll(ws.Held, 0o700); err != nil {
@@ -352,7 +354,7 @@ func (n Actions) makeWorkspace(ctx context.Context, p node.Project, code string,
 	}
 	// The clone's fossil commands use the workspace as their home, as the
 	// session's do (its HOME in the sandbox).
-	f := &fossilio.Fossil{Exe: n.Fossil, Home: ws.Dir, User: def.Login, Dir: ws.Dir}
+	f := &fossilio.Fossil{Exe: n.node.Fossil, Home: ws.Dir, User: def.Login, Dir: ws.Dir}
 	if err := f.Clone(ctx, fossilio.CloneOptions{URL: p.URL, Login: def.Login, Password: password, ProjectCode: code}, ws.Clone); err != nil {
 		return err
 	}
@@ -398,14 +400,14 @@ func (n Actions) WorkspaceTerminate(ctx context.Context, keyText, reason string,
 	if err != nil {
 		return a.Stop(err)
 	}
-	f := terminateFacts{Key: key, Caller: n.Caller.Login, Reason: reason, WS: ws}
+	f := terminateFacts{Key: key, Caller: n.node.Caller.Login, Reason: reason, WS: ws}
 	if _, err := f.note().Encode(); err != nil {
 		return a.Stop(err)
 	}
-	if err := n.RequireCaller(); err != nil {
+	if err := n.node.RequireCaller(); err != nil {
 		return a.Stop(err)
 	}
-	v, err := n.Naming(key)
+	v, err := n.node.Naming(key)
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -421,7 +423,7 @@ func (n Actions) WorkspaceTerminate(ctx context.Context, keyText, reason string,
 	if err != nil {
 		return a.Stop(err)
 	}
-	defs, err := node.Defined(ctx, n.Index(r))
+	defs, err := node.Defined(ctx, n.node.Index(r))
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -492,7 +494,7 @@ func terminatePlan(f terminateFacts, fx workspaceEffects) (node.Plan, error) {
 }
 
 func (n Actions) removeWorkspace(ctx context.Context, ws host.Workspace) error {
-	root, err := unixhost.OpenRoot(n.Agents)
+	root, err := unixhost.OpenRoot(n.node.Agents)
 	if err != nil {
 		return err
 	}
@@ -519,85 +521,142 @@ func (n Actions) removeWorkspace(ctx context.Context, ws host.Workspace) error {
 // (or might name). It writes nothing on the record.
 func (n Actions) WorkspaceGC(ctx context.Context, dry bool) *node.Answer {
 	a := node.NewAnswer("workspace gc", dry)
-	logins, err := n.PasswordLogins()
-	if err != nil {
-		return a.Stop(err)
+	facts, err := n.gcFacts(ctx)
+	return node.Executed(ctx, a, gcPlan(facts, gcRun{n}), err)
+}
+
+// gcFact is what a gc read of one workspace on the host, for gcPlan.
+type gcFact struct {
+	Key messages.WorkspaceKey
+	WS  host.Workspace
+	// Unread says why its paths or its project could not be read.
+	Unread error
+	// Binding is the node's own copy of its binding (D44), BindingErr why
+	// it did not read.
+	Binding    *messages.Binding
+	BindingErr error
+	// Defined is the definition on the record that counts for it, or nil.
+	Defined *node.Workspace
+	// Named is what names it, read only when it is to be collected.
+	Named host.Verdict
+}
+
+// gcWhy says why a gc collects the workspace (why), or why it leaves it
+// alone although it might be collected (alone); neither when it counts.
+func gcWhy(f gcFact) (why, alone string) {
+	// What the node made it from is its own copy of the binding (D44);
+	// without one (being added, half made, or made by an earlier release)
+	// only the record can collect it.
+	switch w := f.Defined; {
+	case f.BindingErr != nil && !errors.Is(f.BindingErr, fs.ErrNotExist):
+		return "", fmt.Sprintf("%s: the node's binding of it does not read (%v); left alone", f.Key, f.BindingErr)
+	case f.BindingErr != nil && w != nil && w.Terminated == "":
+		return "", fmt.Sprintf("%s: the node kept no binding of it (being added, half made, or made by an earlier release) and its definition %s counts; left alone", f.Key, w.Hash)
+	case w == nil:
+		return "no definition on the record counts for it", ""
+	case w.Terminated != "":
+		return "terminated at " + w.Terminated, ""
+	case w.Hash != f.Binding.Workspace:
+		return fmt.Sprintf("made from definition %s, which %s replaced", f.Binding.Workspace, w.Hash), ""
 	}
+	return "", ""
+}
+
+// gcFacts reads each workspace on the host: its paths, its binding, the
+// definitions on its project's record, and, for one to be collected, what
+// names it.
+func (n Actions) gcFacts(ctx context.Context) ([]gcFact, error) {
+	logins, err := n.node.PasswordLogins()
+	if err != nil {
+		return nil, err
+	}
+	var facts []gcFact
 	records := map[string]map[messages.WorkspaceKey]*node.Workspace{}
 	for _, login := range logins {
-		keys, err := n.WorkspacesOf(login)
+		keys, err := n.node.WorkspacesOf(login)
 		if err != nil {
-			return a.Stop(err)
+			return nil, err
 		}
 		for _, key := range keys {
-			ws, err := n.WorkspacePaths(key)
-			if err != nil {
-				a.Logf("%s: %v; left alone", key, err)
-				continue
+			f := gcFact{Key: key}
+			var p node.Project
+			if f.WS, f.Unread = n.node.WorkspacePaths(key); f.Unread == nil {
+				p, f.Unread = n.node.Project(key.Project)
 			}
-			p, err := n.Project(key.Project)
-			if err != nil {
-				a.Logf("%s: %v; left alone", key, err)
+			if f.Unread != nil {
+				facts = append(facts, f)
 				continue
 			}
 			defs, ok := records[p.Name]
 			if !ok {
-				defs, err = n.workspacesOnRecord(ctx, p)
-				if err != nil {
-					return a.Stop(err)
+				if defs, err = n.workspacesOnRecord(ctx, p); err != nil {
+					return nil, err
 				}
 				records[p.Name] = defs
 			}
-			// What the node made it from is its own copy of the binding
-			// (D44); without one (being added, half made, or made by an
-			// earlier release) only the record can collect it.
-			b, berr := n.ReadBinding(ws)
-			why := ""
-			switch w := defs[key]; {
-			case berr != nil && !errors.Is(berr, fs.ErrNotExist):
-				a.Logf("%s: the node's binding of it does not read (%v); left alone", key, berr)
-				continue
-			case berr != nil && w != nil && w.Terminated == "":
-				a.Logf("%s: the node kept no binding of it (being added, half made, or made by an earlier release) and its definition %s counts; left alone", key, w.Hash)
-				continue
-			case w == nil:
-				why = "no definition on the record counts for it"
-			case w.Terminated != "":
-				why = "terminated at " + w.Terminated
-			case w.Hash != b.Workspace:
-				why = fmt.Sprintf("made from definition %s, which %s replaced", b.Workspace, w.Hash)
-			default:
-				continue
+			f.Defined = defs[key]
+			f.Binding, f.BindingErr = n.node.ReadBinding(f.WS)
+			if why, _ := gcWhy(f); why != "" {
+				if f.Named, err = n.node.Naming(key); err != nil {
+					return nil, err
+				}
 			}
-			v, err := n.Naming(key)
-			if err != nil {
-				return a.Stop(err)
-			}
-			if v.Named != host.No {
-				a.Logf("%s: %s, but a running process names it (%s); left alone", key, why, v)
-				continue
-			}
-			if dry {
-				a.Would("remove %s (%s)", ws.Dir, why)
-				continue
-			}
-			if err := n.removeWorkspace(ctx, ws); err != nil {
-				return a.Stop(err)
-			}
-			a.Logf("removed %s (%s)", ws.Dir, why)
+			facts = append(facts, f)
 		}
 	}
-	if len(a.Log) == 0 {
-		a.Logf("nothing to collect")
+	return facts, nil
+}
+
+// gcEffects are the effects a gc's plan runs.
+type gcEffects interface {
+	// removeWorkspace removes a workspace from the host.
+	removeWorkspace(ctx context.Context, ws host.Workspace) error
+}
+
+// gcRun is gcEffects on this node.
+type gcRun struct{ n Actions }
+
+func (g gcRun) removeWorkspace(ctx context.Context, ws host.Workspace) error {
+	return g.n.removeWorkspace(ctx, ws)
+}
+
+// gcPlan is a gc's plan (seed 002): each workspace to collect that no
+// process names (or might name) removed, in the order read; each left
+// alone said why.
+func gcPlan(facts []gcFact, fx gcEffects) node.Plan {
+	var plan node.Plan
+	for _, f := range facts {
+		why, alone := gcWhy(f)
+		switch {
+		case f.Unread != nil:
+			plan.Say("%s: %v; left alone", f.Key, f.Unread)
+		case alone != "":
+			plan.Say("%s", alone)
+		case why == "":
+		case f.Named.Named != host.No:
+			plan.Say("%s: %s, but a running process names it (%s); left alone", f.Key, why, f.Named)
+		default:
+			ws := f.WS
+			plan.Add(fmt.Sprintf("remove %s (%s)", ws.Dir, why), func(ctx context.Context, a *node.Answer) error {
+				if err := fx.removeWorkspace(ctx, ws); err != nil {
+					return err
+				}
+				a.Logf("removed %s (%s)", ws.Dir, why)
+				return nil
+			})
+		}
 	}
-	return a
+	if len(plan.Steps) == 0 {
+		plan.Say("nothing to collect")
+	}
+	return plan
 }
 
 func (n Actions) workspacesOnRecord(ctx context.Context, p node.Project) (map[messages.WorkspaceKey]*node.Workspace, error) {
-	r, err := n.OpenProjectRepo(p)
+	r, err := n.node.OpenProjectRepo(p)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	return node.Defined(ctx, n.Index(r))
+	return node.Defined(ctx, n.node.Index(r))
 }

@@ -48,87 +48,156 @@ func InitOtherHost(ctx context.Context, agents string, in OtherHostInput, opts n
 	if err != nil {
 		return a.Stop(err)
 	}
-	if err := node.CheckNewLogin(in.NodeUser); err != nil {
-		return a.Stop(fmt.Errorf("node user: %w", err))
-	}
-	if in.Password == "" {
-		return a.Stop(errors.New("node user: no password: give the node user's password on the server with --password-file (or OCX_PASSWORD)"))
-	}
-	if len(in.Projects) == 0 {
-		return a.Stop(errors.New("project: give at least one --project NAME=CLONE,URL: the clone this node keeps, and the server's URL"))
-	}
-	if in.Pull != nil {
-		switch {
-		case in.Pull.Listen != "" && in.Pull.Secret == "":
-			return a.Stop(errors.New("pokes: --poke-listen needs --poke-secret-file: a file holding the secret the server's pokes carry (its `ocx node add --poke` made it, or took it with --poke-secret-file; D81)"))
-		case in.Pull.Listen == "" && in.Pull.Secret != "":
-			return a.Stop(errors.New("pokes: --poke-secret-file is given without --poke-listen: a secret is for the pokes a node takes"))
-		}
+	if err := checkOtherHost(in); err != nil {
+		return a.Stop(err)
 	}
 	if _, err := unixhost.Below(n.Agents).ReadFile(n.Layout.NodeJSON(), unixhost.NodeFile); !errors.Is(err, fs.ErrNotExist) {
 		return a.Stop(fmt.Errorf("%s is there: this agents root is a node already", n.Layout.NodeJSON()))
 	}
+	cfg, err := otherHostConfig(in)
+	if err != nil {
+		return a.Stop(err)
+	}
+	pwFile, _ := n.Layout.Password(cfg.User)
+	n.Config = cfg
+	run := &otherHostRun{n: n, password: in.Password, pwFile: pwFile}
+	defer run.close()
+	plan, err := otherHostPlan(otherHostFacts{Agents: n.Agents, NodeJSON: n.Layout.NodeJSON(), Password: pwFile, Config: cfg}, run)
+	return node.Executed(ctx, a, plan, err)
+}
+
+// checkOtherHost refuses what init on another host is given, before
+// anything is read: the node user and its password, a project, the
+// pokes' listener and secret together.
+func checkOtherHost(in OtherHostInput) error {
+	if err := node.CheckNewLogin(in.NodeUser); err != nil {
+		return fmt.Errorf("node user: %w", err)
+	}
+	if in.Password == "" {
+		return errors.New("node user: no password: give the node user's password on the server with --password-file (or OCX_PASSWORD)")
+	}
+	if len(in.Projects) == 0 {
+		return errors.New("project: give at least one --project NAME=CLONE,URL: the clone this node keeps, and the server's URL")
+	}
+	if in.Pull != nil {
+		switch {
+		case in.Pull.Listen != "" && in.Pull.Secret == "":
+			return errors.New("pokes: --poke-listen needs --poke-secret-file: a file holding the secret the server's pokes carry (its `ocx node add --poke` made it, or took it with --poke-secret-file; D81)")
+		case in.Pull.Listen == "" && in.Pull.Secret != "":
+			return errors.New("pokes: --poke-secret-file is given without --poke-listen: a secret is for the pokes a node takes")
+		}
+	}
+	return nil
+}
+
+// otherHostConfig is the node.json of a node on another host, each
+// project checked: its name, its clone's path (where nothing is yet) and
+// its server's URL.
+func otherHostConfig(in OtherHostInput) (*messages.NodeConfig, error) {
 	cfg := &messages.NodeConfig{User: in.NodeUser, Release: in.ReleaseRoot, Projects: map[string]messages.NodeProject{}, Pull: in.Pull}
 	for i, p := range in.Projects {
 		field := fmt.Sprintf("project[%d]", i)
 		if err := messages.ValidateProject(p.Name); err != nil {
-			return a.Stop(fmt.Errorf("%s: %w", field, err))
+			return nil, fmt.Errorf("%s: %w", field, err)
 		}
 		if got := messages.ProjectOf(p.Repository); got != p.Name || !filepath.IsAbs(p.Repository) {
-			return a.Stop(fmt.Errorf("%s: the clone %s must be an absolute path named %s.fossil (a project is its file's name, D1)", field, p.Repository, p.Name))
+			return nil, fmt.Errorf("%s: the clone %s must be an absolute path named %s.fossil (a project is its file's name, D1)", field, p.Repository, p.Name)
 		}
 		if _, err := os.Lstat(p.Repository); !errors.Is(err, fs.ErrNotExist) { // trust:outside the clone's path the administrator names
-			return a.Stop(fmt.Errorf("%s: %s exists; the node makes its clone itself, where nothing is", field, p.Repository))
+			return nil, fmt.Errorf("%s: %s exists; the node makes its clone itself, where nothing is", field, p.Repository)
 		}
 		if err := checkRemoteURL(p.URL); err != nil {
-			return a.Stop(fmt.Errorf("%s: %w", field, err))
+			return nil, fmt.Errorf("%s: %w", field, err)
 		}
 		cfg.Projects[p.Name] = messages.NodeProject{Repository: p.Repository, URL: p.URL, OtherHost: true}
 	}
-	if err := cfg.Validate(); err != nil {
-		return a.Stop(err)
-	}
+	return cfg, cfg.Validate()
+}
+
+// otherHostFacts is what init on another host plans from: the agents
+// root, its node.json, the node user's password file, node.json's
+// content.
+type otherHostFacts struct {
+	Agents, NodeJSON, Password string
+	Config                     *messages.NodeConfig
+}
+
+// otherHostEffects are the effects init on another host's plan runs.
+type otherHostEffects interface {
+	// makeRoot makes the agents root and keeps the password there.
+	makeRoot() error
+	// clone makes a project's clone, vouched for by the server.
+	clone(ctx context.Context, a *node.Answer, p node.Project) error
+	writeConfig(data []byte) error
+}
+
+// otherHostPlan is init on another host's plan (D72): the agents root
+// and the password; each project's clone; node.json last, so that a
+// clone that fails leaves no node.
+func otherHostPlan(f otherHostFacts, fx otherHostEffects) (node.Plan, error) {
+	var plan node.Plan
+	cfg := f.Config
 	data, err := cfg.Encode()
 	if err != nil {
-		return a.Stop(fmt.Errorf("node.json: %w", err))
+		return plan, fmt.Errorf("node.json: %w", err)
 	}
 	shown, err := cfg.EncodeShown()
 	if err != nil {
-		return a.Stop(fmt.Errorf("node.json: %w", err))
+		return plan, fmt.Errorf("node.json: %w", err)
 	}
-	pwFile, _ := n.Layout.Password(cfg.User)
-	n.Config = cfg
-	var plan node.Plan
-	var root *unixhost.Root
-	defer func() {
-		if root != nil {
-			root.Close()
-		}
-	}()
-	plan.Add(fmt.Sprintf("make %s, keep the node user's password in %s (mode 0600), and write %s:\n%s", n.Agents, pwFile, n.Layout.NodeJSON(), shown), func(context.Context, *node.Answer) error {
-		if err := os.MkdirAll(n.Agents, 0o700); err != nil {
-			return fmt.Errorf("make the agents root: %w", err)
-		}
-		var err error
-		if root, err = unixhost.OpenRoot(n.Agents); err != nil {
-			return err
-		}
-		return n.Admin(node.Project{}).WritePasswordFile(pwFile, in.Password)
+	plan.Add(fmt.Sprintf("make %s, keep the node user's password in %s (mode 0600), and write %s:\n%s", f.Agents, f.Password, f.NodeJSON, shown), func(context.Context, *node.Answer) error {
+		return fx.makeRoot()
 	})
 	for _, name := range cfg.ProjectNames() {
 		p := node.Project{Name: name, NodeProject: cfg.Projects[name]}
 		plan.Add(fmt.Sprintf("clone %s as %s into %s, and have the server vouch for what it holds", p.URL, cfg.User, p.Repository), func(ctx context.Context, a *node.Answer) error {
-			return makeClone(ctx, n, a, root, p, in.Password)
+			return fx.clone(ctx, a, p)
 		})
 	}
 	plan.Add("", func(_ context.Context, a *node.Answer) error {
-		if err := root.WriteFile(n.Layout.NodeJSON(), data, 0o600); err != nil {
-			return fmt.Errorf("write node.json: %w", err)
+		if err := fx.writeConfig(data); err != nil {
+			return err
 		}
-		a.Logf("wrote %s: a node on another host; its daemon pulls every %s", n.Layout.NodeJSON(), cfg.PullEvery())
+		a.Logf("wrote %s: a node on another host; its daemon pulls every %s", f.NodeJSON, cfg.PullEvery())
 		return nil
 	})
-	return a.Stop(node.Execute(ctx, a, plan))
+	return plan, nil
+}
+
+// otherHostRun is otherHostEffects on the new node; the agents root,
+// once made, is held open (root) until close.
+type otherHostRun struct {
+	n                *node.Node
+	password, pwFile string
+	root             *unixhost.Root
+}
+
+func (o *otherHostRun) makeRoot() error {
+	if err := os.MkdirAll(o.n.Agents, 0o700); err != nil {
+		return fmt.Errorf("make the agents root: %w", err)
+	}
+	var err error
+	if o.root, err = unixhost.OpenRoot(o.n.Agents); err != nil {
+		return err
+	}
+	return o.n.Admin(node.Project{}).WritePasswordFile(o.pwFile, o.password)
+}
+
+func (o *otherHostRun) clone(ctx context.Context, a *node.Answer, p node.Project) error {
+	return makeClone(ctx, o.n, a, o.root, p, o.password)
+}
+
+func (o *otherHostRun) writeConfig(data []byte) error {
+	if err := o.root.WriteFile(o.n.Layout.NodeJSON(), data, 0o600); err != nil {
+		return fmt.Errorf("write node.json: %w", err)
+	}
+	return nil
+}
+
+func (o *otherHostRun) close() {
+	if o.root != nil {
+		o.root.Close()
+	}
 }
 
 // makeClone makes one project's clone: cloned as the node user (the

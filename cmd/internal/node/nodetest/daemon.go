@@ -1,4 +1,4 @@
-package node_test
+package nodetest
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"go.uber.org/goleak"
 )
 
 // built is the release the daemon's tests run: ocx, ocxd and workspace
@@ -29,11 +30,11 @@ var built struct {
 	err  error
 }
 
-// releaseDir builds the release once and returns its directory.
-func releaseDir(t *testing.T) string {
+// ReleaseDir builds the release once and returns its directory.
+func ReleaseDir(t *testing.T) string {
 	t.Helper()
 	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "ocx-node-release-"); built.err != nil {
+		if built.dir, built.err = os.MkdirTemp("", "ocx-actions-release-"); built.err != nil {
 			return
 		}
 		for _, name := range []string{"ocx", "ocxd", "workspace"} {
@@ -51,42 +52,42 @@ func releaseDir(t *testing.T) string {
 	return built.dir
 }
 
-// newFixDaemon is newFix whose tools run the release built from this tree,
+// NewDaemon is New whose tools run the release built from this tree,
 // so that an action that hands the daemon a line starts the real ocxd, and
 // it the real sessions in bwrap. At the end, every session still running
 // is stopped through the daemon and the daemon is ended with TERM, by PID.
-func newFixDaemon(t *testing.T) *fix {
+func NewDaemon(t *testing.T) *Fix {
 	t.Helper()
-	f := newFixIn(t, releaseDir(t))
+	f := newIn(t, ReleaseDir(t))
 	t.Cleanup(f.endDaemon)
 	return f
 }
 
 // endDaemon stops the sessions the test left running, then the daemon.
-func (f *fix) endDaemon() {
-	for _, k := range f.serving() {
-		workspaces.Of(f.n).SessionStop(f.ctx, k, false)
+func (f *Fix) endDaemon() {
+	for _, k := range f.Serving() {
+		workspaces.Of(f.N).SessionStop(f.Ctx, k, false)
 	}
-	f.waitFor("no session to run", 20*time.Second, func() bool { return len(f.serving()) == 0 })
-	pid, _ := daemonclient.PID(f.n.Layout)
+	f.WaitFor("no session to run", 20*time.Second, func() bool { return len(f.Serving()) == 0 })
+	pid, _ := daemonclient.PID(f.N.Layout)
 	if pid == 0 {
 		return
 	}
 	syscall.Kill(pid, syscall.SIGTERM)
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
-		if p, _ := daemonclient.PID(f.n.Layout); p != pid {
+		if p, _ := daemonclient.PID(f.N.Layout); p != pid {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	f.t.Errorf("the daemon (pid %d) did not end on TERM", pid)
+	f.T.Errorf("the daemon (pid %d) did not end on TERM", pid)
 	syscall.Kill(pid, syscall.SIGKILL)
 }
 
-// serving lists the workspaces a `workspace serve` of this agents root
+// Serving lists the workspaces a `workspace serve` of this agents root
 // names, from /proc.
-func (f *fix) serving() []string {
+func (f *Fix) Serving() []string {
 	var out []string
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -95,7 +96,7 @@ func (f *fix) serving() []string {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !bytes.Contains(b, []byte(f.agents)) {
+		if err != nil || !bytes.Contains(b, []byte(f.Agents)) {
 			continue
 		}
 		if st, err := unixhost.ReadStat(pid); err != nil || st.Zombie() {
@@ -109,19 +110,20 @@ func (f *fix) serving() []string {
 	return out
 }
 
-// waitFor polls cond until it holds, failing the test after bound.
-func (f *fix) waitFor(what string, bound time.Duration, cond func() bool) {
-	f.t.Helper()
+// WaitFor polls cond until it holds, failing the test after bound.
+func (f *Fix) WaitFor(what string, bound time.Duration, cond func() bool) {
+	f.T.Helper()
 	deadline := time.Now().Add(bound)
 	for !cond() {
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(f.agents, "ocxd.log"))
-			f.t.Fatalf("waited %s for %s\nocxd.log:\n%s", bound, what, lastLines(log, 40))
+			log, _ := os.ReadFile(filepath.Join(f.Agents, "ocxd.log"))
+			f.T.Fatalf("waited %s for %s\nocxd.log:\n%s", bound, what, lastLines(log, 40))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
+// lastLines is the last n lines of b.
 func lastLines(b []byte, n int) []byte {
 	lines := bytes.Split(b, []byte("\n"))
 	if len(lines) > n {
@@ -130,49 +132,47 @@ func lastLines(b []byte, n int) []byte {
 	return bytes.Join(lines, []byte("\n"))
 }
 
-// client writes on the record as login over sync: the admin, alice, or a
+// Client writes on the record as login over sync: the admin, alice, or a
 // login whose password the agents root keeps (the node user).
-func (f *fix) client(login string) *fossilio.Client {
-	f.t.Helper()
-	pw := map[string]string{f.srv.AdminLogin: f.srv.AdminPassword, person: personPW}[login]
+func (f *Fix) Client(login string) *fossilio.Client {
+	f.T.Helper()
+	pw := map[string]string{f.Srv.AdminLogin: f.Srv.AdminPassword, Person: PersonPW}[login]
 	if pw == "" {
 		var err error
-		if pw, err = fossilio.ReadPasswordFile(filepath.Join(f.agents, login, "password")); err != nil {
-			f.t.Fatal(err)
+		if pw, err = fossilio.ReadPasswordFile(filepath.Join(f.Agents, login, "password")); err != nil {
+			f.T.Fatal(err)
 		}
 	}
-	return &fossilio.Client{URL: f.srv.URL, Login: login, Password: pw, ProjectCode: f.srv.ProjectCode}
+	return &fossilio.Client{URL: f.Srv.URL, Login: login, Password: pw, ProjectCode: f.Srv.ProjectCode}
 }
 
-// reply posts text in the thread root as login, replying to its root.
-func (f *fix) reply(login, root, text string) string {
-	f.t.Helper()
-	h, err := f.client(login).Reply(f.ctx, root, root, text)
+// Binding reads a workspace's binding.json.
+func (f *Fix) Binding(login string) *messages.Binding {
+	f.T.Helper()
+	data, err := os.ReadFile(filepath.Join(f.Agents, login, "projects", "demo", "binding.json"))
 	if err != nil {
-		f.t.Fatal(err)
-	}
-	return h
-}
-
-func (f *fix) block(n messages.Note) string {
-	f.t.Helper()
-	b, err := n.Encode()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return string(b)
-}
-
-// binding reads a workspace's binding.json.
-func (f *fix) binding(login string) *messages.Binding {
-	f.t.Helper()
-	data, err := os.ReadFile(filepath.Join(f.agents, login, "projects", "demo", "binding.json"))
-	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	b, err := messages.DecodeBinding(data)
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	return b
+}
+
+// Main runs a package's tests (TestMain): the actions run fossil commands
+// and HTTP writes, which start goroutines, none of which may outlive the
+// tests; the release ReleaseDir built is removed after them.
+func Main(m *testing.M, pkg string) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, pkg+": goroutines leaked:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
