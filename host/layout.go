@@ -59,6 +59,11 @@ func (l Layout) HookLog() string { return filepath.Join(l.root, "hook.log") }
 // Handoff is AGENTS/ocxd.handoff, present only while the daemon re-execs.
 func (l Layout) Handoff() string { return filepath.Join(l.root, "ocxd.handoff") }
 
+// StopAsked is AGENTS/ocxd.stopasked, written by an old image that was
+// asked to stop while its exec was under way: the new image stops at
+// once when it finds it.
+func (l Layout) StopAsked() string { return filepath.Join(l.root, "ocxd.stopasked") }
+
 // Reexec is AGENTS/ocxd.reexec, the outcome of the daemon's last re-exec
 // (messages.ReexecOutcome): written by the old image when the exec did not
 // happen, by the new one when it starts from the hand-off.

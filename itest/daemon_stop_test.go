@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -512,6 +513,46 @@ func TestDaemonStopDuringReexec(t *testing.T) {
 	}
 	if pid := n.daemonPID(); pid != 0 {
 		t.Errorf("after the stop the lock is held by %d", pid)
+	}
+	if p, ok := n.serving(launch); !ok || p != serve {
+		t.Errorf("the session's workspace serve %d is gone after the daemon's stop (now %d, %v)", serve, p, ok)
+	}
+	n.must("", "session", "stop", "agent-1/demo")
+	n.waitFor("the session to end", func() bool { return !harness.Alive(serve) })
+}
+
+// TestDaemonStopDuringItsExec: a TERM that comes after the old image's
+// last look at its stop, while it execs, is not lost with it: the old
+// image writes it for the new one (AGENTS/ocxd.stopasked), which stops as
+// soon as it runs, sessions untouched, the lock released and the word
+// taken.
+func TestDaemonStopDuringItsExec(t *testing.T) {
+	needs(t, "ocxd", "workspace")
+	n := newNode(t)
+	d := startDaemonEnv(t, n, program("ocxd"), []string{envReexecDelay + "=2s@exec"}, "--grace", "1s")
+	_, launch, serve, _ := startSession(t, n, d.pid(), "agent-1")
+	n.send("reexec")
+	n.waitLogLine("the old image's delay right before its exec", func(l logLine) bool {
+		return l.Msg == "re-exec: test delay" && l.Point == "exec"
+	})
+	if err := syscall.Kill(d.pid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	n.waitFor("the daemon to end on TERM", d.exited)
+	if st := d.cmd.ProcessState; st.ExitCode() != 0 {
+		t.Errorf("the daemon ended %v, not with exit 0", st)
+	}
+	lines := n.logLines()
+	if logIndex(lines, 0, func(l logLine) bool {
+		return strings.HasPrefix(l.Msg, "stopping: the old image was asked to stop during its exec")
+	}) < 0 {
+		t.Errorf("the new image did not say it stopped for the old image's stop:\n%s", n.daemonLog())
+	}
+	if pid := n.daemonPID(); pid != 0 {
+		t.Errorf("after the stop the lock is held by %d", pid)
+	}
+	if _, err := os.Stat(filepath.Join(n.agents, "ocxd.stopasked")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the stop's word is left behind: %v", err)
 	}
 	if p, ok := n.serving(launch); !ok || p != serve {
 		t.Errorf("the session's workspace serve %d is gone after the daemon's stop (now %d, %v)", serve, p, ok)

@@ -65,12 +65,14 @@ type Options struct {
 	// the old image waits this long after pausing, before it detaches its
 	// children, and the new image as long before it adopts them. It comes
 	// from the environment (EnvReexecDelay), never from a flag, and is zero
-	// in use.
-	ReexecDelay time.Duration
+	// in use. ReexecDelayAt, when set, is the one point it applies to.
+	ReexecDelay   time.Duration
+	ReexecDelayAt string
 }
 
 // EnvReexecDelay names the environment variable that sets ReexecDelay, a
-// duration such as "3s". It is for tests only.
+// duration such as "3s", for every point of the window, or "3s@exec" for
+// the one point named. It is for tests only.
 const EnvReexecDelay = "OCXD_TEST_REEXEC_DELAY"
 
 // ParseEnv reads what the environment sets, through getenv: a value it
@@ -80,11 +82,12 @@ func (o *Options) ParseEnv(getenv func(string) string) error {
 	if v == "" {
 		return nil
 	}
-	d, err := time.ParseDuration(v)
+	dur, at, _ := strings.Cut(v, "@")
+	d, err := time.ParseDuration(dur)
 	if err != nil || d < 0 {
-		return &UsageError{msg: fmt.Sprintf("%s: %q is not a duration such as 3s", EnvReexecDelay, v)}
+		return &UsageError{msg: fmt.Sprintf("%s: %q is not a duration such as 3s (or 3s@exec, for one point)", EnvReexecDelay, v)}
 	}
-	o.ReexecDelay = d
+	o.ReexecDelay, o.ReexecDelayAt = d, at
 	return nil
 }
 

@@ -141,12 +141,18 @@ func Run(ctx context.Context, opts Options) (err error) {
 	done, fatal := ctx.Done(), d.inputs.fatal
 	stop := func(msg string, attrs ...any) {
 		d.stopAsked.Store(true)
+		d.tellNewImageToStop()
 		d.log.Info(msg, attrs...)
 		stopped, done, fatal = make(chan struct{}), nil, nil
 		go func() {
 			defer close(stopped)
 			d.finish()
 		}()
+	}
+	// The word is taken at every start: only the image an exec started
+	// heeds it.
+	if asked := d.stopAskedDuringExec(); asked && opts.Restore {
+		stop("stopping: the old image was asked to stop during its exec; sessions keep running")
 	}
 	for {
 		select {

@@ -64,6 +64,10 @@ type instance struct {
 	// checks it last thing before the exec, which would carry the daemon
 	// past its stop (the new image knows nothing of it).
 	stopAsked atomic.Bool
+	// execing is set from the last check of stopAsked to the exec: a stop
+	// asked meanwhile cannot keep the old image, so it tells the new one
+	// (AGENTS/ocxd.stopasked).
+	execing atomic.Bool
 	// probes asks the release's ocxd its hand-off version as soon as a
 	// re-exec is asked for.
 	probes earlyProbe
@@ -84,7 +88,7 @@ func (s *stepTimes) mark(name string) {
 // tests asked (Options.ReexecDelay), saying so in the log, so that a test
 // can act inside the window for sure.
 func (d *instance) testDelay(point string) {
-	if d.opts.ReexecDelay <= 0 {
+	if d.opts.ReexecDelay <= 0 || d.opts.ReexecDelayAt != "" && d.opts.ReexecDelayAt != point {
 		return
 	}
 	d.log.Info("re-exec: test delay", slog.String("point", point), slog.Duration("delay", d.opts.ReexecDelay))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
@@ -134,12 +135,6 @@ func (d *instance) exec(ctx context.Context, h messages.Handoff) (string, error)
 	}
 	st.mark("checked")
 	d.testDelay("checked")
-	if d.stopAsked.Load() {
-		// A stop came while the release was checked: the old image stops,
-		// as asked, rather than exec an image that never heard of it.
-		d.root.Remove(d.layout.Handoff())
-		return target, x.undo(d, errStopAsked)
-	}
 	// Replaced by the new image once it runs; found by the next ensure
 	// with no daemon holding the lock, it rolls the release back (D73).
 	d.recordReexec(messages.ReexecOutcome{Target: target, State: messages.ReexecPending, From: d.running(),
@@ -151,15 +146,48 @@ func (d *instance) exec(ctx context.Context, h messages.Handoff) (string, error)
 	// default would end the new image, which holds the lock from the first
 	// instruction. A HUP meanwhile asks for the re-exec under way.
 	signal.Ignore(unixhost.OSSignal(host.SIGHUP))
-	if d.stopProfile != nil {
-		d.stopProfile() // the new image does not go on with it
+	d.execing.Store(true)
+	if d.stopAsked.Load() {
+		// A stop came while the release was checked: the old image stops,
+		// as asked, rather than exec an image that never heard of it. From
+		// here on a stop tells the new image instead (stopAskedDuringExec).
+		err = errStopAsked
+	} else {
+		d.testDelay("exec")
+		if d.stopProfile != nil {
+			d.stopProfile() // the new image does not go on with it
+		}
+		err = fmt.Errorf("re-exec: %w", unixhost.Exec(target, argv, os.Environ()))
 	}
-	err = unixhost.Exec(target, argv, os.Environ())
+	d.execing.Store(false)
+	d.root.Remove(d.layout.StopAsked()) // the old image stops itself
 	if d.sigs != nil {
 		signal.Notify(d.sigs, unixhost.OSSignal(host.SIGHUP))
 	}
 	d.root.Remove(d.layout.Handoff())
-	return target, x.undo(d, fmt.Errorf("re-exec: %w", err))
+	return target, x.undo(d, err)
+}
+
+// tellNewImageToStop is a stop's word to the image an exec under way
+// starts (AGENTS/ocxd.stopasked): the old image's stop goes with it.
+func (d *instance) tellNewImageToStop() {
+	if !d.execing.Load() {
+		return
+	}
+	if err := d.root.WriteFile(d.layout.StopAsked(), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		d.log.Warn("a stop during the exec is not written for the new image", actors.ErrAttr(err))
+	}
+}
+
+// stopAskedDuringExec says whether the old image was asked to stop while
+// it exec'd this one (tellNewImageToStop); the word is taken.
+func (d *instance) stopAskedDuringExec() bool {
+	data, err := d.root.ReadFile(d.layout.StopAsked(), 64)
+	if err != nil {
+		return false
+	}
+	d.root.Remove(d.layout.StopAsked())
+	return string(data) == strconv.Itoa(os.Getpid())+"\n"
 }
 
 // errStopAsked: a stop was asked before the exec; the old image stops.

@@ -88,6 +88,9 @@ func TestParseEnv(t *testing.T) {
 	if err := o.ParseEnv(env("2500ms")); err != nil || o.ReexecDelay != 2500*time.Millisecond {
 		t.Errorf("2500ms: %v %v", o.ReexecDelay, err)
 	}
+	if err := o.ParseEnv(env("2s@exec")); err != nil || o.ReexecDelay != 2*time.Second || o.ReexecDelayAt != "exec" {
+		t.Errorf("2s@exec: %v at %q, %v", o.ReexecDelay, o.ReexecDelayAt, err)
+	}
 	for _, bad := range []string{"soon", "-1s", "3"} {
 		var ue *UsageError
 		if err := (&Options{}).ParseEnv(env(bad)); !errors.As(err, &ue) || !strings.Contains(err.Error(), EnvReexecDelay) {
