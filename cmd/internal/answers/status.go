@@ -31,13 +31,16 @@ import (
 // with what the daemon read: a node changed since is refused, and the
 // caller reads the record itself.
 //
+// The process table is the daemon's own (D88): the one it checks launches
+// and adopts sessions with, following the kernel's process events once.
+//
 // The status is kept between asks (D70): an ask answered while nothing it
 // is derived from changed gets the kept reply. What it is derived from is
 // counted by the kernel's events: the process table's (ProcTable.Changes),
 // the directories it reads (DirWatch) and each repository's writes
 // (fossilio.Changes). Where one of them cannot count, every ask derives.
 type status struct {
-	// mu keeps one status at a time: they share the process table.
+	// mu keeps one status at a time: they share the kept one.
 	mu     sync.Mutex
 	procs  *unixhost.ProcTable
 	layout host.Layout
@@ -63,15 +66,11 @@ type statusCounts struct {
 	writes      string // each project's count, in order
 }
 
-func newStatus(layout host.Layout, cfg *messages.NodeConfig, repos *noderepos.Repos, log *slog.Logger) (*status, error) {
-	procs, err := unixhost.NewProcTable(unixhost.ProcOptions{Layout: layout, ReleaseRoot: cfg.Release, Daemon: os.Getpid()})
-	if err != nil {
-		return nil, err
-	}
-	if err := procs.Watch(); err != nil {
-		log.Info("the socket's status scans the whole process table: the kernel's process events are not available", actors.ErrAttr(err))
-	}
+// newStatus answers status asks over procs, the daemon's process table,
+// which the daemon closes.
+func newStatus(layout host.Layout, cfg *messages.NodeConfig, repos *noderepos.Repos, procs *unixhost.ProcTable, log *slog.Logger) *status {
 	s := &status{layout: layout, cfg: cfg, repos: repos, procs: procs, log: log, writes: map[string]*fossilio.Changes{}}
+	var err error
 	if s.dirs, err = unixhost.NewDirWatch(); err != nil {
 		log.Info("the socket derives each status anew: the directories it reads cannot be watched", actors.ErrAttr(err))
 	}
@@ -87,11 +86,10 @@ func newStatus(layout host.Layout, cfg *messages.NodeConfig, repos *noderepos.Re
 		}
 		s.writes[p] = c
 	}
-	return s, nil
+	return s
 }
 
 func (s *status) close() {
-	s.procs.Close()
 	if s.dirs != nil {
 		s.dirs.Close()
 	}
