@@ -52,11 +52,14 @@ type Socket struct {
 
 // Parts are the daemon's parts the socket's answers use. Procs is the
 // daemon's process table, which the status reads (the daemon closes it,
-// after Stop). For nodes on other hosts (D72):
+// after Stop). Hand hands a hook's posts to the node in the daemon's own
+// process, as its pipe's lines are (D88); an error (its inputs are paused)
+// has them written into the pipe instead. For nodes on other hosts (D72):
 // Poke pokes remote nodes beside a hook's work (the server's node), Puller
 // answers pull asks (a node on another host). Poke and Puller may be nil.
 type Parts struct {
 	Procs  *unixhost.ProcTable
+	Hand   func(lines []messages.PipeLine) error
 	Poke   func(targets []remote.Target)
 	Puller *remote.Puller
 }
@@ -82,7 +85,7 @@ func Open(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, nod
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Socket{layout: layout, root: root, log: log, cancel: cancel, done: make(chan struct{}), hookLog: f,
-		hook:   hook.Options{Agents: layout.Root(), Config: cfg, Open: repos.RepoAt, Index: repos.RecordAt, Log: slog.New(f.Handler(nil)), Poke: parts.Poke},
+		hook:   hook.Options{Agents: layout.Root(), Config: cfg, Open: repos.RepoAt, Index: repos.RecordAt, Log: slog.New(f.Handler(nil)), Poke: parts.Poke, Hand: parts.Hand},
 		puller: parts.Puller, nodeJSON: nodeJSON, reread: reread}
 	s.status = newStatus(layout, cfg, repos, parts.Procs, log)
 	s.console = s.openConsole(repos)
