@@ -3,7 +3,6 @@ package answers
 import (
 	"context"
 
-	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/host/runs"
@@ -31,15 +30,4 @@ func (s *status) runs(ctx context.Context, a *messages.Ask) *messages.Reply {
 	r.Runs = &sts
 	r.Receipts = map[string]messages.Receipt{a.Project: {Rcvid: uint64(max(x.Idx.Mark(), 0))}}
 	return r
-}
-
-// Runs are the run engine messages the daemon keeps of r's repository
-// (node.RunRecords).
-func (l liveRecords) Runs(ctx context.Context, r *fossilio.Repo) ([]record.RunMsg, bool, error) {
-	x, err := l.repos.IndexAt(r.Path())
-	if err != nil {
-		return nil, false, nil
-	}
-	msgs, err := x.Runs(ctx)
-	return msgs, true, err
 }

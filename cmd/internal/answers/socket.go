@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
-	"github.com/ocx-go/ocx/cmd/internal/console"
 	"github.com/ocx-go/ocx/cmd/internal/hook"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/cmd/internal/remote"
@@ -38,9 +37,9 @@ type Socket struct {
 	hookLog io.Closer
 	// status answers status and runs asks.
 	status *status
-	// console renders the pages asked (D71); nil when its key did not
-	// open.
-	console *console.Console
+	// consoleKey is the console's key, with which the pages asked are
+	// rendered (D71); nil when it did not open.
+	consoleKey []byte
 	// puller answers pull asks on a node on another host; nil elsewhere.
 	puller *remote.Puller
 	// nodeJSON is node.json as the daemon read it; reread asks the daemon,
@@ -88,7 +87,7 @@ func Open(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, nod
 		hook:   hook.Options{Agents: layout.Root(), Config: cfg, Open: repos.RepoAt, Index: repos.RecordAt, Log: slog.New(f.Handler(nil)), Poke: parts.Poke, Hand: parts.Hand},
 		puller: parts.Puller, nodeJSON: nodeJSON, reread: reread}
 	s.status = newStatus(layout, cfg, repos, parts.Procs, log)
-	s.console = s.openConsole(repos)
+	s.consoleKey = s.openConsole()
 	srv := nodesock.New(ln, s.answer, nil, log)
 	go func() {
 		defer close(s.done)

@@ -59,6 +59,12 @@ type status struct {
 type keptStatus struct {
 	counts statusCounts
 	reply  *messages.Reply
+	state  *messages.NodeState
+}
+
+// refused is a refusal with no status.
+func refused(format string, args ...any) (*messages.Reply, *messages.NodeState) {
+	return nodesock.Refusal(format, args...), nil
 }
 
 // statusCounts are the counts of changes a status was derived after.
@@ -100,6 +106,14 @@ func (s *status) close() {
 }
 
 func (s *status) answer(ctx context.Context) *messages.Reply {
+	r, _ := s.current(ctx)
+	return r
+}
+
+// current is the status's reply and the status itself: the kept ones
+// while nothing they are derived from changed, else derived anew. A
+// refusal has no status (nil). Neither may be changed: they are kept.
+func (s *status) current(ctx context.Context) (*messages.Reply, *messages.NodeState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// The counts are read before the status is derived: a change made
@@ -107,24 +121,24 @@ func (s *status) answer(ctx context.Context) *messages.Reply {
 	counts, counted := s.counts(ctx)
 	if counted && s.kept != nil && s.kept.counts == counts {
 		s.log.Debug("ocxd.sock: the kept status answers")
-		return s.kept.reply
+		return s.kept.reply, s.kept.state
 	}
 	s.kept = nil
 	s.log.Debug("ocxd.sock: the status is derived", slog.Bool("counted", counted))
 	r := messages.NewReply()
 	n, release, err := s.statusNode(r)
 	if err != nil {
-		return nodesock.Refusal("open the node: %v", err)
+		return refused("open the node: %v", err)
 	}
 	st, err := n.Status(ctx)
 	if err != nil {
-		return nodesock.Refusal("the status: %v", err)
+		return refused("the status: %v", err)
 	}
 	// The document follows the reply's line as `ocx status --json` prints
 	// it: a caller that prints it copies it.
 	doc, err := st.Encode()
 	if err != nil {
-		return nodesock.Refusal("the status: %v", err)
+		return refused("the status: %v", err)
 	}
 	r.Doc, r.StateDoc = len(doc), doc
 	r.Receipts = map[string]messages.Receipt{}
@@ -135,7 +149,7 @@ func (s *status) answer(ctx context.Context) *messages.Reply {
 	}
 	line, err := json.Marshal(r)
 	if err != nil {
-		return nodesock.Refusal("the reply does not encode: %v", err)
+		return refused("the reply does not encode: %v", err)
 	}
 	r.Line = append(append(line, '\n'), doc...)
 	// A directory watched only now may have changed while it was read:
@@ -143,9 +157,9 @@ func (s *status) answer(ctx context.Context) *messages.Reply {
 	if counted && !s.watchFor(release, st) {
 		k := *r
 		k.KeepMemory = true
-		s.kept = &keptStatus{counts: counts, reply: &k}
+		s.kept = &keptStatus{counts: counts, reply: &k, state: st}
 	}
-	return r
+	return r, st
 }
 
 // counts reads the counts of changes; counted is false when one of them
