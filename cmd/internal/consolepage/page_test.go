@@ -2,6 +2,9 @@ package consolepage
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,7 +16,10 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
+	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -261,5 +267,49 @@ func TestSessionsPageFlagsAndEnds(t *testing.T) {
 	}
 	if r := row(`data-ocx-ended="agent-4/demo"`); !strings.Contains(r, "ended: exited 0 at 2023-11-14") || strings.Contains(r, "completed") {
 		t.Errorf("the stopped session's row: %s", r)
+	}
+}
+
+// failingReads read nothing: each read fails.
+type failingReads struct{}
+
+var errUnread = errors.New("unread")
+
+func (failingReads) Status(context.Context) (*messages.NodeState, string, error) {
+	return nil, "", errUnread
+}
+func (failingReads) StateDoc(context.Context) ([]byte, error) { return nil, errUnread }
+func (failingReads) Repo(string) (*fossilio.Repo, error)      { return nil, errUnread }
+func (failingReads) Index(*fossilio.Repo) *record.Index       { return nil }
+
+// TestServeOwnsTheGETPages: the pages read by GET are this package's,
+// answered whatever their reads say; a form, the releases, the tools,
+// the patterns and the git mirror are not, and nothing is written for
+// them (the daemon refuses them, for ocx console to serve).
+func TestServeOwnsTheGETPages(t *testing.T) {
+	layout, err := host.NewLayout(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, own := range map[string]bool{
+		"": true, "state": true, "thread/0123456789ab": true, "hook": true, "logins": true, "workspaces": true,
+		"workspace/agent-1": true, "sessions": true, "session/agent-1": true, "session/agent-1/listeners": true,
+		"receipt": true, "receipt/" + strings.Repeat("a", 40): true,
+		"workspaces/add": false, "workspace/agent-1/start": false, "releases": false, "tools": false, "tool/post": false,
+		"patterns": false, "pattern/echo": false, "git/info/refs": false, "nothing": false,
+	} {
+		w := httptest.NewRecorder()
+		p := &Page{W: w, R: httptest.NewRequest(http.MethodGet, "/"+path, nil), F: Fossil{Viewer: "admin", Caps: "as", Path: "/" + path},
+			Ctx: context.Background(), Layout: layout, Config: &messages.NodeConfig{}, Reads: failingReads{}, Project: "demo",
+			Refusals: unixhost.NewRefusalLog(slog.New(slog.DiscardHandler))}
+		if got := p.Serve(messages.ConsolePath(p.F.Path)); got != own {
+			t.Errorf("%q: served %v, want %v", path, got, own)
+		}
+		if !own && (w.Body.Len() > 0 || len(w.Header()) > 0) {
+			t.Errorf("%q: not this package's, yet answered: %d %s", path, w.Code, w.Body)
+		}
+		if own && w.Body.Len() == 0 {
+			t.Errorf("%q: served with no reply", path)
+		}
 	}
 }
