@@ -153,3 +153,26 @@ func Unreachable(err error) bool {
 	return errors.As(err, &oe) || errors.As(err, &ne) && ne.Timeout() ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, context.DeadlineExceeded)
 }
+
+// ResolveField resolves a hash or prefix a tool was given, naming the field
+// in every refusal: no artifact, several (with their names), or not a hash.
+func ResolveField(ctx context.Context, r *Repo, field, s string) (Info, error) {
+	info, err := r.Info(ctx, s)
+	if err != nil {
+		return info, HashRefusal(field, s, r.ProjectName(), err)
+	}
+	return info, nil
+}
+
+// HashRefusal says why a hash a tool was given names no one artifact,
+// naming the field: none, several (with their names), or not a hash.
+func HashRefusal(field, s, project string, err error) error {
+	var he *HashError
+	switch {
+	case errors.Is(err, ErrAmbiguous) && errors.As(err, &he):
+		return fmt.Errorf("%s: %q names several artifacts (%s); give more of its digits", field, s, strings.Join(he.Matches, ", "))
+	case errors.Is(err, ErrNotFound):
+		return fmt.Errorf("%s: %q names no artifact of %s", field, s, project)
+	}
+	return fmt.Errorf("%s: %w", field, err)
+}

@@ -239,6 +239,7 @@ type logLine struct {
 	Mark   int64  `json:"mark"`
 	Why    string `json:"why"`
 	Ask    string `json:"ask"`
+	From   string `json:"from"`
 }
 
 // logIndex is the index in lines of the first line from `from` on that

@@ -66,11 +66,17 @@ func TestHookThroughTheDaemonsSocket(t *testing.T) {
 	}
 	n.waitLogLine("the daemon to serve its socket", func(l logLine) bool { return l.Msg == "serving the daemon's socket" })
 
-	// The daemon up: it does the work.
-	_, log = post("second")
+	// The daemon up: it does the work, and hands the post to its node in
+	// its own process, not back through its pipe (D88).
+	second, log := post("second")
 	if !strings.Contains(log, "hook done") || !strings.Contains(log, "by=daemon") || strings.Contains(log, "did not do") ||
 		strings.Contains(log, "level=ERROR") {
 		t.Fatalf("with the daemon, the hook's log:\n%s", log)
+	}
+	for _, l := range n.logLines() {
+		if l.Msg == "read" && strings.HasSuffix(l.Line, " "+second) && l.From != "socket" {
+			t.Errorf("the daemon read the post its socket's hook handed from its pipe: %+v", l)
+		}
 	}
 
 	// A stand-in on the socket in the daemon's place: garbage, then an

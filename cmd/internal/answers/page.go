@@ -3,55 +3,44 @@ package answers
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"log/slog"
-	"os"
 
 	"github.com/ocx-go/ocx/actors"
-	"github.com/ocx-go/ocx/cmd/internal/console"
-	"github.com/ocx-go/ocx/cmd/internal/noderepos"
+	"github.com/ocx-go/ocx/cmd/internal/consolepage"
+	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/messages"
 )
 
-// openConsole is the console the daemon renders pages with (D71): each
-// page's node reads the daemon's open repositories and asks the daemon's
-// answers in its own process, its status the kept one. nil when the
-// console's key does not open (every page is then refused, and served
-// by `ocx console`).
-func (s *Socket) openConsole(repos *noderepos.Repos) *console.Console {
-	c, err := console.Open(s.layout.Root())
+// openConsole reads the console's key, with which the daemon renders
+// pages (D71); nil when it does not open (every page is then refused,
+// and served by `ocx console`).
+func (s *Socket) openConsole() []byte {
+	key, err := consolepage.LoadKey(s.layout.Root())
 	if err != nil {
 		s.log.Warn("the daemon's socket serves no console page: its key does not open", actors.ErrAttr(err))
 		return nil
 	}
-	c.Node.Records = liveRecords{repos}
-	c.Node.Daemon = os.Getpid()
-	c.Node.Ask = s.askHere
-	c.InDaemon = true
-	return c
+	return key
 }
 
-// askHere is an ask of the daemon's own answers, as a page's node makes
-// it: a refusal is an error, as it is on the socket.
-func (s *Socket) askHere(ctx context.Context, a *messages.Ask) (*messages.Reply, error) {
-	if a.Kind == messages.AskPage {
-		return nil, fmt.Errorf("%w: a page asks for no page", nodesock.ErrRefused)
-	}
-	r := s.answer(ctx, a)
-	if r.Error != "" {
-		return nil, fmt.Errorf("%w: %s", nodesock.ErrRefused, r.Error)
-	}
-	return r, nil
-}
-
-// page answers a page ask: the console's whole CGI reply, after the
-// reply's line.
+// page answers a page ask: the page's whole CGI reply, after the reply's
+// line, rendered from the status the socket derives (or keeps) and the
+// daemon's open repositories. A page that is not one the daemon renders
+// (a form, the releases, the tools: consolepage.Serve) is refused, and
+// `ocx console` serves it.
 func (s *Socket) page(a *messages.Ask) *messages.Reply {
-	if s.console == nil {
+	if s.consoleKey == nil {
 		return nodesock.Refusal("this daemon serves no console page: its key did not open")
 	}
-	out := s.console.ServePage(a.Env)
+	// A page's reads log nothing of the files they pass over, as a page
+	// rendered by `ocx console` for the daemon logged nothing.
+	out, ok := consolepage.ServePage(a.Env, s.layout, s.status.cfg, pageReads{s.status}, s.consoleKey, slog.New(slog.DiscardHandler))
+	if !ok {
+		return nodesock.Refusal("the daemon renders no such page: ocx console serves it")
+	}
 	r := messages.NewReply()
 	r.Page = len(out)
 	line, err := json.Marshal(r)
@@ -64,4 +53,33 @@ func (s *Socket) page(a *messages.Ask) *messages.Reply {
 	r.KeepMemory = true
 	s.log.Debug("ocxd.sock: a console page served", slog.Int("bytes", len(out)))
 	return r
+}
+
+// pageReads are a page's reads in the daemon: the status the socket
+// derives or keeps, as it is (no document decoded), and the daemon's open
+// repositories and record indexes.
+type pageReads struct{ s *status }
+
+func (p pageReads) Status(ctx context.Context) (*messages.NodeState, string, error) {
+	r, st := p.s.current(ctx)
+	if st == nil {
+		return nil, "", errors.New(r.Error)
+	}
+	return st, "", nil
+}
+
+func (p pageReads) StateDoc(ctx context.Context) ([]byte, error) {
+	r, st := p.s.current(ctx)
+	if st == nil {
+		return nil, errors.New(r.Error)
+	}
+	return r.StateDoc, nil
+}
+
+func (p pageReads) Repo(project string) (*fossilio.Repo, error) {
+	return liveRecords{p.s.repos}.Repo(project)
+}
+
+func (p pageReads) Index(r *fossilio.Repo) *record.Index {
+	return daemonFacts{liveRecords: liveRecords{p.s.repos}, cfg: p.s.cfg}.Index(r)
 }

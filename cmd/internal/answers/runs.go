@@ -3,23 +3,24 @@ package answers
 import (
 	"context"
 
-	"github.com/ocx-go/ocx/cmd/internal/tools"
-	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host/nodesock"
+	"github.com/ocx-go/ocx/host/runs"
 	"github.com/ocx-go/ocx/messages"
 )
 
 // runs answers a runs ask from the daemon's live run log: the run tool's
-// own reading (tools.ReadRunStatus), given the daemon's open repositories,
-// so that only what arrived since the last receipt is read. (A node.json
-// changed since is refused, as for every ask: Socket.sameNode.)
+// own reading (runs.Status) over the daemon's open repository and the run
+// log it keeps, so that only what arrived since the last receipt is read.
+// (A node.json changed since is refused, as for every ask:
+// Socket.sameNode.)
 func (s *status) runs(ctx context.Context, a *messages.Ask) *messages.Reply {
-	r, n, refusal := s.node()
-	if refusal != nil {
-		return refusal
+	x, err := s.repos.Index(a.Project)
+	if err != nil {
+		return nodesock.Refusal("the runs: %v", err)
 	}
-	sts, err := tools.Of(n).ReadRunStatus(ctx, tools.RunInput{Project: a.Project, Run: a.Run})
+	r := messages.NewReply()
+	sts, err := runs.Status(ctx, s.layout, x.Repo, func(ctx context.Context) ([]record.RunMsg, error) { return x.Runs(ctx) }, a.Run)
 	if err != nil {
 		return nodesock.Refusal("the runs: %v", err)
 	}
@@ -27,19 +28,6 @@ func (s *status) runs(ctx context.Context, a *messages.Ask) *messages.Reply {
 		sts = []messages.RunState{}
 	}
 	r.Runs = &sts
-	if x, err := s.repos.Index(a.Project); err == nil {
-		r.Receipts = map[string]messages.Receipt{a.Project: {Rcvid: uint64(max(x.Idx.Mark(), 0))}}
-	}
+	r.Receipts = map[string]messages.Receipt{a.Project: {Rcvid: uint64(max(x.Idx.Mark(), 0))}}
 	return r
-}
-
-// Runs are the run engine messages the daemon keeps of r's repository
-// (node.RunRecords).
-func (l liveRecords) Runs(ctx context.Context, r *fossilio.Repo) ([]record.RunMsg, bool, error) {
-	x, err := l.repos.IndexAt(r.Path())
-	if err != nil {
-		return nil, false, nil
-	}
-	msgs, err := x.Runs(ctx)
-	return msgs, true, err
 }

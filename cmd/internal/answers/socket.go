@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
-	"github.com/ocx-go/ocx/cmd/internal/console"
 	"github.com/ocx-go/ocx/cmd/internal/hook"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/cmd/internal/remote"
@@ -36,12 +35,11 @@ type Socket struct {
 	// config and open repositories, and the hook's log, kept open.
 	hook    hook.Options
 	hookLog io.Closer
-	// status answers status asks; nil when the node did not open (the
-	// asks are refused then).
+	// status answers status and runs asks.
 	status *status
-	// console renders the pages asked (D71); nil when its key did not
-	// open.
-	console *console.Console
+	// consoleKey is the console's key, with which the pages asked are
+	// rendered (D71); nil when it did not open.
+	consoleKey []byte
 	// puller answers pull asks on a node on another host; nil elsewhere.
 	puller *remote.Puller
 	// nodeJSON is node.json as the daemon read it; reread asks the daemon,
@@ -51,11 +49,16 @@ type Socket struct {
 	rereadOnce sync.Once
 }
 
-// Remote are the daemon's parts for nodes on other hosts (D72) the
-// socket's answers use: Poke pokes remote nodes beside a hook's work (the
-// server's node), Puller answers pull asks (a node on another host). Either
-// may be nil.
-type Remote struct {
+// Parts are the daemon's parts the socket's answers use. Procs is the
+// daemon's process table, which the status reads (the daemon closes it,
+// after Stop). Hand hands a hook's posts to the node in the daemon's own
+// process, as its pipe's lines are (D88); an error (its inputs are paused)
+// has them written into the pipe instead. For nodes on other hosts (D72):
+// Poke pokes remote nodes beside a hook's work (the server's node), Puller
+// answers pull asks (a node on another host). Poke and Puller may be nil.
+type Parts struct {
+	Procs  *unixhost.ProcTable
+	Hand   func(lines []messages.PipeLine) error
 	Poke   func(targets []remote.Target)
 	Puller *remote.Puller
 }
@@ -67,7 +70,7 @@ type Remote struct {
 // nodeJSON is node.json as the daemon read it: an ask made once it has
 // changed is refused (the caller does its work itself, with the file as
 // it is now) and reread is called, once, to have the daemon read it again.
-func Open(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, nodeJSON []byte, reread func(), repos *noderepos.Repos, log *slog.Logger, rem Remote) *Socket {
+func Open(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, nodeJSON []byte, reread func(), repos *noderepos.Repos, log *slog.Logger, parts Parts) *Socket {
 	ln, err := unixhost.ListenSocketAt(layout.Socket())
 	if err != nil {
 		log.Warn("the daemon's socket is not served; its callers read the repository themselves", slog.String("socket", layout.Socket()), actors.ErrAttr(err))
@@ -81,12 +84,10 @@ func Open(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, nod
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Socket{layout: layout, root: root, log: log, cancel: cancel, done: make(chan struct{}), hookLog: f,
-		hook:   hook.Options{Agents: layout.Root(), Config: cfg, Open: repos.RepoAt, Index: repos.RecordAt, Log: slog.New(f.Handler(nil)), Poke: rem.Poke},
-		puller: rem.Puller, nodeJSON: nodeJSON, reread: reread}
-	if s.status, err = newStatus(layout, cfg, repos, log); err != nil {
-		log.Warn("the daemon's socket answers no status: the node does not open", actors.ErrAttr(err))
-	}
-	s.console = s.openConsole(repos)
+		hook:   hook.Options{Agents: layout.Root(), Config: cfg, Open: repos.RepoAt, Index: repos.RecordAt, Log: slog.New(f.Handler(nil)), Poke: parts.Poke, Hand: parts.Hand},
+		puller: parts.Puller, nodeJSON: nodeJSON, reread: reread}
+	s.status = newStatus(layout, cfg, repos, parts.Procs, log)
+	s.consoleKey = s.openConsole()
 	srv := nodesock.New(ln, s.answer, nil, log)
 	go func() {
 		defer close(s.done)
@@ -111,9 +112,7 @@ func (s *Socket) Stop() {
 	s.cancel()
 	<-s.done
 	s.hookLog.Close()
-	if s.status != nil {
-		s.status.close()
-	}
+	s.status.close()
 }
 
 // pullBound bounds a pull asked on the socket: a tool that asks waits
@@ -175,13 +174,9 @@ func (s *Socket) answer(ctx context.Context, a *messages.Ask) *messages.Reply {
 		defer cancel()
 		return hook.Answer(hctx, s.hook, a)
 	case messages.AskStatus:
-		if s.status != nil {
-			return s.status.answer(ctx)
-		}
+		return s.status.answer(ctx)
 	case messages.AskRuns:
-		if s.status != nil {
-			return s.status.runs(ctx, a)
-		}
+		return s.status.runs(ctx, a)
 	case messages.AskPage:
 		return s.page(a)
 	case messages.AskPull:

@@ -14,22 +14,26 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 
-	"github.com/ocx-go/ocx/cmd/internal/node"
+	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
+	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/nodesock"
+	"github.com/ocx-go/ocx/host/nodestatus"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
 
 // status answers a status ask from the daemon's live record: the node's
-// actions' own Status (node.Status), given the daemon's open repositories
-// and the record indexes it keeps, so that only what arrived since the
-// last receipt is read. node.json is read again for each ask and compared
-// with what the daemon read: a node changed since is refused, and the
-// caller reads the record itself.
+// status as nodestatus derives it, over the daemon's open repositories and
+// the record indexes it keeps, so that only what arrived since the last
+// receipt is read. (A node.json changed since the daemon read it is
+// refused, as for every ask: Socket.sameNode.)
+//
+// The process table is the daemon's own (D88): the one it checks launches
+// and adopts sessions with, following the kernel's process events once.
 //
 // The status is kept between asks (D70): an ask answered while nothing it
 // is derived from changed gets the kept reply. What it is derived from is
@@ -37,7 +41,7 @@ import (
 // the directories it reads (DirWatch) and each repository's writes
 // (fossilio.Changes). Where one of them cannot count, every ask derives.
 type status struct {
-	// mu keeps one status at a time: they share the process table.
+	// mu keeps one status at a time: they share the kept one.
 	mu     sync.Mutex
 	procs  *unixhost.ProcTable
 	layout host.Layout
@@ -55,6 +59,12 @@ type status struct {
 type keptStatus struct {
 	counts statusCounts
 	reply  *messages.Reply
+	state  *messages.NodeState
+}
+
+// refused is a refusal with no status.
+func refused(format string, args ...any) (*messages.Reply, *messages.NodeState) {
+	return nodesock.Refusal(format, args...), nil
 }
 
 // statusCounts are the counts of changes a status was derived after.
@@ -63,15 +73,11 @@ type statusCounts struct {
 	writes      string // each project's count, in order
 }
 
-func newStatus(layout host.Layout, cfg *messages.NodeConfig, repos *noderepos.Repos, log *slog.Logger) (*status, error) {
-	procs, err := unixhost.NewProcTable(unixhost.ProcOptions{Layout: layout, ReleaseRoot: cfg.Release, Daemon: os.Getpid()})
-	if err != nil {
-		return nil, err
-	}
-	if err := procs.Watch(); err != nil {
-		log.Info("the socket's status scans the whole process table: the kernel's process events are not available", actors.ErrAttr(err))
-	}
+// newStatus answers status asks over procs, the daemon's process table,
+// which the daemon closes.
+func newStatus(layout host.Layout, cfg *messages.NodeConfig, repos *noderepos.Repos, procs *unixhost.ProcTable, log *slog.Logger) *status {
 	s := &status{layout: layout, cfg: cfg, repos: repos, procs: procs, log: log, writes: map[string]*fossilio.Changes{}}
+	var err error
 	if s.dirs, err = unixhost.NewDirWatch(); err != nil {
 		log.Info("the socket derives each status anew: the directories it reads cannot be watched", actors.ErrAttr(err))
 	}
@@ -87,11 +93,10 @@ func newStatus(layout host.Layout, cfg *messages.NodeConfig, repos *noderepos.Re
 		}
 		s.writes[p] = c
 	}
-	return s, nil
+	return s
 }
 
 func (s *status) close() {
-	s.procs.Close()
 	if s.dirs != nil {
 		s.dirs.Close()
 	}
@@ -101,6 +106,14 @@ func (s *status) close() {
 }
 
 func (s *status) answer(ctx context.Context) *messages.Reply {
+	r, _ := s.current(ctx)
+	return r
+}
+
+// current is the status's reply and the status itself: the kept ones
+// while nothing they are derived from changed, else derived anew. A
+// refusal has no status (nil). Neither may be changed: they are kept.
+func (s *status) current(ctx context.Context) (*messages.Reply, *messages.NodeState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// The counts are read before the status is derived: a change made
@@ -108,44 +121,45 @@ func (s *status) answer(ctx context.Context) *messages.Reply {
 	counts, counted := s.counts(ctx)
 	if counted && s.kept != nil && s.kept.counts == counts {
 		s.log.Debug("ocxd.sock: the kept status answers")
-		return s.kept.reply
+		return s.kept.reply, s.kept.state
 	}
 	s.kept = nil
 	s.log.Debug("ocxd.sock: the status is derived", slog.Bool("counted", counted))
-	r, n, refusal := s.node()
-	if refusal != nil {
-		return refusal
+	r := messages.NewReply()
+	n, release, err := s.statusNode(r)
+	if err != nil {
+		return refused("open the node: %v", err)
 	}
 	st, err := n.Status(ctx)
 	if err != nil {
-		return nodesock.Refusal("the status: %v", err)
+		return refused("the status: %v", err)
 	}
 	// The document follows the reply's line as `ocx status --json` prints
 	// it: a caller that prints it copies it.
 	doc, err := st.Encode()
 	if err != nil {
-		return nodesock.Refusal("the status: %v", err)
+		return refused("the status: %v", err)
 	}
 	r.Doc, r.StateDoc = len(doc), doc
 	r.Receipts = map[string]messages.Receipt{}
-	for _, p := range n.Config.ProjectNames() {
+	for _, p := range s.cfg.ProjectNames() {
 		if x, err := s.repos.Index(p); err == nil {
 			r.Receipts[p] = messages.Receipt{Rcvid: uint64(max(x.Idx.Mark(), 0))}
 		}
 	}
 	line, err := json.Marshal(r)
 	if err != nil {
-		return nodesock.Refusal("the reply does not encode: %v", err)
+		return refused("the reply does not encode: %v", err)
 	}
 	r.Line = append(append(line, '\n'), doc...)
 	// A directory watched only now may have changed while it was read:
 	// the status is kept from the next derivation on.
-	if counted && !s.watchFor(n, st) {
+	if counted && !s.watchFor(release, st) {
 		k := *r
 		k.KeepMemory = true
-		s.kept = &keptStatus{counts: counts, reply: &k}
+		s.kept = &keptStatus{counts: counts, reply: &k, state: st}
 	}
-	return r
+	return r, st
 }
 
 // counts reads the counts of changes; counted is false when one of them
@@ -180,10 +194,10 @@ func (s *status) counts(ctx context.Context) (c statusCounts, counted bool) {
 // watchFor watches the directories status st was read from, and those
 // where a change would add to it: the agents root, each login's
 // directories, each workspace's own, its session's, its held and MCP
-// directories, and the release's; it says whether one was watched only
+// directories, and the release's (release, its directory); it says whether one was watched only
 // now (or cannot be: it is not there, and its parent's watch sees it
 // made).
-func (s *status) watchFor(n *node.Node, st *messages.NodeState) (added bool) {
+func (s *status) watchFor(release string, st *messages.NodeState) (added bool) {
 	root := s.layout.Root()
 	add := func(dir string, rule unixhost.DirRule) {
 		a, err := s.dirs.Add(dir, rule)
@@ -238,8 +252,8 @@ func (s *status) watchFor(n *node.Node, st *messages.NodeState) (added bool) {
 		add(rel, unixhost.DirRule{})
 		add(filepath.Join(rel, "releases"), unixhost.DirRule{})
 	}
-	if n.Release != "" {
-		if dir, err := filepath.EvalSymlinks(n.Release); err == nil {
+	if release != "" {
+		if dir, err := filepath.EvalSymlinks(release); err == nil {
 			add(dir, unixhost.DirRule{})
 		}
 	}
@@ -264,18 +278,55 @@ var (
 	wakeOpens    = map[string]bool{"wake": true}
 )
 
-// node opens the node an answer is read through, over the daemon's open
-// repositories, record indexes and process table, and the reply it fills.
-// A node of its own for each answer, so that what it passes over is told
-// to this caller, whose log says it once, as its own read would.
-func (s *status) node() (*messages.Reply, *node.Node, *messages.Reply) {
-	r := messages.NewReply()
-	passed := record.NewPassedSink(func(what, why string) { r.Passed = append(r.Passed, messages.PassedOver{What: what, Why: why}) })
-	n, err := node.Open(s.layout.Root(), node.Options{Log: s.log, Records: liveRecords{s.repos}, Procs: s.procs, Passed: passed, Daemon: os.Getpid()})
+// statusNode is the node a status is derived from: the daemon's layout,
+// config, open repositories, record indexes and process table, and its
+// release's directory (daemonclient.Release). Each status has its own
+// logs of what it passes over, told to this caller in r, whose log says
+// it once, as its own read would.
+func (s *status) statusNode(r *messages.Reply) (nodestatus.Node, string, error) {
+	release, err := daemonclient.Release(s.cfg)
 	if err != nil {
-		return nil, nil, nodesock.Refusal("open the node: %v", err)
+		return nodestatus.Node{}, "", err
 	}
-	return r, n, nil
+	passed := record.NewPassedSink(func(what, why string) { r.Passed = append(r.Passed, messages.PassedOver{What: what, Why: why}) })
+	return nodestatus.Node{Layout: s.layout, Config: s.cfg, Log: s.log, Passed: passed, Refusals: unixhost.NewRefusalLog(s.log),
+		Facts: daemonFacts{liveRecords{s.repos}, s.cfg, s.layout, s.procs, release}}, release, nil
+}
+
+// daemonFacts are the facts a status reads in the daemon: its open
+// repositories and record indexes, its process table, itself.
+type daemonFacts struct {
+	liveRecords
+	cfg     *messages.NodeConfig
+	layout  host.Layout
+	procs   *unixhost.ProcTable
+	release string
+}
+
+// Index is the record index the daemon keeps of r, or one made for this
+// status when it keeps none.
+func (f daemonFacts) Index(r *fossilio.Repo) *record.Index {
+	if x := f.liveRecords.Index(r); x != nil {
+		return x
+	}
+	return record.NewIndex(r, f.cfg.User)
+}
+
+// Procs is the daemon's own table, which the daemon closes.
+func (f daemonFacts) Procs() (host.ProcTable, func(), error) { return f.procs, func() {}, nil }
+
+// Daemon is this daemon: it holds the lock while it answers.
+func (f daemonFacts) Daemon() (*messages.DaemonStatus, error) {
+	return daemonclient.Status(f.layout, f.cfg, os.Getpid(), func(pid int) string {
+		if _, rel, err := f.procs.Executable(pid); err == nil {
+			return rel
+		}
+		return ""
+	})
+}
+
+func (f daemonFacts) Runners(ctx context.Context) []messages.RunnerOffer {
+	return procs.RunnerOffers(ctx, f.release)
 }
 
 // liveRecords are the daemon's repositories as the node's actions read

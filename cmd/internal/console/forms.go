@@ -19,43 +19,6 @@ import (
 
 const recentCount = 10
 
-// recent offers the ten most recent records of a kind, or the branches.
-func (q *request) recent(kind string) ([]option, error) {
-	r, err := q.n.OpenRepo(q.project)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	var out []option
-	switch kind {
-	case "thread":
-		ts, err := r.RecentThreads(q.ctx, recentCount)
-		if err != nil {
-			return nil, err
-		}
-		for _, t := range ts {
-			out = append(out, option{Value: t.Root, Label: t.Title})
-		}
-	case "ticket":
-		ts, err := r.RecentTickets(q.ctx, recentCount)
-		if err != nil {
-			return nil, err
-		}
-		for _, t := range ts {
-			out = append(out, option{Value: t.Ticket, Label: t.Title + " (" + t.Status + ")"})
-		}
-	case "branch":
-		bs, err := r.Branches(q.ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, b := range bs {
-			out = append(out, option{Value: b.Name, Label: b.Name})
-		}
-	}
-	return out, nil
-}
-
 // template reads wiki page prefix+name as a user holding admin or setup
 // last sent it, in the server's order (fossilio's PrivilegedWikiPage,
 // D81: any login that may check in may push a wiki version, dated as it
@@ -63,7 +26,7 @@ func (q *request) recent(kind string) ([]option, error) {
 // not decode is an error saying why, shown on the form: never silently
 // dropped.
 func (q *request) template(r *fossilio.Repo, prefix, name string) ([]byte, error) {
-	p, err := r.PrivilegedWikiPage(q.ctx, prefix+name)
+	p, err := r.PrivilegedWikiPage(q.Ctx, prefix+name)
 	if err != nil {
 		return nil, fmt.Errorf("template %s%s: %w", prefix, name, err)
 	}
@@ -92,7 +55,7 @@ func checkTemplateName(name string) error {
 // templates lists the templates under prefix: the pages whose version
 // a user holding admin or setup last sent is not a deletion.
 func (q *request) templates(r *fossilio.Repo, prefix string) []string {
-	names, err := r.PrivilegedWikiPages(q.ctx, prefix)
+	names, err := r.PrivilegedWikiPages(q.Ctx, prefix)
 	if err != nil {
 		return nil
 	}
@@ -114,20 +77,20 @@ type workspaceAddData struct {
 }
 
 func (q *request) workspaceAddPage() {
-	d := workspaceAddData{Template: q.r.URL.Query().Get("template")}
+	d := workspaceAddData{Template: q.R.URL.Query().Get("template")}
 	var problems []error
 	logins, err := q.n.AgentLogins()
 	problems = append(problems, err)
 	d.Logins = logins
-	r, err := q.n.OpenRepo(q.project)
+	r, err := q.n.OpenRepo(q.Project)
 	if err != nil {
-		q.renderProblem("workspace-add", "Add a workspace", "workspaces", d, err)
+		q.RenderProblem("workspace-add", "Add a workspace", "workspaces", d, err)
 		return
 	}
 	defer r.Close()
-	d.Threads, err = r.RecentThreads(q.ctx, recentCount)
+	d.Threads, err = r.RecentThreads(q.Ctx, recentCount)
 	problems = append(problems, err)
-	bs, err := r.Branches(q.ctx)
+	bs, err := r.Branches(q.Ctx)
 	problems = append(problems, err)
 	for _, b := range bs {
 		d.Branches = append(d.Branches, b.Name)
@@ -147,7 +110,7 @@ func (q *request) workspaceAddPage() {
 	}
 	b, _ := json.MarshalIndent(sb, "", "  ")
 	d.Sandbox = string(b)
-	q.renderProblem("workspace-add", "Add a workspace", "workspaces", d, errors.Join(problems...))
+	q.RenderProblem("workspace-add", "Add a workspace", "workspaces", d, errors.Join(problems...))
 }
 
 // workspaceDirToken stands in the form's sandbox for the workspace's own
@@ -156,16 +119,16 @@ const workspaceDirToken = "WORKSPACE"
 
 func (q *request) workspaceAdd(form url.Values) (*node.Answer, string) {
 	login := form.Get("login")
-	in := workspaces.WorkspaceAddInput{Login: login, Project: q.project, Branch: strings.TrimSpace(form.Get("branch")), Record: form.Get("record")}
+	in := workspaces.WorkspaceAddInput{Login: login, Project: q.Project, Branch: strings.TrimSpace(form.Get("branch")), Record: form.Get("record")}
 	if sb := strings.TrimSpace(form.Get("sandbox")); sb != "" {
 		in.SandboxJSON = []byte(sb)
-		if k, err := messages.ParseWorkspaceKey(q.keyOf(login)); err == nil {
+		if k, err := messages.ParseWorkspaceKey(q.KeyOf(login)); err == nil {
 			if paths, err := q.n.WorkspacePaths(k); err == nil {
 				in.SandboxJSON = withWorkspaceDir([]byte(sb), paths.Dir)
 			}
 		}
 	}
-	return workspaces.Of(q.n).WorkspaceAdd(q.ctx, in), "/workspace/" + login
+	return workspaces.Of(q.n).WorkspaceAdd(q.Ctx, in), "/workspace/" + login
 }
 
 // withWorkspaceDir puts the workspace's own directory in place of the
@@ -204,14 +167,14 @@ type sessionStartData struct {
 }
 
 func (q *request) sessionStartPage(login string) {
-	k, ok := q.key(login)
+	k, ok := q.WorkspaceKey(login)
 	if !ok {
 		return
 	}
-	d := sessionStartData{Key: k, Template: q.r.URL.Query().Get("template"), Kind: "mechanical", Lifetime: "stays"}
-	r, err := q.n.OpenRepo(q.project)
+	d := sessionStartData{Key: k, Template: q.R.URL.Query().Get("template"), Kind: "mechanical", Lifetime: "stays"}
+	r, err := q.n.OpenRepo(q.Project)
 	if err != nil {
-		q.renderProblem("session-start", "start a session", "workspaces", d, err)
+		q.RenderProblem("session-start", "start a session", "workspaces", d, err)
 		return
 	}
 	defer r.Close()
@@ -229,7 +192,7 @@ func (q *request) sessionStartPage(login string) {
 			d.Hears = strings.Join(def.Hears, ", ")
 		}
 	}
-	q.render("session-start", "start a session in "+k.String(), "workspaces", d)
+	q.Render("session-start", "start a session in "+k.String(), "workspaces", d)
 }
 
 // shellCommand is a definition's command as the form's one line for

@@ -29,16 +29,16 @@ type patternData struct {
 }
 
 func (q *request) patternsPage() {
-	ps, err := tools.Of(q.n).RunPatterns(q.ctx, q.project)
-	q.renderProblem("patterns", "Run patterns", "patterns", patternsData{Patterns: ps}, err)
+	ps, err := tools.Of(q.n).RunPatterns(q.Ctx, q.Project)
+	q.RenderProblem("patterns", "Run patterns", "patterns", patternsData{Patterns: ps}, err)
 }
 
 // patternOf is the pattern name as the list gives it, or false with the
 // page answered 404.
 func (q *request) patternOf(name string) (tools.RunPatternInfo, bool) {
-	ps, err := tools.Of(q.n).RunPatterns(q.ctx, q.project)
+	ps, err := tools.Of(q.n).RunPatterns(q.Ctx, q.Project)
 	if err != nil {
-		q.plain(http.StatusInternalServerError, "the console cannot read the patterns: "+err.Error())
+		q.Plain(http.StatusInternalServerError, "the console cannot read the patterns: "+err.Error())
 		return tools.RunPatternInfo{}, false
 	}
 	for _, p := range ps {
@@ -46,7 +46,7 @@ func (q *request) patternOf(name string) (tools.RunPatternInfo, bool) {
 			return p, true
 		}
 	}
-	q.plain(http.StatusNotFound, "no pattern "+name+": no user holding admin or setup wrote the wiki page run/"+name)
+	q.Plain(http.StatusNotFound, "no pattern "+name+": no user holding admin or setup wrote the wiki page run/"+name)
 	return tools.RunPatternInfo{}, false
 }
 
@@ -55,7 +55,7 @@ func (q *request) patternPage(name string) {
 	if !ok {
 		return
 	}
-	q.render("pattern", "Run pattern "+p.Name, "patterns", patternData{Pattern: p})
+	q.Render("pattern", "Run pattern "+p.Name, "patterns", patternData{Pattern: p})
 }
 
 // patternPost is a pattern's button (checkPost passed): the run tool's
@@ -67,15 +67,15 @@ func (q *request) patternPost(name string, form url.Values) {
 		return
 	}
 	d := patternData{Pattern: p, Objective: form.Get("objective"), Fields: form.Get("fields")}
-	in := tools.RunInput{Project: q.project, Pattern: p.Name, Objective: strings.TrimSpace(d.Objective),
+	in := tools.RunInput{Project: q.Project, Pattern: p.Name, Objective: strings.TrimSpace(d.Objective),
 		Message: []byte(d.Fields), DryRun: form.Get("dry_run") != ""}
-	a := tools.Of(q.n).RunPost(q.ctx, in)
+	a := tools.Of(q.n).RunPost(q.Ctx, in)
 	d.Answer = a
 	status := http.StatusOK
 	if !a.OK() {
 		status = http.StatusUnprocessableEntity
 	}
-	v := q.view("run post", "patterns")
+	v := q.View("run post", "patterns")
 	v.Data = d
-	q.write(status, "pattern", v)
+	q.Write(status, "pattern", v)
 }

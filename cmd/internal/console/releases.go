@@ -27,16 +27,16 @@ type releasesData struct {
 }
 
 func (q *request) releasesPage() {
-	st, err := release.Status(q.ctx, q.n)
+	st, err := release.Status(q.Ctx, q.n)
 	d := releasesData{State: st}
 	if st != nil {
 		for _, s := range st.Older {
-			if s.Project == q.project {
+			if s.Project == q.Project {
 				d.Older = append(d.Older, s)
 			}
 		}
 	}
-	q.renderProblem("releases", "Releases", "releases", d, err)
+	q.RenderProblem("releases", "Releases", "releases", d, err)
 }
 
 // releaseConfirmData is the list the first press of Accept or Roll back
@@ -57,9 +57,9 @@ func (q *request) releaseDryRun(action string, form url.Values) {
 	var a *node.Answer
 	switch action {
 	case "accept":
-		a = release.Accept(q.ctx, q.n, release.AcceptInput{Checkin: strings.TrimSpace(form.Get("checkin")), DryRun: true})
+		a = release.Accept(q.Ctx, q.n, release.AcceptInput{Checkin: strings.TrimSpace(form.Get("checkin")), DryRun: true})
 	default:
-		a = release.Rollback(q.ctx, q.n, release.RollbackInput{DryRun: true})
+		a = release.Rollback(q.Ctx, q.n, release.RollbackInput{DryRun: true})
 	}
 	d := releaseConfirmData{Action: action, Answer: a}
 	if a.Result != nil {
@@ -69,13 +69,13 @@ func (q *request) releaseDryRun(action string, form url.Values) {
 	if action == "rollback" {
 		title = "roll back"
 	}
-	v := q.view(title, "releases")
+	v := q.View(title, "releases")
 	v.Data = d
 	status := http.StatusOK
 	if !a.OK() {
 		status = http.StatusUnprocessableEntity
 	}
-	q.write(status, "release-confirm", v)
+	q.Write(status, "release-confirm", v)
 }
 
 // releaseConfirm is the Confirm of Accept or Roll back: it acts on exactly
@@ -88,7 +88,7 @@ func (q *request) releaseConfirm(action string, form url.Values) (*node.Answer, 
 		return (&node.Answer{Tool: tool, Log: []string{}}).Stop(fmt.Errorf("%s: the Confirm carries no check-in: nothing was changed; press the button again", tool)), "/releases"
 	}
 	if action == "accept" {
-		return release.Accept(q.ctx, q.n, release.AcceptInput{Checkin: checkin}), "/releases"
+		return release.Accept(q.Ctx, q.n, release.AcceptInput{Checkin: checkin}), "/releases"
 	}
-	return release.Rollback(q.ctx, q.n, release.RollbackInput{Checkin: checkin}), "/releases"
+	return release.Rollback(q.Ctx, q.n, release.RollbackInput{Checkin: checkin}), "/releases"
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/ocx-go/ocx/cmd/internal/consolepage"
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/tools"
 )
@@ -28,13 +29,6 @@ func toolByName(name string) (tools.Tool, bool) {
 		}
 	}
 	return tools.Tool{}, false
-}
-
-// toolJSON says whether the extension's path is a tool's JSON endpoint,
-// /tool/NAME.json: every reply to it is JSON, its refusals too.
-func toolJSON(path string) bool {
-	rest, ok := strings.CutPrefix(strings.Trim(path, "/"), "tool/")
-	return ok && !strings.Contains(rest, "/") && strings.HasSuffix(rest, ".json")
 }
 
 // toolPath reads a tool's path below /tool/: NAME or NAME.json.
@@ -62,7 +56,7 @@ type toolData struct {
 }
 
 func (q *request) toolsPage() {
-	q.render("tools", "Tools", "tools", struct{ Tools []tools.Tool }{tools.Tools()})
+	q.Render("tools", "Tools", "tools", struct{ Tools []tools.Tool }{tools.Tools()})
 }
 
 // toolData is a tool's form, filled in from form (nil: empty).
@@ -77,10 +71,10 @@ func toolFormData(t tools.Tool, form url.Values) toolData {
 func (q *request) toolPage(name string) {
 	t, ok := toolByName(name)
 	if !ok {
-		q.plain(http.StatusNotFound, fmt.Sprintf("%q is not a tool of this node (%s)", name, toolNames()))
+		q.Plain(http.StatusNotFound, fmt.Sprintf("%q is not a tool of this node (%s)", name, toolNames()))
 		return
 	}
-	q.render("tool", t.Name, "tools", toolFormData(t, nil))
+	q.Render("tool", t.Name, "tools", toolFormData(t, nil))
 }
 
 func toolNames() string {
@@ -116,14 +110,14 @@ func toolInput(name string, form url.Values) []byte {
 func (q *request) toolCall(name string, asJSON bool) {
 	t, ok := toolByName(name)
 	if !ok {
-		q.refuse(&refusal{http.StatusNotFound, fmt.Sprintf("%q is not a tool of this node (%s): nothing written", name, toolNames())})
+		q.Refuse(&consolepage.Refusal{Status: http.StatusNotFound, Reason: fmt.Sprintf("%q is not a tool of this node (%s): nothing written", name, toolNames())})
 		return
 	}
-	form := q.r.PostForm
-	a := tools.Of(q.n).CallIn(q.ctx, q.project, q.n.Caller, t.Name, toolInput(t.Name, form))
+	form := q.R.PostForm
+	a := tools.Of(q.n).CallIn(q.Ctx, q.Project, q.n.Caller, t.Name, toolInput(t.Name, form))
 	var b bytes.Buffer
 	if err := a.WriteJSON(&b); err != nil {
-		q.plain(http.StatusInternalServerError, "the answer does not encode: "+err.Error())
+		q.Plain(http.StatusInternalServerError, "the answer does not encode: "+err.Error())
 		return
 	}
 	status := http.StatusOK
@@ -131,14 +125,14 @@ func (q *request) toolCall(name string, asJSON bool) {
 		status = http.StatusUnprocessableEntity
 	}
 	if asJSON {
-		q.w.Header().Set("Content-Type", "application/json")
-		q.w.WriteHeader(status)
-		q.w.Write(b.Bytes())
+		q.W.Header().Set("Content-Type", "application/json")
+		q.W.WriteHeader(status)
+		q.W.Write(b.Bytes())
 		return
 	}
 	d := toolFormData(t, form)
 	d.Answer, d.AnswerJSON = a, b.String()
-	v := q.view(t.Name, "tools")
+	v := q.View(t.Name, "tools")
 	v.Data = d
-	q.write(status, "tool", v)
+	q.Write(status, "tool", v)
 }

@@ -306,7 +306,8 @@ func (d *instance) start() error {
 	// them back now, the pipe read already. Until the socket is served a
 	// caller reads the record itself, as with no daemon.
 	debug.FreeOSMemory()
-	d.sock = answers.Open(d.layout, d.root, d.cfg, d.nodeJSON, d.reread, d.repos, d.log, answers.Remote{Poke: d.remote.Poker.Poke, Puller: d.remote.Puller})
+	d.sock = answers.Open(d.layout, d.root, d.cfg, d.nodeJSON, d.reread, d.repos, d.log,
+		answers.Parts{Procs: d.table, Hand: d.inputs.hand, Poke: d.remote.Poker.Poke, Puller: d.remote.Puller})
 	d.remote.Start()
 	if d.opts.HookWatch > 0 {
 		d.hooks = hookshell.New(d.layout, d.root, d.cfg, d.records.Repos, d.opts.HookWatch, d.log)

@@ -46,6 +46,13 @@ type inputs struct {
 
 	// read counts the lines read; refused counts those that did not parse.
 	read, refused atomic.Int64
+
+	// handMu guards shut: the lines handed in the daemon's own process
+	// (hand) are taken while the pipe is read, and refused from a pause
+	// or a drain on, so that none reaches the node after its state was
+	// gathered for a re-exec.
+	handMu sync.RWMutex
+	shut   bool
 }
 
 // start reads the pipe with r until it is paused or closed.
@@ -79,16 +86,53 @@ func (in *inputs) line(b []byte) {
 		return
 	}
 	in.log.Info("read", slog.String("line", l.String()), slog.Int64("n", n))
+	in.take(l)
+}
+
+// take hands line l to the node.
+func (in *inputs) take(l messages.PipeLine) {
 	if _, ok := l.(messages.ReexecLine); ok && in.reexec != nil {
 		in.reexec()
 	}
 	in.send(messages.LineRead{Line: l})
 }
 
+// errInputsShut: the daemon's inputs are paused or drained; a line is
+// written into its pipe instead.
+var errInputsShut = errors.New("the daemon's inputs are paused")
+
+// hand takes lines handed in the daemon's own process (the hook's work
+// done for an ask on its socket, D88) as if they were read from the pipe,
+// in order, with no line written back into the pipe. It refuses them
+// (errInputsShut) while the inputs are paused or drained: the caller
+// writes them into the pipe, where the image that reads it next finds them.
+func (in *inputs) hand(lines []messages.PipeLine) error {
+	in.handMu.RLock()
+	defer in.handMu.RUnlock()
+	if in.shut {
+		return errInputsShut
+	}
+	for _, l := range lines {
+		n := in.read.Add(1)
+		in.log.Info("read", slog.String("line", l.String()), slog.Int64("n", n), slog.String("from", "socket"))
+		in.take(l)
+	}
+	return nil
+}
+
+// shutHand refuses the lines handed from now on (shut) or takes them
+// again; a hand under way finishes first.
+func (in *inputs) shutHand(shut bool) {
+	in.handMu.Lock()
+	in.shut = shut
+	in.handMu.Unlock()
+}
+
 // Pause stops reading the pipe and reaping. Stop returns once Run has handed
 // on every complete line it read, so each is in the node's mailbox; the bytes
 // of a line not yet complete come back for the hand-off.
 func (in *inputs) Pause(ctx context.Context) ([]byte, error) {
+	in.shutHand(true)
 	in.mu.Lock()
 	r, done := in.reader, in.done
 	in.mu.Unlock()
@@ -116,6 +160,7 @@ func (in *inputs) Resume(ctx context.Context, rest []byte) error {
 	}
 	old.Close()
 	in.start(r2)
+	in.shutHand(false)
 	in.reaper.Open(nil)
 	in.log.Info("inputs resumed", slog.Int("pending_bytes", len(rest)))
 	return nil
@@ -139,6 +184,7 @@ func (in *inputs) current() *unixhost.PipeReader {
 // A writer that keeps the pipe open past bound is cut off: its next write
 // fails. It returns the number of lines read after the reader stopped.
 func (in *inputs) drain(root *unixhost.Root, bound time.Duration) (int, error) {
+	in.shutHand(true)
 	in.mu.Lock()
 	in.draining = true
 	r, done, want := in.reader, in.done, in.pipe
@@ -205,6 +251,7 @@ func (in *inputs) drain(root *unixhost.Root, bound time.Duration) (int, error) {
 
 // close stops reading for good and closes the pipe.
 func (in *inputs) close() {
+	in.shutHand(true)
 	in.mu.Lock()
 	r, done := in.reader, in.done
 	in.mu.Unlock()

@@ -178,3 +178,27 @@ func Release(cfg *messages.NodeConfig) (string, error) {
 	}
 	return filepath.Dir(exe), nil
 }
+
+// Status says whether the agents root's daemon runs (the holder of
+// AGENTS/ocxd.lock, or pid when the daemon itself asks: it holds the
+// lock), the release its program belongs to (release, given its PID, as
+// a process table reads /proc/PID/exe; "" when unknown), and its last
+// re-exec's outcome (AGENTS/ocxd.reexec).
+func Status(layout host.Layout, cfg *messages.NodeConfig, pid int, release func(pid int) string) (*messages.DaemonStatus, error) {
+	d := &messages.DaemonStatus{}
+	if pid == 0 {
+		var err error
+		if pid, err = PID(layout); err != nil {
+			return nil, fmt.Errorf("daemon status: %w", err)
+		}
+	}
+	if pid > 0 {
+		d.Running, d.PID = true, pid
+		d.Release = release(pid)
+	}
+	if o, err := ReadReexec(layout); err == nil {
+		d.Reexec = o
+	}
+	d.ConfinedOnly = cfg.ConfinedOnly
+	return d, nil
+}

@@ -70,6 +70,11 @@ type Options struct {
 	// LockWait bounds the wait for another run of the hook on the same
 	// repository to finish; zero means DefaultLockWait.
 	LockWait time.Duration
+	// Hand, when set with ByDaemon, hands the posts to the daemon in its
+	// own process, as its pipe's lines are (D88): no line is written back
+	// into the daemon's own pipe. An error (its inputs are paused for a
+	// re-exec) writes them into the pipe, for the image that reads it next.
+	Hand func(lines []messages.PipeLine) error
 	// Poke, when set, pokes these remote nodes beside the run (the
 	// daemon's, which does not wait for them); nil pokes them from the
 	// hook's own process, each bounded by PokeWait (D72).
@@ -905,7 +910,16 @@ func (h *run) handToDaemon(ctx context.Context, infos []fossilio.Info) {
 		return
 	}
 	if h.o.ByDaemon {
-		// The daemon runs this work: it reads its pipe.
+		// The daemon runs this work: it takes the lines in its own
+		// process, else from its pipe.
+		if h.o.Hand != nil {
+			err := h.o.Hand(lines)
+			if err == nil {
+				h.log.Info("handed to the daemon", "lines", len(lines))
+				return
+			}
+			h.log.Info("hand posts to the daemon through its pipe", "lines", len(lines), "why", err.Error())
+		}
 		if err := daemonclient.Send(h.layout, lines); err != nil {
 			h.log.Error("hand posts to the daemon", "lines", len(lines), keyError, err)
 			return

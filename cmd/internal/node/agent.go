@@ -2,10 +2,8 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
@@ -17,26 +15,15 @@ import (
 // What the tools and the workspaces read of an agent: its record, the files it may have written.
 
 // ResolveField resolves a hash or prefix a tool was given, naming the field
-// in every refusal: no artifact, several (with their names), or not a hash.
+// in every refusal (fossilio.ResolveField).
 func ResolveField(ctx context.Context, r *fossilio.Repo, field, s string) (fossilio.Info, error) {
-	info, err := r.Info(ctx, s)
-	if err != nil {
-		return info, HashRefusal(field, s, r.ProjectName(), err)
-	}
-	return info, nil
+	return fossilio.ResolveField(ctx, r, field, s)
 }
 
 // HashRefusal says why a hash a tool was given names no one artifact,
-// naming the field: none, several (with their names), or not a hash.
+// naming the field (fossilio.HashRefusal).
 func HashRefusal(field, s, project string, err error) error {
-	var he *fossilio.HashError
-	switch {
-	case errors.Is(err, fossilio.ErrAmbiguous) && errors.As(err, &he):
-		return fmt.Errorf("%s: %q names several artifacts (%s); give more of its digits", field, s, strings.Join(he.Matches, ", "))
-	case errors.Is(err, fossilio.ErrNotFound):
-		return fmt.Errorf("%s: %q names no artifact of %s", field, s, project)
-	}
-	return fmt.Errorf("%s: %w", field, err)
+	return fossilio.HashRefusal(field, s, project, err)
 }
 
 // TaskRecord reads the protocol v1 record a hash names (D35): the first

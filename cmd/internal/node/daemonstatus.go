@@ -1,7 +1,6 @@
 package node
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
@@ -15,38 +14,27 @@ func (n *Node) ProcTable() (*unixhost.ProcTable, error) { return n.procTable() }
 
 // DaemonStatus says whether the agents root's daemon runs (the holder of
 // AGENTS/ocxd.lock), the release its program belongs to (/proc/PID/exe),
-// and its last re-exec's outcome (AGENTS/ocxd.reexec).
+// and its last re-exec's outcome (AGENTS/ocxd.reexec): daemonclient.Status.
 func (n *Node) DaemonStatus() (*messages.DaemonStatus, error) {
-	d := &messages.DaemonStatus{}
-	pid := n.daemon // the daemon itself asks: it holds the lock
-	if pid == 0 {
+	// n.daemon: the daemon itself asks, and it holds the lock.
+	return daemonclient.Status(n.Layout, n.Config, n.daemon, n.executableRelease)
+}
+
+// executableRelease is the release the program of process pid belongs
+// to, read by the node's process table; "" when unknown.
+func (n *Node) executableRelease(pid int) string {
+	t := n.procs
+	if t == nil {
 		var err error
-		if pid, err = daemonclient.PID(n.Layout); err != nil {
-			return nil, fmt.Errorf("daemon status: %w", err)
+		if t, err = n.procTable(); err != nil {
+			return ""
 		}
+		defer t.Close()
 	}
-	if pid > 0 {
-		d.Running, d.PID = true, pid
-		t := n.procs
-		if t == nil {
-			var err error
-			if t, err = n.procTable(); err != nil {
-				t = nil
-			} else {
-				defer t.Close()
-			}
-		}
-		if t != nil {
-			if _, rel, err := t.Executable(pid); err == nil {
-				d.Release = rel
-			}
-		}
+	if _, rel, err := t.Executable(pid); err == nil {
+		return rel
 	}
-	if o, err := daemonclient.ReadReexec(n.Layout); err == nil {
-		d.Reexec = o
-	}
-	d.ConfinedOnly = n.Config.ConfinedOnly
-	return d, nil
+	return ""
 }
 
 // HostReadOnly is seed 000's read-only list adapted to this host: the

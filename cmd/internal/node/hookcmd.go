@@ -9,6 +9,7 @@ import (
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/nodestatus"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -174,13 +175,7 @@ func (n *Node) hookStatus(ctx context.Context, repos map[string]*fossilio.Repo) 
 		if err != nil {
 			return nil, a.Stop(fmt.Errorf("hook of %s: %w", p.Name, err))
 		}
-		h := messages.HookStatus{Project: p.Name, Repository: p.Repository, Installed: st.Installed, Newest: uint64(max(st.Newest, 0))}
-		if m, ok := n.hookMark(p.Name); ok {
-			h.Mark = &m
-		}
-		if !st.HeldUntil.IsZero() {
-			h.HeldUntil = &st.HeldUntil
-		}
+		h := nodestatus.Hook(n.Layout, p.Name, p.Repository, st)
 		out = append(out, h)
 		switch {
 		case !st.Installed:
@@ -198,14 +193,4 @@ func (n *Node) hookStatus(ctx context.Context, repos map[string]*fossilio.Repo) 
 		}
 	}
 	return out, a
-}
-
-// hookMark reads the hook's mark of a project: the newest receipt it
-// handled (Fossil's own list can skip a receipt after a quiet day,
-// docs/fossil.md §4, so the hook keeps its own).
-func (n *Node) hookMark(project string) (uint64, bool) {
-	v, _, ok := host.ReadHookMark(func() ([]byte, error) {
-		return unixhost.Below(n.Agents).ReadFile(n.Layout.HookMark(project), unixhost.SmallFile)
-	})
-	return uint64(v), ok && v <= messages.MaxSafeInt
 }

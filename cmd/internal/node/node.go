@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/nodestatus"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -423,67 +422,18 @@ func Privileged(ctx context.Context, r *fossilio.Repo, login string) (bool, stri
 }
 
 // PasswordLogins lists the logins that keep a password in the agents root,
-// the node user included, sorted.
-func (n *Node) PasswordLogins() ([]string, error) {
-	entries, err := unixhost.Below(n.Agents).ReadDir(n.Agents)
-	if err != nil {
-		return nil, fmt.Errorf("list agent logins: %w", err)
-	}
-	var out []string
-	for _, e := range entries {
-		if !e.IsDir() || messages.ValidateLogin(e.Name()) != nil {
-			continue
-		}
-		if _, err := os.Lstat(filepath.Join(n.Agents, e.Name(), "password")); err == nil {
-			out = append(out, e.Name())
-		}
-	}
-	sort.Strings(out)
-	return out, nil
-}
+// the node user included, sorted (nodestatus.PasswordLogins).
+func (n *Node) PasswordLogins() ([]string, error) { return nodestatus.PasswordLogins(n.Agents) }
 
 // ReadBinding reads the binding the node wrote when it made workspace ws,
-// its own copy (Workspace.HeldBinding, D44); fs.ErrNotExist when the node
-// made none: the workspace is not on the host, or an earlier release made
-// it (boundWorkspace then takes the record's definition). The workspace's
-// own binding.json is the agent's to rewrite and is never read here.
+// its own copy (nodestatus.Node.ReadBinding, D44); fs.ErrNotExist when the
+// node made none.
 func (n *Node) ReadBinding(ws host.Workspace) (*messages.Binding, error) {
-	root, err := unixhost.OpenRoot(n.Agents)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	data, err := root.ReadFile(ws.HeldBinding, unixhost.SmallFile)
-	if err != nil {
-		if _, refused := unixhost.AsRefused(err); refused {
-			n.refusals.Absent(err)
-			return nil, fmt.Errorf("%w: %v", fs.ErrNotExist, err)
-		}
-		return nil, err
-	}
-	b, err := messages.DecodeBinding(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ws.HeldBinding, err)
-	}
-	if b.Key() != ws.Key {
-		return nil, fmt.Errorf("%s is the binding of %s, not %s", ws.HeldBinding, b.Key(), ws.Key)
-	}
-	return b, nil
+	return n.statusNode().ReadBinding(ws)
 }
 
-// OnHost says whether workspace ws is on the host: its directory is there
-// (the node makes it, and it is no agent's to replace: it is the mount point
-// of the agent's sandbox).
-func OnHost(ws host.Workspace) error {
-	st, err := os.Lstat(ws.Dir)
-	if err != nil {
-		return err
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s is not a directory", ws.Dir)
-	}
-	return nil
-}
+// OnHost says whether workspace ws is on the host (nodestatus.OnHost).
+func OnHost(ws host.Workspace) error { return nodestatus.OnHost(ws) }
 
 // Binding is the binding the node kept when it made workspace key
 // (readBinding); fs.ErrNotExist when it made none.
@@ -496,37 +446,10 @@ func (n *Node) Binding(key messages.WorkspaceKey) (*messages.Binding, error) {
 }
 
 // BoundWorkspace is what the node made workspace ws from: the binding it
-// kept (readBinding); for a workspace an earlier release made, which kept
-// none, the definition that counts for it on the record r, while its
-// directory is on the host. fs.ErrNotExist when it is not on the host.
+// kept, else the definition that counts for it on the record r while its
+// directory is on the host (nodestatus.Node.BoundWorkspace).
 func (n *Node) BoundWorkspace(ctx context.Context, r *fossilio.Repo, ws host.Workspace) (*messages.Binding, error) {
-	b, err := n.ReadBinding(ws)
-	if !errors.Is(err, fs.ErrNotExist) {
-		return b, err
-	}
-	if OnHost(ws) != nil {
-		return nil, err
-	}
-	defs, derr := Defined(ctx, n.Index(r))
-	if derr != nil {
-		return nil, derr
-	}
-	w := defs[ws.Key]
-	if w == nil || w.Terminated != "" {
-		return nil, err
-	}
-	code, cerr := r.ProjectCode(ctx)
-	if cerr != nil {
-		return nil, cerr
-	}
-	p, perr := n.Project(ws.Key.Project)
-	if perr != nil {
-		return nil, perr
-	}
-	n.Log.Info("the node kept no binding of this workspace (made by an earlier release); the record's definition stands for it",
-		slog.String("workspace", ws.Key.String()), slog.String("definition", w.Hash))
-	return &messages.Binding{Login: ws.Key.Login, Project: ws.Key.Project, ProjectCode: code, Remote: p.URL,
-		Branch: w.Definition.Branch, Home: w.Record, Workspace: w.Hash}, nil
+	return n.statusNode().BoundWorkspace(ctx, r, ws)
 }
 
 // procTable reads the process table of this agents root.

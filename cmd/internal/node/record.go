@@ -81,20 +81,9 @@ func SortedKeys(defs map[messages.WorkspaceKey]*Workspace, keep func(messages.Wo
 	return keys
 }
 
-// Listeners returns the listeners the record states: each whose latest note
-// its agent login sent is a listen note, in the order first stated.
+// Listeners returns the listeners the record states (record.ListenersOn).
 func Listeners(ctx context.Context, idx *record.Index) ([]messages.Listener, error) {
-	ls, err := idx.Listeners(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []messages.Listener
-	for _, l := range ls {
-		if l.On {
-			out = append(out, l.Listener)
-		}
-	}
-	return out, nil
+	return record.ListenersOn(ctx, idx)
 }
 
 // RepliesTo returns the node user's notes of kind T answering a launch

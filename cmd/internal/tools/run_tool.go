@@ -11,7 +11,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
-	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/host/runs"
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -54,55 +54,12 @@ func (n Actions) runRecord(ctx context.Context, r *fossilio.Repo) ([]record.RunM
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(all, func(m record.RunMsg) bool { return m.Msg == nil }), nil
-}
-
-// runStates applies section 3 to the record (record.StandingOf): each run
-// with the started, stop and ended that count.
-func runStates(ctx context.Context, r *fossilio.Repo, msgs []record.RunMsg) []RunState {
-	privileged := record.PrivilegedOnce(ctx, r)
-	var out []RunState
-	for _, m := range msgs {
-		run := m.Run()
-		if run == nil {
-			continue
-		}
-		s := record.StandingOf(msgs, m, privileged)
-		st := RunState{Run: m.Hash, Node: run.Node, Objective: run.Objective, Sender: m.Sender, Manual: run.Process.Manual, State: "none",
-			Started: s.Started, Stopped: s.Stopped, Ended: s.Ended}
-		if e := s.EndedBy; e != nil {
-			st.Outcome, st.Exit, st.Note = string(e.Outcome), e.Exit, e.Note
-		}
-		switch {
-		case s.EndedCounts:
-			st.State = "ended"
-		case s.StartedCounts:
-			st.State = "started"
-		case s.Waits(privileged):
-			st.State = "waiting"
-		}
-		out = append(out, st)
-	}
-	return out
+	return record.DecodedRuns(all), nil
 }
 
 // care fills in whether the node keeps the run in its care, and whether
-// its process runs.
-func (n Actions) care(st *RunState) {
-	p, err := n.node.Layout.RunCareFile(st.Run)
-	if err != nil {
-		return
-	}
-	b, err := unixhost.Below(n.node.Agents).ReadFile(p, unixhost.SmallFile)
-	if err != nil {
-		return
-	}
-	st.InCare = true
-	if c, err := messages.DecodeRunCare(b); err == nil && c.Process != nil {
-		ps, err := unixhost.ReadStat(c.Process.PID)
-		st.Alive = err == nil && ps.Start == c.Process.Start && !ps.Zombie()
-	}
-}
+// its process runs (runs.Care).
+func (n Actions) care(st *RunState) { runs.Care(n.node.Layout, st) }
 
 // runOf finds the run a hash or prefix names, with its state.
 func (n Actions) runOf(ctx context.Context, r *fossilio.Repo, field, hash string) (RunState, record.RunMsg, []record.RunMsg, error) {
@@ -114,20 +71,12 @@ func (n Actions) runOf(ctx context.Context, r *fossilio.Repo, field, hash string
 	if err != nil {
 		return RunState{}, record.RunMsg{}, nil, err
 	}
-	i := slices.IndexFunc(msgs, func(m record.RunMsg) bool { return m.Hash == info.Hash })
-	if i < 0 {
-		return RunState{}, record.RunMsg{}, nil, fmt.Errorf("%s: %s holds no run (a post or ticket change holding {\"ocx\": 1, \"kind\": \"run\", ...})", field, info.Hash)
+	st, m, err := record.RunStateOf(ctx, r, msgs, field, info)
+	if err != nil {
+		return RunState{}, record.RunMsg{}, nil, err
 	}
-	if _, ok := msgs[i].Msg.(*messages.Run); !ok {
-		return RunState{}, record.RunMsg{}, nil, fmt.Errorf("%s: %s holds a %s, not a run", field, info.Hash, msgs[i].Msg.Kind())
-	}
-	for _, st := range runStates(ctx, r, msgs) {
-		if st.Run == info.Hash {
-			n.care(&st)
-			return st, msgs[i], msgs, nil
-		}
-	}
-	return RunState{}, record.RunMsg{}, nil, fmt.Errorf("%s: %s: no state", field, info.Hash)
+	n.care(&st)
+	return st, m, msgs, nil
 }
 
 // DecodeRunInput reads a run message for `ocx run post`: a run, as
@@ -385,8 +334,8 @@ func (n Actions) liveRuns(ctx context.Context, project, run string) (sts []RunSt
 	return *r.Runs, ""
 }
 
-// ReadRunStatus is RunStatus read from the repository by this process:
-// the daemon's answer to a runs ask, and the fallback without one.
+// ReadRunStatus is RunStatus read from the repository by this process
+// (runs.Status): the fallback without the daemon's answer.
 func (n Actions) ReadRunStatus(ctx context.Context, in RunInput) ([]RunState, error) {
 	p, err := n.node.DefaultProject(in.Project)
 	if err != nil {
@@ -397,22 +346,7 @@ func (n Actions) ReadRunStatus(ctx context.Context, in RunInput) ([]RunState, er
 		return nil, err
 	}
 	defer r.Close()
-	if in.Run != "" {
-		st, _, _, err := n.runOf(ctx, r, "run", in.Run)
-		if err != nil {
-			return nil, err
-		}
-		return []RunState{st}, nil
-	}
-	msgs, err := n.runRecord(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	sts := runStates(ctx, r, msgs)
-	for i := range sts {
-		n.care(&sts[i])
-	}
-	return sts, nil
+	return runs.Status(ctx, n.node.Layout, r, func(ctx context.Context) ([]record.RunMsg, error) { return n.node.RunMsgs(ctx, r) }, in.Run)
 }
 
 // RunCheck is the node's check of its runs (seed 004, section 10's last
@@ -445,7 +379,7 @@ func (n Actions) RunCheck(ctx context.Context, in RunInput) *node.Answer {
 		if err != nil {
 			return a.Stop(err)
 		}
-		for _, st := range runStates(ctx, r, msgs) {
+		for _, st := range record.RunStates(ctx, r, msgs) {
 			if st.Node != n.node.Config.User || st.Started == "" || st.Ended != "" {
 				continue
 			}
@@ -519,9 +453,9 @@ func (c runCheckRun) awaitEnded(ctx context.Context, a *node.Answer) error {
 			if err != nil {
 				return err
 			}
-			i := slices.IndexFunc(runStates(ctx, l.r, msgs), func(s RunState) bool { return s.Run == l.st.Run && s.Ended != "" })
+			i := slices.IndexFunc(record.RunStates(ctx, l.r, msgs), func(s RunState) bool { return s.Run == l.st.Run && s.Ended != "" })
 			if i >= 0 {
-				e := runStates(ctx, l.r, msgs)[i]
+				e := record.RunStates(ctx, l.r, msgs)[i]
 				a.Logf("ended %s run %s: %s (%s)", e.Outcome, e.Run, e.Note, e.Ended)
 				a.SetResult(e.Ended)
 				break

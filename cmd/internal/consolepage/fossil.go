@@ -1,16 +1,4 @@
-// Package console is OCX's web console (seed 000 "pages", seed 002 "console
-// page opened" and "console button pressed"): focused pages that Fossil
-// itself serves as its CGI extension (fossil server --extroot DIR), in the
-// repository's own skin, one page per step, each showing one thing and
-// offering its few actions, and the status JSON that clients poll.
-//
-// The viewer and their capabilities are Fossil's (FOSSIL_USER,
-// FOSSIL_CAPABILITIES), never a form field, a query or a cookie parsed
-// here; every button is a POST with a token bound to the viewer's login
-// cookie and a same-origin Referer, pressed by a viewer holding admin or
-// setup; every note is written as the viewer, by a push that carries the
-// viewer's own login cookie (D30). docs/console.md has each page.
-package console
+package consolepage
 
 import (
 	"fmt"
@@ -79,10 +67,10 @@ func (f Fossil) MayRead() bool { return strings.ContainsAny(f.Caps, "oas") }
 // (D7: only their notes count).
 func (f Fossil) Admin() bool { return f.Viewer != "" && strings.ContainsAny(f.Caps, "as") }
 
-// loginCookie finds the viewer's login cookie for the project whose code
+// LoginCookie finds the viewer's login cookie for the project whose code
 // starts with code16 among the request's cookies: Fossil names it
 // fossil-CODE16 (src/login.c login_cookie_name).
-func loginCookie(r *http.Request, code16 string) string {
+func LoginCookie(r *http.Request, code16 string) string {
 	want := "fossil-" + code16
 	for _, c := range r.Cookies() {
 		if c.Name == want && c.Value != "" {

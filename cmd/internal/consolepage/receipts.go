@@ -1,4 +1,4 @@
-package console
+package consolepage
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// receipts is the receipt page (D72): for a node on another host, what
+// Receipts is the receipt page (D72): for a node on another host, what
 // this node's repository says of artifacts (who sent each, where it
 // stands in the server's order, its sender's standing) and the users its
 // receipts name with their standing, nothing of its other users (D81), in
@@ -26,26 +26,26 @@ import (
 // Any other viewer logged in who asks of no artifact (GET /receipt) is
 // answered of itself alone: its capabilities and standing, which a node
 // on another host asks as a caller or an agent login it runs (D81).
-func (q *request) receipts(rest []string) {
-	q.asJSON = true
-	p := q.n.Config.Projects[q.project]
-	if q.f.Viewer == "" {
-		q.plain(http.StatusForbidden, fmt.Sprintf("the receipt page answers the node users node.json lists for %s (remote_nodes), and each login of itself, and a visitor who has not logged in is none", q.project))
+func (p *Page) Receipts(rest []string) {
+	p.AsJSON = true
+	proj := p.Config.Projects[p.Project]
+	if p.F.Viewer == "" {
+		p.Plain(http.StatusForbidden, fmt.Sprintf("the receipt page answers the node users node.json lists for %s (remote_nodes), and each login of itself, and a visitor who has not logged in is none", p.Project))
 		return
 	}
-	_, isNode := p.RemoteNode(q.f.Viewer)
+	_, isNode := proj.RemoteNode(p.F.Viewer)
 	var hashes []string
 	switch {
-	case q.r.Method == http.MethodPost && len(rest) == 0 && q.r.ContentLength == 0:
-		q.plain(http.StatusBadRequest, "the receipt page's POST names no hash: send them one a line, as text/plain (Fossil passes a body only with its Content-Type)")
+	case p.R.Method == http.MethodPost && len(rest) == 0 && p.R.ContentLength == 0:
+		p.Plain(http.StatusBadRequest, "the receipt page's POST names no hash: send them one a line, as text/plain (Fossil passes a body only with its Content-Type)")
 		return
-	case q.r.Method == http.MethodPost && len(rest) == 0:
+	case p.R.Method == http.MethodPost && len(rest) == 0:
 		var err error
-		if hashes, err = readHashes(q.r.Body); err != nil {
-			q.plain(http.StatusBadRequest, "the receipt page's POST: "+err.Error())
+		if hashes, err = readHashes(p.R.Body); err != nil {
+			p.Plain(http.StatusBadRequest, "the receipt page's POST: "+err.Error())
 			return
 		}
-	case q.r.Method == http.MethodGet || q.r.Method == http.MethodHead:
+	case p.R.Method == http.MethodGet || p.R.Method == http.MethodHead:
 		// GET /receipt/HASH[/HASH...], as many as a request line holds
 		// (Fossil reads 2,000 bytes of it, and takes only letters,
 		// digits, '.', '_', '-' and '/' in an extension's path); GET
@@ -53,57 +53,57 @@ func (q *request) receipts(rest []string) {
 		// rendered by the daemon.
 		for _, h := range rest {
 			if !fossilio.IsHash(h) {
-				q.plain(http.StatusBadRequest, fmt.Sprintf("receipt/%s: the receipt page names an artifact by its full hash (40 or 64 hex digits), several each after a slash", short(h)))
+				p.Plain(http.StatusBadRequest, fmt.Sprintf("receipt/%s: the receipt page names an artifact by its full hash (40 or 64 hex digits), several each after a slash", short(h)))
 				return
 			}
 			hashes = append(hashes, h)
 		}
 	default:
-		q.plain(http.StatusNotFound, "the receipt page is GET /receipt/HASH[/HASH...], or a POST to /receipt of hashes, one a line")
+		p.Plain(http.StatusNotFound, "the receipt page is GET /receipt/HASH[/HASH...], or a POST to /receipt of hashes, one a line")
 		return
 	}
-	if !isNode && (len(hashes) > 0 || q.r.Method == http.MethodPost) {
-		q.plain(http.StatusForbidden, fmt.Sprintf("the receipt page answers of artifacts the node users node.json lists for %s (remote_nodes), and %q is not one: it answers any other login of itself alone (GET /receipt)", q.project, q.f.Viewer))
+	if !isNode && (len(hashes) > 0 || p.R.Method == http.MethodPost) {
+		p.Plain(http.StatusForbidden, fmt.Sprintf("the receipt page answers of artifacts the node users node.json lists for %s (remote_nodes), and %q is not one: it answers any other login of itself alone (GET /receipt)", p.Project, p.F.Viewer))
 		return
 	}
-	r, err := q.n.OpenRepo(q.project)
+	r, err := p.Reads.Repo(p.Project)
 	if err != nil {
-		q.plain(http.StatusInternalServerError, err.Error())
+		p.Plain(http.StatusInternalServerError, err.Error())
 		return
 	}
 	defer r.Close()
-	rs, _, err := r.Receipts(q.ctx, hashes...)
+	rs, _, err := r.Receipts(p.Ctx, hashes...)
 	if err != nil {
-		q.plain(http.StatusInternalServerError, err.Error())
+		p.Plain(http.StatusInternalServerError, err.Error())
 		return
 	}
-	code, err := r.ProjectCode(q.ctx)
+	code, err := r.ProjectCode(p.Ctx)
 	if err != nil {
-		q.plain(http.StatusInternalServerError, err.Error())
+		p.Plain(http.StatusInternalServerError, err.Error())
 		return
 	}
-	viewer := messages.ReceiptViewer{Login: q.f.Viewer}
-	if u, err := r.User(q.ctx, q.f.Viewer); err == nil {
+	viewer := messages.ReceiptViewer{Login: p.F.Viewer}
+	if u, err := r.User(p.Ctx, p.F.Viewer); err == nil {
 		viewer.Caps = u.Caps
 	} else if !errors.Is(err, fossilio.ErrNoSuchUser) {
-		q.plain(http.StatusInternalServerError, err.Error())
+		p.Plain(http.StatusInternalServerError, err.Error())
 		return
 	}
-	if viewer.Effective, err = r.EffectiveCaps(q.ctx, q.f.Viewer); err != nil && !errors.Is(err, fossilio.ErrNoSuchUser) {
-		q.plain(http.StatusInternalServerError, err.Error())
+	if viewer.Effective, err = r.EffectiveCaps(p.Ctx, p.F.Viewer); err != nil && !errors.Is(err, fossilio.ErrNoSuchUser) {
+		p.Plain(http.StatusInternalServerError, err.Error())
 		return
 	}
-	if viewer.Privileged, err = r.Privileged(q.ctx, q.f.Viewer); err != nil {
-		q.plain(http.StatusInternalServerError, err.Error())
+	if viewer.Privileged, err = r.Privileged(p.Ctx, p.F.Viewer); err != nil {
+		p.Plain(http.StatusInternalServerError, err.Error())
 		return
 	}
 	data, err := remote.Answer(code, rs, viewer).Encode()
 	if err != nil {
-		q.plain(http.StatusInternalServerError, err.Error())
+		p.Plain(http.StatusInternalServerError, err.Error())
 		return
 	}
-	q.w.Header().Set("Content-Type", "application/json")
-	q.w.Write(data)
+	p.W.Header().Set("Content-Type", "application/json")
+	p.W.Write(data)
 }
 
 // readHashes reads a POST's hashes, one a line, each a full hash, at

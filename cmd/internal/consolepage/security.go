@@ -1,4 +1,4 @@
-package console
+package consolepage
 
 import (
 	"crypto/hmac"
@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,10 +20,10 @@ import (
 // HMAC of the viewer's login cookie under it.
 const KeyFile = "console.key"
 
-// loadKey reads the console's key, making it the first time. Two consoles
+// LoadKey reads the console's key, making it the first time. Two consoles
 // starting at once make it once: the key is written whole beside its name
 // and linked in, which fails if another got there first.
-func loadKey(agents string) ([]byte, error) {
+func LoadKey(agents string) ([]byte, error) {
 	path := filepath.Join(agents, KeyFile)
 	key, err := readKey(path)
 	if !errors.Is(err, fs.ErrNotExist) {
@@ -70,47 +69,21 @@ func readKey(path string) ([]byte, error) {
 	return key, nil
 }
 
-// token is a form's token for a viewer's login cookie: it proves that the
+// Token is a form's token for a viewer's login cookie: it proves that the
 // form was served to the holder of that cookie (a page elsewhere can make
 // the browser send the cookie, but cannot read the token).
-func token(key []byte, cookie string) string {
+func Token(key []byte, cookie string) string {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("ocx console token\x00"))
 	m.Write([]byte(cookie))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// refusal is a request the console will not act on: the status it gets
+// Refusal is a request the console will not act on: the status it gets
 // and the reason, shown to the viewer.
-type refusal struct {
-	status int
-	reason string
+type Refusal struct {
+	Status int
+	Reason string
 }
 
-func (r *refusal) Error() string { return r.reason }
-
-// checkPost says whether a button's POST may act (D30): a POST, from a
-// page of this repository (its Referer starts with the repository's base
-// URL; Fossil passes no Origin), carrying the token of the viewer's login
-// cookie, from a viewer holding admin or setup. Anything else is refused
-// with 403 and writes nothing.
-func checkPost(r *http.Request, f Fossil, key []byte) *refusal {
-	if r.Method != http.MethodPost {
-		return &refusal{http.StatusMethodNotAllowed, "a button is a POST; this was a " + r.Method}
-	}
-	ref := r.Header.Get("Referer")
-	if ref == "" || !(ref == f.Base || strings.HasPrefix(ref, f.Base+"/") || strings.HasPrefix(ref, f.Base+"?")) {
-		return &refusal{http.StatusForbidden, fmt.Sprintf("the form was not sent from a page of this repository (%s): refused, nothing written", f.Base)}
-	}
-	if f.Viewer == "" || f.Cookie == "" {
-		return &refusal{http.StatusForbidden, "log in first: a button acts for a viewer Fossil has logged in"}
-	}
-	got := r.PostFormValue("token")
-	if got == "" || !hmac.Equal([]byte(got), []byte(token(key, f.Cookie))) {
-		return &refusal{http.StatusForbidden, "the form's token is not this viewer's (a form from another page or another login): refused, nothing written"}
-	}
-	if !f.Admin() {
-		return &refusal{http.StatusForbidden, fmt.Sprintf("%s holds neither admin nor setup here: only they may press the console's buttons (D7)", f.Viewer)}
-	}
-	return nil
-}
+func (r *Refusal) Error() string { return r.Reason }
