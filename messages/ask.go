@@ -8,6 +8,8 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // The daemon's socket (AGENTS/ocxd.sock, D66) speaks in lines: a caller
@@ -84,10 +86,10 @@ func NotByDaemon(env []string) string {
 		}
 	}
 	if method != "GET" && method != "HEAD" {
-		return fmt.Sprintf("has REQUEST_METHOD %s; the daemon serves a page asked by GET or HEAD", quoteShort(method))
+		return fmt.Sprintf("has REQUEST_METHOD %s; the daemon serves a page asked by GET or HEAD", strictjson.QuoteShort(method))
 	}
 	if parts := ConsolePath(path); len(parts) > 0 && parts[0] == "git" {
-		return fmt.Sprintf("has PATH_INFO %s, a fetch of the git mirror: git's own CGI serves it, never in the daemon", quoteShort(path))
+		return fmt.Sprintf("has PATH_INFO %s, a fetch of the git mirror: git's own CGI serves it, never in the daemon", strictjson.QuoteShort(path))
 	}
 	return ""
 }
@@ -97,7 +99,7 @@ func NotByDaemon(env []string) string {
 const MaxAskLen = 8 << 20
 
 // MaxReplyLen bounds one Reply's line: a status at most.
-const MaxReplyLen = MaxStateLen + 4<<10
+const MaxReplyLen = strictjson.MaxStateLen + 4<<10
 
 // Ask is one request on the daemon's socket.
 type Ask struct {
@@ -141,21 +143,21 @@ func NewAsk(k AskKind) *Ask { return &Ask{Ocx: "ask", V: AskVersion, Kind: k} }
 // Validate checks an Ask as the daemon takes it.
 func (a *Ask) Validate() error {
 	if a.Ocx != "ask" {
-		return fieldErr("ocx", ErrWrongKind, fmt.Sprintf("is %s; an ask says \"ask\"", quoteShort(a.Ocx)))
+		return strictjson.FieldErr("ocx", strictjson.ErrWrongKind, fmt.Sprintf("is %s; an ask says \"ask\"", strictjson.QuoteShort(a.Ocx)))
 	}
 	if a.V != AskVersion {
-		return fieldErr("v", ErrInvalid, fmt.Sprintf("is %d; this daemon speaks version %d", a.V, AskVersion))
+		return strictjson.FieldErr("v", strictjson.ErrInvalid, fmt.Sprintf("is %d; this daemon speaks version %d", a.V, AskVersion))
 	}
 	if a.Env != nil && a.Kind != AskPage {
-		return fieldErr("env", ErrInvalid, "is given; only a page ask gives an environment")
+		return strictjson.FieldErr("env", strictjson.ErrInvalid, "is given; only a page ask gives an environment")
 	}
 	switch a.Kind {
 	case AskHook:
 		if a.Repo == "" {
-			return fieldErr("repo", ErrMissing, "is missing; a hook names the repository Fossil received into")
+			return strictjson.FieldErr("repo", strictjson.ErrMissing, "is missing; a hook names the repository Fossil received into")
 		}
 		if !filepath.IsAbs(a.Repo) {
-			return fieldErr("repo", ErrInvalid, fmt.Sprintf("is %s; a hook's repository is an absolute path", quoteShort(a.Repo)))
+			return strictjson.FieldErr("repo", strictjson.ErrInvalid, fmt.Sprintf("is %s; a hook's repository is an absolute path", strictjson.QuoteShort(a.Repo)))
 		}
 		for i, h := range a.Hashes {
 			if err := checkHash(fmt.Sprintf("hashes[%d]", i), h); err != nil {
@@ -164,33 +166,33 @@ func (a *Ask) Validate() error {
 		}
 	case AskPage:
 		if a.Repo != "" || len(a.Hashes) > 0 || a.Project != "" || a.Run != "" {
-			return fieldErr("repo", ErrInvalid, "is given; a page ask names no repository, hash, project or run")
+			return strictjson.FieldErr("repo", strictjson.ErrInvalid, "is given; a page ask names no repository, hash, project or run")
 		}
 		if len(a.Env) == 0 || len(a.Env) > MaxPageEnv {
-			return fieldErr("env", ErrInvalid, fmt.Sprintf("holds %d variables; a page ask gives 1 to %d", len(a.Env), MaxPageEnv))
+			return strictjson.FieldErr("env", strictjson.ErrInvalid, fmt.Sprintf("holds %d variables; a page ask gives 1 to %d", len(a.Env), MaxPageEnv))
 		}
 		for i, kv := range a.Env {
 			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-				return fieldErr(fmt.Sprintf("env[%d]", i), ErrInvalid, fmt.Sprintf("is %s; a variable is NAME=VALUE", quoteShort(kv)))
+				return strictjson.FieldErr(fmt.Sprintf("env[%d]", i), strictjson.ErrInvalid, fmt.Sprintf("is %s; a variable is NAME=VALUE", strictjson.QuoteShort(kv)))
 			}
 		}
 		if why := NotByDaemon(a.Env); why != "" {
-			return fieldErr("env", ErrInvalid, why)
+			return strictjson.FieldErr("env", strictjson.ErrInvalid, why)
 		}
 	case AskStatus:
 		if a.Repo != "" || len(a.Hashes) > 0 || a.Project != "" || a.Run != "" {
-			return fieldErr("repo", ErrInvalid, "is given; a status ask names no repository, hash, project or run")
+			return strictjson.FieldErr("repo", strictjson.ErrInvalid, "is given; a status ask names no repository, hash, project or run")
 		}
 	case AskPull:
 		if a.Repo != "" || len(a.Hashes) > 0 || a.Run != "" {
-			return fieldErr("repo", ErrInvalid, "is given; a pull ask names a project alone")
+			return strictjson.FieldErr("repo", strictjson.ErrInvalid, "is given; a pull ask names a project alone")
 		}
 		if err := checkProject("project", a.Project); err != nil {
 			return err
 		}
 	case AskRuns:
 		if a.Repo != "" || len(a.Hashes) > 0 {
-			return fieldErr("repo", ErrInvalid, "is given; a runs ask names a project, not a repository or hashes")
+			return strictjson.FieldErr("repo", strictjson.ErrInvalid, "is given; a runs ask names a project, not a repository or hashes")
 		}
 		if err := checkProject("project", a.Project); err != nil {
 			return err
@@ -201,7 +203,7 @@ func (a *Ask) Validate() error {
 			}
 		}
 	default:
-		return fieldErr("ask", ErrInvalid, fmt.Sprintf("is %s; an ask is one of %s", quoteShort(string(a.Kind)), askWords()))
+		return strictjson.FieldErr("ask", strictjson.ErrInvalid, fmt.Sprintf("is %s; an ask is one of %s", strictjson.QuoteShort(string(a.Kind)), askWords()))
 	}
 	return nil
 }
@@ -211,7 +213,7 @@ func askWords() string {
 	for i, k := range AskKinds {
 		w[i] = string(k)
 	}
-	return listWords(w)
+	return strictjson.ListWords(w)
 }
 
 // DecodeAsk reads one Ask's line (without its newline) as strictly as a
@@ -222,7 +224,7 @@ func DecodeAsk(line []byte) (*Ask, error) {
 		return nil, err
 	}
 	if err := a.Validate(); err != nil {
-		return nil, at("ask", err)
+		return nil, strictjson.At("ask", err)
 	}
 	return a, nil
 }
@@ -296,34 +298,34 @@ func NewReply() *Reply { return &Reply{Ocx: "reply", V: AskVersion} }
 // Validate checks a Reply as a caller takes it.
 func (r *Reply) Validate() error {
 	if r.Ocx != "reply" {
-		return fieldErr("ocx", ErrWrongKind, fmt.Sprintf("is %s; a reply says \"reply\"", quoteShort(r.Ocx)))
+		return strictjson.FieldErr("ocx", strictjson.ErrWrongKind, fmt.Sprintf("is %s; a reply says \"reply\"", strictjson.QuoteShort(r.Ocx)))
 	}
 	if r.V != AskVersion {
-		return fieldErr("v", ErrInvalid, fmt.Sprintf("is %d; this caller speaks version %d", r.V, AskVersion))
+		return strictjson.FieldErr("v", strictjson.ErrInvalid, fmt.Sprintf("is %d; this caller speaks version %d", r.V, AskVersion))
 	}
-	if r.Doc < 0 || r.Doc > MaxStateLen {
-		return fieldErr("doc", ErrInvalid, fmt.Sprintf("is %d; a state document is 1 to %d bytes", r.Doc, MaxStateLen))
+	if r.Doc < 0 || r.Doc > strictjson.MaxStateLen {
+		return strictjson.FieldErr("doc", strictjson.ErrInvalid, fmt.Sprintf("is %d; a state document is 1 to %d bytes", r.Doc, strictjson.MaxStateLen))
 	}
-	if r.Page < 0 || r.Page > MaxStateLen || (r.Page > 0 && (r.Doc > 0 || r.State != nil)) {
-		return fieldErr("page", ErrInvalid, fmt.Sprintf("is %d; a page is 1 to %d bytes, in a reply of its own", r.Page, MaxStateLen))
+	if r.Page < 0 || r.Page > strictjson.MaxStateLen || (r.Page > 0 && (r.Doc > 0 || r.State != nil)) {
+		return strictjson.FieldErr("page", strictjson.ErrInvalid, fmt.Sprintf("is %d; a page is 1 to %d bytes, in a reply of its own", r.Page, strictjson.MaxStateLen))
 	}
 	if r.Doc > 0 && r.State != nil {
-		return fieldErr("doc", ErrInvalid, "is given with a state in the line; a reply carries one of them")
+		return strictjson.FieldErr("doc", strictjson.ErrInvalid, "is given with a state in the line; a reply carries one of them")
 	}
 	if r.State != nil {
 		if err := r.State.Validate(); err != nil {
-			return at("state", err)
+			return strictjson.At("state", err)
 		}
 	}
 	if r.Runs != nil {
 		for i := range *r.Runs {
 			if err := (*r.Runs)[i].Validate(); err != nil {
-				return at(fmt.Sprintf("runs[%d]", i), err)
+				return strictjson.At(fmt.Sprintf("runs[%d]", i), err)
 			}
 		}
 	}
 	if r.Hook != nil && r.Hook.Artifacts < 0 {
-		return fieldErr("hook.artifacts", ErrInvalid, fmt.Sprintf("is %d; a count is not negative", r.Hook.Artifacts))
+		return strictjson.FieldErr("hook.artifacts", strictjson.ErrInvalid, fmt.Sprintf("is %d; a count is not negative", r.Hook.Artifacts))
 	}
 	return nil
 }
@@ -335,23 +337,23 @@ func DecodeReply(line []byte) (*Reply, error) {
 		return nil, err
 	}
 	if err := r.Validate(); err != nil {
-		return nil, at("reply", err)
+		return nil, strictjson.At("reply", err)
 	}
 	return r, nil
 }
 
 // decodeLine reads one line's JSON object into v by its tags.
 func decodeLine(where string, line []byte, max int, v any) error {
-	t, err := parseStrict(line, max)
+	t, err := strictjson.Parse(line, max)
 	if err != nil {
-		return at(where, err)
+		return strictjson.At(where, err)
 	}
 	m, ok := t.(map[string]any)
 	if !ok {
-		return &FieldError{Where: where, Problem: "is " + jsonType(t) + "; a line of the daemon's socket is a JSON object", Err: ErrInvalid}
+		return &strictjson.FieldError{Where: where, Problem: "is " + strictjson.JSONType(t) + "; a line of the daemon's socket is a JSON object", Err: strictjson.ErrInvalid}
 	}
-	if err := fill(jobj{m: m}, v); err != nil {
-		return at(where, err)
+	if err := fill(strictjson.Obj{Map: m}, v); err != nil {
+		return strictjson.At(where, err)
 	}
 	return nil
 }

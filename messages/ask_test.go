@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 func TestAskRoundTrip(t *testing.T) {
@@ -72,7 +74,7 @@ func TestAskRefusals(t *testing.T) {
 			t.Errorf("DecodeAsk(%s) = %v, want an error naming %q", c.line, err, c.want)
 		}
 	}
-	if _, err := DecodeAsk([]byte(`{"ocx":"ask","v":1,"ask":"hook"}`)); !errors.Is(err, ErrMissing) {
+	if _, err := DecodeAsk([]byte(`{"ocx":"ask","v":1,"ask":"hook"}`)); !errors.Is(err, strictjson.ErrMissing) {
 		t.Errorf("a hook ask without its repository: %v, want ErrMissing", err)
 	}
 }

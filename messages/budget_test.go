@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // TestBudgetNotes: an end note and a stopped note may name the limit a
@@ -41,7 +43,7 @@ func TestBudgetNotes(t *testing.T) {
 	if err != nil || n.Budget != LimitWall || !strings.Contains(n.String(), "budget=wall") {
 		t.Errorf("end note: %v %v", n, err)
 	}
-	if _, err := DecodeNote([]byte(`{"ocx": "stop", "budget": "wall"}`)); !errors.Is(err, ErrUnknownKey) {
+	if _, err := DecodeNote([]byte(`{"ocx": "stop", "budget": "wall"}`)); !errors.Is(err, strictjson.ErrUnknownKey) {
 		t.Errorf("budget on a stop note: %v, want ErrUnknownKey", err)
 	}
 }

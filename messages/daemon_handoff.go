@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // The re-exec hand-off's kind and the one version this build reads and writes.
@@ -243,52 +245,52 @@ func (h Handoff) Children() []ProcID {
 // and phase in it, naming the field at fault.
 func (h Handoff) Validate() error {
 	if h.OCX != HandoffKind {
-		return &FieldError{Where: "hand-off", Field: "ocx", Problem: quoteShort(h.OCX) + " is not " + strconv.Quote(HandoffKind), Err: ErrInvalid}
+		return &strictjson.FieldError{Where: "hand-off", Field: "ocx", Problem: strictjson.QuoteShort(h.OCX) + " is not " + strconv.Quote(HandoffKind), Err: strictjson.ErrInvalid}
 	}
 	if h.Version != HandoffVersion {
-		return &FieldError{Where: "hand-off", Field: "version", Problem: fmt.Sprintf("is %d; this ocxd reads version %d only", h.Version, HandoffVersion), Err: ErrInvalid}
+		return &strictjson.FieldError{Where: "hand-off", Field: "version", Problem: fmt.Sprintf("is %d; this ocxd reads version %d only", h.Version, HandoffVersion), Err: strictjson.ErrInvalid}
 	}
 	for i, r := range h.Recent {
-		if err := checkHash(indexField("recent", i), r); err != nil {
-			return at("hand-off", err)
+		if err := checkHash(strictjson.IndexField("recent", i), r); err != nil {
+			return strictjson.At("hand-off", err)
 		}
 	}
 	for i, p := range h.Pending {
 		if _, err := ParsePipeLine([]byte(p)); err != nil {
-			return &FieldError{Where: "hand-off", Field: indexField("pending", i), Problem: err.Error(), Err: ErrInvalid}
+			return &strictjson.FieldError{Where: "hand-off", Field: strictjson.IndexField("pending", i), Problem: err.Error(), Err: strictjson.ErrInvalid}
 		}
 	}
 	for i, e := range h.Held {
 		if e.Proc.PID <= 0 {
-			return at("hand-off", fieldErr(indexField("parked", i)+".proc.pid", ErrInvalid, "is not a PID"))
+			return strictjson.At("hand-off", strictjson.FieldErr(strictjson.IndexField("parked", i)+".proc.pid", strictjson.ErrInvalid, "is not a PID"))
 		}
 		if err := e.Status.Validate(); err != nil {
-			return &FieldError{Where: "hand-off", Field: indexField("parked", i) + ".status", Problem: err.Error(), Err: ErrInvalid}
+			return &strictjson.FieldError{Where: "hand-off", Field: strictjson.IndexField("parked", i) + ".status", Problem: err.Error(), Err: strictjson.ErrInvalid}
 		}
 		if e.Workspace != (WorkspaceKey{}) {
 			if err := e.Workspace.Validate(); err != nil {
-				return &FieldError{Where: "hand-off", Field: indexField("parked", i) + ".workspace", Problem: err.Error(), Err: ErrInvalid}
+				return &strictjson.FieldError{Where: "hand-off", Field: strictjson.IndexField("parked", i) + ".workspace", Problem: err.Error(), Err: strictjson.ErrInvalid}
 			}
 		}
 	}
 	seen := map[WorkspaceKey]bool{}
 	for i, w := range h.Workspaces {
-		f := indexField("workspaces", i)
+		f := strictjson.IndexField("workspaces", i)
 		if err := w.Workspace.Validate(); err != nil {
-			return &FieldError{Where: "hand-off", Field: f + ".workspace", Problem: err.Error(), Err: ErrInvalid}
+			return &strictjson.FieldError{Where: "hand-off", Field: f + ".workspace", Problem: err.Error(), Err: strictjson.ErrInvalid}
 		}
 		if seen[w.Workspace] {
-			return at("hand-off", fieldErr(f+".workspace", ErrInvalid, w.Workspace.String()+" appears twice"))
+			return strictjson.At("hand-off", strictjson.FieldErr(f+".workspace", strictjson.ErrInvalid, w.Workspace.String()+" appears twice"))
 		}
 		seen[w.Workspace] = true
 		for j, s := range w.Sessions {
 			if err := s.validate(w.Workspace); err != nil {
-				return &FieldError{Where: "hand-off", Field: indexField(f+".sessions", j), Problem: err.Error(), Err: ErrInvalid}
+				return &strictjson.FieldError{Where: "hand-off", Field: strictjson.IndexField(f+".sessions", j), Problem: err.Error(), Err: strictjson.ErrInvalid}
 			}
 		}
 		for j, b := range w.Branches {
 			if err := b.validate(w.Workspace); err != nil {
-				return &FieldError{Where: "hand-off", Field: indexField(f+".branches", j), Problem: err.Error(), Err: ErrInvalid}
+				return &strictjson.FieldError{Where: "hand-off", Field: strictjson.IndexField(f+".branches", j), Problem: err.Error(), Err: strictjson.ErrInvalid}
 			}
 		}
 	}
@@ -330,7 +332,7 @@ func (b BranchState) validate(w WorkspaceKey) error {
 			return err
 		}
 	default:
-		return fmt.Errorf("phase %s is not one of idle, reserving, querying, writing, launching, running", quoteShort(b.Phase))
+		return fmt.Errorf("phase %s is not one of idle, reserving, querying, writing, launching, running", strictjson.QuoteShort(b.Phase))
 	}
 	return nil
 }
@@ -368,21 +370,21 @@ func DecodeHandoffInto(data []byte, v any) error {
 		Version int    `json:"version"`
 	}
 	if err := json.Unmarshal(data, &probe); err != nil {
-		return &FieldError{Where: "hand-off", Problem: "is not JSON: " + err.Error(), Err: ErrSyntax}
+		return &strictjson.FieldError{Where: "hand-off", Problem: "is not JSON: " + err.Error(), Err: strictjson.ErrSyntax}
 	}
 	if probe.OCX != HandoffKind {
-		return &FieldError{Where: "hand-off", Field: "ocx", Problem: quoteShort(probe.OCX) + " is not " + strconv.Quote(HandoffKind), Err: ErrInvalid}
+		return &strictjson.FieldError{Where: "hand-off", Field: "ocx", Problem: strictjson.QuoteShort(probe.OCX) + " is not " + strconv.Quote(HandoffKind), Err: strictjson.ErrInvalid}
 	}
 	if probe.Version != HandoffVersion {
-		return &FieldError{Where: "hand-off", Field: "version", Problem: fmt.Sprintf("is %d; this ocxd reads version %d only", probe.Version, HandoffVersion), Err: ErrInvalid}
+		return &strictjson.FieldError{Where: "hand-off", Field: "version", Problem: fmt.Sprintf("is %d; this ocxd reads version %d only", probe.Version, HandoffVersion), Err: strictjson.ErrInvalid}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return &FieldError{Where: "hand-off", Problem: err.Error(), Err: ErrInvalid}
+		return &strictjson.FieldError{Where: "hand-off", Problem: err.Error(), Err: strictjson.ErrInvalid}
 	}
 	if dec.More() {
-		return &FieldError{Where: "hand-off", Problem: "has data after its JSON object", Err: ErrSyntax}
+		return &strictjson.FieldError{Where: "hand-off", Problem: "has data after its JSON object", Err: strictjson.ErrSyntax}
 	}
 	var h Handoff
 	switch x := v.(type) {

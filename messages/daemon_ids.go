@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // This file and the other daemon_*.go files hold the vocabulary of ocxd's actors:
@@ -39,10 +41,10 @@ func (p ProcID) Matches(q ProcID) bool {
 // Validate checks that p names a process.
 func (p ProcID) Validate() error {
 	if p.PID <= 0 {
-		return fieldErr("pid", ErrInvalid, fmt.Sprintf("is %d; a process's PID is positive", p.PID))
+		return strictjson.FieldErr("pid", strictjson.ErrInvalid, fmt.Sprintf("is %d; a process's PID is positive", p.PID))
 	}
 	if p.Start == 0 {
-		return fieldErr("start", ErrMissing, "is 0; a process is known by its PID and its start time (D6)")
+		return strictjson.FieldErr("start", strictjson.ErrMissing, "is 0; a process is known by its PID and its start time (D6)")
 	}
 	return nil
 }
@@ -51,19 +53,19 @@ func (p ProcID) Validate() error {
 func ParseProcID(s string) (ProcID, error) {
 	pid, start, ok := strings.Cut(s, "@")
 	if !ok {
-		return ProcID{}, &FieldError{Where: "process", Problem: quoteShort(s) + " is not PID@START", Err: ErrSyntax}
+		return ProcID{}, &strictjson.FieldError{Where: "process", Problem: strictjson.QuoteShort(s) + " is not PID@START", Err: strictjson.ErrSyntax}
 	}
 	n, err := strconv.Atoi(pid)
 	if err != nil {
-		return ProcID{}, &FieldError{Where: "process", Field: "pid", Problem: quoteShort(pid) + " is not a number", Err: ErrSyntax}
+		return ProcID{}, &strictjson.FieldError{Where: "process", Field: "pid", Problem: strictjson.QuoteShort(pid) + " is not a number", Err: strictjson.ErrSyntax}
 	}
 	st, err := strconv.ParseUint(start, 10, 64)
 	if err != nil {
-		return ProcID{}, &FieldError{Where: "process", Field: "start", Problem: quoteShort(start) + " is not a number", Err: ErrSyntax}
+		return ProcID{}, &strictjson.FieldError{Where: "process", Field: "start", Problem: strictjson.QuoteShort(start) + " is not a number", Err: strictjson.ErrSyntax}
 	}
 	p := ProcID{PID: n, Start: st}
 	if err := p.Validate(); err != nil {
-		return ProcID{}, at("process", err)
+		return ProcID{}, strictjson.At("process", err)
 	}
 	return p, nil
 }

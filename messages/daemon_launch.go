@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // LaunchSpec is a launch note as the daemon acts on it, already resolved by the
@@ -104,39 +106,39 @@ func (l LaunchSpec) String() string {
 // Validate checks what the actors rely on: the hash, the workspace and the record.
 func (l LaunchSpec) Validate() error {
 	if err := checkHash("hash", l.Hash); err != nil {
-		return at("launch", err)
+		return strictjson.At("launch", err)
 	}
 	if err := l.Workspace.Validate(); err != nil {
-		return at("launch", err)
+		return strictjson.At("launch", err)
 	}
 	if l.Record == "" {
-		return at("launch", fieldErr("record", ErrMissing, "is empty; a launch names its session's record"))
+		return strictjson.At("launch", strictjson.FieldErr("record", strictjson.ErrMissing, "is empty; a launch names its session's record"))
 	}
 	if l.ReleaseDir != "" {
 		if err := checkAbsPath("release_dir", l.ReleaseDir); err != nil {
-			return at("launch", err)
+			return strictjson.At("launch", err)
 		}
 	}
 	if l.IsCI() {
 		if err := checkHash("checkin", l.Checkin); err != nil {
-			return at("launch", err)
+			return strictjson.At("launch", err)
 		}
 		if err := checkBranch("branch", l.Branch); err != nil {
-			return at("launch", err)
+			return strictjson.At("launch", err)
 		}
 	}
 	if err := checkBranches("checkins", l.Checkins); err != nil {
-		return at("launch", err)
+		return strictjson.At("launch", err)
 	}
 	if l.Wall != "" {
 		if _, err := ParseWall("wall", l.Wall); err != nil {
-			return at("launch", err)
+			return strictjson.At("launch", err)
 		}
 	}
 	if l.Tokens > MaxTokens {
-		return at("launch", fieldErr("tokens", ErrInvalid, "is past 2^53-1"))
+		return strictjson.At("launch", strictjson.FieldErr("tokens", strictjson.ErrInvalid, "is past 2^53-1"))
 	}
-	return at("launch", checkHears("hears", l.Hears))
+	return strictjson.At("launch", checkHears("hears", l.Hears))
 }
 
 // BranchListener is a `completes` session listening to a branch: the listen

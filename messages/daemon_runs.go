@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // The vocabulary of a run's life (seed 004, section 10): what the run core
@@ -519,7 +521,7 @@ type RunArrival struct {
 // reader of messages might act on.
 func HoldsMessage(text string) bool {
 	_, err := NoteBlock([]byte(text))
-	return !errors.Is(err, ErrNotANote)
+	return !errors.Is(err, strictjson.ErrNotANote)
 }
 
 // RunLine is the line a session is given for an arrival (table 9), one JSON

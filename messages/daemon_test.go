@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 func dHash(n int) string { return fmt.Sprintf("%010d%030x", n, 0) }
@@ -42,7 +43,7 @@ func TestProcID(t *testing.T) {
 		{"7@0", "start"},
 	} {
 		_, err := messages.ParseProcID(c.in)
-		var fe *messages.FieldError
+		var fe *strictjson.FieldError
 		if !errors.As(err, &fe) || !strings.Contains(err.Error(), c.fault) {
 			t.Errorf("ParseProcID(%q) = %v, want a field error naming %q", c.in, err, c.fault)
 		}

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // EndStatus says how a session's process ended.
@@ -132,7 +134,7 @@ func (n *EndNote) Validate() error {
 		return err
 	}
 	if n.ExitCode != nil && (*n.ExitCode < 0 || *n.ExitCode > 255) {
-		return fieldErr("exit_code", ErrInvalid, fmt.Sprintf("%d is not an exit code (0 to 255)", *n.ExitCode))
+		return strictjson.FieldErr("exit_code", strictjson.ErrInvalid, fmt.Sprintf("%d is not an exit code (0 to 255)", *n.ExitCode))
 	}
 	if n.Signal != "" {
 		if err := checkSignal("signal", n.Signal); err != nil {
@@ -156,7 +158,7 @@ func (n *EndNote) Validate() error {
 			return err
 		}
 		if n.Status == EndSandboxFailed {
-			return fieldErr("budget", ErrInvalid, "a session whose sandbox failed to start never ran, so it ran past no limit")
+			return strictjson.FieldErr("budget", strictjson.ErrInvalid, "a session whose sandbox failed to start never ran, so it ran past no limit")
 		}
 	}
 	if n.Usage != nil {
@@ -168,10 +170,10 @@ func (n *EndNote) Validate() error {
 	case "":
 	case CIGreen, CIRed, CIPass, CIFail, CINone:
 		if n.Checkin == "" {
-			return fieldErr("result", ErrInvalid, "a result belongs to a CI run; the note names no checkin")
+			return strictjson.FieldErr("result", strictjson.ErrInvalid, "a result belongs to a CI run; the note names no checkin")
 		}
 	default:
-		return fieldErr("result", ErrInvalid, fmt.Sprintf("%s is not a CI result (green, red, pass, fail, none)", quoteShort(string(n.Result))))
+		return strictjson.FieldErr("result", strictjson.ErrInvalid, fmt.Sprintf("%s is not a CI result (green, red, pass, fail, none)", strictjson.QuoteShort(string(n.Result))))
 	}
 	return checkText("note", n.Note, true, MaxTextLen)
 }
@@ -182,39 +184,39 @@ func (n *EndNote) validateStatus() error {
 	switch n.Status {
 	case EndExited:
 		if n.ExitCode == nil {
-			return fieldErr("exit_code", ErrMissing, "is missing; an exited process has an exit code")
+			return strictjson.FieldErr("exit_code", strictjson.ErrMissing, "is missing; an exited process has an exit code")
 		}
 		if n.Signal != "" {
-			return fieldErr("signal", ErrInvalid, "an exited process was not ended by a signal")
+			return strictjson.FieldErr("signal", strictjson.ErrInvalid, "an exited process was not ended by a signal")
 		}
 		if n.Killed {
-			return fieldErr("killed", ErrInvalid, "is true, but a killed process is signaled, not exited")
+			return strictjson.FieldErr("killed", strictjson.ErrInvalid, "is true, but a killed process is signaled, not exited")
 		}
 	case EndSignaled:
 		if n.Signal == "" {
-			return fieldErr("signal", ErrMissing, "is missing; a signaled process names the signal, as SIGTERM")
+			return strictjson.FieldErr("signal", strictjson.ErrMissing, "is missing; a signaled process names the signal, as SIGTERM")
 		}
 		if n.ExitCode != nil {
-			return fieldErr("exit_code", ErrInvalid, "a signaled process has no exit code")
+			return strictjson.FieldErr("exit_code", strictjson.ErrInvalid, "a signaled process has no exit code")
 		}
 	case EndUnknown:
 		if n.ExitCode != nil {
-			return fieldErr("exit_code", ErrInvalid, "an end the daemon could not reap has no exit code; it is never guessed")
+			return strictjson.FieldErr("exit_code", strictjson.ErrInvalid, "an end the daemon could not reap has no exit code; it is never guessed")
 		}
 		if n.Signal != "" {
-			return fieldErr("signal", ErrInvalid, "an end the daemon could not reap has no signal; it is never guessed")
+			return strictjson.FieldErr("signal", strictjson.ErrInvalid, "an end the daemon could not reap has no signal; it is never guessed")
 		}
 	case EndSandboxFailed:
 		if n.Signal != "" {
-			return fieldErr("signal", ErrInvalid, "a sandbox that failed to start names no signal")
+			return strictjson.FieldErr("signal", strictjson.ErrInvalid, "a sandbox that failed to start names no signal")
 		}
 		if n.Killed {
-			return fieldErr("killed", ErrInvalid, "is true, but a sandbox that failed to start was not killed")
+			return strictjson.FieldErr("killed", strictjson.ErrInvalid, "is true, but a sandbox that failed to start was not killed")
 		}
 	case "":
-		return fieldErr("status", ErrMissing, "is empty; it is exited, signaled, unknown or sandbox-failed")
+		return strictjson.FieldErr("status", strictjson.ErrMissing, "is empty; it is exited, signaled, unknown or sandbox-failed")
 	default:
-		return fieldErr("status", ErrInvalid, fmt.Sprintf("%s is not an end status (exited, signaled, unknown, sandbox-failed)", quoteShort(string(n.Status))))
+		return strictjson.FieldErr("status", strictjson.ErrInvalid, fmt.Sprintf("%s is not an end status (exited, signaled, unknown, sandbox-failed)", strictjson.QuoteShort(string(n.Status))))
 	}
 	return nil
 }
@@ -240,17 +242,17 @@ func checkSignal(field, s string) error {
 		}
 	}
 	if bad {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a signal's name, as SIGTERM or SIGRTMIN+3", quoteShort(s)))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a signal's name, as SIGTERM or SIGRTMIN+3", strictjson.QuoteShort(s)))
 	}
 	return nil
 }
 
 func checkTime(field string, t time.Time) error {
 	if t.IsZero() {
-		return fieldErr(field, ErrMissing, "is missing; it is when the end was seen, in UTC")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is missing; it is when the end was seen, in UTC")
 	}
 	if y := t.UTC().Year(); y < 1970 || y > 9999 {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("year %d is out of range (1970 to 9999)", y))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("year %d is out of range (1970 to 9999)", y))
 	}
 	return nil
 }
@@ -262,7 +264,7 @@ func parseUTC(field, s string) (time.Time, error) {
 	var t time.Time
 	perr := t.UnmarshalText([]byte(s))
 	if perr != nil || !utcShape(s) {
-		return time.Time{}, fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a time in UTC as RFC 3339 writes it (2026-10-13T09:30:00Z)", quoteShort(s)))
+		return time.Time{}, strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a time in UTC as RFC 3339 writes it (2026-10-13T09:30:00Z)", strictjson.QuoteShort(s)))
 	}
 	return t.UTC(), nil
 }

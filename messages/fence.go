@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // Block is one fenced JSON block of a post: the text between a line of three
@@ -66,7 +68,7 @@ func Blocks(text []byte) ([]Block, error) {
 		}
 	}
 	if open != nil && open.json {
-		return out, &FieldError{Where: "post", Field: fmt.Sprintf("block at line %d", open.line), Problem: "the ```json block is never closed; the post may be truncated", Err: ErrUnclosedFence}
+		return out, &strictjson.FieldError{Where: "post", Field: fmt.Sprintf("block at line %d", open.line), Problem: "the ```json block is never closed; the post may be truncated", Err: strictjson.ErrUnclosedFence}
 	}
 	return out, nil
 }

@@ -2,6 +2,8 @@ package messages
 
 import (
 	"fmt"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // Bounds on process identities.
@@ -68,9 +70,9 @@ func checkRelease(field, r string) error {
 	case ReleaseCurrent, ReleasePrevious:
 		return nil
 	case "":
-		return fieldErr(field, ErrMissing, "is empty; it is current or previous")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; it is current or previous")
 	}
-	return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a release to launch on (current, previous)", quoteShort(r)))
+	return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a release to launch on (current, previous)", strictjson.QuoteShort(r)))
 }
 
 // Encode renders the canonical block; it always writes the release.
@@ -83,7 +85,7 @@ func (n *LaunchNote) String() string {
 }
 
 // decoded gives a launch that names no release the current one.
-func (n *LaunchNote) decoded(jobj) error {
+func (n *LaunchNote) decoded(strictjson.Obj) error {
 	if n.Release == "" {
 		n.Release = ReleaseCurrent
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // Bounds on names and values. They are part of protocol v1: a writer that needs
@@ -50,13 +52,13 @@ func checkLogin(field, s string) error {
 	}
 	for _, p := range pseudoUsers {
 		if strings.EqualFold(s, p) {
-			return fieldErr(field, ErrInvalid, fmt.Sprintf("%q is one of Fossil's pseudo-users (nobody, anonymous, reader, developer), never an agent's login", s))
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%q is one of Fossil's pseudo-users (nobody, anonymous, reader, developer), never an agent's login", s))
 		}
 	}
 	// AGENTS/LOGIN would collide with the agents root's own files: the
 	// daemon's, node.json, and the hook's log and marks (decisions D2, D16, D19).
 	if ReservedRootName(s) {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%q names one of the agents root's own files (ocxd, ocxd.*, node.json, hook, hook.*), never a login", s))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%q names one of the agents root's own files (ocxd, ocxd.*, node.json, hook, hook.*), never a login", s))
 	}
 	return nil
 }
@@ -68,10 +70,10 @@ func checkProject(field, s string) error { return checkName(field, "project", s)
 // because '/' is not allowed it is always one path component.
 func checkName(field, what, s string) error {
 	if s == "" {
-		return fieldErr(field, ErrMissing, "is empty; a "+what+" is a name")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; a "+what+" is a name")
 	}
 	if len(s) > MaxNameLen {
-		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; a %s is at most %d", len(s), what, MaxNameLen))
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a %s is at most %d", len(s), what, MaxNameLen))
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -79,10 +81,10 @@ func checkName(field, what, s string) error {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
 		case i > 0 && (c == '.' || c == '_' || c == '-'):
 		case i == 0 && (c == '.' || c == '_' || c == '-'):
-			return fieldErr(field, ErrInvalid, fmt.Sprintf("%q is not a %s: it must start with a letter or digit, not %q", s, what, rune(c)))
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%q is not a %s: it must start with a letter or digit, not %q", s, what, rune(c)))
 		default:
 			r, _ := utf8.DecodeRuneInString(s[i:])
-			return fieldErr(field, ErrInvalid, fmt.Sprintf("%q is not a %s: %s is not allowed (letters, digits, '.', '_' and '-' are)", s, what, strconv.QuoteRune(r)))
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%q is not a %s: %s is not allowed (letters, digits, '.', '_' and '-' are)", s, what, strconv.QuoteRune(r)))
 		}
 	}
 	return nil
@@ -99,11 +101,11 @@ type WorkspaceKey struct {
 func ParseWorkspaceKey(s string) (WorkspaceKey, error) {
 	login, project, ok := strings.Cut(s, "/")
 	if !ok {
-		return WorkspaceKey{}, &FieldError{Where: "workspace key", Problem: quoteShort(s) + " is not LOGIN/PROJECT: it has no '/'", Err: ErrSyntax}
+		return WorkspaceKey{}, &strictjson.FieldError{Where: "workspace key", Problem: strictjson.QuoteShort(s) + " is not LOGIN/PROJECT: it has no '/'", Err: strictjson.ErrSyntax}
 	}
 	k := WorkspaceKey{Login: login, Project: project}
 	if err := k.Validate(); err != nil {
-		return WorkspaceKey{}, at("workspace key", err)
+		return WorkspaceKey{}, strictjson.At("workspace key", err)
 	}
 	return k, nil
 }
@@ -126,10 +128,10 @@ func ValidateBranch(s string) error { return checkBranch("branch", s) }
 
 func checkBranch(field, s string) error {
 	if s == "" {
-		return fieldErr(field, ErrMissing, "is empty; a branch has a name")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; a branch has a name")
 	}
 	if len(s) > MaxBranchLen {
-		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; a branch name is at most %d", len(s), MaxBranchLen))
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a branch name is at most %d", len(s), MaxBranchLen))
 	}
 	if err := checkChars(field, s, false); err != nil {
 		return err
@@ -143,10 +145,10 @@ func ValidateHash(s string) error { return checkHash("hash", s) }
 
 func checkHash(field, s string) error {
 	if s == "" {
-		return fieldErr(field, ErrMissing, "is empty; a full artifact hash is 40 or 64 hex digits")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; a full artifact hash is 40 or 64 hex digits")
 	}
 	if len(s) != 40 && len(s) != 64 {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is %d characters; a full artifact hash is 40 or 64 lowercase hex digits", quoteShort(s), len(s)))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is %d characters; a full artifact hash is 40 or 64 lowercase hex digits", strictjson.QuoteShort(s), len(s)))
 	}
 	return checkHex(field, s)
 }
@@ -157,7 +159,7 @@ func ValidateTicketID(s string) error { return checkTicketID("ticket", s) }
 
 func checkTicketID(field, s string) error {
 	if len(s) != 40 {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is %d characters; a ticket id is 40 lowercase hex digits", quoteShort(s), len(s)))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is %d characters; a ticket id is 40 lowercase hex digits", strictjson.QuoteShort(s), len(s)))
 	}
 	return checkHex(field, s)
 }
@@ -166,7 +168,7 @@ func checkHex(field, s string) error {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not lowercase hex: %q at offset %d", quoteShort(s), rune(c), i))
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not lowercase hex: %q at offset %d", strictjson.QuoteShort(s), rune(c), i))
 		}
 	}
 	return nil
@@ -179,19 +181,19 @@ func ValidateAbsPath(s string) error { return checkAbsPath("path", s) }
 
 func checkAbsPath(field, s string) error {
 	if s == "" {
-		return fieldErr(field, ErrMissing, "is empty; a path here is absolute")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; a path here is absolute")
 	}
 	if len(s) > MaxPathLen {
-		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; a path is at most %d", len(s), MaxPathLen))
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a path is at most %d", len(s), MaxPathLen))
 	}
 	if err := checkChars(field, s, false); err != nil {
 		return err
 	}
 	if s[0] != '/' {
-		return fieldErr(field, ErrInvalid, quoteShort(s)+" is not an absolute path")
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, strictjson.QuoteShort(s)+" is not an absolute path")
 	}
 	if c := path.Clean(s); c != s {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a clean path (clean, it is %s)", quoteShort(s), quoteShort(c)))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a clean path (clean, it is %s)", strictjson.QuoteShort(s), strictjson.QuoteShort(c)))
 	}
 	return nil
 }
@@ -210,19 +212,19 @@ func checkRepository(field, s string) error {
 	}
 	for _, r := range s {
 		if unicode.IsSpace(r) {
-			return fieldErr(field, ErrInvalid, fmt.Sprintf("%s holds whitespace (%s); a repository path in a pipe line has none", quoteShort(s), strconv.QuoteRune(r)))
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s holds whitespace (%s); a repository path in a pipe line has none", strictjson.QuoteShort(s), strconv.QuoteRune(r)))
 		}
 	}
 	base := path.Base(s)
 	project, ok := strings.CutSuffix(base, RepositorySuffix)
 	if !ok {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a repository file: its name does not end in %s", quoteShort(s), RepositorySuffix))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a repository file: its name does not end in %s", strictjson.QuoteShort(s), RepositorySuffix))
 	}
 	if err := checkName(field, "project", project); err != nil {
-		var fe *FieldError
+		var fe *strictjson.FieldError
 		if errors.As(err, &fe) {
-			fe.Problem = fmt.Sprintf("%s does not name a project: %s", quoteShort(s), fe.Problem)
-			fe.Err = ErrInvalid
+			fe.Problem = fmt.Sprintf("%s does not name a project: %s", strictjson.QuoteShort(s), fe.Problem)
+			fe.Err = strictjson.ErrInvalid
 		}
 		return err
 	}
@@ -241,11 +243,11 @@ func checkChars(field, s string, multiline bool) error {
 	for i, r := range s {
 		if r == utf8.RuneError {
 			if _, size := utf8.DecodeRuneInString(s[i:]); size <= 1 {
-				return fieldErr(field, ErrInvalid, fmt.Sprintf("is not valid UTF-8 (at byte %d)", i))
+				return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("is not valid UTF-8 (at byte %d)", i))
 			}
 		}
 		if unicode.IsControl(r) && !(multiline && (r == '\n' || r == '\t')) {
-			return fieldErr(field, ErrInvalid, fmt.Sprintf("holds the control character %s at byte %d", strconv.QuoteRune(r), i))
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("holds the control character %s at byte %d", strconv.QuoteRune(r), i))
 		}
 	}
 	return nil
@@ -255,10 +257,10 @@ func checkChars(field, s string, multiline bool) error {
 // allowed, no other control character, at most max bytes.
 func checkText(field, s string, required bool, max int) error {
 	if s == "" && required {
-		return fieldErr(field, ErrMissing, "is empty; it says in words what happened")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; it says in words what happened")
 	}
 	if len(s) > max {
-		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; at most %d", len(s), max))
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; at most %d", len(s), max))
 	}
 	return checkChars(field, s, true)
 }
@@ -266,23 +268,12 @@ func checkText(field, s string, required bool, max int) error {
 // checkLine checks a one-line value: no control characters at all.
 func checkLine(field, s string, required bool, max int) error {
 	if s == "" && required {
-		return fieldErr(field, ErrMissing, "is empty")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty")
 	}
 	if len(s) > max {
-		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; at most %d", len(s), max))
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; at most %d", len(s), max))
 	}
 	return checkChars(field, s, false)
-}
-
-// quoteShort quotes s for an error message, eliding the middle of a long one so
-// that a hostile 5,000-byte value does not make a 5,000-byte message.
-func quoteShort(s string) string {
-	const keep = 48
-	if len(s) <= 2*keep {
-		return strconv.Quote(s)
-	}
-	head, tail := s[:keep], s[len(s)-keep:]
-	return strconv.Quote(strings.ToValidUTF8(head, "")) + "…" + strconv.Quote(strings.ToValidUTF8(tail, ""))
 }
 
 // CleanText makes s safe to carry in a note as one-line text: invalid UTF-8

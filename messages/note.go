@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // NoteKind is what a note's "ocx" key says it is (decision D3).
@@ -113,9 +115,9 @@ func (k NoteKind) where() string {
 // ErrUnknownKind, each naming what it found; a run-engine message ("ocx": 1)
 // gives ErrRunMessage, and JSON without "ocx" gives ErrNotANote.
 func DecodeNote(block []byte) (Note, error) {
-	v, err := parseStrict(block, MaxNoteLen)
+	v, err := strictjson.Parse(block, strictjson.MaxNoteLen)
 	if err != nil {
-		return nil, at(kindHint(block).where(), err)
+		return nil, strictjson.At(kindHint(block).where(), err)
 	}
 	return decodeTree(v, "")
 }
@@ -147,7 +149,7 @@ func DecodeNoteAs[T Note](block []byte) (T, error) {
 		if nn := newOf[T](); nn != nil {
 			wantKind = string(nn.NoteKind())
 		}
-		return zero, &FieldError{Where: "note", Field: "ocx", Problem: fmt.Sprintf("is %q; a %s note is expected here", n.NoteKind(), wantKind), Err: ErrWrongKind}
+		return zero, &strictjson.FieldError{Where: "note", Field: "ocx", Problem: fmt.Sprintf("is %q; a %s note is expected here", n.NoteKind(), wantKind), Err: strictjson.ErrWrongKind}
 	}
 	return t, nil
 }
@@ -167,29 +169,29 @@ func newOf[T Note]() Note {
 func decodeTree(v any, suffix string) (Note, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, &FieldError{Where: "note" + suffix, Problem: "is " + jsonType(v) + "; a note is a JSON object", Err: ErrNotANote}
+		return nil, &strictjson.FieldError{Where: "note" + suffix, Problem: "is " + strictjson.JSONType(v) + "; a note is a JSON object", Err: strictjson.ErrNotANote}
 	}
-	o := jobj{m: m}
+	o := strictjson.Obj{Map: m}
 	raw, ok := m["ocx"]
 	if !ok {
-		return nil, &FieldError{Where: "note" + suffix, Field: "ocx", Problem: `is missing; a JSON block without "ocx" is not an OCX note`, Err: ErrNotANote}
+		return nil, &strictjson.FieldError{Where: "note" + suffix, Field: "ocx", Problem: `is missing; a JSON block without "ocx" is not an OCX note`, Err: strictjson.ErrNotANote}
 	}
 	var kind NoteKind
 	switch x := raw.(type) {
 	case json.Number:
-		return nil, &FieldError{Where: "note" + suffix, Field: "ocx", Problem: fmt.Sprintf(`is %s: a run-engine message (seed 004), which this reader does not read`, shortToken(x.String())), Err: ErrRunMessage}
+		return nil, &strictjson.FieldError{Where: "note" + suffix, Field: "ocx", Problem: fmt.Sprintf(`is %s: a run-engine message (seed 004), which this reader does not read`, strictjson.ShortToken(x.String())), Err: strictjson.ErrRunMessage}
 	case string:
 		kind = NoteKind(x)
 	default:
-		return nil, &FieldError{Where: "note" + suffix, Field: "ocx", Problem: "must be a string naming the note's kind, not " + jsonType(raw), Err: ErrInvalid}
+		return nil, &strictjson.FieldError{Where: "note" + suffix, Field: "ocx", Problem: "must be a string naming the note's kind, not " + strictjson.JSONType(raw), Err: strictjson.ErrInvalid}
 	}
 	n := NewNote(kind)
 	if n == nil {
-		return nil, &FieldError{Where: "note" + suffix, Field: "ocx", Problem: fmt.Sprintf("%s is not a kind of note this reader knows", quoteShort(string(kind))), Err: ErrUnknownKind}
+		return nil, &strictjson.FieldError{Where: "note" + suffix, Field: "ocx", Problem: fmt.Sprintf("%s is not a kind of note this reader knows", strictjson.QuoteShort(string(kind))), Err: strictjson.ErrUnknownKind}
 	}
 	where := kind.where() + suffix
 	if err := readVersion(o); err != nil {
-		return nil, at(where, err)
+		return nil, strictjson.At(where, err)
 	}
 	except := ""
 	switch kind {
@@ -202,37 +204,37 @@ func decodeTree(v any, suffix string) (Note, error) {
 		// this reader knows.
 		except = "budget"
 	}
-	if err := o.refuseLimitKeys(kind, except); err != nil {
-		return nil, at(where, err)
+	if err := refuseLimitKeys(o, kind, except); err != nil {
+		return nil, strictjson.At(where, err)
 	}
 	if err := fill(o, n); err != nil {
-		return nil, at(where, err)
+		return nil, strictjson.At(where, err)
 	}
 	if err := n.Validate(); err != nil {
-		return nil, at(where, err)
+		return nil, strictjson.At(where, err)
 	}
 	return n, nil
 }
 
 // readVersion refuses a version this reader does not know, naming it.
-func readVersion(o jobj) error {
-	v, ok := o.m["version"]
+func readVersion(o strictjson.Obj) error {
+	v, ok := o.Map["version"]
 	if !ok {
 		return nil
 	}
 	num, isNum := v.(json.Number)
 	if !isNum {
-		return fieldErr("version", ErrInvalid, "must be a whole number, not "+jsonType(v))
+		return strictjson.FieldErr("version", strictjson.ErrInvalid, "must be a whole number, not "+strictjson.JSONType(v))
 	}
 	if num.String() != strconv.Itoa(Version) {
-		return fieldErr("version", ErrUnknownVersion, fmt.Sprintf("%s is not a version this reader knows (it reads version %d)", shortToken(num.String()), Version))
+		return strictjson.FieldErr("version", strictjson.ErrUnknownVersion, fmt.Sprintf("%s is not a version this reader knows (it reads version %d)", strictjson.ShortToken(num.String()), Version))
 	}
 	return nil
 }
 
 // versionOf reads the version field after readVersion accepted it.
-func versionOf(o jobj) int {
-	if o.has("version") {
+func versionOf(o strictjson.Obj) int {
+	if o.Has("version") {
 		return Version
 	}
 	return 0
@@ -242,7 +244,7 @@ func versionOf(o jobj) int {
 // out, version 1 implied) or 1.
 func checkVersion(v int) error {
 	if v != 0 && v != Version {
-		return fieldErr("version", ErrUnknownVersion, fmt.Sprintf("%d is not a version this writer knows (0 leaves it out, or %d)", v, Version))
+		return strictjson.FieldErr("version", strictjson.ErrUnknownVersion, fmt.Sprintf("%d is not a version this writer knows (0 leaves it out, or %d)", v, Version))
 	}
 	return nil
 }
@@ -268,9 +270,9 @@ func noteBlock(text []byte) (Block, any, error) {
 		values []any
 	)
 	for _, b := range blocks {
-		v, err := parseStrict(b.JSON, MaxNoteLen)
+		v, err := strictjson.Parse(b.JSON, strictjson.MaxNoteLen)
 		if err != nil {
-			return Block{}, nil, at(fmt.Sprintf("post: block at line %d", b.Line), err)
+			return Block{}, nil, strictjson.At(fmt.Sprintf("post: block at line %d", b.Line), err)
 		}
 		if m, ok := v.(map[string]any); ok {
 			if _, ok := m["ocx"]; ok {
@@ -281,7 +283,7 @@ func noteBlock(text []byte) (Block, any, error) {
 	}
 	switch len(notes) {
 	case 0:
-		return Block{}, nil, &FieldError{Where: "post", Problem: fmt.Sprintf("holds no OCX note (%d ```json block(s), none with \"ocx\")", len(blocks)), Err: ErrNotANote}
+		return Block{}, nil, &strictjson.FieldError{Where: "post", Problem: fmt.Sprintf("holds no OCX note (%d ```json block(s), none with \"ocx\")", len(blocks)), Err: strictjson.ErrNotANote}
 	case 1:
 		return notes[0], values[0], nil
 	}
@@ -289,7 +291,7 @@ func noteBlock(text []byte) (Block, any, error) {
 	for i, b := range notes {
 		lines[i] = strconv.Itoa(b.Line)
 	}
-	return Block{}, nil, &FieldError{Where: "post", Problem: fmt.Sprintf("holds %d OCX notes (blocks at lines %s); a post carries at most one, so none of them counts", len(notes), strings.Join(lines, ", ")), Err: ErrSeveralNotes}
+	return Block{}, nil, &strictjson.FieldError{Where: "post", Problem: fmt.Sprintf("holds %d OCX notes (blocks at lines %s); a post carries at most one, so none of them counts", len(notes), strings.Join(lines, ", ")), Err: strictjson.ErrSeveralNotes}
 }
 
 // ReadPost reads the note a post or ticket comment carries: a plain post whose
@@ -312,8 +314,8 @@ func ReadPost(text []byte) (Note, error) {
 // no note, or a note of a version or kind this reader does not know (E9). Other
 // errors are faults worth a line in the log; a tool refuses every error.
 func Ignorable(err error) bool {
-	return errors.Is(err, ErrNotANote) || errors.Is(err, ErrUnknownVersion) ||
-		errors.Is(err, ErrUnknownKind) || errors.Is(err, ErrRunMessage)
+	return errors.Is(err, strictjson.ErrNotANote) || errors.Is(err, strictjson.ErrUnknownVersion) ||
+		errors.Is(err, strictjson.ErrUnknownKind) || errors.Is(err, strictjson.ErrRunMessage)
 }
 
 // encodeNote renders a note's canonical fenced block. body is the note's
@@ -329,8 +331,8 @@ func encodeNote(kind NoteKind, version int, body any) ([]byte, error) {
 		return nil, fmt.Errorf("encode %s: %w", kind.where(), err)
 	}
 	out := fencedJSON(b)
-	if len(out) > MaxNoteLen {
-		return nil, &FieldError{Where: kind.where(), Problem: fmt.Sprintf("encodes to %d bytes; a note is at most %d", len(out), MaxNoteLen), Err: ErrTooLong}
+	if len(out) > strictjson.MaxNoteLen {
+		return nil, &strictjson.FieldError{Where: kind.where(), Problem: fmt.Sprintf("encodes to %d bytes; a note is at most %d", len(out), strictjson.MaxNoteLen), Err: strictjson.ErrTooLong}
 	}
 	return out, nil
 }
@@ -428,7 +430,7 @@ func Claims(text []byte) []Claim {
 	blocks, _ := Blocks(text)
 	var out []Claim
 	for _, b := range blocks {
-		v, err := parseStrict(b.JSON, MaxNoteLen)
+		v, err := strictjson.Parse(b.JSON, strictjson.MaxNoteLen)
 		if err != nil {
 			continue
 		}
@@ -467,7 +469,24 @@ func checkOptHash(field, s string) error {
 // encodeChecked validates a note and renders it.
 func encodeChecked(n Note) ([]byte, error) {
 	if err := n.Validate(); err != nil {
-		return nil, at(n.NoteKind().where(), err)
+		return nil, strictjson.At(n.NoteKind().where(), err)
 	}
 	return encodeNote(n.NoteKind(), n.version(), n)
+}
+
+// limitKeys are the keys whose objects hold limits (seed 001 E9, seed 004): a
+// note that carries one this reader does not enforce is refused, never read
+// without it.
+var limitKeys = []string{"budget", "limits", "restrict", "sandbox"}
+
+// refuseLimitKeys refuses a limit-bearing key at the top of a note that does not
+// define it, naming the key.
+func refuseLimitKeys(o strictjson.Obj, kind NoteKind, except string) error {
+	for _, k := range limitKeys {
+		if k == except || !o.Has(k) {
+			continue
+		}
+		return strictjson.FieldErr(o.Field(k), strictjson.ErrUnknownKey, fmt.Sprintf("a %s has no %s; a reader that does not enforce one refuses the note rather than drop a limit", kind.where(), k))
+	}
+	return nil
 }

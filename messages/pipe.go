@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // PipeBuf is PIPE_BUF on Linux: a write of at most this many bytes to a pipe is
@@ -97,12 +99,12 @@ func (RunStartLine) pipeLine() {}
 // Validate checks the repository path, the hash and the login.
 func (l RunStartLine) Validate() error {
 	if err := checkRepository("repository", l.Repository); err != nil {
-		return at("run start line", err)
+		return strictjson.At("run start line", err)
 	}
 	if err := checkHash("hash", l.Hash); err != nil {
-		return at("run start line", err)
+		return strictjson.At("run start line", err)
 	}
-	return at("run start line", checkLogin("user", l.By))
+	return strictjson.At("run start line", checkLogin("user", l.By))
 }
 
 // Encode renders "run start REPOSITORY HASH USER\n".
@@ -142,16 +144,16 @@ func (l BudgetLine) Key() WorkspaceKey { return WorkspaceKey{Login: l.Login, Pro
 // Validate checks the names, the launch, the limit and the count.
 func (l BudgetLine) Validate() error {
 	if err := l.Key().Validate(); err != nil {
-		return at("budget line", err)
+		return strictjson.At("budget line", err)
 	}
 	if err := checkHash("launch", l.Launch); err != nil {
-		return at("budget line", err)
+		return strictjson.At("budget line", err)
 	}
 	if l.Limit != LimitTokens {
-		return at("budget line", fieldErr("limit", ErrInvalid, fmt.Sprintf("%s is not a limit a model proxy counts (tokens)", quoteShort(l.Limit))))
+		return strictjson.At("budget line", strictjson.FieldErr("limit", strictjson.ErrInvalid, fmt.Sprintf("%s is not a limit a model proxy counts (tokens)", strictjson.QuoteShort(l.Limit))))
 	}
 	if l.Used > MaxTokens {
-		return at("budget line", fieldErr("used", ErrInvalid, "is past 2^53-1"))
+		return strictjson.At("budget line", strictjson.FieldErr("used", strictjson.ErrInvalid, "is past 2^53-1"))
 	}
 	return nil
 }
@@ -176,9 +178,9 @@ func (ReexecLine) pipeLine() {}
 // Validate checks the repository path and the hash.
 func (l PostLine) Validate() error {
 	if err := checkRepository("repository", l.Repository); err != nil {
-		return at("post line", err)
+		return strictjson.At("post line", err)
 	}
-	return at("post line", checkHash("hash", l.Hash))
+	return strictjson.At("post line", checkHash("hash", l.Hash))
 }
 
 // Project is the project the repository holds.
@@ -197,7 +199,7 @@ func (l PostLine) String() string { return VerbPost + " " + token(l.Repository) 
 
 // Validate checks both names.
 func (l StopLine) Validate() error {
-	return at("stop line", WorkspaceKey{Login: l.Login, Project: l.Project}.Validate())
+	return strictjson.At("stop line", WorkspaceKey{Login: l.Login, Project: l.Project}.Validate())
 }
 
 // Key is the workspace the line names.
@@ -225,7 +227,7 @@ func (ReexecLine) String() string { return VerbReexec }
 
 func finishLine(where, s string) ([]byte, error) {
 	if len(s)+1 > PipeBuf {
-		return nil, &FieldError{Where: where, Problem: fmt.Sprintf("is %d bytes with its newline; a pipe line is at most %d (PIPE_BUF)", len(s)+1, PipeBuf), Err: ErrTooLong}
+		return nil, &strictjson.FieldError{Where: where, Problem: fmt.Sprintf("is %d bytes with its newline; a pipe line is at most %d (PIPE_BUF)", len(s)+1, PipeBuf), Err: strictjson.ErrTooLong}
 	}
 	b := make([]byte, 0, len(s)+1)
 	b = append(b, s...)
@@ -244,23 +246,23 @@ func ParsePipeLine(line []byte) (PipeLine, error) {
 		n++ // as written, it will carry its newline
 	}
 	if n > PipeBuf {
-		return nil, &FieldError{Where: where, Problem: fmt.Sprintf("is %d bytes with its newline; a pipe line is at most %d (PIPE_BUF)", n, PipeBuf), Err: ErrTooLong}
+		return nil, &strictjson.FieldError{Where: where, Problem: fmt.Sprintf("is %d bytes with its newline; a pipe line is at most %d (PIPE_BUF)", n, PipeBuf), Err: strictjson.ErrTooLong}
 	}
 	if len(line) == 0 {
-		return nil, &FieldError{Where: where, Problem: "is empty", Err: ErrSyntax}
+		return nil, &strictjson.FieldError{Where: where, Problem: "is empty", Err: strictjson.ErrSyntax}
 	}
 	if !utf8.Valid(line) {
-		return nil, &FieldError{Where: where, Problem: "is not valid UTF-8", Err: ErrSyntax}
+		return nil, &strictjson.FieldError{Where: where, Problem: "is not valid UTF-8", Err: strictjson.ErrSyntax}
 	}
 	for i, r := range string(line) {
 		if unicode.IsControl(r) {
-			return nil, &FieldError{Where: where, Problem: fmt.Sprintf("holds the control character %s at byte %d", strconv.QuoteRune(r), i), Err: ErrSyntax}
+			return nil, &strictjson.FieldError{Where: where, Problem: fmt.Sprintf("holds the control character %s at byte %d", strconv.QuoteRune(r), i), Err: strictjson.ErrSyntax}
 		}
 	}
 	fields := bytes.Split(line, []byte{' '})
 	for i, f := range fields {
 		if len(f) == 0 {
-			return nil, &FieldError{Where: where, Problem: fmt.Sprintf("field %d is empty: fields are separated by exactly one space, with none before or after", i+1), Err: ErrSyntax}
+			return nil, &strictjson.FieldError{Where: where, Problem: fmt.Sprintf("field %d is empty: fields are separated by exactly one space, with none before or after", i+1), Err: strictjson.ErrSyntax}
 		}
 	}
 	verb := string(fields[0])
@@ -309,7 +311,7 @@ func ParsePipeLine(line []byte) (PipeLine, error) {
 		}
 		used, err := strconv.ParseUint(string(args[4]), 10, 64)
 		if err != nil || args[4][0] == '+' || (len(args[4]) > 1 && args[4][0] == '0') {
-			return nil, &FieldError{Where: "budget line", Field: "used", Problem: fmt.Sprintf("%s is not a whole number", quoteShort(string(args[4]))), Err: ErrInvalid}
+			return nil, &strictjson.FieldError{Where: "budget line", Field: "used", Problem: fmt.Sprintf("%s is not a whole number", strictjson.QuoteShort(string(args[4]))), Err: strictjson.ErrInvalid}
 		}
 		l := BudgetLine{Login: string(args[0]), Project: string(args[1]), Launch: string(args[2]), Limit: string(args[3]), Used: used}
 		if err := l.Validate(); err != nil {
@@ -317,13 +319,13 @@ func ParsePipeLine(line []byte) (PipeLine, error) {
 		}
 		return l, nil
 	default:
-		return nil, &FieldError{Where: where, Field: "verb", Problem: fmt.Sprintf("%s is not a verb the daemon reads (post, stop, reexec, runs, run, budget)", quoteShort(verb)), Err: ErrInvalid}
+		return nil, &strictjson.FieldError{Where: where, Field: "verb", Problem: fmt.Sprintf("%s is not a verb the daemon reads (post, stop, reexec, runs, run, budget)", strictjson.QuoteShort(verb)), Err: strictjson.ErrInvalid}
 	}
 }
 
 func arity(where, shape string, got int) error {
 	verb, _, _ := strings.Cut(shape, " ")
-	return &FieldError{Where: where, Problem: fmt.Sprintf("%s takes %d argument(s), as in %q; found %d", verb, strings.Count(shape, " "), shape, got), Err: ErrSyntax}
+	return &strictjson.FieldError{Where: where, Problem: fmt.Sprintf("%s takes %d argument(s), as in %q; found %d", verb, strings.Count(shape, " "), shape, got), Err: strictjson.ErrSyntax}
 }
 
 // token renders a field as itself when it is one plain token, and quoted

@@ -6,6 +6,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // The server's node vouches for artifacts to a node on another host (issue
@@ -96,13 +98,13 @@ var receiptVias = []string{"unknown", "sync", "web", "local"}
 // each once and with the standing its receipts say, and the viewer.
 func (r *Receipts) Validate() error {
 	if r.Ocx != ReceiptsKind {
-		return fieldErr("ocx", ErrWrongKind, fmt.Sprintf("is %s; a receipts answer says %q", quoteShort(r.Ocx), ReceiptsKind))
+		return strictjson.FieldErr("ocx", strictjson.ErrWrongKind, fmt.Sprintf("is %s; a receipts answer says %q", strictjson.QuoteShort(r.Ocx), ReceiptsKind))
 	}
 	if err := checkHash("project", r.Project); err != nil {
 		return err
 	}
 	if len(r.Receipts) > MaxReceiptsAsked {
-		return fieldErr("receipts", ErrInvalid, fmt.Sprintf("holds %d receipts; an answer holds at most %d", len(r.Receipts), MaxReceiptsAsked))
+		return strictjson.FieldErr("receipts", strictjson.ErrInvalid, fmt.Sprintf("holds %d receipts; an answer holds at most %d", len(r.Receipts), MaxReceiptsAsked))
 	}
 	for i, rc := range r.Receipts {
 		field := fmt.Sprintf("receipts[%d]", i)
@@ -111,7 +113,7 @@ func (r *Receipts) Validate() error {
 		}
 		if !rc.Known {
 			if rc.Login != "" || rc.Rcvid != 0 || rc.Rid != 0 || !rc.Received.IsZero() || rc.Via != "" || rc.Privileged || rc.PrivilegedAtReceipt != nil {
-				return fieldErr(field, ErrInvalid, "says something of an artifact the server does not hold")
+				return strictjson.FieldErr(field, strictjson.ErrInvalid, "says something of an artifact the server does not hold")
 			}
 			continue
 		}
@@ -121,13 +123,13 @@ func (r *Receipts) Validate() error {
 			}
 		}
 		if !contains(receiptVias, rc.Via) {
-			return fieldErr(field+".via", ErrInvalid, fmt.Sprintf("is %s; an artifact came by %s", quoteShort(rc.Via), listWords(receiptVias)))
+			return strictjson.FieldErr(field+".via", strictjson.ErrInvalid, fmt.Sprintf("is %s; an artifact came by %s", strictjson.QuoteShort(rc.Via), strictjson.ListWords(receiptVias)))
 		}
 		if rc.Rid == 0 {
-			return fieldErr(field+".rid", ErrMissing, "is missing; an artifact the server holds has a row")
+			return strictjson.FieldErr(field+".rid", strictjson.ErrMissing, "is missing; an artifact the server holds has a row")
 		}
 		if (rc.Privileged || rc.PrivilegedAtReceipt != nil && *rc.PrivilegedAtReceipt) && rc.Login == "" {
-			return fieldErr(field+".privileged", ErrInvalid, "is said of no login")
+			return strictjson.FieldErr(field+".privileged", strictjson.ErrInvalid, "is said of no login")
 		}
 	}
 	named := map[string]bool{} // the logins the receipts name, and their standing
@@ -143,20 +145,20 @@ func (r *Receipts) Validate() error {
 			return err
 		}
 		if seen[u.Login] {
-			return fieldErr(field+".login", ErrInvalid, fmt.Sprintf("%s is listed twice", quoteShort(u.Login)))
+			return strictjson.FieldErr(field+".login", strictjson.ErrInvalid, fmt.Sprintf("%s is listed twice", strictjson.QuoteShort(u.Login)))
 		}
 		seen[u.Login] = true
 		priv, ok := named[u.Login]
 		if !ok {
-			return fieldErr(field+".login", ErrInvalid, fmt.Sprintf("%s is named by no receipt; an answer lists the users its receipts name alone", quoteShort(u.Login)))
+			return strictjson.FieldErr(field+".login", strictjson.ErrInvalid, fmt.Sprintf("%s is named by no receipt; an answer lists the users its receipts name alone", strictjson.QuoteShort(u.Login)))
 		}
 		if priv != u.Privileged {
-			return fieldErr(field+".privileged", ErrInvalid, fmt.Sprintf("says %v of %s, its receipts %v", u.Privileged, quoteShort(u.Login), priv))
+			return strictjson.FieldErr(field+".privileged", strictjson.ErrInvalid, fmt.Sprintf("says %v of %s, its receipts %v", u.Privileged, strictjson.QuoteShort(u.Login), priv))
 		}
 	}
 	for login := range named {
 		if !seen[login] {
-			return fieldErr("users", ErrMissing, fmt.Sprintf("lacks %s, whom a receipt names", quoteShort(login)))
+			return strictjson.FieldErr("users", strictjson.ErrMissing, fmt.Sprintf("lacks %s, whom a receipt names", strictjson.QuoteShort(login)))
 		}
 	}
 	if err := checkFossilLogin("viewer.login", r.Viewer.Login); err != nil {
@@ -165,7 +167,7 @@ func (r *Receipts) Validate() error {
 	for _, f := range []struct{ name, caps string }{{"viewer.caps", r.Viewer.Caps}, {"viewer.effective", r.Viewer.Effective}} {
 		for _, c := range f.caps {
 			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-				return fieldErr(f.name, ErrInvalid, fmt.Sprintf("%s is not a string of capability letters", quoteShort(f.caps)))
+				return strictjson.FieldErr(f.name, strictjson.ErrInvalid, fmt.Sprintf("%s is not a string of capability letters", strictjson.QuoteShort(f.caps)))
 			}
 		}
 	}
@@ -182,15 +184,15 @@ const MaxFossilLogin = 255
 func checkFossilLogin(field, s string) error {
 	switch {
 	case s == "":
-		return fieldErr(field, ErrMissing, "is empty")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty")
 	case len(s) > MaxFossilLogin:
-		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; a login is at most %d", len(s), MaxFossilLogin))
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a login is at most %d", len(s), MaxFossilLogin))
 	case !utf8.ValidString(s):
-		return fieldErr(field, ErrInvalid, "is not valid UTF-8")
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, "is not valid UTF-8")
 	}
 	for _, r := range s {
 		if unicode.IsControl(r) {
-			return fieldErr(field, ErrInvalid, fmt.Sprintf("%s holds a control character", quoteShort(s)))
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s holds a control character", strictjson.QuoteShort(s)))
 		}
 	}
 	return nil
@@ -208,7 +210,7 @@ func contains(list []string, s string) bool {
 // Encode renders the answer, after validating it.
 func (r *Receipts) Encode() ([]byte, error) {
 	if err := r.Validate(); err != nil {
-		return nil, at("receipts", err)
+		return nil, strictjson.At("receipts", err)
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -225,7 +227,7 @@ func DecodeReceipts(data []byte) (*Receipts, error) {
 		return nil, err
 	}
 	if err := r.Validate(); err != nil {
-		return nil, at("receipts", err)
+		return nil, strictjson.At("receipts", err)
 	}
 	return r, nil
 }

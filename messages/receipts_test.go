@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 func genReceipts() *rapid.Generator[*Receipts] {
@@ -80,29 +82,29 @@ func TestReceiptsRefusals(t *testing.T) {
 		name, data, field string
 		want              error
 	}{
-		{"wrong kind", strings.Replace(good, `"ocx":"receipts"`, `"ocx":"receipt"`, 1), "ocx", ErrWrongKind},
-		{"short hash", strings.Replace(good, h, "abc", 1), "receipts[0].hash", ErrInvalid},
-		{"login with a newline", strings.Replace(good, `"login":"alice","rcvid"`, `"login":"a\nb","rcvid"`, 1), "receipts[0].login", ErrInvalid},
-		{"unknown via", strings.Replace(good, `"via":"sync"`, `"via":"carrier pigeon"`, 1), "receipts[0].via", ErrInvalid},
-		{"no row", strings.Replace(good, `"rid":9,`, ``, 1), "receipts[0].rid", ErrMissing},
-		{"an unknown artifact with a login", strings.Replace(good, `"known":true`, `"known":false`, 1), "receipts[0]", ErrInvalid},
-		{"privileged nobody", strings.Replace(good, `"login":"alice","rcvid":3`, `"privileged":true,"rcvid":3`, 1), "receipts[0].privileged", ErrInvalid},
-		{"user twice", strings.Replace(good, `"users":[{"login":"alice"}]`, `"users":[{"login":"alice"},{"login":"alice"}]`, 1), "users[1].login", ErrInvalid},
-		{"a user no receipt names", strings.Replace(good, `"users":[{"login":"alice"}]`, `"users":[{"login":"alice"},{"login":"admin","privileged":true}]`, 1), "users[1].login", ErrInvalid},
-		{"a user the receipts name left out", strings.Replace(good, `"users":[{"login":"alice"}]`, `"users":[]`, 1), "users", ErrMissing},
-		{"a user's standing not its receipts'", strings.Replace(good, `"users":[{"login":"alice"}]`, `"users":[{"login":"alice","privileged":true}]`, 1), "users[0].privileged", ErrInvalid},
-		{"the server's user table", strings.Replace(good, `"users":[{"login":"alice"}]`, `"users":[{"login":"alice","caps":"gio"}]`, 1), "users[0].caps", ErrUnknownKey},
-		{"no viewer (an older server)", strings.Replace(good, `,"viewer":{"login":"lab-1","caps":"gio","effective":"gijorz"}`, ``, 1), "viewer", ErrMissing},
-		{"viewer caps with a space", strings.Replace(good, `"caps":"gio"`, `"caps":"g io"`, 1), "viewer.caps", ErrInvalid},
-		{"viewer effective with a dot", strings.Replace(good, `"effective":"gijorz"`, `"effective":"g.j"`, 1), "viewer.effective", ErrInvalid},
-		{"rcvid a string", strings.Replace(good, `"rcvid":3`, `"rcvid":"3"`, 1), "receipts[0].rcvid", ErrInvalid},
-		{"duplicate key", strings.Replace(good, `"known":true`, `"known":true,"known":false`, 1), "receipts[0].known", ErrDuplicateKey},
-		{"no project", strings.Replace(good, `"project":"`+strings.Repeat("c", 40)+`",`, ``, 1), "project", ErrMissing},
-		{"no users", strings.Replace(good, `,"users":[{"login":"alice"}]`, ``, 1), "users", ErrMissing},
+		{"wrong kind", strings.Replace(good, `"ocx":"receipts"`, `"ocx":"receipt"`, 1), "ocx", strictjson.ErrWrongKind},
+		{"short hash", strings.Replace(good, h, "abc", 1), "receipts[0].hash", strictjson.ErrInvalid},
+		{"login with a newline", strings.Replace(good, `"login":"alice","rcvid"`, `"login":"a\nb","rcvid"`, 1), "receipts[0].login", strictjson.ErrInvalid},
+		{"unknown via", strings.Replace(good, `"via":"sync"`, `"via":"carrier pigeon"`, 1), "receipts[0].via", strictjson.ErrInvalid},
+		{"no row", strings.Replace(good, `"rid":9,`, ``, 1), "receipts[0].rid", strictjson.ErrMissing},
+		{"an unknown artifact with a login", strings.Replace(good, `"known":true`, `"known":false`, 1), "receipts[0]", strictjson.ErrInvalid},
+		{"privileged nobody", strings.Replace(good, `"login":"alice","rcvid":3`, `"privileged":true,"rcvid":3`, 1), "receipts[0].privileged", strictjson.ErrInvalid},
+		{"user twice", strings.Replace(good, `"users":[{"login":"alice"}]`, `"users":[{"login":"alice"},{"login":"alice"}]`, 1), "users[1].login", strictjson.ErrInvalid},
+		{"a user no receipt names", strings.Replace(good, `"users":[{"login":"alice"}]`, `"users":[{"login":"alice"},{"login":"admin","privileged":true}]`, 1), "users[1].login", strictjson.ErrInvalid},
+		{"a user the receipts name left out", strings.Replace(good, `"users":[{"login":"alice"}]`, `"users":[]`, 1), "users", strictjson.ErrMissing},
+		{"a user's standing not its receipts'", strings.Replace(good, `"users":[{"login":"alice"}]`, `"users":[{"login":"alice","privileged":true}]`, 1), "users[0].privileged", strictjson.ErrInvalid},
+		{"the server's user table", strings.Replace(good, `"users":[{"login":"alice"}]`, `"users":[{"login":"alice","caps":"gio"}]`, 1), "users[0].caps", strictjson.ErrUnknownKey},
+		{"no viewer (an older server)", strings.Replace(good, `,"viewer":{"login":"lab-1","caps":"gio","effective":"gijorz"}`, ``, 1), "viewer", strictjson.ErrMissing},
+		{"viewer caps with a space", strings.Replace(good, `"caps":"gio"`, `"caps":"g io"`, 1), "viewer.caps", strictjson.ErrInvalid},
+		{"viewer effective with a dot", strings.Replace(good, `"effective":"gijorz"`, `"effective":"g.j"`, 1), "viewer.effective", strictjson.ErrInvalid},
+		{"rcvid a string", strings.Replace(good, `"rcvid":3`, `"rcvid":"3"`, 1), "receipts[0].rcvid", strictjson.ErrInvalid},
+		{"duplicate key", strings.Replace(good, `"known":true`, `"known":true,"known":false`, 1), "receipts[0].known", strictjson.ErrDuplicateKey},
+		{"no project", strings.Replace(good, `"project":"`+strings.Repeat("c", 40)+`",`, ``, 1), "project", strictjson.ErrMissing},
+		{"no users", strings.Replace(good, `,"users":[{"login":"alice"}]`, ``, 1), "users", strictjson.ErrMissing},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := DecodeReceipts([]byte(c.data))
-			var fe *FieldError
+			var fe *strictjson.FieldError
 			if !errors.As(err, &fe) || !errors.Is(err, c.want) || fe.Field != c.field {
 				t.Fatalf("got %v; want a %v naming field %q", err, c.want, c.field)
 			}

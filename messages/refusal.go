@@ -2,6 +2,8 @@ package messages
 
 import (
 	"fmt"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // Origin (daemon, terminal, orphan) is declared in daemon_ids.go, which the
@@ -12,9 +14,9 @@ func checkOrigin(field string, o Origin) error {
 	case OriginDaemon, OriginTerminal, OriginOrphan:
 		return nil
 	case "":
-		return fieldErr(field, ErrMissing, "is empty; it is daemon, terminal or orphan")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; it is daemon, terminal or orphan")
 	}
-	return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not how a process was started (daemon, terminal, orphan)", quoteShort(string(o))))
+	return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not how a process was started (daemon, terminal, orphan)", strictjson.QuoteShort(string(o))))
 }
 
 // Holder is the process a refusal note names as holding the workspace, as
@@ -69,24 +71,24 @@ func NewHolder(pid int, start uint64, argv []string, by Origin) Holder {
 }
 
 func (p *Holder) validate(field string) error {
-	if err := checkPID(joinField(field, "pid"), p.PID); err != nil {
+	if err := checkPID(strictjson.JoinField(field, "pid"), p.PID); err != nil {
 		return err
 	}
-	if err := checkStartTime(joinField(field, "start_time"), p.StartTime); err != nil {
+	if err := checkStartTime(strictjson.JoinField(field, "start_time"), p.StartTime); err != nil {
 		return err
 	}
 	if len(p.Command) == 0 {
-		return fieldErr(joinField(field, "command"), ErrMissing, "is empty; it is the process's command line, as /proc/PID/cmdline holds it")
+		return strictjson.FieldErr(strictjson.JoinField(field, "command"), strictjson.ErrMissing, "is empty; it is the process's command line, as /proc/PID/cmdline holds it")
 	}
 	for i, a := range p.Command {
-		if err := checkArg(indexField(joinField(field, "command"), i), a); err != nil {
+		if err := checkArg(strictjson.IndexField(strictjson.JoinField(field, "command"), i), a); err != nil {
 			return err
 		}
 	}
 	if p.Command[0] == "" {
-		return fieldErr(indexField(joinField(field, "command"), 0), ErrInvalid, "is empty; it names the program")
+		return strictjson.FieldErr(strictjson.IndexField(strictjson.JoinField(field, "command"), 0), strictjson.ErrInvalid, "is empty; it names the program")
 	}
-	return checkOrigin(joinField(field, "started_by"), p.StartedBy)
+	return checkOrigin(strictjson.JoinField(field, "started_by"), p.StartedBy)
 }
 
 func (p *Holder) String() string {
@@ -95,14 +97,14 @@ func (p *Holder) String() string {
 
 func checkPID(field string, pid int) error {
 	if pid < 1 || pid > MaxPID {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%d is not a PID (1 to %d)", pid, MaxPID))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%d is not a PID (1 to %d)", pid, MaxPID))
 	}
 	return nil
 }
 
 func checkStartTime(field string, t uint64) error {
 	if t > MaxSafeInt {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%d is past 2^53-1, which not every JSON reader reads exactly", t))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1, which not every JSON reader reads exactly", t))
 	}
 	return nil
 }
@@ -171,9 +173,9 @@ func (n *RefusalNote) String() string {
 }
 
 // decoded refuses an empty login in the words of a refusal.
-func (n *RefusalNote) decoded(o jobj) error {
-	if o.has("login") && n.Login == "" {
-		return fieldErr("login", ErrInvalid, "is empty; a refusal for no known login leaves it out")
+func (n *RefusalNote) decoded(o strictjson.Obj) error {
+	if o.Has("login") && n.Login == "" {
+		return strictjson.FieldErr("login", strictjson.ErrInvalid, "is empty; a refusal for no known login leaves it out")
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package messages
 import (
 	"fmt"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // ReportOutcome is how a session's work ended, by its own account.
@@ -36,9 +38,9 @@ func (n *ReportNote) Validate() error {
 	switch n.Outcome {
 	case ReportDone, ReportFailed:
 	case "":
-		return fieldErr("outcome", ErrMissing, "is empty; it is done or failed")
+		return strictjson.FieldErr("outcome", strictjson.ErrMissing, "is empty; it is done or failed")
 	default:
-		return fieldErr("outcome", ErrInvalid, fmt.Sprintf("%s is not an outcome (done, failed)", quoteShort(string(n.Outcome))))
+		return strictjson.FieldErr("outcome", strictjson.ErrInvalid, fmt.Sprintf("%s is not an outcome (done, failed)", strictjson.QuoteShort(string(n.Outcome))))
 	}
 	return checkText("summary", n.Summary, false, MaxTextLen)
 }
@@ -106,13 +108,13 @@ func ParseCITag(value string) (CITag, error) {
 	result, line, hasLine := strings.Cut(value, ": ")
 	t := CITag{Result: CIResult(result), Line: line}
 	if !hasLine && strings.Contains(value, ":") {
-		return CITag{}, &FieldError{Where: "ci tag", Problem: fmt.Sprintf("%s is not \"green: LINE\" or \"red: LINE\": the result is followed by \": \" and the line", quoteShort(value)), Err: ErrSyntax}
+		return CITag{}, &strictjson.FieldError{Where: "ci tag", Problem: fmt.Sprintf("%s is not \"green: LINE\" or \"red: LINE\": the result is followed by \": \" and the line", strictjson.QuoteShort(value)), Err: strictjson.ErrSyntax}
 	}
 	if hasLine && line == "" {
-		return CITag{}, &FieldError{Where: "ci tag", Field: "line", Problem: "is empty after \": \"; a tag without a line is just green or red", Err: ErrSyntax}
+		return CITag{}, &strictjson.FieldError{Where: "ci tag", Field: "line", Problem: "is empty after \": \"; a tag without a line is just green or red", Err: strictjson.ErrSyntax}
 	}
 	if err := t.validate("result", "line"); err != nil {
-		return CITag{}, at("ci tag", err)
+		return CITag{}, strictjson.At("ci tag", err)
 	}
 	return t, nil
 }
@@ -121,21 +123,21 @@ func (t CITag) validate(resultField, lineField string) error {
 	switch t.Result {
 	case CIGreen, CIRed:
 	case "":
-		return fieldErr(resultField, ErrMissing, "is empty; it is green or red")
+		return strictjson.FieldErr(resultField, strictjson.ErrMissing, "is empty; it is green or red")
 	default:
-		return fieldErr(resultField, ErrInvalid, fmt.Sprintf("%s is not a CI result (green, red)", quoteShort(string(t.Result))))
+		return strictjson.FieldErr(resultField, strictjson.ErrInvalid, fmt.Sprintf("%s is not a CI result (green, red)", strictjson.QuoteShort(string(t.Result))))
 	}
 	if err := checkLine(lineField, t.Line, false, MaxCILineLen); err != nil {
 		return err
 	}
 	if strings.TrimSpace(t.Line) != t.Line {
-		return fieldErr(lineField, ErrInvalid, fmt.Sprintf("%s has space at an end; LastLine trims it", quoteShort(t.Line)))
+		return strictjson.FieldErr(lineField, strictjson.ErrInvalid, fmt.Sprintf("%s has space at an end; LastLine trims it", strictjson.QuoteShort(t.Line)))
 	}
 	return nil
 }
 
 // Validate checks the result and the line.
-func (t CITag) Validate() error { return at("ci tag", t.validate("result", "line")) }
+func (t CITag) Validate() error { return strictjson.At("ci tag", t.validate("result", "line")) }
 
 // Value renders the tag's value, after validating it.
 func (t CITag) Value() (string, error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/docs/design/validate"
+	"github.com/ocx-go/ocx/messages/strictjson"
 	"pgregory.net/rapid"
 )
 
@@ -93,7 +94,7 @@ func TestResponseDecoderAgreesWithSchema(t *testing.T) {
 		case c.want != "" && !strings.Contains(derr.Error(), c.want):
 			t.Errorf("%s: refused with %q, which does not say %q", c.in, derr, c.want)
 		}
-		var fe *FieldError
+		var fe *strictjson.FieldError
 		if derr != nil && !errors.As(derr, &fe) {
 			t.Errorf("%s: %v is not a *FieldError", c.in, derr)
 		}
@@ -109,10 +110,10 @@ func TestResponseDecoderAgreesWithSchema(t *testing.T) {
 	if r, err := ReadResponse([]byte(post)); err != nil || r.Outcome != ResponseExited || r.Answers != responseRecord {
 		t.Errorf("ReadResponse: %+v, %v", r, err)
 	}
-	if _, err := ReadResponse([]byte(post + post)); !errors.Is(err, ErrSeveralNotes) {
+	if _, err := ReadResponse([]byte(post + post)); !errors.Is(err, strictjson.ErrSeveralNotes) {
 		t.Errorf("two blocks: %v", err)
 	}
-	if _, err := ReadResponse([]byte("```json\n{\"ocx\": \"end\"}\n```\n")); !errors.Is(err, ErrUnknownVersion) {
+	if _, err := ReadResponse([]byte("```json\n{\"ocx\": \"end\"}\n```\n")); !errors.Is(err, strictjson.ErrUnknownVersion) {
 		t.Errorf("an end note read as a response: %v", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // RefusalRow is a row of seed 004's section 11: what ends a run refused.
@@ -107,7 +109,7 @@ func RunRefusal(run *Run, decodeErr error, f RefusalFacts) *Refusal {
 			decodeErr = errors.New("run: no run")
 		}
 		note := decodeErr.Error()
-		var fe *FieldError
+		var fe *strictjson.FieldError
 		if errors.As(decodeErr, &fe) {
 			note = fe.Error()
 		}
@@ -119,17 +121,17 @@ func RunRefusal(run *Run, decodeErr error, f RefusalFacts) *Refusal {
 	u := run.Process.User
 	switch {
 	case u == f.NodeUser:
-		return &Refusal{RefusedUser, fmt.Sprintf("process.user %s is this node's own user", quoteShort(u))}
+		return &Refusal{RefusedUser, fmt.Sprintf("process.user %s is this node's own user", strictjson.QuoteShort(u))}
 	case slices.Contains(f.NodeUsers, u):
-		return &Refusal{RefusedUser, fmt.Sprintf("process.user %s is a node's user", quoteShort(u))}
+		return &Refusal{RefusedUser, fmt.Sprintf("process.user %s is a node's user", strictjson.QuoteShort(u))}
 	case slices.Contains(f.Privileged, u):
-		return &Refusal{RefusedUser, fmt.Sprintf("process.user %s holds admin or setup", quoteShort(u))}
+		return &Refusal{RefusedUser, fmt.Sprintf("process.user %s holds admin or setup", strictjson.QuoteShort(u))}
 	}
 	if f.BoundNode != "" && f.BoundNode != f.NodeUser {
-		return &Refusal{RefusedOtherNode, fmt.Sprintf("process.user %s works for the node %s", quoteShort(u), quoteShort(f.BoundNode))}
+		return &Refusal{RefusedOtherNode, fmt.Sprintf("process.user %s works for the node %s", strictjson.QuoteShort(u), strictjson.QuoteShort(f.BoundNode))}
 	}
 	if run.HasPasswordStep() && !f.ServerNode && !f.HasPassword {
-		note := fmt.Sprintf("this node holds no password for %s, which the password step takes", quoteShort(u))
+		note := fmt.Sprintf("this node holds no password for %s, which the password step takes", strictjson.QuoteShort(u))
 		if f.PasswordsWhy != "" {
 			note += ": " + f.PasswordsWhy
 		}
@@ -153,7 +155,7 @@ func unprovided(run *Run, p RunProvision) string {
 		}
 		for i, c := range s.Capabilities {
 			if !slices.Contains(p.Capabilities, c) {
-				return fmt.Sprintf("sandbox.capabilities[%d]: this node cannot keep the capability %s", i, quoteShort(c))
+				return fmt.Sprintf("sandbox.capabilities[%d]: this node cannot keep the capability %s", i, strictjson.QuoteShort(c))
 			}
 		}
 		if !s.Network && !p.NoNetwork {

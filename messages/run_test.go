@@ -10,6 +10,7 @@ import (
 
 	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/docs/design/validate"
+	"github.com/ocx-go/ocx/messages/strictjson"
 	"pgregory.net/rapid"
 )
 
@@ -131,22 +132,22 @@ func TestReadMessageDispatch(t *testing.T) {
 		want error // sentinel, or nil for a message
 		kind MessageKind
 	}{
-		{"plain post", "Hello.", ErrNotANote, ""},
-		{"json without ocx", "```json\n{\"a\": 1}\n```\n", ErrNotANote, ""},
-		{"session design note", "```json\n{\"ocx\": \"stop\"}\n```\n", ErrNotANote, ""},
-		{"ocx not a number", "```json\n{\"ocx\": true, \"kind\": \"run\"}\n```\n", ErrNotANote, ""},
-		{"version 2", "```json\n{\"ocx\": 2, \"kind\": \"run\"}\n```\n", ErrUnknownVersion, ""},
-		{"unknown kind", "```json\n{\"ocx\": 1, \"kind\": \"launch\"}\n```\n", ErrUnknownKind, ""},
-		{"no kind", "```json\n{\"ocx\": 1}\n```\n", ErrUnknownKind, ""},
-		{"kind not a string", "```json\n{\"ocx\": 1, \"kind\": 3}\n```\n", ErrUnknownKind, ""},
-		{"malformed run", string(fenceRun(`{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "process": {"user": "b"}}`)), ErrMissing, MsgRun},
-		{"malformed stop", string(fenceRun(`{"ocx": 1, "kind": "stop", "node": "lab-1", "run": "abc"}`)), ErrInvalid, MsgStop},
-		{"stop with a field a stop has not", string(fenceRun(`{"ocx": 1, "kind": "stop", "node": "lab-1", "run": "` + testRunHash + `", "note": "x"}`)), ErrUnknownKey, MsgStop},
-		{"started without values", string(fenceRun(`{"ocx": 1, "kind": "started", "node": "lab-1", "run": "` + testRunHash + `", "limits": {}}`)), ErrMissing, MsgStarted},
-		{"started without limits", string(fenceRun(`{"ocx": 1, "kind": "started", "node": "lab-1", "run": "` + testRunHash + `", "values": {}}`)), ErrMissing, MsgStarted},
-		{"started naming its run by a short hash", string(fenceRun(`{"ocx": 1, "kind": "started", "node": "lab-1", "run": "abc", "values": {}, "limits": {}}`)), ErrInvalid, MsgStarted},
-		{"ended naming its run by a short hash", string(fenceRun(`{"ocx": 1, "kind": "ended", "node": "lab-1", "run": "abc", "outcome": "stopped"}`)), ErrInvalid, MsgEnded},
-		{"duplicate key", string(fenceRun(`{"ocx": 1, "kind": "stop", "kind": "run"}`)), ErrDuplicateKey, ""},
+		{"plain post", "Hello.", strictjson.ErrNotANote, ""},
+		{"json without ocx", "```json\n{\"a\": 1}\n```\n", strictjson.ErrNotANote, ""},
+		{"session design note", "```json\n{\"ocx\": \"stop\"}\n```\n", strictjson.ErrNotANote, ""},
+		{"ocx not a number", "```json\n{\"ocx\": true, \"kind\": \"run\"}\n```\n", strictjson.ErrNotANote, ""},
+		{"version 2", "```json\n{\"ocx\": 2, \"kind\": \"run\"}\n```\n", strictjson.ErrUnknownVersion, ""},
+		{"unknown kind", "```json\n{\"ocx\": 1, \"kind\": \"launch\"}\n```\n", strictjson.ErrUnknownKind, ""},
+		{"no kind", "```json\n{\"ocx\": 1}\n```\n", strictjson.ErrUnknownKind, ""},
+		{"kind not a string", "```json\n{\"ocx\": 1, \"kind\": 3}\n```\n", strictjson.ErrUnknownKind, ""},
+		{"malformed run", string(fenceRun(`{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "process": {"user": "b"}}`)), strictjson.ErrMissing, MsgRun},
+		{"malformed stop", string(fenceRun(`{"ocx": 1, "kind": "stop", "node": "lab-1", "run": "abc"}`)), strictjson.ErrInvalid, MsgStop},
+		{"stop with a field a stop has not", string(fenceRun(`{"ocx": 1, "kind": "stop", "node": "lab-1", "run": "` + testRunHash + `", "note": "x"}`)), strictjson.ErrUnknownKey, MsgStop},
+		{"started without values", string(fenceRun(`{"ocx": 1, "kind": "started", "node": "lab-1", "run": "` + testRunHash + `", "limits": {}}`)), strictjson.ErrMissing, MsgStarted},
+		{"started without limits", string(fenceRun(`{"ocx": 1, "kind": "started", "node": "lab-1", "run": "` + testRunHash + `", "values": {}}`)), strictjson.ErrMissing, MsgStarted},
+		{"started naming its run by a short hash", string(fenceRun(`{"ocx": 1, "kind": "started", "node": "lab-1", "run": "abc", "values": {}, "limits": {}}`)), strictjson.ErrInvalid, MsgStarted},
+		{"ended naming its run by a short hash", string(fenceRun(`{"ocx": 1, "kind": "ended", "node": "lab-1", "run": "abc", "outcome": "stopped"}`)), strictjson.ErrInvalid, MsgEnded},
+		{"duplicate key", string(fenceRun(`{"ocx": 1, "kind": "stop", "kind": "run"}`)), strictjson.ErrDuplicateKey, ""},
 		{"run", string(fenceRun(seedEcho)), nil, MsgRun},
 		{"stop", string(fenceRun(`{"ocx": 1, "kind": "stop", "node": "lab-1", "run": "` + testRunHash + `"}`)), nil, MsgStop},
 		{"record", string(recBlock), nil, MsgRecord},
@@ -182,7 +183,7 @@ func TestReadMessageDispatch(t *testing.T) {
 		t.Errorf("record: ReadMessage %+v, ReadTaskRecord %+v, %v", got, want, err)
 	}
 	// The session design's reader still passes a run over.
-	if _, err := ReadPost(fenceRun(seedEcho)); !errors.Is(err, ErrRunMessage) || !Ignorable(err) {
+	if _, err := ReadPost(fenceRun(seedEcho)); !errors.Is(err, strictjson.ErrRunMessage) || !Ignorable(err) {
 		t.Errorf("ReadPost of a run: %v", err)
 	}
 }
@@ -281,7 +282,7 @@ func TestEndedTable12(t *testing.T) {
 	for _, c := range cases {
 		e := &RunEnded{Node: "lab-1", Run: testRunHash, Outcome: c.outcome, Exit: c.exit, Note: c.note}
 		err := e.Validate()
-		var fe *FieldError
+		var fe *strictjson.FieldError
 		switch {
 		case c.field == "" && err != nil:
 			t.Errorf("%+v refused: %v", c, err)
@@ -513,7 +514,7 @@ func TestEveryValueSetOrRefused(t *testing.T) {
 				stepErr = true
 				break
 			}
-			seen(s.valueStrings(indexField("workspace", i)))
+			seen(s.valueStrings(strictjson.IndexField("workspace", i)))
 			if firstUnset != "" {
 				break
 			}
@@ -536,7 +537,7 @@ func TestEveryValueSetOrRefused(t *testing.T) {
 				t.Fatalf("want unmet needs, got %v", err)
 			}
 		case firstUnset != "":
-			var fe *FieldError
+			var fe *strictjson.FieldError
 			if !errors.Is(err, ErrUnsetValue) || !errors.As(err, &fe) || fe.Field != firstField || !strings.Contains(fe.Problem, "$$"+firstUnset+"$$") {
 				t.Fatalf("want %s refused at %s, got %v", firstUnset, firstField, err)
 			}
@@ -579,7 +580,7 @@ func TestCheckRunValues(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			err := CheckRunValues(run(c.ws, c.rest), nil)
-			var fe *FieldError
+			var fe *strictjson.FieldError
 			if c.want == nil {
 				if err != nil {
 					t.Fatal(err)

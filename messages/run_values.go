@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // Values (seed 004, section 2): how a string names something the node
@@ -138,7 +140,7 @@ func (sb *RunSandbox) valueStrings(field string) []valueField {
 	var out []valueField
 	list := func(k string, l []string) {
 		for i := range l {
-			out = append(out, valueField{indexField(field+"."+k, i), &l[i]})
+			out = append(out, valueField{strictjson.IndexField(field+"."+k, i), &l[i]})
 		}
 	}
 	list("capabilities", sb.Capabilities)
@@ -146,7 +148,7 @@ func (sb *RunSandbox) valueStrings(field string) []valueField {
 	list("read_write", sb.ReadWrite)
 	list("homes", sb.Homes)
 	for i := range sb.Files {
-		f := indexField(field+".files", i)
+		f := strictjson.IndexField(field+".files", i)
 		out = append(out, valueField{f + ".at", &sb.Files[i].At}, valueField{f + ".text", &sb.Files[i].Text})
 	}
 	return append(out, valueField{field + ".proc", &sb.Proc}, valueField{field + ".dev", &sb.Dev}, valueField{field + ".tmp", &sb.Tmp})
@@ -158,11 +160,11 @@ func (sb *RunSandbox) valueStrings(field string) []valueField {
 func (p *RunProcess) valueStrings(field string) []valueField {
 	var out []valueField
 	for i := range p.Command {
-		out = append(out, valueField{indexField(field+".command", i), &p.Command[i]})
+		out = append(out, valueField{strictjson.IndexField(field+".command", i), &p.Command[i]})
 	}
 	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
 		v := p.Env[k] // a copy: a map's values are not addressable, and Expand writes env through the map
-		out = append(out, valueField{joinField(field+".env", k), &v})
+		out = append(out, valueField{strictjson.JoinField(field+".env", k), &v})
 	}
 	if p.Cwd != "" {
 		out = append(out, valueField{field + ".cwd", &p.Cwd})
@@ -202,7 +204,7 @@ func (r *Run) clone() *Run {
 }
 
 func unsetValue(field, name, by string) error {
-	return fieldErr(field, ErrUnsetValue, fmt.Sprintf("names the value $$%s$$, which nothing sets %s", name, by))
+	return strictjson.FieldErr(field, ErrUnsetValue, fmt.Sprintf("names the value $$%s$$, which nothing sets %s", name, by))
 }
 
 // CheckRunValues is section 11's row 3, checked when the run arrives and
@@ -232,12 +234,12 @@ func CheckRunValues(r *Run, nodeValues []string) error {
 	}
 	for i := range r.Workspace {
 		s := &r.Workspace[i]
-		field := indexField("workspace", i)
+		field := strictjson.IndexField("workspace", i)
 		if !s.KnownStep() {
-			return fieldErr(field+".step", ErrUnknownStep, fmt.Sprintf("%s is not a step kind section 5 has (%s)", quoteShort(s.Step), listWords(StepKinds)))
+			return strictjson.FieldErr(field+".step", ErrUnknownStep, fmt.Sprintf("%s is not a step kind section 5 has (%s)", strictjson.QuoteShort(s.Step), strictjson.ListWords(StepKinds)))
 		}
 		if need := s.Needs(); need != "" && !done[need] {
-			return fieldErr(field, ErrStepNeeds, fmt.Sprintf("is a %s step, which needs a %s step before it", s.Step, need))
+			return strictjson.FieldErr(field, ErrStepNeeds, fmt.Sprintf("is a %s step, which needs a %s step before it", s.Step, need))
 		}
 		if err := check(s.valueStrings(field), "before this step"); err != nil {
 			return err
@@ -286,7 +288,7 @@ func (r *Run) Expand(vals RunValues) (*Run, error) {
 	_, hasWS := vals[ValueWorkspace]
 	c.Process = c.Process.WithDefaults(hasWS)
 	for i := range c.Workspace {
-		s, err := ExpandStep(c.Workspace[i], indexField("workspace", i), vals)
+		s, err := ExpandStep(c.Workspace[i], strictjson.IndexField("workspace", i), vals)
 		if err != nil {
 			return nil, err
 		}
@@ -307,14 +309,14 @@ func (r *Run) Expand(vals RunValues) (*Run, error) {
 	for i := range p.Command {
 		v, missing, ok := ExpandString(p.Command[i], vals)
 		if !ok {
-			return nil, unsetValue(indexField("process.command", i), missing, "")
+			return nil, unsetValue(strictjson.IndexField("process.command", i), missing, "")
 		}
 		p.Command[i] = v
 	}
 	for k, v := range p.Env {
 		e, missing, ok := ExpandString(v, vals)
 		if !ok {
-			return nil, unsetValue(joinField("process.env", k), missing, "")
+			return nil, unsetValue(strictjson.JoinField("process.env", k), missing, "")
 		}
 		p.Env[k] = e
 	}
@@ -333,13 +335,13 @@ func (r *Run) Expand(vals RunValues) (*Run, error) {
 			v []string
 		}{{"read_only", s.ReadOnly}, {"read_write", s.ReadWrite}, {"homes", s.Homes}} {
 			for i, path := range l.v {
-				if err := checkAbsPath(indexField("sandbox."+l.k, i), path); err != nil {
+				if err := checkAbsPath(strictjson.IndexField("sandbox."+l.k, i), path); err != nil {
 					return nil, err
 				}
 			}
 		}
 		for i, f := range s.Files {
-			if err := checkAbsPath(indexField("sandbox.files", i)+".at", f.At); err != nil {
+			if err := checkAbsPath(strictjson.IndexField("sandbox.files", i)+".at", f.At); err != nil {
 				return nil, err
 			}
 		}

@@ -1,6 +1,9 @@
 package messages
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/ocx-go/ocx/messages/strictjson"
+)
 
 // RunState is one run as the record and the node's care say (`ocx run
 // status`, the run_status tool, a runs ask's answer).
@@ -38,5 +41,5 @@ func (s *RunState) Validate() error {
 			return nil
 		}
 	}
-	return fieldErr("state", ErrInvalid, fmt.Sprintf("is %s; a run's state is one of %s", quoteShort(s.State), listWords(RunStateWords)))
+	return strictjson.FieldErr("state", strictjson.ErrInvalid, fmt.Sprintf("is %s; a run's state is one of %s", strictjson.QuoteShort(s.State), strictjson.ListWords(RunStateWords)))
 }

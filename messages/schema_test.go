@@ -9,6 +9,7 @@ import (
 
 	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/docs/design/validate"
+	"github.com/ocx-go/ocx/messages/strictjson"
 	"pgregory.net/rapid"
 )
 
@@ -44,16 +45,16 @@ func schemaKeys(t *testing.T, docs map[string]map[string]any, node any, prefix s
 			if b, isBool := v.(bool); isBool && !b {
 				continue
 			}
-			out[joinField(prefix, k)] = true
-			schemaKeys(t, docs, v, joinField(prefix, k), out, depth+1)
+			out[strictjson.JoinField(prefix, k)] = true
+			schemaKeys(t, docs, v, strictjson.JoinField(prefix, k), out, depth+1)
 		}
 	}
 	if add, ok := m["additionalProperties"].(map[string]any); ok {
-		out[joinField(prefix, "*")] = true
-		schemaKeys(t, docs, add, joinField(prefix, "*"), out, depth+1)
+		out[strictjson.JoinField(prefix, "*")] = true
+		schemaKeys(t, docs, add, strictjson.JoinField(prefix, "*"), out, depth+1)
 	}
 	if items, ok := m["items"]; ok {
-		schemaKeys(t, docs, items, joinField(prefix, "*"), out, depth+1)
+		schemaKeys(t, docs, items, strictjson.JoinField(prefix, "*"), out, depth+1)
 	}
 	for _, k := range []string{"allOf", "anyOf", "oneOf"} {
 		if subs, ok := m[k].([]any); ok {
@@ -74,12 +75,12 @@ func instanceKeys(v any, prefix string, out map[string]bool) {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
-			out[joinField(prefix, k)] = true
-			instanceKeys(e, joinField(prefix, k), out)
+			out[strictjson.JoinField(prefix, k)] = true
+			instanceKeys(e, strictjson.JoinField(prefix, k), out)
 		}
 	case []any:
 		for _, e := range x {
-			instanceKeys(e, joinField(prefix, "*"), out)
+			instanceKeys(e, strictjson.JoinField(prefix, "*"), out)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package messages
 import (
 	"encoding/json"
 	"path/filepath"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // Spawned is what the node keeps of a session the daemon spawned until its
@@ -24,16 +26,16 @@ type Spawned struct {
 // Validate checks every field.
 func (s Spawned) Validate() error {
 	if err := s.Workspace.Validate(); err != nil {
-		return at("workspace", err)
+		return strictjson.At("workspace", err)
 	}
 	if err := checkHash("launch", s.Launch); err != nil {
 		return err
 	}
 	if err := s.Proc.Validate(); err != nil {
-		return at("proc", err)
+		return strictjson.At("proc", err)
 	}
 	if s.Release != "" && (!filepath.IsAbs(s.Release) || filepath.Clean(s.Release) != s.Release) {
-		return fieldErr("release", ErrInvalid, quoteShort(s.Release)+" is not a clean absolute path")
+		return strictjson.FieldErr("release", strictjson.ErrInvalid, strictjson.QuoteShort(s.Release)+" is not a clean absolute path")
 	}
 	return checkLine("release", s.Release, false, MaxTextLen)
 }
@@ -41,7 +43,7 @@ func (s Spawned) Validate() error {
 // Encode is the file's content: one JSON object and a newline.
 func (s Spawned) Encode() ([]byte, error) {
 	if err := s.Validate(); err != nil {
-		return nil, at("spawned", err)
+		return nil, strictjson.At("spawned", err)
 	}
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -57,15 +59,15 @@ const maxSpawnedLen = 4 << 10
 // does not know is passed over (a file a newer daemon wrote still reads);
 // a key twice, or anything after the object, is refused.
 func DecodeSpawned(b []byte) (Spawned, error) {
-	if _, err := parseStrict(b, maxSpawnedLen); err != nil {
-		return Spawned{}, at("spawned", err)
+	if _, err := strictjson.Parse(b, maxSpawnedLen); err != nil {
+		return Spawned{}, strictjson.At("spawned", err)
 	}
 	var s Spawned
 	if err := json.Unmarshal(b, &s); err != nil {
-		return Spawned{}, fieldErr("spawned", ErrInvalid, err.Error())
+		return Spawned{}, strictjson.FieldErr("spawned", strictjson.ErrInvalid, err.Error())
 	}
 	if err := s.Validate(); err != nil {
-		return Spawned{}, at("spawned", err)
+		return Spawned{}, strictjson.At("spawned", err)
 	}
 	return s, nil
 }

@@ -3,6 +3,8 @@ package messages
 import (
 	"bytes"
 	"fmt"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // PipeRead is one result of splitting the daemon pipe's bytes: a parsed line, or
@@ -95,7 +97,7 @@ func (s *PipeSplitter) Flush() *PipeRead {
 	case s.skipping:
 		return &PipeRead{Err: overlong(s.skipped, false)}
 	case len(s.buf) > 0:
-		return &PipeRead{Raw: bytes.Clone(s.buf), Err: &FieldError{Where: "pipe line", Problem: fmt.Sprintf("%d byte(s) ended without a newline when the last writer closed the pipe", len(s.buf)), Err: ErrSyntax}}
+		return &PipeRead{Raw: bytes.Clone(s.buf), Err: &strictjson.FieldError{Where: "pipe line", Problem: fmt.Sprintf("%d byte(s) ended without a newline when the last writer closed the pipe", len(s.buf)), Err: strictjson.ErrSyntax}}
 	}
 	return nil
 }
@@ -108,5 +110,5 @@ func overlong(n int, ended bool) error {
 	if !ended {
 		size = fmt.Sprintf("ran to %d bytes without a newline", n)
 	}
-	return &FieldError{Where: "pipe line", Problem: size + fmt.Sprintf("; a pipe line is at most %d (PIPE_BUF), so it was skipped", PipeBuf), Err: ErrTooLong}
+	return &strictjson.FieldError{Where: "pipe line", Problem: size + fmt.Sprintf("; a pipe line is at most %d (PIPE_BUF), so it was skipped", PipeBuf), Err: strictjson.ErrTooLong}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 func TestSplitterChunks(t *testing.T) {
@@ -41,7 +43,7 @@ func TestSplitterOverlong(t *testing.T) {
 	if len(reads) != 2 {
 		t.Fatalf("got %d reads: %v", len(reads), reads)
 	}
-	if !errors.Is(reads[0].Err, ErrTooLong) || !strings.Contains(reads[0].Err.Error(), "is 6006 bytes with its newline") {
+	if !errors.Is(reads[0].Err, strictjson.ErrTooLong) || !strings.Contains(reads[0].Err.Error(), "is 6006 bytes with its newline") {
 		t.Errorf("first read: %v", reads[0])
 	}
 	if _, ok := reads[1].Line.(ReexecLine); !ok {
@@ -63,14 +65,14 @@ func TestSplitterEdgeOfPipeBuf(t *testing.T) {
 	}
 	over := "post /" + strings.Repeat("d", 4016) + "/a.fossil " + h64
 	r = s.Feed([]byte(over + "\n"))
-	if len(r) != 1 || !errors.Is(r[0].Err, ErrTooLong) || !strings.Contains(r[0].Err.Error(), "is 4097 bytes with its newline") {
+	if len(r) != 1 || !errors.Is(r[0].Err, strictjson.ErrTooLong) || !strings.Contains(r[0].Err.Error(), "is 4097 bytes with its newline") {
 		t.Fatalf("4097 bytes: %v", r)
 	}
-	if _, err := ParsePipeLine([]byte(over)); !errors.Is(err, ErrTooLong) {
+	if _, err := ParsePipeLine([]byte(over)); !errors.Is(err, strictjson.ErrTooLong) {
 		t.Fatalf("ParsePipeLine of 4096 bytes without newline: %v", err)
 	}
 	enc, err := (PostLine{Repository: "/" + strings.Repeat("d", 4016) + "/a.fossil", Hash: h64}).Encode()
-	if !errors.Is(err, ErrTooLong) || enc != nil {
+	if !errors.Is(err, strictjson.ErrTooLong) || enc != nil {
 		t.Fatalf("Encode of a line past PIPE_BUF: %q, %v", enc, err)
 	}
 }

@@ -2,6 +2,8 @@ package messages
 
 import (
 	"fmt"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // StopNote asks the sessions on its record to stop: written by anyone but the
@@ -76,9 +78,9 @@ func checkBudget(field, s string, known []string) error {
 		}
 	}
 	if s == "" {
-		return fieldErr(field, ErrInvalid, "is empty; leave the key out instead")
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, "is empty; leave the key out instead")
 	}
-	return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a limit this reader knows (%s)", quoteShort(s), listWords(known)))
+	return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a limit this reader knows (%s)", strictjson.QuoteShort(s), strictjson.ListWords(known)))
 }
 
 // StoppedNote is what a session writes, as its agent login on its own record,
@@ -120,7 +122,7 @@ func (n *StoppedNote) Validate() error {
 		return n.namesOnly("a request", "request", "signal", "budget")
 	case StopBySignal:
 		if n.Signal == "" {
-			return fieldErr("signal", ErrMissing, "is missing; a session stopped by a signal names it, as SIGTERM")
+			return strictjson.FieldErr("signal", strictjson.ErrMissing, "is missing; a session stopped by a signal names it, as SIGTERM")
 		}
 		if err := checkSignal("signal", n.Signal); err != nil {
 			return err
@@ -128,7 +130,7 @@ func (n *StoppedNote) Validate() error {
 		return n.namesOnly("a signal", "signal", "request", "budget")
 	case StopByBudget:
 		if n.Budget == "" {
-			return fieldErr("budget", ErrMissing, "is missing; a session stopped by its budget names the limit, as wall")
+			return strictjson.FieldErr("budget", strictjson.ErrMissing, "is missing; a session stopped by its budget names the limit, as wall")
 		}
 		if err := checkBudget("budget", n.Budget, StoppedBudgetLimits); err != nil {
 			return err
@@ -138,12 +140,12 @@ func (n *StoppedNote) Validate() error {
 			if n.Signal != "" {
 				f = "signal"
 			}
-			return fieldErr(f, ErrInvalid, "a session stopped by its budget names the limit, not a request or a signal")
+			return strictjson.FieldErr(f, strictjson.ErrInvalid, "a session stopped by its budget names the limit, not a request or a signal")
 		}
 	case "":
-		return fieldErr("cause", ErrMissing, "is empty; it is request, signal or budget")
+		return strictjson.FieldErr("cause", strictjson.ErrMissing, "is empty; it is request, signal or budget")
 	default:
-		return fieldErr("cause", ErrInvalid, fmt.Sprintf("%s is not a cause (request, signal, budget)", quoteShort(string(n.Cause))))
+		return strictjson.FieldErr("cause", strictjson.ErrInvalid, fmt.Sprintf("%s is not a cause (request, signal, budget)", strictjson.QuoteShort(string(n.Cause))))
 	}
 	return nil
 }
@@ -154,7 +156,7 @@ func (n *StoppedNote) namesOnly(by, own string, others ...string) error {
 	set := map[string]bool{"request": n.Request != "", "signal": n.Signal != "", "budget": n.Budget != ""}
 	for _, f := range others {
 		if set[f] {
-			return fieldErr(f, ErrInvalid, "a session stopped by "+by+" names the "+own+", not a "+f)
+			return strictjson.FieldErr(f, strictjson.ErrInvalid, "a session stopped by "+by+" names the "+own+", not a "+f)
 		}
 	}
 	return nil

@@ -10,10 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // The protocol v1 tools (seed 001 E8): create, post, audit, push, stop.
-// Each takes one JSON object, read in the notes' two passes (parseStrict,
+// Each takes one JSON object, read in the notes' two passes (strictjson.Parse,
 // then fill) with one more rule: a key the tool does not know is refused,
 // naming it. Every error is a *FieldError naming the field at fault.
 
@@ -30,7 +32,7 @@ const (
 var ToolNames = []string{ToolCreate, ToolPost, ToolAudit, ToolPush, ToolStop}
 
 // MaxToolInputLen bounds one tool input.
-const MaxToolInputLen = MaxNoteLen
+const MaxToolInputLen = strictjson.MaxNoteLen
 
 // ToolArgs is one tool's decoded input.
 type ToolArgs interface {
@@ -58,11 +60,11 @@ func (r Restrict) Validate() error {
 			return err
 		}
 		if !r.NoPassword {
-			return fieldErr("restrict.branch", ErrInvalid, "needs restrict.no_password: an agent that holds its password can check in on any branch with Fossil itself")
+			return strictjson.FieldErr("restrict.branch", strictjson.ErrInvalid, "needs restrict.no_password: an agent that holds its password can check in on any branch with Fossil itself")
 		}
 	}
 	if r.OwnThread && !r.NoPassword {
-		return fieldErr("restrict.own_thread", ErrInvalid, "needs restrict.no_password: an agent that holds its password can post anywhere with Fossil itself")
+		return strictjson.FieldErr("restrict.own_thread", strictjson.ErrInvalid, "needs restrict.no_password: an agent that holds its password can post anywhere with Fossil itself")
 	}
 	return nil
 }
@@ -101,7 +103,7 @@ func DefaultRecordSandbox(network bool) RecordSandbox {
 func (s RecordSandbox) validate(field string) error {
 	for name, list := range map[string][]string{"read_only": s.ReadOnly, "read_write": s.ReadWrite} {
 		for i, p := range list {
-			if err := checkAbsPath(indexField(field+"."+name, i), p); err != nil {
+			if err := checkAbsPath(strictjson.IndexField(field+"."+name, i), p); err != nil {
 				return err
 			}
 		}
@@ -127,16 +129,16 @@ func (b Budget) validate() error {
 		return err
 	}
 	if b.Tokens > MaxTokens {
-		return fieldErr("budget.tokens", ErrInvalid, fmt.Sprintf("%d is past 2^53-1", b.Tokens))
+		return strictjson.FieldErr("budget.tokens", strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1", b.Tokens))
 	}
 	return nil
 }
 
 // decoded refuses tokens written as 0: a writer leaves out a limit it
 // does not set.
-func (b *Budget) decoded(o jobj) error {
-	if o.has("tokens") && b.Tokens == 0 {
-		return fieldErr(o.field("tokens"), ErrInvalid, "is 0; leave the key out for no limit")
+func (b *Budget) decoded(o strictjson.Obj) error {
+	if o.Has("tokens") && b.Tokens == 0 {
+		return strictjson.FieldErr(o.Field("tokens"), strictjson.ErrInvalid, "is 0; leave the key out for no limit")
 	}
 	return nil
 }
@@ -144,7 +146,7 @@ func (b *Budget) decoded(o jobj) error {
 // ParseWall reads a wall limit as seed 004 section 7 writes it: a whole
 // number above zero, then s, m, h or d.
 func ParseWall(field, s string) (time.Duration, error) {
-	bad := fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a wall limit: a whole number above 0 and s, m, h or d, as 2h", quoteShort(s)))
+	bad := strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a wall limit: a whole number above 0 and s, m, h or d, as 2h", strictjson.QuoteShort(s)))
 	if len(s) < 2 || len(s) > 12 {
 		return 0, bad
 	}
@@ -199,13 +201,13 @@ func (a *CreateArgs) Validate() error {
 		}
 	}
 	if a.Runner != "" && !slices.Contains(Runners, a.Runner) {
-		return fieldErr("runner", ErrInvalid, fmt.Sprintf("%s is not a runner this node offers (%s)", quoteShort(a.Runner), listWords(Runners)))
+		return strictjson.FieldErr("runner", strictjson.ErrInvalid, fmt.Sprintf("%s is not a runner this node offers (%s)", strictjson.QuoteShort(a.Runner), strictjson.ListWords(Runners)))
 	}
 	if err := checkText("objective", a.Objective, true, MaxTextLen); err != nil {
 		return err
 	}
 	if strings.TrimSpace(a.Objective) == "" {
-		return fieldErr("objective", ErrMissing, "is blank; a record says what its agent is for")
+		return strictjson.FieldErr("objective", strictjson.ErrMissing, "is blank; a record says what its agent is for")
 	}
 	if err := checkBranches("checkins", a.Checkins); err != nil {
 		return err
@@ -245,9 +247,9 @@ func (a *PostArgs) Validate() error {
 		return err
 	}
 	if strings.TrimSpace(a.Text) == "" {
-		return fieldErr("text", ErrMissing, "is blank; a post says something")
+		return strictjson.FieldErr("text", strictjson.ErrMissing, "is blank; a post says something")
 	}
-	return checkText("text", a.Text, true, MaxNoteLen)
+	return checkText("text", a.Text, true, strictjson.MaxNoteLen)
 }
 
 // The two verdicts (E6).
@@ -278,10 +280,10 @@ func (a *AuditArgs) Validate() error {
 		return err
 	}
 	if a.Verdict != VerdictPass && a.Verdict != VerdictFail {
-		return fieldErr("verdict", ErrInvalid, fmt.Sprintf("%s is not a verdict (pass, fail)", quoteShort(a.Verdict)))
+		return strictjson.FieldErr("verdict", strictjson.ErrInvalid, fmt.Sprintf("%s is not a verdict (pass, fail)", strictjson.QuoteShort(a.Verdict)))
 	}
 	if strings.TrimSpace(a.Reason) == "" {
-		return fieldErr("reason", ErrMissing, "is blank; a verdict gives its reason")
+		return strictjson.FieldErr("reason", strictjson.ErrMissing, "is blank; a verdict gives its reason")
 	}
 	if err := checkLine("reason", a.Reason, true, MaxShortLen); err != nil {
 		return err
@@ -305,7 +307,7 @@ func CheckAgainstPath(field, s string) error {
 		return err
 	}
 	if strings.HasPrefix(s, "/") || path.Clean(s) != s || s == "." || s == ".." || strings.HasPrefix(s, "../") {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is neither a record's hash (10 or more hex digits) nor a clean path inside the check-in, as PLAN.md", quoteShort(s)))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is neither a record's hash (10 or more hex digits) nor a clean path inside the check-in, as PLAN.md", strictjson.QuoteShort(s)))
 	}
 	return nil
 }
@@ -347,10 +349,10 @@ const MinHashPrefix = 10
 // Whether it names one artifact is the repository's to say.
 func CheckHashPrefix(field, s string) error {
 	if s == "" {
-		return fieldErr(field, ErrMissing, "is empty; give a hash, or 10 or more of its first hex digits")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; give a hash, or 10 or more of its first hex digits")
 	}
 	if len(s) < MinHashPrefix || len(s) > 64 {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is %d characters; give a hash, or 10 or more of its first hex digits (at most 64)", quoteShort(s), len(s)))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is %d characters; give a hash, or 10 or more of its first hex digits (at most 64)", strictjson.QuoteShort(s), len(s)))
 	}
 	return checkHex(field, strings.ToLower(s))
 }
@@ -366,24 +368,24 @@ func DecodeToolArgs[T any, P interface {
 	if len(bytes.TrimSpace(data)) == 0 {
 		data = []byte("{}")
 	}
-	v, err := parseStrict(data, MaxToolInputLen)
+	v, err := strictjson.Parse(data, MaxToolInputLen)
 	if err != nil {
-		return nil, at(where, err)
+		return nil, strictjson.At(where, err)
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, &FieldError{Where: where, Problem: "is " + jsonType(v) + "; a tool's input is a JSON object", Err: ErrInvalid}
+		return nil, &strictjson.FieldError{Where: where, Problem: "is " + strictjson.JSONType(v) + "; a tool's input is a JSON object", Err: strictjson.ErrInvalid}
 	}
-	o := jobj{m: m}
+	o := strictjson.Obj{Map: m}
 	known := planOf(argsType(p)).keys
-	if err := o.onlyToolKeys(p.ToolName(), known); err != nil {
-		return nil, at(where, err)
+	if err := onlyToolKeys(o, p.ToolName(), known); err != nil {
+		return nil, strictjson.At(where, err)
 	}
 	if err := fill(o, p); err != nil {
-		return nil, at(where, err)
+		return nil, strictjson.At(where, err)
 	}
 	if err := p.Validate(); err != nil {
-		return nil, at(where, err)
+		return nil, strictjson.At(where, err)
 	}
 	return p, nil
 }
@@ -402,14 +404,14 @@ func DecodeTool(name string, data []byte) (ToolArgs, error) {
 	case ToolStop:
 		return DecodeToolArgs[StopArgs](data)
 	}
-	return nil, &FieldError{Where: "tool", Problem: fmt.Sprintf("%s is not a tool (%s)", quoteShort(name), listWords(ToolNames)), Err: ErrUnknownKind}
+	return nil, &strictjson.FieldError{Where: "tool", Problem: fmt.Sprintf("%s is not a tool (%s)", strictjson.QuoteShort(name), strictjson.ListWords(ToolNames)), Err: strictjson.ErrUnknownKind}
 }
 
 // ToolDryRun reads only whether an input asks a dry run, for an answer to a
 // call whose input does not decode: false unless the input is an object
 // whose dry_run is true.
 func ToolDryRun(data []byte) bool {
-	v, err := parseStrict(data, MaxToolInputLen)
+	v, err := strictjson.Parse(data, MaxToolInputLen)
 	if err != nil {
 		return false
 	}
@@ -419,9 +421,9 @@ func ToolDryRun(data []byte) bool {
 }
 
 // onlyToolKeys refuses a key the tool does not take, naming it.
-func (o jobj) onlyToolKeys(tool string, known []string) error {
-	if k, ok := o.unknownKey(known); ok {
-		return fieldErr(o.field(k), ErrUnknownKey, fmt.Sprintf("is not a field of %s, which takes %s", tool, listWords(known)))
+func onlyToolKeys(o strictjson.Obj, tool string, known []string) error {
+	if k, ok := unknownKey(o, known); ok {
+		return strictjson.FieldErr(o.Field(k), strictjson.ErrUnknownKey, fmt.Sprintf("is not a field of %s, which takes %s", tool, strictjson.ListWords(known)))
 	}
 	return nil
 }
@@ -470,7 +472,7 @@ func (r *TaskRecord) Validate() error {
 	a := CreateArgs{User: r.User, Runner: r.Runner, Model: r.Model, Objective: r.Objective, Checkins: r.Checkins, Hears: r.Hears,
 		Restrict: &r.Restrict, Sandbox: &r.Sandbox, Budget: r.Budget}
 	if r.Runner == "" {
-		return fieldErr("runner", ErrMissing, "is empty; a record names its runner")
+		return strictjson.FieldErr("runner", strictjson.ErrMissing, "is empty; a record names its runner")
 	}
 	return a.Validate()
 }
@@ -478,7 +480,7 @@ func (r *TaskRecord) Validate() error {
 // Encode renders the record's fenced block.
 func (r *TaskRecord) Encode() ([]byte, error) {
 	if err := r.Validate(); err != nil {
-		return nil, at("record", err)
+		return nil, strictjson.At("record", err)
 	}
 	c := *r
 	for _, l := range []*[]string{&c.Checkins, &c.Hears, &c.Sandbox.ReadOnly, &c.Sandbox.ReadWrite} {
@@ -512,23 +514,23 @@ func ReadTaskRecord(text []byte) (*TaskRecord, error) {
 	}
 	where := fmt.Sprintf("record (block at line %d)", b.Line)
 	m, _ := v.(map[string]any)
-	o := jobj{m: m}
+	o := strictjson.Obj{Map: m}
 	if n, ok := m["ocx"].(json.Number); !ok || n.String() != strconv.Itoa(Version) {
-		return nil, &FieldError{Where: where, Field: "ocx", Problem: fmt.Sprintf(`is not 1; a protocol v1 record says "ocx": 1`), Err: ErrUnknownVersion}
+		return nil, &strictjson.FieldError{Where: where, Field: "ocx", Problem: fmt.Sprintf(`is not 1; a protocol v1 record says "ocx": 1`), Err: strictjson.ErrUnknownVersion}
 	}
 	if k, _ := m["kind"].(string); k != RecordKind {
-		return nil, &FieldError{Where: where, Field: "kind", Problem: `is not "record"`, Err: ErrWrongKind}
+		return nil, &strictjson.FieldError{Where: where, Field: "kind", Problem: `is not "record"`, Err: strictjson.ErrWrongKind}
 	}
 	r, err := decodeTaskRecord(o)
 	if err != nil {
-		return nil, at(where, err)
+		return nil, strictjson.At(where, err)
 	}
 	return r, nil
 }
 
 // decodeTaskRecord reads a record's fields from its parsed block, whose
 // ocx and kind the caller has read; ReadMessage dispatches here too.
-func decodeTaskRecord(o jobj) (*TaskRecord, error) {
+func decodeTaskRecord(o strictjson.Obj) (*TaskRecord, error) {
 	r := new(TaskRecord)
 	if err := fill(o, r); err != nil {
 		return nil, err
@@ -570,23 +572,23 @@ func ParseVerdict(value string) (Verdict, error) {
 	v.Pass = ok
 	if !ok {
 		if rest, ok = strings.CutPrefix(value, VerdictFail+": "); !ok {
-			return Verdict{}, fieldErr("audited", ErrInvalid, fmt.Sprintf("%s does not start with pass: or fail:", quoteShort(value)))
+			return Verdict{}, strictjson.FieldErr("audited", strictjson.ErrInvalid, fmt.Sprintf("%s does not start with pass: or fail:", strictjson.QuoteShort(value)))
 		}
 	}
 	i := strings.LastIndex(rest, " (against ")
 	if i < 0 || !strings.HasSuffix(rest, ")") {
-		return Verdict{}, fieldErr("audited", ErrInvalid, fmt.Sprintf("%s does not end with (against X)", quoteShort(value)))
+		return Verdict{}, strictjson.FieldErr("audited", strictjson.ErrInvalid, fmt.Sprintf("%s does not end with (against X)", strictjson.QuoteShort(value)))
 	}
 	v.Reason, v.Against = rest[:i], rest[i+len(" (against "):len(rest)-1]
 	if strings.TrimSpace(v.Reason) == "" || v.Against == "" || checkLine("audited", value, true, MaxTextLen) != nil {
-		return Verdict{}, fieldErr("audited", ErrInvalid, fmt.Sprintf("%s has no reason or no X", quoteShort(value)))
+		return Verdict{}, strictjson.FieldErr("audited", strictjson.ErrInvalid, fmt.Sprintf("%s has no reason or no X", strictjson.QuoteShort(value)))
 	}
 	// X is a record's full hash or a path of the check-in (E6), as the
 	// audit tool writes it and the status shows it: anything else (5 KB of
 	// it, an absolute path) is no verdict, which every reader passes over.
 	if checkHash("audited", v.Against) != nil && CheckAgainstPath("audited", v.Against) != nil {
-		return Verdict{}, fieldErr("audited", ErrInvalid, fmt.Sprintf("%s names %s, which is neither a record's full hash nor a path of the check-in (at most %d bytes, relative, clean)",
-			quoteShort(value), quoteShort(v.Against), MaxPathLen))
+		return Verdict{}, strictjson.FieldErr("audited", strictjson.ErrInvalid, fmt.Sprintf("%s names %s, which is neither a record's full hash nor a path of the check-in (at most %d bytes, relative, clean)",
+			strictjson.QuoteShort(value), strictjson.QuoteShort(v.Against), MaxPathLen))
 	}
 	return v, nil
 }

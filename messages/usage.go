@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // A session's use of the node (D50): the tokens its model read and wrote,
@@ -57,11 +59,11 @@ func (t Tokens) String() string {
 func (t Tokens) validate(f string) error {
 	for k, n := range map[string]uint64{"input": t.Input, "output": t.Output, "cached": t.Cached} {
 		if n > MaxTokens {
-			return fieldErr(joinField(f, k), ErrInvalid, fmt.Sprintf("%d is past 2^53-1", n))
+			return strictjson.FieldErr(strictjson.JoinField(f, k), strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1", n))
 		}
 	}
 	if t.Cached > t.Input {
-		return fieldErr(joinField(f, "cached"), ErrInvalid, fmt.Sprintf("%d is more than the %d tokens read: the cached are some of them", t.Cached, t.Input))
+		return strictjson.FieldErr(strictjson.JoinField(f, "cached"), strictjson.ErrInvalid, fmt.Sprintf("%d is more than the %d tokens read: the cached are some of them", t.Cached, t.Input))
 	}
 	return nil
 }
@@ -137,7 +139,7 @@ func (c CostUSD) validate(f string) error {
 		return nil
 	}
 	if _, ok := c.micros(); !ok {
-		return fieldErr(f, ErrInvalid, fmt.Sprintf("%s is not an amount of dollars: digits, and at most six places after a point, as 0.0123", quoteShort(string(c))))
+		return strictjson.FieldErr(f, strictjson.ErrInvalid, fmt.Sprintf("%s is not an amount of dollars: digits, and at most six places after a point, as 0.0123", strictjson.QuoteShort(string(c))))
 	}
 	return nil
 }
@@ -174,7 +176,7 @@ func (c ModelCount) String() string {
 func (c *ModelCount) validate(f string) error {
 	for k, n := range map[string]uint64{"requests": c.Requests, "unread": c.Unread, "refused": c.Refused} {
 		if n > MaxTokens {
-			return fieldErr(joinField(f, k), ErrInvalid, fmt.Sprintf("%d is past 2^53-1", n))
+			return strictjson.FieldErr(strictjson.JoinField(f, k), strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1", n))
 		}
 	}
 	return c.Tokens.validate(f)
@@ -218,11 +220,11 @@ func (r *RunnerReport) validate(f string) error {
 	if err := r.Tokens.validate(f); err != nil {
 		return err
 	}
-	return r.Cost.validate(joinField(f, "cost_usd"))
+	return r.Cost.validate(strictjson.JoinField(f, "cost_usd"))
 }
 
 // Validate checks the counts and the cost.
-func (r *RunnerReport) Validate() error { return at("runner-usage", r.validate("")) }
+func (r *RunnerReport) Validate() error { return strictjson.At("runner-usage", r.validate("")) }
 
 // Encode renders the runner's report as the file a runner writes for its
 // session ($OCX_TURN_USAGE, "ocx": "runner-usage").
@@ -248,13 +250,13 @@ func DecodeRunnerReport(data []byte) (*RunnerReport, error) {
 
 func decodeUsageFile(kind string, data []byte, v any) error {
 	if len(data) > MaxUsageFileLen {
-		return &FieldError{Where: kind, Problem: fmt.Sprintf("is %d bytes; at most %d", len(data), MaxUsageFileLen), Err: ErrTooLong}
+		return &strictjson.FieldError{Where: kind, Problem: fmt.Sprintf("is %d bytes; at most %d", len(data), MaxUsageFileLen), Err: strictjson.ErrTooLong}
 	}
 	o, err := hostFileObject(kind, kind, data)
 	if err != nil {
 		return err
 	}
-	return at(kind, fill(o, v))
+	return strictjson.At(kind, fill(o, v))
 }
 
 // TurnUsage is one turn as its session measured it: the post it
@@ -269,17 +271,17 @@ type TurnUsage struct {
 }
 
 func (t *TurnUsage) validate(f string) error {
-	if err := checkHash(joinField(f, "post"), t.Post); err != nil {
+	if err := checkHash(strictjson.JoinField(f, "post"), t.Post); err != nil {
 		return err
 	}
-	if err := checkTime(joinField(f, "started"), t.Started); err != nil {
+	if err := checkTime(strictjson.JoinField(f, "started"), t.Started); err != nil {
 		return err
 	}
 	if t.WallMS > MaxSafeInt || t.CPUMS > MaxSafeInt {
-		return fieldErr(joinField(f, "wall_ms"), ErrInvalid, "is past 2^53-1")
+		return strictjson.FieldErr(strictjson.JoinField(f, "wall_ms"), strictjson.ErrInvalid, "is past 2^53-1")
 	}
 	if t.Runner != nil {
-		return t.Runner.validate(joinField(f, "runner"))
+		return t.Runner.validate(strictjson.JoinField(f, "runner"))
 	}
 	return nil
 }
@@ -341,17 +343,17 @@ func seconds(ms uint64) string {
 
 func (u *SessionUsage) validate(f string) error {
 	if u.Model != nil {
-		if err := u.Model.validate(joinField(f, "model")); err != nil {
+		if err := u.Model.validate(strictjson.JoinField(f, "model")); err != nil {
 			return err
 		}
 	}
 	for k, n := range map[string]uint64{"tokens_limit": u.Limit, "turns": u.Turns, "wall_ms": u.WallMS, "cpu_ms": u.CPUMS} {
 		if n > MaxSafeInt {
-			return fieldErr(joinField(f, k), ErrInvalid, fmt.Sprintf("%d is past 2^53-1", n))
+			return strictjson.FieldErr(strictjson.JoinField(f, k), strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1", n))
 		}
 	}
 	if u.Runner != nil {
-		return u.Runner.validate(joinField(f, "runner"))
+		return u.Runner.validate(strictjson.JoinField(f, "runner"))
 	}
 	return nil
 }
@@ -377,21 +379,21 @@ type ModelUsage struct {
 // Validate checks the launch, the counts and the time.
 func (m *ModelUsage) Validate() error {
 	if err := checkOptHash("launch", m.Launch); err != nil {
-		return at("model-usage", err)
+		return strictjson.At("model-usage", err)
 	}
 	if err := m.Count.validate("count"); err != nil {
-		return at("model-usage", err)
+		return strictjson.At("model-usage", err)
 	}
 	if m.Limit > MaxTokens {
-		return at("model-usage", fieldErr("limit", ErrInvalid, "is past 2^53-1"))
+		return strictjson.At("model-usage", strictjson.FieldErr("limit", strictjson.ErrInvalid, "is past 2^53-1"))
 	}
 	if m.Reached != "" && m.Limit == 0 {
-		return at("model-usage", fieldErr("reached", ErrInvalid, "a count with no limit reaches none"))
+		return strictjson.At("model-usage", strictjson.FieldErr("reached", strictjson.ErrInvalid, "a count with no limit reaches none"))
 	}
 	if err := checkLine("reached", m.Reached, false, MaxShortLen); err != nil {
-		return at("model-usage", err)
+		return strictjson.At("model-usage", err)
 	}
-	return at("model-usage", checkTime("updated", m.Updated))
+	return strictjson.At("model-usage", checkTime("updated", m.Updated))
 }
 
 // Encode renders the file.
@@ -442,20 +444,20 @@ func (s *SessionTurns) Add(t TurnUsage) {
 // Validate checks each turn and the total.
 func (s *SessionTurns) Validate() error {
 	if err := checkOptHash("launch", s.Launch); err != nil {
-		return at("turns", err)
+		return strictjson.At("turns", err)
 	}
 	if s.Total.Model != nil {
-		return at("turns", fieldErr("total.model", ErrInvalid, "a session's own account holds no count of the node's"))
+		return strictjson.At("turns", strictjson.FieldErr("total.model", strictjson.ErrInvalid, "a session's own account holds no count of the node's"))
 	}
 	if err := s.Total.validate("total"); err != nil {
-		return at("turns", err)
+		return strictjson.At("turns", err)
 	}
 	if len(s.Turns) > MaxTurnsKept {
-		return at("turns", fieldErr("turns", ErrInvalid, fmt.Sprintf("holds %d turns; at most %d", len(s.Turns), MaxTurnsKept)))
+		return strictjson.At("turns", strictjson.FieldErr("turns", strictjson.ErrInvalid, fmt.Sprintf("holds %d turns; at most %d", len(s.Turns), MaxTurnsKept)))
 	}
 	for i := range s.Turns {
-		if err := s.Turns[i].validate(indexField("turns", i)); err != nil {
-			return at("turns", err)
+		if err := s.Turns[i].validate(strictjson.IndexField("turns", i)); err != nil {
+			return strictjson.At("turns", err)
 		}
 	}
 	return nil

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // TestCostUSD: an amount is rounded to a millionth of a dollar and added
@@ -139,8 +141,8 @@ func TestLimitsTokens(t *testing.T) {
 	}
 	// A reader before D50 knew wall alone inside limits, and refused any
 	// other key: it refuses this definition rather than drop the limit.
-	old := jobj{m: map[string]any{"tokens": nil}}
-	if err := old.onlyKeys("limits", "wall"); err == nil {
+	old := strictjson.Obj{Map: map[string]any{"tokens": nil}}
+	if err := old.OnlyKeys("limits", "wall"); err == nil {
 		t.Errorf("a reader knowing wall alone accepts tokens")
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/ocx-go/ocx/host/listening"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // Options say which repository's arrivals to handle, and how.
@@ -808,7 +809,7 @@ func (h *run) noteOf(ctx context.Context, info fossilio.Info, read artifactsRead
 	}
 	note, err := messages.ReadPost(text)
 	switch {
-	case errors.Is(err, messages.ErrNotANote):
+	case errors.Is(err, strictjson.ErrNotANote):
 		return wake.NoNote, nil, nil
 	case err != nil:
 		return wake.BrokenNote, err, nil

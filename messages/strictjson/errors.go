@@ -1,4 +1,4 @@
-package messages
+package strictjson
 
 import (
 	"errors"
@@ -98,14 +98,14 @@ func fieldToPointer(field string) string {
 	return b.String()
 }
 
-// fieldErr builds a *FieldError without a Where; the decoders fill Where in.
-func fieldErr(field string, sentinel error, problem string) *FieldError {
+// FieldErr builds a *FieldError without a Where; the decoders fill Where in.
+func FieldErr(field string, sentinel error, problem string) *FieldError {
 	return &FieldError{Field: field, Problem: problem, Err: sentinel}
 }
 
-// at sets Where on a *FieldError (if err is one) and returns it; other errors
+// At sets Where on a *FieldError (if err is one) and returns it; other errors
 // are returned unchanged.
-func at(where string, err error) error {
+func At(where string, err error) error {
 	var fe *FieldError
 	if errors.As(err, &fe) && fe.Where == "" {
 		fe.Where = where
@@ -113,12 +113,12 @@ func at(where string, err error) error {
 	return err
 }
 
-// joinField appends a key to a field path. A key that is not a plain word
+// JoinField appends a key to a field path. A key that is not a plain word
 // (letters, digits, '_' and '-') is quoted, and a long one shortened, so that a
 // hostile key cannot put a newline or a megabyte into an error message.
-func joinField(path, key string) string {
+func JoinField(path, key string) string {
 	if !plainKey(key) {
-		key = quoteShort(key)
+		key = QuoteShort(key)
 	}
 	if path == "" {
 		return key
@@ -139,7 +139,18 @@ func plainKey(k string) bool {
 	return true
 }
 
-// indexField appends a list index to a field path.
-func indexField(path string, i int) string {
+// IndexField appends a list index to a field path.
+func IndexField(path string, i int) string {
 	return path + "[" + strconv.Itoa(i) + "]"
+}
+
+// QuoteShort quotes s for an error message, eliding the middle of a long one so
+// that a hostile 5,000-byte value does not make a 5,000-byte message.
+func QuoteShort(s string) string {
+	const keep = 48
+	if len(s) <= 2*keep {
+		return strconv.Quote(s)
+	}
+	head, tail := s[:keep], s[len(s)-keep:]
+	return strconv.Quote(strings.ToValidUTF8(head, "")) + "…" + strconv.Quote(strings.ToValidUTF8(tail, ""))
 }
