@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
 var testW = messages.WorkspaceKey{Login: "ana", Project: "demo"}
@@ -481,7 +482,7 @@ func TestEndNote(t *testing.T) {
 		c.Step(at, closed)
 		u := messages.UsageRead{Proc: proc}
 		if past == messages.LimitTokens {
-			u.Usage = &messages.SessionUsage{Model: &messages.ModelCount{Requests: 2, Tokens: messages.Tokens{Input: 900, Output: 142}}, Limit: 1000, Turns: 1, WallMS: 1500, CPUMS: 200}
+			u.Usage = &messages.SessionUsage{Model: &messages.ModelCount{Requests: 2, Tokens: modelapi.Tokens{Input: 900, Output: 142}}, Limit: 1000, Turns: 1, WallMS: 1500, CPUMS: 200}
 			u.Reached = "its model proxy counted 1042 tokens (900 in, 142 out) against its limits.tokens of 1000"
 		}
 		effects := c.Step(at, u)

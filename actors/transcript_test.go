@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
 var update = flag.Bool("update", false, "rewrite the transcripts in testdata with what the actors do now")
@@ -224,7 +225,7 @@ func (tr *transcript) do(cmd string) error {
 			return errors.New("spent LAUNCH NOTE...")
 		}
 		s.cgroups.usage[tr.hash(f[1])] = messages.UsageRead{Reached: strings.Join(f[2:], " "),
-			Usage: &messages.SessionUsage{Model: &messages.ModelCount{Requests: 1, Tokens: messages.Tokens{Input: 10, Output: 2}}, Limit: 10, Turns: 1, WallMS: 900, CPUMS: 100}}
+			Usage: &messages.SessionUsage{Model: &messages.ModelCount{Requests: 1, Tokens: modelapi.Tokens{Input: 10, Output: 2}}, Limit: 10, Turns: 1, WallMS: 900, CPUMS: 100}}
 	case "exit":
 		if len(f) != 4 {
 			return errors.New("exit PID@START LOGIN/PROJECT code=N|signal=SIG|sandbox=N")

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ocx-go/ocx/messages/modelapi"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -135,7 +136,7 @@ func (l LaunchSpec) Validate() error {
 			return strictjson.At("launch", err)
 		}
 	}
-	if l.Tokens > MaxTokens {
+	if l.Tokens > modelapi.MaxTokens {
 		return strictjson.At("launch", strictjson.FieldErr("tokens", strictjson.ErrInvalid, "is past 2^53-1"))
 	}
 	return strictjson.At("launch", checkHears("hears", l.Hears))

@@ -98,7 +98,7 @@ func addFields(p *plan, t reflect.Type, index []int) {
 		if name == "" {
 			name = sf.Name
 		}
-		f := planField{index: idx, key: name, max: MaxSafeInt}
+		f := planField{index: idx, key: name, max: strictjson.MaxSafeInt}
 		f.why, f.required = sf.Tag.Lookup("why")
 		switch m := sf.Tag.Get("max"); m {
 		case "":

@@ -8,6 +8,9 @@ import (
 	"unicode"
 
 	"pgregory.net/rapid"
+
+	"github.com/ocx-go/ocx/messages/modelapi"
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // Generators of valid values, for the property tests. They reach the edges of
@@ -131,7 +134,7 @@ func genProcess() *rapid.Generator[Holder] {
 	return rapid.Custom(func(t *rapid.T) Holder {
 		return Holder{
 			PID:       rapid.IntRange(1, MaxPID).Draw(t, "pid"),
-			StartTime: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "start"),
+			StartTime: rapid.Uint64Range(0, strictjson.MaxSafeInt).Draw(t, "start"),
 			Command:   genCommand().Draw(t, "command"),
 			StartedBy: rapid.SampledFrom([]Origin{OriginDaemon, OriginTerminal, OriginOrphan}).Draw(t, "by"),
 		}
@@ -179,7 +182,7 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			wall := rapid.SampledFrom([]string{"", "2h", "90s", "1d"}).Draw(t, "wall")
 			var tokens uint64
 			if d.Kind == LLM && rapid.Bool().Draw(t, "has-tokens") {
-				tokens = rapid.Uint64Range(1, MaxTokens).Draw(t, "tokens")
+				tokens = rapid.Uint64Range(1, modelapi.MaxTokens).Draw(t, "tokens")
 			}
 			disk := rapid.SampledFrom([]string{"", "16M", "4G", "1073741824"}).Draw(t, "disk")
 			if wall != "" || tokens > 0 || disk != "" {
@@ -202,7 +205,7 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			return n
 		case KindEnd:
 			n := &EndNote{Version: v, Launch: genHash().Draw(t, "launch"), Login: login, Project: project,
-				PID: rapid.IntRange(1, MaxPID).Draw(t, "pid"), StartTime: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "start"),
+				PID: rapid.IntRange(1, MaxPID).Draw(t, "pid"), StartTime: rapid.Uint64Range(0, strictjson.MaxSafeInt).Draw(t, "start"),
 				Status:  rapid.SampledFrom([]EndStatus{EndExited, EndSignaled, EndUnknown, EndSandboxFailed}).Draw(t, "status"),
 				Release: genLineText(true).Draw(t, "release"), Seen: genTime().Draw(t, "seen"), Note: genText(true).Draw(t, "note")}
 			code := rapid.IntRange(0, 255).Draw(t, "code")
@@ -285,9 +288,9 @@ func genState() *rapid.Generator[*NodeState] {
 		s := &NodeState{Version: genVersion().Draw(t, "version")}
 		for i, p := range rapid.SliceOfNDistinct(genName(), 0, 3, rapid.ID[string]).Draw(t, "hooks") {
 			h := HookStatus{Project: p, Repository: "/srv/fossil/" + p + ".fossil", Installed: i%2 == 0,
-				Newest: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "newest")}
+				Newest: rapid.Uint64Range(0, strictjson.MaxSafeInt).Draw(t, "newest")}
 			if rapid.Bool().Draw(t, "has mark") {
-				m := rapid.Uint64Range(0, MaxSafeInt).Draw(t, "mark")
+				m := rapid.Uint64Range(0, strictjson.MaxSafeInt).Draw(t, "mark")
 				h.Mark = &m
 			}
 			if rapid.Bool().Draw(t, "held") {
@@ -314,7 +317,7 @@ func genState() *rapid.Generator[*NodeState] {
 		for range rapid.IntRange(0, 3).Draw(t, "sessions") {
 			s.Sessions = append(s.Sessions, SessionStatus{Login: genLogin().Draw(t, "login"), Project: genName().Draw(t, "project"),
 				Record: genHash().Draw(t, "record"), Launch: genOpt(genHash()).Draw(t, "launch"), PID: rapid.IntRange(1, MaxPID).Draw(t, "pid"),
-				StartTime: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "start"), StartedBy: rapid.SampledFrom([]Origin{OriginDaemon, OriginTerminal, OriginOrphan}).Draw(t, "by"),
+				StartTime: rapid.Uint64Range(0, strictjson.MaxSafeInt).Draw(t, "start"), StartedBy: rapid.SampledFrom([]Origin{OriginDaemon, OriginTerminal, OriginOrphan}).Draw(t, "by"),
 				State: rapid.SampledFrom([]SessionActivity{SessionWorking, SessionIdle}).Draw(t, "state"), Listening: rapid.Bool().Draw(t, "listening"),
 				Release: genLineText(true).Draw(t, "release"), Older: rapid.Bool().Draw(t, "older"), Hears: genHears().Draw(t, "hears")})
 			if rapid.Bool().Draw(t, "has-usage") {
@@ -330,7 +333,7 @@ func genState() *rapid.Generator[*NodeState] {
 			s.Runners = append(s.Runners, RunnerOffer{Name: name, Version: rapid.OneOf(rapid.Just(VersionUnknown), genLineText(true)).Draw(t, "version")})
 		}
 		if rapid.Bool().Draw(t, "session limits") {
-			l := &SessionLimitsStatus{Memory: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "memory"), Processes: rapid.Uint64Range(0, 1<<20).Draw(t, "processes")}
+			l := &SessionLimitsStatus{Memory: rapid.Uint64Range(0, strictjson.MaxSafeInt).Draw(t, "memory"), Processes: rapid.Uint64Range(0, 1<<20).Draw(t, "processes")}
 			if rapid.Bool().Draw(t, "cgroups") {
 				l.Cgroups = "v1 /sys/fs/cgroup/memory /sys/fs/cgroup/pids"
 			} else {
@@ -360,9 +363,9 @@ func genState() *rapid.Generator[*NodeState] {
 		}
 		for range rapid.IntRange(0, 2).Draw(t, "look-alikes") {
 			s.LookAlikes = append(s.LookAlikes, LookAlikeStatus{Login: genLogin().Draw(t, "llogin"), Project: genName().Draw(t, "lproject"),
-				PID: rapid.IntRange(1, MaxPID).Draw(t, "lpid"), StartTime: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "lstart"),
+				PID: rapid.IntRange(1, MaxPID).Draw(t, "lpid"), StartTime: rapid.Uint64Range(0, strictjson.MaxSafeInt).Draw(t, "lstart"),
 				Command: genLineText(true).Draw(t, "command"), Why: genLineText(true).Draw(t, "lwhy"),
-				Claims: rapid.SampledFrom([]int{0, 2, 3, 20000, MaxSafeInt}).Draw(t, "claims")})
+				Claims: rapid.SampledFrom([]int{0, 2, 3, 20000, strictjson.MaxSafeInt}).Draw(t, "claims")})
 		}
 		s.LookAlikesLeftOut = rapid.SampledFrom([]int{0, 0, 1, 57}).Draw(t, "left out")
 		if s.Hooks == nil {
@@ -422,16 +425,16 @@ func genPipeLine() *rapid.Generator[PipeLine] {
 		rapid.Just[PipeLine](ReexecLine{}),
 		rapid.Custom(func(t *rapid.T) PipeLine {
 			return BudgetLine{Login: genLogin().Draw(t, "login"), Project: genName().Draw(t, "project"), Launch: genHash().Draw(t, "launch"),
-				Limit: LimitTokens, Used: rapid.Uint64Range(0, MaxTokens).Draw(t, "used")}
+				Limit: LimitTokens, Used: rapid.Uint64Range(0, modelapi.MaxTokens).Draw(t, "used")}
 		}),
 	)
 }
 
 // genTokens draws a count of tokens, the cached some of the read.
-func genTokens() *rapid.Generator[Tokens] {
-	return rapid.Custom(func(t *rapid.T) Tokens {
-		in := rapid.Uint64Range(0, MaxTokens).Draw(t, "input")
-		return Tokens{Input: in, Output: rapid.Uint64Range(0, MaxTokens).Draw(t, "output"), Cached: rapid.Uint64Range(0, in).Draw(t, "cached")}
+func genTokens() *rapid.Generator[modelapi.Tokens] {
+	return rapid.Custom(func(t *rapid.T) modelapi.Tokens {
+		in := rapid.Uint64Range(0, modelapi.MaxTokens).Draw(t, "input")
+		return modelapi.Tokens{Input: in, Output: rapid.Uint64Range(0, modelapi.MaxTokens).Draw(t, "output"), Cached: rapid.Uint64Range(0, in).Draw(t, "cached")}
 	})
 }
 
@@ -450,7 +453,7 @@ func genRunnerReport() *rapid.Generator[*RunnerReport] {
 // the runner's report.
 func genUsage() *rapid.Generator[*SessionUsage] {
 	return rapid.Custom(func(t *rapid.T) *SessionUsage {
-		n := func(l string) uint64 { return rapid.Uint64Range(0, MaxSafeInt).Draw(t, l) }
+		n := func(l string) uint64 { return rapid.Uint64Range(0, strictjson.MaxSafeInt).Draw(t, l) }
 		u := &SessionUsage{Turns: n("turns"), WallMS: n("wall"), CPUMS: n("cpu")}
 		if rapid.Bool().Draw(t, "has-model") {
 			u.Model = &ModelCount{Requests: n("requests"), Tokens: genTokens().Draw(t, "tokens"), Unread: n("unread"), Refused: n("refused")}

@@ -6,14 +6,8 @@ import (
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
-// Bounds on process identities.
-const (
-	// MaxPID is Linux's PID_MAX_LIMIT on 64-bit hosts.
-	MaxPID = 1 << 22
-	// MaxSafeInt is the largest whole number every JSON reader reads exactly
-	// (2^53-1); a start time in clock ticks stays far below it.
-	MaxSafeInt = 1<<53 - 1
-)
+// MaxPID bounds process identities: Linux's PID_MAX_LIMIT on 64-bit hosts.
+const MaxPID = 1 << 22
 
 // The releases a launch may ask for (seed 000: restart on the current or the
 // previous release).

@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/ocx-go/ocx/messages/modelapi"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -152,7 +153,7 @@ func (l BudgetLine) Validate() error {
 	if l.Limit != LimitTokens {
 		return strictjson.At("budget line", strictjson.FieldErr("limit", strictjson.ErrInvalid, fmt.Sprintf("%s is not a limit a model proxy counts (tokens)", strictjson.QuoteShort(l.Limit))))
 	}
-	if l.Used > MaxTokens {
+	if l.Used > modelapi.MaxTokens {
 		return strictjson.At("budget line", strictjson.FieldErr("used", strictjson.ErrInvalid, "is past 2^53-1"))
 	}
 	return nil

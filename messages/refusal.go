@@ -103,7 +103,7 @@ func checkPID(field string, pid int) error {
 }
 
 func checkStartTime(field string, t uint64) error {
-	if t > MaxSafeInt {
+	if t > strictjson.MaxSafeInt {
 		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1, which not every JSON reader reads exactly", t))
 	}
 	return nil

@@ -2,6 +2,7 @@ package messages
 
 import (
 	"fmt"
+	"github.com/ocx-go/ocx/messages/modelapi"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -163,7 +164,7 @@ func (l *SessionLimits) validate(kind SessionKind) error {
 			return err
 		}
 	}
-	if l.Tokens > MaxTokens {
+	if l.Tokens > modelapi.MaxTokens {
 		return strictjson.FieldErr("limits.tokens", strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1", l.Tokens))
 	}
 	if l.Tokens > 0 && kind != LLM {

@@ -111,7 +111,7 @@ func (l *LookAlikeStatus) validate(f string) error {
 	if err := checkLine(strictjson.JoinField(f, "command"), l.Command, true, MaxShortLen); err != nil {
 		return err
 	}
-	if l.Claims == 1 || l.Claims < 0 || l.Claims > MaxSafeInt {
+	if l.Claims == 1 || l.Claims < 0 || l.Claims > strictjson.MaxSafeInt {
 		return strictjson.FieldErr(strictjson.JoinField(f, "claims"), strictjson.ErrInvalid, fmt.Sprintf("is %d; a look-alike that claims more than one workspace counts them (2 or more), one that claims one says nothing", l.Claims))
 	}
 	return checkLine(strictjson.JoinField(f, "why"), l.Why, true, MaxShortLen)
@@ -497,7 +497,7 @@ func (s *NodeState) validateReviews(once func(field, key string) error) error {
 			return err
 		}
 	}
-	if s.LookAlikesLeftOut < 0 || s.LookAlikesLeftOut > MaxSafeInt {
+	if s.LookAlikesLeftOut < 0 || s.LookAlikesLeftOut > strictjson.MaxSafeInt {
 		return strictjson.FieldErr("look_alikes_left_out", strictjson.ErrInvalid, fmt.Sprintf("is %d; it counts the look-alikes left out", s.LookAlikesLeftOut))
 	}
 	for i, v := range s.Verdicts {
@@ -563,10 +563,10 @@ func (h *HookStatus) validate(f string) error {
 
 // validateCounts checks the hook's receipts and its hold.
 func (h *HookStatus) validateCounts(f string) error {
-	if h.Newest > MaxSafeInt {
+	if h.Newest > strictjson.MaxSafeInt {
 		return strictjson.FieldErr(strictjson.JoinField(f, "newest"), strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1", h.Newest))
 	}
-	if h.Mark != nil && *h.Mark > MaxSafeInt {
+	if h.Mark != nil && *h.Mark > strictjson.MaxSafeInt {
 		return strictjson.FieldErr(strictjson.JoinField(f, "mark"), strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1", *h.Mark))
 	}
 	if h.HeldUntil != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/messages/modelapi"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -128,7 +129,7 @@ func (b Budget) validate() error {
 	if _, err := b.WallDuration(); err != nil {
 		return err
 	}
-	if b.Tokens > MaxTokens {
+	if b.Tokens > modelapi.MaxTokens {
 		return strictjson.FieldErr("budget.tokens", strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1", b.Tokens))
 	}
 	return nil

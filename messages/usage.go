@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/messages/modelapi"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -22,58 +23,6 @@ import (
 // limits.tokens, a protocol v1 record's budget.tokens (D50): the tokens
 // its model may read and write, as the node's model proxy counts them.
 const LimitTokens = "tokens"
-
-// MaxTokens bounds a tokens limit and every count: a JSON number every
-// reader reads exactly.
-const MaxTokens = MaxSafeInt
-
-// Tokens counts what a model read and wrote. Input is every token it read,
-// those read from a cache included; Cached is how many of them were.
-// Input and Output are what a tokens limit counts (Total).
-type Tokens struct {
-	Input  uint64 `json:"input" why:"a count of tokens says how many the model read"`
-	Output uint64 `json:"output" why:"a count of tokens says how many the model wrote"`
-	Cached uint64 `json:"cached,omitempty"`
-}
-
-// Total is what a tokens limit counts: read and written.
-func (t Tokens) Total() uint64 { return addCapped(t.Input, t.Output) }
-
-// Plus is t and u added, each count capped at MaxTokens.
-func (t Tokens) Plus(u Tokens) Tokens {
-	return Tokens{Input: addCapped(t.Input, u.Input), Output: addCapped(t.Output, u.Output), Cached: addCapped(t.Cached, u.Cached)}
-}
-
-// IsZero says nothing was counted.
-func (t Tokens) IsZero() bool { return t == Tokens{} }
-
-// String renders "120 in (20 cached), 40 out".
-func (t Tokens) String() string {
-	s := strconv.FormatUint(t.Input, 10) + " in"
-	if t.Cached > 0 {
-		s += " (" + strconv.FormatUint(t.Cached, 10) + " cached)"
-	}
-	return s + ", " + strconv.FormatUint(t.Output, 10) + " out"
-}
-
-func (t Tokens) validate(f string) error {
-	for k, n := range map[string]uint64{"input": t.Input, "output": t.Output, "cached": t.Cached} {
-		if n > MaxTokens {
-			return strictjson.FieldErr(strictjson.JoinField(f, k), strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1", n))
-		}
-	}
-	if t.Cached > t.Input {
-		return strictjson.FieldErr(strictjson.JoinField(f, "cached"), strictjson.ErrInvalid, fmt.Sprintf("%d is more than the %d tokens read: the cached are some of them", t.Cached, t.Input))
-	}
-	return nil
-}
-
-func addCapped(a, b uint64) uint64 {
-	if a > MaxTokens-min(b, MaxTokens) {
-		return MaxTokens
-	}
-	return a + b
-}
 
 // CostUSD is an amount of US dollars as a decimal string, at most six
 // places ("0.0123"): what a runner's CLI says a turn cost. A string, so
@@ -151,7 +100,7 @@ type ModelCount struct {
 	// Requests are the requests forwarded to the model's API.
 	Requests uint64 `json:"requests" why:"the node's count says how many requests it forwarded"`
 	// Tokens are what the replies said the model read and wrote.
-	Tokens
+	modelapi.Tokens
 	// Unread counts the replies (a success) whose usage could not be
 	// read: no usage, a stream cut short, a reply that is not the API's
 	// shape. Under a tokens limit one spends the budget: the node cannot
@@ -175,11 +124,11 @@ func (c ModelCount) String() string {
 
 func (c *ModelCount) validate(f string) error {
 	for k, n := range map[string]uint64{"requests": c.Requests, "unread": c.Unread, "refused": c.Refused} {
-		if n > MaxTokens {
+		if n > modelapi.MaxTokens {
 			return strictjson.FieldErr(strictjson.JoinField(f, k), strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1", n))
 		}
 	}
-	return c.Tokens.validate(f)
+	return c.Tokens.ValidateAt(f)
 }
 
 func plural(n uint64, word string) string {
@@ -198,7 +147,7 @@ func plural(n uint64, word string) string {
 // runner's replies) and, where its CLI says it, the cost. Its own word:
 // shown beside the node's count, never deciding anything.
 type RunnerReport struct {
-	Tokens
+	modelapi.Tokens
 	Cost CostUSD `json:"cost_usd,omitempty"`
 }
 
@@ -217,7 +166,7 @@ func (r RunnerReport) String() string {
 }
 
 func (r *RunnerReport) validate(f string) error {
-	if err := r.Tokens.validate(f); err != nil {
+	if err := r.Tokens.ValidateAt(f); err != nil {
 		return err
 	}
 	return r.Cost.validate(strictjson.JoinField(f, "cost_usd"))
@@ -277,7 +226,7 @@ func (t *TurnUsage) validate(f string) error {
 	if err := checkTime(strictjson.JoinField(f, "started"), t.Started); err != nil {
 		return err
 	}
-	if t.WallMS > MaxSafeInt || t.CPUMS > MaxSafeInt {
+	if t.WallMS > strictjson.MaxSafeInt || t.CPUMS > strictjson.MaxSafeInt {
 		return strictjson.FieldErr(strictjson.JoinField(f, "wall_ms"), strictjson.ErrInvalid, "is past 2^53-1")
 	}
 	if t.Runner != nil {
@@ -306,9 +255,9 @@ type SessionUsage struct {
 
 // AddTurn adds one turn to the sums.
 func (u *SessionUsage) AddTurn(t TurnUsage) {
-	u.Turns = addCapped(u.Turns, 1)
-	u.WallMS = addCapped(u.WallMS, t.WallMS)
-	u.CPUMS = addCapped(u.CPUMS, t.CPUMS)
+	u.Turns = strictjson.AddCapped(u.Turns, 1)
+	u.WallMS = strictjson.AddCapped(u.WallMS, t.WallMS)
+	u.CPUMS = strictjson.AddCapped(u.CPUMS, t.CPUMS)
 	if t.Runner != nil {
 		r := t.Runner.Plus(RunnerReport{})
 		if u.Runner != nil {
@@ -348,7 +297,7 @@ func (u *SessionUsage) validate(f string) error {
 		}
 	}
 	for k, n := range map[string]uint64{"tokens_limit": u.Limit, "turns": u.Turns, "wall_ms": u.WallMS, "cpu_ms": u.CPUMS} {
-		if n > MaxSafeInt {
+		if n > strictjson.MaxSafeInt {
 			return strictjson.FieldErr(strictjson.JoinField(f, k), strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1", n))
 		}
 	}
@@ -384,7 +333,7 @@ func (m *ModelUsage) Validate() error {
 	if err := m.Count.validate("count"); err != nil {
 		return strictjson.At("model-usage", err)
 	}
-	if m.Limit > MaxTokens {
+	if m.Limit > modelapi.MaxTokens {
 		return strictjson.At("model-usage", strictjson.FieldErr("limit", strictjson.ErrInvalid, "is past 2^53-1"))
 	}
 	if m.Reached != "" && m.Limit == 0 {

@@ -8,6 +8,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/ocx-go/ocx/messages/modelapi"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -38,15 +39,15 @@ func TestCostUSD(t *testing.T) {
 // TestTokens: the cached are some of the read, the total what a limit
 // counts, and sums never pass 2^53-1.
 func TestTokens(t *testing.T) {
-	tk := Tokens{Input: 120, Output: 40, Cached: 20}
+	tk := modelapi.Tokens{Input: 120, Output: 40, Cached: 20}
 	if tk.Total() != 160 || tk.String() != "120 in (20 cached), 40 out" {
 		t.Errorf("%v: total %d", tk, tk.Total())
 	}
-	if err := (Tokens{Input: 1, Cached: 2}).validate("t"); err == nil || !strings.Contains(err.Error(), "t.cached") {
+	if err := (modelapi.Tokens{Input: 1, Cached: 2}).ValidateAt("t"); err == nil || !strings.Contains(err.Error(), "t.cached") {
 		t.Errorf("more cached than read: %v", err)
 	}
-	big := Tokens{Input: MaxTokens, Output: MaxTokens}
-	if s := big.Plus(big); s.Input != MaxTokens || s.Total() != MaxTokens {
+	big := modelapi.Tokens{Input: modelapi.MaxTokens, Output: modelapi.MaxTokens}
+	if s := big.Plus(big); s.Input != modelapi.MaxTokens || s.Total() != modelapi.MaxTokens {
 		t.Errorf("capped sum: %+v, total %d", s, s.Total())
 	}
 }
@@ -55,8 +56,8 @@ func TestTokens(t *testing.T) {
 // kind and keys read strictly.
 func TestUsageFiles(t *testing.T) {
 	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	m := &ModelUsage{Launch: h40, Count: ModelCount{Requests: 3, Tokens: Tokens{Input: 120, Output: 40}}, Limit: 100,
-		Reached: TokensReached(ModelCount{Tokens: Tokens{Input: 120, Output: 40}}, 100), Updated: at}
+	m := &ModelUsage{Launch: h40, Count: ModelCount{Requests: 3, Tokens: modelapi.Tokens{Input: 120, Output: 40}}, Limit: 100,
+		Reached: TokensReached(ModelCount{Tokens: modelapi.Tokens{Input: 120, Output: 40}}, 100), Updated: at}
 	b, err := m.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +71,7 @@ func TestUsageFiles(t *testing.T) {
 	}
 	st := &SessionTurns{Launch: h40}
 	for i := range MaxTurnsKept + 5 {
-		st.Add(TurnUsage{Post: h40, Started: at, WallMS: 1000, CPUMS: 10, Runner: &RunnerReport{Tokens: Tokens{Input: 1, Output: 2}, Cost: "0.01"}})
+		st.Add(TurnUsage{Post: h40, Started: at, WallMS: 1000, CPUMS: 10, Runner: &RunnerReport{Tokens: modelapi.Tokens{Input: 1, Output: 2}, Cost: "0.01"}})
 		_ = i
 	}
 	if len(st.Turns) != MaxTurnsKept || st.Total.Turns != MaxTurnsKept+5 || st.Total.WallMS != 105000 || st.Total.Runner.Cost != "1.05" {
@@ -180,9 +181,9 @@ func TestBudgetLine(t *testing.T) {
 func FuzzDecodeUsageFiles(f *testing.F) {
 	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	st := &SessionTurns{Launch: h40}
-	st.Add(TurnUsage{Post: h40, Started: at, WallMS: 5, Runner: &RunnerReport{Tokens: Tokens{Input: 3}, Cost: "0.5"}})
+	st.Add(TurnUsage{Post: h40, Started: at, WallMS: 5, Runner: &RunnerReport{Tokens: modelapi.Tokens{Input: 3}, Cost: "0.5"}})
 	for _, v := range []interface{ Encode() ([]byte, error) }{
-		&ModelUsage{Count: ModelCount{Requests: 1}, Updated: at}, st, &RunnerReport{Tokens: Tokens{Input: 1, Output: 2}},
+		&ModelUsage{Count: ModelCount{Requests: 1}, Updated: at}, st, &RunnerReport{Tokens: modelapi.Tokens{Input: 1, Output: 2}},
 	} {
 		b, err := v.Encode()
 		if err != nil {
@@ -249,7 +250,7 @@ func TestUsageSumsProperty(t *testing.T) {
 		for i := range rapid.IntRange(0, 150).Draw(t, "n") {
 			tu := TurnUsage{Post: h40, Started: time.Unix(int64(i), 0).UTC(), WallMS: rapid.Uint64Range(0, 1e6).Draw(t, "wall"), CPUMS: rapid.Uint64Range(0, 1e6).Draw(t, "cpu")}
 			if rapid.Bool().Draw(t, "reported") {
-				tu.Runner = &RunnerReport{Tokens: Tokens{Input: rapid.Uint64Range(0, 1e6).Draw(t, "in")}}
+				tu.Runner = &RunnerReport{Tokens: modelapi.Tokens{Input: rapid.Uint64Range(0, 1e6).Draw(t, "in")}}
 				in += tu.Runner.Input
 			}
 			wall, cpu = wall+tu.WallMS, cpu+tu.CPUMS

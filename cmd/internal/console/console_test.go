@@ -17,6 +17,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/tools"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 	"go.uber.org/goleak"
 )
 
@@ -130,8 +131,8 @@ func ptr(s string) *string { return &s }
 // runner reported of itself, and an ended one's as its end note says it.
 func TestSessionPageShowsUsage(t *testing.T) {
 	k := messages.WorkspaceKey{Login: "agent-1", Project: "demo"}
-	u := &messages.SessionUsage{Model: &messages.ModelCount{Requests: 2, Tokens: messages.Tokens{Input: 250, Output: 30, Cached: 100}, Refused: 1},
-		Limit: 1000, Turns: 3, WallMS: 5400, CPUMS: 800, Runner: &messages.RunnerReport{Tokens: messages.Tokens{Input: 2, Output: 2}, Cost: "0.0123"}}
+	u := &messages.SessionUsage{Model: &messages.ModelCount{Requests: 2, Tokens: modelapi.Tokens{Input: 250, Output: 30, Cached: 100}, Refused: 1},
+		Limit: 1000, Turns: 3, WallMS: 5400, CPUMS: 800, Runner: &messages.RunnerReport{Tokens: modelapi.Tokens{Input: 2, Output: 2}, Cost: "0.0123"}}
 	for _, ended := range []bool{false, true} {
 		var b bytes.Buffer
 		d := sessionData{Key: k, Usage: u, Ended: ended}

@@ -11,6 +11,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // HookCommand is the after-receive hook's command line as Fossil runs it
@@ -165,5 +166,5 @@ func (n *Node) hookMark(project string) (uint64, bool) {
 	v, _, ok := host.ReadHookMark(func() ([]byte, error) {
 		return unixhost.Below(n.Agents).ReadFile(n.Layout.HookMark(project), unixhost.SmallFile)
 	})
-	return uint64(v), ok && v <= messages.MaxSafeInt
+	return uint64(v), ok && v <= strictjson.MaxSafeInt
 }

@@ -1,4 +1,4 @@
-package messages_test
+package modelapi_test
 
 import (
 	"bytes"
@@ -7,15 +7,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
 // Every recorded reply in testdata/usage used the same: 135 tokens read
 // (100 of them from a cache), 42 written. Anthropic's reply says 25 past
 // the cache, 10 written to it and 100 read from it: all 135 are read.
-var recorded = messages.Tokens{Input: 135, Output: 42, Cached: 100}
+var recorded = modelapi.Tokens{Input: 135, Output: 42, Cached: 100}
 
-var shapes = map[string]messages.APIShape{"messages": messages.ShapeMessages, "chat": messages.ShapeChat, "responses": messages.ShapeResponses}
+var shapes = map[string]modelapi.APIShape{"messages": modelapi.ShapeMessages, "chat": modelapi.ShapeChat, "responses": modelapi.ShapeResponses}
 
 func fixture(t testing.TB, name string) []byte {
 	t.Helper()
@@ -31,31 +31,31 @@ func fixture(t testing.TB, name string) []byte {
 func TestParseUsageRecorded(t *testing.T) {
 	for name, s := range shapes {
 		body := fixture(t, name+".json")
-		if got, ok := messages.ParseUsage(s, body); !ok || got != recorded {
+		if got, ok := modelapi.ParseUsage(s, body); !ok || got != recorded {
 			t.Errorf("%s: %+v %v, want %+v", name, got, ok, recorded)
 		}
 		for other, o := range shapes {
-			if o == s || (s != messages.ShapeMessages && o != messages.ShapeMessages) {
+			if o == s || (s != modelapi.ShapeMessages && o != modelapi.ShapeMessages) {
 				continue // chat and responses share no keys that matter here
 			}
-			if got, ok := messages.ParseUsage(o, body); ok && got == recorded {
+			if got, ok := modelapi.ParseUsage(o, body); ok && got == recorded {
 				t.Errorf("%s's reply read as %s's: %+v", name, other, got)
 			}
 		}
 	}
 	for _, c := range []struct {
-		s    messages.APIShape
+		s    modelapi.APIShape
 		body string
 	}{
-		{messages.ShapeChat, `{"usage": null}`},
-		{messages.ShapeChat, `{"usage": {"prompt_tokens": "12", "completion_tokens": 3}}`},
-		{messages.ShapeChat, `{"usage": {"prompt_tokens": 1.5, "completion_tokens": 3}}`},
-		{messages.ShapeMessages, `{"usage": {"input_tokens": -1, "output_tokens": 3}}`},
-		{messages.ShapeResponses, `{"usage": {"input_tokens": 1e3, "output_tokens": 3}}`},
-		{messages.ShapeResponses, `not json`},
-		{messages.ShapeNone, `{"usage": {"input_tokens": 1, "output_tokens": 3}}`},
+		{modelapi.ShapeChat, `{"usage": null}`},
+		{modelapi.ShapeChat, `{"usage": {"prompt_tokens": "12", "completion_tokens": 3}}`},
+		{modelapi.ShapeChat, `{"usage": {"prompt_tokens": 1.5, "completion_tokens": 3}}`},
+		{modelapi.ShapeMessages, `{"usage": {"input_tokens": -1, "output_tokens": 3}}`},
+		{modelapi.ShapeResponses, `{"usage": {"input_tokens": 1e3, "output_tokens": 3}}`},
+		{modelapi.ShapeResponses, `not json`},
+		{modelapi.ShapeNone, `{"usage": {"input_tokens": 1, "output_tokens": 3}}`},
 	} {
-		if got, ok := messages.ParseUsage(c.s, []byte(c.body)); ok {
+		if got, ok := modelapi.ParseUsage(c.s, []byte(c.body)); ok {
 			t.Errorf("%s %s: read %+v", c.s, c.body, got)
 		}
 	}
@@ -70,7 +70,7 @@ func TestCounterRecordedStreams(t *testing.T) {
 		for _, nl := range []string{"\n", "\r\n", "\r"} {
 			b := bytes.ReplaceAll(stream, []byte("\n"), []byte(nl))
 			for _, piece := range []int{1, 2, 7, 64, 4096, len(b)} {
-				c := messages.NewUsageCounter(s, true)
+				c := modelapi.NewUsageCounter(s, true)
 				for rest := b; len(rest) > 0; {
 					n := min(piece, len(rest))
 					if w, err := c.Write(rest[:n]); w != n || err != nil {
@@ -84,7 +84,7 @@ func TestCounterRecordedStreams(t *testing.T) {
 			}
 		}
 		// A whole reply counted as it passes reads as the parser reads it.
-		c := messages.NewUsageCounter(s, false)
+		c := modelapi.NewUsageCounter(s, false)
 		c.Write(fixture(t, name+".json"))
 		if got, whole := c.Result(); !whole || got != recorded {
 			t.Errorf("%s body: %+v %v", name, got, whole)
@@ -98,27 +98,27 @@ func TestCounterRecordedStreams(t *testing.T) {
 func TestCounterCutStreams(t *testing.T) {
 	msgs := fixture(t, "messages.sse")
 	cut := msgs[:bytes.Index(msgs, []byte("event: message_delta"))]
-	c := messages.NewUsageCounter(messages.ShapeMessages, true)
+	c := modelapi.NewUsageCounter(modelapi.ShapeMessages, true)
 	c.Write(cut)
 	if got, whole := c.Result(); whole || got.Input != 135 || got.Output != 1 {
 		t.Errorf("cut Messages stream: %+v whole=%v, want 135 read and the 1 written so far, not whole", got, whole)
 	}
 	chat := fixture(t, "chat.sse")
 	noUsage := bytes.ReplaceAll(chat, []byte(`"usage":{"prompt_tokens":135,"completion_tokens":42,"total_tokens":177,"prompt_tokens_details":{"cached_tokens":100}}`), []byte(`"usage":null`))
-	c = messages.NewUsageCounter(messages.ShapeChat, true)
+	c = modelapi.NewUsageCounter(modelapi.ShapeChat, true)
 	c.Write(noUsage)
 	if got, whole := c.Result(); whole || !got.IsZero() {
 		t.Errorf("a chat stream without usage (no stream_options.include_usage): %+v whole=%v", got, whole)
 	}
 	resp := fixture(t, "responses.sse")
-	c = messages.NewUsageCounter(messages.ShapeResponses, true)
+	c = modelapi.NewUsageCounter(modelapi.ShapeResponses, true)
 	c.Write(resp[:bytes.Index(resp, []byte("event: response.completed"))])
 	if _, whole := c.Result(); whole {
 		t.Errorf("a Responses stream cut before response.completed reads whole")
 	}
 	// A line past the bound is not read, and the stream goes on after it.
-	c = messages.NewUsageCounter(messages.ShapeChat, true)
-	c.Write([]byte("data: " + strings.Repeat("x", messages.MaxAPIBodyLen) + "\n\n"))
+	c = modelapi.NewUsageCounter(modelapi.ShapeChat, true)
+	c.Write([]byte("data: " + strings.Repeat("x", modelapi.MaxAPIBodyLen) + "\n\n"))
 	c.Write(chat)
 	if got, whole := c.Result(); !whole || got != recorded {
 		t.Errorf("after a line past the bound: %+v %v", got, whole)
@@ -131,10 +131,10 @@ func FuzzParseUsage(f *testing.F) {
 	for name := range shapes {
 		f.Add(uint8(shapes[name]), fixture(f, name+".json"))
 	}
-	f.Add(uint8(messages.ShapeMessages), []byte(`{"usage":{"input_tokens":9007199254740991,"cache_read_input_tokens":9007199254740991,"output_tokens":1}}`))
+	f.Add(uint8(modelapi.ShapeMessages), []byte(`{"usage":{"input_tokens":9007199254740991,"cache_read_input_tokens":9007199254740991,"output_tokens":1}}`))
 	f.Fuzz(func(t *testing.T, shape uint8, body []byte) {
-		s := messages.APIShape(shape % 4)
-		got, ok := messages.ParseUsage(s, body)
+		s := modelapi.APIShape(shape % 4)
+		got, ok := modelapi.ParseUsage(s, body)
 		checkTokens(t, got, ok)
 	})
 }
@@ -150,7 +150,7 @@ func FuzzStreamEvent(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, shape uint8, first, second []byte) {
-		st := messages.NewUsageStream(messages.APIShape(shape % 4))
+		st := modelapi.NewUsageStream(modelapi.APIShape(shape % 4))
 		st.Event(first)
 		st.Event(second)
 		got, whole := st.Usage()
@@ -167,11 +167,11 @@ func FuzzCounter(f *testing.F) {
 		f.Add(uint8(s), false, fixture(f, name+".json"), uint16(7))
 	}
 	f.Fuzz(func(t *testing.T, shape uint8, stream bool, b []byte, at uint16) {
-		s := messages.APIShape(shape % 4)
-		one := messages.NewUsageCounter(s, stream)
+		s := modelapi.APIShape(shape % 4)
+		one := modelapi.NewUsageCounter(s, stream)
 		one.Write(b)
 		want, wantWhole := one.Result()
-		two := messages.NewUsageCounter(s, stream)
+		two := modelapi.NewUsageCounter(s, stream)
 		cut := int(at) % (len(b) + 1)
 		two.Write(b[:cut])
 		two.Write(b[cut:])
@@ -183,9 +183,9 @@ func FuzzCounter(f *testing.F) {
 	})
 }
 
-func checkTokens(t *testing.T, got messages.Tokens, ok bool) {
+func checkTokens(t *testing.T, got modelapi.Tokens, ok bool) {
 	t.Helper()
-	if got.Cached > got.Input || got.Input > messages.MaxTokens || got.Output > messages.MaxTokens {
+	if got.Cached > got.Input || got.Input > modelapi.MaxTokens || got.Output > modelapi.MaxTokens {
 		t.Fatalf("not a count: %+v (ok %v)", got, ok)
 	}
 }

@@ -1,4 +1,4 @@
-package messages
+package modelapi
 
 import (
 	"encoding/json"
