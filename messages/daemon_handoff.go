@@ -251,7 +251,7 @@ func (h Handoff) Validate() error {
 		return &strictjson.FieldError{Where: "hand-off", Field: "version", Problem: fmt.Sprintf("is %d; this ocxd reads version %d only", h.Version, HandoffVersion), Err: strictjson.ErrInvalid}
 	}
 	for i, r := range h.Recent {
-		if err := checkHash(strictjson.IndexField("recent", i), r); err != nil {
+		if err := CheckHash(strictjson.IndexField("recent", i), r); err != nil {
 			return strictjson.At("hand-off", err)
 		}
 	}

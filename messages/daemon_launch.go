@@ -106,7 +106,7 @@ func (l LaunchSpec) String() string {
 
 // Validate checks what the actors rely on: the hash, the workspace and the record.
 func (l LaunchSpec) Validate() error {
-	if err := checkHash("hash", l.Hash); err != nil {
+	if err := CheckHash("hash", l.Hash); err != nil {
 		return strictjson.At("launch", err)
 	}
 	if err := l.Workspace.Validate(); err != nil {
@@ -121,7 +121,7 @@ func (l LaunchSpec) Validate() error {
 		}
 	}
 	if l.IsCI() {
-		if err := checkHash("checkin", l.Checkin); err != nil {
+		if err := CheckHash("checkin", l.Checkin); err != nil {
 			return strictjson.At("launch", err)
 		}
 		if err := checkBranch("branch", l.Branch); err != nil {

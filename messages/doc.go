@@ -6,7 +6,7 @@
 // APIs' usage decoders, the host files node.json and binding.json, and the
 // name rules. It parses, validates and renders; it does no I/O.
 //
-// Every reader takes its JSON in two passes (fill.go): strictjson.Parse, then
-// fill, one reader for every type, driven by the struct's json tags and by why,
+// Every reader takes its JSON in two passes (Fill.go): strictjson.Parse, then
+// Fill, one reader for every type, driven by the struct's json tags and by why,
 // max and ocx; Validate comes last, and every error names the field at fault.
 package messages

@@ -124,7 +124,7 @@ func (n *EndNote) Validate() error {
 	if err := checkHeader(n.Version, n.Login, n.Project); err != nil {
 		return err
 	}
-	if err := checkHash("launch", n.Launch); err != nil {
+	if err := CheckHash("launch", n.Launch); err != nil {
 		return err
 	}
 	if err := checkPID("pid", n.PID); err != nil {

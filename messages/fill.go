@@ -15,7 +15,7 @@ import (
 
 // A reader takes a block in two passes. strictjson.Parse is the first: one JSON
 // value, no key twice, valid UTF-8, bounded depth and size, numbers kept as
-// written. fill is the second: it sets a struct from that tree by the
+// written. Fill is the second: it sets a struct from that tree by the
 // struct's own json tags, naming the field at fault (with its list index) in
 // every error. Validate comes last. No type has a decoder of its own; a few
 // add a rule only the tree can tell (a key's presence) in a decoded method.
@@ -35,17 +35,17 @@ import (
 // leaves out what it has not got. A key the struct does not name is left
 // alone, as a reader of a newer note does, but for the limit-bearing keys
 // decodeTree refuses.
-func fill(o strictjson.Obj, v any) error {
+func Fill(o strictjson.Obj, v any) error {
 	rv := reflect.ValueOf(v).Elem()
 	return fillStruct(o, rv)
 }
 
-// decoder is a type with a rule fill cannot tell from tags alone.
+// decoder is a type with a rule Fill cannot tell from tags alone.
 type decoder interface {
 	decoded(o strictjson.Obj) error
 }
 
-// plan is how fill reads one struct type: its fields in order, embedded
+// plan is how Fill reads one struct type: its fields in order, embedded
 // structs flattened as encoding/json does.
 type plan struct {
 	fields []planField

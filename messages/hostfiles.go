@@ -308,7 +308,7 @@ func (c *NodeConfig) Validate() error {
 	for _, name := range c.ProjectNames() {
 		p := c.Projects[name]
 		field := strictjson.JoinField("projects", name)
-		if err := checkProject(field, name); err != nil {
+		if err := CheckProject(field, name); err != nil {
 			return strictjson.At("node.json", err)
 		}
 		if err := checkRepository(field+".repository", p.Repository); err != nil {
@@ -460,7 +460,7 @@ func DecodeNodeConfig(data []byte) (*NodeConfig, error) {
 		return nil, err
 	}
 	c := &NodeConfig{}
-	if err := fill(o, c); err != nil {
+	if err := Fill(o, c); err != nil {
 		return nil, strictjson.At("node.json", err)
 	}
 	for name, p := range c.Projects {
@@ -501,10 +501,10 @@ func (b *Binding) Validate() error {
 	if err := checkLogin("login", b.Login); err != nil {
 		return strictjson.At("binding.json", err)
 	}
-	if err := checkProject("project", b.Project); err != nil {
+	if err := CheckProject("project", b.Project); err != nil {
 		return strictjson.At("binding.json", err)
 	}
-	if err := checkHash("project_code", b.ProjectCode); err != nil {
+	if err := CheckHash("project_code", b.ProjectCode); err != nil {
 		return strictjson.At("binding.json", err)
 	}
 	if err := checkURL("remote", b.Remote); err != nil {
@@ -513,10 +513,10 @@ func (b *Binding) Validate() error {
 	if err := ValidateBranch(b.Branch); err != nil {
 		return strictjson.At("binding.json", strictjson.At("branch", err))
 	}
-	if err := checkHash("home", b.Home); err != nil {
+	if err := CheckHash("home", b.Home); err != nil {
 		return strictjson.At("binding.json", err)
 	}
-	if err := checkHash("workspace", b.Workspace); err != nil {
+	if err := CheckHash("workspace", b.Workspace); err != nil {
 		return strictjson.At("binding.json", err)
 	}
 	return nil
@@ -543,7 +543,7 @@ func DecodeBinding(data []byte) (*Binding, error) {
 		return nil, err
 	}
 	b := &Binding{}
-	if err := fill(o, b); err != nil {
+	if err := Fill(o, b); err != nil {
 		return nil, strictjson.At("binding.json", err)
 	}
 	if err := b.Validate(); err != nil {

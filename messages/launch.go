@@ -47,10 +47,10 @@ func (n *LaunchNote) Validate() error {
 	if err := checkHeader(n.Version, n.Login, n.Project); err != nil {
 		return err
 	}
-	if err := checkHash("workspace", n.Workspace); err != nil {
+	if err := CheckHash("workspace", n.Workspace); err != nil {
 		return err
 	}
-	if err := checkHash("session", n.Session); err != nil {
+	if err := CheckHash("session", n.Session); err != nil {
 		return err
 	}
 	if err := checkRelease("release", n.Release); err != nil {

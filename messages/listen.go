@@ -36,7 +36,7 @@ func (l *Listener) validate(prefix string) error {
 	if err := checkLogin(strictjson.JoinField(prefix, "login"), l.Login); err != nil {
 		return err
 	}
-	if err := checkProject(strictjson.JoinField(prefix, "project"), l.Project); err != nil {
+	if err := CheckProject(strictjson.JoinField(prefix, "project"), l.Project); err != nil {
 		return err
 	}
 	return checkListened(strictjson.JoinField(prefix, "kind"), strictjson.JoinField(prefix, "names"), l.Kind, l.Names)
@@ -45,7 +45,7 @@ func (l *Listener) validate(prefix string) error {
 func checkListened(kindField, namesField string, kind ListenKind, names string) error {
 	switch kind {
 	case ListenThread:
-		return checkHash(namesField, names)
+		return CheckHash(namesField, names)
 	case ListenTicket:
 		return checkTicketID(namesField, names)
 	case ListenBranch:
@@ -165,7 +165,7 @@ func (n *UnheardNote) Validate() error {
 	if err := checkHeader(n.Version, n.Login, n.Project); err != nil {
 		return err
 	}
-	if err := checkHash("post", n.Post); err != nil {
+	if err := CheckHash("post", n.Post); err != nil {
 		return err
 	}
 	if n.Posts != nil {
@@ -174,7 +174,7 @@ func (n *UnheardNote) Validate() error {
 		}
 		seen := make(map[string]bool, len(n.Posts))
 		for i, p := range n.Posts {
-			if err := checkHash(strictjson.IndexField("posts", i), p); err != nil {
+			if err := CheckHash(strictjson.IndexField("posts", i), p); err != nil {
 				return err
 			}
 			if seen[p] {

@@ -44,7 +44,7 @@ func ReservedRootName(s string) bool {
 func ValidateLogin(s string) error { return checkLogin("login", s) }
 
 // ValidateProject checks a project name per decision D1.
-func ValidateProject(s string) error { return checkProject("project", s) }
+func ValidateProject(s string) error { return CheckProject("project", s) }
 
 func checkLogin(field, s string) error {
 	if err := checkName(field, "login", s); err != nil {
@@ -63,7 +63,8 @@ func checkLogin(field, s string) error {
 	return nil
 }
 
-func checkProject(field, s string) error { return checkName(field, "project", s) }
+// CheckProject checks a project name, naming field in the error.
+func CheckProject(field, s string) error { return checkName(field, "project", s) }
 
 // checkName applies D1's shape: [A-Za-z0-9][A-Za-z0-9._-]*, at most MaxNameLen
 // bytes. Because a name cannot start with '.', it can never be "." or "..", and
@@ -115,7 +116,7 @@ func (k WorkspaceKey) Validate() error {
 	if err := checkLogin("login", k.Login); err != nil {
 		return err
 	}
-	return checkProject("project", k.Project)
+	return CheckProject("project", k.Project)
 }
 
 // String renders LOGIN/PROJECT.
@@ -141,9 +142,10 @@ func checkBranch(field, s string) error {
 
 // ValidateHash checks a full artifact hash: 40 (SHA1) or 64 (SHA3-256)
 // lowercase hex digits. Notes and pipe lines always carry full hashes (E8).
-func ValidateHash(s string) error { return checkHash("hash", s) }
+func ValidateHash(s string) error { return CheckHash("hash", s) }
 
-func checkHash(field, s string) error {
+// CheckHash checks a full artifact hash, naming field in the error.
+func CheckHash(field, s string) error {
 	if s == "" {
 		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; a full artifact hash is 40 or 64 hex digits")
 	}

@@ -207,7 +207,7 @@ func decodeTree(v any, suffix string) (Note, error) {
 	if err := refuseLimitKeys(o, kind, except); err != nil {
 		return nil, strictjson.At(where, err)
 	}
-	if err := fill(o, n); err != nil {
+	if err := Fill(o, n); err != nil {
 		return nil, strictjson.At(where, err)
 	}
 	if err := n.Validate(); err != nil {
@@ -456,14 +456,14 @@ func checkHeader(version int, login, project string) error {
 	if err := checkLogin("login", login); err != nil {
 		return err
 	}
-	return checkProject("project", project)
+	return CheckProject("project", project)
 }
 
 func checkOptHash(field, s string) error {
 	if s == "" {
 		return nil
 	}
-	return checkHash(field, s)
+	return CheckHash(field, s)
 }
 
 // encodeChecked validates a note and renders it.

@@ -102,7 +102,7 @@ func (l RunStartLine) Validate() error {
 	if err := checkRepository("repository", l.Repository); err != nil {
 		return strictjson.At("run start line", err)
 	}
-	if err := checkHash("hash", l.Hash); err != nil {
+	if err := CheckHash("hash", l.Hash); err != nil {
 		return strictjson.At("run start line", err)
 	}
 	return strictjson.At("run start line", checkLogin("user", l.By))
@@ -147,7 +147,7 @@ func (l BudgetLine) Validate() error {
 	if err := l.Key().Validate(); err != nil {
 		return strictjson.At("budget line", err)
 	}
-	if err := checkHash("launch", l.Launch); err != nil {
+	if err := CheckHash("launch", l.Launch); err != nil {
 		return strictjson.At("budget line", err)
 	}
 	if l.Limit != LimitTokens {
@@ -181,7 +181,7 @@ func (l PostLine) Validate() error {
 	if err := checkRepository("repository", l.Repository); err != nil {
 		return strictjson.At("post line", err)
 	}
-	return strictjson.At("post line", checkHash("hash", l.Hash))
+	return strictjson.At("post line", CheckHash("hash", l.Hash))
 }
 
 // Project is the project the repository holds.

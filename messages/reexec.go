@@ -131,7 +131,7 @@ func DecodeReexecOutcome(data []byte) (*ReexecOutcome, error) {
 		return nil, err
 	}
 	r := &ReexecOutcome{}
-	if err := fill(o, r); err != nil {
+	if err := Fill(o, r); err != nil {
 		return nil, strictjson.At("ocxd.reexec", err)
 	}
 	if err := r.Validate(); err != nil {

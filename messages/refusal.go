@@ -139,10 +139,10 @@ func (n *RefusalNote) Validate() error {
 			return err
 		}
 	}
-	if err := checkProject("project", n.Project); err != nil {
+	if err := CheckProject("project", n.Project); err != nil {
 		return err
 	}
-	if err := checkHash("launch", n.Launch); err != nil {
+	if err := CheckHash("launch", n.Launch); err != nil {
 		return err
 	}
 	if err := checkText("reason", n.Reason, true, MaxTextLen); err != nil {

@@ -79,7 +79,7 @@ func (n *CINote) Validate() error {
 	if err := checkVersion(n.Version); err != nil {
 		return err
 	}
-	if err := checkHash("checkin", n.Checkin); err != nil {
+	if err := CheckHash("checkin", n.Checkin); err != nil {
 		return err
 	}
 	return (CITag{Result: n.Result, Line: n.Line}).validate("result", "line")

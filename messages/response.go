@@ -58,7 +58,7 @@ type Response struct {
 
 // Validate checks every field.
 func (r *Response) Validate() error {
-	if err := checkHash("answers", r.Answers); err != nil {
+	if err := CheckHash("answers", r.Answers); err != nil {
 		return err
 	}
 	if err := checkOutcome(r.Outcome); err != nil {

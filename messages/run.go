@@ -216,7 +216,7 @@ func (s *RunStop) Validate() error {
 	if err := checkUser("node", s.Node); err != nil {
 		return err
 	}
-	return checkHash("run", s.Run)
+	return CheckHash("run", s.Run)
 }
 
 // Validate checks the envelope, each value's name and the limits.
@@ -224,7 +224,7 @@ func (s *RunStarted) Validate() error {
 	if err := checkUser("node", s.Node); err != nil {
 		return err
 	}
-	if err := checkHash("run", s.Run); err != nil {
+	if err := CheckHash("run", s.Run); err != nil {
 		return err
 	}
 	for k, v := range s.Values {
@@ -243,7 +243,7 @@ func (e *RunEnded) Validate() error {
 	if err := checkUser("node", e.Node); err != nil {
 		return err
 	}
-	if err := checkHash("run", e.Run); err != nil {
+	if err := CheckHash("run", e.Run); err != nil {
 		return err
 	}
 	exit, note := endedFields(e.Outcome)

@@ -33,7 +33,7 @@ var RunStateWords = []string{"none", "waiting", "started", "ended"}
 
 // Validate checks a run's state as a caller takes it.
 func (s *RunState) Validate() error {
-	if err := checkHash("run", s.Run); err != nil {
+	if err := CheckHash("run", s.Run); err != nil {
 		return err
 	}
 	for _, w := range RunStateWords {

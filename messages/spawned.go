@@ -28,7 +28,7 @@ func (s Spawned) Validate() error {
 	if err := s.Workspace.Validate(); err != nil {
 		return strictjson.At("workspace", err)
 	}
-	if err := checkHash("launch", s.Launch); err != nil {
+	if err := CheckHash("launch", s.Launch); err != nil {
 		return err
 	}
 	if err := s.Proc.Validate(); err != nil {

@@ -99,7 +99,7 @@ func (l *LookAlikeStatus) validate(f string) error {
 	if err := checkLogin(strictjson.JoinField(f, "login"), l.Login); err != nil {
 		return err
 	}
-	if err := checkProject(strictjson.JoinField(f, "project"), l.Project); err != nil {
+	if err := CheckProject(strictjson.JoinField(f, "project"), l.Project); err != nil {
 		return err
 	}
 	if err := checkPID(strictjson.JoinField(f, "pid"), l.PID); err != nil {
@@ -148,7 +148,7 @@ func (r ReviewStatus) String() string {
 }
 
 func (r *ReviewStatus) validate(f string) error {
-	if err := checkProject(strictjson.JoinField(f, "project"), r.Project); err != nil {
+	if err := CheckProject(strictjson.JoinField(f, "project"), r.Project); err != nil {
 		return err
 	}
 	if err := checkLogin(strictjson.JoinField(f, "login"), r.Login); err != nil {
@@ -157,13 +157,13 @@ func (r *ReviewStatus) validate(f string) error {
 	if err := checkBranch(strictjson.JoinField(f, "branch"), r.Branch); err != nil {
 		return err
 	}
-	if err := checkHash(strictjson.JoinField(f, "record"), r.Record); err != nil {
+	if err := CheckHash(strictjson.JoinField(f, "record"), r.Record); err != nil {
 		return err
 	}
 	seen := map[string]bool{}
 	for i, h := range r.Pending {
 		pf := strictjson.IndexField(strictjson.JoinField(f, "pending"), i)
-		if err := checkHash(pf, h); err != nil {
+		if err := CheckHash(pf, h); err != nil {
 			return err
 		}
 		if seen[h] {
@@ -259,11 +259,11 @@ func (v VerdictStatus) String() string {
 }
 
 func (v *VerdictStatus) validate(f string) error {
-	if err := checkProject(strictjson.JoinField(f, "project"), v.Project); err != nil {
+	if err := CheckProject(strictjson.JoinField(f, "project"), v.Project); err != nil {
 		return err
 	}
 	for k, h := range map[string]string{"checkin": v.Checkin, "tag": v.Tag} {
-		if err := checkHash(strictjson.JoinField(f, k), h); err != nil {
+		if err := CheckHash(strictjson.JoinField(f, k), h); err != nil {
 			return err
 		}
 	}
@@ -353,10 +353,10 @@ type ResponseStatus struct {
 }
 
 func (r *ResponseStatus) validate(f string) error {
-	if err := checkHash(strictjson.JoinField(f, "record"), r.Record); err != nil {
+	if err := CheckHash(strictjson.JoinField(f, "record"), r.Record); err != nil {
 		return err
 	}
-	if err := checkHash(strictjson.JoinField(f, "hash"), r.Hash); err != nil {
+	if err := CheckHash(strictjson.JoinField(f, "hash"), r.Hash); err != nil {
 		return err
 	}
 	resp := Response{Answers: r.Record, Outcome: r.Outcome, Note: r.Note}
@@ -549,7 +549,7 @@ func (s *NodeState) validateOffers(once func(field, key string) error) error {
 }
 
 func (h *HookStatus) validate(f string) error {
-	if err := checkProject(strictjson.JoinField(f, "project"), h.Project); err != nil {
+	if err := CheckProject(strictjson.JoinField(f, "project"), h.Project); err != nil {
 		return err
 	}
 	if err := checkRepository(strictjson.JoinField(f, "repository"), h.Repository); err != nil {
@@ -580,7 +580,7 @@ func (l *LoginStatus) validateAccounts(f string) error {
 	projects := map[string]bool{}
 	for j, a := range l.Accounts {
 		af := strictjson.IndexField(strictjson.JoinField(f, "accounts"), j)
-		if err := checkProject(strictjson.JoinField(af, "project"), a.Project); err != nil {
+		if err := CheckProject(strictjson.JoinField(af, "project"), a.Project); err != nil {
 			return err
 		}
 		if projects[a.Project] {
@@ -598,10 +598,10 @@ func (w *WorkspaceStatus) validate(f string) error {
 	if err := checkLogin(strictjson.JoinField(f, "login"), w.Login); err != nil {
 		return err
 	}
-	if err := checkProject(strictjson.JoinField(f, "project"), w.Project); err != nil {
+	if err := CheckProject(strictjson.JoinField(f, "project"), w.Project); err != nil {
 		return err
 	}
-	if err := checkHash(strictjson.JoinField(f, "record"), w.Record); err != nil {
+	if err := CheckHash(strictjson.JoinField(f, "record"), w.Record); err != nil {
 		return err
 	}
 	if err := checkBranch(strictjson.JoinField(f, "branch"), w.Branch); err != nil {
@@ -694,10 +694,10 @@ func (p *SessionStatus) validate(f string) error {
 	if err := checkHears(strictjson.JoinField(f, "hears"), p.Hears); err != nil {
 		return err
 	}
-	if err := checkProject(strictjson.JoinField(f, "project"), p.Project); err != nil {
+	if err := CheckProject(strictjson.JoinField(f, "project"), p.Project); err != nil {
 		return err
 	}
-	if err := checkHash(strictjson.JoinField(f, "record"), p.Record); err != nil {
+	if err := CheckHash(strictjson.JoinField(f, "record"), p.Record); err != nil {
 		return err
 	}
 	if err := checkOptHash(strictjson.JoinField(f, "launch"), p.Launch); err != nil {
@@ -767,7 +767,7 @@ func DecodeState(data []byte) (*NodeState, error) {
 		return nil, strictjson.At(where, err)
 	}
 	s := &NodeState{}
-	if err := fill(o, s); err != nil {
+	if err := Fill(o, s); err != nil {
 		return nil, strictjson.At(where, err)
 	}
 	if err := s.Validate(); err != nil {

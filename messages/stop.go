@@ -116,7 +116,7 @@ func (n *StoppedNote) Validate() error {
 	}
 	switch n.Cause {
 	case StopByRequest:
-		if err := checkHash("request", n.Request); err != nil {
+		if err := CheckHash("request", n.Request); err != nil {
 			return err
 		}
 		return n.namesOnly("a request", "request", "signal", "budget")

@@ -382,7 +382,7 @@ func DecodeToolArgs[T any, P interface {
 	if err := onlyToolKeys(o, p.ToolName(), known); err != nil {
 		return nil, strictjson.At(where, err)
 	}
-	if err := fill(o, p); err != nil {
+	if err := Fill(o, p); err != nil {
 		return nil, strictjson.At(where, err)
 	}
 	if err := p.Validate(); err != nil {
@@ -533,7 +533,7 @@ func ReadTaskRecord(text []byte) (*TaskRecord, error) {
 // ocx and kind the caller has read; ReadMessage dispatches here too.
 func decodeTaskRecord(o strictjson.Obj) (*TaskRecord, error) {
 	r := new(TaskRecord)
-	if err := fill(o, r); err != nil {
+	if err := Fill(o, r); err != nil {
 		return nil, err
 	}
 	if err := r.Validate(); err != nil {
@@ -564,7 +564,7 @@ func (v Verdict) TagValue() string {
 
 // NamesRecord says whether the verdict's X names a record (a full hash)
 // rather than the path of a file in the check-in (E6).
-func (v Verdict) NamesRecord() bool { return checkHash("", v.Against) == nil }
+func (v Verdict) NamesRecord() bool { return CheckHash("", v.Against) == nil }
 
 // ParseVerdict reads an audited tag's value.
 func ParseVerdict(value string) (Verdict, error) {
@@ -587,7 +587,7 @@ func ParseVerdict(value string) (Verdict, error) {
 	// X is a record's full hash or a path of the check-in (E6), as the
 	// audit tool writes it and the status shows it: anything else (5 KB of
 	// it, an absolute path) is no verdict, which every reader passes over.
-	if checkHash("audited", v.Against) != nil && CheckAgainstPath("audited", v.Against) != nil {
+	if CheckHash("audited", v.Against) != nil && CheckAgainstPath("audited", v.Against) != nil {
 		return Verdict{}, strictjson.FieldErr("audited", strictjson.ErrInvalid, fmt.Sprintf("%s names %s, which is neither a record's full hash nor a path of the check-in (at most %d bytes, relative, clean)",
 			strictjson.QuoteShort(value), strictjson.QuoteShort(v.Against), MaxPathLen))
 	}

@@ -205,7 +205,7 @@ func decodeUsageFile(kind string, data []byte, v any) error {
 	if err != nil {
 		return err
 	}
-	return strictjson.At(kind, fill(o, v))
+	return strictjson.At(kind, Fill(o, v))
 }
 
 // TurnUsage is one turn as its session measured it: the post it
@@ -220,7 +220,7 @@ type TurnUsage struct {
 }
 
 func (t *TurnUsage) validate(f string) error {
-	if err := checkHash(strictjson.JoinField(f, "post"), t.Post); err != nil {
+	if err := CheckHash(strictjson.JoinField(f, "post"), t.Post); err != nil {
 		return err
 	}
 	if err := checkTime(strictjson.JoinField(f, "started"), t.Started); err != nil {

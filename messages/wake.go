@@ -24,7 +24,7 @@ type WakeLine struct {
 
 // Validate checks the hash and the sender.
 func (l WakeLine) Validate() error {
-	if err := checkHash("post", l.Post); err != nil {
+	if err := CheckHash("post", l.Post); err != nil {
 		return strictjson.At("wake line", err)
 	}
 	if l.From != "" {

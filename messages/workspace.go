@@ -55,7 +55,7 @@ func (d *WorkspaceDefinition) Validate() error {
 	if err := checkLogin("login", d.Login); err != nil {
 		return err
 	}
-	if err := checkProject("project", d.Project); err != nil {
+	if err := CheckProject("project", d.Project); err != nil {
 		return err
 	}
 	if err := checkBranch("branch", d.Branch); err != nil {
@@ -162,7 +162,7 @@ func DecodeSandbox(data []byte) (Sandbox, error) {
 	var wrap struct {
 		Sandbox Sandbox `json:"sandbox" ocx:"closed" why:"a sandbox"`
 	}
-	if err := fill(strictjson.Obj{Map: map[string]any{"sandbox": m}}, &wrap); err != nil {
+	if err := Fill(strictjson.Obj{Map: map[string]any{"sandbox": m}}, &wrap); err != nil {
 		return Sandbox{}, strictjson.At(where, err)
 	}
 	if err := wrap.Sandbox.Validate(); err != nil {

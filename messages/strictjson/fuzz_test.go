@@ -18,7 +18,7 @@ func FuzzParseStrictFast(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	if b, err := os.ReadFile("../testdata/status-reply-100.json"); err == nil {
+	if b, err := os.ReadFile("../wire/testdata/status-reply-100.json"); err == nil {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

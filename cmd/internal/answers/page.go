@@ -11,7 +11,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/console"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/host/nodesock"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // openConsole is the console the daemon renders pages with (D71): each
@@ -34,8 +34,8 @@ func (s *Socket) openConsole(repos *noderepos.Repos) *console.Console {
 
 // askHere is an ask of the daemon's own answers, as a page's node makes
 // it: a refusal is an error, as it is on the socket.
-func (s *Socket) askHere(ctx context.Context, a *messages.Ask) (*messages.Reply, error) {
-	if a.Kind == messages.AskPage {
+func (s *Socket) askHere(ctx context.Context, a *wire.Ask) (*wire.Reply, error) {
+	if a.Kind == wire.AskPage {
 		return nil, fmt.Errorf("%w: a page asks for no page", nodesock.ErrRefused)
 	}
 	r := s.answer(ctx, a)
@@ -47,12 +47,12 @@ func (s *Socket) askHere(ctx context.Context, a *messages.Ask) (*messages.Reply,
 
 // page answers a page ask: the console's whole CGI reply, after the
 // reply's line.
-func (s *Socket) page(a *messages.Ask) *messages.Reply {
+func (s *Socket) page(a *wire.Ask) *wire.Reply {
 	if s.console == nil {
 		return nodesock.Refusal("this daemon serves no console page: its key did not open")
 	}
 	out := s.console.ServePage(a.Env)
-	r := messages.NewReply()
+	r := wire.NewReply()
 	r.Page = len(out)
 	line, err := json.Marshal(r)
 	if err != nil {

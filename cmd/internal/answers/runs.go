@@ -8,13 +8,14 @@ import (
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // runs answers a runs ask from the daemon's live run log: the run tool's
 // own reading (tools.ReadRunStatus), given the daemon's open repositories,
 // so that only what arrived since the last receipt is read. (A node.json
 // changed since is refused, as for every ask: Socket.sameNode.)
-func (s *status) runs(ctx context.Context, a *messages.Ask) *messages.Reply {
+func (s *status) runs(ctx context.Context, a *wire.Ask) *wire.Reply {
 	r, n, refusal := s.node()
 	if refusal != nil {
 		return refusal
@@ -28,7 +29,7 @@ func (s *status) runs(ctx context.Context, a *messages.Ask) *messages.Reply {
 	}
 	r.Runs = &sts
 	if x, err := s.repos.Index(a.Project); err == nil {
-		r.Receipts = map[string]messages.Receipt{a.Project: {Rcvid: uint64(max(x.Idx.Mark(), 0))}}
+		r.Receipts = map[string]wire.Receipt{a.Project: {Rcvid: uint64(max(x.Idx.Mark(), 0))}}
 	}
 	return r
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // status answers a status ask from the daemon's live record: the node's
@@ -54,7 +55,7 @@ type status struct {
 // keptStatus is the last status derived, and the counts it is current to.
 type keptStatus struct {
 	counts statusCounts
-	reply  *messages.Reply
+	reply  *wire.Reply
 }
 
 // statusCounts are the counts of changes a status was derived after.
@@ -100,7 +101,7 @@ func (s *status) close() {
 	}
 }
 
-func (s *status) answer(ctx context.Context) *messages.Reply {
+func (s *status) answer(ctx context.Context) *wire.Reply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// The counts are read before the status is derived: a change made
@@ -127,10 +128,10 @@ func (s *status) answer(ctx context.Context) *messages.Reply {
 		return nodesock.Refusal("the status: %v", err)
 	}
 	r.Doc, r.StateDoc = len(doc), doc
-	r.Receipts = map[string]messages.Receipt{}
+	r.Receipts = map[string]wire.Receipt{}
 	for _, p := range n.Config.ProjectNames() {
 		if x, err := s.repos.Index(p); err == nil {
-			r.Receipts[p] = messages.Receipt{Rcvid: uint64(max(x.Idx.Mark(), 0))}
+			r.Receipts[p] = wire.Receipt{Rcvid: uint64(max(x.Idx.Mark(), 0))}
 		}
 	}
 	line, err := json.Marshal(r)
@@ -268,9 +269,9 @@ var (
 // repositories, record indexes and process table, and the reply it fills.
 // A node of its own for each answer, so that what it passes over is told
 // to this caller, whose log says it once, as its own read would.
-func (s *status) node() (*messages.Reply, *node.Node, *messages.Reply) {
-	r := messages.NewReply()
-	passed := record.NewPassedSink(func(what, why string) { r.Passed = append(r.Passed, messages.PassedOver{What: what, Why: why}) })
+func (s *status) node() (*wire.Reply, *node.Node, *wire.Reply) {
+	r := wire.NewReply()
+	passed := record.NewPassedSink(func(what, why string) { r.Passed = append(r.Passed, wire.PassedOver{What: what, Why: why}) })
 	n, err := node.Open(s.layout.Root(), node.Options{Log: s.log, Records: liveRecords{s.repos}, Procs: s.procs, Passed: passed, Daemon: os.Getpid()})
 	if err != nil {
 		return nil, nil, nodesock.Refusal("open the node: %v", err)

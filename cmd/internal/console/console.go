@@ -21,6 +21,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 //go:embed templates/*.html
@@ -185,7 +186,7 @@ func (c *Console) Serve(w http.ResponseWriter, r *http.Request, f Fossil) {
 
 // route picks the page or the action for the request's path.
 func (q *request) route() {
-	parts := messages.ConsolePath(q.f.Path)
+	parts := wire.ConsolePath(q.f.Path)
 	path := strings.Join(parts, "/")
 	if len(parts) == 2 && parts[0] == "tool" {
 		parts[1], _ = toolPath(parts[1])

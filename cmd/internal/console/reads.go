@@ -80,7 +80,7 @@ func (q *request) thread(hash string) {
 // upload-pack service alone, to a viewer who may read.
 func (q *request) git(rest []string) {
 	if q.c.InDaemon {
-		// messages.NotByDaemon keeps every git path from the daemon; a
+		// wire.NotByDaemon keeps every git path from the daemon; a
 		// path that reached it anyway runs no git there.
 		q.plain(http.StatusInternalServerError, "the daemon runs no git: a fetch of the git mirror is served by ocx console")
 		return

@@ -10,7 +10,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/remote"
 	"github.com/ocx-go/ocx/fossilio"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // receipts is the receipt page (D72): for a node on another host, what
@@ -82,7 +82,7 @@ func (q *request) receipts(rest []string) {
 		q.plain(http.StatusInternalServerError, err.Error())
 		return
 	}
-	viewer := messages.ReceiptViewer{Login: q.f.Viewer}
+	viewer := wire.ReceiptViewer{Login: q.f.Viewer}
 	if u, err := r.User(q.ctx, q.f.Viewer); err == nil {
 		viewer.Caps = u.Caps
 	} else if !errors.Is(err, fossilio.ErrNoSuchUser) {
@@ -107,9 +107,9 @@ func (q *request) receipts(rest []string) {
 }
 
 // readHashes reads a POST's hashes, one a line, each a full hash, at
-// most messages.MaxReceiptsAsked.
+// most wire.MaxReceiptsAsked.
 func readHashes(body io.Reader) ([]string, error) {
-	max := int64(messages.MaxReceiptsAsked * 66)
+	max := int64(wire.MaxReceiptsAsked * 66)
 	sc := bufio.NewScanner(io.LimitReader(body, max+1))
 	var out []string
 	read := int64(0)
@@ -122,8 +122,8 @@ func readHashes(body io.Reader) ([]string, error) {
 		if !fossilio.IsHash(line) {
 			return nil, fmt.Errorf("line %d is %q, not a full hash", len(out)+1, short(line))
 		}
-		if len(out) == messages.MaxReceiptsAsked {
-			return nil, fmt.Errorf("more than %d hashes; ask for them in parts", messages.MaxReceiptsAsked)
+		if len(out) == wire.MaxReceiptsAsked {
+			return nil, fmt.Errorf("more than %d hashes; ask for them in parts", wire.MaxReceiptsAsked)
 		}
 		out = append(out, line)
 	}
@@ -131,7 +131,7 @@ func readHashes(body io.Reader) ([]string, error) {
 		return nil, err
 	}
 	if read > max {
-		return nil, fmt.Errorf("the body is longer than %d bytes; ask for at most %d hashes at once", max, messages.MaxReceiptsAsked)
+		return nil, fmt.Errorf("the body is longer than %d bytes; ask for at most %d hashes at once", max, wire.MaxReceiptsAsked)
 	}
 	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // OCX's run tool (seed 004, sections 3, 8 and 10): `ocx run post`, `stop`,
@@ -333,7 +334,7 @@ func (n Actions) RunStatus(ctx context.Context, in RunInput) ([]RunState, error)
 // refusal, an answer that does not read, a run named so an ask cannot
 // carry it): the caller then reads the record itself.
 func (n Actions) liveRuns(ctx context.Context, project, run string) (sts []RunState, why string) {
-	a := messages.NewAsk(messages.AskRuns)
+	a := wire.NewAsk(wire.AskRuns)
 	a.Project, a.Run = project, run
 	if err := a.Validate(); err != nil {
 		return nil, err.Error()

@@ -1,4 +1,4 @@
-package messages
+package wire
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -100,7 +101,7 @@ func (r *Receipts) Validate() error {
 	if r.Ocx != ReceiptsKind {
 		return strictjson.FieldErr("ocx", strictjson.ErrWrongKind, fmt.Sprintf("is %s; a receipts answer says %q", strictjson.QuoteShort(r.Ocx), ReceiptsKind))
 	}
-	if err := checkHash("project", r.Project); err != nil {
+	if err := messages.CheckHash("project", r.Project); err != nil {
 		return err
 	}
 	if len(r.Receipts) > MaxReceiptsAsked {
@@ -108,7 +109,7 @@ func (r *Receipts) Validate() error {
 	}
 	for i, rc := range r.Receipts {
 		field := fmt.Sprintf("receipts[%d]", i)
-		if err := checkHash(field+".hash", rc.Hash); err != nil {
+		if err := messages.CheckHash(field+".hash", rc.Hash); err != nil {
 			return err
 		}
 		if !rc.Known {

@@ -1,4 +1,4 @@
-package messages
+package wire
 
 import (
 	"bufio"
@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -160,7 +161,7 @@ func (a *Ask) Validate() error {
 			return strictjson.FieldErr("repo", strictjson.ErrInvalid, fmt.Sprintf("is %s; a hook's repository is an absolute path", strictjson.QuoteShort(a.Repo)))
 		}
 		for i, h := range a.Hashes {
-			if err := checkHash(fmt.Sprintf("hashes[%d]", i), h); err != nil {
+			if err := messages.CheckHash(fmt.Sprintf("hashes[%d]", i), h); err != nil {
 				return err
 			}
 		}
@@ -187,18 +188,18 @@ func (a *Ask) Validate() error {
 		if a.Repo != "" || len(a.Hashes) > 0 || a.Run != "" {
 			return strictjson.FieldErr("repo", strictjson.ErrInvalid, "is given; a pull ask names a project alone")
 		}
-		if err := checkProject("project", a.Project); err != nil {
+		if err := messages.CheckProject("project", a.Project); err != nil {
 			return err
 		}
 	case AskRuns:
 		if a.Repo != "" || len(a.Hashes) > 0 {
 			return strictjson.FieldErr("repo", strictjson.ErrInvalid, "is given; a runs ask names a project, not a repository or hashes")
 		}
-		if err := checkProject("project", a.Project); err != nil {
+		if err := messages.CheckProject("project", a.Project); err != nil {
 			return err
 		}
 		if a.Run != "" {
-			if err := CheckHashPrefix("run", a.Run); err != nil {
+			if err := messages.CheckHashPrefix("run", a.Run); err != nil {
 				return err
 			}
 		}
@@ -240,7 +241,7 @@ type Reply struct {
 	// repository the answer is current to.
 	Receipts map[string]Receipt `json:"receipts,omitempty"`
 	// State is a status ask's answer, in the line.
-	State *NodeState `json:"state,omitempty"`
+	State *messages.NodeState `json:"state,omitempty"`
 	// Doc is the length of the state document that follows the reply's
 	// line, a status ask's answer as `ocx status --json` prints it (D70):
 	// a caller that prints it copies it, one that reads it decodes it
@@ -259,7 +260,7 @@ type Reply struct {
 	Hook *HookDone `json:"hook,omitempty"`
 	// Runs are a runs ask's answer, in the server's order; an answer with
 	// no run says so with an empty list, never by leaving it out.
-	Runs *[]RunState `json:"runs,omitempty"`
+	Runs *[]messages.RunState `json:"runs,omitempty"`
 	// Passed are what the answer passed over (an artifact that does not
 	// read, an entry the status cannot carry), for the caller's log.
 	Passed []PassedOver `json:"passed,omitempty"`
@@ -352,7 +353,7 @@ func decodeLine(where string, line []byte, max int, v any) error {
 	if !ok {
 		return &strictjson.FieldError{Where: where, Problem: "is " + strictjson.JSONType(t) + "; a line of the daemon's socket is a JSON object", Err: strictjson.ErrInvalid}
 	}
-	if err := fill(strictjson.Obj{Map: m}, v); err != nil {
+	if err := messages.Fill(strictjson.Obj{Map: m}, v); err != nil {
 		return strictjson.At(where, err)
 	}
 	return nil
@@ -396,7 +397,7 @@ func HookHashes(in io.Reader) []string {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		f, _, _ := strings.Cut(sc.Text(), " ")
-		if checkHash("", f) == nil {
+		if messages.CheckHash("", f) == nil {
 			out = append(out, f)
 		}
 	}
