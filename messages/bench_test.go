@@ -31,7 +31,7 @@ func BenchmarkDecodeWorkspaceDefinition(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := DecodeNote(body); err != nil {
+		if _, err := decodeNote(body); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -88,7 +88,7 @@ func BenchmarkSchemaValidateWorkspaceDefinition(b *testing.B) {
 }
 
 func BenchmarkEncodeWorkspaceDefinition(b *testing.B) {
-	n, err := DecodeNote(unfence(b, seedWorkspace(b)))
+	n, err := decodeNote(unfence(b, seedWorkspace(b)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func BenchmarkPipeSplitter(b *testing.B) {
 	data := stream.Bytes()
 	b.SetBytes(int64(len(data)) / 100)
 	b.ReportAllocs()
-	var s PipeSplitter
+	var s pipeSplitter
 	lines := 0
 	for b.Loop() {
 		if lines%100 == 0 {

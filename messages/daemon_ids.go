@@ -115,18 +115,18 @@ func (p ProcInfo) String() string {
 	return s + ")"
 }
 
-// ActorKind names the kind of one of the daemon's actors.
-type ActorKind string
+// actorKind names the kind of one of the daemon's actors.
+type actorKind string
 
 // The daemon's actors (docs/daemon.md).
 const (
-	ActorNode      ActorKind = "node"
-	ActorWorkspace ActorKind = "workspace"
-	ActorSession   ActorKind = "session"
-	ActorBranch    ActorKind = "branch"
+	ActorNode      actorKind = "node"
+	ActorWorkspace actorKind = "workspace"
+	ActorSession   actorKind = "session"
+	ActorBranch    actorKind = "branch"
 	// ActorRun is a run of seed 004, one actor per run hash, a child of
 	// the node.
-	ActorRun ActorKind = "run"
+	ActorRun actorKind = "run"
 )
 
 // ActorAddr is the logical address of an actor: the node, a workspace (login ×
@@ -134,7 +134,7 @@ const (
 // workspace and branch). Cores address each other by these; the shells map
 // them to protoactor PIDs.
 type ActorAddr struct {
-	Kind      ActorKind    `json:"kind"`
+	Kind      actorKind    `json:"kind"`
 	Workspace WorkspaceKey `json:"workspace"`
 	Proc      ProcID       `json:"proc"`
 	Branch    string       `json:"branch,omitempty"`

@@ -173,7 +173,7 @@ func (m RunProcessExited) Words() string {
 	case EndUnknown:
 		return "unknown"
 	case EndSignaled:
-		return "signal " + strconv.Itoa(SignalNumber(m.Status.Signal)) + " (" + strconv.Itoa(m.Exit()) + ")"
+		return "signal " + strconv.Itoa(signalNumber(m.Status.Signal)) + " (" + strconv.Itoa(m.Exit()) + ")"
 	}
 	return strconv.Itoa(m.Status.Code)
 }
@@ -381,7 +381,7 @@ func (m RunProcessExited) String() string {
 	case EndUnknown:
 		s += "unknown"
 	case EndSignaled:
-		s += "signal " + strconv.Itoa(SignalNumber(m.Status.Signal))
+		s += "signal " + strconv.Itoa(signalNumber(m.Status.Signal))
 	default:
 		s += "code " + strconv.Itoa(m.Status.Code)
 	}

@@ -9,20 +9,20 @@ import (
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
-// EndStatus says how a session's process ended.
-type EndStatus string
+// endStatus says how a session's process ended.
+type endStatus string
 
 // The statuses of an end note (D6).
 const (
 	// EndExited: it exited by itself; ExitCode says with what.
-	EndExited EndStatus = "exited"
+	EndExited endStatus = "exited"
 	// EndSignaled: a signal ended it; Signal names it.
-	EndSignaled EndStatus = "signaled"
+	EndSignaled endStatus = "signaled"
 	// EndUnknown: the daemon saw it gone but could not reap it (not its child),
 	// so it records no guessed exit status.
-	EndUnknown EndStatus = "unknown"
+	EndUnknown endStatus = "unknown"
 	// EndSandboxFailed: the sandbox could not be set up, so the session never ran.
-	EndSandboxFailed EndStatus = "sandbox-failed"
+	EndSandboxFailed endStatus = "sandbox-failed"
 )
 
 // CIResult is a CI run's result on a check-in.
@@ -43,7 +43,7 @@ const (
 // its check-in (a ci tag's value or a verdict's): green, red, pass, fail,
 // or none when value is neither.
 func RunResultOf(value string) CIResult {
-	if t, err := ParseCITag(value); err == nil {
+	if t, err := parseCITag(value); err == nil {
 		return t.Result
 	}
 	if v, err := ParseVerdict(value); err == nil {
@@ -65,7 +65,7 @@ type EndNote struct {
 	Project   string    `json:"project" why:"the note names the project of its workspace"`
 	PID       int       `json:"pid" max:"pid" why:"a process is named by its PID and start time"`
 	StartTime uint64    `json:"start_time" why:"a process is named by its PID and start time (clock ticks since boot)"`
-	Status    EndStatus `json:"status" why:"an end says how the process ended: exited, signaled, unknown or sandbox-failed"`
+	Status    endStatus `json:"status" why:"an end says how the process ended: exited, signaled, unknown or sandbox-failed"`
 	// ExitCode is set for exited (required) and sandbox-failed (when known).
 	ExitCode *int `json:"exit_code,omitempty" max:"code"`
 	// Signal names the signal for signaled, as SIGTERM.
@@ -98,7 +98,7 @@ type EndNote struct {
 }
 
 // NoteKind is "end".
-func (*EndNote) NoteKind() NoteKind { return KindEnd }
+func (*EndNote) NoteKind() NoteKind { return kindEnd }
 
 // StatusString renders how the process ended: "exited 0", "signaled
 // SIGKILL", "unknown".
@@ -154,7 +154,7 @@ func (n *EndNote) Validate() error {
 		return err
 	}
 	if n.Budget != "" {
-		if err := checkBudget("budget", n.Budget, BudgetLimits); err != nil {
+		if err := checkBudget("budget", n.Budget, budgetLimits); err != nil {
 			return err
 		}
 		if n.Status == EndSandboxFailed {
@@ -309,7 +309,7 @@ func (n *EndNote) Encode() ([]byte, error) {
 
 // String renders the note on one line.
 func (n *EndNote) String() string {
-	l := newLine(KindEnd).version(n.Version).word(n.Login+"/"+n.Project).kv("launch", n.Launch).
+	l := newLine(kindEnd).version(n.Version).word(n.Login+"/"+n.Project).kv("launch", n.Launch).
 		kv("pid", strconv.Itoa(n.PID)).num("start_time", n.StartTime).kv("status", string(n.Status))
 	if n.ExitCode != nil {
 		l.kv("exit_code", strconv.Itoa(*n.ExitCode))

@@ -15,7 +15,7 @@ import (
 
 // ExitStatus is how a process ended, in the terms of an end note (D6).
 type ExitStatus struct {
-	State EndStatus `json:"state"`
+	State endStatus `json:"state"`
 	// Code is the exit code (exited; sandbox-failed when known).
 	Code int `json:"code,omitempty"`
 	// Signal names the signal that ended it, as the end note writes it: "SIGTERM".
@@ -84,7 +84,7 @@ func (e ExitStatus) Validate() error {
 // signal N.
 func (e ExitStatus) Exit() int {
 	if e.State == EndSignaled {
-		return 128 + SignalNumber(e.Signal)
+		return 128 + signalNumber(e.Signal)
 	}
 	return e.Code
 }
@@ -118,8 +118,8 @@ func SignalName(n int) string {
 	return fmt.Sprintf("signal %d", n)
 }
 
-// SignalNumber is the signal SignalName names; 0 for a name it never gives.
-func SignalNumber(name string) int {
+// signalNumber is the signal SignalName names; 0 for a name it never gives.
+func signalNumber(name string) int {
 	for n := 1; n <= 64; n++ {
 		if SignalName(n) == name {
 			return n

@@ -23,7 +23,7 @@ import (
 // Besides json, a field's tags say:
 //
 //	why:"..."      the key is required; the words say why when it is missing
-//	max:"pid"      a whole number's bound: pid (MaxPID) or code (255);
+//	max:"pid"      a whole number's bound: pid (maxPID) or code (255);
 //	               2^53-1 otherwise
 //	ocx:"closed"   an object (or each of a list of objects) that refuses a
 //	               key it does not know: an unknown key there may be a limit,
@@ -103,7 +103,7 @@ func addFields(p *plan, t reflect.Type, index []int) {
 		switch m := sf.Tag.Get("max"); m {
 		case "":
 		case "pid":
-			f.max = MaxPID
+			f.max = maxPID
 		case "code":
 			f.max = 255
 		default:

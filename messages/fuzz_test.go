@@ -61,7 +61,7 @@ func FuzzDecodeNote(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		n, err := DecodeNote(data)
+		n, err := decodeNote(data)
 		if err != nil {
 			checkRefusal(t, err)
 			return
@@ -73,7 +73,7 @@ func FuzzDecodeNote(f *testing.F) {
 		if err != nil {
 			t.Fatalf("accepted %v but cannot encode it: %v", n, err)
 		}
-		again, err := DecodeNote(unfence(t, enc))
+		again, err := decodeNote(unfence(t, enc))
 		if err != nil || !reflect.DeepEqual(again, n) {
 			t.Fatalf("re-encoded note reads back as %v, %v; was %v", again, err, n)
 		}
@@ -142,7 +142,7 @@ func FuzzDecodeState(f *testing.F) {
 			checkRefusal(t, err)
 			return
 		}
-		if serr := schemas.Validate(design.SchemaFile(string(KindState)), data); serr != nil {
+		if serr := schemas.Validate(design.SchemaFile(string(kindState)), data); serr != nil {
 			t.Fatalf("the Go reader accepts what the schema refuses:\n%s\n%v", data, serr)
 		}
 		enc, err := s.Encode()
@@ -191,9 +191,9 @@ func FuzzPipeSplitter(f *testing.F) {
 	f.Add([]byte("\n\n\nstop a b"), uint16(1))
 	f.Fuzz(func(t *testing.T, data []byte, cut uint16) {
 		// Whole, and cut in two anywhere: the same reads.
-		var whole, parts PipeSplitter
+		var whole, parts pipeSplitter
 		a := render(whole.Feed(data))
-		if whole.Pending() >= PipeBuf {
+		if whole.Pending() >= pipeBuf {
 			t.Fatalf("holds %d bytes", whole.Pending())
 		}
 		c := int(cut) % (len(data) + 1)
@@ -216,7 +216,7 @@ func FuzzPipeSplitter(f *testing.F) {
 	})
 }
 
-func render(rs []PipeRead) string {
+func render(rs []pipeRead) string {
 	var b strings.Builder
 	for _, r := range rs {
 		b.WriteString(r.String())
@@ -233,7 +233,7 @@ func FuzzParseCITag(f *testing.F) {
 	}
 	f.Add("red: a: b")
 	f.Fuzz(func(t *testing.T, v string) {
-		tag, err := ParseCITag(v)
+		tag, err := parseCITag(v)
 		if err != nil {
 			checkRefusal(t, err)
 			return
@@ -353,23 +353,23 @@ func FuzzExpandValues(f *testing.F) {
 		for _, m := range valueRef.FindAllStringSubmatch(s, -1) {
 			want = append(want, m[1])
 		}
-		if got := ValueRefs(s); !reflect.DeepEqual(got, want) {
+		if got := valueRefs(s); !reflect.DeepEqual(got, want) {
 			t.Fatalf("ValueRefs(%q) = %q, regexp %q", s, got, want)
 		}
 		if len(want) == 0 {
-			if got, _, ok := ExpandString(s, RunValues{"a": "b"}); !ok || got != s {
+			if got, _, ok := expandString(s, RunValues{"a": "b"}); !ok || got != s {
 				t.Fatalf("ExpandString(%q) = %q", s, got)
 			}
 			return
 		}
-		if _, missing, ok := ExpandString(s, RunValues{}); ok || missing != want[0] {
+		if _, missing, ok := expandString(s, RunValues{}); ok || missing != want[0] {
 			t.Fatalf("ExpandString(%q) with nothing set: missing %q, ok %v", s, missing, ok)
 		}
 		vals := RunValues{}
 		for _, n := range want {
 			vals[n] = "<" + n + ">"
 		}
-		if got, _, ok := ExpandString(s, vals); !ok || got != valueRef.ReplaceAllString(s, "<$1>") {
+		if got, _, ok := expandString(s, vals); !ok || got != valueRef.ReplaceAllString(s, "<$1>") {
 			t.Fatalf("ExpandString(%q) = %q", s, got)
 		}
 	})

@@ -45,14 +45,14 @@ type NodeConfig struct {
 	ConfinedOnly bool `json:"confined_only,omitempty"`
 	// Pull is how a node on another host pulls its projects marked
 	// other_host (D72): every Every, and when poked on Listen. nil: every
-	// DefaultPullEvery, taking no pokes.
+	// defaultPullEvery, taking no pokes.
 	Pull *NodePull `json:"pull,omitempty" ocx:"closed"`
 }
 
 // NodePull is node.json's pull.
 type NodePull struct {
-	// Every is the pull's timer, a Go duration ("2s") from MinPullEvery
-	// to MaxPullEvery; empty: DefaultPullEvery.
+	// Every is the pull's timer, a Go duration ("2s") from minPullEvery
+	// to maxPullEvery; empty: defaultPullEvery.
 	Every string `json:"every,omitempty"`
 	// Listen is the address (IP:PORT) the daemon takes pokes on: a POST
 	// from the server's hook that says only "pull now".
@@ -66,15 +66,15 @@ type NodePull struct {
 
 // The pull's timer: its default and bounds.
 const (
-	DefaultPullEvery = 2 * time.Second
-	MinPullEvery     = 100 * time.Millisecond
-	MaxPullEvery     = time.Hour
+	defaultPullEvery = 2 * time.Second
+	minPullEvery     = 100 * time.Millisecond
+	maxPullEvery     = time.Hour
 )
 
 // PullEvery is the pull's timer.
 func (c *NodeConfig) PullEvery() time.Duration {
 	if c.Pull == nil || c.Pull.Every == "" {
-		return DefaultPullEvery
+		return defaultPullEvery
 	}
 	d, _ := time.ParseDuration(c.Pull.Every) // checked by Validate
 	return d
@@ -94,8 +94,8 @@ func (c *NodeConfig) OtherHost() bool {
 func (p *NodePull) validate(field string) error {
 	if p.Every != "" {
 		d, err := time.ParseDuration(p.Every)
-		if err != nil || d < MinPullEvery || d > MaxPullEvery {
-			return strictjson.FieldErr(field+".every", strictjson.ErrInvalid, fmt.Sprintf("%s is not a duration from %s to %s, as \"2s\"", strictjson.QuoteShort(p.Every), MinPullEvery, MaxPullEvery))
+		if err != nil || d < minPullEvery || d > maxPullEvery {
+			return strictjson.FieldErr(field+".every", strictjson.ErrInvalid, fmt.Sprintf("%s is not a duration from %s to %s, as \"2s\"", strictjson.QuoteShort(p.Every), minPullEvery, maxPullEvery))
 		}
 	}
 	if p.Listen != "" {
@@ -117,15 +117,15 @@ func (p *NodePull) validate(field string) error {
 // The bounds of a poke's secret.
 const (
 	MinPokeSecret = 32
-	MaxPokeSecret = 256
+	maxPokeSecret = 256
 )
 
 // CheckPokeSecret accepts a poke's secret: 32 to 256 letters, digits and
 // '-', '_', '.', '~', '+', '/', '=' (hex or base64, as a header carries
 // it).
 func CheckPokeSecret(field, s string) error {
-	if len(s) < MinPokeSecret || len(s) > MaxPokeSecret || strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~+/=") != "" {
-		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("is not a poke secret: %d to %d letters, digits, '-', '_', '.', '~', '+', '/' or '=' (its %d bytes not shown)", MinPokeSecret, MaxPokeSecret, len(s)))
+	if len(s) < MinPokeSecret || len(s) > maxPokeSecret || strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~+/=") != "" {
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("is not a poke secret: %d to %d letters, digits, '-', '_', '.', '~', '+', '/' or '=' (its %d bytes not shown)", MinPokeSecret, maxPokeSecret, len(s)))
 	}
 	return nil
 }
@@ -212,8 +212,8 @@ func (l *NodeSessionLimits) validate(field string) error {
 		if err != nil {
 			return err
 		}
-		if n < MinSessionMemory {
-			return strictjson.FieldErr(strictjson.JoinField(field, LimitMemory), strictjson.ErrInvalid, fmt.Sprintf("%s is below %d bytes (16M), less than a session's own programs need", strictjson.QuoteShort(l.Memory), uint64(MinSessionMemory)))
+		if n < minSessionMemory {
+			return strictjson.FieldErr(strictjson.JoinField(field, LimitMemory), strictjson.ErrInvalid, fmt.Sprintf("%s is below %d bytes (16M), less than a session's own programs need", strictjson.QuoteShort(l.Memory), uint64(minSessionMemory)))
 		}
 	}
 	if l.Disk != "" {
@@ -221,8 +221,8 @@ func (l *NodeSessionLimits) validate(field string) error {
 			return err
 		}
 	}
-	if l.Processes != nil && (*l.Processes < MinSessionProcesses || *l.Processes > maxLimit) {
-		return strictjson.FieldErr(strictjson.JoinField(field, LimitProcesses), strictjson.ErrInvalid, fmt.Sprintf("%d is not a processes limit: a whole number from %d (the sandbox's init, the session and its turn) to %d", *l.Processes, MinSessionProcesses, uint64(maxLimit)))
+	if l.Processes != nil && (*l.Processes < minSessionProcesses || *l.Processes > maxLimit) {
+		return strictjson.FieldErr(strictjson.JoinField(field, LimitProcesses), strictjson.ErrInvalid, fmt.Sprintf("%d is not a processes limit: a whole number from %d (the sandbox's init, the session and its turn) to %d", *l.Processes, minSessionProcesses, uint64(maxLimit)))
 	}
 	return nil
 }
@@ -230,8 +230,8 @@ func (l *NodeSessionLimits) validate(field string) error {
 // The least session limits node.json may give: below them a session
 // cannot start its own programs.
 const (
-	MinSessionMemory    = 16 << 20
-	MinSessionProcesses = 8
+	minSessionMemory    = 16 << 20
+	minSessionProcesses = 8
 )
 
 // NodeProject is one repository of the node: its file on this host and the URL
@@ -411,7 +411,7 @@ func (c *NodeConfig) encode() ([]byte, error) {
 }
 
 // EncodeShown is Encode with every secret (pull.secret, each remote
-// node's poke_secret) replaced by SecretShown: what a plan or an answer
+// node's poke_secret) replaced by secretShown: what a plan or an answer
 // shows of node.json.
 func (c *NodeConfig) EncodeShown() ([]byte, error) {
 	if err := c.Validate(); err != nil {
@@ -420,7 +420,7 @@ func (c *NodeConfig) EncodeShown() ([]byte, error) {
 	shown := *c
 	if c.Pull != nil && c.Pull.Secret != "" {
 		p := *c.Pull
-		p.Secret = SecretShown
+		p.Secret = secretShown
 		shown.Pull = &p
 	}
 	shown.Projects = make(map[string]NodeProject, len(c.Projects))
@@ -428,7 +428,7 @@ func (c *NodeConfig) EncodeShown() ([]byte, error) {
 		rs := make([]RemoteNode, len(p.RemoteNodes))
 		for i, r := range p.RemoteNodes {
 			if r.PokeSecret != "" {
-				r.PokeSecret = SecretShown
+				r.PokeSecret = secretShown
 			}
 			rs[i] = r
 		}
@@ -440,8 +440,8 @@ func (c *NodeConfig) EncodeShown() ([]byte, error) {
 	return shown.encode()
 }
 
-// SecretShown stands for a secret where node.json is shown.
-const SecretShown = "(kept in node.json, not shown)"
+// secretShown stands for a secret where node.json is shown.
+const secretShown = "(kept in node.json, not shown)"
 
 // String renders the node on one line.
 func (c *NodeConfig) String() string {

@@ -20,7 +20,7 @@ func genNodeConfig() *rapid.Generator[*NodeConfig] {
 		}
 		for _, name := range rapid.SliceOfNDistinct(genName(), 1, 4, rapid.ID[string]).Draw(t, "projects") {
 			p := NodeProject{
-				Repository: "/srv/fossil/" + name + RepositorySuffix,
+				Repository: "/srv/fossil/" + name + repositorySuffix,
 				URL:        rapid.SampledFrom([]string{"http://127.0.0.1:", "https://fossil.example.org:", "http://[::1]:"}).Draw(t, "base") + rapid.StringMatching(`[1-9][0-9]{1,4}`).Draw(t, "port") + "/" + name,
 				OtherHost:  rapid.Bool().Draw(t, "other_host"),
 			}
@@ -48,7 +48,7 @@ func genNodeConfig() *rapid.Generator[*NodeConfig] {
 		if rapid.Bool().Draw(t, "limits") {
 			l := &NodeSessionLimits{Memory: rapid.SampledFrom([]string{"", "16M", "2G", "1073741824"}).Draw(t, "memory")}
 			if rapid.Bool().Draw(t, "processes") {
-				n := rapid.Uint64Range(MinSessionProcesses, 1<<20).Draw(t, "n")
+				n := rapid.Uint64Range(minSessionProcesses, 1<<20).Draw(t, "n")
 				l.Processes = &n
 			}
 			c.SessionLimits = l

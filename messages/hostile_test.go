@@ -111,7 +111,7 @@ func TestHostileNotes(t *testing.T) {
 	}
 	for _, tc := range hostileNotes {
 		t.Run(tc.name, func(t *testing.T) {
-			n, err := DecodeNote([]byte(tc.block))
+			n, err := decodeNote([]byte(tc.block))
 			if err == nil {
 				t.Fatalf("accepted: %v", n)
 			}
@@ -139,7 +139,7 @@ func TestHostileNotes(t *testing.T) {
 				return
 			}
 			kind := ""
-			for _, k := range NoteKinds() {
+			for _, k := range noteKinds() {
 				if strings.Contains(tc.block, `"ocx": "`+string(k)+`"`) {
 					kind = string(k)
 				}
@@ -242,7 +242,7 @@ func TestHostileLines(t *testing.T) {
 			if strings.Contains(tc.line, "\n") {
 				return // the splitter sees two lines there
 			}
-			var s PipeSplitter
+			var s pipeSplitter
 			reads := s.Feed([]byte(tc.line + "\n"))
 			if len(reads) != 1 || reads[0].Err == nil || reads[0].Line != nil {
 				t.Errorf("splitter: %v", reads)
@@ -292,7 +292,7 @@ func TestIgnorable(t *testing.T) {
 		{ws("", okSandbox+`, "memory": "4G"`), false},
 		{`{"ocx": "stop", "login": "../x"}`, false},
 	} {
-		_, err := DecodeNote([]byte(tc.block))
+		_, err := decodeNote([]byte(tc.block))
 		if err == nil || Ignorable(err) != tc.want {
 			t.Errorf("%s: Ignorable(%v) = %v, want %v", tc.block, err, !tc.want, tc.want)
 		}
@@ -329,7 +329,7 @@ func TestNewProcessInfo(t *testing.T) {
 	if p := NewHolder(1, 1, strings.Split(strings.Repeat("a ", 100), " "), OriginDaemon); len(p.Command) != 65 || p.Command[64] != "(37 more arguments left out)" {
 		t.Errorf("101 arguments kept as %d, last %q", len(p.Command), p.Command[len(p.Command)-1])
 	}
-	if _, err := DecodeNote([]byte(`{"ocx": "refusal", "launch": "` + h64 + `", "login": "a", "project": "b", "reason": "r", "holder": {"pid": 1, "start_time": 1, "command": [""], "started_by": "daemon"}}`)); err == nil || !strings.Contains(err.Error(), "holder.command[0]: is empty") {
+	if _, err := decodeNote([]byte(`{"ocx": "refusal", "launch": "` + h64 + `", "login": "a", "project": "b", "reason": "r", "holder": {"pid": 1, "start_time": 1, "command": [""], "started_by": "daemon"}}`)); err == nil || !strings.Contains(err.Error(), "holder.command[0]: is empty") {
 		t.Errorf("empty program in a holder: %v", err)
 	}
 }

@@ -156,7 +156,7 @@ func (n *UnheardNote) All() []string {
 }
 
 // NoteKind is "unheard".
-func (*UnheardNote) NoteKind() NoteKind { return KindUnheard }
+func (*UnheardNote) NoteKind() NoteKind { return kindUnheard }
 
 func (n *UnheardNote) version() int { return n.Version }
 
@@ -200,15 +200,15 @@ func (n *UnheardNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *UnheardNote) String() string {
-	l := newLine(KindUnheard).version(n.Version).word(n.Login+"/"+n.Project).kv("post", n.Post)
+	l := newLine(kindUnheard).version(n.Version).word(n.Login+"/"+n.Project).kv("post", n.Post)
 	if n.Posts != nil {
 		l.list("posts", n.Posts)
 	}
 	return l.kv("why", string(n.Why)).String()
 }
 
-// BranchFilePrefix begins a branch listener's file name in listening/ (D2).
-const BranchFilePrefix = "branch-"
+// branchFilePrefix begins a branch listener's file name in listening/ (D2).
+const branchFilePrefix = "branch-"
 
 // ListeningFileName is the name of a listener's file in the session's
 // listening/ directory (D2): the thread's root hash, the ticket's id, or
@@ -222,7 +222,7 @@ func ListeningFileName(kind ListenKind, names string) (string, error) {
 		return names, nil
 	}
 	var b strings.Builder
-	b.WriteString(BranchFilePrefix)
+	b.WriteString(branchFilePrefix)
 	for i := 0; i < len(names); i++ {
 		switch c := names[i]; c {
 		case '%':
@@ -233,8 +233,8 @@ func ListeningFileName(kind ListenKind, names string) (string, error) {
 			b.WriteByte(c)
 		}
 	}
-	if b.Len() > MaxFileNameLen {
-		return "", &strictjson.FieldError{Where: "listening file", Field: "names", Problem: fmt.Sprintf("branch %s makes a file name of %d bytes; a file name is at most %d", strictjson.QuoteShort(names), b.Len(), MaxFileNameLen), Err: strictjson.ErrTooLong}
+	if b.Len() > maxFileNameLen {
+		return "", &strictjson.FieldError{Where: "listening file", Field: "names", Problem: fmt.Sprintf("branch %s makes a file name of %d bytes; a file name is at most %d", strictjson.QuoteShort(names), b.Len(), maxFileNameLen), Err: strictjson.ErrTooLong}
 	}
 	return b.String(), nil
 }
@@ -285,7 +285,7 @@ func ParseListeningFile(name string, content []byte) (ListeningEntry, error) {
 		after = n
 	}
 	names := name
-	if rest, ok := strings.CutPrefix(name, BranchFilePrefix); ok {
+	if rest, ok := strings.CutPrefix(name, branchFilePrefix); ok {
 		if kind != ListenBranch {
 			return ListeningEntry{}, &strictjson.FieldError{Where: where, Field: strictjson.QuoteShort(name), Problem: fmt.Sprintf("is named for a branch but holds the kind %s", strictjson.QuoteShort(string(kind))), Err: strictjson.ErrInvalid}
 		}
@@ -305,16 +305,16 @@ func ParseListeningFile(name string, content []byte) (ListeningEntry, error) {
 			case strings.HasPrefix(rest[i:], "%2F"):
 				b.WriteByte('/')
 			default:
-				return ListeningEntry{}, &strictjson.FieldError{Where: where, Field: strictjson.QuoteShort(name), Problem: fmt.Sprintf("has '%%' at byte %d not followed by 25 or 2F, the only escapes a branch's file name uses", len(BranchFilePrefix)+i), Err: strictjson.ErrInvalid}
+				return ListeningEntry{}, &strictjson.FieldError{Where: where, Field: strictjson.QuoteShort(name), Problem: fmt.Sprintf("has '%%' at byte %d not followed by 25 or 2F, the only escapes a branch's file name uses", len(branchFilePrefix)+i), Err: strictjson.ErrInvalid}
 			}
 			i += 2
 		}
 		names = b.String()
 	} else if kind == ListenBranch {
-		return ListeningEntry{}, &strictjson.FieldError{Where: where, Field: strictjson.QuoteShort(name), Problem: "holds the kind branch but its name does not start with " + BranchFilePrefix, Err: strictjson.ErrInvalid}
+		return ListeningEntry{}, &strictjson.FieldError{Where: where, Field: strictjson.QuoteShort(name), Problem: "holds the kind branch but its name does not start with " + branchFilePrefix, Err: strictjson.ErrInvalid}
 	}
-	if len(name) > MaxFileNameLen {
-		return ListeningEntry{}, &strictjson.FieldError{Where: where, Field: strictjson.QuoteShort(name), Problem: fmt.Sprintf("is %d bytes; a file name is at most %d", len(name), MaxFileNameLen), Err: strictjson.ErrTooLong}
+	if len(name) > maxFileNameLen {
+		return ListeningEntry{}, &strictjson.FieldError{Where: where, Field: strictjson.QuoteShort(name), Problem: fmt.Sprintf("is %d bytes; a file name is at most %d", len(name), maxFileNameLen), Err: strictjson.ErrTooLong}
 	}
 	if err := checkListened("kind", "names", kind, names); err != nil {
 		return ListeningEntry{}, strictjson.At(where, err)
@@ -328,7 +328,7 @@ func ParseListeningFile(name string, content []byte) (ListeningEntry, error) {
 // path component.
 func ValidateListeningFileName(name string) error {
 	kind := ListenThread
-	if strings.HasPrefix(name, BranchFilePrefix) {
+	if strings.HasPrefix(name, branchFilePrefix) {
 		kind = ListenBranch
 	}
 	_, err := ParseListeningFile(name, ListeningFileContent(kind, 0))

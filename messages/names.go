@@ -15,14 +15,14 @@ import (
 // Bounds on names and values. They are part of protocol v1: a writer that needs
 // more is refused, never truncated.
 const (
-	// MaxNameLen bounds a login and a project (decision D1).
-	MaxNameLen = 64
-	// MaxBranchLen bounds a branch name.
-	MaxBranchLen = 255
-	// MaxPathLen bounds an absolute path (PATH_MAX less its NUL).
-	MaxPathLen = 4095
-	// MaxFileNameLen bounds one file name (NAME_MAX), such as a listening file.
-	MaxFileNameLen = 255
+	// maxNameLen bounds a login and a project (decision D1).
+	maxNameLen = 64
+	// maxBranchLen bounds a branch name.
+	maxBranchLen = 255
+	// maxPathLen bounds an absolute path (PATH_MAX less its NUL).
+	maxPathLen = 4095
+	// maxFileNameLen bounds one file name (NAME_MAX), such as a listening file.
+	maxFileNameLen = 255
 	// MaxTextLen bounds a note's free text (a reason, a summary, a note in words).
 	MaxTextLen = 8192
 	// MaxShortLen bounds a short one-line value: a model, a release, an argument.
@@ -33,9 +33,9 @@ const (
 // login (D1). Compared without regard to case, so "Nobody" is refused too.
 var pseudoUsers = []string{"nobody", "anonymous", "reader", "developer"}
 
-// ReservedRootName says whether s is the name of one of the agents root's own
+// reservedRootName says whether s is the name of one of the agents root's own
 // files, which no login may take: AGENTS/LOGIN would collide with them.
-func ReservedRootName(s string) bool {
+func reservedRootName(s string) bool {
 	return s == "ocxd" || strings.HasPrefix(s, "ocxd.") || s == "node.json" ||
 		s == "hook" || strings.HasPrefix(s, "hook.")
 }
@@ -57,7 +57,7 @@ func checkLogin(field, s string) error {
 	}
 	// AGENTS/LOGIN would collide with the agents root's own files: the
 	// daemon's, node.json, and the hook's log and marks (decisions D2, D16, D19).
-	if ReservedRootName(s) {
+	if reservedRootName(s) {
 		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%q names one of the agents root's own files (ocxd, ocxd.*, node.json, hook, hook.*), never a login", s))
 	}
 	return nil
@@ -66,15 +66,15 @@ func checkLogin(field, s string) error {
 // CheckProject checks a project name, naming field in the error.
 func CheckProject(field, s string) error { return checkName(field, "project", s) }
 
-// checkName applies D1's shape: [A-Za-z0-9][A-Za-z0-9._-]*, at most MaxNameLen
+// checkName applies D1's shape: [A-Za-z0-9][A-Za-z0-9._-]*, at most maxNameLen
 // bytes. Because a name cannot start with '.', it can never be "." or "..", and
 // because '/' is not allowed it is always one path component.
 func checkName(field, what, s string) error {
 	if s == "" {
 		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; a "+what+" is a name")
 	}
-	if len(s) > MaxNameLen {
-		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a %s is at most %d", len(s), what, MaxNameLen))
+	if len(s) > maxNameLen {
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a %s is at most %d", len(s), what, maxNameLen))
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -124,15 +124,15 @@ func (k WorkspaceKey) String() string { return k.Login + "/" + k.Project }
 
 // ValidateBranch checks a Fossil branch name as OCX accepts it: spaces are
 // allowed, as Fossil allows them, but it is never empty, holds no control
-// character and is at most MaxBranchLen bytes of UTF-8.
+// character and is at most maxBranchLen bytes of UTF-8.
 func ValidateBranch(s string) error { return checkBranch("branch", s) }
 
 func checkBranch(field, s string) error {
 	if s == "" {
 		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; a branch has a name")
 	}
-	if len(s) > MaxBranchLen {
-		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a branch name is at most %d", len(s), MaxBranchLen))
+	if len(s) > maxBranchLen {
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a branch name is at most %d", len(s), maxBranchLen))
 	}
 	if err := checkChars(field, s, false); err != nil {
 		return err
@@ -178,15 +178,15 @@ func checkHex(field, s string) error {
 
 // ValidateAbsPath checks a host path as a sandbox lists it: absolute, clean
 // (path.Clean leaves it unchanged, so no "..", ".", "//" or trailing '/'), valid
-// UTF-8 without control characters (NUL included), at most MaxPathLen bytes.
+// UTF-8 without control characters (NUL included), at most maxPathLen bytes.
 func ValidateAbsPath(s string) error { return checkAbsPath("path", s) }
 
 func checkAbsPath(field, s string) error {
 	if s == "" {
 		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; a path here is absolute")
 	}
-	if len(s) > MaxPathLen {
-		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a path is at most %d", len(s), MaxPathLen))
+	if len(s) > maxPathLen {
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a path is at most %d", len(s), maxPathLen))
 	}
 	if err := checkChars(field, s, false); err != nil {
 		return err
@@ -200,8 +200,8 @@ func checkAbsPath(field, s string) error {
 	return nil
 }
 
-// RepositorySuffix ends every repository file name; the rest is its project (D1).
-const RepositorySuffix = ".fossil"
+// repositorySuffix ends every repository file name; the rest is its project (D1).
+const repositorySuffix = ".fossil"
 
 // ValidateRepository checks a repository file as a pipe line names it: an
 // absolute, clean path with no whitespace, whose file name is PROJECT.fossil for
@@ -218,9 +218,9 @@ func checkRepository(field, s string) error {
 		}
 	}
 	base := path.Base(s)
-	project, ok := strings.CutSuffix(base, RepositorySuffix)
+	project, ok := strings.CutSuffix(base, repositorySuffix)
 	if !ok {
-		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a repository file: its name does not end in %s", strictjson.QuoteShort(s), RepositorySuffix))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a repository file: its name does not end in %s", strictjson.QuoteShort(s), repositorySuffix))
 	}
 	if err := checkName(field, "project", project); err != nil {
 		var fe *strictjson.FieldError
@@ -236,7 +236,7 @@ func checkRepository(field, s string) error {
 // ProjectOf returns the project a repository file holds: its file name without
 // .fossil. It assumes ValidateRepository passed.
 func ProjectOf(repository string) string {
-	return strings.TrimSuffix(path.Base(repository), RepositorySuffix)
+	return strings.TrimSuffix(path.Base(repository), repositorySuffix)
 }
 
 // checkChars refuses invalid UTF-8 and control characters (C0, DEL and C1,

@@ -152,7 +152,7 @@ func TestCleanTextAndLastLine(t *testing.T) {
 		if got != want {
 			t.Errorf("LastLine(%.20q) = %.40q, want %.40q", in, got, want)
 		}
-		if _, err := ParseCITag("red: " + got); got != "" && err != nil {
+		if _, err := parseCITag("red: " + got); got != "" && err != nil {
 			t.Errorf("LastLine gave a line the tag refuses: %v", err)
 		}
 	}

@@ -19,22 +19,22 @@ const (
 	KindWorkspace  NoteKind = "workspace"
 	KindSession    NoteKind = "session"
 	KindLaunch     NoteKind = "launch"
-	KindRefusal    NoteKind = "refusal"
-	KindEnd        NoteKind = "end"
+	kindRefusal    NoteKind = "refusal"
+	kindEnd        NoteKind = "end"
 	KindStop       NoteKind = "stop"
 	KindStopped    NoteKind = "stopped"
 	KindTerminated NoteKind = "terminated"
 	KindListen     NoteKind = "listen"
 	KindUnlisten   NoteKind = "unlisten"
-	KindUnheard    NoteKind = "unheard"
+	kindUnheard    NoteKind = "unheard"
 	KindReport     NoteKind = "report"
 	KindCI         NoteKind = "ci"
-	KindState      NoteKind = "state"
+	kindState      NoteKind = "state"
 )
 
-// Version is the one version of the notes this package reads and writes. A note
+// version is the one version of the notes this package reads and writes. A note
 // may say "version": 1 or leave it out.
-const Version = 1
+const version = 1
 
 // StopText is the plain post that asks a session to stop, as a stop note does.
 const StopText = "OCX stop"
@@ -55,14 +55,14 @@ type Note interface {
 	version() int
 }
 
-// NoteKinds lists every kind of note, in a stable order.
-func NoteKinds() []NoteKind {
-	return []NoteKind{KindWorkspace, KindSession, KindLaunch, KindRefusal, KindEnd, KindStop, KindStopped,
-		KindTerminated, KindListen, KindUnlisten, KindUnheard, KindReport, KindCI}
+// noteKinds lists every kind of note, in a stable order.
+func noteKinds() []NoteKind {
+	return []NoteKind{KindWorkspace, KindSession, KindLaunch, kindRefusal, kindEnd, KindStop, KindStopped,
+		KindTerminated, KindListen, KindUnlisten, kindUnheard, KindReport, KindCI}
 }
 
-// NewNote returns an empty note of a kind, or nil for a kind this package does not know.
-func NewNote(kind NoteKind) Note {
+// newNote returns an empty note of a kind, or nil for a kind this package does not know.
+func newNote(kind NoteKind) Note {
 	switch kind {
 	case KindWorkspace:
 		return &WorkspaceDefinition{}
@@ -70,9 +70,9 @@ func NewNote(kind NoteKind) Note {
 		return &SessionDefinition{}
 	case KindLaunch:
 		return &LaunchNote{}
-	case KindRefusal:
+	case kindRefusal:
 		return &RefusalNote{}
-	case KindEnd:
+	case kindEnd:
 		return &EndNote{}
 	case KindStop:
 		return &StopNote{}
@@ -84,7 +84,7 @@ func NewNote(kind NoteKind) Note {
 		return &ListenNote{}
 	case KindUnlisten:
 		return &UnlistenNote{}
-	case KindUnheard:
+	case kindUnheard:
 		return &UnheardNote{}
 	case KindReport:
 		return &ReportNote{}
@@ -102,19 +102,19 @@ func (k NoteKind) where() string {
 		return "workspace definition"
 	case KindSession:
 		return "session definition"
-	case KindState:
+	case kindState:
 		return "state"
 	}
 	return string(k) + " note"
 }
 
-// DecodeNote reads one note from the JSON of a block (without its fences) and
+// decodeNote reads one note from the JSON of a block (without its fences) and
 // validates it. Unknown keys are ignored, except inside sandbox and for the
 // limit-bearing keys budget, limits and restrict, which refuse the note (E9). A
 // version other than 1 gives ErrUnknownVersion and an unknown kind
 // ErrUnknownKind, each naming what it found; a run-engine message ("ocx": 1)
 // gives ErrRunMessage, and JSON without "ocx" gives ErrNotANote.
-func DecodeNote(block []byte) (Note, error) {
+func decodeNote(block []byte) (Note, error) {
 	v, err := strictjson.Parse(block, strictjson.MaxNoteLen)
 	if err != nil {
 		return nil, strictjson.At(kindHint(block).where(), err)
@@ -129,7 +129,7 @@ func kindHint(block []byte) NoteKind {
 		OCX any `json:"ocx"`
 	}
 	if json.Unmarshal(block, &head) == nil {
-		if k, ok := head.OCX.(string); ok && NewNote(NoteKind(k)) != nil {
+		if k, ok := head.OCX.(string); ok && newNote(NoteKind(k)) != nil {
 			return NoteKind(k)
 		}
 	}
@@ -139,7 +139,7 @@ func kindHint(block []byte) NoteKind {
 // DecodeNoteAs reads a note that must be of type T, such as *WorkspaceDefinition.
 func DecodeNoteAs[T Note](block []byte) (T, error) {
 	var zero T
-	n, err := DecodeNote(block)
+	n, err := decodeNote(block)
 	if err != nil {
 		return zero, err
 	}
@@ -156,9 +156,9 @@ func DecodeNoteAs[T Note](block []byte) (T, error) {
 
 // newOf finds the kind of note a pointer type T stands for.
 func newOf[T Note]() Note {
-	for _, k := range NoteKinds() {
-		if _, ok := NewNote(k).(T); ok {
-			return NewNote(k)
+	for _, k := range noteKinds() {
+		if _, ok := newNote(k).(T); ok {
+			return newNote(k)
 		}
 	}
 	return nil
@@ -185,7 +185,7 @@ func decodeTree(v any, suffix string) (Note, error) {
 	default:
 		return nil, &strictjson.FieldError{Where: "note" + suffix, Field: "ocx", Problem: "must be a string naming the note's kind, not " + strictjson.JSONType(raw), Err: strictjson.ErrInvalid}
 	}
-	n := NewNote(kind)
+	n := newNote(kind)
 	if n == nil {
 		return nil, &strictjson.FieldError{Where: "note" + suffix, Field: "ocx", Problem: fmt.Sprintf("%s is not a kind of note this reader knows", strictjson.QuoteShort(string(kind))), Err: strictjson.ErrUnknownKind}
 	}
@@ -199,7 +199,7 @@ func decodeTree(v any, suffix string) (Note, error) {
 		except = "sandbox"
 	case KindSession:
 		except = "limits"
-	case KindEnd, KindStopped:
+	case kindEnd, KindStopped:
 		// budget there names the limit a session ran past (D40), which
 		// this reader knows.
 		except = "budget"
@@ -226,8 +226,8 @@ func readVersion(o strictjson.Obj) error {
 	if !isNum {
 		return strictjson.FieldErr("version", strictjson.ErrInvalid, "must be a whole number, not "+strictjson.JSONType(v))
 	}
-	if num.String() != strconv.Itoa(Version) {
-		return strictjson.FieldErr("version", strictjson.ErrUnknownVersion, fmt.Sprintf("%s is not a version this reader knows (it reads version %d)", strictjson.ShortToken(num.String()), Version))
+	if num.String() != strconv.Itoa(version) {
+		return strictjson.FieldErr("version", strictjson.ErrUnknownVersion, fmt.Sprintf("%s is not a version this reader knows (it reads version %d)", strictjson.ShortToken(num.String()), version))
 	}
 	return nil
 }
@@ -235,7 +235,7 @@ func readVersion(o strictjson.Obj) error {
 // versionOf reads the version field after readVersion accepted it.
 func versionOf(o strictjson.Obj) int {
 	if o.Has("version") {
-		return Version
+		return version
 	}
 	return 0
 }
@@ -243,8 +243,8 @@ func versionOf(o strictjson.Obj) int {
 // checkVersion checks a note's Version field before it is written: 0 (left
 // out, version 1 implied) or 1.
 func checkVersion(v int) error {
-	if v != 0 && v != Version {
-		return strictjson.FieldErr("version", strictjson.ErrUnknownVersion, fmt.Sprintf("%d is not a version this writer knows (0 leaves it out, or %d)", v, Version))
+	if v != 0 && v != version {
+		return strictjson.FieldErr("version", strictjson.ErrUnknownVersion, fmt.Sprintf("%d is not a version this writer knows (0 leaves it out, or %d)", v, version))
 	}
 	return nil
 }
@@ -255,24 +255,24 @@ func checkVersion(v int) error {
 // block is never closed or does not parse (it might have been a note), and when
 // two blocks or more are notes (ErrSeveralNotes): no reader acts on a post whose
 // meaning depends on which note it picks. A post with no note gives ErrNotANote.
-func NoteBlock(text []byte) (Block, error) {
+func NoteBlock(text []byte) (block, error) {
 	b, _, err := noteBlock(text)
 	return b, err
 }
 
-func noteBlock(text []byte) (Block, any, error) {
+func noteBlock(text []byte) (block, any, error) {
 	blocks, err := Blocks(text)
 	if err != nil {
-		return Block{}, nil, err
+		return block{}, nil, err
 	}
 	var (
-		notes  []Block
+		notes  []block
 		values []any
 	)
 	for _, b := range blocks {
 		v, err := strictjson.Parse(b.JSON, strictjson.MaxNoteLen)
 		if err != nil {
-			return Block{}, nil, strictjson.At(fmt.Sprintf("post: block at line %d", b.Line), err)
+			return block{}, nil, strictjson.At(fmt.Sprintf("post: block at line %d", b.Line), err)
 		}
 		if m, ok := v.(map[string]any); ok {
 			if _, ok := m["ocx"]; ok {
@@ -283,7 +283,7 @@ func noteBlock(text []byte) (Block, any, error) {
 	}
 	switch len(notes) {
 	case 0:
-		return Block{}, nil, &strictjson.FieldError{Where: "post", Problem: fmt.Sprintf("holds no OCX note (%d ```json block(s), none with \"ocx\")", len(blocks)), Err: strictjson.ErrNotANote}
+		return block{}, nil, &strictjson.FieldError{Where: "post", Problem: fmt.Sprintf("holds no OCX note (%d ```json block(s), none with \"ocx\")", len(blocks)), Err: strictjson.ErrNotANote}
 	case 1:
 		return notes[0], values[0], nil
 	}
@@ -291,12 +291,12 @@ func noteBlock(text []byte) (Block, any, error) {
 	for i, b := range notes {
 		lines[i] = strconv.Itoa(b.Line)
 	}
-	return Block{}, nil, &strictjson.FieldError{Where: "post", Problem: fmt.Sprintf("holds %d OCX notes (blocks at lines %s); a post carries at most one, so none of them counts", len(notes), strings.Join(lines, ", ")), Err: strictjson.ErrSeveralNotes}
+	return block{}, nil, &strictjson.FieldError{Where: "post", Problem: fmt.Sprintf("holds %d OCX notes (blocks at lines %s); a post carries at most one, so none of them counts", len(notes), strings.Join(lines, ", ")), Err: strictjson.ErrSeveralNotes}
 }
 
 // ReadPost reads the note a post or ticket comment carries: a plain post whose
 // text, trimmed, is "OCX stop" is a stop note; otherwise its one note block is
-// decoded (see NoteBlock and DecodeNote for what is refused). Errors name the
+// decoded (see NoteBlock and decodeNote for what is refused). Errors name the
 // block's line.
 func ReadPost(text []byte) (Note, error) {
 	if string(bytes.TrimSpace(text)) == StopText {

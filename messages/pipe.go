@@ -12,26 +12,26 @@ import (
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
-// PipeBuf is PIPE_BUF on Linux: a write of at most this many bytes to a pipe is
+// pipeBuf is PIPE_BUF on Linux: a write of at most this many bytes to a pipe is
 // atomic, so lines from concurrent writers never interleave. A pipe line,
-// newline included, is at most PipeBuf bytes.
-const PipeBuf = 4096
+// newline included, is at most pipeBuf bytes.
+const pipeBuf = 4096
 
 // The verbs of the daemon pipe's lines.
 const (
-	VerbPost   = "post"
-	VerbStop   = "stop"
-	VerbReexec = "reexec"
-	// VerbRuns is `runs check`: check the node's runs (seed 004, section
+	verbPost   = "post"
+	verbStop   = "stop"
+	verbReexec = "reexec"
+	// verbRuns is `runs check`: check the node's runs (seed 004, section
 	// 10's last paragraph).
-	VerbRuns = "runs"
-	// VerbRun is `run start REPOSITORY HASH USER`: a person holding admin
+	verbRuns = "runs"
+	// verbRun is `run start REPOSITORY HASH USER`: a person holding admin
 	// or setup starts a manual run with OCX's run tool (seed 004, section
 	// 8), the tool having authenticated them.
-	VerbRun = "run"
-	// VerbBudget is `budget LOGIN PROJECT LAUNCH LIMIT USED`: a session's
+	verbRun = "run"
+	// verbBudget is `budget LOGIN PROJECT LAUNCH LIMIT USED`: a session's
 	// model proxy says its budget is spent (D50).
-	VerbBudget = "budget"
+	verbBudget = "budget"
 )
 
 // PipeLine is one line the daemon reads from its pipe AGENTS/ocxd: a post to
@@ -40,7 +40,7 @@ const (
 type PipeLine interface {
 	// Validate checks every field.
 	Validate() error
-	// Encode validates and renders the line with its newline, at most PipeBuf bytes.
+	// Encode validates and renders the line with its newline, at most pipeBuf bytes.
 	Encode() ([]byte, error)
 	// String renders the line without its newline, quoting any field that would
 	// not survive as one token, so that it is one line even for invalid values.
@@ -78,10 +78,10 @@ func (RunsCheckLine) pipeLine() {}
 func (RunsCheckLine) Validate() error { return nil }
 
 // Encode renders "runs check\n".
-func (RunsCheckLine) Encode() ([]byte, error) { return []byte(VerbRuns + " check\n"), nil }
+func (RunsCheckLine) Encode() ([]byte, error) { return []byte(verbRuns + " check\n"), nil }
 
 // String renders "runs check".
-func (RunsCheckLine) String() string { return VerbRuns + " check" }
+func (RunsCheckLine) String() string { return verbRuns + " check" }
 
 // RunStartLine is `run start REPOSITORY HASH USER`: the run tool asks the
 // daemon to start the manual run HASH of REPOSITORY for USER, a login it
@@ -113,12 +113,12 @@ func (l RunStartLine) Encode() ([]byte, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	return finishLine("run start line", VerbRun+" start "+l.Repository+" "+l.Hash+" "+l.By)
+	return finishLine("run start line", verbRun+" start "+l.Repository+" "+l.Hash+" "+l.By)
 }
 
 // String renders the line without its newline.
 func (l RunStartLine) String() string {
-	return VerbRun + " start " + token(l.Repository) + " " + token(l.Hash) + " " + token(l.By)
+	return verbRun + " start " + token(l.Repository) + " " + token(l.Hash) + " " + token(l.By)
 }
 
 // BudgetLine is `budget LOGIN PROJECT LAUNCH tokens USED`: the model proxy
@@ -169,7 +169,7 @@ func (l BudgetLine) Encode() ([]byte, error) {
 
 // String renders the line without its newline.
 func (l BudgetLine) String() string {
-	return VerbBudget + " " + token(l.Login) + " " + token(l.Project) + " " + token(l.Launch) + " " + token(l.Limit) + " " + strconv.FormatUint(l.Used, 10)
+	return verbBudget + " " + token(l.Login) + " " + token(l.Project) + " " + token(l.Launch) + " " + token(l.Limit) + " " + strconv.FormatUint(l.Used, 10)
 }
 
 func (PostLine) pipeLine()   {}
@@ -192,11 +192,11 @@ func (l PostLine) Encode() ([]byte, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	return finishLine("post line", VerbPost+" "+l.Repository+" "+l.Hash)
+	return finishLine("post line", verbPost+" "+l.Repository+" "+l.Hash)
 }
 
 // String renders the line without its newline.
-func (l PostLine) String() string { return VerbPost + " " + token(l.Repository) + " " + token(l.Hash) }
+func (l PostLine) String() string { return verbPost + " " + token(l.Repository) + " " + token(l.Hash) }
 
 // Validate checks both names.
 func (l StopLine) Validate() error {
@@ -211,24 +211,24 @@ func (l StopLine) Encode() ([]byte, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	return finishLine("stop line", VerbStop+" "+l.Login+" "+l.Project)
+	return finishLine("stop line", verbStop+" "+l.Login+" "+l.Project)
 }
 
 // String renders the line without its newline.
-func (l StopLine) String() string { return VerbStop + " " + token(l.Login) + " " + token(l.Project) }
+func (l StopLine) String() string { return verbStop + " " + token(l.Login) + " " + token(l.Project) }
 
 // Validate has nothing to check: reexec has no arguments.
 func (ReexecLine) Validate() error { return nil }
 
 // Encode renders "reexec\n".
-func (ReexecLine) Encode() ([]byte, error) { return []byte(VerbReexec + "\n"), nil }
+func (ReexecLine) Encode() ([]byte, error) { return []byte(verbReexec + "\n"), nil }
 
 // String renders "reexec".
-func (ReexecLine) String() string { return VerbReexec }
+func (ReexecLine) String() string { return verbReexec }
 
 func finishLine(where, s string) ([]byte, error) {
-	if len(s)+1 > PipeBuf {
-		return nil, &strictjson.FieldError{Where: where, Problem: fmt.Sprintf("is %d bytes with its newline; a pipe line is at most %d (PIPE_BUF)", len(s)+1, PipeBuf), Err: strictjson.ErrTooLong}
+	if len(s)+1 > pipeBuf {
+		return nil, &strictjson.FieldError{Where: where, Problem: fmt.Sprintf("is %d bytes with its newline; a pipe line is at most %d (PIPE_BUF)", len(s)+1, pipeBuf), Err: strictjson.ErrTooLong}
 	}
 	b := make([]byte, 0, len(s)+1)
 	b = append(b, s...)
@@ -246,8 +246,8 @@ func ParsePipeLine(line []byte) (PipeLine, error) {
 	} else {
 		n++ // as written, it will carry its newline
 	}
-	if n > PipeBuf {
-		return nil, &strictjson.FieldError{Where: where, Problem: fmt.Sprintf("is %d bytes with its newline; a pipe line is at most %d (PIPE_BUF)", n, PipeBuf), Err: strictjson.ErrTooLong}
+	if n > pipeBuf {
+		return nil, &strictjson.FieldError{Where: where, Problem: fmt.Sprintf("is %d bytes with its newline; a pipe line is at most %d (PIPE_BUF)", n, pipeBuf), Err: strictjson.ErrTooLong}
 	}
 	if len(line) == 0 {
 		return nil, &strictjson.FieldError{Where: where, Problem: "is empty", Err: strictjson.ErrSyntax}
@@ -269,7 +269,7 @@ func ParsePipeLine(line []byte) (PipeLine, error) {
 	verb := string(fields[0])
 	args := fields[1:]
 	switch verb {
-	case VerbPost:
+	case verbPost:
 		if len(args) != 2 {
 			return nil, arity(where, "post REPOSITORY HASH", len(args))
 		}
@@ -278,7 +278,7 @@ func ParsePipeLine(line []byte) (PipeLine, error) {
 			return nil, err
 		}
 		return l, nil
-	case VerbStop:
+	case verbStop:
 		if len(args) != 2 {
 			return nil, arity(where, "stop LOGIN PROJECT", len(args))
 		}
@@ -287,17 +287,17 @@ func ParsePipeLine(line []byte) (PipeLine, error) {
 			return nil, err
 		}
 		return l, nil
-	case VerbReexec:
+	case verbReexec:
 		if len(args) != 0 {
 			return nil, arity(where, "reexec", len(args))
 		}
 		return ReexecLine{}, nil
-	case VerbRuns:
+	case verbRuns:
 		if len(args) != 1 || string(args[0]) != "check" {
 			return nil, arity(where, "runs check", len(args))
 		}
 		return RunsCheckLine{}, nil
-	case VerbRun:
+	case verbRun:
 		if len(args) != 4 || string(args[0]) != "start" {
 			return nil, arity(where, "run start REPOSITORY HASH USER", len(args))
 		}
@@ -306,7 +306,7 @@ func ParsePipeLine(line []byte) (PipeLine, error) {
 			return nil, err
 		}
 		return l, nil
-	case VerbBudget:
+	case verbBudget:
 		if len(args) != 5 {
 			return nil, arity(where, "budget LOGIN PROJECT LAUNCH LIMIT USED", len(args))
 		}

@@ -7,20 +7,20 @@ import (
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
-// ReportOutcome is how a session's work ended, by its own account.
-type ReportOutcome string
+// reportOutcome is how a session's work ended, by its own account.
+type reportOutcome string
 
 // The outcomes of a report (D4).
 const (
-	ReportDone   ReportOutcome = "done"
-	ReportFailed ReportOutcome = "failed"
+	ReportDone   reportOutcome = "done"
+	ReportFailed reportOutcome = "failed"
 )
 
 // ReportNote is a session's report on its own record (D4): a turn's answer that
 // holds one is a report, and a completes session exits once it is on the record.
 type ReportNote struct {
 	Version int           `json:"-" ocx:"version"`
-	Outcome ReportOutcome `json:"outcome" why:"a report says done or failed"`
+	Outcome reportOutcome `json:"outcome" why:"a report says done or failed"`
 	// Summary says in words what was done or what failed.
 	Summary string `json:"summary,omitempty"`
 }
@@ -53,8 +53,8 @@ func (n *ReportNote) String() string {
 	return newLine(KindReport).version(n.Version).kv("outcome", string(n.Outcome)).text("summary", n.Summary).String()
 }
 
-// MaxCILineLen bounds the command's last line in a ci tag and a ci note.
-const MaxCILineLen = 1000
+// maxCILineLen bounds the command's last line in a ci tag and a ci note.
+const maxCILineLen = 1000
 
 // CINote says a CI result on the CI session's own record (D5); a red result is
 // always said there as well as tagged on the check-in.
@@ -103,8 +103,8 @@ type CITag struct {
 	Line   string
 }
 
-// ParseCITag reads a ci tag's value.
-func ParseCITag(value string) (CITag, error) {
+// parseCITag reads a ci tag's value.
+func parseCITag(value string) (CITag, error) {
 	result, line, hasLine := strings.Cut(value, ": ")
 	t := CITag{Result: CIResult(result), Line: line}
 	if !hasLine && strings.Contains(value, ":") {
@@ -127,7 +127,7 @@ func (t CITag) validate(resultField, lineField string) error {
 	default:
 		return strictjson.FieldErr(resultField, strictjson.ErrInvalid, fmt.Sprintf("%s is not a CI result (green, red)", strictjson.QuoteShort(string(t.Result))))
 	}
-	if err := checkLine(lineField, t.Line, false, MaxCILineLen); err != nil {
+	if err := checkLine(lineField, t.Line, false, maxCILineLen); err != nil {
 		return err
 	}
 	if strings.TrimSpace(t.Line) != t.Line {
@@ -157,15 +157,15 @@ func (t CITag) String() string {
 
 // LastLine picks what a ci tag carries from a command's output: its last line
 // that is not blank, trimmed, made one safe line (CleanText), and cut to
-// MaxCILineLen bytes on a character boundary.
+// maxCILineLen bytes on a character boundary.
 func LastLine(output []byte) string {
 	s := strings.TrimRight(string(output), " \t\r\n")
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
 		s = s[i+1:]
 	}
 	s = strings.TrimSpace(CleanText(s))
-	if len(s) > MaxCILineLen {
-		cut := MaxCILineLen
+	if len(s) > maxCILineLen {
+		cut := maxCILineLen
 		for cut > 0 && !utf8RuneStart(s[cut]) {
 			cut--
 		}

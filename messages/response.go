@@ -10,8 +10,8 @@ import (
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
-// ResponseKind is the kind of a protocol v1 response block (seed 001 E5).
-const ResponseKind = "response"
+// responseKind is the kind of a protocol v1 response block (seed 001 E5).
+const responseKind = "response"
 
 // ResponseOutcome is how a v1 record's run ended, the first that applies
 // (D51).
@@ -24,20 +24,20 @@ const (
 	// ResponseBudget: the node ended it past a limit of its budget; the
 	// note names the limit.
 	ResponseBudget ResponseOutcome = "budget"
-	// ResponseFailed: it never ran (its sandbox failed), or its agent's
+	// responseFailed: it never ran (its sandbox failed), or its agent's
 	// last report said failed.
-	ResponseFailed ResponseOutcome = "failed"
+	responseFailed ResponseOutcome = "failed"
 	// ResponseDone: its agent's last report said done.
 	ResponseDone ResponseOutcome = "done"
-	// ResponseExited: its process exited, or a signal ended it, by itself,
+	// responseExited: its process exited, or a signal ended it, by itself,
 	// with no report.
-	ResponseExited ResponseOutcome = "exited"
+	responseExited ResponseOutcome = "exited"
 	// ResponseLost: the node saw it gone but could not tell how it ended.
 	ResponseLost ResponseOutcome = "lost"
 )
 
-// ResponseOutcomes lists the outcomes in the order they apply.
-var ResponseOutcomes = []ResponseOutcome{ResponseStopped, ResponseBudget, ResponseFailed, ResponseDone, ResponseExited, ResponseLost}
+// responseOutcomes lists the outcomes in the order they apply.
+var responseOutcomes = []ResponseOutcome{ResponseStopped, ResponseBudget, responseFailed, ResponseDone, responseExited, ResponseLost}
 
 // responseKeys are the keys of a response block, every one required; a
 // reader passes over any other (E9).
@@ -68,11 +68,11 @@ func (r *Response) Validate() error {
 }
 
 func checkOutcome(o ResponseOutcome) error {
-	if slices.Contains(ResponseOutcomes, o) {
+	if slices.Contains(responseOutcomes, o) {
 		return nil
 	}
-	words := make([]string, len(ResponseOutcomes))
-	for i, k := range ResponseOutcomes {
+	words := make([]string, len(responseOutcomes))
+	for i, k := range responseOutcomes {
 		words[i] = string(k)
 	}
 	if o == "" {
@@ -90,7 +90,7 @@ func (r *Response) Encode() ([]byte, error) {
 		Ocx  int    `json:"ocx"`
 		Kind string `json:"kind"`
 		*Response
-	}{Version, ResponseKind, r})
+	}{version, responseKind, r})
 	if err != nil {
 		return nil, err
 	}
@@ -129,10 +129,10 @@ func decodeResponse(v any, where string) (*Response, error) {
 	if !ok {
 		return nil, &strictjson.FieldError{Where: where, Problem: "is " + strictjson.JSONType(v) + "; a response is a JSON object", Err: strictjson.ErrInvalid}
 	}
-	if n, ok := m["ocx"].(json.Number); !ok || n.String() != strconv.Itoa(Version) {
+	if n, ok := m["ocx"].(json.Number); !ok || n.String() != strconv.Itoa(version) {
 		return nil, &strictjson.FieldError{Where: where, Field: "ocx", Problem: `is not 1; a protocol v1 response says "ocx": 1`, Err: strictjson.ErrUnknownVersion}
 	}
-	if k, _ := m["kind"].(string); k != ResponseKind {
+	if k, _ := m["kind"].(string); k != responseKind {
 		return nil, &strictjson.FieldError{Where: where, Field: "kind", Problem: `is not "response"`, Err: strictjson.ErrWrongKind}
 	}
 	// Version 1 may gain keys (E9): a reader passes over one it does not
@@ -175,13 +175,13 @@ func ResponseFor(record string, end *EndNote, stopRequested, foundGone bool, rep
 	case stopRequested:
 		r.Outcome = ResponseStopped
 	case end.Status == EndSandboxFailed, report != nil && report.Outcome == ReportFailed:
-		r.Outcome = ResponseFailed
+		r.Outcome = responseFailed
 	case report != nil && report.Outcome == ReportDone:
 		r.Outcome = ResponseDone
 	case end.Status == EndUnknown:
 		r.Outcome = ResponseLost
 	default:
-		r.Outcome = ResponseExited
+		r.Outcome = responseExited
 	}
 	note := end.StatusString()
 	if foundGone && end.Status == EndUnknown {

@@ -24,14 +24,14 @@ const (
 	MsgStop    MessageKind = "stop"
 	MsgStarted MessageKind = "started"
 	MsgEnded   MessageKind = "ended"
-	MsgRecord  MessageKind = RecordKind
+	MsgRecord  MessageKind = recordKind
 )
 
-// MessageKinds lists the kinds ReadMessage knows: table 3's, then record.
-var MessageKinds = []MessageKind{MsgRun, MsgStop, MsgStarted, MsgEnded, MsgRecord}
+// messageKinds lists the kinds ReadMessage knows: table 3's, then record.
+var messageKinds = []MessageKind{MsgRun, MsgStop, MsgStarted, MsgEnded, MsgRecord}
 
 func (k MessageKind) known() bool {
-	for _, m := range MessageKinds {
+	for _, m := range messageKinds {
 		if m == k {
 			return true
 		}
@@ -54,10 +54,10 @@ type Message interface {
 var (
 	// ErrUnsetValue: a string names a value not set by then (section 2).
 	ErrUnsetValue = errors.New("unset value")
-	// ErrUnknownStep: a workspace step of a kind section 5 does not have.
-	ErrUnknownStep = errors.New("unknown step")
-	// ErrStepNeeds: a step whose needs are not met before it.
-	ErrStepNeeds = errors.New("step needs unmet")
+	// errUnknownStep: a workspace step of a kind section 5 does not have.
+	errUnknownStep = errors.New("unknown step")
+	// errStepNeeds: a step whose needs are not met before it.
+	errStepNeeds = errors.New("step needs unmet")
 )
 
 // MalformedMessage is a message of a kind the reader knows that does not
@@ -82,7 +82,7 @@ type Run struct {
 	Node      string      `json:"node"`
 	Objective string      `json:"objective"`
 	Workspace []RunStep   `json:"workspace,omitempty"`
-	Sandbox   *RunSandbox `json:"sandbox,omitempty"`
+	Sandbox   *runSandbox `json:"sandbox,omitempty"`
 	Limits    *RunLimits  `json:"limits,omitempty"`
 	Process   RunProcess  `json:"process"`
 }
@@ -290,8 +290,8 @@ func endedFields(o RunOutcome) (exit, note string) {
 }
 
 func outcomeWords() []string {
-	out := make([]string, len(RunOutcomes))
-	for i, o := range RunOutcomes {
+	out := make([]string, len(runOutcomes))
+	for i, o := range runOutcomes {
 		out[i] = string(o)
 	}
 	return out
@@ -311,7 +311,7 @@ func (r *Run) Encode() ([]byte, error) {
 			}
 		}
 		if s.Files == nil {
-			s.Files = []RunFile{}
+			s.Files = []runFile{}
 		}
 		c.Sandbox = &s
 	}
@@ -349,7 +349,7 @@ func (e *RunEnded) Encode() ([]byte, error) {
 // encodeMessage renders "```json\n", the JSON indented by two spaces with
 // ocx and kind first, then body's fields in their order, and "\n```\n".
 func encodeMessage(kind MessageKind, body any) ([]byte, error) {
-	b, err := objectAfter(fmt.Sprintf(`{"ocx":%d,"kind":%q`, Version, kind), body)
+	b, err := objectAfter(fmt.Sprintf(`{"ocx":%d,"kind":%q`, version, kind), body)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", kind, err)
 	}
@@ -406,8 +406,8 @@ func decodeMessage(v any, where string) (Message, error) {
 	case string:
 		return nil, &strictjson.FieldError{Where: where, Field: "ocx", Problem: fmt.Sprintf("is %s: a note of the session design, not a run engine message", strictjson.QuoteShort(x)), Err: strictjson.ErrNotANote}
 	case json.Number:
-		if x.String() != strconv.Itoa(Version) {
-			return nil, &strictjson.FieldError{Where: where, Field: "ocx", Problem: fmt.Sprintf("%s is not a version this reader knows (it reads %d)", strictjson.ShortToken(x.String()), Version), Err: strictjson.ErrUnknownVersion}
+		if x.String() != strconv.Itoa(version) {
+			return nil, &strictjson.FieldError{Where: where, Field: "ocx", Problem: fmt.Sprintf("%s is not a version this reader knows (it reads %d)", strictjson.ShortToken(x.String()), version), Err: strictjson.ErrUnknownVersion}
 		}
 	default:
 		return nil, &strictjson.FieldError{Where: where, Field: "ocx", Problem: "is " + strictjson.JSONType(raw) + ", not a version", Err: strictjson.ErrNotANote}
@@ -453,8 +453,8 @@ func decodeMessage(v any, where string) (Message, error) {
 }
 
 func kindWords() []string {
-	out := make([]string, len(MessageKinds))
-	for i, k := range MessageKinds {
+	out := make([]string, len(messageKinds))
+	for i, k := range messageKinds {
 		out[i] = string(k)
 	}
 	return out

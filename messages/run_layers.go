@@ -23,8 +23,8 @@ const (
 	StepCheckout  = "checkout"
 )
 
-// StepKinds lists the step kinds of section 5.
-var StepKinds = []string{StepDirectory, StepPassword, StepClone, StepCheckout}
+// stepKinds lists the step kinds of section 5.
+var stepKinds = []string{StepDirectory, StepPassword, StepClone, StepCheckout}
 
 // RunStep is one step of the workspace layer. At is directory's argument;
 // Into clone's and checkout's; Of checkout's. A step of a kind section 5
@@ -52,7 +52,7 @@ var stepNeeds = map[string]string{StepClone: StepPassword, StepCheckout: StepClo
 var stepSets = map[string][]string{
 	StepDirectory: {ValueWorkspace},
 	StepClone:     {ValueClone},
-	StepCheckout:  {ValueTree, ValueCheckout},
+	StepCheckout:  {valueTree, valueCheckout},
 }
 
 // KnownStep says whether section 5 has the step's kind.
@@ -74,8 +74,8 @@ func (s RunStep) SetValues(vals RunValues, checkin string) {
 	case StepClone:
 		vals[ValueClone] = s.Into
 	case StepCheckout:
-		vals[ValueTree] = s.Into
-		vals[ValueCheckout] = checkin
+		vals[valueTree] = s.Into
+		vals[valueCheckout] = checkin
 	}
 }
 
@@ -85,14 +85,14 @@ func (s RunStep) String() string {
 }
 
 func readStep(o strictjson.Obj) (RunStep, error) {
-	kind, err := o.Str("step", true, "a step names its kind ("+strictjson.ListWords(StepKinds)+")")
+	kind, err := o.Str("step", true, "a step names its kind ("+strictjson.ListWords(stepKinds)+")")
 	if err != nil {
 		return RunStep{}, err
 	}
 	if kind == "" {
-		return RunStep{}, strictjson.FieldErr(o.Field("step"), strictjson.ErrMissing, "is empty; a step names its kind ("+strictjson.ListWords(StepKinds)+")")
+		return RunStep{}, strictjson.FieldErr(o.Field("step"), strictjson.ErrMissing, "is empty; a step names its kind ("+strictjson.ListWords(stepKinds)+")")
 	}
-	if err := checkLine(o.Field("step"), kind, true, MaxNameLen); err != nil {
+	if err := checkLine(o.Field("step"), kind, true, maxNameLen); err != nil {
 		return RunStep{}, err
 	}
 	args, known := stepArgs[kind]
@@ -108,7 +108,7 @@ func readStep(o strictjson.Obj) (RunStep, error) {
 		if err != nil {
 			return RunStep{}, err
 		}
-		if err := checkLine(o.Field(a), v, true, MaxPathLen); err != nil {
+		if err := checkLine(o.Field(a), v, true, maxPathLen); err != nil {
 			return RunStep{}, err
 		}
 		switch a {
@@ -135,7 +135,7 @@ func readStep(o strictjson.Obj) (RunStep, error) {
 
 func (s RunStep) validate(field string) error {
 	if !s.KnownStep() {
-		return strictjson.FieldErr(field+".step", strictjson.ErrInvalid, fmt.Sprintf("%s is not a step kind (%s)", strictjson.QuoteShort(s.Step), strictjson.ListWords(StepKinds)))
+		return strictjson.FieldErr(field+".step", strictjson.ErrInvalid, fmt.Sprintf("%s is not a step kind (%s)", strictjson.QuoteShort(s.Step), strictjson.ListWords(stepKinds)))
 	}
 	has := map[string]string{"at": s.At, "of": s.Of, "into": s.Into}
 	for k, v := range has {
@@ -143,7 +143,7 @@ func (s RunStep) validate(field string) error {
 			if v == "" {
 				return strictjson.FieldErr(field+"."+k, strictjson.ErrMissing, "is missing; a "+s.Step+" step names its "+k)
 			}
-			if err := checkLine(field+"."+k, v, true, MaxPathLen); err != nil {
+			if err := checkLine(field+"."+k, v, true, maxPathLen); err != nil {
 				return err
 			}
 		} else if v != "" {
@@ -160,14 +160,14 @@ func (s RunStep) validate(field string) error {
 	return nil
 }
 
-// RunFile is a file the sandbox makes for the process alone.
-type RunFile struct {
+// runFile is a file the sandbox makes for the process alone.
+type runFile struct {
 	At   string `json:"at"`
 	Text string `json:"text"`
 }
 
-// RunSandbox is the sandbox layer (table 6). Every field is required.
-type RunSandbox struct {
+// runSandbox is the sandbox layer (table 6). Every field is required.
+type runSandbox struct {
 	UID          uint32    `json:"uid"`
 	GID          uint32    `json:"gid"`
 	Capabilities []string  `json:"capabilities"`
@@ -177,7 +177,7 @@ type RunSandbox struct {
 	ReadOnly     []string  `json:"read_only"`
 	ReadWrite    []string  `json:"read_write"`
 	Homes        []string  `json:"homes"`
-	Files        []RunFile `json:"files"`
+	Files        []runFile `json:"files"`
 	Proc         string    `json:"proc"`
 	Dev          string    `json:"dev"`
 	Tmp          string    `json:"tmp"`
@@ -189,7 +189,7 @@ var sandboxKeys = []string{"uid", "gid", "capabilities", "network", "own_session
 // maxID is the largest uid or gid a sandbox names: (uid_t)-1 is no user.
 const maxID = 1<<32 - 2
 
-func readSandbox(o strictjson.Obj) (*RunSandbox, error) {
+func readSandbox(o strictjson.Obj) (*runSandbox, error) {
 	if err := closed(o, "sandbox", sandboxKeys...); err != nil {
 		return nil, err
 	}
@@ -198,7 +198,7 @@ func readSandbox(o strictjson.Obj) (*RunSandbox, error) {
 			return nil, o.Missing(k, "every field of a sandbox is required, so the run says all of it ("+strictjson.ListWords(sandboxKeys)+")")
 		}
 	}
-	s := &RunSandbox{}
+	s := &runSandbox{}
 	uid, _, err := o.Uint("uid", true, maxID, "")
 	if err != nil {
 		return nil, err
@@ -212,7 +212,7 @@ func readSandbox(o strictjson.Obj) (*RunSandbox, error) {
 		return nil, err
 	}
 	for i, c := range s.Capabilities {
-		if err := checkLine(strictjson.IndexField(o.Field("capabilities"), i), c, true, MaxNameLen); err != nil {
+		if err := checkLine(strictjson.IndexField(o.Field("capabilities"), i), c, true, maxNameLen); err != nil {
 			return nil, err
 		}
 	}
@@ -236,7 +236,7 @@ func readSandbox(o strictjson.Obj) (*RunSandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Files = make([]RunFile, len(files))
+	s.Files = make([]runFile, len(files))
 	for i, f := range files {
 		if err := closed(f, "a file", "at", "text"); err != nil {
 			return nil, err
@@ -259,9 +259,9 @@ func readSandbox(o strictjson.Obj) (*RunSandbox, error) {
 	return s, s.validate(o.Path)
 }
 
-func (s *RunSandbox) validate(field string) error {
+func (s *runSandbox) validate(field string) error {
 	for i, c := range s.Capabilities {
-		if err := checkLine(strictjson.IndexField(strictjson.JoinField(field, "capabilities"), i), c, true, MaxNameLen); err != nil {
+		if err := checkLine(strictjson.IndexField(strictjson.JoinField(field, "capabilities"), i), c, true, maxNameLen); err != nil {
 			return err
 		}
 	}
@@ -296,7 +296,7 @@ func (s *RunSandbox) validate(field string) error {
 // place: one line, and absolute or beginning with a value ($$workspace$$/x).
 // Expand checks that it is absolute and clean once its values are in.
 func checkRunPath(field, s string) error {
-	if err := checkLine(field, s, true, MaxPathLen); err != nil {
+	if err := checkLine(field, s, true, maxPathLen); err != nil {
 		return err
 	}
 	if !strings.HasPrefix(s, "/") && !strings.HasPrefix(s, "$$") {
@@ -413,33 +413,33 @@ const (
 	LimitDisk = "disk"
 )
 
-// LimitNames lists table 7's limits, and disk after them (D82).
-var LimitNames = []string{LimitWall, LimitCPU, LimitProcesses, LimitMemory, LimitDisk}
+// limitNames lists table 7's limits, and disk after them (D82).
+var limitNames = []string{LimitWall, LimitCPU, LimitProcesses, LimitMemory, LimitDisk}
 
-// The bounds of a disk (D82): below MinDisk an ext4 file system holds
-// little beyond its own journal and tables; MaxDisk is ext4's 16 TiB
+// The bounds of a disk (D82): below minDisk an ext4 file system holds
+// little beyond its own journal and tables; maxDisk is ext4's 16 TiB
 // with 4 KiB blocks.
 const (
-	MinDisk = 16 << 20
-	MaxDisk = 16 << 40
+	minDisk = 16 << 20
+	maxDisk = 16 << 40
 )
 
 // ParseDisk reads a disk's size as node.json and a session definition
-// write it, a string: a whole number and K, M or G, or bytes; from MinDisk
-// to MaxDisk.
+// write it, a string: a whole number and K, M or G, or bytes; from minDisk
+// to maxDisk.
 func ParseDisk(field, s string) (uint64, error) {
 	n, err := parseRunSize(field, s, false)
 	if err != nil {
 		return 0, err
 	}
-	return n, CheckDiskSize(field, s, n)
+	return n, checkDiskSize(field, s, n)
 }
 
-// CheckDiskSize checks a disk's size in bytes against MinDisk and
-// MaxDisk, naming field.
-func CheckDiskSize(field, written string, n uint64) error {
-	if n < MinDisk || n > MaxDisk {
-		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a disk's size: from %d bytes (16M) to %d (16384G)", strictjson.QuoteShort(written), uint64(MinDisk), uint64(MaxDisk)))
+// checkDiskSize checks a disk's size in bytes against minDisk and
+// maxDisk, naming field.
+func checkDiskSize(field, written string, n uint64) error {
+	if n < minDisk || n > maxDisk {
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a disk's size: from %d bytes (16M) to %d (16384G)", strictjson.QuoteShort(written), uint64(minDisk), uint64(maxDisk)))
 	}
 	return nil
 }
@@ -449,7 +449,7 @@ func CheckDiskSize(field, written string, n uint64) error {
 const maxLimit = 1<<32 - 1
 
 func readLimits(o strictjson.Obj) (*RunLimits, error) {
-	if err := closed(o, "limits", LimitNames...); err != nil {
+	if err := closed(o, "limits", limitNames...); err != nil {
 		return nil, err
 	}
 	l := &RunLimits{}
@@ -503,7 +503,7 @@ func (l *RunLimits) validate(field string) error {
 		if err != nil {
 			return err
 		}
-		if err := CheckDiskSize(f, string(l.Disk), n); err != nil {
+		if err := checkDiskSize(f, string(l.Disk), n); err != nil {
 			return err
 		}
 	}
@@ -536,18 +536,18 @@ func (l *RunLimits) Names() []string {
 
 // The deliveries of table 8.
 const (
-	DeliveriesFeed  = "feed"
+	deliveriesFeed  = "feed"
 	DeliveriesStart = "start"
 )
 
 // The stdout_when of table 8's keep.
 const (
-	KeepOnFailure = "failure"
+	keepOnFailure = "failure"
 	KeepAlways    = "always"
 )
 
-// DefaultKeepSize is keep's default for STDERR and STDOUT.
-const DefaultKeepSize RunSize = "64K"
+// defaultKeepSize is keep's default for STDERR and STDOUT.
+const defaultKeepSize RunSize = "64K"
 
 // RunKeep is the process's keep: how much of the end of STDERR and STDOUT
 // the node keeps, and when STDOUT's. Empty fields take their defaults.
@@ -684,7 +684,7 @@ func (p *RunProcess) validate(field string) error {
 	if err := checkBranches(f("checkins"), p.Checkins); err != nil {
 		return err
 	}
-	if p.Deliveries != "" && p.Deliveries != DeliveriesFeed && p.Deliveries != DeliveriesStart {
+	if p.Deliveries != "" && p.Deliveries != deliveriesFeed && p.Deliveries != DeliveriesStart {
 		return strictjson.FieldErr(f("deliveries"), strictjson.ErrInvalid, fmt.Sprintf("%s is neither feed nor start", strictjson.QuoteShort(p.Deliveries)))
 	}
 	if p.Keep != nil {
@@ -698,7 +698,7 @@ func (p *RunProcess) validate(field string) error {
 				}
 			}
 		}
-		if w := p.Keep.StdoutWhen; w != "" && w != KeepOnFailure && w != KeepAlways {
+		if w := p.Keep.StdoutWhen; w != "" && w != keepOnFailure && w != KeepAlways {
 			return strictjson.FieldErr(strictjson.JoinField(f("keep"), "stdout_when"), strictjson.ErrInvalid, fmt.Sprintf("%s is neither failure nor always", strictjson.QuoteShort(w)))
 		}
 	}
@@ -720,20 +720,20 @@ func (p RunProcess) WithDefaults(setsWorkspace bool) RunProcess {
 		}
 	}
 	if p.Deliveries == "" {
-		p.Deliveries = DeliveriesFeed
+		p.Deliveries = deliveriesFeed
 	}
 	k := RunKeep{}
 	if p.Keep != nil {
 		k = *p.Keep
 	}
 	if k.Stderr == "" {
-		k.Stderr = DefaultKeepSize
+		k.Stderr = defaultKeepSize
 	}
 	if k.Stdout == "" {
-		k.Stdout = DefaultKeepSize
+		k.Stdout = defaultKeepSize
 	}
 	if k.StdoutWhen == "" {
-		k.StdoutWhen = KeepOnFailure
+		k.StdoutWhen = keepOnFailure
 	}
 	p.Keep = &k
 	return p

@@ -29,8 +29,8 @@ import (
 // pattern NAME is the page run/NAME.
 const RunPatternPrefix = "run/"
 
-// RunPatternLayers are the fields a pattern may hold: table 1's layers.
-var RunPatternLayers = []string{"workspace", "sandbox", "limits", "process"}
+// runPatternLayers are the fields a pattern may hold: table 1's layers.
+var runPatternLayers = []string{"workspace", "sandbox", "limits", "process"}
 
 // runOverKeys are the fields a caller gives over a pattern: a run's.
 var runOverKeys = []string{"ocx", "kind", "node", "objective", "workspace", "sandbox", "limits", "process"}
@@ -45,7 +45,7 @@ type RunPattern struct {
 // Layers names the layers the pattern holds, in table 1's order.
 func (p *RunPattern) Layers() []string {
 	var out []string
-	for _, k := range RunPatternLayers {
+	for _, k := range runPatternLayers {
 		if _, ok := p.layers[k]; ok {
 			out = append(out, k)
 		}
@@ -58,8 +58,8 @@ func (p *RunPattern) Layers() []string {
 // nor '-' (as a login, or a console template, is named).
 func CheckRunPatternName(name string) error {
 	const ok = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
-	if name == "" || len(name) > MaxNameLen || strings.Trim(name, ok) != "" || name[0] == '.' || name[0] == '-' {
-		return strictjson.FieldErr("pattern", strictjson.ErrInvalid, fmt.Sprintf("%s is not a pattern's name: letters, digits, '.', '_' and '-', at most %d, the wiki page %sNAME", strictjson.QuoteShort(name), MaxNameLen, RunPatternPrefix))
+	if name == "" || len(name) > maxNameLen || strings.Trim(name, ok) != "" || name[0] == '.' || name[0] == '-' {
+		return strictjson.FieldErr("pattern", strictjson.ErrInvalid, fmt.Sprintf("%s is not a pattern's name: letters, digits, '.', '_' and '-', at most %d, the wiki page %sNAME", strictjson.QuoteShort(name), maxNameLen, RunPatternPrefix))
 	}
 	return nil
 }
@@ -88,7 +88,7 @@ func DecodeRunPattern(name string, text []byte) (*RunPattern, error) {
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, &strictjson.FieldError{Where: where, Problem: "is " + strictjson.JSONType(v) + "; a pattern is a JSON object of a run's layers (" + strictjson.ListWords(RunPatternLayers) + ")", Err: strictjson.ErrInvalid}
+		return nil, &strictjson.FieldError{Where: where, Problem: "is " + strictjson.JSONType(v) + "; a pattern is a JSON object of a run's layers (" + strictjson.ListWords(runPatternLayers) + ")", Err: strictjson.ErrInvalid}
 	}
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -98,16 +98,16 @@ func DecodeRunPattern(name string, text []byte) (*RunPattern, error) {
 	for _, k := range keys {
 		var problem string
 		switch {
-		case slices.Contains(RunPatternLayers, k):
+		case slices.Contains(runPatternLayers, k):
 			continue
 		case k == "node":
 			problem = "a pattern names no node: the run made from it does (by default the node the tool runs on)"
 		case k == "objective":
 			problem = "a pattern says not what a run is for: each run's caller gives its objective"
 		case k == "ocx" || k == "kind":
-			problem = "a pattern is not a message: it holds a run's layers alone (" + strictjson.ListWords(RunPatternLayers) + ")"
+			problem = "a pattern is not a message: it holds a run's layers alone (" + strictjson.ListWords(runPatternLayers) + ")"
 		default:
-			problem = "is not a layer of a run (" + strictjson.ListWords(RunPatternLayers) + ")"
+			problem = "is not a layer of a run (" + strictjson.ListWords(runPatternLayers) + ")"
 		}
 		return nil, &strictjson.FieldError{Where: where, Field: strictjson.JoinField("", k), Problem: problem, Err: strictjson.ErrUnknownKey}
 	}
@@ -159,7 +159,7 @@ func (p *RunPattern) Apply(fields []byte, node, objective string) (*Run, error) 
 	for k, v := range p.layers {
 		run[k] = v
 	}
-	for _, k := range RunPatternLayers {
+	for _, k := range runPatternLayers {
 		if v, ok := patch[k]; ok {
 			if merged := mergePatch(run[k], v); merged == nil {
 				delete(run, k)
@@ -209,7 +209,7 @@ func (p *RunPattern) Over(fields []byte) []string {
 		return nil
 	}
 	var out []string
-	for _, k := range RunPatternLayers {
+	for _, k := range runPatternLayers {
 		v, ok := m[k]
 		if !ok {
 			continue

@@ -30,12 +30,12 @@ const (
 	ValueRelease   = "release"
 	ValueWorkspace = "workspace"
 	ValueClone     = "clone"
-	ValueTree      = "tree"
-	ValueCheckout  = "checkout"
+	valueTree      = "tree"
+	valueCheckout  = "checkout"
 )
 
-// NodeValueNames lists the values the node sets before any step.
-var NodeValueNames = []string{ValueRoot, ValueProject, ValueUser, ValueRun, ValueNode, ValueServer, ValueRelease}
+// nodeValueNames lists the values the node sets before any step.
+var nodeValueNames = []string{ValueRoot, ValueProject, ValueUser, ValueRun, ValueNode, ValueServer, ValueRelease}
 
 // validValueName: one or more letters, digits or _.
 func validValueName(s string) bool {
@@ -86,16 +86,16 @@ func scanValues(s string, lit func(string), name func(string)) {
 	}
 }
 
-// ValueRefs lists the names s holds, in order, each as often as written.
-func ValueRefs(s string) []string {
+// valueRefs lists the names s holds, in order, each as often as written.
+func valueRefs(s string) []string {
 	var out []string
 	scanValues(s, func(string) {}, func(n string) { out = append(out, n) })
 	return out
 }
 
-// ExpandString puts the values in place in s. It returns the first name s
+// expandString puts the values in place in s. It returns the first name s
 // holds that vals does not set, and false, if there is one.
-func ExpandString(s string, vals RunValues) (string, string, bool) {
+func expandString(s string, vals RunValues) (string, string, bool) {
 	if !strings.Contains(s, "$$") {
 		return s, "", true
 	}
@@ -136,7 +136,7 @@ func (s *RunStep) valueStrings(field string) []valueField {
 }
 
 // valueStrings lists every string of the sandbox.
-func (sb *RunSandbox) valueStrings(field string) []valueField {
+func (sb *runSandbox) valueStrings(field string) []valueField {
 	var out []valueField
 	list := func(k string, l []string) {
 		for i := range l {
@@ -210,12 +210,12 @@ func unsetValue(field, name, by string) error {
 // CheckRunValues is section 11's row 3, checked when the run arrives and
 // before any step: each step's kind is one section 5 has, its needs are
 // met before it, and every string names only values set by then: nodeValues
-// (nil for NodeValueNames) and what the steps before it set; the sandbox
+// (nil for nodeValueNames) and what the steps before it set; the sandbox
 // and process see every step's. The error names the step or value, and
 // where. A default naming a value not set is left out, not refused.
 func CheckRunValues(r *Run, nodeValues []string) error {
 	if nodeValues == nil {
-		nodeValues = NodeValueNames
+		nodeValues = nodeValueNames
 	}
 	set := map[string]bool{}
 	for _, n := range nodeValues {
@@ -224,7 +224,7 @@ func CheckRunValues(r *Run, nodeValues []string) error {
 	done := map[string]bool{}
 	check := func(fields []valueField, by string) error {
 		for _, f := range fields {
-			for _, n := range ValueRefs(*f.s) {
+			for _, n := range valueRefs(*f.s) {
 				if !set[n] {
 					return unsetValue(f.field, n, by)
 				}
@@ -236,10 +236,10 @@ func CheckRunValues(r *Run, nodeValues []string) error {
 		s := &r.Workspace[i]
 		field := strictjson.IndexField("workspace", i)
 		if !s.KnownStep() {
-			return strictjson.FieldErr(field+".step", ErrUnknownStep, fmt.Sprintf("%s is not a step kind section 5 has (%s)", strictjson.QuoteShort(s.Step), strictjson.ListWords(StepKinds)))
+			return strictjson.FieldErr(field+".step", errUnknownStep, fmt.Sprintf("%s is not a step kind section 5 has (%s)", strictjson.QuoteShort(s.Step), strictjson.ListWords(stepKinds)))
 		}
 		if need := s.Needs(); need != "" && !done[need] {
-			return strictjson.FieldErr(field, ErrStepNeeds, fmt.Sprintf("is a %s step, which needs a %s step before it", s.Step, need))
+			return strictjson.FieldErr(field, errStepNeeds, fmt.Sprintf("is a %s step, which needs a %s step before it", s.Step, need))
 		}
 		if err := check(s.valueStrings(field), "before this step"); err != nil {
 			return err
@@ -261,7 +261,7 @@ func CheckRunValues(r *Run, nodeValues []string) error {
 // runs, then records with SetValues.
 func ExpandStep(s RunStep, field string, vals RunValues) (RunStep, error) {
 	for _, f := range s.valueStrings(field) {
-		v, missing, ok := ExpandString(*f.s, vals)
+		v, missing, ok := expandString(*f.s, vals)
 		if !ok {
 			return RunStep{}, unsetValue(f.field, missing, "")
 		}
@@ -299,7 +299,7 @@ func (r *Run) Expand(vals RunValues) (*Run, error) {
 		fields = append(fields, c.Sandbox.valueStrings("sandbox")...)
 	}
 	for _, f := range fields {
-		v, missing, ok := ExpandString(*f.s, vals)
+		v, missing, ok := expandString(*f.s, vals)
 		if !ok {
 			return nil, unsetValue(f.field, missing, "")
 		}
@@ -307,20 +307,20 @@ func (r *Run) Expand(vals RunValues) (*Run, error) {
 	}
 	p := &c.Process
 	for i := range p.Command {
-		v, missing, ok := ExpandString(p.Command[i], vals)
+		v, missing, ok := expandString(p.Command[i], vals)
 		if !ok {
 			return nil, unsetValue(strictjson.IndexField("process.command", i), missing, "")
 		}
 		p.Command[i] = v
 	}
 	for k, v := range p.Env {
-		e, missing, ok := ExpandString(v, vals)
+		e, missing, ok := expandString(v, vals)
 		if !ok {
 			return nil, unsetValue(strictjson.JoinField("process.env", k), missing, "")
 		}
 		p.Env[k] = e
 	}
-	cwd, missing, ok := ExpandString(p.Cwd, vals)
+	cwd, missing, ok := expandString(p.Cwd, vals)
 	if !ok {
 		return nil, unsetValue("process.cwd", missing, "")
 	}

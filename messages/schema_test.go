@@ -141,7 +141,7 @@ func TestSchemaKeysMatchGo(t *testing.T) {
 			t.Errorf("%s: the schema names keys Go never wrote: %v", file, unseen)
 		}
 	}
-	for _, kind := range NoteKinds() {
+	for _, kind := range noteKinds() {
 		t.Run(string(kind), func(t *testing.T) {
 			check(t, design.SchemaFile(string(kind)), func(rt *rapid.T) []byte {
 				enc, err := genNote(kind).Draw(rt, "note").Encode()
@@ -164,7 +164,7 @@ func TestSchemaKeysMatchGo(t *testing.T) {
 		})
 	}
 	t.Run("response", func(t *testing.T) {
-		check(t, design.SchemaFile(ResponseKind), func(rt *rapid.T) []byte {
+		check(t, design.SchemaFile(responseKind), func(rt *rapid.T) []byte {
 			enc, err := genResponse().Draw(rt, "response").Encode()
 			if err != nil {
 				rt.Fatal(err)
@@ -173,7 +173,7 @@ func TestSchemaKeysMatchGo(t *testing.T) {
 		})
 	})
 	t.Run("state", func(t *testing.T) {
-		check(t, design.SchemaFile(string(KindState)), func(rt *rapid.T) []byte {
+		check(t, design.SchemaFile(string(kindState)), func(rt *rapid.T) []byte {
 			enc, err := genState().Draw(rt, "state").Encode()
 			if err != nil {
 				rt.Fatal(err)
@@ -186,8 +186,8 @@ func TestSchemaKeysMatchGo(t *testing.T) {
 // TestSchemaFilesAreKnown fails on a schema file no kind uses, so a schema
 // cannot be added (or left behind) without its Go type.
 func TestSchemaFilesAreKnown(t *testing.T) {
-	known := map[string]bool{"common.schema.json": true, design.SchemaFile(string(KindState)): true, design.SchemaFile(ResponseKind): true}
-	for _, k := range NoteKinds() {
+	known := map[string]bool{"common.schema.json": true, design.SchemaFile(string(kindState)): true, design.SchemaFile(responseKind): true}
+	for _, k := range noteKinds() {
 		known[design.SchemaFile(string(k))] = true
 	}
 	for _, tool := range ToolNames {

@@ -279,7 +279,7 @@ func (v *VerdictStatus) validate(f string) error {
 	if err := checkLine(strictjson.JoinField(f, "reason"), v.Reason, true, MaxTextLen); err != nil {
 		return err
 	}
-	return checkLine(strictjson.JoinField(f, "against"), v.Against, true, MaxPathLen)
+	return checkLine(strictjson.JoinField(f, "against"), v.Against, true, maxPathLen)
 }
 
 // HookStatus says whether the wake hook is installed on a repository of the
@@ -372,13 +372,13 @@ func prefixField(f string, err error) error {
 	return err
 }
 
-// SessionActivity says whether a session is in a turn.
-type SessionActivity string
+// sessionActivity says whether a session is in a turn.
+type sessionActivity string
 
 // The activities of a running session.
 const (
-	SessionWorking SessionActivity = "working"
-	SessionIdle    SessionActivity = "idle"
+	SessionWorking sessionActivity = "working"
+	SessionIdle    sessionActivity = "idle"
 )
 
 // SessionStatus is one running process that names a workspace, from the
@@ -393,7 +393,7 @@ type SessionStatus struct {
 	PID       int             `json:"pid" max:"pid" why:"a process is named by its PID and start time"`
 	StartTime uint64          `json:"start_time" why:"a process is named by its PID and start time (clock ticks since boot)"`
 	StartedBy Origin          `json:"started_by" why:"a session says how it was started: daemon, terminal or orphan"`
-	State     SessionActivity `json:"state" why:"a session is working or idle"`
+	State     sessionActivity `json:"state" why:"a session is working or idle"`
 	// Listening says a process holds its wake pipe open for reading.
 	Listening bool `json:"listening" why:"a session says whether a process holds its wake pipe"`
 	// Release is the release it runs, named as an end note names it.
@@ -760,7 +760,7 @@ func DecodeState(data []byte) (*NodeState, error) {
 	if err != nil {
 		return nil, strictjson.At(where, err)
 	}
-	if NoteKind(kind) != KindState {
+	if NoteKind(kind) != kindState {
 		return nil, &strictjson.FieldError{Where: where, Field: "ocx", Problem: fmt.Sprintf("is %s; the state says \"state\"", strictjson.QuoteShort(kind)), Err: strictjson.ErrWrongKind}
 	}
 	if err := readVersion(o); err != nil {
@@ -864,7 +864,7 @@ func (s *NodeState) String() string {
 			listening++
 		}
 	}
-	return newLine(KindState).version(s.Version).kv("hooks", strconv.Itoa(len(s.Hooks))).
+	return newLine(kindState).version(s.Version).kv("hooks", strconv.Itoa(len(s.Hooks))).
 		kv("logins", strconv.Itoa(len(s.Logins))).kv("workspaces", strconv.Itoa(len(s.Workspaces))).
 		kv("active", strconv.Itoa(active)).kv("sessions", strconv.Itoa(len(s.Sessions))).
 		kv("listening", strconv.Itoa(listening)).kv("listeners", strconv.Itoa(len(s.Listeners))).String()

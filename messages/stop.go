@@ -41,34 +41,34 @@ func (n *StopNote) String() string {
 	return newLine(KindStop).version(n.Version).optKV("login", n.Login).text("reason", n.Reason).String()
 }
 
-// StopCause says what stopped a session.
-type StopCause string
+// stopCause says what stopped a session.
+type stopCause string
 
 // The causes (D4): a stop request on the record, a signal (TERM from the
 // daemon), or the session's own budget (D40: a terminal session past its
 // limits.wall, or a daemon's session past it with no daemon to end it).
 const (
-	StopByRequest StopCause = "request"
-	StopBySignal  StopCause = "signal"
-	StopByBudget  StopCause = "budget"
+	StopByRequest stopCause = "request"
+	StopBySignal  stopCause = "signal"
+	StopByBudget  stopCause = "budget"
 )
 
 // LimitWall names the wall limit: a session definition's limits.wall, a
 // protocol v1 record's budget.wall (seed 004 section 7).
 const LimitWall = "wall"
 
-// BudgetLimits lists the limits a note's budget may name: the limits this
+// budgetLimits lists the limits a note's budget may name: the limits this
 // node enforces by ending a session past them: its wall (D40), the memory
 // and processes of its cgroup (D46), and the tokens its model proxy
 // counted (D50). A reader refuses a budget it does not know rather than
 // read the end some other way (E9).
-var BudgetLimits = []string{LimitWall, LimitMemory, LimitProcesses, LimitTokens}
+var budgetLimits = []string{LimitWall, LimitMemory, LimitProcesses, LimitTokens}
 
-// StoppedBudgetLimits lists the limits a stopped note's budget may name:
+// stoppedBudgetLimits lists the limits a stopped note's budget may name:
 // the session stops itself past its wall alone (D40); past its memory or
 // processes the daemon stops it, and the session's stopped note says
 // signal.
-var StoppedBudgetLimits = []string{LimitWall}
+var stoppedBudgetLimits = []string{LimitWall}
 
 // checkBudget checks a note's budget: one of known.
 func checkBudget(field, s string, known []string) error {
@@ -91,7 +91,7 @@ type StoppedNote struct {
 	Project string `json:"project" why:"the note names the project of its workspace"`
 	// Launch is the launch the session served; a terminal session has none.
 	Launch string    `json:"launch,omitempty"`
-	Cause  StopCause `json:"cause" why:"a stopped note says what stopped the session: request or signal"`
+	Cause  stopCause `json:"cause" why:"a stopped note says what stopped the session: request or signal"`
 	// Request is the stop post it obeyed (cause request).
 	Request string `json:"request,omitempty"`
 	// Signal names the signal it obeyed (cause signal), as SIGTERM.
@@ -132,7 +132,7 @@ func (n *StoppedNote) Validate() error {
 		if n.Budget == "" {
 			return strictjson.FieldErr("budget", strictjson.ErrMissing, "is missing; a session stopped by its budget names the limit, as wall")
 		}
-		if err := checkBudget("budget", n.Budget, StoppedBudgetLimits); err != nil {
+		if err := checkBudget("budget", n.Budget, stoppedBudgetLimits); err != nil {
 			return err
 		}
 		if n.Request != "" || n.Signal != "" {

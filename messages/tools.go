@@ -35,8 +35,8 @@ var ToolNames = []string{ToolCreate, ToolPost, ToolAudit, ToolPush, ToolStop}
 // MaxToolInputLen bounds one tool input.
 const MaxToolInputLen = strictjson.MaxNoteLen
 
-// ToolArgs is one tool's decoded input.
-type ToolArgs interface {
+// toolArgs is one tool's decoded input.
+type toolArgs interface {
 	// ToolName names the tool the input is for.
 	ToolName() string
 	// Dry says whether the call is a dry run.
@@ -85,10 +85,10 @@ func (r Restrict) Names() []string {
 	return out
 }
 
-// RecordSandbox is a record's sandbox (E3): whether the agent shares the
+// recordSandbox is a record's sandbox (E3): whether the agent shares the
 // host's network, and the host paths it sees read-only and read-write
 // beside what every workspace sees.
-type RecordSandbox struct {
+type recordSandbox struct {
 	Network   bool     `json:"network" why:"a record's sandbox says whether the agent shares the host's network"`
 	ReadOnly  []string `json:"read_only" why:"a record's sandbox lists the host paths the agent sees read-only (empty: none)"`
 	ReadWrite []string `json:"read_write" why:"a record's sandbox lists the host paths the agent sees read-write (empty: none)"`
@@ -97,11 +97,11 @@ type RecordSandbox struct {
 // DefaultRecordSandbox is create's default sandbox (E8): network as the
 // node decides it for the record's runner (D79), no paths beside the
 // workspace's.
-func DefaultRecordSandbox(network bool) RecordSandbox {
-	return RecordSandbox{Network: network, ReadOnly: []string{}, ReadWrite: []string{}}
+func DefaultRecordSandbox(network bool) recordSandbox {
+	return recordSandbox{Network: network, ReadOnly: []string{}, ReadWrite: []string{}}
 }
 
-func (s RecordSandbox) validate(field string) error {
+func (s recordSandbox) validate(field string) error {
 	for name, list := range map[string][]string{"read_only": s.ReadOnly, "read_write": s.ReadWrite} {
 		for i, p := range list {
 			if err := checkAbsPath(strictjson.IndexField(field+"."+name, i), p); err != nil {
@@ -178,7 +178,7 @@ type CreateArgs struct {
 	Hears     []string       `json:"hears,omitempty"`
 	Remote    *bool          `json:"remote,omitempty"`
 	Restrict  *Restrict      `json:"restrict,omitempty" ocx:"closed"`
-	Sandbox   *RecordSandbox `json:"sandbox,omitempty" ocx:"closed"`
+	Sandbox   *recordSandbox `json:"sandbox,omitempty" ocx:"closed"`
 	Budget    Budget         `json:"budget" why:"a record's budget names at least wall" ocx:"closed"`
 	DryRun    bool           `json:"dry_run,omitempty"`
 }
@@ -292,19 +292,19 @@ func (a *AuditArgs) Validate() error {
 	if AgainstRecord(a.Against) {
 		return nil
 	}
-	return CheckAgainstPath("against", a.Against)
+	return checkAgainstPath("against", a.Against)
 }
 
 // AgainstRecord says whether a verdict's against names a record (hex
 // digits, 10 or more) rather than a path.
 func AgainstRecord(s string) bool {
-	return len(s) >= MinHashPrefix && len(s) <= 64 && checkHex("", strings.ToLower(s)) == nil
+	return len(s) >= minHashPrefix && len(s) <= 64 && checkHex("", strings.ToLower(s)) == nil
 }
 
-// CheckAgainstPath checks a path as a verdict names it: relative to the
+// checkAgainstPath checks a path as a verdict names it: relative to the
 // check-in's root, clean, one line.
-func CheckAgainstPath(field, s string) error {
-	if err := checkLine(field, s, true, MaxPathLen); err != nil {
+func checkAgainstPath(field, s string) error {
+	if err := checkLine(field, s, true, maxPathLen); err != nil {
 		return err
 	}
 	if strings.HasPrefix(s, "/") || path.Clean(s) != s || s == "." || s == ".." || strings.HasPrefix(s, "../") {
@@ -343,8 +343,8 @@ func (a *StopArgs) Dry() bool { return a.DryRun }
 // Validate checks the hash.
 func (a *StopArgs) Validate() error { return CheckHashPrefix("record", a.Record) }
 
-// MinHashPrefix is the fewest hex digits a tool takes for a hash (E8).
-const MinHashPrefix = 10
+// minHashPrefix is the fewest hex digits a tool takes for a hash (E8).
+const minHashPrefix = 10
 
 // CheckHashPrefix checks a hash as a tool takes it: 10 to 64 hex digits.
 // Whether it names one artifact is the repository's to say.
@@ -352,17 +352,17 @@ func CheckHashPrefix(field, s string) error {
 	if s == "" {
 		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; give a hash, or 10 or more of its first hex digits")
 	}
-	if len(s) < MinHashPrefix || len(s) > 64 {
+	if len(s) < minHashPrefix || len(s) > 64 {
 		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is %d characters; give a hash, or 10 or more of its first hex digits (at most 64)", strictjson.QuoteShort(s), len(s)))
 	}
 	return checkHex(field, strings.ToLower(s))
 }
 
-// DecodeToolArgs reads one tool's input: one JSON object (blank input is
+// decodeToolArgs reads one tool's input: one JSON object (blank input is
 // {}), no key twice, no key the tool does not know, each field of its type.
-func DecodeToolArgs[T any, P interface {
+func decodeToolArgs[T any, P interface {
 	*T
-	ToolArgs
+	toolArgs
 }](data []byte) (P, error) {
 	p := P(new(T))
 	where := p.ToolName() + " input"
@@ -392,18 +392,18 @@ func DecodeToolArgs[T any, P interface {
 }
 
 // DecodeTool reads the input of the tool named name.
-func DecodeTool(name string, data []byte) (ToolArgs, error) {
+func DecodeTool(name string, data []byte) (toolArgs, error) {
 	switch name {
 	case ToolCreate:
-		return DecodeToolArgs[CreateArgs](data)
+		return decodeToolArgs[CreateArgs](data)
 	case ToolPost:
-		return DecodeToolArgs[PostArgs](data)
+		return decodeToolArgs[PostArgs](data)
 	case ToolAudit:
-		return DecodeToolArgs[AuditArgs](data)
+		return decodeToolArgs[AuditArgs](data)
 	case ToolPush:
-		return DecodeToolArgs[PushArgs](data)
+		return decodeToolArgs[PushArgs](data)
 	case ToolStop:
-		return DecodeToolArgs[StopArgs](data)
+		return decodeToolArgs[StopArgs](data)
 	}
 	return nil, &strictjson.FieldError{Where: "tool", Problem: fmt.Sprintf("%s is not a tool (%s)", strictjson.QuoteShort(name), strictjson.ListWords(ToolNames)), Err: strictjson.ErrUnknownKind}
 }
@@ -429,10 +429,10 @@ func onlyToolKeys(o strictjson.Obj, tool string, known []string) error {
 	return nil
 }
 
-func argsType(a ToolArgs) reflect.Type { return reflect.TypeOf(a).Elem() }
+func argsType(a toolArgs) reflect.Type { return reflect.TypeOf(a).Elem() }
 
-// ToolFields lists the fields a tool takes, as its input names them.
-func ToolFields(a ToolArgs) []string {
+// toolFields lists the fields a tool takes, as its input names them.
+func toolFields(a toolArgs) []string {
 	return slices.Clone(planOf(argsType(a)).keys)
 }
 
@@ -455,12 +455,12 @@ type TaskRecord struct {
 	Hears     []string      `json:"hears" why:"a record lists whose posts its agent is given, written out"`
 	Remote    bool          `json:"remote" why:"a record says whether its agent offers remote control"`
 	Restrict  Restrict      `json:"restrict" why:"a record states its restrictions ({} for none)" ocx:"closed"`
-	Sandbox   RecordSandbox `json:"sandbox" why:"a record states its sandbox" ocx:"closed"`
+	Sandbox   recordSandbox `json:"sandbox" why:"a record states its sandbox" ocx:"closed"`
 	Budget    Budget        `json:"budget" why:"a record states its budget" ocx:"closed"`
 }
 
-// RecordKind is the kind of a protocol v1 record block.
-const RecordKind = "record"
+// recordKind is the kind of a protocol v1 record block.
+const recordKind = "record"
 
 // Validate checks every field.
 func (r *TaskRecord) Validate() error {
@@ -493,7 +493,7 @@ func (r *TaskRecord) Encode() ([]byte, error) {
 		Ocx  int    `json:"ocx"`
 		Kind string `json:"kind"`
 		*TaskRecord
-	}{Version, RecordKind, &c})
+	}{version, recordKind, &c})
 	if err != nil {
 		return nil, err
 	}
@@ -516,10 +516,10 @@ func ReadTaskRecord(text []byte) (*TaskRecord, error) {
 	where := fmt.Sprintf("record (block at line %d)", b.Line)
 	m, _ := v.(map[string]any)
 	o := strictjson.Obj{Map: m}
-	if n, ok := m["ocx"].(json.Number); !ok || n.String() != strconv.Itoa(Version) {
+	if n, ok := m["ocx"].(json.Number); !ok || n.String() != strconv.Itoa(version) {
 		return nil, &strictjson.FieldError{Where: where, Field: "ocx", Problem: fmt.Sprintf(`is not 1; a protocol v1 record says "ocx": 1`), Err: strictjson.ErrUnknownVersion}
 	}
-	if k, _ := m["kind"].(string); k != RecordKind {
+	if k, _ := m["kind"].(string); k != recordKind {
 		return nil, &strictjson.FieldError{Where: where, Field: "kind", Problem: `is not "record"`, Err: strictjson.ErrWrongKind}
 	}
 	r, err := decodeTaskRecord(o)
@@ -587,9 +587,9 @@ func ParseVerdict(value string) (Verdict, error) {
 	// X is a record's full hash or a path of the check-in (E6), as the
 	// audit tool writes it and the status shows it: anything else (5 KB of
 	// it, an absolute path) is no verdict, which every reader passes over.
-	if CheckHash("audited", v.Against) != nil && CheckAgainstPath("audited", v.Against) != nil {
+	if CheckHash("audited", v.Against) != nil && checkAgainstPath("audited", v.Against) != nil {
 		return Verdict{}, strictjson.FieldErr("audited", strictjson.ErrInvalid, fmt.Sprintf("%s names %s, which is neither a record's full hash nor a path of the check-in (at most %d bytes, relative, clean)",
-			strictjson.QuoteShort(value), strictjson.QuoteShort(v.Against), MaxPathLen))
+			strictjson.QuoteShort(value), strictjson.QuoteShort(v.Against), maxPathLen))
 	}
 	return v, nil
 }

@@ -109,7 +109,7 @@ func TestToolFieldsMatchSchemas(t *testing.T) {
 			t.Fatal(err)
 		}
 		props := docs[design.ToolSchemaFile(name)]["properties"].(map[string]any)
-		fields := ToolFields(a)
+		fields := toolFields(a)
 		if len(props) != len(fields) {
 			t.Errorf("%s: the schema names %d fields, the decoder %d (%v)", name, len(props), len(fields), fields)
 		}
@@ -138,7 +138,7 @@ func TestVerdictRoundTrip(t *testing.T) {
 		}
 	}
 	// Issue 22 item 5: what a verdict names is a record's full hash or a
-	// path the status can show (at most MaxPathLen, clean, relative): a
+	// path the status can show (at most maxPathLen, clean, relative): a
 	// tag naming 5 KB is no verdict, and every reader passes over it.
 	long := "pass: ok (against " + strings.Repeat("x", 5000) + ")"
 	for _, bad := range []string{"", "ok", "pass: r", "pass: (against X)", "fail: r (against )", "PASS: r (against X)",

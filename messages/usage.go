@@ -364,9 +364,9 @@ func DecodeModelUsage(data []byte) (*ModelUsage, error) {
 	return m, m.Validate()
 }
 
-// MaxTurnsKept is how many turns a session's usage file keeps one by
+// maxTurnsKept is how many turns a session's usage file keeps one by
 // one; its total sums every turn.
-const MaxTurnsKept = 100
+const maxTurnsKept = 100
 
 // SessionTurns is a session's own account of its turns:
 // WS/session/usage.json ("ocx": "turns"), written by the session after
@@ -377,7 +377,7 @@ type SessionTurns struct {
 	Launch string `json:"launch,omitempty"`
 	// Total sums every turn (Model is never set here).
 	Total SessionUsage `json:"total" why:"the session's turns hold their total"`
-	// Turns are the last MaxTurnsKept, oldest first.
+	// Turns are the last maxTurnsKept, oldest first.
 	Turns []TurnUsage `json:"turns" why:"the session's turns are listed, even none"`
 }
 
@@ -385,8 +385,8 @@ type SessionTurns struct {
 func (s *SessionTurns) Add(t TurnUsage) {
 	s.Total.AddTurn(t)
 	s.Turns = append(s.Turns, t)
-	if n := len(s.Turns); n > MaxTurnsKept {
-		s.Turns = append(s.Turns[:0:0], s.Turns[n-MaxTurnsKept:]...)
+	if n := len(s.Turns); n > maxTurnsKept {
+		s.Turns = append(s.Turns[:0:0], s.Turns[n-maxTurnsKept:]...)
 	}
 }
 
@@ -401,8 +401,8 @@ func (s *SessionTurns) Validate() error {
 	if err := s.Total.validate("total"); err != nil {
 		return strictjson.At("turns", err)
 	}
-	if len(s.Turns) > MaxTurnsKept {
-		return strictjson.At("turns", strictjson.FieldErr("turns", strictjson.ErrInvalid, fmt.Sprintf("holds %d turns; at most %d", len(s.Turns), MaxTurnsKept)))
+	if len(s.Turns) > maxTurnsKept {
+		return strictjson.At("turns", strictjson.FieldErr("turns", strictjson.ErrInvalid, fmt.Sprintf("holds %d turns; at most %d", len(s.Turns), maxTurnsKept)))
 	}
 	for i := range s.Turns {
 		if err := s.Turns[i].validate(strictjson.IndexField("turns", i)); err != nil {

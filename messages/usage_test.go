@@ -70,11 +70,11 @@ func TestUsageFiles(t *testing.T) {
 		t.Errorf("reached: %q", m.Reached)
 	}
 	st := &SessionTurns{Launch: h40}
-	for i := range MaxTurnsKept + 5 {
+	for i := range maxTurnsKept + 5 {
 		st.Add(TurnUsage{Post: h40, Started: at, WallMS: 1000, CPUMS: 10, Runner: &RunnerReport{Tokens: modelapi.Tokens{Input: 1, Output: 2}, Cost: "0.01"}})
 		_ = i
 	}
-	if len(st.Turns) != MaxTurnsKept || st.Total.Turns != MaxTurnsKept+5 || st.Total.WallMS != 105000 || st.Total.Runner.Cost != "1.05" {
+	if len(st.Turns) != maxTurnsKept || st.Total.Turns != maxTurnsKept+5 || st.Total.WallMS != 105000 || st.Total.Runner.Cost != "1.05" {
 		t.Fatalf("turns kept %d, total %+v %+v", len(st.Turns), st.Total, st.Total.Runner)
 	}
 	b, err = st.Encode()
@@ -82,14 +82,14 @@ func TestUsageFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(b) > MaxUsageFileLen {
-		t.Errorf("%d turns take %d bytes, past the file's bound %d", MaxTurnsKept, len(b), MaxUsageFileLen)
+		t.Errorf("%d turns take %d bytes, past the file's bound %d", maxTurnsKept, len(b), MaxUsageFileLen)
 	}
 	tb, err := DecodeSessionTurns(b)
-	if err != nil || tb.Total.Turns != st.Total.Turns || len(tb.Turns) != MaxTurnsKept {
+	if err != nil || tb.Total.Turns != st.Total.Turns || len(tb.Turns) != maxTurnsKept {
 		t.Fatalf("turns read back: %v", err)
 	}
 	u, reached := UsageOf(back, tb)
-	if u.Model == nil || u.Model.Requests != 3 || u.Turns != MaxTurnsKept+5 || u.Limit != 100 || reached == "" {
+	if u.Model == nil || u.Model.Requests != 3 || u.Turns != maxTurnsKept+5 || u.Limit != 100 || reached == "" {
 		t.Errorf("usage of both: %+v (%s)", u, reached)
 	}
 	if s := u.String(); !strings.Contains(s, "160 of its 100 tokens") || !strings.Contains(s, "105 turns") {
@@ -128,7 +128,7 @@ func TestLimitsTokens(t *testing.T) {
 		{"tokens negative", llm + `{"tokens": -1}}`, "limits.tokens"},
 		{"tokens on a mechanical session", `{"ocx": "session", "kind": "mechanical", "command": ["true"], "lifetime": "stays", "limits": {"tokens": 10}}`, "limits.tokens"},
 	} {
-		n, err := DecodeNote([]byte(c.block))
+		n, err := decodeNote([]byte(c.block))
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: refused: %v", c.name, err)
@@ -256,7 +256,7 @@ func TestUsageSumsProperty(t *testing.T) {
 			wall, cpu = wall+tu.WallMS, cpu+tu.CPUMS
 			st.Add(tu)
 		}
-		if st.Total.WallMS != wall || st.Total.CPUMS != cpu || len(st.Turns) > MaxTurnsKept {
+		if st.Total.WallMS != wall || st.Total.CPUMS != cpu || len(st.Turns) > maxTurnsKept {
 			t.Fatalf("total %+v, want wall %d cpu %d", st.Total, wall, cpu)
 		}
 		if in > 0 && (st.Total.Runner == nil || st.Total.Runner.Input != in) {

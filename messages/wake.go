@@ -59,8 +59,8 @@ func (l WakeLine) String() string {
 // has one encoding, so what parses re-encodes to the same bytes.
 func ParseWakeLine(line []byte) (WakeLine, error) {
 	line = bytes.TrimSuffix(line, []byte{'\n'})
-	if len(line)+1 > PipeBuf {
-		return WakeLine{}, &strictjson.FieldError{Where: "wake line", Problem: fmt.Sprintf("is %d bytes with its newline; a wake line is at most %d (PIPE_BUF)", len(line)+1, PipeBuf), Err: strictjson.ErrTooLong}
+	if len(line)+1 > pipeBuf {
+		return WakeLine{}, &strictjson.FieldError{Where: "wake line", Problem: fmt.Sprintf("is %d bytes with its newline; a wake line is at most %d (PIPE_BUF)", len(line)+1, pipeBuf), Err: strictjson.ErrTooLong}
 	}
 	hash, from, _ := strings.Cut(string(line), " ")
 	l := WakeLine{Post: hash, From: from}

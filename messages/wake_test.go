@@ -40,7 +40,7 @@ func TestWakeLines(t *testing.T) {
 		{h64 + " alice ", "from", strictjson.ErrInvalid},
 		{h64 + " al\x01ice", "from", strictjson.ErrInvalid},
 		{h64 + " al\xffice", "from", strictjson.ErrInvalid},
-		{h64 + " " + strings.Repeat("a", PipeBuf), "", strictjson.ErrTooLong},
+		{h64 + " " + strings.Repeat("a", pipeBuf), "", strictjson.ErrTooLong},
 		{h64 + " alice\nbob", "from", strictjson.ErrInvalid},
 	} {
 		_, err := ParseWakeLine([]byte(bad.line))

@@ -28,7 +28,7 @@ type OutputBound struct {
 	Least uint64
 }
 
-// MaxOutput is what a request naming no bound is taken to ask: the most a
+// maxOutput is what a request naming no bound is taken to ask: the most a
 // model of the APIs the node serves writes in one reply (128,000: Claude
 // Code 2.1 says it of claude-sonnet-5-5, and OpenAI's gpt-5 the same).
 // It is also what a request is let in with before its body is read: no
@@ -36,12 +36,12 @@ type OutputBound struct {
 // request is forwarded as it is while the limit leaves that much, and
 // with a bound added, what is left, once it leaves less: a bound added
 // above a model's own maximum is one its API may refuse.
-const MaxOutput = 128000
+const maxOutput = 128000
 
-// Ask is the bound the request asks: what it names, or MaxOutput.
+// Ask is the bound the request asks: what it names, or maxOutput.
 func (b OutputBound) Ask() uint64 {
 	if b.Asked == 0 {
-		return MaxOutput
+		return maxOutput
 	}
 	return b.Asked
 }
@@ -80,8 +80,8 @@ func LeastOutput(s APIShape) uint64 {
 // limit, nothing changed). Under a cap each bound field is passed as the
 // least of what it names and n; a field set to null is set to n, and a
 // body naming none gets the shape's first field added, n, before its
-// closing brace, where n is below MaxOutput (a body naming none asks
-// MaxOutput, and goes as it is when it may). On Anthropic's API, thinking
+// closing brace, where n is below maxOutput (a body naming none asks
+// maxOutput, and goes as it is when it may). On Anthropic's API, thinking
 // enabled with a budget_tokens of n or more has it brought to n-1. Every
 // other byte passes as it came. Memory is bounded: the scanner holds the
 // bound's values (at most MaxScanValueLen each), nothing else.
@@ -108,7 +108,7 @@ func NewOutputCap(s APIShape, n uint64) *OutputCap {
 // Scanner is the scanner the body passes through (ObjectScanner.Pass),
 // scanning for keys too.
 func (c *OutputCap) Scanner(keys ...string) *ObjectScanner {
-	c.scan = NewObjectEditor(ObjectEdit{Held: c.held, Value: c.value, End: c.end}, keys...)
+	c.scan = newObjectEditor(objectEdit{Held: c.held, Value: c.value, End: c.end}, keys...)
 	return c.scan
 }
 
@@ -116,10 +116,10 @@ func (c *OutputCap) Scanner(keys ...string) *ObjectScanner {
 func (c *OutputCap) Shape() APIShape { return c.shape }
 
 // Grows says the body may pass longer than it came: under a cap below
-// MaxOutput, where a bound is added or set over a null. Otherwise it
+// maxOutput, where a bound is added or set over a null. Otherwise it
 // passes at its own length, a bound lowered padded with spaces, so that
 // the length the client declared holds.
-func (c *OutputCap) Grows() bool { return c.n > 0 && c.n < MaxOutput }
+func (c *OutputCap) Grows() bool { return c.n > 0 && c.n < maxOutput }
 
 // Err is what is wrong with the bound read so far: a field not a whole
 // number or longer than MaxScanValueLen, a field named twice (in any
@@ -213,14 +213,14 @@ func (c *OutputCap) thinkingValue(raw []byte) ([]byte, error) {
 	if n < c.n {
 		return raw, nil
 	}
-	e := NewObjectEditor(ObjectEdit{Held: []string{"budget_tokens"}, Value: func(_ string, r []byte) ([]byte, error) {
+	e := newObjectEditor(objectEdit{Held: []string{"budget_tokens"}, Value: func(_ string, r []byte) ([]byte, error) {
 		return c.fit(c.n-1, r), nil
 	}})
 	return e.Pass(make([]byte, 0, len(raw)+8), raw)
 }
 
 // end is what passes before the body's closing brace: the bound, where
-// the body names none and the cap is below MaxOutput.
+// the body names none and the cap is below maxOutput.
 func (c *OutputCap) end(empty bool) []byte {
 	if !c.Grows() {
 		return nil

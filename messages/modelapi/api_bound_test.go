@@ -33,9 +33,9 @@ func passCapped(s APIShape, n uint64, body []byte, chunk int) ([]byte, OutputBou
 
 // TestOutputCap: each API's bound read as the body passes, and passed
 // capped, every other byte as it came, in writes of any size: a field
-// above the cap set to it (padded to its length at MaxOutput, where the
+// above the cap set to it (padded to its length at maxOutput, where the
 // body keeps its length), null or none set where the cap is below
-// MaxOutput, a body naming none at MaxOutput left as it is, nothing
+// maxOutput, a body naming none at maxOutput left as it is, nothing
 // changed without a limit; Anthropic's thinking brought below the cap; a
 // field named twice in any case, not a whole number or too long refused
 // naming it.
@@ -61,12 +61,12 @@ func TestOutputCap(t *testing.T) {
 			`{"thinking":{"type":"enabled","budget_tokens":1024},"max_tokens":2000}`},
 		{ShapeMessages, `{"thinking":{"type":"adaptive"},"MAX_TOKENS":9}`, 5, OutputBound{9, 1}, `{"thinking":{"type":"adaptive"},"MAX_TOKENS":5}`},
 		{ShapeMessages, `{"max\u005ftokens": 300 }`, 20, OutputBound{300, 1}, `{"max\u005ftokens": 20 }`},
-		// At MaxOutput the body keeps its length.
-		{ShapeMessages, `{"max_tokens": 9999999, "model": "m"}`, MaxOutput, OutputBound{9999999, 1}, `{"max_tokens": 128000 , "model": "m"}`},
-		{ShapeMessages, `{"max_tokens":300000,"thinking":{"type":"enabled","budget_tokens":200000}}`, MaxOutput, OutputBound{300000, 1025},
+		// At maxOutput the body keeps its length.
+		{ShapeMessages, `{"max_tokens": 9999999, "model": "m"}`, maxOutput, OutputBound{9999999, 1}, `{"max_tokens": 128000 , "model": "m"}`},
+		{ShapeMessages, `{"max_tokens":300000,"thinking":{"type":"enabled","budget_tokens":200000}}`, maxOutput, OutputBound{300000, 1025},
 			`{"max_tokens":128000,"thinking":{"type":"enabled","budget_tokens":127999}}`},
-		{ShapeMessages, `{"model":"m"}`, MaxOutput, OutputBound{0, 1}, `{"model":"m"}`},
-		{ShapeChat, `{"max_tokens":null}`, MaxOutput, OutputBound{0, 1}, `{"max_tokens":null}`},
+		{ShapeMessages, `{"model":"m"}`, maxOutput, OutputBound{0, 1}, `{"model":"m"}`},
+		{ShapeChat, `{"max_tokens":null}`, maxOutput, OutputBound{0, 1}, `{"max_tokens":null}`},
 		// Without a limit, read only.
 		{ShapeMessages, `{"max_tokens": 999999999, "thinking": 7}`, 0, OutputBound{999999999, 1}, `{"max_tokens": 999999999, "thinking": 7}`},
 		{ShapeChat, `{"model": "m", "max_tokens": null}`, 9, OutputBound{0, 1}, `{"model": "m", "max_tokens": 9}`},

@@ -193,12 +193,12 @@ func ParseUsage(s APIShape, body []byte) (t Tokens, ok bool) {
 	return t, false
 }
 
-// UsageStream is a streamed reply's usage so far: the events of one reply of
+// usageStream is a streamed reply's usage so far: the events of one reply of
 // shape s, each given to Event as its data. Done says the stream said
 // what it used, whole: for Messages a message_delta with its usage after
 // message_start's; for chat a chunk's usage; for Responses the final
 // response's.
-type UsageStream struct {
+type usageStream struct {
 	shape APIShape
 	t     Tokens
 	// cacheRead is Anthropic's cache_read_input_tokens, added to the read.
@@ -208,11 +208,11 @@ type UsageStream struct {
 }
 
 // NewUsageStream is the usage of a stream of shape s, nothing seen yet.
-func NewUsageStream(s APIShape) *UsageStream { return &UsageStream{shape: s} }
+func NewUsageStream(s APIShape) *usageStream { return &usageStream{shape: s} }
 
 // Event reads one event's data (its data lines joined). An event that
 // carries no usage, or does not read, changes nothing.
-func (st *UsageStream) Event(data []byte) {
+func (st *usageStream) Event(data []byte) {
 	if !bytes.Contains(data, []byte(`"usage"`)) {
 		return // most events are text; only these say what was used
 	}
@@ -266,7 +266,7 @@ func (st *UsageStream) Event(data []byte) {
 }
 
 // Usage is what the stream said it used, and whether it said it whole.
-func (st *UsageStream) Usage() (Tokens, bool) {
+func (st *usageStream) Usage() (Tokens, bool) {
 	t := st.t
 	if st.shape == ShapeMessages {
 		t.Input = cappedTokens(t.Input + st.cacheRead.n)
@@ -282,7 +282,7 @@ func (st *UsageStream) Usage() (Tokens, bool) {
 // reply used.
 type UsageCounter struct {
 	shape  APIShape
-	stream *UsageStream
+	stream *usageStream
 	// buf is the body so far, or the stream's unfinished line.
 	buf []byte
 	// data is the event's data lines so far.

@@ -25,13 +25,13 @@ const maxScanDepth = 10000
 // nesting at most 10000 deep, whitespace after the object only), and the
 // first error stays. A key is compared as encoding/json decodes it and
 // matches a struct's field, without case: "mod\u0065l" and "MODEL" are
-// "model". Made with an ObjectEdit (NewObjectEditor), it passes the object
+// "model". Made with an objectEdit (newObjectEditor), it passes the object
 // on as it reads it (Pass), the values of the keys it holds changed.
 type ObjectScanner struct {
 	keys   []string
-	vals   []ScannedValue
+	vals   []scannedValue
 	keyMax int // the longest raw form a key asked for can take
-	edit   ObjectEdit
+	edit   objectEdit
 	held   []bool // per key: its value is held, and passed as edit.Value makes it
 
 	// Pass's state.
@@ -57,23 +57,23 @@ type ObjectScanner struct {
 	capturing bool // its first byte is read
 }
 
-// ScannedValue is what an ObjectScanner saw of one key at the top level:
+// scannedValue is what an ObjectScanner saw of one key at the top level:
 // Seen counts the times the key was there; Raw is its first value's raw
 // JSON once that value is whole, nil before or when it was Long.
-type ScannedValue struct {
+type scannedValue struct {
 	Seen int
 	Raw  []byte
 	Long bool
 	done bool
 }
 
-// ObjectEdit is what an ObjectScanner passing its object on changes: a
+// objectEdit is what an ObjectScanner passing its object on changes: a
 // held key's top-level value waits until it is whole (at most
 // MaxScanValueLen), then Value(key, raw) passes in its place (raw nil when
 // the value was longer; an error ends the scan with it); End(empty) passes
 // after the last member, before the closing brace (empty: the object has
 // no member). A key named twice has its first value held only.
-type ObjectEdit struct {
+type objectEdit struct {
 	Held  []string
 	Value func(key string, raw []byte) ([]byte, error)
 	End   func(empty bool) []byte
@@ -116,7 +116,7 @@ const (
 
 // NewObjectScanner scans for the top-level keys given.
 func NewObjectScanner(keys ...string) *ObjectScanner {
-	s := &ObjectScanner{keys: keys, vals: make([]ScannedValue, len(keys)), held: make([]bool, len(keys)), cur: -1}
+	s := &ObjectScanner{keys: keys, vals: make([]scannedValue, len(keys)), held: make([]bool, len(keys)), cur: -1}
 	for _, k := range keys {
 		// Every character takes at most six bytes written as an escape
 		// (\uXXXX); a surrogate pair's twelve are two characters' worth.
@@ -125,9 +125,9 @@ func NewObjectScanner(keys ...string) *ObjectScanner {
 	return s
 }
 
-// NewObjectEditor scans for the top-level keys given and e.Held (which it
+// newObjectEditor scans for the top-level keys given and e.Held (which it
 // holds), to pass the object on changed by e (Pass).
-func NewObjectEditor(e ObjectEdit, keys ...string) *ObjectScanner {
+func newObjectEditor(e objectEdit, keys ...string) *ObjectScanner {
 	for _, k := range e.Held {
 		if !slices.Contains(keys, k) {
 			keys = append(keys, k)
@@ -142,7 +142,7 @@ func NewObjectEditor(e ObjectEdit, keys ...string) *ObjectScanner {
 }
 
 // Value is what the scan saw of key, one of those it was made for.
-func (s *ObjectScanner) Value(key string) ScannedValue {
+func (s *ObjectScanner) Value(key string) scannedValue {
 	if i := slices.Index(s.keys, key); i >= 0 {
 		v := s.vals[i]
 		if !v.done || v.Long {
@@ -150,7 +150,7 @@ func (s *ObjectScanner) Value(key string) ScannedValue {
 		}
 		return v
 	}
-	return ScannedValue{}
+	return scannedValue{}
 }
 
 // Done says the object is whole: only whitespace may follow.
@@ -177,7 +177,7 @@ func (s *ObjectScanner) Write(p []byte) (int, error) { return s.read(p, nil) }
 
 // Pass reads p as Write does and appends to dst what of it passes on:
 // its bytes, but for the values held, each passed once whole as the
-// scanner's ObjectEdit makes it, and what the edit adds before the
+// scanner's objectEdit makes it, and what the edit adds before the
 // object's closing brace. Passed whole, the object comes out as its
 // bytes did, but for the edit. After an error, what it appended is
 // not to be passed.

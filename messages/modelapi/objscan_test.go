@@ -170,7 +170,7 @@ func FuzzObjectScanner(f *testing.F) {
 		// The shape and the cap from the write size, which the cap does
 		// not change.
 		shape := []APIShape{ShapeMessages, ShapeChat, ShapeResponses}[chunk%3]
-		n := []uint64{0, 1, 20, 1025, 5000, MaxOutput}[int(chunk/3)%6]
+		n := []uint64{0, 1, 20, 1025, 5000, maxOutput}[int(chunk/3)%6]
 		out, bound, err := passCapped(shape, n, b, int(chunk)+1)
 		want, wantBound, budget, why := refOutputCap(shape, n, b)
 		if (err == nil) != (why == "") {
@@ -179,7 +179,7 @@ func FuzzObjectScanner(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !json.Valid(out) || bound != wantBound || n >= MaxOutput && len(out) != len(b) {
+		if !json.Valid(out) || bound != wantBound || n >= maxOutput && len(out) != len(b) {
 			t.Fatalf("%q (%s capped to %d) passed as %q, reading %+v, want %+v", b, shape, n, out, bound, wantBound)
 		}
 		got := refMembers(out)
@@ -286,7 +286,7 @@ func refOutputCap(s APIShape, n uint64, b []byte) (ms []refMember, bound OutputB
 				return nil, bound, 0, "not a whole number"
 			}
 			bound.Asked = max(bound.Asked, v)
-			if n > 0 && (v == 0 && n < MaxOutput || v > n) {
+			if n > 0 && (v == 0 && n < maxOutput || v > n) {
 				ms[i].raw = []byte(strconv.FormatUint(n, 10))
 			}
 		case n > 0 && s == ShapeMessages && strings.EqualFold(m.key, "thinking"):
@@ -329,7 +329,7 @@ func refOutputCap(s APIShape, n uint64, b []byte) (ms []refMember, bound OutputB
 			}
 		}
 	}
-	if !named && n > 0 && n < MaxOutput {
+	if !named && n > 0 && n < maxOutput {
 		ms = append(ms, refMember{boundFields[s][0], []byte(strconv.FormatUint(n, 10))})
 	}
 	return ms, bound, budget, ""

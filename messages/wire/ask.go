@@ -19,40 +19,40 @@ import (
 // checked), so an Ask is trusted as far as its caller is: it names no
 // user, and what it asks for is what that user may read or do anyway.
 
-// AskKind is what an Ask asks for.
-type AskKind string
+// askKind is what an Ask asks for.
+type askKind string
 
 const (
 	// AskHook hands the daemon one after-receive of Fossil's: the daemon
 	// runs the hook's work on its own open repository and live index (who
 	// is woken, the unheard notes, the git export, the hook's mark) and
 	// replies when it is done, as the hook's own process would have ended.
-	AskHook AskKind = "hook"
+	AskHook askKind = "hook"
 	// AskStatus asks for the node's status (the state document), derived
 	// from the daemon's live index.
-	AskStatus AskKind = "status"
+	AskStatus askKind = "status"
 	// AskRuns asks for a project's runs (or the one named) as the record
 	// and the node's care say, from the daemon's live run log.
-	AskRuns AskKind = "runs"
+	AskRuns askKind = "runs"
 	// AskPage asks for one of the console's pages, a GET as Fossil's /ext
 	// gave it to its CGI (D71): the daemon renders it from its kept status
 	// and replies the whole CGI reply.
-	AskPage AskKind = "page"
+	AskPage askKind = "page"
 	// AskPull asks a node on another host to pull a project served from
 	// the server (D72) and to reply once a pull begun after the ask has
 	// brought in, and the server vouched for, what the server held: a
 	// tool that wrote to the server then reads its own write in the
 	// node's clone.
-	AskPull AskKind = "pull"
+	AskPull askKind = "pull"
 )
 
-// AskKinds are the kinds an Ask may have, in the order docs/daemon.md
+// askKinds are the kinds an Ask may have, in the order docs/daemon.md
 // lists them.
-var AskKinds = []AskKind{AskHook, AskStatus, AskRuns, AskPage, AskPull}
+var askKinds = []askKind{AskHook, AskStatus, AskRuns, AskPage, AskPull}
 
-// MaxPageEnv bounds a page ask's environment: Fossil gives its CGI a few
+// maxPageEnv bounds a page ask's environment: Fossil gives its CGI a few
 // dozen variables.
-const MaxPageEnv = 256
+const maxPageEnv = 256
 
 // ConsolePath is a console request's path as the console routes it: the
 // parts of its PATH_INFO between slashes, the slashes at either end
@@ -68,13 +68,13 @@ func ConsolePath(pathInfo string) []string {
 
 // NotByDaemon says why the daemon does not render a console request
 // given Fossil's CGI environment, "" when it does (D71, D81): a page read
-// by GET or HEAD, with at most MaxPageEnv variables, that is not a fetch
+// by GET or HEAD, with at most maxPageEnv variables, that is not a fetch
 // of the git mirror, decided on the path the console routes
 // (ConsolePath). ocx-console asks the daemon only for such a page, and
 // the daemon refuses any other ask: git's CGI never runs in the daemon.
 func NotByDaemon(env []string) string {
-	if len(env) > MaxPageEnv {
-		return fmt.Sprintf("holds %d variables; a page ask gives at most %d", len(env), MaxPageEnv)
+	if len(env) > maxPageEnv {
+		return fmt.Sprintf("holds %d variables; a page ask gives at most %d", len(env), maxPageEnv)
 	}
 	method, path := "", ""
 	for _, kv := range env {
@@ -106,7 +106,7 @@ const MaxReplyLen = strictjson.MaxStateLen + 4<<10
 type Ask struct {
 	Ocx  string  `json:"ocx" why:"an ask says \"ocx\": \"ask\""`
 	V    int     `json:"v" why:"an ask says its protocol version"`
-	Kind AskKind `json:"ask" why:"an ask says what it asks for"`
+	Kind askKind `json:"ask" why:"an ask says what it asks for"`
 	// Repo is, for a hook, the repository Fossil received into (%R),
 	// absolute.
 	Repo string `json:"repo,omitempty"`
@@ -135,19 +135,19 @@ const HookFallbackEnv = "OCX_HOOK_FALLBACK"
 // says why.
 const ConsoleFallbackEnv = "OCX_CONSOLE_FALLBACK"
 
-// AskVersion is the socket protocol's version.
-const AskVersion = 1
+// askVersion is the socket protocol's version.
+const askVersion = 1
 
 // NewAsk is an Ask of kind k in this version.
-func NewAsk(k AskKind) *Ask { return &Ask{Ocx: "ask", V: AskVersion, Kind: k} }
+func NewAsk(k askKind) *Ask { return &Ask{Ocx: "ask", V: askVersion, Kind: k} }
 
 // Validate checks an Ask as the daemon takes it.
 func (a *Ask) Validate() error {
 	if a.Ocx != "ask" {
 		return strictjson.FieldErr("ocx", strictjson.ErrWrongKind, fmt.Sprintf("is %s; an ask says \"ask\"", strictjson.QuoteShort(a.Ocx)))
 	}
-	if a.V != AskVersion {
-		return strictjson.FieldErr("v", strictjson.ErrInvalid, fmt.Sprintf("is %d; this daemon speaks version %d", a.V, AskVersion))
+	if a.V != askVersion {
+		return strictjson.FieldErr("v", strictjson.ErrInvalid, fmt.Sprintf("is %d; this daemon speaks version %d", a.V, askVersion))
 	}
 	if a.Env != nil && a.Kind != AskPage {
 		return strictjson.FieldErr("env", strictjson.ErrInvalid, "is given; only a page ask gives an environment")
@@ -169,8 +169,8 @@ func (a *Ask) Validate() error {
 		if a.Repo != "" || len(a.Hashes) > 0 || a.Project != "" || a.Run != "" {
 			return strictjson.FieldErr("repo", strictjson.ErrInvalid, "is given; a page ask names no repository, hash, project or run")
 		}
-		if len(a.Env) == 0 || len(a.Env) > MaxPageEnv {
-			return strictjson.FieldErr("env", strictjson.ErrInvalid, fmt.Sprintf("holds %d variables; a page ask gives 1 to %d", len(a.Env), MaxPageEnv))
+		if len(a.Env) == 0 || len(a.Env) > maxPageEnv {
+			return strictjson.FieldErr("env", strictjson.ErrInvalid, fmt.Sprintf("holds %d variables; a page ask gives 1 to %d", len(a.Env), maxPageEnv))
 		}
 		for i, kv := range a.Env {
 			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
@@ -210,8 +210,8 @@ func (a *Ask) Validate() error {
 }
 
 func askWords() string {
-	w := make([]string, len(AskKinds))
-	for i, k := range AskKinds {
+	w := make([]string, len(askKinds))
+	for i, k := range askKinds {
 		w[i] = string(k)
 	}
 	return strictjson.ListWords(w)
@@ -294,15 +294,15 @@ type HookDone struct {
 }
 
 // NewReply is a Reply in this version.
-func NewReply() *Reply { return &Reply{Ocx: "reply", V: AskVersion} }
+func NewReply() *Reply { return &Reply{Ocx: "reply", V: askVersion} }
 
 // Validate checks a Reply as a caller takes it.
 func (r *Reply) Validate() error {
 	if r.Ocx != "reply" {
 		return strictjson.FieldErr("ocx", strictjson.ErrWrongKind, fmt.Sprintf("is %s; a reply says \"reply\"", strictjson.QuoteShort(r.Ocx)))
 	}
-	if r.V != AskVersion {
-		return strictjson.FieldErr("v", strictjson.ErrInvalid, fmt.Sprintf("is %d; this caller speaks version %d", r.V, AskVersion))
+	if r.V != askVersion {
+		return strictjson.FieldErr("v", strictjson.ErrInvalid, fmt.Sprintf("is %d; this caller speaks version %d", r.V, askVersion))
 	}
 	if r.Doc < 0 || r.Doc > strictjson.MaxStateLen {
 		return strictjson.FieldErr("doc", strictjson.ErrInvalid, fmt.Sprintf("is %d; a state document is 1 to %d bytes", r.Doc, strictjson.MaxStateLen))
@@ -359,8 +359,8 @@ func decodeLine(where string, line []byte, max int, v any) error {
 	return nil
 }
 
-// ErrLineTooLong: a line of the daemon's socket past its bound.
-var ErrLineTooLong = errors.New("the line is longer than its bound")
+// errLineTooLong: a line of the daemon's socket past its bound.
+var errLineTooLong = errors.New("the line is longer than its bound")
 
 // ReadLine reads one line, without its newline, of at most max bytes.
 func ReadLine(r *bufio.Reader, max int) ([]byte, error) {
@@ -369,7 +369,7 @@ func ReadLine(r *bufio.Reader, max int) ([]byte, error) {
 		chunk, err := r.ReadSlice('\n')
 		buf.Write(chunk)
 		if buf.Len() > max+1 {
-			return nil, fmt.Errorf("%w (%d bytes)", ErrLineTooLong, max)
+			return nil, fmt.Errorf("%w (%d bytes)", errLineTooLong, max)
 		}
 		switch {
 		case err == nil:

@@ -175,8 +175,8 @@ func (r *Receipts) Validate() error {
 	return nil
 }
 
-// MaxFossilLogin bounds a login a server reports.
-const MaxFossilLogin = 255
+// maxFossilLogin bounds a login a server reports.
+const maxFossilLogin = 255
 
 // checkFossilLogin accepts any login a Fossil server may hold, which is
 // wider than the names OCX makes (D1): a person's "pat@example.com", the
@@ -186,8 +186,8 @@ func checkFossilLogin(field, s string) error {
 	switch {
 	case s == "":
 		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty")
-	case len(s) > MaxFossilLogin:
-		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a login is at most %d", len(s), MaxFossilLogin))
+	case len(s) > maxFossilLogin:
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a login is at most %d", len(s), maxFossilLogin))
 	case !utf8.ValidString(s):
 		return strictjson.FieldErr(field, strictjson.ErrInvalid, "is not valid UTF-8")
 	}

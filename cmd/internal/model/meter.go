@@ -21,7 +21,7 @@ import (
 // tokens limit (D79): a request is forwarded only while what is counted
 // and what the requests under way may still write stay under the limit.
 // Before the first byte of its body is forwarded, a request reserves
-// what its output may be: modelapi.MaxOutput, or what the limit leaves
+// what its output may be: modelapi's maxOutput, or what the limit leaves
 // when that is less; its body passes through the grant's
 // modelapi.OutputCap, its bound capped to the grant as it passes (the
 // body is never held whole, D80), and once read whole it keeps of the
