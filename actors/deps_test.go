@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // TestNoHostImports keeps the actors and their vocabulary pure. Neither
@@ -78,19 +78,19 @@ func TestDepsAnswerAsTheEffectSays(t *testing.T) {
 	d := f.deps()
 	d.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	l := testLaunch(1, false)
-	for _, e := range []messages.Asking{
-		messages.ClassifyArtifact{Repository: "/srv/demo.fossil", Hash: testHash(1)},
-		messages.ResolveLaunch{Proc: messages.ProcInfo{Proc: messages.ProcID{PID: 9, Start: 9}, Workspace: testW, Launch: l.Hash}},
-		messages.WriteRefusal{Launch: l, Reason: "r"},
-		messages.WriteEnd{Launch: l, Proc: messages.ProcID{PID: 9, Start: 9}},
-		messages.ReadResult{Proc: messages.ProcID{PID: 9, Start: 9}, Launch: l},
-		messages.FindUntested{Branch: "trunk"},
-		messages.WriteLaunch{Branch: "trunk", Checkin: testHash(2)},
-		messages.ScanWorkspace{Workspace: testW},
-		messages.SpawnSession{Launch: l},
-		messages.SignalProcess{Proc: messages.ProcID{PID: 9, Start: 9}, Signal: messages.SigTERM},
-		messages.PauseInputs{},
-		messages.ResumeInputs{},
+	for _, e := range []protocol.Asking{
+		protocol.ClassifyArtifact{Repository: "/srv/demo.fossil", Hash: testHash(1)},
+		protocol.ResolveLaunch{Proc: protocol.ProcInfo{Proc: protocol.ProcID{PID: 9, Start: 9}, Workspace: testW, Launch: l.Hash}},
+		protocol.WriteRefusal{Launch: l, Reason: "r"},
+		protocol.WriteEnd{Launch: l, Proc: protocol.ProcID{PID: 9, Start: 9}},
+		protocol.ReadResult{Proc: protocol.ProcID{PID: 9, Start: 9}, Launch: l},
+		protocol.FindUntested{Branch: "trunk"},
+		protocol.WriteLaunch{Branch: "trunk", Checkin: testHash(2)},
+		protocol.ScanWorkspace{Workspace: testW},
+		protocol.SpawnSession{Launch: l},
+		protocol.SignalProcess{Proc: protocol.ProcID{PID: 9, Start: 9}, Signal: protocol.SigTERM},
+		protocol.PauseInputs{},
+		protocol.ResumeInputs{},
 	} {
 		got := d.run(context.Background(), e)
 		if reflect.TypeOf(got) != reflect.TypeOf(e.Answer()) {

@@ -15,6 +15,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 	"github.com/ocx-go/ocx/messages/wire"
 )
 
@@ -232,7 +233,7 @@ func runsOnServer(t testing.TB, a *testNode) []record.RunMsg {
 // and keeps where the first started stands in the server's order.
 type answers struct {
 	started, ended int
-	at             messages.RunPosition
+	at             protocol.RunPosition
 }
 
 func answersOf(msgs []record.RunMsg) map[string]*answers {
@@ -301,7 +302,7 @@ func TestTwoNodesHundredRuns(t *testing.T) {
 		}
 	}
 	got = answersOf(runsOnServer(t, a))
-	last := map[string]messages.RunPosition{}
+	last := map[string]protocol.RunPosition{}
 	for _, h := range order {
 		x := got[h]
 		if x.started != 1 || x.ended != 1 {

@@ -144,7 +144,7 @@ func (n *EndNote) Validate() error {
 	if err := n.validateStatus(); err != nil {
 		return err
 	}
-	if err := checkLine("release", n.Release, true, MaxShortLen); err != nil {
+	if err := CheckLine("release", n.Release, true, MaxShortLen); err != nil {
 		return err
 	}
 	if err := checkTime("seen", n.Seen); err != nil {

@@ -84,7 +84,7 @@ func (e ExitStatus) Validate() error {
 // signal N.
 func (e ExitStatus) Exit() int {
 	if e.State == EndSignaled {
-		return 128 + signalNumber(e.Signal)
+		return 128 + SignalNumber(e.Signal)
 	}
 	return e.Code
 }
@@ -118,8 +118,8 @@ func SignalName(n int) string {
 	return fmt.Sprintf("signal %d", n)
 }
 
-// signalNumber is the signal SignalName names; 0 for a name it never gives.
-func signalNumber(name string) int {
+// SignalNumber is the signal SignalName names; 0 for a name it never gives.
+func SignalNumber(name string) int {
 	for n := 1; n <= 64; n++ {
 		if SignalName(n) == name {
 			return n

@@ -180,7 +180,7 @@ func (s *NodeSandbox) validate(field string) error {
 		paths []string
 	}{{"read_only", s.ReadOnly}, {"path", s.Path}} {
 		for i, p := range l.paths {
-			if err := checkAbsPath(fmt.Sprintf("%s.%s[%d]", field, l.name, i), p); err != nil {
+			if err := CheckAbsPath(fmt.Sprintf("%s.%s[%d]", field, l.name, i), p); err != nil {
 				return err
 			}
 		}
@@ -283,7 +283,7 @@ func (c *NodeConfig) Validate() error {
 		return strictjson.At("node.json", err)
 	}
 	if c.Release != "" {
-		if err := checkAbsPath("release", c.Release); err != nil {
+		if err := CheckAbsPath("release", c.Release); err != nil {
 			return strictjson.At("node.json", err)
 		}
 	}

@@ -49,7 +49,7 @@ func checkListened(kindField, namesField string, kind ListenKind, names string) 
 	case ListenTicket:
 		return checkTicketID(namesField, names)
 	case ListenBranch:
-		return checkBranch(namesField, names)
+		return CheckBranch(namesField, names)
 	case "":
 		return strictjson.FieldErr(kindField, strictjson.ErrMissing, "is empty; it is thread, ticket or branch")
 	}

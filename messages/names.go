@@ -125,9 +125,10 @@ func (k WorkspaceKey) String() string { return k.Login + "/" + k.Project }
 // ValidateBranch checks a Fossil branch name as OCX accepts it: spaces are
 // allowed, as Fossil allows them, but it is never empty, holds no control
 // character and is at most maxBranchLen bytes of UTF-8.
-func ValidateBranch(s string) error { return checkBranch("branch", s) }
+func ValidateBranch(s string) error { return CheckBranch("branch", s) }
 
-func checkBranch(field, s string) error {
+// CheckBranch checks a branch name, naming field in the error.
+func CheckBranch(field, s string) error {
 	if s == "" {
 		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; a branch has a name")
 	}
@@ -179,9 +180,10 @@ func checkHex(field, s string) error {
 // ValidateAbsPath checks a host path as a sandbox lists it: absolute, clean
 // (path.Clean leaves it unchanged, so no "..", ".", "//" or trailing '/'), valid
 // UTF-8 without control characters (NUL included), at most maxPathLen bytes.
-func ValidateAbsPath(s string) error { return checkAbsPath("path", s) }
+func ValidateAbsPath(s string) error { return CheckAbsPath("path", s) }
 
-func checkAbsPath(field, s string) error {
+// CheckAbsPath checks an absolute path, naming field in the error.
+func CheckAbsPath(field, s string) error {
 	if s == "" {
 		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; a path here is absolute")
 	}
@@ -209,7 +211,7 @@ const repositorySuffix = ".fossil"
 func ValidateRepository(s string) error { return checkRepository("repository", s) }
 
 func checkRepository(field, s string) error {
-	if err := checkAbsPath(field, s); err != nil {
+	if err := CheckAbsPath(field, s); err != nil {
 		return err
 	}
 	for _, r := range s {
@@ -267,8 +269,8 @@ func checkText(field, s string, required bool, max int) error {
 	return checkChars(field, s, true)
 }
 
-// checkLine checks a one-line value: no control characters at all.
-func checkLine(field, s string, required bool, max int) error {
+// CheckLine checks a one-line value: no control characters at all.
+func CheckLine(field, s string, required bool, max int) error {
 	if s == "" && required {
 		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty")
 	}
@@ -300,4 +302,18 @@ func ClipText(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// MarshalText writes a workspace key as LOGIN/PROJECT, the form the daemon's
+// hand-off (and its logs) use.
+func (k WorkspaceKey) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText reads LOGIN/PROJECT and validates both names.
+func (k *WorkspaceKey) UnmarshalText(b []byte) error {
+	p, err := ParseWorkspaceKey(string(b))
+	if err != nil {
+		return err
+	}
+	*k = p
+	return nil
 }

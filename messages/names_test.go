@@ -199,7 +199,7 @@ func TestValidateListeningFileName(t *testing.T) {
 		b := rapid.StringMatching(`[^\x00]{1,60}`).Draw(t, "branch")
 		name, err := ListeningFileName(ListenBranch, b)
 		if err != nil {
-			if checkBranch("names", b) != nil {
+			if CheckBranch("names", b) != nil {
 				return
 			}
 			t.Fatalf("%q: %v", b, err)

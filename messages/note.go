@@ -347,13 +347,13 @@ func newLine(kind NoteKind) *line {
 	return l
 }
 
-func (l *line) word(s string) *line { l.b.WriteByte(' '); l.b.WriteString(token(s)); return l }
+func (l *line) word(s string) *line { l.b.WriteByte(' '); l.b.WriteString(Token(s)); return l }
 
 func (l *line) kv(k, v string) *line {
 	l.b.WriteByte(' ')
 	l.b.WriteString(k)
 	l.b.WriteByte('=')
-	l.b.WriteString(token(v))
+	l.b.WriteString(Token(v))
 	return l
 }
 
@@ -391,7 +391,7 @@ func tokens(vs []string) string {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(token(v))
+		b.WriteString(Token(v))
 	}
 	b.WriteByte(']')
 	return b.String()

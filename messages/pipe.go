@@ -118,7 +118,7 @@ func (l RunStartLine) Encode() ([]byte, error) {
 
 // String renders the line without its newline.
 func (l RunStartLine) String() string {
-	return verbRun + " start " + token(l.Repository) + " " + token(l.Hash) + " " + token(l.By)
+	return verbRun + " start " + Token(l.Repository) + " " + Token(l.Hash) + " " + Token(l.By)
 }
 
 // BudgetLine is `budget LOGIN PROJECT LAUNCH tokens USED`: the model proxy
@@ -169,7 +169,7 @@ func (l BudgetLine) Encode() ([]byte, error) {
 
 // String renders the line without its newline.
 func (l BudgetLine) String() string {
-	return verbBudget + " " + token(l.Login) + " " + token(l.Project) + " " + token(l.Launch) + " " + token(l.Limit) + " " + strconv.FormatUint(l.Used, 10)
+	return verbBudget + " " + Token(l.Login) + " " + Token(l.Project) + " " + Token(l.Launch) + " " + Token(l.Limit) + " " + strconv.FormatUint(l.Used, 10)
 }
 
 func (PostLine) pipeLine()   {}
@@ -196,7 +196,7 @@ func (l PostLine) Encode() ([]byte, error) {
 }
 
 // String renders the line without its newline.
-func (l PostLine) String() string { return verbPost + " " + token(l.Repository) + " " + token(l.Hash) }
+func (l PostLine) String() string { return verbPost + " " + Token(l.Repository) + " " + Token(l.Hash) }
 
 // Validate checks both names.
 func (l StopLine) Validate() error {
@@ -215,7 +215,7 @@ func (l StopLine) Encode() ([]byte, error) {
 }
 
 // String renders the line without its newline.
-func (l StopLine) String() string { return verbStop + " " + token(l.Login) + " " + token(l.Project) }
+func (l StopLine) String() string { return verbStop + " " + Token(l.Login) + " " + Token(l.Project) }
 
 // Validate has nothing to check: reexec has no arguments.
 func (ReexecLine) Validate() error { return nil }
@@ -329,9 +329,9 @@ func arity(where, shape string, got int) error {
 	return &strictjson.FieldError{Where: where, Problem: fmt.Sprintf("%s takes %d argument(s), as in %q; found %d", verb, strings.Count(shape, " "), shape, got), Err: strictjson.ErrSyntax}
 }
 
-// token renders a field as itself when it is one plain token, and quoted
+// Token renders a field as itself when it is one plain token, and quoted
 // otherwise, so a String() of an invalid value is still one unambiguous line.
-func token(s string) string {
+func Token(s string) string {
 	if s == "" {
 		return `""`
 	}

@@ -80,17 +80,17 @@ func (r *ReexecOutcome) validate(f string) error {
 		return err
 	}
 	if r.Target != "" {
-		if err := checkAbsPath(strictjson.JoinField(f, "target"), r.Target); err != nil {
+		if err := CheckAbsPath(strictjson.JoinField(f, "target"), r.Target); err != nil {
 			return err
 		}
 	}
-	if err := checkLine(strictjson.JoinField(f, "release"), r.Release, false, MaxShortLen); err != nil {
+	if err := CheckLine(strictjson.JoinField(f, "release"), r.Release, false, MaxShortLen); err != nil {
 		return err
 	}
 	if err := checkText(strictjson.JoinField(f, "error"), r.Error, false, MaxTextLen); err != nil {
 		return err
 	}
-	if err := checkLine(strictjson.JoinField(f, "from"), r.From, false, MaxShortLen); err != nil {
+	if err := CheckLine(strictjson.JoinField(f, "from"), r.From, false, MaxShortLen); err != nil {
 		return err
 	}
 	if r.State != "" {
@@ -175,7 +175,7 @@ func (d *DaemonStatus) validate(f string) error {
 	case d.Release != "":
 		return strictjson.FieldErr(strictjson.JoinField(f, "release"), strictjson.ErrInvalid, "is given while no daemon runs")
 	}
-	if err := checkLine(strictjson.JoinField(f, "release"), d.Release, false, MaxShortLen); err != nil {
+	if err := CheckLine(strictjson.JoinField(f, "release"), d.Release, false, MaxShortLen); err != nil {
 		return err
 	}
 	if d.Reexec != nil {

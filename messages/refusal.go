@@ -92,7 +92,7 @@ func (p *holder) validate(field string) error {
 }
 
 func (p *holder) String() string {
-	return fmt.Sprintf("pid=%d start_time=%d started_by=%s command=%s", p.PID, p.StartTime, token(string(p.StartedBy)), tokens(p.Command))
+	return fmt.Sprintf("pid=%d start_time=%d started_by=%s command=%s", p.PID, p.StartTime, Token(string(p.StartedBy)), tokens(p.Command))
 }
 
 func checkPID(field string, pid int) error {

@@ -127,7 +127,7 @@ func (t CITag) validate(resultField, lineField string) error {
 	default:
 		return strictjson.FieldErr(resultField, strictjson.ErrInvalid, fmt.Sprintf("%s is not a CI result (green, red)", strictjson.QuoteShort(string(t.Result))))
 	}
-	if err := checkLine(lineField, t.Line, false, maxCILineLen); err != nil {
+	if err := CheckLine(lineField, t.Line, false, maxCILineLen); err != nil {
 		return err
 	}
 	if strings.TrimSpace(t.Line) != t.Line {

@@ -92,7 +92,7 @@ func readStep(o strictjson.Obj) (RunStep, error) {
 	if kind == "" {
 		return RunStep{}, strictjson.FieldErr(o.Field("step"), strictjson.ErrMissing, "is empty; a step names its kind ("+strictjson.ListWords(stepKinds)+")")
 	}
-	if err := checkLine(o.Field("step"), kind, true, maxNameLen); err != nil {
+	if err := CheckLine(o.Field("step"), kind, true, maxNameLen); err != nil {
 		return RunStep{}, err
 	}
 	args, known := stepArgs[kind]
@@ -108,7 +108,7 @@ func readStep(o strictjson.Obj) (RunStep, error) {
 		if err != nil {
 			return RunStep{}, err
 		}
-		if err := checkLine(o.Field(a), v, true, maxPathLen); err != nil {
+		if err := CheckLine(o.Field(a), v, true, maxPathLen); err != nil {
 			return RunStep{}, err
 		}
 		switch a {
@@ -143,7 +143,7 @@ func (s RunStep) validate(field string) error {
 			if v == "" {
 				return strictjson.FieldErr(field+"."+k, strictjson.ErrMissing, "is missing; a "+s.Step+" step names its "+k)
 			}
-			if err := checkLine(field+"."+k, v, true, maxPathLen); err != nil {
+			if err := CheckLine(field+"."+k, v, true, maxPathLen); err != nil {
 				return err
 			}
 		} else if v != "" {
@@ -212,7 +212,7 @@ func readSandbox(o strictjson.Obj) (*runSandbox, error) {
 		return nil, err
 	}
 	for i, c := range s.Capabilities {
-		if err := checkLine(strictjson.IndexField(o.Field("capabilities"), i), c, true, maxNameLen); err != nil {
+		if err := CheckLine(strictjson.IndexField(o.Field("capabilities"), i), c, true, maxNameLen); err != nil {
 			return nil, err
 		}
 	}
@@ -261,7 +261,7 @@ func readSandbox(o strictjson.Obj) (*runSandbox, error) {
 
 func (s *runSandbox) validate(field string) error {
 	for i, c := range s.Capabilities {
-		if err := checkLine(strictjson.IndexField(strictjson.JoinField(field, "capabilities"), i), c, true, maxNameLen); err != nil {
+		if err := CheckLine(strictjson.IndexField(strictjson.JoinField(field, "capabilities"), i), c, true, maxNameLen); err != nil {
 			return err
 		}
 	}
@@ -296,7 +296,7 @@ func (s *runSandbox) validate(field string) error {
 // place: one line, and absolute or beginning with a value ($$workspace$$/x).
 // Expand checks that it is absolute and clean once its values are in.
 func checkRunPath(field, s string) error {
-	if err := checkLine(field, s, true, maxPathLen); err != nil {
+	if err := CheckLine(field, s, true, maxPathLen); err != nil {
 		return err
 	}
 	if !strings.HasPrefix(s, "/") && !strings.HasPrefix(s, "$$") {
@@ -666,7 +666,7 @@ func (p *RunProcess) validate(field string) error {
 		}
 	}
 	for k, v := range p.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || checkLine("", k, true, MaxShortLen) != nil {
+		if k == "" || strings.ContainsAny(k, "=\x00") || CheckLine("", k, true, MaxShortLen) != nil {
 			return strictjson.FieldErr(strictjson.JoinField(f("env"), k), strictjson.ErrInvalid, "is not an environment variable's name: one line, not empty, without = or NUL")
 		}
 		if err := checkArg(strictjson.JoinField(f("env"), k), v); err != nil {
@@ -678,10 +678,10 @@ func (p *RunProcess) validate(field string) error {
 			return err
 		}
 	}
-	if err := checkHears(f("hears"), p.Hears); err != nil {
+	if err := CheckHears(f("hears"), p.Hears); err != nil {
 		return err
 	}
-	if err := checkBranches(f("checkins"), p.Checkins); err != nil {
+	if err := CheckBranches(f("checkins"), p.Checkins); err != nil {
 		return err
 	}
 	if p.Deliveries != "" && p.Deliveries != deliveriesFeed && p.Deliveries != DeliveriesStart {

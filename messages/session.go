@@ -185,9 +185,9 @@ func (l *SessionLimits) decoded(o strictjson.Obj) error {
 // HearsEveryone is the one entry of a hears list that stands for every user.
 const HearsEveryone = "*"
 
-// checkHears checks a hears list: each entry a user's login, or "*" alone,
+// CheckHears checks a hears list: each entry a user's login, or "*" alone,
 // none twice.
-func checkHears(field string, hears []string) error {
+func CheckHears(field string, hears []string) error {
 	seen := make(map[string]bool, len(hears))
 	for i, u := range hears {
 		f := strictjson.IndexField(field, i)
@@ -249,7 +249,7 @@ func (d *SessionDefinition) Validate() error {
 		if !known {
 			return strictjson.FieldErr("runner", strictjson.ErrInvalid, fmt.Sprintf("%s is not a runner this node offers (%s)", strictjson.QuoteShort(d.Runner), strictjson.ListWords(Runners)))
 		}
-		if err := checkLine("model", d.Model, true, MaxShortLen); err != nil {
+		if err := CheckLine("model", d.Model, true, MaxShortLen); err != nil {
 			if d.Model == "" {
 				return strictjson.FieldErr("model", strictjson.ErrMissing, "is missing; an llm session names the model its runner uses")
 			}
@@ -275,7 +275,7 @@ func (d *SessionDefinition) Validate() error {
 			return err
 		}
 	}
-	if err := checkBranches("checkins", d.Checkins); err != nil {
+	if err := CheckBranches("checkins", d.Checkins); err != nil {
 		return err
 	}
 	switch d.Result {
@@ -287,15 +287,15 @@ func (d *SessionDefinition) Validate() error {
 	default:
 		return strictjson.FieldErr("result", strictjson.ErrInvalid, fmt.Sprintf("%s is not a run's result (ci, verdict)", strictjson.QuoteShort(string(d.Result))))
 	}
-	return checkHears("hears", d.Hears)
+	return CheckHears("hears", d.Hears)
 }
 
-// checkBranches checks a list of branch names: each a branch, none twice.
-func checkBranches(field string, branches []string) error {
+// CheckBranches checks a list of branch names: each a branch, none twice.
+func CheckBranches(field string, branches []string) error {
 	seen := make(map[string]bool, len(branches))
 	for i, b := range branches {
 		f := strictjson.IndexField(field, i)
-		if err := checkBranch(f, b); err != nil {
+		if err := CheckBranch(f, b); err != nil {
 			return err
 		}
 		if seen[b] {

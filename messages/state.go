@@ -88,7 +88,7 @@ type LookAlikeStatus struct {
 
 // String renders the look-alike on one line.
 func (l LookAlikeStatus) String() string {
-	s := fmt.Sprintf("look-alike %s/%s pid=%d start_time=%d command=%s why=%s", token(l.Login), token(l.Project), l.PID, l.StartTime, token(l.Command), token(l.Why))
+	s := fmt.Sprintf("look-alike %s/%s pid=%d start_time=%d command=%s why=%s", Token(l.Login), Token(l.Project), l.PID, l.StartTime, Token(l.Command), Token(l.Why))
 	if l.Claims > 0 {
 		s += fmt.Sprintf(" claims=%d", l.Claims)
 	}
@@ -108,13 +108,13 @@ func (l *LookAlikeStatus) validate(f string) error {
 	if err := checkStartTime(strictjson.JoinField(f, "start_time"), l.StartTime); err != nil {
 		return err
 	}
-	if err := checkLine(strictjson.JoinField(f, "command"), l.Command, true, MaxShortLen); err != nil {
+	if err := CheckLine(strictjson.JoinField(f, "command"), l.Command, true, MaxShortLen); err != nil {
 		return err
 	}
 	if l.Claims == 1 || l.Claims < 0 || l.Claims > strictjson.MaxSafeInt {
 		return strictjson.FieldErr(strictjson.JoinField(f, "claims"), strictjson.ErrInvalid, fmt.Sprintf("is %d; a look-alike that claims more than one workspace counts them (2 or more), one that claims one says nothing", l.Claims))
 	}
-	return checkLine(strictjson.JoinField(f, "why"), l.Why, true, MaxShortLen)
+	return CheckLine(strictjson.JoinField(f, "why"), l.Why, true, MaxShortLen)
 }
 
 // ReviewStatus is one reviewer's queue on a branch (D42): the check-ins on
@@ -154,7 +154,7 @@ func (r *ReviewStatus) validate(f string) error {
 	if err := checkLogin(strictjson.JoinField(f, "login"), r.Login); err != nil {
 		return err
 	}
-	if err := checkBranch(strictjson.JoinField(f, "branch"), r.Branch); err != nil {
+	if err := CheckBranch(strictjson.JoinField(f, "branch"), r.Branch); err != nil {
 		return err
 	}
 	if err := CheckHash(strictjson.JoinField(f, "record"), r.Record); err != nil {
@@ -216,16 +216,16 @@ func (l *SessionLimitsStatus) validate(f string) error {
 	if (l.Cgroups == "") == (l.NotApplied == "") {
 		return strictjson.FieldErr(f, strictjson.ErrInvalid, "says where the cgroups are (cgroups) or why there are none (not_applied), one of the two")
 	}
-	if err := checkLine(strictjson.JoinField(f, "cgroups"), l.Cgroups, false, MaxShortLen); err != nil {
+	if err := CheckLine(strictjson.JoinField(f, "cgroups"), l.Cgroups, false, MaxShortLen); err != nil {
 		return err
 	}
 	if l.DiskNotApplied != "" && l.Disk == 0 {
 		return strictjson.FieldErr(strictjson.JoinField(f, "disk_not_applied"), strictjson.ErrInvalid, "says why a disk is not applied, and node.json gives none (disk)")
 	}
-	if err := checkLine(strictjson.JoinField(f, "disk_not_applied"), l.DiskNotApplied, false, MaxShortLen); err != nil {
+	if err := CheckLine(strictjson.JoinField(f, "disk_not_applied"), l.DiskNotApplied, false, MaxShortLen); err != nil {
 		return err
 	}
-	return checkLine(strictjson.JoinField(f, "not_applied"), l.NotApplied, false, MaxShortLen)
+	return CheckLine(strictjson.JoinField(f, "not_applied"), l.NotApplied, false, MaxShortLen)
 }
 
 // RunnerOffer is a runner a node offers and the version it says it is
@@ -267,7 +267,7 @@ func (v *VerdictStatus) validate(f string) error {
 			return err
 		}
 	}
-	if err := checkBranch(strictjson.JoinField(f, "branch"), v.Branch); err != nil {
+	if err := CheckBranch(strictjson.JoinField(f, "branch"), v.Branch); err != nil {
 		return err
 	}
 	if err := checkUser(strictjson.JoinField(f, "user"), v.User); err != nil {
@@ -276,10 +276,10 @@ func (v *VerdictStatus) validate(f string) error {
 	if v.Verdict != VerdictPass && v.Verdict != VerdictFail {
 		return strictjson.FieldErr(strictjson.JoinField(f, "verdict"), strictjson.ErrInvalid, fmt.Sprintf("%s is not a verdict (pass, fail)", strictjson.QuoteShort(v.Verdict)))
 	}
-	if err := checkLine(strictjson.JoinField(f, "reason"), v.Reason, true, MaxTextLen); err != nil {
+	if err := CheckLine(strictjson.JoinField(f, "reason"), v.Reason, true, MaxTextLen); err != nil {
 		return err
 	}
-	return checkLine(strictjson.JoinField(f, "against"), v.Against, true, maxPathLen)
+	return CheckLine(strictjson.JoinField(f, "against"), v.Against, true, maxPathLen)
 }
 
 // HookStatus says whether the wake hook is installed on a repository of the
@@ -541,7 +541,7 @@ func (s *NodeState) validateOffers(once func(field, key string) error) error {
 		if err := once(f, "runner "+r.Name); err != nil {
 			return err
 		}
-		if err := checkLine(f+".version", r.Version, true, MaxShortLen); err != nil {
+		if err := CheckLine(f+".version", r.Version, true, MaxShortLen); err != nil {
 			return err
 		}
 	}
@@ -604,7 +604,7 @@ func (w *WorkspaceStatus) validate(f string) error {
 	if err := CheckHash(strictjson.JoinField(f, "record"), w.Record); err != nil {
 		return err
 	}
-	if err := checkBranch(strictjson.JoinField(f, "branch"), w.Branch); err != nil {
+	if err := CheckBranch(strictjson.JoinField(f, "branch"), w.Branch); err != nil {
 		return err
 	}
 	switch w.State {
@@ -691,7 +691,7 @@ func (p *SessionStatus) validate(f string) error {
 	if err := checkLogin(strictjson.JoinField(f, "login"), p.Login); err != nil {
 		return err
 	}
-	if err := checkHears(strictjson.JoinField(f, "hears"), p.Hears); err != nil {
+	if err := CheckHears(strictjson.JoinField(f, "hears"), p.Hears); err != nil {
 		return err
 	}
 	if err := CheckProject(strictjson.JoinField(f, "project"), p.Project); err != nil {
@@ -722,7 +722,7 @@ func (p *SessionStatus) validate(f string) error {
 			return err
 		}
 	}
-	return checkLine(strictjson.JoinField(f, "release"), p.Release, true, MaxShortLen)
+	return CheckLine(strictjson.JoinField(f, "release"), p.Release, true, MaxShortLen)
 }
 
 // checkCapabilities checks Fossil capability letters: letters and digits, each once.
@@ -873,11 +873,11 @@ func (s *NodeState) String() string {
 // String renders one session of the state on one line.
 func (p SessionStatus) String() string {
 	s := fmt.Sprintf("session %s/%s record=%s pid=%d start_time=%d started_by=%s state=%s listening=%t release=%s older=%t",
-		token(p.Login), token(p.Project), token(p.Record), p.PID, p.StartTime, token(string(p.StartedBy)), token(string(p.State)), p.Listening, token(p.Release), p.Older)
+		Token(p.Login), Token(p.Project), Token(p.Record), p.PID, p.StartTime, Token(string(p.StartedBy)), Token(string(p.State)), p.Listening, Token(p.Release), p.Older)
 	if p.Hears != nil {
 		hs := make([]string, len(p.Hears))
 		for i, h := range p.Hears {
-			hs[i] = token(h)
+			hs[i] = Token(h)
 		}
 		s += " hears=[" + strings.Join(hs, " ") + "]"
 	}
@@ -889,7 +889,7 @@ func (p SessionStatus) String() string {
 
 // String renders the hook's state on one line.
 func (h HookStatus) String() string {
-	s := fmt.Sprintf("hook %s repository=%s installed=%t newest=%d", token(h.Project), token(h.Repository), h.Installed, h.Newest)
+	s := fmt.Sprintf("hook %s repository=%s installed=%t newest=%d", Token(h.Project), Token(h.Repository), h.Installed, h.Newest)
 	if h.Mark != nil {
 		s += fmt.Sprintf(" mark=%d", *h.Mark)
 	}
@@ -905,17 +905,17 @@ func (l LoginStatus) String() string {
 	for i, a := range l.Accounts {
 		parts[i] = a.String()
 	}
-	return "login " + token(l.Login) + " accounts=" + tokens(parts)
+	return "login " + Token(l.Login) + " accounts=" + tokens(parts)
 }
 
 // String renders the account as PROJECT:CAPABILITIES.
-func (a AccountStatus) String() string { return token(a.Project) + ":" + token(a.Capabilities) }
+func (a AccountStatus) String() string { return Token(a.Project) + ":" + Token(a.Capabilities) }
 
 // String renders the workspace's state on one line.
 func (w WorkspaceStatus) String() string {
-	s := fmt.Sprintf("workspace %s/%s record=%s branch=%s state=%s", token(w.Login), token(w.Project), token(w.Record), token(w.Branch), token(string(w.State)))
+	s := fmt.Sprintf("workspace %s/%s record=%s branch=%s state=%s", Token(w.Login), Token(w.Project), Token(w.Record), Token(w.Branch), Token(string(w.State)))
 	if w.Response != nil {
-		s += fmt.Sprintf(" response=%s outcome=%s", token(w.Response.Hash), token(string(w.Response.Outcome)))
+		s += fmt.Sprintf(" response=%s outcome=%s", Token(w.Response.Hash), Token(string(w.Response.Outcome)))
 	}
 	return s
 }

@@ -57,7 +57,7 @@ type Restrict struct {
 // Validate checks the branch's name and that what needs no_password has it.
 func (r Restrict) Validate() error {
 	if r.Branch != "" {
-		if err := checkBranch("restrict.branch", r.Branch); err != nil {
+		if err := CheckBranch("restrict.branch", r.Branch); err != nil {
 			return err
 		}
 		if !r.NoPassword {
@@ -104,7 +104,7 @@ func DefaultRecordSandbox(network bool) recordSandbox {
 func (s recordSandbox) validate(field string) error {
 	for name, list := range map[string][]string{"read_only": s.ReadOnly, "read_write": s.ReadWrite} {
 		for i, p := range list {
-			if err := checkAbsPath(strictjson.IndexField(field+"."+name, i), p); err != nil {
+			if err := CheckAbsPath(strictjson.IndexField(field+"."+name, i), p); err != nil {
 				return err
 			}
 		}
@@ -192,7 +192,7 @@ func (a *CreateArgs) Dry() bool { return a.DryRun }
 // Validate checks every field create checks before it looks at the node.
 func (a *CreateArgs) Validate() error {
 	if a.Model != "" {
-		if err := checkLine("model", a.Model, true, MaxShortLen); err != nil {
+		if err := CheckLine("model", a.Model, true, MaxShortLen); err != nil {
 			return err
 		}
 	}
@@ -210,10 +210,10 @@ func (a *CreateArgs) Validate() error {
 	if strings.TrimSpace(a.Objective) == "" {
 		return strictjson.FieldErr("objective", strictjson.ErrMissing, "is blank; a record says what its agent is for")
 	}
-	if err := checkBranches("checkins", a.Checkins); err != nil {
+	if err := CheckBranches("checkins", a.Checkins); err != nil {
 		return err
 	}
-	if err := checkHears("hears", a.Hears); err != nil {
+	if err := CheckHears("hears", a.Hears); err != nil {
 		return err
 	}
 	if a.Restrict != nil {
@@ -286,7 +286,7 @@ func (a *AuditArgs) Validate() error {
 	if strings.TrimSpace(a.Reason) == "" {
 		return strictjson.FieldErr("reason", strictjson.ErrMissing, "is blank; a verdict gives its reason")
 	}
-	if err := checkLine("reason", a.Reason, true, MaxShortLen); err != nil {
+	if err := CheckLine("reason", a.Reason, true, MaxShortLen); err != nil {
 		return err
 	}
 	if AgainstRecord(a.Against) {
@@ -304,7 +304,7 @@ func AgainstRecord(s string) bool {
 // checkAgainstPath checks a path as a verdict names it: relative to the
 // check-in's root, clean, one line.
 func checkAgainstPath(field, s string) error {
-	if err := checkLine(field, s, true, maxPathLen); err != nil {
+	if err := CheckLine(field, s, true, maxPathLen); err != nil {
 		return err
 	}
 	if strings.HasPrefix(s, "/") || path.Clean(s) != s || s == "." || s == ".." || strings.HasPrefix(s, "../") {
@@ -581,7 +581,7 @@ func ParseVerdict(value string) (Verdict, error) {
 		return Verdict{}, strictjson.FieldErr("audited", strictjson.ErrInvalid, fmt.Sprintf("%s does not end with (against X)", strictjson.QuoteShort(value)))
 	}
 	v.Reason, v.Against = rest[:i], rest[i+len(" (against "):len(rest)-1]
-	if strings.TrimSpace(v.Reason) == "" || v.Against == "" || checkLine("audited", value, true, MaxTextLen) != nil {
+	if strings.TrimSpace(v.Reason) == "" || v.Against == "" || CheckLine("audited", value, true, MaxTextLen) != nil {
 		return Verdict{}, strictjson.FieldErr("audited", strictjson.ErrInvalid, fmt.Sprintf("%s has no reason or no X", strictjson.QuoteShort(value)))
 	}
 	// X is a record's full hash or a path of the check-in (E6), as the

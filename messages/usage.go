@@ -339,7 +339,7 @@ func (m *ModelUsage) Validate() error {
 	if m.Reached != "" && m.Limit == 0 {
 		return strictjson.At("model-usage", strictjson.FieldErr("reached", strictjson.ErrInvalid, "a count with no limit reaches none"))
 	}
-	if err := checkLine("reached", m.Reached, false, MaxShortLen); err != nil {
+	if err := CheckLine("reached", m.Reached, false, MaxShortLen); err != nil {
 		return strictjson.At("model-usage", err)
 	}
 	return strictjson.At("model-usage", checkTime("updated", m.Updated))
@@ -493,7 +493,7 @@ func (u SessionUsage) fields() string {
 		kv("runner_in", r.Input)
 		kv("runner_out", r.Output)
 		if r.Cost != "" {
-			b.WriteString(" runner_cost_usd=" + token(string(r.Cost)))
+			b.WriteString(" runner_cost_usd=" + Token(string(r.Cost)))
 		}
 	}
 	return b.String()

@@ -50,9 +50,9 @@ func (l WakeLine) Encode() ([]byte, error) {
 // String renders the line without its newline.
 func (l WakeLine) String() string {
 	if l.From == "" {
-		return token(l.Post)
+		return Token(l.Post)
 	}
-	return token(l.Post) + " " + token(l.From)
+	return Token(l.Post) + " " + Token(l.From)
 }
 
 // ParseWakeLine reads one wake line, with or without its newline. Each line
@@ -94,7 +94,7 @@ func checkUser(field, s string) error {
 // session hears nobody) is an empty file. The hook reads it for each post
 // that would wake the session (D27).
 func HearsFileContent(hears []string) ([]byte, error) {
-	if err := checkHears("hears", hears); err != nil {
+	if err := CheckHears("hears", hears); err != nil {
 		return nil, strictjson.At("hears file", err)
 	}
 	var b bytes.Buffer
@@ -119,7 +119,7 @@ func ParseHearsFile(data []byte) ([]string, error) {
 	for _, l := range strings.Split(string(data[:len(data)-1]), "\n") {
 		out = append(out, l)
 	}
-	if err := checkHears("hears", out); err != nil {
+	if err := CheckHears("hears", out); err != nil {
 		return nil, strictjson.At(where, err)
 	}
 	return out, nil
@@ -142,7 +142,7 @@ func Hears(hears []string, sender string) bool {
 // CheckinsFileContent renders AGENTS/LOGIN/held/PROJECT/checkins: one branch a line, each
 // line ended by a newline; no branch, an empty file.
 func CheckinsFileContent(branches []string) ([]byte, error) {
-	if err := checkBranches("checkins", branches); err != nil {
+	if err := CheckBranches("checkins", branches); err != nil {
 		return nil, strictjson.At("checkins file", err)
 	}
 	var b bytes.Buffer
@@ -165,7 +165,7 @@ func ParseCheckinsFile(data []byte) ([]string, error) {
 		return nil, &strictjson.FieldError{Where: where, Problem: "does not end with a newline: each branch is a line", Err: strictjson.ErrSyntax}
 	}
 	out = append(out, strings.Split(string(data[:len(data)-1]), "\n")...)
-	if err := checkBranches("checkins", out); err != nil {
+	if err := CheckBranches("checkins", out); err != nil {
 		return nil, strictjson.At(where, err)
 	}
 	return out, nil

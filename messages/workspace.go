@@ -58,7 +58,7 @@ func (d *WorkspaceDefinition) Validate() error {
 	if err := CheckProject("project", d.Project); err != nil {
 		return err
 	}
-	if err := checkBranch("branch", d.Branch); err != nil {
+	if err := CheckBranch("branch", d.Branch); err != nil {
 		return err
 	}
 	return d.Sandbox.validate("sandbox")
@@ -75,7 +75,7 @@ func (s *Sandbox) validate(field string) error {
 	for _, l := range lists {
 		f := strictjson.JoinField(field, l.key)
 		for i, p := range l.paths {
-			if err := checkAbsPath(strictjson.IndexField(f, i), p); err != nil {
+			if err := CheckAbsPath(strictjson.IndexField(f, i), p); err != nil {
 				return err
 			}
 		}

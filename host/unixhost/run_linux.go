@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/host"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 var _ host.RunStarter = (*Launcher)(nil)
@@ -69,25 +69,25 @@ func readSmall(p string) ([]byte, error) {
 // forked bwrap (bubblewrap #692); Go ends a thread only when a goroutine
 // locked to it exits, and StartRun does not lock. That process is the run's
 // watcher, never the daemon, whose going down ends no run.
-func (l *Launcher) StartRun(spec host.RunSpec, onExit func(host.Exit)) (messages.ProcID, error) {
+func (l *Launcher) StartRun(spec host.RunSpec, onExit func(host.Exit)) (protocol.ProcID, error) {
 	if onExit == nil {
-		return messages.ProcID{}, errors.New("unixhost: start run: no onExit")
+		return protocol.ProcID{}, errors.New("unixhost: start run: no onExit")
 	}
 	if len(spec.Command) == 0 || spec.Command[0] == "" {
-		return messages.ProcID{}, errors.New("unixhost: start run: no command")
+		return protocol.ProcID{}, errors.New("unixhost: start run: no command")
 	}
 	prog := spec.Command[0]
 	if !filepath.IsAbs(spec.Dir) || filepath.Clean(spec.Dir) != spec.Dir {
-		return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: directory %q is not an absolute, clean path", prog, spec.Dir)
+		return protocol.ProcID{}, fmt.Errorf("unixhost: start run %s: directory %q is not an absolute, clean path", prog, spec.Dir)
 	}
 	if err := l.RunSupport().Check(spec.Sandbox, spec.Limits); err != nil {
-		return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, err)
+		return protocol.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, err)
 	}
 	l.mu.Lock()
 	closed := l.closed
 	l.mu.Unlock()
 	if closed {
-		return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, host.ErrClosed)
+		return protocol.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, host.ErrClosed)
 	}
 	files := []uintptr{uintptr(l.devnull), uintptr(l.nullW), uintptr(l.nullW)}
 	for i, f := range []host.FD{spec.Stdin, spec.Stdout, spec.Stderr} {
@@ -105,16 +105,16 @@ func (l *Launcher) StartRun(spec host.RunSpec, onExit func(host.Exit)) (messages
 	return l.startSandboxed(spec, env, files, onExit)
 }
 
-func (l *Launcher) startUnconfined(spec host.RunSpec, env []string, files []uintptr, onExit func(host.Exit)) (messages.ProcID, error) {
+func (l *Launcher) startUnconfined(spec host.RunSpec, env []string, files []uintptr, onExit func(host.Exit)) (protocol.ProcID, error) {
 	path, err := lookPath(spec.Command[0], env)
 	if err != nil {
-		return messages.ProcID{}, err
+		return protocol.ProcID{}, err
 	}
 	pidfd := -1
 	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: env, Files: files, Sys: runAttr(spec, &pidfd)}
 	pid, err := syscall.ForkExec(path, spec.Command, attr)
 	if err != nil {
-		return messages.ProcID{}, &fs.PathError{Op: "start run", Path: path, Err: err}
+		return protocol.ProcID{}, &fs.PathError{Op: "start run", Path: path, Err: err}
 	}
 	return l.track(path, pid, pidfd, false, -1, nil, onExit)
 }
@@ -164,7 +164,7 @@ func lookPath(prog string, env []string) (string, error) {
 	return "", &fs.PathError{Op: "start run: find on PATH " + path, Path: prog, Err: fs.ErrNotExist}
 }
 
-func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintptr, onExit func(host.Exit)) (messages.ProcID, error) {
+func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintptr, onExit func(host.Exit)) (protocol.ProcID, error) {
 	sb := spec.Sandbox
 	prog := spec.Command[0]
 	if spec.Limits.CPU > 0 {
@@ -185,11 +185,11 @@ func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintp
 	var cb *cgroupBlock
 	if cgl != (host.CgroupLimits{}) {
 		if spec.Cgroup == "" {
-			return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: its limits need a cgroup, and the spec names none", prog)
+			return protocol.ProcID{}, fmt.Errorf("unixhost: start run %s: its limits need a cgroup, and the spec names none", prog)
 		}
 		var err error
 		if cb, err = l.newCgroupBlock(spec.Cgroup, cgl); err != nil {
-			return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, err)
+			return protocol.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, err)
 		}
 		defer cb.close()
 	}
@@ -199,11 +199,11 @@ func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintp
 	fds := host.RunFDs{Status: 3, Block: 4, Files: 5}
 	argv, err := host.RunBwrapArgs(*sb, fds, spec.Dir, spec.Command)
 	if err != nil {
-		return messages.ProcID{}, err
+		return protocol.ProcID{}, err
 	}
 	rf, err := openRunFiles(prog, files, true, cb, sb.Files)
 	if err != nil {
-		return messages.ProcID{}, err
+		return protocol.ProcID{}, err
 	}
 	defer rf.closeChildEnds()
 	statusR, blockW := rf.statusR, rf.blockW
@@ -215,7 +215,7 @@ func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintp
 		if blockW >= 0 {
 			unix.Close(blockW)
 		}
-		return messages.ProcID{}, &fs.PathError{Op: "start run", Path: l.bwrap, Err: err}
+		return protocol.ProcID{}, &fs.PathError{Op: "start run", Path: l.bwrap, Err: err}
 	}
 	rf.closeChildEnds()
 	var g *Cgroup
@@ -234,7 +234,7 @@ func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintp
 		}
 		l.abandon(pid, statusR)
 		unix.Close(blockW)
-		return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, err)
+		return protocol.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, err)
 	}
 	lift(blockW)
 	var rc *runCgroup

@@ -13,6 +13,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 	"github.com/ocx-go/ocx/messages/wire"
 )
 
@@ -99,7 +100,7 @@ func (n Actions) care(st *RunState) {
 		return
 	}
 	st.InCare = true
-	if c, err := messages.DecodeRunCare(b); err == nil && c.Process != nil {
+	if c, err := protocol.DecodeRunCare(b); err == nil && c.Process != nil {
 		ps, err := unixhost.ReadStat(c.Process.PID)
 		st.Alive = err == nil && ps.Start == c.Process.Start && !ps.Zombie()
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // fakeEffects records, in order, the effects a plan runs, and fails the
@@ -118,7 +119,7 @@ func TestStartPlan(t *testing.T) {
 		t.Errorf("ran %q (result %v, stopped %v), want %q", fx.calls, real.Result, real.Log, want)
 	}
 
-	f.Held = &daemonSession{Proc: host.Process{ID: messages.ProcID{PID: 42}}, Launch: strings.Repeat("l", 64)}
+	f.Held = &daemonSession{Proc: host.Process{ID: protocol.ProcID{PID: 42}}, Launch: strings.Repeat("l", 64)}
 	fx = &fakeEffects{fail: "stopHeld"}
 	p = startPlan(f, fx)
 	if texts := p.Texts(); len(texts) != 4 || !strings.HasPrefix(texts[1], "hand `stop agent-1 demo` to the daemon, which runs the session of launch "+f.Held.Launch) {
@@ -140,7 +141,7 @@ func TestStartPlanOnAFullDisk(t *testing.T) {
 	f := startFacts{Key: testKey(), Caller: "admin", Release: "current", Workspace: strings.Repeat("c", 64),
 		Own: ownRecord{Kind: messages.ListenThread, ID: home}, DefText: "Session of workspace `agent-1/demo`: x.\n\n{}",
 		ListenPath: "/agents/agent-1/held/demo/listening/thread-" + home, Repository: "/srv/demo.fossil",
-		Held: &daemonSession{Proc: host.Process{ID: messages.ProcID{PID: 42}}, Launch: strings.Repeat("l", 64)}}
+		Held: &daemonSession{Proc: host.Process{ID: protocol.ProcID{PID: 42}}, Launch: strings.Repeat("l", 64)}}
 	launch := strings.Repeat("2", 64)
 	for _, c := range []struct {
 		fail   string

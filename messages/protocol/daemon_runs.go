@@ -1,4 +1,4 @@
-package messages
+package protocol
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -55,7 +56,7 @@ func (f RunFacts) String() string {
 		if d == "" {
 			d = "feed"
 		}
-		s += " session " + token(d)
+		s += " session " + messages.Token(d)
 	}
 	if f.Wall > 0 {
 		s += " wall " + f.Wall.String()
@@ -64,10 +65,10 @@ func (f RunFacts) String() string {
 		s += " cpu"
 	}
 	if !f.At.IsZero() {
-		s += " in " + token(f.Project) + " at " + f.At.String()
+		s += " in " + messages.Token(f.Project) + " at " + f.At.String()
 	}
 	if f.Slot != "" {
-		s += " slot " + token(f.Slot)
+		s += " slot " + messages.Token(f.Slot)
 	}
 	return s
 }
@@ -160,7 +161,7 @@ type RunStartedWritten struct {
 // a process that could not be started as code 127.
 type RunProcessExited struct {
 	Proc   int
-	Status ExitStatus
+	Status messages.ExitStatus
 }
 
 // Exit is the exit of table 12: the code, or 128 and N for signal N.
@@ -170,10 +171,10 @@ func (m RunProcessExited) Exit() int { return m.Status.Exit() }
 // "signal 15 (143)".
 func (m RunProcessExited) Words() string {
 	switch m.Status.State {
-	case EndUnknown:
+	case messages.EndUnknown:
 		return "unknown"
-	case EndSignaled:
-		return "signal " + strconv.Itoa(signalNumber(m.Status.Signal)) + " (" + strconv.Itoa(m.Exit()) + ")"
+	case messages.EndSignaled:
+		return "signal " + strconv.Itoa(messages.SignalNumber(m.Status.Signal)) + " (" + strconv.Itoa(m.Exit()) + ")"
 	}
 	return strconv.Itoa(m.Status.Code)
 }
@@ -282,7 +283,7 @@ type RunKeepLogs struct {
 // 12). Result: RunEndedWritten.
 type RunWriteEnded struct {
 	Run     string
-	Outcome RunOutcome
+	Outcome messages.RunOutcome
 	// Exit is set for RunExited alone.
 	Exit *int
 	// Note is required for refused, budget and lost, absent otherwise.
@@ -359,7 +360,7 @@ func (m RunStopRequested) String() string { return "stop " + requestedBy(m.By, m
 // requestedBy renders who asked for a start or a stop, and whether they
 // hold admin or setup.
 func requestedBy(by string, privileged bool) string {
-	s := "by " + token(by)
+	s := "by " + messages.Token(by)
 	if !privileged {
 		s += " (not admin or setup)"
 	}
@@ -378,10 +379,10 @@ func (m RunStartedWritten) String() string { return "started written" + errSuffi
 func (m RunProcessExited) String() string {
 	s := "exit of process " + strconv.Itoa(m.Proc) + ": "
 	switch m.Status.State {
-	case EndUnknown:
+	case messages.EndUnknown:
 		s += "unknown"
-	case EndSignaled:
-		s += "signal " + strconv.Itoa(signalNumber(m.Status.Signal))
+	case messages.EndSignaled:
+		s += "signal " + strconv.Itoa(messages.SignalNumber(m.Status.Signal))
 	default:
 		s += "code " + strconv.Itoa(m.Status.Code)
 	}
@@ -402,7 +403,7 @@ func (m RunDelivered) String() string { return "delivery " + m.Delivery.String()
 func (m RunNotInCare) String() string { return "not in care: " + oneLine(m.Note) }
 
 func (m RunTimerFired) String() string {
-	return "timer " + token(m.Purpose) + " #" + strconv.Itoa(m.Seq) + " fired"
+	return "timer " + messages.Token(m.Purpose) + " #" + strconv.Itoa(m.Seq) + " fired"
 }
 
 func (e RunTakeIntoCare) String() string { return "take " + daemonShort(e.Run) + " into care" }
@@ -438,11 +439,11 @@ func (e RunDeliver) String() string {
 }
 
 func (e RunEndProcess) String() string {
-	return "signal " + token(e.Signal) + " " + daemonShort(e.Run) + " process " + strconv.Itoa(e.Proc)
+	return "signal " + messages.Token(e.Signal) + " " + daemonShort(e.Run) + " process " + strconv.Itoa(e.Proc)
 }
 
 func (e RunStartTimer) String() string {
-	return "start timer " + token(e.Purpose) + " " + daemonShort(e.Run) + " #" + strconv.Itoa(e.Seq) + " " + e.After.String()
+	return "start timer " + messages.Token(e.Purpose) + " " + daemonShort(e.Run) + " #" + strconv.Itoa(e.Seq) + " " + e.After.String()
 }
 
 func (e RunKeepLogs) String() string {
@@ -520,7 +521,7 @@ type RunArrival struct {
 // with "ocx") counts as holding one: a session is never given what a
 // reader of messages might act on.
 func HoldsMessage(text string) bool {
-	_, err := NoteBlock([]byte(text))
+	_, err := messages.NoteBlock([]byte(text))
 	return !errors.Is(err, strictjson.ErrNotANote)
 }
 

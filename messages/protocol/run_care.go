@@ -1,9 +1,11 @@
-package messages
+package protocol
 
 import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/ocx-go/ocx/messages"
 )
 
 // RunCare is the file the node keeps for a run in its care (seed 004,
@@ -47,7 +49,7 @@ func DecodeRunCare(b []byte) (RunCare, error) {
 
 // RunFactsOf are what the run core needs of a run's message; r is nil for
 // a run that does not decode.
-func RunFactsOf(hash string, r *Run) RunFacts {
+func RunFactsOf(hash string, r *messages.Run) RunFacts {
 	f := RunFacts{Hash: hash}
 	if r == nil {
 		return f
@@ -55,7 +57,7 @@ func RunFactsOf(hash string, r *Run) RunFacts {
 	f.Manual, f.Session, f.Deliveries = r.Process.Manual, r.Process.Session, r.Process.Deliveries
 	if r.Limits != nil {
 		if r.Limits.Wall != "" {
-			f.Wall, _ = ParseWall("limits.wall", r.Limits.Wall)
+			f.Wall, _ = messages.ParseWall("limits.wall", r.Limits.Wall)
 		}
 		f.CPU = r.Limits.CPU != nil
 	}

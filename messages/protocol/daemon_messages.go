@@ -1,10 +1,12 @@
-package messages
+package protocol
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ocx-go/ocx/messages"
 )
 
 // DaemonMessage is a message one of the daemon's actors takes: an input from the
@@ -20,7 +22,7 @@ type DaemonMessage interface {
 
 // LineRead is one line read from the daemon's pipe, already parsed.
 type LineRead struct {
-	Line PipeLine
+	Line messages.PipeLine
 }
 
 // ProcessExited is a child's exit, from the reaper: PID and start time, how
@@ -29,10 +31,10 @@ type LineRead struct {
 // the exit goes straight there. Start may be zero if the reaper does not know
 // it (ProcID.Matches).
 type ProcessExited struct {
-	Proc      ProcID       `json:"proc"`
-	Workspace WorkspaceKey `json:"workspace,omitzero"`
-	Status    ExitStatus   `json:"status"`
-	At        time.Time    `json:"at"`
+	Proc      ProcID                `json:"proc"`
+	Workspace messages.WorkspaceKey `json:"workspace,omitzero"`
+	Status    messages.ExitStatus   `json:"status"`
+	At        time.Time             `json:"at"`
 }
 
 // Boot starts a fresh daemon: the processes that name a workspace of this
@@ -103,7 +105,7 @@ type LaunchResolved struct {
 // WorkspaceScanned is ScanWorkspace's result: the processes that name the
 // workspace, or Err if the table could not be read (unknown, never "none").
 type WorkspaceScanned struct {
-	Workspace WorkspaceKey
+	Workspace messages.WorkspaceKey
 	Purpose   string
 	For       string
 	Procs     []ProcInfo
@@ -177,7 +179,7 @@ type LimitsClosed struct {
 // model proxy said ("" when it is not); or Err: it could not be read.
 type UsageRead struct {
 	Proc    ProcID
-	Usage   *SessionUsage
+	Usage   *messages.SessionUsage
 	Reached string
 	Err     error
 }
@@ -271,14 +273,14 @@ type CheckinArrived struct {
 
 // StopWorkspace asks a workspace to stop its session (`stop LOGIN PROJECT`).
 type StopWorkspace struct {
-	Workspace WorkspaceKey
+	Workspace messages.WorkspaceKey
 }
 
 // BudgetSpent tells a workspace, then the session serving Launch, that its
 // model proxy says its Limit (tokens) is spent, Used counted (D50): from a
 // budget line on the daemon's pipe.
 type BudgetSpent struct {
-	Workspace WorkspaceKey
+	Workspace messages.WorkspaceKey
 	Launch    string
 	Limit     string
 	Used      uint64
@@ -299,7 +301,7 @@ type StopSession struct{}
 
 // SessionEnded tells a workspace that its session process ended. LeftResult says whether a CI run left a result on its check-in.
 type SessionEnded struct {
-	Workspace  WorkspaceKey
+	Workspace  messages.WorkspaceKey
 	Proc       ProcID
 	Launch     LaunchSpec
 	LeftResult bool
@@ -462,7 +464,7 @@ func errSuffix(err error) string {
 	if err == nil {
 		return ""
 	}
-	return ": error: " + CleanText(err.Error())
+	return ": error: " + messages.CleanText(err.Error())
 }
 
 func (m LineRead) String() string {
@@ -495,7 +497,7 @@ func listenedSuffix(ls []ListenedBranch) string {
 	}
 	s := ", listeners " + strconv.Itoa(len(ls))
 	for _, l := range ls {
-		s += "; " + token(l.Branch) + " " + l.Listener.String()
+		s += "; " + messages.Token(l.Branch) + " " + l.Listener.String()
 	}
 	return s
 }
@@ -579,13 +581,13 @@ func (m LimitReached) String() string {
 	if m.Err != nil {
 		return "limits of " + m.Proc.String() + " #" + strconv.Itoa(m.Seq) + " not watched" + errSuffix(m.Err)
 	}
-	return "limit " + token(m.Limit) + " reached by " + m.Proc.String() + " #" + strconv.Itoa(m.Seq) + ": " + m.Note
+	return "limit " + messages.Token(m.Limit) + " reached by " + m.Proc.String() + " #" + strconv.Itoa(m.Seq) + ": " + m.Note
 }
 
 func (m LimitsClosed) String() string {
 	s := "limits of " + m.Proc.String() + " closed"
 	if m.Limit != "" {
-		s += ": past " + token(m.Limit) + ": " + m.Note
+		s += ": past " + messages.Token(m.Limit) + ": " + m.Note
 	}
 	return s + errSuffix(m.Err)
 }
@@ -607,7 +609,7 @@ func (m UsageRead) String() string {
 }
 
 func (m BudgetSpent) String() string {
-	return "budget " + m.Workspace.String() + " launch " + daemonShort(m.Launch) + " " + token(m.Limit) + " spent, " + strconv.FormatUint(m.Used, 10) + " counted"
+	return "budget " + m.Workspace.String() + " launch " + daemonShort(m.Launch) + " " + messages.Token(m.Limit) + " spent, " + strconv.FormatUint(m.Used, 10) + " counted"
 }
 
 func (m ResultRead) String() string {
@@ -625,7 +627,7 @@ func (m ResultRead) String() string {
 func (m EndWritten) String() string { return "end written " + m.Proc.String() + errSuffix(m.Err) }
 
 func (m UntestedFound) String() string {
-	s := "untested on " + token(m.Branch)
+	s := "untested on " + messages.Token(m.Branch)
 	switch {
 	case m.Err != nil:
 		return s + errSuffix(m.Err)
@@ -638,13 +640,13 @@ func (m UntestedFound) String() string {
 		}
 	}
 	for _, k := range m.Skipped {
-		s += "; skipped " + daemonShort(k.Checkin) + ": " + CleanText(k.Why)
+		s += "; skipped " + daemonShort(k.Checkin) + ": " + messages.CleanText(k.Why)
 	}
 	return s
 }
 
 func (m LaunchWritten) String() string {
-	s := "launch written on " + token(m.Branch) + " for " + daemonShort(m.Checkin)
+	s := "launch written on " + messages.Token(m.Branch) + " for " + daemonShort(m.Checkin)
 	if m.Err != nil {
 		return s + errSuffix(m.Err)
 	}
@@ -666,9 +668,9 @@ func (m LaunchRequested) String() string { return "launch requested: " + m.Launc
 
 func (m CheckinArrived) String() string {
 	if m.Checkin == "" {
-		return "look at " + token(m.Branch) + " for " + m.Listener.String()
+		return "look at " + messages.Token(m.Branch) + " for " + m.Listener.String()
 	}
-	return "checkin " + daemonShort(m.Checkin) + " on " + token(m.Branch) + " for " + m.Listener.String()
+	return "checkin " + daemonShort(m.Checkin) + " on " + messages.Token(m.Branch) + " for " + m.Listener.String()
 }
 
 func (m StopWorkspace) String() string { return "stop workspace " + m.Workspace.String() }
@@ -697,14 +699,14 @@ func (m SessionEnded) String() string {
 
 func (m SessionFinished) String() string { return "session finished " + m.Proc.String() }
 
-func (m ReserveWorkspace) String() string { return "reserve for " + token(m.Branch) }
+func (m ReserveWorkspace) String() string { return "reserve for " + messages.Token(m.Branch) }
 
-func (m ReleaseWorkspace) String() string { return "release from " + token(m.Branch) }
+func (m ReleaseWorkspace) String() string { return "release from " + messages.Token(m.Branch) }
 
-func (m ReservationGranted) String() string { return "reserved for " + token(m.Branch) }
+func (m ReservationGranted) String() string { return "reserved for " + messages.Token(m.Branch) }
 
 func (m ReservationRefused) String() string {
-	return "reservation for " + token(m.Branch) + " refused: " + m.Why
+	return "reservation for " + messages.Token(m.Branch) + " refused: " + m.Why
 }
 
 func (m LaunchCI) String() string { return "launch ci: " + m.Launch.String() }

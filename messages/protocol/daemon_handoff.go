@@ -1,4 +1,4 @@
-package messages
+package protocol
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -49,7 +50,7 @@ type Handoff struct {
 
 // WorkspaceState is one workspace's part of the hand-off.
 type WorkspaceState struct {
-	Workspace WorkspaceKey `json:"workspace"`
+	Workspace messages.WorkspaceKey `json:"workspace"`
 	// Sessions are its session processes, running or ended with the end note
 	// still to write.
 	Sessions []SessionState `json:"sessions"`
@@ -66,8 +67,8 @@ type WorkspaceState struct {
 
 // SessionState is one session process's part of the hand-off.
 type SessionState struct {
-	Workspace WorkspaceKey `json:"workspace"`
-	Proc      ProcID       `json:"proc"`
+	Workspace messages.WorkspaceKey `json:"workspace"`
+	Proc      ProcID                `json:"proc"`
 	// Child says whether the daemon is the process's parent (it reaps it).
 	Child  bool       `json:"child"`
 	Launch LaunchSpec `json:"launch"`
@@ -90,15 +91,15 @@ type SessionState struct {
 	// KillSent says KILL went to the group after the grace.
 	KillSent bool `json:"kill_sent,omitempty"`
 	// Ended, Exit and EndedAt: the process ended, how and when.
-	Ended   bool       `json:"ended,omitempty"`
-	Exit    ExitStatus `json:"exit,omitzero"`
-	EndedAt time.Time  `json:"ended_at,omitzero"`
+	Ended   bool                `json:"ended,omitempty"`
+	Exit    messages.ExitStatus `json:"exit,omitzero"`
+	EndedAt time.Time           `json:"ended_at,omitzero"`
 	// Result and LeftResult: a CI run's result on its check-in, once read.
 	Result     string `json:"result,omitempty"`
 	LeftResult bool   `json:"left_result,omitempty"`
 	// Usage is the session's use of the node as read at its end (D50),
 	// for its end note; nil until then, or when nothing was read.
-	Usage *SessionUsage `json:"usage,omitempty"`
+	Usage *messages.SessionUsage `json:"usage,omitempty"`
 	// EndAttempts counts the end note's failed writes so far.
 	EndAttempts int `json:"end_attempts,omitempty"`
 	// EndWritten says the end note is on the record.
@@ -120,10 +121,10 @@ const (
 
 // BranchState is one branch listener's part of the hand-off.
 type BranchState struct {
-	Workspace WorkspaceKey   `json:"workspace"`
-	Branch    string         `json:"branch"`
-	Listener  BranchListener `json:"listener"`
-	Phase     string         `json:"phase"`
+	Workspace messages.WorkspaceKey `json:"workspace"`
+	Branch    string                `json:"branch"`
+	Listener  BranchListener        `json:"listener"`
+	Phase     string                `json:"phase"`
 	// Waiting says a check-in arrived that no run has picked up.
 	Waiting bool `json:"waiting,omitempty"`
 	// Checkin, Launch and Proc: the check-in being launched or run, its launch
@@ -199,7 +200,7 @@ func (s SessionState) Summary() string {
 
 // Summary renders the branch listener's state in one line.
 func (b BranchState) Summary() string {
-	s := "branch " + token(b.Branch) + " " + b.Phase
+	s := "branch " + messages.Token(b.Branch) + " " + b.Phase
 	if b.Checkin != "" {
 		s += " " + daemonShort(b.Checkin)
 	}
@@ -214,8 +215,8 @@ func (b BranchState) Summary() string {
 
 // ChildWorkspaces maps each child the hand-off's sessions run to its
 // workspace: where the new image sends the child's exit.
-func (h Handoff) ChildWorkspaces() map[ProcID]WorkspaceKey {
-	out := map[ProcID]WorkspaceKey{}
+func (h Handoff) ChildWorkspaces() map[ProcID]messages.WorkspaceKey {
+	out := map[ProcID]messages.WorkspaceKey{}
 	for _, w := range h.Workspaces {
 		for _, s := range w.Sessions {
 			if s.Child && !s.Ended {
@@ -251,12 +252,12 @@ func (h Handoff) Validate() error {
 		return &strictjson.FieldError{Where: "hand-off", Field: "version", Problem: fmt.Sprintf("is %d; this ocxd reads version %d only", h.Version, HandoffVersion), Err: strictjson.ErrInvalid}
 	}
 	for i, r := range h.Recent {
-		if err := CheckHash(strictjson.IndexField("recent", i), r); err != nil {
+		if err := messages.CheckHash(strictjson.IndexField("recent", i), r); err != nil {
 			return strictjson.At("hand-off", err)
 		}
 	}
 	for i, p := range h.Pending {
-		if _, err := ParsePipeLine([]byte(p)); err != nil {
+		if _, err := messages.ParsePipeLine([]byte(p)); err != nil {
 			return &strictjson.FieldError{Where: "hand-off", Field: strictjson.IndexField("pending", i), Problem: err.Error(), Err: strictjson.ErrInvalid}
 		}
 	}
@@ -267,13 +268,13 @@ func (h Handoff) Validate() error {
 		if err := e.Status.Validate(); err != nil {
 			return &strictjson.FieldError{Where: "hand-off", Field: strictjson.IndexField("parked", i) + ".status", Problem: err.Error(), Err: strictjson.ErrInvalid}
 		}
-		if e.Workspace != (WorkspaceKey{}) {
+		if e.Workspace != (messages.WorkspaceKey{}) {
 			if err := e.Workspace.Validate(); err != nil {
 				return &strictjson.FieldError{Where: "hand-off", Field: strictjson.IndexField("parked", i) + ".workspace", Problem: err.Error(), Err: strictjson.ErrInvalid}
 			}
 		}
 	}
-	seen := map[WorkspaceKey]bool{}
+	seen := map[messages.WorkspaceKey]bool{}
 	for i, w := range h.Workspaces {
 		f := strictjson.IndexField("workspaces", i)
 		if err := w.Workspace.Validate(); err != nil {
@@ -297,7 +298,7 @@ func (h Handoff) Validate() error {
 	return nil
 }
 
-func (s SessionState) validate(w WorkspaceKey) error {
+func (s SessionState) validate(w messages.WorkspaceKey) error {
 	if s.Workspace != w {
 		return fmt.Errorf("names workspace %s inside %s", s.Workspace, w)
 	}
@@ -318,11 +319,11 @@ func (s SessionState) validate(w WorkspaceKey) error {
 	return nil
 }
 
-func (b BranchState) validate(w WorkspaceKey) error {
+func (b BranchState) validate(w messages.WorkspaceKey) error {
 	if b.Workspace != w {
 		return fmt.Errorf("names workspace %s inside %s", b.Workspace, w)
 	}
-	if err := checkBranch("branch", b.Branch); err != nil {
+	if err := messages.CheckBranch("branch", b.Branch); err != nil {
 		return err
 	}
 	switch b.Phase {

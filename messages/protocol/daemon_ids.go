@@ -1,4 +1,4 @@
-package messages
+package protocol
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -70,31 +71,16 @@ func ParseProcID(s string) (ProcID, error) {
 	return p, nil
 }
 
-// Origin says how a process that names a workspace came to run (seed 000:
-// sessions are listed as started from the console or at a terminal).
-type Origin string
-
-// The origins the process table reports.
-const (
-	// OriginDaemon is a child of the running daemon.
-	OriginDaemon Origin = "daemon"
-	// OriginTerminal is a process someone started by hand (`workspace run`).
-	OriginTerminal Origin = "terminal"
-	// OriginOrphan is a process whose parent is now PID 1 or a subreaper,
-	// such as a session whose daemon died.
-	OriginOrphan Origin = "orphan"
-)
-
 // ProcInfo is one process that names a workspace, as the process table shows it.
 type ProcInfo struct {
-	Proc      ProcID       `json:"proc"`
-	Workspace WorkspaceKey `json:"workspace"`
+	Proc      ProcID                `json:"proc"`
+	Workspace messages.WorkspaceKey `json:"workspace"`
 	// Verb is the session command's verb: serve, run or start (D1).
 	Verb string `json:"verb,omitempty"`
 	// Launch is the launch note a `workspace serve` process serves (its
 	// --launch HASH), empty for any other.
-	Launch    string `json:"launch,omitempty"`
-	StartedBy Origin `json:"started_by"`
+	Launch    string          `json:"launch,omitempty"`
+	StartedBy messages.Origin `json:"started_by"`
 	// Started is when the process started, read from the process table
 	// (its start time after the host's boot); zero when unknown. A
 	// session's wall limit counts from it (D40).
@@ -134,10 +120,10 @@ const (
 // workspace and branch). Cores address each other by these; the shells map
 // them to protoactor PIDs.
 type ActorAddr struct {
-	Kind      actorKind    `json:"kind"`
-	Workspace WorkspaceKey `json:"workspace"`
-	Proc      ProcID       `json:"proc"`
-	Branch    string       `json:"branch,omitempty"`
+	Kind      actorKind             `json:"kind"`
+	Workspace messages.WorkspaceKey `json:"workspace"`
+	Proc      ProcID                `json:"proc"`
+	Branch    string                `json:"branch,omitempty"`
 	// Run is a run actor's run hash.
 	Run string `json:"run,omitempty"`
 }
@@ -146,15 +132,17 @@ type ActorAddr struct {
 func NodeAddr() ActorAddr { return ActorAddr{Kind: ActorNode} }
 
 // WorkspaceAddr is the address of workspace w's actor.
-func WorkspaceAddr(w WorkspaceKey) ActorAddr { return ActorAddr{Kind: ActorWorkspace, Workspace: w} }
+func WorkspaceAddr(w messages.WorkspaceKey) ActorAddr {
+	return ActorAddr{Kind: ActorWorkspace, Workspace: w}
+}
 
 // SessionAddr is the address of the actor of session process p in workspace w.
-func SessionAddr(w WorkspaceKey, p ProcID) ActorAddr {
+func SessionAddr(w messages.WorkspaceKey, p ProcID) ActorAddr {
 	return ActorAddr{Kind: ActorSession, Workspace: w, Proc: p}
 }
 
 // BranchAddr is the address of the listener of branch b in workspace w.
-func BranchAddr(w WorkspaceKey, b string) ActorAddr {
+func BranchAddr(w messages.WorkspaceKey, b string) ActorAddr {
 	return ActorAddr{Kind: ActorBranch, Workspace: w, Branch: b}
 }
 
@@ -172,11 +160,11 @@ func (a ActorAddr) String() string {
 	case ActorSession:
 		return "session " + a.Workspace.String() + " " + a.Proc.String()
 	case ActorBranch:
-		return "branch " + a.Workspace.String() + " " + token(a.Branch)
+		return "branch " + a.Workspace.String() + " " + messages.Token(a.Branch)
 	case ActorRun:
 		return "run " + daemonShort(a.Run)
 	default:
-		return "actor " + token(string(a.Kind))
+		return "actor " + messages.Token(string(a.Kind))
 	}
 }
 
@@ -189,19 +177,5 @@ func daemonShort(h string) string {
 	if h == "" {
 		return `""`
 	}
-	return token(h)
-}
-
-// MarshalText writes a workspace key as LOGIN/PROJECT, the form the daemon's
-// hand-off (and its logs) use.
-func (k WorkspaceKey) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
-
-// UnmarshalText reads LOGIN/PROJECT and validates both names.
-func (k *WorkspaceKey) UnmarshalText(b []byte) error {
-	p, err := ParseWorkspaceKey(string(b))
-	if err != nil {
-		return err
-	}
-	*k = p
-	return nil
+	return messages.Token(h)
 }

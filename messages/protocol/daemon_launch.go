@@ -1,10 +1,11 @@
-package messages
+package protocol
 
 import (
 	"encoding/json"
 	"strconv"
 	"strings"
 
+	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/modelapi"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
@@ -20,19 +21,19 @@ type LaunchSpec struct {
 	// (`workspace serve KEY --root ROOT --launch HASH`, D1).
 	Hash string `json:"hash"`
 	// Repository is the repository file the note is in.
-	Repository string       `json:"repository"`
-	Workspace  WorkspaceKey `json:"workspace"`
+	Repository string                `json:"repository"`
+	Workspace  messages.WorkspaceKey `json:"workspace"`
 	// Record is the session's own record: a thread's root post or a ticket.
-	Record string      `json:"record"`
-	Kind   SessionKind `json:"kind,omitempty"`
+	Record string               `json:"record"`
+	Kind   messages.SessionKind `json:"kind,omitempty"`
 	// Runner is an llm session's runner (its definition's), which the
 	// spawner checks its release offers (E9).
 	Runner string `json:"runner,omitempty"`
 	// Model is an llm session's model (its definition's): the one model
 	// the node's model proxy beside the session serves it.
-	Model    string   `json:"model,omitempty"`
-	Lifetime Lifetime `json:"lifetime,omitempty"`
-	Release  string   `json:"release,omitempty"` // current or previous
+	Model    string            `json:"model,omitempty"`
+	Lifetime messages.Lifetime `json:"lifetime,omitempty"`
+	Release  string            `json:"release,omitempty"` // current or previous
 	// ReleaseDir is the release directory the wiring resolved Release to when
 	// it read the launch (links followed: RELEASE_ROOT/releases/ID, or a
 	// developer build's directory), or the directory a process found at start
@@ -52,7 +53,7 @@ type LaunchSpec struct {
 	Branch string `json:"branch,omitempty"`
 	// Result is, for a CI launch, what the run leaves on its check-in: the
 	// session definition's result (empty: ci; verdict: a reviewer, D42).
-	Result ResultKind `json:"result,omitempty"`
+	Result messages.ResultKind `json:"result,omitempty"`
 	// Sandbox is the workspace definition's sandbox as written on the record;
 	// the actors never look inside it.
 	Sandbox json.RawMessage `json:"sandbox,omitempty"`
@@ -90,14 +91,14 @@ func (l LaunchSpec) String() string {
 		b.WriteString(" " + string(l.Lifetime))
 	}
 	if l.Wall != "" {
-		b.WriteString(" wall " + token(l.Wall))
+		b.WriteString(" wall " + messages.Token(l.Wall))
 	}
 	if l.Tokens > 0 {
 		b.WriteString(" tokens " + strconv.FormatUint(l.Tokens, 10))
 	}
 	if l.IsCI() {
-		b.WriteString(" ci " + token(l.Branch) + " " + daemonShort(l.Checkin))
-		if l.Result != "" && l.Result != ResultCI {
+		b.WriteString(" ci " + messages.Token(l.Branch) + " " + daemonShort(l.Checkin))
+		if l.Result != "" && l.Result != messages.ResultCI {
 			b.WriteString(" result " + string(l.Result))
 		}
 	}
@@ -106,7 +107,7 @@ func (l LaunchSpec) String() string {
 
 // Validate checks what the actors rely on: the hash, the workspace and the record.
 func (l LaunchSpec) Validate() error {
-	if err := CheckHash("hash", l.Hash); err != nil {
+	if err := messages.CheckHash("hash", l.Hash); err != nil {
 		return strictjson.At("launch", err)
 	}
 	if err := l.Workspace.Validate(); err != nil {
@@ -116,53 +117,53 @@ func (l LaunchSpec) Validate() error {
 		return strictjson.At("launch", strictjson.FieldErr("record", strictjson.ErrMissing, "is empty; a launch names its session's record"))
 	}
 	if l.ReleaseDir != "" {
-		if err := checkAbsPath("release_dir", l.ReleaseDir); err != nil {
+		if err := messages.CheckAbsPath("release_dir", l.ReleaseDir); err != nil {
 			return strictjson.At("launch", err)
 		}
 	}
 	if l.IsCI() {
-		if err := CheckHash("checkin", l.Checkin); err != nil {
+		if err := messages.CheckHash("checkin", l.Checkin); err != nil {
 			return strictjson.At("launch", err)
 		}
-		if err := checkBranch("branch", l.Branch); err != nil {
+		if err := messages.CheckBranch("branch", l.Branch); err != nil {
 			return strictjson.At("launch", err)
 		}
 	}
-	if err := checkBranches("checkins", l.Checkins); err != nil {
+	if err := messages.CheckBranches("checkins", l.Checkins); err != nil {
 		return strictjson.At("launch", err)
 	}
 	if l.Wall != "" {
-		if _, err := ParseWall("wall", l.Wall); err != nil {
+		if _, err := messages.ParseWall("wall", l.Wall); err != nil {
 			return strictjson.At("launch", err)
 		}
 	}
 	if l.Tokens > modelapi.MaxTokens {
 		return strictjson.At("launch", strictjson.FieldErr("tokens", strictjson.ErrInvalid, "is past 2^53-1"))
 	}
-	return strictjson.At("launch", checkHears("hears", l.Hears))
+	return strictjson.At("launch", messages.CheckHears("hears", l.Hears))
 }
 
 // BranchListener is a `completes` session listening to a branch: the listen
 // note on the session's own record, as the listening index names it (seed 000,
 // "listeners"; decisions D5).
 type BranchListener struct {
-	Workspace WorkspaceKey `json:"workspace"`
+	Workspace messages.WorkspaceKey `json:"workspace"`
 	// Repository is the repository whose branch is listened to.
 	Repository string `json:"repository"`
 	// Record is the session's own record, where its launch notes go.
 	Record string `json:"record"`
 	// ListenNote is the listen note's hash: only check-ins received after it wait.
-	ListenNote string   `json:"listen_note"`
-	Lifetime   Lifetime `json:"lifetime"`
+	ListenNote string            `json:"listen_note"`
+	Lifetime   messages.Lifetime `json:"lifetime"`
 	// Result is what each run leaves on its check-in, from the session
 	// definition: empty (ci) or verdict (a reviewer, D42).
-	Result ResultKind `json:"result,omitempty"`
+	Result messages.ResultKind `json:"result,omitempty"`
 }
 
 // String renders the listener in one line.
 func (b BranchListener) String() string {
 	s := "listener " + b.Workspace.String() + " record " + daemonShort(b.Record) + " since " + daemonShort(b.ListenNote) + " " + string(b.Lifetime)
-	if b.Result != "" && b.Result != ResultCI {
+	if b.Result != "" && b.Result != messages.ResultCI {
 		s += " result " + string(b.Result)
 	}
 	return s
@@ -176,10 +177,10 @@ func (b BranchListener) String() string {
 // else is only logged (D7). Workspace.Login is empty when the note names no
 // login the daemon could read.
 type LaunchRefused struct {
-	Hash       string       `json:"hash"`
-	Repository string       `json:"repository"`
-	Workspace  WorkspaceKey `json:"workspace"`
-	Reason     string       `json:"reason"`
+	Hash       string                `json:"hash"`
+	Repository string                `json:"repository"`
+	Workspace  messages.WorkspaceKey `json:"workspace"`
+	Reason     string                `json:"reason"`
 }
 
 // String renders the refusal on one line.
@@ -199,7 +200,7 @@ type CheckinSpec struct {
 // String renders the check-in in one line.
 func (c CheckinSpec) String() string {
 	var b strings.Builder
-	b.WriteString("checkin " + daemonShort(c.Hash) + " on " + token(c.Branch))
+	b.WriteString("checkin " + daemonShort(c.Hash) + " on " + messages.Token(c.Branch))
 	for i, l := range c.Listeners {
 		if i == 0 {
 			b.WriteString(" for")

@@ -1,4 +1,6 @@
-package messages
+package protocol
+
+import "github.com/ocx-go/ocx/messages"
 
 // The turns of a run (D86): the node's run schedule (actors.RunSchedule)
 // decides when a run may take its user's slot (seed 004 §5: the password
@@ -48,18 +50,18 @@ func (RunTurnGiven) daemonMessage()     {}
 func (RunTurnDone) daemonMessage()      {}
 
 func (m RunTurnRequested) String() string {
-	s := daemonShort(m.Run) + " asks its turn " + token(m.Turn)
+	s := daemonShort(m.Run) + " asks its turn " + messages.Token(m.Turn)
 	if m.Project != "" {
-		s += " in " + token(m.Project) + " at " + m.At.String()
+		s += " in " + messages.Token(m.Project) + " at " + m.At.String()
 	}
 	if m.User != "" {
-		s += " user " + token(m.User)
+		s += " user " + messages.Token(m.User)
 	}
 	return s
 }
 
-func (m RunTurnGiven) String() string { return "turn " + token(m.Turn) + " given" }
+func (m RunTurnGiven) String() string { return "turn " + messages.Token(m.Turn) + " given" }
 
 func (m RunTurnDone) String() string {
-	return daemonShort(m.Run) + " done with its turn " + token(m.Turn)
+	return daemonShort(m.Run) + " done with its turn " + messages.Token(m.Turn)
 }

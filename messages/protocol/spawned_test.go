@@ -1,12 +1,14 @@
-package messages
+package protocol
 
 import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/ocx-go/ocx/messages"
 )
 
-var testSpawned = Spawned{Workspace: WorkspaceKey{Login: "ana", Project: "demo"}, Launch: strings.Repeat("3f", 20), Proc: ProcID{PID: 4242, Start: 918273}, Release: "/srv/ocx/releases/r7"}
+var testSpawned = Spawned{Workspace: messages.WorkspaceKey{Login: "ana", Project: "demo"}, Launch: strings.Repeat("3f", 20), Proc: ProcID{PID: 4242, Start: 918273}, Release: "/srv/ocx/releases/r7"}
 
 // TestSpawnedRoundTrip: a spawned record reads back as written; a field
 // missing or at fault, a key twice, something after the object, and bytes

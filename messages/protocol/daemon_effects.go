@@ -1,4 +1,4 @@
-package messages
+package protocol
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ocx-go/ocx/messages"
 )
 
 // DaemonEffect is what one of the daemon's actor cores asks for: an effect on
@@ -53,7 +55,7 @@ type WriteRefusal struct {
 type WriteEnd struct {
 	Launch LaunchSpec
 	Proc   ProcID
-	End    EndNote
+	End    messages.EndNote
 	// StopRequested and KilledAfterGrace tell, for the log, a stop from an
 	// end by itself.
 	StopRequested    bool
@@ -69,7 +71,7 @@ type WriteEnd struct {
 // node (D50): the node's count of its model (the model proxy's file for
 // its launch) and its own account of its turns. Result: UsageRead.
 type ReadUsage struct {
-	Workspace WorkspaceKey
+	Workspace messages.WorkspaceKey
 	Proc      ProcID
 	Launch    string
 }
@@ -110,7 +112,7 @@ const (
 // ScanWorkspace reads the process table for the processes that name a
 // workspace. Result: WorkspaceScanned.
 type ScanWorkspace struct {
-	Workspace WorkspaceKey
+	Workspace messages.WorkspaceKey
 	Purpose   string
 	// For names what the scan is for, for the log: a launch hash or a branch.
 	For string
@@ -166,7 +168,7 @@ type WatchProcess struct {
 // pids.max). Like a watch it lasts as long as its session; Seq tells a
 // current one from one a freeze made stale. Result: LimitReached.
 type WatchLimits struct {
-	Workspace WorkspaceKey
+	Workspace messages.WorkspaceKey
 	Proc      ProcID
 	Seq       int
 }
@@ -175,7 +177,7 @@ type WatchLimits struct {
 // counts are read (a limit its end went past), what is left in it is
 // ended, and it is removed (D46). Result: LimitsClosed.
 type CloseLimits struct {
-	Workspace WorkspaceKey
+	Workspace messages.WorkspaceKey
 	Proc      ProcID
 }
 
@@ -316,7 +318,7 @@ func (ReplySnapshot) daemonEffect()    {}
 func (LogEvent) daemonEffect()         {}
 
 func (e ClassifyArtifact) String() string {
-	return "classify " + token(e.Repository) + " " + daemonShort(e.Hash)
+	return "classify " + messages.Token(e.Repository) + " " + daemonShort(e.Hash)
 }
 
 func (e ResolveLaunch) String() string {
@@ -343,9 +345,9 @@ func (e WriteEnd) String() string {
 	s := "write end " + e.Proc.String() + " launch " + daemonShort(e.Launch.Hash) + " " + e.Launch.Workspace.String() + ": " + e.End.StatusString()
 	switch {
 	case e.End.Budget != "" && e.KilledAfterGrace:
-		s += ", past its " + token(e.End.Budget) + ", killed after the grace"
+		s += ", past its " + messages.Token(e.End.Budget) + ", killed after the grace"
 	case e.End.Budget != "":
-		s += ", past its " + token(e.End.Budget)
+		s += ", past its " + messages.Token(e.End.Budget)
 	case e.KilledAfterGrace:
 		s += ", killed after the grace"
 	case e.StopRequested:
@@ -364,15 +366,15 @@ func (e WriteEnd) String() string {
 }
 
 func (e ReadResult) String() string {
-	return "read result of " + daemonShort(e.Launch.Checkin) + " by " + token(e.Launch.Workspace.Login)
+	return "read result of " + daemonShort(e.Launch.Checkin) + " by " + messages.Token(e.Launch.Workspace.Login)
 }
 
 func (e FindUntested) String() string {
-	return "find untested on " + token(e.Branch) + " for " + e.Listener.Workspace.String() + " since " + daemonShort(e.Listener.ListenNote)
+	return "find untested on " + messages.Token(e.Branch) + " for " + e.Listener.Workspace.String() + " since " + daemonShort(e.Listener.ListenNote)
 }
 
 func (e WriteLaunch) String() string {
-	return "write launch on " + daemonShort(e.Listener.Record) + " for " + e.Listener.Workspace.String() + " ci " + token(e.Branch) + " " + daemonShort(e.Checkin)
+	return "write launch on " + daemonShort(e.Listener.Record) + " for " + e.Listener.Workspace.String() + " ci " + messages.Token(e.Branch) + " " + daemonShort(e.Checkin)
 }
 
 func (e ScanWorkspace) String() string {
@@ -386,7 +388,7 @@ func (e ScanWorkspace) String() string {
 func (e SpawnSession) String() string {
 	s := "spawn workspace serve " + e.Launch.Workspace.String() + " --launch " + daemonShort(e.Launch.Hash)
 	if e.Launch.Release != "" {
-		s += " (release " + token(e.Launch.Release) + ")"
+		s += " (release " + messages.Token(e.Launch.Release) + ")"
 	}
 	return s
 }
@@ -456,7 +458,7 @@ func (e LogEvent) String() string {
 	var b strings.Builder
 	b.WriteString("log " + strings.ToLower(e.Level.String()) + ": " + e.Text)
 	for _, a := range e.Attrs {
-		b.WriteString(" " + a.Key + "=" + token(a.Value.String()))
+		b.WriteString(" " + a.Key + "=" + messages.Token(a.Value.String()))
 	}
 	return b.String()
 }

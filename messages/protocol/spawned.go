@@ -1,9 +1,10 @@
-package messages
+package protocol
 
 import (
 	"encoding/json"
 	"path/filepath"
 
+	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -15,9 +16,9 @@ import (
 // one whose process runs no more ended while no daemon ran, and its end is
 // written then.
 type Spawned struct {
-	Workspace WorkspaceKey `json:"workspace"`
-	Launch    string       `json:"launch"`
-	Proc      ProcID       `json:"proc"`
+	Workspace messages.WorkspaceKey `json:"workspace"`
+	Launch    string                `json:"launch"`
+	Proc      ProcID                `json:"proc"`
 	// Release is the directory of the release the session runs, links
 	// followed (LaunchSpec.ReleaseDir): what its end note names.
 	Release string `json:"release,omitempty"`
@@ -28,7 +29,7 @@ func (s Spawned) Validate() error {
 	if err := s.Workspace.Validate(); err != nil {
 		return strictjson.At("workspace", err)
 	}
-	if err := CheckHash("launch", s.Launch); err != nil {
+	if err := messages.CheckHash("launch", s.Launch); err != nil {
 		return err
 	}
 	if err := s.Proc.Validate(); err != nil {
@@ -37,7 +38,7 @@ func (s Spawned) Validate() error {
 	if s.Release != "" && (!filepath.IsAbs(s.Release) || filepath.Clean(s.Release) != s.Release) {
 		return strictjson.FieldErr("release", strictjson.ErrInvalid, strictjson.QuoteShort(s.Release)+" is not a clean absolute path")
 	}
-	return checkLine("release", s.Release, false, MaxTextLen)
+	return messages.CheckLine("release", s.Release, false, messages.MaxTextLen)
 }
 
 // Encode is the file's content: one JSON object and a newline.
