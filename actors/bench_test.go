@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // BenchmarkCoresLaunchCycle measures the cores alone, on the simulator: one
@@ -21,35 +22,35 @@ func BenchmarkCoresLaunchCycle(b *testing.B) {
 	pid := 1000
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		l := messages.LaunchSpec{Hash: testHash(i), Repository: treeRep, Workspace: wsAna, Record: testHash(8001), Lifetime: messages.Stays}
-		s.input(messages.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: l.Hash}})
+		l := protocol.LaunchSpec{Hash: testHash(i), Repository: treeRep, Workspace: wsAna, Record: testHash(8001), Lifetime: messages.Stays}
+		s.input(protocol.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: l.Hash}})
 		pid++
-		proc := messages.ProcID{PID: pid, Start: 5000}
+		proc := protocol.ProcID{PID: pid, Start: 5000}
 		for len(s.pending) > 0 {
 			p := s.pending[0]
-			var r messages.DaemonMessage
+			var r protocol.DaemonMessage
 			switch e := p.eff.(type) {
-			case messages.ClassifyArtifact:
-				r = messages.ArtifactClassified{Repository: e.Repository, Hash: e.Hash, Launch: &l}
-			case messages.ScanWorkspace:
-				r = messages.WorkspaceScanned{Workspace: e.Workspace, Purpose: e.Purpose, For: e.For}
-			case messages.SpawnSession:
-				r = messages.SessionSpawned{Launch: e.Launch.Hash, Proc: proc}
+			case protocol.ClassifyArtifact:
+				r = protocol.ArtifactClassified{Repository: e.Repository, Hash: e.Hash, Launch: &l}
+			case protocol.ScanWorkspace:
+				r = protocol.WorkspaceScanned{Workspace: e.Workspace, Purpose: e.Purpose, For: e.For}
+			case protocol.SpawnSession:
+				r = protocol.SessionSpawned{Launch: e.Launch.Hash, Proc: proc}
 				if err := s.answer(p.id, r); err != nil {
 					b.Fatal(err)
 				}
-				s.input(messages.ProcessExited{Proc: proc, Workspace: wsAna, Status: messages.ExitStatus{State: messages.EndExited}})
+				s.input(protocol.ProcessExited{Proc: proc, Workspace: wsAna, Status: messages.ExitStatus{State: messages.EndExited}})
 				continue
-			case messages.WatchLimits:
+			case protocol.WatchLimits:
 				// Nothing goes past a limit here: the watch is never answered.
 				s.remove(p.id)
 				continue
-			case messages.CloseLimits:
-				r = messages.LimitsClosed{Proc: e.Proc}
-			case messages.ReadUsage:
-				r = messages.UsageRead{Proc: e.Proc}
-			case messages.WriteEnd:
-				r = messages.EndWritten{Proc: e.Proc}
+			case protocol.CloseLimits:
+				r = protocol.LimitsClosed{Proc: e.Proc}
+			case protocol.ReadUsage:
+				r = protocol.UsageRead{Proc: e.Proc}
+			case protocol.WriteEnd:
+				r = protocol.EndWritten{Proc: e.Proc}
 			default:
 				b.Fatalf("unexpected effect %s", p.eff)
 			}
@@ -68,15 +69,15 @@ func BenchmarkCoresLaunchCycle(b *testing.B) {
 // session spawned, exited and recorded, a snapshot as the barrier.
 func BenchmarkActorsLaunchCycle(b *testing.B) {
 	f := newFakeWorld()
-	lt := startTree(b, f, Config{RecentHashes: 1 << 20, RecentLaunches: 1 << 20}, messages.Boot{})
+	lt := startTree(b, f, Config{RecentHashes: 1 << 20, RecentLaunches: 1 << 20}, protocol.Boot{})
 	defer lt.stop(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		f.mu.Lock()
-		l := messages.LaunchSpec{Hash: f.hash(), Repository: treeRep, Workspace: wsAna, Record: testHash(8001), Lifetime: messages.Stays}
+		l := protocol.LaunchSpec{Hash: f.hash(), Repository: treeRep, Workspace: wsAna, Record: testHash(8001), Lifetime: messages.Stays}
 		f.launches[l.Hash] = l
 		f.mu.Unlock()
-		lt.send(messages.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: l.Hash}})
+		lt.send(protocol.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: l.Hash}})
 		h := lt.snapshot(b)
 		children := h.Children()
 		if len(children) != 1 {
@@ -105,13 +106,13 @@ func BenchmarkWorkspaceActorMemory(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			sys.Root.Send(node, messages.Boot{})
+			sys.Root.Send(node, protocol.Boot{})
 			if _, err := Snapshot(sys, node, 10*time.Second); err != nil {
 				b.Fatal(err)
 			}
 			before := liveHeap()
 			for i := 0; i < actors; i++ {
-				sys.Root.Send(node, messages.LineRead{Line: messages.StopLine{Login: fmt.Sprintf("ghost-%d", i), Project: "demo"}})
+				sys.Root.Send(node, protocol.LineRead{Line: messages.StopLine{Login: fmt.Sprintf("ghost-%d", i), Project: "demo"}})
 			}
 			h, err := Snapshot(sys, node, time.Minute)
 			if err != nil {
@@ -120,7 +121,7 @@ func BenchmarkWorkspaceActorMemory(b *testing.B) {
 			if len(h.Workspaces) != actors {
 				b.Fatalf("%d workspaces in the snapshot, want %d", len(h.Workspaces), actors)
 			}
-			h = messages.Handoff{}
+			h = protocol.Handoff{}
 			after := liveHeap()
 			b.ReportMetric(float64(after-before)/actors, "heap-B/actor")
 			if err := StopNode(sys, node); err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // BranchCore decides for one branch listener: a `completes` session of a
@@ -22,33 +23,33 @@ import (
 type BranchCore struct {
 	base
 	cfg     Config
-	st      messages.BranchState
-	collect *messages.CollectState
+	st      protocol.BranchState
+	collect *protocol.CollectState
 	// skipped are the check-ins whose skip this actor has logged: a log
 	// line, not state; the query finds them again and they launch nothing.
 	skipped map[string]bool
 }
 
 // NewBranchCore makes the core of branch listener st, new or restored.
-func NewBranchCore(cfg Config, st messages.BranchState) *BranchCore {
+func NewBranchCore(cfg Config, st protocol.BranchState) *BranchCore {
 	c := &BranchCore{cfg: cfg.withDefaults(), st: st, skipped: map[string]bool{}}
 	if c.st.Phase == "" {
-		c.st.Phase = messages.BranchIdle
+		c.st.Phase = protocol.BranchIdle
 	}
 	return c
 }
 
 // State is the listener's part of a hand-off.
-func (c *BranchCore) State() messages.BranchState { return c.st }
+func (c *BranchCore) State() protocol.BranchState { return c.st }
 
-func (c *BranchCore) parent() messages.ActorAddr { return messages.WorkspaceAddr(c.st.Workspace) }
+func (c *BranchCore) parent() protocol.ActorAddr { return protocol.WorkspaceAddr(c.st.Workspace) }
 
 // Start settles a restored listener. A hand-off holds only idle and running
 // listeners; any other phase waited on something the old image held, so it
 // becomes idle with its check-in still waiting.
-func (c *BranchCore) Start(time.Time) []messages.DaemonEffect {
+func (c *BranchCore) Start(time.Time) []protocol.DaemonEffect {
 	switch c.st.Phase {
-	case messages.BranchIdle, messages.BranchRunning:
+	case protocol.BranchIdle, protocol.BranchRunning:
 	default:
 		c.log(slog.LevelWarn, "branch listener restored mid-launch; its check-in waits", slog.String(KeyBranch, c.st.Branch), slog.String("phase", c.st.Phase))
 		c.idle()
@@ -58,34 +59,34 @@ func (c *BranchCore) Start(time.Time) []messages.DaemonEffect {
 }
 
 func (c *BranchCore) idle() {
-	c.st.Phase = messages.BranchIdle
-	c.st.Checkin, c.st.Launch, c.st.Proc = "", "", messages.ProcID{}
+	c.st.Phase = protocol.BranchIdle
+	c.st.Checkin, c.st.Launch, c.st.Proc = "", "", protocol.ProcID{}
 }
 
 // Step takes one message.
-func (c *BranchCore) Step(now time.Time, msg messages.DaemonMessage) []messages.DaemonEffect {
+func (c *BranchCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.DaemonEffect {
 	c.settle(msg)
 	switch m := msg.(type) {
-	case messages.CheckinArrived:
+	case protocol.CheckinArrived:
 		c.checkinArrived(m)
-	case messages.ReservationGranted:
+	case protocol.ReservationGranted:
 		c.reservationGranted()
-	case messages.ReservationRefused:
-		if c.st.Phase == messages.BranchReserving {
+	case protocol.ReservationRefused:
+		if c.st.Phase == protocol.BranchReserving {
 			c.log(slog.LevelInfo, "the workspace is busy; the check-in waits: "+m.Why, slog.String(KeyBranch, c.st.Branch))
 			c.idle()
 		}
-	case messages.UntestedFound:
+	case protocol.UntestedFound:
 		c.untestedFound(m)
-	case messages.LaunchWritten:
+	case protocol.LaunchWritten:
 		c.launchWritten(m)
-	case messages.LaunchOutcome:
+	case protocol.LaunchOutcome:
 		c.launchOutcome(m)
-	case messages.WorkspaceFreed:
+	case protocol.WorkspaceFreed:
 		c.freed(m)
-	case messages.CollectState:
+	case protocol.CollectState:
 		c.collect = &m
-	case messages.ResumeWork:
+	case protocol.ResumeWork:
 	default:
 		c.log(slog.LevelWarn, "message not for a branch listener ignored", slog.String(KeyMessage, msg.String()))
 	}
@@ -93,7 +94,7 @@ func (c *BranchCore) Step(now time.Time, msg messages.DaemonMessage) []messages.
 	return c.take()
 }
 
-func (c *BranchCore) checkinArrived(m messages.CheckinArrived) {
+func (c *BranchCore) checkinArrived(m protocol.CheckinArrived) {
 	c.st.Listener = m.Listener
 	if m.Listener.Lifetime != messages.Completes {
 		if m.Checkin != "" {
@@ -102,22 +103,22 @@ func (c *BranchCore) checkinArrived(m messages.CheckinArrived) {
 		return
 	}
 	c.st.Waiting = true
-	if c.st.Phase == messages.BranchIdle {
+	if c.st.Phase == protocol.BranchIdle {
 		c.reserve()
 	}
 }
 
 func (c *BranchCore) reservationGranted() {
-	if c.st.Phase != messages.BranchReserving {
-		c.tell(c.parent(), messages.ReleaseWorkspace{Branch: c.st.Branch})
+	if c.st.Phase != protocol.BranchReserving {
+		c.tell(c.parent(), protocol.ReleaseWorkspace{Branch: c.st.Branch})
 		return
 	}
-	c.st.Phase = messages.BranchQuerying
-	c.emit(messages.FindUntested{Listener: c.st.Listener, Branch: c.st.Branch})
+	c.st.Phase = protocol.BranchQuerying
+	c.emit(protocol.FindUntested{Listener: c.st.Listener, Branch: c.st.Branch})
 }
 
-func (c *BranchCore) untestedFound(m messages.UntestedFound) {
-	if c.st.Phase != messages.BranchQuerying {
+func (c *BranchCore) untestedFound(m protocol.UntestedFound) {
+	if c.st.Phase != protocol.BranchQuerying {
 		return
 	}
 	for _, k := range m.Skipped {
@@ -135,14 +136,14 @@ func (c *BranchCore) untestedFound(m messages.UntestedFound) {
 		c.release()
 	default:
 		c.st.Waiting = false
-		c.st.Phase = messages.BranchWriting
+		c.st.Phase = protocol.BranchWriting
 		c.st.Checkin = m.Newest
-		c.emit(messages.WriteLaunch{Listener: c.st.Listener, Branch: c.st.Branch, Checkin: m.Newest})
+		c.emit(protocol.WriteLaunch{Listener: c.st.Listener, Branch: c.st.Branch, Checkin: m.Newest})
 	}
 }
 
-func (c *BranchCore) launchWritten(m messages.LaunchWritten) {
-	if c.st.Phase != messages.BranchWriting {
+func (c *BranchCore) launchWritten(m protocol.LaunchWritten) {
+	if c.st.Phase != protocol.BranchWriting {
 		if m.Launch != nil {
 			c.log(slog.LevelWarn, "a launch note written after the listener moved on", slog.String(KeyBranch, c.st.Branch), slog.String(KeyLaunch, m.Launch.Hash))
 		}
@@ -162,26 +163,26 @@ func (c *BranchCore) launchWritten(m messages.LaunchWritten) {
 		c.release()
 		return
 	}
-	c.st.Phase = messages.BranchLaunching
+	c.st.Phase = protocol.BranchLaunching
 	c.st.Launch = m.Launch.Hash
-	c.tell(c.parent(), messages.LaunchCI{Launch: *m.Launch})
+	c.tell(c.parent(), protocol.LaunchCI{Launch: *m.Launch})
 }
 
-func (c *BranchCore) launchOutcome(m messages.LaunchOutcome) {
+func (c *BranchCore) launchOutcome(m protocol.LaunchOutcome) {
 	if m.Refused != "" {
-		if c.st.Phase == messages.BranchLaunching && c.st.Launch == m.Launch.Hash {
+		if c.st.Phase == protocol.BranchLaunching && c.st.Launch == m.Launch.Hash {
 			c.idle()
 			c.st.Waiting = true
 		}
 		return
 	}
-	c.st.Phase = messages.BranchRunning
+	c.st.Phase = protocol.BranchRunning
 	c.st.Proc, c.st.Checkin, c.st.Launch = m.Proc, m.Launch.Checkin, m.Launch.Hash
 }
 
 // checkWritten checks that a written launch note is this listener's CI launch
 // for the check-in it asked for.
-func (c *BranchCore) checkWritten(l messages.LaunchSpec) error {
+func (c *BranchCore) checkWritten(l protocol.LaunchSpec) error {
 	if err := l.Validate(); err != nil {
 		return err
 	}
@@ -192,20 +193,20 @@ func (c *BranchCore) checkWritten(l messages.LaunchSpec) error {
 }
 
 func (c *BranchCore) reserve() {
-	c.st.Phase = messages.BranchReserving
-	c.tell(c.parent(), messages.ReserveWorkspace{Branch: c.st.Branch})
+	c.st.Phase = protocol.BranchReserving
+	c.tell(c.parent(), protocol.ReserveWorkspace{Branch: c.st.Branch})
 }
 
 func (c *BranchCore) release() {
 	c.idle()
-	c.tell(c.parent(), messages.ReleaseWorkspace{Branch: c.st.Branch})
+	c.tell(c.parent(), protocol.ReleaseWorkspace{Branch: c.st.Branch})
 }
 
 // freed decides on the workspace being free again: after its own run, look
 // again unless the run left no result (D5: a broken CI command cannot loop);
 // after anything else, look again only if a check-in waits.
-func (c *BranchCore) freed(m messages.WorkspaceFreed) {
-	if c.st.Phase == messages.BranchRunning {
+func (c *BranchCore) freed(m protocol.WorkspaceFreed) {
+	if c.st.Phase == protocol.BranchRunning {
 		if m.Ended == nil || !m.Ended.Proc.Matches(c.st.Proc) {
 			return
 		}
@@ -218,7 +219,7 @@ func (c *BranchCore) freed(m messages.WorkspaceFreed) {
 		c.reserve()
 		return
 	}
-	if c.st.Phase == messages.BranchIdle && c.st.Waiting && c.st.Listener.Lifetime == messages.Completes {
+	if c.st.Phase == protocol.BranchIdle && c.st.Waiting && c.st.Listener.Lifetime == messages.Completes {
 		c.reserve()
 	}
 }
@@ -226,7 +227,7 @@ func (c *BranchCore) freed(m messages.WorkspaceFreed) {
 // Quiescent reports whether the listener waits for nothing: idle, or running
 // its session (whose end will come from its workspace).
 func (c *BranchCore) Quiescent() bool {
-	return c.awaiting == 0 && (c.st.Phase == messages.BranchIdle || c.st.Phase == messages.BranchRunning)
+	return c.awaiting == 0 && (c.st.Phase == protocol.BranchIdle || c.st.Phase == protocol.BranchRunning)
 }
 
 func (c *BranchCore) maybeReply() {
@@ -234,10 +235,10 @@ func (c *BranchCore) maybeReply() {
 		return
 	}
 	st := c.st
-	c.tell(c.parent(), messages.StateCollected{Seq: c.collect.Seq, Ask: c.collect.Ask, From: c.addr(), Branch: &st})
+	c.tell(c.parent(), protocol.StateCollected{Seq: c.collect.Seq, Ask: c.collect.Ask, From: c.addr(), Branch: &st})
 	c.collect = nil
 }
 
-func (c *BranchCore) addr() messages.ActorAddr {
-	return messages.BranchAddr(c.st.Workspace, c.st.Branch)
+func (c *BranchCore) addr() protocol.ActorAddr {
+	return protocol.BranchAddr(c.st.Workspace, c.st.Branch)
 }

@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // branchModel is the world of one branch listener: the check-ins on its branch
@@ -31,11 +32,11 @@ type branchModel struct {
 
 	reserveAsked int // ReserveWorkspace told and not answered
 	held         bool
-	queries      []messages.FindUntested
+	queries      []protocol.FindUntested
 	lastNewest   string
-	writes       []messages.WriteLaunch
-	launchCI     []messages.LaunchSpec // handed to the workspace, no outcome yet
-	running      *messages.LaunchOutcome
+	writes       []protocol.WriteLaunch
+	launchCI     []protocol.LaunchSpec // handed to the workspace, no outcome yet
+	running      *protocol.LaunchOutcome
 	nextPID      int
 
 	// blocked: its own run just ended without a result; it may not look for
@@ -61,7 +62,7 @@ func (m *branchModel) queue() Queue {
 	for _, h := range m.checkins {
 		switch {
 		case m.own[h]:
-			q.Skipped = append(q.Skipped, messages.SkippedCheckin{Checkin: h, Why: "sent by the reviewer (E6)"})
+			q.Skipped = append(q.Skipped, protocol.SkippedCheckin{Checkin: h, Why: "sent by the reviewer (E6)"})
 		case !m.tested[h]:
 			q.Waiting = append(q.Waiting, h)
 		}
@@ -69,19 +70,19 @@ func (m *branchModel) queue() Queue {
 	return q
 }
 
-func (m *branchModel) step(t *rapid.T, msg messages.DaemonMessage) {
+func (m *branchModel) step(t *rapid.T, msg protocol.DaemonMessage) {
 	t.Logf("step %s", msg)
 	effs := m.c.Step(m.now, msg)
 	reserved := false
 	for _, e := range effs {
 		t.Logf("  -> %s", e)
 		switch e := e.(type) {
-		case messages.FindUntested:
+		case protocol.FindUntested:
 			if !m.held {
 				t.Fatalf("a query without holding the workspace")
 			}
 			m.queries = append(m.queries, e)
-		case messages.WriteLaunch:
+		case protocol.WriteLaunch:
 			if !m.held {
 				t.Fatalf("a launch note written without holding the workspace")
 			}
@@ -99,12 +100,12 @@ func (m *branchModel) step(t *rapid.T, msg messages.DaemonMessage) {
 			}
 			m.inFlight[e.Checkin] = true
 			m.writes = append(m.writes, e)
-		case messages.Tell:
-			if e.To != messages.WorkspaceAddr(testW) {
+		case protocol.Tell:
+			if e.To != protocol.WorkspaceAddr(testW) {
 				t.Fatalf("a branch listener tells only its workspace: %s", e)
 			}
 			switch x := e.Msg.(type) {
-			case messages.ReserveWorkspace:
+			case protocol.ReserveWorkspace:
 				if !m.completes {
 					t.Fatalf("a listener of a stays session asked for the workspace")
 				}
@@ -116,22 +117,22 @@ func (m *branchModel) step(t *rapid.T, msg messages.DaemonMessage) {
 				}
 				m.reserveAsked++
 				reserved = true
-			case messages.ReleaseWorkspace:
+			case protocol.ReleaseWorkspace:
 				m.held = false
-			case messages.LaunchCI:
+			case protocol.LaunchCI:
 				if !m.held {
 					t.Fatalf("a CI launch without holding the workspace")
 				}
 				m.held = false // the workspace's launch takes the reservation
 				m.launchCI = append(m.launchCI, x.Launch)
-			case messages.StateCollected:
+			case protocol.StateCollected:
 				if !m.c.Quiescent() {
 					t.Fatalf("an answer while not settled")
 				}
 			default:
 				t.Fatalf("a branch listener does not tell %s", e)
 			}
-		case messages.LogEvent:
+		case protocol.LogEvent:
 			for _, a := range e.Attrs {
 				if a.Key == KeyCheckin && strings.Contains(e.Text, "may not judge") {
 					m.skipLogs[a.Value.String()]++
@@ -162,11 +163,11 @@ func TestBranchCoreProperties(t *testing.T) {
 			lifetime = messages.Completes
 			m.reviewer = rapid.Bool().Draw(t, "reviewer")
 		}
-		listener := messages.BranchListener{Workspace: testW, Repository: "/srv/demo.fossil", Record: testHash(900), ListenNote: testHash(901), Lifetime: lifetime}
+		listener := protocol.BranchListener{Workspace: testW, Repository: "/srv/demo.fossil", Record: testHash(900), ListenNote: testHash(901), Lifetime: lifetime}
 		if m.reviewer {
 			listener.Result = messages.ResultVerdict
 		}
-		m.c = NewBranchCore(Config{}, messages.BranchState{Workspace: testW, Branch: "trunk", Listener: listener})
+		m.c = NewBranchCore(Config{}, protocol.BranchState{Workspace: testW, Branch: "trunk", Listener: listener})
 		if effs := m.c.Start(m.now); len(effs) != 0 {
 			t.Fatalf("a new listener did something at start: %v", effs)
 		}
@@ -177,13 +178,13 @@ func TestBranchCoreProperties(t *testing.T) {
 				m.checkins = append(m.checkins, h)
 				m.own[h] = m.reviewer && rapid.IntRange(0, 3).Draw(t, "own") == 0
 				m.blocked = false
-				m.step(t, messages.CheckinArrived{Checkin: h, Branch: "trunk", Listener: listener})
+				m.step(t, protocol.CheckinArrived{Checkin: h, Branch: "trunk", Listener: listener})
 			},
 			// The daemon starts or re-execs: the listener looks at its
 			// queue, with no check-in in particular (D42).
 			"look": func(t *rapid.T) {
 				m.blocked = false
-				m.step(t, messages.CheckinArrived{Branch: "trunk", Listener: listener})
+				m.step(t, protocol.CheckinArrived{Branch: "trunk", Listener: listener})
 			},
 			// A check-in arrives while no daemon runs: nothing tells the
 			// listener; the next look or check-in finds it.
@@ -197,11 +198,11 @@ func TestBranchCoreProperties(t *testing.T) {
 				}
 				m.reserveAsked--
 				if rapid.Bool().Draw(t, "busy") {
-					m.step(t, messages.ReservationRefused{Branch: "trunk", Why: "busy"})
+					m.step(t, protocol.ReservationRefused{Branch: "trunk", Why: "busy"})
 					return
 				}
 				m.held = true
-				m.step(t, messages.ReservationGranted{Branch: "trunk"})
+				m.step(t, protocol.ReservationGranted{Branch: "trunk"})
 			},
 			"query": func(t *rapid.T) {
 				if len(m.queries) == 0 {
@@ -210,12 +211,12 @@ func TestBranchCoreProperties(t *testing.T) {
 				m.queries = m.queries[1:]
 				if rapid.IntRange(0, 4).Draw(t, "fail") == 0 {
 					m.lastNewest = ""
-					m.step(t, messages.UntestedFound{Branch: "trunk", Err: errors.New("locked")})
+					m.step(t, protocol.UntestedFound{Branch: "trunk", Err: errors.New("locked")})
 					return
 				}
 				q := m.queue()
 				m.lastNewest = m.untested()
-				m.step(t, messages.UntestedFound{Branch: "trunk", Newest: m.lastNewest, Waiting: len(q.Waiting), Skipped: q.Skipped})
+				m.step(t, protocol.UntestedFound{Branch: "trunk", Newest: m.lastNewest, Waiting: len(q.Waiting), Skipped: q.Skipped})
 			},
 			"write": func(t *rapid.T) {
 				if len(m.writes) == 0 {
@@ -225,11 +226,11 @@ func TestBranchCoreProperties(t *testing.T) {
 				m.writes = m.writes[1:]
 				if rapid.IntRange(0, 4).Draw(t, "fail") == 0 {
 					delete(m.inFlight, w.Checkin)
-					m.step(t, messages.LaunchWritten{Branch: "trunk", Checkin: w.Checkin, Err: errors.New("401")})
+					m.step(t, protocol.LaunchWritten{Branch: "trunk", Checkin: w.Checkin, Err: errors.New("401")})
 					return
 				}
-				l := messages.LaunchSpec{Hash: testHash(200 + len(m.checkins)), Repository: listener.Repository, Workspace: testW, Record: listener.Record, Lifetime: messages.Completes, Checkin: w.Checkin, Branch: "trunk"}
-				m.step(t, messages.LaunchWritten{Branch: "trunk", Checkin: w.Checkin, Launch: &l})
+				l := protocol.LaunchSpec{Hash: testHash(200 + len(m.checkins)), Repository: listener.Repository, Workspace: testW, Record: listener.Record, Lifetime: messages.Completes, Checkin: w.Checkin, Branch: "trunk"}
+				m.step(t, protocol.LaunchWritten{Branch: "trunk", Checkin: w.Checkin, Launch: &l})
 			},
 			"outcome": func(t *rapid.T) {
 				if len(m.launchCI) == 0 {
@@ -239,11 +240,11 @@ func TestBranchCoreProperties(t *testing.T) {
 				m.launchCI = m.launchCI[1:]
 				if rapid.IntRange(0, 3).Draw(t, "refused") == 0 {
 					delete(m.inFlight, l.Checkin)
-					m.step(t, messages.LaunchOutcome{Launch: l, Refused: "a terminal session holds it"})
+					m.step(t, protocol.LaunchOutcome{Launch: l, Refused: "a terminal session holds it"})
 					return
 				}
 				m.nextPID++
-				o := messages.LaunchOutcome{Launch: l, Proc: messages.ProcID{PID: m.nextPID, Start: 1}}
+				o := protocol.LaunchOutcome{Launch: l, Proc: protocol.ProcID{PID: m.nextPID, Start: 1}}
 				m.running = &o
 				m.step(t, o)
 			},
@@ -259,26 +260,26 @@ func TestBranchCoreProperties(t *testing.T) {
 					m.blocked = true
 				}
 				delete(m.inFlight, m.running.Launch.Checkin)
-				ended := &messages.EndedRun{Proc: m.running.Proc, Launch: m.running.Launch, LeftResult: left}
+				ended := &protocol.EndedRun{Proc: m.running.Proc, Launch: m.running.Launch, LeftResult: left}
 				m.running = nil
-				m.step(t, messages.WorkspaceFreed{Ended: ended})
+				m.step(t, protocol.WorkspaceFreed{Ended: ended})
 			},
 			"otherFreed": func(t *rapid.T) {
 				if m.running != nil {
 					t.Skip("its own run holds the workspace")
 				}
 				m.blocked = false
-				m.step(t, messages.WorkspaceFreed{})
+				m.step(t, protocol.WorkspaceFreed{})
 			},
-			"collect": func(t *rapid.T) { m.step(t, messages.CollectState{Seq: 1}) },
+			"collect": func(t *rapid.T) { m.step(t, protocol.CollectState{Seq: 1}) },
 			"": func(t *rapid.T) {
-				if !m.completes && m.c.st.Phase != messages.BranchIdle {
+				if !m.completes && m.c.st.Phase != protocol.BranchIdle {
 					t.Fatalf("a listener of a stays session left idle: %s", m.c.st.Phase)
 				}
 				if m.c.Quiescent() && m.held {
 					t.Fatalf("settled while still holding the workspace")
 				}
-				if (m.running != nil) != (m.c.st.Phase == messages.BranchRunning) {
+				if (m.running != nil) != (m.c.st.Phase == protocol.BranchRunning) {
 					t.Fatalf("the model runs %v, the listener is %s", m.running != nil, m.c.st.Phase)
 				}
 				if len(m.inFlight) > 1 {

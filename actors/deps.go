@@ -9,6 +9,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // The interfaces below are everything the actors need from the world, each
@@ -21,12 +22,12 @@ import (
 // is the artifact itself): exactly one of a launch note, a check-in, a launch
 // note refused, or nothing (and why).
 type Classification struct {
-	Launch  *messages.LaunchSpec
-	Checkin *messages.CheckinSpec
+	Launch  *protocol.LaunchSpec
+	Checkin *protocol.CheckinSpec
 	// Refused is a launch note the record model refuses with a note.
-	Refused *messages.LaunchRefused
+	Refused *protocol.LaunchRefused
 	// Run is a seed 004 message that is an event of a run, for its actor.
-	Run     *messages.RunRouted
+	Run     *protocol.RunRouted
 	Nothing string
 	// Arrival says the artifact is one the node's session runs may be
 	// given (a post, a ticket change or a check-in: seed 004, section 9).
@@ -45,7 +46,7 @@ type Classifier interface {
 	// spawned record, D76): what it describes, whether or not it would be
 	// launched now (record.Index.Described), its release the one the
 	// process ran.
-	ResolveLaunch(ctx context.Context, p messages.ProcInfo) (messages.LaunchSpec, error)
+	ResolveLaunch(ctx context.Context, p protocol.ProcInfo) (protocol.LaunchSpec, error)
 }
 
 // Queue is a branch listener's queue as the record gives it (decisions D5,
@@ -57,27 +58,27 @@ type Queue struct {
 	Waiting []string
 	// Skipped are the check-ins on the branch the listener may never judge
 	// (E6: a reviewer's own), each with why.
-	Skipped []messages.SkippedCheckin
+	Skipped []protocol.SkippedCheckin
 }
 
 // CheckinReader answers a branch listener's questions (decisions D5, D42).
 type CheckinReader interface {
 	// Queue returns the listener's queue on the branch.
-	Queue(ctx context.Context, l messages.BranchListener, branch string) (Queue, error)
+	Queue(ctx context.Context, l protocol.BranchListener, branch string) (Queue, error)
 	// RunResult returns the result the launch's login left on the launch's
 	// check-in, if any: its `ci` tag's value, or for a reviewer its verdict.
-	RunResult(ctx context.Context, l messages.LaunchSpec) (result string, found bool, err error)
+	RunResult(ctx context.Context, l protocol.LaunchSpec) (result string, found bool, err error)
 }
 
 // NoteWriter writes the daemon's notes on the record as the node user.
 type NoteWriter interface {
-	WriteRefusal(ctx context.Context, n messages.WriteRefusal) error
+	WriteRefusal(ctx context.Context, n protocol.WriteRefusal) error
 	// WriteEnd writes nothing if an end note for the same PID and start time
 	// is already on the record (D6).
-	WriteEnd(ctx context.Context, n messages.WriteEnd) error
+	WriteEnd(ctx context.Context, n protocol.WriteEnd) error
 	// WriteLaunch writes a CI launch note and returns it resolved as Classify
 	// would.
-	WriteLaunch(ctx context.Context, n messages.WriteLaunch) (messages.LaunchSpec, error)
+	WriteLaunch(ctx context.Context, n protocol.WriteLaunch) (protocol.LaunchSpec, error)
 }
 
 // WorkspaceProcs answers the actors' one question of the process table
@@ -86,7 +87,7 @@ type NoteWriter interface {
 type WorkspaceProcs interface {
 	// Scan returns every process that names the workspace. An error means the
 	// answer is unknown, never "none".
-	Scan(ctx context.Context, w messages.WorkspaceKey) ([]messages.ProcInfo, error)
+	Scan(ctx context.Context, w messages.WorkspaceKey) ([]protocol.ProcInfo, error)
 }
 
 // Spawner starts sessions.
@@ -94,21 +95,21 @@ type Spawner interface {
 	// Spawn starts `workspace serve KEY --root ROOT --launch HASH` as the
 	// daemon's child, in a process group of its own, in the workspace's
 	// sandbox, and registers it with the reaper before it can exit.
-	Spawn(ctx context.Context, l messages.LaunchSpec) (messages.ProcID, error)
+	Spawn(ctx context.Context, l protocol.LaunchSpec) (protocol.ProcID, error)
 }
 
 // Signaler signals processes.
 type Signaler interface {
 	// Signal sends sig ("TERM", "KILL") to the process, or the group it leads,
 	// only while its PID still has its start time.
-	Signal(ctx context.Context, p messages.ProcID, group bool, sig string) error
+	Signal(ctx context.Context, p protocol.ProcID, group bool, sig string) error
 }
 
 // Watcher watches processes the daemon is not the parent of.
 type Watcher interface {
 	// Watch returns nil once the process is gone (at once if it already is),
 	// or an error if it cannot watch it; it returns ctx's error when ctx ends.
-	Watch(ctx context.Context, p messages.ProcID) error
+	Watch(ctx context.Context, p protocol.ProcID) error
 }
 
 // Limits follows the sessions' cgroups (D46): each session the daemon
@@ -118,11 +119,11 @@ type Limits interface {
 	// limits: the limit (messages.LimitMemory, LimitProcesses) and what
 	// its counts show; an error when it has none or cannot be watched;
 	// ctx's error when ctx ends.
-	Watch(ctx context.Context, w messages.WorkspaceKey, p messages.ProcID) (limit, note string, err error)
+	Watch(ctx context.Context, w messages.WorkspaceKey, p protocol.ProcID) (limit, note string, err error)
 	// Close is asked once the session's process has ended: it reads the
 	// cgroup (the limit its end went past, "" for none), ends what is left
 	// in it and removes it. A session without a cgroup closes with nothing.
-	Close(ctx context.Context, w messages.WorkspaceKey, p messages.ProcID) (limit, note string, err error)
+	Close(ctx context.Context, w messages.WorkspaceKey, p protocol.ProcID) (limit, note string, err error)
 }
 
 // Usage reads a session's use of the node once it has ended (D50).
@@ -148,7 +149,7 @@ type Inputs interface {
 type Execer interface {
 	// Exec execs the current release's ocxd with the hand-off; it returns only
 	// if the exec did not happen.
-	Exec(ctx context.Context, h messages.Handoff) error
+	Exec(ctx context.Context, h protocol.Handoff) error
 }
 
 // RunHost carries out the effects of seed 004's runs: the daemon's run
@@ -161,26 +162,26 @@ type RunHost interface {
 	Care(ctx context.Context, run string, in bool) error
 	// Prepare makes layers 2 to 4 (RunPrepare): the values set, or the
 	// note naming what failed, or that a stop ended it.
-	Prepare(ctx context.Context, run string) messages.RunPrepared
+	Prepare(ctx context.Context, run string) protocol.RunPrepared
 	// Write writes started or ended as the node user where the run is
 	// (RunWriteStarted, RunWriteEnded), or the kept logs (RunKeepLogs).
-	Write(ctx context.Context, e messages.DaemonEffect) error
+	Write(ctx context.Context, e protocol.DaemonEffect) error
 	// Process launches, feeds or signals a process of the run (RunLaunch,
 	// RunDeliver, RunEndProcess). A launched process's exit comes back to
 	// the node later as a RunRouted RunProcessExited, exactly once.
-	Process(ctx context.Context, e messages.DaemonEffect) error
+	Process(ctx context.Context, e protocol.DaemonEffect) error
 	// Check is the node's check of its runs (`runs check`): the runs to end
 	// lost, each as the RunNotInCare for its actor.
-	Check(ctx context.Context) ([]messages.RunRouted, error)
+	Check(ctx context.Context) ([]protocol.RunRouted, error)
 	// Start is a start of a manual run (`run start`): the events for the
 	// run's actor, read from the record now (By's standing, section 11
 	// again), or nothing and why.
-	Start(ctx context.Context, e messages.StartRun) (routed []messages.RunRouted, nothing string, err error)
+	Start(ctx context.Context, e protocol.StartRun) (routed []protocol.RunRouted, nothing string, err error)
 	// Deliveries reads what the session runs in care of the repository
 	// (every repository when ""), or the one run when run is not "", are to
 	// be given (ReadDeliveries), each as the RunDelivered for its run's
 	// actor.
-	Deliveries(ctx context.Context, repository, run string) ([]messages.RunRouted, error)
+	Deliveries(ctx context.Context, repository, run string) ([]protocol.RunRouted, error)
 }
 
 // Deps is every dependency of the actor tree.
@@ -233,75 +234,75 @@ func (d Deps) Validate() error {
 
 // run performs one host effect and returns its result, or nil if it has none
 // (an exec that happened). It blocks; the shells call it on a goroutine.
-func (d *Deps) run(ctx context.Context, e messages.DaemonEffect) messages.DaemonMessage {
+func (d *Deps) run(ctx context.Context, e protocol.DaemonEffect) protocol.DaemonMessage {
 	switch e := e.(type) {
-	case messages.ClassifyArtifact:
+	case protocol.ClassifyArtifact:
 		a, err := d.Classifier.Classify(ctx, e.Repository, e.Hash)
-		return messages.ArtifactClassified{Repository: e.Repository, Hash: e.Hash, Launch: a.Launch, Checkin: a.Checkin, Refused: a.Refused, Run: a.Run, Nothing: a.Nothing, Arrival: a.Arrival, Err: err}
-	case messages.ResolveLaunch:
+		return protocol.ArtifactClassified{Repository: e.Repository, Hash: e.Hash, Launch: a.Launch, Checkin: a.Checkin, Refused: a.Refused, Run: a.Run, Nothing: a.Nothing, Arrival: a.Arrival, Err: err}
+	case protocol.ResolveLaunch:
 		l, err := d.Classifier.ResolveLaunch(ctx, e.Proc)
 		if err != nil {
-			return messages.LaunchResolved{Proc: e.Proc, Gone: e.Gone, Err: err}
+			return protocol.LaunchResolved{Proc: e.Proc, Gone: e.Gone, Err: err}
 		}
-		return messages.LaunchResolved{Proc: e.Proc, Launch: &l, Gone: e.Gone}
-	case messages.WriteRefusal:
-		return messages.RefusalWritten{Launch: e.Launch.Hash, Err: d.Notes.WriteRefusal(ctx, e)}
-	case messages.WriteEnd:
-		return messages.EndWritten{Proc: e.Proc, Err: d.Notes.WriteEnd(ctx, e)}
-	case messages.WriteLaunch:
+		return protocol.LaunchResolved{Proc: e.Proc, Launch: &l, Gone: e.Gone}
+	case protocol.WriteRefusal:
+		return protocol.RefusalWritten{Launch: e.Launch.Hash, Err: d.Notes.WriteRefusal(ctx, e)}
+	case protocol.WriteEnd:
+		return protocol.EndWritten{Proc: e.Proc, Err: d.Notes.WriteEnd(ctx, e)}
+	case protocol.WriteLaunch:
 		l, err := d.Notes.WriteLaunch(ctx, e)
 		if err != nil {
-			return messages.LaunchWritten{Branch: e.Branch, Checkin: e.Checkin, Err: err}
+			return protocol.LaunchWritten{Branch: e.Branch, Checkin: e.Checkin, Err: err}
 		}
-		return messages.LaunchWritten{Branch: e.Branch, Checkin: e.Checkin, Launch: &l}
-	case messages.ReadResult:
+		return protocol.LaunchWritten{Branch: e.Branch, Checkin: e.Checkin, Launch: &l}
+	case protocol.ReadResult:
 		r, found, err := d.Checkins.RunResult(ctx, e.Launch)
-		return messages.ResultRead{Proc: e.Proc, Found: found, Result: r, Err: err}
-	case messages.FindUntested:
+		return protocol.ResultRead{Proc: e.Proc, Found: found, Result: r, Err: err}
+	case protocol.FindUntested:
 		q, err := d.Checkins.Queue(ctx, e.Listener, e.Branch)
-		r := messages.UntestedFound{Branch: e.Branch, Waiting: len(q.Waiting), Skipped: q.Skipped, Err: err}
+		r := protocol.UntestedFound{Branch: e.Branch, Waiting: len(q.Waiting), Skipped: q.Skipped, Err: err}
 		if err == nil && len(q.Waiting) > 0 {
 			r.Newest = q.Waiting[len(q.Waiting)-1]
 		}
 		return r
-	case messages.ScanWorkspace:
+	case protocol.ScanWorkspace:
 		ps, err := d.Procs.Scan(ctx, e.Workspace)
-		return messages.WorkspaceScanned{Workspace: e.Workspace, Purpose: e.Purpose, For: e.For, Procs: ps, Err: err}
-	case messages.SpawnSession:
+		return protocol.WorkspaceScanned{Workspace: e.Workspace, Purpose: e.Purpose, For: e.For, Procs: ps, Err: err}
+	case protocol.SpawnSession:
 		at := d.Clock.Now() // the wall counts from the spawn (D40)
 		p, err := d.Spawner.Spawn(ctx, e.Launch)
-		return messages.SessionSpawned{Launch: e.Launch.Hash, Proc: p, At: at, Err: err}
-	case messages.SignalProcess:
-		return messages.ProcessSignaled{Proc: e.Proc, Signal: e.Signal, Err: d.Signaler.Signal(ctx, e.Proc, e.Group, e.Signal)}
-	case messages.WatchProcess:
+		return protocol.SessionSpawned{Launch: e.Launch.Hash, Proc: p, At: at, Err: err}
+	case protocol.SignalProcess:
+		return protocol.ProcessSignaled{Proc: e.Proc, Signal: e.Signal, Err: d.Signaler.Signal(ctx, e.Proc, e.Group, e.Signal)}
+	case protocol.WatchProcess:
 		err := d.Watcher.Watch(ctx, e.Proc)
-		return messages.ProcessGone{Proc: e.Proc, Seq: e.Seq, At: d.Clock.Now(), Err: err}
-	case messages.WatchLimits:
+		return protocol.ProcessGone{Proc: e.Proc, Seq: e.Seq, At: d.Clock.Now(), Err: err}
+	case protocol.WatchLimits:
 		if d.Limits == nil {
 			return nil
 		}
 		limit, note, err := d.Limits.Watch(ctx, e.Workspace, e.Proc)
-		return messages.LimitReached{Proc: e.Proc, Seq: e.Seq, Limit: limit, Note: note, At: d.Clock.Now(), Err: err}
-	case messages.CloseLimits:
+		return protocol.LimitReached{Proc: e.Proc, Seq: e.Seq, Limit: limit, Note: note, At: d.Clock.Now(), Err: err}
+	case protocol.CloseLimits:
 		if d.Limits == nil {
-			return messages.LimitsClosed{Proc: e.Proc}
+			return protocol.LimitsClosed{Proc: e.Proc}
 		}
 		limit, note, err := d.Limits.Close(ctx, e.Workspace, e.Proc)
-		return messages.LimitsClosed{Proc: e.Proc, Limit: limit, Note: note, Err: err}
-	case messages.ReadUsage:
+		return protocol.LimitsClosed{Proc: e.Proc, Limit: limit, Note: note, Err: err}
+	case protocol.ReadUsage:
 		if d.Usage == nil {
-			return messages.UsageRead{Proc: e.Proc}
+			return protocol.UsageRead{Proc: e.Proc}
 		}
 		u, reached, err := d.Usage.Read(ctx, e.Workspace, e.Launch)
-		return messages.UsageRead{Proc: e.Proc, Usage: u, Reached: reached, Err: err}
-	case messages.PauseInputs:
+		return protocol.UsageRead{Proc: e.Proc, Usage: u, Reached: reached, Err: err}
+	case protocol.PauseInputs:
 		rem, err := d.Inputs.Pause(ctx)
-		return messages.InputsPaused{Remainder: rem, Err: err}
-	case messages.ResumeInputs:
-		return messages.InputsResumed{Err: d.Inputs.Resume(ctx, e.Remainder)}
-	case messages.ExecRelease:
+		return protocol.InputsPaused{Remainder: rem, Err: err}
+	case protocol.ResumeInputs:
+		return protocol.InputsResumed{Err: d.Inputs.Resume(ctx, e.Remainder)}
+	case protocol.ExecRelease:
 		if err := d.Execer.Exec(ctx, e.Handoff); err != nil {
-			return messages.ExecFailed{Err: err}
+			return protocol.ExecFailed{Err: err}
 		}
 		return nil
 	}
@@ -310,49 +311,49 @@ func (d *Deps) run(ctx context.Context, e messages.DaemonEffect) messages.Daemon
 
 // runEffect performs a run's effect through the run engine, and returns its
 // result, or nil for an effect that has none.
-func (d *Deps) runEffect(ctx context.Context, e messages.DaemonEffect) messages.DaemonMessage {
+func (d *Deps) runEffect(ctx context.Context, e protocol.DaemonEffect) protocol.DaemonMessage {
 	if d.Runs == nil {
-		if _, ok := e.(messages.CheckRuns); ok {
-			return messages.RunsChecked{Err: errors.New("this node has no run engine")}
+		if _, ok := e.(protocol.CheckRuns); ok {
+			return protocol.RunsChecked{Err: errors.New("this node has no run engine")}
 		}
-		if s, ok := e.(messages.StartRun); ok {
-			return messages.RunStartChecked{Run: s.Run, Err: errors.New("this node has no run engine")}
+		if s, ok := e.(protocol.StartRun); ok {
+			return protocol.RunStartChecked{Run: s.Run, Err: errors.New("this node has no run engine")}
 		}
-		if _, ok := e.(messages.ReadDeliveries); ok {
-			return messages.DeliveriesRead{}
+		if _, ok := e.(protocol.ReadDeliveries); ok {
+			return protocol.DeliveriesRead{}
 		}
 		return nil
 	}
 	switch e := e.(type) {
-	case messages.RunTakeIntoCare:
+	case protocol.RunTakeIntoCare:
 		if err := d.Runs.Care(ctx, e.Run, true); err != nil {
 			d.Logger.Error("the run could not be recorded in the node's care", slog.String(KeyRun, e.Run), errAttr(err))
 		}
-	case messages.RunRelease:
+	case protocol.RunRelease:
 		if err := d.Runs.Care(ctx, e.Run, false); err != nil {
 			d.Logger.Error("the run could not be taken out of the node's care", slog.String(KeyRun, e.Run), errAttr(err))
 		}
-	case messages.RunPrepare:
+	case protocol.RunPrepare:
 		return d.Runs.Prepare(ctx, e.Run)
-	case messages.RunWriteStarted:
-		return messages.RunStartedWritten{Err: d.Runs.Write(ctx, e)}
-	case messages.RunWriteEnded:
-		return messages.RunEndedWritten{Err: d.Runs.Write(ctx, e)}
-	case messages.RunKeepLogs:
-		return messages.RunLogsKept{Proc: e.Proc, Err: d.Runs.Write(ctx, e)}
-	case messages.RunLaunch, messages.RunDeliver, messages.RunEndProcess:
+	case protocol.RunWriteStarted:
+		return protocol.RunStartedWritten{Err: d.Runs.Write(ctx, e)}
+	case protocol.RunWriteEnded:
+		return protocol.RunEndedWritten{Err: d.Runs.Write(ctx, e)}
+	case protocol.RunKeepLogs:
+		return protocol.RunLogsKept{Proc: e.Proc, Err: d.Runs.Write(ctx, e)}
+	case protocol.RunLaunch, protocol.RunDeliver, protocol.RunEndProcess:
 		if err := d.Runs.Process(ctx, e); err != nil {
 			d.Logger.Warn("a run's process effect failed", slog.String(KeyEffect, e.String()), errAttr(err))
 		}
-	case messages.CheckRuns:
+	case protocol.CheckRuns:
 		lost, err := d.Runs.Check(ctx)
-		return messages.RunsChecked{Lost: lost, Err: err}
-	case messages.StartRun:
+		return protocol.RunsChecked{Lost: lost, Err: err}
+	case protocol.StartRun:
 		routed, nothing, err := d.Runs.Start(ctx, e)
-		return messages.RunStartChecked{Run: e.Run, Routed: routed, Nothing: nothing, Err: err}
-	case messages.ReadDeliveries:
+		return protocol.RunStartChecked{Run: e.Run, Routed: routed, Nothing: nothing, Err: err}
+	case protocol.ReadDeliveries:
 		routed, err := d.Runs.Deliveries(ctx, e.Repository, e.Run)
-		return messages.DeliveriesRead{Routed: routed, Err: err}
+		return protocol.DeliveriesRead{Routed: routed, Err: err}
 	}
 	return nil
 }

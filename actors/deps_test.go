@@ -12,14 +12,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // TestNoHostImports keeps the actors and their vocabulary pure. Neither
-// actors nor messages, nor any package of this module they depend on, may
-// import os/exec, syscall or golang.org/x/sys/unix, and the real host package
-// must not be among their dependencies at all: the actors reach the operating
-// system only through the interfaces of deps.go, wired in cmd/ocxd. (The
+// actors nor messages and its packages, nor any package of this module
+// they depend on, may import os/exec, syscall or golang.org/x/sys/unix,
+// and the real host package must not be among their dependencies at all:
+// the actors reach the operating system only through the interfaces of
+// deps.go, wired in cmd/ocxd. (The
 // standard library and protoactor use syscall themselves, so the rule is on
 // our own packages' imports.) Only protoactor's actor package is used, never
 // its remote or cluster packages.
@@ -27,7 +28,7 @@ func TestNoHostImports(t *testing.T) {
 	const module = "github.com/ocx-go/ocx/"
 	bannedImports := []string{"os/exec", "syscall", "golang.org/x/sys/unix", module + "host/unixhost"}
 	bannedDeps := []string{module + "host/unixhost", "github.com/asynkron/protoactor-go/remote", "github.com/asynkron/protoactor-go/cluster"}
-	for _, pkg := range []string{module + "actors", module + "messages"} {
+	for _, pkg := range []string{module + "actors", module + "messages/..."} {
 		cmd := exec.Command("go", "list", "-deps", "-json", pkg)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -78,19 +79,19 @@ func TestDepsAnswerAsTheEffectSays(t *testing.T) {
 	d := f.deps()
 	d.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	l := testLaunch(1, false)
-	for _, e := range []messages.Asking{
-		messages.ClassifyArtifact{Repository: "/srv/demo.fossil", Hash: testHash(1)},
-		messages.ResolveLaunch{Proc: messages.ProcInfo{Proc: messages.ProcID{PID: 9, Start: 9}, Workspace: testW, Launch: l.Hash}},
-		messages.WriteRefusal{Launch: l, Reason: "r"},
-		messages.WriteEnd{Launch: l, Proc: messages.ProcID{PID: 9, Start: 9}},
-		messages.ReadResult{Proc: messages.ProcID{PID: 9, Start: 9}, Launch: l},
-		messages.FindUntested{Branch: "trunk"},
-		messages.WriteLaunch{Branch: "trunk", Checkin: testHash(2)},
-		messages.ScanWorkspace{Workspace: testW},
-		messages.SpawnSession{Launch: l},
-		messages.SignalProcess{Proc: messages.ProcID{PID: 9, Start: 9}, Signal: messages.SigTERM},
-		messages.PauseInputs{},
-		messages.ResumeInputs{},
+	for _, e := range []protocol.Asking{
+		protocol.ClassifyArtifact{Repository: "/srv/demo.fossil", Hash: testHash(1)},
+		protocol.ResolveLaunch{Proc: protocol.ProcInfo{Proc: protocol.ProcID{PID: 9, Start: 9}, Workspace: testW, Launch: l.Hash}},
+		protocol.WriteRefusal{Launch: l, Reason: "r"},
+		protocol.WriteEnd{Launch: l, Proc: protocol.ProcID{PID: 9, Start: 9}},
+		protocol.ReadResult{Proc: protocol.ProcID{PID: 9, Start: 9}, Launch: l},
+		protocol.FindUntested{Branch: "trunk"},
+		protocol.WriteLaunch{Branch: "trunk", Checkin: testHash(2)},
+		protocol.ScanWorkspace{Workspace: testW},
+		protocol.SpawnSession{Launch: l},
+		protocol.SignalProcess{Proc: protocol.ProcID{PID: 9, Start: 9}, Signal: protocol.SigTERM},
+		protocol.PauseInputs{},
+		protocol.ResumeInputs{},
 	} {
 		got := d.run(context.Background(), e)
 		if reflect.TypeOf(got) != reflect.TypeOf(e.Answer()) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // fakeWorld implements every interface of deps.go over one model of the
@@ -20,11 +21,11 @@ type fakeWorld struct {
 	// runs is the world's run engine (seed 004); nil for none.
 	runs RunHost
 
-	launches map[string]messages.LaunchSpec
+	launches map[string]protocol.LaunchSpec
 	checkins map[string]string // hash -> branch
 	order    []string          // trunk check-ins, oldest first
 	tested   map[string]bool
-	procs    map[messages.ProcID]*fakeProc
+	procs    map[protocol.ProcID]*fakeProc
 	nextPID  int
 	nextN    int
 
@@ -32,17 +33,17 @@ type fakeWorld struct {
 	failNext map[string]bool
 
 	refusals  map[string]int
-	ends      map[messages.ProcID][]messages.WriteEnd
-	endCalls  map[messages.ProcID]int // successful calls, before the writer's own check
-	signals   []messages.SignalProcess
+	ends      map[protocol.ProcID][]protocol.WriteEnd
+	endCalls  map[protocol.ProcID]int // successful calls, before the writer's own check
+	signals   []protocol.SignalProcess
 	spawns    map[string]int
 	paused    bool
-	zombies   []messages.ProcessExited
-	handoffs  []messages.Handoff
+	zombies   []protocol.ProcessExited
+	handoffs  []protocol.Handoff
 	execFails bool
 	// toNode sends a message to the node of the tree running now, as the
 	// reaper and the pipe reader do.
-	toNode func(messages.DaemonMessage)
+	toNode func(protocol.DaemonMessage)
 
 	clock *fakeClock
 	// log records what the fake did, for a failure's message.
@@ -54,10 +55,10 @@ func (f *fakeWorld) logf(format string, args ...any) {
 }
 
 type fakeProc struct {
-	id     messages.ProcID
+	id     protocol.ProcID
 	w      messages.WorkspaceKey
 	origin messages.Origin
-	launch messages.LaunchSpec
+	launch protocol.LaunchSpec
 	alive  bool
 	result bool
 	gone   chan struct{}
@@ -65,9 +66,9 @@ type fakeProc struct {
 
 func newFakeWorld() *fakeWorld {
 	return &fakeWorld{
-		launches: map[string]messages.LaunchSpec{}, checkins: map[string]string{}, tested: map[string]bool{},
-		procs: map[messages.ProcID]*fakeProc{}, nextPID: 700, failNext: map[string]bool{},
-		refusals: map[string]int{}, ends: map[messages.ProcID][]messages.WriteEnd{}, endCalls: map[messages.ProcID]int{}, spawns: map[string]int{},
+		launches: map[string]protocol.LaunchSpec{}, checkins: map[string]string{}, tested: map[string]bool{},
+		procs: map[protocol.ProcID]*fakeProc{}, nextPID: 700, failNext: map[string]bool{},
+		refusals: map[string]int{}, ends: map[protocol.ProcID][]protocol.WriteEnd{}, endCalls: map[protocol.ProcID]int{}, spawns: map[string]int{},
 		clock: newFakeClock(time.Unix(1_000_000, 0)),
 	}
 }
@@ -103,13 +104,13 @@ func (f *fakeWorld) Classify(_ context.Context, repository, hash string) (Classi
 		if b == "dev" {
 			lt = messages.Stays
 		}
-		return Classification{Checkin: &messages.CheckinSpec{Hash: hash, Repository: repository, Branch: b, Listeners: []messages.BranchListener{
+		return Classification{Checkin: &protocol.CheckinSpec{Hash: hash, Repository: repository, Branch: b, Listeners: []protocol.BranchListener{
 			{Workspace: wsCI, Repository: repository, Record: testHash(9001), ListenNote: testHash(9002), Lifetime: lt}}}}, nil
 	}
 	return Classification{Nothing: "not a note of the daemon's"}, nil
 }
 
-func (f *fakeWorld) ResolveLaunch(_ context.Context, p messages.ProcInfo) (messages.LaunchSpec, error) {
+func (f *fakeWorld) ResolveLaunch(_ context.Context, p protocol.ProcInfo) (protocol.LaunchSpec, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l, ok := f.launches[p.Launch]
@@ -119,7 +120,7 @@ func (f *fakeWorld) ResolveLaunch(_ context.Context, p messages.ProcInfo) (messa
 	return l, nil
 }
 
-func (f *fakeWorld) Queue(_ context.Context, _ messages.BranchListener, branch string) (Queue, error) {
+func (f *fakeWorld) Queue(_ context.Context, _ protocol.BranchListener, branch string) (Queue, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.fail("untested"); err != nil {
@@ -134,7 +135,7 @@ func (f *fakeWorld) Queue(_ context.Context, _ messages.BranchListener, branch s
 	return q, nil
 }
 
-func (f *fakeWorld) RunResult(_ context.Context, l messages.LaunchSpec) (string, bool, error) {
+func (f *fakeWorld) RunResult(_ context.Context, l protocol.LaunchSpec) (string, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, p := range f.procs {
@@ -145,14 +146,14 @@ func (f *fakeWorld) RunResult(_ context.Context, l messages.LaunchSpec) (string,
 	return "", false, nil
 }
 
-func (f *fakeWorld) WriteRefusal(_ context.Context, n messages.WriteRefusal) error {
+func (f *fakeWorld) WriteRefusal(_ context.Context, n protocol.WriteRefusal) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.refusals[n.Launch.Hash]++
 	return nil
 }
 
-func (f *fakeWorld) WriteEnd(_ context.Context, n messages.WriteEnd) error {
+func (f *fakeWorld) WriteEnd(_ context.Context, n protocol.WriteEnd) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.fail("end"); err != nil {
@@ -169,53 +170,53 @@ func (f *fakeWorld) WriteEnd(_ context.Context, n messages.WriteEnd) error {
 	return nil
 }
 
-func (f *fakeWorld) WriteLaunch(_ context.Context, n messages.WriteLaunch) (messages.LaunchSpec, error) {
+func (f *fakeWorld) WriteLaunch(_ context.Context, n protocol.WriteLaunch) (protocol.LaunchSpec, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	l := messages.LaunchSpec{Hash: f.hash(), Repository: n.Listener.Repository, Workspace: n.Listener.Workspace, Record: n.Listener.Record,
+	l := protocol.LaunchSpec{Hash: f.hash(), Repository: n.Listener.Repository, Workspace: n.Listener.Workspace, Record: n.Listener.Record,
 		Lifetime: messages.Completes, Checkin: n.Checkin, Branch: n.Branch}
 	f.launches[l.Hash] = l
 	return l, nil
 }
 
-func (f *fakeWorld) Scan(_ context.Context, w messages.WorkspaceKey) ([]messages.ProcInfo, error) {
+func (f *fakeWorld) Scan(_ context.Context, w messages.WorkspaceKey) ([]protocol.ProcInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.fail("scan"); err != nil {
 		return nil, err
 	}
-	var ps []messages.ProcInfo
+	var ps []protocol.ProcInfo
 	for _, p := range f.procs {
 		if p.alive && p.w == w {
-			ps = append(ps, messages.ProcInfo{Proc: p.id, Workspace: w, Verb: "serve", Launch: p.launch.Hash, StartedBy: p.origin})
+			ps = append(ps, protocol.ProcInfo{Proc: p.id, Workspace: w, Verb: "serve", Launch: p.launch.Hash, StartedBy: p.origin})
 		}
 	}
 	sort.Slice(ps, func(i, j int) bool { return ps[i].Proc.PID < ps[j].Proc.PID })
 	return ps, nil
 }
 
-func (f *fakeWorld) Spawn(_ context.Context, l messages.LaunchSpec) (messages.ProcID, error) {
+func (f *fakeWorld) Spawn(_ context.Context, l protocol.LaunchSpec) (protocol.ProcID, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.fail("spawn"); err != nil {
-		return messages.ProcID{}, err
+		return protocol.ProcID{}, err
 	}
 	f.nextPID++
-	id := messages.ProcID{PID: f.nextPID, Start: 5000}
+	id := protocol.ProcID{PID: f.nextPID, Start: 5000}
 	f.procs[id] = &fakeProc{id: id, w: l.Workspace, origin: messages.OriginDaemon, launch: l, alive: true, gone: make(chan struct{})}
 	f.spawns[l.Hash]++
 	f.logf("spawn %s in %s for %s (ci %v)", id, l.Workspace, l.Hash[:10], l.IsCI())
 	return id, nil
 }
 
-func (f *fakeWorld) Signal(_ context.Context, p messages.ProcID, group bool, sig string) error {
+func (f *fakeWorld) Signal(_ context.Context, p protocol.ProcID, group bool, sig string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.signals = append(f.signals, messages.SignalProcess{Proc: p, Group: group, Signal: sig})
+	f.signals = append(f.signals, protocol.SignalProcess{Proc: p, Group: group, Signal: sig})
 	return nil
 }
 
-func (f *fakeWorld) Watch(ctx context.Context, id messages.ProcID) error {
+func (f *fakeWorld) Watch(ctx context.Context, id protocol.ProcID) error {
 	f.mu.Lock()
 	p := f.procs[id]
 	f.mu.Unlock()
@@ -252,7 +253,7 @@ func (f *fakeWorld) Resume(context.Context, []byte) error {
 	return nil
 }
 
-func (f *fakeWorld) Exec(_ context.Context, h messages.Handoff) error {
+func (f *fakeWorld) Exec(_ context.Context, h protocol.Handoff) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.execFails {
@@ -265,15 +266,15 @@ func (f *fakeWorld) Exec(_ context.Context, h messages.Handoff) error {
 }
 
 // orphan adds a `workspace serve` process of a previous daemon, for a Boot.
-func (f *fakeWorld) orphan(w messages.WorkspaceKey) messages.ProcInfo {
+func (f *fakeWorld) orphan(w messages.WorkspaceKey) protocol.ProcInfo {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	l := messages.LaunchSpec{Hash: f.hash(), Repository: treeRep, Workspace: w, Record: testHash(8000), Lifetime: messages.Stays}
+	l := protocol.LaunchSpec{Hash: f.hash(), Repository: treeRep, Workspace: w, Record: testHash(8000), Lifetime: messages.Stays}
 	f.launches[l.Hash] = l
 	f.nextPID++
-	id := messages.ProcID{PID: f.nextPID, Start: 4000}
+	id := protocol.ProcID{PID: f.nextPID, Start: 4000}
 	f.procs[id] = &fakeProc{id: id, w: w, origin: messages.OriginOrphan, launch: l, alive: true, gone: make(chan struct{})}
-	return messages.ProcInfo{Proc: id, Workspace: w, Verb: "serve", Launch: l.Hash, StartedBy: messages.OriginOrphan}
+	return protocol.ProcInfo{Proc: id, Workspace: w, Verb: "serve", Launch: l.Hash, StartedBy: messages.OriginOrphan}
 }
 
 func (f *fakeWorld) isPaused() bool {
@@ -288,10 +289,10 @@ func (f *fakeWorld) hasHandoff() bool {
 	return len(f.handoffs) > 0
 }
 
-func (f *fakeWorld) orphans() []messages.ProcID {
+func (f *fakeWorld) orphans() []protocol.ProcID {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []messages.ProcID
+	var out []protocol.ProcID
 	for _, p := range f.procs {
 		if p.origin == messages.OriginOrphan {
 			out = append(out, p.id)
@@ -303,7 +304,7 @@ func (f *fakeWorld) orphans() []messages.ProcID {
 // exit ends a process: a child's exit goes to the node as the reaper would
 // send it (or waits as a zombie while the reaper is paused); an adopted
 // process's watch sees it gone.
-func (f *fakeWorld) exit(id messages.ProcID, leftResult bool) {
+func (f *fakeWorld) exit(id protocol.ProcID, leftResult bool) {
 	f.mu.Lock()
 	p := f.procs[id]
 	p.alive = false
@@ -313,8 +314,8 @@ func (f *fakeWorld) exit(id messages.ProcID, leftResult bool) {
 		p.result = true
 	}
 	close(p.gone)
-	var send func(messages.DaemonMessage)
-	e := messages.ProcessExited{Proc: id, Workspace: p.w, Status: messages.ExitStatus{State: messages.EndExited}, At: f.clock.Now()}
+	var send func(protocol.DaemonMessage)
+	e := protocol.ProcessExited{Proc: id, Workspace: p.w, Status: messages.ExitStatus{State: messages.EndExited}, At: f.clock.Now()}
 	if p.origin == messages.OriginDaemon {
 		if f.paused {
 			f.zombies = append(f.zombies, e)

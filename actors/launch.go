@@ -7,6 +7,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // The launch's shape (contracts 1): what the daemon decides about a
@@ -18,7 +19,7 @@ import (
 // dir does not offer (E9: a launch note written by hand, or for a release
 // other than the one the tools checked), naming it; nil for any other
 // launch. offered is what the release holds (unixhost.OfferedRunners).
-func RunnerRefusal(l messages.LaunchSpec, dir string, offered []string) error {
+func RunnerRefusal(l protocol.LaunchSpec, dir string, offered []string) error {
 	if l.Kind != messages.LLM || slices.Contains(offered, l.Runner) {
 		return nil
 	}
@@ -30,14 +31,14 @@ func RunnerRefusal(l messages.LaunchSpec, dir string, offered []string) error {
 // dir's workspace program, agents the agents root, sb the launch's
 // sandbox, first the record's first post or change (D47). The environment
 // is exactly the contract's. The cgroup is the caller's to add.
-func SessionSpawn(l messages.LaunchSpec, ws host.Workspace, agents, dir, prog string, sb messages.Sandbox, first string) host.SpawnSpec {
+func SessionSpawn(l protocol.LaunchSpec, ws host.Workspace, agents, dir, prog string, sb messages.Sandbox, first string) host.SpawnSpec {
 	key := ws.Key
 	return host.SpawnSpec{
 		Path: prog,
 		Args: []string{prog, "serve", key.String(), "--root", agents, "--launch", l.Hash},
 		Env: []string{"HOME=" + ws.Dir, "PATH=" + strings.Join(sb.Path, ":"), "USER=" + key.Login,
 			"LOGNAME=" + key.Login, "LANG=C.UTF-8", host.MCPSocketEnv + "=" + host.MCPSocketInside,
-			host.SyncSocketEnv + "=" + host.SyncSocketInside, messages.RecordFirstEnv + "=" + first},
+			host.SyncSocketEnv + "=" + host.SyncSocketInside, protocol.RecordFirstEnv + "=" + first},
 		Dir:     ws.Tree,
 		Log:     ws.Log,
 		Sandbox: &host.SandboxSpec{Sandbox: sb, Workspace: ws.Dir, Release: dir, MCPDir: ws.MCPDir},

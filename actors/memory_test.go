@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // TestChildNamesRoundTrip: a shell names each child by its address and
@@ -20,14 +21,14 @@ func TestChildNamesRoundTrip(t *testing.T) {
 		name := rapid.StringMatching(`[A-Za-z0-9][A-Za-z0-9._-]{0,20}`)
 		w := messages.WorkspaceKey{Login: name.Draw(rt, "login"), Project: name.Draw(rt, "project")}
 		node := &shell{core: NewNodeCore(Config{})}
-		ws := &shell{core: NewWorkspaceCore(Config{}, messages.WorkspaceState{Workspace: w})}
+		ws := &shell{core: NewWorkspaceCore(Config{}, protocol.WorkspaceState{Workspace: w})}
 		addrs := []struct {
 			parent *shell
-			a      messages.ActorAddr
+			a      protocol.ActorAddr
 		}{
-			{node, messages.WorkspaceAddr(w)},
-			{ws, messages.SessionAddr(w, messages.ProcID{PID: rapid.IntRange(1, 1<<22).Draw(rt, "pid"), Start: rapid.Uint64().Draw(rt, "start")})},
-			{ws, messages.BranchAddr(w, rapid.StringN(1, 40, -1).Draw(rt, "branch"))},
+			{node, protocol.WorkspaceAddr(w)},
+			{ws, protocol.SessionAddr(w, protocol.ProcID{PID: rapid.IntRange(1, 1<<22).Draw(rt, "pid"), Start: rapid.Uint64().Draw(rt, "start")})},
+			{ws, protocol.BranchAddr(w, rapid.StringN(1, 40, -1).Draw(rt, "branch"))},
 		}
 		for _, c := range addrs {
 			n := childName(c.a)
@@ -44,10 +45,10 @@ func TestChildNamesRoundTrip(t *testing.T) {
 // its maps come when first needed.
 func TestIdleWorkspaceHoldsNoMaps(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
-	c := NewWorkspaceCore(Config{}, messages.WorkspaceState{Workspace: wsAna})
+	c := NewWorkspaceCore(Config{}, protocol.WorkspaceState{Workspace: wsAna})
 	c.Start(now)
-	c.Step(now, messages.StopWorkspace{Workspace: wsAna})
-	c.Step(now, messages.WorkspaceScanned{Workspace: wsAna, Purpose: messages.ScanForStop})
+	c.Step(now, protocol.StopWorkspace{Workspace: wsAna})
+	c.Step(now, protocol.WorkspaceScanned{Workspace: wsAna, Purpose: protocol.ScanForStop})
 	if c.sessions != nil || c.branches != nil || c.deferred != nil || c.stopping != nil || c.launches.set != nil || c.restored != nil {
 		t.Errorf("an idle workspace holds maps: sessions %v branches %v deferred %v stopping %v launches %v restored %v",
 			c.sessions, c.branches, c.deferred, c.stopping, c.launches.set, c.restored)
@@ -56,10 +57,10 @@ func TestIdleWorkspaceHoldsNoMaps(t *testing.T) {
 		t.Errorf("an idle workspace waits for a result")
 	}
 	// A launch makes the maps it needs.
-	l := messages.LaunchSpec{Hash: testHash(1), Repository: treeRep, Workspace: wsAna, Record: testHash(2), Lifetime: messages.Stays}
-	c.Step(now, messages.LaunchRequested{Launch: l})
-	c.Step(now, messages.WorkspaceScanned{Workspace: wsAna, Purpose: messages.ScanForLaunch, For: l.Hash})
-	c.Step(now, messages.SessionSpawned{Launch: l.Hash, Proc: messages.ProcID{PID: 42, Start: 7}})
+	l := protocol.LaunchSpec{Hash: testHash(1), Repository: treeRep, Workspace: wsAna, Record: testHash(2), Lifetime: messages.Stays}
+	c.Step(now, protocol.LaunchRequested{Launch: l})
+	c.Step(now, protocol.WorkspaceScanned{Workspace: wsAna, Purpose: protocol.ScanForLaunch, For: l.Hash})
+	c.Step(now, protocol.SessionSpawned{Launch: l.Hash, Proc: protocol.ProcID{PID: 42, Start: 7}})
 	if len(c.sessions) != 1 || !c.launches.has(l.Hash) {
 		t.Errorf("after a launch: sessions %v, launch remembered %v", c.sessions, c.launches.has(l.Hash))
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // NodeProps makes the props of the root actor. Its children are the workspace
@@ -80,14 +80,14 @@ func StartNode(sys *actor.ActorSystem, deps Deps, cfg Config) (*actor.PID, error
 }
 
 // Snapshot asks the node for the daemon's state once every actor has settled.
-func Snapshot(sys *actor.ActorSystem, node *actor.PID, timeout time.Duration) (messages.Handoff, error) {
-	res, err := sys.Root.RequestFuture(node, messages.SnapshotRequest{}, timeout).Result()
+func Snapshot(sys *actor.ActorSystem, node *actor.PID, timeout time.Duration) (protocol.Handoff, error) {
+	res, err := sys.Root.RequestFuture(node, protocol.SnapshotRequest{}, timeout).Result()
 	if err != nil {
-		return messages.Handoff{}, fmt.Errorf("actors: snapshot: %w", err)
+		return protocol.Handoff{}, fmt.Errorf("actors: snapshot: %w", err)
 	}
-	h, ok := res.(messages.Handoff)
+	h, ok := res.(protocol.Handoff)
 	if !ok {
-		return messages.Handoff{}, fmt.Errorf("actors: snapshot: answered %T", res)
+		return protocol.Handoff{}, fmt.Errorf("actors: snapshot: answered %T", res)
 	}
 	return h, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // nodePhase is where the node stands with respect to a re-exec.
@@ -43,7 +44,7 @@ type NodeCore struct {
 	// end in, so that the runs reach their actors, and the node starts
 	// them, in the server's order (seed 004 section 10; D72).
 	order      []string
-	early      map[string]messages.ArtifactClassified
+	early      map[string]protocol.ArtifactClassified
 	workspaces map[messages.WorkspaceKey]bool
 	// runs are the run actors started (seed 004), by run hash; nil until
 	// the first.
@@ -77,60 +78,60 @@ func NewNodeCore(cfg Config) *NodeCore {
 }
 
 // Start does nothing: a Boot or a Restore comes first.
-func (c *NodeCore) Start(time.Time) []messages.DaemonEffect { return nil }
+func (c *NodeCore) Start(time.Time) []protocol.DaemonEffect { return nil }
 
 // Step takes one message.
-func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.DaemonEffect {
+func (c *NodeCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.DaemonEffect {
 	c.settle(msg)
 	switch m := msg.(type) {
-	case messages.LineRead:
+	case protocol.LineRead:
 		c.lineRead(m)
-	case messages.ArtifactClassified:
+	case protocol.ArtifactClassified:
 		c.classifiedInOrder(m)
-	case messages.LaunchSeen:
+	case protocol.LaunchSeen:
 		c.recent.add(m.Hash)
-	case messages.RefusalWritten:
+	case protocol.RefusalWritten:
 		if m.Err != nil {
 			c.log(slog.LevelError, "refusal note not written", slog.String(KeyLaunch, m.Launch), errAttr(m.Err))
 		}
-	case messages.ProcessExited:
+	case protocol.ProcessExited:
 		c.exited(m)
-	case messages.RunRouted:
+	case protocol.RunRouted:
 		c.routeRun(m)
-	case messages.RunsChecked:
+	case protocol.RunsChecked:
 		c.runsChecked(m)
-	case messages.RunTurnRequested, messages.RunTurnDone, messages.RunTimerFired:
+	case protocol.RunTurnRequested, protocol.RunTurnDone, protocol.RunTimerFired:
 		c.out = append(c.out, c.sched.Step(now, m)...)
-	case messages.RunsFound:
+	case protocol.RunsFound:
 		// A project's runs in care, found once its record is fresh, as
 		// Boot's are: their actors restored, and what waits for their
 		// sessions read.
 		c.foundRuns(m.Runs)
 		c.readDeliveries("")
-	case messages.DeliveriesRead:
+	case protocol.DeliveriesRead:
 		c.deliveriesRead(m)
-	case messages.RunStartChecked:
+	case protocol.RunStartChecked:
 		c.runStartChecked(m)
-	case messages.Boot:
+	case protocol.Boot:
 		c.boot(m)
-	case messages.LaunchResolved:
+	case protocol.LaunchResolved:
 		c.launchResolved(m)
-	case messages.Restore:
+	case protocol.Restore:
 		c.restore(m.Handoff)
 		c.lookAtQueues(m.Listeners)
 		c.foundRuns(m.Runs)
 		c.readDeliveries("")
-	case messages.SnapshotRequest:
+	case protocol.SnapshotRequest:
 		c.snapshotRequest(m)
-	case messages.InputsPaused:
+	case protocol.InputsPaused:
 		c.inputsPaused(m)
-	case messages.InputsResumed:
+	case protocol.InputsResumed:
 		c.inputsResumed(m)
-	case messages.ExecFailed:
+	case protocol.ExecFailed:
 		c.execFailed(m)
-	case messages.StateCollected:
+	case protocol.StateCollected:
 		c.collected(m)
-	case messages.ChildStopped:
+	case protocol.ChildStopped:
 		c.childStopped(m)
 	default:
 		c.log(slog.LevelWarn, "message not for the node ignored", slog.String(KeyMessage, msg.String()))
@@ -139,7 +140,7 @@ func (c *NodeCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Da
 	return c.take()
 }
 
-func (c *NodeCore) lineRead(m messages.LineRead) {
+func (c *NodeCore) lineRead(m protocol.LineRead) {
 	if c.phase == nodeRunning {
 		c.dispatch(m.Line)
 		return
@@ -154,7 +155,7 @@ func (c *NodeCore) lineRead(m messages.LineRead) {
 	}
 }
 
-func (c *NodeCore) runsChecked(m messages.RunsChecked) {
+func (c *NodeCore) runsChecked(m protocol.RunsChecked) {
 	if m.Err != nil {
 		c.log(slog.LevelError, "the node's runs could not be checked", errAttr(m.Err))
 	}
@@ -170,11 +171,11 @@ func (c *NodeCore) runsChecked(m messages.RunsChecked) {
 // daemon ran (seed 004, section 9).
 func (c *NodeCore) readDeliveries(repository string) {
 	if len(c.runs) > 0 {
-		c.emit(messages.ReadDeliveries{Repository: repository})
+		c.emit(protocol.ReadDeliveries{Repository: repository})
 	}
 }
 
-func (c *NodeCore) deliveriesRead(m messages.DeliveriesRead) {
+func (c *NodeCore) deliveriesRead(m protocol.DeliveriesRead) {
 	if m.Err != nil {
 		c.log(slog.LevelWarn, "the sessions' deliveries cannot be read; they are read again at the next arrival", errAttr(m.Err))
 	}
@@ -183,7 +184,7 @@ func (c *NodeCore) deliveriesRead(m messages.DeliveriesRead) {
 	}
 }
 
-func (c *NodeCore) runStartChecked(m messages.RunStartChecked) {
+func (c *NodeCore) runStartChecked(m protocol.RunStartChecked) {
 	switch {
 	case m.Err != nil:
 		c.log(slog.LevelError, "a start of a manual run could not be checked", slog.String(KeyRun, m.Run), errAttr(m.Err))
@@ -197,7 +198,7 @@ func (c *NodeCore) runStartChecked(m messages.RunStartChecked) {
 
 // launchResolved adopts a session found at start whose launch note
 // describes it.
-func (c *NodeCore) launchResolved(m messages.LaunchResolved) {
+func (c *NodeCore) launchResolved(m protocol.LaunchResolved) {
 	if m.Gone {
 		c.goneResolved(m)
 		return
@@ -218,13 +219,13 @@ func (c *NodeCore) launchResolved(m messages.LaunchResolved) {
 		return
 	}
 	c.recent.add(m.Launch.Hash)
-	c.tellWorkspace(m.Proc.Workspace, messages.AdoptSession{Proc: m.Proc, Launch: *m.Launch})
+	c.tellWorkspace(m.Proc.Workspace, protocol.AdoptSession{Proc: m.Proc, Launch: *m.Launch})
 }
 
 // goneResolved hands a session that ended while no daemon ran to its
 // workspace, whose session actor writes its end (D76); one whose launch
 // note cannot be read is left, its spawned record kept for the next start.
-func (c *NodeCore) goneResolved(m messages.LaunchResolved) {
+func (c *NodeCore) goneResolved(m protocol.LaunchResolved) {
 	err := m.Err
 	switch {
 	case err != nil:
@@ -241,10 +242,10 @@ func (c *NodeCore) goneResolved(m messages.LaunchResolved) {
 		return
 	}
 	c.recent.add(m.Launch.Hash)
-	c.tellWorkspace(m.Proc.Workspace, messages.AdoptSession{Proc: m.Proc, Launch: *m.Launch, Gone: true})
+	c.tellWorkspace(m.Proc.Workspace, protocol.AdoptSession{Proc: m.Proc, Launch: *m.Launch, Gone: true})
 }
 
-func (c *NodeCore) snapshotRequest(m messages.SnapshotRequest) {
+func (c *NodeCore) snapshotRequest(m protocol.SnapshotRequest) {
 	if c.collect != nil {
 		c.collect.requests = append(c.collect.requests, m.Request)
 		return
@@ -252,7 +253,7 @@ func (c *NodeCore) snapshotRequest(m messages.SnapshotRequest) {
 	c.beginCollect(false, []int{m.Request})
 }
 
-func (c *NodeCore) inputsPaused(m messages.InputsPaused) {
+func (c *NodeCore) inputsPaused(m protocol.InputsPaused) {
 	if c.phase != nodePausing {
 		return
 	}
@@ -265,37 +266,37 @@ func (c *NodeCore) inputsPaused(m messages.InputsPaused) {
 	c.remainder = append([]byte(nil), m.Remainder...)
 }
 
-func (c *NodeCore) inputsResumed(m messages.InputsResumed) {
+func (c *NodeCore) inputsResumed(m protocol.InputsResumed) {
 	c.resuming = false
 	if m.Err != nil {
 		c.log(slog.LevelError, "the inputs could not be resumed", errAttr(m.Err))
 	}
 	if c.pauseWanted && c.phase == nodePausing {
 		c.pauseWanted = false
-		c.emit(messages.PauseInputs{})
+		c.emit(protocol.PauseInputs{})
 	}
 }
 
-func (c *NodeCore) execFailed(m messages.ExecFailed) {
+func (c *NodeCore) execFailed(m protocol.ExecFailed) {
 	if c.phase != nodeExecing {
 		return
 	}
 	c.log(slog.LevelError, "re-exec failed; still running the old image", errAttr(m.Err))
 	for _, w := range c.workspaceList() {
-		c.tellWorkspace(w, messages.ResumeWork{})
+		c.tellWorkspace(w, protocol.ResumeWork{})
 	}
 	c.resume()
 }
 
 // childStopped forgets a run's or a workspace's actor that stopped
 // unexpectedly.
-func (c *NodeCore) childStopped(m messages.ChildStopped) {
-	if m.Addr.Kind == messages.ActorRun && c.runs[m.Addr.Run] {
+func (c *NodeCore) childStopped(m protocol.ChildStopped) {
+	if m.Addr.Kind == protocol.ActorRun && c.runs[m.Addr.Run] {
 		c.log(slog.LevelError, "a run's actor stopped unexpectedly; its ended may not be written", runAttr(m.Addr.Run))
 		delete(c.runs, m.Addr.Run)
 		return
 	}
-	if m.Addr.Kind != messages.ActorWorkspace || !c.workspaces[m.Addr.Workspace] {
+	if m.Addr.Kind != protocol.ActorWorkspace || !c.workspaces[m.Addr.Workspace] {
 		return
 	}
 	c.log(slog.LevelError, "workspace actor stopped unexpectedly; the ends of its sessions will not be recorded", wsAttr(m.Addr.Workspace))
@@ -315,19 +316,19 @@ func (c *NodeCore) dispatch(l messages.PipeLine) {
 		}
 		c.classifying[l.Hash] = true
 		c.order = append(c.order, l.Hash)
-		c.emit(messages.ClassifyArtifact{Repository: l.Repository, Hash: l.Hash})
+		c.emit(protocol.ClassifyArtifact{Repository: l.Repository, Hash: l.Hash})
 	case messages.StopLine:
 		w := l.Key()
-		c.tellWorkspace(w, messages.StopWorkspace{Workspace: w})
+		c.tellWorkspace(w, protocol.StopWorkspace{Workspace: w})
 	case messages.BudgetLine:
 		w := l.Key()
-		c.tellWorkspace(w, messages.BudgetSpent{Workspace: w, Launch: l.Launch, Limit: l.Limit, Used: l.Used})
+		c.tellWorkspace(w, protocol.BudgetSpent{Workspace: w, Launch: l.Launch, Limit: l.Limit, Used: l.Used})
 	case messages.ReexecLine:
 		c.reexec()
 	case messages.RunsCheckLine:
-		c.emit(messages.CheckRuns{})
+		c.emit(protocol.CheckRuns{})
 	case messages.RunStartLine:
-		c.emit(messages.StartRun{Repository: l.Repository, Run: l.Hash, By: l.By})
+		c.emit(protocol.StartRun{Repository: l.Repository, Run: l.Hash, By: l.By})
 	default:
 		c.log(slog.LevelWarn, "a pipe line the node does not act on", slog.String(KeyMessage, fmt.Sprint(l)))
 	}
@@ -335,13 +336,13 @@ func (c *NodeCore) dispatch(l messages.PipeLine) {
 
 // classifiedInOrder acts on a classification once every post read before
 // it has been acted on.
-func (c *NodeCore) classifiedInOrder(m messages.ArtifactClassified) {
+func (c *NodeCore) classifiedInOrder(m protocol.ArtifactClassified) {
 	if !c.classifying[m.Hash] {
 		c.classified(m)
 		return
 	}
 	if c.early == nil {
-		c.early = map[string]messages.ArtifactClassified{}
+		c.early = map[string]protocol.ArtifactClassified{}
 	}
 	c.early[m.Hash] = m
 	for len(c.order) > 0 {
@@ -358,7 +359,7 @@ func (c *NodeCore) classifiedInOrder(m messages.ArtifactClassified) {
 	}
 }
 
-func (c *NodeCore) classified(m messages.ArtifactClassified) {
+func (c *NodeCore) classified(m protocol.ArtifactClassified) {
 	delete(c.classifying, m.Hash)
 	defer func() {
 		// After the artifact's own event: a run it brings is no session
@@ -379,20 +380,20 @@ func (c *NodeCore) classified(m messages.ArtifactClassified) {
 			c.log(slog.LevelWarn, "a launch note the daemon cannot act on", slog.String(KeyHash, m.Hash), errAttr(err))
 			return
 		}
-		c.tellWorkspace(m.Launch.Workspace, messages.LaunchRequested{Launch: *m.Launch})
+		c.tellWorkspace(m.Launch.Workspace, protocol.LaunchRequested{Launch: *m.Launch})
 	case m.Refused != nil:
 		// A launch note is answered once: the hash is remembered above, so
 		// the hook's line and the tool's for one note write one refusal.
 		c.log(slog.LevelWarn, "a launch note is refused: "+m.Refused.Reason, slog.String(KeyHash, m.Hash), wsAttr(m.Refused.Workspace))
-		c.emit(messages.WriteRefusal{Launch: messages.LaunchSpec{Hash: m.Refused.Hash, Repository: m.Refused.Repository, Workspace: m.Refused.Workspace}, Reason: m.Refused.Reason})
+		c.emit(protocol.WriteRefusal{Launch: protocol.LaunchSpec{Hash: m.Refused.Hash, Repository: m.Refused.Repository, Workspace: m.Refused.Workspace}, Reason: m.Refused.Reason})
 	case m.Run != nil:
-		if a, ok := m.Run.Event.(messages.RunArrived); ok && a.InOrder {
+		if a, ok := m.Run.Event.(protocol.RunArrived); ok && a.InOrder {
 			c.sched.InOrder(m.Run.Run, a.Facts.Project, a.Facts.At)
 		}
 		c.routeRun(*m.Run)
 	case m.Checkin != nil:
 		for _, l := range m.Checkin.Listeners {
-			c.tellWorkspace(l.Workspace, messages.CheckinArrived{Checkin: m.Checkin.Hash, Branch: m.Checkin.Branch, Listener: l})
+			c.tellWorkspace(l.Workspace, protocol.CheckinArrived{Checkin: m.Checkin.Hash, Branch: m.Checkin.Branch, Listener: l})
 		}
 		if len(m.Checkin.Listeners) == 0 {
 			c.log(slog.LevelDebug, "a check-in on a branch nobody listens to", slog.String(KeyHash, m.Hash))
@@ -404,7 +405,7 @@ func (c *NodeCore) classified(m messages.ArtifactClassified) {
 
 // exited hands a child's exit to the workspace the reaper spawned it for.
 // The workspace's core orders it after its spawn's result.
-func (c *NodeCore) exited(m messages.ProcessExited) {
+func (c *NodeCore) exited(m protocol.ProcessExited) {
 	if m.Workspace == (messages.WorkspaceKey{}) {
 		c.log(slog.LevelWarn, "exit of a child spawned for no workspace dropped", pidAttr(m.Proc))
 		return
@@ -412,10 +413,10 @@ func (c *NodeCore) exited(m messages.ProcessExited) {
 	c.tellWorkspace(m.Workspace, m)
 }
 
-func (c *NodeCore) boot(m messages.Boot) {
+func (c *NodeCore) boot(m protocol.Boot) {
 	for _, p := range m.Found {
 		if p.Verb == "serve" && p.Launch != "" {
-			c.emit(messages.ResolveLaunch{Proc: p})
+			c.emit(protocol.ResolveLaunch{Proc: p})
 			continue
 		}
 		c.log(slog.LevelInfo, "found a process naming a workspace; the daemon never starts or adopts a terminal session", wsAttr(p.Workspace), pidAttr(p.Proc), slog.String("verb", p.Verb))
@@ -431,7 +432,7 @@ func (c *NodeCore) boot(m messages.Boot) {
 // record names, or a `workspace serve` of its launch) is found and adopted
 // as any is; every other ended while no daemon ran, and its launch is read
 // so that its end is written. Each launch is taken once.
-func (c *NodeCore) foundGone(spawned []messages.Spawned, found []messages.ProcInfo) {
+func (c *NodeCore) foundGone(spawned []protocol.Spawned, found []protocol.ProcInfo) {
 	seen := map[string]bool{}
 	for _, s := range spawned {
 		if seen[s.Launch] {
@@ -445,34 +446,34 @@ func (c *NodeCore) foundGone(spawned []messages.Spawned, found []messages.ProcIn
 			continue
 		}
 		c.log(slog.LevelInfo, "a session ended while no daemon ran; its end is written now", wsAttr(s.Workspace), pidAttr(s.Proc), slog.String(KeyLaunch, s.Launch))
-		c.emit(messages.ResolveLaunch{Proc: messages.ProcInfo{Proc: s.Proc, Workspace: s.Workspace, Launch: s.Launch, StartedBy: messages.OriginDaemon}, Gone: true})
+		c.emit(protocol.ResolveLaunch{Proc: protocol.ProcInfo{Proc: s.Proc, Workspace: s.Workspace, Launch: s.Launch, StartedBy: messages.OriginDaemon}, Gone: true})
 	}
 }
 
 // runsOn is the process found at start that is s's session still: the
 // process s names (its PID and start time), or a `workspace serve` of its
 // launch in its workspace.
-func runsOn(s messages.Spawned, found []messages.ProcInfo) (messages.ProcInfo, bool) {
+func runsOn(s protocol.Spawned, found []protocol.ProcInfo) (protocol.ProcInfo, bool) {
 	for _, p := range found {
 		if p.Proc == s.Proc || (p.Workspace == s.Workspace && p.Verb == "serve" && p.Launch == s.Launch) {
 			return p, true
 		}
 	}
-	return messages.ProcInfo{}, false
+	return protocol.ProcInfo{}, false
 }
 
 // foundRuns starts the actors of the runs the wiring found in the node's
 // care, or lost, when the daemon starts or a re-exec's new image does.
-func (c *NodeCore) foundRuns(runs []messages.RunActorState) {
+func (c *NodeCore) foundRuns(runs []protocol.RunActorState) {
 	for _, st := range runs {
 		if st.InCare && st.StartedCounts && st.Facts.Slot != "" {
 			// Its started counts: it holds its user's slot until it
 			// leaves the node's care.
 			c.sched.Hold(st.Facts.Slot, st.Facts.Hash)
 		}
-		r := messages.RunRouted{Run: st.Facts.Hash, Start: &st}
+		r := protocol.RunRouted{Run: st.Facts.Hash, Start: &st}
 		if st.Lost != "" {
-			r.Event = messages.RunNotInCare{Note: st.Lost}
+			r.Event = protocol.RunNotInCare{Note: st.Lost}
 		}
 		c.routeRun(r)
 	}
@@ -482,18 +483,18 @@ func (c *NodeCore) foundRuns(runs []messages.RunActorState) {
 // on demand: from the state the event brings, or in state none. A run's
 // actor stays once its run ended, taking anything and doing nothing, so a
 // late stop or a second arrival changes nothing.
-func (c *NodeCore) routeRun(r messages.RunRouted) {
+func (c *NodeCore) routeRun(r protocol.RunRouted) {
 	if r.Run == "" {
 		c.log(slog.LevelWarn, "a run event naming no run dropped", slog.String(KeyMessage, r.String()))
 		return
 	}
-	addr := messages.RunAddr(r.Run)
+	addr := protocol.RunAddr(r.Run)
 	if !c.runs[r.Run] {
 		if c.runs == nil {
 			c.runs = map[string]bool{}
 		}
 		c.runs[r.Run] = true
-		c.out = append(c.out, messages.StartActor{Addr: addr, Run: r.Start})
+		c.out = append(c.out, protocol.StartActor{Addr: addr, Run: r.Start})
 	}
 	if r.Event != nil {
 		c.tell(addr, r.Event)
@@ -504,12 +505,12 @@ func (c *NodeCore) routeRun(r messages.RunRouted) {
 // what waits on its branch (D42): its queue is derived from the record, so a
 // check-in that arrived while no daemon ran is found, and one with a result
 // is not. A listener of a `stays` session launches nothing and is left out.
-func (c *NodeCore) lookAtQueues(ls []messages.ListenedBranch) {
+func (c *NodeCore) lookAtQueues(ls []protocol.ListenedBranch) {
 	for _, l := range ls {
 		if l.Listener.Lifetime != messages.Completes {
 			continue
 		}
-		c.tellWorkspace(l.Listener.Workspace, messages.CheckinArrived{Branch: l.Branch, Listener: l.Listener})
+		c.tellWorkspace(l.Listener.Workspace, protocol.CheckinArrived{Branch: l.Branch, Listener: l.Listener})
 	}
 }
 
@@ -517,11 +518,11 @@ func (c *NodeCore) lookAtQueues(ls []messages.ListenedBranch) {
 // collection the workspace is asked again after this message: an answer it
 // gave or will give to an earlier request may predate what the message
 // makes it do.
-func (c *NodeCore) tellWorkspace(w messages.WorkspaceKey, m messages.DaemonMessage) {
-	addr := messages.WorkspaceAddr(w)
+func (c *NodeCore) tellWorkspace(w messages.WorkspaceKey, m protocol.DaemonMessage) {
+	addr := protocol.WorkspaceAddr(w)
 	if !c.workspaces[w] {
 		c.workspaces[w] = true
-		c.out = append(c.out, messages.StartActor{Addr: addr, Workspace: &messages.WorkspaceState{Workspace: w}})
+		c.out = append(c.out, protocol.StartActor{Addr: addr, Workspace: &protocol.WorkspaceState{Workspace: w}})
 	}
 	c.tell(addr, m)
 	if c.collect != nil {
@@ -552,7 +553,7 @@ func (c *NodeCore) reexec() {
 		c.pauseWanted = true // once the inputs have resumed from the last one
 		return
 	}
-	c.emit(messages.PauseInputs{})
+	c.emit(protocol.PauseInputs{})
 }
 
 // advance moves a re-exec or a snapshot on when what it waits for is done.
@@ -571,12 +572,12 @@ func (c *NodeCore) beginCollect(freeze bool, requests []int) {
 	c.collect = newCollection(c.seq, freeze)
 	c.collect.requests = requests
 	for _, w := range c.workspaceList() {
-		addr := messages.WorkspaceAddr(w)
+		addr := protocol.WorkspaceAddr(w)
 		c.tell(addr, c.collect.ask(addr))
 	}
 }
 
-func (c *NodeCore) collected(m messages.StateCollected) {
+func (c *NodeCore) collected(m protocol.StateCollected) {
 	if c.collect == nil || m.Workspace == nil || !c.collect.answer(m) {
 		return
 	}
@@ -589,26 +590,26 @@ func (c *NodeCore) maybeFinish() {
 	}
 	h := c.handoff()
 	for _, r := range c.collect.requests {
-		c.out = append(c.out, messages.ReplySnapshot{Request: r, Handoff: h})
+		c.out = append(c.out, protocol.ReplySnapshot{Request: r, Handoff: h})
 	}
 	freeze := c.collect.freeze
 	c.collect = nil
 	if freeze {
 		c.phase = nodeExecing
-		c.emit(messages.ExecRelease{Handoff: h})
+		c.emit(protocol.ExecRelease{Handoff: h})
 	}
 }
 
 // handoff builds the hand-off from the node's state and the collected parts.
-func (c *NodeCore) handoff() messages.Handoff {
-	h := messages.Handoff{
-		OCX:           messages.HandoffKind,
-		Version:       messages.HandoffVersion,
+func (c *NodeCore) handoff() protocol.Handoff {
+	h := protocol.Handoff{
+		OCX:           protocol.HandoffKind,
+		Version:       protocol.HandoffVersion,
 		Recent:        c.recent.list(),
 		Pending:       []string{},
-		Held:          []messages.ProcessExited{},
+		Held:          []protocol.ProcessExited{},
 		PipeRemainder: append([]byte(nil), c.remainder...),
-		Workspaces:    []messages.WorkspaceState{},
+		Workspaces:    []protocol.WorkspaceState{},
 	}
 	for _, l := range c.deferred {
 		if b, err := l.Encode(); err == nil {
@@ -639,20 +640,20 @@ func (c *NodeCore) resume() {
 	rem := c.remainder
 	c.remainder = nil
 	c.resuming = true
-	c.emit(messages.ResumeInputs{Remainder: rem})
+	c.emit(protocol.ResumeInputs{Remainder: rem})
 }
 
 // restore starts from a hand-off: the recent hashes, each workspace with its
 // sessions and listeners, the exits held back for the exec (each to the
 // workspace whose session it ends), then the lines the old image kept, in
 // order.
-func (c *NodeCore) restore(h messages.Handoff) {
+func (c *NodeCore) restore(h protocol.Handoff) {
 	for _, r := range h.Recent {
 		c.recent.add(r)
 	}
 	for _, w := range h.Workspaces {
 		c.workspaces[w.Workspace] = true
-		c.out = append(c.out, messages.StartActor{Addr: messages.WorkspaceAddr(w.Workspace), Workspace: &w})
+		c.out = append(c.out, protocol.StartActor{Addr: protocol.WorkspaceAddr(w.Workspace), Workspace: &w})
 	}
 	// An image before this one wrote no workspace with a held exit.
 	children := h.ChildWorkspaces()
@@ -675,4 +676,4 @@ func (c *NodeCore) restore(h messages.Handoff) {
 // Quiescent reports whether the node waits for no result.
 func (c *NodeCore) Quiescent() bool { return c.awaiting == 0 }
 
-func (c *NodeCore) addr() messages.ActorAddr { return messages.NodeAddr() }
+func (c *NodeCore) addr() protocol.ActorAddr { return protocol.NodeAddr() }

@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // nodeModel is what the node's history must add up to.
@@ -20,33 +21,33 @@ type nodeModel struct {
 	now time.Time
 
 	started   map[messages.WorkspaceKey]bool
-	classify  []messages.ClassifyArtifact // awaiting a result
+	classify  []protocol.ClassifyArtifact // awaiting a result
 	known     map[string]bool             // hashes classified or seen: a post of them is a duplicate
 	launched  map[string]int              // LaunchRequested told, per hash
 	refused   map[string]int              // refusal notes asked for, per hash
 	refusing  []string                    // refusal notes being written
-	exits     map[messages.ProcID]int     // exits forwarded, per process
-	expect    map[messages.ProcID]int     // exits that must have been forwarded
-	exited    map[messages.ProcID]bool
-	collects  map[messages.WorkspaceKey]messages.CollectState // the latest asked
+	exits     map[protocol.ProcID]int     // exits forwarded, per process
+	expect    map[protocol.ProcID]int     // exits that must have been forwarded
+	exited    map[protocol.ProcID]bool
+	collects  map[messages.WorkspaceKey]protocol.CollectState // the latest asked
 	answered  map[messages.WorkspaceKey]bool
 	phase     string // running, pausing, paused, collecting, execing
 	deferred  []string
 	pauseAsk  bool
 	resumes   int
-	execs     []messages.Handoff
+	execs     []protocol.Handoff
 	snapshots int
 	replies   int
 }
 
 var nodeWs = []messages.WorkspaceKey{{Login: "ana", Project: "demo"}, {Login: "bob", Project: "demo"}}
 
-func (m *nodeModel) step(t *rapid.T, msg messages.DaemonMessage) {
+func (m *nodeModel) step(t *rapid.T, msg protocol.DaemonMessage) {
 	t.Logf("step %s", msg)
 	for _, e := range m.c.Step(m.now, msg) {
 		t.Logf("  -> %s", e)
 		switch e := e.(type) {
-		case messages.ClassifyArtifact:
+		case protocol.ClassifyArtifact:
 			if m.known[e.Hash] {
 				t.Fatalf("a duplicate post classified again: %s", e.Hash)
 			}
@@ -59,37 +60,37 @@ func (m *nodeModel) step(t *rapid.T, msg messages.DaemonMessage) {
 				t.Fatalf("a post acted on during a re-exec (%s)", m.phase)
 			}
 			m.classify = append(m.classify, e)
-		case messages.StartActor:
+		case protocol.StartActor:
 			if m.started[e.Addr.Workspace] {
 				t.Fatalf("workspace started twice: %s", e.Addr)
 			}
 			m.started[e.Addr.Workspace] = true
-		case messages.Tell:
+		case protocol.Tell:
 			w := e.To.Workspace
 			if !m.started[w] {
 				t.Fatalf("a tell to a workspace not started: %s", e)
 			}
 			switch x := e.Msg.(type) {
-			case messages.LaunchRequested:
+			case protocol.LaunchRequested:
 				m.launched[x.Launch.Hash]++
-			case messages.ProcessExited:
+			case protocol.ProcessExited:
 				if x.Workspace != w {
 					t.Fatalf("an exit sent to %s, not to the workspace it was spawned for: %s", w, x)
 				}
 				m.exits[x.Proc]++
-			case messages.CollectState:
+			case protocol.CollectState:
 				m.collects[w] = x
 				m.answered[w] = false
 				if x.Freeze && m.phase != "paused" {
 					t.Fatalf("a freezing collection in phase %s, before the inputs paused", m.phase)
 				}
 			}
-		case messages.PauseInputs:
+		case protocol.PauseInputs:
 			if m.phase != "pausing" {
 				t.Fatalf("inputs paused in phase %s", m.phase)
 			}
 			m.pauseAsk = true
-		case messages.ExecRelease:
+		case protocol.ExecRelease:
 			if m.phase != "paused" || len(m.classify) > 0 || len(m.refusing) > 0 {
 				t.Fatalf("exec asked in phase %s with %d classifications and %d refusal notes in flight", m.phase, len(m.classify), len(m.refusing))
 			}
@@ -103,14 +104,14 @@ func (m *nodeModel) step(t *rapid.T, msg messages.DaemonMessage) {
 			}
 			m.phase = "execing"
 			m.execs = append(m.execs, e.Handoff)
-		case messages.ResumeInputs:
+		case protocol.ResumeInputs:
 			if m.phase != "running" {
 				t.Fatalf("inputs resumed in phase %s", m.phase)
 			}
 			m.resumes++
-		case messages.ReplySnapshot:
+		case protocol.ReplySnapshot:
 			m.replies++
-		case messages.WriteRefusal:
+		case protocol.WriteRefusal:
 			m.refused[e.Launch.Hash]++
 			m.refusing = append(m.refusing, e.Launch.Hash)
 			if m.refused[e.Launch.Hash] > 1 {
@@ -119,7 +120,7 @@ func (m *nodeModel) step(t *rapid.T, msg messages.DaemonMessage) {
 			if e.Reason == "" || e.Launch.Workspace.Project == "" {
 				t.Fatalf("a refusal that names no reason or project: %s", e)
 			}
-		case messages.ResolveLaunch, messages.LogEvent:
+		case protocol.ResolveLaunch, protocol.LogEvent:
 		default:
 			t.Fatalf("the node never asks for %T: %s", e, e)
 		}
@@ -141,8 +142,8 @@ func nodeWsStarted(m *nodeModel) []messages.WorkspaceKey {
 func TestNodeCoreProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := &nodeModel{now: time.Unix(1_000_000, 0), started: map[messages.WorkspaceKey]bool{}, known: map[string]bool{},
-			launched: map[string]int{}, refused: map[string]int{}, exits: map[messages.ProcID]int{},
-			exited: map[messages.ProcID]bool{}, expect: map[messages.ProcID]int{}, collects: map[messages.WorkspaceKey]messages.CollectState{}, answered: map[messages.WorkspaceKey]bool{}, phase: "running"}
+			launched: map[string]int{}, refused: map[string]int{}, exits: map[protocol.ProcID]int{},
+			exited: map[protocol.ProcID]bool{}, expect: map[protocol.ProcID]int{}, collects: map[messages.WorkspaceKey]protocol.CollectState{}, answered: map[messages.WorkspaceKey]bool{}, phase: "running"}
 		m.c = NewNodeCore(Config{})
 		line := func(t *rapid.T, l messages.PipeLine) {
 			if m.phase != "running" {
@@ -153,7 +154,7 @@ func TestNodeCoreProperties(t *testing.T) {
 			} else if _, ok := l.(messages.ReexecLine); ok {
 				m.phase = "pausing"
 			}
-			m.step(t, messages.LineRead{Line: l})
+			m.step(t, protocol.LineRead{Line: l})
 		}
 
 		t.Repeat(map[string]func(*rapid.T){
@@ -171,7 +172,7 @@ func TestNodeCoreProperties(t *testing.T) {
 				}
 				c := m.classify[0]
 				m.classify = m.classify[1:]
-				r := messages.ArtifactClassified{Repository: c.Repository, Hash: c.Hash}
+				r := protocol.ArtifactClassified{Repository: c.Repository, Hash: c.Hash}
 				switch rapid.IntRange(0, 4).Draw(t, "kind") {
 				case 0:
 					r.Err = errors.New("locked")
@@ -181,10 +182,10 @@ func TestNodeCoreProperties(t *testing.T) {
 					r.Launch = &l
 					m.known[c.Hash] = true
 				case 2:
-					r.Checkin = &messages.CheckinSpec{Hash: c.Hash, Branch: "trunk", Listeners: []messages.BranchListener{{Workspace: nodeWs[0], Lifetime: messages.Completes}}}
+					r.Checkin = &protocol.CheckinSpec{Hash: c.Hash, Branch: "trunk", Listeners: []protocol.BranchListener{{Workspace: nodeWs[0], Lifetime: messages.Completes}}}
 					m.known[c.Hash] = true
 				case 3:
-					r.Refused = &messages.LaunchRefused{Hash: c.Hash, Repository: c.Repository, Workspace: rapid.SampledFrom(nodeWs).Draw(t, "w"), Reason: "its workspace definition does not read"}
+					r.Refused = &protocol.LaunchRefused{Hash: c.Hash, Repository: c.Repository, Workspace: rapid.SampledFrom(nodeWs).Draw(t, "w"), Reason: "its workspace definition does not read"}
 					m.known[c.Hash] = true
 				default:
 					r.Nothing = "a reply"
@@ -195,10 +196,10 @@ func TestNodeCoreProperties(t *testing.T) {
 			"seen": func(t *rapid.T) {
 				h := testHash(rapid.IntRange(0, 5).Draw(t, "hash"))
 				m.known[h] = true
-				m.step(t, messages.LaunchSeen{Hash: h})
+				m.step(t, protocol.LaunchSeen{Hash: h})
 			},
 			"exit": func(t *rapid.T) {
-				p := messages.ProcID{PID: rapid.IntRange(700, 706).Draw(t, "pid"), Start: 5000}
+				p := protocol.ProcID{PID: rapid.IntRange(700, 706).Draw(t, "pid"), Start: 5000}
 				if m.exited[p] && rapid.Bool().Draw(t, "dup") == false {
 					t.Skip("a reaper reports an exit once; duplicates are drawn rarely")
 				}
@@ -212,7 +213,7 @@ func TestNodeCoreProperties(t *testing.T) {
 					w = rapid.SampledFrom(nodeWs).Draw(t, "w")
 					m.expect[q]++
 				}
-				m.step(t, messages.ProcessExited{Proc: q, Workspace: w, Status: messages.ExitStatus{State: messages.EndExited}})
+				m.step(t, protocol.ProcessExited{Proc: q, Workspace: w, Status: messages.ExitStatus{State: messages.EndExited}})
 			},
 			"paused": func(t *rapid.T) {
 				if !m.pauseAsk {
@@ -222,17 +223,17 @@ func TestNodeCoreProperties(t *testing.T) {
 				if rapid.IntRange(0, 4).Draw(t, "fail") == 0 {
 					m.phase = "running"
 					m.deferredDispatched(t)
-					m.step(t, messages.InputsPaused{Err: errors.New("stuck")})
+					m.step(t, protocol.InputsPaused{Err: errors.New("stuck")})
 					return
 				}
 				m.phase = "paused"
-				m.step(t, messages.InputsPaused{Remainder: []byte("pos")})
+				m.step(t, protocol.InputsPaused{Remainder: []byte("pos")})
 			},
 			"wsAnswers": func(t *rapid.T) {
 				for w, x := range m.collects {
 					if !m.answered[w] {
 						m.answered[w] = true
-						m.step(t, messages.StateCollected{Seq: x.Seq, Ask: x.Ask, From: messages.WorkspaceAddr(w), Workspace: &messages.WorkspaceState{Workspace: w}})
+						m.step(t, protocol.StateCollected{Seq: x.Seq, Ask: x.Ask, From: protocol.WorkspaceAddr(w), Workspace: &protocol.WorkspaceState{Workspace: w}})
 						return
 					}
 				}
@@ -244,14 +245,14 @@ func TestNodeCoreProperties(t *testing.T) {
 				}
 				m.phase = "running"
 				m.deferredDispatched(t)
-				m.step(t, messages.ExecFailed{Err: errors.New("ENOENT")})
+				m.step(t, protocol.ExecFailed{Err: errors.New("ENOENT")})
 			},
 			"resumed": func(t *rapid.T) {
 				if m.resumes == 0 {
 					t.Skip("no resume asked")
 				}
 				m.resumes--
-				m.step(t, messages.InputsResumed{})
+				m.step(t, protocol.InputsResumed{})
 			},
 			"refusalWritten": func(t *rapid.T) {
 				if len(m.refusing) == 0 {
@@ -263,11 +264,11 @@ func TestNodeCoreProperties(t *testing.T) {
 				if rapid.Bool().Draw(t, "fails") {
 					err = errors.New("server gone")
 				}
-				m.step(t, messages.RefusalWritten{Launch: h, Err: err})
+				m.step(t, protocol.RefusalWritten{Launch: h, Err: err})
 			},
 			"snapshot": func(t *rapid.T) {
 				m.snapshots++
-				m.step(t, messages.SnapshotRequest{Request: m.snapshots})
+				m.step(t, protocol.SnapshotRequest{Request: m.snapshots})
 			},
 			"": func(t *rapid.T) {
 				if m.replies > m.snapshots {
@@ -317,42 +318,42 @@ func (m *nodeModel) deferredDispatched(*rapid.T) { m.deferred = nil }
 func TestNodeCoreAsksForDeliveries(t *testing.T) {
 	c := NewNodeCore(Config{})
 	c.Start(time.Time{})
-	names := func(effs []messages.DaemonEffect) []string {
+	names := func(effs []protocol.DaemonEffect) []string {
 		var out []string
 		for _, e := range effs {
 			switch e := e.(type) {
-			case messages.ClassifyArtifact, messages.StartActor, messages.ReadDeliveries:
+			case protocol.ClassifyArtifact, protocol.StartActor, protocol.ReadDeliveries:
 				out = append(out, e.String())
-			case messages.Tell:
+			case protocol.Tell:
 				out = append(out, "tell "+e.To.String()+": "+e.Msg.String())
 			}
 		}
 		return out
 	}
-	step := func(msg messages.DaemonMessage, want ...string) {
+	step := func(msg protocol.DaemonMessage, want ...string) {
 		t.Helper()
 		if got := names(c.Step(time.Time{}, msg)); strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Fatalf("%s\n--- got\n%s\n--- want\n%s", msg, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	}
-	post := func(h string) messages.LineRead {
-		return messages.LineRead{Line: messages.PostLine{Repository: "/srv/demo.fossil", Hash: h}}
+	post := func(h string) protocol.LineRead {
+		return protocol.LineRead{Line: messages.PostLine{Repository: "/srv/demo.fossil", Hash: h}}
 	}
 	// No run's actor: a post is classified, and nobody is asked for its deliveries.
 	step(post("aaaaaaaaaa"), "classify /srv/demo.fossil aaaaaaaaaa")
-	step(messages.ArtifactClassified{Repository: "/srv/demo.fossil", Hash: "aaaaaaaaaa", Nothing: "a post", Arrival: true})
+	step(protocol.ArtifactClassified{Repository: "/srv/demo.fossil", Hash: "aaaaaaaaaa", Nothing: "a post", Arrival: true})
 	// A run arrives: its actor hears it first, then the deliveries are read.
-	run := messages.RunRouted{Run: "R0run00000", Event: messages.RunArrived{Facts: messages.RunFacts{Hash: "R0run00000"}}}
-	addr := messages.RunAddr("R0run00000")
+	run := protocol.RunRouted{Run: "R0run00000", Event: protocol.RunArrived{Facts: protocol.RunFacts{Hash: "R0run00000"}}}
+	addr := protocol.RunAddr("R0run00000")
 	step(post("bbbbbbbbbb"), "classify /srv/demo.fossil bbbbbbbbbb")
-	step(messages.ArtifactClassified{Repository: "/srv/demo.fossil", Hash: "bbbbbbbbbb", Run: &run, Arrival: true},
-		messages.StartActor{Addr: addr}.String(), "tell "+addr.String()+": "+run.Event.String(), "read the deliveries of /srv/demo.fossil")
+	step(protocol.ArtifactClassified{Repository: "/srv/demo.fossil", Hash: "bbbbbbbbbb", Run: &run, Arrival: true},
+		protocol.StartActor{Addr: addr}.String(), "tell "+addr.String()+": "+run.Event.String(), "read the deliveries of /srv/demo.fossil")
 	// A check-in that is no arrival (a wiki page, say) asks for nothing.
 	step(post("cccccccccc"), "classify /srv/demo.fossil cccccccccc")
-	step(messages.ArtifactClassified{Repository: "/srv/demo.fossil", Hash: "cccccccccc", Nothing: "a wiki page"})
+	step(protocol.ArtifactClassified{Repository: "/srv/demo.fossil", Hash: "cccccccccc", Nothing: "a wiki page"})
 	// What the run engine read goes to the run's actor.
-	d := messages.RunDelivered{Delivery: messages.RunDelivery{Hash: "dddddddddd"}}
-	step(messages.DeliveriesRead{Routed: []messages.RunRouted{{Run: "R0run00000", Event: d}}}, "tell "+addr.String()+": "+d.String())
+	d := protocol.RunDelivered{Delivery: protocol.RunDelivery{Hash: "dddddddddd"}}
+	step(protocol.DeliveriesRead{Routed: []protocol.RunRouted{{Run: "R0run00000", Event: d}}}, "tell "+addr.String()+": "+d.String())
 }
 
 // TestNodeCoreActsInTheOrderOfItsLines: posts are acted on in the order
@@ -371,13 +372,13 @@ func TestNodeCoreActsInTheOrderOfItsLines(t *testing.T) {
 		}
 		var started []string
 		var inFlight []string
-		record := func(effs []messages.DaemonEffect) {
+		record := func(effs []protocol.DaemonEffect) {
 			for _, e := range effs {
 				switch e := e.(type) {
-				case messages.ClassifyArtifact:
+				case protocol.ClassifyArtifact:
 					inFlight = append(inFlight, e.Hash)
-				case messages.StartActor:
-					if e.Addr.Kind == messages.ActorRun {
+				case protocol.StartActor:
+					if e.Addr.Kind == protocol.ActorRun {
 						started = append(started, e.Addr.Run)
 					}
 				}
@@ -388,10 +389,10 @@ func TestNodeCoreActsInTheOrderOfItsLines(t *testing.T) {
 			if read < n && (len(inFlight) == 0 || rapid.Bool().Draw(t, "read")) {
 				h := hashes[read]
 				read++
-				record(c.Step(time.Time{}, messages.LineRead{Line: messages.PostLine{Repository: "/srv/demo.fossil", Hash: h}}))
+				record(c.Step(time.Time{}, protocol.LineRead{Line: messages.PostLine{Repository: "/srv/demo.fossil", Hash: h}}))
 				if rapid.Bool().Draw(t, "again") {
 					before := len(inFlight)
-					record(c.Step(time.Time{}, messages.LineRead{Line: messages.PostLine{Repository: "/srv/demo.fossil", Hash: h}}))
+					record(c.Step(time.Time{}, protocol.LineRead{Line: messages.PostLine{Repository: "/srv/demo.fossil", Hash: h}}))
 					if len(inFlight) != before {
 						t.Fatalf("a post read twice is classified twice")
 					}
@@ -402,8 +403,8 @@ func TestNodeCoreActsInTheOrderOfItsLines(t *testing.T) {
 			h := inFlight[i]
 			inFlight = append(inFlight[:i], inFlight[i+1:]...)
 			run := "R" + h[1:]
-			m := messages.ArtifactClassified{Repository: "/srv/demo.fossil", Hash: h, Arrival: true,
-				Run: &messages.RunRouted{Run: run, Event: messages.RunArrived{Facts: messages.RunFacts{Hash: run}}}}
+			m := protocol.ArtifactClassified{Repository: "/srv/demo.fossil", Hash: h, Arrival: true,
+				Run: &protocol.RunRouted{Run: run, Event: protocol.RunArrived{Facts: protocol.RunFacts{Hash: run}}}}
 			if rapid.IntRange(0, 4).Draw(t, "kind") == 0 {
 				m.Run, m.Nothing = nil, "a plain post"
 			}
@@ -436,27 +437,27 @@ func TestNodeCoreActsInTheOrderOfItsLines(t *testing.T) {
 func TestNodeCoreRestoresTheRunsFoundLater(t *testing.T) {
 	c := NewNodeCore(Config{})
 	c.Start(time.Time{})
-	c.Step(time.Time{}, messages.Boot{})
-	running := messages.RunRouted{Run: "R1run00000", Event: messages.RunArrived{Facts: messages.RunFacts{Hash: "R1run00000"}}}
+	c.Step(time.Time{}, protocol.Boot{})
+	running := protocol.RunRouted{Run: "R1run00000", Event: protocol.RunArrived{Facts: protocol.RunFacts{Hash: "R1run00000"}}}
 	c.Step(time.Time{}, running)
-	held := messages.RunActorState{Facts: messages.RunFacts{Hash: "R2run00000"}, StartedCounts: true, InCare: true, Alive: true, Proc: 1}
-	lost := messages.RunActorState{Facts: messages.RunFacts{Hash: "R3run00000"}, StartedCounts: true, Lost: "its holder is gone"}
-	again := messages.RunActorState{Facts: messages.RunFacts{Hash: "R1run00000"}, InCare: true}
+	held := protocol.RunActorState{Facts: protocol.RunFacts{Hash: "R2run00000"}, StartedCounts: true, InCare: true, Alive: true, Proc: 1}
+	lost := protocol.RunActorState{Facts: protocol.RunFacts{Hash: "R3run00000"}, StartedCounts: true, Lost: "its holder is gone"}
+	again := protocol.RunActorState{Facts: protocol.RunFacts{Hash: "R1run00000"}, InCare: true}
 	var got []string
-	for _, e := range c.Step(time.Time{}, messages.RunsFound{Project: "demo", Runs: []messages.RunActorState{held, lost, again}}) {
+	for _, e := range c.Step(time.Time{}, protocol.RunsFound{Project: "demo", Runs: []protocol.RunActorState{held, lost, again}}) {
 		switch e := e.(type) {
-		case messages.StartActor:
+		case protocol.StartActor:
 			got = append(got, "start "+e.Addr.String()+fmt.Sprintf(" restored=%v", e.Run != nil))
-		case messages.Tell:
+		case protocol.Tell:
 			got = append(got, "tell "+e.To.String()+": "+e.Msg.String())
-		case messages.ReadDeliveries:
+		case protocol.ReadDeliveries:
 			got = append(got, e.String())
 		}
 	}
 	want := []string{
-		"start " + messages.RunAddr("R2run00000").String() + " restored=true",
-		"start " + messages.RunAddr("R3run00000").String() + " restored=true",
-		"tell " + messages.RunAddr("R3run00000").String() + ": " + messages.RunNotInCare{Note: "its holder is gone"}.String(),
+		"start " + protocol.RunAddr("R2run00000").String() + " restored=true",
+		"start " + protocol.RunAddr("R3run00000").String() + " restored=true",
+		"tell " + protocol.RunAddr("R3run00000").String() + ": " + protocol.RunNotInCare{Note: "its holder is gone"}.String(),
 		"read the deliveries of every repository",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -475,8 +476,8 @@ func TestNodeCoreBootFindsTheGone(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		c := NewNodeCore(Config{})
 		now := time.Unix(1_000_000, 0)
-		var found []messages.ProcInfo
-		var spawned []messages.Spawned
+		var found []protocol.ProcInfo
+		var spawned []protocol.Spawned
 		running := map[string]bool{} // launches whose session runs on
 		serving := map[string]bool{} // launches a found serve serves
 		pid := 600
@@ -484,24 +485,24 @@ func TestNodeCoreBootFindsTheGone(t *testing.T) {
 			pid++
 			w := rapid.SampledFrom(nodeWs).Draw(t, "w")
 			l := testHash(pid)
-			proc := messages.ProcID{PID: pid, Start: 4000}
+			proc := protocol.ProcID{PID: pid, Start: 4000}
 			switch rapid.IntRange(0, 4).Draw(t, "kind") {
 			case 0: // a serve found, no spawned record (an older daemon's)
-				found = append(found, messages.ProcInfo{Proc: proc, Workspace: w, Verb: "serve", Launch: l})
+				found = append(found, protocol.ProcInfo{Proc: proc, Workspace: w, Verb: "serve", Launch: l})
 				serving[l], running[l] = true, true
 			case 1: // a serve found, the record naming its sandbox's bwrap
-				found = append(found, messages.ProcInfo{Proc: proc, Workspace: w, Verb: "serve", Launch: l})
-				spawned = append(spawned, messages.Spawned{Workspace: w, Launch: l, Proc: messages.ProcID{PID: pid + 1000, Start: 4000}})
+				found = append(found, protocol.ProcInfo{Proc: proc, Workspace: w, Verb: "serve", Launch: l})
+				spawned = append(spawned, protocol.Spawned{Workspace: w, Launch: l, Proc: protocol.ProcID{PID: pid + 1000, Start: 4000}})
 				serving[l], running[l] = true, true
 			case 2: // the process the record names runs on, no serve
-				found = append(found, messages.ProcInfo{Proc: proc, Workspace: w, Verb: "bind"})
-				spawned = append(spawned, messages.Spawned{Workspace: w, Launch: l, Proc: proc})
+				found = append(found, protocol.ProcInfo{Proc: proc, Workspace: w, Verb: "bind"})
+				spawned = append(spawned, protocol.Spawned{Workspace: w, Launch: l, Proc: proc})
 				running[l] = true
 			case 3: // gone; its PID reused by a terminal session now
-				found = append(found, messages.ProcInfo{Proc: messages.ProcID{PID: pid, Start: 9000}, Workspace: w, Verb: "run"})
-				spawned = append(spawned, messages.Spawned{Workspace: w, Launch: l, Proc: proc})
+				found = append(found, protocol.ProcInfo{Proc: protocol.ProcID{PID: pid, Start: 9000}, Workspace: w, Verb: "run"})
+				spawned = append(spawned, protocol.Spawned{Workspace: w, Launch: l, Proc: proc})
 			default: // gone
-				spawned = append(spawned, messages.Spawned{Workspace: w, Launch: l, Proc: proc})
+				spawned = append(spawned, protocol.Spawned{Workspace: w, Launch: l, Proc: proc})
 			}
 		}
 		if len(spawned) > 0 && rapid.Bool().Draw(t, "twice") {
@@ -509,12 +510,12 @@ func TestNodeCoreBootFindsTheGone(t *testing.T) {
 		}
 		rapid.Permutation(spawned).Draw(t, "order")
 
-		resolving := map[string]messages.ResolveLaunch{}
+		resolving := map[string]protocol.ResolveLaunch{}
 		adopted := map[string]int{}
-		step := func(msg messages.DaemonMessage) {
+		step := func(msg protocol.DaemonMessage) {
 			for _, e := range c.Step(now, msg) {
 				switch e := e.(type) {
-				case messages.ResolveLaunch:
+				case protocol.ResolveLaunch:
 					l := e.Proc.Launch
 					if _, twice := resolving[l]; twice {
 						t.Fatalf("launch %s read twice", l)
@@ -526,19 +527,19 @@ func TestNodeCoreBootFindsTheGone(t *testing.T) {
 						t.Fatalf("launch %s read for a process that serves nothing", l)
 					}
 					resolving[l] = e
-				case messages.Tell:
-					if a, ok := e.Msg.(messages.AdoptSession); ok {
+				case protocol.Tell:
+					if a, ok := e.Msg.(protocol.AdoptSession); ok {
 						adopted[a.Launch.Hash]++
 						if a.Gone != !running[a.Launch.Hash] || a.Proc.Workspace != e.To.Workspace {
 							t.Fatalf("adopted %s to %s; its session runs on: %v", a, e.To, running[a.Launch.Hash])
 						}
 					}
-				case messages.ClassifyArtifact:
+				case protocol.ClassifyArtifact:
 					t.Fatalf("a launch handled at start classified again: %s", e)
 				}
 			}
 		}
-		step(messages.Boot{Found: found, Spawned: spawned})
+		step(protocol.Boot{Found: found, Spawned: spawned})
 		for l := range serving {
 			if _, ok := resolving[l]; !ok {
 				t.Fatalf("the serve of %s is not read", l)
@@ -558,20 +559,20 @@ func TestNodeCoreBootFindsTheGone(t *testing.T) {
 		for _, l := range rapid.Permutation(reads).Draw(t, "answers") {
 			e := resolving[l]
 			if rapid.IntRange(0, 3).Draw(t, "fails") == 0 {
-				step(messages.LaunchResolved{Proc: e.Proc, Gone: e.Gone, Err: errors.New("no such artifact")})
+				step(protocol.LaunchResolved{Proc: e.Proc, Gone: e.Gone, Err: errors.New("no such artifact")})
 				continue
 			}
 			spec := testLaunch(0, false)
 			spec.Hash, spec.Workspace = l, e.Proc.Workspace
 			ok[l] = true
-			step(messages.LaunchResolved{Proc: e.Proc, Launch: &spec, Gone: e.Gone})
+			step(protocol.LaunchResolved{Proc: e.Proc, Launch: &spec, Gone: e.Gone})
 		}
 		for _, l := range reads {
 			if want := boolInt(ok[l]); adopted[l] != want {
 				t.Fatalf("launch %s handed to its workspace %d times, want %d", l, adopted[l], want)
 			}
 			if ok[l] {
-				step(messages.LineRead{Line: messages.PostLine{Repository: "/srv/demo.fossil", Hash: l}})
+				step(protocol.LineRead{Line: messages.PostLine{Repository: "/srv/demo.fossil", Hash: l}})
 			}
 		}
 	})
@@ -584,38 +585,38 @@ func TestNodeCoreBootFindsTheGone(t *testing.T) {
 func TestNodeCoreGivesRunsTheirTurns(t *testing.T) {
 	c := NewNodeCore(Config{})
 	c.Start(time.Time{})
-	at := func(n int64) messages.RunPosition { return messages.RunPosition{Receipt: n, Row: 1} }
-	held := messages.RunActorState{Facts: messages.RunFacts{Hash: "R0run00000", Slot: "ana"}, StartedCounts: true, InCare: true, Alive: true, Proc: 1}
-	c.Step(time.Time{}, messages.Boot{Runs: []messages.RunActorState{held}})
+	at := func(n int64) protocol.RunPosition { return protocol.RunPosition{Receipt: n, Row: 1} }
+	held := protocol.RunActorState{Facts: protocol.RunFacts{Hash: "R0run00000", Slot: "ana"}, StartedCounts: true, InCare: true, Alive: true, Proc: 1}
+	c.Step(time.Time{}, protocol.Boot{Runs: []protocol.RunActorState{held}})
 	for i, h := range []string{"R1run00000", "R2run00000"} {
-		c.Step(time.Time{}, messages.LineRead{Line: messages.PostLine{Repository: "/r/demo.fossil", Hash: h}})
-		f := messages.RunFacts{Hash: h, Project: "demo", At: at(int64(i + 1)), Slot: "ana"}
-		c.Step(time.Time{}, messages.ArtifactClassified{Repository: "/r/demo.fossil", Hash: h,
-			Run: &messages.RunRouted{Run: h, Event: messages.RunArrived{Facts: f, InOrder: true}}})
+		c.Step(time.Time{}, protocol.LineRead{Line: messages.PostLine{Repository: "/r/demo.fossil", Hash: h}})
+		f := protocol.RunFacts{Hash: h, Project: "demo", At: at(int64(i + 1)), Slot: "ana"}
+		c.Step(time.Time{}, protocol.ArtifactClassified{Repository: "/r/demo.fossil", Hash: h,
+			Run: &protocol.RunRouted{Run: h, Event: protocol.RunArrived{Facts: f, InOrder: true}}})
 	}
-	turns := func(m messages.DaemonMessage) []string {
+	turns := func(m protocol.DaemonMessage) []string {
 		var got []string
 		for _, e := range c.Step(time.Time{}, m) {
 			switch e := e.(type) {
-			case messages.Tell:
+			case protocol.Tell:
 				got = append(got, e.To.String()+": "+e.Msg.String())
-			case messages.RunStartTimer:
+			case protocol.RunStartTimer:
 				got = append(got, e.String())
 			}
 		}
 		return got
 	}
-	ask := func(run, turn string, n int64) messages.RunTurnRequested {
-		return messages.RunTurnRequested{Run: run, Turn: turn, Project: "demo", At: at(n), User: "ana"}
+	ask := func(run, turn string, n int64) protocol.RunTurnRequested {
+		return protocol.RunTurnRequested{Run: run, Turn: turn, Project: "demo", At: at(n), User: "ana"}
 	}
 	for _, step := range []struct {
-		msg  messages.DaemonMessage
+		msg  protocol.DaemonMessage
 		want []string
 	}{
-		{ask("R2run00000", messages.RunTurnStarted, 2), []string{"start timer order R2run00000 #1 30s"}},
+		{ask("R2run00000", protocol.RunTurnStarted, 2), []string{"start timer order R2run00000 #1 30s"}},
 		// R0 holds ana's slot: R1 waits for it, and R2 after it goes on.
-		{ask("R1run00000", messages.RunTurnSlot, 1), []string{"run R2run00000: turn started given"}},
-		{messages.RunTurnDone{Run: "R0run00000", Turn: messages.RunTurnSlot}, []string{"run R1run00000: turn slot given"}},
+		{ask("R1run00000", protocol.RunTurnSlot, 1), []string{"run R2run00000: turn started given"}},
+		{protocol.RunTurnDone{Run: "R0run00000", Turn: protocol.RunTurnSlot}, []string{"run R1run00000: turn slot given"}},
 	} {
 		if got := turns(step.msg); strings.Join(got, "\n") != strings.Join(step.want, "\n") {
 			t.Fatalf("%s:\n--- got\n%s\n--- want\n%s", step.msg, strings.Join(got, "\n"), strings.Join(step.want, "\n"))

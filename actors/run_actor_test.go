@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // fakeRuns is a run engine that records each effect, in the order the run
@@ -18,7 +19,7 @@ type fakeRuns struct {
 	mu      sync.Mutex
 	log     []string
 	exitNow bool
-	toNode  func(messages.DaemonMessage)
+	toNode  func(protocol.DaemonMessage)
 	done    chan struct{}
 }
 
@@ -36,36 +37,36 @@ func (f *fakeRuns) Care(_ context.Context, run string, in bool) error {
 	return nil
 }
 
-func (f *fakeRuns) Prepare(context.Context, string) messages.RunPrepared {
+func (f *fakeRuns) Prepare(context.Context, string) protocol.RunPrepared {
 	f.record("prepare")
-	return messages.RunPrepared{Values: map[string]string{"run": strings.Repeat("a", 64)}}
+	return protocol.RunPrepared{Values: map[string]string{"run": strings.Repeat("a", 64)}}
 }
 
-func (f *fakeRuns) Write(_ context.Context, e messages.DaemonEffect) error {
+func (f *fakeRuns) Write(_ context.Context, e protocol.DaemonEffect) error {
 	f.record(e.String())
 	return nil
 }
 
-func (f *fakeRuns) Process(_ context.Context, e messages.DaemonEffect) error {
+func (f *fakeRuns) Process(_ context.Context, e protocol.DaemonEffect) error {
 	f.record(e.String())
 	switch e := e.(type) {
-	case messages.RunLaunch:
+	case protocol.RunLaunch:
 		if f.exitNow {
-			f.toNode(messages.RunRouted{Run: e.Run, Event: messages.RunProcessExited{Proc: e.Proc, Status: messages.Exited(0)}})
+			f.toNode(protocol.RunRouted{Run: e.Run, Event: protocol.RunProcessExited{Proc: e.Proc, Status: messages.Exited(0)}})
 		}
-	case messages.RunEndProcess:
-		f.toNode(messages.RunRouted{Run: e.Run, Event: messages.RunProcessExited{Proc: e.Proc, Status: messages.Signaled(15)}})
+	case protocol.RunEndProcess:
+		f.toNode(protocol.RunRouted{Run: e.Run, Event: protocol.RunProcessExited{Proc: e.Proc, Status: messages.Signaled(15)}})
 	}
 	return nil
 }
 
-func (f *fakeRuns) Check(context.Context) ([]messages.RunRouted, error) { return nil, nil }
+func (f *fakeRuns) Check(context.Context) ([]protocol.RunRouted, error) { return nil, nil }
 
-func (f *fakeRuns) Deliveries(context.Context, string, string) ([]messages.RunRouted, error) {
+func (f *fakeRuns) Deliveries(context.Context, string, string) ([]protocol.RunRouted, error) {
 	return nil, nil
 }
 
-func (f *fakeRuns) Start(context.Context, messages.StartRun) ([]messages.RunRouted, string, error) {
+func (f *fakeRuns) Start(context.Context, protocol.StartRun) ([]protocol.RunRouted, string, error) {
 	return nil, "", nil
 }
 
@@ -98,21 +99,21 @@ func TestRunActorInTheTree(t *testing.T) {
 			w := newFakeWorld()
 			runs := &fakeRuns{exitNow: tc.exitNow, done: make(chan struct{})}
 			w.runs = runs
-			lt := startTree(t, w, Config{}, messages.Boot{})
+			lt := startTree(t, w, Config{}, protocol.Boot{})
 			runs.toNode = lt.send
 			hash := strings.Repeat("b", 64)
-			facts := messages.RunFacts{Hash: hash}
+			facts := protocol.RunFacts{Hash: hash}
 			if tc.turns {
-				facts.Project, facts.At, facts.Slot = "demo", messages.RunPosition{Receipt: 3, Row: 1}, "ana"
+				facts.Project, facts.At, facts.Slot = "demo", protocol.RunPosition{Receipt: 3, Row: 1}, "ana"
 			}
-			lt.send(messages.RunRouted{Run: hash, Event: messages.RunArrived{Facts: facts, InOrder: tc.turns}})
+			lt.send(protocol.RunRouted{Run: hash, Event: protocol.RunArrived{Facts: facts, InOrder: tc.turns}})
 			if tc.stop {
 				// The launch is in the log once started is written; the stop
 				// is routed after it.
 				for !strings.Contains(runs.effects(), "launch") {
 					lt.snapshot(t)
 				}
-				lt.send(messages.RunRouted{Run: hash, Event: messages.RunStopRequested{By: "admin", Privileged: true}})
+				lt.send(protocol.RunRouted{Run: hash, Event: protocol.RunStopRequested{By: "admin", Privileged: true}})
 			}
 			<-runs.done
 			got := runs.effects()
@@ -125,7 +126,7 @@ func TestRunActorInTheTree(t *testing.T) {
 				at += i + len(want)
 			}
 			// A second arrival of the same run changes nothing.
-			lt.send(messages.RunRouted{Run: hash, Event: messages.RunArrived{Facts: messages.RunFacts{Hash: hash}}})
+			lt.send(protocol.RunRouted{Run: hash, Event: protocol.RunArrived{Facts: protocol.RunFacts{Hash: hash}}})
 			lt.snapshot(t)
 			lt.stop(t)
 			if strings.Count(runs.effects(), "write ended") != 1 {
@@ -145,12 +146,12 @@ func TestStoppingTheTreeIsNoAccident(t *testing.T) {
 	runs := &fakeRuns{exitNow: true, done: make(chan struct{})}
 	w.runs = runs
 	var logs lockedBuffer
-	lt := startTreeLogging(t, w, Config{}, messages.Boot{}, slog.New(slog.NewTextHandler(&logs, nil)))
+	lt := startTreeLogging(t, w, Config{}, protocol.Boot{}, slog.New(slog.NewTextHandler(&logs, nil)))
 	runs.toNode = lt.send
 	hash := strings.Repeat("c", 64)
-	lt.send(messages.RunRouted{Run: hash, Event: messages.RunArrived{Facts: messages.RunFacts{Hash: hash}}})
+	lt.send(protocol.RunRouted{Run: hash, Event: protocol.RunArrived{Facts: protocol.RunFacts{Hash: hash}}})
 	<-runs.done
-	lt.send(messages.LineRead{Line: messages.StopLine{Login: "ana", Project: "demo"}})
+	lt.send(protocol.LineRead{Line: messages.StopLine{Login: "ana", Project: "demo"}})
 	lt.snapshot(t)
 	lt.stop(t)
 	if strings.Contains(logs.String(), "unexpectedly") {
@@ -178,25 +179,25 @@ func (f *turnRuns) Care(_ context.Context, run string, in bool) error {
 	return nil
 }
 
-func (f *turnRuns) Prepare(_ context.Context, run string) messages.RunPrepared {
+func (f *turnRuns) Prepare(_ context.Context, run string) protocol.RunPrepared {
 	f.record(run[:1] + " prepare")
-	return messages.RunPrepared{Values: map[string]string{"run": run}}
+	return protocol.RunPrepared{Values: map[string]string{"run": run}}
 }
 
-func (f *turnRuns) Write(_ context.Context, e messages.DaemonEffect) error {
+func (f *turnRuns) Write(_ context.Context, e protocol.DaemonEffect) error {
 	f.record(e.String())
 	return nil
 }
 
-func (f *turnRuns) Process(_ context.Context, e messages.DaemonEffect) error {
+func (f *turnRuns) Process(_ context.Context, e protocol.DaemonEffect) error {
 	f.record(e.String())
 	switch e := e.(type) {
-	case messages.RunLaunch:
+	case protocol.RunLaunch:
 		if f.exitNow[e.Run] {
-			f.toNode(messages.RunRouted{Run: e.Run, Event: messages.RunProcessExited{Proc: e.Proc, Status: messages.Exited(0)}})
+			f.toNode(protocol.RunRouted{Run: e.Run, Event: protocol.RunProcessExited{Proc: e.Proc, Status: messages.Exited(0)}})
 		}
-	case messages.RunEndProcess:
-		f.toNode(messages.RunRouted{Run: e.Run, Event: messages.RunProcessExited{Proc: e.Proc, Status: messages.Signaled(15)}})
+	case protocol.RunEndProcess:
+		f.toNode(protocol.RunRouted{Run: e.Run, Event: protocol.RunProcessExited{Proc: e.Proc, Status: messages.Signaled(15)}})
 	}
 	return nil
 }
@@ -211,18 +212,18 @@ func TestRunsOfOneUserTakeTurnsInTheTree(t *testing.T) {
 	runs := &turnRuns{exitNow: map[string]bool{b: true}}
 	runs.out.Add(2)
 	w.runs = runs
-	lt := startTree(t, w, Config{}, messages.Boot{})
+	lt := startTree(t, w, Config{}, protocol.Boot{})
 	runs.toNode = lt.send
 	arrive := func(h string, n int64) {
-		f := messages.RunFacts{Hash: h, Project: "demo", At: messages.RunPosition{Receipt: n, Row: 1}, Slot: "ana"}
-		lt.send(messages.RunRouted{Run: h, Event: messages.RunArrived{Facts: f, InOrder: true}})
+		f := protocol.RunFacts{Hash: h, Project: "demo", At: protocol.RunPosition{Receipt: n, Row: 1}, Slot: "ana"}
+		lt.send(protocol.RunRouted{Run: h, Event: protocol.RunArrived{Facts: f, InOrder: true}})
 	}
 	arrive(a, 1)
 	for !strings.Contains(runs.effects(), "launch aaaaaaaaaa") {
 		lt.snapshot(t)
 	}
 	arrive(b, 2)
-	lt.send(messages.RunRouted{Run: a, Event: messages.RunStopRequested{By: "admin", Privileged: true}})
+	lt.send(protocol.RunRouted{Run: a, Event: protocol.RunStopRequested{By: "admin", Privileged: true}})
 	runs.out.Wait()
 	lt.stop(t)
 	got := runs.effects()

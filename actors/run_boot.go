@@ -1,6 +1,8 @@
 package actors
 
-import "github.com/ocx-go/ocx/messages"
+import (
+	"github.com/ocx-go/ocx/messages/protocol"
+)
 
 // RunBootProject is what the host reports of one project's runs when the
 // daemon starts (or a re-exec's new image does), or once the record of a
@@ -15,7 +17,7 @@ type RunBootProject struct {
 	// record's order: what the record says of each (started, a stop and
 	// ended that count) and what the node's care does (in care, the last
 	// process and whether it, or its holder's status, was found).
-	Runs []messages.RunActorState
+	Runs []protocol.RunActorState
 }
 
 // RunBootDecision is what the node does with the runs a start found.
@@ -23,10 +25,10 @@ type RunBootDecision struct {
 	// Restore are the runs whose actors start from the state found, in
 	// the record's order: each in the node's care, and each found lost
 	// (Lost says why; its process is not alive).
-	Restore []messages.RunActorState
+	Restore []protocol.RunActorState
 	// Watch are the runs restored whose process (or holder) was found:
 	// the daemon is not its parent now, so the engine watches it.
-	Watch []messages.RunActorState
+	Watch []protocol.RunActorState
 	// Waiting are the projects whose runs wait for their record to be
 	// fresh, untouched: on a stale clone a run's started or ended may not
 	// show yet, and a run restored from it could be prepared and launched
@@ -42,7 +44,7 @@ func DecideRunBoot(projects []RunBootProject) RunBootDecision {
 	var d RunBootDecision
 	var onRecord []RunOnRecord
 	var care []RunInCare
-	var runs []messages.RunActorState
+	var runs []protocol.RunActorState
 	for _, p := range projects {
 		if !p.Fresh {
 			d.Waiting = append(d.Waiting, p.Project)

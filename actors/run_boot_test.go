@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // TestRunBootTranscripts runs every testdata/runboot/*.txt: what the host
@@ -53,7 +53,7 @@ func runBootTranscript(t *testing.T, path string) {
 			if !p.Fresh {
 				return nil, fmt.Errorf("a stale project's runs are not read")
 			}
-			st := messages.RunActorState{Facts: messages.RunFacts{Hash: tr.hash(f[1]), Project: p.Project}}
+			st := protocol.RunActorState{Facts: protocol.RunFacts{Hash: tr.hash(f[1]), Project: p.Project}}
 			for _, w := range f[2:] {
 				k, v, _ := strings.Cut(w, "=")
 				switch k {
@@ -88,7 +88,7 @@ func runBootTranscript(t *testing.T, path string) {
 				out = append(out, tr.render("restore "+st.String()))
 			}
 			for _, st := range d.Watch {
-				out = append(out, tr.render(fmt.Sprintf("watch %s process %d", messages.RunAddr(st.Facts.Hash), st.Proc)))
+				out = append(out, tr.render(fmt.Sprintf("watch %s process %d", protocol.RunAddr(st.Facts.Hash), st.Proc)))
 			}
 			for _, p := range d.Waiting {
 				out = append(out, "wait for "+p+" to be fresh")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // runPhase is where a run stands in table 10 of seed 004. none, waiting,
@@ -56,7 +57,7 @@ type RunKept struct {
 	Proc          int
 	Alive         bool
 	Given         RunGiven
-	Queue         []messages.RunDelivery
+	Queue         []protocol.RunDelivery
 	// Cause is what came first of a stop (stopped) and the wall (budget),
 	// once the node acted on it, and CauseNote its note: the node keeps it
 	// so that a restart ends the run as it would have.
@@ -83,7 +84,7 @@ type RunCore struct {
 	base
 	cfg   Config
 	run   string
-	facts messages.RunFacts
+	facts protocol.RunFacts
 	phase runPhase
 
 	inCare bool
@@ -100,7 +101,7 @@ type RunCore struct {
 	startAttempts, endAttempts int
 	// startFailures, endFailures and keepFailures count the writes that
 	// failed for a reason other than the server's absence
-	// (messages.ErrUnreachable): only they end the tries.
+	// (protocol.ErrUnreachable): only they end the tries.
 	startFailures, endFailures, keepFailures int
 
 	launchedAt time.Time
@@ -121,7 +122,7 @@ type RunCore struct {
 	causeNote string
 
 	given RunGiven
-	queue []messages.RunDelivery
+	queue []protocol.RunDelivery
 
 	// The decision, once made.
 	outcome messages.RunOutcome
@@ -135,7 +136,7 @@ type RunCore struct {
 // NewRunCore makes the core of the run with this hash, which has not
 // arrived yet: it is in state none.
 func NewRunCore(cfg Config, run string) *RunCore {
-	return &RunCore{cfg: cfg.withDefaults(), run: run, facts: messages.RunFacts{Hash: run}}
+	return &RunCore{cfg: cfg.withDefaults(), run: run, facts: protocol.RunFacts{Hash: run}}
 }
 
 // RestoreRunCore rebuilds a run's core from its message's facts, the record
@@ -144,7 +145,7 @@ func NewRunCore(cfg Config, run string) *RunCore {
 // started on the record), so it is prepared again; one whose started counts
 // but which has no live process (and is not a session between processes)
 // waits for the node's check (RunsLost) to say RunNotInCare.
-func RestoreRunCore(cfg Config, facts messages.RunFacts, k RunKept) *RunCore {
+func RestoreRunCore(cfg Config, facts protocol.RunFacts, k RunKept) *RunCore {
 	c := &RunCore{cfg: cfg.withDefaults(), run: facts.Hash, facts: facts, inCare: k.InCare, given: k.Given}
 	// A run in care whose started counts holds its user's slot: the node
 	// gave it to it (RunSchedule.Hold).
@@ -161,7 +162,7 @@ func RestoreRunCore(cfg Config, facts messages.RunFacts, k RunKept) *RunCore {
 		c.launchedAt, c.proc = k.LaunchedAt, k.Proc
 		c.running = k.Alive && k.InCare
 		if facts.StartsEach() {
-			c.queue = append([]messages.RunDelivery(nil), k.Queue...)
+			c.queue = append([]protocol.RunDelivery(nil), k.Queue...)
 		}
 		c.cause, c.causeNote = k.Cause, k.CauseNote
 		if c.cause == "" && k.StopCounts {
@@ -182,7 +183,7 @@ func RestoreRunCore(cfg Config, facts messages.RunFacts, k RunKept) *RunCore {
 // Start arms what a restored state needs: the care to release of an ended
 // run, the preparation to do again, the wall timer, the stop to carry out,
 // the next delivery's process.
-func (c *RunCore) Start(now time.Time) []messages.DaemonEffect {
+func (c *RunCore) Start(now time.Time) []protocol.DaemonEffect {
 	switch c.phase {
 	case runEnded:
 		if c.inCare {
@@ -228,7 +229,7 @@ func (c *RunCore) Start(now time.Time) []messages.DaemonEffect {
 func (c *RunCore) Kept() RunKept {
 	k := RunKept{
 		StartedCounts: !c.launchedAt.IsZero(), InCare: c.inCare, LaunchedAt: c.launchedAt,
-		Proc: c.proc, Alive: c.running, Given: c.given, Queue: append([]messages.RunDelivery(nil), c.queue...),
+		Proc: c.proc, Alive: c.running, Given: c.given, Queue: append([]protocol.RunDelivery(nil), c.queue...),
 	}
 	if c.stop {
 		k.Cause = messages.RunStopped
@@ -263,37 +264,37 @@ func (c *RunCore) State() string {
 }
 
 // Step takes one message. An ended run takes anything and does nothing.
-func (c *RunCore) Step(now time.Time, msg messages.DaemonMessage) []messages.DaemonEffect {
+func (c *RunCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.DaemonEffect {
 	c.settle(msg)
 	if c.phase == runEnded {
 		return nil
 	}
 	switch m := msg.(type) {
-	case messages.RunArrived:
+	case protocol.RunArrived:
 		c.arrived(m)
-	case messages.RunStartRequested:
+	case protocol.RunStartRequested:
 		c.startRequested(m)
-	case messages.RunStopRequested:
+	case protocol.RunStopRequested:
 		c.stopRequested(m)
-	case messages.RunPrepared:
+	case protocol.RunPrepared:
 		c.prepared(m)
-	case messages.RunStartedWritten:
+	case protocol.RunStartedWritten:
 		c.startedWritten(now, m)
-	case messages.RunProcessExited:
+	case protocol.RunProcessExited:
 		c.exited(m)
-	case messages.RunLogsKept:
+	case protocol.RunLogsKept:
 		c.logsKept(m)
-	case messages.RunEndedWritten:
+	case protocol.RunEndedWritten:
 		c.endedWritten(m)
-	case messages.RunDelivered:
+	case protocol.RunDelivered:
 		c.delivered(m.Delivery)
-	case messages.DeliveriesRead:
+	case protocol.DeliveriesRead:
 		c.deliveriesRead(m)
-	case messages.RunNotInCare:
+	case protocol.RunNotInCare:
 		c.notInCare(m)
-	case messages.RunTimerFired:
+	case protocol.RunTimerFired:
 		c.timer(now, m)
-	case messages.RunTurnGiven:
+	case protocol.RunTurnGiven:
 		c.turnGiven(m)
 	default:
 		c.log(slog.LevelWarn, "message not for a run ignored", runAttr(c.run), slog.String(KeyMessage, msg.String()))
@@ -302,7 +303,7 @@ func (c *RunCore) Step(now time.Time, msg messages.DaemonMessage) []messages.Dae
 }
 
 // arrived: table 10, rows 1 to 3.
-func (c *RunCore) arrived(m messages.RunArrived) {
+func (c *RunCore) arrived(m protocol.RunArrived) {
 	if c.phase != runNone || c.inCare || c.stop {
 		c.log(slog.LevelInfo, "the run arrived again; ignored", runAttr(c.run))
 		return
@@ -321,7 +322,7 @@ func (c *RunCore) arrived(m messages.RunArrived) {
 }
 
 // startRequested: table 10, row 4.
-func (c *RunCore) startRequested(m messages.RunStartRequested) {
+func (c *RunCore) startRequested(m protocol.RunStartRequested) {
 	switch {
 	case c.phase != runWaiting:
 		c.log(slog.LevelInfo, "a start of a run that does not wait for one; ignored", runAttr(c.run), slog.String("state", c.phase.String()))
@@ -337,7 +338,7 @@ func (c *RunCore) startRequested(m messages.RunStartRequested) {
 // begin takes the run into care and makes layers 2 to 4.
 func (c *RunCore) begin() {
 	c.inCare = true
-	c.emit(messages.RunTakeIntoCare{Run: c.run})
+	c.emit(protocol.RunTakeIntoCare{Run: c.run})
 	c.phase = runPreparing
 	c.prepare()
 }
@@ -348,19 +349,19 @@ func (c *RunCore) begin() {
 func (c *RunCore) prepare() {
 	if c.facts.Slot != "" && !c.slotHeld {
 		c.slotAsked = true
-		c.tell(messages.NodeAddr(), messages.RunTurnRequested{Run: c.run, Turn: messages.RunTurnSlot, User: c.facts.Slot})
+		c.tell(protocol.NodeAddr(), protocol.RunTurnRequested{Run: c.run, Turn: protocol.RunTurnSlot, User: c.facts.Slot})
 		return
 	}
-	c.emit(messages.RunPrepare{Run: c.run})
+	c.emit(protocol.RunPrepare{Run: c.run})
 }
 
 // turnGiven: the node gave the run the turn it asked for.
-func (c *RunCore) turnGiven(m messages.RunTurnGiven) {
+func (c *RunCore) turnGiven(m protocol.RunTurnGiven) {
 	switch {
-	case m.Turn == messages.RunTurnSlot && c.slotAsked && c.phase == runPreparing:
+	case m.Turn == protocol.RunTurnSlot && c.slotAsked && c.phase == runPreparing:
 		c.slotAsked, c.slotHeld = false, true
-		c.emit(messages.RunPrepare{Run: c.run})
-	case m.Turn == messages.RunTurnStarted && c.startAsked && c.phase == runWriting:
+		c.emit(protocol.RunPrepare{Run: c.run})
+	case m.Turn == protocol.RunTurnStarted && c.startAsked && c.phase == runWriting:
 		c.startAsked = false
 		c.writeStartedNow()
 	default:
@@ -372,7 +373,7 @@ func (c *RunCore) turnGiven(m messages.RunTurnGiven) {
 // user's slot, or ends its wait for it.
 func (c *RunCore) release() {
 	c.inCare = false
-	c.emit(messages.RunRelease{Run: c.run})
+	c.emit(protocol.RunRelease{Run: c.run})
 	c.doneWithSlot()
 }
 
@@ -381,7 +382,7 @@ func (c *RunCore) release() {
 func (c *RunCore) doneWithSlot() {
 	if c.slotHeld || c.slotAsked {
 		c.slotHeld, c.slotAsked = false, false
-		c.tell(messages.NodeAddr(), messages.RunTurnDone{Run: c.run, Turn: messages.RunTurnSlot})
+		c.tell(protocol.NodeAddr(), protocol.RunTurnDone{Run: c.run, Turn: protocol.RunTurnSlot})
 	}
 }
 
@@ -390,12 +391,12 @@ func (c *RunCore) doneWithSlot() {
 func (c *RunCore) doneWithStart() {
 	if !c.startSettled && !c.facts.At.IsZero() {
 		c.startSettled = true
-		c.tell(messages.NodeAddr(), messages.RunTurnDone{Run: c.run, Turn: messages.RunTurnStarted})
+		c.tell(protocol.NodeAddr(), protocol.RunTurnDone{Run: c.run, Turn: protocol.RunTurnStarted})
 	}
 }
 
 // stopRequested: table 10, rows 5, 8 and 11.
-func (c *RunCore) stopRequested(m messages.RunStopRequested) {
+func (c *RunCore) stopRequested(m protocol.RunStopRequested) {
 	if !m.Privileged {
 		c.log(slog.LevelWarn, "a stop by a user holding neither admin nor setup; ignored", runAttr(c.run), slog.String("by", m.By))
 		return
@@ -434,7 +435,7 @@ func (c *RunCore) stopRequested(m messages.RunStopRequested) {
 	}
 }
 
-func (c *RunCore) prepared(m messages.RunPrepared) {
+func (c *RunCore) prepared(m protocol.RunPrepared) {
 	if c.phase != runPreparing {
 		c.log(slog.LevelWarn, "a preparation's result out of turn; ignored", runAttr(c.run))
 		return
@@ -456,7 +457,7 @@ func (c *RunCore) prepared(m messages.RunPrepared) {
 func (c *RunCore) writeStarted() {
 	if !c.facts.At.IsZero() {
 		c.startAsked = true
-		c.tell(messages.NodeAddr(), messages.RunTurnRequested{Run: c.run, Turn: messages.RunTurnStarted, Project: c.facts.Project, At: c.facts.At})
+		c.tell(protocol.NodeAddr(), protocol.RunTurnRequested{Run: c.run, Turn: protocol.RunTurnStarted, Project: c.facts.Project, At: c.facts.At})
 		return
 	}
 	c.writeStartedNow()
@@ -465,19 +466,19 @@ func (c *RunCore) writeStarted() {
 func (c *RunCore) writeStartedNow() {
 	c.startAttempts++
 	c.startInFlight = true
-	c.emit(messages.RunWriteStarted{Run: c.run, Values: c.values, Attempt: c.startAttempts})
+	c.emit(protocol.RunWriteStarted{Run: c.run, Values: c.values, Attempt: c.startAttempts})
 }
 
 // startedWritten: started is on the record, so the command may be launched
 // (for a node on another host, the server has it).
-func (c *RunCore) startedWritten(now time.Time, m messages.RunStartedWritten) {
+func (c *RunCore) startedWritten(now time.Time, m protocol.RunStartedWritten) {
 	if c.phase != runWriting || !c.startInFlight {
 		c.log(slog.LevelWarn, "a started write's result out of turn; ignored", runAttr(c.run))
 		return
 	}
 	c.startInFlight = false
 	if m.Err != nil {
-		if !errors.Is(m.Err, messages.ErrUnreachable) {
+		if !errors.Is(m.Err, protocol.ErrUnreachable) {
 			c.startFailures++ // the server's absence is waited out, not counted
 		}
 		switch {
@@ -509,15 +510,15 @@ func (c *RunCore) startedWritten(now time.Time, m messages.RunStartedWritten) {
 	c.launch(nil)
 }
 
-func (c *RunCore) launch(d *messages.RunDelivery) {
+func (c *RunCore) launch(d *protocol.RunDelivery) {
 	c.proc++
 	c.running, c.killSent = true, false
-	c.emit(messages.RunLaunch{Run: c.run, Proc: c.proc, Delivery: d})
+	c.emit(protocol.RunLaunch{Run: c.run, Proc: c.proc, Delivery: d})
 	if c.facts.Session && !c.facts.StartsEach() {
 		// A process fed each delivery: what arrived between its started
 		// and this launch (read once the launch is done, the run's
 		// effects being one after the other).
-		c.emit(messages.ReadDeliveries{Run: c.run})
+		c.emit(protocol.ReadDeliveries{Run: c.run})
 	}
 }
 
@@ -537,13 +538,13 @@ func (c *RunCore) armWall(now time.Time) {
 	}
 	c.seq++
 	c.wallSeq = c.seq
-	c.emit(messages.RunStartTimer{Run: c.run, Purpose: messages.RunTimerWall, Seq: c.seq, After: max(c.launchedAt.Add(c.facts.Wall).Sub(now), 0)})
+	c.emit(protocol.RunStartTimer{Run: c.run, Purpose: protocol.RunTimerWall, Seq: c.seq, After: max(c.launchedAt.Add(c.facts.Wall).Sub(now), 0)})
 }
 
 func (c *RunCore) retry() {
 	c.seq++
 	c.retrySeq = c.seq
-	c.emit(messages.RunStartTimer{Run: c.run, Purpose: messages.RunTimerRetry, Seq: c.seq, After: c.cfg.RetryAfter})
+	c.emit(protocol.RunStartTimer{Run: c.run, Purpose: protocol.RunTimerRetry, Seq: c.seq, After: c.cfg.RetryAfter})
 }
 
 // pastWall ends the run past its wall: its process first, if one runs.
@@ -561,14 +562,14 @@ func (c *RunCore) pastWall() {
 
 // endProcess sends TERM to the running process, and KILL after the grace.
 func (c *RunCore) endProcess() {
-	c.emit(messages.RunEndProcess{Run: c.run, Proc: c.proc, Signal: messages.SigTERM})
+	c.emit(protocol.RunEndProcess{Run: c.run, Proc: c.proc, Signal: protocol.SigTERM})
 	c.seq++
 	c.graceSeq = c.seq
-	c.emit(messages.RunStartTimer{Run: c.run, Purpose: messages.RunTimerGrace, Seq: c.seq, After: c.cfg.Grace})
+	c.emit(protocol.RunStartTimer{Run: c.run, Purpose: protocol.RunTimerGrace, Seq: c.seq, After: c.cfg.Grace})
 }
 
 // delivered: table 10, rows 6 and 7.
-func (c *RunCore) delivered(d messages.RunDelivery) {
+func (c *RunCore) delivered(d protocol.RunDelivery) {
 	switch {
 	case c.phase != runStarted:
 		c.log(slog.LevelInfo, "a delivery for a run that is not started; ignored", runAttr(c.run), slog.String("delivery", d.String()), slog.String("state", c.phase.String()))
@@ -587,7 +588,7 @@ func (c *RunCore) delivered(d messages.RunDelivery) {
 		return
 	}
 	if !c.facts.StartsEach() {
-		c.emit(messages.RunDeliver{Run: c.run, Proc: c.proc, Delivery: d})
+		c.emit(protocol.RunDeliver{Run: c.run, Proc: c.proc, Delivery: d})
 		return
 	}
 	c.queue = append(c.queue, d)
@@ -595,19 +596,19 @@ func (c *RunCore) delivered(d messages.RunDelivery) {
 }
 
 // deliveriesRead gives the run what was read for it after its launch.
-func (c *RunCore) deliveriesRead(m messages.DeliveriesRead) {
+func (c *RunCore) deliveriesRead(m protocol.DeliveriesRead) {
 	if m.Err != nil {
 		c.log(slog.LevelWarn, "the session's deliveries cannot be read; they are read again at the next arrival", runAttr(c.run), errAttr(m.Err))
 	}
 	for _, r := range m.Routed {
-		if d, ok := r.Event.(messages.RunDelivered); ok && r.Run == c.run {
+		if d, ok := r.Event.(protocol.RunDelivered); ok && r.Run == c.run {
 			c.delivered(d.Delivery)
 		}
 	}
 }
 
 // exited: table 10, rows 9 to 11.
-func (c *RunCore) exited(m messages.RunProcessExited) {
+func (c *RunCore) exited(m protocol.RunProcessExited) {
 	if c.phase != runStarted || !c.running || m.Proc != c.proc {
 		c.log(slog.LevelInfo, "an exit of no process of the run's that runs; ignored", runAttr(c.run), slog.Int("proc", m.Proc))
 		return
@@ -636,21 +637,21 @@ func (c *RunCore) exited(m messages.RunProcessExited) {
 
 func (c *RunCore) keepLogs() {
 	c.keepInFlight = true
-	c.emit(messages.RunKeepLogs{Run: c.run, Proc: c.proc})
+	c.emit(protocol.RunKeepLogs{Run: c.run, Proc: c.proc})
 }
 
 // logsKept: the kept logs come before the next process and before ended
 // (section 8.2). A write the server was not there for is tried again for
 // as long as it takes, as ended is; any other failure is tried again up
 // to the attempts of ended, then given up, logged, and the run goes on.
-func (c *RunCore) logsKept(m messages.RunLogsKept) {
+func (c *RunCore) logsKept(m protocol.RunLogsKept) {
 	if !c.keeping || !c.keepInFlight || m.Proc != c.proc {
 		c.log(slog.LevelWarn, "a kept logs' result out of turn; ignored", runAttr(c.run))
 		return
 	}
 	c.keepInFlight = false
 	if m.Err != nil {
-		if !errors.Is(m.Err, messages.ErrUnreachable) {
+		if !errors.Is(m.Err, protocol.ErrUnreachable) {
 			c.keepFailures++ // the server's absence is waited out, not counted
 		}
 		if c.keepFailures < c.cfg.EndAttempts {
@@ -673,7 +674,7 @@ func (c *RunCore) logsKept(m messages.RunLogsKept) {
 
 // notInCare: table 10, row 12. The node's check (RunsLost) is the one that
 // finds it; a run whose process the core knows runs is not lost.
-func (c *RunCore) notInCare(m messages.RunNotInCare) {
+func (c *RunCore) notInCare(m protocol.RunNotInCare) {
 	if c.phase != runStarted || c.running || c.keeping {
 		c.log(slog.LevelWarn, "the run is not lost: it is not started, or its process runs", runAttr(c.run), slog.String("state", c.phase.String()))
 		return
@@ -689,24 +690,24 @@ func (c *RunCore) notInCare(m messages.RunNotInCare) {
 	c.decide(messages.RunLost, nil, note)
 }
 
-func (c *RunCore) timer(now time.Time, m messages.RunTimerFired) {
+func (c *RunCore) timer(now time.Time, m protocol.RunTimerFired) {
 	if m.Seq == 0 {
 		return
 	}
 	switch m.Purpose {
-	case messages.RunTimerWall:
+	case protocol.RunTimerWall:
 		if m.Seq != c.wallSeq || c.phase != runStarted || c.cause != "" {
 			return
 		}
 		c.pastWall()
-	case messages.RunTimerGrace:
+	case protocol.RunTimerGrace:
 		if m.Seq != c.graceSeq || !c.running || c.killSent {
 			return
 		}
 		c.killSent = true
 		c.log(slog.LevelWarn, "the stop grace ran out; sending KILL", runAttr(c.run), slog.Int("proc", c.proc))
-		c.emit(messages.RunEndProcess{Run: c.run, Proc: c.proc, Signal: messages.SigKILL})
-	case messages.RunTimerRetry:
+		c.emit(protocol.RunEndProcess{Run: c.run, Proc: c.proc, Signal: protocol.SigKILL})
+	case protocol.RunTimerRetry:
 		if m.Seq != c.retrySeq {
 			return
 		}
@@ -745,10 +746,10 @@ func (c *RunCore) decide(o messages.RunOutcome, exit *int, note string) {
 func (c *RunCore) writeEnded() {
 	c.endAttempts++
 	c.endInFlight = true
-	c.emit(messages.RunWriteEnded{Run: c.run, Outcome: c.outcome, Exit: c.exit, Note: c.note, Attempt: c.endAttempts})
+	c.emit(protocol.RunWriteEnded{Run: c.run, Outcome: c.outcome, Exit: c.exit, Note: c.note, Attempt: c.endAttempts})
 }
 
-func (c *RunCore) endedWritten(m messages.RunEndedWritten) {
+func (c *RunCore) endedWritten(m protocol.RunEndedWritten) {
 	if c.phase != runEnding || !c.endInFlight {
 		c.log(slog.LevelWarn, "an ended write's result out of turn; ignored", runAttr(c.run))
 		return
@@ -756,7 +757,7 @@ func (c *RunCore) endedWritten(m messages.RunEndedWritten) {
 	c.endInFlight = false
 	c.doneWithStart()
 	if m.Err != nil {
-		if !errors.Is(m.Err, messages.ErrUnreachable) {
+		if !errors.Is(m.Err, protocol.ErrUnreachable) {
 			c.endFailures++ // the server's absence is waited out, not counted
 		}
 		if c.endFailures < c.cfg.EndAttempts {
@@ -774,10 +775,10 @@ func (c *RunCore) endedWritten(m messages.RunEndedWritten) {
 
 func runAttr(h string) slog.Attr { return slog.String(KeyRun, h) }
 
-func (c *RunCore) addr() messages.ActorAddr { return messages.RunAddr(c.run) }
+func (c *RunCore) addr() protocol.ActorAddr { return protocol.RunAddr(c.run) }
 
 // runKept is what the node keeps of a run, as the wiring found it at start.
-func runKept(s messages.RunActorState) RunKept {
+func runKept(s protocol.RunActorState) RunKept {
 	return RunKept{StartedCounts: s.StartedCounts, StopCounts: s.StopCounts, EndedCounts: s.EndedCounts,
 		InCare: s.InCare, LaunchedAt: s.LaunchedAt, Proc: s.Proc, Alive: s.Alive, Given: RunGiven{Last: s.Given}}
 }

@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // runH is the hash of the run the tests drive; its short form is R0run00000.
@@ -20,10 +21,10 @@ var runT0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 var runCfg = Config{Grace: 10 * time.Second, RetryAfter: time.Second, EndAttempts: 3}
 
 // runLines renders effects as lines, the log left out.
-func runLines(effs []messages.DaemonEffect) []string {
+func runLines(effs []protocol.DaemonEffect) []string {
 	var out []string
 	for _, e := range effs {
-		if _, ok := e.(messages.LogEvent); ok {
+		if _, ok := e.(protocol.LogEvent); ok {
 			continue
 		}
 		out = append(out, e.String())
@@ -33,41 +34,41 @@ func runLines(effs []messages.DaemonEffect) []string {
 
 // runStep is one message into the core and the effects it must give.
 type runStep struct {
-	msg     messages.DaemonMessage
+	msg     protocol.DaemonMessage
 	advance time.Duration
 	want    []string
 }
 
-func admin() messages.RunStopRequested {
-	return messages.RunStopRequested{By: "root", Privileged: true}
+func admin() protocol.RunStopRequested {
+	return protocol.RunStopRequested{By: "root", Privileged: true}
 }
 
-func delivery(n int) messages.RunDelivered {
+func delivery(n int) protocol.RunDelivered {
 	h := strings.Repeat(string(rune('a'+n)), 40)
-	return messages.RunDelivered{Delivery: messages.RunDelivery{Hash: h, At: messages.RunPosition{Receipt: int64(10 + n), Row: 1}, Line: `{"post":"` + h + `"}`}}
+	return protocol.RunDelivered{Delivery: protocol.RunDelivery{Hash: h, At: protocol.RunPosition{Receipt: int64(10 + n), Row: 1}, Line: `{"post":"` + h + `"}`}}
 }
 
 var (
-	prepOK      = messages.RunPrepared{Values: map[string]string{"run": runH, "workspace": "/r/w"}}
-	startedOK   = messages.RunStartedWritten{}
-	endedOK     = messages.RunEndedWritten{}
-	keptLogs1   = messages.RunLogsKept{Proc: 1}
+	prepOK      = protocol.RunPrepared{Values: map[string]string{"run": runH, "workspace": "/r/w"}}
+	startedOK   = protocol.RunStartedWritten{}
+	endedOK     = protocol.RunEndedWritten{}
+	keptLogs1   = protocol.RunLogsKept{Proc: 1}
 	launched    = []string{"take R0run00000 into care", "prepare R0run00000 (layers 2-4)"}
 	writeStart  = []string{"write started R0run00000 values run,workspace"}
 	launch1     = []string{"launch R0run00000 process 1"}
 	release     = []string{"release R0run00000 from care"}
-	plain       = messages.RunFacts{}
-	feedSession = messages.RunFacts{Session: true, Deliveries: "feed"}
-	eachSession = messages.RunFacts{Session: true, Deliveries: "start", Wall: time.Minute}
+	plain       = protocol.RunFacts{}
+	feedSession = protocol.RunFacts{Session: true, Deliveries: "feed"}
+	eachSession = protocol.RunFacts{Session: true, Deliveries: "start", Wall: time.Minute}
 	// slotted is a run whose password step sets ana's password, fifth in
 	// the server's order of demo.
-	slotted = messages.RunFacts{Project: "demo", At: messages.RunPosition{Receipt: 5, Row: 1}, Slot: "ana"}
+	slotted = protocol.RunFacts{Project: "demo", At: protocol.RunPosition{Receipt: 5, Row: 1}, Slot: "ana"}
 )
 
 // startedRun is the steps that bring a run of these facts to started.
-func startedRun(f messages.RunFacts, launch ...string) []runStep {
+func startedRun(f protocol.RunFacts, launch ...string) []runStep {
 	return []runStep{
-		{msg: messages.RunArrived{Facts: f}, want: launched},
+		{msg: protocol.RunArrived{Facts: f}, want: launched},
 		{msg: prepOK, want: writeStart},
 		{msg: startedOK, want: launch},
 	}
@@ -90,90 +91,90 @@ func TestRunLifeTable(t *testing.T) {
 		state string
 	}{
 		{"01 none + refused run: ended refused, the note", []runStep{
-			{msg: messages.RunArrived{Facts: plain, Refusal: "process.user: holds admin"}, want: []string{"write ended R0run00000 refused: process.user: holds admin"}},
+			{msg: protocol.RunArrived{Facts: plain, Refusal: "process.user: holds admin"}, want: []string{"write ended R0run00000 refused: process.user: holds admin"}},
 			{msg: endedOK},
 		}, "ended"},
 		{"02 none + run, manual false: care, layers 2-4, started, then launch", join2(startedRun(plain, launch1...),
-			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Exited(0)}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: protocol.RunProcessExited{Proc: 1, Status: messages.Exited(0)}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 exited exit 0"}},
 			runStep{msg: endedOK, want: release}), "ended"},
-		{"02 a run's wall counts from the launch", join2(startedRun(messages.RunFacts{Wall: time.Hour}, "start timer wall R0run00000 #1 1h0m0s", "launch R0run00000 process 1")), "started"},
+		{"02 a run's wall counts from the launch", join2(startedRun(protocol.RunFacts{Wall: time.Hour}, "start timer wall R0run00000 #1 1h0m0s", "launch R0run00000 process 1")), "started"},
 		{"02 no launch before started is on the record; a failed write is tried again", []runStep{
-			{msg: messages.RunArrived{Facts: plain}, want: launched},
+			{msg: protocol.RunArrived{Facts: plain}, want: launched},
 			{msg: prepOK, want: writeStart},
-			{msg: messages.RunStartedWritten{Err: errors.New("server down")}, want: []string{"start timer retry R0run00000 #1 1s"}},
-			{msg: messages.RunTimerFired{Purpose: messages.RunTimerRetry, Seq: 1}, want: []string{"write started R0run00000 values run,workspace (attempt 2)"}},
+			{msg: protocol.RunStartedWritten{Err: errors.New("server down")}, want: []string{"start timer retry R0run00000 #1 1s"}},
+			{msg: protocol.RunTimerFired{Purpose: protocol.RunTimerRetry, Seq: 1}, want: []string{"write started R0run00000 values run,workspace (attempt 2)"}},
 			{msg: startedOK, want: launch1},
 		}, "started"},
 		{"02 the server's absence is waited out: a write it kept from the server is tried again past the attempts", func() []runStep {
-			down := messages.RunEndedWritten{Err: fmt.Errorf("%w: dial tcp 127.0.0.1:8080: connect: connection refused", messages.ErrUnreachable)}
+			down := protocol.RunEndedWritten{Err: fmt.Errorf("%w: dial tcp 127.0.0.1:8080: connect: connection refused", protocol.ErrUnreachable)}
 			steps := join2(startedRun(plain, launch1...),
-				runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Exited(0)}, want: []string{"keep logs R0run00000 process 1"}},
+				runStep{msg: protocol.RunProcessExited{Proc: 1, Status: messages.Exited(0)}, want: []string{"keep logs R0run00000 process 1"}},
 				runStep{msg: keptLogs1, want: []string{"write ended R0run00000 exited exit 0"}})
 			for i := 1; i <= 5; i++ {
 				steps = append(steps,
 					runStep{msg: down, want: []string{fmt.Sprintf("start timer retry R0run00000 #%d 1s", i)}},
-					runStep{msg: messages.RunTimerFired{Purpose: messages.RunTimerRetry, Seq: i}, want: []string{fmt.Sprintf("write ended R0run00000 exited exit 0 (attempt %d)", i+1)}})
+					runStep{msg: protocol.RunTimerFired{Purpose: protocol.RunTimerRetry, Seq: i}, want: []string{fmt.Sprintf("write ended R0run00000 exited exit 0 (attempt %d)", i+1)}})
 			}
 			return append(steps, runStep{msg: endedOK, want: release})
 		}(), "ended"},
 		{"02 a write the server refused counts: the tries end after EndAttempts", []runStep{
-			{msg: messages.RunArrived{Facts: plain}, want: launched},
+			{msg: protocol.RunArrived{Facts: plain}, want: launched},
 			{msg: prepOK, want: writeStart},
-			{msg: messages.RunStartedWritten{Err: errors.New("not authorized to write")}, want: []string{"start timer retry R0run00000 #1 1s"}},
-			{msg: messages.RunTimerFired{Purpose: messages.RunTimerRetry, Seq: 1}, want: []string{"write started R0run00000 values run,workspace (attempt 2)"}},
-			{msg: messages.RunStartedWritten{Err: fmt.Errorf("%w: connection refused", messages.ErrUnreachable)}, want: []string{"start timer retry R0run00000 #2 1s"}},
-			{msg: messages.RunTimerFired{Purpose: messages.RunTimerRetry, Seq: 2}, want: []string{"write started R0run00000 values run,workspace (attempt 3)"}},
-			{msg: messages.RunStartedWritten{Err: errors.New("not authorized to write")}, want: []string{"start timer retry R0run00000 #3 1s"}},
-			{msg: messages.RunTimerFired{Purpose: messages.RunTimerRetry, Seq: 3}, want: []string{"write started R0run00000 values run,workspace (attempt 4)"}},
-			{msg: messages.RunStartedWritten{Err: errors.New("not authorized to write")}, want: []string{"write ended R0run00000 refused: started could not be written after 4 attempts: not authorized to write"}},
+			{msg: protocol.RunStartedWritten{Err: errors.New("not authorized to write")}, want: []string{"start timer retry R0run00000 #1 1s"}},
+			{msg: protocol.RunTimerFired{Purpose: protocol.RunTimerRetry, Seq: 1}, want: []string{"write started R0run00000 values run,workspace (attempt 2)"}},
+			{msg: protocol.RunStartedWritten{Err: fmt.Errorf("%w: connection refused", protocol.ErrUnreachable)}, want: []string{"start timer retry R0run00000 #2 1s"}},
+			{msg: protocol.RunTimerFired{Purpose: protocol.RunTimerRetry, Seq: 2}, want: []string{"write started R0run00000 values run,workspace (attempt 3)"}},
+			{msg: protocol.RunStartedWritten{Err: errors.New("not authorized to write")}, want: []string{"start timer retry R0run00000 #3 1s"}},
+			{msg: protocol.RunTimerFired{Purpose: protocol.RunTimerRetry, Seq: 3}, want: []string{"write started R0run00000 values run,workspace (attempt 4)"}},
+			{msg: protocol.RunStartedWritten{Err: errors.New("not authorized to write")}, want: []string{"write ended R0run00000 refused: started could not be written after 4 attempts: not authorized to write"}},
 		}, "ended"},
 		{"02/10 a workspace step fails: ended refused, naming it", []runStep{
-			{msg: messages.RunArrived{Facts: plain}, want: launched},
-			{msg: messages.RunPrepared{Failed: "workspace[2] clone: fossil clone: 401"}, want: []string{"write ended R0run00000 refused: workspace[2] clone: fossil clone: 401"}},
+			{msg: protocol.RunArrived{Facts: plain}, want: launched},
+			{msg: protocol.RunPrepared{Failed: "workspace[2] clone: fossil clone: 401"}, want: []string{"write ended R0run00000 refused: workspace[2] clone: fossil clone: 401"}},
 			{msg: endedOK, want: release},
 		}, "ended"},
 		{"03 none + manual run: waiting, nothing", []runStep{
-			{msg: messages.RunArrived{Facts: messages.RunFacts{Manual: true}}},
+			{msg: protocol.RunArrived{Facts: protocol.RunFacts{Manual: true}}},
 		}, "waiting"},
 		{"04 waiting + a start by admin or setup: as not manual", []runStep{
-			{msg: messages.RunArrived{Facts: messages.RunFacts{Manual: true}}},
-			{msg: messages.RunStartRequested{By: "ana", Privileged: false}},
-			{msg: messages.RunStartRequested{By: "root", Privileged: true}, want: launched},
+			{msg: protocol.RunArrived{Facts: protocol.RunFacts{Manual: true}}},
+			{msg: protocol.RunStartRequested{By: "ana", Privileged: false}},
+			{msg: protocol.RunStartRequested{By: "root", Privileged: true}, want: launched},
 			{msg: prepOK, want: writeStart},
 			{msg: startedOK, want: launch1},
 		}, "started"},
 		{"04 waiting + a start that section 11 refuses now: ended refused", []runStep{
-			{msg: messages.RunArrived{Facts: messages.RunFacts{Manual: true}}},
-			{msg: messages.RunStartRequested{By: "root", Privileged: true, Refusal: "process.user works for node lab-2"}, want: []string{"write ended R0run00000 refused: process.user works for node lab-2"}},
+			{msg: protocol.RunArrived{Facts: protocol.RunFacts{Manual: true}}},
+			{msg: protocol.RunStartRequested{By: "root", Privileged: true, Refusal: "process.user works for node lab-2"}, want: []string{"write ended R0run00000 refused: process.user works for node lab-2"}},
 		}, "ended"},
 		{"05 none + a stop: ended stopped", []runStep{
 			{msg: admin(), want: []string{"write ended R0run00000 stopped"}},
-			{msg: messages.RunArrived{Facts: plain}},
+			{msg: protocol.RunArrived{Facts: plain}},
 		}, "ended"},
 		{"05 waiting + a stop: ended stopped; a stop by a user without admin is ignored", []runStep{
-			{msg: messages.RunArrived{Facts: messages.RunFacts{Manual: true}}},
-			{msg: messages.RunStopRequested{By: "bob"}},
+			{msg: protocol.RunArrived{Facts: protocol.RunFacts{Manual: true}}},
+			{msg: protocol.RunStopRequested{By: "bob"}},
 			{msg: admin(), want: []string{"write ended R0run00000 stopped"}},
 		}, "ended"},
 		{"05 a stop while the layers are made: ended stopped, nothing launched", []runStep{
-			{msg: messages.RunArrived{Facts: plain}, want: launched},
+			{msg: protocol.RunArrived{Facts: plain}, want: launched},
 			{msg: admin()},
 			{msg: prepOK, want: []string{"write ended R0run00000 stopped"}},
 			{msg: endedOK, want: release},
 		}, "ended"},
 		{"05 a run waits for its user's slot before its layers are made; a stop ends the wait: ended stopped, the wait given up", []runStep{
-			{msg: messages.RunArrived{Facts: slotted}, want: []string{"take R0run00000 into care", "tell node: R0run00000 asks its turn slot user ana"}},
+			{msg: protocol.RunArrived{Facts: slotted}, want: []string{"take R0run00000 into care", "tell node: R0run00000 asks its turn slot user ana"}},
 			{msg: admin(), want: []string{"tell node: R0run00000 done with its turn slot", "write ended R0run00000 stopped"}},
-			{msg: messages.RunTurnGiven{Turn: messages.RunTurnSlot}},
+			{msg: protocol.RunTurnGiven{Turn: protocol.RunTurnSlot}},
 			{msg: endedOK, want: []string{"tell node: R0run00000 done with its turn started", "release R0run00000 from care"}},
 		}, "ended"},
 		{"05 the slot given: layers, started in its turn, and the slot given back once it leaves the node's care", []runStep{
-			{msg: messages.RunArrived{Facts: slotted}, want: []string{"take R0run00000 into care", "tell node: R0run00000 asks its turn slot user ana"}},
-			{msg: messages.RunTurnGiven{Turn: messages.RunTurnSlot}, want: []string{"prepare R0run00000 (layers 2-4)"}},
+			{msg: protocol.RunArrived{Facts: slotted}, want: []string{"take R0run00000 into care", "tell node: R0run00000 asks its turn slot user ana"}},
+			{msg: protocol.RunTurnGiven{Turn: protocol.RunTurnSlot}, want: []string{"prepare R0run00000 (layers 2-4)"}},
 			{msg: prepOK, want: []string{"tell node: R0run00000 asks its turn started in demo at r5.1"}},
 			{msg: admin()},
-			{msg: messages.RunTurnGiven{Turn: messages.RunTurnStarted}, want: writeStart},
+			{msg: protocol.RunTurnGiven{Turn: protocol.RunTurnStarted}, want: writeStart},
 			{msg: startedOK, want: []string{"tell node: R0run00000 done with its turn started", "write ended R0run00000 stopped"}},
 			{msg: endedOK, want: []string{"release R0run00000 from care", "tell node: R0run00000 done with its turn slot"}},
 		}, "ended"},
@@ -186,93 +187,93 @@ func TestRunLifeTable(t *testing.T) {
 			runStep{msg: delivery(1), want: []string{"launch R0run00000 process 1 for bbbbbbbbbb@r11.1"}},
 			runStep{msg: delivery(2)},
 			runStep{msg: delivery(3)},
-			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Exited(3)}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: protocol.RunProcessExited{Proc: 1, Status: messages.Exited(3)}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"launch R0run00000 process 2 for cccccccccc@r12.1"}},
-			runStep{msg: messages.RunProcessExited{Proc: 2}, want: []string{"keep logs R0run00000 process 2"}},
+			runStep{msg: protocol.RunProcessExited{Proc: 2}, want: []string{"keep logs R0run00000 process 2"}},
 			runStep{msg: delivery(4)},
-			runStep{msg: messages.RunLogsKept{Proc: 2}, want: []string{"launch R0run00000 process 3 for dddddddddd@r13.1"}}), "started"},
+			runStep{msg: protocol.RunLogsKept{Proc: 2}, want: []string{"launch R0run00000 process 3 for dddddddddd@r13.1"}}), "started"},
 		{"08 started + a stop: ends the process, TERM then KILL after the grace; ended stopped once it exits", join2(startedRun(plain, launch1...),
 			runStep{msg: admin(), want: []string{"signal TERM R0run00000 process 1", "start timer grace R0run00000 #1 10s"}},
 			runStep{msg: admin()},
-			runStep{msg: messages.RunTimerFired{Purpose: messages.RunTimerGrace, Seq: 1}, advance: 10 * time.Second, want: []string{"signal KILL R0run00000 process 1"}},
-			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Signaled(9)}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: protocol.RunTimerFired{Purpose: protocol.RunTimerGrace, Seq: 1}, advance: 10 * time.Second, want: []string{"signal KILL R0run00000 process 1"}},
+			runStep{msg: protocol.RunProcessExited{Proc: 1, Status: messages.Signaled(9)}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 stopped"}}), "ended"},
 		{"09 started + its process exits by a signal: ended exited 128+N", join2(startedRun(plain, launch1...),
-			runStep{msg: messages.RunProcessExited{Proc: 7, Status: messages.Exited(1)}},
-			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Signaled(15)}, want: []string{"keep logs R0run00000 process 1"}},
-			runStep{msg: messages.RunLogsKept{Proc: 1, Err: errors.New("disk full")}, want: []string{"start timer retry R0run00000 #1 1s"}},
-			runStep{msg: messages.RunTimerFired{Purpose: messages.RunTimerRetry, Seq: 1}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: protocol.RunProcessExited{Proc: 7, Status: messages.Exited(1)}},
+			runStep{msg: protocol.RunProcessExited{Proc: 1, Status: messages.Signaled(15)}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: protocol.RunLogsKept{Proc: 1, Err: errors.New("disk full")}, want: []string{"start timer retry R0run00000 #1 1s"}},
+			runStep{msg: protocol.RunTimerFired{Purpose: protocol.RunTimerRetry, Seq: 1}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 exited exit 143"}}), "ended"},
 		{"8.2 kept logs the server was not there for: tried until written, past the attempts, and ended only after them", func() []runStep {
-			down := messages.RunLogsKept{Proc: 1, Err: fmt.Errorf("%w: read tcp 127.0.0.1:8080: connection reset by peer", messages.ErrUnreachable)}
+			down := protocol.RunLogsKept{Proc: 1, Err: fmt.Errorf("%w: read tcp 127.0.0.1:8080: connection reset by peer", protocol.ErrUnreachable)}
 			steps := join2(startedRun(plain, launch1...),
-				runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Exited(0)}, want: []string{"keep logs R0run00000 process 1"}})
+				runStep{msg: protocol.RunProcessExited{Proc: 1, Status: messages.Exited(0)}, want: []string{"keep logs R0run00000 process 1"}})
 			for i := 1; i <= 7; i++ {
 				steps = append(steps,
 					runStep{msg: down, want: []string{fmt.Sprintf("start timer retry R0run00000 #%d 1s", i)}},
 					runStep{msg: admin()}, // a stop meanwhile decides, but ended waits for the kept logs
-					runStep{msg: messages.RunTimerFired{Purpose: messages.RunTimerRetry, Seq: i}, want: []string{"keep logs R0run00000 process 1"}})
+					runStep{msg: protocol.RunTimerFired{Purpose: protocol.RunTimerRetry, Seq: i}, want: []string{"keep logs R0run00000 process 1"}})
 			}
 			return append(steps, runStep{msg: keptLogs1, want: []string{"write ended R0run00000 exited exit 0"}}, runStep{msg: endedOK, want: release})
 		}(), "ended"},
 		{"8.2 kept logs refused past the attempts: given up, and the run goes on to ended", func() []runStep {
 			steps := join2(startedRun(plain, launch1...),
-				runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Exited(2)}, want: []string{"keep logs R0run00000 process 1"}})
+				runStep{msg: protocol.RunProcessExited{Proc: 1, Status: messages.Exited(2)}, want: []string{"keep logs R0run00000 process 1"}})
 			for i := 1; i < runCfg.EndAttempts; i++ {
 				steps = append(steps,
-					runStep{msg: messages.RunLogsKept{Proc: 1, Err: errors.New("not authorized to write")}, want: []string{fmt.Sprintf("start timer retry R0run00000 #%d 1s", i)}},
-					runStep{msg: messages.RunTimerFired{Purpose: messages.RunTimerRetry, Seq: i}, want: []string{"keep logs R0run00000 process 1"}})
+					runStep{msg: protocol.RunLogsKept{Proc: 1, Err: errors.New("not authorized to write")}, want: []string{fmt.Sprintf("start timer retry R0run00000 #%d 1s", i)}},
+					runStep{msg: protocol.RunTimerFired{Purpose: protocol.RunTimerRetry, Seq: i}, want: []string{"keep logs R0run00000 process 1"}})
 			}
-			return append(steps, runStep{msg: messages.RunLogsKept{Proc: 1, Err: errors.New("not authorized to write")}, want: []string{"write ended R0run00000 exited exit 2"}})
+			return append(steps, runStep{msg: protocol.RunLogsKept{Proc: 1, Err: errors.New("not authorized to write")}, want: []string{"write ended R0run00000 exited exit 2"}})
 		}(), "ended"},
-		{"09 started + past wall first, then the exit: ended budget", join2(startedRun(messages.RunFacts{Wall: time.Minute}, "start timer wall R0run00000 #1 1m0s", "launch R0run00000 process 1"),
-			runStep{msg: messages.RunTimerFired{Purpose: messages.RunTimerWall, Seq: 1}, advance: time.Minute, want: []string{"signal TERM R0run00000 process 1", "start timer grace R0run00000 #2 10s"}},
+		{"09 started + past wall first, then the exit: ended budget", join2(startedRun(protocol.RunFacts{Wall: time.Minute}, "start timer wall R0run00000 #1 1m0s", "launch R0run00000 process 1"),
+			runStep{msg: protocol.RunTimerFired{Purpose: protocol.RunTimerWall, Seq: 1}, advance: time.Minute, want: []string{"signal TERM R0run00000 process 1", "start timer grace R0run00000 #2 10s"}},
 			runStep{msg: admin()},
-			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Exited(0)}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: protocol.RunProcessExited{Proc: 1, Status: messages.Exited(0)}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 budget: wall: past limits.wall of 1m0s, counted from the launch at 2026-11-30T09:00:00Z"}}), "ended"},
-		{"09 started + killed by SIGXCPU with a cpu limit: ended budget", join2(startedRun(messages.RunFacts{CPU: true}, launch1...),
-			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Signaled(24)}, want: []string{"keep logs R0run00000 process 1"}},
+		{"09 started + killed by SIGXCPU with a cpu limit: ended budget", join2(startedRun(protocol.RunFacts{CPU: true}, launch1...),
+			runStep{msg: protocol.RunProcessExited{Proc: 1, Status: messages.Signaled(24)}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 budget: cpu: its process was ended by SIGXCPU, past limits.cpu"}}), "ended"},
 		{"09 started + past its memory (D46): the sandbox ended whole, ended budget", join2(startedRun(plain, launch1...),
-			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.ExitStatus{State: messages.EndExited, Code: 137, Limit: messages.LimitMemory, LimitNote: "1 process killed by the kernel at its memory limit of 32 MiB"}},
+			runStep{msg: protocol.RunProcessExited{Proc: 1, Status: messages.ExitStatus{State: messages.EndExited, Code: 137, Limit: messages.LimitMemory, LimitNote: "1 process killed by the kernel at its memory limit of 32 MiB"}},
 				want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 budget: memory: past limits.memory, its sandbox was ended (1 process killed by the kernel at its memory limit of 32 MiB)"}}), "ended"},
 		{"09 started + a fork refused at its processes: no end but its own, ended exited", join2(startedRun(plain, launch1...),
-			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.ExitStatus{State: messages.EndExited, Code: 2, Limit: messages.LimitProcesses, LimitNote: "1 new process refused at its processes limit of 5"}},
+			runStep{msg: protocol.RunProcessExited{Proc: 1, Status: messages.ExitStatus{State: messages.EndExited, Code: 2, Limit: messages.LimitProcesses, LimitNote: "1 new process refused at its processes limit of 5"}},
 				want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 exited exit 2"}}), "ended"},
 		{"10 a process exits in a session whose deliveries is start: kept logs, the run goes on", join2(
 			startedRun(eachSession, "start timer wall R0run00000 #1 1m0s"),
 			runStep{msg: delivery(1), want: []string{"launch R0run00000 process 1 for bbbbbbbbbb@r11.1"}},
-			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Exited(1)}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: protocol.RunProcessExited{Proc: 1, Status: messages.Exited(1)}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1}), "started"},
 		{"11 a stop in a session whose deliveries is start: ends its process, kept logs, ended stopped", join2(
 			startedRun(eachSession, "start timer wall R0run00000 #1 1m0s"),
 			runStep{msg: delivery(1), want: []string{"launch R0run00000 process 1 for bbbbbbbbbb@r11.1"}},
 			runStep{msg: delivery(2)},
 			runStep{msg: admin(), want: []string{"signal TERM R0run00000 process 1", "start timer grace R0run00000 #2 10s"}},
-			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.Signaled(15)}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: protocol.RunProcessExited{Proc: 1, Status: messages.Signaled(15)}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 stopped"}},
 			runStep{msg: endedOK, want: release}), "ended"},
 		{"11 past wall in a session whose deliveries is start, between processes: ended budget", join2(
 			startedRun(eachSession, "start timer wall R0run00000 #1 1m0s"),
-			runStep{msg: messages.RunTimerFired{Purpose: messages.RunTimerWall, Seq: 1}, advance: time.Minute, want: []string{"write ended R0run00000 budget: wall: past limits.wall of 1m0s, counted from the launch at 2026-11-30T09:00:00Z"}}), "ended"},
+			runStep{msg: protocol.RunTimerFired{Purpose: protocol.RunTimerWall, Seq: 1}, advance: time.Minute, want: []string{"write ended R0run00000 budget: wall: past limits.wall of 1m0s, counted from the launch at 2026-11-30T09:00:00Z"}}), "ended"},
 		{"12 started + the node finds it not in its care: ended lost", join2(startedRun(plain, launch1...),
-			runStep{msg: messages.RunNotInCare{Note: "no such run in care"}},
-			runStep{msg: messages.RunProcessExited{Proc: 1, Status: messages.ExitUnknown}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: protocol.RunNotInCare{Note: "no such run in care"}},
+			runStep{msg: protocol.RunProcessExited{Proc: 1, Status: messages.ExitUnknown}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 lost: its process ended while the node was not its parent, so how it ended is unknown"}}), "ended"},
 		{"12 a restored run with no live process, found by the check: ended lost", []runStep{
-			{msg: messages.RunNotInCare{Note: "gone"}, want: []string{"write ended R0run00000 lost: gone"}},
+			{msg: protocol.RunNotInCare{Note: "gone"}, want: []string{"write ended R0run00000 lost: gone"}},
 		}, "restored"},
 		{"13 ended + anything: nothing", join2(startedRun(plain, launch1...),
-			runStep{msg: messages.RunProcessExited{Proc: 1}, want: []string{"keep logs R0run00000 process 1"}},
+			runStep{msg: protocol.RunProcessExited{Proc: 1}, want: []string{"keep logs R0run00000 process 1"}},
 			runStep{msg: keptLogs1, want: []string{"write ended R0run00000 exited exit 0"}},
 			runStep{msg: endedOK, want: release},
 			runStep{msg: admin()},
-			runStep{msg: messages.RunArrived{Facts: plain}},
+			runStep{msg: protocol.RunArrived{Facts: plain}},
 			runStep{msg: delivery(1)},
-			runStep{msg: messages.RunNotInCare{}},
-			runStep{msg: messages.RunProcessExited{Proc: 1}},
+			runStep{msg: protocol.RunNotInCare{}},
+			runStep{msg: protocol.RunProcessExited{Proc: 1}},
 			runStep{msg: endedOK}), "ended"},
 	}
 	for _, tc := range cases {
@@ -280,7 +281,7 @@ func TestRunLifeTable(t *testing.T) {
 			now := runT0
 			c := NewRunCore(runCfg, runH)
 			if tc.state == "restored" {
-				c = RestoreRunCore(runCfg, messages.RunFacts{Hash: runH}, RunKept{StartedCounts: true, LaunchedAt: runT0})
+				c = RestoreRunCore(runCfg, protocol.RunFacts{Hash: runH}, RunKept{StartedCounts: true, LaunchedAt: runT0})
 				if got := runLines(c.Start(now)); len(got) != 0 {
 					t.Fatalf("Start: %q", got)
 				}
@@ -300,7 +301,7 @@ func TestRunLifeTable(t *testing.T) {
 					if strings.Contains(e.String(), "\n") {
 						t.Fatalf("an effect of two lines: %q", e.String())
 					}
-					if _, ok := e.(messages.RunRelease); ok {
+					if _, ok := e.(protocol.RunRelease); ok {
 						released = true
 					}
 				}
@@ -319,7 +320,7 @@ func join2(steps []runStep, more ...runStep) []runStep { return append(steps, mo
 // results are due, and what came first of the things that end a run.
 type runModel struct {
 	c     *RunCore
-	facts messages.RunFacts
+	facts protocol.RunFacts
 	now   time.Time
 
 	recStarted, recStop, recEnded bool
@@ -337,16 +338,16 @@ type runModel struct {
 
 	prepare, startWrite, endWrite bool
 	keepLogs                      []int
-	timers                        []messages.RunStartTimer
+	timers                        []protocol.RunStartTimer
 	due                           []time.Time
 	wallSeq                       int
 
 	pos        int64
-	sent       []messages.RunDelivery
+	sent       []protocol.RunDelivery
 	given      RunGiven
-	accepted   []messages.RunDelivery // for a session whose deliveries is start
+	accepted   []protocol.RunDelivery // for a session whose deliveries is start
 	started    []string               // the deliveries processes were launched for, in order
-	feedWanted *messages.RunDelivery  // the delivery a feed must deliver in this step
+	feedWanted *protocol.RunDelivery  // the delivery a feed must deliver in this step
 
 	trigger  messages.RunOutcome
 	wantExit int
@@ -359,19 +360,19 @@ type runModel struct {
 }
 
 // turn checks a run's ask of the node, or its giving back of a turn.
-func (m *runModel) turn(t *rapid.T, e messages.Tell) {
-	if e.To != messages.NodeAddr() {
+func (m *runModel) turn(t *rapid.T, e protocol.Tell) {
+	if e.To != protocol.NodeAddr() {
 		t.Fatalf("a run tells another than its node: %s", e)
 	}
 	switch x := e.Msg.(type) {
-	case messages.RunTurnRequested:
+	case protocol.RunTurnRequested:
 		switch x.Turn {
-		case messages.RunTurnSlot:
+		case protocol.RunTurnSlot:
 			if m.facts.Slot == "" || x.User != m.facts.Slot || m.slotAsked || m.slotHeld || !m.inCare {
 				t.Fatalf("a slot asked for by a run with none, twice, or out of care: %s", e)
 			}
 			m.slotAsked = true
-		case messages.RunTurnStarted:
+		case protocol.RunTurnStarted:
 			if m.facts.At.IsZero() || x.At != m.facts.At || m.startAsked || m.startTurn || m.startWrite || m.recStarted {
 				t.Fatalf("a turn to write started asked for out of place: %s", e)
 			}
@@ -379,8 +380,8 @@ func (m *runModel) turn(t *rapid.T, e messages.Tell) {
 		default:
 			t.Fatalf("a turn the node does not give: %s", e)
 		}
-	case messages.RunTurnDone:
-		if x.Turn == messages.RunTurnSlot {
+	case protocol.RunTurnDone:
+		if x.Turn == protocol.RunTurnSlot {
 			if !m.slotAsked && !m.slotHeld {
 				t.Fatalf("a slot given back that the run neither held nor asked for")
 			}
@@ -408,7 +409,7 @@ func (m *runModel) anyAlive() bool {
 	return false
 }
 
-func (m *runModel) step(t *rapid.T, msg messages.DaemonMessage) {
+func (m *runModel) step(t *rapid.T, msg protocol.DaemonMessage) {
 	t.Logf("step %s (%s)", msg, m.c.phase)
 	wasEnded := m.c.Ended()
 	effs := m.c.Step(m.now, msg)
@@ -421,16 +422,16 @@ func (m *runModel) step(t *rapid.T, msg messages.DaemonMessage) {
 	}
 }
 
-func (m *runModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
+func (m *runModel) apply(t *rapid.T, effs []protocol.DaemonEffect) {
 	for _, e := range effs {
 		t.Logf("  -> %s", e)
 		switch e := e.(type) {
-		case messages.RunTakeIntoCare:
+		case protocol.RunTakeIntoCare:
 			if m.facts.Manual && !m.startAllowed {
 				t.Fatalf("a manual run taken into care before a start by admin or setup")
 			}
 			m.inCare = true
-		case messages.RunPrepare:
+		case protocol.RunPrepare:
 			if !m.inCare || m.prepare {
 				t.Fatalf("layers made for a run not in care, or twice at once")
 			}
@@ -438,7 +439,7 @@ func (m *runModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 				t.Fatalf("layers made for a run that does not hold its user's slot")
 			}
 			m.prepare = true
-		case messages.RunWriteStarted:
+		case protocol.RunWriteStarted:
 			if m.recStarted || m.startWrite || !m.inCare {
 				t.Fatalf("a second started, or one for a run not in care")
 			}
@@ -447,7 +448,7 @@ func (m *runModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 			}
 			m.startTurn = false
 			m.startWrite = true
-		case messages.RunLaunch:
+		case protocol.RunLaunch:
 			if !m.recStarted {
 				t.Fatalf("a launch before started is on the record")
 			}
@@ -467,7 +468,7 @@ func (m *runModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 			}
 			m.launches++
 			m.alive[e.Proc], m.lastProc = true, e.Proc
-		case messages.RunDeliver:
+		case protocol.RunDeliver:
 			if !m.facts.Session || m.facts.StartsEach() || !m.alive[e.Proc] || e.Proc != m.lastProc {
 				t.Fatalf("a delivery to no feeding process: %s", e)
 			}
@@ -475,12 +476,12 @@ func (m *runModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 				t.Fatalf("delivered %s, want %v", e.Delivery, m.feedWanted)
 			}
 			m.feedWanted = nil
-		case messages.RunEndProcess:
+		case protocol.RunEndProcess:
 			if !m.alive[e.Proc] {
 				t.Fatalf("a signal to a process that is not alive: %s", e)
 			}
-		case messages.RunStartTimer:
-			if e.Purpose == messages.RunTimerWall {
+		case protocol.RunStartTimer:
+			if e.Purpose == protocol.RunTimerWall {
 				if m.facts.Wall == 0 || !m.recStarted {
 					t.Fatalf("a wall timer for a run with no wall or not started")
 				}
@@ -491,14 +492,14 @@ func (m *runModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 			}
 			m.timers = append(m.timers, e)
 			m.due = append(m.due, m.now.Add(e.After))
-		case messages.RunKeepLogs:
+		case protocol.RunKeepLogs:
 			if !m.exited[e.Proc] && !m.keepFailed[e.Proc] {
 				t.Fatalf("kept logs of a process that has not exited, or twice: %s", e)
 			}
 			delete(m.exited, e.Proc)
 			delete(m.keepFailed, e.Proc)
 			m.keepLogs = append(m.keepLogs, e.Proc)
-		case messages.RunWriteEnded:
+		case protocol.RunWriteEnded:
 			if m.recEnded || m.endWrite {
 				t.Fatalf("a second ended")
 			}
@@ -526,7 +527,7 @@ func (m *runModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 				}
 			}
 			m.endWrite = true
-		case messages.RunRelease:
+		case protocol.RunRelease:
 			if !m.inCare || m.endWrite || !m.c.Ended() {
 				t.Fatalf("released a run not in care, or before its end was written")
 			}
@@ -536,13 +537,13 @@ func (m *runModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 					t.Fatalf("a run out of care kept its user's slot")
 				}
 			}()
-		case messages.Tell:
+		case protocol.Tell:
 			m.turn(t, e)
-		case messages.ReadDeliveries:
+		case protocol.ReadDeliveries:
 			if !m.facts.Session || m.facts.StartsEach() || e.Run == "" {
 				t.Fatalf("deliveries read after the launch of a process that is not fed them: %s", e)
 			}
-		case messages.LogEvent:
+		case protocol.LogEvent:
 		default:
 			t.Fatalf("a run never asks for %T: %s", e, e)
 		}
@@ -593,7 +594,7 @@ func (m *runModel) restart(t *rapid.T) {
 	}
 	for _, l := range RunsLost([]RunOnRecord{{Hash: runH, StartedCounts: m.recStarted, EndedCounts: m.recEnded}}, care) {
 		m.first(messages.RunLost)
-		m.step(t, messages.RunNotInCare{Note: l.Note})
+		m.step(t, protocol.RunNotInCare{Note: l.Note})
 	}
 }
 
@@ -605,12 +606,12 @@ func (m *runModel) restart(t *rapid.T) {
 func TestRunCoreProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := &runModel{now: runT0, alive: map[int]bool{}, exited: map[int]bool{}, keepFailed: map[int]bool{}}
-		m.facts = messages.RunFacts{Hash: runH, Manual: rapid.Bool().Draw(t, "manual"), Session: rapid.Bool().Draw(t, "session"),
+		m.facts = protocol.RunFacts{Hash: runH, Manual: rapid.Bool().Draw(t, "manual"), Session: rapid.Bool().Draw(t, "session"),
 			Deliveries: rapid.SampledFrom([]string{"", "feed", "start"}).Draw(t, "deliveries"),
 			Wall:       time.Duration(rapid.SampledFrom([]int{0, 30, 60}).Draw(t, "wall")) * time.Second, CPU: rapid.Bool().Draw(t, "cpu"),
 			Slot: rapid.SampledFrom([]string{"", "ana"}).Draw(t, "slot")}
 		if rapid.Bool().Draw(t, "in order") {
-			m.facts.Project, m.facts.At = "demo", messages.RunPosition{Receipt: 5, Row: 1}
+			m.facts.Project, m.facts.At = "demo", protocol.RunPosition{Receipt: 5, Row: 1}
 		}
 		m.c = NewRunCore(runCfg, runH)
 		t.Repeat(map[string]func(*rapid.T){
@@ -619,7 +620,7 @@ func TestRunCoreProperties(t *testing.T) {
 				if m.c.phase == runNone && !m.c.stop && !m.c.inCare && refusal != "" {
 					m.first(messages.RunRefused)
 				}
-				m.step(t, messages.RunArrived{Facts: m.facts, Refusal: refusal})
+				m.step(t, protocol.RunArrived{Facts: m.facts, Refusal: refusal})
 			},
 			"start": func(t *rapid.T) {
 				priv := rapid.Bool().Draw(t, "privileged")
@@ -631,20 +632,20 @@ func TestRunCoreProperties(t *testing.T) {
 						m.startAllowed = true
 					}
 				}
-				m.step(t, messages.RunStartRequested{By: "u", Privileged: priv, Refusal: refusal})
+				m.step(t, protocol.RunStartRequested{By: "u", Privileged: priv, Refusal: refusal})
 			},
 			"turn": func(t *rapid.T) {
 				switch {
 				case m.slotAsked:
 					m.slotAsked, m.slotHeld = false, true
-					m.step(t, messages.RunTurnGiven{Turn: messages.RunTurnSlot})
+					m.step(t, protocol.RunTurnGiven{Turn: protocol.RunTurnSlot})
 				case m.startAsked:
 					m.startAsked, m.startTurn = false, true
-					m.step(t, messages.RunTurnGiven{Turn: messages.RunTurnStarted})
+					m.step(t, protocol.RunTurnGiven{Turn: protocol.RunTurnStarted})
 				default:
 					// A turn the run does not wait for changes nothing.
-					turn := rapid.SampledFrom([]string{messages.RunTurnSlot, messages.RunTurnStarted}).Draw(t, "stray turn")
-					if effs := runLines(m.c.Step(m.now, messages.RunTurnGiven{Turn: turn})); len(effs) > 0 {
+					turn := rapid.SampledFrom([]string{protocol.RunTurnSlot, protocol.RunTurnStarted}).Draw(t, "stray turn")
+					if effs := runLines(m.c.Step(m.now, protocol.RunTurnGiven{Turn: turn})); len(effs) > 0 {
 						t.Fatalf("a turn not asked for did %v", effs)
 					}
 				}
@@ -655,7 +656,7 @@ func TestRunCoreProperties(t *testing.T) {
 					m.first(messages.RunStopped)
 					m.recStop = true
 				}
-				m.step(t, messages.RunStopRequested{By: "u", Privileged: priv})
+				m.step(t, protocol.RunStopRequested{By: "u", Privileged: priv})
 			},
 			"prepared": func(t *rapid.T) {
 				if !m.prepare {
@@ -666,7 +667,7 @@ func TestRunCoreProperties(t *testing.T) {
 				if failed != "" && !m.c.stop {
 					m.first(messages.RunRefused)
 				}
-				m.step(t, messages.RunPrepared{Values: map[string]string{"run": runH}, Failed: failed})
+				m.step(t, protocol.RunPrepared{Values: map[string]string{"run": runH}, Failed: failed})
 			},
 			"started written": func(t *rapid.T) {
 				if !m.startWrite {
@@ -681,7 +682,7 @@ func TestRunCoreProperties(t *testing.T) {
 					m.startedWrites++
 					m.launchedAt = m.now
 				}
-				m.step(t, messages.RunStartedWritten{Err: err})
+				m.step(t, protocol.RunStartedWritten{Err: err})
 			},
 			"logs kept": func(t *rapid.T) {
 				if len(m.keepLogs) == 0 {
@@ -694,12 +695,12 @@ func TestRunCoreProperties(t *testing.T) {
 				case 0:
 					err = errors.New("disk full")
 				case 1:
-					err = fmt.Errorf("%w: connection refused", messages.ErrUnreachable)
+					err = fmt.Errorf("%w: connection refused", protocol.ErrUnreachable)
 				}
 				if err != nil {
 					m.keepFailed[p] = true // tried again, or given up
 				}
-				m.step(t, messages.RunLogsKept{Proc: p, Err: err})
+				m.step(t, protocol.RunLogsKept{Proc: p, Err: err})
 				if !m.c.keeping {
 					delete(m.keepFailed, p) // written, or given up: the run went on
 				}
@@ -716,7 +717,7 @@ func TestRunCoreProperties(t *testing.T) {
 					m.recEnded = true
 					m.endedWrites++
 				}
-				m.step(t, messages.RunEndedWritten{Err: err})
+				m.step(t, protocol.RunEndedWritten{Err: err})
 			},
 			"exit": func(t *rapid.T) {
 				p := rapid.IntRange(0, m.lastProc+1).Draw(t, "proc")
@@ -731,7 +732,7 @@ func TestRunCoreProperties(t *testing.T) {
 					st = messages.ExitUnknown
 				}
 				st.Limit = rapid.SampledFrom([]string{"", "", "", messages.LimitMemory, messages.LimitProcesses}).Draw(t, "limit")
-				x := messages.RunProcessExited{Proc: p, Status: st}
+				x := protocol.RunProcessExited{Proc: p, Status: st}
 				if m.alive[p] {
 					m.alive[p] = false
 					m.exited[p] = true
@@ -762,25 +763,25 @@ func TestRunCoreProperties(t *testing.T) {
 				if m.now.Before(due) {
 					m.now = due
 				}
-				if tm.Purpose == messages.RunTimerWall && tm.Seq == m.wallSeq && m.c.phase == runStarted {
+				if tm.Purpose == protocol.RunTimerWall && tm.Seq == m.wallSeq && m.c.phase == runStarted {
 					m.first(messages.RunBudget)
 				}
-				m.step(t, messages.RunTimerFired{Purpose: tm.Purpose, Seq: tm.Seq})
+				m.step(t, protocol.RunTimerFired{Purpose: tm.Purpose, Seq: tm.Seq})
 			},
 			"advance": func(t *rapid.T) {
 				m.now = m.now.Add(time.Duration(rapid.IntRange(1, 40).Draw(t, "secs")) * time.Second)
 			},
 			"deliver": func(t *rapid.T) {
-				var d messages.RunDelivery
+				var d protocol.RunDelivery
 				switch kind := rapid.IntRange(0, 5).Draw(t, "kind"); {
 				case kind == 0 && len(m.sent) > 0:
 					d = m.sent[rapid.IntRange(0, len(m.sent)-1).Draw(t, "replay")]
 				case kind == 1:
 					m.pos += 2
-					d = messages.RunDelivery{Hash: testHash(int(m.pos - 1)), At: messages.RunPosition{Receipt: m.pos - 1, Row: 1}}
+					d = protocol.RunDelivery{Hash: testHash(int(m.pos - 1)), At: protocol.RunPosition{Receipt: m.pos - 1, Row: 1}}
 				default:
 					m.pos += 2
-					d = messages.RunDelivery{Hash: testHash(int(m.pos)), At: messages.RunPosition{Receipt: m.pos, Row: 1}}
+					d = protocol.RunDelivery{Hash: testHash(int(m.pos)), At: protocol.RunPosition{Receipt: m.pos, Row: 1}}
 					m.sent = append(m.sent, d)
 				}
 				feeds := m.facts.Session && !m.facts.StartsEach() && m.alive[m.lastProc] && m.lastProc == m.c.proc
@@ -791,13 +792,13 @@ func TestRunCoreProperties(t *testing.T) {
 						m.feedWanted = &d
 					}
 				}
-				m.step(t, messages.RunDelivered{Delivery: d})
+				m.step(t, protocol.RunDelivered{Delivery: d})
 			},
 			"not in care": func(t *rapid.T) {
 				if m.c.phase == runStarted && !m.anyAlive() && len(m.keepLogs) == 0 {
 					m.first(messages.RunLost)
 				}
-				m.step(t, messages.RunNotInCare{Note: "checked"})
+				m.step(t, protocol.RunNotInCare{Note: "checked"})
 			},
 			"restart": func(t *rapid.T) { m.restart(t) },
 			"": func(t *rapid.T) {

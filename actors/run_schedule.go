@@ -5,7 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // RunSchedule decides, for the node, when each run has its turns (D86):
@@ -39,7 +39,7 @@ type RunSchedule struct {
 // inOrder is a run found to begin whose started is not written yet.
 type inOrder struct {
 	project string
-	at      messages.RunPosition
+	at      protocol.RunPosition
 	// passed: it waits for its user's slot, and the runs after it go on.
 	passed bool
 }
@@ -48,7 +48,7 @@ type inOrder struct {
 type startAsk struct {
 	run     string
 	project string
-	at      messages.RunPosition
+	at      protocol.RunPosition
 }
 
 // NewRunSchedule makes an empty schedule.
@@ -59,7 +59,7 @@ func NewRunSchedule(cfg Config) *RunSchedule {
 
 // InOrder keeps a run found to begin: the runs of its project after it
 // write their started after its own.
-func (s *RunSchedule) InOrder(run, project string, at messages.RunPosition) {
+func (s *RunSchedule) InOrder(run, project string, at protocol.RunPosition) {
 	if _, ok := s.pending[run]; !ok {
 		s.pending[run] = inOrder{project: project, at: at}
 	}
@@ -74,30 +74,30 @@ func (s *RunSchedule) Hold(user, run string) {
 }
 
 // Step takes a run's ask, a run done with a turn, or an order timer.
-func (s *RunSchedule) Step(now time.Time, msg messages.DaemonMessage) []messages.DaemonEffect {
+func (s *RunSchedule) Step(now time.Time, msg protocol.DaemonMessage) []protocol.DaemonEffect {
 	switch m := msg.(type) {
-	case messages.RunTurnRequested:
+	case protocol.RunTurnRequested:
 		switch m.Turn {
-		case messages.RunTurnSlot:
+		case protocol.RunTurnSlot:
 			s.askSlot(m.Run, m.User)
-		case messages.RunTurnStarted:
+		case protocol.RunTurnStarted:
 			s.askStarted(m)
 		}
-	case messages.RunTurnDone:
+	case protocol.RunTurnDone:
 		switch m.Turn {
-		case messages.RunTurnSlot:
+		case protocol.RunTurnSlot:
 			s.giveSlot(m.Run)
-		case messages.RunTurnStarted:
+		case protocol.RunTurnStarted:
 			s.settled(m.Run)
 		}
-	case messages.RunTimerFired:
+	case protocol.RunTimerFired:
 		s.orderTimer(m)
 	}
 	return s.take()
 }
 
 func (s *RunSchedule) give(run, turn string) {
-	s.tell(messages.RunAddr(run), messages.RunTurnGiven{Turn: turn})
+	s.tell(protocol.RunAddr(run), protocol.RunTurnGiven{Turn: turn})
 }
 
 // askSlot gives user's slot to run, or has it wait behind the runs that
@@ -105,7 +105,7 @@ func (s *RunSchedule) give(run, turn string) {
 func (s *RunSchedule) askSlot(run, user string) {
 	if h := s.holder[user]; h == "" || h == run {
 		s.holder[user] = run
-		s.give(run, messages.RunTurnSlot)
+		s.give(run, protocol.RunTurnSlot)
 		return
 	}
 	for _, w := range s.waiting[user] {
@@ -141,7 +141,7 @@ func (s *RunSchedule) giveSlot(run string) {
 		} else {
 			s.waiting[user] = ws[1:]
 		}
-		s.give(ws[0], messages.RunTurnSlot)
+		s.give(ws[0], protocol.RunTurnSlot)
 	}
 	for _, user := range sortedKeys(s.waiting) {
 		ws := s.waiting[user]
@@ -161,10 +161,10 @@ func (s *RunSchedule) giveSlot(run string) {
 
 // askStarted gives the run its turn to write started at once when no run
 // before it holds it back; otherwise it waits, for at most OrderWait.
-func (s *RunSchedule) askStarted(m messages.RunTurnRequested) {
+func (s *RunSchedule) askStarted(m protocol.RunTurnRequested) {
 	a := startAsk{run: m.Run, project: m.Project, at: m.At}
 	if _, held := s.before(a); !held {
-		s.give(m.Run, messages.RunTurnStarted)
+		s.give(m.Run, protocol.RunTurnStarted)
 		return
 	}
 	for seq, o := range s.asks {
@@ -174,7 +174,7 @@ func (s *RunSchedule) askStarted(m messages.RunTurnRequested) {
 	}
 	s.seq++
 	s.asks[s.seq] = a
-	s.emit(messages.RunStartTimer{Run: m.Run, Purpose: messages.RunTimerOrder, Seq: s.seq, After: s.cfg.OrderWait})
+	s.emit(protocol.RunStartTimer{Run: m.Run, Purpose: protocol.RunTimerOrder, Seq: s.seq, After: s.cfg.OrderWait})
 }
 
 // settled forgets a run whose started is written, or that ended or left
@@ -193,23 +193,23 @@ func (s *RunSchedule) grant() {
 		a := s.asks[seq]
 		if _, held := s.before(a); !held {
 			delete(s.asks, seq)
-			s.give(a.run, messages.RunTurnStarted)
+			s.give(a.run, protocol.RunTurnStarted)
 		}
 	}
 }
 
 // orderTimer gives a run its turn past OrderWait, out of the server's
 // order, naming the run it did not wait for any longer.
-func (s *RunSchedule) orderTimer(m messages.RunTimerFired) {
+func (s *RunSchedule) orderTimer(m protocol.RunTimerFired) {
 	a, ok := s.asks[m.Seq]
-	if m.Purpose != messages.RunTimerOrder || !ok {
+	if m.Purpose != protocol.RunTimerOrder || !ok {
 		return
 	}
 	delete(s.asks, m.Seq)
 	first, _ := s.before(a)
 	s.log(slog.LevelWarn, "a run is started out of the server's order: a run before it is neither started nor ended",
 		runAttr(a.run), slog.String("before", first), slog.Duration("waited", s.cfg.OrderWait))
-	s.give(a.run, messages.RunTurnStarted)
+	s.give(a.run, protocol.RunTurnStarted)
 }
 
 // before is the earliest run, in the server's order, that stands before a
@@ -219,7 +219,7 @@ func (s *RunSchedule) before(a startAsk) (string, bool) {
 		return "", false
 	}
 	first, found := "", false
-	var firstAt messages.RunPosition
+	var firstAt protocol.RunPosition
 	for h, e := range s.pending {
 		if h == a.run || e.project != a.project || e.passed || !e.at.Before(a.at) {
 			continue
@@ -257,8 +257,8 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
-func (s *RunSchedule) addr() messages.ActorAddr { return messages.NodeAddr() }
+func (s *RunSchedule) addr() protocol.ActorAddr { return protocol.NodeAddr() }
 
 // Start does nothing: the schedule starts empty, and the node holds the
 // slots of the runs it finds (Hold).
-func (s *RunSchedule) Start(time.Time) []messages.DaemonEffect { return nil }
+func (s *RunSchedule) Start(time.Time) []protocol.DaemonEffect { return nil }

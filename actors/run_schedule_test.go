@@ -13,7 +13,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // TestRunScheduleTranscripts runs every testdata/runsched/*.txt through a
@@ -44,7 +44,7 @@ type schedTranscript struct {
 	tr     *transcript
 	s      *RunSchedule
 	now    time.Time
-	timers map[int]messages.RunStartTimer
+	timers map[int]protocol.RunStartTimer
 	next   int
 }
 
@@ -53,27 +53,27 @@ func runScheduleTranscript(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &schedTranscript{tr: newTranscript(), s: NewRunSchedule(Config{}), now: transcriptEpoch, timers: map[int]messages.RunStartTimer{}}
+	st := &schedTranscript{tr: newTranscript(), s: NewRunSchedule(Config{}), now: transcriptEpoch, timers: map[int]protocol.RunStartTimer{}}
 	playTranscript(t, path, data, func(cmd string, _ int) ([]string, error) { return st.do(cmd) })
 }
 
 // position reads "10.1" as a receipt and a row.
-func position(s string) (messages.RunPosition, error) {
+func position(s string) (protocol.RunPosition, error) {
 	r, w, ok := strings.Cut(s, ".")
 	if !ok {
-		return messages.RunPosition{}, fmt.Errorf("position %q: RECEIPT.ROW", s)
+		return protocol.RunPosition{}, fmt.Errorf("position %q: RECEIPT.ROW", s)
 	}
 	rec, err1 := strconv.ParseInt(r, 10, 64)
 	row, err2 := strconv.ParseInt(w, 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return messages.RunPosition{}, err
+		return protocol.RunPosition{}, err
 	}
-	return messages.RunPosition{Receipt: rec, Row: row}, nil
+	return protocol.RunPosition{Receipt: rec, Row: row}, nil
 }
 
 func (st *schedTranscript) do(cmd string) ([]string, error) {
 	f := strings.Fields(cmd)
-	var effs []messages.DaemonEffect
+	var effs []protocol.DaemonEffect
 	switch {
 	case len(f) == 4 && f[0] == "inorder":
 		at, err := position(f[3])
@@ -83,10 +83,10 @@ func (st *schedTranscript) do(cmd string) ([]string, error) {
 		st.s.InOrder(st.tr.hash(f[1]), f[2], at)
 	case len(f) == 3 && f[0] == "hold":
 		st.s.Hold(f[1], st.tr.hash(f[2]))
-	case len(f) == 4 && f[0] == "ask" && f[1] == messages.RunTurnSlot:
-		effs = st.s.Step(st.now, messages.RunTurnRequested{Run: st.tr.hash(f[2]), Turn: messages.RunTurnSlot, User: f[3]})
-	case (len(f) == 3 || len(f) == 5) && f[0] == "ask" && f[1] == messages.RunTurnStarted:
-		m := messages.RunTurnRequested{Run: st.tr.hash(f[2]), Turn: messages.RunTurnStarted}
+	case len(f) == 4 && f[0] == "ask" && f[1] == protocol.RunTurnSlot:
+		effs = st.s.Step(st.now, protocol.RunTurnRequested{Run: st.tr.hash(f[2]), Turn: protocol.RunTurnSlot, User: f[3]})
+	case (len(f) == 3 || len(f) == 5) && f[0] == "ask" && f[1] == protocol.RunTurnStarted:
+		m := protocol.RunTurnRequested{Run: st.tr.hash(f[2]), Turn: protocol.RunTurnStarted}
 		if len(f) == 5 {
 			at, err := position(f[4])
 			if err != nil {
@@ -96,7 +96,7 @@ func (st *schedTranscript) do(cmd string) ([]string, error) {
 		}
 		effs = st.s.Step(st.now, m)
 	case len(f) == 3 && f[0] == "done":
-		effs = st.s.Step(st.now, messages.RunTurnDone{Run: st.tr.hash(f[2]), Turn: f[1]})
+		effs = st.s.Step(st.now, protocol.RunTurnDone{Run: st.tr.hash(f[2]), Turn: f[1]})
 	case len(f) == 2 && f[0] == "fire":
 		id, err := strconv.Atoi(strings.Trim(f[1], "[]"))
 		if err != nil {
@@ -108,14 +108,14 @@ func (st *schedTranscript) do(cmd string) ([]string, error) {
 		}
 		delete(st.timers, id)
 		st.now = st.now.Add(tm.After)
-		effs = st.s.Step(st.now, messages.RunTimerFired{Purpose: tm.Purpose, Seq: tm.Seq})
+		effs = st.s.Step(st.now, protocol.RunTimerFired{Purpose: tm.Purpose, Seq: tm.Seq})
 	default:
 		return nil, fmt.Errorf("unknown command %q", cmd)
 	}
 	var out []string
 	for _, e := range effs {
 		line := e.String()
-		if tm, ok := e.(messages.RunStartTimer); ok {
+		if tm, ok := e.(protocol.RunStartTimer); ok {
 			st.next++
 			st.timers[st.next] = tm
 			line = fmt.Sprintf("[%d] %s", st.next, line)
@@ -135,7 +135,7 @@ type schedModel struct {
 	// runs are the runs arrived, in the server's order.
 	runs []*schedRun
 	// timers are the order timers not yet fired.
-	timers []messages.RunStartTimer
+	timers []protocol.RunStartTimer
 	// startedOrder are the runs whose started was written, in order;
 	// late says a timer gave that run its turn.
 	startedOrder []int
@@ -145,7 +145,7 @@ type schedModel struct {
 type schedRun struct {
 	i       int
 	hash    string
-	at      messages.RunPosition
+	at      protocol.RunPosition
 	inOrder bool
 	user    string
 	// phase: 0 arrived, 1 waits for its slot, 2 holds it (layers made),
@@ -159,41 +159,41 @@ type schedRun struct {
 	passed bool
 }
 
-func (m *schedModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
+func (m *schedModel) apply(t *rapid.T, effs []protocol.DaemonEffect) {
 	for _, e := range effs {
 		switch e := e.(type) {
-		case messages.Tell:
-			g, ok := e.Msg.(messages.RunTurnGiven)
-			if !ok || e.To.Kind != messages.ActorRun {
+		case protocol.Tell:
+			g, ok := e.Msg.(protocol.RunTurnGiven)
+			if !ok || e.To.Kind != protocol.ActorRun {
 				t.Fatalf("the schedule tells %s", e)
 			}
 			r := m.byHash(t, e.To.Run)
 			switch {
-			case g.Turn == messages.RunTurnSlot && r.phase == 1:
+			case g.Turn == protocol.RunTurnSlot && r.phase == 1:
 				r.phase, r.held = 2, true
-			case g.Turn == messages.RunTurnSlot && r.stopped:
+			case g.Turn == protocol.RunTurnSlot && r.stopped:
 				// Given before its giving up reached the node: the run
 				// gives it back, as a run core does.
 				r.held = true
-				m.step(t, messages.RunTurnDone{Run: r.hash, Turn: messages.RunTurnSlot})
-			case g.Turn == messages.RunTurnStarted && r.phase == 3:
+				m.step(t, protocol.RunTurnDone{Run: r.hash, Turn: protocol.RunTurnSlot})
+			case g.Turn == protocol.RunTurnStarted && r.phase == 3:
 				r.phase = 4
 			default:
 				t.Fatalf("turn %s given to run %d in phase %d", g.Turn, r.i, r.phase)
 			}
-		case messages.RunStartTimer:
-			if e.Purpose != messages.RunTimerOrder || e.After != DefaultOrderWait {
+		case protocol.RunStartTimer:
+			if e.Purpose != protocol.RunTimerOrder || e.After != DefaultOrderWait {
 				t.Fatalf("a timer not for the order: %s", e)
 			}
 			m.timers = append(m.timers, e)
-		case messages.LogEvent:
+		case protocol.LogEvent:
 		default:
 			t.Fatalf("the schedule asks for %s", e)
 		}
 	}
 }
 
-func (m *schedModel) step(t *rapid.T, msg messages.DaemonMessage) {
+func (m *schedModel) step(t *rapid.T, msg protocol.DaemonMessage) {
 	t.Logf("step %s", msg)
 	m.apply(t, m.s.Step(m.now, msg))
 	m.check(t)
@@ -258,7 +258,7 @@ func TestRunScheduleProperties(t *testing.T) {
 		t.Repeat(map[string]func(*rapid.T){
 			"arrive": func(t *rapid.T) {
 				i := len(m.runs)
-				r := &schedRun{i: i, hash: fmt.Sprintf("%040d", i+1), at: messages.RunPosition{Receipt: int64(10 + i), Row: 1},
+				r := &schedRun{i: i, hash: fmt.Sprintf("%040d", i+1), at: protocol.RunPosition{Receipt: int64(10 + i), Row: 1},
 					inOrder: rapid.IntRange(0, 4).Draw(t, "found to begin") > 0, user: rapid.SampledFrom([]string{"", "ana", "bo"}).Draw(t, "user")}
 				m.runs = append(m.runs, r)
 				if r.inOrder {
@@ -271,7 +271,7 @@ func TestRunScheduleProperties(t *testing.T) {
 					return
 				}
 				r.phase = 1
-				m.step(t, messages.RunTurnRequested{Run: r.hash, Turn: messages.RunTurnSlot, User: r.user})
+				m.step(t, protocol.RunTurnRequested{Run: r.hash, Turn: protocol.RunTurnSlot, User: r.user})
 				r.passed = r.phase == 1
 			},
 			"prepared": func(t *rapid.T) {
@@ -281,13 +281,13 @@ func TestRunScheduleProperties(t *testing.T) {
 					return
 				}
 				r.phase = 3
-				m.step(t, messages.RunTurnRequested{Run: r.hash, Turn: messages.RunTurnStarted, Project: "demo", At: r.at})
+				m.step(t, protocol.RunTurnRequested{Run: r.hash, Turn: protocol.RunTurnStarted, Project: "demo", At: r.at})
 			},
 			"started written": func(t *rapid.T) {
 				r := pick(t, 4)
 				r.phase = 5
 				m.startedOrder = append(m.startedOrder, r.i)
-				m.step(t, messages.RunTurnDone{Run: r.hash, Turn: messages.RunTurnStarted})
+				m.step(t, protocol.RunTurnDone{Run: r.hash, Turn: protocol.RunTurnStarted})
 			},
 			"stop waiting": func(t *rapid.T) {
 				r := pick(t, 1)
@@ -308,7 +308,7 @@ func TestRunScheduleProperties(t *testing.T) {
 				if r.phase == 3 {
 					m.late[r.i] = true
 				}
-				m.step(t, messages.RunTimerFired{Purpose: tm.Purpose, Seq: tm.Seq})
+				m.step(t, protocol.RunTimerFired{Purpose: tm.Purpose, Seq: tm.Seq})
 			},
 			"": m.check,
 		})
@@ -320,12 +320,12 @@ func TestRunScheduleProperties(t *testing.T) {
 				case r.stopped || r.phase == 6:
 				case r.phase == 2:
 					r.phase = 3
-					m.step(t, messages.RunTurnRequested{Run: r.hash, Turn: messages.RunTurnStarted, Project: "demo", At: r.at})
+					m.step(t, protocol.RunTurnRequested{Run: r.hash, Turn: protocol.RunTurnStarted, Project: "demo", At: r.at})
 					progress = true
 				case r.phase == 4:
 					r.phase = 5
 					m.startedOrder = append(m.startedOrder, r.i)
-					m.step(t, messages.RunTurnDone{Run: r.hash, Turn: messages.RunTurnStarted})
+					m.step(t, protocol.RunTurnDone{Run: r.hash, Turn: protocol.RunTurnStarted})
 					progress = true
 				case r.phase == 5:
 					m.end(t, r)
@@ -356,12 +356,12 @@ func (m *schedModel) end(t *rapid.T, r *schedRun) {
 	}
 	if r.phase == 1 {
 		// It stops waiting for its slot at once.
-		m.step(t, messages.RunTurnDone{Run: r.hash, Turn: messages.RunTurnSlot})
+		m.step(t, protocol.RunTurnDone{Run: r.hash, Turn: protocol.RunTurnSlot})
 	}
 	r.phase = 6
-	m.step(t, messages.RunTurnDone{Run: r.hash, Turn: messages.RunTurnStarted})
+	m.step(t, protocol.RunTurnDone{Run: r.hash, Turn: protocol.RunTurnStarted})
 	if r.user != "" {
 		r.held = false
-		m.step(t, messages.RunTurnDone{Run: r.hash, Turn: messages.RunTurnSlot})
+		m.step(t, protocol.RunTurnDone{Run: r.hash, Turn: protocol.RunTurnSlot})
 	}
 }

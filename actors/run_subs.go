@@ -3,7 +3,7 @@ package actors
 import (
 	"slices"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // RunSubscription is what the filters of seed 004's section 9 read of a
@@ -13,7 +13,7 @@ import (
 type RunSubscription struct {
 	Session       bool
 	StartedCounts bool
-	Started       messages.RunPosition
+	Started       protocol.RunPosition
 	User          string
 	// Thread is the root of the thread the run is in; Ticket the ticket it
 	// is a change to. One of them is set.
@@ -40,7 +40,7 @@ var RunFilters = []string{RunFilterSession, RunFilterAfter, RunFilterKnown, RunF
 // RunFilter checks an arrival against a run's subscription, the filters in
 // order, and returns the first that fails, or "" when the arrival is to be
 // given (at most once, in the server's order: RunGiven).
-func RunFilter(s RunSubscription, a messages.RunArrival) string {
+func RunFilter(s RunSubscription, a protocol.RunArrival) string {
 	for _, f := range RunFilters {
 		if !runPasses(f, s, a) {
 			return f
@@ -49,7 +49,7 @@ func RunFilter(s RunSubscription, a messages.RunArrival) string {
 	return ""
 }
 
-func runPasses(f string, s RunSubscription, a messages.RunArrival) bool {
+func runPasses(f string, s RunSubscription, a protocol.RunArrival) bool {
 	switch f {
 	case RunFilterSession:
 		return s.Session && s.StartedCounts
@@ -63,16 +63,16 @@ func runPasses(f string, s RunSubscription, a messages.RunArrival) bool {
 		return a.From != s.User
 	case RunFilterWhere:
 		switch a.Kind {
-		case messages.RunPost:
+		case protocol.RunPost:
 			return s.Thread != "" && a.Thread == s.Thread
-		case messages.RunChange:
+		case protocol.RunChange:
 			return s.Ticket != "" && a.Ticket == s.Ticket
-		case messages.RunCheckin:
+		case protocol.RunCheckin:
 			return slices.Contains(s.Checkins, a.Branch)
 		}
 		return false
 	case RunFilterHeard:
-		return a.Kind == messages.RunCheckin || slices.Contains(s.Hears, "*") || slices.Contains(s.Hears, a.From)
+		return a.Kind == protocol.RunCheckin || slices.Contains(s.Hears, "*") || slices.Contains(s.Hears, a.From)
 	}
 	return false
 }
@@ -83,15 +83,15 @@ func runPasses(f string, s RunSubscription, a messages.RunArrival) bool {
 // delivery, at most once and in the server's order. An arrival at or behind
 // one already taken is left out, so a list read twice, or out of order,
 // gives nothing twice.
-func RunDeliveries(s RunSubscription, after messages.RunPosition, arrivals []messages.RunArrival) []messages.RunDelivery {
-	var out []messages.RunDelivery
+func RunDeliveries(s RunSubscription, after protocol.RunPosition, arrivals []protocol.RunArrival) []protocol.RunDelivery {
+	var out []protocol.RunDelivery
 	last := after
 	for _, a := range arrivals {
 		if a.At.IsZero() || !last.Before(a.At) || RunFilter(s, a) != "" {
 			continue
 		}
 		last = a.At
-		out = append(out, messages.RunDelivery{Hash: a.Hash, At: a.At, Line: messages.RunLine(a)})
+		out = append(out, protocol.RunDelivery{Hash: a.Hash, At: a.At, Line: protocol.RunLine(a)})
 	}
 	return out
 }
@@ -102,13 +102,13 @@ func RunDeliveries(s RunSubscription, after messages.RunPosition, arrivals []mes
 // that arrives behind a later one, is not given; nothing else needs to be
 // kept, however long the session runs.
 type RunGiven struct {
-	Last messages.RunPosition `json:"last"`
+	Last protocol.RunPosition `json:"last"`
 }
 
 // Give says whether the artifact at this place is to be given, and if so
 // remembers it. An artifact with no place in the server's order is never
 // given.
-func (g *RunGiven) Give(at messages.RunPosition) bool {
+func (g *RunGiven) Give(at protocol.RunPosition) bool {
 	if at.IsZero() || !g.Last.Before(at) {
 		return false
 	}

@@ -6,72 +6,72 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // TestRunFilter has one case per filter of seed 004's table 9, each failing
 // that filter alone, in order, the arrivals that pass them all, then the
 // order: an arrival failing two filters is held by the first.
 func TestRunFilter(t *testing.T) {
-	sub := RunSubscription{Session: true, StartedCounts: true, Started: messages.RunPosition{Receipt: 10, Row: 2},
+	sub := RunSubscription{Session: true, StartedCounts: true, Started: protocol.RunPosition{Receipt: 10, Row: 2},
 		User: "claude-1", Thread: "T1", Checkins: []string{"trunk"}, Hears: []string{"ana"}}
-	post := messages.RunArrival{Kind: messages.RunPost, Hash: "P1", At: messages.RunPosition{Receipt: 11, Row: 1}, From: "ana", Thread: "T1", Text: "hi"}
-	with := func(f func(*RunSubscription, *messages.RunArrival)) (RunSubscription, messages.RunArrival) {
+	post := protocol.RunArrival{Kind: protocol.RunPost, Hash: "P1", At: protocol.RunPosition{Receipt: 11, Row: 1}, From: "ana", Thread: "T1", Text: "hi"}
+	with := func(f func(*RunSubscription, *protocol.RunArrival)) (RunSubscription, protocol.RunArrival) {
 		s, a := sub, post
 		f(&s, &a)
 		return s, a
 	}
 	cases := []struct {
 		name string
-		f    func(*RunSubscription, *messages.RunArrival)
+		f    func(*RunSubscription, *protocol.RunArrival)
 		want string
 	}{
-		{"1 session: not a session", func(s *RunSubscription, _ *messages.RunArrival) { s.Session = false }, RunFilterSession},
-		{"1 session: started does not count", func(s *RunSubscription, _ *messages.RunArrival) { s.StartedCounts = false }, RunFilterSession},
-		{"2 after: received before started", func(_ *RunSubscription, a *messages.RunArrival) { a.At = messages.RunPosition{Receipt: 10, Row: 1} }, RunFilterAfter},
-		{"2 after: started itself", func(_ *RunSubscription, a *messages.RunArrival) { a.At = sub.Started }, RunFilterAfter},
-		{"3 known: no sender", func(_ *RunSubscription, a *messages.RunArrival) { a.From = "" }, RunFilterKnown},
-		{"4 no message: holds an OCX message", func(_ *RunSubscription, a *messages.RunArrival) { a.HoldsMessage = true }, RunFilterNoMessage},
-		{"5 not its own: sent by process.user", func(s *RunSubscription, a *messages.RunArrival) { a.From = "claude-1"; s.Hears = []string{"*"} }, RunFilterNotItsOwn},
-		{"6 where: a post in another thread", func(_ *RunSubscription, a *messages.RunArrival) { a.Thread = "T2" }, RunFilterWhere},
-		{"6 where: a change to another ticket", func(s *RunSubscription, a *messages.RunArrival) {
+		{"1 session: not a session", func(s *RunSubscription, _ *protocol.RunArrival) { s.Session = false }, RunFilterSession},
+		{"1 session: started does not count", func(s *RunSubscription, _ *protocol.RunArrival) { s.StartedCounts = false }, RunFilterSession},
+		{"2 after: received before started", func(_ *RunSubscription, a *protocol.RunArrival) { a.At = protocol.RunPosition{Receipt: 10, Row: 1} }, RunFilterAfter},
+		{"2 after: started itself", func(_ *RunSubscription, a *protocol.RunArrival) { a.At = sub.Started }, RunFilterAfter},
+		{"3 known: no sender", func(_ *RunSubscription, a *protocol.RunArrival) { a.From = "" }, RunFilterKnown},
+		{"4 no message: holds an OCX message", func(_ *RunSubscription, a *protocol.RunArrival) { a.HoldsMessage = true }, RunFilterNoMessage},
+		{"5 not its own: sent by process.user", func(s *RunSubscription, a *protocol.RunArrival) { a.From = "claude-1"; s.Hears = []string{"*"} }, RunFilterNotItsOwn},
+		{"6 where: a post in another thread", func(_ *RunSubscription, a *protocol.RunArrival) { a.Thread = "T2" }, RunFilterWhere},
+		{"6 where: a change to another ticket", func(s *RunSubscription, a *protocol.RunArrival) {
 			s.Thread, s.Ticket = "", "K1"
-			a.Kind, a.Thread, a.Ticket = messages.RunChange, "", "K2"
+			a.Kind, a.Thread, a.Ticket = protocol.RunChange, "", "K2"
 		}, RunFilterWhere},
-		{"6 where: a check-in on a branch not in checkins", func(_ *RunSubscription, a *messages.RunArrival) {
-			a.Kind, a.Thread, a.Branch = messages.RunCheckin, "", "dev"
+		{"6 where: a check-in on a branch not in checkins", func(_ *RunSubscription, a *protocol.RunArrival) {
+			a.Kind, a.Thread, a.Branch = protocol.RunCheckin, "", "dev"
 		}, RunFilterWhere},
-		{"6 where: a post with no thread, the run on a ticket", func(s *RunSubscription, a *messages.RunArrival) {
+		{"6 where: a post with no thread, the run on a ticket", func(s *RunSubscription, a *protocol.RunArrival) {
 			s.Thread, s.Ticket = "", "K1"
 			a.Thread = ""
 		}, RunFilterWhere},
-		{"6 where: a change with no ticket, the run in a thread", func(_ *RunSubscription, a *messages.RunArrival) {
-			a.Kind, a.Thread = messages.RunChange, ""
+		{"6 where: a change with no ticket, the run in a thread", func(_ *RunSubscription, a *protocol.RunArrival) {
+			a.Kind, a.Thread = protocol.RunChange, ""
 		}, RunFilterWhere},
-		{"7 heard: a sender not in hears", func(_ *RunSubscription, a *messages.RunArrival) { a.From = "bob" }, RunFilterHeard},
-		{"given: a post in its thread by one it hears", func(*RunSubscription, *messages.RunArrival) {}, ""},
-		{"given: hears is [*]", func(s *RunSubscription, a *messages.RunArrival) { s.Hears = []string{"*"}; a.From = "bob" }, ""},
-		{"given: a change to its ticket", func(s *RunSubscription, a *messages.RunArrival) {
+		{"7 heard: a sender not in hears", func(_ *RunSubscription, a *protocol.RunArrival) { a.From = "bob" }, RunFilterHeard},
+		{"given: a post in its thread by one it hears", func(*RunSubscription, *protocol.RunArrival) {}, ""},
+		{"given: hears is [*]", func(s *RunSubscription, a *protocol.RunArrival) { s.Hears = []string{"*"}; a.From = "bob" }, ""},
+		{"given: a change to its ticket", func(s *RunSubscription, a *protocol.RunArrival) {
 			s.Thread, s.Ticket = "", "K1"
-			a.Kind, a.Thread, a.Ticket = messages.RunChange, "", "K1"
+			a.Kind, a.Thread, a.Ticket = protocol.RunChange, "", "K1"
 		}, ""},
-		{"given: a check-in on a branch in checkins, whoever sent it", func(s *RunSubscription, a *messages.RunArrival) {
+		{"given: a check-in on a branch in checkins, whoever sent it", func(s *RunSubscription, a *protocol.RunArrival) {
 			s.Hears = nil
-			a.Kind, a.Thread, a.Branch, a.From = messages.RunCheckin, "", "trunk", "bob"
+			a.Kind, a.Thread, a.Branch, a.From = protocol.RunCheckin, "", "trunk", "bob"
 		}, ""},
 		// Order: an arrival failing two filters is held by the first.
-		{"1 before 2", func(s *RunSubscription, a *messages.RunArrival) {
+		{"1 before 2", func(s *RunSubscription, a *protocol.RunArrival) {
 			s.StartedCounts = false
-			a.At = messages.RunPosition{Receipt: 10, Row: 1}
+			a.At = protocol.RunPosition{Receipt: 10, Row: 1}
 		}, RunFilterSession},
-		{"2 before 3", func(_ *RunSubscription, a *messages.RunArrival) { a.At, a.From = sub.Started, "" }, RunFilterAfter},
-		{"3 before 4", func(_ *RunSubscription, a *messages.RunArrival) { a.From, a.HoldsMessage = "", true }, RunFilterKnown},
-		{"4 before 5", func(_ *RunSubscription, a *messages.RunArrival) { a.HoldsMessage, a.From = true, "claude-1" }, RunFilterNoMessage},
-		{"5 before 6", func(s *RunSubscription, a *messages.RunArrival) {
+		{"2 before 3", func(_ *RunSubscription, a *protocol.RunArrival) { a.At, a.From = sub.Started, "" }, RunFilterAfter},
+		{"3 before 4", func(_ *RunSubscription, a *protocol.RunArrival) { a.From, a.HoldsMessage = "", true }, RunFilterKnown},
+		{"4 before 5", func(_ *RunSubscription, a *protocol.RunArrival) { a.HoldsMessage, a.From = true, "claude-1" }, RunFilterNoMessage},
+		{"5 before 6", func(s *RunSubscription, a *protocol.RunArrival) {
 			s.Hears = []string{"*"}
 			a.From, a.Thread = "claude-1", "T2"
 		}, RunFilterNotItsOwn},
-		{"6 before 7", func(_ *RunSubscription, a *messages.RunArrival) { a.Thread, a.From = "T2", "bob" }, RunFilterWhere},
+		{"6 before 7", func(_ *RunSubscription, a *protocol.RunArrival) { a.Thread, a.From = "T2", "bob" }, RunFilterWhere},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,10 +88,10 @@ func TestRunFilter(t *testing.T) {
 func TestRunFilterOrder(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := RunSubscription{Session: rapid.Bool().Draw(t, "session"), StartedCounts: rapid.Bool().Draw(t, "counts"),
-			Started: messages.RunPosition{Receipt: 5}, User: "u", Thread: "T", Ticket: "K", Checkins: []string{"trunk"},
+			Started: protocol.RunPosition{Receipt: 5}, User: "u", Thread: "T", Ticket: "K", Checkins: []string{"trunk"},
 			Hears: rapid.SampledFrom([][]string{nil, {"*"}, {"a"}}).Draw(t, "hears")}
-		a := messages.RunArrival{Kind: rapid.SampledFrom([]messages.RunArrivalKind{messages.RunPost, messages.RunChange, messages.RunCheckin}).Draw(t, "kind"),
-			At: messages.RunPosition{Receipt: rapid.Int64Range(1, 9).Draw(t, "at")}, From: rapid.SampledFrom([]string{"", "u", "a", "b"}).Draw(t, "from"),
+		a := protocol.RunArrival{Kind: rapid.SampledFrom([]protocol.RunArrivalKind{protocol.RunPost, protocol.RunChange, protocol.RunCheckin}).Draw(t, "kind"),
+			At: protocol.RunPosition{Receipt: rapid.Int64Range(1, 9).Draw(t, "at")}, From: rapid.SampledFrom([]string{"", "u", "a", "b"}).Draw(t, "from"),
 			HoldsMessage: rapid.Bool().Draw(t, "msg"), Thread: rapid.SampledFrom([]string{"", "T", "X"}).Draw(t, "thread"),
 			Ticket: rapid.SampledFrom([]string{"", "K", "X"}).Draw(t, "ticket"), Branch: rapid.SampledFrom([]string{"trunk", "dev"}).Draw(t, "branch")}
 		got := RunFilter(s, a)
@@ -117,12 +117,12 @@ func TestRunFilterOrder(t *testing.T) {
 func TestRunGivenOnce(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(1, 30).Draw(t, "n")
-		all := make([]messages.RunPosition, n)
+		all := make([]protocol.RunPosition, n)
 		for i := range all {
-			all[i] = messages.RunPosition{Receipt: int64(1 + i/3), Row: int64(1 + i%3)}
+			all[i] = protocol.RunPosition{Receipt: int64(1 + i/3), Row: int64(1 + i%3)}
 		}
 		inOrder := rapid.Bool().Draw(t, "in order")
-		var arrivals []messages.RunPosition
+		var arrivals []protocol.RunPosition
 		if inOrder {
 			for i, p := range all {
 				arrivals = append(arrivals, p)
@@ -135,8 +135,8 @@ func TestRunGivenOnce(t *testing.T) {
 		}
 		var g RunGiven
 		// A restart keeps g and may replay from anywhere.
-		var given []messages.RunPosition
-		seen := map[messages.RunPosition]bool{}
+		var given []protocol.RunPosition
+		seen := map[protocol.RunPosition]bool{}
 		for _, p := range arrivals {
 			if g.Give(p) {
 				if seen[p] {
@@ -156,7 +156,7 @@ func TestRunGivenOnce(t *testing.T) {
 				t.Fatalf("given %v, want all %d in order", given, n)
 			}
 		}
-		if g.Give(messages.RunPosition{}) {
+		if g.Give(protocol.RunPosition{}) {
 			t.Fatalf("an artifact with no place given")
 		}
 	})
@@ -200,13 +200,13 @@ func TestRunsLost(t *testing.T) {
 // place gives nothing.
 func TestRunDeliveriesAtMostOnceInOrder(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		s := RunSubscription{Session: true, StartedCounts: true, Started: messages.RunPosition{Receipt: 3, Row: 1},
+		s := RunSubscription{Session: true, StartedCounts: true, Started: protocol.RunPosition{Receipt: 3, Row: 1},
 			User: "u", Thread: "T", Checkins: []string{"trunk"}, Hears: rapid.SampledFrom([][]string{nil, {"*"}, {"a"}}).Draw(t, "hears")}
-		arr := rapid.Custom(func(t *rapid.T) messages.RunArrival {
-			return messages.RunArrival{
-				Kind:         rapid.SampledFrom([]messages.RunArrivalKind{messages.RunPost, messages.RunChange, messages.RunCheckin}).Draw(t, "kind"),
+		arr := rapid.Custom(func(t *rapid.T) protocol.RunArrival {
+			return protocol.RunArrival{
+				Kind:         rapid.SampledFrom([]protocol.RunArrivalKind{protocol.RunPost, protocol.RunChange, protocol.RunCheckin}).Draw(t, "kind"),
 				Hash:         rapid.StringMatching(`[0-9a-f]{4}`).Draw(t, "hash"),
-				At:           messages.RunPosition{Receipt: rapid.Int64Range(0, 8).Draw(t, "rcv"), Row: rapid.Int64Range(0, 4).Draw(t, "row")},
+				At:           protocol.RunPosition{Receipt: rapid.Int64Range(0, 8).Draw(t, "rcv"), Row: rapid.Int64Range(0, 4).Draw(t, "row")},
 				From:         rapid.SampledFrom([]string{"", "a", "b", "u"}).Draw(t, "from"),
 				HoldsMessage: rapid.Bool().Draw(t, "msg"),
 				Thread:       rapid.SampledFrom([]string{"T", "X"}).Draw(t, "thread"),
@@ -217,7 +217,7 @@ func TestRunDeliveriesAtMostOnceInOrder(t *testing.T) {
 		arrivals := rapid.SliceOf(arr).Draw(t, "arrivals")
 		after := s.Started
 		if rapid.Bool().Draw(t, "given") {
-			after = messages.RunPosition{Receipt: 5, Row: 0}
+			after = protocol.RunPosition{Receipt: 5, Row: 0}
 		}
 		got := RunDeliveries(s, after, arrivals)
 		last := after
@@ -225,7 +225,7 @@ func TestRunDeliveriesAtMostOnceInOrder(t *testing.T) {
 		for _, a := range arrivals {
 			passes := RunFilter(s, a) == "" && last.Before(a.At)
 			if passes {
-				if j >= len(got) || got[j].Hash != a.Hash || got[j].At != a.At || got[j].Line != messages.RunLine(a) {
+				if j >= len(got) || got[j].Hash != a.Hash || got[j].At != a.At || got[j].Line != protocol.RunLine(a) {
 					t.Fatalf("arrival %+v passes but is not delivery %d of %+v", a, j, got)
 				}
 				last = a.At

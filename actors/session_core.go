@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // sessionPhase is where a session actor stands.
@@ -43,7 +44,7 @@ const (
 type SessionCore struct {
 	base
 	cfg   Config
-	st    messages.SessionState
+	st    protocol.SessionState
 	phase sessionPhase
 	// seq numbers the timers and the watch; one fired under an older number
 	// is stale and changes nothing.
@@ -55,14 +56,14 @@ type SessionCore struct {
 	limitSeq int
 	frozen   bool
 	// collect is a CollectState waiting for the core to settle.
-	collect *messages.CollectState
+	collect *protocol.CollectState
 	// finished says SessionFinished was told.
 	finished bool
 }
 
 // NewSessionCore makes the core of session st: a new one (a child just
 // spawned, or a process adopted at start) or one restored from a hand-off.
-func NewSessionCore(cfg Config, st messages.SessionState) *SessionCore {
+func NewSessionCore(cfg Config, st protocol.SessionState) *SessionCore {
 	c := &SessionCore{cfg: cfg.withDefaults(), st: st}
 	switch {
 	case !st.Ended:
@@ -76,13 +77,13 @@ func NewSessionCore(cfg Config, st messages.SessionState) *SessionCore {
 }
 
 // State is the session's part of a hand-off.
-func (c *SessionCore) State() messages.SessionState { return c.st }
+func (c *SessionCore) State() protocol.SessionState { return c.st }
 
-func (c *SessionCore) parent() messages.ActorAddr { return messages.WorkspaceAddr(c.st.Workspace) }
+func (c *SessionCore) parent() protocol.ActorAddr { return protocol.WorkspaceAddr(c.st.Workspace) }
 
 // Start arms what the state needs: a watch for an adopted process, the grace
 // timer for a child being stopped, the end note if it is still to write.
-func (c *SessionCore) Start(now time.Time) []messages.DaemonEffect {
+func (c *SessionCore) Start(now time.Time) []protocol.DaemonEffect {
 	switch c.phase {
 	case sessRunning:
 		if c.st.FoundGone {
@@ -115,28 +116,28 @@ func (c *SessionCore) arm(now time.Time) {
 	switch c.phase {
 	case sessRunning:
 		if !c.st.Child {
-			c.emit(messages.WatchProcess{Proc: c.st.Proc, Seq: c.seq})
+			c.emit(protocol.WatchProcess{Proc: c.st.Proc, Seq: c.seq})
 		}
 		if c.limitSeq == 0 {
 			c.limitSeq = c.seq
-			c.emit(messages.WatchLimits{Workspace: c.st.Workspace, Proc: c.st.Proc, Seq: c.seq})
+			c.emit(protocol.WatchLimits{Workspace: c.st.Workspace, Proc: c.st.Proc, Seq: c.seq})
 		}
 		if c.st.Child && c.st.StopRequestedAt != nil && !c.st.KillSent {
 			left := c.cfg.Grace - now.Sub(*c.st.StopRequestedAt)
 			if left < 0 {
 				left = 0
 			}
-			c.emit(messages.StartTimer{Proc: c.st.Proc, Purpose: messages.TimerGrace, Seq: c.seq, After: left})
+			c.emit(protocol.StartTimer{Proc: c.st.Proc, Purpose: protocol.TimerGrace, Seq: c.seq, After: left})
 		}
 		if at, ok := c.wallDeadline(); ok && c.st.StopRequestedAt == nil {
 			left := at.Sub(now)
 			if left < 0 {
 				left = 0
 			}
-			c.emit(messages.StartTimer{Proc: c.st.Proc, Purpose: messages.TimerWall, Seq: c.seq, After: left})
+			c.emit(protocol.StartTimer{Proc: c.st.Proc, Purpose: protocol.TimerWall, Seq: c.seq, After: left})
 		}
 	case sessWaitingRetry:
-		c.emit(messages.StartTimer{Proc: c.st.Proc, Purpose: messages.TimerEndRetry, Seq: c.seq, After: c.cfg.RetryAfter})
+		c.emit(protocol.StartTimer{Proc: c.st.Proc, Purpose: protocol.TimerEndRetry, Seq: c.seq, After: c.cfg.RetryAfter})
 	}
 }
 
@@ -154,36 +155,36 @@ func (c *SessionCore) wallDeadline() (time.Time, bool) {
 }
 
 // Step takes one message.
-func (c *SessionCore) Step(now time.Time, msg messages.DaemonMessage) []messages.DaemonEffect {
+func (c *SessionCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.DaemonEffect {
 	c.settle(msg)
 	switch m := msg.(type) {
-	case messages.StopSession:
+	case protocol.StopSession:
 		c.stop(now)
-	case messages.TimerFired:
+	case protocol.TimerFired:
 		c.timer(now, m)
-	case messages.ProcessExited:
+	case protocol.ProcessExited:
 		c.processExited(now, m)
-	case messages.ProcessGone:
+	case protocol.ProcessGone:
 		c.processGone(now, m)
-	case messages.LimitReached:
+	case protocol.LimitReached:
 		c.limitReached(now, m)
-	case messages.BudgetSpent:
+	case protocol.BudgetSpent:
 		c.budgetSpent(now, m)
-	case messages.UsageRead:
+	case protocol.UsageRead:
 		c.usageRead(m)
-	case messages.LimitsClosed:
+	case protocol.LimitsClosed:
 		c.limitsClosed(m)
-	case messages.ResultRead:
+	case protocol.ResultRead:
 		c.resultRead(m)
-	case messages.EndWritten:
+	case protocol.EndWritten:
 		c.endWritten(now, m)
-	case messages.ProcessSignaled:
+	case protocol.ProcessSignaled:
 		if m.Err != nil {
 			c.log(slog.LevelWarn, "signal not sent", pidAttr(m.Proc), slog.String("signal", m.Signal), errAttr(m.Err))
 		}
-	case messages.CollectState:
+	case protocol.CollectState:
 		c.collectState(m)
-	case messages.ResumeWork:
+	case protocol.ResumeWork:
 		if c.frozen {
 			c.frozen = false
 			c.arm(now)
@@ -198,7 +199,7 @@ func (c *SessionCore) Step(now time.Time, msg messages.DaemonMessage) []messages
 	return c.take()
 }
 
-func (c *SessionCore) processExited(now time.Time, m messages.ProcessExited) {
+func (c *SessionCore) processExited(now time.Time, m protocol.ProcessExited) {
 	if !c.st.Proc.Matches(m.Proc) {
 		c.log(slog.LevelWarn, "exit of another process ignored", pidAttr(m.Proc))
 		return
@@ -210,21 +211,21 @@ func (c *SessionCore) processExited(now time.Time, m messages.ProcessExited) {
 	c.end(now, m.Status, m.At)
 }
 
-func (c *SessionCore) processGone(now time.Time, m messages.ProcessGone) {
+func (c *SessionCore) processGone(now time.Time, m protocol.ProcessGone) {
 	if m.Seq != c.seq || c.st.Ended {
 		return // a watch from before a freeze or an end: stale
 	}
 	if m.Err != nil {
 		c.log(slog.LevelWarn, "cannot watch the session; trying again", pidAttr(c.st.Proc), errAttr(m.Err))
 		if !c.frozen {
-			c.emit(messages.StartTimer{Proc: c.st.Proc, Purpose: messages.TimerWatchRetry, Seq: c.seq, After: c.cfg.RetryAfter})
+			c.emit(protocol.StartTimer{Proc: c.st.Proc, Purpose: protocol.TimerWatchRetry, Seq: c.seq, After: c.cfg.RetryAfter})
 		}
 		return
 	}
 	c.end(now, messages.ExitStatus{State: messages.EndUnknown}, m.At)
 }
 
-func (c *SessionCore) usageRead(m messages.UsageRead) {
+func (c *SessionCore) usageRead(m protocol.UsageRead) {
 	if c.phase != sessCounting {
 		return
 	}
@@ -240,7 +241,7 @@ func (c *SessionCore) usageRead(m messages.UsageRead) {
 	c.closed()
 }
 
-func (c *SessionCore) limitsClosed(m messages.LimitsClosed) {
+func (c *SessionCore) limitsClosed(m protocol.LimitsClosed) {
 	if c.phase != sessClosing {
 		return
 	}
@@ -253,10 +254,10 @@ func (c *SessionCore) limitsClosed(m messages.LimitsClosed) {
 		c.st.Budget, c.st.BudgetNote = m.Limit, m.Note
 	}
 	c.phase = sessCounting
-	c.emit(messages.ReadUsage{Workspace: c.st.Workspace, Proc: c.st.Proc, Launch: c.st.Launch.Hash})
+	c.emit(protocol.ReadUsage{Workspace: c.st.Workspace, Proc: c.st.Proc, Launch: c.st.Launch.Hash})
 }
 
-func (c *SessionCore) resultRead(m messages.ResultRead) {
+func (c *SessionCore) resultRead(m protocol.ResultRead) {
 	if c.phase != sessReading {
 		return
 	}
@@ -269,7 +270,7 @@ func (c *SessionCore) resultRead(m messages.ResultRead) {
 	c.ended()
 }
 
-func (c *SessionCore) endWritten(now time.Time, m messages.EndWritten) {
+func (c *SessionCore) endWritten(now time.Time, m protocol.EndWritten) {
 	if c.phase != sessWriting {
 		return
 	}
@@ -289,7 +290,7 @@ func (c *SessionCore) endWritten(now time.Time, m messages.EndWritten) {
 	c.arm(now)
 }
 
-func (c *SessionCore) collectState(m messages.CollectState) {
+func (c *SessionCore) collectState(m protocol.CollectState) {
 	if m.Freeze && !c.frozen {
 		c.frozen = true
 		c.seq++ // every timer and watch armed so far is now stale
@@ -309,33 +310,33 @@ func (c *SessionCore) stop(now time.Time) {
 	}
 	t := now
 	c.st.StopRequestedAt = &t
-	c.emit(messages.SignalProcess{Proc: c.st.Proc, Group: true, Signal: messages.SigTERM})
+	c.emit(protocol.SignalProcess{Proc: c.st.Proc, Group: true, Signal: protocol.SigTERM})
 	if c.st.Child {
 		c.arm(now)
 	}
 }
 
-func (c *SessionCore) timer(now time.Time, m messages.TimerFired) {
+func (c *SessionCore) timer(now time.Time, m protocol.TimerFired) {
 	if m.Seq != c.seq {
 		return // stale: a later decision replaced it
 	}
 	switch m.Purpose {
-	case messages.TimerGrace:
+	case protocol.TimerGrace:
 		if c.st.Ended || !c.st.Child || c.st.KillSent || c.st.StopRequestedAt == nil {
 			return
 		}
 		c.st.KillSent = true
 		c.log(slog.LevelWarn, "the stop grace ran out; sending KILL to the group", pidAttr(c.st.Proc))
-		c.emit(messages.SignalProcess{Proc: c.st.Proc, Group: true, Signal: messages.SigKILL})
-	case messages.TimerWatchRetry:
+		c.emit(protocol.SignalProcess{Proc: c.st.Proc, Group: true, Signal: protocol.SigKILL})
+	case protocol.TimerWatchRetry:
 		if !c.st.Ended && !c.st.Child && !c.frozen {
-			c.emit(messages.WatchProcess{Proc: c.st.Proc, Seq: c.seq})
+			c.emit(protocol.WatchProcess{Proc: c.st.Proc, Seq: c.seq})
 		}
-	case messages.TimerEndRetry:
+	case protocol.TimerEndRetry:
 		if c.phase == sessWaitingRetry {
 			c.writeEnd()
 		}
-	case messages.TimerWall:
+	case protocol.TimerWall:
 		if c.st.Ended || c.st.StopRequestedAt != nil {
 			return
 		}
@@ -347,7 +348,7 @@ func (c *SessionCore) timer(now time.Time, m messages.TimerFired) {
 
 // limitReached: past its memory or processes (D46), the session is
 // stopped as past its wall: TERM, and KILL after the grace for a child.
-func (c *SessionCore) limitReached(now time.Time, m messages.LimitReached) {
+func (c *SessionCore) limitReached(now time.Time, m protocol.LimitReached) {
 	if m.Seq != c.limitSeq || c.limitSeq <= 0 || c.st.Ended {
 		return // a watch from before a freeze or an end: stale
 	}
@@ -368,7 +369,7 @@ func (c *SessionCore) limitReached(now time.Time, m messages.LimitReached) {
 // budgetSpent: its model proxy says the session's tokens are spent (D50):
 // stopped as past its wall. A line for another launch (a session this
 // workspace ran before) stops nothing.
-func (c *SessionCore) budgetSpent(now time.Time, m messages.BudgetSpent) {
+func (c *SessionCore) budgetSpent(now time.Time, m protocol.BudgetSpent) {
 	if m.Launch != c.st.Launch.Hash || c.st.Ended {
 		return
 	}
@@ -402,7 +403,7 @@ func (c *SessionCore) end(now time.Time, status messages.ExitStatus, at time.Tim
 	c.seq++ // the grace timer and the watch are over
 	c.limitSeq = 0
 	c.phase = sessClosing
-	c.emit(messages.CloseLimits{Workspace: c.st.Workspace, Proc: c.st.Proc})
+	c.emit(protocol.CloseLimits{Workspace: c.st.Workspace, Proc: c.st.Proc})
 }
 
 // closed goes on once the cgroup is closed: a CI run's result, then the
@@ -410,7 +411,7 @@ func (c *SessionCore) end(now time.Time, status messages.ExitStatus, at time.Tim
 func (c *SessionCore) closed() {
 	if c.st.Launch.IsCI() {
 		c.phase = sessReading
-		c.emit(messages.ReadResult{Proc: c.st.Proc, Launch: c.st.Launch})
+		c.emit(protocol.ReadResult{Proc: c.st.Proc, Launch: c.st.Launch})
 		return
 	}
 	c.ended()
@@ -418,13 +419,13 @@ func (c *SessionCore) closed() {
 
 // ended tells the workspace and writes the end note.
 func (c *SessionCore) ended() {
-	c.tell(c.parent(), messages.SessionEnded{Workspace: c.st.Workspace, Proc: c.st.Proc, Launch: c.st.Launch, LeftResult: c.st.LeftResult})
+	c.tell(c.parent(), protocol.SessionEnded{Workspace: c.st.Workspace, Proc: c.st.Proc, Launch: c.st.Launch, LeftResult: c.st.LeftResult})
 	c.writeEnd()
 }
 
 func (c *SessionCore) writeEnd() {
 	c.phase = sessWriting
-	c.emit(messages.WriteEnd{
+	c.emit(protocol.WriteEnd{
 		Launch:           c.st.Launch,
 		Proc:             c.st.Proc,
 		End:              c.endNote(),
@@ -528,7 +529,7 @@ func (c *SessionCore) finish() {
 		return
 	}
 	c.finished = true
-	c.tell(c.parent(), messages.SessionFinished{Proc: c.st.Proc})
+	c.tell(c.parent(), protocol.SessionFinished{Proc: c.st.Proc})
 }
 
 // Quiescent reports whether the session waits for no result: a running
@@ -542,7 +543,7 @@ func (c *SessionCore) maybeReply() {
 	if c.collect == nil || !c.Quiescent() {
 		return
 	}
-	r := messages.StateCollected{Seq: c.collect.Seq, Ask: c.collect.Ask, From: c.addr()}
+	r := protocol.StateCollected{Seq: c.collect.Seq, Ask: c.collect.Ask, From: c.addr()}
 	if c.phase != sessDone {
 		st := c.st
 		r.Session = &st
@@ -551,6 +552,6 @@ func (c *SessionCore) maybeReply() {
 	c.tell(c.parent(), r)
 }
 
-func (c *SessionCore) addr() messages.ActorAddr {
-	return messages.SessionAddr(c.st.Workspace, c.st.Proc)
+func (c *SessionCore) addr() protocol.ActorAddr {
+	return protocol.SessionAddr(c.st.Workspace, c.st.Proc)
 }

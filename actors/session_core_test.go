@@ -10,6 +10,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 var testW = messages.WorkspaceKey{Login: "ana", Project: "demo"}
@@ -17,8 +19,8 @@ var testW = messages.WorkspaceKey{Login: "ana", Project: "demo"}
 // testHash makes a 40-hex hash whose 10-digit short form shows n.
 func testHash(n int) string { return fmt.Sprintf("%010d%030x", n, 0) }
 
-func testLaunch(n int, ci bool) messages.LaunchSpec {
-	l := messages.LaunchSpec{Hash: testHash(n), Repository: "/srv/demo.fossil", Workspace: testW, Record: testHash(900), Lifetime: messages.Stays}
+func testLaunch(n int, ci bool) protocol.LaunchSpec {
+	l := protocol.LaunchSpec{Hash: testHash(n), Repository: "/srv/demo.fossil", Workspace: testW, Record: testHash(900), Lifetime: messages.Stays}
 	if ci {
 		l.Checkin, l.Branch, l.Lifetime = testHash(500+n), "trunk", messages.Completes
 	}
@@ -31,8 +33,8 @@ type sessionModel struct {
 	now    time.Time
 	child  bool
 	ci     bool
-	proc   messages.ProcID
-	timers []messages.StartTimer
+	proc   protocol.ProcID
+	timers []protocol.StartTimer
 	// due is when each timer of timers is due: a timer fires late, never
 	// early.
 	due []time.Time
@@ -46,9 +48,9 @@ type sessionModel struct {
 	budget string
 	// usage is what the read of its usage gave, for its end note.
 	usage        *messages.SessionUsage
-	watches      []messages.WatchProcess
-	limitWatches []messages.WatchLimits
-	await        []messages.DaemonEffect // effects whose result is due
+	watches      []protocol.WatchProcess
+	limitWatches []protocol.WatchLimits
+	await        []protocol.DaemonEffect // effects whose result is due
 	ended        bool
 	exitSeen     int
 	stops        int
@@ -67,17 +69,17 @@ type sessionModel struct {
 	gone bool
 }
 
-func (m *sessionModel) step(t *rapid.T, msg messages.DaemonMessage) {
+func (m *sessionModel) step(t *rapid.T, msg protocol.DaemonMessage) {
 	t.Logf("step %s", msg)
 	m.apply(t, m.c.Step(m.now, msg))
 }
 
-func (m *sessionModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
+func (m *sessionModel) apply(t *rapid.T, effs []protocol.DaemonEffect) {
 	for _, e := range effs {
 		t.Logf("  -> %s", e)
 		switch e := e.(type) {
-		case messages.StartTimer:
-			if e.Purpose == messages.TimerWall {
+		case protocol.StartTimer:
+			if e.Purpose == protocol.TimerWall {
 				if m.wall == 0 {
 					t.Fatalf("a wall timer for a launch with no wall: %s", e)
 				}
@@ -90,12 +92,12 @@ func (m *sessionModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 			}
 			m.timers = append(m.timers, e)
 			m.due = append(m.due, m.now.Add(e.After))
-		case messages.WatchProcess:
+		case protocol.WatchProcess:
 			if m.child {
 				t.Fatalf("a watch on a child: %s", e)
 			}
 			m.watches = append(m.watches, e)
-		case messages.WatchLimits:
+		case protocol.WatchLimits:
 			if m.ended || e.Proc != m.proc || e.Workspace != testW {
 				t.Fatalf("a limits watch after the end, or not its own: %s", e)
 			}
@@ -105,22 +107,22 @@ func (m *sessionModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 				}
 			}
 			m.limitWatches = append(m.limitWatches, e)
-		case messages.CloseLimits:
+		case protocol.CloseLimits:
 			if !m.ended || e.Proc != m.proc {
 				t.Fatalf("a close of its limits before the end: %s", e)
 			}
 			m.await = append(m.await, e)
-		case messages.ReadUsage:
+		case protocol.ReadUsage:
 			if !m.ended || e.Proc != m.proc || e.Launch != m.c.st.Launch.Hash {
 				t.Fatalf("a read of its usage before the end, or not its own: %s", e)
 			}
 			for _, a := range m.await {
-				if _, ok := a.(messages.CloseLimits); ok {
+				if _, ok := a.(protocol.CloseLimits); ok {
 					t.Fatalf("its usage read before its cgroup is closed: %s", e)
 				}
 			}
 			m.await = append(m.await, e)
-		case messages.SignalProcess:
+		case protocol.SignalProcess:
 			if m.ended {
 				t.Fatalf("a signal after the end: %s", e)
 			}
@@ -128,26 +130,26 @@ func (m *sessionModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 				t.Fatalf("a session signals its own process group only: %s", e)
 			}
 			switch e.Signal {
-			case messages.SigTERM:
+			case protocol.SigTERM:
 				m.terms++
-			case messages.SigKILL:
+			case protocol.SigKILL:
 				if !m.child || !m.graceOK {
 					t.Fatalf("KILL without the grace running out on a child: %s", e)
 				}
 				m.kills++
 			}
 			m.await = append(m.await, e)
-		case messages.ReadResult:
+		case protocol.ReadResult:
 			if !m.ended || !m.ci {
 				t.Fatalf("a result read before the end or for a run that is not CI: %s", e)
 			}
 			m.await = append(m.await, e)
-		case messages.WriteEnd:
+		case protocol.WriteEnd:
 			if !m.ended {
 				t.Fatalf("an end note before the end: %s", e)
 			}
 			for _, a := range m.await {
-				if _, ok := a.(messages.WriteEnd); ok {
+				if _, ok := a.(protocol.WriteEnd); ok {
 					t.Fatalf("two end notes in flight")
 				}
 			}
@@ -164,13 +166,13 @@ func (m *sessionModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 				t.Fatalf("the end note says usage %v, want %v", e.End.Usage, m.usage)
 			}
 			m.await = append(m.await, e)
-		case messages.Tell:
+		case protocol.Tell:
 			switch x := e.Msg.(type) {
-			case messages.SessionEnded:
+			case protocol.SessionEnded:
 				m.endTells++
-			case messages.SessionFinished:
+			case protocol.SessionFinished:
 				m.finished++
-			case messages.StateCollected:
+			case protocol.StateCollected:
 				if m.collects == 0 {
 					t.Fatalf("an answer to no collection")
 				}
@@ -184,10 +186,10 @@ func (m *sessionModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 			default:
 				t.Fatalf("a session tells only its workspace of its end and state, not %s", e)
 			}
-			if e.To != messages.WorkspaceAddr(testW) {
+			if e.To != protocol.WorkspaceAddr(testW) {
 				t.Fatalf("a session tells only its workspace: %s", e)
 			}
-		case messages.LogEvent:
+		case protocol.LogEvent:
 			if strings.Contains(e.Text, "giving up") {
 				m.gaveUp = true
 			}
@@ -215,9 +217,9 @@ func TestSessionCoreFoundGone(t *testing.T) {
 func sessionProperty(t *rapid.T, gone bool) {
 	{
 		m := &sessionModel{now: time.Unix(1_000_000, 0), child: rapid.Bool().Draw(t, "child"), ci: rapid.Bool().Draw(t, "ci")}
-		m.proc = messages.ProcID{PID: 700, Start: 5000}
+		m.proc = protocol.ProcID{PID: 700, Start: 5000}
 		cfg := Config{Grace: 10 * time.Second, RetryAfter: time.Second, EndAttempts: 3}
-		st := messages.SessionState{Workspace: testW, Proc: m.proc, Child: m.child, Launch: testLaunch(1, m.ci)}
+		st := protocol.SessionState{Workspace: testW, Proc: m.proc, Child: m.child, Launch: testLaunch(1, m.ci)}
 		if wall := rapid.SampledFrom([]string{"", "5s", "30s", "1m"}).Draw(t, "wall"); wall != "" {
 			st.Launch.Wall = wall
 			m.wall, _ = messages.ParseWall("wall", wall)
@@ -237,7 +239,7 @@ func sessionProperty(t *rapid.T, gone bool) {
 				if !m.ended {
 					m.stopBeforeEnd = true
 				}
-				m.step(t, messages.StopSession{})
+				m.step(t, protocol.StopSession{})
 			},
 			"advance": func(t *rapid.T) {
 				m.now = m.now.Add(time.Duration(rapid.IntRange(1, 20).Draw(t, "secs")) * time.Second)
@@ -254,21 +256,21 @@ func sessionProperty(t *rapid.T, gone bool) {
 					m.now = due
 				}
 				current := tm.Seq == m.c.seq && !m.ended && !m.frozen
-				if tm.Purpose == messages.TimerGrace && current {
+				if tm.Purpose == protocol.TimerGrace && current {
 					m.graceOK = true
 				}
-				if tm.Purpose == messages.TimerWall && current && m.terms == 0 {
+				if tm.Purpose == protocol.TimerWall && current && m.terms == 0 {
 					if m.now.Before(m.started.Add(m.wall)) {
 						t.Fatalf("the wall timer fired at %s, before the deadline %s", m.now, m.started.Add(m.wall))
 					}
 					m.wallTerm, m.stopBeforeEnd, m.budget = true, true, messages.LimitWall
 				}
-				m.step(t, messages.TimerFired{Proc: tm.Proc, Purpose: tm.Purpose, Seq: tm.Seq})
+				m.step(t, protocol.TimerFired{Proc: tm.Proc, Purpose: tm.Purpose, Seq: tm.Seq})
 			},
 			"exit": func(t *rapid.T) {
 				p := m.proc
 				if rapid.IntRange(0, 4).Draw(t, "other") == 0 {
-					p = messages.ProcID{PID: 701, Start: 5000}
+					p = protocol.ProcID{PID: 701, Start: 5000}
 				}
 				st := messages.ExitStatus{State: messages.EndExited, Code: rapid.IntRange(0, 3).Draw(t, "code")}
 				if !m.child {
@@ -278,7 +280,7 @@ func sessionProperty(t *rapid.T, gone bool) {
 					m.exitSeen++
 					m.ended = true
 				}
-				m.step(t, messages.ProcessExited{Proc: p, Status: st, At: m.now})
+				m.step(t, protocol.ProcessExited{Proc: p, Status: st, At: m.now})
 			},
 			"watch": func(t *rapid.T) {
 				if len(m.watches) == 0 {
@@ -293,7 +295,7 @@ func sessionProperty(t *rapid.T, gone bool) {
 				} else if w.Seq == m.c.seq {
 					m.ended = true
 				}
-				m.step(t, messages.ProcessGone{Proc: w.Proc, Seq: w.Seq, At: m.now, Err: err})
+				m.step(t, protocol.ProcessGone{Proc: w.Proc, Seq: w.Seq, At: m.now, Err: err})
 			},
 			"limit": func(t *rapid.T) {
 				if len(m.limitWatches) == 0 {
@@ -302,10 +304,10 @@ func sessionProperty(t *rapid.T, gone bool) {
 				i := rapid.IntRange(0, len(m.limitWatches)-1).Draw(t, "watch")
 				w := m.limitWatches[i]
 				m.limitWatches = append(m.limitWatches[:i:i], m.limitWatches[i+1:]...)
-				r := messages.LimitReached{Proc: w.Proc, Seq: w.Seq, At: m.now,
+				r := protocol.LimitReached{Proc: w.Proc, Seq: w.Seq, At: m.now,
 					Limit: rapid.SampledFrom([]string{messages.LimitMemory, messages.LimitProcesses}).Draw(t, "limit"), Note: "counts"}
 				if rapid.IntRange(0, 3).Draw(t, "fail") == 0 {
-					r = messages.LimitReached{Proc: w.Proc, Seq: w.Seq, Err: errors.New("no cgroup")}
+					r = protocol.LimitReached{Proc: w.Proc, Seq: w.Seq, Err: errors.New("no cgroup")}
 				}
 				if r.Err == nil && w.Seq == m.c.limitSeq && !m.ended && m.terms == 0 {
 					m.stopBeforeEnd, m.budget = true, r.Limit
@@ -322,7 +324,7 @@ func sessionProperty(t *rapid.T, gone bool) {
 				if launch == m.c.st.Launch.Hash && !m.ended && m.terms == 0 {
 					m.stopBeforeEnd, m.budget = true, messages.LimitTokens
 				}
-				m.step(t, messages.BudgetSpent{Workspace: testW, Launch: launch, Limit: messages.LimitTokens, Used: 1042})
+				m.step(t, protocol.BudgetSpent{Workspace: testW, Launch: launch, Limit: messages.LimitTokens, Used: 1042})
 			},
 			"answer": func(t *rapid.T) {
 				if len(m.await) == 0 {
@@ -336,18 +338,18 @@ func sessionProperty(t *rapid.T, gone bool) {
 					err = errors.New("the server said no")
 				}
 				switch e := e.(type) {
-				case messages.SignalProcess:
-					m.step(t, messages.ProcessSignaled{Proc: e.Proc, Signal: e.Signal, Err: err})
-				case messages.ReadResult:
+				case protocol.SignalProcess:
+					m.step(t, protocol.ProcessSignaled{Proc: e.Proc, Signal: e.Signal, Err: err})
+				case protocol.ReadResult:
 					found := rapid.Bool().Draw(t, "found")
-					m.step(t, messages.ResultRead{Proc: e.Proc, Found: found, Result: "green: ok", Err: err})
-				case messages.WriteEnd:
+					m.step(t, protocol.ResultRead{Proc: e.Proc, Found: found, Result: "green: ok", Err: err})
+				case protocol.WriteEnd:
 					if err == nil {
 						m.endsOK++
 					}
-					m.step(t, messages.EndWritten{Proc: e.Proc, Err: err})
-				case messages.CloseLimits:
-					r := messages.LimitsClosed{Proc: e.Proc, Err: err,
+					m.step(t, protocol.EndWritten{Proc: e.Proc, Err: err})
+				case protocol.CloseLimits:
+					r := protocol.LimitsClosed{Proc: e.Proc, Err: err,
 						Limit: rapid.SampledFrom([]string{"", messages.LimitMemory, messages.LimitProcesses}).Draw(t, "past")}
 					if r.Limit != "" {
 						r.Note = "counts"
@@ -356,8 +358,8 @@ func sessionProperty(t *rapid.T, gone bool) {
 						}
 					}
 					m.step(t, r)
-				case messages.ReadUsage:
-					r := messages.UsageRead{Proc: e.Proc, Err: err}
+				case protocol.ReadUsage:
+					r := protocol.UsageRead{Proc: e.Proc, Err: err}
 					if err == nil && rapid.Bool().Draw(t, "usage") {
 						r.Usage = &messages.SessionUsage{Turns: 2, Model: &messages.ModelCount{Requests: 1}}
 						m.usage = r.Usage
@@ -377,11 +379,11 @@ func sessionProperty(t *rapid.T, gone bool) {
 					m.frozen = true
 				}
 				m.collects++
-				m.step(t, messages.CollectState{Seq: 1, Freeze: freeze})
+				m.step(t, protocol.CollectState{Seq: 1, Freeze: freeze})
 			},
 			"resume": func(t *rapid.T) {
 				m.frozen = false
-				m.step(t, messages.ResumeWork{})
+				m.step(t, protocol.ResumeWork{})
 			},
 			"restore": func(t *rapid.T) {
 				// A re-exec: the state, taken while nothing is awaited,
@@ -389,13 +391,13 @@ func sessionProperty(t *rapid.T, gone bool) {
 				if !m.c.Quiescent() || m.c.phase == sessDone {
 					t.Skip("not settled")
 				}
-				h := messages.Handoff{OCX: messages.HandoffKind, Version: messages.HandoffVersion,
-					Workspaces: []messages.WorkspaceState{{Workspace: testW, Sessions: []messages.SessionState{m.c.State()}}}}
-				b, err := messages.EncodeHandoff(h)
+				h := protocol.Handoff{OCX: protocol.HandoffKind, Version: protocol.HandoffVersion,
+					Workspaces: []protocol.WorkspaceState{{Workspace: testW, Sessions: []protocol.SessionState{m.c.State()}}}}
+				b, err := protocol.EncodeHandoff(h)
 				if err != nil {
 					t.Fatal(err)
 				}
-				h2, err := messages.DecodeHandoff(b)
+				h2, err := protocol.DecodeHandoff(b)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -435,7 +437,7 @@ func sessionProperty(t *rapid.T, gone bool) {
 					// wall timer armed: the daemon ends it in time.
 					armed := false
 					for _, tm := range m.timers {
-						armed = armed || tm.Purpose == messages.TimerWall && tm.Seq == m.c.seq
+						armed = armed || tm.Purpose == protocol.TimerWall && tm.Seq == m.c.seq
 					}
 					if !armed {
 						t.Fatalf("running with a wall of %s and no current wall timer", m.wall)
@@ -467,29 +469,29 @@ func sessionProperty(t *rapid.T, gone bool) {
 // the rule (messages.ExitStatus.AfterKill).
 func TestEndNote(t *testing.T) {
 	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	proc := messages.ProcID{PID: 42, Start: 4242}
+	proc := protocol.ProcID{PID: 42, Start: 4242}
 	launch := testLaunch(1, false)
 	launch.ReleaseName = "r7"
-	end := func(child, killed bool, launch messages.LaunchSpec, st messages.ExitStatus, result, past string) messages.EndNote {
+	end := func(child, killed bool, launch protocol.LaunchSpec, st messages.ExitStatus, result, past string) messages.EndNote {
 		t.Helper()
-		c := NewSessionCore(Config{}.withDefaults(), messages.SessionState{Workspace: testW, Proc: proc, Child: child, Launch: launch, KillSent: killed})
-		c.Step(at, messages.ProcessExited{Proc: proc, Status: st, At: at})
-		closed := messages.LimitsClosed{Proc: proc, Limit: past, Note: "1 process killed by the kernel at its memory limit of 64 MiB"}
+		c := NewSessionCore(Config{}.withDefaults(), protocol.SessionState{Workspace: testW, Proc: proc, Child: child, Launch: launch, KillSent: killed})
+		c.Step(at, protocol.ProcessExited{Proc: proc, Status: st, At: at})
+		closed := protocol.LimitsClosed{Proc: proc, Limit: past, Note: "1 process killed by the kernel at its memory limit of 64 MiB"}
 		if past == messages.LimitTokens {
-			closed = messages.LimitsClosed{Proc: proc} // the cgroup's close finds nothing; the usage read finds the tokens spent
+			closed = protocol.LimitsClosed{Proc: proc} // the cgroup's close finds nothing; the usage read finds the tokens spent
 		}
 		c.Step(at, closed)
-		u := messages.UsageRead{Proc: proc}
+		u := protocol.UsageRead{Proc: proc}
 		if past == messages.LimitTokens {
-			u.Usage = &messages.SessionUsage{Model: &messages.ModelCount{Requests: 2, Tokens: messages.Tokens{Input: 900, Output: 142}}, Limit: 1000, Turns: 1, WallMS: 1500, CPUMS: 200}
+			u.Usage = &messages.SessionUsage{Model: &messages.ModelCount{Requests: 2, Tokens: modelapi.Tokens{Input: 900, Output: 142}}, Limit: 1000, Turns: 1, WallMS: 1500, CPUMS: 200}
 			u.Reached = "its model proxy counted 1042 tokens (900 in, 142 out) against its limits.tokens of 1000"
 		}
 		effects := c.Step(at, u)
 		if launch.IsCI() {
-			effects = c.Step(at, messages.ResultRead{Proc: proc, Result: result, Found: result != ""})
+			effects = c.Step(at, protocol.ResultRead{Proc: proc, Result: result, Found: result != ""})
 		}
 		for _, e := range effects {
-			if w, ok := e.(messages.WriteEnd); ok {
+			if w, ok := e.(protocol.WriteEnd); ok {
 				if err := w.End.Validate(); err != nil {
 					t.Errorf("%s: %v", (&w.End).String(), err)
 				}

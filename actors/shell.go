@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // tree is what every shell of one actor tree shares: the dependencies, the
@@ -104,17 +105,17 @@ func (t *tree) props(produce actor.Producer, opts ...actor.PropsOption) *actor.P
 }
 
 // coreFor makes the core a StartActor asks for, or nil if it carries no state.
-func (t *tree) coreFor(e messages.StartActor) core {
+func (t *tree) coreFor(e protocol.StartActor) core {
 	switch {
-	case e.Addr.Kind == messages.ActorWorkspace && e.Workspace != nil:
+	case e.Addr.Kind == protocol.ActorWorkspace && e.Workspace != nil:
 		return NewWorkspaceCore(t.cfg, *e.Workspace)
-	case e.Addr.Kind == messages.ActorSession && e.Session != nil:
+	case e.Addr.Kind == protocol.ActorSession && e.Session != nil:
 		return NewSessionCore(t.cfg, *e.Session)
-	case e.Addr.Kind == messages.ActorBranch && e.Branch != nil:
+	case e.Addr.Kind == protocol.ActorBranch && e.Branch != nil:
 		return NewBranchCore(t.cfg, *e.Branch)
-	case e.Addr.Kind == messages.ActorRun && e.Run != nil:
+	case e.Addr.Kind == protocol.ActorRun && e.Run != nil:
 		return RestoreRunCore(t.cfg, e.Run.Facts, runKept(*e.Run))
-	case e.Addr.Kind == messages.ActorRun:
+	case e.Addr.Kind == protocol.ActorRun:
 		return NewRunCore(t.cfg, e.Addr.Run)
 	}
 	return nil
@@ -192,15 +193,15 @@ func (s *shell) family() *family {
 // childName names a child by its address, so that its PID's ID says which
 // actor it is and the address can be read back from it when it stops: the
 // parent keeps no second map from IDs to addresses.
-func childName(a messages.ActorAddr) string {
+func childName(a protocol.ActorAddr) string {
 	switch a.Kind {
-	case messages.ActorWorkspace:
+	case protocol.ActorWorkspace:
 		return "w" + a.Workspace.String()
-	case messages.ActorSession:
+	case protocol.ActorSession:
 		return "s" + a.Proc.String()
-	case messages.ActorBranch:
+	case protocol.ActorBranch:
 		return "b" + a.Branch
-	case messages.ActorRun:
+	case protocol.ActorRun:
 		return "r" + a.Run
 	}
 	return ""
@@ -209,26 +210,26 @@ func childName(a messages.ActorAddr) string {
 // childAddr reads back the address childName wrote. The name was made by
 // this shell, so it is not validated again: a workspace key is split at its
 // one slash, a session's PID@START read as numbers.
-func (s *shell) childAddr(name string) (messages.ActorAddr, bool) {
+func (s *shell) childAddr(name string) (protocol.ActorAddr, bool) {
 	if name == "" {
-		return messages.ActorAddr{}, false
+		return protocol.ActorAddr{}, false
 	}
 	rest := name[1:]
 	switch name[0] {
 	case 'w':
 		login, project, ok := strings.Cut(rest, "/")
-		return messages.WorkspaceAddr(messages.WorkspaceKey{Login: login, Project: project}), ok
+		return protocol.WorkspaceAddr(messages.WorkspaceKey{Login: login, Project: project}), ok
 	case 's':
 		pid, start, ok := strings.Cut(rest, "@")
 		p, err1 := strconv.Atoi(pid)
 		st, err2 := strconv.ParseUint(start, 10, 64)
-		return messages.SessionAddr(s.core.addr().Workspace, messages.ProcID{PID: p, Start: st}), ok && err1 == nil && err2 == nil
+		return protocol.SessionAddr(s.core.addr().Workspace, protocol.ProcID{PID: p, Start: st}), ok && err1 == nil && err2 == nil
 	case 'b':
-		return messages.BranchAddr(s.core.addr().Workspace, rest), true
+		return protocol.BranchAddr(s.core.addr().Workspace, rest), true
 	case 'r':
-		return messages.RunAddr(rest), true
+		return protocol.RunAddr(rest), true
 	}
-	return messages.ActorAddr{}, false
+	return protocol.ActorAddr{}, false
 }
 
 // Receive is protoactor's entry point.
@@ -260,15 +261,15 @@ func (s *shell) Receive(ctx actor.Context) {
 			// first: nothing stopped unexpectedly.
 			return
 		}
-		s.step(ctx, messages.ChildStopped{Addr: a})
-	case messages.SnapshotRequest:
+		s.step(ctx, protocol.ChildStopped{Addr: a})
+	case protocol.SnapshotRequest:
 		s.nextReq++
 		if s.requests == nil {
 			s.requests = map[int]*actor.PID{}
 		}
 		s.requests[s.nextReq] = ctx.Sender()
-		s.step(ctx, messages.SnapshotRequest{Request: s.nextReq})
-	case messages.DaemonMessage:
+		s.step(ctx, protocol.SnapshotRequest{Request: s.nextReq})
+	case protocol.DaemonMessage:
 		s.step(ctx, m)
 	default:
 		s.logAttrs(slog.LevelWarn, "a message the daemon's actors do not take", slog.Any(KeyMessage, m))
@@ -287,26 +288,26 @@ func (s *shell) logAttrs(level slog.Level, text string, attrs ...slog.Attr) {
 	log.LogAttrs(context.Background(), level, text, append(all, attrs...)...)
 }
 
-func (s *shell) step(ctx actor.Context, m messages.DaemonMessage) {
+func (s *shell) step(ctx actor.Context, m protocol.DaemonMessage) {
 	if s.tree.deps.Logger.Enabled(context.Background(), slog.LevelDebug) {
 		s.logAttrs(slog.LevelDebug, "message", slog.String(KeyMessage, m.String()))
 	}
 	s.apply(ctx, s.core.Step(s.tree.deps.Clock.Now(), m))
 }
 
-func (s *shell) apply(ctx actor.Context, effs []messages.DaemonEffect) {
+func (s *shell) apply(ctx actor.Context, effs []protocol.DaemonEffect) {
 	for _, e := range effs {
 		switch e := e.(type) {
-		case messages.Tell:
+		case protocol.Tell:
 			to := s.resolve(ctx, e.To)
 			if to == nil {
 				s.logAttrs(slog.LevelError, "a message to an actor this one does not know dropped", slog.String("to", e.To.String()), slog.String(KeyMessage, e.Msg.String()))
 				continue
 			}
 			ctx.Send(to, e.Msg)
-		case messages.StartActor:
+		case protocol.StartActor:
 			s.spawn(ctx, e)
-		case messages.StopActor:
+		case protocol.StopActor:
 			// The child's address comes back from its name when protoactor
 			// reports it terminated; the core learns it then, as
 			// ChildStopped.
@@ -317,7 +318,7 @@ func (s *shell) apply(ctx actor.Context, effs []messages.DaemonEffect) {
 					ctx.Stop(pid)
 				}
 			}
-		case messages.ReplySnapshot:
+		case protocol.ReplySnapshot:
 			if to, ok := s.requests[e.Request]; ok {
 				delete(s.requests, e.Request)
 				if len(s.requests) == 0 {
@@ -327,14 +328,14 @@ func (s *shell) apply(ctx actor.Context, effs []messages.DaemonEffect) {
 					ctx.Send(to, e.Handoff)
 				}
 			}
-		case messages.LogEvent:
+		case protocol.LogEvent:
 			s.logAttrs(e.Level, e.Text, e.Attrs...)
-		case messages.StartTimer:
+		case protocol.StartTimer:
 			s.logEffect(e)
-			s.timer(e.After, messages.TimerFired{Proc: e.Proc, Purpose: e.Purpose, Seq: e.Seq})
-		case messages.RunStartTimer:
+			s.timer(e.After, protocol.TimerFired{Proc: e.Proc, Purpose: e.Purpose, Seq: e.Seq})
+		case protocol.RunStartTimer:
 			s.logEffect(e)
-			s.timer(e.After, messages.RunTimerFired{Purpose: e.Purpose, Seq: e.Seq})
+			s.timer(e.After, protocol.RunTimerFired{Purpose: e.Purpose, Seq: e.Seq})
 		default:
 			s.logEffect(e)
 			s.effect(e)
@@ -342,7 +343,7 @@ func (s *shell) apply(ctx actor.Context, effs []messages.DaemonEffect) {
 	}
 }
 
-func (s *shell) logEffect(e messages.DaemonEffect) {
+func (s *shell) logEffect(e protocol.DaemonEffect) {
 	if s.tree.deps.Logger.Enabled(context.Background(), slog.LevelDebug) {
 		s.logAttrs(slog.LevelDebug, "effect", slog.String(KeyEffect, e.String()))
 	}
@@ -350,7 +351,7 @@ func (s *shell) logEffect(e messages.DaemonEffect) {
 
 // spawn starts a child with a core made from the StartActor's state, under
 // a name made from its address.
-func (s *shell) spawn(ctx actor.Context, e messages.StartActor) {
+func (s *shell) spawn(ctx actor.Context, e protocol.StartActor) {
 	c := s.tree.coreFor(e)
 	name := childName(e.Addr)
 	if c == nil || name == "" {
@@ -372,7 +373,7 @@ func (s *shell) spawn(ctx actor.Context, e messages.StartActor) {
 }
 
 // resolve maps a logical address to a PID: a child of this actor, or its parent.
-func (s *shell) resolve(ctx actor.Context, a messages.ActorAddr) *actor.PID {
+func (s *shell) resolve(ctx actor.Context, a protocol.ActorAddr) *actor.PID {
 	if s.fam != nil {
 		if pid, ok := s.fam.kids[childName(a)]; ok {
 			return pid
@@ -380,9 +381,9 @@ func (s *shell) resolve(ctx actor.Context, a messages.ActorAddr) *actor.PID {
 	}
 	self := s.core.addr()
 	switch {
-	case (self.Kind == messages.ActorWorkspace || self.Kind == messages.ActorRun) && a.Kind == messages.ActorNode,
-		(self.Kind == messages.ActorSession || self.Kind == messages.ActorBranch) &&
-			a.Kind == messages.ActorWorkspace && a.Workspace == self.Workspace:
+	case (self.Kind == protocol.ActorWorkspace || self.Kind == protocol.ActorRun) && a.Kind == protocol.ActorNode,
+		(self.Kind == protocol.ActorSession || self.Kind == protocol.ActorBranch) &&
+			a.Kind == protocol.ActorWorkspace && a.Workspace == self.Workspace:
 		return ctx.Parent()
 	}
 	return nil
@@ -429,7 +430,7 @@ func (r *runner) done(id int) bool {
 // process or of a session's limits), which lasts as long as its process,
 // on a goroutine of its own, so that no number of watches can hold up the
 // other effects.
-func (s *shell) effect(e messages.DaemonEffect) {
+func (s *shell) effect(e protocol.DaemonEffect) {
 	r := &s.run
 	r.mu.Lock()
 	if r.stopped {
@@ -442,7 +443,7 @@ func (s *shell) effect(e messages.DaemonEffect) {
 	r.mu.Unlock()
 	run := func() {
 		defer r.running.Done()
-		var m messages.DaemonMessage
+		var m protocol.DaemonMessage
 		// An effect whose actor stopped while it waited in the queue is
 		// not run: its result would be dropped.
 		if ctx.Err() == nil {
@@ -455,12 +456,12 @@ func (s *shell) effect(e messages.DaemonEffect) {
 		s.deliver(m)
 	}
 	switch e.(type) {
-	case messages.WatchProcess, messages.WatchLimits:
+	case protocol.WatchProcess, protocol.WatchLimits:
 		// Beside the actor's other effects: a watch lasts.
 		go run()
 		return
 	}
-	if s.core.addr().Kind == messages.ActorRun {
+	if s.core.addr().Kind == protocol.ActorRun {
 		if s.serial == nil {
 			s.serial = &workers{max: 1}
 		}
@@ -471,7 +472,7 @@ func (s *shell) effect(e messages.DaemonEffect) {
 }
 
 // timer arms a timer on the tree's clock, which sends fired when it fires.
-func (s *shell) timer(after time.Duration, fired messages.DaemonMessage) {
+func (s *shell) timer(after time.Duration, fired protocol.DaemonMessage) {
 	r := &s.run
 	r.mu.Lock()
 	if r.stopped {
@@ -500,7 +501,7 @@ func (s *shell) timer(after time.Duration, fired messages.DaemonMessage) {
 	}
 }
 
-func (s *shell) deliver(m messages.DaemonMessage) {
+func (s *shell) deliver(m protocol.DaemonMessage) {
 	r := &s.run
 	r.mu.Lock()
 	defer r.mu.Unlock()

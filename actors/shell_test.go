@@ -10,7 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // lockedBuffer is a log sink safe from many goroutines.
@@ -121,7 +121,7 @@ func TestResultAfterStopIsDropped(t *testing.T) {
 		if stop {
 			sh.stopEffects()
 		}
-		sh.effect(messages.ClassifyArtifact{Repository: treeRep, Hash: testHash(1)})
+		sh.effect(protocol.ClassifyArtifact{Repository: treeRep, Hash: testHash(1)})
 		sh.run.running.Wait()
 		sys.EventStream.Unsubscribe(sub)
 		sys.Shutdown()

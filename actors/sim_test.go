@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // sim runs the actor tree's cores without protoactor, the way the shells do:
@@ -22,10 +22,10 @@ import (
 type sim struct {
 	cfg   Config
 	now   time.Time
-	cores map[messages.ActorAddr]core
+	cores map[protocol.ActorAddr]core
 	// parent of each actor but the node.
-	parent map[messages.ActorAddr]messages.ActorAddr
-	mail   map[messages.ActorAddr][]queued
+	parent map[protocol.ActorAddr]protocol.ActorAddr
+	mail   map[protocol.ActorAddr][]queued
 	seq    int
 
 	pending []*pendingEffect
@@ -36,15 +36,15 @@ type sim struct {
 	pick func(n int) int
 
 	// hooks the tests observe with.
-	onEffect  func(from messages.ActorAddr, e messages.DaemonEffect)
-	onDeliver func(to messages.ActorAddr, m messages.DaemonMessage)
+	onEffect  func(from protocol.ActorAddr, e protocol.DaemonEffect)
+	onDeliver func(to protocol.ActorAddr, m protocol.DaemonMessage)
 
 	// cgroups, when set, stands for the cgroups' host (a transcript's):
 	// nil leaves the limits' effects pending, numbered, as any other.
 	cgroups *simCgroups
 
 	deadLetters []string
-	snapshots   map[int]messages.Handoff
+	snapshots   map[int]protocol.Handoff
 	// trace collects what a transcript prints.
 	trace     []string
 	showTells bool
@@ -53,33 +53,33 @@ type sim struct {
 
 type queued struct {
 	seq int
-	msg messages.DaemonMessage
+	msg protocol.DaemonMessage
 }
 
 // pendingEffect is a host effect the test has not answered yet.
 type pendingEffect struct {
 	id   int
-	from messages.ActorAddr
-	eff  messages.DaemonEffect
+	from protocol.ActorAddr
+	eff  protocol.DaemonEffect
 }
 
 func newSim(cfg Config, now time.Time) *sim {
 	s := &sim{
 		cfg:       cfg,
 		now:       now,
-		cores:     map[messages.ActorAddr]core{},
-		parent:    map[messages.ActorAddr]messages.ActorAddr{},
-		mail:      map[messages.ActorAddr][]queued{},
-		snapshots: map[int]messages.Handoff{},
+		cores:     map[protocol.ActorAddr]core{},
+		parent:    map[protocol.ActorAddr]protocol.ActorAddr{},
+		mail:      map[protocol.ActorAddr][]queued{},
+		snapshots: map[int]protocol.Handoff{},
 	}
-	node := messages.NodeAddr()
+	node := protocol.NodeAddr()
 	s.cores[node] = NewNodeCore(cfg)
 	s.apply(node, s.cores[node].Start(now))
 	return s
 }
 
 // send enqueues a message to an actor from outside the tree (the wiring).
-func (s *sim) send(to messages.ActorAddr, m messages.DaemonMessage) {
+func (s *sim) send(to protocol.ActorAddr, m protocol.DaemonMessage) {
 	if _, ok := s.cores[to]; !ok {
 		s.deadLetters = append(s.deadLetters, to.String()+": "+m.String())
 		return
@@ -89,8 +89,8 @@ func (s *sim) send(to messages.ActorAddr, m messages.DaemonMessage) {
 }
 
 // input sends to the node and delivers until every mailbox is empty.
-func (s *sim) input(m messages.DaemonMessage) {
-	s.send(messages.NodeAddr(), m)
+func (s *sim) input(m protocol.DaemonMessage) {
+	s.send(protocol.NodeAddr(), m)
 	s.drain()
 }
 
@@ -102,7 +102,7 @@ func (s *sim) drain() {
 
 // deliverOne delivers one message; false if there was none.
 func (s *sim) deliverOne() bool {
-	var addrs []messages.ActorAddr
+	var addrs []protocol.ActorAddr
 	for a, q := range s.mail {
 		if len(q) > 0 {
 			addrs = append(addrs, a)
@@ -130,13 +130,13 @@ func (s *sim) deliverOne() bool {
 	return true
 }
 
-func (s *sim) apply(from messages.ActorAddr, effs []messages.DaemonEffect) {
+func (s *sim) apply(from protocol.ActorAddr, effs []protocol.DaemonEffect) {
 	for _, e := range effs {
 		if s.onEffect != nil {
 			s.onEffect(from, e)
 		}
 		switch e := e.(type) {
-		case messages.Tell:
+		case protocol.Tell:
 			if s.showTells {
 				s.trace = append(s.trace, from.String()+" -> "+e.String())
 			}
@@ -151,7 +151,7 @@ func (s *sim) apply(from messages.ActorAddr, effs []messages.DaemonEffect) {
 			}
 			s.seq++
 			s.mail[to] = append(s.mail[to], queued{seq: s.seq, msg: e.Msg})
-		case messages.StartActor:
+		case protocol.StartActor:
 			if _, ok := s.cores[e.Addr]; ok {
 				s.deadLetters = append(s.deadLetters, "started twice: "+e.Addr.String())
 				continue
@@ -174,18 +174,18 @@ func (s *sim) apply(from messages.ActorAddr, effs []messages.DaemonEffect) {
 			s.cores[e.Addr] = c
 			s.parent[e.Addr] = from
 			s.apply(e.Addr, c.Start(s.now))
-		case messages.StopActor:
+		case protocol.StopActor:
 			if s.showTells {
 				s.trace = append(s.trace, from.String()+" -> "+e.String())
 			}
 			s.stop(e.Addr)
 			// protoactor tells the parent once the child has stopped.
 			s.seq++
-			s.mail[from] = append(s.mail[from], queued{seq: s.seq, msg: messages.ChildStopped{Addr: e.Addr}})
-		case messages.ReplySnapshot:
+			s.mail[from] = append(s.mail[from], queued{seq: s.seq, msg: protocol.ChildStopped{Addr: e.Addr}})
+		case protocol.ReplySnapshot:
 			s.snapshots[e.Request] = e.Handoff
 			s.trace = append(s.trace, e.String())
-		case messages.LogEvent:
+		case protocol.LogEvent:
 			if e.Level > slog.LevelDebug || s.showDebug {
 				s.trace = append(s.trace, e.String())
 			}
@@ -203,13 +203,13 @@ func (s *sim) apply(from messages.ActorAddr, effs []messages.DaemonEffect) {
 
 // mayAddress says whether from may reach to as the shells resolve addresses:
 // its parent or one of its children.
-func (s *sim) mayAddress(from, to messages.ActorAddr) bool {
+func (s *sim) mayAddress(from, to protocol.ActorAddr) bool {
 	return s.parent[from] == to || s.parent[to] == from
 }
 
 // stop removes an actor, its children, its queued messages (protoactor's stop
 // drops them) and its pending effects (the runner drops their results).
-func (s *sim) stop(a messages.ActorAddr) {
+func (s *sim) stop(a protocol.ActorAddr) {
 	for c, p := range s.parent {
 		if p == a {
 			s.stop(c)
@@ -239,7 +239,7 @@ func (s *sim) find(id int) (*pendingEffect, error) {
 
 // answer removes a pending effect and delivers its result to the actor that
 // asked (nil: an effect with no result, such as an exec that happened).
-func (s *sim) answer(id int, result messages.DaemonMessage) error {
+func (s *sim) answer(id int, result protocol.DaemonMessage) error {
 	p, err := s.find(id)
 	if err != nil {
 		return err
@@ -262,7 +262,7 @@ func (s *sim) remove(id int) {
 }
 
 // pendingOf returns the pending effects of one type, oldest first.
-func pendingOf[T messages.DaemonEffect](s *sim) []*pendingEffect {
+func pendingOf[T protocol.DaemonEffect](s *sim) []*pendingEffect {
 	var out []*pendingEffect
 	for _, p := range s.pending {
 		if _, ok := p.eff.(T); ok {
@@ -299,33 +299,33 @@ func (s *sim) describe() string {
 // a close is answered at once with what "closes" said for the process
 // (nothing past, by default).
 type simCgroups struct {
-	watches map[messages.ProcID]pendingEffect
-	closes  map[messages.ProcID]messages.LimitsClosed
+	watches map[protocol.ProcID]pendingEffect
+	closes  map[protocol.ProcID]protocol.LimitsClosed
 	// usage is what a read of a launch's usage gives ("spent"): none by
 	// default.
-	usage map[string]messages.UsageRead
+	usage map[string]protocol.UsageRead
 }
 
 func newSimCgroups() *simCgroups {
-	return &simCgroups{watches: map[messages.ProcID]pendingEffect{}, closes: map[messages.ProcID]messages.LimitsClosed{},
-		usage: map[string]messages.UsageRead{}}
+	return &simCgroups{watches: map[protocol.ProcID]pendingEffect{}, closes: map[protocol.ProcID]protocol.LimitsClosed{},
+		usage: map[string]protocol.UsageRead{}}
 }
 
 // take handles e if it is a limits effect, and says whether it was.
-func (c *simCgroups) take(s *sim, from messages.ActorAddr, e messages.DaemonEffect) bool {
+func (c *simCgroups) take(s *sim, from protocol.ActorAddr, e protocol.DaemonEffect) bool {
 	switch e := e.(type) {
-	case messages.WatchLimits:
+	case protocol.WatchLimits:
 		c.watches[e.Proc] = pendingEffect{from: from, eff: e}
 		s.trace = append(s.trace, e.String())
 		return true
-	case messages.CloseLimits:
+	case protocol.CloseLimits:
 		r := c.closes[e.Proc]
 		r.Proc = e.Proc
 		s.trace = append(s.trace, e.String()+": "+r.String())
 		s.seq++
 		s.mail[from] = append(s.mail[from], queued{seq: s.seq, msg: r})
 		return true
-	case messages.ReadUsage:
+	case protocol.ReadUsage:
 		// The usage read is answered at once, as a close is, so that
 		// the effects after it keep their numbers.
 		r := c.usage[e.Launch]
@@ -339,15 +339,15 @@ func (c *simCgroups) take(s *sim, from messages.ActorAddr, e messages.DaemonEffe
 }
 
 // reach delivers the watch of p the news that it went past limit.
-func (c *simCgroups) reach(s *sim, p messages.ProcID, limit, note string) error {
+func (c *simCgroups) reach(s *sim, p protocol.ProcID, limit, note string) error {
 	w, ok := c.watches[p]
 	if !ok {
 		return fmt.Errorf("no limits watch for %s", p)
 	}
 	delete(c.watches, p)
-	e := w.eff.(messages.WatchLimits)
+	e := w.eff.(protocol.WatchLimits)
 	s.seq++
-	s.mail[w.from] = append(s.mail[w.from], queued{seq: s.seq, msg: messages.LimitReached{Proc: p, Seq: e.Seq, Limit: limit, Note: note, At: s.now}})
+	s.mail[w.from] = append(s.mail[w.from], queued{seq: s.seq, msg: protocol.LimitReached{Proc: p, Seq: e.Seq, Limit: limit, Note: note, At: s.now}})
 	s.drain()
 	return nil
 }

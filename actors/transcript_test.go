@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 var update = flag.Bool("update", false, "rewrite the transcripts in testdata with what the actors do now")
@@ -102,7 +104,7 @@ type transcript struct {
 	s       *sim
 	names   map[string]string // hash -> name
 	hashes  map[string]string // name -> hash
-	handoff *messages.Handoff
+	handoff *protocol.Handoff
 	snap    int
 }
 
@@ -118,8 +120,8 @@ func newTranscript() *transcript {
 func (tr *transcript) newSim(now time.Time) *sim {
 	s := newSim(Config{}, now)
 	s.cgroups = newSimCgroups()
-	s.onEffect = func(_ messages.ActorAddr, e messages.DaemonEffect) {
-		if x, ok := e.(messages.ExecRelease); ok {
+	s.onEffect = func(_ protocol.ActorAddr, e protocol.DaemonEffect) {
+		if x, ok := e.(protocol.ExecRelease); ok {
 			h := x.Handoff
 			tr.handoff = &h
 		}
@@ -199,14 +201,14 @@ func (tr *transcript) do(cmd string) error {
 		if len(f) != 3 {
 			return errors.New("post REPOSITORY NAME")
 		}
-		s.input(messages.LineRead{Line: messages.PostLine{Repository: f[1], Hash: tr.hash(f[2])}})
+		s.input(protocol.LineRead{Line: messages.PostLine{Repository: f[1], Hash: tr.hash(f[2])}})
 	case "stop":
 		if len(f) != 3 {
 			return errors.New("stop LOGIN PROJECT")
 		}
-		s.input(messages.LineRead{Line: messages.StopLine{Login: f[1], Project: f[2]}})
+		s.input(protocol.LineRead{Line: messages.StopLine{Login: f[1], Project: f[2]}})
 	case "reexec":
-		s.input(messages.LineRead{Line: messages.ReexecLine{}})
+		s.input(protocol.LineRead{Line: messages.ReexecLine{}})
 	case "budget":
 		// budget LOGIN PROJECT LAUNCH LIMIT USED: a model proxy's line.
 		if len(f) != 6 {
@@ -216,20 +218,20 @@ func (tr *transcript) do(cmd string) error {
 		if err != nil {
 			return err
 		}
-		s.input(messages.LineRead{Line: messages.BudgetLine{Login: f[1], Project: f[2], Launch: tr.hash(f[3]), Limit: f[4], Used: used}})
+		s.input(protocol.LineRead{Line: messages.BudgetLine{Login: f[1], Project: f[2], Launch: tr.hash(f[3]), Limit: f[4], Used: used}})
 	case "spent":
 		// spent LAUNCH NOTE...: the usage read at the end of the session
 		// serving LAUNCH finds its tokens spent, as NOTE says.
 		if len(f) < 3 {
 			return errors.New("spent LAUNCH NOTE...")
 		}
-		s.cgroups.usage[tr.hash(f[1])] = messages.UsageRead{Reached: strings.Join(f[2:], " "),
-			Usage: &messages.SessionUsage{Model: &messages.ModelCount{Requests: 1, Tokens: messages.Tokens{Input: 10, Output: 2}}, Limit: 10, Turns: 1, WallMS: 900, CPUMS: 100}}
+		s.cgroups.usage[tr.hash(f[1])] = protocol.UsageRead{Reached: strings.Join(f[2:], " "),
+			Usage: &messages.SessionUsage{Model: &messages.ModelCount{Requests: 1, Tokens: modelapi.Tokens{Input: 10, Output: 2}}, Limit: 10, Turns: 1, WallMS: 900, CPUMS: 100}}
 	case "exit":
 		if len(f) != 4 {
 			return errors.New("exit PID@START LOGIN/PROJECT code=N|signal=SIG|sandbox=N")
 		}
-		p, err := messages.ParseProcID(f[1])
+		p, err := protocol.ParseProcID(f[1])
 		if err != nil {
 			return err
 		}
@@ -241,7 +243,7 @@ func (tr *transcript) do(cmd string) error {
 		if err != nil {
 			return err
 		}
-		s.input(messages.ProcessExited{Proc: p, Workspace: w, Status: st, At: s.now})
+		s.input(protocol.ProcessExited{Proc: p, Workspace: w, Status: st, At: s.now})
 	case "limit", "closes":
 		// limit PID@START memory|processes NOTE...: the session's cgroup
 		// went past it; closes PID@START LIMIT NOTE...: its close, to come,
@@ -249,27 +251,27 @@ func (tr *transcript) do(cmd string) error {
 		if len(f) < 4 {
 			return errors.New(f[0] + " PID@START memory|processes NOTE...")
 		}
-		p, err := messages.ParseProcID(f[1])
+		p, err := protocol.ParseProcID(f[1])
 		if err != nil {
 			return err
 		}
 		note := strings.Join(f[3:], " ")
 		if f[0] == "closes" {
-			s.cgroups.closes[p] = messages.LimitsClosed{Limit: f[2], Note: note}
+			s.cgroups.closes[p] = protocol.LimitsClosed{Limit: f[2], Note: note}
 			return nil
 		}
 		return s.cgroups.reach(s, p, f[2], note)
 	case "boot":
 		// boot W:PID@START:VERB[:LAUNCH]...: what the process table
 		// holds; W:PID@START:spawned:LAUNCH is a spawned record (D76).
-		var b messages.Boot
+		var b protocol.Boot
 		for _, a := range f[1:] {
 			p, err := tr.procInfo(a)
 			if err != nil {
 				return err
 			}
 			if p.Verb == "spawned" {
-				b.Spawned = append(b.Spawned, messages.Spawned{Workspace: p.Workspace, Launch: p.Launch, Proc: p.Proc})
+				b.Spawned = append(b.Spawned, protocol.Spawned{Workspace: p.Workspace, Launch: p.Launch, Proc: p.Proc})
 				continue
 			}
 			b.Found = append(b.Found, p)
@@ -277,7 +279,7 @@ func (tr *transcript) do(cmd string) error {
 		s.input(b)
 	case "snapshot":
 		tr.snap++
-		s.input(messages.SnapshotRequest{Request: tr.snap})
+		s.input(protocol.SnapshotRequest{Request: tr.snap})
 		if h, ok := s.snapshots[tr.snap]; ok {
 			tr.handoff = &h
 		} else {
@@ -304,11 +306,11 @@ func (tr *transcript) do(cmd string) error {
 		if err != nil {
 			return err
 		}
-		tm, ok := p.eff.(messages.StartTimer)
+		tm, ok := p.eff.(protocol.StartTimer)
 		if !ok {
 			return fmt.Errorf("[%d] is not a timer: %s", id, p.eff)
 		}
-		return s.answer(id, messages.TimerFired{Proc: tm.Proc, Purpose: tm.Purpose, Seq: tm.Seq})
+		return s.answer(id, protocol.TimerFired{Proc: tm.Proc, Purpose: tm.Purpose, Seq: tm.Seq})
 	case "trace":
 		s.showTells = len(f) > 1 && f[1] == "on"
 	case "handoff":
@@ -326,11 +328,11 @@ func (tr *transcript) do(cmd string) error {
 		if tr.handoff == nil {
 			return errors.New("no hand-off to restore from")
 		}
-		b, err := messages.EncodeHandoff(*tr.handoff)
+		b, err := protocol.EncodeHandoff(*tr.handoff)
 		if err != nil {
 			return err
 		}
-		h, err := messages.DecodeHandoff(b)
+		h, err := protocol.DecodeHandoff(b)
 		if err != nil {
 			return err
 		}
@@ -338,7 +340,7 @@ func (tr *transcript) do(cmd string) error {
 		next.nextID = s.nextID
 		next.showTells = s.showTells
 		tr.s = next
-		next.input(messages.Restore{Handoff: h})
+		next.input(protocol.Restore{Handoff: h})
 	default:
 		return fmt.Errorf("unknown command %q", f[0])
 	}
@@ -361,20 +363,20 @@ func parseStatus(s string) (messages.ExitStatus, error) {
 }
 
 // procInfo reads W:PID@START:VERB[:LAUNCH][:ORIGIN].
-func (tr *transcript) procInfo(s string) (messages.ProcInfo, error) {
+func (tr *transcript) procInfo(s string) (protocol.ProcInfo, error) {
 	parts := strings.Split(s, ":")
 	if len(parts) < 3 {
-		return messages.ProcInfo{}, fmt.Errorf("process %q: W:PID@START:VERB[:LAUNCH]", s)
+		return protocol.ProcInfo{}, fmt.Errorf("process %q: W:PID@START:VERB[:LAUNCH]", s)
 	}
 	w, err := messages.ParseWorkspaceKey(parts[0])
 	if err != nil {
-		return messages.ProcInfo{}, err
+		return protocol.ProcInfo{}, err
 	}
-	p, err := messages.ParseProcID(parts[1])
+	p, err := protocol.ParseProcID(parts[1])
 	if err != nil {
-		return messages.ProcInfo{}, err
+		return protocol.ProcInfo{}, err
 	}
-	info := messages.ProcInfo{Proc: p, Workspace: w, Verb: parts[2], StartedBy: messages.OriginOrphan}
+	info := protocol.ProcInfo{Proc: p, Workspace: w, Verb: parts[2], StartedBy: messages.OriginOrphan}
 	if parts[2] == "run" {
 		info.StartedBy = messages.OriginTerminal
 	}
@@ -385,11 +387,11 @@ func (tr *transcript) procInfo(s string) (messages.ProcInfo, error) {
 }
 
 // launch reads "NAME ws=W record=R [lifetime=L] [wall=D] [tokens=N] [ci=BRANCH@CHECKIN]".
-func (tr *transcript) launch(args []string) (messages.LaunchSpec, error) {
+func (tr *transcript) launch(args []string) (protocol.LaunchSpec, error) {
 	if len(args) < 1 {
-		return messages.LaunchSpec{}, errors.New("launch NAME ws=W record=R [lifetime=L] [ci=BRANCH@CHECKIN]")
+		return protocol.LaunchSpec{}, errors.New("launch NAME ws=W record=R [lifetime=L] [ci=BRANCH@CHECKIN]")
 	}
-	l := messages.LaunchSpec{Hash: tr.hash(args[0]), Repository: "/srv/demo.fossil", Kind: messages.Mechanical, Lifetime: messages.Stays, Release: messages.ReleaseCurrent}
+	l := protocol.LaunchSpec{Hash: tr.hash(args[0]), Repository: "/srv/demo.fossil", Kind: messages.Mechanical, Lifetime: messages.Stays, Release: messages.ReleaseCurrent}
 	for _, a := range args[1:] {
 		k, v, _ := strings.Cut(a, "=")
 		switch k {
@@ -425,14 +427,14 @@ func (tr *transcript) launch(args []string) (messages.LaunchSpec, error) {
 }
 
 // result builds the result of effect e from an answer's words.
-func (tr *transcript) result(e messages.DaemonEffect, verb string, args []string, whole string) (messages.DaemonMessage, error) {
+func (tr *transcript) result(e protocol.DaemonEffect, verb string, args []string, whole string) (protocol.DaemonMessage, error) {
 	var err error
 	if verb == "error" {
 		err = errors.New(strings.TrimSpace(strings.TrimPrefix(whole, "error")))
 	}
 	switch e := e.(type) {
-	case messages.ClassifyArtifact:
-		r := messages.ArtifactClassified{Repository: e.Repository, Hash: e.Hash, Err: err}
+	case protocol.ClassifyArtifact:
+		r := protocol.ArtifactClassified{Repository: e.Repository, Hash: e.Hash, Err: err}
 		switch verb {
 		case "error":
 		case "launch":
@@ -445,7 +447,7 @@ func (tr *transcript) result(e messages.DaemonEffect, verb string, args []string
 			}
 			r.Launch = &l
 		case "checkin":
-			c := messages.CheckinSpec{Hash: e.Hash, Repository: e.Repository}
+			c := protocol.CheckinSpec{Hash: e.Hash, Repository: e.Repository}
 			for _, a := range args[1:] {
 				k, v, _ := strings.Cut(a, "=")
 				switch k {
@@ -461,7 +463,7 @@ func (tr *transcript) result(e messages.DaemonEffect, verb string, args []string
 						if err != nil {
 							return nil, err
 						}
-						c.Listeners = append(c.Listeners, messages.BranchListener{Workspace: w, Repository: e.Repository, Record: tr.hash(p[1]), ListenNote: tr.hash(p[2]), Lifetime: messages.Lifetime(p[3])})
+						c.Listeners = append(c.Listeners, protocol.BranchListener{Workspace: w, Repository: e.Repository, Record: tr.hash(p[1]), ListenNote: tr.hash(p[2]), Lifetime: messages.Lifetime(p[3])})
 					}
 				default:
 					return nil, fmt.Errorf("checkin: unknown field %q", k)
@@ -482,28 +484,28 @@ func (tr *transcript) result(e messages.DaemonEffect, verb string, args []string
 			if err != nil {
 				return nil, err
 			}
-			r.Refused = &messages.LaunchRefused{Hash: e.Hash, Repository: e.Repository, Workspace: w, Reason: strings.Join(args[1:], " ")}
+			r.Refused = &protocol.LaunchRefused{Hash: e.Hash, Repository: e.Repository, Workspace: w, Reason: strings.Join(args[1:], " ")}
 		default:
 			return nil, fmt.Errorf("classify: answer launch, checkin, refused, nothing or error, not %q", verb)
 		}
 		return r, nil
-	case messages.ResolveLaunch:
+	case protocol.ResolveLaunch:
 		if verb == "error" {
-			return messages.LaunchResolved{Proc: e.Proc, Gone: e.Gone, Err: err}, nil
+			return protocol.LaunchResolved{Proc: e.Proc, Gone: e.Gone, Err: err}, nil
 		}
 		l, err := tr.launch(args)
 		if err != nil {
 			return nil, err
 		}
-		return messages.LaunchResolved{Proc: e.Proc, Launch: &l, Gone: e.Gone}, nil
-	case messages.ScanWorkspace:
-		r := messages.WorkspaceScanned{Workspace: e.Workspace, Purpose: e.Purpose, For: e.For, Err: err}
+		return protocol.LaunchResolved{Proc: e.Proc, Launch: &l, Gone: e.Gone}, nil
+	case protocol.ScanWorkspace:
+		r := protocol.WorkspaceScanned{Workspace: e.Workspace, Purpose: e.Purpose, For: e.For, Err: err}
 		switch verb {
 		case "error", "none":
 		case "procs":
 			for _, a := range args {
 				ps, origin, _ := strings.Cut(a, ":")
-				p, err := messages.ParseProcID(ps)
+				p, err := protocol.ParseProcID(ps)
 				if err != nil {
 					return nil, err
 				}
@@ -511,19 +513,19 @@ func (tr *transcript) result(e messages.DaemonEffect, verb string, args []string
 				if origin == string(messages.OriginDaemon) || origin == string(messages.OriginOrphan) {
 					verb = "serve"
 				}
-				r.Procs = append(r.Procs, messages.ProcInfo{Proc: p, Workspace: e.Workspace, Verb: verb, StartedBy: messages.Origin(origin), Command: "workspace " + verb + " " + e.Workspace.String() + " --root /agents"})
+				r.Procs = append(r.Procs, protocol.ProcInfo{Proc: p, Workspace: e.Workspace, Verb: verb, StartedBy: messages.Origin(origin), Command: "workspace " + verb + " " + e.Workspace.String() + " --root /agents"})
 			}
 		default:
 			return nil, fmt.Errorf("scan: answer none, procs or error, not %q", verb)
 		}
 		return r, nil
-	case messages.SpawnSession:
-		r := messages.SessionSpawned{Launch: e.Launch.Hash, At: tr.s.now, Err: err}
+	case protocol.SpawnSession:
+		r := protocol.SessionSpawned{Launch: e.Launch.Hash, At: tr.s.now, Err: err}
 		if verb == "spawned" {
 			if len(args) != 1 {
 				return nil, errors.New("spawned PID@START")
 			}
-			p, err := messages.ParseProcID(args[0])
+			p, err := protocol.ParseProcID(args[0])
 			if err != nil {
 				return nil, err
 			}
@@ -532,14 +534,14 @@ func (tr *transcript) result(e messages.DaemonEffect, verb string, args []string
 			return nil, fmt.Errorf("spawn: answer spawned or error, not %q", verb)
 		}
 		return r, nil
-	case messages.SignalProcess:
-		return messages.ProcessSignaled{Proc: e.Proc, Signal: e.Signal, Err: err}, nil
-	case messages.WriteRefusal:
-		return messages.RefusalWritten{Launch: e.Launch.Hash, Err: err}, nil
-	case messages.WriteEnd:
-		return messages.EndWritten{Proc: e.Proc, Err: err}, nil
-	case messages.ReadResult:
-		r := messages.ResultRead{Proc: e.Proc, Err: err}
+	case protocol.SignalProcess:
+		return protocol.ProcessSignaled{Proc: e.Proc, Signal: e.Signal, Err: err}, nil
+	case protocol.WriteRefusal:
+		return protocol.RefusalWritten{Launch: e.Launch.Hash, Err: err}, nil
+	case protocol.WriteEnd:
+		return protocol.EndWritten{Proc: e.Proc, Err: err}, nil
+	case protocol.ReadResult:
+		r := protocol.ResultRead{Proc: e.Proc, Err: err}
 		switch verb {
 		case "result":
 			r.Found, r.Result = true, strings.Join(args, " ")
@@ -548,8 +550,8 @@ func (tr *transcript) result(e messages.DaemonEffect, verb string, args []string
 			return nil, fmt.Errorf("read result: answer result, none or error, not %q", verb)
 		}
 		return r, nil
-	case messages.FindUntested:
-		r := messages.UntestedFound{Branch: e.Branch, Err: err}
+	case protocol.FindUntested:
+		r := protocol.UntestedFound{Branch: e.Branch, Err: err}
 		switch verb {
 		case "untested":
 			if len(args) != 1 {
@@ -561,14 +563,14 @@ func (tr *transcript) result(e messages.DaemonEffect, verb string, args []string
 			return nil, fmt.Errorf("find untested: answer untested, none or error, not %q", verb)
 		}
 		return r, nil
-	case messages.WriteLaunch:
-		r := messages.LaunchWritten{Branch: e.Branch, Checkin: e.Checkin, Err: err}
+	case protocol.WriteLaunch:
+		r := protocol.LaunchWritten{Branch: e.Branch, Checkin: e.Checkin, Err: err}
 		switch verb {
 		case "written":
 			if len(args) != 1 {
 				return nil, errors.New("written NAME")
 			}
-			l := messages.LaunchSpec{Hash: tr.hash(args[0]), Repository: e.Listener.Repository, Workspace: e.Listener.Workspace, Record: e.Listener.Record,
+			l := protocol.LaunchSpec{Hash: tr.hash(args[0]), Repository: e.Listener.Repository, Workspace: e.Listener.Workspace, Record: e.Listener.Record,
 				Kind: messages.Mechanical, Lifetime: messages.Completes, Release: messages.ReleaseCurrent, Checkin: e.Checkin, Branch: e.Branch}
 			r.Launch = &l
 		case "error":
@@ -576,24 +578,24 @@ func (tr *transcript) result(e messages.DaemonEffect, verb string, args []string
 			return nil, fmt.Errorf("write launch: answer written or error, not %q", verb)
 		}
 		return r, nil
-	case messages.WatchProcess:
+	case protocol.WatchProcess:
 		if verb == "gone" {
-			return messages.ProcessGone{Proc: e.Proc, Seq: e.Seq, At: tr.s.now}, nil
+			return protocol.ProcessGone{Proc: e.Proc, Seq: e.Seq, At: tr.s.now}, nil
 		}
-		return messages.ProcessGone{Proc: e.Proc, Seq: e.Seq, Err: err}, nil
-	case messages.PauseInputs:
+		return protocol.ProcessGone{Proc: e.Proc, Seq: e.Seq, Err: err}, nil
+	case protocol.PauseInputs:
 		if verb == "paused" {
-			return messages.InputsPaused{Remainder: []byte(strings.Join(args, " "))}, nil
+			return protocol.InputsPaused{Remainder: []byte(strings.Join(args, " "))}, nil
 		}
-		return messages.InputsPaused{Err: err}, nil
-	case messages.ResumeInputs:
-		return messages.InputsResumed{Err: err}, nil
-	case messages.ExecRelease:
+		return protocol.InputsPaused{Err: err}, nil
+	case protocol.ResumeInputs:
+		return protocol.InputsResumed{Err: err}, nil
+	case protocol.ExecRelease:
 		if verb == "error" {
-			return messages.ExecFailed{Err: err}, nil
+			return protocol.ExecFailed{Err: err}, nil
 		}
 		return nil, nil // the exec happened: nothing comes back
-	case messages.StartTimer:
+	case protocol.StartTimer:
 		return nil, errors.New("a timer is answered with fire N")
 	}
 	return nil, fmt.Errorf("no answer for %s", e)

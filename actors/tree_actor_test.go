@@ -16,6 +16,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // liveTree is the actor tree on a real protoactor system.
@@ -37,13 +38,13 @@ type fatalf interface {
 // startTree makes a fresh actor system (its dead-letter throttle short, so its
 // goroutine ends within goleak's patience), counts dead letters, spawns the
 // node on the fake world and sends it first.
-func startTree(t fatalf, f *fakeWorld, cfg Config, first messages.DaemonMessage) *liveTree {
+func startTree(t fatalf, f *fakeWorld, cfg Config, first protocol.DaemonMessage) *liveTree {
 	t.Helper()
 	return startTreeLogging(t, f, cfg, first, slog.New(slog.DiscardHandler))
 }
 
 // startTreeLogging is startTree with the tree's logger given.
-func startTreeLogging(t fatalf, f *fakeWorld, cfg Config, first messages.DaemonMessage, logger *slog.Logger) *liveTree {
+func startTreeLogging(t fatalf, f *fakeWorld, cfg Config, first protocol.DaemonMessage, logger *slog.Logger) *liveTree {
 	t.Helper()
 	lt := &liveTree{sys: NewSystem(logger, actor.WithDeadLetterThrottleInterval(10*time.Millisecond)), world: f}
 	lt.sub = lt.sys.EventStream.Subscribe(func(evt any) {
@@ -64,7 +65,7 @@ func startTreeLogging(t fatalf, f *fakeWorld, cfg Config, first messages.DaemonM
 	}
 	lt.node = node
 	f.mu.Lock()
-	f.toNode = func(m messages.DaemonMessage) { lt.sys.Root.Send(node, m) }
+	f.toNode = func(m protocol.DaemonMessage) { lt.sys.Root.Send(node, m) }
 	f.mu.Unlock()
 	lt.sys.Root.Send(node, first)
 	return lt
@@ -77,10 +78,10 @@ func describe(m any) string {
 	return "a message"
 }
 
-func (lt *liveTree) send(m messages.DaemonMessage) { lt.sys.Root.Send(lt.node, m) }
+func (lt *liveTree) send(m protocol.DaemonMessage) { lt.sys.Root.Send(lt.node, m) }
 
 // snapshot is the barrier: the node answers once every actor has settled.
-func (lt *liveTree) snapshot(t fatalf) messages.Handoff {
+func (lt *liveTree) snapshot(t fatalf) protocol.Handoff {
 	t.Helper()
 	h, err := Snapshot(lt.sys, lt.node, 10*time.Second)
 	if err != nil {
@@ -126,7 +127,7 @@ func (lt *liveTree) stop(t fatalf) {
 // settledOn waits until the tree has seen process p end: a watch's result
 // comes on its own time, so the barrier is a snapshot asked again until p is
 // no longer a running session in it (snapshots only, never a sleep).
-func (lt *liveTree) settledOn(t fatalf, p messages.ProcID) {
+func (lt *liveTree) settledOn(t fatalf, p protocol.ProcID) {
 	t.Helper()
 	for i := 0; i < 100000; i++ {
 		h := lt.snapshot(t)
@@ -145,14 +146,14 @@ func (lt *liveTree) settledOn(t fatalf, p messages.ProcID) {
 	t.Fatalf("the tree never saw %s end", p)
 }
 
-func childrenOf(f *fakeWorld) []messages.ProcID {
+func childrenOf(f *fakeWorld) []protocol.ProcID {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	zombie := map[messages.ProcID]bool{}
+	zombie := map[protocol.ProcID]bool{}
 	for _, z := range f.zombies {
 		zombie[z.Proc] = true
 	}
-	var out []messages.ProcID
+	var out []protocol.ProcID
 	for _, p := range f.procs {
 		if p.origin == messages.OriginDaemon && (p.alive || zombie[p.id]) {
 			out = append(out, p.id)
@@ -162,7 +163,7 @@ func childrenOf(f *fakeWorld) []messages.ProcID {
 	return out
 }
 
-func sameProcs(a, b []messages.ProcID) bool {
+func sameProcs(a, b []protocol.ProcID) bool {
 	return len(a) == len(b) && (len(a) == 0 || reflect.DeepEqual(a, b))
 }
 
@@ -175,21 +176,21 @@ func TestTreeOnActors(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		f := newFakeWorld()
 		cfg := Config{Grace: 10 * time.Second, RetryAfter: time.Second, EndAttempts: 1000}
-		var found []messages.ProcInfo
+		var found []protocol.ProcInfo
 		for i := rapid.IntRange(0, 2).Draw(rt, "orphans"); i > 0; i-- {
 			found = append(found, f.orphan(rapid.SampledFrom(treeWs).Draw(rt, "w")))
 		}
-		lt := startTree(rt, f, cfg, messages.Boot{Found: found})
+		lt := startTree(rt, f, cfg, protocol.Boot{Found: found})
 		defer func() { lt.stop(rt) }()
 		post := func(h string) {
-			lt.send(messages.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: h}})
+			lt.send(protocol.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: h}})
 		}
 
 		// seenGone are the adopted processes whose end the tree was seen to
 		// take. The end of one comes through its watch on its own time; the
 		// barrier waits for it once the process is gone and no re-exec
 		// freezes its session, since it can set off more (a listener's launch).
-		seenGone := map[messages.ProcID]bool{}
+		seenGone := map[protocol.ProcID]bool{}
 		settleOrphans := func(rt *rapid.T) bool {
 			if f.isPaused() {
 				return false
@@ -258,7 +259,7 @@ func TestTreeOnActors(t *testing.T) {
 				note("postLaunch")
 				k := rapid.SampledFrom(treeWs).Draw(rt, "w")
 				f.mu.Lock()
-				l := messages.LaunchSpec{Hash: f.hash(), Repository: treeRep, Workspace: k, Record: testHash(8001), Lifetime: messages.Stays}
+				l := protocol.LaunchSpec{Hash: f.hash(), Repository: treeRep, Workspace: k, Record: testHash(8001), Lifetime: messages.Stays}
 				f.launches[l.Hash] = l
 				f.mu.Unlock()
 				post(l.Hash)
@@ -281,12 +282,12 @@ func TestTreeOnActors(t *testing.T) {
 			"stop": func(rt *rapid.T) {
 				note("stop")
 				k := rapid.SampledFrom(treeWs).Draw(rt, "w")
-				lt.send(messages.LineRead{Line: messages.StopLine{Login: k.Login, Project: k.Project}})
+				lt.send(protocol.LineRead{Line: messages.StopLine{Login: k.Login, Project: k.Project}})
 			},
 			"exit": func(rt *rapid.T) {
 				note("exit")
 				f.mu.Lock()
-				var live []messages.ProcID
+				var live []protocol.ProcID
 				for _, p := range f.procs {
 					if p.alive {
 						live = append(live, p.id)
@@ -318,7 +319,7 @@ func TestTreeOnActors(t *testing.T) {
 				f.mu.Lock()
 				f.execFails = rapid.IntRange(0, 3).Draw(rt, "execFails") == 0
 				f.mu.Unlock()
-				lt.send(messages.LineRead{Line: messages.ReexecLine{}})
+				lt.send(protocol.LineRead{Line: messages.ReexecLine{}})
 			},
 			"exec": func(rt *rapid.T) {
 				f.mu.Lock()
@@ -329,21 +330,21 @@ func TestTreeOnActors(t *testing.T) {
 				h := f.handoffs[len(f.handoffs)-1]
 				f.handoffs = nil
 				f.mu.Unlock()
-				b, err := messages.EncodeHandoff(h)
+				b, err := protocol.EncodeHandoff(h)
 				if err != nil {
 					rt.Fatalf("encode: %v", err)
 				}
-				h2, err := messages.DecodeHandoff(b)
+				h2, err := protocol.DecodeHandoff(b)
 				if err != nil {
 					rt.Fatalf("decode: %v", err)
 				}
 				note("exec from %s", h.Summary())
 				lt.stop(rt)
-				lt = startTree(rt, f, cfg, messages.Restore{Handoff: h2})
+				lt = startTree(rt, f, cfg, protocol.Restore{Handoff: h2})
 				// The new image knows every child the old one handed off (the
 				// lines handed off with them may start more).
 				after := lt.snapshot(rt)
-				known := map[messages.ProcID]bool{}
+				known := map[protocol.ProcID]bool{}
 				for _, c := range after.Children() {
 					known[c] = true
 				}
@@ -383,14 +384,14 @@ func TestTreeOnActors(t *testing.T) {
 				f.handoffs = nil
 				f.mu.Unlock()
 				lt.stop(rt)
-				lt = startTree(rt, f, cfg, messages.Restore{Handoff: h})
+				lt = startTree(rt, f, cfg, protocol.Restore{Handoff: h})
 				if err := f.Resume(context.Background(), nil); err != nil {
 					rt.Fatal(err)
 				}
 			}
 			check(rt)
 			f.mu.Lock()
-			var live []messages.ProcID
+			var live []protocol.ProcID
 			for _, p := range f.procs {
 				if p.alive {
 					live = append(live, p.id)

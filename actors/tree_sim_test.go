@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // The whole tree, on the simulator, against a model of the world: the record
@@ -27,10 +28,10 @@ var (
 )
 
 type wproc struct {
-	id        messages.ProcID
+	id        protocol.ProcID
 	w         messages.WorkspaceKey
 	origin    messages.Origin
-	launch    messages.LaunchSpec
+	launch    protocol.LaunchSpec
 	alive     bool
 	delivered bool // its exit reached the tree (or its watch saw it gone)
 	result    bool // a CI run left a result on its check-in
@@ -41,11 +42,11 @@ type world struct {
 	s   *sim
 	cfg Config
 
-	procs   map[messages.ProcID]*wproc
+	procs   map[protocol.ProcID]*wproc
 	nextPID int
 	nextN   int
 
-	launches map[string]messages.LaunchSpec // launch notes on the record
+	launches map[string]protocol.LaunchSpec // launch notes on the record
 	posted   []string                       // every hash posted, for duplicates
 	checkins map[string]string              // check-in -> branch
 	order    []string                       // trunk check-ins, oldest first
@@ -56,11 +57,11 @@ type world struct {
 	own      map[string]bool
 
 	reaperPaused bool
-	zombies      []messages.ProcessExited
-	handoff      *messages.Handoff
+	zombies      []protocol.ProcessExited
+	handoff      *protocol.Handoff
 	// spawned are the spawned records on the host (D76), by launch:
 	// written once a spawn succeeds, removed with its end note.
-	spawnedRec map[string]messages.Spawned
+	spawnedRec map[string]protocol.Spawned
 	// ended are the launches whose end note is on the record; halfDone
 	// those whose note a daemon killed before it removed the spawned
 	// record wrote.
@@ -73,18 +74,18 @@ type world struct {
 	refusals    map[string]int
 	spawned     map[string]int
 	spawning    map[messages.WorkspaceKey]int
-	endsOK      map[messages.ProcID]int
-	stopAsked   map[messages.ProcID]bool
+	endsOK      map[protocol.ProcID]int
+	stopAsked   map[protocol.ProcID]bool
 	writeLaunch int
 	failures    bool
 }
 
 func newWorld(t *rapid.T, cfg Config) *world {
-	w := &world{t: t, cfg: cfg, procs: map[messages.ProcID]*wproc{}, nextPID: 700,
-		launches: map[string]messages.LaunchSpec{}, checkins: map[string]string{}, tested: map[string]bool{}, own: map[string]bool{},
+	w := &world{t: t, cfg: cfg, procs: map[protocol.ProcID]*wproc{}, nextPID: 700,
+		launches: map[string]protocol.LaunchSpec{}, checkins: map[string]string{}, tested: map[string]bool{}, own: map[string]bool{},
 		delivered: map[string]bool{}, refusals: map[string]int{}, spawned: map[string]int{},
-		spawning: map[messages.WorkspaceKey]int{}, endsOK: map[messages.ProcID]int{}, stopAsked: map[messages.ProcID]bool{},
-		spawnedRec: map[string]messages.Spawned{}, ended: map[string]bool{}, halfDone: map[string]bool{}}
+		spawning: map[messages.WorkspaceKey]int{}, endsOK: map[protocol.ProcID]int{}, stopAsked: map[protocol.ProcID]bool{},
+		spawnedRec: map[string]protocol.Spawned{}, ended: map[string]bool{}, halfDone: map[string]bool{}}
 	w.s = w.newSim(time.Unix(1_000_000, 0))
 	return w
 }
@@ -93,13 +94,13 @@ func (w *world) newSim(now time.Time) *sim {
 	s := newSim(w.cfg, now)
 	s.pick = func(n int) int { return rapid.IntRange(0, n-1).Draw(w.t, "sched") }
 	s.onEffect = w.observe
-	s.onDeliver = func(to messages.ActorAddr, m messages.DaemonMessage) {
+	s.onDeliver = func(to protocol.ActorAddr, m protocol.DaemonMessage) {
 		switch m := m.(type) {
-		case messages.LaunchRequested:
+		case protocol.LaunchRequested:
 			w.delivered[m.Launch.Hash] = true
-		case messages.LaunchCI:
+		case protocol.LaunchCI:
 			w.delivered[m.Launch.Hash] = true
-		case messages.StopSession:
+		case protocol.StopSession:
 			w.stopAsked[to.Proc] = true
 		}
 	}
@@ -111,11 +112,11 @@ func (w *world) hash() string {
 	return testHash(w.nextN)
 }
 
-func (w *world) liveIn(k messages.WorkspaceKey) []messages.ProcInfo {
-	var ps []messages.ProcInfo
+func (w *world) liveIn(k messages.WorkspaceKey) []protocol.ProcInfo {
+	var ps []protocol.ProcInfo
 	for _, p := range w.procs {
 		if p.alive && p.w == k {
-			ps = append(ps, messages.ProcInfo{Proc: p.id, Workspace: k, Verb: "serve", Launch: p.launch.Hash, StartedBy: p.origin})
+			ps = append(ps, protocol.ProcInfo{Proc: p.id, Workspace: k, Verb: "serve", Launch: p.launch.Hash, StartedBy: p.origin})
 		}
 	}
 	sort.Slice(ps, func(i, j int) bool { return ps[i].Proc.PID < ps[j].Proc.PID })
@@ -133,8 +134,8 @@ func (w *world) newestUntested() string {
 
 // listener is the listener of a branch as the record names it: trunk's
 // completes session (a reviewer or CI), dev's stays session.
-func (w *world) listener(branch string) messages.BranchListener {
-	l := messages.BranchListener{Workspace: wsCI, Repository: treeRep, Record: testHash(9001), ListenNote: testHash(9002), Lifetime: messages.Completes}
+func (w *world) listener(branch string) protocol.BranchListener {
+	l := protocol.BranchListener{Workspace: wsCI, Repository: treeRep, Record: testHash(9001), ListenNote: testHash(9002), Lifetime: messages.Completes}
 	if branch == "dev" {
 		l.Lifetime = messages.Stays
 	} else if w.reviewer {
@@ -144,35 +145,35 @@ func (w *world) listener(branch string) messages.BranchListener {
 }
 
 // listeners are the branch listeners the wiring finds when a daemon starts.
-func (w *world) listeners() []messages.ListenedBranch {
-	return []messages.ListenedBranch{{Branch: "trunk", Listener: w.listener("trunk")}, {Branch: "dev", Listener: w.listener("dev")}}
+func (w *world) listeners() []protocol.ListenedBranch {
+	return []protocol.ListenedBranch{{Branch: "trunk", Listener: w.listener("trunk")}, {Branch: "dev", Listener: w.listener("dev")}}
 }
 
 // skipped are the trunk check-ins the listener may never judge.
-func (w *world) skipped() []messages.SkippedCheckin {
-	var out []messages.SkippedCheckin
+func (w *world) skipped() []protocol.SkippedCheckin {
+	var out []protocol.SkippedCheckin
 	for _, h := range w.order {
 		if w.own[h] {
-			out = append(out, messages.SkippedCheckin{Checkin: h, Why: "sent by the reviewer (E6)"})
+			out = append(out, protocol.SkippedCheckin{Checkin: h, Why: "sent by the reviewer (E6)"})
 		}
 	}
 	return out
 }
 
 // input sends a message to the node and delivers until nothing is queued.
-func (w *world) input(m messages.DaemonMessage) {
+func (w *world) input(m protocol.DaemonMessage) {
 	w.t.Logf("input %s", m)
 	w.s.input(m)
 }
 
 // observe checks each effect as the tree asks for it.
-func (w *world) observe(from messages.ActorAddr, e messages.DaemonEffect) {
+func (w *world) observe(from protocol.ActorAddr, e protocol.DaemonEffect) {
 	t := w.t
-	if _, ok := e.(messages.Tell); !ok {
+	if _, ok := e.(protocol.Tell); !ok {
 		t.Logf("  %s: %s", from, e)
 	}
 	switch e := e.(type) {
-	case messages.SpawnSession:
+	case protocol.SpawnSession:
 		k := e.Launch.Workspace
 		if live := w.liveIn(k); len(live) > 0 {
 			t.Fatalf("spawn of %s while %v names %s", e.Launch.Hash, live, k)
@@ -190,18 +191,18 @@ func (w *world) observe(from messages.ActorAddr, e messages.DaemonEffect) {
 			t.Fatalf("a CI launch of a stays session")
 		}
 		w.spawning[k]++
-	case messages.WriteRefusal:
+	case protocol.WriteRefusal:
 		w.refusals[e.Launch.Hash]++
-	case messages.WriteEnd:
+	case protocol.WriteEnd:
 		p := w.procs[e.Proc]
 		if p == nil || p.alive {
 			t.Fatalf("an end note for a process that has not ended: %s", e)
 		}
-	case messages.SignalProcess:
-		if e.Signal == messages.SigKILL && !w.stopAsked[e.Proc] {
+	case protocol.SignalProcess:
+		if e.Signal == protocol.SigKILL && !w.stopAsked[e.Proc] {
 			t.Fatalf("KILL to %s, which no stop was asked of", e.Proc)
 		}
-	case messages.WriteLaunch:
+	case protocol.WriteLaunch:
 		if w.tested[e.Checkin] {
 			t.Fatalf("a launch for %s, which carries its result (a verdict) already", e.Checkin)
 		}
@@ -212,14 +213,14 @@ func (w *world) observe(from messages.ActorAddr, e messages.DaemonEffect) {
 			t.Fatalf("a CI launch for %s, but the newest untested is %s", e.Checkin, w.newestUntested())
 		}
 		w.writeLaunch++
-	case messages.Tell:
-		if r, ok := e.Msg.(messages.ReserveWorkspace); ok && r.Branch == "dev" {
+	case protocol.Tell:
+		if r, ok := e.Msg.(protocol.ReserveWorkspace); ok && r.Branch == "dev" {
 			t.Fatalf("the listener of a stays session asked for its workspace")
 		}
-	case messages.ExecRelease:
+	case protocol.ExecRelease:
 		h := e.Handoff
 		w.handoff = &h
-		var want []messages.ProcID
+		var want []protocol.ProcID
 		for _, p := range w.procs {
 			if p.origin == messages.OriginDaemon && !p.delivered {
 				want = append(want, p.id)
@@ -241,48 +242,48 @@ func (w *world) answer(p *pendingEffect, fail bool) bool {
 		w.failures = true
 	}
 	s := w.s
-	var r messages.DaemonMessage
+	var r protocol.DaemonMessage
 	switch e := p.eff.(type) {
-	case messages.ClassifyArtifact:
-		res := messages.ArtifactClassified{Repository: e.Repository, Hash: e.Hash, Err: err}
+	case protocol.ClassifyArtifact:
+		res := protocol.ArtifactClassified{Repository: e.Repository, Hash: e.Hash, Err: err}
 		if err == nil {
 			if l, ok := w.launches[e.Hash]; ok {
 				res.Launch = &l
 			} else if b, ok := w.checkins[e.Hash]; ok {
-				c := messages.CheckinSpec{Hash: e.Hash, Repository: treeRep, Branch: b}
-				c.Listeners = []messages.BranchListener{w.listener(b)}
+				c := protocol.CheckinSpec{Hash: e.Hash, Repository: treeRep, Branch: b}
+				c.Listeners = []protocol.BranchListener{w.listener(b)}
 				res.Checkin = &c
 			} else {
 				res.Nothing = "not a note of the daemon's"
 			}
 		}
 		r = res
-	case messages.ResolveLaunch:
+	case protocol.ResolveLaunch:
 		l := w.launches[e.Proc.Launch]
-		r = messages.LaunchResolved{Proc: e.Proc, Launch: &l, Gone: e.Gone}
-	case messages.ScanWorkspace:
-		res := messages.WorkspaceScanned{Workspace: e.Workspace, Purpose: e.Purpose, For: e.For, Err: err}
+		r = protocol.LaunchResolved{Proc: e.Proc, Launch: &l, Gone: e.Gone}
+	case protocol.ScanWorkspace:
+		res := protocol.WorkspaceScanned{Workspace: e.Workspace, Purpose: e.Purpose, For: e.For, Err: err}
 		if err == nil {
 			res.Procs = w.liveIn(e.Workspace)
 		}
 		r = res
-	case messages.SpawnSession:
+	case protocol.SpawnSession:
 		w.spawning[e.Launch.Workspace]--
 		if err != nil {
-			r = messages.SessionSpawned{Launch: e.Launch.Hash, Err: err}
+			r = protocol.SessionSpawned{Launch: e.Launch.Hash, Err: err}
 			break
 		}
 		w.nextPID++
-		id := messages.ProcID{PID: w.nextPID, Start: 5000}
+		id := protocol.ProcID{PID: w.nextPID, Start: 5000}
 		w.procs[id] = &wproc{id: id, w: e.Launch.Workspace, origin: messages.OriginDaemon, launch: e.Launch, alive: true}
 		w.spawned[e.Launch.Hash]++
-		w.spawnedRec[e.Launch.Hash] = messages.Spawned{Workspace: e.Launch.Workspace, Launch: e.Launch.Hash, Proc: id}
-		r = messages.SessionSpawned{Launch: e.Launch.Hash, Proc: id, At: s.now}
-	case messages.SignalProcess:
-		r = messages.ProcessSignaled{Proc: e.Proc, Signal: e.Signal}
-	case messages.WriteRefusal:
-		r = messages.RefusalWritten{Launch: e.Launch.Hash}
-	case messages.WriteEnd:
+		w.spawnedRec[e.Launch.Hash] = protocol.Spawned{Workspace: e.Launch.Workspace, Launch: e.Launch.Hash, Proc: id}
+		r = protocol.SessionSpawned{Launch: e.Launch.Hash, Proc: id, At: s.now}
+	case protocol.SignalProcess:
+		r = protocol.ProcessSignaled{Proc: e.Proc, Signal: e.Signal}
+	case protocol.WriteRefusal:
+		r = protocol.RefusalWritten{Launch: e.Launch.Hash}
+	case protocol.WriteEnd:
 		if err == nil {
 			// As the writer: an end note of the launch on the record
 			// already (D6, D76) is not written again.
@@ -296,47 +297,47 @@ func (w *world) answer(p *pendingEffect, fail bool) bool {
 			delete(w.halfDone, e.Launch.Hash)
 			delete(w.spawnedRec, e.Launch.Hash)
 		}
-		r = messages.EndWritten{Proc: e.Proc, Err: err}
-	case messages.ReadResult:
+		r = protocol.EndWritten{Proc: e.Proc, Err: err}
+	case protocol.ReadResult:
 		pr := w.procs[e.Proc]
-		r = messages.ResultRead{Proc: e.Proc, Found: pr != nil && pr.result, Result: "green: ok", Err: err}
-	case messages.FindUntested:
-		r = messages.UntestedFound{Branch: e.Branch, Newest: w.newestUntested(), Skipped: w.skipped(), Err: err}
-	case messages.WriteLaunch:
+		r = protocol.ResultRead{Proc: e.Proc, Found: pr != nil && pr.result, Result: "green: ok", Err: err}
+	case protocol.FindUntested:
+		r = protocol.UntestedFound{Branch: e.Branch, Newest: w.newestUntested(), Skipped: w.skipped(), Err: err}
+	case protocol.WriteLaunch:
 		if err != nil {
-			r = messages.LaunchWritten{Branch: e.Branch, Checkin: e.Checkin, Err: err}
+			r = protocol.LaunchWritten{Branch: e.Branch, Checkin: e.Checkin, Err: err}
 			break
 		}
-		l := messages.LaunchSpec{Hash: w.hash(), Repository: treeRep, Workspace: e.Listener.Workspace, Record: e.Listener.Record,
+		l := protocol.LaunchSpec{Hash: w.hash(), Repository: treeRep, Workspace: e.Listener.Workspace, Record: e.Listener.Record,
 			Lifetime: messages.Completes, Checkin: e.Checkin, Branch: e.Branch}
 		w.launches[l.Hash] = l
 		w.posted = append(w.posted, l.Hash)
-		r = messages.LaunchWritten{Branch: e.Branch, Checkin: e.Checkin, Launch: &l}
-	case messages.WatchProcess:
+		r = protocol.LaunchWritten{Branch: e.Branch, Checkin: e.Checkin, Launch: &l}
+	case protocol.WatchProcess:
 		pr := w.procs[e.Proc]
 		if pr.alive {
 			return false // it is not gone yet
 		}
 		pr.delivered = true
-		r = messages.ProcessGone{Proc: e.Proc, Seq: e.Seq, At: s.now}
-	case messages.WatchLimits:
+		r = protocol.ProcessGone{Proc: e.Proc, Seq: e.Seq, At: s.now}
+	case protocol.WatchLimits:
 		if pr := w.procs[e.Proc]; pr != nil && pr.alive {
 			return false // within its limits while it runs
 		}
-		r = messages.LimitReached{Proc: e.Proc, Seq: e.Seq, Err: errors.New("the cgroup is gone")}
-	case messages.CloseLimits:
-		r = messages.LimitsClosed{Proc: e.Proc}
-	case messages.ReadUsage:
-		r = messages.UsageRead{Proc: e.Proc}
-	case messages.PauseInputs:
+		r = protocol.LimitReached{Proc: e.Proc, Seq: e.Seq, Err: errors.New("the cgroup is gone")}
+	case protocol.CloseLimits:
+		r = protocol.LimitsClosed{Proc: e.Proc}
+	case protocol.ReadUsage:
+		r = protocol.UsageRead{Proc: e.Proc}
+	case protocol.PauseInputs:
 		w.reaperPaused = true
-		r = messages.InputsPaused{}
-	case messages.ResumeInputs:
+		r = protocol.InputsPaused{}
+	case protocol.ResumeInputs:
 		w.reaperPaused = false
-		r = messages.InputsResumed{}
-	case messages.StartTimer:
-		r = messages.TimerFired{Proc: e.Proc, Purpose: e.Purpose, Seq: e.Seq}
-	case messages.ExecRelease:
+		r = protocol.InputsResumed{}
+	case protocol.StartTimer:
+		r = protocol.TimerFired{Proc: e.Proc, Purpose: e.Purpose, Seq: e.Seq}
+	case protocol.ExecRelease:
 		return w.exec(p, fail)
 	default:
 		w.t.Fatalf("no answer for %s", p.eff)
@@ -354,17 +355,17 @@ func (w *world) answer(p *pendingEffect, fail bool) bool {
 // image reaps what died during the exec.
 func (w *world) exec(p *pendingEffect, fail bool) bool {
 	if fail {
-		if err := w.s.answer(p.id, messages.ExecFailed{Err: errors.New("exec: no such file")}); err != nil {
+		if err := w.s.answer(p.id, protocol.ExecFailed{Err: errors.New("exec: no such file")}); err != nil {
 			w.t.Fatal(err)
 		}
 		return true
 	}
-	h := p.eff.(messages.ExecRelease).Handoff
-	b, err := messages.EncodeHandoff(h)
+	h := p.eff.(protocol.ExecRelease).Handoff
+	b, err := protocol.EncodeHandoff(h)
 	if err != nil {
 		w.t.Fatalf("encode the hand-off: %v", err)
 	}
-	h2, err := messages.DecodeHandoff(b)
+	h2, err := protocol.DecodeHandoff(b)
 	if err != nil {
 		w.t.Fatalf("decode the hand-off: %v", err)
 	}
@@ -376,9 +377,9 @@ func (w *world) exec(p *pendingEffect, fail bool) bool {
 	}
 	w.s = w.newSim(old.now)
 	w.s.nextID = old.nextID
-	w.input(messages.Restore{Handoff: h2, Listeners: w.listeners()})
+	w.input(protocol.Restore{Handoff: h2, Listeners: w.listeners()})
 	// The new image knows the same children.
-	known := map[messages.ProcID]bool{}
+	known := map[protocol.ProcID]bool{}
 	for a, c := range w.s.cores {
 		if sc, ok := c.(*SessionCore); ok && sc.st.Child && !sc.st.Ended {
 			known[a.Proc] = true
@@ -405,7 +406,7 @@ func (w *world) exec(p *pendingEffect, fail bool) bool {
 func (w *world) crash() {
 	w.crashes++
 	for _, p := range w.s.pending {
-		if e, ok := p.eff.(messages.WriteEnd); ok && !w.ended[e.Launch.Hash] && rapid.Bool().Draw(w.t, "noteWritten") {
+		if e, ok := p.eff.(protocol.WriteEnd); ok && !w.ended[e.Launch.Hash] && rapid.Bool().Draw(w.t, "noteWritten") {
 			w.t.Logf("crash: the end of %s is on the record, its spawned record left", e.Launch.Hash)
 			w.endsOK[e.Proc]++
 			w.ended[e.Launch.Hash] = true
@@ -431,7 +432,7 @@ func (w *world) crash() {
 		ps = append(ps, p)
 	}
 	sort.Slice(ps, func(i, j int) bool { return ps[i].id.PID < ps[j].id.PID })
-	var found []messages.ProcInfo
+	var found []protocol.ProcInfo
 	for _, p := range ps {
 		if p.origin == messages.OriginDaemon {
 			p.origin = messages.OriginOrphan
@@ -447,21 +448,21 @@ func (w *world) crash() {
 		switch {
 		case !p.alive:
 		case p.origin == messages.OriginTerminal:
-			found = append(found, messages.ProcInfo{Proc: p.id, Workspace: p.w, Verb: "run", StartedBy: messages.OriginTerminal})
+			found = append(found, protocol.ProcInfo{Proc: p.id, Workspace: p.w, Verb: "run", StartedBy: messages.OriginTerminal})
 		default:
-			found = append(found, messages.ProcInfo{Proc: p.id, Workspace: p.w, Verb: "serve", Launch: p.launch.Hash, StartedBy: messages.OriginOrphan})
+			found = append(found, protocol.ProcInfo{Proc: p.id, Workspace: p.w, Verb: "serve", Launch: p.launch.Hash, StartedBy: messages.OriginOrphan})
 		}
 	}
 	old := w.s
 	w.s = w.newSim(old.now)
 	w.s.nextID = old.nextID
-	w.input(messages.Boot{Found: found, Spawned: w.spawnedList(), Listeners: w.listeners()})
+	w.input(protocol.Boot{Found: found, Spawned: w.spawnedList(), Listeners: w.listeners()})
 }
 
 // spawnedList is the spawned records on the host, in the order of their
 // launches.
-func (w *world) spawnedList() []messages.Spawned {
-	var out []messages.Spawned
+func (w *world) spawnedList() []protocol.Spawned {
+	var out []protocol.Spawned
 	for _, s := range w.spawnedRec {
 		out = append(out, s)
 	}
@@ -492,7 +493,7 @@ func (w *world) exit(p *wproc, leftResult bool) {
 	if p.origin != messages.OriginDaemon {
 		return // its watch will see it gone
 	}
-	e := messages.ProcessExited{Proc: p.id, Workspace: p.w, Status: messages.ExitStatus{State: messages.EndExited}, At: w.s.now}
+	e := protocol.ProcessExited{Proc: p.id, Workspace: p.w, Status: messages.ExitStatus{State: messages.EndExited}, At: w.s.now}
 	if w.reaperPaused {
 		w.t.Logf("exit %s: a zombie until the reaper runs again", p.id)
 		w.zombies = append(w.zombies, e)
@@ -541,33 +542,33 @@ func TestTreeProperties(t *testing.T) {
 
 		// The daemon starts with what it finds: orphans of a previous daemon
 		// (with the spawned records it wrote) and terminal sessions.
-		var found []messages.ProcInfo
+		var found []protocol.ProcInfo
 		for i := rapid.IntRange(0, 2).Draw(t, "orphans"); i > 0; i-- {
 			k := rapid.SampledFrom(treeWs).Draw(t, "w")
-			l := messages.LaunchSpec{Hash: w.hash(), Repository: treeRep, Workspace: k, Record: testHash(8000), Lifetime: messages.Stays}
+			l := protocol.LaunchSpec{Hash: w.hash(), Repository: treeRep, Workspace: k, Record: testHash(8000), Lifetime: messages.Stays}
 			w.launches[l.Hash] = l
 			w.nextPID++
-			id := messages.ProcID{PID: w.nextPID, Start: 4000}
+			id := protocol.ProcID{PID: w.nextPID, Start: 4000}
 			w.procs[id] = &wproc{id: id, w: k, origin: messages.OriginOrphan, launch: l, alive: true}
-			w.spawnedRec[l.Hash] = messages.Spawned{Workspace: k, Launch: l.Hash, Proc: id}
-			found = append(found, messages.ProcInfo{Proc: id, Workspace: k, Verb: "serve", Launch: l.Hash, StartedBy: messages.OriginOrphan})
+			w.spawnedRec[l.Hash] = protocol.Spawned{Workspace: k, Launch: l.Hash, Proc: id}
+			found = append(found, protocol.ProcInfo{Proc: id, Workspace: k, Verb: "serve", Launch: l.Hash, StartedBy: messages.OriginOrphan})
 		}
-		w.input(messages.Boot{Found: found, Spawned: w.spawnedList(), Listeners: w.listeners()})
+		w.input(protocol.Boot{Found: found, Spawned: w.spawnedList(), Listeners: w.listeners()})
 
 		t.Repeat(map[string]func(*rapid.T){
 			"postLaunch": func(t *rapid.T) {
 				k := rapid.SampledFrom(treeWs).Draw(t, "w")
-				l := messages.LaunchSpec{Hash: w.hash(), Repository: treeRep, Workspace: k, Record: testHash(8001), Lifetime: rapid.SampledFrom([]messages.Lifetime{messages.Stays, messages.Completes}).Draw(t, "lifetime")}
+				l := protocol.LaunchSpec{Hash: w.hash(), Repository: treeRep, Workspace: k, Record: testHash(8001), Lifetime: rapid.SampledFrom([]messages.Lifetime{messages.Stays, messages.Completes}).Draw(t, "lifetime")}
 				w.launches[l.Hash] = l
 				w.posted = append(w.posted, l.Hash)
-				w.input(messages.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: l.Hash}})
+				w.input(protocol.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: l.Hash}})
 			},
 			"repost": func(t *rapid.T) {
 				if len(w.posted) == 0 {
 					t.Skip("nothing posted")
 				}
 				h := rapid.SampledFrom(w.posted).Draw(t, "hash")
-				w.input(messages.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: h}})
+				w.input(protocol.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: h}})
 			},
 			"checkin": func(t *rapid.T) {
 				b := rapid.SampledFrom([]string{"trunk", "trunk", "dev"}).Draw(t, "branch")
@@ -578,7 +579,7 @@ func TestTreeProperties(t *testing.T) {
 					w.own[h] = w.reviewer && rapid.IntRange(0, 3).Draw(t, "own") == 0
 				}
 				w.posted = append(w.posted, h)
-				w.input(messages.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: h}})
+				w.input(protocol.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: h}})
 			},
 			// A check-in whose hook line never reaches the daemon (it
 			// arrived while none ran): only a look at the queue finds it.
@@ -589,12 +590,12 @@ func TestTreeProperties(t *testing.T) {
 			},
 			"stop": func(t *rapid.T) {
 				k := rapid.SampledFrom(treeWs).Draw(t, "w")
-				w.input(messages.LineRead{Line: messages.StopLine{Login: k.Login, Project: k.Project}})
+				w.input(protocol.LineRead{Line: messages.StopLine{Login: k.Login, Project: k.Project}})
 			},
 			"terminal": func(t *rapid.T) {
 				k := rapid.SampledFrom(treeWs).Draw(t, "w")
 				w.nextPID++
-				id := messages.ProcID{PID: w.nextPID, Start: 6000}
+				id := protocol.ProcID{PID: w.nextPID, Start: 6000}
 				w.procs[id] = &wproc{id: id, w: k, origin: messages.OriginTerminal, alive: true, delivered: true}
 			},
 			"exit": func(t *rapid.T) {
@@ -614,7 +615,7 @@ func TestTreeProperties(t *testing.T) {
 			"duplicateExit": func(t *rapid.T) {
 				for _, p := range w.procs {
 					if p.origin == messages.OriginDaemon && p.delivered && !w.reaperPaused {
-						w.input(messages.ProcessExited{Proc: p.id, Workspace: p.w, Status: messages.ExitStatus{State: messages.EndExited}, At: w.s.now})
+						w.input(protocol.ProcessExited{Proc: p.id, Workspace: p.w, Status: messages.ExitStatus{State: messages.EndExited}, At: w.s.now})
 						return
 					}
 				}
@@ -633,7 +634,7 @@ func TestTreeProperties(t *testing.T) {
 				w.s.now = w.s.now.Add(time.Duration(rapid.IntRange(1, 15).Draw(t, "secs")) * time.Second)
 			},
 			"reexec": func(t *rapid.T) {
-				w.input(messages.LineRead{Line: messages.ReexecLine{}})
+				w.input(protocol.LineRead{Line: messages.ReexecLine{}})
 			},
 			"crash": func(t *rapid.T) {
 				if w.crashes >= 2 {
@@ -682,7 +683,7 @@ func TestTreeProperties(t *testing.T) {
 		h := w.hash()
 		w.checkins[h] = "trunk"
 		w.order = append(w.order, h)
-		w.input(messages.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: h}})
+		w.input(protocol.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: h}})
 		settle()
 
 		for hash := range w.delivered {
@@ -719,7 +720,7 @@ func TestTreeProperties(t *testing.T) {
 		old := w.s
 		w.s = w.newSim(old.now)
 		w.s.nextID = old.nextID
-		w.input(messages.Boot{Spawned: w.spawnedList(), Listeners: w.listeners()})
+		w.input(protocol.Boot{Spawned: w.spawnedList(), Listeners: w.listeners()})
 		settle()
 		if u := w.newestUntested(); u != "" {
 			t.Fatalf("check-in %s, arrived while no daemon ran, still waits after the next daemon settled:\n%s", u, w.s.describe())

@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // wsSession is what a workspace knows of one of its session actors.
 type wsSession struct {
-	launch messages.LaunchSpec
+	launch protocol.LaunchSpec
 	child  bool
 	ended  bool
 }
@@ -24,11 +25,11 @@ type wsSession struct {
 const maxEarlyExits = 16
 
 type wsLaunch struct {
-	launch   messages.LaunchSpec
+	launch   protocol.LaunchSpec
 	spawning bool
 	// early are exits of no session here that came while spawning: the
 	// child's, when it came before the spawn's result, is among them.
-	early []messages.ProcessExited
+	early []protocol.ProcessExited
 }
 
 // wsReserve is a branch listener's reservation: scanning, then granted.
@@ -50,7 +51,7 @@ type WorkspaceCore struct {
 	// The maps are nil until first needed: most workspaces of a node are idle
 	// most of the time, with no session, listener or deferred listener, and
 	// an idle workspace actor should cost little more than protoactor's own.
-	sessions   map[messages.ProcID]*wsSession
+	sessions   map[protocol.ProcID]*wsSession
 	branches   map[string]bool
 	inflight   *wsLaunch
 	reserve    *wsReserve
@@ -60,17 +61,17 @@ type WorkspaceCore struct {
 	collect    *collection
 	// stopping are the session actors asked to stop whose end the shell
 	// has not reported yet.
-	stopping map[messages.ActorAddr]bool
+	stopping map[protocol.ActorAddr]bool
 	// collectAsk is the node's request number the answer goes to.
 	collectAsk int
 	// restored is the hand-off part Start starts the children of, nil once
 	// started (or for a new workspace).
-	restored *messages.WorkspaceState
+	restored *protocol.WorkspaceState
 }
 
 // NewWorkspaceCore makes the core of a workspace, new (st holds only its key)
 // or restored from a hand-off.
-func NewWorkspaceCore(cfg Config, st messages.WorkspaceState) *WorkspaceCore {
+func NewWorkspaceCore(cfg Config, st protocol.WorkspaceState) *WorkspaceCore {
 	cfg = cfg.withDefaults()
 	c := &WorkspaceCore{key: st.Workspace, launches: recentSet{max: cfg.RecentLaunches}}
 	for _, l := range st.Launches {
@@ -87,26 +88,26 @@ func NewWorkspaceCore(cfg Config, st messages.WorkspaceState) *WorkspaceCore {
 }
 
 // Start starts the restored session and branch-listener actors.
-func (c *WorkspaceCore) Start(time.Time) []messages.DaemonEffect {
+func (c *WorkspaceCore) Start(time.Time) []protocol.DaemonEffect {
 	if c.restored == nil {
 		return nil
 	}
 	for _, s := range c.restored.Sessions {
 		c.addSession(s.Proc, &wsSession{launch: s.Launch, child: s.Child, ended: s.Ended})
-		c.out = append(c.out, messages.StartActor{Addr: messages.SessionAddr(c.key, s.Proc), Session: &s})
+		c.out = append(c.out, protocol.StartActor{Addr: protocol.SessionAddr(c.key, s.Proc), Session: &s})
 	}
 	for _, b := range c.restored.Branches {
 		c.addBranch(b.Branch)
-		c.out = append(c.out, messages.StartActor{Addr: messages.BranchAddr(c.key, b.Branch), Branch: &b})
+		c.out = append(c.out, protocol.StartActor{Addr: protocol.BranchAddr(c.key, b.Branch), Branch: &b})
 	}
 	c.restored = nil
 	return c.take()
 }
 
 // addSession, addBranch and deferTo write the maps that stay nil until then.
-func (c *WorkspaceCore) addSession(p messages.ProcID, s *wsSession) {
+func (c *WorkspaceCore) addSession(p protocol.ProcID, s *wsSession) {
 	if c.sessions == nil {
-		c.sessions = map[messages.ProcID]*wsSession{}
+		c.sessions = map[protocol.ProcID]*wsSession{}
 	}
 	c.sessions[p] = s
 }
@@ -126,8 +127,8 @@ func (c *WorkspaceCore) deferTo(b string) {
 }
 
 // busy returns the sessions of the daemon's that still run here.
-func (c *WorkspaceCore) busy() []messages.ProcID {
-	var ps []messages.ProcID
+func (c *WorkspaceCore) busy() []protocol.ProcID {
+	var ps []protocol.ProcID
 	for p, s := range c.sessions {
 		if !s.ended {
 			ps = append(ps, p)
@@ -138,67 +139,67 @@ func (c *WorkspaceCore) busy() []messages.ProcID {
 }
 
 // Step takes one message.
-func (c *WorkspaceCore) Step(now time.Time, msg messages.DaemonMessage) []messages.DaemonEffect {
+func (c *WorkspaceCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.DaemonEffect {
 	c.settle(msg)
 	switch m := msg.(type) {
-	case messages.LaunchRequested:
+	case protocol.LaunchRequested:
 		c.launch(m.Launch, false)
-	case messages.LaunchCI:
+	case protocol.LaunchCI:
 		c.launch(m.Launch, true)
-	case messages.WorkspaceScanned:
+	case protocol.WorkspaceScanned:
 		c.scanned(m)
-	case messages.SessionSpawned:
+	case protocol.SessionSpawned:
 		c.spawned(m)
-	case messages.RefusalWritten:
+	case protocol.RefusalWritten:
 		if m.Err != nil {
 			c.log(slog.LevelError, "refusal note not written", wsAttr(c.key), slog.String(KeyLaunch, m.Launch), errAttr(m.Err))
 		}
-	case messages.ProcessSignaled:
+	case protocol.ProcessSignaled:
 		if m.Err != nil {
 			c.log(slog.LevelWarn, "signal not sent", pidAttr(m.Proc), slog.String("signal", m.Signal), errAttr(m.Err))
 		}
-	case messages.StopWorkspace:
+	case protocol.StopWorkspace:
 		c.stop()
-	case messages.BudgetSpent:
+	case protocol.BudgetSpent:
 		c.budgetSpent(m)
-	case messages.AdoptSession:
+	case protocol.AdoptSession:
 		c.adopt(m)
-	case messages.ProcessExited:
+	case protocol.ProcessExited:
 		c.exited(m)
-	case messages.SessionEnded:
+	case protocol.SessionEnded:
 		c.sessionEnded(m)
-	case messages.SessionFinished:
+	case protocol.SessionFinished:
 		if _, ok := c.sessions[m.Proc]; ok {
 			delete(c.sessions, m.Proc)
-			addr := messages.SessionAddr(c.key, m.Proc)
-			c.out = append(c.out, messages.StopActor{Addr: addr})
+			addr := protocol.SessionAddr(c.key, m.Proc)
+			c.out = append(c.out, protocol.StopActor{Addr: addr})
 			if c.stopping == nil {
-				c.stopping = map[messages.ActorAddr]bool{}
+				c.stopping = map[protocol.ActorAddr]bool{}
 			}
 			c.stopping[addr] = true
 			c.forgetChild(addr)
 		}
-	case messages.CheckinArrived:
+	case protocol.CheckinArrived:
 		if !c.branches[m.Branch] {
 			c.addBranch(m.Branch)
-			st := messages.BranchState{Workspace: c.key, Branch: m.Branch, Listener: m.Listener, Phase: messages.BranchIdle}
-			c.startChild(messages.StartActor{Addr: messages.BranchAddr(c.key, m.Branch), Branch: &st})
+			st := protocol.BranchState{Workspace: c.key, Branch: m.Branch, Listener: m.Listener, Phase: protocol.BranchIdle}
+			c.startChild(protocol.StartActor{Addr: protocol.BranchAddr(c.key, m.Branch), Branch: &st})
 		}
-		c.tellChild(messages.BranchAddr(c.key, m.Branch), m)
-	case messages.ReserveWorkspace:
+		c.tellChild(protocol.BranchAddr(c.key, m.Branch), m)
+	case protocol.ReserveWorkspace:
 		c.reserveFor(m.Branch)
-	case messages.ReleaseWorkspace:
+	case protocol.ReleaseWorkspace:
 		if c.reserve != nil && c.reserve.branch == m.Branch {
 			c.reserve = nil
 			c.freed()
 		}
-	case messages.ChildStopped:
+	case protocol.ChildStopped:
 		c.childStopped(m.Addr)
-	case messages.CollectState:
+	case protocol.CollectState:
 		c.startCollect(m)
-	case messages.StateCollected:
+	case protocol.StateCollected:
 		c.collected(m)
-	case messages.ResumeWork:
+	case protocol.ResumeWork:
 		for _, a := range c.children() {
 			c.tellChild(a, m)
 		}
@@ -208,14 +209,14 @@ func (c *WorkspaceCore) Step(now time.Time, msg messages.DaemonMessage) []messag
 	return c.finishStep()
 }
 
-func (c *WorkspaceCore) finishStep() []messages.DaemonEffect {
+func (c *WorkspaceCore) finishStep() []protocol.DaemonEffect {
 	c.maybeReply()
 	return c.take()
 }
 
 // launch decides on a launch note: refuse at once if anything of the
 // daemon's holds the workspace, else scan the process table.
-func (c *WorkspaceCore) launch(l messages.LaunchSpec, fromListener bool) {
+func (c *WorkspaceCore) launch(l protocol.LaunchSpec, fromListener bool) {
 	if c.launches.has(l.Hash) {
 		c.log(slog.LevelInfo, "launch note already handled", wsAttr(c.key), slog.String(KeyLaunch, l.Hash))
 		if fromListener && c.branches[l.Branch] {
@@ -228,7 +229,7 @@ func (c *WorkspaceCore) launch(l messages.LaunchSpec, fromListener bool) {
 	}
 	c.launches.add(l.Hash)
 	if fromListener {
-		c.tell(messages.NodeAddr(), messages.LaunchSeen{Hash: l.Hash})
+		c.tell(protocol.NodeAddr(), protocol.LaunchSeen{Hash: l.Hash})
 	}
 	// A CI launch of the branch that holds the workspace ends its
 	// reservation, whatever becomes of the launch.
@@ -247,20 +248,20 @@ func (c *WorkspaceCore) launch(l messages.LaunchSpec, fromListener bool) {
 		return
 	}
 	c.inflight = &wsLaunch{launch: l}
-	c.emit(messages.ScanWorkspace{Workspace: c.key, Purpose: messages.ScanForLaunch, For: l.Hash})
+	c.emit(protocol.ScanWorkspace{Workspace: c.key, Purpose: protocol.ScanForLaunch, For: l.Hash})
 }
 
 // refuseIfBusy refuses a launch while a session of the daemon's runs here.
-func (c *WorkspaceCore) refuseIfBusy(l messages.LaunchSpec) bool {
+func (c *WorkspaceCore) refuseIfBusy(l protocol.LaunchSpec) bool {
 	ps := c.busy()
 	if len(ps) == 0 {
 		return false
 	}
-	holders := make([]messages.ProcInfo, len(ps))
+	holders := make([]protocol.ProcInfo, len(ps))
 	words := make([]string, len(ps))
 	for i, p := range ps {
 		s := c.sessions[p]
-		holders[i] = messages.ProcInfo{Proc: p, Workspace: c.key, Verb: "serve", Launch: s.launch.Hash, StartedBy: c.origin(s)}
+		holders[i] = protocol.ProcInfo{Proc: p, Workspace: c.key, Verb: "serve", Launch: s.launch.Hash, StartedBy: c.origin(s)}
 		words[i] = fmt.Sprintf("pid %d (launch %s)", p.PID, s.launch.Hash)
 	}
 	c.refuse(l, holders, fmt.Sprintf("a session already runs in workspace %s: %s", c.key, strings.Join(words, ", ")), true)
@@ -276,36 +277,36 @@ func (c *WorkspaceCore) origin(s *wsSession) messages.Origin {
 
 // replayOutcome answers a listener's duplicate LaunchCI with what became of
 // the launch, as far as this workspace still knows it.
-func (c *WorkspaceCore) replayOutcome(l messages.LaunchSpec) {
+func (c *WorkspaceCore) replayOutcome(l protocol.LaunchSpec) {
 	for p, s := range c.sessions {
 		if s.launch.Hash == l.Hash && !s.ended {
-			c.tellChild(messages.BranchAddr(c.key, l.Branch), messages.LaunchOutcome{Launch: s.launch, Proc: p})
+			c.tellChild(protocol.BranchAddr(c.key, l.Branch), protocol.LaunchOutcome{Launch: s.launch, Proc: p})
 			return
 		}
 	}
 	if c.inflight != nil && c.inflight.launch.Hash == l.Hash {
 		return // its outcome will go to the listener when it comes
 	}
-	c.tellChild(messages.BranchAddr(c.key, l.Branch), messages.LaunchOutcome{Launch: l, Refused: "the launch note was already handled"})
+	c.tellChild(protocol.BranchAddr(c.key, l.Branch), protocol.LaunchOutcome{Launch: l, Refused: "the launch note was already handled"})
 }
 
 // refuse writes the one refusal note of a launch note. own says the refusal
 // is for something of the daemon's, which ends by itself: a CI launch refused
 // for it is deferred, and its listener told when the workspace is free.
-func (c *WorkspaceCore) refuse(l messages.LaunchSpec, holders []messages.ProcInfo, reason string, own bool) {
+func (c *WorkspaceCore) refuse(l protocol.LaunchSpec, holders []protocol.ProcInfo, reason string, own bool) {
 	c.log(slog.LevelInfo, "launch refused: "+reason, wsAttr(c.key), slog.String(KeyLaunch, l.Hash))
-	c.emit(messages.WriteRefusal{Launch: l, Holders: holders, Reason: reason})
+	c.emit(protocol.WriteRefusal{Launch: l, Holders: holders, Reason: reason})
 	if l.IsCI() && c.branches[l.Branch] {
-		c.tellChild(messages.BranchAddr(c.key, l.Branch), messages.LaunchOutcome{Launch: l, Refused: reason})
+		c.tellChild(protocol.BranchAddr(c.key, l.Branch), protocol.LaunchOutcome{Launch: l, Refused: reason})
 		if own {
 			c.deferTo(l.Branch)
 		}
 	}
 }
 
-func (c *WorkspaceCore) scanned(m messages.WorkspaceScanned) {
+func (c *WorkspaceCore) scanned(m protocol.WorkspaceScanned) {
 	switch m.Purpose {
-	case messages.ScanForLaunch:
+	case protocol.ScanForLaunch:
 		if c.inflight == nil || c.inflight.spawning || c.inflight.launch.Hash != m.For {
 			c.log(slog.LevelWarn, "stale scan result ignored", wsAttr(c.key))
 			return
@@ -328,9 +329,9 @@ func (c *WorkspaceCore) scanned(m messages.WorkspaceScanned) {
 			c.freed()
 		default:
 			c.inflight.spawning = true
-			c.emit(messages.SpawnSession{Launch: l})
+			c.emit(protocol.SpawnSession{Launch: l})
 		}
-	case messages.ScanForReserve:
+	case protocol.ScanForReserve:
 		if c.reserve == nil || c.reserve.granted || c.reserve.branch != m.For {
 			return
 		}
@@ -339,20 +340,20 @@ func (c *WorkspaceCore) scanned(m messages.WorkspaceScanned) {
 		case len(c.busy()) > 0:
 			c.reserve = nil
 			c.deferTo(b)
-			c.tellChild(messages.BranchAddr(c.key, b), messages.ReservationRefused{Branch: b, Why: "a session runs in the workspace"})
+			c.tellChild(protocol.BranchAddr(c.key, b), protocol.ReservationRefused{Branch: b, Why: "a session runs in the workspace"})
 		case m.Err != nil:
 			c.reserve = nil
-			c.tellChild(messages.BranchAddr(c.key, b), messages.ReservationRefused{Branch: b, Why: "the process table could not be read: " + m.Err.Error()})
+			c.tellChild(protocol.BranchAddr(c.key, b), protocol.ReservationRefused{Branch: b, Why: "the process table could not be read: " + m.Err.Error()})
 			c.freed()
 		case len(m.Procs) > 0:
 			c.reserve = nil
-			c.tellChild(messages.BranchAddr(c.key, b), messages.ReservationRefused{Branch: b, Why: "a process names the workspace: " + holderWords(m.Procs)})
+			c.tellChild(protocol.BranchAddr(c.key, b), protocol.ReservationRefused{Branch: b, Why: "a process names the workspace: " + holderWords(m.Procs)})
 			c.freed()
 		default:
 			c.reserve.granted = true
-			c.tellChild(messages.BranchAddr(c.key, b), messages.ReservationGranted{Branch: b})
+			c.tellChild(protocol.BranchAddr(c.key, b), protocol.ReservationGranted{Branch: b})
 		}
-	case messages.ScanForStop:
+	case protocol.ScanForStop:
 		if m.Err != nil {
 			c.log(slog.LevelError, "cannot read the process table to stop the workspace", wsAttr(c.key), errAttr(m.Err))
 			return
@@ -361,12 +362,12 @@ func (c *WorkspaceCore) scanned(m messages.WorkspaceScanned) {
 			c.log(slog.LevelInfo, "stop: no process names the workspace", wsAttr(c.key))
 		}
 		for _, p := range m.Procs {
-			c.emit(messages.SignalProcess{Proc: p.Proc, Signal: messages.SigTERM})
+			c.emit(protocol.SignalProcess{Proc: p.Proc, Signal: protocol.SigTERM})
 		}
 	}
 }
 
-func holderWords(ps []messages.ProcInfo) string {
+func holderWords(ps []protocol.ProcInfo) string {
 	ws := make([]string, len(ps))
 	for i, p := range ps {
 		ws[i] = fmt.Sprintf("pid %d started by %s", p.Proc.PID, p.StartedBy)
@@ -383,10 +384,10 @@ func holderWords(ps []messages.ProcInfo) string {
 // node, so the exit of the child being spawned can come first: it is kept
 // with the launch in flight (there is one at a time) until the result
 // names the child.
-func (c *WorkspaceCore) exited(m messages.ProcessExited) {
+func (c *WorkspaceCore) exited(m protocol.ProcessExited) {
 	for p, s := range c.sessions {
 		if p.Matches(m.Proc) && !s.ended {
-			c.tellChild(messages.SessionAddr(c.key, p), m)
+			c.tellChild(protocol.SessionAddr(c.key, p), m)
 			return
 		}
 	}
@@ -402,7 +403,7 @@ func (c *WorkspaceCore) exited(m messages.ProcessExited) {
 	c.log(slog.LevelInfo, "exit of a process no session here runs", wsAttr(c.key), pidAttr(m.Proc))
 }
 
-func (c *WorkspaceCore) spawned(m messages.SessionSpawned) {
+func (c *WorkspaceCore) spawned(m protocol.SessionSpawned) {
 	if c.inflight == nil || !c.inflight.spawning || c.inflight.launch.Hash != m.Launch {
 		c.log(slog.LevelError, "spawn result for no launch in flight", wsAttr(c.key), slog.String(KeyLaunch, m.Launch))
 		return
@@ -420,9 +421,9 @@ func (c *WorkspaceCore) spawned(m messages.SessionSpawned) {
 	}
 	c.log(slog.LevelInfo, "session launched", wsAttr(c.key), slog.String(KeyLaunch, l.Hash), pidAttr(m.Proc))
 	c.addSession(m.Proc, &wsSession{launch: l, child: true})
-	st := messages.SessionState{Workspace: c.key, Proc: m.Proc, Child: true, Launch: l, StartedAt: m.At}
-	addr := messages.SessionAddr(c.key, m.Proc)
-	c.startChild(messages.StartActor{Addr: addr, Session: &st})
+	st := protocol.SessionState{Workspace: c.key, Proc: m.Proc, Child: true, Launch: l, StartedAt: m.At}
+	addr := protocol.SessionAddr(c.key, m.Proc)
+	c.startChild(protocol.StartActor{Addr: addr, Session: &st})
 	for _, e := range early {
 		if e.Proc.Matches(m.Proc) {
 			c.tellChild(addr, e)
@@ -431,11 +432,11 @@ func (c *WorkspaceCore) spawned(m messages.SessionSpawned) {
 		}
 	}
 	if l.IsCI() && c.branches[l.Branch] {
-		c.tellChild(messages.BranchAddr(c.key, l.Branch), messages.LaunchOutcome{Launch: l, Proc: m.Proc})
+		c.tellChild(protocol.BranchAddr(c.key, l.Branch), protocol.LaunchOutcome{Launch: l, Proc: m.Proc})
 	}
 	if c.stopQueued {
 		c.stopQueued = false
-		c.tellChild(addr, messages.StopSession{})
+		c.tellChild(addr, protocol.StopSession{})
 	}
 }
 
@@ -444,24 +445,24 @@ func (c *WorkspaceCore) spawned(m messages.SessionSpawned) {
 func (c *WorkspaceCore) stop() {
 	if ps := c.busy(); len(ps) > 0 {
 		for _, p := range ps {
-			c.tellChild(messages.SessionAddr(c.key, p), messages.StopSession{})
+			c.tellChild(protocol.SessionAddr(c.key, p), protocol.StopSession{})
 		}
 		return
 	}
 	if c.inflight != nil {
 		c.stopQueued = true // the session being launched is stopped once it runs
 	}
-	c.emit(messages.ScanWorkspace{Workspace: c.key, Purpose: messages.ScanForStop})
+	c.emit(protocol.ScanWorkspace{Workspace: c.key, Purpose: protocol.ScanForStop})
 }
 
 // budgetSpent hands a model proxy's word that a session's budget is spent
 // to the running session serving that launch (D50); one for a launch the
 // workspace no longer runs (its server said it again as it ended) goes
 // nowhere.
-func (c *WorkspaceCore) budgetSpent(m messages.BudgetSpent) {
+func (c *WorkspaceCore) budgetSpent(m protocol.BudgetSpent) {
 	for p, s := range c.sessions {
 		if s.launch.Hash == m.Launch && !s.ended {
-			c.tellChild(messages.SessionAddr(c.key, p), m)
+			c.tellChild(protocol.SessionAddr(c.key, p), m)
 			return
 		}
 	}
@@ -471,7 +472,7 @@ func (c *WorkspaceCore) budgetSpent(m messages.BudgetSpent) {
 // adopt starts the session actor of a process found at start; or of a
 // session that ended while no daemon ran (Gone, D76), which holds the
 // workspace no more: it only writes its end.
-func (c *WorkspaceCore) adopt(m messages.AdoptSession) {
+func (c *WorkspaceCore) adopt(m protocol.AdoptSession) {
 	if _, ok := c.sessions[m.Proc.Proc]; ok {
 		return
 	}
@@ -483,19 +484,19 @@ func (c *WorkspaceCore) adopt(m messages.AdoptSession) {
 	}
 	c.launches.add(m.Launch.Hash)
 	c.addSession(m.Proc.Proc, &wsSession{launch: m.Launch, ended: m.Gone})
-	st := messages.SessionState{Workspace: c.key, Proc: m.Proc.Proc, Launch: m.Launch, StartedAt: m.Proc.Started, FoundGone: m.Gone}
-	c.startChild(messages.StartActor{Addr: messages.SessionAddr(c.key, m.Proc.Proc), Session: &st})
+	st := protocol.SessionState{Workspace: c.key, Proc: m.Proc.Proc, Launch: m.Launch, StartedAt: m.Proc.Started, FoundGone: m.Gone}
+	c.startChild(protocol.StartActor{Addr: protocol.SessionAddr(c.key, m.Proc.Proc), Session: &st})
 }
 
-func (c *WorkspaceCore) sessionEnded(m messages.SessionEnded) {
+func (c *WorkspaceCore) sessionEnded(m protocol.SessionEnded) {
 	s, ok := c.sessions[m.Proc]
 	if !ok || s.ended {
 		return
 	}
 	s.ended = true
-	ended := &messages.EndedRun{Proc: m.Proc, Launch: m.Launch, LeftResult: m.LeftResult}
+	ended := &protocol.EndedRun{Proc: m.Proc, Launch: m.Launch, LeftResult: m.LeftResult}
 	for _, b := range c.branchList() {
-		c.tellChild(messages.BranchAddr(c.key, b), messages.WorkspaceFreed{Ended: ended})
+		c.tellChild(protocol.BranchAddr(c.key, b), protocol.WorkspaceFreed{Ended: ended})
 	}
 	c.deferred = nil
 }
@@ -514,7 +515,7 @@ func (c *WorkspaceCore) freed() {
 	c.deferred = nil
 	for _, b := range bs {
 		if c.branches[b] {
-			c.tellChild(messages.BranchAddr(c.key, b), messages.WorkspaceFreed{})
+			c.tellChild(protocol.BranchAddr(c.key, b), protocol.WorkspaceFreed{})
 		}
 	}
 }
@@ -531,26 +532,26 @@ func (c *WorkspaceCore) reserveFor(b string) {
 	}
 	if why != "" {
 		c.deferTo(b)
-		c.tellChild(messages.BranchAddr(c.key, b), messages.ReservationRefused{Branch: b, Why: why})
+		c.tellChild(protocol.BranchAddr(c.key, b), protocol.ReservationRefused{Branch: b, Why: why})
 		return
 	}
 	c.reserve = &wsReserve{branch: b}
-	c.emit(messages.ScanWorkspace{Workspace: c.key, Purpose: messages.ScanForReserve, For: b})
+	c.emit(protocol.ScanWorkspace{Workspace: c.key, Purpose: protocol.ScanForReserve, For: b})
 }
 
-func (c *WorkspaceCore) childStopped(a messages.ActorAddr) {
+func (c *WorkspaceCore) childStopped(a protocol.ActorAddr) {
 	if c.stopping[a] {
 		delete(c.stopping, a) // the stop it asked for
 		return
 	}
 	switch a.Kind {
-	case messages.ActorSession:
+	case protocol.ActorSession:
 		if _, ok := c.sessions[a.Proc]; !ok {
 			return
 		}
 		c.log(slog.LevelError, "session actor stopped unexpectedly; its end will not be recorded", wsAttr(c.key), pidAttr(a.Proc))
 		delete(c.sessions, a.Proc)
-	case messages.ActorBranch:
+	case protocol.ActorBranch:
 		if !c.branches[a.Branch] {
 			return
 		}
@@ -578,24 +579,24 @@ func (c *WorkspaceCore) branchList() []string {
 	return bs
 }
 
-func (c *WorkspaceCore) children() []messages.ActorAddr {
-	var as []messages.ActorAddr
-	ps := make([]messages.ProcID, 0, len(c.sessions))
+func (c *WorkspaceCore) children() []protocol.ActorAddr {
+	var as []protocol.ActorAddr
+	ps := make([]protocol.ProcID, 0, len(c.sessions))
 	for p := range c.sessions {
 		ps = append(ps, p)
 	}
 	sort.Slice(ps, func(i, j int) bool { return ps[i].PID < ps[j].PID })
 	for _, p := range ps {
-		as = append(as, messages.SessionAddr(c.key, p))
+		as = append(as, protocol.SessionAddr(c.key, p))
 	}
 	for _, b := range c.branchList() {
-		as = append(as, messages.BranchAddr(c.key, b))
+		as = append(as, protocol.BranchAddr(c.key, b))
 	}
 	return as
 }
 
 // startChild starts a child; during a collection it is asked for its state too.
-func (c *WorkspaceCore) startChild(s messages.StartActor) {
+func (c *WorkspaceCore) startChild(s protocol.StartActor) {
 	c.out = append(c.out, s)
 	if c.collect != nil {
 		c.tell(s.Addr, c.collect.ask(s.Addr))
@@ -605,25 +606,25 @@ func (c *WorkspaceCore) startChild(s messages.StartActor) {
 // tellChild tells a child; during a collection it is asked again after this
 // message, since an answer it gave or will give to an earlier request may
 // predate what the message makes it do.
-func (c *WorkspaceCore) tellChild(a messages.ActorAddr, m messages.DaemonMessage) {
+func (c *WorkspaceCore) tellChild(a protocol.ActorAddr, m protocol.DaemonMessage) {
 	c.tell(a, m)
 	if c.collect != nil {
 		c.tell(a, c.collect.ask(a))
 	}
 }
 
-func (c *WorkspaceCore) forgetChild(a messages.ActorAddr) {
+func (c *WorkspaceCore) forgetChild(a protocol.ActorAddr) {
 	if c.collect == nil {
 		return
 	}
 	c.collect.forget(a)
 	delete(c.collect.sessions, a.Proc)
-	if a.Kind == messages.ActorBranch {
+	if a.Kind == protocol.ActorBranch {
 		delete(c.collect.branches, a.Branch)
 	}
 }
 
-func (c *WorkspaceCore) startCollect(m messages.CollectState) {
+func (c *WorkspaceCore) startCollect(m protocol.CollectState) {
 	c.collect = newCollection(m.Seq, m.Freeze)
 	c.collectAsk = m.Ask
 	for _, a := range c.children() {
@@ -631,7 +632,7 @@ func (c *WorkspaceCore) startCollect(m messages.CollectState) {
 	}
 }
 
-func (c *WorkspaceCore) collected(m messages.StateCollected) {
+func (c *WorkspaceCore) collected(m protocol.StateCollected) {
 	if c.collect == nil || !c.collect.answer(m) {
 		return
 	}
@@ -640,7 +641,7 @@ func (c *WorkspaceCore) collected(m messages.StateCollected) {
 		c.collect.sessions[m.Session.Proc] = *m.Session
 	case m.Branch != nil:
 		c.collect.branches[m.Branch.Branch] = *m.Branch
-	case m.From.Kind == messages.ActorSession:
+	case m.From.Kind == protocol.ActorSession:
 		delete(c.collect.sessions, m.From.Proc)
 	}
 }
@@ -670,13 +671,13 @@ func (c *WorkspaceCore) maybeReply() {
 			st.Branches = append(st.Branches, bs)
 		}
 	}
-	c.tell(messages.NodeAddr(), messages.StateCollected{Seq: c.collect.seq, Ask: c.collectAsk, From: c.addr(), Workspace: &st})
+	c.tell(protocol.NodeAddr(), protocol.StateCollected{Seq: c.collect.seq, Ask: c.collectAsk, From: c.addr(), Workspace: &st})
 	c.collect = nil
 }
 
 // State is the workspace's own part of a hand-off, without its children's.
-func (c *WorkspaceCore) State() messages.WorkspaceState {
-	st := messages.WorkspaceState{Workspace: c.key, Launches: c.launches.list()}
+func (c *WorkspaceCore) State() protocol.WorkspaceState {
+	st := protocol.WorkspaceState{Workspace: c.key, Launches: c.launches.list()}
 	for b := range c.deferred {
 		st.Deferred = append(st.Deferred, b)
 	}
@@ -684,8 +685,8 @@ func (c *WorkspaceCore) State() messages.WorkspaceState {
 	return st
 }
 
-func sortedProcs(m map[messages.ProcID]messages.SessionState) []messages.ProcID {
-	ps := make([]messages.ProcID, 0, len(m))
+func sortedProcs(m map[protocol.ProcID]protocol.SessionState) []protocol.ProcID {
+	ps := make([]protocol.ProcID, 0, len(m))
 	for p := range m {
 		ps = append(ps, p)
 	}
@@ -693,4 +694,4 @@ func sortedProcs(m map[messages.ProcID]messages.SessionState) []messages.ProcID 
 	return ps
 }
 
-func (c *WorkspaceCore) addr() messages.ActorAddr { return messages.WorkspaceAddr(c.key) }
+func (c *WorkspaceCore) addr() protocol.ActorAddr { return protocol.WorkspaceAddr(c.key) }

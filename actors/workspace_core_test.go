@@ -8,6 +8,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // wsModel is what a workspace's history must add up to.
@@ -15,9 +16,9 @@ type wsModel struct {
 	c   *WorkspaceCore
 	now time.Time
 
-	children  map[messages.ActorAddr]bool
-	sessions  map[messages.ProcID]*wsModelSession
-	terminals map[messages.ProcID]bool
+	children  map[protocol.ActorAddr]bool
+	sessions  map[protocol.ProcID]*wsModelSession
+	terminals map[protocol.ProcID]bool
 	nextPID   int
 
 	delivered map[string]bool // launch hashes the workspace took
@@ -25,9 +26,9 @@ type wsModel struct {
 	spawning  map[string]bool // launch hashes with a spawn in flight
 	lastScan  map[string]bool // launch hash -> its scan found nothing and read the table
 
-	await []messages.DaemonEffect
+	await []protocol.DaemonEffect
 
-	forwarded map[messages.ProcID]int // exits handed to a session actor
+	forwarded map[protocol.ProcID]int // exits handed to a session actor
 
 	reservedFor string // granted reservation, model side
 	collects    int
@@ -40,7 +41,7 @@ type wsModelSession struct {
 	child    bool
 }
 
-func (m *wsModel) step(t *rapid.T, msg messages.DaemonMessage) {
+func (m *wsModel) step(t *rapid.T, msg protocol.DaemonMessage) {
 	t.Logf("step %s", msg)
 	m.apply(t, m.c.Step(m.now, msg))
 }
@@ -55,16 +56,16 @@ func (m *wsModel) live() int {
 	return n
 }
 
-func (m *wsModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
+func (m *wsModel) apply(t *rapid.T, effs []protocol.DaemonEffect) {
 	for _, e := range effs {
 		t.Logf("  -> %s", e)
 		switch e := e.(type) {
-		case messages.ScanWorkspace:
-			if e.Purpose == messages.ScanForLaunch && len(m.spawning) > 0 {
+		case protocol.ScanWorkspace:
+			if e.Purpose == protocol.ScanForLaunch && len(m.spawning) > 0 {
 				t.Fatalf("a launch scan while a spawn is in flight")
 			}
 			m.await = append(m.await, e)
-		case messages.SpawnSession:
+		case protocol.SpawnSession:
 			h := e.Launch.Hash
 			if m.live() > 0 || len(m.spawning) > 0 {
 				t.Fatalf("a spawn while a session runs (%d) or another spawn is in flight (%d)", m.live(), len(m.spawning))
@@ -78,11 +79,11 @@ func (m *wsModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 			m.reservedFor = ""
 			m.spawning[h] = true
 			m.await = append(m.await, e)
-		case messages.WriteRefusal:
+		case protocol.WriteRefusal:
 			m.outcomes[e.Launch.Hash]++
 			m.await = append(m.await, e)
-		case messages.SignalProcess:
-			if e.Group || e.Signal != messages.SigTERM || !m.terminals[e.Proc] {
+		case protocol.SignalProcess:
+			if e.Group || e.Signal != protocol.SigTERM || !m.terminals[e.Proc] {
 				// A workspace signals only what a stop scan found: a terminal
 				// session, as a single process. Its own sessions stop themselves.
 				if !(m.sessions[e.Proc] != nil && !e.Group) {
@@ -90,7 +91,7 @@ func (m *wsModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 				}
 			}
 			m.await = append(m.await, e)
-		case messages.StartActor:
+		case protocol.StartActor:
 			if m.children[e.Addr] {
 				t.Fatalf("started twice: %s", e.Addr)
 			}
@@ -100,25 +101,25 @@ func (m *wsModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 					t.Fatalf("a session actor for a process neither spawned nor adopted: %s", e)
 				}
 			}
-		case messages.StopActor:
+		case protocol.StopActor:
 			if !m.children[e.Addr] {
 				t.Fatalf("stop of no child: %s", e.Addr)
 			}
-			if s := m.sessions[e.Addr.Proc]; e.Addr.Kind == messages.ActorSession && (s == nil || !s.finished) {
+			if s := m.sessions[e.Addr.Proc]; e.Addr.Kind == protocol.ActorSession && (s == nil || !s.finished) {
 				t.Fatalf("a session actor stopped before it finished: %s", e.Addr)
 			}
 			delete(m.children, e.Addr)
-		case messages.Tell:
-			if e.To.Kind != messages.ActorNode && !m.children[e.To] {
+		case protocol.Tell:
+			if e.To.Kind != protocol.ActorNode && !m.children[e.To] {
 				t.Fatalf("a tell to no child: %s", e)
 			}
 			switch x := e.Msg.(type) {
-			case messages.ProcessExited:
-				if e.To.Kind != messages.ActorSession || !e.To.Proc.Matches(x.Proc) || m.sessions[e.To.Proc] == nil {
+			case protocol.ProcessExited:
+				if e.To.Kind != protocol.ActorSession || !e.To.Proc.Matches(x.Proc) || m.sessions[e.To.Proc] == nil {
 					t.Fatalf("an exit handed to %s, not to the session of %s", e.To, x.Proc)
 				}
 				m.forwarded[e.To.Proc]++
-			case messages.StateCollected:
+			case protocol.StateCollected:
 				if m.collects == 0 {
 					t.Fatalf("an answer to no collection")
 				}
@@ -126,13 +127,13 @@ func (m *wsModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 				if x.Workspace == nil || x.Workspace.Workspace != testW {
 					t.Fatalf("a workspace's answer without its state")
 				}
-			case messages.ReservationGranted:
+			case protocol.ReservationGranted:
 				if m.live() > 0 || len(m.spawning) > 0 {
 					t.Fatalf("a reservation granted while busy")
 				}
 				m.reservedFor = x.Branch
 			}
-		case messages.LogEvent:
+		case protocol.LogEvent:
 		default:
 			t.Fatalf("a workspace never asks for %T: %s", e, e)
 		}
@@ -146,12 +147,12 @@ func (m *wsModel) apply(t *rapid.T, effs []messages.DaemonEffect) {
 func TestWorkspaceCoreProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := &wsModel{now: time.Unix(1_000_000, 0), nextPID: 700,
-			children: map[messages.ActorAddr]bool{}, sessions: map[messages.ProcID]*wsModelSession{},
-			terminals: map[messages.ProcID]bool{}, delivered: map[string]bool{}, outcomes: map[string]int{},
-			spawning: map[string]bool{}, lastScan: map[string]bool{}, forwarded: map[messages.ProcID]int{}}
+			children: map[protocol.ActorAddr]bool{}, sessions: map[protocol.ProcID]*wsModelSession{},
+			terminals: map[protocol.ProcID]bool{}, delivered: map[string]bool{}, outcomes: map[string]int{},
+			spawning: map[string]bool{}, lastScan: map[string]bool{}, forwarded: map[protocol.ProcID]int{}}
 		// The memory of launches is made larger than any run here, so that a
 		// launch delivered again is always one it remembers.
-		m.c = NewWorkspaceCore(Config{RecentLaunches: 100000}, messages.WorkspaceState{Workspace: testW})
+		m.c = NewWorkspaceCore(Config{RecentLaunches: 100000}, protocol.WorkspaceState{Workspace: testW})
 		m.apply(t, m.c.Start(m.now))
 		branches := []string{"trunk", "dev"}
 
@@ -161,15 +162,15 @@ func TestWorkspaceCoreProperties(t *testing.T) {
 			if ci {
 				l = testLaunch(n+20, true)
 				l.Branch = rapid.SampledFrom(branches).Draw(t, "branch")
-				if !m.children[messages.BranchAddr(testW, l.Branch)] {
+				if !m.children[protocol.BranchAddr(testW, l.Branch)] {
 					t.Skip("no such listener yet")
 				}
 			}
 			m.delivered[l.Hash] = true
 			if ci {
-				m.step(t, messages.LaunchCI{Launch: l})
+				m.step(t, protocol.LaunchCI{Launch: l})
 			} else {
-				m.step(t, messages.LaunchRequested{Launch: l})
+				m.step(t, protocol.LaunchRequested{Launch: l})
 			}
 		}
 		answer := func(t *rapid.T, i int, fail bool) {
@@ -180,50 +181,50 @@ func TestWorkspaceCoreProperties(t *testing.T) {
 				err = errors.New("no")
 			}
 			switch e := e.(type) {
-			case messages.ScanWorkspace:
-				var procs []messages.ProcInfo
+			case protocol.ScanWorkspace:
+				var procs []protocol.ProcInfo
 				for p := range m.terminals {
-					procs = append(procs, messages.ProcInfo{Proc: p, Workspace: testW, Verb: "run", StartedBy: messages.OriginTerminal})
+					procs = append(procs, protocol.ProcInfo{Proc: p, Workspace: testW, Verb: "run", StartedBy: messages.OriginTerminal})
 				}
 				for p, s := range m.sessions {
 					if !s.ended {
-						procs = append(procs, messages.ProcInfo{Proc: p, Workspace: testW, Verb: "serve", StartedBy: messages.OriginDaemon})
+						procs = append(procs, protocol.ProcInfo{Proc: p, Workspace: testW, Verb: "serve", StartedBy: messages.OriginDaemon})
 					}
 				}
-				if e.Purpose == messages.ScanForLaunch {
+				if e.Purpose == protocol.ScanForLaunch {
 					m.lastScan[e.For] = err == nil && len(procs) == 0
 				}
 				if err != nil {
 					procs = nil
 				}
-				m.step(t, messages.WorkspaceScanned{Workspace: testW, Purpose: e.Purpose, For: e.For, Procs: procs, Err: err})
-			case messages.SpawnSession:
+				m.step(t, protocol.WorkspaceScanned{Workspace: testW, Purpose: e.Purpose, For: e.For, Procs: procs, Err: err})
+			case protocol.SpawnSession:
 				delete(m.spawning, e.Launch.Hash)
 				// The child's exit can come (by the node) before the
 				// spawn's result (by the workspace's own effect).
 				early := rapid.IntRange(0, 3).Draw(t, "exitFirst") == 0
-				p := messages.ProcID{PID: m.nextPID + 1, Start: 5000}
+				p := protocol.ProcID{PID: m.nextPID + 1, Start: 5000}
 				if early {
-					m.step(t, messages.ProcessExited{Proc: p, Workspace: testW, Status: messages.ExitStatus{State: messages.EndExited}})
+					m.step(t, protocol.ProcessExited{Proc: p, Workspace: testW, Status: messages.ExitStatus{State: messages.EndExited}})
 					if m.forwarded[p] != 0 {
 						t.Fatalf("the exit of %s handed on before its spawn's result", p)
 					}
 				}
 				if err != nil {
-					m.step(t, messages.SessionSpawned{Launch: e.Launch.Hash, Err: err})
+					m.step(t, protocol.SessionSpawned{Launch: e.Launch.Hash, Err: err})
 					break
 				}
 				m.nextPID++
 				m.sessions[p] = &wsModelSession{child: true}
 				m.outcomes[e.Launch.Hash]++
-				m.step(t, messages.SessionSpawned{Launch: e.Launch.Hash, Proc: p})
+				m.step(t, protocol.SessionSpawned{Launch: e.Launch.Hash, Proc: p})
 				if early && m.forwarded[p] != 1 {
 					t.Fatalf("the exit of %s that came before its spawn's result was handed on %d times, want once", p, m.forwarded[p])
 				}
-			case messages.WriteRefusal:
-				m.step(t, messages.RefusalWritten{Launch: e.Launch.Hash, Err: err})
-			case messages.SignalProcess:
-				m.step(t, messages.ProcessSignaled{Proc: e.Proc, Signal: e.Signal, Err: err})
+			case protocol.WriteRefusal:
+				m.step(t, protocol.RefusalWritten{Launch: e.Launch.Hash, Err: err})
+			case protocol.SignalProcess:
+				m.step(t, protocol.ProcessSignaled{Proc: e.Proc, Signal: e.Signal, Err: err})
 			}
 		}
 
@@ -232,25 +233,25 @@ func TestWorkspaceCoreProperties(t *testing.T) {
 			"launchCI": func(t *rapid.T) { launch(t, true) },
 			"checkin": func(t *rapid.T) {
 				b := rapid.SampledFrom(branches).Draw(t, "branch")
-				m.step(t, messages.CheckinArrived{Checkin: testHash(300), Branch: b, Listener: messages.BranchListener{Workspace: testW, Lifetime: messages.Completes}})
+				m.step(t, protocol.CheckinArrived{Checkin: testHash(300), Branch: b, Listener: protocol.BranchListener{Workspace: testW, Lifetime: messages.Completes}})
 			},
 			"reserve": func(t *rapid.T) {
 				b := rapid.SampledFrom(branches).Draw(t, "branch")
-				if !m.children[messages.BranchAddr(testW, b)] {
+				if !m.children[protocol.BranchAddr(testW, b)] {
 					t.Skip("no such listener")
 				}
-				m.step(t, messages.ReserveWorkspace{Branch: b})
+				m.step(t, protocol.ReserveWorkspace{Branch: b})
 			},
 			"release": func(t *rapid.T) {
 				b := rapid.SampledFrom(branches).Draw(t, "branch")
 				if m.reservedFor == b {
 					m.reservedFor = ""
 				}
-				m.step(t, messages.ReleaseWorkspace{Branch: b})
+				m.step(t, protocol.ReleaseWorkspace{Branch: b})
 			},
 			"terminal": func(t *rapid.T) {
 				m.nextPID++
-				m.terminals[messages.ProcID{PID: m.nextPID, Start: 6000}] = true
+				m.terminals[protocol.ProcID{PID: m.nextPID, Start: 6000}] = true
 			},
 			"terminalEnds": func(t *rapid.T) {
 				for p := range m.terminals {
@@ -261,17 +262,17 @@ func TestWorkspaceCoreProperties(t *testing.T) {
 			},
 			"adopt": func(t *rapid.T) {
 				m.nextPID++
-				p := messages.ProcID{PID: m.nextPID, Start: 4000}
+				p := protocol.ProcID{PID: m.nextPID, Start: 4000}
 				l := testLaunch(40+m.nextPID, false)
 				m.sessions[p] = &wsModelSession{}
-				m.step(t, messages.AdoptSession{Proc: messages.ProcInfo{Proc: p, Workspace: testW, Verb: "serve", Launch: l.Hash, StartedBy: messages.OriginOrphan}, Launch: l})
+				m.step(t, protocol.AdoptSession{Proc: protocol.ProcInfo{Proc: p, Workspace: testW, Verb: "serve", Launch: l.Hash, StartedBy: messages.OriginOrphan}, Launch: l})
 			},
-			"stop": func(t *rapid.T) { m.step(t, messages.StopWorkspace{Workspace: testW}) },
+			"stop": func(t *rapid.T) { m.step(t, protocol.StopWorkspace{Workspace: testW}) },
 			"sessionEnds": func(t *rapid.T) {
 				for p, s := range m.sessions {
 					if !s.ended {
 						s.ended = true
-						m.step(t, messages.SessionEnded{Workspace: testW, Proc: p, Launch: testLaunch(1, false)})
+						m.step(t, protocol.SessionEnded{Workspace: testW, Proc: p, Launch: testLaunch(1, false)})
 						return
 					}
 				}
@@ -281,14 +282,14 @@ func TestWorkspaceCoreProperties(t *testing.T) {
 				for p, s := range m.sessions {
 					if s.ended && !s.finished {
 						s.finished = true
-						m.step(t, messages.SessionFinished{Proc: p})
+						m.step(t, protocol.SessionFinished{Proc: p})
 						return
 					}
 				}
 				t.Skip("no session to finish")
 			},
 			"exit": func(t *rapid.T) {
-				m.step(t, messages.ProcessExited{Proc: messages.ProcID{PID: rapid.IntRange(700, 710).Draw(t, "pid"), Start: 5000}, Workspace: testW, Status: messages.ExitStatus{State: messages.EndExited}})
+				m.step(t, protocol.ProcessExited{Proc: protocol.ProcID{PID: rapid.IntRange(700, 710).Draw(t, "pid"), Start: 5000}, Workspace: testW, Status: messages.ExitStatus{State: messages.EndExited}})
 			},
 			"answer": func(t *rapid.T) {
 				if len(m.await) == 0 {
@@ -299,16 +300,16 @@ func TestWorkspaceCoreProperties(t *testing.T) {
 			"collect": func(t *rapid.T) {
 				m.collects++
 				m.replied = false
-				m.step(t, messages.CollectState{Seq: 1})
+				m.step(t, protocol.CollectState{Seq: 1})
 			},
 			"childAnswers": func(t *rapid.T) {
 				if m.c.collect == nil || len(m.c.collect.waiting) == 0 {
 					t.Skip("no collection waits")
 				}
 				for a := range m.c.collect.waiting {
-					r := messages.StateCollected{Seq: 1, Ask: m.c.collect.asks[a], From: a}
-					if a.Kind == messages.ActorBranch {
-						r.Branch = &messages.BranchState{Workspace: testW, Branch: a.Branch, Phase: messages.BranchIdle}
+					r := protocol.StateCollected{Seq: 1, Ask: m.c.collect.asks[a], From: a}
+					if a.Kind == protocol.ActorBranch {
+						r.Branch = &protocol.BranchState{Workspace: testW, Branch: a.Branch, Phase: protocol.BranchIdle}
 					}
 					m.step(t, r)
 					return

@@ -4,13 +4,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // TestExitStatus: the one mapping of a wait status, for a session and a
 // run alike (moved from the daemon's reaper).
 func TestExitStatus(t *testing.T) {
-	id := messages.ProcID{PID: 9, Start: 99}
+	id := protocol.ProcID{PID: 9, Start: 99}
 	for _, c := range []struct {
 		exit   Exit
 		killed bool
@@ -36,7 +36,7 @@ func TestExitStatus(t *testing.T) {
 // TestExitStatusOfARun: a run's exit in table 12's terms, and the limit
 // its cgroup names.
 func TestExitStatusOfARun(t *testing.T) {
-	id := messages.ProcID{PID: 9, Start: 99}
+	id := protocol.ProcID{PID: 9, Start: 99}
 	if got := (Exit{ID: id, Known: true, Signal: 15}).Status().Exit(); got != 143 {
 		t.Errorf("SIGTERM: %d, want 143", got)
 	}
@@ -54,7 +54,7 @@ func TestExitStatusOfARun(t *testing.T) {
 // seed 004 table 7); without one, the code as it is. A command that exits
 // 152 by itself under a cpu limit cannot be told from it (D83).
 func TestExitStatusPastCPULimit(t *testing.T) {
-	id := messages.ProcID{PID: 9, Start: 99}
+	id := protocol.ProcID{PID: 9, Start: 99}
 	sb := &SandboxExit{Reported: true, Code: 152}
 	for _, c := range []struct {
 		name string

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // The errors the implementations return, wrapped with the operation and path
@@ -76,7 +77,7 @@ type SpawnSpec struct {
 // Exit is the end of a process: what a reaper or a watcher reports once, as
 // a message, for each process it was given.
 type Exit struct {
-	ID messages.ProcID
+	ID protocol.ProcID
 	// Known is false for a process that was not the daemon's child (found after
 	// a restart): it ended, but its status cannot be had (D6: "status unknown").
 	Known  bool
@@ -184,7 +185,7 @@ func (e Exit) String() string {
 // Spawner starts a process. onExit is called exactly once with its end, on
 // another goroutine, never before Spawn has returned; it must not block.
 type Spawner interface {
-	Spawn(spec SpawnSpec, onExit func(Exit)) (messages.ProcID, error)
+	Spawn(spec SpawnSpec, onExit func(Exit)) (protocol.ProcID, error)
 }
 
 // Watcher follows a process the daemon did not start in this image (found in
@@ -192,7 +193,7 @@ type Spawner interface {
 // called exactly once when it ends, with Known set only if it turned out to be
 // the daemon's own child. A process already gone is reported at once.
 type Watcher interface {
-	Watch(id messages.ProcID, onExit func(Exit)) error
+	Watch(id protocol.ProcID, onExit func(Exit)) error
 }
 
 // Signaler sends a signal to the process group id leads (to id alone when it
@@ -200,7 +201,7 @@ type Watcher interface {
 // does not. A sandboxed child of the daemon is signalled inside its sandbox,
 // so that bwrap stays to report the command's exit.
 type Signaler interface {
-	Signal(id messages.ProcID, sig Signal) error
+	Signal(id protocol.ProcID, sig Signal) error
 }
 
 // ProcTable reads the process table.

@@ -75,7 +75,7 @@ func (l Layout) Reexec() string { return filepath.Join(l.root, "ocxd.reexec") }
 const RunCareName = "ocxd.runs"
 
 // RunCare is AGENTS/ocxd.runs: a care file for each run in the node's care
-// (messages.RunCare) and its holder's files beside it.
+// (protocol.RunCare) and its holder's files beside it.
 func (l Layout) RunCare() string { return filepath.Join(l.root, RunCareName) }
 
 // RunCareFile is AGENTS/ocxd.runs/HASH.json, the care file of run hash.
@@ -327,7 +327,7 @@ func (w Workspace) Listening(record string) (string, error) {
 
 // SpawnedDir is Held/spawned: one file per session the daemon spawned in
 // the workspace whose end note is not yet on the record (D76), each named
-// by its launch (SpawnedFile), holding messages.Spawned. It is the node's,
+// by its launch (SpawnedFile), holding protocol.Spawned. It is the node's,
 // out of every sandbox's reach: the agent's workspace holds nothing the
 // node believes about how its session ended (docs/trust.md).
 func (w Workspace) SpawnedDir() string { return filepath.Join(w.Held, "spawned") }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 func TestLayout(t *testing.T) {
@@ -32,7 +33,7 @@ func TestLayout(t *testing.T) {
 	if err != nil || pw != "/var/lib/ocx/agents/alice/password" {
 		t.Fatalf("Password = %q %v", pw, err)
 	}
-	if _, err := l.Password("../etc"); !errors.Is(err, messages.ErrInvalid) {
+	if _, err := l.Password("../etc"); !errors.Is(err, strictjson.ErrInvalid) {
 		t.Fatalf("Password(../etc) = %v", err)
 	}
 	w, err := l.Workspace(messages.WorkspaceKey{Login: "alice", Project: "demo"})
@@ -53,10 +54,10 @@ func TestLayout(t *testing.T) {
 	if err != nil || rec != "/var/lib/ocx/agents/alice/held/demo/listening/branch-trunk" {
 		t.Fatalf("Listening = %q %v", rec, err)
 	}
-	if _, err := w.Listening("../../password"); !errors.Is(err, messages.ErrInvalid) {
+	if _, err := w.Listening("../../password"); !errors.Is(err, strictjson.ErrInvalid) {
 		t.Fatalf("Listening(../../password) = %v", err)
 	}
-	if _, err := l.Workspace(messages.WorkspaceKey{Login: "alice", Project: ".."}); !errors.Is(err, messages.ErrInvalid) {
+	if _, err := l.Workspace(messages.WorkspaceKey{Login: "alice", Project: ".."}); !errors.Is(err, strictjson.ErrInvalid) {
 		t.Fatalf("Workspace(alice/..) = %v", err)
 	}
 }

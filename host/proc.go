@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // Evidence is what the process table says of a question (does a process
@@ -282,7 +283,7 @@ func workspaceNaming(argv []string, l Layout) (Naming, bool) {
 // Process is one process of the table: a process whose command line names a
 // workspace of the agents root.
 type Process struct {
-	ID   messages.ProcID
+	ID   protocol.ProcID
 	PPID int
 	PGID int
 	SID  int
@@ -365,7 +366,7 @@ type Verdict struct {
 	// does, Unknown when some process could not be read or names it under a
 	// root that cannot be matched: refuse on anything but No.
 	Named  Evidence
-	By     []messages.ProcID // the processes that name it
+	By     []protocol.ProcID // the processes that name it
 	Unsure []int             // the PIDs that made the answer Unknown
 	// LookAlikes are the processes whose command lines name it and which
 	// are no session of it (D45): they count for nothing, and are named
@@ -487,7 +488,7 @@ func (n *ByWorkspace) Naming(k messages.WorkspaceKey) Verdict {
 }
 
 // Find returns the process with identity id.
-func (t Table) Find(id messages.ProcID) (Process, bool) {
+func (t Table) Find(id protocol.ProcID) (Process, bool) {
 	for _, p := range t.Procs {
 		if p.ID == id {
 			return p, true

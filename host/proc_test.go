@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 func fixture(t *testing.T, name string) []byte {
@@ -230,9 +231,9 @@ func TestNamings(t *testing.T) {
 func TestTableNaming(t *testing.T) {
 	k := messages.WorkspaceKey{Login: "alice", Project: "demo"}
 	other := messages.WorkspaceKey{Login: "bob", Project: "demo"}
-	named := Process{ID: messages.ProcID{PID: 10, Start: 100}, Names: []Naming{{Verb: VerbServe, Key: k}}}
-	unsure := Process{ID: messages.ProcID{PID: 11, Start: 110}, Names: []Naming{{Verb: VerbRun, Key: k, Unsure: true}}}
-	elsewhere := Process{ID: messages.ProcID{PID: 12, Start: 120}, Names: []Naming{{Verb: VerbRun, Key: other}}}
+	named := Process{ID: protocol.ProcID{PID: 10, Start: 100}, Names: []Naming{{Verb: VerbServe, Key: k}}}
+	unsure := Process{ID: protocol.ProcID{PID: 11, Start: 110}, Names: []Naming{{Verb: VerbRun, Key: k, Unsure: true}}}
+	elsewhere := Process{ID: protocol.ProcID{PID: 12, Start: 120}, Names: []Naming{{Verb: VerbRun, Key: other}}}
 	cases := []struct {
 		name  string
 		table Table
@@ -269,14 +270,14 @@ func TestSetOrigins(t *testing.T) {
 	// subreaper 800 -> bwrap 801: "orphan". bwrap 900 (parent 1) -> a process
 	// naming another workspace 901: its own chain, parent 900 names another key.
 	tab := Table{Procs: []Process{
-		{ID: messages.ProcID{PID: 503, Start: 1}, PPID: 502, Names: n},
-		{ID: messages.ProcID{PID: 501, Start: 1}, PPID: daemon, Names: n},
-		{ID: messages.ProcID{PID: 502, Start: 1}, PPID: 501, Names: n},
-		{ID: messages.ProcID{PID: 601, Start: 1}, PPID: 600, Names: n},
-		{ID: messages.ProcID{PID: 701, Start: 1}, PPID: 1, Names: n},
-		{ID: messages.ProcID{PID: 801, Start: 1}, PPID: 800, Names: n},
-		{ID: messages.ProcID{PID: 900, Start: 1}, PPID: daemon, Names: []Naming{{Key: messages.WorkspaceKey{Login: "bob", Project: "x"}}}},
-		{ID: messages.ProcID{PID: 901, Start: 1}, PPID: 900, Names: n},
+		{ID: protocol.ProcID{PID: 503, Start: 1}, PPID: 502, Names: n},
+		{ID: protocol.ProcID{PID: 501, Start: 1}, PPID: daemon, Names: n},
+		{ID: protocol.ProcID{PID: 502, Start: 1}, PPID: 501, Names: n},
+		{ID: protocol.ProcID{PID: 601, Start: 1}, PPID: 600, Names: n},
+		{ID: protocol.ProcID{PID: 701, Start: 1}, PPID: 1, Names: n},
+		{ID: protocol.ProcID{PID: 801, Start: 1}, PPID: 800, Names: n},
+		{ID: protocol.ProcID{PID: 900, Start: 1}, PPID: daemon, Names: []Naming{{Key: messages.WorkspaceKey{Login: "bob", Project: "x"}}}},
+		{ID: protocol.ProcID{PID: 901, Start: 1}, PPID: 900, Names: n},
 	}}
 	tab.SetOrigins(daemon, func(pid int) bool { return pid == 800 })
 	want := map[int]messages.Origin{503: messages.OriginDaemon, 501: messages.OriginDaemon, 502: messages.OriginDaemon, 601: messages.OriginTerminal,
@@ -293,7 +294,7 @@ func TestSetOrigins(t *testing.T) {
 		t.Fatalf("without daemon: %q %q", tab.Procs[0].Origin, tab.Procs[4].Origin)
 	}
 	// A cycle of parents (impossible, but a scan is not atomic) ends.
-	loop := Table{Procs: []Process{{ID: messages.ProcID{PID: 2000, Start: 1}, PPID: 2001, Names: n}, {ID: messages.ProcID{PID: 2001, Start: 1}, PPID: 2000, Names: n}}}
+	loop := Table{Procs: []Process{{ID: protocol.ProcID{PID: 2000, Start: 1}, PPID: 2001, Names: n}, {ID: protocol.ProcID{PID: 2001, Start: 1}, PPID: 2000, Names: n}}}
 	loop.SetOrigins(daemon, nil)
 	if loop.Procs[0].Origin == "" {
 		t.Fatal("cycle left no origin")
@@ -338,7 +339,7 @@ func TestExitOutcome(t *testing.T) {
 			t.Errorf("empty String for %+v", c.e)
 		}
 	}
-	got := Exit{ID: messages.ProcID{PID: 7, Start: 70}, Known: true, Code: 1, Sandbox: &SandboxExit{ChildPID: 9}}.String()
+	got := Exit{ID: protocol.ProcID{PID: 7, Start: 70}, Known: true, Code: 1, Sandbox: &SandboxExit{ChildPID: 9}}.String()
 	if got != "exit 7@70 sandbox-failed status 1 sandbox-child 9 bwrap-code 1 bwrap-signal 0 user 0s system 0s maxrss 0" {
 		t.Fatalf("String = %q", got)
 	}
@@ -367,13 +368,13 @@ func TestByWorkspaceAnswersAsNaming(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		var tab Table
 		for i := range rapid.IntRange(0, 12).Draw(rt, "procs") {
-			tab.Procs = append(tab.Procs, Process{ID: messages.ProcID{PID: 100 + i, Start: 7}, Names: rapid.SliceOfN(naming, 0, 3).Draw(rt, "names")})
+			tab.Procs = append(tab.Procs, Process{ID: protocol.ProcID{PID: 100 + i, Start: 7}, Names: rapid.SliceOfN(naming, 0, 3).Draw(rt, "names")})
 		}
 		for i := range rapid.IntRange(0, 2).Draw(rt, "unreadable") {
 			tab.Unreadable = append(tab.Unreadable, Unreadable{PID: 500 + i, Err: "gone"})
 		}
 		for i := range rapid.IntRange(0, 2).Draw(rt, "lookalikes") {
-			p := Process{ID: messages.ProcID{PID: 600 + i, Start: 7}, Names: rapid.SliceOfN(naming, 1, 2).Draw(rt, "lookalike names")}
+			p := Process{ID: protocol.ProcID{PID: 600 + i, Start: 7}, Names: rapid.SliceOfN(naming, 1, 2).Draw(rt, "lookalike names")}
 			tab.LookAlikes = append(tab.LookAlikes, LookAlike{Process: p, Why: "another sandbox"})
 		}
 		by := tab.ByWorkspace()

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // A command line is the process's own to write: inside a sandbox an agent
@@ -72,8 +73,8 @@ func ParseNSpid(status []byte) (int, error) {
 // while that init lives in that namespace: a namespace ends with its init,
 // and its inode may then be given to another.
 type SandboxRecord struct {
-	Bwrap        messages.ProcID `json:"bwrap"`
-	Init         messages.ProcID `json:"init"`
+	Bwrap        protocol.ProcID `json:"bwrap"`
+	Init         protocol.ProcID `json:"init"`
 	PIDNamespace uint64          `json:"pid_namespace"`
 }
 
@@ -320,7 +321,7 @@ func (t *Table) SeparateLookAlikes(p Provenance) {
 			continue
 		}
 		t.LookAlikes = append(t.LookAlikes, LookAlike{
-			Process: Process{ID: messages.ProcID{PID: u.PID}, Names: u.Names, PIDNS: u.PIDNS, UID: -1, Partial: u.Err},
+			Process: Process{ID: protocol.ProcID{PID: u.PID}, Names: u.Names, PIDNS: u.PIDNS, UID: -1, Partial: u.Err},
 			Why:     fmt.Sprintf("it ran in PID namespace pid:[%d], which is no sandbox the node made for the workspace it named, and ended while it was read", u.PIDNS),
 		})
 	}

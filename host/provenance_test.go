@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 func TestParseNSLink(t *testing.T) {
@@ -51,7 +52,7 @@ func TestParseNSpid(t *testing.T) {
 }
 
 func TestSandboxRecordRoundTrip(t *testing.T) {
-	r := SandboxRecord{Bwrap: messages.ProcID{PID: 100, Start: 5}, Init: messages.ProcID{PID: 101, Start: 6}, PIDNamespace: 4026532180}
+	r := SandboxRecord{Bwrap: protocol.ProcID{PID: 100, Start: 5}, Init: protocol.ProcID{PID: 101, Start: 6}, PIDNamespace: 4026532180}
 	b, err := r.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -94,13 +95,13 @@ var (
 )
 
 func serveOf(pid, ppid int, ns uint64, k messages.WorkspaceKey) Process {
-	return Process{ID: messages.ProcID{PID: pid, Start: uint64(pid) * 7}, PPID: ppid, PIDNS: ns, UID: nodeUID,
+	return Process{ID: protocol.ProcID{PID: pid, Start: uint64(pid) * 7}, PPID: ppid, PIDNS: ns, UID: nodeUID,
 		Argv:  []string{"workspace", "serve", k.String(), "--root", "/agents"},
 		Names: []Naming{{Verb: VerbServe, Key: k, Root: "/agents", Launch: "aaaa"}}}
 }
 
 func bwrapOf(pid, ppid int, ns uint64, k messages.WorkspaceKey) Process {
-	return Process{ID: messages.ProcID{PID: pid, Start: uint64(pid) * 7}, PPID: ppid, PIDNS: ns, UID: nodeUID,
+	return Process{ID: protocol.ProcID{PID: pid, Start: uint64(pid) * 7}, PPID: ppid, PIDNS: ns, UID: nodeUID,
 		Argv:  []string{"bwrap", "--bind", "/agents/" + k.Login + "/projects/demo", "/agents/" + k.Login + "/projects/demo"},
 		Names: []Naming{{Verb: VerbBind, Key: k, Root: "/agents"}}}
 }
@@ -187,27 +188,27 @@ func TestSeparateLookAlikes(t *testing.T) {
 		},
 		{
 			name:  "a session at a terminal on the host",
-			procs: []Process{{ID: messages.ProcID{PID: 30, Start: 1}, PPID: 29, PIDNS: hostNS, UID: nodeUID, Names: []Naming{{Verb: VerbRun, Key: bob, Root: "/agents"}}}},
+			procs: []Process{{ID: protocol.ProcID{PID: 30, Start: 1}, PPID: 29, PIDNS: hostNS, UID: nodeUID, Names: []Naming{{Verb: VerbRun, Key: bob, Root: "/agents"}}}},
 			prov:  provenance(), kept: []int{30}, alice: No, bob: Yes,
 		},
 		{
 			name:  "a process of another user on the host",
-			procs: []Process{{ID: messages.ProcID{PID: 30, Start: 1}, PPID: 29, PIDNS: hostNS, UID: 1002, Names: []Naming{{Verb: VerbServe, Key: bob, Root: "/agents"}}}},
+			procs: []Process{{ID: protocol.ProcID{PID: 30, Start: 1}, PPID: 29, PIDNS: hostNS, UID: 1002, Names: []Naming{{Verb: VerbServe, Key: bob, Root: "/agents"}}}},
 			prov:  provenance(), look: []int{30}, alice: No, bob: No, why: "uid 1002",
 		},
 		{
 			name:  "root's process on the host",
-			procs: []Process{{ID: messages.ProcID{PID: 30, Start: 1}, PPID: 29, PIDNS: hostNS, UID: 0, Names: []Naming{{Verb: VerbServe, Key: bob, Root: "/agents"}}}},
+			procs: []Process{{ID: protocol.ProcID{PID: 30, Start: 1}, PPID: 29, PIDNS: hostNS, UID: 0, Names: []Naming{{Verb: VerbServe, Key: bob, Root: "/agents"}}}},
 			prov:  provenance(), kept: []int{30}, alice: No, bob: Yes,
 		},
 		{
 			name:  "an uid unknown counts",
-			procs: []Process{{ID: messages.ProcID{PID: 30, Start: 1}, PPID: 29, PIDNS: hostNS, UID: -1, Names: []Naming{{Verb: VerbServe, Key: bob, Root: "/agents"}}}},
+			procs: []Process{{ID: protocol.ProcID{PID: 30, Start: 1}, PPID: 29, PIDNS: hostNS, UID: -1, Names: []Naming{{Verb: VerbServe, Key: bob, Root: "/agents"}}}},
 			prov:  provenance(), kept: []int{30}, alice: No, bob: Yes,
 		},
 		{
 			name:  "no users given admits any",
-			procs: []Process{{ID: messages.ProcID{PID: 30, Start: 1}, PPID: 29, PIDNS: hostNS, UID: 1002, Names: []Naming{{Verb: VerbServe, Key: bob, Root: "/agents"}}}},
+			procs: []Process{{ID: protocol.ProcID{PID: 30, Start: 1}, PPID: 29, PIDNS: hostNS, UID: 1002, Names: []Naming{{Verb: VerbServe, Key: bob, Root: "/agents"}}}},
 			prov:  Provenance{Self: hostNS}, kept: []int{30}, alice: No, bob: Yes,
 		},
 		{
@@ -401,7 +402,7 @@ func TestSeparateLookAlikesManyNames(t *testing.T) {
 // command line names n made-up workspaces and, cut, says it was read in
 // part.
 func manyNamed(pid, ppid int, ns uint64, n int, cut bool) Process {
-	p := Process{ID: messages.ProcID{PID: pid, Start: uint64(pid) * 7}, PPID: ppid, PIDNS: ns, UID: nodeUID, Argv: []string{"bwrap"}, Cut: cut}
+	p := Process{ID: protocol.ProcID{PID: pid, Start: uint64(pid) * 7}, PPID: ppid, PIDNS: ns, UID: nodeUID, Argv: []string{"bwrap"}, Cut: cut}
 	for i := range n {
 		k := messages.WorkspaceKey{Login: "u" + strconv.Itoa(i), Project: "p"}
 		p.Argv = append(p.Argv, "--bind", "/agents/"+k.Login+"/projects/p", "/x")

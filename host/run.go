@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // RunSandbox is a run's sandbox layer (seed 004, table 6), every value
@@ -89,7 +89,7 @@ type RunSpec struct {
 // instruction. onExit is called exactly once with its end, on another
 // goroutine, never before StartRun has returned; it must not block.
 type RunStarter interface {
-	StartRun(spec RunSpec, onExit func(Exit)) (messages.ProcID, error)
+	StartRun(spec RunSpec, onExit func(Exit)) (protocol.ProcID, error)
 }
 
 // RunHostname is the host name a run's sandbox sees, never the host's.

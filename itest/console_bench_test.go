@@ -24,6 +24,7 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // The console's benchmarks (issue 12): a page through one fossil server,
@@ -427,7 +428,7 @@ func BenchmarkConsoleState(b *testing.B) {
 	}
 	startDaemon(b, n, filepath.Join(root, "current", "ocxd"), flags...)
 	n.waitLogLine("the daemon to serve its socket", func(l logLine) bool { return l.Msg == "serving the daemon's socket" })
-	r, err := nodesock.Ask(ctx, layout, messages.NewAsk(messages.AskStatus), 10*time.Second)
+	r, err := nodesock.Ask(ctx, layout, wire.NewAsk(wire.AskStatus), 10*time.Second)
 	if err != nil {
 		b.Fatalf("the daemon's status: %v\nocxd.log:\n%s", err, n.daemonLog())
 	}
@@ -444,12 +445,12 @@ func BenchmarkConsoleState(b *testing.B) {
 	var asks, pages, entry []time.Duration
 	for i := 0; i < samples*b.N; i++ {
 		began := time.Now()
-		if _, err := nodesock.Ask(ctx, layout, messages.NewAsk(messages.AskStatus), 10*time.Second); err != nil {
+		if _, err := nodesock.Ask(ctx, layout, wire.NewAsk(wire.AskStatus), 10*time.Second); err != nil {
 			b.Fatal(err)
 		}
 		asks = append(asks, time.Since(began))
 		began = time.Now()
-		pa := messages.NewAsk(messages.AskPage)
+		pa := wire.NewAsk(wire.AskPage)
 		pa.Env = env
 		if _, err := nodesock.Ask(ctx, layout, pa, 10*time.Second); err != nil {
 			b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // Issue 41 item 4: every button and link of the console pressed or
@@ -58,8 +59,8 @@ func TestConsoleOpenOneTerminateBrowser(t *testing.T) {
 	if href, _ := b.Attr(`a[href*="/forumpost/"]`, "href"); !strings.HasSuffix(href, "/forumpost/"+record) {
 		t.Errorf("the workspace's page links its record as %q, want %s", href, record)
 	}
-	if got := b.Text("#ocx-ws-session"); got != "pid "+strconv.Itoa(sess.PID) || !procAlive(messages.ProcID{PID: sess.PID, Start: sess.StartTime}) {
-		t.Errorf("the workspace's page shows its session as %q; the status's is pid %d, alive %v", got, sess.PID, procAlive(messages.ProcID{PID: sess.PID, Start: sess.StartTime}))
+	if got := b.Text("#ocx-ws-session"); got != "pid "+strconv.Itoa(sess.PID) || !procAlive(protocol.ProcID{PID: sess.PID, Start: sess.StartTime}) {
+		t.Errorf("the workspace's page shows its session as %q; the status's is pid %d, alive %v", got, sess.PID, procAlive(protocol.ProcID{PID: sess.PID, Start: sess.StartTime}))
 	}
 	b.Screenshot("01-workspace-opened")
 
@@ -116,7 +117,7 @@ func TestConsoleOpenOneTerminateBrowser(t *testing.T) {
 		t.Errorf("the terminated workspace's page offers %d of Terminate and Start, or does not say it was terminated:\n%s", forms, b.Text("#ocx"))
 	}
 	// agent-1's workspace and session are untouched.
-	if s, ok := sessionOf(n.status(), agent); !ok || s.PID != sess.PID || !procAlive(messages.ProcID{PID: sess.PID, Start: sess.StartTime}) {
+	if s, ok := sessionOf(n.status(), agent); !ok || s.PID != sess.PID || !procAlive(protocol.ProcID{PID: sess.PID, Start: sess.StartTime}) {
 		t.Errorf("after terminating %s, %s's session: %+v", other, agent, s)
 	}
 	b.NoErrors()
@@ -178,7 +179,7 @@ func TestConsoleLLMStartInTheBrowser(t *testing.T) {
 		sess = s
 		return ok && s.Listening
 	})
-	if !procAlive(messages.ProcID{PID: sess.PID, Start: sess.StartTime}) {
+	if !procAlive(protocol.ProcID{PID: sess.PID, Start: sess.StartTime}) {
 		t.Fatalf("the status's session %+v is not a live process", sess)
 	}
 	b.Navigate(console+"sessions", "#ocx-sessions")

@@ -23,6 +23,7 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // The daemon's benchmarks (issue 5, point 6), on the real ocxd binary:
@@ -606,7 +607,7 @@ func BenchmarkDaemonIndexMemory(b *testing.B) {
 		d := startDaemon(b, n, program("ocxd"))
 		n.waitLogLine("the daemon to serve its socket", func(l logLine) bool { return l.Msg == "serving the daemon's socket" })
 		rssIdle := rssKiB(b, d.pid())
-		r, err := nodesock.Ask(context.Background(), layout, messages.NewAsk(messages.AskStatus), time.Minute)
+		r, err := nodesock.Ask(context.Background(), layout, wire.NewAsk(wire.AskStatus), time.Minute)
 		if err != nil {
 			b.Fatalf("the daemon's status: %v", err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // claudeStandIn is the stand-in `claude` the release holds for the test:
@@ -89,7 +90,7 @@ func TestRunClaudeOnATerminal(t *testing.T) {
 	// this node.
 	run := strings.Replace(design.Example("run-claude.json"), `"node": "lab-1"`, fmt.Sprintf(`"node": %q`, node), 1)
 	root := n.result(admin, "thread", "--title", "Claude", "--text", block(run))
-	var holder messages.ProcID
+	var holder protocol.ProcID
 	n.waitFor("the run's holder", func() bool {
 		var ok bool
 		holder, ok = n.runCare(root)
@@ -131,7 +132,7 @@ func TestRunClaudeOnATerminal(t *testing.T) {
 	if err != nil {
 		t.Fatalf("claude's process %d: %v", info.PID, err)
 	}
-	claude := messages.ProcID{PID: info.PID, Start: st.Start}
+	claude := protocol.ProcID{PID: info.PID, Start: st.Start}
 	killAtEnd(t, claude)
 
 	// ocx attach RUN, its input a pipe: the replay, then the output.

@@ -12,6 +12,7 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // The run engine in ocxd (seed 004), end to end: a real fossil server, the
@@ -74,9 +75,9 @@ func (n *testNode) startedOf(root string) *messages.RunStarted {
 
 // heldRun waits for the run's started and its holder in the node's care,
 // and returns the holder, killed by PID at the end of the test if alive.
-func (n *testNode) heldRun(root string) messages.ProcID {
+func (n *testNode) heldRun(root string) protocol.ProcID {
 	n.t.Helper()
-	var id messages.ProcID
+	var id protocol.ProcID
 	n.waitFor("the run's holder", func() bool {
 		var ok bool
 		id, ok = n.runCare(root)
@@ -93,28 +94,28 @@ func (n *testNode) heldRun(root string) messages.ProcID {
 func block(v string) string { return "```json\n" + v + "\n```\n" }
 
 // runCare is the node's care file of a run, while it has it in its care.
-func (n *testNode) runCare(hash string) (messages.ProcID, bool) {
+func (n *testNode) runCare(hash string) (protocol.ProcID, bool) {
 	b, err := os.ReadFile(filepath.Join(n.agents, "ocxd.runs", hash+".json"))
 	if err != nil {
-		return messages.ProcID{}, false
+		return protocol.ProcID{}, false
 	}
 	var c struct {
-		Process *messages.ProcID `json:"process"`
+		Process *protocol.ProcID `json:"process"`
 	}
 	if err := json.Unmarshal(b, &c); err != nil || c.Process == nil {
-		return messages.ProcID{}, false
+		return protocol.ProcID{}, false
 	}
 	return *c.Process, true
 }
 
-func procAlive(id messages.ProcID) bool {
+func procAlive(id protocol.ProcID) bool {
 	st, err := unixhost.ReadStat(id.PID)
 	return err == nil && st.Start == id.Start && !st.Zombie()
 }
 
 // killAtEnd ends a run's process the test started, by its PID, if it still
 // runs when the test ends.
-func killAtEnd(t testing.TB, id messages.ProcID) {
+func killAtEnd(t testing.TB, id protocol.ProcID) {
 	t.Cleanup(func() {
 		if procAlive(id) {
 			syscall.Kill(id.PID, syscall.SIGKILL)
@@ -299,7 +300,7 @@ func TestRunLostAfterTheDaemonDies(t *testing.T) {
 }
 
 // posAt is where an artifact stands in the server's order.
-func (n *testNode) posAt(hash string) messages.RunPosition {
+func (n *testNode) posAt(hash string) protocol.RunPosition {
 	n.t.Helper()
 	r := n.repo()
 	defer r.Close()
@@ -307,18 +308,18 @@ func (n *testNode) posAt(hash string) messages.RunPosition {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	return messages.RunPosition{Receipt: info.Rcvid, Row: info.Rid}
+	return protocol.RunPosition{Receipt: info.Rcvid, Row: info.Rid}
 }
 
 // runGiven is the place of the last artifact the run's care file says its
 // session was given.
-func (n *testNode) runGiven(hash string) messages.RunPosition {
+func (n *testNode) runGiven(hash string) protocol.RunPosition {
 	b, err := os.ReadFile(filepath.Join(n.agents, "ocxd.runs", hash+".json"))
 	if err != nil {
-		return messages.RunPosition{}
+		return protocol.RunPosition{}
 	}
 	var c struct {
-		Given messages.RunPosition `json:"given"`
+		Given protocol.RunPosition `json:"given"`
 	}
 	json.Unmarshal(b, &c)
 	return c.Given
@@ -326,7 +327,7 @@ func (n *testNode) runGiven(hash string) messages.RunPosition {
 
 // postLine is table 9's line of a post, as the session is given it.
 func (n *testNode) postLine(hash, from, text string) string {
-	return messages.RunLine(messages.RunArrival{Kind: messages.RunPost, Hash: hash, From: from, Text: text})
+	return protocol.RunLine(protocol.RunArrival{Kind: protocol.RunPost, Hash: hash, From: from, Text: text})
 }
 
 // keptStdouts are the STDOUT blocks of the kept logs the node wrote in the
@@ -448,7 +449,7 @@ func TestRunSessionStartsOneProcessEach(t *testing.T) {
 	root := n.result(admin, "thread", "--title", "One each", "--text", block(run))
 	n.waitFor("the run's started", func() bool { return n.startedOf(root) != nil })
 	var want []string
-	var last messages.RunPosition
+	var last protocol.RunPosition
 	for _, text := range []string{"one", "two", "three"} {
 		h := n.result(person, "post", "--to", root, "--text", text)
 		want = append(want, n.postLine(h, person, text)+"\n")

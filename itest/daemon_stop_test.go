@@ -18,6 +18,7 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // The daemon's ends and hand-overs that the other daemon tests leave out: a
@@ -30,13 +31,13 @@ import (
 const envReexecDelay = "OCXD_TEST_REEXEC_DELAY"
 
 // procOf names a process as the daemon's log and notes do: PID@START.
-func procOf(t *testing.T, pid int) (messages.ProcID, string) {
+func procOf(t *testing.T, pid int) (protocol.ProcID, string) {
 	t.Helper()
 	st, err := unixhost.ReadStat(pid)
 	if err != nil {
 		t.Fatalf("read the stat of %d: %v", pid, err)
 	}
-	p := messages.ProcID{PID: pid, Start: st.Start}
+	p := protocol.ProcID{PID: pid, Start: st.Start}
 	return p, p.String()
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // TestHookThroughTheDaemonsSocket is ocx-hook as Fossil runs it (D66):
@@ -107,7 +107,7 @@ func TestHookThroughTheDaemonsSocket(t *testing.T) {
 				return
 			}
 			// A daemon's check that the socket is served asks nothing.
-			if _, err := messages.ReadLine(bufio.NewReader(conn), messages.MaxAskLen); err == nil {
+			if _, err := wire.ReadLine(bufio.NewReader(conn), wire.MaxAskLen); err == nil {
 				io.WriteString(conn, <-answers)
 			}
 			conn.Close()

@@ -19,6 +19,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // TestKeptStatusFollowsEveryChange: the daemon keeps its status between
@@ -64,7 +65,7 @@ func TestKeptStatusFollowsEveryChange(t *testing.T) {
 	var last *messages.NodeState
 	ask := func() []byte {
 		t.Helper()
-		r, err := nodesock.Ask(context.Background(), layout, messages.NewAsk(messages.AskStatus), 10*time.Second)
+		r, err := nodesock.Ask(context.Background(), layout, wire.NewAsk(wire.AskStatus), 10*time.Second)
 		if err != nil {
 			t.Fatalf("the daemon's status: %v\nocxd.log:\n%s", err, n.daemonLog())
 		}

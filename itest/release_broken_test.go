@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // The check-ins of the releases of TestReleaseBrokenDaemon.
@@ -49,7 +50,7 @@ for a in "$@"; do
 done
 echo 'ocxd: this release cannot run as the daemon' >&2
 exit 1
-`, versionLine("ocxd", checkin), messages.HandoffVersion, pass, messages.HandoffCheckAnswer))
+`, versionLine("ocxd", checkin), protocol.HandoffVersion, pass, protocol.HandoffCheckAnswer))
 }
 
 // TestReleaseBrokenDaemon is issue 38's third item (D73) with the real

@@ -15,6 +15,8 @@ import (
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // Nodes on other hosts (issue 25, D72): a node whose record is a clone of
@@ -231,7 +233,7 @@ func runsOnServer(t testing.TB, a *testNode) []record.RunMsg {
 // and keeps where the first started stands in the server's order.
 type answers struct {
 	started, ended int
-	at             messages.RunPosition
+	at             protocol.RunPosition
 }
 
 func answersOf(msgs []record.RunMsg) map[string]*answers {
@@ -300,7 +302,7 @@ func TestTwoNodesHundredRuns(t *testing.T) {
 		}
 	}
 	got = answersOf(runsOnServer(t, a))
-	last := map[string]messages.RunPosition{}
+	last := map[string]protocol.RunPosition{}
 	for _, h := range order {
 		x := got[h]
 		if x.started != 1 || x.ended != 1 {
@@ -561,7 +563,7 @@ func TestReceiptPage(t *testing.T) {
 	if h.Get("X-Ocx-Served-By") != "daemon" {
 		t.Errorf("the receipt page was served by %q, want the daemon", h.Get("X-Ocx-Served-By"))
 	}
-	rs, err := messages.DecodeReceipts([]byte(body))
+	rs, err := wire.DecodeReceipts([]byte(body))
 	if err != nil {
 		t.Fatalf("the answer does not read: %v\n%s", err, body)
 	}
@@ -578,7 +580,7 @@ func TestReceiptPage(t *testing.T) {
 	}
 	missing := strings.Repeat("0", 64)
 	code, body, _ = ask("POST", "receipt", node, root+"\n"+signed+"\n"+missing+"\n")
-	if rs, err = messages.DecodeReceipts([]byte(body)); code != http.StatusOK || err != nil || len(rs.Receipts) != 3 {
+	if rs, err = wire.DecodeReceipts([]byte(body)); code != http.StatusOK || err != nil || len(rs.Receipts) != 3 {
 		t.Fatalf("POST receipts: %d %v %s", code, err, body)
 	}
 	if r := rs.Receipts; r[0].Login != a.srv.AdminLogin || !r[0].Privileged || r[1].Login != person || r[2].Known {
@@ -595,7 +597,7 @@ func TestReceiptPage(t *testing.T) {
 	}{{person, personPW, false}, {a.srv.AdminLogin, a.srv.AdminPassword, true}} {
 		code, body, _ := ask("GET", "receipt", cookie(c.login, c.pw), "")
 		users, viewer := usersAndViewer(t, body)
-		if _, err := messages.DecodeReceipts([]byte(body)); code != http.StatusOK || err != nil || users != "" || viewer != fmt.Sprintf("%s:%v", c.login, c.priv) {
+		if _, err := wire.DecodeReceipts([]byte(body)); code != http.StatusOK || err != nil || users != "" || viewer != fmt.Sprintf("%s:%v", c.login, c.priv) {
 			t.Errorf("%s asking of itself: %d %v: users %q, viewer %q\n%s", c.login, code, err, users, viewer, body)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // The seeds' rows end to end that only their cores proved (issue 41 item
@@ -146,12 +147,12 @@ func TestRunSessionGivenACheckinAndAChange(t *testing.T) {
 	c := newCommitter(t, n)
 	var want []string
 	change := n.result(person, "post", "--to", id, "--text", "a change from alice")
-	want = append(want, messages.RunLine(messages.RunArrival{Kind: messages.RunChange, Hash: change, Ticket: id, From: person, Text: "a change from alice"}))
+	want = append(want, protocol.RunLine(protocol.RunArrival{Kind: protocol.RunChange, Hash: change, Ticket: id, From: person, Text: "a change from alice"}))
 	onTrunk := c.commit("b.txt")
-	want = append(want, messages.RunLine(messages.RunArrival{Kind: messages.RunCheckin, Hash: onTrunk, Branch: "trunk", From: admin, Text: "add b.txt"}))
+	want = append(want, protocol.RunLine(protocol.RunArrival{Kind: protocol.RunCheckin, Hash: onTrunk, Branch: "trunk", From: admin, Text: "add b.txt"}))
 	c.commitWith("c.txt", "", "--branch", "feature")
 	last := n.result(person, "post", "--to", id, "--text", "and another")
-	want = append(want, messages.RunLine(messages.RunArrival{Kind: messages.RunChange, Hash: last, Ticket: id, From: person, Text: "and another"}))
+	want = append(want, protocol.RunLine(protocol.RunArrival{Kind: protocol.RunChange, Hash: last, Ticket: id, From: person, Text: "and another"}))
 	at := n.posAt(last)
 	n.waitFor("the session given alice's second change", func() bool { return n.runGiven(hash) == at })
 
@@ -205,13 +206,13 @@ func TestRunPastItsWallAndCPU(t *testing.T) {
 	}{{wall, "wall: past limits.wall of 2s"}, {cpu, "cpu: its process was ended by SIGXCPU, past limits.cpu"}} {
 		// The holder as the daemon launched it: the cpu run may be out of
 		// the node's care (its care file gone) before the wall run ends.
-		var id messages.ProcID
+		var id protocol.ProcID
 		n.waitLogLine("the run's holder launched", func(l logLine) bool {
 			if l.Msg != "run's process launched in its holder" || l.Run != c.root {
 				return false
 			}
 			var err error
-			id, err = messages.ParseProcID(l.PID)
+			id, err = protocol.ParseProcID(l.PID)
 			return err == nil
 		})
 		killAtEnd(t, id)

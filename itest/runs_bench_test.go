@@ -13,6 +13,7 @@ import (
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // The run engine's benchmarks (issue 16, item 13), on a real fossil server,
@@ -232,7 +233,7 @@ func countLines(path string) int {
 func checkDeliveries(b *testing.B, n *testNode, path string, sent []string) {
 	b.Helper()
 	order := append([]string{}, sent...)
-	pos := map[string]messages.RunPosition{}
+	pos := map[string]protocol.RunPosition{}
 	for _, h := range order {
 		pos[h] = n.posAt(h)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // waitEndedAndReleased waits for a run's ended on the record, then for the
@@ -49,9 +50,9 @@ func TestRunsFromTheDaemonAreAFreshRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ask := func(run string) *messages.Reply {
+	ask := func(run string) *wire.Reply {
 		t.Helper()
-		a := messages.NewAsk(messages.AskRuns)
+		a := wire.NewAsk(wire.AskRuns)
 		a.Project, a.Run = "demo", run
 		r, err := nodesock.Ask(context.Background(), layout, a, 10*time.Second)
 		if err != nil {
@@ -105,7 +106,7 @@ func TestRunsFromTheDaemonAreAFreshRead(t *testing.T) {
 		t.Errorf("the daemon's run after its start: %+v, want ended", rs)
 	}
 
-	a := messages.NewAsk(messages.AskRuns)
+	a := wire.NewAsk(wire.AskRuns)
 	a.Project = "nowhere"
 	if _, err := nodesock.Ask(context.Background(), layout, a, 10*time.Second); err == nil || !strings.Contains(err.Error(), "nowhere") {
 		t.Errorf("a runs ask of a project the node has not: %v, want a refusal naming it", err)

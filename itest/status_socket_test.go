@@ -15,6 +15,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // TestStatusFromTheDaemonIsAFreshRead: the status the daemon answers on
@@ -45,9 +46,9 @@ func TestStatusFromTheDaemonIsAFreshRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ask := func() *messages.Reply {
+	ask := func() *wire.Reply {
 		t.Helper()
-		r, err := nodesock.Ask(context.Background(), layout, messages.NewAsk(messages.AskStatus), 10*time.Second)
+		r, err := nodesock.Ask(context.Background(), layout, wire.NewAsk(wire.AskStatus), 10*time.Second)
 		if err != nil {
 			t.Fatalf("the daemon's status: %v\nocxd.log:\n%s", err, n.daemonLog())
 		}
@@ -105,7 +106,7 @@ func TestStatusFromTheDaemonIsAFreshRead(t *testing.T) {
 	queued := queuedOn(t, layout.Socket())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := nodesock.Ask(context.Background(), layout, messages.NewAsk(messages.AskStatus), time.Minute)
+		_, err := nodesock.Ask(context.Background(), layout, wire.NewAsk(wire.AskStatus), time.Minute)
 		errc <- err
 	}()
 	n.waitFor("the ask to wait in the stopped daemon's queue", func() bool {
@@ -215,7 +216,7 @@ func TestConsoleSaysWhereItsStatusCameFrom(t *testing.T) {
 
 // replyState is the state a status reply carries, in its line or in the
 // document that follows it (D70).
-func replyState(t testing.TB, r *messages.Reply) *messages.NodeState {
+func replyState(t testing.TB, r *wire.Reply) *messages.NodeState {
 	t.Helper()
 	if r.State != nil {
 		return r.State

@@ -13,7 +13,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/nodesock"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // BenchmarkAskTaken measures what nodesock.AnswerWait bounds (D75): the
@@ -46,8 +46,8 @@ func BenchmarkAskTaken(b *testing.B) {
 				}
 				defer func() { syscall.Kill(hog.Process.Pid, syscall.SIGKILL); hog.Wait() }()
 			}
-			status, _ := json.Marshal(messages.NewAsk(messages.AskStatus))
-			hk := messages.NewAsk(messages.AskHook)
+			status, _ := json.Marshal(wire.NewAsk(wire.AskStatus))
+			hk := wire.NewAsk(wire.AskHook)
 			hk.Repo = n.srv.Repo
 			hook, _ := json.Marshal(hk)
 			var mu sync.Mutex
@@ -75,7 +75,7 @@ func BenchmarkAskTaken(b *testing.B) {
 						}
 						d := time.Since(t0)
 						if err == nil {
-							_, err = messages.ReadLine(br, messages.MaxReplyLen)
+							_, err = wire.ReadLine(br, wire.MaxReplyLen)
 						}
 						conn.Close()
 						if err != nil {

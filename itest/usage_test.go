@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
 // chatUsage is reply, a chat completion, with the usage OpenAI's API
@@ -121,7 +122,7 @@ func TestSessionUsageOnStatusAndEndNote(t *testing.T) {
 		t.Fatalf("the answer: %q", got.Text)
 	}
 	u := s.usageAfter(1, 2)
-	want := messages.ModelCount{Requests: 2, Tokens: messages.Tokens{Input: 250, Output: 30}}
+	want := messages.ModelCount{Requests: 2, Tokens: modelapi.Tokens{Input: 250, Output: 30}}
 	if u.Model == nil || *u.Model != want {
 		t.Errorf("the node's count on the status: %+v, want %+v", u.Model, want)
 	}

@@ -3,7 +3,6 @@ package messages
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"testing"
 
 	"github.com/ocx-go/ocx/docs/design"
@@ -32,7 +31,7 @@ func BenchmarkDecodeWorkspaceDefinition(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := DecodeNote(body); err != nil {
+		if _, err := decodeNote(body); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -89,7 +88,7 @@ func BenchmarkSchemaValidateWorkspaceDefinition(b *testing.B) {
 }
 
 func BenchmarkEncodeWorkspaceDefinition(b *testing.B) {
-	n, err := DecodeNote(unfence(b, seedWorkspace(b)))
+	n, err := decodeNote(unfence(b, seedWorkspace(b)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -123,7 +122,7 @@ func BenchmarkPipeSplitter(b *testing.B) {
 	data := stream.Bytes()
 	b.SetBytes(int64(len(data)) / 100)
 	b.ReportAllocs()
-	var s PipeSplitter
+	var s pipeSplitter
 	lines := 0
 	for b.Loop() {
 		if lines%100 == 0 {
@@ -137,38 +136,4 @@ func BenchmarkPipeSplitter(b *testing.B) {
 		}
 		lines++
 	}
-}
-
-// BenchmarkDecodeStatusReply: the daemon's status reply for 100
-// workspaces, 100 sessions and 300 listeners (testdata, as the console's
-// benchmark keeps it), read as a caller of the socket reads it, beside
-// encoding/json alone.
-func BenchmarkDecodeStatusReply(b *testing.B) {
-	line, err := os.ReadFile("testdata/status-reply-100.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Run("ocx", func(b *testing.B) {
-		b.SetBytes(int64(len(line)))
-		b.ReportAllocs()
-		for b.Loop() {
-			r, err := DecodeReply(line)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if len(r.State.Sessions) != 100 || len(r.State.Listeners) != 300 {
-				b.Fatalf("%d sessions, %d listeners", len(r.State.Sessions), len(r.State.Listeners))
-			}
-		}
-	})
-	b.Run("encoding-json", func(b *testing.B) {
-		b.SetBytes(int64(len(line)))
-		b.ReportAllocs()
-		for b.Loop() {
-			var r Reply
-			if err := json.Unmarshal(line, &r); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // TestBudgetNotes: an end note and a stopped note may name the limit a
@@ -29,7 +31,7 @@ func TestBudgetNotes(t *testing.T) {
 		{"stopped by a signal with a budget", `{"ocx": "stopped", "login": "a", "project": "p", "cause": "signal", "signal": "SIGTERM", "budget": "wall"}`, "budget"},
 		{"a note with no budget", `{"ocx": "stop", "budget": "wall"}`, "budget"},
 	} {
-		n, err := DecodeNote([]byte(c.block))
+		n, err := decodeNote([]byte(c.block))
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: refused: %v", c.name, err)
@@ -41,7 +43,7 @@ func TestBudgetNotes(t *testing.T) {
 	if err != nil || n.Budget != LimitWall || !strings.Contains(n.String(), "budget=wall") {
 		t.Errorf("end note: %v %v", n, err)
 	}
-	if _, err := DecodeNote([]byte(`{"ocx": "stop", "budget": "wall"}`)); !errors.Is(err, ErrUnknownKey) {
+	if _, err := decodeNote([]byte(`{"ocx": "stop", "budget": "wall"}`)); !errors.Is(err, strictjson.ErrUnknownKey) {
 		t.Errorf("budget on a stop note: %v, want ErrUnknownKey", err)
 	}
 }

@@ -113,11 +113,11 @@ func TestGoAcceptsOnlyWhatTheSchemaAccepts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range append(NoteKinds(), KindState) {
+	for _, kind := range append(noteKinds(), kindState) {
 		t.Run(string(kind), func(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				var doc []byte
-				if kind == KindState {
+				if kind == kindState {
 					enc, err := genState().Draw(t, "state").Encode()
 					if err != nil {
 						t.Fatal(err)
@@ -151,10 +151,10 @@ func TestGoAcceptsOnlyWhatTheSchemaAccepts(t *testing.T) {
 					t.Fatal(err)
 				}
 				var goErr error
-				if kind == KindState {
+				if kind == kindState {
 					_, goErr = DecodeState(mutated)
 				} else {
-					_, goErr = DecodeNote(mutated)
+					_, goErr = decodeNote(mutated)
 				}
 				if goErr != nil {
 					return
@@ -162,8 +162,8 @@ func TestGoAcceptsOnlyWhatTheSchemaAccepts(t *testing.T) {
 				// A mutated "ocx" may make it another kind: the schema is the one
 				// its "ocx" names, as for any note read.
 				validate := schemas.ValidateNote
-				if kind == KindState {
-					validate = func(doc []byte) error { return schemas.Validate(design.SchemaFile(string(KindState)), doc) }
+				if kind == kindState {
+					validate = func(doc []byte) error { return schemas.Validate(design.SchemaFile(string(kindState)), doc) }
 				}
 				if serr := validate(mutated); serr != nil {
 					t.Fatalf("the Go reader accepts what the schema refuses:\n%s\n%v", mutated, serr)

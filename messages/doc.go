@@ -1,12 +1,15 @@
-// Package messages is OCX's vocabulary, shared by every part: the actors'
-// protocol (the daemon pipe's lines, the actors' messages and effects),
-// the notes and definitions written on the record as fenced JSON blocks,
-// seed 004's run message with its layers and values, the socket's asks
-// and replies, the status JSON, the tools' input and output, the model
-// APIs' usage decoders, the host files node.json and binding.json, and the
-// name rules. It parses, validates and renders; it does no I/O.
+// Package messages is what OCX writes and reads on the record and beside
+// it: the notes and definitions on the record as fenced JSON blocks, seed
+// 004's run message with its layers and values, the tools' input, the
+// daemon pipe's lines, the status JSON, the host files (node.json,
+// binding.json, the usage files) and the name rules. It parses, validates
+// and renders; it does no I/O.
 //
-// Every reader takes its JSON in two passes (fill.go): parseStrict, then fill,
-// one reader for every type, driven by the struct's json tags and by why,
-// max and ocx; Validate comes last, and every error names the field at fault.
+// Every reader takes its JSON in two passes (fill.go): strictjson.Parse,
+// then Fill, one reader for every type, driven by the struct's json tags and
+// by why, max and ocx; Validate comes last, and every error names the field
+// at fault. Below it are messages/strictjson (the strict reader and its
+// errors) and messages/modelapi (the model APIs' usage and bounds); above it,
+// importing it, messages/protocol (the actors' messages and effects) and
+// messages/wire (the socket's asks and replies).
 package messages

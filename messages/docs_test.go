@@ -178,14 +178,14 @@ func TestNotesDoc(t *testing.T) {
 			wantKind, got = "Refused", err.Error()
 		case "ci-tag":
 			for _, l := range strings.Split(b.body, "\n") {
-				tag, err := ParseCITag(l)
+				tag, err := parseCITag(l)
 				if err != nil || tag.String() != l {
 					t.Errorf("%s: %q: %v (renders %q)", where, l, err, tag.String())
 				}
 			}
 			continue
 		case "ci-tag-refused":
-			_, err := ParseCITag(b.body)
+			_, err := parseCITag(b.body)
 			if err == nil {
 				t.Errorf("%s: %q was accepted", where, b.body)
 				continue
@@ -213,7 +213,7 @@ func TestNotesDoc(t *testing.T) {
 			t.Errorf("%s:\n have %s: %s\n want %s: %s", where, b.claimKind, b.claim, wantKind, got)
 		}
 	}
-	for _, k := range append(NoteKinds(), KindState) {
+	for _, k := range append(noteKinds(), kindState) {
 		if !kindsShown[string(k)] {
 			t.Errorf("notes.md shows no canonical example of %q", k)
 		}
@@ -241,7 +241,7 @@ func checkDocNote(t *testing.T, where string, schemas *validate.Schemas, b docBl
 			t.Errorf("%s: %v", where, err)
 			return ""
 		}
-		kind, str = string(KindState), s.String()
+		kind, str = string(kindState), s.String()
 		enc, encErr = s.Encode()
 		if encErr == nil && b.info == "json" && "```json\n"+string(enc)+"```\n" != b.raw {
 			t.Errorf("%s: the canonical encoding differs from the example:\n%s", where, enc)
@@ -251,7 +251,7 @@ func checkDocNote(t *testing.T, where string, schemas *validate.Schemas, b docBl
 			t.Errorf("%s: re-encoded state reads back as %v (%v)", where, again, err)
 		}
 	} else {
-		n, err := DecodeNote([]byte(b.body))
+		n, err := decodeNote([]byte(b.body))
 		if err != nil {
 			t.Errorf("%s: %v", where, err)
 			return ""
@@ -290,10 +290,10 @@ func refusedDocNote(t *testing.T, where string, schemas *validate.Schemas, b doc
 	var file string
 	if strings.Contains(b.body, `"ocx": "state"`) {
 		_, err = DecodeState([]byte(b.body))
-		file = design.SchemaFile(string(KindState))
+		file = design.SchemaFile(string(kindState))
 	} else {
-		_, err = DecodeNote([]byte(b.body))
-		for _, k := range NoteKinds() {
+		_, err = decodeNote([]byte(b.body))
+		for _, k := range noteKinds() {
 			if strings.Contains(b.body, `"ocx": "`+string(k)+`"`) {
 				file = design.SchemaFile(string(k))
 			}

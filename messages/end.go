@@ -5,22 +5,24 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
-// EndStatus says how a session's process ended.
-type EndStatus string
+// endStatus says how a session's process ended.
+type endStatus string
 
 // The statuses of an end note (D6).
 const (
 	// EndExited: it exited by itself; ExitCode says with what.
-	EndExited EndStatus = "exited"
+	EndExited endStatus = "exited"
 	// EndSignaled: a signal ended it; Signal names it.
-	EndSignaled EndStatus = "signaled"
+	EndSignaled endStatus = "signaled"
 	// EndUnknown: the daemon saw it gone but could not reap it (not its child),
 	// so it records no guessed exit status.
-	EndUnknown EndStatus = "unknown"
+	EndUnknown endStatus = "unknown"
 	// EndSandboxFailed: the sandbox could not be set up, so the session never ran.
-	EndSandboxFailed EndStatus = "sandbox-failed"
+	EndSandboxFailed endStatus = "sandbox-failed"
 )
 
 // CIResult is a CI run's result on a check-in.
@@ -41,7 +43,7 @@ const (
 // its check-in (a ci tag's value or a verdict's): green, red, pass, fail,
 // or none when value is neither.
 func RunResultOf(value string) CIResult {
-	if t, err := ParseCITag(value); err == nil {
+	if t, err := parseCITag(value); err == nil {
 		return t.Result
 	}
 	if v, err := ParseVerdict(value); err == nil {
@@ -63,7 +65,7 @@ type EndNote struct {
 	Project   string    `json:"project" why:"the note names the project of its workspace"`
 	PID       int       `json:"pid" max:"pid" why:"a process is named by its PID and start time"`
 	StartTime uint64    `json:"start_time" why:"a process is named by its PID and start time (clock ticks since boot)"`
-	Status    EndStatus `json:"status" why:"an end says how the process ended: exited, signaled, unknown or sandbox-failed"`
+	Status    endStatus `json:"status" why:"an end says how the process ended: exited, signaled, unknown or sandbox-failed"`
 	// ExitCode is set for exited (required) and sandbox-failed (when known).
 	ExitCode *int `json:"exit_code,omitempty" max:"code"`
 	// Signal names the signal for signaled, as SIGTERM.
@@ -96,7 +98,7 @@ type EndNote struct {
 }
 
 // NoteKind is "end".
-func (*EndNote) NoteKind() NoteKind { return KindEnd }
+func (*EndNote) NoteKind() NoteKind { return kindEnd }
 
 // StatusString renders how the process ended: "exited 0", "signaled
 // SIGKILL", "unknown".
@@ -122,7 +124,7 @@ func (n *EndNote) Validate() error {
 	if err := checkHeader(n.Version, n.Login, n.Project); err != nil {
 		return err
 	}
-	if err := checkHash("launch", n.Launch); err != nil {
+	if err := CheckHash("launch", n.Launch); err != nil {
 		return err
 	}
 	if err := checkPID("pid", n.PID); err != nil {
@@ -132,7 +134,7 @@ func (n *EndNote) Validate() error {
 		return err
 	}
 	if n.ExitCode != nil && (*n.ExitCode < 0 || *n.ExitCode > 255) {
-		return fieldErr("exit_code", ErrInvalid, fmt.Sprintf("%d is not an exit code (0 to 255)", *n.ExitCode))
+		return strictjson.FieldErr("exit_code", strictjson.ErrInvalid, fmt.Sprintf("%d is not an exit code (0 to 255)", *n.ExitCode))
 	}
 	if n.Signal != "" {
 		if err := checkSignal("signal", n.Signal); err != nil {
@@ -142,7 +144,7 @@ func (n *EndNote) Validate() error {
 	if err := n.validateStatus(); err != nil {
 		return err
 	}
-	if err := checkLine("release", n.Release, true, MaxShortLen); err != nil {
+	if err := CheckLine("release", n.Release, true, MaxShortLen); err != nil {
 		return err
 	}
 	if err := checkTime("seen", n.Seen); err != nil {
@@ -152,11 +154,11 @@ func (n *EndNote) Validate() error {
 		return err
 	}
 	if n.Budget != "" {
-		if err := checkBudget("budget", n.Budget, BudgetLimits); err != nil {
+		if err := checkBudget("budget", n.Budget, budgetLimits); err != nil {
 			return err
 		}
 		if n.Status == EndSandboxFailed {
-			return fieldErr("budget", ErrInvalid, "a session whose sandbox failed to start never ran, so it ran past no limit")
+			return strictjson.FieldErr("budget", strictjson.ErrInvalid, "a session whose sandbox failed to start never ran, so it ran past no limit")
 		}
 	}
 	if n.Usage != nil {
@@ -168,10 +170,10 @@ func (n *EndNote) Validate() error {
 	case "":
 	case CIGreen, CIRed, CIPass, CIFail, CINone:
 		if n.Checkin == "" {
-			return fieldErr("result", ErrInvalid, "a result belongs to a CI run; the note names no checkin")
+			return strictjson.FieldErr("result", strictjson.ErrInvalid, "a result belongs to a CI run; the note names no checkin")
 		}
 	default:
-		return fieldErr("result", ErrInvalid, fmt.Sprintf("%s is not a CI result (green, red, pass, fail, none)", quoteShort(string(n.Result))))
+		return strictjson.FieldErr("result", strictjson.ErrInvalid, fmt.Sprintf("%s is not a CI result (green, red, pass, fail, none)", strictjson.QuoteShort(string(n.Result))))
 	}
 	return checkText("note", n.Note, true, MaxTextLen)
 }
@@ -182,39 +184,39 @@ func (n *EndNote) validateStatus() error {
 	switch n.Status {
 	case EndExited:
 		if n.ExitCode == nil {
-			return fieldErr("exit_code", ErrMissing, "is missing; an exited process has an exit code")
+			return strictjson.FieldErr("exit_code", strictjson.ErrMissing, "is missing; an exited process has an exit code")
 		}
 		if n.Signal != "" {
-			return fieldErr("signal", ErrInvalid, "an exited process was not ended by a signal")
+			return strictjson.FieldErr("signal", strictjson.ErrInvalid, "an exited process was not ended by a signal")
 		}
 		if n.Killed {
-			return fieldErr("killed", ErrInvalid, "is true, but a killed process is signaled, not exited")
+			return strictjson.FieldErr("killed", strictjson.ErrInvalid, "is true, but a killed process is signaled, not exited")
 		}
 	case EndSignaled:
 		if n.Signal == "" {
-			return fieldErr("signal", ErrMissing, "is missing; a signaled process names the signal, as SIGTERM")
+			return strictjson.FieldErr("signal", strictjson.ErrMissing, "is missing; a signaled process names the signal, as SIGTERM")
 		}
 		if n.ExitCode != nil {
-			return fieldErr("exit_code", ErrInvalid, "a signaled process has no exit code")
+			return strictjson.FieldErr("exit_code", strictjson.ErrInvalid, "a signaled process has no exit code")
 		}
 	case EndUnknown:
 		if n.ExitCode != nil {
-			return fieldErr("exit_code", ErrInvalid, "an end the daemon could not reap has no exit code; it is never guessed")
+			return strictjson.FieldErr("exit_code", strictjson.ErrInvalid, "an end the daemon could not reap has no exit code; it is never guessed")
 		}
 		if n.Signal != "" {
-			return fieldErr("signal", ErrInvalid, "an end the daemon could not reap has no signal; it is never guessed")
+			return strictjson.FieldErr("signal", strictjson.ErrInvalid, "an end the daemon could not reap has no signal; it is never guessed")
 		}
 	case EndSandboxFailed:
 		if n.Signal != "" {
-			return fieldErr("signal", ErrInvalid, "a sandbox that failed to start names no signal")
+			return strictjson.FieldErr("signal", strictjson.ErrInvalid, "a sandbox that failed to start names no signal")
 		}
 		if n.Killed {
-			return fieldErr("killed", ErrInvalid, "is true, but a sandbox that failed to start was not killed")
+			return strictjson.FieldErr("killed", strictjson.ErrInvalid, "is true, but a sandbox that failed to start was not killed")
 		}
 	case "":
-		return fieldErr("status", ErrMissing, "is empty; it is exited, signaled, unknown or sandbox-failed")
+		return strictjson.FieldErr("status", strictjson.ErrMissing, "is empty; it is exited, signaled, unknown or sandbox-failed")
 	default:
-		return fieldErr("status", ErrInvalid, fmt.Sprintf("%s is not an end status (exited, signaled, unknown, sandbox-failed)", quoteShort(string(n.Status))))
+		return strictjson.FieldErr("status", strictjson.ErrInvalid, fmt.Sprintf("%s is not an end status (exited, signaled, unknown, sandbox-failed)", strictjson.QuoteShort(string(n.Status))))
 	}
 	return nil
 }
@@ -240,17 +242,17 @@ func checkSignal(field, s string) error {
 		}
 	}
 	if bad {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a signal's name, as SIGTERM or SIGRTMIN+3", quoteShort(s)))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a signal's name, as SIGTERM or SIGRTMIN+3", strictjson.QuoteShort(s)))
 	}
 	return nil
 }
 
 func checkTime(field string, t time.Time) error {
 	if t.IsZero() {
-		return fieldErr(field, ErrMissing, "is missing; it is when the end was seen, in UTC")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is missing; it is when the end was seen, in UTC")
 	}
 	if y := t.UTC().Year(); y < 1970 || y > 9999 {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("year %d is out of range (1970 to 9999)", y))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("year %d is out of range (1970 to 9999)", y))
 	}
 	return nil
 }
@@ -262,7 +264,7 @@ func parseUTC(field, s string) (time.Time, error) {
 	var t time.Time
 	perr := t.UnmarshalText([]byte(s))
 	if perr != nil || !utcShape(s) {
-		return time.Time{}, fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a time in UTC as RFC 3339 writes it (2026-10-13T09:30:00Z)", quoteShort(s)))
+		return time.Time{}, strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a time in UTC as RFC 3339 writes it (2026-10-13T09:30:00Z)", strictjson.QuoteShort(s)))
 	}
 	return t.UTC(), nil
 }
@@ -307,7 +309,7 @@ func (n *EndNote) Encode() ([]byte, error) {
 
 // String renders the note on one line.
 func (n *EndNote) String() string {
-	l := newLine(KindEnd).version(n.Version).word(n.Login+"/"+n.Project).kv("launch", n.Launch).
+	l := newLine(kindEnd).version(n.Version).word(n.Login+"/"+n.Project).kv("launch", n.Launch).
 		kv("pid", strconv.Itoa(n.PID)).num("start_time", n.StartTime).kv("status", string(n.Status))
 	if n.ExitCode != nil {
 		l.kv("exit_code", strconv.Itoa(*n.ExitCode))

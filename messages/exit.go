@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // How a process ended: one exit status (ExitStatus) for a session's process
@@ -13,7 +15,7 @@ import (
 
 // ExitStatus is how a process ended, in the terms of an end note (D6).
 type ExitStatus struct {
-	State EndStatus `json:"state"`
+	State endStatus `json:"state"`
 	// Code is the exit code (exited; sandbox-failed when known).
 	Code int `json:"code,omitempty"`
 	// Signal names the signal that ended it, as the end note writes it: "SIGTERM".
@@ -68,13 +70,13 @@ func (e ExitStatus) Validate() error {
 		return nil
 	case EndSignaled:
 		if e.Signal == "" {
-			return fieldErr("signal", ErrMissing, "is empty; a signaled exit names its signal")
+			return strictjson.FieldErr("signal", strictjson.ErrMissing, "is empty; a signaled exit names its signal")
 		}
 		return nil
 	case "":
-		return fieldErr("state", ErrMissing, "is empty; an exit is exited, signaled, unknown or sandbox-failed")
+		return strictjson.FieldErr("state", strictjson.ErrMissing, "is empty; an exit is exited, signaled, unknown or sandbox-failed")
 	default:
-		return fieldErr("state", ErrInvalid, quoteShort(string(e.State))+" is not exited, signaled, unknown or sandbox-failed")
+		return strictjson.FieldErr("state", strictjson.ErrInvalid, strictjson.QuoteShort(string(e.State))+" is not exited, signaled, unknown or sandbox-failed")
 	}
 }
 

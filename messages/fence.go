@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
-// Block is one fenced JSON block of a post: the text between a line of three
+// block is one fenced JSON block of a post: the text between a line of three
 // backticks and `json` and the line of backticks that closes it.
-type Block struct {
+type block struct {
 	Line int    // the line of its opening fence, counting from 1
 	JSON []byte // what lies between the fences, lines joined by '\n'
 }
@@ -27,9 +29,9 @@ type fence struct {
 // never closed is a truncated post: Blocks reports it (ErrUnclosedFence) rather
 // than read a block that may have lost its end. Another kind of block left open
 // runs to the end of the post, as in Markdown, and is not an error.
-func Blocks(text []byte) ([]Block, error) {
+func Blocks(text []byte) ([]block, error) {
 	var (
-		out  []Block
+		out  []block
 		open *fence
 		buf  []byte
 	)
@@ -53,7 +55,7 @@ func Blocks(text []byte) ([]Block, error) {
 		}
 		if closingFence(line, open) {
 			if open.json {
-				out = append(out, Block{Line: open.line, JSON: bytes.Clone(buf)})
+				out = append(out, block{Line: open.line, JSON: bytes.Clone(buf)})
 			}
 			open = nil
 			continue
@@ -66,7 +68,7 @@ func Blocks(text []byte) ([]Block, error) {
 		}
 	}
 	if open != nil && open.json {
-		return out, &FieldError{Where: "post", Field: fmt.Sprintf("block at line %d", open.line), Problem: "the ```json block is never closed; the post may be truncated", Err: ErrUnclosedFence}
+		return out, &strictjson.FieldError{Where: "post", Field: fmt.Sprintf("block at line %d", open.line), Problem: "the ```json block is never closed; the post may be truncated", Err: strictjson.ErrUnclosedFence}
 	}
 	return out, nil
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 func TestBlocks(t *testing.T) {
@@ -36,7 +38,7 @@ func TestBlocks(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			blocks, err := Blocks([]byte(tc.text))
 			if tc.error != "" {
-				if !errors.Is(err, ErrUnclosedFence) || !strings.Contains(err.Error(), tc.error) {
+				if !errors.Is(err, strictjson.ErrUnclosedFence) || !strings.Contains(err.Error(), tc.error) {
 					t.Fatalf("error %v, want one naming %q", err, tc.error)
 				}
 				return
@@ -73,7 +75,7 @@ func TestDecodeNoteAs(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := DecodeNoteAs[*WorkspaceDefinition]([]byte(block))
-	if !errors.Is(err, ErrWrongKind) || !strings.Contains(err.Error(), `ocx: is "stop"; a workspace note is expected here`) {
+	if !errors.Is(err, strictjson.ErrWrongKind) || !strings.Contains(err.Error(), `ocx: is "stop"; a workspace note is expected here`) {
 		t.Fatalf("error %v", err)
 	}
 }

@@ -9,11 +9,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
-// A reader takes a block in two passes. parseStrict is the first: one JSON
+// A reader takes a block in two passes. strictjson.Parse is the first: one JSON
 // value, no key twice, valid UTF-8, bounded depth and size, numbers kept as
-// written. fill is the second: it sets a struct from that tree by the
+// written. Fill is the second: it sets a struct from that tree by the
 // struct's own json tags, naming the field at fault (with its list index) in
 // every error. Validate comes last. No type has a decoder of its own; a few
 // add a rule only the tree can tell (a key's presence) in a decoded method.
@@ -21,7 +23,7 @@ import (
 // Besides json, a field's tags say:
 //
 //	why:"..."      the key is required; the words say why when it is missing
-//	max:"pid"      a whole number's bound: pid (MaxPID) or code (255);
+//	max:"pid"      a whole number's bound: pid (maxPID) or code (255);
 //	               2^53-1 otherwise
 //	ocx:"closed"   an object (or each of a list of objects) that refuses a
 //	               key it does not know: an unknown key there may be a limit,
@@ -33,17 +35,17 @@ import (
 // leaves out what it has not got. A key the struct does not name is left
 // alone, as a reader of a newer note does, but for the limit-bearing keys
 // decodeTree refuses.
-func fill(o jobj, v any) error {
+func Fill(o strictjson.Obj, v any) error {
 	rv := reflect.ValueOf(v).Elem()
 	return fillStruct(o, rv)
 }
 
-// decoder is a type with a rule fill cannot tell from tags alone.
+// decoder is a type with a rule Fill cannot tell from tags alone.
 type decoder interface {
-	decoded(o jobj) error
+	decoded(o strictjson.Obj) error
 }
 
-// plan is how fill reads one struct type: its fields in order, embedded
+// plan is how Fill reads one struct type: its fields in order, embedded
 // structs flattened as encoding/json does.
 type plan struct {
 	fields []planField
@@ -96,12 +98,12 @@ func addFields(p *plan, t reflect.Type, index []int) {
 		if name == "" {
 			name = sf.Name
 		}
-		f := planField{index: idx, key: name, max: MaxSafeInt}
+		f := planField{index: idx, key: name, max: strictjson.MaxSafeInt}
 		f.why, f.required = sf.Tag.Lookup("why")
 		switch m := sf.Tag.Get("max"); m {
 		case "":
 		case "pid":
-			f.max = MaxPID
+			f.max = maxPID
 		case "code":
 			f.max = 255
 		default:
@@ -124,7 +126,7 @@ func addFields(p *plan, t reflect.Type, index []int) {
 	}
 }
 
-func fillStruct(o jobj, rv reflect.Value) error {
+func fillStruct(o strictjson.Obj, rv reflect.Value) error {
 	p := planOf(rv.Type())
 	for _, f := range p.fields {
 		dst := rv.FieldByIndex(f.index)
@@ -143,11 +145,11 @@ func fillStruct(o jobj, rv reflect.Value) error {
 }
 
 // fillField reads one key of o into dst.
-func fillField(o jobj, f planField, dst reflect.Value) error {
-	v, ok := o.m[f.key]
+func fillField(o strictjson.Obj, f planField, dst reflect.Value) error {
+	v, ok := o.Map[f.key]
 	if !ok {
 		if f.required {
-			return o.missing(f.key, f.why)
+			return o.Missing(f.key, f.why)
 		}
 		return nil
 	}
@@ -164,14 +166,14 @@ func fillField(o jobj, f planField, dst reflect.Value) error {
 }
 
 // fillValue sets dst, a value of the field f, from v, the key's value.
-func fillValue(o jobj, f planField, v any, dst reflect.Value) error {
-	field := o.field(f.key)
+func fillValue(o strictjson.Obj, f planField, v any, dst reflect.Value) error {
+	field := o.Field(f.key)
 	t := dst.Type()
 	switch {
 	case t == timeType:
 		s, ok := v.(string)
 		if !ok {
-			return o.wrongType(f.key, "a string", v)
+			return o.WrongType(f.key, "a string", v)
 		}
 		tm, err := parseUTC(field, s)
 		if err != nil {
@@ -182,28 +184,28 @@ func fillValue(o jobj, f planField, v any, dst reflect.Value) error {
 	case t.Kind() == reflect.String:
 		s, ok := v.(string)
 		if !ok {
-			return o.wrongType(f.key, "a string", v)
+			return o.WrongType(f.key, "a string", v)
 		}
 		if s == "" && !f.required && !f.empty {
-			return fieldErr(field, ErrInvalid, "is empty; leave the key out instead")
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, "is empty; leave the key out instead")
 		}
 		dst.SetString(s)
 		return nil
 	case t.Kind() == reflect.Bool:
 		b, ok := v.(bool)
 		if !ok {
-			return o.wrongType(f.key, "true or false", v)
+			return o.WrongType(f.key, "true or false", v)
 		}
 		dst.SetBool(b)
 		return nil
 	case t.Kind() == reflect.Int || t.Kind() == reflect.Uint64:
 		num, ok := v.(json.Number)
 		if !ok {
-			return o.wrongType(f.key, "a whole number", v)
+			return o.WrongType(f.key, "a whole number", v)
 		}
 		n, err := strconv.ParseUint(num.String(), 10, 64)
 		if err != nil || n > f.max {
-			return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a whole number from 0 to %d", shortToken(num.String()), f.max))
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a whole number from 0 to %d", strictjson.ShortToken(num.String()), f.max))
 		}
 		if t.Kind() == reflect.Int {
 			dst.SetInt(int64(n))
@@ -214,13 +216,13 @@ func fillValue(o jobj, f planField, v any, dst reflect.Value) error {
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
 		a, ok := v.([]any)
 		if !ok {
-			return o.wrongType(f.key, "a list of strings", v)
+			return o.WrongType(f.key, "a list of strings", v)
 		}
 		out := reflect.MakeSlice(t, len(a), len(a))
 		for i, e := range a {
 			s, ok := e.(string)
 			if !ok {
-				return fieldErr(indexField(field, i), ErrInvalid, "must be a string, not "+jsonType(e))
+				return strictjson.FieldErr(strictjson.IndexField(field, i), strictjson.ErrInvalid, "must be a string, not "+strictjson.JSONType(e))
 			}
 			out.Index(i).SetString(s)
 		}
@@ -229,17 +231,17 @@ func fillValue(o jobj, f planField, v any, dst reflect.Value) error {
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
 		a, ok := v.([]any)
 		if !ok {
-			return o.wrongType(f.key, "a list of objects", v)
+			return o.WrongType(f.key, "a list of objects", v)
 		}
 		out := reflect.MakeSlice(t, len(a), len(a))
 		for i, e := range a {
 			m, ok := e.(map[string]any)
 			if !ok {
-				return fieldErr(indexField(field, i), ErrInvalid, "must be an object, not "+jsonType(e))
+				return strictjson.FieldErr(strictjson.IndexField(field, i), strictjson.ErrInvalid, "must be an object, not "+strictjson.JSONType(e))
 			}
-			in := jobj{path: indexField(field, i), m: m}
+			in := strictjson.Obj{Path: strictjson.IndexField(field, i), Map: m}
 			if f.closed {
-				if err := in.onlyKeys(indexField(f.key, i), planOf(t.Elem()).keys...); err != nil {
+				if err := in.OnlyKeys(strictjson.IndexField(f.key, i), planOf(t.Elem()).keys...); err != nil {
 					return err
 				}
 			}
@@ -252,11 +254,11 @@ func fillValue(o jobj, f planField, v any, dst reflect.Value) error {
 	case t.Kind() == reflect.Struct:
 		m, ok := v.(map[string]any)
 		if !ok {
-			return o.wrongType(f.key, "an object", v)
+			return o.WrongType(f.key, "an object", v)
 		}
-		in := jobj{path: field, m: m}
+		in := strictjson.Obj{Path: field, Map: m}
 		if f.closed {
-			if err := in.onlyKeys(f.key, planOf(t).keys...); err != nil {
+			if err := in.OnlyKeys(f.key, planOf(t).keys...); err != nil {
 				return err
 			}
 		}
@@ -264,9 +266,9 @@ func fillValue(o jobj, f planField, v any, dst reflect.Value) error {
 	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && t.Elem().Kind() == reflect.Struct:
 		m, ok := v.(map[string]any)
 		if !ok {
-			return o.wrongType(f.key, "an object", v)
+			return o.WrongType(f.key, "an object", v)
 		}
-		in := jobj{path: field, m: m}
+		in := strictjson.Obj{Path: field, Map: m}
 		names := make([]string, 0, len(m))
 		for k := range m {
 			names = append(names, k)
@@ -276,10 +278,10 @@ func fillValue(o jobj, f planField, v any, dst reflect.Value) error {
 		for _, k := range names {
 			em, ok := m[k].(map[string]any)
 			if !ok {
-				return in.wrongType(k, "an object", m[k])
+				return in.WrongType(k, "an object", m[k])
 			}
 			e := reflect.New(t.Elem()).Elem()
-			if err := fillStruct(jobj{path: in.field(k), m: em}, e); err != nil {
+			if err := fillStruct(strictjson.Obj{Path: in.Field(k), Map: em}, e); err != nil {
 				return err
 			}
 			out.SetMapIndex(reflect.ValueOf(k).Convert(t.Key()), e)

@@ -3,14 +3,13 @@ package messages
 import (
 	"bytes"
 	"errors"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/docs/design/validate"
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // Fuzz targets, one per decoder. Each checks that the decoder never panics,
@@ -40,7 +39,7 @@ func docSeeds(f *testing.F, infos ...string) []string {
 
 func checkRefusal(t *testing.T, err error) {
 	t.Helper()
-	var fe *FieldError
+	var fe *strictjson.FieldError
 	if !errors.As(err, &fe) {
 		t.Fatalf("error %T is not a *FieldError: %v", err, err)
 	}
@@ -62,7 +61,7 @@ func FuzzDecodeNote(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		n, err := DecodeNote(data)
+		n, err := decodeNote(data)
 		if err != nil {
 			checkRefusal(t, err)
 			return
@@ -74,7 +73,7 @@ func FuzzDecodeNote(f *testing.F) {
 		if err != nil {
 			t.Fatalf("accepted %v but cannot encode it: %v", n, err)
 		}
-		again, err := DecodeNote(unfence(t, enc))
+		again, err := decodeNote(unfence(t, enc))
 		if err != nil || !reflect.DeepEqual(again, n) {
 			t.Fatalf("re-encoded note reads back as %v, %v; was %v", again, err, n)
 		}
@@ -143,7 +142,7 @@ func FuzzDecodeState(f *testing.F) {
 			checkRefusal(t, err)
 			return
 		}
-		if serr := schemas.Validate(design.SchemaFile(string(KindState)), data); serr != nil {
+		if serr := schemas.Validate(design.SchemaFile(string(kindState)), data); serr != nil {
 			t.Fatalf("the Go reader accepts what the schema refuses:\n%s\n%v", data, serr)
 		}
 		enc, err := s.Encode()
@@ -192,9 +191,9 @@ func FuzzPipeSplitter(f *testing.F) {
 	f.Add([]byte("\n\n\nstop a b"), uint16(1))
 	f.Fuzz(func(t *testing.T, data []byte, cut uint16) {
 		// Whole, and cut in two anywhere: the same reads.
-		var whole, parts PipeSplitter
+		var whole, parts pipeSplitter
 		a := render(whole.Feed(data))
-		if whole.Pending() >= PipeBuf {
+		if whole.Pending() >= pipeBuf {
 			t.Fatalf("holds %d bytes", whole.Pending())
 		}
 		c := int(cut) % (len(data) + 1)
@@ -217,7 +216,7 @@ func FuzzPipeSplitter(f *testing.F) {
 	})
 }
 
-func render(rs []PipeRead) string {
+func render(rs []pipeRead) string {
 	var b strings.Builder
 	for _, r := range rs {
 		b.WriteString(r.String())
@@ -234,7 +233,7 @@ func FuzzParseCITag(f *testing.F) {
 	}
 	f.Add("red: a: b")
 	f.Fuzz(func(t *testing.T, v string) {
-		tag, err := ParseCITag(v)
+		tag, err := parseCITag(v)
 		if err != nil {
 			checkRefusal(t, err)
 			return
@@ -354,84 +353,24 @@ func FuzzExpandValues(f *testing.F) {
 		for _, m := range valueRef.FindAllStringSubmatch(s, -1) {
 			want = append(want, m[1])
 		}
-		if got := ValueRefs(s); !reflect.DeepEqual(got, want) {
+		if got := valueRefs(s); !reflect.DeepEqual(got, want) {
 			t.Fatalf("ValueRefs(%q) = %q, regexp %q", s, got, want)
 		}
 		if len(want) == 0 {
-			if got, _, ok := ExpandString(s, RunValues{"a": "b"}); !ok || got != s {
+			if got, _, ok := expandString(s, RunValues{"a": "b"}); !ok || got != s {
 				t.Fatalf("ExpandString(%q) = %q", s, got)
 			}
 			return
 		}
-		if _, missing, ok := ExpandString(s, RunValues{}); ok || missing != want[0] {
+		if _, missing, ok := expandString(s, RunValues{}); ok || missing != want[0] {
 			t.Fatalf("ExpandString(%q) with nothing set: missing %q, ok %v", s, missing, ok)
 		}
 		vals := RunValues{}
 		for _, n := range want {
 			vals[n] = "<" + n + ">"
 		}
-		if got, _, ok := ExpandString(s, vals); !ok || got != valueRef.ReplaceAllString(s, "<$1>") {
+		if got, _, ok := expandString(s, vals); !ok || got != valueRef.ReplaceAllString(s, "<$1>") {
 			t.Fatalf("ExpandString(%q) = %q", s, got)
-		}
-	})
-}
-
-// FuzzDecodeRunCare: the care file's reader never panics, and what it
-// reads encodes and reads back to the same bytes.
-func FuzzDecodeRunCare(f *testing.F) {
-	for _, s := range []string{
-		`{"run": "` + testRunHash + `", "repository": "/r.fossil", "since": "2026-01-02T03:04:05Z"}`,
-		`{"run": "` + testRunHash + `", "repository": "/r", "since": "2026-01-02T03:04:05Z", "proc": 2, "process": {"pid": 7, "start": 99}, "launched_at": "2026-01-02T03:04:06Z", "given": {"receipt": 3, "row": 4}, "socket": "/s.sock", "workspace": "/w"}`,
-		`{}`, `{"process": null}`, `[]`, `{"since": "yesterday"}`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := DecodeRunCare(data)
-		if err != nil {
-			return
-		}
-		enc, err := c.Encode()
-		if err != nil {
-			return // a time JSON cannot write (a year past 9999)
-		}
-		back, err := DecodeRunCare(enc)
-		if err != nil {
-			t.Fatalf("its encoding does not read back: %v\n%s", err, enc)
-		}
-		if again, _ := back.Encode(); !bytes.Equal(again, enc) {
-			t.Fatalf("not stable:\n%s\n%s", enc, again)
-		}
-	})
-}
-
-// FuzzParseStrictFast: the quick reader takes only what the token reader
-// takes, and reads it to the same values; what the token reader takes,
-// the quick one takes too.
-func FuzzParseStrictFast(f *testing.F) {
-	for _, s := range []string{
-		`{}`, `[]`, `{"a":1,"b":[1,2,{"a":"x"}]}`, `{"a":1,"a":2}`, `{"a":1,"\u0061":2}`, `{"a":{"b":1},"b":{"b":2}}`,
-		`{"k":"\ud800"}`, `[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]`, `{"a":1} x`, ` "s" `, `-0.5e3`,
-		`{"a0":0,"a1":1,"a2":2,"a3":3,"a4":4,"a5":5,"a6":6,"a7":7,"a8":8,"a9":9,"b0":0,"b1":1,"b2":2,"b3":3,"b4":4,"b5":5,"b6":6,"a3":7}`,
-	} {
-		f.Add([]byte(s))
-	}
-	if b, err := os.ReadFile("testdata/status-reply-100.json"); err == nil {
-		f.Add(b)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if !utf8.Valid(data) {
-			return // parseStrict refuses it before either reader
-		}
-		slow, serr := parseSlow(data)
-		fast, ok := parseFast(data)
-		switch {
-		case ok && serr != nil:
-			t.Fatalf("the quick reader takes %q, which the token reader refuses: %v", data, serr)
-		case !ok && serr == nil:
-			t.Fatalf("the quick reader leaves %q, which the token reader takes", data)
-		case ok && !reflect.DeepEqual(slow, fast):
-			t.Fatalf("%q reads differently:\n%#v\n%#v", data, slow, fast)
 		}
 	})
 }

@@ -8,6 +8,9 @@ import (
 	"unicode"
 
 	"pgregory.net/rapid"
+
+	"github.com/ocx-go/ocx/messages/modelapi"
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // Generators of valid values, for the property tests. They reach the edges of
@@ -25,7 +28,7 @@ func genName() *rapid.Generator[string] {
 
 func genLogin() *rapid.Generator[string] {
 	return genName().Filter(func(s string) bool {
-		if ReservedRootName(s) {
+		if reservedRootName(s) {
 			return false
 		}
 		for _, p := range pseudoUsers {
@@ -54,7 +57,7 @@ func printable(multiline bool) *rapid.Generator[rune] {
 }
 
 func genBranch() *rapid.Generator[string] {
-	return rapid.StringOfN(printable(false), 1, 40, MaxBranchLen)
+	return rapid.StringOfN(printable(false), 1, 40, maxBranchLen)
 }
 
 func genText(required bool) *rapid.Generator[string] {
@@ -95,7 +98,7 @@ func genPathDirs() *rapid.Generator[[]string] {
 	return rapid.SliceOfN(genPath().Filter(func(p string) bool { return !strings.Contains(p, ":") }), 0, 5)
 }
 
-func genVersion() *rapid.Generator[int] { return rapid.SampledFrom([]int{0, Version}) }
+func genVersion() *rapid.Generator[int] { return rapid.SampledFrom([]int{0, version}) }
 
 func genArg() *rapid.Generator[string] { return rapid.StringOfN(printable(true), 0, 30, MaxTextLen) }
 
@@ -127,11 +130,11 @@ func genOpt(g *rapid.Generator[string]) *rapid.Generator[string] {
 	return rapid.OneOf(rapid.Just(""), g)
 }
 
-func genProcess() *rapid.Generator[Holder] {
-	return rapid.Custom(func(t *rapid.T) Holder {
-		return Holder{
-			PID:       rapid.IntRange(1, MaxPID).Draw(t, "pid"),
-			StartTime: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "start"),
+func genProcess() *rapid.Generator[holder] {
+	return rapid.Custom(func(t *rapid.T) holder {
+		return holder{
+			PID:       rapid.IntRange(1, maxPID).Draw(t, "pid"),
+			StartTime: rapid.Uint64Range(0, strictjson.MaxSafeInt).Draw(t, "start"),
 			Command:   genCommand().Draw(t, "command"),
 			StartedBy: rapid.SampledFrom([]Origin{OriginDaemon, OriginTerminal, OriginOrphan}).Draw(t, "by"),
 		}
@@ -179,7 +182,7 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			wall := rapid.SampledFrom([]string{"", "2h", "90s", "1d"}).Draw(t, "wall")
 			var tokens uint64
 			if d.Kind == LLM && rapid.Bool().Draw(t, "has-tokens") {
-				tokens = rapid.Uint64Range(1, MaxTokens).Draw(t, "tokens")
+				tokens = rapid.Uint64Range(1, modelapi.MaxTokens).Draw(t, "tokens")
 			}
 			disk := rapid.SampledFrom([]string{"", "16M", "4G", "1073741824"}).Draw(t, "disk")
 			if wall != "" || tokens > 0 || disk != "" {
@@ -193,17 +196,17 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 		case KindLaunch:
 			return &LaunchNote{Version: v, Login: login, Project: project, Workspace: genHash().Draw(t, "ws"), Session: genHash().Draw(t, "sess"),
 				Release: rapid.SampledFrom([]string{ReleaseCurrent, ReleasePrevious}).Draw(t, "release"), Checkin: genOpt(genHash()).Draw(t, "checkin")}
-		case KindRefusal:
+		case kindRefusal:
 			n := &RefusalNote{Version: v, Launch: genHash().Draw(t, "launch"), Login: login, Project: project, Reason: genText(true).Draw(t, "reason")}
 			if rapid.Bool().Draw(t, "holder") {
 				p := genProcess().Draw(t, "process")
 				n.Holder = &p
 			}
 			return n
-		case KindEnd:
+		case kindEnd:
 			n := &EndNote{Version: v, Launch: genHash().Draw(t, "launch"), Login: login, Project: project,
-				PID: rapid.IntRange(1, MaxPID).Draw(t, "pid"), StartTime: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "start"),
-				Status:  rapid.SampledFrom([]EndStatus{EndExited, EndSignaled, EndUnknown, EndSandboxFailed}).Draw(t, "status"),
+				PID: rapid.IntRange(1, maxPID).Draw(t, "pid"), StartTime: rapid.Uint64Range(0, strictjson.MaxSafeInt).Draw(t, "start"),
+				Status:  rapid.SampledFrom([]endStatus{EndExited, EndSignaled, EndUnknown, EndSandboxFailed}).Draw(t, "status"),
 				Release: genLineText(true).Draw(t, "release"), Seen: genTime().Draw(t, "seen"), Note: genText(true).Draw(t, "note")}
 			code := rapid.IntRange(0, 255).Draw(t, "code")
 			switch n.Status {
@@ -219,7 +222,7 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 				}
 			}
 			if n.Status != EndSandboxFailed && rapid.Bool().Draw(t, "budget") {
-				n.Budget = rapid.SampledFrom(BudgetLimits).Draw(t, "limit")
+				n.Budget = rapid.SampledFrom(budgetLimits).Draw(t, "limit")
 			}
 			if rapid.Bool().Draw(t, "has-usage") {
 				n.Usage = genUsage().Draw(t, "usage")
@@ -239,7 +242,7 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			case 1:
 				n.Cause, n.Signal = StopBySignal, genSignal().Draw(t, "signal")
 			default:
-				n.Cause, n.Budget = StopByBudget, rapid.SampledFrom(StoppedBudgetLimits).Draw(t, "limit")
+				n.Cause, n.Budget = StopByBudget, rapid.SampledFrom(stoppedBudgetLimits).Draw(t, "limit")
 			}
 			return n
 		case KindTerminated:
@@ -248,7 +251,7 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			return &ListenNote{Version: v, Listener: genListener().Draw(t, "listener")}
 		case KindUnlisten:
 			return &UnlistenNote{Version: v, Listener: genListener().Draw(t, "listener")}
-		case KindUnheard:
+		case kindUnheard:
 			n := &UnheardNote{Version: v, Post: genHash().Draw(t, "post"), Login: login, Project: project,
 				Why: rapid.SampledFrom([]UnheardWhy{UnheardNoReader, UnheardNoPipe, UnheardEnded}).Draw(t, "why")}
 			if more := rapid.SliceOfNDistinct(genHash(), 0, 4, func(s string) string { return s }).Draw(t, "more"); len(more) > 0 {
@@ -264,7 +267,7 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 			}
 			return n
 		case KindReport:
-			return &ReportNote{Version: v, Outcome: rapid.SampledFrom([]ReportOutcome{ReportDone, ReportFailed}).Draw(t, "outcome"), Summary: genText(false).Draw(t, "summary")}
+			return &ReportNote{Version: v, Outcome: rapid.SampledFrom([]reportOutcome{ReportDone, ReportFailed}).Draw(t, "outcome"), Summary: genText(false).Draw(t, "summary")}
 		case KindCI:
 			tag := genCITag().Draw(t, "tag")
 			return &CINote{Version: v, Checkin: genHash().Draw(t, "checkin"), Result: tag.Result, Line: tag.Line}
@@ -275,7 +278,7 @@ func genNote(kind NoteKind) *rapid.Generator[Note] {
 
 func genCITag() *rapid.Generator[CITag] {
 	return rapid.Custom(func(t *rapid.T) CITag {
-		line := strings.TrimSpace(rapid.StringOfN(printable(false), 0, 30, MaxCILineLen).Draw(t, "line"))
+		line := strings.TrimSpace(rapid.StringOfN(printable(false), 0, 30, maxCILineLen).Draw(t, "line"))
 		return CITag{Result: rapid.SampledFrom([]CIResult{CIGreen, CIRed}).Draw(t, "result"), Line: line}
 	})
 }
@@ -285,9 +288,9 @@ func genState() *rapid.Generator[*NodeState] {
 		s := &NodeState{Version: genVersion().Draw(t, "version")}
 		for i, p := range rapid.SliceOfNDistinct(genName(), 0, 3, rapid.ID[string]).Draw(t, "hooks") {
 			h := HookStatus{Project: p, Repository: "/srv/fossil/" + p + ".fossil", Installed: i%2 == 0,
-				Newest: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "newest")}
+				Newest: rapid.Uint64Range(0, strictjson.MaxSafeInt).Draw(t, "newest")}
 			if rapid.Bool().Draw(t, "has mark") {
-				m := rapid.Uint64Range(0, MaxSafeInt).Draw(t, "mark")
+				m := rapid.Uint64Range(0, strictjson.MaxSafeInt).Draw(t, "mark")
 				h.Mark = &m
 			}
 			if rapid.Bool().Draw(t, "held") {
@@ -313,9 +316,9 @@ func genState() *rapid.Generator[*NodeState] {
 		}
 		for range rapid.IntRange(0, 3).Draw(t, "sessions") {
 			s.Sessions = append(s.Sessions, SessionStatus{Login: genLogin().Draw(t, "login"), Project: genName().Draw(t, "project"),
-				Record: genHash().Draw(t, "record"), Launch: genOpt(genHash()).Draw(t, "launch"), PID: rapid.IntRange(1, MaxPID).Draw(t, "pid"),
-				StartTime: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "start"), StartedBy: rapid.SampledFrom([]Origin{OriginDaemon, OriginTerminal, OriginOrphan}).Draw(t, "by"),
-				State: rapid.SampledFrom([]SessionActivity{SessionWorking, SessionIdle}).Draw(t, "state"), Listening: rapid.Bool().Draw(t, "listening"),
+				Record: genHash().Draw(t, "record"), Launch: genOpt(genHash()).Draw(t, "launch"), PID: rapid.IntRange(1, maxPID).Draw(t, "pid"),
+				StartTime: rapid.Uint64Range(0, strictjson.MaxSafeInt).Draw(t, "start"), StartedBy: rapid.SampledFrom([]Origin{OriginDaemon, OriginTerminal, OriginOrphan}).Draw(t, "by"),
+				State: rapid.SampledFrom([]sessionActivity{SessionWorking, SessionIdle}).Draw(t, "state"), Listening: rapid.Bool().Draw(t, "listening"),
 				Release: genLineText(true).Draw(t, "release"), Older: rapid.Bool().Draw(t, "older"), Hears: genHears().Draw(t, "hears")})
 			if rapid.Bool().Draw(t, "has-usage") {
 				s.Sessions[len(s.Sessions)-1].Usage = genUsage().Draw(t, "usage")
@@ -330,14 +333,14 @@ func genState() *rapid.Generator[*NodeState] {
 			s.Runners = append(s.Runners, RunnerOffer{Name: name, Version: rapid.OneOf(rapid.Just(VersionUnknown), genLineText(true)).Draw(t, "version")})
 		}
 		if rapid.Bool().Draw(t, "session limits") {
-			l := &SessionLimitsStatus{Memory: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "memory"), Processes: rapid.Uint64Range(0, 1<<20).Draw(t, "processes")}
+			l := &SessionLimitsStatus{Memory: rapid.Uint64Range(0, strictjson.MaxSafeInt).Draw(t, "memory"), Processes: rapid.Uint64Range(0, 1<<20).Draw(t, "processes")}
 			if rapid.Bool().Draw(t, "cgroups") {
 				l.Cgroups = "v1 /sys/fs/cgroup/memory /sys/fs/cgroup/pids"
 			} else {
 				l.NotApplied = genLineText(true).Draw(t, "why")
 			}
 			if rapid.Bool().Draw(t, "disk") {
-				l.Disk = rapid.Uint64Range(MinDisk, MaxDisk).Draw(t, "disk size")
+				l.Disk = rapid.Uint64Range(minDisk, maxDisk).Draw(t, "disk size")
 				if rapid.Bool().Draw(t, "disk not applied") {
 					l.DiskNotApplied = genLineText(true).Draw(t, "disk why")
 				}
@@ -360,9 +363,9 @@ func genState() *rapid.Generator[*NodeState] {
 		}
 		for range rapid.IntRange(0, 2).Draw(t, "look-alikes") {
 			s.LookAlikes = append(s.LookAlikes, LookAlikeStatus{Login: genLogin().Draw(t, "llogin"), Project: genName().Draw(t, "lproject"),
-				PID: rapid.IntRange(1, MaxPID).Draw(t, "lpid"), StartTime: rapid.Uint64Range(0, MaxSafeInt).Draw(t, "lstart"),
+				PID: rapid.IntRange(1, maxPID).Draw(t, "lpid"), StartTime: rapid.Uint64Range(0, strictjson.MaxSafeInt).Draw(t, "lstart"),
 				Command: genLineText(true).Draw(t, "command"), Why: genLineText(true).Draw(t, "lwhy"),
-				Claims: rapid.SampledFrom([]int{0, 2, 3, 20000, MaxSafeInt}).Draw(t, "claims")})
+				Claims: rapid.SampledFrom([]int{0, 2, 3, 20000, strictjson.MaxSafeInt}).Draw(t, "claims")})
 		}
 		s.LookAlikesLeftOut = rapid.SampledFrom([]int{0, 0, 1, 57}).Draw(t, "left out")
 		if s.Hooks == nil {
@@ -383,7 +386,7 @@ func genState() *rapid.Generator[*NodeState] {
 
 func genReexecOutcome() *rapid.Generator[*ReexecOutcome] {
 	return rapid.Custom(func(t *rapid.T) *ReexecOutcome {
-		r := &ReexecOutcome{At: genTime().Draw(t, "at"), PID: rapid.IntRange(1, MaxPID).Draw(t, "pid"),
+		r := &ReexecOutcome{At: genTime().Draw(t, "at"), PID: rapid.IntRange(1, maxPID).Draw(t, "pid"),
 			Target: genOpt(genPath()).Draw(t, "target"), Release: genLineText(false).Draw(t, "release"), OK: rapid.Bool().Draw(t, "ok")}
 		if !r.OK {
 			r.Error = genText(true).Draw(t, "error")
@@ -398,7 +401,7 @@ func genDaemonStatus() *rapid.Generator[*DaemonStatus] {
 	return rapid.Custom(func(t *rapid.T) *DaemonStatus {
 		d := &DaemonStatus{Running: rapid.Bool().Draw(t, "running")}
 		if d.Running {
-			d.PID = rapid.IntRange(1, MaxPID).Draw(t, "pid")
+			d.PID = rapid.IntRange(1, maxPID).Draw(t, "pid")
 			d.Release = genLineText(false).Draw(t, "release")
 		}
 		if rapid.Bool().Draw(t, "has reexec") {
@@ -422,16 +425,16 @@ func genPipeLine() *rapid.Generator[PipeLine] {
 		rapid.Just[PipeLine](ReexecLine{}),
 		rapid.Custom(func(t *rapid.T) PipeLine {
 			return BudgetLine{Login: genLogin().Draw(t, "login"), Project: genName().Draw(t, "project"), Launch: genHash().Draw(t, "launch"),
-				Limit: LimitTokens, Used: rapid.Uint64Range(0, MaxTokens).Draw(t, "used")}
+				Limit: LimitTokens, Used: rapid.Uint64Range(0, modelapi.MaxTokens).Draw(t, "used")}
 		}),
 	)
 }
 
 // genTokens draws a count of tokens, the cached some of the read.
-func genTokens() *rapid.Generator[Tokens] {
-	return rapid.Custom(func(t *rapid.T) Tokens {
-		in := rapid.Uint64Range(0, MaxTokens).Draw(t, "input")
-		return Tokens{Input: in, Output: rapid.Uint64Range(0, MaxTokens).Draw(t, "output"), Cached: rapid.Uint64Range(0, in).Draw(t, "cached")}
+func genTokens() *rapid.Generator[modelapi.Tokens] {
+	return rapid.Custom(func(t *rapid.T) modelapi.Tokens {
+		in := rapid.Uint64Range(0, modelapi.MaxTokens).Draw(t, "input")
+		return modelapi.Tokens{Input: in, Output: rapid.Uint64Range(0, modelapi.MaxTokens).Draw(t, "output"), Cached: rapid.Uint64Range(0, in).Draw(t, "cached")}
 	})
 }
 
@@ -450,7 +453,7 @@ func genRunnerReport() *rapid.Generator[*RunnerReport] {
 // the runner's report.
 func genUsage() *rapid.Generator[*SessionUsage] {
 	return rapid.Custom(func(t *rapid.T) *SessionUsage {
-		n := func(l string) uint64 { return rapid.Uint64Range(0, MaxSafeInt).Draw(t, l) }
+		n := func(l string) uint64 { return rapid.Uint64Range(0, strictjson.MaxSafeInt).Draw(t, l) }
 		u := &SessionUsage{Turns: n("turns"), WallMS: n("wall"), CPUMS: n("cpu")}
 		if rapid.Bool().Draw(t, "has-model") {
 			u.Model = &ModelCount{Requests: n("requests"), Tokens: genTokens().Draw(t, "tokens"), Unread: n("unread"), Refused: n("refused")}
@@ -501,7 +504,7 @@ func genHears() *rapid.Generator[[]string] {
 // The run engine's messages (seed 004).
 
 func genValueName() *rapid.Generator[string] {
-	return rapid.OneOf(rapid.SampledFrom(append(slices.Clone(NodeValueNames), ValueWorkspace, ValueClone, ValueTree, ValueCheckout)),
+	return rapid.OneOf(rapid.SampledFrom(append(slices.Clone(nodeValueNames), ValueWorkspace, ValueClone, valueTree, valueCheckout)),
 		rapid.StringMatching(`[A-Za-z0-9_]{1,12}`))
 }
 
@@ -541,7 +544,7 @@ func genRunSize() *rapid.Generator[RunSize] {
 
 func genRunStep() *rapid.Generator[RunStep] {
 	return rapid.Custom(func(t *rapid.T) RunStep {
-		switch rapid.SampledFrom(StepKinds).Draw(t, "step") {
+		switch rapid.SampledFrom(stepKinds).Draw(t, "step") {
 		case StepDirectory:
 			return RunStep{Step: StepDirectory, At: genRunPath().Draw(t, "at")}
 		case StepPassword:
@@ -553,12 +556,12 @@ func genRunStep() *rapid.Generator[RunStep] {
 	})
 }
 
-func genRunSandbox() *rapid.Generator[*RunSandbox] {
-	return rapid.Custom(func(t *rapid.T) *RunSandbox {
-		files := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) RunFile {
-			return RunFile{At: genRunPath().Draw(t, "at"), Text: genArg().Draw(t, "text")}
+func genRunSandbox() *rapid.Generator[*runSandbox] {
+	return rapid.Custom(func(t *rapid.T) *runSandbox {
+		files := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) runFile {
+			return runFile{At: genRunPath().Draw(t, "at"), Text: genArg().Draw(t, "text")}
 		}), 0, 3).Draw(t, "files")
-		return &RunSandbox{
+		return &runSandbox{
 			UID: rapid.Uint32Range(0, maxID).Draw(t, "uid"), GID: rapid.Uint32Range(0, maxID).Draw(t, "gid"),
 			Capabilities: rapid.SliceOfN(rapid.SampledFrom([]string{"CAP_NET_BIND_SERVICE", "CAP_CHOWN", "$$x$$"}), 0, 2).Draw(t, "caps"),
 			Network:      rapid.Bool().Draw(t, "network"), OwnSession: rapid.Bool().Draw(t, "own_session"),
@@ -611,9 +614,9 @@ func genRunProcess() *rapid.Generator[RunProcess] {
 		if rapid.Bool().Draw(t, "has-checkins") {
 			p.Checkins = genBranches().Draw(t, "checkins")
 		}
-		p.Deliveries = rapid.SampledFrom([]string{"", DeliveriesFeed, DeliveriesStart}).Draw(t, "deliveries")
+		p.Deliveries = rapid.SampledFrom([]string{"", deliveriesFeed, DeliveriesStart}).Draw(t, "deliveries")
 		if rapid.Bool().Draw(t, "has-keep") {
-			k := RunKeep{StdoutWhen: rapid.SampledFrom([]string{"", KeepOnFailure, KeepAlways}).Draw(t, "when")}
+			k := RunKeep{StdoutWhen: rapid.SampledFrom([]string{"", keepOnFailure, KeepAlways}).Draw(t, "when")}
 			if rapid.Bool().Draw(t, "has-stderr") {
 				k.Stderr = genRunSize().Draw(t, "stderr")
 			}
@@ -659,7 +662,7 @@ func genMessage(kind MessageKind) *rapid.Generator[Message] {
 			vals := rapid.MapOfN(genValueName(), genValueText(0), 0, 6).Draw(t, "values")
 			return &RunStarted{Node: node, Run: run, Values: vals, Limits: genRunLimits().Draw(t, "limits")}
 		}
-		e := &RunEnded{Node: node, Run: run, Outcome: rapid.SampledFrom(RunOutcomes).Draw(t, "outcome")}
+		e := &RunEnded{Node: node, Run: run, Outcome: rapid.SampledFrom(runOutcomes).Draw(t, "outcome")}
 		exit, note := endedFields(e.Outcome)
 		if exit == fieldRequired {
 			x := rapid.IntRange(0, 255).Draw(t, "exit")

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // The two files of the agents root that are JSON (decisions D2): node.json, which
@@ -43,14 +45,14 @@ type NodeConfig struct {
 	ConfinedOnly bool `json:"confined_only,omitempty"`
 	// Pull is how a node on another host pulls its projects marked
 	// other_host (D72): every Every, and when poked on Listen. nil: every
-	// DefaultPullEvery, taking no pokes.
+	// defaultPullEvery, taking no pokes.
 	Pull *NodePull `json:"pull,omitempty" ocx:"closed"`
 }
 
 // NodePull is node.json's pull.
 type NodePull struct {
-	// Every is the pull's timer, a Go duration ("2s") from MinPullEvery
-	// to MaxPullEvery; empty: DefaultPullEvery.
+	// Every is the pull's timer, a Go duration ("2s") from minPullEvery
+	// to maxPullEvery; empty: defaultPullEvery.
 	Every string `json:"every,omitempty"`
 	// Listen is the address (IP:PORT) the daemon takes pokes on: a POST
 	// from the server's hook that says only "pull now".
@@ -64,15 +66,15 @@ type NodePull struct {
 
 // The pull's timer: its default and bounds.
 const (
-	DefaultPullEvery = 2 * time.Second
-	MinPullEvery     = 100 * time.Millisecond
-	MaxPullEvery     = time.Hour
+	defaultPullEvery = 2 * time.Second
+	minPullEvery     = 100 * time.Millisecond
+	maxPullEvery     = time.Hour
 )
 
 // PullEvery is the pull's timer.
 func (c *NodeConfig) PullEvery() time.Duration {
 	if c.Pull == nil || c.Pull.Every == "" {
-		return DefaultPullEvery
+		return defaultPullEvery
 	}
 	d, _ := time.ParseDuration(c.Pull.Every) // checked by Validate
 	return d
@@ -92,8 +94,8 @@ func (c *NodeConfig) OtherHost() bool {
 func (p *NodePull) validate(field string) error {
 	if p.Every != "" {
 		d, err := time.ParseDuration(p.Every)
-		if err != nil || d < MinPullEvery || d > MaxPullEvery {
-			return fieldErr(field+".every", ErrInvalid, fmt.Sprintf("%s is not a duration from %s to %s, as \"2s\"", quoteShort(p.Every), MinPullEvery, MaxPullEvery))
+		if err != nil || d < minPullEvery || d > maxPullEvery {
+			return strictjson.FieldErr(field+".every", strictjson.ErrInvalid, fmt.Sprintf("%s is not a duration from %s to %s, as \"2s\"", strictjson.QuoteShort(p.Every), minPullEvery, maxPullEvery))
 		}
 	}
 	if p.Listen != "" {
@@ -103,9 +105,9 @@ func (p *NodePull) validate(field string) error {
 	}
 	switch {
 	case p.Listen != "" && p.Secret == "":
-		return fieldErr(field+".secret", ErrMissing, "is missing; a node that takes pokes holds the secret each carries, as the server's node.json holds it (`ocx node add --poke` made it)")
+		return strictjson.FieldErr(field+".secret", strictjson.ErrMissing, "is missing; a node that takes pokes holds the secret each carries, as the server's node.json holds it (`ocx node add --poke` made it)")
 	case p.Listen == "" && p.Secret != "":
-		return fieldErr(field+".secret", ErrInvalid, "is given without listen; a secret is for the pokes a node takes")
+		return strictjson.FieldErr(field+".secret", strictjson.ErrInvalid, "is given without listen; a secret is for the pokes a node takes")
 	case p.Secret != "":
 		return CheckPokeSecret(field+".secret", p.Secret)
 	}
@@ -115,15 +117,15 @@ func (p *NodePull) validate(field string) error {
 // The bounds of a poke's secret.
 const (
 	MinPokeSecret = 32
-	MaxPokeSecret = 256
+	maxPokeSecret = 256
 )
 
 // CheckPokeSecret accepts a poke's secret: 32 to 256 letters, digits and
 // '-', '_', '.', '~', '+', '/', '=' (hex or base64, as a header carries
 // it).
 func CheckPokeSecret(field, s string) error {
-	if len(s) < MinPokeSecret || len(s) > MaxPokeSecret || strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~+/=") != "" {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("is not a poke secret: %d to %d letters, digits, '-', '_', '.', '~', '+', '/' or '=' (its %d bytes not shown)", MinPokeSecret, MaxPokeSecret, len(s)))
+	if len(s) < MinPokeSecret || len(s) > maxPokeSecret || strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~+/=") != "" {
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("is not a poke secret: %d to %d letters, digits, '-', '_', '.', '~', '+', '/' or '=' (its %d bytes not shown)", MinPokeSecret, maxPokeSecret, len(s)))
 	}
 	return nil
 }
@@ -142,7 +144,7 @@ func CheckRemoteURL(field, s string) error {
 	if u.Scheme == "https" || isLoopback(u.Hostname()) {
 		return nil
 	}
-	return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is http on %s, not this host's loopback: a node on another host speaks https (a password and a poke's secret travel there, and what comes back is believed); http only on 127.0.0.1, ::1 or localhost", quoteShort(s), quoteShort(u.Hostname())))
+	return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is http on %s, not this host's loopback: a node on another host speaks https (a password and a poke's secret travel there, and what comes back is believed); http only on 127.0.0.1, ::1 or localhost", strictjson.QuoteShort(s), strictjson.QuoteShort(u.Hostname())))
 }
 
 // isLoopback says whether host is a loopback address or localhost.
@@ -160,7 +162,7 @@ func checkIPPort(field, s string) error {
 	host, port, err := net.SplitHostPort(s)
 	n, perr := strconv.Atoi(port)
 	if err != nil || net.ParseIP(host) == nil || perr != nil || n < 1 || n > 65535 {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not an IP address and a port, as 127.0.0.1:8091", quoteShort(s)))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not an IP address and a port, as 127.0.0.1:8091", strictjson.QuoteShort(s)))
 	}
 	return nil
 }
@@ -178,7 +180,7 @@ func (s *NodeSandbox) validate(field string) error {
 		paths []string
 	}{{"read_only", s.ReadOnly}, {"path", s.Path}} {
 		for i, p := range l.paths {
-			if err := checkAbsPath(fmt.Sprintf("%s.%s[%d]", field, l.name, i), p); err != nil {
+			if err := CheckAbsPath(fmt.Sprintf("%s.%s[%d]", field, l.name, i), p); err != nil {
 				return err
 			}
 		}
@@ -206,21 +208,21 @@ type NodeSessionLimits struct {
 // validate checks each limit node.json gives.
 func (l *NodeSessionLimits) validate(field string) error {
 	if l.Memory != "" {
-		n, err := parseRunSize(joinField(field, LimitMemory), l.Memory, false)
+		n, err := parseRunSize(strictjson.JoinField(field, LimitMemory), l.Memory, false)
 		if err != nil {
 			return err
 		}
-		if n < MinSessionMemory {
-			return fieldErr(joinField(field, LimitMemory), ErrInvalid, fmt.Sprintf("%s is below %d bytes (16M), less than a session's own programs need", quoteShort(l.Memory), uint64(MinSessionMemory)))
+		if n < minSessionMemory {
+			return strictjson.FieldErr(strictjson.JoinField(field, LimitMemory), strictjson.ErrInvalid, fmt.Sprintf("%s is below %d bytes (16M), less than a session's own programs need", strictjson.QuoteShort(l.Memory), uint64(minSessionMemory)))
 		}
 	}
 	if l.Disk != "" {
-		if _, err := ParseDisk(joinField(field, LimitDisk), l.Disk); err != nil {
+		if _, err := ParseDisk(strictjson.JoinField(field, LimitDisk), l.Disk); err != nil {
 			return err
 		}
 	}
-	if l.Processes != nil && (*l.Processes < MinSessionProcesses || *l.Processes > maxLimit) {
-		return fieldErr(joinField(field, LimitProcesses), ErrInvalid, fmt.Sprintf("%d is not a processes limit: a whole number from %d (the sandbox's init, the session and its turn) to %d", *l.Processes, MinSessionProcesses, uint64(maxLimit)))
+	if l.Processes != nil && (*l.Processes < minSessionProcesses || *l.Processes > maxLimit) {
+		return strictjson.FieldErr(strictjson.JoinField(field, LimitProcesses), strictjson.ErrInvalid, fmt.Sprintf("%d is not a processes limit: a whole number from %d (the sandbox's init, the session and its turn) to %d", *l.Processes, minSessionProcesses, uint64(maxLimit)))
 	}
 	return nil
 }
@@ -228,8 +230,8 @@ func (l *NodeSessionLimits) validate(field string) error {
 // The least session limits node.json may give: below them a session
 // cannot start its own programs.
 const (
-	MinSessionMemory    = 16 << 20
-	MinSessionProcesses = 8
+	minSessionMemory    = 16 << 20
+	minSessionProcesses = 8
 )
 
 // NodeProject is one repository of the node: its file on this host and the URL
@@ -278,54 +280,54 @@ func (p NodeProject) RemoteNode(user string) (RemoteNode, bool) {
 // Validate checks the node user, the release root and every project.
 func (c *NodeConfig) Validate() error {
 	if err := checkLogin("user", c.User); err != nil {
-		return at("node.json", err)
+		return strictjson.At("node.json", err)
 	}
 	if c.Release != "" {
-		if err := checkAbsPath("release", c.Release); err != nil {
-			return at("node.json", err)
+		if err := CheckAbsPath("release", c.Release); err != nil {
+			return strictjson.At("node.json", err)
 		}
 	}
 	if len(c.Projects) == 0 {
-		return at("node.json", fieldErr("projects", ErrMissing, "is empty; a node serves at least one repository"))
+		return strictjson.At("node.json", strictjson.FieldErr("projects", strictjson.ErrMissing, "is empty; a node serves at least one repository"))
 	}
 	if c.SessionLimits != nil {
 		if err := c.SessionLimits.validate("session_limits"); err != nil {
-			return at("node.json", err)
+			return strictjson.At("node.json", err)
 		}
 	}
 	if c.Sandbox != nil {
 		if err := c.Sandbox.validate("sandbox"); err != nil {
-			return at("node.json", err)
+			return strictjson.At("node.json", err)
 		}
 	}
 	if c.Pull != nil {
 		if err := c.Pull.validate("pull"); err != nil {
-			return at("node.json", err)
+			return strictjson.At("node.json", err)
 		}
 	}
 	for _, name := range c.ProjectNames() {
 		p := c.Projects[name]
-		field := joinField("projects", name)
-		if err := checkProject(field, name); err != nil {
-			return at("node.json", err)
+		field := strictjson.JoinField("projects", name)
+		if err := CheckProject(field, name); err != nil {
+			return strictjson.At("node.json", err)
 		}
 		if err := checkRepository(field+".repository", p.Repository); err != nil {
-			return at("node.json", err)
+			return strictjson.At("node.json", err)
 		}
 		if got := ProjectOf(p.Repository); got != name {
-			return at("node.json", fieldErr(field+".repository", ErrInvalid,
+			return strictjson.At("node.json", strictjson.FieldErr(field+".repository", strictjson.ErrInvalid,
 				fmt.Sprintf("%q is project %q, not %q: a project is its repository's file name without .fossil", p.Repository, got, name)))
 		}
 		if err := checkURL(field+".url", p.URL); err != nil {
-			return at("node.json", err)
+			return strictjson.At("node.json", err)
 		}
 		if p.OtherHost {
 			if err := CheckRemoteURL(field+".url", p.URL); err != nil {
-				return at("node.json", err)
+				return strictjson.At("node.json", err)
 			}
 		}
 		if err := c.checkRemoteNodes(field, p); err != nil {
-			return at("node.json", err)
+			return strictjson.At("node.json", err)
 		}
 	}
 	return nil
@@ -335,7 +337,7 @@ func (c *NodeConfig) Validate() error {
 // server's node alone, each a valid login, not the node's own, once.
 func (c *NodeConfig) checkRemoteNodes(field string, p NodeProject) error {
 	if len(p.RemoteNodes) > 0 && p.OtherHost {
-		return fieldErr(field+".remote_nodes", ErrInvalid, "is given on a project served from another host; the server's node lists the remote nodes")
+		return strictjson.FieldErr(field+".remote_nodes", strictjson.ErrInvalid, "is given on a project served from another host; the server's node lists the remote nodes")
 	}
 	seen := map[string]bool{}
 	for i, r := range p.RemoteNodes {
@@ -344,17 +346,17 @@ func (c *NodeConfig) checkRemoteNodes(field string, p NodeProject) error {
 			return err
 		}
 		if r.User == c.User {
-			return fieldErr(f+".user", ErrInvalid, fmt.Sprintf("%s is this node's own user", quoteShort(r.User)))
+			return strictjson.FieldErr(f+".user", strictjson.ErrInvalid, fmt.Sprintf("%s is this node's own user", strictjson.QuoteShort(r.User)))
 		}
 		if seen[r.User] {
-			return fieldErr(f+".user", ErrInvalid, fmt.Sprintf("%s is listed twice", quoteShort(r.User)))
+			return strictjson.FieldErr(f+".user", strictjson.ErrInvalid, fmt.Sprintf("%s is listed twice", strictjson.QuoteShort(r.User)))
 		}
 		seen[r.User] = true
 		switch {
 		case r.Poke != "" && r.PokeSecret == "":
-			return fieldErr(f+".poke_secret", ErrMissing, "is missing; a poke carries the secret the remote node holds (`ocx node add --poke` makes it)")
+			return strictjson.FieldErr(f+".poke_secret", strictjson.ErrMissing, "is missing; a poke carries the secret the remote node holds (`ocx node add --poke` makes it)")
 		case r.Poke == "" && r.PokeSecret != "":
-			return fieldErr(f+".poke_secret", ErrInvalid, "is given without poke; a secret is for the pokes of a node")
+			return strictjson.FieldErr(f+".poke_secret", strictjson.ErrInvalid, "is given without poke; a secret is for the pokes of a node")
 		case r.Poke != "":
 			if err := CheckRemoteURL(f+".poke", r.Poke); err != nil {
 				return err
@@ -409,7 +411,7 @@ func (c *NodeConfig) encode() ([]byte, error) {
 }
 
 // EncodeShown is Encode with every secret (pull.secret, each remote
-// node's poke_secret) replaced by SecretShown: what a plan or an answer
+// node's poke_secret) replaced by secretShown: what a plan or an answer
 // shows of node.json.
 func (c *NodeConfig) EncodeShown() ([]byte, error) {
 	if err := c.Validate(); err != nil {
@@ -418,7 +420,7 @@ func (c *NodeConfig) EncodeShown() ([]byte, error) {
 	shown := *c
 	if c.Pull != nil && c.Pull.Secret != "" {
 		p := *c.Pull
-		p.Secret = SecretShown
+		p.Secret = secretShown
 		shown.Pull = &p
 	}
 	shown.Projects = make(map[string]NodeProject, len(c.Projects))
@@ -426,7 +428,7 @@ func (c *NodeConfig) EncodeShown() ([]byte, error) {
 		rs := make([]RemoteNode, len(p.RemoteNodes))
 		for i, r := range p.RemoteNodes {
 			if r.PokeSecret != "" {
-				r.PokeSecret = SecretShown
+				r.PokeSecret = secretShown
 			}
 			rs[i] = r
 		}
@@ -438,8 +440,8 @@ func (c *NodeConfig) EncodeShown() ([]byte, error) {
 	return shown.encode()
 }
 
-// SecretShown stands for a secret where node.json is shown.
-const SecretShown = "(kept in node.json, not shown)"
+// secretShown stands for a secret where node.json is shown.
+const secretShown = "(kept in node.json, not shown)"
 
 // String renders the node on one line.
 func (c *NodeConfig) String() string {
@@ -458,8 +460,8 @@ func DecodeNodeConfig(data []byte) (*NodeConfig, error) {
 		return nil, err
 	}
 	c := &NodeConfig{}
-	if err := fill(o, c); err != nil {
-		return nil, at("node.json", err)
+	if err := Fill(o, c); err != nil {
+		return nil, strictjson.At("node.json", err)
 	}
 	for name, p := range c.Projects {
 		if p.RemoteNodes != nil && len(p.RemoteNodes) == 0 {
@@ -497,25 +499,25 @@ func (b *Binding) Key() WorkspaceKey { return WorkspaceKey{Login: b.Login, Proje
 // Validate checks every field.
 func (b *Binding) Validate() error {
 	if err := checkLogin("login", b.Login); err != nil {
-		return at("binding.json", err)
+		return strictjson.At("binding.json", err)
 	}
-	if err := checkProject("project", b.Project); err != nil {
-		return at("binding.json", err)
+	if err := CheckProject("project", b.Project); err != nil {
+		return strictjson.At("binding.json", err)
 	}
-	if err := checkHash("project_code", b.ProjectCode); err != nil {
-		return at("binding.json", err)
+	if err := CheckHash("project_code", b.ProjectCode); err != nil {
+		return strictjson.At("binding.json", err)
 	}
 	if err := checkURL("remote", b.Remote); err != nil {
-		return at("binding.json", err)
+		return strictjson.At("binding.json", err)
 	}
 	if err := ValidateBranch(b.Branch); err != nil {
-		return at("binding.json", at("branch", err))
+		return strictjson.At("binding.json", strictjson.At("branch", err))
 	}
-	if err := checkHash("home", b.Home); err != nil {
-		return at("binding.json", err)
+	if err := CheckHash("home", b.Home); err != nil {
+		return strictjson.At("binding.json", err)
 	}
-	if err := checkHash("workspace", b.Workspace); err != nil {
-		return at("binding.json", err)
+	if err := CheckHash("workspace", b.Workspace); err != nil {
+		return strictjson.At("binding.json", err)
 	}
 	return nil
 }
@@ -541,8 +543,8 @@ func DecodeBinding(data []byte) (*Binding, error) {
 		return nil, err
 	}
 	b := &Binding{}
-	if err := fill(o, b); err != nil {
-		return nil, at("binding.json", err)
+	if err := Fill(o, b); err != nil {
+		return nil, strictjson.At("binding.json", err)
 	}
 	if err := b.Validate(); err != nil {
 		return nil, err
@@ -551,25 +553,25 @@ func DecodeBinding(data []byte) (*Binding, error) {
 }
 
 // hostFileObject parses a host file strictly and checks its "ocx" and version.
-func hostFileObject(where, kind string, data []byte) (jobj, error) {
-	v, err := parseStrict(data, MaxNoteLen)
+func hostFileObject(where, kind string, data []byte) (strictjson.Obj, error) {
+	v, err := strictjson.Parse(data, strictjson.MaxNoteLen)
 	if err != nil {
-		return jobj{}, at(where, err)
+		return strictjson.Obj{}, strictjson.At(where, err)
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return jobj{}, &FieldError{Where: where, Problem: "is " + jsonType(v) + "; it must be a JSON object", Err: ErrInvalid}
+		return strictjson.Obj{}, &strictjson.FieldError{Where: where, Problem: "is " + strictjson.JSONType(v) + "; it must be a JSON object", Err: strictjson.ErrInvalid}
 	}
-	o := jobj{m: m}
-	got, err := o.str("ocx", true, fmt.Sprintf("%s says %q in \"ocx\"", where, kind))
+	o := strictjson.Obj{Map: m}
+	got, err := o.Str("ocx", true, fmt.Sprintf("%s says %q in \"ocx\"", where, kind))
 	if err != nil {
-		return jobj{}, at(where, err)
+		return strictjson.Obj{}, strictjson.At(where, err)
 	}
 	if got != kind {
-		return jobj{}, at(where, fieldErr("ocx", ErrWrongKind, fmt.Sprintf("is %s; %s says %q", quoteShort(got), where, kind)))
+		return strictjson.Obj{}, strictjson.At(where, strictjson.FieldErr("ocx", strictjson.ErrWrongKind, fmt.Sprintf("is %s; %s says %q", strictjson.QuoteShort(got), where, kind)))
 	}
 	if err := readVersion(o); err != nil {
-		return jobj{}, at(where, err)
+		return strictjson.Obj{}, strictjson.At(where, err)
 	}
 	return o, nil
 }
@@ -588,13 +590,13 @@ func encodeHostFile(kind string, body any) ([]byte, error) {
 func checkURL(field, s string) error {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not an http or https URL", quoteShort(s)))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not an http or https URL", strictjson.QuoteShort(s)))
 	}
 	if _, has := u.User.Password(); has {
-		return fieldErr(field, ErrInvalid, "holds a password; a password never goes in a URL here")
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, "holds a password; a password never goes in a URL here")
 	}
 	if strings.ContainsAny(s, " \t\r\n") {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s holds white space", quoteShort(s)))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s holds white space", strictjson.QuoteShort(s)))
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 func genNodeConfig() *rapid.Generator[*NodeConfig] {
@@ -18,7 +20,7 @@ func genNodeConfig() *rapid.Generator[*NodeConfig] {
 		}
 		for _, name := range rapid.SliceOfNDistinct(genName(), 1, 4, rapid.ID[string]).Draw(t, "projects") {
 			p := NodeProject{
-				Repository: "/srv/fossil/" + name + RepositorySuffix,
+				Repository: "/srv/fossil/" + name + repositorySuffix,
 				URL:        rapid.SampledFrom([]string{"http://127.0.0.1:", "https://fossil.example.org:", "http://[::1]:"}).Draw(t, "base") + rapid.StringMatching(`[1-9][0-9]{1,4}`).Draw(t, "port") + "/" + name,
 				OtherHost:  rapid.Bool().Draw(t, "other_host"),
 			}
@@ -46,7 +48,7 @@ func genNodeConfig() *rapid.Generator[*NodeConfig] {
 		if rapid.Bool().Draw(t, "limits") {
 			l := &NodeSessionLimits{Memory: rapid.SampledFrom([]string{"", "16M", "2G", "1073741824"}).Draw(t, "memory")}
 			if rapid.Bool().Draw(t, "processes") {
-				n := rapid.Uint64Range(MinSessionProcesses, 1<<20).Draw(t, "n")
+				n := rapid.Uint64Range(minSessionProcesses, 1<<20).Draw(t, "n")
 				l.Processes = &n
 			}
 			c.SessionLimits = l
@@ -113,18 +115,18 @@ func TestHostFilesHostile(t *testing.T) {
 		name, data, field string
 		want              error
 	}{
-		{"login ../x", strings.Replace(good, `"alice"`, `"../x"`, 1), "login", ErrInvalid},
-		{"password in remote", strings.Replace(good, `http://127.0.0.1`, `http://a:pw@127.0.0.1`, 1), "remote", ErrInvalid},
-		{"file remote", strings.Replace(good, `http://127.0.0.1:8080/`, `file:///srv/x`, 1), "remote", ErrInvalid},
-		{"duplicate key", strings.Replace(good, `"branch":"trunk"`, `"branch":"trunk","branch":"x"`, 1), "branch", ErrDuplicateKey},
-		{"wrong kind", strings.Replace(good, `"ocx":"binding"`, `"ocx":"node"`, 1), "ocx", ErrWrongKind},
-		{"unknown version", strings.Replace(good, `"ocx":"binding"`, `"ocx":"binding","version":2`, 1), "version", ErrUnknownVersion},
-		{"short home", strings.Replace(good, `"home":"`+code, `"home":"abc`, 1), "home", ErrInvalid},
-		{"missing workspace", strings.Replace(good, `,"workspace":"`+code+`"`, ``, 1), "workspace", ErrMissing},
+		{"login ../x", strings.Replace(good, `"alice"`, `"../x"`, 1), "login", strictjson.ErrInvalid},
+		{"password in remote", strings.Replace(good, `http://127.0.0.1`, `http://a:pw@127.0.0.1`, 1), "remote", strictjson.ErrInvalid},
+		{"file remote", strings.Replace(good, `http://127.0.0.1:8080/`, `file:///srv/x`, 1), "remote", strictjson.ErrInvalid},
+		{"duplicate key", strings.Replace(good, `"branch":"trunk"`, `"branch":"trunk","branch":"x"`, 1), "branch", strictjson.ErrDuplicateKey},
+		{"wrong kind", strings.Replace(good, `"ocx":"binding"`, `"ocx":"node"`, 1), "ocx", strictjson.ErrWrongKind},
+		{"unknown version", strings.Replace(good, `"ocx":"binding"`, `"ocx":"binding","version":2`, 1), "version", strictjson.ErrUnknownVersion},
+		{"short home", strings.Replace(good, `"home":"`+code, `"home":"abc`, 1), "home", strictjson.ErrInvalid},
+		{"missing workspace", strings.Replace(good, `,"workspace":"`+code+`"`, ``, 1), "workspace", strictjson.ErrMissing},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := DecodeBinding([]byte(c.data))
-			var fe *FieldError
+			var fe *strictjson.FieldError
 			if !errors.As(err, &fe) || !errors.Is(err, c.want) || fe.Field != c.field {
 				t.Fatalf("got %v; want a %v naming field %q", err, c.want, c.field)
 			}
@@ -149,39 +151,39 @@ func TestHostFilesHostile(t *testing.T) {
 		name, data, field string
 		want              error
 	}{
-		{"project not its file", strings.Replace(node, `/srv/demo.fossil`, `/srv/other.fossil`, 1), "projects.demo.repository", ErrInvalid},
-		{"relative release", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","release":"rel"`, 1), "release", ErrInvalid},
-		{"no projects", `{"ocx":"node","user":"ocx","projects":{}}`, "projects", ErrMissing},
-		{"node user nobody", strings.Replace(node, `"user":"ocx"`, `"user":"nobody"`, 1), "user", ErrInvalid},
-		{"session memory not a size", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","session_limits":{"memory":"lots"}`, 1), "session_limits.memory", ErrInvalid},
-		{"session memory too small", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","session_limits":{"memory":"1M"}`, 1), "session_limits.memory", ErrInvalid},
-		{"session memory a number", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","session_limits":{"memory":1048576000}`, 1), "session_limits.memory", ErrInvalid},
-		{"session processes too few", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","session_limits":{"processes":2}`, 1), "session_limits.processes", ErrInvalid},
-		{"session limit unknown", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","session_limits":{"cpu":5}`, 1), "session_limits.cpu", ErrUnknownKey},
-		{"pull every not a duration", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"every":"often"}`, 1), "pull.every", ErrInvalid},
-		{"pull every too short", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"every":"1ms"}`, 1), "pull.every", ErrInvalid},
-		{"pull listen a name", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"listen":"localhost:8091"}`, 1), "pull.listen", ErrInvalid},
-		{"pull listen no port", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"listen":"127.0.0.1"}`, 1), "pull.listen", ErrInvalid},
-		{"pull key unknown", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"interval":"2s"}`, 1), "pull.interval", ErrUnknownKey},
-		{"remote node ../x", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"../x"}]`, 1), "projects.demo.remote_nodes[0].user", ErrInvalid},
-		{"remote node the node's own", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"ocx"}]`, 1), "projects.demo.remote_nodes[0].user", ErrInvalid},
-		{"remote node twice", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1"},{"user":"lab-1"}]`, 1), "projects.demo.remote_nodes[1].user", ErrInvalid},
-		{"remote node poke not a URL", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"ftp://x/","poke_secret":"`+secret+`"}]`, 1), "projects.demo.remote_nodes[0].poke", ErrInvalid},
-		{"remote node poke in clear", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"http://10.0.0.2:8091/","poke_secret":"`+secret+`"}]`, 1), "projects.demo.remote_nodes[0].poke", ErrInvalid},
-		{"remote node poke without a secret", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"https://lab-1.example.org/"}]`, 1), "projects.demo.remote_nodes[0].poke_secret", ErrMissing},
-		{"remote node secret without a poke", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke_secret":"`+secret+`"}]`, 1), "projects.demo.remote_nodes[0].poke_secret", ErrInvalid},
-		{"remote node secret too short", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"https://lab-1.example.org/","poke_secret":"short"}]`, 1), "projects.demo.remote_nodes[0].poke_secret", ErrInvalid},
-		{"remote node key unknown", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"https://lab-1.example.org/","poke_secrt":"`+secret+`"}]`, 1), "projects.demo.remote_nodes[0].poke_secrt", ErrUnknownKey},
-		{"remote node secret a number", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"https://lab-1.example.org/","poke_secret":12}]`, 1), "projects.demo.remote_nodes[0].poke_secret", ErrInvalid},
-		{"pull listen without a secret", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"listen":"127.0.0.1:8091"}`, 1), "pull.secret", ErrMissing},
-		{"pull secret without listen", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"secret":"`+secret+`"}`, 1), "pull.secret", ErrInvalid},
-		{"pull secret with a space", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"listen":"127.0.0.1:8091","secret":"`+secret+` x"}`, 1), "pull.secret", ErrInvalid},
-		{"a server on another host in clear", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://fossil.example.org/","other_host":true`, 1), "projects.demo.url", ErrInvalid},
-		{"remote nodes on another host", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","other_host":true,"remote_nodes":[{"user":"lab-1"}]`, 1), "projects.demo.remote_nodes", ErrInvalid},
+		{"project not its file", strings.Replace(node, `/srv/demo.fossil`, `/srv/other.fossil`, 1), "projects.demo.repository", strictjson.ErrInvalid},
+		{"relative release", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","release":"rel"`, 1), "release", strictjson.ErrInvalid},
+		{"no projects", `{"ocx":"node","user":"ocx","projects":{}}`, "projects", strictjson.ErrMissing},
+		{"node user nobody", strings.Replace(node, `"user":"ocx"`, `"user":"nobody"`, 1), "user", strictjson.ErrInvalid},
+		{"session memory not a size", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","session_limits":{"memory":"lots"}`, 1), "session_limits.memory", strictjson.ErrInvalid},
+		{"session memory too small", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","session_limits":{"memory":"1M"}`, 1), "session_limits.memory", strictjson.ErrInvalid},
+		{"session memory a number", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","session_limits":{"memory":1048576000}`, 1), "session_limits.memory", strictjson.ErrInvalid},
+		{"session processes too few", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","session_limits":{"processes":2}`, 1), "session_limits.processes", strictjson.ErrInvalid},
+		{"session limit unknown", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","session_limits":{"cpu":5}`, 1), "session_limits.cpu", strictjson.ErrUnknownKey},
+		{"pull every not a duration", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"every":"often"}`, 1), "pull.every", strictjson.ErrInvalid},
+		{"pull every too short", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"every":"1ms"}`, 1), "pull.every", strictjson.ErrInvalid},
+		{"pull listen a name", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"listen":"localhost:8091"}`, 1), "pull.listen", strictjson.ErrInvalid},
+		{"pull listen no port", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"listen":"127.0.0.1"}`, 1), "pull.listen", strictjson.ErrInvalid},
+		{"pull key unknown", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"interval":"2s"}`, 1), "pull.interval", strictjson.ErrUnknownKey},
+		{"remote node ../x", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"../x"}]`, 1), "projects.demo.remote_nodes[0].user", strictjson.ErrInvalid},
+		{"remote node the node's own", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"ocx"}]`, 1), "projects.demo.remote_nodes[0].user", strictjson.ErrInvalid},
+		{"remote node twice", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1"},{"user":"lab-1"}]`, 1), "projects.demo.remote_nodes[1].user", strictjson.ErrInvalid},
+		{"remote node poke not a URL", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"ftp://x/","poke_secret":"`+secret+`"}]`, 1), "projects.demo.remote_nodes[0].poke", strictjson.ErrInvalid},
+		{"remote node poke in clear", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"http://10.0.0.2:8091/","poke_secret":"`+secret+`"}]`, 1), "projects.demo.remote_nodes[0].poke", strictjson.ErrInvalid},
+		{"remote node poke without a secret", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"https://lab-1.example.org/"}]`, 1), "projects.demo.remote_nodes[0].poke_secret", strictjson.ErrMissing},
+		{"remote node secret without a poke", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke_secret":"`+secret+`"}]`, 1), "projects.demo.remote_nodes[0].poke_secret", strictjson.ErrInvalid},
+		{"remote node secret too short", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"https://lab-1.example.org/","poke_secret":"short"}]`, 1), "projects.demo.remote_nodes[0].poke_secret", strictjson.ErrInvalid},
+		{"remote node key unknown", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"https://lab-1.example.org/","poke_secrt":"`+secret+`"}]`, 1), "projects.demo.remote_nodes[0].poke_secrt", strictjson.ErrUnknownKey},
+		{"remote node secret a number", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","remote_nodes":[{"user":"lab-1","poke":"https://lab-1.example.org/","poke_secret":12}]`, 1), "projects.demo.remote_nodes[0].poke_secret", strictjson.ErrInvalid},
+		{"pull listen without a secret", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"listen":"127.0.0.1:8091"}`, 1), "pull.secret", strictjson.ErrMissing},
+		{"pull secret without listen", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"secret":"`+secret+`"}`, 1), "pull.secret", strictjson.ErrInvalid},
+		{"pull secret with a space", strings.Replace(node, `"user":"ocx"`, `"user":"ocx","pull":{"listen":"127.0.0.1:8091","secret":"`+secret+` x"}`, 1), "pull.secret", strictjson.ErrInvalid},
+		{"a server on another host in clear", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://fossil.example.org/","other_host":true`, 1), "projects.demo.url", strictjson.ErrInvalid},
+		{"remote nodes on another host", strings.Replace(node, `"url":"http://127.0.0.1:8080/"`, `"url":"http://127.0.0.1:8080/","other_host":true,"remote_nodes":[{"user":"lab-1"}]`, 1), "projects.demo.remote_nodes", strictjson.ErrInvalid},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := DecodeNodeConfig([]byte(c.data))
-			var fe *FieldError
+			var fe *strictjson.FieldError
 			if !errors.As(err, &fe) || !errors.Is(err, c.want) || fe.Field != c.field {
 				t.Fatalf("got %v; want a %v naming field %q", err, c.want, c.field)
 			}

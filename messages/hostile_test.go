@@ -7,6 +7,7 @@ import (
 
 	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/docs/design/validate"
+	"github.com/ocx-go/ocx/messages/strictjson"
 	"github.com/santhosh-tekuri/jsonschema/v5"
 )
 
@@ -36,71 +37,71 @@ var hostileNotes = []struct {
 	schema  bool
 	schemaF string // the schema's location when it differs from field: a parent, "." for the root
 }{
-	{"unknown sandbox key", ws("", okSandbox+`, "memory": "4G"`), ErrUnknownKey, "sandbox.memory", "may be a limit", true, "sandbox"},
-	{"unknown sandbox key first of two", ws("", okSandbox+`, "zz": 1, "cpu": 2`), ErrUnknownKey, "sandbox.cpu", "whole block is refused", true, "sandbox"},
-	{"relative path in read_write", ws("", `"network": true, "read_only": [], "read_write": ["/srv/w", "tmp"], "homes": [], "path": []`), ErrInvalid, "sandbox.read_write[1]", `"tmp" is not an absolute path`, true, ""},
-	{"dot-dot path", ws("", `"network": true, "read_only": ["/a/../b"], "read_write": [], "homes": [], "path": []`), ErrInvalid, "sandbox.read_only[0]", "not a clean path", true, ""},
-	{"trailing slash", ws("", `"network": true, "read_only": ["/usr/"], "read_write": [], "homes": [], "path": []`), ErrInvalid, "sandbox.read_only[0]", "not a clean path", true, ""},
-	{"double slash", ws("", `"network": true, "read_only": ["//usr"], "read_write": [], "homes": [], "path": []`), ErrInvalid, "sandbox.read_only[0]", "not a clean path", true, ""},
-	{"NUL in a path", ws("", `"network": true, "read_only": ["/us\u0000r"], "read_write": [], "homes": [], "path": []`), ErrInvalid, "sandbox.read_only[0]", `control character '\x00'`, true, ""},
-	{"colon in PATH", ws("", `"network": true, "read_only": [], "read_write": [], "homes": [], "path": ["/usr/bin:/bin"]`), ErrInvalid, "sandbox.path[0]", "separates PATH", true, ""},
-	{"root as a home", ws("", `"network": true, "read_only": [], "read_write": [], "homes": ["/"], "path": []`), ErrInvalid, "sandbox.homes[0]", "no last name", true, ""},
-	{"network as a string", ws("", `"network": "yes", "read_only": [], "read_write": [], "homes": [], "path": []`), ErrInvalid, "sandbox.network", "must be true or false, not a string", true, ""},
-	{"null list", ws("", `"network": true, "read_only": null, "read_write": [], "homes": [], "path": []`), ErrInvalid, "sandbox.read_only", "not null", true, ""},
-	{"list left out", ws("", `"network": true, "read_only": [], "read_write": [], "path": []`), ErrMissing, "sandbox.homes", "even an empty one", true, "sandbox"},
-	{"number in a list", ws("", `"network": true, "read_only": ["/usr", 7], "read_write": [], "homes": [], "path": []`), ErrInvalid, "sandbox.read_only[1]", "must be a string, not a number", true, ""},
-	{"no sandbox", `{"ocx": "workspace", "login": "ci-ocx", "project": "ollama", "branch": "ocx", "tools": ["git"]}`, ErrMissing, "sandbox", "not read as an older form", true, "."},
-	{"login ../x", `{"ocx": "workspace", "login": "../x", "project": "ollama", "branch": "ocx", "sandbox": {` + okSandbox + `}}`, ErrInvalid, "login", `"../x" is not a login`, true, ""},
-	{"login with a slash", `{"ocx": "workspace", "login": "a/b", "project": "ollama", "branch": "ocx", "sandbox": {` + okSandbox + `}}`, ErrInvalid, "login", `'/' is not allowed`, true, ""},
-	{"login nobody", `{"ocx": "workspace", "login": "Nobody", "project": "ollama", "branch": "ocx", "sandbox": {` + okSandbox + `}}`, ErrInvalid, "login", "pseudo-users", true, ""},
-	{"login too long", `{"ocx": "workspace", "login": "` + strings.Repeat("a", 65) + `", "project": "ollama", "branch": "ocx", "sandbox": {` + okSandbox + `}}`, ErrTooLong, "login", "at most 64", true, ""},
-	{"project with NUL", `{"ocx": "workspace", "login": "ci", "project": "oll\u0000ama", "branch": "ocx", "sandbox": {` + okSandbox + `}}`, ErrInvalid, "project", `'\x00' is not allowed`, true, ""},
-	{"empty branch", `{"ocx": "workspace", "login": "ci", "project": "ollama", "branch": "", "sandbox": {` + okSandbox + `}}`, ErrMissing, "branch", "is empty", true, ""},
-	{"branch with a newline", `{"ocx": "workspace", "login": "ci", "project": "ollama", "branch": "a\nb", "sandbox": {` + okSandbox + `}}`, ErrInvalid, "branch", `control character '\n'`, true, ""},
-	{"duplicate key", `{"ocx": "workspace", "login": "ci-ocx", "login": "other", "project": "ollama", "branch": "ocx", "sandbox": {` + okSandbox + `}}`, ErrDuplicateKey, "login", "appears twice", false, ""},
-	{"duplicate key in sandbox", ws("", okSandbox+`, "network": false`), ErrDuplicateKey, "sandbox.network", "appears twice", false, ""},
-	{"duplicate key by escape", `{"ocx": "stop", "reason": "a", "re\u0061son": "b"}`, ErrDuplicateKey, "reason", "appears twice", false, ""},
-	{"truncated block", `{"ocx": "workspace", "login": "ci-ocx",`, ErrSyntax, "", "truncated", false, ""},
-	{"trailing data", `{"ocx": "stop"} {"ocx": "stop"}`, ErrSyntax, "", "holds more after its JSON value", false, ""},
-	{"invalid UTF-8", "{\"ocx\": \"stop\", \"reason\": \"\xff\"}", ErrSyntax, "", "not valid UTF-8", false, ""},
-	{"version 2", ws(`, "version": 2`, okSandbox), ErrUnknownVersion, "version", "2 is not a version this reader knows", true, ""},
-	{"version as a string", ws(`, "version": "1"`, okSandbox), ErrInvalid, "version", "must be a whole number", true, ""},
-	{"budget on a workspace", ws(`, "budget": {"wall": "2h"}`, okSandbox), ErrUnknownKey, "budget", "rather than drop a limit", true, ""},
-	{"sandbox on a session", `{"ocx": "session", "kind": "mechanical", "command": ["make"], "lifetime": "stays", "sandbox": {}}`, ErrUnknownKey, "sandbox", "has no sandbox", true, ""},
-	{"restrict on a launch", `{"ocx": "launch", "login": "a", "project": "b", "workspace": "` + h64 + `", "session": "` + h64 + `", "restrict": {}}`, ErrUnknownKey, "restrict", "has no restrict", true, ""},
-	{"unknown kind", `{"ocx": "frobnicate"}`, ErrUnknownKind, "ocx", `"frobnicate" is not a kind of note`, false, ""},
-	{"run-engine message", `{"ocx": 1, "kind": "run"}`, ErrRunMessage, "ocx", "run-engine message", false, ""},
-	{"no ocx", `{"login": "ci"}`, ErrNotANote, "ocx", "not an OCX note", false, ""},
-	{"an array", `[{"ocx": "stop"}]`, ErrNotANote, "", "a list; a note is a JSON object", false, ""},
-	{"mechanical with a runner", `{"ocx": "session", "kind": "mechanical", "command": ["make"], "runner": "claude", "lifetime": "stays"}`, ErrInvalid, "runner", "has no runner", true, "."},
-	{"llm with a command", `{"ocx": "session", "kind": "llm", "runner": "claude", "model": "m", "command": ["x"], "lifetime": "stays"}`, ErrInvalid, "command", "has no command", true, "."},
-	{"empty program", `{"ocx": "session", "kind": "mechanical", "command": ["", "x"], "lifetime": "stays"}`, ErrInvalid, "command[0]", "names the program", true, ""},
-	{"NUL in an argument", `{"ocx": "session", "kind": "mechanical", "command": ["sh", "a\u0000b"], "lifetime": "stays"}`, ErrInvalid, "command[1]", "NUL", true, ""},
-	{"a stays reviewer", `{"ocx": "session", "kind": "mechanical", "command": ["make"], "lifetime": "stays", "result": "verdict"}`, ErrInvalid, "result", "`completes` session", true, "lifetime"},
-	{"a result of no kind", `{"ocx": "session", "kind": "mechanical", "command": ["make"], "lifetime": "completes", "result": "score"}`, ErrInvalid, "result", "(ci, verdict)", true, ""},
-	{"an empty result", `{"ocx": "session", "kind": "mechanical", "command": ["make"], "lifetime": "completes", "result": ""}`, ErrInvalid, "result", "leave the key out", true, ""},
-	{"uppercase hash", `{"ocx": "launch", "login": "a", "project": "b", "workspace": "` + strings.ToUpper(h64) + `", "session": "` + h64 + `"}`, ErrInvalid, "workspace", "not lowercase hex", true, ""},
-	{"release latest", `{"ocx": "launch", "login": "a", "project": "b", "workspace": "` + h64 + `", "session": "` + h64 + `", "release": "latest"}`, ErrInvalid, "release", "current, previous", true, ""},
-	{"empty optional", `{"ocx": "launch", "login": "a", "project": "b", "workspace": "` + h64 + `", "session": "` + h64 + `", "checkin": ""}`, ErrInvalid, "checkin", "leave the key out", true, ""},
-	{"pid fraction", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1.5, "start_time": 1, "status": "exited", "exit_code": 0, "killed": false, "release": "r", "seen": "2026-01-01T00:00:00Z", "note": "n"}`, ErrInvalid, "pid", "not a whole number", true, ""},
-	{"pid too big", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 99999999, "start_time": 1, "status": "exited", "exit_code": 0, "killed": false, "release": "r", "seen": "2026-01-01T00:00:00Z", "note": "n"}`, ErrInvalid, "pid", "from 0 to 4194304", true, ""},
-	{"start time past 2^53", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 9007199254740992, "status": "exited", "exit_code": 0, "killed": false, "release": "r", "seen": "2026-01-01T00:00:00Z", "note": "n"}`, ErrInvalid, "start_time", "from 0 to 9007199254740991", true, ""},
-	{"exit code 256", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 1, "status": "exited", "exit_code": 256, "killed": false, "release": "r", "seen": "2026-01-01T00:00:00Z", "note": "n"}`, ErrInvalid, "exit_code", "0 to 255", true, ""},
-	{"signaled without signal", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 1, "status": "signaled", "killed": true, "release": "r", "seen": "2026-01-01T00:00:00Z", "note": "n"}`, ErrMissing, "signal", "names the signal", true, "."},
-	{"killed but exited", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 1, "status": "exited", "exit_code": 0, "killed": true, "release": "r", "seen": "2026-01-01T00:00:00Z", "note": "n"}`, ErrInvalid, "killed", "signaled, not exited", true, "killed"},
-	{"result without checkin", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 1, "status": "exited", "exit_code": 0, "killed": false, "release": "r", "seen": "2026-01-01T00:00:00Z", "result": "green", "note": "n"}`, ErrInvalid, "result", "names no checkin", true, "."},
-	{"seen not a time", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 1, "status": "exited", "exit_code": 0, "killed": false, "release": "r", "seen": "yesterday", "note": "n"}`, ErrInvalid, "seen", "not a time in UTC", true, ""},
-	{"seen with a one-digit hour", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 1, "status": "exited", "exit_code": 0, "killed": false, "release": "r", "seen": "2000-10-01T0:00:00Z", "note": "n"}`, ErrInvalid, "seen", "not a time in UTC", true, ""},
-	{"seen with a comma", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 1, "status": "exited", "exit_code": 0, "killed": false, "release": "r", "seen": "2000-10-01T00:00:00,5Z", "note": "n"}`, ErrInvalid, "seen", "not a time in UTC", true, ""},
-	{"ticket id of 64", `{"ocx": "listen", "login": "a", "project": "b", "kind": "ticket", "names": "` + h64 + `"}`, ErrInvalid, "names", "a ticket id is 40", true, ""},
-	{"thread names a branch", `{"ocx": "listen", "login": "a", "project": "b", "kind": "thread", "names": "trunk"}`, ErrInvalid, "names", "full artifact hash", true, ""},
-	{"holder with empty command", `{"ocx": "refusal", "launch": "` + h64 + `", "login": "a", "project": "b", "reason": "r", "holder": {"pid": 1, "start_time": 1, "command": [], "started_by": "daemon"}}`, ErrMissing, "holder.command", "command line", true, ""},
-	{"reason empty", `{"ocx": "refusal", "launch": "` + h64 + `", "login": "a", "project": "b", "reason": ""}`, ErrMissing, "reason", "in words", true, ""},
-	{"reason with a bell", `{"ocx": "refusal", "launch": "` + h64 + `", "login": "a", "project": "b", "reason": "\u0007"}`, ErrInvalid, "reason", `'\a'`, true, ""},
-	{"why unknown", `{"ocx": "unheard", "post": "` + h64 + `", "login": "a", "project": "b", "why": "asleep"}`, ErrInvalid, "why", "no-reader, no-pipe, ended", true, ""},
-	{"ci line with spaces", `{"ocx": "ci", "checkin": "` + h64 + `", "result": "red", "line": " x "}`, ErrInvalid, "line", "space at an end", true, ""},
-	{"stopped by request without request", `{"ocx": "stopped", "login": "a", "project": "b", "cause": "request"}`, ErrMissing, "request", "is empty", true, "."},
-	{"deep nesting", `{"ocx": "stop", "x": ` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`, ErrTooLong, "x" + strings.Repeat("[0]", 31), "deeper than 32", false, ""},
+	{"unknown sandbox key", ws("", okSandbox+`, "memory": "4G"`), strictjson.ErrUnknownKey, "sandbox.memory", "may be a limit", true, "sandbox"},
+	{"unknown sandbox key first of two", ws("", okSandbox+`, "zz": 1, "cpu": 2`), strictjson.ErrUnknownKey, "sandbox.cpu", "whole block is refused", true, "sandbox"},
+	{"relative path in read_write", ws("", `"network": true, "read_only": [], "read_write": ["/srv/w", "tmp"], "homes": [], "path": []`), strictjson.ErrInvalid, "sandbox.read_write[1]", `"tmp" is not an absolute path`, true, ""},
+	{"dot-dot path", ws("", `"network": true, "read_only": ["/a/../b"], "read_write": [], "homes": [], "path": []`), strictjson.ErrInvalid, "sandbox.read_only[0]", "not a clean path", true, ""},
+	{"trailing slash", ws("", `"network": true, "read_only": ["/usr/"], "read_write": [], "homes": [], "path": []`), strictjson.ErrInvalid, "sandbox.read_only[0]", "not a clean path", true, ""},
+	{"double slash", ws("", `"network": true, "read_only": ["//usr"], "read_write": [], "homes": [], "path": []`), strictjson.ErrInvalid, "sandbox.read_only[0]", "not a clean path", true, ""},
+	{"NUL in a path", ws("", `"network": true, "read_only": ["/us\u0000r"], "read_write": [], "homes": [], "path": []`), strictjson.ErrInvalid, "sandbox.read_only[0]", `control character '\x00'`, true, ""},
+	{"colon in PATH", ws("", `"network": true, "read_only": [], "read_write": [], "homes": [], "path": ["/usr/bin:/bin"]`), strictjson.ErrInvalid, "sandbox.path[0]", "separates PATH", true, ""},
+	{"root as a home", ws("", `"network": true, "read_only": [], "read_write": [], "homes": ["/"], "path": []`), strictjson.ErrInvalid, "sandbox.homes[0]", "no last name", true, ""},
+	{"network as a string", ws("", `"network": "yes", "read_only": [], "read_write": [], "homes": [], "path": []`), strictjson.ErrInvalid, "sandbox.network", "must be true or false, not a string", true, ""},
+	{"null list", ws("", `"network": true, "read_only": null, "read_write": [], "homes": [], "path": []`), strictjson.ErrInvalid, "sandbox.read_only", "not null", true, ""},
+	{"list left out", ws("", `"network": true, "read_only": [], "read_write": [], "path": []`), strictjson.ErrMissing, "sandbox.homes", "even an empty one", true, "sandbox"},
+	{"number in a list", ws("", `"network": true, "read_only": ["/usr", 7], "read_write": [], "homes": [], "path": []`), strictjson.ErrInvalid, "sandbox.read_only[1]", "must be a string, not a number", true, ""},
+	{"no sandbox", `{"ocx": "workspace", "login": "ci-ocx", "project": "ollama", "branch": "ocx", "tools": ["git"]}`, strictjson.ErrMissing, "sandbox", "not read as an older form", true, "."},
+	{"login ../x", `{"ocx": "workspace", "login": "../x", "project": "ollama", "branch": "ocx", "sandbox": {` + okSandbox + `}}`, strictjson.ErrInvalid, "login", `"../x" is not a login`, true, ""},
+	{"login with a slash", `{"ocx": "workspace", "login": "a/b", "project": "ollama", "branch": "ocx", "sandbox": {` + okSandbox + `}}`, strictjson.ErrInvalid, "login", `'/' is not allowed`, true, ""},
+	{"login nobody", `{"ocx": "workspace", "login": "Nobody", "project": "ollama", "branch": "ocx", "sandbox": {` + okSandbox + `}}`, strictjson.ErrInvalid, "login", "pseudo-users", true, ""},
+	{"login too long", `{"ocx": "workspace", "login": "` + strings.Repeat("a", 65) + `", "project": "ollama", "branch": "ocx", "sandbox": {` + okSandbox + `}}`, strictjson.ErrTooLong, "login", "at most 64", true, ""},
+	{"project with NUL", `{"ocx": "workspace", "login": "ci", "project": "oll\u0000ama", "branch": "ocx", "sandbox": {` + okSandbox + `}}`, strictjson.ErrInvalid, "project", `'\x00' is not allowed`, true, ""},
+	{"empty branch", `{"ocx": "workspace", "login": "ci", "project": "ollama", "branch": "", "sandbox": {` + okSandbox + `}}`, strictjson.ErrMissing, "branch", "is empty", true, ""},
+	{"branch with a newline", `{"ocx": "workspace", "login": "ci", "project": "ollama", "branch": "a\nb", "sandbox": {` + okSandbox + `}}`, strictjson.ErrInvalid, "branch", `control character '\n'`, true, ""},
+	{"duplicate key", `{"ocx": "workspace", "login": "ci-ocx", "login": "other", "project": "ollama", "branch": "ocx", "sandbox": {` + okSandbox + `}}`, strictjson.ErrDuplicateKey, "login", "appears twice", false, ""},
+	{"duplicate key in sandbox", ws("", okSandbox+`, "network": false`), strictjson.ErrDuplicateKey, "sandbox.network", "appears twice", false, ""},
+	{"duplicate key by escape", `{"ocx": "stop", "reason": "a", "re\u0061son": "b"}`, strictjson.ErrDuplicateKey, "reason", "appears twice", false, ""},
+	{"truncated block", `{"ocx": "workspace", "login": "ci-ocx",`, strictjson.ErrSyntax, "", "truncated", false, ""},
+	{"trailing data", `{"ocx": "stop"} {"ocx": "stop"}`, strictjson.ErrSyntax, "", "holds more after its JSON value", false, ""},
+	{"invalid UTF-8", "{\"ocx\": \"stop\", \"reason\": \"\xff\"}", strictjson.ErrSyntax, "", "not valid UTF-8", false, ""},
+	{"version 2", ws(`, "version": 2`, okSandbox), strictjson.ErrUnknownVersion, "version", "2 is not a version this reader knows", true, ""},
+	{"version as a string", ws(`, "version": "1"`, okSandbox), strictjson.ErrInvalid, "version", "must be a whole number", true, ""},
+	{"budget on a workspace", ws(`, "budget": {"wall": "2h"}`, okSandbox), strictjson.ErrUnknownKey, "budget", "rather than drop a limit", true, ""},
+	{"sandbox on a session", `{"ocx": "session", "kind": "mechanical", "command": ["make"], "lifetime": "stays", "sandbox": {}}`, strictjson.ErrUnknownKey, "sandbox", "has no sandbox", true, ""},
+	{"restrict on a launch", `{"ocx": "launch", "login": "a", "project": "b", "workspace": "` + h64 + `", "session": "` + h64 + `", "restrict": {}}`, strictjson.ErrUnknownKey, "restrict", "has no restrict", true, ""},
+	{"unknown kind", `{"ocx": "frobnicate"}`, strictjson.ErrUnknownKind, "ocx", `"frobnicate" is not a kind of note`, false, ""},
+	{"run-engine message", `{"ocx": 1, "kind": "run"}`, strictjson.ErrRunMessage, "ocx", "run-engine message", false, ""},
+	{"no ocx", `{"login": "ci"}`, strictjson.ErrNotANote, "ocx", "not an OCX note", false, ""},
+	{"an array", `[{"ocx": "stop"}]`, strictjson.ErrNotANote, "", "a list; a note is a JSON object", false, ""},
+	{"mechanical with a runner", `{"ocx": "session", "kind": "mechanical", "command": ["make"], "runner": "claude", "lifetime": "stays"}`, strictjson.ErrInvalid, "runner", "has no runner", true, "."},
+	{"llm with a command", `{"ocx": "session", "kind": "llm", "runner": "claude", "model": "m", "command": ["x"], "lifetime": "stays"}`, strictjson.ErrInvalid, "command", "has no command", true, "."},
+	{"empty program", `{"ocx": "session", "kind": "mechanical", "command": ["", "x"], "lifetime": "stays"}`, strictjson.ErrInvalid, "command[0]", "names the program", true, ""},
+	{"NUL in an argument", `{"ocx": "session", "kind": "mechanical", "command": ["sh", "a\u0000b"], "lifetime": "stays"}`, strictjson.ErrInvalid, "command[1]", "NUL", true, ""},
+	{"a stays reviewer", `{"ocx": "session", "kind": "mechanical", "command": ["make"], "lifetime": "stays", "result": "verdict"}`, strictjson.ErrInvalid, "result", "`completes` session", true, "lifetime"},
+	{"a result of no kind", `{"ocx": "session", "kind": "mechanical", "command": ["make"], "lifetime": "completes", "result": "score"}`, strictjson.ErrInvalid, "result", "(ci, verdict)", true, ""},
+	{"an empty result", `{"ocx": "session", "kind": "mechanical", "command": ["make"], "lifetime": "completes", "result": ""}`, strictjson.ErrInvalid, "result", "leave the key out", true, ""},
+	{"uppercase hash", `{"ocx": "launch", "login": "a", "project": "b", "workspace": "` + strings.ToUpper(h64) + `", "session": "` + h64 + `"}`, strictjson.ErrInvalid, "workspace", "not lowercase hex", true, ""},
+	{"release latest", `{"ocx": "launch", "login": "a", "project": "b", "workspace": "` + h64 + `", "session": "` + h64 + `", "release": "latest"}`, strictjson.ErrInvalid, "release", "current, previous", true, ""},
+	{"empty optional", `{"ocx": "launch", "login": "a", "project": "b", "workspace": "` + h64 + `", "session": "` + h64 + `", "checkin": ""}`, strictjson.ErrInvalid, "checkin", "leave the key out", true, ""},
+	{"pid fraction", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1.5, "start_time": 1, "status": "exited", "exit_code": 0, "killed": false, "release": "r", "seen": "2026-01-01T00:00:00Z", "note": "n"}`, strictjson.ErrInvalid, "pid", "not a whole number", true, ""},
+	{"pid too big", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 99999999, "start_time": 1, "status": "exited", "exit_code": 0, "killed": false, "release": "r", "seen": "2026-01-01T00:00:00Z", "note": "n"}`, strictjson.ErrInvalid, "pid", "from 0 to 4194304", true, ""},
+	{"start time past 2^53", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 9007199254740992, "status": "exited", "exit_code": 0, "killed": false, "release": "r", "seen": "2026-01-01T00:00:00Z", "note": "n"}`, strictjson.ErrInvalid, "start_time", "from 0 to 9007199254740991", true, ""},
+	{"exit code 256", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 1, "status": "exited", "exit_code": 256, "killed": false, "release": "r", "seen": "2026-01-01T00:00:00Z", "note": "n"}`, strictjson.ErrInvalid, "exit_code", "0 to 255", true, ""},
+	{"signaled without signal", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 1, "status": "signaled", "killed": true, "release": "r", "seen": "2026-01-01T00:00:00Z", "note": "n"}`, strictjson.ErrMissing, "signal", "names the signal", true, "."},
+	{"killed but exited", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 1, "status": "exited", "exit_code": 0, "killed": true, "release": "r", "seen": "2026-01-01T00:00:00Z", "note": "n"}`, strictjson.ErrInvalid, "killed", "signaled, not exited", true, "killed"},
+	{"result without checkin", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 1, "status": "exited", "exit_code": 0, "killed": false, "release": "r", "seen": "2026-01-01T00:00:00Z", "result": "green", "note": "n"}`, strictjson.ErrInvalid, "result", "names no checkin", true, "."},
+	{"seen not a time", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 1, "status": "exited", "exit_code": 0, "killed": false, "release": "r", "seen": "yesterday", "note": "n"}`, strictjson.ErrInvalid, "seen", "not a time in UTC", true, ""},
+	{"seen with a one-digit hour", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 1, "status": "exited", "exit_code": 0, "killed": false, "release": "r", "seen": "2000-10-01T0:00:00Z", "note": "n"}`, strictjson.ErrInvalid, "seen", "not a time in UTC", true, ""},
+	{"seen with a comma", `{"ocx": "end", "launch": "` + h64 + `", "login": "a", "project": "b", "pid": 1, "start_time": 1, "status": "exited", "exit_code": 0, "killed": false, "release": "r", "seen": "2000-10-01T00:00:00,5Z", "note": "n"}`, strictjson.ErrInvalid, "seen", "not a time in UTC", true, ""},
+	{"ticket id of 64", `{"ocx": "listen", "login": "a", "project": "b", "kind": "ticket", "names": "` + h64 + `"}`, strictjson.ErrInvalid, "names", "a ticket id is 40", true, ""},
+	{"thread names a branch", `{"ocx": "listen", "login": "a", "project": "b", "kind": "thread", "names": "trunk"}`, strictjson.ErrInvalid, "names", "full artifact hash", true, ""},
+	{"holder with empty command", `{"ocx": "refusal", "launch": "` + h64 + `", "login": "a", "project": "b", "reason": "r", "holder": {"pid": 1, "start_time": 1, "command": [], "started_by": "daemon"}}`, strictjson.ErrMissing, "holder.command", "command line", true, ""},
+	{"reason empty", `{"ocx": "refusal", "launch": "` + h64 + `", "login": "a", "project": "b", "reason": ""}`, strictjson.ErrMissing, "reason", "in words", true, ""},
+	{"reason with a bell", `{"ocx": "refusal", "launch": "` + h64 + `", "login": "a", "project": "b", "reason": "\u0007"}`, strictjson.ErrInvalid, "reason", `'\a'`, true, ""},
+	{"why unknown", `{"ocx": "unheard", "post": "` + h64 + `", "login": "a", "project": "b", "why": "asleep"}`, strictjson.ErrInvalid, "why", "no-reader, no-pipe, ended", true, ""},
+	{"ci line with spaces", `{"ocx": "ci", "checkin": "` + h64 + `", "result": "red", "line": " x "}`, strictjson.ErrInvalid, "line", "space at an end", true, ""},
+	{"stopped by request without request", `{"ocx": "stopped", "login": "a", "project": "b", "cause": "request"}`, strictjson.ErrMissing, "request", "is empty", true, "."},
+	{"deep nesting", `{"ocx": "stop", "x": ` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`, strictjson.ErrTooLong, "x" + strings.Repeat("[0]", 31), "deeper than 32", false, ""},
 }
 
 func TestHostileNotes(t *testing.T) {
@@ -110,14 +111,14 @@ func TestHostileNotes(t *testing.T) {
 	}
 	for _, tc := range hostileNotes {
 		t.Run(tc.name, func(t *testing.T) {
-			n, err := DecodeNote([]byte(tc.block))
+			n, err := decodeNote([]byte(tc.block))
 			if err == nil {
 				t.Fatalf("accepted: %v", n)
 			}
 			if !errors.Is(err, tc.err) {
 				t.Errorf("error %q is not %v", err, tc.err)
 			}
-			var fe *FieldError
+			var fe *strictjson.FieldError
 			if !errors.As(err, &fe) {
 				t.Fatalf("error %T %q is not a *FieldError", err, err)
 			}
@@ -138,7 +139,7 @@ func TestHostileNotes(t *testing.T) {
 				return
 			}
 			kind := ""
-			for _, k := range NoteKinds() {
+			for _, k := range noteKinds() {
 				if strings.Contains(tc.block, `"ocx": "`+string(k)+`"`) {
 					kind = string(k)
 				}
@@ -153,7 +154,7 @@ func TestHostileNotes(t *testing.T) {
 			case ".":
 				want = "" // a missing key or a condition: JSON Schema locates the object
 			default:
-				want = fieldToPointer(tc.schemaF)
+				want = (&strictjson.FieldError{Field: tc.schemaF}).JSONPointer()
 			}
 			var ve *jsonschema.ValidationError
 			if !errors.As(serr, &ve) {
@@ -187,33 +188,33 @@ var hostileLines = []struct {
 	field string
 	words string
 }{
-	{"5000 bytes", "post /srv/" + strings.Repeat("a", 4917) + ".fossil " + h64, ErrTooLong, "", "is 5000 bytes with its newline"},
-	{"4097 with newline", "stop " + strings.Repeat("a", 4091), ErrTooLong, "", "is 4097 bytes"},
-	{"empty", "", ErrSyntax, "", "is empty"},
-	{"unknown verb", "launch a b", ErrInvalid, "verb", `"launch" is not a verb`},
-	{"capital verb", "POST /srv/a.fossil " + h64, ErrInvalid, "verb", `"POST"`},
-	{"leading space", " reexec", ErrSyntax, "", "field 1 is empty"},
-	{"trailing space", "reexec ", ErrSyntax, "", "field 2 is empty"},
-	{"two spaces", "stop a  b", ErrSyntax, "", "field 3 is empty"},
-	{"tab", "stop a\tb", ErrSyntax, "", `control character '\t'`},
-	{"CR", "reexec\r", ErrSyntax, "", `control character '\r'`},
-	{"NUL", "stop a\x00 b", ErrSyntax, "", `'\x00'`},
-	{"two newlines", "reexec\n\n", ErrSyntax, "", `control character '\n'`},
-	{"invalid UTF-8", "stop \xff b", ErrSyntax, "", "not valid UTF-8"},
-	{"reexec with argument", "reexec now", ErrSyntax, "", "reexec takes 0 argument(s)"},
-	{"post short", "post /srv/a.fossil", ErrSyntax, "", "post takes 2 argument(s)"},
-	{"relative repository", "post srv/a.fossil " + h64, ErrInvalid, "repository", "not an absolute path"},
-	{"unclean repository", "post /srv/../a.fossil " + h64, ErrInvalid, "repository", "not a clean path"},
-	{"not a .fossil", "post /srv/a.db " + h64, ErrInvalid, "repository", "does not end in .fossil"},
-	{"bad project file", "post /srv/.fossil " + h64, ErrInvalid, "repository", "does not name a project"},
-	{"no-break space in path", "post /srv/a\u00a0b/c.fossil " + h64, ErrInvalid, "repository", "whitespace"},
-	{"short hash", "post /srv/a.fossil abc", ErrInvalid, "hash", "is 3 characters"},
-	{"uppercase hash", "post /srv/a.fossil " + strings.ToUpper(h40), ErrInvalid, "hash", "not lowercase hex"},
-	{"login ../x", "stop ../x ollama", ErrInvalid, "login", `"../x" is not a login`},
-	{"login with slash", "stop a/b ollama", ErrInvalid, "login", `'/' is not allowed`},
-	{"login anonymous", "stop anonymous ollama", ErrInvalid, "login", "pseudo-users"},
-	{"project dotdot", "stop ci ..", ErrInvalid, "project", "must start with a letter or digit"},
-	{"project too long", "stop ci " + strings.Repeat("p", 65), ErrTooLong, "project", "at most 64"},
+	{"5000 bytes", "post /srv/" + strings.Repeat("a", 4917) + ".fossil " + h64, strictjson.ErrTooLong, "", "is 5000 bytes with its newline"},
+	{"4097 with newline", "stop " + strings.Repeat("a", 4091), strictjson.ErrTooLong, "", "is 4097 bytes"},
+	{"empty", "", strictjson.ErrSyntax, "", "is empty"},
+	{"unknown verb", "launch a b", strictjson.ErrInvalid, "verb", `"launch" is not a verb`},
+	{"capital verb", "POST /srv/a.fossil " + h64, strictjson.ErrInvalid, "verb", `"POST"`},
+	{"leading space", " reexec", strictjson.ErrSyntax, "", "field 1 is empty"},
+	{"trailing space", "reexec ", strictjson.ErrSyntax, "", "field 2 is empty"},
+	{"two spaces", "stop a  b", strictjson.ErrSyntax, "", "field 3 is empty"},
+	{"tab", "stop a\tb", strictjson.ErrSyntax, "", `control character '\t'`},
+	{"CR", "reexec\r", strictjson.ErrSyntax, "", `control character '\r'`},
+	{"NUL", "stop a\x00 b", strictjson.ErrSyntax, "", `'\x00'`},
+	{"two newlines", "reexec\n\n", strictjson.ErrSyntax, "", `control character '\n'`},
+	{"invalid UTF-8", "stop \xff b", strictjson.ErrSyntax, "", "not valid UTF-8"},
+	{"reexec with argument", "reexec now", strictjson.ErrSyntax, "", "reexec takes 0 argument(s)"},
+	{"post short", "post /srv/a.fossil", strictjson.ErrSyntax, "", "post takes 2 argument(s)"},
+	{"relative repository", "post srv/a.fossil " + h64, strictjson.ErrInvalid, "repository", "not an absolute path"},
+	{"unclean repository", "post /srv/../a.fossil " + h64, strictjson.ErrInvalid, "repository", "not a clean path"},
+	{"not a .fossil", "post /srv/a.db " + h64, strictjson.ErrInvalid, "repository", "does not end in .fossil"},
+	{"bad project file", "post /srv/.fossil " + h64, strictjson.ErrInvalid, "repository", "does not name a project"},
+	{"no-break space in path", "post /srv/a\u00a0b/c.fossil " + h64, strictjson.ErrInvalid, "repository", "whitespace"},
+	{"short hash", "post /srv/a.fossil abc", strictjson.ErrInvalid, "hash", "is 3 characters"},
+	{"uppercase hash", "post /srv/a.fossil " + strings.ToUpper(h40), strictjson.ErrInvalid, "hash", "not lowercase hex"},
+	{"login ../x", "stop ../x ollama", strictjson.ErrInvalid, "login", `"../x" is not a login`},
+	{"login with slash", "stop a/b ollama", strictjson.ErrInvalid, "login", `'/' is not allowed`},
+	{"login anonymous", "stop anonymous ollama", strictjson.ErrInvalid, "login", "pseudo-users"},
+	{"project dotdot", "stop ci ..", strictjson.ErrInvalid, "project", "must start with a letter or digit"},
+	{"project too long", "stop ci " + strings.Repeat("p", 65), strictjson.ErrTooLong, "project", "at most 64"},
 }
 
 func TestHostileLines(t *testing.T) {
@@ -226,7 +227,7 @@ func TestHostileLines(t *testing.T) {
 			if !errors.Is(err, tc.err) {
 				t.Errorf("error %q is not %v", err, tc.err)
 			}
-			var fe *FieldError
+			var fe *strictjson.FieldError
 			if !errors.As(err, &fe) || fe.Field != tc.field {
 				t.Errorf("error %q names field %q, want %q", err, fe.Field, tc.field)
 			}
@@ -241,7 +242,7 @@ func TestHostileLines(t *testing.T) {
 			if strings.Contains(tc.line, "\n") {
 				return // the splitter sees two lines there
 			}
-			var s PipeSplitter
+			var s pipeSplitter
 			reads := s.Feed([]byte(tc.line + "\n"))
 			if len(reads) != 1 || reads[0].Err == nil || reads[0].Line != nil {
 				t.Errorf("splitter: %v", reads)
@@ -257,14 +258,14 @@ func TestHostilePosts(t *testing.T) {
 		err   error
 		words string
 	}{
-		{"truncated block", "look:\n```json\n{\"ocx\": \"stop\"}\n", ErrUnclosedFence, "block at line 2: the ```json block is never closed"},
-		{"truncated JSON", "```json\n{\"ocx\": \"stop\",\n```\n", ErrSyntax, "block at line 1: is not valid JSON"},
-		{"two notes", "```json\n{\"ocx\": \"stop\"}\n```\n```json\n{\"ocx\": \"stop\"}\n```\n", ErrSeveralNotes, "blocks at lines 1, 4"},
-		{"no note", "just words", ErrNotANote, "holds no OCX note"},
-		{"other JSON only", "```json\n[1, 2]\n```\n", ErrNotANote, "1 ```json block(s), none with \"ocx\""},
-		{"stop with more words", "OCX stop now", ErrNotANote, "holds no OCX note"},
-		{"lower-case stop", "ocx stop", ErrNotANote, "holds no OCX note"},
-		{"duplicate key", "```json\n{\"ocx\": \"stop\", \"ocx\": \"report\"}\n```\n", ErrDuplicateKey, "block at line 1: ocx: appears twice"},
+		{"truncated block", "look:\n```json\n{\"ocx\": \"stop\"}\n", strictjson.ErrUnclosedFence, "block at line 2: the ```json block is never closed"},
+		{"truncated JSON", "```json\n{\"ocx\": \"stop\",\n```\n", strictjson.ErrSyntax, "block at line 1: is not valid JSON"},
+		{"two notes", "```json\n{\"ocx\": \"stop\"}\n```\n```json\n{\"ocx\": \"stop\"}\n```\n", strictjson.ErrSeveralNotes, "blocks at lines 1, 4"},
+		{"no note", "just words", strictjson.ErrNotANote, "holds no OCX note"},
+		{"other JSON only", "```json\n[1, 2]\n```\n", strictjson.ErrNotANote, "1 ```json block(s), none with \"ocx\""},
+		{"stop with more words", "OCX stop now", strictjson.ErrNotANote, "holds no OCX note"},
+		{"lower-case stop", "ocx stop", strictjson.ErrNotANote, "holds no OCX note"},
+		{"duplicate key", "```json\n{\"ocx\": \"stop\", \"ocx\": \"report\"}\n```\n", strictjson.ErrDuplicateKey, "block at line 1: ocx: appears twice"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -291,7 +292,7 @@ func TestIgnorable(t *testing.T) {
 		{ws("", okSandbox+`, "memory": "4G"`), false},
 		{`{"ocx": "stop", "login": "../x"}`, false},
 	} {
-		_, err := DecodeNote([]byte(tc.block))
+		_, err := decodeNote([]byte(tc.block))
 		if err == nil || Ignorable(err) != tc.want {
 			t.Errorf("%s: Ignorable(%v) = %v, want %v", tc.block, err, !tc.want, tc.want)
 		}
@@ -328,7 +329,7 @@ func TestNewProcessInfo(t *testing.T) {
 	if p := NewHolder(1, 1, strings.Split(strings.Repeat("a ", 100), " "), OriginDaemon); len(p.Command) != 65 || p.Command[64] != "(37 more arguments left out)" {
 		t.Errorf("101 arguments kept as %d, last %q", len(p.Command), p.Command[len(p.Command)-1])
 	}
-	if _, err := DecodeNote([]byte(`{"ocx": "refusal", "launch": "` + h64 + `", "login": "a", "project": "b", "reason": "r", "holder": {"pid": 1, "start_time": 1, "command": [""], "started_by": "daemon"}}`)); err == nil || !strings.Contains(err.Error(), "holder.command[0]: is empty") {
+	if _, err := decodeNote([]byte(`{"ocx": "refusal", "launch": "` + h64 + `", "login": "a", "project": "b", "reason": "r", "holder": {"pid": 1, "start_time": 1, "command": [""], "started_by": "daemon"}}`)); err == nil || !strings.Contains(err.Error(), "holder.command[0]: is empty") {
 		t.Errorf("empty program in a holder: %v", err)
 	}
 }

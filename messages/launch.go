@@ -2,16 +2,12 @@ package messages
 
 import (
 	"fmt"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
-// Bounds on process identities.
-const (
-	// MaxPID is Linux's PID_MAX_LIMIT on 64-bit hosts.
-	MaxPID = 1 << 22
-	// MaxSafeInt is the largest whole number every JSON reader reads exactly
-	// (2^53-1); a start time in clock ticks stays far below it.
-	MaxSafeInt = 1<<53 - 1
-)
+// maxPID bounds process identities: Linux's PID_MAX_LIMIT on 64-bit hosts.
+const maxPID = 1 << 22
 
 // The releases a launch may ask for (seed 000: restart on the current or the
 // previous release).
@@ -51,10 +47,10 @@ func (n *LaunchNote) Validate() error {
 	if err := checkHeader(n.Version, n.Login, n.Project); err != nil {
 		return err
 	}
-	if err := checkHash("workspace", n.Workspace); err != nil {
+	if err := CheckHash("workspace", n.Workspace); err != nil {
 		return err
 	}
-	if err := checkHash("session", n.Session); err != nil {
+	if err := CheckHash("session", n.Session); err != nil {
 		return err
 	}
 	if err := checkRelease("release", n.Release); err != nil {
@@ -68,9 +64,9 @@ func checkRelease(field, r string) error {
 	case ReleaseCurrent, ReleasePrevious:
 		return nil
 	case "":
-		return fieldErr(field, ErrMissing, "is empty; it is current or previous")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; it is current or previous")
 	}
-	return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a release to launch on (current, previous)", quoteShort(r)))
+	return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a release to launch on (current, previous)", strictjson.QuoteShort(r)))
 }
 
 // Encode renders the canonical block; it always writes the release.
@@ -83,7 +79,7 @@ func (n *LaunchNote) String() string {
 }
 
 // decoded gives a launch that names no release the current one.
-func (n *LaunchNote) decoded(jobj) error {
+func (n *LaunchNote) decoded(strictjson.Obj) error {
 	if n.Release == "" {
 		n.Release = ReleaseCurrent
 	}

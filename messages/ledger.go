@@ -1,6 +1,9 @@
 package messages
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/ocx-go/ocx/messages/modelapi"
+)
 
 // MaxInFlight bounds the requests of one session its model proxy
 // forwards at once (D79): enough for an agent CLI's requests beside each
@@ -96,7 +99,7 @@ func (l *Ledger) Left() uint64 {
 // left is less than the least the API takes, the request waits for the
 // requests under way, or, with none under way, the budget is spent. A
 // refusal leaves the slot taken: the caller leaves.
-func (l *Ledger) Reserve(b OutputBound) (grant uint64, capped bool, v LedgerVerdict) {
+func (l *Ledger) Reserve(b modelapi.OutputBound) (grant uint64, capped bool, v LedgerVerdict) {
 	if l.Reached != "" {
 		l.Count.Refused++
 		return 0, false, LedgerSpent
@@ -129,7 +132,7 @@ func (l *Ledger) Reserve(b OutputBound) (grant uint64, capped bool, v LedgerVerd
 // caller leaves), and the request is refused: LedgerWait when what is
 // left or what the requests under way hold may serve it later (the
 // client is to try again), else LedgerSpent, as Reserve says.
-func (l *Ledger) Bound(grant uint64, b OutputBound) (kept uint64, v LedgerVerdict) {
+func (l *Ledger) Bound(grant uint64, b modelapi.OutputBound) (kept uint64, v LedgerVerdict) {
 	if l.Limit == 0 {
 		return grant, LedgerGo
 	}
@@ -163,7 +166,7 @@ type LedgerReply struct {
 	Forwarded bool
 	// Tokens are what the reply said it used; Whole, whether that was
 	// read; OK, whether the reply was a success.
-	Tokens Tokens
+	Tokens modelapi.Tokens
 	Whole  bool
 	OK     bool
 }

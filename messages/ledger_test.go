@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
 // TestLedgerProperties drives the meter's core through random
@@ -74,7 +76,7 @@ func TestLedgerProperties(t *testing.T) {
 				if i < 0 {
 					t.Skip("nothing entered unreserved")
 				}
-				b := OutputBound{Asked: rapid.SampledFrom([]uint64{0, 1, 16, 500, 4096, 128000}).Draw(t, "asked"),
+				b := modelapi.OutputBound{Asked: rapid.SampledFrom([]uint64{0, 1, 16, 500, 4096, 128000}).Draw(t, "asked"),
 					Least: rapid.SampledFrom([]uint64{1, 16, 1025}).Draw(t, "least")}
 				before, left, reserved := l.Count.Total(), l.Left(), l.Reserved
 				grant, capped, v := l.Reserve(b)
@@ -117,7 +119,7 @@ func TestLedgerProperties(t *testing.T) {
 					t.Skip("nothing reserved unbounded")
 				}
 				grant := entered[i].grant
-				b := OutputBound{Asked: rapid.SampledFrom([]uint64{0, 1, 16, 500, 4096, 128000, 200000}).Draw(t, "body asks"),
+				b := modelapi.OutputBound{Asked: rapid.SampledFrom([]uint64{0, 1, 16, 500, 4096, 128000, 200000}).Draw(t, "body asks"),
 					Least: rapid.SampledFrom([]uint64{1, 16, 1025}).Draw(t, "body's least")}
 				reserved := l.Reserved
 				kept, v := l.Bound(grant, b)
@@ -170,7 +172,7 @@ func TestLedgerProperties(t *testing.T) {
 					out = 5000
 				}
 				rep := LedgerReply{Forwarded: rapid.Bool().Draw(t, "forwarded"), OK: true, Whole: rapid.IntRange(0, 9).Draw(t, "whole") > 0,
-					Tokens: Tokens{Input: rapid.Uint64Range(0, 3000).Draw(t, "input"), Output: rapid.Uint64Range(0, out).Draw(t, "output")}}
+					Tokens: modelapi.Tokens{Input: rapid.Uint64Range(0, 3000).Draw(t, "input"), Output: rapid.Uint64Range(0, out).Draw(t, "output")}}
 				wasReached := l.Reached
 				l.Settle(r.grant, rep)
 				if wasReached != "" && l.Reached != wasReached {
@@ -206,12 +208,12 @@ func TestLedgerHundredAtOnce(t *testing.T) {
 			spent++
 			continue
 		}
-		switch g, capped, v := l.Reserve(OutputBound{Least: 1}); v {
+		switch g, capped, v := l.Reserve(modelapi.OutputBound{Least: 1}); v {
 		case LedgerGo:
 			if !capped || g != 2000 {
 				t.Fatalf("granted %d (capped %v)", g, capped)
 			}
-			if g, v = l.Bound(g, OutputBound{Asked: 4096, Least: 1}); g != 2000 || v != LedgerGo {
+			if g, v = l.Bound(g, modelapi.OutputBound{Asked: 4096, Least: 1}); g != 2000 || v != LedgerGo {
 				t.Fatalf("the body asking 4096 kept %d: %s", g, v)
 			}
 			grants = append(grants, g)
@@ -223,7 +225,7 @@ func TestLedgerHundredAtOnce(t *testing.T) {
 		}
 	}
 	for _, g := range grants {
-		l.Settle(g, LedgerReply{Forwarded: true, OK: true, Whole: true, Tokens: Tokens{Input: 10, Output: g}})
+		l.Settle(g, LedgerReply{Forwarded: true, OK: true, Whole: true, Tokens: modelapi.Tokens{Input: 10, Output: g}})
 	}
 	for range 100 - len(grants) {
 		if l.Enter() != LedgerSpent {
@@ -241,15 +243,15 @@ func TestLedgerHundredAtOnce(t *testing.T) {
 func TestLedgerTooLittleLeft(t *testing.T) {
 	l := &Ledger{Limit: 100}
 	l.Enter()
-	g, _, _ := l.Reserve(OutputBound{Asked: 90, Least: 16})
+	g, _, _ := l.Reserve(modelapi.OutputBound{Asked: 90, Least: 16})
 	l.Enter()
-	if _, _, v := l.Reserve(OutputBound{Least: 16}); v != LedgerWait {
+	if _, _, v := l.Reserve(modelapi.OutputBound{Least: 16}); v != LedgerWait {
 		t.Fatalf("10 left while 90 are reserved: %s", v)
 	}
 	l.Leave()
-	l.Settle(g, LedgerReply{Forwarded: true, OK: true, Whole: true, Tokens: Tokens{Input: 0, Output: 90}})
+	l.Settle(g, LedgerReply{Forwarded: true, OK: true, Whole: true, Tokens: modelapi.Tokens{Input: 0, Output: 90}})
 	l.Enter()
-	if _, _, v := l.Reserve(OutputBound{Least: 16}); v != LedgerSpent || !strings.Contains(l.Reached, "the 10 left are fewer than the least a request may ask (16)") {
+	if _, _, v := l.Reserve(modelapi.OutputBound{Least: 16}); v != LedgerSpent || !strings.Contains(l.Reached, "the 10 left are fewer than the least a request may ask (16)") {
 		t.Fatalf("%s: %q", v, l.Reached)
 	}
 	if s := strconv.FormatUint(l.Count.Refused, 10); s != "1" {
@@ -266,39 +268,39 @@ func TestLedgerTooLittleLeft(t *testing.T) {
 func TestLedgerBoundKeepsWhatTheBodyAsks(t *testing.T) {
 	l := &Ledger{Limit: 10000}
 	l.Enter()
-	g, capped, _ := l.Reserve(OutputBound{Least: 1})
+	g, capped, _ := l.Reserve(modelapi.OutputBound{Least: 1})
 	if g != 10000 || !capped {
 		t.Fatalf("reserved %d, capped %v", g, capped)
 	}
 	l.Enter()
-	if _, _, v := l.Reserve(OutputBound{Least: 1}); v != LedgerWait {
+	if _, _, v := l.Reserve(modelapi.OutputBound{Least: 1}); v != LedgerWait {
 		t.Fatalf("nothing left, another under way: %s", v)
 	}
-	if g, v := l.Bound(g, OutputBound{Asked: 4096, Least: 1}); g != 4096 || v != LedgerGo || l.Reserved != 4096 {
+	if g, v := l.Bound(g, modelapi.OutputBound{Asked: 4096, Least: 1}); g != 4096 || v != LedgerGo || l.Reserved != 4096 {
 		t.Fatalf("kept %d (%s), reserved %d", g, v, l.Reserved)
 	}
-	g2, _, v := l.Reserve(OutputBound{Least: 1})
+	g2, _, v := l.Reserve(modelapi.OutputBound{Least: 1})
 	if g2 != 5904 || v != LedgerGo {
 		t.Fatalf("the second reserved %d: %s", g2, v)
 	}
 	// Its body asks 8000 with thinking enabled: capped to 5904, enough.
-	if g2, v = l.Bound(g2, OutputBound{Asked: 8000, Least: 1025}); g2 != 5904 || v != LedgerGo {
+	if g2, v = l.Bound(g2, modelapi.OutputBound{Asked: 8000, Least: 1025}); g2 != 5904 || v != LedgerGo {
 		t.Fatalf("kept %d: %s", g2, v)
 	}
-	l.Settle(g2, LedgerReply{Forwarded: true, OK: true, Whole: true, Tokens: Tokens{Output: 5904}})
+	l.Settle(g2, LedgerReply{Forwarded: true, OK: true, Whole: true, Tokens: modelapi.Tokens{Output: 5904}})
 	l.Enter()
-	g3, _, _ := l.Reserve(OutputBound{Least: 1}) // 10000-5904-4096: nothing left
+	g3, _, _ := l.Reserve(modelapi.OutputBound{Least: 1}) // 10000-5904-4096: nothing left
 	if g3 != 0 {
 		t.Fatalf("reserved %d with nothing left", g3)
 	}
-	l.Settle(g, LedgerReply{Forwarded: true, OK: true, Whole: true, Tokens: Tokens{Output: 3400}})
-	g3, _, _ = l.Reserve(OutputBound{Least: 1}) // 696 left
+	l.Settle(g, LedgerReply{Forwarded: true, OK: true, Whole: true, Tokens: modelapi.Tokens{Output: 3400}})
+	g3, _, _ = l.Reserve(modelapi.OutputBound{Least: 1}) // 696 left
 	l.Enter()
-	g4, _, _ := l.Reserve(OutputBound{Least: 1}) // none left
+	g4, _, _ := l.Reserve(modelapi.OutputBound{Least: 1}) // none left
 	if g3 != 696 || g4 != 0 {
 		t.Fatalf("reserved %d and %d", g3, g4)
 	}
-	if g3, v = l.Bound(g3, OutputBound{Asked: 2000, Least: 1025}); g3 != 0 || v != LedgerSpent || l.Count.Refused != 1 ||
+	if g3, v = l.Bound(g3, modelapi.OutputBound{Asked: 2000, Least: 1025}); g3 != 0 || v != LedgerSpent || l.Count.Refused != 1 ||
 		!strings.Contains(l.Reached, "the 696 left are fewer than the least a request may ask (1025)") {
 		t.Fatalf("thinking under 696 left: kept %d, %s, %q", g3, v, l.Reached)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // ListenKind is what a listener listens to (seed 000's listeners).
@@ -31,27 +33,27 @@ type Listener struct {
 func (l *Listener) Key() WorkspaceKey { return WorkspaceKey{Login: l.Login, Project: l.Project} }
 
 func (l *Listener) validate(prefix string) error {
-	if err := checkLogin(joinField(prefix, "login"), l.Login); err != nil {
+	if err := checkLogin(strictjson.JoinField(prefix, "login"), l.Login); err != nil {
 		return err
 	}
-	if err := checkProject(joinField(prefix, "project"), l.Project); err != nil {
+	if err := CheckProject(strictjson.JoinField(prefix, "project"), l.Project); err != nil {
 		return err
 	}
-	return checkListened(joinField(prefix, "kind"), joinField(prefix, "names"), l.Kind, l.Names)
+	return checkListened(strictjson.JoinField(prefix, "kind"), strictjson.JoinField(prefix, "names"), l.Kind, l.Names)
 }
 
 func checkListened(kindField, namesField string, kind ListenKind, names string) error {
 	switch kind {
 	case ListenThread:
-		return checkHash(namesField, names)
+		return CheckHash(namesField, names)
 	case ListenTicket:
 		return checkTicketID(namesField, names)
 	case ListenBranch:
-		return checkBranch(namesField, names)
+		return CheckBranch(namesField, names)
 	case "":
-		return fieldErr(kindField, ErrMissing, "is empty; it is thread, ticket or branch")
+		return strictjson.FieldErr(kindField, strictjson.ErrMissing, "is empty; it is thread, ticket or branch")
 	}
-	return fieldErr(kindField, ErrInvalid, fmt.Sprintf("%s is not a kind of listener (thread, ticket, branch)", quoteShort(string(kind))))
+	return strictjson.FieldErr(kindField, strictjson.ErrInvalid, fmt.Sprintf("%s is not a kind of listener (thread, ticket, branch)", strictjson.QuoteShort(string(kind))))
 }
 
 // String renders the listener on one line.
@@ -154,7 +156,7 @@ func (n *UnheardNote) All() []string {
 }
 
 // NoteKind is "unheard".
-func (*UnheardNote) NoteKind() NoteKind { return KindUnheard }
+func (*UnheardNote) NoteKind() NoteKind { return kindUnheard }
 
 func (n *UnheardNote) version() int { return n.Version }
 
@@ -163,34 +165,34 @@ func (n *UnheardNote) Validate() error {
 	if err := checkHeader(n.Version, n.Login, n.Project); err != nil {
 		return err
 	}
-	if err := checkHash("post", n.Post); err != nil {
+	if err := CheckHash("post", n.Post); err != nil {
 		return err
 	}
 	if n.Posts != nil {
 		if len(n.Posts) < 2 {
-			return fieldErr("posts", ErrInvalid, "lists every post of a note covering two or more; a note for one post names it in post alone")
+			return strictjson.FieldErr("posts", strictjson.ErrInvalid, "lists every post of a note covering two or more; a note for one post names it in post alone")
 		}
 		seen := make(map[string]bool, len(n.Posts))
 		for i, p := range n.Posts {
-			if err := checkHash(indexField("posts", i), p); err != nil {
+			if err := CheckHash(strictjson.IndexField("posts", i), p); err != nil {
 				return err
 			}
 			if seen[p] {
-				return fieldErr(indexField("posts", i), ErrInvalid, "names a post twice")
+				return strictjson.FieldErr(strictjson.IndexField("posts", i), strictjson.ErrInvalid, "names a post twice")
 			}
 			seen[p] = true
 		}
 		if n.Posts[0] != n.Post {
-			return fieldErr("posts[0]", ErrInvalid, "is not post; the list begins with the first post, which post names")
+			return strictjson.FieldErr("posts[0]", strictjson.ErrInvalid, "is not post; the list begins with the first post, which post names")
 		}
 	}
 	switch n.Why {
 	case UnheardNoReader, UnheardNoPipe, UnheardEnded:
 		return nil
 	case "":
-		return fieldErr("why", ErrMissing, "is empty; it is no-reader, no-pipe or ended")
+		return strictjson.FieldErr("why", strictjson.ErrMissing, "is empty; it is no-reader, no-pipe or ended")
 	}
-	return fieldErr("why", ErrInvalid, fmt.Sprintf("%s is not why a post went unheard (no-reader, no-pipe, ended)", quoteShort(string(n.Why))))
+	return strictjson.FieldErr("why", strictjson.ErrInvalid, fmt.Sprintf("%s is not why a post went unheard (no-reader, no-pipe, ended)", strictjson.QuoteShort(string(n.Why))))
 }
 
 // Encode renders the canonical block.
@@ -198,15 +200,15 @@ func (n *UnheardNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *UnheardNote) String() string {
-	l := newLine(KindUnheard).version(n.Version).word(n.Login+"/"+n.Project).kv("post", n.Post)
+	l := newLine(kindUnheard).version(n.Version).word(n.Login+"/"+n.Project).kv("post", n.Post)
 	if n.Posts != nil {
 		l.list("posts", n.Posts)
 	}
 	return l.kv("why", string(n.Why)).String()
 }
 
-// BranchFilePrefix begins a branch listener's file name in listening/ (D2).
-const BranchFilePrefix = "branch-"
+// branchFilePrefix begins a branch listener's file name in listening/ (D2).
+const branchFilePrefix = "branch-"
 
 // ListeningFileName is the name of a listener's file in the session's
 // listening/ directory (D2): the thread's root hash, the ticket's id, or
@@ -214,13 +216,13 @@ const BranchFilePrefix = "branch-"
 // branch whose file name would pass NAME_MAX is refused.
 func ListeningFileName(kind ListenKind, names string) (string, error) {
 	if err := checkListened("kind", "names", kind, names); err != nil {
-		return "", at("listening file", err)
+		return "", strictjson.At("listening file", err)
 	}
 	if kind != ListenBranch {
 		return names, nil
 	}
 	var b strings.Builder
-	b.WriteString(BranchFilePrefix)
+	b.WriteString(branchFilePrefix)
 	for i := 0; i < len(names); i++ {
 		switch c := names[i]; c {
 		case '%':
@@ -231,8 +233,8 @@ func ListeningFileName(kind ListenKind, names string) (string, error) {
 			b.WriteByte(c)
 		}
 	}
-	if b.Len() > MaxFileNameLen {
-		return "", &FieldError{Where: "listening file", Field: "names", Problem: fmt.Sprintf("branch %s makes a file name of %d bytes; a file name is at most %d", quoteShort(names), b.Len(), MaxFileNameLen), Err: ErrTooLong}
+	if b.Len() > maxFileNameLen {
+		return "", &strictjson.FieldError{Where: "listening file", Field: "names", Problem: fmt.Sprintf("branch %s makes a file name of %d bytes; a file name is at most %d", strictjson.QuoteShort(names), b.Len(), maxFileNameLen), Err: strictjson.ErrTooLong}
 	}
 	return b.String(), nil
 }
@@ -270,7 +272,7 @@ func ParseListeningFile(name string, content []byte) (ListeningEntry, error) {
 	const where = "listening file"
 	body := string(content)
 	if len(content) == 0 || content[len(content)-1] != '\n' || strings.ContainsRune(body[:len(body)-1], '\n') {
-		return ListeningEntry{}, &FieldError{Where: where, Field: quoteShort(name), Problem: "holds " + quoteShort(body) + "; it holds its kind (thread, ticket or branch), a receipt number when a listen note made it, and a newline", Err: ErrSyntax}
+		return ListeningEntry{}, &strictjson.FieldError{Where: where, Field: strictjson.QuoteShort(name), Problem: "holds " + strictjson.QuoteShort(body) + "; it holds its kind (thread, ticket or branch), a receipt number when a listen note made it, and a newline", Err: strictjson.ErrSyntax}
 	}
 	kindText, afterText, hasAfter := strings.Cut(body[:len(body)-1], " ")
 	kind := ListenKind(kindText)
@@ -278,20 +280,20 @@ func ParseListeningFile(name string, content []byte) (ListeningEntry, error) {
 	if hasAfter {
 		n, err := strconv.ParseInt(afterText, 10, 64)
 		if err != nil || n <= 0 || strconv.FormatInt(n, 10) != afterText {
-			return ListeningEntry{}, &FieldError{Where: where, Field: quoteShort(name), Problem: "holds the receipt " + quoteShort(afterText) + ", not a whole number above 0 written plainly", Err: ErrSyntax}
+			return ListeningEntry{}, &strictjson.FieldError{Where: where, Field: strictjson.QuoteShort(name), Problem: "holds the receipt " + strictjson.QuoteShort(afterText) + ", not a whole number above 0 written plainly", Err: strictjson.ErrSyntax}
 		}
 		after = n
 	}
 	names := name
-	if rest, ok := strings.CutPrefix(name, BranchFilePrefix); ok {
+	if rest, ok := strings.CutPrefix(name, branchFilePrefix); ok {
 		if kind != ListenBranch {
-			return ListeningEntry{}, &FieldError{Where: where, Field: quoteShort(name), Problem: fmt.Sprintf("is named for a branch but holds the kind %s", quoteShort(string(kind))), Err: ErrInvalid}
+			return ListeningEntry{}, &strictjson.FieldError{Where: where, Field: strictjson.QuoteShort(name), Problem: fmt.Sprintf("is named for a branch but holds the kind %s", strictjson.QuoteShort(string(kind))), Err: strictjson.ErrInvalid}
 		}
 		var b strings.Builder
 		for i := 0; i < len(rest); i++ {
 			c := rest[i]
 			if c == '/' {
-				return ListeningEntry{}, &FieldError{Where: where, Field: quoteShort(name), Problem: "holds '/', which no file name can", Err: ErrInvalid}
+				return ListeningEntry{}, &strictjson.FieldError{Where: where, Field: strictjson.QuoteShort(name), Problem: "holds '/', which no file name can", Err: strictjson.ErrInvalid}
 			}
 			if c != '%' {
 				b.WriteByte(c)
@@ -303,19 +305,19 @@ func ParseListeningFile(name string, content []byte) (ListeningEntry, error) {
 			case strings.HasPrefix(rest[i:], "%2F"):
 				b.WriteByte('/')
 			default:
-				return ListeningEntry{}, &FieldError{Where: where, Field: quoteShort(name), Problem: fmt.Sprintf("has '%%' at byte %d not followed by 25 or 2F, the only escapes a branch's file name uses", len(BranchFilePrefix)+i), Err: ErrInvalid}
+				return ListeningEntry{}, &strictjson.FieldError{Where: where, Field: strictjson.QuoteShort(name), Problem: fmt.Sprintf("has '%%' at byte %d not followed by 25 or 2F, the only escapes a branch's file name uses", len(branchFilePrefix)+i), Err: strictjson.ErrInvalid}
 			}
 			i += 2
 		}
 		names = b.String()
 	} else if kind == ListenBranch {
-		return ListeningEntry{}, &FieldError{Where: where, Field: quoteShort(name), Problem: "holds the kind branch but its name does not start with " + BranchFilePrefix, Err: ErrInvalid}
+		return ListeningEntry{}, &strictjson.FieldError{Where: where, Field: strictjson.QuoteShort(name), Problem: "holds the kind branch but its name does not start with " + branchFilePrefix, Err: strictjson.ErrInvalid}
 	}
-	if len(name) > MaxFileNameLen {
-		return ListeningEntry{}, &FieldError{Where: where, Field: quoteShort(name), Problem: fmt.Sprintf("is %d bytes; a file name is at most %d", len(name), MaxFileNameLen), Err: ErrTooLong}
+	if len(name) > maxFileNameLen {
+		return ListeningEntry{}, &strictjson.FieldError{Where: where, Field: strictjson.QuoteShort(name), Problem: fmt.Sprintf("is %d bytes; a file name is at most %d", len(name), maxFileNameLen), Err: strictjson.ErrTooLong}
 	}
 	if err := checkListened("kind", "names", kind, names); err != nil {
-		return ListeningEntry{}, at(where, err)
+		return ListeningEntry{}, strictjson.At(where, err)
 	}
 	return ListeningEntry{Kind: kind, Names: names, After: after}, nil
 }
@@ -326,7 +328,7 @@ func ParseListeningFile(name string, content []byte) (ListeningEntry, error) {
 // path component.
 func ValidateListeningFileName(name string) error {
 	kind := ListenThread
-	if strings.HasPrefix(name, BranchFilePrefix) {
+	if strings.HasPrefix(name, branchFilePrefix) {
 		kind = ListenBranch
 	}
 	_, err := ParseListeningFile(name, ListeningFileContent(kind, 0))

@@ -8,19 +8,21 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // Bounds on names and values. They are part of protocol v1: a writer that needs
 // more is refused, never truncated.
 const (
-	// MaxNameLen bounds a login and a project (decision D1).
-	MaxNameLen = 64
-	// MaxBranchLen bounds a branch name.
-	MaxBranchLen = 255
-	// MaxPathLen bounds an absolute path (PATH_MAX less its NUL).
-	MaxPathLen = 4095
-	// MaxFileNameLen bounds one file name (NAME_MAX), such as a listening file.
-	MaxFileNameLen = 255
+	// maxNameLen bounds a login and a project (decision D1).
+	maxNameLen = 64
+	// maxBranchLen bounds a branch name.
+	maxBranchLen = 255
+	// maxPathLen bounds an absolute path (PATH_MAX less its NUL).
+	maxPathLen = 4095
+	// maxFileNameLen bounds one file name (NAME_MAX), such as a listening file.
+	maxFileNameLen = 255
 	// MaxTextLen bounds a note's free text (a reason, a summary, a note in words).
 	MaxTextLen = 8192
 	// MaxShortLen bounds a short one-line value: a model, a release, an argument.
@@ -31,9 +33,9 @@ const (
 // login (D1). Compared without regard to case, so "Nobody" is refused too.
 var pseudoUsers = []string{"nobody", "anonymous", "reader", "developer"}
 
-// ReservedRootName says whether s is the name of one of the agents root's own
+// reservedRootName says whether s is the name of one of the agents root's own
 // files, which no login may take: AGENTS/LOGIN would collide with them.
-func ReservedRootName(s string) bool {
+func reservedRootName(s string) bool {
 	return s == "ocxd" || strings.HasPrefix(s, "ocxd.") || s == "node.json" ||
 		s == "hook" || strings.HasPrefix(s, "hook.")
 }
@@ -42,7 +44,7 @@ func ReservedRootName(s string) bool {
 func ValidateLogin(s string) error { return checkLogin("login", s) }
 
 // ValidateProject checks a project name per decision D1.
-func ValidateProject(s string) error { return checkProject("project", s) }
+func ValidateProject(s string) error { return CheckProject("project", s) }
 
 func checkLogin(field, s string) error {
 	if err := checkName(field, "login", s); err != nil {
@@ -50,28 +52,29 @@ func checkLogin(field, s string) error {
 	}
 	for _, p := range pseudoUsers {
 		if strings.EqualFold(s, p) {
-			return fieldErr(field, ErrInvalid, fmt.Sprintf("%q is one of Fossil's pseudo-users (nobody, anonymous, reader, developer), never an agent's login", s))
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%q is one of Fossil's pseudo-users (nobody, anonymous, reader, developer), never an agent's login", s))
 		}
 	}
 	// AGENTS/LOGIN would collide with the agents root's own files: the
 	// daemon's, node.json, and the hook's log and marks (decisions D2, D16, D19).
-	if ReservedRootName(s) {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%q names one of the agents root's own files (ocxd, ocxd.*, node.json, hook, hook.*), never a login", s))
+	if reservedRootName(s) {
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%q names one of the agents root's own files (ocxd, ocxd.*, node.json, hook, hook.*), never a login", s))
 	}
 	return nil
 }
 
-func checkProject(field, s string) error { return checkName(field, "project", s) }
+// CheckProject checks a project name, naming field in the error.
+func CheckProject(field, s string) error { return checkName(field, "project", s) }
 
-// checkName applies D1's shape: [A-Za-z0-9][A-Za-z0-9._-]*, at most MaxNameLen
+// checkName applies D1's shape: [A-Za-z0-9][A-Za-z0-9._-]*, at most maxNameLen
 // bytes. Because a name cannot start with '.', it can never be "." or "..", and
 // because '/' is not allowed it is always one path component.
 func checkName(field, what, s string) error {
 	if s == "" {
-		return fieldErr(field, ErrMissing, "is empty; a "+what+" is a name")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; a "+what+" is a name")
 	}
-	if len(s) > MaxNameLen {
-		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; a %s is at most %d", len(s), what, MaxNameLen))
+	if len(s) > maxNameLen {
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a %s is at most %d", len(s), what, maxNameLen))
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -79,10 +82,10 @@ func checkName(field, what, s string) error {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
 		case i > 0 && (c == '.' || c == '_' || c == '-'):
 		case i == 0 && (c == '.' || c == '_' || c == '-'):
-			return fieldErr(field, ErrInvalid, fmt.Sprintf("%q is not a %s: it must start with a letter or digit, not %q", s, what, rune(c)))
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%q is not a %s: it must start with a letter or digit, not %q", s, what, rune(c)))
 		default:
 			r, _ := utf8.DecodeRuneInString(s[i:])
-			return fieldErr(field, ErrInvalid, fmt.Sprintf("%q is not a %s: %s is not allowed (letters, digits, '.', '_' and '-' are)", s, what, strconv.QuoteRune(r)))
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%q is not a %s: %s is not allowed (letters, digits, '.', '_' and '-' are)", s, what, strconv.QuoteRune(r)))
 		}
 	}
 	return nil
@@ -99,11 +102,11 @@ type WorkspaceKey struct {
 func ParseWorkspaceKey(s string) (WorkspaceKey, error) {
 	login, project, ok := strings.Cut(s, "/")
 	if !ok {
-		return WorkspaceKey{}, &FieldError{Where: "workspace key", Problem: quoteShort(s) + " is not LOGIN/PROJECT: it has no '/'", Err: ErrSyntax}
+		return WorkspaceKey{}, &strictjson.FieldError{Where: "workspace key", Problem: strictjson.QuoteShort(s) + " is not LOGIN/PROJECT: it has no '/'", Err: strictjson.ErrSyntax}
 	}
 	k := WorkspaceKey{Login: login, Project: project}
 	if err := k.Validate(); err != nil {
-		return WorkspaceKey{}, at("workspace key", err)
+		return WorkspaceKey{}, strictjson.At("workspace key", err)
 	}
 	return k, nil
 }
@@ -113,7 +116,7 @@ func (k WorkspaceKey) Validate() error {
 	if err := checkLogin("login", k.Login); err != nil {
 		return err
 	}
-	return checkProject("project", k.Project)
+	return CheckProject("project", k.Project)
 }
 
 // String renders LOGIN/PROJECT.
@@ -121,15 +124,16 @@ func (k WorkspaceKey) String() string { return k.Login + "/" + k.Project }
 
 // ValidateBranch checks a Fossil branch name as OCX accepts it: spaces are
 // allowed, as Fossil allows them, but it is never empty, holds no control
-// character and is at most MaxBranchLen bytes of UTF-8.
-func ValidateBranch(s string) error { return checkBranch("branch", s) }
+// character and is at most maxBranchLen bytes of UTF-8.
+func ValidateBranch(s string) error { return CheckBranch("branch", s) }
 
-func checkBranch(field, s string) error {
+// CheckBranch checks a branch name, naming field in the error.
+func CheckBranch(field, s string) error {
 	if s == "" {
-		return fieldErr(field, ErrMissing, "is empty; a branch has a name")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; a branch has a name")
 	}
-	if len(s) > MaxBranchLen {
-		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; a branch name is at most %d", len(s), MaxBranchLen))
+	if len(s) > maxBranchLen {
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a branch name is at most %d", len(s), maxBranchLen))
 	}
 	if err := checkChars(field, s, false); err != nil {
 		return err
@@ -139,14 +143,15 @@ func checkBranch(field, s string) error {
 
 // ValidateHash checks a full artifact hash: 40 (SHA1) or 64 (SHA3-256)
 // lowercase hex digits. Notes and pipe lines always carry full hashes (E8).
-func ValidateHash(s string) error { return checkHash("hash", s) }
+func ValidateHash(s string) error { return CheckHash("hash", s) }
 
-func checkHash(field, s string) error {
+// CheckHash checks a full artifact hash, naming field in the error.
+func CheckHash(field, s string) error {
 	if s == "" {
-		return fieldErr(field, ErrMissing, "is empty; a full artifact hash is 40 or 64 hex digits")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; a full artifact hash is 40 or 64 hex digits")
 	}
 	if len(s) != 40 && len(s) != 64 {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is %d characters; a full artifact hash is 40 or 64 lowercase hex digits", quoteShort(s), len(s)))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is %d characters; a full artifact hash is 40 or 64 lowercase hex digits", strictjson.QuoteShort(s), len(s)))
 	}
 	return checkHex(field, s)
 }
@@ -157,7 +162,7 @@ func ValidateTicketID(s string) error { return checkTicketID("ticket", s) }
 
 func checkTicketID(field, s string) error {
 	if len(s) != 40 {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is %d characters; a ticket id is 40 lowercase hex digits", quoteShort(s), len(s)))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is %d characters; a ticket id is 40 lowercase hex digits", strictjson.QuoteShort(s), len(s)))
 	}
 	return checkHex(field, s)
 }
@@ -166,7 +171,7 @@ func checkHex(field, s string) error {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not lowercase hex: %q at offset %d", quoteShort(s), rune(c), i))
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not lowercase hex: %q at offset %d", strictjson.QuoteShort(s), rune(c), i))
 		}
 	}
 	return nil
@@ -174,30 +179,31 @@ func checkHex(field, s string) error {
 
 // ValidateAbsPath checks a host path as a sandbox lists it: absolute, clean
 // (path.Clean leaves it unchanged, so no "..", ".", "//" or trailing '/'), valid
-// UTF-8 without control characters (NUL included), at most MaxPathLen bytes.
-func ValidateAbsPath(s string) error { return checkAbsPath("path", s) }
+// UTF-8 without control characters (NUL included), at most maxPathLen bytes.
+func ValidateAbsPath(s string) error { return CheckAbsPath("path", s) }
 
-func checkAbsPath(field, s string) error {
+// CheckAbsPath checks an absolute path, naming field in the error.
+func CheckAbsPath(field, s string) error {
 	if s == "" {
-		return fieldErr(field, ErrMissing, "is empty; a path here is absolute")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; a path here is absolute")
 	}
-	if len(s) > MaxPathLen {
-		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; a path is at most %d", len(s), MaxPathLen))
+	if len(s) > maxPathLen {
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a path is at most %d", len(s), maxPathLen))
 	}
 	if err := checkChars(field, s, false); err != nil {
 		return err
 	}
 	if s[0] != '/' {
-		return fieldErr(field, ErrInvalid, quoteShort(s)+" is not an absolute path")
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, strictjson.QuoteShort(s)+" is not an absolute path")
 	}
 	if c := path.Clean(s); c != s {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a clean path (clean, it is %s)", quoteShort(s), quoteShort(c)))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a clean path (clean, it is %s)", strictjson.QuoteShort(s), strictjson.QuoteShort(c)))
 	}
 	return nil
 }
 
-// RepositorySuffix ends every repository file name; the rest is its project (D1).
-const RepositorySuffix = ".fossil"
+// repositorySuffix ends every repository file name; the rest is its project (D1).
+const repositorySuffix = ".fossil"
 
 // ValidateRepository checks a repository file as a pipe line names it: an
 // absolute, clean path with no whitespace, whose file name is PROJECT.fossil for
@@ -205,24 +211,24 @@ const RepositorySuffix = ".fossil"
 func ValidateRepository(s string) error { return checkRepository("repository", s) }
 
 func checkRepository(field, s string) error {
-	if err := checkAbsPath(field, s); err != nil {
+	if err := CheckAbsPath(field, s); err != nil {
 		return err
 	}
 	for _, r := range s {
 		if unicode.IsSpace(r) {
-			return fieldErr(field, ErrInvalid, fmt.Sprintf("%s holds whitespace (%s); a repository path in a pipe line has none", quoteShort(s), strconv.QuoteRune(r)))
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s holds whitespace (%s); a repository path in a pipe line has none", strictjson.QuoteShort(s), strconv.QuoteRune(r)))
 		}
 	}
 	base := path.Base(s)
-	project, ok := strings.CutSuffix(base, RepositorySuffix)
+	project, ok := strings.CutSuffix(base, repositorySuffix)
 	if !ok {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a repository file: its name does not end in %s", quoteShort(s), RepositorySuffix))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a repository file: its name does not end in %s", strictjson.QuoteShort(s), repositorySuffix))
 	}
 	if err := checkName(field, "project", project); err != nil {
-		var fe *FieldError
+		var fe *strictjson.FieldError
 		if errors.As(err, &fe) {
-			fe.Problem = fmt.Sprintf("%s does not name a project: %s", quoteShort(s), fe.Problem)
-			fe.Err = ErrInvalid
+			fe.Problem = fmt.Sprintf("%s does not name a project: %s", strictjson.QuoteShort(s), fe.Problem)
+			fe.Err = strictjson.ErrInvalid
 		}
 		return err
 	}
@@ -232,7 +238,7 @@ func checkRepository(field, s string) error {
 // ProjectOf returns the project a repository file holds: its file name without
 // .fossil. It assumes ValidateRepository passed.
 func ProjectOf(repository string) string {
-	return strings.TrimSuffix(path.Base(repository), RepositorySuffix)
+	return strings.TrimSuffix(path.Base(repository), repositorySuffix)
 }
 
 // checkChars refuses invalid UTF-8 and control characters (C0, DEL and C1,
@@ -241,11 +247,11 @@ func checkChars(field, s string, multiline bool) error {
 	for i, r := range s {
 		if r == utf8.RuneError {
 			if _, size := utf8.DecodeRuneInString(s[i:]); size <= 1 {
-				return fieldErr(field, ErrInvalid, fmt.Sprintf("is not valid UTF-8 (at byte %d)", i))
+				return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("is not valid UTF-8 (at byte %d)", i))
 			}
 		}
 		if unicode.IsControl(r) && !(multiline && (r == '\n' || r == '\t')) {
-			return fieldErr(field, ErrInvalid, fmt.Sprintf("holds the control character %s at byte %d", strconv.QuoteRune(r), i))
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("holds the control character %s at byte %d", strconv.QuoteRune(r), i))
 		}
 	}
 	return nil
@@ -255,34 +261,23 @@ func checkChars(field, s string, multiline bool) error {
 // allowed, no other control character, at most max bytes.
 func checkText(field, s string, required bool, max int) error {
 	if s == "" && required {
-		return fieldErr(field, ErrMissing, "is empty; it says in words what happened")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; it says in words what happened")
 	}
 	if len(s) > max {
-		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; at most %d", len(s), max))
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; at most %d", len(s), max))
 	}
 	return checkChars(field, s, true)
 }
 
-// checkLine checks a one-line value: no control characters at all.
-func checkLine(field, s string, required bool, max int) error {
+// CheckLine checks a one-line value: no control characters at all.
+func CheckLine(field, s string, required bool, max int) error {
 	if s == "" && required {
-		return fieldErr(field, ErrMissing, "is empty")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty")
 	}
 	if len(s) > max {
-		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; at most %d", len(s), max))
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; at most %d", len(s), max))
 	}
 	return checkChars(field, s, false)
-}
-
-// quoteShort quotes s for an error message, eliding the middle of a long one so
-// that a hostile 5,000-byte value does not make a 5,000-byte message.
-func quoteShort(s string) string {
-	const keep = 48
-	if len(s) <= 2*keep {
-		return strconv.Quote(s)
-	}
-	head, tail := s[:keep], s[len(s)-keep:]
-	return strconv.Quote(strings.ToValidUTF8(head, "")) + "…" + strconv.Quote(strings.ToValidUTF8(tail, ""))
 }
 
 // CleanText makes s safe to carry in a note as one-line text: invalid UTF-8
@@ -307,4 +302,18 @@ func ClipText(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// MarshalText writes a workspace key as LOGIN/PROJECT, the form the daemon's
+// hand-off (and its logs) use.
+func (k WorkspaceKey) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText reads LOGIN/PROJECT and validates both names.
+func (k *WorkspaceKey) UnmarshalText(b []byte) error {
+	p, err := ParseWorkspaceKey(string(b))
+	if err != nil {
+		return err
+	}
+	*k = p
+	return nil
 }

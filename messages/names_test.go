@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 func TestNames(t *testing.T) {
@@ -106,7 +108,7 @@ func TestListeningFiles(t *testing.T) {
 			t.Errorf("%s %q: %q %v", tc.kind, tc.names, f, err)
 		}
 	}
-	if _, err := ListeningFileName(ListenBranch, strings.Repeat("/", 100)); !errors.Is(err, ErrTooLong) {
+	if _, err := ListeningFileName(ListenBranch, strings.Repeat("/", 100)); !errors.Is(err, strictjson.ErrTooLong) {
 		t.Errorf("a branch of 100 slashes: %v", err)
 	}
 	for _, bad := range []struct{ file, content string }{
@@ -150,7 +152,7 @@ func TestCleanTextAndLastLine(t *testing.T) {
 		if got != want {
 			t.Errorf("LastLine(%.20q) = %.40q, want %.40q", in, got, want)
 		}
-		if _, err := ParseCITag("red: " + got); got != "" && err != nil {
+		if _, err := parseCITag("red: " + got); got != "" && err != nil {
 			t.Errorf("LastLine gave a line the tag refuses: %v", err)
 		}
 	}
@@ -188,7 +190,7 @@ func TestValidateListeningFileName(t *testing.T) {
 		}
 	}
 	for _, s := range []string{"", "AB" + hex40[2:], hex40[:39], "branch-", "branch-a/b", "branch-50%", "branch-%zz", "branch-a%41", "..", "../x", "branch-" + strings.Repeat("x", 249)} {
-		var fe *FieldError
+		var fe *strictjson.FieldError
 		if err := ValidateListeningFileName(s); !errors.As(err, &fe) {
 			t.Errorf("%q: %v, want a refusal", s, err)
 		}
@@ -197,7 +199,7 @@ func TestValidateListeningFileName(t *testing.T) {
 		b := rapid.StringMatching(`[^\x00]{1,60}`).Draw(t, "branch")
 		name, err := ListeningFileName(ListenBranch, b)
 		if err != nil {
-			if checkBranch("names", b) != nil {
+			if CheckBranch("names", b) != nil {
 				return
 			}
 			t.Fatalf("%q: %v", b, err)

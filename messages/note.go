@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // NoteKind is what a note's "ocx" key says it is (decision D3).
@@ -17,22 +19,22 @@ const (
 	KindWorkspace  NoteKind = "workspace"
 	KindSession    NoteKind = "session"
 	KindLaunch     NoteKind = "launch"
-	KindRefusal    NoteKind = "refusal"
-	KindEnd        NoteKind = "end"
+	kindRefusal    NoteKind = "refusal"
+	kindEnd        NoteKind = "end"
 	KindStop       NoteKind = "stop"
 	KindStopped    NoteKind = "stopped"
 	KindTerminated NoteKind = "terminated"
 	KindListen     NoteKind = "listen"
 	KindUnlisten   NoteKind = "unlisten"
-	KindUnheard    NoteKind = "unheard"
+	kindUnheard    NoteKind = "unheard"
 	KindReport     NoteKind = "report"
 	KindCI         NoteKind = "ci"
-	KindState      NoteKind = "state"
+	kindState      NoteKind = "state"
 )
 
-// Version is the one version of the notes this package reads and writes. A note
+// version is the one version of the notes this package reads and writes. A note
 // may say "version": 1 or leave it out.
-const Version = 1
+const version = 1
 
 // StopText is the plain post that asks a session to stop, as a stop note does.
 const StopText = "OCX stop"
@@ -53,14 +55,14 @@ type Note interface {
 	version() int
 }
 
-// NoteKinds lists every kind of note, in a stable order.
-func NoteKinds() []NoteKind {
-	return []NoteKind{KindWorkspace, KindSession, KindLaunch, KindRefusal, KindEnd, KindStop, KindStopped,
-		KindTerminated, KindListen, KindUnlisten, KindUnheard, KindReport, KindCI}
+// noteKinds lists every kind of note, in a stable order.
+func noteKinds() []NoteKind {
+	return []NoteKind{KindWorkspace, KindSession, KindLaunch, kindRefusal, kindEnd, KindStop, KindStopped,
+		KindTerminated, KindListen, KindUnlisten, kindUnheard, KindReport, KindCI}
 }
 
-// NewNote returns an empty note of a kind, or nil for a kind this package does not know.
-func NewNote(kind NoteKind) Note {
+// newNote returns an empty note of a kind, or nil for a kind this package does not know.
+func newNote(kind NoteKind) Note {
 	switch kind {
 	case KindWorkspace:
 		return &WorkspaceDefinition{}
@@ -68,9 +70,9 @@ func NewNote(kind NoteKind) Note {
 		return &SessionDefinition{}
 	case KindLaunch:
 		return &LaunchNote{}
-	case KindRefusal:
+	case kindRefusal:
 		return &RefusalNote{}
-	case KindEnd:
+	case kindEnd:
 		return &EndNote{}
 	case KindStop:
 		return &StopNote{}
@@ -82,7 +84,7 @@ func NewNote(kind NoteKind) Note {
 		return &ListenNote{}
 	case KindUnlisten:
 		return &UnlistenNote{}
-	case KindUnheard:
+	case kindUnheard:
 		return &UnheardNote{}
 	case KindReport:
 		return &ReportNote{}
@@ -100,22 +102,22 @@ func (k NoteKind) where() string {
 		return "workspace definition"
 	case KindSession:
 		return "session definition"
-	case KindState:
+	case kindState:
 		return "state"
 	}
 	return string(k) + " note"
 }
 
-// DecodeNote reads one note from the JSON of a block (without its fences) and
+// decodeNote reads one note from the JSON of a block (without its fences) and
 // validates it. Unknown keys are ignored, except inside sandbox and for the
 // limit-bearing keys budget, limits and restrict, which refuse the note (E9). A
 // version other than 1 gives ErrUnknownVersion and an unknown kind
 // ErrUnknownKind, each naming what it found; a run-engine message ("ocx": 1)
 // gives ErrRunMessage, and JSON without "ocx" gives ErrNotANote.
-func DecodeNote(block []byte) (Note, error) {
-	v, err := parseStrict(block, MaxNoteLen)
+func decodeNote(block []byte) (Note, error) {
+	v, err := strictjson.Parse(block, strictjson.MaxNoteLen)
 	if err != nil {
-		return nil, at(kindHint(block).where(), err)
+		return nil, strictjson.At(kindHint(block).where(), err)
 	}
 	return decodeTree(v, "")
 }
@@ -127,7 +129,7 @@ func kindHint(block []byte) NoteKind {
 		OCX any `json:"ocx"`
 	}
 	if json.Unmarshal(block, &head) == nil {
-		if k, ok := head.OCX.(string); ok && NewNote(NoteKind(k)) != nil {
+		if k, ok := head.OCX.(string); ok && newNote(NoteKind(k)) != nil {
 			return NoteKind(k)
 		}
 	}
@@ -137,7 +139,7 @@ func kindHint(block []byte) NoteKind {
 // DecodeNoteAs reads a note that must be of type T, such as *WorkspaceDefinition.
 func DecodeNoteAs[T Note](block []byte) (T, error) {
 	var zero T
-	n, err := DecodeNote(block)
+	n, err := decodeNote(block)
 	if err != nil {
 		return zero, err
 	}
@@ -147,16 +149,16 @@ func DecodeNoteAs[T Note](block []byte) (T, error) {
 		if nn := newOf[T](); nn != nil {
 			wantKind = string(nn.NoteKind())
 		}
-		return zero, &FieldError{Where: "note", Field: "ocx", Problem: fmt.Sprintf("is %q; a %s note is expected here", n.NoteKind(), wantKind), Err: ErrWrongKind}
+		return zero, &strictjson.FieldError{Where: "note", Field: "ocx", Problem: fmt.Sprintf("is %q; a %s note is expected here", n.NoteKind(), wantKind), Err: strictjson.ErrWrongKind}
 	}
 	return t, nil
 }
 
 // newOf finds the kind of note a pointer type T stands for.
 func newOf[T Note]() Note {
-	for _, k := range NoteKinds() {
-		if _, ok := NewNote(k).(T); ok {
-			return NewNote(k)
+	for _, k := range noteKinds() {
+		if _, ok := newNote(k).(T); ok {
+			return newNote(k)
 		}
 	}
 	return nil
@@ -167,29 +169,29 @@ func newOf[T Note]() Note {
 func decodeTree(v any, suffix string) (Note, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, &FieldError{Where: "note" + suffix, Problem: "is " + jsonType(v) + "; a note is a JSON object", Err: ErrNotANote}
+		return nil, &strictjson.FieldError{Where: "note" + suffix, Problem: "is " + strictjson.JSONType(v) + "; a note is a JSON object", Err: strictjson.ErrNotANote}
 	}
-	o := jobj{m: m}
+	o := strictjson.Obj{Map: m}
 	raw, ok := m["ocx"]
 	if !ok {
-		return nil, &FieldError{Where: "note" + suffix, Field: "ocx", Problem: `is missing; a JSON block without "ocx" is not an OCX note`, Err: ErrNotANote}
+		return nil, &strictjson.FieldError{Where: "note" + suffix, Field: "ocx", Problem: `is missing; a JSON block without "ocx" is not an OCX note`, Err: strictjson.ErrNotANote}
 	}
 	var kind NoteKind
 	switch x := raw.(type) {
 	case json.Number:
-		return nil, &FieldError{Where: "note" + suffix, Field: "ocx", Problem: fmt.Sprintf(`is %s: a run-engine message (seed 004), which this reader does not read`, shortToken(x.String())), Err: ErrRunMessage}
+		return nil, &strictjson.FieldError{Where: "note" + suffix, Field: "ocx", Problem: fmt.Sprintf(`is %s: a run-engine message (seed 004), which this reader does not read`, strictjson.ShortToken(x.String())), Err: strictjson.ErrRunMessage}
 	case string:
 		kind = NoteKind(x)
 	default:
-		return nil, &FieldError{Where: "note" + suffix, Field: "ocx", Problem: "must be a string naming the note's kind, not " + jsonType(raw), Err: ErrInvalid}
+		return nil, &strictjson.FieldError{Where: "note" + suffix, Field: "ocx", Problem: "must be a string naming the note's kind, not " + strictjson.JSONType(raw), Err: strictjson.ErrInvalid}
 	}
-	n := NewNote(kind)
+	n := newNote(kind)
 	if n == nil {
-		return nil, &FieldError{Where: "note" + suffix, Field: "ocx", Problem: fmt.Sprintf("%s is not a kind of note this reader knows", quoteShort(string(kind))), Err: ErrUnknownKind}
+		return nil, &strictjson.FieldError{Where: "note" + suffix, Field: "ocx", Problem: fmt.Sprintf("%s is not a kind of note this reader knows", strictjson.QuoteShort(string(kind))), Err: strictjson.ErrUnknownKind}
 	}
 	where := kind.where() + suffix
 	if err := readVersion(o); err != nil {
-		return nil, at(where, err)
+		return nil, strictjson.At(where, err)
 	}
 	except := ""
 	switch kind {
@@ -197,43 +199,43 @@ func decodeTree(v any, suffix string) (Note, error) {
 		except = "sandbox"
 	case KindSession:
 		except = "limits"
-	case KindEnd, KindStopped:
+	case kindEnd, KindStopped:
 		// budget there names the limit a session ran past (D40), which
 		// this reader knows.
 		except = "budget"
 	}
-	if err := o.refuseLimitKeys(kind, except); err != nil {
-		return nil, at(where, err)
+	if err := refuseLimitKeys(o, kind, except); err != nil {
+		return nil, strictjson.At(where, err)
 	}
-	if err := fill(o, n); err != nil {
-		return nil, at(where, err)
+	if err := Fill(o, n); err != nil {
+		return nil, strictjson.At(where, err)
 	}
 	if err := n.Validate(); err != nil {
-		return nil, at(where, err)
+		return nil, strictjson.At(where, err)
 	}
 	return n, nil
 }
 
 // readVersion refuses a version this reader does not know, naming it.
-func readVersion(o jobj) error {
-	v, ok := o.m["version"]
+func readVersion(o strictjson.Obj) error {
+	v, ok := o.Map["version"]
 	if !ok {
 		return nil
 	}
 	num, isNum := v.(json.Number)
 	if !isNum {
-		return fieldErr("version", ErrInvalid, "must be a whole number, not "+jsonType(v))
+		return strictjson.FieldErr("version", strictjson.ErrInvalid, "must be a whole number, not "+strictjson.JSONType(v))
 	}
-	if num.String() != strconv.Itoa(Version) {
-		return fieldErr("version", ErrUnknownVersion, fmt.Sprintf("%s is not a version this reader knows (it reads version %d)", shortToken(num.String()), Version))
+	if num.String() != strconv.Itoa(version) {
+		return strictjson.FieldErr("version", strictjson.ErrUnknownVersion, fmt.Sprintf("%s is not a version this reader knows (it reads version %d)", strictjson.ShortToken(num.String()), version))
 	}
 	return nil
 }
 
 // versionOf reads the version field after readVersion accepted it.
-func versionOf(o jobj) int {
-	if o.has("version") {
-		return Version
+func versionOf(o strictjson.Obj) int {
+	if o.Has("version") {
+		return version
 	}
 	return 0
 }
@@ -241,8 +243,8 @@ func versionOf(o jobj) int {
 // checkVersion checks a note's Version field before it is written: 0 (left
 // out, version 1 implied) or 1.
 func checkVersion(v int) error {
-	if v != 0 && v != Version {
-		return fieldErr("version", ErrUnknownVersion, fmt.Sprintf("%d is not a version this writer knows (0 leaves it out, or %d)", v, Version))
+	if v != 0 && v != version {
+		return strictjson.FieldErr("version", strictjson.ErrUnknownVersion, fmt.Sprintf("%d is not a version this writer knows (0 leaves it out, or %d)", v, version))
 	}
 	return nil
 }
@@ -253,24 +255,24 @@ func checkVersion(v int) error {
 // block is never closed or does not parse (it might have been a note), and when
 // two blocks or more are notes (ErrSeveralNotes): no reader acts on a post whose
 // meaning depends on which note it picks. A post with no note gives ErrNotANote.
-func NoteBlock(text []byte) (Block, error) {
+func NoteBlock(text []byte) (block, error) {
 	b, _, err := noteBlock(text)
 	return b, err
 }
 
-func noteBlock(text []byte) (Block, any, error) {
+func noteBlock(text []byte) (block, any, error) {
 	blocks, err := Blocks(text)
 	if err != nil {
-		return Block{}, nil, err
+		return block{}, nil, err
 	}
 	var (
-		notes  []Block
+		notes  []block
 		values []any
 	)
 	for _, b := range blocks {
-		v, err := parseStrict(b.JSON, MaxNoteLen)
+		v, err := strictjson.Parse(b.JSON, strictjson.MaxNoteLen)
 		if err != nil {
-			return Block{}, nil, at(fmt.Sprintf("post: block at line %d", b.Line), err)
+			return block{}, nil, strictjson.At(fmt.Sprintf("post: block at line %d", b.Line), err)
 		}
 		if m, ok := v.(map[string]any); ok {
 			if _, ok := m["ocx"]; ok {
@@ -281,7 +283,7 @@ func noteBlock(text []byte) (Block, any, error) {
 	}
 	switch len(notes) {
 	case 0:
-		return Block{}, nil, &FieldError{Where: "post", Problem: fmt.Sprintf("holds no OCX note (%d ```json block(s), none with \"ocx\")", len(blocks)), Err: ErrNotANote}
+		return block{}, nil, &strictjson.FieldError{Where: "post", Problem: fmt.Sprintf("holds no OCX note (%d ```json block(s), none with \"ocx\")", len(blocks)), Err: strictjson.ErrNotANote}
 	case 1:
 		return notes[0], values[0], nil
 	}
@@ -289,12 +291,12 @@ func noteBlock(text []byte) (Block, any, error) {
 	for i, b := range notes {
 		lines[i] = strconv.Itoa(b.Line)
 	}
-	return Block{}, nil, &FieldError{Where: "post", Problem: fmt.Sprintf("holds %d OCX notes (blocks at lines %s); a post carries at most one, so none of them counts", len(notes), strings.Join(lines, ", ")), Err: ErrSeveralNotes}
+	return block{}, nil, &strictjson.FieldError{Where: "post", Problem: fmt.Sprintf("holds %d OCX notes (blocks at lines %s); a post carries at most one, so none of them counts", len(notes), strings.Join(lines, ", ")), Err: strictjson.ErrSeveralNotes}
 }
 
 // ReadPost reads the note a post or ticket comment carries: a plain post whose
 // text, trimmed, is "OCX stop" is a stop note; otherwise its one note block is
-// decoded (see NoteBlock and DecodeNote for what is refused). Errors name the
+// decoded (see NoteBlock and decodeNote for what is refused). Errors name the
 // block's line.
 func ReadPost(text []byte) (Note, error) {
 	if string(bytes.TrimSpace(text)) == StopText {
@@ -312,8 +314,8 @@ func ReadPost(text []byte) (Note, error) {
 // no note, or a note of a version or kind this reader does not know (E9). Other
 // errors are faults worth a line in the log; a tool refuses every error.
 func Ignorable(err error) bool {
-	return errors.Is(err, ErrNotANote) || errors.Is(err, ErrUnknownVersion) ||
-		errors.Is(err, ErrUnknownKind) || errors.Is(err, ErrRunMessage)
+	return errors.Is(err, strictjson.ErrNotANote) || errors.Is(err, strictjson.ErrUnknownVersion) ||
+		errors.Is(err, strictjson.ErrUnknownKind) || errors.Is(err, strictjson.ErrRunMessage)
 }
 
 // encodeNote renders a note's canonical fenced block. body is the note's
@@ -329,8 +331,8 @@ func encodeNote(kind NoteKind, version int, body any) ([]byte, error) {
 		return nil, fmt.Errorf("encode %s: %w", kind.where(), err)
 	}
 	out := fencedJSON(b)
-	if len(out) > MaxNoteLen {
-		return nil, &FieldError{Where: kind.where(), Problem: fmt.Sprintf("encodes to %d bytes; a note is at most %d", len(out), MaxNoteLen), Err: ErrTooLong}
+	if len(out) > strictjson.MaxNoteLen {
+		return nil, &strictjson.FieldError{Where: kind.where(), Problem: fmt.Sprintf("encodes to %d bytes; a note is at most %d", len(out), strictjson.MaxNoteLen), Err: strictjson.ErrTooLong}
 	}
 	return out, nil
 }
@@ -345,13 +347,13 @@ func newLine(kind NoteKind) *line {
 	return l
 }
 
-func (l *line) word(s string) *line { l.b.WriteByte(' '); l.b.WriteString(token(s)); return l }
+func (l *line) word(s string) *line { l.b.WriteByte(' '); l.b.WriteString(Token(s)); return l }
 
 func (l *line) kv(k, v string) *line {
 	l.b.WriteByte(' ')
 	l.b.WriteString(k)
 	l.b.WriteByte('=')
-	l.b.WriteString(token(v))
+	l.b.WriteString(Token(v))
 	return l
 }
 
@@ -389,7 +391,7 @@ func tokens(vs []string) string {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(token(v))
+		b.WriteString(Token(v))
 	}
 	b.WriteByte(']')
 	return b.String()
@@ -428,7 +430,7 @@ func Claims(text []byte) []Claim {
 	blocks, _ := Blocks(text)
 	var out []Claim
 	for _, b := range blocks {
-		v, err := parseStrict(b.JSON, MaxNoteLen)
+		v, err := strictjson.Parse(b.JSON, strictjson.MaxNoteLen)
 		if err != nil {
 			continue
 		}
@@ -454,20 +456,37 @@ func checkHeader(version int, login, project string) error {
 	if err := checkLogin("login", login); err != nil {
 		return err
 	}
-	return checkProject("project", project)
+	return CheckProject("project", project)
 }
 
 func checkOptHash(field, s string) error {
 	if s == "" {
 		return nil
 	}
-	return checkHash(field, s)
+	return CheckHash(field, s)
 }
 
 // encodeChecked validates a note and renders it.
 func encodeChecked(n Note) ([]byte, error) {
 	if err := n.Validate(); err != nil {
-		return nil, at(n.NoteKind().where(), err)
+		return nil, strictjson.At(n.NoteKind().where(), err)
 	}
 	return encodeNote(n.NoteKind(), n.version(), n)
+}
+
+// limitKeys are the keys whose objects hold limits (seed 001 E9, seed 004): a
+// note that carries one this reader does not enforce is refused, never read
+// without it.
+var limitKeys = []string{"budget", "limits", "restrict", "sandbox"}
+
+// refuseLimitKeys refuses a limit-bearing key at the top of a note that does not
+// define it, naming the key.
+func refuseLimitKeys(o strictjson.Obj, kind NoteKind, except string) error {
+	for _, k := range limitKeys {
+		if k == except || !o.Has(k) {
+			continue
+		}
+		return strictjson.FieldErr(o.Field(k), strictjson.ErrUnknownKey, fmt.Sprintf("a %s has no %s; a reader that does not enforce one refuses the note rather than drop a limit", kind.where(), k))
+	}
+	return nil
 }

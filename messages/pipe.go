@@ -7,28 +7,31 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/ocx-go/ocx/messages/modelapi"
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
-// PipeBuf is PIPE_BUF on Linux: a write of at most this many bytes to a pipe is
+// pipeBuf is PIPE_BUF on Linux: a write of at most this many bytes to a pipe is
 // atomic, so lines from concurrent writers never interleave. A pipe line,
-// newline included, is at most PipeBuf bytes.
-const PipeBuf = 4096
+// newline included, is at most pipeBuf bytes.
+const pipeBuf = 4096
 
 // The verbs of the daemon pipe's lines.
 const (
-	VerbPost   = "post"
-	VerbStop   = "stop"
-	VerbReexec = "reexec"
-	// VerbRuns is `runs check`: check the node's runs (seed 004, section
+	verbPost   = "post"
+	verbStop   = "stop"
+	verbReexec = "reexec"
+	// verbRuns is `runs check`: check the node's runs (seed 004, section
 	// 10's last paragraph).
-	VerbRuns = "runs"
-	// VerbRun is `run start REPOSITORY HASH USER`: a person holding admin
+	verbRuns = "runs"
+	// verbRun is `run start REPOSITORY HASH USER`: a person holding admin
 	// or setup starts a manual run with OCX's run tool (seed 004, section
 	// 8), the tool having authenticated them.
-	VerbRun = "run"
-	// VerbBudget is `budget LOGIN PROJECT LAUNCH LIMIT USED`: a session's
+	verbRun = "run"
+	// verbBudget is `budget LOGIN PROJECT LAUNCH LIMIT USED`: a session's
 	// model proxy says its budget is spent (D50).
-	VerbBudget = "budget"
+	verbBudget = "budget"
 )
 
 // PipeLine is one line the daemon reads from its pipe AGENTS/ocxd: a post to
@@ -37,7 +40,7 @@ const (
 type PipeLine interface {
 	// Validate checks every field.
 	Validate() error
-	// Encode validates and renders the line with its newline, at most PipeBuf bytes.
+	// Encode validates and renders the line with its newline, at most pipeBuf bytes.
 	Encode() ([]byte, error)
 	// String renders the line without its newline, quoting any field that would
 	// not survive as one token, so that it is one line even for invalid values.
@@ -75,10 +78,10 @@ func (RunsCheckLine) pipeLine() {}
 func (RunsCheckLine) Validate() error { return nil }
 
 // Encode renders "runs check\n".
-func (RunsCheckLine) Encode() ([]byte, error) { return []byte(VerbRuns + " check\n"), nil }
+func (RunsCheckLine) Encode() ([]byte, error) { return []byte(verbRuns + " check\n"), nil }
 
 // String renders "runs check".
-func (RunsCheckLine) String() string { return VerbRuns + " check" }
+func (RunsCheckLine) String() string { return verbRuns + " check" }
 
 // RunStartLine is `run start REPOSITORY HASH USER`: the run tool asks the
 // daemon to start the manual run HASH of REPOSITORY for USER, a login it
@@ -97,12 +100,12 @@ func (RunStartLine) pipeLine() {}
 // Validate checks the repository path, the hash and the login.
 func (l RunStartLine) Validate() error {
 	if err := checkRepository("repository", l.Repository); err != nil {
-		return at("run start line", err)
+		return strictjson.At("run start line", err)
 	}
-	if err := checkHash("hash", l.Hash); err != nil {
-		return at("run start line", err)
+	if err := CheckHash("hash", l.Hash); err != nil {
+		return strictjson.At("run start line", err)
 	}
-	return at("run start line", checkLogin("user", l.By))
+	return strictjson.At("run start line", checkLogin("user", l.By))
 }
 
 // Encode renders "run start REPOSITORY HASH USER\n".
@@ -110,12 +113,12 @@ func (l RunStartLine) Encode() ([]byte, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	return finishLine("run start line", VerbRun+" start "+l.Repository+" "+l.Hash+" "+l.By)
+	return finishLine("run start line", verbRun+" start "+l.Repository+" "+l.Hash+" "+l.By)
 }
 
 // String renders the line without its newline.
 func (l RunStartLine) String() string {
-	return VerbRun + " start " + token(l.Repository) + " " + token(l.Hash) + " " + token(l.By)
+	return verbRun + " start " + Token(l.Repository) + " " + Token(l.Hash) + " " + Token(l.By)
 }
 
 // BudgetLine is `budget LOGIN PROJECT LAUNCH tokens USED`: the model proxy
@@ -142,16 +145,16 @@ func (l BudgetLine) Key() WorkspaceKey { return WorkspaceKey{Login: l.Login, Pro
 // Validate checks the names, the launch, the limit and the count.
 func (l BudgetLine) Validate() error {
 	if err := l.Key().Validate(); err != nil {
-		return at("budget line", err)
+		return strictjson.At("budget line", err)
 	}
-	if err := checkHash("launch", l.Launch); err != nil {
-		return at("budget line", err)
+	if err := CheckHash("launch", l.Launch); err != nil {
+		return strictjson.At("budget line", err)
 	}
 	if l.Limit != LimitTokens {
-		return at("budget line", fieldErr("limit", ErrInvalid, fmt.Sprintf("%s is not a limit a model proxy counts (tokens)", quoteShort(l.Limit))))
+		return strictjson.At("budget line", strictjson.FieldErr("limit", strictjson.ErrInvalid, fmt.Sprintf("%s is not a limit a model proxy counts (tokens)", strictjson.QuoteShort(l.Limit))))
 	}
-	if l.Used > MaxTokens {
-		return at("budget line", fieldErr("used", ErrInvalid, "is past 2^53-1"))
+	if l.Used > modelapi.MaxTokens {
+		return strictjson.At("budget line", strictjson.FieldErr("used", strictjson.ErrInvalid, "is past 2^53-1"))
 	}
 	return nil
 }
@@ -166,7 +169,7 @@ func (l BudgetLine) Encode() ([]byte, error) {
 
 // String renders the line without its newline.
 func (l BudgetLine) String() string {
-	return VerbBudget + " " + token(l.Login) + " " + token(l.Project) + " " + token(l.Launch) + " " + token(l.Limit) + " " + strconv.FormatUint(l.Used, 10)
+	return verbBudget + " " + Token(l.Login) + " " + Token(l.Project) + " " + Token(l.Launch) + " " + Token(l.Limit) + " " + strconv.FormatUint(l.Used, 10)
 }
 
 func (PostLine) pipeLine()   {}
@@ -176,9 +179,9 @@ func (ReexecLine) pipeLine() {}
 // Validate checks the repository path and the hash.
 func (l PostLine) Validate() error {
 	if err := checkRepository("repository", l.Repository); err != nil {
-		return at("post line", err)
+		return strictjson.At("post line", err)
 	}
-	return at("post line", checkHash("hash", l.Hash))
+	return strictjson.At("post line", CheckHash("hash", l.Hash))
 }
 
 // Project is the project the repository holds.
@@ -189,15 +192,15 @@ func (l PostLine) Encode() ([]byte, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	return finishLine("post line", VerbPost+" "+l.Repository+" "+l.Hash)
+	return finishLine("post line", verbPost+" "+l.Repository+" "+l.Hash)
 }
 
 // String renders the line without its newline.
-func (l PostLine) String() string { return VerbPost + " " + token(l.Repository) + " " + token(l.Hash) }
+func (l PostLine) String() string { return verbPost + " " + Token(l.Repository) + " " + Token(l.Hash) }
 
 // Validate checks both names.
 func (l StopLine) Validate() error {
-	return at("stop line", WorkspaceKey{Login: l.Login, Project: l.Project}.Validate())
+	return strictjson.At("stop line", WorkspaceKey{Login: l.Login, Project: l.Project}.Validate())
 }
 
 // Key is the workspace the line names.
@@ -208,24 +211,24 @@ func (l StopLine) Encode() ([]byte, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	return finishLine("stop line", VerbStop+" "+l.Login+" "+l.Project)
+	return finishLine("stop line", verbStop+" "+l.Login+" "+l.Project)
 }
 
 // String renders the line without its newline.
-func (l StopLine) String() string { return VerbStop + " " + token(l.Login) + " " + token(l.Project) }
+func (l StopLine) String() string { return verbStop + " " + Token(l.Login) + " " + Token(l.Project) }
 
 // Validate has nothing to check: reexec has no arguments.
 func (ReexecLine) Validate() error { return nil }
 
 // Encode renders "reexec\n".
-func (ReexecLine) Encode() ([]byte, error) { return []byte(VerbReexec + "\n"), nil }
+func (ReexecLine) Encode() ([]byte, error) { return []byte(verbReexec + "\n"), nil }
 
 // String renders "reexec".
-func (ReexecLine) String() string { return VerbReexec }
+func (ReexecLine) String() string { return verbReexec }
 
 func finishLine(where, s string) ([]byte, error) {
-	if len(s)+1 > PipeBuf {
-		return nil, &FieldError{Where: where, Problem: fmt.Sprintf("is %d bytes with its newline; a pipe line is at most %d (PIPE_BUF)", len(s)+1, PipeBuf), Err: ErrTooLong}
+	if len(s)+1 > pipeBuf {
+		return nil, &strictjson.FieldError{Where: where, Problem: fmt.Sprintf("is %d bytes with its newline; a pipe line is at most %d (PIPE_BUF)", len(s)+1, pipeBuf), Err: strictjson.ErrTooLong}
 	}
 	b := make([]byte, 0, len(s)+1)
 	b = append(b, s...)
@@ -243,30 +246,30 @@ func ParsePipeLine(line []byte) (PipeLine, error) {
 	} else {
 		n++ // as written, it will carry its newline
 	}
-	if n > PipeBuf {
-		return nil, &FieldError{Where: where, Problem: fmt.Sprintf("is %d bytes with its newline; a pipe line is at most %d (PIPE_BUF)", n, PipeBuf), Err: ErrTooLong}
+	if n > pipeBuf {
+		return nil, &strictjson.FieldError{Where: where, Problem: fmt.Sprintf("is %d bytes with its newline; a pipe line is at most %d (PIPE_BUF)", n, pipeBuf), Err: strictjson.ErrTooLong}
 	}
 	if len(line) == 0 {
-		return nil, &FieldError{Where: where, Problem: "is empty", Err: ErrSyntax}
+		return nil, &strictjson.FieldError{Where: where, Problem: "is empty", Err: strictjson.ErrSyntax}
 	}
 	if !utf8.Valid(line) {
-		return nil, &FieldError{Where: where, Problem: "is not valid UTF-8", Err: ErrSyntax}
+		return nil, &strictjson.FieldError{Where: where, Problem: "is not valid UTF-8", Err: strictjson.ErrSyntax}
 	}
 	for i, r := range string(line) {
 		if unicode.IsControl(r) {
-			return nil, &FieldError{Where: where, Problem: fmt.Sprintf("holds the control character %s at byte %d", strconv.QuoteRune(r), i), Err: ErrSyntax}
+			return nil, &strictjson.FieldError{Where: where, Problem: fmt.Sprintf("holds the control character %s at byte %d", strconv.QuoteRune(r), i), Err: strictjson.ErrSyntax}
 		}
 	}
 	fields := bytes.Split(line, []byte{' '})
 	for i, f := range fields {
 		if len(f) == 0 {
-			return nil, &FieldError{Where: where, Problem: fmt.Sprintf("field %d is empty: fields are separated by exactly one space, with none before or after", i+1), Err: ErrSyntax}
+			return nil, &strictjson.FieldError{Where: where, Problem: fmt.Sprintf("field %d is empty: fields are separated by exactly one space, with none before or after", i+1), Err: strictjson.ErrSyntax}
 		}
 	}
 	verb := string(fields[0])
 	args := fields[1:]
 	switch verb {
-	case VerbPost:
+	case verbPost:
 		if len(args) != 2 {
 			return nil, arity(where, "post REPOSITORY HASH", len(args))
 		}
@@ -275,7 +278,7 @@ func ParsePipeLine(line []byte) (PipeLine, error) {
 			return nil, err
 		}
 		return l, nil
-	case VerbStop:
+	case verbStop:
 		if len(args) != 2 {
 			return nil, arity(where, "stop LOGIN PROJECT", len(args))
 		}
@@ -284,17 +287,17 @@ func ParsePipeLine(line []byte) (PipeLine, error) {
 			return nil, err
 		}
 		return l, nil
-	case VerbReexec:
+	case verbReexec:
 		if len(args) != 0 {
 			return nil, arity(where, "reexec", len(args))
 		}
 		return ReexecLine{}, nil
-	case VerbRuns:
+	case verbRuns:
 		if len(args) != 1 || string(args[0]) != "check" {
 			return nil, arity(where, "runs check", len(args))
 		}
 		return RunsCheckLine{}, nil
-	case VerbRun:
+	case verbRun:
 		if len(args) != 4 || string(args[0]) != "start" {
 			return nil, arity(where, "run start REPOSITORY HASH USER", len(args))
 		}
@@ -303,13 +306,13 @@ func ParsePipeLine(line []byte) (PipeLine, error) {
 			return nil, err
 		}
 		return l, nil
-	case VerbBudget:
+	case verbBudget:
 		if len(args) != 5 {
 			return nil, arity(where, "budget LOGIN PROJECT LAUNCH LIMIT USED", len(args))
 		}
 		used, err := strconv.ParseUint(string(args[4]), 10, 64)
 		if err != nil || args[4][0] == '+' || (len(args[4]) > 1 && args[4][0] == '0') {
-			return nil, &FieldError{Where: "budget line", Field: "used", Problem: fmt.Sprintf("%s is not a whole number", quoteShort(string(args[4]))), Err: ErrInvalid}
+			return nil, &strictjson.FieldError{Where: "budget line", Field: "used", Problem: fmt.Sprintf("%s is not a whole number", strictjson.QuoteShort(string(args[4]))), Err: strictjson.ErrInvalid}
 		}
 		l := BudgetLine{Login: string(args[0]), Project: string(args[1]), Launch: string(args[2]), Limit: string(args[3]), Used: used}
 		if err := l.Validate(); err != nil {
@@ -317,18 +320,18 @@ func ParsePipeLine(line []byte) (PipeLine, error) {
 		}
 		return l, nil
 	default:
-		return nil, &FieldError{Where: where, Field: "verb", Problem: fmt.Sprintf("%s is not a verb the daemon reads (post, stop, reexec, runs, run, budget)", quoteShort(verb)), Err: ErrInvalid}
+		return nil, &strictjson.FieldError{Where: where, Field: "verb", Problem: fmt.Sprintf("%s is not a verb the daemon reads (post, stop, reexec, runs, run, budget)", strictjson.QuoteShort(verb)), Err: strictjson.ErrInvalid}
 	}
 }
 
 func arity(where, shape string, got int) error {
 	verb, _, _ := strings.Cut(shape, " ")
-	return &FieldError{Where: where, Problem: fmt.Sprintf("%s takes %d argument(s), as in %q; found %d", verb, strings.Count(shape, " "), shape, got), Err: ErrSyntax}
+	return &strictjson.FieldError{Where: where, Problem: fmt.Sprintf("%s takes %d argument(s), as in %q; found %d", verb, strings.Count(shape, " "), shape, got), Err: strictjson.ErrSyntax}
 }
 
-// token renders a field as itself when it is one plain token, and quoted
+// Token renders a field as itself when it is one plain token, and quoted
 // otherwise, so a String() of an invalid value is still one unambiguous line.
-func token(s string) string {
+func Token(s string) string {
 	if s == "" {
 		return `""`
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // ReexecOutcome is what the daemon's last re-exec came to (seed 002,
@@ -71,24 +73,24 @@ func (r *ReexecOutcome) Ended() bool {
 func (r *ReexecOutcome) Validate() error { return r.validate("") }
 
 func (r *ReexecOutcome) validate(f string) error {
-	if err := checkTime(joinField(f, "at"), r.At); err != nil {
+	if err := checkTime(strictjson.JoinField(f, "at"), r.At); err != nil {
 		return err
 	}
-	if err := checkPID(joinField(f, "pid"), r.PID); err != nil {
+	if err := checkPID(strictjson.JoinField(f, "pid"), r.PID); err != nil {
 		return err
 	}
 	if r.Target != "" {
-		if err := checkAbsPath(joinField(f, "target"), r.Target); err != nil {
+		if err := CheckAbsPath(strictjson.JoinField(f, "target"), r.Target); err != nil {
 			return err
 		}
 	}
-	if err := checkLine(joinField(f, "release"), r.Release, false, MaxShortLen); err != nil {
+	if err := CheckLine(strictjson.JoinField(f, "release"), r.Release, false, MaxShortLen); err != nil {
 		return err
 	}
-	if err := checkText(joinField(f, "error"), r.Error, false, MaxTextLen); err != nil {
+	if err := checkText(strictjson.JoinField(f, "error"), r.Error, false, MaxTextLen); err != nil {
 		return err
 	}
-	if err := checkLine(joinField(f, "from"), r.From, false, MaxShortLen); err != nil {
+	if err := CheckLine(strictjson.JoinField(f, "from"), r.From, false, MaxShortLen); err != nil {
 		return err
 	}
 	if r.State != "" {
@@ -98,16 +100,16 @@ func (r *ReexecOutcome) validate(f string) error {
 		}
 		switch {
 		case !known:
-			return fieldErr(joinField(f, "state"), ErrInvalid, fmt.Sprintf("is %s; a re-exec's state is %s", quoteShort(r.State), strings.Join(reexecStates, ", ")))
+			return strictjson.FieldErr(strictjson.JoinField(f, "state"), strictjson.ErrInvalid, fmt.Sprintf("is %s; a re-exec's state is %s", strictjson.QuoteShort(r.State), strings.Join(reexecStates, ", ")))
 		case r.OK:
-			return fieldErr(joinField(f, "state"), ErrInvalid, "is given for a re-exec that succeeded")
+			return strictjson.FieldErr(strictjson.JoinField(f, "state"), strictjson.ErrInvalid, "is given for a re-exec that succeeded")
 		}
 	}
 	switch {
 	case r.OK && r.Error != "":
-		return fieldErr(joinField(f, "error"), ErrInvalid, "is given for a re-exec that succeeded")
+		return strictjson.FieldErr(strictjson.JoinField(f, "error"), strictjson.ErrInvalid, "is given for a re-exec that succeeded")
 	case !r.OK && r.Error == "":
-		return fieldErr(joinField(f, "error"), ErrMissing, "is missing; a failed re-exec says why")
+		return strictjson.FieldErr(strictjson.JoinField(f, "error"), strictjson.ErrMissing, "is missing; a failed re-exec says why")
 	}
 	return nil
 }
@@ -115,7 +117,7 @@ func (r *ReexecOutcome) validate(f string) error {
 // Encode renders AGENTS/ocxd.reexec, indented, after validating it.
 func (r *ReexecOutcome) Encode() ([]byte, error) {
 	if err := r.Validate(); err != nil {
-		return nil, at("ocxd.reexec", err)
+		return nil, strictjson.At("ocxd.reexec", err)
 	}
 	c := *r
 	c.At = c.At.UTC()
@@ -129,11 +131,11 @@ func DecodeReexecOutcome(data []byte) (*ReexecOutcome, error) {
 		return nil, err
 	}
 	r := &ReexecOutcome{}
-	if err := fill(o, r); err != nil {
-		return nil, at("ocxd.reexec", err)
+	if err := Fill(o, r); err != nil {
+		return nil, strictjson.At("ocxd.reexec", err)
 	}
 	if err := r.Validate(); err != nil {
-		return nil, at("ocxd.reexec", err)
+		return nil, strictjson.At("ocxd.reexec", err)
 	}
 	return r, nil
 }
@@ -165,19 +167,19 @@ type DaemonStatus struct {
 func (d *DaemonStatus) validate(f string) error {
 	switch {
 	case d.Running:
-		if err := checkPID(joinField(f, "pid"), d.PID); err != nil {
+		if err := checkPID(strictjson.JoinField(f, "pid"), d.PID); err != nil {
 			return err
 		}
 	case d.PID != 0:
-		return fieldErr(joinField(f, "pid"), ErrInvalid, "is given while no daemon runs")
+		return strictjson.FieldErr(strictjson.JoinField(f, "pid"), strictjson.ErrInvalid, "is given while no daemon runs")
 	case d.Release != "":
-		return fieldErr(joinField(f, "release"), ErrInvalid, "is given while no daemon runs")
+		return strictjson.FieldErr(strictjson.JoinField(f, "release"), strictjson.ErrInvalid, "is given while no daemon runs")
 	}
-	if err := checkLine(joinField(f, "release"), d.Release, false, MaxShortLen); err != nil {
+	if err := CheckLine(strictjson.JoinField(f, "release"), d.Release, false, MaxShortLen); err != nil {
 		return err
 	}
 	if d.Reexec != nil {
-		return d.Reexec.validate(joinField(f, "reexec"))
+		return d.Reexec.validate(strictjson.JoinField(f, "reexec"))
 	}
 	return nil
 }

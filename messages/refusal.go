@@ -2,6 +2,8 @@ package messages
 
 import (
 	"fmt"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // Origin (daemon, terminal, orphan) is declared in daemon_ids.go, which the
@@ -12,17 +14,17 @@ func checkOrigin(field string, o Origin) error {
 	case OriginDaemon, OriginTerminal, OriginOrphan:
 		return nil
 	case "":
-		return fieldErr(field, ErrMissing, "is empty; it is daemon, terminal or orphan")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; it is daemon, terminal or orphan")
 	}
-	return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not how a process was started (daemon, terminal, orphan)", quoteShort(string(o))))
+	return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not how a process was started (daemon, terminal, orphan)", strictjson.QuoteShort(string(o))))
 }
 
-// Holder is the process a refusal note names as holding the workspace, as
+// holder is the process a refusal note names as holding the workspace, as
 // the note writes it: its PID and start time (field 22 of /proc/PID/stat,
 // clock ticks since boot, D6), its command line, and how it was started. It
 // is the note's form of a process; the daemon's is ProcInfo, the process
 // table's host.Process.
-type Holder struct {
+type holder struct {
 	PID       int      `json:"pid" max:"pid" why:"a process is named by its PID and start time"`
 	StartTime uint64   `json:"start_time" why:"a process is named by its PID and start time (clock ticks since boot)"`
 	Command   []string `json:"command" why:"the process's command line"`
@@ -41,7 +43,7 @@ const (
 // a character boundary, and past 64 arguments or 16 KiB the rest is replaced by
 // one argument saying how many were left out. A refusal note must be writable
 // whatever a process's command line holds.
-func NewHolder(pid int, start uint64, argv []string, by Origin) Holder {
+func NewHolder(pid int, start uint64, argv []string, by Origin) holder {
 	cmd := make([]string, 0, min(len(argv), maxHolderArgs+1))
 	total := 0
 	for i, a := range argv {
@@ -65,44 +67,44 @@ func NewHolder(pid int, start uint64, argv []string, by Origin) Holder {
 	} else if cmd[0] == "" {
 		cmd[0] = "(empty)"
 	}
-	return Holder{PID: pid, StartTime: start, Command: cmd, StartedBy: by}
+	return holder{PID: pid, StartTime: start, Command: cmd, StartedBy: by}
 }
 
-func (p *Holder) validate(field string) error {
-	if err := checkPID(joinField(field, "pid"), p.PID); err != nil {
+func (p *holder) validate(field string) error {
+	if err := checkPID(strictjson.JoinField(field, "pid"), p.PID); err != nil {
 		return err
 	}
-	if err := checkStartTime(joinField(field, "start_time"), p.StartTime); err != nil {
+	if err := checkStartTime(strictjson.JoinField(field, "start_time"), p.StartTime); err != nil {
 		return err
 	}
 	if len(p.Command) == 0 {
-		return fieldErr(joinField(field, "command"), ErrMissing, "is empty; it is the process's command line, as /proc/PID/cmdline holds it")
+		return strictjson.FieldErr(strictjson.JoinField(field, "command"), strictjson.ErrMissing, "is empty; it is the process's command line, as /proc/PID/cmdline holds it")
 	}
 	for i, a := range p.Command {
-		if err := checkArg(indexField(joinField(field, "command"), i), a); err != nil {
+		if err := checkArg(strictjson.IndexField(strictjson.JoinField(field, "command"), i), a); err != nil {
 			return err
 		}
 	}
 	if p.Command[0] == "" {
-		return fieldErr(indexField(joinField(field, "command"), 0), ErrInvalid, "is empty; it names the program")
+		return strictjson.FieldErr(strictjson.IndexField(strictjson.JoinField(field, "command"), 0), strictjson.ErrInvalid, "is empty; it names the program")
 	}
-	return checkOrigin(joinField(field, "started_by"), p.StartedBy)
+	return checkOrigin(strictjson.JoinField(field, "started_by"), p.StartedBy)
 }
 
-func (p *Holder) String() string {
-	return fmt.Sprintf("pid=%d start_time=%d started_by=%s command=%s", p.PID, p.StartTime, token(string(p.StartedBy)), tokens(p.Command))
+func (p *holder) String() string {
+	return fmt.Sprintf("pid=%d start_time=%d started_by=%s command=%s", p.PID, p.StartTime, Token(string(p.StartedBy)), tokens(p.Command))
 }
 
 func checkPID(field string, pid int) error {
-	if pid < 1 || pid > MaxPID {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%d is not a PID (1 to %d)", pid, MaxPID))
+	if pid < 1 || pid > maxPID {
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%d is not a PID (1 to %d)", pid, maxPID))
 	}
 	return nil
 }
 
 func checkStartTime(field string, t uint64) error {
-	if t > MaxSafeInt {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%d is past 2^53-1, which not every JSON reader reads exactly", t))
+	if t > strictjson.MaxSafeInt {
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1, which not every JSON reader reads exactly", t))
 	}
 	return nil
 }
@@ -119,11 +121,11 @@ type RefusalNote struct {
 	Login   string  `json:"login,omitempty" ocx:"empty"`
 	Project string  `json:"project" why:"a refusal names the project of the launch it refuses"`
 	Reason  string  `json:"reason" why:"a refusal says why, in words a person reads"`
-	Holder  *Holder `json:"holder,omitempty"`
+	Holder  *holder `json:"holder,omitempty"`
 }
 
 // NoteKind is "refusal".
-func (*RefusalNote) NoteKind() NoteKind { return KindRefusal }
+func (*RefusalNote) NoteKind() NoteKind { return kindRefusal }
 
 func (n *RefusalNote) version() int { return n.Version }
 
@@ -137,10 +139,10 @@ func (n *RefusalNote) Validate() error {
 			return err
 		}
 	}
-	if err := checkProject("project", n.Project); err != nil {
+	if err := CheckProject("project", n.Project); err != nil {
 		return err
 	}
-	if err := checkHash("launch", n.Launch); err != nil {
+	if err := CheckHash("launch", n.Launch); err != nil {
 		return err
 	}
 	if err := checkText("reason", n.Reason, true, MaxTextLen); err != nil {
@@ -157,9 +159,9 @@ func (n *RefusalNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *RefusalNote) String() string {
-	l := newLine(KindRefusal).version(n.Version).word(n.Login + "/" + n.Project)
+	l := newLine(kindRefusal).version(n.Version).word(n.Login + "/" + n.Project)
 	if n.Login == "" {
-		l = newLine(KindRefusal).version(n.Version).kv("project", n.Project)
+		l = newLine(kindRefusal).version(n.Version).kv("project", n.Project)
 	}
 	l.kv("launch", n.Launch).text("reason", n.Reason)
 	if n.Holder != nil {
@@ -171,9 +173,9 @@ func (n *RefusalNote) String() string {
 }
 
 // decoded refuses an empty login in the words of a refusal.
-func (n *RefusalNote) decoded(o jobj) error {
-	if o.has("login") && n.Login == "" {
-		return fieldErr("login", ErrInvalid, "is empty; a refusal for no known login leaves it out")
+func (n *RefusalNote) decoded(o strictjson.Obj) error {
+	if o.Has("login") && n.Login == "" {
+		return strictjson.FieldErr("login", strictjson.ErrInvalid, "is empty; a refusal for no known login leaves it out")
 	}
 	return nil
 }

@@ -3,22 +3,24 @@ package messages
 import (
 	"fmt"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
-// ReportOutcome is how a session's work ended, by its own account.
-type ReportOutcome string
+// reportOutcome is how a session's work ended, by its own account.
+type reportOutcome string
 
 // The outcomes of a report (D4).
 const (
-	ReportDone   ReportOutcome = "done"
-	ReportFailed ReportOutcome = "failed"
+	ReportDone   reportOutcome = "done"
+	ReportFailed reportOutcome = "failed"
 )
 
 // ReportNote is a session's report on its own record (D4): a turn's answer that
 // holds one is a report, and a completes session exits once it is on the record.
 type ReportNote struct {
 	Version int           `json:"-" ocx:"version"`
-	Outcome ReportOutcome `json:"outcome" why:"a report says done or failed"`
+	Outcome reportOutcome `json:"outcome" why:"a report says done or failed"`
 	// Summary says in words what was done or what failed.
 	Summary string `json:"summary,omitempty"`
 }
@@ -36,9 +38,9 @@ func (n *ReportNote) Validate() error {
 	switch n.Outcome {
 	case ReportDone, ReportFailed:
 	case "":
-		return fieldErr("outcome", ErrMissing, "is empty; it is done or failed")
+		return strictjson.FieldErr("outcome", strictjson.ErrMissing, "is empty; it is done or failed")
 	default:
-		return fieldErr("outcome", ErrInvalid, fmt.Sprintf("%s is not an outcome (done, failed)", quoteShort(string(n.Outcome))))
+		return strictjson.FieldErr("outcome", strictjson.ErrInvalid, fmt.Sprintf("%s is not an outcome (done, failed)", strictjson.QuoteShort(string(n.Outcome))))
 	}
 	return checkText("summary", n.Summary, false, MaxTextLen)
 }
@@ -51,8 +53,8 @@ func (n *ReportNote) String() string {
 	return newLine(KindReport).version(n.Version).kv("outcome", string(n.Outcome)).text("summary", n.Summary).String()
 }
 
-// MaxCILineLen bounds the command's last line in a ci tag and a ci note.
-const MaxCILineLen = 1000
+// maxCILineLen bounds the command's last line in a ci tag and a ci note.
+const maxCILineLen = 1000
 
 // CINote says a CI result on the CI session's own record (D5); a red result is
 // always said there as well as tagged on the check-in.
@@ -77,7 +79,7 @@ func (n *CINote) Validate() error {
 	if err := checkVersion(n.Version); err != nil {
 		return err
 	}
-	if err := checkHash("checkin", n.Checkin); err != nil {
+	if err := CheckHash("checkin", n.Checkin); err != nil {
 		return err
 	}
 	return (CITag{Result: n.Result, Line: n.Line}).validate("result", "line")
@@ -101,18 +103,18 @@ type CITag struct {
 	Line   string
 }
 
-// ParseCITag reads a ci tag's value.
-func ParseCITag(value string) (CITag, error) {
+// parseCITag reads a ci tag's value.
+func parseCITag(value string) (CITag, error) {
 	result, line, hasLine := strings.Cut(value, ": ")
 	t := CITag{Result: CIResult(result), Line: line}
 	if !hasLine && strings.Contains(value, ":") {
-		return CITag{}, &FieldError{Where: "ci tag", Problem: fmt.Sprintf("%s is not \"green: LINE\" or \"red: LINE\": the result is followed by \": \" and the line", quoteShort(value)), Err: ErrSyntax}
+		return CITag{}, &strictjson.FieldError{Where: "ci tag", Problem: fmt.Sprintf("%s is not \"green: LINE\" or \"red: LINE\": the result is followed by \": \" and the line", strictjson.QuoteShort(value)), Err: strictjson.ErrSyntax}
 	}
 	if hasLine && line == "" {
-		return CITag{}, &FieldError{Where: "ci tag", Field: "line", Problem: "is empty after \": \"; a tag without a line is just green or red", Err: ErrSyntax}
+		return CITag{}, &strictjson.FieldError{Where: "ci tag", Field: "line", Problem: "is empty after \": \"; a tag without a line is just green or red", Err: strictjson.ErrSyntax}
 	}
 	if err := t.validate("result", "line"); err != nil {
-		return CITag{}, at("ci tag", err)
+		return CITag{}, strictjson.At("ci tag", err)
 	}
 	return t, nil
 }
@@ -121,21 +123,21 @@ func (t CITag) validate(resultField, lineField string) error {
 	switch t.Result {
 	case CIGreen, CIRed:
 	case "":
-		return fieldErr(resultField, ErrMissing, "is empty; it is green or red")
+		return strictjson.FieldErr(resultField, strictjson.ErrMissing, "is empty; it is green or red")
 	default:
-		return fieldErr(resultField, ErrInvalid, fmt.Sprintf("%s is not a CI result (green, red)", quoteShort(string(t.Result))))
+		return strictjson.FieldErr(resultField, strictjson.ErrInvalid, fmt.Sprintf("%s is not a CI result (green, red)", strictjson.QuoteShort(string(t.Result))))
 	}
-	if err := checkLine(lineField, t.Line, false, MaxCILineLen); err != nil {
+	if err := CheckLine(lineField, t.Line, false, maxCILineLen); err != nil {
 		return err
 	}
 	if strings.TrimSpace(t.Line) != t.Line {
-		return fieldErr(lineField, ErrInvalid, fmt.Sprintf("%s has space at an end; LastLine trims it", quoteShort(t.Line)))
+		return strictjson.FieldErr(lineField, strictjson.ErrInvalid, fmt.Sprintf("%s has space at an end; LastLine trims it", strictjson.QuoteShort(t.Line)))
 	}
 	return nil
 }
 
 // Validate checks the result and the line.
-func (t CITag) Validate() error { return at("ci tag", t.validate("result", "line")) }
+func (t CITag) Validate() error { return strictjson.At("ci tag", t.validate("result", "line")) }
 
 // Value renders the tag's value, after validating it.
 func (t CITag) Value() (string, error) {
@@ -155,15 +157,15 @@ func (t CITag) String() string {
 
 // LastLine picks what a ci tag carries from a command's output: its last line
 // that is not blank, trimmed, made one safe line (CleanText), and cut to
-// MaxCILineLen bytes on a character boundary.
+// maxCILineLen bytes on a character boundary.
 func LastLine(output []byte) string {
 	s := strings.TrimRight(string(output), " \t\r\n")
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
 		s = s[i+1:]
 	}
 	s = strings.TrimSpace(CleanText(s))
-	if len(s) > MaxCILineLen {
-		cut := MaxCILineLen
+	if len(s) > maxCILineLen {
+		cut := maxCILineLen
 		for cut > 0 && !utf8RuneStart(s[cut]) {
 			cut--
 		}

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
-// ResponseKind is the kind of a protocol v1 response block (seed 001 E5).
-const ResponseKind = "response"
+// responseKind is the kind of a protocol v1 response block (seed 001 E5).
+const responseKind = "response"
 
 // ResponseOutcome is how a v1 record's run ended, the first that applies
 // (D51).
@@ -22,20 +24,20 @@ const (
 	// ResponseBudget: the node ended it past a limit of its budget; the
 	// note names the limit.
 	ResponseBudget ResponseOutcome = "budget"
-	// ResponseFailed: it never ran (its sandbox failed), or its agent's
+	// responseFailed: it never ran (its sandbox failed), or its agent's
 	// last report said failed.
-	ResponseFailed ResponseOutcome = "failed"
+	responseFailed ResponseOutcome = "failed"
 	// ResponseDone: its agent's last report said done.
 	ResponseDone ResponseOutcome = "done"
-	// ResponseExited: its process exited, or a signal ended it, by itself,
+	// responseExited: its process exited, or a signal ended it, by itself,
 	// with no report.
-	ResponseExited ResponseOutcome = "exited"
+	responseExited ResponseOutcome = "exited"
 	// ResponseLost: the node saw it gone but could not tell how it ended.
 	ResponseLost ResponseOutcome = "lost"
 )
 
-// ResponseOutcomes lists the outcomes in the order they apply.
-var ResponseOutcomes = []ResponseOutcome{ResponseStopped, ResponseBudget, ResponseFailed, ResponseDone, ResponseExited, ResponseLost}
+// responseOutcomes lists the outcomes in the order they apply.
+var responseOutcomes = []ResponseOutcome{ResponseStopped, ResponseBudget, responseFailed, ResponseDone, responseExited, ResponseLost}
 
 // responseKeys are the keys of a response block, every one required; a
 // reader passes over any other (E9).
@@ -56,7 +58,7 @@ type Response struct {
 
 // Validate checks every field.
 func (r *Response) Validate() error {
-	if err := checkHash("answers", r.Answers); err != nil {
+	if err := CheckHash("answers", r.Answers); err != nil {
 		return err
 	}
 	if err := checkOutcome(r.Outcome); err != nil {
@@ -66,29 +68,29 @@ func (r *Response) Validate() error {
 }
 
 func checkOutcome(o ResponseOutcome) error {
-	if slices.Contains(ResponseOutcomes, o) {
+	if slices.Contains(responseOutcomes, o) {
 		return nil
 	}
-	words := make([]string, len(ResponseOutcomes))
-	for i, k := range ResponseOutcomes {
+	words := make([]string, len(responseOutcomes))
+	for i, k := range responseOutcomes {
 		words[i] = string(k)
 	}
 	if o == "" {
-		return fieldErr("outcome", ErrMissing, "is empty; it is "+listWords(words))
+		return strictjson.FieldErr("outcome", strictjson.ErrMissing, "is empty; it is "+strictjson.ListWords(words))
 	}
-	return fieldErr("outcome", ErrInvalid, fmt.Sprintf("%s is not an outcome (%s)", quoteShort(string(o)), listWords(words)))
+	return strictjson.FieldErr("outcome", strictjson.ErrInvalid, fmt.Sprintf("%s is not an outcome (%s)", strictjson.QuoteShort(string(o)), strictjson.ListWords(words)))
 }
 
 // Encode renders the response's fenced block.
 func (r *Response) Encode() ([]byte, error) {
 	if err := r.Validate(); err != nil {
-		return nil, at("response", err)
+		return nil, strictjson.At("response", err)
 	}
 	body, err := json.Marshal(struct {
 		Ocx  int    `json:"ocx"`
 		Kind string `json:"kind"`
 		*Response
-	}{Version, ResponseKind, r})
+	}{version, responseKind, r})
 	if err != nil {
 		return nil, err
 	}
@@ -115,9 +117,9 @@ func ReadResponse(text []byte) (*Response, error) {
 // DecodeResponse reads a response from the JSON of its block without the
 // fences, as ReadResponse does.
 func DecodeResponse(block []byte) (*Response, error) {
-	v, err := parseStrict(block, MaxNoteLen)
+	v, err := strictjson.Parse(block, strictjson.MaxNoteLen)
 	if err != nil {
-		return nil, at("response", err)
+		return nil, strictjson.At("response", err)
 	}
 	return decodeResponse(v, "response")
 }
@@ -125,32 +127,32 @@ func DecodeResponse(block []byte) (*Response, error) {
 func decodeResponse(v any, where string) (*Response, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, &FieldError{Where: where, Problem: "is " + jsonType(v) + "; a response is a JSON object", Err: ErrInvalid}
+		return nil, &strictjson.FieldError{Where: where, Problem: "is " + strictjson.JSONType(v) + "; a response is a JSON object", Err: strictjson.ErrInvalid}
 	}
-	if n, ok := m["ocx"].(json.Number); !ok || n.String() != strconv.Itoa(Version) {
-		return nil, &FieldError{Where: where, Field: "ocx", Problem: `is not 1; a protocol v1 response says "ocx": 1`, Err: ErrUnknownVersion}
+	if n, ok := m["ocx"].(json.Number); !ok || n.String() != strconv.Itoa(version) {
+		return nil, &strictjson.FieldError{Where: where, Field: "ocx", Problem: `is not 1; a protocol v1 response says "ocx": 1`, Err: strictjson.ErrUnknownVersion}
 	}
-	if k, _ := m["kind"].(string); k != ResponseKind {
-		return nil, &FieldError{Where: where, Field: "kind", Problem: `is not "response"`, Err: ErrWrongKind}
+	if k, _ := m["kind"].(string); k != responseKind {
+		return nil, &strictjson.FieldError{Where: where, Field: "kind", Problem: `is not "response"`, Err: strictjson.ErrWrongKind}
 	}
 	// Version 1 may gain keys (E9): a reader passes over one it does not
 	// know; a response holds no limit, so none is refused.
-	o := jobj{m: m}
+	o := strictjson.Obj{Map: m}
 	r := new(Response)
 	var err error
-	if r.Answers, err = o.str("answers", true, "a response names the full hash of the record it answers"); err != nil {
-		return nil, at(where, err)
+	if r.Answers, err = o.Str("answers", true, "a response names the full hash of the record it answers"); err != nil {
+		return nil, strictjson.At(where, err)
 	}
-	outcome, err := o.str("outcome", true, "a response says how the run ended")
+	outcome, err := o.Str("outcome", true, "a response says how the run ended")
 	if err != nil {
-		return nil, at(where, err)
+		return nil, strictjson.At(where, err)
 	}
 	r.Outcome = ResponseOutcome(outcome)
-	if r.Note, err = o.str("note", true, "a response says the end in words"); err != nil {
-		return nil, at(where, err)
+	if r.Note, err = o.Str("note", true, "a response says the end in words"); err != nil {
+		return nil, strictjson.At(where, err)
 	}
 	if err := r.Validate(); err != nil {
-		return nil, at(where, err)
+		return nil, strictjson.At(where, err)
 	}
 	return r, nil
 }
@@ -173,13 +175,13 @@ func ResponseFor(record string, end *EndNote, stopRequested, foundGone bool, rep
 	case stopRequested:
 		r.Outcome = ResponseStopped
 	case end.Status == EndSandboxFailed, report != nil && report.Outcome == ReportFailed:
-		r.Outcome = ResponseFailed
+		r.Outcome = responseFailed
 	case report != nil && report.Outcome == ReportDone:
 		r.Outcome = ResponseDone
 	case end.Status == EndUnknown:
 		r.Outcome = ResponseLost
 	default:
-		r.Outcome = ResponseExited
+		r.Outcome = responseExited
 	}
 	note := end.StatusString()
 	if foundGone && end.Status == EndUnknown {

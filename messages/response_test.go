@@ -8,6 +8,7 @@ import (
 
 	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/docs/design/validate"
+	"github.com/ocx-go/ocx/messages/strictjson"
 	"pgregory.net/rapid"
 )
 
@@ -22,7 +23,7 @@ func genResponse() *rapid.Generator[*Response] {
 		}
 		return &Response{
 			Answers: answers,
-			Outcome: rapid.SampledFrom(ResponseOutcomes).Draw(t, "outcome"),
+			Outcome: rapid.SampledFrom(responseOutcomes).Draw(t, "outcome"),
 			Note:    rapid.StringMatching(`[a-zA-Z0-9 .,:;()\n\t"\\é]{1,80}`).Draw(t, "note"),
 		}
 	})
@@ -45,7 +46,7 @@ func TestResponseRoundTrip(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(got, r) {
 			rt.Fatalf("%s reads back as %+v, %v", enc, got, err)
 		}
-		if err := s.Validate(design.SchemaFile(ResponseKind), unfence(rt, enc)); err != nil {
+		if err := s.Validate(design.SchemaFile(responseKind), unfence(rt, enc)); err != nil {
 			rt.Fatalf("the schema refuses %s: %v", enc, err)
 		}
 	})
@@ -84,7 +85,7 @@ func TestResponseDecoderAgreesWithSchema(t *testing.T) {
 	}
 	for _, c := range responseCases {
 		_, derr := DecodeResponse([]byte(c.in))
-		serr := s.Validate(design.SchemaFile(ResponseKind), []byte(c.in))
+		serr := s.Validate(design.SchemaFile(responseKind), []byte(c.in))
 		switch {
 		case c.want == "" && (derr != nil || serr != nil):
 			t.Errorf("%s: want it accepted; decoder: %v; schema: %v", c.in, derr, serr)
@@ -93,7 +94,7 @@ func TestResponseDecoderAgreesWithSchema(t *testing.T) {
 		case c.want != "" && !strings.Contains(derr.Error(), c.want):
 			t.Errorf("%s: refused with %q, which does not say %q", c.in, derr, c.want)
 		}
-		var fe *FieldError
+		var fe *strictjson.FieldError
 		if derr != nil && !errors.As(derr, &fe) {
 			t.Errorf("%s: %v is not a *FieldError", c.in, derr)
 		}
@@ -106,13 +107,13 @@ func TestResponseDecoderAgreesWithSchema(t *testing.T) {
 	}
 	// A post with the block and words around it; a post with two blocks.
 	post := "The run ended.\n\n```json\n" + responseCases[0].in + "\n```\n"
-	if r, err := ReadResponse([]byte(post)); err != nil || r.Outcome != ResponseExited || r.Answers != responseRecord {
+	if r, err := ReadResponse([]byte(post)); err != nil || r.Outcome != responseExited || r.Answers != responseRecord {
 		t.Errorf("ReadResponse: %+v, %v", r, err)
 	}
-	if _, err := ReadResponse([]byte(post + post)); !errors.Is(err, ErrSeveralNotes) {
+	if _, err := ReadResponse([]byte(post + post)); !errors.Is(err, strictjson.ErrSeveralNotes) {
 		t.Errorf("two blocks: %v", err)
 	}
-	if _, err := ReadResponse([]byte("```json\n{\"ocx\": \"end\"}\n```\n")); !errors.Is(err, ErrUnknownVersion) {
+	if _, err := ReadResponse([]byte("```json\n{\"ocx\": \"end\"}\n```\n")); !errors.Is(err, strictjson.ErrUnknownVersion) {
 		t.Errorf("an end note read as a response: %v", err)
 	}
 }
@@ -140,7 +141,7 @@ func FuzzReadResponse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("accepted %+v but cannot encode it: %v", r, err)
 		}
-		if serr := schemas.Validate(design.SchemaFile(ResponseKind), unfence(t, enc)); serr != nil {
+		if serr := schemas.Validate(design.SchemaFile(responseKind), unfence(t, enc)); serr != nil {
 			t.Fatalf("the schema refuses the encoding of an accepted response: %s: %v", enc, serr)
 		}
 		again, err := ReadResponse(enc)
@@ -169,14 +170,14 @@ func TestResponseFor(t *testing.T) {
 	}{
 		{signaled, true, false, done, ResponseStopped, "signaled SIGTERM; its agent's last report: done: docs in step"},
 		{wall, true, false, done, ResponseBudget, "signaled SIGTERM, past its wall limit; its agent's last report: done: docs in step"},
-		{EndNote{Status: EndSandboxFailed, ExitCode: &one}, false, false, nil, ResponseFailed, "sandbox-failed 1"},
-		{exited, false, false, failed, ResponseFailed, "exited 0; its agent's last report: failed"},
+		{EndNote{Status: EndSandboxFailed, ExitCode: &one}, false, false, nil, responseFailed, "sandbox-failed 1"},
+		{exited, false, false, failed, responseFailed, "exited 0; its agent's last report: failed"},
 		{exited, false, false, done, ResponseDone, "exited 0; its agent's last report: done: docs in step"},
 		{EndNote{Status: EndUnknown}, false, false, nil, ResponseLost, "unknown"},
 		{EndNote{Status: EndUnknown}, false, true, nil, ResponseLost, "unknown: it ended while no daemon ran"},
 		{EndNote{Status: EndUnknown}, false, true, done, ResponseDone, "unknown: it ended while no daemon ran; its agent's last report: done: docs in step"},
-		{exited, false, false, nil, ResponseExited, "exited 0"},
-		{signaled, false, false, nil, ResponseExited, "signaled SIGTERM"},
+		{exited, false, false, nil, responseExited, "exited 0"},
+		{signaled, false, false, nil, responseExited, "signaled SIGTERM"},
 	} {
 		r := ResponseFor(responseRecord, &c.end, c.stop, c.gone, c.report)
 		if r.Outcome != c.outcome || r.Note != c.note || r.Answers != responseRecord {

@@ -30,7 +30,7 @@ func TestNoteRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range NoteKinds() {
+	for _, kind := range noteKinds() {
 		t.Run(string(kind), func(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				n := genNote(kind).Draw(t, "note")
@@ -41,7 +41,7 @@ func TestNoteRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatalf("encode %v: %v", n, err)
 				}
-				got, err := DecodeNote(unfence(t, enc))
+				got, err := decodeNote(unfence(t, enc))
 				if err != nil {
 					t.Fatalf("decode %s: %v", enc, err)
 				}
@@ -94,7 +94,7 @@ func TestStateRoundTrip(t *testing.T) {
 		if err := CheckStateDoc(enc[:cut]); err == nil {
 			t.Fatalf("a document cut at %d of %d passes: %q", cut, len(enc), enc[:cut])
 		}
-		if err := schemas.Validate(design.SchemaFile(string(KindState)), enc); err != nil {
+		if err := schemas.Validate(design.SchemaFile(string(kindState)), enc); err != nil {
 			t.Fatalf("the schema refuses the Go encoding %s: %#v", enc, err)
 		}
 		if strings.Contains(s.String(), "\n") {
@@ -161,7 +161,7 @@ func TestPipeLineRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("encode %v: %v", l, err)
 		}
-		if len(enc) > PipeBuf || enc[len(enc)-1] != '\n' {
+		if len(enc) > pipeBuf || enc[len(enc)-1] != '\n' {
 			t.Fatalf("encoded %d bytes: %q", len(enc), enc)
 		}
 		got, err := ParsePipeLine(enc)
@@ -181,7 +181,7 @@ func TestCITagRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("value of %#v: %v", tag, err)
 		}
-		got, err := ParseCITag(v)
+		got, err := parseCITag(v)
 		if err != nil || got != tag {
 			t.Fatalf("%q reads back as %#v, %v", v, got, err)
 		}
@@ -198,7 +198,7 @@ func TestListeningFileRoundTrip(t *testing.T) {
 			}
 			t.Fatalf("file name of %v: %v", l, err)
 		}
-		if strings.ContainsRune(name, '/') || name == "." || name == ".." || len(name) > MaxFileNameLen {
+		if strings.ContainsRune(name, '/') || name == "." || name == ".." || len(name) > maxFileNameLen {
 			t.Fatalf("%q is not a file name", name)
 		}
 		after := rapid.Int64Range(0, 1<<62).Draw(t, "after")

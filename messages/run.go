@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // The run engine's messages (seed 004, tables 1 and 3): a fenced JSON block
@@ -22,14 +24,14 @@ const (
 	MsgStop    MessageKind = "stop"
 	MsgStarted MessageKind = "started"
 	MsgEnded   MessageKind = "ended"
-	MsgRecord  MessageKind = RecordKind
+	MsgRecord  MessageKind = recordKind
 )
 
-// MessageKinds lists the kinds ReadMessage knows: table 3's, then record.
-var MessageKinds = []MessageKind{MsgRun, MsgStop, MsgStarted, MsgEnded, MsgRecord}
+// messageKinds lists the kinds ReadMessage knows: table 3's, then record.
+var messageKinds = []MessageKind{MsgRun, MsgStop, MsgStarted, MsgEnded, MsgRecord}
 
 func (k MessageKind) known() bool {
-	for _, m := range MessageKinds {
+	for _, m := range messageKinds {
 		if m == k {
 			return true
 		}
@@ -52,10 +54,10 @@ type Message interface {
 var (
 	// ErrUnsetValue: a string names a value not set by then (section 2).
 	ErrUnsetValue = errors.New("unset value")
-	// ErrUnknownStep: a workspace step of a kind section 5 does not have.
-	ErrUnknownStep = errors.New("unknown step")
-	// ErrStepNeeds: a step whose needs are not met before it.
-	ErrStepNeeds = errors.New("step needs unmet")
+	// errUnknownStep: a workspace step of a kind section 5 does not have.
+	errUnknownStep = errors.New("unknown step")
+	// errStepNeeds: a step whose needs are not met before it.
+	errStepNeeds = errors.New("step needs unmet")
 )
 
 // MalformedMessage is a message of a kind the reader knows that does not
@@ -66,7 +68,7 @@ var (
 type MalformedMessage struct {
 	Kind MessageKind
 	Node string
-	Err  *FieldError
+	Err  *strictjson.FieldError
 }
 
 func (e *MalformedMessage) Error() string { return e.Err.Error() }
@@ -80,7 +82,7 @@ type Run struct {
 	Node      string      `json:"node"`
 	Objective string      `json:"objective"`
 	Workspace []RunStep   `json:"workspace,omitempty"`
-	Sandbox   *RunSandbox `json:"sandbox,omitempty"`
+	Sandbox   *runSandbox `json:"sandbox,omitempty"`
 	Limits    *RunLimits  `json:"limits,omitempty"`
 	Process   RunProcess  `json:"process"`
 }
@@ -182,7 +184,7 @@ func (r *Run) Validate() error {
 		return err
 	}
 	for i, s := range r.Workspace {
-		if err := s.validate(indexField("workspace", i)); err != nil {
+		if err := s.validate(strictjson.IndexField("workspace", i)); err != nil {
 			return err
 		}
 	}
@@ -204,7 +206,7 @@ func checkObjective(s string) error {
 		return err
 	}
 	if strings.TrimSpace(s) == "" {
-		return fieldErr("objective", ErrMissing, "is blank; a run says what it is for, and what counts as passing")
+		return strictjson.FieldErr("objective", strictjson.ErrMissing, "is blank; a run says what it is for, and what counts as passing")
 	}
 	return nil
 }
@@ -214,7 +216,7 @@ func (s *RunStop) Validate() error {
 	if err := checkUser("node", s.Node); err != nil {
 		return err
 	}
-	return checkHash("run", s.Run)
+	return CheckHash("run", s.Run)
 }
 
 // Validate checks the envelope, each value's name and the limits.
@@ -222,14 +224,14 @@ func (s *RunStarted) Validate() error {
 	if err := checkUser("node", s.Node); err != nil {
 		return err
 	}
-	if err := checkHash("run", s.Run); err != nil {
+	if err := CheckHash("run", s.Run); err != nil {
 		return err
 	}
 	for k, v := range s.Values {
 		if !validValueName(k) {
-			return fieldErr(joinField("values", k), ErrInvalid, "is not a value's name: letters, digits or _")
+			return strictjson.FieldErr(strictjson.JoinField("values", k), strictjson.ErrInvalid, "is not a value's name: letters, digits or _")
 		}
-		if err := checkArg(joinField("values", k), v); err != nil {
+		if err := checkArg(strictjson.JoinField("values", k), v); err != nil {
 			return err
 		}
 	}
@@ -241,26 +243,26 @@ func (e *RunEnded) Validate() error {
 	if err := checkUser("node", e.Node); err != nil {
 		return err
 	}
-	if err := checkHash("run", e.Run); err != nil {
+	if err := CheckHash("run", e.Run); err != nil {
 		return err
 	}
 	exit, note := endedFields(e.Outcome)
 	if exit == "" {
-		return fieldErr("outcome", ErrInvalid, fmt.Sprintf("%s is not an outcome (%s)", quoteShort(string(e.Outcome)), listWords(outcomeWords())))
+		return strictjson.FieldErr("outcome", strictjson.ErrInvalid, fmt.Sprintf("%s is not an outcome (%s)", strictjson.QuoteShort(string(e.Outcome)), strictjson.ListWords(outcomeWords())))
 	}
 	switch {
 	case exit == fieldRequired && e.Exit == nil:
-		return fieldErr("exit", ErrMissing, "is missing; an exited run gives its exit code, 128 and N for signal N")
+		return strictjson.FieldErr("exit", strictjson.ErrMissing, "is missing; an exited run gives its exit code, 128 and N for signal N")
 	case exit == fieldAbsent && e.Exit != nil:
-		return fieldErr("exit", ErrInvalid, fmt.Sprintf("is present; a run %s has no exit", e.Outcome))
+		return strictjson.FieldErr("exit", strictjson.ErrInvalid, fmt.Sprintf("is present; a run %s has no exit", e.Outcome))
 	case e.Exit != nil && (*e.Exit < 0 || *e.Exit > 255):
-		return fieldErr("exit", ErrInvalid, fmt.Sprintf("%d is not an exit code from 0 to 255", *e.Exit))
+		return strictjson.FieldErr("exit", strictjson.ErrInvalid, fmt.Sprintf("%d is not an exit code from 0 to 255", *e.Exit))
 	}
 	switch {
 	case note == fieldRequired && strings.TrimSpace(e.Note) == "":
-		return fieldErr("note", ErrMissing, fmt.Sprintf("is missing; a run %s says why in a note", e.Outcome))
+		return strictjson.FieldErr("note", strictjson.ErrMissing, fmt.Sprintf("is missing; a run %s says why in a note", e.Outcome))
 	case note == fieldAbsent && e.Note != "":
-		return fieldErr("note", ErrInvalid, fmt.Sprintf("is present; a run %s has no note", e.Outcome))
+		return strictjson.FieldErr("note", strictjson.ErrInvalid, fmt.Sprintf("is present; a run %s has no note", e.Outcome))
 	}
 	if e.Note != "" {
 		return checkText("note", e.Note, true, MaxTextLen)
@@ -288,8 +290,8 @@ func endedFields(o RunOutcome) (exit, note string) {
 }
 
 func outcomeWords() []string {
-	out := make([]string, len(RunOutcomes))
-	for i, o := range RunOutcomes {
+	out := make([]string, len(runOutcomes))
+	for i, o := range runOutcomes {
 		out[i] = string(o)
 	}
 	return out
@@ -298,7 +300,7 @@ func outcomeWords() []string {
 // Encode renders the run's canonical block.
 func (r *Run) Encode() ([]byte, error) {
 	if err := r.Validate(); err != nil {
-		return nil, at("run", err)
+		return nil, strictjson.At("run", err)
 	}
 	c := *r
 	if c.Sandbox != nil {
@@ -309,7 +311,7 @@ func (r *Run) Encode() ([]byte, error) {
 			}
 		}
 		if s.Files == nil {
-			s.Files = []RunFile{}
+			s.Files = []runFile{}
 		}
 		c.Sandbox = &s
 	}
@@ -319,7 +321,7 @@ func (r *Run) Encode() ([]byte, error) {
 // Encode renders the stop's canonical block.
 func (s *RunStop) Encode() ([]byte, error) {
 	if err := s.Validate(); err != nil {
-		return nil, at("stop", err)
+		return nil, strictjson.At("stop", err)
 	}
 	return encodeMessage(MsgStop, s)
 }
@@ -327,7 +329,7 @@ func (s *RunStop) Encode() ([]byte, error) {
 // Encode renders the started's canonical block.
 func (s *RunStarted) Encode() ([]byte, error) {
 	if err := s.Validate(); err != nil {
-		return nil, at("started", err)
+		return nil, strictjson.At("started", err)
 	}
 	c := *s
 	if c.Values == nil {
@@ -339,7 +341,7 @@ func (s *RunStarted) Encode() ([]byte, error) {
 // Encode renders the ended's canonical block.
 func (e *RunEnded) Encode() ([]byte, error) {
 	if err := e.Validate(); err != nil {
-		return nil, at("ended", err)
+		return nil, strictjson.At("ended", err)
 	}
 	return encodeMessage(MsgEnded, e)
 }
@@ -347,13 +349,13 @@ func (e *RunEnded) Encode() ([]byte, error) {
 // encodeMessage renders "```json\n", the JSON indented by two spaces with
 // ocx and kind first, then body's fields in their order, and "\n```\n".
 func encodeMessage(kind MessageKind, body any) ([]byte, error) {
-	b, err := objectAfter(fmt.Sprintf(`{"ocx":%d,"kind":%q`, Version, kind), body)
+	b, err := objectAfter(fmt.Sprintf(`{"ocx":%d,"kind":%q`, version, kind), body)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", kind, err)
 	}
 	out := fencedJSON(b)
-	if len(out) > MaxNoteLen {
-		return nil, &FieldError{Where: string(kind), Problem: fmt.Sprintf("encodes to %d bytes; a message is at most %d", len(out), MaxNoteLen), Err: ErrTooLong}
+	if len(out) > strictjson.MaxNoteLen {
+		return nil, &strictjson.FieldError{Where: string(kind), Problem: fmt.Sprintf("encodes to %d bytes; a message is at most %d", len(out), strictjson.MaxNoteLen), Err: strictjson.ErrTooLong}
 	}
 	return out, nil
 }
@@ -384,9 +386,9 @@ func ReadMessage(text []byte) (Message, error) {
 // DecodeMessage reads one message from the JSON of a block without its
 // fences, as ReadMessage does.
 func DecodeMessage(block []byte) (Message, error) {
-	v, err := parseStrict(block, MaxNoteLen)
+	v, err := strictjson.Parse(block, strictjson.MaxNoteLen)
 	if err != nil {
-		return nil, at("message", err)
+		return nil, strictjson.At("message", err)
 	}
 	return decodeMessage(v, "message")
 }
@@ -394,49 +396,49 @@ func DecodeMessage(block []byte) (Message, error) {
 func decodeMessage(v any, where string) (Message, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, &FieldError{Where: where, Problem: "is " + jsonType(v) + "; a message is a JSON object", Err: ErrNotANote}
+		return nil, &strictjson.FieldError{Where: where, Problem: "is " + strictjson.JSONType(v) + "; a message is a JSON object", Err: strictjson.ErrNotANote}
 	}
 	raw, ok := m["ocx"]
 	if !ok {
-		return nil, &FieldError{Where: where, Field: "ocx", Problem: `is missing; a JSON block without "ocx" is not an OCX message`, Err: ErrNotANote}
+		return nil, &strictjson.FieldError{Where: where, Field: "ocx", Problem: `is missing; a JSON block without "ocx" is not an OCX message`, Err: strictjson.ErrNotANote}
 	}
 	switch x := raw.(type) {
 	case string:
-		return nil, &FieldError{Where: where, Field: "ocx", Problem: fmt.Sprintf("is %s: a note of the session design, not a run engine message", quoteShort(x)), Err: ErrNotANote}
+		return nil, &strictjson.FieldError{Where: where, Field: "ocx", Problem: fmt.Sprintf("is %s: a note of the session design, not a run engine message", strictjson.QuoteShort(x)), Err: strictjson.ErrNotANote}
 	case json.Number:
-		if x.String() != strconv.Itoa(Version) {
-			return nil, &FieldError{Where: where, Field: "ocx", Problem: fmt.Sprintf("%s is not a version this reader knows (it reads %d)", shortToken(x.String()), Version), Err: ErrUnknownVersion}
+		if x.String() != strconv.Itoa(version) {
+			return nil, &strictjson.FieldError{Where: where, Field: "ocx", Problem: fmt.Sprintf("%s is not a version this reader knows (it reads %d)", strictjson.ShortToken(x.String()), version), Err: strictjson.ErrUnknownVersion}
 		}
 	default:
-		return nil, &FieldError{Where: where, Field: "ocx", Problem: "is " + jsonType(raw) + ", not a version", Err: ErrNotANote}
+		return nil, &strictjson.FieldError{Where: where, Field: "ocx", Problem: "is " + strictjson.JSONType(raw) + ", not a version", Err: strictjson.ErrNotANote}
 	}
 	kraw, ok := m["kind"]
 	kind, isStr := kraw.(string)
 	if !ok || !isStr || !MessageKind(kind).known() {
 		what := "is missing"
 		if ok {
-			what = "is " + jsonType(kraw)
+			what = "is " + strictjson.JSONType(kraw)
 			if isStr {
-				what = quoteShort(kind)
+				what = strictjson.QuoteShort(kind)
 			}
 		}
-		return nil, &FieldError{Where: where, Field: "kind", Problem: fmt.Sprintf("%s: not a kind this reader knows (%s), so the message is ignored", what, listWords(kindWords())), Err: ErrUnknownKind}
+		return nil, &strictjson.FieldError{Where: where, Field: "kind", Problem: fmt.Sprintf("%s: not a kind this reader knows (%s), so the message is ignored", what, strictjson.ListWords(kindWords())), Err: strictjson.ErrUnknownKind}
 	}
 	k := MessageKind(kind)
-	o := jobj{m: m}
+	o := strictjson.Obj{Map: m}
 	if k == MsgRecord {
 		r, err := decodeTaskRecord(o)
 		if err != nil {
-			return nil, at(where, err)
+			return nil, strictjson.At(where, err)
 		}
 		return r, nil
 	}
 	where = kind + strings.TrimPrefix(where, "message")
 	msg, err := decodeRunKind(k, o)
 	if err != nil {
-		var fe *FieldError
+		var fe *strictjson.FieldError
 		if !errors.As(err, &fe) {
-			fe = &FieldError{Problem: err.Error(), Err: ErrInvalid}
+			fe = &strictjson.FieldError{Problem: err.Error(), Err: strictjson.ErrInvalid}
 		}
 		if fe.Where == "" {
 			fe.Where = where
@@ -451,8 +453,8 @@ func decodeMessage(v any, where string) (Message, error) {
 }
 
 func kindWords() []string {
-	out := make([]string, len(MessageKinds))
-	for i, k := range MessageKinds {
+	out := make([]string, len(messageKinds))
+	for i, k := range messageKinds {
 		out[i] = string(k)
 	}
 	return out
@@ -460,27 +462,27 @@ func kindWords() []string {
 
 var envelopeKeys = []string{"ocx", "kind", "node"}
 
-func decodeRunKind(k MessageKind, o jobj) (Message, error) {
-	node, err := o.str("node", true, "a message names the node it is for")
+func decodeRunKind(k MessageKind, o strictjson.Obj) (Message, error) {
+	node, err := o.Str("node", true, "a message names the node it is for")
 	if err != nil {
 		return nil, err
 	}
 	var run string
 	if k != MsgRun {
-		if run, err = o.str("run", true, "a message about a run names the run's hash in full"); err != nil {
+		if run, err = o.Str("run", true, "a message about a run names the run's hash in full"); err != nil {
 			return nil, err
 		}
 	}
 	switch k {
 	case MsgRun:
-		if err := o.closed("a run", append(envelopeKeys, "objective", "workspace", "sandbox", "limits", "process")...); err != nil {
+		if err := closed(o, "a run", append(envelopeKeys, "objective", "workspace", "sandbox", "limits", "process")...); err != nil {
 			return nil, err
 		}
 		r := &Run{Node: node}
-		if r.Objective, err = o.str("objective", true, "a run says what it is for, and what counts as passing"); err != nil {
+		if r.Objective, err = o.Str("objective", true, "a run says what it is for, and what counts as passing"); err != nil {
 			return nil, err
 		}
-		steps, err := o.objects("workspace", false, "")
+		steps, err := o.Objects("workspace", false, "")
 		if err != nil {
 			return nil, err
 		}
@@ -491,21 +493,21 @@ func decodeRunKind(k MessageKind, o jobj) (Message, error) {
 			}
 			r.Workspace = append(r.Workspace, s)
 		}
-		if so, present, err := o.object("sandbox", false, ""); err != nil {
+		if so, present, err := o.Object("sandbox", false, ""); err != nil {
 			return nil, err
 		} else if present {
 			if r.Sandbox, err = readSandbox(so); err != nil {
 				return nil, err
 			}
 		}
-		if lo, present, err := o.object("limits", false, ""); err != nil {
+		if lo, present, err := o.Object("limits", false, ""); err != nil {
 			return nil, err
 		} else if present {
 			if r.Limits, err = readLimits(lo); err != nil {
 				return nil, err
 			}
 		}
-		po, _, err := o.object("process", true, "a run names its process: its user and command at least")
+		po, _, err := o.Object("process", true, "a run names its process: its user and command at least")
 		if err != nil {
 			return nil, err
 		}
@@ -520,28 +522,28 @@ func decodeRunKind(k MessageKind, o jobj) (Message, error) {
 		}
 		return r, nil
 	case MsgStop:
-		if err := o.closed("a stop", append(envelopeKeys, "run")...); err != nil {
+		if err := closed(o, "a stop", append(envelopeKeys, "run")...); err != nil {
 			return nil, err
 		}
 		s := &RunStop{Node: node, Run: run}
 		return s, s.Validate()
 	case MsgStarted:
-		if err := o.closed("a started", append(envelopeKeys, "run", "values", "limits")...); err != nil {
+		if err := closed(o, "a started", append(envelopeKeys, "run", "values", "limits")...); err != nil {
 			return nil, err
 		}
 		s := &RunStarted{Node: node, Run: run, Values: RunValues{}}
-		vo, _, err := o.object("values", true, "a started lists every value set")
+		vo, _, err := o.Object("values", true, "a started lists every value set")
 		if err != nil {
 			return nil, err
 		}
-		for name, v := range vo.m {
+		for name, v := range vo.Map {
 			str, ok := v.(string)
 			if !ok {
-				return nil, vo.wrongType(name, "a string", v)
+				return nil, vo.WrongType(name, "a string", v)
 			}
 			s.Values[name] = str
 		}
-		lo, _, err := o.object("limits", true, "a started lists the limits applied ({} for none)")
+		lo, _, err := o.Object("limits", true, "a started lists the limits applied ({} for none)")
 		if err != nil {
 			return nil, err
 		}
@@ -552,28 +554,28 @@ func decodeRunKind(k MessageKind, o jobj) (Message, error) {
 		s.Limits = *l
 		return s, s.Validate()
 	case MsgEnded:
-		if err := o.closed("an ended", append(envelopeKeys, "run", "outcome", "exit", "note")...); err != nil {
+		if err := closed(o, "an ended", append(envelopeKeys, "run", "outcome", "exit", "note")...); err != nil {
 			return nil, err
 		}
 		e := &RunEnded{Node: node, Run: run}
-		out, err := o.str("outcome", true, "an ended says how the run ended ("+listWords(outcomeWords())+")")
+		out, err := o.Str("outcome", true, "an ended says how the run ended ("+strictjson.ListWords(outcomeWords())+")")
 		if err != nil {
 			return nil, err
 		}
 		e.Outcome = RunOutcome(out)
-		if n, present, err := o.uint("exit", false, 255, ""); err != nil {
+		if n, present, err := o.Uint("exit", false, 255, ""); err != nil {
 			return nil, err
 		} else if present {
 			x := int(n)
 			e.Exit = &x
 		}
-		if e.Note, err = o.str("note", false, ""); err != nil {
+		if e.Note, err = o.Str("note", false, ""); err != nil {
 			return nil, err
 		}
-		if o.has("note") && e.Note == "" {
-			return nil, fieldErr("note", ErrInvalid, "is empty; leave the key out instead")
+		if o.Has("note") && e.Note == "" {
+			return nil, strictjson.FieldErr("note", strictjson.ErrInvalid, "is empty; leave the key out instead")
 		}
 		return e, e.Validate()
 	}
-	return nil, fieldErr("kind", ErrUnknownKind, "is not a kind of the run engine")
+	return nil, strictjson.FieldErr("kind", strictjson.ErrUnknownKind, "is not a kind of the run engine")
 }

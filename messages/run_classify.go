@@ -2,27 +2,27 @@ package messages
 
 import "fmt"
 
-// MessageVerdict is what a message is (seed 004, section 3, the table "A
+// messageVerdict is what a message is (seed 004, section 3, the table "A
 // message that ... is").
-type MessageVerdict int
+type messageVerdict int
 
 // The verdicts.
 const (
 	// MessageCounts: the message counts; the engine acts on it.
-	MessageCounts MessageVerdict = iota
-	// MessageIgnored: nothing is done.
-	MessageIgnored
-	// MessageRefused: a run answered ended, refused (section 11, row 1).
-	MessageRefused
+	MessageCounts messageVerdict = iota
+	// messageIgnored: nothing is done.
+	messageIgnored
+	// messageRefused: a run answered ended, refused (section 11, row 1).
+	messageRefused
 )
 
-func (v MessageVerdict) String() string {
+func (v messageVerdict) String() string {
 	switch v {
 	case MessageCounts:
 		return "counts"
-	case MessageIgnored:
+	case messageIgnored:
 		return "ignored"
-	case MessageRefused:
+	case messageRefused:
 		return "answered ended, refused"
 	}
 	return fmt.Sprintf("MessageVerdict(%d)", int(v))
@@ -31,10 +31,10 @@ func (v MessageVerdict) String() string {
 // The rows of section 3's table "A message that ... is", in its order; 0
 // is no row: the message counts.
 const (
-	MessageRowRunSender    = 1 // a run sent by anyone table 3 does not name
-	MessageRowOtherSender  = 2 // a stop, started or ended sent by anyone else, or written elsewhere
-	MessageRowUnknownKind  = 3 // a kind the reader does not know
-	MessageRowSecondReport = 4 // a second started or ended for one run
+	messageRowRunSender    = 1 // a run sent by anyone table 3 does not name
+	messageRowOtherSender  = 2 // a stop, started or ended sent by anyone else, or written elsewhere
+	messageRowUnknownKind  = 3 // a kind the reader does not know
+	messageRowSecondReport = 4 // a second started or ended for one run
 )
 
 // MessageStanding is what the table needs to know of a message, each fact
@@ -60,31 +60,31 @@ type MessageStanding struct {
 // the row that decided it (0: none held, it counts). A record (protocol v1)
 // counts when a user holding admin or setup sent it, and is ignored
 // otherwise (seed 001, E3).
-func ClassifyMessage(m MessageStanding) (MessageVerdict, int) {
+func ClassifyMessage(m MessageStanding) (messageVerdict, int) {
 	switch m.Kind {
 	case MsgRun:
 		if !m.SenderPrivileged {
-			return MessageRefused, MessageRowRunSender
+			return messageRefused, messageRowRunSender
 		}
 		return MessageCounts, 0
 	case MsgStop:
 		if !m.SenderPrivileged || !m.WhereItsRun {
-			return MessageIgnored, MessageRowOtherSender
+			return messageIgnored, messageRowOtherSender
 		}
 		return MessageCounts, 0
 	case MsgStarted, MsgEnded:
 		if !m.SenderIsNode || !m.WhereItsRun {
-			return MessageIgnored, MessageRowOtherSender
+			return messageIgnored, messageRowOtherSender
 		}
 		if m.SeenBefore {
-			return MessageIgnored, MessageRowSecondReport
+			return messageIgnored, messageRowSecondReport
 		}
 		return MessageCounts, 0
 	case MsgRecord:
 		if !m.SenderPrivileged {
-			return MessageIgnored, 0
+			return messageIgnored, 0
 		}
 		return MessageCounts, 0
 	}
-	return MessageIgnored, MessageRowUnknownKind
+	return messageIgnored, messageRowUnknownKind
 }

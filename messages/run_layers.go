@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // The layers of a run (seed 004, table 1, sections 5 to 8): the workspace's
@@ -21,8 +23,8 @@ const (
 	StepCheckout  = "checkout"
 )
 
-// StepKinds lists the step kinds of section 5.
-var StepKinds = []string{StepDirectory, StepPassword, StepClone, StepCheckout}
+// stepKinds lists the step kinds of section 5.
+var stepKinds = []string{StepDirectory, StepPassword, StepClone, StepCheckout}
 
 // RunStep is one step of the workspace layer. At is directory's argument;
 // Into clone's and checkout's; Of checkout's. A step of a kind section 5
@@ -50,7 +52,7 @@ var stepNeeds = map[string]string{StepClone: StepPassword, StepCheckout: StepClo
 var stepSets = map[string][]string{
 	StepDirectory: {ValueWorkspace},
 	StepClone:     {ValueClone},
-	StepCheckout:  {ValueTree, ValueCheckout},
+	StepCheckout:  {valueTree, valueCheckout},
 }
 
 // KnownStep says whether section 5 has the step's kind.
@@ -72,8 +74,8 @@ func (s RunStep) SetValues(vals RunValues, checkin string) {
 	case StepClone:
 		vals[ValueClone] = s.Into
 	case StepCheckout:
-		vals[ValueTree] = s.Into
-		vals[ValueCheckout] = checkin
+		vals[valueTree] = s.Into
+		vals[valueCheckout] = checkin
 	}
 }
 
@@ -82,31 +84,31 @@ func (s RunStep) String() string {
 	return l.optKV("at", s.At).optKV("of", s.Of).optKV("into", s.Into).String()
 }
 
-func readStep(o jobj) (RunStep, error) {
-	kind, err := o.str("step", true, "a step names its kind ("+listWords(StepKinds)+")")
+func readStep(o strictjson.Obj) (RunStep, error) {
+	kind, err := o.Str("step", true, "a step names its kind ("+strictjson.ListWords(stepKinds)+")")
 	if err != nil {
 		return RunStep{}, err
 	}
 	if kind == "" {
-		return RunStep{}, fieldErr(o.field("step"), ErrMissing, "is empty; a step names its kind ("+listWords(StepKinds)+")")
+		return RunStep{}, strictjson.FieldErr(o.Field("step"), strictjson.ErrMissing, "is empty; a step names its kind ("+strictjson.ListWords(stepKinds)+")")
 	}
-	if err := checkLine(o.field("step"), kind, true, MaxNameLen); err != nil {
+	if err := CheckLine(o.Field("step"), kind, true, maxNameLen); err != nil {
 		return RunStep{}, err
 	}
 	args, known := stepArgs[kind]
 	if !known {
 		return RunStep{Step: kind}, nil
 	}
-	if err := o.closed("a "+kind+" step", append([]string{"step"}, args...)...); err != nil {
+	if err := closed(o, "a "+kind+" step", append([]string{"step"}, args...)...); err != nil {
 		return RunStep{}, err
 	}
 	s := RunStep{Step: kind}
 	for _, a := range args {
-		v, err := o.str(a, true, "a "+kind+" step names its "+a)
+		v, err := o.Str(a, true, "a "+kind+" step names its "+a)
 		if err != nil {
 			return RunStep{}, err
 		}
-		if err := checkLine(o.field(a), v, true, MaxPathLen); err != nil {
+		if err := CheckLine(o.Field(a), v, true, maxPathLen); err != nil {
 			return RunStep{}, err
 		}
 		switch a {
@@ -119,12 +121,12 @@ func readStep(o jobj) (RunStep, error) {
 		}
 	}
 	if s.At != "" {
-		if err := checkRunPath(o.field("at"), s.At); err != nil {
+		if err := checkRunPath(o.Field("at"), s.At); err != nil {
 			return RunStep{}, err
 		}
 	}
 	if s.Into != "" {
-		if err := checkRunPath(o.field("into"), s.Into); err != nil {
+		if err := checkRunPath(o.Field("into"), s.Into); err != nil {
 			return RunStep{}, err
 		}
 	}
@@ -133,19 +135,19 @@ func readStep(o jobj) (RunStep, error) {
 
 func (s RunStep) validate(field string) error {
 	if !s.KnownStep() {
-		return fieldErr(field+".step", ErrInvalid, fmt.Sprintf("%s is not a step kind (%s)", quoteShort(s.Step), listWords(StepKinds)))
+		return strictjson.FieldErr(field+".step", strictjson.ErrInvalid, fmt.Sprintf("%s is not a step kind (%s)", strictjson.QuoteShort(s.Step), strictjson.ListWords(stepKinds)))
 	}
 	has := map[string]string{"at": s.At, "of": s.Of, "into": s.Into}
 	for k, v := range has {
 		if slices.Contains(stepArgs[s.Step], k) {
 			if v == "" {
-				return fieldErr(field+"."+k, ErrMissing, "is missing; a "+s.Step+" step names its "+k)
+				return strictjson.FieldErr(field+"."+k, strictjson.ErrMissing, "is missing; a "+s.Step+" step names its "+k)
 			}
-			if err := checkLine(field+"."+k, v, true, MaxPathLen); err != nil {
+			if err := CheckLine(field+"."+k, v, true, maxPathLen); err != nil {
 				return err
 			}
 		} else if v != "" {
-			return fieldErr(field+"."+k, ErrUnknownKey, "is not an argument of a "+s.Step+" step")
+			return strictjson.FieldErr(field+"."+k, strictjson.ErrUnknownKey, "is not an argument of a "+s.Step+" step")
 		}
 	}
 	for _, k := range []string{"at", "into"} {
@@ -158,14 +160,14 @@ func (s RunStep) validate(field string) error {
 	return nil
 }
 
-// RunFile is a file the sandbox makes for the process alone.
-type RunFile struct {
+// runFile is a file the sandbox makes for the process alone.
+type runFile struct {
 	At   string `json:"at"`
 	Text string `json:"text"`
 }
 
-// RunSandbox is the sandbox layer (table 6). Every field is required.
-type RunSandbox struct {
+// runSandbox is the sandbox layer (table 6). Every field is required.
+type runSandbox struct {
 	UID          uint32    `json:"uid"`
 	GID          uint32    `json:"gid"`
 	Capabilities []string  `json:"capabilities"`
@@ -175,7 +177,7 @@ type RunSandbox struct {
 	ReadOnly     []string  `json:"read_only"`
 	ReadWrite    []string  `json:"read_write"`
 	Homes        []string  `json:"homes"`
-	Files        []RunFile `json:"files"`
+	Files        []runFile `json:"files"`
 	Proc         string    `json:"proc"`
 	Dev          string    `json:"dev"`
 	Tmp          string    `json:"tmp"`
@@ -187,30 +189,30 @@ var sandboxKeys = []string{"uid", "gid", "capabilities", "network", "own_session
 // maxID is the largest uid or gid a sandbox names: (uid_t)-1 is no user.
 const maxID = 1<<32 - 2
 
-func readSandbox(o jobj) (*RunSandbox, error) {
-	if err := o.closed("sandbox", sandboxKeys...); err != nil {
+func readSandbox(o strictjson.Obj) (*runSandbox, error) {
+	if err := closed(o, "sandbox", sandboxKeys...); err != nil {
 		return nil, err
 	}
 	for _, k := range sandboxKeys {
-		if !o.has(k) {
-			return nil, o.missing(k, "every field of a sandbox is required, so the run says all of it ("+listWords(sandboxKeys)+")")
+		if !o.Has(k) {
+			return nil, o.Missing(k, "every field of a sandbox is required, so the run says all of it ("+strictjson.ListWords(sandboxKeys)+")")
 		}
 	}
-	s := &RunSandbox{}
-	uid, _, err := o.uint("uid", true, maxID, "")
+	s := &runSandbox{}
+	uid, _, err := o.Uint("uid", true, maxID, "")
 	if err != nil {
 		return nil, err
 	}
-	gid, _, err := o.uint("gid", true, maxID, "")
+	gid, _, err := o.Uint("gid", true, maxID, "")
 	if err != nil {
 		return nil, err
 	}
 	s.UID, s.GID = uint32(uid), uint32(gid)
-	if s.Capabilities, err = o.strs("capabilities", true, ""); err != nil {
+	if s.Capabilities, err = o.Strs("capabilities", true, ""); err != nil {
 		return nil, err
 	}
 	for i, c := range s.Capabilities {
-		if err := checkLine(indexField(o.field("capabilities"), i), c, true, MaxNameLen); err != nil {
+		if err := CheckLine(strictjson.IndexField(o.Field("capabilities"), i), c, true, maxNameLen); err != nil {
 			return nil, err
 		}
 	}
@@ -218,7 +220,7 @@ func readSandbox(o jobj) (*RunSandbox, error) {
 		k string
 		p *bool
 	}{{"network", &s.Network}, {"own_session", &s.OwnSession}, {"ends_with_node", &s.EndsWithNode}} {
-		if *f.p, err = o.boolean(f.k, true, ""); err != nil {
+		if *f.p, err = o.Boolean(f.k, true, ""); err != nil {
 			return nil, err
 		}
 	}
@@ -226,23 +228,23 @@ func readSandbox(o jobj) (*RunSandbox, error) {
 		k string
 		p *[]string
 	}{{"read_only", &s.ReadOnly}, {"read_write", &s.ReadWrite}, {"homes", &s.Homes}} {
-		if *f.p, err = o.strs(f.k, true, ""); err != nil {
+		if *f.p, err = o.Strs(f.k, true, ""); err != nil {
 			return nil, err
 		}
 	}
-	files, err := o.objects("files", true, "")
+	files, err := o.Objects("files", true, "")
 	if err != nil {
 		return nil, err
 	}
-	s.Files = make([]RunFile, len(files))
+	s.Files = make([]runFile, len(files))
 	for i, f := range files {
-		if err := f.closed("a file", "at", "text"); err != nil {
+		if err := closed(f, "a file", "at", "text"); err != nil {
 			return nil, err
 		}
-		if s.Files[i].At, err = f.str("at", true, "a file says where it is made"); err != nil {
+		if s.Files[i].At, err = f.Str("at", true, "a file says where it is made"); err != nil {
 			return nil, err
 		}
-		if s.Files[i].Text, err = f.str("text", true, "a file says what it holds"); err != nil {
+		if s.Files[i].Text, err = f.Str("text", true, "a file says what it holds"); err != nil {
 			return nil, err
 		}
 	}
@@ -250,16 +252,16 @@ func readSandbox(o jobj) (*RunSandbox, error) {
 		k string
 		p *string
 	}{{"proc", &s.Proc}, {"dev", &s.Dev}, {"tmp", &s.Tmp}} {
-		if *f.p, err = o.str(f.k, true, ""); err != nil {
+		if *f.p, err = o.Str(f.k, true, ""); err != nil {
 			return nil, err
 		}
 	}
-	return s, s.validate(o.path)
+	return s, s.validate(o.Path)
 }
 
-func (s *RunSandbox) validate(field string) error {
+func (s *runSandbox) validate(field string) error {
 	for i, c := range s.Capabilities {
-		if err := checkLine(indexField(joinField(field, "capabilities"), i), c, true, MaxNameLen); err != nil {
+		if err := CheckLine(strictjson.IndexField(strictjson.JoinField(field, "capabilities"), i), c, true, maxNameLen); err != nil {
 			return err
 		}
 	}
@@ -268,13 +270,13 @@ func (s *RunSandbox) validate(field string) error {
 		v []string
 	}{{"read_only", s.ReadOnly}, {"read_write", s.ReadWrite}, {"homes", s.Homes}} {
 		for i, p := range l.v {
-			if err := checkRunPath(indexField(joinField(field, l.k), i), p); err != nil {
+			if err := checkRunPath(strictjson.IndexField(strictjson.JoinField(field, l.k), i), p); err != nil {
 				return err
 			}
 		}
 	}
 	for i, f := range s.Files {
-		fe := indexField(joinField(field, "files"), i)
+		fe := strictjson.IndexField(strictjson.JoinField(field, "files"), i)
 		if err := checkRunPath(fe+".at", f.At); err != nil {
 			return err
 		}
@@ -283,7 +285,7 @@ func (s *RunSandbox) validate(field string) error {
 		}
 	}
 	for _, l := range []struct{ k, v string }{{"proc", s.Proc}, {"dev", s.Dev}, {"tmp", s.Tmp}} {
-		if err := checkRunPath(joinField(field, l.k), l.v); err != nil {
+		if err := checkRunPath(strictjson.JoinField(field, l.k), l.v); err != nil {
 			return err
 		}
 	}
@@ -294,11 +296,11 @@ func (s *RunSandbox) validate(field string) error {
 // place: one line, and absolute or beginning with a value ($$workspace$$/x).
 // Expand checks that it is absolute and clean once its values are in.
 func checkRunPath(field, s string) error {
-	if err := checkLine(field, s, true, MaxPathLen); err != nil {
+	if err := CheckLine(field, s, true, maxPathLen); err != nil {
 		return err
 	}
 	if !strings.HasPrefix(s, "/") && !strings.HasPrefix(s, "$$") {
-		return fieldErr(field, ErrInvalid, quoteShort(s)+" is not an absolute path, nor one beginning with a value such as $$workspace$$")
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, strictjson.QuoteShort(s)+" is not an absolute path, nor one beginning with a value such as $$workspace$$")
 	}
 	return nil
 }
@@ -322,7 +324,7 @@ func (s RunSize) MarshalJSON() ([]byte, error) {
 
 // parseRunSize reads a size; number says it was written as a JSON number.
 func parseRunSize(field, s string, number bool) (uint64, error) {
-	bad := fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a size: a whole number of bytes, or text, a whole number and K, M or G, as \"64K\"", quoteShort(s)))
+	bad := strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a size: a whole number of bytes, or text, a whole number and K, M or G, as \"64K\"", strictjson.QuoteShort(s)))
 	if s == "" || len(s) > 24 {
 		return 0, bad
 	}
@@ -367,24 +369,24 @@ func parseDigits(s string) (uint64, error) {
 func isDigits(s string) bool { _, err := parseDigits(s); return err == nil }
 
 // size reads a size key: a JSON number of bytes or a string with a unit.
-func (o jobj) size(key string) (RunSize, error) {
-	v, ok := o.m[key]
+func size(o strictjson.Obj, key string) (RunSize, error) {
+	v, ok := o.Map[key]
 	if !ok {
 		return "", nil
 	}
 	switch x := v.(type) {
 	case json.Number:
-		if _, err := parseRunSize(o.field(key), x.String(), true); err != nil {
+		if _, err := parseRunSize(o.Field(key), x.String(), true); err != nil {
 			return "", err
 		}
 		return RunSize(x.String()), nil
 	case string:
-		if _, err := parseRunSize(o.field(key), x, false); err != nil || !strings.ContainsAny(x[len(x)-1:], "KMG") {
-			return "", fieldErr(o.field(key), ErrInvalid, fmt.Sprintf("%s is not a size: as text, a whole number and K, M or G, as \"64K\"; bytes alone are a number", quoteShort(x)))
+		if _, err := parseRunSize(o.Field(key), x, false); err != nil || !strings.ContainsAny(x[len(x)-1:], "KMG") {
+			return "", strictjson.FieldErr(o.Field(key), strictjson.ErrInvalid, fmt.Sprintf("%s is not a size: as text, a whole number and K, M or G, as \"64K\"; bytes alone are a number", strictjson.QuoteShort(x)))
 		}
 		return RunSize(x), nil
 	}
-	return "", o.wrongType(key, "a size (a whole number of bytes, or text such as \"64K\")", v)
+	return "", o.WrongType(key, "a size (a whole number of bytes, or text such as \"64K\")", v)
 }
 
 // RunLimits is the limits layer (table 7). Each limit is optional; absent,
@@ -411,33 +413,33 @@ const (
 	LimitDisk = "disk"
 )
 
-// LimitNames lists table 7's limits, and disk after them (D82).
-var LimitNames = []string{LimitWall, LimitCPU, LimitProcesses, LimitMemory, LimitDisk}
+// limitNames lists table 7's limits, and disk after them (D82).
+var limitNames = []string{LimitWall, LimitCPU, LimitProcesses, LimitMemory, LimitDisk}
 
-// The bounds of a disk (D82): below MinDisk an ext4 file system holds
-// little beyond its own journal and tables; MaxDisk is ext4's 16 TiB
+// The bounds of a disk (D82): below minDisk an ext4 file system holds
+// little beyond its own journal and tables; maxDisk is ext4's 16 TiB
 // with 4 KiB blocks.
 const (
-	MinDisk = 16 << 20
-	MaxDisk = 16 << 40
+	minDisk = 16 << 20
+	maxDisk = 16 << 40
 )
 
 // ParseDisk reads a disk's size as node.json and a session definition
-// write it, a string: a whole number and K, M or G, or bytes; from MinDisk
-// to MaxDisk.
+// write it, a string: a whole number and K, M or G, or bytes; from minDisk
+// to maxDisk.
 func ParseDisk(field, s string) (uint64, error) {
 	n, err := parseRunSize(field, s, false)
 	if err != nil {
 		return 0, err
 	}
-	return n, CheckDiskSize(field, s, n)
+	return n, checkDiskSize(field, s, n)
 }
 
-// CheckDiskSize checks a disk's size in bytes against MinDisk and
-// MaxDisk, naming field.
-func CheckDiskSize(field, written string, n uint64) error {
-	if n < MinDisk || n > MaxDisk {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a disk's size: from %d bytes (16M) to %d (16384G)", quoteShort(written), uint64(MinDisk), uint64(MaxDisk)))
+// checkDiskSize checks a disk's size in bytes against minDisk and
+// maxDisk, naming field.
+func checkDiskSize(field, written string, n uint64) error {
+	if n < minDisk || n > maxDisk {
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a disk's size: from %d bytes (16M) to %d (16384G)", strictjson.QuoteShort(written), uint64(minDisk), uint64(maxDisk)))
 	}
 	return nil
 }
@@ -446,20 +448,20 @@ func CheckDiskSize(field, written string, n uint64) error {
 // host has.
 const maxLimit = 1<<32 - 1
 
-func readLimits(o jobj) (*RunLimits, error) {
-	if err := o.closed("limits", LimitNames...); err != nil {
+func readLimits(o strictjson.Obj) (*RunLimits, error) {
+	if err := closed(o, "limits", limitNames...); err != nil {
 		return nil, err
 	}
 	l := &RunLimits{}
 	var err error
-	if l.Wall, err = o.str(LimitWall, false, ""); err != nil {
+	if l.Wall, err = o.Str(LimitWall, false, ""); err != nil {
 		return nil, err
 	}
 	for _, k := range []struct {
 		key string
 		p   **uint64
 	}{{LimitCPU, &l.CPU}, {LimitProcesses, &l.Processes}} {
-		n, present, err := o.uint(k.key, false, maxLimit, "")
+		n, present, err := o.Uint(k.key, false, maxLimit, "")
 		if err != nil {
 			return nil, err
 		}
@@ -467,18 +469,18 @@ func readLimits(o jobj) (*RunLimits, error) {
 			*k.p = &n
 		}
 	}
-	if l.Memory, err = o.size(LimitMemory); err != nil {
+	if l.Memory, err = size(o, LimitMemory); err != nil {
 		return nil, err
 	}
-	if l.Disk, err = o.size(LimitDisk); err != nil {
+	if l.Disk, err = size(o, LimitDisk); err != nil {
 		return nil, err
 	}
-	return l, l.validate(o.path)
+	return l, l.validate(o.Path)
 }
 
 func (l *RunLimits) validate(field string) error {
 	if l.Wall != "" {
-		if _, err := ParseWall(joinField(field, LimitWall), l.Wall); err != nil {
+		if _, err := ParseWall(strictjson.JoinField(field, LimitWall), l.Wall); err != nil {
 			return err
 		}
 	}
@@ -487,21 +489,21 @@ func (l *RunLimits) validate(field string) error {
 		p   *uint64
 	}{{LimitCPU, l.CPU}, {LimitProcesses, l.Processes}} {
 		if k.p != nil && (*k.p == 0 || *k.p > maxLimit) {
-			return fieldErr(joinField(field, k.key), ErrInvalid, fmt.Sprintf("%d is not a limit: a whole number from 1 to %d", *k.p, uint64(maxLimit)))
+			return strictjson.FieldErr(strictjson.JoinField(field, k.key), strictjson.ErrInvalid, fmt.Sprintf("%d is not a limit: a whole number from 1 to %d", *k.p, uint64(maxLimit)))
 		}
 	}
 	if l.Memory != "" {
-		if _, err := parseRunSize(joinField(field, LimitMemory), string(l.Memory), isDigits(string(l.Memory))); err != nil {
+		if _, err := parseRunSize(strictjson.JoinField(field, LimitMemory), string(l.Memory), isDigits(string(l.Memory))); err != nil {
 			return err
 		}
 	}
 	if l.Disk != "" {
-		f := joinField(field, LimitDisk)
+		f := strictjson.JoinField(field, LimitDisk)
 		n, err := parseRunSize(f, string(l.Disk), isDigits(string(l.Disk)))
 		if err != nil {
 			return err
 		}
-		if err := CheckDiskSize(f, string(l.Disk), n); err != nil {
+		if err := checkDiskSize(f, string(l.Disk), n); err != nil {
 			return err
 		}
 	}
@@ -534,18 +536,18 @@ func (l *RunLimits) Names() []string {
 
 // The deliveries of table 8.
 const (
-	DeliveriesFeed  = "feed"
+	deliveriesFeed  = "feed"
 	DeliveriesStart = "start"
 )
 
 // The stdout_when of table 8's keep.
 const (
-	KeepOnFailure = "failure"
+	keepOnFailure = "failure"
 	KeepAlways    = "always"
 )
 
-// DefaultKeepSize is keep's default for STDERR and STDOUT.
-const DefaultKeepSize RunSize = "64K"
+// defaultKeepSize is keep's default for STDERR and STDOUT.
+const defaultKeepSize RunSize = "64K"
 
 // RunKeep is the process's keep: how much of the end of STDERR and STDOUT
 // the node keeps, and when STDOUT's. Empty fields take their defaults.
@@ -574,45 +576,45 @@ type RunProcess struct {
 var processKeys = []string{"user", "command", "env", "cwd", "manual", "session", "hears", "checkins",
 	"deliveries", "terminal", "keep"}
 
-func readProcess(o jobj) (RunProcess, error) {
+func readProcess(o strictjson.Obj) (RunProcess, error) {
 	var p RunProcess
-	if err := o.closed("process", processKeys...); err != nil {
+	if err := closed(o, "process", processKeys...); err != nil {
 		return p, err
 	}
 	var err error
-	if p.User, err = o.str("user", true, "a process names the Fossil user it acts as"); err != nil {
+	if p.User, err = o.Str("user", true, "a process names the Fossil user it acts as"); err != nil {
 		return p, err
 	}
-	if p.Command, err = o.strs("command", true, "a process names its program, then its arguments"); err != nil {
+	if p.Command, err = o.Strs("command", true, "a process names its program, then its arguments"); err != nil {
 		return p, err
 	}
-	if env, present, err := o.object("env", false, ""); err != nil {
+	if env, present, err := o.Object("env", false, ""); err != nil {
 		return p, err
-	} else if present && len(env.m) > 0 {
-		p.Env = make(map[string]string, len(env.m))
-		for k, v := range env.m {
+	} else if present && len(env.Map) > 0 {
+		p.Env = make(map[string]string, len(env.Map))
+		for k, v := range env.Map {
 			s, ok := v.(string)
 			if !ok {
-				return p, env.wrongType(k, "a string", v)
+				return p, env.WrongType(k, "a string", v)
 			}
 			p.Env[k] = s
 		}
 	}
-	if p.Cwd, err = o.optStr("cwd"); err != nil {
+	if p.Cwd, err = o.OptStr("cwd"); err != nil {
 		return p, err
 	}
 	for _, f := range []struct {
 		k string
 		p *bool
 	}{{"manual", &p.Manual}, {"session", &p.Session}, {"terminal", &p.Terminal}} {
-		if *f.p, err = o.boolean(f.k, false, ""); err != nil {
+		if *f.p, err = o.Boolean(f.k, false, ""); err != nil {
 			return p, err
 		}
 	}
-	if p.Hears, err = o.strs("hears", false, ""); err != nil {
+	if p.Hears, err = o.Strs("hears", false, ""); err != nil {
 		return p, err
 	}
-	if p.Checkins, err = o.strs("checkins", false, ""); err != nil {
+	if p.Checkins, err = o.Strs("checkins", false, ""); err != nil {
 		return p, err
 	}
 	if len(p.Hears) == 0 {
@@ -621,53 +623,53 @@ func readProcess(o jobj) (RunProcess, error) {
 	if len(p.Checkins) == 0 {
 		p.Checkins = nil
 	}
-	if p.Deliveries, err = o.optStr("deliveries"); err != nil {
+	if p.Deliveries, err = o.OptStr("deliveries"); err != nil {
 		return p, err
 	}
-	if keep, present, err := o.object("keep", false, ""); err != nil {
+	if keep, present, err := o.Object("keep", false, ""); err != nil {
 		return p, err
 	} else if present {
-		if err := keep.closed("keep", "stderr", "stdout", "stdout_when"); err != nil {
+		if err := closed(keep, "keep", "stderr", "stdout", "stdout_when"); err != nil {
 			return p, err
 		}
 		k := &RunKeep{}
-		if k.Stderr, err = keep.size("stderr"); err != nil {
+		if k.Stderr, err = size(keep, "stderr"); err != nil {
 			return p, err
 		}
-		if k.Stdout, err = keep.size("stdout"); err != nil {
+		if k.Stdout, err = size(keep, "stdout"); err != nil {
 			return p, err
 		}
-		if k.StdoutWhen, err = keep.optStr("stdout_when"); err != nil {
+		if k.StdoutWhen, err = keep.OptStr("stdout_when"); err != nil {
 			return p, err
 		}
 		if *k != (RunKeep{}) {
 			p.Keep = k
 		}
 	}
-	return p, p.validate(o.path)
+	return p, p.validate(o.Path)
 }
 
 func (p *RunProcess) validate(field string) error {
-	f := func(k string) string { return joinField(field, k) }
+	f := func(k string) string { return strictjson.JoinField(field, k) }
 	if err := checkUser(f("user"), p.User); err != nil {
 		return err
 	}
 	if len(p.Command) == 0 {
-		return fieldErr(f("command"), ErrMissing, "is empty; a process names its program, then its arguments")
+		return strictjson.FieldErr(f("command"), strictjson.ErrMissing, "is empty; a process names its program, then its arguments")
 	}
 	if p.Command[0] == "" {
-		return fieldErr(indexField(f("command"), 0), ErrMissing, "is empty; it names the program")
+		return strictjson.FieldErr(strictjson.IndexField(f("command"), 0), strictjson.ErrMissing, "is empty; it names the program")
 	}
 	for i, a := range p.Command {
-		if err := checkArg(indexField(f("command"), i), a); err != nil {
+		if err := checkArg(strictjson.IndexField(f("command"), i), a); err != nil {
 			return err
 		}
 	}
 	for k, v := range p.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || checkLine("", k, true, MaxShortLen) != nil {
-			return fieldErr(joinField(f("env"), k), ErrInvalid, "is not an environment variable's name: one line, not empty, without = or NUL")
+		if k == "" || strings.ContainsAny(k, "=\x00") || CheckLine("", k, true, MaxShortLen) != nil {
+			return strictjson.FieldErr(strictjson.JoinField(f("env"), k), strictjson.ErrInvalid, "is not an environment variable's name: one line, not empty, without = or NUL")
 		}
-		if err := checkArg(joinField(f("env"), k), v); err != nil {
+		if err := checkArg(strictjson.JoinField(f("env"), k), v); err != nil {
 			return err
 		}
 	}
@@ -676,14 +678,14 @@ func (p *RunProcess) validate(field string) error {
 			return err
 		}
 	}
-	if err := checkHears(f("hears"), p.Hears); err != nil {
+	if err := CheckHears(f("hears"), p.Hears); err != nil {
 		return err
 	}
-	if err := checkBranches(f("checkins"), p.Checkins); err != nil {
+	if err := CheckBranches(f("checkins"), p.Checkins); err != nil {
 		return err
 	}
-	if p.Deliveries != "" && p.Deliveries != DeliveriesFeed && p.Deliveries != DeliveriesStart {
-		return fieldErr(f("deliveries"), ErrInvalid, fmt.Sprintf("%s is neither feed nor start", quoteShort(p.Deliveries)))
+	if p.Deliveries != "" && p.Deliveries != deliveriesFeed && p.Deliveries != DeliveriesStart {
+		return strictjson.FieldErr(f("deliveries"), strictjson.ErrInvalid, fmt.Sprintf("%s is neither feed nor start", strictjson.QuoteShort(p.Deliveries)))
 	}
 	if p.Keep != nil {
 		for _, s := range []struct {
@@ -691,13 +693,13 @@ func (p *RunProcess) validate(field string) error {
 			v RunSize
 		}{{"stderr", p.Keep.Stderr}, {"stdout", p.Keep.Stdout}} {
 			if s.v != "" {
-				if _, err := parseRunSize(joinField(f("keep"), s.k), string(s.v), false); err != nil {
+				if _, err := parseRunSize(strictjson.JoinField(f("keep"), s.k), string(s.v), false); err != nil {
 					return err
 				}
 			}
 		}
-		if w := p.Keep.StdoutWhen; w != "" && w != KeepOnFailure && w != KeepAlways {
-			return fieldErr(joinField(f("keep"), "stdout_when"), ErrInvalid, fmt.Sprintf("%s is neither failure nor always", quoteShort(w)))
+		if w := p.Keep.StdoutWhen; w != "" && w != keepOnFailure && w != KeepAlways {
+			return strictjson.FieldErr(strictjson.JoinField(f("keep"), "stdout_when"), strictjson.ErrInvalid, fmt.Sprintf("%s is neither failure nor always", strictjson.QuoteShort(w)))
 		}
 	}
 	return nil
@@ -718,20 +720,20 @@ func (p RunProcess) WithDefaults(setsWorkspace bool) RunProcess {
 		}
 	}
 	if p.Deliveries == "" {
-		p.Deliveries = DeliveriesFeed
+		p.Deliveries = deliveriesFeed
 	}
 	k := RunKeep{}
 	if p.Keep != nil {
 		k = *p.Keep
 	}
 	if k.Stderr == "" {
-		k.Stderr = DefaultKeepSize
+		k.Stderr = defaultKeepSize
 	}
 	if k.Stdout == "" {
-		k.Stdout = DefaultKeepSize
+		k.Stdout = defaultKeepSize
 	}
 	if k.StdoutWhen == "" {
-		k.StdoutWhen = KeepOnFailure
+		k.StdoutWhen = keepOnFailure
 	}
 	p.Keep = &k
 	return p
@@ -739,18 +741,18 @@ func (p RunProcess) WithDefaults(setsWorkspace bool) RunProcess {
 
 // closed refuses a key the object does not have, naming it: the run
 // engine's messages are read strictly at every depth.
-func (o jobj) closed(what string, known ...string) error {
-	if k, ok := o.unknownKey(known); ok {
-		return fieldErr(o.field(k), ErrUnknownKey, fmt.Sprintf("is not a field of %s, which has %s; an unknown field is refused, never dropped", what, listWords(known)))
+func closed(o strictjson.Obj, what string, known ...string) error {
+	if k, ok := unknownKey(o, known); ok {
+		return strictjson.FieldErr(o.Field(k), strictjson.ErrUnknownKey, fmt.Sprintf("is not a field of %s, which has %s; an unknown field is refused, never dropped", what, strictjson.ListWords(known)))
 	}
 	return nil
 }
 
 // unknownKey is the first key, in sorted order, of the object that is not
 // one of known: the one a refusal names.
-func (o jobj) unknownKey(known []string) (string, bool) {
+func unknownKey(o strictjson.Obj, known []string) (string, bool) {
 	var unknown []string
-	for k := range o.m {
+	for k := range o.Map {
 		if !slices.Contains(known, k) {
 			unknown = append(unknown, k)
 		}

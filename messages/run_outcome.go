@@ -19,5 +19,5 @@ const (
 	RunLost RunOutcome = "lost"
 )
 
-// RunOutcomes lists the outcomes in table 12's order.
-var RunOutcomes = []RunOutcome{RunRefused, RunStopped, RunExited, RunBudget, RunLost}
+// runOutcomes lists the outcomes in table 12's order.
+var runOutcomes = []RunOutcome{RunRefused, RunStopped, RunExited, RunBudget, RunLost}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // Run patterns (seed 004, sections 5 and 14; D84): "A pattern, by
@@ -27,8 +29,8 @@ import (
 // pattern NAME is the page run/NAME.
 const RunPatternPrefix = "run/"
 
-// RunPatternLayers are the fields a pattern may hold: table 1's layers.
-var RunPatternLayers = []string{"workspace", "sandbox", "limits", "process"}
+// runPatternLayers are the fields a pattern may hold: table 1's layers.
+var runPatternLayers = []string{"workspace", "sandbox", "limits", "process"}
 
 // runOverKeys are the fields a caller gives over a pattern: a run's.
 var runOverKeys = []string{"ocx", "kind", "node", "objective", "workspace", "sandbox", "limits", "process"}
@@ -43,7 +45,7 @@ type RunPattern struct {
 // Layers names the layers the pattern holds, in table 1's order.
 func (p *RunPattern) Layers() []string {
 	var out []string
-	for _, k := range RunPatternLayers {
+	for _, k := range runPatternLayers {
 		if _, ok := p.layers[k]; ok {
 			out = append(out, k)
 		}
@@ -56,8 +58,8 @@ func (p *RunPattern) Layers() []string {
 // nor '-' (as a login, or a console template, is named).
 func CheckRunPatternName(name string) error {
 	const ok = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
-	if name == "" || len(name) > MaxNameLen || strings.Trim(name, ok) != "" || name[0] == '.' || name[0] == '-' {
-		return fieldErr("pattern", ErrInvalid, fmt.Sprintf("%s is not a pattern's name: letters, digits, '.', '_' and '-', at most %d, the wiki page %sNAME", quoteShort(name), MaxNameLen, RunPatternPrefix))
+	if name == "" || len(name) > maxNameLen || strings.Trim(name, ok) != "" || name[0] == '.' || name[0] == '-' {
+		return strictjson.FieldErr("pattern", strictjson.ErrInvalid, fmt.Sprintf("%s is not a pattern's name: letters, digits, '.', '_' and '-', at most %d, the wiki page %sNAME", strictjson.QuoteShort(name), maxNameLen, RunPatternPrefix))
 	}
 	return nil
 }
@@ -78,15 +80,15 @@ func DecodeRunPattern(name string, text []byte) (*RunPattern, error) {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	if len(blocks) != 1 {
-		return nil, &FieldError{Where: where, Problem: fmt.Sprintf("holds %d fenced JSON blocks; a pattern holds one (a line ```json, an object of a run's layers, a line ```)", len(blocks)), Err: ErrSyntax}
+		return nil, &strictjson.FieldError{Where: where, Problem: fmt.Sprintf("holds %d fenced JSON blocks; a pattern holds one (a line ```json, an object of a run's layers, a line ```)", len(blocks)), Err: strictjson.ErrSyntax}
 	}
-	v, err := parseStrict(blocks[0].JSON, MaxNoteLen)
+	v, err := strictjson.Parse(blocks[0].JSON, strictjson.MaxNoteLen)
 	if err != nil {
-		return nil, at(where, err)
+		return nil, strictjson.At(where, err)
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, &FieldError{Where: where, Problem: "is " + jsonType(v) + "; a pattern is a JSON object of a run's layers (" + listWords(RunPatternLayers) + ")", Err: ErrInvalid}
+		return nil, &strictjson.FieldError{Where: where, Problem: "is " + strictjson.JSONType(v) + "; a pattern is a JSON object of a run's layers (" + strictjson.ListWords(runPatternLayers) + ")", Err: strictjson.ErrInvalid}
 	}
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -96,26 +98,26 @@ func DecodeRunPattern(name string, text []byte) (*RunPattern, error) {
 	for _, k := range keys {
 		var problem string
 		switch {
-		case slices.Contains(RunPatternLayers, k):
+		case slices.Contains(runPatternLayers, k):
 			continue
 		case k == "node":
 			problem = "a pattern names no node: the run made from it does (by default the node the tool runs on)"
 		case k == "objective":
 			problem = "a pattern says not what a run is for: each run's caller gives its objective"
 		case k == "ocx" || k == "kind":
-			problem = "a pattern is not a message: it holds a run's layers alone (" + listWords(RunPatternLayers) + ")"
+			problem = "a pattern is not a message: it holds a run's layers alone (" + strictjson.ListWords(runPatternLayers) + ")"
 		default:
-			problem = "is not a layer of a run (" + listWords(RunPatternLayers) + ")"
+			problem = "is not a layer of a run (" + strictjson.ListWords(runPatternLayers) + ")"
 		}
-		return nil, &FieldError{Where: where, Field: joinField("", k), Problem: problem, Err: ErrUnknownKey}
+		return nil, &strictjson.FieldError{Where: where, Field: strictjson.JoinField("", k), Problem: problem, Err: strictjson.ErrUnknownKey}
 	}
-	o := jobj{m: m}
-	if _, err := o.objects("workspace", false, ""); err != nil {
-		return nil, at(where, err)
+	o := strictjson.Obj{Map: m}
+	if _, err := o.Objects("workspace", false, ""); err != nil {
+		return nil, strictjson.At(where, err)
 	}
 	for _, k := range []string{"sandbox", "limits", "process"} {
-		if _, _, err := o.object(k, false, ""); err != nil {
-			return nil, at(where, err)
+		if _, _, err := o.Object(k, false, ""); err != nil {
+			return nil, strictjson.At(where, err)
 		}
 	}
 	return &RunPattern{Name: name, layers: m}, nil
@@ -131,33 +133,33 @@ func (p *RunPattern) Apply(fields []byte, node, objective string) (*Run, error) 
 	const where = "message"
 	patch := map[string]any{}
 	if len(bytes.TrimSpace(fields)) > 0 {
-		v, err := parseStrict(fields, MaxNoteLen)
+		v, err := strictjson.Parse(fields, strictjson.MaxNoteLen)
 		if err != nil {
-			return nil, at(where, err)
+			return nil, strictjson.At(where, err)
 		}
 		m, ok := v.(map[string]any)
 		if !ok {
-			return nil, &FieldError{Where: where, Problem: "is " + jsonType(v) + "; give a run's fields over the pattern as a JSON object ({\"objective\": ...})", Err: ErrInvalid}
+			return nil, &strictjson.FieldError{Where: where, Problem: "is " + strictjson.JSONType(v) + "; give a run's fields over the pattern as a JSON object ({\"objective\": ...})", Err: strictjson.ErrInvalid}
 		}
 		patch = m
 	}
-	o := jobj{m: patch}
-	if err := o.closed("a run's fields over a pattern", runOverKeys...); err != nil {
-		return nil, at(where, err)
+	o := strictjson.Obj{Map: patch}
+	if err := closed(o, "a run's fields over a pattern", runOverKeys...); err != nil {
+		return nil, strictjson.At(where, err)
 	}
 	if v, ok := patch["ocx"]; ok {
 		if n, isNum := v.(json.Number); !isNum || n.String() != "1" {
-			return nil, &FieldError{Where: where, Field: "ocx", Problem: "is " + jsonType(v) + "; a run over a pattern is version 1 (leave ocx out, or give 1)", Err: ErrUnknownVersion}
+			return nil, &strictjson.FieldError{Where: where, Field: "ocx", Problem: "is " + strictjson.JSONType(v) + "; a run over a pattern is version 1 (leave ocx out, or give 1)", Err: strictjson.ErrUnknownVersion}
 		}
 	}
 	if v, ok := patch["kind"]; ok && v != string(MsgRun) {
-		return nil, &FieldError{Where: where, Field: "kind", Problem: "a pattern makes a run (leave kind out, or give \"run\")", Err: ErrInvalid}
+		return nil, &strictjson.FieldError{Where: where, Field: "kind", Problem: "a pattern makes a run (leave kind out, or give \"run\")", Err: strictjson.ErrInvalid}
 	}
 	run := map[string]any{}
 	for k, v := range p.layers {
 		run[k] = v
 	}
-	for _, k := range RunPatternLayers {
+	for _, k := range runPatternLayers {
 		if v, ok := patch[k]; ok {
 			if merged := mergePatch(run[k], v); merged == nil {
 				delete(run, k)
@@ -184,7 +186,7 @@ func (p *RunPattern) Apply(fields []byte, node, objective string) (*Run, error) 
 	}
 	msg, err := DecodeMessage(b)
 	if err != nil {
-		var fe *FieldError
+		var fe *strictjson.FieldError
 		if errors.As(err, &fe) && p.gave(patch, fe.Field) {
 			fe.Problem += " (the pattern " + RunPatternPrefix + p.Name + " gives it)"
 		}
@@ -201,13 +203,13 @@ func (p *RunPattern) Apply(fields []byte, node, objective string) (*Run, error) 
 // pattern's, as they appear at the top of each layer (process.command,
 // sandbox), for the tool's log; nil when fields do not read.
 func (p *RunPattern) Over(fields []byte) []string {
-	v, err := parseStrict(fields, MaxNoteLen)
+	v, err := strictjson.Parse(fields, strictjson.MaxNoteLen)
 	m, ok := v.(map[string]any)
 	if err != nil || !ok {
 		return nil
 	}
 	var out []string
-	for _, k := range RunPatternLayers {
+	for _, k := range runPatternLayers {
 		v, ok := m[k]
 		if !ok {
 			continue
@@ -219,7 +221,7 @@ func (p *RunPattern) Over(fields []byte) []string {
 		}
 		keys := make([]string, 0, len(sub))
 		for sk := range sub {
-			keys = append(keys, joinField(k, sk))
+			keys = append(keys, strictjson.JoinField(k, sk))
 		}
 		sort.Strings(keys)
 		out = append(out, keys...)

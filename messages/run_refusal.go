@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // RefusalRow is a row of seed 004's section 11: what ends a run refused.
@@ -16,13 +18,13 @@ type RefusalRow int
 // checks them after RunRefusal passed, with the host, and reports them
 // with the same numbers.
 const (
-	RefusedSender     RefusalRow = 1 + iota // no user holding admin or setup sent it
+	refusedSender     RefusalRow = 1 + iota // no user holding admin or setup sent it
 	RefusedMalformed                        // a field missing, of the wrong type or form
 	RefusedSteps                            // an unknown step kind, unmet needs, a value not set by then
 	RefusedUser                             // its user is a node's, or holds admin or setup
-	RefusedOtherNode                        // its user works for another node
+	refusedOtherNode                        // its user works for another node
 	RefusedNoPassword                       // a password step, and no password for its user
-	RefusedUnconfined                       // no sandbox, and the node runs nothing unconfined
+	refusedUnconfined                       // no sandbox, and the node runs nothing unconfined
 	RefusedUnprovided                       // a sandbox setting or a limit the node cannot provide
 	RefusedNodeFiles                        // a sandbox path reaches the node's own files (host)
 	RefusedStepFailed                       // a workspace step fails (host)
@@ -81,7 +83,7 @@ type RefusalFacts struct {
 	// Provides is what it can give a run.
 	Provides RunProvision
 	// Values are the values the node sets before any step (nil:
-	// NodeValueNames).
+	// nodeValueNames).
 	Values []string
 }
 
@@ -100,14 +102,14 @@ func (r *Refusal) String() string { return fmt.Sprintf("refused row=%d note=%q",
 // that whatever its form.
 func RunRefusal(run *Run, decodeErr error, f RefusalFacts) *Refusal {
 	if !f.SenderPrivileged {
-		return &Refusal{RefusedSender, "no user holding admin or setup sent this run"}
+		return &Refusal{refusedSender, "no user holding admin or setup sent this run"}
 	}
 	if run == nil || decodeErr != nil {
 		if decodeErr == nil {
 			decodeErr = errors.New("run: no run")
 		}
 		note := decodeErr.Error()
-		var fe *FieldError
+		var fe *strictjson.FieldError
 		if errors.As(decodeErr, &fe) {
 			note = fe.Error()
 		}
@@ -119,24 +121,24 @@ func RunRefusal(run *Run, decodeErr error, f RefusalFacts) *Refusal {
 	u := run.Process.User
 	switch {
 	case u == f.NodeUser:
-		return &Refusal{RefusedUser, fmt.Sprintf("process.user %s is this node's own user", quoteShort(u))}
+		return &Refusal{RefusedUser, fmt.Sprintf("process.user %s is this node's own user", strictjson.QuoteShort(u))}
 	case slices.Contains(f.NodeUsers, u):
-		return &Refusal{RefusedUser, fmt.Sprintf("process.user %s is a node's user", quoteShort(u))}
+		return &Refusal{RefusedUser, fmt.Sprintf("process.user %s is a node's user", strictjson.QuoteShort(u))}
 	case slices.Contains(f.Privileged, u):
-		return &Refusal{RefusedUser, fmt.Sprintf("process.user %s holds admin or setup", quoteShort(u))}
+		return &Refusal{RefusedUser, fmt.Sprintf("process.user %s holds admin or setup", strictjson.QuoteShort(u))}
 	}
 	if f.BoundNode != "" && f.BoundNode != f.NodeUser {
-		return &Refusal{RefusedOtherNode, fmt.Sprintf("process.user %s works for the node %s", quoteShort(u), quoteShort(f.BoundNode))}
+		return &Refusal{refusedOtherNode, fmt.Sprintf("process.user %s works for the node %s", strictjson.QuoteShort(u), strictjson.QuoteShort(f.BoundNode))}
 	}
 	if run.HasPasswordStep() && !f.ServerNode && !f.HasPassword {
-		note := fmt.Sprintf("this node holds no password for %s, which the password step takes", quoteShort(u))
+		note := fmt.Sprintf("this node holds no password for %s, which the password step takes", strictjson.QuoteShort(u))
 		if f.PasswordsWhy != "" {
 			note += ": " + f.PasswordsWhy
 		}
 		return &Refusal{RefusedNoPassword, note}
 	}
 	if run.Sandbox == nil && f.NothingUnconfined {
-		return &Refusal{RefusedUnconfined, "the run has no sandbox, and this node runs nothing unconfined"}
+		return &Refusal{refusedUnconfined, "the run has no sandbox, and this node runs nothing unconfined"}
 	}
 	if what := unprovided(run, f.Provides); what != "" {
 		return &Refusal{RefusedUnprovided, what}
@@ -153,7 +155,7 @@ func unprovided(run *Run, p RunProvision) string {
 		}
 		for i, c := range s.Capabilities {
 			if !slices.Contains(p.Capabilities, c) {
-				return fmt.Sprintf("sandbox.capabilities[%d]: this node cannot keep the capability %s", i, quoteShort(c))
+				return fmt.Sprintf("sandbox.capabilities[%d]: this node cannot keep the capability %s", i, strictjson.QuoteShort(c))
 			}
 		}
 		if !s.Network && !p.NoNetwork {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/docs/design/validate"
+	"github.com/ocx-go/ocx/messages/strictjson"
 	"pgregory.net/rapid"
 )
 
@@ -65,7 +66,7 @@ func TestSeedRunExamples(t *testing.T) {
 		t.Errorf("echo read as %+v", r)
 	}
 	p := r.Process.WithDefaults(r.SetsWorkspace())
-	if p.Cwd != "/" || p.Deliveries != DeliveriesFeed || *p.Keep != (RunKeep{"64K", "64K", KeepAlways}) {
+	if p.Cwd != "/" || p.Deliveries != deliveriesFeed || *p.Keep != (RunKeep{"64K", "64K", KeepAlways}) {
 		t.Errorf("echo's defaults: %+v keep %+v", p, *p.Keep)
 	}
 }
@@ -98,7 +99,7 @@ func TestExpandSeedClaude(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := "/srv/ocx/claude-1/projects/demo/" + testRunHash
-	if vals[ValueWorkspace] != ws || vals[ValueTree] != ws+"/tree" || vals[ValueClone] != ws+"/clone" {
+	if vals[ValueWorkspace] != ws || vals[valueTree] != ws+"/tree" || vals[ValueClone] != ws+"/clone" {
 		t.Errorf("values set: %v", vals)
 	}
 	if x.Process.Cwd != ws+"/tree" || x.Process.Env["HOME"] != ws || x.Process.Env["PATH"] != "/srv/ocx/release/1:/usr/local/bin:/usr/bin:/bin" {
@@ -131,22 +132,22 @@ func TestReadMessageDispatch(t *testing.T) {
 		want error // sentinel, or nil for a message
 		kind MessageKind
 	}{
-		{"plain post", "Hello.", ErrNotANote, ""},
-		{"json without ocx", "```json\n{\"a\": 1}\n```\n", ErrNotANote, ""},
-		{"session design note", "```json\n{\"ocx\": \"stop\"}\n```\n", ErrNotANote, ""},
-		{"ocx not a number", "```json\n{\"ocx\": true, \"kind\": \"run\"}\n```\n", ErrNotANote, ""},
-		{"version 2", "```json\n{\"ocx\": 2, \"kind\": \"run\"}\n```\n", ErrUnknownVersion, ""},
-		{"unknown kind", "```json\n{\"ocx\": 1, \"kind\": \"launch\"}\n```\n", ErrUnknownKind, ""},
-		{"no kind", "```json\n{\"ocx\": 1}\n```\n", ErrUnknownKind, ""},
-		{"kind not a string", "```json\n{\"ocx\": 1, \"kind\": 3}\n```\n", ErrUnknownKind, ""},
-		{"malformed run", string(fenceRun(`{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "process": {"user": "b"}}`)), ErrMissing, MsgRun},
-		{"malformed stop", string(fenceRun(`{"ocx": 1, "kind": "stop", "node": "lab-1", "run": "abc"}`)), ErrInvalid, MsgStop},
-		{"stop with a field a stop has not", string(fenceRun(`{"ocx": 1, "kind": "stop", "node": "lab-1", "run": "` + testRunHash + `", "note": "x"}`)), ErrUnknownKey, MsgStop},
-		{"started without values", string(fenceRun(`{"ocx": 1, "kind": "started", "node": "lab-1", "run": "` + testRunHash + `", "limits": {}}`)), ErrMissing, MsgStarted},
-		{"started without limits", string(fenceRun(`{"ocx": 1, "kind": "started", "node": "lab-1", "run": "` + testRunHash + `", "values": {}}`)), ErrMissing, MsgStarted},
-		{"started naming its run by a short hash", string(fenceRun(`{"ocx": 1, "kind": "started", "node": "lab-1", "run": "abc", "values": {}, "limits": {}}`)), ErrInvalid, MsgStarted},
-		{"ended naming its run by a short hash", string(fenceRun(`{"ocx": 1, "kind": "ended", "node": "lab-1", "run": "abc", "outcome": "stopped"}`)), ErrInvalid, MsgEnded},
-		{"duplicate key", string(fenceRun(`{"ocx": 1, "kind": "stop", "kind": "run"}`)), ErrDuplicateKey, ""},
+		{"plain post", "Hello.", strictjson.ErrNotANote, ""},
+		{"json without ocx", "```json\n{\"a\": 1}\n```\n", strictjson.ErrNotANote, ""},
+		{"session design note", "```json\n{\"ocx\": \"stop\"}\n```\n", strictjson.ErrNotANote, ""},
+		{"ocx not a number", "```json\n{\"ocx\": true, \"kind\": \"run\"}\n```\n", strictjson.ErrNotANote, ""},
+		{"version 2", "```json\n{\"ocx\": 2, \"kind\": \"run\"}\n```\n", strictjson.ErrUnknownVersion, ""},
+		{"unknown kind", "```json\n{\"ocx\": 1, \"kind\": \"launch\"}\n```\n", strictjson.ErrUnknownKind, ""},
+		{"no kind", "```json\n{\"ocx\": 1}\n```\n", strictjson.ErrUnknownKind, ""},
+		{"kind not a string", "```json\n{\"ocx\": 1, \"kind\": 3}\n```\n", strictjson.ErrUnknownKind, ""},
+		{"malformed run", string(fenceRun(`{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "process": {"user": "b"}}`)), strictjson.ErrMissing, MsgRun},
+		{"malformed stop", string(fenceRun(`{"ocx": 1, "kind": "stop", "node": "lab-1", "run": "abc"}`)), strictjson.ErrInvalid, MsgStop},
+		{"stop with a field a stop has not", string(fenceRun(`{"ocx": 1, "kind": "stop", "node": "lab-1", "run": "` + testRunHash + `", "note": "x"}`)), strictjson.ErrUnknownKey, MsgStop},
+		{"started without values", string(fenceRun(`{"ocx": 1, "kind": "started", "node": "lab-1", "run": "` + testRunHash + `", "limits": {}}`)), strictjson.ErrMissing, MsgStarted},
+		{"started without limits", string(fenceRun(`{"ocx": 1, "kind": "started", "node": "lab-1", "run": "` + testRunHash + `", "values": {}}`)), strictjson.ErrMissing, MsgStarted},
+		{"started naming its run by a short hash", string(fenceRun(`{"ocx": 1, "kind": "started", "node": "lab-1", "run": "abc", "values": {}, "limits": {}}`)), strictjson.ErrInvalid, MsgStarted},
+		{"ended naming its run by a short hash", string(fenceRun(`{"ocx": 1, "kind": "ended", "node": "lab-1", "run": "abc", "outcome": "stopped"}`)), strictjson.ErrInvalid, MsgEnded},
+		{"duplicate key", string(fenceRun(`{"ocx": 1, "kind": "stop", "kind": "run"}`)), strictjson.ErrDuplicateKey, ""},
 		{"run", string(fenceRun(seedEcho)), nil, MsgRun},
 		{"stop", string(fenceRun(`{"ocx": 1, "kind": "stop", "node": "lab-1", "run": "` + testRunHash + `"}`)), nil, MsgStop},
 		{"record", string(recBlock), nil, MsgRecord},
@@ -182,7 +183,7 @@ func TestReadMessageDispatch(t *testing.T) {
 		t.Errorf("record: ReadMessage %+v, ReadTaskRecord %+v, %v", got, want, err)
 	}
 	// The session design's reader still passes a run over.
-	if _, err := ReadPost(fenceRun(seedEcho)); !errors.Is(err, ErrRunMessage) || !Ignorable(err) {
+	if _, err := ReadPost(fenceRun(seedEcho)); !errors.Is(err, strictjson.ErrRunMessage) || !Ignorable(err) {
 		t.Errorf("ReadPost of a run: %v", err)
 	}
 }
@@ -281,7 +282,7 @@ func TestEndedTable12(t *testing.T) {
 	for _, c := range cases {
 		e := &RunEnded{Node: "lab-1", Run: testRunHash, Outcome: c.outcome, Exit: c.exit, Note: c.note}
 		err := e.Validate()
-		var fe *FieldError
+		var fe *strictjson.FieldError
 		switch {
 		case c.field == "" && err != nil:
 			t.Errorf("%+v refused: %v", c, err)
@@ -361,7 +362,7 @@ func normMessage(m Message) Message {
 		}
 	}
 	if s.Files == nil {
-		s.Files = []RunFile{}
+		s.Files = []runFile{}
 	}
 	c.Sandbox = &s
 	return &c
@@ -390,11 +391,11 @@ func TestScanValues(t *testing.T) {
 		{"$$é$$", nil},
 	}
 	for _, c := range cases {
-		if got := ValueRefs(c.in); !reflect.DeepEqual(got, c.refs) {
+		if got := valueRefs(c.in); !reflect.DeepEqual(got, c.refs) {
 			t.Errorf("ValueRefs(%q) = %q, want %q", c.in, got, c.refs)
 		}
 	}
-	if got, _, _ := ExpandString("$${HOME} $$a$$ $ $$", RunValues{"a": "$$b$$"}); got != "$${HOME} $$b$$ $ $$" {
+	if got, _, _ := expandString("$${HOME} $$a$$ $ $$", RunValues{"a": "$$b$$"}); got != "$${HOME} $$b$$ $ $$" {
 		t.Errorf("ExpandString: %q (a value's own $$ is not read again)", got)
 	}
 }
@@ -408,14 +409,14 @@ func TestValueScannerMatchesRegexp(t *testing.T) {
 		for _, m := range valueRef.FindAllStringSubmatch(s, -1) {
 			want = append(want, m[1])
 		}
-		if got := ValueRefs(s); !reflect.DeepEqual(got, want) {
+		if got := valueRefs(s); !reflect.DeepEqual(got, want) {
 			t.Fatalf("ValueRefs(%q) = %q, regexp %q", s, got, want)
 		}
 		vals := RunValues{}
 		for _, n := range want {
 			vals[n] = "<" + n + ">"
 		}
-		got, _, ok := ExpandString(s, vals)
+		got, _, ok := expandString(s, vals)
 		if exp := valueRef.ReplaceAllString(s, "<$1>"); !ok || got != exp {
 			t.Fatalf("ExpandString(%q) = %q, %v; want %q", s, got, ok, exp)
 		}
@@ -428,7 +429,7 @@ func TestExpandIdentityWithoutValues(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := genValueText(0).Filter(func(s string) bool { return !valueRef.MatchString(s) }).Draw(t, "s")
 		vals := rapid.MapOfN(genValueName(), genValueText(0), 0, 5).Draw(t, "values")
-		if got, _, ok := ExpandString(s, vals); !ok || got != s {
+		if got, _, ok := expandString(s, vals); !ok || got != s {
 			t.Fatalf("ExpandString(%q) = %q, %v", s, got, ok)
 		}
 	})
@@ -441,7 +442,7 @@ func TestExpandLeavesKeysAndUnreadFields(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		r := genRun().Draw(t, "run")
 		vals := RunValues{}
-		for _, n := range append(NodeValueNames, ValueWorkspace, ValueClone, ValueTree, ValueCheckout) {
+		for _, n := range append(nodeValueNames, ValueWorkspace, ValueClone, valueTree, valueCheckout) {
 			vals[n] = "/v/" + n
 		}
 		for _, s := range []*[]string{&r.Process.Hears, &r.Process.Checkins} {
@@ -467,7 +468,7 @@ func TestExpandLeavesKeysAndUnreadFields(t *testing.T) {
 		}
 		if len(x.Process.Env) != len(r.Process.Env) || x.Process.User != r.Process.User ||
 			!reflect.DeepEqual(x.Process.Hears, r.Process.Hears) || !reflect.DeepEqual(x.Process.Checkins, r.Process.Checkins) ||
-			x.Process.Deliveries != DefaultOr(r.Process.Deliveries, DeliveriesFeed) {
+			x.Process.Deliveries != DefaultOr(r.Process.Deliveries, deliveriesFeed) {
 			t.Fatalf("unread fields changed: %+v -> %+v", r.Process, x.Process)
 		}
 	})
@@ -487,7 +488,7 @@ func DefaultOr(s, d string) string {
 func TestEveryValueSetOrRefused(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		r := genRun().Draw(t, "run")
-		node := rapid.SliceOfDistinct(rapid.SampledFrom(NodeValueNames), func(s string) string { return s }).Draw(t, "node-values")
+		node := rapid.SliceOfDistinct(rapid.SampledFrom(nodeValueNames), func(s string) string { return s }).Draw(t, "node-values")
 		err := CheckRunValues(r, node)
 		// The model: walk the steps, each seeing what was set before it.
 		set := map[string]bool{}
@@ -513,7 +514,7 @@ func TestEveryValueSetOrRefused(t *testing.T) {
 				stepErr = true
 				break
 			}
-			seen(s.valueStrings(indexField("workspace", i)))
+			seen(s.valueStrings(strictjson.IndexField("workspace", i)))
 			if firstUnset != "" {
 				break
 			}
@@ -532,11 +533,11 @@ func TestEveryValueSetOrRefused(t *testing.T) {
 		}
 		switch {
 		case stepErr:
-			if !errors.Is(err, ErrStepNeeds) {
+			if !errors.Is(err, errStepNeeds) {
 				t.Fatalf("want unmet needs, got %v", err)
 			}
 		case firstUnset != "":
-			var fe *FieldError
+			var fe *strictjson.FieldError
 			if !errors.Is(err, ErrUnsetValue) || !errors.As(err, &fe) || fe.Field != firstField || !strings.Contains(fe.Problem, "$$"+firstUnset+"$$") {
 				t.Fatalf("want %s refused at %s, got %v", firstUnset, firstField, err)
 			}
@@ -571,15 +572,15 @@ func TestCheckRunValues(t *testing.T) {
 		{"sandbox before any checkout", ``, `"sandbox": {"uid": 1, "gid": 1, "capabilities": [], "network": true, "own_session": true, "ends_with_node": true, "read_only": ["$$tree$$"], "read_write": [], "homes": [], "files": [], "proc": "/proc", "dev": "/dev", "tmp": "/tmp"}, ` + proc, ErrUnsetValue, "sandbox.read_only[0]"},
 		{"env value, not key", ``, `"process": {"user": "b", "command": ["x"], "env": {"$$nope$$": "$$clone$$"}}`, ErrUnsetValue, "process.env.\"$$nope$$\""},
 		{"user, hears, checkins are not read", ``, `"process": {"user": "$$x$$", "command": ["x"], "hears": ["$$y$$"], "checkins": ["$$z$$"]}`, nil, ""},
-		{"unknown step", `{"step": "shell", "run": "make"}`, proc, ErrUnknownStep, "workspace[0].step"},
-		{"clone needs password", `{"step": "directory", "at": "/a"}, {"step": "clone", "into": "/a/c"}`, proc, ErrStepNeeds, "workspace[1]"},
-		{"checkout needs clone", `{"step": "password"}, {"step": "checkout", "of": "trunk", "into": "/t"}`, proc, ErrStepNeeds, "workspace[1]"},
+		{"unknown step", `{"step": "shell", "run": "make"}`, proc, errUnknownStep, "workspace[0].step"},
+		{"clone needs password", `{"step": "directory", "at": "/a"}, {"step": "clone", "into": "/a/c"}`, proc, errStepNeeds, "workspace[1]"},
+		{"checkout needs clone", `{"step": "password"}, {"step": "checkout", "of": "trunk", "into": "/t"}`, proc, errStepNeeds, "workspace[1]"},
 		{"the default cwd is left out without workspace", ``, proc, nil, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			err := CheckRunValues(run(c.ws, c.rest), nil)
-			var fe *FieldError
+			var fe *strictjson.FieldError
 			if c.want == nil {
 				if err != nil {
 					t.Fatal(err)
@@ -625,18 +626,18 @@ func TestRunRefusalRows(t *testing.T) {
 	}
 	cases := []tc{
 		{"none", good, nil, 0, ""},
-		{"1 sender", good, func(f *RefusalFacts) { f.SenderPrivileged = false }, RefusedSender, "admin or setup"},
+		{"1 sender", good, func(f *RefusalFacts) { f.SenderPrivileged = false }, refusedSender, "admin or setup"},
 		{"2 malformed", block("", ""), nil, RefusedMalformed, "process.user"},
 		{"3 value", block("builder", `, "limits": {}, "sandbox": {"uid": 1, "gid": 1, "capabilities": [], "network": true, "own_session": true, "ends_with_node": true, "read_only": ["$$tree$$"], "read_write": [], "homes": [], "files": [], "proc": "/proc", "dev": "/dev", "tmp": "/tmp"}`), nil, RefusedSteps, "$$tree$$"},
 		{"3 step", `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "workspace": [{"step": "clone", "into": "/c"}], "process": {"user": "builder", "command": ["x"]}}`, nil, RefusedSteps, "needs a password step"},
 		{"4 own user", block("lab-1", ""), nil, RefusedUser, "this node's own"},
 		{"4 a node's user", block("lab-2", ""), nil, RefusedUser, "a node's user"},
 		{"4 admin", block("admin", ""), nil, RefusedUser, "admin or setup"},
-		{"5 works for another", good, func(f *RefusalFacts) { f.BoundNode = "lab-3" }, RefusedOtherNode, "lab-3"},
+		{"5 works for another", good, func(f *RefusalFacts) { f.BoundNode = "lab-3" }, refusedOtherNode, "lab-3"},
 		{"5 works for this one", good, func(f *RefusalFacts) { f.BoundNode = "lab-1" }, 0, ""},
 		{"6 no password", good, func(f *RefusalFacts) { f.ServerNode = false }, RefusedNoPassword, "builder"},
 		{"6 a password held", good, func(f *RefusalFacts) { f.ServerNode, f.HasPassword = false, true }, 0, ""},
-		{"7 unconfined", good, func(f *RefusalFacts) { f.NothingUnconfined = true }, RefusedUnconfined, "unconfined"},
+		{"7 unconfined", good, func(f *RefusalFacts) { f.NothingUnconfined = true }, refusedUnconfined, "unconfined"},
 		{"7 confined", block("builder", ", "+sb), func(f *RefusalFacts) { f.NothingUnconfined = true }, 0, ""},
 		{"8 memory provided", block("builder", `, "limits": {"memory": "1G"}`), func(f *RefusalFacts) { f.Provides.Limits = append(f.Provides.Limits, LimitMemory) }, 0, ""},
 		{"8 memory", block("builder", `, "limits": {"memory": "1G"}`), func(f *RefusalFacts) {
@@ -665,13 +666,13 @@ func TestRunRefusalRows(t *testing.T) {
 			f.Provides.Terminal, f.Provides.Limits = true, []string{LimitWall}
 		}, RefusedUnprovided, "limits.cpu: this node cannot enforce it"},
 		// Order: the first row that holds counts.
-		{"1 before 2", block("", ""), func(f *RefusalFacts) { f.SenderPrivileged = false }, RefusedSender, ""},
+		{"1 before 2", block("", ""), func(f *RefusalFacts) { f.SenderPrivileged = false }, refusedSender, ""},
 		{"2 before 4", block("", `, "process2": 1`), nil, RefusedMalformed, ""},
 		{"3 before 4", strings.Replace(block("lab-1", ""), `"password"`, `"shell"`, 1), nil, RefusedSteps, "shell"},
 		{"4 before 5", block("admin", ""), func(f *RefusalFacts) { f.BoundNode = "lab-3" }, RefusedUser, ""},
-		{"5 before 6", good, func(f *RefusalFacts) { f.BoundNode, f.ServerNode = "lab-3", false }, RefusedOtherNode, ""},
+		{"5 before 6", good, func(f *RefusalFacts) { f.BoundNode, f.ServerNode = "lab-3", false }, refusedOtherNode, ""},
 		{"6 before 7", good, func(f *RefusalFacts) { f.ServerNode, f.NothingUnconfined = false, true }, RefusedNoPassword, ""},
-		{"7 before 8", block("builder", `, "limits": {"memory": "1G"}`), func(f *RefusalFacts) { f.NothingUnconfined = true }, RefusedUnconfined, ""},
+		{"7 before 8", block("builder", `, "limits": {"memory": "1G"}`), func(f *RefusalFacts) { f.NothingUnconfined = true }, refusedUnconfined, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -705,25 +706,25 @@ func TestClassifyMessage(t *testing.T) {
 	cases := []struct {
 		name string
 		m    MessageStanding
-		want MessageVerdict
+		want messageVerdict
 		row  int
 	}{
-		{"1 a run from a user without admin or setup", MessageStanding{Kind: MsgRun}, MessageRefused, MessageRowRunSender},
+		{"1 a run from a user without admin or setup", MessageStanding{Kind: MsgRun}, messageRefused, messageRowRunSender},
 		{"a run from an admin, anywhere", MessageStanding{Kind: MsgRun, SenderPrivileged: true}, MessageCounts, 0},
-		{"2 a stop from a user without admin or setup", MessageStanding{Kind: MsgStop, WhereItsRun: true}, MessageIgnored, MessageRowOtherSender},
-		{"2 a stop written elsewhere", MessageStanding{Kind: MsgStop, SenderPrivileged: true}, MessageIgnored, MessageRowOtherSender},
+		{"2 a stop from a user without admin or setup", MessageStanding{Kind: MsgStop, WhereItsRun: true}, messageIgnored, messageRowOtherSender},
+		{"2 a stop written elsewhere", MessageStanding{Kind: MsgStop, SenderPrivileged: true}, messageIgnored, messageRowOtherSender},
 		{"a stop from an admin where its run is", MessageStanding{Kind: MsgStop, SenderPrivileged: true, WhereItsRun: true}, MessageCounts, 0},
-		{"2 a started from an admin, not the node", MessageStanding{Kind: MsgStarted, SenderPrivileged: true, WhereItsRun: true}, MessageIgnored, MessageRowOtherSender},
-		{"2 an ended from the node, elsewhere", MessageStanding{Kind: MsgEnded, SenderIsNode: true}, MessageIgnored, MessageRowOtherSender},
+		{"2 a started from an admin, not the node", MessageStanding{Kind: MsgStarted, SenderPrivileged: true, WhereItsRun: true}, messageIgnored, messageRowOtherSender},
+		{"2 an ended from the node, elsewhere", MessageStanding{Kind: MsgEnded, SenderIsNode: true}, messageIgnored, messageRowOtherSender},
 		{"a started from the node where its run is", MessageStanding{Kind: MsgStarted, SenderIsNode: true, WhereItsRun: true}, MessageCounts, 0},
 		{"an ended from the node where its run is", MessageStanding{Kind: MsgEnded, SenderIsNode: true, WhereItsRun: true}, MessageCounts, 0},
-		{"3 a kind the reader does not know", MessageStanding{Kind: "restart", SenderPrivileged: true, SenderIsNode: true, WhereItsRun: true}, MessageIgnored, MessageRowUnknownKind},
-		{"3 no kind", MessageStanding{SenderPrivileged: true}, MessageIgnored, MessageRowUnknownKind},
-		{"4 a second started", MessageStanding{Kind: MsgStarted, SenderIsNode: true, WhereItsRun: true, SeenBefore: true}, MessageIgnored, MessageRowSecondReport},
-		{"4 a second ended", MessageStanding{Kind: MsgEnded, SenderIsNode: true, WhereItsRun: true, SeenBefore: true}, MessageIgnored, MessageRowSecondReport},
-		{"2 before 4", MessageStanding{Kind: MsgEnded, SeenBefore: true, WhereItsRun: true}, MessageIgnored, MessageRowOtherSender},
+		{"3 a kind the reader does not know", MessageStanding{Kind: "restart", SenderPrivileged: true, SenderIsNode: true, WhereItsRun: true}, messageIgnored, messageRowUnknownKind},
+		{"3 no kind", MessageStanding{SenderPrivileged: true}, messageIgnored, messageRowUnknownKind},
+		{"4 a second started", MessageStanding{Kind: MsgStarted, SenderIsNode: true, WhereItsRun: true, SeenBefore: true}, messageIgnored, messageRowSecondReport},
+		{"4 a second ended", MessageStanding{Kind: MsgEnded, SenderIsNode: true, WhereItsRun: true, SeenBefore: true}, messageIgnored, messageRowSecondReport},
+		{"2 before 4", MessageStanding{Kind: MsgEnded, SeenBefore: true, WhereItsRun: true}, messageIgnored, messageRowOtherSender},
 		{"a record from an admin (protocol v1)", MessageStanding{Kind: MsgRecord, SenderPrivileged: true}, MessageCounts, 0},
-		{"a record from anyone else", MessageStanding{Kind: MsgRecord}, MessageIgnored, 0},
+		{"a record from anyone else", MessageStanding{Kind: MsgRecord}, messageIgnored, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

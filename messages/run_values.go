@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // Values (seed 004, section 2): how a string names something the node
@@ -28,12 +30,12 @@ const (
 	ValueRelease   = "release"
 	ValueWorkspace = "workspace"
 	ValueClone     = "clone"
-	ValueTree      = "tree"
-	ValueCheckout  = "checkout"
+	valueTree      = "tree"
+	valueCheckout  = "checkout"
 )
 
-// NodeValueNames lists the values the node sets before any step.
-var NodeValueNames = []string{ValueRoot, ValueProject, ValueUser, ValueRun, ValueNode, ValueServer, ValueRelease}
+// nodeValueNames lists the values the node sets before any step.
+var nodeValueNames = []string{ValueRoot, ValueProject, ValueUser, ValueRun, ValueNode, ValueServer, ValueRelease}
 
 // validValueName: one or more letters, digits or _.
 func validValueName(s string) bool {
@@ -84,16 +86,16 @@ func scanValues(s string, lit func(string), name func(string)) {
 	}
 }
 
-// ValueRefs lists the names s holds, in order, each as often as written.
-func ValueRefs(s string) []string {
+// valueRefs lists the names s holds, in order, each as often as written.
+func valueRefs(s string) []string {
 	var out []string
 	scanValues(s, func(string) {}, func(n string) { out = append(out, n) })
 	return out
 }
 
-// ExpandString puts the values in place in s. It returns the first name s
+// expandString puts the values in place in s. It returns the first name s
 // holds that vals does not set, and false, if there is one.
-func ExpandString(s string, vals RunValues) (string, string, bool) {
+func expandString(s string, vals RunValues) (string, string, bool) {
 	if !strings.Contains(s, "$$") {
 		return s, "", true
 	}
@@ -134,11 +136,11 @@ func (s *RunStep) valueStrings(field string) []valueField {
 }
 
 // valueStrings lists every string of the sandbox.
-func (sb *RunSandbox) valueStrings(field string) []valueField {
+func (sb *runSandbox) valueStrings(field string) []valueField {
 	var out []valueField
 	list := func(k string, l []string) {
 		for i := range l {
-			out = append(out, valueField{indexField(field+"."+k, i), &l[i]})
+			out = append(out, valueField{strictjson.IndexField(field+"."+k, i), &l[i]})
 		}
 	}
 	list("capabilities", sb.Capabilities)
@@ -146,7 +148,7 @@ func (sb *RunSandbox) valueStrings(field string) []valueField {
 	list("read_write", sb.ReadWrite)
 	list("homes", sb.Homes)
 	for i := range sb.Files {
-		f := indexField(field+".files", i)
+		f := strictjson.IndexField(field+".files", i)
 		out = append(out, valueField{f + ".at", &sb.Files[i].At}, valueField{f + ".text", &sb.Files[i].Text})
 	}
 	return append(out, valueField{field + ".proc", &sb.Proc}, valueField{field + ".dev", &sb.Dev}, valueField{field + ".tmp", &sb.Tmp})
@@ -158,11 +160,11 @@ func (sb *RunSandbox) valueStrings(field string) []valueField {
 func (p *RunProcess) valueStrings(field string) []valueField {
 	var out []valueField
 	for i := range p.Command {
-		out = append(out, valueField{indexField(field+".command", i), &p.Command[i]})
+		out = append(out, valueField{strictjson.IndexField(field+".command", i), &p.Command[i]})
 	}
 	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
 		v := p.Env[k] // a copy: a map's values are not addressable, and Expand writes env through the map
-		out = append(out, valueField{joinField(field+".env", k), &v})
+		out = append(out, valueField{strictjson.JoinField(field+".env", k), &v})
 	}
 	if p.Cwd != "" {
 		out = append(out, valueField{field + ".cwd", &p.Cwd})
@@ -202,18 +204,18 @@ func (r *Run) clone() *Run {
 }
 
 func unsetValue(field, name, by string) error {
-	return fieldErr(field, ErrUnsetValue, fmt.Sprintf("names the value $$%s$$, which nothing sets %s", name, by))
+	return strictjson.FieldErr(field, ErrUnsetValue, fmt.Sprintf("names the value $$%s$$, which nothing sets %s", name, by))
 }
 
 // CheckRunValues is section 11's row 3, checked when the run arrives and
 // before any step: each step's kind is one section 5 has, its needs are
 // met before it, and every string names only values set by then: nodeValues
-// (nil for NodeValueNames) and what the steps before it set; the sandbox
+// (nil for nodeValueNames) and what the steps before it set; the sandbox
 // and process see every step's. The error names the step or value, and
 // where. A default naming a value not set is left out, not refused.
 func CheckRunValues(r *Run, nodeValues []string) error {
 	if nodeValues == nil {
-		nodeValues = NodeValueNames
+		nodeValues = nodeValueNames
 	}
 	set := map[string]bool{}
 	for _, n := range nodeValues {
@@ -222,7 +224,7 @@ func CheckRunValues(r *Run, nodeValues []string) error {
 	done := map[string]bool{}
 	check := func(fields []valueField, by string) error {
 		for _, f := range fields {
-			for _, n := range ValueRefs(*f.s) {
+			for _, n := range valueRefs(*f.s) {
 				if !set[n] {
 					return unsetValue(f.field, n, by)
 				}
@@ -232,12 +234,12 @@ func CheckRunValues(r *Run, nodeValues []string) error {
 	}
 	for i := range r.Workspace {
 		s := &r.Workspace[i]
-		field := indexField("workspace", i)
+		field := strictjson.IndexField("workspace", i)
 		if !s.KnownStep() {
-			return fieldErr(field+".step", ErrUnknownStep, fmt.Sprintf("%s is not a step kind section 5 has (%s)", quoteShort(s.Step), listWords(StepKinds)))
+			return strictjson.FieldErr(field+".step", errUnknownStep, fmt.Sprintf("%s is not a step kind section 5 has (%s)", strictjson.QuoteShort(s.Step), strictjson.ListWords(stepKinds)))
 		}
 		if need := s.Needs(); need != "" && !done[need] {
-			return fieldErr(field, ErrStepNeeds, fmt.Sprintf("is a %s step, which needs a %s step before it", s.Step, need))
+			return strictjson.FieldErr(field, errStepNeeds, fmt.Sprintf("is a %s step, which needs a %s step before it", s.Step, need))
 		}
 		if err := check(s.valueStrings(field), "before this step"); err != nil {
 			return err
@@ -259,7 +261,7 @@ func CheckRunValues(r *Run, nodeValues []string) error {
 // runs, then records with SetValues.
 func ExpandStep(s RunStep, field string, vals RunValues) (RunStep, error) {
 	for _, f := range s.valueStrings(field) {
-		v, missing, ok := ExpandString(*f.s, vals)
+		v, missing, ok := expandString(*f.s, vals)
 		if !ok {
 			return RunStep{}, unsetValue(f.field, missing, "")
 		}
@@ -267,7 +269,7 @@ func ExpandStep(s RunStep, field string, vals RunValues) (RunStep, error) {
 	}
 	for _, f := range []struct{ k, v string }{{"at", s.At}, {"into", s.Into}} {
 		if f.v != "" {
-			if err := checkAbsPath(field+"."+f.k, f.v); err != nil {
+			if err := CheckAbsPath(field+"."+f.k, f.v); err != nil {
 				return RunStep{}, err
 			}
 		}
@@ -286,7 +288,7 @@ func (r *Run) Expand(vals RunValues) (*Run, error) {
 	_, hasWS := vals[ValueWorkspace]
 	c.Process = c.Process.WithDefaults(hasWS)
 	for i := range c.Workspace {
-		s, err := ExpandStep(c.Workspace[i], indexField("workspace", i), vals)
+		s, err := ExpandStep(c.Workspace[i], strictjson.IndexField("workspace", i), vals)
 		if err != nil {
 			return nil, err
 		}
@@ -297,7 +299,7 @@ func (r *Run) Expand(vals RunValues) (*Run, error) {
 		fields = append(fields, c.Sandbox.valueStrings("sandbox")...)
 	}
 	for _, f := range fields {
-		v, missing, ok := ExpandString(*f.s, vals)
+		v, missing, ok := expandString(*f.s, vals)
 		if !ok {
 			return nil, unsetValue(f.field, missing, "")
 		}
@@ -305,25 +307,25 @@ func (r *Run) Expand(vals RunValues) (*Run, error) {
 	}
 	p := &c.Process
 	for i := range p.Command {
-		v, missing, ok := ExpandString(p.Command[i], vals)
+		v, missing, ok := expandString(p.Command[i], vals)
 		if !ok {
-			return nil, unsetValue(indexField("process.command", i), missing, "")
+			return nil, unsetValue(strictjson.IndexField("process.command", i), missing, "")
 		}
 		p.Command[i] = v
 	}
 	for k, v := range p.Env {
-		e, missing, ok := ExpandString(v, vals)
+		e, missing, ok := expandString(v, vals)
 		if !ok {
-			return nil, unsetValue(joinField("process.env", k), missing, "")
+			return nil, unsetValue(strictjson.JoinField("process.env", k), missing, "")
 		}
 		p.Env[k] = e
 	}
-	cwd, missing, ok := ExpandString(p.Cwd, vals)
+	cwd, missing, ok := expandString(p.Cwd, vals)
 	if !ok {
 		return nil, unsetValue("process.cwd", missing, "")
 	}
 	p.Cwd = cwd
-	if err := checkAbsPath("process.cwd", p.Cwd); err != nil {
+	if err := CheckAbsPath("process.cwd", p.Cwd); err != nil {
 		return nil, err
 	}
 	if c.Sandbox != nil {
@@ -333,18 +335,18 @@ func (r *Run) Expand(vals RunValues) (*Run, error) {
 			v []string
 		}{{"read_only", s.ReadOnly}, {"read_write", s.ReadWrite}, {"homes", s.Homes}} {
 			for i, path := range l.v {
-				if err := checkAbsPath(indexField("sandbox."+l.k, i), path); err != nil {
+				if err := CheckAbsPath(strictjson.IndexField("sandbox."+l.k, i), path); err != nil {
 					return nil, err
 				}
 			}
 		}
 		for i, f := range s.Files {
-			if err := checkAbsPath(indexField("sandbox.files", i)+".at", f.At); err != nil {
+			if err := CheckAbsPath(strictjson.IndexField("sandbox.files", i)+".at", f.At); err != nil {
 				return nil, err
 			}
 		}
 		for _, l := range []struct{ k, v string }{{"proc", s.Proc}, {"dev", s.Dev}, {"tmp", s.Tmp}} {
-			if err := checkAbsPath("sandbox."+l.k, l.v); err != nil {
+			if err := CheckAbsPath("sandbox."+l.k, l.v); err != nil {
 				return nil, err
 			}
 		}

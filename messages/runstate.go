@@ -1,6 +1,9 @@
 package messages
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/ocx-go/ocx/messages/strictjson"
+)
 
 // RunState is one run as the record and the node's care say (`ocx run
 // status`, the run_status tool, a runs ask's answer).
@@ -25,18 +28,18 @@ type RunState struct {
 	Alive  bool `json:"alive"`
 }
 
-// RunStateWords are table 10's states, as RunState.State says them.
-var RunStateWords = []string{"none", "waiting", "started", "ended"}
+// runStateWords are table 10's states, as RunState.State says them.
+var runStateWords = []string{"none", "waiting", "started", "ended"}
 
 // Validate checks a run's state as a caller takes it.
 func (s *RunState) Validate() error {
-	if err := checkHash("run", s.Run); err != nil {
+	if err := CheckHash("run", s.Run); err != nil {
 		return err
 	}
-	for _, w := range RunStateWords {
+	for _, w := range runStateWords {
 		if s.State == w {
 			return nil
 		}
 	}
-	return fieldErr("state", ErrInvalid, fmt.Sprintf("is %s; a run's state is one of %s", quoteShort(s.State), listWords(RunStateWords)))
+	return strictjson.FieldErr("state", strictjson.ErrInvalid, fmt.Sprintf("is %s; a run's state is one of %s", strictjson.QuoteShort(s.State), strictjson.ListWords(runStateWords)))
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/docs/design/validate"
+	"github.com/ocx-go/ocx/messages/strictjson"
 	"pgregory.net/rapid"
 )
 
@@ -44,16 +45,16 @@ func schemaKeys(t *testing.T, docs map[string]map[string]any, node any, prefix s
 			if b, isBool := v.(bool); isBool && !b {
 				continue
 			}
-			out[joinField(prefix, k)] = true
-			schemaKeys(t, docs, v, joinField(prefix, k), out, depth+1)
+			out[strictjson.JoinField(prefix, k)] = true
+			schemaKeys(t, docs, v, strictjson.JoinField(prefix, k), out, depth+1)
 		}
 	}
 	if add, ok := m["additionalProperties"].(map[string]any); ok {
-		out[joinField(prefix, "*")] = true
-		schemaKeys(t, docs, add, joinField(prefix, "*"), out, depth+1)
+		out[strictjson.JoinField(prefix, "*")] = true
+		schemaKeys(t, docs, add, strictjson.JoinField(prefix, "*"), out, depth+1)
 	}
 	if items, ok := m["items"]; ok {
-		schemaKeys(t, docs, items, joinField(prefix, "*"), out, depth+1)
+		schemaKeys(t, docs, items, strictjson.JoinField(prefix, "*"), out, depth+1)
 	}
 	for _, k := range []string{"allOf", "anyOf", "oneOf"} {
 		if subs, ok := m[k].([]any); ok {
@@ -74,12 +75,12 @@ func instanceKeys(v any, prefix string, out map[string]bool) {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
-			out[joinField(prefix, k)] = true
-			instanceKeys(e, joinField(prefix, k), out)
+			out[strictjson.JoinField(prefix, k)] = true
+			instanceKeys(e, strictjson.JoinField(prefix, k), out)
 		}
 	case []any:
 		for _, e := range x {
-			instanceKeys(e, joinField(prefix, "*"), out)
+			instanceKeys(e, strictjson.JoinField(prefix, "*"), out)
 		}
 	}
 }
@@ -140,7 +141,7 @@ func TestSchemaKeysMatchGo(t *testing.T) {
 			t.Errorf("%s: the schema names keys Go never wrote: %v", file, unseen)
 		}
 	}
-	for _, kind := range NoteKinds() {
+	for _, kind := range noteKinds() {
 		t.Run(string(kind), func(t *testing.T) {
 			check(t, design.SchemaFile(string(kind)), func(rt *rapid.T) []byte {
 				enc, err := genNote(kind).Draw(rt, "note").Encode()
@@ -163,7 +164,7 @@ func TestSchemaKeysMatchGo(t *testing.T) {
 		})
 	}
 	t.Run("response", func(t *testing.T) {
-		check(t, design.SchemaFile(ResponseKind), func(rt *rapid.T) []byte {
+		check(t, design.SchemaFile(responseKind), func(rt *rapid.T) []byte {
 			enc, err := genResponse().Draw(rt, "response").Encode()
 			if err != nil {
 				rt.Fatal(err)
@@ -172,7 +173,7 @@ func TestSchemaKeysMatchGo(t *testing.T) {
 		})
 	})
 	t.Run("state", func(t *testing.T) {
-		check(t, design.SchemaFile(string(KindState)), func(rt *rapid.T) []byte {
+		check(t, design.SchemaFile(string(kindState)), func(rt *rapid.T) []byte {
 			enc, err := genState().Draw(rt, "state").Encode()
 			if err != nil {
 				rt.Fatal(err)
@@ -185,8 +186,8 @@ func TestSchemaKeysMatchGo(t *testing.T) {
 // TestSchemaFilesAreKnown fails on a schema file no kind uses, so a schema
 // cannot be added (or left behind) without its Go type.
 func TestSchemaFilesAreKnown(t *testing.T) {
-	known := map[string]bool{"common.schema.json": true, design.SchemaFile(string(KindState)): true, design.SchemaFile(ResponseKind): true}
-	for _, k := range NoteKinds() {
+	known := map[string]bool{"common.schema.json": true, design.SchemaFile(string(kindState)): true, design.SchemaFile(responseKind): true}
+	for _, k := range noteKinds() {
 		known[design.SchemaFile(string(k))] = true
 	}
 	for _, tool := range ToolNames {

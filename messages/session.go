@@ -1,6 +1,10 @@
 package messages
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/ocx-go/ocx/messages/modelapi"
+	"github.com/ocx-go/ocx/messages/strictjson"
+)
 
 // SessionKind says what runs a session's turns.
 type SessionKind string
@@ -148,7 +152,7 @@ func (d *SessionDefinition) Tokens() uint64 {
 // and only for an llm session, and at least one of the two.
 func (l *SessionLimits) validate(kind SessionKind) error {
 	if l.Wall == "" && l.Tokens == 0 && l.Disk == "" {
-		return fieldErr("limits", ErrMissing, "names no limit; limits name wall (the longest the session runs), tokens (what its model may read and write) or disk (the size of its workspace's file system), or are left out")
+		return strictjson.FieldErr("limits", strictjson.ErrMissing, "names no limit; limits name wall (the longest the session runs), tokens (what its model may read and write) or disk (the size of its workspace's file system), or are left out")
 	}
 	if l.Disk != "" {
 		if _, err := ParseDisk("limits.disk", l.Disk); err != nil {
@@ -160,20 +164,20 @@ func (l *SessionLimits) validate(kind SessionKind) error {
 			return err
 		}
 	}
-	if l.Tokens > MaxTokens {
-		return fieldErr("limits.tokens", ErrInvalid, fmt.Sprintf("%d is past 2^53-1", l.Tokens))
+	if l.Tokens > modelapi.MaxTokens {
+		return strictjson.FieldErr("limits.tokens", strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1", l.Tokens))
 	}
 	if l.Tokens > 0 && kind != LLM {
-		return fieldErr("limits.tokens", ErrInvalid, "a mechanical session has no model; tokens is an llm session's limit")
+		return strictjson.FieldErr("limits.tokens", strictjson.ErrInvalid, "a mechanical session has no model; tokens is an llm session's limit")
 	}
 	return nil
 }
 
 // decoded refuses a tokens limit written as 0: a writer leaves out a
 // limit it does not set.
-func (l *SessionLimits) decoded(o jobj) error {
-	if o.has("tokens") && l.Tokens == 0 {
-		return fieldErr(o.field("tokens"), ErrInvalid, "is 0; leave the key out for no limit")
+func (l *SessionLimits) decoded(o strictjson.Obj) error {
+	if o.Has("tokens") && l.Tokens == 0 {
+		return strictjson.FieldErr(o.Field("tokens"), strictjson.ErrInvalid, "is 0; leave the key out for no limit")
 	}
 	return nil
 }
@@ -181,15 +185,15 @@ func (l *SessionLimits) decoded(o jobj) error {
 // HearsEveryone is the one entry of a hears list that stands for every user.
 const HearsEveryone = "*"
 
-// checkHears checks a hears list: each entry a user's login, or "*" alone,
+// CheckHears checks a hears list: each entry a user's login, or "*" alone,
 // none twice.
-func checkHears(field string, hears []string) error {
+func CheckHears(field string, hears []string) error {
 	seen := make(map[string]bool, len(hears))
 	for i, u := range hears {
-		f := indexField(field, i)
+		f := strictjson.IndexField(field, i)
 		if u == HearsEveryone {
 			if len(hears) != 1 {
-				return fieldErr(f, ErrInvalid, `"*" stands for every user and comes alone`)
+				return strictjson.FieldErr(f, strictjson.ErrInvalid, `"*" stands for every user and comes alone`)
 			}
 			continue
 		}
@@ -197,7 +201,7 @@ func checkHears(field string, hears []string) error {
 			return err
 		}
 		if seen[u] {
-			return fieldErr(f, ErrInvalid, fmt.Sprintf("%s is named twice", quoteShort(u)))
+			return strictjson.FieldErr(f, strictjson.ErrInvalid, fmt.Sprintf("%s is named twice", strictjson.QuoteShort(u)))
 		}
 		seen[u] = true
 	}
@@ -218,84 +222,84 @@ func (d *SessionDefinition) Validate() error {
 	switch d.Kind {
 	case Mechanical:
 		if len(d.Command) == 0 {
-			return fieldErr("command", ErrMissing, "is missing or empty; a mechanical session runs a command: the program, then its arguments")
+			return strictjson.FieldErr("command", strictjson.ErrMissing, "is missing or empty; a mechanical session runs a command: the program, then its arguments")
 		}
 		for i, a := range d.Command {
-			if err := checkArg(indexField("command", i), a); err != nil {
+			if err := checkArg(strictjson.IndexField("command", i), a); err != nil {
 				return err
 			}
 		}
 		if d.Command[0] == "" {
-			return fieldErr("command[0]", ErrInvalid, "is empty; it names the program to run")
+			return strictjson.FieldErr("command[0]", strictjson.ErrInvalid, "is empty; it names the program to run")
 		}
 		if d.Runner != "" {
-			return fieldErr("runner", ErrInvalid, "a mechanical session has no runner; its command is what runs")
+			return strictjson.FieldErr("runner", strictjson.ErrInvalid, "a mechanical session has no runner; its command is what runs")
 		}
 		if d.Model != "" {
-			return fieldErr("model", ErrInvalid, "a mechanical session has no model; its command is what runs")
+			return strictjson.FieldErr("model", strictjson.ErrInvalid, "a mechanical session has no model; its command is what runs")
 		}
 	case LLM:
 		if d.Runner == "" {
-			return fieldErr("runner", ErrMissing, fmt.Sprintf("is missing; an llm session names its runner (%s)", listWords(Runners)))
+			return strictjson.FieldErr("runner", strictjson.ErrMissing, fmt.Sprintf("is missing; an llm session names its runner (%s)", strictjson.ListWords(Runners)))
 		}
 		known := false
 		for _, r := range Runners {
 			known = known || r == d.Runner
 		}
 		if !known {
-			return fieldErr("runner", ErrInvalid, fmt.Sprintf("%s is not a runner this node offers (%s)", quoteShort(d.Runner), listWords(Runners)))
+			return strictjson.FieldErr("runner", strictjson.ErrInvalid, fmt.Sprintf("%s is not a runner this node offers (%s)", strictjson.QuoteShort(d.Runner), strictjson.ListWords(Runners)))
 		}
-		if err := checkLine("model", d.Model, true, MaxShortLen); err != nil {
+		if err := CheckLine("model", d.Model, true, MaxShortLen); err != nil {
 			if d.Model == "" {
-				return fieldErr("model", ErrMissing, "is missing; an llm session names the model its runner uses")
+				return strictjson.FieldErr("model", strictjson.ErrMissing, "is missing; an llm session names the model its runner uses")
 			}
 			return err
 		}
 		if d.Command != nil {
-			return fieldErr("command", ErrInvalid, "an llm session has no command; its runner is what runs")
+			return strictjson.FieldErr("command", strictjson.ErrInvalid, "an llm session has no command; its runner is what runs")
 		}
 	case "":
-		return fieldErr("kind", ErrMissing, "is missing; a session is mechanical (a command) or llm (a runner and a model)")
+		return strictjson.FieldErr("kind", strictjson.ErrMissing, "is missing; a session is mechanical (a command) or llm (a runner and a model)")
 	default:
-		return fieldErr("kind", ErrInvalid, fmt.Sprintf("%s is not a kind of session (mechanical, llm)", quoteShort(string(d.Kind))))
+		return strictjson.FieldErr("kind", strictjson.ErrInvalid, fmt.Sprintf("%s is not a kind of session (mechanical, llm)", strictjson.QuoteShort(string(d.Kind))))
 	}
 	switch d.Lifetime {
 	case Completes, Stays:
 	case "":
-		return fieldErr("lifetime", ErrMissing, "is missing; a session completes (ends on its report) or stays (runs until stopped)")
+		return strictjson.FieldErr("lifetime", strictjson.ErrMissing, "is missing; a session completes (ends on its report) or stays (runs until stopped)")
 	default:
-		return fieldErr("lifetime", ErrInvalid, fmt.Sprintf("%s is not a lifetime (completes, stays)", quoteShort(string(d.Lifetime))))
+		return strictjson.FieldErr("lifetime", strictjson.ErrInvalid, fmt.Sprintf("%s is not a lifetime (completes, stays)", strictjson.QuoteShort(string(d.Lifetime))))
 	}
 	if d.Limits != nil {
 		if err := d.Limits.validate(d.Kind); err != nil {
 			return err
 		}
 	}
-	if err := checkBranches("checkins", d.Checkins); err != nil {
+	if err := CheckBranches("checkins", d.Checkins); err != nil {
 		return err
 	}
 	switch d.Result {
 	case "", ResultCI:
 	case ResultVerdict:
 		if d.Lifetime != Completes {
-			return fieldErr("result", ErrInvalid, "a verdict is the result of a `completes` session's run on a check-in; a `stays` session has none")
+			return strictjson.FieldErr("result", strictjson.ErrInvalid, "a verdict is the result of a `completes` session's run on a check-in; a `stays` session has none")
 		}
 	default:
-		return fieldErr("result", ErrInvalid, fmt.Sprintf("%s is not a run's result (ci, verdict)", quoteShort(string(d.Result))))
+		return strictjson.FieldErr("result", strictjson.ErrInvalid, fmt.Sprintf("%s is not a run's result (ci, verdict)", strictjson.QuoteShort(string(d.Result))))
 	}
-	return checkHears("hears", d.Hears)
+	return CheckHears("hears", d.Hears)
 }
 
-// checkBranches checks a list of branch names: each a branch, none twice.
-func checkBranches(field string, branches []string) error {
+// CheckBranches checks a list of branch names: each a branch, none twice.
+func CheckBranches(field string, branches []string) error {
 	seen := make(map[string]bool, len(branches))
 	for i, b := range branches {
-		f := indexField(field, i)
-		if err := checkBranch(f, b); err != nil {
+		f := strictjson.IndexField(field, i)
+		if err := CheckBranch(f, b); err != nil {
 			return err
 		}
 		if seen[b] {
-			return fieldErr(f, ErrInvalid, fmt.Sprintf("%s is named twice", quoteShort(b)))
+			return strictjson.FieldErr(f, strictjson.ErrInvalid, fmt.Sprintf("%s is named twice", strictjson.QuoteShort(b)))
 		}
 		seen[b] = true
 	}
@@ -307,11 +311,11 @@ func checkBranches(field string, branches []string) error {
 // included, are allowed: a shell script is an argument.
 func checkArg(field, s string) error {
 	if len(s) > MaxTextLen {
-		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; an argument is at most %d", len(s), MaxTextLen))
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; an argument is at most %d", len(s), MaxTextLen))
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] == 0 {
-			return fieldErr(field, ErrInvalid, fmt.Sprintf("holds NUL at byte %d; no argument can", i))
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("holds NUL at byte %d; no argument can", i))
 		}
 	}
 	return checkChars(field, s, true)
@@ -320,7 +324,7 @@ func checkArg(field, s string) error {
 // Encode renders the canonical block.
 func (d *SessionDefinition) Encode() ([]byte, error) {
 	if err := d.Validate(); err != nil {
-		return nil, at(KindSession.where(), err)
+		return nil, strictjson.At(KindSession.where(), err)
 	}
 	return encodeNote(KindSession, d.Version, d)
 }
@@ -352,17 +356,17 @@ func (d *SessionDefinition) String() string {
 // decoded refuses the keys of the other kind of session. Presence counts,
 // not only value: "model": "" on a mechanical session is as wrong as a
 // model name, and the schema says so too.
-func (d *SessionDefinition) decoded(o jobj) error {
+func (d *SessionDefinition) decoded(o strictjson.Obj) error {
 	switch d.Kind {
 	case Mechanical:
 		for _, k := range []string{"runner", "model"} {
-			if o.has(k) {
-				return fieldErr(k, ErrInvalid, "a mechanical session has no "+k+"; its command is what runs")
+			if o.Has(k) {
+				return strictjson.FieldErr(k, strictjson.ErrInvalid, "a mechanical session has no "+k+"; its command is what runs")
 			}
 		}
 	case LLM:
-		if o.has("command") {
-			return fieldErr("command", ErrInvalid, "an llm session has no command; its runner is what runs")
+		if o.Has("command") {
+			return strictjson.FieldErr("command", strictjson.ErrInvalid, "an llm session has no command; its runner is what runs")
 		}
 	}
 	return nil

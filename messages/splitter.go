@@ -3,19 +3,21 @@ package messages
 import (
 	"bytes"
 	"fmt"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
-// PipeRead is one result of splitting the daemon pipe's bytes: a parsed line, or
+// pipeRead is one result of splitting the daemon pipe's bytes: a parsed line, or
 // the error that says why a line was refused. Raw is the line as read, without
 // its newline (empty for an over-long line, which is not kept).
-type PipeRead struct {
+type pipeRead struct {
 	Line PipeLine
 	Raw  []byte
 	Err  error
 }
 
 // String renders the read on one line: the line, or the error.
-func (r PipeRead) String() string {
+func (r pipeRead) String() string {
 	if r.Err != nil {
 		return "refused: " + r.Err.Error()
 	}
@@ -25,23 +27,23 @@ func (r PipeRead) String() string {
 	return r.Line.String()
 }
 
-// PipeSplitter cuts the bytes read from the daemon's FIFO into lines. A read
+// pipeSplitter cuts the bytes read from the daemon's FIFO into lines. A read
 // returns bytes in arbitrary chunks: half a line, several lines, a line and a
 // half. Feed keeps the unfinished tail for the next call. A line longer than
-// PipeBuf is reported once and skipped up to its newline, never taken as two
-// lines; its bytes are not kept, so memory stays bounded by PipeBuf.
+// pipeBuf is reported once and skipped up to its newline, never taken as two
+// lines; its bytes are not kept, so memory stays bounded by pipeBuf.
 //
-// The zero value is ready to use. A PipeSplitter is not safe for concurrent use;
+// The zero value is ready to use. A pipeSplitter is not safe for concurrent use;
 // the daemon's one pipe reader owns it.
-type PipeSplitter struct {
+type pipeSplitter struct {
 	buf      []byte
 	skipping bool // inside an over-long line, dropping bytes up to its newline
 	skipped  int  // how many bytes of that line were dropped so far
 }
 
 // Feed consumes chunk and returns what the lines it completes say, in order.
-func (s *PipeSplitter) Feed(chunk []byte) []PipeRead {
-	var out []PipeRead
+func (s *pipeSplitter) Feed(chunk []byte) []pipeRead {
+	var out []pipeRead
 	for len(chunk) > 0 {
 		nl := bytes.IndexByte(chunk, '\n')
 		if s.skipping {
@@ -50,14 +52,14 @@ func (s *PipeSplitter) Feed(chunk []byte) []PipeRead {
 				return out
 			}
 			s.skipped += nl
-			out = append(out, PipeRead{Err: overlong(s.skipped+1, true)})
+			out = append(out, pipeRead{Err: overlong(s.skipped+1, true)})
 			s.skipping, s.skipped = false, 0
 			chunk = chunk[nl+1:]
 			continue
 		}
 		if nl < 0 {
 			// No newline: keep the tail, unless it can no longer be a line.
-			if len(s.buf)+len(chunk) >= PipeBuf {
+			if len(s.buf)+len(chunk) >= pipeBuf {
 				s.skipping = true
 				s.skipped = len(s.buf) + len(chunk)
 				s.buf = s.buf[:0]
@@ -74,12 +76,12 @@ func (s *PipeSplitter) Feed(chunk []byte) []PipeRead {
 			line = chunk[:nl]
 		}
 		chunk = chunk[nl+1:]
-		if len(line)+1 > PipeBuf {
-			out = append(out, PipeRead{Err: overlong(len(line)+1, true)})
+		if len(line)+1 > pipeBuf {
+			out = append(out, pipeRead{Err: overlong(len(line)+1, true)})
 		} else {
 			raw := bytes.Clone(line)
 			l, err := ParsePipeLine(raw)
-			out = append(out, PipeRead{Line: l, Raw: raw, Err: err})
+			out = append(out, pipeRead{Line: l, Raw: raw, Err: err})
 		}
 		s.buf = s.buf[:0]
 	}
@@ -89,24 +91,24 @@ func (s *PipeSplitter) Feed(chunk []byte) []PipeRead {
 // Flush reports what is left without a newline, for when the pipe's last
 // writer closed: writers always end a line with a newline, so a tail is a fault.
 // It resets the splitter. It returns nil when nothing is left.
-func (s *PipeSplitter) Flush() *PipeRead {
+func (s *pipeSplitter) Flush() *pipeRead {
 	defer func() { s.buf, s.skipping, s.skipped = s.buf[:0], false, 0 }()
 	switch {
 	case s.skipping:
-		return &PipeRead{Err: overlong(s.skipped, false)}
+		return &pipeRead{Err: overlong(s.skipped, false)}
 	case len(s.buf) > 0:
-		return &PipeRead{Raw: bytes.Clone(s.buf), Err: &FieldError{Where: "pipe line", Problem: fmt.Sprintf("%d byte(s) ended without a newline when the last writer closed the pipe", len(s.buf)), Err: ErrSyntax}}
+		return &pipeRead{Raw: bytes.Clone(s.buf), Err: &strictjson.FieldError{Where: "pipe line", Problem: fmt.Sprintf("%d byte(s) ended without a newline when the last writer closed the pipe", len(s.buf)), Err: strictjson.ErrSyntax}}
 	}
 	return nil
 }
 
 // Pending is how many bytes wait for their newline (0 while skipping).
-func (s *PipeSplitter) Pending() int { return len(s.buf) }
+func (s *pipeSplitter) Pending() int { return len(s.buf) }
 
 func overlong(n int, ended bool) error {
 	size := fmt.Sprintf("is %d bytes with its newline", n)
 	if !ended {
 		size = fmt.Sprintf("ran to %d bytes without a newline", n)
 	}
-	return &FieldError{Where: "pipe line", Problem: size + fmt.Sprintf("; a pipe line is at most %d (PIPE_BUF), so it was skipped", PipeBuf), Err: ErrTooLong}
+	return &strictjson.FieldError{Where: "pipe line", Problem: size + fmt.Sprintf("; a pipe line is at most %d (PIPE_BUF), so it was skipped", pipeBuf), Err: strictjson.ErrTooLong}
 }

@@ -7,10 +7,12 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 func TestSplitterChunks(t *testing.T) {
-	var s PipeSplitter
+	var s pipeSplitter
 	var got []string
 	for _, chunk := range []string{"post /srv/a.fos", "sil " + h40 + "\nstop ci oll", "ama\nree", "xec\n", "\n"} {
 		for _, r := range s.Feed([]byte(chunk)) {
@@ -27,13 +29,13 @@ func TestSplitterChunks(t *testing.T) {
 }
 
 func TestSplitterOverlong(t *testing.T) {
-	var s PipeSplitter
+	var s pipeSplitter
 	long := "stop " + strings.Repeat("x", 6000)
-	var reads []PipeRead
+	var reads []pipeRead
 	// The long line arrives in pieces; the splitter must not keep them all.
 	for i := 0; i < len(long); i += 1000 {
 		reads = append(reads, s.Feed([]byte(long[i:min(i+1000, len(long))]))...)
-		if s.Pending() >= PipeBuf {
+		if s.Pending() >= pipeBuf {
 			t.Fatalf("holds %d bytes", s.Pending())
 		}
 	}
@@ -41,7 +43,7 @@ func TestSplitterOverlong(t *testing.T) {
 	if len(reads) != 2 {
 		t.Fatalf("got %d reads: %v", len(reads), reads)
 	}
-	if !errors.Is(reads[0].Err, ErrTooLong) || !strings.Contains(reads[0].Err.Error(), "is 6006 bytes with its newline") {
+	if !errors.Is(reads[0].Err, strictjson.ErrTooLong) || !strings.Contains(reads[0].Err.Error(), "is 6006 bytes with its newline") {
 		t.Errorf("first read: %v", reads[0])
 	}
 	if _, ok := reads[1].Line.(ReexecLine); !ok {
@@ -52,10 +54,10 @@ func TestSplitterOverlong(t *testing.T) {
 func TestSplitterEdgeOfPipeBuf(t *testing.T) {
 	// 4095 bytes and a newline is a line; 4096 and a newline is not.
 	exact := "post /" + strings.Repeat("d", 4015) + "/a.fossil " + h64
-	if len(exact) != PipeBuf-1 {
+	if len(exact) != pipeBuf-1 {
 		t.Fatalf("test line is %d bytes", len(exact))
 	}
-	var s PipeSplitter
+	var s pipeSplitter
 	r := s.Feed([]byte(exact[:4000]))
 	r = append(r, s.Feed([]byte(exact[4000:]+"\n"))...)
 	if len(r) != 1 || r[0].Err != nil || r[0].Line.String() != exact {
@@ -63,20 +65,20 @@ func TestSplitterEdgeOfPipeBuf(t *testing.T) {
 	}
 	over := "post /" + strings.Repeat("d", 4016) + "/a.fossil " + h64
 	r = s.Feed([]byte(over + "\n"))
-	if len(r) != 1 || !errors.Is(r[0].Err, ErrTooLong) || !strings.Contains(r[0].Err.Error(), "is 4097 bytes with its newline") {
+	if len(r) != 1 || !errors.Is(r[0].Err, strictjson.ErrTooLong) || !strings.Contains(r[0].Err.Error(), "is 4097 bytes with its newline") {
 		t.Fatalf("4097 bytes: %v", r)
 	}
-	if _, err := ParsePipeLine([]byte(over)); !errors.Is(err, ErrTooLong) {
+	if _, err := ParsePipeLine([]byte(over)); !errors.Is(err, strictjson.ErrTooLong) {
 		t.Fatalf("ParsePipeLine of 4096 bytes without newline: %v", err)
 	}
 	enc, err := (PostLine{Repository: "/" + strings.Repeat("d", 4016) + "/a.fossil", Hash: h64}).Encode()
-	if !errors.Is(err, ErrTooLong) || enc != nil {
+	if !errors.Is(err, strictjson.ErrTooLong) || enc != nil {
 		t.Fatalf("Encode of a line past PIPE_BUF: %q, %v", enc, err)
 	}
 }
 
 func TestSplitterFlush(t *testing.T) {
-	var s PipeSplitter
+	var s pipeSplitter
 	if r := s.Feed([]byte("reexec\nstop ci")); len(r) != 1 {
 		t.Fatalf("reads: %v", r)
 	}
@@ -110,14 +112,14 @@ func TestSplitterAnyChunking(t *testing.T) {
 		for _, l := range lines {
 			stream.WriteString(l)
 			stream.WriteByte('\n')
-			if len(l)+1 > PipeBuf {
+			if len(l)+1 > pipeBuf {
 				want = append(want, "refused: "+overlong(len(l)+1, true).Error())
 				continue
 			}
 			pl, err := ParsePipeLine([]byte(l))
-			want = append(want, PipeRead{Line: pl, Err: err}.String())
+			want = append(want, pipeRead{Line: pl, Err: err}.String())
 		}
-		var s PipeSplitter
+		var s pipeSplitter
 		var got []string
 		data := stream.Bytes()
 		for len(data) > 0 {

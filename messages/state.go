@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // NodeState is the status JSON the console serves at GET /state
@@ -86,7 +88,7 @@ type LookAlikeStatus struct {
 
 // String renders the look-alike on one line.
 func (l LookAlikeStatus) String() string {
-	s := fmt.Sprintf("look-alike %s/%s pid=%d start_time=%d command=%s why=%s", token(l.Login), token(l.Project), l.PID, l.StartTime, token(l.Command), token(l.Why))
+	s := fmt.Sprintf("look-alike %s/%s pid=%d start_time=%d command=%s why=%s", Token(l.Login), Token(l.Project), l.PID, l.StartTime, Token(l.Command), Token(l.Why))
 	if l.Claims > 0 {
 		s += fmt.Sprintf(" claims=%d", l.Claims)
 	}
@@ -94,25 +96,25 @@ func (l LookAlikeStatus) String() string {
 }
 
 func (l *LookAlikeStatus) validate(f string) error {
-	if err := checkLogin(joinField(f, "login"), l.Login); err != nil {
+	if err := checkLogin(strictjson.JoinField(f, "login"), l.Login); err != nil {
 		return err
 	}
-	if err := checkProject(joinField(f, "project"), l.Project); err != nil {
+	if err := CheckProject(strictjson.JoinField(f, "project"), l.Project); err != nil {
 		return err
 	}
-	if err := checkPID(joinField(f, "pid"), l.PID); err != nil {
+	if err := checkPID(strictjson.JoinField(f, "pid"), l.PID); err != nil {
 		return err
 	}
-	if err := checkStartTime(joinField(f, "start_time"), l.StartTime); err != nil {
+	if err := checkStartTime(strictjson.JoinField(f, "start_time"), l.StartTime); err != nil {
 		return err
 	}
-	if err := checkLine(joinField(f, "command"), l.Command, true, MaxShortLen); err != nil {
+	if err := CheckLine(strictjson.JoinField(f, "command"), l.Command, true, MaxShortLen); err != nil {
 		return err
 	}
-	if l.Claims == 1 || l.Claims < 0 || l.Claims > MaxSafeInt {
-		return fieldErr(joinField(f, "claims"), ErrInvalid, fmt.Sprintf("is %d; a look-alike that claims more than one workspace counts them (2 or more), one that claims one says nothing", l.Claims))
+	if l.Claims == 1 || l.Claims < 0 || l.Claims > strictjson.MaxSafeInt {
+		return strictjson.FieldErr(strictjson.JoinField(f, "claims"), strictjson.ErrInvalid, fmt.Sprintf("is %d; a look-alike that claims more than one workspace counts them (2 or more), one that claims one says nothing", l.Claims))
 	}
-	return checkLine(joinField(f, "why"), l.Why, true, MaxShortLen)
+	return CheckLine(strictjson.JoinField(f, "why"), l.Why, true, MaxShortLen)
 }
 
 // ReviewStatus is one reviewer's queue on a branch (D42): the check-ins on
@@ -146,31 +148,31 @@ func (r ReviewStatus) String() string {
 }
 
 func (r *ReviewStatus) validate(f string) error {
-	if err := checkProject(joinField(f, "project"), r.Project); err != nil {
+	if err := CheckProject(strictjson.JoinField(f, "project"), r.Project); err != nil {
 		return err
 	}
-	if err := checkLogin(joinField(f, "login"), r.Login); err != nil {
+	if err := checkLogin(strictjson.JoinField(f, "login"), r.Login); err != nil {
 		return err
 	}
-	if err := checkBranch(joinField(f, "branch"), r.Branch); err != nil {
+	if err := CheckBranch(strictjson.JoinField(f, "branch"), r.Branch); err != nil {
 		return err
 	}
-	if err := checkHash(joinField(f, "record"), r.Record); err != nil {
+	if err := CheckHash(strictjson.JoinField(f, "record"), r.Record); err != nil {
 		return err
 	}
 	seen := map[string]bool{}
 	for i, h := range r.Pending {
-		pf := indexField(joinField(f, "pending"), i)
-		if err := checkHash(pf, h); err != nil {
+		pf := strictjson.IndexField(strictjson.JoinField(f, "pending"), i)
+		if err := CheckHash(pf, h); err != nil {
 			return err
 		}
 		if seen[h] {
-			return fieldErr(pf, ErrInvalid, "names a check-in twice")
+			return strictjson.FieldErr(pf, strictjson.ErrInvalid, "names a check-in twice")
 		}
 		seen[h] = true
 	}
 	if r.Skipped < 0 {
-		return fieldErr(joinField(f, "skipped"), ErrInvalid, "is below 0")
+		return strictjson.FieldErr(strictjson.JoinField(f, "skipped"), strictjson.ErrInvalid, "is below 0")
 	}
 	return nil
 }
@@ -212,18 +214,18 @@ func (l SessionLimitsStatus) String() string {
 
 func (l *SessionLimitsStatus) validate(f string) error {
 	if (l.Cgroups == "") == (l.NotApplied == "") {
-		return fieldErr(f, ErrInvalid, "says where the cgroups are (cgroups) or why there are none (not_applied), one of the two")
+		return strictjson.FieldErr(f, strictjson.ErrInvalid, "says where the cgroups are (cgroups) or why there are none (not_applied), one of the two")
 	}
-	if err := checkLine(joinField(f, "cgroups"), l.Cgroups, false, MaxShortLen); err != nil {
+	if err := CheckLine(strictjson.JoinField(f, "cgroups"), l.Cgroups, false, MaxShortLen); err != nil {
 		return err
 	}
 	if l.DiskNotApplied != "" && l.Disk == 0 {
-		return fieldErr(joinField(f, "disk_not_applied"), ErrInvalid, "says why a disk is not applied, and node.json gives none (disk)")
+		return strictjson.FieldErr(strictjson.JoinField(f, "disk_not_applied"), strictjson.ErrInvalid, "says why a disk is not applied, and node.json gives none (disk)")
 	}
-	if err := checkLine(joinField(f, "disk_not_applied"), l.DiskNotApplied, false, MaxShortLen); err != nil {
+	if err := CheckLine(strictjson.JoinField(f, "disk_not_applied"), l.DiskNotApplied, false, MaxShortLen); err != nil {
 		return err
 	}
-	return checkLine(joinField(f, "not_applied"), l.NotApplied, false, MaxShortLen)
+	return CheckLine(strictjson.JoinField(f, "not_applied"), l.NotApplied, false, MaxShortLen)
 }
 
 // RunnerOffer is a runner a node offers and the version it says it is
@@ -257,27 +259,27 @@ func (v VerdictStatus) String() string {
 }
 
 func (v *VerdictStatus) validate(f string) error {
-	if err := checkProject(joinField(f, "project"), v.Project); err != nil {
+	if err := CheckProject(strictjson.JoinField(f, "project"), v.Project); err != nil {
 		return err
 	}
 	for k, h := range map[string]string{"checkin": v.Checkin, "tag": v.Tag} {
-		if err := checkHash(joinField(f, k), h); err != nil {
+		if err := CheckHash(strictjson.JoinField(f, k), h); err != nil {
 			return err
 		}
 	}
-	if err := checkBranch(joinField(f, "branch"), v.Branch); err != nil {
+	if err := CheckBranch(strictjson.JoinField(f, "branch"), v.Branch); err != nil {
 		return err
 	}
-	if err := checkUser(joinField(f, "user"), v.User); err != nil {
+	if err := checkUser(strictjson.JoinField(f, "user"), v.User); err != nil {
 		return err
 	}
 	if v.Verdict != VerdictPass && v.Verdict != VerdictFail {
-		return fieldErr(joinField(f, "verdict"), ErrInvalid, fmt.Sprintf("%s is not a verdict (pass, fail)", quoteShort(v.Verdict)))
+		return strictjson.FieldErr(strictjson.JoinField(f, "verdict"), strictjson.ErrInvalid, fmt.Sprintf("%s is not a verdict (pass, fail)", strictjson.QuoteShort(v.Verdict)))
 	}
-	if err := checkLine(joinField(f, "reason"), v.Reason, true, MaxTextLen); err != nil {
+	if err := CheckLine(strictjson.JoinField(f, "reason"), v.Reason, true, MaxTextLen); err != nil {
 		return err
 	}
-	return checkLine(joinField(f, "against"), v.Against, true, MaxPathLen)
+	return CheckLine(strictjson.JoinField(f, "against"), v.Against, true, maxPathLen)
 }
 
 // HookStatus says whether the wake hook is installed on a repository of the
@@ -351,10 +353,10 @@ type ResponseStatus struct {
 }
 
 func (r *ResponseStatus) validate(f string) error {
-	if err := checkHash(joinField(f, "record"), r.Record); err != nil {
+	if err := CheckHash(strictjson.JoinField(f, "record"), r.Record); err != nil {
 		return err
 	}
-	if err := checkHash(joinField(f, "hash"), r.Hash); err != nil {
+	if err := CheckHash(strictjson.JoinField(f, "hash"), r.Hash); err != nil {
 		return err
 	}
 	resp := Response{Answers: r.Record, Outcome: r.Outcome, Note: r.Note}
@@ -363,20 +365,20 @@ func (r *ResponseStatus) validate(f string) error {
 
 // prefixField puts a field path in front of a *FieldError's field.
 func prefixField(f string, err error) error {
-	var fe *FieldError
+	var fe *strictjson.FieldError
 	if errors.As(err, &fe) {
-		fe.Field = joinField(f, fe.Field)
+		fe.Field = strictjson.JoinField(f, fe.Field)
 	}
 	return err
 }
 
-// SessionActivity says whether a session is in a turn.
-type SessionActivity string
+// sessionActivity says whether a session is in a turn.
+type sessionActivity string
 
 // The activities of a running session.
 const (
-	SessionWorking SessionActivity = "working"
-	SessionIdle    SessionActivity = "idle"
+	SessionWorking sessionActivity = "working"
+	SessionIdle    sessionActivity = "idle"
 )
 
 // SessionStatus is one running process that names a workspace, from the
@@ -391,7 +393,7 @@ type SessionStatus struct {
 	PID       int             `json:"pid" max:"pid" why:"a process is named by its PID and start time"`
 	StartTime uint64          `json:"start_time" why:"a process is named by its PID and start time (clock ticks since boot)"`
 	StartedBy Origin          `json:"started_by" why:"a session says how it was started: daemon, terminal or orphan"`
-	State     SessionActivity `json:"state" why:"a session is working or idle"`
+	State     sessionActivity `json:"state" why:"a session is working or idle"`
 	// Listening says a process holds its wake pipe open for reading.
 	Listening bool `json:"listening" why:"a session says whether a process holds its wake pipe"`
 	// Release is the release it runs, named as an end note names it.
@@ -419,13 +421,13 @@ func (s *NodeState) Validate() error {
 	seen := map[string]string{}
 	once := func(field, key string) error {
 		if prev, dup := seen[key]; dup {
-			return fieldErr(field, ErrInvalid, "repeats "+prev)
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, "repeats "+prev)
 		}
 		seen[key] = field
 		return nil
 	}
 	for i, h := range s.Hooks {
-		f := indexField("hooks", i)
+		f := strictjson.IndexField("hooks", i)
 		if err := h.validate(f); err != nil {
 			return err
 		}
@@ -437,8 +439,8 @@ func (s *NodeState) Validate() error {
 		}
 	}
 	for i, l := range s.Logins {
-		f := indexField("logins", i)
-		if err := checkLogin(joinField(f, "login"), l.Login); err != nil {
+		f := strictjson.IndexField("logins", i)
+		if err := checkLogin(strictjson.JoinField(f, "login"), l.Login); err != nil {
 			return err
 		}
 		if err := once(f, "login "+l.Login); err != nil {
@@ -449,7 +451,7 @@ func (s *NodeState) Validate() error {
 		}
 	}
 	for i, w := range s.Workspaces {
-		f := indexField("workspaces", i)
+		f := strictjson.IndexField("workspaces", i)
 		if err := w.validate(f); err != nil {
 			return err
 		}
@@ -458,12 +460,12 @@ func (s *NodeState) Validate() error {
 		}
 	}
 	for i, p := range s.Sessions {
-		if err := p.validate(indexField("sessions", i)); err != nil {
+		if err := p.validate(strictjson.IndexField("sessions", i)); err != nil {
 			return err
 		}
 	}
 	for i, l := range s.Listeners {
-		f := indexField("listeners", i)
+		f := strictjson.IndexField("listeners", i)
 		if err := l.validate(f); err != nil {
 			return err
 		}
@@ -491,15 +493,15 @@ func (s *NodeState) Validate() error {
 // each verdict and review once.
 func (s *NodeState) validateReviews(once func(field, key string) error) error {
 	for i, l := range s.LookAlikes {
-		if err := l.validate(indexField("look_alikes", i)); err != nil {
+		if err := l.validate(strictjson.IndexField("look_alikes", i)); err != nil {
 			return err
 		}
 	}
-	if s.LookAlikesLeftOut < 0 || s.LookAlikesLeftOut > MaxSafeInt {
-		return fieldErr("look_alikes_left_out", ErrInvalid, fmt.Sprintf("is %d; it counts the look-alikes left out", s.LookAlikesLeftOut))
+	if s.LookAlikesLeftOut < 0 || s.LookAlikesLeftOut > strictjson.MaxSafeInt {
+		return strictjson.FieldErr("look_alikes_left_out", strictjson.ErrInvalid, fmt.Sprintf("is %d; it counts the look-alikes left out", s.LookAlikesLeftOut))
 	}
 	for i, v := range s.Verdicts {
-		f := indexField("verdicts", i)
+		f := strictjson.IndexField("verdicts", i)
 		if err := v.validate(f); err != nil {
 			return err
 		}
@@ -508,7 +510,7 @@ func (s *NodeState) validateReviews(once func(field, key string) error) error {
 		}
 	}
 	for i, r := range s.Reviews {
-		f := indexField("reviews", i)
+		f := strictjson.IndexField("reviews", i)
 		if err := r.validate(f); err != nil {
 			return err
 		}
@@ -523,23 +525,23 @@ func (s *NodeState) validateReviews(once func(field, key string) error) error {
 // each once.
 func (s *NodeState) validateOffers(once func(field, key string) error) error {
 	for i, r := range s.Restrictions {
-		f := indexField("restrictions", i)
+		f := strictjson.IndexField("restrictions", i)
 		if r != "no_password" && r != "branch" && r != "own_thread" {
-			return fieldErr(f, ErrInvalid, fmt.Sprintf("%s is not a restriction (no_password, branch, own_thread)", quoteShort(r)))
+			return strictjson.FieldErr(f, strictjson.ErrInvalid, fmt.Sprintf("%s is not a restriction (no_password, branch, own_thread)", strictjson.QuoteShort(r)))
 		}
 		if err := once(f, "restriction "+r); err != nil {
 			return err
 		}
 	}
 	for i, r := range s.Runners {
-		f := indexField("runners", i)
+		f := strictjson.IndexField("runners", i)
 		if !slices.Contains(Runners, r.Name) {
-			return fieldErr(f+".name", ErrInvalid, fmt.Sprintf("%s is not a runner (%s)", quoteShort(r.Name), listWords(Runners)))
+			return strictjson.FieldErr(f+".name", strictjson.ErrInvalid, fmt.Sprintf("%s is not a runner (%s)", strictjson.QuoteShort(r.Name), strictjson.ListWords(Runners)))
 		}
 		if err := once(f, "runner "+r.Name); err != nil {
 			return err
 		}
-		if err := checkLine(f+".version", r.Version, true, MaxShortLen); err != nil {
+		if err := CheckLine(f+".version", r.Version, true, MaxShortLen); err != nil {
 			return err
 		}
 	}
@@ -547,28 +549,28 @@ func (s *NodeState) validateOffers(once func(field, key string) error) error {
 }
 
 func (h *HookStatus) validate(f string) error {
-	if err := checkProject(joinField(f, "project"), h.Project); err != nil {
+	if err := CheckProject(strictjson.JoinField(f, "project"), h.Project); err != nil {
 		return err
 	}
-	if err := checkRepository(joinField(f, "repository"), h.Repository); err != nil {
+	if err := checkRepository(strictjson.JoinField(f, "repository"), h.Repository); err != nil {
 		return err
 	}
 	if ProjectOf(h.Repository) != h.Project {
-		return fieldErr(joinField(f, "repository"), ErrInvalid, fmt.Sprintf("%s does not hold project %q", quoteShort(h.Repository), h.Project))
+		return strictjson.FieldErr(strictjson.JoinField(f, "repository"), strictjson.ErrInvalid, fmt.Sprintf("%s does not hold project %q", strictjson.QuoteShort(h.Repository), h.Project))
 	}
 	return nil
 }
 
 // validateCounts checks the hook's receipts and its hold.
 func (h *HookStatus) validateCounts(f string) error {
-	if h.Newest > MaxSafeInt {
-		return fieldErr(joinField(f, "newest"), ErrInvalid, fmt.Sprintf("%d is past 2^53-1", h.Newest))
+	if h.Newest > strictjson.MaxSafeInt {
+		return strictjson.FieldErr(strictjson.JoinField(f, "newest"), strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1", h.Newest))
 	}
-	if h.Mark != nil && *h.Mark > MaxSafeInt {
-		return fieldErr(joinField(f, "mark"), ErrInvalid, fmt.Sprintf("%d is past 2^53-1", *h.Mark))
+	if h.Mark != nil && *h.Mark > strictjson.MaxSafeInt {
+		return strictjson.FieldErr(strictjson.JoinField(f, "mark"), strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1", *h.Mark))
 	}
 	if h.HeldUntil != nil {
-		return checkTime(joinField(f, "held_until"), *h.HeldUntil)
+		return checkTime(strictjson.JoinField(f, "held_until"), *h.HeldUntil)
 	}
 	return nil
 }
@@ -577,15 +579,15 @@ func (h *HookStatus) validateCounts(f string) error {
 func (l *LoginStatus) validateAccounts(f string) error {
 	projects := map[string]bool{}
 	for j, a := range l.Accounts {
-		af := indexField(joinField(f, "accounts"), j)
-		if err := checkProject(joinField(af, "project"), a.Project); err != nil {
+		af := strictjson.IndexField(strictjson.JoinField(f, "accounts"), j)
+		if err := CheckProject(strictjson.JoinField(af, "project"), a.Project); err != nil {
 			return err
 		}
 		if projects[a.Project] {
-			return fieldErr(af, ErrInvalid, fmt.Sprintf("repeats the account on %q", a.Project))
+			return strictjson.FieldErr(af, strictjson.ErrInvalid, fmt.Sprintf("repeats the account on %q", a.Project))
 		}
 		projects[a.Project] = true
-		if err := checkCapabilities(joinField(af, "capabilities"), a.Capabilities); err != nil {
+		if err := checkCapabilities(strictjson.JoinField(af, "capabilities"), a.Capabilities); err != nil {
 			return err
 		}
 	}
@@ -593,25 +595,25 @@ func (l *LoginStatus) validateAccounts(f string) error {
 }
 
 func (w *WorkspaceStatus) validate(f string) error {
-	if err := checkLogin(joinField(f, "login"), w.Login); err != nil {
+	if err := checkLogin(strictjson.JoinField(f, "login"), w.Login); err != nil {
 		return err
 	}
-	if err := checkProject(joinField(f, "project"), w.Project); err != nil {
+	if err := CheckProject(strictjson.JoinField(f, "project"), w.Project); err != nil {
 		return err
 	}
-	if err := checkHash(joinField(f, "record"), w.Record); err != nil {
+	if err := CheckHash(strictjson.JoinField(f, "record"), w.Record); err != nil {
 		return err
 	}
-	if err := checkBranch(joinField(f, "branch"), w.Branch); err != nil {
+	if err := CheckBranch(strictjson.JoinField(f, "branch"), w.Branch); err != nil {
 		return err
 	}
 	switch w.State {
 	case WorkspaceActive, WorkspaceIdle, WorkspaceTerminated, WorkspaceMissing:
 	default:
-		return fieldErr(joinField(f, "state"), ErrInvalid, fmt.Sprintf("%s is not a workspace's state (active, idle, terminated, missing)", quoteShort(string(w.State))))
+		return strictjson.FieldErr(strictjson.JoinField(f, "state"), strictjson.ErrInvalid, fmt.Sprintf("%s is not a workspace's state (active, idle, terminated, missing)", strictjson.QuoteShort(string(w.State))))
 	}
 	if w.Response != nil {
-		return w.Response.validate(joinField(f, "response"))
+		return w.Response.validate(strictjson.JoinField(f, "response"))
 	}
 	return nil
 }
@@ -636,7 +638,7 @@ func (s *NodeState) Prune() []error {
 	seen := map[string]bool{}
 	keep := func(f string, err error, key string) bool {
 		if err == nil && key != "" && seen[key] {
-			err = fieldErr(f, ErrInvalid, "repeats "+key)
+			err = strictjson.FieldErr(f, strictjson.ErrInvalid, "repeats "+key)
 		}
 		if err != nil {
 			out = append(out, err)
@@ -649,35 +651,35 @@ func (s *NodeState) Prune() []error {
 	}
 	ws := s.Workspaces[:0]
 	for i, w := range s.Workspaces {
-		if keep(indexField("workspaces", i), w.validate(indexField("workspaces", i)), w.key()) {
+		if keep(strictjson.IndexField("workspaces", i), w.validate(strictjson.IndexField("workspaces", i)), w.key()) {
 			ws = append(ws, w)
 		}
 	}
 	s.Workspaces = ws
 	ss := s.Sessions[:0]
 	for i, p := range s.Sessions {
-		if keep(indexField("sessions", i), p.validate(indexField("sessions", i)), "") {
+		if keep(strictjson.IndexField("sessions", i), p.validate(strictjson.IndexField("sessions", i)), "") {
 			ss = append(ss, p)
 		}
 	}
 	s.Sessions = ss
 	ls := s.Listeners[:0]
 	for i, l := range s.Listeners {
-		if keep(indexField("listeners", i), l.validate(indexField("listeners", i)), listenerKey(l)) {
+		if keep(strictjson.IndexField("listeners", i), l.validate(strictjson.IndexField("listeners", i)), listenerKey(l)) {
 			ls = append(ls, l)
 		}
 	}
 	s.Listeners = ls
 	vs := s.Verdicts[:0]
 	for i, v := range s.Verdicts {
-		if keep(indexField("verdicts", i), v.validate(indexField("verdicts", i)), v.key()) {
+		if keep(strictjson.IndexField("verdicts", i), v.validate(strictjson.IndexField("verdicts", i)), v.key()) {
 			vs = append(vs, v)
 		}
 	}
 	s.Verdicts = vs
 	rs := s.Reviews[:0]
 	for i, r := range s.Reviews {
-		if keep(indexField("reviews", i), r.validate(indexField("reviews", i)), r.key()) {
+		if keep(strictjson.IndexField("reviews", i), r.validate(strictjson.IndexField("reviews", i)), r.key()) {
 			rs = append(rs, r)
 		}
 	}
@@ -686,56 +688,56 @@ func (s *NodeState) Prune() []error {
 }
 
 func (p *SessionStatus) validate(f string) error {
-	if err := checkLogin(joinField(f, "login"), p.Login); err != nil {
+	if err := checkLogin(strictjson.JoinField(f, "login"), p.Login); err != nil {
 		return err
 	}
-	if err := checkHears(joinField(f, "hears"), p.Hears); err != nil {
+	if err := CheckHears(strictjson.JoinField(f, "hears"), p.Hears); err != nil {
 		return err
 	}
-	if err := checkProject(joinField(f, "project"), p.Project); err != nil {
+	if err := CheckProject(strictjson.JoinField(f, "project"), p.Project); err != nil {
 		return err
 	}
-	if err := checkHash(joinField(f, "record"), p.Record); err != nil {
+	if err := CheckHash(strictjson.JoinField(f, "record"), p.Record); err != nil {
 		return err
 	}
-	if err := checkOptHash(joinField(f, "launch"), p.Launch); err != nil {
+	if err := checkOptHash(strictjson.JoinField(f, "launch"), p.Launch); err != nil {
 		return err
 	}
-	if err := checkPID(joinField(f, "pid"), p.PID); err != nil {
+	if err := checkPID(strictjson.JoinField(f, "pid"), p.PID); err != nil {
 		return err
 	}
-	if err := checkStartTime(joinField(f, "start_time"), p.StartTime); err != nil {
+	if err := checkStartTime(strictjson.JoinField(f, "start_time"), p.StartTime); err != nil {
 		return err
 	}
-	if err := checkOrigin(joinField(f, "started_by"), p.StartedBy); err != nil {
+	if err := checkOrigin(strictjson.JoinField(f, "started_by"), p.StartedBy); err != nil {
 		return err
 	}
 	switch p.State {
 	case SessionWorking, SessionIdle:
 	default:
-		return fieldErr(joinField(f, "state"), ErrInvalid, fmt.Sprintf("%s is not a session's state (working, idle)", quoteShort(string(p.State))))
+		return strictjson.FieldErr(strictjson.JoinField(f, "state"), strictjson.ErrInvalid, fmt.Sprintf("%s is not a session's state (working, idle)", strictjson.QuoteShort(string(p.State))))
 	}
 	if p.Usage != nil {
-		if err := p.Usage.validate(joinField(f, "usage")); err != nil {
+		if err := p.Usage.validate(strictjson.JoinField(f, "usage")); err != nil {
 			return err
 		}
 	}
-	return checkLine(joinField(f, "release"), p.Release, true, MaxShortLen)
+	return CheckLine(strictjson.JoinField(f, "release"), p.Release, true, MaxShortLen)
 }
 
 // checkCapabilities checks Fossil capability letters: letters and digits, each once.
 func checkCapabilities(field, s string) error {
 	if len(s) > 62 {
-		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d letters; Fossil has at most 62 capabilities", len(s)))
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d letters; Fossil has at most 62 capabilities", len(s)))
 	}
 	var seen [128]bool
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return fieldErr(field, ErrInvalid, fmt.Sprintf("%s holds %q; capabilities are letters and digits", quoteShort(s), rune(c)))
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s holds %q; capabilities are letters and digits", strictjson.QuoteShort(s), rune(c)))
 		}
 		if seen[c] {
-			return fieldErr(field, ErrInvalid, fmt.Sprintf("%s names %q twice", quoteShort(s), rune(c)))
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s names %q twice", strictjson.QuoteShort(s), rune(c)))
 		}
 		seen[c] = true
 	}
@@ -745,31 +747,31 @@ func checkCapabilities(field, s string) error {
 // DecodeState reads and validates the status JSON.
 func DecodeState(data []byte) (*NodeState, error) {
 	const where = "state"
-	v, err := parseStrict(data, MaxStateLen)
+	v, err := strictjson.Parse(data, strictjson.MaxStateLen)
 	if err != nil {
-		return nil, at(where, err)
+		return nil, strictjson.At(where, err)
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, &FieldError{Where: where, Problem: "is " + jsonType(v) + "; the state is a JSON object", Err: ErrInvalid}
+		return nil, &strictjson.FieldError{Where: where, Problem: "is " + strictjson.JSONType(v) + "; the state is a JSON object", Err: strictjson.ErrInvalid}
 	}
-	o := jobj{m: m}
-	kind, err := o.str("ocx", true, `the state says "ocx": "state"`)
+	o := strictjson.Obj{Map: m}
+	kind, err := o.Str("ocx", true, `the state says "ocx": "state"`)
 	if err != nil {
-		return nil, at(where, err)
+		return nil, strictjson.At(where, err)
 	}
-	if NoteKind(kind) != KindState {
-		return nil, &FieldError{Where: where, Field: "ocx", Problem: fmt.Sprintf("is %s; the state says \"state\"", quoteShort(kind)), Err: ErrWrongKind}
+	if NoteKind(kind) != kindState {
+		return nil, &strictjson.FieldError{Where: where, Field: "ocx", Problem: fmt.Sprintf("is %s; the state says \"state\"", strictjson.QuoteShort(kind)), Err: strictjson.ErrWrongKind}
 	}
 	if err := readVersion(o); err != nil {
-		return nil, at(where, err)
+		return nil, strictjson.At(where, err)
 	}
 	s := &NodeState{}
-	if err := fill(o, s); err != nil {
-		return nil, at(where, err)
+	if err := Fill(o, s); err != nil {
+		return nil, strictjson.At(where, err)
 	}
 	if err := s.Validate(); err != nil {
-		return nil, at(where, err)
+		return nil, strictjson.At(where, err)
 	}
 	return s, nil
 }
@@ -809,7 +811,7 @@ func (s *NodeState) Encode() ([]byte, error) {
 		c.Daemon = &d
 	}
 	if err := c.Validate(); err != nil {
-		return nil, at("state", err)
+		return nil, strictjson.At("state", err)
 	}
 	var body bytes.Buffer
 	enc := json.NewEncoder(&body)
@@ -841,9 +843,9 @@ func CheckStateDoc(doc []byte) error {
 	const head = "{\n  \"ocx\": \"state\","
 	switch {
 	case !bytes.HasPrefix(doc, []byte(head)):
-		return &FieldError{Where: "state", Problem: "does not begin as a state document does ({\"ocx\": \"state\", ...)", Err: ErrInvalid}
+		return &strictjson.FieldError{Where: "state", Problem: "does not begin as a state document does ({\"ocx\": \"state\", ...)", Err: strictjson.ErrInvalid}
 	case !bytes.HasSuffix(doc, []byte("\n}\n")):
-		return &FieldError{Where: "state", Problem: "does not end as a state document does (a closing brace and a newline): it is cut short", Err: ErrInvalid}
+		return &strictjson.FieldError{Where: "state", Problem: "does not end as a state document does (a closing brace and a newline): it is cut short", Err: strictjson.ErrInvalid}
 	}
 	return nil
 }
@@ -862,7 +864,7 @@ func (s *NodeState) String() string {
 			listening++
 		}
 	}
-	return newLine(KindState).version(s.Version).kv("hooks", strconv.Itoa(len(s.Hooks))).
+	return newLine(kindState).version(s.Version).kv("hooks", strconv.Itoa(len(s.Hooks))).
 		kv("logins", strconv.Itoa(len(s.Logins))).kv("workspaces", strconv.Itoa(len(s.Workspaces))).
 		kv("active", strconv.Itoa(active)).kv("sessions", strconv.Itoa(len(s.Sessions))).
 		kv("listening", strconv.Itoa(listening)).kv("listeners", strconv.Itoa(len(s.Listeners))).String()
@@ -871,11 +873,11 @@ func (s *NodeState) String() string {
 // String renders one session of the state on one line.
 func (p SessionStatus) String() string {
 	s := fmt.Sprintf("session %s/%s record=%s pid=%d start_time=%d started_by=%s state=%s listening=%t release=%s older=%t",
-		token(p.Login), token(p.Project), token(p.Record), p.PID, p.StartTime, token(string(p.StartedBy)), token(string(p.State)), p.Listening, token(p.Release), p.Older)
+		Token(p.Login), Token(p.Project), Token(p.Record), p.PID, p.StartTime, Token(string(p.StartedBy)), Token(string(p.State)), p.Listening, Token(p.Release), p.Older)
 	if p.Hears != nil {
 		hs := make([]string, len(p.Hears))
 		for i, h := range p.Hears {
-			hs[i] = token(h)
+			hs[i] = Token(h)
 		}
 		s += " hears=[" + strings.Join(hs, " ") + "]"
 	}
@@ -887,7 +889,7 @@ func (p SessionStatus) String() string {
 
 // String renders the hook's state on one line.
 func (h HookStatus) String() string {
-	s := fmt.Sprintf("hook %s repository=%s installed=%t newest=%d", token(h.Project), token(h.Repository), h.Installed, h.Newest)
+	s := fmt.Sprintf("hook %s repository=%s installed=%t newest=%d", Token(h.Project), Token(h.Repository), h.Installed, h.Newest)
 	if h.Mark != nil {
 		s += fmt.Sprintf(" mark=%d", *h.Mark)
 	}
@@ -903,17 +905,17 @@ func (l LoginStatus) String() string {
 	for i, a := range l.Accounts {
 		parts[i] = a.String()
 	}
-	return "login " + token(l.Login) + " accounts=" + tokens(parts)
+	return "login " + Token(l.Login) + " accounts=" + tokens(parts)
 }
 
 // String renders the account as PROJECT:CAPABILITIES.
-func (a AccountStatus) String() string { return token(a.Project) + ":" + token(a.Capabilities) }
+func (a AccountStatus) String() string { return Token(a.Project) + ":" + Token(a.Capabilities) }
 
 // String renders the workspace's state on one line.
 func (w WorkspaceStatus) String() string {
-	s := fmt.Sprintf("workspace %s/%s record=%s branch=%s state=%s", token(w.Login), token(w.Project), token(w.Record), token(w.Branch), token(string(w.State)))
+	s := fmt.Sprintf("workspace %s/%s record=%s branch=%s state=%s", Token(w.Login), Token(w.Project), Token(w.Record), Token(w.Branch), Token(string(w.State)))
 	if w.Response != nil {
-		s += fmt.Sprintf(" response=%s outcome=%s", token(w.Response.Hash), token(string(w.Response.Outcome)))
+		s += fmt.Sprintf(" response=%s outcome=%s", Token(w.Response.Hash), Token(string(w.Response.Outcome)))
 	}
 	return s
 }

@@ -2,6 +2,8 @@ package messages
 
 import (
 	"fmt"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // StopNote asks the sessions on its record to stop: written by anyone but the
@@ -39,34 +41,34 @@ func (n *StopNote) String() string {
 	return newLine(KindStop).version(n.Version).optKV("login", n.Login).text("reason", n.Reason).String()
 }
 
-// StopCause says what stopped a session.
-type StopCause string
+// stopCause says what stopped a session.
+type stopCause string
 
 // The causes (D4): a stop request on the record, a signal (TERM from the
 // daemon), or the session's own budget (D40: a terminal session past its
 // limits.wall, or a daemon's session past it with no daemon to end it).
 const (
-	StopByRequest StopCause = "request"
-	StopBySignal  StopCause = "signal"
-	StopByBudget  StopCause = "budget"
+	StopByRequest stopCause = "request"
+	StopBySignal  stopCause = "signal"
+	StopByBudget  stopCause = "budget"
 )
 
 // LimitWall names the wall limit: a session definition's limits.wall, a
 // protocol v1 record's budget.wall (seed 004 section 7).
 const LimitWall = "wall"
 
-// BudgetLimits lists the limits a note's budget may name: the limits this
+// budgetLimits lists the limits a note's budget may name: the limits this
 // node enforces by ending a session past them: its wall (D40), the memory
 // and processes of its cgroup (D46), and the tokens its model proxy
 // counted (D50). A reader refuses a budget it does not know rather than
 // read the end some other way (E9).
-var BudgetLimits = []string{LimitWall, LimitMemory, LimitProcesses, LimitTokens}
+var budgetLimits = []string{LimitWall, LimitMemory, LimitProcesses, LimitTokens}
 
-// StoppedBudgetLimits lists the limits a stopped note's budget may name:
+// stoppedBudgetLimits lists the limits a stopped note's budget may name:
 // the session stops itself past its wall alone (D40); past its memory or
 // processes the daemon stops it, and the session's stopped note says
 // signal.
-var StoppedBudgetLimits = []string{LimitWall}
+var stoppedBudgetLimits = []string{LimitWall}
 
 // checkBudget checks a note's budget: one of known.
 func checkBudget(field, s string, known []string) error {
@@ -76,9 +78,9 @@ func checkBudget(field, s string, known []string) error {
 		}
 	}
 	if s == "" {
-		return fieldErr(field, ErrInvalid, "is empty; leave the key out instead")
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, "is empty; leave the key out instead")
 	}
-	return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a limit this reader knows (%s)", quoteShort(s), listWords(known)))
+	return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a limit this reader knows (%s)", strictjson.QuoteShort(s), strictjson.ListWords(known)))
 }
 
 // StoppedNote is what a session writes, as its agent login on its own record,
@@ -89,7 +91,7 @@ type StoppedNote struct {
 	Project string `json:"project" why:"the note names the project of its workspace"`
 	// Launch is the launch the session served; a terminal session has none.
 	Launch string    `json:"launch,omitempty"`
-	Cause  StopCause `json:"cause" why:"a stopped note says what stopped the session: request or signal"`
+	Cause  stopCause `json:"cause" why:"a stopped note says what stopped the session: request or signal"`
 	// Request is the stop post it obeyed (cause request).
 	Request string `json:"request,omitempty"`
 	// Signal names the signal it obeyed (cause signal), as SIGTERM.
@@ -114,13 +116,13 @@ func (n *StoppedNote) Validate() error {
 	}
 	switch n.Cause {
 	case StopByRequest:
-		if err := checkHash("request", n.Request); err != nil {
+		if err := CheckHash("request", n.Request); err != nil {
 			return err
 		}
 		return n.namesOnly("a request", "request", "signal", "budget")
 	case StopBySignal:
 		if n.Signal == "" {
-			return fieldErr("signal", ErrMissing, "is missing; a session stopped by a signal names it, as SIGTERM")
+			return strictjson.FieldErr("signal", strictjson.ErrMissing, "is missing; a session stopped by a signal names it, as SIGTERM")
 		}
 		if err := checkSignal("signal", n.Signal); err != nil {
 			return err
@@ -128,9 +130,9 @@ func (n *StoppedNote) Validate() error {
 		return n.namesOnly("a signal", "signal", "request", "budget")
 	case StopByBudget:
 		if n.Budget == "" {
-			return fieldErr("budget", ErrMissing, "is missing; a session stopped by its budget names the limit, as wall")
+			return strictjson.FieldErr("budget", strictjson.ErrMissing, "is missing; a session stopped by its budget names the limit, as wall")
 		}
-		if err := checkBudget("budget", n.Budget, StoppedBudgetLimits); err != nil {
+		if err := checkBudget("budget", n.Budget, stoppedBudgetLimits); err != nil {
 			return err
 		}
 		if n.Request != "" || n.Signal != "" {
@@ -138,12 +140,12 @@ func (n *StoppedNote) Validate() error {
 			if n.Signal != "" {
 				f = "signal"
 			}
-			return fieldErr(f, ErrInvalid, "a session stopped by its budget names the limit, not a request or a signal")
+			return strictjson.FieldErr(f, strictjson.ErrInvalid, "a session stopped by its budget names the limit, not a request or a signal")
 		}
 	case "":
-		return fieldErr("cause", ErrMissing, "is empty; it is request, signal or budget")
+		return strictjson.FieldErr("cause", strictjson.ErrMissing, "is empty; it is request, signal or budget")
 	default:
-		return fieldErr("cause", ErrInvalid, fmt.Sprintf("%s is not a cause (request, signal, budget)", quoteShort(string(n.Cause))))
+		return strictjson.FieldErr("cause", strictjson.ErrInvalid, fmt.Sprintf("%s is not a cause (request, signal, budget)", strictjson.QuoteShort(string(n.Cause))))
 	}
 	return nil
 }
@@ -154,7 +156,7 @@ func (n *StoppedNote) namesOnly(by, own string, others ...string) error {
 	set := map[string]bool{"request": n.Request != "", "signal": n.Signal != "", "budget": n.Budget != ""}
 	for _, f := range others {
 		if set[f] {
-			return fieldErr(f, ErrInvalid, "a session stopped by "+by+" names the "+own+", not a "+f)
+			return strictjson.FieldErr(f, strictjson.ErrInvalid, "a session stopped by "+by+" names the "+own+", not a "+f)
 		}
 	}
 	return nil

@@ -10,10 +10,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ocx-go/ocx/messages/modelapi"
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // The protocol v1 tools (seed 001 E8): create, post, audit, push, stop.
-// Each takes one JSON object, read in the notes' two passes (parseStrict,
+// Each takes one JSON object, read in the notes' two passes (strictjson.Parse,
 // then fill) with one more rule: a key the tool does not know is refused,
 // naming it. Every error is a *FieldError naming the field at fault.
 
@@ -30,10 +33,10 @@ const (
 var ToolNames = []string{ToolCreate, ToolPost, ToolAudit, ToolPush, ToolStop}
 
 // MaxToolInputLen bounds one tool input.
-const MaxToolInputLen = MaxNoteLen
+const MaxToolInputLen = strictjson.MaxNoteLen
 
-// ToolArgs is one tool's decoded input.
-type ToolArgs interface {
+// toolArgs is one tool's decoded input.
+type toolArgs interface {
 	// ToolName names the tool the input is for.
 	ToolName() string
 	// Dry says whether the call is a dry run.
@@ -54,15 +57,15 @@ type Restrict struct {
 // Validate checks the branch's name and that what needs no_password has it.
 func (r Restrict) Validate() error {
 	if r.Branch != "" {
-		if err := checkBranch("restrict.branch", r.Branch); err != nil {
+		if err := CheckBranch("restrict.branch", r.Branch); err != nil {
 			return err
 		}
 		if !r.NoPassword {
-			return fieldErr("restrict.branch", ErrInvalid, "needs restrict.no_password: an agent that holds its password can check in on any branch with Fossil itself")
+			return strictjson.FieldErr("restrict.branch", strictjson.ErrInvalid, "needs restrict.no_password: an agent that holds its password can check in on any branch with Fossil itself")
 		}
 	}
 	if r.OwnThread && !r.NoPassword {
-		return fieldErr("restrict.own_thread", ErrInvalid, "needs restrict.no_password: an agent that holds its password can post anywhere with Fossil itself")
+		return strictjson.FieldErr("restrict.own_thread", strictjson.ErrInvalid, "needs restrict.no_password: an agent that holds its password can post anywhere with Fossil itself")
 	}
 	return nil
 }
@@ -82,10 +85,10 @@ func (r Restrict) Names() []string {
 	return out
 }
 
-// RecordSandbox is a record's sandbox (E3): whether the agent shares the
+// recordSandbox is a record's sandbox (E3): whether the agent shares the
 // host's network, and the host paths it sees read-only and read-write
 // beside what every workspace sees.
-type RecordSandbox struct {
+type recordSandbox struct {
 	Network   bool     `json:"network" why:"a record's sandbox says whether the agent shares the host's network"`
 	ReadOnly  []string `json:"read_only" why:"a record's sandbox lists the host paths the agent sees read-only (empty: none)"`
 	ReadWrite []string `json:"read_write" why:"a record's sandbox lists the host paths the agent sees read-write (empty: none)"`
@@ -94,14 +97,14 @@ type RecordSandbox struct {
 // DefaultRecordSandbox is create's default sandbox (E8): network as the
 // node decides it for the record's runner (D79), no paths beside the
 // workspace's.
-func DefaultRecordSandbox(network bool) RecordSandbox {
-	return RecordSandbox{Network: network, ReadOnly: []string{}, ReadWrite: []string{}}
+func DefaultRecordSandbox(network bool) recordSandbox {
+	return recordSandbox{Network: network, ReadOnly: []string{}, ReadWrite: []string{}}
 }
 
-func (s RecordSandbox) validate(field string) error {
+func (s recordSandbox) validate(field string) error {
 	for name, list := range map[string][]string{"read_only": s.ReadOnly, "read_write": s.ReadWrite} {
 		for i, p := range list {
-			if err := checkAbsPath(indexField(field+"."+name, i), p); err != nil {
+			if err := CheckAbsPath(strictjson.IndexField(field+"."+name, i), p); err != nil {
 				return err
 			}
 		}
@@ -126,17 +129,17 @@ func (b Budget) validate() error {
 	if _, err := b.WallDuration(); err != nil {
 		return err
 	}
-	if b.Tokens > MaxTokens {
-		return fieldErr("budget.tokens", ErrInvalid, fmt.Sprintf("%d is past 2^53-1", b.Tokens))
+	if b.Tokens > modelapi.MaxTokens {
+		return strictjson.FieldErr("budget.tokens", strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1", b.Tokens))
 	}
 	return nil
 }
 
 // decoded refuses tokens written as 0: a writer leaves out a limit it
 // does not set.
-func (b *Budget) decoded(o jobj) error {
-	if o.has("tokens") && b.Tokens == 0 {
-		return fieldErr(o.field("tokens"), ErrInvalid, "is 0; leave the key out for no limit")
+func (b *Budget) decoded(o strictjson.Obj) error {
+	if o.Has("tokens") && b.Tokens == 0 {
+		return strictjson.FieldErr(o.Field("tokens"), strictjson.ErrInvalid, "is 0; leave the key out for no limit")
 	}
 	return nil
 }
@@ -144,7 +147,7 @@ func (b *Budget) decoded(o jobj) error {
 // ParseWall reads a wall limit as seed 004 section 7 writes it: a whole
 // number above zero, then s, m, h or d.
 func ParseWall(field, s string) (time.Duration, error) {
-	bad := fieldErr(field, ErrInvalid, fmt.Sprintf("%s is not a wall limit: a whole number above 0 and s, m, h or d, as 2h", quoteShort(s)))
+	bad := strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a wall limit: a whole number above 0 and s, m, h or d, as 2h", strictjson.QuoteShort(s)))
 	if len(s) < 2 || len(s) > 12 {
 		return 0, bad
 	}
@@ -175,7 +178,7 @@ type CreateArgs struct {
 	Hears     []string       `json:"hears,omitempty"`
 	Remote    *bool          `json:"remote,omitempty"`
 	Restrict  *Restrict      `json:"restrict,omitempty" ocx:"closed"`
-	Sandbox   *RecordSandbox `json:"sandbox,omitempty" ocx:"closed"`
+	Sandbox   *recordSandbox `json:"sandbox,omitempty" ocx:"closed"`
 	Budget    Budget         `json:"budget" why:"a record's budget names at least wall" ocx:"closed"`
 	DryRun    bool           `json:"dry_run,omitempty"`
 }
@@ -189,7 +192,7 @@ func (a *CreateArgs) Dry() bool { return a.DryRun }
 // Validate checks every field create checks before it looks at the node.
 func (a *CreateArgs) Validate() error {
 	if a.Model != "" {
-		if err := checkLine("model", a.Model, true, MaxShortLen); err != nil {
+		if err := CheckLine("model", a.Model, true, MaxShortLen); err != nil {
 			return err
 		}
 	}
@@ -199,18 +202,18 @@ func (a *CreateArgs) Validate() error {
 		}
 	}
 	if a.Runner != "" && !slices.Contains(Runners, a.Runner) {
-		return fieldErr("runner", ErrInvalid, fmt.Sprintf("%s is not a runner this node offers (%s)", quoteShort(a.Runner), listWords(Runners)))
+		return strictjson.FieldErr("runner", strictjson.ErrInvalid, fmt.Sprintf("%s is not a runner this node offers (%s)", strictjson.QuoteShort(a.Runner), strictjson.ListWords(Runners)))
 	}
 	if err := checkText("objective", a.Objective, true, MaxTextLen); err != nil {
 		return err
 	}
 	if strings.TrimSpace(a.Objective) == "" {
-		return fieldErr("objective", ErrMissing, "is blank; a record says what its agent is for")
+		return strictjson.FieldErr("objective", strictjson.ErrMissing, "is blank; a record says what its agent is for")
 	}
-	if err := checkBranches("checkins", a.Checkins); err != nil {
+	if err := CheckBranches("checkins", a.Checkins); err != nil {
 		return err
 	}
-	if err := checkHears("hears", a.Hears); err != nil {
+	if err := CheckHears("hears", a.Hears); err != nil {
 		return err
 	}
 	if a.Restrict != nil {
@@ -245,9 +248,9 @@ func (a *PostArgs) Validate() error {
 		return err
 	}
 	if strings.TrimSpace(a.Text) == "" {
-		return fieldErr("text", ErrMissing, "is blank; a post says something")
+		return strictjson.FieldErr("text", strictjson.ErrMissing, "is blank; a post says something")
 	}
-	return checkText("text", a.Text, true, MaxNoteLen)
+	return checkText("text", a.Text, true, strictjson.MaxNoteLen)
 }
 
 // The two verdicts (E6).
@@ -278,34 +281,34 @@ func (a *AuditArgs) Validate() error {
 		return err
 	}
 	if a.Verdict != VerdictPass && a.Verdict != VerdictFail {
-		return fieldErr("verdict", ErrInvalid, fmt.Sprintf("%s is not a verdict (pass, fail)", quoteShort(a.Verdict)))
+		return strictjson.FieldErr("verdict", strictjson.ErrInvalid, fmt.Sprintf("%s is not a verdict (pass, fail)", strictjson.QuoteShort(a.Verdict)))
 	}
 	if strings.TrimSpace(a.Reason) == "" {
-		return fieldErr("reason", ErrMissing, "is blank; a verdict gives its reason")
+		return strictjson.FieldErr("reason", strictjson.ErrMissing, "is blank; a verdict gives its reason")
 	}
-	if err := checkLine("reason", a.Reason, true, MaxShortLen); err != nil {
+	if err := CheckLine("reason", a.Reason, true, MaxShortLen); err != nil {
 		return err
 	}
 	if AgainstRecord(a.Against) {
 		return nil
 	}
-	return CheckAgainstPath("against", a.Against)
+	return checkAgainstPath("against", a.Against)
 }
 
 // AgainstRecord says whether a verdict's against names a record (hex
 // digits, 10 or more) rather than a path.
 func AgainstRecord(s string) bool {
-	return len(s) >= MinHashPrefix && len(s) <= 64 && checkHex("", strings.ToLower(s)) == nil
+	return len(s) >= minHashPrefix && len(s) <= 64 && checkHex("", strings.ToLower(s)) == nil
 }
 
-// CheckAgainstPath checks a path as a verdict names it: relative to the
+// checkAgainstPath checks a path as a verdict names it: relative to the
 // check-in's root, clean, one line.
-func CheckAgainstPath(field, s string) error {
-	if err := checkLine(field, s, true, MaxPathLen); err != nil {
+func checkAgainstPath(field, s string) error {
+	if err := CheckLine(field, s, true, maxPathLen); err != nil {
 		return err
 	}
 	if strings.HasPrefix(s, "/") || path.Clean(s) != s || s == "." || s == ".." || strings.HasPrefix(s, "../") {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is neither a record's hash (10 or more hex digits) nor a clean path inside the check-in, as PLAN.md", quoteShort(s)))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is neither a record's hash (10 or more hex digits) nor a clean path inside the check-in, as PLAN.md", strictjson.QuoteShort(s)))
 	}
 	return nil
 }
@@ -340,76 +343,76 @@ func (a *StopArgs) Dry() bool { return a.DryRun }
 // Validate checks the hash.
 func (a *StopArgs) Validate() error { return CheckHashPrefix("record", a.Record) }
 
-// MinHashPrefix is the fewest hex digits a tool takes for a hash (E8).
-const MinHashPrefix = 10
+// minHashPrefix is the fewest hex digits a tool takes for a hash (E8).
+const minHashPrefix = 10
 
 // CheckHashPrefix checks a hash as a tool takes it: 10 to 64 hex digits.
 // Whether it names one artifact is the repository's to say.
 func CheckHashPrefix(field, s string) error {
 	if s == "" {
-		return fieldErr(field, ErrMissing, "is empty; give a hash, or 10 or more of its first hex digits")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; give a hash, or 10 or more of its first hex digits")
 	}
-	if len(s) < MinHashPrefix || len(s) > 64 {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s is %d characters; give a hash, or 10 or more of its first hex digits (at most 64)", quoteShort(s), len(s)))
+	if len(s) < minHashPrefix || len(s) > 64 {
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is %d characters; give a hash, or 10 or more of its first hex digits (at most 64)", strictjson.QuoteShort(s), len(s)))
 	}
 	return checkHex(field, strings.ToLower(s))
 }
 
-// DecodeToolArgs reads one tool's input: one JSON object (blank input is
+// decodeToolArgs reads one tool's input: one JSON object (blank input is
 // {}), no key twice, no key the tool does not know, each field of its type.
-func DecodeToolArgs[T any, P interface {
+func decodeToolArgs[T any, P interface {
 	*T
-	ToolArgs
+	toolArgs
 }](data []byte) (P, error) {
 	p := P(new(T))
 	where := p.ToolName() + " input"
 	if len(bytes.TrimSpace(data)) == 0 {
 		data = []byte("{}")
 	}
-	v, err := parseStrict(data, MaxToolInputLen)
+	v, err := strictjson.Parse(data, MaxToolInputLen)
 	if err != nil {
-		return nil, at(where, err)
+		return nil, strictjson.At(where, err)
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, &FieldError{Where: where, Problem: "is " + jsonType(v) + "; a tool's input is a JSON object", Err: ErrInvalid}
+		return nil, &strictjson.FieldError{Where: where, Problem: "is " + strictjson.JSONType(v) + "; a tool's input is a JSON object", Err: strictjson.ErrInvalid}
 	}
-	o := jobj{m: m}
+	o := strictjson.Obj{Map: m}
 	known := planOf(argsType(p)).keys
-	if err := o.onlyToolKeys(p.ToolName(), known); err != nil {
-		return nil, at(where, err)
+	if err := onlyToolKeys(o, p.ToolName(), known); err != nil {
+		return nil, strictjson.At(where, err)
 	}
-	if err := fill(o, p); err != nil {
-		return nil, at(where, err)
+	if err := Fill(o, p); err != nil {
+		return nil, strictjson.At(where, err)
 	}
 	if err := p.Validate(); err != nil {
-		return nil, at(where, err)
+		return nil, strictjson.At(where, err)
 	}
 	return p, nil
 }
 
 // DecodeTool reads the input of the tool named name.
-func DecodeTool(name string, data []byte) (ToolArgs, error) {
+func DecodeTool(name string, data []byte) (toolArgs, error) {
 	switch name {
 	case ToolCreate:
-		return DecodeToolArgs[CreateArgs](data)
+		return decodeToolArgs[CreateArgs](data)
 	case ToolPost:
-		return DecodeToolArgs[PostArgs](data)
+		return decodeToolArgs[PostArgs](data)
 	case ToolAudit:
-		return DecodeToolArgs[AuditArgs](data)
+		return decodeToolArgs[AuditArgs](data)
 	case ToolPush:
-		return DecodeToolArgs[PushArgs](data)
+		return decodeToolArgs[PushArgs](data)
 	case ToolStop:
-		return DecodeToolArgs[StopArgs](data)
+		return decodeToolArgs[StopArgs](data)
 	}
-	return nil, &FieldError{Where: "tool", Problem: fmt.Sprintf("%s is not a tool (%s)", quoteShort(name), listWords(ToolNames)), Err: ErrUnknownKind}
+	return nil, &strictjson.FieldError{Where: "tool", Problem: fmt.Sprintf("%s is not a tool (%s)", strictjson.QuoteShort(name), strictjson.ListWords(ToolNames)), Err: strictjson.ErrUnknownKind}
 }
 
 // ToolDryRun reads only whether an input asks a dry run, for an answer to a
 // call whose input does not decode: false unless the input is an object
 // whose dry_run is true.
 func ToolDryRun(data []byte) bool {
-	v, err := parseStrict(data, MaxToolInputLen)
+	v, err := strictjson.Parse(data, MaxToolInputLen)
 	if err != nil {
 		return false
 	}
@@ -419,17 +422,17 @@ func ToolDryRun(data []byte) bool {
 }
 
 // onlyToolKeys refuses a key the tool does not take, naming it.
-func (o jobj) onlyToolKeys(tool string, known []string) error {
-	if k, ok := o.unknownKey(known); ok {
-		return fieldErr(o.field(k), ErrUnknownKey, fmt.Sprintf("is not a field of %s, which takes %s", tool, listWords(known)))
+func onlyToolKeys(o strictjson.Obj, tool string, known []string) error {
+	if k, ok := unknownKey(o, known); ok {
+		return strictjson.FieldErr(o.Field(k), strictjson.ErrUnknownKey, fmt.Sprintf("is not a field of %s, which takes %s", tool, strictjson.ListWords(known)))
 	}
 	return nil
 }
 
-func argsType(a ToolArgs) reflect.Type { return reflect.TypeOf(a).Elem() }
+func argsType(a toolArgs) reflect.Type { return reflect.TypeOf(a).Elem() }
 
-// ToolFields lists the fields a tool takes, as its input names them.
-func ToolFields(a ToolArgs) []string {
+// toolFields lists the fields a tool takes, as its input names them.
+func toolFields(a toolArgs) []string {
 	return slices.Clone(planOf(argsType(a)).keys)
 }
 
@@ -452,12 +455,12 @@ type TaskRecord struct {
 	Hears     []string      `json:"hears" why:"a record lists whose posts its agent is given, written out"`
 	Remote    bool          `json:"remote" why:"a record says whether its agent offers remote control"`
 	Restrict  Restrict      `json:"restrict" why:"a record states its restrictions ({} for none)" ocx:"closed"`
-	Sandbox   RecordSandbox `json:"sandbox" why:"a record states its sandbox" ocx:"closed"`
+	Sandbox   recordSandbox `json:"sandbox" why:"a record states its sandbox" ocx:"closed"`
 	Budget    Budget        `json:"budget" why:"a record states its budget" ocx:"closed"`
 }
 
-// RecordKind is the kind of a protocol v1 record block.
-const RecordKind = "record"
+// recordKind is the kind of a protocol v1 record block.
+const recordKind = "record"
 
 // Validate checks every field.
 func (r *TaskRecord) Validate() error {
@@ -470,7 +473,7 @@ func (r *TaskRecord) Validate() error {
 	a := CreateArgs{User: r.User, Runner: r.Runner, Model: r.Model, Objective: r.Objective, Checkins: r.Checkins, Hears: r.Hears,
 		Restrict: &r.Restrict, Sandbox: &r.Sandbox, Budget: r.Budget}
 	if r.Runner == "" {
-		return fieldErr("runner", ErrMissing, "is empty; a record names its runner")
+		return strictjson.FieldErr("runner", strictjson.ErrMissing, "is empty; a record names its runner")
 	}
 	return a.Validate()
 }
@@ -478,7 +481,7 @@ func (r *TaskRecord) Validate() error {
 // Encode renders the record's fenced block.
 func (r *TaskRecord) Encode() ([]byte, error) {
 	if err := r.Validate(); err != nil {
-		return nil, at("record", err)
+		return nil, strictjson.At("record", err)
 	}
 	c := *r
 	for _, l := range []*[]string{&c.Checkins, &c.Hears, &c.Sandbox.ReadOnly, &c.Sandbox.ReadWrite} {
@@ -490,7 +493,7 @@ func (r *TaskRecord) Encode() ([]byte, error) {
 		Ocx  int    `json:"ocx"`
 		Kind string `json:"kind"`
 		*TaskRecord
-	}{Version, RecordKind, &c})
+	}{version, recordKind, &c})
 	if err != nil {
 		return nil, err
 	}
@@ -512,25 +515,25 @@ func ReadTaskRecord(text []byte) (*TaskRecord, error) {
 	}
 	where := fmt.Sprintf("record (block at line %d)", b.Line)
 	m, _ := v.(map[string]any)
-	o := jobj{m: m}
-	if n, ok := m["ocx"].(json.Number); !ok || n.String() != strconv.Itoa(Version) {
-		return nil, &FieldError{Where: where, Field: "ocx", Problem: fmt.Sprintf(`is not 1; a protocol v1 record says "ocx": 1`), Err: ErrUnknownVersion}
+	o := strictjson.Obj{Map: m}
+	if n, ok := m["ocx"].(json.Number); !ok || n.String() != strconv.Itoa(version) {
+		return nil, &strictjson.FieldError{Where: where, Field: "ocx", Problem: fmt.Sprintf(`is not 1; a protocol v1 record says "ocx": 1`), Err: strictjson.ErrUnknownVersion}
 	}
-	if k, _ := m["kind"].(string); k != RecordKind {
-		return nil, &FieldError{Where: where, Field: "kind", Problem: `is not "record"`, Err: ErrWrongKind}
+	if k, _ := m["kind"].(string); k != recordKind {
+		return nil, &strictjson.FieldError{Where: where, Field: "kind", Problem: `is not "record"`, Err: strictjson.ErrWrongKind}
 	}
 	r, err := decodeTaskRecord(o)
 	if err != nil {
-		return nil, at(where, err)
+		return nil, strictjson.At(where, err)
 	}
 	return r, nil
 }
 
 // decodeTaskRecord reads a record's fields from its parsed block, whose
 // ocx and kind the caller has read; ReadMessage dispatches here too.
-func decodeTaskRecord(o jobj) (*TaskRecord, error) {
+func decodeTaskRecord(o strictjson.Obj) (*TaskRecord, error) {
 	r := new(TaskRecord)
-	if err := fill(o, r); err != nil {
+	if err := Fill(o, r); err != nil {
 		return nil, err
 	}
 	if err := r.Validate(); err != nil {
@@ -561,7 +564,7 @@ func (v Verdict) TagValue() string {
 
 // NamesRecord says whether the verdict's X names a record (a full hash)
 // rather than the path of a file in the check-in (E6).
-func (v Verdict) NamesRecord() bool { return checkHash("", v.Against) == nil }
+func (v Verdict) NamesRecord() bool { return CheckHash("", v.Against) == nil }
 
 // ParseVerdict reads an audited tag's value.
 func ParseVerdict(value string) (Verdict, error) {
@@ -570,23 +573,23 @@ func ParseVerdict(value string) (Verdict, error) {
 	v.Pass = ok
 	if !ok {
 		if rest, ok = strings.CutPrefix(value, VerdictFail+": "); !ok {
-			return Verdict{}, fieldErr("audited", ErrInvalid, fmt.Sprintf("%s does not start with pass: or fail:", quoteShort(value)))
+			return Verdict{}, strictjson.FieldErr("audited", strictjson.ErrInvalid, fmt.Sprintf("%s does not start with pass: or fail:", strictjson.QuoteShort(value)))
 		}
 	}
 	i := strings.LastIndex(rest, " (against ")
 	if i < 0 || !strings.HasSuffix(rest, ")") {
-		return Verdict{}, fieldErr("audited", ErrInvalid, fmt.Sprintf("%s does not end with (against X)", quoteShort(value)))
+		return Verdict{}, strictjson.FieldErr("audited", strictjson.ErrInvalid, fmt.Sprintf("%s does not end with (against X)", strictjson.QuoteShort(value)))
 	}
 	v.Reason, v.Against = rest[:i], rest[i+len(" (against "):len(rest)-1]
-	if strings.TrimSpace(v.Reason) == "" || v.Against == "" || checkLine("audited", value, true, MaxTextLen) != nil {
-		return Verdict{}, fieldErr("audited", ErrInvalid, fmt.Sprintf("%s has no reason or no X", quoteShort(value)))
+	if strings.TrimSpace(v.Reason) == "" || v.Against == "" || CheckLine("audited", value, true, MaxTextLen) != nil {
+		return Verdict{}, strictjson.FieldErr("audited", strictjson.ErrInvalid, fmt.Sprintf("%s has no reason or no X", strictjson.QuoteShort(value)))
 	}
 	// X is a record's full hash or a path of the check-in (E6), as the
 	// audit tool writes it and the status shows it: anything else (5 KB of
 	// it, an absolute path) is no verdict, which every reader passes over.
-	if checkHash("audited", v.Against) != nil && CheckAgainstPath("audited", v.Against) != nil {
-		return Verdict{}, fieldErr("audited", ErrInvalid, fmt.Sprintf("%s names %s, which is neither a record's full hash nor a path of the check-in (at most %d bytes, relative, clean)",
-			quoteShort(value), quoteShort(v.Against), MaxPathLen))
+	if CheckHash("audited", v.Against) != nil && checkAgainstPath("audited", v.Against) != nil {
+		return Verdict{}, strictjson.FieldErr("audited", strictjson.ErrInvalid, fmt.Sprintf("%s names %s, which is neither a record's full hash nor a path of the check-in (at most %d bytes, relative, clean)",
+			strictjson.QuoteShort(value), strictjson.QuoteShort(v.Against), maxPathLen))
 	}
 	return v, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/docs/design/validate"
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // toolCases are inputs each tool's decoder and its schema must agree on:
@@ -91,7 +92,7 @@ func TestToolDecodersAgreeWithSchemas(t *testing.T) {
 		case c.want != "" && !strings.Contains(derr.Error(), c.want):
 			t.Errorf("%s %s: refused with %q, which does not say %q", c.tool, c.in, derr, c.want)
 		}
-		var fe *FieldError
+		var fe *strictjson.FieldError
 		if derr != nil && !errors.As(derr, &fe) {
 			t.Errorf("%s %s: %v is not a *FieldError", c.tool, c.in, derr)
 		}
@@ -108,7 +109,7 @@ func TestToolFieldsMatchSchemas(t *testing.T) {
 			t.Fatal(err)
 		}
 		props := docs[design.ToolSchemaFile(name)]["properties"].(map[string]any)
-		fields := ToolFields(a)
+		fields := toolFields(a)
 		if len(props) != len(fields) {
 			t.Errorf("%s: the schema names %d fields, the decoder %d (%v)", name, len(props), len(fields), fields)
 		}
@@ -137,7 +138,7 @@ func TestVerdictRoundTrip(t *testing.T) {
 		}
 	}
 	// Issue 22 item 5: what a verdict names is a record's full hash or a
-	// path the status can show (at most MaxPathLen, clean, relative): a
+	// path the status can show (at most maxPathLen, clean, relative): a
 	// tag naming 5 KB is no verdict, and every reader passes over it.
 	long := "pass: ok (against " + strings.Repeat("x", 5000) + ")"
 	for _, bad := range []string{"", "ok", "pass: r", "pass: (against X)", "fail: r (against )", "PASS: r (against X)",
@@ -190,7 +191,7 @@ func TestTaskRecordRoundTrip(t *testing.T) {
 		t.Errorf("unknown top-level key: %v", err)
 	}
 	two := strings.Replace(string(block), `"ocx": 1,`, `"ocx": 2,`, 1)
-	if _, err := ReadTaskRecord([]byte(two)); !errors.Is(err, ErrUnknownVersion) {
+	if _, err := ReadTaskRecord([]byte(two)); !errors.Is(err, strictjson.ErrUnknownVersion) {
 		t.Errorf("version 2: %v", err)
 	}
 }
@@ -216,7 +217,7 @@ func fuzzTool(f *testing.F, tool string) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a, err := DecodeTool(tool, data)
 		if err != nil {
-			var fe *FieldError
+			var fe *strictjson.FieldError
 			if !errors.As(err, &fe) {
 				t.Fatalf("%v is not a *FieldError", err)
 			}

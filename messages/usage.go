@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ocx-go/ocx/messages/modelapi"
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // A session's use of the node (D50): the tokens its model read and wrote,
@@ -20,58 +23,6 @@ import (
 // limits.tokens, a protocol v1 record's budget.tokens (D50): the tokens
 // its model may read and write, as the node's model proxy counts them.
 const LimitTokens = "tokens"
-
-// MaxTokens bounds a tokens limit and every count: a JSON number every
-// reader reads exactly.
-const MaxTokens = MaxSafeInt
-
-// Tokens counts what a model read and wrote. Input is every token it read,
-// those read from a cache included; Cached is how many of them were.
-// Input and Output are what a tokens limit counts (Total).
-type Tokens struct {
-	Input  uint64 `json:"input" why:"a count of tokens says how many the model read"`
-	Output uint64 `json:"output" why:"a count of tokens says how many the model wrote"`
-	Cached uint64 `json:"cached,omitempty"`
-}
-
-// Total is what a tokens limit counts: read and written.
-func (t Tokens) Total() uint64 { return addCapped(t.Input, t.Output) }
-
-// Plus is t and u added, each count capped at MaxTokens.
-func (t Tokens) Plus(u Tokens) Tokens {
-	return Tokens{Input: addCapped(t.Input, u.Input), Output: addCapped(t.Output, u.Output), Cached: addCapped(t.Cached, u.Cached)}
-}
-
-// IsZero says nothing was counted.
-func (t Tokens) IsZero() bool { return t == Tokens{} }
-
-// String renders "120 in (20 cached), 40 out".
-func (t Tokens) String() string {
-	s := strconv.FormatUint(t.Input, 10) + " in"
-	if t.Cached > 0 {
-		s += " (" + strconv.FormatUint(t.Cached, 10) + " cached)"
-	}
-	return s + ", " + strconv.FormatUint(t.Output, 10) + " out"
-}
-
-func (t Tokens) validate(f string) error {
-	for k, n := range map[string]uint64{"input": t.Input, "output": t.Output, "cached": t.Cached} {
-		if n > MaxTokens {
-			return fieldErr(joinField(f, k), ErrInvalid, fmt.Sprintf("%d is past 2^53-1", n))
-		}
-	}
-	if t.Cached > t.Input {
-		return fieldErr(joinField(f, "cached"), ErrInvalid, fmt.Sprintf("%d is more than the %d tokens read: the cached are some of them", t.Cached, t.Input))
-	}
-	return nil
-}
-
-func addCapped(a, b uint64) uint64 {
-	if a > MaxTokens-min(b, MaxTokens) {
-		return MaxTokens
-	}
-	return a + b
-}
 
 // CostUSD is an amount of US dollars as a decimal string, at most six
 // places ("0.0123"): what a runner's CLI says a turn cost. A string, so
@@ -137,7 +88,7 @@ func (c CostUSD) validate(f string) error {
 		return nil
 	}
 	if _, ok := c.micros(); !ok {
-		return fieldErr(f, ErrInvalid, fmt.Sprintf("%s is not an amount of dollars: digits, and at most six places after a point, as 0.0123", quoteShort(string(c))))
+		return strictjson.FieldErr(f, strictjson.ErrInvalid, fmt.Sprintf("%s is not an amount of dollars: digits, and at most six places after a point, as 0.0123", strictjson.QuoteShort(string(c))))
 	}
 	return nil
 }
@@ -149,7 +100,7 @@ type ModelCount struct {
 	// Requests are the requests forwarded to the model's API.
 	Requests uint64 `json:"requests" why:"the node's count says how many requests it forwarded"`
 	// Tokens are what the replies said the model read and wrote.
-	Tokens
+	modelapi.Tokens
 	// Unread counts the replies (a success) whose usage could not be
 	// read: no usage, a stream cut short, a reply that is not the API's
 	// shape. Under a tokens limit one spends the budget: the node cannot
@@ -173,11 +124,11 @@ func (c ModelCount) String() string {
 
 func (c *ModelCount) validate(f string) error {
 	for k, n := range map[string]uint64{"requests": c.Requests, "unread": c.Unread, "refused": c.Refused} {
-		if n > MaxTokens {
-			return fieldErr(joinField(f, k), ErrInvalid, fmt.Sprintf("%d is past 2^53-1", n))
+		if n > modelapi.MaxTokens {
+			return strictjson.FieldErr(strictjson.JoinField(f, k), strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1", n))
 		}
 	}
-	return c.Tokens.validate(f)
+	return c.Tokens.ValidateAt(f)
 }
 
 func plural(n uint64, word string) string {
@@ -196,7 +147,7 @@ func plural(n uint64, word string) string {
 // runner's replies) and, where its CLI says it, the cost. Its own word:
 // shown beside the node's count, never deciding anything.
 type RunnerReport struct {
-	Tokens
+	modelapi.Tokens
 	Cost CostUSD `json:"cost_usd,omitempty"`
 }
 
@@ -215,14 +166,14 @@ func (r RunnerReport) String() string {
 }
 
 func (r *RunnerReport) validate(f string) error {
-	if err := r.Tokens.validate(f); err != nil {
+	if err := r.Tokens.ValidateAt(f); err != nil {
 		return err
 	}
-	return r.Cost.validate(joinField(f, "cost_usd"))
+	return r.Cost.validate(strictjson.JoinField(f, "cost_usd"))
 }
 
 // Validate checks the counts and the cost.
-func (r *RunnerReport) Validate() error { return at("runner-usage", r.validate("")) }
+func (r *RunnerReport) Validate() error { return strictjson.At("runner-usage", r.validate("")) }
 
 // Encode renders the runner's report as the file a runner writes for its
 // session ($OCX_TURN_USAGE, "ocx": "runner-usage").
@@ -248,13 +199,13 @@ func DecodeRunnerReport(data []byte) (*RunnerReport, error) {
 
 func decodeUsageFile(kind string, data []byte, v any) error {
 	if len(data) > MaxUsageFileLen {
-		return &FieldError{Where: kind, Problem: fmt.Sprintf("is %d bytes; at most %d", len(data), MaxUsageFileLen), Err: ErrTooLong}
+		return &strictjson.FieldError{Where: kind, Problem: fmt.Sprintf("is %d bytes; at most %d", len(data), MaxUsageFileLen), Err: strictjson.ErrTooLong}
 	}
 	o, err := hostFileObject(kind, kind, data)
 	if err != nil {
 		return err
 	}
-	return at(kind, fill(o, v))
+	return strictjson.At(kind, Fill(o, v))
 }
 
 // TurnUsage is one turn as its session measured it: the post it
@@ -269,17 +220,17 @@ type TurnUsage struct {
 }
 
 func (t *TurnUsage) validate(f string) error {
-	if err := checkHash(joinField(f, "post"), t.Post); err != nil {
+	if err := CheckHash(strictjson.JoinField(f, "post"), t.Post); err != nil {
 		return err
 	}
-	if err := checkTime(joinField(f, "started"), t.Started); err != nil {
+	if err := checkTime(strictjson.JoinField(f, "started"), t.Started); err != nil {
 		return err
 	}
-	if t.WallMS > MaxSafeInt || t.CPUMS > MaxSafeInt {
-		return fieldErr(joinField(f, "wall_ms"), ErrInvalid, "is past 2^53-1")
+	if t.WallMS > strictjson.MaxSafeInt || t.CPUMS > strictjson.MaxSafeInt {
+		return strictjson.FieldErr(strictjson.JoinField(f, "wall_ms"), strictjson.ErrInvalid, "is past 2^53-1")
 	}
 	if t.Runner != nil {
-		return t.Runner.validate(joinField(f, "runner"))
+		return t.Runner.validate(strictjson.JoinField(f, "runner"))
 	}
 	return nil
 }
@@ -304,9 +255,9 @@ type SessionUsage struct {
 
 // AddTurn adds one turn to the sums.
 func (u *SessionUsage) AddTurn(t TurnUsage) {
-	u.Turns = addCapped(u.Turns, 1)
-	u.WallMS = addCapped(u.WallMS, t.WallMS)
-	u.CPUMS = addCapped(u.CPUMS, t.CPUMS)
+	u.Turns = strictjson.AddCapped(u.Turns, 1)
+	u.WallMS = strictjson.AddCapped(u.WallMS, t.WallMS)
+	u.CPUMS = strictjson.AddCapped(u.CPUMS, t.CPUMS)
 	if t.Runner != nil {
 		r := t.Runner.Plus(RunnerReport{})
 		if u.Runner != nil {
@@ -341,17 +292,17 @@ func seconds(ms uint64) string {
 
 func (u *SessionUsage) validate(f string) error {
 	if u.Model != nil {
-		if err := u.Model.validate(joinField(f, "model")); err != nil {
+		if err := u.Model.validate(strictjson.JoinField(f, "model")); err != nil {
 			return err
 		}
 	}
 	for k, n := range map[string]uint64{"tokens_limit": u.Limit, "turns": u.Turns, "wall_ms": u.WallMS, "cpu_ms": u.CPUMS} {
-		if n > MaxSafeInt {
-			return fieldErr(joinField(f, k), ErrInvalid, fmt.Sprintf("%d is past 2^53-1", n))
+		if n > strictjson.MaxSafeInt {
+			return strictjson.FieldErr(strictjson.JoinField(f, k), strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1", n))
 		}
 	}
 	if u.Runner != nil {
-		return u.Runner.validate(joinField(f, "runner"))
+		return u.Runner.validate(strictjson.JoinField(f, "runner"))
 	}
 	return nil
 }
@@ -377,21 +328,21 @@ type ModelUsage struct {
 // Validate checks the launch, the counts and the time.
 func (m *ModelUsage) Validate() error {
 	if err := checkOptHash("launch", m.Launch); err != nil {
-		return at("model-usage", err)
+		return strictjson.At("model-usage", err)
 	}
 	if err := m.Count.validate("count"); err != nil {
-		return at("model-usage", err)
+		return strictjson.At("model-usage", err)
 	}
-	if m.Limit > MaxTokens {
-		return at("model-usage", fieldErr("limit", ErrInvalid, "is past 2^53-1"))
+	if m.Limit > modelapi.MaxTokens {
+		return strictjson.At("model-usage", strictjson.FieldErr("limit", strictjson.ErrInvalid, "is past 2^53-1"))
 	}
 	if m.Reached != "" && m.Limit == 0 {
-		return at("model-usage", fieldErr("reached", ErrInvalid, "a count with no limit reaches none"))
+		return strictjson.At("model-usage", strictjson.FieldErr("reached", strictjson.ErrInvalid, "a count with no limit reaches none"))
 	}
-	if err := checkLine("reached", m.Reached, false, MaxShortLen); err != nil {
-		return at("model-usage", err)
+	if err := CheckLine("reached", m.Reached, false, MaxShortLen); err != nil {
+		return strictjson.At("model-usage", err)
 	}
-	return at("model-usage", checkTime("updated", m.Updated))
+	return strictjson.At("model-usage", checkTime("updated", m.Updated))
 }
 
 // Encode renders the file.
@@ -413,9 +364,9 @@ func DecodeModelUsage(data []byte) (*ModelUsage, error) {
 	return m, m.Validate()
 }
 
-// MaxTurnsKept is how many turns a session's usage file keeps one by
+// maxTurnsKept is how many turns a session's usage file keeps one by
 // one; its total sums every turn.
-const MaxTurnsKept = 100
+const maxTurnsKept = 100
 
 // SessionTurns is a session's own account of its turns:
 // WS/session/usage.json ("ocx": "turns"), written by the session after
@@ -426,7 +377,7 @@ type SessionTurns struct {
 	Launch string `json:"launch,omitempty"`
 	// Total sums every turn (Model is never set here).
 	Total SessionUsage `json:"total" why:"the session's turns hold their total"`
-	// Turns are the last MaxTurnsKept, oldest first.
+	// Turns are the last maxTurnsKept, oldest first.
 	Turns []TurnUsage `json:"turns" why:"the session's turns are listed, even none"`
 }
 
@@ -434,28 +385,28 @@ type SessionTurns struct {
 func (s *SessionTurns) Add(t TurnUsage) {
 	s.Total.AddTurn(t)
 	s.Turns = append(s.Turns, t)
-	if n := len(s.Turns); n > MaxTurnsKept {
-		s.Turns = append(s.Turns[:0:0], s.Turns[n-MaxTurnsKept:]...)
+	if n := len(s.Turns); n > maxTurnsKept {
+		s.Turns = append(s.Turns[:0:0], s.Turns[n-maxTurnsKept:]...)
 	}
 }
 
 // Validate checks each turn and the total.
 func (s *SessionTurns) Validate() error {
 	if err := checkOptHash("launch", s.Launch); err != nil {
-		return at("turns", err)
+		return strictjson.At("turns", err)
 	}
 	if s.Total.Model != nil {
-		return at("turns", fieldErr("total.model", ErrInvalid, "a session's own account holds no count of the node's"))
+		return strictjson.At("turns", strictjson.FieldErr("total.model", strictjson.ErrInvalid, "a session's own account holds no count of the node's"))
 	}
 	if err := s.Total.validate("total"); err != nil {
-		return at("turns", err)
+		return strictjson.At("turns", err)
 	}
-	if len(s.Turns) > MaxTurnsKept {
-		return at("turns", fieldErr("turns", ErrInvalid, fmt.Sprintf("holds %d turns; at most %d", len(s.Turns), MaxTurnsKept)))
+	if len(s.Turns) > maxTurnsKept {
+		return strictjson.At("turns", strictjson.FieldErr("turns", strictjson.ErrInvalid, fmt.Sprintf("holds %d turns; at most %d", len(s.Turns), maxTurnsKept)))
 	}
 	for i := range s.Turns {
-		if err := s.Turns[i].validate(indexField("turns", i)); err != nil {
-			return at("turns", err)
+		if err := s.Turns[i].validate(strictjson.IndexField("turns", i)); err != nil {
+			return strictjson.At("turns", err)
 		}
 	}
 	return nil
@@ -542,7 +493,7 @@ func (u SessionUsage) fields() string {
 		kv("runner_in", r.Input)
 		kv("runner_out", r.Output)
 		if r.Cost != "" {
-			b.WriteString(" runner_cost_usd=" + token(string(r.Cost)))
+			b.WriteString(" runner_cost_usd=" + Token(string(r.Cost)))
 		}
 	}
 	return b.String()

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/ocx-go/ocx/messages/modelapi"
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // TestCostUSD: an amount is rounded to a millionth of a dollar and added
@@ -36,15 +39,15 @@ func TestCostUSD(t *testing.T) {
 // TestTokens: the cached are some of the read, the total what a limit
 // counts, and sums never pass 2^53-1.
 func TestTokens(t *testing.T) {
-	tk := Tokens{Input: 120, Output: 40, Cached: 20}
+	tk := modelapi.Tokens{Input: 120, Output: 40, Cached: 20}
 	if tk.Total() != 160 || tk.String() != "120 in (20 cached), 40 out" {
 		t.Errorf("%v: total %d", tk, tk.Total())
 	}
-	if err := (Tokens{Input: 1, Cached: 2}).validate("t"); err == nil || !strings.Contains(err.Error(), "t.cached") {
+	if err := (modelapi.Tokens{Input: 1, Cached: 2}).ValidateAt("t"); err == nil || !strings.Contains(err.Error(), "t.cached") {
 		t.Errorf("more cached than read: %v", err)
 	}
-	big := Tokens{Input: MaxTokens, Output: MaxTokens}
-	if s := big.Plus(big); s.Input != MaxTokens || s.Total() != MaxTokens {
+	big := modelapi.Tokens{Input: modelapi.MaxTokens, Output: modelapi.MaxTokens}
+	if s := big.Plus(big); s.Input != modelapi.MaxTokens || s.Total() != modelapi.MaxTokens {
 		t.Errorf("capped sum: %+v, total %d", s, s.Total())
 	}
 }
@@ -53,8 +56,8 @@ func TestTokens(t *testing.T) {
 // kind and keys read strictly.
 func TestUsageFiles(t *testing.T) {
 	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	m := &ModelUsage{Launch: h40, Count: ModelCount{Requests: 3, Tokens: Tokens{Input: 120, Output: 40}}, Limit: 100,
-		Reached: TokensReached(ModelCount{Tokens: Tokens{Input: 120, Output: 40}}, 100), Updated: at}
+	m := &ModelUsage{Launch: h40, Count: ModelCount{Requests: 3, Tokens: modelapi.Tokens{Input: 120, Output: 40}}, Limit: 100,
+		Reached: TokensReached(ModelCount{Tokens: modelapi.Tokens{Input: 120, Output: 40}}, 100), Updated: at}
 	b, err := m.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -67,11 +70,11 @@ func TestUsageFiles(t *testing.T) {
 		t.Errorf("reached: %q", m.Reached)
 	}
 	st := &SessionTurns{Launch: h40}
-	for i := range MaxTurnsKept + 5 {
-		st.Add(TurnUsage{Post: h40, Started: at, WallMS: 1000, CPUMS: 10, Runner: &RunnerReport{Tokens: Tokens{Input: 1, Output: 2}, Cost: "0.01"}})
+	for i := range maxTurnsKept + 5 {
+		st.Add(TurnUsage{Post: h40, Started: at, WallMS: 1000, CPUMS: 10, Runner: &RunnerReport{Tokens: modelapi.Tokens{Input: 1, Output: 2}, Cost: "0.01"}})
 		_ = i
 	}
-	if len(st.Turns) != MaxTurnsKept || st.Total.Turns != MaxTurnsKept+5 || st.Total.WallMS != 105000 || st.Total.Runner.Cost != "1.05" {
+	if len(st.Turns) != maxTurnsKept || st.Total.Turns != maxTurnsKept+5 || st.Total.WallMS != 105000 || st.Total.Runner.Cost != "1.05" {
 		t.Fatalf("turns kept %d, total %+v %+v", len(st.Turns), st.Total, st.Total.Runner)
 	}
 	b, err = st.Encode()
@@ -79,14 +82,14 @@ func TestUsageFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(b) > MaxUsageFileLen {
-		t.Errorf("%d turns take %d bytes, past the file's bound %d", MaxTurnsKept, len(b), MaxUsageFileLen)
+		t.Errorf("%d turns take %d bytes, past the file's bound %d", maxTurnsKept, len(b), MaxUsageFileLen)
 	}
 	tb, err := DecodeSessionTurns(b)
-	if err != nil || tb.Total.Turns != st.Total.Turns || len(tb.Turns) != MaxTurnsKept {
+	if err != nil || tb.Total.Turns != st.Total.Turns || len(tb.Turns) != maxTurnsKept {
 		t.Fatalf("turns read back: %v", err)
 	}
 	u, reached := UsageOf(back, tb)
-	if u.Model == nil || u.Model.Requests != 3 || u.Turns != MaxTurnsKept+5 || u.Limit != 100 || reached == "" {
+	if u.Model == nil || u.Model.Requests != 3 || u.Turns != maxTurnsKept+5 || u.Limit != 100 || reached == "" {
 		t.Errorf("usage of both: %+v (%s)", u, reached)
 	}
 	if s := u.String(); !strings.Contains(s, "160 of its 100 tokens") || !strings.Contains(s, "105 turns") {
@@ -125,7 +128,7 @@ func TestLimitsTokens(t *testing.T) {
 		{"tokens negative", llm + `{"tokens": -1}}`, "limits.tokens"},
 		{"tokens on a mechanical session", `{"ocx": "session", "kind": "mechanical", "command": ["true"], "lifetime": "stays", "limits": {"tokens": 10}}`, "limits.tokens"},
 	} {
-		n, err := DecodeNote([]byte(c.block))
+		n, err := decodeNote([]byte(c.block))
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: refused: %v", c.name, err)
@@ -139,8 +142,8 @@ func TestLimitsTokens(t *testing.T) {
 	}
 	// A reader before D50 knew wall alone inside limits, and refused any
 	// other key: it refuses this definition rather than drop the limit.
-	old := jobj{m: map[string]any{"tokens": nil}}
-	if err := old.onlyKeys("limits", "wall"); err == nil {
+	old := strictjson.Obj{Map: map[string]any{"tokens": nil}}
+	if err := old.OnlyKeys("limits", "wall"); err == nil {
 		t.Errorf("a reader knowing wall alone accepts tokens")
 	}
 }
@@ -178,9 +181,9 @@ func TestBudgetLine(t *testing.T) {
 func FuzzDecodeUsageFiles(f *testing.F) {
 	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	st := &SessionTurns{Launch: h40}
-	st.Add(TurnUsage{Post: h40, Started: at, WallMS: 5, Runner: &RunnerReport{Tokens: Tokens{Input: 3}, Cost: "0.5"}})
+	st.Add(TurnUsage{Post: h40, Started: at, WallMS: 5, Runner: &RunnerReport{Tokens: modelapi.Tokens{Input: 3}, Cost: "0.5"}})
 	for _, v := range []interface{ Encode() ([]byte, error) }{
-		&ModelUsage{Count: ModelCount{Requests: 1}, Updated: at}, st, &RunnerReport{Tokens: Tokens{Input: 1, Output: 2}},
+		&ModelUsage{Count: ModelCount{Requests: 1}, Updated: at}, st, &RunnerReport{Tokens: modelapi.Tokens{Input: 1, Output: 2}},
 	} {
 		b, err := v.Encode()
 		if err != nil {
@@ -247,13 +250,13 @@ func TestUsageSumsProperty(t *testing.T) {
 		for i := range rapid.IntRange(0, 150).Draw(t, "n") {
 			tu := TurnUsage{Post: h40, Started: time.Unix(int64(i), 0).UTC(), WallMS: rapid.Uint64Range(0, 1e6).Draw(t, "wall"), CPUMS: rapid.Uint64Range(0, 1e6).Draw(t, "cpu")}
 			if rapid.Bool().Draw(t, "reported") {
-				tu.Runner = &RunnerReport{Tokens: Tokens{Input: rapid.Uint64Range(0, 1e6).Draw(t, "in")}}
+				tu.Runner = &RunnerReport{Tokens: modelapi.Tokens{Input: rapid.Uint64Range(0, 1e6).Draw(t, "in")}}
 				in += tu.Runner.Input
 			}
 			wall, cpu = wall+tu.WallMS, cpu+tu.CPUMS
 			st.Add(tu)
 		}
-		if st.Total.WallMS != wall || st.Total.CPUMS != cpu || len(st.Turns) > MaxTurnsKept {
+		if st.Total.WallMS != wall || st.Total.CPUMS != cpu || len(st.Turns) > maxTurnsKept {
 			t.Fatalf("total %+v, want wall %d cpu %d", st.Total, wall, cpu)
 		}
 		if in > 0 && (st.Total.Runner == nil || st.Total.Runner.Input != in) {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // WakeLine is one line of a session's wake pipe, written by the hook: the
@@ -22,12 +24,12 @@ type WakeLine struct {
 
 // Validate checks the hash and the sender.
 func (l WakeLine) Validate() error {
-	if err := checkHash("post", l.Post); err != nil {
-		return at("wake line", err)
+	if err := CheckHash("post", l.Post); err != nil {
+		return strictjson.At("wake line", err)
 	}
 	if l.From != "" {
 		if err := checkUser("from", l.From); err != nil {
-			return at("wake line", err)
+			return strictjson.At("wake line", err)
 		}
 	}
 	return nil
@@ -48,22 +50,22 @@ func (l WakeLine) Encode() ([]byte, error) {
 // String renders the line without its newline.
 func (l WakeLine) String() string {
 	if l.From == "" {
-		return token(l.Post)
+		return Token(l.Post)
 	}
-	return token(l.Post) + " " + token(l.From)
+	return Token(l.Post) + " " + Token(l.From)
 }
 
 // ParseWakeLine reads one wake line, with or without its newline. Each line
 // has one encoding, so what parses re-encodes to the same bytes.
 func ParseWakeLine(line []byte) (WakeLine, error) {
 	line = bytes.TrimSuffix(line, []byte{'\n'})
-	if len(line)+1 > PipeBuf {
-		return WakeLine{}, &FieldError{Where: "wake line", Problem: fmt.Sprintf("is %d bytes with its newline; a wake line is at most %d (PIPE_BUF)", len(line)+1, PipeBuf), Err: ErrTooLong}
+	if len(line)+1 > pipeBuf {
+		return WakeLine{}, &strictjson.FieldError{Where: "wake line", Problem: fmt.Sprintf("is %d bytes with its newline; a wake line is at most %d (PIPE_BUF)", len(line)+1, pipeBuf), Err: strictjson.ErrTooLong}
 	}
 	hash, from, _ := strings.Cut(string(line), " ")
 	l := WakeLine{Post: hash, From: from}
 	if strings.Contains(string(line), " ") && from == "" {
-		return WakeLine{}, &FieldError{Where: "wake line", Field: "from", Problem: "is empty after the space; a line is HASH alone or HASH SENDER", Err: ErrSyntax}
+		return WakeLine{}, &strictjson.FieldError{Where: "wake line", Field: "from", Problem: "is empty after the space; a line is HASH alone or HASH SENDER", Err: strictjson.ErrSyntax}
 	}
 	if err := l.Validate(); err != nil {
 		return WakeLine{}, err
@@ -76,13 +78,13 @@ func ParseWakeLine(line []byte) (WakeLine, error) {
 // valid UTF-8 without control characters and without space at either end.
 func checkUser(field, s string) error {
 	if s == "" {
-		return fieldErr(field, ErrMissing, "is empty; it names a Fossil user")
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; it names a Fossil user")
 	}
 	if len(s) > MaxShortLen {
-		return fieldErr(field, ErrTooLong, fmt.Sprintf("is %d bytes; a user's login is at most %d", len(s), MaxShortLen))
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a user's login is at most %d", len(s), MaxShortLen))
 	}
 	if strings.Trim(s, " ") != s {
-		return fieldErr(field, ErrInvalid, fmt.Sprintf("%s begins or ends with a space; a login does not", quoteShort(s)))
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s begins or ends with a space; a login does not", strictjson.QuoteShort(s)))
 	}
 	return checkChars(field, s, false)
 }
@@ -92,8 +94,8 @@ func checkUser(field, s string) error {
 // session hears nobody) is an empty file. The hook reads it for each post
 // that would wake the session (D27).
 func HearsFileContent(hears []string) ([]byte, error) {
-	if err := checkHears("hears", hears); err != nil {
-		return nil, at("hears file", err)
+	if err := CheckHears("hears", hears); err != nil {
+		return nil, strictjson.At("hears file", err)
 	}
 	var b bytes.Buffer
 	for _, u := range hears {
@@ -112,13 +114,13 @@ func ParseHearsFile(data []byte) ([]string, error) {
 		return out, nil
 	}
 	if data[len(data)-1] != '\n' {
-		return nil, &FieldError{Where: where, Problem: "does not end with a newline: each login is a line", Err: ErrSyntax}
+		return nil, &strictjson.FieldError{Where: where, Problem: "does not end with a newline: each login is a line", Err: strictjson.ErrSyntax}
 	}
 	for _, l := range strings.Split(string(data[:len(data)-1]), "\n") {
 		out = append(out, l)
 	}
-	if err := checkHears("hears", out); err != nil {
-		return nil, at(where, err)
+	if err := CheckHears("hears", out); err != nil {
+		return nil, strictjson.At(where, err)
 	}
 	return out, nil
 }
@@ -140,8 +142,8 @@ func Hears(hears []string, sender string) bool {
 // CheckinsFileContent renders AGENTS/LOGIN/held/PROJECT/checkins: one branch a line, each
 // line ended by a newline; no branch, an empty file.
 func CheckinsFileContent(branches []string) ([]byte, error) {
-	if err := checkBranches("checkins", branches); err != nil {
-		return nil, at("checkins file", err)
+	if err := CheckBranches("checkins", branches); err != nil {
+		return nil, strictjson.At("checkins file", err)
 	}
 	var b bytes.Buffer
 	for _, br := range branches {
@@ -160,11 +162,11 @@ func ParseCheckinsFile(data []byte) ([]string, error) {
 		return out, nil
 	}
 	if data[len(data)-1] != '\n' {
-		return nil, &FieldError{Where: where, Problem: "does not end with a newline: each branch is a line", Err: ErrSyntax}
+		return nil, &strictjson.FieldError{Where: where, Problem: "does not end with a newline: each branch is a line", Err: strictjson.ErrSyntax}
 	}
 	out = append(out, strings.Split(string(data[:len(data)-1]), "\n")...)
-	if err := checkBranches("checkins", out); err != nil {
-		return nil, at(where, err)
+	if err := CheckBranches("checkins", out); err != nil {
+		return nil, strictjson.At(where, err)
 	}
 	return out, nil
 }

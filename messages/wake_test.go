@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 func TestWakeLines(t *testing.T) {
@@ -30,19 +32,19 @@ func TestWakeLines(t *testing.T) {
 		line, field string
 		err         error
 	}{
-		{"", "post", ErrMissing},
-		{"nothex", "post", ErrInvalid},
-		{h64[:20], "post", ErrInvalid},
-		{h64 + " ", "from", ErrSyntax},
-		{h64 + "  alice", "from", ErrInvalid},
-		{h64 + " alice ", "from", ErrInvalid},
-		{h64 + " al\x01ice", "from", ErrInvalid},
-		{h64 + " al\xffice", "from", ErrInvalid},
-		{h64 + " " + strings.Repeat("a", PipeBuf), "", ErrTooLong},
-		{h64 + " alice\nbob", "from", ErrInvalid},
+		{"", "post", strictjson.ErrMissing},
+		{"nothex", "post", strictjson.ErrInvalid},
+		{h64[:20], "post", strictjson.ErrInvalid},
+		{h64 + " ", "from", strictjson.ErrSyntax},
+		{h64 + "  alice", "from", strictjson.ErrInvalid},
+		{h64 + " alice ", "from", strictjson.ErrInvalid},
+		{h64 + " al\x01ice", "from", strictjson.ErrInvalid},
+		{h64 + " al\xffice", "from", strictjson.ErrInvalid},
+		{h64 + " " + strings.Repeat("a", pipeBuf), "", strictjson.ErrTooLong},
+		{h64 + " alice\nbob", "from", strictjson.ErrInvalid},
 	} {
 		_, err := ParseWakeLine([]byte(bad.line))
-		var fe *FieldError
+		var fe *strictjson.FieldError
 		if !errors.As(err, &fe) || !errors.Is(err, bad.err) || fe.Field != bad.field || !strings.Contains(err.Error(), "wake line") {
 			t.Errorf("%q: %v (field %q), want %v naming %q", bad.line, err, fieldOf(err), bad.err, bad.field)
 		}
@@ -50,7 +52,7 @@ func TestWakeLines(t *testing.T) {
 }
 
 func fieldOf(err error) string {
-	var fe *FieldError
+	var fe *strictjson.FieldError
 	if errors.As(err, &fe) {
 		return fe.Field
 	}
@@ -126,7 +128,7 @@ func TestClaims(t *testing.T) {
 	if len(got) != 2 || got[0].Kind != KindLaunch || got[0].Login != "agent-1" || got[0].Project != "demo" || got[0].Line != 3 || got[1].Login != "" {
 		t.Errorf("claims: %+v", got)
 	}
-	if _, err := ReadPost([]byte(text)); !errors.Is(err, ErrSeveralNotes) {
+	if _, err := ReadPost([]byte(text)); !errors.Is(err, strictjson.ErrSeveralNotes) {
 		t.Errorf("the post reads as %v", err)
 	}
 }

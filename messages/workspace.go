@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // WorkspaceDefinition is the first entry on a workspace's record (seed 000): the
@@ -53,10 +55,10 @@ func (d *WorkspaceDefinition) Validate() error {
 	if err := checkLogin("login", d.Login); err != nil {
 		return err
 	}
-	if err := checkProject("project", d.Project); err != nil {
+	if err := CheckProject("project", d.Project); err != nil {
 		return err
 	}
-	if err := checkBranch("branch", d.Branch); err != nil {
+	if err := CheckBranch("branch", d.Branch); err != nil {
 		return err
 	}
 	return d.Sandbox.validate("sandbox")
@@ -71,28 +73,28 @@ func (s *Sandbox) validate(field string) error {
 		paths []string
 	}{{"read_only", s.ReadOnly}, {"read_write", s.ReadWrite}, {"homes", s.Homes}, {"path", s.Path}}
 	for _, l := range lists {
-		f := joinField(field, l.key)
+		f := strictjson.JoinField(field, l.key)
 		for i, p := range l.paths {
-			if err := checkAbsPath(indexField(f, i), p); err != nil {
+			if err := CheckAbsPath(strictjson.IndexField(f, i), p); err != nil {
 				return err
 			}
 		}
 	}
 	names := make(map[string]int, len(s.Homes))
 	for i, h := range s.Homes {
-		f := indexField(joinField(field, "homes"), i)
+		f := strictjson.IndexField(strictjson.JoinField(field, "homes"), i)
 		if h == "/" {
-			return fieldErr(f, ErrInvalid, `"/" has no last name to appear under in the workspace`)
+			return strictjson.FieldErr(f, strictjson.ErrInvalid, `"/" has no last name to appear under in the workspace`)
 		}
 		base := path.Base(h)
 		if j, dup := names[base]; dup {
-			return fieldErr(f, ErrInvalid, fmt.Sprintf("%s has the last name %q, as homes[%d] does; both would appear at the same place in the workspace", quoteShort(h), base, j))
+			return strictjson.FieldErr(f, strictjson.ErrInvalid, fmt.Sprintf("%s has the last name %q, as homes[%d] does; both would appear at the same place in the workspace", strictjson.QuoteShort(h), base, j))
 		}
 		names[base] = i
 	}
 	for i, p := range s.Path {
 		if strings.ContainsRune(p, ':') {
-			return fieldErr(indexField(joinField(field, "path"), i), ErrInvalid, fmt.Sprintf("%s holds ':', which separates PATH's entries", quoteShort(p)))
+			return strictjson.FieldErr(strictjson.IndexField(strictjson.JoinField(field, "path"), i), strictjson.ErrInvalid, fmt.Sprintf("%s holds ':', which separates PATH's entries", strictjson.QuoteShort(p)))
 		}
 	}
 	return nil
@@ -104,7 +106,7 @@ func (d *WorkspaceDefinition) Encode() ([]byte, error) {
 	c := *d
 	c.Sandbox = c.Sandbox.filled()
 	if err := c.Validate(); err != nil {
-		return nil, at(KindWorkspace.where(), err)
+		return nil, strictjson.At(KindWorkspace.where(), err)
 	}
 	return encodeNote(KindWorkspace, c.Version, c)
 }
@@ -149,22 +151,22 @@ func (s Sandbox) render(l *line) {
 // under "sandbox".
 func DecodeSandbox(data []byte) (Sandbox, error) {
 	const where = "sandbox"
-	v, err := parseStrict(data, MaxNoteLen)
+	v, err := strictjson.Parse(data, strictjson.MaxNoteLen)
 	if err != nil {
-		return Sandbox{}, at(where, err)
+		return Sandbox{}, strictjson.At(where, err)
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return Sandbox{}, &FieldError{Where: where, Problem: "is " + jsonType(v) + "; a sandbox is a JSON object", Err: ErrInvalid}
+		return Sandbox{}, &strictjson.FieldError{Where: where, Problem: "is " + strictjson.JSONType(v) + "; a sandbox is a JSON object", Err: strictjson.ErrInvalid}
 	}
 	var wrap struct {
 		Sandbox Sandbox `json:"sandbox" ocx:"closed" why:"a sandbox"`
 	}
-	if err := fill(jobj{m: map[string]any{"sandbox": m}}, &wrap); err != nil {
-		return Sandbox{}, at(where, err)
+	if err := Fill(strictjson.Obj{Map: map[string]any{"sandbox": m}}, &wrap); err != nil {
+		return Sandbox{}, strictjson.At(where, err)
 	}
 	if err := wrap.Sandbox.Validate(); err != nil {
-		return Sandbox{}, at(where, err)
+		return Sandbox{}, strictjson.At(where, err)
 	}
 	return wrap.Sandbox, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // This file is the session's pure logic: what to do with a post it was woken
@@ -165,7 +166,7 @@ func Decide(login, ownRecord string, p Post, answered bool) Decision {
 	}
 	n, err := messages.ReadPost([]byte(p.Text))
 	switch {
-	case errors.Is(err, messages.ErrNotANote):
+	case errors.Is(err, strictjson.ErrNotANote):
 		return Decision{Answer, "a post to answer"}
 	case err != nil:
 		return Decision{SkipNote, "it may hold a note: " + err.Error()}

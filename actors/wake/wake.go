@@ -136,7 +136,7 @@ type Missed struct {
 }
 
 // MaxUnheardPosts bounds the posts one unheard note names, so that a note
-// stays well within a note's size (messages.MaxNoteLen).
+// stays well within a note's size (strictjson.MaxNoteLen).
 const MaxUnheardPosts = 1000
 
 // UnheardNote is one note to write: as Login, on the record, replying to

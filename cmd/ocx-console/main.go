@@ -24,6 +24,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // pageWait bounds the wait for the daemon's page: a page is rendered from
@@ -68,9 +69,9 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 // byDaemon says whether the request is one the daemon serves: a page read
 // by GET or HEAD, not a git fetch (streamed by git's own CGI), with an
 // environment a page ask may carry, decided on the path the console
-// routes (messages.NotByDaemon, which the daemon applies too).
+// routes (wire.NotByDaemon, which the daemon applies too).
 func byDaemon(environ []string) bool {
-	return messages.NotByDaemon(environ) == ""
+	return wire.NotByDaemon(environ) == ""
 }
 
 // askDaemon asks the daemon for the page and returns its CGI reply.
@@ -79,7 +80,7 @@ func askDaemon(agents string, environ []string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := messages.NewAsk(messages.AskPage)
+	a := wire.NewAsk(wire.AskPage)
 	a.Env = environ
 	r, err := nodesock.Ask(context.Background(), layout, a, pageWait)
 	if err != nil {
@@ -92,19 +93,19 @@ func askDaemon(agents string, environ []string) ([]byte, error) {
 }
 
 // withFallback is environ with why the daemon took no ask for the page
-// (messages.ConsoleFallbackEnv) in place of any such entry; nil leaves
+// (wire.ConsoleFallbackEnv) in place of any such entry; nil leaves
 // none.
 func withFallback(environ []string, why error) []string {
 	out := make([]string, 0, len(environ)+1)
 	for _, kv := range environ {
-		if !strings.HasPrefix(kv, messages.ConsoleFallbackEnv+"=") {
+		if !strings.HasPrefix(kv, wire.ConsoleFallbackEnv+"=") {
 			out = append(out, kv)
 		}
 	}
 	if why == nil {
 		return out
 	}
-	return append(out, messages.ConsoleFallbackEnv+"="+messages.ClipText(messages.CleanText(why.Error()), 300))
+	return append(out, wire.ConsoleFallbackEnv+"="+messages.ClipText(messages.CleanText(why.Error()), 300))
 }
 
 // fallBack runs `ocx console` of this release with the request as Fossil

@@ -23,6 +23,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // doneWait bounds the wait for the daemon to finish a hook's work it took
@@ -47,7 +48,7 @@ func run(args []string, stdin io.Reader, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "ocx-hook: usage: ocx-hook --agents AGENTS --repo REPOSITORY")
 		return 2
 	}
-	in, _ := io.ReadAll(io.LimitReader(stdin, messages.MaxAskLen))
+	in, _ := io.ReadAll(io.LimitReader(stdin, wire.MaxAskLen))
 	err := askDaemon(*agents, *repo, in)
 	if err == nil {
 		return 0
@@ -70,9 +71,9 @@ func askDaemon(agents, repo string, in []byte) error {
 	if err != nil {
 		return err
 	}
-	a := messages.NewAsk(messages.AskHook)
+	a := wire.NewAsk(wire.AskHook)
 	a.Repo = abs
-	a.Hashes = messages.HookHashes(bytes.NewReader(in))
+	a.Hashes = wire.HookHashes(bytes.NewReader(in))
 	_, err = nodesock.Ask(context.Background(), layout, a, doneWait)
 	return err
 }
@@ -86,6 +87,6 @@ func fallBack(agents, repo string, in []byte, why error) error {
 	}
 	cmd := exec.Command(filepath.Join(filepath.Dir(self), "ocx"), "hook", "--agents", agents, "--repo", repo)
 	cmd.Stdin = bytes.NewReader(in)
-	cmd.Env = append(os.Environ(), messages.HookFallbackEnv+"="+messages.ClipText(messages.CleanText(why.Error()), 300))
+	cmd.Env = append(os.Environ(), wire.HookFallbackEnv+"="+messages.ClipText(messages.CleanText(why.Error()), 300))
 	return cmd.Run()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/runner"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
 // args is claude's command line for a turn (docs/runners.md, "## claude"):
@@ -70,7 +71,7 @@ type result struct {
 func (r result) reported() (rep messages.RunnerReport, ok bool) {
 	if len(r.Usage) > 0 && r.Usage[0] == '{' {
 		body := append(append([]byte(`{"usage":`), r.Usage...), '}')
-		if t, tok := messages.ParseUsage(messages.ShapeMessages, body); tok {
+		if t, tok := modelapi.ParseUsage(modelapi.ShapeMessages, body); tok {
 			rep.Tokens, ok = t, true
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/runner"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
 func TestParseOutput(t *testing.T) {
@@ -56,7 +57,7 @@ func TestReported(t *testing.T) {
 	}{
 		{"usage and cost", `{"type":"result","subtype":"success","result":"x","session_id":"s","total_cost_usd":0.0123,
 			"usage":{"input_tokens":10,"cache_creation_input_tokens":5,"cache_read_input_tokens":100,"output_tokens":20,"service_tier":"standard"}}`,
-			messages.RunnerReport{Tokens: messages.Tokens{Input: 115, Output: 20, Cached: 100}, Cost: "0.0123"}, true},
+			messages.RunnerReport{Tokens: modelapi.Tokens{Input: 115, Output: 20, Cached: 100}, Cost: "0.0123"}, true},
 		{"cost alone", `{"type":"result","subtype":"success","result":"x","total_cost_usd":1}`, messages.RunnerReport{Cost: "1"}, true},
 		{"neither", `{"type":"result","subtype":"success","result":"x"}`, messages.RunnerReport{}, false},
 		{"not counts", `{"type":"result","usage":{"input_tokens":"10","output_tokens":-2},"total_cost_usd":-1}`, messages.RunnerReport{}, false},

@@ -10,6 +10,7 @@ import (
 
 	sessionturn "github.com/ocx-go/ocx/actors/turn"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
 var heard = regexp.MustCompile(`^claude\(sonnet\) turn (\d+) of ([0-9a-f-]{36}) heard: `)
@@ -163,7 +164,7 @@ func TestUsageReported(t *testing.T) {
 	if _, errs, code := f.turn(t, input("hello")); code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	want := messages.RunnerReport{Tokens: messages.Tokens{Input: 115, Output: 20, Cached: 100}, Cost: "0.0123"}
+	want := messages.RunnerReport{Tokens: modelapi.Tokens{Input: 115, Output: 20, Cached: 100}, Cost: "0.0123"}
 	if got := f.Reported(t); got == nil || *got != want {
 		t.Fatalf("reported %+v, want %+v", got, want)
 	}

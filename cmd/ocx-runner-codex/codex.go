@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/cmd/internal/runner"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
 // args is codex's command line for a turn (docs/runners.md, "## codex"):
@@ -130,33 +130,33 @@ type events struct {
 	Skipped int
 	// Used sums what the turn.completed events say was used; Reported
 	// says one said it.
-	Used     messages.Tokens
+	Used     modelapi.Tokens
 	Reported bool
 }
 
 // codexTokens reads turn.completed's usage: its input_tokens hold the
 // cached ones (cached_input_tokens); ok is false when it says no input
 // and output as whole numbers.
-func codexTokens(raw json.RawMessage) (messages.Tokens, bool) {
+func codexTokens(raw json.RawMessage) (modelapi.Tokens, bool) {
 	var u struct {
 		Input  json.Number `json:"input_tokens"`
 		Cached json.Number `json:"cached_input_tokens"`
 		Output json.Number `json:"output_tokens"`
 	}
 	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &u) != nil {
-		return messages.Tokens{}, false
+		return modelapi.Tokens{}, false
 	}
 	n := func(x json.Number) (uint64, bool) {
 		v, err := strconv.ParseUint(x.String(), 10, 64)
-		return min(v, messages.MaxTokens), err == nil
+		return min(v, modelapi.MaxTokens), err == nil
 	}
 	in, iok := n(u.Input)
 	out, ook := n(u.Output)
 	if !iok || !ook {
-		return messages.Tokens{}, false
+		return modelapi.Tokens{}, false
 	}
 	cached, _ := n(u.Cached)
-	return messages.Tokens{Input: in, Output: out, Cached: min(cached, in)}, true
+	return modelapi.Tokens{Input: in, Output: out, Cached: min(cached, in)}, true
 }
 
 // parseEvents reads codex's JSON Lines output.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/runner"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
 func TestArgs(t *testing.T) {
@@ -95,7 +96,7 @@ func TestParseEvents(t *testing.T) {
 func TestUsageOfEvents(t *testing.T) {
 	ev := parseEvents([]byte(`{"type":"turn.completed","usage":{"input_tokens":100,"cached_input_tokens":50,"output_tokens":20}}
 {"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":900,"output_tokens":2,"reasoning_output_tokens":1}}`))
-	if want := (messages.Tokens{Input: 110, Output: 22, Cached: 60}); !ev.Reported || ev.Used != want {
+	if want := (modelapi.Tokens{Input: 110, Output: 22, Cached: 60}); !ev.Reported || ev.Used != want {
 		t.Errorf("summed: %+v %v, want %+v", ev.Used, ev.Reported, want)
 	}
 	for _, u := range []string{`{}`, `{"input_tokens":1.5,"output_tokens":2}`, `{"input_tokens":-1,"output_tokens":2}`, `null`, `[1]`} {

@@ -9,6 +9,7 @@ import (
 
 	sessionturn "github.com/ocx-go/ocx/actors/turn"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
 var heard = regexp.MustCompile(`^codex\(gpt-5\) turn (\d+) of ([0-9a-f-]{36}) heard: `)
@@ -160,7 +161,7 @@ func TestUsageReported(t *testing.T) {
 	if _, errs, code := f.turn(t, input("hello")); code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	want := messages.RunnerReport{Tokens: messages.Tokens{Input: 100, Output: 20, Cached: 50}}
+	want := messages.RunnerReport{Tokens: modelapi.Tokens{Input: 100, Output: 20, Cached: 50}}
 	if got := f.Reported(t); got == nil || *got != want {
 		t.Fatalf("reported %+v, want %+v", got, want)
 	}

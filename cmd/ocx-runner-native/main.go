@@ -21,6 +21,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/runner"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
 // runnerName is this runner's name: its conversations are its own.
@@ -114,12 +115,12 @@ type history struct {
 // usage sums what the turn's replies said they used (D50): the runner's
 // own report, beside the node's count at its proxy.
 type usage struct {
-	t       messages.Tokens
+	t       modelapi.Tokens
 	replies int
 }
 
 func (u *usage) add(path string, body []byte) {
-	if t, ok := messages.ParseUsage(messages.APIShapeOf(path), body); ok {
+	if t, ok := modelapi.ParseUsage(modelapi.APIShapeOf(path), body); ok {
 		u.t, u.replies = u.t.Plus(t), u.replies+1
 	}
 }

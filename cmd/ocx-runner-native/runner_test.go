@@ -23,6 +23,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/runner"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
 const (
@@ -324,7 +325,7 @@ func TestUsageReported(t *testing.T) {
 			if r := b.run(post1, "post progress"); r.code != 0 {
 				t.Fatalf("exit %d: %s", r.code, r.stderr)
 			}
-			want := messages.RunnerReport{Tokens: messages.Tokens{Input: 320, Output: 42, Cached: 250}}
+			want := messages.RunnerReport{Tokens: modelapi.Tokens{Input: 320, Output: 42, Cached: 250}}
 			if got := b.reported(); got == nil || *got != want {
 				t.Fatalf("reported %+v, want %+v", got, want)
 			}

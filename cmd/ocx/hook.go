@@ -9,7 +9,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/hook"
 	"github.com/ocx-go/ocx/cmd/internal/node"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // runHook is `ocx hook install|remove|status`, or, with no action word,
@@ -68,7 +68,7 @@ func runTheHook(ctx context.Context, e *env, args []string) error {
 	if *agents == "" || *repo == "" || fs.NArg() > 0 {
 		return fmt.Errorf("%w: the hook is `ocx hook --agents AGENTS --repo REPOSITORY`", errUsage)
 	}
-	fallback := os.Getenv(messages.HookFallbackEnv) // before Prepare clears it
+	fallback := os.Getenv(wire.HookFallbackEnv) // before Prepare clears it
 	if err := hook.Prepare(*agents); err != nil {
 		fmt.Fprintf(e.stderr, "ocx hook: %v\n", err)
 	}

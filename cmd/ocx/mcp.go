@@ -16,6 +16,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/tools"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 const mcpUsage = `mcp start|serve LOGIN/PROJECT [--agents ROOT] [--session PID@START] [--model MODEL]
@@ -77,9 +78,9 @@ func runMCPServe(ctx context.Context, e *env, verb string, args []string) error 
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	var sess messages.ProcID
+	var sess protocol.ProcID
 	if *session != "" {
-		if sess, err = messages.ParseProcID(*session); err != nil {
+		if sess, err = protocol.ParseProcID(*session); err != nil {
 			return fmt.Errorf("%w: --session: %v", errUsage, err)
 		}
 	}

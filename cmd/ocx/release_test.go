@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // TestReleaseCommandLine: `ocx help release` tells the layout and the
@@ -42,7 +42,7 @@ func TestReleaseCommandLine(t *testing.T) {
 	checkin := strings.Repeat("5e", 20)
 	from := t.TempDir()
 	for _, p := range []string{"ocx", "ocxd", "workspace"} {
-		script := fmt.Sprintf("#!/bin/sh\ncase \"$1\" in\nversion|--version) echo '%s version v0.0.0-1-5e checkin %s' ;;\n--handoff-version) echo %d ;;\nesac\n", p, checkin, messages.HandoffVersion)
+		script := fmt.Sprintf("#!/bin/sh\ncase \"$1\" in\nversion|--version) echo '%s version v0.0.0-1-5e checkin %s' ;;\n--handoff-version) echo %d ;;\nesac\n", p, checkin, protocol.HandoffVersion)
 		if err := os.WriteFile(filepath.Join(from, p), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}

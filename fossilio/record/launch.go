@@ -7,6 +7,7 @@ import (
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // Verdict is the record's word on a post the daemon was handed (D7): launch
@@ -15,10 +16,10 @@ import (
 // note for that would let anyone make the node write); or one to Refuse (its
 // sender counts, so a refusal note on the record says why).
 type Verdict struct {
-	Spec    *messages.LaunchSpec
+	Spec    *protocol.LaunchSpec
 	Nothing string
 	Ignore  string
-	Refuse  *messages.LaunchRefused
+	Refuse  *protocol.LaunchRefused
 }
 
 // LaunchVerdict says what the post or ticket change e means to the daemon.
@@ -88,7 +89,7 @@ func (x *Index) refuse(ctx context.Context, e Entry, login, reason string) Verdi
 	if messages.ValidateLogin(login) != nil {
 		login = ""
 	}
-	return Verdict{Refuse: &messages.LaunchRefused{Hash: e.Hash, Repository: x.repo.Path(),
+	return Verdict{Refuse: &protocol.LaunchRefused{Hash: e.Hash, Repository: x.repo.Path(),
 		Workspace: messages.WorkspaceKey{Login: login, Project: x.repo.ProjectName()}, Reason: reason}}
 }
 
@@ -146,7 +147,7 @@ func (x *Index) resolve(ctx context.Context, e Entry, n *messages.LaunchNote) (V
 	if err != nil {
 		return Verdict{}, fmt.Errorf("launch note %s: encode the sandbox: %w", e.Hash, err)
 	}
-	l := messages.LaunchSpec{Hash: e.Hash, Repository: x.repo.Path(), Workspace: n.Key(), Record: e.Record,
+	l := protocol.LaunchSpec{Hash: e.Hash, Repository: x.repo.Path(), Workspace: n.Key(), Record: e.Record,
 		Kind: def.Kind, Runner: def.Runner, Model: def.Model, Lifetime: def.Lifetime, Release: n.Release, Sandbox: sandbox, Hears: def.Hears, Checkins: def.Checkins, Wall: def.Wall(), Tokens: def.Tokens(), Disk: def.Disk()}
 	if n.Checkin != "" {
 		ci, err := x.repo.Info(ctx, n.Checkin)

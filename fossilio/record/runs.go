@@ -9,6 +9,7 @@ import (
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // The record of seed 004's runs: every post and ticket change holding a run
@@ -70,8 +71,8 @@ func (m RunMsg) Run() *messages.Run {
 }
 
 // At is where the message stands in the server's order.
-func (m RunMsg) At() messages.RunPosition {
-	return messages.RunPosition{Receipt: m.Rcvid, Row: m.Rid}
+func (m RunMsg) At() protocol.RunPosition {
+	return protocol.RunPosition{Receipt: m.Rcvid, Row: m.Rid}
 }
 
 // SameRecord says whether o is where m is: the same thread, or the same
@@ -205,7 +206,7 @@ type RunStanding struct {
 	EndedCounts   bool
 	// StartedAt is where the started that counts stands in the server's
 	// order (table 9, filter 2), zero while none counts.
-	StartedAt messages.RunPosition
+	StartedAt protocol.RunPosition
 	// Started, Stopped and Ended are the hashes of the started, the first
 	// stop and the ended that count, "" for none; EndedBy is that ended.
 	Started, Stopped, Ended string
@@ -322,16 +323,16 @@ func RunBinding(msgs []RunMsg, self, user string, privileged PrivilegedFunc) (no
 // false for what no session is given: an edit of a post, a post awaiting
 // moderation, anything but a post, a ticket change or a check-in. text is
 // what NoteTexts read of it.
-func ArrivalOf(info fossilio.Info, text string) (messages.RunArrival, bool) {
-	a := messages.RunArrival{Hash: info.Hash, At: messages.RunPosition{Receipt: info.Rcvid, Row: info.Rid}, From: info.Sender}
+func ArrivalOf(info fossilio.Info, text string) (protocol.RunArrival, bool) {
+	a := protocol.RunArrival{Hash: info.Hash, At: protocol.RunPosition{Receipt: info.Rcvid, Row: info.Rid}, From: info.Sender}
 	switch {
 	case info.Kind == fossilio.KindPost && !info.Edit && !info.Pending:
-		a.Kind, a.Thread, a.Text, a.HoldsMessage = messages.RunPost, info.Root, text, messages.HoldsMessage(text)
+		a.Kind, a.Thread, a.Text, a.HoldsMessage = protocol.RunPost, info.Root, text, protocol.HoldsMessage(text)
 	case info.Kind == fossilio.KindTicketChange:
-		a.Kind, a.Ticket, a.Text, a.HoldsMessage = messages.RunChange, info.Ticket, text, messages.HoldsMessage(text)
+		a.Kind, a.Ticket, a.Text, a.HoldsMessage = protocol.RunChange, info.Ticket, text, protocol.HoldsMessage(text)
 	case info.Kind == fossilio.KindCheckin:
 		// An OCX message is written in a post or a ticket change alone.
-		a.Kind, a.Branch, a.Text = messages.RunCheckin, info.Branch, info.Comment
+		a.Kind, a.Branch, a.Text = protocol.RunCheckin, info.Branch, info.Comment
 	default:
 		return a, false
 	}
@@ -340,8 +341,8 @@ func ArrivalOf(info fossilio.Info, text string) (messages.RunArrival, bool) {
 
 // ArrivalsAfter reads what the repository received after the place at, in
 // the server's order; name names it in errors.
-func ArrivalsAfter(ctx context.Context, r *fossilio.Repo, name string, at messages.RunPosition) ([]messages.RunArrival, error) {
-	var out []messages.RunArrival
+func ArrivalsAfter(ctx context.Context, r *fossilio.Repo, name string, at protocol.RunPosition) ([]protocol.RunArrival, error) {
+	var out []protocol.RunArrival
 	from, err := r.ReceiptBefore(ctx, at.Receipt, at.Row)
 	if err != nil {
 		return nil, fmt.Errorf("read what %s received: %w", name, err)

@@ -7,31 +7,32 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // TestArrivalOf: what table 9 reads of each kind of artifact; an edit, a
 // post awaiting moderation and anything else are never given.
 func TestArrivalOf(t *testing.T) {
-	at := messages.RunPosition{Receipt: 7, Row: 9}
+	at := protocol.RunPosition{Receipt: 7, Row: 9}
 	msg := "```json\n{\"ocx\": 1, \"kind\": \"stop\"}\n```\n"
 	for _, c := range []struct {
 		name string
 		info fossilio.Info
 		text string
 		ok   bool
-		want messages.RunArrival
+		want protocol.RunArrival
 	}{
 		{"a post", fossilio.Info{Hash: "P", Kind: fossilio.KindPost, Sender: "ana", Rcvid: 7, Rid: 9, Root: "R"}, "hi", true,
-			messages.RunArrival{Kind: messages.RunPost, Hash: "P", At: at, From: "ana", Thread: "R", Text: "hi"}},
+			protocol.RunArrival{Kind: protocol.RunPost, Hash: "P", At: at, From: "ana", Thread: "R", Text: "hi"}},
 		{"a post holding a message", fossilio.Info{Hash: "P", Kind: fossilio.KindPost, Sender: "ana", Rcvid: 7, Rid: 9, Root: "R"}, msg, true,
-			messages.RunArrival{Kind: messages.RunPost, Hash: "P", At: at, From: "ana", Thread: "R", Text: msg, HoldsMessage: true}},
+			protocol.RunArrival{Kind: protocol.RunPost, Hash: "P", At: at, From: "ana", Thread: "R", Text: msg, HoldsMessage: true}},
 		{"a ticket change", fossilio.Info{Hash: "C", Kind: fossilio.KindTicketChange, Rcvid: 7, Rid: 9, Ticket: "K"}, "more", true,
-			messages.RunArrival{Kind: messages.RunChange, Hash: "C", At: at, Ticket: "K", Text: "more"}},
+			protocol.RunArrival{Kind: protocol.RunChange, Hash: "C", At: at, Ticket: "K", Text: "more"}},
 		{"a check-in", fossilio.Info{Hash: "I", Kind: fossilio.KindCheckin, Sender: "ana", Rcvid: 7, Rid: 9, Branch: "trunk", Comment: msg}, "", true,
-			messages.RunArrival{Kind: messages.RunCheckin, Hash: "I", At: at, From: "ana", Branch: "trunk", Text: msg}},
-		{"an edit", fossilio.Info{Kind: fossilio.KindPost, Edit: true}, "x", false, messages.RunArrival{}},
-		{"a post awaiting moderation", fossilio.Info{Kind: fossilio.KindPost, Pending: true}, "x", false, messages.RunArrival{}},
-		{"a tag change", fossilio.Info{Kind: fossilio.KindTagChange}, "", false, messages.RunArrival{}},
+			protocol.RunArrival{Kind: protocol.RunCheckin, Hash: "I", At: at, From: "ana", Branch: "trunk", Text: msg}},
+		{"an edit", fossilio.Info{Kind: fossilio.KindPost, Edit: true}, "x", false, protocol.RunArrival{}},
+		{"a post awaiting moderation", fossilio.Info{Kind: fossilio.KindPost, Pending: true}, "x", false, protocol.RunArrival{}},
+		{"a tag change", fossilio.Info{Kind: fossilio.KindTagChange}, "", false, protocol.RunArrival{}},
 	} {
 		got, ok := record.ArrivalOf(c.info, c.text)
 		if ok != c.ok || (ok && got != c.want) {
@@ -63,7 +64,7 @@ func TestStandingOf(t *testing.T) {
 	}{
 		{"none", []record.RunMsg{r}, record.RunStanding{Run: r}, true},
 		{"started by its node", []record.RunMsg{r, msg("S1", node, "T", started, 2), msg("S2", node, "T", started, 3)},
-			record.RunStanding{Run: r, StartedCounts: true, Started: "S1", StartedAt: messages.RunPosition{Receipt: 2, Row: 2}}, false},
+			record.RunStanding{Run: r, StartedCounts: true, Started: "S1", StartedAt: protocol.RunPosition{Receipt: 2, Row: 2}}, false},
 		{"started elsewhere or by another", []record.RunMsg{r, msg("S1", node, "U", started, 2), msg("S2", "bob", "T", started, 3)},
 			record.RunStanding{Run: r}, true},
 		{"stops", []record.RunMsg{r, msg("P0", "bob", "T", stop, 2), msg("P1", "ana", "T", stop, 3), msg("P2", "ana", "T", stop, 4)},

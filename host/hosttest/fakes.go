@@ -9,6 +9,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 var (
@@ -121,13 +122,13 @@ func (c *Clock) Pending() int {
 
 // Spawned is one process the fake spawner started.
 type Spawned struct {
-	ID   messages.ProcID
+	ID   protocol.ProcID
 	Spec host.SpawnSpec
 }
 
 // Sent is one signal the fake sent.
 type Sent struct {
-	ID  messages.ProcID
+	ID  protocol.ProcID
 	Sig host.Signal
 }
 
@@ -142,20 +143,20 @@ type Spawner struct {
 	spawned []Spawned
 	started []Started
 	sent    []Sent
-	running map[messages.ProcID]func(host.Exit)
+	running map[protocol.ProcID]func(host.Exit)
 	failing error
 	// OnSignal, when set, is called (outside the fake's lock) after a signal
 	// was recorded: a test makes a process end on TERM by calling End there.
-	OnSignal func(id messages.ProcID, sig host.Signal)
+	OnSignal func(id protocol.ProcID, sig host.Signal)
 	// SignalErr, when set for an identity, is what Signal returns for it.
-	SignalErr map[messages.ProcID]error
+	SignalErr map[protocol.ProcID]error
 	// Support is what StartRun provides; the zero value provides everything.
 	Support host.RunSupport
 }
 
 // NewSpawner numbers processes from firstPID, with start times from 1000.
 func NewSpawner(firstPID int) *Spawner {
-	return &Spawner{next: firstPID, start: 1000, running: map[messages.ProcID]func(host.Exit){}, SignalErr: map[messages.ProcID]error{}}
+	return &Spawner{next: firstPID, start: 1000, running: map[protocol.ProcID]func(host.Exit){}, SignalErr: map[protocol.ProcID]error{}}
 }
 
 // FailNext makes the next Spawn fail with err.
@@ -166,14 +167,14 @@ func (s *Spawner) FailNext(err error) {
 }
 
 // Spawn records spec and "starts" a process.
-func (s *Spawner) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (messages.ProcID, error) {
+func (s *Spawner) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (protocol.ProcID, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.takeFailing(); err != nil {
-		return messages.ProcID{}, err
+		return protocol.ProcID{}, err
 	}
 	if onExit == nil || spec.Path == "" || len(spec.Args) == 0 {
-		return messages.ProcID{}, fmt.Errorf("hosttest: spawn: incomplete spec %+v", spec)
+		return protocol.ProcID{}, fmt.Errorf("hosttest: spawn: incomplete spec %+v", spec)
 	}
 	id := s.nextID(onExit)
 	s.spawned = append(s.spawned, Spawned{ID: id, Spec: spec})
@@ -189,8 +190,8 @@ func (s *Spawner) takeFailing() error {
 
 // nextID numbers a new process, which onExit is told of its end; s.mu is
 // held.
-func (s *Spawner) nextID(onExit func(host.Exit)) messages.ProcID {
-	id := messages.ProcID{PID: s.next, Start: s.start}
+func (s *Spawner) nextID(onExit func(host.Exit)) protocol.ProcID {
+	id := protocol.ProcID{PID: s.next, Start: s.start}
 	s.next++
 	s.start += 10
 	s.running[id] = onExit
@@ -199,23 +200,23 @@ func (s *Spawner) nextID(onExit func(host.Exit)) messages.ProcID {
 
 // Started is one run's process the fake started.
 type Started struct {
-	ID   messages.ProcID
+	ID   protocol.ProcID
 	Spec host.RunSpec
 }
 
 // StartRun records spec and "starts" a run's process, numbered as Spawn's;
 // Support, when set, refuses what it does not provide, as the real one does.
-func (s *Spawner) StartRun(spec host.RunSpec, onExit func(host.Exit)) (messages.ProcID, error) {
+func (s *Spawner) StartRun(spec host.RunSpec, onExit func(host.Exit)) (protocol.ProcID, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.takeFailing(); err != nil {
-		return messages.ProcID{}, err
+		return protocol.ProcID{}, err
 	}
 	if onExit == nil || len(spec.Command) == 0 || spec.Dir == "" {
-		return messages.ProcID{}, fmt.Errorf("hosttest: start run: incomplete spec %+v", spec)
+		return protocol.ProcID{}, fmt.Errorf("hosttest: start run: incomplete spec %+v", spec)
 	}
 	if err := s.Support.Check(spec.Sandbox, spec.Limits); err != nil {
-		return messages.ProcID{}, err
+		return protocol.ProcID{}, err
 	}
 	id := s.nextID(onExit)
 	s.started = append(s.started, Started{ID: id, Spec: spec})
@@ -230,7 +231,7 @@ func (s *Spawner) Started() []Started {
 }
 
 // Watch follows a process not spawned here; End reports it.
-func (s *Spawner) Watch(id messages.ProcID, onExit func(host.Exit)) error {
+func (s *Spawner) Watch(id protocol.ProcID, onExit func(host.Exit)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.running[id]; ok {
@@ -242,7 +243,7 @@ func (s *Spawner) Watch(id messages.ProcID, onExit func(host.Exit)) error {
 
 // End ends a running process with e (its ID is set to id), calling its
 // onExit once, on this goroutine.
-func (s *Spawner) End(id messages.ProcID, e host.Exit) error {
+func (s *Spawner) End(id protocol.ProcID, e host.Exit) error {
 	s.mu.Lock()
 	onExit, ok := s.running[id]
 	delete(s.running, id)
@@ -256,7 +257,7 @@ func (s *Spawner) End(id messages.ProcID, e host.Exit) error {
 }
 
 // Signal records the signal; ErrGone for a process that is not running.
-func (s *Spawner) Signal(id messages.ProcID, sig host.Signal) error {
+func (s *Spawner) Signal(id protocol.ProcID, sig host.Signal) error {
 	s.mu.Lock()
 	if err, ok := s.SignalErr[id]; ok {
 		s.mu.Unlock()
@@ -292,10 +293,10 @@ func (s *Spawner) Sent() []Sent {
 }
 
 // Running lists the processes not yet ended.
-func (s *Spawner) Running() []messages.ProcID {
+func (s *Spawner) Running() []protocol.ProcID {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]messages.ProcID, 0, len(s.running))
+	out := make([]protocol.ProcID, 0, len(s.running))
 	for id := range s.running {
 		out = append(out, id)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 func TestClock(t *testing.T) {
@@ -59,7 +60,7 @@ func TestSpawner(t *testing.T) {
 		t.Fatal("FailNext did nothing")
 	}
 	// TERM ends a process when the test says so.
-	s.OnSignal = func(id messages.ProcID, sig host.Signal) {
+	s.OnSignal = func(id protocol.ProcID, sig host.Signal) {
 		if sig == host.SIGTERM {
 			s.End(id, host.Exit{Known: true, Signal: 15})
 		}
@@ -73,10 +74,10 @@ func TestSpawner(t *testing.T) {
 	if err := s.End(a, host.Exit{}); !errors.Is(err, host.ErrGone) {
 		t.Fatalf("a second end = %v", err)
 	}
-	if err := s.Watch(messages.ProcID{PID: 7, Start: 1}, on); err != nil {
+	if err := s.Watch(protocol.ProcID{PID: 7, Start: 1}, on); err != nil {
 		t.Fatal(err)
 	}
-	s.End(messages.ProcID{PID: 7, Start: 1}, host.Exit{At: time.Unix(5, 0)})
+	s.End(protocol.ProcID{PID: 7, Start: 1}, host.Exit{At: time.Unix(5, 0)})
 	if len(got) != 2 || got[0].ID != a || got[0].Signal != 15 || got[1].Known {
 		t.Fatalf("exits %+v", got)
 	}
@@ -97,7 +98,7 @@ func TestProcTable(t *testing.T) {
 	if v, err := p.Naming(k); err != nil || v.Named != host.No {
 		t.Fatalf("empty table: %s %v", v, err)
 	}
-	p.Set(host.Table{Procs: []host.Process{{ID: messages.ProcID{PID: 5, Start: 1}, Names: []host.Naming{{Verb: host.VerbServe, Key: k}}}}})
+	p.Set(host.Table{Procs: []host.Process{{ID: protocol.ProcID{PID: 5, Start: 1}, Names: []host.Naming{{Verb: host.VerbServe, Key: k}}}}})
 	if v, _ := p.Naming(k); v.Named != host.Yes {
 		t.Fatalf("named: %s", v)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // ConnectWait bounds how long a caller waits for the daemon's socket to
@@ -54,7 +55,7 @@ var ErrRefused = errors.New("the daemon refused")
 // ErrNoDaemon when nothing answers, ErrNotTaken when the daemon took no
 // ask in time, ErrRefused when the daemon says why it did nothing, and a
 // reply that does not read names what is wrong with it.
-func Ask(ctx context.Context, layout host.Layout, a *messages.Ask, wait time.Duration) (*messages.Reply, error) {
+func Ask(ctx context.Context, layout host.Layout, a *wire.Ask, wait time.Duration) (*wire.Reply, error) {
 	line, err := json.Marshal(a)
 	if err != nil {
 		return nil, fmt.Errorf("encode the ask: %w", err)
@@ -99,11 +100,11 @@ func Ask(ctx context.Context, layout host.Layout, a *messages.Ask, wait time.Dur
 		return nil, fmt.Errorf("read the daemon's reply: %w", err)
 	}
 	deadline(wait)
-	got, err := messages.ReadLine(br, messages.MaxReplyLen)
+	got, err := wire.ReadLine(br, wire.MaxReplyLen)
 	if err != nil {
 		return nil, fmt.Errorf("read the daemon's reply: %w", err)
 	}
-	r, err := messages.DecodeReply(got)
+	r, err := wire.DecodeReply(got)
 	if err != nil {
 		return nil, fmt.Errorf("the daemon's reply: %w", err)
 	}

@@ -14,12 +14,12 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/host/unixhost"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // Handler answers one ask that reads. It is called on the connection's own
 // goroutine; ctx ends when the server does.
-type Handler func(ctx context.Context, a *messages.Ask) *messages.Reply
+type Handler func(ctx context.Context, a *wire.Ask) *wire.Reply
 
 // AskWait bounds how long a connection may take to send its ask: a caller
 // writes it at once, so one that does not is stuck or hostile, and is not
@@ -86,14 +86,14 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
 	defer stop()
 	c.SetReadDeadline(time.Now().Add(AskWait))
-	line, err := messages.ReadLine(bufio.NewReader(c), messages.MaxAskLen)
-	var reply *messages.Reply
+	line, err := wire.ReadLine(bufio.NewReader(c), wire.MaxAskLen)
+	var reply *wire.Reply
 	taken := false
 	switch {
 	case err != nil:
 		reply = refusal(fmt.Sprintf("the ask did not arrive whole: %v", err))
 	default:
-		a, derr := messages.DecodeAsk(line)
+		a, derr := wire.DecodeAsk(line)
 		if derr != nil {
 			reply = refusal("the ask does not read: " + derr.Error())
 			break
@@ -164,14 +164,14 @@ var returnMemory = func() {
 var returning sync.Mutex
 
 // refusal is a reply saying why nothing was done.
-func refusal(why string) *messages.Reply {
-	r := messages.NewReply()
+func refusal(why string) *wire.Reply {
+	r := wire.NewReply()
 	r.Error = why
 	return r
 }
 
 // Refusal is a handler's reply saying why it did nothing: the caller then
 // does the work itself.
-func Refusal(format string, args ...any) *messages.Reply {
+func Refusal(format string, args ...any) *wire.Reply {
 	return refusal(fmt.Sprintf(format, args...))
 }

@@ -24,7 +24,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // helperEnv makes the test binary a client of the socket it names, run by
@@ -59,7 +59,7 @@ func askAs(p string) int {
 // node is a served socket in an agents root of its own.
 type node struct {
 	layout host.Layout
-	asks   chan *messages.Ask
+	asks   chan *wire.Ask
 	stop   func()
 }
 
@@ -78,14 +78,14 @@ func serve(t *testing.T, handle Handler, accept func(net.Conn) error) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &node{layout: layout, asks: make(chan *messages.Ask, 16)}
+	n := &node{layout: layout, asks: make(chan *wire.Ask, 16)}
 	if handle == nil {
-		handle = func(ctx context.Context, a *messages.Ask) *messages.Reply {
+		handle = func(ctx context.Context, a *wire.Ask) *wire.Reply {
 			n.asks <- a
-			r := messages.NewReply()
-			r.Receipts = map[string]messages.Receipt{"demo": {Rcvid: 7}}
-			if a.Kind == messages.AskHook {
-				r.Hook = &messages.HookDone{Artifacts: len(a.Hashes), Mark: 7}
+			r := wire.NewReply()
+			r.Receipts = map[string]wire.Receipt{"demo": {Rcvid: 7}}
+			if a.Kind == wire.AskHook {
+				r.Hook = &wire.HookDone{Artifacts: len(a.Hashes), Mark: 7}
 			}
 			return r
 		}
@@ -106,7 +106,7 @@ func serve(t *testing.T, handle Handler, accept func(net.Conn) error) *node {
 
 func TestAskAndReply(t *testing.T) {
 	n := serve(t, nil, nil)
-	a := messages.NewAsk(messages.AskHook)
+	a := wire.NewAsk(wire.AskHook)
 	a.Repo = "/srv/demo.fossil"
 	a.Hashes = []string{strings.Repeat("ab", 20)}
 	r, err := Ask(context.Background(), n.layout, a, time.Second)
@@ -129,7 +129,7 @@ func TestNoDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Ask(context.Background(), layout, messages.NewAsk(messages.AskStatus), time.Second)
+	_, err = Ask(context.Background(), layout, wire.NewAsk(wire.AskStatus), time.Second)
 	if !errors.Is(err, ErrNoDaemon) {
 		t.Fatalf("no socket: %v, want ErrNoDaemon", err)
 	}
@@ -140,7 +140,7 @@ func TestNoDaemon(t *testing.T) {
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	ln.Close()
-	if _, err := Ask(context.Background(), layout, messages.NewAsk(messages.AskStatus), time.Second); !errors.Is(err, ErrNoDaemon) {
+	if _, err := Ask(context.Background(), layout, wire.NewAsk(wire.AskStatus), time.Second); !errors.Is(err, ErrNoDaemon) {
 		t.Fatalf("a stale socket: %v, want ErrNoDaemon", err)
 	}
 }
@@ -159,7 +159,7 @@ func TestBadAskNamesWhatIsWrong(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := messages.DecodeReply([]byte(strings.TrimSpace(string(b))))
+	r, err := wire.DecodeReply([]byte(strings.TrimSpace(string(b))))
 	if err != nil {
 		t.Fatalf("the refusal does not read: %v: %s", err, b)
 	}
@@ -176,10 +176,10 @@ func TestBadAskNamesWhatIsWrong(t *testing.T) {
 // TestRefusalReachesTheCaller: a handler's refusal is ErrRefused with its
 // words.
 func TestRefusalReachesTheCaller(t *testing.T) {
-	n := serve(t, func(ctx context.Context, a *messages.Ask) *messages.Reply {
+	n := serve(t, func(ctx context.Context, a *wire.Ask) *wire.Reply {
 		return Refusal("%s is not a repository of this node", "/x")
 	}, nil)
-	a := messages.NewAsk(messages.AskHook)
+	a := wire.NewAsk(wire.AskHook)
 	a.Repo = "/x"
 	_, err := Ask(context.Background(), n.layout, a, time.Second)
 	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "/x is not a repository") {
@@ -223,14 +223,14 @@ func TestGarbageAndSilence(t *testing.T) {
 				if err != nil {
 					return
 				}
-				messages.ReadLine(bufio.NewReader(conn), messages.MaxAskLen) // the ask
+				wire.ReadLine(bufio.NewReader(conn), wire.MaxAskLen) // the ask
 				io.WriteString(conn, c.answer)
 				if c.hang {
 					io.Copy(io.Discard, conn) // until the caller hangs up
 				}
 				conn.Close()
 			}()
-			_, err = Ask(context.Background(), layout, messages.NewAsk(messages.AskStatus), 300*time.Millisecond)
+			_, err = Ask(context.Background(), layout, wire.NewAsk(wire.AskStatus), 300*time.Millisecond)
 			ln.Close()
 			<-done
 			if err == nil || errors.Is(err, ErrNoDaemon) || !strings.Contains(err.Error(), c.want) {
@@ -316,14 +316,14 @@ func TestBigReplyHandsMemoryBack(t *testing.T) {
 		want   int32
 	}{{passed: 1, want: 0}, {passed: bigReply / 50, want: 1}} {
 		calls.Store(0)
-		n := serve(t, func(ctx context.Context, a *messages.Ask) *messages.Reply {
-			r := messages.NewReply()
+		n := serve(t, func(ctx context.Context, a *wire.Ask) *wire.Reply {
+			r := wire.NewReply()
 			for i := range c.passed {
-				r.Passed = append(r.Passed, messages.PassedOver{What: fmt.Sprintf("artifact %040d", i), Why: "passed over"})
+				r.Passed = append(r.Passed, wire.PassedOver{What: fmt.Sprintf("artifact %040d", i), Why: "passed over"})
 			}
 			return r
 		}, nil)
-		r, err := Ask(context.Background(), n.layout, messages.NewAsk(messages.AskStatus), 10*time.Second)
+		r, err := Ask(context.Background(), n.layout, wire.NewAsk(wire.AskStatus), 10*time.Second)
 		if err != nil || len(r.Passed) != c.passed {
 			t.Fatalf("a reply passing over %d: %d, %v", c.passed, len(r.Passed), err)
 		}
@@ -345,8 +345,8 @@ func TestStateDocFollowsTheLine(t *testing.T) {
 	doc := []byte("{\n  \"ocx\": \"state\",\n  \"pad\": \"" + strings.Repeat("x", bigReply) + "\"\n}\n")
 	for _, kept := range []bool{true, false} {
 		calls.Store(0)
-		n := serve(t, func(ctx context.Context, a *messages.Ask) *messages.Reply {
-			r := messages.NewReply()
+		n := serve(t, func(ctx context.Context, a *wire.Ask) *wire.Reply {
+			r := wire.NewReply()
 			r.Doc = len(doc)
 			line, err := json.Marshal(r)
 			if err != nil {
@@ -356,7 +356,7 @@ func TestStateDocFollowsTheLine(t *testing.T) {
 			r.KeepMemory = kept
 			return r
 		}, nil)
-		r, err := Ask(context.Background(), n.layout, messages.NewAsk(messages.AskStatus), 10*time.Second)
+		r, err := Ask(context.Background(), n.layout, wire.NewAsk(wire.AskStatus), 10*time.Second)
 		if err != nil || !bytes.Equal(r.StateDoc, doc) || r.State != nil {
 			t.Fatalf("kept %v: the document read is %d bytes (want %d), %v", kept, len(r.StateDoc), len(doc), err)
 		}
@@ -402,7 +402,7 @@ func TestAStoppedDaemonIsNotWaitedFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := messages.NewAsk(messages.AskHook)
+	a := wire.NewAsk(wire.AskHook)
 	a.Repo = "/srv/demo.fossil"
 	a.Hashes = []string{strings.Repeat("ab", 20)}
 	const wait = 10 * time.Second
@@ -420,9 +420,9 @@ func TestAStoppedDaemonIsNotWaitedFor(t *testing.T) {
 	// caller gone.
 	var handled atomic.Int32
 	var log lockedLog
-	s := New(ln, func(ctx context.Context, a *messages.Ask) *messages.Reply {
+	s := New(ln, func(ctx context.Context, a *wire.Ask) *wire.Reply {
 		handled.Add(1)
-		return messages.NewReply()
+		return wire.NewReply()
 	}, nil, slog.New(slog.NewTextHandler(&log, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -453,13 +453,13 @@ func TestAStoppedDaemonIsNotWaitedFor(t *testing.T) {
 // AnswerWait, up to the caller's wait.
 func TestTakenAskIsWaitedFor(t *testing.T) {
 	release := make(chan struct{})
-	n := serve(t, func(ctx context.Context, a *messages.Ask) *messages.Reply {
+	n := serve(t, func(ctx context.Context, a *wire.Ask) *wire.Reply {
 		<-release
-		r := messages.NewReply()
-		r.Hook = &messages.HookDone{Artifacts: len(a.Hashes), Mark: 7}
+		r := wire.NewReply()
+		r.Hook = &wire.HookDone{Artifacts: len(a.Hashes), Mark: 7}
 		return r
 	}, nil)
-	a := messages.NewAsk(messages.AskHook)
+	a := wire.NewAsk(wire.AskHook)
 	a.Repo = "/srv/demo.fossil"
 	a.Hashes = []string{strings.Repeat("ab", 20)}
 	// Work that outlasts AnswerWait three times, counted from before the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // The status's look-alikes are bounded (D78): each process by the first
@@ -16,7 +17,7 @@ import (
 func TestLookAlikesBounded(t *testing.T) {
 	var tab host.Table
 	claiming := func(pid, n int) host.LookAlike {
-		l := host.LookAlike{Process: host.Process{ID: messages.ProcID{PID: pid, Start: 9}, Argv: []string{"bwrap"}}, Why: "it names many"}
+		l := host.LookAlike{Process: host.Process{ID: protocol.ProcID{PID: pid, Start: 9}, Argv: []string{"bwrap"}}, Why: "it names many"}
 		for i := range n {
 			l.Argv = append(l.Argv, "--bind", "/agents/u"+strconv.Itoa(i)+"/projects/p", "/x")
 			l.Names = append(l.Names, host.Naming{Verb: host.VerbBind, Key: messages.WorkspaceKey{Login: "u" + strconv.Itoa(i), Project: "p"}})

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ocx-go/ocx/messages/strictjson"
+
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ocx-go/ocx/fossilio"
@@ -200,7 +202,7 @@ func HookMark(layout host.Layout, project string) (uint64, bool) {
 	v, _, ok := host.ReadHookMark(func() ([]byte, error) {
 		return unixhost.Below(layout.Root()).ReadFile(layout.HookMark(project), unixhost.SmallFile)
 	})
-	return uint64(v), ok && v <= messages.MaxSafeInt
+	return uint64(v), ok && v <= strictjson.MaxSafeInt
 }
 
 // loginStatuses adds each agent login's accounts on the projects to st:

@@ -17,7 +17,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // Timings of a holder's end, and of its clients.
@@ -258,7 +258,7 @@ func Hold(ctx context.Context, o Options, ln net.Listener, signals <-chan host.S
 // start opens the command's streams and starts it, as Hold describes,
 // telling exits its end; stop closes the launcher (nil when none was made).
 // On failure the caller closes st and calls stop.
-func (o Options) start(exits chan<- host.Exit) (st streams, id messages.ProcID, stop func(), input []string, err error) {
+func (o Options) start(exits chan<- host.Exit) (st streams, id protocol.ProcID, stop func(), input []string, err error) {
 	var spec host.RunSpec
 	spec, input, err = o.runSpec()
 	if err == nil {

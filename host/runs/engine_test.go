@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 func TestTailKeepsTheEnd(t *testing.T) {
@@ -54,7 +55,7 @@ func TestKeptLogsTextHoldsNoMessage(t *testing.T) {
 	if !strings.Contains(text, "````stdout\n") || !strings.Contains(text, "Its exit: 0.") {
 		t.Errorf("not fenced past its content, or no exit:\n%s", text)
 	}
-	if _, err := messages.ReadMessage([]byte(text)); !errors.Is(err, messages.ErrNotANote) {
+	if _, err := messages.ReadMessage([]byte(text)); !errors.Is(err, strictjson.ErrNotANote) {
 		t.Errorf("the kept logs read as a message: %v\n%s", err, text)
 	}
 }

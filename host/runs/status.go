@@ -3,6 +3,8 @@ package runs
 import (
 	"context"
 
+	"github.com/ocx-go/ocx/messages/protocol"
+
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
@@ -55,7 +57,7 @@ func Care(layout host.Layout, st *messages.RunState) {
 		return
 	}
 	st.InCare = true
-	if c, err := messages.DecodeRunCare(b); err == nil && c.Process != nil {
+	if c, err := protocol.DecodeRunCare(b); err == nil && c.Process != nil {
 		ps, err := unixhost.ReadStat(c.Process.PID)
 		st.Alive = err == nil && ps.Start == c.Process.Start && !ps.Zombie()
 	}

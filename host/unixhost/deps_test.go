@@ -26,6 +26,9 @@ func TestOSCallsOnlyInUnixhost(t *testing.T) {
 	allowed := map[string]bool{
 		module + "host/unixhost": true, // where they live
 		module + "itest/harness": true, // the integration tests' own
+		// The node actions' shared test fixture, which starts and stops
+		// a real daemon: no binary imports it (checked below).
+		module + "cmd/internal/node/nodetest": true,
 	}
 	banned := func(imp string) bool {
 		return imp == "syscall" || imp == "golang.org/x/sys" || strings.HasPrefix(imp, "golang.org/x/sys/")
@@ -51,6 +54,11 @@ func TestOSCallsOnlyInUnixhost(t *testing.T) {
 		}
 		if strings.HasPrefix(p.ImportPath, module+"cmd/internal/") {
 			cmdInternal++
+		}
+		for _, imp := range p.Imports {
+			if allowed[imp] && imp != module+"host/unixhost" && !allowed[p.ImportPath] {
+				t.Errorf("%s imports %s, a test's own package: only tests may", p.ImportPath, imp)
+			}
 		}
 		if allowed[p.ImportPath] {
 			continue

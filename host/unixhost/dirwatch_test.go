@@ -15,6 +15,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // TestDirWatchCountsChanges: each change of an entry of a watched
@@ -194,7 +195,7 @@ func TestWatchCountsProcessChanges(t *testing.T) {
 	launcher := newLauncher(t, root)
 	x := newExits()
 	readyP, lines := readyPipe(t, t.TempDir())
-	var id messages.ProcID
+	var id protocol.ProcID
 	moves("a session started", true, func() {
 		id, err = launcher.Spawn(host.SpawnSpec{Path: testExe(t), Args: []string{"workspace", "serve", "alice/demo", "--root", l.Root()},
 			Env: []string{helperEnv + "=serve", "HELPER_READY=" + readyP}, Dir: "/"}, x.on)

@@ -8,14 +8,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // WaitGone returns nil once the process id (its PID with its start time)
 // is gone, at once when it is gone already, or ctx's error first. It reaps
 // nothing: the process need not be a child, and a child of ours stays for
 // its owner to reap.
-func WaitGone(ctx context.Context, id messages.ProcID) error {
+func WaitGone(ctx context.Context, id protocol.ProcID) error {
 	fd, err := openRetry(func() (int, error) { return unix.PidfdOpen(id.PID, 0) })
 	if err == unix.ESRCH {
 		return nil

@@ -7,7 +7,7 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // ReapIfChild reaps an ended child, and leaves alone a running one, one
@@ -26,7 +26,7 @@ func TestReapIfChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := messages.ProcID{PID: done.Process.Pid, Start: st.Start}
+	id := protocol.ProcID{PID: done.Process.Pid, Start: st.Start}
 	if err := WaitGone(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // helperEnv selects a helper program in TestMain; the other HELPER_*
@@ -495,12 +496,12 @@ func eventually(t testing.TB, what string, cond func() bool) {
 // exits collects the exits a launcher reports.
 type exits struct {
 	mu sync.Mutex
-	m  map[messages.ProcID][]host.Exit
+	m  map[protocol.ProcID][]host.Exit
 	c  chan host.Exit
 }
 
 func newExits() *exits {
-	return &exits{m: map[messages.ProcID][]host.Exit{}, c: make(chan host.Exit, 1)}
+	return &exits{m: map[protocol.ProcID][]host.Exit{}, c: make(chan host.Exit, 1)}
 }
 
 func (x *exits) on(e host.Exit) {
@@ -514,14 +515,14 @@ func (x *exits) on(e host.Exit) {
 }
 
 // count returns how many exits were reported for id.
-func (x *exits) count(id messages.ProcID) int {
+func (x *exits) count(id protocol.ProcID) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return len(x.m[id])
 }
 
 // wait returns the exit of id.
-func (x *exits) wait(t testing.TB, id messages.ProcID) host.Exit {
+func (x *exits) wait(t testing.TB, id protocol.ProcID) host.Exit {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {

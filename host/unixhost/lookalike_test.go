@@ -11,6 +11,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // lookAlikeSetup is alice's sandbox (newSandboxSetup) and bob's workspace
@@ -21,7 +22,7 @@ type lookAlikeSetup struct {
 	bob   host.Workspace
 	l     *Launcher
 	x     *exits
-	alice messages.ProcID // alice's bwrap
+	alice protocol.ProcID // alice's bwrap
 }
 
 var bobKey = messages.WorkspaceKey{Login: "bob", Project: "demo"}
@@ -193,7 +194,7 @@ func TestSandboxOf(t *testing.T) {
 		t.Fatalf("the record on disk %s: %+v %v", b, got, err)
 	}
 	// The record of a sandbox that runs is kept; of another bwrap, too.
-	for _, b := range []messages.ProcID{id, {PID: id.PID, Start: id.Start + 1}} {
+	for _, b := range []protocol.ProcID{id, {PID: id.PID, Start: id.Start + 1}} {
 		if err := ForgetSandbox(s.root, s.ws, b); err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +203,7 @@ func TestSandboxOf(t *testing.T) {
 		}
 	}
 	// Not a child of the launcher, or not sandboxed: no record.
-	if _, err := l.SandboxOf(messages.ProcID{PID: os.Getpid(), Start: 1}, 0); err == nil {
+	if _, err := l.SandboxOf(protocol.ProcID{PID: os.Getpid(), Start: 1}, 0); err == nil {
 		t.Error("SandboxOf accepted a process that is not the launcher's child")
 	}
 }

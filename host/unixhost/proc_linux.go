@@ -19,6 +19,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // ProcOptions configures a ProcTable.
@@ -62,7 +63,7 @@ type ProcTable struct {
 	// that a scan reads one descriptor of a listening session, not all.
 	// It is a hint: what the scan says is what it reads then.
 	wakeMu sync.Mutex
-	wakeFD map[messages.ProcID]string
+	wakeFD map[protocol.ProcID]string
 }
 
 var _ host.ProcTable = (*ProcTable)(nil)
@@ -436,7 +437,7 @@ func (t *ProcTable) Scan() (host.Table, error) {
 		}
 		st := id.st
 		p := host.Process{
-			ID: messages.ProcID{PID: pid, Start: st.Start}, PPID: st.PPID, PGID: st.PGID, SID: st.SID,
+			ID: protocol.ProcID{PID: pid, Start: st.Start}, PPID: st.PPID, PGID: st.PGID, SID: st.SID,
 			Comm: st.Comm, Argv: id.argv, Cut: id.cut, Names: names, PIDNS: id.pidns, NSLevels: id.levels, UID: id.uid,
 		}
 		tab.Procs = append(tab.Procs, p)
@@ -450,7 +451,7 @@ func (t *ProcTable) Scan() (host.Table, error) {
 		p := &tab.Procs[i]
 		hints[i] = t.inspect(p, wakes, last[p.ID])
 	})
-	t.wakeFD = make(map[messages.ProcID]string, len(tab.Procs))
+	t.wakeFD = make(map[protocol.ProcID]string, len(tab.Procs))
 	for i, h := range hints {
 		if h != "" {
 			t.wakeFD[tab.Procs[i].ID] = h

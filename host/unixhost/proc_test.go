@@ -20,6 +20,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // startSession starts the test binary as a `workspace` session with os/exec:
@@ -144,7 +145,7 @@ func TestScan(t *testing.T) {
 		}
 	}
 	v, _ := pt.Naming(k)
-	if !slices.Contains(v.By, messages.ProcID{PID: writing.Process.Pid, Start: mustStart(t, writing.Process.Pid)}) || len(v.By) != 2 {
+	if !slices.Contains(v.By, protocol.ProcID{PID: writing.Process.Pid, Start: mustStart(t, writing.Process.Pid)}) || len(v.By) != 2 {
 		t.Errorf("Naming(alice/demo).By = %v", v.By)
 	}
 }
@@ -260,12 +261,12 @@ func TestWatchIndex(t *testing.T) {
 	}
 }
 
-func ids(t host.Table) []messages.ProcID {
-	var out []messages.ProcID
+func ids(t host.Table) []protocol.ProcID {
+	var out []protocol.ProcID
 	for _, p := range t.Procs {
 		out = append(out, p.ID)
 	}
-	slices.SortFunc(out, func(a, b messages.ProcID) int { return a.PID - b.PID })
+	slices.SortFunc(out, func(a, b protocol.ProcID) int { return a.PID - b.PID })
 	return out
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // The proc connector's constants (linux/connector.h, linux/cn_proc.h), which
@@ -161,7 +162,7 @@ type entry struct {
 
 // process is the entry as the table's process.
 func (e entry) process(pid int) host.Process {
-	return host.Process{ID: messages.ProcID{PID: pid, Start: e.start}, PPID: e.ppid, Names: e.names,
+	return host.Process{ID: protocol.ProcID{PID: pid, Start: e.start}, PPID: e.ppid, Names: e.names,
 		PIDNS: e.pidns, NSLevels: e.levels, UID: e.uid, Argv: e.argv, Cut: e.cut}
 }
 

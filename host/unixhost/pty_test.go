@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/host"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // readAllMaster reads the master until the terminal's last holder closes it
@@ -38,7 +38,7 @@ func readAllMaster(t *testing.T, master *os.File) string {
 // startOnTerminal starts argv as a run's process with a terminal (seed 004
 // §8.1): its standard input and output the terminal, standard error a pipe.
 // It returns the master, the pipe's read end and the exit, to come.
-func startOnTerminal(t *testing.T, argv ...string) (*os.File, *os.File, messages.ProcID, <-chan host.Exit) {
+func startOnTerminal(t *testing.T, argv ...string) (*os.File, *os.File, protocol.ProcID, <-chan host.Exit) {
 	t.Helper()
 	l := newLauncher(t, nil)
 	master, tty, err := OpenPTY()

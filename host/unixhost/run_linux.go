@@ -10,10 +10,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ocx-go/ocx/messages/protocol"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/host"
-	"github.com/ocx-go/ocx/messages"
 )
 
 var _ host.RunStarter = (*Launcher)(nil)
@@ -69,25 +70,25 @@ func readSmall(p string) ([]byte, error) {
 // forked bwrap (bubblewrap #692); Go ends a thread only when a goroutine
 // locked to it exits, and StartRun does not lock. That process is the run's
 // watcher, never the daemon, whose going down ends no run.
-func (l *Launcher) StartRun(spec host.RunSpec, onExit func(host.Exit)) (messages.ProcID, error) {
+func (l *Launcher) StartRun(spec host.RunSpec, onExit func(host.Exit)) (protocol.ProcID, error) {
 	if onExit == nil {
-		return messages.ProcID{}, errors.New("unixhost: start run: no onExit")
+		return protocol.ProcID{}, errors.New("unixhost: start run: no onExit")
 	}
 	if len(spec.Command) == 0 || spec.Command[0] == "" {
-		return messages.ProcID{}, errors.New("unixhost: start run: no command")
+		return protocol.ProcID{}, errors.New("unixhost: start run: no command")
 	}
 	prog := spec.Command[0]
 	if !filepath.IsAbs(spec.Dir) || filepath.Clean(spec.Dir) != spec.Dir {
-		return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: directory %q is not an absolute, clean path", prog, spec.Dir)
+		return protocol.ProcID{}, fmt.Errorf("unixhost: start run %s: directory %q is not an absolute, clean path", prog, spec.Dir)
 	}
 	if err := l.RunSupport().Check(spec.Sandbox, spec.Limits); err != nil {
-		return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, err)
+		return protocol.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, err)
 	}
 	l.mu.Lock()
 	closed := l.closed
 	l.mu.Unlock()
 	if closed {
-		return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, host.ErrClosed)
+		return protocol.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, host.ErrClosed)
 	}
 	files := []uintptr{uintptr(l.devnull), uintptr(l.nullW), uintptr(l.nullW)}
 	for i, f := range []host.FD{spec.Stdin, spec.Stdout, spec.Stderr} {
@@ -105,16 +106,16 @@ func (l *Launcher) StartRun(spec host.RunSpec, onExit func(host.Exit)) (messages
 	return l.startSandboxed(spec, env, files, onExit)
 }
 
-func (l *Launcher) startUnconfined(spec host.RunSpec, env []string, files []uintptr, onExit func(host.Exit)) (messages.ProcID, error) {
+func (l *Launcher) startUnconfined(spec host.RunSpec, env []string, files []uintptr, onExit func(host.Exit)) (protocol.ProcID, error) {
 	path, err := lookPath(spec.Command[0], env)
 	if err != nil {
-		return messages.ProcID{}, err
+		return protocol.ProcID{}, err
 	}
 	pidfd := -1
 	attr := &syscall.ProcAttr{Dir: spec.Dir, Env: env, Files: files, Sys: runAttr(spec, &pidfd)}
 	pid, err := syscall.ForkExec(path, spec.Command, attr)
 	if err != nil {
-		return messages.ProcID{}, &fs.PathError{Op: "start run", Path: path, Err: err}
+		return protocol.ProcID{}, &fs.PathError{Op: "start run", Path: path, Err: err}
 	}
 	return l.track(path, pid, pidfd, false, -1, nil, onExit)
 }
@@ -200,13 +201,13 @@ func (l *Launcher) runCgroup(spec host.RunSpec) (*cgroupBlock, error) {
 	return cb, nil
 }
 
-func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintptr, onExit func(host.Exit)) (messages.ProcID, error) {
+func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintptr, onExit func(host.Exit)) (protocol.ProcID, error) {
 	sb := spec.Sandbox
 	prog := spec.Command[0]
 	onExit = toldCPULimit(spec.Limits.CPU, onExit)
 	cb, err := l.runCgroup(spec)
 	if err != nil {
-		return messages.ProcID{}, err
+		return protocol.ProcID{}, err
 	}
 	if cb != nil {
 		defer cb.close()
@@ -217,11 +218,11 @@ func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintp
 	fds := host.RunFDs{Status: 3, Block: 4, Files: 5}
 	argv, err := host.RunBwrapArgs(*sb, fds, spec.Dir, spec.Command)
 	if err != nil {
-		return messages.ProcID{}, err
+		return protocol.ProcID{}, err
 	}
 	rf, err := openRunFiles(prog, files, true, cb, sb.Files)
 	if err != nil {
-		return messages.ProcID{}, err
+		return protocol.ProcID{}, err
 	}
 	defer rf.closeChildEnds()
 	statusR, blockW := rf.statusR, rf.blockW
@@ -233,7 +234,7 @@ func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintp
 		if blockW >= 0 {
 			unix.Close(blockW)
 		}
-		return messages.ProcID{}, &fs.PathError{Op: "start run", Path: l.bwrap, Err: err}
+		return protocol.ProcID{}, &fs.PathError{Op: "start run", Path: l.bwrap, Err: err}
 	}
 	rf.closeChildEnds()
 	var g *Cgroup
@@ -252,7 +253,7 @@ func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintp
 		}
 		l.abandon(pid, statusR)
 		unix.Close(blockW)
-		return messages.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, err)
+		return protocol.ProcID{}, fmt.Errorf("unixhost: start run %s: %w", prog, err)
 	}
 	lift(blockW)
 	var rc *runCgroup

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/host"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // SandboxOf is what the node records of the sandbox of its child id
@@ -17,7 +17,7 @@ import (
 // status pipe, that init's start time, and the PID namespace bwrap says
 // it made, checked against the init's own and its parent against id. It
 // waits up to wait for bwrap to report.
-func (l *Launcher) SandboxOf(id messages.ProcID, wait time.Duration) (host.SandboxRecord, error) {
+func (l *Launcher) SandboxOf(id protocol.ProcID, wait time.Duration) (host.SandboxRecord, error) {
 	l.mu.Lock()
 	c, ok := l.kids[id.PID]
 	l.mu.Unlock()
@@ -42,7 +42,7 @@ func (l *Launcher) SandboxOf(id messages.ProcID, wait time.Duration) (host.Sandb
 }
 
 // sandboxRecord checks what bwrap reported against the init itself.
-func sandboxRecord(bwrap messages.ProcID, st host.BwrapStatus) (host.SandboxRecord, error) {
+func sandboxRecord(bwrap protocol.ProcID, st host.BwrapStatus) (host.SandboxRecord, error) {
 	rec := host.SandboxRecord{Bwrap: bwrap, PIDNamespace: st.PIDNamespace}
 	if st.PIDNamespace == 0 {
 		return rec, fmt.Errorf("unixhost: sandbox of %s: bwrap reported no PID namespace", bwrap)
@@ -61,7 +61,7 @@ func sandboxRecord(bwrap messages.ProcID, st host.BwrapStatus) (host.SandboxReco
 	if ns, err := host.ParseNSLink(link, "pid"); err != nil || ns != st.PIDNamespace {
 		return rec, fmt.Errorf("unixhost: sandbox of %s: its init %d runs in %s, not the pid:[%d] bwrap reported", bwrap, st.ChildPID, link, st.PIDNamespace)
 	}
-	rec.Init = messages.ProcID{PID: st.ChildPID, Start: s.Start}
+	rec.Init = protocol.ProcID{PID: st.ChildPID, Start: s.Start}
 	return rec, rec.Validate()
 }
 
@@ -83,7 +83,7 @@ func WriteSandboxRecord(root *Root, ws host.Workspace, rec host.SandboxRecord) e
 // whose init still runs (bwrap was killed, the sandbox goes on, orphaned)
 // stays, so that what runs in that sandbox still counts for ws; a record
 // of another bwrap (a later session's) is left alone.
-func ForgetSandbox(root *Root, ws host.Workspace, bwrap messages.ProcID) error {
+func ForgetSandbox(root *Root, ws host.Workspace, bwrap protocol.ProcID) error {
 	b, err := root.ReadFile(ws.Sandbox, SmallFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

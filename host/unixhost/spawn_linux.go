@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/host"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // Launcher spawns children, reaps them, watches processes it did not start,
@@ -65,7 +65,7 @@ type LauncherOptions struct {
 }
 
 type child struct {
-	id     messages.ProcID
+	id     protocol.ProcID
 	own    bool // the launcher's own child: wait4 gives its status
 	pidfd  *os.File
 	onExit func(host.Exit)
@@ -127,22 +127,22 @@ func NewLauncher(opts LauncherOptions) (*Launcher, error) {
 // exactly spec.Env as its environment. With spec.Sandbox it runs inside
 // bwrap, spec.Path then being the program bwrap runs (as its argv[0]).
 // onExit is called once, after Spawn returned, when the child has been reaped.
-func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (messages.ProcID, error) {
+func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (protocol.ProcID, error) {
 	if err := checkSpawn(spec); err != nil {
-		return messages.ProcID{}, err
+		return protocol.ProcID{}, err
 	}
 	if onExit == nil {
-		return messages.ProcID{}, errors.New("unixhost: spawn: no onExit")
+		return protocol.ProcID{}, errors.New("unixhost: spawn: no onExit")
 	}
 	l.mu.Lock()
 	closed := l.closed
 	l.mu.Unlock()
 	if closed {
-		return messages.ProcID{}, fmt.Errorf("unixhost: spawn %s: %w", spec.Path, host.ErrClosed)
+		return protocol.ProcID{}, fmt.Errorf("unixhost: spawn %s: %w", spec.Path, host.ErrClosed)
 	}
 	logfd, err := l.openLog(spec.Log)
 	if err != nil {
-		return messages.ProcID{}, err
+		return protocol.ProcID{}, err
 	}
 	defer unix.Close(logfd)
 	path, argv, dir := spec.Path, spec.Args, spec.Dir
@@ -151,30 +151,30 @@ func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (messages.
 	var cb *cgroupBlock
 	if spec.Sandbox != nil {
 		if l.bwrap == "" {
-			return messages.ProcID{}, errors.New("unixhost: spawn: bwrap is not installed")
+			return protocol.ProcID{}, errors.New("unixhost: spawn: bwrap is not installed")
 		}
 		sb := *spec.Sandbox
 		// In its cgroup (D46), its user namespace held to its counts
 		// (D82), before its first instruction.
 		if cb, err = l.newCgroupBlock(spec.Cgroup, spec.Limits); err != nil {
-			return messages.ProcID{}, err
+			return protocol.ProcID{}, err
 		}
 		defer cb.close()
 		sb.BlockFD = sessionBlockFD
 		inside := append([]string{spec.Path}, spec.Args[1:]...)
 		argv, err = host.BwrapArgs(sb, 3, spec.Dir, inside)
 		if err != nil {
-			return messages.ProcID{}, err
+			return protocol.ProcID{}, err
 		}
 		var p [2]int
 		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-			return messages.ProcID{}, fmt.Errorf("unixhost: spawn %s: status pipe: %w", spec.Path, err)
+			return protocol.ProcID{}, fmt.Errorf("unixhost: spawn %s: status pipe: %w", spec.Path, err)
 		}
 		statusR = p[0]
 		defer unix.Close(p[1])
 		if err := unix.SetNonblock(statusR, true); err != nil {
 			unix.Close(statusR)
-			return messages.ProcID{}, fmt.Errorf("unixhost: spawn %s: status pipe: %w", spec.Path, err)
+			return protocol.ProcID{}, fmt.Errorf("unixhost: spawn %s: status pipe: %w", spec.Path, err)
 		}
 		files = append(files, uintptr(p[1]))
 		if cb != nil {
@@ -182,7 +182,7 @@ func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (messages.
 		}
 		path, dir = l.bwrap, "/"
 	} else if spec.Cgroup != "" {
-		return messages.ProcID{}, fmt.Errorf("unixhost: spawn %s: a cgroup needs a sandbox, whose first process waits for it", spec.Path)
+		return protocol.ProcID{}, fmt.Errorf("unixhost: spawn %s: a cgroup needs a sandbox, whose first process waits for it", spec.Path)
 	}
 	pidfd := -1
 	attr := &syscall.ProcAttr{Dir: dir, Env: spec.Env, Files: files,
@@ -195,12 +195,12 @@ func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (messages.
 		if statusR >= 0 {
 			unix.Close(statusR)
 		}
-		return messages.ProcID{}, &fs.PathError{Op: "spawn", Path: path, Err: err}
+		return protocol.ProcID{}, &fs.PathError{Op: "spawn", Path: path, Err: err}
 	}
 	var statusBuf []byte
 	if cb != nil {
 		if statusBuf, err = l.joinCgroup(cb, pid, pidfd, statusR); err != nil {
-			return messages.ProcID{}, fmt.Errorf("unixhost: spawn %s: %w", spec.Path, err)
+			return protocol.ProcID{}, fmt.Errorf("unixhost: spawn %s: %w", spec.Path, err)
 		}
 	}
 	return l.track(path, pid, pidfd, spec.Sandbox != nil, statusR, statusBuf, onExit)
@@ -210,20 +210,20 @@ func (l *Launcher) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (messages.
 // none, reads its start time and registers it, so that onExit hears of its
 // end. On failure the child is killed and reaped. statusR is bwrap's status
 // pipe (-1 for none), statusBuf what was already read of it.
-func (l *Launcher) track(path string, pid, pidfd int, sandboxed bool, statusR int, statusBuf []byte, onExit func(host.Exit)) (messages.ProcID, error) {
+func (l *Launcher) track(path string, pid, pidfd int, sandboxed bool, statusR int, statusBuf []byte, onExit func(host.Exit)) (protocol.ProcID, error) {
 	return l.trackWith(path, pid, pidfd, sandboxed, statusR, statusBuf, nil, onExit)
 }
 
 // trackWith is track for a run held in its cgroup cg (nil for none), which
 // is read and removed once the run has ended.
-func (l *Launcher) trackWith(path string, pid, pidfd int, sandboxed bool, statusR int, statusBuf []byte, cg *runCgroup, onExit func(host.Exit)) (messages.ProcID, error) {
+func (l *Launcher) trackWith(path string, pid, pidfd int, sandboxed bool, statusR int, statusBuf []byte, cg *runCgroup, onExit func(host.Exit)) (protocol.ProcID, error) {
 	var err error
 	if pidfd < 0 {
 		// Without CLONE_PIDFD: the child is ours and unreaped, so its PID
 		// cannot have been reused yet.
 		if pidfd, err = unix.PidfdOpen(pid, 0); err != nil {
 			l.abandon(pid, statusR)
-			return messages.ProcID{}, fmt.Errorf("unixhost: spawn %s: pidfd_open %d: %w", path, pid, err)
+			return protocol.ProcID{}, fmt.Errorf("unixhost: spawn %s: pidfd_open %d: %w", path, pid, err)
 		}
 	}
 	st, err := readStatRaw(pid)
@@ -231,16 +231,16 @@ func (l *Launcher) trackWith(path string, pid, pidfd int, sandboxed bool, status
 		unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
 		unix.Close(pidfd)
 		l.abandon(pid, statusR)
-		return messages.ProcID{}, fmt.Errorf("unixhost: spawn %s: read the child's start time: %w", path, err)
+		return protocol.ProcID{}, fmt.Errorf("unixhost: spawn %s: read the child's start time: %w", path, err)
 	}
-	c := &child{id: messages.ProcID{PID: pid, Start: st.Start}, own: true, onExit: onExit, ready: make(chan struct{}),
+	c := &child{id: protocol.ProcID{PID: pid, Start: st.Start}, own: true, onExit: onExit, ready: make(chan struct{}),
 		sandboxed: sandboxed, status: statusR, statusBuf: statusBuf, inner: -1, cg: cg}
 	defer close(c.ready)
 	if err := l.register(c, pidfd); err != nil {
 		// Closed meanwhile: nobody would reap the child, and the caller is
 		// told it did not start, so it must not run.
 		l.abandon(pid, statusR)
-		return messages.ProcID{}, err
+		return protocol.ProcID{}, err
 	}
 	return c.id, nil
 }
@@ -391,7 +391,7 @@ func (l *Launcher) awaitInit(exit host.Exit, ns uint64) {
 	ours := st.PPID == os.Getpid()
 	if exit.Signal != 0 {
 		if ours {
-			l.adopt(messages.ProcID{PID: pid, Start: st.Start}, -1, nil, func(host.Exit) {})
+			l.adopt(protocol.ProcID{PID: pid, Start: st.Start}, -1, nil, func(host.Exit) {})
 		}
 		return
 	}
@@ -417,7 +417,7 @@ func (l *Launcher) awaitInit(exit host.Exit, ns uint64) {
 			}
 			if err == nil && r == 0 {
 				// Still running past the bound: reap it whenever it ends.
-				l.adopt(messages.ProcID{PID: pid, Start: st.Start}, -1, nil, func(host.Exit) {})
+				l.adopt(protocol.ProcID{PID: pid, Start: st.Start}, -1, nil, func(host.Exit) {})
 			}
 			break
 		}
@@ -505,11 +505,11 @@ func (c *child) readStatus() {
 // or kept across a re-exec. If it turns out to be this process's own child
 // (its parent is us), it is reaped and its status is known; otherwise its end
 // is reported with Known false. A process already gone is reported at once.
-func (l *Launcher) Watch(id messages.ProcID, onExit func(host.Exit)) error {
+func (l *Launcher) Watch(id protocol.ProcID, onExit func(host.Exit)) error {
 	return l.adopt(id, -1, nil, onExit)
 }
 
-func (l *Launcher) adopt(id messages.ProcID, status int, statusBuf []byte, onExit func(host.Exit)) error {
+func (l *Launcher) adopt(id protocol.ProcID, status int, statusBuf []byte, onExit func(host.Exit)) error {
 	if onExit == nil {
 		return errors.New("unixhost: watch: no onExit")
 	}
@@ -569,7 +569,7 @@ func (l *Launcher) adopt(id messages.ProcID, status int, statusBuf []byte, onExi
 
 // ChildHandoff is what a re-exec keeps of one child: the new image adopts it.
 type ChildHandoff struct {
-	ID       messages.ProcID `json:"proc"`
+	ID       protocol.ProcID `json:"proc"`
 	StatusFD int             `json:"status_fd"`        // bwrap's status pipe kept open across the exec; -1 for none
 	Status   string          `json:"status,omitempty"` // what was already read of it
 }
@@ -656,7 +656,7 @@ func (l *Launcher) Close() error {
 // --new-session made a group leader), so that the command gets it and bwrap
 // stays to report its exit. Signalling bwrap itself would end bwrap alone and
 // leave the session running as an orphan.
-func (l *Launcher) Signal(id messages.ProcID, sig host.Signal) error {
+func (l *Launcher) Signal(id protocol.ProcID, sig host.Signal) error {
 	l.mu.Lock()
 	c, ok := l.kids[id.PID]
 	if ok && (c.id != id || c.done || !c.own) {
@@ -766,17 +766,17 @@ func pidfdSignal(fd int, sig unix.Signal, group bool) error {
 // lead, only while id's PID has id's start time: host.ErrGone when not (a
 // zombie is gone too). It is for a process that names a workspace without
 // being a session of the daemon's (a terminal session).
-func SignalOne(id messages.ProcID, sig host.Signal) error { return signalChecked(id, sig, false) }
+func SignalOne(id protocol.ProcID, sig host.Signal) error { return signalChecked(id, sig, false) }
 
 // signalOther signals a process that is not the launcher's child, a session
 // at a terminal or an orphan: the group it leads, or it alone.
-func signalOther(id messages.ProcID, sig host.Signal) error { return signalChecked(id, sig, true) }
+func signalOther(id protocol.ProcID, sig host.Signal) error { return signalChecked(id, sig, true) }
 
 // signalChecked is the one pidfd signal of a process known by its identity.
 // The pidfd is opened first and the start time read after, so the pidfd is
 // known to hold the process asked about; with group, the signal goes to the
 // process group it leads, if it leads one.
-func signalChecked(id messages.ProcID, sig host.Signal, group bool) error {
+func signalChecked(id protocol.ProcID, sig host.Signal, group bool) error {
 	fd, err := unix.PidfdOpen(id.PID, 0)
 	if err == unix.ESRCH {
 		return fmt.Errorf("unixhost: signal %s %s: %w", id, sig, host.ErrGone)

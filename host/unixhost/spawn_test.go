@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocx-go/ocx/host"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 func TestSpawnChild(t *testing.T) {
@@ -96,7 +96,7 @@ func TestReapManyAlongsideOSExec(t *testing.T) {
 	l := newLauncher(t, nil)
 	x := newExits()
 	const n = 60
-	var ids []messages.ProcID
+	var ids []protocol.ProcID
 	var wg sync.WaitGroup
 	execErrs := make(chan error, n)
 	for i := range n {
@@ -183,7 +183,7 @@ func TestSignalGroup(t *testing.T) {
 		bgPID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return bgPID > 0
 	})
-	if err := l.Signal(messages.ProcID{PID: id.PID, Start: id.Start + 1}, host.SIGTERM); !errors.Is(err, host.ErrGone) {
+	if err := l.Signal(protocol.ProcID{PID: id.PID, Start: id.Start + 1}, host.SIGTERM); !errors.Is(err, host.ErrGone) {
 		t.Fatalf("Signal with a wrong start time = %v", err)
 	}
 	if err := l.Signal(id, host.SIGTERM); err != nil {
@@ -224,8 +224,8 @@ func TestSignalOther(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := messages.ProcID{PID: cmd.Process.Pid, Start: st.Start}
-	if err := l.Signal(messages.ProcID{PID: id.PID, Start: id.Start - 1}, host.SIGTERM); !errors.Is(err, host.ErrGone) {
+	id := protocol.ProcID{PID: cmd.Process.Pid, Start: st.Start}
+	if err := l.Signal(protocol.ProcID{PID: id.PID, Start: id.Start - 1}, host.SIGTERM); !errors.Is(err, host.ErrGone) {
 		t.Fatalf("Signal with a wrong start time = %v", err)
 	}
 	if err := l.Signal(id, host.SIGTERM); err != nil {
@@ -264,7 +264,7 @@ func TestWatchOther(t *testing.T) {
 	if err != nil || st.PPID != par.Process.Pid {
 		t.Fatalf("grandchild %d: %+v %v", pid, st, err)
 	}
-	id := messages.ProcID{PID: pid, Start: st.Start}
+	id := protocol.ProcID{PID: pid, Start: st.Start}
 	if err := l.Watch(id, x.on); err != nil {
 		t.Fatal(err)
 	}
@@ -279,16 +279,16 @@ func TestWatchOther(t *testing.T) {
 	par.Process.Signal(unix.SIGTERM)
 	par.Wait()
 	// Already gone, or a PID that now names another process: reported at once.
-	gone := messages.ProcID{PID: pid, Start: st.Start}
+	gone := protocol.ProcID{PID: pid, Start: st.Start}
 	if err := l.Watch(gone, x.on); err != nil {
 		t.Fatal(err)
 	}
 	self, _ := ReadStat(os.Getpid())
-	other := messages.ProcID{PID: os.Getpid(), Start: self.Start + 1}
+	other := protocol.ProcID{PID: os.Getpid(), Start: self.Start + 1}
 	if err := l.Watch(other, x.on); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []messages.ProcID{gone, other} {
+	for _, id := range []protocol.ProcID{gone, other} {
 		if e := x.wait(t, id); e.Known {
 			t.Fatalf("exit %s", e)
 		}
@@ -341,7 +341,7 @@ func TestSignalWatchedNonLeader(t *testing.T) {
 	if err != nil || st.PGID == pid || st.PPID == os.Getpid() {
 		t.Fatalf("sleep %d: %+v %v; want a grandchild in another's group", pid, st, err)
 	}
-	id := messages.ProcID{PID: pid, Start: st.Start}
+	id := protocol.ProcID{PID: pid, Start: st.Start}
 	if err := l.Watch(id, x.on); err != nil {
 		t.Fatal(err)
 	}
@@ -388,8 +388,8 @@ func TestSignalOne(t *testing.T) {
 	if err != nil || st.PGID != sh.Process.Pid {
 		t.Fatalf("sh %d: %+v %v; want a group leader", sh.Process.Pid, st, err)
 	}
-	id := messages.ProcID{PID: sh.Process.Pid, Start: st.Start}
-	if err := SignalOne(messages.ProcID{PID: id.PID, Start: id.Start - 1}, host.SIGTERM); !errors.Is(err, host.ErrGone) {
+	id := protocol.ProcID{PID: sh.Process.Pid, Start: st.Start}
+	if err := SignalOne(protocol.ProcID{PID: id.PID, Start: id.Start - 1}, host.SIGTERM); !errors.Is(err, host.ErrGone) {
 		t.Fatalf("SignalOne with a wrong start time = %v", err)
 	}
 	if err := SignalOne(id, host.SIGTERM); err != nil {

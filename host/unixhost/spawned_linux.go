@@ -6,13 +6,13 @@ import (
 	"io/fs"
 
 	"github.com/ocx-go/ocx/host"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // WriteSpawned keeps s in its workspace's SpawnedDir (D76), atomically:
 // the daemon spawned a session for s.Launch, and its end note is not on
 // the record yet.
-func WriteSpawned(root *Root, ws host.Workspace, s messages.Spawned) error {
+func WriteSpawned(root *Root, ws host.Workspace, s protocol.Spawned) error {
 	if s.Workspace != ws.Key {
 		return fmt.Errorf("unixhost: spawned record of %s kept in workspace %s", s.Workspace, ws.Key)
 	}
@@ -44,7 +44,7 @@ func ForgetSpawned(root *Root, ws host.Workspace, launch string) error {
 // names: none when its SpawnedDir is not there. A file that does not read
 // as the record of its name's launch in ws (planted, cut short) is passed
 // over, each with why in bad, and left where it is.
-func ReadSpawned(root *Root, ws host.Workspace) (out []messages.Spawned, bad []error, err error) {
+func ReadSpawned(root *Root, ws host.Workspace) (out []protocol.Spawned, bad []error, err error) {
 	entries, err := root.ReadDir(ws.SpawnedDir())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil
@@ -63,7 +63,7 @@ func ReadSpawned(root *Root, ws host.Workspace) (out []messages.Spawned, bad []e
 			bad = append(bad, err)
 			continue
 		}
-		s, err := messages.DecodeSpawned(b)
+		s, err := protocol.DecodeSpawned(b)
 		if err == nil && (s.Launch != e.Name() || s.Workspace != ws.Key) {
 			err = fmt.Errorf("it names launch %s of %s", s.Launch, s.Workspace)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // TestSpawnedRecords (D76): a spawned record is kept in the workspace's
@@ -33,9 +34,9 @@ func TestSpawnedRecords(t *testing.T) {
 	if got, bad, err := ReadSpawned(root, ws); err != nil || len(got) != 0 || len(bad) != 0 {
 		t.Fatalf("a workspace with no held directory: %v %v %v", got, bad, err)
 	}
-	a := messages.Spawned{Workspace: key, Launch: strings.Repeat("a", 40), Proc: messages.ProcID{PID: 10, Start: 100}}
-	b := messages.Spawned{Workspace: key, Launch: strings.Repeat("b", 64), Proc: messages.ProcID{PID: 11, Start: 110}}
-	for _, s := range []messages.Spawned{b, a} {
+	a := protocol.Spawned{Workspace: key, Launch: strings.Repeat("a", 40), Proc: protocol.ProcID{PID: 10, Start: 100}}
+	b := protocol.Spawned{Workspace: key, Launch: strings.Repeat("b", 64), Proc: protocol.ProcID{PID: 11, Start: 110}}
+	for _, s := range []protocol.Spawned{b, a} {
 		if err := WriteSpawned(root, ws, s); err != nil {
 			t.Fatal(err)
 		}

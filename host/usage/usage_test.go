@@ -11,6 +11,7 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/host/usage"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
 const launch = "93b653f3e69fdc88a716e5e3428a4947e7af5d21926850ad9673c8469d94913d"
@@ -47,7 +48,7 @@ func TestReadSumsBothFiles(t *testing.T) {
 		t.Fatalf("nothing yet: %+v %v", u, err)
 	}
 	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	c := messages.ModelCount{Requests: 2, Tokens: messages.Tokens{Input: 900, Output: 142}}
+	c := messages.ModelCount{Requests: 2, Tokens: modelapi.Tokens{Input: 900, Output: 142}}
 	if err := usage.WriteModel(root, ws, &messages.ModelUsage{Launch: launch, Count: c, Limit: 1000,
 		Reached: messages.TokensReached(c, 1000), Updated: at}); err != nil {
 		t.Fatal(err)
@@ -56,7 +57,7 @@ func TestReadSumsBothFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Add(usage.Turn(launch, at, 1500*time.Millisecond, 200*time.Millisecond, &messages.RunnerReport{Tokens: messages.Tokens{Input: 10, Output: 1}})); err != nil {
+	if err := tr.Add(usage.Turn(launch, at, 1500*time.Millisecond, 200*time.Millisecond, &messages.RunnerReport{Tokens: modelapi.Tokens{Input: 10, Output: 1}})); err != nil {
 		t.Fatal(err)
 	}
 	u, reached, err := usage.Read(root, ws, launch)
@@ -84,7 +85,7 @@ func TestReadSumsBothFiles(t *testing.T) {
 // is none.
 func TestRunnerReportTakenOnce(t *testing.T) {
 	root, ws := setup(t)
-	b, _ := (&messages.RunnerReport{Tokens: messages.Tokens{Input: 5, Output: 6}, Cost: "0.01"}).Encode()
+	b, _ := (&messages.RunnerReport{Tokens: modelapi.Tokens{Input: 5, Output: 6}, Cost: "0.01"}).Encode()
 	if err := os.WriteFile(ws.RunnerUsage(), b, 0o600); err != nil { // trust:outside the test's own directory
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/ocx-go/ocx/messages/wire"
+
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/consolepage"
 	"github.com/ocx-go/ocx/fossilio"
@@ -31,7 +33,7 @@ func (s *Socket) openConsole() []byte {
 // daemon's open repositories. A page that is not one the daemon renders
 // (a form, the releases, the tools: consolepage.Serve) is refused, and
 // `ocx console` serves it.
-func (s *Socket) page(a *messages.Ask) *messages.Reply {
+func (s *Socket) page(a *wire.Ask) *wire.Reply {
 	if s.consoleKey == nil {
 		return nodesock.Refusal("this daemon serves no console page: its key did not open")
 	}
@@ -41,7 +43,7 @@ func (s *Socket) page(a *messages.Ask) *messages.Reply {
 	if !ok {
 		return nodesock.Refusal("the daemon renders no such page: ocx console serves it")
 	}
-	r := messages.NewReply()
+	r := wire.NewReply()
 	r.Page = len(out)
 	line, err := json.Marshal(r)
 	if err != nil {

@@ -3,6 +3,8 @@ package answers
 import (
 	"context"
 
+	"github.com/ocx-go/ocx/messages/wire"
+
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/host/runs"
@@ -14,12 +16,12 @@ import (
 // log it keeps, so that only what arrived since the last receipt is read.
 // (A node.json changed since is refused, as for every ask:
 // Socket.sameNode.)
-func (s *status) runs(ctx context.Context, a *messages.Ask) *messages.Reply {
+func (s *status) runs(ctx context.Context, a *wire.Ask) *wire.Reply {
 	x, err := s.repos.Index(a.Project)
 	if err != nil {
 		return nodesock.Refusal("the runs: %v", err)
 	}
-	r := messages.NewReply()
+	r := wire.NewReply()
 	sts, err := runs.Status(ctx, s.layout, x.Repo, func(ctx context.Context) ([]record.RunMsg, error) { return x.Runs(ctx) }, a.Run)
 	if err != nil {
 		return nodesock.Refusal("the runs: %v", err)
@@ -28,6 +30,6 @@ func (s *status) runs(ctx context.Context, a *messages.Ask) *messages.Reply {
 		sts = []messages.RunState{}
 	}
 	r.Runs = &sts
-	r.Receipts = map[string]messages.Receipt{a.Project: {Rcvid: uint64(max(x.Idx.Mark(), 0))}}
+	r.Receipts = map[string]wire.Receipt{a.Project: {Rcvid: uint64(max(x.Idx.Mark(), 0))}}
 	return r
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ocx-go/ocx/messages/wire"
+
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/hook"
 	"github.com/ocx-go/ocx/cmd/internal/noderepos"
@@ -121,13 +123,13 @@ const pullBound = time.Minute
 
 // pull answers a pull ask (D72): once a pull of the project begun after
 // the ask has ended, with its outcome.
-func (s *Socket) pull(ctx context.Context, a *messages.Ask) *messages.Reply {
+func (s *Socket) pull(ctx context.Context, a *wire.Ask) *wire.Reply {
 	if s.puller == nil {
 		return nodesock.Refusal("this node pulls nothing: project %s is not served from another host", a.Project)
 	}
 	ctx, cancel := context.WithTimeout(ctx, pullBound)
 	defer cancel()
-	r := messages.NewReply()
+	r := wire.NewReply()
 	if err := s.puller.Pull(ctx, a.Project); err != nil {
 		r.Error = "the pull: " + err.Error()
 	}
@@ -141,7 +143,7 @@ func (s *Socket) pull(ctx context.Context, a *messages.Ask) *messages.Reply {
 // same PID, the same children), after which every ask is answered with
 // it (issue 38). A node.json that does not read is refused naming why,
 // and no re-exec is asked: the daemon keeps the node it read.
-func (s *Socket) sameNode() *messages.Reply {
+func (s *Socket) sameNode() *wire.Reply {
 	data, err := unixhost.Below(s.layout.Root()).ReadFile(s.layout.NodeJSON(), unixhost.NodeFile)
 	if err != nil {
 		return nodesock.Refusal("read node.json: %v", err)
@@ -162,24 +164,24 @@ func (s *Socket) sameNode() *messages.Reply {
 }
 
 // answer is the daemon's answer to one ask on its socket.
-func (s *Socket) answer(ctx context.Context, a *messages.Ask) *messages.Reply {
+func (s *Socket) answer(ctx context.Context, a *wire.Ask) *wire.Reply {
 	if refusal := s.sameNode(); refusal != nil {
 		return refusal
 	}
 	switch a.Kind {
-	case messages.AskHook:
+	case wire.AskHook:
 		// The work is finished even when the daemon stops meanwhile: the
 		// caller waits for it, and a half-done hook would be done again.
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hookBound)
 		defer cancel()
 		return hook.Answer(hctx, s.hook, a)
-	case messages.AskStatus:
+	case wire.AskStatus:
 		return s.status.answer(ctx)
-	case messages.AskRuns:
+	case wire.AskRuns:
 		return s.status.runs(ctx, a)
-	case messages.AskPage:
+	case wire.AskPage:
 		return s.page(a)
-	case messages.AskPull:
+	case wire.AskPull:
 		return s.pull(ctx, a)
 	}
 	return nodesock.Refusal("this daemon does not answer %s asks", a.Kind)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ocx-go/ocx/messages/wire"
+
 	"github.com/ocx-go/ocx/actors"
 
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
@@ -58,12 +60,12 @@ type status struct {
 // keptStatus is the last status derived, and the counts it is current to.
 type keptStatus struct {
 	counts statusCounts
-	reply  *messages.Reply
+	reply  *wire.Reply
 	state  *messages.NodeState
 }
 
 // refused is a refusal with no status.
-func refused(format string, args ...any) (*messages.Reply, *messages.NodeState) {
+func refused(format string, args ...any) (*wire.Reply, *messages.NodeState) {
 	return nodesock.Refusal(format, args...), nil
 }
 
@@ -105,7 +107,7 @@ func (s *status) close() {
 	}
 }
 
-func (s *status) answer(ctx context.Context) *messages.Reply {
+func (s *status) answer(ctx context.Context) *wire.Reply {
 	r, _ := s.current(ctx)
 	return r
 }
@@ -113,7 +115,7 @@ func (s *status) answer(ctx context.Context) *messages.Reply {
 // current is the status's reply and the status itself: the kept ones
 // while nothing they are derived from changed, else derived anew. A
 // refusal has no status (nil). Neither may be changed: they are kept.
-func (s *status) current(ctx context.Context) (*messages.Reply, *messages.NodeState) {
+func (s *status) current(ctx context.Context) (*wire.Reply, *messages.NodeState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// The counts are read before the status is derived: a change made
@@ -125,7 +127,7 @@ func (s *status) current(ctx context.Context) (*messages.Reply, *messages.NodeSt
 	}
 	s.kept = nil
 	s.log.Debug("ocxd.sock: the status is derived", slog.Bool("counted", counted))
-	r := messages.NewReply()
+	r := wire.NewReply()
 	n, release, err := s.statusNode(r)
 	if err != nil {
 		return refused("open the node: %v", err)
@@ -141,10 +143,10 @@ func (s *status) current(ctx context.Context) (*messages.Reply, *messages.NodeSt
 		return refused("the status: %v", err)
 	}
 	r.Doc, r.StateDoc = len(doc), doc
-	r.Receipts = map[string]messages.Receipt{}
+	r.Receipts = map[string]wire.Receipt{}
 	for _, p := range s.cfg.ProjectNames() {
 		if x, err := s.repos.Index(p); err == nil {
-			r.Receipts[p] = messages.Receipt{Rcvid: uint64(max(x.Idx.Mark(), 0))}
+			r.Receipts[p] = wire.Receipt{Rcvid: uint64(max(x.Idx.Mark(), 0))}
 		}
 	}
 	line, err := json.Marshal(r)
@@ -283,12 +285,12 @@ var (
 // release's directory (daemonclient.Release). Each status has its own
 // logs of what it passes over, told to this caller in r, whose log says
 // it once, as its own read would.
-func (s *status) statusNode(r *messages.Reply) (nodestatus.Node, string, error) {
+func (s *status) statusNode(r *wire.Reply) (nodestatus.Node, string, error) {
 	release, err := daemonclient.Release(s.cfg)
 	if err != nil {
 		return nodestatus.Node{}, "", err
 	}
-	passed := record.NewPassedSink(func(what, why string) { r.Passed = append(r.Passed, messages.PassedOver{What: what, Why: why}) })
+	passed := record.NewPassedSink(func(what, why string) { r.Passed = append(r.Passed, wire.PassedOver{What: what, Why: why}) })
 	return nodestatus.Node{Layout: s.layout, Config: s.cfg, Log: s.log, Passed: passed, Refusals: unixhost.NewRefusalLog(s.log),
 		Facts: daemonFacts{liveRecords{s.repos}, s.cfg, s.layout, s.procs, release}}, release, nil
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/consolepage"
 	"github.com/ocx-go/ocx/host/nodesock"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // ServeCGI answers one request as Fossil's CGI extension: environ is the
@@ -41,10 +41,10 @@ func ServeCGI(agents string, stdin io.Reader, stdout io.Writer, environ []string
 		w.Fail(http.StatusInternalServerError, err.Error())
 		return w.Flush(stdout)
 	}
-	if why := envValue(environ, messages.ConsoleFallbackEnv); why != "" {
+	if why := envValue(environ, wire.ConsoleFallbackEnv); why != "" {
 		// ocx-console found the daemon taking no ask (D75): asked again,
 		// it would hold this page as long.
-		c.Node.Ask = func(context.Context, *messages.Ask) (*messages.Reply, error) {
+		c.Node.Ask = func(context.Context, *wire.Ask) (*wire.Reply, error) {
 			return nil, notTaken(why)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/messages/wire"
+
 	"github.com/ocx-go/ocx/cmd/internal/consolepage"
 	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/node"
@@ -98,7 +100,7 @@ func (c *Console) Serve(w http.ResponseWriter, r *http.Request, f consolepage.Fo
 
 // route picks the page or the action for the request's path.
 func (q *request) route() {
-	parts := messages.ConsolePath(q.F.Path)
+	parts := wire.ConsolePath(q.F.Path)
 	path := strings.Join(parts, "/")
 	if len(parts) == 2 && parts[0] == "tool" {
 		parts[1], _ = toolPath(parts[1])

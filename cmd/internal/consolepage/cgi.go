@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/messages/wire"
+
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -37,7 +39,7 @@ func ServePage(environ []string, layout host.Layout, cfg *messages.NodeConfig, r
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), PageBound)
 		defer cancel()
-		if p, ok := Begin(ctx, w, r, f); ok && p.Open(layout, cfg, reads, key, log) && !p.Serve(messages.ConsolePath(f.Path)) {
+		if p, ok := Begin(ctx, w, r, f); ok && p.Open(layout, cfg, reads, key, log) && !p.Serve(wire.ConsolePath(f.Path)) {
 			return nil, false
 		}
 	}

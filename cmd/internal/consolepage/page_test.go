@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocx-go/ocx/messages/modelapi"
+	"github.com/ocx-go/ocx/messages/wire"
+
 	"go.uber.org/goleak"
 
 	"github.com/ocx-go/ocx/fossilio"
@@ -88,8 +91,8 @@ func TestPagesRender(t *testing.T) {
 // runner reported of itself, and an ended one's as its end note says it.
 func TestSessionPageShowsUsage(t *testing.T) {
 	k := messages.WorkspaceKey{Login: "agent-1", Project: "demo"}
-	u := &messages.SessionUsage{Model: &messages.ModelCount{Requests: 2, Tokens: messages.Tokens{Input: 250, Output: 30, Cached: 100}, Refused: 1},
-		Limit: 1000, Turns: 3, WallMS: 5400, CPUMS: 800, Runner: &messages.RunnerReport{Tokens: messages.Tokens{Input: 2, Output: 2}, Cost: "0.0123"}}
+	u := &messages.SessionUsage{Model: &messages.ModelCount{Requests: 2, Tokens: modelapi.Tokens{Input: 250, Output: 30, Cached: 100}, Refused: 1},
+		Limit: 1000, Turns: 3, WallMS: 5400, CPUMS: 800, Runner: &messages.RunnerReport{Tokens: modelapi.Tokens{Input: 2, Output: 2}, Cost: "0.0123"}}
 	for _, ended := range []bool{false, true} {
 		var b bytes.Buffer
 		d := sessionData{Key: k, Usage: u, Ended: ended}
@@ -302,7 +305,7 @@ func TestServeOwnsTheGETPages(t *testing.T) {
 		p := &Page{W: w, R: httptest.NewRequest(http.MethodGet, "/"+path, nil), F: Fossil{Viewer: "admin", Caps: "as", Path: "/" + path},
 			Ctx: context.Background(), Layout: layout, Config: &messages.NodeConfig{}, Reads: failingReads{}, Project: "demo",
 			Refusals: unixhost.NewRefusalLog(slog.New(slog.DiscardHandler))}
-		if got := p.Serve(messages.ConsolePath(p.F.Path)); got != own {
+		if got := p.Serve(wire.ConsolePath(p.F.Path)); got != own {
 			t.Errorf("%q: served %v, want %v", path, got, own)
 		}
 		if !own && (w.Body.Len() > 0 || len(w.Header()) > 0) {

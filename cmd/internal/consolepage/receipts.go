@@ -8,9 +8,10 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/ocx-go/ocx/messages/wire"
+
 	"github.com/ocx-go/ocx/cmd/internal/remote"
 	"github.com/ocx-go/ocx/fossilio"
-	"github.com/ocx-go/ocx/messages"
 )
 
 // Receipts is the receipt page (D72): for a node on another host, what
@@ -82,7 +83,7 @@ func (p *Page) Receipts(rest []string) {
 		p.Plain(http.StatusInternalServerError, err.Error())
 		return
 	}
-	viewer := messages.ReceiptViewer{Login: p.F.Viewer}
+	viewer := wire.ReceiptViewer{Login: p.F.Viewer}
 	if u, err := r.User(p.Ctx, p.F.Viewer); err == nil {
 		viewer.Caps = u.Caps
 	} else if !errors.Is(err, fossilio.ErrNoSuchUser) {
@@ -107,9 +108,9 @@ func (p *Page) Receipts(rest []string) {
 }
 
 // readHashes reads a POST's hashes, one a line, each a full hash, at
-// most messages.MaxReceiptsAsked.
+// most wire.MaxReceiptsAsked.
 func readHashes(body io.Reader) ([]string, error) {
-	max := int64(messages.MaxReceiptsAsked * 66)
+	max := int64(wire.MaxReceiptsAsked * 66)
 	sc := bufio.NewScanner(io.LimitReader(body, max+1))
 	var out []string
 	read := int64(0)
@@ -122,8 +123,8 @@ func readHashes(body io.Reader) ([]string, error) {
 		if !fossilio.IsHash(line) {
 			return nil, fmt.Errorf("line %d is %q, not a full hash", len(out)+1, short(line))
 		}
-		if len(out) == messages.MaxReceiptsAsked {
-			return nil, fmt.Errorf("more than %d hashes; ask for them in parts", messages.MaxReceiptsAsked)
+		if len(out) == wire.MaxReceiptsAsked {
+			return nil, fmt.Errorf("more than %d hashes; ask for them in parts", wire.MaxReceiptsAsked)
 		}
 		out = append(out, line)
 	}
@@ -131,7 +132,7 @@ func readHashes(body io.Reader) ([]string, error) {
 		return nil, err
 	}
 	if read > max {
-		return nil, fmt.Errorf("the body is longer than %d bytes; ask for at most %d hashes at once", max, messages.MaxReceiptsAsked)
+		return nil, fmt.Errorf("the body is longer than %d bytes; ask for at most %d hashes at once", max, wire.MaxReceiptsAsked)
 	}
 	return out, nil
 }

@@ -52,7 +52,7 @@ type Options struct {
 	CPUProfile string
 	// HandoffCheck asks the build to read the hand-off a re-exec would give
 	// it (AGENTS/ocxd.handoff), as the new image reads it at its start, and
-	// to answer messages.HandoffCheckAnswer, taking nothing over: the old image
+	// to answer protocol.HandoffCheckAnswer, taking nothing over: the old image
 	// execs a release's ocxd only once it answered so (D73).
 	HandoffCheck bool
 	// HandoffVersion asks only for the hand-off version this build reads,

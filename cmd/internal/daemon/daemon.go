@@ -33,6 +33,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // ErrRunning says another daemon holds the agents root's lock: nothing to do.
@@ -58,10 +59,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "ocxd: check the hand-off:", err)
 			return 1
 		}
-		fmt.Fprintln(stdout, messages.HandoffCheckAnswer)
+		fmt.Fprintln(stdout, protocol.HandoffCheckAnswer)
 		return 0
 	case opts.HandoffVersion:
-		fmt.Fprintln(stdout, messages.HandoffVersion)
+		fmt.Fprintln(stdout, protocol.HandoffVersion)
 		return 0
 	case opts.Version:
 		fmt.Fprint(stdout, version.Line("ocxd"))
@@ -94,7 +95,7 @@ func (d *instance) reexecAsked() {
 // status) is built again from the file as it is now.
 func (d *instance) reread() {
 	d.reexecAsked()
-	d.inputs.send(messages.LineRead{Line: messages.ReexecLine{}})
+	d.inputs.send(protocol.LineRead{Line: messages.ReexecLine{}})
 }
 
 // Run runs the daemon of opts.Agents until a signal stops it (INT, TERM,
@@ -169,7 +170,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 			case sigReexec:
 				d.log.Info("HUP: re-exec the current release", slog.String(keySignal, name))
 				d.reexecAsked()
-				d.inputs.send(messages.LineRead{Line: messages.ReexecLine{}})
+				d.inputs.send(protocol.LineRead{Line: messages.ReexecLine{}})
 			case sigStop:
 				stop("stopping on a signal; sessions keep running", slog.String(keySignal, name))
 			case sigMemory:
@@ -439,7 +440,7 @@ func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 	d.repos = repos
 	d.remote = otherhosts.Open(otherhosts.Host{Layout: d.layout, Config: d.cfg, Log: d.log, Repos: repos,
 		RunsFresh: func(ctx context.Context, project string) { d.runs.Fresh(ctx, project) },
-		CheckRuns: func() { d.inputs.send(messages.LineRead{Line: messages.RunsCheckLine{}}) }})
+		CheckRuns: func() { d.inputs.send(protocol.LineRead{Line: messages.RunsCheckLine{}}) }})
 	limits, noCgroups, err := procs.NewLimits(d.layout, d.cfg)
 	if err != nil {
 		return nil, err
@@ -495,7 +496,7 @@ func (d *instance) openPipe(h *handoffFile) (*unixhost.PipeReader, error) {
 }
 
 // send gives the node a message, at the address it has once started.
-func (d *instance) send(m messages.DaemonMessage) { d.sys.Root.Send(actors.NodePID(d.sys), m) }
+func (d *instance) send(m protocol.DaemonMessage) { d.sys.Root.Send(actors.NodePID(d.sys), m) }
 
 // startActors starts the actor tree on the parts openHost built.
 func (d *instance) startActors(limits *procs.Limits) error {
@@ -527,8 +528,8 @@ func (d *instance) restoreFrom(h *handoffFile, st *stepTimes) {
 	if err != nil {
 		d.log.Error("re-exec: the node's runs cannot be read; `runs check` checks them again", actors.ErrAttr(err))
 	}
-	d.send(messages.Restore{Handoff: h.Handoff, Listeners: d.records.Listeners(context.Background()), Runs: runs})
-	d.reaper.Open(func(e messages.ProcessExited) { d.send(e) })
+	d.send(protocol.Restore{Handoff: h.Handoff, Listeners: d.records.Listeners(context.Background()), Runs: runs})
+	d.reaper.Open(func(e protocol.ProcessExited) { d.send(e) })
 	d.testDelay("adopt")
 	if err := d.reaper.Adopt(h.Reaper, h.ChildWorkspaces()); err != nil {
 		d.log.Error("re-exec: a child could not be followed again; its end will not be recorded", actors.ErrAttr(err))
@@ -559,7 +560,7 @@ func (d *instance) boot(limits *procs.Limits) {
 	// process table, so that a session whose record is read is one the
 	// table said runs or not; with the table unreadable none is taken as
 	// gone.
-	var spawned []messages.Spawned
+	var spawned []protocol.Spawned
 	if err == nil {
 		var serr error
 		if spawned, serr = d.reaper.SpawnedRecords(); serr != nil {
@@ -573,9 +574,9 @@ func (d *instance) boot(limits *procs.Limits) {
 	if err != nil {
 		d.log.Error("the node's runs cannot be checked at start; `runs check` checks them again", actors.ErrAttr(err))
 	}
-	d.send(messages.Boot{Found: found, Spawned: spawned, Listeners: d.records.Listeners(context.Background()), Runs: runs})
+	d.send(protocol.Boot{Found: found, Spawned: spawned, Listeners: d.records.Listeners(context.Background()), Runs: runs})
 	// What arrived for the sessions in care while no daemon ran.
-	d.reaper.Open(func(e messages.ProcessExited) { d.send(e) })
+	d.reaper.Open(func(e protocol.ProcessExited) { d.send(e) })
 	d.log.Info("started", slog.String("agents", d.layout.Root()), slog.Int("found", len(found)), slog.Duration("grace", d.opts.Grace))
 }
 

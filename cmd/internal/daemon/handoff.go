@@ -6,7 +6,7 @@ import (
 
 	"github.com/ocx-go/ocx/host/unixhost"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // handoffFile is what a re-exec writes to AGENTS/ocxd.handoff: the actors'
@@ -14,7 +14,7 @@ import (
 // actors' part is inline, so the file is one JSON object (the format of
 // hand-off version 1).
 type handoffFile struct {
-	messages.Handoff
+	protocol.Handoff
 	// FDs are the descriptors kept open across the exec (the lock and the
 	// pipe's two ends), by name.
 	FDs map[string]int `json:"fds,omitempty"`
@@ -25,8 +25,8 @@ type handoffFile struct {
 	Reaper []unixhost.ChildHandoff `json:"reaper,omitempty"`
 }
 
-// HandoffPart is the actors' part, for messages.DecodeHandoffInto.
-func (f *handoffFile) HandoffPart() messages.Handoff { return f.Handoff }
+// HandoffPart is the actors' part, for protocol.DecodeHandoffInto.
+func (f *handoffFile) HandoffPart() protocol.Handoff { return f.Handoff }
 
 // validate checks the wiring's own fields.
 func (f *handoffFile) validate() error {
@@ -64,7 +64,7 @@ func encodeHandoff(f handoffFile) ([]byte, error) {
 // decodeHandoff reads the file: a key neither part knows refuses it whole.
 func decodeHandoff(data []byte) (handoffFile, error) {
 	var f handoffFile
-	if err := messages.DecodeHandoffInto(data, &f); err != nil {
+	if err := protocol.DecodeHandoffInto(data, &f); err != nil {
 		return handoffFile{}, err
 	}
 	if err := f.validate(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // The proof before the exec (D73): with the hand-off written, the old image
@@ -21,7 +22,7 @@ import (
 // command line and environment but for that flag. The program does what
 // its new image would do at its start short of taking over (its flags and
 // environment, node.json, the hand-off read and decoded with the
-// descriptors it names) and answers messages.HandoffCheckAnswer. The old image
+// descriptors it names) and answers protocol.HandoffCheckAnswer. The old image
 // execs only a program that answered so; any other answer refuses the
 // release, and the old image runs on.
 
@@ -96,14 +97,14 @@ const checkTail = 4096
 func judgeCheck(program string, err error, stdout, stderr []byte) error {
 	var exit *exec.ExitError
 	switch {
-	case err == nil && string(bytes.TrimSpace(stdout)) == messages.HandoffCheckAnswer:
+	case err == nil && string(bytes.TrimSpace(stdout)) == protocol.HandoffCheckAnswer:
 		return nil
 	case errors.As(err, &exit) && exit.ExitCode() == 2 && bytes.Contains(stderr, []byte("flag provided but not defined: -handoff-check")):
 		return errPredatesCheck
 	case err != nil:
 		return fmt.Errorf("%s --handoff-check: %v: %s", program, err, lastLine(stderr))
 	}
-	return fmt.Errorf("%s --handoff-check answered %q, not %q", program, shorten(string(bytes.TrimSpace(stdout))), messages.HandoffCheckAnswer)
+	return fmt.Errorf("%s --handoff-check answered %q, not %q", program, shorten(string(bytes.TrimSpace(stdout))), protocol.HandoffCheckAnswer)
 }
 
 // lastLine is the last line a program wrote that holds anything.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // TestHandoffCheckArgs: the check's command line is the exec's with
@@ -53,7 +54,7 @@ func exitErr(t *testing.T, code string) error {
 // refused naming its exit status and its last line of standard error; a
 // release from before the flag is told apart by Go's own refusal of it.
 func TestJudgeCheck(t *testing.T) {
-	if err := judgeCheck("/r/ocxd", nil, []byte(messages.HandoffCheckAnswer+"\n"), nil); err != nil {
+	if err := judgeCheck("/r/ocxd", nil, []byte(protocol.HandoffCheckAnswer+"\n"), nil); err != nil {
 		t.Errorf("the fixed answer: %v", err)
 	}
 	err := judgeCheck("/r/ocxd", exitErr(t, "1"), nil, []byte("starting\nocxd: cannot run as the daemon\n\n"))
@@ -116,10 +117,10 @@ func TestCheckHandoff(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	good := handoffFile{Handoff: messages.Handoff{OCX: messages.HandoffKind, Version: messages.HandoffVersion},
+	good := handoffFile{Handoff: protocol.Handoff{OCX: protocol.HandoffKind, Version: protocol.HandoffVersion},
 		FDs: map[string]int{fdLock: 3, fdPipeRead: 4, fdPipeWrite: 5}}
 	write(good)
-	if code, out, errOut := run(); code != 0 || out != messages.HandoffCheckAnswer+"\n" || errOut != "" {
+	if code, out, errOut := run(); code != 0 || out != protocol.HandoffCheckAnswer+"\n" || errOut != "" {
 		t.Errorf("a good hand-off: exit %d, %q %q", code, out, errOut)
 	}
 	if _, err := os.Stat(layout.Handoff()); err != nil {
@@ -164,7 +165,7 @@ func TestCheckTarget(t *testing.T) {
 		}
 		return p
 	}
-	good := script("good", `[ "$9" = --handoff-check ] && echo '`+messages.HandoffCheckAnswer+`'`)
+	good := script("good", `[ "$9" = --handoff-check ] && echo '`+protocol.HandoffCheckAnswer+`'`)
 	if err := d.checkTarget(context.Background(), good, nil); err != nil {
 		t.Errorf("a program answering right: %v", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/daemon/reaper"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // inputs is the daemon's pipe reader and its reaper as the node sees them
@@ -26,7 +27,7 @@ import (
 type inputs struct {
 	path   string
 	reaper *reaper.Reaper
-	send   func(messages.DaemonMessage)
+	send   func(protocol.DaemonMessage)
 	log    *slog.Logger
 	// fatal receives the error that ended the reader for good.
 	fatal chan error
@@ -94,7 +95,7 @@ func (in *inputs) take(l messages.PipeLine) {
 	if _, ok := l.(messages.ReexecLine); ok && in.reexec != nil {
 		in.reexec()
 	}
-	in.send(messages.LineRead{Line: l})
+	in.send(protocol.LineRead{Line: l})
 }
 
 // errInputsShut: the daemon's inputs are paused or drained; a line is

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ocx-go/ocx/messages/protocol"
+
 	"github.com/ocx-go/ocx/messages"
 )
 
@@ -16,8 +18,8 @@ import (
 // for the caller to write into the pipe, and nothing reaches the node.
 func TestHandTakesLinesAsTheyWereRead(t *testing.T) {
 	var got []string
-	in := &inputs{log: slog.New(slog.NewTextHandler(io.Discard, nil)), send: func(m messages.DaemonMessage) {
-		got = append(got, m.(messages.LineRead).Line.String())
+	in := &inputs{log: slog.New(slog.NewTextHandler(io.Discard, nil)), send: func(m protocol.DaemonMessage) {
+		got = append(got, m.(protocol.LineRead).Line.String())
 	}}
 	a := messages.PostLine{Repository: "/r/demo.fossil", Hash: "aa11"}
 	b := messages.PostLine{Repository: "/r/demo.fossil", Hash: "bb22"}

@@ -15,6 +15,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // The daemon's notes (actors.NoteWriter): refusals, ends and CI launches,
@@ -60,13 +61,13 @@ func (r *records) replyTo(ctx context.Context, x *noderepos.Index, launch, text 
 	return fossilio.NoteWrite{}, fmt.Errorf("launch note %s is a %s, not a post or a ticket change", launch, info.Kind)
 }
 
-func (r *records) indexOf(l messages.LaunchSpec) (*noderepos.Index, error) {
+func (r *records) indexOf(l protocol.LaunchSpec) (*noderepos.Index, error) {
 	return r.IndexAt(l.Repository)
 }
 
 // WriteRefusal answers a launch the daemon did not carry out, naming the
 // process that holds the workspace when one does.
-func (r *records) WriteRefusal(ctx context.Context, n messages.WriteRefusal) error {
+func (r *records) WriteRefusal(ctx context.Context, n protocol.WriteRefusal) error {
 	x, err := r.indexOf(n.Launch)
 	if err != nil {
 		return err
@@ -95,7 +96,7 @@ func (r *records) WriteRefusal(ctx context.Context, n messages.WriteRefusal) err
 
 // holder picks the process a refusal names: a session command (run, start,
 // serve) rather than the bwrap around it.
-func holder(ps []messages.ProcInfo) (messages.ProcInfo, bool) {
+func holder(ps []protocol.ProcInfo) (protocol.ProcInfo, bool) {
 	for _, p := range ps {
 		if p.Verb == string(host.VerbRun) || p.Verb == string(host.VerbStart) || p.Verb == string(host.VerbServe) {
 			return p, true
@@ -104,12 +105,12 @@ func holder(ps []messages.ProcInfo) (messages.ProcInfo, bool) {
 	if len(ps) > 0 {
 		return ps[0], true
 	}
-	return messages.ProcInfo{}, false
+	return protocol.ProcInfo{}, false
 }
 
 // argvOf is a holder's command line as the process table read it, or its
 // one-line rendering split at spaces when the table no longer has it.
-func (r *records) argvOf(p messages.ProcInfo) []string {
+func (r *records) argvOf(p protocol.ProcInfo) []string {
 	if r.argv != nil {
 		if a, ok := r.argv(p.Proc); ok {
 			return a
@@ -123,7 +124,7 @@ func (r *records) argvOf(p messages.ProcInfo) []string {
 // written before (a retry, or a daemon that restarted); for a session found
 // gone (D76), any end note of its launch. Once the note is on the record,
 // the session's spawned record is removed.
-func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
+func (r *records) WriteEnd(ctx context.Context, n protocol.WriteEnd) error {
 	x, err := r.indexOf(n.Launch)
 	if err != nil {
 		return err
@@ -159,7 +160,7 @@ func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 	if err := r.noteUnanswered(ctx, x, n); err != nil {
 		if fossilio.Unreachable(err) {
 			// The server is away: the end waits for it, notes first.
-			return fmt.Errorf("note the posts the session left unanswered: %w: %w", messages.ErrUnreachable, err)
+			return fmt.Errorf("note the posts the session left unanswered: %w: %w", protocol.ErrUnreachable, err)
 		}
 		r.log.Warn("the posts a session was woken for are not checked; none is noted as left unanswered", slog.String(actors.KeyLaunch, n.Launch.Hash), actors.ErrAttr(err))
 	}
@@ -180,7 +181,7 @@ func (r *records) WriteEnd(ctx context.Context, n messages.WriteEnd) error {
 // ended says whether the end of n's session is on the record (D6): the
 // node user's end note of its process; for a session found gone (D76),
 // one of its launch by any process, which a daemon that adopted it wrote.
-func (r *records) ended(ctx context.Context, x *noderepos.Index, n messages.WriteEnd) (bool, error) {
+func (r *records) ended(ctx context.Context, x *noderepos.Index, n protocol.WriteEnd) (bool, error) {
 	if !n.FoundGone {
 		return x.Idx.Ended(ctx, n.Launch.Hash, n.Proc.PID, n.Proc.Start)
 	}
@@ -199,7 +200,7 @@ func (r *records) ended(ctx context.Context, x *noderepos.Index, n messages.Writ
 // forget removes the spawned record of n's session once its end note is
 // on the record (D76); a record left is written again by nobody, and only
 // makes the next start look at the launch, find its end, and forget it.
-func (r *records) forget(n messages.WriteEnd) {
+func (r *records) forget(n protocol.WriteEnd) {
 	if r.forgetSpawned == nil {
 		return
 	}
@@ -222,7 +223,7 @@ const respondAttempts = 3
 // attempt's, an earlier daemon's, an earlier run's) is the one, and none
 // is written beside it; one the agent or anyone else wrote never counts,
 // and so stops nothing.
-func (r *records) respond(ctx context.Context, x *noderepos.Index, n messages.WriteEnd) error {
+func (r *records) respond(ctx context.Context, x *noderepos.Index, n protocol.WriteEnd) error {
 	login, rec := n.Launch.Workspace.Login, n.Launch.Record
 	v1, err := r.isTaskRecord(ctx, x, rec, login)
 	if err != nil || !v1 {
@@ -237,7 +238,7 @@ func (r *records) respond(ctx context.Context, x *noderepos.Index, n messages.Wr
 	return err
 }
 
-func (r *records) writeResponse(ctx context.Context, x *noderepos.Index, n messages.WriteEnd) error {
+func (r *records) writeResponse(ctx context.Context, x *noderepos.Index, n protocol.WriteEnd) error {
 	login, rec := n.Launch.Workspace.Login, n.Launch.Record
 	// Each record gets exactly one (E5, D76): a response of the node
 	// user's that answers the record, of this launch's run (an earlier
@@ -293,7 +294,7 @@ func (r *records) writeResponse(ctx context.Context, x *noderepos.Index, n messa
 // is withdrawn (as `login withdraw` refuses), and the warning says so. A
 // failure is returned, so the session core writes again, finds the note
 // written, and withdraws then.
-func (r *records) withdrawResponded(ctx context.Context, x *noderepos.Index, n messages.WriteEnd) error {
+func (r *records) withdrawResponded(ctx context.Context, x *noderepos.Index, n protocol.WriteEnd) error {
 	login := n.Launch.Workspace.Login
 	v1, err := r.isTaskRecord(ctx, x, n.Launch.Record, login)
 	if err != nil || !v1 {
@@ -345,8 +346,8 @@ func (r *records) isTaskRecord(ctx context.Context, x *noderepos.Index, hash, lo
 // WriteLaunch writes a CI launch note as the node user on the listener's
 // record, naming the check-in to test, the workspace's newest definition and
 // the newest session definition on that record, and returns it resolved.
-func (r *records) WriteLaunch(ctx context.Context, n messages.WriteLaunch) (messages.LaunchSpec, error) {
-	var none messages.LaunchSpec
+func (r *records) WriteLaunch(ctx context.Context, n protocol.WriteLaunch) (protocol.LaunchSpec, error) {
+	var none protocol.LaunchSpec
 	project, ok := r.ByPath(n.Listener.Repository)
 	if !ok {
 		return none, fmt.Errorf("%s is not a repository of this node", n.Listener.Repository)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/host"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // earlyProbe asks the release's ocxd for its hand-off version as soon as a
@@ -106,8 +106,8 @@ func probe(ctx context.Context, target string) error {
 		return fmt.Errorf("ask %s for its hand-off version: %w", target, err)
 	}
 	v, err := strconv.Atoi(string(bytes.TrimSpace(out)))
-	if err != nil || v != messages.HandoffVersion {
-		return fmt.Errorf("%s reads hand-off version %q, not %d", target, bytes.TrimSpace(out), messages.HandoffVersion)
+	if err != nil || v != protocol.HandoffVersion {
+		return fmt.Errorf("%s reads hand-off version %q, not %d", target, bytes.TrimSpace(out), protocol.HandoffVersion)
 	}
 	return nil
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // probeScript writes an ocxd stand-in that answers version v to
@@ -38,7 +38,7 @@ func runs(t *testing.T, asked string) int {
 func TestEarlyProbe(t *testing.T) {
 	dir := t.TempDir()
 	target, asked := filepath.Join(dir, "ocxd"), filepath.Join(dir, "asked")
-	probeScript(t, target, asked, messages.HandoffVersion)
+	probeScript(t, target, asked, protocol.HandoffVersion)
 	ctx := context.Background()
 	var p earlyProbe
 	defer p.wait()
@@ -61,7 +61,7 @@ func TestEarlyProbe(t *testing.T) {
 	p.start(target)
 	p.wait()
 	other := filepath.Join(dir, "ocxd.new")
-	probeScript(t, other, asked, messages.HandoffVersion+1)
+	probeScript(t, other, asked, protocol.HandoffVersion+1)
 	if err := os.Rename(other, target); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/ocx-go/ocx/host/listening"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // records is the daemon's side of Fossil: it classifies posted artifacts
@@ -39,12 +40,12 @@ type records struct {
 	mu sync.Mutex
 	// procReleases are the release directories of the processes found at
 	// start, for ResolveLaunch.
-	procReleases map[messages.ProcID]string
+	procReleases map[protocol.ProcID]string
 	// argv gives a process's command line as the process table last read
 	// it, for a refusal note's holder.
-	argv func(messages.ProcID) ([]string, bool)
+	argv func(protocol.ProcID) ([]string, bool)
 	// scan reads the processes naming a workspace, for a refusal note.
-	scan func(context.Context, messages.WorkspaceKey) ([]messages.ProcInfo, error)
+	scan func(context.Context, messages.WorkspaceKey) ([]protocol.ProcInfo, error)
 	// runs reads seed 004's runs on the record.
 	runs *runengine.Record
 	// forgetSpawned removes a session's spawned record once its end note
@@ -66,7 +67,7 @@ func newRecords(repos *noderepos.Repos, layout host.Layout, rel *procs.Releases,
 	cfg := repos.Config()
 	r := &records{Repos: repos, cfg: cfg, layout: layout, releases: rel, log: log, now: time.Now,
 		fossil:       &fossilio.Fossil{Home: layout.Root(), User: cfg.User, Dir: layout.Root()},
-		procReleases: map[messages.ProcID]string{}, runs: runengine.NewRecord(cfg, layout, repos, h.support, log), forgetSpawned: h.forgetSpawned}
+		procReleases: map[protocol.ProcID]string{}, runs: runengine.NewRecord(cfg, layout, repos, h.support, log), forgetSpawned: h.forgetSpawned}
 	if h.procs != nil {
 		r.argv, r.scan = h.procs.ArgvOf, h.procs.Scan
 	}
@@ -76,11 +77,11 @@ func newRecords(repos *noderepos.Repos, layout host.Layout, rel *procs.Releases,
 // setFound keeps the release directories of the processes found at start,
 // and of the sessions a daemon before spawned (their spawned records, D76)
 // where the process table says none.
-func (r *records) setFound(dirs map[messages.ProcID]string, spawned []messages.Spawned) {
+func (r *records) setFound(dirs map[protocol.ProcID]string, spawned []protocol.Spawned) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if dirs == nil {
-		dirs = map[messages.ProcID]string{}
+		dirs = map[protocol.ProcID]string{}
 	}
 	for _, s := range spawned {
 		if _, ok := dirs[s.Proc]; !ok && s.Release != "" {
@@ -170,14 +171,14 @@ func (r *records) classify(ctx context.Context, x *noderepos.Index, hash string,
 
 // ResolveLaunch reads the launch note a `workspace serve` found at start
 // serves (actors.Classifier); its release is the one it runs.
-func (r *records) ResolveLaunch(ctx context.Context, p messages.ProcInfo) (messages.LaunchSpec, error) {
+func (r *records) ResolveLaunch(ctx context.Context, p protocol.ProcInfo) (protocol.LaunchSpec, error) {
 	x, err := r.Index(p.Workspace.Project)
 	if err != nil {
-		return messages.LaunchSpec{}, err
+		return protocol.LaunchSpec{}, err
 	}
 	l, err := r.launchAt(ctx, x, p.Launch)
 	if err != nil {
-		return messages.LaunchSpec{}, fmt.Errorf("the launch note %s of %s: %w", p.Launch, p.Proc, err)
+		return protocol.LaunchSpec{}, fmt.Errorf("the launch note %s of %s: %w", p.Launch, p.Proc, err)
 	}
 	r.mu.Lock()
 	if dir, ok := r.procReleases[p.Proc]; ok {
@@ -190,21 +191,21 @@ func (r *records) ResolveLaunch(ctx context.Context, p messages.ProcInfo) (messa
 // launchAt reads the launch note at hash as the daemon launched it (what
 // it describes, the release resolved: a session that runs, or a CI launch
 // just written); anything but a launch is an error saying why.
-func (r *records) launchAt(ctx context.Context, x *noderepos.Index, hash string) (messages.LaunchSpec, error) {
+func (r *records) launchAt(ctx context.Context, x *noderepos.Index, hash string) (protocol.LaunchSpec, error) {
 	e, err := record.At(ctx, x.Repo, hash)
 	if err != nil {
-		return messages.LaunchSpec{}, err
+		return protocol.LaunchSpec{}, err
 	}
 	v, err := x.Idx.Described(ctx, e)
 	switch {
 	case err != nil:
-		return messages.LaunchSpec{}, err
+		return protocol.LaunchSpec{}, err
 	case v.Refuse != nil:
-		return messages.LaunchSpec{}, errors.New(v.Refuse.Reason)
+		return protocol.LaunchSpec{}, errors.New(v.Refuse.Reason)
 	case v.Ignore != "":
-		return messages.LaunchSpec{}, errors.New(v.Ignore)
+		return protocol.LaunchSpec{}, errors.New(v.Ignore)
 	case v.Spec == nil:
-		return messages.LaunchSpec{}, fmt.Errorf("%s is not a launch note: %s", hash, v.Nothing)
+		return protocol.LaunchSpec{}, fmt.Errorf("%s is not a launch note: %s", hash, v.Nothing)
 	}
 	l := *v.Spec
 	if dir, err := r.releases.Dir(l.Release); err == nil {
@@ -217,8 +218,8 @@ func (r *records) launchAt(ctx context.Context, x *noderepos.Index, hash string)
 // workspaces whose listening index holds branch-NAME, each resolved to its
 // latest listen note (an unlisten means none) and the newest session
 // definition on that note's record.
-func (r *records) checkin(ctx context.Context, x *noderepos.Index, info fossilio.Info) (*messages.CheckinSpec, error) {
-	c := &messages.CheckinSpec{Hash: info.Hash, Repository: x.Path, Branch: info.Branch}
+func (r *records) checkin(ctx context.Context, x *noderepos.Index, info fossilio.Info) (*protocol.CheckinSpec, error) {
+	c := &protocol.CheckinSpec{Hash: info.Hash, Repository: x.Path, Branch: info.Branch}
 	file, err := messages.ListeningFileName(messages.ListenBranch, info.Branch)
 	if err != nil {
 		return c, nil
@@ -242,22 +243,22 @@ func (r *records) checkin(ctx context.Context, x *noderepos.Index, info fossilio
 // branchListener resolves key's listener on branch: its latest listen note
 // sent by its agent login (an unlisten: none) and the newest session
 // definition on that note's record, whose lifetime and result it takes.
-func (r *records) branchListener(ctx context.Context, x *noderepos.Index, key messages.WorkspaceKey, branch string) (messages.BranchListener, bool, error) {
+func (r *records) branchListener(ctx context.Context, x *noderepos.Index, key messages.WorkspaceKey, branch string) (protocol.BranchListener, bool, error) {
 	l, ok, err := x.Idx.BranchListen(ctx, key, branch)
 	if err != nil || !ok || !l.On {
-		return messages.BranchListener{}, false, err
+		return protocol.BranchListener{}, false, err
 	}
 	_, def, err := x.Idx.NewestDefinitions(ctx, key, l.Entry.Record)
 	if err != nil {
-		return messages.BranchListener{}, false, err
+		return protocol.BranchListener{}, false, err
 	}
 	if def == nil {
 		r.log.Warn("a branch listener's record holds no session definition that counts; its check-ins launch nothing",
 			slog.String(actors.KeyWorkspace, key.String()), slog.String(actors.KeyBranch, branch), slog.String("record", l.Entry.Record))
-		return messages.BranchListener{}, false, nil
+		return protocol.BranchListener{}, false, nil
 	}
 	d := def.Note.(*messages.SessionDefinition)
-	return messages.BranchListener{Workspace: key, Repository: x.Path, Record: l.Entry.Record,
+	return protocol.BranchListener{Workspace: key, Repository: x.Path, Record: l.Entry.Record,
 		ListenNote: l.Entry.Hash, Lifetime: d.Lifetime, Result: d.Result}, true, nil
 }
 
@@ -266,8 +267,8 @@ func (r *records) branchListener(ctx context.Context, x *noderepos.Index, key me
 // file, resolved as a check-in's listeners are. A repository that cannot be
 // read is logged and left out: its listeners look again at their next
 // check-in.
-func (r *records) Listeners(ctx context.Context) []messages.ListenedBranch {
-	var out []messages.ListenedBranch
+func (r *records) Listeners(ctx context.Context) []protocol.ListenedBranch {
+	var out []protocol.ListenedBranch
 	projects := make([]string, 0, len(r.cfg.Projects))
 	for name := range r.cfg.Projects {
 		projects = append(projects, name)
@@ -284,12 +285,12 @@ func (r *records) Listeners(ctx context.Context) []messages.ListenedBranch {
 	return out
 }
 
-func (r *records) projectListeners(ctx context.Context, project string) ([]messages.ListenedBranch, error) {
+func (r *records) projectListeners(ctx context.Context, project string) ([]protocol.ListenedBranch, error) {
 	x, err := r.Index(project)
 	if err != nil {
 		return nil, err
 	}
-	var out []messages.ListenedBranch
+	var out []protocol.ListenedBranch
 	err = r.eachWorkspace(project, func(root *unixhost.Root, ws host.Workspace) error {
 		key := ws.Key
 		index, bad, err := listening.ReadIndex(root, ws)
@@ -310,7 +311,7 @@ func (r *records) projectListeners(ctx context.Context, project string) ([]messa
 				return err
 			}
 			if ok {
-				out = append(out, messages.ListenedBranch{Branch: le.Names, Listener: l})
+				out = append(out, protocol.ListenedBranch{Branch: le.Names, Listener: l})
 			}
 		}
 		return nil
@@ -372,7 +373,7 @@ func (r *records) eachWorkspace(project string, f func(*unixhost.Root, host.Work
 // Queue is the listener's queue (D5, D42), derived from the record
 // (record.Queue): the check-ins on the branch received after the listen
 // note without its login's result, and those it may never judge.
-func (r *records) Queue(ctx context.Context, l messages.BranchListener, branch string) (actors.Queue, error) {
+func (r *records) Queue(ctx context.Context, l protocol.BranchListener, branch string) (actors.Queue, error) {
 	project, ok := r.ByPath(l.Repository)
 	if !ok {
 		return actors.Queue{}, fmt.Errorf("%s is not a repository of this node", l.Repository)
@@ -389,7 +390,7 @@ func (r *records) Queue(ctx context.Context, l messages.BranchListener, branch s
 	for _, c := range qs {
 		switch {
 		case c.Skip != "":
-			q.Skipped = append(q.Skipped, messages.SkippedCheckin{Checkin: c.Checkin, Why: c.Skip})
+			q.Skipped = append(q.Skipped, protocol.SkippedCheckin{Checkin: c.Checkin, Why: c.Skip})
 		case c.Waits:
 			q.Waiting = append(q.Waiting, c.Checkin)
 		}
@@ -399,7 +400,7 @@ func (r *records) Queue(ctx context.Context, l messages.BranchListener, branch s
 
 // RunResult is the result the launch's login left on its check-in: its
 // `ci` tag's value, or a reviewer's verdict (record.RunResult).
-func (r *records) RunResult(ctx context.Context, l messages.LaunchSpec) (string, bool, error) {
+func (r *records) RunResult(ctx context.Context, l protocol.LaunchSpec) (string, bool, error) {
 	project, ok := r.ByPath(l.Repository)
 	if !ok {
 		return "", false, fmt.Errorf("%s is not a repository of this node", l.Repository)

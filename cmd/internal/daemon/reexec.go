@@ -16,6 +16,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // The re-exec (seed 002, "re-exec the daemon"): the node has paused the
@@ -49,7 +50,7 @@ func (d *instance) target() (string, error) {
 // returns only if the exec did not happen, with everything as it was, and
 // then records why in AGENTS/ocxd.reexec (the new image records its start
 // there itself).
-func (d *instance) Exec(ctx context.Context, h messages.Handoff) error {
+func (d *instance) Exec(ctx context.Context, h protocol.Handoff) error {
 	target, err := d.exec(ctx, h)
 	if err == nil {
 		err = errors.New("re-exec: the exec returned without an error") // it never does
@@ -99,7 +100,7 @@ func writeReexec(layout host.Layout, root *unixhost.Root, r messages.ReexecOutco
 
 // exec is Exec's work: it returns the target it found ("" when none) and
 // why the exec did not happen.
-func (d *instance) exec(ctx context.Context, h messages.Handoff) (string, error) {
+func (d *instance) exec(ctx context.Context, h protocol.Handoff) (string, error) {
 	d.execMu.Lock()
 	defer d.execMu.Unlock()
 	if d.stopping || d.stopAsked.Load() {
@@ -198,9 +199,9 @@ var errStopAsked = errors.New("re-exec: the daemon is stopping")
 // ends are held, and the descriptors kept open across the exec.
 type execUndo struct {
 	hs       []unixhost.ChildHandoff
-	children map[messages.ProcID]messages.WorkspaceKey
-	reaped   map[messages.ProcID]bool
-	held     []messages.ProcessExited
+	children map[protocol.ProcID]messages.WorkspaceKey
+	reaped   map[protocol.ProcID]bool
+	held     []protocol.ProcessExited
 	kept     []int
 	err      error // the detach's
 }
@@ -211,8 +212,8 @@ func (x *execUndo) undo(d *instance, err error) error {
 
 // detachChildren stops following the children for the exec, and puts the
 // exits held meanwhile into the hand-off.
-func (d *instance) detachChildren(h *messages.Handoff) *execUndo {
-	x := &execUndo{children: h.ChildWorkspaces(), reaped: map[messages.ProcID]bool{}}
+func (d *instance) detachChildren(h *protocol.Handoff) *execUndo {
+	x := &execUndo{children: h.ChildWorkspaces(), reaped: map[protocol.ProcID]bool{}}
 	d.testDelay("detach")
 	x.hs, x.err = d.reaper.Detach()
 	// Exits reaped after the inputs paused are the new image's to claim. They
@@ -232,7 +233,7 @@ func (d *instance) detachChildren(h *messages.Handoff) *execUndo {
 
 // writeHandoff keeps the pipe and the lock open across the exec, and
 // writes the hand-off naming them and the children to follow.
-func (d *instance) writeHandoff(h messages.Handoff, x *execUndo) error {
+func (d *instance) writeHandoff(h protocol.Handoff, x *execUndo) error {
 	file := handoffFile{Handoff: h}
 	var status []int // the status descriptors handed over, kept open by the detach
 	for _, c := range x.hs {
@@ -266,7 +267,7 @@ func (d *instance) writeHandoff(h messages.Handoff, x *execUndo) error {
 // undo puts back what Exec changed before failing: the descriptors close on
 // exec again, the children are followed again (but those reaped meanwhile,
 // whose ends are held), the held exits wait for the inputs to resume.
-func (d *instance) undo(err error, hs []unixhost.ChildHandoff, children map[messages.ProcID]messages.WorkspaceKey, reaped map[messages.ProcID]bool, held []messages.ProcessExited, kept []int) error {
+func (d *instance) undo(err error, hs []unixhost.ChildHandoff, children map[protocol.ProcID]messages.WorkspaceKey, reaped map[protocol.ProcID]bool, held []protocol.ProcessExited, kept []int) error {
 	unixhost.CloseOnExec(kept...)
 	errs := []error{err}
 	if hs != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // markWait bounds the wait for the hook's mark, which a run of the hook
@@ -29,7 +30,7 @@ const markWait = 15 * hook.DefaultLockWait / 10
 // was given unsaid (D77). The ledger (Held/woken) is read under the hook's
 // mark lock, so that every wake the hook wrote before is in it and none is
 // being written; its posts woken after the end (a later session's) stay.
-func (r *records) noteUnanswered(ctx context.Context, x *noderepos.Index, n messages.WriteEnd) error {
+func (r *records) noteUnanswered(ctx context.Context, x *noderepos.Index, n protocol.WriteEnd) error {
 	k := n.Launch.Workspace
 	ws, err := r.layout.Workspace(k)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 func TestParseArgs(t *testing.T) {
@@ -100,12 +101,12 @@ func TestParseEnv(t *testing.T) {
 }
 
 func TestHolder(t *testing.T) {
-	bind := messages.ProcInfo{Proc: messages.ProcID{PID: 1, Start: 1}, Verb: "bind"}
-	run := messages.ProcInfo{Proc: messages.ProcID{PID: 2, Start: 2}, Verb: "run"}
-	if h, ok := holder([]messages.ProcInfo{bind, run}); !ok || h.Proc.PID != 2 {
+	bind := protocol.ProcInfo{Proc: protocol.ProcID{PID: 1, Start: 1}, Verb: "bind"}
+	run := protocol.ProcInfo{Proc: protocol.ProcID{PID: 2, Start: 2}, Verb: "run"}
+	if h, ok := holder([]protocol.ProcInfo{bind, run}); !ok || h.Proc.PID != 2 {
 		t.Errorf("the holder of bwrap and a session: %v", h)
 	}
-	if h, ok := holder([]messages.ProcInfo{bind}); !ok || h.Proc.PID != 1 {
+	if h, ok := holder([]protocol.ProcInfo{bind}); !ok || h.Proc.PID != 1 {
 		t.Errorf("the holder of bwrap alone: %v", h)
 	}
 	if _, ok := holder(nil); ok {
@@ -119,12 +120,12 @@ func TestHolder(t *testing.T) {
 // and a key neither part knows refuses the file.
 func TestHandoffFileRoundTrip(t *testing.T) {
 	w := messages.WorkspaceKey{Login: "ci", Project: "demo"}
-	l := messages.LaunchSpec{Hash: strings.Repeat("a", 64), Workspace: w, Record: strings.Repeat("b", 64)}
+	l := protocol.LaunchSpec{Hash: strings.Repeat("a", 64), Workspace: w, Record: strings.Repeat("b", 64)}
 	f := handoffFile{
-		Handoff: messages.Handoff{OCX: messages.HandoffKind, Version: messages.HandoffVersion,
-			Workspaces: []messages.WorkspaceState{{Workspace: w, Sessions: []messages.SessionState{{Workspace: w, Proc: messages.ProcID{PID: 7, Start: 9}, Child: true, Launch: l}}}}},
+		Handoff: protocol.Handoff{OCX: protocol.HandoffKind, Version: protocol.HandoffVersion,
+			Workspaces: []protocol.WorkspaceState{{Workspace: w, Sessions: []protocol.SessionState{{Workspace: w, Proc: protocol.ProcID{PID: 7, Start: 9}, Child: true, Launch: l}}}}},
 		FDs:    map[string]int{fdLock: 3, fdPipeRead: 4, fdPipeWrite: 5},
-		Reaper: []unixhost.ChildHandoff{{ID: messages.ProcID{PID: 7, Start: 9}, StatusFD: 6, Status: `{"child-pid": 8}`}, {ID: messages.ProcID{PID: 11, Start: 12}, StatusFD: -1}},
+		Reaper: []unixhost.ChildHandoff{{ID: protocol.ProcID{PID: 7, Start: 9}, StatusFD: 6, Status: `{"child-pid": 8}`}, {ID: protocol.ProcID{PID: 11, Start: 12}, StatusFD: -1}},
 	}
 	b, err := encodeHandoff(f)
 	if err != nil {
@@ -141,15 +142,15 @@ func TestHandoffFileRoundTrip(t *testing.T) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got, f)
 	}
 	// The actors' reader alone refuses the wiring's keys: nothing is dropped.
-	if _, err := messages.DecodeHandoff(b); err == nil || !strings.Contains(err.Error(), "fds") {
-		t.Errorf("messages.DecodeHandoff of the whole file: %v", err)
+	if _, err := protocol.DecodeHandoff(b); err == nil || !strings.Contains(err.Error(), "fds") {
+		t.Errorf("protocol.DecodeHandoff of the whole file: %v", err)
 	}
 	if _, err := decodeHandoff([]byte(strings.Replace(string(b), `"fds":`, `"fdz":`, 1))); err == nil {
 		t.Error("a key neither part knows was read")
 	}
 	for field, child := range map[string]unixhost.ChildHandoff{
-		"status_fd": {ID: messages.ProcID{PID: 7, Start: 9}, StatusFD: -2},
-		"proc":      {ID: messages.ProcID{PID: 7}, StatusFD: 5},
+		"status_fd": {ID: protocol.ProcID{PID: 7, Start: 9}, StatusFD: -2},
+		"proc":      {ID: protocol.ProcID{PID: 7}, StatusFD: 5},
 	} {
 		bad := f
 		bad.Reaper = []unixhost.ChildHandoff{child}

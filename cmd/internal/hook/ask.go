@@ -3,7 +3,7 @@ package hook
 import (
 	"context"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // Answer is the daemon's answer to a hook's ask on its socket (D66): the
@@ -16,8 +16,8 @@ import (
 // The daemon gives what it keeps: d, the Options of its runs (the agents
 // root, node.json as it read it, its open readers of the repositories,
 // the hook's log it keeps open).
-func Answer(ctx context.Context, d Options, a *messages.Ask) *messages.Reply {
-	r := messages.NewReply()
+func Answer(ctx context.Context, d Options, a *wire.Ask) *wire.Reply {
+	r := wire.NewReply()
 	d.Repo, d.Hashes, d.ByDaemon, d.Stdin = a.Repo, a.Hashes, true, nil
 	done, err := Done(ctx, d)
 	if err != nil {

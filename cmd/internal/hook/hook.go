@@ -26,6 +26,8 @@ import (
 	"github.com/ocx-go/ocx/host/listening"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/strictjson"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // Options say which repository's arrivals to handle, and how.
@@ -129,16 +131,16 @@ func Run(ctx context.Context, o Options) error {
 }
 
 // Done handles one after-receive as Run does, and says what it handled.
-func Done(ctx context.Context, o Options) (messages.HookDone, error) {
+func Done(ctx context.Context, o Options) (wire.HookDone, error) {
 	layout, err := host.NewLayout(o.Agents)
 	if err != nil {
-		return messages.HookDone{}, fmt.Errorf("hook: %w", err)
+		return wire.HookDone{}, fmt.Errorf("hook: %w", err)
 	}
 	log := o.Log
 	if log == nil {
 		f, err := unixhost.OpenLog(layout.HookLog(), unixhost.LogText)
 		if err != nil {
-			return messages.HookDone{}, fmt.Errorf("hook: open its log: %w", err)
+			return wire.HookDone{}, fmt.Errorf("hook: open its log: %w", err)
 		}
 		defer f.Close()
 		log = slog.New(f.Handler(nil))
@@ -149,7 +151,7 @@ func Done(ctx context.Context, o Options) (messages.HookDone, error) {
 	}
 	if err := h.run(ctx); err != nil {
 		log.Error("hook", "repository", o.Repo, keyError, err)
-		return messages.HookDone{}, err
+		return wire.HookDone{}, err
 	}
 	return h.done, nil
 }
@@ -176,7 +178,7 @@ type run struct {
 	// not read (a link, a pipe, a file past its bound: docs/trust.md).
 	refusals *unixhost.RefusalLog
 	// done is what the run handled, when it is over.
-	done messages.HookDone
+	done wire.HookDone
 }
 
 func (h *run) run(ctx context.Context) error {
@@ -206,7 +208,7 @@ func (h *run) run(ctx context.Context) error {
 	h.proj = proj
 	stdin := h.o.Hashes
 	if stdin == nil {
-		stdin = messages.HookHashes(h.o.Stdin)
+		stdin = wire.HookHashes(h.o.Stdin)
 	}
 	if h.root, err = unixhost.OpenRoot(h.layout.Root()); err != nil {
 		return err
@@ -260,7 +262,7 @@ func (h *run) run(ctx context.Context) error {
 			h.log.Error("store the hook's mark", keyError, err)
 		}
 	}
-	h.done = messages.HookDone{Artifacts: len(infos), Mark: uint64(max(last, mark.value, 0))}
+	h.done = wire.HookDone{Artifacts: len(infos), Mark: uint64(max(last, mark.value, 0))}
 	h.log.Info("hook done", "repository", h.repo, "artifacts", len(infos), "stdin", len(stdin), "mark", max(last, mark.value), "elapsed", time.Since(start), "by", h.by())
 	return nil
 }
@@ -813,7 +815,7 @@ func (h *run) noteOf(ctx context.Context, info fossilio.Info, read artifactsRead
 	}
 	note, err := messages.ReadPost(text)
 	switch {
-	case errors.Is(err, messages.ErrNotANote):
+	case errors.Is(err, strictjson.ErrNotANote):
 		return wake.NoNote, nil, nil
 	case err != nil:
 		return wake.BrokenNote, err, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 	sessusage "github.com/ocx-go/ocx/host/usage"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
 // Meter is what the model proxy's count needs (D50): the launch the
@@ -50,8 +51,8 @@ func meterModel(ctx context.Context, log *slog.Logger, l host.Layout, ws host.Wo
 		log.Warn("the launch named is not a full hash; the model's count names none", slog.String("launch", launch))
 		launch = ""
 	}
-	if limit > messages.MaxTokens {
-		limit = messages.MaxTokens
+	if limit > modelapi.MaxTokens {
+		limit = modelapi.MaxTokens
 	}
 	root, err := unixhost.OpenRoot(l.Root())
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/ocx-go/ocx/host/syncfwd"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // ListenFD is the descriptor start hands serve its bound socket on,
@@ -135,7 +136,7 @@ func JoinCgroup(log *slog.Logger, agents string, key messages.WorkspaceKey) {
 
 // ServeSession serves the session's sockets until ctx ends or, when watch, the
 // session's sandbox sess is gone.
-func ServeSession(ctx context.Context, log *slog.Logger, n *node.Node, ws host.Workspace, key messages.WorkspaceKey, sess messages.ProcID, watch bool,
+func ServeSession(ctx context.Context, log *slog.Logger, n *node.Node, ws host.Workspace, key messages.WorkspaceKey, sess protocol.ProcID, watch bool,
 	ln, modelLn, syncLn net.Listener, modelH http.Handler, meter Meter) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -291,7 +292,7 @@ func serveSync(ctx context.Context, cancel context.CancelFunc, log *slog.Logger,
 // as long as anything in the sandbox does. The session inside writes
 // through the sync socket (D49), its stopped note too, after its bwrap
 // may be gone.
-func waitSandbox(ctx context.Context, root string, ws host.Workspace, sess messages.ProcID) error {
+func waitSandbox(ctx context.Context, root string, ws host.Workspace, sess protocol.ProcID) error {
 	if err := unixhost.WaitGone(ctx, sess); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
 // MaxLineLen bounds one MCP message the server reads, its newline
@@ -136,7 +137,7 @@ func (l *lineReader) next() error {
 // string or a number at the top level of its object; nil when they say
 // none.
 func lineID(head, rest []byte) json.RawMessage {
-	s := messages.NewObjectScanner("id")
+	s := modelapi.NewObjectScanner("id")
 	s.Write(head)
 	s.Write(rest)
 	raw := s.Value("id").Raw

@@ -9,7 +9,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
 // prefixLen is how much of a request's body the proxy reads before it
@@ -29,13 +29,13 @@ const bodyWait = 2 * time.Minute
 type refusal struct {
 	status int
 	why    string
-	shape  messages.APIShape
+	shape  modelapi.APIShape
 }
 
 func (r *refusal) Error() string { return r.why }
 
 // checkedBody is a request's body as the proxy forwards it (D80): read as
-// it comes, every byte through the scanner (messages.ObjectScanner) that
+// it comes, every byte through the scanner (modelapi.ObjectScanner) that
 // finds the body's top-level "model" wherever it comes and checks the
 // whole is one JSON object, and passed on as it is read, but for its last
 // byte, which goes only once the whole has been read and names the
@@ -47,20 +47,20 @@ func (r *refusal) Error() string { return r.why }
 // them.
 //
 // Behind the session's meter (D79), the scanner is its grant's
-// messages.OutputCap's too: the body's output bound is read, and capped
+// modelapi.OutputCap's too: the body's output bound is read, and capped
 // to the grant, as the body passes, a bound that does not read refuses
 // the body on the way, and the body read whole goes only once the meter
 // keeps what it asks (meter).
 type checkedBody struct {
 	src  io.Reader
-	scan *messages.ObjectScanner
+	scan *modelapi.ObjectScanner
 	api  API
 	only string
 	// lift is called once the body is read whole (the read deadline
 	// lifted: the reply that follows may take long).
 	lift func()
 	// cap and meter: the meter's, or nil.
-	cap   *messages.OutputCap
+	cap   *modelapi.OutputCap
 	meter bodyMeter
 
 	out     []byte // bytes checked, to pass on (in base)
@@ -76,8 +76,8 @@ type checkedBody struct {
 // the cap its body passes through, and what it says once the body is
 // read whole (a refusal, or nil when it goes).
 type bodyMeter interface {
-	outputCap() *messages.OutputCap
-	bounded(b messages.OutputBound) *refusal
+	outputCap() *modelapi.OutputCap
+	bounded(b modelapi.OutputBound) *refusal
 }
 
 // newCheckedBody reads src (at most MaxBodyLen) for a session whose
@@ -91,11 +91,11 @@ func newCheckedBody(src io.Reader, api API, only string, lift func(), m bodyMete
 		b.cap = m.outputCap()
 		b.scan = b.cap.Scanner("model")
 	} else {
-		b.scan = messages.NewObjectScanner("model")
+		b.scan = modelapi.NewObjectScanner("model")
 	}
 	// What passes of a read: the read, less what is held, and at most
 	// a held value's edit and the bound added.
-	b.passed = make([]byte, 0, len(b.rd)+messages.MaxScanValueLen+64)
+	b.passed = make([]byte, 0, len(b.rd)+modelapi.MaxScanValueLen+64)
 	b.base = make([]byte, 0, prefixLen+cap(b.passed)+1)
 	b.out = b.base
 	return b
@@ -214,7 +214,7 @@ func (b *checkedBody) verdict(whole bool) *refusal {
 	case v.Seen > 1:
 		return bad(`its body names "model" twice`)
 	case v.Long:
-		return bad(fmt.Sprintf(`its "model" is longer than %d bytes`, messages.MaxScanValueLen))
+		return bad(fmt.Sprintf(`its "model" is longer than %d bytes`, modelapi.MaxScanValueLen))
 	case v.Raw != nil:
 		var got string
 		if json.Unmarshal(v.Raw, &got) != nil {

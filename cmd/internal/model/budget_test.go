@@ -159,7 +159,7 @@ func TestMeterHoldsTheBudgetAtOnce(t *testing.T) {
 
 // TestMeterBoundsWhatIsLeft: a request asking less than the limit leaves
 // is forwarded byte for byte; one asking more, or naming no bound when
-// less than messages.MaxOutput is left, is forwarded with its bound made
+// less than modelapi's maxOutput is left, is forwarded with its bound made
 // what is left, every other member as it was.
 func TestMeterBoundsWhatIsLeft(t *testing.T) {
 	up := &greedy{}
@@ -179,7 +179,7 @@ func TestMeterBoundsWhatIsLeft(t *testing.T) {
 	if string(bodies[0]) != asks[0] || string(bodies[1]) != `{"model": "m", "max_tokens": 3990, "stream": false}` {
 		t.Fatalf("the API got:\n%s\n%s", bodies[0], bodies[1])
 	}
-	// A request naming no bound asks messages.MaxOutput: it goes as it
+	// A request naming no bound asks modelapi's maxOutput: it goes as it
 	// is while the limit leaves that much, and bounded once it leaves
 	// less.
 	upBig := &greedy{}

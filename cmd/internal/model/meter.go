@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
 // Meter is the node's count of one session's model (D50): it wraps the
@@ -20,9 +21,9 @@ import (
 // tokens limit (D79): a request is forwarded only while what is counted
 // and what the requests under way may still write stay under the limit.
 // Before the first byte of its body is forwarded, a request reserves
-// what its output may be: messages.MaxOutput, or what the limit leaves
+// what its output may be: modelapi's maxOutput, or what the limit leaves
 // when that is less; its body passes through the grant's
-// messages.OutputCap, its bound capped to the grant as it passes (the
+// modelapi.OutputCap, its bound capped to the grant as it passes (the
 // body is never held whole, D80), and once read whole it keeps of the
 // grant what it asks. At most messages.MaxInFlight requests are under way
 // at once; once the budget is spent, or a reply's usage could not be
@@ -92,8 +93,8 @@ func (m *Meter) Count() (messages.ModelCount, string) {
 // forwarded. Anything else goes to next as it came.
 func (m *Meter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		shape := messages.APIShapeOf(r.URL.Path)
-		if r.Method != http.MethodPost || shape == messages.ShapeNone {
+		shape := modelapi.APIShapeOf(r.URL.Path)
+		if r.Method != http.MethodPost || shape == modelapi.ShapeNone {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -158,7 +159,7 @@ func (m *Meter) enter(ctx context.Context) messages.LedgerVerdict {
 // refuse answers a request the ledger refused, in its API's error shape:
 // 403 once the budget is spent, 429 (Retry-After 1) when it waited past
 // AdmitWait; why says what it waited for.
-func (m *Meter) refuse(w http.ResponseWriter, path string, shape messages.APIShape, v messages.LedgerVerdict, why string) {
+func (m *Meter) refuse(w http.ResponseWriter, path string, shape modelapi.APIShape, v messages.LedgerVerdict, why string) {
 	if v == messages.LedgerSpent {
 		_, reached := m.Count()
 		m.log.Warn("model request refused: the session's tokens are spent", slog.String("path", path), slog.String("why", reached))
@@ -196,7 +197,7 @@ func meterOf(ctx context.Context) bodyMeter {
 // reserved, its grant.
 type ticket struct {
 	m     *Meter
-	shape messages.APIShape
+	shape modelapi.APIShape
 	// Under m.mu: the grant reserved, then kept; settled once the
 	// request is done (a body still read after, by an API that answered
 	// early, changes nothing).
@@ -214,7 +215,7 @@ func (t *ticket) reserve(ctx context.Context) (v messages.LedgerVerdict, why str
 	var timeout <-chan time.Time
 	for {
 		m.mu.Lock()
-		grant, _, v := m.ledger.Reserve(messages.OutputBound{Least: messages.LeastOutput(t.shape)})
+		grant, _, v := m.ledger.Reserve(modelapi.OutputBound{Least: modelapi.LeastOutput(t.shape)})
 		if v == messages.LedgerGo {
 			t.reserved, t.grant = true, grant
 		}
@@ -245,17 +246,17 @@ func (t *ticket) reserve(ctx context.Context) (v messages.LedgerVerdict, why str
 
 // outputCap is the cap the request's body passes through: its grant
 // (none without a limit).
-func (t *ticket) outputCap() *messages.OutputCap {
+func (t *ticket) outputCap() *modelapi.OutputCap {
 	t.m.mu.Lock()
 	defer t.m.mu.Unlock()
-	return messages.NewOutputCap(t.shape, t.grant)
+	return modelapi.NewOutputCap(t.shape, t.grant)
 }
 
 // bounded keeps of the grant what the body, read whole, asks
 // (messages.Ledger Bound), giving back the rest to the requests waiting;
 // a refusal when the body cannot go (its thinking needs more than the
 // grant its bound was capped to).
-func (t *ticket) bounded(b messages.OutputBound) *refusal {
+func (t *ticket) bounded(b modelapi.OutputBound) *refusal {
 	m := t.m
 	m.mu.Lock()
 	if t.settled {
@@ -355,11 +356,11 @@ func (m *Meter) changedNow() {
 // the client to the reply's counter too.
 type countingWriter struct {
 	http.ResponseWriter
-	shape   messages.APIShape
+	shape   modelapi.APIShape
 	status  int
 	stream  bool
 	proxys  bool
-	counter *messages.UsageCounter
+	counter *modelapi.UsageCounter
 }
 
 func (w *countingWriter) start(status int) {
@@ -369,9 +370,9 @@ func (w *countingWriter) start(status int) {
 	w.stream = mt == "text/event-stream"
 	shape := w.shape
 	if enc := w.Header().Get("Content-Encoding"); enc != "" && enc != "identity" {
-		shape = messages.ShapeNone // not the API's own bytes: counted as unread
+		shape = modelapi.ShapeNone // not the API's own bytes: counted as unread
 	}
-	w.counter = messages.NewUsageCounter(shape, w.stream)
+	w.counter = modelapi.NewUsageCounter(shape, w.stream)
 }
 
 func (w *countingWriter) WriteHeader(status int) {
@@ -404,11 +405,11 @@ func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter 
 // error shape of the API the request was for, which its client reads:
 // Anthropic's {"type": "error", "error": {"type", "message"}}, OpenAI's
 // {"error": {"message", "type", "code"}}.
-func writeAPIError(w http.ResponseWriter, shape messages.APIShape, status int, msg string) {
+func writeAPIError(w http.ResponseWriter, shape modelapi.APIShape, status int, msg string) {
 	kind := map[int]string{http.StatusBadRequest: "invalid_request_error", http.StatusForbidden: "permission_error",
 		http.StatusTooManyRequests: "rate_limit_error"}[status]
 	var v any
-	if shape == messages.ShapeMessages {
+	if shape == modelapi.ShapeMessages {
 		v = map[string]any{"type": "error", "error": map[string]string{"type": kind, "message": msg}}
 	} else {
 		v = map[string]any{"error": map[string]any{"message": msg, "type": kind, "code": nil}}

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/host/relay"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
 // InfoPath is the proxy's own endpoint: GET answers Info as JSON, so a
@@ -32,7 +32,7 @@ type Info struct {
 }
 
 // MaxBodyLen bounds a request the proxy forwards.
-const MaxBodyLen = messages.MaxAPIBodyLen
+const MaxBodyLen = modelapi.MaxAPIBodyLen
 
 // NewProxy is the model proxy for c, for a session whose definition names
 // the model only. GET InfoPath answers c's APIs. A POST to one of an
@@ -178,7 +178,7 @@ func onlyModel(api API, only string, next http.Handler, log *slog.Logger) http.H
 // 429 with Retry-After.
 func refuse(w http.ResponseWriter, r *http.Request, f *refusal, log *slog.Logger) {
 	log.Warn("model request refused", slog.String("path", r.URL.Path), slog.String("why", f.why))
-	if f.shape == messages.ShapeNone {
+	if f.shape == modelapi.ShapeNone {
 		writeError(w, f.status, f.why)
 		return
 	}
@@ -215,7 +215,7 @@ func Accepts(api API, only, got string) bool {
 // a string is an error saying so. It reads as the proxy does
 // (checkedBody).
 func RequestModel(body []byte) (string, error) {
-	s := messages.NewObjectScanner("model")
+	s := modelapi.NewObjectScanner("model")
 	s.Write(body)
 	if err := s.Close(); err != nil {
 		return "", fmt.Errorf("its body is not a JSON object (%v)", err)
@@ -228,7 +228,7 @@ func RequestModel(body []byte) (string, error) {
 	case v.Seen > 1:
 		return "", errors.New(`its body names "model" twice`)
 	case v.Long:
-		return "", fmt.Errorf(`its "model" is longer than %d bytes`, messages.MaxScanValueLen)
+		return "", fmt.Errorf(`its "model" is longer than %d bytes`, modelapi.MaxScanValueLen)
 	case json.Unmarshal(v.Raw, &model) != nil:
 		return "", errors.New(`its "model" is not a string`)
 	}

@@ -15,16 +15,17 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/modelapi"
 )
 
-// Every recorded reply in messages/testdata/usage used the same: 135 tokens read (100 of
+// Every recorded reply in messages/modelapi/testdata/usage used the same: 135 tokens read (100 of
 // them from a cache), 42 written. Anthropic's reply says 25 past the cache,
 // 10 written to it and 100 read from it: all 135 are read.
-var recorded = messages.Tokens{Input: 135, Output: 42, Cached: 100}
+var recorded = modelapi.Tokens{Input: 135, Output: 42, Cached: 100}
 
 func fixture(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "messages", "testdata", "usage", name)) // trust:outside the test's own fixtures
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "messages", "modelapi", "testdata", "usage", name)) // trust:outside the test's own fixtures
 	if err != nil {
 		t.Fatal(err)
 	}

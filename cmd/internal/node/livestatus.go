@@ -7,6 +7,7 @@ import (
 
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // LiveWait bounds how long a status waits for the daemon's answer before
@@ -48,7 +49,7 @@ func (n *Node) LiveStatusDoc(ctx context.Context) (doc []byte, why string, err e
 // liveStatus is the daemon's state document, or the state in its reply's
 // line (a daemon before D70), or the node's own derived with why.
 func (n *Node) liveStatus(ctx context.Context) (doc []byte, st *messages.NodeState, why string, err error) {
-	r, aerr := n.AskDaemon(ctx, messages.NewAsk(messages.AskStatus))
+	r, aerr := n.AskDaemon(ctx, wire.NewAsk(wire.AskStatus))
 	switch {
 	case aerr == nil && r.StateDoc != nil:
 		return r.StateDoc, nil, "", nil
@@ -66,8 +67,8 @@ var errNoState = errors.New("the daemon's reply holds no status")
 
 // AskDaemon asks the daemon on its socket (D66), waiting LiveWait at most,
 // and notes what its answer passed over as this node's own read would.
-func (n *Node) AskDaemon(ctx context.Context, a *messages.Ask) (*messages.Reply, error) {
-	var r *messages.Reply
+func (n *Node) AskDaemon(ctx context.Context, a *wire.Ask) (*wire.Reply, error) {
+	var r *wire.Reply
 	var err error
 	if n.ask != nil {
 		r, err = n.ask(ctx, a)

@@ -17,6 +17,7 @@ import (
 	"github.com/ocx-go/ocx/host/nodestatus"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // DefaultAgents is the agents root when neither --agents nor OCX_AGENTS says.
@@ -80,7 +81,7 @@ type Options struct {
 	Daemon int
 	// Ask, when set, asks the daemon in its own process (a page it
 	// serves, D71); nil asks on its socket.
-	Ask func(context.Context, *messages.Ask) (*messages.Reply, error)
+	Ask func(context.Context, *wire.Ask) (*wire.Reply, error)
 }
 
 // Records are the repositories of a node's projects as a long-lived reader
@@ -123,7 +124,7 @@ type Node struct {
 	records Records
 	procs   *unixhost.ProcTable
 	daemon  int
-	ask     func(context.Context, *messages.Ask) (*messages.Reply, error)
+	ask     func(context.Context, *wire.Ask) (*wire.Reply, error)
 }
 
 // Default bounds on waiting.

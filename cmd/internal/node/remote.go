@@ -9,7 +9,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/remote"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host/nodesock"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // PullWait bounds how long an action waits for its clone's pull.
@@ -21,9 +21,9 @@ const PullWait = time.Minute
 // ask in time, a pull of this process's own. An action that wrote to the server then reads its write
 // in the node's clone.
 func (n *Node) PullClone(ctx context.Context, p Project) error {
-	a := messages.NewAsk(messages.AskPull)
+	a := wire.NewAsk(wire.AskPull)
 	a.Project = p.Name
-	var r *messages.Reply
+	var r *wire.Reply
 	var err error
 	if n.ask != nil {
 		r, err = n.ask(ctx, a)
@@ -58,14 +58,14 @@ func (n *Node) Keeper(p Project) *remote.Keeper {
 // The server's receipt page answers any login of itself, and tells a
 // node on another host of no other user but those its receipts name
 // (D81). A login the server does not take is an error saying so.
-func (n *Node) ServerViewer(ctx context.Context, p Project, c Caller) (messages.ReceiptViewer, error) {
+func (n *Node) ServerViewer(ctx context.Context, p Project, c Caller) (wire.ReceiptViewer, error) {
 	cl := &remote.Client{URL: p.URL, Login: c.Login, Cookie: c.Cookie}
 	if c.Password != "" {
 		cl.Password = func() (string, error) { return c.Password, nil }
 	}
 	v, err := cl.Viewer(ctx)
 	if err != nil {
-		return messages.ReceiptViewer{}, fmt.Errorf("what %s holds of %q: %w", p.URL, c.Login, err)
+		return wire.ReceiptViewer{}, fmt.Errorf("what %s holds of %q: %w", p.URL, c.Login, err)
 	}
 	return v, nil
 }

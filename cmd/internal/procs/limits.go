@@ -12,6 +12,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // Limits is actors.Limits on the host's cgroups (D46): each session
@@ -54,7 +55,7 @@ func (c *Limits) Spec(w messages.WorkspaceKey) (string, host.CgroupLimits) {
 }
 
 // Watch returns once the session's cgroup has gone past a limit.
-func (c *Limits) Watch(ctx context.Context, w messages.WorkspaceKey, p messages.ProcID) (string, string, error) {
+func (c *Limits) Watch(ctx context.Context, w messages.WorkspaceKey, p protocol.ProcID) (string, string, error) {
 	g, err := c.cg.Open(c.layout.SessionCgroup(w))
 	if err != nil {
 		return "", "", fmt.Errorf("session %s has no cgroup (started before the node made them, or at a terminal): %w", p, err)
@@ -72,7 +73,7 @@ func (c *Limits) Watch(ctx context.Context, w messages.WorkspaceKey, p messages.
 // ends on its own once the sandbox is gone, D80; what is left after
 // closeWait is killed), and removes it. A session without one closes with
 // nothing.
-func (c *Limits) Close(ctx context.Context, w messages.WorkspaceKey, p messages.ProcID) (string, string, error) {
+func (c *Limits) Close(ctx context.Context, w messages.WorkspaceKey, p protocol.ProcID) (string, string, error) {
 	g, err := c.cg.Open(c.layout.SessionCgroup(w))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", "", nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // Table is the process table as the actors ask it (actors.WorkspaceProcs):
@@ -24,12 +25,12 @@ type Table struct {
 	boot time.Time
 
 	mu   sync.Mutex
-	argv map[messages.ProcID][]string
+	argv map[protocol.ProcID][]string
 }
 
 // NewTable reads t; boot is when the host booted, zero when unknown.
 func NewTable(t host.ProcTable, boot time.Time) *Table {
-	return &Table{t: t, boot: boot, argv: map[messages.ProcID][]string{}}
+	return &Table{t: t, boot: boot, argv: map[protocol.ProcID][]string{}}
 }
 
 // maxArgvKept bounds the command lines remembered for refusal notes.
@@ -37,7 +38,7 @@ const maxArgvKept = 4096
 
 // Scan returns every process that names w. A process that might name it
 // and could not be read makes the answer unknown: an error, never "none".
-func (p *Table) Scan(ctx context.Context, w messages.WorkspaceKey) ([]messages.ProcInfo, error) {
+func (p *Table) Scan(ctx context.Context, w messages.WorkspaceKey) ([]protocol.ProcInfo, error) {
 	tab, err := p.t.Scan()
 	if err != nil {
 		return nil, fmt.Errorf("read the process table: %w", err)
@@ -47,7 +48,7 @@ func (p *Table) Scan(ctx context.Context, w messages.WorkspaceKey) ([]messages.P
 	if v.Named == host.Unknown {
 		return nil, fmt.Errorf("read the process table: %s", v)
 	}
-	var out []messages.ProcInfo
+	var out []protocol.ProcInfo
 	for _, pr := range tab.Procs {
 		for _, n := range pr.Names {
 			if n.Key == k && !n.Unsure {
@@ -62,13 +63,13 @@ func (p *Table) Scan(ctx context.Context, w messages.WorkspaceKey) ([]messages.P
 // Found lists every process naming a workspace of the agents root, for the
 // daemon's start (Boot), with the release directory each runs, and the
 // look-alikes, which are not adopted (D45).
-func (p *Table) Found(rel *Releases) ([]messages.ProcInfo, map[messages.ProcID]string, []host.LookAlike, error) {
+func (p *Table) Found(rel *Releases) ([]protocol.ProcInfo, map[protocol.ProcID]string, []host.LookAlike, error) {
 	tab, err := p.t.Scan()
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read the process table: %w", err)
 	}
-	var out []messages.ProcInfo
-	dirs := map[messages.ProcID]string{}
+	var out []protocol.ProcInfo
+	dirs := map[protocol.ProcID]string{}
 	for _, pr := range tab.Procs {
 		for _, n := range pr.Names {
 			if n.Unsure {
@@ -97,15 +98,15 @@ func releaseDir(pr host.Process, rel *Releases) string {
 	return ""
 }
 
-func (p *Table) info(pr host.Process, n host.Naming) messages.ProcInfo {
+func (p *Table) info(pr host.Process, n host.Naming) protocol.ProcInfo {
 	id := pr.ID
 	p.mu.Lock()
 	if len(p.argv) >= maxArgvKept {
-		p.argv = map[messages.ProcID][]string{}
+		p.argv = map[protocol.ProcID][]string{}
 	}
 	p.argv[id] = pr.Argv
 	p.mu.Unlock()
-	return messages.ProcInfo{
+	return protocol.ProcInfo{
 		Proc:      id,
 		Workspace: n.Key,
 		Verb:      string(n.Verb),
@@ -130,7 +131,7 @@ func startedAt(boot time.Time, ticks uint64) time.Time {
 }
 
 // ArgvOf is a process's command line as a scan last read it.
-func (p *Table) ArgvOf(id messages.ProcID) ([]string, bool) {
+func (p *Table) ArgvOf(id protocol.ProcID) ([]string, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	a, ok := p.argv[id]

@@ -12,6 +12,7 @@ import (
 	"github.com/ocx-go/ocx/host/hosttest"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // TestProcsScan: a scan lists the processes naming the workspace, and one
@@ -20,10 +21,10 @@ func TestProcsScan(t *testing.T) {
 	k := messages.WorkspaceKey{Login: "alice", Project: "main"}
 	other := messages.WorkspaceKey{Login: "bob", Project: "main"}
 	pt := &hosttest.ProcTable{}
-	p := &Table{t: pt, argv: map[messages.ProcID][]string{}}
-	a := host.Process{ID: messages.ProcID{PID: 10, Start: 1}, Argv: []string{"workspace", "serve", "alice/main"},
+	p := &Table{t: pt, argv: map[protocol.ProcID][]string{}}
+	a := host.Process{ID: protocol.ProcID{PID: 10, Start: 1}, Argv: []string{"workspace", "serve", "alice/main"},
 		Names: []host.Naming{{Verb: "serve", Key: k, Launch: "abc"}}}
-	b := host.Process{ID: messages.ProcID{PID: 11, Start: 1}, Names: []host.Naming{{Verb: "serve", Key: other}}}
+	b := host.Process{ID: protocol.ProcID{PID: 11, Start: 1}, Names: []host.Naming{{Verb: "serve", Key: other}}}
 	pt.Set(host.Table{Procs: []host.Process{a, b}})
 	got, err := p.Scan(context.Background(), k)
 	if err != nil || len(got) != 1 || got[0].Proc != a.ID || got[0].Launch != "abc" || got[0].Command != "workspace serve alice/main" {
@@ -67,9 +68,9 @@ func TestProcsStarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Table{boot: b, argv: map[messages.ProcID][]string{}}
+	p := &Table{boot: b, argv: map[protocol.ProcID][]string{}}
 	k := messages.WorkspaceKey{Login: "alice", Project: "main"}
-	info := p.info(host.Process{ID: messages.ProcID{PID: os.Getpid(), Start: st.Start}}, host.Naming{Verb: "serve", Key: k})
+	info := p.info(host.Process{ID: protocol.ProcID{PID: os.Getpid(), Start: st.Start}}, host.Naming{Verb: "serve", Key: k})
 	if age := time.Since(info.Started); age < 0 || age > 10*time.Minute {
 		t.Errorf("this test's process started %s ago, by the table (%s)", age, info.Started)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // Source says where a release's programs come from: a check-in of a
@@ -213,7 +214,7 @@ type releaser struct {
 // thisBuild is the hand-off version of this build: what a daemon started
 // from the same release writes.
 func thisBuild(context.Context) (handoffWant, error) {
-	return handoffWant{version: messages.HandoffVersion, from: "this build of ocx"}, nil
+	return handoffWant{version: protocol.HandoffVersion, from: "this build of ocx"}, nil
 }
 
 // releaseRoot is the node's release root, or an error saying how to make one.

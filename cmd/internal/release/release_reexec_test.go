@@ -13,6 +13,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/release"
 	"github.com/ocx-go/ocx/docs/design/validate"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // stampedBuild builds this tree's ocx, ocxd and workspace into a new
@@ -44,10 +45,10 @@ func stampedBuild(t *testing.T, checkin string) string {
 // /proc/PID/exe); the outcome file and the status hold the refusal.
 func TestReleaseAcceptReexecFails(t *testing.T) {
 	f := newRelFix(t, release.Source{From: stampedBuild(t, ciA)})
-	changing := scriptRelease(t, ciB, messages.HandoffVersion, nil)
+	changing := scriptRelease(t, ciB, protocol.HandoffVersion, nil)
 	asked := filepath.Join(t.TempDir(), "asked")
 	ocxd := "#!/bin/sh\ncase \"$1\" in\n--version) echo 'ocxd version v0.0.0-20261201000000-" + ciB[:12] + " checkin " + ciB + "' ;;\n" +
-		"--handoff-version) echo x >> " + asked + "; if [ $(wc -l < " + asked + ") -le 2 ]; then echo " + strconv.Itoa(messages.HandoffVersion) + "; else echo 99; fi ;;\n*) exit 2 ;;\nesac\n"
+		"--handoff-version) echo x >> " + asked + "; if [ $(wc -l < " + asked + ") -le 2 ]; then echo " + strconv.Itoa(protocol.HandoffVersion) + "; else echo 99; fi ;;\n*) exit 2 ;;\nesac\n"
 	if err := os.WriteFile(filepath.Join(changing, "ocxd"), []byte(ocxd), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/release"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/itest/harness"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // Check-ins the script releases are named by.
@@ -227,8 +227,8 @@ func TestReleaseCheckDecisions(t *testing.T) {
 // staged/CHECKIN and staged/next; staging them again says so and touches
 // neither the release nor the links.
 func TestReleaseStageFromTwiceStagesOnce(t *testing.T) {
-	f := newRelFix(t, release.Source{From: scriptRelease(t, ciA, messages.HandoffVersion, nil)})
-	from := scriptRelease(t, ciB, messages.HandoffVersion, nil)
+	f := newRelFix(t, release.Source{From: scriptRelease(t, ciA, protocol.HandoffVersion, nil)})
+	from := scriptRelease(t, ciB, protocol.HandoffVersion, nil)
 	a := f.ok(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{From: from}}))
 	if a.Result == nil || *a.Result != ciB {
 		t.Fatalf("result %v; want %s", a.Result, ciB)
@@ -271,9 +271,9 @@ func TestReleaseStageFromTwiceStagesOnce(t *testing.T) {
 // naming the check or the program, leaving no release, no link and no
 // temporary directory.
 func TestReleaseStageRefusesAFailedCheck(t *testing.T) {
-	f := newRelFix(t, release.Source{From: scriptRelease(t, ciA, messages.HandoffVersion, nil)})
+	f := newRelFix(t, release.Source{From: scriptRelease(t, ciA, protocol.HandoffVersion, nil)})
 	want := map[string]string{"current": "releases/" + ciA}
-	missing := scriptRelease(t, ciB, messages.HandoffVersion, nil)
+	missing := scriptRelease(t, ciB, protocol.HandoffVersion, nil)
 	os.Remove(filepath.Join(missing, "workspace"))
 	for _, c := range []struct {
 		name string
@@ -281,9 +281,9 @@ func TestReleaseStageRefusesAFailedCheck(t *testing.T) {
 		want []string
 	}{
 		{"missing", missing, []string{"has no workspace"}},
-		{"two check-ins", scriptRelease(t, ciB, messages.HandoffVersion, map[string]string{"ocxd": "ocxd version v1 checkin " + ciC}), []string{"a release is one check-in", ciC}},
-		{"another program", scriptRelease(t, ciB, messages.HandoffVersion, map[string]string{"workspace": "ocx version v1 checkin " + ciB}), []string{`workspace says it is "ocx"`}},
-		{"hand-off", scriptRelease(t, ciB, messages.HandoffVersion+1, nil), []string{`host check "hand-off" failed`, fmt.Sprintf("reads hand-off version %d", messages.HandoffVersion+1), "no link was changed"}},
+		{"two check-ins", scriptRelease(t, ciB, protocol.HandoffVersion, map[string]string{"ocxd": "ocxd version v1 checkin " + ciC}), []string{"a release is one check-in", ciC}},
+		{"another program", scriptRelease(t, ciB, protocol.HandoffVersion, map[string]string{"workspace": "ocx version v1 checkin " + ciB}), []string{`workspace says it is "ocx"`}},
+		{"hand-off", scriptRelease(t, ciB, protocol.HandoffVersion+1, nil), []string{`host check "hand-off" failed`, fmt.Sprintf("reads hand-off version %d", protocol.HandoffVersion+1), "no link was changed"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f.t = t
@@ -297,7 +297,7 @@ func TestReleaseStageRefusesAFailedCheck(t *testing.T) {
 	f.t = t
 	// A sandbox whose workspace does not answer: a script that needs a
 	// shell the sandbox lacks.
-	bad := scriptRelease(t, ciB, messages.HandoffVersion, nil)
+	bad := scriptRelease(t, ciB, protocol.HandoffVersion, nil)
 	script := "#!/nonexistent/sh\n"
 	if err := os.WriteFile(filepath.Join(bad, "workspace"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
@@ -316,11 +316,11 @@ func TestReleaseStageRefusesAFailedCheck(t *testing.T) {
 // previous; with no previous it is refused naming why. A prefix two staged
 // releases share is refused naming both.
 func TestReleaseAcceptAndRollbackWithoutDaemon(t *testing.T) {
-	f := newRelFix(t, release.Source{From: scriptRelease(t, ciA, messages.HandoffVersion, nil)})
+	f := newRelFix(t, release.Source{From: scriptRelease(t, ciA, protocol.HandoffVersion, nil)})
 	f.refused(release.Rollback(f.ctx, f.n, release.RollbackInput{}), "no previous release")
 	f.refused(release.Accept(f.ctx, f.n, release.AcceptInput{}), "nothing is staged")
-	f.ok(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{From: scriptRelease(t, ciC, messages.HandoffVersion, nil)}}))
-	f.ok(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{From: scriptRelease(t, ciB, messages.HandoffVersion, nil)}}))
+	f.ok(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{From: scriptRelease(t, ciC, protocol.HandoffVersion, nil)}}))
+	f.ok(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{From: scriptRelease(t, ciB, protocol.HandoffVersion, nil)}}))
 	staged := map[string]string{"current": "releases/" + ciA, "staged/" + ciB: "../releases/" + ciB, "staged/" + ciC: "../releases/" + ciC, "staged/next": ciB}
 	f.wantLinks(staged)
 	f.refused(release.Accept(f.ctx, f.n, release.AcceptInput{Checkin: ciB[:20]}), "ambiguous", ciB, ciC)
@@ -329,7 +329,7 @@ func TestReleaseAcceptAndRollbackWithoutDaemon(t *testing.T) {
 	// The staged ocxd changes under the stage: accept's own checks refuse it.
 	ocxd := filepath.Join(f.root, "releases", ciB, "ocxd")
 	good, _ := os.ReadFile(ocxd)
-	bad := strings.Replace(string(good), fmt.Sprintf("echo %d", messages.HandoffVersion), "echo 99", 1)
+	bad := strings.Replace(string(good), fmt.Sprintf("echo %d", protocol.HandoffVersion), "echo 99", 1)
 	os.WriteFile(ocxd, []byte(bad), 0o755)
 	f.refused(release.Accept(f.ctx, f.n, release.AcceptInput{}), `host check "hand-off" failed`, "reads hand-off version 99")
 	f.wantLinks(staged)
@@ -382,7 +382,7 @@ func TestReleaseNeedsARoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	from := scriptRelease(t, ciA, messages.HandoffVersion, nil)
+	from := scriptRelease(t, ciA, protocol.HandoffVersion, nil)
 	f.refused(release.Stage(ctx, n, release.StageInput{Source: release.Source{From: from}}), "names no release root", "ocx release init ROOT")
 	f.refused(release.Accept(ctx, n, release.AcceptInput{}), "names no release root")
 
@@ -498,7 +498,7 @@ func main() {
 // toolchain on PATH is said so.
 func TestReleaseStageFromACheckin(t *testing.T) {
 	s := newSrcRepo(t)
-	first := s.commit(tinyOCX(messages.HandoffVersion))
+	first := s.commit(tinyOCX(protocol.HandoffVersion))
 	runner := map[string]string{"cmd/ocx-runner-echo/main.go": "package main\n\nfunc main() {}\n"}
 	second := s.commit(runner)
 	f := newRelFix(t, release.Source{Repo: s.repo, Checkin: first})
@@ -543,7 +543,7 @@ func TestReleaseStageFromACheckin(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", bin)
-	fixed := s.commit(tinyOCX(messages.HandoffVersion))
+	fixed := s.commit(tinyOCX(protocol.HandoffVersion))
 	f.refused(release.Stage(f.ctx, f.n, release.StageInput{Source: release.Source{Repo: s.repo, Checkin: fixed}}), "no Go toolchain", "--from DIR")
 	if l := f.leftovers(first, second); len(l) != 0 {
 		t.Fatalf("a stage without go left %v", l)

@@ -4,25 +4,25 @@ import (
 	"fmt"
 
 	"github.com/ocx-go/ocx/fossilio"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // Answer is the receipts answer of the server's repository: what it said
 // of each artifact, the users its receipts name with their standing (and
 // none of the server's other users, D81), and the viewer who asked, as
 // the console's receipt page writes them.
-func Answer(project string, rs []fossilio.Receipt, viewer messages.ReceiptViewer) *messages.Receipts {
-	out := &messages.Receipts{Ocx: messages.ReceiptsKind, Project: project, Receipts: make([]messages.ReceiptAnswer, 0, len(rs)),
-		Users: []messages.ServerUser{}, Viewer: viewer}
+func Answer(project string, rs []fossilio.Receipt, viewer wire.ReceiptViewer) *wire.Receipts {
+	out := &wire.Receipts{Ocx: wire.ReceiptsKind, Project: project, Receipts: make([]wire.ReceiptAnswer, 0, len(rs)),
+		Users: []wire.ServerUser{}, Viewer: viewer}
 	named := map[string]bool{}
 	for _, rc := range rs {
-		a := messages.ReceiptAnswer{Hash: rc.Hash, Known: rc.Known}
+		a := wire.ReceiptAnswer{Hash: rc.Hash, Known: rc.Known}
 		if rc.Known {
 			a.Login, a.Rcvid, a.Rid, a.Received = rc.Login, uint64(rc.Rcvid), uint64(rc.Rid), rc.Received
 			a.Via, a.Privileged, a.PrivilegedAtReceipt = rc.Via.String(), rc.Privileged, rc.PrivilegedAtReceipt
 			if rc.Login != "" && !named[rc.Login] {
 				named[rc.Login] = true
-				out.Users = append(out.Users, messages.ServerUser{Login: rc.Login, Privileged: rc.Privileged})
+				out.Users = append(out.Users, wire.ServerUser{Login: rc.Login, Privileged: rc.Privileged})
 			}
 		}
 		out.Receipts = append(out.Receipts, a)
@@ -43,7 +43,7 @@ func init() {
 // each receipt and the standing of each user they name. An answer that
 // does not answer exactly the hashes asked, in their order, is refused:
 // the node never guesses (D72).
-func FromAnswer(asked []string, a *messages.Receipts) ([]fossilio.Receipt, []fossilio.Standing, error) {
+func FromAnswer(asked []string, a *wire.Receipts) ([]fossilio.Receipt, []fossilio.Standing, error) {
 	if len(a.Receipts) != len(asked) {
 		return nil, nil, fmt.Errorf("the server answered %d receipts for %d hashes asked", len(a.Receipts), len(asked))
 	}

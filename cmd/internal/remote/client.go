@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 // Client asks the server's node for receipts, logged in to the server as
@@ -62,8 +62,8 @@ func (c *Client) http() *http.Client {
 // a chunk at a time), the users they name and the viewer. The answer has
 // one receipt for each hash, in order: anything else is refused, never
 // guessed from.
-func (c *Client) Receipts(ctx context.Context, hashes []string) (*messages.Receipts, error) {
-	out := &messages.Receipts{Ocx: messages.ReceiptsKind, Receipts: []messages.ReceiptAnswer{}, Users: []messages.ServerUser{}}
+func (c *Client) Receipts(ctx context.Context, hashes []string) (*wire.Receipts, error) {
+	out := &wire.Receipts{Ocx: wire.ReceiptsKind, Receipts: []wire.ReceiptAnswer{}, Users: []wire.ServerUser{}}
 	named := map[string]bool{}
 	for first := true; first || len(hashes) > 0; first = false {
 		part := hashes[:min(chunk, len(hashes))]
@@ -90,13 +90,13 @@ func (c *Client) Receipts(ctx context.Context, hashes []string) (*messages.Recei
 // Viewer asks the server what it holds of the client's own login: its
 // capabilities there and whether it holds admin or setup (D81). The
 // receipt page answers any login that asks of itself alone.
-func (c *Client) Viewer(ctx context.Context) (messages.ReceiptViewer, error) {
+func (c *Client) Viewer(ctx context.Context) (wire.ReceiptViewer, error) {
 	a, err := c.Receipts(ctx, nil)
 	if err != nil {
-		return messages.ReceiptViewer{}, err
+		return wire.ReceiptViewer{}, err
 	}
 	if a.Viewer.Login != c.Login {
-		return messages.ReceiptViewer{}, fmt.Errorf("ask %s of %q: the server answered of %q", c.URL, c.Login, a.Viewer.Login)
+		return wire.ReceiptViewer{}, fmt.Errorf("ask %s of %q: the server answered of %q", c.URL, c.Login, a.Viewer.Login)
 	}
 	return a.Viewer, nil
 }
@@ -109,7 +109,7 @@ const getMost = 24
 // and again once when the server no longer takes the one it has. A few
 // hashes are asked by GET, which the server's daemon answers (D71); more,
 // by a POST, which a console process of its own answers.
-func (c *Client) receipts(ctx context.Context, hashes []string) (*messages.Receipts, error) {
+func (c *Client) receipts(ctx context.Context, hashes []string) (*wire.Receipts, error) {
 	u, err := url.JoinPath(c.URL, "ext/console/receipt")
 	if err != nil {
 		return nil, fmt.Errorf("the server URL %q: %w", c.URL, err)
@@ -136,14 +136,14 @@ func (c *Client) receipts(ctx context.Context, hashes []string) (*messages.Recei
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
-		body, err := io.ReadAll(io.LimitReader(resp.Body, messages.MaxReceiptsLen+1))
+		body, err := io.ReadAll(io.LimitReader(resp.Body, wire.MaxReceiptsLen+1))
 		resp.Body.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%s: read the answer: %w", where, err)
 		}
 		switch {
 		case resp.StatusCode == http.StatusOK:
-			a, err := messages.DecodeReceipts(body)
+			a, err := wire.DecodeReceipts(body)
 			if err != nil {
 				return nil, fmt.Errorf("%s: the answer does not read: %w", where, err)
 			}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/fossilio/record"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // The deliveries of seed 004's sessions (section 9): what each session run
@@ -28,14 +28,14 @@ import (
 // since they were last given, each as a RunDelivered for its run's actor
 // (actors.RunHost; the node routes them). A run whose deliveries cannot be
 // read is logged and read again at the next arrival.
-func (e *Engine) Deliveries(ctx context.Context, path, run string) ([]messages.RunRouted, error) {
+func (e *Engine) Deliveries(ctx context.Context, path, run string) ([]protocol.RunRouted, error) {
 	e.deliverMu.Lock()
 	defer e.deliverMu.Unlock()
 	cares, err := e.cares()
 	if err != nil {
 		return nil, fmt.Errorf("the runs in care cannot be listed: %w", err)
 	}
-	var routed []messages.RunRouted
+	var routed []protocol.RunRouted
 	for _, c := range cares {
 		if path != "" && c.Repository != path || run != "" && c.Run != run {
 			continue
@@ -46,13 +46,13 @@ func (e *Engine) Deliveries(ctx context.Context, path, run string) ([]messages.R
 			continue
 		}
 		for _, d := range ds {
-			routed = append(routed, messages.RunRouted{Run: c.Run, Event: messages.RunDelivered{Delivery: d}})
+			routed = append(routed, protocol.RunRouted{Run: c.Run, Event: protocol.RunDelivered{Delivery: d}})
 		}
 	}
 	return routed, nil
 }
 
-func (e *Engine) deliveriesOf(ctx context.Context, c messages.RunCare) ([]messages.RunDelivery, error) {
+func (e *Engine) deliveriesOf(ctx context.Context, c protocol.RunCare) ([]protocol.RunDelivery, error) {
 	r, err := e.find(ctx, c.Run)
 	if err != nil {
 		return nil, err
@@ -89,7 +89,7 @@ func (e *Engine) deliveriesOf(ctx context.Context, c messages.RunCare) ([]messag
 // keepGiven records in the run's care file that the session was given the
 // artifact at at, before it is written to the process or a process
 // launched for it: at most once, if the daemon goes down between the two.
-func (e *Engine) keepGiven(hash string, at messages.RunPosition) error {
+func (e *Engine) keepGiven(hash string, at protocol.RunPosition) error {
 	c, ok, err := e.readCare(hash)
 	if err != nil || !ok {
 		return err

@@ -20,6 +20,7 @@ import (
 	runeng "github.com/ocx-go/ocx/host/runs"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // Engine carries out the effects of seed 004's runs (actors.RunHost):
@@ -39,14 +40,14 @@ type Engine struct {
 	fossil *fossilio.Fossil
 	// writeNote, signal, support and release are the daemon's (Deps).
 	writeNote   func(ctx context.Context, x *noderepos.Index, hash, text, kind string, backoffice bool) error
-	signal      func(ctx context.Context, p messages.ProcID, group bool, sig string) error
+	signal      func(ctx context.Context, p protocol.ProcID, group bool, sig string) error
 	support     func() host.RunSupport
 	release     func(release string) (string, error)
 	releaseRoot string
 	log         *slog.Logger
 	// send hands the node a run process's exit, which its holder's watch
 	// learns of (an input, as the reaper's exits are).
-	send func(messages.DaemonMessage)
+	send func(protocol.DaemonMessage)
 	now  func() time.Time
 
 	ctx    context.Context
@@ -85,7 +86,7 @@ type Deps struct {
 	// is false (the records').
 	WriteNote func(ctx context.Context, x *noderepos.Index, hash, text, kind string, backoffice bool) error
 	// Signal signals a process (the reaper's).
-	Signal func(ctx context.Context, p messages.ProcID, group bool, sig string) error
+	Signal func(ctx context.Context, p protocol.ProcID, group bool, sig string) error
 	// Support is what the host can give a run (seed 004, refusal row 8).
 	Support func() host.RunSupport
 	// Release is the directory of a release (current or previous), links
@@ -94,7 +95,7 @@ type Deps struct {
 	ReleaseRoot string
 	Log         *slog.Logger
 	// Send hands the node a message.
-	Send func(messages.DaemonMessage)
+	Send func(protocol.DaemonMessage)
 	// Fresh, when set, says whether a project's record is fresh enough to
 	// find runs lost on (D72); nil: every record is.
 	Fresh func(project string) bool
@@ -114,14 +115,14 @@ type engineRun struct {
 // runProc is one process of a run, in its holder: launched by this
 // daemon, or found alive at start (adopted).
 type runProc struct {
-	id      messages.ProcID
+	id      protocol.ProcID
 	adopted bool
 	// socket is its holder's: its deliveries are typed in there; "" once
 	// the holder is gone.
 	socket string
 	stderr *runeng.Tail
 	stdout *runeng.Tail
-	exit   messages.RunProcessExited
+	exit   protocol.RunProcessExited
 }
 
 // New is the run engine of d.
@@ -184,7 +185,7 @@ func (e *Engine) passwordsFile() string {
 
 func (e *Engine) carePath(hash string) (string, error) { return e.layout.RunCareFile(hash) }
 
-func (e *Engine) writeCare(c messages.RunCare) error {
+func (e *Engine) writeCare(c protocol.RunCare) error {
 	p, err := e.carePath(c.Run)
 	if err != nil {
 		return err
@@ -199,32 +200,32 @@ func (e *Engine) writeCare(c messages.RunCare) error {
 	return e.root.WriteFile(p, b, 0o600)
 }
 
-func (e *Engine) readCare(hash string) (messages.RunCare, bool, error) {
+func (e *Engine) readCare(hash string) (protocol.RunCare, bool, error) {
 	p, err := e.carePath(hash)
 	if err != nil {
-		return messages.RunCare{}, false, err
+		return protocol.RunCare{}, false, err
 	}
 	b, err := e.root.ReadFile(p, unixhost.SmallFile)
 	if errors.Is(err, os.ErrNotExist) {
-		return messages.RunCare{}, false, nil
+		return protocol.RunCare{}, false, nil
 	}
 	if err != nil {
-		return messages.RunCare{}, false, err
+		return protocol.RunCare{}, false, err
 	}
-	c, err := messages.DecodeRunCare(b)
+	c, err := protocol.DecodeRunCare(b)
 	if err != nil {
-		return messages.RunCare{}, false, fmt.Errorf("%s: %w", p, err)
+		return protocol.RunCare{}, false, fmt.Errorf("%s: %w", p, err)
 	}
 	return c, true, nil
 }
 
 // caresByHash is what the node keeps of each run in its care, by hash.
-func (e *Engine) caresByHash() (map[string]messages.RunCare, error) {
+func (e *Engine) caresByHash() (map[string]protocol.RunCare, error) {
 	cares, err := e.cares()
 	if err != nil {
 		return nil, err
 	}
-	byHash := make(map[string]messages.RunCare, len(cares))
+	byHash := make(map[string]protocol.RunCare, len(cares))
 	for _, c := range cares {
 		byHash[c.Run] = c
 	}
@@ -232,7 +233,7 @@ func (e *Engine) caresByHash() (map[string]messages.RunCare, error) {
 }
 
 // cares lists the runs in the node's care, as their files say.
-func (e *Engine) cares() ([]messages.RunCare, error) {
+func (e *Engine) cares() ([]protocol.RunCare, error) {
 	entries, err := e.root.ReadDir(e.careDir())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -240,7 +241,7 @@ func (e *Engine) cares() ([]messages.RunCare, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []messages.RunCare
+	var out []protocol.RunCare
 	for _, d := range entries {
 		h, ok := strings.CutSuffix(d.Name(), ".json")
 		if !ok || messages.ValidateHash(h) != nil {
@@ -326,7 +327,7 @@ func (e *Engine) Care(ctx context.Context, hash string, in bool) error {
 		return nil // in care already: a run prepared again after a start
 	}
 	e.log.Info("run taken into the node's care", slog.String(actors.KeyRun, hash))
-	return e.writeCare(messages.RunCare{Run: hash, Repository: r.x.Path, Since: e.now().UTC()})
+	return e.writeCare(protocol.RunCare{Run: hash, Repository: r.x.Path, Since: e.now().UTC()})
 }
 
 // removeDisk removes run hash's disk (D82), if it has one.
@@ -370,33 +371,33 @@ func (e *Engine) sweepDisks(ctx context.Context) {
 // Prepare makes layers 2 to 4 through the node's layers (runs.Layers),
 // which check what they make against the host too: row 9 (a sandbox path
 // reaching the node's own files) and row 8 in the host's terms.
-func (e *Engine) Prepare(ctx context.Context, hash string) messages.RunPrepared {
+func (e *Engine) Prepare(ctx context.Context, hash string) protocol.RunPrepared {
 	r, err := e.find(ctx, hash)
 	if err != nil {
-		return messages.RunPrepared{Failed: "the run cannot be read: " + err.Error()}
+		return protocol.RunPrepared{Failed: "the run cannot be read: " + err.Error()}
 	}
 	if r.run == nil {
-		return messages.RunPrepared{Failed: "the run does not read"}
+		return protocol.RunPrepared{Failed: "the run does not read"}
 	}
 	rel, _ := e.release(messages.ReleaseCurrent)
 	if err := e.root.MkdirAll(e.workRoot(), 0o700); err != nil {
-		return messages.RunPrepared{Failed: "the node's run root cannot be made: " + err.Error()}
+		return protocol.RunPrepared{Failed: "the node's run root cannot be made: " + err.Error()}
 	}
 	nv := runeng.NodeValues{Root: e.workRoot(), Project: r.x.Project, Node: e.cfg.User, Server: r.x.URL, Release: rel}
 	p, err := e.preparer(r.x).Prepare(ctx, r.run, hash, nv)
 	if err != nil {
-		return messages.RunPrepared{Failed: err.Error()}
+		return protocol.RunPrepared{Failed: err.Error()}
 	}
 	e.mu.Lock()
 	r.prepared = &p
 	e.mu.Unlock()
-	return messages.RunPrepared{Values: p.Values}
+	return protocol.RunPrepared{Values: p.Values}
 }
 
 // Write writes started, ended or the kept logs where the run is.
-func (e *Engine) Write(ctx context.Context, eff messages.DaemonEffect) error {
+func (e *Engine) Write(ctx context.Context, eff protocol.DaemonEffect) error {
 	switch eff := eff.(type) {
-	case messages.RunWriteStarted:
+	case protocol.RunWriteStarted:
 		return e.writeReport(ctx, eff.Run, messages.MsgStarted, func(r *engineRun) (messages.Message, string) {
 			s := &messages.RunStarted{Node: e.cfg.User, Run: eff.Run, Values: eff.Values}
 			if s.Values == nil {
@@ -407,7 +408,7 @@ func (e *Engine) Write(ctx context.Context, eff messages.DaemonEffect) error {
 			}
 			return s, fmt.Sprintf("The node started run %s.", fossilio.Short(eff.Run))
 		})
-	case messages.RunWriteEnded:
+	case protocol.RunWriteEnded:
 		return e.writeReport(ctx, eff.Run, messages.MsgEnded, func(*engineRun) (messages.Message, string) {
 			m := &messages.RunEnded{Node: e.cfg.User, Run: eff.Run, Outcome: eff.Outcome, Exit: eff.Exit, Note: eff.Note}
 			line := fmt.Sprintf("Run %s ended: %s", fossilio.Short(eff.Run), eff.Outcome)
@@ -419,7 +420,7 @@ func (e *Engine) Write(ctx context.Context, eff messages.DaemonEffect) error {
 			}
 			return m, line + "."
 		})
-	case messages.RunKeepLogs:
+	case protocol.RunKeepLogs:
 		return e.keepLogs(ctx, eff)
 	}
 	return fmt.Errorf("not a write of a run: %s", eff)
@@ -440,7 +441,7 @@ func (e *Engine) writeReport(ctx context.Context, hash string, kind messages.Mes
 		if err := e.repos.PullNow(ctx, r.x); err != nil {
 			// Waited out as the server's absence: the write is never made
 			// before the node knows the server lacks it.
-			return fmt.Errorf("%s of run %s: %w: the node's clone cannot be pulled to see whether the server has it: %w", kind, hash, messages.ErrUnreachable, err)
+			return fmt.Errorf("%s of run %s: %w: the node's clone cannot be pulled to see whether the server has it: %w", kind, hash, protocol.ErrUnreachable, err)
 		}
 	}
 	return e.settle(key, r.x, e.writeReportOnce(ctx, r, hash, kind, build))
@@ -456,10 +457,10 @@ func (e *Engine) doubted(key string) bool {
 
 // settle keeps, after a write of key, whether it is in doubt (it failed on
 // another host) and says a failure the server was not there for as such
-// (messages.ErrUnreachable), which the run's core waits out.
+// (protocol.ErrUnreachable), which the run's core waits out.
 func (e *Engine) settle(key string, x *noderepos.Index, err error) error {
 	if fossilio.Unreachable(err) {
-		err = fmt.Errorf("%w: %w", messages.ErrUnreachable, err)
+		err = fmt.Errorf("%w: %w", protocol.ErrUnreachable, err)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -508,7 +509,7 @@ func (e *Engine) besideLaunch(x *noderepos.Index) {
 // keepLogs writes the kept logs of a process (section 8.2): the files in
 // the workspace, when the run has one, and a reply where the run is, for
 // each kept stream that printed a byte.
-func (e *Engine) keepLogs(ctx context.Context, eff messages.RunKeepLogs) error {
+func (e *Engine) keepLogs(ctx context.Context, eff protocol.RunKeepLogs) error {
 	r, err := e.find(ctx, eff.Run)
 	if err != nil {
 		return err
@@ -562,13 +563,13 @@ func (e *Engine) keepLogs(ctx context.Context, eff messages.RunKeepLogs) error {
 // same (its answer was lost): the clone is pulled first and the node
 // user's reply that begins as this one does is looked for, as for
 // started and ended (writeReport). A write the server was not there for
-// says so (messages.ErrUnreachable), and the run's core tries it again
+// says so (protocol.ErrUnreachable), and the run's core tries it again
 // for as long as it takes, before ended (section 8.2's order).
-func (e *Engine) writeKeptLogs(ctx context.Context, r *engineRun, eff messages.RunKeepLogs, text string) error {
+func (e *Engine) writeKeptLogs(ctx context.Context, r *engineRun, eff protocol.RunKeepLogs, text string) error {
 	key := fmt.Sprintf("kept logs %s %d", eff.Run, eff.Proc)
 	if e.doubted(key) {
 		if err := e.repos.PullNow(ctx, r.x); err != nil {
-			return fmt.Errorf("kept logs of run %s: %w: the node's clone cannot be pulled to see whether the server has them: %w", eff.Run, messages.ErrUnreachable, err)
+			return fmt.Errorf("kept logs of run %s: %w: the node's clone cannot be pulled to see whether the server has them: %w", eff.Run, protocol.ErrUnreachable, err)
 		}
 		head, _, _ := strings.Cut(text, "\n")
 		sent, err := r.x.Repo.SentBy(ctx, e.cfg.User, head)
@@ -589,11 +590,11 @@ func (e *Engine) writeKeptLogs(ctx context.Context, r *engineRun, eff messages.R
 }
 
 // Process launches, feeds or signals a process of a run.
-func (e *Engine) Process(ctx context.Context, eff messages.DaemonEffect) error {
+func (e *Engine) Process(ctx context.Context, eff protocol.DaemonEffect) error {
 	switch eff := eff.(type) {
-	case messages.RunLaunch:
+	case protocol.RunLaunch:
 		return e.launch(ctx, eff)
-	case messages.RunDeliver:
+	case protocol.RunDeliver:
 		e.mu.Lock()
 		socket := ""
 		if r := e.runs[eff.Run]; r != nil && r.procs[eff.Proc] != nil {
@@ -607,7 +608,7 @@ func (e *Engine) Process(ctx context.Context, eff messages.DaemonEffect) error {
 			return fmt.Errorf("run %s: what its session was given is not kept, so %s is not given: %w", eff.Run, eff.Delivery, err)
 		}
 		return runhold.Type(socket, eff.Delivery.Line)
-	case messages.RunEndProcess:
+	case protocol.RunEndProcess:
 		e.mu.Lock()
 		var p *runProc
 		if r := e.runs[eff.Run]; r != nil {
@@ -626,11 +627,11 @@ func (e *Engine) Process(ctx context.Context, eff messages.DaemonEffect) error {
 
 // launch starts the run's process in its holder (runheld.go). Exactly one
 // exit comes back for it, 127 for a process that could not be started.
-func (e *Engine) launch(ctx context.Context, eff messages.RunLaunch) error {
+func (e *Engine) launch(ctx context.Context, eff protocol.RunLaunch) error {
 	p := &runProc{stderr: &runeng.Tail{Max: 64 << 10}, stdout: &runeng.Tail{Max: 64 << 10}}
 	fail := func(err error) error {
 		fmt.Fprintf(p.stderr, "ocxd: the process could not be started: %v\n", err)
-		m := messages.RunProcessExited{Proc: eff.Proc, Status: messages.Exited(127)}
+		m := protocol.RunProcessExited{Proc: eff.Proc, Status: messages.Exited(127)}
 		e.mu.Lock()
 		p.exit = m
 		e.mu.Unlock()
@@ -652,8 +653,8 @@ func (e *Engine) launch(ctx context.Context, eff messages.RunLaunch) error {
 	return e.launchHeld(ctx, eff, r, prep, p, fail)
 }
 
-func (e *Engine) exited(hash string, m messages.RunProcessExited) {
-	e.send(messages.RunRouted{Run: hash, Event: m})
+func (e *Engine) exited(hash string, m protocol.RunProcessExited) {
+	e.send(protocol.RunRouted{Run: hash, Event: m})
 }
 
 // Boot reads what the node has of its runs when the daemon starts (or a
@@ -666,7 +667,7 @@ func (e *Engine) exited(hash string, m messages.RunProcessExited) {
 // A project whose record is not fresh (on another host, a clone not
 // pulled since the start) is not read: the decision leaves it waiting,
 // its runs untouched, and Fresh finds them once it is.
-func (e *Engine) Boot(ctx context.Context) ([]messages.RunActorState, error) {
+func (e *Engine) Boot(ctx context.Context) ([]protocol.RunActorState, error) {
 	e.sweepDisks(ctx)
 	care, err := e.caresByHash()
 	if err != nil {
@@ -727,7 +728,7 @@ func (e *Engine) Fresh(ctx context.Context, project string) {
 	d := actors.DecideRunBoot([]actors.RunBootProject{p})
 	e.keep(d, found)
 	e.log.Info("the runs in care of a project are found on its fresh clone", slog.String("project", project), slog.Int("runs", len(d.Restore)))
-	e.send(messages.RunsFound{Project: project, Runs: d.Restore})
+	e.send(protocol.RunsFound{Project: project, Runs: d.Restore})
 }
 
 // keep carries out the boot's decision on the host: each run restored
@@ -748,7 +749,7 @@ func (e *Engine) keep(d actors.RunBootDecision, found map[string]surveyedRun) {
 // the record, in the record's order, each with what its care file says
 // and whether its process (or its holder, or its holder's status) is
 // found; found gets what it read of each run in care, for its adoption.
-func (e *Engine) survey(ctx context.Context, project string, byHash map[string]messages.RunCare, found map[string]surveyedRun) (actors.RunBootProject, error) {
+func (e *Engine) survey(ctx context.Context, project string, byHash map[string]protocol.RunCare, found map[string]surveyedRun) (actors.RunBootProject, error) {
 	p := actors.RunBootProject{Project: project, Fresh: true}
 	x, err := e.repos.Index(project)
 	if err != nil {
@@ -765,7 +766,7 @@ func (e *Engine) survey(ctx context.Context, project string, byHash map[string]m
 			continue
 		}
 		s := record.StandingOf(msgs, m, privileged)
-		st := messages.RunActorState{Facts: e.factsOf(x, m, run), StartedCounts: s.StartedCounts, StopCounts: s.StopCounts, EndedCounts: s.EndedCounts}
+		st := protocol.RunActorState{Facts: e.factsOf(x, m, run), StartedCounts: s.StartedCounts, StopCounts: s.StopCounts, EndedCounts: s.EndedCounts}
 		if c, ok := byHash[m.Hash]; ok {
 			st.InCare, st.LaunchedAt, st.Proc, st.Given = true, c.LaunchedAt, c.Proc, c.Given
 			st.Alive = e.found(&c)
@@ -782,21 +783,21 @@ type surveyedRun struct {
 	x    *noderepos.Index
 	m    record.RunMsg
 	run  *messages.Run
-	care messages.RunCare
+	care protocol.RunCare
 }
 
 // factsOf is what the run core needs of the run m of x (FactsOf).
-func (e *Engine) factsOf(x *noderepos.Index, m record.RunMsg, run *messages.Run) messages.RunFacts {
+func (e *Engine) factsOf(x *noderepos.Index, m record.RunMsg, run *messages.Run) protocol.RunFacts {
 	return FactsOf(x, m.Hash, m.At(), run)
 }
 
 // FactsOf is what the run core needs of the run hash of x, at its place
-// in the server's order: messages.RunFactsOf, with its project and place
+// in the server's order: protocol.RunFactsOf, with its project and place
 // (its started keeps the server's order) and, when its password step sets
 // its user's password afresh (a run with one, on the server's node, seed
 // 004 §5), the user whose slot it takes (D86).
-func FactsOf(x *noderepos.Index, hash string, at messages.RunPosition, run *messages.Run) messages.RunFacts {
-	f := messages.RunFactsOf(hash, run)
+func FactsOf(x *noderepos.Index, hash string, at protocol.RunPosition, run *messages.Run) protocol.RunFacts {
+	f := protocol.RunFactsOf(hash, run)
 	f.Project, f.At = x.Project, at
 	if run != nil && !x.OtherHost && run.HasPasswordStep() {
 		f.Slot = run.Process.User
@@ -809,7 +810,7 @@ func FactsOf(x *noderepos.Index, hash string, at messages.RunPosition, run *mess
 // it never learnt the PID of, answering on its socket (c.Process is then
 // filled in); or a holder that ended while no daemon ran, its status file
 // saying how its command ended.
-func (e *Engine) found(c *messages.RunCare) bool {
+func (e *Engine) found(c *protocol.RunCare) bool {
 	if c.Process != nil && e.alive(*c.Process) {
 		return true
 	}
@@ -841,7 +842,7 @@ func (e *Engine) ours(hash string, proc int) bool {
 }
 
 // adopt records a process found alive at start, not the daemon's child.
-func (e *Engine) adopt(x *noderepos.Index, m record.RunMsg, run *messages.Run, c messages.RunCare) {
+func (e *Engine) adopt(x *noderepos.Index, m record.RunMsg, run *messages.Run, c protocol.RunCare) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := e.runs[m.Hash]
@@ -850,7 +851,7 @@ func (e *Engine) adopt(x *noderepos.Index, m record.RunMsg, run *messages.Run, c
 		e.runs[m.Hash] = r
 	}
 	if _, ok := r.procs[c.Proc]; !ok {
-		var id messages.ProcID // none: a holder that ended before its PID was kept
+		var id protocol.ProcID // none: a holder that ended before its PID was kept
 		if c.Process != nil {
 			id = *c.Process
 		}
@@ -865,7 +866,7 @@ func (e *Engine) adopt(x *noderepos.Index, m record.RunMsg, run *messages.Run, c
 }
 
 // alive says the process runs (its PID with its start time, not a zombie).
-func (e *Engine) alive(id messages.ProcID) bool {
+func (e *Engine) alive(id protocol.ProcID) bool {
 	st, err := unixhost.ReadStat(id.PID)
 	return err == nil && st.Start == id.Start && !st.Zombie()
 }
@@ -895,7 +896,7 @@ func (e *Engine) watch(hash string, proc int) {
 			return
 		}
 		e.log.Info("a run's process found at start is gone; how it ended is unknown", slog.String(actors.KeyRun, hash), slog.String(actors.KeyPID, p.id.String()))
-		e.exited(hash, messages.RunProcessExited{Proc: proc, Status: messages.ExitUnknown})
+		e.exited(hash, protocol.RunProcessExited{Proc: proc, Status: messages.ExitUnknown})
 	}()
 }
 
@@ -903,7 +904,7 @@ func (e *Engine) watch(hash string, proc int) {
 // check is made on a clone pulled now; one that cannot be pulled ends
 // nothing lost (D72). A project whose runs Boot left waiting has them
 // found first (Fresh).
-func (e *Engine) Check(ctx context.Context) ([]messages.RunRouted, error) {
+func (e *Engine) Check(ctx context.Context) ([]protocol.RunRouted, error) {
 	var pulled []string
 	for _, name := range e.cfg.ProjectNames() {
 		x, err := e.repos.Index(name)
@@ -931,7 +932,7 @@ func (e *Engine) Check(ctx context.Context) ([]messages.RunRouted, error) {
 		}
 		projects = append(projects, p)
 	}
-	var out []messages.RunRouted
+	var out []protocol.RunRouted
 	for _, st := range actors.DecideRunBoot(projects).Restore {
 		if s, ok := found[st.Facts.Hash]; ok && st.Alive && !e.ours(st.Facts.Hash, st.Proc) {
 			e.adopt(s.x, s.m, s.run, s.care) // a process no daemon adopted yet
@@ -941,13 +942,13 @@ func (e *Engine) Check(ctx context.Context) ([]messages.RunRouted, error) {
 		}
 		note := st.Lost
 		st.Lost = ""
-		out = append(out, messages.RunRouted{Run: st.Facts.Hash, Start: &st, Event: messages.RunNotInCare{Note: note}})
+		out = append(out, protocol.RunRouted{Run: st.Facts.Hash, Start: &st, Event: protocol.RunNotInCare{Note: note}})
 	}
 	return out, nil
 }
 
 // Start is `run start`: the events that start a manual run, read from the
 // record now.
-func (e *Engine) Start(ctx context.Context, s messages.StartRun) ([]messages.RunRouted, string, error) {
+func (e *Engine) Start(ctx context.Context, s protocol.StartRun) ([]protocol.RunRouted, string, error) {
 	return e.record.StartRun(ctx, s)
 }

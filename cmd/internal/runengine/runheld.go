@@ -15,6 +15,7 @@ import (
 	runeng "github.com/ocx-go/ocx/host/runs"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // Every run's process runs in its holder, its watcher (seed 002, "watch a
@@ -41,7 +42,7 @@ func (e *Engine) heldFiles(hash string) heldFiles {
 
 // launchHeld starts the run's process in a holder. fail reports a process
 // that could not be started (exit 127).
-func (e *Engine) launchHeld(ctx context.Context, eff messages.RunLaunch, r *engineRun, prep *runeng.Prepared, p *runProc, fail func(error) error) error {
+func (e *Engine) launchHeld(ctx context.Context, eff protocol.RunLaunch, r *engineRun, prep *runeng.Prepared, p *runProc, fail func(error) error) error {
 	rel, err := e.release(messages.ReleaseCurrent)
 	if err != nil {
 		return fail(fmt.Errorf("the current release: %w", err))
@@ -102,7 +103,7 @@ func feeds(run *messages.Run) bool {
 // holder's spec: the prepared command, and its first lines, STDIN's
 // (section 8.1): the line {"run", "objective"}, then, for a process a
 // delivery starts, the delivery's line. It returns the holder's options.
-func (e *Engine) holderFiles(eff messages.RunLaunch, run *messages.Run, prep *runeng.Prepared, hf heldFiles) (runhold.Options, error) {
+func (e *Engine) holderFiles(eff protocol.RunLaunch, run *messages.Run, prep *runeng.Prepared, hf heldFiles) (runhold.Options, error) {
 	if err := e.root.MkdirAll(e.careDir(), 0o700); err != nil {
 		return runhold.Options{}, err
 	}
@@ -141,8 +142,8 @@ func (e *Engine) holderFiles(eff messages.RunLaunch, run *messages.Run, prep *ru
 // holderID is a run's process, its holder, as the node names it: its PID
 // and its start time (zero when its stat cannot be read); false when it is
 // gone or a zombie.
-func holderID(pid int) (messages.ProcID, bool) {
-	id := messages.ProcID{PID: pid}
+func holderID(pid int) (protocol.ProcID, bool) {
+	id := protocol.ProcID{PID: pid}
 	st, err := unixhost.ReadStat(pid)
 	if err != nil {
 		return id, false
@@ -154,7 +155,7 @@ func holderID(pid int) (messages.ProcID, bool) {
 // watchHolder waits for a holder to be gone, then routes its command's
 // exit as its status file says (unknown when there is none: the holder
 // was killed outright), its logs read into the process's kept ends.
-func (e *Engine) watchHolder(hash string, proc int, p *runProc, id messages.ProcID, tf heldFiles) {
+func (e *Engine) watchHolder(hash string, proc int, p *runProc, id protocol.ProcID, tf heldFiles) {
 	if id.Start != 0 {
 		if err := unixhost.WaitGone(e.ctx, id); err != nil {
 			return // the daemon goes down: the holder lives on
@@ -182,10 +183,10 @@ func (e *Engine) watchHolder(hash string, proc int, p *runProc, id messages.Proc
 
 // holderExit is the exit a holder's status file records, and the file;
 // unknown when there is none (the holder was killed outright).
-func holderExit(proc int, status string) (messages.RunProcessExited, runhold.Status) {
+func holderExit(proc int, status string) (protocol.RunProcessExited, runhold.Status) {
 	st, err := runhold.ReadStatus(status)
 	if err != nil {
-		return messages.RunProcessExited{Proc: proc, Status: messages.ExitUnknown}, st
+		return protocol.RunProcessExited{Proc: proc, Status: messages.ExitUnknown}, st
 	}
-	return messages.RunProcessExited{Proc: proc, Status: st.ExitStatus()}, st
+	return protocol.RunProcessExited{Proc: proc, Status: st.ExitStatus()}, st
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // A holder's status file is the exit of its run's process: a code, a
@@ -15,13 +16,13 @@ func TestHolderExit(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct {
 		text string
-		want messages.RunProcessExited
+		want protocol.RunProcessExited
 	}{
-		{`{"exit":3}`, messages.RunProcessExited{Proc: 2, Status: messages.Exited(3)}},
-		{`{"exit":143,"signal":"SIGTERM"}`, messages.RunProcessExited{Proc: 2, Status: messages.Signaled(15)}},
-		{`{"exit":127,"error":"no such program"}`, messages.RunProcessExited{Proc: 2, Status: messages.Exited(127)}},
-		{"", messages.RunProcessExited{Proc: 2, Status: messages.ExitUnknown}},
-		{`{"exit":1,"what":1}`, messages.RunProcessExited{Proc: 2, Status: messages.ExitUnknown}},
+		{`{"exit":3}`, protocol.RunProcessExited{Proc: 2, Status: messages.Exited(3)}},
+		{`{"exit":143,"signal":"SIGTERM"}`, protocol.RunProcessExited{Proc: 2, Status: messages.Signaled(15)}},
+		{`{"exit":127,"error":"no such program"}`, protocol.RunProcessExited{Proc: 2, Status: messages.Exited(127)}},
+		{"", protocol.RunProcessExited{Proc: 2, Status: messages.ExitUnknown}},
+		{`{"exit":1,"what":1}`, protocol.RunProcessExited{Proc: 2, Status: messages.ExitUnknown}},
 	} {
 		p := filepath.Join(dir, "x.status")
 		os.Remove(p)

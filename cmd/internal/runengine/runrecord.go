@@ -13,6 +13,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	runeng "github.com/ocx-go/ocx/host/runs"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // The record of seed 004's runs, as the daemon reads it: the run engine
@@ -153,15 +154,15 @@ func (r *Record) Classify(ctx context.Context, x *noderepos.Index, hash string) 
 		if err != nil {
 			return actors.Classification{}, true, err
 		}
-		ev := messages.RunArrived{Facts: FactsOf(x, hash, m.At(), m.Run()), Refusal: note}
+		ev := protocol.RunArrived{Facts: FactsOf(x, hash, m.At(), m.Run()), Refusal: note}
 		if note == "" && !ev.Facts.Manual {
 			// Found to begin: the runs after it keep its place (D86).
 			st := record.StandingOf(msgs, m, privileged)
 			ev.InOrder = !st.StartedCounts && !st.EndedCounts
 		}
-		return actors.Classification{Run: &messages.RunRouted{Run: hash, Event: ev}}, true, nil
+		return actors.Classification{Run: &protocol.RunRouted{Run: hash, Event: ev}}, true, nil
 	case v.Stop != "":
-		return actors.Classification{Run: &messages.RunRouted{Run: v.Stop, Event: messages.RunStopRequested{By: m.Sender, Privileged: true}}}, true, nil
+		return actors.Classification{Run: &protocol.RunRouted{Run: v.Stop, Event: protocol.RunStopRequested{By: m.Sender, Privileged: true}}}, true, nil
 	}
 	r.log.Info("a run engine message the daemon does not act on: "+v.Nothing, slog.String(actors.KeyHash, hash), slog.String("kind", string(m.Kind())), slog.String("sender", m.Sender))
 	return actors.Classification{Nothing: v.Nothing}, true, nil
@@ -184,7 +185,7 @@ func (r *Record) refusalOfIn(ctx context.Context, x *noderepos.Index, msgs []rec
 // with By's standing now and section 11 checked again (section 11: "when it
 // arrives and again when a person starts it"). nothing says why there is no
 // start to give.
-func (r *Record) StartRun(ctx context.Context, e messages.StartRun) ([]messages.RunRouted, string, error) {
+func (r *Record) StartRun(ctx context.Context, e protocol.StartRun) ([]protocol.RunRouted, string, error) {
 	project, ok := r.repos.ByPath(e.Repository)
 	if !ok {
 		return nil, fmt.Sprintf("%s is not a repository of this node (node.json)", e.Repository), nil
@@ -212,8 +213,8 @@ func (r *Record) StartRun(ctx context.Context, e messages.StartRun) ([]messages.
 		return nil, "", err
 	}
 	// The arrival as it was (a refusal then ended it: it would not wait).
-	return []messages.RunRouted{
-		{Run: e.Run, Event: messages.RunArrived{Facts: FactsOf(x, e.Run, m.At(), run)}},
-		{Run: e.Run, Event: messages.RunStartRequested{By: e.By, Privileged: privileged(e.By), Refusal: note}},
+	return []protocol.RunRouted{
+		{Run: e.Run, Event: protocol.RunArrived{Facts: FactsOf(x, e.Run, m.At(), run)}},
+		{Run: e.Run, Event: protocol.RunStartRequested{By: e.By, Privileged: privileged(e.By), Refusal: note}},
 	}, "", nil
 }

@@ -15,6 +15,7 @@ import (
 	onrecord "github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host/listening"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // What the session reads at its start comes from the agent's own clone,
@@ -296,7 +297,7 @@ func (s *Session) readRecord(ctx context.Context) error {
 }
 
 // firstChange is the ticket's first change in the server's order (D47),
-// its objective: the change the daemon named (messages.RecordFirstEnv,
+// its objective: the change the daemon named (protocol.RecordFirstEnv,
 // read from the node's repository when it spawned the session), else,
 // where the node's repository can be read (a terminal on the node's
 // host), its first there. Never the change whose D card is the earliest:
@@ -304,9 +305,9 @@ func (s *Session) readRecord(ctx context.Context) error {
 // order (its receipts, then rows) is taken, and the log says so. changes
 // are the clone's.
 func (s *Session) firstChange(ctx context.Context, changes []fossilio.TicketChange) (fossilio.TicketChange, error) {
-	want := os.Getenv(messages.RecordFirstEnv)
+	want := os.Getenv(protocol.RecordFirstEnv)
 	if want != "" && messages.ValidateHash(want) != nil {
-		return fossilio.TicketChange{}, fmt.Errorf("%s=%q is not a full hash", messages.RecordFirstEnv, want)
+		return fossilio.TicketChange{}, fmt.Errorf("%s=%q is not a full hash", protocol.RecordFirstEnv, want)
 	}
 	if want == "" && s.node != nil {
 		if nc, err := s.node.TicketChanges(ctx, s.rec.ID); err == nil && len(nc) > 0 {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/messages/wire"
+
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
@@ -319,7 +321,7 @@ func (n Actions) RunStatus(ctx context.Context, in RunInput) ([]RunState, error)
 // refusal, an answer that does not read, a run named so an ask cannot
 // carry it): the caller then reads the record itself.
 func (n Actions) liveRuns(ctx context.Context, project, run string) (sts []RunState, why string) {
-	a := messages.NewAsk(messages.AskRuns)
+	a := wire.NewAsk(wire.AskRuns)
 	a.Project, a.Run = project, run
 	if err := a.Validate(); err != nil {
 		return nil, err.Error()

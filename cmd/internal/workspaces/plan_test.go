@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ocx-go/ocx/messages/protocol"
+
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/node/plantest"
 	"github.com/ocx-go/ocx/fossilio"
@@ -92,7 +94,7 @@ func TestStartPlan(t *testing.T) {
 		t.Errorf("ran %q (result %v, stopped %v), want %q", fx.Calls, real.Result, real.Log, want)
 	}
 
-	f.Held = &daemonSession{Proc: host.Process{ID: messages.ProcID{PID: 42}}, Launch: strings.Repeat("l", 64)}
+	f.Held = &daemonSession{Proc: host.Process{ID: protocol.ProcID{PID: 42}}, Launch: strings.Repeat("l", 64)}
 	fx = &fakeEffects{plantest.Effects{Fail: "stopHeld"}}
 	p = startPlan(f, fx)
 	if texts := p.Texts(); len(texts) != 4 || !strings.HasPrefix(texts[1], "hand `stop agent-1 demo` to the daemon, which runs the session of launch "+f.Held.Launch) {
@@ -114,7 +116,7 @@ func TestStartPlanOnAFullDisk(t *testing.T) {
 	f := startFacts{Key: testKey(), Caller: "admin", Release: "current", Workspace: strings.Repeat("c", 64),
 		Own: ownRecord{Kind: messages.ListenThread, ID: home}, DefText: "Session of workspace `agent-1/demo`: x.\n\n{}",
 		ListenPath: "/agents/agent-1/held/demo/listening/thread-" + home, Repository: "/srv/demo.fossil",
-		Held: &daemonSession{Proc: host.Process{ID: messages.ProcID{PID: 42}}, Launch: strings.Repeat("l", 64)}}
+		Held: &daemonSession{Proc: host.Process{ID: protocol.ProcID{PID: 42}}, Launch: strings.Repeat("l", 64)}}
 	launch := strings.Repeat("2", 64)
 	for _, c := range []struct {
 		fail   string
@@ -296,7 +298,7 @@ func TestStopPlan(t *testing.T) {
 		t.Errorf("nothing names it: %v", err)
 	}
 	for _, v := range []host.Verdict{
-		{Key: k, Named: host.Yes, By: []messages.ProcID{{PID: 7, Start: 9}}},
+		{Key: k, Named: host.Yes, By: []protocol.ProcID{{PID: 7, Start: 9}}},
 		{Key: k, Named: host.Unknown, Unsure: []int{8}},
 	} {
 		fx := fakeDaemon{&fakeEffects{}}

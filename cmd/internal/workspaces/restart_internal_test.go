@@ -8,6 +8,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // TestDecideRestart is the restart's rule (D33), fact by fact: only a
@@ -21,7 +22,7 @@ func TestDecideRestart(t *testing.T) {
 	code := 0
 	ended := &messages.EndNote{Status: messages.EndExited, ExitCode: &code}
 	boot := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
-	stays := record.Verdict{Spec: &messages.LaunchSpec{Lifetime: messages.Stays}}
+	stays := record.Verdict{Spec: &protocol.LaunchSpec{Lifetime: messages.Stays}}
 	good := restartFacts{Key: k, Start: start, Verdict: stays, Caps: "cghijnorz4", OnHost: true,
 		Named: host.Verdict{Key: k, Named: host.No}, End: ended, Boot: boot}
 	with := func(change func(*restartFacts)) restartFacts {
@@ -40,17 +41,17 @@ func TestDecideRestart(t *testing.T) {
 		{"another start than the list showed", with(func(f *restartFacts) { f.Shown = strings.Repeat("b", 64) }), false, "not the bbbbbbbbbb the list showed"},
 		{"terminated", with(func(f *restartFacts) { f.Terminated = strings.Repeat("c", 64) }), false, "its workspace was terminated (cccccccccc)"},
 		{"completes", with(func(f *restartFacts) {
-			f.Verdict = record.Verdict{Spec: &messages.LaunchSpec{Lifetime: messages.Completes}}
+			f.Verdict = record.Verdict{Spec: &protocol.LaunchSpec{Lifetime: messages.Completes}}
 		}), false, "a completes session is never restarted"},
 		{"refused", with(func(f *restartFacts) {
-			f.Verdict = record.Verdict{Refuse: &messages.LaunchRefused{Reason: "its definition does not count"}}
+			f.Verdict = record.Verdict{Refuse: &protocol.LaunchRefused{Reason: "its definition does not count"}}
 		}), false, "would be refused: its definition does not count"},
 		{"ignored", with(func(f *restartFacts) { f.Verdict = record.Verdict{Ignore: "sent by bob"} }), false, "would not count: sent by bob"},
 		{"withdrawn", with(func(f *restartFacts) { f.Caps = "" }), false, "its login agent-1 was withdrawn from demo"},
 		{"no account", with(func(f *restartFacts) { f.Caps, f.NoAccount = "", true }), false, "has no account on demo"},
 		{"not on the host", with(func(f *restartFacts) { f.OnHost = false }), false, "is not on the host"},
 		{"running", with(func(f *restartFacts) {
-			f.Named = host.Verdict{Key: k, Named: host.Yes, By: []messages.ProcID{{PID: 42, Start: 7}}}
+			f.Named = host.Verdict{Key: k, Named: host.Yes, By: []protocol.ProcID{{PID: 42, Start: 7}}}
 		}), false, "it runs: workspace agent-1/demo is named by 42@7"},
 		{"unknown", with(func(f *restartFacts) { f.Named = host.Verdict{Key: k, Named: host.Unknown, Unsure: []int{9}} }), false, "cannot say whether it runs"},
 		{"in flight", with(func(f *restartFacts) { f.End, f.Received = nil, boot.Add(time.Hour) }), false, "has no end note yet: its launch is in flight"},
@@ -73,7 +74,7 @@ func TestHolderOf(t *testing.T) {
 	k := messages.WorkspaceKey{Login: "agent-1", Project: "demo"}
 	launch := strings.Repeat("d", 64)
 	proc := func(pid int, origin messages.Origin, argv string, names ...host.Naming) host.Process {
-		return host.Process{ID: messages.ProcID{PID: pid, Start: uint64(pid) * 10}, Argv: strings.Fields(argv), Names: names, Origin: origin}
+		return host.Process{ID: protocol.ProcID{PID: pid, Start: uint64(pid) * 10}, Argv: strings.Fields(argv), Names: names, Origin: origin}
 	}
 	bwrap := proc(100, messages.OriginDaemon, "bwrap --bind /a/agent-1/projects/demo", host.Naming{Verb: host.VerbBind, Key: k})
 	serve := proc(102, messages.OriginDaemon, "workspace serve agent-1/demo --root /a --launch "+launch, host.Naming{Verb: host.VerbServe, Key: k, Launch: launch})

@@ -28,6 +28,7 @@ import (
 	"github.com/ocx-go/ocx/host/listening"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // Launcher is what the reaper needs of the host: host's Spawner, Signaler
@@ -42,7 +43,7 @@ type Launcher interface {
 	Adopt(h unixhost.ChildHandoff, onExit func(host.Exit)) error
 	Close() error
 	// SandboxOf says which sandbox a child runs (D45), for its record.
-	SandboxOf(id messages.ProcID, wait time.Duration) (host.SandboxRecord, error)
+	SandboxOf(id protocol.ProcID, wait time.Duration) (host.SandboxRecord, error)
 }
 
 // Reaper is the daemon's one owner of its children: it spawns sessions
@@ -62,16 +63,16 @@ type Reaper struct {
 	// lmu guards the launcher, which a re-exec replaces, and the watches.
 	lmu      sync.Mutex
 	l        Launcher
-	watches  map[messages.ProcID]chan struct{}
+	watches  map[protocol.ProcID]chan struct{}
 	launcher func() (Launcher, error)
 	// signalOne signals a process that is not the daemon's child.
-	signalOne func(messages.ProcID, host.Signal) error
+	signalOne func(protocol.ProcID, host.Signal) error
 
 	// gmu guards the gate: where exits go.
 	gmu    sync.Mutex
-	send   func(messages.ProcessExited)
+	send   func(protocol.ProcessExited)
 	paused bool
-	held   []messages.ProcessExited
+	held   []protocol.ProcessExited
 
 	// cgroups, when set, is where each session is spawned in a cgroup of
 	// its own (D46); nil on a host that makes none.
@@ -97,7 +98,7 @@ type Host struct {
 // (unixhost.NewLauncher below the agents root, unixhost.SignalOne).
 func New(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rel *procs.Releases, log *slog.Logger, h Host) (*Reaper, error) {
 	r := &Reaper{layout: layout, root: root, cfg: cfg, releases: rel, log: log,
-		watches: map[messages.ProcID]chan struct{}{}, paused: true, launcher: h.Launcher, signalOne: unixhost.SignalOne,
+		watches: map[protocol.ProcID]chan struct{}{}, paused: true, launcher: h.Launcher, signalOne: unixhost.SignalOne,
 		cgroups: h.Cgroups, recordAt: h.RecordAt}
 	if r.launcher == nil {
 		r.launcher = func() (Launcher, error) { return unixhost.NewLauncher(unixhost.LauncherOptions{Root: root}) }
@@ -111,7 +112,7 @@ func New(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, rel 
 }
 
 // Open lets exits through to send, first those held meanwhile.
-func (r *Reaper) Open(send func(messages.ProcessExited)) {
+func (r *Reaper) Open(send func(protocol.ProcessExited)) {
 	r.gmu.Lock()
 	defer r.gmu.Unlock()
 	if send != nil {
@@ -133,7 +134,7 @@ func (r *Reaper) Pause() {
 }
 
 // TakeHeld returns the exits held back, leaving none.
-func (r *Reaper) TakeHeld() []messages.ProcessExited {
+func (r *Reaper) TakeHeld() []protocol.ProcessExited {
 	r.gmu.Lock()
 	defer r.gmu.Unlock()
 	h := r.held
@@ -142,7 +143,7 @@ func (r *Reaper) TakeHeld() []messages.ProcessExited {
 }
 
 // Hold puts exits back to be sent when the gate opens (a failed exec).
-func (r *Reaper) Hold(es []messages.ProcessExited) {
+func (r *Reaper) Hold(es []protocol.ProcessExited) {
 	r.gmu.Lock()
 	defer r.gmu.Unlock()
 	r.held = append(es, r.held...)
@@ -161,7 +162,7 @@ func (r *Reaper) onExit(e host.Exit, w messages.WorkspaceKey) {
 	id := e.ID
 	r.gmu.Lock()
 	defer r.gmu.Unlock()
-	m := messages.ProcessExited{Proc: id, Workspace: w, Status: e.Status(), At: e.At}
+	m := protocol.ProcessExited{Proc: id, Workspace: w, Status: e.Status(), At: e.At}
 	r.log.Info("reaped", slog.String(actors.KeyPID, id.String()), slog.String("status", m.Status.String()), slog.String("exit", e.String()))
 	if r.paused || r.send == nil {
 		r.held = append(r.held, m)
@@ -183,8 +184,8 @@ func (r *Reaper) Current() Launcher {
 // node's repository, exactly the environment the contract gives
 // (actors.SessionSpawn). The launcher registers the child before Spawn
 // returns, and reports its end only after.
-func (r *Reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.ProcID, error) {
-	var none messages.ProcID
+func (r *Reaper) Spawn(ctx context.Context, l protocol.LaunchSpec) (protocol.ProcID, error) {
+	var none protocol.ProcID
 	key := l.Workspace
 	ws, err := r.layout.Workspace(key)
 	if err != nil {
@@ -219,7 +220,7 @@ func (r *Reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 	if err != nil {
 		return none, err
 	}
-	r.keepSpawned(ws, messages.Spawned{Workspace: key, Launch: l.Hash, Proc: p, Release: dir})
+	r.keepSpawned(ws, protocol.Spawned{Workspace: key, Launch: l.Hash, Proc: p, Release: dir})
 	r.recordSandbox(ws, p)
 	r.log.Info("spawned", slog.String(actors.KeyWorkspace, key.String()), slog.String(actors.KeyLaunch, l.Hash),
 		slog.String(actors.KeyPID, p.String()), slog.String("release", dir))
@@ -229,7 +230,7 @@ func (r *Reaper) Spawn(ctx context.Context, l messages.LaunchSpec) (messages.Pro
 
 // program finds the launch's release directory and its workspace program,
 // refusing a runner the release does not offer.
-func (r *Reaper) program(l messages.LaunchSpec) (dir, prog string, err error) {
+func (r *Reaper) program(l protocol.LaunchSpec) (dir, prog string, err error) {
 	dir = l.ReleaseDir
 	if dir == "" {
 		if dir, err = r.releases.Dir(l.Release); err != nil {
@@ -250,7 +251,7 @@ func (r *Reaper) program(l messages.LaunchSpec) (dir, prog string, err error) {
 
 // sandbox reads the launch's sandbox and checks it against the node's own
 // files.
-func (r *Reaper) sandbox(l messages.LaunchSpec, ws host.Workspace, dir string) (messages.Sandbox, error) {
+func (r *Reaper) sandbox(l protocol.LaunchSpec, ws host.Workspace, dir string) (messages.Sandbox, error) {
 	var sb messages.Sandbox
 	if err := json.Unmarshal(l.Sandbox, &sb); err != nil {
 		return sb, fmt.Errorf("the sandbox of launch %s: %w", l.Hash, err)
@@ -275,7 +276,7 @@ func (r *Reaper) sandbox(l messages.LaunchSpec, ws host.Workspace, dir string) (
 // a host's reboot the image is there and its mount is not), before
 // anything of the session is made in the workspace. A limits.disk the
 // node cannot give is refused, naming why.
-func (r *Reaper) disk(ctx context.Context, ws host.Workspace, l messages.LaunchSpec) error {
+func (r *Reaper) disk(ctx context.Context, ws host.Workspace, l protocol.LaunchSpec) error {
 	size, err := host.SessionDisk(l.Disk, r.cfg.SessionLimits)
 	if err != nil {
 		return err
@@ -371,7 +372,7 @@ func (r *Reaper) putBindingBack(ws host.Workspace) error {
 // its sandbox cannot, so a note another user pushed in the agent's name
 // would otherwise count. It returns the record's first post or change, in
 // the server's order (D47).
-func (r *Reaper) RebuildListening(ctx context.Context, ws host.Workspace, l messages.LaunchSpec) (string, error) {
+func (r *Reaper) RebuildListening(ctx context.Context, ws host.Workspace, l protocol.LaunchSpec) (string, error) {
 	key := ws.Key
 	x, err := r.recordAt(l.Repository)
 	if err != nil {
@@ -416,7 +417,7 @@ const mcpStartWait = 10 * time.Second
 // and a failure of it ends no more than the tools of one session. A
 // session whose server did not start runs on without its tools; the log
 // says why.
-func (r *Reaper) startMCP(ctx context.Context, dir string, key messages.WorkspaceKey, p messages.ProcID, l messages.LaunchSpec) {
+func (r *Reaper) startMCP(ctx context.Context, dir string, key messages.WorkspaceKey, p protocol.ProcID, l protocol.LaunchSpec) {
 	ocx := filepath.Join(dir, "ocx")
 	ctx, cancel := context.WithTimeout(ctx, mcpStartWait)
 	defer cancel()
@@ -448,12 +449,12 @@ func (r *Reaper) startMCP(ctx context.Context, dir string, key messages.Workspac
 // Signal sends TERM or KILL to a process, or the group it leads, only while
 // its PID has its start time. A sandboxed child is signalled inside its
 // sandbox (D16).
-func (r *Reaper) Signal(ctx context.Context, p messages.ProcID, group bool, sig string) error {
+func (r *Reaper) Signal(ctx context.Context, p protocol.ProcID, group bool, sig string) error {
 	var s host.Signal
 	switch sig {
-	case messages.SigTERM:
+	case protocol.SigTERM:
 		s = host.SIGTERM
-	case messages.SigKILL:
+	case protocol.SigKILL:
 		s = host.SIGKILL
 	default:
 		return fmt.Errorf("signal %q: the daemon sends TERM and KILL only", sig)
@@ -475,7 +476,7 @@ func (r *Reaper) Signal(ctx context.Context, p messages.ProcID, group bool, sig 
 
 // Watch returns once a process the daemon did not start is gone. A watch
 // asked again (after a freeze, say) waits on the same one.
-func (r *Reaper) Watch(ctx context.Context, p messages.ProcID) error {
+func (r *Reaper) Watch(ctx context.Context, p protocol.ProcID) error {
 	r.lmu.Lock()
 	ch, ok := r.watches[p]
 	if !ok {
@@ -516,14 +517,14 @@ func (r *Reaper) Detach() ([]unixhost.ChildHandoff, error) {
 // them again when they resume. A child reaped during the detach is left
 // alone: its end is held, and its status descriptor was closed by the
 // follower that reaped it.
-func (r *Reaper) Reattach(hs []unixhost.ChildHandoff, children map[messages.ProcID]messages.WorkspaceKey, reaped map[messages.ProcID]bool) error {
+func (r *Reaper) Reattach(hs []unixhost.ChildHandoff, children map[protocol.ProcID]messages.WorkspaceKey, reaped map[protocol.ProcID]bool) error {
 	l, err := r.launcher()
 	if err != nil {
 		return err
 	}
 	r.lmu.Lock()
 	r.l = l
-	r.watches = map[messages.ProcID]chan struct{}{}
+	r.watches = map[protocol.ProcID]chan struct{}{}
 	r.lmu.Unlock()
 	var errs []error
 	for _, h := range hs {
@@ -545,7 +546,7 @@ func (r *Reaper) Reattach(hs []unixhost.ChildHandoff, children map[messages.Proc
 
 // Adopt follows the children a previous image handed over, each for the
 // workspace whose session it runs.
-func (r *Reaper) Adopt(cs []unixhost.ChildHandoff, children map[messages.ProcID]messages.WorkspaceKey) error {
+func (r *Reaper) Adopt(cs []unixhost.ChildHandoff, children map[protocol.ProcID]messages.WorkspaceKey) error {
 	var errs []error
 	for _, c := range cs {
 		w, ok := children[c.ID]
@@ -573,7 +574,7 @@ const sandboxReportWait = 2 * time.Second
 // process elsewhere whose command line names ws counts for nothing. A
 // session whose sandbox is not recorded still counts while its bwrap runs
 // (bwrap, a process of the host, binds ws, and its child is the sandbox's).
-func (r *Reaper) recordSandbox(ws host.Workspace, id messages.ProcID) {
+func (r *Reaper) recordSandbox(ws host.Workspace, id protocol.ProcID) {
 	if r.root == nil {
 		return
 	}
@@ -595,7 +596,7 @@ func (r *Reaper) recordSandbox(ws host.Workspace, id messages.ProcID) {
 // while none ran writes its end. It is removed once its end note is on the
 // record (forgetSpawned). A failure is logged: the session runs, but an
 // end while no daemon runs would not be found.
-func (r *Reaper) keepSpawned(ws host.Workspace, s messages.Spawned) {
+func (r *Reaper) keepSpawned(ws host.Workspace, s protocol.Spawned) {
 	if r.root == nil {
 		return
 	}
@@ -622,7 +623,7 @@ func (r *Reaper) ForgetSpawned(w messages.WorkspaceKey, launch string) error {
 // agents root (each login's directory but the node user's, each project of
 // node.json), for the daemon's start (D76): a session each whose end note
 // is not on the record. A record that does not read is logged and left.
-func (r *Reaper) SpawnedRecords() ([]messages.Spawned, error) {
+func (r *Reaper) SpawnedRecords() ([]protocol.Spawned, error) {
 	if r.root == nil {
 		return nil, nil
 	}
@@ -631,7 +632,7 @@ func (r *Reaper) SpawnedRecords() ([]messages.Spawned, error) {
 		return nil, fmt.Errorf("list the agents root: %w", err)
 	}
 	projects := r.cfg.ProjectNames()
-	var out []messages.Spawned
+	var out []protocol.Spawned
 	for _, e := range entries {
 		if !e.IsDir() || messages.ValidateLogin(e.Name()) != nil || e.Name() == r.cfg.User {
 			continue
@@ -655,7 +656,7 @@ func (r *Reaper) SpawnedRecords() ([]messages.Spawned, error) {
 
 // forgetSandbox removes the record of the sandbox bwrap ran for w once it
 // has ended, unless its init runs on (unixhost.ForgetSandbox).
-func (r *Reaper) forgetSandbox(w messages.WorkspaceKey, bwrap messages.ProcID) {
+func (r *Reaper) forgetSandbox(w messages.WorkspaceKey, bwrap protocol.ProcID) {
 	if r.root == nil {
 		return
 	}

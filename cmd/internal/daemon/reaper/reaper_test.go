@@ -13,6 +13,7 @@ import (
 	"github.com/ocx-go/ocx/host/hosttest"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // fakeLauncher is hosttest's Spawner with the re-exec half a launcher
@@ -27,12 +28,12 @@ func (f *fakeLauncher) Adopt(unixhost.ChildHandoff, func(host.Exit)) error {
 	return errors.New("fake: adopt")
 }
 func (f *fakeLauncher) Close() error { f.closed = true; return nil }
-func (f *fakeLauncher) SandboxOf(messages.ProcID, time.Duration) (host.SandboxRecord, error) {
+func (f *fakeLauncher) SandboxOf(protocol.ProcID, time.Duration) (host.SandboxRecord, error) {
 	return host.SandboxRecord{}, errors.New("fake: no sandbox")
 }
 
 type sentOne struct {
-	id  messages.ProcID
+	id  protocol.ProcID
 	sig host.Signal
 }
 
@@ -47,7 +48,7 @@ func fakeReaper(t *testing.T) (*Reaper, *fakeLauncher, *[]sentOne) {
 		t.Fatal(err)
 	}
 	var ones []sentOne
-	r.signalOne = func(id messages.ProcID, s host.Signal) error {
+	r.signalOne = func(id protocol.ProcID, s host.Signal) error {
 		ones = append(ones, sentOne{id, s})
 		return nil
 	}
@@ -64,14 +65,14 @@ func TestReaperSignal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Signal(ctx, id, true, messages.SigTERM); err != nil {
+	if err := r.Signal(ctx, id, true, protocol.SigTERM); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.Sent(); len(got) != 1 || got[0].ID != id || got[0].Sig != host.SIGTERM {
 		t.Fatalf("group signal sent %+v, want TERM to %s", got, id)
 	}
-	other := messages.ProcID{PID: 7, Start: 70}
-	if err := r.Signal(ctx, other, false, messages.SigKILL); err != nil {
+	other := protocol.ProcID{PID: 7, Start: 70}
+	if err := r.Signal(ctx, other, false, protocol.SigKILL); err != nil {
 		t.Fatal(err)
 	}
 	if len(*ones) != 1 || (*ones)[0] != (sentOne{other, host.SIGKILL}) || len(f.Sent()) != 1 {
@@ -82,7 +83,7 @@ func TestReaperSignal(t *testing.T) {
 		t.Fatalf("signal HUP: %v, want a refusal naming it", err)
 	}
 	f.End(id, host.Exit{})
-	if err := r.Signal(ctx, id, true, messages.SigTERM); !errors.Is(err, host.ErrGone) {
+	if err := r.Signal(ctx, id, true, protocol.SigTERM); !errors.Is(err, host.ErrGone) {
 		t.Fatalf("signal after the end: %v, want ErrGone", err)
 	}
 }
@@ -92,7 +93,7 @@ func TestReaperSignal(t *testing.T) {
 // naming the workspace its child was spawned for.
 func TestReaperGate(t *testing.T) {
 	r, f, _ := fakeReaper(t)
-	var ids []messages.ProcID
+	var ids []protocol.ProcID
 	ws := []messages.WorkspaceKey{{Login: "ana", Project: "demo"}, {Login: "bob", Project: "demo"}, {Login: "ana", Project: "web"}}
 	for i := range 3 {
 		id, err := f.Spawn(host.SpawnSpec{Path: "/w", Args: []string{"w"}}, r.exitTo(ws[i]))
@@ -101,8 +102,8 @@ func TestReaperGate(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	var got []messages.ProcessExited
-	send := func(m messages.ProcessExited) { got = append(got, m) }
+	var got []protocol.ProcessExited
+	send := func(m protocol.ProcessExited) { got = append(got, m) }
 
 	f.End(ids[0], host.Exit{Known: true, Code: 3})
 	if len(got) != 0 {
@@ -140,7 +141,7 @@ func TestReaperGate(t *testing.T) {
 // once), and one given up returns the context's error.
 func TestReaperWatch(t *testing.T) {
 	r, f, _ := fakeReaper(t)
-	id := messages.ProcID{PID: 9, Start: 90}
+	id := protocol.ProcID{PID: 9, Start: 90}
 	done := make(chan error, 1)
 	go func() { done <- r.Watch(context.Background(), id) }()
 	for deadline := time.Now().Add(10 * time.Second); len(f.Running()) == 0; {

@@ -14,6 +14,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
 // DefaultNodeUser is the node user's login when init is not told another.
@@ -325,7 +326,7 @@ func checkRemoteURL(s string) error {
 		return err
 	}
 	if err := messages.CheckRemoteURL("url", s); err != nil {
-		var fe *messages.FieldError
+		var fe *strictjson.FieldError
 		if errors.As(err, &fe) {
 			return fmt.Errorf("url %s", fe.Problem)
 		}
