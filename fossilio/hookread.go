@@ -77,6 +77,10 @@ type HookLook struct {
 	// for a page's receipt (the form answers with a redirect, D29), so no
 	// run of the hook is on its way for it. Never on a vouched clone.
 	ByPage bool
+	// PageWriting: a receipt after Newest is one a web page is still
+	// writing (it stored the artifact and has yet to cross-link it), so
+	// a look a moment later finds it. Never on a vouched clone.
+	PageWriting bool
 }
 
 // HookLook reads what the hook watch compares with the hook's mark, after
@@ -94,8 +98,16 @@ func (r *Repo) HookLook(ctx context.Context, after int64) (HookLook, error) {
 		}
 		l.Command, _, l.Installed = ocxHookIn(hooks.String)
 		l.Fossil = last.Int64
-		if l.Newest, err = rd.finished(after); err != nil || l.Newest <= after || rd.r.vouched {
+		if l.Newest, err = rd.finished(after); err != nil || rd.r.vouched {
 			return err // a clone's receipts are its pulls', none a page's
+		}
+		var all int64
+		if _, err = rd.row(`SELECT coalesce(max(rcvid), 0) FROM rcvfrom`, nil, &all); err != nil {
+			return err
+		}
+		l.PageWriting = all > l.Newest
+		if l.Newest <= after {
+			return nil
 		}
 		_, err = rd.row(`SELECT NOT EXISTS(SELECT 1 FROM rcvfrom WHERE rcvid>? AND rcvid<=? AND (nonce IS NOT NULL OR ipaddr IS NULL))`,
 			[]any{after, l.Newest}, &l.ByPage)

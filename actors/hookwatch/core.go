@@ -23,8 +23,10 @@
 //     to handle was made by a web page (LookResult.ByPage): Fossil starts
 //     no backoffice for those (D29), so nothing is waited for. To find
 //     such a receipt early, a write makes the watch look Quick after it
-//     too, until a look finds a receipt a tool made (then its backoffice
-//     is given Settle, as before) or the mark caught up;
+//     too, up to maxQuicks looks a burst (none while a receipt a tool
+//     made waits for its backoffice), and a look that finds a web page
+//     still writing its receipt (LookResult.PageWriting) looks again
+//     Quick later;
 //   - the runs it made before did not move the mark on: it backs off,
 //     doubling Every up to 32 times between runs;
 //   - a run the watch started is under way, for any repository (never two
@@ -95,6 +97,12 @@ const never = Never
 // maxBackoff caps the doubling of the time between runs that do not help.
 const maxBackoff = 5
 
+// maxQuicks bounds the quick looks a burst of writes makes: a web post's
+// receipt is whole only some writes into its burst (its first writes
+// are not its receipt), a tool's is found by the first look after its
+// commit.
+const maxQuicks = 4
+
 // WatchMsg is what the shell tells the core; each says when it happened.
 type WatchMsg interface {
 	at() time.Duration
@@ -140,8 +148,9 @@ type LookResult struct {
 	// Held: a run of the hook holds the mark's lock.
 	Held bool
 	// ByPage: every receipt after Mark up to Newest was made by a web
-	// page, for which Fossil starts no backoffice (fossilio.HookLook).
-	ByPage bool
+	// page, for which Fossil starts no backoffice (fossilio.HookLook);
+	// PageWriting: a web page is still writing a receipt after Newest.
+	ByPage, PageWriting bool
 }
 
 // HookRunEnded: the run RunHook started is over.
@@ -191,6 +200,9 @@ func (m LookResult) String() string {
 		}
 		if m.ByPage {
 			b.WriteString(" by-page")
+		}
+		if m.PageWriting {
+			b.WriteString(" page-writing")
 		}
 	}
 	return b.String()
@@ -270,6 +282,8 @@ type watched struct {
 	// toolSeen: a look found a receipt a tool made, which its backoffice
 	// is given Settle for: no quick look until the mark catches up.
 	toolSeen bool
+	// quicks counts the quick looks of the burst of writes being settled.
+	quicks int
 }
 
 // Core decides for every repository of the node.
@@ -314,7 +328,7 @@ func (c *Core) Step(m WatchMsg) []WatchEffect {
 			}
 			if !p.looking && c.running != m.Project {
 				p.due = earliest(p.due, p.written+c.t.Settle)
-				if c.t.Quick > 0 && !p.toolSeen {
+				if c.t.Quick > 0 && !p.toolSeen && p.quicks < maxQuicks {
 					p.due = earliest(p.due, now+c.t.Quick)
 				}
 			}
@@ -351,8 +365,10 @@ func (c *Core) Step(m WatchMsg) []WatchEffect {
 				p.looking, p.due = true, never
 				p.asked = p.written
 				if p.written == never || now >= p.written+c.t.Settle {
+					p.written, p.quicks = never, 0
+				} else {
 					// A quick look leaves the write's look at Settle due.
-					p.written = never
+					p.quicks++
 				}
 				out = append(out, Look{Project: name})
 			}
@@ -390,6 +406,10 @@ func (c *Core) looked(m LookResult, out []WatchEffect) []WatchEffect {
 	if m.Unreadable || !m.Installed || !m.HasMark {
 		p.reset()
 		return out
+	}
+	if m.PageWriting && c.t.Quick > 0 && !p.toolSeen && p.quicks < maxQuicks {
+		// A page's receipt is a moment from whole: look again then.
+		p.due = earliest(p.due, now+c.t.Quick)
 	}
 	c.judged(p, m, announced)
 	if m.Mark >= m.Newest {

@@ -156,6 +156,8 @@ func parseWatchMsg(s string) (WatchMsg, error) {
 				r.Held = true
 			case "by-page":
 				r.ByPage = true
+			case "page-writing":
+				r.PageWriting = true
 			default:
 				return nil, fmt.Errorf("%q: %q is no part of a look", s, x)
 			}
