@@ -100,8 +100,31 @@ cover: deps
 	@echo "coverage report in $(COVERDIR): packages.txt, functions.txt, cover.html"
 	@grep '^total:' $(COVERDIR)/functions.txt
 
+# bench runs the speed benchmarks one at a time, so that none loads the
+# machine another measures: first each package's own (one package at a
+# time), then the integration benchmarks docs/daemon.md and issue 42 name,
+# each in a go test of its own with its benchtime (NAME:BENCHTIME; those
+# that take their samples themselves run once). BENCHCOUNT repeats each.
+BENCHCOUNT ?= 1
+ITEST_BENCH := \
+	BenchmarkRunCPU:3x \
+	BenchmarkRemoteRunsPerSecond/server-node:8x \
+	BenchmarkHook:1s \
+	BenchmarkWebPost:50x \
+	BenchmarkDaemonLaunch:1x \
+	BenchmarkConsolePage:1x \
+	BenchmarkConsoleState:1x \
+	BenchmarkAskTaken:1000x \
+	BenchmarkDaemonIngest:1x \
+	BenchmarkDaemonMemory:1x \
+	BenchmarkDaemonIndexMemory:1x
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
+	$(GO) test -p 1 -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) -timeout 60m $$($(GO) list ./... | grep -v '/itest$$')
+	@set -e; for b in $(ITEST_BENCH); do \
+	  name=$${b%:*}; t=$${b##*:}; \
+	  echo "go test -run '^$$' -bench '^$$name\$$' -benchtime $$t ./itest/"; \
+	  $(GO) test -count=$(BENCHCOUNT) -run '^$$' -bench "^$$(echo $$name | sed 's,/,$$/^,')\$$" -benchtime $$t -timeout 60m ./itest/; \
+	done
 
 # fuzz runs every fuzz target for FUZZTIME each.
 fuzz:

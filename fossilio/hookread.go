@@ -71,6 +71,16 @@ type HookLook struct {
 	// it has started its hooks for everything up to it (fossil-2.21.md
 	// 4.3); 0 when never set.
 	Fossil int64
+	// ByPage: every receipt after the look's after, up to Newest (at least
+	// one), was made by a web page (no nonce, an address: a form's post,
+	// not a sync's push nor a command's write). Fossil starts no backoffice
+	// for a page's receipt (the form answers with a redirect, D29), so no
+	// run of the hook is on its way for it. Never on a vouched clone.
+	ByPage bool
+	// PageWriting: a receipt after Newest is one a web page is still
+	// writing (it stored the artifact and has yet to cross-link it), so
+	// a look a moment later finds it. Never on a vouched clone.
+	PageWriting bool
 }
 
 // HookLook reads what the hook watch compares with the hook's mark, after
@@ -88,7 +98,19 @@ func (r *Repo) HookLook(ctx context.Context, after int64) (HookLook, error) {
 		}
 		l.Command, _, l.Installed = ocxHookIn(hooks.String)
 		l.Fossil = last.Int64
-		l.Newest, err = rd.finished(after)
+		if l.Newest, err = rd.finished(after); err != nil || rd.r.vouched {
+			return err // a clone's receipts are its pulls', none a page's
+		}
+		var all int64
+		if _, err = rd.row(`SELECT coalesce(max(rcvid), 0) FROM rcvfrom`, nil, &all); err != nil {
+			return err
+		}
+		l.PageWriting = all > l.Newest
+		if l.Newest <= after {
+			return nil
+		}
+		_, err = rd.row(`SELECT NOT EXISTS(SELECT 1 FROM rcvfrom WHERE rcvid>? AND rcvid<=? AND (nonce IS NOT NULL OR ipaddr IS NULL))`,
+			[]any{after, l.Newest}, &l.ByPage)
 		return err
 	})
 	return l, err

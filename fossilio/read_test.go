@@ -644,8 +644,8 @@ func TestReceivedStopsBeforeAnUnfinishedWebReceipt(t *testing.T) {
 	if err != nil || len(got) != 0 || newest != last {
 		t.Fatalf("received after %d with a web receipt unfinished: %v, newest %d, %v; want nothing, %d", last, got, newest, err, last)
 	}
-	if l, err := n.repo.HookLook(n.ctx, last); err != nil || l.Newest != last {
-		t.Fatalf("HookLook(%d) with a web receipt unfinished: %+v %v; want newest %d", last, l, err, last)
+	if l, err := n.repo.HookLook(n.ctx, last); err != nil || l.Newest != last || l.ByPage || !l.PageWriting {
+		t.Fatalf("HookLook(%d) with a web receipt unfinished: %+v %v; want newest %d, nothing by a page, a page writing", last, l, err, last)
 	}
 	// The cross-link.
 	n.sql(`INSERT INTO event(type, mtime, objid, user, comment) VALUES('f', julianday('now'), (SELECT rid FROM blob WHERE uuid='` + hash + `'), 'carol', 'Post: x')`)
@@ -653,8 +653,13 @@ func TestReceivedStopsBeforeAnUnfinishedWebReceipt(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0] != hash || newest != last+1 {
 		t.Fatalf("received after the cross-link: %v, newest %d, %v; want %s, %d", got, newest, err, hash, last+1)
 	}
-	if l, err := n.repo.HookLook(n.ctx, last); err != nil || l.Newest != last+1 {
-		t.Fatalf("HookLook(%d) after the cross-link: %+v %v; want newest %d", last, l, err, last+1)
+	if l, err := n.repo.HookLook(n.ctx, last); err != nil || l.Newest != last+1 || !l.ByPage || l.PageWriting {
+		t.Fatalf("HookLook(%d) after the cross-link: %+v %v; want newest %d, by a page", last, l, err, last+1)
+	}
+	// Receipts before it were made on the host and by sync: not all a
+	// page's, so a backoffice may be on its way (the watch waits).
+	if l, err := n.repo.HookLook(n.ctx, 0); err != nil || l.ByPage {
+		t.Fatalf("HookLook(0): %+v %v; want not by a page", l, err)
 	}
 	// A web receipt older than UnfinishedFor is finished, cross-linked or
 	// not.

@@ -121,6 +121,11 @@ func BenchmarkHook(b *testing.B) {
 	// A burst nobody hears (issue 10, item 4): every post earns an unheard
 	// note, written as one note in one request (D28).
 	b.Run("artifacts=1000-unheard", func(b *testing.B) { benchHook(b, 1000, false, false, false) })
+	// The same through the daemon's socket, as a node with its daemon up
+	// runs it: the figure to set beside artifacts=1000-by-daemon (issue
+	// 42 set the unheard run by itself beside the heard one through the
+	// daemon).
+	b.Run("artifacts=1000-unheard-by-daemon", func(b *testing.B) { benchHook(b, 1000, false, false, true) })
 	// The session's hears turns half the burst away (issue 14 item 7): every
 	// other post is by a user it does not hear, which wakes nothing.
 	b.Run("artifacts=1000-half-heard", func(b *testing.B) { benchHook(b, 1000, true, true, false) })

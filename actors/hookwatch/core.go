@@ -19,7 +19,14 @@
 //   - the newest receipt has been known for less than Settle (a look that
 //     no write announced, such as a periodic one, found it): the tool that
 //     wrote it runs `fossil backoffice` right after its write (D11), so the
-//     watch gives it that long;
+//     watch gives it that long. Not so when every receipt the hook has yet
+//     to handle was made by a web page (LookResult.ByPage): Fossil starts
+//     no backoffice for those (D29), so nothing is waited for. To find
+//     such a receipt early, a write makes the watch look Quick after it
+//     too, up to maxQuicks looks a burst (none while a receipt a tool
+//     made waits for its backoffice), and a look that finds a web page
+//     still writing its receipt (LookResult.PageWriting) looks again
+//     Quick later;
 //   - the runs it made before did not move the mark on: it backs off,
 //     doubling Every up to 32 times between runs;
 //   - a run the watch started is under way, for any repository (never two
@@ -51,11 +58,12 @@ const (
 	DefaultSettle = 50 * time.Millisecond
 	DefaultRetry  = 50 * time.Millisecond
 	DefaultLaunch = time.Second
+	DefaultQuick  = 5 * time.Millisecond
 )
 
 // DefaultTimes are the daemon's times, every being --hook-watch.
 func DefaultTimes(every time.Duration) Times {
-	return Times{Every: every, Settle: DefaultSettle, Retry: DefaultRetry, Busy: DefaultBusy, Launch: DefaultLaunch}
+	return Times{Every: every, Settle: DefaultSettle, Retry: DefaultRetry, Busy: DefaultBusy, Launch: DefaultLaunch, Quick: DefaultQuick}
 }
 
 // Times are the core's durations.
@@ -75,6 +83,10 @@ type Times struct {
 	// the watch takes it for lost (Fossil does not wait for its hooks, and
 	// delivers at most once).
 	Launch time.Duration
+	// Quick is the time from a write to a look that runs the hook at once
+	// for receipts made by web pages (D29's settle ended early); 0 makes
+	// no such look.
+	Quick time.Duration
 }
 
 // Never is a time that is not set: no look due, no write seen, no timer.
@@ -84,6 +96,12 @@ const never = Never
 
 // maxBackoff caps the doubling of the time between runs that do not help.
 const maxBackoff = 5
+
+// maxQuicks bounds the quick looks a burst of writes makes: a web post's
+// receipt is whole only some writes into its burst (its first writes
+// are not its receipt), a tool's is found by the first look after its
+// commit.
+const maxQuicks = 4
 
 // WatchMsg is what the shell tells the core; each says when it happened.
 type WatchMsg interface {
@@ -129,6 +147,10 @@ type LookResult struct {
 	Newest, Mark, Fossil int64
 	// Held: a run of the hook holds the mark's lock.
 	Held bool
+	// ByPage: every receipt after Mark up to Newest was made by a web
+	// page, for which Fossil starts no backoffice (fossilio.HookLook);
+	// PageWriting: a web page is still writing a receipt after Newest.
+	ByPage, PageWriting bool
 }
 
 // HookRunEnded: the run RunHook started is over.
@@ -175,6 +197,12 @@ func (m LookResult) String() string {
 		fmt.Fprintf(&b, " newest=%d mark=%d fossil=%d", m.Newest, m.Mark, m.Fossil)
 		if m.Held {
 			b.WriteString(" held")
+		}
+		if m.ByPage {
+			b.WriteString(" by-page")
+		}
+		if m.PageWriting {
+			b.WriteString(" page-writing")
 		}
 	}
 	return b.String()
@@ -251,6 +279,11 @@ type watched struct {
 	// deferred: a look wanted a run while another repository's was under
 	// way.
 	deferred bool
+	// toolSeen: a look found a receipt a tool made, which its backoffice
+	// is given Settle for: no quick look until the mark catches up.
+	toolSeen bool
+	// quicks counts the quick looks of the burst of writes being settled.
+	quicks int
 }
 
 // Core decides for every repository of the node.
@@ -295,6 +328,9 @@ func (c *Core) Step(m WatchMsg) []WatchEffect {
 			}
 			if !p.looking && c.running != m.Project {
 				p.due = earliest(p.due, p.written+c.t.Settle)
+				if c.t.Quick > 0 && !p.toolSeen && p.quicks < maxQuicks {
+					p.due = earliest(p.due, now+c.t.Quick)
+				}
 			}
 		}
 	case EventsLost:
@@ -327,7 +363,13 @@ func (c *Core) Step(m WatchMsg) []WatchEffect {
 			p := c.repos[name]
 			if p.due != never && p.due <= now && !p.looking && c.running != name {
 				p.looking, p.due = true, never
-				p.asked, p.written = p.written, never
+				p.asked = p.written
+				if p.written == never || now >= p.written+c.t.Settle {
+					p.written, p.quicks = never, 0
+				} else {
+					// A quick look leaves the write's look at Settle due.
+					p.quicks++
+				}
 				out = append(out, Look{Project: name})
 			}
 		}
@@ -357,18 +399,24 @@ func (c *Core) looked(m LookResult, out []WatchEffect) []WatchEffect {
 	p.asked = never
 	p.due = now + c.t.Every
 	if p.written != never {
-		// A write came while the look was out.
+		// A write came while the look was out, or the look was a quick
+		// one.
 		p.due = earliest(p.due, p.written+c.t.Settle)
 	}
 	if m.Unreadable || !m.Installed || !m.HasMark {
 		p.reset()
 		return out
 	}
+	if m.PageWriting && c.t.Quick > 0 && !p.toolSeen && p.quicks < maxQuicks {
+		// A page's receipt is a moment from whole: look again then.
+		p.due = earliest(p.due, now+c.t.Quick)
+	}
 	c.judged(p, m, announced)
 	if m.Mark >= m.Newest {
 		p.reset()
 		return out
 	}
+	p.toolSeen = p.toolSeen || !m.ByPage
 	if p.ranFor != 0 && m.Mark >= p.ranFor {
 		// The mark passed what the last run was for: a fresh lag.
 		p.ranFor, p.failures, p.notBefore = 0, 0, 0
@@ -378,7 +426,7 @@ func (c *Core) looked(m LookResult, out []WatchEffect) []WatchEffect {
 		why = "write"
 	}
 	why, wait := c.otherRun(p, m, why)
-	if wait || c.holdsBack(p, now) {
+	if wait || c.holdsBack(p, now, m.ByPage) {
 		return out
 	}
 	c.running = m.Project
@@ -441,11 +489,12 @@ func (c *Core) otherRun(p *watched, m LookResult, why string) (string, bool) {
 }
 
 // holdsBack says whether a run the look calls for waits: for the receipt
-// to settle, for the back-off, for the watch's pause, or for the run
-// under way for another repository; the look is due again then.
-func (c *Core) holdsBack(p *watched, now time.Duration) bool {
+// to settle (unless every receipt is a web page's, byPage), for the
+// back-off, for the watch's pause, or for the run under way for another
+// repository; the look is due again then.
+func (c *Core) holdsBack(p *watched, now time.Duration, byPage bool) bool {
 	switch {
-	case now-p.newestAt < c.t.Settle:
+	case now-p.newestAt < c.t.Settle && !byPage:
 		p.due = earliest(p.due, p.newestAt+c.t.Settle)
 	case now < p.notBefore:
 		p.due = earliest(p.due, p.notBefore)
@@ -461,7 +510,7 @@ func (c *Core) holdsBack(p *watched, now time.Duration) bool {
 
 // reset forgets a lag: the mark caught up, or there is no hook to run.
 func (p *watched) reset() {
-	p.heldSince, p.launchedSince = never, never
+	p.heldSince, p.launchedSince, p.toolSeen = never, never, false
 	p.ranFor, p.failures, p.notBefore, p.judge = 0, 0, 0, false
 }
 

@@ -15,8 +15,10 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/hookwatch/*.txt with what the watch's core does now")
 
-// testTimes are the core's times in the tests: the daemon's own.
-var testTimes = DefaultTimes(DefaultEvery)
+// testTimes are the core's times in the tests: the daemon's own, but no
+// quick look (Quick 0) unless a transcript's first line says "quick"; the
+// properties run with and without it.
+var testTimes = func() Times { t := DefaultTimes(DefaultEvery); t.Quick = 0; return t }()
 
 // TestWatchTranscripts runs every testdata/hookwatch/*.txt: a line "> MSG"
 // is a message into the core (as its String() renders it), the lines after
@@ -44,12 +46,13 @@ func runWatchTranscript(t *testing.T, path string) {
 	var core *Core
 	var out, expected []string
 	cmd, cmdLine := "", 0
+	times := testTimes
 	flush := func() {
 		if cmd == "" {
 			return
 		}
 		if core == nil {
-			core = NewCore(testTimes, []string{"demo"})
+			core = NewCore(times, []string{"demo"})
 		}
 		m, err := parseWatchMsg(cmd)
 		if err != nil {
@@ -70,11 +73,17 @@ func runWatchTranscript(t *testing.T, path string) {
 	}
 	for i, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
 		switch {
+		case line == "quick":
+			if core != nil {
+				t.Fatalf("%s:%d: quick after the first message", path, i+1)
+			}
+			times.Quick = DefaultQuick
+			out = append(out, line)
 		case strings.HasPrefix(line, "projects "):
 			if core != nil {
 				t.Fatalf("%s:%d: projects after the first message", path, i+1)
 			}
-			core = NewCore(testTimes, strings.Fields(strings.TrimPrefix(line, "projects ")))
+			core = NewCore(times, strings.Fields(strings.TrimPrefix(line, "projects ")))
 			out = append(out, line)
 		case strings.HasPrefix(line, "> "):
 			flush()
@@ -145,6 +154,10 @@ func parseWatchMsg(s string) (WatchMsg, error) {
 				r.Fossil = n
 			case "held":
 				r.Held = true
+			case "by-page":
+				r.ByPage = true
+			case "page-writing":
+				r.PageWriting = true
 			default:
 				return nil, fmt.Errorf("%q: %q is no part of a look", s, x)
 			}
@@ -232,8 +245,9 @@ func TestWatchBackoff(t *testing.T) {
 // the hook's mark and its lock, Fossil's runs of the hook, the file events.
 type watchModel struct {
 	newest, mark, fossil int64
-	// own are the receipts the hook wrote itself (its unheard notes).
-	own map[int64]bool
+	// own are the receipts the hook wrote itself (its unheard notes);
+	// page, those a web page made (no backoffice comes for them).
+	own, page map[int64]bool
 	// fossilRun is a run Fossil launched that has not yet taken the lock;
 	// holder is who holds it: "", "fossil" or "watch" (the run the watch
 	// started); fossilCovers is what Fossil's run holding it read.
@@ -279,7 +293,11 @@ type watchDriver struct {
 }
 
 func newWatchDriver(t fataler, projects []string) *watchDriver {
-	return &watchDriver{t: t, watchModel: watchModel{events: true, own: map[int64]bool{}}, core: NewCore(testTimes, projects),
+	return newWatchDriverWith(t, projects, testTimes)
+}
+
+func newWatchDriverWith(t fataler, projects []string, times Times) *watchDriver {
+	return &watchDriver{t: t, watchModel: watchModel{events: true, own: map[int64]bool{}, page: map[int64]bool{}}, core: NewCore(times, projects),
 		timer: never, runEnds: never, heldSeen: never, launchSeen: never,
 		work: func(d *watchDriver) { d.mark = d.newest }, runTakes: func() time.Duration { return 0 }, lastLook: map[string]LookResult{}}
 }
@@ -309,7 +327,10 @@ func (d *watchDriver) step(m WatchMsg) {
 				}
 				d.looks++
 				r := LookResult{At: d.now, Project: e.Project, Installed: true, HasMark: true,
-					Newest: d.newest, Mark: d.mark, Fossil: d.fossil, Held: d.holder != ""}
+					Newest: d.newest, Mark: d.mark, Fossil: d.fossil, Held: d.holder != "", ByPage: d.newest > d.mark}
+				for n := d.mark + 1; n <= d.newest; n++ {
+					r.ByPage = r.ByPage && d.page[n]
+				}
 				d.seen(r)
 				queue = append(queue, r)
 			case RunHook:
@@ -410,9 +431,20 @@ func (d *watchDriver) advance(by time.Duration) {
 // Fossil's launch of its hooks (unless embargoed).
 func (d *watchDriver) receive(launch bool) {
 	d.newest++
+	d.page[d.newest] = false
 	if launch {
 		d.fossil, d.fossilRun = d.newest, true
 	}
+	if d.events {
+		d.step(RepoWritten{At: d.now, Project: "demo"})
+	}
+}
+
+// webPost is a person's post on Fossil's web form: a page's receipt, for
+// which Fossil launches nothing.
+func (d *watchDriver) webPost() {
+	d.newest++
+	d.page[d.newest] = true
 	if d.events {
 		d.step(RepoWritten{At: d.now, Project: "demo"})
 	}
@@ -429,7 +461,11 @@ func (d *watchDriver) receive(launch bool) {
 // and then nothing runs again (the hook's own notes do not loop).
 func TestWatchProperties(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		d := newWatchDriver(rt, []string{"demo"})
+		times := testTimes
+		if rapid.Bool().Draw(rt, "quick") {
+			times.Quick = DefaultQuick
+		}
+		d := newWatchDriverWith(rt, []string{"demo"}, times)
 		d.newest, d.mark, d.fossil = 3, 3, 3
 		failing := rapid.Bool().Draw(rt, "failing")
 		noting := rapid.Bool().Draw(rt, "noting")
@@ -454,7 +490,7 @@ func TestWatchProperties(t *testing.T) {
 		}
 		d.step(WatchStarted{})
 		rt.Repeat(map[string]func(*rapid.T){
-			"web post": func(rt *rapid.T) { d.receive(false) },
+			"web post": func(rt *rapid.T) { d.webPost() },
 			"tool post": func(rt *rapid.T) {
 				d.receive(rapid.IntRange(0, 3).Draw(rt, "embargo") != 0)
 			},

@@ -262,7 +262,9 @@ func TestRunProcessesInCgroup(t *testing.T) {
 // BenchmarkSpawnInCgroup: what a session's cgroup costs its spawn, a
 // sandboxed /bin/true interleaved with and without one: with it, the
 // cgroup made, the child joined while bwrap holds it on --block-fd, and
-// (as the daemon's close does) killed and removed after its exit.
+// (as the daemon's close does) killed and removed after its exit. A third
+// spawn, by a launcher with no nsenter, holds no user namespace to its
+// counts (D82): what that costs every sandboxed spawn (nouserns-*).
 func BenchmarkSpawnInCgroup(b *testing.B) {
 	c := HostCgroups()
 	if c.Why() != "" {
@@ -273,13 +275,28 @@ func BenchmarkSpawnInCgroup(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer l.Close()
+	bare, err := NewLauncher(LauncherOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bare.Close()
+	bare.nsenter = ""
 	dir := b.TempDir()
 	spec := host.SpawnSpec{Path: "/bin/true", Args: []string{"true"}, Dir: dir,
 		Sandbox: &host.SandboxSpec{Sandbox: messages.Sandbox{ReadOnly: []string{"/usr", "/bin", "/lib", "/lib64"}}, Workspace: dir}}
 	name := testCgroupNode() + "/bench"
 	done := make(chan host.Exit, 1)
-	var with, without, spawnWith, spawnWithout time.Duration
+	var with, without, spawnWith, spawnWithout, noNS, spawnNoNS time.Duration
 	n := 0
+	plain := func() {
+		t0 := time.Now()
+		if _, err := bare.Spawn(spec, func(e host.Exit) { done <- e }); err != nil {
+			b.Fatal(err)
+		}
+		spawnNoNS += time.Since(t0)
+		<-done
+		noNS += time.Since(t0)
+	}
 	one := func(cg bool) {
 		s := spec
 		if cg {
@@ -310,12 +327,15 @@ func BenchmarkSpawnInCgroup(b *testing.B) {
 	for b.Loop() {
 		one(n%2 == 0)
 		one(n%2 != 0)
+		plain()
 		n++
 	}
 	b.ReportMetric(float64(spawnWith.Microseconds())/float64(n), "cgroup-spawn-µs")
 	b.ReportMetric(float64(spawnWithout.Microseconds())/float64(n), "plain-spawn-µs")
 	b.ReportMetric(float64(with.Microseconds())/float64(n), "cgroup-cycle-µs")
 	b.ReportMetric(float64(without.Microseconds())/float64(n), "plain-cycle-µs")
+	b.ReportMetric(float64(spawnNoNS.Microseconds())/float64(n), "nouserns-spawn-µs")
+	b.ReportMetric(float64(noNS.Microseconds())/float64(n), "nouserns-cycle-µs")
 }
 
 // On a host where no cgroup can be made (here: a launcher told so), a

@@ -380,7 +380,7 @@ func (w *Watch) look(ctx context.Context, project string) (hookwatch.LookResult,
 		res.Unreadable = true
 		return res, ""
 	}
-	res.Installed, res.Newest, res.Fossil = l.Installed, l.Newest, l.Fossil
+	res.Installed, res.Newest, res.Fossil, res.ByPage, res.PageWriting = l.Installed, l.Newest, l.Fossil, l.ByPage, l.PageWriting
 	return res, l.Command
 }
 
