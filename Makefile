@@ -57,7 +57,7 @@ deps:
 	fi
 	@"$(OCX_AGENT_CLIS)/claude" --version >/dev/null && "$(OCX_AGENT_CLIS)/codex" --version >/dev/null
 
-# The build is stamped (cmd/internal/version) with the git commit it is
+# The build is stamped (host/version) with the git commit it is
 # built from and a version made of that commit's time and hash, as Go's
 # pseudo-versions are (+dirty when the tree has changes); outside a git
 # checkout both stay "dev". `ocx release stage` stamps a Fossil check-in
@@ -67,7 +67,7 @@ VERSION := $(shell if [ "$(CHECKIN)" = dev ]; then echo dev; else \
 	t=$$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S); \
 	d=$$(git status --porcelain --untracked-files=no 2>/dev/null | head -c1); \
 	echo "v0.0.0-$$t-$$(echo $(CHECKIN) | cut -c1-12)$${d:++dirty}"; fi)
-LDFLAGS := -X github.com/ocx-go/ocx/cmd/internal/version.Version=$(VERSION) -X github.com/ocx-go/ocx/cmd/internal/version.Checkin=$(CHECKIN)
+LDFLAGS := -X github.com/ocx-go/ocx/host/version.Version=$(VERSION) -X github.com/ocx-go/ocx/host/version.Checkin=$(CHECKIN)
 
 build:
 	# Static binaries: no dynamic loader at each start (the hook runs once per

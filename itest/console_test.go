@@ -701,7 +701,7 @@ var (
 func stampedPrograms(t testing.TB, checkin string) string {
 	t.Helper()
 	dir := t.TempDir()
-	const v = "github.com/ocx-go/ocx/cmd/internal/version"
+	const v = "github.com/ocx-go/ocx/host/version"
 	ldflags := "-X " + v + ".Version=v0.0.0-20260101000000-" + checkin[:12] + " -X " + v + ".Checkin=" + checkin
 	for _, p := range []string{"ocx", "ocxd", "workspace"} {
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", filepath.Join(dir, p), "github.com/ocx-go/ocx/cmd/"+p)

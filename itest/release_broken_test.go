@@ -81,7 +81,7 @@ func TestReleaseBrokenDaemon(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const v = "github.com/ocx-go/ocx/cmd/internal/version"
+	const v = "github.com/ocx-go/ocx/host/version"
 	for _, p := range []string{"ocxd", "workspace"} {
 		build := exec.Command("go", "build", "-ldflags", fmt.Sprintf("-X %s.Version=v0.0.0-20261201000000-%s -X %s.Checkin=%s", v, brokenCiA[:12], v, brokenCiA),
 			"-o", filepath.Join(dirA, p), "github.com/ocx-go/ocx/cmd/"+p)

@@ -61,7 +61,7 @@ func sessionOf(st *messages.NodeState, login string) (messages.SessionStatus, bo
 func TestReleaseStageAcceptRollback(t *testing.T) {
 	needs(t, "ocxd", "workspace")
 	src, c1 := newSourceRepo(t)
-	src.edit("cmd/internal/version/version.go", "package version", "package version // the second release")
+	src.edit("host/version/version.go", "package version", "package version // the second release")
 	c2 := src.commit("the second release")
 	src.edit("messages/daemon_handoff.go", "HandoffVersion = 1", "HandoffVersion = 2")
 	c3 := src.commit("a release whose daemon reads another hand-off")
@@ -275,7 +275,7 @@ func runOCX(t *testing.T, args ...string) result {
 // the build cache of that stage serves them.
 func buildStamped(t *testing.T, dir, out, checkin string) {
 	t.Helper()
-	const v = "github.com/ocx-go/ocx/cmd/internal/version"
+	const v = "github.com/ocx-go/ocx/host/version"
 	ldflags := fmt.Sprintf("-X %s.Version=v0.0.0-test -X %s.Checkin=%s", v, v, checkin)
 	for _, p := range []string{"ocx", "ocxd", "workspace"} {
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", filepath.Join(out, p), "./cmd/"+p)

@@ -7,7 +7,7 @@ import (
 )
 
 // TestToolsLinkNoActors: `ocx` (and with it the hook, `ocx hook`) reaches
-// the daemon through cmd/internal/daemonclient, so it links neither the
+// the daemon through host/daemonclient, so it links neither the
 // actors nor the actor system under them. `workspace` does not either.
 func TestToolsLinkNoActors(t *testing.T) {
 	const module = "github.com/ocx-go/ocx/"

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	ocxmcp "github.com/ocx-go/ocx/cmd/internal/mcp"
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/node/setup"
@@ -26,6 +25,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/daemonclient"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"

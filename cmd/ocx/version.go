@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/ocx-go/ocx/cmd/internal/version"
+	"github.com/ocx-go/ocx/host/version"
 )
 
-// runVersion prints the version line (cmd/internal/version): `ocx version`,
+// runVersion prints the version line (host/version): `ocx version`,
 // as `ocxd --version` and `workspace --version` do.
 func runVersion(ctx context.Context, e *env, args []string) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {

@@ -13,21 +13,20 @@ import (
 // fewer, and no CLI action, console form or release manager: node,
 // workspaces, tools, console, model and release are not on it (the
 // socket derives its status with host/nodestatus and renders its pages
-// with consolepage). When a package leaves, take it off this list.
+// with consolepage). daemonclient, noderepos, procs and version left
+// cmd/ for host/ and fossilio/, where what they do belongs (a client of
+// the daemon, the node's open repositories, the process table's offers,
+// the build's version). When a package leaves, take it off this list.
 var linkedByOcxd = []string{
 	"answers",
 	"consolepage",
 	"daemon",
 	"daemon/otherhosts",
 	"daemon/reaper",
-	"daemonclient",
 	"hook",
 	"hookshell",
-	"noderepos",
-	"procs",
 	"remote",
 	"runengine",
-	"version",
 }
 
 // TestOcxdLinks: ocxd links no cmd/internal package beyond linkedByOcxd.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/hook"
-	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/cmd/internal/remote"
+	"github.com/ocx-go/ocx/fossilio/noderepos"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/host/unixhost"

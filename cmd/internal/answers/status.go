@@ -16,14 +16,14 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 
-	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
-	"github.com/ocx-go/ocx/cmd/internal/noderepos"
-	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/noderepos"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/daemonclient"
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/host/nodestatus"
+	"github.com/ocx-go/ocx/host/procs"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )

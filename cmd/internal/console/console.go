@@ -10,11 +10,11 @@ import (
 	"github.com/ocx-go/ocx/messages/wire"
 
 	"github.com/ocx-go/ocx/cmd/internal/consolepage"
-	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
+	"github.com/ocx-go/ocx/host/daemonclient"
 	"github.com/ocx-go/ocx/messages"
 )
 

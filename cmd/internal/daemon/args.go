@@ -58,7 +58,7 @@ type Options struct {
 	// HandoffVersion asks only for the hand-off version this build reads,
 	// which the old image checks before it execs a release's ocxd.
 	HandoffVersion bool
-	// Version asks only for the build's version line (cmd/internal/version),
+	// Version asks only for the build's version line (host/version),
 	// which `ocx release` checks before it accepts a release.
 	Version bool
 	// ReexecDelay widens the re-exec's window for the integration tests:

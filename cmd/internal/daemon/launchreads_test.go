@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/daemon/reaper"
-	"github.com/ocx-go/ocx/cmd/internal/noderepos"
-	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/noderepos"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/procs"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"

@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/actors"
-	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/noderepos"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"

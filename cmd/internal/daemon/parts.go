@@ -13,10 +13,10 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/daemon/otherhosts"
 	"github.com/ocx-go/ocx/cmd/internal/daemon/reaper"
 	"github.com/ocx-go/ocx/cmd/internal/hookshell"
-	"github.com/ocx-go/ocx/cmd/internal/noderepos"
-	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/cmd/internal/runengine"
+	"github.com/ocx-go/ocx/fossilio/noderepos"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/procs"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )

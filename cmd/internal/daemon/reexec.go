@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
-	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/daemonclient"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"

@@ -12,7 +12,7 @@ import (
 	"github.com/ocx-go/ocx/actors/turn"
 	"github.com/ocx-go/ocx/actors/wake"
 	"github.com/ocx-go/ocx/cmd/internal/hook"
-	"github.com/ocx-go/ocx/cmd/internal/noderepos"
+	"github.com/ocx-go/ocx/fossilio/noderepos"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"

@@ -16,8 +16,8 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/actors/hookwatch"
-	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/noderepos"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"

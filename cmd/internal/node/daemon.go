@@ -3,7 +3,7 @@ package node
 import (
 	"context"
 
-	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
+	"github.com/ocx-go/ocx/host/daemonclient"
 	"github.com/ocx-go/ocx/messages"
 )
 

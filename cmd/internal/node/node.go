@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/daemonclient"
 	"github.com/ocx-go/ocx/host/nodestatus"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"

@@ -4,11 +4,11 @@ import (
 	"context"
 	"sort"
 
-	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/nodestatus"
+	"github.com/ocx-go/ocx/host/procs"
 	"github.com/ocx-go/ocx/messages"
 )
 

@@ -14,12 +14,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/node"
-	"github.com/ocx-go/ocx/cmd/internal/version"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/daemonclient"
 	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/host/version"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
 )

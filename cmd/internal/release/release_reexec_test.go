@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/release"
 	"github.com/ocx-go/ocx/docs/design/validate"
+	"github.com/ocx-go/ocx/host/daemonclient"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
 )
@@ -21,7 +21,7 @@ import (
 func stampedBuild(t *testing.T, checkin string) string {
 	t.Helper()
 	dir := t.TempDir()
-	const v = "github.com/ocx-go/ocx/cmd/internal/version"
+	const v = "github.com/ocx-go/ocx/host/version"
 	ldflags := "-X " + v + ".Version=v0.0.0-20260101000000-" + checkin[:12] + " -X " + v + ".Checkin=" + checkin
 	for _, p := range []string{"ocx", "ocxd", "workspace"} {
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", filepath.Join(dir, p), "github.com/ocx-go/ocx/cmd/"+p)

@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/node/setup"
 	"github.com/ocx-go/ocx/cmd/internal/release"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host/daemonclient"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages/protocol"
 )
@@ -462,8 +462,8 @@ func (s *srcRepo) commit(files map[string]string) string {
 // the same -X flags) and ocxd its hand-off version. It builds in a second.
 func tinyOCX(handoff int) map[string]string {
 	files := map[string]string{
-		"go.mod":                          "module github.com/ocx-go/ocx\n\ngo 1.21\n",
-		"cmd/internal/version/version.go": "package version\n\nvar (\n\tVersion = \"dev\"\n\tCheckin = \"dev\"\n)\n",
+		"go.mod":                  "module github.com/ocx-go/ocx\n\ngo 1.21\n",
+		"host/version/version.go": "package version\n\nvar (\n\tVersion = \"dev\"\n\tCheckin = \"dev\"\n)\n",
 	}
 	for _, p := range []string{"ocx", "ocxd", "workspace"} {
 		files["cmd/"+p+"/main.go"] = fmt.Sprintf(`package main
@@ -472,7 +472,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/ocx-go/ocx/cmd/internal/version"
+	"github.com/ocx-go/ocx/host/version"
 )
 
 func main() {

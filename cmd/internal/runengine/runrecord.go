@@ -8,7 +8,7 @@ import (
 	"slices"
 
 	"github.com/ocx-go/ocx/actors"
-	"github.com/ocx-go/ocx/cmd/internal/noderepos"
+	"github.com/ocx-go/ocx/fossilio/noderepos"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	runeng "github.com/ocx-go/ocx/host/runs"

@@ -17,11 +17,11 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/runner"
-	"github.com/ocx-go/ocx/cmd/internal/version"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/host/usage"
+	"github.com/ocx-go/ocx/host/version"
 	"github.com/ocx-go/ocx/messages"
 )
 

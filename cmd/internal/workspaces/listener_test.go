@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/node/nodetest"
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/docs/design/validate"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host/daemonclient"
 	"github.com/ocx-go/ocx/messages"
 )
 

@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
-	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/listening"
+	"github.com/ocx-go/ocx/host/procs"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )

@@ -13,9 +13,9 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/hook"
-	"github.com/ocx-go/ocx/cmd/internal/noderepos"
 	"github.com/ocx-go/ocx/cmd/internal/remote"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/noderepos"
 	"github.com/ocx-go/ocx/host"
 	runeng "github.com/ocx-go/ocx/host/runs"
 	"github.com/ocx-go/ocx/host/unixhost"

@@ -22,10 +22,10 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
-	"github.com/ocx-go/ocx/cmd/internal/procs"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/listening"
+	"github.com/ocx-go/ocx/host/procs"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"

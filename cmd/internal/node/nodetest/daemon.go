@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/daemonclient"
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host/daemonclient"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 	"go.uber.org/goleak"

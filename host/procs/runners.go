@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/version"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
+	"github.com/ocx-go/ocx/host/version"
 	"github.com/ocx-go/ocx/messages"
 )
 

@@ -15,8 +15,8 @@ const Dev = "dev"
 
 // Version and Checkin are stamped at link time:
 //
-//	-X github.com/ocx-go/ocx/cmd/internal/version.Version=v0.0.0-20261201100000-3f2a9c000000
-//	-X github.com/ocx-go/ocx/cmd/internal/version.Checkin=3f2a9c...
+//	-X github.com/ocx-go/ocx/host/version.Version=v0.0.0-20261201100000-3f2a9c000000
+//	-X github.com/ocx-go/ocx/host/version.Checkin=3f2a9c...
 //
 // They are variables only so that the linker can set them; nothing else
 // does.
@@ -26,7 +26,7 @@ var (
 )
 
 // Package is this package's import path, which -X names.
-const Package = "github.com/ocx-go/ocx/cmd/internal/version"
+const Package = "github.com/ocx-go/ocx/host/version"
 
 // LDFlags is the -ldflags value that stamps version and checkin.
 func LDFlags(version, checkin string) string {

@@ -37,7 +37,7 @@ func TestParseRefuses(t *testing.T) {
 }
 
 func TestLDFlags(t *testing.T) {
-	want := "-X github.com/ocx-go/ocx/cmd/internal/version.Version=v1 -X github.com/ocx-go/ocx/cmd/internal/version.Checkin=abc"
+	want := "-X github.com/ocx-go/ocx/host/version.Version=v1 -X github.com/ocx-go/ocx/host/version.Checkin=abc"
 	if got := LDFlags("v1", "abc"); got != want {
 		t.Fatalf("LDFlags: %q", got)
 	}
