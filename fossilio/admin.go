@@ -44,12 +44,12 @@ type Admin struct {
 	WALWait time.Duration
 	// Files keeps the password files (ProvisionAgent, RotatePassword): the
 	// node's below the agents root are unixhost.Below's; nil is OSFiles.
-	Files PasswordFiles
+	Files passwordFiles
 }
 
-// DefaultWALWait is how long UseWAL waits, at most, for the server, its
+// defaultWALWait is how long UseWAL waits, at most, for the server, its
 // backoffice or a fossil command to let go of the repository's lock (D11).
-const DefaultWALWait = 10 * time.Second
+const defaultWALWait = 10 * time.Second
 
 // writeTx runs fn in one immediate (write) transaction on the repository.
 func (a *Admin) writeTx(ctx context.Context, op string, fn func(*sql.Tx) error) error {
@@ -133,7 +133,7 @@ func (a *Admin) UseWAL(ctx context.Context) (string, error) {
 	const op = "use write-ahead logging"
 	wait := a.WALWait
 	if wait <= 0 {
-		wait = DefaultWALWait
+		wait = defaultWALWait
 	}
 	deadline := time.Now().Add(wait)
 	var mode string
@@ -217,7 +217,7 @@ func projectCode(tx *sql.Tx, ctx context.Context) (string, error) {
 // capabilities and this password (stored as Fossil stores it: the shared
 // secret). It refuses a and s, and pseudo-users.
 func (a *Admin) SetUser(ctx context.Context, login, password, caps string) error {
-	if err := CheckLoginName(login); err != nil {
+	if err := checkLoginName(login); err != nil {
 		return fmt.Errorf("set user %q: %w", login, err)
 	}
 	if err := checkCaps(caps); err != nil {
@@ -338,7 +338,7 @@ func (a *Admin) TightenDefaults(ctx context.Context) (map[string]string, error) 
 // (made with a fresh password when missing, mode 0600), exactly AgentCaps,
 // and the repository's defaults tightened so that nothing is added to them.
 func (a *Admin) ProvisionAgent(ctx context.Context, login, passwordFile string) error {
-	if err := CheckLoginName(login); err != nil {
+	if err := checkLoginName(login); err != nil {
 		return fmt.Errorf("provision agent %q: %w", login, err)
 	}
 	password, err := a.ReadPasswordFile(passwordFile)
@@ -384,10 +384,10 @@ func NewPassword() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// PasswordFiles is where the logins' password files are kept. The node's
+// passwordFiles is where the logins' password files are kept. The node's
 // are below the agents root, read and written through no link
 // (unixhost.Below); OSFiles serves a file a caller names elsewhere.
-type PasswordFiles interface {
+type passwordFiles interface {
 	ReadSecret(p string, max int64) ([]byte, error)
 	WriteFile(p string, data []byte, perm fs.FileMode) error
 	MkdirAll(p string, perm fs.FileMode) error
@@ -399,11 +399,11 @@ type PasswordFiles interface {
 const maxPasswordFile = 4 << 10
 
 // files is a's PasswordFiles: OSFiles when it names none.
-func (a *Admin) files() PasswordFiles {
+func (a *Admin) files() passwordFiles {
 	if a.Files != nil {
 		return a.Files
 	}
-	return OSFiles{}
+	return osFiles{}
 }
 
 // WritePasswordFile writes a password to a file only its owner reads (0600),
@@ -478,7 +478,7 @@ func ReadPasswordFrom(files interface {
 // ReadPasswordFile reads a password file a caller names, wherever it is
 // (OSFiles): `--password-file`. The node's own are read through its
 // PasswordFiles.
-func ReadPasswordFile(path string) (string, error) { return ReadPasswordFrom(OSFiles{}, path) }
+func ReadPasswordFile(path string) (string, error) { return ReadPasswordFrom(osFiles{}, path) }
 
 // Backoffice runs the repository's backoffice now (hooks included), ignoring
 // the 60 s lease of the server's own backoffice. Fossil's write commands on
@@ -522,9 +522,9 @@ type HookSetting struct {
 	HeldUntil time.Time
 }
 
-// HookSequence is the seq of OCX's hook: after a default hook (10), so a
+// hookSequence is the seq of OCX's hook: after a default hook (10), so a
 // mirror or mail hook of the repository's own runs first.
-const HookSequence = 50
+const hookSequence = 50
 
 // InstallHook installs OCX's after-receive hook with the given command (Fossil
 // substitutes %F, %R and %A, and runs it with /bin/sh -c), replacing OCX's
@@ -552,7 +552,7 @@ func (a *Admin) InstallHook(ctx context.Context, command string) error {
 				hadOurs = true
 			}
 		}
-		kept = append(kept, hookEntry{"type": "after-receive", "cmd": command, "seq": HookSequence, "ocx": 1})
+		kept = append(kept, hookEntry{"type": "after-receive", "cmd": command, "seq": hookSequence, "ocx": 1})
 		if err := writeHooks(ctx, tx, kept); err != nil {
 			return err
 		}

@@ -57,7 +57,7 @@ type TagOp byte
 // The three tag operations.
 const (
 	TagAdd       TagOp = '+'
-	TagPropagate TagOp = '*'
+	tagPropagate TagOp = '*'
 	TagCancel    TagOp = '-'
 )
 
@@ -76,8 +76,8 @@ type Field struct {
 	Value string
 }
 
-// File is one F card of a check-in.
-type File struct {
+// file is one F card of a check-in.
+type file struct {
 	Name, Hash, Perm, Prior string
 }
 
@@ -97,7 +97,7 @@ type Artifact struct {
 	DateNow      bool
 	EventDate    time.Time // E
 	EventID      string    // E
-	Files        []File
+	Files        []file
 	ThreadRoot   string // G
 	ThreadTitle  string // H
 	InReplyTo    string // I
@@ -271,7 +271,7 @@ func Parse(data []byte) (*Artifact, error) {
 			if k := len(a.Files); k > 0 && a.Files[k-1].Name >= name {
 				return fail(line, "incorrect F-card sort order")
 			}
-			a.Files = append(a.Files, File{Name: name, Hash: h, Perm: perm, Prior: prior})
+			a.Files = append(a.Files, file{Name: name, Hash: h, Perm: perm, Prior: prior})
 			a.Type = TypeManifest
 		case 'G':
 			maxArgs = 1
@@ -623,7 +623,7 @@ func (a *Artifact) Branch(parent BranchState) BranchState {
 			continue
 		}
 		switch t.Op {
-		case TagPropagate:
+		case tagPropagate:
 			return BranchState{Name: t.Value, Propagates: true}
 		case TagAdd:
 			return BranchState{Name: t.Value}

@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// BesideWait bounds one backoffice run started beside the work that
+// besideWait bounds one backoffice run started beside the work that
 // needed it.
-const BesideWait = time.Minute
+const besideWait = time.Minute
 
 // Beside runs, for a long-lived process (the MCP server beside a session,
 // the daemon), the backoffice a write needs (D11) beside the work that
@@ -50,7 +50,7 @@ func (b *Beside) Kick(key string, run func(context.Context) error) {
 func (b *Beside) loop(key string, run func(context.Context) error) {
 	defer b.wg.Done()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), BesideWait)
+		ctx, cancel := context.WithTimeout(context.Background(), besideWait)
 		t0 := time.Now()
 		err := run(ctx)
 		cancel()

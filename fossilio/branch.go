@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// Branch is one open branch: its name and its latest check-in.
-type Branch struct {
+// branch is one open branch: its name and its latest check-in.
+type branch struct {
 	Name    string
 	Tip     string    // the full hash of the branch's latest check-in
 	TipTime time.Time // that check-in's time (its D card, or a date tag's edit)
@@ -36,8 +36,8 @@ ORDER BY t.mtime DESC, t.name`
 // first. A branch is open when its latest check-in carries no "closed" tag
 // (a closed tag cancelled later opens it again), which is how Fossil's
 // `fossil branch list` and /brlist tell.
-func (r *Repo) Branches(ctx context.Context) ([]Branch, error) {
-	var out []Branch
+func (r *Repo) Branches(ctx context.Context) ([]branch, error) {
+	var out []branch
 	err := r.read(ctx, "list branches", func(rd *reader) error {
 		rows, err := rd.query(branchesQuery)
 		if err != nil {
@@ -45,7 +45,7 @@ func (r *Repo) Branches(ctx context.Context) ([]Branch, error) {
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var b Branch
+			var b branch
 			var mtime float64
 			if err := rows.Scan(&b.Name, &b.Tip, &mtime); err != nil {
 				return err

@@ -238,10 +238,10 @@ func (c ControlDraft) Bytes() ([]byte, error) {
 	}
 	tags := slices.Clone(c.Tags)
 	for _, t := range tags {
-		if err := CheckTagName(t.Name); err != nil {
+		if err := checkTagName(t.Name); err != nil {
 			return nil, err
 		}
-		if t.Op != TagAdd && t.Op != TagPropagate && t.Op != TagCancel {
+		if t.Op != TagAdd && t.Op != tagPropagate && t.Op != TagCancel {
 			return nil, fmt.Errorf("%w: tag operation %q", ErrBadInput, t.Op)
 		}
 		if !IsHash(t.Target) {
@@ -270,10 +270,10 @@ func (c ControlDraft) Bytes() ([]byte, error) {
 	return checked(w.finish(), TypeControl)
 }
 
-// CheckTagName refuses a raw tag name Fossil would store inert or refuse: an
+// checkTagName refuses a raw tag name Fossil would store inert or refuse: an
 // empty or all-hex name, one with a control character, or one with the
 // prefixes Fossil reserves for wiki pages, tickets and technotes.
-func CheckTagName(name string) error {
+func checkTagName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%w: empty tag name", ErrBadInput)

@@ -14,8 +14,8 @@ import (
 	"time"
 )
 
-// Checkin is one check-in of a repository: its full hash and its time.
-type Checkin struct {
+// checkin is one check-in of a repository: its full hash and its time.
+type checkin struct {
 	Hash string
 	Time time.Time
 }
@@ -25,8 +25,8 @@ type Checkin struct {
 // that two check-ins share is refused with ErrAmbiguous naming them, one
 // that no check-in has with ErrNotFound (even when another kind of
 // artifact has it).
-func (r *Repo) Checkin(ctx context.Context, hashOrPrefix string) (Checkin, error) {
-	var c Checkin
+func (r *Repo) Checkin(ctx context.Context, hashOrPrefix string) (checkin, error) {
+	var c checkin
 	err := r.read(ctx, "resolve check-in", func(rd *reader) error {
 		p := strings.ToLower(strings.TrimSpace(hashOrPrefix))
 		if len(p) < MinPrefix || len(p) > sha3Len || !isLowerHex(p) {
@@ -38,9 +38,9 @@ func (r *Repo) Checkin(ctx context.Context, hashOrPrefix string) (Checkin, error
 			return err
 		}
 		defer rows.Close()
-		var matches []Checkin
+		var matches []checkin
 		for rows.Next() {
-			var m Checkin
+			var m checkin
 			var jd float64
 			if err := rows.Scan(&m.Hash, &jd); err != nil {
 				return err

@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// DefaultCommandTimeout bounds one fossil command when the context has no
+// defaultCommandTimeout bounds one fossil command when the context has no
 // deadline of its own.
-const DefaultCommandTimeout = 10 * time.Minute
+const defaultCommandTimeout = 10 * time.Minute
 
 // Fossil runs the fossil command-line program in a clean, private
 // environment: no CGI variables, no FOSSIL_USER, and HOME and FOSSIL_HOME set
@@ -69,7 +69,7 @@ func (f *Fossil) run(ctx context.Context, args []string, dir string, secrets []s
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultCommandTimeout)
+		ctx, cancel = context.WithTimeout(ctx, defaultCommandTimeout)
 		defer cancel()
 	}
 	exe := f.Exe

@@ -29,8 +29,8 @@ var (
 	ErrMalformed = errors.New("fossilio: malformed artifact")
 	// ErrWrongKind: the artifact is of another kind than the caller asked for.
 	ErrWrongKind = errors.New("fossilio: artifact of another kind")
-	// ErrRefused: the server refused a write, a fetch or a login.
-	ErrRefused = errors.New("fossilio: refused by the server")
+	// errRefused: the server refused a write, a fetch or a login.
+	errRefused = errors.New("fossilio: refused by the server")
 	// ErrPrivileged: admin (a) and setup (s) are never granted by OCX.
 	ErrPrivileged = errors.New("fossilio: admin and setup are never granted")
 	// ErrBadInput: an argument is not acceptable (a name, a capability, a field).
@@ -40,8 +40,8 @@ var (
 	// ErrNoSuchPage: the repository has no wiki page of that name, or
 	// none that anyone but a moderator may see yet.
 	ErrNoSuchPage = errors.New("fossilio: no such wiki page")
-	// ErrCommand: a fossil command failed (its output says why).
-	ErrCommand = errors.New("fossilio: fossil command failed")
+	// errCommand: a fossil command failed (its output says why).
+	errCommand = errors.New("fossilio: fossil command failed")
 )
 
 // HashError reports a hash or prefix that resolves to nothing, to several
@@ -101,7 +101,7 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("fossilio: %s %s %s as %q: server refused: %s", e.Op, prep, e.URL, e.Login, e.Reason)
 }
 
-func (e *RefusedError) Unwrap() error { return ErrRefused }
+func (e *RefusedError) Unwrap() error { return errRefused }
 
 // CommandError reports a fossil command that failed, with what it printed.
 // Fossil's sync commands exit 0 on failure, so the output is what tells.
@@ -128,9 +128,9 @@ func (e *CommandError) Error() string {
 
 func (e *CommandError) Unwrap() []error {
 	if e.Err != nil {
-		return []error{ErrCommand, e.Err}
+		return []error{errCommand, e.Err}
 	}
-	return []error{ErrCommand}
+	return []error{errCommand}
 }
 
 // Unreachable says whether err is the server's absence rather than its

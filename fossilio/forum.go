@@ -293,8 +293,8 @@ func (r *Repo) RecentThreads(ctx context.Context, n int) ([]Thread, error) {
 // (E3). When holding is not empty, only the posts whose bytes hold it are
 // listed, and the others are never parsed (as SentBy filters). A post
 // whose bytes do not read is passed over (Options.PassedOver is told).
-func (r *Repo) FirstPosts(ctx context.Context, holding string) ([]Sent, error) {
-	var out []Sent
+func (r *Repo) FirstPosts(ctx context.Context, holding string) ([]sent, error) {
+	var out []sent
 	err := r.read(ctx, "list first posts", func(rd *reader) error {
 		// Fossil creates the forum's table with the first post.
 		if ok, err := rd.hasTable("forumpost"); err != nil || !ok {
@@ -326,7 +326,7 @@ func (r *Repo) FirstPosts(ctx context.Context, holding string) ([]Sent, error) {
 			if err != nil {
 				return err
 			}
-			out = append(out, Sent{Info: p.Info, Text: p.Text})
+			out = append(out, sent{Info: p.Info, Text: p.Text})
 		}
 		return nil
 	})

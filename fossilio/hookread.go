@@ -56,10 +56,10 @@ func (r *Repo) ReceiptBefore(ctx context.Context, rcvid, rid int64) (int64, erro
 	return max(before, 0), err
 }
 
-// HookLook is what the daemon's hook watch reads of a repository at each
+// hookLook is what the daemon's hook watch reads of a repository at each
 // look, in one read: OCX's hook, the newest receipt, and the newest receipt
 // Fossil's backoffice launched its hooks for.
-type HookLook struct {
+type hookLook struct {
 	// Command is OCX's hook command, when Installed.
 	Command   string
 	Installed bool
@@ -86,8 +86,8 @@ type HookLook struct {
 // HookLook reads what the hook watch compares with the hook's mark, after
 // (see HookLook): a plain read, cheap enough for a daemon to make at every
 // write to the repository.
-func (r *Repo) HookLook(ctx context.Context, after int64) (HookLook, error) {
-	var l HookLook
+func (r *Repo) HookLook(ctx context.Context, after int64) (hookLook, error) {
+	var l hookLook
 	err := r.read(ctx, "hook look", func(rd *reader) error {
 		var hooks sql.NullString
 		var last sql.NullInt64

@@ -10,10 +10,10 @@ import (
 // pseudoUsers are Fossil's built-in users, which are never an OCX login.
 var pseudoUsers = map[string]bool{"nobody": true, "anonymous": true, "reader": true, "developer": true}
 
-// CheckLoginName checks a login OCX creates (docs/decisions.md, D1):
+// checkLoginName checks a login OCX creates (docs/decisions.md, D1):
 // [A-Za-z0-9][A-Za-z0-9._-]*, at most 64 bytes, not "." or "..", and not one
 // of Fossil's pseudo-users.
-func CheckLoginName(login string) error {
+func checkLoginName(login string) error {
 	if login == "" || len(login) > 64 || login == "." || login == ".." {
 		return fmt.Errorf("%w: login %q must be 1 to 64 bytes, not . or ..", ErrBadInput, login)
 	}
@@ -45,8 +45,8 @@ func checkLogin(login string) error {
 	return nil
 }
 
-// ProjectName is a project's name: its repository file's name without
+// projectName is a project's name: its repository file's name without
 // ".fossil" (docs/decisions.md, D1).
-func ProjectName(repoPath string) string {
+func projectName(repoPath string) string {
 	return strings.TrimSuffix(filepath.Base(repoPath), ".fossil")
 }

@@ -8,15 +8,15 @@ import (
 	"path/filepath"
 )
 
-// OSFiles keeps password files through the os package, following links:
+// osFiles keeps password files through the os package, following links:
 // for a file a caller names outside the agents root (`--password-file`)
 // and for tests. Below the agents root the node uses unixhost.Below,
 // which follows none (docs/trust.md).
-type OSFiles struct{}
+type osFiles struct{}
 
 // ReadSecret reads the regular file at p, at most max bytes, refusing one
 // its group or others may read.
-func (OSFiles) ReadSecret(p string, max int64) ([]byte, error) {
+func (osFiles) ReadSecret(p string, max int64) ([]byte, error) {
 	st, err := os.Stat(p)
 	if err != nil {
 		return nil, err
@@ -43,7 +43,7 @@ func (OSFiles) ReadSecret(p string, max int64) ([]byte, error) {
 }
 
 // WriteFile writes data to p atomically, with exactly perm.
-func (OSFiles) WriteFile(p string, data []byte, perm fs.FileMode) error {
+func (osFiles) WriteFile(p string, data []byte, perm fs.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+"-*")
 	if err != nil {
 		return err
@@ -68,10 +68,10 @@ func (OSFiles) WriteFile(p string, data []byte, perm fs.FileMode) error {
 }
 
 // MkdirAll is os.MkdirAll.
-func (OSFiles) MkdirAll(p string, perm fs.FileMode) error { return os.MkdirAll(p, perm) }
+func (osFiles) MkdirAll(p string, perm fs.FileMode) error { return os.MkdirAll(p, perm) }
 
 // Rename is os.Rename.
-func (OSFiles) Rename(from, to string) error { return os.Rename(from, to) }
+func (osFiles) Rename(from, to string) error { return os.Rename(from, to) }
 
 // Remove is os.Remove.
-func (OSFiles) Remove(p string) error { return os.Remove(p) }
+func (osFiles) Remove(p string) error { return os.Remove(p) }

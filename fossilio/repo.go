@@ -22,9 +22,9 @@ import (
 	"modernc.org/sqlite"
 )
 
-// DefaultBusyTimeout is how long a read waits for a writer's lock before it
+// defaultBusyTimeout is how long a read waits for a writer's lock before it
 // fails with ErrBusy. Fossil itself waits 15 s; a read gives up sooner.
-const DefaultBusyTimeout = 5 * time.Second
+const defaultBusyTimeout = 5 * time.Second
 
 // maxDeltaChain bounds a delta chain, so a corrupt (cyclic) chain ends.
 const maxDeltaChain = 100000
@@ -143,7 +143,7 @@ func OpenCloneFile(f *os.File, opts *Options) (*Repo, error) {
 // openDSN opens the SQLite database at u read-only, abs naming it in every
 // error; with file set, immutable and through that descriptor.
 func openDSN(abs string, u url.URL, file *os.File, node bool, opts *Options) (*Repo, error) {
-	timeout := DefaultBusyTimeout
+	timeout := defaultBusyTimeout
 	if opts != nil && opts.BusyTimeout > 0 {
 		timeout = opts.BusyTimeout
 	}
@@ -276,7 +276,7 @@ func (r *Repo) Path() string { return r.path }
 func (r *Repo) SendersKnown() bool { return r.node }
 
 // ProjectName is the repository file's name without ".fossil".
-func (r *Repo) ProjectName() string { return ProjectName(r.path) }
+func (r *Repo) ProjectName() string { return projectName(r.path) }
 
 // wrap turns SQLite's errors into fossilio's: a lock held past the busy
 // timeout is ErrBusy, a file that is not a database is ErrNotRepository.

@@ -6,8 +6,8 @@ import (
 	"fmt"
 )
 
-// Sent is a forum post or a ticket change with its text, as SentBy lists it.
-type Sent struct {
+// sent is a forum post or a ticket change with its text, as SentBy lists it.
+type sent struct {
 	Info // Kind is KindPost or KindTicketChange; Sender is the login asked for
 	// Text is a post's text, or what a ticket change adds to the ticket's
 	// icomment field.
@@ -42,11 +42,11 @@ ORDER BY v.rcvid, v.rid`
 // holds "```json" (a W payload and a fossilized J value alike keep it as it
 // is), and the others are then never parsed. Only the node's repository
 // knows who sent what: on a clone SentBy is refused (ErrBadInput).
-func (r *Repo) SentBy(ctx context.Context, login, holding string) ([]Sent, error) {
+func (r *Repo) SentBy(ctx context.Context, login, holding string) ([]sent, error) {
 	if !r.node {
 		return nil, fmt.Errorf("list what %q sent in %s: %w: a clone does not know who sent what", login, r.path, ErrBadInput)
 	}
-	var out []Sent
+	var out []sent
 	err := r.read(ctx, "list what "+login+" sent", func(rd *reader) error {
 		type row struct {
 			hash, typ string
@@ -78,7 +78,7 @@ func (r *Repo) SentBy(ctx context.Context, login, holding string) ([]Sent, error
 				if p.Edit {
 					continue
 				}
-				out = append(out, Sent{Info: p.Info, Text: p.Text})
+				out = append(out, sent{Info: p.Info, Text: p.Text})
 			case "t":
 				c, err := rd.ticketChange(x.hash)
 				if rd.r.passOver(x.hash, err) {
@@ -87,7 +87,7 @@ func (r *Repo) SentBy(ctx context.Context, login, holding string) ([]Sent, error
 				if err != nil {
 					return err
 				}
-				out = append(out, Sent{Info: c.Info, Text: c.Comment})
+				out = append(out, sent{Info: c.Info, Text: c.Comment})
 			}
 		}
 		return nil

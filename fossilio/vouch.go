@@ -69,9 +69,9 @@ const receiptQuery = `SELECT b.rid, b.rcvid, u.login, rf.nonce IS NOT NULL, rf.i
 FROM blob b LEFT JOIN rcvfrom rf ON rf.rcvid=b.rcvid LEFT JOIN user u ON u.uid=rf.uid
 WHERE b.uuid=? AND b.size>=0`
 
-// MaxReceipts bounds the hashes one Receipts call (and one ask of the
+// maxReceipts bounds the hashes one Receipts call (and one ask of the
 // console's receipt page) answers.
-const MaxReceipts = 1000
+const maxReceipts = 1000
 
 // Receipts answers, for each full hash, what the server's repository says
 // of it (Receipt), in one read transaction, in the order given; the user
@@ -81,8 +81,8 @@ func (r *Repo) Receipts(ctx context.Context, hashes ...string) ([]Receipt, []Use
 	if !r.node || r.vouched {
 		return nil, nil, fmt.Errorf("answer receipts from %s: %w: only the server's own repository knows who sent what", r.path, ErrBadInput)
 	}
-	if len(hashes) > MaxReceipts {
-		return nil, nil, fmt.Errorf("answer receipts from %s: %w: %d hashes, more than %d at once", r.path, ErrBadInput, len(hashes), MaxReceipts)
+	if len(hashes) > maxReceipts {
+		return nil, nil, fmt.Errorf("answer receipts from %s: %w: %d hashes, more than %d at once", r.path, ErrBadInput, len(hashes), maxReceipts)
 	}
 	for _, h := range hashes {
 		if !IsHash(h) {
@@ -177,9 +177,9 @@ type Standing struct {
 	Privileged bool
 }
 
-// Sender is a login the clone's vouched receipts name, and the newest
+// sender is a login the clone's vouched receipts name, and the newest
 // artifact it sent there: what a keeper asks of again for its standing.
-type Sender struct{ Login, Hash string }
+type sender struct{ Login, Hash string }
 
 // VouchedQuery is what the server vouches for, as a vouched clone's keeper
 // asks it: each artifact the clone received after its mark that the
@@ -188,7 +188,7 @@ type Sender struct{ Login, Hash string }
 type VouchedQuery struct {
 	// Senders are the senders the clone knows, each with an artifact it
 	// sent, by login.
-	Senders []Sender
+	Senders []sender
 	// Through is the clone's newest receipt: once the server has answered
 	// for Hashes, the clone's mark moves to it.
 	Through int64
@@ -223,7 +223,7 @@ func (a *Admin) Unvouched(ctx context.Context) (VouchedQuery, error) {
 			return err
 		}
 		for senders.Next() {
-			var s Sender
+			var s sender
 			var rcvid sql.NullInt64
 			if err := senders.Scan(&s.Login, &s.Hash, &rcvid); err != nil {
 				senders.Close()

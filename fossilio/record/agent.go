@@ -8,10 +8,10 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// AgentRecord is an agent login's protocol v1 record (E3, D35): the first
+// agentRecord is an agent login's protocol v1 record (E3, D35): the first
 // post of a thread, holding the record, sent by a user holding admin or
 // setup.
-type AgentRecord struct {
+type agentRecord struct {
 	Record *messages.TaskRecord
 	Hash   string // the thread's first post
 	Sender string // who sent it, as the node's repository recorded it
@@ -25,16 +25,16 @@ type AgentRecord struct {
 // so there is one at most. Nothing of the agent's (its clone, its
 // workspace's files) is read: removing a file lifts no restriction. ok is
 // false when there is none.
-func FindAgentRecord(ctx context.Context, r *fossilio.Repo, login, nodeUser string) (AgentRecord, bool, error) {
+func FindAgentRecord(ctx context.Context, r *fossilio.Repo, login, nodeUser string) (agentRecord, bool, error) {
 	if !r.SendersKnown() {
-		return AgentRecord{}, false, fmt.Errorf("find the record of %q in %s: a clone does not know who sent what", login, r.Path())
+		return agentRecord{}, false, fmt.Errorf("find the record of %q in %s: a clone does not know who sent what", login, r.Path())
 	}
 	// Only a post whose bytes name the login may be its record; the
 	// others are never parsed. (A record writing the login with JSON
 	// escapes is not found: create never writes one.)
 	firsts, err := r.FirstPosts(ctx, login)
 	if err != nil {
-		return AgentRecord{}, false, fmt.Errorf("find the record of %q: %w", login, err)
+		return agentRecord{}, false, fmt.Errorf("find the record of %q: %w", login, err)
 	}
 	privileged := map[string]bool{}
 	for _, p := range firsts {
@@ -50,9 +50,9 @@ func FindAgentRecord(ctx context.Context, r *fossilio.Repo, login, nodeUser stri
 		if err != nil || rec.User != login || rec.Node != nodeUser {
 			continue
 		}
-		return AgentRecord{Record: rec, Hash: p.Hash, Sender: p.Sender}, true, nil
+		return agentRecord{Record: rec, Hash: p.Hash, Sender: p.Sender}, true, nil
 	}
-	return AgentRecord{}, false, nil
+	return agentRecord{}, false, nil
 }
 
 // FirstOf is a record's first post or change in the server's order: a

@@ -40,7 +40,7 @@ type Index struct {
 	// latest is Latest of every listen, kept until another listen or
 	// unlisten note is indexed (nil then): a status asks it twice, and a
 	// status after a post that is not a listen reads it again at no cost.
-	latest []Listen
+	latest []listen
 	// replies are the node user's end and refusal notes, by the launch
 	// they answer.
 	replies map[string][]Entry
@@ -515,8 +515,8 @@ func (x *Index) NewestDefinitions(ctx context.Context, key messages.WorkspaceKey
 	return x.newestCounting(ctx, wdefs), x.newestCounting(ctx, sdefs), nil
 }
 
-// Listen is a listener's latest note that counts.
-type Listen struct {
+// listen is a listener's latest note that counts.
+type listen struct {
 	Listener messages.Listener
 	On       bool  // a listen note, not an unlisten note
 	Entry    Entry // the post or ticket change holding it
@@ -525,7 +525,7 @@ type Listen struct {
 // Listeners returns each listener whose agent login wrote a listen or
 // unlisten note, its latest in the server's order, in the order the
 // listeners were first stated.
-func (x *Index) Listeners(ctx context.Context) ([]Listen, error) {
+func (x *Index) Listeners(ctx context.Context) ([]listen, error) {
 	if err := x.Refresh(ctx); err != nil {
 		return nil, err
 	}
@@ -538,7 +538,7 @@ func (x *Index) Listeners(ctx context.Context) ([]Listen, error) {
 		}
 		x.latest = Latest(all)
 		if x.latest == nil {
-			x.latest = []Listen{}
+			x.latest = []listen{}
 		}
 	}
 	if len(x.latest) == 0 {
@@ -550,31 +550,31 @@ func (x *Index) Listeners(ctx context.Context) ([]Listen, error) {
 // Latest reduces listen and unlisten entries to each listener's latest in
 // the server's order, in the order the listeners were first stated (a pure
 // function).
-func Latest(entries []Entry) []Listen {
+func Latest(entries []Entry) []listen {
 	sorted := copies(entries)
 	sortByServer(sorted)
 	latest := map[messages.Listener]int{}
-	var out []Listen
+	var out []listen
 	for _, e := range sorted {
 		l, on, counts := ListenCounts(e)
 		if !counts {
 			continue
 		}
 		if i, seen := latest[l]; seen {
-			out[i] = Listen{Listener: l, On: on, Entry: e}
+			out[i] = listen{Listener: l, On: on, Entry: e}
 			continue
 		}
 		latest[l] = len(out)
-		out = append(out, Listen{Listener: l, On: on, Entry: e})
+		out = append(out, listen{Listener: l, On: on, Entry: e})
 	}
 	return out
 }
 
 // BranchListen is the latest note that counts of login's listener on branch
 // of this repository's project, if any.
-func (x *Index) BranchListen(ctx context.Context, key messages.WorkspaceKey, branch string) (Listen, bool, error) {
+func (x *Index) BranchListen(ctx context.Context, key messages.WorkspaceKey, branch string) (listen, bool, error) {
 	if err := x.Refresh(ctx); err != nil {
-		return Listen{}, false, err
+		return listen{}, false, err
 	}
 	x.mu.Lock()
 	es := copies(x.listens[key])
@@ -584,7 +584,7 @@ func (x *Index) BranchListen(ctx context.Context, key messages.WorkspaceKey, bra
 			return l, true, nil
 		}
 	}
-	return Listen{}, false, nil
+	return listen{}, false, nil
 }
 
 // Replies returns the node user's end and refusal notes answering a launch

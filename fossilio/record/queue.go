@@ -20,7 +20,7 @@ func RunResult(kind messages.ResultKind, login string, ci fossilio.Info, changes
 		if MayNotJudge(login, ci) != "" {
 			return "", false
 		}
-		sent, _ := SentVerdicts(changes)
+		sent, _ := sentVerdicts(changes)
 		for _, v := range sent {
 			if v.User == login {
 				return v.TagValue(), true
@@ -48,20 +48,20 @@ func MayNotJudge(login string, ci fossilio.Info) string {
 	return ""
 }
 
-// Queued is where one check-in stands for a branch listener: waiting for its
+// queued is where one check-in stands for a branch listener: waiting for its
 // run, or skipped for good (Skip says why), or neither (it has its result).
-type Queued struct {
+type queued struct {
 	Checkin string
 	Waits   bool
 	Skip    string
 }
 
-// QueueOf decides, for one check-in on the listened branch and its tag
+// queueOf decides, for one check-in on the listened branch and its tag
 // history, whether it waits for login's run of kind (a pure function): a
 // reviewer's own check-in is skipped; any other waits until it carries
 // login's result.
-func QueueOf(kind messages.ResultKind, login string, ci fossilio.Info, changes []fossilio.TagChange) Queued {
-	q := Queued{Checkin: ci.Hash}
+func queueOf(kind messages.ResultKind, login string, ci fossilio.Info, changes []fossilio.TagChange) queued {
+	q := queued{Checkin: ci.Hash}
 	if kind.Or() == messages.ResultVerdict {
 		if why := MayNotJudge(login, ci); why != "" {
 			q.Skip = why
@@ -77,18 +77,18 @@ func QueueOf(kind messages.ResultKind, login string, ci fossilio.Info, changes [
 // each check-in on branch received after the listen note after, in the
 // server's order, with where it stands. Nothing is stored for it: a result
 // on a check-in is what takes it out.
-func Queue(ctx context.Context, r *fossilio.Repo, kind messages.ResultKind, login, branch, after string) ([]Queued, error) {
+func Queue(ctx context.Context, r *fossilio.Repo, kind messages.ResultKind, login, branch, after string) ([]queued, error) {
 	cs, err := r.CheckinsOnBranch(ctx, branch, after)
 	if err != nil {
 		return nil, fmt.Errorf("list the check-ins on %q after %s: %w", branch, after, err)
 	}
-	out := make([]Queued, 0, len(cs))
+	out := make([]queued, 0, len(cs))
 	for _, ci := range cs {
 		changes, err := r.CheckinTags(ctx, ci.Hash)
 		if err != nil {
 			return nil, fmt.Errorf("read the tags of %s: %w", ci.Hash, err)
 		}
-		out = append(out, QueueOf(kind, login, ci, changes))
+		out = append(out, queueOf(kind, login, ci, changes))
 	}
 	return out, nil
 }

@@ -11,7 +11,7 @@ import (
 // reviewer's own check-in (sent by it: its U card, which anyone writes,
 // proves nothing, D47) is skipped for good; any
 // other waits until it carries the listener's own result: for a reviewer its
-// verdict, as SentVerdicts reads it (another's verdict, a cancel or a value
+// verdict, as sentVerdicts reads it (another's verdict, a cancel or a value
 // that is no verdict leave it waiting); for CI its ci tag.
 func TestQueueOf(t *testing.T) {
 	ch := func(op fossilio.TagOp, name, value, sender string) fossilio.TagChange {
@@ -46,9 +46,9 @@ func TestQueueOf(t *testing.T) {
 		{"CI tests its own check-in", "", fossilio.Info{Hash: "c2", Sender: "rev"}, nil, true, false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			q := QueueOf(c.kind, "rev", c.ci, c.changes)
+			q := queueOf(c.kind, "rev", c.ci, c.changes)
 			if q.Waits != c.waits || (q.Skip != "") != c.skip || q.Checkin != c.ci.Hash {
-				t.Errorf("QueueOf = %+v; want waits %v, skipped %v", q, c.waits, c.skip)
+				t.Errorf("queueOf = %+v; want waits %v, skipped %v", q, c.waits, c.skip)
 			}
 			got, found := RunResult(c.kind, "rev", c.ci, c.changes)
 			if got != c.result || found != (c.result != "") {

@@ -10,11 +10,11 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// RunResponse is the response of one run of a protocol v1 record (seed 001
+// runResponse is the response of one run of a protocol v1 record (seed 001
 // E5, D51): a reply in the record's thread holding a response block that
 // answers the record, sent by the record's node user (E5: no other
 // sender's counts).
-type RunResponse struct {
+type runResponse struct {
 	Hash     string
 	Response *messages.Response
 }
@@ -26,23 +26,23 @@ type RunResponse struct {
 // that run; "" for a run not yet ended: up to now), the last in the
 // server's order. A response any other login wrote, the agent's among
 // them, never counts. ok is false when there is none.
-func ResponseOf(ctx context.Context, r *fossilio.Repo, record, nodeUser, launch, end string) (RunResponse, bool, error) {
+func ResponseOf(ctx context.Context, r *fossilio.Repo, record, nodeUser, launch, end string) (runResponse, bool, error) {
 	if !r.SendersKnown() {
-		return RunResponse{}, false, fmt.Errorf("read the response to %s in %s: a clone does not know who sent what", record, r.Path())
+		return runResponse{}, false, fmt.Errorf("read the response to %s in %s: a clone does not know who sent what", record, r.Path())
 	}
 	// A ticket's id names no post: a ticket is never a v1 record.
 	info, err := r.Info(ctx, record)
 	if errors.Is(err, fossilio.ErrNotFound) || (err == nil && (info.Kind != fossilio.KindPost || info.InReplyTo != "")) {
-		return RunResponse{}, false, nil
+		return runResponse{}, false, nil
 	}
 	if err != nil {
-		return RunResponse{}, false, fmt.Errorf("read the response to %s: %w", record, err)
+		return runResponse{}, false, fmt.Errorf("read the response to %s: %w", record, err)
 	}
 	posts, err := r.Thread(ctx, record)
 	if err != nil {
-		return RunResponse{}, false, fmt.Errorf("read the response to %s: %w", record, err)
+		return runResponse{}, false, fmt.Errorf("read the response to %s: %w", record, err)
 	}
-	var out RunResponse
+	var out runResponse
 	found, after := false, launch == ""
 	for _, p := range posts {
 		if p.First == end || p.Hash == end {
@@ -66,7 +66,7 @@ func ResponseOf(ctx context.Context, r *fossilio.Repo, record, nodeUser, launch,
 		if err != nil || resp.Answers != record {
 			continue
 		}
-		out, found = RunResponse{Hash: p.Hash, Response: resp}, true
+		out, found = runResponse{Hash: p.Hash, Response: resp}, true
 	}
 	return out, found, nil
 }

@@ -10,9 +10,9 @@ import (
 // What the node's status reads of a project's check-ins: the verdicts on
 // them and the reviewers' queues.
 
-// StatusVerdictsOf bounds how many check-ins the status reads verdicts
+// statusVerdictsOf bounds how many check-ins the status reads verdicts
 // of: those most recently tagged audited.
-const StatusVerdictsOf = 50
+const statusVerdictsOf = 50
 
 // StatusVerdicts lists, for the node's status, each user's latest verdict
 // that counts (Verdicts: every rule of E6, the audit tool's own) on the
@@ -21,7 +21,7 @@ const StatusVerdictsOf = 50
 // logged, once.
 func StatusVerdicts(ctx context.Context, idx *Index, project string, passed *PassedLog) ([]messages.VerdictStatus, error) {
 	r := idx.Repo()
-	tagged, err := r.Tagged(ctx, messages.AuditedTag, StatusVerdictsOf)
+	tagged, err := r.Tagged(ctx, messages.AuditedTag, statusVerdictsOf)
 	if err != nil {
 		return nil, fmt.Errorf("status: %w", err)
 	}

@@ -11,50 +11,50 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// AuditVerdict is one user's latest verdict on a check-in (protocol v1 E6).
-type AuditVerdict struct {
+// auditVerdict is one user's latest verdict on a check-in (protocol v1 E6).
+type auditVerdict struct {
 	messages.Verdict
 	User string // who sent the tag change, as the node's repository recorded it
 	Tag  string // the tag change carrying it
 }
 
-// PassedVerdict is an audited tag change a reader passes over and logs
+// passedVerdict is an audited tag change a reader passes over and logs
 // (once): one whose value is no verdict (messages.ParseVerdict), the
 // sender's earlier verdict standing, or a user's latest verdict that does
 // not count (VerdictCounts), which leaves that user none.
-type PassedVerdict struct {
+type passedVerdict struct {
 	Tag    string // the tag change
 	Sender string
 	Why    string
 }
 
 // Line is how a reader logs it.
-func (p PassedVerdict) Line() string {
+func (p passedVerdict) Line() string {
 	return fmt.Sprintf("the audited tag sent by %q is passed over: %s", p.Sender, p.Why)
 }
 
-// SentVerdicts reads each user's latest verdict on the check-in ci from the
+// sentVerdicts reads each user's latest verdict on the check-in ci from the
 // audited tag's history (fossilio.CheckinTags), in the server's order of
 // those latest changes, before any rule of E6 is asked of it (Verdicts
 // asks them): a cancel withdraws its sender's verdict, and a value that is
 // no verdict is passed over, the sender's earlier verdict standing. It is
 // what a reviewer's queue asks (has the login left its result, RunResult).
-func SentVerdicts(changes []fossilio.TagChange) ([]AuditVerdict, []PassedVerdict) {
+func sentVerdicts(changes []fossilio.TagChange) ([]auditVerdict, []passedVerdict) {
 	latest := map[string]int{}
-	var out []*AuditVerdict
-	var passed []PassedVerdict
+	var out []*auditVerdict
+	var passed []passedVerdict
 	for _, c := range changes {
 		if c.Name != messages.AuditedTag {
 			continue
 		}
-		var v *AuditVerdict
+		var v *auditVerdict
 		if c.Op != fossilio.TagCancel {
 			pv, err := messages.ParseVerdict(c.Value)
 			if err != nil {
-				passed = append(passed, PassedVerdict{Tag: c.Hash, Sender: c.Sender, Why: "it holds no verdict: " + err.Error()})
+				passed = append(passed, passedVerdict{Tag: c.Hash, Sender: c.Sender, Why: "it holds no verdict: " + err.Error()})
 				continue
 			}
-			v = &AuditVerdict{Verdict: pv, User: c.Sender, Tag: c.Hash}
+			v = &auditVerdict{Verdict: pv, User: c.Sender, Tag: c.Hash}
 		}
 		if i, ok := latest[c.Sender]; ok {
 			out[i] = nil
@@ -62,7 +62,7 @@ func SentVerdicts(changes []fossilio.TagChange) ([]AuditVerdict, []PassedVerdict
 		latest[c.Sender] = len(out)
 		out = append(out, v)
 	}
-	var kept []AuditVerdict
+	var kept []auditVerdict
 	for _, v := range out {
 		if v != nil {
 			kept = append(kept, *v)
@@ -71,9 +71,9 @@ func SentVerdicts(changes []fossilio.TagChange) ([]AuditVerdict, []PassedVerdict
 	return kept, passed
 }
 
-// Objective is what the repository says of the X a verdict names (E6):
+// objective is what the repository says of the X a verdict names (E6):
 // the facts VerdictCounts judges it by, read by Index.Objective.
-type Objective struct {
+type objective struct {
 	// Against is X, as the verdict names it.
 	Against string
 	// Record: X is a full hash, so it names a record; otherwise it is the
@@ -101,14 +101,14 @@ type Objective struct {
 	FilesUnread string
 }
 
-// NotCounting says why a verdict does not count: Field is the part of it
+// notCounting says why a verdict does not count: Field is the part of it
 // at fault (checkin: who may judge it; against: its X), Why says how.
-type NotCounting struct {
+type notCounting struct {
 	Field string
 	Why   string
 }
 
-func (n *NotCounting) Error() string { return n.Field + ": " + n.Why }
+func (n *notCounting) Error() string { return n.Field + ": " + n.Why }
 
 // VerdictCounts is every rule of seed 001 E6 a verdict on the check-in ci,
 // sent by sender, must meet to count, given what the repository says of
@@ -122,9 +122,9 @@ func (n *NotCounting) Error() string { return n.Field + ": " + n.Why }
 //   - a record it names counts (a user holding admin or setup wrote it)
 //     and lists the check-in's branch among its checkins;
 //   - a file it names is in the check-in.
-func VerdictCounts(sender string, ci fossilio.Info, v messages.Verdict, x Objective) *NotCounting {
-	no := func(field, format string, args ...any) *NotCounting {
-		return &NotCounting{Field: field, Why: fmt.Sprintf(format, args...)}
+func VerdictCounts(sender string, ci fossilio.Info, v messages.Verdict, x objective) *notCounting {
+	no := func(field, format string, args ...any) *notCounting {
+		return &notCounting{Field: field, Why: fmt.Sprintf(format, args...)}
 	}
 	if sender == "" {
 		return no("checkin", "the verdict's sender is not known (only the node's repository records who sent an artifact, E2)")
@@ -159,17 +159,17 @@ func VerdictCounts(sender string, ci fossilio.Info, v messages.Verdict, x Object
 	return nil
 }
 
-// Verdicts is each user's latest verdict on the check-in ci that counts
+// verdicts is each user's latest verdict on the check-in ci that counts
 // (E6): SentVerdicts, each judged by VerdictCounts against what objective
 // says of its X; a latest verdict that does not count is passed over with
 // why, and its sender has none. The second list is every change passed
 // over, for a reader that logs them.
-func Verdicts(ci fossilio.Info, changes []fossilio.TagChange, objective func(against string) Objective) ([]AuditVerdict, []PassedVerdict) {
-	sent, passed := SentVerdicts(changes)
-	var kept []AuditVerdict
+func verdicts(ci fossilio.Info, changes []fossilio.TagChange, objective func(against string) objective) ([]auditVerdict, []passedVerdict) {
+	sent, passed := sentVerdicts(changes)
+	var kept []auditVerdict
 	for _, v := range sent {
 		if no := VerdictCounts(v.User, ci, v.Verdict, objective(v.Against)); no != nil {
-			passed = append(passed, PassedVerdict{Tag: v.Tag, Sender: v.User, Why: "its verdict does not count: " + no.Why})
+			passed = append(passed, passedVerdict{Tag: v.Tag, Sender: v.User, Why: "its verdict does not count: " + no.Why})
 			continue
 		}
 		kept = append(kept, v)
@@ -179,13 +179,13 @@ func Verdicts(ci fossilio.Info, changes []fossilio.TagChange, objective func(aga
 
 // ReadVerdicts is Verdicts on the check-in ci, its tag history read from
 // the repository and each X read once (Index.Objective).
-func (x *Index) ReadVerdicts(ctx context.Context, ci fossilio.Info) ([]AuditVerdict, []PassedVerdict, error) {
+func (x *Index) ReadVerdicts(ctx context.Context, ci fossilio.Info) ([]auditVerdict, []passedVerdict, error) {
 	changes, err := x.repo.CheckinTags(ctx, ci.Hash)
 	if err != nil {
 		return nil, nil, err
 	}
-	sent, _ := SentVerdicts(changes)
-	read := map[string]Objective{}
+	sent, _ := sentVerdicts(changes)
+	read := map[string]objective{}
 	for _, v := range sent {
 		if _, done := read[v.Against]; done {
 			continue
@@ -196,7 +196,7 @@ func (x *Index) ReadVerdicts(ctx context.Context, ci fossilio.Info) ([]AuditVerd
 		}
 		read[v.Against] = o
 	}
-	kept, passed := Verdicts(ci, changes, func(against string) Objective { return read[against] })
+	kept, passed := verdicts(ci, changes, func(against string) objective { return read[against] })
 	return kept, passed, nil
 }
 
@@ -206,8 +206,8 @@ func (x *Index) ReadVerdicts(ctx context.Context, ci fossilio.Info) ([]AuditVerd
 // against it, D42), who sent it, whether that user holds admin or setup
 // now (D7) and the branches it is about; for a path, whether ci holds a
 // file there. A post never changes, so a record is read once.
-func (x *Index) Objective(ctx context.Context, ci fossilio.Info, against string) (Objective, error) {
-	o := Objective{Against: against, Record: messages.Verdict{Against: against}.NamesRecord()}
+func (x *Index) Objective(ctx context.Context, ci fossilio.Info, against string) (objective, error) {
+	o := objective{Against: against, Record: messages.Verdict{Against: against}.NamesRecord()}
 	if !o.Record {
 		has, err := x.repo.CheckinHasFile(ctx, ci.Hash, against)
 		if errors.Is(err, fossilio.ErrMalformed) || errors.Is(err, fossilio.ErrNotFound) {

@@ -32,7 +32,7 @@ func TestSentVerdicts(t *testing.T) {
 		ch(fossilio.TagCancel, "audited", "", "erin", "t9"),
 		ch(fossilio.TagAdd, "audited", "pass: long (against "+strings.Repeat("x", 5000)+")", "bob", "t11"),
 	}
-	got, passed := SentVerdicts(changes)
+	got, passed := sentVerdicts(changes)
 	want := []struct{ user, reason, tag string }{{"alice", "named", "t2"}, {"carol", "carol", "t4"}, {"bob", "second", "t5"}}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v", got)
@@ -57,14 +57,14 @@ func TestVerdictCounts(t *testing.T) {
 	ci := fossilio.Info{Hash: strings.Repeat("c", 64), Sender: "agent", Author: "alice", Branch: "trunk"}
 	onRecord := messages.Verdict{Pass: true, Reason: "ok", Against: rec}
 	onFile := messages.Verdict{Pass: true, Reason: "ok", Against: "PLAN.md"}
-	counting := Objective{Against: rec, Record: true, Found: true, Sender: "admin", Counts: true, Branches: []string{"docs", "trunk"}}
-	file := Objective{Against: "PLAN.md", HasFile: true}
-	with := func(o Objective, f func(*Objective)) Objective { f(&o); return o }
+	counting := objective{Against: rec, Record: true, Found: true, Sender: "admin", Counts: true, Branches: []string{"docs", "trunk"}}
+	file := objective{Against: "PLAN.md", HasFile: true}
+	with := func(o objective, f func(*objective)) objective { f(&o); return o }
 	for _, c := range []struct {
 		name   string
 		sender string
 		v      messages.Verdict
-		x      Objective
+		x      objective
 		field  string
 		says   string
 	}{
@@ -73,15 +73,15 @@ func TestVerdictCounts(t *testing.T) {
 		{"the user its U card names", "alice", onFile, file, "", ""},
 		{"by the check-in's sender", "agent", onRecord, counting, "checkin", `was sent by "agent"`},
 		{"by nobody known", "", onFile, file, "checkin", "not known"},
-		{"a record written by a user without admin or setup", "bob", onRecord, with(counting, func(o *Objective) { o.Counts, o.Sender = false, "alice" }),
+		{"a record written by a user without admin or setup", "bob", onRecord, with(counting, func(o *objective) { o.Counts, o.Sender = false, "alice" }),
 			"against", `the record ` + rec + ` does not count: its sender "alice" holds neither admin nor setup`},
-		{"a record without the branch", "bob", onRecord, with(counting, func(o *Objective) { o.Branches = []string{"docs"} }),
+		{"a record without the branch", "bob", onRecord, with(counting, func(o *objective) { o.Branches = []string{"docs"} }),
 			"against", `does not list the check-in's branch "trunk" in its checkins (docs)`},
-		{"a record with no checkins", "bob", onRecord, with(counting, func(o *Objective) { o.Branches = nil }), "against", `branch "trunk"`},
-		{"no record at all", "bob", onRecord, Objective{Against: rec, Record: true}, "against", "is no record"},
-		{"no record, why said", "bob", onRecord, Objective{Against: rec, Record: true, NoRecord: "sandbox.cpus: unknown"}, "against", "is no record: sandbox.cpus: unknown"},
-		{"a file the check-in lacks", "bob", onFile, Objective{Against: "PLAN.md"}, "against", `has no file "PLAN.md"`},
-		{"a check-in whose files do not read", "bob", onFile, Objective{Against: "PLAN.md", HasFile: true, FilesUnread: "malformed"}, "against", "do not read"},
+		{"a record with no checkins", "bob", onRecord, with(counting, func(o *objective) { o.Branches = nil }), "against", `branch "trunk"`},
+		{"no record at all", "bob", onRecord, objective{Against: rec, Record: true}, "against", "is no record"},
+		{"no record, why said", "bob", onRecord, objective{Against: rec, Record: true, NoRecord: "sandbox.cpus: unknown"}, "against", "is no record: sandbox.cpus: unknown"},
+		{"a file the check-in lacks", "bob", onFile, objective{Against: "PLAN.md"}, "against", `has no file "PLAN.md"`},
+		{"a check-in whose files do not read", "bob", onFile, objective{Against: "PLAN.md", HasFile: true, FilesUnread: "malformed"}, "against", "do not read"},
 		{"facts of another X", "bob", onFile, counting, "against", "was not read"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -100,7 +100,7 @@ func TestVerdictCounts(t *testing.T) {
 }
 
 // TestVerdictsProperties: for any tag history and any facts of the Xs its
-// verdicts name, Verdicts keeps exactly each user's latest verdict (a
+// verdicts name, verdicts keeps exactly each user's latest verdict (a
 // cancel withdrawing it, a value that is no verdict passed over) when
 // VerdictCounts says it counts, in the server's order of those latest
 // changes; every other audited change the history holds is either
@@ -111,9 +111,9 @@ func TestVerdictsProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ci := fossilio.Info{Hash: strings.Repeat("c", 64), Sender: rapid.SampledFrom(users[1:]).Draw(t, "ci-sender"),
 			Branch: rapid.SampledFrom([]string{"trunk", "feature"}).Draw(t, "branch")}
-		facts := map[string]Objective{}
+		facts := map[string]objective{}
 		for _, x := range xs {
-			o := Objective{Against: x, Record: messages.Verdict{Against: x}.NamesRecord(),
+			o := objective{Against: x, Record: messages.Verdict{Against: x}.NamesRecord(),
 				Found: rapid.Bool().Draw(t, "found"), Sender: rapid.SampledFrom(users[1:]).Draw(t, "rec-sender"),
 				Counts: rapid.Bool().Draw(t, "counts"), HasFile: rapid.Bool().Draw(t, "has")}
 			o.Branches = rapid.SliceOfDistinct(rapid.SampledFrom([]string{"trunk", "feature", "docs"}), func(s string) string { return s }).Draw(t, "branches")
@@ -135,7 +135,7 @@ func TestVerdictsProperties(t *testing.T) {
 			}
 			changes = append(changes, c)
 		}
-		kept, passed := Verdicts(ci, changes, func(x string) Objective { return facts[x] })
+		kept, passed := verdicts(ci, changes, func(x string) objective { return facts[x] })
 
 		// The model: each user's latest audited change that is a cancel or
 		// reads as a verdict, kept when it is a verdict that counts.
@@ -198,7 +198,7 @@ func TestVerdictsProperties(t *testing.T) {
 			if _, err := messages.ParseVerdict(c.Value); err == nil && superseded {
 				continue
 			}
-			if !slices.ContainsFunc(passed, func(p PassedVerdict) bool { return p.Tag == c.Hash }) {
+			if !slices.ContainsFunc(passed, func(p passedVerdict) bool { return p.Tag == c.Hash }) {
 				t.Fatalf("%s (%q by %q) is neither kept, superseded nor passed over: passed %+v", c.Hash, c.Value, c.Sender, passed)
 			}
 		}

@@ -32,10 +32,10 @@ import (
 // index into, beside the index.
 const stagePrefix = ".listening."
 
-// LockWait bounds how long a change of the index waits for another to end.
+// lockWait bounds how long a change of the index waits for another to end.
 // Each holds the lock for one read of the node's repository and a few small
 // files, so a longer wait means something is stuck.
-const LockWait = 30 * time.Second
+const lockWait = 30 * time.Second
 
 // Own is a session's own record, which its index always names (contracts 7).
 type Own struct {
@@ -43,9 +43,9 @@ type Own struct {
 	ID   string              // the thread's root post, or the ticket's id
 }
 
-// OwnRecord tells what the record id is, from the node's repository: a
+// ownRecord tells what the record id is, from the node's repository: a
 // thread (id is a forum post; its thread's root is the record) or a ticket.
-func OwnRecord(ctx context.Context, node *fossilio.Repo, id string) (Own, error) {
+func ownRecord(ctx context.Context, node *fossilio.Repo, id string) (Own, error) {
 	info, err := node.Info(ctx, id)
 	if err == nil {
 		if info.Kind != fossilio.KindPost {
@@ -66,8 +66,8 @@ func OwnRecord(ctx context.Context, node *fossilio.Repo, id string) (Own, error)
 	return Own{Kind: messages.ListenTicket, ID: changes[0].Ticket}, nil
 }
 
-// Event is one listen or unlisten note the agent login sent.
-type Event struct {
+// event is one listen or unlisten note the agent login sent.
+type event struct {
 	messages.Listener
 	// On is true for a listen note, false for an unlisten note.
 	On bool
@@ -81,7 +81,7 @@ type Event struct {
 // Events reads the listen and unlisten notes of workspace key that its agent
 // login sent, as the node's repository recorded the sender (D7), in the
 // server's order. A note in the agent's name sent by anyone else is not read.
-func Events(ctx context.Context, node *fossilio.Repo, key messages.WorkspaceKey) ([]Event, error) {
+func Events(ctx context.Context, node *fossilio.Repo, key messages.WorkspaceKey) ([]event, error) {
 	if !node.SendersKnown() {
 		return nil, fmt.Errorf("the listen notes of %s: %s is not the node's repository, where senders are known", key, node.Path())
 	}
@@ -89,7 +89,7 @@ func Events(ctx context.Context, node *fossilio.Repo, key messages.WorkspaceKey)
 	if err != nil {
 		return nil, fmt.Errorf("the listen notes of %s: %w", key, err)
 	}
-	var out []Event
+	var out []event
 	for _, s := range sent {
 		n, err := messages.ReadPost([]byte(s.Text))
 		if err != nil {
@@ -101,7 +101,7 @@ func Events(ctx context.Context, node *fossilio.Repo, key messages.WorkspaceKey)
 		if !counts || l.Key() != key {
 			continue
 		}
-		out = append(out, Event{Listener: l, On: on, Hash: s.Hash, Rcvid: s.Rcvid, Rid: s.Rid})
+		out = append(out, event{Listener: l, On: on, Hash: s.Hash, Rcvid: s.Rcvid, Rid: s.Rid})
 	}
 	return out, nil
 }
@@ -109,15 +109,15 @@ func Events(ctx context.Context, node *fossilio.Repo, key messages.WorkspaceKey)
 // EventsIn is Events as the node's live index holds them (a
 // record.Index of the node's repository): the listen and unlisten notes
 // that count, read with whatever arrived since its last read.
-func EventsIn(ctx context.Context, x *record.Index, key messages.WorkspaceKey) ([]Event, error) {
+func EventsIn(ctx context.Context, x *record.Index, key messages.WorkspaceKey) ([]event, error) {
 	es, err := x.ListenEntries(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("the listen notes of %s: %w", key, err)
 	}
-	out := make([]Event, 0, len(es))
+	out := make([]event, 0, len(es))
 	for _, e := range es {
 		if l, on, counts := record.ListenCounts(e); counts && l.Key() == key {
-			out = append(out, Event{Listener: l, On: on, Hash: e.Hash, Rcvid: e.Rcvid, Rid: e.Rid})
+			out = append(out, event{Listener: l, On: on, Hash: e.Hash, Rcvid: e.Rcvid, Rid: e.Rid})
 		}
 	}
 	return out, nil
@@ -130,7 +130,7 @@ func OwnRecordIn(ctx context.Context, x *record.Index, id string) (Own, error) {
 	if e, ok := x.Definition(id); ok && !e.Ticket {
 		return Own{Kind: messages.ListenThread, ID: e.Record}, nil
 	}
-	return OwnRecord(ctx, x.Repo(), id)
+	return ownRecord(ctx, x.Repo(), id)
 }
 
 // Want is the listening index the notes make (a pure function): the
@@ -138,14 +138,14 @@ func OwnRecordIn(ctx context.Context, x *record.Index, id string) (Own, error) {
 // workspace key whose latest note in the server's order is a listen note,
 // heard after that note's receipt. It maps each file name of
 // WS/session/listening/ to what its file says.
-func Want(key messages.WorkspaceKey, own Own, events []Event) (map[string]messages.ListeningEntry, error) {
+func Want(key messages.WorkspaceKey, own Own, events []event) (map[string]messages.ListeningEntry, error) {
 	out := make(map[string]messages.ListeningEntry)
 	ownName, err := messages.ListeningFileName(own.Kind, own.ID)
 	if err != nil {
 		return nil, fmt.Errorf("listening file of the session's own record: %w", err)
 	}
 	sorted := slices.Clone(events)
-	slices.SortStableFunc(sorted, func(a, b Event) int {
+	slices.SortStableFunc(sorted, func(a, b event) int {
 		if a.Rcvid != b.Rcvid {
 			return cmp.Compare(a.Rcvid, b.Rcvid)
 		}
@@ -155,7 +155,7 @@ func Want(key messages.WorkspaceKey, own Own, events []Event) (map[string]messag
 		kind  messages.ListenKind
 		names string
 	}
-	latest := make(map[listener]Event)
+	latest := make(map[listener]event)
 	var order []listener
 	for _, e := range sorted {
 		if e.Login != key.Login || e.Project != key.Project {
@@ -183,8 +183,8 @@ func Want(key messages.WorkspaceKey, own Own, events []Event) (map[string]messag
 	return out, nil
 }
 
-// Result says what a rebuild wrote.
-type Result struct {
+// result says what a rebuild wrote.
+type result struct {
 	// Files are the index's file names, sorted.
 	Files []string
 	// Notes is how many listen and unlisten notes of the workspace were read.
@@ -235,8 +235,8 @@ func ReadHears(root *unixhost.Root, ws host.Workspace) (hears []string, ok bool,
 // read here, or comes after, and its change stands. The new index replaces the
 // old one at once (an exchange of directories), so a reader sees the one or
 // the other, never a mix; nothing is written through a symbolic link.
-func Rebuild(ctx context.Context, root *unixhost.Root, ws host.Workspace, node *fossilio.Repo, own Own, hears []string) (Result, error) {
-	return RebuildWith(ctx, root, ws, own, func(ctx context.Context) ([]Event, []string, error) {
+func Rebuild(ctx context.Context, root *unixhost.Root, ws host.Workspace, node *fossilio.Repo, own Own, hears []string) (result, error) {
+	return RebuildWith(ctx, root, ws, own, func(ctx context.Context) ([]event, []string, error) {
 		events, err := Events(ctx, node, ws.Key)
 		return events, hears, err
 	})
@@ -244,12 +244,12 @@ func Rebuild(ctx context.Context, root *unixhost.Root, ws host.Workspace, node *
 
 // A Reading reads, under the listening index's lock, the workspace's
 // listen and unlisten notes and whom its session hears (ResolveHears).
-type Reading func(ctx context.Context) (events []Event, hears []string, err error)
+type reading func(ctx context.Context) (events []event, hears []string, err error)
 
 // RebuildWith is Rebuild, the record read by read under the lock.
-func RebuildWith(ctx context.Context, root *unixhost.Root, ws host.Workspace, own Own, read Reading) (Result, error) {
+func RebuildWith(ctx context.Context, root *unixhost.Root, ws host.Workspace, own Own, read reading) (result, error) {
 	key := ws.Key
-	var res Result
+	var res result
 	err := locked(ctx, root, ws, func(sess *unixhost.Dir) error {
 		events, hears, err := read(ctx)
 		if err != nil {
@@ -277,7 +277,7 @@ func RebuildWith(ctx context.Context, root *unixhost.Root, ws host.Workspace, ow
 		return writeHeld(root, ws, ws.Hears, hearsFile)
 	})
 	if err != nil {
-		return Result{}, fmt.Errorf("rebuild the listening index of %s: %w", key, err)
+		return result{}, fmt.Errorf("rebuild the listening index of %s: %w", key, err)
 	}
 	return res, nil
 }
@@ -286,8 +286,8 @@ func RebuildWith(ctx context.Context, root *unixhost.Root, ws host.Workspace, ow
 // read of the repository (record.Index.Pin): the listen notes (EventsIn)
 // and, when hears is nil, the users holding admin or setup as of the same
 // read (PinStanding).
-func InIndex(x *record.Index, key messages.WorkspaceKey, hears []string) Reading {
-	return func(ctx context.Context) ([]Event, []string, error) {
+func InIndex(x *record.Index, key messages.WorkspaceKey, hears []string) reading {
+	return func(ctx context.Context) ([]event, []string, error) {
 		pin := x.Pin
 		if hears == nil {
 			pin = x.PinStanding
@@ -369,22 +369,22 @@ func ReadCheckins(root *unixhost.Root, ws host.Workspace) ([]string, error) {
 // and before the index is written: where a tool's change would meet it.
 var afterRead func()
 
-// RebuildFor opens the node's repository at repository, tells what the
+// rebuildFor opens the node's repository at repository, tells what the
 // session's own record is, and rebuilds the index (Rebuild): what the daemon
 // does just before it starts a session.
-func RebuildFor(ctx context.Context, root *unixhost.Root, ws host.Workspace, repository, record string, hears []string) (Result, error) {
+func rebuildFor(ctx context.Context, root *unixhost.Root, ws host.Workspace, repository, record string, hears []string) (result, error) {
 	node, err := fossilio.OpenNode(repository, nil)
 	if err != nil {
-		return Result{}, fmt.Errorf("rebuild the listening index of %s: %w", ws.Key, err)
+		return result{}, fmt.Errorf("rebuild the listening index of %s: %w", ws.Key, err)
 	}
 	defer node.Close()
-	own, err := OwnRecord(ctx, node, record)
+	own, err := ownRecord(ctx, node, record)
 	if err != nil {
-		return Result{}, fmt.Errorf("rebuild the listening index of %s: the session's own %w", ws.Key, err)
+		return result{}, fmt.Errorf("rebuild the listening index of %s: the session's own %w", ws.Key, err)
 	}
 	resolved, err := ResolveHears(ctx, node, hears)
 	if err != nil {
-		return Result{}, fmt.Errorf("rebuild the listening index of %s: %w", ws.Key, err)
+		return result{}, fmt.Errorf("rebuild the listening index of %s: %w", ws.Key, err)
 	}
 	return Rebuild(ctx, root, ws, node, own, resolved)
 }
@@ -447,7 +447,7 @@ func locked(ctx context.Context, root *unixhost.Root, ws host.Workspace, fn func
 // lock takes an exclusive flock on f, waiting at most LockWait (or until ctx
 // ends) while another holds it.
 func lock(ctx context.Context, f *os.File) error {
-	if err := unixhost.LockFile(ctx, f, unixhost.Exclusive, LockWait); err != nil {
+	if err := unixhost.LockFile(ctx, f, unixhost.Exclusive, lockWait); err != nil {
 		return fmt.Errorf("the listening index: %w", err)
 	}
 	return nil

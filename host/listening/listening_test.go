@@ -239,7 +239,7 @@ func TestRebuildFromWhatTheAgentSent(t *testing.T) {
 	// The notes change; the next rebuild follows them.
 	n.note(n.ann, false, messages.ListenThread, t1, "")
 	n.note(n.ann, true, messages.ListenThread, t3, "")
-	if _, err := RebuildFor(ctx, n.root, n.ws, n.srv.Repo, k1, nil); err != nil {
+	if _, err := rebuildFor(ctx, n.root, n.ws, n.srv.Repo, k1, nil); err != nil {
 		t.Fatal(err)
 	}
 	want = sorted("branch feature/x", "thread "+t3, "ticket "+k1)
@@ -489,24 +489,24 @@ func TestOwnRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o, err := OwnRecord(ctx, n.repo, reply); err != nil || o != (Own{messages.ListenThread, root}) {
+	if o, err := ownRecord(ctx, n.repo, reply); err != nil || o != (Own{messages.ListenThread, root}) {
 		t.Errorf("a reply's record: %+v, %v", o, err)
 	}
 	_, k, err := n.admin.NewTicket(ctx, fossilio.Field{Name: "title", Value: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o, err := OwnRecord(ctx, n.repo, k); err != nil || o != (Own{messages.ListenTicket, k}) {
+	if o, err := ownRecord(ctx, n.repo, k); err != nil || o != (Own{messages.ListenTicket, k}) {
 		t.Errorf("a ticket: %+v, %v", o, err)
 	}
 	checkin := strings.Trim(mustSQL(t, n, "SELECT uuid FROM blob WHERE rid=(SELECT min(objid) FROM event WHERE type='ci')"), "'")
-	if _, err := OwnRecord(ctx, n.repo, checkin); err == nil || !strings.Contains(err.Error(), "check-in") {
+	if _, err := ownRecord(ctx, n.repo, checkin); err == nil || !strings.Contains(err.Error(), "check-in") {
 		t.Errorf("a check-in as a record: %v", err)
 	}
-	if _, err := OwnRecord(ctx, n.repo, strings.Repeat("ab", 20)); err == nil {
+	if _, err := ownRecord(ctx, n.repo, strings.Repeat("ab", 20)); err == nil {
 		t.Error("an unknown record: no error")
 	}
-	if _, err := RebuildFor(ctx, n.root, n.ws, filepath.Join(t.TempDir(), "none.fossil"), root, nil); err == nil {
+	if _, err := rebuildFor(ctx, n.root, n.ws, filepath.Join(t.TempDir(), "none.fossil"), root, nil); err == nil {
 		t.Error("a repository that does not exist: no error")
 	}
 	// Senders are unknown in a clone: a rebuild from one is refused.

@@ -17,7 +17,7 @@ func TestWant(t *testing.T) {
 	l := func(kind messages.ListenKind, names string) messages.Listener {
 		return messages.Listener{Login: "agent-1", Project: "demo", Kind: kind, Names: names}
 	}
-	events := []Event{
+	events := []event{
 		// Given out of order: the server's order decides.
 		{Listener: l(messages.ListenThread, other), On: false, Rcvid: 3},
 		{Listener: l(messages.ListenThread, other), On: true, Rcvid: 1},
@@ -60,11 +60,11 @@ func TestWantIsTheLatestNote(t *testing.T) {
 	own := strings.Repeat("5", 40)
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(0, 30).Draw(t, "n")
-		events := make([]Event, n)
-		latest := map[string]Event{}
+		events := make([]event, n)
+		latest := map[string]event{}
 		for i := range events {
 			b := rapid.SampledFrom(branches).Draw(t, "branch")
-			e := Event{
+			e := event{
 				Listener: messages.Listener{Login: "agent-1", Project: "demo", Kind: messages.ListenBranch, Names: b},
 				On:       rapid.Bool().Draw(t, "on"),
 				// Distinct places in the server's order, drawn in any order.

@@ -90,7 +90,7 @@ type Made struct {
 	Spec host.RunSpec
 }
 
-// PrepareError is a run refused while it was prepared: Row is section 11's
+// prepareError is a run refused while it was prepared: Row is section 11's
 // row (2 or 3 for a field that does not hold once its values are in place,
 // 6 for no password, 8 for what the host cannot provide, 9 for a path
 // reaching the node's own files, 10 for a workspace step that failed) and
@@ -98,30 +98,30 @@ type Made struct {
 // Any other error of Prepare is the node's trouble, not the run's (the
 // context ended, the node's own values are wrong): the run stays in care
 // and may be prepared again.
-type PrepareError struct {
+type prepareError struct {
 	Row  messages.RefusalRow
 	Step int // the failing step's index in the workspace; -1 when no step failed
 	Note string
 	Err  error
 }
 
-func (e *PrepareError) Error() string { return "runs: prepare: " + e.Note }
+func (e *prepareError) Error() string { return "runs: prepare: " + e.Note }
 
 // Unwrap gives the cause, which the note already renders.
-func (e *PrepareError) Unwrap() error { return e.Err }
+func (e *prepareError) Unwrap() error { return e.Err }
 
 // Refusal is the refusal ended's note says.
-func (e *PrepareError) Refusal() *messages.Refusal {
+func (e *prepareError) Refusal() *messages.Refusal {
 	return &messages.Refusal{Row: e.Row, Note: e.Note}
 }
 
-func refused(row messages.RefusalRow, note string, err error) *PrepareError {
-	return &PrepareError{Row: row, Step: -1, Note: note, Err: err}
+func refused(row messages.RefusalRow, note string, err error) *prepareError {
+	return &prepareError{Row: row, Step: -1, Note: note, Err: err}
 }
 
 // fieldRefusal is a refusal for an error of messages' (a *FieldError): row 3
 // for a value not set, row 2 for a field of the wrong form.
-func fieldRefusal(err error) *PrepareError {
+func fieldRefusal(err error) *prepareError {
 	if errors.Is(err, messages.ErrUnsetValue) {
 		return refused(messages.RefusedSteps, "run: "+err.Error(), err)
 	}
@@ -182,11 +182,11 @@ func (p *Layers) Make(ctx context.Context, run *messages.Run, hash string) (Made
 	if run.HasPasswordStep() {
 		i := stepIndex(steps, messages.StepPassword)
 		if err := ws.checkPassword(ctx, i, steps[i]); err != nil {
-			var pe *PrepareError
+			var pe *prepareError
 			if !errors.As(err, &pe) || pe.Row < messages.RefusedUnprovided {
 				return Made{}, err
 			}
-			if failing == nil || pe.Step < failing.(*PrepareError).Step {
+			if failing == nil || pe.Step < failing.(*prepareError).Step {
 				failing = err
 			}
 		}
@@ -257,7 +257,7 @@ func (ws *workspace) run(ctx context.Context, hash string, steps []messages.RunS
 			if ctx.Err() != nil {
 				return fmt.Errorf("runs: prepare %s: workspace[%d] %s: %w", hash, i, s.Step, ctx.Err())
 			}
-			var pe *PrepareError
+			var pe *prepareError
 			if errors.As(err, &pe) {
 				return pe
 			}
@@ -281,14 +281,14 @@ func stepIndex(steps []messages.RunStep, kind string) int {
 
 // stepFailed is row 10: the note names the step, its kind, and why; no
 // secret of the run's is in it.
-func stepFailed(i int, s messages.RunStep, err error, secrets []string) *PrepareError {
+func stepFailed(i int, s messages.RunStep, err error, secrets []string) *prepareError {
 	why := strings.TrimPrefix(err.Error(), "runs: ")
 	for _, sec := range secrets {
 		if sec != "" {
 			why = strings.ReplaceAll(why, sec, "********")
 		}
 	}
-	return &PrepareError{Row: messages.RefusedStepFailed, Step: i,
+	return &prepareError{Row: messages.RefusedStepFailed, Step: i,
 		Note: fmt.Sprintf("%s, a %s step, failed: %s", stepField(i), s.Step, why), Err: err}
 }
 

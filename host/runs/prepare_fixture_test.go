@@ -160,11 +160,11 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-// mustRefuse asserts err is a *PrepareError of row, whose note holds every
+// mustRefuse asserts err is a *prepareError of row, whose note holds every
 // one of parts.
-func mustRefuse(t *testing.T, err error, row messages.RefusalRow, step int, parts ...string) *PrepareError {
+func mustRefuse(t *testing.T, err error, row messages.RefusalRow, step int, parts ...string) *prepareError {
 	t.Helper()
-	pe, ok := err.(*PrepareError)
+	pe, ok := err.(*prepareError)
 	if !ok {
 		t.Fatalf("want a refusal of row %d, got %T %v", row, err, err)
 	}

@@ -36,39 +36,39 @@ const PasswordsFileName = "run-passwords"
 
 // Bounds on the file of passwords, so that a runaway file is refused whole.
 const (
-	MaxPasswordsFile = 1 << 20
+	maxPasswordsFile = 1 << 20
 	maxPasswordUser  = 255
 	maxPassword      = 1024
 )
 
-// Passwords is a file of passwords, read. Its String lists the users, never
+// passwords is a file of passwords, read. Its String lists the users, never
 // a password.
-type Passwords struct {
+type passwords struct {
 	byUser map[string]string
 }
 
 // Password returns the user's password, and whether the file holds one.
-func (p Passwords) Password(user string) (string, bool) {
+func (p passwords) Password(user string) (string, bool) {
 	pw, ok := p.byUser[user]
 	return pw, ok
 }
 
 // Has says whether the file holds a password for user: what RunRefusal's
 // RunFacts.HasPassword needs (section 11, row 6).
-func (p Passwords) Has(user string) bool { _, ok := p.byUser[user]; return ok }
+func (p passwords) Has(user string) bool { _, ok := p.byUser[user]; return ok }
 
 // Users lists the users the file holds a password for, sorted.
-func (p Passwords) Users() []string {
+func (p passwords) Users() []string {
 	return slices.Sorted(maps.Keys(p.byUser))
 }
 
-func (p Passwords) String() string {
+func (p passwords) String() string {
 	return fmt.Sprintf("passwords for %d users (%s)", len(p.byUser), strings.Join(p.Users(), ", "))
 }
 
 // Encode renders the file, a line for each user in sorted order: what
 // ParsePasswords reads back as it is.
-func (p Passwords) Encode() []byte {
+func (p passwords) Encode() []byte {
 	var b strings.Builder
 	for _, u := range p.Users() {
 		b.WriteString(u)
@@ -81,29 +81,29 @@ func (p Passwords) Encode() []byte {
 
 // NewPasswords makes a Passwords from users and their passwords, checking
 // each as ParsePasswords does.
-func NewPasswords(byUser map[string]string) (Passwords, error) {
-	p := Passwords{byUser: make(map[string]string, len(byUser))}
+func NewPasswords(byUser map[string]string) (passwords, error) {
+	p := passwords{byUser: make(map[string]string, len(byUser))}
 	for _, u := range slices.Sorted(maps.Keys(byUser)) {
 		if why := checkPasswordUser(u); why != "" {
-			return Passwords{}, fmt.Errorf("runs: passwords: user %q %s", u, why)
+			return passwords{}, fmt.Errorf("runs: passwords: user %q %s", u, why)
 		}
 		if why := checkPassword(byUser[u]); why != "" {
-			return Passwords{}, fmt.Errorf("runs: passwords: the password of %q %s", u, why)
+			return passwords{}, fmt.Errorf("runs: passwords: the password of %q %s", u, why)
 		}
 		p.byUser[u] = byUser[u]
 	}
 	return p, nil
 }
 
-// PasswordsError says where a file of passwords does not read, by line; it
+// passwordsError says where a file of passwords does not read, by line; it
 // never quotes a password.
-type PasswordsError struct {
+type passwordsError struct {
 	Path string // "" when parsed from bytes
 	Line int    // 1-based; 0 for the file as a whole
 	Why  string
 }
 
-func (e *PasswordsError) Error() string {
+func (e *passwordsError) Error() string {
 	where := "the file of passwords"
 	if e.Path != "" {
 		where += " " + e.Path
@@ -114,36 +114,36 @@ func (e *PasswordsError) Error() string {
 	return fmt.Sprintf("runs: %s: %s", where, e.Why)
 }
 
-// ParsePasswords reads a file of passwords' bytes, strictly (see above).
-func ParsePasswords(b []byte) (Passwords, error) {
-	p := Passwords{byUser: map[string]string{}}
-	if len(b) > MaxPasswordsFile {
-		return Passwords{}, &PasswordsError{Why: fmt.Sprintf("is %d bytes, more than %d", len(b), MaxPasswordsFile)}
+// parsePasswords reads a file of passwords' bytes, strictly (see above).
+func parsePasswords(b []byte) (passwords, error) {
+	p := passwords{byUser: map[string]string{}}
+	if len(b) > maxPasswordsFile {
+		return passwords{}, &passwordsError{Why: fmt.Sprintf("is %d bytes, more than %d", len(b), maxPasswordsFile)}
 	}
 	if len(b) == 0 {
 		return p, nil
 	}
 	if b[len(b)-1] != '\n' {
-		return Passwords{}, &PasswordsError{Line: strings.Count(string(b), "\n") + 1, Why: "does not end with a newline"}
+		return passwords{}, &passwordsError{Line: strings.Count(string(b), "\n") + 1, Why: "does not end with a newline"}
 	}
 	lines := strings.Split(string(b[:len(b)-1]), "\n")
 	for i, l := range lines {
-		bad := func(why string) error { return &PasswordsError{Line: i + 1, Why: why} }
+		bad := func(why string) error { return &passwordsError{Line: i + 1, Why: why} }
 		if l == "" {
-			return Passwords{}, bad("is empty; every line is USER, one space, PASSWORD")
+			return passwords{}, bad("is empty; every line is USER, one space, PASSWORD")
 		}
 		user, pw, ok := strings.Cut(l, " ")
 		if !ok {
-			return Passwords{}, bad("has no space; every line is USER, one space, PASSWORD")
+			return passwords{}, bad("has no space; every line is USER, one space, PASSWORD")
 		}
 		if why := checkPasswordUser(user); why != "" {
-			return Passwords{}, bad("its user " + why)
+			return passwords{}, bad("its user " + why)
 		}
 		if why := checkPassword(pw); why != "" {
-			return Passwords{}, bad(fmt.Sprintf("the password of %q %s", user, why))
+			return passwords{}, bad(fmt.Sprintf("the password of %q %s", user, why))
 		}
 		if _, dup := p.byUser[user]; dup {
-			return Passwords{}, bad(fmt.Sprintf("names %q again", user))
+			return passwords{}, bad(fmt.Sprintf("names %q again", user))
 		}
 		p.byUser[user] = pw
 	}
@@ -197,45 +197,45 @@ var ErrNoPasswordsFile = errors.New("runs: no file of passwords")
 // that takes a password, so a file changed since is read as it is now.
 // A file that does not exist is ErrNoPasswordsFile: the node holds no
 // password.
-func ReadPasswords(path string) (Passwords, error) {
+func ReadPasswords(path string) (passwords, error) {
 	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
-		return Passwords{}, &PasswordsError{Path: path, Why: "is not an absolute, clean path"}
+		return passwords{}, &passwordsError{Path: path, Why: "is not an absolute, clean path"}
 	}
 	root, err := unixhost.OpenRoot(filepath.Dir(path))
 	if errors.Is(err, os.ErrNotExist) {
-		return Passwords{}, fmt.Errorf("%w: %s: %v", ErrNoPasswordsFile, path, err)
+		return passwords{}, fmt.Errorf("%w: %s: %v", ErrNoPasswordsFile, path, err)
 	}
 	if err != nil {
-		return Passwords{}, fmt.Errorf("runs: the file of passwords %s: %w", path, err)
+		return passwords{}, fmt.Errorf("runs: the file of passwords %s: %w", path, err)
 	}
 	defer root.Close()
 	f, err := root.OpenFile(path, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return Passwords{}, fmt.Errorf("%w: %s", ErrNoPasswordsFile, path)
+		return passwords{}, fmt.Errorf("%w: %s", ErrNoPasswordsFile, path)
 	}
 	if err != nil {
-		return Passwords{}, &PasswordsError{Path: path, Why: fmt.Sprintf("cannot be opened without following a link: %v", err)}
+		return passwords{}, &passwordsError{Path: path, Why: fmt.Sprintf("cannot be opened without following a link: %v", err)}
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return Passwords{}, fmt.Errorf("runs: the file of passwords %s: %w", path, err)
+		return passwords{}, fmt.Errorf("runs: the file of passwords %s: %w", path, err)
 	}
 	if !st.Mode().IsRegular() {
-		return Passwords{}, &PasswordsError{Path: path, Why: fmt.Sprintf("is not a regular file (%v)", st.Mode().Type())}
+		return passwords{}, &passwordsError{Path: path, Why: fmt.Sprintf("is not a regular file (%v)", st.Mode().Type())}
 	}
 	if st.Mode().Perm()&0o077 != 0 {
-		return Passwords{}, &PasswordsError{Path: path, Why: fmt.Sprintf("has mode %04o: another account may read or write it (0600 is its mode)", st.Mode().Perm())}
+		return passwords{}, &passwordsError{Path: path, Why: fmt.Sprintf("has mode %04o: another account may read or write it (0600 is its mode)", st.Mode().Perm())}
 	}
 	if owner, ours := unixhost.OwnedByUs(st); !ours {
-		return Passwords{}, &PasswordsError{Path: path, Why: fmt.Sprintf("is owned by uid %d, not by the node's account (uid %d): another account may have written it", owner, os.Geteuid())}
+		return passwords{}, &passwordsError{Path: path, Why: fmt.Sprintf("is owned by uid %d, not by the node's account (uid %d): another account may have written it", owner, os.Geteuid())}
 	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxPasswordsFile+1))
+	b, err := io.ReadAll(io.LimitReader(f, maxPasswordsFile+1))
 	if err != nil {
-		return Passwords{}, fmt.Errorf("runs: read the file of passwords %s: %w", path, err)
+		return passwords{}, fmt.Errorf("runs: read the file of passwords %s: %w", path, err)
 	}
-	p, err := ParsePasswords(b)
-	var pe *PasswordsError
+	p, err := parsePasswords(b)
+	var pe *passwordsError
 	if errors.As(err, &pe) {
 		pe.Path = path
 	}
@@ -249,7 +249,7 @@ func ReadPasswords(path string) (Passwords, error) {
 // a run that arrives with it, and the run tool a run before it is posted.
 func PasswordFacts(root, user string) (has bool, why string, err error) {
 	pws, err := ReadPasswords(filepath.Join(root, PasswordsFileName))
-	var pe *PasswordsError
+	var pe *passwordsError
 	switch {
 	case errors.Is(err, ErrNoPasswordsFile):
 		return false, "", nil

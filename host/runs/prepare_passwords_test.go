@@ -12,7 +12,7 @@ import (
 
 func TestParsePasswords(t *testing.T) {
 	good := "claude-1 pw-1\njosé !\"#$%&'()*+,-./~\n"
-	p, err := ParsePasswords([]byte(good))
+	p, err := parsePasswords([]byte(good))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func TestParsePasswords(t *testing.T) {
 	if strings.Contains(p.String(), "pw-1") {
 		t.Errorf("String shows a password: %s", p)
 	}
-	if empty, err := ParsePasswords(nil); err != nil || len(empty.Users()) != 0 {
+	if empty, err := parsePasswords(nil); err != nil || len(empty.Users()) != 0 {
 		t.Errorf("an empty file: %v %v", empty, err)
 	}
 	bad := []struct{ in, why string }{
@@ -45,8 +45,8 @@ func TestParsePasswords(t *testing.T) {
 		{"a " + strings.Repeat("x", 1025) + "\n", "longer than 1024"},
 	}
 	for _, c := range bad {
-		_, err := ParsePasswords([]byte(c.in))
-		var pe *PasswordsError
+		_, err := parsePasswords([]byte(c.in))
+		var pe *passwordsError
 		if !errors.As(err, &pe) || !strings.Contains(err.Error(), c.why) {
 			t.Errorf("%q: %v, want %q", c.in, err, c.why)
 			continue
@@ -113,7 +113,7 @@ func TestReadPasswords(t *testing.T) {
 	if err := os.Chown(p, other, -1); err != nil {
 		t.Fatalf("chown the file to uid %d (the tests run as root): %v", other, err)
 	}
-	var pe *PasswordsError
+	var pe *passwordsError
 	_, err = ReadPasswords(p)
 	if !errors.As(err, &pe) || !strings.Contains(err.Error(), fmt.Sprintf("owned by uid %d", other)) || strings.Contains(err.Error(), "secret") {
 		t.Errorf("another account's file: %v", err)
@@ -122,11 +122,11 @@ func TestReadPasswords(t *testing.T) {
 
 func TestInfoHash(t *testing.T) {
 	out := "hash:         b87e3f4a82c9590d3743828d936b6fef1796228f 2026-12-01 15:04:05 UTC\ntags:         trunk\n"
-	if h, ok := InfoHash(out); !ok || h != "b87e3f4a82c9590d3743828d936b6fef1796228f" {
+	if h, ok := infoHash(out); !ok || h != "b87e3f4a82c9590d3743828d936b6fef1796228f" {
 		t.Errorf("%q %v", h, ok)
 	}
 	for _, o := range []string{"", "tags: trunk\n", "hash:\n", "hash: XYZ\n"} {
-		if h, ok := InfoHash(o); ok {
+		if h, ok := infoHash(o); ok {
 			t.Errorf("%q: %q", o, h)
 		}
 	}
@@ -141,9 +141,9 @@ func FuzzParsePasswords(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		p, err := ParsePasswords(b)
+		p, err := parsePasswords(b)
 		if err != nil {
-			var pe *PasswordsError
+			var pe *passwordsError
 			if !errors.As(err, &pe) {
 				t.Fatalf("%T %v", err, err)
 			}
@@ -160,7 +160,7 @@ func FuzzParsePasswords(f *testing.F) {
 		if !slices.Equal(in, out) {
 			t.Fatalf("%q renders as %q", b, enc)
 		}
-		q, err := ParsePasswords(enc)
+		q, err := parsePasswords(enc)
 		if err != nil || !slices.Equal(q.Users(), p.Users()) {
 			t.Fatalf("%q: read back %v %v", enc, q, err)
 		}

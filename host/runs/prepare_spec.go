@@ -12,7 +12,7 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// RunSpecOf maps a run whose values are all in place (messages.Run.Expand)
+// runSpecOf maps a run whose values are all in place (messages.Run.Expand)
 // onto what the host starts (seed 004, sections 6 to 8): the command as
 // written, env as the whole environment ("NAME=value", sorted by name: the
 // node adds nothing), the cwd (Expand's default: $$workspace$$, or / without
@@ -20,7 +20,7 @@ import (
 // workspace, where its homes are seen, and the limits the host applies
 // (cpu in seconds, processes, memory in bytes; wall is the engine's). It
 // checks the forms alone; Prepare checks rows 8 and 9.
-func RunSpecOf(run *messages.Run, workspace string) (host.RunSpec, error) {
+func runSpecOf(run *messages.Run, workspace string) (host.RunSpec, error) {
 	p := run.Process
 	spec := host.RunSpec{Command: slices.Clone(p.Command), Dir: p.Cwd, Env: []string{}}
 	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
@@ -85,7 +85,7 @@ func (p *Layers) layers(run *messages.Run, vals messages.RunValues, made []strin
 	if err != nil {
 		return layered{}, fieldRefusal(err)
 	}
-	spec, err := RunSpecOf(x, vals[messages.ValueWorkspace])
+	spec, err := runSpecOf(x, vals[messages.ValueWorkspace])
 	if err != nil {
 		return layered{}, refused(messages.RefusedMalformed, err.Error(), err)
 	}

@@ -273,7 +273,7 @@ func (w *workspace) checkout(ctx context.Context, of, into string) (string, erro
 		}
 		return "", fmt.Errorf("fossil cannot resolve %q in the clone %s: %s", of, clone, why)
 	}
-	prefix, ok := InfoHash(out)
+	prefix, ok := infoHash(out)
 	if !ok {
 		return "", fmt.Errorf("fossil info %q in the clone %s named no check-in", of, clone)
 	}
@@ -306,10 +306,10 @@ func (w *workspace) checkout(ctx context.Context, of, into string) (string, erro
 	return full, nil
 }
 
-// InfoHash reads the check-in `fossil info NAME` names: the first word of
+// infoHash reads the check-in `fossil info NAME` names: the first word of
 // its "hash:" line (Fossil shows at most 40 digits of it: a prefix, which
 // the clone resolves).
-func InfoHash(out string) (string, bool) {
+func infoHash(out string) (string, bool) {
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		rest, ok := strings.CutPrefix(sc.Text(), "hash:")

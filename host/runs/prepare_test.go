@@ -67,7 +67,7 @@ func TestPrepareSeedWorkspace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h, ok := InfoHash(strings.ReplaceAll(out, "checkout:", "hash:")); !ok || !strings.HasPrefix(f.trunk, h) {
+	if h, ok := infoHash(strings.ReplaceAll(out, "checkout:", "hash:")); !ok || !strings.HasPrefix(f.trunk, h) {
 		t.Errorf("the tree is at %q, want %s:\n%s", h, f.trunk, out)
 	}
 	if got.Spec.Dir != ws || !slices.Equal(got.Spec.Command, []string{"echo", "hello"}) ||

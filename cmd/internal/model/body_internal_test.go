@@ -9,7 +9,7 @@ import (
 
 // FuzzCheckedBody: however a body is cut into reads, the proxy's checked
 // body passes it on whole exactly when the body read whole names the
-// session's model (RequestModel, Accepts), and a body refused never
+// session's model (requestModel, Accepts), and a body refused never
 // passes whole: its last byte waits for the verdict.
 func FuzzCheckedBody(f *testing.F) {
 	for _, s := range []string{`{"model":"m"}`, `{"messages":[1,2],"model":"m"}`, `{"model":"n"}`, `{"model":"m","model":"m"}`,
@@ -22,7 +22,7 @@ func FuzzCheckedBody(f *testing.F) {
 		for i, c := range cuts {
 			sizes[i] = int(c) * 97
 		}
-		got, err := RequestModel(body)
+		got, err := requestModel(body)
 		want := err == nil && Accepts(OpenAI, "m", got)
 		b := newCheckedBody(&chunks{b: body, sizes: sizes}, OpenAI, "m", nil, nil)
 		var out []byte

@@ -98,16 +98,16 @@ func (c *Config) Primary() API {
 	return Anthropic
 }
 
-// MaxConfigLen bounds model.json.
-const MaxConfigLen = 64 << 10
+// maxConfigLen bounds model.json.
+const maxConfigLen = 64 << 10
 
 // DecodeConfig reads model.json strictly: one JSON object, a key it does
 // not know refused by name, no key twice; the one-API form's keys are
 // strings, api and base_url present; the per-API form's are objects of
 // base_url and key_file; the two forms never mixed. Then Validate.
 func DecodeConfig(b []byte) (*Config, error) {
-	if len(b) > MaxConfigLen {
-		return nil, fmt.Errorf("model.json: it is longer than %d bytes", MaxConfigLen)
+	if len(b) > maxConfigLen {
+		return nil, fmt.Errorf("model.json: it is longer than %d bytes", maxConfigLen)
 	}
 	if !utf8.Valid(b) {
 		return nil, errors.New("model.json: it is not valid UTF-8")
@@ -209,8 +209,8 @@ func decodeEndpoint(raw json.RawMessage, where string) (*Endpoint, error) {
 	return e, nil
 }
 
-// MaxModels bounds how many models one API of model.json lists.
-const MaxModels = 64
+// maxModels bounds how many models one API of model.json lists.
+const maxModels = 64
 
 // decodeModels reads an API's models: a list of model names, each one line
 // of at most 200 bytes, none twice, at most MaxModels.
@@ -219,8 +219,8 @@ func decodeModels(raw json.RawMessage, where string) ([]string, error) {
 	if json.Unmarshal(raw, &ms) != nil || ms == nil {
 		return nil, fmt.Errorf(`%s: "models" must be a list of model names`, where)
 	}
-	if len(ms) > MaxModels {
-		return nil, fmt.Errorf(`%s: "models" lists more than %d models`, where, MaxModels)
+	if len(ms) > maxModels {
+		return nil, fmt.Errorf(`%s: "models" lists more than %d models`, where, maxModels)
 	}
 	for i, m := range ms {
 		switch {
@@ -313,18 +313,18 @@ func (e Endpoint) validate(where string) error {
 	return nil
 }
 
-// MaxKeyLen bounds a key file.
-const MaxKeyLen = 16 << 10
+// maxKeyLen bounds a key file.
+const maxKeyLen = 16 << 10
 
-// ReadKey reads the key file: its content without surrounding white
+// readKey reads the key file: its content without surrounding white
 // space, one line, not empty. The error names the file, never the key. A
 // key file below the agents root is read as every file there is (through
 // no link, a regular file only); one elsewhere is the administrator's.
-func ReadKey(l host.Layout, path string) (string, error) {
+func readKey(l host.Layout, path string) (string, error) {
 	var b []byte
 	var err error
 	if l.Contains(path) {
-		b, err = unixhost.Below(l.Root()).ReadFile(path, MaxKeyLen)
+		b, err = unixhost.Below(l.Root()).ReadFile(path, maxKeyLen)
 	} else {
 		b, err = readOutside(path)
 	}
@@ -349,12 +349,12 @@ func readOutside(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxKeyLen+1))
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyLen+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > MaxKeyLen {
-		return nil, fmt.Errorf("%s is longer than %d bytes", path, MaxKeyLen)
+	if len(b) > maxKeyLen {
+		return nil, fmt.Errorf("%s is longer than %d bytes", path, maxKeyLen)
 	}
 	return b, nil
 }

@@ -52,11 +52,11 @@ type Meter struct {
 	told uint64
 }
 
-// AdmitWait bounds how long a request waits for one of its session's
+// admitWait bounds how long a request waits for one of its session's
 // messages.MaxInFlight slots, or for the requests under way to give back
 // what the limit has left, before it is refused with 429; it waits before
 // its body is read.
-const AdmitWait = 2 * time.Minute
+const admitWait = 2 * time.Minute
 
 // NewMeter counts for a session whose limits.tokens is limit (0: none),
 // telling changed after each change (nil: nobody).
@@ -67,7 +67,7 @@ func NewMeter(limit uint64, changed func(c messages.ModelCount, reached string),
 	if changed == nil {
 		changed = func(messages.ModelCount, string) {}
 	}
-	return &Meter{ledger: messages.Ledger{Limit: limit}, changed: changed, log: log, wait: AdmitWait, wake: make(chan struct{})}
+	return &Meter{ledger: messages.Ledger{Limit: limit}, changed: changed, log: log, wait: admitWait, wake: make(chan struct{})}
 }
 
 // Count is the count so far and why the budget is spent ("" while it is

@@ -15,7 +15,7 @@ import (
 // (host.Layout.ModelJSON), below the agents root through the bounded
 // reader: nil and no error when the node has none (it serves no model).
 func ReadConfig(l host.Layout) (*Config, error) {
-	b, err := unixhost.Below(l.Root()).ReadFile(l.ModelJSON(), MaxConfigLen)
+	b, err := unixhost.Below(l.Root()).ReadFile(l.ModelJSON(), maxConfigLen)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -48,7 +48,7 @@ func Open(l host.Layout, only string, log *slog.Logger) (h http.Handler, ok bool
 				err = fmt.Errorf("model.json: the key file %s of %s lies in a workspace, which its session's sandbox sees; keep the key outside every workspace", e.KeyFile, api)
 				break
 			}
-			if keys[api], err = ReadKey(l, e.KeyFile); err != nil {
+			if keys[api], err = readKey(l, e.KeyFile); err != nil {
 				break
 			}
 		}

@@ -207,14 +207,14 @@ func Accepts(api API, only, got string) bool {
 	return slices.Contains(strings.Split(got, "-"), only)
 }
 
-// RequestModel is the model a request to either API names: the "model"
+// requestModel is the model a request to either API names: the "model"
 // key of the body's top-level object (the same key in openai's and
 // anthropic's requests), its name compared without case, as a server
 // written in Go reads it. A body that is not one JSON object, has no
 // "model", has it twice (which a server might read either way) or not as
 // a string is an error saying so. It reads as the proxy does
 // (checkedBody).
-func RequestModel(body []byte) (string, error) {
+func requestModel(body []byte) (string, error) {
 	s := modelapi.NewObjectScanner("model")
 	s.Write(body)
 	if err := s.Close(); err != nil {

@@ -29,14 +29,14 @@ type Bridge struct {
 	Args    []string
 }
 
-// BridgeOf finds the bridge for env: ocx on PATH (lookPath is
+// bridgeOf finds the bridge for env: ocx on PATH (lookPath is
 // exec.LookPath) and the session's MCP socket. It says why there is none
 // when the node serves no tools here or ocx is not on PATH; the runner
 // then runs its CLI without the node's tools, as a session whose MCP
 // server did not start runs on (D38).
-func BridgeOf(env Env, lookPath func(string) (string, error)) (Bridge, error) {
+func bridgeOf(env Env, lookPath func(string) (string, error)) (Bridge, error) {
 	if env.MCPSocket == "" {
-		return Bridge{}, fmt.Errorf("the node serves no tools here ($%s is not set)", EnvMCPSocket)
+		return Bridge{}, fmt.Errorf("the node serves no tools here ($%s is not set)", envMCPSocket)
 	}
 	p, err := lookPath("ocx")
 	if err != nil {
@@ -65,11 +65,11 @@ type CLI struct {
 	Stderr io.Writer
 }
 
-// MaxCLIOutput bounds what a CLI may print on standard output in a turn.
-const MaxCLIOutput = 64 << 20
+// maxCLIOutput bounds what a CLI may print on standard output in a turn.
+const maxCLIOutput = 64 << 20
 
-// CLIRun is what a CLI printed and how it ended.
-type CLIRun struct {
+// cliRun is what a CLI printed and how it ended.
+type cliRun struct {
 	Stdout []byte
 	// Exit is its exit status, -1 when a signal ended it.
 	Exit int
@@ -83,14 +83,14 @@ const killGrace = 5 * time.Second
 // a grace). A CLI not on PATH is a Failure naming it; an exit status that
 // is not 0 is not an error here, the caller reads the output first. The
 // error is for a CLI that could not run or printed too much.
-func (c CLI) Run(ctx context.Context) (CLIRun, error) {
+func (c CLI) Run(ctx context.Context) (cliRun, error) {
 	if _, err := exec.LookPath(c.Name); err != nil {
-		return CLIRun{}, Failf("%s is not on PATH (the sandbox's path must hold it)", c.Name)
+		return cliRun{}, Failf("%s is not on PATH (the sandbox's path must hold it)", c.Name)
 	}
 	cmd := exec.CommandContext(ctx, c.Name, c.Args...)
 	cmd.Stdin = bytes.NewReader([]byte(c.Stdin))
 	var out limitedBuffer
-	out.max = MaxCLIOutput
+	out.max = maxCLIOutput
 	cmd.Stdout = &out
 	cmd.Stderr = c.Stderr
 	cmd.Env = c.Env
@@ -99,18 +99,18 @@ func (c CLI) Run(ctx context.Context) (CLIRun, error) {
 	cmd.WaitDelay = killGrace
 	err := cmd.Run()
 	if out.over {
-		return CLIRun{}, Failf("%s printed more than %d bytes", c.Name, MaxCLIOutput)
+		return cliRun{}, Failf("%s printed more than %d bytes", c.Name, maxCLIOutput)
 	}
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
-		return CLIRun{Stdout: out.b.Bytes()}, nil
+		return cliRun{Stdout: out.b.Bytes()}, nil
 	case ctx.Err() != nil:
-		return CLIRun{}, Failf("%s was stopped: the turn was cancelled", c.Name)
+		return cliRun{}, Failf("%s was stopped: the turn was cancelled", c.Name)
 	case errors.As(err, &ee):
-		return CLIRun{Stdout: out.b.Bytes(), Exit: ee.ExitCode()}, nil
+		return cliRun{Stdout: out.b.Bytes(), Exit: ee.ExitCode()}, nil
 	}
-	return CLIRun{}, Failf("%s did not run: %v", c.Name, err)
+	return cliRun{}, Failf("%s did not run: %v", c.Name, err)
 }
 
 // limitedBuffer keeps at most max bytes and notes when more came.
@@ -137,15 +137,15 @@ type CLITurn struct {
 	Model  string
 	Input  Input
 	Env    Env
-	Store  *Store
+	Store  *store
 	Conv   *Conversation
 	Bridge *Bridge
 }
 
-// StartCLITurn reads the runner NAME's command line (--model MODEL), the
+// startCLITurn reads the runner NAME's command line (--model MODEL), the
 // turn's line on stdin, and the conversation of the turn's session, and
 // finds the bridge. The caller closes Store.
-func StartCLITurn(name string, argv []string, stdin io.Reader, stderr io.Writer, getenv func(string) string) (*CLITurn, error) {
+func startCLITurn(name string, argv []string, stdin io.Reader, stderr io.Writer, getenv func(string) string) (*CLITurn, error) {
 	fs := flag.NewFlagSet("ocx-runner-"+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	model := fs.String("model", "", "the model "+name+" runs")
@@ -167,7 +167,7 @@ func StartCLITurn(name string, argv []string, stdin io.Reader, stderr io.Writer,
 		return nil, err
 	}
 	t := &CLITurn{Name: name, Model: *model, Input: in, Env: env, Store: store, Conv: conv}
-	if b, err := BridgeOf(env, exec.LookPath); err != nil {
+	if b, err := bridgeOf(env, exec.LookPath); err != nil {
 		fmt.Fprintf(stderr, "ocx-runner-%s: %s runs without the node's tools: %v\n", name, name, err)
 	} else {
 		t.Bridge = &b
@@ -180,7 +180,7 @@ func StartCLITurn(name string, argv []string, stdin io.Reader, stderr io.Writer,
 // answer or its failure note (Finish).
 func CLIMain(name string, turn func(ctx context.Context, t *CLITurn, stderr io.Writer) (string, error)) func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return func(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) int {
-		t, err := StartCLITurn(name, argv, stdin, stderr, os.Getenv)
+		t, err := startCLITurn(name, argv, stdin, stderr, os.Getenv)
 		if err != nil {
 			return Finish(stdout, "", err)
 		}

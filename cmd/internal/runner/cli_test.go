@@ -9,15 +9,15 @@ import (
 
 func TestBridgeOf(t *testing.T) {
 	found := func(string) (string, error) { return "/release/ocx", nil }
-	b, err := BridgeOf(Env{MCPSocket: "/tmp/ocx-mcp/mcp.sock"}, found)
+	b, err := bridgeOf(Env{MCPSocket: "/tmp/ocx-mcp/mcp.sock"}, found)
 	if err != nil || b.Command != "/release/ocx" || strings.Join(b.Args, " ") != "mcp connect --socket /tmp/ocx-mcp/mcp.sock" {
-		t.Fatalf("BridgeOf = %+v, %v", b, err)
+		t.Fatalf("bridgeOf = %+v, %v", b, err)
 	}
-	if _, err := BridgeOf(Env{}, found); err == nil || !strings.Contains(err.Error(), EnvMCPSocket) {
+	if _, err := bridgeOf(Env{}, found); err == nil || !strings.Contains(err.Error(), envMCPSocket) {
 		t.Fatalf("no socket: %v, want it named", err)
 	}
 	missing := func(string) (string, error) { return "", errors.New("not found") }
-	if _, err := BridgeOf(Env{MCPSocket: "/s"}, missing); err == nil || !strings.Contains(err.Error(), "ocx") {
+	if _, err := bridgeOf(Env{MCPSocket: "/s"}, missing); err == nil || !strings.Contains(err.Error(), "ocx") {
 		t.Fatalf("no ocx: %v, want it named", err)
 	}
 }

@@ -8,11 +8,11 @@ import (
 
 // The environment of a turn (D9, D38).
 const (
-	EnvPost       = "OCX_POST"
-	EnvRecord     = "OCX_RECORD"
-	EnvFrom       = "OCX_FROM"
-	EnvSessionDir = "OCX_SESSION_DIR"
-	EnvMCPSocket  = "OCX_MCP_SOCKET"
+	envPost       = "OCX_POST"
+	envRecord     = "OCX_RECORD"
+	envFrom       = "OCX_FROM"
+	envSessionDir = "OCX_SESSION_DIR"
+	envMCPSocket  = "OCX_MCP_SOCKET"
 	// EnvTurnUsage names the file a runner writes what it used in the
 	// turn to (ReportUsage, D50): its own word, which the session keeps
 	// beside the turn's wall and CPU time.
@@ -34,8 +34,8 @@ type Env struct {
 
 // EnvOf reads the environment through getenv (os.Getenv).
 func EnvOf(getenv func(string) string) Env {
-	return Env{Post: getenv(EnvPost), Record: getenv(EnvRecord), From: getenv(EnvFrom),
-		SessionDir: getenv(EnvSessionDir), MCPSocket: getenv(EnvMCPSocket), TurnUsage: getenv(EnvTurnUsage)}
+	return Env{Post: getenv(envPost), Record: getenv(envRecord), From: getenv(envFrom),
+		SessionDir: getenv(envSessionDir), MCPSocket: getenv(envMCPSocket), TurnUsage: getenv(EnvTurnUsage)}
 }
 
 // ModelSocket is the node's model proxy (host.ModelSocketName) beside the

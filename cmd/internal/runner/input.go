@@ -31,8 +31,8 @@ type Input struct {
 	Session string `json:"session"`
 }
 
-// MaxInputLen bounds the turn's line: a post's text and a little more.
-const MaxInputLen = 4 << 20
+// maxInputLen bounds the turn's line: a post's text and a little more.
+const maxInputLen = 4 << 20
 
 // inputFields are the line's keys and whether each is required.
 var inputFields = []struct {
@@ -46,13 +46,13 @@ var inputFields = []struct {
 // ReadInput reads the turn's one line from r (at most MaxInputLen bytes)
 // and decodes it with DecodeInput. Anything after the line is ignored.
 func ReadInput(r io.Reader) (Input, error) {
-	br := bufio.NewReader(io.LimitReader(r, MaxInputLen+1))
+	br := bufio.NewReader(io.LimitReader(r, maxInputLen+1))
 	line, err := br.ReadBytes('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
 		return Input{}, fmt.Errorf("the turn's input: %w", err)
 	}
-	if len(line) > MaxInputLen {
-		return Input{}, fmt.Errorf("the turn's input is longer than %d bytes", MaxInputLen)
+	if len(line) > maxInputLen {
+		return Input{}, fmt.Errorf("the turn's input is longer than %d bytes", maxInputLen)
 	}
 	if len(bytes.TrimSpace(line)) == 0 {
 		return Input{}, errors.New("the turn's input is empty: a runner reads one line of JSON on standard input")

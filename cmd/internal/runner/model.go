@@ -31,7 +31,7 @@ const CLIRetries = 2
 func ModelRelay(env Env, stderr io.Writer) (*relay.Keyed, error) {
 	sock := env.ModelSocket()
 	if sock == "" {
-		return nil, fmt.Errorf("the node serves no tools or model here ($%s is not set)", EnvMCPSocket)
+		return nil, fmt.Errorf("the node serves no tools or model here ($%s is not set)", envMCPSocket)
 	}
 	if _, err := os.Stat(sock); err != nil {
 		return nil, fmt.Errorf("the node serves no model here (%s: %v)", sock, err)

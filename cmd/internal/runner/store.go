@@ -11,8 +11,8 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 )
 
-// MaxConversationLen bounds a stored conversation.
-const MaxConversationLen = 64 << 20
+// maxConversationLen bounds a stored conversation.
+const maxConversationLen = 64 << 20
 
 // Conversation is what a runner keeps from one turn to the next: how many
 // turns it has had and its own state (the native runner's messages, an
@@ -22,12 +22,12 @@ type Conversation struct {
 	State json.RawMessage `json:"state"`
 }
 
-// Store keeps each conversation of one runner in the session's directory,
+// store keeps each conversation of one runner in the session's directory,
 // at OCX_SESSION_DIR/conversations/RUNNER/SESSION.json, SESSION the
 // session's own record. A write replaces the file whole (a temporary file
 // renamed over it), following no symbolic link; a file that does not read
 // back is an error naming it, never a new conversation.
-type Store struct {
+type store struct {
 	root   *unixhost.Root
 	dir    string
 	runner string
@@ -35,25 +35,25 @@ type Store struct {
 
 // OpenStore opens the store of the runner named runner (native, claude,
 // codex) in the session's directory, which must exist.
-func OpenStore(sessionDir, runner string) (*Store, error) {
+func OpenStore(sessionDir, runner string) (*store, error) {
 	if err := checkName("runner", runner); err != nil {
 		return nil, err
 	}
 	if sessionDir == "" {
-		return nil, fmt.Errorf("no session directory ($%s is not set)", EnvSessionDir)
+		return nil, fmt.Errorf("no session directory ($%s is not set)", envSessionDir)
 	}
 	root, err := unixhost.OpenRoot(sessionDir)
 	if err != nil {
 		return nil, fmt.Errorf("the session's directory: %w", err)
 	}
-	return &Store{root: root, dir: filepath.Join(root.Path(), "conversations", runner), runner: runner}, nil
+	return &store{root: root, dir: filepath.Join(root.Path(), "conversations", runner), runner: runner}, nil
 }
 
 // Close releases the store.
-func (s *Store) Close() error { return s.root.Close() }
+func (s *store) Close() error { return s.root.Close() }
 
 // Path is the file that holds the conversation of session.
-func (s *Store) Path(session string) (string, error) {
+func (s *store) Path(session string) (string, error) {
 	if err := checkName("session", session); err != nil {
 		return "", err
 	}
@@ -73,12 +73,12 @@ const conversationKind = "conversation"
 
 // Load reads the conversation of session: nil and no error when there is
 // none yet (the session's first turn).
-func (s *Store) Load(session string) (*Conversation, error) {
+func (s *store) Load(session string) (*Conversation, error) {
 	p, err := s.Path(session)
 	if err != nil {
 		return nil, err
 	}
-	b, err := s.root.ReadFile(p, MaxConversationLen)
+	b, err := s.root.ReadFile(p, maxConversationLen)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -92,9 +92,9 @@ func (s *Store) Load(session string) (*Conversation, error) {
 	return c, nil
 }
 
-func (s *Store) decode(session string, b []byte) (*Conversation, error) {
-	if len(b) > MaxConversationLen {
-		return nil, fmt.Errorf("it is longer than %d bytes", MaxConversationLen)
+func (s *store) decode(session string, b []byte) (*Conversation, error) {
+	if len(b) > maxConversationLen {
+		return nil, fmt.Errorf("it is longer than %d bytes", maxConversationLen)
 	}
 	var sc storedConversation
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -121,7 +121,7 @@ func (s *Store) decode(session string, b []byte) (*Conversation, error) {
 }
 
 // Save replaces the conversation of session with c.
-func (s *Store) Save(session string, c *Conversation) error {
+func (s *store) Save(session string, c *Conversation) error {
 	p, err := s.Path(session)
 	if err != nil {
 		return err
@@ -133,8 +133,8 @@ func (s *Store) Save(session string, c *Conversation) error {
 	if err != nil {
 		return fmt.Errorf("save the conversation: %w", err)
 	}
-	if len(b) > MaxConversationLen {
-		return fmt.Errorf("save the conversation: it is longer than %d bytes", MaxConversationLen)
+	if len(b) > maxConversationLen {
+		return fmt.Errorf("save the conversation: it is longer than %d bytes", maxConversationLen)
 	}
 	if err := s.root.MkdirAll(s.dir, 0o700); err != nil {
 		return fmt.Errorf("save the conversation: %w", err)

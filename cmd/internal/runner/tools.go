@@ -32,20 +32,20 @@ type Tools struct {
 	cs *mcp.ClientSession
 }
 
-// ClientImplementation names a runner to the node's MCP server.
-var ClientImplementation = &mcp.Implementation{Name: "ocx-runner", Version: "1"}
+// clientImplementation names a runner to the node's MCP server.
+var clientImplementation = &mcp.Implementation{Name: "ocx-runner", Version: "1"}
 
 // ConnectTools connects to the MCP socket at path, waiting up to wait for
 // a server not there yet (the server starts just after the session).
 func ConnectTools(ctx context.Context, path string, wait time.Duration) (*Tools, error) {
 	if path == "" {
-		return nil, fmt.Errorf("the node serves no tools here ($%s is not set)", EnvMCPSocket)
+		return nil, fmt.Errorf("the node serves no tools here ($%s is not set)", envMCPSocket)
 	}
 	conn, err := unixhost.DialSocket(ctx, path, wait)
 	if err != nil {
 		return nil, fmt.Errorf("the node's tools: %w", err)
 	}
-	client := mcp.NewClient(ClientImplementation, nil)
+	client := mcp.NewClient(clientImplementation, nil)
 	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: conn, Writer: conn}, nil)
 	if err != nil {
 		conn.Close()
