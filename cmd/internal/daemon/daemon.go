@@ -164,26 +164,35 @@ func Run(ctx context.Context, opts Options) (err error) {
 		case <-stopped:
 			return nil
 		case sig := <-sigs:
-			n, _ := unixhost.SignalOf(sig)
-			name := signalName(sig)
-			switch actionOf(n, stopped != nil) {
-			case sigReexec:
-				d.log.Info("HUP: re-exec the current release", slog.String(keySignal, name))
-				d.reexecAsked()
-				d.inputs.send(protocol.LineRead{Line: messages.ReexecLine{}})
-			case sigStop:
-				stop("stopping on a signal; sessions keep running", slog.String(keySignal, name))
-			case sigMemory:
-				d.logMemory()
-			case sigStacks:
-				d.logStacks(name)
-			case sigIgnored:
-				d.log.Info("signal ignored: the daemon is stopping", slog.String(keySignal, name))
-			default:
-				d.log.Warn("a signal caught that means nothing to the daemon", slog.String(keySignal, name))
+			if d.signalled(sig, stopped != nil) == sigStop {
+				stop("stopping on a signal; sessions keep running", slog.String(keySignal, signalName(sig)))
 			}
 		}
 	}
+}
+
+// signalled acts on a signal the loop caught, but a stop, which it
+// returns for the loop to begin; stopping says a stop has begun.
+func (d *instance) signalled(sig os.Signal, stopping bool) sigAction {
+	n, _ := unixhost.SignalOf(sig)
+	name := signalName(sig)
+	a := actionOf(n, stopping)
+	switch a {
+	case sigReexec:
+		d.log.Info("HUP: re-exec the current release", slog.String(keySignal, name))
+		d.reexecAsked()
+		d.inputs.send(protocol.LineRead{Line: messages.ReexecLine{}})
+	case sigStop: // the loop's to begin
+	case sigMemory:
+		d.logMemory()
+	case sigStacks:
+		d.logStacks(name)
+	case sigIgnored:
+		d.log.Info("signal ignored: the daemon is stopping", slog.String(keySignal, name))
+	default:
+		d.log.Warn("a signal caught that means nothing to the daemon", slog.String(keySignal, name))
+	}
+	return a
 }
 
 // keySignal is the log attribute naming a signal the daemon received, as
