@@ -68,11 +68,7 @@ func runPattern(ctx context.Context, r *fossilio.Repo, name string) (*messages.R
 // version a user holding admin or setup last sent is not a deletion, by
 // name, with the problem of one that does not read.
 func (n Actions) RunPatterns(ctx context.Context, project string) ([]RunPatternInfo, error) {
-	p, err := n.node.DefaultProject(project)
-	if err != nil {
-		return nil, err
-	}
-	r, err := n.node.OpenProjectRepo(p)
+	_, r, err := n.node.ProjectRepo(project)
 	if err != nil {
 		return nil, err
 	}

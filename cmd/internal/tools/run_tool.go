@@ -339,11 +339,7 @@ func (n Actions) liveRuns(ctx context.Context, project, run string) (sts []RunSt
 // ReadRunStatus is RunStatus read from the repository by this process
 // (runs.Status): the fallback without the daemon's answer.
 func (n Actions) ReadRunStatus(ctx context.Context, in RunInput) ([]RunState, error) {
-	p, err := n.node.DefaultProject(in.Project)
-	if err != nil {
-		return nil, err
-	}
-	r, err := n.node.OpenProjectRepo(p)
+	_, r, err := n.node.ProjectRepo(in.Project)
 	if err != nil {
 		return nil, err
 	}
