@@ -686,15 +686,7 @@ func (x *Index) LatestStart(ctx context.Context, key messages.WorkspaceKey) (Ent
 		if e.Sender == "" || (e.Sender != x.nodeUser && !privileged(e.Sender)) {
 			continue
 		}
-		x.mu.Lock()
-		refused := false
-		for _, r := range x.replies[e.Hash] {
-			if _, ok := r.Note.(*messages.RefusalNote); ok {
-				refused = true
-			}
-		}
-		x.mu.Unlock()
-		if !refused {
+		if !x.refused(e.Hash) {
 			return e, true, nil
 		}
 	}
@@ -722,4 +714,16 @@ func (x *Index) WouldLaunch(ctx context.Context, sender string, on Entry, n *mes
 		return v, err
 	}
 	return x.refuse(ctx, e, n.Login, why), nil
+}
+
+// refused says whether a refusal note replies to the entry hash.
+func (x *Index) refused(hash string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, r := range x.replies[hash] {
+		if _, ok := r.Note.(*messages.RefusalNote); ok {
+			return true
+		}
+	}
+	return false
 }

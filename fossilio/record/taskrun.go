@@ -129,15 +129,7 @@ func (x *Index) TaskRun(ctx context.Context, key messages.WorkspaceKey, record s
 		if !x.counts(ctx, e) {
 			continue
 		}
-		refused := false
-		x.mu.Lock()
-		for _, r := range x.replies[e.Hash] {
-			if _, ok := r.Note.(*messages.RefusalNote); ok {
-				refused = true
-			}
-		}
-		x.mu.Unlock()
-		if !refused {
+		if !x.refused(e.Hash) {
 			return e, true, nil
 		}
 	}
