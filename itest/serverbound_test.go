@@ -127,7 +127,7 @@ func errorOf(v map[string]any) string {
 }
 
 // The bounds on the connections a session's sockets serve at once
-// (cmd/internal/mcp.MaxConns, cmd/internal/model.MaxConns).
+// (cmd/internal/mcp.MaxConns, host/model.MaxConns).
 const (
 	mcpMaxConns   = 16
 	modelMaxConns = 32

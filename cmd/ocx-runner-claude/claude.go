@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/host/runner"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/modelapi"
 )

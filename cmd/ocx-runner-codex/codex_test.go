@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/host/runner"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/modelapi"
 )

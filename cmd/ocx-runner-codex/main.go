@@ -14,7 +14,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/host/runner"
 	"github.com/ocx-go/ocx/messages"
 )
 

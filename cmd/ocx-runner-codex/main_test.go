@@ -3,8 +3,8 @@ package main
 import (
 	"testing"
 
-	"github.com/ocx-go/ocx/cmd/internal/runner"
-	"github.com/ocx-go/ocx/cmd/internal/runner/runnertest"
+	"github.com/ocx-go/ocx/host/runner"
+	"github.com/ocx-go/ocx/host/runner/runnertest"
 )
 
 // kit is the runner and the stand-in codex, built once by TestMain.

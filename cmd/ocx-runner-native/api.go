@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/ocx-go/ocx/cmd/internal/model"
-	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/host/model"
+	"github.com/ocx-go/ocx/host/runner"
 )
 
 // call is one tool call the model asks for.

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/model"
-	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/host/model"
+	"github.com/ocx-go/ocx/host/runner"
 )
 
 // client talks HTTP to the node's model proxy on its unix socket.

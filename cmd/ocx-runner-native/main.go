@@ -18,8 +18,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/model"
-	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/host/model"
+	"github.com/ocx-go/ocx/host/runner"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/modelapi"
 )

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/model"
 	"github.com/ocx-go/ocx/messages"
 )
 

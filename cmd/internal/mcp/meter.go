@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/daemonclient"
+	"github.com/ocx-go/ocx/host/model"
 	"github.com/ocx-go/ocx/host/unixhost"
 	sessusage "github.com/ocx-go/ocx/host/usage"
 	"github.com/ocx-go/ocx/messages"

@@ -14,10 +14,10 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/tools"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/model"
 	"github.com/ocx-go/ocx/host/procs"
 	"github.com/ocx-go/ocx/host/syncfwd"
 	"github.com/ocx-go/ocx/host/unixhost"

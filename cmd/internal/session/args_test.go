@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocx-go/ocx/cmd/internal/runner"
 	"github.com/ocx-go/ocx/cmd/internal/session"
+	"github.com/ocx-go/ocx/host/runner"
 )
 
 // TestRunnerInputIsOneLine: the line a runner is given is one line, the

@@ -16,9 +16,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/runner"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/runner"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/host/usage"
 	"github.com/ocx-go/ocx/host/version"

@@ -11,12 +11,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/listening"
+	"github.com/ocx-go/ocx/host/model"
 	"github.com/ocx-go/ocx/host/procs"
 	"github.com/ocx-go/ocx/messages"
 )

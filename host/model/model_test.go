@@ -14,8 +14,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ocx-go/ocx/cmd/internal/model"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/model"
 )
 
 func TestDecodeConfig(t *testing.T) {

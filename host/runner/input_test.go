@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/host/runner"
 )
 
 const (

@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/ocx-go/ocx/cmd/internal/runner"
+	"github.com/ocx-go/ocx/host/runner"
 	"github.com/ocx-go/ocx/messages"
 	"go.uber.org/goleak"
 )

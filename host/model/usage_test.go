@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/model"
+	"github.com/ocx-go/ocx/host/model"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/modelapi"
 )
@@ -25,7 +25,7 @@ var recorded = modelapi.Tokens{Input: 135, Output: 42, Cached: 100}
 
 func fixture(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "messages", "modelapi", "testdata", "usage", name)) // trust:outside the test's own fixtures
+	b, err := os.ReadFile(filepath.Join("..", "..", "messages", "modelapi", "testdata", "usage", name)) // trust:outside the test's own fixtures
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ocx-go/ocx/cmd/internal/model"
+	"github.com/ocx-go/ocx/host/model"
 	"github.com/ocx-go/ocx/host/unixhost"
 )
 

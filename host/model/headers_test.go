@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ocx-go/ocx/cmd/internal/model"
+	"github.com/ocx-go/ocx/host/model"
 )
 
 // TestProxyForwardsAllowedHeadersOnly is issue 39 item 7's proxy part: a
