@@ -4,7 +4,7 @@
 // read their write, and what each pull came to. It is pure: no clock
 // (each message says when it happened, in the puller's own time since it
 // started), no network, no files; the daemon's shell
-// (cmd/internal/remote's Puller) does those and feeds the results back.
+// (fossilio/remote's Puller) does those and feeds the results back.
 //
 // Each project is pulled one pull at a time. A kick (a write of the
 // node's, the start) pulls at once when no pull is under way, and once

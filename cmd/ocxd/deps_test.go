@@ -16,7 +16,9 @@ import (
 // with consolepage). daemonclient, noderepos, procs and version left
 // cmd/ for host/ and fossilio/, where what they do belongs (a client of
 // the daemon, the node's open repositories, the process table's offers,
-// the build's version). When a package leaves, take it off this list.
+// the build's version), and remote's client of the server to
+// fossilio/remote (its puller, the daemon's shell of actors/pull, to
+// daemon/otherhosts). When a package leaves, take it off this list.
 var linkedByOcxd = []string{
 	"answers",
 	"consolepage",
@@ -25,7 +27,6 @@ var linkedByOcxd = []string{
 	"daemon/reaper",
 	"hook",
 	"hookshell",
-	"remote",
 	"runengine",
 }
 

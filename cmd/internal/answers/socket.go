@@ -11,9 +11,10 @@ import (
 	"github.com/ocx-go/ocx/messages/wire"
 
 	"github.com/ocx-go/ocx/actors"
+	"github.com/ocx-go/ocx/cmd/internal/daemon/otherhosts"
 	"github.com/ocx-go/ocx/cmd/internal/hook"
-	"github.com/ocx-go/ocx/cmd/internal/remote"
 	"github.com/ocx-go/ocx/fossilio/noderepos"
+	"github.com/ocx-go/ocx/fossilio/remote"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -43,7 +44,7 @@ type Socket struct {
 	// rendered (D71); nil when it did not open.
 	consoleKey []byte
 	// puller answers pull asks on a node on another host; nil elsewhere.
-	puller *remote.Puller
+	puller *otherhosts.Puller
 	// nodeJSON is node.json as the daemon read it; reread asks the daemon,
 	// once, to read it again (a re-exec in place) when it changed.
 	nodeJSON   []byte
@@ -62,7 +63,7 @@ type Parts struct {
 	Procs  *unixhost.ProcTable
 	Hand   func(lines []messages.PipeLine) error
 	Poke   func(targets []remote.Target)
-	Puller *remote.Puller
+	Puller *otherhosts.Puller
 }
 
 // Open serves the daemon's socket. Without it the daemon still

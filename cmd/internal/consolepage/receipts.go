@@ -10,8 +10,8 @@ import (
 
 	"github.com/ocx-go/ocx/messages/wire"
 
-	"github.com/ocx-go/ocx/cmd/internal/remote"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/remote"
 )
 
 // Receipts is the receipt page (D72): for a node on another host, what

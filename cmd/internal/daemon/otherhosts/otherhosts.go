@@ -13,9 +13,9 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/cmd/internal/hook"
-	"github.com/ocx-go/ocx/cmd/internal/remote"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/noderepos"
+	"github.com/ocx-go/ocx/fossilio/remote"
 	"github.com/ocx-go/ocx/host"
 	runeng "github.com/ocx-go/ocx/host/runs"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -30,7 +30,7 @@ import (
 // server's node: the poker, which pokes the remote nodes when something
 // arrives.
 type Parts struct {
-	Puller *remote.Puller
+	Puller *Puller
 	pokes  *remote.Pokes
 	Poker  *remote.Poker
 	// hookLog is the hook's log the puller's hook work writes to.
@@ -88,7 +88,7 @@ func Open(d Host) *Parts {
 	} else {
 		rp.hookLog = f
 	}
-	rp.Puller = remote.NewPuller(keepers, d.Config.PullEvery(), d.Log)
+	rp.Puller = NewPuller(keepers, d.Config.PullEvery(), d.Log)
 	rp.Puller.After = d.afterPull(f)
 	rp.Puller.Fresh = func(project string) {
 		// The runs in care left waiting at start, found before anything

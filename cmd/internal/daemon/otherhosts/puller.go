@@ -1,32 +1,28 @@
-package remote
+package otherhosts
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"sync"
 	"time"
 
 	"github.com/ocx-go/ocx/actors/pull"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/fossilio/remote"
 )
 
 // Puller is the daemon's shell of a node on another host's pull (D72):
 // it runs the decisions of actors/pull on the clock, pulls each project
-// (Keeper) in a goroutine of its own, and after a pull that brought
+// (remote.Keeper) in a goroutine of its own, and after a pull that brought
 // something runs the hook's work on the clone (After), so that the node
 // acts on what came as the server's node acts on a receipt.
 type Puller struct {
-	keepers map[string]*Keeper
+	keepers map[string]*remote.Keeper
 	every   time.Duration
 	// After is run after each pull that succeeded, with what it brought:
 	// the hook's work on the clone. It may be nil.
-	After func(ctx context.Context, project string, p Pulled)
+	After func(ctx context.Context, project string, p remote.Pulled)
 	// Fresh is told once of each project's first successful pull.
 	Fresh func(project string)
 	log   *slog.Logger
@@ -44,7 +40,7 @@ type Puller struct {
 }
 
 // NewPuller is the puller of keepers (by project), its timer every.
-func NewPuller(keepers map[string]*Keeper, every time.Duration, log *slog.Logger) *Puller {
+func NewPuller(keepers map[string]*remote.Keeper, every time.Duration, log *slog.Logger) *Puller {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Puller{keepers: keepers, every: every, log: log, in: make(chan pull.Msg, 64),
 		ctx: ctx, cancel: cancel, asks: map[int]chan error{}}
@@ -229,73 +225,4 @@ func (p *Puller) Poked() {
 		return
 	}
 	p.send(pull.Poked{At: p.now()})
-}
-
-// PokeTaker is what takes the pokes a listener lets through: the
-// puller.
-type PokeTaker interface{ Poked() }
-
-// Pokes takes the server's pokes on one address: a POST to any path that
-// carries the secret node.json holds (Authorization: Bearer SECRET,
-// compared in constant time), its body read to a bound and ignored, tells
-// the taker and is answered 204; one without it is refused 401 and tells
-// nothing, another method 405. A poke says only "pull now", and the
-// puller takes one at most every pull.PokeGap (D81).
-type Pokes struct {
-	srv  *http.Server
-	ln   net.Listener
-	done chan struct{}
-}
-
-// ListenPokes serves pokes on addr for taker, each carrying secret.
-func ListenPokes(addr, secret string, taker PokeTaker, log *slog.Logger) (*Pokes, error) {
-	if len(secret) < messages.MinPokeSecret {
-		return nil, fmt.Errorf("take pokes on %s: no secret for them (node.json's pull.secret)", addr)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("take pokes on %s: %w", addr, err)
-	}
-	want := []byte("Bearer " + secret)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			http.Error(w, "a poke is a POST that says: pull now", http.StatusMethodNotAllowed)
-			return
-		}
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get(PokeHeader)), want) != 1 {
-			log.Debug("a poke without the secret refused", slog.String("from", r.RemoteAddr))
-			w.Header().Set("WWW-Authenticate", "Bearer")
-			http.Error(w, "a poke carries the secret this node and its server's node.json hold (Authorization: Bearer SECRET): refused, nothing pulled", http.StatusUnauthorized)
-			return
-		}
-		io.Copy(io.Discard, io.LimitReader(r.Body, 4<<10))
-		taker.Poked()
-		w.WriteHeader(http.StatusNoContent)
-	})
-	k := &Pokes{ln: ln, done: make(chan struct{}),
-		srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}}
-	go func() {
-		defer close(k.done)
-		if err := k.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("the pokes stopped", slog.String("error", err.Error()))
-		}
-	}()
-	log.Info("taking pokes", slog.String("listen", ln.Addr().String()))
-	return k, nil
-}
-
-// Addr is the address pokes are taken on.
-func (k *Pokes) Addr() string { return k.ln.Addr().String() }
-
-// Close stops taking pokes.
-func (k *Pokes) Close() {
-	if k == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	k.srv.Shutdown(ctx)
-	<-k.done
 }
