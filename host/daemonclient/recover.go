@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -272,4 +273,22 @@ func ReleaseLink(link string) (string, error) {
 		return "", fmt.Errorf("release link %s -> %s does not name a release", link, t)
 	}
 	return id, nil
+}
+
+// WriteStopAsked is an old image's word to the image its exec under way
+// starts (D92): a stop was asked, AGENTS/ocxd.stopasked names this PID.
+func WriteStopAsked(layout host.Layout, root *unixhost.Root) error {
+	return root.WriteFile(layout.StopAsked(), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
+}
+
+// TakeStopAsked takes the word WriteStopAsked left, saying whether it
+// names this PID: the old image of this process was asked to stop while
+// it exec'd this one.
+func TakeStopAsked(layout host.Layout, root *unixhost.Root) bool {
+	data, err := root.ReadFile(layout.StopAsked(), 64)
+	if err != nil {
+		return false
+	}
+	root.Remove(layout.StopAsked())
+	return string(data) == strconv.Itoa(os.Getpid())+"\n"
 }

@@ -152,7 +152,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	// The word is taken at every start: only the image an exec started
 	// heeds it.
-	if asked := d.stopAskedDuringExec(); asked && opts.Restore {
+	if asked := daemonclient.TakeStopAsked(d.layout, d.root); asked && opts.Restore {
 		stop("stopping: the old image was asked to stop during its exec; sessions keep running")
 	}
 	for {

@@ -90,7 +90,7 @@ func (r *records) WriteRefusal(ctx context.Context, n protocol.WriteRefusal) err
 	if err != nil {
 		return fmt.Errorf("refusal of %s: %w", n.Launch.Hash, err)
 	}
-	text := fmt.Sprintf("The daemon did not launch %s: %s\n\n%s", short(n.Launch.Hash), note.Reason, block)
+	text := fmt.Sprintf("The daemon did not launch %s: %s\n\n%s", fossilio.Short(n.Launch.Hash), note.Reason, block)
 	return r.write(ctx, x, n.Launch.Hash, text, "refusal")
 }
 
@@ -274,7 +274,7 @@ func (r *records) writeResponse(ctx context.Context, x *noderepos.Index, n proto
 	}
 	// The end note that follows runs the backoffice for both.
 	w.Backoffice = nil
-	text := fmt.Sprintf("The run of record %s ended: %s.\n\n%s", short(rec), resp.Outcome, block)
+	text := fmt.Sprintf("The run of record %s ended: %s.\n\n%s", fossilio.Short(rec), resp.Outcome, block)
 	hash, err := w.WriteNote(ctx, fossilio.NoteWrite{Login: r.cfg.User, Thread: rec, ReplyTo: rec, Text: text})
 	if err != nil {
 		return fmt.Errorf("write the response to %s as %s: %w", rec, login, err)
@@ -373,7 +373,7 @@ func (r *records) WriteLaunch(ctx context.Context, n protocol.WriteLaunch) (prot
 	if err != nil {
 		return none, fmt.Errorf("CI launch note for %s: %w", n.Checkin, err)
 	}
-	text := fmt.Sprintf("CI run for check-in %s on branch %s.\n\n%s", short(n.Checkin), n.Branch, block)
+	text := fmt.Sprintf("CI run for check-in %s on branch %s.\n\n%s", fossilio.Short(n.Checkin), n.Branch, block)
 	var where fossilio.NoteWrite
 	if sd.Ticket {
 		where = fossilio.NoteWrite{Login: r.cfg.User, Ticket: n.Listener.Record, Text: text}
@@ -423,11 +423,4 @@ func (r *records) writeNote(ctx context.Context, x *noderepos.Index, launch, tex
 	}
 	r.log.Info("wrote a "+kind+" note", slog.String(actors.KeyLaunch, launch), slog.String(actors.KeyHash, hash))
 	return nil
-}
-
-func short(h string) string {
-	if len(h) > 10 {
-		return h[:10]
-	}
-	return h
 }

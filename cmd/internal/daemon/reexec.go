@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/ocx-go/ocx/actors"
@@ -87,15 +86,9 @@ func (d *instance) recordReexec(r messages.ReexecOutcome) {
 	if r.Target != "" && d.rel != nil {
 		r.Release = d.rel.Name(filepath.Dir(r.Target))
 	}
-	if err := writeReexec(d.layout, d.root, r); err != nil && d.log != nil {
+	if err := daemonclient.WriteReexec(d.layout, d.root, r); err != nil && d.log != nil {
 		d.log.Warn("re-exec: its outcome is not recorded", actors.ErrAttr(err))
 	}
-}
-
-// writeReexec writes r to AGENTS/ocxd.reexec through root, or, before the
-// daemon has opened the agents root, through a root opened for it.
-func writeReexec(layout host.Layout, root *unixhost.Root, r messages.ReexecOutcome) error {
-	return daemonclient.WriteReexec(layout, root, r)
 }
 
 // exec is Exec's work: it returns the target it found ("" when none) and
@@ -161,7 +154,7 @@ func (d *instance) exec(ctx context.Context, h protocol.Handoff) (string, error)
 		err = fmt.Errorf("re-exec: %w", unixhost.Exec(target, argv, os.Environ()))
 	}
 	d.execing.Store(false)
-	d.root.Remove(d.layout.StopAsked()) // the old image stops itself
+	daemonclient.TakeStopAsked(d.layout, d.root) // the old image stops itself
 	if d.sigs != nil {
 		signal.Notify(d.sigs, unixhost.OSSignal(host.SIGHUP))
 	}
@@ -175,20 +168,9 @@ func (d *instance) tellNewImageToStop() {
 	if !d.execing.Load() {
 		return
 	}
-	if err := d.root.WriteFile(d.layout.StopAsked(), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+	if err := daemonclient.WriteStopAsked(d.layout, d.root); err != nil {
 		d.log.Warn("a stop during the exec is not written for the new image", actors.ErrAttr(err))
 	}
-}
-
-// stopAskedDuringExec says whether the old image was asked to stop while
-// it exec'd this one (tellNewImageToStop); the word is taken.
-func (d *instance) stopAskedDuringExec() bool {
-	data, err := d.root.ReadFile(d.layout.StopAsked(), 64)
-	if err != nil {
-		return false
-	}
-	d.root.Remove(d.layout.StopAsked())
-	return string(data) == strconv.Itoa(os.Getpid())+"\n"
 }
 
 // errStopAsked: a stop was asked before the exec; the old image stops.

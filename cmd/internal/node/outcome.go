@@ -47,19 +47,11 @@ func (o SessionOutcome) Pick() RestartPick {
 }
 
 func (o SessionOutcome) String() string {
-	s := fmt.Sprintf("%s %s (record %s, started by %s)", o.Outcome, o.Workspace, Short(o.Record), Short(o.Start))
+	s := fmt.Sprintf("%s %s (record %s, started by %s)", o.Outcome, o.Workspace, fossilio.Short(o.Record), fossilio.Short(o.Start))
 	if o.Launch != "" {
 		s += fmt.Sprintf(": launch %s on release %s", o.Launch, o.Release)
 	} else if o.Release != "" {
 		s += " on release " + o.Release
 	}
 	return s + ": " + o.Why
-}
-
-// Short is a hash cut to fossilio.MinPrefix characters, as answers name it.
-func Short(h string) string {
-	if len(h) > fossilio.MinPrefix {
-		return h[:fossilio.MinPrefix]
-	}
-	return h
 }

@@ -67,9 +67,9 @@ type restartFacts struct {
 func decideRestart(f restartFacts) (bool, string) {
 	switch {
 	case f.Shown != "" && f.Shown != f.Start:
-		return false, fmt.Sprintf("its latest start is %s now, not the %s the list showed: look again", node.Short(f.Start), node.Short(f.Shown))
+		return false, fmt.Sprintf("its latest start is %s now, not the %s the list showed: look again", fossilio.Short(f.Start), fossilio.Short(f.Shown))
 	case f.Terminated != "":
-		return false, fmt.Sprintf("its workspace was terminated (%s)", node.Short(f.Terminated))
+		return false, fmt.Sprintf("its workspace was terminated (%s)", fossilio.Short(f.Terminated))
 	case f.Verdict.Ignore != "":
 		return false, "a launch repeating it would not count: " + f.Verdict.Ignore
 	case f.Verdict.Refuse != nil:
@@ -93,7 +93,7 @@ func decideRestart(f restartFacts) (bool, string) {
 	case !f.Boot.IsZero() && !f.Received.IsZero() && f.Received.Before(f.Boot):
 		return true, fmt.Sprintf("it has no end note, and was launched before the host booted (%s): it went down with the host", f.Boot.Format(time.RFC3339))
 	}
-	return false, fmt.Sprintf("its latest start %s has no end note yet: its launch is in flight, or its session is ending", node.Short(f.Start))
+	return false, fmt.Sprintf("its latest start %s has no end note yet: its launch is in flight, or its session is ending", fossilio.Short(f.Start))
 }
 
 // loginCaps are login's own capabilities on p, and whether p holds no
@@ -403,7 +403,7 @@ func (n Actions) writeLaunches(ctx context.Context, a *node.Answer, plans []rest
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		text := fmt.Sprintf("Restart of the session %s in workspace `%s` (%s), on release %s.\n\n%s", node.Short(pl.launch.Session), pl.key, o.Why, pl.launch.Release, block)
+		text := fmt.Sprintf("Restart of the session %s in workspace `%s` (%s), on release %s.\n\n%s", fossilio.Short(pl.launch.Session), pl.key, o.Why, pl.launch.Release, block)
 		// The host's write first (D74): a host that cannot write the
 		// listening index (a full disk) leaves the record as it was.
 		paths, err := n.node.WorkspacePaths(pl.key)
