@@ -63,7 +63,7 @@ func TestReleaseStageAcceptRollback(t *testing.T) {
 	src, c1 := newSourceRepo(t)
 	src.edit("host/version/version.go", "package version", "package version // the second release")
 	c2 := src.commit("the second release")
-	src.edit("messages/daemon_handoff.go", "HandoffVersion = 1", "HandoffVersion = 2")
+	src.edit("messages/protocol/daemon_handoff.go", "HandoffVersion = 1", "HandoffVersion = 2")
 	c3 := src.commit("a release whose daemon reads another hand-off")
 
 	// The release root, made from the first check-in, and a node on it.
