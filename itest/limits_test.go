@@ -42,6 +42,7 @@ func TestModelProxyOnlyForItsModel(t *testing.T) {
 	record := n.result(admin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
 	script := `cat >/dev/null; ls -a ` + host.MCPMount + ` | tr '\n' ' '`
 	n.result(admin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", script)
+	n.awaitListening(agent)
 	post := n.result(person, "post", "--to", record, "--text", "what is there?")
 	got := n.awaitReplyBy(agent, record, post)
 	if !strings.Contains(got.Text, host.MCPSocketName) || strings.Contains(got.Text, host.ModelSocketName) {

@@ -429,3 +429,17 @@ func (n *testNode) cgroupsGone() {
 		}
 	}
 }
+
+// awaitListening waits until login's session holds its wake pipe: a post
+// made before is noted unheard (no-reader), not answered.
+func (n *testNode) awaitListening(login string) {
+	n.t.Helper()
+	n.waitFor(login+"'s session to listen", func() bool {
+		for _, s := range n.status().Sessions {
+			if s.Login == login && s.Listening {
+				return true
+			}
+		}
+		return false
+	})
+}

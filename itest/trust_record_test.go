@@ -445,6 +445,7 @@ func TestOneBadArtifactCostsOnlyItself(t *testing.T) {
 	n.must("", "login", "add", agent)
 	record := n.result(admin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
 	n.result(admin, "session", "start", key(agent), "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--command", echoScript)
+	n.awaitListening(agent)
 	ping := n.result(person, "post", "--to", record, "--text", "still there")
 	n.waitFor("the session's answer after the bad artifacts", func() bool {
 		for _, p := range n.thread(record) {

@@ -26,6 +26,7 @@ func TestSessionKilledMidTurnNotesItsPost(t *testing.T) {
 	n.must("", "login", "add", agent)
 	record := n.result(admin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
 	launch := n.result(admin, "session", "start", key, "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--", "/bin/sh", "-c", echoScript)
+	n.awaitListening(agent)
 	hello := n.result(person, "post", "--to", record, "--text", "hello")
 	n.awaitReply(record, hello)
 	// The slow turn waits for a file that never comes: the session is
@@ -65,6 +66,7 @@ func TestSessionKilledMidTurnNotesItsPost(t *testing.T) {
 	}
 	// A later session answers its posts; its end notes none of them.
 	launch2 := n.result(admin, "session", "start", key, "--hears", person, "--kind", "mechanical", "--lifetime", "stays", "--", "/bin/sh", "-c", echoScript)
+	n.awaitListening(agent)
 	again := n.result(person, "post", "--to", record, "--text", "again")
 	n.awaitReply(record, again)
 	n.must("", "session", "stop", key)
