@@ -113,7 +113,7 @@ func TestRemoteDaemonKilledAlone(t *testing.T) {
 		t.Fatalf("the short run ended %+v while no daemon ran", e)
 	}
 	d = startDaemon(t, b, program("ocxd"))
-	a.waitFor("both runs ended", func() bool { return b.endedOf(short) != nil && b.endedOf(long) != nil })
+	b.waitFor("both runs ended", func() bool { return b.endedOf(short) != nil && b.endedOf(long) != nil })
 	checkRunPosts(t, b, short, "short-done")
 	checkRunPosts(t, b, long, "long-done")
 	for _, run := range []string{short, long} {
