@@ -112,7 +112,10 @@ func TestRemoteDaemonKilledAlone(t *testing.T) {
 	if e := b.endedOf(short); e != nil {
 		t.Fatalf("the short run ended %+v while no daemon ran", e)
 	}
-	d = startDaemon(t, b, program("ocxd"))
+	// The restore is handed to the node a second after the holders are
+	// adopted (the daemon's test delay): the short run's holder, found
+	// ended, must not send its exit before the node has its run's state.
+	d = startDaemonEnv(t, b, program("ocxd"), []string{envReexecDelay + "=1s@runs-found"})
 	b.waitFor("both runs ended", func() bool { return b.endedOf(short) != nil && b.endedOf(long) != nil })
 	checkRunPosts(t, b, short, "short-done")
 	checkRunPosts(t, b, long, "long-done")

@@ -481,7 +481,7 @@ func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 	d.records = newRecords(repos, d.layout, d.rel, d.log, recordHost{procs: d.procs, support: d.reaper.RunSupport, forgetSpawned: d.reaper.ForgetSpawned})
 	d.runs = runengine.New(runengine.Deps{Config: d.cfg, Layout: d.layout, Root: d.root, Repos: repos,
 		Fossil: d.records.fossil, WriteNote: d.records.writeNote, Signal: d.reaper.Signal, Support: d.reaper.RunSupport,
-		Release: d.rel.Dir, ReleaseRoot: d.rel.Root(), Log: d.log, Send: d.send, Fresh: d.remote.IsFresh(d.cfg)})
+		Release: d.rel.Dir, ReleaseRoot: d.rel.Root(), Log: d.log, Send: d.send, Fresh: d.remote.IsFresh(d.cfg), Delay: d.testDelay})
 	return limits, nil
 }
 
@@ -533,11 +533,12 @@ func (d *instance) startActors(limits *procs.Limits) error {
 func (d *instance) restoreFrom(h *handoffFile, st *stepTimes) {
 	st.mark("actors")
 	// The runs the old image had in its care: their holders run on.
-	runs, err := d.runs.Boot(context.Background())
+	err := d.runs.Boot(context.Background(), func(runs []protocol.RunActorState) {
+		d.send(protocol.Restore{Handoff: h.Handoff, Listeners: d.records.Listeners(context.Background()), Runs: runs})
+	})
 	if err != nil {
 		d.log.Error("re-exec: the node's runs cannot be read; `runs check` checks them again", actors.ErrAttr(err))
 	}
-	d.send(protocol.Restore{Handoff: h.Handoff, Listeners: d.records.Listeners(context.Background()), Runs: runs})
 	d.reaper.Open(func(e protocol.ProcessExited) { d.send(e) })
 	d.testDelay("adopt")
 	if err := d.reaper.Adopt(h.Reaper, h.ChildWorkspaces()); err != nil {
@@ -579,11 +580,12 @@ func (d *instance) boot(limits *procs.Limits) {
 	d.records.setFound(dirs, spawned)
 	// The node's runs (seed 004, section 10): those in its care, and
 	// those it finds lost, ended so once their actors start.
-	runs, err := d.runs.Boot(context.Background())
+	err = d.runs.Boot(context.Background(), func(runs []protocol.RunActorState) {
+		d.send(protocol.Boot{Found: found, Spawned: spawned, Listeners: d.records.Listeners(context.Background()), Runs: runs})
+	})
 	if err != nil {
 		d.log.Error("the node's runs cannot be checked at start; `runs check` checks them again", actors.ErrAttr(err))
 	}
-	d.send(protocol.Boot{Found: found, Spawned: spawned, Listeners: d.records.Listeners(context.Background()), Runs: runs})
 	// What arrived for the sessions in care while no daemon ran.
 	d.reaper.Open(func(e protocol.ProcessExited) { d.send(e) })
 	d.log.Info("started", slog.String("agents", d.layout.Root()), slog.Int("found", len(found)), slog.Duration("grace", d.opts.Grace))

@@ -66,6 +66,8 @@ type Engine struct {
 	// waiting are the projects whose runs in care Boot left for their
 	// record to be fresh (Fresh finds them then).
 	waiting map[string]bool
+	// testDelay is Deps.Delay.
+	testDelay func(point string)
 	// doubt are the writes (kind and run) that failed on another host:
 	// the server may hold one whose answer was lost, so the next try
 	// pulls first and writes none when it is there.
@@ -99,6 +101,10 @@ type Deps struct {
 	// Fresh, when set, says whether a project's record is fresh enough to
 	// find runs lost on (D72); nil: every record is.
 	Fresh func(project string) bool
+	// Delay, when set, is the integration tests' widening of a window at
+	// a named point (the daemon's OCXD_TEST_REEXEC_DELAY; "runs-found":
+	// the runs restored, adopted, not yet handed to the node).
+	Delay func(point string)
 }
 
 // engineRun is what the engine knows of one run: its message, where it is,
@@ -132,7 +138,14 @@ func New(d Deps) *Engine {
 		record:    NewRecord(d.Config, d.Layout, d.Repos, d.Support, d.Log),
 		writeNote: d.WriteNote, signal: d.Signal, support: d.Support, release: d.Release, releaseRoot: d.ReleaseRoot,
 		send: d.Send, log: d.Log, bg: fossilio.NewBeside(d.Log), now: time.Now, ctx: ctx, cancel: cancel,
-		runs: map[string]*engineRun{}, fresh: d.Fresh, waiting: map[string]bool{}, doubt: map[string]bool{}}
+		runs: map[string]*engineRun{}, fresh: d.Fresh, waiting: map[string]bool{}, doubt: map[string]bool{}, testDelay: d.Delay}
+}
+
+// delay is the tests' widening at point (Deps.Delay); nothing in use.
+func (e *Engine) delay(point string) {
+	if e.testDelay != nil {
+		e.testDelay(point)
+	}
 }
 
 // Close ends the watches of processes found at start; the processes live on.
@@ -661,17 +674,38 @@ func (e *Engine) exited(hash string, m protocol.RunProcessExited) {
 // re-exec's new image does), and a pure decision over what it read
 // (actors.DecideRunBoot) says which runs to restore: each run in its care, and each
 // found lost (section 10's last paragraph), as the state its actor starts
-// from. A process in care found alive, or a holder that ended leaving its
-// status file, is watched: the daemon is not its parent now.
+// from. tell is called once, with those states (none when they cannot be
+// read: the error says why), to hand them to the node; only then is each
+// process in care found alive, or holder that ended leaving its status
+// file, watched (the daemon is not its parent now), so that no exit
+// reaches the node before the state it is an exit of (an actor started
+// by the exit alone would know nothing of its run, and end nothing).
 //
 // A project whose record is not fresh (on another host, a clone not
 // pulled since the start) is not read: the decision leaves it waiting,
 // its runs untouched, and Fresh finds them once it is.
-func (e *Engine) Boot(ctx context.Context) ([]protocol.RunActorState, error) {
+func (e *Engine) Boot(ctx context.Context, tell func([]protocol.RunActorState)) error {
+	d, found, err := e.boot(ctx)
+	if err != nil {
+		tell(nil)
+		return err
+	}
+	for _, name := range d.Waiting {
+		e.mu.Lock()
+		e.waiting[name] = true
+		e.mu.Unlock()
+		e.log.Info("the runs in care of a project served from another host are found once its clone is pulled", slog.String("project", name))
+	}
+	e.keep(d, found, func() { tell(d.Restore) })
+	return nil
+}
+
+// boot reads and decides Boot's runs.
+func (e *Engine) boot(ctx context.Context) (actors.RunBootDecision, map[string]surveyedRun, error) {
 	e.sweepDisks(ctx)
 	care, err := e.caresByHash()
 	if err != nil {
-		return nil, err
+		return actors.RunBootDecision{}, nil, err
 	}
 	var projects []actors.RunBootProject
 	found := map[string]surveyedRun{}
@@ -679,22 +713,14 @@ func (e *Engine) Boot(ctx context.Context) ([]protocol.RunActorState, error) {
 		if e.fresh == nil || e.fresh(name) {
 			p, err := e.survey(ctx, name, care, found)
 			if err != nil {
-				return nil, err
+				return actors.RunBootDecision{}, nil, err
 			}
 			projects = append(projects, p)
 			continue
 		}
 		projects = append(projects, actors.RunBootProject{Project: name})
 	}
-	d := actors.DecideRunBoot(projects)
-	for _, name := range d.Waiting {
-		e.mu.Lock()
-		e.waiting[name] = true
-		e.mu.Unlock()
-		e.log.Info("the runs in care of a project served from another host are found once its clone is pulled", slog.String("project", name))
-	}
-	e.keep(d, found)
-	return d.Restore, nil
+	return actors.DecideRunBoot(projects), found, nil
 }
 
 // Fresh is told that project's record is fresh: on another host, its
@@ -726,20 +752,26 @@ func (e *Engine) Fresh(ctx context.Context, project string) {
 		return
 	}
 	d := actors.DecideRunBoot([]actors.RunBootProject{p})
-	e.keep(d, found)
-	e.log.Info("the runs in care of a project are found on its fresh clone", slog.String("project", project), slog.Int("runs", len(d.Restore)))
-	e.send(protocol.RunsFound{Project: project, Runs: d.Restore})
+	e.keep(d, found, func() {
+		e.log.Info("the runs in care of a project are found on its fresh clone", slog.String("project", project), slog.Int("runs", len(d.Restore)))
+		e.send(protocol.RunsFound{Project: project, Runs: d.Restore})
+	})
 }
 
 // keep carries out the boot's decision on the host: each run restored
 // whose process was found alive, and not launched by this daemon, is
-// adopted, and each restored whose process was found is watched.
-func (e *Engine) keep(d actors.RunBootDecision, found map[string]surveyedRun) {
+// adopted; tell hands the node the runs restored; then each restored
+// whose process was found is watched. The watch of a holder that has
+// ended sends its exit at once, so it starts only once the node has the
+// run's state to take it in (the node's inbox keeps the order of sends).
+func (e *Engine) keep(d actors.RunBootDecision, found map[string]surveyedRun, tell func()) {
 	for _, st := range d.Restore {
 		if s, ok := found[st.Facts.Hash]; ok && st.Alive && !e.ours(st.Facts.Hash, st.Proc) {
 			e.adopt(s.x, s.m, s.run, s.care)
 		}
 	}
+	e.delay("runs-found")
+	tell()
 	for _, st := range d.Watch {
 		e.watch(st.Facts.Hash, st.Proc)
 	}
