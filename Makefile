@@ -111,6 +111,7 @@ ITEST_BENCH := \
 	BenchmarkRemoteRunsPerSecond/server-node:8x \
 	BenchmarkHook:1s \
 	BenchmarkWebPost:50x \
+	BenchmarkAgentTurn/versus:10x \
 	BenchmarkDaemonLaunch:1x \
 	BenchmarkConsolePage:1x \
 	BenchmarkConsoleState:1x \

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -533,6 +534,7 @@ func BenchmarkAgentTurn(b *testing.B) {
 			continue
 		}
 		cli := filepath.Join(bin, run.runner)
+		b.Run("versus/"+run.runner, func(b *testing.B) { c.turnVersusDirect(b, r, run, login, record, cli) })
 		b.Run("start/"+run.runner+"/outside", func(b *testing.B) {
 			for b.Loop() {
 				if out, err := exec.Command(cli, "--version").CombinedOutput(); err != nil {
@@ -570,4 +572,100 @@ func BenchmarkAgentTurn(b *testing.B) {
 	for _, run := range append([]cliRunner{{"native", "", "", ""}}, cliRunners...) {
 		c.must("", "session", "stop", run.runner+"-b/demo")
 	}
+}
+
+// turnVersusDirect is issue 42 item 5: a turn of the CLI through OCX (a
+// post on the record to the session's answer on it) against the same
+// CLI run directly, outside the node, with the arguments and environment
+// its runner gives it, against the same model stand-in with the real key,
+// the session's own MCP server attached (`ocx mcp connect` to its
+// socket): interleaved, one of each per iteration. The ratio of the
+// medians is OCX's cost per turn (aim: at most 1.10). Each goes on with
+// its own conversation, as its runner resumes the session's.
+func (c *cliNode) turnVersusDirect(b *testing.B, r *fossilio.Repo, run cliRunner, login, record, cli string) {
+	adm := &fossilio.Admin{Repository: c.srv.Repo, Fossil: &fossilio.Fossil{Home: c.agents, User: "ocx", Dir: c.agents}}
+	cl := &fossilio.Client{URL: c.srv.URL, Login: person, Password: personPW, ProjectCode: c.srv.ProjectCode, Backoffice: adm.Backoffice}
+	ws, err := c.layoutWorkspace(login)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bridge := []string{program("ocx"), "mcp", "connect", "--socket", c.seen(ws.MCPSocket())}
+	home, resume := b.TempDir(), ""
+	id := regexp.MustCompile(`"(?:session_id|thread_id)":\s*"([^"]+)"`)
+	var viaOCX, direct []time.Duration
+	i := 0
+	for b.Loop() {
+		i++
+		t0 := time.Now()
+		p, err := cl.Reply(c.ctx, record, record, fmt.Sprintf("versus %d", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for deadline := time.Now().Add(60 * time.Second); !repliedBy(b, r, login, record, p); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("no answer by %s to %s in 60 s", login, p)
+			}
+		}
+		viaOCX = append(viaOCX, time.Since(t0))
+		cmd := c.directTurn(b, run, cli, bridge, home, resume, fmt.Sprintf("direct %d", i))
+		t0 = time.Now()
+		out, err := cmd.Output()
+		direct = append(direct, time.Since(t0))
+		if err != nil || !strings.Contains(string(out), "heard") {
+			b.Fatalf("%s run directly: %v\n%s", run.runner, err, out)
+		}
+		if m := id.FindSubmatch(out); m != nil {
+			resume = string(m[1])
+		} else {
+			b.Fatalf("%s run directly said no conversation to resume:\n%s", run.runner, out)
+		}
+	}
+	ocx50, _ := reportTimes(b, "ocx", viaOCX)
+	direct50, _ := reportTimes(b, "direct", direct)
+	b.ReportMetric(float64(ocx50)/float64(direct50), "ocx/direct-p50")
+}
+
+// directTurn is the command of one turn of cli run directly, as its
+// runner runs it in the sandbox (cmd/ocx-runner-claude's args and
+// modelEnv, cmd/ocx-runner-codex's args), but against the stand-in itself
+// with the real key, the prompt on its standard input, in home, resuming
+// the conversation resume ("": a new one).
+func (c *cliNode) directTurn(b *testing.B, run cliRunner, cli string, bridge []string, home, resume, prompt string) *exec.Cmd {
+	env := []string{"HOME=" + home, "PATH=" + filepath.Dir(cli) + ":/usr/bin:/bin"}
+	var args []string
+	switch run.runner {
+	case "claude":
+		config, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"ocx": map[string]any{"type": "stdio", "command": bridge[0], "args": bridge[1:]}}})
+		f := filepath.Join(home, "mcp.json")
+		if err := os.WriteFile(f, config, 0o600); err != nil {
+			b.Fatal(err)
+		}
+		args = []string{"-p", "--output-format", "json", "--model", run.model, "--mcp-config", f, "--strict-mcp-config",
+			"--allowedTools", "mcp__ocx", "--permission-mode", "bypassPermissions"}
+		if resume != "" {
+			args = append(args, "--resume", resume)
+		}
+		env = append(env, "IS_SANDBOX=1", "ENABLE_TOOL_SEARCH=false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "CLAUDE_CODE_MAX_RETRIES=2",
+			"ANTHROPIC_BASE_URL="+c.model.URL(), "ANTHROPIC_API_KEY="+c.keys["anthropic"], "ANTHROPIC_SMALL_FAST_MODEL="+run.model)
+	case "codex":
+		quoted := make([]string, len(bridge[1:]))
+		for i, a := range bridge[1:] {
+			quoted[i] = strconv.Quote(a)
+		}
+		args = []string{"exec", "--json", "--model", run.model, "--cd", home, "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+			"-c", `model_provider="standin"`, "-c", `model_providers.standin.name="the stand-in"`,
+			"-c", "model_providers.standin.base_url=" + strconv.Quote(c.model.URL()+"/v1"), "-c", `model_providers.standin.wire_api="responses"`,
+			"-c", `model_providers.standin.env_key="STANDIN_KEY"`, "-c", "analytics.enabled=false",
+			"-c", "mcp_servers.ocx.command=" + strconv.Quote(bridge[0]), "-c", "mcp_servers.ocx.args=[" + strings.Join(quoted, ",") + "]"}
+		if resume != "" {
+			args = append(args, "resume", resume)
+		}
+		args = append(args, "-")
+		env = append(env, "CODEX_HOME="+home, "STANDIN_KEY="+c.keys["openai"])
+	default:
+		b.Fatalf("no direct turn for runner %s", run.runner)
+	}
+	cmd := exec.Command(cli, args...)
+	cmd.Env, cmd.Dir, cmd.Stdin = env, home, strings.NewReader(prompt)
+	return cmd
 }
