@@ -3,6 +3,9 @@ package messages
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The one way a note, a run engine message and a host file are written:
@@ -42,4 +45,18 @@ func fencedJSON(b []byte) []byte {
 	out = append(out, "```json\n"...)
 	out = append(out, b...)
 	return append(out, "\n```\n"...)
+}
+
+// Token renders a field as itself when it is one plain token, and quoted
+// otherwise, so a String() of an invalid value is still one unambiguous line.
+func Token(s string) string {
+	if s == "" {
+		return `""`
+	}
+	for _, r := range s {
+		if r == ' ' || r == '"' || r == '\\' || r == utf8.RuneError || unicode.IsControl(r) || unicode.IsSpace(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

@@ -412,24 +412,6 @@ func genDaemonStatus() *rapid.Generator[*DaemonStatus] {
 	})
 }
 
-func genPipeLine() *rapid.Generator[PipeLine] {
-	return rapid.OneOf(
-		rapid.Custom(func(t *rapid.T) PipeLine {
-			dir := rapid.SliceOfN(rapid.StringMatching(`[A-Za-z0-9._-]{1,12}`).Filter(func(s string) bool { return s != "." && s != ".." }), 0, 4).Draw(t, "dir")
-			repo := "/" + strings.Join(append(dir, genName().Draw(t, "project")+".fossil"), "/")
-			return PostLine{Repository: repo, Hash: genHash().Draw(t, "hash")}
-		}),
-		rapid.Custom(func(t *rapid.T) PipeLine {
-			return StopLine{Login: genLogin().Draw(t, "login"), Project: genName().Draw(t, "project")}
-		}),
-		rapid.Just[PipeLine](ReexecLine{}),
-		rapid.Custom(func(t *rapid.T) PipeLine {
-			return BudgetLine{Login: genLogin().Draw(t, "login"), Project: genName().Draw(t, "project"), Launch: genHash().Draw(t, "launch"),
-				Limit: LimitTokens, Used: rapid.Uint64Range(0, modelapi.MaxTokens).Draw(t, "used")}
-		}),
-	)
-}
-
 // genTokens draws a count of tokens, the cached some of the read.
 func genTokens() *rapid.Generator[modelapi.Tokens] {
 	return rapid.Custom(func(t *rapid.T) modelapi.Tokens {

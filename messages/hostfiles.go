@@ -279,7 +279,7 @@ func (p NodeProject) RemoteNode(user string) (RemoteNode, bool) {
 
 // Validate checks the node user, the release root and every project.
 func (c *NodeConfig) Validate() error {
-	if err := checkLogin("user", c.User); err != nil {
+	if err := CheckLogin("user", c.User); err != nil {
 		return strictjson.At("node.json", err)
 	}
 	if c.Release != "" {
@@ -311,7 +311,7 @@ func (c *NodeConfig) Validate() error {
 		if err := CheckProject(field, name); err != nil {
 			return strictjson.At("node.json", err)
 		}
-		if err := checkRepository(field+".repository", p.Repository); err != nil {
+		if err := CheckRepository(field+".repository", p.Repository); err != nil {
 			return strictjson.At("node.json", err)
 		}
 		if got := ProjectOf(p.Repository); got != name {
@@ -342,7 +342,7 @@ func (c *NodeConfig) checkRemoteNodes(field string, p NodeProject) error {
 	seen := map[string]bool{}
 	for i, r := range p.RemoteNodes {
 		f := fmt.Sprintf("%s.remote_nodes[%d]", field, i)
-		if err := checkLogin(f+".user", r.User); err != nil {
+		if err := CheckLogin(f+".user", r.User); err != nil {
 			return err
 		}
 		if r.User == c.User {
@@ -498,7 +498,7 @@ func (b *Binding) Key() WorkspaceKey { return WorkspaceKey{Login: b.Login, Proje
 
 // Validate checks every field.
 func (b *Binding) Validate() error {
-	if err := checkLogin("login", b.Login); err != nil {
+	if err := CheckLogin("login", b.Login); err != nil {
 		return strictjson.At("binding.json", err)
 	}
 	if err := CheckProject("project", b.Project); err != nil {

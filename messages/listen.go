@@ -33,7 +33,7 @@ type Listener struct {
 func (l *Listener) Key() WorkspaceKey { return WorkspaceKey{Login: l.Login, Project: l.Project} }
 
 func (l *Listener) validate(prefix string) error {
-	if err := checkLogin(strictjson.JoinField(prefix, "login"), l.Login); err != nil {
+	if err := CheckLogin(strictjson.JoinField(prefix, "login"), l.Login); err != nil {
 		return err
 	}
 	if err := CheckProject(strictjson.JoinField(prefix, "project"), l.Project); err != nil {

@@ -41,12 +41,12 @@ func reservedRootName(s string) bool {
 }
 
 // ValidateLogin checks a login name per decision D1.
-func ValidateLogin(s string) error { return checkLogin("login", s) }
+func ValidateLogin(s string) error { return CheckLogin("login", s) }
 
 // ValidateProject checks a project name per decision D1.
 func ValidateProject(s string) error { return CheckProject("project", s) }
 
-func checkLogin(field, s string) error {
+func CheckLogin(field, s string) error {
 	if err := checkName(field, "login", s); err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func ParseWorkspaceKey(s string) (WorkspaceKey, error) {
 
 // Validate checks both names.
 func (k WorkspaceKey) Validate() error {
-	if err := checkLogin("login", k.Login); err != nil {
+	if err := CheckLogin("login", k.Login); err != nil {
 		return err
 	}
 	return CheckProject("project", k.Project)
@@ -208,9 +208,9 @@ const repositorySuffix = ".fossil"
 // ValidateRepository checks a repository file as a pipe line names it: an
 // absolute, clean path with no whitespace, whose file name is PROJECT.fossil for
 // a valid project name.
-func ValidateRepository(s string) error { return checkRepository("repository", s) }
+func ValidateRepository(s string) error { return CheckRepository("repository", s) }
 
-func checkRepository(field, s string) error {
+func CheckRepository(field, s string) error {
 	if err := CheckAbsPath(field, s); err != nil {
 		return err
 	}

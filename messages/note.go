@@ -453,7 +453,7 @@ func checkHeader(version int, login, project string) error {
 	if err := checkVersion(version); err != nil {
 		return err
 	}
-	if err := checkLogin("login", login); err != nil {
+	if err := CheckLogin("login", login); err != nil {
 		return err
 	}
 	return CheckProject("project", project)

@@ -135,7 +135,7 @@ func (n *RefusalNote) Validate() error {
 		return err
 	}
 	if n.Login != "" {
-		if err := checkLogin("login", n.Login); err != nil {
+		if err := CheckLogin("login", n.Login); err != nil {
 			return err
 		}
 	}

@@ -177,7 +177,7 @@ func (e *RunEnded) String() string {
 // Validate checks every field but the values named (CheckRunValues) and
 // the refusals that need the node (RunRefusal).
 func (r *Run) Validate() error {
-	if err := checkUser("node", r.Node); err != nil {
+	if err := CheckUser("node", r.Node); err != nil {
 		return err
 	}
 	if err := checkObjective(r.Objective); err != nil {
@@ -213,7 +213,7 @@ func checkObjective(s string) error {
 
 // Validate checks the node and the run's hash.
 func (s *RunStop) Validate() error {
-	if err := checkUser("node", s.Node); err != nil {
+	if err := CheckUser("node", s.Node); err != nil {
 		return err
 	}
 	return CheckHash("run", s.Run)
@@ -221,7 +221,7 @@ func (s *RunStop) Validate() error {
 
 // Validate checks the envelope, each value's name and the limits.
 func (s *RunStarted) Validate() error {
-	if err := checkUser("node", s.Node); err != nil {
+	if err := CheckUser("node", s.Node); err != nil {
 		return err
 	}
 	if err := CheckHash("run", s.Run); err != nil {
@@ -240,7 +240,7 @@ func (s *RunStarted) Validate() error {
 
 // Validate checks table 12: which of exit and note each outcome has.
 func (e *RunEnded) Validate() error {
-	if err := checkUser("node", e.Node); err != nil {
+	if err := CheckUser("node", e.Node); err != nil {
 		return err
 	}
 	if err := CheckHash("run", e.Run); err != nil {
@@ -444,7 +444,7 @@ func decodeMessage(v any, where string) (Message, error) {
 			fe.Where = where
 		}
 		node, _ := m["node"].(string)
-		if checkUser("node", node) != nil {
+		if CheckUser("node", node) != nil {
 			node = ""
 		}
 		return nil, &MalformedMessage{Kind: k, Node: node, Err: fe}
@@ -514,7 +514,7 @@ func decodeRunKind(k MessageKind, o strictjson.Obj) (Message, error) {
 		if r.Process, err = readProcess(po); err != nil {
 			return nil, err
 		}
-		if err := checkUser("node", r.Node); err != nil {
+		if err := CheckUser("node", r.Node); err != nil {
 			return nil, err
 		}
 		if err := checkObjective(r.Objective); err != nil {

@@ -651,7 +651,7 @@ func readProcess(o strictjson.Obj) (RunProcess, error) {
 
 func (p *RunProcess) validate(field string) error {
 	f := func(k string) string { return strictjson.JoinField(field, k) }
-	if err := checkUser(f("user"), p.User); err != nil {
+	if err := CheckUser(f("user"), p.User); err != nil {
 		return err
 	}
 	if len(p.Command) == 0 {

@@ -2,6 +2,7 @@ package messages
 
 import (
 	"fmt"
+
 	"github.com/ocx-go/ocx/messages/modelapi"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
@@ -197,7 +198,7 @@ func CheckHears(field string, hears []string) error {
 			}
 			continue
 		}
-		if err := checkUser(f, u); err != nil {
+		if err := CheckUser(f, u); err != nil {
 			return err
 		}
 		if seen[u] {

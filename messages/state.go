@@ -96,7 +96,7 @@ func (l LookAlikeStatus) String() string {
 }
 
 func (l *LookAlikeStatus) validate(f string) error {
-	if err := checkLogin(strictjson.JoinField(f, "login"), l.Login); err != nil {
+	if err := CheckLogin(strictjson.JoinField(f, "login"), l.Login); err != nil {
 		return err
 	}
 	if err := CheckProject(strictjson.JoinField(f, "project"), l.Project); err != nil {
@@ -151,7 +151,7 @@ func (r *ReviewStatus) validate(f string) error {
 	if err := CheckProject(strictjson.JoinField(f, "project"), r.Project); err != nil {
 		return err
 	}
-	if err := checkLogin(strictjson.JoinField(f, "login"), r.Login); err != nil {
+	if err := CheckLogin(strictjson.JoinField(f, "login"), r.Login); err != nil {
 		return err
 	}
 	if err := CheckBranch(strictjson.JoinField(f, "branch"), r.Branch); err != nil {
@@ -270,7 +270,7 @@ func (v *VerdictStatus) validate(f string) error {
 	if err := CheckBranch(strictjson.JoinField(f, "branch"), v.Branch); err != nil {
 		return err
 	}
-	if err := checkUser(strictjson.JoinField(f, "user"), v.User); err != nil {
+	if err := CheckUser(strictjson.JoinField(f, "user"), v.User); err != nil {
 		return err
 	}
 	if v.Verdict != VerdictPass && v.Verdict != VerdictFail {
@@ -440,7 +440,7 @@ func (s *NodeState) Validate() error {
 	}
 	for i, l := range s.Logins {
 		f := strictjson.IndexField("logins", i)
-		if err := checkLogin(strictjson.JoinField(f, "login"), l.Login); err != nil {
+		if err := CheckLogin(strictjson.JoinField(f, "login"), l.Login); err != nil {
 			return err
 		}
 		if err := once(f, "login "+l.Login); err != nil {
@@ -552,7 +552,7 @@ func (h *HookStatus) validate(f string) error {
 	if err := CheckProject(strictjson.JoinField(f, "project"), h.Project); err != nil {
 		return err
 	}
-	if err := checkRepository(strictjson.JoinField(f, "repository"), h.Repository); err != nil {
+	if err := CheckRepository(strictjson.JoinField(f, "repository"), h.Repository); err != nil {
 		return err
 	}
 	if ProjectOf(h.Repository) != h.Project {
@@ -595,7 +595,7 @@ func (l *LoginStatus) validateAccounts(f string) error {
 }
 
 func (w *WorkspaceStatus) validate(f string) error {
-	if err := checkLogin(strictjson.JoinField(f, "login"), w.Login); err != nil {
+	if err := CheckLogin(strictjson.JoinField(f, "login"), w.Login); err != nil {
 		return err
 	}
 	if err := CheckProject(strictjson.JoinField(f, "project"), w.Project); err != nil {
@@ -688,7 +688,7 @@ func (s *NodeState) Prune() []error {
 }
 
 func (p *SessionStatus) validate(f string) error {
-	if err := checkLogin(strictjson.JoinField(f, "login"), p.Login); err != nil {
+	if err := CheckLogin(strictjson.JoinField(f, "login"), p.Login); err != nil {
 		return err
 	}
 	if err := CheckHears(strictjson.JoinField(f, "hears"), p.Hears); err != nil {

@@ -26,7 +26,7 @@ func (n *StopNote) Validate() error {
 		return err
 	}
 	if n.Login != "" {
-		if err := checkLogin("login", n.Login); err != nil {
+		if err := CheckLogin("login", n.Login); err != nil {
 			return err
 		}
 	}

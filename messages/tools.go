@@ -197,7 +197,7 @@ func (a *CreateArgs) Validate() error {
 		}
 	}
 	if a.User != "" {
-		if err := checkLogin("user", a.User); err != nil {
+		if err := CheckLogin("user", a.User); err != nil {
 			return err
 		}
 	}
@@ -464,10 +464,10 @@ const recordKind = "record"
 
 // Validate checks every field.
 func (r *TaskRecord) Validate() error {
-	if err := checkLogin("user", r.User); err != nil {
+	if err := CheckLogin("user", r.User); err != nil {
 		return err
 	}
-	if err := checkLogin("node", r.Node); err != nil {
+	if err := CheckLogin("node", r.Node); err != nil {
 		return err
 	}
 	a := CreateArgs{User: r.User, Runner: r.Runner, Model: r.Model, Objective: r.Objective, Checkins: r.Checkins, Hears: r.Hears,

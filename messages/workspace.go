@@ -52,7 +52,7 @@ func (d *WorkspaceDefinition) Validate() error {
 	if err := checkVersion(d.Version); err != nil {
 		return err
 	}
-	if err := checkLogin("login", d.Login); err != nil {
+	if err := CheckLogin("login", d.Login); err != nil {
 		return err
 	}
 	if err := CheckProject("project", d.Project); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 type fakeAudit struct{ *plantest.Effects }
@@ -102,7 +103,7 @@ func TestMerged(t *testing.T) {
 
 type fakeRunStart struct{ *plantest.Effects }
 
-func (f fakeRunStart) send(_ context.Context, _ *node.Answer, line messages.PipeLine) error {
+func (f fakeRunStart) send(_ context.Context, _ *node.Answer, line pipe.Line) error {
 	return f.Do("send " + line.String())
 }
 func (f fakeRunStart) awaitStarted(_ context.Context, _ *node.Answer, run string) error {
@@ -133,7 +134,7 @@ func TestRunStartPlan(t *testing.T) {
 			t.Errorf("%+v: refused %v, want %q", st, err, c.want)
 		}
 	}
-	line := messages.RunStartLine{Repository: "/srv/demo.fossil", Hash: strings.Repeat("a", 64), By: "admin"}
+	line := pipe.RunStartLine{Repository: "/srv/demo.fossil", Hash: strings.Repeat("a", 64), By: "admin"}
 	fx := fakeRunStart{&plantest.Effects{}}
 	dry, real := plantest.Run(t, runStartPlan(line, fx))
 	if want := []string{"would hand `" + line.String() + "` to the daemon, which starts run " + line.Hash}; !slices.Equal(dry.Log, want) {
@@ -237,7 +238,7 @@ func TestPushPlan(t *testing.T) {
 
 type fakeRunCheck struct{ *plantest.Effects }
 
-func (f fakeRunCheck) send(_ context.Context, _ *node.Answer, line messages.PipeLine) error {
+func (f fakeRunCheck) send(_ context.Context, _ *node.Answer, line pipe.Line) error {
 	return f.Do("send " + line.String())
 }
 func (f fakeRunCheck) awaitEnded(context.Context, *node.Answer) error { return f.Do("await") }

@@ -15,6 +15,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host/runs"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 // OCX's run tool (seed 004, sections 3, 8 and 10): `ocx run post`, `stop`,
@@ -214,7 +215,7 @@ func (n Actions) RunStart(ctx context.Context, in RunInput) *node.Answer {
 		return a.Stop(fmt.Errorf("caller: %q is not authenticated by the server: %w", n.node.Caller.Login, err))
 	}
 	a.Logf("%q authenticated by the server, holding admin or setup on %s", n.node.Caller.Login, p.Name)
-	line := messages.RunStartLine{Repository: p.Repository, Hash: st.Run, By: n.node.Caller.Login}
+	line := pipe.RunStartLine{Repository: p.Repository, Hash: st.Run, By: n.node.Caller.Login}
 	if err := line.Validate(); err != nil {
 		return a.Stop(err)
 	}
@@ -244,14 +245,14 @@ func runStartRefusal(st RunState, self string) error {
 // runStartEffects are the effects a manual start's plan runs.
 type runStartEffects interface {
 	// send gives the daemon a line, starting it if none runs.
-	send(ctx context.Context, a *node.Answer, line messages.PipeLine) error
+	send(ctx context.Context, a *node.Answer, line pipe.Line) error
 	// awaitStarted waits for the run's started (or its ended).
 	awaitStarted(ctx context.Context, a *node.Answer, run string) error
 }
 
 // runStartPlan is a manual start's plan (seed 004, section 8): the line
 // handed to the daemon, then its started awaited.
-func runStartPlan(line messages.RunStartLine, fx runStartEffects) node.Plan {
+func runStartPlan(line pipe.RunStartLine, fx runStartEffects) node.Plan {
 	var plan node.Plan
 	plan.Add(fmt.Sprintf("hand `%s` to the daemon, which starts run %s", line, line.Hash), func(ctx context.Context, a *node.Answer) error {
 		return fx.send(ctx, a, line)
@@ -266,7 +267,7 @@ type runStartRun struct {
 	r *fossilio.Repo
 }
 
-func (s runStartRun) send(ctx context.Context, a *node.Answer, line messages.PipeLine) error {
+func (s runStartRun) send(ctx context.Context, a *node.Answer, line pipe.Line) error {
 	return s.n.node.EnsureAndSend(ctx, a, line)
 }
 
@@ -395,7 +396,7 @@ func (n Actions) RunCheck(ctx context.Context, in RunInput) *node.Answer {
 // runCheckEffects are the effects a check of the node's runs runs.
 type runCheckEffects interface {
 	// send gives the daemon a line, starting it if none runs.
-	send(ctx context.Context, a *node.Answer, line messages.PipeLine) error
+	send(ctx context.Context, a *node.Answer, line pipe.Line) error
 	// awaitEnded waits for the ended of each run found lost.
 	awaitEnded(ctx context.Context, a *node.Answer) error
 }
@@ -413,7 +414,7 @@ func runCheckPlan(lost []RunState, fx runCheckEffects) node.Plan {
 		})
 	}
 	plan.Add("hand `runs check` to the daemon", func(ctx context.Context, a *node.Answer) error {
-		return fx.send(ctx, a, messages.RunsCheckLine{})
+		return fx.send(ctx, a, pipe.RunsCheckLine{})
 	})
 	plan.Add("", func(ctx context.Context, a *node.Answer) error {
 		if len(lost) == 0 {
@@ -437,7 +438,7 @@ type runCheckRun struct {
 	lost []pendingRun
 }
 
-func (c runCheckRun) send(ctx context.Context, a *node.Answer, line messages.PipeLine) error {
+func (c runCheckRun) send(ctx context.Context, a *node.Answer, line pipe.Line) error {
 	return c.n.node.EnsureAndSend(ctx, a, line)
 }
 
