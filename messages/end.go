@@ -175,7 +175,7 @@ func (n *EndNote) Validate() error {
 	default:
 		return strictjson.FieldErr("result", strictjson.ErrInvalid, fmt.Sprintf("%s is not a CI result (green, red, pass, fail, none)", strictjson.QuoteShort(string(n.Result))))
 	}
-	return checkText("note", n.Note, true, MaxTextLen)
+	return CheckText("note", n.Note, true, MaxTextLen)
 }
 
 // validateStatus checks that the status, exit code, signal and killed

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -290,4 +291,10 @@ func fillValue(o strictjson.Obj, f planField, v any, dst reflect.Value) error {
 		return nil
 	}
 	panic(fmt.Sprintf("messages: fill has no reading for %s (key %q)", t, f.key))
+}
+
+// FieldKeys lists the keys the json tags of the struct type t name, in
+// order, as Fill reads them (the version key aside).
+func FieldKeys(t reflect.Type) []string {
+	return slices.Clone(planOf(t).keys)
 }

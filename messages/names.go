@@ -257,9 +257,9 @@ func checkChars(field, s string, multiline bool) error {
 	return nil
 }
 
-// checkText checks free text for people: valid UTF-8, newlines and tabs
+// CheckText checks free text for people: valid UTF-8, newlines and tabs
 // allowed, no other control character, at most max bytes.
-func checkText(field, s string, required bool, max int) error {
+func CheckText(field, s string, required bool, max int) error {
 	if s == "" && required {
 		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; it says in words what happened")
 	}

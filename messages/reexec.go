@@ -87,7 +87,7 @@ func (r *ReexecOutcome) validate(f string) error {
 	if err := CheckLine(strictjson.JoinField(f, "release"), r.Release, false, MaxShortLen); err != nil {
 		return err
 	}
-	if err := checkText(strictjson.JoinField(f, "error"), r.Error, false, MaxTextLen); err != nil {
+	if err := CheckText(strictjson.JoinField(f, "error"), r.Error, false, MaxTextLen); err != nil {
 		return err
 	}
 	if err := CheckLine(strictjson.JoinField(f, "from"), r.From, false, MaxShortLen); err != nil {

@@ -145,7 +145,7 @@ func (n *RefusalNote) Validate() error {
 	if err := CheckHash("launch", n.Launch); err != nil {
 		return err
 	}
-	if err := checkText("reason", n.Reason, true, MaxTextLen); err != nil {
+	if err := CheckText("reason", n.Reason, true, MaxTextLen); err != nil {
 		return err
 	}
 	if n.Holder != nil {

@@ -42,7 +42,7 @@ func (n *ReportNote) Validate() error {
 	default:
 		return strictjson.FieldErr("outcome", strictjson.ErrInvalid, fmt.Sprintf("%s is not an outcome (done, failed)", strictjson.QuoteShort(string(n.Outcome))))
 	}
-	return checkText("summary", n.Summary, false, MaxTextLen)
+	return CheckText("summary", n.Summary, false, MaxTextLen)
 }
 
 // Encode renders the canonical block.

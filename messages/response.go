@@ -64,7 +64,7 @@ func (r *Response) Validate() error {
 	if err := checkOutcome(r.Outcome); err != nil {
 		return err
 	}
-	return checkText("note", r.Note, true, MaxTextLen)
+	return CheckText("note", r.Note, true, MaxTextLen)
 }
 
 func checkOutcome(o ResponseOutcome) error {

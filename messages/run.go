@@ -202,7 +202,7 @@ func (r *Run) Validate() error {
 }
 
 func checkObjective(s string) error {
-	if err := checkText("objective", s, true, MaxTextLen); err != nil {
+	if err := CheckText("objective", s, true, MaxTextLen); err != nil {
 		return err
 	}
 	if strings.TrimSpace(s) == "" {
@@ -265,7 +265,7 @@ func (e *RunEnded) Validate() error {
 		return strictjson.FieldErr("note", strictjson.ErrInvalid, fmt.Sprintf("is present; a run %s has no note", e.Outcome))
 	}
 	if e.Note != "" {
-		return checkText("note", e.Note, true, MaxTextLen)
+		return CheckText("note", e.Note, true, MaxTextLen)
 	}
 	return nil
 }

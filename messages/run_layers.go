@@ -742,23 +742,8 @@ func (p RunProcess) WithDefaults(setsWorkspace bool) RunProcess {
 // closed refuses a key the object does not have, naming it: the run
 // engine's messages are read strictly at every depth.
 func closed(o strictjson.Obj, what string, known ...string) error {
-	if k, ok := unknownKey(o, known); ok {
+	if k, ok := o.UnknownKey(known); ok {
 		return strictjson.FieldErr(o.Field(k), strictjson.ErrUnknownKey, fmt.Sprintf("is not a field of %s, which has %s; an unknown field is refused, never dropped", what, strictjson.ListWords(known)))
 	}
 	return nil
-}
-
-// unknownKey is the first key, in sorted order, of the object that is not
-// one of known: the one a refusal names.
-func unknownKey(o strictjson.Obj, known []string) (string, bool) {
-	var unknown []string
-	for k := range o.Map {
-		if !slices.Contains(known, k) {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) == 0 {
-		return "", false
-	}
-	return slices.Min(unknown), true
 }

@@ -30,7 +30,7 @@ func (n *StopNote) Validate() error {
 			return err
 		}
 	}
-	return checkText("reason", n.Reason, false, MaxTextLen)
+	return CheckText("reason", n.Reason, false, MaxTextLen)
 }
 
 // Encode renders the canonical block.

@@ -22,7 +22,7 @@ func (n *TerminatedNote) Validate() error {
 	if err := checkHeader(n.Version, n.Login, n.Project); err != nil {
 		return err
 	}
-	return checkText("reason", n.Reason, false, MaxTextLen)
+	return CheckText("reason", n.Reason, false, MaxTextLen)
 }
 
 // Encode renders the canonical block.

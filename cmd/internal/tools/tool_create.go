@@ -19,6 +19,7 @@ import (
 	"github.com/ocx-go/ocx/host/model"
 	"github.com/ocx-go/ocx/host/procs"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/toolio"
 )
 
 // remoteOffered says whether runner offers remote control on this node
@@ -40,8 +41,8 @@ func remoteOffered(runner string) (bool, string) {
 // toolCreate makes an agent (E8, D35): the record as a new thread, the
 // agent's user, its workspace in the record's thread, its session started
 // on the record. Everything that needs no write is checked first.
-func (n Actions) toolCreate(ctx context.Context, in *messages.CreateArgs) *node.Answer {
-	a := node.NewAnswer(messages.ToolCreate, in.DryRun)
+func (n Actions) toolCreate(ctx context.Context, in *toolio.CreateArgs) *node.Answer {
+	a := node.NewAnswer(toolio.ToolCreate, in.DryRun)
 	p, r, err := n.privilegedToolRepo(ctx)
 	if err != nil {
 		return a.Stop(err)
@@ -69,7 +70,7 @@ func (n Actions) toolCreate(ctx context.Context, in *messages.CreateArgs) *node.
 
 // createRecord is the record create would post: in's fields with the
 // node's defaults and choices written out, each checked; nothing written.
-func (n Actions) createRecord(ctx context.Context, r *fossilio.Repo, in *messages.CreateArgs) (*messages.TaskRecord, error) {
+func (n Actions) createRecord(ctx context.Context, r *fossilio.Repo, in *toolio.CreateArgs) (*messages.TaskRecord, error) {
 	rec := &messages.TaskRecord{User: in.User, Node: n.node.Config.User, Runner: in.Runner, Model: in.Model, Objective: in.Objective,
 		Checkins: in.Checkins, Hears: in.Hears, Budget: in.Budget}
 	if rec.Runner == "" {

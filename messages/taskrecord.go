@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,36 +13,6 @@ import (
 	"github.com/ocx-go/ocx/messages/modelapi"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
-
-// The protocol v1 tools (seed 001 E8): create, post, audit, push, stop.
-// Each takes one JSON object, read in the notes' two passes (strictjson.Parse,
-// then fill) with one more rule: a key the tool does not know is refused,
-// naming it. Every error is a *FieldError naming the field at fault.
-
-// The tools' names.
-const (
-	ToolCreate = "create"
-	ToolPost   = "post"
-	ToolAudit  = "audit"
-	ToolPush   = "push"
-	ToolStop   = "stop"
-)
-
-// ToolNames lists the tools in the order seed 001 E8 gives them.
-var ToolNames = []string{ToolCreate, ToolPost, ToolAudit, ToolPush, ToolStop}
-
-// MaxToolInputLen bounds one tool input.
-const MaxToolInputLen = strictjson.MaxNoteLen
-
-// toolArgs is one tool's decoded input.
-type toolArgs interface {
-	// ToolName names the tool the input is for.
-	ToolName() string
-	// Dry says whether the call is a dry run.
-	Dry() bool
-	// Validate checks what fill cannot tell from the tags.
-	Validate() error
-}
 
 // Restrict is a record's restrictions (E10). Each is optional; none is the
 // default. branch and own_thread need no_password: an agent that holds its
@@ -85,10 +54,10 @@ func (r Restrict) Names() []string {
 	return out
 }
 
-// recordSandbox is a record's sandbox (E3): whether the agent shares the
+// RecordSandbox is a record's sandbox (E3): whether the agent shares the
 // host's network, and the host paths it sees read-only and read-write
 // beside what every workspace sees.
-type recordSandbox struct {
+type RecordSandbox struct {
 	Network   bool     `json:"network" why:"a record's sandbox says whether the agent shares the host's network"`
 	ReadOnly  []string `json:"read_only" why:"a record's sandbox lists the host paths the agent sees read-only (empty: none)"`
 	ReadWrite []string `json:"read_write" why:"a record's sandbox lists the host paths the agent sees read-write (empty: none)"`
@@ -97,11 +66,11 @@ type recordSandbox struct {
 // DefaultRecordSandbox is create's default sandbox (E8): network as the
 // node decides it for the record's runner (D79), no paths beside the
 // workspace's.
-func DefaultRecordSandbox(network bool) recordSandbox {
-	return recordSandbox{Network: network, ReadOnly: []string{}, ReadWrite: []string{}}
+func DefaultRecordSandbox(network bool) RecordSandbox {
+	return RecordSandbox{Network: network, ReadOnly: []string{}, ReadWrite: []string{}}
 }
 
-func (s recordSandbox) validate(field string) error {
+func (s RecordSandbox) validate(field string) error {
 	for name, list := range map[string][]string{"read_only": s.ReadOnly, "read_write": s.ReadWrite} {
 		for i, p := range list {
 			if err := CheckAbsPath(strictjson.IndexField(field+"."+name, i), p); err != nil {
@@ -163,142 +132,25 @@ func ParseWall(field, s string) (time.Duration, error) {
 	return time.Duration(n) * unit, nil
 }
 
-// CreateArgs is create's input: a record's own fields but node (E8).
-// Absent fields take their defaults when the record is written: user a new
-// one (RUNNER-6 hex digits), runner claude, checkins [], hears every user
-// holding admin or setup now, remote true when the runner offers it,
-// restrict {}, sandbox DefaultRecordSandbox (its network false where the
-// node serves the runner's model, D79).
-type CreateArgs struct {
-	User      string         `json:"user,omitempty"`
-	Runner    string         `json:"runner,omitempty"`
-	Model     string         `json:"model,omitempty"`
-	Objective string         `json:"objective" why:"a record says what its agent is for, and what counts as passing"`
-	Checkins  []string       `json:"checkins,omitempty"`
-	Hears     []string       `json:"hears,omitempty"`
-	Remote    *bool          `json:"remote,omitempty"`
-	Restrict  *Restrict      `json:"restrict,omitempty" ocx:"closed"`
-	Sandbox   *recordSandbox `json:"sandbox,omitempty" ocx:"closed"`
-	Budget    Budget         `json:"budget" why:"a record's budget names at least wall" ocx:"closed"`
-	DryRun    bool           `json:"dry_run,omitempty"`
-}
-
-// ToolName is "create".
-func (*CreateArgs) ToolName() string { return ToolCreate }
-
-// Dry says whether it is a dry run.
-func (a *CreateArgs) Dry() bool { return a.DryRun }
-
-// Validate checks every field create checks before it looks at the node.
-func (a *CreateArgs) Validate() error {
-	if a.Model != "" {
-		if err := CheckLine("model", a.Model, true, MaxShortLen); err != nil {
-			return err
-		}
-	}
-	if a.User != "" {
-		if err := CheckLogin("user", a.User); err != nil {
-			return err
-		}
-	}
-	if a.Runner != "" && !slices.Contains(Runners, a.Runner) {
-		return strictjson.FieldErr("runner", strictjson.ErrInvalid, fmt.Sprintf("%s is not a runner this node offers (%s)", strictjson.QuoteShort(a.Runner), strictjson.ListWords(Runners)))
-	}
-	if err := checkText("objective", a.Objective, true, MaxTextLen); err != nil {
-		return err
-	}
-	if strings.TrimSpace(a.Objective) == "" {
-		return strictjson.FieldErr("objective", strictjson.ErrMissing, "is blank; a record says what its agent is for")
-	}
-	if err := CheckBranches("checkins", a.Checkins); err != nil {
-		return err
-	}
-	if err := CheckHears("hears", a.Hears); err != nil {
-		return err
-	}
-	if a.Restrict != nil {
-		if err := a.Restrict.Validate(); err != nil {
-			return err
-		}
-	}
-	if a.Sandbox != nil {
-		if err := a.Sandbox.validate("sandbox"); err != nil {
-			return err
-		}
-	}
-	return a.Budget.validate()
-}
-
-// PostArgs is post's input: the post to reply to and the text.
-type PostArgs struct {
-	To     string `json:"to" why:"post replies to a post: give its hash, or 10 or more of its first hex digits"`
-	Text   string `json:"text" why:"post writes a text, in Markdown"`
-	DryRun bool   `json:"dry_run,omitempty"`
-}
-
-// ToolName is "post".
-func (*PostArgs) ToolName() string { return ToolPost }
-
-// Dry says whether it is a dry run.
-func (a *PostArgs) Dry() bool { return a.DryRun }
-
-// Validate checks the hash and the text.
-func (a *PostArgs) Validate() error {
-	if err := CheckHashPrefix("to", a.To); err != nil {
-		return err
-	}
-	if strings.TrimSpace(a.Text) == "" {
-		return strictjson.FieldErr("text", strictjson.ErrMissing, "is blank; a post says something")
-	}
-	return checkText("text", a.Text, true, strictjson.MaxNoteLen)
-}
-
 // The two verdicts (E6).
 const (
 	VerdictPass = "pass"
 	VerdictFail = "fail"
 )
 
-// AuditArgs is audit's input: the check-in, pass or fail, the reason on one
-// line, and what it was judged against: a record's hash or a path.
-type AuditArgs struct {
-	Checkin string `json:"checkin" why:"audit judges a check-in: give its hash, or 10 or more of its first hex digits"`
-	Verdict string `json:"verdict" why:"a verdict is pass or fail"`
-	Reason  string `json:"reason" why:"a verdict gives its reason, on one line"`
-	Against string `json:"against" why:"a verdict names what it was judged against: a record's hash, or the path of a file in the check-in"`
-	DryRun  bool   `json:"dry_run,omitempty"`
-}
-
-// ToolName is "audit".
-func (*AuditArgs) ToolName() string { return ToolAudit }
-
-// Dry says whether it is a dry run.
-func (a *AuditArgs) Dry() bool { return a.DryRun }
-
-// Validate checks each field's form.
-func (a *AuditArgs) Validate() error {
-	if err := CheckHashPrefix("checkin", a.Checkin); err != nil {
-		return err
-	}
-	if a.Verdict != VerdictPass && a.Verdict != VerdictFail {
-		return strictjson.FieldErr("verdict", strictjson.ErrInvalid, fmt.Sprintf("%s is not a verdict (pass, fail)", strictjson.QuoteShort(a.Verdict)))
-	}
-	if strings.TrimSpace(a.Reason) == "" {
-		return strictjson.FieldErr("reason", strictjson.ErrMissing, "is blank; a verdict gives its reason")
-	}
-	if err := CheckLine("reason", a.Reason, true, MaxShortLen); err != nil {
-		return err
-	}
-	if AgainstRecord(a.Against) {
-		return nil
-	}
-	return checkAgainstPath("against", a.Against)
-}
-
 // AgainstRecord says whether a verdict's against names a record (hex
 // digits, 10 or more) rather than a path.
 func AgainstRecord(s string) bool {
 	return len(s) >= minHashPrefix && len(s) <= 64 && checkHex("", strings.ToLower(s)) == nil
+}
+
+// CheckAgainst checks what a verdict is judged against: a record's hash
+// (10 or more hex digits) or a path of the check-in.
+func CheckAgainst(field, s string) error {
+	if AgainstRecord(s) {
+		return nil
+	}
+	return checkAgainstPath(field, s)
 }
 
 // checkAgainstPath checks a path as a verdict names it: relative to the
@@ -313,36 +165,6 @@ func checkAgainstPath(field, s string) error {
 	return nil
 }
 
-// PushArgs is push's input: nothing but dry_run; what it pushes is the
-// caller's own clone.
-type PushArgs struct {
-	DryRun bool `json:"dry_run,omitempty"`
-}
-
-// ToolName is "push".
-func (*PushArgs) ToolName() string { return ToolPush }
-
-// Dry says whether it is a dry run.
-func (a *PushArgs) Dry() bool { return a.DryRun }
-
-// Validate has nothing to check.
-func (a *PushArgs) Validate() error { return nil }
-
-// StopArgs is stop's input: the record whose agent to stop.
-type StopArgs struct {
-	Record string `json:"record" why:"stop names the record whose agent it stops: its hash, or 10 or more of its first hex digits"`
-	DryRun bool   `json:"dry_run,omitempty"`
-}
-
-// ToolName is "stop".
-func (*StopArgs) ToolName() string { return ToolStop }
-
-// Dry says whether it is a dry run.
-func (a *StopArgs) Dry() bool { return a.DryRun }
-
-// Validate checks the hash.
-func (a *StopArgs) Validate() error { return CheckHashPrefix("record", a.Record) }
-
 // minHashPrefix is the fewest hex digits a tool takes for a hash (E8).
 const minHashPrefix = 10
 
@@ -356,84 +178,6 @@ func CheckHashPrefix(field, s string) error {
 		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is %d characters; give a hash, or 10 or more of its first hex digits (at most 64)", strictjson.QuoteShort(s), len(s)))
 	}
 	return checkHex(field, strings.ToLower(s))
-}
-
-// decodeToolArgs reads one tool's input: one JSON object (blank input is
-// {}), no key twice, no key the tool does not know, each field of its type.
-func decodeToolArgs[T any, P interface {
-	*T
-	toolArgs
-}](data []byte) (P, error) {
-	p := P(new(T))
-	where := p.ToolName() + " input"
-	if len(bytes.TrimSpace(data)) == 0 {
-		data = []byte("{}")
-	}
-	v, err := strictjson.Parse(data, MaxToolInputLen)
-	if err != nil {
-		return nil, strictjson.At(where, err)
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, &strictjson.FieldError{Where: where, Problem: "is " + strictjson.JSONType(v) + "; a tool's input is a JSON object", Err: strictjson.ErrInvalid}
-	}
-	o := strictjson.Obj{Map: m}
-	known := planOf(argsType(p)).keys
-	if err := onlyToolKeys(o, p.ToolName(), known); err != nil {
-		return nil, strictjson.At(where, err)
-	}
-	if err := Fill(o, p); err != nil {
-		return nil, strictjson.At(where, err)
-	}
-	if err := p.Validate(); err != nil {
-		return nil, strictjson.At(where, err)
-	}
-	return p, nil
-}
-
-// DecodeTool reads the input of the tool named name.
-func DecodeTool(name string, data []byte) (toolArgs, error) {
-	switch name {
-	case ToolCreate:
-		return decodeToolArgs[CreateArgs](data)
-	case ToolPost:
-		return decodeToolArgs[PostArgs](data)
-	case ToolAudit:
-		return decodeToolArgs[AuditArgs](data)
-	case ToolPush:
-		return decodeToolArgs[PushArgs](data)
-	case ToolStop:
-		return decodeToolArgs[StopArgs](data)
-	}
-	return nil, &strictjson.FieldError{Where: "tool", Problem: fmt.Sprintf("%s is not a tool (%s)", strictjson.QuoteShort(name), strictjson.ListWords(ToolNames)), Err: strictjson.ErrUnknownKind}
-}
-
-// ToolDryRun reads only whether an input asks a dry run, for an answer to a
-// call whose input does not decode: false unless the input is an object
-// whose dry_run is true.
-func ToolDryRun(data []byte) bool {
-	v, err := strictjson.Parse(data, MaxToolInputLen)
-	if err != nil {
-		return false
-	}
-	m, _ := v.(map[string]any)
-	b, _ := m["dry_run"].(bool)
-	return b
-}
-
-// onlyToolKeys refuses a key the tool does not take, naming it.
-func onlyToolKeys(o strictjson.Obj, tool string, known []string) error {
-	if k, ok := unknownKey(o, known); ok {
-		return strictjson.FieldErr(o.Field(k), strictjson.ErrUnknownKey, fmt.Sprintf("is not a field of %s, which takes %s", tool, strictjson.ListWords(known)))
-	}
-	return nil
-}
-
-func argsType(a toolArgs) reflect.Type { return reflect.TypeOf(a).Elem() }
-
-// toolFields lists the fields a tool takes, as its input names them.
-func toolFields(a toolArgs) []string {
-	return slices.Clone(planOf(argsType(a)).keys)
 }
 
 // TaskRecord is protocol v1's record (E3): the first post of a new thread,
@@ -455,7 +199,7 @@ type TaskRecord struct {
 	Hears     []string      `json:"hears" why:"a record lists whose posts its agent is given, written out"`
 	Remote    bool          `json:"remote" why:"a record says whether its agent offers remote control"`
 	Restrict  Restrict      `json:"restrict" why:"a record states its restrictions ({} for none)" ocx:"closed"`
-	Sandbox   recordSandbox `json:"sandbox" why:"a record states its sandbox" ocx:"closed"`
+	Sandbox   RecordSandbox `json:"sandbox" why:"a record states its sandbox" ocx:"closed"`
 	Budget    Budget        `json:"budget" why:"a record states its budget" ocx:"closed"`
 }
 
@@ -470,12 +214,48 @@ func (r *TaskRecord) Validate() error {
 	if err := CheckLogin("node", r.Node); err != nil {
 		return err
 	}
-	a := CreateArgs{User: r.User, Runner: r.Runner, Model: r.Model, Objective: r.Objective, Checkins: r.Checkins, Hears: r.Hears,
-		Restrict: &r.Restrict, Sandbox: &r.Sandbox, Budget: r.Budget}
 	if r.Runner == "" {
 		return strictjson.FieldErr("runner", strictjson.ErrMissing, "is empty; a record names its runner")
 	}
-	return a.Validate()
+	return r.ValidateCreate()
+}
+
+// ValidateCreate checks the fields create's input gives a record, as create
+// takes them (E8): user and runner may be empty, create's defaults standing
+// for them; node is not checked.
+func (r *TaskRecord) ValidateCreate() error {
+	if r.Model != "" {
+		if err := CheckLine("model", r.Model, true, MaxShortLen); err != nil {
+			return err
+		}
+	}
+	if r.User != "" {
+		if err := CheckLogin("user", r.User); err != nil {
+			return err
+		}
+	}
+	if r.Runner != "" && !slices.Contains(Runners, r.Runner) {
+		return strictjson.FieldErr("runner", strictjson.ErrInvalid, fmt.Sprintf("%s is not a runner this node offers (%s)", strictjson.QuoteShort(r.Runner), strictjson.ListWords(Runners)))
+	}
+	if err := CheckText("objective", r.Objective, true, MaxTextLen); err != nil {
+		return err
+	}
+	if strings.TrimSpace(r.Objective) == "" {
+		return strictjson.FieldErr("objective", strictjson.ErrMissing, "is blank; a record says what its agent is for")
+	}
+	if err := CheckBranches("checkins", r.Checkins); err != nil {
+		return err
+	}
+	if err := CheckHears("hears", r.Hears); err != nil {
+		return err
+	}
+	if err := r.Restrict.Validate(); err != nil {
+		return err
+	}
+	if err := r.Sandbox.validate("sandbox"); err != nil {
+		return err
+	}
+	return r.Budget.validate()
 }
 
 // Encode renders the record's fenced block.
