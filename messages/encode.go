@@ -12,10 +12,10 @@ import (
 // their own leading fields, then the body's fields in their order, indented
 // by two spaces, HTML left unescaped.
 
-// objectAfter renders head (a JSON object opened with its leading fields,
+// ObjectAfter renders head (a JSON object opened with its leading fields,
 // e.g. `{"ocx":"workspace"`) followed by the fields of body, a struct with
 // JSON tags, indented.
-func objectAfter(head string, body any) ([]byte, error) {
+func ObjectAfter(head string, body any) ([]byte, error) {
 	var fields bytes.Buffer
 	enc := json.NewEncoder(&fields)
 	enc.SetEscapeHTML(false)
@@ -38,9 +38,9 @@ func objectAfter(head string, body any) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// fencedJSON is b in a fenced json block, as a note and a message are
+// FencedJSON is b in a fenced json block, as a note and a message are
 // posted.
-func fencedJSON(b []byte) []byte {
+func FencedJSON(b []byte) []byte {
 	out := make([]byte, 0, len(b)+len("```json\n\n```\n"))
 	out = append(out, "```json\n"...)
 	out = append(out, b...)

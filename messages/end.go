@@ -309,12 +309,12 @@ func (n *EndNote) Encode() ([]byte, error) {
 
 // String renders the note on one line.
 func (n *EndNote) String() string {
-	l := newLine(kindEnd).version(n.Version).word(n.Login+"/"+n.Project).kv("launch", n.Launch).
-		kv("pid", strconv.Itoa(n.PID)).num("start_time", n.StartTime).kv("status", string(n.Status))
+	l := NewLine(kindEnd).version(n.Version).Word(n.Login+"/"+n.Project).KV("launch", n.Launch).
+		KV("pid", strconv.Itoa(n.PID)).num("start_time", n.StartTime).KV("status", string(n.Status))
 	if n.ExitCode != nil {
-		l.kv("exit_code", strconv.Itoa(*n.ExitCode))
+		l.KV("exit_code", strconv.Itoa(*n.ExitCode))
 	}
-	l.optKV("signal", n.Signal).flag("killed", n.Killed).kv("release", n.Release).
-		kv("seen", n.Seen.UTC().Format(time.RFC3339Nano)).optKV("budget", n.Budget).optKV("checkin", n.Checkin).optKV("result", string(n.Result))
-	return l.text("note", n.Note).String()
+	l.OptKV("signal", n.Signal).Flag("killed", n.Killed).KV("release", n.Release).
+		KV("seen", n.Seen.UTC().Format(time.RFC3339Nano)).OptKV("budget", n.Budget).OptKV("checkin", n.Checkin).OptKV("result", string(n.Result))
+	return l.Text("note", n.Note).String()
 }

@@ -19,7 +19,7 @@ import (
 // written. Fill is the second: it sets a struct from that tree by the
 // struct's own json tags, naming the field at fault (with its list index) in
 // every error. Validate comes last. No type has a decoder of its own; a few
-// add a rule only the tree can tell (a key's presence) in a decoded method.
+// add a rule only the tree can tell (a key's presence) in a Decoded method.
 //
 // Besides json, a field's tags say:
 //
@@ -41,9 +41,10 @@ func Fill(o strictjson.Obj, v any) error {
 	return fillStruct(o, rv)
 }
 
-// decoder is a type with a rule Fill cannot tell from tags alone.
+// decoder is a type with a rule Fill cannot tell from tags alone: Fill
+// calls its Decoded after it has set the fields.
 type decoder interface {
-	decoded(o strictjson.Obj) error
+	Decoded(o strictjson.Obj) error
 }
 
 // plan is how Fill reads one struct type: its fields in order, embedded
@@ -140,7 +141,7 @@ func fillStruct(o strictjson.Obj, rv reflect.Value) error {
 		}
 	}
 	if d, ok := rv.Addr().Interface().(decoder); ok {
-		return d.decoded(o)
+		return d.Decoded(o)
 	}
 	return nil
 }

@@ -208,7 +208,7 @@ type NodeSessionLimits struct {
 // validate checks each limit node.json gives.
 func (l *NodeSessionLimits) validate(field string) error {
 	if l.Memory != "" {
-		n, err := parseRunSize(strictjson.JoinField(field, LimitMemory), l.Memory, false)
+		n, err := ParseSize(strictjson.JoinField(field, LimitMemory), l.Memory, false)
 		if err != nil {
 			return err
 		}
@@ -221,8 +221,8 @@ func (l *NodeSessionLimits) validate(field string) error {
 			return err
 		}
 	}
-	if l.Processes != nil && (*l.Processes < minSessionProcesses || *l.Processes > maxLimit) {
-		return strictjson.FieldErr(strictjson.JoinField(field, LimitProcesses), strictjson.ErrInvalid, fmt.Sprintf("%d is not a processes limit: a whole number from %d (the sandbox's init, the session and its turn) to %d", *l.Processes, minSessionProcesses, uint64(maxLimit)))
+	if l.Processes != nil && (*l.Processes < minSessionProcesses || *l.Processes > MaxLimit) {
+		return strictjson.FieldErr(strictjson.JoinField(field, LimitProcesses), strictjson.ErrInvalid, fmt.Sprintf("%d is not a processes limit: a whole number from %d (the sandbox's init, the session and its turn) to %d", *l.Processes, minSessionProcesses, uint64(MaxLimit)))
 	}
 	return nil
 }
@@ -445,9 +445,9 @@ const secretShown = "(kept in node.json, not shown)"
 
 // String renders the node on one line.
 func (c *NodeConfig) String() string {
-	l := newLine("node").kv("user", c.User).optKV("release", c.Release)
+	l := NewLine("node").KV("user", c.User).OptKV("release", c.Release)
 	for _, n := range c.ProjectNames() {
-		l.kv(n, c.Projects[n].URL)
+		l.KV(n, c.Projects[n].URL)
 	}
 	return l.String()
 }
@@ -532,8 +532,8 @@ func (b *Binding) Encode() ([]byte, error) {
 
 // String renders the binding on one line.
 func (b *Binding) String() string {
-	return newLine("binding").word(b.Login+"/"+b.Project).kv("branch", b.Branch).
-		kv("remote", b.Remote).kv("home", b.Home).String()
+	return NewLine("binding").Word(b.Login+"/"+b.Project).KV("branch", b.Branch).
+		KV("remote", b.Remote).KV("home", b.Home).String()
 }
 
 // DecodeBinding reads and validates binding.json.
@@ -578,7 +578,7 @@ func hostFileObject(where, kind string, data []byte) (strictjson.Obj, error) {
 
 // encodeHostFile writes {"ocx": kind, ...fields} indented, with a final newline.
 func encodeHostFile(kind string, body any) ([]byte, error) {
-	b, err := objectAfter(`{"ocx":`+strconv.Quote(kind), body)
+	b, err := ObjectAfter(`{"ocx":`+strconv.Quote(kind), body)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", kind, err)
 	}

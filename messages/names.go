@@ -15,12 +15,12 @@ import (
 // Bounds on names and values. They are part of protocol v1: a writer that needs
 // more is refused, never truncated.
 const (
-	// maxNameLen bounds a login and a project (decision D1).
-	maxNameLen = 64
+	// MaxNameLen bounds a login and a project (decision D1).
+	MaxNameLen = 64
 	// maxBranchLen bounds a branch name.
 	maxBranchLen = 255
-	// maxPathLen bounds an absolute path (PATH_MAX less its NUL).
-	maxPathLen = 4095
+	// MaxPathLen bounds an absolute path (PATH_MAX less its NUL).
+	MaxPathLen = 4095
 	// maxFileNameLen bounds one file name (NAME_MAX), such as a listening file.
 	maxFileNameLen = 255
 	// MaxTextLen bounds a note's free text (a reason, a summary, a note in words).
@@ -66,15 +66,15 @@ func CheckLogin(field, s string) error {
 // CheckProject checks a project name, naming field in the error.
 func CheckProject(field, s string) error { return checkName(field, "project", s) }
 
-// checkName applies D1's shape: [A-Za-z0-9][A-Za-z0-9._-]*, at most maxNameLen
+// checkName applies D1's shape: [A-Za-z0-9][A-Za-z0-9._-]*, at most MaxNameLen
 // bytes. Because a name cannot start with '.', it can never be "." or "..", and
 // because '/' is not allowed it is always one path component.
 func checkName(field, what, s string) error {
 	if s == "" {
 		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; a "+what+" is a name")
 	}
-	if len(s) > maxNameLen {
-		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a %s is at most %d", len(s), what, maxNameLen))
+	if len(s) > MaxNameLen {
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a %s is at most %d", len(s), what, MaxNameLen))
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -179,7 +179,7 @@ func checkHex(field, s string) error {
 
 // ValidateAbsPath checks a host path as a sandbox lists it: absolute, clean
 // (path.Clean leaves it unchanged, so no "..", ".", "//" or trailing '/'), valid
-// UTF-8 without control characters (NUL included), at most maxPathLen bytes.
+// UTF-8 without control characters (NUL included), at most MaxPathLen bytes.
 func ValidateAbsPath(s string) error { return CheckAbsPath("path", s) }
 
 // CheckAbsPath checks an absolute path, naming field in the error.
@@ -187,8 +187,8 @@ func CheckAbsPath(field, s string) error {
 	if s == "" {
 		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; a path here is absolute")
 	}
-	if len(s) > maxPathLen {
-		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a path is at most %d", len(s), maxPathLen))
+	if len(s) > MaxPathLen {
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a path is at most %d", len(s), MaxPathLen))
 	}
 	if err := checkChars(field, s, false); err != nil {
 		return err

@@ -255,12 +255,8 @@ func checkVersion(v int) error {
 // block is never closed or does not parse (it might have been a note), and when
 // two blocks or more are notes (ErrSeveralNotes): no reader acts on a post whose
 // meaning depends on which note it picks. A post with no note gives ErrNotANote.
-func NoteBlock(text []byte) (block, error) {
-	b, _, err := noteBlock(text)
-	return b, err
-}
-
-func noteBlock(text []byte) (block, any, error) {
+// The note comes with the value strictjson.Parse made of it.
+func NoteBlock(text []byte) (block, any, error) {
 	blocks, err := Blocks(text)
 	if err != nil {
 		return block{}, nil, err
@@ -302,7 +298,7 @@ func ReadPost(text []byte) (Note, error) {
 	if string(bytes.TrimSpace(text)) == StopText {
 		return &StopNote{}, nil
 	}
-	b, v, err := noteBlock(text)
+	b, v, err := NoteBlock(text)
 	if err != nil {
 		return nil, err
 	}
@@ -326,30 +322,33 @@ func encodeNote(kind NoteKind, version int, body any) ([]byte, error) {
 	if version != 0 {
 		head += `,"version":` + strconv.Itoa(version)
 	}
-	b, err := objectAfter(head, body)
+	b, err := ObjectAfter(head, body)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", kind.where(), err)
 	}
-	out := fencedJSON(b)
+	out := FencedJSON(b)
 	if len(out) > strictjson.MaxNoteLen {
 		return nil, &strictjson.FieldError{Where: kind.where(), Problem: fmt.Sprintf("encodes to %d bytes; a note is at most %d", len(out), strictjson.MaxNoteLen), Err: strictjson.ErrTooLong}
 	}
 	return out, nil
 }
 
-// line builds a note's one-line rendering: its kind, then key=value pairs, each
-// value a plain token or quoted.
-type line struct{ b strings.Builder }
+// Line builds a note's or a message's one-line rendering: its kind, then
+// key=value pairs, each value a plain token or quoted.
+type Line struct{ b strings.Builder }
 
-func newLine(kind NoteKind) *line {
-	l := &line{}
+// NewLine starts a rendering with its kind.
+func NewLine(kind NoteKind) *Line {
+	l := &Line{}
 	l.b.WriteString(string(kind))
 	return l
 }
 
-func (l *line) word(s string) *line { l.b.WriteByte(' '); l.b.WriteString(Token(s)); return l }
+// Word adds a bare value.
+func (l *Line) Word(s string) *Line { l.b.WriteByte(' '); l.b.WriteString(Token(s)); return l }
 
-func (l *line) kv(k, v string) *line {
+// KV adds k=v.
+func (l *Line) KV(k, v string) *Line {
 	l.b.WriteByte(' ')
 	l.b.WriteString(k)
 	l.b.WriteByte('=')
@@ -357,14 +356,16 @@ func (l *line) kv(k, v string) *line {
 	return l
 }
 
-func (l *line) optKV(k, v string) *line {
+// OptKV adds k=v unless v is empty.
+func (l *Line) OptKV(k, v string) *Line {
 	if v == "" {
 		return l
 	}
-	return l.kv(k, v)
+	return l.KV(k, v)
 }
 
-func (l *line) text(k, v string) *line {
+// Text adds k=v with v quoted, unless v is empty.
+func (l *Line) Text(k, v string) *Line {
 	if v == "" {
 		return l
 	}
@@ -375,7 +376,8 @@ func (l *line) text(k, v string) *line {
 	return l
 }
 
-func (l *line) list(k string, vs []string) *line {
+// List adds k=[a b "c d"].
+func (l *Line) List(k string, vs []string) *Line {
 	l.b.WriteByte(' ')
 	l.b.WriteString(k)
 	l.b.WriteByte('=')
@@ -397,20 +399,22 @@ func tokens(vs []string) string {
 	return b.String()
 }
 
-func (l *line) num(k string, n uint64) *line {
-	return l.kv(k, strconv.FormatUint(n, 10))
+func (l *Line) num(k string, n uint64) *Line {
+	return l.KV(k, strconv.FormatUint(n, 10))
 }
 
-func (l *line) flag(k string, b bool) *line { return l.kv(k, strconv.FormatBool(b)) }
+// Flag adds k=true or k=false.
+func (l *Line) Flag(k string, b bool) *Line { return l.KV(k, strconv.FormatBool(b)) }
 
-func (l *line) version(v int) *line {
+func (l *Line) version(v int) *Line {
 	if v != 0 {
-		l.kv("version", strconv.Itoa(v))
+		l.KV("version", strconv.Itoa(v))
 	}
 	return l
 }
 
-func (l *line) String() string { return l.b.String() }
+// String is the rendering.
+func (l *Line) String() string { return l.b.String() }
 
 // Claim is what one fenced block of a post says it is, read loosely: its
 // kind ("ocx") and, when they are strings, the login and project it names.

@@ -81,7 +81,7 @@ func (p *holder) validate(field string) error {
 		return strictjson.FieldErr(strictjson.JoinField(field, "command"), strictjson.ErrMissing, "is empty; it is the process's command line, as /proc/PID/cmdline holds it")
 	}
 	for i, a := range p.Command {
-		if err := checkArg(strictjson.IndexField(strictjson.JoinField(field, "command"), i), a); err != nil {
+		if err := CheckArg(strictjson.IndexField(strictjson.JoinField(field, "command"), i), a); err != nil {
 			return err
 		}
 	}
@@ -159,11 +159,11 @@ func (n *RefusalNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *RefusalNote) String() string {
-	l := newLine(kindRefusal).version(n.Version).word(n.Login + "/" + n.Project)
+	l := NewLine(kindRefusal).version(n.Version).Word(n.Login + "/" + n.Project)
 	if n.Login == "" {
-		l = newLine(kindRefusal).version(n.Version).kv("project", n.Project)
+		l = NewLine(kindRefusal).version(n.Version).KV("project", n.Project)
 	}
-	l.kv("launch", n.Launch).text("reason", n.Reason)
+	l.KV("launch", n.Launch).Text("reason", n.Reason)
 	if n.Holder != nil {
 		l.b.WriteString(" holder{")
 		l.b.WriteString(n.Holder.String())
@@ -172,8 +172,8 @@ func (n *RefusalNote) String() string {
 	return l.String()
 }
 
-// decoded refuses an empty login in the words of a refusal.
-func (n *RefusalNote) decoded(o strictjson.Obj) error {
+// Decoded refuses an empty login in the words of a refusal.
+func (n *RefusalNote) Decoded(o strictjson.Obj) error {
 	if o.Has("login") && n.Login == "" {
 		return strictjson.FieldErr("login", strictjson.ErrInvalid, "is empty; a refusal for no known login leaves it out")
 	}

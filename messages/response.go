@@ -107,7 +107,7 @@ func (r *Response) Encode() ([]byte, error) {
 // hash that is not full or an outcome it does not know is refused, the
 // error naming the field.
 func ReadResponse(text []byte) (*Response, error) {
-	b, v, err := noteBlock(text)
+	b, v, err := NoteBlock(text)
 	if err != nil {
 		return nil, err
 	}

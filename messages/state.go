@@ -279,7 +279,7 @@ func (v *VerdictStatus) validate(f string) error {
 	if err := CheckLine(strictjson.JoinField(f, "reason"), v.Reason, true, MaxTextLen); err != nil {
 		return err
 	}
-	return CheckLine(strictjson.JoinField(f, "against"), v.Against, true, maxPathLen)
+	return CheckLine(strictjson.JoinField(f, "against"), v.Against, true, MaxPathLen)
 }
 
 // HookStatus says whether the wake hook is installed on a repository of the
@@ -864,10 +864,10 @@ func (s *NodeState) String() string {
 			listening++
 		}
 	}
-	return newLine(kindState).version(s.Version).kv("hooks", strconv.Itoa(len(s.Hooks))).
-		kv("logins", strconv.Itoa(len(s.Logins))).kv("workspaces", strconv.Itoa(len(s.Workspaces))).
-		kv("active", strconv.Itoa(active)).kv("sessions", strconv.Itoa(len(s.Sessions))).
-		kv("listening", strconv.Itoa(listening)).kv("listeners", strconv.Itoa(len(s.Listeners))).String()
+	return NewLine(kindState).version(s.Version).KV("hooks", strconv.Itoa(len(s.Hooks))).
+		KV("logins", strconv.Itoa(len(s.Logins))).KV("workspaces", strconv.Itoa(len(s.Workspaces))).
+		KV("active", strconv.Itoa(active)).KV("sessions", strconv.Itoa(len(s.Sessions))).
+		KV("listening", strconv.Itoa(listening)).KV("listeners", strconv.Itoa(len(s.Listeners))).String()
 }
 
 // String renders one session of the state on one line.

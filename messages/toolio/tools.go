@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -47,17 +48,17 @@ type toolArgs interface {
 // restrict {}, sandbox DefaultRecordSandbox (its network false where the
 // node serves the runner's model, D79).
 type CreateArgs struct {
-	User      string                  `json:"user,omitempty"`
-	Runner    string                  `json:"runner,omitempty"`
-	Model     string                  `json:"model,omitempty"`
-	Objective string                  `json:"objective" why:"a record says what its agent is for, and what counts as passing"`
-	Checkins  []string                `json:"checkins,omitempty"`
-	Hears     []string                `json:"hears,omitempty"`
-	Remote    *bool                   `json:"remote,omitempty"`
-	Restrict  *messages.Restrict      `json:"restrict,omitempty" ocx:"closed"`
-	Sandbox   *messages.RecordSandbox `json:"sandbox,omitempty" ocx:"closed"`
-	Budget    messages.Budget         `json:"budget" why:"a record's budget names at least wall" ocx:"closed"`
-	DryRun    bool                    `json:"dry_run,omitempty"`
+	User      string                `json:"user,omitempty"`
+	Runner    string                `json:"runner,omitempty"`
+	Model     string                `json:"model,omitempty"`
+	Objective string                `json:"objective" why:"a record says what its agent is for, and what counts as passing"`
+	Checkins  []string              `json:"checkins,omitempty"`
+	Hears     []string              `json:"hears,omitempty"`
+	Remote    *bool                 `json:"remote,omitempty"`
+	Restrict  *runmsg.Restrict      `json:"restrict,omitempty" ocx:"closed"`
+	Sandbox   *runmsg.RecordSandbox `json:"sandbox,omitempty" ocx:"closed"`
+	Budget    runmsg.Budget         `json:"budget" why:"a record's budget names at least wall" ocx:"closed"`
+	DryRun    bool                  `json:"dry_run,omitempty"`
 }
 
 // ToolName is "create".
@@ -68,7 +69,7 @@ func (a *CreateArgs) Dry() bool { return a.DryRun }
 
 // Validate checks every field create checks before it looks at the node.
 func (a *CreateArgs) Validate() error {
-	r := messages.TaskRecord{User: a.User, Runner: a.Runner, Model: a.Model, Objective: a.Objective, Checkins: a.Checkins, Hears: a.Hears, Budget: a.Budget}
+	r := runmsg.TaskRecord{User: a.User, Runner: a.Runner, Model: a.Model, Objective: a.Objective, Checkins: a.Checkins, Hears: a.Hears, Budget: a.Budget}
 	if a.Restrict != nil {
 		r.Restrict = *a.Restrict
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/pipe"
+	"github.com/ocx-go/ocx/messages/runmsg"
 	"github.com/ocx-go/ocx/messages/strictjson"
 	"github.com/ocx-go/ocx/messages/wire"
 )
@@ -883,7 +884,7 @@ func (h *run) pokeTargets(ctx context.Context, infos []fossilio.Info, remotes []
 	}
 	want := map[string]bool{}
 	for i, info := range others {
-		if m, ok := record.ReadRunMsg(info, texts[i]); ok && (m.Kind() == messages.MsgRun || m.Kind() == messages.MsgStop) {
+		if m, ok := record.ReadRunMsg(info, texts[i]); ok && (m.Kind() == runmsg.MsgRun || m.Kind() == runmsg.MsgStop) {
 			want[m.Node()] = true
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/pipe"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 type fakeAudit struct{ *plantest.Effects }
@@ -172,7 +173,7 @@ func (f fakeCreate) sessionStart(_ context.Context, _ *node.Answer, in workspace
 // the record; the result is the record even when a later step fails.
 func TestCreatePlan(t *testing.T) {
 	key := messages.WorkspaceKey{Login: "docs-1", Project: "demo"}
-	rec := &messages.TaskRecord{User: "docs-1", Runner: "native", Model: "m", Objective: "Write the docs.\nAll of them.", Budget: messages.Budget{Wall: "1h", Tokens: 5}}
+	rec := &runmsg.TaskRecord{User: "docs-1", Runner: "native", Model: "m", Objective: "Write the docs.\nAll of them.", Budget: runmsg.Budget{Wall: "1h", Tokens: 5}}
 	f := createFacts{Caller: "admin", Project: "demo", Rec: rec, Text: "Record of agent ...", NW: newWorkspace{key: key, ws: host.Workspace{Key: key, Clone: "/c"}, branch: "trunk"}}
 	fx := fakeCreate{&plantest.Effects{}}
 	dry, real := plantest.Run(t, createPlan(f, fx))

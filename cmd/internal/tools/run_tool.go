@@ -14,8 +14,8 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host/runs"
-	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/pipe"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // OCX's run tool (seed 004, sections 3, 8 and 10): `ocx run post`, `stop`,
@@ -46,8 +46,8 @@ type RunInput struct {
 }
 
 // RunState is one run as the record and the node's care say (ocx run
-// status): messages.RunState, which a runs ask's answer carries.
-type RunState = messages.RunState
+// status): runmsg.RunState, which a runs ask's answer carries.
+type RunState = runmsg.RunState
 
 // runRecord reads every run engine message of the repository that
 // decodes, in the server's order, each from its first version: from the
@@ -83,16 +83,16 @@ func (n Actions) runOf(ctx context.Context, r *fossilio.Repo, field, hash string
 }
 
 // DecodeRunInput reads a run message for `ocx run post`: a run, as
-// messages.DecodeMessage reads it, refused naming the field.
-func DecodeRunInput(raw []byte) (*messages.Run, error) {
+// runmsg.DecodeMessage reads it, refused naming the field.
+func DecodeRunInput(raw []byte) (*runmsg.Run, error) {
 	if len(strings.TrimSpace(string(raw))) == 0 {
 		return nil, errors.New("input: empty; give a run message's JSON ({\"ocx\": 1, \"kind\": \"run\", ...})")
 	}
-	msg, err := messages.DecodeMessage(raw)
+	msg, err := runmsg.DecodeMessage(raw)
 	if err != nil {
 		return nil, err
 	}
-	run, ok := msg.(*messages.Run)
+	run, ok := msg.(*runmsg.Run)
 	if !ok {
 		return nil, fmt.Errorf("kind: %q is not a run; `ocx run post` posts runs (a stop is `ocx run stop`)", msg.Kind())
 	}
@@ -157,7 +157,7 @@ func (n Actions) RunStop(ctx context.Context, in RunInput) *node.Answer {
 	if st.Ended != "" {
 		return a.Stop(fmt.Errorf("run: %s has ended (%s, ended %s); a stop changes nothing", st.Run, st.Outcome, st.Ended))
 	}
-	block, err := (&messages.RunStop{Node: st.Node, Run: st.Run}).Encode()
+	block, err := (&runmsg.RunStop{Node: st.Node, Run: st.Run}).Encode()
 	if err != nil {
 		return a.Stop(err)
 	}

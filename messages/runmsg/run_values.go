@@ -1,4 +1,4 @@
-package messages
+package runmsg
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -269,7 +270,7 @@ func ExpandStep(s RunStep, field string, vals RunValues) (RunStep, error) {
 	}
 	for _, f := range []struct{ k, v string }{{"at", s.At}, {"into", s.Into}} {
 		if f.v != "" {
-			if err := CheckAbsPath(field+"."+f.k, f.v); err != nil {
+			if err := messages.CheckAbsPath(field+"."+f.k, f.v); err != nil {
 				return RunStep{}, err
 			}
 		}
@@ -325,7 +326,7 @@ func (r *Run) Expand(vals RunValues) (*Run, error) {
 		return nil, unsetValue("process.cwd", missing, "")
 	}
 	p.Cwd = cwd
-	if err := CheckAbsPath("process.cwd", p.Cwd); err != nil {
+	if err := messages.CheckAbsPath("process.cwd", p.Cwd); err != nil {
 		return nil, err
 	}
 	if c.Sandbox != nil {
@@ -335,18 +336,18 @@ func (r *Run) Expand(vals RunValues) (*Run, error) {
 			v []string
 		}{{"read_only", s.ReadOnly}, {"read_write", s.ReadWrite}, {"homes", s.Homes}} {
 			for i, path := range l.v {
-				if err := CheckAbsPath(strictjson.IndexField("sandbox."+l.k, i), path); err != nil {
+				if err := messages.CheckAbsPath(strictjson.IndexField("sandbox."+l.k, i), path); err != nil {
 					return nil, err
 				}
 			}
 		}
 		for i, f := range s.Files {
-			if err := CheckAbsPath(strictjson.IndexField("sandbox.files", i)+".at", f.At); err != nil {
+			if err := messages.CheckAbsPath(strictjson.IndexField("sandbox.files", i)+".at", f.At); err != nil {
 				return nil, err
 			}
 		}
 		for _, l := range []struct{ k, v string }{{"proc", s.Proc}, {"dev", s.Dev}, {"tmp", s.Tmp}} {
-			if err := CheckAbsPath("sandbox."+l.k, l.v); err != nil {
+			if err := messages.CheckAbsPath("sandbox."+l.k, l.v); err != nil {
 				return nil, err
 			}
 		}

@@ -1,15 +1,15 @@
-package messages
+package runmsg
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/modelapi"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
@@ -26,7 +26,7 @@ type Restrict struct {
 // Validate checks the branch's name and that what needs no_password has it.
 func (r Restrict) Validate() error {
 	if r.Branch != "" {
-		if err := CheckBranch("restrict.branch", r.Branch); err != nil {
+		if err := messages.CheckBranch("restrict.branch", r.Branch); err != nil {
 			return err
 		}
 		if !r.NoPassword {
@@ -73,7 +73,7 @@ func DefaultRecordSandbox(network bool) RecordSandbox {
 func (s RecordSandbox) validate(field string) error {
 	for name, list := range map[string][]string{"read_only": s.ReadOnly, "read_write": s.ReadWrite} {
 		for i, p := range list {
-			if err := CheckAbsPath(strictjson.IndexField(field+"."+name, i), p); err != nil {
+			if err := messages.CheckAbsPath(strictjson.IndexField(field+"."+name, i), p); err != nil {
 				return err
 			}
 		}
@@ -91,7 +91,9 @@ type Budget struct {
 }
 
 // WallDuration reads the budget's wall as a duration.
-func (b Budget) WallDuration() (time.Duration, error) { return ParseWall("budget.wall", b.Wall) }
+func (b Budget) WallDuration() (time.Duration, error) {
+	return messages.ParseWall("budget.wall", b.Wall)
+}
 
 // validate checks the wall and the tokens.
 func (b Budget) validate() error {
@@ -104,80 +106,13 @@ func (b Budget) validate() error {
 	return nil
 }
 
-// decoded refuses tokens written as 0: a writer leaves out a limit it
+// Decoded refuses tokens written as 0: a writer leaves out a limit it
 // does not set.
-func (b *Budget) decoded(o strictjson.Obj) error {
+func (b *Budget) Decoded(o strictjson.Obj) error {
 	if o.Has("tokens") && b.Tokens == 0 {
 		return strictjson.FieldErr(o.Field("tokens"), strictjson.ErrInvalid, "is 0; leave the key out for no limit")
 	}
 	return nil
-}
-
-// ParseWall reads a wall limit as seed 004 section 7 writes it: a whole
-// number above zero, then s, m, h or d.
-func ParseWall(field, s string) (time.Duration, error) {
-	bad := strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a wall limit: a whole number above 0 and s, m, h or d, as 2h", strictjson.QuoteShort(s)))
-	if len(s) < 2 || len(s) > 12 {
-		return 0, bad
-	}
-	unit := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour}[s[len(s)-1]]
-	num := s[:len(s)-1]
-	if unit == 0 || num[0] < '1' || num[0] > '9' {
-		return 0, bad
-	}
-	n, err := strconv.ParseUint(num, 10, 32)
-	if err != nil || time.Duration(n) > (1<<62)/unit {
-		return 0, bad
-	}
-	return time.Duration(n) * unit, nil
-}
-
-// The two verdicts (E6).
-const (
-	VerdictPass = "pass"
-	VerdictFail = "fail"
-)
-
-// AgainstRecord says whether a verdict's against names a record (hex
-// digits, 10 or more) rather than a path.
-func AgainstRecord(s string) bool {
-	return len(s) >= minHashPrefix && len(s) <= 64 && checkHex("", strings.ToLower(s)) == nil
-}
-
-// CheckAgainst checks what a verdict is judged against: a record's hash
-// (10 or more hex digits) or a path of the check-in.
-func CheckAgainst(field, s string) error {
-	if AgainstRecord(s) {
-		return nil
-	}
-	return checkAgainstPath(field, s)
-}
-
-// checkAgainstPath checks a path as a verdict names it: relative to the
-// check-in's root, clean, one line.
-func checkAgainstPath(field, s string) error {
-	if err := CheckLine(field, s, true, maxPathLen); err != nil {
-		return err
-	}
-	if strings.HasPrefix(s, "/") || path.Clean(s) != s || s == "." || s == ".." || strings.HasPrefix(s, "../") {
-		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is neither a record's hash (10 or more hex digits) nor a clean path inside the check-in, as PLAN.md", strictjson.QuoteShort(s)))
-	}
-	return nil
-}
-
-// minHashPrefix is the fewest hex digits a tool takes for a hash (E8).
-const minHashPrefix = 10
-
-// CheckHashPrefix checks a hash as a tool takes it: 10 to 64 hex digits.
-// Whether it names one artifact is the repository's to say.
-func CheckHashPrefix(field, s string) error {
-	if s == "" {
-		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; give a hash, or 10 or more of its first hex digits")
-	}
-	if len(s) < minHashPrefix || len(s) > 64 {
-		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is %d characters; give a hash, or 10 or more of its first hex digits (at most 64)", strictjson.QuoteShort(s), len(s)))
-	}
-	return checkHex(field, strings.ToLower(s))
 }
 
 // TaskRecord is protocol v1's record (E3): the first post of a new thread,
@@ -208,10 +143,10 @@ const recordKind = "record"
 
 // Validate checks every field.
 func (r *TaskRecord) Validate() error {
-	if err := CheckLogin("user", r.User); err != nil {
+	if err := messages.CheckLogin("user", r.User); err != nil {
 		return err
 	}
-	if err := CheckLogin("node", r.Node); err != nil {
+	if err := messages.CheckLogin("node", r.Node); err != nil {
 		return err
 	}
 	if r.Runner == "" {
@@ -225,28 +160,28 @@ func (r *TaskRecord) Validate() error {
 // for them; node is not checked.
 func (r *TaskRecord) ValidateCreate() error {
 	if r.Model != "" {
-		if err := CheckLine("model", r.Model, true, MaxShortLen); err != nil {
+		if err := messages.CheckLine("model", r.Model, true, messages.MaxShortLen); err != nil {
 			return err
 		}
 	}
 	if r.User != "" {
-		if err := CheckLogin("user", r.User); err != nil {
+		if err := messages.CheckLogin("user", r.User); err != nil {
 			return err
 		}
 	}
-	if r.Runner != "" && !slices.Contains(Runners, r.Runner) {
-		return strictjson.FieldErr("runner", strictjson.ErrInvalid, fmt.Sprintf("%s is not a runner this node offers (%s)", strictjson.QuoteShort(r.Runner), strictjson.ListWords(Runners)))
+	if r.Runner != "" && !slices.Contains(messages.Runners, r.Runner) {
+		return strictjson.FieldErr("runner", strictjson.ErrInvalid, fmt.Sprintf("%s is not a runner this node offers (%s)", strictjson.QuoteShort(r.Runner), strictjson.ListWords(messages.Runners)))
 	}
-	if err := CheckText("objective", r.Objective, true, MaxTextLen); err != nil {
+	if err := messages.CheckText("objective", r.Objective, true, messages.MaxTextLen); err != nil {
 		return err
 	}
 	if strings.TrimSpace(r.Objective) == "" {
 		return strictjson.FieldErr("objective", strictjson.ErrMissing, "is blank; a record says what its agent is for")
 	}
-	if err := CheckBranches("checkins", r.Checkins); err != nil {
+	if err := messages.CheckBranches("checkins", r.Checkins); err != nil {
 		return err
 	}
-	if err := CheckHears("hears", r.Hears); err != nil {
+	if err := messages.CheckHears("hears", r.Hears); err != nil {
 		return err
 	}
 	if err := r.Restrict.Validate(); err != nil {
@@ -289,7 +224,7 @@ func (r *TaskRecord) Encode() ([]byte, error) {
 // ReadTaskRecord reads the record a post's text holds: its one JSON block
 // with "ocx": 1 and "kind": "record".
 func ReadTaskRecord(text []byte) (*TaskRecord, error) {
-	b, v, err := noteBlock(text)
+	b, v, err := messages.NoteBlock(text)
 	if err != nil {
 		return nil, err
 	}
@@ -313,63 +248,11 @@ func ReadTaskRecord(text []byte) (*TaskRecord, error) {
 // ocx and kind the caller has read; ReadMessage dispatches here too.
 func decodeTaskRecord(o strictjson.Obj) (*TaskRecord, error) {
 	r := new(TaskRecord)
-	if err := Fill(o, r); err != nil {
+	if err := messages.Fill(o, r); err != nil {
 		return nil, err
 	}
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
 	return r, nil
-}
-
-// AuditedTag is the raw name of a verdict's tag (E6).
-const AuditedTag = "audited"
-
-// Verdict is one verdict, as an audited tag's value says it: pass: or
-// fail:, the reason on one line, then (against X).
-type Verdict struct {
-	Pass    bool
-	Reason  string
-	Against string // a record's full hash, or a path in the check-in
-}
-
-// TagValue renders the tag's value.
-func (v Verdict) TagValue() string {
-	word := VerdictFail
-	if v.Pass {
-		word = VerdictPass
-	}
-	return fmt.Sprintf("%s: %s (against %s)", word, v.Reason, v.Against)
-}
-
-// NamesRecord says whether the verdict's X names a record (a full hash)
-// rather than the path of a file in the check-in (E6).
-func (v Verdict) NamesRecord() bool { return CheckHash("", v.Against) == nil }
-
-// ParseVerdict reads an audited tag's value.
-func ParseVerdict(value string) (Verdict, error) {
-	var v Verdict
-	rest, ok := strings.CutPrefix(value, VerdictPass+": ")
-	v.Pass = ok
-	if !ok {
-		if rest, ok = strings.CutPrefix(value, VerdictFail+": "); !ok {
-			return Verdict{}, strictjson.FieldErr("audited", strictjson.ErrInvalid, fmt.Sprintf("%s does not start with pass: or fail:", strictjson.QuoteShort(value)))
-		}
-	}
-	i := strings.LastIndex(rest, " (against ")
-	if i < 0 || !strings.HasSuffix(rest, ")") {
-		return Verdict{}, strictjson.FieldErr("audited", strictjson.ErrInvalid, fmt.Sprintf("%s does not end with (against X)", strictjson.QuoteShort(value)))
-	}
-	v.Reason, v.Against = rest[:i], rest[i+len(" (against "):len(rest)-1]
-	if strings.TrimSpace(v.Reason) == "" || v.Against == "" || CheckLine("audited", value, true, MaxTextLen) != nil {
-		return Verdict{}, strictjson.FieldErr("audited", strictjson.ErrInvalid, fmt.Sprintf("%s has no reason or no X", strictjson.QuoteShort(value)))
-	}
-	// X is a record's full hash or a path of the check-in (E6), as the
-	// audit tool writes it and the status shows it: anything else (5 KB of
-	// it, an absolute path) is no verdict, which every reader passes over.
-	if CheckHash("audited", v.Against) != nil && checkAgainstPath("audited", v.Against) != nil {
-		return Verdict{}, strictjson.FieldErr("audited", strictjson.ErrInvalid, fmt.Sprintf("%s names %s, which is neither a record's full hash nor a path of the check-in (at most %d bytes, relative, clean)",
-			strictjson.QuoteShort(value), strictjson.QuoteShort(v.Against), maxPathLen))
-	}
-	return v, nil
 }
