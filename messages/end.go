@@ -309,7 +309,7 @@ func (n *EndNote) Encode() ([]byte, error) {
 
 // String renders the note on one line.
 func (n *EndNote) String() string {
-	l := NewLine(kindEnd).version(n.Version).Word(n.Login+"/"+n.Project).KV("launch", n.Launch).
+	l := Render(kindEnd).version(n.Version).Word(n.Login+"/"+n.Project).KV("launch", n.Launch).
 		KV("pid", strconv.Itoa(n.PID)).num("start_time", n.StartTime).KV("status", string(n.Status))
 	if n.ExitCode != nil {
 		l.KV("exit_code", strconv.Itoa(*n.ExitCode))

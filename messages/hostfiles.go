@@ -445,7 +445,7 @@ const secretShown = "(kept in node.json, not shown)"
 
 // String renders the node on one line.
 func (c *NodeConfig) String() string {
-	l := NewLine("node").KV("user", c.User).OptKV("release", c.Release)
+	l := Render("node").KV("user", c.User).OptKV("release", c.Release)
 	for _, n := range c.ProjectNames() {
 		l.KV(n, c.Projects[n].URL)
 	}
@@ -532,7 +532,7 @@ func (b *Binding) Encode() ([]byte, error) {
 
 // String renders the binding on one line.
 func (b *Binding) String() string {
-	return NewLine("binding").Word(b.Login+"/"+b.Project).KV("branch", b.Branch).
+	return Render("binding").Word(b.Login+"/"+b.Project).KV("branch", b.Branch).
 		KV("remote", b.Remote).KV("home", b.Home).String()
 }
 

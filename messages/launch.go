@@ -74,7 +74,7 @@ func (n *LaunchNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *LaunchNote) String() string {
-	return NewLine(KindLaunch).version(n.Version).Word(n.Login+"/"+n.Project).KV("workspace", n.Workspace).
+	return Render(KindLaunch).version(n.Version).Word(n.Login+"/"+n.Project).KV("workspace", n.Workspace).
 		KV("session", n.Session).KV("release", n.Release).OptKV("checkin", n.Checkin).String()
 }
 

@@ -60,7 +60,7 @@ func checkListened(kindField, namesField string, kind ListenKind, names string) 
 func (l Listener) String() string { return l.render("listener", 0) }
 
 func (l *Listener) render(kind NoteKind, version int) string {
-	return NewLine(kind).version(version).Word(l.Login+"/"+l.Project).KV("kind", string(l.Kind)).KV("names", l.Names).String()
+	return Render(kind).version(version).Word(l.Login+"/"+l.Project).KV("kind", string(l.Kind)).KV("names", l.Names).String()
 }
 
 // ListenNote starts a listener: written by the agent login on the record
@@ -200,7 +200,7 @@ func (n *UnheardNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *UnheardNote) String() string {
-	l := NewLine(kindUnheard).version(n.Version).Word(n.Login+"/"+n.Project).KV("post", n.Post)
+	l := Render(kindUnheard).version(n.Version).Word(n.Login+"/"+n.Project).KV("post", n.Post)
 	if n.Posts != nil {
 		l.List("posts", n.Posts)
 	}

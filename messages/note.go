@@ -333,22 +333,26 @@ func encodeNote(kind NoteKind, version int, body any) ([]byte, error) {
 	return out, nil
 }
 
-// Line builds a note's or a message's one-line rendering: its kind, then
-// key=value pairs, each value a plain token or quoted.
-type Line struct{ b strings.Builder }
+// Rendering builds a note's or a message's one-line rendering (its String):
+// its kind, then key=value pairs, each value a plain token or quoted.
+type Rendering struct{ b strings.Builder }
 
-// NewLine starts a rendering with its kind.
-func NewLine(kind NoteKind) *Line {
-	l := &Line{}
+// Render starts a rendering with its kind.
+func Render(kind NoteKind) *Rendering {
+	l := &Rendering{}
 	l.b.WriteString(string(kind))
 	return l
 }
 
 // Word adds a bare value.
-func (l *Line) Word(s string) *Line { l.b.WriteByte(' '); l.b.WriteString(Token(s)); return l }
+func (l *Rendering) Word(s string) *Rendering {
+	l.b.WriteByte(' ')
+	l.b.WriteString(Token(s))
+	return l
+}
 
 // KV adds k=v.
-func (l *Line) KV(k, v string) *Line {
+func (l *Rendering) KV(k, v string) *Rendering {
 	l.b.WriteByte(' ')
 	l.b.WriteString(k)
 	l.b.WriteByte('=')
@@ -357,7 +361,7 @@ func (l *Line) KV(k, v string) *Line {
 }
 
 // OptKV adds k=v unless v is empty.
-func (l *Line) OptKV(k, v string) *Line {
+func (l *Rendering) OptKV(k, v string) *Rendering {
 	if v == "" {
 		return l
 	}
@@ -365,7 +369,7 @@ func (l *Line) OptKV(k, v string) *Line {
 }
 
 // Text adds k=v with v quoted, unless v is empty.
-func (l *Line) Text(k, v string) *Line {
+func (l *Rendering) Text(k, v string) *Rendering {
 	if v == "" {
 		return l
 	}
@@ -377,7 +381,7 @@ func (l *Line) Text(k, v string) *Line {
 }
 
 // List adds k=[a b "c d"].
-func (l *Line) List(k string, vs []string) *Line {
+func (l *Rendering) List(k string, vs []string) *Rendering {
 	l.b.WriteByte(' ')
 	l.b.WriteString(k)
 	l.b.WriteByte('=')
@@ -399,14 +403,14 @@ func tokens(vs []string) string {
 	return b.String()
 }
 
-func (l *Line) num(k string, n uint64) *Line {
+func (l *Rendering) num(k string, n uint64) *Rendering {
 	return l.KV(k, strconv.FormatUint(n, 10))
 }
 
 // Flag adds k=true or k=false.
-func (l *Line) Flag(k string, b bool) *Line { return l.KV(k, strconv.FormatBool(b)) }
+func (l *Rendering) Flag(k string, b bool) *Rendering { return l.KV(k, strconv.FormatBool(b)) }
 
-func (l *Line) version(v int) *Line {
+func (l *Rendering) version(v int) *Rendering {
 	if v != 0 {
 		l.KV("version", strconv.Itoa(v))
 	}
@@ -414,7 +418,7 @@ func (l *Line) version(v int) *Line {
 }
 
 // String is the rendering.
-func (l *Line) String() string { return l.b.String() }
+func (l *Rendering) String() string { return l.b.String() }
 
 // Claim is what one fenced block of a post says it is, read loosely: its
 // kind ("ocx") and, when they are strings, the login and project it names.

@@ -142,7 +142,7 @@ func DecodeReexecOutcome(data []byte) (*ReexecOutcome, error) {
 
 // String renders the outcome on one line.
 func (r *ReexecOutcome) String() string {
-	l := NewLine("reexec").KV("at", r.At.UTC().Format(time.RFC3339Nano)).KV("pid", fmt.Sprint(r.PID)).
+	l := Render("reexec").KV("at", r.At.UTC().Format(time.RFC3339Nano)).KV("pid", fmt.Sprint(r.PID)).
 		OptKV("target", r.Target).OptKV("release", r.Release).OptKV("from", r.From)
 	return l.Flag("ok", r.OK).OptKV("state", r.State).Text("error", r.Error).String()
 }
@@ -186,7 +186,7 @@ func (d *DaemonStatus) validate(f string) error {
 
 // String renders the daemon's status on one line.
 func (d *DaemonStatus) String() string {
-	l := NewLine("daemon")
+	l := Render("daemon")
 	if d.Running {
 		l.KV("pid", fmt.Sprint(d.PID)).OptKV("release", d.Release)
 	} else {

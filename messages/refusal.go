@@ -159,9 +159,9 @@ func (n *RefusalNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *RefusalNote) String() string {
-	l := NewLine(kindRefusal).version(n.Version).Word(n.Login + "/" + n.Project)
+	l := Render(kindRefusal).version(n.Version).Word(n.Login + "/" + n.Project)
 	if n.Login == "" {
-		l = NewLine(kindRefusal).version(n.Version).KV("project", n.Project)
+		l = Render(kindRefusal).version(n.Version).KV("project", n.Project)
 	}
 	l.KV("launch", n.Launch).Text("reason", n.Reason)
 	if n.Holder != nil {

@@ -50,7 +50,7 @@ func (n *ReportNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *ReportNote) String() string {
-	return NewLine(KindReport).version(n.Version).KV("outcome", string(n.Outcome)).Text("summary", n.Summary).String()
+	return Render(KindReport).version(n.Version).KV("outcome", string(n.Outcome)).Text("summary", n.Summary).String()
 }
 
 // maxCILineLen bounds the command's last line in a ci tag and a ci note.
@@ -90,7 +90,7 @@ func (n *CINote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *CINote) String() string {
-	return NewLine(KindCI).version(n.Version).KV("checkin", n.Checkin).KV("result", string(n.Result)).Text("line", n.Line).String()
+	return Render(KindCI).version(n.Version).KV("checkin", n.Checkin).KV("result", string(n.Result)).Text("line", n.Line).String()
 }
 
 // CITagName is the raw tag a CI session puts on the check-in it tested.

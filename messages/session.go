@@ -332,7 +332,7 @@ func (d *SessionDefinition) Encode() ([]byte, error) {
 
 // String renders the definition on one line.
 func (d *SessionDefinition) String() string {
-	l := NewLine(KindSession).version(d.Version).Word(string(d.Kind))
+	l := Render(KindSession).version(d.Version).Word(string(d.Kind))
 	if d.Kind == LLM || d.Runner != "" || d.Model != "" {
 		l.KV("runner", d.Runner).KV("model", d.Model)
 	}

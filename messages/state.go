@@ -864,7 +864,7 @@ func (s *NodeState) String() string {
 			listening++
 		}
 	}
-	return NewLine(kindState).version(s.Version).KV("hooks", strconv.Itoa(len(s.Hooks))).
+	return Render(kindState).version(s.Version).KV("hooks", strconv.Itoa(len(s.Hooks))).
 		KV("logins", strconv.Itoa(len(s.Logins))).KV("workspaces", strconv.Itoa(len(s.Workspaces))).
 		KV("active", strconv.Itoa(active)).KV("sessions", strconv.Itoa(len(s.Sessions))).
 		KV("listening", strconv.Itoa(listening)).KV("listeners", strconv.Itoa(len(s.Listeners))).String()

@@ -38,7 +38,7 @@ func (n *StopNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *StopNote) String() string {
-	return NewLine(KindStop).version(n.Version).OptKV("login", n.Login).Text("reason", n.Reason).String()
+	return Render(KindStop).version(n.Version).OptKV("login", n.Login).Text("reason", n.Reason).String()
 }
 
 // stopCause says what stopped a session.
@@ -167,6 +167,6 @@ func (n *StoppedNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *StoppedNote) String() string {
-	return NewLine(KindStopped).version(n.Version).Word(n.Login+"/"+n.Project).OptKV("launch", n.Launch).
+	return Render(KindStopped).version(n.Version).Word(n.Login+"/"+n.Project).OptKV("launch", n.Launch).
 		KV("cause", string(n.Cause)).OptKV("request", n.Request).OptKV("signal", n.Signal).OptKV("budget", n.Budget).String()
 }

@@ -30,5 +30,5 @@ func (n *TerminatedNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *TerminatedNote) String() string {
-	return NewLine(KindTerminated).version(n.Version).Word(n.Login+"/"+n.Project).Text("reason", n.Reason).String()
+	return Render(KindTerminated).version(n.Version).Word(n.Login+"/"+n.Project).Text("reason", n.Reason).String()
 }

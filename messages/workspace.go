@@ -128,19 +128,19 @@ func nonNil(s []string) []string {
 
 // String renders the definition on one line.
 func (d *WorkspaceDefinition) String() string {
-	l := NewLine(KindWorkspace).version(d.Version).Word(d.Login+"/"+d.Project).KV("branch", d.Branch)
+	l := Render(KindWorkspace).version(d.Version).Word(d.Login+"/"+d.Project).KV("branch", d.Branch)
 	d.Sandbox.render(l)
 	return l.String()
 }
 
 // String renders the sandbox on one line.
 func (s Sandbox) String() string {
-	l := NewLine("sandbox")
+	l := Render("sandbox")
 	s.render(l)
 	return l.String()
 }
 
-func (s Sandbox) render(l *Line) {
+func (s Sandbox) render(l *Rendering) {
 	l.Flag("network", s.Network).List("read_only", s.ReadOnly).List("read_write", s.ReadWrite).
 		List("homes", s.Homes).List("path", s.Path)
 }

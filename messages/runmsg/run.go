@@ -157,21 +157,21 @@ func (r *Run) String() string {
 	for i, s := range r.Workspace {
 		steps[i] = s.Step
 	}
-	l := messages.NewLine("run").KV("node", r.Node).KV("user", r.Process.User).List("steps", steps)
+	l := messages.Render("run").KV("node", r.Node).KV("user", r.Process.User).List("steps", steps)
 	l.Flag("sandbox", r.Sandbox != nil).List("limits", r.Limits.Names()).List("command", r.Process.Command)
 	return l.Flag("manual", r.Process.Manual).Flag("session", r.Process.Session).String()
 }
 
 func (s *RunStop) String() string {
-	return messages.NewLine("stop").KV("node", s.Node).KV("run", s.Run).String()
+	return messages.Render("stop").KV("node", s.Node).KV("run", s.Run).String()
 }
 
 func (s *RunStarted) String() string {
-	return messages.NewLine("started").KV("node", s.Node).KV("run", s.Run).List("values", s.Values.Names()).List("limits", s.Limits.Names()).String()
+	return messages.Render("started").KV("node", s.Node).KV("run", s.Run).List("values", s.Values.Names()).List("limits", s.Limits.Names()).String()
 }
 
 func (e *RunEnded) String() string {
-	l := messages.NewLine("ended").KV("node", e.Node).KV("run", e.Run).KV("outcome", string(e.Outcome))
+	l := messages.Render("ended").KV("node", e.Node).KV("run", e.Run).KV("outcome", string(e.Outcome))
 	if e.Exit != nil {
 		l.KV("exit", strconv.Itoa(*e.Exit))
 	}

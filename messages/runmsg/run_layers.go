@@ -80,7 +80,7 @@ func (s RunStep) SetValues(vals RunValues, checkin string) {
 }
 
 func (s RunStep) String() string {
-	l := messages.NewLine("step").Word(s.Step)
+	l := messages.Render("step").Word(s.Step)
 	return l.OptKV("at", s.At).OptKV("of", s.Of).OptKV("into", s.Into).String()
 }
 
