@@ -14,6 +14,9 @@ import (
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
+// version is the "ocx" of every message this package reads: protocol v1.
+const version = 1
+
 // Restrict is a record's restrictions (E10). Each is optional; none is the
 // default. branch and own_thread need no_password: an agent that holds its
 // password can write past any tool.

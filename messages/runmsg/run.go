@@ -16,9 +16,6 @@ import (
 // envelope protocol v1's record shares. ReadMessage reads any of them and
 // dispatches on kind: run, stop, started, ended, and record (TaskRecord).
 
-// version is the "ocx" of every message this package reads: protocol v1.
-const version = 1
-
 // MessageKind is an "ocx": 1 message's kind.
 type MessageKind string
 
@@ -53,16 +50,6 @@ type Message interface {
 	// Encode validates the message and renders its canonical fenced block.
 	Encode() ([]byte, error)
 }
-
-// Errors of the run engine's checks, for errors.Is.
-var (
-	// ErrUnsetValue: a string names a value not set by then (section 2).
-	ErrUnsetValue = errors.New("unset value")
-	// errUnknownStep: a workspace step of a kind section 5 does not have.
-	errUnknownStep = errors.New("unknown step")
-	// errStepNeeds: a step whose needs are not met before it.
-	errStepNeeds = errors.New("step needs unmet")
-)
 
 // MalformedMessage is a message of a kind the reader knows that does not
 // decode: a run of this kind is refused by row 2 of section 11, naming
