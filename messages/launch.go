@@ -6,9 +6,6 @@ import (
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
-// maxPID bounds process identities: Linux's PID_MAX_LIMIT on 64-bit hosts.
-const maxPID = 1 << 22
-
 // The releases a launch may ask for (seed 000: restart on the current or the
 // previous release).
 const (

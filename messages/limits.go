@@ -1,8 +1,5 @@
 package messages
 
-// The limits a run, a session and a node write, and the sizes they write
-// them in (seed 004, tables 7 and 8; D82).
-
 import (
 	"encoding/json"
 	"fmt"
@@ -10,6 +7,9 @@ import (
 
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
+
+// The limits a run, a session and a node write, and the sizes they write
+// them in (seed 004, tables 7 and 8; D82).
 
 // RunSize is a size as a run writes it (section 8, keep): a whole number of
 // bytes, held as its digits ("65536"), or a whole number and K, M or G

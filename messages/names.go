@@ -317,3 +317,36 @@ func (k *WorkspaceKey) UnmarshalText(b []byte) error {
 	*k = p
 	return nil
 }
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// CheckArg checks one argument of a command line: UTF-8 without NUL, which no
+// argument can hold, at most MaxShortLen*4 bytes. Other characters, newlines
+// included, are allowed: a shell script is an argument.
+func CheckArg(field, s string) error {
+	if len(s) > MaxTextLen {
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; an argument is at most %d", len(s), MaxTextLen))
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("holds NUL at byte %d; no argument can", i))
+		}
+	}
+	return checkChars(field, s, true)
+}
+
+// CheckUser checks a Fossil user's login as a receipt or a hears list names
+// it: any login Fossil holds, so not only D1's agent names, but one line of
+// valid UTF-8 without control characters and without space at either end.
+func CheckUser(field, s string) error {
+	if s == "" {
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; it names a Fossil user")
+	}
+	if len(s) > MaxShortLen {
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a user's login is at most %d", len(s), MaxShortLen))
+	}
+	if strings.Trim(s, " ") != s {
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s begins or ends with a space; a login does not", strictjson.QuoteShort(s)))
+	}
+	return checkChars(field, s, false)
+}

@@ -95,20 +95,6 @@ func (p *holder) String() string {
 	return fmt.Sprintf("pid=%d start_time=%d started_by=%s command=%s", p.PID, p.StartTime, Token(string(p.StartedBy)), tokens(p.Command))
 }
 
-func checkPID(field string, pid int) error {
-	if pid < 1 || pid > maxPID {
-		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%d is not a PID (1 to %d)", pid, maxPID))
-	}
-	return nil
-}
-
-func checkStartTime(field string, t uint64) error {
-	if t > strictjson.MaxSafeInt {
-		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1, which not every JSON reader reads exactly", t))
-	}
-	return nil
-}
-
 // RefusalNote says the daemon did not launch a session, in words a person reads:
 // written by the node user on the session's own record, replying to the launch.
 // Holder is the process that already names the workspace, when that is why.

@@ -174,4 +174,16 @@ func LastLine(output []byte) string {
 	return s
 }
 
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+// CIResult is a CI run's result on a check-in.
+type CIResult string
+
+// The results: the ci tag says green or red, a reviewer's verdict pass or
+// fail (D42); an end note may also say none, when the run left no result on
+// the check-in it was launched for (D5).
+const (
+	CIGreen CIResult = "green"
+	CIRed   CIResult = "red"
+	CIPass  CIResult = "pass"
+	CIFail  CIResult = "fail"
+	CINone  CIResult = "none"
+)

@@ -307,21 +307,6 @@ func CheckBranches(field string, branches []string) error {
 	return nil
 }
 
-// CheckArg checks one argument of a command line: UTF-8 without NUL, which no
-// argument can hold, at most MaxShortLen*4 bytes. Other characters, newlines
-// included, are allowed: a shell script is an argument.
-func CheckArg(field, s string) error {
-	if len(s) > MaxTextLen {
-		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; an argument is at most %d", len(s), MaxTextLen))
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("holds NUL at byte %d; no argument can", i))
-		}
-	}
-	return checkChars(field, s, true)
-}
-
 // Encode renders the canonical block.
 func (d *SessionDefinition) Encode() ([]byte, error) {
 	if err := d.Validate(); err != nil {

@@ -2,27 +2,10 @@ package messages
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
-
-// CheckUser checks a Fossil user's login as a receipt or a hears list names
-// it: any login Fossil holds, so not only D1's agent names, but one line of
-// valid UTF-8 without control characters and without space at either end.
-func CheckUser(field, s string) error {
-	if s == "" {
-		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; it names a Fossil user")
-	}
-	if len(s) > MaxShortLen {
-		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a user's login is at most %d", len(s), MaxShortLen))
-	}
-	if strings.Trim(s, " ") != s {
-		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s begins or ends with a space; a login does not", strictjson.QuoteShort(s)))
-	}
-	return checkChars(field, s, false)
-}
 
 // HearsFileContent is what AGENTS/LOGIN/held/PROJECT/hears holds for a resolved hears list:
 // one login a line, in the order given, or "*" alone; an empty list (the
