@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 	"github.com/ocx-go/ocx/messages/protocol"
 )
 
@@ -23,7 +24,7 @@ func BenchmarkCoresLaunchCycle(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		l := protocol.LaunchSpec{Hash: testHash(i), Repository: treeRep, Workspace: wsAna, Record: testHash(8001), Lifetime: messages.Stays}
-		s.input(protocol.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: l.Hash}})
+		s.input(protocol.LineRead{Line: pipe.PostLine{Repository: treeRep, Hash: l.Hash}})
 		pid++
 		proc := protocol.ProcID{PID: pid, Start: 5000}
 		for len(s.pending) > 0 {
@@ -77,7 +78,7 @@ func BenchmarkActorsLaunchCycle(b *testing.B) {
 		l := protocol.LaunchSpec{Hash: f.hash(), Repository: treeRep, Workspace: wsAna, Record: testHash(8001), Lifetime: messages.Stays}
 		f.launches[l.Hash] = l
 		f.mu.Unlock()
-		lt.send(protocol.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: l.Hash}})
+		lt.send(protocol.LineRead{Line: pipe.PostLine{Repository: treeRep, Hash: l.Hash}})
 		h := lt.snapshot(b)
 		children := h.Children()
 		if len(children) != 1 {
@@ -112,7 +113,7 @@ func BenchmarkWorkspaceActorMemory(b *testing.B) {
 			}
 			before := liveHeap()
 			for i := 0; i < actors; i++ {
-				sys.Root.Send(node, protocol.LineRead{Line: messages.StopLine{Login: fmt.Sprintf("ghost-%d", i), Project: "demo"}})
+				sys.Root.Send(node, protocol.LineRead{Line: pipe.StopLine{Login: fmt.Sprintf("ghost-%d", i), Project: "demo"}})
 			}
 			h, err := Snapshot(sys, node, time.Minute)
 			if err != nil {

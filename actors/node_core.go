@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 	"github.com/ocx-go/ocx/messages/protocol"
 )
 
@@ -58,7 +59,7 @@ type NodeCore struct {
 	// since the two run on goroutines of their own and could cross.
 	resuming    bool
 	pauseWanted bool
-	deferred    []messages.PipeLine
+	deferred    []pipe.Line
 	remainder   []byte
 	collect     *collection
 	seq         int
@@ -145,7 +146,7 @@ func (c *NodeCore) lineRead(m protocol.LineRead) {
 		c.dispatch(m.Line)
 		return
 	}
-	if _, ok := m.Line.(messages.ReexecLine); ok {
+	if _, ok := m.Line.(pipe.ReexecLine); ok {
 		c.log(slog.LevelInfo, "re-exec already under way")
 		return
 	}
@@ -307,9 +308,9 @@ func (c *NodeCore) childStopped(m protocol.ChildStopped) {
 	}
 }
 
-func (c *NodeCore) dispatch(l messages.PipeLine) {
+func (c *NodeCore) dispatch(l pipe.Line) {
 	switch l := l.(type) {
-	case messages.PostLine:
+	case pipe.PostLine:
 		if c.recent.has(l.Hash) || c.classifying[l.Hash] {
 			c.log(slog.LevelDebug, "post already handled", slog.String(KeyHash, l.Hash))
 			return
@@ -317,17 +318,17 @@ func (c *NodeCore) dispatch(l messages.PipeLine) {
 		c.classifying[l.Hash] = true
 		c.order = append(c.order, l.Hash)
 		c.emit(protocol.ClassifyArtifact{Repository: l.Repository, Hash: l.Hash})
-	case messages.StopLine:
+	case pipe.StopLine:
 		w := l.Key()
 		c.tellWorkspace(w, protocol.StopWorkspace{Workspace: w})
-	case messages.BudgetLine:
+	case pipe.BudgetLine:
 		w := l.Key()
 		c.tellWorkspace(w, protocol.BudgetSpent{Workspace: w, Launch: l.Launch, Limit: l.Limit, Used: l.Used})
-	case messages.ReexecLine:
+	case pipe.ReexecLine:
 		c.reexec()
-	case messages.RunsCheckLine:
+	case pipe.RunsCheckLine:
 		c.emit(protocol.CheckRuns{})
-	case messages.RunStartLine:
+	case pipe.RunStartLine:
 		c.emit(protocol.StartRun{Repository: l.Repository, Run: l.Hash, By: l.By})
 	default:
 		c.log(slog.LevelWarn, "a pipe line the node does not act on", slog.String(KeyMessage, fmt.Sprint(l)))
@@ -664,7 +665,7 @@ func (c *NodeCore) restore(h protocol.Handoff) {
 		c.exited(e)
 	}
 	for i, p := range h.Pending {
-		l, err := messages.ParsePipeLine([]byte(p))
+		l, err := pipe.Parse([]byte(p))
 		if err != nil {
 			c.log(slog.LevelError, fmt.Sprintf("a pending line of the hand-off cannot be read (#%d)", i), errAttr(err))
 			continue

@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 	"github.com/ocx-go/ocx/messages/protocol"
 )
 
@@ -145,13 +146,13 @@ func TestNodeCoreProperties(t *testing.T) {
 			launched: map[string]int{}, refused: map[string]int{}, exits: map[protocol.ProcID]int{},
 			exited: map[protocol.ProcID]bool{}, expect: map[protocol.ProcID]int{}, collects: map[messages.WorkspaceKey]protocol.CollectState{}, answered: map[messages.WorkspaceKey]bool{}, phase: "running"}
 		m.c = NewNodeCore(Config{})
-		line := func(t *rapid.T, l messages.PipeLine) {
+		line := func(t *rapid.T, l pipe.Line) {
 			if m.phase != "running" {
-				if _, ok := l.(messages.ReexecLine); !ok {
+				if _, ok := l.(pipe.ReexecLine); !ok {
 					b, _ := l.Encode()
 					m.deferred = append(m.deferred, strings.TrimSuffix(string(b), "\n"))
 				}
-			} else if _, ok := l.(messages.ReexecLine); ok {
+			} else if _, ok := l.(pipe.ReexecLine); ok {
 				m.phase = "pausing"
 			}
 			m.step(t, protocol.LineRead{Line: l})
@@ -159,13 +160,13 @@ func TestNodeCoreProperties(t *testing.T) {
 
 		t.Repeat(map[string]func(*rapid.T){
 			"post": func(t *rapid.T) {
-				line(t, messages.PostLine{Repository: "/srv/demo.fossil", Hash: testHash(rapid.IntRange(0, 5).Draw(t, "hash"))})
+				line(t, pipe.PostLine{Repository: "/srv/demo.fossil", Hash: testHash(rapid.IntRange(0, 5).Draw(t, "hash"))})
 			},
 			"stop": func(t *rapid.T) {
 				w := rapid.SampledFrom(nodeWs).Draw(t, "w")
-				line(t, messages.StopLine{Login: w.Login, Project: w.Project})
+				line(t, pipe.StopLine{Login: w.Login, Project: w.Project})
 			},
-			"reexec": func(t *rapid.T) { line(t, messages.ReexecLine{}) },
+			"reexec": func(t *rapid.T) { line(t, pipe.ReexecLine{}) },
 			"classified": func(t *rapid.T) {
 				if len(m.classify) == 0 {
 					t.Skip("no classification in flight")
@@ -337,7 +338,7 @@ func TestNodeCoreAsksForDeliveries(t *testing.T) {
 		}
 	}
 	post := func(h string) protocol.LineRead {
-		return protocol.LineRead{Line: messages.PostLine{Repository: "/srv/demo.fossil", Hash: h}}
+		return protocol.LineRead{Line: pipe.PostLine{Repository: "/srv/demo.fossil", Hash: h}}
 	}
 	// No run's actor: a post is classified, and nobody is asked for its deliveries.
 	step(post("aaaaaaaaaa"), "classify /srv/demo.fossil aaaaaaaaaa")
@@ -389,10 +390,10 @@ func TestNodeCoreActsInTheOrderOfItsLines(t *testing.T) {
 			if read < n && (len(inFlight) == 0 || rapid.Bool().Draw(t, "read")) {
 				h := hashes[read]
 				read++
-				record(c.Step(time.Time{}, protocol.LineRead{Line: messages.PostLine{Repository: "/srv/demo.fossil", Hash: h}}))
+				record(c.Step(time.Time{}, protocol.LineRead{Line: pipe.PostLine{Repository: "/srv/demo.fossil", Hash: h}}))
 				if rapid.Bool().Draw(t, "again") {
 					before := len(inFlight)
-					record(c.Step(time.Time{}, protocol.LineRead{Line: messages.PostLine{Repository: "/srv/demo.fossil", Hash: h}}))
+					record(c.Step(time.Time{}, protocol.LineRead{Line: pipe.PostLine{Repository: "/srv/demo.fossil", Hash: h}}))
 					if len(inFlight) != before {
 						t.Fatalf("a post read twice is classified twice")
 					}
@@ -572,7 +573,7 @@ func TestNodeCoreBootFindsTheGone(t *testing.T) {
 				t.Fatalf("launch %s handed to its workspace %d times, want %d", l, adopted[l], want)
 			}
 			if ok[l] {
-				step(protocol.LineRead{Line: messages.PostLine{Repository: "/srv/demo.fossil", Hash: l}})
+				step(protocol.LineRead{Line: pipe.PostLine{Repository: "/srv/demo.fossil", Hash: l}})
 			}
 		}
 	})
@@ -589,7 +590,7 @@ func TestNodeCoreGivesRunsTheirTurns(t *testing.T) {
 	held := protocol.RunActorState{Facts: protocol.RunFacts{Hash: "R0run00000", Slot: "ana"}, StartedCounts: true, InCare: true, Alive: true, Proc: 1}
 	c.Step(time.Time{}, protocol.Boot{Runs: []protocol.RunActorState{held}})
 	for i, h := range []string{"R1run00000", "R2run00000"} {
-		c.Step(time.Time{}, protocol.LineRead{Line: messages.PostLine{Repository: "/r/demo.fossil", Hash: h}})
+		c.Step(time.Time{}, protocol.LineRead{Line: pipe.PostLine{Repository: "/r/demo.fossil", Hash: h}})
 		f := protocol.RunFacts{Hash: h, Project: "demo", At: at(int64(i + 1)), Slot: "ana"}
 		c.Step(time.Time{}, protocol.ArtifactClassified{Repository: "/r/demo.fossil", Hash: h,
 			Run: &protocol.RunRouted{Run: h, Event: protocol.RunArrived{Facts: f, InOrder: true}}})

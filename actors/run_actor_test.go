@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 	"github.com/ocx-go/ocx/messages/protocol"
 )
 
@@ -151,7 +152,7 @@ func TestStoppingTheTreeIsNoAccident(t *testing.T) {
 	hash := strings.Repeat("c", 64)
 	lt.send(protocol.RunRouted{Run: hash, Event: protocol.RunArrived{Facts: protocol.RunFacts{Hash: hash}}})
 	<-runs.done
-	lt.send(protocol.LineRead{Line: messages.StopLine{Login: "ana", Project: "demo"}})
+	lt.send(protocol.LineRead{Line: pipe.StopLine{Login: "ana", Project: "demo"}})
 	lt.snapshot(t)
 	lt.stop(t)
 	if strings.Contains(logs.String(), "unexpectedly") {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // runPhase is where a run stands in table 10 of seed 004. none, waiting,
@@ -61,7 +62,7 @@ type RunKept struct {
 	// Cause is what came first of a stop (stopped) and the wall (budget),
 	// once the node acted on it, and CauseNote its note: the node keeps it
 	// so that a restart ends the run as it would have.
-	Cause     messages.RunOutcome
+	Cause     runmsg.RunOutcome
 	CauseNote string
 	// Decided is the run's outcome once decided and until ended is
 	// written, so that a node going down between the two writes the same.
@@ -70,7 +71,7 @@ type RunKept struct {
 
 // RunDecision is a run's decided ended: its outcome, exit and note.
 type RunDecision struct {
-	Outcome messages.RunOutcome
+	Outcome runmsg.RunOutcome
 	Exit    *int
 	Note    string
 }
@@ -118,14 +119,14 @@ type RunCore struct {
 	// once the effect in flight answers). cause is what came first, once
 	// started, of a stop (stopped) and the wall (budget).
 	stop      bool
-	cause     messages.RunOutcome
+	cause     runmsg.RunOutcome
 	causeNote string
 
 	given RunGiven
 	queue []protocol.RunDelivery
 
 	// The decision, once made.
-	outcome messages.RunOutcome
+	outcome runmsg.RunOutcome
 	exit    *int
 	note    string
 
@@ -166,12 +167,12 @@ func RestoreRunCore(cfg Config, facts protocol.RunFacts, k RunKept) *RunCore {
 		}
 		c.cause, c.causeNote = k.Cause, k.CauseNote
 		if c.cause == "" && k.StopCounts {
-			c.cause = messages.RunStopped
+			c.cause = runmsg.RunStopped
 		}
 	case k.InCare:
 		c.phase = runPreparing
-		c.stop = k.StopCounts || k.Cause == messages.RunStopped
-	case k.StopCounts || k.Cause == messages.RunStopped:
+		c.stop = k.StopCounts || k.Cause == runmsg.RunStopped
+	case k.StopCounts || k.Cause == runmsg.RunStopped:
 		c.phase = runNone
 		c.stop = true
 	default:
@@ -193,11 +194,11 @@ func (c *RunCore) Start(now time.Time) []protocol.DaemonEffect {
 		c.writeEnded()
 	case runNone:
 		if c.stop {
-			c.decide(messages.RunStopped, nil, "")
+			c.decide(runmsg.RunStopped, nil, "")
 		}
 	case runPreparing:
 		if c.stop {
-			c.decide(messages.RunStopped, nil, "")
+			c.decide(runmsg.RunStopped, nil, "")
 			break
 		}
 		c.prepare()
@@ -232,7 +233,7 @@ func (c *RunCore) Kept() RunKept {
 		Proc: c.proc, Alive: c.running, Given: c.given, Queue: append([]protocol.RunDelivery(nil), c.queue...),
 	}
 	if c.stop {
-		k.Cause = messages.RunStopped
+		k.Cause = runmsg.RunStopped
 	}
 	if c.cause != "" {
 		k.Cause, k.CauseNote = c.cause, c.causeNote
@@ -247,7 +248,7 @@ func (c *RunCore) Kept() RunKept {
 func (c *RunCore) Ended() bool { return c.phase == runEnded }
 
 // Outcome is the decided outcome, empty until it is decided.
-func (c *RunCore) Outcome() messages.RunOutcome { return c.outcome }
+func (c *RunCore) Outcome() runmsg.RunOutcome { return c.outcome }
 
 // State is the run's state in table 10's words: none, waiting, started or
 // ended (ended once decided).
@@ -312,7 +313,7 @@ func (c *RunCore) arrived(m protocol.RunArrived) {
 	c.facts = m.Facts
 	switch {
 	case m.Refusal != "":
-		c.decide(messages.RunRefused, nil, m.Refusal)
+		c.decide(runmsg.RunRefused, nil, m.Refusal)
 	case m.Facts.Manual:
 		c.phase = runWaiting
 		c.log(slog.LevelInfo, "a manual run waits for a start by admin or setup", runAttr(c.run))
@@ -329,7 +330,7 @@ func (c *RunCore) startRequested(m protocol.RunStartRequested) {
 	case !m.Privileged:
 		c.log(slog.LevelWarn, "a start by a user holding neither admin nor setup; ignored", runAttr(c.run), slog.String("by", m.By))
 	case m.Refusal != "":
-		c.decide(messages.RunRefused, nil, m.Refusal)
+		c.decide(runmsg.RunRefused, nil, m.Refusal)
 	default:
 		c.begin()
 	}
@@ -404,32 +405,32 @@ func (c *RunCore) stopRequested(m protocol.RunStopRequested) {
 	switch c.phase {
 	case runNone, runWaiting:
 		c.stop = true
-		c.decide(messages.RunStopped, nil, "")
+		c.decide(runmsg.RunStopped, nil, "")
 	case runPreparing:
 		c.stop = true
 		if c.slotAsked {
 			// It waits for its user's run before it: the stop ends the
 			// wait, and the run.
-			c.decide(messages.RunStopped, nil, "")
+			c.decide(runmsg.RunStopped, nil, "")
 		}
 		// Otherwise decided when the layers answer.
 	case runWriting:
 		c.stop = true
 		if !c.startInFlight && !c.startAsked {
-			c.decide(messages.RunStopped, nil, "")
+			c.decide(runmsg.RunStopped, nil, "")
 		}
 	case runStarted:
 		if c.cause != "" {
 			c.log(slog.LevelInfo, "the run is already being ended; the stop changes nothing", runAttr(c.run))
 			return
 		}
-		c.cause = messages.RunStopped
+		c.cause = runmsg.RunStopped
 		c.wallSeq = 0
 		if c.running {
 			c.endProcess()
 			return
 		}
-		c.decide(messages.RunStopped, nil, "")
+		c.decide(runmsg.RunStopped, nil, "")
 	default:
 		c.log(slog.LevelInfo, "stop of a run whose end is decided; ignored", runAttr(c.run))
 	}
@@ -442,9 +443,9 @@ func (c *RunCore) prepared(m protocol.RunPrepared) {
 	}
 	switch {
 	case c.stop:
-		c.decide(messages.RunStopped, nil, "")
+		c.decide(runmsg.RunStopped, nil, "")
 	case m.Failed != "":
-		c.decide(messages.RunRefused, nil, m.Failed)
+		c.decide(runmsg.RunRefused, nil, m.Failed)
 	default:
 		c.values = m.Values
 		c.phase = runWriting
@@ -483,9 +484,9 @@ func (c *RunCore) startedWritten(now time.Time, m protocol.RunStartedWritten) {
 		}
 		switch {
 		case c.stop:
-			c.decide(messages.RunStopped, nil, "")
+			c.decide(runmsg.RunStopped, nil, "")
 		case c.startFailures >= c.cfg.EndAttempts:
-			c.decide(messages.RunRefused, nil, fmt.Sprintf("started could not be written after %d attempts: %s", c.startAttempts, messages.CleanText(m.Err.Error())))
+			c.decide(runmsg.RunRefused, nil, fmt.Sprintf("started could not be written after %d attempts: %s", c.startAttempts, messages.CleanText(m.Err.Error())))
 		default:
 			c.log(slog.LevelWarn, "started not written; trying again", runAttr(c.run), errAttr(m.Err))
 			c.retry()
@@ -498,8 +499,8 @@ func (c *RunCore) startedWritten(now time.Time, m protocol.RunStartedWritten) {
 	if c.stop {
 		// The stop came before the launch: started is on the record, and
 		// nothing is launched.
-		c.cause = messages.RunStopped
-		c.decide(messages.RunStopped, nil, "")
+		c.cause = runmsg.RunStopped
+		c.decide(runmsg.RunStopped, nil, "")
 		return
 	}
 	c.armWall(now)
@@ -550,14 +551,14 @@ func (c *RunCore) retry() {
 // pastWall ends the run past its wall: its process first, if one runs.
 func (c *RunCore) pastWall() {
 	c.wallSeq = 0
-	c.cause = messages.RunBudget
+	c.cause = runmsg.RunBudget
 	c.causeNote = fmt.Sprintf("wall: past limits.wall of %s, counted from the launch at %s", c.facts.Wall, c.launchedAt.UTC().Format(time.RFC3339))
 	c.log(slog.LevelWarn, "the run is past its wall; ending it", runAttr(c.run))
 	if c.running {
 		c.endProcess()
 		return
 	}
-	c.decide(messages.RunBudget, nil, c.causeNote)
+	c.decide(runmsg.RunBudget, nil, c.causeNote)
 }
 
 // endProcess sends TERM to the running process, and KILL after the grace.
@@ -619,19 +620,19 @@ func (c *RunCore) exited(m protocol.RunProcessExited) {
 	c.keepFailures = 0
 	c.keepLogs()
 	switch {
-	case c.cause == messages.RunStopped:
-		c.decide(messages.RunStopped, nil, "")
-	case c.cause == messages.RunBudget:
-		c.decide(messages.RunBudget, nil, c.causeNote)
+	case c.cause == runmsg.RunStopped:
+		c.decide(runmsg.RunStopped, nil, "")
+	case c.cause == runmsg.RunBudget:
+		c.decide(runmsg.RunBudget, nil, c.causeNote)
 	case m.Status.State == messages.EndUnknown && !c.facts.StartsEach():
-		c.decide(messages.RunLost, nil, "its process ended while the node was not its parent, so how it ended is unknown")
+		c.decide(runmsg.RunLost, nil, "its process ended while the node was not its parent, so how it ended is unknown")
 	case m.Status.Signal == sigXCPU && c.facts.CPU:
-		c.decide(messages.RunBudget, nil, "cpu: its process was ended by SIGXCPU, past limits.cpu")
+		c.decide(runmsg.RunBudget, nil, "cpu: its process was ended by SIGXCPU, past limits.cpu")
 	case m.Status.Limit == messages.LimitMemory:
-		c.decide(messages.RunBudget, nil, "memory: past limits.memory, its sandbox was ended ("+m.Status.LimitNote+")")
+		c.decide(runmsg.RunBudget, nil, "memory: past limits.memory, its sandbox was ended ("+m.Status.LimitNote+")")
 	case !c.facts.StartsEach():
 		code := m.Exit()
-		c.decide(messages.RunExited, &code, "")
+		c.decide(runmsg.RunExited, &code, "")
 	}
 }
 
@@ -687,7 +688,7 @@ func (c *RunCore) notInCare(m protocol.RunNotInCare) {
 	if note == "" {
 		note = "the node found it not in its care"
 	}
-	c.decide(messages.RunLost, nil, note)
+	c.decide(runmsg.RunLost, nil, note)
 }
 
 func (c *RunCore) timer(now time.Time, m protocol.RunTimerFired) {
@@ -724,7 +725,7 @@ func (c *RunCore) timer(now time.Time, m protocol.RunTimerFired) {
 
 // decide makes the run's one decision: its outcome, then ended once the
 // last process's kept logs are written.
-func (c *RunCore) decide(o messages.RunOutcome, exit *int, note string) {
+func (c *RunCore) decide(o runmsg.RunOutcome, exit *int, note string) {
 	if c.phase >= runEnding {
 		return
 	}

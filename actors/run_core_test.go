@@ -11,6 +11,7 @@ import (
 
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // runH is the hash of the run the tests drive; its short form is R0run00000.
@@ -349,7 +350,7 @@ type runModel struct {
 	started    []string               // the deliveries processes were launched for, in order
 	feedWanted *protocol.RunDelivery  // the delivery a feed must deliver in this step
 
-	trigger  messages.RunOutcome
+	trigger  runmsg.RunOutcome
 	wantExit int
 	ended    bool
 
@@ -394,7 +395,7 @@ func (m *runModel) turn(t *rapid.T, e protocol.Tell) {
 
 func (m *runModel) undecided() bool { return m.c.phase < runEnding }
 
-func (m *runModel) first(o messages.RunOutcome) {
+func (m *runModel) first(o runmsg.RunOutcome) {
 	if m.trigger == "" && m.undecided() {
 		m.trigger = o
 	}
@@ -506,18 +507,18 @@ func (m *runModel) apply(t *rapid.T, effs []protocol.DaemonEffect) {
 			if m.anyAlive() || len(m.keepLogs) > 0 || len(m.keepFailed) > 0 || m.prepare || m.startWrite {
 				t.Fatalf("ended while a process runs, its logs are being kept, or a write is out")
 			}
-			if m.trigger == "" && !(e.Outcome == messages.RunRefused && strings.HasPrefix(e.Note, "started could not be written")) {
+			if m.trigger == "" && !(e.Outcome == runmsg.RunRefused && strings.HasPrefix(e.Note, "started could not be written")) {
 				t.Fatalf("ended %s with nothing to end it", e.Outcome)
 			}
 			if m.trigger != "" && e.Outcome != m.trigger {
 				t.Fatalf("ended %s, but %s came first", e.Outcome, m.trigger)
 			}
 			switch e.Outcome {
-			case messages.RunExited:
+			case runmsg.RunExited:
 				if e.Exit == nil || *e.Exit != m.wantExit || e.Note != "" {
 					t.Fatalf("exited with exit %v note %q, want %d", e.Exit, e.Note, m.wantExit)
 				}
-			case messages.RunStopped:
+			case runmsg.RunStopped:
 				if e.Exit != nil || e.Note != "" {
 					t.Fatalf("stopped with an exit or a note")
 				}
@@ -578,14 +579,14 @@ func (m *runModel) restart(t *rapid.T) {
 		// from what the record says.
 		m.trigger = ""
 		if m.recStop {
-			m.first(messages.RunStopped)
+			m.first(runmsg.RunStopped)
 		}
 	}
 	if m.recStarted && m.launchedAt.IsZero() {
 		m.launchedAt = m.now // unknown: counted from now
 	}
 	if m.facts.Wall > 0 && m.recStarted && !m.recEnded && k.Decided == nil && k.Cause == "" && !m.recStop && (m.alive[m.lastProc] || m.inCare) && !m.now.Before(m.launchedAt.Add(m.facts.Wall)) {
-		m.first(messages.RunBudget)
+		m.first(runmsg.RunBudget)
 	}
 	m.apply(t, m.c.Start(m.now))
 	var care []RunInCare
@@ -593,7 +594,7 @@ func (m *runModel) restart(t *rapid.T) {
 		care = append(care, RunInCare{Hash: runH, Alive: m.alive[m.lastProc], StartsEach: m.facts.StartsEach()})
 	}
 	for _, l := range RunsLost([]RunOnRecord{{Hash: runH, StartedCounts: m.recStarted, EndedCounts: m.recEnded}}, care) {
-		m.first(messages.RunLost)
+		m.first(runmsg.RunLost)
 		m.step(t, protocol.RunNotInCare{Note: l.Note})
 	}
 }
@@ -618,7 +619,7 @@ func TestRunCoreProperties(t *testing.T) {
 			"arrive": func(t *rapid.T) {
 				refusal := rapid.SampledFrom([]string{"", "", "process.user: holds setup"}).Draw(t, "refusal")
 				if m.c.phase == runNone && !m.c.stop && !m.c.inCare && refusal != "" {
-					m.first(messages.RunRefused)
+					m.first(runmsg.RunRefused)
 				}
 				m.step(t, protocol.RunArrived{Facts: m.facts, Refusal: refusal})
 			},
@@ -627,7 +628,7 @@ func TestRunCoreProperties(t *testing.T) {
 				refusal := rapid.SampledFrom([]string{"", "", "process.user works for lab-2"}).Draw(t, "refusal")
 				if m.c.phase == runWaiting && priv {
 					if refusal != "" {
-						m.first(messages.RunRefused)
+						m.first(runmsg.RunRefused)
 					} else {
 						m.startAllowed = true
 					}
@@ -653,7 +654,7 @@ func TestRunCoreProperties(t *testing.T) {
 			"stop": func(t *rapid.T) {
 				priv := rapid.Bool().Draw(t, "privileged")
 				if priv {
-					m.first(messages.RunStopped)
+					m.first(runmsg.RunStopped)
 					m.recStop = true
 				}
 				m.step(t, protocol.RunStopRequested{By: "u", Privileged: priv})
@@ -665,7 +666,7 @@ func TestRunCoreProperties(t *testing.T) {
 				m.prepare = false
 				failed := rapid.SampledFrom([]string{"", "", "workspace[1] password: none for builder"}).Draw(t, "failed")
 				if failed != "" && !m.c.stop {
-					m.first(messages.RunRefused)
+					m.first(runmsg.RunRefused)
 				}
 				m.step(t, protocol.RunPrepared{Values: map[string]string{"run": runH}, Failed: failed})
 			},
@@ -739,13 +740,13 @@ func TestRunCoreProperties(t *testing.T) {
 					if m.c.phase == runStarted && p == m.c.proc {
 						switch {
 						case x.Status.State == messages.EndUnknown && !m.facts.StartsEach():
-							m.first(messages.RunLost)
+							m.first(runmsg.RunLost)
 						case x.Status.Signal == sigXCPU && m.facts.CPU:
-							m.first(messages.RunBudget)
+							m.first(runmsg.RunBudget)
 						case x.Status.Limit == messages.LimitMemory:
-							m.first(messages.RunBudget)
+							m.first(runmsg.RunBudget)
 						case !m.facts.StartsEach():
-							m.first(messages.RunExited)
+							m.first(runmsg.RunExited)
 							m.wantExit = x.Exit()
 						}
 					}
@@ -764,7 +765,7 @@ func TestRunCoreProperties(t *testing.T) {
 					m.now = due
 				}
 				if tm.Purpose == protocol.RunTimerWall && tm.Seq == m.wallSeq && m.c.phase == runStarted {
-					m.first(messages.RunBudget)
+					m.first(runmsg.RunBudget)
 				}
 				m.step(t, protocol.RunTimerFired{Purpose: tm.Purpose, Seq: tm.Seq})
 			},
@@ -796,7 +797,7 @@ func TestRunCoreProperties(t *testing.T) {
 			},
 			"not in care": func(t *rapid.T) {
 				if m.c.phase == runStarted && !m.anyAlive() && len(m.keepLogs) == 0 {
-					m.first(messages.RunLost)
+					m.first(runmsg.RunLost)
 				}
 				m.step(t, protocol.RunNotInCare{Note: "checked"})
 			},

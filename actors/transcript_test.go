@@ -16,6 +16,7 @@ import (
 
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/modelapi"
+	"github.com/ocx-go/ocx/messages/pipe"
 	"github.com/ocx-go/ocx/messages/protocol"
 )
 
@@ -201,14 +202,14 @@ func (tr *transcript) do(cmd string) error {
 		if len(f) != 3 {
 			return errors.New("post REPOSITORY NAME")
 		}
-		s.input(protocol.LineRead{Line: messages.PostLine{Repository: f[1], Hash: tr.hash(f[2])}})
+		s.input(protocol.LineRead{Line: pipe.PostLine{Repository: f[1], Hash: tr.hash(f[2])}})
 	case "stop":
 		if len(f) != 3 {
 			return errors.New("stop LOGIN PROJECT")
 		}
-		s.input(protocol.LineRead{Line: messages.StopLine{Login: f[1], Project: f[2]}})
+		s.input(protocol.LineRead{Line: pipe.StopLine{Login: f[1], Project: f[2]}})
 	case "reexec":
-		s.input(protocol.LineRead{Line: messages.ReexecLine{}})
+		s.input(protocol.LineRead{Line: pipe.ReexecLine{}})
 	case "budget":
 		// budget LOGIN PROJECT LAUNCH LIMIT USED: a model proxy's line.
 		if len(f) != 6 {
@@ -218,7 +219,7 @@ func (tr *transcript) do(cmd string) error {
 		if err != nil {
 			return err
 		}
-		s.input(protocol.LineRead{Line: messages.BudgetLine{Login: f[1], Project: f[2], Launch: tr.hash(f[3]), Limit: f[4], Used: used}})
+		s.input(protocol.LineRead{Line: pipe.BudgetLine{Login: f[1], Project: f[2], Launch: tr.hash(f[3]), Limit: f[4], Used: used}})
 	case "spent":
 		// spent LAUNCH NOTE...: the usage read at the end of the session
 		// serving LAUNCH finds its tokens spent, as NOTE says.

@@ -16,6 +16,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 	"github.com/ocx-go/ocx/messages/protocol"
 )
 
@@ -183,7 +184,7 @@ func TestTreeOnActors(t *testing.T) {
 		lt := startTree(rt, f, cfg, protocol.Boot{Found: found})
 		defer func() { lt.stop(rt) }()
 		post := func(h string) {
-			lt.send(protocol.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: h}})
+			lt.send(protocol.LineRead{Line: pipe.PostLine{Repository: treeRep, Hash: h}})
 		}
 
 		// seenGone are the adopted processes whose end the tree was seen to
@@ -282,7 +283,7 @@ func TestTreeOnActors(t *testing.T) {
 			"stop": func(rt *rapid.T) {
 				note("stop")
 				k := rapid.SampledFrom(treeWs).Draw(rt, "w")
-				lt.send(protocol.LineRead{Line: messages.StopLine{Login: k.Login, Project: k.Project}})
+				lt.send(protocol.LineRead{Line: pipe.StopLine{Login: k.Login, Project: k.Project}})
 			},
 			"exit": func(rt *rapid.T) {
 				note("exit")
@@ -319,7 +320,7 @@ func TestTreeOnActors(t *testing.T) {
 				f.mu.Lock()
 				f.execFails = rapid.IntRange(0, 3).Draw(rt, "execFails") == 0
 				f.mu.Unlock()
-				lt.send(protocol.LineRead{Line: messages.ReexecLine{}})
+				lt.send(protocol.LineRead{Line: pipe.ReexecLine{}})
 			},
 			"exec": func(rt *rapid.T) {
 				f.mu.Lock()

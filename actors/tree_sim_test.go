@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 	"github.com/ocx-go/ocx/messages/protocol"
 )
 
@@ -561,14 +562,14 @@ func TestTreeProperties(t *testing.T) {
 				l := protocol.LaunchSpec{Hash: w.hash(), Repository: treeRep, Workspace: k, Record: testHash(8001), Lifetime: rapid.SampledFrom([]messages.Lifetime{messages.Stays, messages.Completes}).Draw(t, "lifetime")}
 				w.launches[l.Hash] = l
 				w.posted = append(w.posted, l.Hash)
-				w.input(protocol.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: l.Hash}})
+				w.input(protocol.LineRead{Line: pipe.PostLine{Repository: treeRep, Hash: l.Hash}})
 			},
 			"repost": func(t *rapid.T) {
 				if len(w.posted) == 0 {
 					t.Skip("nothing posted")
 				}
 				h := rapid.SampledFrom(w.posted).Draw(t, "hash")
-				w.input(protocol.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: h}})
+				w.input(protocol.LineRead{Line: pipe.PostLine{Repository: treeRep, Hash: h}})
 			},
 			"checkin": func(t *rapid.T) {
 				b := rapid.SampledFrom([]string{"trunk", "trunk", "dev"}).Draw(t, "branch")
@@ -579,7 +580,7 @@ func TestTreeProperties(t *testing.T) {
 					w.own[h] = w.reviewer && rapid.IntRange(0, 3).Draw(t, "own") == 0
 				}
 				w.posted = append(w.posted, h)
-				w.input(protocol.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: h}})
+				w.input(protocol.LineRead{Line: pipe.PostLine{Repository: treeRep, Hash: h}})
 			},
 			// A check-in whose hook line never reaches the daemon (it
 			// arrived while none ran): only a look at the queue finds it.
@@ -590,7 +591,7 @@ func TestTreeProperties(t *testing.T) {
 			},
 			"stop": func(t *rapid.T) {
 				k := rapid.SampledFrom(treeWs).Draw(t, "w")
-				w.input(protocol.LineRead{Line: messages.StopLine{Login: k.Login, Project: k.Project}})
+				w.input(protocol.LineRead{Line: pipe.StopLine{Login: k.Login, Project: k.Project}})
 			},
 			"terminal": func(t *rapid.T) {
 				k := rapid.SampledFrom(treeWs).Draw(t, "w")
@@ -634,7 +635,7 @@ func TestTreeProperties(t *testing.T) {
 				w.s.now = w.s.now.Add(time.Duration(rapid.IntRange(1, 15).Draw(t, "secs")) * time.Second)
 			},
 			"reexec": func(t *rapid.T) {
-				w.input(protocol.LineRead{Line: messages.ReexecLine{}})
+				w.input(protocol.LineRead{Line: pipe.ReexecLine{}})
 			},
 			"crash": func(t *rapid.T) {
 				if w.crashes >= 2 {
@@ -683,7 +684,7 @@ func TestTreeProperties(t *testing.T) {
 		h := w.hash()
 		w.checkins[h] = "trunk"
 		w.order = append(w.order, h)
-		w.input(protocol.LineRead{Line: messages.PostLine{Repository: treeRep, Hash: h}})
+		w.input(protocol.LineRead{Line: pipe.PostLine{Repository: treeRep, Hash: h}})
 		settle()
 
 		for hash := range w.delivered {

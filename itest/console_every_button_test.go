@@ -11,6 +11,7 @@ import (
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // Issue 41 item 4: every button and link of the console pressed or
@@ -287,11 +288,11 @@ func TestConsolePatternsInTheBrowser(t *testing.T) {
 	b.Screenshot("03-posted")
 	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
 	thread := n.runThread(root)
-	run, ok := thread[0].Msg.(*messages.Run)
+	run, ok := thread[0].Msg.(*runmsg.Run)
 	if !ok || thread[0].Sender != admin || run.Node != node || run.Objective != "Say hello." || strings.Join(run.Process.Command, " ") != "echo hello" || !strings.Contains(thread[0].Text, "`run/echo`") {
 		t.Fatalf("the run on the record, by %s: %+v\n%s", thread[0].Sender, run, thread[0].Text)
 	}
-	if e := n.endedOf(root); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+	if e := n.endedOf(root); e.Outcome != runmsg.RunExited || e.Exit == nil || *e.Exit != 0 {
 		t.Errorf("the run ended %+v", e)
 	}
 	if out := n.keptStdouts(root); len(out) != 1 || out[0] != "hello\n" {

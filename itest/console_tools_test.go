@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/itest/harness"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/toolio"
 )
 
 // The protocol v1 tools in the console (issue 14 item 2): /tools, a form
@@ -56,13 +56,13 @@ func TestConsoleTools(t *testing.T) {
 	for _, m := range names {
 		got = append(got, m[1])
 	}
-	if code != 200 || strings.Join(got, ",") != strings.Join(messages.ToolNames, ",") {
-		t.Fatalf("/tools: %d lists %v, the registry %v", code, got, messages.ToolNames)
+	if code != 200 || strings.Join(got, ",") != strings.Join(toolio.ToolNames, ",") {
+		t.Fatalf("/tools: %d lists %v, the registry %v", code, got, toolio.ToolNames)
 	}
 	if _, body := admin.get(""); !strings.Contains(body, `id="ocx-tools-link"`) {
 		t.Errorf("the index does not link to the tools")
 	}
-	for _, tool := range messages.ToolNames {
+	for _, tool := range toolio.ToolNames {
 		code, body := alice.get("tool/" + tool)
 		if code != 200 || token(body) != "" || strings.Contains(body, "<form") {
 			t.Errorf("a reader's /tool/%s: %d, token %q", tool, code, token(body))
@@ -155,7 +155,7 @@ func TestConsoleToolsInTheBrowser(t *testing.T) {
 	b.WaitVisible("#ocx-tools")
 	var rows int
 	b.Eval(`document.querySelectorAll('[data-ocx-tool]').length`, &rows)
-	if rows != len(messages.ToolNames) {
+	if rows != len(toolio.ToolNames) {
 		t.Fatalf("Tools lists %d tools", rows)
 	}
 	b.Screenshot("01-tools")

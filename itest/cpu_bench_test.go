@@ -15,7 +15,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/itest/harness"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 	"golang.org/x/sys/unix"
 )
 
@@ -230,7 +230,7 @@ func (e *endedRuns) await(b *testing.B, repo *fossilio.Repo, runs []string) time
 					b.Fatal(err)
 				}
 				for i, info := range infos {
-					if m, ok := record.ReadRunMsg(info, texts[i]); ok && m.Kind() == messages.MsgEnded && m.Sender == m.Node() {
+					if m, ok := record.ReadRunMsg(info, texts[i]); ok && m.Kind() == runmsg.MsgEnded && m.Sender == m.Node() {
 						e.ended[m.About()] = true
 					}
 				}

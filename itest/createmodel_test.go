@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // create's model (issue 27 item 2, D52), through the real hook, daemon,
@@ -57,7 +57,7 @@ func TestCreateTakesTheNodesModel(t *testing.T) {
 	startDaemon(t, n, program("ocxd"))
 	const login = "native-31"
 	record := n.result(n.srv.AdminLogin, "tool", "create", "--input", createInput(t, login, ""))
-	rec, err := messages.ReadTaskRecord([]byte(n.thread(record)[0].Text))
+	rec, err := runmsg.ReadTaskRecord([]byte(n.thread(record)[0].Text))
 	if err != nil {
 		t.Fatal(err)
 	}

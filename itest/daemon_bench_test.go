@@ -23,6 +23,7 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 	"github.com/ocx-go/ocx/messages/wire"
 )
 
@@ -262,7 +263,7 @@ func BenchmarkDaemonLaunch(b *testing.B) {
 	for i := 0; i < total; i++ {
 		// The daemon.
 		t0 := monotonic()
-		if err := pw.WriteLine([]byte(messages.PostLine{Repository: n.srv.Repo, Hash: launches[i]}.String())); err != nil {
+		if err := pw.WriteLine([]byte(pipe.PostLine{Repository: n.srv.Repo, Hash: launches[i]}.String())); err != nil {
 			b.Fatal(err)
 		}
 		viaDaemon = append(viaDaemon, time.Duration(awaitStamp(b, ws, launches[i])-t0))
@@ -458,7 +459,7 @@ func BenchmarkDaemonIngest(b *testing.B) {
 			n.must("", "login", "add", agent)
 			record := n.result(n.srv.AdminLogin, "workspace", "add", "--login", agent, "--project", "demo", "--branch", "trunk")
 			d := startDaemon(b, n, program("ocxd"))
-			line := []byte(messages.PostLine{Repository: n.srv.Repo, Hash: record}.String())
+			line := []byte(pipe.PostLine{Repository: n.srv.Repo, Hash: record}.String())
 			const perOp = 100000
 			root, err := unixhost.OpenRoot(n.agents)
 			if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 // The daemon's integration tests start ocxd themselves, before any tool
@@ -478,6 +479,6 @@ func (n *testNode) launchAgain(record string) string {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	n.send(messages.PostLine{Repository: n.srv.Repo, Hash: hash}.String())
+	n.send(pipe.PostLine{Repository: n.srv.Repo, Hash: hash}.String())
 	return hash
 }

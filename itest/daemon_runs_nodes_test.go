@@ -3,16 +3,18 @@ package itest
 import (
 	"context"
 	"fmt"
-	"github.com/ocx-go/ocx/host"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ocx-go/ocx/host"
+
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // Two nodes against one fossil server (issue 16, item 11): two agents
@@ -86,10 +88,10 @@ func TestRunTwoNodes(t *testing.T) {
 	runB := a.result(admin, "thread", "--title", "For B", "--text", echo(nodeB, "runner", "from-b"))
 	a.waitFor("A's run ended", func() bool { return a.endedOf(runA) != nil })
 	b.waitFor("B's run ended", func() bool { return b.endedOf(runB) != nil })
-	if e := a.endedOf(runA); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+	if e := a.endedOf(runA); e.Outcome != runmsg.RunExited || e.Exit == nil || *e.Exit != 0 {
 		t.Errorf("A's run ended %+v, want exited 0", e)
 	}
-	if e := b.endedOf(runB); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+	if e := b.endedOf(runB); e.Outcome != runmsg.RunExited || e.Exit == nil || *e.Exit != 0 {
 		t.Errorf("B's run ended %+v, want exited 0", e)
 	}
 	if s := b.startedOf(runB); s == nil || s.Values["node"] != nodeB {
@@ -100,19 +102,19 @@ func TestRunTwoNodes(t *testing.T) {
 	bound := a.result(admin, "thread", "--title", "builder for B", "--text", echo(nodeB, "builder", "nope"))
 	b.waitFor("the bound user's run ended", func() bool { return b.endedOf(bound) != nil })
 	e := b.endedOf(bound)
-	if e.Outcome != messages.RunRefused || !strings.Contains(e.Note, "works for the node") || !strings.Contains(e.Note, nodeA) {
+	if e.Outcome != runmsg.RunRefused || !strings.Contains(e.Note, "works for the node") || !strings.Contains(e.Note, nodeA) {
 		t.Errorf("B ended the run of A's user %+v, want refused naming node %s (row 5)", e, nodeA)
 	}
 	// And the other way: runner works for B.
 	boundB := a.result(admin, "thread", "--title", "runner for A", "--text", echo(nodeA, "runner", "nope"))
 	a.waitFor("the other bound user's run ended", func() bool { return a.endedOf(boundB) != nil })
-	if e := a.endedOf(boundB); e.Outcome != messages.RunRefused || !strings.Contains(e.Note, nodeB) {
+	if e := a.endedOf(boundB); e.Outcome != runmsg.RunRefused || !strings.Contains(e.Note, nodeB) {
 		t.Errorf("A ended the run of B's user %+v, want refused naming node %s (row 5)", e, nodeB)
 	}
 	// Row 4: B's own node user as a run's user on A.
 	asNode := a.result(admin, "thread", "--title", "nodeb for A", "--text", echo(nodeA, nodeB, "nope"))
 	a.waitFor("the node user's run ended", func() bool { return a.endedOf(asNode) != nil })
-	if e := a.endedOf(asNode); e.Outcome != messages.RunRefused {
+	if e := a.endedOf(asNode); e.Outcome != runmsg.RunRefused {
 		t.Errorf("A ended a run as B's node user %+v, want refused (row 4)", e)
 	}
 
@@ -198,7 +200,7 @@ func TestRunPasswordOnAnotherHost(t *testing.T) {
 	}
 	ok := a.result(admin, "thread", "--title", "runner on B", "--text", clone("runner"))
 	b.waitFor("the run's ended", func() bool { return b.endedOf(ok) != nil })
-	if e := b.endedOf(ok); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+	if e := b.endedOf(ok); e.Outcome != runmsg.RunExited || e.Exit == nil || *e.Exit != 0 {
 		t.Fatalf("the run with the file's password ended %+v, want exited 0", e)
 	}
 	s := b.startedOf(ok)
@@ -216,7 +218,7 @@ func TestRunPasswordOnAnotherHost(t *testing.T) {
 	refused := a.result(admin, "thread", "--title", "stranger on B", "--text", clone("stranger"))
 	b.waitFor("the run's ended", func() bool { return b.endedOf(refused) != nil })
 	e := b.endedOf(refused)
-	if e.Outcome != messages.RunRefused || !strings.Contains(e.Note, "holds no password") || !strings.Contains(e.Note, "stranger") {
+	if e.Outcome != runmsg.RunRefused || !strings.Contains(e.Note, "holds no password") || !strings.Contains(e.Note, "stranger") {
 		t.Errorf("the run whose user the file lacks ended %+v, want refused naming stranger (row 6)", e)
 	}
 	if s := b.startedOf(refused); s != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/itest/harness"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // TestRunOutlivesTheDaemon: a run's process is its holder's, its watcher's
@@ -74,7 +74,7 @@ func TestRunOutlivesTheDaemon(t *testing.T) {
 	say("farewell")
 	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
 	e := n.endedOf(root)
-	if e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 7 {
+	if e.Outcome != runmsg.RunExited || e.Exit == nil || *e.Exit != 7 {
 		t.Errorf("ended %+v, want exited 7 (the process's own exit, read from its holder)", e)
 	}
 	n.waitFor("the holder gone", func() bool { return !procAlive(holder) })
@@ -82,7 +82,7 @@ func TestRunOutlivesTheDaemon(t *testing.T) {
 	n.expectFed(root, want)
 	count := 0
 	for _, p := range n.runThread(root) {
-		if _, ok := p.Msg.(*messages.RunEnded); ok {
+		if _, ok := p.Msg.(*runmsg.RunEnded); ok {
 			count++
 		}
 	}
@@ -132,7 +132,7 @@ func TestRunOneAtATimeForEachUser(t *testing.T) {
 	n.waitFor("the third run waiting", waits(third))
 	elsewhere := n.result(admin, "thread", "--title", "another user", "--text", run("other", `["true"]`))
 	n.waitFor("another user's run ended", func() bool { return n.endedOf(elsewhere) != nil })
-	if e := n.endedOf(elsewhere); e.Outcome != messages.RunExited {
+	if e := n.endedOf(elsewhere); e.Outcome != runmsg.RunExited {
 		t.Errorf("another user's run ended %+v, want exited", e)
 	}
 	if n.startedOf(second) != nil || n.startedOf(third) != nil {
@@ -144,18 +144,18 @@ func TestRunOneAtATimeForEachUser(t *testing.T) {
 	}
 	stop(third)
 	n.waitFor("the waiting third run's ended", func() bool { return n.endedOf(third) != nil })
-	if e := n.endedOf(third); e.Outcome != messages.RunStopped || n.startedOf(third) != nil {
+	if e := n.endedOf(third); e.Outcome != runmsg.RunStopped || n.startedOf(third) != nil {
 		t.Errorf("the third run, stopped while it waited, ended %+v (started %v), want stopped and never started", e, n.startedOf(third) != nil)
 	}
 	stop(first)
 	n.waitFor("the first run's ended", func() bool { return n.endedOf(first) != nil })
 	n.waitFor("the second run's ended", func() bool { return n.endedOf(second) != nil })
-	if e := n.endedOf(second); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+	if e := n.endedOf(second); e.Outcome != runmsg.RunExited || e.Exit == nil || *e.Exit != 0 {
 		t.Errorf("the second run (a pull with the password its step set) ended %+v, want exited 0", e)
 	}
 	// Started only after the first's ended, in the server's order.
-	_, startedSecond := nodeAnswer[messages.RunStarted](n, second)
-	_, endedFirst := nodeAnswer[messages.RunEnded](n, first)
+	_, startedSecond := nodeAnswer[runmsg.RunStarted](n, second)
+	_, endedFirst := nodeAnswer[runmsg.RunEnded](n, first)
 	if n.posAt(startedSecond).Before(n.posAt(endedFirst)) {
 		t.Error("the second run's started came before the first run's ended")
 	}

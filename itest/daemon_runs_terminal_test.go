@@ -18,8 +18,8 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
-	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // claudeStandIn is the stand-in `claude` the release holds for the test:
@@ -174,7 +174,7 @@ func TestRunClaudeOnATerminal(t *testing.T) {
 	stop := fmt.Sprintf(`{"ocx": 1, "kind": "stop", "node": %q, "run": %q}`, node, root)
 	n.result(admin, "post", "--to", root, "--text", block(stop))
 	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
-	if e := n.endedOf(root); e.Outcome != messages.RunStopped {
+	if e := n.endedOf(root); e.Outcome != runmsg.RunStopped {
 		t.Errorf("ended %+v, want stopped", e)
 	}
 	n.waitFor("the holder gone", func() bool { return !procAlive(holder) })

@@ -13,6 +13,7 @@ import (
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // The run engine in ocxd (seed 004), end to end: a real fossil server, the
@@ -36,14 +37,14 @@ func (n *testNode) nodeUser() string {
 // (nil for a plain post, such as the kept logs).
 type runPost struct {
 	posted
-	Msg messages.Message
+	Msg runmsg.Message
 }
 
 func (n *testNode) runThread(root string) []runPost {
 	n.t.Helper()
 	var out []runPost
 	for _, p := range n.thread(root) {
-		m, _ := messages.ReadMessage([]byte(p.Text))
+		m, _ := runmsg.ReadMessage([]byte(p.Text))
 		out = append(out, runPost{posted: p, Msg: m})
 	}
 	return out
@@ -62,14 +63,14 @@ func nodeAnswer[M any](n *testNode, root string) (*M, string) {
 }
 
 // endedOf is the first ended the node user wrote in the thread, or nil.
-func (n *testNode) endedOf(root string) *messages.RunEnded {
-	e, _ := nodeAnswer[messages.RunEnded](n, root)
+func (n *testNode) endedOf(root string) *runmsg.RunEnded {
+	e, _ := nodeAnswer[runmsg.RunEnded](n, root)
 	return e
 }
 
 // startedOf is the first started the node user wrote in the thread, or nil.
-func (n *testNode) startedOf(root string) *messages.RunStarted {
-	s, _ := nodeAnswer[messages.RunStarted](n, root)
+func (n *testNode) startedOf(root string) *runmsg.RunStarted {
+	s, _ := nodeAnswer[runmsg.RunStarted](n, root)
 	return s
 }
 
@@ -146,10 +147,10 @@ func TestRunEchoUnconfined(t *testing.T) {
 	if len(posts) != 4 {
 		t.Fatalf("the thread holds %d posts, want the run, started, the kept logs and ended", len(posts))
 	}
-	if _, ok := posts[0].Msg.(*messages.Run); !ok || posts[0].Hash != root {
+	if _, ok := posts[0].Msg.(*runmsg.Run); !ok || posts[0].Hash != root {
 		t.Errorf("the first post is not the run: %+v", posts[0])
 	}
-	st, ok := posts[1].Msg.(*messages.RunStarted)
+	st, ok := posts[1].Msg.(*runmsg.RunStarted)
 	if !ok || posts[1].Sender != node || st.Run != root {
 		t.Fatalf("the second post is not the node's started: %s by %s", posts[1].Text, posts[1].Sender)
 	}
@@ -170,8 +171,8 @@ func TestRunEchoUnconfined(t *testing.T) {
 	if strings.Contains(logs.Text, "```stderr") {
 		t.Errorf("the kept logs hold a stderr block, though echo printed nothing there:\n%s", logs.Text)
 	}
-	e, ok := posts[3].Msg.(*messages.RunEnded)
-	if !ok || posts[3].Sender != node || e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 || e.Run != root {
+	e, ok := posts[3].Msg.(*runmsg.RunEnded)
+	if !ok || posts[3].Sender != node || e.Outcome != runmsg.RunExited || e.Exit == nil || *e.Exit != 0 || e.Run != root {
 		t.Errorf("the last post is not ended exited exit 0 by the node: %s by %s", posts[3].Text, posts[3].Sender)
 	}
 	for _, p := range posts[1:] {
@@ -199,7 +200,7 @@ func TestRunRefusedFromANonAdmin(t *testing.T) {
 	root := n.result(person, "thread", "--title", "A run from alice", "--text", block(run))
 	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
 	e := n.endedOf(root)
-	if e.Outcome != messages.RunRefused || !strings.Contains(e.Note, "admin or setup") || e.Exit != nil {
+	if e.Outcome != runmsg.RunRefused || !strings.Contains(e.Note, "admin or setup") || e.Exit != nil {
 		t.Errorf("ended %+v, want refused naming admin or setup", e)
 	}
 	if s := n.startedOf(root); s != nil {
@@ -246,7 +247,7 @@ func TestRunStopAndAForgedEnded(t *testing.T) {
 	n.result(admin, "post", "--to", root, "--text", block(stop))
 	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
 	e := n.endedOf(root)
-	if e.Outcome != messages.RunStopped || e.Exit != nil || e.Note != "" {
+	if e.Outcome != runmsg.RunStopped || e.Exit != nil || e.Note != "" {
 		t.Errorf("ended %+v, want stopped", e)
 	}
 	n.waitFor("the run's process gone", func() bool { return !procAlive(id) })
@@ -279,7 +280,7 @@ func TestRunLostAfterTheDaemonDies(t *testing.T) {
 	startDaemon(t, n, program("ocxd"))
 	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
 	e := n.endedOf(root)
-	if e.Outcome != messages.RunLost || e.Note == "" || e.Exit != nil {
+	if e.Outcome != runmsg.RunLost || e.Note == "" || e.Exit != nil {
 		t.Errorf("ended %+v, want lost with a note", e)
 	}
 	// Once: a check asked again finds nothing more to end.
@@ -290,7 +291,7 @@ func TestRunLostAfterTheDaemonDies(t *testing.T) {
 	n.barrier()
 	count := 0
 	for _, p := range n.runThread(root) {
-		if _, ok := p.Msg.(*messages.RunEnded); ok {
+		if _, ok := p.Msg.(*runmsg.RunEnded); ok {
 			count++
 		}
 	}
@@ -373,7 +374,7 @@ func TestRunSessionFeedsWhatItHears(t *testing.T) {
 	var want []string
 	var startedHash string
 	for _, p := range n.runThread(root) {
-		if _, ok := p.Msg.(*messages.RunStarted); ok && p.Sender == node {
+		if _, ok := p.Msg.(*runmsg.RunStarted); ok && p.Sender == node {
 			startedHash = p.Hash
 		}
 	}
@@ -399,7 +400,7 @@ func TestRunSessionFeedsWhatItHears(t *testing.T) {
 	stop := fmt.Sprintf(`{"ocx": 1, "kind": "stop", "node": %q, "run": %q}`, node, root)
 	n.result(admin, "post", "--to", root, "--text", block(stop))
 	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
-	if e := n.endedOf(root); e.Outcome != messages.RunStopped {
+	if e := n.endedOf(root); e.Outcome != runmsg.RunStopped {
 		t.Errorf("ended %+v, want stopped", e)
 	}
 	n.waitFor("the run's process gone", func() bool { return !procAlive(id) })
@@ -468,7 +469,7 @@ func TestRunSessionStartsOneProcessEach(t *testing.T) {
 	stop := fmt.Sprintf(`{"ocx": 1, "kind": "stop", "node": %q, "run": %q}`, node, root)
 	n.result(admin, "post", "--to", root, "--text", block(stop))
 	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
-	if e := n.endedOf(root); e.Outcome != messages.RunStopped {
+	if e := n.endedOf(root); e.Outcome != runmsg.RunStopped {
 		t.Errorf("ended %+v, want stopped", e)
 	}
 }

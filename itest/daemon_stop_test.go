@@ -18,6 +18,7 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 	"github.com/ocx-go/ocx/messages/protocol"
 )
 
@@ -337,7 +338,7 @@ func TestDaemonStopReadsEveryLine(t *testing.T) {
 		}
 	}
 	line := func(i int) []byte {
-		return []byte(messages.PostLine{Repository: n.srv.Repo, Hash: launches[i]}.String())
+		return []byte(pipe.PostLine{Repository: n.srv.Repo, Hash: launches[i]}.String())
 	}
 
 	d := startDaemon(t, n, program("ocxd"), "--grace", "1s")

@@ -23,6 +23,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // TestDemo runs the README's first command as a newcomer would (the
@@ -432,22 +433,22 @@ func demoRunsItsPattern(t *testing.T, said map[string]string, dir string) {
 	}
 	root := *a.Result
 	repo := filepath.Join(dir, "demo.fossil")
-	var run *messages.Run
+	var run *runmsg.Run
 	for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
 		var hello bool
-		var ended *messages.RunEnded
+		var ended *runmsg.RunEnded
 		for _, p := range threadOf(t, repo, root) {
-			m, err := messages.ReadMessage([]byte(p.Text))
+			m, err := runmsg.ReadMessage([]byte(p.Text))
 			switch m := m.(type) {
-			case *messages.Run:
+			case *runmsg.Run:
 				run = m
-			case *messages.RunEnded:
+			case *runmsg.RunEnded:
 				ended = m
 			}
 			hello = hello || (err != nil && strings.Contains(p.Text, "hello"))
 		}
 		if ended != nil {
-			if ended.Outcome != messages.RunExited || ended.Exit == nil || *ended.Exit != 0 || !hello {
+			if ended.Outcome != runmsg.RunExited || ended.Exit == nil || *ended.Exit != 0 || !hello {
 				t.Fatalf("the run from the demo's pattern ended %+v, a reply holding hello %v", ended, hello)
 			}
 			break

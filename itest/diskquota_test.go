@@ -13,6 +13,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // Disks bounded by the kernel (issue 39 item 5, D82): each workspace, and
@@ -233,7 +234,7 @@ func TestRunPastItsDisk(t *testing.T) {
 	e := n.endedOf(rec)
 	out := strings.Join(n.keptStdouts(rec), "\n")
 	t.Logf("ended %+v\n%s", e, out)
-	if e.Outcome != messages.RunExited || n.startedOf(rec) == nil {
+	if e.Outcome != runmsg.RunExited || n.startedOf(rec) == nil {
 		t.Fatalf("ended %+v; want started, then exited", e)
 	}
 	if st := n.startedOf(rec); st.Limits.Disk != "32M" {
@@ -278,7 +279,7 @@ func TestRunPastItsDisk(t *testing.T) {
 "process": {"user": "builder", "command": ["/bin/true"], "env": {"PATH": "/usr/bin:/bin"}}}`, node)
 	rec2 := n.result(admin, "thread", "--title", "A disk and no workspace", "--text", block(bare))
 	n.waitFor("the second run's ended", func() bool { return n.endedOf(rec2) != nil })
-	if e := n.endedOf(rec2); e.Outcome != messages.RunRefused || !strings.Contains(e.Note, "limits.disk is not provided by this node") || !strings.Contains(e.Note, "0 directory steps") {
+	if e := n.endedOf(rec2); e.Outcome != runmsg.RunRefused || !strings.Contains(e.Note, "limits.disk is not provided by this node") || !strings.Contains(e.Note, "0 directory steps") {
 		t.Errorf("a run asking a disk without a workspace: %+v, want refused naming why", e)
 	}
 }

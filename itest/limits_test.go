@@ -17,6 +17,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // TestModelProxyOnlyForItsModel is issue 22 item 6's first part, on the
@@ -244,12 +245,12 @@ func TestRunPastItsMemory(t *testing.T) {
 		t.Logf("%s by %s:\n%s", p.Hash, p.Sender, p.Text)
 	}
 	if why := unixhost.HostCgroups().Why(); why != "" {
-		if e.Outcome != messages.RunRefused || !strings.Contains(e.Note, "limits.memory") || !strings.Contains(e.Note, why) {
+		if e.Outcome != runmsg.RunRefused || !strings.Contains(e.Note, "limits.memory") || !strings.Contains(e.Note, why) {
 			t.Fatalf("a run asking memory on a host without cgroups: %+v, want refused naming %q", e, why)
 		}
 		return
 	}
-	if n.startedOf(root) == nil || e.Outcome != messages.RunBudget || !strings.HasPrefix(e.Note, "memory: ") || !strings.Contains(e.Note, "32 MiB") {
+	if n.startedOf(root) == nil || e.Outcome != runmsg.RunBudget || !strings.HasPrefix(e.Note, "memory: ") || !strings.Contains(e.Note, "32 MiB") {
 		t.Fatalf("ended %+v; want started, then budget naming memory", e)
 	}
 	if time.Since(start) > 50*time.Second {

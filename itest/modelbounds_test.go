@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // holdOn makes the stand-in hold every request whose prompt says "hold
@@ -139,7 +140,7 @@ func TestAgentRelayKeyed(t *testing.T) {
 			// create's default here: no network (D79).
 			a, _ := c.answer(c.srv.AdminLogin, "tool", "create", "--input", c.createInput(login+"d", r.runner, r.model, `{}`, "", `{"wall": "1h"}`, true))
 			log := strings.Join(a.Log, "\n")
-			rec, err := messages.ReadTaskRecord([]byte(log[max(strings.Index(log, "```json"), 0):]))
+			rec, err := runmsg.ReadTaskRecord([]byte(log[max(strings.Index(log, "```json"), 0):]))
 			if err != nil || rec.Sandbox.Network {
 				t.Errorf("create's default sandbox for %s on a node serving its model: %+v, %v", r.runner, rec, err)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // Refusals at a run's arrival (seed 004, section 11) that the node decides
@@ -36,7 +37,7 @@ func TestRunTmpHidingItsWorkspaceRefused(t *testing.T) {
 	e := n.endedOf(root)
 	t.Logf("ended %s: %s", e.Outcome, e.Note)
 	ws := "/claude-1/projects/demo/" + root
-	if e.Outcome != messages.RunRefused || !strings.Contains(e.Note, "sandbox.tmp") ||
+	if e.Outcome != runmsg.RunRefused || !strings.Contains(e.Note, "sandbox.tmp") ||
 		!strings.Contains(e.Note, "/tmp would hide the workspace "+n.agents) || !strings.Contains(e.Note, ws) {
 		t.Errorf("ended %s %q, want refused naming sandbox.tmp and the workspace %s...%s it hides", e.Outcome, e.Note, n.agents, ws)
 	}
@@ -84,7 +85,7 @@ func TestRunUnconfinedRefusedOnAConfinedNode(t *testing.T) {
 	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
 	e := n.endedOf(root)
 	t.Logf("ended %s: %s", e.Outcome, e.Note)
-	if e.Outcome != messages.RunRefused || !strings.Contains(e.Note, "no sandbox") || !strings.Contains(e.Note, "runs nothing unconfined") {
+	if e.Outcome != runmsg.RunRefused || !strings.Contains(e.Note, "no sandbox") || !strings.Contains(e.Note, "runs nothing unconfined") {
 		t.Errorf("ended %s %q, want refused naming that the node runs nothing unconfined", e.Outcome, e.Note)
 	}
 	if s := n.startedOf(root); s != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 // BenchmarkDaemonReexec measures the re-exec hand-off (seed 002, "re-exec
@@ -82,7 +83,7 @@ func BenchmarkDaemonReexec(b *testing.B) {
 	// backlog. The lines are alike, so each is counted, not named: that
 	// every line is read exactly once by one image or the other, each line
 	// told apart, is TestDaemonReexecKeepsEverything's.
-	post := messages.PostLine{Repository: n.srv.Repo, Hash: record}.String()
+	post := pipe.PostLine{Repository: n.srv.Repo, Hash: record}.String()
 	b.ResetTimer()
 	for i := 0; i < b.N*perOp; i++ {
 		setCurrent(b, root, releases[i%2])

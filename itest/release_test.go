@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 // links reads the release root's links: current, previous and what staged/
@@ -114,7 +115,7 @@ func TestReleaseStageAcceptRollback(t *testing.T) {
 	if r := n.ocx("", "release", "stage", "--repo", src.repo, c2); r.code != 0 || !strings.Contains(r.stdout+r.stderr, "once") && !strings.Contains(r.stdout+r.stderr, "already") {
 		t.Errorf("staging the same check-in again: %s", r)
 	}
-	post := messages.PostLine{Repository: n.srv.Repo, Hash: records["agent-1"]}.String()
+	post := pipe.PostLine{Repository: n.srv.Repo, Hash: records["agent-1"]}.String()
 	from := len(n.logLines()) // the workspace's add handed its record's post once before
 	written, stop, done := 0, make(chan struct{}), make(chan error, 1)
 	go func() {

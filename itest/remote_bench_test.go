@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/fossilio"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // The figures of nodes on other hosts (issue 25, D72): a run posted on the
@@ -91,7 +91,7 @@ func BenchmarkRemoteRunToMain(b *testing.B) {
 					b.Fatal(err)
 				}
 				toMain = append(toMain, time.Duration(awaitStamp(b, home, launch)-t0))
-				awaitRunPost[*messages.RunEnded](b, r, c.node, root)
+				awaitRunPost[*runmsg.RunEnded](b, r, c.node, root)
 			}
 			sort.Slice(toMain, func(i, j int) bool { return toMain[i] < toMain[j] })
 			b.ReportMetric(float64(percentile(toMain, 50).Microseconds())/1000, "main-p50-ms")

@@ -27,6 +27,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // Nodes on other hosts at the edges (issue 38, item 1): the node's daemon
@@ -43,9 +44,9 @@ func runPosts(n *testNode, run string) (kinds []string, kept []string) {
 			continue
 		}
 		switch m := p.Msg.(type) {
-		case *messages.RunStarted:
+		case *runmsg.RunStarted:
 			kinds = append(kinds, "started")
-		case *messages.RunEnded:
+		case *runmsg.RunEnded:
 			kinds = append(kinds, "ended")
 		case nil:
 			if strings.HasPrefix(p.Text, "The kept logs of run") {
@@ -71,7 +72,7 @@ func checkRunPosts(t *testing.T, n *testNode, run, want string) {
 	if len(kept) == 1 && !strings.Contains(kept[0], want) {
 		t.Errorf("run %s: its kept logs lack %q:\n%s", run[:10], want, kept[0])
 	}
-	if e := n.endedOf(run); e == nil || e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+	if e := n.endedOf(run); e == nil || e.Outcome != runmsg.RunExited || e.Exit == nil || *e.Exit != 0 {
 		t.Errorf("run %s ended %+v, want exited 0", run[:10], e)
 	}
 }
@@ -532,7 +533,7 @@ func TestRemoteNodeOverHTTPS(t *testing.T) {
 	startDaemonEnv(t, b, program("ocxd"), []string{"SSL_CERT_FILE=" + ca})
 	run := a.result(a.srv.AdminLogin, "thread", "--title", "over https", "--text", echoRun("lab-s", "builder", "secure"))
 	a.waitFor("the run's ended", func() bool { return b.endedOf(run) != nil })
-	if e := b.endedOf(run); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+	if e := b.endedOf(run); e.Outcome != runmsg.RunExited || e.Exit == nil || *e.Exit != 0 {
 		t.Errorf("the run over https ended %+v, want exited 0", e)
 	}
 	if by := threadBy(a, run); by["lab-s"] != 3 {

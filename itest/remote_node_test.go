@@ -16,6 +16,7 @@ import (
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
+	"github.com/ocx-go/ocx/messages/runmsg"
 	"github.com/ocx-go/ocx/messages/wire"
 )
 
@@ -130,7 +131,7 @@ func TestRemoteNodeAnswersItsRun(t *testing.T) {
 	run := a.result(admin, "thread", "--title", "For B", "--text", echo)
 	a.waitFor("B's run ended", func() bool { return b.endedOf(run) != nil })
 	e := b.endedOf(run)
-	if e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+	if e.Outcome != runmsg.RunExited || e.Exit == nil || *e.Exit != 0 {
 		t.Errorf("B's run ended %+v, want exited 0", e)
 	}
 	if s := b.startedOf(run); s == nil || s.Values["node"] != "lab-b" {
@@ -186,7 +187,7 @@ func TestTwoNodesOnHostsOfTheirOwn(t *testing.T) {
 		n         *testNode
 		run, node string
 	}{{na, runA, "node-a"}, {nb, runB, "node-b"}} {
-		if e := c.n.endedOf(c.run); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+		if e := c.n.endedOf(c.run); e.Outcome != runmsg.RunExited || e.Exit == nil || *e.Exit != 0 {
 			t.Errorf("%s's run ended %+v, want exited 0", c.node, e)
 		}
 		by := threadBy(a, c.run)
@@ -197,13 +198,13 @@ func TestTwoNodesOnHostsOfTheirOwn(t *testing.T) {
 	// Row 1: alice, who holds neither admin nor setup, sends a run for A.
 	fromAlice := a.result(person, "thread", "--title", "alice for A", "--text", echoRun("node-a", "helper", "nope"))
 	a.waitFor("A's refusal of alice's run", func() bool { return na.endedOf(fromAlice) != nil })
-	if e := na.endedOf(fromAlice); e.Outcome != messages.RunRefused || !strings.Contains(e.Note, "admin or setup") {
+	if e := na.endedOf(fromAlice); e.Outcome != runmsg.RunRefused || !strings.Contains(e.Note, "admin or setup") {
 		t.Errorf("A ended alice's run %+v, want refused naming admin or setup (row 1)", e)
 	}
 	// Row 5: builder works for A (its first run an admin sent named A).
 	bound := a.result(admin, "thread", "--title", "builder for B", "--text", echoRun("node-b", "builder", "nope"))
 	a.waitFor("B's refusal of A's user", func() bool { return nb.endedOf(bound) != nil })
-	if e := nb.endedOf(bound); e.Outcome != messages.RunRefused || !strings.Contains(e.Note, "node-a") {
+	if e := nb.endedOf(bound); e.Outcome != runmsg.RunRefused || !strings.Contains(e.Note, "node-a") {
 		t.Errorf("B ended a run of A's user %+v, want refused naming node-a (row 5)", e)
 	}
 	if by := threadBy(a, bound); by["node-a"] != 0 {
@@ -212,7 +213,7 @@ func TestTwoNodesOnHostsOfTheirOwn(t *testing.T) {
 	// Row 4: A's node user as the user of a run for B.
 	asNode := a.result(admin, "thread", "--title", "node-a for B", "--text", echoRun("node-b", "node-a", "nope"))
 	a.waitFor("B's refusal of a node's user", func() bool { return nb.endedOf(asNode) != nil })
-	if e := nb.endedOf(asNode); e.Outcome != messages.RunRefused || !strings.Contains(e.Note, "node-a") {
+	if e := nb.endedOf(asNode); e.Outcome != runmsg.RunRefused || !strings.Contains(e.Note, "node-a") {
 		t.Errorf("B ended a run as A's node user %+v, want refused naming it (row 4)", e)
 	}
 }
@@ -239,7 +240,7 @@ type answers struct {
 func answersOf(msgs []record.RunMsg) map[string]*answers {
 	out := map[string]*answers{}
 	for _, m := range msgs {
-		if m.Kind() == messages.MsgRun {
+		if m.Kind() == runmsg.MsgRun {
 			out[m.Hash] = &answers{}
 		}
 	}
@@ -249,12 +250,12 @@ func answersOf(msgs []record.RunMsg) map[string]*answers {
 			continue
 		}
 		switch m.Kind() {
-		case messages.MsgStarted:
+		case runmsg.MsgStarted:
 			if x.started == 0 {
 				x.at = m.At()
 			}
 			x.started++
-		case messages.MsgEnded:
+		case runmsg.MsgEnded:
 			x.ended++
 		}
 	}
@@ -314,7 +315,7 @@ func TestTwoNodesHundredRuns(t *testing.T) {
 		last[posted[h]] = x.at
 	}
 	for _, m := range runsOnServer(t, a) {
-		if node, ok := posted[m.About()]; ok && m.Kind() != messages.MsgRun && m.Sender != node {
+		if node, ok := posted[m.About()]; ok && m.Kind() != runmsg.MsgRun && m.Sender != node {
 			t.Errorf("%s wrote a %s for %s's run %s", m.Sender, m.Kind(), node, m.About()[:10])
 		}
 	}
@@ -356,11 +357,11 @@ func TestRemoteNodeKilledFindsItsRunLost(t *testing.T) {
 	}
 	startDaemon(t, na, program("ocxd"))
 	a.waitFor("A's run ended lost", func() bool { return na.endedOf(runA) != nil })
-	if e := na.endedOf(runA); e.Outcome != messages.RunLost || e.Note == "" {
+	if e := na.endedOf(runA); e.Outcome != runmsg.RunLost || e.Note == "" {
 		t.Errorf("A's run ended %+v, want lost with a note", e)
 	}
 	a.waitFor("B's run ended", func() bool { return nb.endedOf(runB) != nil })
-	if e := nb.endedOf(runB); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+	if e := nb.endedOf(runB); e.Outcome != runmsg.RunExited || e.Exit == nil || *e.Exit != 0 {
 		t.Errorf("B's run ended %+v, want exited 0: A's crash is not B's", e)
 	}
 	// A check asked by hand finds nothing more, and nothing is said twice.
@@ -416,7 +417,7 @@ func TestServerRestartedMidRun(t *testing.T) {
 			t.Errorf("run %s: %d started, %d ended; want one each", run[:10], x.started, x.ended)
 		}
 	}
-	if e := na.endedOf(runA); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+	if e := na.endedOf(runA); e.Outcome != runmsg.RunExited || e.Exit == nil || *e.Exit != 0 {
 		t.Errorf("A's run ended %+v, want exited 0", e)
 	}
 	// Each node's kept logs reached the server once, before its ended.
@@ -751,7 +752,7 @@ func TestOtherHostInitAndPasswords(t *testing.T) {
 	admin := a.srv.AdminLogin
 	ok := a.result(admin, "thread", "--title", "clone on B", "--text", cloneRun("node-b", "runner"))
 	a.waitFor("the clone run's ended", func() bool { return nb.endedOf(ok) != nil })
-	if e := nb.endedOf(ok); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+	if e := nb.endedOf(ok); e.Outcome != runmsg.RunExited || e.Exit == nil || *e.Exit != 0 {
 		t.Errorf("the run cloning as runner on B ended %+v, want exited 0", e)
 	}
 	if err := os.Chown(pws, 1000, 1000); err != nil {
@@ -759,7 +760,7 @@ func TestOtherHostInitAndPasswords(t *testing.T) {
 	}
 	refused := a.result(admin, "thread", "--title", "clone again", "--text", cloneRun("node-b", "runner"))
 	a.waitFor("the second clone run's ended", func() bool { return nb.endedOf(refused) != nil })
-	if e := nb.endedOf(refused); e.Outcome != messages.RunRefused || !strings.Contains(e.Note, "owned by uid 1000") || !strings.Contains(e.Note, "runner") {
+	if e := nb.endedOf(refused); e.Outcome != runmsg.RunRefused || !strings.Contains(e.Note, "owned by uid 1000") || !strings.Contains(e.Note, "runner") {
 		t.Errorf("a run taking a password from another account's file ended %+v, want refused naming the owner", e)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // The seeds' rows end to end that only their cores proved (issue 41 item
@@ -27,7 +28,7 @@ func (n *testNode) ticketRun(id string) []runPost {
 	n.t.Helper()
 	var out []runPost
 	for _, c := range n.ticket(id) {
-		m, _ := messages.ReadMessage([]byte(c.Text))
+		m, _ := runmsg.ReadMessage([]byte(c.Text))
 		out = append(out, runPost{posted: c, Msg: m})
 	}
 	return out
@@ -80,7 +81,7 @@ func TestRunInATicket(t *testing.T) {
 "process": {"user": "builder", "command": ["echo", "hello"], "env": {"PATH": "/usr/bin:/bin"},
 "keep": {"stdout_when": "always"}}}`, node)
 	id := n.result(admin, "ticket", "--title", "Say hello", "--text", block(run))
-	n.waitFor("the run's ended on its ticket", func() bool { return ticketAnswer[messages.RunEnded](n, id) != nil })
+	n.waitFor("the run's ended on its ticket", func() bool { return ticketAnswer[runmsg.RunEnded](n, id) != nil })
 	changes := n.ticketRun(id)
 	for _, c := range changes {
 		t.Logf("%s by %s:\n%s", c.Hash, c.Sender, c.Text)
@@ -89,17 +90,17 @@ func TestRunInATicket(t *testing.T) {
 		t.Fatalf("the ticket holds %d changes, want the run, started, the kept logs and ended", len(changes))
 	}
 	hash := changes[0].Hash
-	if _, ok := changes[0].Msg.(*messages.Run); !ok || changes[0].Sender != admin {
+	if _, ok := changes[0].Msg.(*runmsg.Run); !ok || changes[0].Sender != admin {
 		t.Fatalf("the ticket's first change is not the admin's run: %+v", changes[0])
 	}
-	if st, ok := changes[1].Msg.(*messages.RunStarted); !ok || changes[1].Sender != node || st.Run != hash || st.Values["run"] != hash {
+	if st, ok := changes[1].Msg.(*runmsg.RunStarted); !ok || changes[1].Sender != node || st.Run != hash || st.Values["run"] != hash {
 		t.Errorf("the second change is not the node's started of run %s: %s by %s", hash, changes[1].Text, changes[1].Sender)
 	}
 	logs := changes[2]
 	if logs.Msg != nil || logs.Sender != node || !strings.Contains(logs.Text, "```stdout\nhello\n```") || !strings.Contains(logs.Text, "exit: 0") {
 		t.Errorf("the third change is not the kept logs holding hello, exit 0 (by %s):\n%s", logs.Sender, logs.Text)
 	}
-	if e, ok := changes[3].Msg.(*messages.RunEnded); !ok || changes[3].Sender != node || e.Run != hash || e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+	if e, ok := changes[3].Msg.(*runmsg.RunEnded); !ok || changes[3].Sender != node || e.Run != hash || e.Outcome != runmsg.RunExited || e.Exit == nil || *e.Exit != 0 {
 		t.Errorf("the last change is not ended exited 0 by the node: %s by %s", changes[3].Text, changes[3].Sender)
 	}
 	r := n.repo()
@@ -138,7 +139,7 @@ func TestRunSessionGivenACheckinAndAChange(t *testing.T) {
 		}
 		hash = cs[0].Hash
 		_, held := n.runCare(hash)
-		return held && ticketAnswer[messages.RunStarted](n, id) != nil
+		return held && ticketAnswer[runmsg.RunStarted](n, id) != nil
 	})
 	if id, ok := n.runCare(hash); ok {
 		killAtEnd(t, id)
@@ -158,8 +159,8 @@ func TestRunSessionGivenACheckinAndAChange(t *testing.T) {
 
 	stop := fmt.Sprintf(`{"ocx": 1, "kind": "stop", "node": %q, "run": %q}`, node, hash)
 	n.result(admin, "post", "--to", id, "--text", block(stop))
-	n.waitFor("the run's ended", func() bool { return ticketAnswer[messages.RunEnded](n, id) != nil })
-	if e := ticketAnswer[messages.RunEnded](n, id); e.Outcome != messages.RunStopped {
+	n.waitFor("the run's ended", func() bool { return ticketAnswer[runmsg.RunEnded](n, id) != nil })
+	if e := ticketAnswer[runmsg.RunEnded](n, id); e.Outcome != runmsg.RunStopped {
 		t.Errorf("ended %+v, want stopped", e)
 	}
 	outs := n.keptStdoutsOf(n.ticketRun(id))
@@ -218,7 +219,7 @@ func TestRunPastItsWallAndCPU(t *testing.T) {
 		killAtEnd(t, id)
 		n.waitFor("the run's ended", func() bool { return n.endedOf(c.root) != nil })
 		e := n.endedOf(c.root)
-		if e.Outcome != messages.RunBudget || e.Exit != nil || !strings.HasPrefix(e.Note, c.note) {
+		if e.Outcome != runmsg.RunBudget || e.Exit != nil || !strings.HasPrefix(e.Note, c.note) {
 			t.Errorf("ended %+v; want budget, its note beginning %q", e, c.note)
 		}
 		if st := n.startedOf(c.root); st == nil {
@@ -275,9 +276,9 @@ func TestEditsAreIgnored(t *testing.T) {
 	starteds, endeds := 0, 0
 	for _, p := range n.runThread(root) {
 		switch p.Msg.(type) {
-		case *messages.RunStarted:
+		case *runmsg.RunStarted:
 			starteds++
-		case *messages.RunEnded:
+		case *runmsg.RunEnded:
 			endeds++
 		}
 	}
@@ -289,8 +290,8 @@ func TestEditsAreIgnored(t *testing.T) {
 	}
 
 	ci := newCommitter(t, n).commit("a.txt")
-	rec := &messages.TaskRecord{User: "nobody-9", Node: node, Runner: "native", Objective: "Judge feature.", Checkins: []string{"feature"},
-		Hears: []string{person}, Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
+	rec := &runmsg.TaskRecord{User: "nobody-9", Node: node, Runner: "native", Objective: "Judge feature.", Checkins: []string{"feature"},
+		Hears: []string{person}, Sandbox: runmsg.DefaultRecordSandbox(true), Budget: runmsg.Budget{Wall: "1h"}}
 	b, err := rec.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -340,7 +341,7 @@ func TestAgentGivenMessagesOneAtATime(t *testing.T) {
 	record := n.result(n.srv.AdminLogin, "tool", "create", "--input", in)
 	var login string
 	for _, p := range n.thread(record) {
-		if rec, err := messages.ReadTaskRecord([]byte(p.Text)); err == nil && p.Hash == record {
+		if rec, err := runmsg.ReadTaskRecord([]byte(p.Text)); err == nil && p.Hash == record {
 			login = rec.User
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 // chatModel is a stand-in for an OpenAI-compatible chat-completions server
@@ -413,7 +414,7 @@ func TestDaemonRefusesARunnerNotOffered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.send(messages.PostLine{Repository: n.srv.Repo, Hash: launch}.String())
+	n.send(pipe.PostLine{Repository: n.srv.Repo, Hash: launch}.String())
 	n.waitFor("the refusal of the launch", func() bool { return len(n.refusalsOf(record, launch)) > 0 })
 	if r := n.refusalsOf(record, launch); len(r) != 1 || !strings.Contains(r[0].Reason, `runner "codex" is not offered by this node`) || !strings.Contains(r[0].Reason, "ocx-runner-codex") {
 		t.Errorf("the refusals: %+v", r)

@@ -14,6 +14,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // The run engine's benchmarks (issue 16, item 13), on a real fossil server,
@@ -44,7 +45,7 @@ func runBenchNode(b *testing.B) (n *testNode, root, stamp string) {
 
 // awaitRunPost polls the open repository until the node user has written
 // a message of the run's thread that is kind's, and returns the time seen.
-func awaitRunPost[M messages.Message](b *testing.B, r *fossilio.Repo, node, root string) int64 {
+func awaitRunPost[M runmsg.Message](b *testing.B, r *fossilio.Repo, node, root string) int64 {
 	b.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -56,7 +57,7 @@ func awaitRunPost[M messages.Message](b *testing.B, r *fossilio.Repo, node, root
 			if p.Sender != node {
 				continue
 			}
-			if m, _ := messages.ReadMessage([]byte(p.Text)); m != nil {
+			if m, _ := runmsg.ReadMessage([]byte(p.Text)); m != nil {
 				if _, ok := m.(M); ok {
 					return monotonic()
 				}
@@ -121,11 +122,11 @@ func BenchmarkRunArrival(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			started := awaitRunPost[*messages.RunStarted](b, r, node, root)
+			started := awaitRunPost[*runmsg.RunStarted](b, r, node, root)
 			main := awaitStamp(b, home, launch)
 			toStarted = append(toStarted, time.Duration(started-t0))
 			toMain = append(toMain, time.Duration(main-t0))
-			awaitRunPost[*messages.RunEnded](b, r, node, root)
+			awaitRunPost[*runmsg.RunEnded](b, r, node, root)
 
 			// A session's launch note, on the same path.
 			ln := &messages.LaunchNote{Login: agent, Project: "demo", Workspace: binding.Workspace, Session: defHash, Release: messages.ReleaseCurrent}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/nodesock"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 	"github.com/ocx-go/ocx/messages/wire"
 )
 
@@ -81,7 +81,7 @@ func TestRunsFromTheDaemonAreAFreshRead(t *testing.T) {
 			args = append(args, run)
 		}
 		read := strings.TrimSpace(fresh(args...))
-		var want []messages.RunState
+		var want []runmsg.RunState
 		if err := json.Unmarshal([]byte(read), &want); err != nil {
 			t.Fatalf("%s: ocx run status --json: %v\n%s", what, err, read)
 		}

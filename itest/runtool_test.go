@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // OCX's run tool (ocx run), end to end: a real fossil server, the hook,
@@ -89,7 +89,7 @@ func TestRunToolManualStart(t *testing.T) {
 	}
 	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
 	e := n.endedOf(root)
-	if e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 0 {
+	if e.Outcome != runmsg.RunExited || e.Exit == nil || *e.Exit != 0 {
 		t.Errorf("ended %+v, want exited 0", e)
 	}
 	logs := false
@@ -132,7 +132,7 @@ func TestRunToolStopWaiting(t *testing.T) {
 
 	n.result(admin, "run", "stop", root)
 	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
-	if e := n.endedOf(root); e.Outcome != messages.RunStopped || e.Exit != nil {
+	if e := n.endedOf(root); e.Outcome != runmsg.RunStopped || e.Exit != nil {
 		t.Errorf("ended %+v, want stopped", e)
 	}
 	if s := n.startedOf(root); s != nil {
@@ -167,7 +167,7 @@ func TestRunToolCheckPrintsLost(t *testing.T) {
 	if !strings.Contains(strings.Join(a.Log, "\n"), "ended lost run "+root) {
 		t.Errorf("ocx run check does not print the run it ended lost: %s", r)
 	}
-	if e := n.endedOf(root); e == nil || e.Outcome != messages.RunLost {
+	if e := n.endedOf(root); e == nil || e.Outcome != runmsg.RunLost {
 		t.Errorf("ended %+v, want lost", e)
 	}
 	// Again: nothing more to end.

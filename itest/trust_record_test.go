@@ -14,6 +14,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // Issue 22 items 3 to 5 (D47): what the node decides about an agent comes
@@ -473,8 +474,8 @@ func TestVerdictsAsReadersCountThem(t *testing.T) {
 	admin := n.srv.AdminLogin
 	ci := newCommitter(t, n).commit("a.txt")
 	record := func(sender string, checkins ...string) string {
-		rec := &messages.TaskRecord{User: "nobody-" + sender, Node: n.nodeUser(), Runner: "native", Objective: "Judge.", Checkins: checkins,
-			Hears: []string{person}, Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
+		rec := &runmsg.TaskRecord{User: "nobody-" + sender, Node: n.nodeUser(), Runner: "native", Objective: "Judge.", Checkins: checkins,
+			Hears: []string{person}, Sandbox: runmsg.DefaultRecordSandbox(true), Budget: runmsg.Budget{Wall: "1h"}}
 		b, err := rec.Encode()
 		if err != nil {
 			t.Fatal(err)

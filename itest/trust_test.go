@@ -15,6 +15,7 @@ import (
 
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // The bounds of TestHostileWorkspace (issue 22): whatever an agent plants
@@ -367,7 +368,7 @@ func TestRunKeptLogsFollowNoLink(t *testing.T) {
   "keep": {"stdout_when": "always"}}}`, node, command)
 	root := n.result(admin, "thread", "--title", "Write outside", "--text", block(run))
 	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
-	if e := n.endedOf(root); e.Outcome != messages.RunExited || e.Exit == nil || *e.Exit != 3 {
+	if e := n.endedOf(root); e.Outcome != runmsg.RunExited || e.Exit == nil || *e.Exit != 3 {
 		for _, p := range n.runThread(root) {
 			t.Logf("%s: %s", p.Sender, p.Text)
 		}

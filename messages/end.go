@@ -3,7 +3,6 @@ package messages
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ocx-go/ocx/messages/strictjson"
@@ -23,20 +22,6 @@ const (
 	EndUnknown endStatus = "unknown"
 	// EndSandboxFailed: the sandbox could not be set up, so the session never ran.
 	EndSandboxFailed endStatus = "sandbox-failed"
-)
-
-// CIResult is a CI run's result on a check-in.
-type CIResult string
-
-// The results: the ci tag says green or red, a reviewer's verdict pass or
-// fail (D42); an end note may also say none, when the run left no result on
-// the check-in it was launched for (D5).
-const (
-	CIGreen CIResult = "green"
-	CIRed   CIResult = "red"
-	CIPass  CIResult = "pass"
-	CIFail  CIResult = "fail"
-	CINone  CIResult = "none"
 )
 
 // RunResultOf is the word an end note says for a run's result as read from
@@ -175,7 +160,7 @@ func (n *EndNote) Validate() error {
 	default:
 		return strictjson.FieldErr("result", strictjson.ErrInvalid, fmt.Sprintf("%s is not a CI result (green, red, pass, fail, none)", strictjson.QuoteShort(string(n.Result))))
 	}
-	return checkText("note", n.Note, true, MaxTextLen)
+	return CheckText("note", n.Note, true, MaxTextLen)
 }
 
 // validateStatus checks that the status, exit code, signal and killed
@@ -221,85 +206,6 @@ func (n *EndNote) validateStatus() error {
 	return nil
 }
 
-// checkSignal checks a signal's name: SIG, then capitals and digits, and for a
-// real-time signal an offset, as SIGRTMIN+3.
-func checkSignal(field, s string) error {
-	rest, ok := strings.CutPrefix(s, "SIG")
-	bad := !ok || rest == "" || len(s) > 32
-	if !bad {
-		name, off, hasOff := strings.Cut(rest, "+")
-		if !hasOff {
-			name, off, hasOff = strings.Cut(rest, "-")
-		}
-		bad = name == "" || name[0] < 'A' || name[0] > 'Z'
-		for i := 0; !bad && i < len(name); i++ {
-			c := name[i]
-			bad = !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9')
-		}
-		if !bad && hasOff {
-			_, err := strconv.ParseUint(off, 10, 8)
-			bad = off == "" || err != nil || off[0] == '+'
-		}
-	}
-	if bad {
-		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a signal's name, as SIGTERM or SIGRTMIN+3", strictjson.QuoteShort(s)))
-	}
-	return nil
-}
-
-func checkTime(field string, t time.Time) error {
-	if t.IsZero() {
-		return strictjson.FieldErr(field, strictjson.ErrMissing, "is missing; it is when the end was seen, in UTC")
-	}
-	if y := t.UTC().Year(); y < 1970 || y > 9999 {
-		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("year %d is out of range (1970 to 9999)", y))
-	}
-	return nil
-}
-
-// parseUTC reads an RFC 3339 time in UTC, written with Z.
-func parseUTC(field, s string) (time.Time, error) {
-	// Go's RFC 3339 readers take forms RFC 3339 does not (a one-digit hour,
-	// a comma before the fraction), so the shape is checked first.
-	var t time.Time
-	perr := t.UnmarshalText([]byte(s))
-	if perr != nil || !utcShape(s) {
-		return time.Time{}, strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a time in UTC as RFC 3339 writes it (2026-10-13T09:30:00Z)", strictjson.QuoteShort(s)))
-	}
-	return t.UTC(), nil
-}
-
-// utcShape says whether s is YYYY-MM-DDTHH:MM:SS, an optional fraction of one
-// to nine digits after '.', and Z: the one form an end note's time takes.
-func utcShape(s string) bool {
-	const shape = "dddd-dd-ddTdd:dd:dd"
-	if len(s) < len(shape)+1 || s[len(s)-1] != 'Z' {
-		return false
-	}
-	for i := 0; i < len(shape); i++ {
-		if shape[i] == 'd' {
-			if s[i] < '0' || s[i] > '9' {
-				return false
-			}
-		} else if s[i] != shape[i] {
-			return false
-		}
-	}
-	frac := s[len(shape) : len(s)-1]
-	if frac == "" {
-		return true
-	}
-	if frac[0] != '.' || len(frac) < 2 || len(frac) > 10 {
-		return false
-	}
-	for i := 1; i < len(frac); i++ {
-		if frac[i] < '0' || frac[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
 // Encode renders the canonical block, with Seen in UTC.
 func (n *EndNote) Encode() ([]byte, error) {
 	c := *n
@@ -309,12 +215,12 @@ func (n *EndNote) Encode() ([]byte, error) {
 
 // String renders the note on one line.
 func (n *EndNote) String() string {
-	l := newLine(kindEnd).version(n.Version).word(n.Login+"/"+n.Project).kv("launch", n.Launch).
-		kv("pid", strconv.Itoa(n.PID)).num("start_time", n.StartTime).kv("status", string(n.Status))
+	l := Render(kindEnd).version(n.Version).Word(n.Login+"/"+n.Project).KV("launch", n.Launch).
+		KV("pid", strconv.Itoa(n.PID)).num("start_time", n.StartTime).KV("status", string(n.Status))
 	if n.ExitCode != nil {
-		l.kv("exit_code", strconv.Itoa(*n.ExitCode))
+		l.KV("exit_code", strconv.Itoa(*n.ExitCode))
 	}
-	l.optKV("signal", n.Signal).flag("killed", n.Killed).kv("release", n.Release).
-		kv("seen", n.Seen.UTC().Format(time.RFC3339Nano)).optKV("budget", n.Budget).optKV("checkin", n.Checkin).optKV("result", string(n.Result))
-	return l.text("note", n.Note).String()
+	l.OptKV("signal", n.Signal).Flag("killed", n.Killed).KV("release", n.Release).
+		KV("seen", n.Seen.UTC().Format(time.RFC3339Nano)).OptKV("budget", n.Budget).OptKV("checkin", n.Checkin).OptKV("result", string(n.Result))
+	return l.Text("note", n.Note).String()
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,7 +19,7 @@ import (
 // written. Fill is the second: it sets a struct from that tree by the
 // struct's own json tags, naming the field at fault (with its list index) in
 // every error. Validate comes last. No type has a decoder of its own; a few
-// add a rule only the tree can tell (a key's presence) in a decoded method.
+// add a rule only the tree can tell (a key's presence) in a Decoded method.
 //
 // Besides json, a field's tags say:
 //
@@ -40,9 +41,10 @@ func Fill(o strictjson.Obj, v any) error {
 	return fillStruct(o, rv)
 }
 
-// decoder is a type with a rule Fill cannot tell from tags alone.
+// decoder is a type with a rule Fill cannot tell from tags alone: Fill
+// calls its Decoded after it has set the fields.
 type decoder interface {
-	decoded(o strictjson.Obj) error
+	Decoded(o strictjson.Obj) error
 }
 
 // plan is how Fill reads one struct type: its fields in order, embedded
@@ -139,7 +141,7 @@ func fillStruct(o strictjson.Obj, rv reflect.Value) error {
 		}
 	}
 	if d, ok := rv.Addr().Interface().(decoder); ok {
-		return d.decoded(o)
+		return d.Decoded(o)
 	}
 	return nil
 }
@@ -290,4 +292,10 @@ func fillValue(o strictjson.Obj, f planField, v any, dst reflect.Value) error {
 		return nil
 	}
 	panic(fmt.Sprintf("messages: fill has no reading for %s (key %q)", t, f.key))
+}
+
+// FieldKeys lists the keys the json tags of the struct type t name, in
+// order, as Fill reads them (the version key aside).
+func FieldKeys(t reflect.Type) []string {
+	return slices.Clone(planOf(t).keys)
 }

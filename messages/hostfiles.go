@@ -208,7 +208,7 @@ type NodeSessionLimits struct {
 // validate checks each limit node.json gives.
 func (l *NodeSessionLimits) validate(field string) error {
 	if l.Memory != "" {
-		n, err := parseRunSize(strictjson.JoinField(field, LimitMemory), l.Memory, false)
+		n, err := ParseSize(strictjson.JoinField(field, LimitMemory), l.Memory, false)
 		if err != nil {
 			return err
 		}
@@ -221,8 +221,8 @@ func (l *NodeSessionLimits) validate(field string) error {
 			return err
 		}
 	}
-	if l.Processes != nil && (*l.Processes < minSessionProcesses || *l.Processes > maxLimit) {
-		return strictjson.FieldErr(strictjson.JoinField(field, LimitProcesses), strictjson.ErrInvalid, fmt.Sprintf("%d is not a processes limit: a whole number from %d (the sandbox's init, the session and its turn) to %d", *l.Processes, minSessionProcesses, uint64(maxLimit)))
+	if l.Processes != nil && (*l.Processes < minSessionProcesses || *l.Processes > MaxLimit) {
+		return strictjson.FieldErr(strictjson.JoinField(field, LimitProcesses), strictjson.ErrInvalid, fmt.Sprintf("%d is not a processes limit: a whole number from %d (the sandbox's init, the session and its turn) to %d", *l.Processes, minSessionProcesses, uint64(MaxLimit)))
 	}
 	return nil
 }
@@ -279,7 +279,7 @@ func (p NodeProject) RemoteNode(user string) (RemoteNode, bool) {
 
 // Validate checks the node user, the release root and every project.
 func (c *NodeConfig) Validate() error {
-	if err := checkLogin("user", c.User); err != nil {
+	if err := CheckLogin("user", c.User); err != nil {
 		return strictjson.At("node.json", err)
 	}
 	if c.Release != "" {
@@ -311,7 +311,7 @@ func (c *NodeConfig) Validate() error {
 		if err := CheckProject(field, name); err != nil {
 			return strictjson.At("node.json", err)
 		}
-		if err := checkRepository(field+".repository", p.Repository); err != nil {
+		if err := CheckRepository(field+".repository", p.Repository); err != nil {
 			return strictjson.At("node.json", err)
 		}
 		if got := ProjectOf(p.Repository); got != name {
@@ -342,7 +342,7 @@ func (c *NodeConfig) checkRemoteNodes(field string, p NodeProject) error {
 	seen := map[string]bool{}
 	for i, r := range p.RemoteNodes {
 		f := fmt.Sprintf("%s.remote_nodes[%d]", field, i)
-		if err := checkLogin(f+".user", r.User); err != nil {
+		if err := CheckLogin(f+".user", r.User); err != nil {
 			return err
 		}
 		if r.User == c.User {
@@ -445,9 +445,9 @@ const secretShown = "(kept in node.json, not shown)"
 
 // String renders the node on one line.
 func (c *NodeConfig) String() string {
-	l := newLine("node").kv("user", c.User).optKV("release", c.Release)
+	l := Render("node").KV("user", c.User).OptKV("release", c.Release)
 	for _, n := range c.ProjectNames() {
-		l.kv(n, c.Projects[n].URL)
+		l.KV(n, c.Projects[n].URL)
 	}
 	return l.String()
 }
@@ -498,7 +498,7 @@ func (b *Binding) Key() WorkspaceKey { return WorkspaceKey{Login: b.Login, Proje
 
 // Validate checks every field.
 func (b *Binding) Validate() error {
-	if err := checkLogin("login", b.Login); err != nil {
+	if err := CheckLogin("login", b.Login); err != nil {
 		return strictjson.At("binding.json", err)
 	}
 	if err := CheckProject("project", b.Project); err != nil {
@@ -532,8 +532,8 @@ func (b *Binding) Encode() ([]byte, error) {
 
 // String renders the binding on one line.
 func (b *Binding) String() string {
-	return newLine("binding").word(b.Login+"/"+b.Project).kv("branch", b.Branch).
-		kv("remote", b.Remote).kv("home", b.Home).String()
+	return Render("binding").Word(b.Login+"/"+b.Project).KV("branch", b.Branch).
+		KV("remote", b.Remote).KV("home", b.Home).String()
 }
 
 // DecodeBinding reads and validates binding.json.
@@ -578,7 +578,7 @@ func hostFileObject(where, kind string, data []byte) (strictjson.Obj, error) {
 
 // encodeHostFile writes {"ocx": kind, ...fields} indented, with a final newline.
 func encodeHostFile(kind string, body any) ([]byte, error) {
-	b, err := objectAfter(`{"ocx":`+strconv.Quote(kind), body)
+	b, err := ObjectAfter(`{"ocx":`+strconv.Quote(kind), body)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", kind, err)
 	}

@@ -6,9 +6,6 @@ import (
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
-// maxPID bounds process identities: Linux's PID_MAX_LIMIT on 64-bit hosts.
-const maxPID = 1 << 22
-
 // The releases a launch may ask for (seed 000: restart on the current or the
 // previous release).
 const (
@@ -74,12 +71,12 @@ func (n *LaunchNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *LaunchNote) String() string {
-	return newLine(KindLaunch).version(n.Version).word(n.Login+"/"+n.Project).kv("workspace", n.Workspace).
-		kv("session", n.Session).kv("release", n.Release).optKV("checkin", n.Checkin).String()
+	return Render(KindLaunch).version(n.Version).Word(n.Login+"/"+n.Project).KV("workspace", n.Workspace).
+		KV("session", n.Session).KV("release", n.Release).OptKV("checkin", n.Checkin).String()
 }
 
-// decoded gives a launch that names no release the current one.
-func (n *LaunchNote) decoded(strictjson.Obj) error {
+// Decoded gives a launch that names no release the current one.
+func (n *LaunchNote) Decoded(strictjson.Obj) error {
 	if n.Release == "" {
 		n.Release = ReleaseCurrent
 	}

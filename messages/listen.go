@@ -33,7 +33,7 @@ type Listener struct {
 func (l *Listener) Key() WorkspaceKey { return WorkspaceKey{Login: l.Login, Project: l.Project} }
 
 func (l *Listener) validate(prefix string) error {
-	if err := checkLogin(strictjson.JoinField(prefix, "login"), l.Login); err != nil {
+	if err := CheckLogin(strictjson.JoinField(prefix, "login"), l.Login); err != nil {
 		return err
 	}
 	if err := CheckProject(strictjson.JoinField(prefix, "project"), l.Project); err != nil {
@@ -60,7 +60,7 @@ func checkListened(kindField, namesField string, kind ListenKind, names string) 
 func (l Listener) String() string { return l.render("listener", 0) }
 
 func (l *Listener) render(kind NoteKind, version int) string {
-	return newLine(kind).version(version).word(l.Login+"/"+l.Project).kv("kind", string(l.Kind)).kv("names", l.Names).String()
+	return Render(kind).version(version).Word(l.Login+"/"+l.Project).KV("kind", string(l.Kind)).KV("names", l.Names).String()
 }
 
 // ListenNote starts a listener: written by the agent login on the record
@@ -200,11 +200,11 @@ func (n *UnheardNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *UnheardNote) String() string {
-	l := newLine(kindUnheard).version(n.Version).word(n.Login+"/"+n.Project).kv("post", n.Post)
+	l := Render(kindUnheard).version(n.Version).Word(n.Login+"/"+n.Project).KV("post", n.Post)
 	if n.Posts != nil {
-		l.list("posts", n.Posts)
+		l.List("posts", n.Posts)
 	}
-	return l.kv("why", string(n.Why)).String()
+	return l.KV("why", string(n.Why)).String()
 }
 
 // branchFilePrefix begins a branch listener's file name in listening/ (D2).

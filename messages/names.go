@@ -15,12 +15,12 @@ import (
 // Bounds on names and values. They are part of protocol v1: a writer that needs
 // more is refused, never truncated.
 const (
-	// maxNameLen bounds a login and a project (decision D1).
-	maxNameLen = 64
+	// MaxNameLen bounds a login and a project (decision D1).
+	MaxNameLen = 64
 	// maxBranchLen bounds a branch name.
 	maxBranchLen = 255
-	// maxPathLen bounds an absolute path (PATH_MAX less its NUL).
-	maxPathLen = 4095
+	// MaxPathLen bounds an absolute path (PATH_MAX less its NUL).
+	MaxPathLen = 4095
 	// maxFileNameLen bounds one file name (NAME_MAX), such as a listening file.
 	maxFileNameLen = 255
 	// MaxTextLen bounds a note's free text (a reason, a summary, a note in words).
@@ -41,12 +41,12 @@ func reservedRootName(s string) bool {
 }
 
 // ValidateLogin checks a login name per decision D1.
-func ValidateLogin(s string) error { return checkLogin("login", s) }
+func ValidateLogin(s string) error { return CheckLogin("login", s) }
 
 // ValidateProject checks a project name per decision D1.
 func ValidateProject(s string) error { return CheckProject("project", s) }
 
-func checkLogin(field, s string) error {
+func CheckLogin(field, s string) error {
 	if err := checkName(field, "login", s); err != nil {
 		return err
 	}
@@ -66,15 +66,15 @@ func checkLogin(field, s string) error {
 // CheckProject checks a project name, naming field in the error.
 func CheckProject(field, s string) error { return checkName(field, "project", s) }
 
-// checkName applies D1's shape: [A-Za-z0-9][A-Za-z0-9._-]*, at most maxNameLen
+// checkName applies D1's shape: [A-Za-z0-9][A-Za-z0-9._-]*, at most MaxNameLen
 // bytes. Because a name cannot start with '.', it can never be "." or "..", and
 // because '/' is not allowed it is always one path component.
 func checkName(field, what, s string) error {
 	if s == "" {
 		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; a "+what+" is a name")
 	}
-	if len(s) > maxNameLen {
-		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a %s is at most %d", len(s), what, maxNameLen))
+	if len(s) > MaxNameLen {
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a %s is at most %d", len(s), what, MaxNameLen))
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -113,7 +113,7 @@ func ParseWorkspaceKey(s string) (WorkspaceKey, error) {
 
 // Validate checks both names.
 func (k WorkspaceKey) Validate() error {
-	if err := checkLogin("login", k.Login); err != nil {
+	if err := CheckLogin("login", k.Login); err != nil {
 		return err
 	}
 	return CheckProject("project", k.Project)
@@ -179,7 +179,7 @@ func checkHex(field, s string) error {
 
 // ValidateAbsPath checks a host path as a sandbox lists it: absolute, clean
 // (path.Clean leaves it unchanged, so no "..", ".", "//" or trailing '/'), valid
-// UTF-8 without control characters (NUL included), at most maxPathLen bytes.
+// UTF-8 without control characters (NUL included), at most MaxPathLen bytes.
 func ValidateAbsPath(s string) error { return CheckAbsPath("path", s) }
 
 // CheckAbsPath checks an absolute path, naming field in the error.
@@ -187,8 +187,8 @@ func CheckAbsPath(field, s string) error {
 	if s == "" {
 		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; a path here is absolute")
 	}
-	if len(s) > maxPathLen {
-		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a path is at most %d", len(s), maxPathLen))
+	if len(s) > MaxPathLen {
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a path is at most %d", len(s), MaxPathLen))
 	}
 	if err := checkChars(field, s, false); err != nil {
 		return err
@@ -208,9 +208,9 @@ const repositorySuffix = ".fossil"
 // ValidateRepository checks a repository file as a pipe line names it: an
 // absolute, clean path with no whitespace, whose file name is PROJECT.fossil for
 // a valid project name.
-func ValidateRepository(s string) error { return checkRepository("repository", s) }
+func ValidateRepository(s string) error { return CheckRepository("repository", s) }
 
-func checkRepository(field, s string) error {
+func CheckRepository(field, s string) error {
 	if err := CheckAbsPath(field, s); err != nil {
 		return err
 	}
@@ -257,9 +257,9 @@ func checkChars(field, s string, multiline bool) error {
 	return nil
 }
 
-// checkText checks free text for people: valid UTF-8, newlines and tabs
+// CheckText checks free text for people: valid UTF-8, newlines and tabs
 // allowed, no other control character, at most max bytes.
-func checkText(field, s string, required bool, max int) error {
+func CheckText(field, s string, required bool, max int) error {
 	if s == "" && required {
 		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; it says in words what happened")
 	}
@@ -316,4 +316,37 @@ func (k *WorkspaceKey) UnmarshalText(b []byte) error {
 	}
 	*k = p
 	return nil
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// CheckArg checks one argument of a command line: UTF-8 without NUL, which no
+// argument can hold, at most MaxShortLen*4 bytes. Other characters, newlines
+// included, are allowed: a shell script is an argument.
+func CheckArg(field, s string) error {
+	if len(s) > MaxTextLen {
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; an argument is at most %d", len(s), MaxTextLen))
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("holds NUL at byte %d; no argument can", i))
+		}
+	}
+	return checkChars(field, s, true)
+}
+
+// CheckUser checks a Fossil user's login as a receipt or a hears list names
+// it: any login Fossil holds, so not only D1's agent names, but one line of
+// valid UTF-8 without control characters and without space at either end.
+func CheckUser(field, s string) error {
+	if s == "" {
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; it names a Fossil user")
+	}
+	if len(s) > MaxShortLen {
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; a user's login is at most %d", len(s), MaxShortLen))
+	}
+	if strings.Trim(s, " ") != s {
+		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s begins or ends with a space; a login does not", strictjson.QuoteShort(s)))
+	}
+	return checkChars(field, s, false)
 }

@@ -171,8 +171,6 @@ func TestStringsAreOneLine(t *testing.T) {
 		&WorkspaceDefinition{Login: nasty, Branch: nasty},
 		&EndNote{Note: nasty, Signal: nasty},
 		CITag{Result: CIRed, Line: "x"},
-		PostLine{Repository: nasty, Hash: nasty},
-		StopLine{Login: nasty},
 	} {
 		if got := s.String(); strings.ContainsAny(got, "\n\x00") || got == "" {
 			t.Errorf("%T renders %q", s, got)

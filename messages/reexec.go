@@ -87,7 +87,7 @@ func (r *ReexecOutcome) validate(f string) error {
 	if err := CheckLine(strictjson.JoinField(f, "release"), r.Release, false, MaxShortLen); err != nil {
 		return err
 	}
-	if err := checkText(strictjson.JoinField(f, "error"), r.Error, false, MaxTextLen); err != nil {
+	if err := CheckText(strictjson.JoinField(f, "error"), r.Error, false, MaxTextLen); err != nil {
 		return err
 	}
 	if err := CheckLine(strictjson.JoinField(f, "from"), r.From, false, MaxShortLen); err != nil {
@@ -142,9 +142,9 @@ func DecodeReexecOutcome(data []byte) (*ReexecOutcome, error) {
 
 // String renders the outcome on one line.
 func (r *ReexecOutcome) String() string {
-	l := newLine("reexec").kv("at", r.At.UTC().Format(time.RFC3339Nano)).kv("pid", fmt.Sprint(r.PID)).
-		optKV("target", r.Target).optKV("release", r.Release).optKV("from", r.From)
-	return l.flag("ok", r.OK).optKV("state", r.State).text("error", r.Error).String()
+	l := Render("reexec").KV("at", r.At.UTC().Format(time.RFC3339Nano)).KV("pid", fmt.Sprint(r.PID)).
+		OptKV("target", r.Target).OptKV("release", r.Release).OptKV("from", r.From)
+	return l.Flag("ok", r.OK).OptKV("state", r.State).Text("error", r.Error).String()
 }
 
 // DaemonStatus is the status's daemon: whether one runs for the agents
@@ -186,22 +186,22 @@ func (d *DaemonStatus) validate(f string) error {
 
 // String renders the daemon's status on one line.
 func (d *DaemonStatus) String() string {
-	l := newLine("daemon")
+	l := Render("daemon")
 	if d.Running {
-		l.kv("pid", fmt.Sprint(d.PID)).optKV("release", d.Release)
+		l.KV("pid", fmt.Sprint(d.PID)).OptKV("release", d.Release)
 	} else {
-		l.word("none")
+		l.Word("none")
 	}
 	if d.ConfinedOnly {
-		l.kv("runs", "confined_only")
+		l.KV("runs", "confined_only")
 	}
 	if d.Reexec != nil {
 		r := d.Reexec
-		l.kv("reexec_at", r.At.UTC().Format(time.RFC3339))
+		l.KV("reexec_at", r.At.UTC().Format(time.RFC3339))
 		if r.OK {
-			l.kv("reexec", "ok").optKV("reexec_release", r.Release)
+			l.KV("reexec", "ok").OptKV("reexec_release", r.Release)
 		} else {
-			l.kv("reexec", "failed").optKV("reexec_state", r.State).optKV("reexec_release", r.Release).text("reexec_error", r.Error)
+			l.KV("reexec", "failed").OptKV("reexec_state", r.State).OptKV("reexec_release", r.Release).Text("reexec_error", r.Error)
 		}
 	}
 	return l.String()

@@ -81,7 +81,7 @@ func (p *holder) validate(field string) error {
 		return strictjson.FieldErr(strictjson.JoinField(field, "command"), strictjson.ErrMissing, "is empty; it is the process's command line, as /proc/PID/cmdline holds it")
 	}
 	for i, a := range p.Command {
-		if err := checkArg(strictjson.IndexField(strictjson.JoinField(field, "command"), i), a); err != nil {
+		if err := CheckArg(strictjson.IndexField(strictjson.JoinField(field, "command"), i), a); err != nil {
 			return err
 		}
 	}
@@ -93,20 +93,6 @@ func (p *holder) validate(field string) error {
 
 func (p *holder) String() string {
 	return fmt.Sprintf("pid=%d start_time=%d started_by=%s command=%s", p.PID, p.StartTime, Token(string(p.StartedBy)), tokens(p.Command))
-}
-
-func checkPID(field string, pid int) error {
-	if pid < 1 || pid > maxPID {
-		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%d is not a PID (1 to %d)", pid, maxPID))
-	}
-	return nil
-}
-
-func checkStartTime(field string, t uint64) error {
-	if t > strictjson.MaxSafeInt {
-		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%d is past 2^53-1, which not every JSON reader reads exactly", t))
-	}
-	return nil
 }
 
 // RefusalNote says the daemon did not launch a session, in words a person reads:
@@ -135,7 +121,7 @@ func (n *RefusalNote) Validate() error {
 		return err
 	}
 	if n.Login != "" {
-		if err := checkLogin("login", n.Login); err != nil {
+		if err := CheckLogin("login", n.Login); err != nil {
 			return err
 		}
 	}
@@ -145,7 +131,7 @@ func (n *RefusalNote) Validate() error {
 	if err := CheckHash("launch", n.Launch); err != nil {
 		return err
 	}
-	if err := checkText("reason", n.Reason, true, MaxTextLen); err != nil {
+	if err := CheckText("reason", n.Reason, true, MaxTextLen); err != nil {
 		return err
 	}
 	if n.Holder != nil {
@@ -159,11 +145,11 @@ func (n *RefusalNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *RefusalNote) String() string {
-	l := newLine(kindRefusal).version(n.Version).word(n.Login + "/" + n.Project)
+	l := Render(kindRefusal).version(n.Version).Word(n.Login + "/" + n.Project)
 	if n.Login == "" {
-		l = newLine(kindRefusal).version(n.Version).kv("project", n.Project)
+		l = Render(kindRefusal).version(n.Version).KV("project", n.Project)
 	}
-	l.kv("launch", n.Launch).text("reason", n.Reason)
+	l.KV("launch", n.Launch).Text("reason", n.Reason)
 	if n.Holder != nil {
 		l.b.WriteString(" holder{")
 		l.b.WriteString(n.Holder.String())
@@ -172,8 +158,8 @@ func (n *RefusalNote) String() string {
 	return l.String()
 }
 
-// decoded refuses an empty login in the words of a refusal.
-func (n *RefusalNote) decoded(o strictjson.Obj) error {
+// Decoded refuses an empty login in the words of a refusal.
+func (n *RefusalNote) Decoded(o strictjson.Obj) error {
 	if o.Has("login") && n.Login == "" {
 		return strictjson.FieldErr("login", strictjson.ErrInvalid, "is empty; a refusal for no known login leaves it out")
 	}

@@ -42,7 +42,7 @@ func (n *ReportNote) Validate() error {
 	default:
 		return strictjson.FieldErr("outcome", strictjson.ErrInvalid, fmt.Sprintf("%s is not an outcome (done, failed)", strictjson.QuoteShort(string(n.Outcome))))
 	}
-	return checkText("summary", n.Summary, false, MaxTextLen)
+	return CheckText("summary", n.Summary, false, MaxTextLen)
 }
 
 // Encode renders the canonical block.
@@ -50,7 +50,7 @@ func (n *ReportNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *ReportNote) String() string {
-	return newLine(KindReport).version(n.Version).kv("outcome", string(n.Outcome)).text("summary", n.Summary).String()
+	return Render(KindReport).version(n.Version).KV("outcome", string(n.Outcome)).Text("summary", n.Summary).String()
 }
 
 // maxCILineLen bounds the command's last line in a ci tag and a ci note.
@@ -90,7 +90,7 @@ func (n *CINote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *CINote) String() string {
-	return newLine(KindCI).version(n.Version).kv("checkin", n.Checkin).kv("result", string(n.Result)).text("line", n.Line).String()
+	return Render(KindCI).version(n.Version).KV("checkin", n.Checkin).KV("result", string(n.Result)).Text("line", n.Line).String()
 }
 
 // CITagName is the raw tag a CI session puts on the check-in it tested.
@@ -174,4 +174,16 @@ func LastLine(output []byte) string {
 	return s
 }
 
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+// CIResult is a CI run's result on a check-in.
+type CIResult string
+
+// The results: the ci tag says green or red, a reviewer's verdict pass or
+// fail (D42); an end note may also say none, when the run left no result on
+// the check-in it was launched for (D5).
+const (
+	CIGreen CIResult = "green"
+	CIRed   CIResult = "red"
+	CIPass  CIResult = "pass"
+	CIFail  CIResult = "fail"
+	CINone  CIResult = "none"
+)

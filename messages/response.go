@@ -64,7 +64,7 @@ func (r *Response) Validate() error {
 	if err := checkOutcome(r.Outcome); err != nil {
 		return err
 	}
-	return checkText("note", r.Note, true, MaxTextLen)
+	return CheckText("note", r.Note, true, MaxTextLen)
 }
 
 func checkOutcome(o ResponseOutcome) error {
@@ -107,7 +107,7 @@ func (r *Response) Encode() ([]byte, error) {
 // hash that is not full or an outcome it does not know is refused, the
 // error naming the field.
 func ReadResponse(text []byte) (*Response, error) {
-	b, v, err := noteBlock(text)
+	b, v, err := NoteBlock(text)
 	if err != nil {
 		return nil, err
 	}

@@ -154,26 +154,6 @@ func TestReexecOutcomeRoundTrip(t *testing.T) {
 	}
 }
 
-func TestPipeLineRoundTrip(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		l := genPipeLine().Draw(t, "line")
-		enc, err := l.Encode()
-		if err != nil {
-			t.Fatalf("encode %v: %v", l, err)
-		}
-		if len(enc) > pipeBuf || enc[len(enc)-1] != '\n' {
-			t.Fatalf("encoded %d bytes: %q", len(enc), enc)
-		}
-		got, err := ParsePipeLine(enc)
-		if err != nil {
-			t.Fatalf("parse %q: %v", enc, err)
-		}
-		if !reflect.DeepEqual(got, l) || got.String()+"\n" != string(enc) {
-			t.Fatalf("round trip: %#v -> %q -> %#v", l, enc, got)
-		}
-	})
-}
-
 func TestCITagRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		tag := genCITag().Draw(t, "tag")

@@ -2,6 +2,7 @@ package messages
 
 import (
 	"fmt"
+
 	"github.com/ocx-go/ocx/messages/modelapi"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
@@ -173,9 +174,9 @@ func (l *SessionLimits) validate(kind SessionKind) error {
 	return nil
 }
 
-// decoded refuses a tokens limit written as 0: a writer leaves out a
+// Decoded refuses a tokens limit written as 0: a writer leaves out a
 // limit it does not set.
-func (l *SessionLimits) decoded(o strictjson.Obj) error {
+func (l *SessionLimits) Decoded(o strictjson.Obj) error {
 	if o.Has("tokens") && l.Tokens == 0 {
 		return strictjson.FieldErr(o.Field("tokens"), strictjson.ErrInvalid, "is 0; leave the key out for no limit")
 	}
@@ -197,7 +198,7 @@ func CheckHears(field string, hears []string) error {
 			}
 			continue
 		}
-		if err := checkUser(f, u); err != nil {
+		if err := CheckUser(f, u); err != nil {
 			return err
 		}
 		if seen[u] {
@@ -225,7 +226,7 @@ func (d *SessionDefinition) Validate() error {
 			return strictjson.FieldErr("command", strictjson.ErrMissing, "is missing or empty; a mechanical session runs a command: the program, then its arguments")
 		}
 		for i, a := range d.Command {
-			if err := checkArg(strictjson.IndexField("command", i), a); err != nil {
+			if err := CheckArg(strictjson.IndexField("command", i), a); err != nil {
 				return err
 			}
 		}
@@ -306,21 +307,6 @@ func CheckBranches(field string, branches []string) error {
 	return nil
 }
 
-// checkArg checks one argument of a command line: UTF-8 without NUL, which no
-// argument can hold, at most MaxShortLen*4 bytes. Other characters, newlines
-// included, are allowed: a shell script is an argument.
-func checkArg(field, s string) error {
-	if len(s) > MaxTextLen {
-		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("is %d bytes; an argument is at most %d", len(s), MaxTextLen))
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("holds NUL at byte %d; no argument can", i))
-		}
-	}
-	return checkChars(field, s, true)
-}
-
 // Encode renders the canonical block.
 func (d *SessionDefinition) Encode() ([]byte, error) {
 	if err := d.Validate(); err != nil {
@@ -331,32 +317,32 @@ func (d *SessionDefinition) Encode() ([]byte, error) {
 
 // String renders the definition on one line.
 func (d *SessionDefinition) String() string {
-	l := newLine(KindSession).version(d.Version).word(string(d.Kind))
+	l := Render(KindSession).version(d.Version).Word(string(d.Kind))
 	if d.Kind == LLM || d.Runner != "" || d.Model != "" {
-		l.kv("runner", d.Runner).kv("model", d.Model)
+		l.KV("runner", d.Runner).KV("model", d.Model)
 	}
 	if d.Kind == Mechanical || d.Command != nil {
-		l.list("command", d.Command)
+		l.List("command", d.Command)
 	}
-	l.kv("lifetime", string(d.Lifetime))
+	l.KV("lifetime", string(d.Lifetime))
 	if d.Hears != nil {
-		l.list("hears", d.Hears)
+		l.List("hears", d.Hears)
 	}
 	if len(d.Checkins) > 0 {
-		l.list("checkins", d.Checkins)
+		l.List("checkins", d.Checkins)
 	}
-	l.optKV("wall", d.Wall())
+	l.OptKV("wall", d.Wall())
 	if d.Tokens() > 0 {
 		l.num("tokens", d.Tokens())
 	}
-	l.optKV("disk", d.Disk())
-	return l.optKV("result", string(d.Result)).String()
+	l.OptKV("disk", d.Disk())
+	return l.OptKV("result", string(d.Result)).String()
 }
 
-// decoded refuses the keys of the other kind of session. Presence counts,
+// Decoded refuses the keys of the other kind of session. Presence counts,
 // not only value: "model": "" on a mechanical session is as wrong as a
 // model name, and the schema says so too.
-func (d *SessionDefinition) decoded(o strictjson.Obj) error {
+func (d *SessionDefinition) Decoded(o strictjson.Obj) error {
 	switch d.Kind {
 	case Mechanical:
 		for _, k := range []string{"runner", "model"} {

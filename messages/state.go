@@ -96,7 +96,7 @@ func (l LookAlikeStatus) String() string {
 }
 
 func (l *LookAlikeStatus) validate(f string) error {
-	if err := checkLogin(strictjson.JoinField(f, "login"), l.Login); err != nil {
+	if err := CheckLogin(strictjson.JoinField(f, "login"), l.Login); err != nil {
 		return err
 	}
 	if err := CheckProject(strictjson.JoinField(f, "project"), l.Project); err != nil {
@@ -151,7 +151,7 @@ func (r *ReviewStatus) validate(f string) error {
 	if err := CheckProject(strictjson.JoinField(f, "project"), r.Project); err != nil {
 		return err
 	}
-	if err := checkLogin(strictjson.JoinField(f, "login"), r.Login); err != nil {
+	if err := CheckLogin(strictjson.JoinField(f, "login"), r.Login); err != nil {
 		return err
 	}
 	if err := CheckBranch(strictjson.JoinField(f, "branch"), r.Branch); err != nil {
@@ -270,7 +270,7 @@ func (v *VerdictStatus) validate(f string) error {
 	if err := CheckBranch(strictjson.JoinField(f, "branch"), v.Branch); err != nil {
 		return err
 	}
-	if err := checkUser(strictjson.JoinField(f, "user"), v.User); err != nil {
+	if err := CheckUser(strictjson.JoinField(f, "user"), v.User); err != nil {
 		return err
 	}
 	if v.Verdict != VerdictPass && v.Verdict != VerdictFail {
@@ -279,7 +279,7 @@ func (v *VerdictStatus) validate(f string) error {
 	if err := CheckLine(strictjson.JoinField(f, "reason"), v.Reason, true, MaxTextLen); err != nil {
 		return err
 	}
-	return CheckLine(strictjson.JoinField(f, "against"), v.Against, true, maxPathLen)
+	return CheckLine(strictjson.JoinField(f, "against"), v.Against, true, MaxPathLen)
 }
 
 // HookStatus says whether the wake hook is installed on a repository of the
@@ -440,7 +440,7 @@ func (s *NodeState) Validate() error {
 	}
 	for i, l := range s.Logins {
 		f := strictjson.IndexField("logins", i)
-		if err := checkLogin(strictjson.JoinField(f, "login"), l.Login); err != nil {
+		if err := CheckLogin(strictjson.JoinField(f, "login"), l.Login); err != nil {
 			return err
 		}
 		if err := once(f, "login "+l.Login); err != nil {
@@ -552,7 +552,7 @@ func (h *HookStatus) validate(f string) error {
 	if err := CheckProject(strictjson.JoinField(f, "project"), h.Project); err != nil {
 		return err
 	}
-	if err := checkRepository(strictjson.JoinField(f, "repository"), h.Repository); err != nil {
+	if err := CheckRepository(strictjson.JoinField(f, "repository"), h.Repository); err != nil {
 		return err
 	}
 	if ProjectOf(h.Repository) != h.Project {
@@ -595,7 +595,7 @@ func (l *LoginStatus) validateAccounts(f string) error {
 }
 
 func (w *WorkspaceStatus) validate(f string) error {
-	if err := checkLogin(strictjson.JoinField(f, "login"), w.Login); err != nil {
+	if err := CheckLogin(strictjson.JoinField(f, "login"), w.Login); err != nil {
 		return err
 	}
 	if err := CheckProject(strictjson.JoinField(f, "project"), w.Project); err != nil {
@@ -688,7 +688,7 @@ func (s *NodeState) Prune() []error {
 }
 
 func (p *SessionStatus) validate(f string) error {
-	if err := checkLogin(strictjson.JoinField(f, "login"), p.Login); err != nil {
+	if err := CheckLogin(strictjson.JoinField(f, "login"), p.Login); err != nil {
 		return err
 	}
 	if err := CheckHears(strictjson.JoinField(f, "hears"), p.Hears); err != nil {
@@ -864,10 +864,10 @@ func (s *NodeState) String() string {
 			listening++
 		}
 	}
-	return newLine(kindState).version(s.Version).kv("hooks", strconv.Itoa(len(s.Hooks))).
-		kv("logins", strconv.Itoa(len(s.Logins))).kv("workspaces", strconv.Itoa(len(s.Workspaces))).
-		kv("active", strconv.Itoa(active)).kv("sessions", strconv.Itoa(len(s.Sessions))).
-		kv("listening", strconv.Itoa(listening)).kv("listeners", strconv.Itoa(len(s.Listeners))).String()
+	return Render(kindState).version(s.Version).KV("hooks", strconv.Itoa(len(s.Hooks))).
+		KV("logins", strconv.Itoa(len(s.Logins))).KV("workspaces", strconv.Itoa(len(s.Workspaces))).
+		KV("active", strconv.Itoa(active)).KV("sessions", strconv.Itoa(len(s.Sessions))).
+		KV("listening", strconv.Itoa(listening)).KV("listeners", strconv.Itoa(len(s.Listeners))).String()
 }
 
 // String renders one session of the state on one line.

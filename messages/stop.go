@@ -26,11 +26,11 @@ func (n *StopNote) Validate() error {
 		return err
 	}
 	if n.Login != "" {
-		if err := checkLogin("login", n.Login); err != nil {
+		if err := CheckLogin("login", n.Login); err != nil {
 			return err
 		}
 	}
-	return checkText("reason", n.Reason, false, MaxTextLen)
+	return CheckText("reason", n.Reason, false, MaxTextLen)
 }
 
 // Encode renders the canonical block.
@@ -38,7 +38,7 @@ func (n *StopNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *StopNote) String() string {
-	return newLine(KindStop).version(n.Version).optKV("login", n.Login).text("reason", n.Reason).String()
+	return Render(KindStop).version(n.Version).OptKV("login", n.Login).Text("reason", n.Reason).String()
 }
 
 // stopCause says what stopped a session.
@@ -167,6 +167,6 @@ func (n *StoppedNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *StoppedNote) String() string {
-	return newLine(KindStopped).version(n.Version).word(n.Login+"/"+n.Project).optKV("launch", n.Launch).
-		kv("cause", string(n.Cause)).optKV("request", n.Request).optKV("signal", n.Signal).optKV("budget", n.Budget).String()
+	return Render(KindStopped).version(n.Version).Word(n.Login+"/"+n.Project).OptKV("launch", n.Launch).
+		KV("cause", string(n.Cause)).OptKV("request", n.Request).OptKV("signal", n.Signal).OptKV("budget", n.Budget).String()
 }

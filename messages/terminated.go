@@ -22,7 +22,7 @@ func (n *TerminatedNote) Validate() error {
 	if err := checkHeader(n.Version, n.Login, n.Project); err != nil {
 		return err
 	}
-	return checkText("reason", n.Reason, false, MaxTextLen)
+	return CheckText("reason", n.Reason, false, MaxTextLen)
 }
 
 // Encode renders the canonical block.
@@ -30,5 +30,5 @@ func (n *TerminatedNote) Encode() ([]byte, error) { return encodeChecked(n) }
 
 // String renders the note on one line.
 func (n *TerminatedNote) String() string {
-	return newLine(KindTerminated).version(n.Version).word(n.Login+"/"+n.Project).text("reason", n.Reason).String()
+	return Render(KindTerminated).version(n.Version).Word(n.Login+"/"+n.Project).Text("reason", n.Reason).String()
 }

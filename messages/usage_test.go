@@ -148,32 +148,6 @@ func TestLimitsTokens(t *testing.T) {
 	}
 }
 
-// TestBudgetLine: the proxy's line names the session by its launch, the
-// limit tokens alone, and reads back as written.
-func TestBudgetLine(t *testing.T) {
-	l := BudgetLine{Login: "native-7", Project: "demo", Launch: h40, Limit: LimitTokens, Used: 1042}
-	b, err := l.Encode()
-	if err != nil || string(b) != "budget native-7 demo "+h40+" tokens 1042\n" {
-		t.Fatalf("%q %v", b, err)
-	}
-	back, err := ParsePipeLine(b)
-	if err != nil || back != l {
-		t.Fatalf("read back %v %v", back, err)
-	}
-	for _, bad := range []string{
-		"budget native-7 demo " + h40 + " wall 1",
-		"budget native-7 demo " + h40[:10] + " tokens 1",
-		"budget native-7 demo " + h40 + " tokens 01",
-		"budget native-7 demo " + h40 + " tokens -1",
-		"budget native-7 demo " + h40 + " tokens",
-		"budget ../x demo " + h40 + " tokens 1",
-	} {
-		if _, err := ParsePipeLine([]byte(bad)); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-}
-
 // FuzzDecodeUsageFiles: what a usage file decoder accepts renders back to a
 // file that decodes the same. The session's turns and the runner's report
 // are written inside the sandbox: their reader must refuse anything else

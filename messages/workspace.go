@@ -52,7 +52,7 @@ func (d *WorkspaceDefinition) Validate() error {
 	if err := checkVersion(d.Version); err != nil {
 		return err
 	}
-	if err := checkLogin("login", d.Login); err != nil {
+	if err := CheckLogin("login", d.Login); err != nil {
 		return err
 	}
 	if err := CheckProject("project", d.Project); err != nil {
@@ -128,21 +128,21 @@ func nonNil(s []string) []string {
 
 // String renders the definition on one line.
 func (d *WorkspaceDefinition) String() string {
-	l := newLine(KindWorkspace).version(d.Version).word(d.Login+"/"+d.Project).kv("branch", d.Branch)
+	l := Render(KindWorkspace).version(d.Version).Word(d.Login+"/"+d.Project).KV("branch", d.Branch)
 	d.Sandbox.render(l)
 	return l.String()
 }
 
 // String renders the sandbox on one line.
 func (s Sandbox) String() string {
-	l := newLine("sandbox")
+	l := Render("sandbox")
 	s.render(l)
 	return l.String()
 }
 
-func (s Sandbox) render(l *line) {
-	l.flag("network", s.Network).list("read_only", s.ReadOnly).list("read_write", s.ReadWrite).
-		list("homes", s.Homes).list("path", s.Path)
+func (s Sandbox) render(l *Rendering) {
+	l.Flag("network", s.Network).List("read_only", s.ReadOnly).List("read_write", s.ReadWrite).
+		List("homes", s.Homes).List("path", s.Path)
 }
 
 // DecodeSandbox reads a sandbox object on its own (a workspace template's,

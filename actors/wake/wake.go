@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 // This file is the hook's decisions as pure functions: whom a post wakes
@@ -60,7 +61,7 @@ type Verdict struct {
 	Target Target
 	// Wake says to write Line into the target's wake pipe.
 	Wake bool
-	Line messages.WakeLine
+	Line pipe.WakeLine
 	// NoteIfUnheard says a failed wake earns an unheard note: the sender is
 	// a person, not one of the node's own logins (D8).
 	NoteIfUnheard bool
@@ -109,7 +110,7 @@ func decideOne(a Arrival, t Target, nodeLogins map[string]bool, privileged bool)
 		}
 	}
 	v.Wake = true
-	v.Line = messages.WakeLine{Post: a.Hash, From: a.Sender}
+	v.Line = pipe.WakeLine{Post: a.Hash, From: a.Sender}
 	v.NoteIfUnheard = !nodeLogins[a.Sender]
 	return v
 }
@@ -226,7 +227,7 @@ func DecideCheckin(hash, branch, sender string, targets []CheckinTarget) []Verdi
 		case sender != "" && sender == t.Workspace.Login:
 			v.Why, v.Level = "not given: the session's own login sent the check-in", slog.LevelInfo
 		default:
-			v.Wake, v.Line = true, messages.WakeLine{Post: hash, From: sender}
+			v.Wake, v.Line = true, pipe.WakeLine{Post: hash, From: sender}
 		}
 		out = append(out, v)
 	}

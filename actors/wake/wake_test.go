@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 const (
@@ -70,7 +71,7 @@ func TestDecideTable(t *testing.T) {
 		if v.Wake != c.wake || v.NoteIfUnheard != c.note || !strings.Contains(v.Why, c.why) || (!v.Wake && v.Level != c.level) {
 			t.Errorf("%s: %+v; want wake %v, note %v, why %q at %v", c.name, v, c.wake, c.note, c.why, c.level)
 		}
-		if v.Wake && (v.Line != messages.WakeLine{Post: c.a.Hash, From: c.a.Sender} || v.Why != "") {
+		if v.Wake && (v.Line != pipe.WakeLine{Post: c.a.Hash, From: c.a.Sender} || v.Why != "") {
 			t.Errorf("%s: woken with %+v", c.name, v)
 		}
 		if !v.Wake && v.Why == "" {
@@ -205,7 +206,7 @@ func TestDecideCheckin(t *testing.T) {
 		var woke, told []string
 		for _, v := range DecideCheckin(h, c.branch, c.sender, targets) {
 			if v.Wake {
-				if v.Line != (messages.WakeLine{Post: h, From: c.sender}) {
+				if v.Line != (pipe.WakeLine{Post: h, From: c.sender}) {
 					t.Errorf("%s by %q: line %v", c.branch, c.sender, v.Line)
 				}
 				woke = append(woke, v.Target.Workspace.Login)

@@ -26,6 +26,7 @@ import (
 	"github.com/ocx-go/ocx/host/model"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // The demo's people and its agent. The person's password is fixed so that
@@ -415,7 +416,7 @@ func (d *demo) templates(ctx context.Context, fsl *fossilio.Fossil, repo string)
 	pages := []struct{ name, text string }{
 		{"workspace/" + demoWorkspaceTemplate, "The demo's workspace template: the node's default sandbox, without the network.\n\n```json\n" + string(sbJSON) + "\n```\n"},
 		{"session/" + demoSessionTemplate, "The demo's session template: CI's command, a mechanical session that completes.\n\n" + string(defJSON)},
-		{messages.RunPatternPrefix + demoRunPattern, demoEchoPattern},
+		{runmsg.RunPatternPrefix + demoRunPattern, demoEchoPattern},
 	}
 	for _, p := range pages {
 		f := filepath.Join(d.root, "template.md")

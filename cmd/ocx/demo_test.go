@@ -13,7 +13,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/model"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // The demo is run for real, from the built release, by itest's TestDemo;
@@ -139,7 +139,7 @@ func TestWritePageTriesALockedWriteAgain(t *testing.T) {
 // TestDemoEchoPattern (D84): the demo's run/echo is a pattern, and a run
 // from it with section 14's objective is section 14's echo, in full.
 func TestDemoEchoPattern(t *testing.T) {
-	p, err := messages.DecodeRunPattern(demoRunPattern, []byte(demoEchoPattern))
+	p, err := runmsg.DecodeRunPattern(demoRunPattern, []byte(demoEchoPattern))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestDemoEchoPattern(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := messages.DecodeMessage([]byte(design.Example("run-echo.json")))
+	m, err := runmsg.DecodeMessage([]byte(design.Example("run-echo.json")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
+	"github.com/ocx-go/ocx/messages/toolio"
 )
 
 const mcpUsage = `mcp start|serve LOGIN/PROJECT [--agents ROOT] [--session PID@START] [--model MODEL]
@@ -186,7 +187,7 @@ func runMCPCall(ctx context.Context, e *env, args []string) error {
 	}
 	var raw []byte
 	if *input == "-" {
-		raw, err = io.ReadAll(io.LimitReader(os.Stdin, messages.MaxToolInputLen+1))
+		raw, err = io.ReadAll(io.LimitReader(os.Stdin, toolio.MaxToolInputLen+1))
 	} else {
 		raw, err = os.ReadFile(*input) // trust:outside the caller's own --input file
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/toolio"
 )
 
 // procsOf lists the processes whose command line satisfies match, by PID.
@@ -176,7 +177,7 @@ func TestMCPFromInsideTheSandbox(t *testing.T) {
 			}
 		}
 	}
-	if want := slices.Sorted(slices.Values(messages.ToolNames)); !slices.Equal(names, want) {
+	if want := slices.Sorted(slices.Values(toolio.ToolNames)); !slices.Equal(names, want) {
 		t.Fatalf("tools over MCP: %v, want %v", names, want)
 	}
 

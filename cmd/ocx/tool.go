@@ -10,7 +10,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/cmd/internal/tools"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/toolio"
 )
 
 const toolUsage = `tool NAME [--input FILE] [FLAGS]   (JSON input on standard input when no --input and no field flag)
@@ -62,7 +62,7 @@ func runTool(ctx context.Context, e *env, args []string) error {
 	var raw []byte
 	switch {
 	case *input == "-" || (*input == "" && !flagged):
-		if raw, err = io.ReadAll(io.LimitReader(os.Stdin, messages.MaxToolInputLen+1)); err != nil {
+		if raw, err = io.ReadAll(io.LimitReader(os.Stdin, toolio.MaxToolInputLen+1)); err != nil {
 			return fmt.Errorf("read the input from standard input: %w", err)
 		}
 	case *input != "":

@@ -29,6 +29,7 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // The tools' tests run every case through each front end and want the
@@ -468,7 +469,7 @@ func TestToolCreateStopRespondsOnceAndWithdraws(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := messages.ReadTaskRecord([]byte(post.Text))
+	tr, err := runmsg.ReadTaskRecord([]byte(post.Text))
 	if err != nil || post.Sender != tn.srv.AdminLogin || post.InReplyTo != "" || tr.User != "native-1" || tr.Budget.Wall != "1h" {
 		t.Fatalf("the record: sender %q, %+v, %v", post.Sender, tr, err)
 	}

@@ -6,13 +6,14 @@ import (
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // agentRecord is an agent login's protocol v1 record (E3, D35): the first
 // post of a thread, holding the record, sent by a user holding admin or
 // setup.
 type agentRecord struct {
-	Record *messages.TaskRecord
+	Record *runmsg.TaskRecord
 	Hash   string // the thread's first post
 	Sender string // who sent it, as the node's repository recorded it
 }
@@ -46,7 +47,7 @@ func FindAgentRecord(ctx context.Context, r *fossilio.Repo, login, nodeUser stri
 		if !ok {
 			continue
 		}
-		rec, err := messages.ReadTaskRecord([]byte(p.Text))
+		rec, err := runmsg.ReadTaskRecord([]byte(p.Text))
 		if err != nil || rec.User != login || rec.Node != nodeUser {
 			continue
 		}

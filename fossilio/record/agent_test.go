@@ -8,6 +8,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // TestFindAgentRecord (issue 22 item 3, D47): an agent login's record is
@@ -18,9 +19,9 @@ import (
 // holding a record do not count.
 func TestFindAgentRecord(t *testing.T) {
 	f := newFix(t)
-	rec := func(user, node string, restrict messages.Restrict) string {
-		r := &messages.TaskRecord{User: user, Node: node, Runner: "native", Objective: "Test.", Checkins: []string{},
-			Hears: []string{"alice"}, Restrict: restrict, Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
+	rec := func(user, node string, restrict runmsg.Restrict) string {
+		r := &runmsg.TaskRecord{User: user, Node: node, Runner: "native", Objective: "Test.", Checkins: []string{},
+			Hears: []string{"alice"}, Restrict: restrict, Sandbox: runmsg.DefaultRecordSandbox(true), Budget: runmsg.Budget{Wall: "1h"}}
 		b, err := r.Encode()
 		if err != nil {
 			t.Fatal(err)
@@ -32,27 +33,27 @@ func TestFindAgentRecord(t *testing.T) {
 	}
 	// Forged: by alice, who holds neither admin nor setup, and with more
 	// restrictions, which would hold the agent to her thread.
-	if _, err := f.alice.NewThread(f.ctx, "Record", rec("agent-1", "ocx", messages.Restrict{NoPassword: true, OwnThread: true})); err != nil {
+	if _, err := f.alice.NewThread(f.ctx, "Record", rec("agent-1", "ocx", runmsg.Restrict{NoPassword: true, OwnThread: true})); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.admin.NewThread(f.ctx, "Record", rec("agent-1", "another-node", messages.Restrict{})); err != nil {
+	if _, err := f.admin.NewThread(f.ctx, "Record", rec("agent-1", "another-node", runmsg.Restrict{})); err != nil {
 		t.Fatal(err)
 	}
 	other, err := f.admin.NewThread(f.ctx, "Elsewhere", "a thread")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.admin.Reply(f.ctx, other, other, rec("agent-1", "ocx", messages.Restrict{})); err != nil {
+	if _, err := f.admin.Reply(f.ctx, other, other, rec("agent-1", "ocx", runmsg.Restrict{})); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, err := record.FindAgentRecord(f.ctx, f.repo, "agent-1", "ocx"); err != nil || ok {
 		t.Fatalf("only records that do not count: %v %v", ok, err)
 	}
-	want, err := f.admin.NewThread(f.ctx, "Record", rec("agent-1", "ocx", messages.Restrict{NoPassword: true, Branch: "feature"}))
+	want, err := f.admin.NewThread(f.ctx, "Record", rec("agent-1", "ocx", runmsg.Restrict{NoPassword: true, Branch: "feature"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.admin.NewThread(f.ctx, "Record", rec("agent-1", "ocx", messages.Restrict{})); err != nil {
+	if _, err := f.admin.NewThread(f.ctx, "Record", rec("agent-1", "ocx", runmsg.Restrict{})); err != nil {
 		t.Fatal(err)
 	}
 	got, ok, err := record.FindAgentRecord(f.ctx, f.repo, "agent-1", "ocx")

@@ -8,6 +8,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // BenchmarkIndexRefresh is a first look at a record of 600 notes (200
@@ -58,8 +59,8 @@ func BenchmarkFindAgentRecord(b *testing.B) {
 	if _, err := f.admin.PushAll(f.ctx, posts...); err != nil {
 		b.Fatal(err)
 	}
-	rec := &messages.TaskRecord{User: "native-7f3a2b", Node: "ocx", Runner: "native", Objective: "Bench.", Checkins: []string{},
-		Hears: []string{"alice"}, Restrict: messages.Restrict{NoPassword: true}, Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
+	rec := &runmsg.TaskRecord{User: "native-7f3a2b", Node: "ocx", Runner: "native", Objective: "Bench.", Checkins: []string{},
+		Hears: []string{"alice"}, Restrict: runmsg.Restrict{NoPassword: true}, Sandbox: runmsg.DefaultRecordSandbox(true), Budget: runmsg.Budget{Wall: "1h"}}
 	block, err := rec.Encode()
 	if err != nil {
 		b.Fatal(err)

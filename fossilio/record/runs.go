@@ -8,14 +8,14 @@ import (
 	"sync"
 
 	"github.com/ocx-go/ocx/fossilio"
-	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // The record of seed 004's runs: every post and ticket change holding a run
 // engine message, read from its first version (an edit is ignored), with
 // who sent it (the server's receipt) and where it stands in the server's
-// order. Section 3's table decides which count (messages.ClassifyMessage);
+// order. Section 3's table decides which count (runmsg.ClassifyMessage);
 // StandingOf is the one reading of it, for the daemon and the run tool
 // alike.
 
@@ -30,12 +30,12 @@ type RunMsg struct {
 	Record string
 	Ticket bool
 	// Msg is the message, or nil when it does not decode (Malformed).
-	Msg       messages.Message
-	Malformed *messages.MalformedMessage
+	Msg       runmsg.Message
+	Malformed *runmsg.MalformedMessage
 }
 
 // Kind is the message's kind, as decoded or as its malformed envelope says.
-func (m RunMsg) Kind() messages.MessageKind {
+func (m RunMsg) Kind() runmsg.MessageKind {
 	if m.Msg != nil {
 		return m.Msg.Kind()
 	}
@@ -53,11 +53,11 @@ func (m RunMsg) Node() string {
 // About is the run a stop, started or ended names, or the run's own hash.
 func (m RunMsg) About() string {
 	switch x := m.Msg.(type) {
-	case *messages.RunStop:
+	case *runmsg.RunStop:
 		return x.Run
-	case *messages.RunStarted:
+	case *runmsg.RunStarted:
 		return x.Run
-	case *messages.RunEnded:
+	case *runmsg.RunEnded:
 		return x.Run
 	}
 	return m.Hash
@@ -65,8 +65,8 @@ func (m RunMsg) About() string {
 
 // Run is the run the message is, nil for any other kind and for a run that
 // does not decode.
-func (m RunMsg) Run() *messages.Run {
-	r, _ := m.Msg.(*messages.Run)
+func (m RunMsg) Run() *runmsg.Run {
+	r, _ := m.Msg.(*runmsg.Run)
 	return r
 }
 
@@ -91,14 +91,14 @@ func ReadRunMsg(info fossilio.Info, text string) (RunMsg, bool) {
 	default:
 		return m, false
 	}
-	msg, err := messages.ReadMessage([]byte(text))
-	var mm *messages.MalformedMessage
+	msg, err := runmsg.ReadMessage([]byte(text))
+	var mm *runmsg.MalformedMessage
 	switch {
-	case errors.As(err, &mm) && mm.Kind != messages.MsgRecord:
+	case errors.As(err, &mm) && mm.Kind != runmsg.MsgRecord:
 		m.Malformed = mm
 	case err != nil:
 		return m, false
-	case msg.Kind() == messages.MsgRecord:
+	case msg.Kind() == runmsg.MsgRecord:
 		return m, false
 	default:
 		m.Msg = msg
@@ -210,7 +210,7 @@ type RunStanding struct {
 	// Started, Stopped and Ended are the hashes of the started, the first
 	// stop and the ended that count, "" for none; EndedBy is that ended.
 	Started, Stopped, Ended string
-	EndedBy                 *messages.RunEnded
+	EndedBy                 *runmsg.RunEnded
 }
 
 // PrivilegedFunc answers "holds admin or setup" for a user.
@@ -241,22 +241,22 @@ func StandingOf(msgs []RunMsg, run RunMsg, privileged PrivilegedFunc) RunStandin
 		if m.Msg == nil || m.About() != run.Hash || m.Hash == run.Hash {
 			continue
 		}
-		s := messages.MessageStanding{Kind: m.Kind(), SenderPrivileged: privileged(m.Sender), SenderIsNode: m.Sender == node, WhereItsRun: m.SameRecord(run)}
+		s := runmsg.MessageStanding{Kind: m.Kind(), SenderPrivileged: privileged(m.Sender), SenderIsNode: m.Sender == node, WhereItsRun: m.SameRecord(run)}
 		switch m.Kind() {
-		case messages.MsgStarted:
+		case runmsg.MsgStarted:
 			s.SeenBefore = st.StartedCounts
-		case messages.MsgEnded:
+		case runmsg.MsgEnded:
 			s.SeenBefore = st.EndedCounts
 		}
-		if v, _ := messages.ClassifyMessage(s); v != messages.MessageCounts {
+		if v, _ := runmsg.ClassifyMessage(s); v != runmsg.MessageCounts {
 			continue
 		}
 		switch x := m.Msg.(type) {
-		case *messages.RunStarted:
+		case *runmsg.RunStarted:
 			st.StartedCounts, st.Started, st.StartedAt = true, m.Hash, m.At()
-		case *messages.RunEnded:
+		case *runmsg.RunEnded:
 			st.EndedCounts, st.Ended, st.EndedBy = true, m.Hash, x
-		case *messages.RunStop:
+		case *runmsg.RunStop:
 			if !st.StopCounts {
 				st.StopCounts, st.Stopped = true, m.Hash
 			}
@@ -275,7 +275,7 @@ func (s RunStanding) Waits(privileged PrivilegedFunc) bool {
 
 // IndexRun is where the run hash is among msgs, -1 when none is.
 func IndexRun(msgs []RunMsg, hash string) int {
-	return slices.IndexFunc(msgs, func(m RunMsg) bool { return m.Hash == hash && m.Kind() == messages.MsgRun })
+	return slices.IndexFunc(msgs, func(m RunMsg) bool { return m.Hash == hash && m.Kind() == runmsg.MsgRun })
 }
 
 // RunRecordFacts are the facts of section 11 the record gives for the run
@@ -285,8 +285,8 @@ func IndexRun(msgs []RunMsg, hash string) int {
 // itself) say. nodeUser is this node's. The rest of the facts are the
 // node's and its host's, which the caller adds. The daemon reads them for
 // a run that arrived, and the run tool for one it is to post.
-func RunRecordFacts(ctx context.Context, r *fossilio.Repo, msgs []RunMsg, m RunMsg, nodeUser string, privileged PrivilegedFunc) (messages.RefusalFacts, error) {
-	f := messages.RefusalFacts{SenderPrivileged: privileged(m.Sender), NodeUser: nodeUser}
+func RunRecordFacts(ctx context.Context, r *fossilio.Repo, msgs []RunMsg, m RunMsg, nodeUser string, privileged PrivilegedFunc) (runmsg.RefusalFacts, error) {
+	f := runmsg.RefusalFacts{SenderPrivileged: privileged(m.Sender), NodeUser: nodeUser}
 	run := m.Run()
 	if !f.SenderPrivileged || run == nil {
 		return f, nil

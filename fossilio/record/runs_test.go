@@ -6,8 +6,8 @@ import (
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
-	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // TestArrivalOf: what table 9 reads of each kind of artifact; an edit, a
@@ -49,13 +49,13 @@ func TestArrivalOf(t *testing.T) {
 func TestStandingOf(t *testing.T) {
 	const run, node = "R", "lab-1"
 	admin := func(u string) bool { return u == "ana" }
-	msg := func(hash, sender, where string, m messages.Message, at int64) record.RunMsg {
+	msg := func(hash, sender, where string, m runmsg.Message, at int64) record.RunMsg {
 		return record.RunMsg{Hash: hash, Sender: sender, Record: where, Rcvid: at, Rid: at, Msg: m}
 	}
-	r := msg(run, "ana", "T", &messages.Run{Node: node, Process: messages.RunProcess{Manual: true}}, 1)
-	started := &messages.RunStarted{Node: node, Run: run}
-	stop := &messages.RunStop{Node: node, Run: run}
-	ended := &messages.RunEnded{Node: node, Run: run, Outcome: "exited"}
+	r := msg(run, "ana", "T", &runmsg.Run{Node: node, Process: runmsg.RunProcess{Manual: true}}, 1)
+	started := &runmsg.RunStarted{Node: node, Run: run}
+	stop := &runmsg.RunStop{Node: node, Run: run}
+	ended := &runmsg.RunEnded{Node: node, Run: run, Outcome: "exited"}
 	for _, c := range []struct {
 		name  string
 		msgs  []record.RunMsg
@@ -69,9 +69,9 @@ func TestStandingOf(t *testing.T) {
 			record.RunStanding{Run: r}, true},
 		{"stops", []record.RunMsg{r, msg("P0", "bob", "T", stop, 2), msg("P1", "ana", "T", stop, 3), msg("P2", "ana", "T", stop, 4)},
 			record.RunStanding{Run: r, StopCounts: true, Stopped: "P1"}, true},
-		{"ended", []record.RunMsg{r, msg("E1", node, "T", ended, 2), msg("E2", node, "T", &messages.RunEnded{Node: node, Run: run}, 3)},
+		{"ended", []record.RunMsg{r, msg("E1", node, "T", ended, 2), msg("E2", node, "T", &runmsg.RunEnded{Node: node, Run: run}, 3)},
 			record.RunStanding{Run: r, EndedCounts: true, Ended: "E1", EndedBy: ended}, false},
-		{"a message that does not read", []record.RunMsg{r, {Hash: "M", Sender: node, Record: "T", Malformed: &messages.MalformedMessage{Kind: messages.MsgStarted}}},
+		{"a message that does not read", []record.RunMsg{r, {Hash: "M", Sender: node, Record: "T", Malformed: &runmsg.MalformedMessage{Kind: runmsg.MsgStarted}}},
 			record.RunStanding{Run: r}, true},
 	} {
 		got := record.StandingOf(c.msgs, r, admin)
@@ -89,7 +89,7 @@ func TestStandingOf(t *testing.T) {
 func TestRunBinding(t *testing.T) {
 	admin := func(u string) bool { return u == "ana" }
 	run := func(hash, sender, node, user string) record.RunMsg {
-		return record.RunMsg{Hash: hash, Sender: sender, Msg: &messages.Run{Node: node, Process: messages.RunProcess{User: user}}}
+		return record.RunMsg{Hash: hash, Sender: sender, Msg: &runmsg.Run{Node: node, Process: runmsg.RunProcess{User: user}}}
 	}
 	msgs := []record.RunMsg{run("1", "bob", "lab-9", "u"), run("2", "ana", "lab-2", "v"), run("3", "ana", "lab-1", "u"),
 		run("4", "ana", "lab-3", "u"), run("5", "ana", "lab-2", "u")}
@@ -103,13 +103,13 @@ func TestRunBinding(t *testing.T) {
 func TestVerdictOf(t *testing.T) {
 	const node = "lab-1"
 	admin := func(u string) bool { return u == "ana" }
-	run := record.RunMsg{Hash: "R", Sender: "ana", Record: "T", Msg: &messages.Run{Node: node}}
-	other := record.RunMsg{Hash: "O", Sender: "ana", Record: "U", Msg: &messages.Run{Node: "lab-2"}}
+	run := record.RunMsg{Hash: "R", Sender: "ana", Record: "T", Msg: &runmsg.Run{Node: node}}
+	other := record.RunMsg{Hash: "O", Sender: "ana", Record: "U", Msg: &runmsg.Run{Node: "lab-2"}}
 	stop := func(hash, sender, where string) record.RunMsg {
-		return record.RunMsg{Hash: hash, Sender: sender, Record: where, Msg: &messages.RunStop{Node: node, Run: "R"}}
+		return record.RunMsg{Hash: hash, Sender: sender, Record: where, Msg: &runmsg.RunStop{Node: node, Run: "R"}}
 	}
-	started := record.RunMsg{Hash: "S", Sender: node, Record: "T", Msg: &messages.RunStarted{Node: node, Run: "R"}}
-	ended := record.RunMsg{Hash: "E", Sender: node, Record: "T", Msg: &messages.RunEnded{Node: node, Run: "R", Outcome: "exited"}}
+	started := record.RunMsg{Hash: "S", Sender: node, Record: "T", Msg: &runmsg.RunStarted{Node: node, Run: "R"}}
+	ended := record.RunMsg{Hash: "E", Sender: node, Record: "T", Msg: &runmsg.RunEnded{Node: node, Run: "R", Outcome: "exited"}}
 	for _, c := range []struct {
 		name string
 		msgs []record.RunMsg
@@ -135,9 +135,9 @@ func TestVerdictOf(t *testing.T) {
 func TestWhyNoStart(t *testing.T) {
 	const node = "lab-1"
 	admin := func(u string) bool { return u == "ana" }
-	manual := record.RunMsg{Hash: "R", Sender: "ana", Record: "T", Msg: &messages.Run{Node: node, Process: messages.RunProcess{Manual: true}}}
-	auto := record.RunMsg{Hash: "R", Sender: "ana", Record: "T", Msg: &messages.Run{Node: node}}
-	stop := record.RunMsg{Hash: "P", Sender: "ana", Record: "T", Msg: &messages.RunStop{Node: node, Run: "R"}}
+	manual := record.RunMsg{Hash: "R", Sender: "ana", Record: "T", Msg: &runmsg.Run{Node: node, Process: runmsg.RunProcess{Manual: true}}}
+	auto := record.RunMsg{Hash: "R", Sender: "ana", Record: "T", Msg: &runmsg.Run{Node: node}}
+	stop := record.RunMsg{Hash: "P", Sender: "ana", Record: "T", Msg: &runmsg.RunStop{Node: node, Run: "R"}}
 	for _, c := range []struct {
 		msgs []record.RunMsg
 		want string

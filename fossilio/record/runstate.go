@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/ocx-go/ocx/fossilio"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // DecodedRuns are the run engine messages of msgs that decode, in their
@@ -19,16 +19,16 @@ func DecodedRuns(msgs []RunMsg) []RunMsg {
 // run of msgs (DecodedRuns, in the server's order) with the started, stop
 // and ended that count. The node's care is not read here (InCare and
 // Alive stay false).
-func RunStates(ctx context.Context, r *fossilio.Repo, msgs []RunMsg) []messages.RunState {
+func RunStates(ctx context.Context, r *fossilio.Repo, msgs []RunMsg) []runmsg.RunState {
 	privileged := PrivilegedOnce(ctx, r)
-	var out []messages.RunState
+	var out []runmsg.RunState
 	for _, m := range msgs {
 		run := m.Run()
 		if run == nil {
 			continue
 		}
 		s := StandingOf(msgs, m, privileged)
-		st := messages.RunState{Run: m.Hash, Node: run.Node, Objective: run.Objective, Sender: m.Sender, Manual: run.Process.Manual, State: "none",
+		st := runmsg.RunState{Run: m.Hash, Node: run.Node, Objective: run.Objective, Sender: m.Sender, Manual: run.Process.Manual, State: "none",
 			Started: s.Started, Stopped: s.Stopped, Ended: s.Ended}
 		if e := s.EndedBy; e != nil {
 			st.Outcome, st.Exit, st.Note = string(e.Outcome), e.Exit, e.Note
@@ -50,18 +50,18 @@ func RunStates(ctx context.Context, r *fossilio.Repo, msgs []RunMsg) []messages.
 // fossilio.ResolveField does) among msgs (DecodedRuns), with its state as
 // RunStates says it, and its message; field names the input at fault in
 // a refusal.
-func RunStateOf(ctx context.Context, r *fossilio.Repo, msgs []RunMsg, field string, info fossilio.Info) (messages.RunState, RunMsg, error) {
+func RunStateOf(ctx context.Context, r *fossilio.Repo, msgs []RunMsg, field string, info fossilio.Info) (runmsg.RunState, RunMsg, error) {
 	i := slices.IndexFunc(msgs, func(m RunMsg) bool { return m.Hash == info.Hash })
 	if i < 0 {
-		return messages.RunState{}, RunMsg{}, fmt.Errorf("%s: %s holds no run (a post or ticket change holding {\"ocx\": 1, \"kind\": \"run\", ...})", field, info.Hash)
+		return runmsg.RunState{}, RunMsg{}, fmt.Errorf("%s: %s holds no run (a post or ticket change holding {\"ocx\": 1, \"kind\": \"run\", ...})", field, info.Hash)
 	}
-	if _, ok := msgs[i].Msg.(*messages.Run); !ok {
-		return messages.RunState{}, RunMsg{}, fmt.Errorf("%s: %s holds a %s, not a run", field, info.Hash, msgs[i].Msg.Kind())
+	if _, ok := msgs[i].Msg.(*runmsg.Run); !ok {
+		return runmsg.RunState{}, RunMsg{}, fmt.Errorf("%s: %s holds a %s, not a run", field, info.Hash, msgs[i].Msg.Kind())
 	}
 	for _, st := range RunStates(ctx, r, msgs) {
 		if st.Run == info.Hash {
 			return st, msgs[i], nil
 		}
 	}
-	return messages.RunState{}, RunMsg{}, fmt.Errorf("%s: %s: no state", field, info.Hash)
+	return runmsg.RunState{}, RunMsg{}, fmt.Errorf("%s: %s: no state", field, info.Hash)
 }

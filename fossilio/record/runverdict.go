@@ -3,7 +3,7 @@ package record
 import (
 	"fmt"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // RunVerdict is what a run engine message is to the node self: a run that
@@ -25,23 +25,23 @@ func VerdictOf(msgs []RunMsg, i int, self string, privileged PrivilegedFunc) Run
 	if m.Node() != self {
 		return nothing("a %s for the node %q, not this node's (%q)", m.Kind(), m.Node(), self)
 	}
-	if m.Kind() == messages.MsgRun {
+	if m.Kind() == runmsg.MsgRun {
 		if st := StandingOf(msgs, m, privileged); st.StartedCounts || st.EndedCounts {
 			return nothing("a run answered already (its started or ended counts)")
 		}
 		return RunVerdict{Run: true}
 	}
 	if m.Msg == nil {
-		if m.Kind() == messages.MsgStop {
+		if m.Kind() == runmsg.MsgStop {
 			return nothing("a stop that does not read: %s", m.Malformed.Error())
 		}
 		return nothing("a %s that does not read", m.Kind())
 	}
 	j := IndexRun(msgs, m.About())
 	where := j >= 0 && msgs[j].SameRecord(m)
-	if m.Kind() == messages.MsgStop {
-		v, row := messages.ClassifyMessage(messages.MessageStanding{Kind: messages.MsgStop, SenderPrivileged: privileged(m.Sender), WhereItsRun: where})
-		if v != messages.MessageCounts {
+	if m.Kind() == runmsg.MsgStop {
+		v, row := runmsg.ClassifyMessage(runmsg.MessageStanding{Kind: runmsg.MsgStop, SenderPrivileged: privileged(m.Sender), WhereItsRun: where})
+		if v != runmsg.MessageCounts {
 			return nothing("a stop %s (section 3, row %d): sent by %q, where its run is: %v", v, row, m.Sender, where)
 		}
 		if StandingOf(msgs, msgs[j], privileged).EndedCounts {
@@ -51,13 +51,13 @@ func VerdictOf(msgs []RunMsg, i int, self string, privileged PrivilegedFunc) Run
 	}
 	// started and ended are the node's own answers: which count is read
 	// from the record when it matters; none asks anything.
-	s := messages.MessageStanding{Kind: m.Kind(), SenderIsNode: m.Sender == self, WhereItsRun: where}
+	s := runmsg.MessageStanding{Kind: m.Kind(), SenderIsNode: m.Sender == self, WhereItsRun: where}
 	if j >= 0 {
 		before := StandingOf(msgs[:i], msgs[j], privileged)
-		s.SeenBefore = (m.Kind() == messages.MsgStarted && before.StartedCounts) || (m.Kind() == messages.MsgEnded && before.EndedCounts)
+		s.SeenBefore = (m.Kind() == runmsg.MsgStarted && before.StartedCounts) || (m.Kind() == runmsg.MsgEnded && before.EndedCounts)
 	}
-	v, row := messages.ClassifyMessage(s)
-	if v == messages.MessageCounts {
+	v, row := runmsg.ClassifyMessage(s)
+	if v == runmsg.MessageCounts {
 		return nothing("the node's own %s", m.Kind())
 	}
 	return nothing("a %s %s (section 3, row %d)", m.Kind(), v, row)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // IsTaskRecord says whether hash is a protocol v1 record that counts for
@@ -29,7 +30,7 @@ func IsTaskRecord(ctx context.Context, r *fossilio.Repo, hash, login, nodeUser s
 // taskRecord is what a record's first post holds: a TaskRecord (nil for
 // none) and who sent it. A post never changes, so it is read once.
 type taskRecord struct {
-	rec    *messages.TaskRecord
+	rec    *runmsg.TaskRecord
 	sender string
 	// known: the repository holds the artifact (one it does not hold yet
 	// may arrive, so that answer is not kept).
@@ -62,7 +63,7 @@ func readTaskRecord(ctx context.Context, r *fossilio.Repo, hash string) (taskRec
 	if err != nil {
 		return taskRecord{}, fmt.Errorf("read the record %s: %w", hash, err)
 	}
-	rec, err := messages.ReadTaskRecord([]byte(post.Text))
+	rec, err := runmsg.ReadTaskRecord([]byte(post.Text))
 	if err != nil {
 		return taskRecord{known: true, why: "its post holds no record: " + err.Error()}, nil
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // TestOneRunPerTaskRecord (D76; seed 001 E4, E5): on a protocol v1 record
@@ -21,8 +22,8 @@ func TestOneRunPerTaskRecord(t *testing.T) {
 	key := messages.WorkspaceKey{Login: "agent-1", Project: "demo"}
 	home := f.thread(f.admin, f.srv.AdminLogin, f.block(wsDef("agent-1")))
 	taskRecord := func(user string) string {
-		b, err := (&messages.TaskRecord{User: user, Node: "ocx", Runner: "claude", Objective: "Do it.",
-			Hears: []string{"alice"}, Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}).Encode()
+		b, err := (&runmsg.TaskRecord{User: user, Node: "ocx", Runner: "claude", Objective: "Do it.",
+			Hears: []string{"alice"}, Sandbox: runmsg.DefaultRecordSandbox(true), Budget: runmsg.Budget{Wall: "1h"}}).Encode()
 		if err != nil {
 			t.Fatal(err)
 		}

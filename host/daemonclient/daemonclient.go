@@ -15,6 +15,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 // Env is the whole environment a daemon started by the hook or a
@@ -108,7 +109,7 @@ func probeReader(layout host.Layout) error {
 }
 
 // Send hands lines to the daemon, packed into atomic writes.
-func Send(layout host.Layout, lines []messages.PipeLine) error {
+func Send(layout host.Layout, lines []pipe.Line) error {
 	var raw [][]byte
 	for _, l := range lines {
 		b, err := l.Encode()

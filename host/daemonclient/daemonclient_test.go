@@ -11,6 +11,7 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 func TestRelease(t *testing.T) {
@@ -49,7 +50,7 @@ func TestEnsureNamesWhatIsMissing(t *testing.T) {
 	if pid, err := PID(l); err != nil || pid != 0 {
 		t.Fatalf("PID with no daemon: %d %v", pid, err)
 	}
-	if err := Send(l, []messages.PipeLine{messages.ReexecLine{}}); !errors.Is(err, host.ErrNoReader) && !errors.Is(err, os.ErrNotExist) {
+	if err := Send(l, []pipe.Line{pipe.ReexecLine{}}); !errors.Is(err, host.ErrNoReader) && !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("Send with nobody reading: %v", err)
 	}
 }

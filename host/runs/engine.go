@@ -13,7 +13,7 @@ import (
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // NodeValues are the values of seed 004's table 2 the node sets before any
@@ -29,11 +29,11 @@ type NodeValues struct {
 
 // Values are the node's values with the run's own (user, run), as section 2
 // sets them before the workspace.
-func (n NodeValues) Values(run *messages.Run, hash string) messages.RunValues {
-	return messages.RunValues{
-		messages.ValueRoot: n.Root, messages.ValueProject: n.Project, messages.ValueNode: n.Node,
-		messages.ValueServer: n.Server, messages.ValueRelease: n.Release,
-		messages.ValueUser: run.Process.User, messages.ValueRun: hash,
+func (n NodeValues) Values(run *runmsg.Run, hash string) runmsg.RunValues {
+	return runmsg.RunValues{
+		runmsg.ValueRoot: n.Root, runmsg.ValueProject: n.Project, runmsg.ValueNode: n.Node,
+		runmsg.ValueServer: n.Server, runmsg.ValueRelease: n.Release,
+		runmsg.ValueUser: run.Process.User, runmsg.ValueRun: hash,
 	}
 }
 
@@ -41,14 +41,14 @@ func (n NodeValues) Values(run *messages.Run, hash string) messages.RunValues {
 // the process as the host starts it (its streams left nil: the engine gives
 // them), and what of its streams the node keeps.
 type Prepared struct {
-	Values messages.RunValues
+	Values runmsg.RunValues
 	Spec   host.RunSpec
 	// Workspace is $$workspace$$, "" for a run without one: where the kept
 	// logs' files are written.
 	Workspace string
 	Keep      Keep
 	// Limits are the limits applied, as written: what started lists.
-	Limits messages.RunLimits
+	Limits runmsg.RunLimits
 }
 
 // Keep is process.keep in bytes (table 8).
@@ -67,12 +67,12 @@ type Keep struct {
 // own files): its text is ended's note, naming the step or the path and
 // why. A Preparer may block (a clone); the engine calls it off the actors.
 type Preparer interface {
-	Prepare(ctx context.Context, run *messages.Run, hash string, node NodeValues) (Prepared, error)
+	Prepare(ctx context.Context, run *runmsg.Run, hash string, node NodeValues) (Prepared, error)
 }
 
 // KeepOf reads process.keep, its defaults filled in (WithDefaults), in
 // bytes.
-func KeepOf(p messages.RunProcess) (Keep, error) {
+func KeepOf(p runmsg.RunProcess) (Keep, error) {
 	k := p.WithDefaults(false).Keep
 	e, err := k.Stderr.Bytes()
 	if err != nil {
@@ -83,7 +83,7 @@ func KeepOf(p messages.RunProcess) (Keep, error) {
 		return Keep{}, fmt.Errorf("process.keep.stdout: %w", err)
 	}
 	const most = 1 << 30
-	return Keep{Stderr: int(min(e, most)), Stdout: int(min(o, most)), StdoutAlways: k.StdoutWhen == messages.KeepAlways}, nil
+	return Keep{Stderr: int(min(e, most)), Stdout: int(min(o, most)), StdoutAlways: k.StdoutWhen == runmsg.KeepAlways}, nil
 }
 
 // FirstLine is the line a process reads first on STDIN (table 8.1):

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -55,7 +55,7 @@ func TestKeptLogsTextHoldsNoMessage(t *testing.T) {
 	if !strings.Contains(text, "````stdout\n") || !strings.Contains(text, "Its exit: 0.") {
 		t.Errorf("not fenced past its content, or no exit:\n%s", text)
 	}
-	if _, err := messages.ReadMessage([]byte(text)); !errors.Is(err, strictjson.ErrNotANote) {
+	if _, err := runmsg.ReadMessage([]byte(text)); !errors.Is(err, strictjson.ErrNotANote) {
 		t.Errorf("the kept logs read as a message: %v\n%s", err, text)
 	}
 }
@@ -64,7 +64,7 @@ func TestKeptLogsTextHoldsNoMessage(t *testing.T) {
 // as the engine calls its Preparer: echo hello in /, exactly its env, its
 // values set, nothing made on the host.
 func TestPrepareSeedEcho(t *testing.T) {
-	m, err := messages.ReadMessage([]byte("```json\n" + `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "Say hello.",
+	m, err := runmsg.ReadMessage([]byte("```json\n" + `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "Say hello.",
 "process": {"user": "builder", "command": ["echo", "hello"], "env": {"PATH": "/usr/bin:/bin"},
 "keep": {"stdout_when": "always"}}}` + "\n```\n"))
 	if err != nil {
@@ -73,7 +73,7 @@ func TestPrepareSeedEcho(t *testing.T) {
 	hash := strings.Repeat("c", 64)
 	root, rel := t.TempDir(), t.TempDir()
 	var p Preparer = &Layers{}
-	got, err := p.Prepare(context.Background(), m.(*messages.Run), hash, NodeValues{Root: root, Project: "demo", Node: "lab-1", Server: "http://s/", Release: rel})
+	got, err := p.Prepare(context.Background(), m.(*runmsg.Run), hash, NodeValues{Root: root, Project: "demo", Node: "lab-1", Server: "http://s/", Release: rel})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/host"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // Prepare is the run core's RunPrepare effect (seed 004, section 10: "runs
@@ -78,13 +78,13 @@ type Layers struct {
 type Made struct {
 	// Values is every value set, as it was: the node's (table 2), then the
 	// steps' (workspace, clone, tree, checkout): what started lists.
-	Values messages.RunValues
+	Values runmsg.RunValues
 	// Limits are the limits applied, as written: what started lists ({}
 	// for a run without limits). Wall is the engine's to enforce.
-	Limits messages.RunLimits
+	Limits runmsg.RunLimits
 	// Run is the run with every value in place and the process's defaults
-	// filled in (messages.Run.Expand).
-	Run *messages.Run
+	// filled in (runmsg.Run.Expand).
+	Run *runmsg.Run
 	// Spec is what unixhost.Launcher.StartRun starts, its streams nil: the
 	// engine sets Stdin, Stdout and Stderr for each launch.
 	Spec host.RunSpec
@@ -99,7 +99,7 @@ type Made struct {
 // context ended, the node's own values are wrong): the run stays in care
 // and may be prepared again.
 type prepareError struct {
-	Row  messages.RefusalRow
+	Row  runmsg.RefusalRow
 	Step int // the failing step's index in the workspace; -1 when no step failed
 	Note string
 	Err  error
@@ -111,21 +111,21 @@ func (e *prepareError) Error() string { return "runs: prepare: " + e.Note }
 func (e *prepareError) Unwrap() error { return e.Err }
 
 // Refusal is the refusal ended's note says.
-func (e *prepareError) Refusal() *messages.Refusal {
-	return &messages.Refusal{Row: e.Row, Note: e.Note}
+func (e *prepareError) Refusal() *runmsg.Refusal {
+	return &runmsg.Refusal{Row: e.Row, Note: e.Note}
 }
 
-func refused(row messages.RefusalRow, note string, err error) *prepareError {
+func refused(row runmsg.RefusalRow, note string, err error) *prepareError {
 	return &prepareError{Row: row, Step: -1, Note: note, Err: err}
 }
 
 // fieldRefusal is a refusal for an error of messages' (a *FieldError): row 3
 // for a value not set, row 2 for a field of the wrong form.
 func fieldRefusal(err error) *prepareError {
-	if errors.Is(err, messages.ErrUnsetValue) {
-		return refused(messages.RefusedSteps, "run: "+err.Error(), err)
+	if errors.Is(err, runmsg.ErrUnsetValue) {
+		return refused(runmsg.RefusedSteps, "run: "+err.Error(), err)
 	}
-	return refused(messages.RefusedMalformed, err.Error(), err)
+	return refused(runmsg.RefusedMalformed, err.Error(), err)
 }
 
 // plannedCheckout stands for the check-in a checkout step will resolve to,
@@ -143,7 +143,7 @@ const plannedCheckout = "0000000000000000000000000000000000000000000000000000000
 // refusal is a *PrepareError; a step that fails has removed what it was
 // making (a clone, a tree), and what the steps before it made stays (the
 // directory: the next directory step at that place removes it).
-func (p *Layers) Make(ctx context.Context, run *messages.Run, hash string) (Made, error) {
+func (p *Layers) Make(ctx context.Context, run *runmsg.Run, hash string) (Made, error) {
 	if run == nil {
 		return Made{}, errors.New("runs: prepare: no run")
 	}
@@ -153,8 +153,8 @@ func (p *Layers) Make(ctx context.Context, run *messages.Run, hash string) (Made
 	if err := p.Values.check(); err != nil {
 		return Made{}, err
 	}
-	if err := messages.CheckRunValues(run, nil); err != nil {
-		return Made{}, refused(messages.RefusedSteps, "run: "+err.Error(), err)
+	if err := runmsg.CheckRunValues(run, nil); err != nil {
+		return Made{}, refused(runmsg.RefusedSteps, "run: "+err.Error(), err)
 	}
 	user := run.Process.User
 	vals := p.Values.Values(run, hash)
@@ -163,11 +163,11 @@ func (p *Layers) Make(ctx context.Context, run *messages.Run, hash string) (Made
 	// rows are reported in section 11's order: 4 and 6 (the password to
 	// take), 8 and 9 (the layers), then 10 (a step that would fail).
 	plan := maps.Clone(vals)
-	steps := make([]messages.RunStep, len(run.Workspace))
+	steps := make([]runmsg.RunStep, len(run.Workspace))
 	var failing error
 	var made []string // what the steps make: read_only beneath it is checked after them
 	for i, s := range run.Workspace {
-		es, err := messages.ExpandStep(s, stepField(i), plan)
+		es, err := runmsg.ExpandStep(s, stepField(i), plan)
 		if err != nil {
 			return Made{}, fieldRefusal(err)
 		}
@@ -180,10 +180,10 @@ func (p *Layers) Make(ctx context.Context, run *messages.Run, hash string) (Made
 	}
 	ws := &workspace{p: p, user: user, vals: vals}
 	if run.HasPasswordStep() {
-		i := stepIndex(steps, messages.StepPassword)
+		i := stepIndex(steps, runmsg.StepPassword)
 		if err := ws.checkPassword(ctx, i, steps[i]); err != nil {
 			var pe *prepareError
-			if !errors.As(err, &pe) || pe.Row < messages.RefusedUnprovided {
+			if !errors.As(err, &pe) || pe.Row < runmsg.RefusedUnprovided {
 				return Made{}, err
 			}
 			if failing == nil || pe.Step < failing.(*prepareError).Step {
@@ -225,19 +225,19 @@ func (p *Layers) Make(ctx context.Context, run *messages.Run, hash string) (Made
 // is the size of the file system of the run's workspace, which the run's
 // one directory step makes; a run with none, or with more than one, has
 // no one workspace to give it to.
-func (p *Layers) checkDisk(steps []messages.RunStep, disk uint64) error {
+func (p *Layers) checkDisk(steps []runmsg.RunStep, disk uint64) error {
 	if disk == 0 {
 		return nil
 	}
 	n := 0
 	for _, s := range steps {
-		if s.Step == messages.StepDirectory {
+		if s.Step == runmsg.StepDirectory {
 			n++
 		}
 	}
 	if n != 1 {
 		why := fmt.Sprintf("it is the size of the file system of the run's workspace, which its one directory step makes, and the run has %d directory steps", n)
-		return refused(messages.RefusedUnprovided, "limits.disk is not provided by this node: "+why, nil)
+		return refused(runmsg.RefusedUnprovided, "limits.disk is not provided by this node: "+why, nil)
 	}
 	if p.DiskDir == "" {
 		return errors.New("runs: prepare: the node keeps no directory for its runs' disks")
@@ -247,7 +247,7 @@ func (p *Layers) checkDisk(steps []messages.RunStep, disk uint64) error {
 
 // run runs the run hash's planned steps, for real, in order, each setting
 // its values in ws.vals.
-func (ws *workspace) run(ctx context.Context, hash string, steps []messages.RunStep) error {
+func (ws *workspace) run(ctx context.Context, hash string, steps []runmsg.RunStep) error {
 	for i, s := range steps {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("runs: prepare %s: before workspace[%d]: %w", hash, i, err)
@@ -270,7 +270,7 @@ func (ws *workspace) run(ctx context.Context, hash string, steps []messages.RunS
 
 func stepField(i int) string { return fmt.Sprintf("workspace[%d]", i) }
 
-func stepIndex(steps []messages.RunStep, kind string) int {
+func stepIndex(steps []runmsg.RunStep, kind string) int {
 	for i, s := range steps {
 		if s.Step == kind {
 			return i
@@ -281,14 +281,14 @@ func stepIndex(steps []messages.RunStep, kind string) int {
 
 // stepFailed is row 10: the note names the step, its kind, and why; no
 // secret of the run's is in it.
-func stepFailed(i int, s messages.RunStep, err error, secrets []string) *prepareError {
+func stepFailed(i int, s runmsg.RunStep, err error, secrets []string) *prepareError {
 	why := strings.TrimPrefix(err.Error(), "runs: ")
 	for _, sec := range secrets {
 		if sec != "" {
 			why = strings.ReplaceAll(why, sec, "********")
 		}
 	}
-	return &prepareError{Row: messages.RefusedStepFailed, Step: i,
+	return &prepareError{Row: runmsg.RefusedStepFailed, Step: i,
 		Note: fmt.Sprintf("%s, a %s step, failed: %s", stepField(i), s.Step, why), Err: err}
 }
 
@@ -302,7 +302,7 @@ func beneath(p, root string) bool {
 
 // checkStepPaths refuses a step whose at or into does not lie below the
 // node's run root: the steps make and remove nothing elsewhere.
-func (p *Layers) checkStepPaths(s messages.RunStep) error {
+func (p *Layers) checkStepPaths(s runmsg.RunStep) error {
 	for _, f := range []struct{ k, v string }{{"at", s.At}, {"into", s.Into}} {
 		if f.v != "" && !beneath(f.v, p.Values.Root) {
 			return fmt.Errorf("its %s %s is not beneath the node's run root %s", f.k, f.v, p.Values.Root)
@@ -313,7 +313,7 @@ func (p *Layers) checkStepPaths(s messages.RunStep) error {
 
 // Prepare is Make as the engine calls it (Preparer): with the node's values
 // the engine gives, and what it made as the engine keeps it.
-func (p *Layers) Prepare(ctx context.Context, run *messages.Run, hash string, node NodeValues) (Prepared, error) {
+func (p *Layers) Prepare(ctx context.Context, run *runmsg.Run, hash string, node NodeValues) (Prepared, error) {
 	l := *p
 	l.Values = node
 	m, err := l.Make(ctx, run, hash)
@@ -322,7 +322,7 @@ func (p *Layers) Prepare(ctx context.Context, run *messages.Run, hash string, no
 	}
 	keep, err := KeepOf(m.Run.Process)
 	if err != nil {
-		return Prepared{}, refused(messages.RefusedMalformed, err.Error(), err)
+		return Prepared{}, refused(runmsg.RefusedMalformed, err.Error(), err)
 	}
-	return Prepared{Values: m.Values, Spec: m.Spec, Workspace: m.Values[messages.ValueWorkspace], Keep: keep, Limits: m.Limits}, nil
+	return Prepared{Values: m.Values, Spec: m.Spec, Workspace: m.Values[runmsg.ValueWorkspace], Keep: keep, Limits: m.Limits}, nil
 }

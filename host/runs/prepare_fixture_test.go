@@ -13,7 +13,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/itest/harness"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // The run user of the fixtures: a Fossil user with an agent's capabilities,
@@ -130,13 +130,13 @@ const seedPattern = `[
     {"step": "checkout", "of": "trunk", "into": "$$workspace$$/tree"}]`
 
 // readRun reads a run message's JSON as the node reads a post's block.
-func readRun(t *testing.T, j string) *messages.Run {
+func readRun(t *testing.T, j string) *runmsg.Run {
 	t.Helper()
-	m, err := messages.ReadMessage([]byte("```json\n" + j + "\n```\n"))
+	m, err := runmsg.ReadMessage([]byte("```json\n" + j + "\n```\n"))
 	if err != nil {
 		t.Fatalf("read run: %v\n%s", err, j)
 	}
-	r, ok := m.(*messages.Run)
+	r, ok := m.(*runmsg.Run)
 	if !ok {
 		t.Fatalf("read run: a %T", m)
 	}
@@ -144,7 +144,7 @@ func readRun(t *testing.T, j string) *messages.Run {
 }
 
 // echoRun is an unconfined run of user with the given workspace steps.
-func echoRun(t *testing.T, user, workspace string) *messages.Run {
+func echoRun(t *testing.T, user, workspace string) *runmsg.Run {
 	t.Helper()
 	ws := ""
 	if workspace != "" {
@@ -162,7 +162,7 @@ func ctxT(t *testing.T) context.Context {
 
 // mustRefuse asserts err is a *prepareError of row, whose note holds every
 // one of parts.
-func mustRefuse(t *testing.T, err error, row messages.RefusalRow, step int, parts ...string) *prepareError {
+func mustRefuse(t *testing.T, err error, row runmsg.RefusalRow, step int, parts ...string) *prepareError {
 	t.Helper()
 	pe, ok := err.(*prepareError)
 	if !ok {

@@ -9,10 +9,10 @@ import (
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
-// runSpecOf maps a run whose values are all in place (messages.Run.Expand)
+// runSpecOf maps a run whose values are all in place (runmsg.Run.Expand)
 // onto what the host starts (seed 004, sections 6 to 8): the command as
 // written, env as the whole environment ("NAME=value", sorted by name: the
 // node adds nothing), the cwd (Expand's default: $$workspace$$, or / without
@@ -20,7 +20,7 @@ import (
 // workspace, where its homes are seen, and the limits the host applies
 // (cpu in seconds, processes, memory in bytes; wall is the engine's). It
 // checks the forms alone; Prepare checks rows 8 and 9.
-func runSpecOf(run *messages.Run, workspace string) (host.RunSpec, error) {
+func runSpecOf(run *runmsg.Run, workspace string) (host.RunSpec, error) {
 	p := run.Process
 	spec := host.RunSpec{Command: slices.Clone(p.Command), Dir: p.Cwd, Env: []string{}}
 	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
@@ -68,7 +68,7 @@ func runSpecOf(run *messages.Run, workspace string) (host.RunSpec, error) {
 }
 
 type layered struct {
-	run  *messages.Run
+	run  *runmsg.Run
 	spec host.RunSpec
 }
 
@@ -80,23 +80,23 @@ type layered struct {
 //
 // A read_only path the host lacks is refused (row 8, host.CheckRunReadOnly),
 // but one at or below made, which the steps are still to make.
-func (p *Layers) layers(run *messages.Run, vals messages.RunValues, made []string) (layered, error) {
+func (p *Layers) layers(run *runmsg.Run, vals runmsg.RunValues, made []string) (layered, error) {
 	x, err := run.Expand(vals)
 	if err != nil {
 		return layered{}, fieldRefusal(err)
 	}
-	spec, err := runSpecOf(x, vals[messages.ValueWorkspace])
+	spec, err := runSpecOf(x, vals[runmsg.ValueWorkspace])
 	if err != nil {
-		return layered{}, refused(messages.RefusedMalformed, err.Error(), err)
+		return layered{}, refused(runmsg.RefusedMalformed, err.Error(), err)
 	}
 	// A cgroup holds a run's memory where the host can make one (D46);
 	// where it cannot, the host's reason is the refusal's.
 	if err := p.Support.Check(spec.Sandbox, spec.Limits); err != nil {
 		var np *host.NotProvidedError
 		if errors.As(err, &np) {
-			return layered{}, refused(messages.RefusedUnprovided, fmt.Sprintf("%s is not provided by this node: %s", np.Field, np.Why), err)
+			return layered{}, refused(runmsg.RefusedUnprovided, fmt.Sprintf("%s is not provided by this node: %s", np.Field, np.Why), err)
 		}
-		return layered{}, refused(messages.RefusedUnprovided, strings.TrimPrefix(err.Error(), "host: "), err)
+		return layered{}, refused(runmsg.RefusedUnprovided, strings.TrimPrefix(err.Error(), "host: "), err)
 	}
 	if spec.Sandbox == nil {
 		return layered{x, spec}, nil
@@ -104,20 +104,20 @@ func (p *Layers) layers(run *messages.Run, vals messages.RunValues, made []strin
 	if err := host.CheckRunSandbox(*spec.Sandbox); err != nil {
 		var fe *host.RunFieldError
 		if errors.As(err, &fe) {
-			return layered{}, refused(messages.RefusedUnprovided, fmt.Sprintf("%s cannot be provided: %s", fe.Field, fe.Why), err)
+			return layered{}, refused(runmsg.RefusedUnprovided, fmt.Sprintf("%s cannot be provided: %s", fe.Field, fe.Why), err)
 		}
-		return layered{}, refused(messages.RefusedUnprovided, strings.TrimPrefix(err.Error(), "host: "), err)
+		return layered{}, refused(runmsg.RefusedUnprovided, strings.TrimPrefix(err.Error(), "host: "), err)
 	}
 	if err := host.CheckRunReadOnly(*spec.Sandbox, made, unixhost.Present); err != nil {
 		var fe *host.RunFieldError
 		if errors.As(err, &fe) {
-			return layered{}, refused(messages.RefusedUnprovided, fmt.Sprintf("%s cannot be provided: %s", fe.Field, fe.Why), err)
+			return layered{}, refused(runmsg.RefusedUnprovided, fmt.Sprintf("%s cannot be provided: %s", fe.Field, fe.Why), err)
 		}
-		return layered{}, refused(messages.RefusedUnprovided, strings.TrimPrefix(err.Error(), "host: "), err)
+		return layered{}, refused(runmsg.RefusedUnprovided, strings.TrimPrefix(err.Error(), "host: "), err)
 	}
 	files := p.Files
 	files.Release = p.Values.Release
-	files.Workspace = vals[messages.ValueWorkspace]
+	files.Workspace = vals[runmsg.ValueWorkspace]
 	resolved, err := unixhost.ResolveNodeFiles(files)
 	if err != nil {
 		return layered{}, fmt.Errorf("runs: prepare: the node's own files: %w", err)
@@ -125,9 +125,9 @@ func (p *Layers) layers(run *messages.Run, vals messages.RunValues, made []strin
 	if err := resolved.CheckRunSandbox(*spec.Sandbox, unixhost.Resolve); err != nil {
 		var re *host.RefusalError
 		if errors.As(err, &re) {
-			return layered{}, refused(messages.RefusedNodeFiles, strings.TrimPrefix(re.Error(), "host: "), err)
+			return layered{}, refused(runmsg.RefusedNodeFiles, strings.TrimPrefix(re.Error(), "host: "), err)
 		}
-		return layered{}, refused(messages.RefusedNodeFiles, strings.TrimPrefix(err.Error(), "host: "), err)
+		return layered{}, refused(runmsg.RefusedNodeFiles, strings.TrimPrefix(err.Error(), "host: "), err)
 	}
 	return layered{x, spec}, nil
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host/unixhost"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // workspace is one run's steps in the making: what the steps before have
@@ -19,7 +19,7 @@ import (
 type workspace struct {
 	p        *Layers
 	user     string
-	vals     messages.RunValues
+	vals     runmsg.RunValues
 	password string // the password step's: fresh on the server's node, or the file's
 	code     string // the project code, when known
 	// disk and image are the size and image of the workspace's own file
@@ -43,15 +43,15 @@ func (w *workspace) secrets() []string {
 
 // step runs one step, its values in place, and returns the check-in a
 // checkout resolved to ("" for the other kinds).
-func (w *workspace) step(ctx context.Context, s messages.RunStep) (string, error) {
+func (w *workspace) step(ctx context.Context, s runmsg.RunStep) (string, error) {
 	switch s.Step {
-	case messages.StepDirectory:
+	case runmsg.StepDirectory:
 		return "", w.directory(ctx, s.At)
-	case messages.StepPassword:
+	case runmsg.StepPassword:
 		return "", w.takePassword(ctx)
-	case messages.StepClone:
+	case runmsg.StepClone:
 		return "", w.clone(ctx, s.Into)
-	case messages.StepCheckout:
+	case runmsg.StepCheckout:
 		return w.checkout(ctx, s.Of, s.Into)
 	}
 	return "", fmt.Errorf("%q is not a step kind section 5 has", s.Step)
@@ -128,10 +128,10 @@ func (w *workspace) directory(ctx context.Context, at string) (err error) {
 // the server's node, the user exists there and is a run's user (neither the
 // node's, nor holding admin or setup); on another host, the file of
 // passwords holds its password (row 6), which it keeps.
-func (w *workspace) checkPassword(ctx context.Context, i int, s messages.RunStep) error {
+func (w *workspace) checkPassword(ctx context.Context, i int, s runmsg.RunStep) error {
 	p := w.p
 	if p.Repository == "" {
-		noPassword := refused(messages.RefusedNoPassword,
+		noPassword := refused(runmsg.RefusedNoPassword,
 			fmt.Sprintf("this node holds no password for %q, which the password step takes", w.user), nil)
 		if p.Passwords == "" {
 			return noPassword
@@ -152,7 +152,7 @@ func (w *workspace) checkPassword(ctx context.Context, i int, s messages.RunStep
 		return nil
 	}
 	if w.user == p.Values.Node {
-		return refused(messages.RefusedUser, fmt.Sprintf("process.user %q is this node's own user", w.user), nil)
+		return refused(runmsg.RefusedUser, fmt.Sprintf("process.user %q is this node's own user", w.user), nil)
 	}
 	repo, err := fossilio.OpenNode(p.Repository, nil)
 	if err != nil {
@@ -167,7 +167,7 @@ func (w *workspace) checkPassword(ctx context.Context, i int, s messages.RunStep
 	if priv, err := repo.Privileged(ctx, w.user); err != nil {
 		return stepFailed(i, s, fmt.Errorf("the user %q on the server: %w", w.user, err), nil)
 	} else if priv {
-		return refused(messages.RefusedUser, fmt.Sprintf("process.user %q holds admin or setup on the server; the node sets no such user's password", w.user), nil)
+		return refused(runmsg.RefusedUser, fmt.Sprintf("process.user %q holds admin or setup on the server; the node sets no such user's password", w.user), nil)
 	}
 	w.code = p.ProjectCode
 	if w.code == "" {
@@ -207,7 +207,7 @@ func (w *workspace) takePassword(ctx context.Context) error {
 // home is the fossil commands' HOME and FOSSIL_HOME: the workspace, which is
 // the process's HOME too, or, without one, the directory the step makes in.
 func (w *workspace) home(into string) string {
-	if ws := w.vals[messages.ValueWorkspace]; ws != "" {
+	if ws := w.vals[runmsg.ValueWorkspace]; ws != "" {
 		return ws
 	}
 	return filepath.Dir(into)
@@ -256,7 +256,7 @@ func (w *workspace) clone(ctx context.Context, into string) error {
 // which is what is opened and what it returns. A checkout that fails leaves
 // no tree.
 func (w *workspace) checkout(ctx context.Context, of, into string) (string, error) {
-	clone := w.vals[messages.ValueClone]
+	clone := w.vals[runmsg.ValueClone]
 	if clone == "" {
 		return "", errors.New("no clone step came before it")
 	}

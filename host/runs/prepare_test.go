@@ -10,7 +10,7 @@ import (
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // Section 14's pattern, run for real against a fossil server: the
@@ -29,7 +29,7 @@ func TestPrepareSeedWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := filepath.Join(f.root, runUser, "projects", "demo", runHash)
-	want := messages.RunValues{
+	want := runmsg.RunValues{
 		"root": f.root, "project": "demo", "user": runUser, "run": runHash, "node": nodeUser,
 		"server": f.srv.URL, "release": f.release,
 		"workspace": ws, "clone": ws + "/clone", "tree": ws + "/tree", "checkout": f.trunk,
@@ -134,9 +134,9 @@ func TestPrepareOtherHost(t *testing.T) {
 	// RunRefusal's, and nothing is made.
 	run := echoRun(t, runUser, seedPattern)
 	_, err = f.p.Make(ctx, run, runHash)
-	pe := mustRefuse(t, err, messages.RefusedNoPassword, -1, `"`+runUser+`"`)
-	r := messages.RunRefusal(run, nil, messages.RefusalFacts{SenderPrivileged: true, NodeUser: nodeUser})
-	if r == nil || r.Row != messages.RefusedNoPassword || r.Note != pe.Note {
+	pe := mustRefuse(t, err, runmsg.RefusedNoPassword, -1, `"`+runUser+`"`)
+	r := runmsg.RunRefusal(run, nil, runmsg.RefusalFacts{SenderPrivileged: true, NodeUser: nodeUser})
+	if r == nil || r.Row != runmsg.RefusedNoPassword || r.Note != pe.Note {
 		t.Errorf("RunRefusal says %v, Prepare %q", r, pe.Note)
 	}
 	if exists(filepath.Join(f.root, runUser)) {
@@ -145,7 +145,7 @@ func TestPrepareOtherHost(t *testing.T) {
 	// No file at all: row 6 too.
 	f.p.Passwords = filepath.Join(f.base, "node", "none")
 	_, err = f.p.Make(ctx, run, runHash)
-	mustRefuse(t, err, messages.RefusedNoPassword, -1, `"`+runUser+`"`)
+	mustRefuse(t, err, runmsg.RefusedNoPassword, -1, `"`+runUser+`"`)
 }
 
 // Each step's failure ends the run refused (row 10), the note naming the
@@ -170,7 +170,7 @@ func TestPrepareStepFailures(t *testing.T) {
 
 	t.Run("user missing on the server", func(t *testing.T) {
 		_, err := f.p.Make(ctx, echoRun(t, "ghost", seedPattern), runHash)
-		mustRefuse(t, err, messages.RefusedStepFailed, 1, "workspace[1], a password step, failed", `"ghost" does not exist on the server`)
+		mustRefuse(t, err, runmsg.RefusedStepFailed, 1, "workspace[1], a password step, failed", `"ghost" does not exist on the server`)
 		if exists(filepath.Join(f.root, "ghost")) {
 			t.Error("the directory was made for a run whose password step could not be taken")
 		}
@@ -178,12 +178,12 @@ func TestPrepareStepFailures(t *testing.T) {
 	t.Run("user holding admin", func(t *testing.T) {
 		// Row 4, as RunRefusal says it, should the two ever disagree.
 		_, err := f.p.Make(ctx, echoRun(t, f.srv.AdminLogin, seedPattern), runHash)
-		mustRefuse(t, err, messages.RefusedUser, -1, `process.user "`+f.srv.AdminLogin+`" holds admin or setup`)
+		mustRefuse(t, err, runmsg.RefusedUser, -1, `process.user "`+f.srv.AdminLogin+`" holds admin or setup`)
 	})
 	t.Run("checkout of a name Fossil cannot resolve", func(t *testing.T) {
 		steps := strings.Replace(seedPattern, `"of": "trunk"`, `"of": "no-such-branch"`, 1)
 		_, err := f.p.Make(ctx, echoRun(t, runUser, steps), runHash)
-		mustRefuse(t, err, messages.RefusedStepFailed, 3, "workspace[3], a checkout step, failed", `cannot resolve "no-such-branch"`)
+		mustRefuse(t, err, runmsg.RefusedStepFailed, 3, "workspace[3], a checkout step, failed", `cannot resolve "no-such-branch"`)
 		ws := filepath.Join(f.root, runUser, "projects", "demo", runHash)
 		if exists(ws + "/tree") {
 			t.Error("a tree was left by the failed checkout")
@@ -195,14 +195,14 @@ func TestPrepareStepFailures(t *testing.T) {
 	t.Run("directory outside the root", func(t *testing.T) {
 		steps := `[{"step": "directory", "at": "` + outside + `/$$run$$"}]`
 		_, err := f.p.Make(ctx, echoRun(t, runUser, steps), runHash)
-		mustRefuse(t, err, messages.RefusedStepFailed, 0, "workspace[0], a directory step, failed", "not beneath the node's run root")
+		mustRefuse(t, err, runmsg.RefusedStepFailed, 0, "workspace[0], a directory step, failed", "not beneath the node's run root")
 		stillThere(t)
 		steps = `[{"step": "directory", "at": "$$root$$/../outside"}]`
 		_, err = f.p.Make(ctx, echoRun(t, runUser, steps), runHash)
-		mustRefuse(t, err, messages.RefusedMalformed, -1, "workspace[0].at")
+		mustRefuse(t, err, runmsg.RefusedMalformed, -1, "workspace[0].at")
 		steps = `[{"step": "directory", "at": "$$root$$"}]`
 		_, err = f.p.Make(ctx, echoRun(t, runUser, steps), runHash)
-		mustRefuse(t, err, messages.RefusedStepFailed, 0, "not beneath the node's run root")
+		mustRefuse(t, err, runmsg.RefusedStepFailed, 0, "not beneath the node's run root")
 	})
 	t.Run("a link in the way", func(t *testing.T) {
 		if err := os.Symlink(outside, filepath.Join(f.root, "linked")); err != nil {
@@ -210,7 +210,7 @@ func TestPrepareStepFailures(t *testing.T) {
 		}
 		steps := `[{"step": "directory", "at": "$$root$$/linked/$$run$$"}]`
 		_, err := f.p.Make(ctx, echoRun(t, runUser, steps), runHash)
-		mustRefuse(t, err, messages.RefusedStepFailed, 0, "workspace[0], a directory step, failed", "/linked/")
+		mustRefuse(t, err, runmsg.RefusedStepFailed, 0, "workspace[0], a directory step, failed", "/linked/")
 		stillThere(t)
 	})
 	t.Run("a link at the directory", func(t *testing.T) {
@@ -239,7 +239,7 @@ func TestPrepareStepFailures(t *testing.T) {
 		// leads outside.
 		steps2 := strings.Replace(steps, "$$workspace$$/sub/clone", "$$root$$/linked/clone", 1)
 		_, err := f.p.Make(ctx, echoRun(t, runUser, steps2), runHash)
-		pe := mustRefuse(t, err, messages.RefusedStepFailed, 2, "workspace[2], a clone step, failed")
+		pe := mustRefuse(t, err, runmsg.RefusedStepFailed, 2, "workspace[2], a clone step, failed")
 		if strings.Contains(pe.Note, "fresh-link-0123456789") {
 			t.Error("the note holds the password")
 		}
@@ -258,7 +258,7 @@ func TestPrepareStepFailures(t *testing.T) {
 		q := *f.p
 		q.Values.Server = "http://127.0.0.1:1/"
 		_, err := q.Make(ctx, echoRun(t, runUser, seedPattern), runHash)
-		pe := mustRefuse(t, err, messages.RefusedStepFailed, 2, "workspace[2], a clone step, failed")
+		pe := mustRefuse(t, err, runmsg.RefusedStepFailed, 2, "workspace[2], a clone step, failed")
 		for _, s := range []string{pw, fossilio.SharedSecret(f.srv.ProjectCode, runUser, pw)} {
 			if strings.Contains(pe.Note, s) || strings.Contains(pe.Err.Error(), s) && !strings.Contains(pe.Note, "****") {
 				t.Errorf("the note holds a secret: %s", pe.Note)
@@ -282,14 +282,14 @@ func TestPrepareRows8And9(t *testing.T) {
     "ends_with_node": false, "read_only": ["/usr", ` + readOnly + `], "read_write": ["$$workspace$$"], "homes": [],
     "files": [], "proc": "/proc", "dev": "/dev", "tmp": "/scratch"},`
 	}
-	runWith := func(extra string) *messages.Run {
+	runWith := func(extra string) *runmsg.Run {
 		return readRun(t, `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "workspace": `+seedPattern+`, `+extra+`
   "process": {"user": "`+runUser+`", "command": ["/bin/true"]}}`)
 	}
 	ws := filepath.Join(f.root, runUser)
 	// Row 9: the node's repository, and its file of passwords through a link.
 	_, err := f.p.Make(ctx, runWith(sandbox(`"`+f.srv.Repo+`"`)), runHash)
-	mustRefuse(t, err, messages.RefusedNodeFiles, -1, f.srv.Repo, "repository")
+	mustRefuse(t, err, runmsg.RefusedNodeFiles, -1, f.srv.Repo, "repository")
 	if err := os.MkdirAll(filepath.Join(f.base, "node"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -301,28 +301,28 @@ func TestPrepareRows8And9(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = f.p.Make(ctx, runWith(sandbox(`"`+link+`"`)), runHash)
-	mustRefuse(t, err, messages.RefusedNodeFiles, -1, link, "file of passwords")
+	mustRefuse(t, err, runmsg.RefusedNodeFiles, -1, link, "file of passwords")
 	// Row 8: memory where the host can make no cgroup, named with its
 	// reason; an unknown capability.
 	f.p.Support.Memory = "no cgroup v1 memory or pids hierarchy is mounted"
 	_, err = f.p.Make(ctx, runWith(sandbox(`"/bin"`)+`"limits": {"memory": "1G"},`), runHash)
-	mustRefuse(t, err, messages.RefusedUnprovided, -1, "limits.memory is not provided by this node: no cgroup v1 memory")
+	mustRefuse(t, err, runmsg.RefusedUnprovided, -1, "limits.memory is not provided by this node: no cgroup v1 memory")
 	// Row 8: a disk where the host can make none, named with its reason;
 	// a disk and no one workspace to give it to (D82).
 	f.p.Support.Disk = "the host has no loop devices: /dev/loop-control: no such file or directory"
 	_, err = f.p.Make(ctx, runWith(sandbox(`"/bin"`)+`"limits": {"disk": "1G"},`), runHash)
-	mustRefuse(t, err, messages.RefusedUnprovided, -1, "limits.disk is not provided by this node: the host has no loop devices")
+	mustRefuse(t, err, runmsg.RefusedUnprovided, -1, "limits.disk is not provided by this node: the host has no loop devices")
 	f.p.Support.Disk = ""
 	twice := readRun(t, `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "workspace": [{"step": "directory", "at": "$$root$$/a"}, {"step": "directory", "at": "$$root$$/b"}],
   "limits": {"disk": "1G"}, "process": {"user": "`+runUser+`", "command": ["/bin/true"]}}`)
 	_, err = f.p.Make(ctx, twice, runHash)
-	mustRefuse(t, err, messages.RefusedUnprovided, -1, "limits.disk is not provided by this node", "2 directory steps")
+	mustRefuse(t, err, runmsg.RefusedUnprovided, -1, "limits.disk is not provided by this node", "2 directory steps")
 	if exists(filepath.Join(f.root, "a")) {
 		t.Error("a run refused for its disk had its directory made")
 	}
 	bad := strings.Replace(sandbox(`"/bin"`), `"capabilities": []`, `"capabilities": ["CAP_NO_SUCH"]`, 1)
 	_, err = f.p.Make(ctx, runWith(bad), runHash)
-	mustRefuse(t, err, messages.RefusedUnprovided, -1, "sandbox.capabilities[0]", "CAP_NO_SUCH")
+	mustRefuse(t, err, runmsg.RefusedUnprovided, -1, "sandbox.capabilities[0]", "CAP_NO_SUCH")
 	if exists(ws) {
 		t.Error("a run refused for rows 8 or 9 had its workspace made")
 	}
@@ -333,17 +333,17 @@ func TestPrepareRows8And9(t *testing.T) {
 	r := readRun(t, `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "workspace": `+outside+`, `+sandbox(`"`+f.srv.Repo+`"`)+`
   "process": {"user": "`+runUser+`", "command": ["/bin/true"]}}`)
 	_, err = f.p.Make(ctx, r, runHash)
-	mustRefuse(t, err, messages.RefusedNodeFiles, -1, f.srv.Repo)
+	mustRefuse(t, err, runmsg.RefusedNodeFiles, -1, f.srv.Repo)
 	repo, pws := f.p.Repository, f.p.Passwords
 	f.p.Repository, f.p.Passwords = "", ""
 	_, err = f.p.Make(ctx, runWith(sandbox(`"`+f.srv.Repo+`"`)), runHash)
-	mustRefuse(t, err, messages.RefusedNoPassword, -1, `"`+runUser+`"`)
+	mustRefuse(t, err, runmsg.RefusedNoPassword, -1, `"`+runUser+`"`)
 	f.p.Repository, f.p.Passwords = repo, pws
 	// Row 8: a read_only path this host lacks (D83), named, nothing made;
 	// one the steps make ($$tree$$) is there once they are done; one in
 	// the workspace the steps do not make is refused after them.
 	_, err = f.p.Make(ctx, runWith(sandbox(`"/bin", "/opt/no-such-tool"`)), runHash)
-	mustRefuse(t, err, messages.RefusedUnprovided, -1, "sandbox.read_only[2] cannot be provided: /opt/no-such-tool is not on this node")
+	mustRefuse(t, err, runmsg.RefusedUnprovided, -1, "sandbox.read_only[2] cannot be provided: /opt/no-such-tool is not on this node")
 	if exists(ws) {
 		t.Error("a run refused for a missing read_only path had its workspace made")
 	}
@@ -351,8 +351,8 @@ func TestPrepareRows8And9(t *testing.T) {
 		t.Errorf("a read_only $$tree$$: %v", err)
 	}
 	_, err = f.p.Make(ctx, runWith(sandbox(`"$$workspace$$/none"`)), runHash)
-	mustRefuse(t, err, messages.RefusedUnprovided, -1, "sandbox.read_only[1] cannot be provided: "+filepath.Join(ws, "projects", "demo", runHash, "none")+" is not on this node")
+	mustRefuse(t, err, runmsg.RefusedUnprovided, -1, "sandbox.read_only[1] cannot be provided: "+filepath.Join(ws, "projects", "demo", runHash, "none")+" is not on this node")
 	// Unconfined, cpu cannot be held: row 8.
 	_, err = f.p.Make(ctx, runWith(`"limits": {"cpu": 10},`), runHash)
-	mustRefuse(t, err, messages.RefusedUnprovided, -1, "limits.cpu")
+	mustRefuse(t, err, runmsg.RefusedUnprovided, -1, "limits.cpu")
 }

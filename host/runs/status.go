@@ -9,7 +9,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // Status is what `ocx run status` and a runs ask (D66) answer: the runs
@@ -17,7 +17,7 @@ import (
 // names (a hash or its prefix). read gives the repository's run engine
 // messages in the server's order (the daemon's run log, or
 // record.ReadRuns).
-func Status(ctx context.Context, layout host.Layout, r *fossilio.Repo, read func(context.Context) ([]record.RunMsg, error), run string) ([]messages.RunState, error) {
+func Status(ctx context.Context, layout host.Layout, r *fossilio.Repo, read func(context.Context) ([]record.RunMsg, error), run string) ([]runmsg.RunState, error) {
 	if run != "" {
 		info, err := fossilio.ResolveField(ctx, r, "run", run)
 		if err != nil {
@@ -32,7 +32,7 @@ func Status(ctx context.Context, layout host.Layout, r *fossilio.Repo, read func
 			return nil, err
 		}
 		Care(layout, &st)
-		return []messages.RunState{st}, nil
+		return []runmsg.RunState{st}, nil
 	}
 	msgs, err := read(ctx)
 	if err != nil {
@@ -47,7 +47,7 @@ func Status(ctx context.Context, layout host.Layout, r *fossilio.Repo, read func
 
 // Care fills in whether the node keeps run st in its care (its care file,
 // host.Layout.RunCareFile), and whether the process it names runs.
-func Care(layout host.Layout, st *messages.RunState) {
+func Care(layout host.Layout, st *runmsg.RunState) {
 	p, err := layout.RunCareFile(st.Run)
 	if err != nil {
 		return

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -257,7 +258,7 @@ func (h Handoff) Validate() error {
 		}
 	}
 	for i, p := range h.Pending {
-		if _, err := messages.ParsePipeLine([]byte(p)); err != nil {
+		if _, err := pipe.Parse([]byte(p)); err != nil {
 			return &strictjson.FieldError{Where: "hand-off", Field: strictjson.IndexField("pending", i), Problem: err.Error(), Err: strictjson.ErrInvalid}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 // DaemonMessage is a message one of the daemon's actors takes: an input from the
@@ -22,7 +23,7 @@ type DaemonMessage interface {
 
 // LineRead is one line read from the daemon's pipe, already parsed.
 type LineRead struct {
-	Line messages.PipeLine
+	Line pipe.Line
 }
 
 // ProcessExited is a child's exit, from the reaper: PID and start time, how

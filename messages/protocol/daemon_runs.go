@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -283,7 +284,7 @@ type RunKeepLogs struct {
 // 12). Result: RunEndedWritten.
 type RunWriteEnded struct {
 	Run     string
-	Outcome messages.RunOutcome
+	Outcome runmsg.RunOutcome
 	// Exit is set for RunExited alone.
 	Exit *int
 	// Note is required for refused, budget and lost, absent otherwise.
@@ -521,7 +522,7 @@ type RunArrival struct {
 // with "ocx") counts as holding one: a session is never given what a
 // reader of messages might act on.
 func HoldsMessage(text string) bool {
-	_, err := messages.NoteBlock([]byte(text))
+	_, _, err := messages.NoteBlock([]byte(text))
 	return !errors.Is(err, strictjson.ErrNotANote)
 }
 

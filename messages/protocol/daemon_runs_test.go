@@ -10,6 +10,7 @@ import (
 
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // TestRunStringsAreOneLine renders one of every run message and effect:
@@ -44,8 +45,8 @@ func TestRunStringsAreOneLine(t *testing.T) {
 		protocol.RunEndProcess{Run: h, Proc: 1, Signal: protocol.SigTERM},
 		protocol.RunStartTimer{Run: h, Purpose: protocol.RunTimerGrace, Seq: 1, After: 10 * time.Second},
 		protocol.RunKeepLogs{Run: h, Proc: 1},
-		protocol.RunWriteEnded{Run: h, Outcome: messages.RunExited, Exit: &exit, Attempt: 2},
-		protocol.RunWriteEnded{Run: h, Outcome: messages.RunLost, Note: "not\nhere"},
+		protocol.RunWriteEnded{Run: h, Outcome: runmsg.RunExited, Exit: &exit, Attempt: 2},
+		protocol.RunWriteEnded{Run: h, Outcome: runmsg.RunLost, Note: "not\nhere"},
 		protocol.RunRelease{Run: h},
 		protocol.RunTurnRequested{Run: h, Turn: protocol.RunTurnStarted, Project: "demo", At: d.At, User: "ana"},
 		protocol.RunTurnGiven{Turn: protocol.RunTurnSlot},

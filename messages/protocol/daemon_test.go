@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 	"github.com/ocx-go/ocx/messages/protocol"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
@@ -137,7 +138,7 @@ func TestDaemonStringsAreOneLine(t *testing.T) {
 		protocol.StartActor{Addr: protocol.SessionAddr(dW, p), Session: &st},
 		protocol.StopActor{Addr: protocol.BranchAddr(dW, "my branch")},
 		protocol.ReplySnapshot{Request: 1, Handoff: h},
-		protocol.LineRead{Line: messages.StopLine{Login: "ana", Project: "demo"}},
+		protocol.LineRead{Line: pipe.StopLine{Login: "ana", Project: "demo"}},
 		protocol.ProcessExited{Proc: p, Status: messages.ExitStatus{State: messages.EndSignaled, Signal: "SIGTERM"}},
 		protocol.Boot{Found: []protocol.ProcInfo{info}},
 		protocol.Boot{Listeners: []protocol.ListenedBranch{{Branch: "trunk", Listener: listener}}},

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // RunCare is the file the node keeps for a run in its care (seed 004,
@@ -49,7 +50,7 @@ func DecodeRunCare(b []byte) (RunCare, error) {
 
 // RunFactsOf are what the run core needs of a run's message; r is nil for
 // a run that does not decode.
-func RunFactsOf(hash string, r *messages.Run) RunFacts {
+func RunFactsOf(hash string, r *runmsg.Run) RunFacts {
 	f := RunFacts{Hash: hash}
 	if r == nil {
 		return f

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -315,24 +315,26 @@ func (o Obj) Uint(key string, required bool, max uint64, what string) (n uint64,
 // OnlyKeys refuses any key not in allowed. It is used where an unknown key may be
 // a limit (inside sandbox), so that no limit is ever silently dropped (E9).
 func (o Obj) OnlyKeys(what string, allowed ...string) error {
+	k, ok := o.UnknownKey(allowed)
+	if !ok {
+		return nil
+	}
+	return FieldErr(o.Field(k), ErrUnknownKey, fmt.Sprintf("is not a key this reader knows inside %s; an unknown key there may be a limit, so the whole block is refused (it knows %s)", what, ListWords(allowed)))
+}
+
+// UnknownKey is the first key, in sorted order, of the object that is not
+// one of known: the one a refusal names.
+func (o Obj) UnknownKey(known []string) (string, bool) {
 	var unknown []string
 	for k := range o.Map {
-		known := false
-		for _, a := range allowed {
-			if k == a {
-				known = true
-				break
-			}
-		}
-		if !known {
+		if !slices.Contains(known, k) {
 			unknown = append(unknown, k)
 		}
 	}
 	if len(unknown) == 0 {
-		return nil
+		return "", false
 	}
-	sort.Strings(unknown)
-	return FieldErr(o.Field(unknown[0]), ErrUnknownKey, fmt.Sprintf("is not a key this reader knows inside %s; an unknown key there may be a limit, so the whole block is refused (it knows %s)", what, ListWords(allowed)))
+	return slices.Min(unknown), true
 }
 
 // ListWords joins words with ", " for an error message.

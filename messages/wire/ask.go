@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -260,7 +261,7 @@ type Reply struct {
 	Hook *HookDone `json:"hook,omitempty"`
 	// Runs are a runs ask's answer, in the server's order; an answer with
 	// no run says so with an empty list, never by leaving it out.
-	Runs *[]messages.RunState `json:"runs,omitempty"`
+	Runs *[]runmsg.RunState `json:"runs,omitempty"`
 	// Passed are what the answer passed over (an artifact that does not
 	// read, an entry the status cannot carry), for the caller's log.
 	Passed []PassedOver `json:"passed,omitempty"`

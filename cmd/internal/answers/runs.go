@@ -8,7 +8,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/host/runs"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // runs answers a runs ask from the daemon's live run log: the run tool's
@@ -27,7 +27,7 @@ func (s *status) runs(ctx context.Context, a *wire.Ask) *wire.Reply {
 		return nodesock.Refusal("the runs: %v", err)
 	}
 	if sts == nil {
-		sts = []messages.RunState{}
+		sts = []runmsg.RunState{}
 	}
 	r.Runs = &sts
 	r.Receipts = map[string]wire.Receipt{a.Project: {Rcvid: uint64(max(x.Idx.Mark(), 0))}}

@@ -19,6 +19,7 @@ import (
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 // hookBound bounds one hook's work done for a caller on the socket: the
@@ -61,7 +62,7 @@ type Socket struct {
 // answers pull asks (a node on another host). Poke and Puller may be nil.
 type Parts struct {
 	Procs  *unixhost.ProcTable
-	Hand   func(lines []messages.PipeLine) error
+	Hand   func(lines []pipe.Line) error
 	Poke   func(targets []remote.Target)
 	Puller *otherhosts.Puller
 }

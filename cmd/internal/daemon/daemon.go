@@ -33,6 +33,7 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/host/version"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 	"github.com/ocx-go/ocx/messages/protocol"
 )
 
@@ -95,7 +96,7 @@ func (d *instance) reexecAsked() {
 // status) is built again from the file as it is now.
 func (d *instance) reread() {
 	d.reexecAsked()
-	d.inputs.send(protocol.LineRead{Line: messages.ReexecLine{}})
+	d.inputs.send(protocol.LineRead{Line: pipe.ReexecLine{}})
 }
 
 // Run runs the daemon of opts.Agents until a signal stops it (INT, TERM,
@@ -181,7 +182,7 @@ func (d *instance) signalled(sig os.Signal, stopping bool) sigAction {
 	case sigReexec:
 		d.log.Info("HUP: re-exec the current release", slog.String(keySignal, name))
 		d.reexecAsked()
-		d.inputs.send(protocol.LineRead{Line: messages.ReexecLine{}})
+		d.inputs.send(protocol.LineRead{Line: pipe.ReexecLine{}})
 	case sigStop: // the loop's to begin
 	case sigMemory:
 		d.logMemory()
@@ -449,7 +450,7 @@ func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 	d.repos = repos
 	d.remote = otherhosts.Open(otherhosts.Host{Layout: d.layout, Config: d.cfg, Log: d.log, Repos: repos,
 		RunsFresh: func(ctx context.Context, project string) { d.runs.Fresh(ctx, project) },
-		CheckRuns: func() { d.inputs.send(protocol.LineRead{Line: messages.RunsCheckLine{}}) }})
+		CheckRuns: func() { d.inputs.send(protocol.LineRead{Line: pipe.RunsCheckLine{}}) }})
 	limits, noCgroups, err := procs.NewLimits(d.layout, d.cfg)
 	if err != nil {
 		return nil, err

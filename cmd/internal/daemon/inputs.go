@@ -16,6 +16,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/daemon/reaper"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 	"github.com/ocx-go/ocx/messages/protocol"
 )
 
@@ -80,7 +81,7 @@ func (in *inputs) start(r *unixhost.PipeReader) {
 // line is one line of the pipe, without its newline.
 func (in *inputs) line(b []byte) {
 	n := in.read.Add(1)
-	l, err := messages.ParsePipeLine(b)
+	l, err := pipe.Parse(b)
 	if err != nil {
 		in.refused.Add(1)
 		in.log.Warn("a pipe line refused", slog.String("line", messages.ClipText(messages.CleanText(string(b)), 256)), slog.Int64("n", n), actors.ErrAttr(err))
@@ -91,8 +92,8 @@ func (in *inputs) line(b []byte) {
 }
 
 // take hands line l to the node.
-func (in *inputs) take(l messages.PipeLine) {
-	if _, ok := l.(messages.ReexecLine); ok && in.reexec != nil {
+func (in *inputs) take(l pipe.Line) {
+	if _, ok := l.(pipe.ReexecLine); ok && in.reexec != nil {
 		in.reexec()
 	}
 	in.send(protocol.LineRead{Line: l})
@@ -107,7 +108,7 @@ var errInputsShut = errors.New("the daemon's inputs are paused")
 // in order, with no line written back into the pipe. It refuses them
 // (errInputsShut) while the inputs are paused or drained: the caller
 // writes them into the pipe, where the image that reads it next finds them.
-func (in *inputs) hand(lines []messages.PipeLine) error {
+func (in *inputs) hand(lines []pipe.Line) error {
 	in.handMu.RLock()
 	defer in.handMu.RUnlock()
 	if in.shut {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ocx-go/ocx/messages/protocol"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 // TestHandTakesLinesAsTheyWereRead: the lines a hook's ask hands in the
@@ -21,9 +21,9 @@ func TestHandTakesLinesAsTheyWereRead(t *testing.T) {
 	in := &inputs{log: slog.New(slog.NewTextHandler(io.Discard, nil)), send: func(m protocol.DaemonMessage) {
 		got = append(got, m.(protocol.LineRead).Line.String())
 	}}
-	a := messages.PostLine{Repository: "/r/demo.fossil", Hash: "aa11"}
-	b := messages.PostLine{Repository: "/r/demo.fossil", Hash: "bb22"}
-	if err := in.hand([]messages.PipeLine{a, b}); err != nil {
+	a := pipe.PostLine{Repository: "/r/demo.fossil", Hash: "aa11"}
+	b := pipe.PostLine{Repository: "/r/demo.fossil", Hash: "bb22"}
+	if err := in.hand([]pipe.Line{a, b}); err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{a.String(), b.String()}; !slices.Equal(got, want) {
@@ -33,14 +33,14 @@ func TestHandTakesLinesAsTheyWereRead(t *testing.T) {
 		t.Errorf("%d lines counted read, want 2", n)
 	}
 	in.shutHand(true)
-	if err := in.hand([]messages.PipeLine{a}); !errors.Is(err, errInputsShut) {
+	if err := in.hand([]pipe.Line{a}); !errors.Is(err, errInputsShut) {
 		t.Fatalf("a hand while shut: %v, want errInputsShut", err)
 	}
 	if len(got) != 2 {
 		t.Fatalf("a refused hand reached the node: %q", got)
 	}
 	in.shutHand(false)
-	if err := in.hand([]messages.PipeLine{b}); err != nil || len(got) != 3 {
+	if err := in.hand([]pipe.Line{b}); err != nil || len(got) != 3 {
 		t.Fatalf("a hand once open again: %v, the node got %q", err, got)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ocx-go/ocx/actors/wake"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -18,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/actors/wake"
+
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/fossilio/remote"
@@ -26,6 +27,8 @@ import (
 	"github.com/ocx-go/ocx/host/listening"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
+	"github.com/ocx-go/ocx/messages/runmsg"
 	"github.com/ocx-go/ocx/messages/strictjson"
 	"github.com/ocx-go/ocx/messages/wire"
 )
@@ -76,7 +79,7 @@ type Options struct {
 	// own process, as its pipe's lines are (D88): no line is written back
 	// into the daemon's own pipe. An error (its inputs are paused for a
 	// re-exec) writes them into the pipe, for the image that reads it next.
-	Hand func(lines []messages.PipeLine) error
+	Hand func(lines []pipe.Line) error
 	// Poke, when set, pokes these remote nodes beside the run (the
 	// daemon's, which does not wait for them); nil pokes them from the
 	// hook's own process, each bounded by PokeWait (D72).
@@ -567,7 +570,7 @@ type wakePipe struct {
 
 // send writes line into the wake pipe at path. A pipe nobody reads, or
 // found full, is not written again in the run (errFullEarlier).
-func (ps *wakePipes) send(path string, line messages.WakeLine) error {
+func (ps *wakePipes) send(path string, line pipe.WakeLine) error {
 	b, err := line.Encode()
 	if err != nil {
 		return err
@@ -881,7 +884,7 @@ func (h *run) pokeTargets(ctx context.Context, infos []fossilio.Info, remotes []
 	}
 	want := map[string]bool{}
 	for i, info := range others {
-		if m, ok := record.ReadRunMsg(info, texts[i]); ok && (m.Kind() == messages.MsgRun || m.Kind() == messages.MsgStop) {
+		if m, ok := record.ReadRunMsg(info, texts[i]); ok && (m.Kind() == runmsg.MsgRun || m.Kind() == runmsg.MsgStop) {
 			want[m.Node()] = true
 			continue
 		}
@@ -901,11 +904,11 @@ func (h *run) pokeTargets(ctx context.Context, infos []fossilio.Info, remotes []
 }
 
 func (h *run) handToDaemon(ctx context.Context, infos []fossilio.Info) {
-	var lines []messages.PipeLine
+	var lines []pipe.Line
 	for _, info := range infos {
 		switch info.Kind {
 		case fossilio.KindPost, fossilio.KindTicketChange, fossilio.KindCheckin:
-			lines = append(lines, messages.PostLine{Repository: h.repo, Hash: info.Hash})
+			lines = append(lines, pipe.PostLine{Repository: h.repo, Hash: info.Hash})
 		}
 	}
 	if len(lines) == 0 {

@@ -15,6 +15,7 @@ import (
 	sessusage "github.com/ocx-go/ocx/host/usage"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/modelapi"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 // Meter is what the model proxy's count needs (D50): the launch the
@@ -68,7 +69,7 @@ func meterModel(ctx context.Context, log *slog.Logger, l host.Layout, ws host.Wo
 		}
 		if reached != "" && launch != "" {
 			once.Do(func() {
-				go tellBudget(ctx, log, l, ws, messages.BudgetLine{Login: key.Login, Project: key.Project, Launch: launch, Limit: messages.LimitTokens, Used: c.Total()})
+				go tellBudget(ctx, log, l, ws, pipe.BudgetLine{Login: key.Login, Project: key.Project, Launch: launch, Limit: messages.LimitTokens, Used: c.Total()})
 			})
 		}
 	}
@@ -83,7 +84,7 @@ func meterModel(ctx context.Context, log *slog.Logger, l host.Layout, ws host.Wo
 // tellBudget hands the daemon the line once the session's turn is over
 // (its turn file gone, or budgetTurnWait past), and again every
 // budgetResend, until ctx ends.
-func tellBudget(ctx context.Context, log *slog.Logger, l host.Layout, ws host.Workspace, line messages.BudgetLine) {
+func tellBudget(ctx context.Context, log *slog.Logger, l host.Layout, ws host.Workspace, line pipe.BudgetLine) {
 	if root, err := unixhost.OpenRoot(l.Root()); err == nil {
 		deadline := time.Now().Add(budgetTurnWait)
 		for time.Now().Before(deadline) && root.IsRegular(node.TurnFile(ws)) == nil {
@@ -97,7 +98,7 @@ func tellBudget(ctx context.Context, log *slog.Logger, l host.Layout, ws host.Wo
 		root.Close()
 	}
 	for {
-		if err := daemonclient.Send(l, []messages.PipeLine{line}); err != nil {
+		if err := daemonclient.Send(l, []pipe.Line{line}); err != nil {
 			log.Warn("the daemon is not told the budget is spent; trying again", slog.String("line", line.String()), slog.String("error", err.Error()))
 		} else {
 			log.Info("the daemon is told the budget is spent", slog.String("line", line.String()))

@@ -17,7 +17,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host/relay"
 	"github.com/ocx-go/ocx/host/unixhost"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/toolio"
 )
 
 // Implementation names the node's MCP server to its clients.
@@ -38,7 +38,7 @@ func NewServer(n *node.Node, project string, caller func() (node.Caller, error))
 	s := sdk.NewServer(Implementation, opts)
 	for _, t := range tools.Tools() {
 		tool := &sdk.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema,
-			Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(t.Name == messages.ToolStop), OpenWorldHint: ptr(false)}}
+			Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(t.Name == toolio.ToolStop), OpenWorldHint: ptr(false)}}
 		name := t.Name
 		s.AddTool(tool, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return Result(call(ctx, n, project, caller, name, req.Params.Arguments)), nil
@@ -120,7 +120,7 @@ func call(ctx context.Context, n *node.Node, project string, caller func() (node
 	}
 	c, err := caller()
 	if err != nil {
-		return (&node.Answer{Tool: name, DryRun: messages.ToolDryRun(input), Log: []string{}}).Stop(fmt.Errorf("the caller of this MCP connection: %w", err))
+		return (&node.Answer{Tool: name, DryRun: toolio.ToolDryRun(input), Log: []string{}}).Stop(fmt.Errorf("the caller of this MCP connection: %w", err))
 	}
 	return tools.Of(n).CallIn(ctx, project, c, name, input)
 }

@@ -10,15 +10,15 @@ import (
 	"os"
 	"time"
 
-	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/modelapi"
+	"github.com/ocx-go/ocx/messages/toolio"
 )
 
 // MaxLineLen bounds one MCP message the server reads, its newline
-// included (D80): the largest input a tool takes (messages.MaxToolInputLen)
+// included (D80): the largest input a tool takes (toolio.MaxToolInputLen)
 // and room for the JSON-RPC around it. A longer line is no call any tool
 // would take: it is read to its end, dropped, and answered with an error.
-const MaxLineLen = messages.MaxToolInputLen + 64<<10
+const MaxLineLen = toolio.MaxToolInputLen + 64<<10
 
 // MaxConns bounds the connections a session's MCP socket serves at once
 // (D80): a runner's CLI holds one, the session one, and a tool's
@@ -129,7 +129,7 @@ func (l *lineReader) next() error {
 		}
 		l.over = false
 		l.log.Warn("mcp: a message past the bound refused", slog.Int("bound", MaxLineLen), slog.String("id", string(l.id)))
-		l.answer(l.id, codeInvalidRequest, fmt.Sprintf("the message is longer than %d bytes, the most the node's MCP server reads of one (a tool's input is at most %d bytes); it was read to its end and dropped", MaxLineLen, messages.MaxToolInputLen))
+		l.answer(l.id, codeInvalidRequest, fmt.Sprintf("the message is longer than %d bytes, the most the node's MCP server reads of one (a tool's input is at most %d bytes); it was read to its end and dropped", MaxLineLen, toolio.MaxToolInputLen))
 	}
 }
 

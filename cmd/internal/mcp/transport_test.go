@@ -17,7 +17,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/ocx-go/ocx/cmd/internal/mcp"
 	"github.com/ocx-go/ocx/host/unixhost"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/toolio"
 )
 
 // serveEcho serves, on a socket of its own, an MCP server with one tool,
@@ -93,7 +93,7 @@ func xs(w io.Writer, n int) {
 }
 
 // TestLineBound is issue 39 item 4's MCP transport (D80): a tool's input
-// of messages.MaxToolInputLen is called; a 16 MiB line is answered with a
+// of toolio.MaxToolInputLen is called; a 16 MiB line is answered with a
 // JSON-RPC error naming the bound and the line's id, read to its end
 // without being held (the process allocating a few MiB for it, where the
 // SDK's reader held it whole and then closed the connection), and the
@@ -111,10 +111,10 @@ func TestLineBound(t *testing.T) {
 	}
 	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	head := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"`
-	n := messages.MaxToolInputLen - len(`{"text":""}`)
+	n := toolio.MaxToolInputLen - len(`{"text":""}`)
 	go func() { io.WriteString(c, head); xs(c, n); io.WriteString(c, "\"}}}\n") }()
 	if id, e, res := c.reply(t); id != "2" || e != "" || !strings.Contains(string(res), fmt.Sprint(n)) {
-		t.Fatalf("a tool's input of %d bytes: %s %s %s", messages.MaxToolInputLen, id, e, res)
+		t.Fatalf("a tool's input of %d bytes: %s %s %s", toolio.MaxToolInputLen, id, e, res)
 	}
 
 	runtime.GC()

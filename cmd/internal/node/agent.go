@@ -10,6 +10,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // What the tools and the workspaces read of an agent: its record, the files it may have written.
@@ -29,7 +30,7 @@ func HashRefusal(field, s, project string, err error) error {
 // TaskRecord reads the protocol v1 record a hash names (D35): the first
 // post of a thread, holding a record block, sent by a user holding admin
 // or setup. field names the input at fault.
-func (n *Node) TaskRecord(ctx context.Context, r *fossilio.Repo, field, hash string) (*messages.TaskRecord, fossilio.Info, error) {
+func (n *Node) TaskRecord(ctx context.Context, r *fossilio.Repo, field, hash string) (*runmsg.TaskRecord, fossilio.Info, error) {
 	info, err := ResolveField(ctx, r, field, hash)
 	if err != nil {
 		return nil, info, err
@@ -41,7 +42,7 @@ func (n *Node) TaskRecord(ctx context.Context, r *fossilio.Repo, field, hash str
 	if err != nil {
 		return nil, info, fmt.Errorf("%s: %w", field, err)
 	}
-	rec, err := messages.ReadTaskRecord([]byte(post.Text))
+	rec, err := runmsg.ReadTaskRecord([]byte(post.Text))
 	if err != nil {
 		return nil, info, fmt.Errorf("%s: %s holds no record: %w", field, info.Hash, err)
 	}
@@ -63,7 +64,7 @@ func (n *Node) TaskRecord(ctx context.Context, r *fossilio.Repo, field, hash str
 // agent's to write, and removing a file there lifts no restriction. It is
 // the one lookup of the caller's record: post, push and login rotate use
 // it. ok is false for a login no record names.
-func (n *Node) AgentRecord(ctx context.Context, r *fossilio.Repo, p Project, login string) (rec *messages.TaskRecord, hash string, ok bool, err error) {
+func (n *Node) AgentRecord(ctx context.Context, r *fossilio.Repo, p Project, login string) (rec *runmsg.TaskRecord, hash string, ok bool, err error) {
 	if messages.ValidateLogin(login) != nil {
 		return nil, "", false, nil
 	}

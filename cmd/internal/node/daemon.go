@@ -4,11 +4,11 @@ import (
 	"context"
 
 	"github.com/ocx-go/ocx/host/daemonclient"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 // EnsureAndSend starts the daemon when needed and hands it lines.
-func (n *Node) EnsureAndSend(ctx context.Context, a *Answer, lines ...messages.PipeLine) error {
+func (n *Node) EnsureAndSend(ctx context.Context, a *Answer, lines ...pipe.Line) error {
 	started, err := daemonclient.Ensure(ctx, n.Layout, n.Program("ocxd"), n.daemonWait)
 	if started {
 		a.Logf("started the daemon %s", n.Program("ocxd"))

@@ -21,6 +21,7 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/host/version"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 	"github.com/ocx-go/ocx/messages/protocol"
 )
 
@@ -1001,7 +1002,7 @@ func (r *releaser) reexec(ctx context.Context, n *node.Node, a *node.Answer, c l
 		return nil
 	}
 	sent := time.Now()
-	if err := daemonclient.Send(n.Layout, []messages.PipeLine{messages.ReexecLine{}}); err != nil {
+	if err := daemonclient.Send(n.Layout, []pipe.Line{pipe.ReexecLine{}}); err != nil {
 		if errors.Is(err, host.ErrNoReader) || errors.Is(err, fs.ErrNotExist) {
 			unixhost.RemoveLink(r.root.Undo(id)) // no re-exec to fail
 			a.Logf("the daemon (pid %d) reads no pipe (it is stopping): the next daemon starts on the new current, %s", pid, id)

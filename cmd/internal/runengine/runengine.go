@@ -21,6 +21,7 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // Engine carries out the effects of seed 004's runs (actors.RunHost):
@@ -113,7 +114,7 @@ type engineRun struct {
 	hash     string
 	x        *noderepos.Index
 	msg      record.RunMsg
-	run      *messages.Run
+	run      *runmsg.Run
 	prepared *runeng.Prepared
 	procs    map[int]*runProc
 }
@@ -294,7 +295,7 @@ func (e *Engine) find(ctx context.Context, hash string) (*engineRun, error) {
 			continue
 		}
 		r := &engineRun{hash: hash, x: x, msg: msgs[i], procs: map[int]*runProc{}}
-		r.run, _ = msgs[i].Msg.(*messages.Run)
+		r.run, _ = msgs[i].Msg.(*runmsg.Run)
 		e.mu.Lock()
 		if old, ok := e.runs[hash]; ok {
 			r = old
@@ -411,10 +412,10 @@ func (e *Engine) Prepare(ctx context.Context, hash string) protocol.RunPrepared 
 func (e *Engine) Write(ctx context.Context, eff protocol.DaemonEffect) error {
 	switch eff := eff.(type) {
 	case protocol.RunWriteStarted:
-		return e.writeReport(ctx, eff.Run, messages.MsgStarted, func(r *engineRun) (messages.Message, string) {
-			s := &messages.RunStarted{Node: e.cfg.User, Run: eff.Run, Values: eff.Values}
+		return e.writeReport(ctx, eff.Run, runmsg.MsgStarted, func(r *engineRun) (runmsg.Message, string) {
+			s := &runmsg.RunStarted{Node: e.cfg.User, Run: eff.Run, Values: eff.Values}
 			if s.Values == nil {
-				s.Values = messages.RunValues{}
+				s.Values = runmsg.RunValues{}
 			}
 			if r.run != nil && r.run.Limits != nil {
 				s.Limits = *r.run.Limits
@@ -422,8 +423,8 @@ func (e *Engine) Write(ctx context.Context, eff protocol.DaemonEffect) error {
 			return s, fmt.Sprintf("The node started run %s.", fossilio.Short(eff.Run))
 		})
 	case protocol.RunWriteEnded:
-		return e.writeReport(ctx, eff.Run, messages.MsgEnded, func(*engineRun) (messages.Message, string) {
-			m := &messages.RunEnded{Node: e.cfg.User, Run: eff.Run, Outcome: eff.Outcome, Exit: eff.Exit, Note: eff.Note}
+		return e.writeReport(ctx, eff.Run, runmsg.MsgEnded, func(*engineRun) (runmsg.Message, string) {
+			m := &runmsg.RunEnded{Node: e.cfg.User, Run: eff.Run, Outcome: eff.Outcome, Exit: eff.Exit, Note: eff.Note}
 			line := fmt.Sprintf("Run %s ended: %s", fossilio.Short(eff.Run), eff.Outcome)
 			if eff.Exit != nil {
 				line += fmt.Sprintf(", exit %d", *eff.Exit)
@@ -441,7 +442,7 @@ func (e *Engine) Write(ctx context.Context, eff protocol.DaemonEffect) error {
 
 // writeReport writes the node's started or ended of a run, once: a retry,
 // or a daemon started again, finds the one on the record and writes none.
-func (e *Engine) writeReport(ctx context.Context, hash string, kind messages.MessageKind, build func(*engineRun) (messages.Message, string)) error {
+func (e *Engine) writeReport(ctx context.Context, hash string, kind runmsg.MessageKind, build func(*engineRun) (runmsg.Message, string)) error {
 	r, err := e.find(ctx, hash)
 	if err != nil {
 		return err
@@ -485,13 +486,13 @@ func (e *Engine) settle(key string, x *noderepos.Index, err error) error {
 	return err
 }
 
-func (e *Engine) writeReportOnce(ctx context.Context, r *engineRun, hash string, kind messages.MessageKind, build func(*engineRun) (messages.Message, string)) error {
+func (e *Engine) writeReportOnce(ctx context.Context, r *engineRun, hash string, kind runmsg.MessageKind, build func(*engineRun) (runmsg.Message, string)) error {
 	msgs, err := r.x.Runs(ctx)
 	if err != nil {
 		return err
 	}
 	st := record.StandingOf(msgs, r.msg, r.x.PrivilegedOnce(ctx))
-	if (kind == messages.MsgStarted && st.StartedCounts) || (kind == messages.MsgEnded && st.EndedCounts) {
+	if (kind == runmsg.MsgStarted && st.StartedCounts) || (kind == runmsg.MsgEnded && st.EndedCounts) {
 		e.log.Info("the run's "+string(kind)+" is on the record already", slog.String(actors.KeyRun, hash))
 		return nil
 	}
@@ -500,7 +501,7 @@ func (e *Engine) writeReportOnce(ctx context.Context, r *engineRun, hash string,
 	if err != nil {
 		return fmt.Errorf("%s of run %s: %w", kind, hash, err)
 	}
-	if kind != messages.MsgStarted {
+	if kind != runmsg.MsgStarted {
 		return e.writeNote(ctx, r.x, hash, line+"\n\n"+string(block), string(kind), true)
 	}
 	// Started must be on the record before the launch (section 10); the
@@ -793,7 +794,7 @@ func (e *Engine) survey(ctx context.Context, project string, byHash map[string]p
 	}
 	privileged := x.PrivilegedOnce(ctx)
 	for _, m := range msgs {
-		run, ok := m.Msg.(*messages.Run)
+		run, ok := m.Msg.(*runmsg.Run)
 		if !ok || run.Node != e.cfg.User {
 			continue
 		}
@@ -814,12 +815,12 @@ func (e *Engine) survey(ctx context.Context, project string, byHash map[string]p
 type surveyedRun struct {
 	x    *noderepos.Index
 	m    record.RunMsg
-	run  *messages.Run
+	run  *runmsg.Run
 	care protocol.RunCare
 }
 
 // factsOf is what the run core needs of the run m of x (FactsOf).
-func (e *Engine) factsOf(x *noderepos.Index, m record.RunMsg, run *messages.Run) protocol.RunFacts {
+func (e *Engine) factsOf(x *noderepos.Index, m record.RunMsg, run *runmsg.Run) protocol.RunFacts {
 	return FactsOf(x, m.Hash, m.At(), run)
 }
 
@@ -828,7 +829,7 @@ func (e *Engine) factsOf(x *noderepos.Index, m record.RunMsg, run *messages.Run)
 // (its started keeps the server's order) and, when its password step sets
 // its user's password afresh (a run with one, on the server's node, seed
 // 004 §5), the user whose slot it takes (D86).
-func FactsOf(x *noderepos.Index, hash string, at protocol.RunPosition, run *messages.Run) protocol.RunFacts {
+func FactsOf(x *noderepos.Index, hash string, at protocol.RunPosition, run *runmsg.Run) protocol.RunFacts {
 	f := protocol.RunFactsOf(hash, run)
 	f.Project, f.At = x.Project, at
 	if run != nil && !x.OtherHost && run.HasPasswordStep() {
@@ -874,7 +875,7 @@ func (e *Engine) ours(hash string, proc int) bool {
 }
 
 // adopt records a process found alive at start, not the daemon's child.
-func (e *Engine) adopt(x *noderepos.Index, m record.RunMsg, run *messages.Run, c protocol.RunCare) {
+func (e *Engine) adopt(x *noderepos.Index, m record.RunMsg, run *runmsg.Run, c protocol.RunCare) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := e.runs[m.Hash]

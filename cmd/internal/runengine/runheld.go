@@ -16,6 +16,7 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // Every run's process runs in its holder, its watcher (seed 002, "watch a
@@ -95,15 +96,15 @@ func (e *Engine) launchHeld(ctx context.Context, eff protocol.RunLaunch, r *engi
 
 // feeds says the run's process is typed each delivery in (a session whose
 // deliveries are fed, not each started).
-func feeds(run *messages.Run) bool {
-	return run.Process.Session && run.Process.Deliveries != messages.DeliveriesStart
+func feeds(run *runmsg.Run) bool {
+	return run.Process.Session && run.Process.Deliveries != runmsg.DeliveriesStart
 }
 
 // holderFiles clears the last process's status and logs and writes the
 // holder's spec: the prepared command, and its first lines, STDIN's
 // (section 8.1): the line {"run", "objective"}, then, for a process a
 // delivery starts, the delivery's line. It returns the holder's options.
-func (e *Engine) holderFiles(eff protocol.RunLaunch, run *messages.Run, prep *runeng.Prepared, hf heldFiles) (runhold.Options, error) {
+func (e *Engine) holderFiles(eff protocol.RunLaunch, run *runmsg.Run, prep *runeng.Prepared, hf heldFiles) (runhold.Options, error) {
 	if err := e.root.MkdirAll(e.careDir(), 0o700); err != nil {
 		return runhold.Options{}, err
 	}

@@ -14,6 +14,7 @@ import (
 	runeng "github.com/ocx-go/ocx/host/runs"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // The record of seed 004's runs, as the daemon reads it: the run engine
@@ -39,7 +40,7 @@ func NewRecord(cfg *messages.NodeConfig, layout host.Layout, repos *noderepos.Re
 }
 
 // refusalOf checks a run that arrived against section 11's rows 1 to 8
-// (messages.RunRefusal), with the facts read from the repository and the
+// (runmsg.RunRefusal), with the facts read from the repository and the
 // host, and returns ended's note, "" when none holds. Row 9 needs the
 // values the workspace sets, so it is checked when the run is prepared.
 func (r *Record) refusalOf(ctx context.Context, x *noderepos.Index, msgs []record.RunMsg, m record.RunMsg, privileged record.PrivilegedFunc, support host.RunSupport) (string, error) {
@@ -52,7 +53,7 @@ func (r *Record) refusalOf(ctx context.Context, x *noderepos.Index, msgs []recor
 	if err != nil {
 		return "", err
 	}
-	if ref := messages.RunRefusal(run, decodeErr, f); ref != nil {
+	if ref := runmsg.RunRefusal(run, decodeErr, f); ref != nil {
 		return ref.Note, nil
 	}
 	return hostRefusal(run, support), nil
@@ -60,7 +61,7 @@ func (r *Record) refusalOf(ctx context.Context, x *noderepos.Index, msgs []recor
 
 // refusalFacts are what section 11's rows read of the repository, the
 // node and the host for the run m.
-func (r *Record) refusalFacts(ctx context.Context, x *noderepos.Index, msgs []record.RunMsg, m record.RunMsg, privileged record.PrivilegedFunc, support host.RunSupport) (messages.RefusalFacts, error) {
+func (r *Record) refusalFacts(ctx context.Context, x *noderepos.Index, msgs []record.RunMsg, m record.RunMsg, privileged record.PrivilegedFunc, support host.RunSupport) (runmsg.RefusalFacts, error) {
 	run := m.Run()
 	f, err := record.RunRecordFacts(ctx, x.Repo, msgs, m, r.cfg.User, privileged)
 	if err != nil {
@@ -84,8 +85,8 @@ func (r *Record) refusalFacts(ctx context.Context, x *noderepos.Index, msgs []re
 }
 
 // provision is what the host provides a run (row 8), in section 11's terms.
-func provision(support host.RunSupport) messages.RunProvision {
-	p := messages.RunProvision{Sandbox: support.Sandbox == "", Capabilities: host.Capabilities[:], NoNetwork: true,
+func provision(support host.RunSupport) runmsg.RunProvision {
+	p := runmsg.RunProvision{Sandbox: support.Sandbox == "", Capabilities: host.Capabilities[:], NoNetwork: true,
 		Limits: []string{messages.LimitWall}, Deliveries: true, Manual: true, Terminal: true, LimitWhy: map[string]string{}}
 	for _, l := range []struct{ name, why string }{
 		{messages.LimitCPU, support.CPU}, {messages.LimitProcesses, support.Processes}, {messages.LimitMemory, support.Memory},
@@ -102,7 +103,7 @@ func provision(support host.RunSupport) messages.RunProvision {
 
 // hostRefusal is row 8 in the host's own terms: a limit the host enforces
 // only inside a sandbox. "" when the host gives the run what it asks.
-func hostRefusal(run *messages.Run, support host.RunSupport) string {
+func hostRefusal(run *runmsg.Run, support host.RunSupport) string {
 	var sb *host.RunSandbox
 	if run.Sandbox != nil {
 		sb = &host.RunSandbox{}

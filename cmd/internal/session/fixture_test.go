@@ -3,7 +3,6 @@ package session_test
 import (
 	"bytes"
 	"context"
-	"github.com/ocx-go/ocx/actors/turn"
 	"net"
 	"net/http"
 	"os"
@@ -17,12 +16,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocx-go/ocx/actors/turn"
+
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/syncfwd"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 // waitFor bounds every wait of these tests for something a real process does;
@@ -478,7 +480,7 @@ func (w *wsFixture) wake(hashes ...string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := messages.WakeLine{Post: h, From: info.Sender}.Encode()
+		l, err := pipe.WakeLine{Post: h, From: info.Sender}.Encode()
 		if err != nil {
 			t.Fatal(err)
 		}

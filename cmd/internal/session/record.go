@@ -4,18 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ocx-go/ocx/actors/turn"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/ocx-go/ocx/actors/turn"
+
 	"github.com/ocx-go/ocx/fossilio"
 	onrecord "github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host/listening"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // What the session reads at its start comes from the agent's own clone,
@@ -267,7 +269,7 @@ func (s *Session) readRecord(ctx context.Context) error {
 			return fmt.Errorf("the session's record %s: %w", s.rec.ID, err)
 		}
 		s.rec.First, s.rec.Objective = root.Hash, root.Text
-		if rec, err := messages.ReadTaskRecord([]byte(root.Text)); err == nil {
+		if rec, err := runmsg.ReadTaskRecord([]byte(root.Text)); err == nil {
 			s.rec.Objective = "Record " + root.Hash + ": " + rec.Objective
 		}
 	case messages.ListenTicket:

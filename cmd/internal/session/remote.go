@@ -13,7 +13,7 @@ import (
 
 	ocxmcp "github.com/ocx-go/ocx/cmd/internal/mcp"
 	"github.com/ocx-go/ocx/fossilio"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/toolio"
 )
 
 // remote is the node as a session reaches it: where it reads a post it is
@@ -141,11 +141,11 @@ func (r *toolsRemote) reply(ctx context.Context, _, to, text string) (string, er
 	if err != nil {
 		return "", err
 	}
-	in, err := json.Marshal(messages.PostArgs{To: to, Text: text})
+	in, err := json.Marshal(toolio.PostArgs{To: to, Text: text})
 	if err != nil {
 		return "", err
 	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: messages.ToolPost, Arguments: json.RawMessage(in)})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: toolio.ToolPost, Arguments: json.RawMessage(in)})
 	if err != nil {
 		r.drop(cs)
 		return "", fmt.Errorf("post over %s: %w", r.path, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ocx-go/ocx/actors/turn"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ocx-go/ocx/actors/turn"
+
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/runner"
@@ -23,6 +24,7 @@ import (
 	"github.com/ocx-go/ocx/host/usage"
 	"github.com/ocx-go/ocx/host/version"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 // Exit codes of the workspace command.
@@ -485,7 +487,7 @@ const (
 
 // handle acts on one wake line: one turn, a skip, or a stop.
 func (s *Session) handle(ctx context.Context, line string) outcome {
-	wl, err := messages.ParseWakeLine([]byte(line))
+	wl, err := pipe.ParseWakeLine([]byte(line))
 	if err != nil {
 		s.log.Warn("wake line is not a post's hash and its sender; not answered", keyEvent, "refused", keyLine, line, keyErr, err)
 		return outcomeGoOn

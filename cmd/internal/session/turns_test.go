@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 func llm(lifetime messages.Lifetime) *messages.SessionDefinition {
@@ -195,8 +196,8 @@ func TestARunnerNotOnPathFailsAtStart(t *testing.T) {
 func TestV1RecordObjective(t *testing.T) {
 	n := newNode(t)
 	w := n.workspace("llm-9")
-	rec := &messages.TaskRecord{User: "llm-9", Node: "ocx", Runner: messages.RunnerNative, Objective: "Port the parser; ask me what matters first.",
-		Checkins: []string{}, Hears: []string{}, Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
+	rec := &runmsg.TaskRecord{User: "llm-9", Node: "ocx", Runner: messages.RunnerNative, Objective: "Port the parser; ask me what matters first.",
+		Checkins: []string{}, Hears: []string{}, Sandbox: runmsg.DefaultRecordSandbox(true), Budget: runmsg.Budget{Wall: "1h"}}
 	block, err := rec.Encode()
 	if err != nil {
 		t.Fatal(err)

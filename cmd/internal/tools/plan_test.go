@@ -13,6 +13,8 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 type fakeAudit struct{ *plantest.Effects }
@@ -102,7 +104,7 @@ func TestMerged(t *testing.T) {
 
 type fakeRunStart struct{ *plantest.Effects }
 
-func (f fakeRunStart) send(_ context.Context, _ *node.Answer, line messages.PipeLine) error {
+func (f fakeRunStart) send(_ context.Context, _ *node.Answer, line pipe.Line) error {
 	return f.Do("send " + line.String())
 }
 func (f fakeRunStart) awaitStarted(_ context.Context, _ *node.Answer, run string) error {
@@ -133,7 +135,7 @@ func TestRunStartPlan(t *testing.T) {
 			t.Errorf("%+v: refused %v, want %q", st, err, c.want)
 		}
 	}
-	line := messages.RunStartLine{Repository: "/srv/demo.fossil", Hash: strings.Repeat("a", 64), By: "admin"}
+	line := pipe.RunStartLine{Repository: "/srv/demo.fossil", Hash: strings.Repeat("a", 64), By: "admin"}
 	fx := fakeRunStart{&plantest.Effects{}}
 	dry, real := plantest.Run(t, runStartPlan(line, fx))
 	if want := []string{"would hand `" + line.String() + "` to the daemon, which starts run " + line.Hash}; !slices.Equal(dry.Log, want) {
@@ -171,7 +173,7 @@ func (f fakeCreate) sessionStart(_ context.Context, _ *node.Answer, in workspace
 // the record; the result is the record even when a later step fails.
 func TestCreatePlan(t *testing.T) {
 	key := messages.WorkspaceKey{Login: "docs-1", Project: "demo"}
-	rec := &messages.TaskRecord{User: "docs-1", Runner: "native", Model: "m", Objective: "Write the docs.\nAll of them.", Budget: messages.Budget{Wall: "1h", Tokens: 5}}
+	rec := &runmsg.TaskRecord{User: "docs-1", Runner: "native", Model: "m", Objective: "Write the docs.\nAll of them.", Budget: runmsg.Budget{Wall: "1h", Tokens: 5}}
 	f := createFacts{Caller: "admin", Project: "demo", Rec: rec, Text: "Record of agent ...", NW: newWorkspace{key: key, ws: host.Workspace{Key: key, Clone: "/c"}, branch: "trunk"}}
 	fx := fakeCreate{&plantest.Effects{}}
 	dry, real := plantest.Run(t, createPlan(f, fx))
@@ -237,7 +239,7 @@ func TestPushPlan(t *testing.T) {
 
 type fakeRunCheck struct{ *plantest.Effects }
 
-func (f fakeRunCheck) send(_ context.Context, _ *node.Answer, line messages.PipeLine) error {
+func (f fakeRunCheck) send(_ context.Context, _ *node.Answer, line pipe.Line) error {
 	return f.Do("send " + line.String())
 }
 func (f fakeRunCheck) awaitEnded(context.Context, *node.Answer) error { return f.Do("await") }

@@ -10,13 +10,13 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host/runs"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // Run patterns (seed 004, sections 5 and 14; D84): the wiki page run/NAME
 // holds the layers most runs take, once; `ocx run post --pattern NAME`
 // and the console's Patterns page write them into each run in full
-// (messages.RunPattern). A pattern is read as a user holding admin or
+// (runmsg.RunPattern). A pattern is read as a user holding admin or
 // setup last sent its page, in the server's order (fossilio's
 // PrivilegedWikiPage, as the console's templates are): any login that may
 // check in may push a wiki version, dated as it likes.
@@ -39,10 +39,10 @@ type RunPatternInfo struct {
 }
 
 // runPattern reads the pattern name of the repository r.
-func runPattern(ctx context.Context, r *fossilio.Repo, name string) (*messages.RunPattern, RunPatternInfo, error) {
-	page := messages.RunPatternPrefix + name
+func runPattern(ctx context.Context, r *fossilio.Repo, name string) (*runmsg.RunPattern, RunPatternInfo, error) {
+	page := runmsg.RunPatternPrefix + name
 	info := RunPatternInfo{Name: name, Page: page}
-	if err := messages.CheckRunPatternName(name); err != nil {
+	if err := runmsg.CheckRunPatternName(name); err != nil {
 		return nil, info, err
 	}
 	p, err := r.PrivilegedWikiPage(ctx, page)
@@ -55,7 +55,7 @@ func runPattern(ctx context.Context, r *fossilio.Repo, name string) (*messages.R
 		return nil, info, fmt.Errorf("pattern: the wiki page %s was deleted (its version %s, sent by %s)", page, p.Hash, p.Sender)
 	}
 	info.Version, info.Sender, info.Text = p.Hash, p.Sender, p.Text
-	pat, err := messages.DecodeRunPattern(name, []byte(p.Text))
+	pat, err := runmsg.DecodeRunPattern(name, []byte(p.Text))
 	if err != nil {
 		info.Problem = err.Error()
 		return nil, info, err
@@ -73,13 +73,13 @@ func (n Actions) RunPatterns(ctx context.Context, project string) ([]RunPatternI
 		return nil, err
 	}
 	defer r.Close()
-	pages, err := r.PrivilegedWikiPages(ctx, messages.RunPatternPrefix)
+	pages, err := r.PrivilegedWikiPages(ctx, runmsg.RunPatternPrefix)
 	if err != nil {
 		return nil, err
 	}
 	out := []RunPatternInfo{}
 	for _, page := range pages {
-		name := strings.TrimPrefix(page, messages.RunPatternPrefix)
+		name := strings.TrimPrefix(page, runmsg.RunPatternPrefix)
 		_, info, err := runPattern(ctx, r, name)
 		if err != nil && info.Problem == "" {
 			info.Problem = err.Error()
@@ -134,7 +134,7 @@ func (n Actions) runPostPattern(ctx context.Context, a *node.Answer, in RunInput
 // written: rows 1 to 5 (the record's), and on this node's run 6 and 7
 // too (the node's); row 8 (what the host provides) and later rows are
 // the node's daemon's, which probes its host, at the run's arrival.
-func (n Actions) checkRun(ctx context.Context, r *fossilio.Repo, p node.Project, run *messages.Run) error {
+func (n Actions) checkRun(ctx context.Context, r *fossilio.Repo, p node.Project, run *runmsg.Run) error {
 	msgs, err := n.runRecord(ctx, r)
 	if err != nil {
 		return err
@@ -147,7 +147,7 @@ func (n Actions) checkRun(ctx context.Context, r *fossilio.Repo, p node.Project,
 	ours := run.Node == n.node.Config.User
 	// Every sandbox setting and limit counts as provided here: row 8 is the
 	// daemon's.
-	f.Provides = messages.RunProvision{Sandbox: true, NoNetwork: true, Limits: run.Limits.Names(), Terminal: true, Deliveries: true, Manual: true}
+	f.Provides = runmsg.RunProvision{Sandbox: true, NoNetwork: true, Limits: run.Limits.Names(), Terminal: true, Deliveries: true, Manual: true}
 	if run.Sandbox != nil {
 		f.Provides.Capabilities = run.Sandbox.Capabilities
 	}
@@ -161,7 +161,7 @@ func (n Actions) checkRun(ctx context.Context, r *fossilio.Repo, p node.Project,
 			}
 		}
 	}
-	if ref := messages.RunRefusal(run, nil, f); ref != nil {
+	if ref := runmsg.RunRefusal(run, nil, f); ref != nil {
 		return fmt.Errorf("run: refused by seed 004's section 11, row %d: %s; nothing written", ref.Row, ref.Note)
 	}
 	return nil

@@ -8,7 +8,7 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/tools"
 	"github.com/ocx-go/ocx/fossilio"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // page pushes a version of a wiki page as login, dated at, and returns
@@ -98,12 +98,12 @@ func TestRunPostFromAPattern(t *testing.T) {
 	if p.Sender != admin || !strings.Contains(p.Text, "`run/echo`") || !strings.Contains(p.Text, v1) {
 		t.Errorf("the run's post, sent by %q, does not name its pattern's version:\n%s", p.Sender, p.Text)
 	}
-	m, err := messages.ReadMessage([]byte(p.Text))
+	m, err := runmsg.ReadMessage([]byte(p.Text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &messages.Run{Node: f.N.Config.User, Objective: "Say hello.", Process: messages.RunProcess{User: "builder", Command: []string{"echo", "hello"},
-		Env: map[string]string{"PATH": "/usr/bin:/bin", "LANG": "C"}, Keep: &messages.RunKeep{StdoutWhen: "always"}}}
+	want := &runmsg.Run{Node: f.N.Config.User, Objective: "Say hello.", Process: runmsg.RunProcess{User: "builder", Command: []string{"echo", "hello"},
+		Env: map[string]string{"PATH": "/usr/bin:/bin", "LANG": "C"}, Keep: &runmsg.RunKeep{StdoutWhen: "always"}}}
 	wb, err := want.Encode()
 	if err != nil {
 		t.Fatal(err)

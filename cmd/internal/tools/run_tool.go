@@ -14,7 +14,8 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host/runs"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // OCX's run tool (seed 004, sections 3, 8 and 10): `ocx run post`, `stop`,
@@ -45,8 +46,8 @@ type RunInput struct {
 }
 
 // RunState is one run as the record and the node's care say (ocx run
-// status): messages.RunState, which a runs ask's answer carries.
-type RunState = messages.RunState
+// status): runmsg.RunState, which a runs ask's answer carries.
+type RunState = runmsg.RunState
 
 // runRecord reads every run engine message of the repository that
 // decodes, in the server's order, each from its first version: from the
@@ -82,16 +83,16 @@ func (n Actions) runOf(ctx context.Context, r *fossilio.Repo, field, hash string
 }
 
 // DecodeRunInput reads a run message for `ocx run post`: a run, as
-// messages.DecodeMessage reads it, refused naming the field.
-func DecodeRunInput(raw []byte) (*messages.Run, error) {
+// runmsg.DecodeMessage reads it, refused naming the field.
+func DecodeRunInput(raw []byte) (*runmsg.Run, error) {
 	if len(strings.TrimSpace(string(raw))) == 0 {
 		return nil, errors.New("input: empty; give a run message's JSON ({\"ocx\": 1, \"kind\": \"run\", ...})")
 	}
-	msg, err := messages.DecodeMessage(raw)
+	msg, err := runmsg.DecodeMessage(raw)
 	if err != nil {
 		return nil, err
 	}
-	run, ok := msg.(*messages.Run)
+	run, ok := msg.(*runmsg.Run)
 	if !ok {
 		return nil, fmt.Errorf("kind: %q is not a run; `ocx run post` posts runs (a stop is `ocx run stop`)", msg.Kind())
 	}
@@ -156,7 +157,7 @@ func (n Actions) RunStop(ctx context.Context, in RunInput) *node.Answer {
 	if st.Ended != "" {
 		return a.Stop(fmt.Errorf("run: %s has ended (%s, ended %s); a stop changes nothing", st.Run, st.Outcome, st.Ended))
 	}
-	block, err := (&messages.RunStop{Node: st.Node, Run: st.Run}).Encode()
+	block, err := (&runmsg.RunStop{Node: st.Node, Run: st.Run}).Encode()
 	if err != nil {
 		return a.Stop(err)
 	}
@@ -214,7 +215,7 @@ func (n Actions) RunStart(ctx context.Context, in RunInput) *node.Answer {
 		return a.Stop(fmt.Errorf("caller: %q is not authenticated by the server: %w", n.node.Caller.Login, err))
 	}
 	a.Logf("%q authenticated by the server, holding admin or setup on %s", n.node.Caller.Login, p.Name)
-	line := messages.RunStartLine{Repository: p.Repository, Hash: st.Run, By: n.node.Caller.Login}
+	line := pipe.RunStartLine{Repository: p.Repository, Hash: st.Run, By: n.node.Caller.Login}
 	if err := line.Validate(); err != nil {
 		return a.Stop(err)
 	}
@@ -244,14 +245,14 @@ func runStartRefusal(st RunState, self string) error {
 // runStartEffects are the effects a manual start's plan runs.
 type runStartEffects interface {
 	// send gives the daemon a line, starting it if none runs.
-	send(ctx context.Context, a *node.Answer, line messages.PipeLine) error
+	send(ctx context.Context, a *node.Answer, line pipe.Line) error
 	// awaitStarted waits for the run's started (or its ended).
 	awaitStarted(ctx context.Context, a *node.Answer, run string) error
 }
 
 // runStartPlan is a manual start's plan (seed 004, section 8): the line
 // handed to the daemon, then its started awaited.
-func runStartPlan(line messages.RunStartLine, fx runStartEffects) node.Plan {
+func runStartPlan(line pipe.RunStartLine, fx runStartEffects) node.Plan {
 	var plan node.Plan
 	plan.Add(fmt.Sprintf("hand `%s` to the daemon, which starts run %s", line, line.Hash), func(ctx context.Context, a *node.Answer) error {
 		return fx.send(ctx, a, line)
@@ -266,7 +267,7 @@ type runStartRun struct {
 	r *fossilio.Repo
 }
 
-func (s runStartRun) send(ctx context.Context, a *node.Answer, line messages.PipeLine) error {
+func (s runStartRun) send(ctx context.Context, a *node.Answer, line pipe.Line) error {
 	return s.n.node.EnsureAndSend(ctx, a, line)
 }
 
@@ -395,7 +396,7 @@ func (n Actions) RunCheck(ctx context.Context, in RunInput) *node.Answer {
 // runCheckEffects are the effects a check of the node's runs runs.
 type runCheckEffects interface {
 	// send gives the daemon a line, starting it if none runs.
-	send(ctx context.Context, a *node.Answer, line messages.PipeLine) error
+	send(ctx context.Context, a *node.Answer, line pipe.Line) error
 	// awaitEnded waits for the ended of each run found lost.
 	awaitEnded(ctx context.Context, a *node.Answer) error
 }
@@ -413,7 +414,7 @@ func runCheckPlan(lost []RunState, fx runCheckEffects) node.Plan {
 		})
 	}
 	plan.Add("hand `runs check` to the daemon", func(ctx context.Context, a *node.Answer) error {
-		return fx.send(ctx, a, messages.RunsCheckLine{})
+		return fx.send(ctx, a, pipe.RunsCheckLine{})
 	})
 	plan.Add("", func(ctx context.Context, a *node.Answer) error {
 		if len(lost) == 0 {
@@ -437,7 +438,7 @@ type runCheckRun struct {
 	lost []pendingRun
 }
 
-func (c runCheckRun) send(ctx context.Context, a *node.Answer, line messages.PipeLine) error {
+func (c runCheckRun) send(ctx context.Context, a *node.Answer, line pipe.Line) error {
 	return c.n.node.EnsureAndSend(ctx, a, line)
 }
 

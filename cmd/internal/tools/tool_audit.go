@@ -9,14 +9,15 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/toolio"
 )
 
 // toolAudit records a verdict (E6, D37): the audited tag on a check-in, as
 // the caller, who may check in and did not send the check-in (its U card
 // proves nothing, D47); against a record that counts and lists the
 // check-in's branch, or a file of the check-in.
-func (n Actions) toolAudit(ctx context.Context, in *messages.AuditArgs) *node.Answer {
-	a := node.NewAnswer(messages.ToolAudit, in.DryRun)
+func (n Actions) toolAudit(ctx context.Context, in *toolio.AuditArgs) *node.Answer {
+	a := node.NewAnswer(toolio.ToolAudit, in.DryRun)
 	p, r, err := n.toolRepo()
 	if err != nil {
 		return a.Stop(err)

@@ -19,6 +19,8 @@ import (
 	"github.com/ocx-go/ocx/host/model"
 	"github.com/ocx-go/ocx/host/procs"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
+	"github.com/ocx-go/ocx/messages/toolio"
 )
 
 // remoteOffered says whether runner offers remote control on this node
@@ -40,8 +42,8 @@ func remoteOffered(runner string) (bool, string) {
 // toolCreate makes an agent (E8, D35): the record as a new thread, the
 // agent's user, its workspace in the record's thread, its session started
 // on the record. Everything that needs no write is checked first.
-func (n Actions) toolCreate(ctx context.Context, in *messages.CreateArgs) *node.Answer {
-	a := node.NewAnswer(messages.ToolCreate, in.DryRun)
+func (n Actions) toolCreate(ctx context.Context, in *toolio.CreateArgs) *node.Answer {
+	a := node.NewAnswer(toolio.ToolCreate, in.DryRun)
 	p, r, err := n.privilegedToolRepo(ctx)
 	if err != nil {
 		return a.Stop(err)
@@ -69,8 +71,8 @@ func (n Actions) toolCreate(ctx context.Context, in *messages.CreateArgs) *node.
 
 // createRecord is the record create would post: in's fields with the
 // node's defaults and choices written out, each checked; nothing written.
-func (n Actions) createRecord(ctx context.Context, r *fossilio.Repo, in *messages.CreateArgs) (*messages.TaskRecord, error) {
-	rec := &messages.TaskRecord{User: in.User, Node: n.node.Config.User, Runner: in.Runner, Model: in.Model, Objective: in.Objective,
+func (n Actions) createRecord(ctx context.Context, r *fossilio.Repo, in *toolio.CreateArgs) (*runmsg.TaskRecord, error) {
+	rec := &runmsg.TaskRecord{User: in.User, Node: n.node.Config.User, Runner: in.Runner, Model: in.Model, Objective: in.Objective,
 		Checkins: in.Checkins, Hears: in.Hears, Budget: in.Budget}
 	if rec.Runner == "" {
 		rec.Runner = messages.RunnerClaude
@@ -89,7 +91,7 @@ func (n Actions) createRecord(ctx context.Context, r *fossilio.Repo, in *message
 	}
 	// No network where the runner reaches its model through the node
 	// (D79); written out, as every default (E8).
-	rec.Sandbox = messages.DefaultRecordSandbox(model.DefaultNetwork(mc, rec.Runner))
+	rec.Sandbox = runmsg.DefaultRecordSandbox(model.DefaultNetwork(mc, rec.Runner))
 	offers, why := remoteOffered(rec.Runner)
 	switch {
 	case in.Remote == nil:
@@ -141,7 +143,7 @@ type newWorkspace struct {
 
 // createWorkspace works out the agent's workspace: its branch, its sandbox
 // (the template's and the record's), its definition checked.
-func (n Actions) createWorkspace(ctx context.Context, r *fossilio.Repo, p node.Project, rec *messages.TaskRecord) (newWorkspace, error) {
+func (n Actions) createWorkspace(ctx context.Context, r *fossilio.Repo, p node.Project, rec *runmsg.TaskRecord) (newWorkspace, error) {
 	// The tree opens on the branch the record holds it to, once that branch
 	// has a check-in; until then on trunk, from which the agent branches.
 	branch := "trunk"
@@ -175,7 +177,7 @@ func (n Actions) createWorkspace(ctx context.Context, r *fossilio.Repo, p node.P
 // project, the record and its post's text, the agent's workspace.
 type createFacts struct {
 	Caller, Project string
-	Rec             *messages.TaskRecord
+	Rec             *runmsg.TaskRecord
 	Text            string
 	NW              newWorkspace
 }

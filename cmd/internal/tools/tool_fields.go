@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/toolio"
 )
 
 // ToolField is one friendly field of a tool's input: a string a front end
@@ -21,23 +21,23 @@ type ToolField struct {
 }
 
 var toolFields = map[string][]ToolField{
-	messages.ToolCreate: {
+	toolio.ToolCreate: {
 		{Name: "objective", Path: []string{"objective"}, Help: "what the agent is for"},
 		{Name: "runner", Path: []string{"runner"}, Help: "claude, codex or native (default claude)"},
 		{Name: "wall", Path: []string{"budget", "wall"}, Help: "budget.wall: the longest the agent runs, as 2h"},
 	},
-	messages.ToolPost: {
+	toolio.ToolPost: {
 		{Name: "to", Path: []string{"to"}, Help: "the post replied to: its hash, or 10 or more of its first digits"},
 		{Name: "text", Path: []string{"text"}, Help: "the reply, in Markdown"},
 	},
-	messages.ToolAudit: {
+	toolio.ToolAudit: {
 		{Name: "checkin", Path: []string{"checkin"}, Help: "the check-in judged"},
 		{Name: "verdict", Path: []string{"verdict"}, Help: "pass or fail"},
 		{Name: "reason", Path: []string{"reason"}, Help: "why, on one line"},
 		{Name: "against", Path: []string{"against"}, Help: "a record's hash, or a path such as PLAN.md"},
 	},
-	messages.ToolPush: {},
-	messages.ToolStop: {
+	toolio.ToolPush: {},
+	toolio.ToolStop: {
 		{Name: "record", Path: []string{"record"}, Help: "the record whose agent is ended"},
 	},
 }

@@ -3,7 +3,7 @@ package tools
 import (
 	"testing"
 
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/toolio"
 )
 
 // TestWithFields: the friendly fields and dry_run are set over the JSON
@@ -18,17 +18,17 @@ func TestWithFields(t *testing.T) {
 		dry             *bool
 		want            string
 	}{
-		{"nothing set", messages.ToolPost, `{"to": "x",  "to": "y"}`, nil, nil, `{"to": "x",  "to": "y"}`},
-		{"blank", messages.ToolPost, ``, map[string]string{"to": "abc", "text": "hi"}, &yes, `{"dry_run":true,"text":"hi","to":"abc"}`},
-		{"over the input", messages.ToolPost, `{"to": "old", "n": 1.50}`, map[string]string{"to": "new"}, &no, `{"dry_run":false,"n":1.50,"to":"new"}`},
-		{"wall", messages.ToolCreate, `{"budget": {"wall": "1h", "tokens": 3}}`, map[string]string{"wall": "2h", "objective": "o"}, nil, `{"budget":{"tokens":3,"wall":"2h"},"objective":"o"}`},
-		{"wall, no budget", messages.ToolCreate, `{}`, map[string]string{"wall": "2h"}, nil, `{"budget":{"wall":"2h"}}`},
-		{"wall over a budget that is no object", messages.ToolCreate, `{"budget": 7}`, map[string]string{"wall": "2h"}, nil, `{"budget":{"wall":"2h"}}`},
-		{"not a tool's field", messages.ToolPush, `{}`, map[string]string{"to": "x"}, &yes, `{"dry_run":true}`},
-		{"a key twice", messages.ToolPost, `{"to": "a", "to": "b"}`, nil, &yes, `{"to": "a", "to": "b"}`},
-		{"not JSON", messages.ToolPost, `{"to": `, map[string]string{"text": "x"}, &yes, `{"to": `},
-		{"an array", messages.ToolPost, `[1]`, nil, &yes, `[1]`},
-		{"two objects", messages.ToolPost, `{} {}`, nil, &yes, `{} {}`},
+		{"nothing set", toolio.ToolPost, `{"to": "x",  "to": "y"}`, nil, nil, `{"to": "x",  "to": "y"}`},
+		{"blank", toolio.ToolPost, ``, map[string]string{"to": "abc", "text": "hi"}, &yes, `{"dry_run":true,"text":"hi","to":"abc"}`},
+		{"over the input", toolio.ToolPost, `{"to": "old", "n": 1.50}`, map[string]string{"to": "new"}, &no, `{"dry_run":false,"n":1.50,"to":"new"}`},
+		{"wall", toolio.ToolCreate, `{"budget": {"wall": "1h", "tokens": 3}}`, map[string]string{"wall": "2h", "objective": "o"}, nil, `{"budget":{"tokens":3,"wall":"2h"},"objective":"o"}`},
+		{"wall, no budget", toolio.ToolCreate, `{}`, map[string]string{"wall": "2h"}, nil, `{"budget":{"wall":"2h"}}`},
+		{"wall over a budget that is no object", toolio.ToolCreate, `{"budget": 7}`, map[string]string{"wall": "2h"}, nil, `{"budget":{"wall":"2h"}}`},
+		{"not a tool's field", toolio.ToolPush, `{}`, map[string]string{"to": "x"}, &yes, `{"dry_run":true}`},
+		{"a key twice", toolio.ToolPost, `{"to": "a", "to": "b"}`, nil, &yes, `{"to": "a", "to": "b"}`},
+		{"not JSON", toolio.ToolPost, `{"to": `, map[string]string{"text": "x"}, &yes, `{"to": `},
+		{"an array", toolio.ToolPost, `[1]`, nil, &yes, `[1]`},
+		{"two objects", toolio.ToolPost, `{} {}`, nil, &yes, `{} {}`},
 	} {
 		if got := string(WithFields(c.tool, []byte(c.raw), c.set, c.dry)); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)

@@ -6,13 +6,13 @@ import (
 
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/toolio"
 )
 
 // toolPost replies to a post as the caller (E8). An agent whose record
 // restricts own_thread posts only in its record's thread (E10).
-func (n Actions) toolPost(ctx context.Context, in *messages.PostArgs) *node.Answer {
-	a := node.NewAnswer(messages.ToolPost, in.DryRun)
+func (n Actions) toolPost(ctx context.Context, in *toolio.PostArgs) *node.Answer {
+	a := node.NewAnswer(toolio.ToolPost, in.DryRun)
 	p, r, err := n.toolRepo()
 	if err != nil {
 		return a.Stop(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/toolio"
 )
 
 // toolPush copies the caller's new check-ins from its clone to the node's
@@ -25,8 +26,8 @@ import (
 // file that Fossil would take for a structural artifact (a forum post of
 // another thread, a tag change, a ticket change, another check-in) is
 // refused, naming it. A refusal pushes nothing.
-func (n Actions) toolPush(ctx context.Context, in *messages.PushArgs) *node.Answer {
-	a := node.NewAnswer(messages.ToolPush, in.DryRun)
+func (n Actions) toolPush(ctx context.Context, in *toolio.PushArgs) *node.Answer {
+	a := node.NewAnswer(toolio.ToolPush, in.DryRun)
 	p, r, err := n.toolRepo()
 	if err != nil {
 		return a.Stop(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio/record"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/toolio"
 )
 
 // toolStop ends a record's agent (E8, D35, D51): the daemon stops its
@@ -17,8 +18,8 @@ import (
 // end note, once; then every
 // capability of the agent's user is withdrawn. Admin or setup only, on the
 // record's node, refused when the agent is not running.
-func (n Actions) toolStop(ctx context.Context, in *messages.StopArgs) *node.Answer {
-	a := node.NewAnswer(messages.ToolStop, in.DryRun)
+func (n Actions) toolStop(ctx context.Context, in *toolio.StopArgs) *node.Answer {
+	a := node.NewAnswer(toolio.ToolStop, in.DryRun)
 	p, r, err := n.privilegedToolRepo(ctx)
 	if err != nil {
 		return a.Stop(err)

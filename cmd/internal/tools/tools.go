@@ -10,7 +10,7 @@ import (
 	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host/unixhost"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/toolio"
 )
 
 // Tool is one protocol v1 tool (seed 001 E8) as every front end offers it:
@@ -23,17 +23,17 @@ type Tool struct {
 }
 
 var toolDescriptions = map[string]string{
-	messages.ToolCreate: "Make an agent: its user, its workspace and its record (a new thread), and start its session. Admin or setup only.",
-	messages.ToolPost:   "Reply to a forum post, as the caller.",
-	messages.ToolAudit:  "Record a verdict on a check-in: the audited tag, pass: or fail:, the reason, and what it was judged against. Never on your own check-in.",
-	messages.ToolPush:   "Copy your new check-ins from your clone to the node's repository, as your user, and run the hook. Only for an agent whose record restricts no_password.",
-	messages.ToolStop:   "End a record's agent: the node writes its response and withdraws its user's capabilities. Admin or setup only.",
+	toolio.ToolCreate: "Make an agent: its user, its workspace and its record (a new thread), and start its session. Admin or setup only.",
+	toolio.ToolPost:   "Reply to a forum post, as the caller.",
+	toolio.ToolAudit:  "Record a verdict on a check-in: the audited tag, pass: or fail:, the reason, and what it was judged against. Never on your own check-in.",
+	toolio.ToolPush:   "Copy your new check-ins from your clone to the node's repository, as your user, and run the hook. Only for an agent whose record restricts no_password.",
+	toolio.ToolStop:   "End a record's agent: the node writes its response and withdraws its user's capabilities. Admin or setup only.",
 }
 
 // Tools lists the tools in seed 001's order, each with its input schema.
 func Tools() []Tool {
-	out := make([]Tool, 0, len(messages.ToolNames))
-	for _, name := range messages.ToolNames {
+	out := make([]Tool, 0, len(toolio.ToolNames))
+	for _, name := range toolio.ToolNames {
 		out = append(out, Tool{Name: name, Description: toolDescriptions[name], InputSchema: design.ToolSchema(name)})
 	}
 	return out
@@ -52,24 +52,24 @@ func (n Actions) Call(ctx context.Context, caller node.Caller, name string, inpu
 // project): a front end that knows the caller's project (a session's)
 // names it.
 func (n Actions) CallIn(ctx context.Context, project string, caller node.Caller, name string, input json.RawMessage) *node.Answer {
-	args, err := messages.DecodeTool(name, input)
+	args, err := toolio.DecodeTool(name, input)
 	if err != nil {
-		return node.NewAnswer(name, messages.ToolDryRun(input)).Stop(err)
+		return node.NewAnswer(name, toolio.ToolDryRun(input)).Stop(err)
 	}
 	nc := *n.node
 	nc.Caller = caller
 	c := Of(&nc)
 	c.project = project
 	switch a := args.(type) {
-	case *messages.CreateArgs:
+	case *toolio.CreateArgs:
 		return c.toolCreate(ctx, a)
-	case *messages.PostArgs:
+	case *toolio.PostArgs:
 		return c.toolPost(ctx, a)
-	case *messages.AuditArgs:
+	case *toolio.AuditArgs:
 		return c.toolAudit(ctx, a)
-	case *messages.PushArgs:
+	case *toolio.PushArgs:
 		return c.toolPush(ctx, a)
-	case *messages.StopArgs:
+	case *toolio.StopArgs:
 		return c.toolStop(ctx, a)
 	}
 	return node.NewAnswer(name, args.Dry()).Stop(fmt.Errorf("tool %q has no action", name))

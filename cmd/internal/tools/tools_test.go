@@ -15,6 +15,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // toolCaller is a caller for the tools: a login and its password.
@@ -34,11 +35,11 @@ func (f *fix) call(c node.Caller, tool, input string) *node.Answer {
 // daemon; the command line's tests start one): the record as a new thread
 // by the admin, the agent's user, its workspace, the record in its
 // listening index, and for no_password a clone that forgot its password.
-func (f *fix) agentRecord(login string, restrict messages.Restrict, checkins ...string) (record string, caller node.Caller) {
+func (f *fix) agentRecord(login string, restrict runmsg.Restrict, checkins ...string) (record string, caller node.Caller) {
 	f.T.Helper()
-	rec := &messages.TaskRecord{User: login, Node: f.N.Config.User, Runner: "native", Objective: "Test the tools.",
+	rec := &runmsg.TaskRecord{User: login, Node: f.N.Config.User, Runner: "native", Objective: "Test the tools.",
 		Checkins: checkins, Hears: []string{f.Srv.AdminLogin}, Restrict: restrict,
-		Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
+		Sandbox: runmsg.DefaultRecordSandbox(true), Budget: runmsg.Budget{Wall: "1h"}}
 	block, err := rec.Encode()
 	if err != nil {
 		f.T.Fatal(err)
@@ -66,8 +67,8 @@ func (f *fix) agentRecord(login string, restrict messages.Restrict, checkins ...
 // wrote as a new thread: one that does not count (E3).
 func (f *fix) personRecord(checkins ...string) string {
 	f.T.Helper()
-	rec := &messages.TaskRecord{User: "nobody-1", Node: f.N.Config.User, Runner: "native", Objective: "Not a task.",
-		Checkins: checkins, Hears: []string{person}, Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
+	rec := &runmsg.TaskRecord{User: "nobody-1", Node: f.N.Config.User, Runner: "native", Objective: "Not a task.",
+		Checkins: checkins, Hears: []string{person}, Sandbox: runmsg.DefaultRecordSandbox(true), Budget: runmsg.Budget{Wall: "1h"}}
 	block, err := rec.Encode()
 	if err != nil {
 		f.T.Fatal(err)
@@ -180,7 +181,7 @@ func TestToolAnswerShapeOnEveryRefusal(t *testing.T) {
 func TestToolPostRepliesAndHoldsOwnThread(t *testing.T) {
 	f := newFix(t)
 	other := f.OK(f.N.Thread(f.Ctx, node.PostInput{Title: "Elsewhere", Text: "another thread"}))
-	record, agentC := f.agentRecord("agent-2", messages.Restrict{NoPassword: true, OwnThread: true})
+	record, agentC := f.agentRecord("agent-2", runmsg.Restrict{NoPassword: true, OwnThread: true})
 
 	// A person replies anywhere, as themselves.
 	a := f.OK(f.call(toolCaller(person, personPW), "post", `{"to": "`+(*other.Result)[:12]+`", "text": "hello"}`))
@@ -202,8 +203,8 @@ func TestToolPostRepliesAndHoldsOwnThread(t *testing.T) {
 
 func TestToolPushCopiesCheckinsAndHoldsTheBranch(t *testing.T) {
 	f := newFix(t)
-	_, free := f.agentRecord("agent-3", messages.Restrict{NoPassword: true})
-	_, held := f.agentRecord("agent-4", messages.Restrict{NoPassword: true, Branch: "feature"})
+	_, free := f.agentRecord("agent-3", runmsg.Restrict{NoPassword: true})
+	_, held := f.agentRecord("agent-4", runmsg.Restrict{NoPassword: true, Branch: "feature"})
 
 	// The clone holds no password (no_password).
 	if _, err := fossilio.Remembered(f.Ctx, filepath.Join(f.Agents, "agent-3", "projects", "demo", "clone")); err == nil {
@@ -240,8 +241,8 @@ func TestToolPushCopiesCheckinsAndHoldsTheBranch(t *testing.T) {
 
 func TestToolAuditWritesVerdictsAndRefusesOwnCheckins(t *testing.T) {
 	f := newFix(t)
-	rec, agentC := f.agentRecord("agent-5", messages.Restrict{NoPassword: true}, "trunk")
-	other, _ := f.agentRecord("agent-6", messages.Restrict{NoPassword: true}, "release")
+	rec, agentC := f.agentRecord("agent-5", runmsg.Restrict{NoPassword: true}, "trunk")
+	other, _ := f.agentRecord("agent-6", runmsg.Restrict{NoPassword: true}, "release")
 	ci := f.commit("agent-5", "PLAN.md", "# Plan\n")
 	f.OK(f.call(agentC, "push", `{}`))
 	// agent-5 checks in once more, naming alice as the check-in's user.
@@ -392,7 +393,7 @@ func TestToolCreateChecksBeforeWriting(t *testing.T) {
 	a := f.call(f.admin(), "create", `{`+base+`, "user": "docs-1", "runner": "native", "checkins": ["docs"], "dry_run": true}`)
 	f.noWrite(before, a)
 	log := strings.Join(a.Log, "\n")
-	rec, err := messages.ReadTaskRecord([]byte(log[strings.Index(log, "```json"):]))
+	rec, err := runmsg.ReadTaskRecord([]byte(log[strings.Index(log, "```json"):]))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log)
 	}
@@ -425,7 +426,7 @@ func TestToolCreateModel(t *testing.T) {
 		if i < 0 {
 			t.Fatalf("no record in the dry run's log:\n%s", log)
 		}
-		rec, err := messages.ReadTaskRecord([]byte(log[i:]))
+		rec, err := runmsg.ReadTaskRecord([]byte(log[i:]))
 		if err != nil {
 			t.Fatalf("%v\n%s", err, log)
 		}
@@ -466,7 +467,7 @@ func TestToolCreateNetwork(t *testing.T) {
 		if i < 0 {
 			t.Fatalf("no record in the dry run's log:\n%s", log)
 		}
-		rec, err := messages.ReadTaskRecord([]byte(log[i:]))
+		rec, err := runmsg.ReadTaskRecord([]byte(log[i:]))
 		if err != nil {
 			t.Fatalf("%v\n%s", err, log)
 		}
@@ -495,9 +496,9 @@ func TestToolCreateNetwork(t *testing.T) {
 // on this node, whose agent runs; each refusal writes nothing.
 func TestToolStopRefusals(t *testing.T) {
 	f := newFix(t)
-	rec, _ := f.agentRecord("agent-7", messages.Restrict{})
-	forged := &messages.TaskRecord{User: "agent-8", Node: f.N.Config.User, Runner: "native", Objective: "o", Hears: []string{},
-		Sandbox: messages.DefaultRecordSandbox(true), Budget: messages.Budget{Wall: "1h"}}
+	rec, _ := f.agentRecord("agent-7", runmsg.Restrict{})
+	forged := &runmsg.TaskRecord{User: "agent-8", Node: f.N.Config.User, Runner: "native", Objective: "o", Hears: []string{},
+		Sandbox: runmsg.DefaultRecordSandbox(true), Budget: runmsg.Budget{Wall: "1h"}}
 	block, _ := forged.Encode()
 	fake := f.OK(f.Open(person, personPW).Thread(f.Ctx, node.PostInput{Title: "Not a record", Text: string(block)}))
 	elsewhere := *forged

@@ -14,6 +14,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/node"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
 // Issue 22 item 3 (D47): the restrictions of an agent's record come from
@@ -39,7 +40,7 @@ func (f *fix) fossilIn(dir string, args ...string) string {
 func TestToolPostOwnThreadFromTheNode(t *testing.T) {
 	f := newFix(t)
 	other := f.OK(f.N.Thread(f.Ctx, node.PostInput{Title: "Elsewhere", Text: "another thread"}))
-	record, agentC := f.agentRecord("agent-2", messages.Restrict{NoPassword: true, OwnThread: true})
+	record, agentC := f.agentRecord("agent-2", runmsg.Restrict{NoPassword: true, OwnThread: true})
 	if err := os.RemoveAll(filepath.Join(f.Agents, "agent-2", "projects", "demo", "session", "listening")); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestToolPushRefusesAControlArtifactFile(t *testing.T) {
 	f := newFix(t)
 	trunk := f.trunkTip()
 	// A file whose bytes are a tag change closing trunk's tip.
-	_, ctl := f.agentRecord("agent-3", messages.Restrict{NoPassword: true})
+	_, ctl := f.agentRecord("agent-3", runmsg.Restrict{NoPassword: true})
 	closing, err := fossilio.ControlDraft{Date: time.Now(), User: "agent-3", Tags: []fossilio.Tag{{Op: fossilio.TagAdd, Name: "closed", Target: trunk}}}.Bytes()
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +89,7 @@ func TestToolPushRefusesAControlArtifactFile(t *testing.T) {
 func TestToolPushRefusesAManifestTaggingAnother(t *testing.T) {
 	f := newFix(t)
 	trunk := f.trunkTip()
-	_, tagger := f.agentRecord("agent-4", messages.Restrict{NoPassword: true})
+	_, tagger := f.agentRecord("agent-4", runmsg.Restrict{NoPassword: true})
 	ws := filepath.Join(f.Agents, "agent-4", "projects", "demo")
 	cards := "C a\\scheck-in\nD 2024-01-01T00:00:00\nP " + trunk + "\nT +closed " + trunk + "\nU agent-4\n"
 	sum := md5.Sum([]byte(cards))
@@ -111,7 +112,7 @@ func TestToolPushRefusesAManifestTaggingAnother(t *testing.T) {
 // check-in on "other", is not believed.
 func TestToolPushBranchFromTheManifest(t *testing.T) {
 	f := newFix(t)
-	_, held := f.agentRecord("agent-5", messages.Restrict{NoPassword: true, Branch: "feature"})
+	_, held := f.agentRecord("agent-5", runmsg.Restrict{NoPassword: true, Branch: "feature"})
 	ci := f.commit("agent-5", "o.txt", "o\n", "--branch", "other")
 	ws := filepath.Join(f.Agents, "agent-5", "projects", "demo")
 	f.fossilIn(filepath.Join(ws, "tree"), "sql", "UPDATE tagxref SET value='feature' WHERE value='other'")
@@ -128,7 +129,7 @@ func TestToolPushBranchFromTheManifest(t *testing.T) {
 // workspace's binding.json.
 func TestLoginRotateHoldsToTheNode(t *testing.T) {
 	f := newFix(t)
-	f.agentRecord("agent-6", messages.Restrict{NoPassword: true})
+	f.agentRecord("agent-6", runmsg.Restrict{NoPassword: true})
 	f.OK(f.N.LoginRotate(f.Ctx, "agent-6", false))
 	if rem, err := fossilio.Remembered(f.Ctx, filepath.Join(f.Agents, "agent-6", "projects", "demo", "clone")); !errors.Is(err, fossilio.ErrNoPassword) {
 		t.Errorf("the no_password clone remembers %+v (%v) after a rotation", rem, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 // fakeEffects records, in order, the effects a plan runs, and fails the
@@ -27,7 +28,7 @@ type fakeEffects struct{ plantest.Effects }
 func (f *fakeEffects) stopHeld(context.Context, *node.Answer) error { return f.Do("stopHeld") }
 func (f *fakeEffects) listen(context.Context) (bool, error)         { return true, f.Do("listen") }
 func (f *fakeEffects) unlisten(context.Context) error               { return f.Do("unlisten") }
-func (f *fakeEffects) hand(_ context.Context, _ *node.Answer, l messages.PipeLine) error {
+func (f *fakeEffects) hand(_ context.Context, _ *node.Answer, l pipe.Line) error {
 	return f.Do("hand " + l.String())
 }
 func (f *fakeEffects) awaitOutcome(_ context.Context, _ *node.Answer, launch string) error {
@@ -89,7 +90,7 @@ func TestStartPlan(t *testing.T) {
 	_, real := plantest.Run(t, p)
 	launch := strings.Repeat("2", 64)
 	want := []string{"listen", "post Session of workspace `agent-1/demo`: x.", "post Launch of the session 1111111111 in workspace `agent-1/demo`.",
-		"hand " + messages.PostLine{Repository: f.Repository, Hash: launch}.String(), "await 2222"}
+		"hand " + pipe.PostLine{Repository: f.Repository, Hash: launch}.String(), "await 2222"}
 	if !slices.Equal(fx.Calls, want) || !real.OK() || *real.Result != launch {
 		t.Errorf("ran %q (result %v, stopped %v), want %q", fx.Calls, real.Result, real.Log, want)
 	}
@@ -128,9 +129,9 @@ func TestStartPlanOnAFullDisk(t *testing.T) {
 		{fail: "listen", calls: []string{"listen"}, said: []string{"listen failed; nothing was done"}},
 		{fail: "post Launch", calls: []string{"listen", "stopHeld", "post Session of workspace `agent-1/demo`: x.", "post Launch of the session 1111111111 in workspace `agent-1/demo`.", "unlisten"},
 			said: []string{"post the launch note: ", "done before it stopped: wrote " + f.ListenPath + "; stopped the session of launch " + f.Held.Launch + "; posted the session definition " + strings.Repeat("1", 64)}},
-		{fail: "hand", calls: []string{"listen", "stopHeld", "post Session of workspace `agent-1/demo`: x.", "post Launch of the session 1111111111 in workspace `agent-1/demo`.", "hand " + messages.PostLine{Repository: f.Repository, Hash: launch}.String(), "await 2222"},
+		{fail: "hand", calls: []string{"listen", "stopHeld", "post Session of workspace `agent-1/demo`: x.", "post Launch of the session 1111111111 in workspace `agent-1/demo`.", "hand " + pipe.PostLine{Repository: f.Repository, Hash: launch}.String(), "await 2222"},
 			ok: true, result: true},
-		{fail: "await", calls: []string{"listen", "stopHeld", "post Session of workspace `agent-1/demo`: x.", "post Launch of the session 1111111111 in workspace `agent-1/demo`.", "hand " + messages.PostLine{Repository: f.Repository, Hash: launch}.String(), "await 2222"},
+		{fail: "await", calls: []string{"listen", "stopHeld", "post Session of workspace `agent-1/demo`: x.", "post Launch of the session 1111111111 in workspace `agent-1/demo`.", "hand " + pipe.PostLine{Repository: f.Repository, Hash: launch}.String(), "await 2222"},
 			said: []string{"await 2222 failed; done before it stopped: ", "posted the launch note " + launch + ", which is the daemon's to launch"}, result: true},
 	} {
 		fx := &fakeEffects{plantest.Effects{Fail: c.fail}}
@@ -280,7 +281,7 @@ func TestTerminatePlan(t *testing.T) {
 // fakeDaemon records the lines a plan hands the daemon.
 type fakeDaemon struct{ *fakeEffects }
 
-func (f fakeDaemon) send(_ context.Context, _ *node.Answer, lines ...messages.PipeLine) error {
+func (f fakeDaemon) send(_ context.Context, _ *node.Answer, lines ...pipe.Line) error {
 	for _, l := range lines {
 		if err := f.Do("send " + l.String()); err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 // SessionRestartInput is what `ocx session restart` takes.
@@ -393,8 +394,8 @@ func failRestart(a *node.Answer, pl restartPlan, why string) {
 // launch note; it returns the launches to await, the lines handing them to the
 // daemon, and the projects written to. A launch note that does not encode
 // stops the restart.
-func (n Actions) writeLaunches(ctx context.Context, a *node.Answer, plans []restartPlan, codes map[string]string) ([]pendingRestart, []messages.PipeLine, map[string]node.Project, error) {
-	var lines []messages.PipeLine
+func (n Actions) writeLaunches(ctx context.Context, a *node.Answer, plans []restartPlan, codes map[string]string) ([]pendingRestart, []pipe.Line, map[string]node.Project, error) {
+	var lines []pipe.Line
 	written := map[string]node.Project{}
 	var waiting []pendingRestart
 	for _, pl := range plans {
@@ -427,7 +428,7 @@ func (n Actions) writeLaunches(ctx context.Context, a *node.Answer, plans []rest
 			failRestart(a, pl, fmt.Sprintf("its launch note %s does not read back: %v", hash, err))
 			continue
 		}
-		lines = append(lines, messages.PostLine{Repository: pl.p.Repository, Hash: hash})
+		lines = append(lines, pipe.PostLine{Repository: pl.p.Repository, Hash: hash})
 		waiting = append(waiting, pendingRestart{plan: pl, idx: record.NewIndexAfter(pl.r, n.node.Config.User, info.Receipt-1)})
 	}
 	return waiting, lines, written, nil

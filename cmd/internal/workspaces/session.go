@@ -17,6 +17,7 @@ import (
 	"github.com/ocx-go/ocx/host/procs"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 // SessionStartInput is what `ocx session start` takes.
@@ -345,7 +346,7 @@ type startEffects interface {
 	// unlisten removes the own record from the listening index again.
 	unlisten(ctx context.Context) error
 	// hand gives the daemon a line, then runs the backoffice.
-	hand(ctx context.Context, a *node.Answer, line messages.PipeLine) error
+	hand(ctx context.Context, a *node.Answer, line pipe.Line) error
 	// awaitOutcome waits for what the daemon made of a launch.
 	awaitOutcome(ctx context.Context, a *node.Answer, launch string) error
 }
@@ -394,7 +395,7 @@ func startPlan(f startFacts, fx startEffects) node.Plan {
 		a.Logf("the start stopped before its launch note: removed %s again", f.ListenPath)
 	})
 	if f.Held != nil {
-		plan.Add(fmt.Sprintf("hand `%s` to the daemon, which runs the session of launch %s in %s (%s), and wait at most %s for its end note", messages.StopLine{Login: f.Key.Login, Project: f.Key.Project}, f.Held.Launch, f.Key, f.Held, f.StopWait), func(ctx context.Context, a *node.Answer) error {
+		plan.Add(fmt.Sprintf("hand `%s` to the daemon, which runs the session of launch %s in %s (%s), and wait at most %s for its end note", pipe.StopLine{Login: f.Key.Login, Project: f.Key.Project}, f.Held.Launch, f.Key, f.Held, f.StopWait), func(ctx context.Context, a *node.Answer) error {
 			if err := fx.stopHeld(ctx, a); err != nil {
 				return stopped(err)
 			}
@@ -427,7 +428,7 @@ func startPlan(f startFacts, fx startEffects) node.Plan {
 		return nil
 	})
 	plan.Add("", func(ctx context.Context, a *node.Answer) error {
-		if err := fx.hand(ctx, a, messages.PostLine{Repository: f.Repository, Hash: launchHash}); err != nil {
+		if err := fx.hand(ctx, a, pipe.PostLine{Repository: f.Repository, Hash: launchHash}); err != nil {
 			// The launch is on the record: the hook hands it over too, so
 			// what the daemon made of it is awaited all the same.
 			a.Logf("could not hand the launch to the daemon (%v); the hook hands it over on its next run", err)
@@ -478,7 +479,7 @@ func (s *startRun) unlisten(ctx context.Context) error {
 	return s.n.setListening(ctx, s.ws, s.own.Kind, s.own.ID, 0, false)
 }
 
-func (s *startRun) hand(ctx context.Context, a *node.Answer, line messages.PipeLine) error {
+func (s *startRun) hand(ctx context.Context, a *node.Answer, line pipe.Line) error {
 	err := s.n.node.EnsureAndSend(ctx, a, line)
 	s.n.node.Backoffice(ctx, a, s.p)
 	return err
@@ -649,13 +650,13 @@ func (n Actions) SessionStop(ctx context.Context, keyText string, dry bool) *nod
 // daemonEffects hand the daemon its lines.
 type daemonEffects interface {
 	// send gives the daemon lines, starting it if none runs.
-	send(ctx context.Context, a *node.Answer, lines ...messages.PipeLine) error
+	send(ctx context.Context, a *node.Answer, lines ...pipe.Line) error
 }
 
 // daemonRun is daemonEffects on this node.
 type daemonRun struct{ n *node.Node }
 
-func (d daemonRun) send(ctx context.Context, a *node.Answer, lines ...messages.PipeLine) error {
+func (d daemonRun) send(ctx context.Context, a *node.Answer, lines ...pipe.Line) error {
 	return d.n.EnsureAndSend(ctx, a, lines...)
 }
 
@@ -666,7 +667,7 @@ func stopPlan(key messages.WorkspaceKey, v host.Verdict, fx daemonEffects) (node
 	if v.Named == host.No {
 		return plan, fmt.Errorf("no session runs in workspace %s: no process names it%s", key, v.Ignored())
 	}
-	line := messages.StopLine{Login: key.Login, Project: key.Project}
+	line := pipe.StopLine{Login: key.Login, Project: key.Project}
 	plan.Add(fmt.Sprintf("hand `%s` to the daemon (%s)", line, v), func(ctx context.Context, a *node.Answer) error {
 		if err := fx.send(ctx, a, line); err != nil {
 			return err
@@ -831,7 +832,7 @@ func (n Actions) stopAndAwaitEnd(ctx context.Context, a *node.Answer, r *fossili
 		return fmt.Errorf("the session in workspace %s (%s) serves launch %s, which the record of %s does not hold (%v): not stopped, nothing written", key, held, held.Launch, r.ProjectName(), err)
 	}
 	a.Logf("a session runs in workspace %s: launch %s, %s; a second start restarts it: stop it first", key, held.Launch, held)
-	if err := n.node.EnsureAndSend(ctx, a, messages.StopLine{Login: key.Login, Project: key.Project}); err != nil {
+	if err := n.node.EnsureAndSend(ctx, a, pipe.StopLine{Login: key.Login, Project: key.Project}); err != nil {
 		return fmt.Errorf("stop the session of launch %s: %w; nothing written", held.Launch, err)
 	}
 	idx := record.NewIndexAfter(r, n.node.Config.User, info.Receipt-1)

@@ -3,13 +3,14 @@ package setup
 import (
 	"errors"
 	"fmt"
-	"github.com/ocx-go/ocx/cmd/internal/node"
 	"io/fs"
+
+	"github.com/ocx-go/ocx/cmd/internal/node"
 
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/daemonclient"
 	"github.com/ocx-go/ocx/host/unixhost"
-	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/pipe"
 )
 
 // isNoReader says whether a pipe error means nobody reads it.
@@ -33,7 +34,7 @@ func daemonRereads(n *node.Node, a *node.Answer) error {
 		a.Logf("no daemon runs: the next one reads %s", n.Layout.NodeJSON())
 		return nil
 	}
-	if err := daemonclient.Send(n.Layout, []messages.PipeLine{messages.ReexecLine{}}); err != nil {
+	if err := daemonclient.Send(n.Layout, []pipe.Line{pipe.ReexecLine{}}); err != nil {
 		if isNoReader(err) {
 			a.Logf("the daemon (pid %d) is stopping: the next one reads %s", pid, n.Layout.NodeJSON())
 			return nil

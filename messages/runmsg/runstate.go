@@ -1,7 +1,9 @@
-package messages
+package runmsg
 
 import (
 	"fmt"
+
+	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -33,7 +35,7 @@ var runStateWords = []string{"none", "waiting", "started", "ended"}
 
 // Validate checks a run's state as a caller takes it.
 func (s *RunState) Validate() error {
-	if err := CheckHash("run", s.Run); err != nil {
+	if err := messages.CheckHash("run", s.Run); err != nil {
 		return err
 	}
 	for _, w := range runStateWords {

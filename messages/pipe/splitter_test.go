@@ -1,4 +1,4 @@
-package messages
+package pipe
 
 import (
 	"bytes"
@@ -68,8 +68,8 @@ func TestSplitterEdgeOfPipeBuf(t *testing.T) {
 	if len(r) != 1 || !errors.Is(r[0].Err, strictjson.ErrTooLong) || !strings.Contains(r[0].Err.Error(), "is 4097 bytes with its newline") {
 		t.Fatalf("4097 bytes: %v", r)
 	}
-	if _, err := ParsePipeLine([]byte(over)); !errors.Is(err, strictjson.ErrTooLong) {
-		t.Fatalf("ParsePipeLine of 4096 bytes without newline: %v", err)
+	if _, err := Parse([]byte(over)); !errors.Is(err, strictjson.ErrTooLong) {
+		t.Fatalf("Parse of 4096 bytes without newline: %v", err)
 	}
 	enc, err := (PostLine{Repository: "/" + strings.Repeat("d", 4016) + "/a.fossil", Hash: h64}).Encode()
 	if !errors.Is(err, strictjson.ErrTooLong) || enc != nil {
@@ -99,11 +99,11 @@ func TestSplitterFlush(t *testing.T) {
 }
 
 // TestSplitterAnyChunking: however a stream of lines is cut into reads, the
-// splitter says of each line what ParsePipeLine says of it, in order.
+// splitter says of each line what Parse says of it, in order.
 func TestSplitterAnyChunking(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		lines := rapid.SliceOfN(rapid.OneOf(
-			rapid.Map(genPipeLine(), func(l PipeLine) string { return l.String() }),
+			rapid.Map(genPipeLine(), func(l Line) string { return l.String() }),
 			rapid.StringOfN(rapid.SampledFrom([]rune("post stop /ab.fosil\x00\r é")), 0, 40, -1),
 			rapid.Map(rapid.IntRange(4090, 5000), func(n int) string { return "stop " + strings.Repeat("y", n) }),
 		), 0, 8).Draw(t, "lines")
@@ -116,7 +116,7 @@ func TestSplitterAnyChunking(t *testing.T) {
 				want = append(want, "refused: "+overlong(len(l)+1, true).Error())
 				continue
 			}
-			pl, err := ParsePipeLine([]byte(l))
+			pl, err := Parse([]byte(l))
 			want = append(want, pipeRead{Line: pl, Err: err}.String())
 		}
 		var s pipeSplitter

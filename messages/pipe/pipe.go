@@ -1,4 +1,4 @@
-package messages
+package pipe
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/modelapi"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
@@ -34,10 +35,10 @@ const (
 	verbBudget = "budget"
 )
 
-// PipeLine is one line the daemon reads from its pipe AGENTS/ocxd: a post to
+// Line is one line the daemon reads from its pipe AGENTS/ocxd: a post to
 // look at (from the hook and the console), a stop request (from the console), or
 // a re-exec request (from the console after a release is accepted or rolled back).
-type PipeLine interface {
+type Line interface {
 	// Validate checks every field.
 	Validate() error
 	// Encode validates and renders the line with its newline, at most pipeBuf bytes.
@@ -99,13 +100,13 @@ func (RunStartLine) pipeLine() {}
 
 // Validate checks the repository path, the hash and the login.
 func (l RunStartLine) Validate() error {
-	if err := checkRepository("repository", l.Repository); err != nil {
+	if err := messages.CheckRepository("repository", l.Repository); err != nil {
 		return strictjson.At("run start line", err)
 	}
-	if err := CheckHash("hash", l.Hash); err != nil {
+	if err := messages.CheckHash("hash", l.Hash); err != nil {
 		return strictjson.At("run start line", err)
 	}
-	return strictjson.At("run start line", checkLogin("user", l.By))
+	return strictjson.At("run start line", messages.CheckLogin("user", l.By))
 }
 
 // Encode renders "run start REPOSITORY HASH USER\n".
@@ -118,7 +119,7 @@ func (l RunStartLine) Encode() ([]byte, error) {
 
 // String renders the line without its newline.
 func (l RunStartLine) String() string {
-	return verbRun + " start " + Token(l.Repository) + " " + Token(l.Hash) + " " + Token(l.By)
+	return verbRun + " start " + messages.Token(l.Repository) + " " + messages.Token(l.Hash) + " " + messages.Token(l.By)
 }
 
 // BudgetLine is `budget LOGIN PROJECT LAUNCH tokens USED`: the model proxy
@@ -140,17 +141,19 @@ type BudgetLine struct {
 func (BudgetLine) pipeLine() {}
 
 // Key is the workspace the line names.
-func (l BudgetLine) Key() WorkspaceKey { return WorkspaceKey{Login: l.Login, Project: l.Project} }
+func (l BudgetLine) Key() messages.WorkspaceKey {
+	return messages.WorkspaceKey{Login: l.Login, Project: l.Project}
+}
 
 // Validate checks the names, the launch, the limit and the count.
 func (l BudgetLine) Validate() error {
 	if err := l.Key().Validate(); err != nil {
 		return strictjson.At("budget line", err)
 	}
-	if err := CheckHash("launch", l.Launch); err != nil {
+	if err := messages.CheckHash("launch", l.Launch); err != nil {
 		return strictjson.At("budget line", err)
 	}
-	if l.Limit != LimitTokens {
+	if l.Limit != messages.LimitTokens {
 		return strictjson.At("budget line", strictjson.FieldErr("limit", strictjson.ErrInvalid, fmt.Sprintf("%s is not a limit a model proxy counts (tokens)", strictjson.QuoteShort(l.Limit))))
 	}
 	if l.Used > modelapi.MaxTokens {
@@ -169,7 +172,7 @@ func (l BudgetLine) Encode() ([]byte, error) {
 
 // String renders the line without its newline.
 func (l BudgetLine) String() string {
-	return verbBudget + " " + Token(l.Login) + " " + Token(l.Project) + " " + Token(l.Launch) + " " + Token(l.Limit) + " " + strconv.FormatUint(l.Used, 10)
+	return verbBudget + " " + messages.Token(l.Login) + " " + messages.Token(l.Project) + " " + messages.Token(l.Launch) + " " + messages.Token(l.Limit) + " " + strconv.FormatUint(l.Used, 10)
 }
 
 func (PostLine) pipeLine()   {}
@@ -178,14 +181,14 @@ func (ReexecLine) pipeLine() {}
 
 // Validate checks the repository path and the hash.
 func (l PostLine) Validate() error {
-	if err := checkRepository("repository", l.Repository); err != nil {
+	if err := messages.CheckRepository("repository", l.Repository); err != nil {
 		return strictjson.At("post line", err)
 	}
-	return strictjson.At("post line", CheckHash("hash", l.Hash))
+	return strictjson.At("post line", messages.CheckHash("hash", l.Hash))
 }
 
 // Project is the project the repository holds.
-func (l PostLine) Project() string { return ProjectOf(l.Repository) }
+func (l PostLine) Project() string { return messages.ProjectOf(l.Repository) }
 
 // Encode renders "post REPOSITORY HASH\n".
 func (l PostLine) Encode() ([]byte, error) {
@@ -196,15 +199,19 @@ func (l PostLine) Encode() ([]byte, error) {
 }
 
 // String renders the line without its newline.
-func (l PostLine) String() string { return verbPost + " " + Token(l.Repository) + " " + Token(l.Hash) }
+func (l PostLine) String() string {
+	return verbPost + " " + messages.Token(l.Repository) + " " + messages.Token(l.Hash)
+}
 
 // Validate checks both names.
 func (l StopLine) Validate() error {
-	return strictjson.At("stop line", WorkspaceKey{Login: l.Login, Project: l.Project}.Validate())
+	return strictjson.At("stop line", messages.WorkspaceKey{Login: l.Login, Project: l.Project}.Validate())
 }
 
 // Key is the workspace the line names.
-func (l StopLine) Key() WorkspaceKey { return WorkspaceKey{Login: l.Login, Project: l.Project} }
+func (l StopLine) Key() messages.WorkspaceKey {
+	return messages.WorkspaceKey{Login: l.Login, Project: l.Project}
+}
 
 // Encode renders "stop LOGIN PROJECT\n".
 func (l StopLine) Encode() ([]byte, error) {
@@ -215,7 +222,9 @@ func (l StopLine) Encode() ([]byte, error) {
 }
 
 // String renders the line without its newline.
-func (l StopLine) String() string { return verbStop + " " + Token(l.Login) + " " + Token(l.Project) }
+func (l StopLine) String() string {
+	return verbStop + " " + messages.Token(l.Login) + " " + messages.Token(l.Project)
+}
 
 // Validate has nothing to check: reexec has no arguments.
 func (ReexecLine) Validate() error { return nil }
@@ -235,10 +244,10 @@ func finishLine(where, s string) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// ParsePipeLine reads one pipe line. The line may end in one '\n', which is
+// Parse reads one pipe line. The line may end in one '\n', which is
 // not part of it; it must hold no other control character. Fields are separated
 // by exactly one space. Every field is validated, and the error names the field.
-func ParsePipeLine(line []byte) (PipeLine, error) {
+func Parse(line []byte) (Line, error) {
 	const where = "pipe line"
 	n := len(line)
 	if n > 0 && line[n-1] == '\n' {
@@ -327,18 +336,4 @@ func ParsePipeLine(line []byte) (PipeLine, error) {
 func arity(where, shape string, got int) error {
 	verb, _, _ := strings.Cut(shape, " ")
 	return &strictjson.FieldError{Where: where, Problem: fmt.Sprintf("%s takes %d argument(s), as in %q; found %d", verb, strings.Count(shape, " "), shape, got), Err: strictjson.ErrSyntax}
-}
-
-// Token renders a field as itself when it is one plain token, and quoted
-// otherwise, so a String() of an invalid value is still one unambiguous line.
-func Token(s string) string {
-	if s == "" {
-		return `""`
-	}
-	for _, r := range s {
-		if r == ' ' || r == '"' || r == '\\' || r == utf8.RuneError || unicode.IsControl(r) || unicode.IsSpace(r) {
-			return strconv.Quote(s)
-		}
-	}
-	return s
 }

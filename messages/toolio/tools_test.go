@@ -1,6 +1,7 @@
-package messages
+package toolio
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -100,7 +101,6 @@ func TestToolDecodersAgreeWithSchemas(t *testing.T) {
 }
 
 func TestToolFieldsMatchSchemas(t *testing.T) {
-	docs := loadSchemaDocs(t)
 	for _, name := range ToolNames {
 		a, err := DecodeTool(name, []byte(map[string]string{
 			ToolCreate: `{"objective": "o", "budget": {"wall": "1h"}}`, ToolPost: `{"to": "0123456789", "text": "t"}`,
@@ -108,7 +108,11 @@ func TestToolFieldsMatchSchemas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		props := docs[design.ToolSchemaFile(name)]["properties"].(map[string]any)
+		var doc map[string]any
+		if err := json.Unmarshal(design.ToolSchema(name), &doc); err != nil {
+			t.Fatalf("%s: %v", design.ToolSchemaFile(name), err)
+		}
+		props := doc["properties"].(map[string]any)
 		fields := toolFields(a)
 		if len(props) != len(fields) {
 			t.Errorf("%s: the schema names %d fields, the decoder %d (%v)", name, len(props), len(fields), fields)
@@ -121,86 +125,15 @@ func TestToolFieldsMatchSchemas(t *testing.T) {
 	}
 }
 
-func TestParseWall(t *testing.T) {
-	for s, ok := range map[string]bool{"2h": true, "45m": true, "1d": true, "90s": true, "0s": false, "h": false, "2": false,
-		"2w": false, "-2h": false, "02h": false, "2.5h": false, "99999999999h": false, " 2h": false} {
-		if _, err := ParseWall("wall", s); (err == nil) != ok {
-			t.Errorf("ParseWall(%q): %v", s, err)
-		}
-	}
-}
-
-func TestVerdictRoundTrip(t *testing.T) {
-	for _, v := range []Verdict{{true, "every command is documented", "PLAN.md"}, {false, "a (nested) reason", "0123456789abcdef0123456789abcdef01234567"}} {
-		got, err := ParseVerdict(v.TagValue())
-		if err != nil || got != v {
-			t.Errorf("%q: %+v, %v", v.TagValue(), got, err)
-		}
-	}
-	// Issue 22 item 5: what a verdict names is a record's full hash or a
-	// path the status can show (at most maxPathLen, clean, relative): a
-	// tag naming 5 KB is no verdict, and every reader passes over it.
-	long := "pass: ok (against " + strings.Repeat("x", 5000) + ")"
-	for _, bad := range []string{"", "ok", "pass: r", "pass: (against X)", "fail: r (against )", "PASS: r (against X)",
-		long, "pass: r (against /etc/passwd)", "pass: r (against ../up)", "pass: r (against a//b)"} {
-		if _, err := ParseVerdict(bad); err == nil {
-			t.Errorf("ParseVerdict(%q) accepted", bad)
-		}
-	}
-}
-
-func TestTaskRecordRoundTrip(t *testing.T) {
-	r := &TaskRecord{User: "claude-91c0de", Node: "ocx", Runner: "claude", Objective: "Keep docs/ in step.",
-		Hears: []string{"pat"}, Remote: true, Restrict: Restrict{NoPassword: true, Branch: "docs-sync"},
-		Sandbox: DefaultRecordSandbox(true), Budget: Budget{Wall: "2h"}}
-	block, err := r.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(block), `"ocx": 1,`) || !strings.Contains(string(block), `"checkins": []`) {
-		t.Errorf("block:\n%s", block)
-	}
-	got, err := ReadTaskRecord(append([]byte("Record.\n\n"), block...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.User != r.User || got.Restrict != r.Restrict || got.Budget != r.Budget || len(got.Checkins) != 0 {
-		t.Errorf("read back %+v", got)
-	}
-	// A key a reader does not know inside restrict may be a limit: refused.
-	bad := strings.Replace(string(block), `"no_password": true`, `"no_password": true, "no_network": true`, 1)
-	if _, err := ReadTaskRecord([]byte(bad)); err == nil || !strings.Contains(err.Error(), "restrict.no_network") {
-		t.Errorf("unknown restriction: %v", err)
-	}
-	// So inside sandbox and budget (E9, D83).
-	for _, c := range []struct{ from, to, field string }{
-		{`"network": true`, `"network": true, "cpus": 2`, "sandbox.cpus"},
-		{`"wall": "2h"`, `"wall": "2h", "gpu_hours": 1`, "budget.gpu_hours"},
-	} {
-		bad := strings.Replace(string(block), c.from, c.to, 1)
-		if bad == string(block) {
-			t.Fatalf("%q is not in the block:\n%s", c.from, block)
-		}
-		if _, err := ReadTaskRecord([]byte(bad)); err == nil || !strings.Contains(err.Error(), c.field) {
-			t.Errorf("unknown %s: %v", c.field, err)
-		}
-	}
-	// Elsewhere it is ignored (E9).
-	ok := strings.Replace(string(block), `"ocx": 1,`, `"ocx": 1, "colour": "blue",`, 1)
-	if _, err := ReadTaskRecord([]byte(ok)); err != nil {
-		t.Errorf("unknown top-level key: %v", err)
-	}
-	two := strings.Replace(string(block), `"ocx": 1,`, `"ocx": 2,`, 1)
-	if _, err := ReadTaskRecord([]byte(two)); !errors.Is(err, strictjson.ErrUnknownVersion) {
-		t.Errorf("version 2: %v", err)
-	}
-}
-
 func FuzzCreateArgs(f *testing.F) { fuzzTool(f, ToolCreate) }
-func FuzzPostArgs(f *testing.F)   { fuzzTool(f, ToolPost) }
-func FuzzAuditArgs(f *testing.F)  { fuzzTool(f, ToolAudit) }
-func FuzzPushArgs(f *testing.F)   { fuzzTool(f, ToolPush) }
-func FuzzStopArgs(f *testing.F)   { fuzzTool(f, ToolStop) }
+
+func FuzzPostArgs(f *testing.F) { fuzzTool(f, ToolPost) }
+
+func FuzzAuditArgs(f *testing.F) { fuzzTool(f, ToolAudit) }
+
+func FuzzPushArgs(f *testing.F) { fuzzTool(f, ToolPush) }
+
+func FuzzStopArgs(f *testing.F) { fuzzTool(f, ToolStop) }
 
 // fuzzTool: a decoder never panics, refuses with a *FieldError, and what it
 // accepts its schema accepts too.
@@ -232,4 +165,30 @@ func fuzzTool(f *testing.F, tool string) {
 			}
 		}
 	})
+}
+
+// TestToolSchemaFilesAreKnown: each tool has its schema file, and each tool
+// schema file is a tool's (messages' TestSchemaFilesAreKnown leaves tool-*
+// files to this test).
+func TestToolSchemaFilesAreKnown(t *testing.T) {
+	known := map[string]bool{}
+	for _, tool := range ToolNames {
+		known[design.ToolSchemaFile(tool)] = true
+	}
+	s, err := validate.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range s.Files() {
+		if !strings.HasPrefix(f, "tool-") {
+			continue
+		}
+		if !known[f] {
+			t.Errorf("%s belongs to no tool", f)
+		}
+		delete(known, f)
+	}
+	for f := range known {
+		t.Errorf("no schema file %s", f)
+	}
 }

@@ -1,12 +1,12 @@
-package messages
+package runmsg
 
 import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -80,8 +80,8 @@ func (s RunStep) SetValues(vals RunValues, checkin string) {
 }
 
 func (s RunStep) String() string {
-	l := newLine("step").word(s.Step)
-	return l.optKV("at", s.At).optKV("of", s.Of).optKV("into", s.Into).String()
+	l := messages.Render("step").Word(s.Step)
+	return l.OptKV("at", s.At).OptKV("of", s.Of).OptKV("into", s.Into).String()
 }
 
 func readStep(o strictjson.Obj) (RunStep, error) {
@@ -92,7 +92,7 @@ func readStep(o strictjson.Obj) (RunStep, error) {
 	if kind == "" {
 		return RunStep{}, strictjson.FieldErr(o.Field("step"), strictjson.ErrMissing, "is empty; a step names its kind ("+strictjson.ListWords(stepKinds)+")")
 	}
-	if err := CheckLine(o.Field("step"), kind, true, maxNameLen); err != nil {
+	if err := messages.CheckLine(o.Field("step"), kind, true, messages.MaxNameLen); err != nil {
 		return RunStep{}, err
 	}
 	args, known := stepArgs[kind]
@@ -108,7 +108,7 @@ func readStep(o strictjson.Obj) (RunStep, error) {
 		if err != nil {
 			return RunStep{}, err
 		}
-		if err := CheckLine(o.Field(a), v, true, maxPathLen); err != nil {
+		if err := messages.CheckLine(o.Field(a), v, true, messages.MaxPathLen); err != nil {
 			return RunStep{}, err
 		}
 		switch a {
@@ -143,7 +143,7 @@ func (s RunStep) validate(field string) error {
 			if v == "" {
 				return strictjson.FieldErr(field+"."+k, strictjson.ErrMissing, "is missing; a "+s.Step+" step names its "+k)
 			}
-			if err := CheckLine(field+"."+k, v, true, maxPathLen); err != nil {
+			if err := messages.CheckLine(field+"."+k, v, true, messages.MaxPathLen); err != nil {
 				return err
 			}
 		} else if v != "" {
@@ -212,7 +212,7 @@ func readSandbox(o strictjson.Obj) (*runSandbox, error) {
 		return nil, err
 	}
 	for i, c := range s.Capabilities {
-		if err := CheckLine(strictjson.IndexField(o.Field("capabilities"), i), c, true, maxNameLen); err != nil {
+		if err := messages.CheckLine(strictjson.IndexField(o.Field("capabilities"), i), c, true, messages.MaxNameLen); err != nil {
 			return nil, err
 		}
 	}
@@ -261,7 +261,7 @@ func readSandbox(o strictjson.Obj) (*runSandbox, error) {
 
 func (s *runSandbox) validate(field string) error {
 	for i, c := range s.Capabilities {
-		if err := CheckLine(strictjson.IndexField(strictjson.JoinField(field, "capabilities"), i), c, true, maxNameLen); err != nil {
+		if err := messages.CheckLine(strictjson.IndexField(strictjson.JoinField(field, "capabilities"), i), c, true, messages.MaxNameLen); err != nil {
 			return err
 		}
 	}
@@ -280,7 +280,7 @@ func (s *runSandbox) validate(field string) error {
 		if err := checkRunPath(fe+".at", f.At); err != nil {
 			return err
 		}
-		if err := checkArg(fe+".text", f.Text); err != nil {
+		if err := messages.CheckArg(fe+".text", f.Text); err != nil {
 			return err
 		}
 	}
@@ -296,7 +296,7 @@ func (s *runSandbox) validate(field string) error {
 // place: one line, and absolute or beginning with a value ($$workspace$$/x).
 // Expand checks that it is absolute and clean once its values are in.
 func checkRunPath(field, s string) error {
-	if err := CheckLine(field, s, true, maxPathLen); err != nil {
+	if err := messages.CheckLine(field, s, true, messages.MaxPathLen); err != nil {
 		return err
 	}
 	if !strings.HasPrefix(s, "/") && !strings.HasPrefix(s, "$$") {
@@ -305,86 +305,23 @@ func checkRunPath(field, s string) error {
 	return nil
 }
 
-// RunSize is a size as a run writes it (section 8, keep): a whole number of
-// bytes, held as its digits ("65536"), or a whole number and K, M or G
-// ("64K"). It is kept as written, so started and a re-encoded run say it the
-// same way.
-type RunSize string
-
-// Bytes is the size in bytes.
-func (s RunSize) Bytes() (uint64, error) { return parseRunSize("size", string(s), false) }
-
-// MarshalJSON writes digits as a JSON number and the rest as a string.
-func (s RunSize) MarshalJSON() ([]byte, error) {
-	if _, err := parseRunSize("size", string(s), true); err == nil {
-		return []byte(s), nil
-	}
-	return json.Marshal(string(s))
-}
-
-// parseRunSize reads a size; number says it was written as a JSON number.
-func parseRunSize(field, s string, number bool) (uint64, error) {
-	bad := strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a size: a whole number of bytes, or text, a whole number and K, M or G, as \"64K\"", strictjson.QuoteShort(s)))
-	if s == "" || len(s) > 24 {
-		return 0, bad
-	}
-	digits, mul := s, uint64(1)
-	if !number {
-		switch s[len(s)-1] {
-		case 'K':
-			mul = 1 << 10
-		case 'M':
-			mul = 1 << 20
-		case 'G':
-			mul = 1 << 30
-		default:
-			if n, err := parseDigits(s); err == nil {
-				return n, nil
-			}
-			return 0, bad
-		}
-		digits = s[:len(s)-1]
-	}
-	n, err := parseDigits(digits)
-	if err != nil || n > (1<<63)/mul {
-		return 0, bad
-	}
-	return n * mul, nil
-}
-
-// parseDigits reads a whole number written with digits alone, no sign, no
-// leading zero but 0 itself.
-func parseDigits(s string) (uint64, error) {
-	if s == "" || len(s) > 1 && s[0] == '0' {
-		return 0, strconv.ErrSyntax
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, strconv.ErrSyntax
-		}
-	}
-	return strconv.ParseUint(s, 10, 64)
-}
-
-func isDigits(s string) bool { _, err := parseDigits(s); return err == nil }
-
 // size reads a size key: a JSON number of bytes or a string with a unit.
-func size(o strictjson.Obj, key string) (RunSize, error) {
+func size(o strictjson.Obj, key string) (messages.RunSize, error) {
 	v, ok := o.Map[key]
 	if !ok {
 		return "", nil
 	}
 	switch x := v.(type) {
 	case json.Number:
-		if _, err := parseRunSize(o.Field(key), x.String(), true); err != nil {
+		if _, err := messages.ParseSize(o.Field(key), x.String(), true); err != nil {
 			return "", err
 		}
-		return RunSize(x.String()), nil
+		return messages.RunSize(x.String()), nil
 	case string:
-		if _, err := parseRunSize(o.Field(key), x, false); err != nil || !strings.ContainsAny(x[len(x)-1:], "KMG") {
+		if _, err := messages.ParseSize(o.Field(key), x, false); err != nil || !strings.ContainsAny(x[len(x)-1:], "KMG") {
 			return "", strictjson.FieldErr(o.Field(key), strictjson.ErrInvalid, fmt.Sprintf("%s is not a size: as text, a whole number and K, M or G, as \"64K\"; bytes alone are a number", strictjson.QuoteShort(x)))
 		}
-		return RunSize(x), nil
+		return messages.RunSize(x), nil
 	}
 	return "", o.WrongType(key, "a size (a whole number of bytes, or text such as \"64K\")", v)
 }
@@ -392,61 +329,18 @@ func size(o strictjson.Obj, key string) (RunSize, error) {
 // RunLimits is the limits layer (table 7). Each limit is optional; absent,
 // it is not applied. started lists them as written.
 type RunLimits struct {
-	Wall      string  `json:"wall,omitempty"`
-	CPU       *uint64 `json:"cpu,omitempty"`
-	Processes *uint64 `json:"processes,omitempty"`
-	Memory    RunSize `json:"memory,omitempty"`
+	Wall      string           `json:"wall,omitempty"`
+	CPU       *uint64          `json:"cpu,omitempty"`
+	Processes *uint64          `json:"processes,omitempty"`
+	Memory    messages.RunSize `json:"memory,omitempty"`
 	// Disk is beyond seed 004's table 7 (D82): the size of the file
 	// system the node makes the run's workspace on, which the kernel
 	// holds it to (a write past it fails with ENOSPC).
-	Disk RunSize `json:"disk,omitempty"`
+	Disk messages.RunSize `json:"disk,omitempty"`
 }
-
-// The limits of table 7, in its order (LimitWall is stop.go's, the same
-// wall).
-const (
-	LimitCPU       = "cpu"
-	LimitProcesses = "processes"
-	LimitMemory    = "memory"
-	// LimitDisk is this node's row beyond table 7 (D82): the size of
-	// the file system a run's workspace, or a session's, is made on.
-	LimitDisk = "disk"
-)
 
 // limitNames lists table 7's limits, and disk after them (D82).
-var limitNames = []string{LimitWall, LimitCPU, LimitProcesses, LimitMemory, LimitDisk}
-
-// The bounds of a disk (D82): below minDisk an ext4 file system holds
-// little beyond its own journal and tables; maxDisk is ext4's 16 TiB
-// with 4 KiB blocks.
-const (
-	minDisk = 16 << 20
-	maxDisk = 16 << 40
-)
-
-// ParseDisk reads a disk's size as node.json and a session definition
-// write it, a string: a whole number and K, M or G, or bytes; from minDisk
-// to maxDisk.
-func ParseDisk(field, s string) (uint64, error) {
-	n, err := parseRunSize(field, s, false)
-	if err != nil {
-		return 0, err
-	}
-	return n, checkDiskSize(field, s, n)
-}
-
-// checkDiskSize checks a disk's size in bytes against minDisk and
-// maxDisk, naming field.
-func checkDiskSize(field, written string, n uint64) error {
-	if n < minDisk || n > maxDisk {
-		return strictjson.FieldErr(field, strictjson.ErrInvalid, fmt.Sprintf("%s is not a disk's size: from %d bytes (16M) to %d (16384G)", strictjson.QuoteShort(written), uint64(minDisk), uint64(maxDisk)))
-	}
-	return nil
-}
-
-// maxLimit bounds cpu and processes: what an rlimit takes and more than any
-// host has.
-const maxLimit = 1<<32 - 1
+var limitNames = []string{messages.LimitWall, messages.LimitCPU, messages.LimitProcesses, messages.LimitMemory, messages.LimitDisk}
 
 func readLimits(o strictjson.Obj) (*RunLimits, error) {
 	if err := closed(o, "limits", limitNames...); err != nil {
@@ -454,14 +348,14 @@ func readLimits(o strictjson.Obj) (*RunLimits, error) {
 	}
 	l := &RunLimits{}
 	var err error
-	if l.Wall, err = o.Str(LimitWall, false, ""); err != nil {
+	if l.Wall, err = o.Str(messages.LimitWall, false, ""); err != nil {
 		return nil, err
 	}
 	for _, k := range []struct {
 		key string
 		p   **uint64
-	}{{LimitCPU, &l.CPU}, {LimitProcesses, &l.Processes}} {
-		n, present, err := o.Uint(k.key, false, maxLimit, "")
+	}{{messages.LimitCPU, &l.CPU}, {messages.LimitProcesses, &l.Processes}} {
+		n, present, err := o.Uint(k.key, false, messages.MaxLimit, "")
 		if err != nil {
 			return nil, err
 		}
@@ -469,10 +363,10 @@ func readLimits(o strictjson.Obj) (*RunLimits, error) {
 			*k.p = &n
 		}
 	}
-	if l.Memory, err = size(o, LimitMemory); err != nil {
+	if l.Memory, err = size(o, messages.LimitMemory); err != nil {
 		return nil, err
 	}
-	if l.Disk, err = size(o, LimitDisk); err != nil {
+	if l.Disk, err = size(o, messages.LimitDisk); err != nil {
 		return nil, err
 	}
 	return l, l.validate(o.Path)
@@ -480,30 +374,30 @@ func readLimits(o strictjson.Obj) (*RunLimits, error) {
 
 func (l *RunLimits) validate(field string) error {
 	if l.Wall != "" {
-		if _, err := ParseWall(strictjson.JoinField(field, LimitWall), l.Wall); err != nil {
+		if _, err := messages.ParseWall(strictjson.JoinField(field, messages.LimitWall), l.Wall); err != nil {
 			return err
 		}
 	}
 	for _, k := range []struct {
 		key string
 		p   *uint64
-	}{{LimitCPU, l.CPU}, {LimitProcesses, l.Processes}} {
-		if k.p != nil && (*k.p == 0 || *k.p > maxLimit) {
-			return strictjson.FieldErr(strictjson.JoinField(field, k.key), strictjson.ErrInvalid, fmt.Sprintf("%d is not a limit: a whole number from 1 to %d", *k.p, uint64(maxLimit)))
+	}{{messages.LimitCPU, l.CPU}, {messages.LimitProcesses, l.Processes}} {
+		if k.p != nil && (*k.p == 0 || *k.p > messages.MaxLimit) {
+			return strictjson.FieldErr(strictjson.JoinField(field, k.key), strictjson.ErrInvalid, fmt.Sprintf("%d is not a limit: a whole number from 1 to %d", *k.p, uint64(messages.MaxLimit)))
 		}
 	}
 	if l.Memory != "" {
-		if _, err := parseRunSize(strictjson.JoinField(field, LimitMemory), string(l.Memory), isDigits(string(l.Memory))); err != nil {
+		if _, err := l.Memory.Parse(strictjson.JoinField(field, messages.LimitMemory)); err != nil {
 			return err
 		}
 	}
 	if l.Disk != "" {
-		f := strictjson.JoinField(field, LimitDisk)
-		n, err := parseRunSize(f, string(l.Disk), isDigits(string(l.Disk)))
+		f := strictjson.JoinField(field, messages.LimitDisk)
+		n, err := l.Disk.Parse(f)
 		if err != nil {
 			return err
 		}
-		if err := checkDiskSize(f, string(l.Disk), n); err != nil {
+		if err := messages.CheckDiskSize(f, string(l.Disk), n); err != nil {
 			return err
 		}
 	}
@@ -517,19 +411,19 @@ func (l *RunLimits) Names() []string {
 	}
 	var out []string
 	if l.Wall != "" {
-		out = append(out, LimitWall)
+		out = append(out, messages.LimitWall)
 	}
 	if l.CPU != nil {
-		out = append(out, LimitCPU)
+		out = append(out, messages.LimitCPU)
 	}
 	if l.Processes != nil {
-		out = append(out, LimitProcesses)
+		out = append(out, messages.LimitProcesses)
 	}
 	if l.Memory != "" {
-		out = append(out, LimitMemory)
+		out = append(out, messages.LimitMemory)
 	}
 	if l.Disk != "" {
-		out = append(out, LimitDisk)
+		out = append(out, messages.LimitDisk)
 	}
 	return out
 }
@@ -547,14 +441,14 @@ const (
 )
 
 // defaultKeepSize is keep's default for STDERR and STDOUT.
-const defaultKeepSize RunSize = "64K"
+const defaultKeepSize messages.RunSize = "64K"
 
 // RunKeep is the process's keep: how much of the end of STDERR and STDOUT
 // the node keeps, and when STDOUT's. Empty fields take their defaults.
 type RunKeep struct {
-	Stderr     RunSize `json:"stderr,omitempty"`
-	Stdout     RunSize `json:"stdout,omitempty"`
-	StdoutWhen string  `json:"stdout_when,omitempty"`
+	Stderr     messages.RunSize `json:"stderr,omitempty"`
+	Stdout     messages.RunSize `json:"stdout,omitempty"`
+	StdoutWhen string           `json:"stdout_when,omitempty"`
 }
 
 // RunProcess is the process layer (table 8). Fields left out are empty
@@ -651,7 +545,7 @@ func readProcess(o strictjson.Obj) (RunProcess, error) {
 
 func (p *RunProcess) validate(field string) error {
 	f := func(k string) string { return strictjson.JoinField(field, k) }
-	if err := checkUser(f("user"), p.User); err != nil {
+	if err := messages.CheckUser(f("user"), p.User); err != nil {
 		return err
 	}
 	if len(p.Command) == 0 {
@@ -661,15 +555,15 @@ func (p *RunProcess) validate(field string) error {
 		return strictjson.FieldErr(strictjson.IndexField(f("command"), 0), strictjson.ErrMissing, "is empty; it names the program")
 	}
 	for i, a := range p.Command {
-		if err := checkArg(strictjson.IndexField(f("command"), i), a); err != nil {
+		if err := messages.CheckArg(strictjson.IndexField(f("command"), i), a); err != nil {
 			return err
 		}
 	}
 	for k, v := range p.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || CheckLine("", k, true, MaxShortLen) != nil {
+		if k == "" || strings.ContainsAny(k, "=\x00") || messages.CheckLine("", k, true, messages.MaxShortLen) != nil {
 			return strictjson.FieldErr(strictjson.JoinField(f("env"), k), strictjson.ErrInvalid, "is not an environment variable's name: one line, not empty, without = or NUL")
 		}
-		if err := checkArg(strictjson.JoinField(f("env"), k), v); err != nil {
+		if err := messages.CheckArg(strictjson.JoinField(f("env"), k), v); err != nil {
 			return err
 		}
 	}
@@ -678,10 +572,10 @@ func (p *RunProcess) validate(field string) error {
 			return err
 		}
 	}
-	if err := CheckHears(f("hears"), p.Hears); err != nil {
+	if err := messages.CheckHears(f("hears"), p.Hears); err != nil {
 		return err
 	}
-	if err := CheckBranches(f("checkins"), p.Checkins); err != nil {
+	if err := messages.CheckBranches(f("checkins"), p.Checkins); err != nil {
 		return err
 	}
 	if p.Deliveries != "" && p.Deliveries != deliveriesFeed && p.Deliveries != DeliveriesStart {
@@ -690,10 +584,10 @@ func (p *RunProcess) validate(field string) error {
 	if p.Keep != nil {
 		for _, s := range []struct {
 			k string
-			v RunSize
+			v messages.RunSize
 		}{{"stderr", p.Keep.Stderr}, {"stdout", p.Keep.Stdout}} {
 			if s.v != "" {
-				if _, err := parseRunSize(strictjson.JoinField(f("keep"), s.k), string(s.v), false); err != nil {
+				if _, err := messages.ParseSize(strictjson.JoinField(f("keep"), s.k), string(s.v), false); err != nil {
 					return err
 				}
 			}
@@ -742,23 +636,8 @@ func (p RunProcess) WithDefaults(setsWorkspace bool) RunProcess {
 // closed refuses a key the object does not have, naming it: the run
 // engine's messages are read strictly at every depth.
 func closed(o strictjson.Obj, what string, known ...string) error {
-	if k, ok := unknownKey(o, known); ok {
+	if k, ok := o.UnknownKey(known); ok {
 		return strictjson.FieldErr(o.Field(k), strictjson.ErrUnknownKey, fmt.Sprintf("is not a field of %s, which has %s; an unknown field is refused, never dropped", what, strictjson.ListWords(known)))
 	}
 	return nil
-}
-
-// unknownKey is the first key, in sorted order, of the object that is not
-// one of known: the one a refusal names.
-func unknownKey(o strictjson.Obj, known []string) (string, bool) {
-	var unknown []string
-	for k := range o.Map {
-		if !slices.Contains(known, k) {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) == 0 {
-		return "", false
-	}
-	return slices.Min(unknown), true
 }

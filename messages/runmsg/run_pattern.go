@@ -1,4 +1,4 @@
-package messages
+package runmsg
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -58,8 +59,8 @@ func (p *RunPattern) Layers() []string {
 // nor '-' (as a login, or a console template, is named).
 func CheckRunPatternName(name string) error {
 	const ok = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
-	if name == "" || len(name) > maxNameLen || strings.Trim(name, ok) != "" || name[0] == '.' || name[0] == '-' {
-		return strictjson.FieldErr("pattern", strictjson.ErrInvalid, fmt.Sprintf("%s is not a pattern's name: letters, digits, '.', '_' and '-', at most %d, the wiki page %sNAME", strictjson.QuoteShort(name), maxNameLen, RunPatternPrefix))
+	if name == "" || len(name) > messages.MaxNameLen || strings.Trim(name, ok) != "" || name[0] == '.' || name[0] == '-' {
+		return strictjson.FieldErr("pattern", strictjson.ErrInvalid, fmt.Sprintf("%s is not a pattern's name: letters, digits, '.', '_' and '-', at most %d, the wiki page %sNAME", strictjson.QuoteShort(name), messages.MaxNameLen, RunPatternPrefix))
 	}
 	return nil
 }
@@ -75,7 +76,7 @@ func DecodeRunPattern(name string, text []byte) (*RunPattern, error) {
 		return nil, err
 	}
 	where := "pattern " + RunPatternPrefix + name
-	blocks, err := Blocks(text)
+	blocks, err := messages.Blocks(text)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}

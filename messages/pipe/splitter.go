@@ -1,4 +1,4 @@
-package messages
+package pipe
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 // the error that says why a line was refused. Raw is the line as read, without
 // its newline (empty for an over-long line, which is not kept).
 type pipeRead struct {
-	Line PipeLine
+	Line Line
 	Raw  []byte
 	Err  error
 }
@@ -80,7 +80,7 @@ func (s *pipeSplitter) Feed(chunk []byte) []pipeRead {
 			out = append(out, pipeRead{Err: overlong(len(line)+1, true)})
 		} else {
 			raw := bytes.Clone(line)
-			l, err := ParsePipeLine(raw)
+			l, err := Parse(raw)
 			out = append(out, pipeRead{Line: l, Raw: raw, Err: err})
 		}
 		s.buf = s.buf[:0]

@@ -1,4 +1,4 @@
-package messages
+package pipe
 
 import (
 	"strings"
@@ -15,12 +15,12 @@ func TestRunStartLine(t *testing.T) {
 	if string(b) != "run start /srv/demo.fossil "+h+" admin\n" {
 		t.Fatalf("encoded %q", b)
 	}
-	got, err := ParsePipeLine(b)
+	got, err := Parse(b)
 	if err != nil || got != l {
 		t.Fatalf("parsed %v, %v", got, err)
 	}
 	for _, bad := range []string{"run start /srv/demo.fossil " + h, "run stop /srv/demo.fossil " + h + " admin", "run start demo.fossil " + h + " admin", "run start /srv/demo.fossil abc admin"} {
-		if _, err := ParsePipeLine([]byte(bad)); err == nil {
+		if _, err := Parse([]byte(bad)); err == nil {
 			t.Errorf("%q parsed", bad)
 		}
 	}

@@ -1,4 +1,4 @@
-package messages
+package runmsg
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/strictjson"
 )
 
@@ -49,16 +50,6 @@ type Message interface {
 	// Encode validates the message and renders its canonical fenced block.
 	Encode() ([]byte, error)
 }
-
-// Errors of the run engine's checks, for errors.Is.
-var (
-	// ErrUnsetValue: a string names a value not set by then (section 2).
-	ErrUnsetValue = errors.New("unset value")
-	// errUnknownStep: a workspace step of a kind section 5 does not have.
-	errUnknownStep = errors.New("unknown step")
-	// errStepNeeds: a step whose needs are not met before it.
-	errStepNeeds = errors.New("step needs unmet")
-)
 
 // MalformedMessage is a message of a kind the reader knows that does not
 // decode: a run of this kind is refused by row 2 of section 11, naming
@@ -153,31 +144,31 @@ func (r *Run) String() string {
 	for i, s := range r.Workspace {
 		steps[i] = s.Step
 	}
-	l := newLine("run").kv("node", r.Node).kv("user", r.Process.User).list("steps", steps)
-	l.flag("sandbox", r.Sandbox != nil).list("limits", r.Limits.Names()).list("command", r.Process.Command)
-	return l.flag("manual", r.Process.Manual).flag("session", r.Process.Session).String()
+	l := messages.Render("run").KV("node", r.Node).KV("user", r.Process.User).List("steps", steps)
+	l.Flag("sandbox", r.Sandbox != nil).List("limits", r.Limits.Names()).List("command", r.Process.Command)
+	return l.Flag("manual", r.Process.Manual).Flag("session", r.Process.Session).String()
 }
 
 func (s *RunStop) String() string {
-	return newLine("stop").kv("node", s.Node).kv("run", s.Run).String()
+	return messages.Render("stop").KV("node", s.Node).KV("run", s.Run).String()
 }
 
 func (s *RunStarted) String() string {
-	return newLine("started").kv("node", s.Node).kv("run", s.Run).list("values", s.Values.Names()).list("limits", s.Limits.Names()).String()
+	return messages.Render("started").KV("node", s.Node).KV("run", s.Run).List("values", s.Values.Names()).List("limits", s.Limits.Names()).String()
 }
 
 func (e *RunEnded) String() string {
-	l := newLine("ended").kv("node", e.Node).kv("run", e.Run).kv("outcome", string(e.Outcome))
+	l := messages.Render("ended").KV("node", e.Node).KV("run", e.Run).KV("outcome", string(e.Outcome))
 	if e.Exit != nil {
-		l.kv("exit", strconv.Itoa(*e.Exit))
+		l.KV("exit", strconv.Itoa(*e.Exit))
 	}
-	return l.text("note", e.Note).String()
+	return l.Text("note", e.Note).String()
 }
 
 // Validate checks every field but the values named (CheckRunValues) and
 // the refusals that need the node (RunRefusal).
 func (r *Run) Validate() error {
-	if err := checkUser("node", r.Node); err != nil {
+	if err := messages.CheckUser("node", r.Node); err != nil {
 		return err
 	}
 	if err := checkObjective(r.Objective); err != nil {
@@ -202,7 +193,7 @@ func (r *Run) Validate() error {
 }
 
 func checkObjective(s string) error {
-	if err := checkText("objective", s, true, MaxTextLen); err != nil {
+	if err := messages.CheckText("objective", s, true, messages.MaxTextLen); err != nil {
 		return err
 	}
 	if strings.TrimSpace(s) == "" {
@@ -213,25 +204,25 @@ func checkObjective(s string) error {
 
 // Validate checks the node and the run's hash.
 func (s *RunStop) Validate() error {
-	if err := checkUser("node", s.Node); err != nil {
+	if err := messages.CheckUser("node", s.Node); err != nil {
 		return err
 	}
-	return CheckHash("run", s.Run)
+	return messages.CheckHash("run", s.Run)
 }
 
 // Validate checks the envelope, each value's name and the limits.
 func (s *RunStarted) Validate() error {
-	if err := checkUser("node", s.Node); err != nil {
+	if err := messages.CheckUser("node", s.Node); err != nil {
 		return err
 	}
-	if err := CheckHash("run", s.Run); err != nil {
+	if err := messages.CheckHash("run", s.Run); err != nil {
 		return err
 	}
 	for k, v := range s.Values {
 		if !validValueName(k) {
 			return strictjson.FieldErr(strictjson.JoinField("values", k), strictjson.ErrInvalid, "is not a value's name: letters, digits or _")
 		}
-		if err := checkArg(strictjson.JoinField("values", k), v); err != nil {
+		if err := messages.CheckArg(strictjson.JoinField("values", k), v); err != nil {
 			return err
 		}
 	}
@@ -240,10 +231,10 @@ func (s *RunStarted) Validate() error {
 
 // Validate checks table 12: which of exit and note each outcome has.
 func (e *RunEnded) Validate() error {
-	if err := checkUser("node", e.Node); err != nil {
+	if err := messages.CheckUser("node", e.Node); err != nil {
 		return err
 	}
-	if err := CheckHash("run", e.Run); err != nil {
+	if err := messages.CheckHash("run", e.Run); err != nil {
 		return err
 	}
 	exit, note := endedFields(e.Outcome)
@@ -265,7 +256,7 @@ func (e *RunEnded) Validate() error {
 		return strictjson.FieldErr("note", strictjson.ErrInvalid, fmt.Sprintf("is present; a run %s has no note", e.Outcome))
 	}
 	if e.Note != "" {
-		return checkText("note", e.Note, true, MaxTextLen)
+		return messages.CheckText("note", e.Note, true, messages.MaxTextLen)
 	}
 	return nil
 }
@@ -349,11 +340,11 @@ func (e *RunEnded) Encode() ([]byte, error) {
 // encodeMessage renders "```json\n", the JSON indented by two spaces with
 // ocx and kind first, then body's fields in their order, and "\n```\n".
 func encodeMessage(kind MessageKind, body any) ([]byte, error) {
-	b, err := objectAfter(fmt.Sprintf(`{"ocx":%d,"kind":%q`, version, kind), body)
+	b, err := messages.ObjectAfter(fmt.Sprintf(`{"ocx":%d,"kind":%q`, version, kind), body)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", kind, err)
 	}
-	out := fencedJSON(b)
+	out := messages.FencedJSON(b)
 	if len(out) > strictjson.MaxNoteLen {
 		return nil, &strictjson.FieldError{Where: string(kind), Problem: fmt.Sprintf("encodes to %d bytes; a message is at most %d", len(out), strictjson.MaxNoteLen), Err: strictjson.ErrTooLong}
 	}
@@ -376,7 +367,7 @@ func encodeMessage(kind MessageKind, body any) ([]byte, error) {
 // that does not parse, two blocks with "ocx") gives the *FieldError of
 // NoteBlock; no reader acts on it.
 func ReadMessage(text []byte) (Message, error) {
-	b, v, err := noteBlock(text)
+	b, v, err := messages.NoteBlock(text)
 	if err != nil {
 		return nil, err
 	}
@@ -444,7 +435,7 @@ func decodeMessage(v any, where string) (Message, error) {
 			fe.Where = where
 		}
 		node, _ := m["node"].(string)
-		if checkUser("node", node) != nil {
+		if messages.CheckUser("node", node) != nil {
 			node = ""
 		}
 		return nil, &MalformedMessage{Kind: k, Node: node, Err: fe}
@@ -514,7 +505,7 @@ func decodeRunKind(k MessageKind, o strictjson.Obj) (Message, error) {
 		if r.Process, err = readProcess(po); err != nil {
 			return nil, err
 		}
-		if err := checkUser("node", r.Node); err != nil {
+		if err := messages.CheckUser("node", r.Node); err != nil {
 			return nil, err
 		}
 		if err := checkObjective(r.Objective); err != nil {

@@ -1,4 +1,4 @@
-package messages
+package runmsg
 
 // RunOutcome is how a run ended (seed 004, table 12): the outcome of its
 // ended message.

@@ -1,4 +1,4 @@
-package messages
+package runmsg
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/docs/design/validate"
+	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/strictjson"
 	"pgregory.net/rapid"
 )
@@ -183,7 +184,7 @@ func TestReadMessageDispatch(t *testing.T) {
 		t.Errorf("record: ReadMessage %+v, ReadTaskRecord %+v, %v", got, want, err)
 	}
 	// The session design's reader still passes a run over.
-	if _, err := ReadPost(fenceRun(seedEcho)); !errors.Is(err, strictjson.ErrRunMessage) || !Ignorable(err) {
+	if _, err := messages.ReadPost(fenceRun(seedEcho)); !errors.Is(err, strictjson.ErrRunMessage) || !messages.Ignorable(err) {
 		t.Errorf("ReadPost of a run: %v", err)
 	}
 }
@@ -446,7 +447,7 @@ func TestExpandLeavesKeysAndUnreadFields(t *testing.T) {
 			vals[n] = "/v/" + n
 		}
 		for _, s := range []*[]string{&r.Process.Hears, &r.Process.Checkins} {
-			if len(*s) > 0 && (*s)[0] != HearsEveryone {
+			if len(*s) > 0 && (*s)[0] != messages.HearsEveryone {
 				(*s)[0] = "$$user$$"
 			}
 		}
@@ -611,7 +612,7 @@ func TestCheckRunValues(t *testing.T) {
 // alone, then the order: a run holding several is refused for the first.
 func TestRunRefusalRows(t *testing.T) {
 	ok := RefusalFacts{SenderPrivileged: true, NodeUser: "lab-1", NodeUsers: []string{"lab-2"}, Privileged: []string{"admin"},
-		ServerNode: true, Provides: RunProvision{Sandbox: true, NoNetwork: true, Limits: []string{LimitWall, LimitCPU, LimitProcesses}}}
+		ServerNode: true, Provides: RunProvision{Sandbox: true, NoNetwork: true, Limits: []string{messages.LimitWall, messages.LimitCPU, messages.LimitProcesses}}}
 	sb := `"sandbox": {"uid": 1, "gid": 1, "capabilities": [], "network": true, "own_session": true, "ends_with_node": true, "read_only": [], "read_write": [], "homes": [], "files": [], "proc": "/proc", "dev": "/dev", "tmp": "/tmp"}`
 	block := func(user, extra string) string {
 		return `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "workspace": [{"step": "password"}]` + extra + `, "process": {"user": "` + user + `", "command": ["x"]}}`
@@ -639,15 +640,15 @@ func TestRunRefusalRows(t *testing.T) {
 		{"6 a password held", good, func(f *RefusalFacts) { f.ServerNode, f.HasPassword = false, true }, 0, ""},
 		{"7 unconfined", good, func(f *RefusalFacts) { f.NothingUnconfined = true }, refusedUnconfined, "unconfined"},
 		{"7 confined", block("builder", ", "+sb), func(f *RefusalFacts) { f.NothingUnconfined = true }, 0, ""},
-		{"8 memory provided", block("builder", `, "limits": {"memory": "1G"}`), func(f *RefusalFacts) { f.Provides.Limits = append(f.Provides.Limits, LimitMemory) }, 0, ""},
+		{"8 memory provided", block("builder", `, "limits": {"memory": "1G"}`), func(f *RefusalFacts) { f.Provides.Limits = append(f.Provides.Limits, messages.LimitMemory) }, 0, ""},
 		{"8 memory", block("builder", `, "limits": {"memory": "1G"}`), func(f *RefusalFacts) {
-			f.Provides.LimitWhy = map[string]string{LimitMemory: "no cgroup v1 memory or pids hierarchy is mounted"}
+			f.Provides.LimitWhy = map[string]string{messages.LimitMemory: "no cgroup v1 memory or pids hierarchy is mounted"}
 		}, RefusedUnprovided, "limits.memory: this node cannot enforce it: no cgroup v1 memory or pids hierarchy is mounted"},
-		{"8 cpu", block("builder", `, "limits": {"cpu": 60}`), func(f *RefusalFacts) { f.Provides.Limits = []string{LimitWall} }, RefusedUnprovided, "limits.cpu"},
+		{"8 cpu", block("builder", `, "limits": {"cpu": 60}`), func(f *RefusalFacts) { f.Provides.Limits = []string{messages.LimitWall} }, RefusedUnprovided, "limits.cpu"},
 		{"8 disk", block("builder", `, "limits": {"disk": "1G"}`), func(f *RefusalFacts) {
-			f.Provides.LimitWhy = map[string]string{LimitDisk: "the host has no loop devices"}
+			f.Provides.LimitWhy = map[string]string{messages.LimitDisk: "the host has no loop devices"}
 		}, RefusedUnprovided, "limits.disk: this node cannot enforce it: the host has no loop devices"},
-		{"8 disk provided", block("builder", `, "limits": {"disk": "1G"}`), func(f *RefusalFacts) { f.Provides.Limits = append(f.Provides.Limits, LimitDisk) }, 0, ""},
+		{"8 disk provided", block("builder", `, "limits": {"disk": "1G"}`), func(f *RefusalFacts) { f.Provides.Limits = append(f.Provides.Limits, messages.LimitDisk) }, 0, ""},
 		{"8 no bwrap", block("builder", ", "+sb), func(f *RefusalFacts) { f.Provides.Sandbox = false }, RefusedUnprovided, "sandbox"},
 		{"8 capability", block("builder", ", "+strings.Replace(sb, `"capabilities": []`, `"capabilities": ["CAP_SYS_ADMIN"]`, 1)), nil, RefusedUnprovided, "CAP_SYS_ADMIN"},
 		{"8 network", block("builder", ", "+strings.Replace(sb, `"network": true`, `"network": false`, 1)), func(f *RefusalFacts) { f.Provides.NoNetwork = false }, RefusedUnprovided, "sandbox.network"},
@@ -660,10 +661,10 @@ func TestRunRefusalRows(t *testing.T) {
 		// A holder starts a terminal's command as the launcher does, limits
 		// in place before its first instruction.
 		{"8 cpu on a terminal provided", `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "limits": {"cpu": 60}, "process": {"user": "builder", "command": ["x"], "terminal": true}}`, func(f *RefusalFacts) {
-			f.Provides.Terminal, f.Provides.Limits = true, []string{LimitWall, LimitCPU, LimitProcesses}
+			f.Provides.Terminal, f.Provides.Limits = true, []string{messages.LimitWall, messages.LimitCPU, messages.LimitProcesses}
 		}, 0, ""},
 		{"8 cpu on a terminal not provided", `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "limits": {"cpu": 60}, "process": {"user": "builder", "command": ["x"], "terminal": true}}`, func(f *RefusalFacts) {
-			f.Provides.Terminal, f.Provides.Limits = true, []string{LimitWall}
+			f.Provides.Terminal, f.Provides.Limits = true, []string{messages.LimitWall}
 		}, RefusedUnprovided, "limits.cpu: this node cannot enforce it"},
 		// Order: the first row that holds counts.
 		{"1 before 2", block("", ""), func(f *RefusalFacts) { f.SenderPrivileged = false }, refusedSender, ""},
