@@ -9,7 +9,7 @@ import (
 	"github.com/ocx-go/ocx/messages/protocol"
 )
 
-// BranchCore decides for one branch listener: a `completes` session of a
+// branchCore decides for one branch listener: a `completes` session of a
 // workspace listening to a branch (decisions D5). A check-in makes it reserve
 // the workspace (granted only while nothing names it), find the newest
 // untested check-in, write a launch note for it as the node user and hand that
@@ -20,7 +20,7 @@ import (
 // A reviewer (D42) is the same listener whose runs leave a verdict: the
 // query gives its queue, the check-ins without its verdict, and the ones it
 // may never judge, which it logs once and never launches for.
-type BranchCore struct {
+type branchCore struct {
 	base
 	cfg     Config
 	st      protocol.BranchState
@@ -30,9 +30,9 @@ type BranchCore struct {
 	skipped map[string]bool
 }
 
-// NewBranchCore makes the core of branch listener st, new or restored.
-func NewBranchCore(cfg Config, st protocol.BranchState) *BranchCore {
-	c := &BranchCore{cfg: cfg.withDefaults(), st: st, skipped: map[string]bool{}}
+// newBranchCore makes the core of branch listener st, new or restored.
+func newBranchCore(cfg Config, st protocol.BranchState) *branchCore {
+	c := &branchCore{cfg: cfg.withDefaults(), st: st, skipped: map[string]bool{}}
 	if c.st.Phase == "" {
 		c.st.Phase = protocol.BranchIdle
 	}
@@ -40,14 +40,14 @@ func NewBranchCore(cfg Config, st protocol.BranchState) *BranchCore {
 }
 
 // State is the listener's part of a hand-off.
-func (c *BranchCore) State() protocol.BranchState { return c.st }
+func (c *branchCore) State() protocol.BranchState { return c.st }
 
-func (c *BranchCore) parent() protocol.ActorAddr { return protocol.WorkspaceAddr(c.st.Workspace) }
+func (c *branchCore) parent() protocol.ActorAddr { return protocol.WorkspaceAddr(c.st.Workspace) }
 
 // Start settles a restored listener. A hand-off holds only idle and running
 // listeners; any other phase waited on something the old image held, so it
 // becomes idle with its check-in still waiting.
-func (c *BranchCore) Start(time.Time) []protocol.DaemonEffect {
+func (c *branchCore) Start(time.Time) []protocol.DaemonEffect {
 	switch c.st.Phase {
 	case protocol.BranchIdle, protocol.BranchRunning:
 	default:
@@ -58,13 +58,13 @@ func (c *BranchCore) Start(time.Time) []protocol.DaemonEffect {
 	return c.take()
 }
 
-func (c *BranchCore) idle() {
+func (c *branchCore) idle() {
 	c.st.Phase = protocol.BranchIdle
 	c.st.Checkin, c.st.Launch, c.st.Proc = "", "", protocol.ProcID{}
 }
 
 // Step takes one message.
-func (c *BranchCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.DaemonEffect {
+func (c *branchCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.DaemonEffect {
 	c.settle(msg)
 	switch m := msg.(type) {
 	case protocol.CheckinArrived:
@@ -88,13 +88,13 @@ func (c *BranchCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.
 		c.collect = &m
 	case protocol.ResumeWork:
 	default:
-		c.log(slog.LevelWarn, "message not for a branch listener ignored", slog.String(KeyMessage, msg.String()))
+		c.log(slog.LevelWarn, "message not for a branch listener ignored", slog.String(keyMessage, msg.String()))
 	}
 	c.maybeReply()
 	return c.take()
 }
 
-func (c *BranchCore) checkinArrived(m protocol.CheckinArrived) {
+func (c *branchCore) checkinArrived(m protocol.CheckinArrived) {
 	c.st.Listener = m.Listener
 	if m.Listener.Lifetime != messages.Completes {
 		if m.Checkin != "" {
@@ -108,7 +108,7 @@ func (c *BranchCore) checkinArrived(m protocol.CheckinArrived) {
 	}
 }
 
-func (c *BranchCore) reservationGranted() {
+func (c *branchCore) reservationGranted() {
 	if c.st.Phase != protocol.BranchReserving {
 		c.tell(c.parent(), protocol.ReleaseWorkspace{Branch: c.st.Branch})
 		return
@@ -117,7 +117,7 @@ func (c *BranchCore) reservationGranted() {
 	c.emit(protocol.FindUntested{Listener: c.st.Listener, Branch: c.st.Branch})
 }
 
-func (c *BranchCore) untestedFound(m protocol.UntestedFound) {
+func (c *branchCore) untestedFound(m protocol.UntestedFound) {
 	if c.st.Phase != protocol.BranchQuerying {
 		return
 	}
@@ -142,7 +142,7 @@ func (c *BranchCore) untestedFound(m protocol.UntestedFound) {
 	}
 }
 
-func (c *BranchCore) launchWritten(m protocol.LaunchWritten) {
+func (c *branchCore) launchWritten(m protocol.LaunchWritten) {
 	if c.st.Phase != protocol.BranchWriting {
 		if m.Launch != nil {
 			c.log(slog.LevelWarn, "a launch note written after the listener moved on", slog.String(KeyBranch, c.st.Branch), slog.String(KeyLaunch, m.Launch.Hash))
@@ -168,7 +168,7 @@ func (c *BranchCore) launchWritten(m protocol.LaunchWritten) {
 	c.tell(c.parent(), protocol.LaunchCI{Launch: *m.Launch})
 }
 
-func (c *BranchCore) launchOutcome(m protocol.LaunchOutcome) {
+func (c *branchCore) launchOutcome(m protocol.LaunchOutcome) {
 	if m.Refused != "" {
 		if c.st.Phase == protocol.BranchLaunching && c.st.Launch == m.Launch.Hash {
 			c.idle()
@@ -182,7 +182,7 @@ func (c *BranchCore) launchOutcome(m protocol.LaunchOutcome) {
 
 // checkWritten checks that a written launch note is this listener's CI launch
 // for the check-in it asked for.
-func (c *BranchCore) checkWritten(l protocol.LaunchSpec) error {
+func (c *branchCore) checkWritten(l protocol.LaunchSpec) error {
 	if err := l.Validate(); err != nil {
 		return err
 	}
@@ -192,12 +192,12 @@ func (c *BranchCore) checkWritten(l protocol.LaunchSpec) error {
 	return nil
 }
 
-func (c *BranchCore) reserve() {
+func (c *branchCore) reserve() {
 	c.st.Phase = protocol.BranchReserving
 	c.tell(c.parent(), protocol.ReserveWorkspace{Branch: c.st.Branch})
 }
 
-func (c *BranchCore) release() {
+func (c *branchCore) release() {
 	c.idle()
 	c.tell(c.parent(), protocol.ReleaseWorkspace{Branch: c.st.Branch})
 }
@@ -205,7 +205,7 @@ func (c *BranchCore) release() {
 // freed decides on the workspace being free again: after its own run, look
 // again unless the run left no result (D5: a broken CI command cannot loop);
 // after anything else, look again only if a check-in waits.
-func (c *BranchCore) freed(m protocol.WorkspaceFreed) {
+func (c *branchCore) freed(m protocol.WorkspaceFreed) {
 	if c.st.Phase == protocol.BranchRunning {
 		if m.Ended == nil || !m.Ended.Proc.Matches(c.st.Proc) {
 			return
@@ -226,11 +226,11 @@ func (c *BranchCore) freed(m protocol.WorkspaceFreed) {
 
 // Quiescent reports whether the listener waits for nothing: idle, or running
 // its session (whose end will come from its workspace).
-func (c *BranchCore) Quiescent() bool {
+func (c *branchCore) Quiescent() bool {
 	return c.awaiting == 0 && (c.st.Phase == protocol.BranchIdle || c.st.Phase == protocol.BranchRunning)
 }
 
-func (c *BranchCore) maybeReply() {
+func (c *branchCore) maybeReply() {
 	if c.collect == nil || !c.Quiescent() {
 		return
 	}
@@ -239,6 +239,6 @@ func (c *BranchCore) maybeReply() {
 	c.collect = nil
 }
 
-func (c *BranchCore) addr() protocol.ActorAddr {
+func (c *branchCore) addr() protocol.ActorAddr {
 	return protocol.BranchAddr(c.st.Workspace, c.st.Branch)
 }

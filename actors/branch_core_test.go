@@ -15,7 +15,7 @@ import (
 // branchModel is the world of one branch listener: the check-ins on its branch
 // and which of them have a result, the workspace's answers, and its runs.
 type branchModel struct {
-	c   *BranchCore
+	c   *branchCore
 	now time.Time
 
 	completes bool
@@ -167,7 +167,7 @@ func TestBranchCoreProperties(t *testing.T) {
 		if m.reviewer {
 			listener.Result = messages.ResultVerdict
 		}
-		m.c = NewBranchCore(Config{}, protocol.BranchState{Workspace: testW, Branch: "trunk", Listener: listener})
+		m.c = newBranchCore(Config{}, protocol.BranchState{Workspace: testW, Branch: "trunk", Listener: listener})
 		if effs := m.c.Start(m.now); len(effs) != 0 {
 			t.Fatalf("a new listener did something at start: %v", effs)
 		}

@@ -27,10 +27,10 @@ type Config struct {
 const (
 	DefaultGrace          = 10 * time.Second
 	DefaultRetryAfter     = 10 * time.Second
-	DefaultEndAttempts    = 5
-	DefaultRecentHashes   = 4096
-	DefaultRecentLaunches = 64
-	DefaultOrderWait      = 30 * time.Second
+	defaultEndAttempts    = 5
+	defaultRecentHashes   = 4096
+	defaultRecentLaunches = 64
+	defaultOrderWait      = 30 * time.Second
 )
 
 // withDefaults fills in every field left zero.
@@ -42,16 +42,16 @@ func (c Config) withDefaults() Config {
 		c.RetryAfter = DefaultRetryAfter
 	}
 	if c.EndAttempts <= 0 {
-		c.EndAttempts = DefaultEndAttempts
+		c.EndAttempts = defaultEndAttempts
 	}
 	if c.RecentHashes <= 0 {
-		c.RecentHashes = DefaultRecentHashes
+		c.RecentHashes = defaultRecentHashes
 	}
 	if c.RecentLaunches <= 0 {
-		c.RecentLaunches = DefaultRecentLaunches
+		c.RecentLaunches = defaultRecentLaunches
 	}
 	if c.OrderWait <= 0 {
-		c.OrderWait = DefaultOrderWait
+		c.OrderWait = defaultOrderWait
 	}
 	return c
 }

@@ -343,7 +343,7 @@ func (d *Deps) runEffect(ctx context.Context, e protocol.DaemonEffect) protocol.
 		return protocol.RunLogsKept{Proc: e.Proc, Err: d.Runs.Write(ctx, e)}
 	case protocol.RunLaunch, protocol.RunDeliver, protocol.RunEndProcess:
 		if err := d.Runs.Process(ctx, e); err != nil {
-			d.Logger.Warn("a run's process effect failed", slog.String(KeyEffect, e.String()), errAttr(err))
+			d.Logger.Warn("a run's process effect failed", slog.String(keyEffect, e.String()), errAttr(err))
 		}
 	case protocol.CheckRuns:
 		lost, err := d.Runs.Check(ctx)

@@ -5,15 +5,15 @@ import "log/slog"
 // The attribute keys of the daemon's log lines, in one place so that every
 // line about a workspace or a process can be found by the same key.
 const (
-	KeyActor     = "actor"
+	keyActor     = "actor"
 	KeyWorkspace = "workspace"
 	KeyPID       = "pid"
 	KeyLaunch    = "launch"
 	KeyBranch    = "branch"
 	KeyCheckin   = "checkin"
 	KeyHash      = "hash"
-	KeyEffect    = "effect"
-	KeyMessage   = "message"
+	keyEffect    = "effect"
+	keyMessage   = "message"
 	KeyError     = "error"
 	KeyRun       = "run"
 )

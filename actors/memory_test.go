@@ -20,8 +20,8 @@ func TestChildNamesRoundTrip(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		name := rapid.StringMatching(`[A-Za-z0-9][A-Za-z0-9._-]{0,20}`)
 		w := messages.WorkspaceKey{Login: name.Draw(rt, "login"), Project: name.Draw(rt, "project")}
-		node := &shell{core: NewNodeCore(Config{})}
-		ws := &shell{core: NewWorkspaceCore(Config{}, protocol.WorkspaceState{Workspace: w})}
+		node := &shell{core: newNodeCore(Config{})}
+		ws := &shell{core: newWorkspaceCore(Config{}, protocol.WorkspaceState{Workspace: w})}
 		addrs := []struct {
 			parent *shell
 			a      protocol.ActorAddr
@@ -45,7 +45,7 @@ func TestChildNamesRoundTrip(t *testing.T) {
 // its maps come when first needed.
 func TestIdleWorkspaceHoldsNoMaps(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
-	c := NewWorkspaceCore(Config{}, protocol.WorkspaceState{Workspace: wsAna})
+	c := newWorkspaceCore(Config{}, protocol.WorkspaceState{Workspace: wsAna})
 	c.Start(now)
 	c.Step(now, protocol.StopWorkspace{Workspace: wsAna})
 	c.Step(now, protocol.WorkspaceScanned{Workspace: wsAna, Purpose: protocol.ScanForStop})

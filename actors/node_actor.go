@@ -12,13 +12,13 @@ import (
 	"github.com/ocx-go/ocx/messages/protocol"
 )
 
-// NodeProps makes the props of the root actor. Its children are the workspace
+// nodeProps makes the props of the root actor. Its children are the workspace
 // actors, started on demand. An actor of the tree that fails is stopped and
 // logged, never restarted: a restart would begin from a stale state, and a
 // restart loop is what the daemon must never fall into.
-func NodeProps(deps Deps, cfg Config) *actor.Props {
+func nodeProps(deps Deps, cfg Config) *actor.Props {
 	t := newTree(deps, cfg)
-	return t.props(func() actor.Actor { return &shell{tree: t, core: NewNodeCore(cfg)} }, actor.WithGuardian(t.strategy))
+	return t.props(func() actor.Actor { return &shell{tree: t, core: newNodeCore(cfg)} }, actor.WithGuardian(t.strategy))
 }
 
 // stopStrategy stops a failed child and logs why.
@@ -72,7 +72,7 @@ func StartNode(sys *actor.ActorSystem, deps Deps, cfg Config) (*actor.PID, error
 	if err := deps.Validate(); err != nil {
 		return nil, err
 	}
-	pid, err := sys.Root.SpawnNamed(NodeProps(deps, cfg), nodeName)
+	pid, err := sys.Root.SpawnNamed(nodeProps(deps, cfg), nodeName)
 	if err != nil {
 		return nil, fmt.Errorf("actors: spawn the node: %w", err)
 	}
@@ -92,15 +92,15 @@ func Snapshot(sys *actor.ActorSystem, node *actor.PID, timeout time.Duration) (p
 	return h, nil
 }
 
-// ErrStopTimeout says the tree did not stop in time.
-var ErrStopTimeout = errors.New("actors: the actor tree did not stop in time")
+// errStopTimeout says the tree did not stop in time.
+var errStopTimeout = errors.New("actors: the actor tree did not stop in time")
 
 // StopNode poisons the root (after the messages already queued) and waits, up
 // to protoactor's ten seconds, for it and its children to stop. It stops no
 // process: sessions outlive the daemon.
 func StopNode(sys *actor.ActorSystem, node *actor.PID) error {
 	if err := sys.Root.PoisonFuture(node).Wait(); err != nil {
-		return fmt.Errorf("%w: %w", ErrStopTimeout, err)
+		return fmt.Errorf("%w: %w", errStopTimeout, err)
 	}
 	return nil
 }

@@ -65,15 +65,15 @@ type NodeCore struct {
 	seq         int
 }
 
-// NewNodeCore makes the root's core.
-func NewNodeCore(cfg Config) *NodeCore {
+// newNodeCore makes the root's core.
+func newNodeCore(cfg Config) *NodeCore {
 	cfg = cfg.withDefaults()
 	c := &NodeCore{
 		cfg:         cfg,
 		recent:      newRecentSet(cfg.RecentHashes, nil),
 		classifying: map[string]bool{},
 		workspaces:  map[messages.WorkspaceKey]bool{},
-		sched:       NewRunSchedule(cfg),
+		sched:       newRunSchedule(cfg),
 	}
 	return c
 }
@@ -135,7 +135,7 @@ func (c *NodeCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.Da
 	case protocol.ChildStopped:
 		c.childStopped(m)
 	default:
-		c.log(slog.LevelWarn, "message not for the node ignored", slog.String(KeyMessage, msg.String()))
+		c.log(slog.LevelWarn, "message not for the node ignored", slog.String(keyMessage, msg.String()))
 	}
 	c.advance()
 	return c.take()
@@ -331,7 +331,7 @@ func (c *NodeCore) dispatch(l pipe.Line) {
 	case pipe.RunStartLine:
 		c.emit(protocol.StartRun{Repository: l.Repository, Run: l.Hash, By: l.By})
 	default:
-		c.log(slog.LevelWarn, "a pipe line the node does not act on", slog.String(KeyMessage, fmt.Sprint(l)))
+		c.log(slog.LevelWarn, "a pipe line the node does not act on", slog.String(keyMessage, fmt.Sprint(l)))
 	}
 }
 
@@ -486,7 +486,7 @@ func (c *NodeCore) foundRuns(runs []protocol.RunActorState) {
 // late stop or a second arrival changes nothing.
 func (c *NodeCore) routeRun(r protocol.RunRouted) {
 	if r.Run == "" {
-		c.log(slog.LevelWarn, "a run event naming no run dropped", slog.String(KeyMessage, r.String()))
+		c.log(slog.LevelWarn, "a run event naming no run dropped", slog.String(keyMessage, r.String()))
 		return
 	}
 	addr := protocol.RunAddr(r.Run)

@@ -145,7 +145,7 @@ func TestNodeCoreProperties(t *testing.T) {
 		m := &nodeModel{now: time.Unix(1_000_000, 0), started: map[messages.WorkspaceKey]bool{}, known: map[string]bool{},
 			launched: map[string]int{}, refused: map[string]int{}, exits: map[protocol.ProcID]int{},
 			exited: map[protocol.ProcID]bool{}, expect: map[protocol.ProcID]int{}, collects: map[messages.WorkspaceKey]protocol.CollectState{}, answered: map[messages.WorkspaceKey]bool{}, phase: "running"}
-		m.c = NewNodeCore(Config{})
+		m.c = newNodeCore(Config{})
 		line := func(t *rapid.T, l pipe.Line) {
 			if m.phase != "running" {
 				if _, ok := l.(pipe.ReexecLine); !ok {
@@ -317,7 +317,7 @@ func (m *nodeModel) deferredDispatched(*rapid.T) { m.deferred = nil }
 // 9): after an arrival's own event, and only while it has a run's actor;
 // what the run engine reads is routed to each run's actor.
 func TestNodeCoreAsksForDeliveries(t *testing.T) {
-	c := NewNodeCore(Config{})
+	c := newNodeCore(Config{})
 	c.Start(time.Time{})
 	names := func(effs []protocol.DaemonEffect) []string {
 		var out []string
@@ -364,7 +364,7 @@ func TestNodeCoreAsksForDeliveries(t *testing.T) {
 // nothing again.
 func TestNodeCoreActsInTheOrderOfItsLines(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		c := NewNodeCore(Config{})
+		c := newNodeCore(Config{})
 		c.Start(time.Time{})
 		n := rapid.IntRange(1, 12).Draw(t, "posts")
 		var hashes []string
@@ -436,7 +436,7 @@ func TestNodeCoreActsInTheOrderOfItsLines(t *testing.T) {
 // actor from the state found, one found lost is told so, and the
 // deliveries are read; a run whose actor runs already keeps it.
 func TestNodeCoreRestoresTheRunsFoundLater(t *testing.T) {
-	c := NewNodeCore(Config{})
+	c := newNodeCore(Config{})
 	c.Start(time.Time{})
 	c.Step(time.Time{}, protocol.Boot{})
 	running := protocol.RunRouted{Run: "R1run00000", Event: protocol.RunArrived{Facts: protocol.RunFacts{Hash: "R1run00000"}}}
@@ -475,7 +475,7 @@ func TestNodeCoreRestoresTheRunsFoundLater(t *testing.T) {
 // duplicate).
 func TestNodeCoreBootFindsTheGone(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		c := NewNodeCore(Config{})
+		c := newNodeCore(Config{})
 		now := time.Unix(1_000_000, 0)
 		var found []protocol.ProcInfo
 		var spawned []protocol.Spawned
@@ -584,7 +584,7 @@ func TestNodeCoreBootFindsTheGone(t *testing.T) {
 // whose started counts, and answers the runs' asks from that state: a run
 // after one not yet started waits, its user's run before it holds the slot.
 func TestNodeCoreGivesRunsTheirTurns(t *testing.T) {
-	c := NewNodeCore(Config{})
+	c := newNodeCore(Config{})
 	c.Start(time.Time{})
 	at := func(n int64) protocol.RunPosition { return protocol.RunPosition{Receipt: n, Row: 1} }
 	held := protocol.RunActorState{Facts: protocol.RunFacts{Hash: "R0run00000", Slot: "ana"}, StartedCounts: true, InCare: true, Alive: true, Proc: 1}

@@ -66,11 +66,11 @@ type RunKept struct {
 	CauseNote string
 	// Decided is the run's outcome once decided and until ended is
 	// written, so that a node going down between the two writes the same.
-	Decided *RunDecision
+	Decided *runDecision
 }
 
-// RunDecision is a run's decided ended: its outcome, exit and note.
-type RunDecision struct {
+// runDecision is a run's decided ended: its outcome, exit and note.
+type runDecision struct {
 	Outcome runmsg.RunOutcome
 	Exit    *int
 	Note    string
@@ -134,9 +134,9 @@ type RunCore struct {
 	wallSeq, graceSeq, retrySeq int
 }
 
-// NewRunCore makes the core of the run with this hash, which has not
+// newRunCore makes the core of the run with this hash, which has not
 // arrived yet: it is in state none.
-func NewRunCore(cfg Config, run string) *RunCore {
+func newRunCore(cfg Config, run string) *RunCore {
 	return &RunCore{cfg: cfg.withDefaults(), run: run, facts: protocol.RunFacts{Hash: run}}
 }
 
@@ -239,7 +239,7 @@ func (c *RunCore) Kept() RunKept {
 		k.Cause, k.CauseNote = c.cause, c.causeNote
 	}
 	if c.phase == runEnding {
-		k.Decided = &RunDecision{Outcome: c.outcome, Exit: c.exit, Note: c.note}
+		k.Decided = &runDecision{Outcome: c.outcome, Exit: c.exit, Note: c.note}
 	}
 	return k
 }
@@ -298,7 +298,7 @@ func (c *RunCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.Dae
 	case protocol.RunTurnGiven:
 		c.turnGiven(m)
 	default:
-		c.log(slog.LevelWarn, "message not for a run ignored", runAttr(c.run), slog.String(KeyMessage, msg.String()))
+		c.log(slog.LevelWarn, "message not for a run ignored", runAttr(c.run), slog.String(keyMessage, msg.String()))
 	}
 	return c.take()
 }

@@ -280,7 +280,7 @@ func TestRunLifeTable(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.row, func(t *testing.T) {
 			now := runT0
-			c := NewRunCore(runCfg, runH)
+			c := newRunCore(runCfg, runH)
 			if tc.state == "restored" {
 				c = RestoreRunCore(runCfg, protocol.RunFacts{Hash: runH}, RunKept{StartedCounts: true, LaunchedAt: runT0})
 				if got := runLines(c.Start(now)); len(got) != 0 {
@@ -614,7 +614,7 @@ func TestRunCoreProperties(t *testing.T) {
 		if rapid.Bool().Draw(t, "in order") {
 			m.facts.Project, m.facts.At = "demo", protocol.RunPosition{Receipt: 5, Row: 1}
 		}
-		m.c = NewRunCore(runCfg, runH)
+		m.c = newRunCore(runCfg, runH)
 		t.Repeat(map[string]func(*rapid.T){
 			"arrive": func(t *rapid.T) {
 				refusal := rapid.SampledFrom([]string{"", "", "process.user: holds setup"}).Draw(t, "refusal")

@@ -51,8 +51,8 @@ type startAsk struct {
 	at      protocol.RunPosition
 }
 
-// NewRunSchedule makes an empty schedule.
-func NewRunSchedule(cfg Config) *RunSchedule {
+// newRunSchedule makes an empty schedule.
+func newRunSchedule(cfg Config) *RunSchedule {
 	return &RunSchedule{cfg: cfg.withDefaults(), pending: map[string]inOrder{}, asks: map[int]startAsk{},
 		holder: map[string]string{}, waiting: map[string][]string{}}
 }

@@ -53,7 +53,7 @@ func runScheduleTranscript(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &schedTranscript{tr: newTranscript(), s: NewRunSchedule(Config{}), now: transcriptEpoch, timers: map[int]protocol.RunStartTimer{}}
+	st := &schedTranscript{tr: newTranscript(), s: newRunSchedule(Config{}), now: transcriptEpoch, timers: map[int]protocol.RunStartTimer{}}
 	playTranscript(t, path, data, func(cmd string, _ int) ([]string, error) { return st.do(cmd) })
 }
 
@@ -182,7 +182,7 @@ func (m *schedModel) apply(t *rapid.T, effs []protocol.DaemonEffect) {
 				t.Fatalf("turn %s given to run %d in phase %d", g.Turn, r.i, r.phase)
 			}
 		case protocol.RunStartTimer:
-			if e.Purpose != protocol.RunTimerOrder || e.After != DefaultOrderWait {
+			if e.Purpose != protocol.RunTimerOrder || e.After != defaultOrderWait {
 				t.Fatalf("a timer not for the order: %s", e)
 			}
 			m.timers = append(m.timers, e)
@@ -242,7 +242,7 @@ func (m *schedModel) check(t *rapid.T) {
 // and, once every run is done, no run left waiting.
 func TestRunScheduleProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		m := &schedModel{s: NewRunSchedule(Config{}), now: runT0, late: map[int]bool{}}
+		m := &schedModel{s: newRunSchedule(Config{}), now: runT0, late: map[int]bool{}}
 		pick := func(t *rapid.T, phase int) *schedRun {
 			var rs []*schedRun
 			for _, r := range m.runs {

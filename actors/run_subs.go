@@ -25,23 +25,23 @@ type RunSubscription struct {
 
 // The filters of table 9, in its order.
 const (
-	RunFilterSession   = "session"
-	RunFilterAfter     = "after"
-	RunFilterKnown     = "known"
-	RunFilterNoMessage = "no message"
-	RunFilterNotItsOwn = "not its own"
-	RunFilterWhere     = "where"
-	RunFilterHeard     = "heard"
+	runFilterSession   = "session"
+	runFilterAfter     = "after"
+	runFilterKnown     = "known"
+	runFilterNoMessage = "no message"
+	runFilterNotItsOwn = "not its own"
+	runFilterWhere     = "where"
+	runFilterHeard     = "heard"
 )
 
-// RunFilters lists the filters in table 9's order.
-var RunFilters = []string{RunFilterSession, RunFilterAfter, RunFilterKnown, RunFilterNoMessage, RunFilterNotItsOwn, RunFilterWhere, RunFilterHeard}
+// runFilters lists the filters in table 9's order.
+var runFilters = []string{runFilterSession, runFilterAfter, runFilterKnown, runFilterNoMessage, runFilterNotItsOwn, runFilterWhere, runFilterHeard}
 
 // RunFilter checks an arrival against a run's subscription, the filters in
 // order, and returns the first that fails, or "" when the arrival is to be
 // given (at most once, in the server's order: RunGiven).
 func RunFilter(s RunSubscription, a protocol.RunArrival) string {
-	for _, f := range RunFilters {
+	for _, f := range runFilters {
 		if !runPasses(f, s, a) {
 			return f
 		}
@@ -51,17 +51,17 @@ func RunFilter(s RunSubscription, a protocol.RunArrival) string {
 
 func runPasses(f string, s RunSubscription, a protocol.RunArrival) bool {
 	switch f {
-	case RunFilterSession:
+	case runFilterSession:
 		return s.Session && s.StartedCounts
-	case RunFilterAfter:
+	case runFilterAfter:
 		return s.Started.Before(a.At)
-	case RunFilterKnown:
+	case runFilterKnown:
 		return a.From != ""
-	case RunFilterNoMessage:
+	case runFilterNoMessage:
 		return !a.HoldsMessage
-	case RunFilterNotItsOwn:
+	case runFilterNotItsOwn:
 		return a.From != s.User
-	case RunFilterWhere:
+	case runFilterWhere:
 		switch a.Kind {
 		case protocol.RunPost:
 			return s.Thread != "" && a.Thread == s.Thread
@@ -71,7 +71,7 @@ func runPasses(f string, s RunSubscription, a protocol.RunArrival) bool {
 			return slices.Contains(s.Checkins, a.Branch)
 		}
 		return false
-	case RunFilterHeard:
+	case runFilterHeard:
 		return a.Kind == protocol.RunCheckin || slices.Contains(s.Hears, "*") || slices.Contains(s.Hears, a.From)
 	}
 	return false
@@ -133,8 +133,8 @@ type RunInCare struct {
 	StartsEach bool
 }
 
-// RunFoundLost is a run the node's check ends lost, and why.
-type RunFoundLost struct {
+// runFoundLost is a run the node's check ends lost, and why.
+type runFoundLost struct {
 	Hash string
 	Note string
 }
@@ -144,12 +144,12 @@ type RunFoundLost struct {
 // each run whose started counts and whose ended does not, and which is not
 // in its care with a live process (or, for a session whose deliveries is
 // start, in its care at all), is to be ended lost, in the record's order.
-func RunsLost(record []RunOnRecord, care []RunInCare) []RunFoundLost {
+func RunsLost(record []RunOnRecord, care []RunInCare) []runFoundLost {
 	byHash := make(map[string]RunInCare, len(care))
 	for _, r := range care {
 		byHash[r.Hash] = r
 	}
-	var lost []RunFoundLost
+	var lost []runFoundLost
 	seen := map[string]bool{}
 	for _, r := range record {
 		if !r.StartedCounts || r.EndedCounts || seen[r.Hash] {
@@ -159,9 +159,9 @@ func RunsLost(record []RunOnRecord, care []RunInCare) []RunFoundLost {
 		c, ok := byHash[r.Hash]
 		switch {
 		case !ok:
-			lost = append(lost, RunFoundLost{Hash: r.Hash, Note: "its started counts and no ended does, but the node has no record of it in its care: what ran it is gone"})
+			lost = append(lost, runFoundLost{Hash: r.Hash, Note: "its started counts and no ended does, but the node has no record of it in its care: what ran it is gone"})
 		case !c.Alive && !c.StartsEach:
-			lost = append(lost, RunFoundLost{Hash: r.Hash, Note: "it is in the node's care, but its process is no longer alive and its exit was not seen"})
+			lost = append(lost, runFoundLost{Hash: r.Hash, Note: "it is in the node's care, but its process is no longer alive and its exit was not seen"})
 		}
 	}
 	return lost

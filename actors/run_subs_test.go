@@ -26,29 +26,29 @@ func TestRunFilter(t *testing.T) {
 		f    func(*RunSubscription, *protocol.RunArrival)
 		want string
 	}{
-		{"1 session: not a session", func(s *RunSubscription, _ *protocol.RunArrival) { s.Session = false }, RunFilterSession},
-		{"1 session: started does not count", func(s *RunSubscription, _ *protocol.RunArrival) { s.StartedCounts = false }, RunFilterSession},
-		{"2 after: received before started", func(_ *RunSubscription, a *protocol.RunArrival) { a.At = protocol.RunPosition{Receipt: 10, Row: 1} }, RunFilterAfter},
-		{"2 after: started itself", func(_ *RunSubscription, a *protocol.RunArrival) { a.At = sub.Started }, RunFilterAfter},
-		{"3 known: no sender", func(_ *RunSubscription, a *protocol.RunArrival) { a.From = "" }, RunFilterKnown},
-		{"4 no message: holds an OCX message", func(_ *RunSubscription, a *protocol.RunArrival) { a.HoldsMessage = true }, RunFilterNoMessage},
-		{"5 not its own: sent by process.user", func(s *RunSubscription, a *protocol.RunArrival) { a.From = "claude-1"; s.Hears = []string{"*"} }, RunFilterNotItsOwn},
-		{"6 where: a post in another thread", func(_ *RunSubscription, a *protocol.RunArrival) { a.Thread = "T2" }, RunFilterWhere},
+		{"1 session: not a session", func(s *RunSubscription, _ *protocol.RunArrival) { s.Session = false }, runFilterSession},
+		{"1 session: started does not count", func(s *RunSubscription, _ *protocol.RunArrival) { s.StartedCounts = false }, runFilterSession},
+		{"2 after: received before started", func(_ *RunSubscription, a *protocol.RunArrival) { a.At = protocol.RunPosition{Receipt: 10, Row: 1} }, runFilterAfter},
+		{"2 after: started itself", func(_ *RunSubscription, a *protocol.RunArrival) { a.At = sub.Started }, runFilterAfter},
+		{"3 known: no sender", func(_ *RunSubscription, a *protocol.RunArrival) { a.From = "" }, runFilterKnown},
+		{"4 no message: holds an OCX message", func(_ *RunSubscription, a *protocol.RunArrival) { a.HoldsMessage = true }, runFilterNoMessage},
+		{"5 not its own: sent by process.user", func(s *RunSubscription, a *protocol.RunArrival) { a.From = "claude-1"; s.Hears = []string{"*"} }, runFilterNotItsOwn},
+		{"6 where: a post in another thread", func(_ *RunSubscription, a *protocol.RunArrival) { a.Thread = "T2" }, runFilterWhere},
 		{"6 where: a change to another ticket", func(s *RunSubscription, a *protocol.RunArrival) {
 			s.Thread, s.Ticket = "", "K1"
 			a.Kind, a.Thread, a.Ticket = protocol.RunChange, "", "K2"
-		}, RunFilterWhere},
+		}, runFilterWhere},
 		{"6 where: a check-in on a branch not in checkins", func(_ *RunSubscription, a *protocol.RunArrival) {
 			a.Kind, a.Thread, a.Branch = protocol.RunCheckin, "", "dev"
-		}, RunFilterWhere},
+		}, runFilterWhere},
 		{"6 where: a post with no thread, the run on a ticket", func(s *RunSubscription, a *protocol.RunArrival) {
 			s.Thread, s.Ticket = "", "K1"
 			a.Thread = ""
-		}, RunFilterWhere},
+		}, runFilterWhere},
 		{"6 where: a change with no ticket, the run in a thread", func(_ *RunSubscription, a *protocol.RunArrival) {
 			a.Kind, a.Thread = protocol.RunChange, ""
-		}, RunFilterWhere},
-		{"7 heard: a sender not in hears", func(_ *RunSubscription, a *protocol.RunArrival) { a.From = "bob" }, RunFilterHeard},
+		}, runFilterWhere},
+		{"7 heard: a sender not in hears", func(_ *RunSubscription, a *protocol.RunArrival) { a.From = "bob" }, runFilterHeard},
 		{"given: a post in its thread by one it hears", func(*RunSubscription, *protocol.RunArrival) {}, ""},
 		{"given: hears is [*]", func(s *RunSubscription, a *protocol.RunArrival) { s.Hears = []string{"*"}; a.From = "bob" }, ""},
 		{"given: a change to its ticket", func(s *RunSubscription, a *protocol.RunArrival) {
@@ -63,15 +63,15 @@ func TestRunFilter(t *testing.T) {
 		{"1 before 2", func(s *RunSubscription, a *protocol.RunArrival) {
 			s.StartedCounts = false
 			a.At = protocol.RunPosition{Receipt: 10, Row: 1}
-		}, RunFilterSession},
-		{"2 before 3", func(_ *RunSubscription, a *protocol.RunArrival) { a.At, a.From = sub.Started, "" }, RunFilterAfter},
-		{"3 before 4", func(_ *RunSubscription, a *protocol.RunArrival) { a.From, a.HoldsMessage = "", true }, RunFilterKnown},
-		{"4 before 5", func(_ *RunSubscription, a *protocol.RunArrival) { a.HoldsMessage, a.From = true, "claude-1" }, RunFilterNoMessage},
+		}, runFilterSession},
+		{"2 before 3", func(_ *RunSubscription, a *protocol.RunArrival) { a.At, a.From = sub.Started, "" }, runFilterAfter},
+		{"3 before 4", func(_ *RunSubscription, a *protocol.RunArrival) { a.From, a.HoldsMessage = "", true }, runFilterKnown},
+		{"4 before 5", func(_ *RunSubscription, a *protocol.RunArrival) { a.HoldsMessage, a.From = true, "claude-1" }, runFilterNoMessage},
 		{"5 before 6", func(s *RunSubscription, a *protocol.RunArrival) {
 			s.Hears = []string{"*"}
 			a.From, a.Thread = "claude-1", "T2"
-		}, RunFilterNotItsOwn},
-		{"6 before 7", func(_ *RunSubscription, a *protocol.RunArrival) { a.Thread, a.From = "T2", "bob" }, RunFilterWhere},
+		}, runFilterNotItsOwn},
+		{"6 before 7", func(_ *RunSubscription, a *protocol.RunArrival) { a.Thread, a.From = "T2", "bob" }, runFilterWhere},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,11 +95,11 @@ func TestRunFilterOrder(t *testing.T) {
 			HoldsMessage: rapid.Bool().Draw(t, "msg"), Thread: rapid.SampledFrom([]string{"", "T", "X"}).Draw(t, "thread"),
 			Ticket: rapid.SampledFrom([]string{"", "K", "X"}).Draw(t, "ticket"), Branch: rapid.SampledFrom([]string{"trunk", "dev"}).Draw(t, "branch")}
 		got := RunFilter(s, a)
-		i := slices.Index(RunFilters, got)
+		i := slices.Index(runFilters, got)
 		if got != "" && i < 0 {
 			t.Fatalf("no such filter %q", got)
 		}
-		for j, f := range RunFilters {
+		for j, f := range runFilters {
 			passes := runPasses(f, s, a)
 			if (got == "" || j < i) && !passes {
 				t.Fatalf("%q fails before %q", f, got)

@@ -31,7 +31,7 @@ const (
 	sessDone
 )
 
-// SessionCore decides for one session process, launched by the daemon (a
+// sessionCore decides for one session process, launched by the daemon (a
 // child) or found at start (adopted), or one a daemon before spawned that
 // ended while no daemon ran (found gone, D76: its end alone is written). On a stop, once the process has run
 // past its launch's wall limit (D40), once its cgroup has gone past its
@@ -41,7 +41,7 @@ const (
 // closes the cgroup, reads its use of the node, then writes exactly one
 // end note (naming the budget when a limit ended it, and the usage) and
 // tells its workspace. It never launches anything.
-type SessionCore struct {
+type sessionCore struct {
 	base
 	cfg   Config
 	st    protocol.SessionState
@@ -61,10 +61,10 @@ type SessionCore struct {
 	finished bool
 }
 
-// NewSessionCore makes the core of session st: a new one (a child just
+// newSessionCore makes the core of session st: a new one (a child just
 // spawned, or a process adopted at start) or one restored from a hand-off.
-func NewSessionCore(cfg Config, st protocol.SessionState) *SessionCore {
-	c := &SessionCore{cfg: cfg.withDefaults(), st: st}
+func newSessionCore(cfg Config, st protocol.SessionState) *sessionCore {
+	c := &sessionCore{cfg: cfg.withDefaults(), st: st}
 	switch {
 	case !st.Ended:
 		c.phase = sessRunning
@@ -77,13 +77,13 @@ func NewSessionCore(cfg Config, st protocol.SessionState) *SessionCore {
 }
 
 // State is the session's part of a hand-off.
-func (c *SessionCore) State() protocol.SessionState { return c.st }
+func (c *sessionCore) State() protocol.SessionState { return c.st }
 
-func (c *SessionCore) parent() protocol.ActorAddr { return protocol.WorkspaceAddr(c.st.Workspace) }
+func (c *sessionCore) parent() protocol.ActorAddr { return protocol.WorkspaceAddr(c.st.Workspace) }
 
 // Start arms what the state needs: a watch for an adopted process, the grace
 // timer for a child being stopped, the end note if it is still to write.
-func (c *SessionCore) Start(now time.Time) []protocol.DaemonEffect {
+func (c *sessionCore) Start(now time.Time) []protocol.DaemonEffect {
 	switch c.phase {
 	case sessRunning:
 		if c.st.FoundGone {
@@ -108,7 +108,7 @@ func (c *SessionCore) Start(now time.Time) []protocol.DaemonEffect {
 }
 
 // arm starts the timers and the watch the running state calls for.
-func (c *SessionCore) arm(now time.Time) {
+func (c *sessionCore) arm(now time.Time) {
 	if c.frozen {
 		return
 	}
@@ -143,7 +143,7 @@ func (c *SessionCore) arm(now time.Time) {
 
 // wallDeadline is when the session is past its launch's wall limit, counted
 // from its process's start (D40), and whether it has one.
-func (c *SessionCore) wallDeadline() (time.Time, bool) {
+func (c *sessionCore) wallDeadline() (time.Time, bool) {
 	if c.st.Launch.Wall == "" {
 		return time.Time{}, false
 	}
@@ -155,7 +155,7 @@ func (c *SessionCore) wallDeadline() (time.Time, bool) {
 }
 
 // Step takes one message.
-func (c *SessionCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.DaemonEffect {
+func (c *sessionCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.DaemonEffect {
 	c.settle(msg)
 	switch m := msg.(type) {
 	case protocol.StopSession:
@@ -190,7 +190,7 @@ func (c *SessionCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol
 			c.arm(now)
 		}
 	default:
-		c.log(slog.LevelWarn, "message not for a session ignored", slog.String(KeyMessage, msg.String()))
+		c.log(slog.LevelWarn, "message not for a session ignored", slog.String(keyMessage, msg.String()))
 	}
 	if c.phase == sessDone && !c.finished {
 		c.finish()
@@ -199,7 +199,7 @@ func (c *SessionCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol
 	return c.take()
 }
 
-func (c *SessionCore) processExited(now time.Time, m protocol.ProcessExited) {
+func (c *sessionCore) processExited(now time.Time, m protocol.ProcessExited) {
 	if !c.st.Proc.Matches(m.Proc) {
 		c.log(slog.LevelWarn, "exit of another process ignored", pidAttr(m.Proc))
 		return
@@ -211,7 +211,7 @@ func (c *SessionCore) processExited(now time.Time, m protocol.ProcessExited) {
 	c.end(now, m.Status, m.At)
 }
 
-func (c *SessionCore) processGone(now time.Time, m protocol.ProcessGone) {
+func (c *sessionCore) processGone(now time.Time, m protocol.ProcessGone) {
 	if m.Seq != c.seq || c.st.Ended {
 		return // a watch from before a freeze or an end: stale
 	}
@@ -225,7 +225,7 @@ func (c *SessionCore) processGone(now time.Time, m protocol.ProcessGone) {
 	c.end(now, messages.ExitStatus{State: messages.EndUnknown}, m.At)
 }
 
-func (c *SessionCore) usageRead(m protocol.UsageRead) {
+func (c *sessionCore) usageRead(m protocol.UsageRead) {
 	if c.phase != sessCounting {
 		return
 	}
@@ -241,7 +241,7 @@ func (c *SessionCore) usageRead(m protocol.UsageRead) {
 	c.closed()
 }
 
-func (c *SessionCore) limitsClosed(m protocol.LimitsClosed) {
+func (c *sessionCore) limitsClosed(m protocol.LimitsClosed) {
 	if c.phase != sessClosing {
 		return
 	}
@@ -257,7 +257,7 @@ func (c *SessionCore) limitsClosed(m protocol.LimitsClosed) {
 	c.emit(protocol.ReadUsage{Workspace: c.st.Workspace, Proc: c.st.Proc, Launch: c.st.Launch.Hash})
 }
 
-func (c *SessionCore) resultRead(m protocol.ResultRead) {
+func (c *sessionCore) resultRead(m protocol.ResultRead) {
 	if c.phase != sessReading {
 		return
 	}
@@ -270,7 +270,7 @@ func (c *SessionCore) resultRead(m protocol.ResultRead) {
 	c.ended()
 }
 
-func (c *SessionCore) endWritten(now time.Time, m protocol.EndWritten) {
+func (c *sessionCore) endWritten(now time.Time, m protocol.EndWritten) {
 	if c.phase != sessWriting {
 		return
 	}
@@ -290,7 +290,7 @@ func (c *SessionCore) endWritten(now time.Time, m protocol.EndWritten) {
 	c.arm(now)
 }
 
-func (c *SessionCore) collectState(m protocol.CollectState) {
+func (c *sessionCore) collectState(m protocol.CollectState) {
 	if m.Freeze && !c.frozen {
 		c.frozen = true
 		c.seq++ // every timer and watch armed so far is now stale
@@ -299,7 +299,7 @@ func (c *SessionCore) collectState(m protocol.CollectState) {
 	c.collect = &m
 }
 
-func (c *SessionCore) stop(now time.Time) {
+func (c *sessionCore) stop(now time.Time) {
 	if c.st.Ended {
 		c.log(slog.LevelInfo, "stop of a session that already ended", pidAttr(c.st.Proc))
 		return
@@ -316,7 +316,7 @@ func (c *SessionCore) stop(now time.Time) {
 	}
 }
 
-func (c *SessionCore) timer(now time.Time, m protocol.TimerFired) {
+func (c *sessionCore) timer(now time.Time, m protocol.TimerFired) {
 	if m.Seq != c.seq {
 		return // stale: a later decision replaced it
 	}
@@ -348,7 +348,7 @@ func (c *SessionCore) timer(now time.Time, m protocol.TimerFired) {
 
 // limitReached: past its memory or processes (D46), the session is
 // stopped as past its wall: TERM, and KILL after the grace for a child.
-func (c *SessionCore) limitReached(now time.Time, m protocol.LimitReached) {
+func (c *sessionCore) limitReached(now time.Time, m protocol.LimitReached) {
 	if m.Seq != c.limitSeq || c.limitSeq <= 0 || c.st.Ended {
 		return // a watch from before a freeze or an end: stale
 	}
@@ -369,7 +369,7 @@ func (c *SessionCore) limitReached(now time.Time, m protocol.LimitReached) {
 // budgetSpent: its model proxy says the session's tokens are spent (D50):
 // stopped as past its wall. A line for another launch (a session this
 // workspace ran before) stops nothing.
-func (c *SessionCore) budgetSpent(now time.Time, m protocol.BudgetSpent) {
+func (c *sessionCore) budgetSpent(now time.Time, m protocol.BudgetSpent) {
 	if m.Launch != c.st.Launch.Hash || c.st.Ended {
 		return
 	}
@@ -390,7 +390,7 @@ func (c *SessionCore) budgetSpent(now time.Time, m protocol.BudgetSpent) {
 // what the note says (D20): unknown for a process the daemon is not the
 // parent of, and a sandbox's 137 after the daemon's own KILL is that KILL.
 // The cgroup is closed first: it may say a limit the end went past.
-func (c *SessionCore) end(now time.Time, status messages.ExitStatus, at time.Time) {
+func (c *sessionCore) end(now time.Time, status messages.ExitStatus, at time.Time) {
 	if !c.st.Child {
 		status = messages.ExitStatus{State: messages.EndUnknown}
 	}
@@ -408,7 +408,7 @@ func (c *SessionCore) end(now time.Time, status messages.ExitStatus, at time.Tim
 
 // closed goes on once the cgroup is closed: a CI run's result, then the
 // end note.
-func (c *SessionCore) closed() {
+func (c *sessionCore) closed() {
 	if c.st.Launch.IsCI() {
 		c.phase = sessReading
 		c.emit(protocol.ReadResult{Proc: c.st.Proc, Launch: c.st.Launch})
@@ -418,12 +418,12 @@ func (c *SessionCore) closed() {
 }
 
 // ended tells the workspace and writes the end note.
-func (c *SessionCore) ended() {
+func (c *sessionCore) ended() {
 	c.tell(c.parent(), protocol.SessionEnded{Workspace: c.st.Workspace, Proc: c.st.Proc, Launch: c.st.Launch, LeftResult: c.st.LeftResult})
 	c.writeEnd()
 }
 
-func (c *SessionCore) writeEnd() {
+func (c *sessionCore) writeEnd() {
 	c.phase = sessWriting
 	c.emit(protocol.WriteEnd{
 		Launch:           c.st.Launch,
@@ -440,7 +440,7 @@ func (c *SessionCore) writeEnd() {
 // §5.3): the status and its code or signal, killed when the daemon's KILL
 // after the grace ended it, the release it ran, when it was seen to end,
 // for a CI run the check-in and its result (none when it left none).
-func (c *SessionCore) endNote() messages.EndNote {
+func (c *sessionCore) endNote() messages.EndNote {
 	st := c.st.Exit
 	release := c.st.Launch.ReleaseName
 	if release == "" {
@@ -476,7 +476,7 @@ func (c *SessionCore) endNote() messages.EndNote {
 }
 
 // endWords says in words how the session ended, for the end note.
-func (c *SessionCore) endWords() string {
+func (c *sessionCore) endWords() string {
 	var s string
 	switch c.st.Exit.State {
 	case messages.EndExited:
@@ -524,7 +524,7 @@ func (c *SessionCore) endWords() string {
 
 // finish tells the workspace the session has nothing left to do, once no
 // effect's result is outstanding, so that stopping the actor loses nothing.
-func (c *SessionCore) finish() {
+func (c *sessionCore) finish() {
 	if c.awaiting > 0 {
 		return
 	}
@@ -535,11 +535,11 @@ func (c *SessionCore) finish() {
 // Quiescent reports whether the session waits for no result: a running
 // process (its timers and watch are re-armed from the state), or an end note
 // waiting for its retry, or nothing left.
-func (c *SessionCore) Quiescent() bool {
+func (c *sessionCore) Quiescent() bool {
 	return c.awaiting == 0 && (c.phase == sessRunning || c.phase == sessWaitingRetry || c.phase == sessDone)
 }
 
-func (c *SessionCore) maybeReply() {
+func (c *sessionCore) maybeReply() {
 	if c.collect == nil || !c.Quiescent() {
 		return
 	}
@@ -552,6 +552,6 @@ func (c *SessionCore) maybeReply() {
 	c.tell(c.parent(), r)
 }
 
-func (c *SessionCore) addr() protocol.ActorAddr {
+func (c *sessionCore) addr() protocol.ActorAddr {
 	return protocol.SessionAddr(c.st.Workspace, c.st.Proc)
 }

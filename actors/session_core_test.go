@@ -29,7 +29,7 @@ func testLaunch(n int, ci bool) protocol.LaunchSpec {
 
 // sessionModel is what a session's history must add up to.
 type sessionModel struct {
-	c      *SessionCore
+	c      *sessionCore
 	now    time.Time
 	child  bool
 	ci     bool
@@ -230,7 +230,7 @@ func sessionProperty(t *rapid.T, gone bool) {
 			st.Child, m.child = false, false
 			st.FoundGone, m.gone, m.ended = true, true, true
 		}
-		m.c = NewSessionCore(cfg, st)
+		m.c = newSessionCore(cfg, st)
 		m.apply(t, m.c.Start(m.now))
 
 		t.Repeat(map[string]func(*rapid.T){
@@ -401,7 +401,7 @@ func sessionProperty(t *rapid.T, gone bool) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				m.c = NewSessionCore(cfg, h2.Workspaces[0].Sessions[0])
+				m.c = newSessionCore(cfg, h2.Workspaces[0].Sessions[0])
 				m.timers, m.due, m.watches, m.await, m.limitWatches = nil, nil, nil, nil, nil
 				m.frozen, m.collects, m.graceOK = false, 0, false
 				t.Logf("restore")
@@ -474,7 +474,7 @@ func TestEndNote(t *testing.T) {
 	launch.ReleaseName = "r7"
 	end := func(child, killed bool, launch protocol.LaunchSpec, st messages.ExitStatus, result, past string) messages.EndNote {
 		t.Helper()
-		c := NewSessionCore(Config{}.withDefaults(), protocol.SessionState{Workspace: testW, Proc: proc, Child: child, Launch: launch, KillSent: killed})
+		c := newSessionCore(Config{}.withDefaults(), protocol.SessionState{Workspace: testW, Proc: proc, Child: child, Launch: launch, KillSent: killed})
 		c.Step(at, protocol.ProcessExited{Proc: proc, Status: st, At: at})
 		closed := protocol.LimitsClosed{Proc: proc, Limit: past, Note: "1 process killed by the kernel at its memory limit of 64 MiB"}
 		if past == messages.LimitTokens {

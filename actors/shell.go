@@ -108,15 +108,15 @@ func (t *tree) props(produce actor.Producer, opts ...actor.PropsOption) *actor.P
 func (t *tree) coreFor(e protocol.StartActor) core {
 	switch {
 	case e.Addr.Kind == protocol.ActorWorkspace && e.Workspace != nil:
-		return NewWorkspaceCore(t.cfg, *e.Workspace)
+		return newWorkspaceCore(t.cfg, *e.Workspace)
 	case e.Addr.Kind == protocol.ActorSession && e.Session != nil:
-		return NewSessionCore(t.cfg, *e.Session)
+		return newSessionCore(t.cfg, *e.Session)
 	case e.Addr.Kind == protocol.ActorBranch && e.Branch != nil:
-		return NewBranchCore(t.cfg, *e.Branch)
+		return newBranchCore(t.cfg, *e.Branch)
 	case e.Addr.Kind == protocol.ActorRun && e.Run != nil:
 		return RestoreRunCore(t.cfg, e.Run.Facts, runKept(*e.Run))
 	case e.Addr.Kind == protocol.ActorRun:
-		return NewRunCore(t.cfg, e.Addr.Run)
+		return newRunCore(t.cfg, e.Addr.Run)
 	}
 	return nil
 }
@@ -272,7 +272,7 @@ func (s *shell) Receive(ctx actor.Context) {
 	case protocol.DaemonMessage:
 		s.step(ctx, m)
 	default:
-		s.logAttrs(slog.LevelWarn, "a message the daemon's actors do not take", slog.Any(KeyMessage, m))
+		s.logAttrs(slog.LevelWarn, "a message the daemon's actors do not take", slog.Any(keyMessage, m))
 	}
 }
 
@@ -284,13 +284,13 @@ func (s *shell) logAttrs(level slog.Level, text string, attrs ...slog.Attr) {
 		return
 	}
 	all := make([]slog.Attr, 0, len(attrs)+1)
-	all = append(all, slog.String(KeyActor, s.core.addr().String()))
+	all = append(all, slog.String(keyActor, s.core.addr().String()))
 	log.LogAttrs(context.Background(), level, text, append(all, attrs...)...)
 }
 
 func (s *shell) step(ctx actor.Context, m protocol.DaemonMessage) {
 	if s.tree.deps.Logger.Enabled(context.Background(), slog.LevelDebug) {
-		s.logAttrs(slog.LevelDebug, "message", slog.String(KeyMessage, m.String()))
+		s.logAttrs(slog.LevelDebug, "message", slog.String(keyMessage, m.String()))
 	}
 	s.apply(ctx, s.core.Step(s.tree.deps.Clock.Now(), m))
 }
@@ -301,7 +301,7 @@ func (s *shell) apply(ctx actor.Context, effs []protocol.DaemonEffect) {
 		case protocol.Tell:
 			to := s.resolve(ctx, e.To)
 			if to == nil {
-				s.logAttrs(slog.LevelError, "a message to an actor this one does not know dropped", slog.String("to", e.To.String()), slog.String(KeyMessage, e.Msg.String()))
+				s.logAttrs(slog.LevelError, "a message to an actor this one does not know dropped", slog.String("to", e.To.String()), slog.String(keyMessage, e.Msg.String()))
 				continue
 			}
 			ctx.Send(to, e.Msg)
@@ -345,7 +345,7 @@ func (s *shell) apply(ctx actor.Context, effs []protocol.DaemonEffect) {
 
 func (s *shell) logEffect(e protocol.DaemonEffect) {
 	if s.tree.deps.Logger.Enabled(context.Background(), slog.LevelDebug) {
-		s.logAttrs(slog.LevelDebug, "effect", slog.String(KeyEffect, e.String()))
+		s.logAttrs(slog.LevelDebug, "effect", slog.String(keyEffect, e.String()))
 	}
 }
 

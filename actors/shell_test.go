@@ -117,7 +117,7 @@ func TestResultAfterStopIsDropped(t *testing.T) {
 		}
 		deps := newFakeWorld().deps()
 		deps.Logger = slog.New(slog.DiscardHandler)
-		sh := &shell{tree: newTree(deps, Config{}), core: NewNodeCore(Config{}), self: pid, sys: sys}
+		sh := &shell{tree: newTree(deps, Config{}), core: newNodeCore(Config{}), self: pid, sys: sys}
 		if stop {
 			sh.stopEffects()
 		}
@@ -161,8 +161,8 @@ func TestStartNodeChecksItsDependencies(t *testing.T) {
 // TestConfigDefaults fills in every zero field, and keeps what is set.
 func TestConfigDefaults(t *testing.T) {
 	c := Config{Grace: time.Second}.withDefaults()
-	want := Config{Grace: time.Second, RetryAfter: DefaultRetryAfter, EndAttempts: DefaultEndAttempts,
-		RecentHashes: DefaultRecentHashes, RecentLaunches: DefaultRecentLaunches, OrderWait: DefaultOrderWait}
+	want := Config{Grace: time.Second, RetryAfter: DefaultRetryAfter, EndAttempts: defaultEndAttempts,
+		RecentHashes: defaultRecentHashes, RecentLaunches: defaultRecentLaunches, OrderWait: defaultOrderWait}
 	if c != want {
 		t.Errorf("withDefaults = %+v, want %+v", c, want)
 	}

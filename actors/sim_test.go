@@ -73,7 +73,7 @@ func newSim(cfg Config, now time.Time) *sim {
 		snapshots: map[int]protocol.Handoff{},
 	}
 	node := protocol.NodeAddr()
-	s.cores[node] = NewNodeCore(cfg)
+	s.cores[node] = newNodeCore(cfg)
 	s.apply(node, s.cores[node].Start(now))
 	return s
 }
@@ -159,11 +159,11 @@ func (s *sim) apply(from protocol.ActorAddr, effs []protocol.DaemonEffect) {
 			var c core
 			switch {
 			case e.Workspace != nil:
-				c = NewWorkspaceCore(s.cfg, *e.Workspace)
+				c = newWorkspaceCore(s.cfg, *e.Workspace)
 			case e.Session != nil:
-				c = NewSessionCore(s.cfg, *e.Session)
+				c = newSessionCore(s.cfg, *e.Session)
 			case e.Branch != nil:
-				c = NewBranchCore(s.cfg, *e.Branch)
+				c = newBranchCore(s.cfg, *e.Branch)
 			default:
 				s.deadLetters = append(s.deadLetters, "start without a state: "+e.Addr.String())
 				continue

@@ -382,7 +382,7 @@ func (w *world) exec(p *pendingEffect, fail bool) bool {
 	// The new image knows the same children.
 	known := map[protocol.ProcID]bool{}
 	for a, c := range w.s.cores {
-		if sc, ok := c.(*SessionCore); ok && sc.st.Child && !sc.st.Ended {
+		if sc, ok := c.(*sessionCore); ok && sc.st.Child && !sc.st.Ended {
 			known[a.Proc] = true
 		}
 	}

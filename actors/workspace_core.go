@@ -38,14 +38,14 @@ type wsReserve struct {
 	granted bool
 }
 
-// WorkspaceCore decides for one workspace (login × project): it refuses or
+// workspaceCore decides for one workspace (login × project): it refuses or
 // launches, at most one launch at a time and never while a session of its own
 // runs or any process names the workspace (fail closed when the process table
 // cannot be read). Every launch note it takes gets exactly one outcome: a
 // session, or a refusal note. It routes stops and exits to its sessions and
 // check-ins to its branch listeners, and holds the workspace for a listener's
 // CI launch.
-type WorkspaceCore struct {
+type workspaceCore struct {
 	base
 	key messages.WorkspaceKey
 	// The maps are nil until first needed: most workspaces of a node are idle
@@ -69,11 +69,11 @@ type WorkspaceCore struct {
 	restored *protocol.WorkspaceState
 }
 
-// NewWorkspaceCore makes the core of a workspace, new (st holds only its key)
+// newWorkspaceCore makes the core of a workspace, new (st holds only its key)
 // or restored from a hand-off.
-func NewWorkspaceCore(cfg Config, st protocol.WorkspaceState) *WorkspaceCore {
+func newWorkspaceCore(cfg Config, st protocol.WorkspaceState) *workspaceCore {
 	cfg = cfg.withDefaults()
-	c := &WorkspaceCore{key: st.Workspace, launches: recentSet{max: cfg.RecentLaunches}}
+	c := &workspaceCore{key: st.Workspace, launches: recentSet{max: cfg.RecentLaunches}}
 	for _, l := range st.Launches {
 		c.launches.add(l)
 	}
@@ -88,7 +88,7 @@ func NewWorkspaceCore(cfg Config, st protocol.WorkspaceState) *WorkspaceCore {
 }
 
 // Start starts the restored session and branch-listener actors.
-func (c *WorkspaceCore) Start(time.Time) []protocol.DaemonEffect {
+func (c *workspaceCore) Start(time.Time) []protocol.DaemonEffect {
 	if c.restored == nil {
 		return nil
 	}
@@ -105,21 +105,21 @@ func (c *WorkspaceCore) Start(time.Time) []protocol.DaemonEffect {
 }
 
 // addSession, addBranch and deferTo write the maps that stay nil until then.
-func (c *WorkspaceCore) addSession(p protocol.ProcID, s *wsSession) {
+func (c *workspaceCore) addSession(p protocol.ProcID, s *wsSession) {
 	if c.sessions == nil {
 		c.sessions = map[protocol.ProcID]*wsSession{}
 	}
 	c.sessions[p] = s
 }
 
-func (c *WorkspaceCore) addBranch(b string) {
+func (c *workspaceCore) addBranch(b string) {
 	if c.branches == nil {
 		c.branches = map[string]bool{}
 	}
 	c.branches[b] = true
 }
 
-func (c *WorkspaceCore) deferTo(b string) {
+func (c *workspaceCore) deferTo(b string) {
 	if c.deferred == nil {
 		c.deferred = map[string]bool{}
 	}
@@ -127,7 +127,7 @@ func (c *WorkspaceCore) deferTo(b string) {
 }
 
 // busy returns the sessions of the daemon's that still run here.
-func (c *WorkspaceCore) busy() []protocol.ProcID {
+func (c *workspaceCore) busy() []protocol.ProcID {
 	var ps []protocol.ProcID
 	for p, s := range c.sessions {
 		if !s.ended {
@@ -139,7 +139,7 @@ func (c *WorkspaceCore) busy() []protocol.ProcID {
 }
 
 // Step takes one message.
-func (c *WorkspaceCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.DaemonEffect {
+func (c *workspaceCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.DaemonEffect {
 	c.settle(msg)
 	switch m := msg.(type) {
 	case protocol.LaunchRequested:
@@ -204,19 +204,19 @@ func (c *WorkspaceCore) Step(now time.Time, msg protocol.DaemonMessage) []protoc
 			c.tellChild(a, m)
 		}
 	default:
-		c.log(slog.LevelWarn, "message not for a workspace ignored", slog.String(KeyMessage, msg.String()))
+		c.log(slog.LevelWarn, "message not for a workspace ignored", slog.String(keyMessage, msg.String()))
 	}
 	return c.finishStep()
 }
 
-func (c *WorkspaceCore) finishStep() []protocol.DaemonEffect {
+func (c *workspaceCore) finishStep() []protocol.DaemonEffect {
 	c.maybeReply()
 	return c.take()
 }
 
 // launch decides on a launch note: refuse at once if anything of the
 // daemon's holds the workspace, else scan the process table.
-func (c *WorkspaceCore) launch(l protocol.LaunchSpec, fromListener bool) {
+func (c *workspaceCore) launch(l protocol.LaunchSpec, fromListener bool) {
 	if c.launches.has(l.Hash) {
 		c.log(slog.LevelInfo, "launch note already handled", wsAttr(c.key), slog.String(KeyLaunch, l.Hash))
 		if fromListener && c.branches[l.Branch] {
@@ -252,7 +252,7 @@ func (c *WorkspaceCore) launch(l protocol.LaunchSpec, fromListener bool) {
 }
 
 // refuseIfBusy refuses a launch while a session of the daemon's runs here.
-func (c *WorkspaceCore) refuseIfBusy(l protocol.LaunchSpec) bool {
+func (c *workspaceCore) refuseIfBusy(l protocol.LaunchSpec) bool {
 	ps := c.busy()
 	if len(ps) == 0 {
 		return false
@@ -268,7 +268,7 @@ func (c *WorkspaceCore) refuseIfBusy(l protocol.LaunchSpec) bool {
 	return true
 }
 
-func (c *WorkspaceCore) origin(s *wsSession) messages.Origin {
+func (c *workspaceCore) origin(s *wsSession) messages.Origin {
 	if s.child {
 		return messages.OriginDaemon
 	}
@@ -277,7 +277,7 @@ func (c *WorkspaceCore) origin(s *wsSession) messages.Origin {
 
 // replayOutcome answers a listener's duplicate LaunchCI with what became of
 // the launch, as far as this workspace still knows it.
-func (c *WorkspaceCore) replayOutcome(l protocol.LaunchSpec) {
+func (c *workspaceCore) replayOutcome(l protocol.LaunchSpec) {
 	for p, s := range c.sessions {
 		if s.launch.Hash == l.Hash && !s.ended {
 			c.tellChild(protocol.BranchAddr(c.key, l.Branch), protocol.LaunchOutcome{Launch: s.launch, Proc: p})
@@ -293,7 +293,7 @@ func (c *WorkspaceCore) replayOutcome(l protocol.LaunchSpec) {
 // refuse writes the one refusal note of a launch note. own says the refusal
 // is for something of the daemon's, which ends by itself: a CI launch refused
 // for it is deferred, and its listener told when the workspace is free.
-func (c *WorkspaceCore) refuse(l protocol.LaunchSpec, holders []protocol.ProcInfo, reason string, own bool) {
+func (c *workspaceCore) refuse(l protocol.LaunchSpec, holders []protocol.ProcInfo, reason string, own bool) {
 	c.log(slog.LevelInfo, "launch refused: "+reason, wsAttr(c.key), slog.String(KeyLaunch, l.Hash))
 	c.emit(protocol.WriteRefusal{Launch: l, Holders: holders, Reason: reason})
 	if l.IsCI() && c.branches[l.Branch] {
@@ -304,7 +304,7 @@ func (c *WorkspaceCore) refuse(l protocol.LaunchSpec, holders []protocol.ProcInf
 	}
 }
 
-func (c *WorkspaceCore) scanned(m protocol.WorkspaceScanned) {
+func (c *workspaceCore) scanned(m protocol.WorkspaceScanned) {
 	switch m.Purpose {
 	case protocol.ScanForLaunch:
 		if c.inflight == nil || c.inflight.spawning || c.inflight.launch.Hash != m.For {
@@ -384,7 +384,7 @@ func holderWords(ps []protocol.ProcInfo) string {
 // node, so the exit of the child being spawned can come first: it is kept
 // with the launch in flight (there is one at a time) until the result
 // names the child.
-func (c *WorkspaceCore) exited(m protocol.ProcessExited) {
+func (c *workspaceCore) exited(m protocol.ProcessExited) {
 	for p, s := range c.sessions {
 		if p.Matches(m.Proc) && !s.ended {
 			c.tellChild(protocol.SessionAddr(c.key, p), m)
@@ -403,7 +403,7 @@ func (c *WorkspaceCore) exited(m protocol.ProcessExited) {
 	c.log(slog.LevelInfo, "exit of a process no session here runs", wsAttr(c.key), pidAttr(m.Proc))
 }
 
-func (c *WorkspaceCore) spawned(m protocol.SessionSpawned) {
+func (c *workspaceCore) spawned(m protocol.SessionSpawned) {
 	if c.inflight == nil || !c.inflight.spawning || c.inflight.launch.Hash != m.Launch {
 		c.log(slog.LevelError, "spawn result for no launch in flight", wsAttr(c.key), slog.String(KeyLaunch, m.Launch))
 		return
@@ -442,7 +442,7 @@ func (c *WorkspaceCore) spawned(m protocol.SessionSpawned) {
 
 // stop stops the daemon's sessions here; with none, it TERMs every process
 // that names the workspace (a terminal session). Nothing waits for the end.
-func (c *WorkspaceCore) stop() {
+func (c *workspaceCore) stop() {
 	if ps := c.busy(); len(ps) > 0 {
 		for _, p := range ps {
 			c.tellChild(protocol.SessionAddr(c.key, p), protocol.StopSession{})
@@ -459,7 +459,7 @@ func (c *WorkspaceCore) stop() {
 // to the running session serving that launch (D50); one for a launch the
 // workspace no longer runs (its server said it again as it ended) goes
 // nowhere.
-func (c *WorkspaceCore) budgetSpent(m protocol.BudgetSpent) {
+func (c *workspaceCore) budgetSpent(m protocol.BudgetSpent) {
 	for p, s := range c.sessions {
 		if s.launch.Hash == m.Launch && !s.ended {
 			c.tellChild(protocol.SessionAddr(c.key, p), m)
@@ -472,7 +472,7 @@ func (c *WorkspaceCore) budgetSpent(m protocol.BudgetSpent) {
 // adopt starts the session actor of a process found at start; or of a
 // session that ended while no daemon ran (Gone, D76), which holds the
 // workspace no more: it only writes its end.
-func (c *WorkspaceCore) adopt(m protocol.AdoptSession) {
+func (c *workspaceCore) adopt(m protocol.AdoptSession) {
 	if _, ok := c.sessions[m.Proc.Proc]; ok {
 		return
 	}
@@ -488,7 +488,7 @@ func (c *WorkspaceCore) adopt(m protocol.AdoptSession) {
 	c.startChild(protocol.StartActor{Addr: protocol.SessionAddr(c.key, m.Proc.Proc), Session: &st})
 }
 
-func (c *WorkspaceCore) sessionEnded(m protocol.SessionEnded) {
+func (c *workspaceCore) sessionEnded(m protocol.SessionEnded) {
 	s, ok := c.sessions[m.Proc]
 	if !ok || s.ended {
 		return
@@ -503,7 +503,7 @@ func (c *WorkspaceCore) sessionEnded(m protocol.SessionEnded) {
 
 // freed tells the deferred listeners once nothing of the daemon's holds the
 // workspace.
-func (c *WorkspaceCore) freed() {
+func (c *workspaceCore) freed() {
 	if len(c.busy()) > 0 || c.inflight != nil || c.reserve != nil || len(c.deferred) == 0 {
 		return
 	}
@@ -520,7 +520,7 @@ func (c *WorkspaceCore) freed() {
 	}
 }
 
-func (c *WorkspaceCore) reserveFor(b string) {
+func (c *workspaceCore) reserveFor(b string) {
 	var why string
 	switch {
 	case len(c.busy()) > 0:
@@ -539,7 +539,7 @@ func (c *WorkspaceCore) reserveFor(b string) {
 	c.emit(protocol.ScanWorkspace{Workspace: c.key, Purpose: protocol.ScanForReserve, For: b})
 }
 
-func (c *WorkspaceCore) childStopped(a protocol.ActorAddr) {
+func (c *workspaceCore) childStopped(a protocol.ActorAddr) {
 	if c.stopping[a] {
 		delete(c.stopping, a) // the stop it asked for
 		return
@@ -570,7 +570,7 @@ func (c *WorkspaceCore) childStopped(a protocol.ActorAddr) {
 
 // ---- children and collection ----
 
-func (c *WorkspaceCore) branchList() []string {
+func (c *workspaceCore) branchList() []string {
 	var bs []string
 	for b := range c.branches {
 		bs = append(bs, b)
@@ -579,7 +579,7 @@ func (c *WorkspaceCore) branchList() []string {
 	return bs
 }
 
-func (c *WorkspaceCore) children() []protocol.ActorAddr {
+func (c *workspaceCore) children() []protocol.ActorAddr {
 	var as []protocol.ActorAddr
 	ps := make([]protocol.ProcID, 0, len(c.sessions))
 	for p := range c.sessions {
@@ -596,7 +596,7 @@ func (c *WorkspaceCore) children() []protocol.ActorAddr {
 }
 
 // startChild starts a child; during a collection it is asked for its state too.
-func (c *WorkspaceCore) startChild(s protocol.StartActor) {
+func (c *workspaceCore) startChild(s protocol.StartActor) {
 	c.out = append(c.out, s)
 	if c.collect != nil {
 		c.tell(s.Addr, c.collect.ask(s.Addr))
@@ -606,14 +606,14 @@ func (c *WorkspaceCore) startChild(s protocol.StartActor) {
 // tellChild tells a child; during a collection it is asked again after this
 // message, since an answer it gave or will give to an earlier request may
 // predate what the message makes it do.
-func (c *WorkspaceCore) tellChild(a protocol.ActorAddr, m protocol.DaemonMessage) {
+func (c *workspaceCore) tellChild(a protocol.ActorAddr, m protocol.DaemonMessage) {
 	c.tell(a, m)
 	if c.collect != nil {
 		c.tell(a, c.collect.ask(a))
 	}
 }
 
-func (c *WorkspaceCore) forgetChild(a protocol.ActorAddr) {
+func (c *workspaceCore) forgetChild(a protocol.ActorAddr) {
 	if c.collect == nil {
 		return
 	}
@@ -624,7 +624,7 @@ func (c *WorkspaceCore) forgetChild(a protocol.ActorAddr) {
 	}
 }
 
-func (c *WorkspaceCore) startCollect(m protocol.CollectState) {
+func (c *workspaceCore) startCollect(m protocol.CollectState) {
 	c.collect = newCollection(m.Seq, m.Freeze)
 	c.collectAsk = m.Ask
 	for _, a := range c.children() {
@@ -632,7 +632,7 @@ func (c *WorkspaceCore) startCollect(m protocol.CollectState) {
 	}
 }
 
-func (c *WorkspaceCore) collected(m protocol.StateCollected) {
+func (c *workspaceCore) collected(m protocol.StateCollected) {
 	if c.collect == nil || !c.collect.answer(m) {
 		return
 	}
@@ -650,11 +650,11 @@ func (c *WorkspaceCore) collected(m protocol.StateCollected) {
 // reservation scan, no stop scan, no refusal note or signal in flight, and no
 // child still stopping (so that a hand-off or a shutdown never races with a
 // stop under way).
-func (c *WorkspaceCore) Quiescent() bool {
+func (c *workspaceCore) Quiescent() bool {
 	return c.awaiting == 0 && c.inflight == nil && (c.reserve == nil || c.reserve.granted) && len(c.stopping) == 0
 }
 
-func (c *WorkspaceCore) maybeReply() {
+func (c *workspaceCore) maybeReply() {
 	if c.collect == nil || len(c.collect.waiting) > 0 || !c.Quiescent() {
 		return
 	}
@@ -676,7 +676,7 @@ func (c *WorkspaceCore) maybeReply() {
 }
 
 // State is the workspace's own part of a hand-off, without its children's.
-func (c *WorkspaceCore) State() protocol.WorkspaceState {
+func (c *workspaceCore) State() protocol.WorkspaceState {
 	st := protocol.WorkspaceState{Workspace: c.key, Launches: c.launches.list()}
 	for b := range c.deferred {
 		st.Deferred = append(st.Deferred, b)
@@ -694,4 +694,4 @@ func sortedProcs(m map[protocol.ProcID]protocol.SessionState) []protocol.ProcID 
 	return ps
 }
 
-func (c *WorkspaceCore) addr() protocol.ActorAddr { return protocol.WorkspaceAddr(c.key) }
+func (c *workspaceCore) addr() protocol.ActorAddr { return protocol.WorkspaceAddr(c.key) }

@@ -13,7 +13,7 @@ import (
 
 // wsModel is what a workspace's history must add up to.
 type wsModel struct {
-	c   *WorkspaceCore
+	c   *workspaceCore
 	now time.Time
 
 	children  map[protocol.ActorAddr]bool
@@ -152,7 +152,7 @@ func TestWorkspaceCoreProperties(t *testing.T) {
 			spawning: map[string]bool{}, lastScan: map[string]bool{}, forwarded: map[protocol.ProcID]int{}}
 		// The memory of launches is made larger than any run here, so that a
 		// launch delivered again is always one it remembers.
-		m.c = NewWorkspaceCore(Config{RecentLaunches: 100000}, protocol.WorkspaceState{Workspace: testW})
+		m.c = newWorkspaceCore(Config{RecentLaunches: 100000}, protocol.WorkspaceState{Workspace: testW})
 		m.apply(t, m.c.Start(m.now))
 		branches := []string{"trunk", "dev"}
 

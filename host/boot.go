@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// ErrNoBootTime is wrapped by ParseBootTime's errors.
-var ErrNoBootTime = errors.New("host: no btime line in /proc/stat")
+// errNoBootTime is wrapped by ParseBootTime's errors.
+var errNoBootTime = errors.New("host: no btime line in /proc/stat")
 
 // ParseBootTime reads when the host booted from the contents of /proc/stat:
 // its `btime` line, seconds since the epoch. A session launched before it
@@ -25,12 +25,12 @@ func ParseBootTime(b []byte) (time.Time, error) {
 		}
 		s, err := strconv.ParseInt(string(f[1]), 10, 64)
 		if err != nil || s <= 0 {
-			return time.Time{}, fmt.Errorf("%w: btime %q", ErrNoBootTime, f[1])
+			return time.Time{}, fmt.Errorf("%w: btime %q", errNoBootTime, f[1])
 		}
 		return time.Unix(s, 0).UTC(), nil
 	}
 	if err := sc.Err(); err != nil {
-		return time.Time{}, fmt.Errorf("%w: %v", ErrNoBootTime, err)
+		return time.Time{}, fmt.Errorf("%w: %v", errNoBootTime, err)
 	}
-	return time.Time{}, ErrNoBootTime
+	return time.Time{}, errNoBootTime
 }

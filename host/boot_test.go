@@ -17,7 +17,7 @@ func TestParseBootTime(t *testing.T) {
 		t.Fatalf("boot time %v %v", got, err)
 	}
 	for _, bad := range []string{"", "cpu 1 2 3\n", "btime x\n", "btime -4\n"} {
-		if _, err := ParseBootTime([]byte(bad)); !errors.Is(err, ErrNoBootTime) {
+		if _, err := ParseBootTime([]byte(bad)); !errors.Is(err, errNoBootTime) {
 			t.Errorf("%q: %v, want ErrNoBootTime", bad, err)
 		}
 	}

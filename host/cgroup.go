@@ -13,9 +13,9 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// ParseProcCgroup returns the cgroup v2 path of a process from the contents
+// parseProcCgroup returns the cgroup v2 path of a process from the contents
 // of /proc/PID/cgroup: the line "0::PATH". ok is false without one.
-func ParseProcCgroup(b []byte) (p string, ok bool) {
+func parseProcCgroup(b []byte) (p string, ok bool) {
 	for line := range bytes.Lines(b) {
 		line = bytes.TrimRight(line, "\n")
 		if rest, found := bytes.CutPrefix(line, []byte("0::")); found {
@@ -25,30 +25,30 @@ func ParseProcCgroup(b []byte) (p string, ok bool) {
 	return "", false
 }
 
-// ParseCgroup2Mounts returns where cgroup2 file systems are mounted, from
+// parseCgroup2Mounts returns where cgroup2 file systems are mounted, from
 // the contents of /proc/PID/mountinfo, each with the root of the hierarchy
 // it shows (field 4).
-func ParseCgroup2Mounts(b []byte) []Cgroup2Mount {
-	var out []Cgroup2Mount
+func parseCgroup2Mounts(b []byte) []cgroup2Mount {
+	var out []cgroup2Mount
 	for line := range bytes.Lines(b) {
 		f := strings.Fields(string(line))
 		sep := slices.Index(f, "-")
 		if sep < 5 || sep+1 >= len(f) || f[sep+1] != "cgroup2" {
 			continue
 		}
-		out = append(out, Cgroup2Mount{Root: unescapeMountinfo(f[3]), At: unescapeMountinfo(f[4])})
+		out = append(out, cgroup2Mount{Root: unescapeMountinfo(f[3]), At: unescapeMountinfo(f[4])})
 	}
 	return out
 }
 
-// Cgroup2Mount is one cgroup2 mount: At shows the hierarchy's Root.
-type Cgroup2Mount struct {
+// cgroup2Mount is one cgroup2 mount: At shows the hierarchy's Root.
+type cgroup2Mount struct {
 	Root, At string
 }
 
-// Cgroup2Dir says where the cgroup p (as /proc/PID/cgroup gives it) is seen
+// cgroup2Dir says where the cgroup p (as /proc/PID/cgroup gives it) is seen
 // among mounts: the first mount whose root holds it. ok is false when none does.
-func Cgroup2Dir(mounts []Cgroup2Mount, p string) (dir string, ok bool) {
+func cgroup2Dir(mounts []cgroup2Mount, p string) (dir string, ok bool) {
 	for _, m := range mounts {
 		if rel, found := strings.CutPrefix(p, m.Root); found && (m.Root == "/" || rel == "" || rel[0] == '/') {
 			return path.Join(m.At, rel), true
@@ -79,14 +79,14 @@ func unescapeMountinfo(s string) string {
 // The cgroup versions: v1's hierarchies, one per controller, or v2's
 // unified one.
 const (
-	CgroupV1 = 1
+	cgroupV1 = 1
 	CgroupV2 = 2
 )
 
-// CgroupMount is one cgroup hierarchy mounted, from /proc/PID/mountinfo: v1
+// cgroupMount is one cgroup hierarchy mounted, from /proc/PID/mountinfo: v1
 // (file system type "cgroup") with the controllers its super options name,
 // or v2 ("cgroup2"), whose controllers its own cgroup.controllers says.
-type CgroupMount struct {
+type cgroupMount struct {
 	Version     int
 	Root, At    string   // the hierarchy's root it shows (field 4), and where (field 5)
 	Controllers []string // v1 only: "memory", "pids", ...; "name=systemd" is not one
@@ -94,20 +94,20 @@ type CgroupMount struct {
 
 // ParseCgroupMounts returns every cgroup hierarchy mounted, in mountinfo's
 // order.
-func ParseCgroupMounts(b []byte) []CgroupMount {
-	var out []CgroupMount
+func ParseCgroupMounts(b []byte) []cgroupMount {
+	var out []cgroupMount
 	for line := range bytes.Lines(b) {
 		f := strings.Fields(string(line))
 		sep := slices.Index(f, "-")
 		if sep < 5 || sep+1 >= len(f) {
 			continue
 		}
-		m := CgroupMount{Root: unescapeMountinfo(f[3]), At: unescapeMountinfo(f[4])}
+		m := cgroupMount{Root: unescapeMountinfo(f[3]), At: unescapeMountinfo(f[4])}
 		switch f[sep+1] {
 		case "cgroup2":
 			m.Version = CgroupV2
 		case "cgroup":
-			m.Version = CgroupV1
+			m.Version = cgroupV1
 			if sep+3 < len(f) {
 				for _, o := range strings.Split(f[sep+3], ",") {
 					if o != "rw" && o != "ro" && !strings.Contains(o, "=") {
@@ -145,17 +145,17 @@ func (h CgroupHierarchies) Dirs() []string {
 // could not be read), else in the v1 hierarchies holding memory and pids.
 // When neither is there, why says what is missing, for the status and for
 // a run's refusal (row 8).
-func ChooseCgroups(mounts []CgroupMount, unified []byte) (h CgroupHierarchies, why string) {
-	var v2 *CgroupMount
+func ChooseCgroups(mounts []cgroupMount, unified []byte) (h CgroupHierarchies, why string) {
+	var v2 *cgroupMount
 	var mem, pids string
 	for i, m := range mounts {
 		switch {
 		case m.Version == CgroupV2 && v2 == nil:
 			v2 = &mounts[i]
-		case m.Version == CgroupV1 && mem == "" && slices.Contains(m.Controllers, "memory"):
+		case m.Version == cgroupV1 && mem == "" && slices.Contains(m.Controllers, "memory"):
 			mem = m.At
 		}
-		if m.Version == CgroupV1 && pids == "" && slices.Contains(m.Controllers, "pids") {
+		if m.Version == cgroupV1 && pids == "" && slices.Contains(m.Controllers, "pids") {
 			pids = m.At
 		}
 	}
@@ -164,7 +164,7 @@ func ChooseCgroups(mounts []CgroupMount, unified []byte) (h CgroupHierarchies, w
 		return CgroupHierarchies{Version: CgroupV2, Memory: v2.At, Pids: v2.At}, ""
 	}
 	if mem != "" && pids != "" {
-		return CgroupHierarchies{Version: CgroupV1, Memory: mem, Pids: pids}, ""
+		return CgroupHierarchies{Version: cgroupV1, Memory: mem, Pids: pids}, ""
 	}
 	var lacks []string
 	if v2 == nil {
@@ -253,8 +253,8 @@ func SizeWords(n uint64) string {
 	return fmt.Sprintf("%.1f %s", v, units[u])
 }
 
-// CgroupFile is one file of a cgroup and what is written to it.
-type CgroupFile struct {
+// cgroupFile is one file of a cgroup and what is written to it.
+type cgroupFile struct {
 	Controller string // memory or pids: the hierarchy it is in
 	Name       string
 	Value      string
@@ -268,18 +268,18 @@ type CgroupFile struct {
 // memory.memsw.limit_in_bytes to the same (memory and swap together, so
 // that the limit is not met by swapping; it must not be below the first),
 // pids.max. v2: memory.max, memory.swap.max 0, pids.max.
-func CgroupLimitFiles(version int, l CgroupLimits) []CgroupFile {
-	var out []CgroupFile
+func CgroupLimitFiles(version int, l CgroupLimits) []cgroupFile {
+	var out []cgroupFile
 	if l.Memory > 0 {
 		v := strconv.FormatUint(l.Memory, 10)
 		if version == CgroupV2 {
-			out = append(out, CgroupFile{"memory", "memory.max", v, false}, CgroupFile{"memory", "memory.swap.max", "0", true})
+			out = append(out, cgroupFile{"memory", "memory.max", v, false}, cgroupFile{"memory", "memory.swap.max", "0", true})
 		} else {
-			out = append(out, CgroupFile{"memory", "memory.limit_in_bytes", v, false}, CgroupFile{"memory", "memory.memsw.limit_in_bytes", v, true})
+			out = append(out, cgroupFile{"memory", "memory.limit_in_bytes", v, false}, cgroupFile{"memory", "memory.memsw.limit_in_bytes", v, true})
 		}
 	}
 	if l.Processes > 0 {
-		out = append(out, CgroupFile{"pids", "pids.max", strconv.FormatUint(l.Processes, 10), false})
+		out = append(out, cgroupFile{"pids", "pids.max", strconv.FormatUint(l.Processes, 10), false})
 	}
 	return out
 }
@@ -295,9 +295,9 @@ func CgroupEventFiles(version int) (memory, pids string) {
 	return "memory.oom_control", "pids.events"
 }
 
-// ParseCgroupCount reads the count of key from a cgroup's flat keyed file
+// parseCgroupCount reads the count of key from a cgroup's flat keyed file
 // (lines "KEY N"); false when it has no such line.
-func ParseCgroupCount(b []byte, key string) (uint64, bool) {
+func parseCgroupCount(b []byte, key string) (uint64, bool) {
 	for line := range bytes.Lines(b) {
 		f := strings.Fields(string(line))
 		if len(f) == 2 && f[0] == key {
@@ -319,8 +319,8 @@ type CgroupEvents struct {
 // CgroupEventFiles.
 func ParseCgroupEvents(memory, pids []byte) CgroupEvents {
 	var e CgroupEvents
-	e.OOMKills, _ = ParseCgroupCount(memory, "oom_kill")
-	e.PidsMax, _ = ParseCgroupCount(pids, "max")
+	e.OOMKills, _ = parseCgroupCount(memory, "oom_kill")
+	e.PidsMax, _ = parseCgroupCount(pids, "max")
 	return e
 }
 
@@ -380,18 +380,18 @@ func ParseCgroupLimits(memory, pids []byte) CgroupLimits {
 	return CgroupLimits{Memory: read(memory), Processes: read(pids)}
 }
 
-// DefaultSessionProcesses is a session's processes limit when node.json
+// defaultSessionProcesses is a session's processes limit when node.json
 // says none: far more tasks (threads count) than a build or an agent's
 // tools start, and few enough that a fork loop stops long before the host
 // does.
-const DefaultSessionProcesses = 4096
+const defaultSessionProcesses = 4096
 
 // SessionLimits are the limits of every session of a node: node.json's
 // session_limits, each one it leaves out taken from the defaults: half the
 // host's memory (memTotal, bytes; none when it is unknown) and
-// DefaultSessionProcesses.
+// defaultSessionProcesses.
 func SessionLimits(c *messages.NodeSessionLimits, memTotal uint64) (CgroupLimits, error) {
-	l := CgroupLimits{Memory: memTotal / 2, Processes: DefaultSessionProcesses}
+	l := CgroupLimits{Memory: memTotal / 2, Processes: defaultSessionProcesses}
 	if c == nil {
 		return l, nil
 	}

@@ -26,17 +26,17 @@ func TestChooseCgroups(t *testing.T) {
 	if len(hybrid) != 10 {
 		t.Fatalf("%d cgroup mounts in the hybrid fixture: %+v", len(hybrid), hybrid)
 	}
-	if m := hybrid[3]; m.Version != CgroupV1 || m.At != "/sys/fs/cgroup/memory" || !reflect.DeepEqual(m.Controllers, []string{"memory"}) {
+	if m := hybrid[3]; m.Version != cgroupV1 || m.At != "/sys/fs/cgroup/memory" || !reflect.DeepEqual(m.Controllers, []string{"memory"}) {
 		t.Fatalf("the memory mount: %+v", m)
 	}
-	if m := hybrid[8]; m.Version != CgroupV1 || len(m.Controllers) != 0 {
+	if m := hybrid[8]; m.Version != cgroupV1 || len(m.Controllers) != 0 {
 		t.Fatalf("name=systemd is no controller: %+v", m)
 	}
 	if m := hybrid[9]; m.Version != CgroupV2 || m.At != "/sys/fs/cgroup/unified" {
 		t.Fatalf("the unified mount: %+v", m)
 	}
 	h, why := ChooseCgroups(hybrid, []byte("hugetlb\n"))
-	if why != "" || h != (CgroupHierarchies{Version: CgroupV1, Memory: "/sys/fs/cgroup/memory", Pids: "/sys/fs/cgroup/pids"}) {
+	if why != "" || h != (CgroupHierarchies{Version: cgroupV1, Memory: "/sys/fs/cgroup/memory", Pids: "/sys/fs/cgroup/pids"}) {
 		t.Fatalf("hybrid: %+v %q", h, why)
 	}
 	if d := h.Dirs(); len(d) != 2 {
@@ -52,7 +52,7 @@ func TestChooseCgroups(t *testing.T) {
 		t.Fatalf("v2: %+v %q", h, why)
 	}
 	for _, c := range []struct {
-		mounts []CgroupMount
+		mounts []cgroupMount
 		ctl    string
 		want   string
 	}{
@@ -97,8 +97,8 @@ func TestCgroupNames(t *testing.T) {
 
 func TestCgroupLimitFiles(t *testing.T) {
 	l := CgroupLimits{Memory: 64 << 20, Processes: 32}
-	v1 := CgroupLimitFiles(CgroupV1, l)
-	want1 := []CgroupFile{
+	v1 := CgroupLimitFiles(cgroupV1, l)
+	want1 := []cgroupFile{
 		{"memory", "memory.limit_in_bytes", "67108864", false},
 		{"memory", "memory.memsw.limit_in_bytes", "67108864", true},
 		{"pids", "pids.max", "32", false},
@@ -107,11 +107,11 @@ func TestCgroupLimitFiles(t *testing.T) {
 		t.Fatalf("v1 %+v", v1)
 	}
 	v2 := CgroupLimitFiles(CgroupV2, CgroupLimits{Memory: 1 << 30})
-	want2 := []CgroupFile{{"memory", "memory.max", "1073741824", false}, {"memory", "memory.swap.max", "0", true}}
+	want2 := []cgroupFile{{"memory", "memory.max", "1073741824", false}, {"memory", "memory.swap.max", "0", true}}
 	if !reflect.DeepEqual(v2, want2) {
 		t.Fatalf("v2 %+v", v2)
 	}
-	if f := CgroupLimitFiles(CgroupV1, CgroupLimits{}); len(f) != 0 {
+	if f := CgroupLimitFiles(cgroupV1, CgroupLimits{}); len(f) != 0 {
 		t.Fatalf("no limits: %+v", f)
 	}
 	if got := ParseCgroupLimits([]byte("9223372036854771712\n"), []byte("max\n")); got != (CgroupLimits{}) {
@@ -131,7 +131,7 @@ func TestCgroupLimitFiles(t *testing.T) {
 // TestCgroupEvents reads the counts from the files each version has, and
 // names the limit reached as a budget names it.
 func TestCgroupEvents(t *testing.T) {
-	if m, p := CgroupEventFiles(CgroupV1); m != "memory.oom_control" || p != "pids.events" {
+	if m, p := CgroupEventFiles(cgroupV1); m != "memory.oom_control" || p != "pids.events" {
 		t.Fatal(m, p)
 	}
 	if m, p := CgroupEventFiles(CgroupV2); m != "memory.events" || p != "pids.events" {
@@ -154,7 +154,7 @@ func TestCgroupEvents(t *testing.T) {
 	if e := ParseCgroupEvents(nil, nil); e.Limit() != "" {
 		t.Fatalf("nothing: %+v", e)
 	}
-	if _, ok := ParseCgroupCount([]byte("oom_kill x\n"), "oom_kill"); ok {
+	if _, ok := parseCgroupCount([]byte("oom_kill x\n"), "oom_kill"); ok {
 		t.Fatal("a count that is no number")
 	}
 	w := (CgroupEvents{OOMKills: 1, PidsMax: 2}).Words(CgroupLimits{Memory: 64 << 20, Processes: 16})
@@ -172,7 +172,7 @@ func TestSessionLimits(t *testing.T) {
 		t.Fatal("no MemTotal")
 	}
 	l, err := SessionLimits(nil, 8<<30)
-	if err != nil || l != (CgroupLimits{Memory: 4 << 30, Processes: DefaultSessionProcesses}) {
+	if err != nil || l != (CgroupLimits{Memory: 4 << 30, Processes: defaultSessionProcesses}) {
 		t.Fatal(l, err)
 	}
 	n := uint64(64)

@@ -18,13 +18,13 @@ import (
 // all the workspaces never ask more of the host's file system than it
 // gave them.
 
-// DiskBlock is what a disk's size is rounded down to: ext4's largest
+// diskBlock is what a disk's size is rounded down to: ext4's largest
 // block, so that the image and the file system in it are the same size.
-const DiskBlock = 4096
+const diskBlock = 4096
 
 // DiskBytes is a size in bytes as a disk is made: rounded down to
-// DiskBlock.
-func DiskBytes(n uint64) uint64 { return n &^ (DiskBlock - 1) }
+// diskBlock.
+func DiskBytes(n uint64) uint64 { return n &^ (diskBlock - 1) }
 
 // SessionDisk is the size a workspace's disk is given at a launch (D82):
 // the session definition's limits.disk (def, as written), else node.json's
@@ -57,8 +57,8 @@ func NodeDisk(node *messages.NodeSessionLimits) (uint64, error) {
 	return SessionDisk("", node)
 }
 
-// Mount is one line of /proc/PID/mountinfo.
-type Mount struct {
+// mount is one line of /proc/PID/mountinfo.
+type mount struct {
 	// Dev is the device's major:minor as mountinfo writes it ("7:3").
 	Dev string
 	// Root is what of the file system the mount shows, At where.
@@ -70,15 +70,15 @@ type Mount struct {
 
 // ParseMounts reads every mount of /proc/PID/mountinfo's contents, in
 // order; a line it cannot read is left out.
-func ParseMounts(b []byte) []Mount {
-	var out []Mount
+func ParseMounts(b []byte) []mount {
+	var out []mount
 	for line := range bytes.Lines(b) {
 		f := strings.Fields(string(line))
 		sep := slices.Index(f, "-")
 		if sep < 5 || sep+2 >= len(f) {
 			continue
 		}
-		out = append(out, Mount{Dev: f[2], Root: unescapeMountinfo(f[3]), At: unescapeMountinfo(f[4]),
+		out = append(out, mount{Dev: f[2], Root: unescapeMountinfo(f[3]), At: unescapeMountinfo(f[4]),
 			FSType: f[sep+1], Source: unescapeMountinfo(f[sep+2])})
 	}
 	return out
@@ -86,7 +86,7 @@ func ParseMounts(b []byte) []Mount {
 
 // MountsOf lists where the device major:minor is mounted, the last mount
 // first: the order in which they are undone.
-func MountsOf(mounts []Mount, major, minor uint32) []string {
+func MountsOf(mounts []mount, major, minor uint32) []string {
 	dev := fmt.Sprintf("%d:%d", major, minor)
 	var at []string
 	for i := len(mounts) - 1; i >= 0; i-- {
@@ -98,7 +98,7 @@ func MountsOf(mounts []Mount, major, minor uint32) []string {
 }
 
 // MountedBelow lists the mount points at or below dir, the deepest first.
-func MountedBelow(mounts []Mount, dir string) []string {
+func MountedBelow(mounts []mount, dir string) []string {
 	var at []string
 	for i := len(mounts) - 1; i >= 0; i-- {
 		if p := mounts[i].At; within(p, dir) && !slices.Contains(at, p) {
@@ -108,25 +108,25 @@ func MountedBelow(mounts []Mount, dir string) []string {
 	return at
 }
 
-// DiskChange is what a disk needs to be given a size: nothing, to grow,
+// diskChange is what a disk needs to be given a size: nothing, to grow,
 // or to shrink.
-type DiskChange int
+type diskChange int
 
 // The changes, as ResizeOf says them.
 const (
-	DiskKept DiskChange = iota
-	DiskGrown
+	DiskKept diskChange = iota
+	diskGrown
 	DiskShrunk
 )
 
 // ResizeOf says what a disk of size have needs to be of size want; a want
 // of 0 keeps it.
-func ResizeOf(have, want uint64) DiskChange {
+func ResizeOf(have, want uint64) diskChange {
 	switch {
 	case want == 0 || want == have:
 		return DiskKept
 	case want > have:
-		return DiskGrown
+		return diskGrown
 	}
 	return DiskShrunk
 }

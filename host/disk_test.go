@@ -68,8 +68,8 @@ func TestSessionDisk(t *testing.T) {
 	}
 	for _, c := range []struct {
 		have, want uint64
-		is         DiskChange
-	}{{64, 0, DiskKept}, {64, 64, DiskKept}, {64, 128, DiskGrown}, {64, 32, DiskShrunk}} {
+		is         diskChange
+	}{{64, 0, DiskKept}, {64, 64, DiskKept}, {64, 128, diskGrown}, {64, 32, DiskShrunk}} {
 		if got := ResizeOf(c.have, c.want); got != c.is {
 			t.Errorf("ResizeOf(%d, %d) = %d", c.have, c.want, got)
 		}

@@ -81,7 +81,7 @@ func FuzzParseCgroupMounts(f *testing.F) {
 	seedFiles(f, "mountinfo-hybrid", "mountinfo-v2")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, m := range ParseCgroupMounts(b) {
-			if m.Version != CgroupV1 && m.Version != CgroupV2 {
+			if m.Version != cgroupV1 && m.Version != CgroupV2 {
 				t.Fatalf("a mount of version %d: %+v", m.Version, m)
 			}
 			if m.Version == CgroupV2 && len(m.Controllers) != 0 {

@@ -287,13 +287,13 @@ const ModelSocketName = "model.sock"
 // ModelSocket is the session's model proxy as the node sees it.
 func (w Workspace) ModelSocket() string { return filepath.Join(w.MCPDir, ModelSocketName) }
 
-// ModelUsageName is the node's count of a session's model in its MCPDir
+// modelUsageName is the node's count of a session's model in its MCPDir
 // (D50), written by its model proxy; the sandbox sees it read-only.
-const ModelUsageName = "usage.json"
+const modelUsageName = "usage.json"
 
 // ModelUsage is the node's count of the session's model, as the node sees
 // it.
-func (w Workspace) ModelUsage() string { return filepath.Join(w.MCPDir, ModelUsageName) }
+func (w Workspace) ModelUsage() string { return filepath.Join(w.MCPDir, modelUsageName) }
 
 // TurnsFile is session/usage.json: the session's own account of its turns
 // (D50), the session's to write.
@@ -340,9 +340,9 @@ func (w Workspace) SpawnedFile(launch string) (string, error) {
 	return filepath.Join(w.SpawnedDir(), launch), nil
 }
 
-// OwnEntries are the names the workspace directory itself holds; a home bound
+// ownEntries are the names the workspace directory itself holds; a home bound
 // inside the workspace by its last name may not take one of them.
-var OwnEntries = []string{"clone", "tree", "binding.json", "session"}
+var ownEntries = []string{"clone", "tree", "binding.json", "session"}
 
 // KeyOf says which workspace the directory dir is, after cleaning: ok only when
 // dir is exactly AGENTS/LOGIN/projects/PROJECT with valid names.

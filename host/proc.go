@@ -56,8 +56,8 @@ func (s Stat) Kernel() bool { return s.Flags&pfKthread != 0 }
 // Zombie says whether the process has ended and waits to be reaped.
 func (s Stat) Zombie() bool { return s.State == 'Z' || s.State == 'X' }
 
-// ErrBadStat is wrapped by ParseStat's errors.
-var ErrBadStat = errors.New("host: malformed /proc/PID/stat")
+// errBadStat is wrapped by ParseStat's errors.
+var errBadStat = errors.New("host: malformed /proc/PID/stat")
 
 // ParseStat parses the contents of /proc/PID/stat. The command name may hold
 // spaces and parentheses, so it is taken between the first '(' and the last ')'.
@@ -66,33 +66,33 @@ func ParseStat(b []byte) (Stat, error) {
 	open := bytes.IndexByte(b, '(')
 	end := bytes.LastIndexByte(b, ')')
 	if open < 1 || end < open {
-		return s, fmt.Errorf("%w: no (comm)", ErrBadStat)
+		return s, fmt.Errorf("%w: no (comm)", errBadStat)
 	}
 	pid, err := strconv.Atoi(string(bytes.TrimSpace(b[:open])))
 	if err != nil || pid <= 0 {
-		return s, fmt.Errorf("%w: pid %q", ErrBadStat, bytes.TrimSpace(b[:open]))
+		return s, fmt.Errorf("%w: pid %q", errBadStat, bytes.TrimSpace(b[:open]))
 	}
 	s.PID = pid
 	s.Comm = string(b[open+1 : end])
 	f := bytes.Fields(b[end+1:])
 	// f[0] is field 3 (state); field N is f[N-3]. Field 22 is the start time.
 	if len(f) < 20 || len(f[0]) != 1 {
-		return s, fmt.Errorf("%w: %d fields after the command name, want at least 20", ErrBadStat, len(f))
+		return s, fmt.Errorf("%w: %d fields after the command name, want at least 20", errBadStat, len(f))
 	}
 	s.State = f[0][0]
 	ints := []*int{&s.PPID, &s.PGID, &s.SID}
 	for i, p := range ints {
 		v, err := strconv.Atoi(string(f[1+i]))
 		if err != nil {
-			return s, fmt.Errorf("%w: field %d %q", ErrBadStat, 4+i, f[1+i])
+			return s, fmt.Errorf("%w: field %d %q", errBadStat, 4+i, f[1+i])
 		}
 		*p = v
 	}
 	if s.Flags, err = strconv.ParseUint(string(f[6]), 10, 64); err != nil {
-		return s, fmt.Errorf("%w: flags %q", ErrBadStat, f[6])
+		return s, fmt.Errorf("%w: flags %q", errBadStat, f[6])
 	}
 	if s.Start, err = strconv.ParseUint(string(f[19]), 10, 64); err != nil {
-		return s, fmt.Errorf("%w: start time %q", ErrBadStat, f[19])
+		return s, fmt.Errorf("%w: start time %q", errBadStat, f[19])
 	}
 	return s, nil
 }
@@ -130,9 +130,9 @@ func ParseCmdline(b []byte) (argv []string, cut bool) {
 	return strings.Split(string(b), "\x00"), cut
 }
 
-// CmdlineLen is the length of argv's command line as /proc/PID/cmdline
+// cmdlineLen is the length of argv's command line as /proc/PID/cmdline
 // shows it: each argument and its NUL.
-func CmdlineLen(argv []string) int {
+func cmdlineLen(argv []string) int {
 	n := 0
 	for _, a := range argv {
 		n += len(a) + 1

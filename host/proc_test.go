@@ -65,7 +65,7 @@ func TestParseStatRefusesMalformed(t *testing.T) {
 		[]byte("12 (cat) S one 2 3 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0"),
 		[]byte("12 (cat) S 1 2 3 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 soon 0 0"),
 	} {
-		if _, err := ParseStat(b); !errors.Is(err, ErrBadStat) {
+		if _, err := ParseStat(b); !errors.Is(err, errBadStat) {
 			t.Errorf("ParseStat(%q) = %v, want ErrBadStat", b, err)
 		}
 	}
@@ -130,7 +130,7 @@ func TestParseCmdlineCut(t *testing.T) {
 		if !cut {
 			t.Fatalf("%d bytes read: not cut", len(b))
 		}
-		if n := CmdlineLen(argv); n > MaxCmdline || !bytes.HasPrefix(whole, cmdlineBytes(argv)) {
+		if n := cmdlineLen(argv); n > MaxCmdline || !bytes.HasPrefix(whole, cmdlineBytes(argv)) {
 			t.Fatalf("%d bytes read: %d bytes of arguments, not the command line's first whole ones", len(b), n)
 		}
 		// Every bind whose source ends within the bound names its

@@ -21,25 +21,25 @@ import (
 // made for that workspace. Any other is a look-alike: SeparateLookAlikes keeps it
 // apart, and nothing it claims blocks, is adopted or gets a note.
 
-// ErrBadNSLink is wrapped by ParseNSLink's errors.
-var ErrBadNSLink = errors.New("host: malformed namespace link")
+// errBadNSLink is wrapped by ParseNSLink's errors.
+var errBadNSLink = errors.New("host: malformed namespace link")
 
 // ParseNSLink reads the inode of a namespace from what readlink gives for
 // /proc/PID/ns/KIND: "KIND:[INODE]", e.g. "pid:[4026531836]".
 func ParseNSLink(link, kind string) (uint64, error) {
 	rest, ok := strings.CutPrefix(link, kind+":[")
 	if !ok || !strings.HasSuffix(rest, "]") {
-		return 0, fmt.Errorf("%w: %q is not %s:[INODE]", ErrBadNSLink, link, kind)
+		return 0, fmt.Errorf("%w: %q is not %s:[INODE]", errBadNSLink, link, kind)
 	}
 	ino, err := strconv.ParseUint(strings.TrimSuffix(rest, "]"), 10, 64)
 	if err != nil || ino == 0 {
-		return 0, fmt.Errorf("%w: %q has no inode", ErrBadNSLink, link)
+		return 0, fmt.Errorf("%w: %q has no inode", errBadNSLink, link)
 	}
 	return ino, nil
 }
 
-// ErrNoNSpid is wrapped by ParseNSpid's errors.
-var ErrNoNSpid = errors.New("host: no NSpid line in /proc/PID/status")
+// errNoNSpid is wrapped by ParseNSpid's errors.
+var errNoNSpid = errors.New("host: no NSpid line in /proc/PID/status")
 
 // ParseNSpid counts the PIDs on the NSpid line of /proc/PID/status: one
 // per PID namespace the process is in, from the namespace of the /proc
@@ -54,16 +54,16 @@ func ParseNSpid(status []byte) (int, error) {
 		}
 		f := bytes.Fields(v)
 		if len(f) == 0 {
-			return 0, fmt.Errorf("%w: an empty NSpid line", ErrNoNSpid)
+			return 0, fmt.Errorf("%w: an empty NSpid line", errNoNSpid)
 		}
 		for _, p := range f {
 			if n, err := strconv.Atoi(string(p)); err != nil || n <= 0 {
-				return 0, fmt.Errorf("%w: NSpid holds %q", ErrNoNSpid, p)
+				return 0, fmt.Errorf("%w: NSpid holds %q", errNoNSpid, p)
 			}
 		}
 		return len(f), nil
 	}
-	return 0, ErrNoNSpid
+	return 0, errNoNSpid
 }
 
 // SandboxRecord is what the node keeps of the sandbox it spawned for a

@@ -24,7 +24,7 @@ func TestParseNSLink(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "pid:", "pid:[]", "pid:[0]", "pid:[x]", "net:[4026531840]", "pid:[12", "pid:4026531836", "pid:[-3]", "pid:[4026531836] "} {
-		if got, err := ParseNSLink(bad, "pid"); !errors.Is(err, ErrBadNSLink) {
+		if got, err := ParseNSLink(bad, "pid"); !errors.Is(err, errBadNSLink) {
 			t.Errorf("ParseNSLink(%q) = %d, %v; want ErrBadNSLink", bad, got, err)
 		}
 	}
@@ -45,7 +45,7 @@ func TestParseNSpid(t *testing.T) {
 		}
 	}
 	for _, bad := range [][]byte{nil, []byte("Name:\tcat\nPid:\t12\n"), []byte("NSpid:\n"), []byte("NSpid:\t12\tx\n"), []byte("NSpid:\t0\n")} {
-		if got, err := ParseNSpid(bad); !errors.Is(err, ErrNoNSpid) {
+		if got, err := ParseNSpid(bad); !errors.Is(err, errNoNSpid) {
 			t.Errorf("ParseNSpid(%q) = %d, %v; want ErrNoNSpid", bad, got, err)
 		}
 	}

@@ -34,7 +34,7 @@ func NewReleaseRoot(root string) (ReleaseRoot, error) {
 // The names of the root's links.
 const (
 	LinkCurrent  = messages.ReleaseCurrent
-	LinkPrevious = messages.ReleasePrevious
+	linkPrevious = messages.ReleasePrevious
 	LinkNext     = "next"
 )
 
@@ -51,7 +51,7 @@ func (r ReleaseRoot) Release(id string) string { return filepath.Join(r.root, "r
 func (r ReleaseRoot) Current() string { return filepath.Join(r.root, LinkCurrent) }
 
 // Previous is ROOT/previous, the release current was before.
-func (r ReleaseRoot) Previous() string { return filepath.Join(r.root, LinkPrevious) }
+func (r ReleaseRoot) Previous() string { return filepath.Join(r.root, linkPrevious) }
 
 // StagedDir is ROOT/staged.
 func (r ReleaseRoot) StagedDir() string { return filepath.Join(r.root, "staged") }

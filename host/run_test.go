@@ -266,29 +266,29 @@ func TestCgroupParsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, ok := ParseProcCgroup(cg)
+	p, ok := parseProcCgroup(cg)
 	if !ok || p != "/" {
 		t.Fatalf("ParseProcCgroup = %q %v", p, ok)
 	}
-	mounts := ParseCgroup2Mounts(mi)
-	if len(mounts) != 1 || mounts[0] != (Cgroup2Mount{Root: "/", At: "/sys/fs/cgroup/unified"}) {
+	mounts := parseCgroup2Mounts(mi)
+	if len(mounts) != 1 || mounts[0] != (cgroup2Mount{Root: "/", At: "/sys/fs/cgroup/unified"}) {
 		t.Fatalf("ParseCgroup2Mounts = %+v", mounts)
 	}
-	dir, ok := Cgroup2Dir(mounts, p)
+	dir, ok := cgroup2Dir(mounts, p)
 	if !ok || dir != "/sys/fs/cgroup/unified" {
 		t.Fatalf("Cgroup2Dir = %q %v", dir, ok)
 	}
-	if _, ok := ParseProcCgroup([]byte("4:memory:/x\n")); ok {
+	if _, ok := parseProcCgroup([]byte("4:memory:/x\n")); ok {
 		t.Fatal("a v1 line read as v2")
 	}
-	m := ParseCgroup2Mounts([]byte(`30 1 0:26 /user.slice /sys/fs/cgroup\040x rw - cgroup2 cgroup2 rw` + "\n"))
+	m := parseCgroup2Mounts([]byte(`30 1 0:26 /user.slice /sys/fs/cgroup\040x rw - cgroup2 cgroup2 rw` + "\n"))
 	if len(m) != 1 || m[0].At != "/sys/fs/cgroup x" || m[0].Root != "/user.slice" {
 		t.Fatalf("escaped mount = %+v", m)
 	}
-	if d, ok := Cgroup2Dir(m, "/user.slice/u1/s"); !ok || d != "/sys/fs/cgroup x/u1/s" {
+	if d, ok := cgroup2Dir(m, "/user.slice/u1/s"); !ok || d != "/sys/fs/cgroup x/u1/s" {
 		t.Fatalf("Cgroup2Dir below a root = %q %v", d, ok)
 	}
-	if _, ok := Cgroup2Dir(m, "/user.slicer"); ok {
+	if _, ok := cgroup2Dir(m, "/user.slicer"); ok {
 		t.Fatal("a sibling read as within the root")
 	}
 }

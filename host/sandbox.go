@@ -99,7 +99,7 @@ func BwrapArgs(s SandboxSpec, statusFD int, dir string, argv []string) ([]string
 	}
 	a = append(a, "--")
 	a = append(a, argv...)
-	if n := CmdlineLen(a); n > MaxCmdline {
+	if n := cmdlineLen(a); n > MaxCmdline {
 		return nil, fmt.Errorf("host: sandbox: bwrap's command line would be %d bytes, past the %d the process table reads of one, which tells a session from a look-alike (D78): state fewer or shorter paths", n, MaxCmdline)
 	}
 	return a, nil
@@ -142,7 +142,7 @@ func checkSpec(s SandboxSpec) error {
 			if err := absClean(field, p); err != nil {
 				return err
 			}
-			if err := CheckFixed(p); err != nil {
+			if err := checkFixed(p); err != nil {
 				return fmt.Errorf("host: sandbox %s: %w", field, err)
 			}
 		}
@@ -153,7 +153,7 @@ func checkSpec(s SandboxSpec) error {
 		if h == "/" {
 			return fmt.Errorf("host: sandbox homes[%d]: / has no last name", i)
 		}
-		if slices.Contains(OwnEntries, base) {
+		if slices.Contains(ownEntries, base) {
 			return fmt.Errorf("host: sandbox homes[%d] %q: its last name %q is one of the workspace's own entries", i, h, base)
 		}
 		if prev, ok := seen[base]; ok {
@@ -186,10 +186,10 @@ func absClean(field, p string) error {
 	return nil
 }
 
-// CheckFixed refuses a stated path that would hide what every sandbox has of
+// checkFixed refuses a stated path that would hide what every sandbox has of
 // its own: a path that is, holds or lies within /proc or /dev, or that is or
 // holds /tmp (a path inside /tmp is bound over the sandbox's own /tmp).
-func CheckFixed(p string) error {
+func checkFixed(p string) error {
 	for _, f := range []string{"/proc", "/dev"} {
 		if within(p, f) || within(f, p) {
 			return fmt.Errorf("%w: %q would hide the sandbox's own %s", ErrRefused, p, f)
@@ -270,7 +270,7 @@ func (n NodeFiles) check(p string, mode checkMode) error {
 		return refuse("is not an absolute, clean path")
 	}
 	if mode != checkRun {
-		if err := CheckFixed(p); err != nil {
+		if err := checkFixed(p); err != nil {
 			return refuse(strings.TrimPrefix(err.Error(), ErrRefused.Error()+": "))
 		}
 	}

@@ -106,13 +106,13 @@ func TestBwrapArgsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("seed 000's example sandbox's bwrap: %d arguments, %d bytes", len(argv), CmdlineLen(argv))
+	t.Logf("seed 000's example sandbox's bwrap: %d arguments, %d bytes", len(argv), cmdlineLen(argv))
 	s := generousSandbox(ws)
 	argv, err = BwrapArgs(s, 3, ws+"/tree", command)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := CmdlineLen(argv)
+	n := cmdlineLen(argv)
 	t.Logf("a generous sandbox's bwrap: %d arguments, %d bytes (the bound %d)", len(argv), n, MaxCmdline)
 	if n > MaxCmdline*6/10 {
 		t.Errorf("a generous sandbox's bwrap is %d bytes, more than 60%% of the bound %d", n, MaxCmdline)

@@ -119,26 +119,26 @@ func encodeNote(kind NoteKind, version int, body any) ([]byte, error) {
 	return out, nil
 }
 
-// Rendering builds a note's or a message's one-line rendering (its String):
+// rendering builds a note's or a message's one-line rendering (its String):
 // its kind, then key=value pairs, each value a plain token or quoted.
-type Rendering struct{ b strings.Builder }
+type rendering struct{ b strings.Builder }
 
 // Render starts a rendering with its kind.
-func Render(kind NoteKind) *Rendering {
-	l := &Rendering{}
+func Render(kind NoteKind) *rendering {
+	l := &rendering{}
 	l.b.WriteString(string(kind))
 	return l
 }
 
 // Word adds a bare value.
-func (l *Rendering) Word(s string) *Rendering {
+func (l *rendering) Word(s string) *rendering {
 	l.b.WriteByte(' ')
 	l.b.WriteString(Token(s))
 	return l
 }
 
 // KV adds k=v.
-func (l *Rendering) KV(k, v string) *Rendering {
+func (l *rendering) KV(k, v string) *rendering {
 	l.b.WriteByte(' ')
 	l.b.WriteString(k)
 	l.b.WriteByte('=')
@@ -147,7 +147,7 @@ func (l *Rendering) KV(k, v string) *Rendering {
 }
 
 // OptKV adds k=v unless v is empty.
-func (l *Rendering) OptKV(k, v string) *Rendering {
+func (l *rendering) OptKV(k, v string) *rendering {
 	if v == "" {
 		return l
 	}
@@ -155,7 +155,7 @@ func (l *Rendering) OptKV(k, v string) *Rendering {
 }
 
 // Text adds k=v with v quoted, unless v is empty.
-func (l *Rendering) Text(k, v string) *Rendering {
+func (l *rendering) Text(k, v string) *rendering {
 	if v == "" {
 		return l
 	}
@@ -167,7 +167,7 @@ func (l *Rendering) Text(k, v string) *Rendering {
 }
 
 // List adds k=[a b "c d"].
-func (l *Rendering) List(k string, vs []string) *Rendering {
+func (l *rendering) List(k string, vs []string) *rendering {
 	l.b.WriteByte(' ')
 	l.b.WriteString(k)
 	l.b.WriteByte('=')
@@ -189,14 +189,14 @@ func tokens(vs []string) string {
 	return b.String()
 }
 
-func (l *Rendering) num(k string, n uint64) *Rendering {
+func (l *rendering) num(k string, n uint64) *rendering {
 	return l.KV(k, strconv.FormatUint(n, 10))
 }
 
 // Flag adds k=true or k=false.
-func (l *Rendering) Flag(k string, b bool) *Rendering { return l.KV(k, strconv.FormatBool(b)) }
+func (l *rendering) Flag(k string, b bool) *rendering { return l.KV(k, strconv.FormatBool(b)) }
 
-func (l *Rendering) version(v int) *Rendering {
+func (l *rendering) version(v int) *rendering {
 	if v != 0 {
 		l.KV("version", strconv.Itoa(v))
 	}
@@ -204,7 +204,7 @@ func (l *Rendering) version(v int) *Rendering {
 }
 
 // String is the rendering.
-func (l *Rendering) String() string { return l.b.String() }
+func (l *rendering) String() string { return l.b.String() }
 
 func checkHeader(version int, login, project string) error {
 	if err := checkVersion(version); err != nil {

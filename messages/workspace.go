@@ -140,7 +140,7 @@ func (s Sandbox) String() string {
 	return l.String()
 }
 
-func (s Sandbox) render(l *Rendering) {
+func (s Sandbox) render(l *rendering) {
 	l.Flag("network", s.Network).List("read_only", s.ReadOnly).List("read_write", s.ReadWrite).
 		List("homes", s.Homes).List("path", s.Path)
 }

@@ -45,25 +45,25 @@ import (
 
 // The daemon's times. DefaultEvery is the longest time between two looks
 // at a repository (ocxd --hook-watch): the fallback under the file events,
-// which make the watch look Settle after each write. DefaultBusy is the bound
+// which make the watch look Settle after each write. defaultBusy is the bound
 // the hook itself waits for an overlapping run (hook.DefaultLockWait).
 // DefaultSettle is from a write to the look at it: a post's writes take a
 // few milliseconds, and a tool's `fossil backoffice` has launched the hook
-// within about 20 ms of its write (D29); DefaultRetry how often a look is
-// made again while a run holds the mark; DefaultLaunch how long a run Fossil
+// within about 20 ms of its write (D29); defaultRetry how often a look is
+// made again while a run holds the mark; defaultLaunch how long a run Fossil
 // launched has to take the mark.
 const (
 	DefaultEvery  = 2 * time.Second
-	DefaultBusy   = 10 * time.Second
+	defaultBusy   = 10 * time.Second
 	DefaultSettle = 50 * time.Millisecond
-	DefaultRetry  = 50 * time.Millisecond
-	DefaultLaunch = time.Second
+	defaultRetry  = 50 * time.Millisecond
+	defaultLaunch = time.Second
 	DefaultQuick  = 5 * time.Millisecond
 )
 
 // DefaultTimes are the daemon's times, every being --hook-watch.
 func DefaultTimes(every time.Duration) Times {
-	return Times{Every: every, Settle: DefaultSettle, Retry: DefaultRetry, Busy: DefaultBusy, Launch: DefaultLaunch, Quick: DefaultQuick}
+	return Times{Every: every, Settle: DefaultSettle, Retry: defaultRetry, Busy: defaultBusy, Launch: defaultLaunch, Quick: DefaultQuick}
 }
 
 // Times are the core's durations.

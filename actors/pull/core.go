@@ -17,7 +17,7 @@
 // then asks reads its write once it is answered. The timer pulls every
 // Every after the last pull ended; after a pull that failed (the server
 // cannot be reached, or would not vouch) the next waits twice as long,
-// up to MaxBackoff times Every, and a kick or an ask still pulls at once:
+// up to maxBackoff times Every, and a kick or an ask still pulls at once:
 // the node waits and asks again, it never guesses.
 package pull
 
@@ -28,8 +28,8 @@ import (
 	"time"
 )
 
-// MaxBackoff bounds the doubling of the timer after failed pulls.
-const MaxBackoff = 8
+// maxBackoff bounds the doubling of the timer after failed pulls.
+const maxBackoff = 8
 
 // PokeGap is the least time between two kicks by pokes of one project.
 const PokeGap = time.Second
@@ -169,8 +169,8 @@ type project struct {
 	fresh bool
 }
 
-// Core is the puller's decisions for every project.
-type Core struct {
+// core is the puller's decisions for every project.
+type core struct {
 	every    time.Duration
 	projects map[string]*project
 	names    []string
@@ -178,12 +178,12 @@ type Core struct {
 }
 
 // New is the core of a puller whose timer is every.
-func New(every time.Duration) *Core {
-	return &Core{every: every, projects: map[string]*project{}, timer: Never}
+func New(every time.Duration) *core {
+	return &core{every: every, projects: map[string]*project{}, timer: Never}
 }
 
 // Step takes one message and returns what to do.
-func (c *Core) Step(m Msg) []Effect {
+func (c *core) Step(m Msg) []Effect {
 	var out []Effect
 	now := m.at()
 	switch m := m.(type) {
@@ -258,7 +258,7 @@ func (c *Core) Step(m Msg) []Effect {
 }
 
 // named is the project a kick names, or every project.
-func (c *Core) named(project string) []string {
+func (c *core) named(project string) []string {
 	if project == "" {
 		return c.names
 	}
@@ -269,7 +269,7 @@ func (c *Core) named(project string) []string {
 }
 
 // kick pulls a project now, or once more after the pull under way.
-func (c *Core) kick(name string, now time.Duration, why string) {
+func (c *core) kick(name string, now time.Duration, why string) {
 	p := c.projects[name]
 	if p.running {
 		p.setAgain(why)
@@ -288,7 +288,7 @@ func (p *project) setAgain(why string) {
 // poke kicks a project for a poke, unless a poke kicked it less than
 // PokeGap ago: then the kick is held until PokeGap after that one, and
 // pokes meanwhile join the one held.
-func (c *Core) poke(name string, now time.Duration) {
+func (c *core) poke(name string, now time.Duration) {
 	p := c.projects[name]
 	switch {
 	case p.pokeAt != Never:
@@ -303,8 +303,8 @@ func (c *Core) poke(name string, now time.Duration) {
 }
 
 // wait is how long after a pull the timer pulls again.
-func (c *Core) wait(p *project) time.Duration {
-	return c.every * time.Duration(1<<min(p.failures, bitsOf(MaxBackoff)))
+func (c *core) wait(p *project) time.Duration {
+	return c.every * time.Duration(1<<min(p.failures, bitsOf(maxBackoff)))
 }
 
 // bitsOf is log2 of a power of two.
@@ -319,7 +319,7 @@ func bitsOf(n int) int {
 
 // setTimer sets the timer to the earliest pull due, or poke held, when
 // it moved.
-func (c *Core) setTimer() []Effect {
+func (c *core) setTimer() []Effect {
 	next := Never
 	for _, p := range c.projects {
 		if !p.running && p.due != Never && (next == Never || p.due < next) {
@@ -337,13 +337,13 @@ func (c *Core) setTimer() []Effect {
 }
 
 // Running says whether a pull of the project is under way.
-func (c *Core) Running(project string) bool {
+func (c *core) Running(project string) bool {
 	p, ok := c.projects[project]
 	return ok && p.running
 }
 
 // Fresh says whether a pull of the project succeeded since the start.
-func (c *Core) Fresh(project string) bool {
+func (c *core) Fresh(project string) bool {
 	p, ok := c.projects[project]
 	return ok && p.fresh
 }

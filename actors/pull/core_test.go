@@ -14,7 +14,7 @@ const every = 2 * time.Second
 
 // run steps the core through msgs and returns each step's effects, one
 // line a message, as a transcript.
-func run(c *Core, msgs ...Msg) string {
+func run(c *core, msgs ...Msg) string {
 	var b strings.Builder
 	for _, m := range msgs {
 		fmt.Fprintf(&b, "%s ->", m)
@@ -142,7 +142,7 @@ at 1ns asked z #1 -> [answer #1: project "z" is not served from another host]
 //   - kicks during a pull make at most one pull more after it;
 //   - the first successful pull of a project says so, once;
 //   - the timer is set to when the next pull is due: Every after a
-//     success, doubling after failures up to MaxBackoff times, or to a
+//     success, doubling after failures up to maxBackoff times, or to a
 //     poke held back, if sooner;
 //   - pokes begin at most two pulls more than one a PokeGap (D81).
 func TestPullProperties(t *testing.T) {

@@ -140,8 +140,8 @@ func (a Action) String() string {
 	return fmt.Sprintf("action(%d)", int(a))
 }
 
-// Decision is an action and why, in words for the log.
-type Decision struct {
+// decision is an action and why, in words for the log.
+type decision struct {
 	Action Action
 	Why    string
 }
@@ -154,37 +154,37 @@ type Decision struct {
 // in the wake line; nothing written inside p decides anything here. A stop
 // request counts only on the session's own record (D3), from a known sender
 // and, when it names a login, only for that login.
-func Decide(login, ownRecord string, p Post, answered bool) Decision {
+func Decide(login, ownRecord string, p Post, answered bool) decision {
 	if p.Sender == login {
-		return Decision{SkipOwn, "the agent sent it"}
+		return decision{SkipOwn, "the agent sent it"}
 	}
 	if p.Edit {
-		return Decision{SkipEdit, "it is an edit of an earlier post"}
+		return decision{SkipEdit, "it is an edit of an earlier post"}
 	}
 	if answered {
-		return Decision{SkipAnswered, "the agent already replied to it"}
+		return decision{SkipAnswered, "the agent already replied to it"}
 	}
 	n, err := messages.ReadPost([]byte(p.Text))
 	switch {
 	case errors.Is(err, strictjson.ErrNotANote):
-		return Decision{Answer, "a post to answer"}
+		return decision{Answer, "a post to answer"}
 	case err != nil:
-		return Decision{SkipNote, "it may hold a note: " + err.Error()}
+		return decision{SkipNote, "it may hold a note: " + err.Error()}
 	}
 	stop, ok := n.(*messages.StopNote)
 	if !ok {
-		return Decision{SkipNote, "it holds a " + string(n.NoteKind()) + " note"}
+		return decision{SkipNote, "it holds a " + string(n.NoteKind()) + " note"}
 	}
 	if p.Record != ownRecord {
-		return Decision{SkipStop, "a stop request on another record than the session's own"}
+		return decision{SkipStop, "a stop request on another record than the session's own"}
 	}
 	if p.Sender == "" {
-		return Decision{SkipStop, "a stop request from an unknown sender"}
+		return decision{SkipStop, "a stop request from an unknown sender"}
 	}
 	if stop.Login != "" && stop.Login != login {
-		return Decision{SkipStop, "a stop request for " + stop.Login}
+		return decision{SkipStop, "a stop request for " + stop.Login}
 	}
-	return Decision{Stop, "a stop request"}
+	return decision{Stop, "a stop request"}
 }
 
 // Ended is how a turn's process ended.

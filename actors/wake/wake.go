@@ -136,9 +136,9 @@ type Missed struct {
 	Why    messages.UnheardWhy
 }
 
-// MaxUnheardPosts bounds the posts one unheard note names, so that a note
+// maxUnheardPosts bounds the posts one unheard note names, so that a note
 // stays well within a note's size (strictjson.MaxNoteLen).
-const MaxUnheardPosts = 1000
+const maxUnheardPosts = 1000
 
 // UnheardNote is one note to write: as Login, on the record, replying to
 // the first post it names.
@@ -150,7 +150,7 @@ type UnheardNote struct {
 
 // Unheard gathers the posts nobody heard into notes (D28): one note per
 // session, record and reason in one run, naming every post in the order
-// given (the server's), at most MaxUnheardPosts each. A post named twice
+// given (the server's), at most maxUnheardPosts each. A post named twice
 // for one session is named once.
 func Unheard(missed []Missed) []UnheardNote {
 	type group struct {
@@ -178,7 +178,7 @@ func Unheard(missed []Missed) []UnheardNote {
 	for _, g := range order {
 		all := posts[g]
 		for len(all) > 0 {
-			chunk := all[:min(len(all), MaxUnheardPosts)]
+			chunk := all[:min(len(all), maxUnheardPosts)]
 			all = all[len(chunk):]
 			n := messages.UnheardNote{Post: chunk[0], Login: g.ws.Login, Project: g.ws.Project, Why: g.why}
 			if len(chunk) > 1 {

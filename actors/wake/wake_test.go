@@ -156,12 +156,12 @@ func TestUnheard(t *testing.T) {
 	}
 }
 
-// TestUnheardBurst: a burst of posts gets one note per MaxUnheardPosts, each
+// TestUnheardBurst: a burst of posts gets one note per maxUnheardPosts, each
 // post named exactly once, in order, each note small enough to be read.
 func TestUnheardBurst(t *testing.T) {
 	var missed []Missed
 	var hashes []string
-	for i := range 2*MaxUnheardPosts + 7 {
+	for i := range 2*maxUnheardPosts + 7 {
 		h := fmt.Sprintf("%064x", i+1)
 		hashes = append(hashes, h)
 		missed = append(missed, Missed{Workspace: ws1, Kind: messages.ListenThread, Record: h2, Post: h, Why: messages.UnheardNoReader})

@@ -39,11 +39,11 @@ func init() {
 	}
 }
 
-// FromAnswer is what a node keeps of an answer to the hashes it asked:
+// fromAnswer is what a node keeps of an answer to the hashes it asked:
 // each receipt and the standing of each user they name. An answer that
 // does not answer exactly the hashes asked, in their order, is refused:
 // the node never guesses (D72).
-func FromAnswer(asked []string, a *wire.Receipts) ([]fossilio.Receipt, []fossilio.Standing, error) {
+func fromAnswer(asked []string, a *wire.Receipts) ([]fossilio.Receipt, []fossilio.Standing, error) {
 	if len(a.Receipts) != len(asked) {
 		return nil, nil, fmt.Errorf("the server answered %d receipts for %d hashes asked", len(a.Receipts), len(asked))
 	}

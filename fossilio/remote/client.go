@@ -29,15 +29,15 @@ type Client struct {
 	Login    string
 	Password func() (string, error)
 	Cookie   string
-	// HTTP is the HTTP client; nil: one with DefaultTimeout.
+	// HTTP is the HTTP client; nil: one with defaultTimeout.
 	HTTP *http.Client
 
 	mu     sync.Mutex
 	cookie string
 }
 
-// DefaultTimeout bounds one request to the server.
-const DefaultTimeout = 30 * time.Second
+// defaultTimeout bounds one request to the server.
+const defaultTimeout = 30 * time.Second
 
 // chunk is how many hashes one request names.
 const chunk = 500
@@ -47,7 +47,7 @@ const chunk = 500
 // someone changes the server or the node.
 var ErrRefused = errors.New("the server refused")
 
-var defaultHTTP = &http.Client{Timeout: DefaultTimeout,
+var defaultHTTP = &http.Client{Timeout: defaultTimeout,
 	// The login answers with a redirect that carries the cookie.
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 

@@ -97,7 +97,7 @@ func (k *Keeper) vouch(ctx context.Context) (Pulled, error) {
 	if err != nil {
 		return Pulled{}, fmt.Errorf("vouch for %s: %w", k.Project, err)
 	}
-	rs, standings, err := FromAnswer(asked, a)
+	rs, standings, err := fromAnswer(asked, a)
 	if err != nil {
 		return Pulled{}, fmt.Errorf("vouch for %s: %w", k.Project, err)
 	}

@@ -19,19 +19,19 @@ var pokeHTTP = &http.Client{Timeout: 5 * time.Second,
 // the URL and the secret each poke carries.
 type Target struct{ URL, Secret string }
 
-// PokeHeader is the header a poke carries its secret in, as a bearer
+// pokeHeader is the header a poke carries its secret in, as a bearer
 // token.
-const PokeHeader = "Authorization"
+const pokeHeader = "Authorization"
 
-// Poke tells the remote node at t to pull now: a POST that carries
+// poke tells the remote node at t to pull now: a POST that carries
 // nothing but t's secret (D72, D81). Any answer but 204 is an error
 // naming it.
-func Poke(ctx context.Context, t Target) error {
+func poke(ctx context.Context, t Target) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, http.NoBody)
 	if err != nil {
 		return fmt.Errorf("poke %s: %w", t.URL, err)
 	}
-	req.Header.Set(PokeHeader, "Bearer "+t.Secret)
+	req.Header.Set(pokeHeader, "Bearer "+t.Secret)
 	resp, err := pokeHTTP.Do(req)
 	if err != nil {
 		return fmt.Errorf("poke %s: %w", t.URL, err)
@@ -52,7 +52,7 @@ func PokeAll(ctx context.Context, targets []Target) []error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = Poke(ctx, t)
+			errs[i] = poke(ctx, t)
 		}()
 	}
 	wg.Wait()
@@ -105,7 +105,7 @@ func (p *Poker) run(u Target) {
 	defer p.wg.Done()
 	for {
 		ctx, cancel := context.WithTimeout(p.ctx, 2*time.Second)
-		err := Poke(ctx, u)
+		err := poke(ctx, u)
 		cancel()
 		if err != nil && p.ctx.Err() == nil {
 			p.log.Warn("a remote node was not poked; it pulls on its timer", slog.String("error", err.Error()))

@@ -62,13 +62,13 @@ func TestPokesTakeOnlyTheSecret(t *testing.T) {
 	if n := taker.n.Load(); n != 0 {
 		t.Fatalf("refused pokes told the puller %d times", n)
 	}
-	if err := Poke(context.Background(), Target{URL: url, Secret: secret}); err != nil {
+	if err := poke(context.Background(), Target{URL: url, Secret: secret}); err != nil {
 		t.Fatalf("a poke with the secret: %v", err)
 	}
 	if n := taker.n.Load(); n != 1 {
 		t.Errorf("a poke with the secret told the puller %d times, want 1", n)
 	}
-	if err := Poke(context.Background(), Target{URL: url, Secret: strings.Repeat("0", 32)}); err == nil || !strings.Contains(err.Error(), "401") {
+	if err := poke(context.Background(), Target{URL: url, Secret: strings.Repeat("0", 32)}); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Errorf("a poke with another secret: %v, want an error naming 401", err)
 	}
 	http.DefaultClient.CloseIdleConnections()

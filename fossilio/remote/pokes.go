@@ -46,7 +46,7 @@ func ListenPokes(addr, secret string, taker PokeTaker, log *slog.Logger) (*Pokes
 			http.Error(w, "a poke is a POST that says: pull now", http.StatusMethodNotAllowed)
 			return
 		}
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get(PokeHeader)), want) != 1 {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get(pokeHeader)), want) != 1 {
 			log.Debug("a poke without the secret refused", slog.String("from", r.RemoteAddr))
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			http.Error(w, "a poke carries the secret this node and its server's node.json hold (Authorization: Bearer SECRET): refused, nothing pulled", http.StatusUnauthorized)

@@ -46,8 +46,8 @@ func RollbackLinks(failed, current, previous string) Rollback {
 	return Rollback{Failed: failed, Current: current, Previous: previous}
 }
 
-// RecoveryFacts is what the recovery decides on.
-type RecoveryFacts struct {
+// recoveryFacts is what the recovery decides on.
+type recoveryFacts struct {
 	// Outcome is AGENTS/ocxd.reexec; nil when there is none.
 	Outcome *messages.ReexecOutcome
 	// Held says a process holds AGENTS/ocxd.lock.
@@ -65,7 +65,7 @@ type RecoveryFacts struct {
 
 // DecideRecovery says whether the links are rolled back, and to what; or,
 // when not, why not.
-func DecideRecovery(f RecoveryFacts) (Rollback, string, bool) {
+func DecideRecovery(f recoveryFacts) (Rollback, string, bool) {
 	o := f.Outcome
 	switch {
 	case o == nil:
@@ -92,9 +92,9 @@ func DecideRecovery(f RecoveryFacts) (Rollback, string, bool) {
 	return RollbackLinks(o.Release, o.From, prev), "", true
 }
 
-// RolledBack is the outcome recorded once the links are rolled back: o's
+// rolledBack is the outcome recorded once the links are rolled back: o's
 // re-exec, with why and what the links name now.
-func RolledBack(o *messages.ReexecOutcome, r Rollback, at time.Time) messages.ReexecOutcome {
+func rolledBack(o *messages.ReexecOutcome, r Rollback, at time.Time) messages.ReexecOutcome {
 	why := fmt.Sprintf("its daemon ended before it recorded its outcome (pid %d exec'd %s at %s, and no daemon held the lock after)",
 		o.PID, orNone(o.Target), o.At.UTC().Format(time.RFC3339))
 	if o.State == messages.ReexecExited {
@@ -157,7 +157,7 @@ func Recover(layout host.Layout) (*messages.ReexecOutcome, error) {
 	if o, err = ReadReexec(layout); err != nil || o == nil {
 		return nil, err
 	}
-	f := RecoveryFacts{Outcome: o}
+	f := recoveryFacts{Outcome: o}
 	if f.Current, err = ReleaseLink(root.Current()); err != nil {
 		return nil, err
 	}
@@ -188,7 +188,7 @@ func Recover(layout host.Layout) (*messages.ReexecOutcome, error) {
 		logRecovery(layout, slog.LevelError, "re-exec: the rollback of a release whose daemon ended failed", slog.String("release", r.Failed), slog.String("error", err.Error()))
 		return nil, err
 	}
-	rec := RolledBack(o, r, time.Now())
+	rec := rolledBack(o, r, time.Now())
 	if err := WriteReexec(layout, nil, rec); err != nil {
 		logRecovery(layout, slog.LevelError, "re-exec: the rollback is not recorded", slog.String("error", err.Error()))
 	}

@@ -38,8 +38,8 @@ type timer struct {
 	done bool
 }
 
-// NewClock starts a clock at start.
-func NewClock(start time.Time) *Clock { return &Clock{now: start} }
+// newClock starts a clock at start.
+func newClock(start time.Time) *Clock { return &Clock{now: start} }
 
 // Now is the clock's time.
 func (c *Clock) Now() time.Time {
@@ -120,8 +120,8 @@ func (c *Clock) Pending() int {
 	return n
 }
 
-// Spawned is one process the fake spawner started.
-type Spawned struct {
+// spawned is one process the fake spawner started.
+type spawned struct {
 	ID   protocol.ProcID
 	Spec host.SpawnSpec
 }
@@ -140,8 +140,8 @@ type Spawner struct {
 	mu      sync.Mutex
 	next    int
 	start   uint64
-	spawned []Spawned
-	started []Started
+	spawned []spawned
+	started []started
 	sent    []Sent
 	running map[protocol.ProcID]func(host.Exit)
 	failing error
@@ -177,7 +177,7 @@ func (s *Spawner) Spawn(spec host.SpawnSpec, onExit func(host.Exit)) (protocol.P
 		return protocol.ProcID{}, fmt.Errorf("hosttest: spawn: incomplete spec %+v", spec)
 	}
 	id := s.nextID(onExit)
-	s.spawned = append(s.spawned, Spawned{ID: id, Spec: spec})
+	s.spawned = append(s.spawned, spawned{ID: id, Spec: spec})
 	return id, nil
 }
 
@@ -198,8 +198,8 @@ func (s *Spawner) nextID(onExit func(host.Exit)) protocol.ProcID {
 	return id
 }
 
-// Started is one run's process the fake started.
-type Started struct {
+// started is one run's process the fake started.
+type started struct {
 	ID   protocol.ProcID
 	Spec host.RunSpec
 }
@@ -219,12 +219,12 @@ func (s *Spawner) StartRun(spec host.RunSpec, onExit func(host.Exit)) (protocol.
 		return protocol.ProcID{}, err
 	}
 	id := s.nextID(onExit)
-	s.started = append(s.started, Started{ID: id, Spec: spec})
+	s.started = append(s.started, started{ID: id, Spec: spec})
 	return id, nil
 }
 
 // Started returns the runs' processes started so far, in order.
-func (s *Spawner) Started() []Started {
+func (s *Spawner) Started() []started {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.started)
@@ -279,10 +279,10 @@ func (s *Spawner) Signal(id protocol.ProcID, sig host.Signal) error {
 }
 
 // Spawned lists what was spawned, in order.
-func (s *Spawner) Spawned() []Spawned {
+func (s *Spawner) Spawned() []spawned {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Spawned(nil), s.spawned...)
+	return append([]spawned(nil), s.spawned...)
 }
 
 // Sent lists the signals sent, in order.

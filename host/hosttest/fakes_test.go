@@ -14,7 +14,7 @@ import (
 
 func TestClock(t *testing.T) {
 	start := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	c := NewClock(start)
+	c := newClock(start)
 	var fired []string
 	var at []time.Time
 	c.AfterFunc(2*time.Second, func() { fired = append(fired, "b"); at = append(at, c.Now()) })

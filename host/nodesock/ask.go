@@ -17,10 +17,10 @@ import (
 	"github.com/ocx-go/ocx/messages/wire"
 )
 
-// ConnectWait bounds how long a caller waits for the daemon's socket to
+// connectWait bounds how long a caller waits for the daemon's socket to
 // take its connection (issue 24: 100 ms): a daemon that does not answer by
 // then is taken for gone, and the caller reads the repository itself.
-const ConnectWait = 100 * time.Millisecond
+const connectWait = 100 * time.Millisecond
 
 // AnswerWait bounds how long a caller waits, once its ask is written, for
 // the daemon to take it: the first byte of the reply, which the daemon
@@ -49,7 +49,7 @@ var ErrNotTaken = errors.New("the daemon took no ask")
 var ErrRefused = errors.New("the daemon refused")
 
 // Ask asks the daemon on its socket (AGENTS/ocxd.sock) and reads its one
-// reply, waiting at most ConnectWait for the connection, AnswerWait for
+// reply, waiting at most connectWait for the connection, AnswerWait for
 // the daemon to take the ask (the reply's first byte) and wait for the
 // whole reply. Every failure is an error the caller falls back on:
 // ErrNoDaemon when nothing answers, ErrNotTaken when the daemon took no
@@ -60,7 +60,7 @@ func Ask(ctx context.Context, layout host.Layout, a *wire.Ask, wait time.Duratio
 	if err != nil {
 		return nil, fmt.Errorf("encode the ask: %w", err)
 	}
-	dctx, cancel := context.WithTimeout(ctx, ConnectWait)
+	dctx, cancel := context.WithTimeout(ctx, connectWait)
 	c, err := unixhost.DialSocket(dctx, layout.Socket(), 0)
 	cancel()
 	if err != nil {

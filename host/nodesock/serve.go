@@ -21,10 +21,10 @@ import (
 // goroutine; ctx ends when the server does.
 type Handler func(ctx context.Context, a *wire.Ask) *wire.Reply
 
-// AskWait bounds how long a connection may take to send its ask: a caller
+// askWait bounds how long a connection may take to send its ask: a caller
 // writes it at once, so one that does not is stuck or hostile, and is not
 // waited for.
-const AskWait = 5 * time.Second
+const askWait = 5 * time.Second
 
 // replyStart is every reply's first byte (each is one JSON object), which
 // the server writes as soon as it has read an ask it will answer.
@@ -34,9 +34,9 @@ var replyStart = []byte("{")
 // the ask was taken: it did the work itself, and the server does none.
 const GaveUp = "ocxd.sock: the caller gave up before the daemon took its ask; it does the work itself"
 
-// ReplyWait bounds how long a reply may take to be written (a caller that
+// replyWait bounds how long a reply may take to be written (a caller that
 // stopped reading is not waited for).
-const ReplyWait = 10 * time.Second
+const replyWait = 10 * time.Second
 
 // Server is the daemon's side of its socket.
 type Server struct {
@@ -85,7 +85,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	// The connection ends when the server does, whatever it waits on.
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
 	defer stop()
-	c.SetReadDeadline(time.Now().Add(AskWait))
+	c.SetReadDeadline(time.Now().Add(askWait))
 	line, err := wire.ReadLine(bufio.NewReader(c), wire.MaxAskLen)
 	var reply *wire.Reply
 	taken := false
@@ -103,7 +103,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		// for it and gave up (the daemon was stopped) has closed its end,
 		// and does the work itself: the write fails, and none of it is
 		// done here.
-		c.SetWriteDeadline(time.Now().Add(ReplyWait))
+		c.SetWriteDeadline(time.Now().Add(replyWait))
 		if _, err := c.Write(replyStart); err != nil {
 			s.log.Info(GaveUp, "ask", string(a.Kind), "error", err)
 			return
@@ -133,7 +133,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		}
 		b = b[len(replyStart):]
 	}
-	c.SetWriteDeadline(time.Now().Add(ReplyWait))
+	c.SetWriteDeadline(time.Now().Add(replyWait))
 	if _, err := c.Write(b); err != nil {
 		s.log.Warn("ocxd.sock: the reply was not taken", "error", err)
 	}

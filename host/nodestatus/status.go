@@ -186,7 +186,7 @@ func closeRepos(repos map[string]*fossilio.Repo) {
 // and the hook's own mark.
 func Hook(layout host.Layout, project, repository string, st fossilio.HookSetting) messages.HookStatus {
 	h := messages.HookStatus{Project: project, Repository: repository, Installed: st.Installed, Newest: uint64(max(st.Newest, 0))}
-	if m, ok := HookMark(layout, project); ok {
+	if m, ok := hookMark(layout, project); ok {
 		h.Mark = &m
 	}
 	if !st.HeldUntil.IsZero() {
@@ -195,10 +195,10 @@ func Hook(layout host.Layout, project, repository string, st fossilio.HookSettin
 	return h
 }
 
-// HookMark reads the hook's mark of a project: the newest receipt it
+// hookMark reads the hook's mark of a project: the newest receipt it
 // handled (Fossil's own list can skip a receipt after a quiet day,
 // docs/fossil.md §4, so the hook keeps its own).
-func HookMark(layout host.Layout, project string) (uint64, bool) {
+func hookMark(layout host.Layout, project string) (uint64, bool) {
 	v, _, ok := host.ReadHookMark(func() ([]byte, error) {
 		return unixhost.Below(layout.Root()).ReadFile(layout.HookMark(project), unixhost.SmallFile)
 	})

@@ -24,11 +24,11 @@ import (
 // versionWait bounds how long a runner is given to answer --version.
 const versionWait = 3 * time.Second
 
-// RunnerVersion asks the runner program at path for its version: the
+// runnerVersion asks the runner program at path for its version: the
 // version of a version line (PROGRAM version VERSION checkin CHECKIN, as
 // this repository's programs print it), else the first line it printed
 // when it exited 0, else messages.VersionUnknown.
-func RunnerVersion(ctx context.Context, path string) string {
+func runnerVersion(ctx context.Context, path string) string {
 	ctx, cancel := context.WithTimeout(ctx, versionWait)
 	defer cancel()
 	var out bytes.Buffer
@@ -54,7 +54,7 @@ func RunnerVersion(ctx context.Context, path string) string {
 func RunnerOffers(ctx context.Context, dir string) []messages.RunnerOffer {
 	var out []messages.RunnerOffer
 	for _, r := range unixhost.OfferedRunners(dir) {
-		out = append(out, messages.RunnerOffer{Name: r, Version: RunnerVersion(ctx, filepath.Join(dir, host.RunnerPrefix+r))})
+		out = append(out, messages.RunnerOffer{Name: r, Version: runnerVersion(ctx, filepath.Join(dir, host.RunnerPrefix+r))})
 	}
 	return out
 }

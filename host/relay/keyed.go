@@ -18,14 +18,14 @@ import (
 	"time"
 )
 
-// KeyLen is the length in bytes of a keyed relay's key (NewKey): 32
+// keyLen is the length in bytes of a keyed relay's key (NewKey): 32
 // random bytes, written as 64 hex digits.
-const KeyLen = 32
+const keyLen = 32
 
-// NewKey makes a key for a keyed relay: KeyLen random bytes in hex, made
+// NewKey makes a key for a keyed relay: keyLen random bytes in hex, made
 // fresh for each relay, so that a key seen once opens nothing after it.
 func NewKey() (string, error) {
-	var b [KeyLen]byte
+	var b [keyLen]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", fmt.Errorf("a relay's key: %w", err)
 	}
@@ -75,7 +75,7 @@ func ListenKeyed(socket, key string, log *slog.Logger) (*Keyed, error) {
 	k := &Keyed{Socket: socket, key: []byte(key), ln: ln, log: log}
 	k.tr = &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			ctx, cancel := context.WithTimeout(ctx, DialWait)
+			ctx, cancel := context.WithTimeout(ctx, dialWait)
 			defer cancel()
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", socket)

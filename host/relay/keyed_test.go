@@ -82,7 +82,7 @@ func listenKeyed(t testing.TB, sock string) (*Keyed, string) {
 func TestKeyedRelayCarriesOnlyItsKey(t *testing.T) {
 	n := startNode(t)
 	k, key := listenKeyed(t, n.sock)
-	if !strings.HasPrefix(k.Addr(), "127.0.0.1:") || len(key) != 2*KeyLen {
+	if !strings.HasPrefix(k.Addr(), "127.0.0.1:") || len(key) != 2*keyLen {
 		t.Fatalf("the relay listens on %s with a key of %d characters", k.Addr(), len(key))
 	}
 	tr := &http.Transport{}

@@ -18,8 +18,8 @@ import (
 	"time"
 )
 
-// DialWait bounds each dial of the socket.
-const DialWait = 10 * time.Second
+// dialWait bounds each dial of the socket.
+const dialWait = 10 * time.Second
 
 // Relay is a listener on 127.0.0.1 whose every connection is carried to
 // the unix socket Socket.
@@ -96,7 +96,7 @@ func (r *Relay) carry(c net.Conn) {
 	defer r.wg.Done()
 	defer r.track(c, false)
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), DialWait)
+	ctx, cancel := context.WithTimeout(context.Background(), dialWait)
 	var d net.Dialer
 	s, err := d.DialContext(ctx, "unix", r.Socket)
 	cancel()

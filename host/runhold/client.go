@@ -19,7 +19,7 @@ const dialWait = 10 * time.Second
 
 // Attach joins the holder on socket (`ocx attach`): the terminal's output,
 // starting with the last of what it showed, is copied to out, and what is
-// read from in is typed into the terminal, until DetachKey is read
+// read from in is typed into the terminal, until detachKey is read
 // (detached true; the key itself is not sent, and the run goes on) or the
 // holder ends (detached false). size, when not zero, becomes the
 // terminal's size. Attach does not wait for a read from in that is under
@@ -47,7 +47,7 @@ func Attach(socket string, in io.Reader, out io.Writer, size unixhost.WindowSize
 		buf := make([]byte, 4096)
 		for {
 			n, err := in.Read(buf)
-			if i := bytes.IndexByte(buf[:n], DetachKey); i >= 0 {
+			if i := bytes.IndexByte(buf[:n], detachKey); i >= 0 {
 				c.Write(buf[:i])
 				close(detach)
 				return

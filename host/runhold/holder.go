@@ -43,8 +43,8 @@ const (
 	maxRequest = 8 << 20
 )
 
-// DetachKey is the key that detaches `ocx attach`: Ctrl-], as telnet's.
-const DetachKey = 0x1d
+// detachKey is the key that detaches `ocx attach`: Ctrl-], as telnet's.
+const detachKey = 0x1d
 
 // holder is one running holder's state.
 type holder struct {
@@ -149,7 +149,7 @@ func (s streams) close() {
 // It returns the lines to type in after the first, too.
 func (o Options) runSpec() (host.RunSpec, []string, error) {
 	if o.Spec != "" {
-		s, err := ReadSpec(o.Spec)
+		s, err := readSpec(o.Spec)
 		if err != nil {
 			return host.RunSpec{}, nil, err
 		}
@@ -485,7 +485,7 @@ func (h *holder) handle(c net.Conn) {
 	if err != nil {
 		return
 	}
-	cmd, err := ParseCommand(line)
+	cmd, err := parseCommand(line)
 	if err != nil {
 		fmt.Fprintf(c, "error: %v\n", err)
 		return

@@ -171,7 +171,7 @@ func TestDecodeSpec(t *testing.T) {
 		{`{"command":["x"],"dir":"/"} {}`, "text after the object"},
 		{`{"command":["x"],"dir":"/"} x`, "text after the object"},
 	} {
-		_, err := DecodeSpec([]byte(c.in))
+		_, err := decodeSpec([]byte(c.in))
 		switch {
 		case c.err == "" && err != nil:
 			t.Errorf("%s: %v", c.in, err)
@@ -184,7 +184,7 @@ func TestDecodeSpec(t *testing.T) {
 func FuzzDecodeSpec(f *testing.F) {
 	f.Add([]byte(`{"command":["sh","-c","x"],"env":["A=b"],"dir":"/w","sandbox":{"UID":1},"limits":{"CPU":3}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := DecodeSpec(b)
+		s, err := decodeSpec(b)
 		if err != nil {
 			return
 		}

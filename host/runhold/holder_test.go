@@ -42,7 +42,7 @@ func newRun(t *testing.T, argv ...string) run {
 	return run{dir: dir, opts: Options{
 		Socket: filepath.Join(dir, "t.sock"), Status: filepath.Join(dir, "status.json"),
 		StdoutLog: filepath.Join(dir, "stdout.log"), StderrLog: filepath.Join(dir, "stderr.log"),
-		KeepStdout: DefaultKeep, KeepStderr: DefaultKeep, Terminal: true, Argv: argv,
+		KeepStdout: defaultKeep, KeepStderr: defaultKeep, Terminal: true, Argv: argv,
 	}}
 }
 
@@ -243,7 +243,7 @@ func TestTwoClientsTypeAndDetach(t *testing.T) {
 	}
 	a.waitFor(t, "got:hello")
 	b.waitFor(t, "got:hello")
-	if _, err := b.keys.Write([]byte{'x', DetachKey}); err != nil {
+	if _, err := b.keys.Write([]byte{'x', detachKey}); err != nil {
 		t.Fatal(err)
 	}
 	if d := b.ended(t); !d {

@@ -18,9 +18,9 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 )
 
-// DefaultKeep is how much of the end of each stream is kept by default
+// defaultKeep is how much of the end of each stream is kept by default
 // (seed 004 §8 keep: 64K, 64K).
-const DefaultKeep = 64 << 10
+const defaultKeep = 64 << 10
 
 // Options say what a holder runs and where it keeps what.
 type Options struct {
@@ -113,9 +113,9 @@ func checkControl(line string) error {
 	return nil
 }
 
-// Flags is how a holder's command line is read: `ocx run hold` and the
+// flags is how a holder's command line is read: `ocx run hold` and the
 // test binaries that stand in for it parse it alike.
-type Flags struct {
+type flags struct {
 	Options
 	// ListenFD, when not 0, is a descriptor holding the socket, bound and
 	// listening already (Start's child).
@@ -136,9 +136,9 @@ const Usage = `run hold --socket PATH --status PATH [--stdout-log PATH] [--stder
             [--terminal | --feed] [--detach [--log PATH]]
             (--spec FILE | [--dir DIR] -- COMMAND [ARG...])`
 
-// ParseFlags reads a holder's command line (the words after `run hold`).
-func ParseFlags(args []string, stderr io.Writer) (Flags, error) {
-	var f Flags
+// parseFlags reads a holder's command line (the words after `run hold`).
+func parseFlags(args []string, stderr io.Writer) (flags, error) {
+	var f flags
 	fs := flag.NewFlagSet("run hold", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -149,8 +149,8 @@ func ParseFlags(args []string, stderr io.Writer) (Flags, error) {
 	fs.StringVar(&f.Status, "status", "", `the file the exit is written to: {"exit":N} or {"exit":128+N,"signal":"SIGX"}`)
 	fs.StringVar(&f.StdoutLog, "stdout-log", "", "rewritten at the exit with the end of the terminal's output")
 	fs.StringVar(&f.StderrLog, "stderr-log", "", "rewritten at the exit with the end of standard error")
-	fs.IntVar(&f.KeepStdout, "keep-stdout", DefaultKeep, "bytes of the terminal's output kept")
-	fs.IntVar(&f.KeepStderr, "keep-stderr", DefaultKeep, "bytes of standard error kept")
+	fs.IntVar(&f.KeepStdout, "keep-stdout", defaultKeep, "bytes of the terminal's output kept")
+	fs.IntVar(&f.KeepStderr, "keep-stderr", defaultKeep, "bytes of standard error kept")
 	fs.StringVar(&f.FirstLine, "first-line", "", "the line typed in once the command starts")
 	fs.IntVar(&f.FirstLineFD, "first-line-fd", 0, "read the first line from this descriptor (internal)")
 	fs.StringVar(&f.Dir, "dir", "", "the command's working directory")
@@ -230,13 +230,13 @@ type Command struct {
 	Size unixhost.WindowSize
 }
 
-// ParseCommand reads a request's first line (without its newline):
+// parseCommand reads a request's first line (without its newline):
 //
 //	attach [ROWS COLS]   join the terminal; the connection then carries
 //	                     the terminal's output one way and keys the other
 //	type LINE            type LINE and a newline in; answered "ok" or "error: WHY"
 //	status               answered with one JSON line: {"pid":N,"clients":K}
-func ParseCommand(line string) (Command, error) {
+func parseCommand(line string) (Command, error) {
 	verb, rest, _ := strings.Cut(line, " ")
 	switch verb {
 	case "attach":

@@ -27,7 +27,7 @@ func TestParseCommand(t *testing.T) {
 		{"status x", Command{}, "nothing"},
 		{"kill", Command{}, "not a request"},
 	} {
-		got, err := ParseCommand(c.line)
+		got, err := parseCommand(c.line)
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%q: %v, want an error naming %q", c.line, err, c.err)
@@ -76,14 +76,14 @@ func TestFlagsRoundTrip(t *testing.T) {
 	o := Options{Socket: "/r/t.sock", Status: "/r/s.json", StdoutLog: "/w/stdout.log", StderrLog: "/w/stderr.log",
 		KeepStdout: 10, KeepStderr: 20, FirstLine: `{"run":"a b","objective":"-- x"}`, Dir: "/w",
 		Argv: []string{"bwrap", "--ro-bind", "/", "/", "--", "sh", "-c", "echo --socket"}}
-	f, err := ParseFlags(o.args(0, 0), io.Discard)
+	f, err := parseFlags(o.args(0, 0), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(f.Options, o) {
 		t.Errorf("\n got %+v\nwant %+v", f.Options, o)
 	}
-	f, err = ParseFlags(o.args(3, 4), io.Discard)
+	f, err = parseFlags(o.args(3, 4), io.Discard)
 	if err != nil || f.ListenFD != 3 || f.FirstLineFD != 4 || f.FirstLine != "" {
 		t.Errorf("%+v, %v", f, err)
 	}
@@ -91,7 +91,7 @@ func TestFlagsRoundTrip(t *testing.T) {
 		{Socket: "/r/t.sock", Status: "/r/s.json", Terminal: true, Spec: "/r/spec.json"},
 		{Socket: "/r/t.sock", Status: "/r/s.json", Feed: true, Spec: "/r/spec.json"},
 	} {
-		f, err := ParseFlags(o.args(0, 0), io.Discard)
+		f, err := parseFlags(o.args(0, 0), io.Discard)
 		if err != nil || !reflect.DeepEqual(f.Options, o) {
 			t.Errorf("\n got %+v, %v\nwant %+v", f.Options, err, o)
 		}
@@ -107,7 +107,7 @@ func TestFlagsRoundTrip(t *testing.T) {
 		{"--socket", "/t.sock", "--status", "/s", "--spec", "spec"},
 		{"--socket", "/t.sock", "--status", "/s", "--terminal", "--feed", "--", "sh"},
 	} {
-		if _, err := ParseFlags(bad, io.Discard); err == nil {
+		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%q taken", bad)
 		}
 	}

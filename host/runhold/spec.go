@@ -45,22 +45,22 @@ func WriteSpec(p string, s Spec) error {
 	return unixhost.WriteFileAtomic(p, b, 0o600)
 }
 
-// ReadSpec reads a spec file.
-func ReadSpec(p string) (Spec, error) {
+// readSpec reads a spec file.
+func readSpec(p string) (Spec, error) {
 	b, err := unixhost.Below(filepath.Dir(p)).ReadFile(p, maxSpec)
 	if err != nil {
 		return Spec{}, fmt.Errorf("runhold: spec: %w", err)
 	}
-	s, err := DecodeSpec(b)
+	s, err := decodeSpec(b)
 	if err != nil {
 		return Spec{}, fmt.Errorf("runhold: spec %s: %w", p, err)
 	}
 	return s, nil
 }
 
-// DecodeSpec reads a spec strictly: one object, no key it does not know,
+// decodeSpec reads a spec strictly: one object, no key it does not know,
 // a command, and an absolute directory.
-func DecodeSpec(b []byte) (Spec, error) {
+func decodeSpec(b []byte) (Spec, error) {
 	if len(b) > maxSpec {
 		return Spec{}, fmt.Errorf("longer than %d bytes", maxSpec)
 	}

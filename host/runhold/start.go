@@ -85,7 +85,7 @@ func Start(holder []string, o Options, env []string, log string) (*os.Process, e
 // words) and prints "PID SOCKET"; else it holds, and its exit code is the
 // command's.
 func Main(ctx context.Context, holder []string, args []string, stdout, stderr io.Writer, log *slog.Logger) (int, error) {
-	f, err := ParseFlags(args, stderr)
+	f, err := parseFlags(args, stderr)
 	if err != nil {
 		return 2, err
 	}

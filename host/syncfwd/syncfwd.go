@@ -31,18 +31,18 @@ import (
 
 // Bounds on what one session may ask of the node through its socket.
 const (
-	// MaxBody bounds a request's body and a reply's: fossilio's client
+	// maxBody bounds a request's body and a reply's: fossilio's client
 	// reads a reply up to 64 MiB, and Fossil sends one artifact whole.
-	MaxBody = 64 << 20
-	// Timeout bounds one request from its arrival to the reply's last byte
+	maxBody = 64 << 20
+	// timeout bounds one request from its arrival to the reply's last byte
 	// (Fossil's own server ends a request after 10 minutes).
-	Timeout = 10 * time.Minute
-	// MaxInFlight bounds the requests forwarded at once; more wait.
-	MaxInFlight = 4
-	// MaxFirstCard bounds the first card, the login card, of a request's
+	timeout = 10 * time.Minute
+	// maxInFlight bounds the requests forwarded at once; more wait.
+	maxInFlight = 4
+	// maxFirstCard bounds the first card, the login card, of a request's
 	// payload; maxCardInput the bytes of the body read to find it in a
 	// compressed payload.
-	MaxFirstCard = 4 << 10
+	maxFirstCard = 4 << 10
 	maxCardInput = 64 << 10
 )
 
@@ -63,7 +63,7 @@ type Forwarder struct {
 	rp     *httputil.ReverseProxy
 	slots  chan struct{}
 	log    *slog.Logger
-	// maxBody is MaxBody, smaller in tests.
+	// maxBody is maxBody, smaller in tests.
 	maxBody int64
 }
 
@@ -71,7 +71,7 @@ type Forwarder struct {
 // (http or https, a host, maybe a path; no user, query or fragment), for
 // the workspace whose agent login is login. It forwards a request only
 // when it is a POST of Fossil's sync protocol with a Content-Length of at
-// most MaxBody, to target's path, either in origin form (POST /PATH, as
+// most maxBody, to target's path, either in origin form (POST /PATH, as
 // fossilio's client sends it over the socket) or in proxy form naming
 // target itself (POST http://HOST/PATH, as the fossil command sends it
 // with --proxy; a user name there is dropped), and whose payload's first
@@ -82,7 +82,7 @@ type Forwarder struct {
 // else is refused, naming what it serves: another host, port, path or
 // scheme 403, another method 405 (CONNECT too: no tunnel), another
 // content type 415, no length 411, a longer body 413, another first card
-// 403. A reply longer than MaxBody is cut, and the connection ended.
+// 403. A reply longer than maxBody is cut, and the connection ended.
 // transport may be nil.
 func New(target, login string, transport http.RoundTripper, log *slog.Logger) (*Forwarder, error) {
 	if login == "" || strings.ContainsAny(login, " \t\r\n\\") {
@@ -107,10 +107,10 @@ func New(target, login string, transport http.RoundTripper, log *slog.Logger) (*
 	}
 	if transport == nil {
 		// Never the node's own proxy settings: the one server, directly.
-		transport = &http.Transport{Proxy: nil, DisableKeepAlives: true, ResponseHeaderTimeout: Timeout,
+		transport = &http.Transport{Proxy: nil, DisableKeepAlives: true, ResponseHeaderTimeout: timeout,
 			DialContext: (&net.Dialer{Timeout: 30 * time.Second}).DialContext}
 	}
-	f := &Forwarder{target: u, login: login, slots: make(chan struct{}, MaxInFlight), log: log, maxBody: MaxBody}
+	f := &Forwarder{target: u, login: login, slots: make(chan struct{}, maxInFlight), log: log, maxBody: maxBody}
 	f.rp = &httputil.ReverseProxy{
 		Transport: transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -179,7 +179,7 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = body
-	ctx, cancel := context.WithTimeout(r.Context(), Timeout)
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	select {
 	case f.slots <- struct{}{}:
@@ -257,7 +257,7 @@ func (f *Forwarder) loggedIn(r *http.Request) (io.ReadCloser, string) {
 // body it read to find it (at most 64 KiB), which the request goes on
 // with. A payload of application/x-fossil is its length in four bytes and
 // a zlib stream, decompressed as far as the card; the others are plain.
-// A card that does not end within MaxFirstCard bytes is an error.
+// A card that does not end within maxFirstCard bytes is an error.
 func FirstCard(ct string, body io.Reader) ([]string, []byte, error) {
 	var read bytes.Buffer
 	in := io.TeeReader(io.LimitReader(body, maxCardInput), &read)
@@ -275,9 +275,9 @@ func FirstCard(ct string, body io.Reader) ([]string, []byte, error) {
 		defer z.Close()
 		payload = z
 	}
-	line, err := bufio.NewReaderSize(io.LimitReader(payload, MaxFirstCard), MaxFirstCard).ReadString('\n')
+	line, err := bufio.NewReaderSize(io.LimitReader(payload, maxFirstCard), maxFirstCard).ReadString('\n')
 	if err != nil {
-		return nil, read.Bytes(), fmt.Errorf("the request's first card does not end within %d bytes (%v)", MaxFirstCard, err)
+		return nil, read.Bytes(), fmt.Errorf("the request's first card does not end within %d bytes (%v)", maxFirstCard, err)
 	}
 	return strings.Fields(line), read.Bytes(), nil
 }
@@ -323,7 +323,7 @@ func refuse(w http.ResponseWriter, status int, why string) {
 	io.WriteString(w, "ocx sync socket: "+why+"\n")
 }
 
-// errReplyTooLong ends a reply past MaxBody.
+// errReplyTooLong ends a reply past maxBody.
 var errReplyTooLong = errors.New("the server's reply is longer than a session's socket carries")
 
 // boundedBody is a reply's body cut at its bound: reading past it fails,
@@ -381,7 +381,7 @@ func (s *statusWriter) Flush() {
 }
 
 // MaxConns bounds the connections a session's sync socket serves at
-// once (D80): fossil opens one per sync, and MaxInFlight of them are
+// once (D80): fossil opens one per sync, and maxInFlight of them are
 // forwarded at a time.
 const MaxConns = 16
 

@@ -232,7 +232,7 @@ func TestOnlyTheWorkspacesOwnLogin(t *testing.T) {
 		{"another login, compressed", "application/x-fossil", compressed(card("setup", "push 0 1\n")), `logs in as "setup"`},
 		{"nobody", "application/x-fossil", compressed(card("nobody", "")), `logs in as "nobody"`},
 		{"a card cut short", "application/x-fossil-uncompressed", "login agent\n", "has 2 fields"},
-		{"a first line past the bound", "application/x-fossil-uncompressed", "login agent " + strings.Repeat("a", MaxFirstCard) + "\n", "does not end"},
+		{"a first line past the bound", "application/x-fossil-uncompressed", "login agent " + strings.Repeat("a", maxFirstCard) + "\n", "does not end"},
 		{"not zlib", "application/x-fossil", "\x00\x00\x00\x05login", "not compressed"},
 	} {
 		code, body := raw(t, sock, post("/demo", c.ctype, c.body))

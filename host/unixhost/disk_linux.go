@@ -122,8 +122,8 @@ func sbinTool(name string) string {
 	return ""
 }
 
-// ErrNoDisk is a disk's image that is not there.
-var ErrNoDisk = errors.New("no disk image")
+// errNoDisk is a disk's image that is not there.
+var errNoDisk = errors.New("no disk image")
 
 // ErrDiskElsewhere is a disk attached to a loop device but not mounted at
 // its directory in this mount namespace: in use elsewhere, so it is
@@ -194,8 +194,8 @@ func fallocate(f *os.File, size uint64) error {
 	return ferr
 }
 
-// DiskState is what the kernel says of a disk's image.
-type DiskState struct {
+// diskState is what the kernel says of a disk's image.
+type diskState struct {
 	// Loop is the loop device the image is attached to ("/dev/loop3"),
 	// "" when none.
 	Loop         string
@@ -208,13 +208,13 @@ type DiskState struct {
 }
 
 // DiskOf says what the kernel knows of image: its size, the loop device
-// it is attached to and where that is mounted. ErrNoDisk when there is no
+// it is attached to and where that is mounted. errNoDisk when there is no
 // image.
-func DiskOf(image string) (DiskState, error) {
-	var s DiskState
+func DiskOf(image string) (diskState, error) {
+	var s diskState
 	st, err := os.Lstat(image)
 	if errors.Is(err, fs.ErrNotExist) {
-		return s, fmt.Errorf("%s: %w", image, ErrNoDisk)
+		return s, fmt.Errorf("%s: %w", image, errNoDisk)
 	}
 	if err != nil {
 		return s, err
@@ -294,7 +294,7 @@ func MountsBelow(dir string) ([]string, error) {
 func lockDisk(ctx context.Context, image string) (*os.File, error) {
 	f, err := os.OpenFile(image, os.O_RDWR|syscall.O_NOFOLLOW, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s: %w", image, ErrNoDisk)
+		return nil, fmt.Errorf("%s: %w", image, errNoDisk)
 	}
 	if err != nil {
 		return nil, err
@@ -368,7 +368,7 @@ func mountLocked(img *os.File, image, dir string) (done bool, err error) {
 }
 
 // mountedAt says whether the disk is mounted at dir here.
-func mountedAt(s DiskState, dir string) bool {
+func mountedAt(s diskState, dir string) bool {
 	for _, at := range s.Mounts {
 		if at == dir {
 			return true
@@ -458,7 +458,7 @@ func unmountAt(dir string) error {
 // ErrDiskElsewhere.
 func UnmountDisk(ctx context.Context, image string) error {
 	f, err := lockDisk(ctx, image)
-	if errors.Is(err, ErrNoDisk) {
+	if errors.Is(err, errNoDisk) {
 		return nil
 	}
 	if err != nil {
@@ -515,7 +515,7 @@ func RemoveDisk(ctx context.Context, image string) error {
 // unmounted (no session runs at a launch): e2fsck, then resize2fs on the
 // image, which grows into the room fallocate reserved or shrinks, failing
 // and naming the sizes when the contents do not fit; the disk is then as
-// it was. What it did is said in words ("" for nothing). ErrNoDisk when
+// it was. What it did is said in words ("" for nothing). errNoDisk when
 // there is no image.
 func EnsureDisk(ctx context.Context, image, dir string, size uint64) (string, error) {
 	t, err := diskTooling()

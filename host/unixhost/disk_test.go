@@ -105,7 +105,7 @@ func TestDiskLifecycle(t *testing.T) {
 		if err := MakeDisk(image, 32<<20); err == nil {
 			t.Error("a disk made over one that is there")
 		}
-		if err := MountDisk(ctx, filepath.Join(dir, "none"), ws); !errors.Is(err, ErrNoDisk) {
+		if err := MountDisk(ctx, filepath.Join(dir, "none"), ws); !errors.Is(err, errNoDisk) {
 			t.Errorf("mount a disk that is not there: %v", err)
 		}
 

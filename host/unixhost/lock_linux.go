@@ -57,17 +57,17 @@ func AcquireLock(path string) (*FileLock, error) {
 	return nil, &fs.PathError{Op: "lock", Path: path, Err: fmt.Errorf("the file kept being replaced")}
 }
 
-// LockMode is the kind of flock LockFile takes.
-type LockMode int
+// lockMode is the kind of flock LockFile takes.
+type lockMode int
 
 const (
 	// Exclusive: no other holder at all (LOCK_EX).
-	Exclusive LockMode = iota
+	Exclusive lockMode = iota
 	// Shared: other shared holders, but no exclusive one (LOCK_SH).
 	Shared
 )
 
-func (m LockMode) how() int {
+func (m lockMode) how() int {
 	if m == Shared {
 		return unix.LOCK_SH
 	}
@@ -98,7 +98,7 @@ const maxLockPoll = 10 * time.Millisecond
 // ended. EINTR is retried. Every error is an *fs.PathError naming "lock"
 // and f: while another holds the lock it wraps a *HeldError (host.ErrLocked,
 // with the holder's PID), and ctx's error too when ctx ended first.
-func LockFile(ctx context.Context, f *os.File, mode LockMode, wait time.Duration) error {
+func LockFile(ctx context.Context, f *os.File, mode lockMode, wait time.Duration) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return &fs.PathError{Op: "lock", Path: f.Name(), Err: err}
@@ -115,7 +115,7 @@ func LockFile(ctx context.Context, f *os.File, mode LockMode, wait time.Duration
 
 // TryLock is LockFile without waiting: host.ErrLocked at once while another
 // holds the lock.
-func TryLock(f *os.File, mode LockMode) error {
+func TryLock(f *os.File, mode lockMode) error {
 	return LockFile(context.Background(), f, mode, 0)
 }
 
@@ -261,7 +261,7 @@ func LockHolder(path string) (pid int, held bool, err error) {
 }
 
 // holderOf finds the flock of the file st in /proc/locks (the thin reader;
-// ParseLocks is the parser). The kernel writes /proc/locks a page per
+// parseLocks is the parser). The kernel writes /proc/locks a page per
 // read, walking its list anew by position each time, so a lock released
 // meanwhile ahead of the one sought can make that one slip past unseen:
 // a miss is read again before it counts. A caller that knows the PID to
@@ -272,7 +272,7 @@ func holderOf(st *unix.Stat_t) (pid int, held bool, err error) {
 		if err != nil {
 			return 0, false, err
 		}
-		if l, ok := flockOf(ParseLocks(b), st); ok {
+		if l, ok := flockOf(parseLocks(b), st); ok {
 			return l.PID, true, nil
 		}
 	}
@@ -280,13 +280,13 @@ func holderOf(st *unix.Stat_t) (pid int, held bool, err error) {
 }
 
 // flockOf is the flock among ls on the file st.
-func flockOf(ls []LockEntry, st *unix.Stat_t) (LockEntry, bool) {
+func flockOf(ls []lockEntry, st *unix.Stat_t) (lockEntry, bool) {
 	for _, l := range ls {
 		if l.Kind == "FLOCK" && l.Major == unix.Major(st.Dev) && l.Minor == unix.Minor(st.Dev) && l.Inode == st.Ino {
 			return l, true
 		}
 	}
-	return LockEntry{}, false
+	return lockEntry{}, false
 }
 
 // HoldsLock reports whether process pid holds the flock on path, as its
@@ -317,7 +317,7 @@ func HoldsLock(pid int, path string) (bool, error) {
 		if err != nil {
 			continue // closed meanwhile
 		}
-		if _, ok := flockOf(ParseLocks(fdinfoLocks(b)), &st); ok {
+		if _, ok := flockOf(parseLocks(fdinfoLocks(b)), &st); ok {
 			return true, nil
 		}
 	}
@@ -336,8 +336,8 @@ func fdinfoLocks(b []byte) []byte {
 	return out
 }
 
-// LockEntry is one held lock of /proc/locks.
-type LockEntry struct {
+// lockEntry is one held lock of /proc/locks.
+type lockEntry struct {
 	Kind  string // FLOCK, POSIX, OFDLCK, LEASE, ...
 	Mode  string // READ or WRITE
 	PID   int
@@ -346,10 +346,10 @@ type LockEntry struct {
 	Inode uint64
 }
 
-// ParseLocks parses /proc/locks. Lines of waiters ("->") hold nothing and are
+// parseLocks parses /proc/locks. Lines of waiters ("->") hold nothing and are
 // skipped, as are lines it cannot read.
-func ParseLocks(b []byte) []LockEntry {
-	var out []LockEntry
+func parseLocks(b []byte) []lockEntry {
+	var out []lockEntry
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -370,7 +370,7 @@ func ParseLocks(b []byte) []LockEntry {
 		if err1 != nil || err2 != nil || err3 != nil {
 			continue
 		}
-		out = append(out, LockEntry{Kind: f[1], Mode: f[3], PID: pid, Major: uint32(maj), Minor: uint32(min), Inode: ino})
+		out = append(out, lockEntry{Kind: f[1], Mode: f[3], PID: pid, Major: uint32(maj), Minor: uint32(min), Inode: ino})
 	}
 	return out
 }

@@ -223,8 +223,8 @@ func TestHoldsLockUnderChurn(t *testing.T) {
 // TestFdinfoLocks: the lock lines of an fdinfo file read as /proc/locks's.
 func TestFdinfoLocks(t *testing.T) {
 	b := "pos:\t0\nflags:\t02100002\nmnt_id:\t24\nino:\t9977894\nlock:\t1: FLOCK  ADVISORY  WRITE 23401 fe:00:9977894 0 EOF\n"
-	got := ParseLocks(fdinfoLocks([]byte(b)))
-	want := []LockEntry{{Kind: "FLOCK", Mode: "WRITE", PID: 23401, Major: 0xfe, Minor: 0, Inode: 9977894}}
+	got := parseLocks(fdinfoLocks([]byte(b)))
+	want := []lockEntry{{Kind: "FLOCK", Mode: "WRITE", PID: 23401, Major: 0xfe, Minor: 0, Inode: 9977894}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("ParseLocks(fdinfoLocks) = %+v, want %+v", got, want)
 	}
@@ -237,12 +237,12 @@ func FuzzParseLocks(f *testing.F) {
 	f.Add([]byte("1: FLOCK  ADVISORY  WRITE 4321 00:1f:123456 0 EOF\n2: POSIX  ADVISORY  READ 99 08:01:42 0 EOF\n"))
 	f.Add([]byte("1: FLOCK  ADVISORY  WRITE 1 fe:00:1 0 EOF\n1: -> FLOCK  ADVISORY  WRITE 2 fe:00:1 0 EOF\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		direct := ParseLocks(b)
+		direct := parseLocks(b)
 		var info []byte
 		for line := range bytes.Lines(b) {
 			info = append(append(info, "lock:\t"...), line...)
 		}
-		if got := ParseLocks(fdinfoLocks(info)); len(got) != len(direct) {
+		if got := parseLocks(fdinfoLocks(info)); len(got) != len(direct) {
 			t.Fatalf("as fdinfo %d entries, as /proc/locks %d", len(got), len(direct))
 		}
 	})
@@ -250,8 +250,8 @@ func FuzzParseLocks(f *testing.F) {
 
 func TestParseLocks(t *testing.T) {
 	b := readFile(t, filepath.Join("testdata", "locks.txt"))
-	got := ParseLocks([]byte(b))
-	want := []LockEntry{
+	got := parseLocks([]byte(b))
+	want := []lockEntry{
 		{Kind: "FLOCK", Mode: "WRITE", PID: 4321, Major: 0, Minor: 0x1f, Inode: 123456},
 		{Kind: "POSIX", Mode: "READ", PID: 99, Major: 8, Minor: 1, Inode: 42},
 		{Kind: "OFDLCK", Mode: "WRITE", PID: -1, Major: 0xfd, Minor: 0, Inode: 7},

@@ -17,13 +17,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// LogFormat is how a log's records are written, which its drop notice
+// logFormat is how a log's records are written, which its drop notice
 // (LogFile) follows: slog's text records or its JSON ones.
-type LogFormat int
+type logFormat int
 
 const (
 	// LogText is slog's TextHandler: hook.log, a command's standard error.
-	LogText LogFormat = iota
+	LogText logFormat = iota
 	// LogJSON is slog's JSONHandler: ocxd.log.
 	LogJSON
 )
@@ -71,7 +71,7 @@ type LogFile struct {
 	f      *os.File
 	fd     int
 	path   string
-	format LogFormat
+	format logFormat
 	// framed: a regular file, flocked, undone; shared: the drop count
 	// goes in the attribute too (files out of any agent's reach).
 	framed, shared bool
@@ -114,7 +114,7 @@ func (d logDrops) add(o logDrops) logDrops {
 // link at its last name: a log of the node's own (ocxd.log, hook.log, the
 // MCP servers' and the run holders' logs), never one in an agent's reach.
 // Its records are written as format says.
-func OpenLog(p string, format LogFormat) (*LogFile, error) {
+func OpenLog(p string, format logFormat) (*LogFile, error) {
 	fd, err := openLogNoFollow(p)
 	if err != nil {
 		return nil, pathErr("open log", p, err)
@@ -127,11 +127,11 @@ func OpenLog(p string, format LogFormat) (*LogFile, error) {
 // MCP server's). It is framed as OpenLog's are when f is a regular file,
 // but keeps its count of drops itself: the file may be in an agent's
 // reach, whose attribute the node does not believe.
-func LogOn(f *os.File, format LogFormat) *LogFile {
+func LogOn(f *os.File, format logFormat) *LogFile {
 	return newLogFile(f, f.Name(), format, false)
 }
 
-func newLogFile(f *os.File, p string, format LogFormat, shared bool) *LogFile {
+func newLogFile(f *os.File, p string, format logFormat, shared bool) *LogFile {
 	l := &LogFile{f: f, fd: int(f.Fd()), path: p, format: format, write: unix.Write, now: time.Now}
 	var st unix.Stat_t
 	if unix.Fstat(l.fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
@@ -353,7 +353,7 @@ const logNoticeMsg = "log records dropped"
 
 // logNotice is the record saying that d.N records of the log at path were
 // dropped, in the log's format.
-func logNotice(format LogFormat, d logDrops, now time.Time, path string) []byte {
+func logNotice(format logFormat, d logDrops, now time.Time, path string) []byte {
 	var b bytes.Buffer
 	var h slog.Handler = slog.NewTextHandler(&b, nil)
 	if format == LogJSON {
@@ -405,7 +405,7 @@ func parseLogDrops(b []byte) (logDrops, bool) {
 // LogHandler is an slog handler writing records to w in format: through
 // LogOn when w is a file (a process's standard error that its parent
 // pointed at a log), as slog writes them otherwise (a test's buffer).
-func LogHandler(w io.Writer, format LogFormat, opts *slog.HandlerOptions) slog.Handler {
+func LogHandler(w io.Writer, format logFormat, opts *slog.HandlerOptions) slog.Handler {
 	if f, ok := w.(*os.File); ok {
 		return LogOn(f, format).Handler(opts)
 	}

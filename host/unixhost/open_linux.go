@@ -12,7 +12,7 @@ import (
 // OpenRegular opens the regular file at p below the root for a program
 // that works on it in place through its descriptor, as SQLite works on an
 // agent's clone (fossilio.OpenCloneFile, RememberFile): flag is
-// os.O_RDONLY or os.O_RDWR. It refuses, with a *RefusedError, as ReadFile
+// os.O_RDONLY or os.O_RDWR. It refuses, with a *refusedError, as ReadFile
 // does: a link anywhere below the root on the path, a named pipe (opened
 // without waiting), a directory, a device or a socket. It refuses too a
 // file with more than one name (a hard link): its other name may be a
@@ -30,7 +30,7 @@ func (r *Root) OpenRegular(p string, flag int) (*os.File, error) {
 	}
 	fd, err := r.openBeneath(rel, flag|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0)
 	if err == unix.EISDIR {
-		return nil, &RefusedError{Op: op, Path: filepath.Clean(p), Why: "a directory"}
+		return nil, &refusedError{Op: op, Path: filepath.Clean(p), Why: "a directory"}
 	}
 	if err != nil {
 		return nil, refuseOpen(op, p, err)
@@ -43,11 +43,11 @@ func (r *Root) OpenRegular(p string, flag int) (*os.File, error) {
 	}
 	if why := kindOf(&st); why != "" {
 		unix.Close(fd)
-		return nil, &RefusedError{Op: op, Path: clean, Why: why}
+		return nil, &refusedError{Op: op, Path: clean, Why: why}
 	}
 	if st.Nlink > 1 {
 		unix.Close(fd)
-		return nil, &RefusedError{Op: op, Path: clean, Why: fmt.Sprintf("a file with %d names (a hard link)", st.Nlink)}
+		return nil, &refusedError{Op: op, Path: clean, Why: fmt.Sprintf("a file with %d names (a hard link)", st.Nlink)}
 	}
 	// A regular file never blocks; the flag only kept a pipe from it.
 	if err := unix.SetNonblock(fd, false); err != nil {

@@ -22,31 +22,31 @@ const (
 	// SmallFile bounds the node's own small files: a listening entry, a
 	// hears or checkins file, a binding, a care or spawn record.
 	SmallFile = 64 << 10
-	// TailMax bounds the end of a log that a page or a status shows.
-	TailMax = 1 << 20
+	// tailMax bounds the end of a log that a page or a status shows.
+	tailMax = 1 << 20
 	// NodeFile bounds the node's own files below the root that grow with
 	// the node: node.json, model.json, the re-exec's hand-off.
 	NodeFile = 16 << 20
 )
 
-// RefusedError is a file below the agents root that the node will not read
+// refusedError is a file below the agents root that the node will not read
 // or write through, and why: a link on its path, a named pipe, a directory
 // or anything else that is not a regular file, or a file larger than its
 // bound. A reader takes it as absent (Absent): the agent that planted it
 // harms only itself.
-type RefusedError struct {
+type refusedError struct {
 	Op   string // "read", "open"
 	Path string
 	Why  string // "a symbolic link", "a named pipe", "larger than 64 KiB", ...
 }
 
-func (e *RefusedError) Error() string {
+func (e *refusedError) Error() string {
 	return fmt.Sprintf("%s %s: refused: %s", e.Op, e.Path, e.Why)
 }
 
 // AsRefused returns the refusal err holds, if any.
-func AsRefused(err error) (*RefusedError, bool) {
-	var r *RefusedError
+func AsRefused(err error) (*refusedError, bool) {
+	var r *refusedError
 	ok := errors.As(err, &r)
 	return r, ok
 }
@@ -57,16 +57,16 @@ func AsRefused(err error) (*RefusedError, bool) {
 func refuseOpen(op, p string, err error) error {
 	switch err {
 	case unix.ELOOP:
-		return &RefusedError{Op: op, Path: p, Why: "a symbolic link"}
+		return &refusedError{Op: op, Path: p, Why: "a symbolic link"}
 	case unix.EXDEV:
-		return &RefusedError{Op: op, Path: p, Why: "a path that leaves the agents root"}
+		return &refusedError{Op: op, Path: p, Why: "a path that leaves the agents root"}
 	case unix.ENXIO:
 		// Opening a socket (or a device with nothing behind it).
-		return &RefusedError{Op: op, Path: p, Why: "a socket"}
+		return &refusedError{Op: op, Path: p, Why: "a socket"}
 	case unix.ENOTDIR:
 		// The walk (no openat2) opens each directory O_DIRECTORY|O_NOFOLLOW:
 		// a link or a file where a directory should be.
-		return &RefusedError{Op: op, Path: p, Why: "a symbolic link or a file where a directory should be"}
+		return &refusedError{Op: op, Path: p, Why: "a symbolic link or a file where a directory should be"}
 	}
 	return pathErr(op, p, err)
 }
@@ -126,7 +126,7 @@ func regular(fd int, op, p string) (*os.File, int64, error) {
 	}
 	if why := kindOf(&st); why != "" {
 		unix.Close(fd)
-		return nil, 0, &RefusedError{Op: op, Path: p, Why: why}
+		return nil, 0, &refusedError{Op: op, Path: p, Why: why}
 	}
 	return os.NewFile(uintptr(fd), p), st.Size, nil
 }
@@ -135,14 +135,14 @@ func regular(fd int, op, p string) (*os.File, int64, error) {
 // gave, and what is read, since the file may grow in between.
 func readBounded(f *os.File, size, max int64, op, p string) ([]byte, error) {
 	if size > max {
-		return nil, &RefusedError{Op: op, Path: p, Why: sizeWords(max)}
+		return nil, &refusedError{Op: op, Path: p, Why: sizeWords(max)}
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, pathErr(op, p, err)
 	}
 	if int64(len(b)) > max {
-		return nil, &RefusedError{Op: op, Path: p, Why: sizeWords(max)}
+		return nil, &refusedError{Op: op, Path: p, Why: sizeWords(max)}
 	}
 	return b, nil
 }
@@ -150,7 +150,7 @@ func readBounded(f *os.File, size, max int64, op, p string) ([]byte, error) {
 // ReadFile reads the regular file at p below the root, at most max bytes:
 // a link anywhere below the root on its path, a named pipe (opened without
 // waiting), a directory, a device or a socket there, or a file larger than
-// max is refused with a *RefusedError; a missing file is fs.ErrNotExist.
+// max is refused with a *refusedError; a missing file is fs.ErrNotExist.
 // This is the one way the node reads a file an agent may have written
 // (docs/trust.md).
 func (r *Root) ReadFile(p string, max int64) ([]byte, error) {
@@ -201,7 +201,7 @@ func (r *Root) IsRegular(p string) error {
 		return pathErr("stat", p, err)
 	}
 	if why := kindOf(&st); why != "" {
-		return &RefusedError{Op: "stat", Path: filepath.Clean(p), Why: why}
+		return &refusedError{Op: "stat", Path: filepath.Clean(p), Why: why}
 	}
 	return nil
 }
@@ -230,12 +230,12 @@ func (d *Dir) ReadFile(name string, max int64) ([]byte, error) {
 type RefusalLog struct {
 	log  *slog.Logger
 	mu   sync.Mutex
-	seen map[RefusedError]bool
+	seen map[refusedError]bool
 }
 
 // NewRefusalLog logs to log (nil: nothing is logged).
 func NewRefusalLog(log *slog.Logger) *RefusalLog {
-	return &RefusalLog{log: log, seen: map[RefusedError]bool{}}
+	return &RefusalLog{log: log, seen: map[refusedError]bool{}}
 }
 
 // Absent says whether err leaves the file absent for its reader: it does
@@ -253,7 +253,7 @@ func (l *RefusalLog) Absent(err error) bool {
 }
 
 // Note logs r unless it was logged before.
-func (l *RefusalLog) Note(r *RefusedError) {
+func (l *RefusalLog) Note(r *refusedError) {
 	if l == nil {
 		return
 	}
@@ -339,7 +339,7 @@ func (r *Root) ReadSecret(p string, max int64) ([]byte, error) {
 		return nil, pathErr("read", f.Name(), err)
 	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return nil, &RefusedError{Op: "read", Path: f.Name(), Why: fmt.Sprintf("mode %v lets others read it", perm)}
+		return nil, &refusedError{Op: "read", Path: f.Name(), Why: fmt.Sprintf("mode %v lets others read it", perm)}
 	}
 	return readBounded(f, size, max, "read", f.Name())
 }

@@ -28,10 +28,10 @@ func WriteModel(root *unixhost.Root, ws host.Workspace, u *messages.ModelUsage) 
 	return root.WriteFile(ws.ModelUsage(), b, 0o600)
 }
 
-// ReadModel reads the node's count of the session serving launch: nil
+// readModel reads the node's count of the session serving launch: nil
 // when there is none, or it is another launch's (a session before, whose
 // server wrote it; a server started by hand names none).
-func ReadModel(root *unixhost.Root, ws host.Workspace, launch string) (*messages.ModelUsage, error) {
+func readModel(root *unixhost.Root, ws host.Workspace, launch string) (*messages.ModelUsage, error) {
 	b, err := root.ReadFile(ws.ModelUsage(), messages.MaxUsageFileLen)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -49,10 +49,10 @@ func ReadModel(root *unixhost.Root, ws host.Workspace, launch string) (*messages
 	return m, nil
 }
 
-// ReadTurns reads the session's own account of its turns, for launch: nil
+// readTurns reads the session's own account of its turns, for launch: nil
 // when there is none or it is another launch's. A file that does not read
 // is the agent's doing and costs only its session: an error naming it.
-func ReadTurns(root *unixhost.Root, ws host.Workspace, launch string) (*messages.SessionTurns, error) {
+func readTurns(root *unixhost.Root, ws host.Workspace, launch string) (*messages.SessionTurns, error) {
 	b, err := root.ReadFile(ws.TurnsFile(), messages.MaxUsageFileLen)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -76,8 +76,8 @@ func ReadTurns(root *unixhost.Root, ws host.Workspace, launch string) (*messages
 // file that does not read leaves the node's count as it is, and the error
 // says why.
 func Read(root *unixhost.Root, ws host.Workspace, launch string) (u *messages.SessionUsage, reached string, err error) {
-	m, merr := ReadModel(root, ws, launch)
-	t, terr := ReadTurns(root, ws, launch)
+	m, merr := readModel(root, ws, launch)
+	t, terr := readTurns(root, ws, launch)
 	if m == nil && t == nil {
 		return nil, "", errors.Join(merr, terr)
 	}

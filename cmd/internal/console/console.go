@@ -18,9 +18,9 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// DaemonWait bounds how long a page waits for a daemon it started to read
+// daemonWait bounds how long a page waits for a daemon it started to read
 // its pipe before it says that none runs.
-const DaemonWait = 3 * time.Second
+const daemonWait = 3 * time.Second
 
 // Console serves the pages of one agents root, as `ocx console`: the
 // pages read by GET (consolepage), the forms and the buttons' actions.
@@ -230,7 +230,7 @@ func (q *request) act(parts []string) {
 // ensureDaemon starts the daemon when none runs (seed 002, "ensure the
 // daemon runs from the console"); a page that cannot says so.
 func (q *request) ensureDaemon() {
-	_, err := daemonclient.Ensure(q.Ctx, q.n.Layout, q.n.Program("ocxd"), DaemonWait)
+	_, err := daemonclient.Ensure(q.Ctx, q.n.Layout, q.n.Program("ocxd"), daemonWait)
 	if err != nil {
 		q.DaemonProblem = "No daemon runs, so nothing will be launched or stopped: " + err.Error()
 	}

@@ -53,14 +53,14 @@ const PageBound = 2 * time.Minute
 
 // CGIRequest reads the request from Fossil's environment, its body none;
 // a request that does not read is failed on w.
-func CGIRequest(w *CGIWriter, environ []string) (*http.Request, Fossil, bool) {
+func CGIRequest(w *cgiWriter, environ []string) (*http.Request, Fossil, bool) {
 	env := map[string]string{}
 	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			env[k] = v
 		}
 	}
-	f, err := FossilFromEnv(func(k string) string { return env[k] })
+	f, err := fossilFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		w.Fail(http.StatusBadRequest, err.Error())
 		return nil, f, false
@@ -79,33 +79,33 @@ func CGIRequest(w *CGIWriter, environ []string) (*http.Request, Fossil, bool) {
 	return r, f, true
 }
 
-// CGIWriter is an http.ResponseWriter that keeps the reply whole and writes
+// cgiWriter is an http.ResponseWriter that keeps the reply whole and writes
 // it as a CGI reply: a Status line, the headers (each well under the 1000
 // bytes Fossil reads a header line into), a blank line, the body.
-type CGIWriter struct {
+type cgiWriter struct {
 	header http.Header
 	status int
 	body   bytes.Buffer
 }
 
-func NewCGIWriter() *CGIWriter { return &CGIWriter{header: http.Header{}} }
+func NewCGIWriter() *cgiWriter { return &cgiWriter{header: http.Header{}} }
 
-func (w *CGIWriter) Header() http.Header { return w.header }
+func (w *cgiWriter) Header() http.Header { return w.header }
 
-func (w *CGIWriter) Write(b []byte) (int, error) {
+func (w *cgiWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
 	return w.body.Write(b)
 }
 
-func (w *CGIWriter) WriteHeader(code int) {
+func (w *cgiWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
 }
 
-func (w *CGIWriter) Fail(code int, msg string) {
+func (w *cgiWriter) Fail(code int, msg string) {
 	w.header.Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(code)
 	w.body.WriteString(msg + "\n")
@@ -114,7 +114,7 @@ func (w *CGIWriter) Fail(code int, msg string) {
 // Flush writes the reply. A reply without a Content-Type is sent as plain
 // text, never sniffed: Fossil wraps text/html in its skin only when it
 // begins with the console's div, and passes anything else through.
-func (w *CGIWriter) Flush(out io.Writer) int {
+func (w *cgiWriter) Flush(out io.Writer) int {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}

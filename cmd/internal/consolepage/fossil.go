@@ -33,9 +33,9 @@ type Fossil struct {
 	Cookie string
 }
 
-// FossilFromEnv reads the request's Fossil side from the CGI environment.
+// fossilFromEnv reads the request's Fossil side from the CGI environment.
 // A request with no FOSSIL_REPOSITORY did not come from Fossil.
-func FossilFromEnv(getenv func(string) string) (Fossil, error) {
+func fossilFromEnv(getenv func(string) string) (Fossil, error) {
 	f := Fossil{
 		Viewer:     getenv("FOSSIL_USER"),
 		Caps:       getenv("FOSSIL_CAPABILITIES"),
@@ -67,10 +67,10 @@ func (f Fossil) MayRead() bool { return strings.ContainsAny(f.Caps, "oas") }
 // (D7: only their notes count).
 func (f Fossil) Admin() bool { return f.Viewer != "" && strings.ContainsAny(f.Caps, "as") }
 
-// LoginCookie finds the viewer's login cookie for the project whose code
+// loginCookie finds the viewer's login cookie for the project whose code
 // starts with code16 among the request's cookies: Fossil names it
 // fossil-CODE16 (src/login.c login_cookie_name).
-func LoginCookie(r *http.Request, code16 string) string {
+func loginCookie(r *http.Request, code16 string) string {
 	want := "fossil-" + code16
 	for _, c := range r.Cookies() {
 		if c.Name == want && c.Value != "" {

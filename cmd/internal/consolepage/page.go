@@ -146,12 +146,12 @@ func Begin(ctx context.Context, w http.ResponseWriter, r *http.Request, f Fossil
 }
 
 // Open opens the page on the node: the project whose repository Fossil
-// serves, found among node.json's (ProjectOf), and the viewer's login
+// serves, found among node.json's (projectOf), and the viewer's login
 // cookie read for it. A request that cannot be answered so is answered
 // (false).
 func (p *Page) Open(layout host.Layout, cfg *messages.NodeConfig, reads Reads, key []byte, log *slog.Logger) bool {
 	p.Layout, p.Config, p.Reads, p.Key, p.Refusals = layout, cfg, reads, key, unixhost.NewRefusalLog(log)
-	project, ok := ProjectOf(cfg, p.F.Repository)
+	project, ok := projectOf(cfg, p.F.Repository)
 	if !ok {
 		p.Plain(http.StatusNotFound, fmt.Sprintf("%s is not a repository of this node (its node.json names %s)", p.F.Repository, strings.Join(cfg.ProjectNames(), ", ")))
 		return false
@@ -168,7 +168,7 @@ func (p *Page) Open(layout host.Layout, cfg *messages.NodeConfig, reads Reads, k
 		return false
 	}
 	if len(code) >= 16 {
-		p.F.Cookie = LoginCookie(p.R, code[:16])
+		p.F.Cookie = loginCookie(p.R, code[:16])
 	}
 	if p.F.Cookie != "" {
 		if login, err := fossilio.CookieLogin(p.F.Cookie); err != nil || login != p.F.Viewer {

@@ -139,12 +139,12 @@ func TestCGIWriter(t *testing.T) {
 func TestFossilFromEnv(t *testing.T) {
 	env := map[string]string{"FOSSIL_USER": "admin", "FOSSIL_CAPABILITIES": "as", "FOSSIL_NONCE": "n1", "FOSSIL_REPOSITORY": "demo.fossil",
 		"REQUEST_SCHEME": "https", "HTTP_HOST": "example.org", "FOSSIL_URI": "/cgi/demo", "SCRIPT_NAME": "/cgi/demo/ext/console", "PATH_INFO": "/hook"}
-	f, err := FossilFromEnv(func(k string) string { return env[k] })
+	f, err := fossilFromEnv(func(k string) string { return env[k] })
 	if err != nil || f.Base != "https://example.org/cgi/demo" || f.Script != "/ext/console" || f.Path != "/hook" || !f.Admin() || f.Nonce != "n1" {
 		t.Fatalf("%+v %v", f, err)
 	}
 	delete(env, "FOSSIL_REPOSITORY")
-	if _, err := FossilFromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "extroot") {
+	if _, err := fossilFromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "extroot") {
 		t.Fatalf("without Fossil: %v", err)
 	}
 	for caps, want := range map[string][2]bool{"cghjnorz": {true, false}, "as": {true, true}, "s": {true, true}, "gh": {false, false}} {
@@ -175,7 +175,7 @@ func TestLoadKey(t *testing.T) {
 			t.Fatalf("load %d: %x %v, want the one key", i, keys[i], errs[i])
 		}
 	}
-	st, err := os.Stat(filepath.Join(dir, KeyFile))
+	st, err := os.Stat(filepath.Join(dir, keyFile))
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("key file %v %v", st, err)
 	}
@@ -183,7 +183,7 @@ func TestLoadKey(t *testing.T) {
 	if len(left) != 0 {
 		t.Fatalf("temporary files left: %v", left)
 	}
-	os.Chmod(filepath.Join(dir, KeyFile), 0o644)
+	os.Chmod(filepath.Join(dir, keyFile), 0o644)
 	if _, err := LoadKey(dir); err == nil || !strings.Contains(err.Error(), "0600") {
 		t.Fatalf("a readable key: %v", err)
 	}
@@ -194,11 +194,11 @@ func TestLoadKey(t *testing.T) {
 func TestLoginCookie(t *testing.T) {
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.Header.Set("Cookie", "fossil-ffffffffffffffff=A%2Fffffffffffffffff%2Fbob; theme=dark; fossil-0123456789abcdef=H%2F0123456789abcdef%2Fadmin")
-	if got := LoginCookie(r, "0123456789abcdef"); got != "fossil-0123456789abcdef=H%2F0123456789abcdef%2Fadmin" {
+	if got := loginCookie(r, "0123456789abcdef"); got != "fossil-0123456789abcdef=H%2F0123456789abcdef%2Fadmin" {
 		t.Fatalf("got %q", got)
 	}
 	r.Header.Set("Cookie", "fossil-0123456789abcdef=garbage")
-	if got := LoginCookie(r, "0123456789abcdef"); got != "" {
+	if got := loginCookie(r, "0123456789abcdef"); got != "" {
 		t.Fatalf("a malformed cookie: %q", got)
 	}
 }

@@ -86,10 +86,10 @@ func (p *Page) logTail(path string, max int64) (string, error) {
 // openRoot opens the agents root, to read below it through no link.
 func (p *Page) openRoot() (*unixhost.Root, error) { return unixhost.OpenRoot(p.Layout.Root()) }
 
-// ProjectOf names the project whose repository is the file at path, as
+// projectOf names the project whose repository is the file at path, as
 // Fossil names it (FOSSIL_REPOSITORY): by node.json's path, or by the file
 // itself when one of the two names it through a link.
-func ProjectOf(cfg *messages.NodeConfig, path string) (string, bool) {
+func projectOf(cfg *messages.NodeConfig, path string) (string, bool) {
 	// Fossil gives the repository as its server was given it: relative to
 	// the server's directory, which is the CGI's too.
 	if abs, err := filepath.Abs(path); err == nil {

@@ -15,16 +15,16 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 )
 
-// KeyFile is the console's secret in the agents root: 32 random bytes, as
+// keyFile is the console's secret in the agents root: 32 random bytes, as
 // hex, mode 0600, readable by the node's user alone. A form's token is an
 // HMAC of the viewer's login cookie under it.
-const KeyFile = "console.key"
+const keyFile = "console.key"
 
 // LoadKey reads the console's key, making it the first time. Two consoles
 // starting at once make it once: the key is written whole beside its name
 // and linked in, which fails if another got there first.
 func LoadKey(agents string) ([]byte, error) {
-	path := filepath.Join(agents, KeyFile)
+	path := filepath.Join(agents, keyFile)
 	key, err := readKey(path)
 	if !errors.Is(err, fs.ErrNotExist) {
 		return key, err

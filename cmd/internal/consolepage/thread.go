@@ -10,10 +10,10 @@ import (
 	"github.com/ocx-go/ocx/messages"
 )
 
-// ThreadStatus is a thread's status (seed 002, "answer a thread's
+// threadStatus is a thread's status (seed 002, "answer a thread's
 // status"): the sessions whose own record it is, the listeners on it, and
 // the queues of the reviewers whose own record it is (D42).
-type ThreadStatus struct {
+type threadStatus struct {
 	Thread    string                   `json:"thread"`
 	Sessions  []messages.SessionStatus `json:"sessions"`
 	Listeners []messages.Listener      `json:"listeners"`
@@ -47,7 +47,7 @@ func (p *Page) thread(hash string) {
 		p.JSONError(http.StatusInternalServerError, err)
 		return
 	}
-	out := ThreadStatus{Thread: info.Root, Sessions: []messages.SessionStatus{}, Listeners: []messages.Listener{}}
+	out := threadStatus{Thread: info.Root, Sessions: []messages.SessionStatus{}, Listeners: []messages.Listener{}}
 	for _, s := range st.Sessions {
 		if s.Project == p.Project && s.Record == info.Root {
 			out.Sessions = append(out.Sessions, s)

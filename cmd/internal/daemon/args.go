@@ -14,14 +14,14 @@ import (
 	"github.com/ocx-go/ocx/actors/hookwatch"
 )
 
-// DefaultHookWatch is the longest time between two looks at a repository
+// defaultHookWatch is the longest time between two looks at a repository
 // (--hook-watch): the fallback under the file events, which make the watch
 // look Settle after each write.
-const DefaultHookWatch = hookwatch.DefaultEvery
+const defaultHookWatch = hookwatch.DefaultEvery
 
-// DefaultDrain is how long a stop waits, by default, for the writers
+// defaultDrain is how long a stop waits, by default, for the writers
 // still holding the daemon's pipe open.
-const DefaultDrain = 5 * time.Second
+const defaultDrain = 5 * time.Second
 
 // Options is ocxd's parsed command line.
 type Options struct {
@@ -64,28 +64,28 @@ type Options struct {
 	// ReexecDelay widens the re-exec's window for the integration tests:
 	// the old image waits this long after pausing, before it detaches its
 	// children, and the new image as long before it adopts them. It comes
-	// from the environment (EnvReexecDelay), never from a flag, and is zero
+	// from the environment (envReexecDelay), never from a flag, and is zero
 	// in use. ReexecDelayAt, when set, is the one point it applies to.
 	ReexecDelay   time.Duration
 	ReexecDelayAt string
 }
 
-// EnvReexecDelay names the environment variable that sets ReexecDelay, a
+// envReexecDelay names the environment variable that sets ReexecDelay, a
 // duration such as "3s", for every point of the window, or "3s@exec" for
 // the one point named. It is for tests only.
-const EnvReexecDelay = "OCXD_TEST_REEXEC_DELAY"
+const envReexecDelay = "OCXD_TEST_REEXEC_DELAY"
 
 // ParseEnv reads what the environment sets, through getenv: a value it
 // cannot read is a bad command line, named.
 func (o *Options) ParseEnv(getenv func(string) string) error {
-	v := getenv(EnvReexecDelay)
+	v := getenv(envReexecDelay)
 	if v == "" {
 		return nil
 	}
 	dur, at, _ := strings.Cut(v, "@")
 	d, err := time.ParseDuration(dur)
 	if err != nil || d < 0 {
-		return &UsageError{msg: fmt.Sprintf("%s: %q is not a duration such as 3s (or 3s@exec, for one point)", EnvReexecDelay, v)}
+		return &usageError{msg: fmt.Sprintf("%s: %q is not a duration such as 3s (or 3s@exec, for one point)", envReexecDelay, v)}
 	}
 	o.ReexecDelay, o.ReexecDelayAt = d, at
 	return nil
@@ -94,10 +94,10 @@ func (o *Options) ParseEnv(getenv func(string) string) error {
 // errHelp is --help: the usage on standard output, exit 0.
 var errHelp = errors.New("help")
 
-// UsageError is a bad command line: the daemon did not start, and exits 2.
-type UsageError struct{ msg string }
+// usageError is a bad command line: the daemon did not start, and exits 2.
+type usageError struct{ msg string }
 
-func (e *UsageError) Error() string { return e.msg }
+func (e *usageError) Error() string { return e.msg }
 
 const usageText = `usage: ocxd --agents AGENTS [--grace DURATION] [--retry-after DURATION]
             [--drain DURATION] [--log-level LEVEL] [--hook-watch DURATION] [--cpu-profile FILE]
@@ -133,19 +133,19 @@ stops it (its sessions keep running); USR1 writes its memory to its log.
   --version              print the build's version and check-in, one line
 `
 
-// ParseArgs reads the command line after the program's name; every value is
+// parseArgs reads the command line after the program's name; every value is
 // checked before anything is opened.
-func ParseArgs(args []string) (Options, error) {
+func parseArgs(args []string) (Options, error) {
 	fs := flag.NewFlagSet("ocxd", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	o := Options{Grace: actors.DefaultGrace, HookWatch: DefaultHookWatch, RetryAfter: actors.DefaultRetryAfter, Drain: DefaultDrain}
+	o := Options{Grace: actors.DefaultGrace, HookWatch: defaultHookWatch, RetryAfter: actors.DefaultRetryAfter, Drain: defaultDrain}
 	var level string
 	fs.StringVar(&o.Agents, "agents", "", "")
 	fs.DurationVar(&o.Grace, "grace", actors.DefaultGrace, "")
 	fs.DurationVar(&o.RetryAfter, "retry-after", actors.DefaultRetryAfter, "")
-	fs.DurationVar(&o.Drain, "drain", DefaultDrain, "")
+	fs.DurationVar(&o.Drain, "drain", defaultDrain, "")
 	fs.StringVar(&level, "log-level", "info", "")
-	fs.DurationVar(&o.HookWatch, "hook-watch", DefaultHookWatch, "")
+	fs.DurationVar(&o.HookWatch, "hook-watch", defaultHookWatch, "")
 	fs.BoolVar(&o.Restore, "restore", false, "")
 	fs.StringVar(&o.CPUProfile, "cpu-profile", "", "")
 	fs.BoolVar(&o.HandoffCheck, "handoff-check", false, "")
@@ -155,42 +155,42 @@ func ParseArgs(args []string) (Options, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, errHelp
 		}
-		return o, &UsageError{msg: err.Error()}
+		return o, &usageError{msg: err.Error()}
 	}
 	if fs.NArg() > 0 {
-		return o, &UsageError{msg: fmt.Sprintf("unexpected argument %q; ocxd takes flags only", fs.Arg(0))}
+		return o, &usageError{msg: fmt.Sprintf("unexpected argument %q; ocxd takes flags only", fs.Arg(0))}
 	}
 	if o.HandoffVersion || o.Version {
 		return o, nil
 	}
 	if o.Agents == "" {
-		return o, &UsageError{msg: "--agents: no agents root given"}
+		return o, &usageError{msg: "--agents: no agents root given"}
 	}
 	if !filepath.IsAbs(o.Agents) {
 		abs, err := filepath.Abs(o.Agents)
 		if err != nil {
-			return o, &UsageError{msg: fmt.Sprintf("--agents: %q: %v", o.Agents, err)}
+			return o, &usageError{msg: fmt.Sprintf("--agents: %q: %v", o.Agents, err)}
 		}
 		o.Agents = abs
 	}
 	o.Agents = filepath.Clean(o.Agents)
 	if o.Grace <= 0 {
-		return o, &UsageError{msg: fmt.Sprintf("--grace: %s is not a positive duration", o.Grace)}
+		return o, &usageError{msg: fmt.Sprintf("--grace: %s is not a positive duration", o.Grace)}
 	}
 	if o.RetryAfter <= 0 {
-		return o, &UsageError{msg: fmt.Sprintf("--retry-after: %s is not a positive duration", o.RetryAfter)}
+		return o, &usageError{msg: fmt.Sprintf("--retry-after: %s is not a positive duration", o.RetryAfter)}
 	}
 	if o.Drain <= 0 {
-		return o, &UsageError{msg: fmt.Sprintf("--drain: %s is not a positive duration", o.Drain)}
+		return o, &usageError{msg: fmt.Sprintf("--drain: %s is not a positive duration", o.Drain)}
 	}
 	if o.HookWatch < 0 {
-		return o, &UsageError{msg: fmt.Sprintf("--hook-watch: %s is negative; 0 turns the watch off", o.HookWatch)}
+		return o, &usageError{msg: fmt.Sprintf("--hook-watch: %s is negative; 0 turns the watch off", o.HookWatch)}
 	}
 	if err := o.Level.UnmarshalText([]byte(level)); err != nil {
-		return o, &UsageError{msg: fmt.Sprintf("--log-level: %q is not debug, info, warn or error", level)}
+		return o, &usageError{msg: fmt.Sprintf("--log-level: %q is not debug, info, warn or error", level)}
 	}
 	if o.HandoffCheck && o.Restore {
-		return o, &UsageError{msg: "--handoff-check takes nothing over: it is not given with --restore"}
+		return o, &usageError{msg: "--handoff-check takes nothing over: it is not given with --restore"}
 	}
 	return o, nil
 }
@@ -205,7 +205,7 @@ func (o Options) argv(program string) []string {
 		// (a rollback's) takes the argv of a daemon that does not set it.
 		argv = append(argv[:len(argv)-1], "--retry-after", o.RetryAfter.String(), "--restore")
 	}
-	if o.Drain != DefaultDrain {
+	if o.Drain != defaultDrain {
 		argv = append(argv[:len(argv)-1], "--drain", o.Drain.String(), "--restore")
 	}
 	return argv

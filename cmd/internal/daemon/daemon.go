@@ -37,14 +37,14 @@ import (
 	"github.com/ocx-go/ocx/messages/protocol"
 )
 
-// ErrRunning says another daemon holds the agents root's lock: nothing to do.
-var ErrRunning = errors.New("ocxd: a daemon already runs for this agents root")
+// errRunning says another daemon holds the agents root's lock: nothing to do.
+var errRunning = errors.New("ocxd: a daemon already runs for this agents root")
 
 // Main runs ocxd with the command line args and returns its exit code: 0
 // when it stopped on INT, TERM or QUIT, or found another daemon running; 1
 // when it could not run; 2 for a bad command line.
 func Main(args []string, stdout, stderr io.Writer) int {
-	opts, err := ParseArgs(args)
+	opts, err := parseArgs(args)
 	if err == nil {
 		err = opts.ParseEnv(os.Getenv)
 	}
@@ -72,7 +72,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	// Run catches the signals itself (D26): the stop is one of their actions.
 	err = Run(context.Background(), opts)
 	switch {
-	case errors.Is(err, ErrRunning):
+	case errors.Is(err, errRunning):
 		fmt.Fprintln(stderr, err)
 		return 0
 	case err != nil:
@@ -101,13 +101,13 @@ func (d *instance) reread() {
 
 // Run runs the daemon of opts.Agents until a signal stops it (INT, TERM,
 // QUIT) or ctx ends, then stops its actors and readers and releases the
-// lock. It never signals a session: they outlive the daemon. ErrRunning
+// lock. It never signals a session: they outlive the daemon. errRunning
 // when another daemon holds the lock. What each signal means is actionOf's
 // (D26); Run only routes it.
 func Run(ctx context.Context, opts Options) (err error) {
 	d := &instance{opts: opts}
 	defer func() {
-		if cerr := d.close(); err == nil && !errors.Is(err, ErrRunning) {
+		if cerr := d.close(); err == nil && !errors.Is(err, errRunning) {
 			err = cerr
 		}
 	}()
@@ -378,7 +378,7 @@ func (d *instance) takeOver(st *stepTimes) (*handoffFile, error) {
 	d.lock, err = unixhost.AcquireLock(d.layout.Lock())
 	if errors.Is(err, host.ErrLocked) {
 		d.log.Info("another daemon holds the lock; exiting", actors.ErrAttr(err))
-		return nil, fmt.Errorf("%w (%s): %v", ErrRunning, d.layout.Root(), err)
+		return nil, fmt.Errorf("%w (%s): %v", errRunning, d.layout.Root(), err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("take the lock: %w", err)

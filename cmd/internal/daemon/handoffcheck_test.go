@@ -18,7 +18,7 @@ import (
 // --handoff-check for --restore, and reads back as such; the two are not
 // given together.
 func TestHandoffCheckArgs(t *testing.T) {
-	o, err := ParseArgs([]string{"--agents", "/srv/agents", "--grace", "2s", "--retry-after", "200ms"})
+	o, err := parseArgs([]string{"--agents", "/srv/agents", "--grace", "2s", "--retry-after", "200ms"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,15 +26,15 @@ func TestHandoffCheckArgs(t *testing.T) {
 	if got := strings.Join(argv, " "); got != "/r/ocxd --agents /srv/agents --grace 2s --log-level info --hook-watch 2s --retry-after 200ms --handoff-check" {
 		t.Errorf("the check's argv: %s", got)
 	}
-	again, err := ParseArgs(argv[1:])
+	again, err := parseArgs(argv[1:])
 	if err != nil || !again.HandoffCheck || again.Restore || again.Agents != o.Agents || again.RetryAfter != o.RetryAfter {
 		t.Errorf("the check's argv reads back as %+v %v", again, err)
 	}
-	var ue *UsageError
-	if _, err := ParseArgs([]string{"--agents", "/a", "--restore", "--handoff-check"}); !errors.As(err, &ue) {
+	var ue *usageError
+	if _, err := parseArgs([]string{"--agents", "/a", "--restore", "--handoff-check"}); !errors.As(err, &ue) {
 		t.Errorf("--restore with --handoff-check: %v", err)
 	}
-	if _, err := ParseArgs([]string{"--handoff-check"}); !errors.As(err, &ue) {
+	if _, err := parseArgs([]string{"--handoff-check"}); !errors.As(err, &ue) {
 		t.Errorf("--handoff-check with no agents root: %v", err)
 	}
 }
@@ -153,7 +153,7 @@ func TestCheckHandoff(t *testing.T) {
 // exec'd unchecked.
 func TestCheckTarget(t *testing.T) {
 	dir := t.TempDir()
-	opts, err := ParseArgs([]string{"--agents", dir})
+	opts, err := parseArgs([]string{"--agents", dir})
 	if err != nil {
 		t.Fatal(err)
 	}

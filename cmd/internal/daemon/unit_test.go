@@ -15,41 +15,41 @@ import (
 )
 
 func TestParseArgs(t *testing.T) {
-	o, err := ParseArgs([]string{"--agents", "/srv/agents/", "--grace", "2s", "--log-level", "debug"})
-	if err != nil || o.Agents != "/srv/agents" || o.Grace != 2*time.Second || o.Level != slog.LevelDebug || o.Restore || o.HookWatch != DefaultHookWatch {
+	o, err := parseArgs([]string{"--agents", "/srv/agents/", "--grace", "2s", "--log-level", "debug"})
+	if err != nil || o.Agents != "/srv/agents" || o.Grace != 2*time.Second || o.Level != slog.LevelDebug || o.Restore || o.HookWatch != defaultHookWatch {
 		t.Fatalf("%+v %v", o, err)
 	}
 	if got := strings.Join(o.argv("/r/ocxd"), " "); got != "/r/ocxd --agents /srv/agents --grace 2s --log-level debug --hook-watch 2s --restore" {
 		t.Errorf("the re-exec's argv: %s", got)
 	}
-	if o, err := ParseArgs([]string{"--agents", "/a", "--retry-after", "200ms"}); err != nil || o.RetryAfter != 200*time.Millisecond ||
+	if o, err := parseArgs([]string{"--agents", "/a", "--retry-after", "200ms"}); err != nil || o.RetryAfter != 200*time.Millisecond ||
 		!strings.Contains(strings.Join(o.argv("/r/ocxd"), " "), "--retry-after 200ms --restore") {
 		t.Errorf("--retry-after 200ms: %+v %v, argv %v", o, err, o.argv("/r/ocxd"))
 	}
-	if o, err := ParseArgs([]string{"--agents", "/a", "--drain", "2m"}); err != nil || o.Drain != 2*time.Minute ||
+	if o, err := parseArgs([]string{"--agents", "/a", "--drain", "2m"}); err != nil || o.Drain != 2*time.Minute ||
 		!strings.Contains(strings.Join(o.argv("/r/ocxd"), " "), "--drain 2m0s --restore") {
 		t.Errorf("--drain 2m: %+v %v, argv %v", o, err, o.argv("/r/ocxd"))
 	}
-	if o, err := ParseArgs([]string{"--agents", "/a", "--hook-watch", "0"}); err != nil || o.HookWatch != 0 {
+	if o, err := parseArgs([]string{"--agents", "/a", "--hook-watch", "0"}); err != nil || o.HookWatch != 0 {
 		t.Errorf("--hook-watch 0: %+v %v", o, err)
 	}
-	if again, err := ParseArgs(o.argv("/r/ocxd")[1:]); err != nil || again.Agents != o.Agents || again.Grace != o.Grace || again.Level != o.Level || again.HookWatch != o.HookWatch || !again.Restore {
+	if again, err := parseArgs(o.argv("/r/ocxd")[1:]); err != nil || again.Agents != o.Agents || again.Grace != o.Grace || again.Level != o.Level || again.HookWatch != o.HookWatch || !again.Restore {
 		t.Errorf("the re-exec's argv reads back as %+v %v", again, err)
 	}
-	if o, err := ParseArgs([]string{"--agents", "/a", "--cpu-profile", "/tmp/ocxd.prof"}); err != nil || o.CPUProfile != "/tmp/ocxd.prof" || strings.Contains(strings.Join(o.argv("/r/ocxd"), " "), "profile") {
+	if o, err := parseArgs([]string{"--agents", "/a", "--cpu-profile", "/tmp/ocxd.prof"}); err != nil || o.CPUProfile != "/tmp/ocxd.prof" || strings.Contains(strings.Join(o.argv("/r/ocxd"), " "), "profile") {
 		t.Errorf("--cpu-profile: %+v %v (the new image of a re-exec does not go on with it)", o, err)
 	}
-	if o, err := ParseArgs([]string{"--handoff-version"}); err != nil || !o.HandoffVersion {
+	if o, err := parseArgs([]string{"--handoff-version"}); err != nil || !o.HandoffVersion {
 		t.Errorf("--handoff-version: %+v %v", o, err)
 	}
-	if o, err := ParseArgs([]string{"--version"}); err != nil || !o.Version {
+	if o, err := parseArgs([]string{"--version"}); err != nil || !o.Version {
 		t.Errorf("--version: %+v %v", o, err)
 	}
 	var out, errOut strings.Builder
 	if code := Main([]string{"--version"}, &out, &errOut); code != 0 || out.String() != "ocxd version dev checkin dev\n" {
 		t.Errorf("ocxd --version: exit %d, %q %q", code, out.String(), errOut.String())
 	}
-	if _, err := ParseArgs([]string{"--help"}); !errors.Is(err, errHelp) {
+	if _, err := parseArgs([]string{"--help"}); !errors.Is(err, errHelp) {
 		t.Errorf("--help: %v", err)
 	}
 	for _, bad := range [][]string{
@@ -64,8 +64,8 @@ func TestParseArgs(t *testing.T) {
 		{"--agents", "/a", "extra"},
 		{"--frobnicate"},
 	} {
-		var ue *UsageError
-		if _, err := ParseArgs(bad); !errors.As(err, &ue) {
+		var ue *usageError
+		if _, err := parseArgs(bad); !errors.As(err, &ue) {
 			t.Errorf("%q: %v, want a usage error", bad, err)
 		}
 	}
@@ -76,7 +76,7 @@ func TestParseArgs(t *testing.T) {
 func TestParseEnv(t *testing.T) {
 	env := func(v string) func(string) string {
 		return func(k string) string {
-			if k == EnvReexecDelay {
+			if k == envReexecDelay {
 				return v
 			}
 			return ""
@@ -93,9 +93,9 @@ func TestParseEnv(t *testing.T) {
 		t.Errorf("2s@exec: %v at %q, %v", o.ReexecDelay, o.ReexecDelayAt, err)
 	}
 	for _, bad := range []string{"soon", "-1s", "3"} {
-		var ue *UsageError
-		if err := (&Options{}).ParseEnv(env(bad)); !errors.As(err, &ue) || !strings.Contains(err.Error(), EnvReexecDelay) {
-			t.Errorf("%q: %v, want a usage error naming %s", bad, err, EnvReexecDelay)
+		var ue *usageError
+		if err := (&Options{}).ParseEnv(env(bad)); !errors.As(err, &ue) || !strings.Contains(err.Error(), envReexecDelay) {
+			t.Errorf("%q: %v, want a usage error naming %s", bad, err, envReexecDelay)
 		}
 	}
 }

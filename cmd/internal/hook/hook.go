@@ -82,23 +82,23 @@ type Options struct {
 	Hand func(lines []pipe.Line) error
 	// Poke, when set, pokes these remote nodes beside the run (the
 	// daemon's, which does not wait for them); nil pokes them from the
-	// hook's own process, each bounded by PokeWait (D72).
+	// hook's own process, each bounded by pokeWait (D72).
 	Poke func(targets []remote.Target)
 }
 
-// PokeWait bounds a poke the hook's own process makes: a remote node
+// pokeWait bounds a poke the hook's own process makes: a remote node
 // that does not answer at once pulls on its timer instead.
-const PokeWait = 300 * time.Millisecond
+const pokeWait = 300 * time.Millisecond
 
 // keyError is the log key of an error: the daemon's (actors.KeyError),
 // so that one search finds every failure in the hook's log and ocxd's.
 const keyError = "error"
 
-// WakeWait bounds how long a run waits for room in a session's wake pipe
+// wakeWait bounds how long a run waits for room in a session's wake pipe
 // (a session reads its pipe at once, so a full one is a session far behind
 // or stuck). A pipe found full is not waited for again in the same run: the
 // hook never waits long on an agent.
-const WakeWait = 100 * time.Millisecond
+const wakeWait = 100 * time.Millisecond
 
 // errFullEarlier: a wake pipe found full earlier in the run, not waited for
 // again.
@@ -472,7 +472,7 @@ func (h *run) wake(ctx context.Context, infos []fossilio.Info) []wake.Missed {
 				h.log.Error("not woken: the session's wake pipe was full earlier in this run; not waited for again", "post", info.Hash, "workspace", ws)
 				continue
 			case errors.Is(err, host.ErrPipeFull):
-				h.log.Error("not woken: the session's wake pipe stayed full (the session is far behind, or stuck)", "post", info.Hash, "workspace", ws, "waited", WakeWait)
+				h.log.Error("not woken: the session's wake pipe stayed full (the session is far behind, or stuck)", "post", info.Hash, "workspace", ws, "waited", wakeWait)
 				continue
 			default:
 				h.log.Error("wake", "post", info.Hash, "workspace", ws, keyError, err)
@@ -580,7 +580,7 @@ func (ps *wakePipes) send(path string, line pipe.WakeLine) error {
 		p = &wakePipe{}
 		p.w, p.err = unixhost.OpenLineWriter(ps.root, path)
 		if p.w != nil {
-			p.w.Wait = WakeWait
+			p.w.Wait = wakeWait
 		}
 		ps.open[path] = p
 	}
@@ -847,7 +847,7 @@ func (h *run) poke(ctx context.Context, infos []fossilio.Info) {
 		h.o.Poke(targets)
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, PokeWait)
+	ctx, cancel := context.WithTimeout(ctx, pokeWait)
 	defer cancel()
 	for _, err := range remote.PokeAll(ctx, targets) {
 		h.log.Warn("poke a remote node", keyError, err)

@@ -535,7 +535,7 @@ func TestHookFindsItsRepositoryThroughALinkAndRefusesAStranger(t *testing.T) {
 
 // TestHookGivesUpOnAFullWakePipe: a session that holds its wake pipe but
 // reads nothing (stuck, or far behind) fills it. The hook waits for room once
-// per run (WakeWait), then passes over that session's posts in the run, each
+// per run (wakeWait), then passes over that session's posts in the run, each
 // logged; the other actions go on: the daemon gets every post, and another
 // session listening to the same thread is woken for each.
 func TestHookGivesUpOnAFullWakePipe(t *testing.T) {

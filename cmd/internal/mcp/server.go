@@ -44,7 +44,7 @@ func NewServer(n *node.Node, project string, caller func() (node.Caller, error))
 			return Result(call(ctx, n, project, caller, name, req.Params.Arguments)), nil
 		})
 	}
-	s.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: ArtifactTemplate, Name: "artifact",
+	s.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: artifactTemplate, Name: "artifact",
 		Description: "One artifact of the project, its bytes as the node's repository holds them, read as this connection's agent (D39).",
 		MIMEType:    "application/octet-stream"},
 		func(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
@@ -53,10 +53,10 @@ func NewServer(n *node.Node, project string, caller func() (node.Caller, error))
 	return s
 }
 
-// ArtifactTemplate is the URI of an artifact a session reads over its
+// artifactTemplate is the URI of an artifact a session reads over its
 // socket (D39): a full hash after the prefix.
 const (
-	ArtifactTemplate = "ocx:artifact/{hash}"
+	artifactTemplate = "ocx:artifact/{hash}"
 	ArtifactPrefix   = "ocx:artifact/"
 )
 

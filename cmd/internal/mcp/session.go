@@ -25,22 +25,22 @@ import (
 	"github.com/ocx-go/ocx/messages/protocol"
 )
 
-// ListenFD is the descriptor start hands serve its bound socket on,
-// and ModelListenFD the model socket's, when the node has a model.json.
+// listenFD is the descriptor start hands serve its bound socket on,
+// and modelListenFD the model socket's, when the node has a model.json.
 const (
-	ListenFD      = 3
-	ModelListenFD = 4
+	listenFD      = 3
+	modelListenFD = 4
 )
 
 // Listen binds the session's MCP socket, or takes it from descriptor 3
 // (fromFD), and the model proxy's beside it when the session has a model.
 func Listen(log *slog.Logger, n *node.Node, ws host.Workspace, verb string, fromFD, modelFD bool, only string) (ln, modelLn net.Listener, modelH http.Handler, err error) {
 	if fromFD {
-		f := os.NewFile(ListenFD, ws.MCPSocket())
+		f := os.NewFile(listenFD, ws.MCPSocket())
 		ln, err = net.FileListener(f)
 		f.Close()
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("mcp serve: the socket on descriptor %d: %w", ListenFD, err)
+			return nil, nil, nil, fmt.Errorf("mcp serve: the socket on descriptor %d: %w", listenFD, err)
 		}
 	} else if ln, err = unixhost.ListenSocket(n.Layout.Root(), ws.MCPDir, host.MCPSocketName); err != nil {
 		return nil, nil, nil, err
@@ -64,12 +64,12 @@ func Listen(log *slog.Logger, n *node.Node, ws host.Workspace, verb string, from
 	}
 	switch {
 	case fromFD && modelFD:
-		f := os.NewFile(ModelListenFD, ws.ModelSocket())
+		f := os.NewFile(modelListenFD, ws.ModelSocket())
 		modelLn, err = net.FileListener(f)
 		f.Close()
 		if err != nil {
 			ln.Close()
-			return nil, nil, nil, fmt.Errorf("mcp serve: the model socket on descriptor %d: %w", ModelListenFD, err)
+			return nil, nil, nil, fmt.Errorf("mcp serve: the model socket on descriptor %d: %w", modelListenFD, err)
 		}
 	case hasModel && !fromFD:
 		if modelLn, err = unixhost.ListenSocket(n.Layout.Root(), ws.MCPDir, host.ModelSocketName); err != nil {
@@ -247,7 +247,7 @@ func syncFile(syncLn net.Listener, n int, args []string) (*os.File, []string, er
 	if err != nil {
 		return nil, args, err
 	}
-	return f, append(args, "--sync-fd", strconv.Itoa(ListenFD+n)), nil
+	return f, append(args, "--sync-fd", strconv.Itoa(listenFD+n)), nil
 }
 
 // serveSync serves the sync forwarder on ln, to the project's server

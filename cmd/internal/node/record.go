@@ -81,8 +81,8 @@ func SortedKeys(defs map[messages.WorkspaceKey]*Workspace, keep func(messages.Wo
 	return keys
 }
 
-// Listeners returns the listeners the record states (record.ListenersOn).
-func Listeners(ctx context.Context, idx *record.Index) ([]messages.Listener, error) {
+// listeners returns the listeners the record states (record.ListenersOn).
+func listeners(ctx context.Context, idx *record.Index) ([]messages.Listener, error) {
 	return record.ListenersOn(ctx, idx)
 }
 

@@ -12,8 +12,8 @@ import (
 	"github.com/ocx-go/ocx/messages/wire"
 )
 
-// PullWait bounds how long an action waits for its clone's pull.
-const PullWait = time.Minute
+// pullWait bounds how long an action waits for its clone's pull.
+const pullWait = time.Minute
 
 // PullClone brings the clone of a project served from another host up to
 // date with the server (D72): the daemon's pull, asked on its socket, so
@@ -28,7 +28,7 @@ func (n *Node) PullClone(ctx context.Context, p Project) error {
 	if n.ask != nil {
 		r, err = n.ask(ctx, a)
 	} else {
-		r, err = nodesock.Ask(ctx, n.Layout, a, PullWait)
+		r, err = nodesock.Ask(ctx, n.Layout, a, pullWait)
 	}
 	switch {
 	case err == nil && r.Error == "":

@@ -99,23 +99,23 @@ const DefaultReexecWait = 30 * time.Second
 
 // The host checks, by the names a refusal gives them.
 const (
-	CheckVersion = "version"  // each program starts and says its version line, naming the release's check-in
-	CheckHandoff = "hand-off" // the staged ocxd reads the hand-off version the running daemon writes
+	checkVersion = "version"  // each program starts and says its version line, naming the release's check-in
+	checkHandoff = "hand-off" // the staged ocxd reads the hand-off version the running daemon writes
 	CheckSandbox = "sandbox"  // workspace, from the release, starts in bwrap in a throwaway workspace and answers
 )
 
-// CheckError is a failed host check: which check, on which release, why.
-type CheckError struct {
+// checkError is a failed host check: which check, on which release, why.
+type checkError struct {
 	Check   string
 	Release string // the release's directory
 	Err     error
 }
 
-func (e *CheckError) Error() string {
+func (e *checkError) Error() string {
 	return fmt.Sprintf("host check %q failed for %s: %v; no link was changed", e.Check, e.Release, e.Err)
 }
 
-func (e *CheckError) Unwrap() error { return e.Err }
+func (e *checkError) Unwrap() error { return e.Err }
 
 // versionArgs are the arguments that make a release's program print its
 // version line. Runners are carried, not asked: a runner is any program (D9).
@@ -345,42 +345,42 @@ func contains(xs []string, x string) bool {
 func (r *releaser) check(ctx context.Context, a *node.Answer, dir, checkin string) error {
 	progs, err := programsIn(dir)
 	if err != nil {
-		return &CheckError{Check: CheckVersion, Release: dir, Err: err}
+		return &checkError{Check: checkVersion, Release: dir, Err: err}
 	}
 	for _, p := range progs {
 		args, ok := versionArgs[p]
 		if !ok {
-			a.Logf("check %s: %s is carried as it is (a runner is not asked its version)", CheckVersion, p)
+			a.Logf("check %s: %s is carried as it is (a runner is not asked its version)", checkVersion, p)
 			continue
 		}
 		out, err := runProgram(ctx, filepath.Join(dir, p), args...)
 		if err != nil {
-			return &CheckError{Check: CheckVersion, Release: dir, Err: err}
+			return &checkError{Check: checkVersion, Release: dir, Err: err}
 		}
 		info, err := CheckVersionLine(p, checkin, out)
 		if err != nil {
-			return &CheckError{Check: CheckVersion, Release: dir, Err: err}
+			return &checkError{Check: checkVersion, Release: dir, Err: err}
 		}
-		a.Logf("check %s: %s", CheckVersion, info)
+		a.Logf("check %s: %s", checkVersion, info)
 	}
 	want, err := r.want(ctx)
 	if err != nil {
-		return &CheckError{Check: CheckHandoff, Release: dir, Err: err}
+		return &checkError{Check: checkHandoff, Release: dir, Err: err}
 	}
 	out, err := runProgram(ctx, filepath.Join(dir, "ocxd"), "--handoff-version")
 	if err != nil {
-		return &CheckError{Check: CheckHandoff, Release: dir, Err: err}
+		return &checkError{Check: checkHandoff, Release: dir, Err: err}
 	}
 	if err := CheckHandoffVersion(out, want.version); err != nil {
-		return &CheckError{Check: CheckHandoff, Release: dir, Err: fmt.Errorf("%w (%s)", err, want.from)}
+		return &checkError{Check: checkHandoff, Release: dir, Err: fmt.Errorf("%w (%s)", err, want.from)}
 	}
-	a.Logf("check %s: the staged ocxd reads hand-off version %d, as %s writes", CheckHandoff, want.version, want.from)
+	a.Logf("check %s: the staged ocxd reads hand-off version %d, as %s writes", checkHandoff, want.version, want.from)
 	line, err := sandboxVersion(ctx, dir)
 	if err != nil {
-		return &CheckError{Check: CheckSandbox, Release: dir, Err: err}
+		return &checkError{Check: CheckSandbox, Release: dir, Err: err}
 	}
 	if _, err := CheckVersionLine("workspace", checkin, line); err != nil {
-		return &CheckError{Check: CheckSandbox, Release: dir, Err: fmt.Errorf("in its sandbox, %w", err)}
+		return &checkError{Check: CheckSandbox, Release: dir, Err: fmt.Errorf("in its sandbox, %w", err)}
 	}
 	a.Logf("check %s: workspace answered in bwrap, in a throwaway workspace, with the release bound read-only", CheckSandbox)
 	return nil

@@ -819,17 +819,17 @@ type surveyedRun struct {
 	care protocol.RunCare
 }
 
-// factsOf is what the run core needs of the run m of x (FactsOf).
+// factsOf is what the run core needs of the run m of x (factsOf).
 func (e *Engine) factsOf(x *noderepos.Index, m record.RunMsg, run *runmsg.Run) protocol.RunFacts {
-	return FactsOf(x, m.Hash, m.At(), run)
+	return factsOf(x, m.Hash, m.At(), run)
 }
 
-// FactsOf is what the run core needs of the run hash of x, at its place
+// factsOf is what the run core needs of the run hash of x, at its place
 // in the server's order: protocol.RunFactsOf, with its project and place
 // (its started keeps the server's order) and, when its password step sets
 // its user's password afresh (a run with one, on the server's node, seed
 // 004 §5), the user whose slot it takes (D86).
-func FactsOf(x *noderepos.Index, hash string, at protocol.RunPosition, run *runmsg.Run) protocol.RunFacts {
+func factsOf(x *noderepos.Index, hash string, at protocol.RunPosition, run *runmsg.Run) protocol.RunFacts {
 	f := protocol.RunFactsOf(hash, run)
 	f.Project, f.At = x.Project, at
 	if run != nil && !x.OtherHost && run.HasPasswordStep() {

@@ -155,7 +155,7 @@ func (r *Record) Classify(ctx context.Context, x *noderepos.Index, hash string) 
 		if err != nil {
 			return actors.Classification{}, true, err
 		}
-		ev := protocol.RunArrived{Facts: FactsOf(x, hash, m.At(), m.Run()), Refusal: note}
+		ev := protocol.RunArrived{Facts: factsOf(x, hash, m.At(), m.Run()), Refusal: note}
 		if note == "" && !ev.Facts.Manual {
 			// Found to begin: the runs after it keep its place (D86).
 			st := record.StandingOf(msgs, m, privileged)
@@ -215,7 +215,7 @@ func (r *Record) StartRun(ctx context.Context, e protocol.StartRun) ([]protocol.
 	}
 	// The arrival as it was (a refusal then ended it: it would not wait).
 	return []protocol.RunRouted{
-		{Run: e.Run, Event: protocol.RunArrived{Facts: FactsOf(x, e.Run, m.At(), run)}},
+		{Run: e.Run, Event: protocol.RunArrived{Facts: factsOf(x, e.Run, m.At(), run)}},
 		{Run: e.Run, Event: protocol.RunStartRequested{By: e.By, Privileged: privileged(e.By), Refusal: note}},
 	}, "", nil
 }

@@ -14,9 +14,9 @@ import (
 
 // The verbs of the workspace command (D1).
 const (
-	VerbServe = "serve"
-	VerbRun   = "run"
-	VerbStart = "start"
+	verbServe = "serve"
+	verbRun   = "run"
+	verbStart = "start"
 )
 
 // Options is a parsed command line.
@@ -87,7 +87,7 @@ func ParseArgs(args []string) (Options, error) {
 			return Options{}, usageErr("--version takes no arguments")
 		}
 		return Options{}, errVersion
-	case VerbServe, VerbRun, VerbStart:
+	case verbServe, verbRun, verbStart:
 		o.Verb = a
 	default:
 		return o, usageErr("%q is not a verb of workspace (serve, run, start)", a)
@@ -136,7 +136,7 @@ func ParseArgs(args []string) (Options, error) {
 	case filepath.Clean(o.Root) != o.Root:
 		return o, usageErr("--root %q is not a clean path (clean, it is %q)", o.Root, filepath.Clean(o.Root))
 	}
-	if o.Verb == VerbServe {
+	if o.Verb == verbServe {
 		if o.Launch == "" {
 			return o, usageErr("--launch HASH is missing; serve runs for a launch note")
 		}
@@ -161,12 +161,12 @@ func newFlagSet(o *Options, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("workspace "+o.Verb, flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&o.Root, "root", "", "the agents root, an absolute path (required)")
-	if o.Verb == VerbServe {
+	if o.Verb == verbServe {
 		fs.StringVar(&o.Launch, "launch", "", "the launch note this session serves, a full hash (required)")
 	} else {
 		fs.StringVar(&o.Session, "session", "", "the post holding the session definition, a full hash (default: the newest on the workspace's record)")
 	}
-	if o.Verb == VerbStart {
+	if o.Verb == verbStart {
 		fs.IntVar(&o.ReadyFD, "ready-fd", 0, "(set by start for the process it detaches) the descriptor to say it is listening on")
 	}
 	fs.Usage = func() {
@@ -176,21 +176,21 @@ func newFlagSet(o *Options, out io.Writer) *flag.FlagSet {
 	return fs
 }
 
-var verbArgs = map[string]string{VerbServe: "--launch HASH", VerbRun: "[--session HASH]", VerbStart: "[--session HASH]"}
+var verbArgs = map[string]string{verbServe: "--launch HASH", verbRun: "[--session HASH]", verbStart: "[--session HASH]"}
 
 var verbHelp = map[string]string{
-	VerbServe: `The session process the daemon launches for a launch note, inside the
+	verbServe: `The session process the daemon launches for a launch note, inside the
 workspace's sandbox. It holds the wake pipe AGENTS/LOGIN/projects/PROJECT/session/wake,
 answers each post whose hash it reads there with one turn, and writes as the
 agent login. Exit 0 when stopped (a stop request, TERM), when a completes
 session's report is written, or when a CI result is tagged; 1 when it cannot
 run; 2 for a bad command line.
 `,
-	VerbRun: `A terminal session: the same loop as serve, in the foreground, unsandboxed.
+	verbRun: `A terminal session: the same loop as serve, in the foreground, unsandboxed.
 Ctrl-C stops it with a stopped note. Without --session it runs the newest
 session definition on the workspace's record.
 `,
-	VerbStart: `The same as run, detached in a session of its own, its output appended to
+	verbStart: `The same as run, detached in a session of its own, its output appended to
 AGENTS/LOGIN/projects/PROJECT/session/log. It prints the session's PID once the
 session is listening.
 `,

@@ -17,7 +17,7 @@ import (
 // (the definition's result verdict, D42) is the same run whose result is
 // its login's verdict: the audited tag, pass or fail with the last line,
 // against its own record.
-func (s *Session) ci(ctx context.Context) int {
+func (s *session) ci(ctx context.Context) int {
 	checkin := s.launch.Checkin
 	log := s.log.With(keyCheckin, checkin)
 	kind := s.def.Result.Or()
@@ -39,7 +39,7 @@ func (s *Session) ci(ctx context.Context) int {
 	}
 	if err != nil {
 		log.Error("the tree cannot be put on the check-in; no result", keyEvent, "ci-failed", keyErr, err)
-		return s.finish(ExitFailed, "check-out failed")
+		return s.finish(exitFailed, "check-out failed")
 	}
 	s.holdTurn(checkin)
 	env := append(s.turnEnv(), "OCX_CHECKIN="+checkin, "OCX_RECORD="+s.rec.ID)
@@ -58,12 +58,12 @@ func (s *Session) ci(ctx context.Context) int {
 	value, err := tag.Value()
 	if err != nil {
 		log.Error("the result cannot be said as a tag", keyEvent, "ci-failed", keyErr, err)
-		return s.finish(ExitFailed, "bad result")
+		return s.finish(exitFailed, "bad result")
 	}
 	h, err := s.tag(ctx, checkin, messages.CITagName, value)
 	if err != nil {
 		log.Error("the ci tag is not on the record", keyEvent, "ci-failed", keyErr, err)
-		return s.finish(ExitFailed, "tag not written")
+		return s.finish(exitFailed, "tag not written")
 	}
 	log.Info("ci tag written", keyEvent, "ci-tag", keyTag, value, keyHash, h)
 	if tag.Result == messages.CIRed {
@@ -83,7 +83,7 @@ func (s *Session) ci(ctx context.Context) int {
 
 // tag tags checkin name=value on the record, trying again as s.try does,
 // and returns the tag change's hash.
-func (s *Session) tag(ctx context.Context, checkin, name, value string) (string, error) {
+func (s *session) tag(ctx context.Context, checkin, name, value string) (string, error) {
 	var h string
 	err := s.try(ctx, "tag "+checkin, false, func() error {
 		var err error
@@ -98,11 +98,11 @@ func (s *Session) tag(ctx context.Context, checkin, name, value string) (string,
 // reviewer only for a check-in it may judge (E6, onrecord.MayNotJudge); where
 // the node can be read here, the session checks that again and writes
 // nothing for one it may not.
-func (s *Session) verdict(ctx context.Context, log *slog.Logger, checkin string, v messages.Verdict) int {
+func (s *session) verdict(ctx context.Context, log *slog.Logger, checkin string, v messages.Verdict) int {
 	value := v.TagValue()
 	if _, err := messages.ParseVerdict(value); err != nil {
 		log.Error("the verdict cannot be said as a tag", keyEvent, "ci-failed", keyErr, err)
-		return s.finish(ExitFailed, "bad result")
+		return s.finish(exitFailed, "bad result")
 	}
 	if s.node != nil {
 		if ci, err := s.node.Info(ctx, checkin); err == nil {
@@ -115,7 +115,7 @@ func (s *Session) verdict(ctx context.Context, log *slog.Logger, checkin string,
 	h, err := s.tag(ctx, checkin, messages.AuditedTag, value)
 	if err != nil {
 		log.Error("the verdict is not on the record", keyEvent, "ci-failed", keyErr, err)
-		return s.finish(ExitFailed, "tag not written")
+		return s.finish(exitFailed, "tag not written")
 	}
 	log.Info("verdict written", keyEvent, "ci-tag", keyTag, value, keyHash, h)
 	word := messages.VerdictFail
@@ -132,7 +132,7 @@ func (s *Session) verdict(ctx context.Context, log *slog.Logger, checkin string,
 // push can forge to make CI pass over a check-in: there the daemon's choice
 // stands (it launches only for a check-in with no result of this login's,
 // read on the node, D5).
-func (s *Session) alreadyTested(ctx context.Context, checkin string) (bool, string) {
+func (s *session) alreadyTested(ctx context.Context, checkin string) (bool, string) {
 	if s.node == nil {
 		return false, ""
 	}

@@ -31,7 +31,7 @@ import (
 
 // pull brings the clone up to date, trying again a bounded number of times;
 // a pull that keeps failing is logged and the clone is read as it is.
-func (s *Session) pull(ctx context.Context) bool {
+func (s *session) pull(ctx context.Context) bool {
 	if s.tools != nil {
 		s.log.Info("the clone is not pulled: it remembers no password; posts are read through the node's tools", keyEvent, "pull")
 		return false
@@ -45,7 +45,7 @@ func (s *Session) pull(ctx context.Context) bool {
 }
 
 // readAt reads a post or a ticket change from the clone.
-func (s *Session) readAt(ctx context.Context, hash string) (turn.Post, error) {
+func (s *session) readAt(ctx context.Context, hash string) (turn.Post, error) {
 	info, err := s.clone.Info(ctx, hash)
 	if errors.Is(err, fossilio.ErrNotFound) && s.remote != nil {
 		// What the clone lacks (it is never pulled without a password, D39;
@@ -91,7 +91,7 @@ const (
 // with OCX_SESSION_READ=pull, from the clone after a pull. A failure to reach
 // the server is tried again a bounded number of times; a post the server
 // does not hold, or that does not parse, is not.
-func (s *Session) readWoken(ctx context.Context, hash string) (turn.Post, error) {
+func (s *session) readWoken(ctx context.Context, hash string) (turn.Post, error) {
 	var p turn.Post
 	var took time.Duration
 	how := readFetch
@@ -121,7 +121,7 @@ func (s *Session) readWoken(ctx context.Context, hash string) (turn.Post, error)
 // from its own cards: its thread's root (G, or the post itself when it opens
 // a thread), whether it is an edit (P), its ticket (K) and the comment it
 // adds.
-func (s *Session) fetchPost(ctx context.Context, hash string) (turn.Post, error) {
+func (s *session) fetchPost(ctx context.Context, hash string) (turn.Post, error) {
 	data, err := s.remote.fetch(ctx, hash)
 	if err != nil {
 		if errors.Is(err, fossilio.ErrNotFound) || errors.Is(err, fossilio.ErrMalformed) {
@@ -141,7 +141,7 @@ func (s *Session) fetchPost(ctx context.Context, hash string) (turn.Post, error)
 }
 
 // readNote reads the note a post or ticket change holds.
-func (s *Session) readNote(ctx context.Context, hash, what string) (messages.Note, turn.Post, error) {
+func (s *session) readNote(ctx context.Context, hash, what string) (messages.Note, turn.Post, error) {
 	p, err := s.readAt(ctx, hash)
 	if err != nil {
 		return nil, turn.Post{}, fmt.Errorf("%s %s: %w", what, hash, err)
@@ -155,7 +155,7 @@ func (s *Session) readNote(ctx context.Context, hash, what string) (messages.Not
 
 // readLaunch reads the launch note serve was started for, and the session
 // definition it names. The launch note's record is the session's own.
-func (s *Session) readLaunch(ctx context.Context) error {
+func (s *session) readLaunch(ctx context.Context) error {
 	n, p, err := s.readNote(ctx, s.o.Launch, "launch")
 	if err != nil {
 		return err
@@ -187,7 +187,7 @@ func (s *Session) readLaunch(ctx context.Context) error {
 // the node's repository tells: without it, a session at a terminal runs only
 // the definition its person names with --session. Its record is the
 // session's own.
-func (s *Session) findDefinition(ctx context.Context) error {
+func (s *session) findDefinition(ctx context.Context) error {
 	if s.o.Session != "" {
 		n, p, err := s.readNote(ctx, s.o.Session, "session definition")
 		if err != nil {
@@ -247,7 +247,7 @@ func (s *Session) findDefinition(ctx context.Context) error {
 
 // counts says whether the note at hash counts (D7): its sender, as the
 // node's repository recorded it, holds admin or setup (fossilio/record).
-func (s *Session) counts(ctx context.Context, hash, what string) error {
+func (s *session) counts(ctx context.Context, hash, what string) error {
 	e, err := onrecord.At(ctx, s.node, hash)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", what, hash, err)
@@ -261,7 +261,7 @@ func (s *Session) counts(ctx context.Context, hash, what string) error {
 // readRecord reads the record's first post: its hash and its text, the
 // objective of a completes session's first turn. A protocol v1 record's
 // objective is "Record HASH: OBJECTIVE" (E4), its own field in full.
-func (s *Session) readRecord(ctx context.Context) error {
+func (s *session) readRecord(ctx context.Context) error {
 	switch s.rec.Kind {
 	case messages.ListenThread:
 		root, err := s.clone.Post(ctx, s.rec.ID)
@@ -306,7 +306,7 @@ func (s *Session) readRecord(ctx context.Context) error {
 // anyone who may push backdates one. Without either, the clone's own
 // order (its receipts, then rows) is taken, and the log says so. changes
 // are the clone's.
-func (s *Session) firstChange(ctx context.Context, changes []fossilio.TicketChange) (fossilio.TicketChange, error) {
+func (s *session) firstChange(ctx context.Context, changes []fossilio.TicketChange) (fossilio.TicketChange, error) {
 	want := os.Getenv(protocol.RecordFirstEnv)
 	if want != "" && messages.ValidateHash(want) != nil {
 		return fossilio.TicketChange{}, fmt.Errorf("%s=%q is not a full hash", protocol.RecordFirstEnv, want)
@@ -337,13 +337,13 @@ func (s *Session) firstChange(ctx context.Context, changes []fossilio.TicketChan
 
 // isAnswered says whether a session of this workspace answered the post
 // (WS/session/answered), or this process already handled it.
-func (s *Session) isAnswered(hash string) bool {
+func (s *session) isAnswered(hash string) bool {
 	return s.answered[hash] || s.answeredLog.has(hash)
 }
 
 // markAnswered records that the post was answered, in this process and in
 // WS/session/answered for the sessions after it.
-func (s *Session) markAnswered(hash string) {
+func (s *session) markAnswered(hash string) {
 	s.answered[hash] = true
 	if err := s.answeredLog.add(hash); err != nil {
 		s.log.Warn("the answered post is not recorded on the host", keyEvent, "answered-file", keyPost, hash, keyErr, err)
@@ -355,11 +355,11 @@ func (s *Session) markAnswered(hash string) {
 // there the node tells who sent each listen note (D7). `serve` runs in the
 // sandbox, where it cannot; the daemon rebuilt the index just before it
 // started it.
-func (s *Session) indexFromNode(ctx context.Context) error {
+func (s *session) indexFromNode(ctx context.Context) error {
 	// The scan of the clone's listen notes sessions once kept is no longer
 	// read by anyone.
 	_ = s.root.Remove(filepath.Join(s.ws.Session, "index-scan.json"))
-	if s.o.Verb == VerbServe {
+	if s.o.Verb == verbServe {
 		return nil
 	}
 	if s.node == nil {

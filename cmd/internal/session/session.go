@@ -32,9 +32,9 @@ const (
 	// ExitOK: the session ended as it should: stopped on request or by a
 	// signal, a completes session's report written, a CI result tagged.
 	ExitOK = 0
-	// ExitFailed: the session could not run, or a CI run could not put its
+	// exitFailed: the session could not run, or a CI run could not put its
 	// result on the record.
-	ExitFailed = 1
+	exitFailed = 1
 	// ExitUsage: the command line is wrong; nothing was read or written.
 	ExitUsage = 2
 )
@@ -81,7 +81,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			o.Verb, err, o.Verb, verbArgs[o.Verb], o.Verb)
 		return ExitUsage
 	}
-	if o.Verb == VerbStart && o.ReadyFD == 0 {
+	if o.Verb == verbStart && o.ReadyFD == 0 {
 		return startDetached(o, stdout, stderr)
 	}
 	if o.ReadyFD > 0 {
@@ -95,7 +95,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sigs, unixhost.OSSignals(host.SIGTERM, host.SIGINT, host.SIGHUP)...)
 	defer signal.Stop(sigs)
 	log := slog.New(unixhost.LogHandler(stderr, unixhost.LogText, nil)).With(keyWorkspace, o.Key.String())
-	s := &Session{o: o, log: log, errOut: stderr, sigs: sigs, retry: defaultRetry}
+	s := &session{o: o, log: log, errOut: stderr, sigs: sigs, retry: defaultRetry}
 	return s.Run(context.Background())
 }
 
@@ -129,8 +129,8 @@ type record struct {
 	Objective string
 }
 
-// Session is one session process.
-type Session struct {
+// session is one session process.
+type session struct {
 	o      Options
 	log    *slog.Logger
 	errOut io.Writer
@@ -184,32 +184,32 @@ type Session struct {
 }
 
 // Run runs the session until it ends, and returns the exit code.
-func (s *Session) Run(ctx context.Context) int {
+func (s *session) Run(ctx context.Context) int {
 	s.answered = make(map[string]bool)
 	defer s.close()
 	if err := s.check(); err != nil {
 		fmt.Fprintf(s.errOut, "workspace %s: %v\n", s.o.Verb, err)
-		return ExitFailed
+		return exitFailed
 	}
-	if s.o.Verb == VerbRun {
+	if s.o.Verb == verbRun {
 		if err := refuseIfNamed(s.layout, s.o.Key.String()); err != nil {
 			fmt.Fprintf(s.errOut, "workspace %s: %v\n", s.o.Verb, err)
-			return ExitFailed
+			return exitFailed
 		}
 	}
 	if err := s.holdWorkspace(); err != nil {
 		fmt.Fprintf(s.errOut, "workspace %s: %v\n", s.o.Verb, err)
 		s.log.Error("cannot run", keyEvent, "failed", keyErr, err)
-		return ExitFailed
+		return exitFailed
 	}
 	if err := s.listen(); err != nil {
 		fmt.Fprintf(s.errOut, "workspace %s: %v\n", s.o.Verb, err)
-		return ExitFailed
+		return exitFailed
 	}
 	s.log.Info("listening", keyEvent, "listening", keyPID, os.Getpid(), "wake", s.ws.Wake, keyLaunch, s.o.Launch)
 	if err := s.prepare(ctx); err != nil {
 		s.log.Error("cannot run", keyEvent, "failed", keyErr, err)
-		return s.finish(ExitFailed, "cannot run")
+		return s.finish(exitFailed, "cannot run")
 	}
 	s.log.Info("ready", keyEvent, "ready", keyRecord, s.rec.ID, "kind", string(s.def.Kind),
 		"lifetime", string(s.def.Lifetime), "definition", s.defHash)
@@ -239,7 +239,7 @@ func (s *Session) Run(ctx context.Context) int {
 
 // check validates the workspace before anything is written: it exists, its
 // binding decodes and names this workspace, its clone and tree are there.
-func (s *Session) check() error {
+func (s *session) check() error {
 	if err := checkRoot(s.o.Root); err != nil {
 		return err
 	}
@@ -290,7 +290,7 @@ func (s *Session) check() error {
 // listen makes the wake pipe if it is missing and opens it for reading:
 // from then on the session is listening (seed 000). Lines are queued as they
 // come, so a turn never makes the session miss one.
-func (s *Session) listen() error {
+func (s *session) listen() error {
 	if err := s.root.MkdirAll(s.ws.Session, 0o700); err != nil {
 		return err
 	}
@@ -315,7 +315,7 @@ func (s *Session) listen() error {
 
 // prepare reaches the server and reads what the session is: the launch note,
 // the session definition, the record; then rebuilds the listening index.
-func (s *Session) prepare(ctx context.Context) error {
+func (s *session) prepare(ctx context.Context) error {
 	rem, err := fossilio.Remembered(ctx, s.ws.Clone)
 	sock := os.Getenv(host.MCPSocketEnv)
 	switch {
@@ -368,7 +368,7 @@ func (s *Session) prepare(ctx context.Context) error {
 	}
 	s.clone = clone
 	s.openNode()
-	if s.o.Verb == VerbServe {
+	if s.o.Verb == verbServe {
 		if err := s.readLaunch(ctx); err != nil {
 			return err
 		}
@@ -391,7 +391,7 @@ func (s *Session) prepare(ctx context.Context) error {
 // session that could answer nothing says so at its start rather than in
 // every answer. A program named with a '/' is left to the turn: it may be
 // in the tree, which a CI run only then puts on its check-in.
-func (s *Session) findProgram() error {
+func (s *session) findProgram() error {
 	prog, what := "", ""
 	switch s.def.Kind {
 	case messages.Mechanical:
@@ -411,7 +411,7 @@ func (s *Session) findProgram() error {
 // openNode opens the node's repository when it is readable (a terminal
 // session on the node's host), so that a post's sender is known. Inside the
 // sandbox it never is.
-func (s *Session) openNode() {
+func (s *session) openNode() {
 	data, err := unixhost.Below(s.layout.Root()).ReadFile(s.layout.NodeJSON(), unixhost.NodeFile)
 	if err != nil {
 		return
@@ -434,7 +434,7 @@ func (s *Session) openNode() {
 
 // sayReady tells `workspace start`, which detached this process, that it is
 // listening and knows what it is.
-func (s *Session) sayReady() {
+func (s *session) sayReady() {
 	if s.o.ReadyFD <= 0 {
 		return
 	}
@@ -447,7 +447,7 @@ func (s *Session) sayReady() {
 }
 
 // loop answers wake lines until the session ends, and returns its exit code.
-func (s *Session) loop(ctx context.Context) int {
+func (s *session) loop(ctx context.Context) int {
 	for {
 		select {
 		case sig := <-s.sigs:
@@ -456,7 +456,7 @@ func (s *Session) loop(ctx context.Context) int {
 		case err := <-s.readDone:
 			s.readDone <- err
 			s.log.Error("the wake pipe cannot be read", keyEvent, "failed", keyErr, err)
-			return s.finish(ExitFailed, "wake pipe lost")
+			return s.finish(exitFailed, "wake pipe lost")
 		case <-s.wakes.ready:
 			for {
 				line, ok := s.wakes.pop()
@@ -486,7 +486,7 @@ const (
 )
 
 // handle acts on one wake line: one turn, a skip, or a stop.
-func (s *Session) handle(ctx context.Context, line string) outcome {
+func (s *session) handle(ctx context.Context, line string) outcome {
 	wl, err := pipe.ParseWakeLine([]byte(line))
 	if err != nil {
 		s.log.Warn("wake line is not a post's hash and its sender; not answered", keyEvent, "refused", keyLine, line, keyErr, err)
@@ -549,7 +549,7 @@ func (s *Session) handle(ctx context.Context, line string) outcome {
 // handleCheckin answers a check-in the hook gave the session (seed 001
 // E7): one turn on it, its answer on the session's own record. A session
 // that asked for no check-ins, or whose own login sent it, answers nothing.
-func (s *Session) handleCheckin(ctx context.Context, p turn.Post) outcome {
+func (s *session) handleCheckin(ctx context.Context, p turn.Post) outcome {
 	s.answered[p.Hash] = true
 	switch {
 	case len(s.def.Checkins) == 0:
@@ -572,7 +572,7 @@ func (s *Session) handleCheckin(ctx context.Context, p turn.Post) outcome {
 
 // turn runs one turn on post p and replies with its answer; it says whether
 // the answer was a report now on the record (which ends a completes session).
-func (s *Session) turn(ctx context.Context, p turn.Post) bool {
+func (s *session) turn(ctx context.Context, p turn.Post) bool {
 	s.holdTurn(p.Hash)
 	spec, who, err := s.turnSpec(p)
 	var out turn.Output
@@ -615,7 +615,7 @@ func (s *Session) turn(ctx context.Context, p turn.Post) bool {
 
 // turnSpec says what a turn on p runs: the session's command with the
 // post's text on standard input, or its runner with one line of JSON (D4, D9).
-func (s *Session) turnSpec(p turn.Post) (turnSpec, string, error) {
+func (s *session) turnSpec(p turn.Post) (turnSpec, string, error) {
 	env := append(s.turnEnv(), "OCX_POST="+p.Hash, "OCX_RECORD="+p.Record)
 	if from := p.From(); from != "" {
 		env = append(env, "OCX_FROM="+from)
@@ -637,33 +637,33 @@ func (s *Session) turnSpec(p turn.Post) (turnSpec, string, error) {
 }
 
 // turnEnv is the session's environment for a turn, with the relay to the
-// node's sync socket (FossilProxyEnv) when it has one.
-func (s *Session) turnEnv() []string {
+// node's sync socket (fossilProxyEnv) when it has one.
+func (s *session) turnEnv() []string {
 	env := os.Environ()
 	if s.sync != nil {
-		env = append(env, FossilProxyEnv+"="+s.sync.proxy())
+		env = append(env, fossilProxyEnv+"="+s.sync.proxy())
 	}
 	return env
 }
 
 // holdTurn writes WS/session/turn while a turn runs (contracts 6): the
 // session is working while it exists.
-func (s *Session) holdTurn(hash string) {
+func (s *session) holdTurn(hash string) {
 	if err := s.root.WriteFile(s.turnFile(), []byte(hash+"\n"), 0o644); err != nil {
 		s.log.Warn("turn file not written", keyEvent, "turn-file", keyErr, err)
 	}
 }
 
-func (s *Session) releaseTurn() {
+func (s *session) releaseTurn() {
 	if err := s.root.Remove(s.turnFile()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Warn("turn file not removed", keyEvent, "turn-file", keyErr, err)
 	}
 }
 
-func (s *Session) turnFile() string { return filepath.Join(s.ws.Session, "turn") }
+func (s *session) turnFile() string { return filepath.Join(s.ws.Session, "turn") }
 
 // signaled says whether a stopping signal has arrived, taking any waiting.
-func (s *Session) signaled() bool {
+func (s *session) signaled() bool {
 	for {
 		select {
 		case sig := <-s.sigs:
@@ -674,7 +674,7 @@ func (s *Session) signaled() bool {
 	}
 }
 
-func (s *Session) noteSignal(sig os.Signal) {
+func (s *session) noteSignal(sig os.Signal) {
 	s.log.Info("signal received", keyEvent, "signal", keySignal, signalName(sig))
 	if s.stopSig == nil {
 		s.stopSig = sig
@@ -690,7 +690,7 @@ func signalName(sig os.Signal) string {
 
 // stopBySignal writes the stopped note for the signal received, or for the
 // session's own budget, and ends.
-func (s *Session) stopBySignal(ctx context.Context) int {
+func (s *session) stopBySignal(ctx context.Context) int {
 	n := &messages.StoppedNote{Login: s.b.Login, Project: s.b.Project, Launch: s.o.Launch,
 		Cause: messages.StopBySignal, Signal: signalName(s.stopSig)}
 	if b, ok := s.stopSig.(budgetStop); ok {
@@ -733,7 +733,7 @@ const WallBackstop = time.Minute
 // there. Either way one stopping cause is taken, the first, so the session
 // writes one stopped note. It returns the timer's stop, or nil when the
 // definition sets no wall.
-func (s *Session) armWall() func() bool {
+func (s *session) armWall() func() bool {
 	if s.def == nil || s.def.Wall() == "" {
 		return nil
 	}
@@ -741,7 +741,7 @@ func (s *Session) armWall() func() bool {
 	if err != nil {
 		return nil // the definition was validated; a bad wall cannot get here
 	}
-	if s.o.Verb == VerbServe {
+	if s.o.Verb == verbServe {
 		d += WallBackstop
 	}
 	s.log.Info("wall limit armed", keyEvent, "wall", "wall", s.def.Wall(), "after", d.String())
@@ -755,7 +755,7 @@ func (s *Session) armWall() func() bool {
 }
 
 // finish logs the end, and every wake line read but not answered.
-func (s *Session) finish(code int, why string) int {
+func (s *session) finish(code int, why string) int {
 	for {
 		line, ok := s.wakes.pop()
 		if !ok {
@@ -777,7 +777,7 @@ func (s *Session) finish(code int, why string) int {
 // on. The directory is the same inside the sandbox (bound at its own path),
 // the descriptor is not inherited by what the session runs, and the kernel
 // drops the lock when the process ends, however it ends.
-func (s *Session) holdWorkspace() error {
+func (s *session) holdWorkspace() error {
 	d, err := s.root.OpenDir(s.ws.Dir)
 	if err != nil {
 		return fmt.Errorf("lock workspace %s: %w", s.o.Key, err)
@@ -797,7 +797,7 @@ func (s *Session) holdWorkspace() error {
 	return nil
 }
 
-func (s *Session) close() {
+func (s *session) close() {
 	if s.held != nil {
 		s.held.Close()
 	}

@@ -24,47 +24,47 @@ const startWait = 2 * time.Minute
 // of its own, its output appended to WS/session/log. It prints the PID once
 // the session says it is listening, or why it did not start.
 func startDetached(o Options, stdout, stderr io.Writer) int {
-	s := &Session{o: o, errOut: stderr}
+	s := &session{o: o, errOut: stderr}
 	defer s.close()
 	if err := s.check(); err != nil {
 		fmt.Fprintf(stderr, "workspace start: %v\n", err)
-		return ExitFailed
+		return exitFailed
 	}
 	if err := refuseIfNamed(s.layout, o.Key.String()); err != nil {
 		fmt.Fprintf(stderr, "workspace start: %v\n", err)
-		return ExitFailed
+		return exitFailed
 	}
 	if err := s.root.MkdirAll(s.ws.Session, 0o700); err != nil {
 		fmt.Fprintf(stderr, "workspace start: %v\n", err)
-		return ExitFailed
+		return exitFailed
 	}
 	logf, err := s.root.OpenFile(s.ws.Log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		fmt.Fprintf(stderr, "workspace start: %v\n", err)
-		return ExitFailed
+		return exitFailed
 	}
 	defer logf.Close()
 	devnull, err := os.Open(os.DevNull) // trust:outside /dev/null
 	if err != nil {
 		fmt.Fprintf(stderr, "workspace start: %v\n", err)
-		return ExitFailed
+		return exitFailed
 	}
 	defer devnull.Close()
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
 		fmt.Fprintf(stderr, "workspace start: %v\n", err)
-		return ExitFailed
+		return exitFailed
 	}
 	defer readyR.Close()
 	exe, err := os.Executable()
 	if err != nil {
 		readyW.Close()
 		fmt.Fprintf(stderr, "workspace start: %v\n", err)
-		return ExitFailed
+		return exitFailed
 	}
 	// The key comes first after the verb and the root is absolute, so the
 	// process table reads which workspace the process names (D1, D16).
-	args := []string{exe, VerbStart, o.Key.String(), "--root", o.Root}
+	args := []string{exe, verbStart, o.Key.String(), "--root", o.Root}
 	if o.Session != "" {
 		args = append(args, "--session", o.Session)
 	}
@@ -76,7 +76,7 @@ func startDetached(o Options, stdout, stderr io.Writer) int {
 	readyW.Close()
 	if err != nil {
 		fmt.Fprintf(stderr, "workspace start: %v\n", err)
-		return ExitFailed
+		return exitFailed
 	}
 	pid := cmd.Process.Pid
 	said := make(chan string, 1)
@@ -94,12 +94,12 @@ func startDetached(o Options, stdout, stderr io.Writer) int {
 		// The pipe closed without a word: the session ended at its start.
 		state, _ := cmd.Process.Wait()
 		fmt.Fprintf(stderr, "workspace start: the session (PID %d) did not start: %v; its log is %s\n", pid, state, s.ws.Log)
-		return ExitFailed
+		return exitFailed
 	case <-time.After(startWait):
 		// readyR is closed on return, which ends the goroutine's read.
 		_ = cmd.Process.Release()
 		fmt.Fprintf(stderr, "workspace start: the session (PID %d) is not listening after %s; see %s\n", pid, startWait, s.ws.Log)
-		return ExitFailed
+		return exitFailed
 	}
 }
 

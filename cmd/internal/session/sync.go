@@ -12,12 +12,12 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 )
 
-// FossilProxyEnv names, in a turn's environment, the session's relay to
+// fossilProxyEnv names, in a turn's environment, the session's relay to
 // the node's sync socket (http://127.0.0.1:PORT, D49): a turn that reaches
 // the record itself passes it to fossil (`fossil pull --proxy
 // "$OCX_FOSSIL_PROXY"`, push, sync), with the password its clone
 // remembers, to its project's server and nowhere else.
-const FossilProxyEnv = "OCX_FOSSIL_PROXY"
+const fossilProxyEnv = "OCX_FOSSIL_PROXY"
 
 // syncLink is how a session under the daemon reaches its project's server:
 // through the node's sync socket ($OCX_SYNC_SOCKET, bound into its
@@ -36,7 +36,7 @@ type syncLink struct {
 
 // openSync waits for the node's sync socket (the daemon starts its server
 // just after the session) and starts the relay to it.
-func (s *Session) openSync(ctx context.Context, sock string) (*syncLink, error) {
+func (s *session) openSync(ctx context.Context, sock string) (*syncLink, error) {
 	c, err := unixhost.DialSocket(ctx, sock, mcpWait)
 	if err != nil {
 		return nil, fmt.Errorf("the node's sync socket ($%s): %w (D49)", host.SyncSocketEnv, err)
@@ -68,7 +68,7 @@ func (l *syncLink) http() *http.Client {
 }
 
 // proxy is the relay's URL, for fossil's --proxy and a turn's
-// FossilProxyEnv.
+// fossilProxyEnv.
 func (l *syncLink) proxy() string { return l.relay.URL() }
 
 func (l *syncLink) close() {

@@ -36,7 +36,7 @@ const drainAfterExit = 2 * time.Second
 // stops once the turn has ended (the daemon sends KILL after its grace if the
 // turn ignores TERM). When the turn's process exits, what is left of its
 // group is killed: a turn leaves nothing running behind it.
-func (s *Session) runTurn(spec turnSpec) (turn.Output, turn.Ended) {
+func (s *session) runTurn(spec turnSpec) (turn.Output, turn.Ended) {
 	cmd, inW, outR, err := s.startTurn(spec)
 	if err != nil {
 		return turn.Output{}, turn.Ended{StartErr: err}
@@ -73,7 +73,7 @@ func (s *Session) runTurn(spec turnSpec) (turn.Output, turn.Ended) {
 
 // startTurn starts spec in a process group of its own, its standard input
 // and output on pipes: the caller writes inW and reads outR.
-func (s *Session) startTurn(spec turnSpec) (*exec.Cmd, *os.File, *os.File, error) {
+func (s *session) startTurn(spec turnSpec) (*exec.Cmd, *os.File, *os.File, error) {
 	if len(spec.argv) == 0 {
 		return nil, nil, nil, errors.New("no program to run")
 	}
@@ -115,7 +115,7 @@ func (s *Session) startTurn(spec turnSpec) (*exec.Cmd, *os.File, *os.File, error
 
 // waitTurn waits for the turn pid to exit (exited says how), passing on
 // to its group each stopping signal that arrives meanwhile.
-func (s *Session) waitTurn(pid int, exited <-chan error) error {
+func (s *session) waitTurn(pid int, exited <-chan error) error {
 	for {
 		select {
 		case werr := <-exited:

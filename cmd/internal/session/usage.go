@@ -15,7 +15,7 @@ import (
 // proxy's, outside the sandbox.
 
 // startTurns begins the account, replacing what an earlier session left.
-func (s *Session) startTurns() {
+func (s *session) startTurns() {
 	t, err := usage.StartTurns(s.root, s.ws, s.o.Launch)
 	if err != nil {
 		s.log.Warn("the session's turns are not kept", keyEvent, "usage", keyErr, err)
@@ -26,7 +26,7 @@ func (s *Session) startTurns() {
 
 // beforeTurn removes what a runner reported in a turn before, and says
 // when the turn starts.
-func (s *Session) beforeTurn() time.Time {
+func (s *session) beforeTurn() time.Time {
 	if err := usage.ClearRunnerReport(s.root, s.ws); err != nil {
 		s.log.Warn("the runner's last report is not removed", keyEvent, "usage", keyErr, err)
 	}
@@ -34,7 +34,7 @@ func (s *Session) beforeTurn() time.Time {
 }
 
 // afterTurn adds the turn to the account.
-func (s *Session) afterTurn(post string, started time.Time, e turn.Ended) {
+func (s *session) afterTurn(post string, started time.Time, e turn.Ended) {
 	wall := time.Since(started)
 	r, err := usage.TakeRunnerReport(s.root, s.ws)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 // each failure; what names the operation. A stopping signal cuts the waiting
 // short when interruptible is set (a pull, a read), never for a write that
 // ends the session (a stopped note, a CI result).
-func (s *Session) try(ctx context.Context, what string, interruptible bool, fn func() error) error {
+func (s *session) try(ctx context.Context, what string, interruptible bool, fn func() error) error {
 	delay := s.retry.delay
 	var err error
 	for attempt := 1; ; attempt++ {
@@ -58,7 +58,7 @@ func (e *permanentError) Unwrap() error { return e.err }
 
 // replyTo writes text as a reply to p: a forum reply in its thread, or a
 // comment on its ticket that says which change it answers.
-func (s *Session) replyTo(ctx context.Context, p turn.Post, text string) (string, error) {
+func (s *session) replyTo(ctx context.Context, p turn.Post, text string) (string, error) {
 	switch {
 	case p.Kind == messages.ListenTicket:
 		text = turn.TicketReply(p.Hash, text)
@@ -73,7 +73,7 @@ func (s *Session) replyTo(ctx context.Context, p turn.Post, text string) (string
 
 // writeOn writes text where p is: a reply to p in its thread, or a comment on
 // its ticket, trying again a bounded number of times.
-func (s *Session) writeOn(ctx context.Context, what string, p turn.Post, text string) (string, error) {
+func (s *session) writeOn(ctx context.Context, what string, p turn.Post, text string) (string, error) {
 	var h string
 	err := s.try(ctx, what, false, func() error {
 		var err error
@@ -90,7 +90,7 @@ func (s *Session) writeOn(ctx context.Context, what string, p turn.Post, text st
 
 // writeNote writes a note where p is; answering says the note answers p (a
 // stop request), which a ticket comment then says in its first line.
-func (s *Session) writeNote(ctx context.Context, n messages.Note, p turn.Post, answering bool) (string, error) {
+func (s *session) writeNote(ctx context.Context, n messages.Note, p turn.Post, answering bool) (string, error) {
 	block, err := n.Encode()
 	if err != nil {
 		return "", err
@@ -104,7 +104,7 @@ func (s *Session) writeNote(ctx context.Context, n messages.Note, p turn.Post, a
 
 // writeStopped writes the stopped note and says whether it is on the record;
 // a failure is logged, and the session still ends as it was asked to.
-func (s *Session) writeStopped(ctx context.Context, n *messages.StoppedNote, at turn.Post, answering bool) bool {
+func (s *session) writeStopped(ctx context.Context, n *messages.StoppedNote, at turn.Post, answering bool) bool {
 	h, err := s.writeNote(ctx, n, at, answering)
 	if err != nil {
 		s.log.Error("stopped note not written", keyEvent, "stopped", keyErr, err)

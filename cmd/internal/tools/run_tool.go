@@ -82,9 +82,9 @@ func (n Actions) runOf(ctx context.Context, r *fossilio.Repo, field, hash string
 	return st, m, msgs, nil
 }
 
-// DecodeRunInput reads a run message for `ocx run post`: a run, as
+// decodeRunInput reads a run message for `ocx run post`: a run, as
 // runmsg.DecodeMessage reads it, refused naming the field.
-func DecodeRunInput(raw []byte) (*runmsg.Run, error) {
+func decodeRunInput(raw []byte) (*runmsg.Run, error) {
 	if len(strings.TrimSpace(string(raw))) == 0 {
 		return nil, errors.New("input: empty; give a run message's JSON ({\"ocx\": 1, \"kind\": \"run\", ...})")
 	}
@@ -118,7 +118,7 @@ func (n Actions) RunPost(ctx context.Context, in RunInput) *node.Answer {
 	if in.Pattern != "" {
 		return n.runPostPattern(ctx, a, in)
 	}
-	run, err := DecodeRunInput(in.Message)
+	run, err := decodeRunInput(in.Message)
 	if err != nil {
 		return a.Stop(err)
 	}

@@ -15,12 +15,12 @@ func TestRunInputDecoding(t *testing.T) {
 		{"no command", `{"ocx": 1, "kind": "run", "node": "node-1", "objective": "x", "process": {"user": "b"}}`, "command"},
 		{"unknown field", `{"ocx": 1, "kind": "run", "node": "node-1", "objective": "x", "process": {"user": "b", "command": ["true"], "colour": 1}}`, "colour"},
 	} {
-		_, err := DecodeRunInput([]byte(c.in))
+		_, err := decodeRunInput([]byte(c.in))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err %v, want one naming %q", c.name, err, c.want)
 		}
 	}
-	r, err := DecodeRunInput([]byte(`{"ocx": 1, "kind": "run", "node": "node-1", "objective": "Say hello.\nThen stop.", "process": {"user": "b", "command": ["echo"], "manual": true}}`))
+	r, err := decodeRunInput([]byte(`{"ocx": 1, "kind": "run", "node": "node-1", "objective": "Say hello.\nThen stop.", "process": {"user": "b", "command": ["echo"], "manual": true}}`))
 	if err != nil || !r.Process.Manual {
 		t.Fatalf("a valid manual run: %v %+v", err, r)
 	}

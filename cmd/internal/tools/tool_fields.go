@@ -8,10 +8,10 @@ import (
 	"github.com/ocx-go/ocx/messages/toolio"
 )
 
-// ToolField is one friendly field of a tool's input: a string a front end
+// toolField is one friendly field of a tool's input: a string a front end
 // asks for by name (a flag of `ocx tool NAME`, a field of the console's
 // form) and sets over the JSON input, at Path.
-type ToolField struct {
+type toolField struct {
 	Name string
 	// Path is where the value goes in the input: the field itself, or for
 	// wall, budget.wall (set in the budget object, its other keys kept).
@@ -20,7 +20,7 @@ type ToolField struct {
 	Help string
 }
 
-var toolFields = map[string][]ToolField{
+var toolFields = map[string][]toolField{
 	toolio.ToolCreate: {
 		{Name: "objective", Path: []string{"objective"}, Help: "what the agent is for"},
 		{Name: "runner", Path: []string{"runner"}, Help: "claude, codex or native (default claude)"},
@@ -44,7 +44,7 @@ var toolFields = map[string][]ToolField{
 
 // ToolFields are the friendly fields of the tool name, the same in every
 // front end that offers them; nil for a name that is no tool.
-func ToolFields(name string) []ToolField { return slices.Clone(toolFields[name]) }
+func ToolFields(name string) []toolField { return slices.Clone(toolFields[name]) }
 
 // WithFields sets the friendly fields given (by name) and, when dry is not
 // nil, dry_run, over the JSON input raw, and returns the input to call the

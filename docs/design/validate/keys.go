@@ -10,14 +10,14 @@ import (
 	"github.com/ocx-go/ocx/docs/design"
 )
 
-// Keys lists the key paths a schema file names ("sandbox.read_only",
+// keys lists the key paths a schema file names ("sandbox.read_only",
 // "sessions.*.pid"), following $ref into other files and through allOf,
 // anyOf, oneOf and if/then/else; a list's items and an object's other
 // properties are "*". A property whose schema is false (a key the document
 // refuses) is left out: no value may carry it. The tests hold it against
 // DocKeys of what the Go types write, as validation alone would not notice
 // a key one side names and the other never writes.
-func Keys(file string) (map[string]bool, error) {
+func keys(file string) (map[string]bool, error) {
 	docs := map[string]map[string]any{}
 	names, err := fs.Glob(design.FS(), "*.schema.json")
 	if err != nil {
@@ -108,7 +108,7 @@ func schemaKeys(docs map[string]map[string]any, node any, prefix string, out map
 	return nil
 }
 
-// DocKeys lists the key paths of a JSON document, as Keys names them.
+// DocKeys lists the key paths of a JSON document, as keys names them.
 func DocKeys(doc []byte) (map[string]bool, error) {
 	var v any
 	if err := json.Unmarshal(doc, &v); err != nil {
@@ -141,10 +141,10 @@ func joinKey(prefix, k string) string {
 }
 
 // CompareKeys holds the key paths documents were seen to write (DocKeys)
-// against those the schema file names (Keys): extra are written but not
+// against those the schema file names (keys): extra are written but not
 // named, unseen named but never written; both sorted.
 func CompareKeys(file string, written map[string]bool) (extra, unseen []string, err error) {
-	named, err := Keys(file)
+	named, err := keys(file)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -88,7 +88,7 @@ func Open(d Host) *Parts {
 	} else {
 		rp.hookLog = f
 	}
-	rp.Puller = NewPuller(keepers, d.Config.PullEvery(), d.Log)
+	rp.Puller = newPuller(keepers, d.Config.PullEvery(), d.Log)
 	rp.Puller.After = d.afterPull(f)
 	rp.Puller.Fresh = func(project string) {
 		// The runs in care left waiting at start, found before anything

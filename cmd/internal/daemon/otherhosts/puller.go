@@ -39,8 +39,8 @@ type Puller struct {
 	closed bool
 }
 
-// NewPuller is the puller of keepers (by project), its timer every.
-func NewPuller(keepers map[string]*remote.Keeper, every time.Duration, log *slog.Logger) *Puller {
+// newPuller is the puller of keepers (by project), its timer every.
+func newPuller(keepers map[string]*remote.Keeper, every time.Duration, log *slog.Logger) *Puller {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Puller{keepers: keepers, every: every, log: log, in: make(chan pull.Msg, 64),
 		ctx: ctx, cancel: cancel, asks: map[int]chan error{}}
