@@ -136,6 +136,11 @@ func TestWebPostWakesTheNode(t *testing.T) {
 	if run < 0 {
 		t.Errorf("the daemon did not say a write woke it to run the hook:\n%s", n.daemonLog())
 	}
+	// OCX's own hook is the daemon's own work: no /bin/sh, no ocx-hook
+	// asking the daemon back.
+	if !strings.Contains(n.daemonLog(), `"woken":"write","command":`) || !strings.Contains(n.daemonLog(), `"in_daemon":true`) {
+		t.Errorf("the daemon ran its own hook's command rather than doing its work:\n%s", n.daemonLog())
+	}
 	if logIndex(lines, run, func(l logLine) bool { return l.Msg == "read" && strings.HasSuffix(l.Line, " "+post) }) < 0 {
 		t.Errorf("the daemon did not read the web post from the hook it ran:\n%s", n.daemonLog())
 	}

@@ -3,6 +3,7 @@ package answers
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -163,6 +164,22 @@ func (s *Socket) sameNode() *wire.Reply {
 		}
 	})
 	return nodesock.Refusal("node.json changed since the daemon read it; the daemon re-execs to read it again")
+}
+
+// Hook does the hook's work for the repository repo in the daemon, as a
+// hook's ask on the socket has it done (answer), refusals alike: the hook
+// watch's run of OCX's own command, without the command's /bin/sh and
+// ocx-hook asking the daemon back. A nil socket (not served) refuses.
+func (s *Socket) Hook(ctx context.Context, repo string) error {
+	if s == nil {
+		return errors.New("the daemon's socket is not served")
+	}
+	a := wire.NewAsk(wire.AskHook)
+	a.Repo = repo
+	if r := s.answer(ctx, a); r.Error != "" {
+		return errors.New(r.Error)
+	}
+	return nil
 }
 
 // answer is the daemon's answer to one ask on its socket.

@@ -321,7 +321,7 @@ func (d *instance) start() error {
 		answers.Parts{Procs: d.table, Hand: d.inputs.hand, Poke: d.remote.Poker.Poke, Puller: d.remote.Puller})
 	d.remote.Start()
 	if d.opts.HookWatch > 0 {
-		d.hooks = hookshell.New(d.layout, d.root, d.cfg, d.records.Repos, d.opts.HookWatch, d.log)
+		d.hooks = hookshell.New(d.layout, d.root, d.cfg, d.records.Repos, d.opts.HookWatch, d.sock.Hook, d.log)
 		d.hooks.Start()
 	}
 	if h != nil {

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -54,6 +56,11 @@ type Watch struct {
 	log    *slog.Logger
 	// noEvents leaves the file events out (tests of the fallback).
 	noEvents bool
+	// own, when set, does the hook's work in the daemon for a repository
+	// (the socket's answer to a hook's ask): a run of OCX's own installed
+	// command is that, with no /bin/sh and no ocx-hook asking the daemon
+	// back; an error has the command run as Fossil would run it.
+	own func(ctx context.Context, repo string) error
 
 	// reqs carries pause and resume to the loop.
 	reqs   chan watchReq
@@ -71,10 +78,12 @@ type watchReq struct {
 }
 
 // New readies the watch over every project of cfg, looking at each at
-// least every every, through the daemon's open readers of repos.
-func New(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, repos *noderepos.Repos, every time.Duration, log *slog.Logger) *Watch {
+// least every every, through the daemon's open readers of repos. own, when
+// not nil, does the hook's work in the daemon for a repository: the runs
+// of OCX's own command are that (OwnCommand).
+func New(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, repos *noderepos.Repos, every time.Duration, own func(ctx context.Context, repo string) error, log *slog.Logger) *Watch {
 	w := &Watch{layout: layout, root: root, projects: map[string]string{}, fossil: "fossil", log: log,
-		times: hookwatch.DefaultTimes(every)}
+		times: hookwatch.DefaultTimes(every), own: own}
 	for name, p := range cfg.Projects {
 		w.projects[name] = p.Repository
 	}
@@ -275,6 +284,7 @@ func (l *watchLoop) effect(e hookwatch.WatchEffect) {
 		l.queue = append(l.queue, r)
 	case hookwatch.RunHook:
 		line := fossilio.HookSubst(l.commands[e.Project], w.fossil, w.projects[e.Project])
+		own := w.own != nil && OwnCommand(l.commands[e.Project], w.layout.Root())
 		// A web post or a receipt Fossil holds back is the
 		// watch's daily work; a run stuck or lost is not.
 		level := slog.LevelInfo
@@ -283,10 +293,16 @@ func (l *watchLoop) effect(e hookwatch.WatchEffect) {
 		}
 		w.log.Log(l.ctx, level, "the wake hook left receipts unhandled; running it",
 			slog.String("project", e.Project), slog.Int64("mark", e.Mark), slog.Int64("newest", e.Newest),
-			slog.String("woken", e.Why), slog.String("command", line))
+			slog.String("woken", e.Why), slog.String("command", line), slog.Bool("in_daemon", own))
 		l.running = e.Project
-		ctx, ran := l.ctx, l.ran
-		go func() { ran <- runEnded{project: e.Project, err: w.run(ctx, line)} }()
+		ctx, ran, repo := l.ctx, l.ran, w.projects[e.Project]
+		go func() {
+			if own {
+				ran <- runEnded{project: e.Project, err: w.runOwn(ctx, repo, line)}
+				return
+			}
+			ran <- runEnded{project: e.Project, err: w.run(ctx, line)}
+		}()
 	case hookwatch.SetTimer:
 		l.timer.Stop()
 		if e.At != hookwatch.Never {
@@ -404,6 +420,88 @@ func (w *Watch) markOf(project string) (mark int64, held, ok bool) {
 		return b[:n], nil
 	})
 	return mark, held, ok
+}
+
+// runOwn does the hook's work in the daemon (own), for OCX's own command
+// line: what its ocx-hook would have asked the daemon's socket to do. A
+// refusal (node.json changed since the daemon read it, the socket not
+// served) runs the line as Fossil would, as ocx-hook falls back.
+func (w *Watch) runOwn(ctx context.Context, repo, line string) error {
+	octx, cancel := context.WithTimeout(ctx, hookRunBound)
+	err := w.own(octx, repo)
+	cancel()
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	w.log.Info("the daemon did not do the hook's work itself; running the command", slog.String("repo", repo), actors.ErrAttr(err))
+	return w.run(ctx, line)
+}
+
+// OwnCommand says whether command, a hook command as installed (%R not
+// yet replaced), is OCX's own for the agents root agents: its ocx-hook,
+// or `ocx hook` of a release without one, with `--agents AGENTS --repo
+// %R` and nothing else, words in single quotes as `ocx hook install`
+// writes them or bare. Anything else is a command of someone else's,
+// run as Fossil runs it.
+func OwnCommand(command, agents string) bool {
+	w, ok := shellWords(command)
+	if !ok || len(w) < 5 {
+		return false
+	}
+	prog, rest := w[0], w[1:]
+	switch filepath.Base(prog) {
+	case host.HookProgram:
+	case "ocx":
+		if rest[0] != "hook" {
+			return false
+		}
+		rest = rest[1:]
+	default:
+		return false
+	}
+	return filepath.IsAbs(prog) && slices.Equal(rest, []string{"--agents", agents, "--repo", "%R"})
+}
+
+// shellWords splits a command line of plain words and single-quoted
+// parts ('\'' for a quote) as /bin/sh would; ok is false for anything
+// else a shell would read otherwise (other quotes, escapes, expansions,
+// operators), which is no command of OCX's.
+func shellWords(line string) (words []string, ok bool) {
+	var cur strings.Builder
+	in, quoted := false, false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case in:
+			if c == '\'' {
+				in = false
+			} else {
+				cur.WriteByte(c)
+			}
+		case c == '\'':
+			in, quoted = true, true
+		case c == ' ' || c == '\t':
+			if cur.Len() > 0 || quoted {
+				words = append(words, cur.String())
+				cur.Reset()
+				quoted = false
+			}
+		case c == '\\' && strings.HasPrefix(line[i:], `\''`):
+			cur.WriteByte('\'')
+			i++
+		case strings.IndexByte("\"\\$`;&|<>()*?[]~#{}!\n", c) >= 0:
+			return nil, false
+		default:
+			cur.WriteByte(c)
+		}
+	}
+	if in {
+		return nil, false
+	}
+	if cur.Len() > 0 || quoted {
+		words = append(words, cur.String())
+	}
+	return words, true
 }
 
 // run runs the hook's command line as Fossil's backoffice does: /bin/sh -c,

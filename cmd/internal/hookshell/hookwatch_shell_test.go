@@ -3,10 +3,13 @@ package hookshell
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +56,13 @@ func (l *lockedLog) String() string {
 }
 
 func newShellNode(t *testing.T, every time.Duration, noEvents bool) *shellNode {
+	return newShellNodeOwn(t, every, noEvents, nil)
+}
+
+// newShellNodeOwn is newShellNode whose installed hook, with own set, is
+// OCX's own command line for its agents root (an ocx-hook that is not
+// there, so that only own can do its work), done by own.
+func newShellNodeOwn(t *testing.T, every time.Duration, noEvents bool, own func(ctx context.Context, repo string) error) *shellNode {
 	srv := harness.StartServer(t, harness.Options{
 		Settings: map[string]string{"backoffice-disable": "1"},
 		Setup: func(s *harness.Server) error {
@@ -79,7 +89,11 @@ echo "done $n" >> %[1]q
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := (&fossilio.Admin{Repository: srv.Repo}).InstallHook(ctx, "/bin/sh "+script+" %R"); err != nil {
+	command := "/bin/sh " + script + " %R"
+	if own != nil {
+		command = "'" + filepath.Join(agents, "release", host.HookProgram) + "' --agents '" + agents + "' --repo %R"
+	}
+	if err := (&fossilio.Admin{Repository: srv.Repo}).InstallHook(ctx, command); err != nil {
 		t.Fatal(err)
 	}
 	repo, err := fossilio.OpenNode(srv.Repo, nil)
@@ -104,6 +118,7 @@ echo "done $n" >> %[1]q
 		repo:     func(string) (*fossilio.Repo, error) { return repo, nil },
 		log:      slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		noEvents: noEvents,
+		own:      own,
 		times:    hookwatch.DefaultTimes(every)}
 	n.w.Start()
 	t.Cleanup(n.w.Release)
@@ -231,5 +246,84 @@ func TestHookWatchPauseAndStop(t *testing.T) {
 	}
 	if got := strings.Count(n.hookLog(), "done"); got != 2 {
 		t.Errorf("the run under way at the stop was not ended (%d runs done):\n%s", got, n.hookLog())
+	}
+}
+
+// TestHookWatchDoesItsOwnHookInTheDaemon: with OCX's own command
+// installed, the watch's run for a post is the daemon's own work (own,
+// given the repository), with no /bin/sh and no ocx-hook (the program it
+// names is not there: a run of it would fail); when own refuses, the
+// command is run as Fossil runs it, and its failure is logged.
+func TestHookWatchDoesItsOwnHookInTheDaemon(t *testing.T) {
+	var mu sync.Mutex
+	var repos []string
+	refuse, mark := false, ""
+	n := newShellNodeOwn(t, time.Hour, false, func(ctx context.Context, repo string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		repos = append(repos, repo)
+		if refuse {
+			return errors.New("node.json changed since the daemon read it")
+		}
+		// The work's visible part: the mark moved to the newest receipt.
+		out, err := exec.CommandContext(ctx, harness.FossilPath, "sql", "-R", repo, "SELECT max(rcvid) FROM rcvfrom").Output()
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(mark, []byte(strings.TrimSpace(string(out))+"\n"), 0o600)
+	})
+	layout, err := host.NewLayout(n.agents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	mark = layout.HookMark("demo")
+	mu.Unlock()
+
+	r := n.post("done in the daemon")
+	n.waitLog(fmt.Sprintf(`msg="the wake hook the daemon ran is done" project=demo mark=%d`, r))
+	mu.Lock()
+	got := slices.Clone(repos)
+	refuse = true
+	mu.Unlock()
+	if len(got) != 1 || got[0] != n.srv.Repo {
+		t.Errorf("the daemon's own work was asked for %q, want once for %s", got, n.srv.Repo)
+	}
+	if strings.Contains(n.logs.String(), "failed") {
+		t.Errorf("the watch ran the command, or its run failed:\n%s", n.logs.String())
+	}
+
+	// Refused: the command itself is run, and fails (no ocx-hook there).
+	n.post("refused")
+	n.waitLog(`msg="the daemon did not do the hook's work itself; running the command"`)
+	n.waitLog(`msg="the wake hook the daemon ran failed" project=demo`)
+}
+
+// OwnCommand knows OCX's own command lines, as `ocx hook install` writes
+// them and bare, and nothing else: another agents root, another program,
+// more words, anything a shell would expand or join.
+func TestOwnCommand(t *testing.T) {
+	for _, c := range []struct {
+		command, agents string
+		want            bool
+	}{
+		{`'/opt/ocx/current/ocx-hook' --agents '/srv/agents' --repo %R`, "/srv/agents", true},
+		{`/opt/ocx/current/ocx-hook --agents /srv/agents --repo %R`, "/srv/agents", true},
+		{`'/opt/ocx/current/ocx' hook --agents '/srv/agents' --repo %R`, "/srv/agents", true},
+		{`'/opt/o'\''cx/ocx-hook' --agents '/srv/it'\''s' --repo %R`, "/srv/it's", true},
+		{`'/opt/ocx/current/ocx-hook' --agents '/srv/agents' --repo %R`, "/srv/other", false},
+		{`'/opt/ocx/current/ocx-hook' --agents '/srv/agents' --repo %R; rm -rf /`, "/srv/agents", false},
+		{`'/opt/ocx/current/ocx-hook' --agents '/srv/agents' --repo %R --more`, "/srv/agents", false},
+		{`'/opt/ocx/current/ocx' status --agents '/srv/agents' --repo %R`, "/srv/agents", false},
+		{`ocx-hook --agents '/srv/agents' --repo %R`, "/srv/agents", false},
+		{`"/opt/ocx/ocx-hook" --agents /srv/agents --repo %R`, "/srv/agents", false},
+		{`/opt/ocx/ocx-hook --agents $HOME --repo %R`, "$HOME", false},
+		{`/bin/sh /srv/hook.sh %R`, "/srv/agents", false},
+		{`'/opt/ocx/ocx-hook --agents /srv/agents --repo %R`, "/srv/agents", false},
+		{``, "/srv/agents", false},
+	} {
+		if got := OwnCommand(c.command, c.agents); got != c.want {
+			t.Errorf("OwnCommand(%q, %q) = %v, want %v", c.command, c.agents, got, c.want)
+		}
 	}
 }
