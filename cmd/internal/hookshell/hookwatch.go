@@ -464,9 +464,9 @@ func OwnCommand(command, agents string) bool {
 
 // shellWords splits a command line of plain words and single-quoted
 // parts (a quote inside one written close, backslash, quote, open) as
-// /bin/sh would; ok is false for anything
-// else a shell would read otherwise (other quotes, escapes, expansions,
-// operators), which is no command of OCX's.
+// /bin/sh would; ok is false for anything else a shell would read
+// otherwise (other quotes, escapes, expansions, operators), which is no
+// command of OCX's.
 func shellWords(line string) (words []string, ok bool) {
 	var cur strings.Builder
 	in, quoted := false, false
