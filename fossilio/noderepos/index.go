@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
@@ -86,6 +87,8 @@ type Repos struct {
 	// puller pulls the clones of the projects served from another host
 	// (D72); nil on a node that serves none.
 	puller Puller
+	// ownHook is SetOwnHook's; nil before it.
+	ownHook atomic.Pointer[OwnHook]
 }
 
 // Puller pulls a node on another host's clones (remote.Puller): Kick asks
@@ -100,9 +103,10 @@ type Puller interface {
 func (r *Repos) SetPuller(p Puller) { r.puller = p }
 
 // Backoffice is what makes a write to x's record seen at once: on the
-// server's node, its repository's backoffice, which runs the hook (D11);
-// on another host, a pull of its clone, which the hook's work follows
-// (D72). fossil runs the backoffice.
+// server's node, the daemon's own hook work when it takes it (SetOwnHook,
+// D96), else its repository's backoffice, which runs the hook (D11); on
+// another host, a pull of its clone, which the hook's work follows (D72).
+// fossil runs the backoffice.
 func (r *Repos) Backoffice(x *Index, fossil *fossilio.Fossil) func(context.Context) error {
 	if x.OtherHost && r.puller != nil {
 		return func(context.Context) error {
@@ -110,8 +114,27 @@ func (r *Repos) Backoffice(x *Index, fossil *fossilio.Fossil) func(context.Conte
 			return nil
 		}
 	}
-	return (&fossilio.Admin{Repository: x.Path, Fossil: fossil}).Backoffice
+	backoffice := (&fossilio.Admin{Repository: x.Path, Fossil: fossil}).Backoffice
+	return func(ctx context.Context) error {
+		if own := r.ownHook.Load(); own != nil {
+			if done, err := (*own)(ctx, x); done && err == nil {
+				return nil
+			}
+		}
+		return backoffice(ctx)
+	}
 }
+
+// OwnHook does the hook's work for x in the daemon, after a write of the
+// daemon's own, in place of the backoffice the write would run for it;
+// done is false when it did not take the work (the backoffice runs then,
+// as it does after an error).
+type OwnHook func(ctx context.Context, x *Index) (done bool, err error)
+
+// SetOwnHook gives the repositories the daemon's own hook work (D96),
+// which the writes' backoffice (Backoffice) tries first from then on; it
+// may be called beside writes.
+func (r *Repos) SetOwnHook(f OwnHook) { r.ownHook.Store(&f) }
 
 // PullNow brings x's clone up to date with the server before it returns,
 // on a node on another host; on the server's node the repository is the

@@ -319,6 +319,7 @@ func (d *instance) start() error {
 	debug.FreeOSMemory()
 	d.sock = answers.Open(d.layout, d.root, d.cfg, d.nodeJSON, d.reread, d.repos, d.log,
 		answers.Parts{Procs: d.table, Hand: d.inputs.hand, Poke: d.remote.Poker.Poke, Puller: d.remote.Puller})
+	d.repos.SetOwnHook(hookshell.AfterWrites(d.layout.Root(), d.sock.Hook))
 	d.remote.Start()
 	if d.opts.HookWatch > 0 {
 		d.hooks = hookshell.New(d.layout, d.root, d.cfg, d.records.Repos, d.opts.HookWatch, d.sock.Hook, d.log)

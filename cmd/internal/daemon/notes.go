@@ -91,7 +91,7 @@ func (r *records) WriteRefusal(ctx context.Context, n protocol.WriteRefusal) err
 		return fmt.Errorf("refusal of %s: %w", n.Launch.Hash, err)
 	}
 	text := fmt.Sprintf("The daemon did not launch %s: %s\n\n%s", fossilio.Short(n.Launch.Hash), note.Reason, block)
-	return r.write(ctx, x, n.Launch.Hash, text, "refusal")
+	return r.writeNote(ctx, x, n.Launch.Hash, text, "refusal", true)
 }
 
 // holder picks the process a refusal names: a session command (run, start,
@@ -171,7 +171,7 @@ func (r *records) WriteEnd(ctx context.Context, n protocol.WriteEnd) error {
 		return err
 	}
 	text := fmt.Sprintf("The session of %s (pid %d) ended: %s.\n\n%s", n.Launch.Workspace, n.Proc.PID, note.Note, block)
-	if err := r.write(ctx, x, n.Launch.Hash, text, "end"); err != nil {
+	if err := r.writeNote(ctx, x, n.Launch.Hash, text, "end", true); err != nil {
 		return err
 	}
 	r.forget(n)
@@ -397,14 +397,9 @@ func (r *records) WriteLaunch(ctx context.Context, n protocol.WriteLaunch) (prot
 	return l, nil
 }
 
-// write posts a note answering a launch note as the node user, then runs
-// the backoffice (D11).
-func (r *records) write(ctx context.Context, x *noderepos.Index, launch, text, kind string) error {
-	return r.writeNote(ctx, x, launch, text, kind, true)
-}
-
-// writeNote is write, running the backoffice after it or, when backoffice
-// is false, leaving that to the caller.
+// writeNote posts a note answering a launch note as the node user, then
+// runs the backoffice (D11, D96) or, when backoffice is false, leaves that
+// to the caller.
 func (r *records) writeNote(ctx context.Context, x *noderepos.Index, launch, text, kind string, backoffice bool) error {
 	where, err := r.replyTo(ctx, x, launch, text)
 	if err != nil {

@@ -579,3 +579,20 @@ func (e *repoEvents) project(ev fsnotify.Event) (project string, gone bool) {
 }
 
 func (e *repoEvents) close() { e.w.Close() }
+
+// AfterWrites is the daemon's own hook work after its own writes
+// (noderepos.OwnHook, D96): for a repository whose only hook is OCX's own
+// command for the agents root agents (OwnCommand), the work (the
+// socket's answer to a hook's ask) in place of the `fossil backoffice`
+// that would run /bin/sh and an ocx-hook asking the daemon back. A
+// repository with another hook beside it is left to its backoffice,
+// which runs them all.
+func AfterWrites(agents string, work func(ctx context.Context, repo string) error) noderepos.OwnHook {
+	return func(ctx context.Context, x *noderepos.Index) (bool, error) {
+		st, err := x.Repo.Hook(ctx)
+		if err != nil || !st.Installed || st.Others > 0 || !OwnCommand(st.Command, agents) {
+			return false, err
+		}
+		return true, work(ctx, x.Path)
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ocx-go/ocx/actors/hookwatch"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/fossilio/noderepos"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
@@ -327,3 +328,55 @@ func TestOwnCommand(t *testing.T) {
 		}
 	}
 }
+
+// AfterWrites takes the hook's work after the daemon's own writes only for
+// a repository whose one hook is OCX's own command for its agents root:
+// not for another command, not with a hook of someone else's beside it
+// (its backoffice runs them all), not for another agents root.
+func TestAfterWritesTakesOnlyItsOwnHook(t *testing.T) {
+	srv := harness.StartServer(t, harness.Options{})
+	agents := t.TempDir()
+	ctx := context.Background()
+	repo, err := fossilio.OpenNode(srv.Repo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { repo.Close() })
+	x := &noderepos.Index{Project: "demo", Path: srv.Repo, Repo: repo}
+	var worked []string
+	work := func(_ context.Context, repo string) error { worked = append(worked, repo); return nil }
+	own := "'/opt/ocx/current/" + host.HookProgram + "' --agents '" + agents + "' --repo %R"
+	install := func(command string) {
+		t.Helper()
+		if err := (&fossilio.Admin{Repository: srv.Repo}).InstallHook(ctx, command); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(what string, root string, want bool) {
+		t.Helper()
+		worked = nil
+		done, err := AfterWrites(root, work)(ctx, x)
+		if err != nil || done != want || (len(worked) == 1) != want {
+			t.Errorf("%s: done %v (%v), worked for %q; want done %v", what, done, err, worked, want)
+		}
+	}
+	check("no hook installed", agents, false)
+	install(own)
+	check("OCX's own command", agents, true)
+	check("another agents root's", t.TempDir(), false)
+	install("/bin/sh /srv/hook.sh %R")
+	check("another command", agents, false)
+	install(own)
+	out, err := srv.Fossil("sql", "-R", srv.Repo, "SELECT value FROM config WHERE name='hooks'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	beside := strings.TrimSuffix(strings.TrimSpace(out), "]") + `,{"type":"after-receive","cmdline":"/bin/true","seq":2}]`
+	if _, err := srv.Fossil("sql", "-R", srv.Repo, "UPDATE config SET value="+sqlQuote(beside)+" WHERE name='hooks'"); err != nil {
+		t.Fatal(err)
+	}
+	check("a hook of someone else's beside it", agents, false)
+}
+
+// sqlQuote quotes s as an SQL string literal.
+func sqlQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
