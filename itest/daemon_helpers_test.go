@@ -239,8 +239,11 @@ type logLine struct {
 	Newest int64  `json:"newest"`
 	Mark   int64  `json:"mark"`
 	Why    string `json:"why"`
-	Ask    string `json:"ask"`
-	From   string `json:"from"`
+	// Dropped and Since: a notice of records dropped.
+	Dropped int64  `json:"dropped"`
+	Since   string `json:"since"`
+	Ask     string `json:"ask"`
+	From    string `json:"from"`
 }
 
 // logIndex is the index in lines of the first line from `from` on that
