@@ -523,6 +523,50 @@ func TestDaemonStopDuringReexec(t *testing.T) {
 	n.waitFor("the session to end", func() bool { return !harness.Alive(serve) })
 }
 
+// TestDaemonStopCaughtBeforeItsExec: a TERM that Go's runtime caught
+// before the exec, but that the daemon's loop had not acted on yet (it
+// goes there through os/signal's goroutine), stops the daemon: the exec
+// first has the loop settle every signal caught (settleSignals), so the
+// old image ends, exit 0, and no new image runs. The test holds the loop
+// (OCXD_TEST_REEXEC_DELAY at "signal") from the moment it takes the TERM
+// until after the exec would have begun (the delay at "checked" ends
+// first, having begun first); before, the exec went on and the stop died
+// with the old image: the new image ran on, as TestNodeAddTakesEffectAtOnce
+// met it.
+func TestDaemonStopCaughtBeforeItsExec(t *testing.T) {
+	needs(t, "ocxd", "workspace")
+	n := newNode(t)
+	d := startDaemonEnv(t, n, program("ocxd"), []string{envReexecDelay + "=2s@checked,signal"}, "--grace", "1s")
+	_, launch, serve, _ := startSession(t, n, d.pid(), "agent-1")
+	n.send("reexec")
+	n.waitLogLine("the old image's delay once the release's ocxd is checked", func(l logLine) bool {
+		return l.Msg == "re-exec: test delay" && l.Point == "checked"
+	})
+	if err := syscall.Kill(d.pid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	n.waitFor("the daemon to end on TERM", d.exited)
+	if st := d.cmd.ProcessState; st.ExitCode() != 0 {
+		t.Errorf("the daemon ended %v, not with exit 0", st)
+	}
+	lines := n.logLines()
+	held := logIndex(lines, 0, func(l logLine) bool { return l.Msg == "re-exec: test delay" && l.Point == "signal" })
+	if held < 0 {
+		t.Errorf("the loop was not held on the TERM:\n%s", n.daemonLog())
+	}
+	if logIndex(lines, 0, func(l logLine) bool { return l.Msg == "re-exec: running the new image" }) >= 0 {
+		t.Errorf("a new image ran after the stop:\n%s", n.daemonLog())
+	}
+	if pid := n.daemonPID(); pid != 0 {
+		t.Errorf("after the stop the lock is held by %d", pid)
+	}
+	if p, ok := n.serving(launch); !ok || p != serve {
+		t.Errorf("the session's workspace serve %d is gone after the daemon's stop (now %d, %v)", serve, p, ok)
+	}
+	n.must("", "session", "stop", "agent-1/demo")
+	n.waitFor("the session to end", func() bool { return !harness.Alive(serve) })
+}
+
 // TestDaemonStopDuringItsExec: a TERM that comes after the old image's
 // last look at its stop, while it execs, is not lost with it: the old
 // image writes it for the new one (AGENTS/ocxd.stopasked), which stops as

@@ -288,7 +288,13 @@ func TestSyncSocketTakesTheAgentsLoginAlone(t *testing.T) {
 		st := n.status()
 		return len(st.Sessions) == 1 && st.Sessions[0].Listening
 	})
+	// The session is spawned before `ocx mcp start` binds its sockets
+	// (the server watches the session's PID), so it may listen first.
 	sock := filepath.Join(n.agents, login, "mcp", "demo", "sync.sock")
+	n.waitFor("the session's sync socket", func() bool {
+		_, err := os.Stat(n.seen(sock))
+		return err == nil
+	})
 	send := func(body string) (int, string, string) {
 		t.Helper()
 		c, err := net.Dial("unix", sock)

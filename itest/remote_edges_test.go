@@ -294,13 +294,12 @@ func TestNodeAddTakesEffectAtOnce(t *testing.T) {
 	n := p2.count()
 	a.result(admin, "thread", "--title", "after the edit", "--text", "a post after node.json was edited")
 	a.waitFor("lab-3's address, now lab-2's target, poked", func() bool { return p2.count() > n })
+	// The edit's own re-exec: the one after the daemon saw the change (an
+	// earlier one, of node add or remove, may still run its course).
 	a.waitFor("the daemon to read node.json again", func() bool {
-		for _, l := range a.logLines()[at:] {
-			if l.Msg == "re-exec: running the new image" {
-				return true
-			}
-		}
-		return false
+		lines := a.logLines()
+		saw := logIndex(lines, at, func(l logLine) bool { return strings.HasPrefix(l.Msg, "node.json changed since the daemon read it") })
+		return saw >= 0 && logIndex(lines, saw, func(l logLine) bool { return l.Msg == "re-exec: running the new image" }) >= 0
 	})
 }
 

@@ -65,14 +65,16 @@ type Options struct {
 	// the old image waits this long after pausing, before it detaches its
 	// children, and the new image as long before it adopts them. It comes
 	// from the environment (envReexecDelay), never from a flag, and is zero
-	// in use. ReexecDelayAt, when set, is the one point it applies to.
+	// in use. ReexecDelayAt, when set, is the points it applies to, each
+	// after a comma.
 	ReexecDelay   time.Duration
 	ReexecDelayAt string
 }
 
 // envReexecDelay names the environment variable that sets ReexecDelay, a
 // duration such as "3s", for every point of the window, or "3s@exec" for
-// the one point named. It is for tests only.
+// the one point named ("3s@checked,signal": for those two). It is for
+// tests only.
 const envReexecDelay = "OCXD_TEST_REEXEC_DELAY"
 
 // ParseEnv reads what the environment sets, through getenv: a value it

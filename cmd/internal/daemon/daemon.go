@@ -120,7 +120,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, unixhost.OSSignals(caughtSignals...)...)
 	defer signal.Stop(sigs)
-	d.sigs = sigs
+	d.sigs, d.settled = sigs, make(chan struct{}, 1)
 	if opts.CPUProfile != "" {
 		stop, err := startCPUProfile(opts.CPUProfile)
 		if err != nil {
@@ -166,6 +166,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 			return nil
 		case sig := <-sigs:
 			if d.signalled(sig, stopped != nil) == sigStop {
+				d.testDelay("signal")
 				stop("stopping on a signal; sessions keep running", slog.String(keySignal, signalName(sig)))
 			}
 		}
@@ -190,6 +191,11 @@ func (d *instance) signalled(sig os.Signal, stopping bool) sigAction {
 		d.logStacks(name)
 	case sigIgnored:
 		d.log.Info("signal ignored: the daemon is stopping", slog.String(keySignal, name))
+	case sigSettle:
+		select {
+		case d.settled <- struct{}{}:
+		default: // one word is enough
+		}
 	default:
 		d.log.Warn("a signal caught that means nothing to the daemon", slog.String(keySignal, name))
 	}

@@ -3,6 +3,8 @@ package daemon
 import (
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +70,9 @@ type instance struct {
 	// asked meanwhile cannot keep the old image, so it tells the new one
 	// (AGENTS/ocxd.stopasked).
 	execing atomic.Bool
+	// settled takes the loop's word that it took settleSignal
+	// (settleSignals).
+	settled chan struct{}
 	// probes asks the release's ocxd its hand-off version as soon as a
 	// re-exec is asked for.
 	probes earlyProbe
@@ -88,7 +93,7 @@ func (s *stepTimes) mark(name string) {
 // tests asked (Options.ReexecDelay), saying so in the log, so that a test
 // can act inside the window for sure.
 func (d *instance) testDelay(point string) {
-	if d.opts.ReexecDelay <= 0 || d.opts.ReexecDelayAt != "" && d.opts.ReexecDelayAt != point {
+	if d.opts.ReexecDelay <= 0 || d.opts.ReexecDelayAt != "" && !slices.Contains(strings.Split(d.opts.ReexecDelayAt, ","), point) {
 		return
 	}
 	d.log.Info("re-exec: test delay", slog.String("point", point), slog.Duration("delay", d.opts.ReexecDelay))

@@ -16,6 +16,7 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
+	"golang.org/x/sys/unix"
 )
 
 // The re-exec (seed 002, "re-exec the daemon"): the node has paused the
@@ -141,6 +142,7 @@ func (d *instance) exec(ctx context.Context, h protocol.Handoff) (string, error)
 	// instruction. A HUP meanwhile asks for the re-exec under way.
 	signal.Ignore(unixhost.OSSignal(host.SIGHUP))
 	d.execing.Store(true)
+	d.settleSignals()
 	if d.stopAsked.Load() {
 		// A stop came while the release was checked: the old image stops,
 		// as asked, rather than exec an image that never heard of it. From
@@ -160,6 +162,44 @@ func (d *instance) exec(ctx context.Context, h protocol.Handoff) (string, error)
 	}
 	d.root.Remove(d.layout.Handoff())
 	return target, x.undo(d, err)
+}
+
+// settleWait bounds settleSignals' wait for the loop, which takes a
+// signal at once unless it has returned.
+const settleWait = 5 * time.Second
+
+// settleSignals returns once the loop has acted on every signal Go's
+// runtime caught before the call, so that a stop among them has set
+// stopAsked (and the old image stops rather than exec) or been written
+// for the new image. Without it, a TERM the runtime caught just before
+// the exec dies with the old image: it goes from the runtime's handler
+// through os/signal's goroutine to the loop, which an exec cuts short.
+// It sends the daemon settleSignal and waits for the loop to take it:
+// the runtime hands the signals it caught on in the order of their
+// numbers, every stopping one (INT, TERM, QUIT) before settleSignal, and
+// the loop takes them from one channel in order. What is left is a stop
+// caught after this returns and not yet acted on when the exec ends the
+// old image: the few instructions to the exec, where it was the whole
+// hop through the two goroutines.
+func (d *instance) settleSignals() {
+	if d.sigs == nil {
+		return
+	}
+	select {
+	case <-d.settled: // an earlier settle's, or one sent from outside
+	default:
+	}
+	if err := unix.Kill(os.Getpid(), unix.Signal(settleSignal)); err != nil {
+		d.log.Warn("re-exec: signals not settled before the exec", actors.ErrAttr(err))
+		return
+	}
+	t := time.NewTimer(settleWait)
+	defer t.Stop()
+	select {
+	case <-d.settled:
+	case <-t.C:
+		d.log.Warn("re-exec: the loop did not settle the signals before the exec", slog.Duration("waited", settleWait))
+	}
 }
 
 // tellNewImageToStop is a stop's word to the image an exec under way

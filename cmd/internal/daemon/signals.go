@@ -23,6 +23,9 @@ const (
 	// sigIgnored: caught, and nothing done but a log line: a HUP or a
 	// second stop while the daemon stops.
 	sigIgnored
+	// sigSettle: the daemon's own settleSignal, which an exec raises to
+	// know the loop acted on every signal caught before it.
+	sigSettle
 )
 
 func (a sigAction) String() string {
@@ -39,6 +42,8 @@ func (a sigAction) String() string {
 		return "stacks"
 	case sigIgnored:
 		return "ignored"
+	case sigSettle:
+		return "settle"
 	}
 	return "unknown"
 }
@@ -49,8 +54,13 @@ func (a sigAction) String() string {
 // the lock: HUP, INT and TERM would end it, QUIT would dump its goroutines
 // and exit 2, each leaving the pipe's name behind. PIPE is left to Go.
 var caughtSignals = []host.Signal{
-	host.SIGHUP, host.SIGINT, host.SIGTERM, host.SIGQUIT, host.SIGUSR1, host.SIGUSR2,
+	host.SIGHUP, host.SIGINT, host.SIGTERM, host.SIGQUIT, host.SIGUSR1, host.SIGUSR2, settleSignal,
 }
+
+// settleSignal is the signal the daemon sends itself before an exec
+// (settleSignals): a real-time one, SIGRTMIN+6 as glibc counts, which
+// nothing else sends a daemon, numbered above every signal that stops it.
+const settleSignal host.Signal = 40
 
 // actionOf is what sig means to the daemon; stopping says its stop has
 // begun (no re-exec starts then, and a second stop adds nothing).
@@ -70,6 +80,8 @@ func actionOf(sig host.Signal, stopping bool) sigAction {
 		return sigMemory
 	case host.SIGUSR2:
 		return sigStacks
+	case settleSignal:
+		return sigSettle
 	}
 	return sigLeft
 }

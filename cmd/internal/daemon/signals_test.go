@@ -23,6 +23,7 @@ func TestSignalActions(t *testing.T) {
 		{host.SIGPIPE, sigLeft, sigLeft},
 		{17, sigLeft, sigLeft}, // SIGCHLD
 		{28, sigLeft, sigLeft}, // SIGWINCH
+		{settleSignal, sigSettle, sigSettle},
 	} {
 		name := c.sig.String()
 		if got := actionOf(c.sig, false); got != c.running {
