@@ -16,7 +16,6 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
-	"golang.org/x/sys/unix"
 )
 
 // The re-exec (seed 002, "re-exec the daemon"): the node has paused the
@@ -189,7 +188,7 @@ func (d *instance) settleSignals() {
 	case <-d.settled: // an earlier settle's, or one sent from outside
 	default:
 	}
-	if err := unix.Kill(os.Getpid(), unix.Signal(settleSignal)); err != nil {
+	if err := unixhost.Kill(os.Getpid(), settleSignal); err != nil { // itself: its PID is its own
 		d.log.Warn("re-exec: signals not settled before the exec", actors.ErrAttr(err))
 		return
 	}
