@@ -70,7 +70,7 @@ func startSession(t *testing.T, n *testNode, daemon int, login string) (record, 
 func TestDaemonChildExitsDuringReexec(t *testing.T) {
 	needs(t, "ocxd", "workspace")
 	n := newNode(t)
-	d := startDaemonEnv(t, n, program("ocxd"), []string{envReexecDelay + "=5s"}, "--grace", "1s")
+	d := startDaemonEnv(t, n, program("ocxd"), []string{envReexecDelay + "=5s@detach,adopt"}, "--grace", "1s")
 	recA, launchA, serveA, topA := startSession(t, n, d.pid(), "agent-1")
 	recB, launchB, serveB, topB := startSession(t, n, d.pid(), "agent-2")
 	_, procA := procOf(t, topA)
@@ -497,7 +497,7 @@ func TestDaemonStoppingIsFollowedByTheNext(t *testing.T) {
 func TestDaemonStopDuringReexec(t *testing.T) {
 	needs(t, "ocxd", "workspace")
 	n := newNode(t)
-	d := startDaemonEnv(t, n, program("ocxd"), []string{envReexecDelay + "=2s"}, "--grace", "1s")
+	d := startDaemonEnv(t, n, program("ocxd"), []string{envReexecDelay + "=2s@checked"}, "--grace", "1s")
 	_, launch, serve, _ := startSession(t, n, d.pid(), "agent-1")
 	n.send("reexec")
 	n.waitLogLine("the old image's delay once the release's ocxd is checked", func(l logLine) bool {

@@ -223,7 +223,7 @@ func TestReleaseBrokenDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.waitFor("the daemon to stop", func() bool { return n.daemonPID() == 0 })
-	dd := startDaemonEnv(t, n, filepath.Join(root, "current", "ocxd"), []string{envReexecDelay + "=5s"})
+	dd := startDaemonEnv(t, n, filepath.Join(root, "current", "ocxd"), []string{envReexecDelay + "=2s@checked"})
 	n.must("", "release", "stage", "--from", dirB)
 	r = n.ocx("", "release", "accept", "--wait", "1s") // ocx bounds it below at 1s
 	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "within 1s") {
