@@ -3,10 +3,12 @@ package itest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -593,6 +595,13 @@ func (c *cliNode) turnVersusDirect(b *testing.B, r *fossilio.Repo, run cliRunner
 	home, resume := b.TempDir(), ""
 	id := regexp.MustCompile(`"(?:session_id|thread_id)":\s*"([^"]+)"`)
 	var viaOCX, direct []time.Duration
+	// Each turn's stages, by the stand-in's clock: the post's push (the
+	// hook run with it), the push to the CLI's first request to the model
+	// (the wake, the runner, the sandbox, the CLI's start), the model's
+	// requests, and the last one to the answer on the record (the reply's
+	// push); run directly, the start to the first request and the last to
+	// the exit.
+	stages := map[string][]time.Duration{}
 	i := 0
 	for b.Loop() {
 		i++
@@ -601,16 +610,28 @@ func (c *cliNode) turnVersusDirect(b *testing.B, r *fossilio.Repo, run cliRunner
 		if err != nil {
 			b.Fatal(err)
 		}
+		pushed := time.Now()
 		for deadline := time.Now().Add(60 * time.Second); !repliedBy(b, r, login, record, p); time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
 				b.Fatalf("no answer by %s to %s in 60 s", login, p)
 			}
 		}
-		viaOCX = append(viaOCX, time.Since(t0))
+		end := time.Now()
+		viaOCX = append(viaOCX, end.Sub(t0))
+		first, last := c.model.turnSpan(b, t0, end)
+		stages["ocx-push"] = append(stages["ocx-push"], pushed.Sub(t0))
+		stages["ocx-to-model"] = append(stages["ocx-to-model"], first.Sub(pushed))
+		stages["ocx-model"] = append(stages["ocx-model"], last.Sub(first))
+		stages["ocx-after-model"] = append(stages["ocx-after-model"], end.Sub(last))
 		cmd := c.directTurn(b, run, cli, bridge, home, resume, fmt.Sprintf("direct %d", i))
 		t0 = time.Now()
 		out, err := cmd.Output()
-		direct = append(direct, time.Since(t0))
+		end = time.Now()
+		direct = append(direct, end.Sub(t0))
+		first, last = c.model.turnSpan(b, t0, end)
+		stages["direct-to-model"] = append(stages["direct-to-model"], first.Sub(t0))
+		stages["direct-model"] = append(stages["direct-model"], last.Sub(first))
+		stages["direct-after-model"] = append(stages["direct-after-model"], end.Sub(last))
 		if err != nil || !strings.Contains(string(out), "heard") {
 			b.Fatalf("%s run directly: %v\n%s", run.runner, err, out)
 		}
@@ -623,6 +644,29 @@ func (c *cliNode) turnVersusDirect(b *testing.B, r *fossilio.Repo, run cliRunner
 	ocx50, _ := reportTimes(b, "ocx", viaOCX)
 	direct50, _ := reportTimes(b, "direct", direct)
 	b.ReportMetric(float64(ocx50)/float64(direct50), "ocx/direct-p50")
+	for _, name := range slices.Sorted(maps.Keys(stages)) {
+		s := stages[name]
+		slices.Sort(s)
+		b.ReportMetric(float64(percentile(s, 50).Microseconds())/1000, name+"-p50-ms")
+	}
+}
+
+// turnSpan is when the first and the last request of a turn between from
+// and to reached the stand-in; a turn that made none fails.
+func (m *modelStandIn) turnSpan(b *testing.B, from, to time.Time) (first, last time.Time) {
+	for _, q := range m.seen() {
+		if q.At.Before(from) || q.At.After(to) {
+			continue
+		}
+		if first.IsZero() {
+			first = q.At
+		}
+		last = q.At
+	}
+	if first.IsZero() {
+		b.Fatalf("a turn made no request to the model")
+	}
+	return first, last
 }
 
 // directTurn is the command of one turn of cli run directly, as its

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // modelStandIn is a model server on 127.0.0.1 that speaks what the real
@@ -38,6 +39,8 @@ type modelStandIn struct {
 
 // modelRequest is one request to the stand-in, whatever its API.
 type modelRequest struct {
+	// At is when the stand-in read it.
+	At     time.Time
 	API    string // "anthropic", "responses" or "chat"
 	Path   string
 	Query  string // the URL's query, as it reached the stand-in
@@ -186,7 +189,7 @@ func (m *modelStandIn) serve(w http.ResponseWriter, r *http.Request) {
 
 // readModelRequest reads a request of api into one shape.
 func readModelRequest(api string, r *http.Request, body []byte) *modelRequest {
-	req := &modelRequest{API: api, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body, Results: map[string]string{}}
+	req := &modelRequest{At: time.Now(), API: api, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body, Results: map[string]string{}}
 	var v struct {
 		Model    string            `json:"model"`
 		Stream   bool              `json:"stream"`
