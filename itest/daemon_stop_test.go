@@ -488,20 +488,19 @@ func TestDaemonStoppingIsFollowedByTheNext(t *testing.T) {
 	}
 }
 
-// TestDaemonStopDuringReexec: a TERM that comes while a re-exec checks the
-// release's ocxd stops the daemon, as asked: the old image execs nothing
-// and ends (exit 0), its session running on; before, the stop waited
-// behind the exec, and the new image, which knew nothing of it, ran on
-// (D81's TestReceiptPage met it one run in five). The window is widened
-// for the test (OCXD_TEST_REEXEC_DELAY).
-func TestDaemonStopDuringReexec(t *testing.T) {
+// stopInReexec starts a daemon whose re-exec window is widened as delay
+// says (OCXD_TEST_REEXEC_DELAY), with a session under it, asks a re-exec
+// and sends the daemon TERM once the old image waits at point. It
+// returns once the daemon ended with exit 0, with its log; ranOn checks
+// that the lock is free and the session ran on, then stops it.
+func stopInReexec(t *testing.T, delay, point string) (n *testNode, lines []logLine, ranOn func()) {
 	needs(t, "ocxd", "workspace")
-	n := newNode(t)
-	d := startDaemonEnv(t, n, program("ocxd"), []string{envReexecDelay + "=2s@checked"}, "--grace", "1s")
+	n = newNode(t)
+	d := startDaemonEnv(t, n, program("ocxd"), []string{envReexecDelay + "=" + delay}, "--grace", "1s")
 	_, launch, serve, _ := startSession(t, n, d.pid(), "agent-1")
 	n.send("reexec")
-	n.waitLogLine("the old image's delay once the release's ocxd is checked", func(l logLine) bool {
-		return l.Msg == "re-exec: test delay" && l.Point == "checked"
+	n.waitLogLine("the old image's delay at "+point, func(l logLine) bool {
+		return l.Msg == "re-exec: test delay" && l.Point == point
 	})
 	if err := syscall.Kill(d.pid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -510,17 +509,31 @@ func TestDaemonStopDuringReexec(t *testing.T) {
 	if st := d.cmd.ProcessState; st.ExitCode() != 0 {
 		t.Errorf("the daemon ended %v, not with exit 0", st)
 	}
-	if logIndex(n.logLines(), 0, func(l logLine) bool { return l.Msg == "re-exec: running the new image" }) >= 0 {
+	ranOn = func() {
+		if pid := n.daemonPID(); pid != 0 {
+			t.Errorf("after the stop the lock is held by %d", pid)
+		}
+		if p, ok := n.serving(launch); !ok || p != serve {
+			t.Errorf("the session's workspace serve %d is gone after the daemon's stop (now %d, %v)", serve, p, ok)
+		}
+		n.must("", "session", "stop", "agent-1/demo")
+		n.waitFor("the session to end", func() bool { return !harness.Alive(serve) })
+	}
+	return n, n.logLines(), ranOn
+}
+
+// TestDaemonStopDuringReexec: a TERM that comes while a re-exec checks the
+// release's ocxd stops the daemon, as asked: the old image execs nothing
+// and ends (exit 0), its session running on; before, the stop waited
+// behind the exec, and the new image, which knew nothing of it, ran on
+// (D81's TestReceiptPage met it one run in five). The window is widened
+// for the test (OCXD_TEST_REEXEC_DELAY).
+func TestDaemonStopDuringReexec(t *testing.T) {
+	n, lines, ranOn := stopInReexec(t, "2s@checked", "checked")
+	if logIndex(lines, 0, func(l logLine) bool { return l.Msg == "re-exec: running the new image" }) >= 0 {
 		t.Errorf("a new image ran after the stop:\n%s", n.daemonLog())
 	}
-	if pid := n.daemonPID(); pid != 0 {
-		t.Errorf("after the stop the lock is held by %d", pid)
-	}
-	if p, ok := n.serving(launch); !ok || p != serve {
-		t.Errorf("the session's workspace serve %d is gone after the daemon's stop (now %d, %v)", serve, p, ok)
-	}
-	n.must("", "session", "stop", "agent-1/demo")
-	n.waitFor("the session to end", func() bool { return !harness.Alive(serve) })
+	ranOn()
 }
 
 // TestDaemonStopCaughtBeforeItsExec: a TERM that Go's runtime caught
@@ -534,37 +547,14 @@ func TestDaemonStopDuringReexec(t *testing.T) {
 // with the old image: the new image ran on, as TestNodeAddTakesEffectAtOnce
 // met it.
 func TestDaemonStopCaughtBeforeItsExec(t *testing.T) {
-	needs(t, "ocxd", "workspace")
-	n := newNode(t)
-	d := startDaemonEnv(t, n, program("ocxd"), []string{envReexecDelay + "=2s@checked,signal"}, "--grace", "1s")
-	_, launch, serve, _ := startSession(t, n, d.pid(), "agent-1")
-	n.send("reexec")
-	n.waitLogLine("the old image's delay once the release's ocxd is checked", func(l logLine) bool {
-		return l.Msg == "re-exec: test delay" && l.Point == "checked"
-	})
-	if err := syscall.Kill(d.pid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	n.waitFor("the daemon to end on TERM", d.exited)
-	if st := d.cmd.ProcessState; st.ExitCode() != 0 {
-		t.Errorf("the daemon ended %v, not with exit 0", st)
-	}
-	lines := n.logLines()
-	held := logIndex(lines, 0, func(l logLine) bool { return l.Msg == "re-exec: test delay" && l.Point == "signal" })
-	if held < 0 {
+	n, lines, ranOn := stopInReexec(t, "2s@checked,signal", "checked")
+	if logIndex(lines, 0, func(l logLine) bool { return l.Msg == "re-exec: test delay" && l.Point == "signal" }) < 0 {
 		t.Errorf("the loop was not held on the TERM:\n%s", n.daemonLog())
 	}
 	if logIndex(lines, 0, func(l logLine) bool { return l.Msg == "re-exec: running the new image" }) >= 0 {
 		t.Errorf("a new image ran after the stop:\n%s", n.daemonLog())
 	}
-	if pid := n.daemonPID(); pid != 0 {
-		t.Errorf("after the stop the lock is held by %d", pid)
-	}
-	if p, ok := n.serving(launch); !ok || p != serve {
-		t.Errorf("the session's workspace serve %d is gone after the daemon's stop (now %d, %v)", serve, p, ok)
-	}
-	n.must("", "session", "stop", "agent-1/demo")
-	n.waitFor("the session to end", func() bool { return !harness.Alive(serve) })
+	ranOn()
 }
 
 // TestDaemonStopDuringItsExec: a TERM that comes after the old image's
@@ -573,36 +563,14 @@ func TestDaemonStopCaughtBeforeItsExec(t *testing.T) {
 // soon as it runs, sessions untouched, the lock released and the word
 // taken.
 func TestDaemonStopDuringItsExec(t *testing.T) {
-	needs(t, "ocxd", "workspace")
-	n := newNode(t)
-	d := startDaemonEnv(t, n, program("ocxd"), []string{envReexecDelay + "=2s@exec"}, "--grace", "1s")
-	_, launch, serve, _ := startSession(t, n, d.pid(), "agent-1")
-	n.send("reexec")
-	n.waitLogLine("the old image's delay right before its exec", func(l logLine) bool {
-		return l.Msg == "re-exec: test delay" && l.Point == "exec"
-	})
-	if err := syscall.Kill(d.pid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	n.waitFor("the daemon to end on TERM", d.exited)
-	if st := d.cmd.ProcessState; st.ExitCode() != 0 {
-		t.Errorf("the daemon ended %v, not with exit 0", st)
-	}
-	lines := n.logLines()
+	n, lines, ranOn := stopInReexec(t, "2s@exec", "exec")
 	if logIndex(lines, 0, func(l logLine) bool {
 		return strings.HasPrefix(l.Msg, "stopping: the old image was asked to stop during its exec")
 	}) < 0 {
 		t.Errorf("the new image did not say it stopped for the old image's stop:\n%s", n.daemonLog())
 	}
-	if pid := n.daemonPID(); pid != 0 {
-		t.Errorf("after the stop the lock is held by %d", pid)
-	}
 	if _, err := os.Stat(filepath.Join(n.agents, "ocxd.stopasked")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the stop's word is left behind: %v", err)
 	}
-	if p, ok := n.serving(launch); !ok || p != serve {
-		t.Errorf("the session's workspace serve %d is gone after the daemon's stop (now %d, %v)", serve, p, ok)
-	}
-	n.must("", "session", "stop", "agent-1/demo")
-	n.waitFor("the session to end", func() bool { return !harness.Alive(serve) })
+	ranOn()
 }
