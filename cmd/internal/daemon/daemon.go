@@ -86,7 +86,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // node pauses and gathers its state.
 func (d *instance) reexecAsked() {
 	if target, err := d.target(); err == nil {
-		d.probes.start(target)
+		d.probes.Start(target)
 	}
 }
 
@@ -641,7 +641,7 @@ func (d *instance) close() error {
 		}
 		d.sys.Shutdown()
 	}
-	d.probes.wait()
+	d.probes.Wait()
 	if d.runs != nil {
 		d.runs.Close()
 	}

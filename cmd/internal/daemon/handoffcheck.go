@@ -1,20 +1,17 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/reexeccheck"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
-	"github.com/ocx-go/ocx/messages/protocol"
 )
 
 // The proof before the exec (D73): with the hand-off written, the old image
@@ -83,81 +80,19 @@ type refusal struct{ err error }
 func (r *refusal) Error() string { return r.err.Error() }
 func (r *refusal) Unwrap() error { return r.err }
 
-// errPredatesCheck says the release's ocxd was built before
-// --handoff-check: Go's flag package refused the flag by name. Such a
-// release is exec'd unchecked, as before the check; should its daemon end
-// before it records its outcome, the next ensure rolls it back.
-var errPredatesCheck = errors.New("the release's ocxd predates --handoff-check")
-
-// checkTail bounds what is kept of the check's output.
-const checkTail = 4096
-
-// judgeCheck decides the check from how the program ended (err, as
-// exec.Cmd.Run returns it) and what it wrote.
-func judgeCheck(program string, err error, stdout, stderr []byte) error {
-	var exit *exec.ExitError
-	switch {
-	case err == nil && string(bytes.TrimSpace(stdout)) == protocol.HandoffCheckAnswer:
-		return nil
-	case errors.As(err, &exit) && exit.ExitCode() == 2 && bytes.Contains(stderr, []byte("flag provided but not defined: -handoff-check")):
-		return errPredatesCheck
-	case err != nil:
-		return fmt.Errorf("%s --handoff-check: %v: %s", program, err, lastLine(stderr))
-	}
-	return fmt.Errorf("%s --handoff-check answered %q, not %q", program, shorten(string(bytes.TrimSpace(stdout))), protocol.HandoffCheckAnswer)
-}
-
-// lastLine is the last line a program wrote that holds anything.
-func lastLine(b []byte) string {
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	last := strings.TrimSpace(lines[len(lines)-1])
-	if last == "" {
-		return "(it wrote nothing on its standard error)"
-	}
-	return shorten(last)
-}
-
-func shorten(s string) string {
-	if len(s) > 300 {
-		return strings.ToValidUTF8(s[:300], "") + "..."
-	}
-	return s
-}
-
-// tailBuffer keeps the last checkTail bytes written to it.
-type tailBuffer struct{ b []byte }
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.b = append(t.b, p...)
-	if len(t.b) > checkTail {
-		t.b = append(t.b[:0], t.b[len(t.b)-checkTail:]...)
-	}
-	return len(p), nil
-}
-
 // checkTarget runs the check of target on the hand-off just written: nil
-// when it answered right, errPredatesCheck, a *refusal, or an error of the
+// when it answered right, reexeccheck.ErrPredatesCheck, a *refusal, or an error of the
 // old image's own. The descriptors kept for the exec (kept) close on the
 // check's own exec, so that the checked program holds none of them, and
 // are kept again after.
 func (d *instance) checkTarget(ctx context.Context, target string, kept []int) error {
 	unixhost.CloseOnExec(kept...)
-	ctx, cancel := context.WithTimeout(ctx, execTimeout)
-	defer cancel()
-	argv := d.opts.checkArgv(target)
-	cmd := exec.CommandContext(ctx, target, argv[1:]...)
-	cmd.Env = os.Environ()
-	var stdout, stderr tailBuffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if ctx.Err() != nil && err != nil {
-		err = fmt.Errorf("%w (after %s)", err, execTimeout)
-	}
+	err := reexeccheck.Run(ctx, target, d.opts.checkArgv(target))
 	if kerr := unixhost.KeepOnExec(kept...); kerr != nil {
 		return fmt.Errorf("re-exec: after the check: %w", kerr)
 	}
-	switch err := judgeCheck(target, err, stdout.b, stderr.b); {
-	case err == nil, errors.Is(err, errPredatesCheck):
+	switch {
+	case err == nil, errors.Is(err, reexeccheck.ErrPredatesCheck):
 		return err
 	default:
 		return &refusal{fmt.Errorf("the release's ocxd cannot take the hand-off over: %w", err)}

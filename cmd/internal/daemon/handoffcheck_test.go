@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/reexeccheck"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
 )
@@ -36,49 +36,6 @@ func TestHandoffCheckArgs(t *testing.T) {
 	}
 	if _, err := parseArgs([]string{"--handoff-check"}); !errors.As(err, &ue) {
 		t.Errorf("--handoff-check with no agents root: %v", err)
-	}
-}
-
-// exitErr is how a program that exited with code ended, as exec.Cmd.Run
-// returns it.
-func exitErr(t *testing.T, code string) error {
-	t.Helper()
-	err := exec.Command("/bin/sh", "-c", "exit "+code).Run()
-	if err == nil {
-		t.Fatal("no exit error")
-	}
-	return err
-}
-
-// TestJudgeCheck: only the fixed answer passes; a program that failed is
-// refused naming its exit status and its last line of standard error; a
-// release from before the flag is told apart by Go's own refusal of it.
-func TestJudgeCheck(t *testing.T) {
-	if err := judgeCheck("/r/ocxd", nil, []byte(protocol.HandoffCheckAnswer+"\n"), nil); err != nil {
-		t.Errorf("the fixed answer: %v", err)
-	}
-	err := judgeCheck("/r/ocxd", exitErr(t, "1"), nil, []byte("starting\nocxd: cannot run as the daemon\n\n"))
-	if err == nil || !strings.Contains(err.Error(), "/r/ocxd --handoff-check: exit status 1: ocxd: cannot run as the daemon") {
-		t.Errorf("a program that exits 1: %v", err)
-	}
-	if err := judgeCheck("/r/ocxd", exitErr(t, "1"), nil, nil); err == nil || !strings.Contains(err.Error(), "exit status 1: (it wrote nothing") {
-		t.Errorf("a program that exits 1 saying nothing: %v", err)
-	}
-	if err := judgeCheck("/r/ocxd", nil, []byte("ok\n"), nil); err == nil || !strings.Contains(err.Error(), `answered "ok", not`) {
-		t.Errorf("another answer: %v", err)
-	}
-	old := []byte("ocxd: flag provided but not defined: -handoff-check\nusage: ocxd --agents AGENTS\n")
-	if err := judgeCheck("/r/ocxd", exitErr(t, "2"), nil, old); !errors.Is(err, errPredatesCheck) {
-		t.Errorf("a release from before the check: %v", err)
-	}
-	if err := judgeCheck("/r/ocxd", exitErr(t, "1"), nil, old); err == nil || errors.Is(err, errPredatesCheck) {
-		t.Errorf("the words with another exit status: %v", err)
-	}
-	var tail tailBuffer
-	tail.Write([]byte(strings.Repeat("x", 3*checkTail)))
-	tail.Write([]byte("\nthe last\n"))
-	if len(tail.b) != checkTail || lastLine(tail.b) != "the last" {
-		t.Errorf("the tail kept: %d bytes, last line %q", len(tail.b), lastLine(tail.b))
 	}
 }
 
@@ -175,7 +132,7 @@ func TestCheckTarget(t *testing.T) {
 		t.Errorf("a program exiting 1: %v", err)
 	}
 	old := script("old", "echo 'ocxd: flag provided but not defined: -handoff-check' >&2; exit 2")
-	if err := d.checkTarget(context.Background(), old, nil); !errors.Is(err, errPredatesCheck) {
+	if err := d.checkTarget(context.Background(), old, nil); !errors.Is(err, reexeccheck.ErrPredatesCheck) {
 		t.Errorf("a program from before the check: %v", err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio/noderepos"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/procs"
+	"github.com/ocx-go/ocx/host/reexeccheck"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -75,7 +76,7 @@ type instance struct {
 	settled chan struct{}
 	// probes asks the release's ocxd its hand-off version as soon as a
 	// re-exec is asked for.
-	probes earlyProbe
+	probes reexeccheck.Early
 }
 
 // stepTimes are how long each step took since began, for the log: of a

@@ -13,6 +13,7 @@ import (
 	"github.com/ocx-go/ocx/actors"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/daemonclient"
+	"github.com/ocx-go/ocx/host/reexeccheck"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/protocol"
@@ -108,7 +109,7 @@ func (d *instance) exec(ctx context.Context, h protocol.Handoff) (string, error)
 	if err != nil {
 		return "", fmt.Errorf("re-exec: find the release's ocxd: %w", err)
 	}
-	if err := d.probes.check(ctx, target); err != nil {
+	if err := d.probes.Check(ctx, target); err != nil {
 		return target, fmt.Errorf("re-exec: %w", &refusal{err})
 	}
 	st.mark("probe")
@@ -121,7 +122,7 @@ func (d *instance) exec(ctx context.Context, h protocol.Handoff) (string, error)
 		return target, x.undo(d, err)
 	}
 	st.mark("written")
-	if err := d.checkTarget(ctx, target, x.kept); errors.Is(err, errPredatesCheck) {
+	if err := d.checkTarget(ctx, target, x.kept); errors.Is(err, reexeccheck.ErrPredatesCheck) {
 		d.log.Warn("re-exec: the release's ocxd predates --handoff-check; exec'd unchecked", slog.String("program", target))
 	} else if err != nil {
 		d.root.Remove(d.layout.Handoff())
