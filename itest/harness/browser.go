@@ -26,8 +26,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -180,16 +182,50 @@ func StartBrowser(t testing.TB) *Browser {
 
 	// The first step starts the browser and binds it to ctx, so it has no
 	// deadline of its own; a timer ends the browser if it does not start.
-	startTimer := time.AfterFunc(30*time.Second, tabCancel)
+	// What its processes wait on when it does not start is kept for the
+	// failure (once seen under load, with nothing printed: issue 42).
+	var stuck atomic.Pointer[string]
+	startTimer := time.AfterFunc(30*time.Second, func() {
+		ps := browserProcs(dir)
+		stuck.Store(&ps)
+		tabCancel()
+	})
 	err = chromedp.Do(ctx, chromedp.Func(b.setup))
 	startTimer.Stop()
 	if err != nil {
-		t.Fatalf("harness: start %s: %v\n%s", exe, err, b.output.String())
+		var ps string
+		if p := stuck.Load(); p != nil {
+			ps = "its processes after 30 s, each with its state and what it waits in (wchan):\n" + *p
+		}
+		t.Fatalf("harness: start %s: %v\n%s%s", exe, err, b.output.String(), ps)
 	}
 	if p := chromedp.FromContext(ctx).Browser.Process(); p != nil {
 		b.PID = p.Pid
 	}
 	return b
+}
+
+// browserProcs describes the browser's processes (those naming its
+// directory dir): each one's PID, state, the kernel function it waits in
+// and its type, one a line.
+func browserProcs(dir string) string {
+	var b strings.Builder
+	for _, p := range pidsNaming(dir) {
+		pid := strconv.Itoa(p.pid)
+		state, _, _ := readStat(p.pid)
+		wchan, _ := os.ReadFile("/proc/" + pid + "/wchan")
+		cmdline, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+		// Chromium rewrites its command line, spaces for NULs.
+		args := strings.Fields(strings.ReplaceAll(string(cmdline), "\x00", " "))
+		kind := "browser"
+		for _, a := range args {
+			if v, ok := strings.CutPrefix(a, "--type="); ok {
+				kind = v
+			}
+		}
+		fmt.Fprintf(&b, "  %s %c %s (%s)\n", pid, state, wchan, kind)
+	}
+	return b.String()
 }
 
 // browserHome makes the browser's own home, XDG dirs, temporary dir and
