@@ -81,10 +81,10 @@ func (r *refusal) Error() string { return r.err.Error() }
 func (r *refusal) Unwrap() error { return r.err }
 
 // checkTarget runs the check of target on the hand-off just written: nil
-// when it answered right, reexeccheck.ErrPredatesCheck, a *refusal, or an error of the
-// old image's own. The descriptors kept for the exec (kept) close on the
-// check's own exec, so that the checked program holds none of them, and
-// are kept again after.
+// when it answered right, reexeccheck.ErrPredatesCheck, a *refusal, or an
+// error of the old image's own. The descriptors kept for the exec (kept)
+// close on the check's own exec, so that the checked program holds none
+// of them, and are kept again after.
 func (d *instance) checkTarget(ctx context.Context, target string, kept []int) error {
 	unixhost.CloseOnExec(kept...)
 	err := reexeccheck.Run(ctx, target, d.opts.checkArgv(target))
