@@ -248,6 +248,7 @@ type logLine struct {
 	Since   string `json:"since"`
 	Ask     string `json:"ask"`
 	From    string `json:"from"`
+	Vouched int    `json:"vouched"`
 }
 
 // logIndex is the index in lines of the first line from `from` on that

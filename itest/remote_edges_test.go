@@ -398,7 +398,7 @@ func TestPokesCarryTheSecret(t *testing.T) {
 	a := serverNode(t)
 	startDaemon(t, a, program("ocxd"), "--log-level", "debug")
 	b := newRemoteNode(t, a, "lab-p", remoteOpts{host: true, every: "1h", poke: "on"})
-	startDaemon(t, b, program("ocxd"))
+	startDaemon(t, b, program("ocxd"), "--log-level", "debug")
 	b.waitLogLine("the first pull", func(l logLine) bool {
 		return strings.HasPrefix(l.Msg, "the clone of a project served from another host is fresh")
 	})
@@ -413,9 +413,26 @@ func TestPokesCarryTheSecret(t *testing.T) {
 		return n
 	}
 
+	// pulls says what pulls the node began from its log's line from on.
+	pulls := func(from int) []string {
+		var why []string
+		for _, l := range b.logLines()[from:] {
+			if l.Msg == "pull" {
+				why = append(why, l.Why)
+			}
+		}
+		return why
+	}
+
 	// The server's hook pokes, with the secret: the post is pulled at once
-	// (the node's timer is an hour).
+	// (the node's timer is an hour). The pull asks its receipt page after
+	// the post is in the clone, and logs "pulled" once it is answered: the
+	// refused pokes below begin after that, so that page is not counted.
+	from := len(b.logLines())
 	post := a.result(a.srv.AdminLogin, "thread", "--title", "poked", "--text", "pull me")
+	b.waitFor("the post's pull vouched for", func() bool {
+		return logIndex(b.logLines(), from, func(l logLine) bool { return l.Msg == "pulled" && l.Vouched > 0 }) >= 0
+	})
 	clone := filepath.Join(filepath.Dir(b.agents), "clone", "demo.fossil")
 	a.waitFor("the post in the poked node's clone", func() bool {
 		r, err := fossilio.OpenNode(clone, nil)
@@ -444,7 +461,7 @@ func TestPokesCarryTheSecret(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	mark := len(a.logLines())
+	mark, markB := len(a.logLines()), len(b.logLines())
 	for end := time.Now().Add(time.Second); time.Now().Before(end); {
 		for _, auth := range []string{"", "Bearer " + strings.Repeat("0", 40)} {
 			if code := poke(auth); code != http.StatusUnauthorized {
@@ -453,7 +470,7 @@ func TestPokesCarryTheSecret(t *testing.T) {
 		}
 	}
 	if n := pages(mark); n != 0 {
-		t.Errorf("refused pokes made the node pull: the server rendered %d receipt pages", n)
+		t.Errorf("refused pokes made the node pull: the server rendered %d receipt pages; the node began pulls for %q", n, pulls(markB))
 	}
 
 	mark = len(a.logLines())
