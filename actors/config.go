@@ -18,7 +18,7 @@ type Config struct {
 	// RecentLaunches is how many handled launch notes each workspace remembers.
 	RecentLaunches int
 	// OrderWait bounds how long a run's started waits for the runs before
-	// it (RunSchedule): past it, the run is started out of the server's
+	// it (runSchedule): past it, the run is started out of the server's
 	// order, and the log names the run it did not wait for any longer.
 	OrderWait time.Duration
 }

@@ -76,7 +76,7 @@ func isResult(m protocol.DaemonMessage) bool {
 	return ok
 }
 
-func errAttr(err error) slog.Attr { return slog.String(KeyError, err.Error()) }
+func errAttr(err error) slog.Attr { return slog.String(keyError, err.Error()) }
 
 func wsAttr(w messages.WorkspaceKey) slog.Attr { return slog.String(KeyWorkspace, w.String()) }
 

@@ -14,14 +14,14 @@ const (
 	KeyHash      = "hash"
 	keyEffect    = "effect"
 	keyMessage   = "message"
-	KeyError     = "error"
+	keyError     = "error"
 	KeyRun       = "run"
 )
 
-// ErrAttr is the log attribute of an error (KeyError); none for nil.
+// ErrAttr is the log attribute of an error (keyError); none for nil.
 func ErrAttr(err error) slog.Attr {
 	if err == nil {
 		return slog.Attr{}
 	}
-	return slog.String(KeyError, err.Error())
+	return slog.String(keyError, err.Error())
 }

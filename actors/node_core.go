@@ -27,13 +27,13 @@ const (
 	nodeExecing
 )
 
-// NodeCore decides for the root of the tree: it reads the pipe's lines (a
+// nodeCore decides for the root of the tree: it reads the pipe's lines (a
 // duplicate post is handled once), classifies posts and hands launch notes and
 // check-ins to workspaces, starting them on demand; it hands each child's
 // exit to the workspace the reaper spawned it for; it adopts the sessions found at start; and it runs the
 // re-exec: pause the inputs, gather every actor's settled state, exec with it,
 // and on failure resume everything as it was.
-type NodeCore struct {
+type nodeCore struct {
 	base
 	cfg         Config
 	recent      *recentSet
@@ -52,7 +52,7 @@ type NodeCore struct {
 	runs map[string]bool
 	// sched decides when each run has its turns: its user's slot and its
 	// started (D86).
-	sched  *RunSchedule
+	sched  *runSchedule
 	phase  nodePhase
 	paused bool
 	// resuming says a ResumeInputs is in flight; a new pause waits for it,
@@ -66,9 +66,9 @@ type NodeCore struct {
 }
 
 // newNodeCore makes the root's core.
-func newNodeCore(cfg Config) *NodeCore {
+func newNodeCore(cfg Config) *nodeCore {
 	cfg = cfg.withDefaults()
-	c := &NodeCore{
+	c := &nodeCore{
 		cfg:         cfg,
 		recent:      newRecentSet(cfg.RecentHashes, nil),
 		classifying: map[string]bool{},
@@ -79,10 +79,10 @@ func newNodeCore(cfg Config) *NodeCore {
 }
 
 // Start does nothing: a Boot or a Restore comes first.
-func (c *NodeCore) Start(time.Time) []protocol.DaemonEffect { return nil }
+func (c *nodeCore) Start(time.Time) []protocol.DaemonEffect { return nil }
 
 // Step takes one message.
-func (c *NodeCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.DaemonEffect {
+func (c *nodeCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.DaemonEffect {
 	c.settle(msg)
 	switch m := msg.(type) {
 	case protocol.LineRead:
@@ -141,7 +141,7 @@ func (c *NodeCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.Da
 	return c.take()
 }
 
-func (c *NodeCore) lineRead(m protocol.LineRead) {
+func (c *nodeCore) lineRead(m protocol.LineRead) {
 	if c.phase == nodeRunning {
 		c.dispatch(m.Line)
 		return
@@ -156,7 +156,7 @@ func (c *NodeCore) lineRead(m protocol.LineRead) {
 	}
 }
 
-func (c *NodeCore) runsChecked(m protocol.RunsChecked) {
+func (c *nodeCore) runsChecked(m protocol.RunsChecked) {
 	if m.Err != nil {
 		c.log(slog.LevelError, "the node's runs could not be checked", errAttr(m.Err))
 	}
@@ -170,13 +170,13 @@ func (c *NodeCore) runsChecked(m protocol.RunsChecked) {
 // "") are to be given, when the node has a run's actor to give it to: once
 // an artifact of it arrived, and once at start for what arrived while no
 // daemon ran (seed 004, section 9).
-func (c *NodeCore) readDeliveries(repository string) {
+func (c *nodeCore) readDeliveries(repository string) {
 	if len(c.runs) > 0 {
 		c.emit(protocol.ReadDeliveries{Repository: repository})
 	}
 }
 
-func (c *NodeCore) deliveriesRead(m protocol.DeliveriesRead) {
+func (c *nodeCore) deliveriesRead(m protocol.DeliveriesRead) {
 	if m.Err != nil {
 		c.log(slog.LevelWarn, "the sessions' deliveries cannot be read; they are read again at the next arrival", errAttr(m.Err))
 	}
@@ -185,7 +185,7 @@ func (c *NodeCore) deliveriesRead(m protocol.DeliveriesRead) {
 	}
 }
 
-func (c *NodeCore) runStartChecked(m protocol.RunStartChecked) {
+func (c *nodeCore) runStartChecked(m protocol.RunStartChecked) {
 	switch {
 	case m.Err != nil:
 		c.log(slog.LevelError, "a start of a manual run could not be checked", slog.String(KeyRun, m.Run), errAttr(m.Err))
@@ -199,7 +199,7 @@ func (c *NodeCore) runStartChecked(m protocol.RunStartChecked) {
 
 // launchResolved adopts a session found at start whose launch note
 // describes it.
-func (c *NodeCore) launchResolved(m protocol.LaunchResolved) {
+func (c *nodeCore) launchResolved(m protocol.LaunchResolved) {
 	if m.Gone {
 		c.goneResolved(m)
 		return
@@ -226,7 +226,7 @@ func (c *NodeCore) launchResolved(m protocol.LaunchResolved) {
 // goneResolved hands a session that ended while no daemon ran to its
 // workspace, whose session actor writes its end (D76); one whose launch
 // note cannot be read is left, its spawned record kept for the next start.
-func (c *NodeCore) goneResolved(m protocol.LaunchResolved) {
+func (c *nodeCore) goneResolved(m protocol.LaunchResolved) {
 	err := m.Err
 	switch {
 	case err != nil:
@@ -246,7 +246,7 @@ func (c *NodeCore) goneResolved(m protocol.LaunchResolved) {
 	c.tellWorkspace(m.Proc.Workspace, protocol.AdoptSession{Proc: m.Proc, Launch: *m.Launch, Gone: true})
 }
 
-func (c *NodeCore) snapshotRequest(m protocol.SnapshotRequest) {
+func (c *nodeCore) snapshotRequest(m protocol.SnapshotRequest) {
 	if c.collect != nil {
 		c.collect.requests = append(c.collect.requests, m.Request)
 		return
@@ -254,7 +254,7 @@ func (c *NodeCore) snapshotRequest(m protocol.SnapshotRequest) {
 	c.beginCollect(false, []int{m.Request})
 }
 
-func (c *NodeCore) inputsPaused(m protocol.InputsPaused) {
+func (c *nodeCore) inputsPaused(m protocol.InputsPaused) {
 	if c.phase != nodePausing {
 		return
 	}
@@ -267,7 +267,7 @@ func (c *NodeCore) inputsPaused(m protocol.InputsPaused) {
 	c.remainder = append([]byte(nil), m.Remainder...)
 }
 
-func (c *NodeCore) inputsResumed(m protocol.InputsResumed) {
+func (c *nodeCore) inputsResumed(m protocol.InputsResumed) {
 	c.resuming = false
 	if m.Err != nil {
 		c.log(slog.LevelError, "the inputs could not be resumed", errAttr(m.Err))
@@ -278,7 +278,7 @@ func (c *NodeCore) inputsResumed(m protocol.InputsResumed) {
 	}
 }
 
-func (c *NodeCore) execFailed(m protocol.ExecFailed) {
+func (c *nodeCore) execFailed(m protocol.ExecFailed) {
 	if c.phase != nodeExecing {
 		return
 	}
@@ -291,7 +291,7 @@ func (c *NodeCore) execFailed(m protocol.ExecFailed) {
 
 // childStopped forgets a run's or a workspace's actor that stopped
 // unexpectedly.
-func (c *NodeCore) childStopped(m protocol.ChildStopped) {
+func (c *nodeCore) childStopped(m protocol.ChildStopped) {
 	if m.Addr.Kind == protocol.ActorRun && c.runs[m.Addr.Run] {
 		c.log(slog.LevelError, "a run's actor stopped unexpectedly; its ended may not be written", runAttr(m.Addr.Run))
 		delete(c.runs, m.Addr.Run)
@@ -308,7 +308,7 @@ func (c *NodeCore) childStopped(m protocol.ChildStopped) {
 	}
 }
 
-func (c *NodeCore) dispatch(l pipe.Line) {
+func (c *nodeCore) dispatch(l pipe.Line) {
 	switch l := l.(type) {
 	case pipe.PostLine:
 		if c.recent.has(l.Hash) || c.classifying[l.Hash] {
@@ -337,7 +337,7 @@ func (c *NodeCore) dispatch(l pipe.Line) {
 
 // classifiedInOrder acts on a classification once every post read before
 // it has been acted on.
-func (c *NodeCore) classifiedInOrder(m protocol.ArtifactClassified) {
+func (c *nodeCore) classifiedInOrder(m protocol.ArtifactClassified) {
 	if !c.classifying[m.Hash] {
 		c.classified(m)
 		return
@@ -360,7 +360,7 @@ func (c *NodeCore) classifiedInOrder(m protocol.ArtifactClassified) {
 	}
 }
 
-func (c *NodeCore) classified(m protocol.ArtifactClassified) {
+func (c *nodeCore) classified(m protocol.ArtifactClassified) {
 	delete(c.classifying, m.Hash)
 	defer func() {
 		// After the artifact's own event: a run it brings is no session
@@ -406,7 +406,7 @@ func (c *NodeCore) classified(m protocol.ArtifactClassified) {
 
 // exited hands a child's exit to the workspace the reaper spawned it for.
 // The workspace's core orders it after its spawn's result.
-func (c *NodeCore) exited(m protocol.ProcessExited) {
+func (c *nodeCore) exited(m protocol.ProcessExited) {
 	if m.Workspace == (messages.WorkspaceKey{}) {
 		c.log(slog.LevelWarn, "exit of a child spawned for no workspace dropped", pidAttr(m.Proc))
 		return
@@ -414,7 +414,7 @@ func (c *NodeCore) exited(m protocol.ProcessExited) {
 	c.tellWorkspace(m.Workspace, m)
 }
 
-func (c *NodeCore) boot(m protocol.Boot) {
+func (c *nodeCore) boot(m protocol.Boot) {
 	for _, p := range m.Found {
 		if p.Verb == "serve" && p.Launch != "" {
 			c.emit(protocol.ResolveLaunch{Proc: p})
@@ -433,7 +433,7 @@ func (c *NodeCore) boot(m protocol.Boot) {
 // record names, or a `workspace serve` of its launch) is found and adopted
 // as any is; every other ended while no daemon ran, and its launch is read
 // so that its end is written. Each launch is taken once.
-func (c *NodeCore) foundGone(spawned []protocol.Spawned, found []protocol.ProcInfo) {
+func (c *nodeCore) foundGone(spawned []protocol.Spawned, found []protocol.ProcInfo) {
 	seen := map[string]bool{}
 	for _, s := range spawned {
 		if seen[s.Launch] {
@@ -465,7 +465,7 @@ func runsOn(s protocol.Spawned, found []protocol.ProcInfo) (protocol.ProcInfo, b
 
 // foundRuns starts the actors of the runs the wiring found in the node's
 // care, or lost, when the daemon starts or a re-exec's new image does.
-func (c *NodeCore) foundRuns(runs []protocol.RunActorState) {
+func (c *nodeCore) foundRuns(runs []protocol.RunActorState) {
 	for _, st := range runs {
 		if st.InCare && st.StartedCounts && st.Facts.Slot != "" {
 			// Its started counts: it holds its user's slot until it
@@ -484,7 +484,7 @@ func (c *NodeCore) foundRuns(runs []protocol.RunActorState) {
 // on demand: from the state the event brings, or in state none. A run's
 // actor stays once its run ended, taking anything and doing nothing, so a
 // late stop or a second arrival changes nothing.
-func (c *NodeCore) routeRun(r protocol.RunRouted) {
+func (c *nodeCore) routeRun(r protocol.RunRouted) {
 	if r.Run == "" {
 		c.log(slog.LevelWarn, "a run event naming no run dropped", slog.String(keyMessage, r.String()))
 		return
@@ -506,7 +506,7 @@ func (c *NodeCore) routeRun(r protocol.RunRouted) {
 // what waits on its branch (D42): its queue is derived from the record, so a
 // check-in that arrived while no daemon ran is found, and one with a result
 // is not. A listener of a `stays` session launches nothing and is left out.
-func (c *NodeCore) lookAtQueues(ls []protocol.ListenedBranch) {
+func (c *nodeCore) lookAtQueues(ls []protocol.ListenedBranch) {
 	for _, l := range ls {
 		if l.Listener.Lifetime != messages.Completes {
 			continue
@@ -519,7 +519,7 @@ func (c *NodeCore) lookAtQueues(ls []protocol.ListenedBranch) {
 // collection the workspace is asked again after this message: an answer it
 // gave or will give to an earlier request may predate what the message
 // makes it do.
-func (c *NodeCore) tellWorkspace(w messages.WorkspaceKey, m protocol.DaemonMessage) {
+func (c *nodeCore) tellWorkspace(w messages.WorkspaceKey, m protocol.DaemonMessage) {
 	addr := protocol.WorkspaceAddr(w)
 	if !c.workspaces[w] {
 		c.workspaces[w] = true
@@ -531,7 +531,7 @@ func (c *NodeCore) tellWorkspace(w messages.WorkspaceKey, m protocol.DaemonMessa
 	}
 }
 
-func (c *NodeCore) workspaceList() []messages.WorkspaceKey {
+func (c *nodeCore) workspaceList() []messages.WorkspaceKey {
 	ws := make([]messages.WorkspaceKey, 0, len(c.workspaces))
 	for w := range c.workspaces {
 		ws = append(ws, w)
@@ -542,7 +542,7 @@ func (c *NodeCore) workspaceList() []messages.WorkspaceKey {
 
 // ---- re-exec ----
 
-func (c *NodeCore) reexec() {
+func (c *nodeCore) reexec() {
 	if c.phase != nodeRunning {
 		c.log(slog.LevelInfo, "re-exec already under way")
 		return
@@ -558,7 +558,7 @@ func (c *NodeCore) reexec() {
 }
 
 // advance moves a re-exec or a snapshot on when what it waits for is done.
-func (c *NodeCore) advance() {
+func (c *nodeCore) advance() {
 	c.maybeFinish()
 	if c.phase == nodePausing && c.paused && c.awaiting == 0 && c.collect == nil {
 		c.log(slog.LevelInfo, "re-exec: gathering the actors' state")
@@ -568,7 +568,7 @@ func (c *NodeCore) advance() {
 	}
 }
 
-func (c *NodeCore) beginCollect(freeze bool, requests []int) {
+func (c *nodeCore) beginCollect(freeze bool, requests []int) {
 	c.seq++
 	c.collect = newCollection(c.seq, freeze)
 	c.collect.requests = requests
@@ -578,14 +578,14 @@ func (c *NodeCore) beginCollect(freeze bool, requests []int) {
 	}
 }
 
-func (c *NodeCore) collected(m protocol.StateCollected) {
+func (c *nodeCore) collected(m protocol.StateCollected) {
 	if c.collect == nil || m.Workspace == nil || !c.collect.answer(m) {
 		return
 	}
 	c.collect.parts[m.Workspace.Workspace] = *m.Workspace
 }
 
-func (c *NodeCore) maybeFinish() {
+func (c *nodeCore) maybeFinish() {
 	if c.collect == nil || len(c.collect.waiting) > 0 || c.awaiting > 0 {
 		return
 	}
@@ -602,7 +602,7 @@ func (c *NodeCore) maybeFinish() {
 }
 
 // handoff builds the hand-off from the node's state and the collected parts.
-func (c *NodeCore) handoff() protocol.Handoff {
+func (c *nodeCore) handoff() protocol.Handoff {
 	h := protocol.Handoff{
 		OCX:           protocol.HandoffKind,
 		Version:       protocol.HandoffVersion,
@@ -630,7 +630,7 @@ func (c *NodeCore) handoff() protocol.Handoff {
 
 // resume goes back to running after a failed re-exec: the lines kept for the
 // new image are acted on, in order, then the inputs restart.
-func (c *NodeCore) resume() {
+func (c *nodeCore) resume() {
 	c.phase = nodeRunning
 	c.paused = false
 	lines := c.deferred
@@ -648,7 +648,7 @@ func (c *NodeCore) resume() {
 // sessions and listeners, the exits held back for the exec (each to the
 // workspace whose session it ends), then the lines the old image kept, in
 // order.
-func (c *NodeCore) restore(h protocol.Handoff) {
+func (c *nodeCore) restore(h protocol.Handoff) {
 	for _, r := range h.Recent {
 		c.recent.add(r)
 	}
@@ -675,6 +675,6 @@ func (c *NodeCore) restore(h protocol.Handoff) {
 }
 
 // Quiescent reports whether the node waits for no result.
-func (c *NodeCore) Quiescent() bool { return c.awaiting == 0 }
+func (c *nodeCore) Quiescent() bool { return c.awaiting == 0 }
 
-func (c *NodeCore) addr() protocol.ActorAddr { return protocol.NodeAddr() }
+func (c *nodeCore) addr() protocol.ActorAddr { return protocol.NodeAddr() }

@@ -18,7 +18,7 @@ import (
 
 // nodeModel is what the node's history must add up to.
 type nodeModel struct {
-	c   *NodeCore
+	c   *nodeCore
 	now time.Time
 
 	started   map[messages.WorkspaceKey]bool

@@ -38,12 +38,12 @@ type RunBootDecision struct {
 
 // DecideRunBoot decides, from what the host reports, which runs the node
 // restores at a start: for each fresh project, each run in its care, and
-// each its check (RunsLost, seed 004 section 10's last paragraph) ends
+// each its check (runsLost, seed 004 section 10's last paragraph) ends
 // lost; each stale project waits.
 func DecideRunBoot(projects []RunBootProject) RunBootDecision {
 	var d RunBootDecision
-	var onRecord []RunOnRecord
-	var care []RunInCare
+	var onRecord []runOnRecord
+	var care []runInCare
 	var runs []protocol.RunActorState
 	for _, p := range projects {
 		if !p.Fresh {
@@ -51,15 +51,15 @@ func DecideRunBoot(projects []RunBootProject) RunBootDecision {
 			continue
 		}
 		for _, st := range p.Runs {
-			onRecord = append(onRecord, RunOnRecord{Hash: st.Facts.Hash, StartedCounts: st.StartedCounts, EndedCounts: st.EndedCounts})
+			onRecord = append(onRecord, runOnRecord{Hash: st.Facts.Hash, StartedCounts: st.StartedCounts, EndedCounts: st.EndedCounts})
 			if st.InCare {
-				care = append(care, RunInCare{Hash: st.Facts.Hash, Alive: st.Alive, StartsEach: st.Facts.StartsEach()})
+				care = append(care, runInCare{Hash: st.Facts.Hash, Alive: st.Alive, StartsEach: st.Facts.StartsEach()})
 			}
 			runs = append(runs, st)
 		}
 	}
 	lost := map[string]string{}
-	for _, l := range RunsLost(onRecord, care) {
+	for _, l := range runsLost(onRecord, care) {
 		lost[l.Hash] = l.Note
 	}
 	for _, st := range runs {

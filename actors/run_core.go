@@ -57,7 +57,7 @@ type RunKept struct {
 	LaunchedAt    time.Time
 	Proc          int
 	Alive         bool
-	Given         RunGiven
+	Given         runGiven
 	Queue         []protocol.RunDelivery
 	// Cause is what came first of a stop (stopped) and the wall (budget),
 	// once the node acted on it, and CauseNote its note: the node keeps it
@@ -76,12 +76,12 @@ type runDecision struct {
 	Note    string
 }
 
-// RunCore decides a run's life (seed 004, section 10): from its arrival,
+// runCore decides a run's life (seed 004, section 10): from its arrival,
 // through started and its process or processes, to exactly one ended. It
 // writes started before any launch, so that a process is launched at most
 // once for a run, and it decides ended once, from what came first of a
 // stop, the wall and the process's exit.
-type RunCore struct {
+type runCore struct {
 	base
 	cfg   Config
 	run   string
@@ -92,7 +92,7 @@ type RunCore struct {
 	values map[string]string
 	// startInFlight and endInFlight: a write of started or ended is out.
 	startInFlight, endInFlight bool
-	// The run's turns, which the node gives (RunSchedule, D86): slotAsked
+	// The run's turns, which the node gives (runSchedule, D86): slotAsked
 	// and startAsked say it waits for its user's slot or its turn to write
 	// started; slotHeld that it holds the slot, until it leaves the
 	// node's care; startSettled that it told the node its started is
@@ -122,7 +122,7 @@ type RunCore struct {
 	cause     runmsg.RunOutcome
 	causeNote string
 
-	given RunGiven
+	given runGiven
 	queue []protocol.RunDelivery
 
 	// The decision, once made.
@@ -136,20 +136,20 @@ type RunCore struct {
 
 // newRunCore makes the core of the run with this hash, which has not
 // arrived yet: it is in state none.
-func newRunCore(cfg Config, run string) *RunCore {
-	return &RunCore{cfg: cfg.withDefaults(), run: run, facts: protocol.RunFacts{Hash: run}}
+func newRunCore(cfg Config, run string) *runCore {
+	return &runCore{cfg: cfg.withDefaults(), run: run, facts: protocol.RunFacts{Hash: run}}
 }
 
-// RestoreRunCore rebuilds a run's core from its message's facts, the record
+// restoreRunCore rebuilds a run's core from its message's facts, the record
 // and what the node keeps (section 4); Start then arms what it needs. A run
 // in care whose started does not count never launched (a launch waits for
 // started on the record), so it is prepared again; one whose started counts
 // but which has no live process (and is not a session between processes)
-// waits for the node's check (RunsLost) to say RunNotInCare.
-func RestoreRunCore(cfg Config, facts protocol.RunFacts, k RunKept) *RunCore {
-	c := &RunCore{cfg: cfg.withDefaults(), run: facts.Hash, facts: facts, inCare: k.InCare, given: k.Given}
+// waits for the node's check (runsLost) to say RunNotInCare.
+func restoreRunCore(cfg Config, facts protocol.RunFacts, k RunKept) *runCore {
+	c := &runCore{cfg: cfg.withDefaults(), run: facts.Hash, facts: facts, inCare: k.InCare, given: k.Given}
 	// A run in care whose started counts holds its user's slot: the node
-	// gave it to it (RunSchedule.Hold).
+	// gave it to it (runSchedule.Hold).
 	c.slotHeld = k.InCare && k.StartedCounts && facts.Slot != ""
 	switch {
 	case k.EndedCounts:
@@ -184,7 +184,7 @@ func RestoreRunCore(cfg Config, facts protocol.RunFacts, k RunKept) *RunCore {
 // Start arms what a restored state needs: the care to release of an ended
 // run, the preparation to do again, the wall timer, the stop to carry out,
 // the next delivery's process.
-func (c *RunCore) Start(now time.Time) []protocol.DaemonEffect {
+func (c *runCore) Start(now time.Time) []protocol.DaemonEffect {
 	switch c.phase {
 	case runEnded:
 		if c.inCare {
@@ -226,8 +226,8 @@ func (c *RunCore) Start(now time.Time) []protocol.DaemonEffect {
 }
 
 // Kept is what the node keeps of the run while it is in its care (section
-// 4), for RestoreRunCore; the record's part is read from the repository.
-func (c *RunCore) Kept() RunKept {
+// 4), for restoreRunCore; the record's part is read from the repository.
+func (c *runCore) Kept() RunKept {
 	k := RunKept{
 		StartedCounts: !c.launchedAt.IsZero(), InCare: c.inCare, LaunchedAt: c.launchedAt,
 		Proc: c.proc, Alive: c.running, Given: c.given, Queue: append([]protocol.RunDelivery(nil), c.queue...),
@@ -245,14 +245,14 @@ func (c *RunCore) Kept() RunKept {
 }
 
 // Ended says ended is written (or given up on): the core does nothing more.
-func (c *RunCore) Ended() bool { return c.phase == runEnded }
+func (c *runCore) Ended() bool { return c.phase == runEnded }
 
 // Outcome is the decided outcome, empty until it is decided.
-func (c *RunCore) Outcome() runmsg.RunOutcome { return c.outcome }
+func (c *runCore) Outcome() runmsg.RunOutcome { return c.outcome }
 
 // State is the run's state in table 10's words: none, waiting, started or
 // ended (ended once decided).
-func (c *RunCore) State() string {
+func (c *runCore) State() string {
 	switch c.phase {
 	case runNone, runPreparing, runWriting:
 		return "none"
@@ -265,7 +265,7 @@ func (c *RunCore) State() string {
 }
 
 // Step takes one message. An ended run takes anything and does nothing.
-func (c *RunCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.DaemonEffect {
+func (c *runCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.DaemonEffect {
 	c.settle(msg)
 	if c.phase == runEnded {
 		return nil
@@ -304,7 +304,7 @@ func (c *RunCore) Step(now time.Time, msg protocol.DaemonMessage) []protocol.Dae
 }
 
 // arrived: table 10, rows 1 to 3.
-func (c *RunCore) arrived(m protocol.RunArrived) {
+func (c *runCore) arrived(m protocol.RunArrived) {
 	if c.phase != runNone || c.inCare || c.stop {
 		c.log(slog.LevelInfo, "the run arrived again; ignored", runAttr(c.run))
 		return
@@ -323,7 +323,7 @@ func (c *RunCore) arrived(m protocol.RunArrived) {
 }
 
 // startRequested: table 10, row 4.
-func (c *RunCore) startRequested(m protocol.RunStartRequested) {
+func (c *runCore) startRequested(m protocol.RunStartRequested) {
 	switch {
 	case c.phase != runWaiting:
 		c.log(slog.LevelInfo, "a start of a run that does not wait for one; ignored", runAttr(c.run), slog.String("state", c.phase.String()))
@@ -337,7 +337,7 @@ func (c *RunCore) startRequested(m protocol.RunStartRequested) {
 }
 
 // begin takes the run into care and makes layers 2 to 4.
-func (c *RunCore) begin() {
+func (c *runCore) begin() {
 	c.inCare = true
 	c.emit(protocol.RunTakeIntoCare{Run: c.run})
 	c.phase = runPreparing
@@ -346,8 +346,8 @@ func (c *RunCore) begin() {
 
 // prepare makes layers 2 to 4, once the run holds its user's slot if its
 // password step sets the user's password (seed 004 §5): the node gives it
-// the slot (RunSchedule), and while it waits the runs after it go on.
-func (c *RunCore) prepare() {
+// the slot (runSchedule), and while it waits the runs after it go on.
+func (c *runCore) prepare() {
 	if c.facts.Slot != "" && !c.slotHeld {
 		c.slotAsked = true
 		c.tell(protocol.NodeAddr(), protocol.RunTurnRequested{Run: c.run, Turn: protocol.RunTurnSlot, User: c.facts.Slot})
@@ -357,7 +357,7 @@ func (c *RunCore) prepare() {
 }
 
 // turnGiven: the node gave the run the turn it asked for.
-func (c *RunCore) turnGiven(m protocol.RunTurnGiven) {
+func (c *runCore) turnGiven(m protocol.RunTurnGiven) {
 	switch {
 	case m.Turn == protocol.RunTurnSlot && c.slotAsked && c.phase == runPreparing:
 		c.slotAsked, c.slotHeld = false, true
@@ -372,7 +372,7 @@ func (c *RunCore) turnGiven(m protocol.RunTurnGiven) {
 
 // release takes the run out of the node's care, and gives back its
 // user's slot, or ends its wait for it.
-func (c *RunCore) release() {
+func (c *runCore) release() {
 	c.inCare = false
 	c.emit(protocol.RunRelease{Run: c.run})
 	c.doneWithSlot()
@@ -380,7 +380,7 @@ func (c *RunCore) release() {
 
 // doneWithSlot tells the node the run no longer holds or waits for its
 // user's slot.
-func (c *RunCore) doneWithSlot() {
+func (c *runCore) doneWithSlot() {
 	if c.slotHeld || c.slotAsked {
 		c.slotHeld, c.slotAsked = false, false
 		c.tell(protocol.NodeAddr(), protocol.RunTurnDone{Run: c.run, Turn: protocol.RunTurnSlot})
@@ -389,7 +389,7 @@ func (c *RunCore) doneWithSlot() {
 
 // doneWithStart tells the node, once, that the run's started is written
 // or that it ends: the runs after it in the server's order go on.
-func (c *RunCore) doneWithStart() {
+func (c *runCore) doneWithStart() {
 	if !c.startSettled && !c.facts.At.IsZero() {
 		c.startSettled = true
 		c.tell(protocol.NodeAddr(), protocol.RunTurnDone{Run: c.run, Turn: protocol.RunTurnStarted})
@@ -397,7 +397,7 @@ func (c *RunCore) doneWithStart() {
 }
 
 // stopRequested: table 10, rows 5, 8 and 11.
-func (c *RunCore) stopRequested(m protocol.RunStopRequested) {
+func (c *runCore) stopRequested(m protocol.RunStopRequested) {
 	if !m.Privileged {
 		c.log(slog.LevelWarn, "a stop by a user holding neither admin nor setup; ignored", runAttr(c.run), slog.String("by", m.By))
 		return
@@ -436,7 +436,7 @@ func (c *RunCore) stopRequested(m protocol.RunStopRequested) {
 	}
 }
 
-func (c *RunCore) prepared(m protocol.RunPrepared) {
+func (c *runCore) prepared(m protocol.RunPrepared) {
 	if c.phase != runPreparing {
 		c.log(slog.LevelWarn, "a preparation's result out of turn; ignored", runAttr(c.run))
 		return
@@ -454,8 +454,8 @@ func (c *RunCore) prepared(m protocol.RunPrepared) {
 }
 
 // writeStarted writes started once the node gives the run its turn, in the
-// server's order (RunSchedule); a run with no place in it writes at once.
-func (c *RunCore) writeStarted() {
+// server's order (runSchedule); a run with no place in it writes at once.
+func (c *runCore) writeStarted() {
 	if !c.facts.At.IsZero() {
 		c.startAsked = true
 		c.tell(protocol.NodeAddr(), protocol.RunTurnRequested{Run: c.run, Turn: protocol.RunTurnStarted, Project: c.facts.Project, At: c.facts.At})
@@ -464,7 +464,7 @@ func (c *RunCore) writeStarted() {
 	c.writeStartedNow()
 }
 
-func (c *RunCore) writeStartedNow() {
+func (c *runCore) writeStartedNow() {
 	c.startAttempts++
 	c.startInFlight = true
 	c.emit(protocol.RunWriteStarted{Run: c.run, Values: c.values, Attempt: c.startAttempts})
@@ -472,7 +472,7 @@ func (c *RunCore) writeStartedNow() {
 
 // startedWritten: started is on the record, so the command may be launched
 // (for a node on another host, the server has it).
-func (c *RunCore) startedWritten(now time.Time, m protocol.RunStartedWritten) {
+func (c *runCore) startedWritten(now time.Time, m protocol.RunStartedWritten) {
 	if c.phase != runWriting || !c.startInFlight {
 		c.log(slog.LevelWarn, "a started write's result out of turn; ignored", runAttr(c.run))
 		return
@@ -511,7 +511,7 @@ func (c *RunCore) startedWritten(now time.Time, m protocol.RunStartedWritten) {
 	c.launch(nil)
 }
 
-func (c *RunCore) launch(d *protocol.RunDelivery) {
+func (c *runCore) launch(d *protocol.RunDelivery) {
 	c.proc++
 	c.running, c.killSent = true, false
 	c.emit(protocol.RunLaunch{Run: c.run, Proc: c.proc, Delivery: d})
@@ -524,7 +524,7 @@ func (c *RunCore) launch(d *protocol.RunDelivery) {
 }
 
 // next launches a process for the first delivery waiting, if none runs.
-func (c *RunCore) next() {
+func (c *runCore) next() {
 	if c.running || c.keeping || c.cause != "" || len(c.queue) == 0 {
 		return
 	}
@@ -533,7 +533,7 @@ func (c *RunCore) next() {
 	c.launch(&d)
 }
 
-func (c *RunCore) armWall(now time.Time) {
+func (c *runCore) armWall(now time.Time) {
 	if c.facts.Wall <= 0 {
 		return
 	}
@@ -542,14 +542,14 @@ func (c *RunCore) armWall(now time.Time) {
 	c.emit(protocol.RunStartTimer{Run: c.run, Purpose: protocol.RunTimerWall, Seq: c.seq, After: max(c.launchedAt.Add(c.facts.Wall).Sub(now), 0)})
 }
 
-func (c *RunCore) retry() {
+func (c *runCore) retry() {
 	c.seq++
 	c.retrySeq = c.seq
 	c.emit(protocol.RunStartTimer{Run: c.run, Purpose: protocol.RunTimerRetry, Seq: c.seq, After: c.cfg.RetryAfter})
 }
 
 // pastWall ends the run past its wall: its process first, if one runs.
-func (c *RunCore) pastWall() {
+func (c *runCore) pastWall() {
 	c.wallSeq = 0
 	c.cause = runmsg.RunBudget
 	c.causeNote = fmt.Sprintf("wall: past limits.wall of %s, counted from the launch at %s", c.facts.Wall, c.launchedAt.UTC().Format(time.RFC3339))
@@ -562,7 +562,7 @@ func (c *RunCore) pastWall() {
 }
 
 // endProcess sends TERM to the running process, and KILL after the grace.
-func (c *RunCore) endProcess() {
+func (c *runCore) endProcess() {
 	c.emit(protocol.RunEndProcess{Run: c.run, Proc: c.proc, Signal: protocol.SigTERM})
 	c.seq++
 	c.graceSeq = c.seq
@@ -570,7 +570,7 @@ func (c *RunCore) endProcess() {
 }
 
 // delivered: table 10, rows 6 and 7.
-func (c *RunCore) delivered(d protocol.RunDelivery) {
+func (c *runCore) delivered(d protocol.RunDelivery) {
 	switch {
 	case c.phase != runStarted:
 		c.log(slog.LevelInfo, "a delivery for a run that is not started; ignored", runAttr(c.run), slog.String("delivery", d.String()), slog.String("state", c.phase.String()))
@@ -597,7 +597,7 @@ func (c *RunCore) delivered(d protocol.RunDelivery) {
 }
 
 // deliveriesRead gives the run what was read for it after its launch.
-func (c *RunCore) deliveriesRead(m protocol.DeliveriesRead) {
+func (c *runCore) deliveriesRead(m protocol.DeliveriesRead) {
 	if m.Err != nil {
 		c.log(slog.LevelWarn, "the session's deliveries cannot be read; they are read again at the next arrival", runAttr(c.run), errAttr(m.Err))
 	}
@@ -609,7 +609,7 @@ func (c *RunCore) deliveriesRead(m protocol.DeliveriesRead) {
 }
 
 // exited: table 10, rows 9 to 11.
-func (c *RunCore) exited(m protocol.RunProcessExited) {
+func (c *runCore) exited(m protocol.RunProcessExited) {
 	if c.phase != runStarted || !c.running || m.Proc != c.proc {
 		c.log(slog.LevelInfo, "an exit of no process of the run's that runs; ignored", runAttr(c.run), slog.Int("proc", m.Proc))
 		return
@@ -636,7 +636,7 @@ func (c *RunCore) exited(m protocol.RunProcessExited) {
 	}
 }
 
-func (c *RunCore) keepLogs() {
+func (c *runCore) keepLogs() {
 	c.keepInFlight = true
 	c.emit(protocol.RunKeepLogs{Run: c.run, Proc: c.proc})
 }
@@ -645,7 +645,7 @@ func (c *RunCore) keepLogs() {
 // (section 8.2). A write the server was not there for is tried again for
 // as long as it takes, as ended is; any other failure is tried again up
 // to the attempts of ended, then given up, logged, and the run goes on.
-func (c *RunCore) logsKept(m protocol.RunLogsKept) {
+func (c *runCore) logsKept(m protocol.RunLogsKept) {
 	if !c.keeping || !c.keepInFlight || m.Proc != c.proc {
 		c.log(slog.LevelWarn, "a kept logs' result out of turn; ignored", runAttr(c.run))
 		return
@@ -673,9 +673,9 @@ func (c *RunCore) logsKept(m protocol.RunLogsKept) {
 	}
 }
 
-// notInCare: table 10, row 12. The node's check (RunsLost) is the one that
+// notInCare: table 10, row 12. The node's check (runsLost) is the one that
 // finds it; a run whose process the core knows runs is not lost.
-func (c *RunCore) notInCare(m protocol.RunNotInCare) {
+func (c *runCore) notInCare(m protocol.RunNotInCare) {
 	if c.phase != runStarted || c.running || c.keeping {
 		c.log(slog.LevelWarn, "the run is not lost: it is not started, or its process runs", runAttr(c.run), slog.String("state", c.phase.String()))
 		return
@@ -691,7 +691,7 @@ func (c *RunCore) notInCare(m protocol.RunNotInCare) {
 	c.decide(runmsg.RunLost, nil, note)
 }
 
-func (c *RunCore) timer(now time.Time, m protocol.RunTimerFired) {
+func (c *runCore) timer(now time.Time, m protocol.RunTimerFired) {
 	if m.Seq == 0 {
 		return
 	}
@@ -725,7 +725,7 @@ func (c *RunCore) timer(now time.Time, m protocol.RunTimerFired) {
 
 // decide makes the run's one decision: its outcome, then ended once the
 // last process's kept logs are written.
-func (c *RunCore) decide(o runmsg.RunOutcome, exit *int, note string) {
+func (c *runCore) decide(o runmsg.RunOutcome, exit *int, note string) {
 	if c.phase >= runEnding {
 		return
 	}
@@ -744,13 +744,13 @@ func (c *RunCore) decide(o runmsg.RunOutcome, exit *int, note string) {
 	}
 }
 
-func (c *RunCore) writeEnded() {
+func (c *runCore) writeEnded() {
 	c.endAttempts++
 	c.endInFlight = true
 	c.emit(protocol.RunWriteEnded{Run: c.run, Outcome: c.outcome, Exit: c.exit, Note: c.note, Attempt: c.endAttempts})
 }
 
-func (c *RunCore) endedWritten(m protocol.RunEndedWritten) {
+func (c *runCore) endedWritten(m protocol.RunEndedWritten) {
 	if c.phase != runEnding || !c.endInFlight {
 		c.log(slog.LevelWarn, "an ended write's result out of turn; ignored", runAttr(c.run))
 		return
@@ -776,10 +776,10 @@ func (c *RunCore) endedWritten(m protocol.RunEndedWritten) {
 
 func runAttr(h string) slog.Attr { return slog.String(KeyRun, h) }
 
-func (c *RunCore) addr() protocol.ActorAddr { return protocol.RunAddr(c.run) }
+func (c *runCore) addr() protocol.ActorAddr { return protocol.RunAddr(c.run) }
 
 // runKept is what the node keeps of a run, as the wiring found it at start.
 func runKept(s protocol.RunActorState) RunKept {
 	return RunKept{StartedCounts: s.StartedCounts, StopCounts: s.StopCounts, EndedCounts: s.EndedCounts,
-		InCare: s.InCare, LaunchedAt: s.LaunchedAt, Proc: s.Proc, Alive: s.Alive, Given: RunGiven{Last: s.Given}}
+		InCare: s.InCare, LaunchedAt: s.LaunchedAt, Proc: s.Proc, Alive: s.Alive, Given: runGiven{Last: s.Given}}
 }

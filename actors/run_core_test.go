@@ -282,7 +282,7 @@ func TestRunLifeTable(t *testing.T) {
 			now := runT0
 			c := newRunCore(runCfg, runH)
 			if tc.state == "restored" {
-				c = RestoreRunCore(runCfg, protocol.RunFacts{Hash: runH}, RunKept{StartedCounts: true, LaunchedAt: runT0})
+				c = restoreRunCore(runCfg, protocol.RunFacts{Hash: runH}, RunKept{StartedCounts: true, LaunchedAt: runT0})
 				if got := runLines(c.Start(now)); len(got) != 0 {
 					t.Fatalf("Start: %q", got)
 				}
@@ -320,7 +320,7 @@ func join2(steps []runStep, more ...runStep) []runStep { return append(steps, mo
 // stop, ended), the node's care, the processes alive, the effects whose
 // results are due, and what came first of the things that end a run.
 type runModel struct {
-	c     *RunCore
+	c     *runCore
 	facts protocol.RunFacts
 	now   time.Time
 
@@ -345,7 +345,7 @@ type runModel struct {
 
 	pos        int64
 	sent       []protocol.RunDelivery
-	given      RunGiven
+	given      runGiven
 	accepted   []protocol.RunDelivery // for a session whose deliveries is start
 	started    []string               // the deliveries processes were launched for, in order
 	feedWanted *protocol.RunDelivery  // the delivery a feed must deliver in this step
@@ -354,7 +354,7 @@ type runModel struct {
 	wantExit int
 	ended    bool
 
-	// The run's turns, as the node gives them (RunSchedule): it asks for
+	// The run's turns, as the node gives them (runSchedule): it asks for
 	// its user's slot, holds it, asks for its turn to write started, has
 	// it.
 	slotAsked, slotHeld, startAsked, startTurn bool
@@ -569,11 +569,11 @@ func (m *runModel) restart(t *rapid.T) {
 	m.prepare, m.startWrite, m.endWrite, m.keepLogs, m.timers, m.due, m.wallSeq = false, false, false, nil, nil, nil, 0
 	m.exited, m.keepFailed = map[int]bool{}, map[int]bool{}
 	// The node's schedule starts afresh: it holds the slot of a run in
-	// care whose started counts (RunSchedule.Hold).
+	// care whose started counts (runSchedule.Hold).
 	m.slotAsked, m.startAsked, m.startTurn = false, false, false
 	m.slotHeld = m.inCare && m.recStarted && m.facts.Slot != ""
 	gaveUp := m.c.Ended() && !m.recEnded
-	m.c = RestoreRunCore(runCfg, m.facts, k)
+	m.c = restoreRunCore(runCfg, m.facts, k)
 	if gaveUp {
 		// Its ended never reached the record: the run is decided afresh,
 		// from what the record says.
@@ -589,11 +589,11 @@ func (m *runModel) restart(t *rapid.T) {
 		m.first(runmsg.RunBudget)
 	}
 	m.apply(t, m.c.Start(m.now))
-	var care []RunInCare
+	var care []runInCare
 	if m.inCare {
-		care = append(care, RunInCare{Hash: runH, Alive: m.alive[m.lastProc], StartsEach: m.facts.StartsEach()})
+		care = append(care, runInCare{Hash: runH, Alive: m.alive[m.lastProc], StartsEach: m.facts.StartsEach()})
 	}
-	for _, l := range RunsLost([]RunOnRecord{{Hash: runH, StartedCounts: m.recStarted, EndedCounts: m.recEnded}}, care) {
+	for _, l := range runsLost([]runOnRecord{{Hash: runH, StartedCounts: m.recStarted, EndedCounts: m.recEnded}}, care) {
 		m.first(runmsg.RunLost)
 		m.step(t, protocol.RunNotInCare{Note: l.Note})
 	}

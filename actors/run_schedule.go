@@ -8,7 +8,7 @@ import (
 	"github.com/ocx-go/ocx/messages/protocol"
 )
 
-// RunSchedule decides, for the node, when each run has its turns (D86):
+// runSchedule decides, for the node, when each run has its turns (D86):
 // its user's slot (seed 004 §5: on the server's node the password step
 // sets the user's password afresh, so it "runs one run at a time for each
 // user"; seed 002: "a watcher that ends hands on the next waiting run of
@@ -20,7 +20,7 @@ import (
 // when it is done (RunTurnDone). A started held back longer than
 // Config.OrderWait is given all the same, and the log names the run it
 // waited for. It is part of the node's core, and pure as every core is.
-type RunSchedule struct {
+type runSchedule struct {
 	base
 	cfg Config
 	// pending are the runs found to begin whose started is not settled,
@@ -52,14 +52,14 @@ type startAsk struct {
 }
 
 // newRunSchedule makes an empty schedule.
-func newRunSchedule(cfg Config) *RunSchedule {
-	return &RunSchedule{cfg: cfg.withDefaults(), pending: map[string]inOrder{}, asks: map[int]startAsk{},
+func newRunSchedule(cfg Config) *runSchedule {
+	return &runSchedule{cfg: cfg.withDefaults(), pending: map[string]inOrder{}, asks: map[int]startAsk{},
 		holder: map[string]string{}, waiting: map[string][]string{}}
 }
 
 // InOrder keeps a run found to begin: the runs of its project after it
 // write their started after its own.
-func (s *RunSchedule) InOrder(run, project string, at protocol.RunPosition) {
+func (s *runSchedule) InOrder(run, project string, at protocol.RunPosition) {
 	if _, ok := s.pending[run]; !ok {
 		s.pending[run] = inOrder{project: project, at: at}
 	}
@@ -67,14 +67,14 @@ func (s *RunSchedule) InOrder(run, project string, at protocol.RunPosition) {
 
 // Hold gives user's slot to run at once, with no wait: a run found in the
 // node's care at a start whose started counts.
-func (s *RunSchedule) Hold(user, run string) {
+func (s *runSchedule) Hold(user, run string) {
 	if s.holder[user] == "" {
 		s.holder[user] = run
 	}
 }
 
 // Step takes a run's ask, a run done with a turn, or an order timer.
-func (s *RunSchedule) Step(now time.Time, msg protocol.DaemonMessage) []protocol.DaemonEffect {
+func (s *runSchedule) Step(now time.Time, msg protocol.DaemonMessage) []protocol.DaemonEffect {
 	switch m := msg.(type) {
 	case protocol.RunTurnRequested:
 		switch m.Turn {
@@ -96,13 +96,13 @@ func (s *RunSchedule) Step(now time.Time, msg protocol.DaemonMessage) []protocol
 	return s.take()
 }
 
-func (s *RunSchedule) give(run, turn string) {
+func (s *runSchedule) give(run, turn string) {
 	s.tell(protocol.RunAddr(run), protocol.RunTurnGiven{Turn: turn})
 }
 
 // askSlot gives user's slot to run, or has it wait behind the runs that
 // asked before it; while it waits, the runs after it go on.
-func (s *RunSchedule) askSlot(run, user string) {
+func (s *runSchedule) askSlot(run, user string) {
 	if h := s.holder[user]; h == "" || h == run {
 		s.holder[user] = run
 		s.give(run, protocol.RunTurnSlot)
@@ -125,7 +125,7 @@ func (s *RunSchedule) askSlot(run, user string) {
 
 // giveSlot gives back the slot run holds, to the next run waiting, or
 // ends run's wait for it.
-func (s *RunSchedule) giveSlot(run string) {
+func (s *runSchedule) giveSlot(run string) {
 	for _, user := range sortedKeys(s.holder) {
 		if s.holder[user] != run {
 			continue
@@ -161,7 +161,7 @@ func (s *RunSchedule) giveSlot(run string) {
 
 // askStarted gives the run its turn to write started at once when no run
 // before it holds it back; otherwise it waits, for at most OrderWait.
-func (s *RunSchedule) askStarted(m protocol.RunTurnRequested) {
+func (s *runSchedule) askStarted(m protocol.RunTurnRequested) {
 	a := startAsk{run: m.Run, project: m.Project, at: m.At}
 	if _, held := s.before(a); !held {
 		s.give(m.Run, protocol.RunTurnStarted)
@@ -179,7 +179,7 @@ func (s *RunSchedule) askStarted(m protocol.RunTurnRequested) {
 
 // settled forgets a run whose started is written, or that ended or left
 // the node's care; the runs it held back go on.
-func (s *RunSchedule) settled(run string) {
+func (s *runSchedule) settled(run string) {
 	if _, ok := s.pending[run]; ok {
 		delete(s.pending, run)
 		s.grant()
@@ -188,7 +188,7 @@ func (s *RunSchedule) settled(run string) {
 
 // grant gives their turn to the runs waiting that nothing holds back now,
 // in the server's order.
-func (s *RunSchedule) grant() {
+func (s *runSchedule) grant() {
 	for _, seq := range s.askOrder() {
 		a := s.asks[seq]
 		if _, held := s.before(a); !held {
@@ -200,7 +200,7 @@ func (s *RunSchedule) grant() {
 
 // orderTimer gives a run its turn past OrderWait, out of the server's
 // order, naming the run it did not wait for any longer.
-func (s *RunSchedule) orderTimer(m protocol.RunTimerFired) {
+func (s *runSchedule) orderTimer(m protocol.RunTimerFired) {
 	a, ok := s.asks[m.Seq]
 	if m.Purpose != protocol.RunTimerOrder || !ok {
 		return
@@ -214,7 +214,7 @@ func (s *RunSchedule) orderTimer(m protocol.RunTimerFired) {
 
 // before is the earliest run, in the server's order, that stands before a
 // in its project and holds it back: the one a log line names.
-func (s *RunSchedule) before(a startAsk) (string, bool) {
+func (s *runSchedule) before(a startAsk) (string, bool) {
 	if a.at.IsZero() {
 		return "", false
 	}
@@ -233,7 +233,7 @@ func (s *RunSchedule) before(a startAsk) (string, bool) {
 
 // askOrder is the seqs of the runs waiting for started, in the server's
 // order (then by hash), so that turns given at once go out in it.
-func (s *RunSchedule) askOrder() []int {
+func (s *runSchedule) askOrder() []int {
 	seqs := make([]int, 0, len(s.asks))
 	for seq := range s.asks {
 		seqs = append(seqs, seq)
@@ -257,8 +257,8 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
-func (s *RunSchedule) addr() protocol.ActorAddr { return protocol.NodeAddr() }
+func (s *runSchedule) addr() protocol.ActorAddr { return protocol.NodeAddr() }
 
 // Start does nothing: the schedule starts empty, and the node holds the
 // slots of the runs it finds (Hold).
-func (s *RunSchedule) Start(time.Time) []protocol.DaemonEffect { return nil }
+func (s *runSchedule) Start(time.Time) []protocol.DaemonEffect { return nil }

@@ -42,7 +42,7 @@ func TestRunScheduleTranscripts(t *testing.T) {
 // numbered as they are asked for.
 type schedTranscript struct {
 	tr     *transcript
-	s      *RunSchedule
+	s      *runSchedule
 	now    time.Time
 	timers map[int]protocol.RunStartTimer
 	next   int
@@ -130,7 +130,7 @@ func (st *schedTranscript) do(cmd string) ([]string, error) {
 // a password step of one of two users or none, each asking for its slot
 // and its started in turn as a run core does.
 type schedModel struct {
-	s   *RunSchedule
+	s   *runSchedule
 	now time.Time
 	// runs are the runs arrived, in the server's order.
 	runs []*schedRun

@@ -37,10 +37,10 @@ const (
 // runFilters lists the filters in table 9's order.
 var runFilters = []string{runFilterSession, runFilterAfter, runFilterKnown, runFilterNoMessage, runFilterNotItsOwn, runFilterWhere, runFilterHeard}
 
-// RunFilter checks an arrival against a run's subscription, the filters in
+// runFilter checks an arrival against a run's subscription, the filters in
 // order, and returns the first that fails, or "" when the arrival is to be
-// given (at most once, in the server's order: RunGiven).
-func RunFilter(s RunSubscription, a protocol.RunArrival) string {
+// given (at most once, in the server's order: runGiven).
+func runFilter(s RunSubscription, a protocol.RunArrival) string {
 	for _, f := range runFilters {
 		if !runPasses(f, s, a) {
 			return f
@@ -87,7 +87,7 @@ func RunDeliveries(s RunSubscription, after protocol.RunPosition, arrivals []pro
 	var out []protocol.RunDelivery
 	last := after
 	for _, a := range arrivals {
-		if a.At.IsZero() || !last.Before(a.At) || RunFilter(s, a) != "" {
+		if a.At.IsZero() || !last.Before(a.At) || runFilter(s, a) != "" {
 			continue
 		}
 		last = a.At
@@ -96,19 +96,19 @@ func RunDeliveries(s RunSubscription, after protocol.RunPosition, arrivals []pro
 	return out
 }
 
-// RunGiven is what the node keeps so that a session is given each artifact
+// runGiven is what the node keeps so that a session is given each artifact
 // at most once, in the server's order (seed 004, section 4): the place of
 // the last artifact given. An artifact at or before it, a replay or one
 // that arrives behind a later one, is not given; nothing else needs to be
 // kept, however long the session runs.
-type RunGiven struct {
+type runGiven struct {
 	Last protocol.RunPosition `json:"last"`
 }
 
 // Give says whether the artifact at this place is to be given, and if so
 // remembers it. An artifact with no place in the server's order is never
 // given.
-func (g *RunGiven) Give(at protocol.RunPosition) bool {
+func (g *runGiven) Give(at protocol.RunPosition) bool {
 	if at.IsZero() || !g.Last.Before(at) {
 		return false
 	}
@@ -116,18 +116,18 @@ func (g *RunGiven) Give(at protocol.RunPosition) bool {
 	return true
 }
 
-// RunOnRecord is a run as the repository says: its hash, and whether its
+// runOnRecord is a run as the repository says: its hash, and whether its
 // started and its ended count (section 3).
-type RunOnRecord struct {
+type runOnRecord struct {
 	Hash          string
 	StartedCounts bool
 	EndedCounts   bool
 }
 
-// RunInCare is a run the node has in its care (section 4): whether a
+// runInCare is a run the node has in its care (section 4): whether a
 // process of it is alive, and whether it is a session whose deliveries is
 // start, which may rightly have no process between its deliveries.
-type RunInCare struct {
+type runInCare struct {
 	Hash       string
 	Alive      bool
 	StartsEach bool
@@ -139,13 +139,13 @@ type runFoundLost struct {
 	Note string
 }
 
-// RunsLost is the node's check of its runs (seed 004, section 10, its last
+// runsLost is the node's check of its runs (seed 004, section 10, its last
 // paragraph), when it starts and whenever its administrator runs it again:
 // each run whose started counts and whose ended does not, and which is not
 // in its care with a live process (or, for a session whose deliveries is
 // start, in its care at all), is to be ended lost, in the record's order.
-func RunsLost(record []RunOnRecord, care []RunInCare) []runFoundLost {
-	byHash := make(map[string]RunInCare, len(care))
+func runsLost(record []runOnRecord, care []runInCare) []runFoundLost {
+	byHash := make(map[string]runInCare, len(care))
 	for _, r := range care {
 		byHash[r.Hash] = r
 	}

@@ -76,7 +76,7 @@ func TestRunFilter(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s, a := with(tc.f)
-			if got := RunFilter(s, a); got != tc.want {
+			if got := runFilter(s, a); got != tc.want {
 				t.Fatalf("RunFilter = %q, want %q", got, tc.want)
 			}
 		})
@@ -94,7 +94,7 @@ func TestRunFilterOrder(t *testing.T) {
 			At: protocol.RunPosition{Receipt: rapid.Int64Range(1, 9).Draw(t, "at")}, From: rapid.SampledFrom([]string{"", "u", "a", "b"}).Draw(t, "from"),
 			HoldsMessage: rapid.Bool().Draw(t, "msg"), Thread: rapid.SampledFrom([]string{"", "T", "X"}).Draw(t, "thread"),
 			Ticket: rapid.SampledFrom([]string{"", "K", "X"}).Draw(t, "ticket"), Branch: rapid.SampledFrom([]string{"trunk", "dev"}).Draw(t, "branch")}
-		got := RunFilter(s, a)
+		got := runFilter(s, a)
 		i := slices.Index(runFilters, got)
 		if got != "" && i < 0 {
 			t.Fatalf("no such filter %q", got)
@@ -133,7 +133,7 @@ func TestRunGivenOnce(t *testing.T) {
 		} else {
 			arrivals = rapid.SliceOfN(rapid.SampledFrom(all), 1, 3*n).Draw(t, "arrivals")
 		}
-		var g RunGiven
+		var g runGiven
 		// A restart keeps g and may replay from anywhere.
 		var given []protocol.RunPosition
 		seen := map[protocol.RunPosition]bool{}
@@ -166,7 +166,7 @@ func TestRunGivenOnce(t *testing.T) {
 // and whose ended does not, and which it does not have in its care with a
 // live process (or, a session between its processes, in its care at all).
 func TestRunsLost(t *testing.T) {
-	record := []RunOnRecord{
+	record := []runOnRecord{
 		{Hash: "A", StartedCounts: true},                    // not in care: lost
 		{Hash: "B", StartedCounts: true},                    // in care, alive
 		{Hash: "C", StartedCounts: true},                    // in care, dead: lost
@@ -175,8 +175,8 @@ func TestRunsLost(t *testing.T) {
 		{Hash: "F"},                      // not started
 		{Hash: "A", StartedCounts: true}, // named twice
 	}
-	care := []RunInCare{{Hash: "B", Alive: true}, {Hash: "C"}, {Hash: "D", StartsEach: true}, {Hash: "F"}}
-	got := RunsLost(record, care)
+	care := []runInCare{{Hash: "B", Alive: true}, {Hash: "C"}, {Hash: "D", StartsEach: true}, {Hash: "F"}}
+	got := runsLost(record, care)
 	var hs []string
 	for _, l := range got {
 		if l.Note == "" {
@@ -187,7 +187,7 @@ func TestRunsLost(t *testing.T) {
 	if !slices.Equal(hs, []string{"A", "C"}) {
 		t.Fatalf("lost %v, want [A C]", hs)
 	}
-	if RunsLost(nil, care) != nil {
+	if runsLost(nil, care) != nil {
 		t.Fatalf("lost with nothing on the record")
 	}
 }
@@ -223,7 +223,7 @@ func TestRunDeliveriesAtMostOnceInOrder(t *testing.T) {
 		last := after
 		j := 0
 		for _, a := range arrivals {
-			passes := RunFilter(s, a) == "" && last.Before(a.At)
+			passes := runFilter(s, a) == "" && last.Before(a.At)
 			if passes {
 				if j >= len(got) || got[j].Hash != a.Hash || got[j].At != a.At || got[j].Line != protocol.RunLine(a) {
 					t.Fatalf("arrival %+v passes but is not delivery %d of %+v", a, j, got)
@@ -235,7 +235,7 @@ func TestRunDeliveriesAtMostOnceInOrder(t *testing.T) {
 		if j != len(got) {
 			t.Fatalf("%d deliveries, want %d: %+v", len(got), j, got)
 		}
-		var g RunGiven
+		var g runGiven
 		g.Last = after
 		for _, d := range got {
 			if !g.Give(d.At) {

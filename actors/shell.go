@@ -114,7 +114,7 @@ func (t *tree) coreFor(e protocol.StartActor) core {
 	case e.Addr.Kind == protocol.ActorBranch && e.Branch != nil:
 		return newBranchCore(t.cfg, *e.Branch)
 	case e.Addr.Kind == protocol.ActorRun && e.Run != nil:
-		return RestoreRunCore(t.cfg, e.Run.Facts, runKept(*e.Run))
+		return restoreRunCore(t.cfg, e.Run.Facts, runKept(*e.Run))
 	case e.Addr.Kind == protocol.ActorRun:
 		return newRunCore(t.cfg, e.Addr.Run)
 	}

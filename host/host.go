@@ -24,8 +24,8 @@ var (
 	ErrPipeFull = errors.New("host: pipe stayed full")
 	// ErrLineTooLong: a line, with its newline, is longer than PipeBuf.
 	ErrLineTooLong = errors.New("host: line is longer than one atomic pipe write")
-	// ErrRefused: a sandbox path reaches the node's own files.
-	ErrRefused = errors.New("host: path reaches the node's own files")
+	// errRefused: a sandbox path reaches the node's own files.
+	errRefused = errors.New("host: path reaches the node's own files")
 	// ErrClosed: the implementation was closed.
 	ErrClosed = errors.New("host: closed")
 )
@@ -133,20 +133,20 @@ type SandboxExit struct {
 	Code int
 }
 
-// Outcome is how a process ended.
-type Outcome string
+// outcome is how a process ended.
+type outcome string
 
 // The outcomes.
 const (
-	OutcomeExited        Outcome = "exited"         // Status is its exit code
-	OutcomeSignaled      Outcome = "signaled"       // Status is 128 + the signal
-	OutcomeSandboxFailed Outcome = "sandbox-failed" // bwrap exited without running the command to its end
-	OutcomeUnknown       Outcome = "unknown"        // not the daemon's child: no status
+	OutcomeExited        outcome = "exited"         // Status is its exit code
+	OutcomeSignaled      outcome = "signaled"       // Status is 128 + the signal
+	OutcomeSandboxFailed outcome = "sandbox-failed" // bwrap exited without running the command to its end
+	OutcomeUnknown       outcome = "unknown"        // not the daemon's child: no status
 )
 
 // Outcome says how the process ended, and its status in the convention of seed
 // 004's ended: the exit code, or 128 + N for signal N.
-func (e Exit) Outcome() (Outcome, int) {
+func (e Exit) Outcome() (outcome, int) {
 	switch {
 	case !e.Known:
 		return OutcomeUnknown, 0

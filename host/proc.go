@@ -140,21 +140,21 @@ func cmdlineLen(argv []string) int {
 	return n
 }
 
-// Verb is how a process names a workspace.
-type Verb string
+// verb is how a process names a workspace.
+type verb string
 
 // The verbs: the three of the workspace program (D1) and bwrap's bind of the
 // workspace directory.
 const (
-	VerbRun   Verb = "run"
-	VerbStart Verb = "start"
-	VerbServe Verb = "serve"
-	VerbBind  Verb = "bind"
+	VerbRun   verb = "run"
+	VerbStart verb = "start"
+	VerbServe verb = "serve"
+	VerbBind  verb = "bind"
 )
 
 // Naming is one workspace a command line names.
 type Naming struct {
-	Verb   Verb
+	Verb   verb
 	Key    messages.WorkspaceKey
 	Root   string // the agents root the command line gives, cleaned
 	Launch string // the launch note's hash (`--launch`), as written; "" if none
@@ -227,7 +227,7 @@ func workspaceNaming(argv []string, l Layout) (Naming, bool) {
 		return Naming{}, false
 	}
 	var n Naming
-	switch v := Verb(argv[1]); v {
+	switch v := verb(argv[1]); v {
 	case VerbRun, VerbStart, VerbServe:
 		n.Verb = v
 	default:

@@ -320,7 +320,7 @@ func TestReleaseOf(t *testing.T) {
 func TestExitOutcome(t *testing.T) {
 	cases := []struct {
 		e      Exit
-		out    Outcome
+		out    outcome
 		status int
 	}{
 		{Exit{Known: true, Code: 3}, OutcomeExited, 3},

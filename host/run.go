@@ -95,9 +95,9 @@ type RunStarter interface {
 // RunHostname is the host name a run's sandbox sees, never the host's.
 const RunHostname = "ocx-run"
 
-// MinProcesses is the least processes limit a sandbox can run with: bwrap's
+// minProcesses is the least processes limit a sandbox can run with: bwrap's
 // own init (PID 1 of the sandbox) counts, and so does the command.
-const MinProcesses = 2
+const minProcesses = 2
 
 // Capabilities are Linux's capability names, by number (linux/capability.h).
 var Capabilities = [...]string{
@@ -195,9 +195,9 @@ func (s RunSupport) Check(sb *RunSandbox, l RunLimits) error {
 	if l.Disk > 0 && s.Disk != "" {
 		return &NotProvidedError{Field: "limits.disk", Why: s.Disk}
 	}
-	if l.Processes > 0 && l.Processes < MinProcesses {
+	if l.Processes > 0 && l.Processes < minProcesses {
 		return &NotProvidedError{Field: "limits.processes",
-			Why: fmt.Sprintf("%d is below %d: the sandbox's own init and the command count", l.Processes, MinProcesses)}
+			Why: fmt.Sprintf("%d is below %d: the sandbox's own init and the command count", l.Processes, minProcesses)}
 	}
 	return nil
 }

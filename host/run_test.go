@@ -235,7 +235,7 @@ func TestNodeFilesCheckRunSandbox(t *testing.T) {
 		}
 		err := n.CheckRunSandbox(sb, resolve)
 		var re *RefusalError
-		if !errors.As(err, &re) || re.Path != c.p || !errors.Is(err, ErrRefused) {
+		if !errors.As(err, &re) || re.Path != c.p || !errors.Is(err, errRefused) {
 			t.Errorf("%s %q: err = %v, want a refusal naming it", c.list, c.p, err)
 		}
 	}

@@ -192,14 +192,14 @@ func absClean(field, p string) error {
 func checkFixed(p string) error {
 	for _, f := range []string{"/proc", "/dev"} {
 		if within(p, f) || within(f, p) {
-			return fmt.Errorf("%w: %q would hide the sandbox's own %s", ErrRefused, p, f)
+			return fmt.Errorf("%w: %q would hide the sandbox's own %s", errRefused, p, f)
 		}
 	}
 	if within("/tmp", p) {
-		return fmt.Errorf("%w: %q would hide the sandbox's own /tmp", ErrRefused, p)
+		return fmt.Errorf("%w: %q would hide the sandbox's own /tmp", errRefused, p)
 	}
 	if within(p, MCPMount) || within(MCPMount, p) {
-		return fmt.Errorf("%w: %q would hide the sandbox's own MCP socket at %s", ErrRefused, p, MCPMount)
+		return fmt.Errorf("%w: %q would hide the sandbox's own MCP socket at %s", errRefused, p, MCPMount)
 	}
 	return nil
 }
@@ -239,7 +239,7 @@ func (e *RefusalError) Error() string {
 }
 
 // Unwrap lets errors.Is(err, ErrRefused) hold.
-func (e *RefusalError) Unwrap() error { return ErrRefused }
+func (e *RefusalError) Unwrap() error { return errRefused }
 
 // Check refuses a resolved path that is, holds or lies within one of the
 // node's own files: a repository (its -journal, -wal and -shm too), the agents
@@ -271,7 +271,7 @@ func (n NodeFiles) check(p string, mode checkMode) error {
 	}
 	if mode != checkRun {
 		if err := checkFixed(p); err != nil {
-			return refuse(strings.TrimPrefix(err.Error(), ErrRefused.Error()+": "))
+			return refuse(strings.TrimPrefix(err.Error(), errRefused.Error()+": "))
 		}
 	}
 	for _, r := range n.Repositories {

@@ -205,7 +205,7 @@ func TestNodeFilesCheck(t *testing.T) {
 	}
 	for _, p := range refused {
 		err := n.Check(p)
-		if !errors.Is(err, ErrRefused) {
+		if !errors.Is(err, errRefused) {
 			t.Errorf("Check(%q) = %v, want refused", p, err)
 			continue
 		}
@@ -218,7 +218,7 @@ func TestNodeFilesCheck(t *testing.T) {
 		t.Errorf("CheckReadOnly(other release) = %v", err)
 	}
 	for _, p := range []string{n.ReleaseRoot + "/releases", n.ReleaseRoot, n.ReleaseRoot + "/staged"} {
-		if err := n.CheckReadOnly(p); !errors.Is(err, ErrRefused) {
+		if err := n.CheckReadOnly(p); !errors.Is(err, errRefused) {
 			t.Errorf("CheckReadOnly(%q) = %v, want refused", p, err)
 		}
 	}
@@ -254,7 +254,7 @@ func TestCheckSandbox(t *testing.T) {
 	} {
 		err := n.CheckSandbox(sb, resolve)
 		var re *RefusalError
-		if !errors.As(err, &re) || !errors.Is(err, ErrRefused) {
+		if !errors.As(err, &re) || !errors.Is(err, errRefused) {
 			t.Errorf("%s: %v, want a RefusalError", name, err)
 			continue
 		}

@@ -47,7 +47,7 @@ import (
 // at a repository (ocxd --hook-watch): the fallback under the file events,
 // which make the watch look Settle after each write. defaultBusy is the bound
 // the hook itself waits for an overlapping run (hook.DefaultLockWait).
-// DefaultSettle is from a write to the look at it: a post's writes take a
+// defaultSettle is from a write to the look at it: a post's writes take a
 // few milliseconds, and a tool's `fossil backoffice` has launched the hook
 // within about 20 ms of its write (D29); defaultRetry how often a look is
 // made again while a run holds the mark; defaultLaunch how long a run Fossil
@@ -55,15 +55,15 @@ import (
 const (
 	DefaultEvery  = 2 * time.Second
 	defaultBusy   = 10 * time.Second
-	DefaultSettle = 50 * time.Millisecond
+	defaultSettle = 50 * time.Millisecond
 	defaultRetry  = 50 * time.Millisecond
 	defaultLaunch = time.Second
-	DefaultQuick  = 5 * time.Millisecond
+	defaultQuick  = 5 * time.Millisecond
 )
 
 // DefaultTimes are the daemon's times, every being --hook-watch.
 func DefaultTimes(every time.Duration) Times {
-	return Times{Every: every, Settle: DefaultSettle, Retry: defaultRetry, Busy: defaultBusy, Launch: defaultLaunch, Quick: DefaultQuick}
+	return Times{Every: every, Settle: defaultSettle, Retry: defaultRetry, Busy: defaultBusy, Launch: defaultLaunch, Quick: defaultQuick}
 }
 
 // Times are the core's durations.

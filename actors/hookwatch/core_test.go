@@ -77,7 +77,7 @@ func runWatchTranscript(t *testing.T, path string) {
 			if core != nil {
 				t.Fatalf("%s:%d: quick after the first message", path, i+1)
 			}
-			times.Quick = DefaultQuick
+			times.Quick = defaultQuick
 			out = append(out, line)
 		case strings.HasPrefix(line, "projects "):
 			if core != nil {
@@ -463,7 +463,7 @@ func TestWatchProperties(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		times := testTimes
 		if rapid.Bool().Draw(rt, "quick") {
-			times.Quick = DefaultQuick
+			times.Quick = defaultQuick
 		}
 		d := newWatchDriverWith(rt, []string{"demo"}, times)
 		d.newest, d.mark, d.fossil = 3, 3, 3

@@ -10,7 +10,7 @@
 // node's, the start) pulls at once when no pull is under way, and once
 // more after the one under way when one is: a burst of kicks makes at
 // most one pull more. A poke of the server's is a kick at most once every
-// PokeGap: one within PokeGap of the last is held until then, and others
+// pokeGap: one within pokeGap of the last is held until then, and others
 // meanwhile join it, so that pokes, even a stranger's with the secret,
 // make no pulls back to back (D81); the timer is not held. An ask is answered by the first pull that began
 // after it, with that pull's outcome: a tool that wrote to the server and
@@ -31,8 +31,8 @@ import (
 // maxBackoff bounds the doubling of the timer after failed pulls.
 const maxBackoff = 8
 
-// PokeGap is the least time between two kicks by pokes of one project.
-const PokeGap = time.Second
+// pokeGap is the least time between two kicks by pokes of one project.
+const pokeGap = time.Second
 
 // Never is a time that is not set.
 const Never time.Duration = -1
@@ -60,7 +60,7 @@ type Kicked struct {
 }
 
 // Poked: the server poked this node: pull every project, at most once
-// every PokeGap.
+// every pokeGap.
 type Poked struct{ At time.Duration }
 
 // Asked: a caller waits for a pull of the project begun after now.
@@ -286,15 +286,15 @@ func (p *project) setAgain(why string) {
 }
 
 // poke kicks a project for a poke, unless a poke kicked it less than
-// PokeGap ago: then the kick is held until PokeGap after that one, and
+// pokeGap ago: then the kick is held until pokeGap after that one, and
 // pokes meanwhile join the one held.
 func (c *core) poke(name string, now time.Duration) {
 	p := c.projects[name]
 	switch {
 	case p.pokeAt != Never:
 		// Joins the poke held.
-	case p.lastPoke != Never && now < p.lastPoke+PokeGap:
-		p.pokeAt = p.lastPoke + PokeGap
+	case p.lastPoke != Never && now < p.lastPoke+pokeGap:
+		p.pokeAt = p.lastPoke + pokeGap
 		p.lastPoke = p.pokeAt
 	default:
 		p.lastPoke = now

@@ -144,7 +144,7 @@ at 1ns asked z #1 -> [answer #1: project "z" is not served from another host]
 //   - the timer is set to when the next pull is due: Every after a
 //     success, doubling after failures up to maxBackoff times, or to a
 //     poke held back, if sooner;
-//   - pokes begin at most two pulls more than one a PokeGap (D81).
+//   - pokes begin at most two pulls more than one a pokeGap (D81).
 func TestPullProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		names := rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"a", "b", "c"}), 1, 3, rapid.ID[string]).Draw(t, "projects")
@@ -332,7 +332,7 @@ func TestPullProperties(t *testing.T) {
 					}
 				}
 				for n, p := range ps {
-					if p.firstPoke != Never && p.poked > 2+int((now-p.firstPoke)/PokeGap) {
+					if p.firstPoke != Never && p.poked > 2+int((now-p.firstPoke)/pokeGap) {
 						t.Fatalf("%s: %d pulls begun by pokes in %s since the first", n, p.poked, now-p.firstPoke)
 					}
 				}

@@ -140,9 +140,9 @@ type Missed struct {
 // stays well within a note's size (strictjson.MaxNoteLen).
 const maxUnheardPosts = 1000
 
-// UnheardNote is one note to write: as Login, on the record, replying to
+// unheardNote is one note to write: as Login, on the record, replying to
 // the first post it names.
-type UnheardNote struct {
+type unheardNote struct {
 	Kind   messages.ListenKind
 	Record string
 	Note   messages.UnheardNote
@@ -152,7 +152,7 @@ type UnheardNote struct {
 // session, record and reason in one run, naming every post in the order
 // given (the server's), at most maxUnheardPosts each. A post named twice
 // for one session is named once.
-func Unheard(missed []Missed) []UnheardNote {
+func Unheard(missed []Missed) []unheardNote {
 	type group struct {
 		ws     messages.WorkspaceKey
 		kind   messages.ListenKind
@@ -174,7 +174,7 @@ func Unheard(missed []Missed) []UnheardNote {
 		}
 		posts[g] = append(posts[g], m.Post)
 	}
-	var out []UnheardNote
+	var out []unheardNote
 	for _, g := range order {
 		all := posts[g]
 		for len(all) > 0 {
@@ -184,14 +184,14 @@ func Unheard(missed []Missed) []UnheardNote {
 			if len(chunk) > 1 {
 				n.Posts = append([]string(nil), chunk...)
 			}
-			out = append(out, UnheardNote{Kind: g.kind, Record: g.record, Note: n})
+			out = append(out, unheardNote{Kind: g.kind, Record: g.record, Note: n})
 		}
 	}
 	return out
 }
 
 // Text words an unheard note's post: a line a person reads, then the block.
-func (u UnheardNote) Text(block []byte) string {
+func (u unheardNote) Text(block []byte) string {
 	what, them := "This post", "it"
 	if n := len(u.Note.All()); n > 1 {
 		what, them = fmt.Sprintf("These %d posts", n), "them"

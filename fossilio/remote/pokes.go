@@ -23,7 +23,7 @@ type PokeTaker interface{ Poked() }
 // compared in constant time), its body read to a bound and ignored, tells
 // the taker and is answered 204; one without it is refused 401 and tells
 // nothing, another method 405. A poke says only "pull now", and the
-// puller takes one at most every pull.PokeGap (D81).
+// puller takes one at most every pull.pokeGap (D81).
 type Pokes struct {
 	srv  *http.Server
 	ln   net.Listener

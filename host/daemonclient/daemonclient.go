@@ -18,10 +18,10 @@ import (
 	"github.com/ocx-go/ocx/messages/pipe"
 )
 
-// Env is the whole environment a daemon started by the hook or a
+// env is the whole environment a daemon started by the hook or a
 // tool gets: nothing of the caller's (the hook's environment is whatever
 // Fossil's backoffice had, fossil-2.21.md 4.4).
-func Env(agents string) []string {
+func env(agents string) []string {
 	return []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + agents, "LANG=C.UTF-8"}
 }
 
@@ -53,7 +53,7 @@ func Ensure(ctx context.Context, layout host.Layout, ocxd string, wait time.Dura
 			// A failed recovery is in the daemon's log; the daemon
 			// starts all the same.
 			_, _ = Recover(layout)
-			if err := startDetached(ctx, ocxd, []string{"--agents", layout.Root()}, Env(layout.Root())); err != nil {
+			if err := startDetached(ctx, ocxd, []string{"--agents", layout.Root()}, env(layout.Root())); err != nil {
 				return started, fmt.Errorf("ensure the daemon runs: %w", err)
 			}
 			started, lastStart = true, time.Now()

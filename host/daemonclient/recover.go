@@ -24,11 +24,11 @@ import (
 // (the hook, the console, any tool), or an accept or rollback that saw the
 // daemon end, rolls the release root's links back to the release the
 // daemon ran before, once, before a daemon starts on them: the decision is
-// DecideRecovery's, the effects Recover's.
+// decideRecovery's, the effects Recover's.
 
-// Rollback is what the release root's links name after a release whose
+// rollback is what the release root's links name after a release whose
 // daemon could not run is rolled back.
-type Rollback struct {
+type rollback struct {
 	// Failed is the release whose daemon could not run.
 	Failed string
 	// Current is what current names after.
@@ -39,11 +39,11 @@ type Rollback struct {
 
 // RollbackLinks puts current back, and previous unless it names the release
 // that failed or current itself: previous never names a release that failed.
-func RollbackLinks(failed, current, previous string) Rollback {
+func RollbackLinks(failed, current, previous string) rollback {
 	if previous == failed || previous == current {
 		previous = ""
 	}
-	return Rollback{Failed: failed, Current: current, Previous: previous}
+	return rollback{Failed: failed, Current: current, Previous: previous}
 }
 
 // recoveryFacts is what the recovery decides on.
@@ -63,27 +63,27 @@ type recoveryFacts struct {
 	FromRuns bool
 }
 
-// DecideRecovery says whether the links are rolled back, and to what; or,
+// decideRecovery says whether the links are rolled back, and to what; or,
 // when not, why not.
-func DecideRecovery(f recoveryFacts) (Rollback, string, bool) {
+func decideRecovery(f recoveryFacts) (rollback, string, bool) {
 	o := f.Outcome
 	switch {
 	case o == nil:
-		return Rollback{}, "no re-exec is recorded", false
+		return rollback{}, "no re-exec is recorded", false
 	case !o.Ended():
-		return Rollback{}, "the last re-exec did not end the daemon", false
+		return rollback{}, "the last re-exec did not end the daemon", false
 	case f.Held:
-		return Rollback{}, "a process holds the daemon's lock", false
+		return rollback{}, "a process holds the daemon's lock", false
 	case o.Release == "" || o.From == "":
-		return Rollback{}, "the re-exec names no release, or not the one the daemon ran before", false
+		return rollback{}, "the re-exec names no release, or not the one the daemon ran before", false
 	case o.From == o.Release:
-		return Rollback{}, fmt.Sprintf("the daemon ran release %s before the re-exec already", o.From), false
+		return rollback{}, fmt.Sprintf("the daemon ran release %s before the re-exec already", o.From), false
 	case f.Current != o.Release:
-		return Rollback{}, fmt.Sprintf("current names %q, not release %s: the links changed since", f.Current, o.Release), false
+		return rollback{}, fmt.Sprintf("current names %q, not release %s: the links changed since", f.Current, o.Release), false
 	case f.CurrentLinked.After(o.At):
-		return Rollback{}, fmt.Sprintf("current was linked again after the re-exec (%s)", f.CurrentLinked.UTC().Format(time.RFC3339Nano)), false
+		return rollback{}, fmt.Sprintf("current was linked again after the re-exec (%s)", f.CurrentLinked.UTC().Format(time.RFC3339Nano)), false
 	case !f.FromRuns:
-		return Rollback{}, fmt.Sprintf("release %s, which the daemon ran before, has no ocxd", o.From), false
+		return rollback{}, fmt.Sprintf("release %s, which the daemon ran before, has no ocxd", o.From), false
 	}
 	prev := f.Previous
 	if f.Undo != "" {
@@ -94,7 +94,7 @@ func DecideRecovery(f recoveryFacts) (Rollback, string, bool) {
 
 // rolledBack is the outcome recorded once the links are rolled back: o's
 // re-exec, with why and what the links name now.
-func rolledBack(o *messages.ReexecOutcome, r Rollback, at time.Time) messages.ReexecOutcome {
+func rolledBack(o *messages.ReexecOutcome, r rollback, at time.Time) messages.ReexecOutcome {
 	why := fmt.Sprintf("its daemon ended before it recorded its outcome (pid %d exec'd %s at %s, and no daemon held the lock after)",
 		o.PID, orNone(o.Target), o.At.UTC().Format(time.RFC3339))
 	if o.State == messages.ReexecExited {
@@ -120,7 +120,7 @@ func orNone(s string) string {
 }
 
 // Recover rolls back, once, the release whose daemon ended before it
-// recorded its outcome (DecideRecovery), holding the daemon's lock
+// recorded its outcome (decideRecovery), holding the daemon's lock
 // meanwhile so that no daemon starts on the links half-moved and no second
 // caller rolls back too; it writes the rolled-back outcome and a line in
 // the daemon's log. It returns that outcome, or nil when nothing was
@@ -177,7 +177,7 @@ func Recover(layout host.Layout) (*messages.ReexecOutcome, error) {
 			f.FromRuns = true
 		}
 	}
-	r, why, ok := DecideRecovery(f)
+	r, why, ok := decideRecovery(f)
 	if !ok {
 		if o.Ended() && o.Release != "" && f.Current == o.Release {
 			logRecovery(layout, slog.LevelWarn, "re-exec: a release whose daemon ended is not rolled back", slog.String("release", o.Release), slog.String("why", why))
@@ -199,7 +199,7 @@ func Recover(layout host.Layout) (*messages.ReexecOutcome, error) {
 
 // ApplyRollback writes r's links: current, then previous (or its removal),
 // then the undo link of the release that failed goes.
-func ApplyRollback(root host.ReleaseRoot, r Rollback) error {
+func ApplyRollback(root host.ReleaseRoot, r rollback) error {
 	if err := unixhost.ReplaceLink(root.Current(), host.RootTarget(r.Current)); err != nil {
 		return fmt.Errorf("roll back release %s: %w", r.Failed, err)
 	}

@@ -34,42 +34,42 @@ func TestDecideRecovery(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		change func(f *recoveryFacts)
-		want   Rollback // zero: no rollback
+		want   rollback // zero: no rollback
 		why    string
 	}{
-		{"pending, with an undo link", func(f *recoveryFacts) {}, Rollback{Failed: relB, Current: relA, Previous: relP0}, ""},
+		{"pending, with an undo link", func(f *recoveryFacts) {}, rollback{Failed: relB, Current: relA, Previous: relP0}, ""},
 		{"exited", func(f *recoveryFacts) {
 			f.Outcome = with(func(o *messages.ReexecOutcome) { o.State = messages.ReexecExited })
 		},
-			Rollback{Failed: relB, Current: relA, Previous: relP0}, ""},
-		{"no undo: previous names the release put back, so it goes", func(f *recoveryFacts) { f.Undo = "" }, Rollback{Failed: relB, Current: relA}, ""},
-		{"no undo, previous another", func(f *recoveryFacts) { f.Undo, f.Previous = "", relP0 }, Rollback{Failed: relB, Current: relA, Previous: relP0}, ""},
-		{"the undo names the release that failed", func(f *recoveryFacts) { f.Undo = relB }, Rollback{Failed: relB, Current: relA}, ""},
-		{"linked the same instant", func(f *recoveryFacts) { f.CurrentLinked = at }, Rollback{Failed: relB, Current: relA, Previous: relP0}, ""},
-		{"no outcome", func(f *recoveryFacts) { f.Outcome = nil }, Rollback{}, "no re-exec"},
+			rollback{Failed: relB, Current: relA, Previous: relP0}, ""},
+		{"no undo: previous names the release put back, so it goes", func(f *recoveryFacts) { f.Undo = "" }, rollback{Failed: relB, Current: relA}, ""},
+		{"no undo, previous another", func(f *recoveryFacts) { f.Undo, f.Previous = "", relP0 }, rollback{Failed: relB, Current: relA, Previous: relP0}, ""},
+		{"the undo names the release that failed", func(f *recoveryFacts) { f.Undo = relB }, rollback{Failed: relB, Current: relA}, ""},
+		{"linked the same instant", func(f *recoveryFacts) { f.CurrentLinked = at }, rollback{Failed: relB, Current: relA, Previous: relP0}, ""},
+		{"no outcome", func(f *recoveryFacts) { f.Outcome = nil }, rollback{}, "no re-exec"},
 		{"ok", func(f *recoveryFacts) {
 			f.Outcome = with(func(o *messages.ReexecOutcome) { o.OK, o.State, o.Error = true, "", "" })
-		}, Rollback{}, "did not end the daemon"},
+		}, rollback{}, "did not end the daemon"},
 		{"refused: the old image runs on", func(f *recoveryFacts) {
 			f.Outcome = with(func(o *messages.ReexecOutcome) { o.State = messages.ReexecRefused })
 		},
-			Rollback{}, "did not end the daemon"},
+			rollback{}, "did not end the daemon"},
 		{"rolled back already: once", func(f *recoveryFacts) {
 			f.Outcome = with(func(o *messages.ReexecOutcome) { o.State = messages.ReexecRolledBack })
-		}, Rollback{}, "did not end the daemon"},
+		}, rollback{}, "did not end the daemon"},
 		{"a failure said no more of", func(f *recoveryFacts) { f.Outcome = with(func(o *messages.ReexecOutcome) { o.State = "" }) },
-			Rollback{}, "did not end the daemon"},
-		{"the lock held", func(f *recoveryFacts) { f.Held = true }, Rollback{}, "holds the daemon's lock"},
-		{"no from", func(f *recoveryFacts) { f.Outcome = with(func(o *messages.ReexecOutcome) { o.From = "" }) }, Rollback{}, "names no release"},
-		{"from the same release", func(f *recoveryFacts) { f.Outcome = with(func(o *messages.ReexecOutcome) { o.From = relB }) }, Rollback{}, "already"},
-		{"current moved since", func(f *recoveryFacts) { f.Current = relP0 }, Rollback{}, "the links changed since"},
-		{"current linked again after", func(f *recoveryFacts) { f.CurrentLinked = at.Add(time.Millisecond) }, Rollback{}, "linked again after"},
-		{"the release before is gone", func(f *recoveryFacts) { f.FromRuns = false }, Rollback{}, "has no ocxd"},
+			rollback{}, "did not end the daemon"},
+		{"the lock held", func(f *recoveryFacts) { f.Held = true }, rollback{}, "holds the daemon's lock"},
+		{"no from", func(f *recoveryFacts) { f.Outcome = with(func(o *messages.ReexecOutcome) { o.From = "" }) }, rollback{}, "names no release"},
+		{"from the same release", func(f *recoveryFacts) { f.Outcome = with(func(o *messages.ReexecOutcome) { o.From = relB }) }, rollback{}, "already"},
+		{"current moved since", func(f *recoveryFacts) { f.Current = relP0 }, rollback{}, "the links changed since"},
+		{"current linked again after", func(f *recoveryFacts) { f.CurrentLinked = at.Add(time.Millisecond) }, rollback{}, "linked again after"},
+		{"the release before is gone", func(f *recoveryFacts) { f.FromRuns = false }, rollback{}, "has no ocxd"},
 	} {
 		f := base
 		c.change(&f)
-		got, why, ok := DecideRecovery(f)
-		if ok != (c.want != Rollback{}) || got != c.want || !strings.Contains(why, c.why) {
+		got, why, ok := decideRecovery(f)
+		if ok != (c.want != rollback{}) || got != c.want || !strings.Contains(why, c.why) {
 			t.Errorf("%s: %+v %q %v; want %+v, why %q", c.name, got, why, ok, c.want, c.why)
 		}
 	}

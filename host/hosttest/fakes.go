@@ -13,7 +13,7 @@ import (
 )
 
 var (
-	_ host.Clock      = (*Clock)(nil)
+	_ host.Clock      = (*clock)(nil)
 	_ host.Spawner    = (*Spawner)(nil)
 	_ host.Signaler   = (*Spawner)(nil)
 	_ host.Watcher    = (*Spawner)(nil)
@@ -21,10 +21,10 @@ var (
 	_ host.ProcTable  = (*ProcTable)(nil)
 )
 
-// Clock is a manual clock: time moves only with Advance, which runs the
+// clock is a manual clock: time moves only with Advance, which runs the
 // timers that fall due, in order, on the caller's goroutine, so a test
 // decides exactly when each fires.
-type Clock struct {
+type clock struct {
 	mu     sync.Mutex
 	now    time.Time
 	seq    int
@@ -39,17 +39,17 @@ type timer struct {
 }
 
 // newClock starts a clock at start.
-func newClock(start time.Time) *Clock { return &Clock{now: start} }
+func newClock(start time.Time) *clock { return &clock{now: start} }
 
 // Now is the clock's time.
-func (c *Clock) Now() time.Time {
+func (c *clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
 // AfterFunc calls f when Advance moves the clock d past now.
-func (c *Clock) AfterFunc(d time.Duration, f func()) func() bool {
+func (c *clock) AfterFunc(d time.Duration, f func()) func() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
@@ -68,7 +68,7 @@ func (c *Clock) AfterFunc(d time.Duration, f func()) func() bool {
 
 // Advance moves the clock by d, firing each timer that falls due at its own
 // time, earliest first.
-func (c *Clock) Advance(d time.Duration) {
+func (c *clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	end := c.now.Add(d)
 	for {
@@ -108,7 +108,7 @@ func (c *Clock) Advance(d time.Duration) {
 }
 
 // Pending counts the timers not yet fired or stopped.
-func (c *Clock) Pending() int {
+func (c *clock) Pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0

@@ -45,8 +45,8 @@ var ErrNoDaemon = errors.New("no daemon answers on its socket")
 // it (D75).
 var ErrNotTaken = errors.New("the daemon took no ask")
 
-// ErrRefused: the daemon answered, and said it did not do what was asked.
-var ErrRefused = errors.New("the daemon refused")
+// errRefused: the daemon answered, and said it did not do what was asked.
+var errRefused = errors.New("the daemon refused")
 
 // Ask asks the daemon on its socket (AGENTS/ocxd.sock) and reads its one
 // reply, waiting at most connectWait for the connection, AnswerWait for
@@ -109,7 +109,7 @@ func Ask(ctx context.Context, layout host.Layout, a *wire.Ask, wait time.Duratio
 		return nil, fmt.Errorf("the daemon's reply: %w", err)
 	}
 	if r.Error != "" {
-		return nil, fmt.Errorf("%w: %s", ErrRefused, r.Error)
+		return nil, fmt.Errorf("%w: %s", errRefused, r.Error)
 	}
 	if r.Doc > 0 {
 		// The state document that follows the line, whole (D70).

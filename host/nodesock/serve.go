@@ -17,9 +17,9 @@ import (
 	"github.com/ocx-go/ocx/messages/wire"
 )
 
-// Handler answers one ask that reads. It is called on the connection's own
+// handler answers one ask that reads. It is called on the connection's own
 // goroutine; ctx ends when the server does.
-type Handler func(ctx context.Context, a *wire.Ask) *wire.Reply
+type handler func(ctx context.Context, a *wire.Ask) *wire.Reply
 
 // askWait bounds how long a connection may take to send its ask: a caller
 // writes it at once, so one that does not is stuck or hostile, and is not
@@ -38,10 +38,10 @@ const GaveUp = "ocxd.sock: the caller gave up before the daemon took its ask; it
 // stopped reading is not waited for).
 const replyWait = 10 * time.Second
 
-// Server is the daemon's side of its socket.
-type Server struct {
+// server is the daemon's side of its socket.
+type server struct {
 	ln     net.Listener
-	handle Handler
+	handle handler
 	log    *slog.Logger
 	// accept checks a connection's peer before anything is read from it;
 	// unixhost.SameUser unless a test says otherwise.
@@ -50,16 +50,16 @@ type Server struct {
 
 // New serves ln with handle; accept is the peer check (nil:
 // unixhost.SameUser, the node's user alone).
-func New(ln net.Listener, handle Handler, accept func(net.Conn) error, log *slog.Logger) *Server {
+func New(ln net.Listener, handle handler, accept func(net.Conn) error, log *slog.Logger) *server {
 	if accept == nil {
 		accept = unixhost.SameUser
 	}
-	return &Server{ln: ln, handle: handle, log: log, accept: accept}
+	return &server{ln: ln, handle: handle, log: log, accept: accept}
 }
 
 // Serve answers connections until ctx ends, then closes the listener and
 // returns once every connection it took is done.
-func (s *Server) Serve(ctx context.Context) error {
+func (s *server) Serve(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	stop := context.AfterFunc(ctx, func() { s.ln.Close() })
@@ -76,7 +76,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 }
 
-func (s *Server) serveConn(ctx context.Context, c net.Conn) {
+func (s *server) serveConn(ctx context.Context, c net.Conn) {
 	defer c.Close()
 	if err := s.accept(c); err != nil {
 		s.log.Warn("ocxd.sock: connection refused", "error", err)

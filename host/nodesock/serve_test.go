@@ -63,7 +63,7 @@ type node struct {
 	stop   func()
 }
 
-func serve(t *testing.T, handle Handler, accept func(net.Conn) error) *node {
+func serve(t *testing.T, handle handler, accept func(net.Conn) error) *node {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "nodesock-")
 	if err != nil {
@@ -182,7 +182,7 @@ func TestRefusalReachesTheCaller(t *testing.T) {
 	a := wire.NewAsk(wire.AskHook)
 	a.Repo = "/x"
 	_, err := Ask(context.Background(), n.layout, a, time.Second)
-	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "/x is not a repository") {
+	if !errors.Is(err, errRefused) || !strings.Contains(err.Error(), "/x is not a repository") {
 		t.Fatalf("refusal: %v", err)
 	}
 }

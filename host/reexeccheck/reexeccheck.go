@@ -96,13 +96,13 @@ func sameFile(a, b os.FileInfo) bool {
 	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime()) && a.Mode() == b.Mode()
 }
 
-// Timeout bounds the probe of the release's ocxd and its check, as the
+// timeout bounds the probe of the release's ocxd and its check, as the
 // host's checks bound them.
-const Timeout = host.ProbeTimeout
+const timeout = host.ProbeTimeout
 
 // probe asks the target which hand-off version it reads.
 func probe(ctx context.Context, target string) error {
-	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, target, "--handoff-version")
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}
@@ -174,7 +174,7 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 // it answered protocol.HandoffCheckAnswer, ErrPredatesCheck, or why it
 // cannot take the hand-off over.
 func Run(ctx context.Context, target string, argv []string) error {
-	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, target, argv[1:]...)
 	cmd.Env = os.Environ()
@@ -182,7 +182,7 @@ func Run(ctx context.Context, target string, argv []string) error {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	if ctx.Err() != nil && err != nil {
-		err = fmt.Errorf("%w (after %s)", err, Timeout)
+		err = fmt.Errorf("%w (after %s)", err, timeout)
 	}
 	return judge(target, err, stdout.b, stderr.b)
 }

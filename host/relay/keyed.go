@@ -130,7 +130,7 @@ func (k *Keyed) guard(next http.Handler) http.Handler {
 			return
 		}
 		defer k.handlers.Done()
-		if why := Check(r.Header, k.key); why != "" {
+		if why := check(r.Header, k.key); why != "" {
 			k.log.Warn("relay: request refused", slog.String("why", why), slog.String("from", r.RemoteAddr),
 				slog.String("method", r.Method), slog.String("path", r.URL.Path))
 			// Closed after the answer: what the body still holds is read
@@ -144,10 +144,10 @@ func (k *Keyed) guard(next http.Handler) http.Handler {
 	})
 }
 
-// Check says why a request's header does not hold key ("" when it does):
+// check says why a request's header does not hold key ("" when it does):
 // X-Api-Key KEY or Authorization "Bearer KEY", compared in constant time,
 // and no credential header holding anything else.
-func Check(h http.Header, key []byte) string {
+func check(h http.Header, key []byte) string {
 	var held [][]byte
 	for _, v := range h.Values("X-Api-Key") {
 		held = append(held, []byte(v))

@@ -85,8 +85,8 @@ func Type(socket, line string) error {
 	return nil
 }
 
-// Info is a holder's answer to status.
-type Info struct {
+// info is a holder's answer to status.
+type info struct {
 	PID     int `json:"pid"`     // the command's
 	Clients int `json:"clients"` // attached
 	Holder  int `json:"holder"`  // the holder's own
@@ -94,14 +94,14 @@ type Info struct {
 
 // Query asks the holder on socket for its command's PID, its clients and
 // its own PID.
-func Query(socket string) (Info, error) {
+func Query(socket string) (info, error) {
 	ans, err := request(socket, "status")
 	if err != nil {
-		return Info{}, err
+		return info{}, err
 	}
-	var i Info
+	var i info
 	if err := json.Unmarshal([]byte(ans), &i); err != nil {
-		return Info{}, fmt.Errorf("runhold: status: %s", ans)
+		return info{}, fmt.Errorf("runhold: status: %s", ans)
 	}
 	return i, nil
 }

@@ -166,18 +166,18 @@ func (o Options) runSpec() (host.RunSpec, []string, error) {
 	return host.RunSpec{Command: o.Argv, Env: os.Environ(), Dir: dir}, nil, nil
 }
 
-// Hold runs a holder in this process until its command exits, and returns
+// hold runs a holder in this process until its command exits, and returns
 // the exit. It serves on ln when ln is not nil, else it listens on
 // o.Socket. A signal on signals is sent to the command's process group
 // (its session), but SIGUSR1, which binds the socket again if it was
 // removed; ctx's end sends SIGTERM. The socket is removed, and ln closed,
-// before Hold returns.
+// before hold returns.
 //
 // The command is started as the daemon would start it (unixhost's
 // StartRun: the sandbox through bwrap, the limits before its first
 // instruction), in a session of its own, and is hung up (SIGHUP) if the
 // holder is killed outright, as a terminal's closing master would.
-func Hold(ctx context.Context, o Options, ln net.Listener, signals <-chan host.Signal, log *slog.Logger) (Status, error) {
+func hold(ctx context.Context, o Options, ln net.Listener, signals <-chan host.Signal, log *slog.Logger) (Status, error) {
 	if err := o.Check(); err != nil {
 		if ln != nil {
 			ln.Close()
@@ -500,7 +500,7 @@ func (h *holder) handle(c net.Conn) {
 		io.WriteString(c, "ok\n")
 	case "status":
 		h.mu.Lock()
-		b, _ := json.Marshal(Info{PID: h.pid, Clients: len(h.clients), Holder: os.Getpid()})
+		b, _ := json.Marshal(info{PID: h.pid, Clients: len(h.clients), Holder: os.Getpid()})
 		h.mu.Unlock()
 		c.Write(append(b, '\n'))
 	case "attach":

@@ -222,8 +222,8 @@ func (o Options) args(listenFD, firstLineFD int) []string {
 	return append(append(a, "--"), o.Argv...)
 }
 
-// Command is one request on the holder's socket: its first line.
-type Command struct {
+// command is one request on the holder's socket: its first line.
+type command struct {
 	Verb string // "attach", "type" or "status"
 	Line string // type's line
 	// Size is attach's terminal size, when given.
@@ -236,33 +236,33 @@ type Command struct {
 //	                     the terminal's output one way and keys the other
 //	type LINE            type LINE and a newline in; answered "ok" or "error: WHY"
 //	status               answered with one JSON line: {"pid":N,"clients":K}
-func parseCommand(line string) (Command, error) {
+func parseCommand(line string) (command, error) {
 	verb, rest, _ := strings.Cut(line, " ")
 	switch verb {
 	case "attach":
 		if rest == "" {
-			return Command{Verb: verb}, nil
+			return command{Verb: verb}, nil
 		}
 		f := strings.Fields(rest)
 		if len(f) != 2 {
-			return Command{}, fmt.Errorf("attach takes ROWS COLS or nothing, not %q", rest)
+			return command{}, fmt.Errorf("attach takes ROWS COLS or nothing, not %q", rest)
 		}
 		r, err1 := strconv.ParseUint(f[0], 10, 16)
 		c, err2 := strconv.ParseUint(f[1], 10, 16)
 		if err1 != nil || err2 != nil {
-			return Command{}, fmt.Errorf("attach: %q is not ROWS COLS", rest)
+			return command{}, fmt.Errorf("attach: %q is not ROWS COLS", rest)
 		}
-		return Command{Verb: verb, Size: unixhost.WindowSize{Rows: uint16(r), Cols: uint16(c)}}, nil
+		return command{Verb: verb, Size: unixhost.WindowSize{Rows: uint16(r), Cols: uint16(c)}}, nil
 	case "type":
 		if err := checkControl(rest); err != nil {
-			return Command{}, fmt.Errorf("type: %w", err)
+			return command{}, fmt.Errorf("type: %w", err)
 		}
-		return Command{Verb: verb, Line: rest}, nil
+		return command{Verb: verb, Line: rest}, nil
 	case "status":
 		if rest != "" {
-			return Command{}, errors.New("status takes nothing")
+			return command{}, errors.New("status takes nothing")
 		}
-		return Command{Verb: verb}, nil
+		return command{Verb: verb}, nil
 	}
-	return Command{}, fmt.Errorf("%q is not a request (attach, type, status)", verb)
+	return command{}, fmt.Errorf("%q is not a request (attach, type, status)", verb)
 }

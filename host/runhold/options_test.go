@@ -12,20 +12,20 @@ import (
 func TestParseCommand(t *testing.T) {
 	for _, c := range []struct {
 		line string
-		want Command
+		want command
 		err  string
 	}{
-		{"attach", Command{Verb: "attach"}, ""},
-		{"attach 24 80", Command{Verb: "attach", Size: unixhost.WindowSize{Rows: 24, Cols: 80}}, ""},
-		{"attach 24", Command{}, "ROWS COLS"},
-		{"attach x y", Command{}, "ROWS COLS"},
-		{`type {"post":"a"}`, Command{Verb: "type", Line: `{"post":"a"}`}, ""},
-		{"type ", Command{Verb: "type"}, ""},
-		{"type a\x04", Command{}, "control character"},
-		{"type a\x7f", Command{}, "control character"},
-		{"status", Command{Verb: "status"}, ""},
-		{"status x", Command{}, "nothing"},
-		{"kill", Command{}, "not a request"},
+		{"attach", command{Verb: "attach"}, ""},
+		{"attach 24 80", command{Verb: "attach", Size: unixhost.WindowSize{Rows: 24, Cols: 80}}, ""},
+		{"attach 24", command{}, "ROWS COLS"},
+		{"attach x y", command{}, "ROWS COLS"},
+		{`type {"post":"a"}`, command{Verb: "type", Line: `{"post":"a"}`}, ""},
+		{"type ", command{Verb: "type"}, ""},
+		{"type a\x04", command{}, "control character"},
+		{"type a\x7f", command{}, "control character"},
+		{"status", command{Verb: "status"}, ""},
+		{"status x", command{}, "nothing"},
+		{"kill", command{}, "not a request"},
 	} {
 		got, err := parseCommand(c.line)
 		if c.err != "" {

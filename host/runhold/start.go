@@ -142,6 +142,6 @@ func Main(ctx context.Context, holder []string, args []string, stdout, stderr io
 			}
 		}
 	}()
-	st, err := Hold(context.WithoutCancel(ctx), f.Options, ln, sigs, log)
+	st, err := hold(context.WithoutCancel(ctx), f.Options, ln, sigs, log)
 	return st.Exit, err
 }

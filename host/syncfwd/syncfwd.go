@@ -225,13 +225,13 @@ func (f *Forwarder) check(r *http.Request) (int, string) {
 	return 0, ""
 }
 
-// loggedIn reads the first card of r's payload (FirstCard) and says why
+// loggedIn reads the first card of r's payload (firstCard) and says why
 // it is not a login as the workspace's own login, "" when it is; the body
 // returned is r's whole, what was read to find the card first.
 func (f *Forwarder) loggedIn(r *http.Request) (io.ReadCloser, string) {
 	serves := fmt.Sprintf("this socket forwards the sync requests of %s to %s only, each opening with its login card", f.login, f.target)
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	card, read, err := FirstCard(ct, r.Body)
+	card, read, err := firstCard(ct, r.Body)
 	switch {
 	case err != nil:
 		return nil, fmt.Sprintf("%v: %s", err, serves)
@@ -252,13 +252,13 @@ func (f *Forwarder) loggedIn(r *http.Request) (io.ReadCloser, string) {
 	}{io.MultiReader(bytes.NewReader(read), r.Body), r.Body}, ""
 }
 
-// FirstCard reads the first card of a sync request's payload from body,
+// firstCard reads the first card of a sync request's payload from body,
 // of content type ct: its fields as Fossil splits them, and the bytes of
 // body it read to find it (at most 64 KiB), which the request goes on
 // with. A payload of application/x-fossil is its length in four bytes and
 // a zlib stream, decompressed as far as the card; the others are plain.
 // A card that does not end within maxFirstCard bytes is an error.
-func FirstCard(ct string, body io.Reader) ([]string, []byte, error) {
+func firstCard(ct string, body io.Reader) ([]string, []byte, error) {
 	var read bytes.Buffer
 	in := io.TeeReader(io.LimitReader(body, maxCardInput), &read)
 	payload := in
@@ -380,10 +380,10 @@ func (s *statusWriter) Flush() {
 	}
 }
 
-// MaxConns bounds the connections a session's sync socket serves at
+// maxConns bounds the connections a session's sync socket serves at
 // once (D80): fossil opens one per sync, and maxInFlight of them are
 // forwarded at a time.
-const MaxConns = 16
+const maxConns = 16
 
 // Serve serves h on every connection ln accepts until ctx ends
 // (relay.ServeHTTP), at most MaxConns at once (relay.Bounded: one past
@@ -393,9 +393,9 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, accept func(net
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ln = relay.Bounded(ln, MaxConns, func(c net.Conn) {
+	ln = relay.Bounded(ln, maxConns, func(c net.Conn) {
 		relay.AwaitRequest(c)
-		why := fmt.Sprintf("this session's sync socket serves at most %d connections at once; one must close before another is served", MaxConns)
+		why := fmt.Sprintf("this session's sync socket serves at most %d connections at once; one must close before another is served", maxConns)
 		log.Warn("sync socket: connection refused", slog.String("why", why))
 		body := "ocx sync socket: " + why + "\n"
 		fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nX-Ocx-Sync: refused\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)

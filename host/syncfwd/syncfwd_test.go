@@ -252,7 +252,7 @@ func FuzzFirstCard(f *testing.F) {
 	f.Add("application/x-fossil-uncompressed", []byte(card("agent", "")))
 	f.Add("application/x-fossil", []byte("\x00\x00\x00\x05x"))
 	f.Fuzz(func(t *testing.T, ct string, body []byte) {
-		_, read, _ := FirstCard(ct, bytes.NewReader(body))
+		_, read, _ := firstCard(ct, bytes.NewReader(body))
 		if !bytes.HasPrefix(body, read) || len(read) > maxCardInput {
 			t.Fatalf("read %d bytes, not the body's first (of %d) within the bound", len(read), len(body))
 		}
@@ -378,7 +378,7 @@ func TestServeBoundsConnections(t *testing.T) {
 		return resp.StatusCode, string(b), c
 	}
 	var open []net.Conn
-	for i := range MaxConns {
+	for i := range maxConns {
 		code, body, c := ask()
 		open = append(open, c)
 		if code == http.StatusServiceUnavailable {
@@ -387,7 +387,7 @@ func TestServeBoundsConnections(t *testing.T) {
 	}
 	code, body, c := ask()
 	c.Close()
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, fmt.Sprintf("at most %d connections", MaxConns)) {
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, fmt.Sprintf("at most %d connections", maxConns)) {
 		t.Errorf("one past the bound: %d %s", code, body)
 	}
 	open[0].Close()

@@ -18,19 +18,19 @@ import (
 	"github.com/ocx-go/ocx/host"
 )
 
-// ErrNoCgroups is wrapped by Cgroups.Make's error on a host where no
+// errNoCgroups is wrapped by Cgroups.Make's error on a host where no
 // cgroup can be made: Cgroups.Why says why.
-var ErrNoCgroups = errors.New("no cgroup can be made on this host")
+var errNoCgroups = errors.New("no cgroup can be made on this host")
 
-// ErrCgroupGone is what Cgroup.Wait returns once its cgroup is removed.
-var ErrCgroupGone = errors.New("the cgroup is gone")
+// errCgroupGone is what cgroup.Wait returns once its cgroup is removed.
+var errCgroupGone = errors.New("the cgroup is gone")
 
-// CgroupPollEvery is how often Cgroup.Wait reads the counts when nothing
+// cgroupPollEvery is how often cgroup.Wait reads the counts when nothing
 // woke it: cgroup v1's pids.events tells nobody when it changes (measured
 // on Linux 6.18: neither inotify nor poll), so a fork refused at pids.max is
 // seen within this; an OOM kill wakes it at once (v1: an eventfd on
 // memory.oom_control; v2: poll on memory.events and pids.events).
-const CgroupPollEvery = time.Second
+const cgroupPollEvery = time.Second
 
 // Cgroups is where this host makes cgroups (host.ChooseCgroups over the
 // mounts), or why it makes none. The node's cgroups are made at the top of
@@ -79,9 +79,9 @@ func (c *Cgroups) Why() string { return c.why }
 // Hierarchies says where the cgroups are made (zero when Why is set).
 func (c *Cgroups) Hierarchies() host.CgroupHierarchies { return c.h }
 
-// Cgroup is one cgroup of the node: its directory in each hierarchy (two
+// cgroup is one cgroup of the node: its directory in each hierarchy (two
 // for v1, memory's and pids', one for v2).
-type Cgroup struct {
+type cgroup struct {
 	name    string
 	version int
 	mem     string
@@ -90,13 +90,13 @@ type Cgroup struct {
 }
 
 // Name is the cgroup's name below each hierarchy's top.
-func (g *Cgroup) Name() string { return g.name }
+func (g *cgroup) Name() string { return g.name }
 
 // Limits are the limits it holds.
-func (g *Cgroup) Limits() host.CgroupLimits { return g.limits }
+func (g *cgroup) Limits() host.CgroupLimits { return g.limits }
 
 // Dirs are its directories, memory's first.
-func (g *Cgroup) Dirs() []string {
+func (g *cgroup) Dirs() []string {
 	if g.mem == g.pids {
 		return []string{g.mem}
 	}
@@ -118,8 +118,8 @@ func checkCgroupName(name string) error {
 	return nil
 }
 
-func (c *Cgroups) at(name string) *Cgroup {
-	return &Cgroup{name: name, version: c.h.Version, mem: filepath.Join(c.h.Memory, name), pids: filepath.Join(c.h.Pids, name)}
+func (c *Cgroups) at(name string) *cgroup {
+	return &cgroup{name: name, version: c.h.Version, mem: filepath.Join(c.h.Memory, name), pids: filepath.Join(c.h.Pids, name)}
 }
 
 // Make makes the cgroup name (host.Layout.SessionCgroup or RunCgroup),
@@ -128,9 +128,9 @@ func (c *Cgroups) at(name string) *Cgroup {
 // One left by an earlier session or run, empty, is made again; one that
 // still holds processes is an error naming them. On any error nothing of it
 // is left.
-func (c *Cgroups) Make(name string, l host.CgroupLimits) (*Cgroup, error) {
+func (c *Cgroups) Make(name string, l host.CgroupLimits) (*cgroup, error) {
 	if c.why != "" {
-		return nil, fmt.Errorf("unixhost: cgroup %s: %w: %s", name, ErrNoCgroups, c.why)
+		return nil, fmt.Errorf("unixhost: cgroup %s: %w: %s", name, errNoCgroups, c.why)
 	}
 	if err := checkCgroupName(name); err != nil {
 		return nil, err
@@ -171,7 +171,7 @@ func (c *Cgroups) Make(name string, l host.CgroupLimits) (*Cgroup, error) {
 }
 
 // mkdirs makes g's directories and their parents in each hierarchy.
-func (g *Cgroup) mkdirs(h host.CgroupHierarchies) error {
+func (g *cgroup) mkdirs(h host.CgroupHierarchies) error {
 	for _, top := range h.Dirs() {
 		parts := strings.Split(g.name, "/")
 		dir := top
@@ -222,9 +222,9 @@ func enableControllers(dir string) error {
 // Open finds the cgroup name made earlier, by this process or another
 // (a daemon started again): an error wrapping fs.ErrNotExist when it is not
 // there.
-func (c *Cgroups) Open(name string) (*Cgroup, error) {
+func (c *Cgroups) Open(name string) (*cgroup, error) {
 	if c.why != "" {
-		return nil, fmt.Errorf("unixhost: cgroup %s: %w: %s", name, ErrNoCgroups, c.why)
+		return nil, fmt.Errorf("unixhost: cgroup %s: %w: %s", name, errNoCgroups, c.why)
 	}
 	if err := checkCgroupName(name); err != nil {
 		return nil, err
@@ -250,11 +250,11 @@ func (c *Cgroups) Open(name string) (*Cgroup, error) {
 // no limits of its own and, for v2, no controller enabled for it (g may
 // hold processes itself): g's limits hold its processes, which g's counts
 // and its memory count (Events). It is the session's MCP server's (D80).
-func (g *Cgroup) Child(name string) (*Cgroup, error) {
+func (g *cgroup) Child(name string) (*cgroup, error) {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\n\x00") {
 		return nil, fmt.Errorf("unixhost: cgroup %s: %q is not a cgroup's name", g.name, name)
 	}
-	child := &Cgroup{name: g.name + "/" + name, version: g.version, mem: filepath.Join(g.mem, name), pids: filepath.Join(g.pids, name)}
+	child := &cgroup{name: g.name + "/" + name, version: g.version, mem: filepath.Join(g.mem, name), pids: filepath.Join(g.pids, name)}
 	for _, d := range child.Dirs() {
 		if err := unix.Mkdir(d, 0o755); err != nil && err != unix.EEXIST {
 			return nil, pathErr("make cgroup", d, err)
@@ -264,15 +264,15 @@ func (g *Cgroup) Child(name string) (*Cgroup, error) {
 }
 
 // below lists the cgroups below g (by the memory hierarchy's directory).
-func (g *Cgroup) below() []*Cgroup {
+func (g *cgroup) below() []*cgroup {
 	ents, err := os.ReadDir(g.mem)
 	if err != nil {
 		return nil
 	}
-	var out []*Cgroup
+	var out []*cgroup
 	for _, e := range ents {
 		if e.IsDir() {
-			out = append(out, &Cgroup{name: g.name + "/" + e.Name(), version: g.version,
+			out = append(out, &cgroup{name: g.name + "/" + e.Name(), version: g.version,
 				mem: filepath.Join(g.mem, e.Name()), pids: filepath.Join(g.pids, e.Name())})
 		}
 	}
@@ -282,7 +282,7 @@ func (g *Cgroup) below() []*Cgroup {
 // EndBelow ends the cgroups below g: it waits up to wait for each to hold
 // no process (the session's MCP server ends on its own once the sandbox
 // is gone, D80), kills what is left then, and removes each.
-func (g *Cgroup) EndBelow(wait time.Duration) error {
+func (g *cgroup) EndBelow(wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	var errs []error
 	for _, c := range g.below() {
@@ -300,7 +300,7 @@ func (g *Cgroup) EndBelow(wait time.Duration) error {
 
 // Join moves the process pid into the cgroup (in each hierarchy); the
 // processes it starts from then on are in it too.
-func (g *Cgroup) Join(pid int) error {
+func (g *cgroup) Join(pid int) error {
 	for _, d := range g.Dirs() {
 		if err := writeCgroupFile(filepath.Join(d, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
 			return fmt.Errorf("unixhost: cgroup %s: join %d: %w", g.name, pid, err)
@@ -310,14 +310,14 @@ func (g *Cgroup) Join(pid int) error {
 }
 
 // Procs lists the processes in the cgroup (its memory hierarchy's).
-func (g *Cgroup) Procs() ([]int, error) { return readProcs(g.mem) }
+func (g *cgroup) Procs() ([]int, error) { return readProcs(g.mem) }
 
 // Events reads the counts of its limits reached, by its processes and
 // those of the cgroups below it (its MCP server's, D80): v1 counts an OOM
 // kill or a fork refused in the cgroup of the process it hit (measured on
 // Linux 6.18), so theirs are added; v2 counts a child without controllers
 // of its own in its parent.
-func (g *Cgroup) Events() (host.CgroupEvents, error) {
+func (g *cgroup) Events() (host.CgroupEvents, error) {
 	e, err := g.ownEvents()
 	if err != nil || g.version == host.CgroupV2 {
 		return e, err
@@ -331,7 +331,7 @@ func (g *Cgroup) Events() (host.CgroupEvents, error) {
 	return e, nil
 }
 
-func (g *Cgroup) ownEvents() (host.CgroupEvents, error) {
+func (g *cgroup) ownEvents() (host.CgroupEvents, error) {
 	memName, pidsName := host.CgroupEventFiles(g.version)
 	mem, err := readSmall(filepath.Join(g.mem, memName))
 	if err != nil {
@@ -345,12 +345,12 @@ func (g *Cgroup) ownEvents() (host.CgroupEvents, error) {
 }
 
 // Wait returns the counts once done says they are what it waits for (an
-// OOM kill, a fork refused), ErrCgroupGone once the cgroup is removed, or
+// OOM kill, a fork refused), errCgroupGone once the cgroup is removed, or
 // ctx's error. An OOM kill wakes it at once (v1: an eventfd registered on
 // memory.oom_control through cgroup.event_control; v2: poll's POLLPRI on
 // memory.events and pids.events); otherwise it reads the counts every
-// CgroupPollEvery, which is how a fork refused is seen on v1.
-func (g *Cgroup) Wait(ctx context.Context, done func(host.CgroupEvents) bool) (host.CgroupEvents, error) {
+// cgroupPollEvery, which is how a fork refused is seen on v1.
+func (g *cgroup) Wait(ctx context.Context, done func(host.CgroupEvents) bool) (host.CgroupEvents, error) {
 	cancel, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return host.CgroupEvents{}, fmt.Errorf("unixhost: cgroup %s: eventfd: %w", g.name, err)
@@ -389,7 +389,7 @@ func (g *Cgroup) Wait(ctx context.Context, done func(host.CgroupEvents) bool) (h
 		for i := range fds {
 			fds[i].Revents = 0
 		}
-		if _, err := unix.Poll(fds, int(CgroupPollEvery/time.Millisecond)); err != nil && err != unix.EINTR {
+		if _, err := unix.Poll(fds, int(cgroupPollEvery/time.Millisecond)); err != nil && err != unix.EINTR {
 			return e, fmt.Errorf("unixhost: cgroup %s: poll: %w", g.name, err)
 		}
 		if g.version != host.CgroupV2 && fds[1].Revents&unix.POLLIN != 0 {
@@ -399,18 +399,18 @@ func (g *Cgroup) Wait(ctx context.Context, done func(host.CgroupEvents) bool) (h
 	}
 }
 
-// gone is err, or ErrCgroupGone when the cgroup's directory is no more.
-func (g *Cgroup) gone(err error) error {
+// gone is err, or errCgroupGone when the cgroup's directory is no more.
+func (g *cgroup) gone(err error) error {
 	var st unix.Stat_t
 	if e := unix.Lstat(g.mem, &st); e == unix.ENOENT {
-		return fmt.Errorf("unixhost: cgroup %s: %w", g.name, ErrCgroupGone)
+		return fmt.Errorf("unixhost: cgroup %s: %w", g.name, errCgroupGone)
 	}
 	return err
 }
 
 // oomEventFD is an eventfd the kernel signals at each OOM in the v1
 // cgroup (and when the cgroup is removed).
-func (g *Cgroup) oomEventFD() (int, error) {
+func (g *cgroup) oomEventFD() (int, error) {
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return -1, fmt.Errorf("unixhost: cgroup %s: eventfd: %w", g.name, err)
@@ -433,7 +433,7 @@ func (g *Cgroup) oomEventFD() (int, error) {
 // processes still leaving it (a killed process is in it until it is
 // reaped) and the cgroups below it (EndBelow), then the node's directory
 // above it if nothing else is in it. A cgroup already gone is no error.
-func (g *Cgroup) Remove(wait time.Duration) error {
+func (g *cgroup) Remove(wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	var errs []error
 	for _, d := range g.Dirs() {
@@ -551,7 +551,7 @@ func readProcs(dir string) ([]int, error) {
 // descriptor in the child; w, the byte that lets it go on) while the
 // launcher puts it in the cgroup.
 type cgroupBlock struct {
-	g    *Cgroup
+	g    *cgroup
 	r, w int
 	// ok says the process is in the cgroup (or ran nothing): close then
 	// leaves the cgroup for whoever follows it.
@@ -561,7 +561,7 @@ type cgroupBlock struct {
 // newCgroupBlock makes the cgroup name holding lim (none for a name ""),
 // and the block pipe.
 func (l *Launcher) newCgroupBlock(name string, lim host.CgroupLimits) (*cgroupBlock, error) {
-	var g *Cgroup
+	var g *cgroup
 	if name != "" {
 		var err error
 		if g, err = l.cgroups.Make(name, lim); err != nil {
@@ -635,13 +635,13 @@ func (l *Launcher) joinCgroup(b *cgroupBlock, bwrap, pidfd, statusR int) ([]byte
 // table 7 says a run past its memory is, since the kernel's OOM killer
 // ends only the process it picked.
 type runCgroup struct {
-	g      *Cgroup
+	g      *cgroup
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
 // watchRun follows g, in which bwrap's child child runs.
-func watchRun(g *Cgroup, child, bwrap int) *runCgroup {
+func watchRun(g *cgroup, child, bwrap int) *runCgroup {
 	ctx, cancel := context.WithCancel(context.Background())
 	rc := &runCgroup{g: g, cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -684,7 +684,7 @@ func (rc *runCgroup) end(report bool) *host.CgroupExit {
 // process outside is never hit. v2's cgroup.kill is used where it is and
 // no cgroup is below (it would end those too: the MCP server's, which
 // EndBelow lets end on its own).
-func (g *Cgroup) Kill(wait time.Duration) error {
+func (g *cgroup) Kill(wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	if g.version == host.CgroupV2 && len(g.below()) == 0 {
 		if err := writeCgroupFile(filepath.Join(g.mem, "cgroup.kill"), "1"); err == nil {
@@ -710,7 +710,7 @@ func (g *Cgroup) Kill(wait time.Duration) error {
 }
 
 // killIfMember sends SIGKILL to pid if, held by a pidfd, it is in g.
-func (g *Cgroup) killIfMember(pid int) {
+func (g *cgroup) killIfMember(pid int) {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return
@@ -729,7 +729,7 @@ func (g *Cgroup) killIfMember(pid int) {
 }
 
 // waitEmpty waits until the cgroup holds no process, or the deadline.
-func (g *Cgroup) waitEmpty(deadline time.Time) error {
+func (g *cgroup) waitEmpty(deadline time.Time) error {
 	for {
 		procs, err := g.Procs()
 		if err != nil {

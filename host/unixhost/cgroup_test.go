@@ -60,7 +60,7 @@ func noCgroups(t *testing.T, name string) bool {
 		return false
 	}
 	_, err := c.Make(name, host.CgroupLimits{Memory: 64 << 20})
-	if !errors.Is(err, ErrNoCgroups) || !strings.Contains(err.Error(), c.Why()) {
+	if !errors.Is(err, errNoCgroups) || !strings.Contains(err.Error(), c.Why()) {
 		t.Fatalf("make on a host without cgroups: %v, want ErrNoCgroups and %q", err, c.Why())
 	}
 	t.Logf("no cgroup here: %s", c.Why())
@@ -363,10 +363,10 @@ func TestNoCgroupsRefuses(t *testing.T) {
 	dir := t.TempDir()
 	spec := host.SpawnSpec{Path: "/bin/true", Args: []string{"true"}, Dir: dir, Cgroup: "ocx-x/session:a:b",
 		Sandbox: &host.SandboxSpec{Sandbox: messages.Sandbox{ReadOnly: []string{"/usr", "/bin", "/lib", "/lib64"}}, Workspace: dir}}
-	if _, err := l.Spawn(spec, func(host.Exit) { t.Error("a spawn refused reported an exit") }); !errors.Is(err, ErrNoCgroups) || !strings.Contains(err.Error(), why) {
+	if _, err := l.Spawn(spec, func(host.Exit) { t.Error("a spawn refused reported an exit") }); !errors.Is(err, errNoCgroups) || !strings.Contains(err.Error(), why) {
 		t.Fatalf("spawn: %v", err)
 	}
-	if _, err := none.Open("ocx-x/session:a:b"); !errors.Is(err, ErrNoCgroups) {
+	if _, err := none.Open("ocx-x/session:a:b"); !errors.Is(err, errNoCgroups) {
 		t.Fatalf("open: %v", err)
 	}
 	if removed, err := none.Sweep("ocx-x"); removed != nil || err != nil {

@@ -125,10 +125,10 @@ func sbinTool(name string) string {
 // errNoDisk is a disk's image that is not there.
 var errNoDisk = errors.New("no disk image")
 
-// ErrDiskElsewhere is a disk attached to a loop device but not mounted at
+// errDiskElsewhere is a disk attached to a loop device but not mounted at
 // its directory in this mount namespace: in use elsewhere, so it is
 // neither mounted a second time nor changed.
-var ErrDiskElsewhere = errors.New("the disk is attached to a loop device, but not mounted at its directory here")
+var errDiskElsewhere = errors.New("the disk is attached to a loop device, but not mounted at its directory here")
 
 func diskTooling() (diskTools, error) {
 	t := hostDisks()
@@ -207,10 +207,10 @@ type diskState struct {
 	Size uint64
 }
 
-// DiskOf says what the kernel knows of image: its size, the loop device
+// diskOf says what the kernel knows of image: its size, the loop device
 // it is attached to and where that is mounted. errNoDisk when there is no
 // image.
-func DiskOf(image string) (diskState, error) {
+func diskOf(image string) (diskState, error) {
 	var s diskState
 	st, err := os.Lstat(image)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -311,7 +311,7 @@ func lockDisk(ctx context.Context, image string) (*os.File, error) {
 // detaches itself once it is unmounted (LO_FLAGS_AUTOCLEAR), mounted
 // nodev and nosuid through a descriptor of dir opened without following a
 // link, its top made mode 0700 and its lost+found removed. A disk
-// attached elsewhere is ErrDiskElsewhere.
+// attached elsewhere is errDiskElsewhere.
 func MountDisk(ctx context.Context, image, dir string) error {
 	if _, err := diskTooling(); err != nil {
 		return fmt.Errorf("mount the disk %s: %w", image, err)
@@ -328,7 +328,7 @@ func MountDisk(ctx context.Context, image, dir string) error {
 // mountLocked is MountDisk under the disk's lock; done is false when it
 // was mounted at dir already.
 func mountLocked(img *os.File, image, dir string) (done bool, err error) {
-	s, err := DiskOf(image)
+	s, err := diskOf(image)
 	if err != nil {
 		return false, err
 	}
@@ -336,7 +336,7 @@ func mountLocked(img *os.File, image, dir string) (done bool, err error) {
 		if mountedAt(s, dir) {
 			return false, nil
 		}
-		return false, fmt.Errorf("mount the disk %s at %s: %w (%s)", image, dir, ErrDiskElsewhere, s.Loop)
+		return false, fmt.Errorf("mount the disk %s at %s: %w (%s)", image, dir, errDiskElsewhere, s.Loop)
 	}
 	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -451,12 +451,12 @@ func unmountAt(dir string) error {
 	}
 }
 
-// UnmountDisk unmounts the disk whose image is image wherever it is
+// unmountDisk unmounts the disk whose image is image wherever it is
 // mounted here, and waits for its loop device to detach; a disk that is
 // not mounted is no error. A loop device still attached then (a mount of
 // another mount namespace holds it: an orphaned sandbox's) is
-// ErrDiskElsewhere.
-func UnmountDisk(ctx context.Context, image string) error {
+// errDiskElsewhere.
+func unmountDisk(ctx context.Context, image string) error {
 	f, err := lockDisk(ctx, image)
 	if errors.Is(err, errNoDisk) {
 		return nil
@@ -469,7 +469,7 @@ func UnmountDisk(ctx context.Context, image string) error {
 }
 
 func unmountLocked(image string) error {
-	s, err := DiskOf(image)
+	s, err := diskOf(image)
 	if err != nil {
 		return err
 	}
@@ -483,24 +483,24 @@ func unmountLocked(image string) error {
 	}
 	deadline := time.Now().Add(diskDetachWait)
 	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
-		s, err := DiskOf(image)
+		s, err := diskOf(image)
 		if err != nil || s.Loop == "" {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("unmount the disk %s: %w (%s, still attached %s after its mounts here went)", image, ErrDiskElsewhere, s.Loop, diskDetachWait)
+			return fmt.Errorf("unmount the disk %s: %w (%s, still attached %s after its mounts here went)", image, errDiskElsewhere, s.Loop, diskDetachWait)
 		}
 		time.Sleep(delay)
 	}
 }
 
-// RemoveDisk unmounts the disk whose image is image (UnmountDisk) and
+// RemoveDisk unmounts the disk whose image is image (unmountDisk) and
 // removes the image; no image is no error. An image still attached
 // elsewhere is removed all the same: its blocks go back to the host once
 // the last mount of it goes.
 func RemoveDisk(ctx context.Context, image string) error {
-	err := UnmountDisk(ctx, image)
-	if err != nil && !errors.Is(err, ErrDiskElsewhere) {
+	err := unmountDisk(ctx, image)
+	if err != nil && !errors.Is(err, errDiskElsewhere) {
 		return err
 	}
 	if rerr := os.Remove(image); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
@@ -527,13 +527,13 @@ func EnsureDisk(ctx context.Context, image, dir string, size uint64) (string, er
 		return "", err
 	}
 	defer f.Close()
-	s, err := DiskOf(image)
+	s, err := diskOf(image)
 	if err != nil {
 		return "", err
 	}
 	mounted := mountedAt(s, dir)
 	if s.Loop != "" && !mounted {
-		return "", fmt.Errorf("the disk %s: %w (%s)", image, ErrDiskElsewhere, s.Loop)
+		return "", fmt.Errorf("the disk %s: %w (%s)", image, errDiskElsewhere, s.Loop)
 	}
 	size = host.DiskBytes(size)
 	var did []string

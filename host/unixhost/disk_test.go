@@ -121,7 +121,7 @@ func TestDiskLifecycle(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(ws, "lost+found")); err == nil {
 			t.Error("the disk's lost+found is left in the workspace")
 		}
-		s, err := DiskOf(image)
+		s, err := diskOf(image)
 		if err != nil || s.Loop == "" || len(s.Mounts) != 1 || s.Mounts[0] != ws || s.Size != 32<<20 {
 			t.Fatalf("DiskOf: %+v %v", s, err)
 		}
@@ -130,7 +130,7 @@ func TestDiskLifecycle(t *testing.T) {
 		}
 		other := filepath.Join(dir, "other")
 		os.Mkdir(other, 0o755)
-		if err := MountDisk(ctx, image, other); !errors.Is(err, ErrDiskElsewhere) {
+		if err := MountDisk(ctx, image, other); !errors.Is(err, errDiskElsewhere) {
 			t.Errorf("mounting a disk mounted elsewhere: %v", err)
 		}
 
@@ -175,7 +175,7 @@ func TestDiskLifecycle(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(ws, "marker")); err != nil || string(b) != "kept" {
 			t.Errorf("after a refused shrink: %q %v", b, err)
 		}
-		if s, _ := DiskOf(image); s.Size != 64<<20 || !mountedAt(s, ws) {
+		if s, _ := diskOf(image); s.Size != 64<<20 || !mountedAt(s, ws) {
 			t.Errorf("after a refused shrink: %+v", s)
 		}
 
@@ -198,16 +198,16 @@ func TestDiskLifecycle(t *testing.T) {
 		}
 
 		// Unmounted (a reboot), then mounted again by a launch.
-		if err := UnmountDisk(ctx, image); err != nil {
+		if err := unmountDisk(ctx, image); err != nil {
 			t.Fatal(err)
 		}
 		if isMount(t, ws) {
 			t.Fatal("still mounted")
 		}
-		if s, _ := DiskOf(image); s.Loop != "" {
+		if s, _ := diskOf(image); s.Loop != "" {
 			t.Errorf("the loop device stays attached after the unmount: %+v", s)
 		}
-		if err := UnmountDisk(ctx, image); err != nil {
+		if err := unmountDisk(ctx, image); err != nil {
 			t.Errorf("unmount a disk that is not mounted: %v", err)
 		}
 		did, err = EnsureDisk(ctx, image, ws, 0)
@@ -283,7 +283,7 @@ umount ` + ws + ` && echo unmounted; echo planted > ` + ws + `/planted && echo w
 		if !bytes.Contains(out, []byte("No space left on device")) {
 			t.Errorf("the agent was not told ENOSPC past its disk:\n%s", out)
 		}
-		if err := UnmountDisk(ctx, image); err != nil {
+		if err := unmountDisk(ctx, image); err != nil {
 			t.Fatal(err)
 		}
 		entries, err := os.ReadDir(ws)

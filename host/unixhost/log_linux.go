@@ -65,7 +65,7 @@ const maxDroppedXattr = 256
 // flock within logLockWait (a writer stopped mid-record) drops the record;
 // where the attribute cannot be written, the writer keeps the count itself.
 //
-// A descriptor that is not a regular file (a terminal, a pipe: LogOn's
+// A descriptor that is not a regular file (a terminal, a pipe: logOn's
 // standard error) is written as it is, unframed.
 type LogFile struct {
 	f      *os.File
@@ -122,12 +122,12 @@ func OpenLog(p string, format logFormat) (*LogFile, error) {
 	return newLogFile(os.NewFile(uintptr(fd), p), p, format, true), nil
 }
 
-// LogOn is the log f already is, written as format says: a process's
+// logOn is the log f already is, written as format says: a process's
 // standard error that its parent pointed at a log (a session's log, an
 // MCP server's). It is framed as OpenLog's are when f is a regular file,
 // but keeps its count of drops itself: the file may be in an agent's
 // reach, whose attribute the node does not believe.
-func LogOn(f *os.File, format logFormat) *LogFile {
+func logOn(f *os.File, format logFormat) *LogFile {
 	return newLogFile(f, f.Name(), format, false)
 }
 
@@ -403,11 +403,11 @@ func parseLogDrops(b []byte) (logDrops, bool) {
 }
 
 // LogHandler is an slog handler writing records to w in format: through
-// LogOn when w is a file (a process's standard error that its parent
+// logOn when w is a file (a process's standard error that its parent
 // pointed at a log), as slog writes them otherwise (a test's buffer).
 func LogHandler(w io.Writer, format logFormat, opts *slog.HandlerOptions) slog.Handler {
 	if f, ok := w.(*os.File); ok {
-		return LogOn(f, format).Handler(opts)
+		return logOn(f, format).Handler(opts)
 	}
 	if format == LogJSON {
 		return slog.NewJSONHandler(w, opts)

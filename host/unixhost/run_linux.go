@@ -237,7 +237,7 @@ func (l *Launcher) startSandboxed(spec host.RunSpec, env []string, files []uintp
 		return protocol.ProcID{}, &fs.PathError{Op: "start run", Path: l.bwrap, Err: err}
 	}
 	rf.closeChildEnds()
-	var g *Cgroup
+	var g *cgroup
 	if cb != nil {
 		g = cb.g
 	}
@@ -352,7 +352,7 @@ func lift(blockW int) {
 // puts it in its cgroup g (nil for none). It returns what it read of the
 // status pipe, and the child (0 for none). A bwrap that exits before it has
 // a child (bad arguments) is no error: its exit says so.
-func (l *Launcher) limit(bwrap, statusR, blockFD int, lim host.RunLimits, g *Cgroup) ([]byte, int, error) {
+func (l *Launcher) limit(bwrap, statusR, blockFD int, lim host.RunLimits, g *cgroup) ([]byte, int, error) {
 	buf, child, err := waitChild(bwrap, statusR)
 	if err != nil || child == 0 {
 		return buf, child, err

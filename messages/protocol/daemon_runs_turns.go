@@ -2,7 +2,7 @@ package protocol
 
 import "github.com/ocx-go/ocx/messages"
 
-// The turns of a run (D86): the node's run schedule (actors.RunSchedule)
+// The turns of a run (D86): the node's run schedule (actors.runSchedule)
 // decides when a run may take its user's slot (seed 004 §5: the password
 // step on the server's node "runs one run at a time for each user") and
 // when it may write its started (section 10: in the server's order, D72).

@@ -36,7 +36,7 @@ func ServeCGI(agents string, stdin io.Reader, stdout io.Writer, environ []string
 		r.ContentLength = 0
 	}
 	scrubEnv(agents)
-	c, err := Open(agents)
+	c, err := open(agents)
 	if err != nil {
 		w.Fail(http.StatusInternalServerError, err.Error())
 		return w.Flush(stdout)

@@ -22,9 +22,9 @@ import (
 // its pipe before it says that none runs.
 const daemonWait = 3 * time.Second
 
-// Console serves the pages of one agents root, as `ocx console`: the
+// console serves the pages of one agents root, as `ocx console`: the
 // pages read by GET (consolepage), the forms and the buttons' actions.
-type Console struct {
+type console struct {
 	agents string
 	key    []byte
 	// Now is the clock; tests may set it.
@@ -34,13 +34,13 @@ type Console struct {
 	Node node.Options
 }
 
-// Open opens the console of the agents root: its key is made on first use.
-func Open(agents string) (*Console, error) {
+// open opens the console of the agents root: its key is made on first use.
+func open(agents string) (*console, error) {
 	key, err := consolepage.LoadKey(agents)
 	if err != nil {
 		return nil, err
 	}
-	return &Console{agents: agents, key: key, Now: time.Now}, nil
+	return &console{agents: agents, key: key, Now: time.Now}, nil
 }
 
 // request is one request: its page (Fossil's side, the reply) and the
@@ -68,7 +68,7 @@ func (r nodeReads) Repo(project string) (*fossilio.Repo, error) { return r.n.Ope
 func (r nodeReads) Index(repo *fossilio.Repo) *record.Index { return r.n.Index(repo) }
 
 // Serve answers one request Fossil handed over.
-func (c *Console) Serve(w http.ResponseWriter, r *http.Request, f consolepage.Fossil) {
+func (c *console) Serve(w http.ResponseWriter, r *http.Request, f consolepage.Fossil) {
 	ctx, cancel := context.WithTimeout(r.Context(), consolepage.PageBound)
 	defer cancel()
 	p, ok := consolepage.Begin(ctx, w, r, f)

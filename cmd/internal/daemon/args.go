@@ -23,8 +23,8 @@ const defaultHookWatch = hookwatch.DefaultEvery
 // still holding the daemon's pipe open.
 const defaultDrain = 5 * time.Second
 
-// Options is ocxd's parsed command line.
-type Options struct {
+// options is ocxd's parsed command line.
+type options struct {
 	// Agents is the agents root, absolute and clean.
 	Agents string
 	// Grace is how long a session the daemon started has between TERM and
@@ -79,7 +79,7 @@ const envReexecDelay = "OCXD_TEST_REEXEC_DELAY"
 
 // ParseEnv reads what the environment sets, through getenv: a value it
 // cannot read is a bad command line, named.
-func (o *Options) ParseEnv(getenv func(string) string) error {
+func (o *options) ParseEnv(getenv func(string) string) error {
 	v := getenv(envReexecDelay)
 	if v == "" {
 		return nil
@@ -137,10 +137,10 @@ stops it (its sessions keep running); USR1 writes its memory to its log.
 
 // parseArgs reads the command line after the program's name; every value is
 // checked before anything is opened.
-func parseArgs(args []string) (Options, error) {
+func parseArgs(args []string) (options, error) {
 	fs := flag.NewFlagSet("ocxd", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	o := Options{Grace: actors.DefaultGrace, HookWatch: defaultHookWatch, RetryAfter: actors.DefaultRetryAfter, Drain: defaultDrain}
+	o := options{Grace: actors.DefaultGrace, HookWatch: defaultHookWatch, RetryAfter: actors.DefaultRetryAfter, Drain: defaultDrain}
 	var level string
 	fs.StringVar(&o.Agents, "agents", "", "")
 	fs.DurationVar(&o.Grace, "grace", actors.DefaultGrace, "")
@@ -199,7 +199,7 @@ func parseArgs(args []string) (Options, error) {
 
 // argv is the command line that gives these options again, for the image a
 // re-exec starts (with --restore).
-func (o Options) argv(program string) []string {
+func (o options) argv(program string) []string {
 	argv := []string{program, "--agents", o.Agents, "--grace", o.Grace.String(),
 		"--log-level", strings.ToLower(o.Level.String()), "--hook-watch", o.HookWatch.String(), "--restore"}
 	if o.RetryAfter != actors.DefaultRetryAfter {
@@ -216,7 +216,7 @@ func (o Options) argv(program string) []string {
 // checkArgv is the command line of the check the old image runs before the
 // exec: the exec's own (argv), asking the new program to check the hand-off
 // rather than take it over.
-func (o Options) checkArgv(program string) []string {
+func (o options) checkArgv(program string) []string {
 	argv := o.argv(program)
 	return append(argv[:len(argv)-1], "--handoff-check")
 }

@@ -70,7 +70,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	// Run catches the signals itself (D26): the stop is one of their actions.
-	err = Run(context.Background(), opts)
+	err = run(context.Background(), opts)
 	switch {
 	case errors.Is(err, errRunning):
 		fmt.Fprintln(stderr, err)
@@ -99,12 +99,12 @@ func (d *instance) reread() {
 	d.inputs.send(protocol.LineRead{Line: pipe.ReexecLine{}})
 }
 
-// Run runs the daemon of opts.Agents until a signal stops it (INT, TERM,
+// run runs the daemon of opts.Agents until a signal stops it (INT, TERM,
 // QUIT) or ctx ends, then stops its actors and readers and releases the
 // lock. It never signals a session: they outlive the daemon. errRunning
 // when another daemon holds the lock. What each signal means is actionOf's
-// (D26); Run only routes it.
-func Run(ctx context.Context, opts Options) (err error) {
+// (D26); run only routes it.
+func run(ctx context.Context, opts options) (err error) {
 	d := &instance{opts: opts}
 	defer func() {
 		if cerr := d.close(); err == nil && !errors.Is(err, errRunning) {

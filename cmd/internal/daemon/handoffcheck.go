@@ -25,7 +25,7 @@ import (
 
 // checkHandoff is --handoff-check: what the new image does at its start
 // short of taking over. It opens no log, takes no lock and removes nothing.
-func checkHandoff(opts Options) error {
+func checkHandoff(opts options) error {
 	layout, err := host.NewLayout(opts.Agents)
 	if err != nil {
 		return err

@@ -26,7 +26,7 @@ import (
 
 // instance is one running ocxd: everything Run opened, to be closed in order.
 type instance struct {
-	opts Options
+	opts options
 	// stopProfile ends and writes the CPU profile (--cpu-profile); it is
 	// called again, harmlessly, at the end of Run.
 	stopProfile func()

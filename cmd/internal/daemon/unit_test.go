@@ -82,7 +82,7 @@ func TestParseEnv(t *testing.T) {
 			return ""
 		}
 	}
-	var o Options
+	var o options
 	if err := o.ParseEnv(env("")); err != nil || o.ReexecDelay != 0 {
 		t.Errorf("no delay set: %v %v", o.ReexecDelay, err)
 	}
@@ -94,7 +94,7 @@ func TestParseEnv(t *testing.T) {
 	}
 	for _, bad := range []string{"soon", "-1s", "3"} {
 		var ue *usageError
-		if err := (&Options{}).ParseEnv(env(bad)); !errors.As(err, &ue) || !strings.Contains(err.Error(), envReexecDelay) {
+		if err := (&options{}).ParseEnv(env(bad)); !errors.As(err, &ue) || !strings.Contains(err.Error(), envReexecDelay) {
 			t.Errorf("%q: %v, want a usage error naming %s", bad, err, envReexecDelay)
 		}
 	}

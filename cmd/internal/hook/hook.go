@@ -90,7 +90,7 @@ type Options struct {
 // that does not answer at once pulls on its timer instead.
 const pokeWait = 300 * time.Millisecond
 
-// keyError is the log key of an error: the daemon's (actors.KeyError),
+// keyError is the log key of an error: the daemon's (actors.keyError),
 // so that one search finds every failure in the hook's log and ocxd's.
 const keyError = "error"
 

@@ -80,7 +80,7 @@ type watchReq struct {
 // New readies the watch over every project of cfg, looking at each at
 // least every every, through the daemon's open readers of repos. own, when
 // not nil, does the hook's work in the daemon for a repository: the runs
-// of OCX's own command are that (OwnCommand).
+// of OCX's own command are that (ownCommand).
 func New(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, repos *noderepos.Repos, every time.Duration, own func(ctx context.Context, repo string) error, log *slog.Logger) *Watch {
 	w := &Watch{layout: layout, root: root, projects: map[string]string{}, fossil: "fossil", log: log,
 		times: hookwatch.DefaultTimes(every), own: own}
@@ -284,7 +284,7 @@ func (l *watchLoop) effect(e hookwatch.WatchEffect) {
 		l.queue = append(l.queue, r)
 	case hookwatch.RunHook:
 		line := fossilio.HookSubst(l.commands[e.Project], w.fossil, w.projects[e.Project])
-		own := w.own != nil && OwnCommand(l.commands[e.Project], w.layout.Root())
+		own := w.own != nil && ownCommand(l.commands[e.Project], w.layout.Root())
 		// A web post or a receipt Fossil holds back is the
 		// watch's daily work; a run stuck or lost is not.
 		level := slog.LevelInfo
@@ -437,13 +437,13 @@ func (w *Watch) runOwn(ctx context.Context, repo, line string) error {
 	return w.run(ctx, line)
 }
 
-// OwnCommand says whether command, a hook command as installed (%R not
+// ownCommand says whether command, a hook command as installed (%R not
 // yet replaced), is OCX's own for the agents root agents: its ocx-hook,
 // or `ocx hook` of a release without one, with `--agents AGENTS --repo
 // %R` and nothing else, words in single quotes as `ocx hook install`
 // writes them or bare. Anything else is a command of someone else's,
 // run as Fossil runs it.
-func OwnCommand(command, agents string) bool {
+func ownCommand(command, agents string) bool {
 	w, ok := shellWords(command)
 	if !ok || len(w) < 5 {
 		return false
@@ -582,7 +582,7 @@ func (e *repoEvents) close() { e.w.Close() }
 
 // AfterWrites is the daemon's own hook work after its own writes
 // (noderepos.OwnHook, D96): for a repository whose only hook is OCX's own
-// command for the agents root agents (OwnCommand), the work (the
+// command for the agents root agents (ownCommand), the work (the
 // socket's answer to a hook's ask) in place of the `fossil backoffice`
 // that would run /bin/sh and an ocx-hook asking the daemon back. A
 // repository with another hook beside it is left to its backoffice,
@@ -590,7 +590,7 @@ func (e *repoEvents) close() { e.w.Close() }
 func AfterWrites(agents string, work func(ctx context.Context, repo string) error) noderepos.OwnHook {
 	return func(ctx context.Context, x *noderepos.Index) (bool, error) {
 		st, err := x.Repo.Hook(ctx)
-		if err != nil || !st.Installed || st.Others > 0 || !OwnCommand(st.Command, agents) {
+		if err != nil || !st.Installed || st.Others > 0 || !ownCommand(st.Command, agents) {
 			return false, err
 		}
 		return true, work(ctx, x.Path)

@@ -300,7 +300,7 @@ func TestHookWatchDoesItsOwnHookInTheDaemon(t *testing.T) {
 	n.waitLog(`msg="the wake hook the daemon ran failed" project=demo`)
 }
 
-// OwnCommand knows OCX's own command lines, as `ocx hook install` writes
+// ownCommand knows OCX's own command lines, as `ocx hook install` writes
 // them and bare, and nothing else: another agents root, another program,
 // more words, anything a shell would expand or join.
 func TestOwnCommand(t *testing.T) {
@@ -323,7 +323,7 @@ func TestOwnCommand(t *testing.T) {
 		{`'/opt/ocx/ocx-hook --agents /srv/agents --repo %R`, "/srv/agents", false},
 		{``, "/srv/agents", false},
 	} {
-		if got := OwnCommand(c.command, c.agents); got != c.want {
+		if got := ownCommand(c.command, c.agents); got != c.want {
 			t.Errorf("OwnCommand(%q, %q) = %v, want %v", c.command, c.agents, got, c.want)
 		}
 	}

@@ -33,10 +33,10 @@ func FuzzOwnCommand(f *testing.F) {
 			return
 		}
 		own := quote(dir+"/"+host.HookProgram) + " --agents " + quote(agents) + " --repo %R"
-		if !OwnCommand(own, agents) {
+		if !ownCommand(own, agents) {
 			t.Fatalf("%q is not taken for OCX's own command for %q", own, agents)
 		}
-		if OwnCommand(own, agents+"x") {
+		if ownCommand(own, agents+"x") {
 			t.Fatalf("%q is taken for OCX's own command for %q", own, agents+"x")
 		}
 	})

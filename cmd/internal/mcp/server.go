@@ -41,7 +41,7 @@ func NewServer(n *node.Node, project string, caller func() (node.Caller, error))
 			Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(t.Name == toolio.ToolStop), OpenWorldHint: ptr(false)}}
 		name := t.Name
 		s.AddTool(tool, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-			return Result(call(ctx, n, project, caller, name, req.Params.Arguments)), nil
+			return result(call(ctx, n, project, caller, name, req.Params.Arguments)), nil
 		})
 	}
 	s.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: artifactTemplate, Name: "artifact",
@@ -125,9 +125,9 @@ func call(ctx context.Context, n *node.Node, project string, caller func() (node
 	return tools.Of(n).CallIn(ctx, project, c, name, input)
 }
 
-// Result is an Answer as an MCP tool result: its JSON as the one text
+// result is an Answer as an MCP tool result: its JSON as the one text
 // content and as structured content, IsError when it stopped.
-func Result(a *node.Answer) *sdk.CallToolResult {
+func result(a *node.Answer) *sdk.CallToolResult {
 	b, err := json.Marshal(a)
 	if err != nil { // an Answer holds strings only
 		panic(err)

@@ -10,11 +10,11 @@ import (
 	"github.com/ocx-go/ocx/messages/wire"
 )
 
-// LiveWait bounds how long a status waits for the daemon's answer before
+// liveWait bounds how long a status waits for the daemon's answer before
 // the node reads the record itself: the daemon's status is a few
 // milliseconds, even for a large record, so one that does not answer in
 // this time is stuck.
-const LiveWait = 5 * time.Second
+const liveWait = 5 * time.Second
 
 // LiveStatus is the node's status as the daemon's live record gives it on
 // its socket (D66), current to the receipts it names. With no daemon
@@ -65,7 +65,7 @@ func (n *Node) liveStatus(ctx context.Context) (doc []byte, st *messages.NodeSta
 // errNoState: the daemon's reply to a status ask held no status.
 var errNoState = errors.New("the daemon's reply holds no status")
 
-// AskDaemon asks the daemon on its socket (D66), waiting LiveWait at most,
+// AskDaemon asks the daemon on its socket (D66), waiting liveWait at most,
 // and notes what its answer passed over as this node's own read would.
 func (n *Node) AskDaemon(ctx context.Context, a *wire.Ask) (*wire.Reply, error) {
 	var r *wire.Reply
@@ -73,7 +73,7 @@ func (n *Node) AskDaemon(ctx context.Context, a *wire.Ask) (*wire.Reply, error) 
 	if n.ask != nil {
 		r, err = n.ask(ctx, a)
 	} else {
-		r, err = nodesock.Ask(ctx, n.Layout, a, LiveWait)
+		r, err = nodesock.Ask(ctx, n.Layout, a, liveWait)
 	}
 	if err != nil {
 		return nil, err

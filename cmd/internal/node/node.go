@@ -389,7 +389,7 @@ func (n *Node) RequirePrivileged(ctx context.Context, r *fossilio.Repo, p Projec
 // standing of those whose artifacts it holds alone (D81).
 func (n *Node) CallerPrivileged(ctx context.Context, r *fossilio.Repo, p Project) (bool, string, error) {
 	if !p.OtherHost {
-		return Privileged(ctx, r, n.Caller.Login)
+		return privileged(ctx, r, n.Caller.Login)
 	}
 	if n.Caller.Login == "" {
 		return false, "", nil
@@ -401,10 +401,10 @@ func (n *Node) CallerPrivileged(ctx context.Context, r *fossilio.Repo, p Project
 	return v.Privileged, v.Caps, nil
 }
 
-// Privileged says whether login holds admin or setup on the repository
+// privileged says whether login holds admin or setup on the repository
 // (fossilio.Repo.Privileged, D7), with its own capabilities for a refusal
 // to name; a login the repository does not hold is an error saying so.
-func Privileged(ctx context.Context, r *fossilio.Repo, login string) (bool, string, error) {
+func privileged(ctx context.Context, r *fossilio.Repo, login string) (bool, string, error) {
 	if login == "" {
 		return false, "", nil
 	}

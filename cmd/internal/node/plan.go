@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// Step is one thing an action does, in its order.
-type Step struct {
+// step is one thing an action does, in its order.
+type step struct {
 	// Text is the step as a dry run says it, after "would "; empty for a
 	// step a dry run does not name.
 	Text string
@@ -24,23 +24,23 @@ type Step struct {
 // from what the action read: a dry run prints it, a real run executes it
 // (execute, the one executor).
 type Plan struct {
-	Steps []Step
+	Steps []step
 }
 
 // Add appends a step.
 func (p *Plan) Add(text string, do func(ctx context.Context, a *Answer) error) {
-	p.Steps = append(p.Steps, Step{Text: text, Do: do})
+	p.Steps = append(p.Steps, step{Text: text, Do: do})
 }
 
 // Say appends a fact both runs state, in its place among the steps.
 func (p *Plan) Say(format string, args ...any) {
-	p.Steps = append(p.Steps, Step{Said: fmt.Sprintf(format, args...)})
+	p.Steps = append(p.Steps, step{Said: fmt.Sprintf(format, args...)})
 }
 
 // Deferred appends a step whose effect runs when the plan ends, once the
 // executor has reached it; its error is not the plan's.
 func (p *Plan) Deferred(do func(ctx context.Context, a *Answer)) {
-	p.Steps = append(p.Steps, Step{Defer: true, Do: func(ctx context.Context, a *Answer) error {
+	p.Steps = append(p.Steps, step{Defer: true, Do: func(ctx context.Context, a *Answer) error {
 		do(ctx, a)
 		return nil
 	}})
@@ -62,7 +62,7 @@ func (p Plan) Texts() []string {
 // what it would do; a real run runs each effect in order and stops at the
 // first that fails, returning why.
 func Execute(ctx context.Context, a *Answer, p Plan) error {
-	var later []Step
+	var later []step
 	defer func() {
 		for i := len(later) - 1; i >= 0; i-- {
 			later[i].Do(ctx, a)

@@ -101,7 +101,7 @@ const DefaultReexecWait = 30 * time.Second
 const (
 	checkVersion = "version"  // each program starts and says its version line, naming the release's check-in
 	checkHandoff = "hand-off" // the staged ocxd reads the hand-off version the running daemon writes
-	CheckSandbox = "sandbox"  // workspace, from the release, starts in bwrap in a throwaway workspace and answers
+	checkSandbox = "sandbox"  // workspace, from the release, starts in bwrap in a throwaway workspace and answers
 )
 
 // checkError is a failed host check: which check, on which release, why.
@@ -377,12 +377,12 @@ func (r *releaser) check(ctx context.Context, a *node.Answer, dir, checkin strin
 	a.Logf("check %s: the staged ocxd reads hand-off version %d, as %s writes", checkHandoff, want.version, want.from)
 	line, err := sandboxVersion(ctx, dir)
 	if err != nil {
-		return &checkError{Check: CheckSandbox, Release: dir, Err: err}
+		return &checkError{Check: checkSandbox, Release: dir, Err: err}
 	}
 	if _, err := CheckVersionLine("workspace", checkin, line); err != nil {
-		return &checkError{Check: CheckSandbox, Release: dir, Err: fmt.Errorf("in its sandbox, %w", err)}
+		return &checkError{Check: checkSandbox, Release: dir, Err: fmt.Errorf("in its sandbox, %w", err)}
 	}
-	a.Logf("check %s: workspace answered in bwrap, in a throwaway workspace, with the release bound read-only", CheckSandbox)
+	a.Logf("check %s: workspace answered in bwrap, in a throwaway workspace, with the release bound read-only", checkSandbox)
 	return nil
 }
 

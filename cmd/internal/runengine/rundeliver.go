@@ -19,7 +19,7 @@ import (
 // after its started) that passes table 9's filters. What was given is kept
 // in the care file before the line is written to the process (or the
 // process for it launched), so a daemon started again gives nothing twice;
-// the run's core drops what it took already (actors.RunGiven), so reading
+// the run's core drops what it took already (actors.runGiven), so reading
 // the same arrivals twice gives them once.
 
 // Deliveries reads what the session runs in care of the repository at path

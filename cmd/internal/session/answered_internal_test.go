@@ -11,7 +11,7 @@ import (
 	"github.com/ocx-go/ocx/host/unixhost"
 )
 
-// TestAnsweredLogIsBounded: the log keeps the last MaxAnswered posts
+// TestAnsweredLogIsBounded: the log keeps the last maxAnswered posts
 // answered, oldest first, each once, and reads back what it wrote; a line
 // that is not a hash is passed over.
 func TestAnsweredLogIsBounded(t *testing.T) {
@@ -31,7 +31,7 @@ func TestAnsweredLogIsBounded(t *testing.T) {
 		t.Fatalf("a missing log: %v, %v", a, err)
 	}
 	var want []string
-	for i := range MaxAnswered + 25 {
+	for i := range maxAnswered + 25 {
 		if err := a.add(hash(i)); err != nil {
 			t.Fatal(err)
 		}
@@ -43,12 +43,12 @@ func TestAnsweredLogIsBounded(t *testing.T) {
 			}
 		}
 	}
-	want = want[len(want)-MaxAnswered:]
+	want = want[len(want)-maxAnswered:]
 	b, err := a.load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(b.order, want) || b.has(hash(0)) || !b.has(hash(MaxAnswered+24)) || len(b.set) != MaxAnswered {
+	if !slices.Equal(b.order, want) || b.has(hash(0)) || !b.has(hash(maxAnswered+24)) || len(b.set) != maxAnswered {
 		t.Errorf("read back %d posts, first %s", len(b.order), b.order[0])
 	}
 	// A spoiled file: lines not hashes and repeats are passed over.

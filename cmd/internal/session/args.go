@@ -19,8 +19,8 @@ const (
 	verbStart = "start"
 )
 
-// Options is a parsed command line.
-type Options struct {
+// options is a parsed command line.
+type options struct {
 	Verb string
 	Key  messages.WorkspaceKey
 	// Root is the agents root, absolute and clean.
@@ -74,19 +74,19 @@ Run "workspace VERB --help" for a verb's flags.
 // ParseArgs reads the command line after the program's name. Every value is
 // checked here, before anything is read or written: a key that is not
 // LOGIN/PROJECT, a relative root, a hash that is not a full hash.
-func ParseArgs(args []string) (Options, error) {
+func ParseArgs(args []string) (options, error) {
 	if len(args) == 0 {
-		return Options{}, usageErr("no verb; the verbs are serve, run and start")
+		return options{}, usageErr("no verb; the verbs are serve, run and start")
 	}
-	var o Options
+	var o options
 	switch a := args[0]; a {
 	case "-h", "--help", "-help", "help":
-		return Options{}, errHelp
+		return options{}, errHelp
 	case "--version":
 		if len(args) > 1 {
-			return Options{}, usageErr("--version takes no arguments")
+			return options{}, usageErr("--version takes no arguments")
 		}
-		return Options{}, errVersion
+		return options{}, errVersion
 	case verbServe, verbRun, verbStart:
 		o.Verb = a
 	default:
@@ -99,7 +99,7 @@ func ParseArgs(args []string) (Options, error) {
 	for {
 		if err := fs.Parse(rest); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return Options{Verb: o.Verb}, errHelp
+				return options{Verb: o.Verb}, errHelp
 			}
 			return o, usageErr("%v", err)
 		}
@@ -157,7 +157,7 @@ func ParseArgs(args []string) (Options, error) {
 
 // newFlagSet declares a verb's flags into o; out receives the flag package's
 // own messages.
-func newFlagSet(o *Options, out io.Writer) *flag.FlagSet {
+func newFlagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("workspace "+o.Verb, flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&o.Root, "root", "", "the agents root, an absolute path (required)")

@@ -104,7 +104,7 @@ func writeUsage(w io.Writer, verb string) {
 		fmt.Fprint(w, usageText)
 		return
 	}
-	fs := newFlagSet(&Options{Verb: verb}, w)
+	fs := newFlagSet(&options{Verb: verb}, w)
 	fs.Usage()
 }
 
@@ -131,7 +131,7 @@ type record struct {
 
 // session is one session process.
 type session struct {
-	o      Options
+	o      options
 	log    *slog.Logger
 	errOut io.Writer
 	sigs   chan os.Signal
@@ -718,10 +718,10 @@ func (b budgetStop) String() string { return "budget " + b.limit }
 // Signal makes budgetStop an os.Signal.
 func (budgetStop) Signal() {}
 
-// WallBackstop is how long past its wall a `serve` session waits for the
+// wallBackstop is how long past its wall a `serve` session waits for the
 // daemon, which enforces the wall (D40), before it stops itself: only a
 // session whose daemon is not running gets there.
-const WallBackstop = time.Minute
+const wallBackstop = time.Minute
 
 // armWall arms the session's own wall timer (limits.wall). At a terminal
 // (`run`, `start`) no daemon watches the session, so the timer is the
@@ -729,7 +729,7 @@ const WallBackstop = time.Minute
 // the middle of one, its stopped note saying cause budget. Under the daemon
 // (`serve`) the daemon ends the session at its wall, counted from the
 // process's start, and writes the end note naming the budget; the session's
-// timer is then a backstop, WallBackstop later, for a daemon that is not
+// timer is then a backstop, wallBackstop later, for a daemon that is not
 // there. Either way one stopping cause is taken, the first, so the session
 // writes one stopped note. It returns the timer's stop, or nil when the
 // definition sets no wall.
@@ -742,7 +742,7 @@ func (s *session) armWall() func() bool {
 		return nil // the definition was validated; a bad wall cannot get here
 	}
 	if s.o.Verb == verbServe {
-		d += WallBackstop
+		d += wallBackstop
 	}
 	s.log.Info("wall limit armed", keyEvent, "wall", "wall", s.def.Wall(), "after", d.String())
 	t := time.AfterFunc(d, func() {

@@ -23,7 +23,7 @@ const startWait = 2 * time.Minute
 // startDetached is `workspace start`: the same as run, detached in a session
 // of its own, its output appended to WS/session/log. It prints the PID once
 // the session says it is listening, or why it did not start.
-func startDetached(o Options, stdout, stderr io.Writer) int {
+func startDetached(o options, stdout, stderr io.Writer) int {
 	s := &session{o: o, errOut: stderr}
 	defer s.close()
 	if err := s.check(); err != nil {

@@ -7,10 +7,10 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/workspaces"
 )
 
-// Actions are the tools on one node, as one caller on one project. They
+// actions are the tools on one node, as one caller on one project. They
 // hold the node and its workspace actions, which a tool calls, and are
 // neither: no method of theirs is the tools'.
-type Actions struct {
+type actions struct {
 	node *node.Node
 	ws   workspaces.Actions
 	// project is the project a tool call acts on ("" for the node's one
@@ -19,4 +19,4 @@ type Actions struct {
 }
 
 // Of is the tools on n.
-func Of(n *node.Node) Actions { return Actions{node: n, ws: workspaces.Of(n)} }
+func Of(n *node.Node) actions { return actions{node: n, ws: workspaces.Of(n)} }

@@ -67,7 +67,7 @@ func runPattern(ctx context.Context, r *fossilio.Repo, name string) (*runmsg.Run
 // RunPatterns lists the project's patterns: each wiki page run/NAME whose
 // version a user holding admin or setup last sent is not a deletion, by
 // name, with the problem of one that does not read.
-func (n Actions) RunPatterns(ctx context.Context, project string) ([]RunPatternInfo, error) {
+func (n actions) RunPatterns(ctx context.Context, project string) ([]RunPatternInfo, error) {
 	_, r, err := n.node.ProjectRepo(project)
 	if err != nil {
 		return nil, err
@@ -93,7 +93,7 @@ func (n Actions) RunPatterns(ctx context.Context, project string) ([]RunPatternI
 // an object of a run's fields) over the pattern in.Pattern, the run
 // written in full in the block posted, after the strict decoder and
 // section 11's rows this node can check before anything is written.
-func (n Actions) runPostPattern(ctx context.Context, a *node.Answer, in RunInput) *node.Answer {
+func (n actions) runPostPattern(ctx context.Context, a *node.Answer, in RunInput) *node.Answer {
 	p, r, err := n.toolRepoIn(in.Project)
 	if err != nil {
 		return a.Stop(err)
@@ -134,7 +134,7 @@ func (n Actions) runPostPattern(ctx context.Context, a *node.Answer, in RunInput
 // written: rows 1 to 5 (the record's), and on this node's run 6 and 7
 // too (the node's); row 8 (what the host provides) and later rows are
 // the node's daemon's, which probes its host, at the run's arrival.
-func (n Actions) checkRun(ctx context.Context, r *fossilio.Repo, p node.Project, run *runmsg.Run) error {
+func (n actions) checkRun(ctx context.Context, r *fossilio.Repo, p node.Project, run *runmsg.Run) error {
 	msgs, err := n.runRecord(ctx, r)
 	if err != nil {
 		return err

@@ -52,7 +52,7 @@ type RunState = runmsg.RunState
 // runRecord reads every run engine message of the repository that
 // decodes, in the server's order, each from its first version: from the
 // daemon's run log when the node is the daemon's (node.RunMsgs).
-func (n Actions) runRecord(ctx context.Context, r *fossilio.Repo) ([]record.RunMsg, error) {
+func (n actions) runRecord(ctx context.Context, r *fossilio.Repo) ([]record.RunMsg, error) {
 	all, err := n.node.RunMsgs(ctx, r)
 	if err != nil {
 		return nil, err
@@ -62,10 +62,10 @@ func (n Actions) runRecord(ctx context.Context, r *fossilio.Repo) ([]record.RunM
 
 // care fills in whether the node keeps the run in its care, and whether
 // its process runs (runs.Care).
-func (n Actions) care(st *RunState) { runs.Care(n.node.Layout, st) }
+func (n actions) care(st *RunState) { runs.Care(n.node.Layout, st) }
 
 // runOf finds the run a hash or prefix names, with its state.
-func (n Actions) runOf(ctx context.Context, r *fossilio.Repo, field, hash string) (RunState, record.RunMsg, []record.RunMsg, error) {
+func (n actions) runOf(ctx context.Context, r *fossilio.Repo, field, hash string) (RunState, record.RunMsg, []record.RunMsg, error) {
 	info, err := node.ResolveField(ctx, r, field, hash)
 	if err != nil {
 		return RunState{}, record.RunMsg{}, nil, err
@@ -113,7 +113,7 @@ func runTitle(objective string) string {
 // objective, or a reply to in.To (a post, or a change to a ticket). With
 // in.Pattern the message is the caller's fields over that pattern, and
 // the run is written in full (runPostPattern).
-func (n Actions) RunPost(ctx context.Context, in RunInput) *node.Answer {
+func (n actions) RunPost(ctx context.Context, in RunInput) *node.Answer {
 	a := node.NewAnswer("run post", in.DryRun)
 	if in.Pattern != "" {
 		return n.runPostPattern(ctx, a, in)
@@ -140,7 +140,7 @@ func retool(sub, a *node.Answer) *node.Answer {
 // RunStop posts a stop where the run is, as the caller (table 3), refused
 // before anything is written when the caller holds neither admin nor
 // setup (the stop would be ignored), the run is not found, or it ended.
-func (n Actions) RunStop(ctx context.Context, in RunInput) *node.Answer {
+func (n actions) RunStop(ctx context.Context, in RunInput) *node.Answer {
 	a := node.NewAnswer("run stop", in.DryRun)
 	p, r, err := n.toolRepoIn(in.Project)
 	if err != nil {
@@ -176,7 +176,7 @@ func mergeAll(a, sub *node.Answer) *node.Answer {
 }
 
 // toolRepoIn is toolRepo on a named project.
-func (n Actions) toolRepoIn(name string) (node.Project, *fossilio.Repo, error) {
+func (n actions) toolRepoIn(name string) (node.Project, *fossilio.Repo, error) {
 	c := n
 	c.project = name
 	return c.toolRepo()
@@ -187,7 +187,7 @@ func (n Actions) toolRepoIn(name string) (node.Project, *fossilio.Repo, error) {
 // or setup; then the pipe line `run start REPOSITORY HASH USER` to the
 // daemon, which checks the standing and section 11 again. It waits for
 // started or ended on the record, and says which.
-func (n Actions) RunStart(ctx context.Context, in RunInput) *node.Answer {
+func (n actions) RunStart(ctx context.Context, in RunInput) *node.Answer {
 	a := node.NewAnswer("run start", in.DryRun)
 	p, r, err := n.toolRepoIn(in.Project)
 	if err != nil {
@@ -263,7 +263,7 @@ func runStartPlan(line pipe.RunStartLine, fx runStartEffects) node.Plan {
 
 // runStartRun is runStartEffects on this node.
 type runStartRun struct {
-	n Actions
+	n actions
 	r *fossilio.Repo
 }
 
@@ -302,7 +302,7 @@ func (s runStartRun) awaitStarted(ctx context.Context, a *node.Answer, run strin
 // RunStatus lists the runs of the project (or the one named) as the record
 // and the node's care say: the daemon's answer from its live run log when
 // it gives one (a runs ask, D66), else read here (ReadRunStatus).
-func (n Actions) RunStatus(ctx context.Context, in RunInput) ([]RunState, error) {
+func (n actions) RunStatus(ctx context.Context, in RunInput) ([]RunState, error) {
 	p, err := n.node.DefaultProject(in.Project)
 	if err != nil {
 		return nil, err
@@ -321,7 +321,7 @@ func (n Actions) RunStatus(ctx context.Context, in RunInput) ([]RunState, error)
 // ask). why, when not empty, says why the daemon gave none (no daemon, a
 // refusal, an answer that does not read, a run named so an ask cannot
 // carry it): the caller then reads the record itself.
-func (n Actions) liveRuns(ctx context.Context, project, run string) (sts []RunState, why string) {
+func (n actions) liveRuns(ctx context.Context, project, run string) (sts []RunState, why string) {
 	a := wire.NewAsk(wire.AskRuns)
 	a.Project, a.Run = project, run
 	if err := a.Validate(); err != nil {
@@ -339,7 +339,7 @@ func (n Actions) liveRuns(ctx context.Context, project, run string) (sts []RunSt
 
 // ReadRunStatus is RunStatus read from the repository by this process
 // (runs.Status): the fallback without the daemon's answer.
-func (n Actions) ReadRunStatus(ctx context.Context, in RunInput) ([]RunState, error) {
+func (n actions) ReadRunStatus(ctx context.Context, in RunInput) ([]RunState, error) {
 	_, r, err := n.node.ProjectRepo(in.Project)
 	if err != nil {
 		return nil, err
@@ -355,7 +355,7 @@ func (n Actions) ReadRunStatus(ctx context.Context, in RunInput) ([]RunState, er
 // whose started counts, whose ended does not, and which are not in its
 // care with a live process. The result is the last ended; the log names
 // each.
-func (n Actions) RunCheck(ctx context.Context, in RunInput) *node.Answer {
+func (n actions) RunCheck(ctx context.Context, in RunInput) *node.Answer {
 	a := node.NewAnswer("run check", in.DryRun)
 	var want []RunState
 	var repos []*fossilio.Repo
@@ -434,7 +434,7 @@ type pendingRun struct {
 
 // runCheckRun is runCheckEffects on this node, lost the runs it found.
 type runCheckRun struct {
-	n    Actions
+	n    actions
 	lost []pendingRun
 }
 

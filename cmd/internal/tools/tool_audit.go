@@ -16,7 +16,7 @@ import (
 // the caller, who may check in and did not send the check-in (its U card
 // proves nothing, D47); against a record that counts and lists the
 // check-in's branch, or a file of the check-in.
-func (n Actions) toolAudit(ctx context.Context, in *toolio.AuditArgs) *node.Answer {
+func (n actions) toolAudit(ctx context.Context, in *toolio.AuditArgs) *node.Answer {
 	a := node.NewAnswer(toolio.ToolAudit, in.DryRun)
 	p, r, err := n.toolRepo()
 	if err != nil {
@@ -94,7 +94,7 @@ func auditPlan(f auditFacts, fx auditEffects) node.Plan {
 
 // auditRun is auditEffects on this node.
 type auditRun struct {
-	n Actions
+	n actions
 	r *fossilio.Repo
 	p node.Project
 }

@@ -42,7 +42,7 @@ func remoteOffered(runner string) (bool, string) {
 // toolCreate makes an agent (E8, D35): the record as a new thread, the
 // agent's user, its workspace in the record's thread, its session started
 // on the record. Everything that needs no write is checked first.
-func (n Actions) toolCreate(ctx context.Context, in *toolio.CreateArgs) *node.Answer {
+func (n actions) toolCreate(ctx context.Context, in *toolio.CreateArgs) *node.Answer {
 	a := node.NewAnswer(toolio.ToolCreate, in.DryRun)
 	p, r, err := n.privilegedToolRepo(ctx)
 	if err != nil {
@@ -71,7 +71,7 @@ func (n Actions) toolCreate(ctx context.Context, in *toolio.CreateArgs) *node.An
 
 // createRecord is the record create would post: in's fields with the
 // node's defaults and choices written out, each checked; nothing written.
-func (n Actions) createRecord(ctx context.Context, r *fossilio.Repo, in *toolio.CreateArgs) (*runmsg.TaskRecord, error) {
+func (n actions) createRecord(ctx context.Context, r *fossilio.Repo, in *toolio.CreateArgs) (*runmsg.TaskRecord, error) {
 	rec := &runmsg.TaskRecord{User: in.User, Node: n.node.Config.User, Runner: in.Runner, Model: in.Model, Objective: in.Objective,
 		Checkins: in.Checkins, Hears: in.Hears, Budget: in.Budget}
 	if rec.Runner == "" {
@@ -143,7 +143,7 @@ type newWorkspace struct {
 
 // createWorkspace works out the agent's workspace: its branch, its sandbox
 // (the template's and the record's), its definition checked.
-func (n Actions) createWorkspace(ctx context.Context, r *fossilio.Repo, p node.Project, rec *runmsg.TaskRecord) (newWorkspace, error) {
+func (n actions) createWorkspace(ctx context.Context, r *fossilio.Repo, p node.Project, rec *runmsg.TaskRecord) (newWorkspace, error) {
 	// The tree opens on the branch the record holds it to, once that branch
 	// has a check-in; until then on trunk, from which the agent branches.
 	branch := "trunk"
@@ -239,7 +239,7 @@ func createPlan(f createFacts, fx createEffects) node.Plan {
 
 // createRun is createEffects on this node.
 type createRun struct {
-	n Actions
+	n actions
 	r *fossilio.Repo
 	p node.Project
 }
@@ -282,7 +282,7 @@ func (c createRun) sessionStart(ctx context.Context, a *node.Answer, in workspac
 // checkNewAgent refuses a user name create may not make: not a login, the
 // node user's, one this node keeps a password for, or a user of any
 // project (create makes a new user, E2).
-func (n Actions) checkNewAgent(ctx context.Context, login string) error {
+func (n actions) checkNewAgent(ctx context.Context, login string) error {
 	if err := node.CheckNewLogin(login); err != nil {
 		return fmt.Errorf("user: %w", err)
 	}

@@ -11,7 +11,7 @@ import (
 
 // toolPost replies to a post as the caller (E8). An agent whose record
 // restricts own_thread posts only in its record's thread (E10).
-func (n Actions) toolPost(ctx context.Context, in *toolio.PostArgs) *node.Answer {
+func (n actions) toolPost(ctx context.Context, in *toolio.PostArgs) *node.Answer {
 	a := node.NewAnswer(toolio.ToolPost, in.DryRun)
 	p, r, err := n.toolRepo()
 	if err != nil {

@@ -26,7 +26,7 @@ import (
 // file that Fossil would take for a structural artifact (a forum post of
 // another thread, a tag change, a ticket change, another check-in) is
 // refused, naming it. A refusal pushes nothing.
-func (n Actions) toolPush(ctx context.Context, in *toolio.PushArgs) *node.Answer {
+func (n actions) toolPush(ctx context.Context, in *toolio.PushArgs) *node.Answer {
 	a := node.NewAnswer(toolio.ToolPush, in.DryRun)
 	p, r, err := n.toolRepo()
 	if err != nil {
@@ -125,7 +125,7 @@ func pushPlan(f pushFacts, fx pushEffects) (node.Plan, error) {
 
 // pushRun is pushEffects on this node.
 type pushRun struct {
-	n Actions
+	n actions
 	r *fossilio.Repo
 	p node.Project
 }
@@ -149,7 +149,7 @@ func (u pushRun) backoffice(ctx context.Context, a *node.Answer) { u.n.node.Back
 // link and only when it is a regular file with one name (the clone is the
 // agent's file; a link there would make the node read any SQLite file, its
 // own repository among them): a refusal says why.
-func (n Actions) openClone(path string) (*fossilio.Repo, error) {
+func (n actions) openClone(path string) (*fossilio.Repo, error) {
 	f, err := n.node.OpenAgentFile(path, os.O_RDONLY)
 	if err != nil {
 		return nil, err

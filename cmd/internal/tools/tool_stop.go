@@ -18,7 +18,7 @@ import (
 // end note, once; then every
 // capability of the agent's user is withdrawn. Admin or setup only, on the
 // record's node, refused when the agent is not running.
-func (n Actions) toolStop(ctx context.Context, in *toolio.StopArgs) *node.Answer {
+func (n actions) toolStop(ctx context.Context, in *toolio.StopArgs) *node.Answer {
 	a := node.NewAnswer(toolio.ToolStop, in.DryRun)
 	p, r, err := n.privilegedToolRepo(ctx)
 	if err != nil {
@@ -86,7 +86,7 @@ func stopPlan(f stopFacts, fx stopEffects) (node.Plan, error) {
 // stopRun is stopEffects on this node: idx reads what the node received
 // since the record, launch is its session's launch note ("" for none).
 type stopRun struct {
-	n      Actions
+	n      actions
 	r      *fossilio.Repo
 	idx    *record.Index
 	record string
@@ -115,7 +115,7 @@ func (s stopRun) withdraw(ctx context.Context, a *node.Answer, user string) erro
 // awaitEnd waits, at most the outcome wait, for the end note of the
 // session launch started (none to wait for when launch is "") and for no
 // process to name the workspace key; it returns the end note's hash.
-func (n Actions) awaitEnd(ctx context.Context, idx *record.Index, key messages.WorkspaceKey, launch string) (string, error) {
+func (n actions) awaitEnd(ctx context.Context, idx *record.Index, key messages.WorkspaceKey, launch string) (string, error) {
 	deadline := time.Now().Add(n.node.OutcomeWait())
 	var end string
 	for end == "" {
@@ -156,7 +156,7 @@ func (n Actions) awaitEnd(ctx context.Context, idx *record.Index, key messages.W
 
 // logResponse says, in a, the daemon's end note and the response to the
 // record before it (D51), the answer's result.
-func (n Actions) logResponse(ctx context.Context, a *node.Answer, r *fossilio.Repo, recHash, launch, end string) error {
+func (n actions) logResponse(ctx context.Context, a *node.Answer, r *fossilio.Repo, recHash, launch, end string) error {
 	// The response is the node user's, written by the daemon right
 	// before its end note (D51); the answer's result is the response.
 	resp, ok, err := record.ResponseOf(ctx, r, recHash, n.node.Config.User, launch, end)
@@ -177,7 +177,7 @@ func (n Actions) logResponse(ctx context.Context, a *node.Answer, r *fossilio.Re
 // recordLaunch finds the launch note of the record's session: the first in
 // its thread that a user holding admin or setup sent for the agent's
 // workspace; "" when there is none.
-func (n Actions) recordLaunch(ctx context.Context, r *fossilio.Repo, recHash, login string) (string, error) {
+func (n actions) recordLaunch(ctx context.Context, r *fossilio.Repo, recHash, login string) (string, error) {
 	posts, err := r.Thread(ctx, recHash)
 	if err != nil {
 		return "", fmt.Errorf("record: read its thread: %w", err)

@@ -44,14 +44,14 @@ func Tools() []Tool {
 // project, and returns the tool's one answer shape whatever happens: an
 // input that does not decode stops the answer with the decoder's error,
 // naming the field at fault.
-func (n Actions) Call(ctx context.Context, caller node.Caller, name string, input json.RawMessage) *node.Answer {
+func (n actions) Call(ctx context.Context, caller node.Caller, name string, input json.RawMessage) *node.Answer {
 	return n.CallIn(ctx, "", caller, name, input)
 }
 
 // CallIn is Call on the named project of the node ("" for its one
 // project): a front end that knows the caller's project (a session's)
 // names it.
-func (n Actions) CallIn(ctx context.Context, project string, caller node.Caller, name string, input json.RawMessage) *node.Answer {
+func (n actions) CallIn(ctx context.Context, project string, caller node.Caller, name string, input json.RawMessage) *node.Answer {
 	args, err := toolio.DecodeTool(name, input)
 	if err != nil {
 		return node.NewAnswer(name, toolio.ToolDryRun(input)).Stop(err)
@@ -78,7 +78,7 @@ func (n Actions) CallIn(ctx context.Context, project string, caller node.Caller,
 // AgentCaller is an agent login as a caller: its password the one the node
 // keeps for it. A front end that authenticated a session (MCP) calls the
 // tools as the session's agent with it.
-func (n Actions) AgentCaller(login string) (node.Caller, error) {
+func (n actions) AgentCaller(login string) (node.Caller, error) {
 	if err := n.node.CheckAgentLogin(login); err != nil {
 		return node.Caller{}, err
 	}
@@ -95,7 +95,7 @@ func (n Actions) AgentCaller(login string) (node.Caller, error) {
 
 // toolRepo opens the node's one project for a tool, after checking that a
 // caller was given.
-func (n Actions) toolRepo() (node.Project, *fossilio.Repo, error) {
+func (n actions) toolRepo() (node.Project, *fossilio.Repo, error) {
 	if err := n.node.RequireCaller(); err != nil {
 		return node.Project{}, nil, err
 	}
@@ -112,7 +112,7 @@ func (n Actions) toolRepo() (node.Project, *fossilio.Repo, error) {
 
 // privilegedToolRepo is toolRepo for a caller holding admin or setup on the
 // project: create's and stop's.
-func (n Actions) privilegedToolRepo(ctx context.Context) (node.Project, *fossilio.Repo, error) {
+func (n actions) privilegedToolRepo(ctx context.Context) (node.Project, *fossilio.Repo, error) {
 	p, r, err := n.toolRepo()
 	if err != nil {
 		return node.Project{}, nil, err

@@ -219,7 +219,7 @@ func (p *Puller) answer(a pull.Answer) {
 }
 
 // Poked tells the puller the server poked: every project is pulled, at
-// most once every pull.PokeGap (D81).
+// most once every pull.pokeGap (D81).
 func (p *Puller) Poked() {
 	if p == nil {
 		return
