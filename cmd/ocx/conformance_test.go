@@ -168,3 +168,51 @@ func TestConformanceNamesRealTests(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsNameRealTests: every test, fuzz target or benchmark the docs
+// name (but the decisions, which say what was true when each was made)
+// is one of the module's; a name ending in `*` names those it begins.
+func TestDocsNameRealTests(t *testing.T) {
+	root := filepath.Join("..", "..")
+	all := map[string]bool{}
+	for _, names := range moduleTests(t, root) {
+		for _, n := range names {
+			all[n] = true
+		}
+	}
+	prefixed := func(p string) bool {
+		for n := range all {
+			if strings.HasPrefix(n, p) {
+				return true
+			}
+		}
+		return false
+	}
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil || len(docs) < 10 {
+		t.Fatalf("the docs: %d files (%v)", len(docs), err)
+	}
+	named := 0
+	for _, p := range append(docs, filepath.Join(root, "README.md")) {
+		if filepath.Base(p) == "decisions.md" {
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range strings.Split(string(b), "\n") {
+			for _, m := range testName.FindAllStringIndex(l, -1) {
+				n := l[m[0]:m[1]]
+				named++
+				glob := strings.HasPrefix(l[m[1]:], "*")
+				if !all[n] && !(glob && prefixed(n)) {
+					t.Errorf("%s:%d: %s is not a test of this module", filepath.Base(p), i+1, n)
+				}
+			}
+		}
+	}
+	if named < 500 {
+		t.Errorf("the docs name %d tests; the reader missed them", named)
+	}
+}
