@@ -208,6 +208,10 @@ type Deps struct {
 	// Logger receives the actors' log lines; protoactor's own go through it
 	// too when the system is made with NewSystem.
 	Logger *slog.Logger
+	// Observe, when set, is told of each host effect the tree ran and its
+	// result (the daemon's metrics), on the effect's goroutine, before the
+	// result goes to its actor.
+	Observe func(e protocol.DaemonEffect, result protocol.DaemonMessage)
 }
 
 // Validate reports the dependencies that are missing.

@@ -386,7 +386,7 @@ func (c *nodeCore) classified(m protocol.ArtifactClassified) {
 		// A launch note is answered once: the hash is remembered above, so
 		// the hook's line and the tool's for one note write one refusal.
 		c.log(slog.LevelWarn, "a launch note is refused: "+m.Refused.Reason, slog.String(KeyHash, m.Hash), wsAttr(m.Refused.Workspace))
-		c.emit(protocol.WriteRefusal{Launch: protocol.LaunchSpec{Hash: m.Refused.Hash, Repository: m.Refused.Repository, Workspace: m.Refused.Workspace}, Reason: m.Refused.Reason})
+		c.emit(protocol.WriteRefusal{Launch: protocol.LaunchSpec{Hash: m.Refused.Hash, Repository: m.Refused.Repository, Workspace: m.Refused.Workspace}, Reason: m.Refused.Reason, Why: protocol.RefusedRecord})
 	case m.Run != nil:
 		if a, ok := m.Run.Event.(protocol.RunArrived); ok && a.InOrder {
 			c.sched.InOrder(m.Run.Run, a.Facts.Project, a.Facts.At)

@@ -448,6 +448,9 @@ func (s *shell) effect(e protocol.DaemonEffect) {
 		// not run: its result would be dropped.
 		if ctx.Err() == nil {
 			m = s.tree.deps.run(ctx, e)
+			if o := s.tree.deps.Observe; o != nil {
+				o(e, m)
+			}
 		}
 		r.mu.Lock()
 		r.done(id)

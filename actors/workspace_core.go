@@ -240,11 +240,11 @@ func (c *workspaceCore) launch(l protocol.LaunchSpec, fromListener bool) {
 		return
 	}
 	if c.inflight != nil {
-		c.refuse(l, nil, fmt.Sprintf("another launch (%s) is starting in workspace %s", c.inflight.launch.Hash, c.key), true)
+		c.refuse(l, nil, protocol.RefusedBusy, fmt.Sprintf("another launch (%s) is starting in workspace %s", c.inflight.launch.Hash, c.key), true)
 		return
 	}
 	if c.reserve != nil {
-		c.refuse(l, nil, fmt.Sprintf("workspace %s is held for a CI launch on branch %q", c.key, c.reserve.branch), true)
+		c.refuse(l, nil, protocol.RefusedBusy, fmt.Sprintf("workspace %s is held for a CI launch on branch %q", c.key, c.reserve.branch), true)
 		return
 	}
 	c.inflight = &wsLaunch{launch: l}
@@ -264,7 +264,7 @@ func (c *workspaceCore) refuseIfBusy(l protocol.LaunchSpec) bool {
 		holders[i] = protocol.ProcInfo{Proc: p, Workspace: c.key, Verb: "serve", Launch: s.launch.Hash, StartedBy: c.origin(s)}
 		words[i] = fmt.Sprintf("pid %d (launch %s)", p.PID, s.launch.Hash)
 	}
-	c.refuse(l, holders, fmt.Sprintf("a session already runs in workspace %s: %s", c.key, strings.Join(words, ", ")), true)
+	c.refuse(l, holders, protocol.RefusedBusy, fmt.Sprintf("a session already runs in workspace %s: %s", c.key, strings.Join(words, ", ")), true)
 	return true
 }
 
@@ -290,12 +290,13 @@ func (c *workspaceCore) replayOutcome(l protocol.LaunchSpec) {
 	c.tellChild(protocol.BranchAddr(c.key, l.Branch), protocol.LaunchOutcome{Launch: l, Refused: "the launch note was already handled"})
 }
 
-// refuse writes the one refusal note of a launch note. own says the refusal
-// is for something of the daemon's, which ends by itself: a CI launch refused
-// for it is deferred, and its listener told when the workspace is free.
-func (c *workspaceCore) refuse(l protocol.LaunchSpec, holders []protocol.ProcInfo, reason string, own bool) {
+// refuse writes the one refusal note of a launch note, why its kind (a
+// protocol.Refused word). own says the refusal is for something of the
+// daemon's, which ends by itself: a CI launch refused for it is deferred,
+// and its listener told when the workspace is free.
+func (c *workspaceCore) refuse(l protocol.LaunchSpec, holders []protocol.ProcInfo, why, reason string, own bool) {
 	c.log(slog.LevelInfo, "launch refused: "+reason, wsAttr(c.key), slog.String(KeyLaunch, l.Hash))
-	c.emit(protocol.WriteRefusal{Launch: l, Holders: holders, Reason: reason})
+	c.emit(protocol.WriteRefusal{Launch: l, Holders: holders, Reason: reason, Why: why})
 	if l.IsCI() && c.branches[l.Branch] {
 		c.tellChild(protocol.BranchAddr(c.key, l.Branch), protocol.LaunchOutcome{Launch: l, Refused: reason})
 		if own {
@@ -321,11 +322,11 @@ func (c *workspaceCore) scanned(m protocol.WorkspaceScanned) {
 		switch {
 		case m.Err != nil:
 			c.inflight = nil
-			c.refuse(l, nil, fmt.Sprintf("the process table could not be read, so whether a process names workspace %s is unknown: %v", c.key, m.Err), false)
+			c.refuse(l, nil, protocol.RefusedHost, fmt.Sprintf("the process table could not be read, so whether a process names workspace %s is unknown: %v", c.key, m.Err), false)
 			c.freed()
 		case len(m.Procs) > 0:
 			c.inflight = nil
-			c.refuse(l, m.Procs, fmt.Sprintf("a process already names workspace %s: %s", c.key, holderWords(m.Procs)), false)
+			c.refuse(l, m.Procs, protocol.RefusedBusy, fmt.Sprintf("a process already names workspace %s: %s", c.key, holderWords(m.Procs)), false)
 			c.freed()
 		default:
 			c.inflight.spawning = true
@@ -415,7 +416,7 @@ func (c *workspaceCore) spawned(m protocol.SessionSpawned) {
 			c.log(slog.LevelInfo, "exit of a process no session here runs", wsAttr(c.key), pidAttr(e.Proc))
 		}
 		c.stopQueued = false
-		c.refuse(l, nil, "the session could not be started: "+m.Err.Error(), false)
+		c.refuse(l, nil, protocol.RefusedHost, "the session could not be started: "+m.Err.Error(), false)
 		c.freed()
 		return
 	}

@@ -42,6 +42,7 @@ var commands = []*command{
 	{name: "listener", summary: "add or remove a session's listener", run: runListener},
 	{name: "login", summary: "add, withdraw or rotate an agent login", run: runLogin},
 	{name: "mcp", summary: "the tools over MCP: serve a session's socket (start, serve), or reach it from inside the sandbox (connect, call)", run: runMCP},
+	{name: "metrics", summary: "print the daemon's metrics in Prometheus' text format", run: runMetrics},
 	{name: "node", summary: "nodes on other hosts: list one on the server's node (add, remove); keep a run user's password on one (password)", run: runNode},
 	{name: "post", summary: "reply to a post, or comment on a ticket, as the caller", run: runPost},
 	{name: "release", summary: "stage, accept or roll back a release; make a release root", run: runRelease},

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 func runStatus(ctx context.Context, e *env, args []string) error {
@@ -62,4 +64,28 @@ func printEach[T fmt.Stringer](w io.Writer, label string, xs []T) {
 	for _, x := range xs {
 		fmt.Fprintf(w, "%-9s %s\n", label, x.String())
 	}
+}
+
+// runMetrics prints the daemon's metrics in Prometheus' text format, as
+// its socket answers them: they are the running daemon's counts, so with
+// no daemon there are none, and it says so.
+func runMetrics(ctx context.Context, e *env, args []string) error {
+	var c common
+	fs := c.flags(e, "metrics", "metrics [--agents AGENTS]", false, false)
+	if _, _, err := parseArgs(fs, args, noArgs); err != nil {
+		return err
+	}
+	n, err := c.open(e)
+	if err != nil {
+		return err
+	}
+	r, err := n.AskDaemon(ctx, wire.NewAsk(wire.AskMetrics))
+	if err != nil {
+		return fmt.Errorf("the daemon's metrics: %w", err)
+	}
+	if r.Error != "" {
+		return fmt.Errorf("the daemon's metrics: %s", r.Error)
+	}
+	_, err = e.stdout.Write(r.MetricsText)
+	return err
 }

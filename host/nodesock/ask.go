@@ -131,5 +131,12 @@ func Ask(ctx context.Context, layout host.Layout, a *wire.Ask, wait time.Duratio
 			return nil, errors.New("the daemon's page is no CGI reply (a Status line, headers, a blank line)")
 		}
 	}
+	if r.Metrics > 0 {
+		// The metrics' text that follows the line, whole.
+		r.MetricsText = make([]byte, r.Metrics)
+		if _, err := io.ReadFull(br, r.MetricsText); err != nil {
+			return nil, fmt.Errorf("read the daemon's metrics (%d bytes): %w", r.Metrics, err)
+		}
+	}
 	return r, nil
 }

@@ -636,6 +636,17 @@ func (t *ProcTable) Changes() (n uint64, ok bool) {
 	return t.ix.changes, true
 }
 
+// Indexed counts the processes the index keeps (those that name a
+// workspace); ok is false when the table follows no events.
+func (t *ProcTable) Indexed() (n int, ok bool) {
+	if t.ix == nil {
+		return 0, false
+	}
+	t.ix.mu.Lock()
+	defer t.ix.mu.Unlock()
+	return len(t.ix.named), true
+}
+
 // Rescans counts the full scans the index has made (1 after Watch).
 func (t *ProcTable) Rescans() int {
 	if t.ix == nil {

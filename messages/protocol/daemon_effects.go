@@ -39,12 +39,27 @@ type ResolveLaunch struct {
 
 // WriteRefusal writes a refusal note, as the node user, replying to a launch
 // note: the launch did not start, Reason says why, Holders are the processes
-// that name the workspace. Result: RefusalWritten.
+// that name the workspace; Why is Reason's kind, one of the Refused words,
+// which the daemon's metrics count. Result: RefusalWritten.
 type WriteRefusal struct {
 	Launch  LaunchSpec
 	Holders []ProcInfo
 	Reason  string
+	Why     string
 }
+
+// The kinds of a launch's refusal (WriteRefusal.Why).
+const (
+	// RefusedBusy: a session, a launch starting or a CI hold has the
+	// workspace.
+	RefusedBusy = "busy"
+	// RefusedRecord: the record refuses the launch note (a definition that
+	// does not count or read, a terminated workspace, a field at fault).
+	RefusedRecord = "record"
+	// RefusedHost: the host could not say or do (the process table did not
+	// read, the session did not start).
+	RefusedHost = "host"
+)
 
 // WriteEnd writes an end note, as the node user, replying to the launch note
 // of a session process that ended. The note is the session core's: every

@@ -45,11 +45,22 @@ const (
 	// tool that wrote to the server then reads its own write in the
 	// node's clone.
 	AskPull askKind = "pull"
+	// AskMetrics asks for the daemon's metrics in Prometheus' text format
+	// (MetricsContentType), which follow the reply's line as a page does.
+	AskMetrics askKind = "metrics"
 )
+
+// MetricsContentType is the media type of the metrics' text format, as a
+// scraper reads it: text/plain, the text format's own type. It is spelled
+// "Text/Plain" because Fossil's /ext wraps exactly "text/plain" in its
+// skin (an HTML page) and passes any other type through as it came, its
+// parameters cut; a media type is the same in any case (RFC 9110 8.3.1),
+// so a scraper reads it as text/plain, version 0.0.4 its default.
+const MetricsContentType = "Text/Plain; version=0.0.4; charset=utf-8"
 
 // askKinds are the kinds an Ask may have, in the order docs/daemon.md
 // lists them.
-var askKinds = []askKind{AskHook, AskStatus, AskRuns, AskPage, AskPull}
+var askKinds = []askKind{AskHook, AskStatus, AskRuns, AskPage, AskPull, AskMetrics}
 
 // maxPageEnv bounds a page ask's environment: Fossil gives its CGI a few
 // dozen variables.
@@ -181,9 +192,9 @@ func (a *Ask) Validate() error {
 		if why := NotByDaemon(a.Env); why != "" {
 			return strictjson.FieldErr("env", strictjson.ErrInvalid, why)
 		}
-	case AskStatus:
+	case AskStatus, AskMetrics:
 		if a.Repo != "" || len(a.Hashes) > 0 || a.Project != "" || a.Run != "" {
-			return strictjson.FieldErr("repo", strictjson.ErrInvalid, "is given; a status ask names no repository, hash, project or run")
+			return strictjson.FieldErr("repo", strictjson.ErrInvalid, fmt.Sprintf("is given; a %s ask names no repository, hash, project or run", a.Kind))
 		}
 	case AskPull:
 		if a.Repo != "" || len(a.Hashes) > 0 || a.Run != "" {
@@ -257,6 +268,12 @@ type Reply struct {
 	// CGIPage is the reply Page counts, as the caller read it; never in
 	// a line.
 	CGIPage []byte `json:"-"`
+	// Metrics is the length of the metrics' text (Prometheus' format) that
+	// follows the reply's line, a metrics ask's answer.
+	Metrics int `json:"metrics,omitempty"`
+	// MetricsText is the text Metrics counts, as the caller read it;
+	// never in a line.
+	MetricsText []byte `json:"-"`
 	// Hook is a hook ask's answer.
 	Hook *HookDone `json:"hook,omitempty"`
 	// Runs are a runs ask's answer, in the server's order; an answer with
@@ -310,6 +327,9 @@ func (r *Reply) Validate() error {
 	}
 	if r.Page < 0 || r.Page > strictjson.MaxStateLen || (r.Page > 0 && (r.Doc > 0 || r.State != nil)) {
 		return strictjson.FieldErr("page", strictjson.ErrInvalid, fmt.Sprintf("is %d; a page is 1 to %d bytes, in a reply of its own", r.Page, strictjson.MaxStateLen))
+	}
+	if r.Metrics < 0 || r.Metrics > strictjson.MaxStateLen || (r.Metrics > 0 && (r.Doc > 0 || r.Page > 0 || r.State != nil)) {
+		return strictjson.FieldErr("metrics", strictjson.ErrInvalid, fmt.Sprintf("is %d; the metrics are 1 to %d bytes, in a reply of their own", r.Metrics, strictjson.MaxStateLen))
 	}
 	if r.Doc > 0 && r.State != nil {
 		return strictjson.FieldErr("doc", strictjson.ErrInvalid, "is given with a state in the line; a reply carries one of them")

@@ -12,6 +12,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/consolepage"
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/fossilio/record"
+	"github.com/ocx-go/ocx/host/metrics"
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/messages"
 )
@@ -39,7 +40,7 @@ func (s *Socket) page(a *wire.Ask) *wire.Reply {
 	}
 	// A page's reads log nothing of the files they pass over, as a page
 	// rendered by `ocx console` for the daemon logged nothing.
-	out, ok := consolepage.ServePage(a.Env, s.layout, s.status.cfg, pageReads{s.status}, s.consoleKey, slog.New(slog.DiscardHandler))
+	out, ok := consolepage.ServePage(a.Env, s.layout, s.status.cfg, pageReads{s.status, s.metrics}, s.consoleKey, slog.New(slog.DiscardHandler))
 	if !ok {
 		return nodesock.Refusal("the daemon renders no such page: ocx console serves it")
 	}
@@ -58,9 +59,19 @@ func (s *Socket) page(a *wire.Ask) *wire.Reply {
 }
 
 // pageReads are a page's reads in the daemon: the status the socket
-// derives or keeps, as it is (no document decoded), and the daemon's open
-// repositories and record indexes.
-type pageReads struct{ s *status }
+// derives or keeps, as it is (no document decoded), the daemon's open
+// repositories and record indexes, and its metrics.
+type pageReads struct {
+	s *status
+	m *metrics.Set
+}
+
+func (p pageReads) Metrics(context.Context) ([]byte, error) {
+	if p.m == nil {
+		return nil, errors.New("this daemon keeps no metrics")
+	}
+	return p.m.Text()
+}
 
 func (p pageReads) Status(ctx context.Context) (*messages.NodeState, string, error) {
 	r, st := p.s.current(ctx)

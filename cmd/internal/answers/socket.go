@@ -17,6 +17,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio/noderepos"
 	"github.com/ocx-go/ocx/fossilio/remote"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/metrics"
 	"github.com/ocx-go/ocx/host/nodesock"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -47,6 +48,9 @@ type Socket struct {
 	consoleKey []byte
 	// puller answers pull asks on a node on another host; nil elsewhere.
 	puller *otherhosts.Puller
+	// metrics are the daemon's, which the hook's and the status's answers
+	// are observed into and a metrics ask writes; nil: none are kept.
+	metrics *metrics.Set
 	// nodeJSON is node.json as the daemon read it; reread asks the daemon,
 	// once, to read it again (a re-exec in place) when it changed.
 	nodeJSON   []byte
@@ -66,6 +70,8 @@ type Parts struct {
 	Hand   func(lines []pipe.Line) error
 	Poke   func(targets []remote.Target)
 	Puller *otherhosts.Puller
+	// Metrics are the daemon's metrics (nil: none are kept).
+	Metrics *metrics.Set
 }
 
 // Open serves the daemon's socket. Without it the daemon still
@@ -90,8 +96,9 @@ func Open(layout host.Layout, root *unixhost.Root, cfg *messages.NodeConfig, nod
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Socket{layout: layout, root: root, log: log, cancel: cancel, done: make(chan struct{}), hookLog: f,
 		hook:   hook.Options{Agents: layout.Root(), Config: cfg, Open: repos.RepoAt, Index: repos.RecordAt, Log: slog.New(f.Handler(nil)), Poke: parts.Poke, Hand: parts.Hand},
-		puller: parts.Puller, nodeJSON: nodeJSON, reread: reread}
+		puller: parts.Puller, metrics: parts.Metrics, nodeJSON: nodeJSON, reread: reread}
 	s.status = newStatus(layout, cfg, repos, parts.Procs, log)
+	parts.Metrics.ViewFrom(s.MetricsView)
 	s.consoleKey = s.openConsole()
 	srv := nodesock.New(ln, s.answer, nil, log)
 	go func() {
@@ -193,9 +200,15 @@ func (s *Socket) answer(ctx context.Context, a *wire.Ask) *wire.Reply {
 		// caller waits for it, and a half-done hook would be done again.
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hookBound)
 		defer cancel()
+		t0 := time.Now()
+		defer func() { s.metrics.HookTook(time.Since(t0)) }()
 		return hook.Answer(hctx, s.hook, a)
 	case wire.AskStatus:
+		t0 := time.Now()
+		defer func() { s.metrics.StatusTook(time.Since(t0)) }()
 		return s.status.answer(ctx)
+	case wire.AskMetrics:
+		return s.metricsText()
 	case wire.AskRuns:
 		return s.status.runs(ctx, a)
 	case wire.AskPage:

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -66,6 +67,19 @@ func (r nodeReads) StateDoc(ctx context.Context) ([]byte, error) {
 func (r nodeReads) Repo(project string) (*fossilio.Repo, error) { return r.n.OpenRepo(project) }
 
 func (r nodeReads) Index(repo *fossilio.Repo) *record.Index { return r.n.Index(repo) }
+
+// Metrics are the daemon's, asked on its socket: with no daemon there
+// are none (the page then says so, 503).
+func (r nodeReads) Metrics(ctx context.Context) ([]byte, error) {
+	rep, err := r.n.AskDaemon(ctx, wire.NewAsk(wire.AskMetrics))
+	if err != nil {
+		return nil, err
+	}
+	if rep.Error != "" {
+		return nil, errors.New(rep.Error)
+	}
+	return rep.MetricsText, nil
+}
 
 // Serve answers one request Fossil handed over.
 func (c *console) Serve(w http.ResponseWriter, r *http.Request, f consolepage.Fossil) {

@@ -27,6 +27,7 @@ import (
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
+	"github.com/ocx-go/ocx/messages/wire"
 )
 
 //go:embed templates/*.html
@@ -105,6 +106,10 @@ type Reads interface {
 	// it; Index is the record index of the repository r, which Repo gave.
 	Repo(project string) (*fossilio.Repo, error)
 	Index(r *fossilio.Repo) *record.Index
+	// Metrics are the daemon's metrics in Prometheus' text format; an
+	// error when no daemon answers (the metrics are the running
+	// daemon's, never read from the record).
+	Metrics(ctx context.Context) ([]byte, error)
 }
 
 // Page is one request for a page: Fossil's side, the node's, the reply.
@@ -199,6 +204,8 @@ func (p *Page) Serve(parts []string) bool {
 		p.Render("index", p.Project, "", nil)
 	case path == "state":
 		p.state()
+	case path == "metrics":
+		p.metrics()
 	case len(parts) == 2 && parts[0] == "thread":
 		p.thread(parts[1])
 	case path == "hook":
@@ -311,6 +318,20 @@ func (p *Page) state() {
 		return
 	}
 	p.JSONBody(data)
+}
+
+// metrics answers the daemon's metrics in Prometheus' text format, for a
+// monitoring system that scrapes them with a reader's login (Begin lets
+// readers alone in); 503 while no daemon answers, so that a scrape
+// counts the node as down rather than reading zeros.
+func (p *Page) metrics() {
+	data, err := p.Reads.Metrics(p.Ctx)
+	if err != nil {
+		p.Plain(http.StatusServiceUnavailable, "no metrics: "+err.Error())
+		return
+	}
+	p.W.Header().Set("Content-Type", wire.MetricsContentType)
+	p.W.Write(data)
 }
 
 // JSONBody answers data, a JSON document, with its ETag.

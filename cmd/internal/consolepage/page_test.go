@@ -284,6 +284,7 @@ func (failingReads) Status(context.Context) (*messages.NodeState, string, error)
 func (failingReads) StateDoc(context.Context) ([]byte, error) { return nil, errUnread }
 func (failingReads) Repo(string) (*fossilio.Repo, error)      { return nil, errUnread }
 func (failingReads) Index(*fossilio.Repo) *record.Index       { return nil }
+func (failingReads) Metrics(context.Context) ([]byte, error)  { return nil, errUnread }
 
 // TestServeOwnsTheGETPages: the pages read by GET are this package's,
 // answered whatever their reads say; a form, the releases, the tools,
@@ -295,7 +296,7 @@ func TestServeOwnsTheGETPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for path, own := range map[string]bool{
-		"": true, "state": true, "thread/0123456789ab": true, "hook": true, "logins": true, "workspaces": true,
+		"": true, "state": true, "metrics": true, "thread/0123456789ab": true, "hook": true, "logins": true, "workspaces": true,
 		"workspace/agent-1": true, "sessions": true, "session/agent-1": true, "session/agent-1/listeners": true,
 		"receipt": true, "receipt/" + strings.Repeat("a", 40): true,
 		"workspaces/add": false, "workspace/agent-1/start": false, "releases": false, "tools": false, "tool/post": false,

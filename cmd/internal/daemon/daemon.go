@@ -29,6 +29,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio/noderepos"
 	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/daemonclient"
+	"github.com/ocx-go/ocx/host/metrics"
 	"github.com/ocx-go/ocx/host/procs"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/host/version"
@@ -324,7 +325,7 @@ func (d *instance) start() error {
 	// caller reads the record itself, as with no daemon.
 	debug.FreeOSMemory()
 	d.sock = answers.Open(d.layout, d.root, d.cfg, d.nodeJSON, d.reread, d.repos, d.log,
-		answers.Parts{Procs: d.table, Hand: d.inputs.hand, Poke: d.remote.Poker.Poke, Puller: d.remote.Puller})
+		answers.Parts{Procs: d.table, Hand: d.inputs.hand, Poke: d.remote.Poker.Poke, Puller: d.remote.Puller, Metrics: d.metrics})
 	d.repos.SetOwnHook(hookshell.AfterWrites(d.layout.Root(), d.sock.Hook))
 	d.remote.Start()
 	if d.opts.HookWatch > 0 {
@@ -455,7 +456,9 @@ func (d *instance) logDisks() {
 func (d *instance) openHost(st *stepTimes) (*procs.Limits, error) {
 	repos := noderepos.New(d.cfg, d.log)
 	d.repos = repos
-	d.remote = otherhosts.Open(otherhosts.Host{Layout: d.layout, Config: d.cfg, Log: d.log, Repos: repos,
+	// The gauges read the socket's view once it is served (answers.Open).
+	d.metrics = metrics.New(nil)
+	d.remote = otherhosts.Open(otherhosts.Host{Layout: d.layout, Config: d.cfg, Log: d.log, Repos: repos, Metrics: d.metrics,
 		RunsFresh: func(ctx context.Context, project string) { d.runs.Fresh(ctx, project) },
 		CheckRuns: func() { d.inputs.send(protocol.LineRead{Line: pipe.RunsCheckLine{}}) }})
 	limits, noCgroups, err := procs.NewLimits(d.layout, d.cfg)
@@ -523,7 +526,7 @@ func (d *instance) startActors(limits *procs.Limits) error {
 		Classifier: d.records, Checkins: d.records, Notes: d.records,
 		Procs: d.procs, Spawner: d.reaper, Signaler: d.reaper, Watcher: d.reaper,
 		Clock: unixhost.Clock{}, Inputs: d.inputs, Execer: d, Runs: d.runs, Logger: d.log,
-		Usage: usageReader{layout: d.layout, root: d.root},
+		Usage: usageReader{layout: d.layout, root: d.root}, Observe: d.metrics.Observe,
 	}
 	if limits != nil {
 		deps.Limits = limits

@@ -18,6 +18,7 @@ import (
 	"github.com/ocx-go/ocx/cmd/internal/runengine"
 	"github.com/ocx-go/ocx/fossilio/noderepos"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/metrics"
 	"github.com/ocx-go/ocx/host/procs"
 	"github.com/ocx-go/ocx/host/reexeccheck"
 	"github.com/ocx-go/ocx/host/unixhost"
@@ -48,6 +49,10 @@ type instance struct {
 	sock        *answers.Socket // AGENTS/ocxd.sock while it is served
 	// remote are the parts of nodes on other hosts (D72).
 	remote *otherhosts.Parts
+	// metrics are the daemon's counters and histograms (issue 44): the
+	// tree's effects, the socket's answers and the pulls observed into
+	// them, the gauges read from the socket's view at each scrape.
+	metrics *metrics.Set
 	// repos are the node's repositories, open once, as every part reads
 	// them.
 	repos *noderepos.Repos

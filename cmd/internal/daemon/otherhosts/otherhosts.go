@@ -8,7 +8,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/ocx-go/ocx/actors"
@@ -17,6 +19,7 @@ import (
 	"github.com/ocx-go/ocx/fossilio/noderepos"
 	"github.com/ocx-go/ocx/fossilio/remote"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/metrics"
 	runeng "github.com/ocx-go/ocx/host/runs"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages"
@@ -56,6 +59,8 @@ type Host struct {
 	RunsFresh func(ctx context.Context, project string)
 	// CheckRuns hands the node a `runs check` line.
 	CheckRuns func()
+	// Metrics are the daemon's, into which each pull is observed.
+	Metrics *metrics.Set
 }
 
 // Open builds the parts node.json asks for. A pull's parts that
@@ -89,6 +94,8 @@ func Open(d Host) *Parts {
 		rp.hookLog = f
 	}
 	rp.Puller = newPuller(keepers, d.Config.PullEvery(), d.Log)
+	rp.Puller.Pulled = d.Metrics.Pulled
+	d.Metrics.PullsOf(slices.Sorted(maps.Keys(keepers)))
 	rp.Puller.After = d.afterPull(f)
 	rp.Puller.Fresh = func(project string) {
 		// The runs in care left waiting at start, found before anything

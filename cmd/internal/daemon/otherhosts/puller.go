@@ -25,7 +25,10 @@ type Puller struct {
 	After func(ctx context.Context, project string, p remote.Pulled)
 	// Fresh is told once of each project's first successful pull.
 	Fresh func(project string)
-	log   *slog.Logger
+	// Pulled, when set, is told of each pull: how long it took, and
+	// whether it failed (the daemon's metrics).
+	Pulled func(project string, d time.Duration, failed bool)
+	log    *slog.Logger
 
 	in     chan pull.Msg
 	begun  time.Time
@@ -144,8 +147,13 @@ func (p *Puller) loop(first pull.Msg) {
 				go func() {
 					defer pulls.Done()
 					msg := pull.PullEnded{Project: e.Project}
-					if err := p.pullOne(e.Project); err != nil {
+					t0 := time.Now()
+					err := p.pullOne(e.Project)
+					if err != nil {
 						msg.Err = err.Error()
+					}
+					if p.Pulled != nil {
+						p.Pulled(e.Project, time.Since(t0), err != nil)
 					}
 					msg.At = p.now()
 					p.send(msg)
