@@ -472,17 +472,13 @@ const (
 	MaxKeepMask = messages.MaxShortLen
 )
 
-// KeepMarker is what a masked string is replaced by in a kept log.
-const KeepMarker = "***"
-
 // empty says the keep sets nothing.
 func (k *RunKeep) empty() bool {
 	return k.Stderr == "" && k.Stdout == "" && k.StdoutWhen == "" && len(k.Mask) == 0 && k.Match == ""
 }
 
 // validateFilters checks keep.mask and keep.match as written: each mask
-// one line of 1 to MaxKeepMask bytes, not made of the marker's * alone
-// (the marker itself would then show it), at most MaxKeepMasks of them;
+// one line of 1 to MaxKeepMask bytes, at most MaxKeepMasks of them;
 // match one line that compiles as a Go regular expression (RE2: no
 // backtracking, so no input makes it slow).
 func (k *RunKeep) validateFilters(field string) error {
@@ -494,9 +490,6 @@ func (k *RunKeep) validateFilters(field string) error {
 		fi := strictjson.IndexField(f("mask"), i)
 		if err := messages.CheckLine(fi, m, true, MaxKeepMask); err != nil {
 			return err
-		}
-		if strings.Trim(m, "*") == "" {
-			return strictjson.FieldErr(fi, strictjson.ErrInvalid, fmt.Sprintf("%s is made of * alone, which the mask's own marker %s would show", strictjson.QuoteShort(m), KeepMarker))
 		}
 	}
 	if k.Match != "" {
