@@ -16,6 +16,17 @@ import (
 	"unicode/utf8"
 )
 
+// Spec is a filter as it is handed on (the holder's spec file): the
+// strings masked, the run's own secrets among them, and the match, ""
+// for none. It holds secrets: it is never a note, never a value.
+type Spec struct {
+	Mask  []string `json:"mask,omitempty"`
+	Match string   `json:"match,omitempty"`
+}
+
+// Filter makes the spec's filter, lines held whole up to DefaultMaxLine.
+func (s Spec) Filter() (*Filter, error) { return New(s.Mask, s.Match, 0) }
+
 // DefaultMaxLine is the longest line the filter holds whole: a longer one
 // is taken in pieces (Filter.MaxLine).
 const DefaultMaxLine = 64 << 10

@@ -27,9 +27,14 @@ type workspace struct {
 	// limits.disk (D82); 0 for none.
 	disk  uint64
 	image string
+	// remembered are the forms of the password the clones keep (Fossil's
+	// last-sync-pw, obscured with a salt of its own), read after each clone.
+	remembered []string
 }
 
-// secrets are the strings a note must never hold.
+// secrets are the strings a note, or a kept log (D98), must never hold:
+// the password, its URL escapes, its shared secret and what the clones
+// remember of it.
 func (w *workspace) secrets() []string {
 	if w.password == "" {
 		return nil
@@ -38,7 +43,7 @@ func (w *workspace) secrets() []string {
 	if w.code != "" {
 		s = append(s, fossilio.SharedSecret(w.code, w.user, w.password))
 	}
-	return s
+	return append(s, w.remembered...)
 }
 
 // step runs one step, its values in place, and returns the check-in a
@@ -247,6 +252,18 @@ func (w *workspace) clone(ctx context.Context, into string) error {
 	o := fossilio.CloneOptions{URL: w.p.Values.Server, Login: w.user, Password: w.password, ProjectCode: w.code}
 	if err := w.fossil(into).Clone(ctx, o, into); err != nil {
 		return err
+	}
+	// The clone remembers the password, obscured (reversibly): that form
+	// is masked in the kept logs too, as the password is.
+	repo, err := fossilio.OpenClone(into, nil)
+	if err != nil {
+		return err
+	}
+	defer repo.Close()
+	if v, ok, err := repo.Config(ctx, "last-sync-pw"); err != nil {
+		return fmt.Errorf("reading what the clone %s remembers of the password: %w", into, err)
+	} else if ok && v != "" {
+		w.remembered = append(w.remembered, v)
 	}
 	return nil
 }
