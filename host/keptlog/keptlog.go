@@ -33,7 +33,11 @@ const DefaultMaxLine = 64 << 10
 
 // Filter is a kept log's filter. Its zero value passes everything.
 type Filter struct {
-	masks  [][]byte
+	masks [][]byte
+	// hex says which masks are made of hex digits alone (a hash, a
+	// shared secret, an obscured password): a line with no run of hex
+	// digits as long is not searched for them.
+	hex    []bool
 	match  *regexp.Regexp
 	marker []byte
 	// maxLine is the longest line held whole, at least twice the longest
@@ -68,6 +72,9 @@ func New(masks []string, match string, maxLine int) (*Filter, error) {
 	// union of every occurrence of every mask, so a mask that is part of
 	// another leaves nothing of either.
 	slices.SortStableFunc(f.masks, func(a, b []byte) int { return len(b) - len(a) })
+	for _, m := range f.masks {
+		f.hex = append(f.hex, hexRun(m) == len(m))
+	}
 	f.maxLine = max(f.maxLine, 2*f.longest)
 	if match != "" {
 		re, err := regexp.Compile(match)
@@ -209,9 +216,15 @@ func (w *Writer) line(n int, end bool) {
 		cov[i] = true
 	}
 	reach := n // how far the masks found reach: past n is the next carry
-	for _, m := range w.f.masks {
+	// What a mask beginning before n may reach.
+	region := w.buf[:min(len(w.buf), n+w.f.longest)]
+	hexes := hexRun(region)
+	for mi, m := range w.f.masks {
+		if w.f.hex[mi] && len(m) > hexes {
+			continue
+		}
 		for at := 0; at < n; {
-			i := bytes.Index(w.buf[at:], m)
+			i := bytes.Index(region[at:], m)
 			if i < 0 || at+i >= n {
 				break
 			}
@@ -253,4 +266,18 @@ func (w *Writer) line(n int, end bool) {
 	} else {
 		w.carry, w.covered = next, lastCovered
 	}
+}
+
+// hexRun is the length of the longest run of hex digits in b.
+func hexRun(b []byte) int {
+	longest, run := 0, 0
+	for _, c := range b {
+		if '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	return longest
 }

@@ -2,6 +2,7 @@ package keptlog
 
 import (
 	"bytes"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -267,4 +268,34 @@ func FuzzFilter(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkFilterRunSecrets: a run's filter as Prepare makes it (a few
+// masks, and 512 obscured forms of 46 and 82 hex digits) over log lines,
+// some holding 64-hex hashes.
+func BenchmarkFilterRunSecrets(b *testing.B) {
+	masks := []string{"pw-0123456789abcdefghij", "tok-x"}
+	for s := range 512 {
+		n := 46
+		if s >= 256 {
+			n = 82
+		}
+		masks = append(masks, strings.Repeat(string("0123456789abcdef"[s%16]), n-1)+"f")
+	}
+	f, err := New(masks, "", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var in []byte
+	for i := range 1000 {
+		if i%10 == 0 {
+			in = append(in, "checkout: 5d1f0e2c4b3a29180716f5e4d3c2b1a09f8e7d6c5b4a392817160f5e4d3c2b1a 2026-12-08\n"...)
+		} else {
+			in = append(in, "compiling package github.com/ocx-go/ocx/host/keptlog: ok 0.039s\n"...)
+		}
+	}
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		f.Writer(io.Discard).Write(in)
+	}
 }

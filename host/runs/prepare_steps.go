@@ -27,23 +27,34 @@ type workspace struct {
 	// limits.disk (D82); 0 for none.
 	disk  uint64
 	image string
-	// remembered are the forms of the password the clones keep (Fossil's
-	// last-sync-pw, obscured with a salt of its own), read after each clone.
-	remembered []string
+	// cloneCode is the project code a clone holds, when the node knew none
+	// before it: the shared secret's, for secrets.
+	cloneCode string
 }
 
 // secrets are the strings a note, or a kept log (D98), must never hold:
-// the password, its URL escapes, its shared secret and what the clones
-// remember of it.
+// the password, its URL escapes, its shared secret, and each of them as a
+// clone remembers it (Fossil's last-sync-pw: obscured with a salt byte of
+// its own choosing, afresh at each sync, so in all 256 forms).
 func (w *workspace) secrets() []string {
 	if w.password == "" {
 		return nil
 	}
 	s := []string{w.password, url.QueryEscape(w.password), url.PathEscape(w.password)}
-	if w.code != "" {
-		s = append(s, fossilio.SharedSecret(w.code, w.user, w.password))
+	remembered := []string{w.password}
+	for _, code := range []string{w.code, w.cloneCode} {
+		if code != "" {
+			shared := fossilio.SharedSecret(code, w.user, w.password)
+			s = append(s, shared)
+			remembered = append(remembered, shared)
+		}
 	}
-	return append(s, w.remembered...)
+	for _, r := range remembered {
+		for salt := range 256 {
+			s = append(s, fossilio.Obscure(r, byte(salt)))
+		}
+	}
+	return s
 }
 
 // step runs one step, its values in place, and returns the check-in a
@@ -253,17 +264,17 @@ func (w *workspace) clone(ctx context.Context, into string) error {
 	if err := w.fossil(into).Clone(ctx, o, into); err != nil {
 		return err
 	}
-	// The clone remembers the password, obscured (reversibly): that form
-	// is masked in the kept logs too, as the password is.
-	repo, err := fossilio.OpenClone(into, nil)
-	if err != nil {
-		return err
-	}
-	defer repo.Close()
-	if v, ok, err := repo.Config(ctx, "last-sync-pw"); err != nil {
-		return fmt.Errorf("reading what the clone %s remembers of the password: %w", into, err)
-	} else if ok && v != "" {
-		w.remembered = append(w.remembered, v)
+	if w.code == "" && w.cloneCode == "" {
+		// A clone made with the password itself remembers the shared
+		// secret once it syncs: its project code names that secret.
+		repo, err := fossilio.OpenClone(into, nil)
+		if err != nil {
+			return err
+		}
+		defer repo.Close()
+		if w.cloneCode, err = repo.ProjectCode(ctx); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -361,7 +361,8 @@ func TestPrepareRows8And9(t *testing.T) {
 // TestPrepareKeepFilter: the filter the holder is handed (D98) holds
 // keep.mask with its values in place, keep.match as written, and the run's
 // own secrets, listed or not: the password its step took, its URL
-// escapes, its shared secret and the obscured form the clone remembers.
+// escapes, its shared secret, and both as a clone remembers them, in
+// each of the 256 obscured forms.
 func TestPrepareKeepFilter(t *testing.T) {
 	f := newFixture(t)
 	ctx := ctxT(t)
@@ -383,10 +384,22 @@ func TestPrepareKeepFilter(t *testing.T) {
 	if err != nil || !ok || obscured == "" {
 		t.Fatalf("the clone remembers no password: %q %v %v", obscured, ok, err)
 	}
-	want := []string{runUser + "-token", "plain", pw, url.QueryEscape(pw), url.PathEscape(pw),
-		fossilio.SharedSecret(f.srv.ProjectCode, runUser, pw), obscured}
-	if !slices.Equal(got.Filter.Mask, want) || got.Filter.Match != "^ERROR$$" {
-		t.Errorf("filter %+v, want mask %q and the match as written", got.Filter, want)
+	shared := fossilio.SharedSecret(f.srv.ProjectCode, runUser, pw)
+	want := []string{runUser + "-token", "plain", pw, url.QueryEscape(pw), url.PathEscape(pw), shared}
+	if n := len(want) + 2*256; len(got.Filter.Mask) != n || !slices.Equal(got.Filter.Mask[:len(want)], want) || got.Filter.Match != "^ERROR$$" {
+		t.Fatalf("filter %q (%d masks) match %q, want mask %q, then the 512 obscured forms, and the match as written", got.Filter.Mask[:min(8, len(got.Filter.Mask))], len(got.Filter.Mask), got.Filter.Match, want)
+	}
+	// Every form a clone may remember the password in (Fossil picks the
+	// salt afresh at each sync), the one this clone holds among them.
+	for salt := range 256 {
+		for _, s := range []string{pw, shared} {
+			if !slices.Contains(got.Filter.Mask, fossilio.Obscure(s, byte(salt))) {
+				t.Errorf("%q with salt %d is not masked", s, salt)
+			}
+		}
+	}
+	if !slices.Contains(got.Filter.Mask, obscured) || fossilio.Unobscure(obscured) != shared {
+		t.Errorf("the clone's %q (%q) is not masked", obscured, fossilio.Unobscure(obscured))
 	}
 	// Without keep, the secrets all the same.
 	f.p.NewPassword = func() string { return pw + "x" }
@@ -394,7 +407,7 @@ func TestPrepareKeepFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Filter.Mask) != 5 || got.Filter.Mask[0] != pw+"x" || got.Filter.Match != "" {
+	if len(got.Filter.Mask) != 4+2*256 || got.Filter.Mask[0] != pw+"x" || got.Filter.Match != "" {
 		t.Errorf("filter without keep %+v", got.Filter)
 	}
 	// No password step: nothing to mask, no filter.
