@@ -272,7 +272,7 @@ func TestRunPatternMergesKeepFilters(t *testing.T) {
 	if err == nil {
 		_, err = bad.Apply([]byte(`{"objective": "x"}`), "lab-1", "")
 	}
-	if err == nil || !strings.Contains(err.Error(), "process.keep.match") || !strings.Contains(err.Error(), "RE2") {
+	if err == nil || !strings.Contains(err.Error(), "process.keep.match") || !strings.Contains(err.Error(), "RE2") || !strings.Contains(err.Error(), "run/bad") {
 		t.Errorf("a pattern's bad match: %v", err)
 	}
 }
