@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/keptlog"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/messages/protocol"
 )
@@ -68,6 +69,9 @@ type holder struct {
 	screen    *tail
 	stdout    *tail
 	stderr    *tail
+	// keptOut and keptErr filter what reaches the stdout and stderr
+	// tails (D98): the kept logs are the filtered streams.
+	keptOut, keptErr *keptlog.Writer
 
 	wg sync.WaitGroup // accept loops and connections
 }
@@ -146,24 +150,31 @@ func (s streams) close() {
 
 // runSpec is the command the holder starts: its spec file's, or Argv in
 // Dir with the holder's environment, unconfined.
-// It returns the lines to type in after the first, too.
-func (o Options) runSpec() (host.RunSpec, []string, error) {
+// It returns the lines to type in after the first, and the kept logs'
+// filter (nil: none), too.
+func (o Options) runSpec() (host.RunSpec, []string, *keptlog.Filter, error) {
 	if o.Spec != "" {
 		s, err := readSpec(o.Spec)
 		if err != nil {
-			return host.RunSpec{}, nil, err
+			return host.RunSpec{}, nil, nil, err
 		}
-		return host.RunSpec{Command: s.Command, Env: s.Env, Dir: s.Dir, Sandbox: s.Sandbox, Limits: s.Limits, Cgroup: s.Cgroup}, s.Input, nil
+		var f *keptlog.Filter
+		if s.Keep != nil {
+			if f, err = s.Keep.Filter(); err != nil {
+				return host.RunSpec{}, nil, nil, fmt.Errorf("runhold: spec %s: keep: %w", o.Spec, err)
+			}
+		}
+		return host.RunSpec{Command: s.Command, Env: s.Env, Dir: s.Dir, Sandbox: s.Sandbox, Limits: s.Limits, Cgroup: s.Cgroup}, s.Input, f, nil
 	}
 	dir := o.Dir
 	if dir == "" {
 		wd, err := os.Getwd()
 		if err != nil {
-			return host.RunSpec{}, nil, fmt.Errorf("runhold: the holder's directory: %w", err)
+			return host.RunSpec{}, nil, nil, fmt.Errorf("runhold: the holder's directory: %w", err)
 		}
 		dir = wd
 	}
-	return host.RunSpec{Command: o.Argv, Env: os.Environ(), Dir: dir}, nil, nil
+	return host.RunSpec{Command: o.Argv, Env: os.Environ(), Dir: dir}, nil, nil, nil
 }
 
 // hold runs a holder in this process until its command exits, and returns
@@ -191,7 +202,7 @@ func hold(ctx context.Context, o Options, ln net.Listener, signals <-chan host.S
 		}
 	}
 	exits := make(chan host.Exit, 1)
-	st, id, stop, input, err := o.start(exits)
+	st, id, stop, input, filter, err := o.start(exits)
 	if err != nil {
 		return o.startFailed(ln, st, stop, err)
 	}
@@ -201,6 +212,7 @@ func hold(ctx context.Context, o Options, ln net.Listener, signals <-chan host.S
 		clients: map[*client]struct{}{}, conns: map[net.Conn]struct{}{},
 		screen: newTail(screenKeep), stdout: newTail(o.KeepStdout), stderr: newTail(o.KeepStderr),
 	}
+	h.keptOut, h.keptErr = filter.Writer(h.stdout), filter.Writer(h.stderr)
 	log.Info("run holder started", slog.Int("pid", h.pid), slog.String("socket", o.Socket), slog.Bool("terminal", o.Terminal))
 	var pumps sync.WaitGroup
 	pumps.Go(func() { h.pump(st.stdout, false) })
@@ -258,9 +270,9 @@ func hold(ctx context.Context, o Options, ln net.Listener, signals <-chan host.S
 // start opens the command's streams and starts it, as Hold describes,
 // telling exits its end; stop closes the launcher (nil when none was made).
 // On failure the caller closes st and calls stop.
-func (o Options) start(exits chan<- host.Exit) (st streams, id protocol.ProcID, stop func(), input []string, err error) {
+func (o Options) start(exits chan<- host.Exit) (st streams, id protocol.ProcID, stop func(), input []string, filter *keptlog.Filter, err error) {
 	var spec host.RunSpec
-	spec, input, err = o.runSpec()
+	spec, input, filter, err = o.runSpec()
 	if err == nil {
 		st, err = openStreams(o.Terminal)
 	}
@@ -281,7 +293,7 @@ func (o Options) start(exits chan<- host.Exit) (st streams, id protocol.ProcID, 
 			st.closeChild()
 		}
 	}
-	return st, id, stop, input, err
+	return st, id, stop, input, filter, err
 }
 
 // startFailed ends a Hold whose command did not start: it closes what
@@ -326,6 +338,9 @@ func (h *holder) keepLogs(o Options, status *Status) []error {
 	var errs []error
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// The last lines, which have no newline, through the filter.
+	h.keptOut.Flush()
+	h.keptErr.Flush()
 	if h.stdout.wrote && o.StdoutLog != "" {
 		errs = append(errs, unixhost.WriteFileAtomic(o.StdoutLog, h.stdout.Bytes(), 0o600))
 	}
@@ -356,10 +371,10 @@ func (h *holder) output(p []byte, stderr bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if stderr {
-		h.stderr.Write(p)
+		h.keptErr.Write(p)
 		p = bytes.ReplaceAll(p, []byte("\n"), []byte("\r\n"))
 	} else {
-		h.stdout.Write(p)
+		h.keptOut.Write(p)
 		p = bytes.Clone(p)
 	}
 	h.screen.Write(p)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/keptlog"
 	"golang.org/x/sys/unix"
 )
 
@@ -170,6 +171,10 @@ func TestDecodeSpec(t *testing.T) {
 		{`{"command":["x"],"dir":"/","shell":true}`, `unknown field "shell"`},
 		{`{"command":["x"],"dir":"/"} {}`, "text after the object"},
 		{`{"command":["x"],"dir":"/"} x`, "text after the object"},
+		{`{"command":["x"],"dir":"/","keep":{"mask":["pw"],"match":"^E"}}`, ""},
+		{`{"command":["x"],"dir":"/","keep":{"match":"(E"}}`, "keep: keptlog: match"},
+		{`{"command":["x"],"dir":"/","keep":{"mask":["a\nb"]}}`, "keep: keptlog: mask 0 holds a newline"},
+		{`{"command":["x"],"dir":"/","keep":{"grep":"x"}}`, `unknown field "grep"`},
 	} {
 		_, err := decodeSpec([]byte(c.in))
 		switch {
@@ -183,6 +188,7 @@ func TestDecodeSpec(t *testing.T) {
 
 func FuzzDecodeSpec(f *testing.F) {
 	f.Add([]byte(`{"command":["sh","-c","x"],"env":["A=b"],"dir":"/w","sandbox":{"UID":1},"limits":{"CPU":3}}`))
+	f.Add([]byte(`{"command":["x"],"dir":"/","keep":{"mask":["pw","p*w"],"match":"^E"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeSpec(b)
 		if err != nil {
@@ -190,6 +196,11 @@ func FuzzDecodeSpec(f *testing.F) {
 		}
 		if len(s.Command) == 0 || s.Command[0] == "" || !filepath.IsAbs(s.Dir) {
 			t.Fatalf("accepted %+v", s)
+		}
+		if s.Keep != nil {
+			if _, err := s.Keep.Filter(); err != nil {
+				t.Fatalf("accepted a keep that makes no filter: %v", err)
+			}
 		}
 	})
 }
@@ -227,5 +238,47 @@ func TestHolderSignalledWhileTheFirstLinesWait(t *testing.T) {
 	}
 	if err := <-typed; err == nil {
 		t.Error("a line typed into a command that ended was answered ok")
+	}
+}
+
+// The kept logs' filter (D98) in the holder: the spec's masks are masked
+// and only the lines its match matches kept, on both streams, before the
+// tail is cut, so a secret the raw tail would cut in two leaves no part
+// of itself; the status counts what passed.
+func TestHolderFiltersTheKeptLogs(t *testing.T) {
+	r := newPipeRun(t)
+	r.opts.Spec = filepath.Join(r.dir, "spec.json")
+	r.opts.KeepStdout, r.opts.KeepStderr = 32, 1<<10
+	const secret = "S3CR3T-hunter2-S3CR3T"
+	// STDOUT's raw end, 32 bytes, would begin inside the secret.
+	script := `echo "ERROR: the password is ` + secret + `"; echo "fine"; echo "ERROR: tok-abc ` + secret + `" >&2; echo "ok" >&2; printf "ERROR: ` + secret + `-end"`
+	spec := Spec{Command: []string{"/bin/sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: "/",
+		Keep: &keptlog.Spec{Mask: []string{secret, "hunter2", "tok-abc"}, Match: "^ERROR"}}
+	if err := WriteSpec(r.opts.Spec, spec); err != nil {
+		t.Fatal(err)
+	}
+	p := r.start(t)
+	if code := exitOf(t, p.Pid); code != 0 {
+		t.Fatalf("holder exited %d: %s", code, readLog(r.opts.Status))
+	}
+	wantErr := "ERROR: *** ***\n"
+	if got := readFile(t, r.opts.StderrLog); got != wantErr {
+		t.Errorf("stderr.log %q, want %q", got, wantErr)
+	}
+	passed := "ERROR: the password is ***\nERROR: ***-end\n"
+	wantOut := passed[len(passed)-32:]
+	if got := readFile(t, r.opts.StdoutLog); got != wantOut {
+		t.Errorf("stdout.log %q, want %q", got, wantOut)
+	}
+	if st, err := ReadStatus(r.opts.Status); err != nil || st.StdoutBytes != int64(len(passed)) || st.StderrBytes != int64(len(wantErr)) {
+		t.Errorf("status %+v, %v", st, err)
+	}
+	for _, f := range []string{r.opts.StdoutLog, r.opts.StderrLog} {
+		b := readFile(t, f)
+		for _, part := range []string{"S3C", "3T", "hunt", "tok-"} {
+			if strings.Contains(b, part) {
+				t.Errorf("%s holds %q: %q", f, part, b)
+			}
+		}
 	}
 }

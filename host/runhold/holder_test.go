@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ocx-go/ocx/host/keptlog"
 	"github.com/ocx-go/ocx/host/unixhost"
 )
 
@@ -440,5 +441,28 @@ func TestCommandThatCannotStart(t *testing.T) {
 	st, err := ReadStatus(r.opts.Status)
 	if err != nil || st.Exit != 127 || !strings.Contains(st.Error, "/nonexistent/ocx-cmd") {
 		t.Errorf("status %+v, %v", st, err)
+	}
+}
+
+// On a terminal, the kept STDOUT is the terminal's output filtered (D98):
+// its lines end in \r\n, matched without it.
+func TestHolderFiltersATerminalsKeptLog(t *testing.T) {
+	r := newRun(t)
+	r.opts.Spec = filepath.Join(r.dir, "spec.json")
+	const secret = "pw-on-the-tty"
+	spec := Spec{Command: []string{"/bin/sh", "-c", `echo "key=` + secret + `"; echo "ERROR ` + secret + ` seen"; echo "ERROR again" >&2`},
+		Env: []string{"PATH=/usr/bin:/bin"}, Dir: "/", Keep: &keptlog.Spec{Mask: []string{secret}, Match: `seen$|again$`}}
+	if err := WriteSpec(r.opts.Spec, spec); err != nil {
+		t.Fatal(err)
+	}
+	p := r.start(t)
+	if code := exitOf(t, p.Pid); code != 0 {
+		t.Fatalf("the holder exited %d", code)
+	}
+	if got := readFile(t, r.opts.StdoutLog); got != "ERROR *** seen\r\n" {
+		t.Errorf("stdout.log %q", got)
+	}
+	if got := readFile(t, r.opts.StderrLog); got != "ERROR again\n" {
+		t.Errorf("stderr.log %q", got)
 	}
 }

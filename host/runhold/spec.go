@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/keptlog"
 	"github.com/ocx-go/ocx/host/unixhost"
 )
 
@@ -33,6 +34,11 @@ type Spec struct {
 	// first line (--first-line), each without its newline: the line of
 	// the delivery a process was started for (seed 004 §8.1).
 	Input []string `json:"input,omitempty"`
+	// Keep is the kept logs' filter (D98): the holder keeps the end of
+	// each stream as it passes it, masked and matched line by line, so
+	// neither its log files nor anything read from them holds what it
+	// masks. It holds the run's secrets: the file is the node's alone.
+	Keep *keptlog.Spec `json:"keep,omitempty"`
 }
 
 // WriteSpec writes s to p atomically, readable by the node's account alone
@@ -82,6 +88,11 @@ func decodeSpec(b []byte) (Spec, error) {
 	for i, l := range s.Input {
 		if err := checkControl(l); err != nil {
 			return Spec{}, fmt.Errorf("input[%d]: %w", i, err)
+		}
+	}
+	if s.Keep != nil {
+		if _, err := s.Keep.Filter(); err != nil {
+			return Spec{}, fmt.Errorf("keep: %w", err)
 		}
 	}
 	return s, nil

@@ -90,23 +90,25 @@ type tail struct {
 
 func newTail(max int) *tail { return &tail{max: max} }
 
-func (t *tail) Write(p []byte) {
+// Write keeps the end of p; it never fails.
+func (t *tail) Write(p []byte) (int, error) {
 	if len(p) == 0 {
-		return
+		return 0, nil
 	}
 	t.wrote = true
 	t.total += int64(len(p))
 	if t.max == 0 {
-		return
+		return len(p), nil
 	}
 	if len(p) >= t.max {
 		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
-		return
+		return len(p), nil
 	}
 	if over := len(t.buf) + len(p) - t.max; over > 0 {
 		t.buf = append(t.buf[:0], t.buf[over:]...)
 	}
 	t.buf = append(t.buf, p...)
+	return len(p), nil
 }
 
 func (t *tail) Bytes() []byte { return bytes.Clone(t.buf) }

@@ -8,11 +8,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/ocx-go/ocx/fossilio"
 	"github.com/ocx-go/ocx/host"
+	"github.com/ocx-go/ocx/host/keptlog"
 	"github.com/ocx-go/ocx/messages/runmsg"
 )
 
@@ -49,6 +51,30 @@ type Prepared struct {
 	Keep      Keep
 	// Limits are the limits applied, as written: what started lists.
 	Limits runmsg.RunLimits
+	// Filter is the kept logs' filter (D98), which the holder applies to
+	// each stream before its kept end: process.keep's mask and match, and
+	// the run's own secrets. It holds secrets: never a note, never a value.
+	Filter keptlog.Spec
+}
+
+// FilterOf is the filter of a run's process, its values in place
+// (runmsg.Run.Expand), with the run's own secrets: keep.mask and the
+// secrets, each once, an empty one left out, and keep.match.
+func FilterOf(p runmsg.RunProcess, secrets []string) keptlog.Spec {
+	var f keptlog.Spec
+	seen := map[string]bool{}
+	var mask []string
+	if p.Keep != nil {
+		mask = p.Keep.Mask
+		f.Match = p.Keep.Match
+	}
+	for _, m := range append(slices.Clone(mask), secrets...) {
+		if m != "" && !seen[m] {
+			seen[m] = true
+			f.Mask = append(f.Mask, m)
+		}
+	}
+	return f
 }
 
 // Keep is process.keep in bytes (table 8).

@@ -88,6 +88,10 @@ type Made struct {
 	// Spec is what unixhost.Launcher.StartRun starts, its streams nil: the
 	// engine sets Stdin, Stdout and Stderr for each launch.
 	Spec host.RunSpec
+	// Secrets are the run's own secrets, which its kept logs never hold
+	// (D98): the password its password step took, in every form the node
+	// knows it by. Never a value.
+	Secrets []string
 }
 
 // prepareError is a run refused while it was prepared: Row is section 11's
@@ -214,7 +218,7 @@ func (p *Layers) Make(ctx context.Context, run *runmsg.Run, hash string) (Made, 
 	if err != nil {
 		return Made{}, err
 	}
-	out := Made{Values: vals, Run: spec.run, Spec: spec.spec}
+	out := Made{Values: vals, Run: spec.run, Spec: spec.spec, Secrets: ws.secrets()}
 	if run.Limits != nil {
 		out.Limits = *run.Limits
 	}
@@ -324,5 +328,6 @@ func (p *Layers) Prepare(ctx context.Context, run *runmsg.Run, hash string, node
 	if err != nil {
 		return Prepared{}, refused(runmsg.RefusedMalformed, err.Error(), err)
 	}
-	return Prepared{Values: m.Values, Spec: m.Spec, Workspace: m.Values[runmsg.ValueWorkspace], Keep: keep, Limits: m.Limits}, nil
+	return Prepared{Values: m.Values, Spec: m.Spec, Workspace: m.Values[runmsg.ValueWorkspace], Keep: keep, Limits: m.Limits,
+		Filter: FilterOf(m.Run.Process, m.Secrets)}, nil
 }

@@ -27,16 +27,32 @@ type workspace struct {
 	// limits.disk (D82); 0 for none.
 	disk  uint64
 	image string
+	// cloneCode is the project code a clone holds, when the node knew none
+	// before it: the shared secret's, for secrets.
+	cloneCode string
 }
 
-// secrets are the strings a note must never hold.
+// secrets are the strings a note, or a kept log (D98), must never hold:
+// the password, its URL escapes, its shared secret, and each of them as a
+// clone remembers it (Fossil's last-sync-pw: obscured with a salt byte of
+// its own choosing, afresh at each sync, so in all 256 forms).
 func (w *workspace) secrets() []string {
 	if w.password == "" {
 		return nil
 	}
 	s := []string{w.password, url.QueryEscape(w.password), url.PathEscape(w.password)}
-	if w.code != "" {
-		s = append(s, fossilio.SharedSecret(w.code, w.user, w.password))
+	remembered := []string{w.password}
+	for _, code := range []string{w.code, w.cloneCode} {
+		if code != "" {
+			shared := fossilio.SharedSecret(code, w.user, w.password)
+			s = append(s, shared)
+			remembered = append(remembered, shared)
+		}
+	}
+	for _, r := range remembered {
+		for salt := range 256 {
+			s = append(s, fossilio.Obscure(r, byte(salt)))
+		}
 	}
 	return s
 }
@@ -247,6 +263,18 @@ func (w *workspace) clone(ctx context.Context, into string) error {
 	o := fossilio.CloneOptions{URL: w.p.Values.Server, Login: w.user, Password: w.password, ProjectCode: w.code}
 	if err := w.fossil(into).Clone(ctx, o, into); err != nil {
 		return err
+	}
+	if w.code == "" && w.cloneCode == "" {
+		// A clone made with the password itself remembers the shared
+		// secret once it syncs: its project code names that secret.
+		repo, err := fossilio.OpenClone(into, nil)
+		if err != nil {
+			return err
+		}
+		defer repo.Close()
+		if w.cloneCode, err = repo.ProjectCode(ctx); err != nil {
+			return err
+		}
 	}
 	return nil
 }

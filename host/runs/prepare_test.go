@@ -2,6 +2,7 @@ package runs
 
 import (
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -355,4 +356,62 @@ func TestPrepareRows8And9(t *testing.T) {
 	// Unconfined, cpu cannot be held: row 8.
 	_, err = f.p.Make(ctx, runWith(`"limits": {"cpu": 10},`), runHash)
 	mustRefuse(t, err, runmsg.RefusedUnprovided, -1, "limits.cpu")
+}
+
+// TestPrepareKeepFilter: the filter the holder is handed (D98) holds
+// keep.mask with its values in place, keep.match as written, and the run's
+// own secrets, listed or not: the password its step took, its URL
+// escapes, its shared secret, and both as a clone remembers them, in
+// each of the 256 obscured forms.
+func TestPrepareKeepFilter(t *testing.T) {
+	f := newFixture(t)
+	ctx := ctxT(t)
+	pw := "fresh/2+0123456789"
+	f.p.NewPassword = func() string { return pw }
+	run := readRun(t, `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "Keep errors.", "workspace": `+seedPattern+`,
+  "process": {"user": "`+runUser+`", "command": ["true"], "keep": {"mask": ["$$user$$-token", "plain"], "match": "^ERROR$$"}}}`)
+	got, err := f.p.Prepare(ctx, run, runHash, f.p.Values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(f.root, runUser, "projects", "demo", runHash)
+	repo, err := fossilio.OpenClone(ws+"/clone", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer repo.Close()
+	obscured, ok, err := repo.Config(ctx, "last-sync-pw")
+	if err != nil || !ok || obscured == "" {
+		t.Fatalf("the clone remembers no password: %q %v %v", obscured, ok, err)
+	}
+	shared := fossilio.SharedSecret(f.srv.ProjectCode, runUser, pw)
+	want := []string{runUser + "-token", "plain", pw, url.QueryEscape(pw), url.PathEscape(pw), shared}
+	if n := len(want) + 2*256; len(got.Filter.Mask) != n || !slices.Equal(got.Filter.Mask[:len(want)], want) || got.Filter.Match != "^ERROR$$" {
+		t.Fatalf("filter %q (%d masks) match %q, want mask %q, then the 512 obscured forms, and the match as written", got.Filter.Mask[:min(8, len(got.Filter.Mask))], len(got.Filter.Mask), got.Filter.Match, want)
+	}
+	// Every form a clone may remember the password in (Fossil picks the
+	// salt afresh at each sync), the one this clone holds among them.
+	for salt := range 256 {
+		for _, s := range []string{pw, shared} {
+			if !slices.Contains(got.Filter.Mask, fossilio.Obscure(s, byte(salt))) {
+				t.Errorf("%q with salt %d is not masked", s, salt)
+			}
+		}
+	}
+	if !slices.Contains(got.Filter.Mask, obscured) || fossilio.Unobscure(obscured) != shared {
+		t.Errorf("the clone's %q (%q) is not masked", obscured, fossilio.Unobscure(obscured))
+	}
+	// Without keep, the secrets all the same.
+	f.p.NewPassword = func() string { return pw + "x" }
+	got, err = f.p.Prepare(ctx, echoRun(t, runUser, seedPattern), runHash, f.p.Values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Filter.Mask) != 4+2*256 || got.Filter.Mask[0] != pw+"x" || got.Filter.Match != "" {
+		t.Errorf("filter without keep %+v", got.Filter)
+	}
+	// No password step: nothing to mask, no filter.
+	if got, err := f.p.Prepare(ctx, echoRun(t, runUser, ""), runHash, f.p.Values); err != nil || len(got.Filter.Mask) != 0 {
+		t.Errorf("a run without a password step: %+v, %v", got.Filter, err)
+	}
 }

@@ -264,7 +264,11 @@ func genRunProcess() *rapid.Generator[RunProcess] {
 			if rapid.Bool().Draw(t, "has-stdout") {
 				k.Stdout = genRunSize().Draw(t, "stdout")
 			}
-			if k != (RunKeep{}) {
+			if rapid.Bool().Draw(t, "has-mask") {
+				k.Mask = rapid.SliceOfN(rapid.SampledFrom([]string{"secret", "$$user$$", "tok-$$run$$", "a*b", "p@ss w0rd"}), 1, 3).Draw(t, "mask")
+			}
+			k.Match = rapid.SampledFrom([]string{"", "error", `^E\d+: `, `(?i)warn|fail$`}).Draw(t, "match")
+			if !k.empty() {
 				p.Keep = &k
 			}
 		}

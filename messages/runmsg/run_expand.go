@@ -64,8 +64,10 @@ func (sb *runSandbox) valueStrings(field string) []valueField {
 }
 
 // valueStrings lists every string of the process but user, deliveries,
-// hears and checkins, and never env's keys. keep's strings are listed too;
-// their form, checked as written, holds no value.
+// hears and checkins, and never env's keys. keep's strings are listed too:
+// stdout_when's form, checked as written, holds no value; keep.mask's
+// strings may name values (D98); keep.match is a regular expression, whose
+// $ is its own, and is read as written.
 func (p *RunProcess) valueStrings(field string) []valueField {
 	var out []valueField
 	for i := range p.Command {
@@ -80,6 +82,9 @@ func (p *RunProcess) valueStrings(field string) []valueField {
 	}
 	if p.Keep != nil {
 		out = append(out, valueField{field + ".keep.stdout_when", &p.Keep.StdoutWhen})
+		for i := range p.Keep.Mask {
+			out = append(out, valueField{strictjson.IndexField(field+".keep.mask", i), &p.Keep.Mask[i]})
+		}
 	}
 	return out
 }
@@ -107,6 +112,7 @@ func (r *Run) clone() *Run {
 	c.Process.Checkins = slices.Clone(r.Process.Checkins)
 	if r.Process.Keep != nil {
 		k := *r.Process.Keep
+		k.Mask = slices.Clone(k.Mask)
 		c.Process.Keep = &k
 	}
 	return &c
@@ -234,6 +240,15 @@ func (r *Run) Expand(vals RunValues) (*Run, error) {
 		return nil, unsetValue("process.cwd", missing, "")
 	}
 	p.Cwd = cwd
+	if p.Keep != nil {
+		for i, m := range p.Keep.Mask {
+			e, missing, ok := expandString(m, vals)
+			if !ok {
+				return nil, unsetValue(strictjson.IndexField("process.keep.mask", i), missing, "")
+			}
+			p.Keep.Mask[i] = e
+		}
+	}
 	if err := messages.CheckAbsPath("process.cwd", p.Cwd); err != nil {
 		return nil, err
 	}

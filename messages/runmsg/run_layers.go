@@ -3,6 +3,7 @@ package runmsg
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -445,10 +446,61 @@ const defaultKeepSize messages.RunSize = "64K"
 
 // RunKeep is the process's keep: how much of the end of STDERR and STDOUT
 // the node keeps, and when STDOUT's. Empty fields take their defaults.
+//
+// Mask and Match are beyond seed 004's table 8 (D98), its "filter on the
+// kept logs, beyond their sizes": every occurrence of a Mask string (values
+// in place) is replaced before anything of a kept log leaves the node, the
+// run's own secrets always among them; Match, a regular expression (Go's
+// RE2), keeps only the lines it matches.
 type RunKeep struct {
 	Stderr     messages.RunSize `json:"stderr,omitempty"`
 	Stdout     messages.RunSize `json:"stdout,omitempty"`
 	StdoutWhen string           `json:"stdout_when,omitempty"`
+	Mask       []string         `json:"mask,omitempty"`
+	Match      string           `json:"match,omitempty"`
+}
+
+// keepKeys are keep's fields: table 8's, then the filters of D98.
+var keepKeys = []string{"stderr", "stdout", "stdout_when", "mask", "match"}
+
+// Bounds on keep's filters (D98).
+const (
+	// MaxKeepMasks is how many strings keep.mask may list.
+	MaxKeepMasks = 64
+	// MaxKeepMask is the longest string keep.mask may list, and the
+	// longest keep.match.
+	MaxKeepMask = messages.MaxShortLen
+)
+
+// empty says the keep sets nothing.
+func (k *RunKeep) empty() bool {
+	return k.Stderr == "" && k.Stdout == "" && k.StdoutWhen == "" && len(k.Mask) == 0 && k.Match == ""
+}
+
+// validateFilters checks keep.mask and keep.match as written: each mask
+// one line of 1 to MaxKeepMask bytes, at most MaxKeepMasks of them;
+// match one line that compiles as a Go regular expression (RE2: no
+// backtracking, so no input makes it slow).
+func (k *RunKeep) validateFilters(field string) error {
+	f := func(s string) string { return strictjson.JoinField(field, s) }
+	if len(k.Mask) > MaxKeepMasks {
+		return strictjson.FieldErr(f("mask"), strictjson.ErrTooLong, fmt.Sprintf("lists %d strings; at most %d", len(k.Mask), MaxKeepMasks))
+	}
+	for i, m := range k.Mask {
+		fi := strictjson.IndexField(f("mask"), i)
+		if err := messages.CheckLine(fi, m, true, MaxKeepMask); err != nil {
+			return err
+		}
+	}
+	if k.Match != "" {
+		if err := messages.CheckLine(f("match"), k.Match, true, MaxKeepMask); err != nil {
+			return err
+		}
+		if _, err := regexp.Compile(k.Match); err != nil {
+			return strictjson.FieldErr(f("match"), strictjson.ErrInvalid, fmt.Sprintf("%s is not a regular expression (Go's RE2 syntax): %v", strictjson.QuoteShort(k.Match), err))
+		}
+	}
+	return nil
 }
 
 // RunProcess is the process layer (table 8). Fields left out are empty
@@ -523,7 +575,7 @@ func readProcess(o strictjson.Obj) (RunProcess, error) {
 	if keep, present, err := o.Object("keep", false, ""); err != nil {
 		return p, err
 	} else if present {
-		if err := closed(keep, "keep", "stderr", "stdout", "stdout_when"); err != nil {
+		if err := closed(keep, "keep", keepKeys...); err != nil {
 			return p, err
 		}
 		k := &RunKeep{}
@@ -536,7 +588,16 @@ func readProcess(o strictjson.Obj) (RunProcess, error) {
 		if k.StdoutWhen, err = keep.OptStr("stdout_when"); err != nil {
 			return p, err
 		}
-		if *k != (RunKeep{}) {
+		if k.Mask, err = keep.Strs("mask", false, ""); err != nil {
+			return p, err
+		}
+		if len(k.Mask) == 0 {
+			k.Mask = nil
+		}
+		if k.Match, err = keep.OptStr("match"); err != nil {
+			return p, err
+		}
+		if !k.empty() {
 			p.Keep = k
 		}
 	}
@@ -594,6 +655,9 @@ func (p *RunProcess) validate(field string) error {
 		}
 		if w := p.Keep.StdoutWhen; w != "" && w != keepOnFailure && w != KeepAlways {
 			return strictjson.FieldErr(strictjson.JoinField(f("keep"), "stdout_when"), strictjson.ErrInvalid, fmt.Sprintf("%s is neither failure nor always", strictjson.QuoteShort(w)))
+		}
+		if err := p.Keep.validateFilters(f("keep")); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -237,4 +238,41 @@ func FuzzRunPattern(f *testing.F) {
 			t.Fatalf("a run from a pattern reads back as another:\n%s\n%s", block, again)
 		}
 	})
+}
+
+// TestRunPatternMergesKeepFilters: a pattern's keep.mask and keep.match
+// (D98) merge key by key with the caller's keep, the mask a list replaced
+// whole, null removing; a bad match the pattern gives is refused naming
+// the field and the pattern.
+func TestRunPatternMergesKeepFilters(t *testing.T) {
+	p, err := DecodeRunPattern("masked", patternPage(`{"process": {"user": "b", "command": ["x"], "keep": {"stdout_when": "always", "mask": ["a-token"], "match": "ERROR"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		fields string
+		mask   []string
+		match  string
+	}{
+		{`{"objective": "x"}`, []string{"a-token"}, "ERROR"},
+		{`{"objective": "x", "process": {"keep": {"mask": ["other", "$$user$$"]}}}`, []string{"other", "$$user$$"}, "ERROR"},
+		{`{"objective": "x", "process": {"keep": {"match": null}}}`, []string{"a-token"}, ""},
+		{`{"objective": "x", "process": {"keep": {"mask": null, "match": "^W"}}}`, nil, "^W"},
+	} {
+		r, err := p.Apply([]byte(c.fields), "lab-1", "")
+		if err != nil {
+			t.Fatalf("%s: %v", c.fields, err)
+		}
+		k := r.Process.Keep
+		if k == nil || !slices.Equal(k.Mask, c.mask) || k.Match != c.match || k.StdoutWhen != KeepAlways {
+			t.Errorf("%s: keep %+v, want mask %q match %q and the pattern's stdout_when", c.fields, k, c.mask, c.match)
+		}
+	}
+	bad, err := DecodeRunPattern("bad", patternPage(`{"process": {"user": "b", "command": ["x"], "keep": {"match": "(?P<x"}}}`))
+	if err == nil {
+		_, err = bad.Apply([]byte(`{"objective": "x"}`), "lab-1", "")
+	}
+	if err == nil || !strings.Contains(err.Error(), "process.keep.match") || !strings.Contains(err.Error(), "RE2") || !strings.Contains(err.Error(), "run/bad") {
+		t.Errorf("a pattern's bad match: %v", err)
+	}
 }

@@ -67,7 +67,7 @@ func TestSeedRunExamples(t *testing.T) {
 		t.Errorf("echo read as %+v", r)
 	}
 	p := r.Process.WithDefaults(r.SetsWorkspace())
-	if p.Cwd != "/" || p.Deliveries != deliveriesFeed || *p.Keep != (RunKeep{"64K", "64K", KeepAlways}) {
+	if p.Cwd != "/" || p.Deliveries != deliveriesFeed || !reflect.DeepEqual(*p.Keep, RunKeep{Stderr: "64K", Stdout: "64K", StdoutWhen: KeepAlways}) {
 		t.Errorf("echo's defaults: %+v keep %+v", p, *p.Keep)
 	}
 }
@@ -213,6 +213,17 @@ func TestHostileRuns(t *testing.T) {
 		{"keep size digits as text", run(`, "process": {"user": "b", "command": ["x"], "keep": {"stderr": "65536"}}`), "process.keep.stderr"},
 		{"keep size unit", run(`, "process": {"user": "b", "command": ["x"], "keep": {"stdout": "64k"}}`), "process.keep.stdout"},
 		{"keep stdout_when", run(`, "process": {"user": "b", "command": ["x"], "keep": {"stdout_when": "never"}}`), "process.keep.stdout_when"},
+		{"keep mask not a list", run(`, "process": {"user": "b", "command": ["x"], "keep": {"mask": "pw"}}`), "process.keep.mask"},
+		{"keep mask not text", run(`, "process": {"user": "b", "command": ["x"], "keep": {"mask": ["pw", 1]}}`), "process.keep.mask[1]"},
+		{"keep mask empty string", run(`, "process": {"user": "b", "command": ["x"], "keep": {"mask": ["pw", ""]}}`), "process.keep.mask[1]"},
+		{"keep mask two lines", run(`, "process": {"user": "b", "command": ["x"], "keep": {"mask": ["a\nb"]}}`), "process.keep.mask[0]"},
+		{"keep mask too long", run(`, "process": {"user": "b", "command": ["x"], "keep": {"mask": ["` + strings.Repeat("x", MaxKeepMask+1) + `"]}}`), "process.keep.mask[0]"},
+		{"keep mask too many", run(`, "process": {"user": "b", "command": ["x"], "keep": {"mask": [` + strings.TrimSuffix(strings.Repeat(`"x",`, MaxKeepMasks+1), ",") + `]}}`), "process.keep.mask"},
+		{"keep match not text", run(`, "process": {"user": "b", "command": ["x"], "keep": {"match": ["error"]}}`), "process.keep.match"},
+		{"keep match invalid", run(`, "process": {"user": "b", "command": ["x"], "keep": {"match": "(error"}}`), "process.keep.match"},
+		{"keep match backreference", run(`, "process": {"user": "b", "command": ["x"], "keep": {"match": "(a)\\1"}}`), "process.keep.match"},
+		{"keep match too long", run(`, "process": {"user": "b", "command": ["x"], "keep": {"match": "` + strings.Repeat("x", MaxKeepMask+1) + `"}}`), "process.keep.match"},
+		{"keep unknown filter", run(`, "process": {"user": "b", "command": ["x"], "keep": {"grep": "x"}}`), "process.keep.grep"},
 		{"relative cwd", run(`, "process": {"user": "b", "command": ["x"], "cwd": "tree"}`), "process.cwd"},
 		{"sandbox missing a field", run(`, "sandbox": {"uid": 1}, ` + proc), "sandbox.gid"},
 		{"sandbox unknown key", run(`, "sandbox": {` + sb + `, "seccomp": true}, ` + proc), "sandbox.seccomp"},
@@ -733,5 +744,63 @@ func TestClassifyMessage(t *testing.T) {
 				t.Errorf("got %v row %d, want %v row %d", v, row, c.want, c.row)
 			}
 		})
+	}
+}
+
+// TestRunKeepFilters: keep.mask and keep.match (D98) read, round trip,
+// take values in mask (not in match), and are refused naming the field
+// and what is wrong: a match that is not RE2 says why, as row 2's note.
+func TestRunKeepFilters(t *testing.T) {
+	run := func(keep string) string {
+		return `{"ocx": 1, "kind": "run", "node": "lab-1", "objective": "x", "workspace": [{"step": "directory", "at": "$$root$$/w"}], "process": {"user": "b", "command": ["x"], "keep": ` + keep + `}}`
+	}
+	r := mustRun(t, run(`{"mask": ["hunter2", "$$user$$@$$workspace$$"], "match": "^(ERROR|FATAL)\\b"}`))
+	k := r.Process.Keep
+	if !reflect.DeepEqual(k.Mask, []string{"hunter2", "$$user$$@$$workspace$$"}) || k.Match != `^(ERROR|FATAL)\b` {
+		t.Fatalf("keep read as %+v", k)
+	}
+	enc, err := r.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back := mustRun(t, string(unfenceT(t, enc))); !reflect.DeepEqual(back, r) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", back.Process.Keep, r.Process.Keep)
+	}
+	if err := CheckRunValues(r, nil); err != nil {
+		t.Errorf("values set by then refused: %v", err)
+	}
+	x, err := r.Expand(RunValues{ValueRoot: "/r", ValueUser: "b", ValueWorkspace: "/r/w", ValueRun: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := x.Process.Keep.Mask; !reflect.DeepEqual(got, []string{"hunter2", "b@/r/w"}) {
+		t.Errorf("mask expanded to %q", got)
+	}
+	if x.Process.Keep.Match != k.Match || r.Process.Keep.Mask[1] != "$$user$$@$$workspace$$" {
+		t.Errorf("expand changed match or the run itself: %+v, %+v", x.Process.Keep, r.Process.Keep)
+	}
+	// A match's $ is its own: $$tree$$ in a match is not a value.
+	if err := CheckRunValues(mustRun(t, run(`{"match": "$$tree$$"}`)), nil); err != nil {
+		t.Errorf("a match naming what looks like a value: %v", err)
+	}
+	// A mask naming a value nothing sets by then is row 3.
+	m, err := ReadMessage(fenceRun(run(`{"mask": ["$$tree$$"]}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := RunRefusal(m.(*Run), nil, RefusalFacts{SenderPrivileged: true, NodeUser: "lab-1"})
+	if ref == nil || ref.Row != RefusedSteps || !strings.Contains(ref.Note, "process.keep.mask[0]") || !strings.Contains(ref.Note, "$$tree$$") {
+		t.Errorf("a mask naming an unset value: %v, want row 3 naming process.keep.mask[0]", ref)
+	}
+	// An invalid match: row 2, the note naming the field and RE2's reason.
+	_, err = ReadMessage(fenceRun(run(`{"match": "a{2,1}"}`)))
+	ref = RunRefusal(nil, err, RefusalFacts{SenderPrivileged: true})
+	if ref == nil || ref.Row != RefusedMalformed || !strings.Contains(ref.Note, "process.keep.match: ") || !strings.Contains(ref.Note, "RE2") || !strings.Contains(ref.Note, "invalid repeat count") {
+		t.Errorf("an invalid match: %v", ref)
+	}
+	// keep with filters alone keeps the defaults of its sizes.
+	p := mustRun(t, run(`{"match": "x"}`)).Process.WithDefaults(true)
+	if p.Keep.Stderr != defaultKeepSize || p.Keep.Stdout != defaultKeepSize || p.Keep.StdoutWhen != keepOnFailure || p.Keep.Match != "x" {
+		t.Errorf("defaults with a match: %+v", p.Keep)
 	}
 }

@@ -643,8 +643,16 @@ func (e *Engine) Process(ctx context.Context, eff protocol.DaemonEffect) error {
 // exit comes back for it, 127 for a process that could not be started.
 func (e *Engine) launch(ctx context.Context, eff protocol.RunLaunch) error {
 	p := &runProc{stderr: &runeng.Tail{Max: 64 << 10}, stdout: &runeng.Tail{Max: 64 << 10}}
+	var prep *runeng.Prepared
 	fail := func(err error) error {
-		fmt.Fprintf(p.stderr, "ocxd: the process could not be started: %v\n", err)
+		msg := []byte(fmt.Sprintf("ocxd: the process could not be started: %v\n", err))
+		if prep != nil {
+			// Kept as the process's STDERR is: through its filter (D98).
+			if f, ferr := prep.Filter.Filter(); ferr == nil {
+				msg = f.Apply(msg)
+			}
+		}
+		p.stderr.Write(msg)
 		m := protocol.RunProcessExited{Proc: eff.Proc, Status: messages.Exited(127)}
 		e.mu.Lock()
 		p.exit = m
@@ -657,7 +665,7 @@ func (e *Engine) launch(ctx context.Context, eff protocol.RunLaunch) error {
 		return fail(err)
 	}
 	e.mu.Lock()
-	prep := r.prepared
+	prep = r.prepared
 	r.procs[eff.Proc] = p
 	e.mu.Unlock()
 	if prep == nil {

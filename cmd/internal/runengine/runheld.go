@@ -127,6 +127,11 @@ func (e *Engine) holderFiles(eff protocol.RunLaunch, run *runmsg.Run, prep *rune
 	}
 	spec := prep.Spec
 	hs := runhold.Spec{Command: spec.Command, Env: spec.Env, Dir: spec.Dir, Sandbox: spec.Sandbox, Limits: spec.Limits, Input: input}
+	if f := prep.Filter; len(f.Mask) > 0 || f.Match != "" {
+		// The kept logs' filter (D98): the holder keeps each stream's end
+		// as it passes it, so its log files hold nothing it masks.
+		hs.Keep = &f
+	}
 	if spec.Limits.Memory > 0 || spec.Limits.Processes > 0 {
 		// Its memory, and its processes where a cgroup can be made, are
 		// held by a cgroup of its own (D46).
