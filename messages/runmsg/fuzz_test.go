@@ -20,6 +20,7 @@ func FuzzReadMessage(f *testing.F) {
 		`{"ocx": 1, "kind": "ended", "node": "lab-1", "run": "` + testRunHash + `", "outcome": "exited", "exit": 137}`,
 		`{"ocx": 1, "kind": "ended", "node": "lab-1", "run": "` + testRunHash + `", "outcome": "refused", "note": "row 1"}`,
 		`{"ocx": 1, "kind": "run", "node": "n", "objective": "x", "workspace": [{"step": "shell"}], "process": {"user": "u", "command": ["x"], "keep": {"stderr": "1K", "stdout": 10}}}`,
+		`{"ocx": 1, "kind": "run", "node": "n", "objective": "x", "workspace": [{"step": "directory", "at": "/w"}, {"step": "command", "run": ["make", "$$workspace$$"], "in": "$$workspace$$/t"}], "process": {"user": "u", "command": ["x"]}}`,
 		`{"ocx": 2, "kind": "run"}`, `{"ocx": 1, "kind": "nope"}`, `{"ocx": "stop"}`,
 	} {
 		f.Add([]byte("```json\n" + s + "\n```\n"))
