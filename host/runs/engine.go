@@ -49,6 +49,10 @@ type Prepared struct {
 	Keep      Keep
 	// Limits are the limits applied, as written: what started lists.
 	Limits runmsg.RunLimits
+	// Steps are what the run's command steps printed (D99), which the
+	// node posts as it posts kept logs; Prepare returns them, and
+	// Workspace, with its refusal too.
+	Steps []StepLog
 }
 
 // Keep is process.keep in bytes (table 8).
