@@ -167,7 +167,8 @@ type RunHost interface {
 	// (RunWriteStarted, RunWriteEnded), or the kept logs (RunKeepLogs).
 	Write(ctx context.Context, e protocol.DaemonEffect) error
 	// Process launches, feeds or signals a process of the run (RunLaunch,
-	// RunDeliver, RunEndProcess). A launched process's exit comes back to
+	// RunDeliver, RunEndProcess), or ends its preparation in flight
+	// (RunEndPreparing, D99). A launched process's exit comes back to
 	// the node later as a RunRouted RunProcessExited, exactly once.
 	Process(ctx context.Context, e protocol.DaemonEffect) error
 	// Check is the node's check of its runs (`runs check`): the runs to end
@@ -345,7 +346,7 @@ func (d *Deps) runEffect(ctx context.Context, e protocol.DaemonEffect) protocol.
 		return protocol.RunEndedWritten{Err: d.Runs.Write(ctx, e)}
 	case protocol.RunKeepLogs:
 		return protocol.RunLogsKept{Proc: e.Proc, Err: d.Runs.Write(ctx, e)}
-	case protocol.RunLaunch, protocol.RunDeliver, protocol.RunEndProcess:
+	case protocol.RunLaunch, protocol.RunDeliver, protocol.RunEndProcess, protocol.RunEndPreparing:
 		if err := d.Runs.Process(ctx, e); err != nil {
 			d.Logger.Warn("a run's process effect failed", slog.String(keyEffect, e.String()), errAttr(err))
 		}

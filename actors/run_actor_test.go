@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ocx-go/ocx/messages"
 	"github.com/ocx-go/ocx/messages/pipe"
@@ -22,6 +23,9 @@ type fakeRuns struct {
 	exitNow bool
 	toNode  func(protocol.DaemonMessage)
 	done    chan struct{}
+	// preparing, when set, holds Prepare until RunEndPreparing closes it
+	// (a command step that runs until its stop, D99).
+	preparing chan struct{}
 }
 
 func (f *fakeRuns) record(s string) {
@@ -40,6 +44,10 @@ func (f *fakeRuns) Care(_ context.Context, run string, in bool) error {
 
 func (f *fakeRuns) Prepare(context.Context, string) protocol.RunPrepared {
 	f.record("prepare")
+	if f.preparing != nil {
+		<-f.preparing
+		return protocol.RunPrepared{Failed: "workspace[4] command: context canceled"}
+	}
 	return protocol.RunPrepared{Values: map[string]string{"run": strings.Repeat("a", 64)}}
 }
 
@@ -57,6 +65,8 @@ func (f *fakeRuns) Process(_ context.Context, e protocol.DaemonEffect) error {
 		}
 	case protocol.RunEndProcess:
 		f.toNode(protocol.RunRouted{Run: e.Run, Event: protocol.RunProcessExited{Proc: e.Proc, Status: messages.Signaled(15)}})
+	case protocol.RunEndPreparing:
+		close(f.preparing)
 	}
 	return nil
 }
@@ -137,6 +147,37 @@ func TestRunActorInTheTree(t *testing.T) {
 	}
 }
 
+// TestRunStoppedWhileItsLayersAreMade: a stop while Prepare runs (a
+// command step that would run on, D99) reaches the engine beside the run's
+// serial effects, which wait for the preparation: RunEndPreparing ends it,
+// and the run ends stopped, never started.
+func TestRunStoppedWhileItsLayersAreMade(t *testing.T) {
+	w := newFakeWorld()
+	runs := &fakeRuns{done: make(chan struct{}), preparing: make(chan struct{})}
+	w.runs = runs
+	lt := startTree(t, w, Config{}, protocol.Boot{})
+	runs.toNode = lt.send
+	hash := strings.Repeat("c", 64)
+	lt.send(protocol.RunRouted{Run: hash, Event: protocol.RunArrived{Facts: protocol.RunFacts{Hash: hash}}})
+	for !strings.Contains(runs.effects(), "prepare") {
+		lt.snapshot(t)
+	}
+	lt.send(protocol.RunRouted{Run: hash, Event: protocol.RunStopRequested{By: "admin", Privileged: true}})
+	select {
+	case <-runs.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the run did not end: its stop waited for its preparation:\n%s", runs.effects())
+	}
+	got := runs.effects()
+	if want := "care true\nprepare\nend preparing " + hash[:10]; !strings.HasPrefix(got, want) {
+		t.Errorf("effects:\n%s\nwant them to begin\n%s", got, want)
+	}
+	if !strings.Contains(got, "write ended "+hash[:10]+" stopped") || strings.Contains(got, "write started") || strings.Contains(got, "launch") {
+		t.Errorf("want ended stopped, never started:\n%s", got)
+	}
+	lt.stop(t)
+}
+
 // TestStoppingTheTreeIsNoAccident: a daemon stopped by a plain TERM stops
 // its tree, and protoactor stops each child before its parent; the node
 // logs no run's nor workspace's actor as stopped unexpectedly then
@@ -199,6 +240,8 @@ func (f *turnRuns) Process(_ context.Context, e protocol.DaemonEffect) error {
 		}
 	case protocol.RunEndProcess:
 		f.toNode(protocol.RunRouted{Run: e.Run, Event: protocol.RunProcessExited{Proc: e.Proc, Status: messages.Signaled(15)}})
+	case protocol.RunEndPreparing:
+		close(f.preparing)
 	}
 	return nil
 }

@@ -407,13 +407,20 @@ func (c *runCore) stopRequested(m protocol.RunStopRequested) {
 		c.stop = true
 		c.decide(runmsg.RunStopped, nil, "")
 	case runPreparing:
+		if c.stop {
+			c.log(slog.LevelInfo, "a second stop while the layers are made; nothing more to do", runAttr(c.run))
+			return
+		}
 		c.stop = true
 		if c.slotAsked {
 			// It waits for its user's run before it: the stop ends the
 			// wait, and the run.
 			c.decide(runmsg.RunStopped, nil, "")
+			return
 		}
-		// Otherwise decided when the layers answer.
+		// Otherwise decided when the layers answer, which the stop
+		// hastens: a command step's process is ended (D99).
+		c.emit(protocol.RunEndPreparing{Run: c.run})
 	case runWriting:
 		c.stop = true
 		if !c.startInFlight && !c.startAsked {

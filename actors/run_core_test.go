@@ -158,10 +158,17 @@ func TestRunLifeTable(t *testing.T) {
 			{msg: protocol.RunStopRequested{By: "bob"}},
 			{msg: admin(), want: []string{"write ended R0run00000 stopped"}},
 		}, "ended"},
-		{"05 a stop while the layers are made: ended stopped, nothing launched", []runStep{
+		{"05 a stop while the layers are made: their making ended, ended stopped, nothing launched", []runStep{
 			{msg: protocol.RunArrived{Facts: plain}, want: launched},
+			{msg: admin(), want: []string{"end preparing R0run00000"}},
 			{msg: admin()},
 			{msg: prepOK, want: []string{"write ended R0run00000 stopped"}},
+			{msg: endedOK, want: release},
+		}, "ended"},
+		{"05/10 a stop during a command step: the failure it made is read as the stop", []runStep{
+			{msg: protocol.RunArrived{Facts: plain}, want: launched},
+			{msg: admin(), want: []string{"end preparing R0run00000"}},
+			{msg: protocol.RunPrepared{Failed: "runs: prepare R0: workspace[4] command: context canceled"}, want: []string{"write ended R0run00000 stopped"}},
 			{msg: endedOK, want: release},
 		}, "ended"},
 		{"05 a run waits for its user's slot before its layers are made; a stop ends the wait: ended stopped, the wait given up", []runStep{
@@ -477,6 +484,10 @@ func (m *runModel) apply(t *rapid.T, effs []protocol.DaemonEffect) {
 				t.Fatalf("delivered %s, want %v", e.Delivery, m.feedWanted)
 			}
 			m.feedWanted = nil
+		case protocol.RunEndPreparing:
+			if !m.prepare {
+				t.Fatalf("a preparation ended when none is in flight: %s", e)
+			}
 		case protocol.RunEndProcess:
 			if !m.alive[e.Proc] {
 				t.Fatalf("a signal to a process that is not alive: %s", e)

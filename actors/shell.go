@@ -463,6 +463,10 @@ func (s *shell) effect(e protocol.DaemonEffect) {
 		// Beside the actor's other effects: a watch lasts.
 		go run()
 		return
+	case protocol.RunEndPreparing:
+		// Beside the run's preparation, which it ends (D99).
+		go run()
+		return
 	}
 	if s.core.addr().Kind == protocol.ActorRun {
 		if s.serial == nil {

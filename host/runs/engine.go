@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -55,6 +56,10 @@ type Prepared struct {
 	// each stream before its kept end: process.keep's mask and match, and
 	// the run's own secrets. It holds secrets: never a note, never a value.
 	Filter keptlog.Spec
+	// Steps are what the run's command steps printed (D99), which the
+	// node posts as it posts kept logs; Prepare returns them, and
+	// Workspace, with its refusal too.
+	Steps []StepLog
 }
 
 // FilterOf is the filter of a run's process, its values in place
@@ -215,5 +220,41 @@ func KeptLogsText(hash string, proc int, exit string, streams []KeptStream) stri
 		b.WriteString(fence + "\n")
 	}
 	fmt.Fprintf(&b, "\nIts exit: %s.\n", exit)
+	return b.String()
+}
+
+// StepLogText is the reply holding what a command step printed (D99), as
+// the kept logs' reply is (section 8.2): a plain post, no OCX message, the
+// step and its command, its output's end in a fenced block headed output,
+// then its exit.
+func StepLogText(hash string, s StepLog) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "The output of run %s's workspace[%d], a command step.\n\nIts command: ", fossilio.Short(hash), s.Step)
+	for i, w := range s.Run {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString(strconv.Quote(w))
+	}
+	b.WriteString("\n")
+	if s.Total == 0 {
+		b.WriteString("\nIt printed nothing.\n")
+	} else {
+		end := string(s.End)
+		fence := "```"
+		for strings.Contains(end, fence) {
+			fence += "`"
+		}
+		b.WriteString("\n")
+		if s.Total > int64(len(s.End)) {
+			fmt.Fprintf(&b, "The last %d of %d bytes:\n\n", len(s.End), s.Total)
+		}
+		b.WriteString(fence + "output\n" + end)
+		if !strings.HasSuffix(end, "\n") {
+			b.WriteString("\n")
+		}
+		b.WriteString(fence + "\n")
+	}
+	fmt.Fprintf(&b, "\nIts end: %s.\n", s.Exit)
 	return b.String()
 }

@@ -60,6 +60,22 @@ func TestKeptLogsTextHoldsNoMessage(t *testing.T) {
 	}
 }
 
+// TestStepLogText: a command step's output is posted as a kept log is, a
+// plain post that reads as no message, fenced past its content, with its
+// command and its end; a cut end says how much was printed.
+func TestStepLogText(t *testing.T) {
+	s := StepLog{Step: 4, Run: []string{"sh", "-c", "make deps"}, End: []byte("```json\n{\"ocx\": 1}\n```\nexit"), Total: 1000, Exit: "exit 3"}
+	text := StepLogText(strings.Repeat("a", 64), s)
+	for _, want := range []string{"workspace[4], a command step", `Its command: "sh" "-c" "make deps"`, "````output\n", "The last 27 of 1000 bytes", "exit\n````\n", "Its end: exit 3."} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in:\n%s", want, text)
+		}
+	}
+	if _, err := runmsg.ReadMessage([]byte(text)); !errors.Is(err, strictjson.ErrNotANote) {
+		t.Errorf("the step's output reads as a message: %v\n%s", err, text)
+	}
+}
+
 // TestPrepareSeedEcho maps section 14's first run onto the host's terms
 // as the engine calls its Preparer: echo hello in /, exactly its env, its
 // values set, nothing made on the host.

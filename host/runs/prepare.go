@@ -72,6 +72,15 @@ type Layers struct {
 	// NewPassword makes the fresh password of the server's node's password
 	// step; nil is fossilio.NewPassword.
 	NewPassword func() string
+
+	// Launcher starts the command steps' processes (D99); nil is a
+	// unixhost.Launcher of the step's own, as the holder makes one.
+	Launcher StepLauncher
+	// RunCgroup names the cgroup of a run (host.Layout.RunCgroup) that a
+	// command step is held in when the run's limits need one, as its
+	// process is; nil: none, and a run asking such a limit is refused
+	// its command steps' cgroup by the launcher.
+	RunCgroup func(hash string) string
 }
 
 // Made is a run made ready to launch.
@@ -92,6 +101,9 @@ type Made struct {
 	// (D98): the password its password step took, in every form the node
 	// knows it by. Never a value.
 	Secrets []string
+	// Steps are what the command steps printed, in order (D99); Make
+	// returns them with a refusal too, the failing step's last.
+	Steps []StepLog
 }
 
 // prepareError is a run refused while it was prepared: Row is section 11's
@@ -176,13 +188,13 @@ func (p *Layers) Make(ctx context.Context, run *runmsg.Run, hash string) (Made, 
 			return Made{}, fieldRefusal(err)
 		}
 		made = append(made, es.At, es.Into)
-		if err := p.checkStepPaths(es); err != nil && failing == nil {
+		if err := p.checkStepPaths(es, plan[runmsg.ValueWorkspace]); err != nil && failing == nil {
 			failing = stepFailed(i, es, err, nil)
 		}
 		steps[i] = es
 		es.SetValues(plan, plannedCheckout)
 	}
-	ws := &workspace{p: p, user: user, vals: vals}
+	ws := &workspace{p: p, user: user, vals: vals, msg: run, hash: hash}
 	if run.HasPasswordStep() {
 		i := stepIndex(steps, runmsg.StepPassword)
 		if err := ws.checkPassword(ctx, i, steps[i]); err != nil {
@@ -210,7 +222,7 @@ func (p *Layers) Make(ctx context.Context, run *runmsg.Run, hash string) (Made, 
 	}
 
 	if err := ws.run(ctx, hash, steps); err != nil {
-		return Made{}, err
+		return Made{Steps: ws.logs}, err
 	}
 
 	// Every value in place, and the layers checked again.
@@ -218,7 +230,7 @@ func (p *Layers) Make(ctx context.Context, run *runmsg.Run, hash string) (Made, 
 	if err != nil {
 		return Made{}, err
 	}
-	out := Made{Values: vals, Run: spec.run, Spec: spec.spec, Secrets: ws.secrets()}
+	out := Made{Values: vals, Run: spec.run, Spec: spec.spec, Secrets: ws.secrets(), Steps: ws.logs}
 	if run.Limits != nil {
 		out.Limits = *run.Limits
 	}
@@ -256,7 +268,7 @@ func (ws *workspace) run(ctx context.Context, hash string, steps []runmsg.RunSte
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("runs: prepare %s: before workspace[%d]: %w", hash, i, err)
 		}
-		checkin, err := ws.step(ctx, s)
+		checkin, err := ws.step(ctx, i, s)
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("runs: prepare %s: workspace[%d] %s: %w", hash, i, s.Step, ctx.Err())
@@ -305,12 +317,16 @@ func beneath(p, root string) bool {
 }
 
 // checkStepPaths refuses a step whose at or into does not lie below the
-// node's run root: the steps make and remove nothing elsewhere.
-func (p *Layers) checkStepPaths(s runmsg.RunStep) error {
+// node's run root: the steps make and remove nothing elsewhere; and a
+// command step whose in is not the workspace or below it (D99).
+func (p *Layers) checkStepPaths(s runmsg.RunStep, workspace string) error {
 	for _, f := range []struct{ k, v string }{{"at", s.At}, {"into", s.Into}} {
 		if f.v != "" && !beneath(f.v, p.Values.Root) {
 			return fmt.Errorf("its %s %s is not beneath the node's run root %s", f.k, f.v, p.Values.Root)
 		}
+	}
+	if s.Step == runmsg.StepCommand && s.In != workspace && !beneath(s.In, workspace) {
+		return fmt.Errorf("its in %s is not the run's workspace %s or within it", s.In, workspace)
 	}
 	return nil
 }
@@ -322,12 +338,12 @@ func (p *Layers) Prepare(ctx context.Context, run *runmsg.Run, hash string, node
 	l.Values = node
 	m, err := l.Make(ctx, run, hash)
 	if err != nil {
-		return Prepared{}, err
+		return Prepared{Steps: m.Steps, Workspace: m.Values[runmsg.ValueWorkspace]}, err
 	}
 	keep, err := KeepOf(m.Run.Process)
 	if err != nil {
 		return Prepared{}, refused(runmsg.RefusedMalformed, err.Error(), err)
 	}
 	return Prepared{Values: m.Values, Spec: m.Spec, Workspace: m.Values[runmsg.ValueWorkspace], Keep: keep, Limits: m.Limits,
-		Filter: FilterOf(m.Run.Process, m.Secrets)}, nil
+		Filter: FilterOf(m.Run.Process, m.Secrets), Steps: m.Steps}, nil
 }

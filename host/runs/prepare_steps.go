@@ -30,6 +30,12 @@ type workspace struct {
 	// cloneCode is the project code a clone holds, when the node knew none
 	// before it: the shared secret's, for secrets.
 	cloneCode string
+	// msg and hash are the run as it arrived and its hash: a command
+	// step runs in its layers (D99); logs are what its command steps
+	// printed.
+	msg  *runmsg.Run
+	hash string
+	logs []StepLog
 }
 
 // secrets are the strings a note, or a kept log (D98), must never hold:
@@ -59,7 +65,7 @@ func (w *workspace) secrets() []string {
 
 // step runs one step, its values in place, and returns the check-in a
 // checkout resolved to ("" for the other kinds).
-func (w *workspace) step(ctx context.Context, s runmsg.RunStep) (string, error) {
+func (w *workspace) step(ctx context.Context, i int, s runmsg.RunStep) (string, error) {
 	switch s.Step {
 	case runmsg.StepDirectory:
 		return "", w.directory(ctx, s.At)
@@ -69,6 +75,8 @@ func (w *workspace) step(ctx context.Context, s runmsg.RunStep) (string, error) 
 		return "", w.clone(ctx, s.Into)
 	case runmsg.StepCheckout:
 		return w.checkout(ctx, s.Of, s.Into)
+	case runmsg.StepCommand:
+		return "", w.command(ctx, i)
 	}
 	return "", fmt.Errorf("%q is not a step kind section 5 has", s.Step)
 }

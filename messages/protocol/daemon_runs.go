@@ -264,6 +264,14 @@ type RunEndProcess struct {
 	Signal string
 }
 
+// RunEndPreparing ends the run's preparation in flight (RunPrepare) at a
+// stop: a command step's process group is ended (D99), a step in its
+// course given up; RunPrepared answers as ever, and the run ends stopped.
+// It runs beside the run's other effects, which wait for the preparation.
+type RunEndPreparing struct {
+	Run string
+}
+
 // RunStartTimer asks for RunTimerFired after a duration.
 type RunStartTimer struct {
 	Run     string
@@ -332,6 +340,7 @@ func (RunWriteStarted) daemonEffect() {}
 func (RunLaunch) daemonEffect()       {}
 func (RunDeliver) daemonEffect()      {}
 func (RunEndProcess) daemonEffect()   {}
+func (RunEndPreparing) daemonEffect() {}
 func (RunStartTimer) daemonEffect()   {}
 func (RunKeepLogs) daemonEffect()     {}
 func (RunWriteEnded) daemonEffect()   {}
@@ -442,6 +451,8 @@ func (e RunDeliver) String() string {
 func (e RunEndProcess) String() string {
 	return "signal " + messages.Token(e.Signal) + " " + daemonShort(e.Run) + " process " + strconv.Itoa(e.Proc)
 }
+
+func (e RunEndPreparing) String() string { return "end preparing " + daemonShort(e.Run) }
 
 func (e RunStartTimer) String() string {
 	return "start timer " + messages.Token(e.Purpose) + " " + daemonShort(e.Run) + " #" + strconv.Itoa(e.Seq) + " " + e.After.String()

@@ -43,6 +43,7 @@ func TestRunStringsAreOneLine(t *testing.T) {
 		protocol.RunLaunch{Run: h, Proc: 2, Delivery: &d},
 		protocol.RunDeliver{Run: h, Proc: 1, Delivery: d},
 		protocol.RunEndProcess{Run: h, Proc: 1, Signal: protocol.SigTERM},
+		protocol.RunEndPreparing{Run: h},
 		protocol.RunStartTimer{Run: h, Purpose: protocol.RunTimerGrace, Seq: 1, After: 10 * time.Second},
 		protocol.RunKeepLogs{Run: h, Proc: 1},
 		protocol.RunWriteEnded{Run: h, Outcome: runmsg.RunExited, Exit: &exit, Attempt: 2},

@@ -21,6 +21,7 @@ func FuzzReadMessage(f *testing.F) {
 		`{"ocx": 1, "kind": "ended", "node": "lab-1", "run": "` + testRunHash + `", "outcome": "refused", "note": "row 1"}`,
 		`{"ocx": 1, "kind": "run", "node": "n", "objective": "x", "workspace": [{"step": "shell"}], "process": {"user": "u", "command": ["x"], "keep": {"stderr": "1K", "stdout": 10}}}`,
 		`{"ocx": 1, "kind": "run", "node": "n", "objective": "x", "process": {"user": "u", "command": ["x"], "keep": {"mask": ["pw", "tok-$$run$$", "a*b"], "match": "^(ERROR|FATAL)\\b"}}}`,
+		`{"ocx": 1, "kind": "run", "node": "n", "objective": "x", "workspace": [{"step": "directory", "at": "/w"}, {"step": "command", "run": ["make", "$$workspace$$"], "in": "$$workspace$$/t"}], "process": {"user": "u", "command": ["x"]}}`,
 		`{"ocx": 2, "kind": "run"}`, `{"ocx": 1, "kind": "nope"}`, `{"ocx": "stop"}`,
 	} {
 		f.Add([]byte("```json\n" + s + "\n```\n"))

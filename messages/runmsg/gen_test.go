@@ -192,6 +192,8 @@ func genRunStep() *rapid.Generator[RunStep] {
 			return RunStep{Step: StepPassword}
 		case StepClone:
 			return RunStep{Step: StepClone, Into: genRunPath().Draw(t, "into")}
+		case StepCommand:
+			return RunStep{Step: StepCommand, Run: genCommand().Draw(t, "run"), In: genRunPath().Draw(t, "in")}
 		}
 		return RunStep{Step: StepCheckout, Of: genLineText(true).Draw(t, "of"), Into: genRunPath().Draw(t, "into")}
 	})

@@ -41,6 +41,13 @@ func (s *RunStep) valueStrings(field string) []valueField {
 			out = append(out, valueField{field + "." + a.k, a.p})
 		}
 	}
+	// A command step's run and in (D99), as process.command and cwd.
+	for i := range s.Run {
+		out = append(out, valueField{strictjson.IndexField(field+".run", i), &s.Run[i]})
+	}
+	if s.In != "" {
+		out = append(out, valueField{field + ".in", &s.In})
+	}
 	return out
 }
 
@@ -93,6 +100,9 @@ func (p *RunProcess) valueStrings(field string) []valueField {
 func (r *Run) clone() *Run {
 	c := *r
 	c.Workspace = slices.Clone(r.Workspace)
+	for i := range c.Workspace {
+		c.Workspace[i].Run = slices.Clone(c.Workspace[i].Run)
+	}
 	if r.Sandbox != nil {
 		s := *r.Sandbox
 		s.Capabilities = slices.Clone(s.Capabilities)
@@ -137,6 +147,7 @@ func CheckRunValues(r *Run, nodeValues []string) error {
 		set[n] = true
 	}
 	done := map[string]bool{}
+	command := "" // the first command step's field (D99)
 	check := func(fields []valueField, by string) error {
 		for _, f := range fields {
 			for _, n := range valueRefs(*f.s) {
@@ -155,6 +166,14 @@ func CheckRunValues(r *Run, nodeValues []string) error {
 		}
 		if need := s.Needs(); need != "" && !done[need] {
 			return strictjson.FieldErr(field, errStepNeeds, fmt.Sprintf("is a %s step, which needs a %s step before it", s.Step, need))
+		}
+		if command != "" && len(s.Sets()) > 0 {
+			// A command step runs in the run's sandbox, which sees every
+			// value the steps set: they are all set before it (D99).
+			return strictjson.FieldErr(field, errStepNeeds, fmt.Sprintf("is a %s step after the command step %s; a command step runs in the run's sandbox, which sees every value the steps set, so every step that sets one comes before it", s.Step, command))
+		}
+		if s.Step == StepCommand && command == "" {
+			command = field
 		}
 		if err := check(s.valueStrings(field), "before this step"); err != nil {
 			return err
@@ -175,6 +194,7 @@ func CheckRunValues(r *Run, nodeValues []string) error {
 // ExpandStep returns the step with the values in place: what the engine
 // runs, then records with SetValues.
 func ExpandStep(s RunStep, field string, vals RunValues) (RunStep, error) {
+	s.Run = slices.Clone(s.Run) // written in place below: never the caller's
 	for _, f := range s.valueStrings(field) {
 		v, missing, ok := expandString(*f.s, vals)
 		if !ok {
@@ -182,7 +202,7 @@ func ExpandStep(s RunStep, field string, vals RunValues) (RunStep, error) {
 		}
 		*f.s = v
 	}
-	for _, f := range []struct{ k, v string }{{"at", s.At}, {"into", s.Into}} {
+	for _, f := range []struct{ k, v string }{{"at", s.At}, {"into", s.Into}, {"in", s.In}} {
 		if f.v != "" {
 			if err := messages.CheckAbsPath(field+"."+f.k, f.v); err != nil {
 				return RunStep{}, err

@@ -22,20 +22,25 @@ const (
 	StepPassword  = "password"
 	StepClone     = "clone"
 	StepCheckout  = "checkout"
+	// StepCommand is beyond seed 004 (D99): a command of the run's
+	// choosing, run in the run's sandbox and limits.
+	StepCommand = "command"
 )
 
-// stepKinds lists the step kinds of section 5.
-var stepKinds = []string{StepDirectory, StepPassword, StepClone, StepCheckout}
+// stepKinds lists the step kinds of section 5, and command (D99).
+var stepKinds = []string{StepDirectory, StepPassword, StepClone, StepCheckout, StepCommand}
 
 // RunStep is one step of the workspace layer. At is directory's argument;
-// Into clone's and checkout's; Of checkout's. A step of a kind section 5
-// does not have is read with its kind alone: refusing it is row 3's, not
-// the decoder's.
+// Into clone's and checkout's; Of checkout's; Run and In command's (D99).
+// A step of a kind section 5 does not have is read with its kind alone:
+// refusing it is row 3's, not the decoder's.
 type RunStep struct {
-	Step string `json:"step"`
-	At   string `json:"at,omitempty"`
-	Of   string `json:"of,omitempty"`
-	Into string `json:"into,omitempty"`
+	Step string   `json:"step"`
+	At   string   `json:"at,omitempty"`
+	Of   string   `json:"of,omitempty"`
+	Into string   `json:"into,omitempty"`
+	Run  []string `json:"run,omitempty"`
+	In   string   `json:"in,omitempty"`
 }
 
 // stepArgs gives each kind's arguments, every one required.
@@ -44,10 +49,15 @@ var stepArgs = map[string][]string{
 	StepPassword:  {},
 	StepClone:     {"into"},
 	StepCheckout:  {"of", "into"},
+	StepCommand:   {"run", "in"},
 }
 
-// stepNeeds gives the step each kind needs before it (section 5, Needs).
-var stepNeeds = map[string]string{StepClone: StepPassword, StepCheckout: StepClone}
+// stepNeeds gives the step each kind needs before it (section 5, Needs). A
+// command step needs a directory step: it runs in the workspace (D99).
+var stepNeeds = map[string]string{StepClone: StepPassword, StepCheckout: StepClone, StepCommand: StepDirectory}
+
+// MaxStepRun is the most words a command step's run holds (D99).
+const MaxStepRun = 256
 
 // stepSets gives the values each kind sets (section 5, Sets).
 var stepSets = map[string][]string{
@@ -82,7 +92,11 @@ func (s RunStep) SetValues(vals RunValues, checkin string) {
 
 func (s RunStep) String() string {
 	l := messages.Render("step").Word(s.Step)
-	return l.OptKV("at", s.At).OptKV("of", s.Of).OptKV("into", s.Into).String()
+	l = l.OptKV("at", s.At).OptKV("of", s.Of).OptKV("into", s.Into)
+	if len(s.Run) > 0 {
+		l = l.List("run", s.Run)
+	}
+	return l.OptKV("in", s.In).String()
 }
 
 func readStep(o strictjson.Obj) (RunStep, error) {
@@ -105,6 +119,12 @@ func readStep(o strictjson.Obj) (RunStep, error) {
 	}
 	s := RunStep{Step: kind}
 	for _, a := range args {
+		if a == "run" {
+			if s.Run, err = readStepRun(o); err != nil {
+				return RunStep{}, err
+			}
+			continue
+		}
 		v, err := o.Str(a, true, "a "+kind+" step names its "+a)
 		if err != nil {
 			return RunStep{}, err
@@ -119,6 +139,8 @@ func readStep(o strictjson.Obj) (RunStep, error) {
 			s.Of = v
 		case "into":
 			s.Into = v
+		case "in":
+			s.In = v
 		}
 	}
 	if s.At != "" {
@@ -131,14 +153,56 @@ func readStep(o strictjson.Obj) (RunStep, error) {
 			return RunStep{}, err
 		}
 	}
+	if s.In != "" {
+		if err := checkRunPath(o.Field("in"), s.In); err != nil {
+			return RunStep{}, err
+		}
+	}
 	return s, nil
+}
+
+// readStepRun reads a command step's run (D99): the program, then its
+// arguments, as process.command is read; at most MaxStepRun words.
+func readStepRun(o strictjson.Obj) ([]string, error) {
+	run, err := o.Strs("run", true, "a command step names its program, then its arguments")
+	if err != nil {
+		return nil, err
+	}
+	return run, checkStepRun(o.Field("run"), run)
+}
+
+// checkStepRun checks a command step's run: not empty, its program named,
+// at most MaxStepRun words, each an argument (messages.CheckArg).
+func checkStepRun(field string, run []string) error {
+	if len(run) == 0 {
+		return strictjson.FieldErr(field, strictjson.ErrMissing, "is empty; a command step names its program, then its arguments")
+	}
+	if len(run) > MaxStepRun {
+		return strictjson.FieldErr(field, strictjson.ErrTooLong, fmt.Sprintf("holds %d words; a command step's run holds at most %d", len(run), MaxStepRun))
+	}
+	if run[0] == "" {
+		return strictjson.FieldErr(strictjson.IndexField(field, 0), strictjson.ErrMissing, "is empty; it names the program")
+	}
+	for i, a := range run {
+		if err := messages.CheckArg(strictjson.IndexField(field, i), a); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s RunStep) validate(field string) error {
 	if !s.KnownStep() {
 		return strictjson.FieldErr(field+".step", strictjson.ErrInvalid, fmt.Sprintf("%s is not a step kind (%s)", strictjson.QuoteShort(s.Step), strictjson.ListWords(stepKinds)))
 	}
-	has := map[string]string{"at": s.At, "of": s.Of, "into": s.Into}
+	has := map[string]string{"at": s.At, "of": s.Of, "into": s.Into, "in": s.In}
+	if slices.Contains(stepArgs[s.Step], "run") {
+		if err := checkStepRun(field+".run", s.Run); err != nil {
+			return err
+		}
+	} else if s.Run != nil {
+		return strictjson.FieldErr(field+".run", strictjson.ErrUnknownKey, "is not an argument of a "+s.Step+" step")
+	}
 	for k, v := range has {
 		if slices.Contains(stepArgs[s.Step], k) {
 			if v == "" {
@@ -151,7 +215,7 @@ func (s RunStep) validate(field string) error {
 			return strictjson.FieldErr(field+"."+k, strictjson.ErrUnknownKey, "is not an argument of a "+s.Step+" step")
 		}
 	}
-	for _, k := range []string{"at", "into"} {
+	for _, k := range []string{"at", "into", "in"} {
 		if has[k] != "" {
 			if err := checkRunPath(field+"."+k, has[k]); err != nil {
 				return err

@@ -526,6 +526,10 @@ func TestEveryValueSetOrRefused(t *testing.T) {
 				stepErr = true
 				break
 			}
+			if done[StepCommand] && len(s.Sets()) > 0 {
+				stepErr = true // every step that sets a value comes before a command step (D99)
+				break
+			}
 			seen(s.valueStrings(strictjson.IndexField("workspace", i)))
 			if firstUnset != "" {
 				break

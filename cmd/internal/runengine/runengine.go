@@ -117,6 +117,9 @@ type engineRun struct {
 	run      *runmsg.Run
 	prepared *runeng.Prepared
 	procs    map[int]*runProc
+	// endPreparing ends its preparation in flight (a stop, D99); nil
+	// when none is.
+	endPreparing context.CancelFunc
 }
 
 // runProc is one process of a run, in its holder: launched by this
@@ -177,6 +180,7 @@ func (e *Engine) preparer(x *noderepos.Index) runeng.Preparer {
 		Files:      host.NodeFiles{Repositories: repos, Agents: e.layout.Root(), ReleaseRoot: e.releaseRoot, State: e.careDir()},
 		Support:    e.support(),
 		DiskDir:    e.careDir(),
+		RunCgroup:  e.layout.RunCgroup,
 	}
 	if x.OtherHost {
 		// Not the server's node: the password step reads the file of
@@ -398,7 +402,18 @@ func (e *Engine) Prepare(ctx context.Context, hash string) protocol.RunPrepared 
 		return protocol.RunPrepared{Failed: "the node's run root cannot be made: " + err.Error()}
 	}
 	nv := runeng.NodeValues{Root: e.workRoot(), Project: r.x.Project, Node: e.cfg.User, Server: r.x.URL, Release: rel}
+	// A stop ends the preparation (RunEndPreparing): a command step's
+	// process group is ended (D99).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	e.mu.Lock()
+	r.endPreparing = cancel
+	e.mu.Unlock()
 	p, err := e.preparer(r.x).Prepare(ctx, r.run, hash, nv)
+	e.mu.Lock()
+	r.endPreparing = nil
+	e.mu.Unlock()
+	e.keepStepLogs(r, hash, p)
 	if err != nil {
 		return protocol.RunPrepared{Failed: err.Error()}
 	}
@@ -406,6 +421,30 @@ func (e *Engine) Prepare(ctx context.Context, hash string) protocol.RunPrepared 
 	r.prepared = &p
 	e.mu.Unlock()
 	return protocol.RunPrepared{Values: p.Values}
+}
+
+// keepStepLogs writes what the run's command steps printed (D99), as a
+// process's kept logs are (section 8.2): each step's end in
+// $$workspace$$/step-N.log, and a reply where the run is, before its
+// started or its ended refused. A reply that cannot be written is logged,
+// not tried again: the step's end is in its file, and a refusal's note
+// names the step and its exit.
+func (e *Engine) keepStepLogs(r *engineRun, hash string, p runeng.Prepared) {
+	for _, s := range p.Steps {
+		if s.Total == 0 {
+			continue // as a stream that printed nothing leaves no kept log
+		}
+		if p.Workspace != "" {
+			name := filepath.Join(p.Workspace, fmt.Sprintf("step-%d.log", s.Step))
+			if err := e.root.WriteFile(name, s.End, 0o600); err != nil {
+				e.log.Warn("a command step's log file is not written", slog.String(actors.KeyRun, hash), actors.ErrAttr(err))
+			}
+		}
+		// The engine's context: a stop ended the preparation's.
+		if err := e.writeNote(e.ctx, r.x, hash, runeng.StepLogText(hash, s), "command step", true); err != nil {
+			e.log.Warn("a command step's output is not posted", slog.String(actors.KeyRun, hash), slog.Int("step", s.Step), actors.ErrAttr(err))
+		}
+	}
 }
 
 // Write writes started, ended or the kept logs where the run is.
@@ -622,6 +661,18 @@ func (e *Engine) Process(ctx context.Context, eff protocol.DaemonEffect) error {
 			return fmt.Errorf("run %s: what its session was given is not kept, so %s is not given: %w", eff.Run, eff.Delivery, err)
 		}
 		return runhold.Type(socket, eff.Delivery.Line)
+	case protocol.RunEndPreparing:
+		e.mu.Lock()
+		var end context.CancelFunc
+		if r := e.runs[eff.Run]; r != nil {
+			end = r.endPreparing
+		}
+		e.mu.Unlock()
+		if end != nil {
+			e.log.Info("the run's preparation is ended by its stop", slog.String(actors.KeyRun, eff.Run))
+			end()
+		}
+		return nil
 	case protocol.RunEndProcess:
 		e.mu.Lock()
 		var p *runProc
