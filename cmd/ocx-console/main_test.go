@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ocx-go/ocx/cmd/internal/consolepage"
 )
 
 // TestByDaemon: a page read by GET or HEAD is asked of the daemon; a
@@ -42,5 +45,14 @@ func TestUsage(t *testing.T) {
 		if code := run(args, nil, &out, &errb); code != 2 || !strings.Contains(errb.String(), "usage: ocx-console --agents AGENTS") || out.Len() != 0 {
 			t.Errorf("run(%q) = %d, %q, %q", args, code, out.String(), errb.String())
 		}
+	}
+}
+
+// TestFollowWaitsLessThanThePage: a live log's ask waits for the log to
+// grow (consolepage.FollowWait) less than ocx-console waits for the
+// daemon's page, or every quiet log would be answered by `ocx console`.
+func TestFollowWaitsLessThanThePage(t *testing.T) {
+	if consolepage.FollowWait >= pageWait-time.Second {
+		t.Errorf("a log's ask waits %s, ocx-console %s for the page", consolepage.FollowWait, pageWait)
 	}
 }

@@ -41,6 +41,7 @@ var commands = []*command{
 	{name: "init", summary: "make the agents root and node.json; provision the node user", run: runInit},
 	{name: "listener", summary: "add or remove a session's listener", run: runListener},
 	{name: "login", summary: "add, withdraw or rotate an agent login", run: runLogin},
+	{name: "logs", summary: "print the end of a session's log; -f follows it as it grows", run: runLogs},
 	{name: "mcp", summary: "the tools over MCP: serve a session's socket (start, serve), or reach it from inside the sandbox (connect, call)", run: runMCP},
 	{name: "metrics", summary: "print the daemon's metrics in Prometheus' text format", run: runMetrics},
 	{name: "node", summary: "nodes on other hosts: list one on the server's node (add, remove); keep a run user's password on one (password)", run: runNode},

@@ -183,6 +183,26 @@ func (r *Root) ReadTail(p string, max int64) (tail []byte, size int64, err error
 	return b, size, nil
 }
 
+// ReadAt reads at most max bytes of the regular file at p below the root
+// from offset off on, and says how large the file is: a log followed from
+// where its reader left off (nothing past its end). It refuses as
+// ReadFile does, but for the size.
+func (r *Root) ReadAt(p string, off, max int64) (b []byte, size int64, err error) {
+	f, size, err := r.openRegular("read", p)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	if off >= size {
+		return nil, size, nil
+	}
+	b, err = io.ReadAll(io.NewSectionReader(f, off, min(max, size-off)))
+	if err != nil {
+		return nil, 0, pathErr("read", f.Name(), err)
+	}
+	return b, size, nil
+}
+
 // IsRegular says whether a regular file is at p below the root, reached
 // without a link; a link, a pipe or anything else there is refused, a
 // missing one is fs.ErrNotExist.

@@ -220,6 +220,8 @@ func (p *Page) Serve(parts []string) bool {
 		p.sessionsPage()
 	case len(parts) == 2 && parts[0] == "session":
 		p.sessionPage(parts[1])
+	case len(parts) == 3 && parts[0] == "session" && parts[2] == "log":
+		p.sessionLog(parts[1])
 	case len(parts) == 3 && parts[0] == "session" && parts[2] == "listeners":
 		p.listenersPage(parts[1])
 	default:

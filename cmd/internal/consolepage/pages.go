@@ -128,7 +128,7 @@ func (p *Page) workspacePage(login string) {
 		}
 	}
 	if paths, perr := p.Layout.Workspace(k); perr == nil {
-		d.Log, _ = p.logTail(paths.Log, logTail)
+		d.Log, _, _ = p.logTail(paths.Log, logTail)
 	}
 	p.RenderProblem("workspace", k.String(), "workspaces", d, err)
 }
@@ -224,6 +224,9 @@ type sessionData struct {
 	End           string
 	ListenerCount int
 	Log           string
+	// LogEnd is the log's size when Log was read: where the page's live
+	// log goes on from (session/LOGIN/log?from=).
+	LogEnd int64
 	// Usage is the running session's use of the node, or the last one's
 	// as its end note says it (Ended); nil for none (D50).
 	Usage *messages.SessionUsage
@@ -258,7 +261,7 @@ func (p *Page) sessionPage(login string) {
 		}
 	}
 	if paths, perr := p.Layout.Workspace(k); perr == nil {
-		d.Log, _ = p.logTail(paths.Log, logTail)
+		d.Log, d.LogEnd, _ = p.logTail(paths.Log, logTail)
 	}
 	p.RenderProblem("session", "session of "+k.String(), "sessions", d, err)
 }

@@ -57,22 +57,23 @@ func (p *Page) lastSessionEnd(k messages.WorkspaceKey) (*record.SessionEnd, erro
 }
 
 // logTail returns the last max bytes of a log below the agents root, from
-// the start of a line, or "" when there is none. A session's log is in its
+// the start of a line, or "" when there is none, and the log's size (the
+// byte a viewer following it asks from next). A session's log is in its
 // workspace, the agent's to replace: it is read through no link, without
 // waiting, and only when it is a regular file (ReadTail); anything else
 // there shows as no log, logged once.
-func (p *Page) logTail(path string, max int64) (string, error) {
+func (p *Page) logTail(path string, max int64) (string, int64, error) {
 	root, err := p.openRoot()
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer root.Close()
 	b, size, err := root.ReadTail(path, max)
 	if err != nil {
 		if p.Refusals.Absent(err) {
-			return "", nil
+			return "", 0, nil
 		}
-		return "", err
+		return "", 0, err
 	}
 	s := string(b)
 	if size > int64(len(b)) {
@@ -80,7 +81,7 @@ func (p *Page) logTail(path string, max int64) (string, error) {
 			s = s[i+1:]
 		}
 	}
-	return strings.ToValidUTF8(s, "\uFFFD"), nil
+	return strings.ToValidUTF8(s, "\uFFFD"), size, nil
 }
 
 // openRoot opens the agents root, to read below it through no link.
