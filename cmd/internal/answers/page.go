@@ -66,6 +66,15 @@ type pageReads struct {
 	m *metrics.Set
 }
 
+// ProjectCode is the code the daemon's index of the project read once.
+func (p pageReads) ProjectCode(ctx context.Context, project string) (string, error) {
+	x, err := p.s.repos.Index(project)
+	if err != nil {
+		return "", err
+	}
+	return x.ProjectCode(ctx)
+}
+
 func (p pageReads) Metrics(context.Context) ([]byte, error) {
 	if p.m == nil {
 		return nil, errors.New("this daemon keeps no metrics")

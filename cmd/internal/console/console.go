@@ -68,6 +68,15 @@ func (r nodeReads) Repo(project string) (*fossilio.Repo, error) { return r.n.Ope
 
 func (r nodeReads) Index(repo *fossilio.Repo) *record.Index { return r.n.Index(repo) }
 
+func (r nodeReads) ProjectCode(ctx context.Context, project string) (string, error) {
+	repo, err := r.n.OpenRepo(project)
+	if err != nil {
+		return "", err
+	}
+	defer repo.Close()
+	return repo.ProjectCode(ctx)
+}
+
 // Metrics are the daemon's, asked on its socket: with no daemon there
 // are none (the page then says so, 503).
 func (r nodeReads) Metrics(ctx context.Context) ([]byte, error) {

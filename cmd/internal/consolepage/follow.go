@@ -31,6 +31,11 @@ const (
 	FollowWait = 8 * time.Second
 	// followPoll is how often a waiting ask looks at the log's size.
 	followPoll = 200 * time.Millisecond
+	// followGather is the least time an ask that finds text at once takes:
+	// a busy log is answered in gathers of what it wrote meanwhile, at most
+	// four a second a viewer, not an answer for each line; an ask that
+	// waited on a quiet log is answered as soon as it grows.
+	followGather = 250 * time.Millisecond
 	// maxFollowers bounds the asks waiting at once in one process (the
 	// daemon's, or one `ocx console`): one past them is answered at once,
 	// with what there is, and asks again.
@@ -112,9 +117,10 @@ func (p *Page) followLog(path string, from int64) (LogChunk, error) {
 // one; a log shorter than from was replaced, and is read from its start
 // (Reset).
 func FollowLog(ctx context.Context, root *unixhost.Root, path string, from int64, wait time.Duration, absent func(error) bool) (LogChunk, error) {
-	deadline := time.Now().Add(wait)
+	began := time.Now()
+	deadline := began.Add(wait)
 	c := LogChunk{From: from, To: from}
-	for {
+	for first := true; ; first = false {
 		b, size, err := root.ReadAt(path, c.From, followChunk)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) && !absent(err) {
 			return LogChunk{}, err
@@ -124,6 +130,17 @@ func FollowLog(ctx context.Context, root *unixhost.Root, path string, from int64
 			continue
 		}
 		if n := wholeRunes(b); n > 0 {
+			if first && int64(len(b)) < followChunk {
+				// Found at once: what the log writes until followGather
+				// joins it (kept as first read if the log is gone meanwhile).
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Until(began.Add(followGather))):
+				}
+				if more, size, err := root.ReadAt(path, c.From, followChunk); err == nil && size >= c.From && wholeRunes(more) >= n {
+					b, n = more, wholeRunes(more)
+				}
+			}
 			c.Text, c.To = strings.ToValidUTF8(string(b[:n]), "\uFFFD"), c.From+int64(n)
 			return c, nil
 		}

@@ -106,6 +106,8 @@ type Reads interface {
 	// it; Index is the record index of the repository r, which Repo gave.
 	Repo(project string) (*fossilio.Repo, error)
 	Index(r *fossilio.Repo) *record.Index
+	// ProjectCode is the project's code (a login cookie's name holds it).
+	ProjectCode(ctx context.Context, project string) (string, error)
 	// Metrics are the daemon's metrics in Prometheus' text format; an
 	// error when no daemon answers (the metrics are the running
 	// daemon's, never read from the record).
@@ -162,12 +164,7 @@ func (p *Page) Open(layout host.Layout, cfg *messages.NodeConfig, reads Reads, k
 		return false
 	}
 	p.Project = project
-	code := ""
-	repo, err := reads.Repo(project)
-	if err == nil {
-		code, err = repo.ProjectCode(p.Ctx)
-		repo.Close()
-	}
+	code, err := reads.ProjectCode(p.Ctx, project)
 	if err != nil {
 		p.Plain(http.StatusInternalServerError, "the console cannot open the node: "+err.Error())
 		return false

@@ -285,6 +285,9 @@ func (failingReads) StateDoc(context.Context) ([]byte, error) { return nil, errU
 func (failingReads) Repo(string) (*fossilio.Repo, error)      { return nil, errUnread }
 func (failingReads) Index(*fossilio.Repo) *record.Index       { return nil }
 func (failingReads) Metrics(context.Context) ([]byte, error)  { return nil, errUnread }
+func (failingReads) ProjectCode(context.Context, string) (string, error) {
+	return "", errUnread
+}
 
 // TestServeOwnsTheGETPages: the pages read by GET are this package's,
 // answered whatever their reads say; a form, the releases, the tools,
