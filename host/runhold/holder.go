@@ -149,7 +149,7 @@ func (s streams) close() {
 // It returns the lines to type in after the first, too.
 func (o Options) runSpec() (host.RunSpec, []string, error) {
 	if o.Spec != "" {
-		s, err := readSpec(o.Spec)
+		s, err := ReadSpec(o.Spec)
 		if err != nil {
 			return host.RunSpec{}, nil, err
 		}
