@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/ocx-go/ocx/docs/design"
 	"github.com/ocx-go/ocx/fossilio"
+	"github.com/ocx-go/ocx/host"
 	"github.com/ocx-go/ocx/host/unixhost"
 	"github.com/ocx-go/ocx/itest/harness"
 	"github.com/ocx-go/ocx/messages/protocol"
@@ -286,4 +288,134 @@ func TestRunShellInTheSandbox(t *testing.T) {
 		t.Errorf("the end note does not say the run's end ended it: %q", notes)
 	}
 	refused(admin, "has ended (stopped", root, "--", "true")
+}
+
+// TestRunShellInTheRunsLimits: a shell in a run with a cgroup of its own
+// (limits.memory and processes) is in that cgroup, by PID, and holds the
+// run's rlimits (cpu, processes), so the run's limits count it.
+func TestRunShellInTheRunsLimits(t *testing.T) {
+	needs(t, "ocxd", "ocx")
+	if why := unixhost.HostCgroups().Why(); why != "" {
+		t.Logf("no cgroup here (%s): TestRunPastItsMemory tests the refusal", why)
+		return
+	}
+	n := newNode(t)
+	admin := n.srv.AdminLogin
+	startDaemon(t, n, program("ocxd"), "--grace", "2s")
+	run := fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Be limited.",
+"sandbox": {"uid": 1000, "gid": 1000, "capabilities": [], "network": false, "own_session": true, "ends_with_node": true,
+  "read_only": ["/usr", "/bin", "/lib", "/lib64"], "read_write": [], "homes": [], "files": [], "proc": "/proc", "dev": "/dev", "tmp": "/tmp"},
+"limits": {"memory": "64M", "processes": 20, "cpu": 600},
+"process": {"user": "builder", "command": ["sleep", "600"], "env": {"PATH": "/usr/bin:/bin"}}}`, n.nodeUser())
+	root := n.result(admin, "thread", "--title", "Limited", "--text", block(run))
+	var holder protocol.ProcID
+	n.waitFor("the run's holder", func() bool {
+		var ok bool
+		holder, ok = n.runCare(root)
+		return (ok && holder.PID > 0 && n.startedOf(root) != nil) || n.endedOf(root) != nil
+	})
+	if e := n.endedOf(root); e != nil {
+		t.Fatalf("the run ended before it ran: %+v", e)
+	}
+	killAtEnd(t, holder)
+
+	r := n.ocx(admin, "run", "shell", root, "--", "sh", "-c", "grep -E '^Max (cpu time|processes) ' /proc/self/limits | tr -s ' '")
+	if r.code != 0 || r.stdout != "Max cpu time 600 601 seconds \nMax processes 20 20 processes \n" {
+		t.Errorf("the shell's rlimits are not the run's (processes 20, cpu 600): %s", r)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := n.command(ctx, program("ocx"), "run", "shell", root, "--", "sleep", "999")
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + n.agents, "LANG=C.UTF-8", "OCX_AGENTS=" + n.agents,
+		"OCX_USER=" + admin, "OCX_PASSWORD=" + n.pw[admin]}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var pid int
+	n.waitFor("the sleep's start note", func() bool {
+		notes := n.shellNotes(root)
+		if len(notes) < 3 {
+			return false
+		}
+		m := regexp.MustCompile(`\(PID (\d+) on the host\)`).FindStringSubmatch(notes[2])
+		if m == nil {
+			t.Fatalf("the start note names no PID: %s", notes[2])
+		}
+		pid, _ = strconv.Atoi(m[1])
+		return true
+	})
+	st, err := unixhost.ReadStat(pid)
+	if err != nil {
+		t.Fatalf("the shell's process %d: %v", pid, err)
+	}
+	sleep := protocol.ProcID{PID: pid, Start: st.Start}
+	killAtEnd(t, sleep)
+	l, err := host.NewLayout(n.agents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := unixhost.HostCgroups().Open(l.RunCgroup(root))
+	if err != nil {
+		t.Fatalf("the run's cgroup: %v", err)
+	}
+	procs, err := g.Procs()
+	if err != nil || !slices.Contains(procs, pid) {
+		t.Errorf("the shell's process %d is not in the run's cgroup %s: %v %v", pid, l.RunCgroup(root), procs, err)
+	}
+	n.result(admin, "run", "stop", root)
+	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
+	n.waitFor("the shell gone with the run", func() bool { return !procAlive(sleep) })
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("ocx run shell did not end with the run")
+	}
+}
+
+// TestRunShellKeepsTheRunsCapabilities: in a sandbox whose uid is 0 and
+// which keeps CAP_NET_BIND_SERVICE, the shell holds that one capability
+// in every set, its bounding set too, as the run's process does (D100).
+func TestRunShellKeepsTheRunsCapabilities(t *testing.T) {
+	needs(t, "ocxd", "ocx")
+	n := newNode(t)
+	admin := n.srv.AdminLogin
+	startDaemon(t, n, program("ocxd"), "--grace", "2s")
+	run := fmt.Sprintf(`{"ocx": 1, "kind": "run", "node": %q, "objective": "Keep one capability.",
+"sandbox": {"uid": 0, "gid": 0, "capabilities": ["CAP_NET_BIND_SERVICE"], "network": false, "own_session": true, "ends_with_node": true,
+  "read_only": ["/usr", "/bin", "/lib", "/lib64"], "read_write": [], "homes": [], "files": [], "proc": "/proc", "dev": "/dev", "tmp": "/tmp"},
+"process": {"user": "builder", "command": ["sh", "-c", "grep Cap /proc/self/status; sleep 600"], "env": {"PATH": "/usr/bin:/bin"},
+  "keep": {"stdout_when": "always"}}}`, n.nodeUser())
+	root := n.result(admin, "thread", "--title", "One capability", "--text", block(run))
+	var holder protocol.ProcID
+	n.waitFor("the run's holder", func() bool {
+		var ok bool
+		holder, ok = n.runCare(root)
+		return (ok && holder.PID > 0 && n.startedOf(root) != nil) || n.endedOf(root) != nil
+	})
+	if e := n.endedOf(root); e != nil {
+		t.Fatalf("the run ended before it ran: %+v", e)
+	}
+	killAtEnd(t, holder)
+	r := n.ocx(admin, "run", "shell", root, "--", "sh", "-c", "id -u; grep Cap /proc/self/status")
+	want := "0\nCapInh:\t0000000000000400\nCapPrm:\t0000000000000400\nCapEff:\t0000000000000400\nCapBnd:\t0000000000000400\nCapAmb:\t0000000000000400\n"
+	if r.code != 0 || r.stdout != want {
+		t.Errorf("the shell's capabilities are not the run's one:\n%s\nwant\n%s", r, want)
+	}
+	n.result(admin, "run", "stop", root)
+	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
+	// The run's own process held the same, as its kept STDOUT says.
+	n.waitFor("the run's kept STDOUT", func() bool {
+		for _, p := range n.runThread(root) {
+			if strings.Contains(p.Text, "```stdout") {
+				if !strings.Contains(p.Text, "CapEff:\t0000000000000400") || !strings.Contains(p.Text, "CapBnd:\t0000000000000400") {
+					t.Errorf("the run's process did not hold CAP_NET_BIND_SERVICE alone:\n%s", p.Text)
+				}
+				return true
+			}
+		}
+		return false
+	})
 }
