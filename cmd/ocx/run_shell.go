@@ -20,6 +20,10 @@ import (
 // shellDetachKey is Ctrl-], as ocx attach reads it.
 const shellDetachKey = 0x1d
 
+// shellDrainWait bounds how long the shell's last output is read after it
+// ended, as a holder does (docs/runs.md §8.1).
+const shellDrainWait = time.Second
+
 const runShellUsage = `run shell RUN --user USER [--project P] [-- COMMAND [ARG...]]
 
 shell opens a shell in the sandbox of run RUN (a hash or its beginning),
@@ -43,6 +47,9 @@ func runRunShell(ctx context.Context, e *env, args []string) error {
 	pos, rest, err := parseArgs(fs, args, oneArg("run's hash"))
 	if err != nil {
 		return err
+	}
+	if c.json {
+		return fmt.Errorf("%w: run shell has no answer to give in JSON: the shell runs on this terminal, or on ocx's own streams", errUsage)
 	}
 	n, err := c.open(e)
 	if err != nil {
@@ -150,7 +157,18 @@ func runRunShell(ctx context.Context, e *env, args []string) error {
 		}()
 	}
 	code, sig, err := sh.Wait()
-	relayed.Wait()
+	if terminal {
+		// What the shell printed last is read, up to a second more when
+		// something it left running in the sandbox holds its terminal.
+		drained := make(chan struct{})
+		go func() { relayed.Wait(); close(drained) }()
+		select {
+		case <-drained:
+		case <-time.After(shellDrainWait):
+			master.Close()
+			<-drained
+		}
+	}
 	if err != nil && code < 0 {
 		return fmt.Errorf("run: %s: the shell: %w", t.Run, err)
 	}

@@ -67,8 +67,12 @@ func (n actions) RunShellOpen(ctx context.Context, in RunInput) (RunShellTarget,
 		return RunShellTarget{}, err
 	}
 	defer r.Close()
-	if err := n.node.RequirePrivileged(ctx, r, p); err != nil {
-		return RunShellTarget{}, fmt.Errorf("%w; only such a user may open a shell in a run's sandbox (D100)", err)
+	ok, caps, err := n.node.CallerPrivileged(ctx, r, p)
+	if err != nil {
+		return RunShellTarget{}, fmt.Errorf("caller: %w", err)
+	}
+	if !ok {
+		return RunShellTarget{}, fmt.Errorf("caller: %q has capabilities %q on %s, without admin (a) or setup (s): only such a user may open a shell in a run's sandbox (D100)", n.node.Caller.Login, caps, p.Name)
 	}
 	st, m, _, err := n.runOf(ctx, r, "run", in.Run)
 	if err != nil {
