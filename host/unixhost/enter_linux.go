@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -90,11 +91,14 @@ type Enter struct {
 // Entered is a shell started in a sandbox, its process waiting for Go.
 type Entered struct {
 	// PID is the shell's process, as the host sees it.
-	PID   int
-	cmd   *exec.Cmd
+	PID  int
+	cmd  *exec.Cmd
+	sock *os.File
+	spec []byte
+	// mu guards pidfd, which a signal from another goroutine may use
+	// while Wait closes it.
+	mu    sync.Mutex
 	pidfd int
-	sock  *os.File
-	spec  []byte
 }
 
 // Wait waits for the shell to end: its exit code, or 128 and N for a
@@ -219,9 +223,11 @@ func StartEnter(e Enter) (*Entered, error) {
 		return fail(err)
 	}
 	started.PID = pid
-	if started.pidfd, err = unix.PidfdOpen(pid, 0); err != nil {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
 		return fail(fmt.Errorf("the shell's process %d: pidfd: %w", pid, err))
 	}
+	started.pidfd = pidfd
 	if e.Cgroup != "" {
 		g, err := HostCgroups().Open(e.Cgroup)
 		if err != nil {
@@ -267,12 +273,16 @@ func (e *Entered) HangUp() { e.signal(unix.SIGHUP) }
 func (e *Entered) Kill() { e.signal(unix.SIGKILL) }
 
 func (e *Entered) signal(sig unix.Signal) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.pidfd >= 0 {
 		pidfdSignal(e.pidfd, sig, false)
 	}
 }
 
 func (e *Entered) close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.pidfd >= 0 {
 		unix.Close(e.pidfd)
 		e.pidfd = -1
