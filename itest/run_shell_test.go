@@ -95,7 +95,8 @@ func (n *testNode) shellNotes(root string) []string {
 // /proc holding only the sandbox's processes), with no capability, and
 // cannot read the node's own files; the notes name who opened it, the
 // command and how long it was open. A second shell running sleep 999
-// dies, by PID, when the run is stopped. Each refusal names why.
+// dies, by PID, when the run is stopped (ocx run stop). Each refusal
+// names why.
 func TestRunShellInTheSandbox(t *testing.T) {
 	n, root, holder := claudeRun(t)
 	admin := n.srv.AdminLogin
@@ -265,8 +266,7 @@ func TestRunShellInTheSandbox(t *testing.T) {
 	if its == "" || its == ours {
 		t.Errorf("sleep 999 is in PID namespace %q, the host's is %q", its, ours)
 	}
-	stop := fmt.Sprintf(`{"ocx": 1, "kind": "stop", "node": %q, "run": %q}`, n.nodeUser(), root)
-	n.result(admin, "post", "--to", root, "--text", block(stop))
+	n.result(admin, "run", "stop", root)
 	n.waitFor("the run's ended", func() bool { return n.endedOf(root) != nil })
 	if e := n.endedOf(root); e.Outcome != runmsg.RunStopped {
 		t.Errorf("ended %+v, want stopped", e)
