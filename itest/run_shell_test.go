@@ -377,7 +377,8 @@ func TestRunShellInTheRunsLimits(t *testing.T) {
 
 // TestRunShellKeepsTheRunsCapabilities: in a sandbox whose uid is 0 and
 // which keeps CAP_NET_BIND_SERVICE, the shell holds that one capability
-// in every set, its bounding set too, as the run's process does (D100).
+// in every set, its bounding set too, as the run's process does. As uid
+// 1000 it cannot be given it, and says so (D100).
 func TestRunShellKeepsTheRunsCapabilities(t *testing.T) {
 	needs(t, "ocxd", "ocx")
 	n := newNode(t)
@@ -418,4 +419,22 @@ func TestRunShellKeepsTheRunsCapabilities(t *testing.T) {
 		}
 		return false
 	})
+
+	as1000 := strings.NewReplacer(`"uid": 0, "gid": 0`, `"uid": 1000, "gid": 1000`, "Keep one capability.", "Keep one as 1000.").Replace(run)
+	root2 := n.result(admin, "thread", "--title", "One capability as 1000", "--text", block(as1000))
+	n.waitFor("the second run's holder", func() bool {
+		h, ok := n.runCare(root2)
+		if ok && h.PID > 0 && n.startedOf(root2) != nil {
+			killAtEnd(t, h)
+			return true
+		}
+		return n.endedOf(root2) != nil
+	})
+	r = n.ocx(admin, "run", "shell", root2, "--", "sh", "-c", "id -u; grep CapEff /proc/self/status")
+	if r.code != 0 || r.stdout != "1000\nCapEff:\t0000000000000000\n" ||
+		!strings.Contains(r.stderr, "the run keeps CAP_NET_BIND_SERVICE, which a shell as uid 1000 in its sandbox cannot be given (D100): it runs without") {
+		t.Errorf("a shell as 1000 in a run keeping a capability: %s", r)
+	}
+	n.result(admin, "run", "stop", root2)
+	n.waitFor("the second run's ended", func() bool { return n.endedOf(root2) != nil })
 }

@@ -429,8 +429,13 @@ func EnterMain(sockFD int) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
-	if err := keepOnly(s.Capabilities); err != nil {
+	lost, err := keepOnly(s.Capabilities)
+	if err != nil {
 		return err
+	}
+	if len(lost) > 0 {
+		fmt.Fprintf(os.Stderr, "ocx run shell: the run keeps %s, which a shell as uid %d in its sandbox cannot be given (D100): it runs without\n",
+			strings.Join(lost, ", "), s.UID)
 	}
 	if err := os.Chdir(s.Dir); err != nil {
 		return fmt.Errorf("the run's cwd: %w", err)
@@ -465,15 +470,15 @@ func capState() ([2]unix.CapUserData, error) {
 // the exec has cleared them all but the bounding set, which it cannot
 // drop (D100): no_new_privs keeps any exec from drawing on it, and a
 // capability the run keeps cannot be given back, so the shell runs
-// without it.
-func keepOnly(names []string) error {
+// without it: lost names those.
+func keepOnly(names []string) (lost []string, err error) {
 	keep, err := host.CapabilityMask(names)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	st, err := capState()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	const setpcap = 8
 	if st[0].Effective&(1<<setpcap) != 0 {
@@ -483,7 +488,7 @@ func keepOnly(names []string) error {
 			}
 			// EINVAL: past the last capability this kernel knows.
 			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
-				return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+				return nil, fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
 			}
 		}
 	}
@@ -496,19 +501,22 @@ func keepOnly(names []string) error {
 	}
 	h := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	if err := unix.Capset(&h, &d[0]); err != nil {
-		return fmt.Errorf("capset: %w", err)
+		return nil, fmt.Errorf("capset: %w", err)
 	}
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-		return fmt.Errorf("clear the ambient set: %w", err)
+		return nil, fmt.Errorf("clear the ambient set: %w", err)
 	}
 	held := uint64(d[0].Permitted) | uint64(d[1].Permitted)<<32
 	for c := range host.Capabilities {
+		if keep&(1<<c) != 0 && held&(1<<c) == 0 {
+			lost = append(lost, host.Capabilities[c])
+		}
 		if held&(1<<c) == 0 {
 			continue
 		}
 		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, uintptr(c), 0, 0); err != nil {
-			return fmt.Errorf("keep %s past the exec: %w", host.Capabilities[c], err)
+			return nil, fmt.Errorf("keep %s past the exec: %w", host.Capabilities[c], err)
 		}
 	}
-	return nil
+	return lost, nil
 }
