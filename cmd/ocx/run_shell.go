@@ -64,12 +64,8 @@ func runRunShell(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("run: %s: the sandbox's process: %w", t.Run, err)
 	}
 	command := tools.ShellCommand(rest)
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
 	terminal := unixhost.IsTerminal(os.Stdin)
-	enter := t.Enter(command, exe, terminal)
+	enter := t.Enter(command, "", terminal) // this very ocx runs in the sandbox
 	var master *os.File
 	if terminal {
 		m, tty, err := unixhost.OpenPTY()
@@ -174,7 +170,9 @@ func runRunShell(ctx context.Context, e *env, args []string) error {
 	}
 	open := time.Since(opened)
 	end := tools.RunShellEnd{Exit: code, Signal: sig, Detached: detached.Load()}
-	if st, err := unixhost.ReadStat(t.Init); err != nil || st.Start != initStat.Start || st.Zombie() {
+	// The sandbox's first process in its exit has had the kernel end
+	// the rest of its PID namespace, the shell with it.
+	if st, err := unixhost.ReadStat(t.Init); err != nil || st.Start != initStat.Start || st.Ending() {
 		end.RunGone = true
 	}
 	if terminal {

@@ -84,7 +84,9 @@ type Enter struct {
 	// Stdin, Stdout and Stderr are the shell's streams; with
 	// Spec.Terminal, Stdin is the terminal the shell's session takes.
 	Stdin, Stdout, Stderr *os.File
-	// Exe is this release's ocx, run in the sandbox as `ocx run enter`.
+	// Exe is the ocx run in the sandbox as `ocx run enter`; empty for
+	// this process's own program, the very file it runs (/proc/self/exe:
+	// the running inode, whatever a release's swap did to its path).
 	Exe string
 }
 
@@ -172,7 +174,11 @@ func StartEnter(e Enter) (*Entered, error) {
 			f.Close()
 		}
 	}()
-	exe, err := os.Open(e.Exe)
+	exePath := e.Exe
+	if exePath == "" {
+		exePath = "/proc/self/exe"
+	}
+	exe, err := os.Open(exePath)
 	if err != nil {
 		return nil, err
 	}
