@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -105,66 +104,19 @@ func runRunShell(ctx context.Context, e *env, args []string) error {
 	defer stopWatch()
 
 	var detached atomic.Bool
-	var relayed sync.WaitGroup
+	drain := func() {}
 	if terminal {
 		restore, err := unixhost.MakeRaw(os.Stdin)
 		if err == nil {
 			defer restore()
 		}
 		fmt.Fprintf(e.stderr, "[a shell in the sandbox of run %s: Ctrl-] detaches, which ends it]\r\n", t.Run)
-		winch := make(chan os.Signal, 1)
-		signal.Notify(winch, unixhost.WindowChanged)
-		defer signal.Stop(winch)
-		go func() {
-			for range winch {
-				if size, err := unixhost.GetWindowSize(os.Stdout); err == nil {
-					unixhost.SetWindowSize(master, size)
-				}
-			}
-		}()
-		relayed.Add(1)
-		go func() {
-			defer relayed.Done()
-			io.Copy(e.stdout, master) // ends with EIO once the shell's terminal is closed by all
-		}()
-		go func() {
-			buf := make([]byte, 4096)
-			for {
-				k, err := os.Stdin.Read(buf)
-				if i := bytes.IndexByte(buf[:k], shellDetachKey); i >= 0 {
-					if !detached.Swap(true) {
-						// The shell's terminal closed: the kernel hangs
-						// its session up. Keys go nowhere after.
-						master.Write(buf[:i])
-						fmt.Fprint(e.stderr, "\r\n[detached: the shell is hung up; Ctrl-] again kills it]\r\n")
-						master.Close()
-					} else {
-						sh.Kill()
-					}
-				} else if k > 0 && !detached.Load() {
-					if _, werr := master.Write(buf[:k]); werr != nil {
-						return
-					}
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
+		var stop func()
+		drain, stop = relayTerminal(e, master, sh, &detached)
+		defer stop()
 	}
 	code, sig, err := sh.Wait()
-	if terminal {
-		// What the shell printed last is read, up to a second more when
-		// something it left running in the sandbox holds its terminal.
-		drained := make(chan struct{})
-		go func() { relayed.Wait(); close(drained) }()
-		select {
-		case <-drained:
-		case <-time.After(shellDrainWait):
-			master.Close()
-			<-drained
-		}
-	}
+	drain()
 	if err != nil && code < 0 {
 		return fmt.Errorf("run: %s: the shell: %w", t.Run, err)
 	}
@@ -188,6 +140,67 @@ func runRunShell(ctx context.Context, e *env, args []string) error {
 		return errExit{code}
 	}
 	return nil
+}
+
+// relayTerminal relays between ocx's terminal and the shell's (its
+// master): the output to e.stdout, the keys typed into the master, and
+// the size as ocx's changes. Ctrl-] detaches (detached is set): the
+// master closes, which hangs the shell up; Ctrl-] again kills it. drain,
+// once the shell has ended, waits for its last output (at most
+// shellDrainWait, when something it left in the sandbox holds its
+// terminal); stop ends the size's relay.
+func relayTerminal(e *env, master *os.File, sh *unixhost.Entered, detached *atomic.Bool) (drain, stop func()) {
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, unixhost.WindowChanged)
+	go func() {
+		for range winch {
+			if size, err := unixhost.GetWindowSize(os.Stdout); err == nil {
+				unixhost.SetWindowSize(master, size)
+			}
+		}
+	}()
+	output := make(chan struct{})
+	go func() {
+		defer close(output)
+		io.Copy(e.stdout, master) // ends with EIO once every holder of the shell's terminal closed it
+	}()
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			k, err := os.Stdin.Read(buf)
+			if i := bytes.IndexByte(buf[:k], shellDetachKey); i >= 0 {
+				if !detached.Swap(true) {
+					// The kernel hangs up the session of a terminal whose
+					// master closes. Keys go nowhere after.
+					master.Write(buf[:i])
+					fmt.Fprint(e.stderr, "\r\n[detached: the shell is hung up; Ctrl-] again kills it]\r\n")
+					master.Close()
+				} else {
+					sh.Kill()
+				}
+			} else if k > 0 && !detached.Load() {
+				if _, werr := master.Write(buf[:k]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	drain = func() {
+		select {
+		case <-output:
+		case <-time.After(shellDrainWait):
+			master.Close()
+			<-output
+		}
+	}
+	stop = func() {
+		signal.Stop(winch)
+		close(winch)
+	}
+	return drain, stop
 }
 
 // runRunEnter is `ocx run enter --socket-fd N`: the process `ocx run
