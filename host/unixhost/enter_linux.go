@@ -25,7 +25,7 @@ import (
 // A shell in a run's sandbox (`ocx run shell`, D100). Go cannot join a
 // user or mount namespace (setns refuses a process of many threads), so
 // util-linux's nsenter joins the sandbox's namespaces, from descriptors
-// opened here, and runs this release's ocx, by a descriptor too (the
+// opened here, and runs this very ocx's program, by a descriptor too (the
 // sandbox need not see it), as `ocx run enter`: EnterMain. That process
 // tells the starter it is there (its PID, as the host sees it, carried by
 // the kernel), waits while the starter puts it in the run's cgroup and
